@@ -1,0 +1,125 @@
+"""Model architecture: the shapes that decide parameter counts and activations.
+
+A :class:`ModelArch` is built from a preset (``calc.presets``) or from the
+contents of a Hugging Face ``config.json`` (``calc.hf_config``). Parameter
+counts are exact per module: grouped-query attention (k and v are
+``hidden x kv_heads*head_dim``), explicit ``head_dim``, gated (3 matrices) or
+plain (2 matrices) MLP, biases, norms, tied embeddings and MoE experts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class LinearLayer:
+    """One linear module of a decoder block, as Hugging Face names it.
+
+    ``count`` is how many copies one block holds (MoE experts: one per expert).
+    ``active`` is how many of those copies a token passes through.
+    ``quantizable``: QLoRA (bitsandbytes / torchao NF4) quantizes it; the MoE
+    router stays in 16-bit.
+    """
+
+    name: str
+    d_in: int
+    d_out: int
+    bias: bool = False
+    count: int = 1
+    active: int = 1
+    quantizable: bool = True
+
+    @property
+    def weight_params(self) -> int:
+        return self.d_in * self.d_out
+
+    @property
+    def params(self) -> int:
+        """Parameters of all ``count`` copies, bias included."""
+        return self.count * (self.d_in * self.d_out + (self.d_out if self.bias else 0))
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    """Shapes of a decoder-only transformer. Sizes are element counts."""
+
+    name: str
+    family: str
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    max_position_embeddings: int
+    linears: tuple[LinearLayer, ...]  # one block's linear modules
+    norm_kind: str = "rms"  # "rms" (weight only) or "layer" (weight and bias)
+    norms_per_layer: int = 2
+    tie_word_embeddings: bool = False
+    learned_positions: int = 0  # rows of a learned position table (GPT-2); 0 for RoPE/ALiBi
+    embedding_norm: bool = False  # BLOOM normalises the embedding output
+    num_experts: int = 0  # 0 for a dense model
+    experts_per_token: int = 0
+    parallel_block: bool = False  # attention and MLP read the same input (NeoX, Falcon, Phi-2)
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        for key in ("vocab_size", "hidden_size", "num_layers", "num_heads",
+                    "num_kv_heads", "head_dim", "intermediate_size"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError("config_invalid_value", key, value)
+        if self.num_heads % self.num_kv_heads:
+            raise ConfigError("config_invalid_value", "num_key_value_heads", self.num_kv_heads)
+
+    # ---- parameter counts -------------------------------------------------
+    @property
+    def norm_params(self) -> int:
+        """Per norm: ``hidden`` weights, plus ``hidden`` biases for LayerNorm."""
+        return self.hidden_size * (2 if self.norm_kind == "layer" else 1)
+
+    @property
+    def block_params(self) -> int:
+        return sum(l.params for l in self.linears) + self.norms_per_layer * self.norm_params
+
+    @property
+    def embedding_params(self) -> int:
+        emb = self.vocab_size * self.hidden_size + self.learned_positions * self.hidden_size
+        return emb + (self.norm_params if self.embedding_norm else 0)
+
+    @property
+    def lm_head_params(self) -> int:
+        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+
+    @property
+    def params_total(self) -> int:
+        """Every parameter held in memory (all MoE experts included)."""
+        return (self.embedding_params + self.num_layers * self.block_params
+                + self.norm_params + self.lm_head_params)
+
+    @property
+    def params_active(self) -> int:
+        """Parameters a token passes through (MoE: top-k experts only)."""
+        inactive = sum((l.count - l.active) * (l.weight_params + (l.d_out if l.bias else 0))
+                       for l in self.linears)
+        return self.params_total - self.num_layers * inactive
+
+    @property
+    def quantizable_params(self) -> int:
+        """Parameters of the block linears QLoRA stores in NF4."""
+        return self.num_layers * sum(l.params for l in self.linears if l.quantizable)
+
+    @property
+    def largest_linear_params(self) -> int:
+        """Weights of the largest single linear matrix (dequantisation buffer, all-gather)."""
+        sizes = [l.weight_params for l in self.linears]
+        if not self.tie_word_embeddings:
+            sizes.append(self.vocab_size * self.hidden_size)
+        return max(sizes)
+
+    def linear_names(self) -> tuple[str, ...]:
+        return tuple(l.name for l in self.linears)

@@ -1,0 +1,73 @@
+"""Command line: ``python -m calc {estimate,plan,presets,gpus}``.
+
+Output is JSON on stdout. Bad input prints ``{"error": {code, field, value}}``
+and exits 2; no traceback is ever shown for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import CalcError, InputError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints usage and exits 2; keep that, but as a coded JSON error."""
+
+    def error(self, message: str) -> None:  # pragma: no cover - exercised via main()
+        raise InputError("bad_arguments", "argv", None, message)
+
+
+def _read_request(path: str) -> object:
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+    except OSError as err:
+        raise InputError("request_unreadable", "request", path, type(err).__name__) from None
+    except UnicodeDecodeError:
+        raise InputError("request_not_utf8", "request", path) from None
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise InputError("request_not_json", "request", path, str(err)[:120]) from None
+
+
+def _emit(obj: object) -> None:
+    json.dump(obj, sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _Parser(prog="python -m calc", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("estimate", "plan"):
+        cmd = sub.add_parser(name)
+        cmd.add_argument("--request", required=True, help="JSON file, or - for stdin")
+    sub.add_parser("presets")
+    sub.add_parser("gpus")
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "estimate":
+            from .memory import estimate_dict
+            _emit(estimate_dict(_read_request(args.request)))
+        elif args.command == "plan":
+            from .plan import plan_dict
+            _emit(plan_dict(_read_request(args.request)))
+        elif args.command == "presets":
+            from .presets import presets_listing
+            _emit(presets_listing())
+        else:
+            from .gpus import gpus_listing
+            _emit(gpus_listing())
+    except CalcError as err:
+        _emit({"error": err.to_dict()})
+        return 2
+    except RecursionError:  # absurdly nested JSON
+        _emit({"error": {"code": "request_too_deep", "field": "request", "value": None}})
+        return 2
+    return 0

@@ -1,0 +1,62 @@
+"""One error hierarchy for every bad input.
+
+Each error carries a stable ``code`` (translated by the site and the UI), the
+``field`` it concerns (a dotted path into the request, or ``None``) and the
+offending ``value``. ``calc`` holds no prose for users: ``str(err)`` is a short
+English line for developers and logs only.
+"""
+
+from __future__ import annotations
+
+
+class CalcError(Exception):
+    """Base class: ``code``, ``field`` and ``value`` describe what was wrong."""
+
+    code = "calc_error"
+
+    def __init__(self, code: str | None = None, field: str | None = None,
+                 value: object = None, detail: str = "") -> None:
+        self.code = code or type(self).code
+        self.field = field
+        self.value = value
+        self.detail = detail
+        super().__init__(f"{self.code}: field={field!r} value={_short(value)!r} {detail}".rstrip())
+
+    def to_dict(self) -> dict:
+        """JSON-safe description, as printed by the CLI under ``"error"``."""
+        out = {"code": self.code, "field": self.field, "value": _jsonable(self.value)}
+        if self.detail:
+            out["detail"] = self.detail
+        return out
+
+
+class InputError(CalcError, ValueError):
+    """A request value is out of range, of the wrong type or unknown."""
+
+    code = "invalid_value"
+
+
+class ConfigError(CalcError, ValueError):
+    """A Hugging Face config is malformed, lacks a key or is unsupported."""
+
+    code = "invalid_config"
+
+
+def _short(value: object, limit: int = 80) -> object:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _jsonable(value: object) -> object:
+    """Keep JSON scalars; summarise anything else so the output is always valid JSON."""
+    if value is None or isinstance(value, (bool, int, float)):
+        if isinstance(value, float) and value != value:  # NaN is not JSON
+            return "NaN"
+        if isinstance(value, float) and value in (float("inf"), float("-inf")):
+            return str(value)
+        return value
+    if isinstance(value, str):
+        return value if len(value) <= 200 else value[:200] + "..."
+    if isinstance(value, (list, tuple)) and len(value) <= 20:
+        return [_jsonable(v) for v in value]
+    return _short(value, 200)

@@ -1,0 +1,262 @@
+"""The estimate request: validation of a plain dict into a frozen dataclass.
+
+The key names and defaults are a public contract (CLI, browser, URL query):
+add keys freely, rename none. Validation never guesses: unknown keys, wrong
+types, non-positive or non-integer sizes and unknown enum values raise
+:class:`~calc.errors.InputError` with a stable ``code`` and the ``field``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from .arch import ModelArch
+from .errors import CalcError, InputError
+
+
+class Method(str, Enum):
+    FULL = "full"
+    LORA = "lora"
+    QLORA = "qlora"
+
+
+class Precision(str, Enum):
+    """Lightning's names. ``bf16-true``: weights, grads and optimizer states in
+    bf16. ``*-mixed``: fp32 master weights and fp32 optimizer states, 16-bit
+    compute. ``fp32``: everything in fp32."""
+
+    BF16_TRUE = "bf16-true"
+    BF16_MIXED = "bf16-mixed"
+    FP16_MIXED = "fp16-mixed"
+    FP32 = "fp32"
+
+
+class Optimizer(str, Enum):
+    ADAMW = "adamw"
+    ADAMW_8BIT = "adamw-8bit"
+    PAGED_ADAMW = "paged-adamw"
+    PAGED_ADAMW_8BIT = "paged-adamw-8bit"
+    ADAFACTOR = "adafactor"
+    SGD = "sgd"
+    SGD_MOMENTUM = "sgd-momentum"
+
+
+class Attention(str, Enum):
+    SDPA = "sdpa"
+    FLASH = "flash"
+    EAGER = "eager"
+
+
+class Sharding(str, Enum):
+    """FSDP FULL_SHARD = zero3, SHARD_GRAD_OP = zero2."""
+
+    NONE = "none"
+    DDP = "ddp"
+    ZERO1 = "zero1"
+    ZERO2 = "zero2"
+    ZERO3 = "zero3"
+
+
+class CpuOffload(str, Enum):
+    NONE = "none"
+    OPTIMIZER = "optimizer"
+    OPTIMIZER_PARAMS = "optimizer+params"
+
+
+# Upper bounds: beyond them a value is a typo, not a training run.
+MAX_SEQ_LEN = 4_194_304  # 4M tokens, above the longest published context windows
+MAX_MICRO_BATCH = 65_536
+MAX_LORA_RANK = 65_536
+MAX_GPUS = 65_536
+
+# key -> (default, kind, extra); kind is "int", "bool", an Enum, or a special name.
+ESTIMATE_FIELDS: dict[str, tuple] = {
+    "model": (None, "model", None),
+    "method": ("lora", Method, None),
+    "lora_rank": (16, "int", MAX_LORA_RANK),
+    "lora_targets": ("all-linear", "targets", None),
+    "qlora_double_quant": (True, "bool", None),
+    "precision": ("bf16-true", Precision, None),
+    "optimizer": ("adamw", Optimizer, None),
+    "optimizer_in_backward": (False, "bool", None),
+    "micro_batch_size": (1, "int", MAX_MICRO_BATCH),
+    "seq_len": (2048, "int", MAX_SEQ_LEN),
+    "gradient_checkpointing": (True, "bool", None),
+    "attention": ("sdpa", Attention, None),
+    "chunked_loss": (False, "bool", None),
+    "activation_offload": (False, "bool", None),
+    "num_gpus": (1, "int", MAX_GPUS),
+    "sharding": ("none", Sharding, None),
+    "cpu_offload": ("none", CpuOffload, None),
+}
+
+
+@dataclass(frozen=True)
+class EstimateRequest:
+    model: ModelArch
+    model_id: str  # preset id, or "hf_config:<model_type>"
+    method: Method = Method.LORA
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] | str = "all-linear"
+    qlora_double_quant: bool = True
+    precision: Precision = Precision.BF16_TRUE
+    optimizer: Optimizer = Optimizer.ADAMW
+    optimizer_in_backward: bool = False
+    micro_batch_size: int = 1
+    seq_len: int = 2048
+    gradient_checkpointing: bool = True
+    attention: Attention = Attention.SDPA
+    chunked_loss: bool = False
+    activation_offload: bool = False
+    num_gpus: int = 1
+    sharding: Sharding = Sharding.NONE
+    cpu_offload: CpuOffload = CpuOffload.NONE
+
+    @property
+    def is_peft(self) -> bool:
+        return self.method is not Method.FULL
+
+    def to_dict(self) -> dict:
+        """The request in its JSON form (model as its id)."""
+        out = {}
+        for key in ESTIMATE_FIELDS:
+            value = getattr(self, key)
+            if key == "model":
+                value = self.model_id
+            elif isinstance(value, Enum):
+                value = value.value
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[key] = value
+        return out
+
+
+def check_int(field: str, value: object, maximum: int | None = None) -> int:
+    """A positive integer, at most ``maximum``. Floats with no fraction are refused too:
+    a size written as 2.0 is usually a slip."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError("not_integer", field, value)
+    if value <= 0:
+        raise InputError("not_positive", field, value)
+    if maximum is not None and value > maximum:
+        raise InputError("out_of_range", field, value)
+    return value
+
+
+def check_number(field: str, value: object, minimum: float = 0.0, maximum: float | None = None,
+                 allow_equal_min: bool = True) -> float:
+    """A finite real number in range (for prices, token counts, fractions)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError("not_number", field, value)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InputError("not_number", field, value)
+    if value < minimum or (not allow_equal_min and value == minimum):
+        raise InputError("out_of_range", field, value)
+    if maximum is not None and value > maximum:
+        raise InputError("out_of_range", field, value)
+    return value
+
+
+def check_bool(field: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InputError("not_boolean", field, value)
+    return value
+
+
+def check_enum(field: str, value: object, enum: type[Enum]) -> Enum:
+    if not isinstance(value, str):
+        raise InputError("wrong_type", field, value)
+    try:
+        return enum(value)
+    except ValueError:
+        raise InputError("unknown_value", field, value) from None
+
+
+def _check_targets(value: object, arch: ModelArch) -> tuple[str, ...] | str:
+    if value == "all-linear":
+        return "all-linear"
+    if isinstance(value, str):  # "q_proj,v_proj" as in the URL form
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise InputError("wrong_type", "lora_targets", value)
+    known = set(arch.linear_names())
+    for name in value:
+        if name not in known:
+            raise InputError("unknown_lora_target", "lora_targets", name)
+    return tuple(dict.fromkeys(value))  # keep order, drop repeats
+
+
+def resolve_model(value: object) -> tuple[ModelArch, str]:
+    """A preset id, or ``{"hf_config": {...}}``."""
+    from . import presets  # data is loaded lazily, on first use
+    from .hf_config import arch_from_hf_config
+
+    if isinstance(value, str):
+        return presets.get_preset(value), value
+    if isinstance(value, dict):
+        extra = set(value) - {"hf_config", "name"}
+        if extra:
+            raise InputError("unknown_key", "model." + sorted(extra)[0], None)
+        if "hf_config" not in value:
+            raise InputError("missing_field", "model.hf_config", None)
+        arch = arch_from_hf_config(value["hf_config"], value.get("name") if isinstance(value.get("name"), str) else None)
+        return arch, "hf_config:" + arch.family
+    raise InputError("wrong_type", "model", value)
+
+
+def parse_fields(data: object, fields: dict[str, tuple]) -> dict:
+    """Check the keys of ``data`` against ``fields`` and fill the defaults."""
+    if not isinstance(data, dict):
+        raise InputError("request_not_object", None, type(data).__name__)
+    for key in data:
+        if key not in fields:
+            raise InputError("unknown_key", str(key), None)
+    if "model" in fields and "model" not in data:
+        raise InputError("missing_field", "model", None)
+    return {key: data.get(key, spec[0]) for key, spec in fields.items()}
+
+
+def parse_estimate_request(data: object, fields: dict[str, tuple] | None = None) -> EstimateRequest:
+    """Validate a request dict; ``fields`` lets a caller (the plan request) allow more keys,
+    which it checks itself."""
+    values = parse_fields(data, fields or ESTIMATE_FIELDS)
+    arch, model_id = resolve_model(values["model"])
+    kwargs: dict = {"model": arch, "model_id": model_id}
+    for key, (default, kind, extra) in ESTIMATE_FIELDS.items():
+        value = values[key]
+        if key == "model":
+            continue
+        if kind == "int":
+            kwargs[key] = check_int(key, value, extra)
+        elif kind == "bool":
+            kwargs[key] = check_bool(key, value)
+        elif kind == "targets":
+            kwargs[key] = _check_targets(value, arch)
+        else:
+            kwargs[key] = check_enum(key, value, kind)
+    return EstimateRequest(**kwargs)
+
+
+def request_warnings(req: EstimateRequest) -> list[str]:
+    """Codes for suspicious but valid input (the site translates them)."""
+    out = []
+    if req.seq_len > req.model.max_position_embeddings:
+        out.append("seq_len_above_max_positions")
+    if req.num_gpus == 1 and req.sharding in (Sharding.DDP, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3):
+        out.append("sharding_on_single_gpu")
+    if req.num_gpus > 1 and req.sharding is Sharding.NONE:
+        out.append("multi_gpu_without_sharding")
+    if req.method is Method.FULL and req.lora_targets != "all-linear":
+        out.append("lora_options_ignored")
+    if req.method is Method.QLORA and req.precision in (Precision.FP32,):
+        out.append("qlora_with_fp32")
+    if req.cpu_offload is not CpuOffload.NONE and req.optimizer in (Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT):
+        out.append("paged_optimizer_with_cpu_offload")
+    return out
+
+
+__all__ = [
+    "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Method",
+    "Optimizer", "Precision", "Sharding", "parse_estimate_request", "request_warnings",
+]
