@@ -388,7 +388,7 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     model_type = cfg.get("model_type")
     text = cfg.get("text_config")
     text_only = False
-    if model_type not in _READERS and isinstance(text, dict) and text.get("model_type") in _READERS:
+    if not _supported(model_type) and isinstance(text, dict) and _supported(text.get("model_type")):
         cfg, prefix, model_type, text_only = text, "hf_config.text_config.", text["model_type"], True
     if model_type is None:
         raise ConfigError("config_missing_key", "hf_config.model_type", None)
@@ -402,6 +402,10 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     if text_only:
         arch.extra["text_config_only"] = True
     return arch
+
+
+def _supported(model_type: object) -> bool:
+    return isinstance(model_type, str) and model_type in _READERS
 
 
 def supported_families() -> tuple[str, ...]:

@@ -291,3 +291,33 @@ def test_llama_closed_form(h_per_head, heads_per_kv, kv, inter, layers, vocab, t
     assert arch.params_total == vocab * h * (1 if tie else 2) + layers * block + h
     deeper = arch_from_hf_config({**cfg, "num_hidden_layers": layers + 1})
     assert deeper.params_total - arch.params_total == block
+
+
+_JUNK = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
+                  st.text(max_size=5), st.lists(st.integers(0, 3), max_size=3),
+                  st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+_BASES = [LLAMA, QWEN2, GEMMA2, GEMMA3, PHI3, PHI, MIXTRAL, QWEN_MOE, NEOX, FALCON, BLOOM, GPT2,
+          {"model_type": "llava", "text_config": LLAMA}]
+_KEYS = sorted({k for base in _BASES for k in base} | {
+    "head_dim", "tie_word_embeddings", "attention_bias", "mlp_bias", "multi_query",
+    "new_decoder_architecture", "num_kv_heads", "parallel_attn", "bias", "ffn_hidden_size",
+    "num_ln_in_parallel_attn", "n_inner", "n_positions", "mlp_only_layers",
+    "decoder_sparse_step", "use_parallel_residual", "qk_layernorm", "n_embed", "text_config"})
+
+
+@given(base=st.sampled_from(_BASES),
+       changes=st.dictionaries(st.sampled_from(_KEYS), _JUNK, max_size=4),
+       drop=st.lists(st.sampled_from(_KEYS), max_size=2))
+def test_any_mutation_gives_arch_or_config_error(base, changes, drop):
+    """Whatever a pasted config holds, the reader returns an architecture or a coded
+    ConfigError naming an hf_config key; never another exception."""
+    cfg = {k: v for k, v in {**base, **changes}.items() if k not in drop}
+    try:
+        arch = arch_from_hf_config(cfg)
+    except ConfigError as err:
+        assert err.code in {"config_missing_key", "config_invalid_value",
+                            "unsupported_architecture", "config_not_object"}
+        assert err.field.startswith("hf_config")
+        json.dumps(err.to_dict(), allow_nan=False)
+    else:
+        assert arch.params_total > 0 and arch.params_active <= arch.params_total
