@@ -156,6 +156,20 @@ def test_gpt_neox_attention_bias_off_keeps_mlp_bias():
     assert not arch_from_hf_config({**NEOX, "use_parallel_residual": False}).parallel_block
 
 
+def test_stablelm_options():
+    base = {**LLAMA, "model_type": "stablelm"}
+    arch = arch_from_hf_config(base)
+    assert arch.norm_kind == "layer" and arch.norms_per_layer == 2 and not arch.parallel_block
+    par = arch_from_hf_config({**base, "use_parallel_residual": True, "qk_layernorm": True})
+    assert par.norms_per_layer == 1 and par.block_extra_params == (32 + 32) * 128
+
+
+def test_olmo_norms():
+    assert arch_from_hf_config({**LLAMA, "model_type": "olmo"}).norm_params == 0
+    olmo2 = arch_from_hf_config({**LLAMA, "model_type": "olmo2", "num_key_value_heads": 8})
+    assert olmo2.norm_params == 4096 and olmo2.block_extra_params == (32 + 8) * 128
+
+
 def test_gpt2_n_inner_and_positions():
     arch = arch_from_hf_config({**GPT2, "n_inner": 1000, "n_positions": 2048})
     assert arch.intermediate_size == 1000 and arch.learned_positions == 2048
@@ -272,7 +286,8 @@ def test_not_an_object(cfg):
 def test_supported_families():
     fams = set(supported_families())
     assert {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma", "gemma2", "phi3",
-            "gpt_neox", "falcon", "bloom", "gpt2", "phi", "qwen3", "gemma3_text"} <= fams
+            "gpt_neox", "falcon", "bloom", "gpt2", "phi", "qwen3", "gemma3_text", "qwen3_moe",
+            "olmo", "olmo2", "stablelm", "granite"} <= fams
 
 
 @given(h_per_head=st.integers(1, 64), heads_per_kv=st.integers(1, 8), kv=st.integers(1, 8),
@@ -297,12 +312,14 @@ _JUNK = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(al
                   st.text(max_size=5), st.lists(st.integers(0, 3), max_size=3),
                   st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
 _BASES = [LLAMA, QWEN2, GEMMA2, GEMMA3, PHI3, PHI, MIXTRAL, QWEN_MOE, NEOX, FALCON, BLOOM, GPT2,
-          {"model_type": "llava", "text_config": LLAMA}]
+          {**LLAMA, "model_type": "olmo2"}, {**LLAMA, "model_type": "stablelm"},
+          {**QWEN_MOE, "model_type": "qwen3_moe"}, {"model_type": "llava", "text_config": LLAMA}]
 _KEYS = sorted({k for base in _BASES for k in base} | {
     "head_dim", "tie_word_embeddings", "attention_bias", "mlp_bias", "multi_query",
     "new_decoder_architecture", "num_kv_heads", "parallel_attn", "bias", "ffn_hidden_size",
     "num_ln_in_parallel_attn", "n_inner", "n_positions", "mlp_only_layers",
-    "decoder_sparse_step", "use_parallel_residual", "qk_layernorm", "n_embed", "text_config"})
+    "decoder_sparse_step", "use_parallel_residual", "qk_layernorm", "n_embed", "text_config",
+    "use_qkv_bias"})
 
 
 @given(base=st.sampled_from(_BASES),
