@@ -327,9 +327,10 @@ def _gpt_neox(k: _Keys, family: str, name: str) -> ModelArch:
 def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
     """Falcon. Key/value heads: ``new_decoder_architecture`` (40B/180B) uses
     ``num_kv_heads`` groups, else ``multi_query`` (7B) one, else one per head. Fused
-    ``query_key_value`` outputs (heads + 2 kv) * head_dim. Norms per block: ln_attn and
-    ln_mlp for the new architecture (``num_ln_in_parallel_attn``, default 2), else
-    input_layernorm plus post_attention_layernorm unless ``parallel_attn``. ``bias``
+    ``query_key_value`` outputs (heads + 2 kv) * head_dim. Norms per block: two
+    (input_layernorm, post_attention_layernorm) without ``parallel_attn``; with it, ln_attn
+    and ln_mlp when ``num_ln_in_parallel_attn`` is 2 (the default for the new architecture),
+    else one input_layernorm. ``bias``
     (default false) applies to every linear; the LM head is tied by default."""
     h = k.int("hidden_size", "n_embed")
     heads = k.int("num_attention_heads", "n_head")
@@ -342,14 +343,12 @@ def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
         kv = k.int("num_kv_heads", default=heads)
         if kv > heads or heads % kv:
             raise k.error("num_kv_heads", kv)
-        norms = k.int("num_ln_in_parallel_attn", default=2)
-        if norms not in (1, 2):
-            raise k.error("num_ln_in_parallel_attn", norms)
-        if norms == 1 and not parallel:
-            norms = 2
     else:
         kv = 1 if k.bool("multi_query", True) else heads
-        norms = 1 if parallel else 2
+    ln_parallel = k.int("num_ln_in_parallel_attn", default=2 if new_arch else 1)
+    if ln_parallel not in (1, 2):
+        raise k.error("num_ln_in_parallel_attn", ln_parallel)
+    norms = 2 if not parallel else ln_parallel
     inter = k.int("ffn_hidden_size", default=4 * h)
     linears = _plain_block(h, (heads + 2 * kv) * hd, inter, k.bool("bias", False))
     return ModelArch(
