@@ -67,7 +67,7 @@ class ModelArch:
     num_heads: int
     num_kv_heads: int
     head_dim: int
-    intermediate_size: int
+    intermediate_size: int  # dense MLP width; for MoE, one routed expert's width
     max_position_embeddings: int
     linears: tuple[LinearLayer, ...]  # one block's linear modules
     norm_kind: str = "rms"  # "rms" (weight), "layer" (weight and bias), "none" (OLMo: no weights)
