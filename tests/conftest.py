@@ -33,8 +33,8 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Chromium used when present (Debian's package; scripts/setup.sh installs it
-#: as root on Debian). Otherwise Playwright's own download is used.
-SYSTEM_CHROMIUM = Path(os.environ.get("SYSTEM_CHROMIUM", "/usr/bin/chromium"))
+#: as root on Debian). Otherwise, or with SYSTEM_CHROMIUM="", Playwright's own.
+SYSTEM_CHROMIUM = os.environ.get("SYSTEM_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",  # needed as root (CI containers)
     "--disable-gpu",
@@ -168,8 +168,8 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     outside the test server comes from the page under test.
     """
     args = dict(browser_type_launch_args)
-    if SYSTEM_CHROMIUM.is_file() and os.access(SYSTEM_CHROMIUM, os.X_OK):
-        args["executable_path"] = str(SYSTEM_CHROMIUM)
+    if SYSTEM_CHROMIUM and os.access(SYSTEM_CHROMIUM, os.X_OK):
+        args["executable_path"] = SYSTEM_CHROMIUM
     args["args"] = [*args.get("args", []), *CHROMIUM_ARGS]
     return args
 
