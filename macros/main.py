@@ -1,0 +1,40 @@
+"""mkdocs-macros entry point (``module_name: macros/main`` in mkdocs.yml).
+
+The plugin loads this file by path, once per language build. ``define_env``
+registers each module of the ``macros`` package: to add one, import it below
+and call its ``register(env)`` in ``define_env`` (one import, one call).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# The plugin imports this file by path, so neither the repository root (for
+# ``calc``) nor the ``macros`` package is importable unless we say so.
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+# The plugin re-runs this file on every build (one per language, and on each
+# change under `mkdocs serve`): drop the cached engine and glue modules so a
+# rebuild sees edits to calc/ and macros/ without restarting the server.
+for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
+    del sys.modules[_name]
+
+import calc  # noqa: E402
+
+
+def _register_core(env) -> None:
+    """Variables and macros every page may use."""
+    env.variables["pyodide"] = env.conf["extra"]["pyodide"]
+
+    @env.macro
+    def calc_version() -> str:
+        """Version of the ``calc`` package the numbers on this page come from."""
+        return calc.__version__
+
+
+def define_env(env) -> None:
+    """Called by mkdocs-macros once per language build."""
+    _register_core(env)
