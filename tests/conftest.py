@@ -12,7 +12,13 @@ Fixtures (reuse them; don't build or serve the site yourself):
   are aborted, with a :class:`PageProblems` collector; see its docstring.
 
 Helpers (import from ``conftest``): :func:`run_mkdocs_build`,
-:func:`site_pages`, :func:`watch_offline`, :class:`PageProblems`.
+:func:`site_pages`, :func:`pyodide_info`, :func:`watch_offline`,
+:class:`PageProblems`.
+
+Markers (pyproject.toml): ``browser`` for Playwright tests, ``build`` for
+tests that run mkdocs builds; select with ``-m``, e.g. ``-m "not browser"``.
+Accessibility: ``axe_playwright_python.sync_playwright.Axe().run(page)``
+works offline (axe-core is bundled with the package).
 """
 
 from __future__ import annotations
