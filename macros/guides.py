@@ -144,7 +144,8 @@ def weight_bytes(lang: str, model: str, variants: list[dict], **setup) -> str:
 
 # The macros the pages may call; each gets the page language from the config.
 MACROS = ("setup_list", "vram_by_model", "memory_vs_seq_batch", "per_gpu_memory",
-          "bytes_per_param", "weight_bytes", "full_ft_sharded", "gib_note", "calc_value")
+          "bytes_per_param", "weight_bytes", "full_ft_sharded", "gib_note", "calc_value",
+          "gpu_catalogue", "gpu_sources", "gpu_prices")
 
 
 def register(env) -> None:
@@ -214,6 +215,9 @@ def resolve(field: str, response: dict, request: dict | None = None) -> float:
             return (request or {})[path[len("request."):]]
         node: object = response
         for part in path.split("."):
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+                continue
             if not isinstance(node, dict) or part not in node:
                 if path.startswith("components."):
                     return 0
@@ -225,3 +229,63 @@ def resolve(field: str, response: dict, request: dict | None = None) -> float:
     if den:
         value = value / get(den)
     return value * 100 if pct else value
+
+
+def _gpu_frame(gpu_ids: list[str] | None) -> pd.DataFrame:
+    """Catalogue rows (``python -m calc gpus``), all of them or the named ones in that order."""
+    listing = {g["id"]: g for g in calc_gpus().gpus_listing()["gpus"]}
+    ids = list(listing) if gpu_ids is None else gpu_ids
+    unknown = [i for i in ids if i not in listing]
+    if unknown:
+        raise KeyError(f"unknown GPU ids {unknown}")
+    frame = pd.json_normalize([listing[i] for i in ids])
+    frame[SOURCE] = [{"command": "gpu", "id": i} for i in ids]
+    return frame
+
+
+def calc_gpus():
+    from calc import gpus
+
+    return gpus
+
+
+def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
+    """The catalogue's hardware figures, one card per row."""
+    frame = _gpu_frame(gpu_ids)
+    frame["stack_label"] = frame["stack"]
+    cols = [Col("name", "col.gpu", "text", row_header=True),
+            Col("stack_label", "col.stack", "code"),
+            Col("memory_bytes", "col.gpu_memory", "gib"),
+            Col("memory_gb_marketed", "col.memory_marketed", "int"),
+            Col("bf16_dense_tflops", "col.bf16_tflops", "tflops"),
+            Col("memory_bandwidth_gb_per_s", "col.bandwidth", "gbps"),
+            Col("nvlink_gb_per_s", "col.nvlink", "gbps"),
+            Col("as_of", "col.as_of", "text")]
+    return render(frame, cols, lang, "gpu_catalogue", "caption.gpu_catalogue")
+
+
+def gpu_sources(lang: str, gpu_ids: list[str] | None = None) -> str:
+    """Where each card's figures come from, and when."""
+    frame = _gpu_frame(gpu_ids)
+    cols = [Col("name", "col.gpu", "text", row_header=True),
+            Col("source", "col.source", "text"), Col("as_of", "col.as_of", "text")]
+    return render(frame, cols, lang, "gpu_sources", "caption.gpu_sources")
+
+
+def gpu_prices(lang: str, gpu_ids: list[str] | None = None) -> str:
+    """Every dated price row of the catalogue, per card, kind of provider and capacity."""
+    rows = []
+    for _, gpu in _gpu_frame(gpu_ids).iterrows():
+        for i, price in enumerate(gpu["prices"]):
+            rows.append({"name": gpu["name"], "tier": "tier." + price["tier"],
+                         "capacity": "capacity." + ("interruptible" if price["interruptible"]
+                                                    else "on_demand"),
+                         "usd": price["usd"], "source": price["source"], "as_of": price["as_of"],
+                         SOURCE: {"command": "gpu", "id": gpu["id"]},
+                         "check": f"prices.{i}.usd"})
+    frame = pd.DataFrame(rows)
+    cols = [Col("name", "col.gpu", "text", row_header=True),
+            Col("tier", "col.tier", "code"), Col("capacity", "col.capacity", "code"),
+            Col("usd", "col.usd_per_hour", "usd", check="@check"),
+            Col("source", "col.source", "text"), Col("as_of", "col.as_of", "text")]
+    return render(frame, cols, lang, "gpu_prices", "caption.gpu_prices")

@@ -53,6 +53,23 @@ _TEXT: dict[str, dict[str, str]] = {
                        "= 1,074 GB).",
                  "en": "All memory on this page is in GiB (1 GiB = 2<sup>30</sup> bytes "
                        "= 1.074 GB)."},
+    "col.gpu": {"es": "GPU", "en": "GPU"},
+    "col.stack": {"es": "Pila de software", "en": "Software stack"},
+    "col.gpu_memory": {"es": "Memoria según el driver (GiB)", "en": "Memory per the driver (GiB)"},
+    "col.memory_marketed": {"es": "Memoria anunciada (GB)", "en": "Marketed memory (GB)"},
+    "col.bf16_tflops": {"es": "TFLOPS bf16 densos", "en": "Dense bf16 TFLOPS"},
+    "col.bandwidth": {"es": "Ancho de banda de memoria (GB/s)", "en": "Memory bandwidth (GB/s)"},
+    "col.nvlink": {"es": "Enlace entre GPU: NVLink o Infinity Fabric (GB/s; 0: solo PCIe)",
+                   "en": "GPU-to-GPU link: NVLink or Infinity Fabric (GB/s; 0: PCIe only)"},
+    "col.as_of": {"es": "Fecha", "en": "As of"},
+    "col.source": {"es": "Fuente", "en": "Source"},
+    "col.tier": {"es": "Tipo de proveedor", "en": "Kind of provider"},
+    "col.capacity": {"es": "Capacidad", "en": "Capacity"},
+    "col.usd_per_hour": {"es": "USD por GPU-hora", "en": "USD per GPU-hour"},
+    "caption.gpu_catalogue": {"es": "Catálogo de GPU", "en": "GPU catalogue"},
+    "caption.gpu_sources": {"es": "Fuentes del catálogo de GPU", "en": "Sources of the GPU catalogue"},
+    "caption.gpu_prices": {"es": "Precios indicativos por GPU-hora",
+                           "en": "Indicative prices per GPU-hour"},
     # request fields (setup lists)
     "field.method": {"es": "Método", "en": "Method"},
     "field.precision": {"es": "Precisión", "en": "Precision"},
@@ -102,6 +119,15 @@ _CODES: dict[str, dict[str, str]] = {
     "optimizer": {"es": "estados del optimizador", "en": "optimizer states"},
     "optimizer+params": {"es": "optimizador y pesos", "en": "optimizer and weights"},
 }
+
+_CODES.update({
+    "cuda": {"es": "CUDA", "en": "CUDA"},
+    "rocm": {"es": "ROCm", "en": "ROCm"},
+    "tier.marketplace": {"es": "mercado de capacidad ociosa", "en": "idle-capacity marketplace"},
+    "tier.managed": {"es": "nube gestionada", "en": "managed cloud"},
+    "capacity.on_demand": {"es": "bajo demanda", "en": "on demand"},
+    "capacity.interruptible": {"es": "interrumpible", "en": "interruptible"},
+})
 
 _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}
 

@@ -27,7 +27,7 @@ class Col:
     """One column: ``field`` is the DataFrame column, ``header`` a label key,
     ``kind`` "text", "code" (translated through ``labels``) or a numeric kind;
     ``check`` is the path the tests resolve in the source's response (defaults
-    to ``field``); ``row_header`` marks the cells that name the row."""
+    to ``field``; ``"@column"`` reads it per row from that column); ``row_header`` marks the cells that name the row."""
 
     field: str
     header: str
@@ -48,7 +48,7 @@ def _source_json(source: object) -> str:
     return json.dumps(source, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _cell(col: Col, value: object, source: object, lang: str) -> str:
+def _cell(col: Col, value: object, source: object, lang: str, check: str) -> str:
     tag = "th" if col.row_header else "td"
     scope = ' scope="row"' if col.row_header else ""
     if col.kind == "text":
@@ -60,7 +60,7 @@ def _cell(col: Col, value: object, source: object, lang: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"column {col.field!r}: not a number: {value!r}")
     attrs = [f'data-value="{_attr(repr(value) if isinstance(value, float) else value)}"',
-             f'data-kind="{col.kind}"', f'data-field="{_attr(col.check or col.field)}"']
+             f'data-kind="{col.kind}"', f'data-field="{_attr(check)}"']
     if source is not None:
         attrs.append(f"data-source='{_attr(_source_json(source))}'")
     text = format_kind(value, col.kind, lang)
@@ -88,7 +88,10 @@ def render(frame: pd.DataFrame, cols: list[Col], lang: str, name: str, caption: 
             own = CELL_SOURCE + col.field
             cell_source = row[own] if own in frame.columns else None
             # a cell's own source is written on the cell; the row's once on <tr>
-            cells.append(_cell(col, row[col.field], cell_source, lang))
+            check = col.check or col.field
+            if check.startswith("@"):  # the path differs per row: read it from that column
+                check = row[check[1:]]
+            cells.append(_cell(col, row[col.field], cell_source, lang, check))
         tr_attr = (f" data-source='{_attr(_source_json(row_source))}'"
                    if row_source is not None else "")
         lines.append(f"<tr{tr_attr}>{''.join(cells)}</tr>")
