@@ -17,6 +17,7 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 import calc  # noqa: E402
+from macros import guides  # noqa: E402
 
 
 def _register_core(env) -> None:
@@ -32,3 +33,4 @@ def _register_core(env) -> None:
 def define_env(env) -> None:
     """Called by mkdocs-macros once per language build."""
     _register_core(env)
+    guides.register(env)
