@@ -33,7 +33,18 @@ def _estimate_frame(requests: list[dict]) -> pd.DataFrame:
 
 def _request_columns(requests: list[dict]) -> dict[str, list]:
     keys = sorted({k for req in requests for k in req})
-    return {"req." + k: [req.get(k) for req in requests] for k in keys}
+    out = {"req." + k: [req.get(k) for req in requests] for k in keys}
+    if "req.model" in out:
+        out["model_name"] = [model_name(m) for m in out["req.model"]]
+    return out
+
+
+def model_name(preset_id: str) -> str:
+    """The preset's display name (``Llama 2 7B``); unknown ids fail the build."""
+    from calc import presets
+
+    names = {p["id"]: p["name"] for p in presets.presets_listing()}
+    return names[preset_id]
 
 
 def _component_cols(frame: pd.DataFrame) -> list[Col]:
@@ -63,7 +74,7 @@ def vram_by_model(lang: str, models: list[str], methods: list[str], **setup) -> 
     """Peak memory per component for each model x method on one GPU."""
     requests = [{"model": m, "method": meth, **setup} for m in models for meth in methods]
     frame = _estimate_frame(requests)
-    cols = [Col("req.model", "col.model", "text", row_header=True),
+    cols = [Col("model_name", "col.model", "text", row_header=True),
             Col("req.method", "col.method", "code"),
             Col("params_total", "col.params_total", "billions"),
             Col("params_trainable", "col.params_trainable", "millions")]
@@ -169,7 +180,7 @@ def full_ft_sharded(lang: str, models: list[str], gpu_counts: list[int], shardin
     when its states are sharded over N GPUs."""
     rows = []
     for model in models:
-        row = {"model": model}
+        row = {"model": model_name(model)}
         for n in gpu_counts:
             req = {"model": model, "method": "full", **setup, "num_gpus": n,
                    "sharding": sharding if n > 1 else "none"}

@@ -64,7 +64,7 @@ def _cell(col: Col, value: object, source: object, lang: str, check: str) -> str
     if source is not None:
         attrs.append(f"data-source='{_attr(_source_json(source))}'")
     text = format_kind(value, col.kind, lang)
-    return f'<{tag}{scope} {" ".join(attrs)} style="text-align:right">{text}</{tag}>'
+    return f'<{tag}{scope} {" ".join(attrs)}>{text}</{tag}>'
 
 
 def render(frame: pd.DataFrame, cols: list[Col], lang: str, name: str, caption: str) -> str:
@@ -78,7 +78,7 @@ def render(frame: pd.DataFrame, cols: list[Col], lang: str, name: str, caption: 
                    for c in cols)
     lines = [f'<div class="calc-table" role="region" tabindex="0" '
              f'aria-label="{_attr(title)}" style="overflow-x:auto;max-width:100%">',
-             f'<table data-table="{_attr(name)}" data-lang="{lang}">',
+             f'<table class="calc-table__table" data-table="{_attr(name)}" data-lang="{lang}">',
              f"<caption>{html.escape(title)}</caption>",
              f"<thead><tr>{head}</tr></thead>", "<tbody>"]
     for _, row in frame.iterrows():
