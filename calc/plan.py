@@ -156,7 +156,7 @@ class Planner:
             estimate_request(request)
             raise InputError("estimate_failed", None, None)
         self.storage = (default_storage_gb(self.base["params_total"], self.base["params_trainable"],
-                                           options.total_tokens)
+                                           options.dataset_tokens)
                         if options.storage_gb is None else {"total": options.storage_gb})
         self.storage_price = (gpu_catalogue.storage_price().usd if options.storage_price_per_gb_month is None
                               else options.storage_price_per_gb_month)
