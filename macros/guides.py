@@ -17,7 +17,9 @@ from .site import page_language
 from .tables import CELL_SOURCE, SOURCE, Col, render
 
 # Components in the order the tables show them; others calc may add go after.
-COMPONENT_ORDER = ("weights", "gradients", "optimizer", "activations", "logits", "buffers")
+COMPONENT_ORDER = ("weights", "lora_weights", "gradients", "optimizer", "optimizer_temporaries",
+                   "activations", "logits", "weight_copies", "gathered_weights",
+                   "dequant_buffer", "comm_buffers")
 
 
 def _estimate_frame(requests: list[dict]) -> pd.DataFrame:
@@ -70,12 +72,15 @@ def setup_list(lang: str, **setup) -> str:
     return "\n".join(lines)
 
 
-def vram_by_model(lang: str, models: list[str], methods: list[str], **setup) -> str:
-    """Peak memory per component for each model x method on one GPU."""
-    requests = [{"model": m, "method": meth, **setup} for m in models for meth in methods]
+def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
+    """Peak memory per component for each model x method on one GPU. A method is a
+    name or a dict of request keys that override the setup (e.g. its precision)."""
+    variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
+    requests = [{"model": m, **setup, **v} for m in models for v in variants]
     frame = _estimate_frame(requests)
     cols = [Col("model_name", "col.model", "text", row_header=True),
             Col("req.method", "col.method", "code"),
+            Col("req.precision", "col.precision", "code"),
             Col("params_total", "col.params_total", "billions"),
             Col("params_trainable", "col.params_trainable", "millions")]
     cols += _component_cols(frame)
@@ -157,7 +162,8 @@ def weight_bytes(lang: str, model: str, variants: list[dict], **setup) -> str:
 # The macros the pages may call; each gets the page language from the config.
 MACROS = ("setup_list", "vram_by_model", "memory_vs_seq_batch", "per_gpu_memory",
           "bytes_per_param", "weight_bytes", "full_ft_sharded", "gib_note", "calc_value",
-          "gpu_catalogue", "gpu_sources", "gpu_prices", "calc_reference", "data_file_header")
+          "gpu_catalogue", "gpu_sources", "gpu_prices", "calc_reference", "data_file_header",
+          "validation_memory_rows", "validation_memory_summary", "validation_memory_uncovered")
 
 
 def register(env) -> None:
@@ -342,3 +348,60 @@ def data_file_header(lang: str, name: str) -> str:
     body = html.escape("\n".join(lines))
     return (f'<div class="calc-table" role="region" tabindex="0" aria-label="{html.escape(name)}" '
             f'style="overflow-x:auto"><pre lang="en"><code>{body}</code></pre></div>')
+
+
+def _validation():
+    from benchmarks import validation_memory
+
+    return validation_memory
+
+
+def validation_memory_rows(lang: str) -> str:
+    """Every measured row the model covers: predicted vs measured and the error."""
+    results = [r for r in _validation().compare_rows() if r.covered]
+    frame = pd.DataFrame([{
+        "row": r.row_id, "source_name": r.source, "model": r.model, "method": r.method,
+        "metric": "metric." + r.metric, "measured_bytes": r.measured_bytes,
+        "predicted_bytes": r.predicted_bytes, "error": r.error * 100,
+        "flags": ", ".join(r.flags), SOURCE: {"command": "validation_memory", "row": r.row_id},
+    } for r in results])
+    cols = [Col("row", "col.row", "text", row_header=True),
+            Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),
+            Col("method", "col.method", "text"), Col("metric", "col.metric", "code"),
+            Col("measured_bytes", "col.measured", "gib"),
+            Col("predicted_bytes", "col.predicted", "gib"),
+            Col("error", "col.error_pct", "pct", check="pct:error"),
+            Col("flags", "col.flags", "text")]
+    return render(frame, cols, lang, "validation_memory_rows", "caption.validation_rows")
+
+
+def validation_memory_summary(lang: str) -> str:
+    """Median, 90th percentile and largest absolute error, per method and overall."""
+    v = _validation()
+    results = v.compare_rows()
+    methods = sorted({r.method for r in results if r.covered})
+    rows = []
+    for method in [*methods, None]:
+        s = v.summary(results, (lambda r, m=method: m is None or r.method == m))
+        rows.append({"method": method or labels.text("row.all_methods", lang),
+                     "count": s.count, "median": s.median_abs_error * 100,
+                     "p90": s.p90_abs_error * 100, "max": s.max_abs_error * 100,
+                     SOURCE: {"command": "validation_memory_summary", "method": method}})
+    frame = pd.DataFrame(rows)
+    cols = [Col("method", "col.method", "text", row_header=True),
+            Col("count", "col.rows", "int"),
+            Col("median", "col.median_error", "pct", check="pct:median_abs_error"),
+            Col("p90", "col.p90_error", "pct", check="pct:p90_abs_error"),
+            Col("max", "col.max_error", "pct", check="pct:max_abs_error")]
+    return render(frame, cols, lang, "validation_memory_summary", "caption.validation_summary")
+
+
+def validation_memory_uncovered(lang: str) -> str:
+    """Measured rows the request contract cannot express, with the reason code."""
+    results = [r for r in _validation().compare_rows() if not r.covered]
+    frame = pd.DataFrame([{"row": r.row_id, "source_name": r.source, "model": r.model,
+                           "method": r.method, "reason": r.reason} for r in results])
+    cols = [Col("row", "col.row", "text", row_header=True),
+            Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),
+            Col("method", "col.method", "text"), Col("reason", "col.reason", "text")]
+    return render(frame, cols, lang, "validation_memory_uncovered", "caption.validation_uncovered")

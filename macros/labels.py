@@ -33,6 +33,16 @@ _TEXT: dict[str, dict[str, str]] = {
     "component.activations": {"es": "Activaciones (GiB)", "en": "Activations (GiB)"},
     "component.logits": {"es": "Logits y pérdida (GiB)", "en": "Logits and loss (GiB)"},
     "component.buffers": {"es": "Búferes (GiB)", "en": "Buffers (GiB)"},
+    "component.lora_weights": {"es": "Adaptadores LoRA (GiB)", "en": "LoRA adapters (GiB)"},
+    "component.optimizer_temporaries": {"es": "Temporales del optimizador (GiB)",
+                                        "en": "Optimizer temporaries (GiB)"},
+    "component.weight_copies": {"es": "Copias de pesos (GiB)", "en": "Weight copies (GiB)"},
+    "component.gathered_weights": {"es": "Pesos reunidos de otras GPU (GiB)",
+                                   "en": "Weights gathered from other GPUs (GiB)"},
+    "component.dequant_buffer": {"es": "Búfer de descuantización (GiB)",
+                                 "en": "Dequantisation buffer (GiB)"},
+    "component.comm_buffers": {"es": "Búferes de comunicación (GiB)",
+                               "en": "Communication buffers (GiB)"},
     # captions
     "caption.vram_by_model": {"es": "Memoria pico por GPU según modelo y método",
                               "en": "Peak memory per GPU by model and method"},
@@ -70,6 +80,25 @@ _TEXT: dict[str, dict[str, str]] = {
     "caption.gpu_sources": {"es": "Fuentes del catálogo de GPU", "en": "Sources of the GPU catalogue"},
     "caption.gpu_prices": {"es": "Precios indicativos por GPU-hora",
                            "en": "Indicative prices per GPU-hour"},
+    "col.row": {"es": "Fila", "en": "Row"},
+    "col.metric": {"es": "Qué se midió", "en": "What was measured"},
+    "col.measured": {"es": "Medido (GiB)", "en": "Measured (GiB)"},
+    "col.predicted": {"es": "Calculado (GiB)", "en": "Computed (GiB)"},
+    "col.error_pct": {"es": "Error (%)", "en": "Error (%)"},
+    "col.flags": {"es": "Marcas", "en": "Flags"},
+    "col.rows": {"es": "Filas", "en": "Rows"},
+    "col.median_error": {"es": "Mediana del error absoluto (%)", "en": "Median absolute error (%)"},
+    "col.p90_error": {"es": "Percentil 90 del error absoluto (%)",
+                      "en": "90th percentile absolute error (%)"},
+    "col.max_error": {"es": "Error absoluto máximo (%)", "en": "Largest absolute error (%)"},
+    "col.reason": {"es": "Motivo", "en": "Reason"},
+    "row.all_methods": {"es": "Todos", "en": "All"},
+    "caption.validation_rows": {"es": "Memoria medida frente a calculada, fila a fila",
+                                "en": "Measured versus computed memory, row by row"},
+    "caption.validation_summary": {"es": "Error del modelo de memoria por método",
+                                   "en": "Error of the memory model by method"},
+    "caption.validation_uncovered": {"es": "Filas medidas que el modelo no cubre",
+                                     "en": "Measured rows the model does not cover"},
     # request fields (setup lists)
     "field.method": {"es": "Método", "en": "Method"},
     "field.precision": {"es": "Precisión", "en": "Precision"},
@@ -127,6 +156,12 @@ _CODES.update({
     "tier.managed": {"es": "nube gestionada", "en": "managed cloud"},
     "capacity.on_demand": {"es": "bajo demanda", "en": "on demand"},
     "capacity.interruptible": {"es": "interrumpible", "en": "interruptible"},
+})
+
+_CODES.update({
+    "metric.allocated": {"es": "pico asignado", "en": "peak allocated"},
+    "metric.reserved": {"es": "pico reservado", "en": "peak reserved"},
+    "metric.model_states": {"es": "estados del modelo", "en": "model states"},
 })
 
 _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}

@@ -49,13 +49,23 @@ def response_for(source: dict) -> tuple[dict, dict]:
         return listing[source["id"]], request
     if command == "request":
         return {}, request
+    if command in ("validation_memory", "validation_memory_summary"):
+        from benchmarks import validation_memory as v
+
+        results = v.compare_rows()
+        if command == "validation_memory":
+            row = next(r for r in results if r.row_id == source["row"])
+            return vars(row), request
+        method = source["method"]
+        s = v.summary(results, lambda r: method is None or r.method == method)
+        return vars(s), request
     raise AssertionError(f"unknown source command {command!r}")
 
 
 def expected_raw(field: str, response: dict, request: dict) -> float:
     """The number a ``data-field`` names (independent of the macros' own resolver):
     ``a.b`` paths, ``x+y/z`` sums over a divisor, ``pct:`` for percent, ``request.*``."""
-    pct = field.startswith("pct:")
+    pct = field.startswith("pct:")  # stored as a fraction, shown in percent
     num, _, den = field.removeprefix("pct:").partition("/")
 
     def get(path: str) -> float:
