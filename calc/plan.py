@@ -182,6 +182,7 @@ class Planner:
             micro_batch_size=req.micro_batch_size, gradient_checkpointing=req.gradient_checkpointing,
             trainable_params=trainable, num_gpus=num_gpus, sharding=sharding,
             cpu_offload=req.cpu_offload.value, total_tokens=self.options.total_tokens,
+            attention=req.attention.value,
         )
         mfu = (self.options.mfu if self.options.mfu is not None
                else default_mfu(gpu.utilisation_class, req.method.value))

@@ -70,10 +70,11 @@ def test_defaults():
 
 
 def test_time_and_cost_hand_computed():
-    # Full FT of Llama-2-7B without checkpointing, 1e9 tokens x 2 epochs, A100 SXM (312 TFLOP/s),
-    # mfu 0.5, micro-batch 1 x 2048 (saturation 2048/2304), 1 GPU, 2 USD/h, 10 min start-up.
-    out = _plan(method="full", gradient_checkpointing=False, epochs=2, mfu=0.5, price_per_gpu_hour=2.0,
-                storage_gb=100, storage_price_per_gb_month=0.1)
+    # Full FT of Llama-2-7B without checkpointing, eager attention, 1e9 tokens x 2 epochs,
+    # A100 SXM (312 TFLOP/s), mfu 0.5, micro-batch 1 x 2048 (saturation 2048/2304), 1 GPU,
+    # 2 USD/h, 10 min start-up.
+    out = _plan(method="full", gradient_checkpointing=False, attention="eager", epochs=2, mfu=0.5,
+                price_per_gpu_hour=2.0, storage_gb=100, storage_price_per_gb_month=0.1)
     flops = 42_865_287_168  # 6N + 12 L s d, see test_timing
     compute_h = 2e9 * flops / (312e12 * 0.5 * 2048 / 2304) / 3600
     assert out["time"]["compute_hours"] == pytest.approx(compute_h)
