@@ -271,10 +271,13 @@ def _solvers(planner: Planner) -> dict:
                                    else planner.base, gpu), start, maximum)
         return {"found": False} if value is None else {"found": True, "value": value}
 
+    seq = solve("seq_len", req.seq_len, MAX_SEQ_LEN)
+    if seq["found"]:
+        seq["above_max_position_embeddings"] = seq["value"] > req.model.max_position_embeddings
     return {
         "gpu": gpu.id, "num_gpus": req.num_gpus, "sharding": req.sharding.value,
         "max_micro_batch_size": solve("micro_batch_size", req.micro_batch_size, MAX_MICRO_BATCH),
-        "max_seq_len": solve("seq_len", req.seq_len, MAX_SEQ_LEN),
+        "max_seq_len": seq,
     }
 
 
