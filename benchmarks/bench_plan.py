@@ -30,7 +30,7 @@ REQUESTS = {
         "model": "llama-3.1-8b", "method": "lora", "micro_batch_size": 4, "seq_len": 2048,
         "dataset_tokens": 50_000_000, "epochs": 3, "gpu": "rtx-4090"},
     "llama-2-70b full, needs sharding": {
-        "model": "llama-2-70b", "method": "full", "precision": "bf16-mixed", "micro_batch_size": 1,
+        "model": "llama-2-70b", "method": "full", "precision": "bf16-true", "micro_batch_size": 1,
         "seq_len": 4096, "dataset_tokens": 100_000_000, "gpu": "h100-sxm"},
     "qwen2.5-7b qlora, interruptible": {
         "model": "qwen2.5-7b", "method": "qlora", "micro_batch_size": 2, "seq_len": 4096,

@@ -237,7 +237,8 @@ def _recommendations(planner: Planner) -> dict:
                 "per_hour_usd": cost.per_hour_usd,
                 "price_per_gpu_hour": price["usd_per_gpu_hour"],
                 "price_tier": price["tier"], "price_fallback": price["fallback"],
-                "warnings": gpu_catalogue.rocm_warnings(gpu, method, req.attention.value),
+                "warnings": _price_warnings(price, planner.options.interruptible)
+                + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value),
             })
     configs.sort(key=lambda c: (c["cost_usd"], c["time_hours"], c["id"]))
     by_time = sorted(configs, key=lambda c: (c["time_hours"], c["cost_usd"], c["id"]))
@@ -245,7 +246,11 @@ def _recommendations(planner: Planner) -> dict:
         c["rank_by_cost"] = rank
     for rank, c in enumerate(by_time, 1):
         c["rank_by_time"] = rank
-    smallest = min(configs, key=lambda c: (c["memory_bytes"], c["num_gpus"], c["cost_usd"]), default=None)
+    def pick(candidates):
+        best = min(candidates, key=lambda c: (c["memory_bytes"], c["num_gpus"], c["cost_usd"]), default=None)
+        return None if best is None else {k: best[k] for k in ("id", "gpu", "num_gpus", "sharding")}
+
+    own = [c for c in configs if c["num_gpus"] == req.num_gpus and c["sharding"] == req.sharding.value]
     return {
         "count": len(configs),
         "configs": configs,
@@ -253,11 +258,23 @@ def _recommendations(planner: Planner) -> dict:
         "by_time": [c["id"] for c in by_time],
         "cheapest": configs[0]["id"] if configs else None,
         "fastest": by_time[0]["id"] if by_time else None,
-        "smallest_card": ({"gpu": smallest["gpu"], "num_gpus": smallest["num_gpus"],
-                           "sharding": smallest["sharding"], "id": smallest["id"]} if smallest else None),
+        # seed 004: start with the smallest card that fits your configuration, move up only when
+        # time per step is the bottleneck
+        "smallest_card": pick(own),
+        "smallest_single_gpu": pick(c for c in configs if c["num_gpus"] == 1),
+        "smallest_config": pick(configs),
         "gpu_counts": list(recommend.GPU_COUNTS),
         "shardings": ["none", *recommend.MULTI_GPU_SHARDINGS],
     }
+
+
+def _price_warnings(price: dict, interruptible: bool) -> list[str]:
+    out = []
+    if price.get("fallback"):
+        out.append("price_from_other_tier")
+    if price.get("interruptible") != interruptible:
+        out.append("price_is_interruptible_rate" if price.get("interruptible") else "price_is_on_demand_rate")
+    return out
 
 
 def _solvers(planner: Planner) -> dict:
@@ -366,8 +383,7 @@ def plan_request(request: EstimateRequest, options: PlanOptions,
     selected_fits = fits[gpu.id]["fits"]
     warnings = list(base.get("warnings", []))
     warnings += gpu_catalogue.rocm_warnings(gpu, request.method.value, request.attention.value)
-    if price.get("fallback"):
-        warnings.append("price_from_other_tier")
+    warnings += _price_warnings(price, options.interruptible)
     if not selected_fits:
         warnings.append("does_not_fit_selected_gpu")
     cost_out = cost.to_dict()

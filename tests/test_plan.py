@@ -114,8 +114,18 @@ def test_recommendations_ranked_and_all_fit():
         gpu = gpus.get_gpu(c["gpu"])
         assert c["required_bytes"] <= gpu.memory_bytes
         assert c["num_gpus"] in (1, 2, 4, 8)
-    smallest = rec["smallest_card"]
+    smallest = rec["smallest_config"]
     assert gpus.get_gpu(smallest["gpu"]).memory_bytes == min(c["memory_bytes"] for c in configs)
+    own = [c for c in configs if (c["num_gpus"], c["sharding"]) == (1, "none")]
+    assert rec["smallest_card"]["num_gpus"] == 1
+    assert gpus.get_gpu(rec["smallest_card"]["gpu"]).memory_bytes == min(c["memory_bytes"] for c in own)
+
+
+def test_price_rate_mismatch_is_flagged():
+    # the catalogue lists the A100 40GB only as interruptible capacity
+    out = _plan(gpu="a100-40gb-sxm")
+    assert "price_is_interruptible_rate" in out["warnings"]
+    assert out["cost_usd"]["price"]["interruptible"] is True
 
 
 def test_recommendation_estimates_each_setup_once():
