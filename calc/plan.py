@@ -32,10 +32,20 @@ qlora_speed_factor                    null           QLoRA/LoRA speed ratio; nul
 scaling_efficiency                    null           per-GPU multi-GPU efficiency; null = table
 ====================================  =============  ==============================================
 
+Where the defaults come from: ``safety_margin`` 0.25 is the middle of seed 004's "20-30 %";
+``experiment_multiplier`` 2.0 is the least the seed's "trials and failed runs often cost more
+than the final run" implies; ``startup_minutes`` 10 stands for the seed's "several minutes per
+start" of environment set-up and model download; ``checkpoint_interval_minutes`` 30,
+``checkpoint_minutes`` 2 and ``interruptions_per_day`` 2 are assumptions to be replaced by the
+user's own figures (marketplace interruptible instances can be pre-empted at any time).
+
 The response adds to the estimate's fields (under ``"memory"``): ``time_hours`` (wall-clock of
 the final run), ``time`` (breakdown and factors), ``cost_usd`` (total, breakdown, per hour,
 per month), ``fits`` (every catalogue card), ``recommendations``, ``solvers`` and, when the
 setup does not fit the chosen card, ``suggestions``. Errors are coded as for ``estimate``.
+Warning codes: the estimate's, plus ``does_not_fit_selected_gpu``, ``price_from_other_tier``,
+``price_is_interruptible_rate`` / ``price_is_on_demand_rate`` and the ROCm caveats of
+:func:`calc.gpus.rocm_warnings`.
 """
 
 from __future__ import annotations

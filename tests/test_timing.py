@@ -143,3 +143,22 @@ def test_more_gpus_never_slower(n1, n2, sharding, method, nvlink_max):
                                     312e12, 0.5, link).compute_hours
 
     assert hours(hi) <= hours(lo) * (1 + 1e-12)
+
+
+def test_throughput_validation_accounts_for_every_row():
+    """Every row of the throughput set is either compared or listed with its reason."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "validate_throughput.py"
+    spec = importlib.util.spec_from_file_location("validate_throughput", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.compare()
+    rows = module.load_rows()
+    seen = [r["row_id"] for r in result["rows"]] + [r["row_id"] for r in result["not_covered"]]
+    assert sorted(seen) == sorted(rows)
+    assert all(r["reason"] != "not mapped" for r in result["not_covered"])
+    assert len(result["rows"]) >= 50
+    for r in result["rows"]:
+        assert r["predicted_tokens_per_second_per_gpu"] > 0
