@@ -266,7 +266,10 @@ def _recommendations(planner: Planner) -> dict:
         "configs": configs,
         "by_cost": [c["id"] for c in configs],
         "by_time": [c["id"] for c in by_time],
-        "cheapest": configs[0]["id"] if configs else None,
+        # a card priced only at another rate (e.g. interruptible-only listings) is ranked but
+        # not named cheapest
+        "cheapest": next((c["id"] for c in configs if not any(
+            w.startswith("price_is_") for w in c["warnings"])), configs[0]["id"] if configs else None),
         "fastest": by_time[0]["id"] if by_time else None,
         # seed 004: start with the smallest card that fits your configuration, move up only when
         # time per step is the bottleneck

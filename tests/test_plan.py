@@ -126,6 +126,9 @@ def test_price_rate_mismatch_is_flagged():
     out = _plan(gpu="a100-40gb-sxm")
     assert "price_is_interruptible_rate" in out["warnings"]
     assert out["cost_usd"]["price"]["interruptible"] is True
+    rec = out["recommendations"]
+    cheapest = next(c for c in rec["configs"] if c["id"] == rec["cheapest"])
+    assert not any(w.startswith("price_is_") for w in cheapest["warnings"])
 
 
 def test_recommendation_estimates_each_setup_once():
