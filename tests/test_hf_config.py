@@ -156,6 +156,20 @@ def test_gpt_neox_attention_bias_off_keeps_mlp_bias():
     assert not arch_from_hf_config({**NEOX, "use_parallel_residual": False}).parallel_block
 
 
+def test_stablelm_options():
+    base = {**LLAMA, "model_type": "stablelm"}
+    arch = arch_from_hf_config(base)
+    assert arch.norm_kind == "layer" and arch.norms_per_layer == 2 and not arch.parallel_block
+    par = arch_from_hf_config({**base, "use_parallel_residual": True, "qk_layernorm": True})
+    assert par.norms_per_layer == 1 and par.block_extra_params == (32 + 32) * 128
+
+
+def test_olmo_norms():
+    assert arch_from_hf_config({**LLAMA, "model_type": "olmo"}).norm_params == 0
+    olmo2 = arch_from_hf_config({**LLAMA, "model_type": "olmo2", "num_key_value_heads": 8})
+    assert olmo2.norm_params == 4096 and olmo2.block_extra_params == (32 + 8) * 128
+
+
 def test_gpt2_n_inner_and_positions():
     arch = arch_from_hf_config({**GPT2, "n_inner": 1000, "n_positions": 2048})
     assert arch.intermediate_size == 1000 and arch.learned_positions == 2048
@@ -272,7 +286,8 @@ def test_not_an_object(cfg):
 def test_supported_families():
     fams = set(supported_families())
     assert {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma", "gemma2", "phi3",
-            "gpt_neox", "falcon", "bloom", "gpt2", "phi", "qwen3", "gemma3_text"} <= fams
+            "gpt_neox", "falcon", "bloom", "gpt2", "phi", "qwen3", "gemma3_text", "qwen3_moe",
+            "olmo", "olmo2", "stablelm", "granite"} <= fams
 
 
 @given(h_per_head=st.integers(1, 64), heads_per_kv=st.integers(1, 8), kv=st.integers(1, 8),
@@ -291,3 +306,35 @@ def test_llama_closed_form(h_per_head, heads_per_kv, kv, inter, layers, vocab, t
     assert arch.params_total == vocab * h * (1 if tie else 2) + layers * block + h
     deeper = arch_from_hf_config({**cfg, "num_hidden_layers": layers + 1})
     assert deeper.params_total - arch.params_total == block
+
+
+_JUNK = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
+                  st.text(max_size=5), st.lists(st.integers(0, 3), max_size=3),
+                  st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+_BASES = [LLAMA, QWEN2, GEMMA2, GEMMA3, PHI3, PHI, MIXTRAL, QWEN_MOE, NEOX, FALCON, BLOOM, GPT2,
+          {**LLAMA, "model_type": "olmo2"}, {**LLAMA, "model_type": "stablelm"},
+          {**QWEN_MOE, "model_type": "qwen3_moe"}, {"model_type": "llava", "text_config": LLAMA}]
+_KEYS = sorted({k for base in _BASES for k in base} | {
+    "head_dim", "tie_word_embeddings", "attention_bias", "mlp_bias", "multi_query",
+    "new_decoder_architecture", "num_kv_heads", "parallel_attn", "bias", "ffn_hidden_size",
+    "num_ln_in_parallel_attn", "n_inner", "n_positions", "mlp_only_layers",
+    "decoder_sparse_step", "use_parallel_residual", "qk_layernorm", "n_embed", "text_config",
+    "use_qkv_bias"})
+
+
+@given(base=st.sampled_from(_BASES),
+       changes=st.dictionaries(st.sampled_from(_KEYS), _JUNK, max_size=4),
+       drop=st.lists(st.sampled_from(_KEYS), max_size=2))
+def test_any_mutation_gives_arch_or_config_error(base, changes, drop):
+    """Whatever a pasted config holds, the reader returns an architecture or a coded
+    ConfigError naming an hf_config key; never another exception."""
+    cfg = {k: v for k, v in {**base, **changes}.items() if k not in drop}
+    try:
+        arch = arch_from_hf_config(cfg)
+    except ConfigError as err:
+        assert err.code in {"config_missing_key", "config_invalid_value",
+                            "unsupported_architecture", "config_not_object"}
+        assert err.field.startswith("hf_config")
+        json.dumps(err.to_dict(), allow_nan=False)
+    else:
+        assert arch.params_total > 0 and arch.params_active <= arch.params_total
