@@ -279,16 +279,13 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     forward_end = _phase(**common, activations=a.saved_all, logits=a.logits,
                          weight_copies=copies_all, gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
-    start = a.saved_all + a.recompute + a.workspace
-    end = a.last_block + a.workspace
-    if start >= end + s.grads_all:
-        backward = _phase(**common, activations=start, weight_copies=copies_all,
-                          gathered_weights=gathered, dequant_buffer=dequant,
-                          comm_buffers=s.comm_static)
-    else:
-        backward = _phase(**common, activations=end, gradients=s.grads_all,
-                          weight_copies=copies_one, gathered_weights=gathered,
-                          dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward)
+    first_block = _phase(**common, activations=a.saved_all + a.recompute + a.workspace,
+                         weight_copies=copies_all, gathered_weights=gathered,
+                         dequant_buffer=dequant, comm_buffers=s.comm_static)
+    last_block = _phase(**common, activations=a.last_block + a.workspace, gradients=s.grads_all,
+                        weight_copies=copies_one, gathered_weights=gathered,
+                        dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward)
+    backward = max(first_block, last_block, key=lambda parts: sum(parts.values()))
     phases = {"forward_end": forward_end, "backward": backward}
     if not req.optimizer_in_backward:
         phases["optimizer_step"] = _phase(**common, gradients=s.grads_all,

@@ -32,10 +32,20 @@ qlora_speed_factor                    null           QLoRA/LoRA speed ratio; nul
 scaling_efficiency                    null           per-GPU multi-GPU efficiency; null = table
 ====================================  =============  ==============================================
 
+Where the defaults come from: ``safety_margin`` 0.25 is the middle of seed 004's "20-30 %";
+``experiment_multiplier`` 2.0 is the least the seed's "trials and failed runs often cost more
+than the final run" implies; ``startup_minutes`` 10 stands for the seed's "several minutes per
+start" of environment set-up and model download; ``checkpoint_interval_minutes`` 30,
+``checkpoint_minutes`` 2 and ``interruptions_per_day`` 2 are assumptions to be replaced by the
+user's own figures (marketplace interruptible instances can be pre-empted at any time).
+
 The response adds to the estimate's fields (under ``"memory"``): ``time_hours`` (wall-clock of
 the final run), ``time`` (breakdown and factors), ``cost_usd`` (total, breakdown, per hour,
 per month), ``fits`` (every catalogue card), ``recommendations``, ``solvers`` and, when the
 setup does not fit the chosen card, ``suggestions``. Errors are coded as for ``estimate``.
+Warning codes: the estimate's, plus ``does_not_fit_selected_gpu``, ``price_from_other_tier``,
+``price_is_interruptible_rate`` / ``price_is_on_demand_rate`` and the ROCm caveats of
+:func:`calc.gpus.rocm_warnings`.
 """
 
 from __future__ import annotations
@@ -182,6 +192,7 @@ class Planner:
             micro_batch_size=req.micro_batch_size, gradient_checkpointing=req.gradient_checkpointing,
             trainable_params=trainable, num_gpus=num_gpus, sharding=sharding,
             cpu_offload=req.cpu_offload.value, total_tokens=self.options.total_tokens,
+            attention=req.attention.value,
         )
         mfu = (self.options.mfu if self.options.mfu is not None
                else default_mfu(gpu.utilisation_class, req.method.value))
@@ -236,7 +247,8 @@ def _recommendations(planner: Planner) -> dict:
                 "per_hour_usd": cost.per_hour_usd,
                 "price_per_gpu_hour": price["usd_per_gpu_hour"],
                 "price_tier": price["tier"], "price_fallback": price["fallback"],
-                "warnings": gpu_catalogue.rocm_warnings(gpu, method, req.attention.value),
+                "warnings": _price_warnings(price, planner.options.interruptible)
+                + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value),
             })
     configs.sort(key=lambda c: (c["cost_usd"], c["time_hours"], c["id"]))
     by_time = sorted(configs, key=lambda c: (c["time_hours"], c["cost_usd"], c["id"]))
@@ -244,19 +256,38 @@ def _recommendations(planner: Planner) -> dict:
         c["rank_by_cost"] = rank
     for rank, c in enumerate(by_time, 1):
         c["rank_by_time"] = rank
-    smallest = min(configs, key=lambda c: (c["memory_bytes"], c["num_gpus"], c["cost_usd"]), default=None)
+    def pick(candidates):
+        best = min(candidates, key=lambda c: (c["memory_bytes"], c["num_gpus"], c["cost_usd"]), default=None)
+        return None if best is None else {k: best[k] for k in ("id", "gpu", "num_gpus", "sharding")}
+
+    own = [c for c in configs if c["num_gpus"] == req.num_gpus and c["sharding"] == req.sharding.value]
     return {
         "count": len(configs),
         "configs": configs,
         "by_cost": [c["id"] for c in configs],
         "by_time": [c["id"] for c in by_time],
-        "cheapest": configs[0]["id"] if configs else None,
+        # a card priced only at another rate (e.g. interruptible-only listings) is ranked but
+        # not named cheapest
+        "cheapest": next((c["id"] for c in configs if not any(
+            w.startswith("price_is_") for w in c["warnings"])), configs[0]["id"] if configs else None),
         "fastest": by_time[0]["id"] if by_time else None,
-        "smallest_card": ({"gpu": smallest["gpu"], "num_gpus": smallest["num_gpus"],
-                           "sharding": smallest["sharding"], "id": smallest["id"]} if smallest else None),
+        # seed 004: start with the smallest card that fits your configuration, move up only when
+        # time per step is the bottleneck
+        "smallest_card": pick(own),
+        "smallest_single_gpu": pick(c for c in configs if c["num_gpus"] == 1),
+        "smallest_config": pick(configs),
         "gpu_counts": list(recommend.GPU_COUNTS),
         "shardings": ["none", *recommend.MULTI_GPU_SHARDINGS],
     }
+
+
+def _price_warnings(price: dict, interruptible: bool) -> list[str]:
+    out = []
+    if price.get("fallback"):
+        out.append("price_from_other_tier")
+    if price.get("interruptible") != interruptible:
+        out.append("price_is_interruptible_rate" if price.get("interruptible") else "price_is_on_demand_rate")
+    return out
 
 
 def _solvers(planner: Planner) -> dict:
@@ -270,10 +301,13 @@ def _solvers(planner: Planner) -> dict:
                                    else planner.base, gpu), start, maximum)
         return {"found": False} if value is None else {"found": True, "value": value}
 
+    seq = solve("seq_len", req.seq_len, MAX_SEQ_LEN)
+    if seq["found"]:
+        seq["above_max_position_embeddings"] = seq["value"] > req.model.max_position_embeddings
     return {
         "gpu": gpu.id, "num_gpus": req.num_gpus, "sharding": req.sharding.value,
         "max_micro_batch_size": solve("micro_batch_size", req.micro_batch_size, MAX_MICRO_BATCH),
-        "max_seq_len": solve("seq_len", req.seq_len, MAX_SEQ_LEN),
+        "max_seq_len": seq,
     }
 
 
@@ -362,8 +396,7 @@ def plan_request(request: EstimateRequest, options: PlanOptions,
     selected_fits = fits[gpu.id]["fits"]
     warnings = list(base.get("warnings", []))
     warnings += gpu_catalogue.rocm_warnings(gpu, request.method.value, request.attention.value)
-    if price.get("fallback"):
-        warnings.append("price_from_other_tier")
+    warnings += _price_warnings(price, options.interruptible)
     if not selected_fits:
         warnings.append("does_not_fit_selected_gpu")
     cost_out = cost.to_dict()

@@ -97,10 +97,14 @@ def fits_table(estimate: dict | None, gpus, safety_margin: float) -> dict:
 
 def configurations(request: EstimateRequest) -> list[tuple[int, str]]:
     """(GPU count, sharding) pairs the recommendation explores: one GPU unsharded, then 2, 4
-    and 8 GPUs with DDP, ZeRO-2 and ZeRO-3/FSDP."""
+    and 8 GPUs with DDP, ZeRO-2 and ZeRO-3/FSDP, plus the request's own pair when it is not
+    among them (e.g. 16 GPUs, or ZeRO-1)."""
     out = [(1, "none")]
     for n in GPU_COUNTS[1:]:
         out.extend((n, s) for s in MULTI_GPU_SHARDINGS)
+    own = (request.num_gpus, request.sharding.value)
+    if own not in out:
+        out.append(own)
     return out
 
 

@@ -27,12 +27,19 @@ def matmul_params(arch: ModelArch) -> int:
             + arch.vocab_size * arch.hidden_size)
 
 
-def attention_forward_flops_per_token(arch: ModelArch, seq_len: int) -> float:
+CAUSAL_ATTENTION_FRACTION = {"flash": 0.5, "sdpa": 0.5, "eager": 1.0}
+"""Share of the score/value matmuls actually computed. Fused causal kernels (FlashAttention-2,
+Dao 2023, arXiv:2307.08691, sec. 3.1; PyTorch SDPA dispatches to them) skip the blocks above
+the diagonal, about half; eager attention computes the full matrix and masks it."""
+
+
+def attention_forward_flops_per_token(arch: ModelArch, seq_len: int, attention: str = "eager") -> float:
     """Score and value matmuls of self-attention, forward, per token:
-    ``4 * layers * seq_len * heads * head_dim`` (2 FLOPs per multiply-add, QK^T and AV).
-    The full (non-causal) count, as in PaLM's MFU formula (Chowdhery et al. 2022,
-    arXiv:2204.02311, app. B) and torchtitan/llm-foundry, so utilisations stay comparable."""
-    return 4.0 * arch.num_layers * seq_len * arch.num_heads * arch.head_dim
+    ``4 * layers * seq_len * heads * head_dim`` (2 FLOPs per multiply-add, QK^T and AV) for the
+    full matrix (PaLM's MFU count, Chowdhery et al. 2022, arXiv:2204.02311, app. B), times the
+    computed share :data:`CAUSAL_ATTENTION_FRACTION` for ``attention``."""
+    full = 4.0 * arch.num_layers * seq_len * arch.num_heads * arch.head_dim
+    return full * CAUSAL_ATTENTION_FRACTION[attention]
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,8 @@ class FlopsPerToken:
 
 
 def training_flops_per_token(arch: ModelArch, method: str, seq_len: int,
-                             gradient_checkpointing: bool, trainable_params: int) -> FlopsPerToken:
+                             gradient_checkpointing: bool, trainable_params: int,
+                             attention: str = "eager") -> FlopsPerToken:
     """FLOPs one training token costs.
 
     - Forward: ``2*N`` for the matmuls (N = :func:`matmul_params`) plus attention.
@@ -66,7 +74,7 @@ def training_flops_per_token(arch: ModelArch, method: str, seq_len: int,
     - Gradient checkpointing recomputes the forward once (Chen et al. 2016, arXiv:1604.06174).
     """
     n = float(matmul_params(arch))
-    attn = attention_forward_flops_per_token(arch, seq_len)
+    attn = attention_forward_flops_per_token(arch, seq_len, attention)
     if method == "full":
         fwd = 2.0 * n + attn
         bwd = 2.0 * fwd
@@ -108,15 +116,20 @@ every matmul). LitGPT pairs on A10G / A100 (measured_throughput.csv rows 77/78, 
 torchtune's compiled NF4 (rows 24/25) reaches 0.98: set ``qlora_speed_factor`` to match your stack."""
 
 BATCH_SATURATION_TOKENS = 256
-"""Tokens per micro-step per GPU at which utilisation is half its large-batch value:
-``saturation = T / (T + 256)``, T = micro_batch_size * seq_len. Fitted on the Qwen-7B LoRA
-sequence sweep on one A100 (measured_throughput.csv rows 62-65: seq 256, 1024, 2048, 8192,
-micro-batch 1); rows 62 -> 64 predicted 0.56 vs measured 0.54."""
+"""Tokens per micro-step per GPU at which utilisation is half its large-batch value, for a
+model of hidden size 4096: ``saturation = T / (T + T0)``, T = micro_batch_size * seq_len,
+``T0 = 256 * (4096 / hidden_size)**2``. Fitted on the Qwen-7B LoRA sequence sweep on one A100
+(measured_throughput.csv rows 62-65: seq 256 ... 8192 at micro-batch 1). The 1/hidden^2 scaling
+is physical: per layer, matmul work grows as ``T * hidden^2`` while launch and element-wise
+overheads do not; the Qwen-1.8B rows (59-61, hidden 2048) check it."""
+
+SATURATION_REFERENCE_HIDDEN = 4096
 
 
-def batch_saturation(micro_batch_size: int, seq_len: int) -> float:
+def batch_saturation(micro_batch_size: int, seq_len: int, hidden_size: int = SATURATION_REFERENCE_HIDDEN) -> float:
     tokens = micro_batch_size * seq_len
-    return tokens / (tokens + BATCH_SATURATION_TOKENS)
+    half = BATCH_SATURATION_TOKENS * (SATURATION_REFERENCE_HIDDEN / hidden_size) ** 2
+    return tokens / (tokens + half)
 
 
 # --- multi-GPU scaling -------------------------------------------------------------------------
@@ -193,6 +206,7 @@ class TimeInputs:
     sharding: str
     cpu_offload: str
     total_tokens: float
+    attention: str = "sdpa"
 
 
 @dataclass(frozen=True)
@@ -255,7 +269,8 @@ def estimate_time(inputs: TimeInputs, peak_flops_per_gpu: float, utilisation: fl
     ``utilisation`` is the single-GPU, large-batch utilisation (:func:`default_mfu` or the
     request's ``mfu``); QLoRA, batch-size, multi-GPU and offload factors multiply it."""
     fpt = training_flops_per_token(inputs.arch, inputs.method, inputs.seq_len,
-                                   inputs.gradient_checkpointing, inputs.trainable_params)
+                                   inputs.gradient_checkpointing, inputs.trainable_params,
+                                   inputs.attention)
     qf = 1.0
     if inputs.method == "qlora":
         qf = QLORA_SPEED_FACTOR if qlora_speed_factor is None else qlora_speed_factor
@@ -264,7 +279,7 @@ def estimate_time(inputs: TimeInputs, peak_flops_per_gpu: float, utilisation: fl
     return TimeEstimate(
         flops_per_token=fpt, peak_flops_per_gpu=peak_flops_per_gpu, utilisation=utilisation,
         qlora_speed_factor=qf,
-        batch_saturation=batch_saturation(inputs.micro_batch_size, inputs.seq_len),
+        batch_saturation=batch_saturation(inputs.micro_batch_size, inputs.seq_len, inputs.arch.hidden_size),
         scaling_efficiency=scale, cpu_offload_factor=cpu_offload_factor(inputs.cpu_offload, inputs.method),
         num_gpus=inputs.num_gpus, total_tokens=inputs.total_tokens,
     )

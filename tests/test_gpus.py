@@ -92,7 +92,8 @@ def test_unknown_gpu(value, code):
 
 @pytest.mark.parametrize("gpu_id, n, link", [
     ("a100-80gb-sxm", 8, "nvlink"), ("a100-80gb-pcie", 2, "nvlink"), ("a100-80gb-pcie", 4, "pcie"),
-    ("rtx-4090", 2, "pcie"), ("mi300x", 8, "nvlink"), ("h100-sxm", 16, "pcie"),
+    ("rtx-4090", 2, "pcie"), ("mi300x", 8, "nvlink"), ("h100-sxm", 16, "nvlink"),
+    ("rtx-3090", 2, "nvlink"), ("rtx-3090", 4, "pcie"),
 ])
 def test_link_for(gpu_id, n, link):
     assert gpus.get_gpu(gpu_id).link_for(n) == link

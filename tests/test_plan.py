@@ -70,10 +70,11 @@ def test_defaults():
 
 
 def test_time_and_cost_hand_computed():
-    # Full FT of Llama-2-7B without checkpointing, 1e9 tokens x 2 epochs, A100 SXM (312 TFLOP/s),
-    # mfu 0.5, micro-batch 1 x 2048 (saturation 2048/2304), 1 GPU, 2 USD/h, 10 min start-up.
-    out = _plan(method="full", gradient_checkpointing=False, epochs=2, mfu=0.5, price_per_gpu_hour=2.0,
-                storage_gb=100, storage_price_per_gb_month=0.1)
+    # Full FT of Llama-2-7B without checkpointing, eager attention, 1e9 tokens x 2 epochs,
+    # A100 SXM (312 TFLOP/s), mfu 0.5, micro-batch 1 x 2048 (saturation 2048/2304), 1 GPU,
+    # 2 USD/h, 10 min start-up.
+    out = _plan(method="full", gradient_checkpointing=False, attention="eager", epochs=2, mfu=0.5,
+                price_per_gpu_hour=2.0, storage_gb=100, storage_price_per_gb_month=0.1)
     flops = 42_865_287_168  # 6N + 12 L s d, see test_timing
     compute_h = 2e9 * flops / (312e12 * 0.5 * 2048 / 2304) / 3600
     assert out["time"]["compute_hours"] == pytest.approx(compute_h)
@@ -113,8 +114,21 @@ def test_recommendations_ranked_and_all_fit():
         gpu = gpus.get_gpu(c["gpu"])
         assert c["required_bytes"] <= gpu.memory_bytes
         assert c["num_gpus"] in (1, 2, 4, 8)
-    smallest = rec["smallest_card"]
+    smallest = rec["smallest_config"]
     assert gpus.get_gpu(smallest["gpu"]).memory_bytes == min(c["memory_bytes"] for c in configs)
+    own = [c for c in configs if (c["num_gpus"], c["sharding"]) == (1, "none")]
+    assert rec["smallest_card"]["num_gpus"] == 1
+    assert gpus.get_gpu(rec["smallest_card"]["gpu"]).memory_bytes == min(c["memory_bytes"] for c in own)
+
+
+def test_price_rate_mismatch_is_flagged():
+    # the catalogue lists the A100 40GB only as interruptible capacity
+    out = _plan(gpu="a100-40gb-sxm")
+    assert "price_is_interruptible_rate" in out["warnings"]
+    assert out["cost_usd"]["price"]["interruptible"] is True
+    rec = out["recommendations"]
+    cheapest = next(c for c in rec["configs"] if c["id"] == rec["cheapest"])
+    assert not any(w.startswith("price_is_") for w in cheapest["warnings"])
 
 
 def test_recommendation_estimates_each_setup_once():
@@ -132,7 +146,8 @@ def test_solvers_hand_computed():
     budget = 24564 * 2**20 / 1.25 - 4.5 * GIB
     per_token = ACT_BYTES_PER_TOKEN // 4
     assert out["solvers"]["max_micro_batch_size"] == {"found": True, "value": int(budget // (2048 * per_token))}
-    assert out["solvers"]["max_seq_len"] == {"found": True, "value": int(budget // per_token)}
+    assert out["solvers"]["max_seq_len"] == {"found": True, "value": int(budget // per_token),
+                                             "above_max_position_embeddings": True}
 
 
 def test_suggestions_when_nothing_fits():

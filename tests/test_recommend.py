@@ -70,6 +70,9 @@ def test_configurations():
     assert configs[0] == (1, "none")
     assert len(configs) == 1 + 3 * 3
     assert {n for n, _ in configs} == {1, 2, 4, 8}
+    own = recommend.configurations(parse_estimate_request({"model": "llama-2-7b", "num_gpus": 16,
+                                                           "sharding": "zero1"}))
+    assert own[-1] == (16, "zero1") and len(own) == 11
 
 
 def test_estimator_memoises_variants():
