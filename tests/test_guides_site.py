@@ -43,7 +43,7 @@ def response_for(source: dict) -> tuple[dict, dict]:
     if command == "estimate":
         return calc.estimate(request), request
     if command == "plan":
-        return calc.plan(request), request
+        return calc.plan_setup(request), request
     if command == "gpu":
         listing = {g["id"]: g for g in gpus.gpus_listing()["gpus"]}
         return listing[source["id"]], request
