@@ -7,7 +7,8 @@ the median and 90th-percentile absolute error; then the rows not covered and why
 
 from __future__ import annotations
 
-from benchmarks.validation_memory import compare_rows, summary
+from benchmarks.validation_memory import compare_rows, fit_allocator_slack, summary
+from calc.memory import ALLOCATOR_SLACK_FRACTION
 
 GIB = 2 ** 30
 
@@ -37,6 +38,11 @@ def main() -> int:
         print(_fmt_summary(f"  source {source}", summary(results, lambda r, s=source: r.source == s)))
     print(_fmt_summary("  without torch.compile rows", summary(results, lambda r: "compile" not in r.flags)))
     print(_fmt_summary("  metric stated (not assumed)", summary(results, lambda r: "metric_assumed" not in r.flags)))
+    fit = fit_allocator_slack(results)
+    print()
+    print(f"allocator slack: calc uses {ALLOCATOR_SLACK_FRACTION:.3f}; fitted on rows "
+          f"{','.join(fit.fit_rows)} (stated max_memory_reserved): {fit.fraction:.3f}")
+    print(_fmt_summary("  fitted slack on rows not fitted", fit.test_summary) + f"  rows {','.join(fit.test_rows)}")
     print()
     print("not covered:")
     for r in results:

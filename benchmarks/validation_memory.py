@@ -309,3 +309,26 @@ def summary(results: list[RowResult], keep=lambda r: True) -> Summary:
     worst = max(rows, key=lambda r: abs(r.error))
     return Summary(len(rows), statistics.median(errs), percentile(errs, 90), abs(worst.error),
                    worst.row_id)
+
+
+@dataclass(frozen=True)
+class SlackFit:
+    """Allocator slack fitted on rows that state ``max_memory_reserved``, and its error on
+    the rows it was not fitted on (those whose stat is assumed reserved)."""
+
+    fraction: float
+    fit_rows: tuple
+    test_rows: tuple
+    test_summary: Summary
+
+
+def fit_allocator_slack(results: list[RowResult]) -> SlackFit:
+    """``f = median(measured / predicted_allocated - 1)`` over covered rows whose metric is a
+    stated ``max_memory_reserved``; then ``|allocated * (1 + f) - measured| / measured`` on
+    the covered rows whose reserved metric is only assumed."""
+    fit = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags]
+    test = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" in r.flags]
+    fraction = statistics.median(r.measured_bytes / r.allocated_bytes - 1 for r in fit) if fit else 0.0
+    refit = [RowResult(**{**r.__dict__, "error": (r.allocated_bytes * (1 + fraction) - r.measured_bytes)
+                          / r.measured_bytes}) for r in test]
+    return SlackFit(fraction, tuple(r.row_id for r in fit), tuple(r.row_id for r in test), summary(refit))
