@@ -176,6 +176,20 @@ def test_row_to_request_exact(overrides, expected):
         mp.row_to_request(row, "hub")
 
 
+def test_write_requests_carries_the_measured_bytes():
+    (cfg,) = tiny_grid({"model": "tiny-llama", "method": "full"})
+    row = settings_row(cfg)
+    row.update(status="ok", peak_allocated_bytes="1234567", peak_reserved_bytes="2000000",
+               device_used_bytes="2600000", gpu_total_bytes="150000000000")
+    buf = io.StringIO()
+    assert mp.write_requests([row], buf) == 1
+    line = json.loads(buf.getvalue())
+    assert line["config_id"] == cfg["id"] and line["status"] == "ok"
+    assert line["measured"] == {"peak_allocated_bytes": 1_234_567, "peak_reserved_bytes": 2_000_000,
+                                "device_used_bytes": 2_600_000, "gpu_total_bytes": 150_000_000_000}
+    assert line["request"] == mp.row_to_request(row)
+
+
 def test_preset_requests_work_once_presets_exist(grid):
     from calc import presets
 
@@ -298,6 +312,7 @@ def test_smoke_rows_become_calc_requests(smoke_csv, tmp_path):
     lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert len(lines) == len(SMOKE)
     for line, entry in zip(lines, SMOKE):
+        assert line["measured"] == {}  # CPU: no CUDA figures
         req = parse_estimate_request(line["request"])
         assert req.method.value == entry["method"]
         assert req.micro_batch_size == entry.get("micro_batch_size", 2) and req.seq_len == 32

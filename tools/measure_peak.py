@@ -27,7 +27,6 @@ import csv
 import gc
 import inspect
 import json
-import math
 import os
 import platform
 import subprocess
@@ -80,11 +79,11 @@ CSV_COLUMNS = (
     + ["hf_config", "lora_alpha", "optimizer_impl", "learning_rate"]
     + ["device", "gpu_name", "gpu_total_bytes", "driver_version", "cuda_version",
        "torch_version", "transformers_version", "peft_version", "bitsandbytes_version",
-       "python_version", "attn_impl_used", "started_utc"]
+       "python_version", "alloc_conf", "attn_impl_used", "started_utc"]
     + ["params_total", "params_trainable", "weights_allocated_bytes",
        "peak_allocated_first_step_bytes", "peak_reserved_first_step_bytes",
        "peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes",
-       "device_used_before_build_bytes", "peak_allocated_at_failure_bytes",
+       "device_used_before_build_bytes", "peak_allocated_at_failure_bytes", "alloc_retries",
        "tokens_per_s", "step_time_s", "build_time_s", "config_time_s",
        "estimated_time_s", "loss"]
 )
@@ -332,12 +331,17 @@ def read_rows(path: str | os.PathLike) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+MEASURED_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes", "gpu_total_bytes")
+
+
 def write_requests(rows: Iterable[dict], out, model_source: str = "hf_config") -> int:
-    """JSON lines: {"config_id", "status", "request"} for each row."""
+    """JSON lines, one per row: {"config_id", "status", "request", "measured"}; "measured"
+    holds the byte figures present in the row (none for skipped, OOM or CPU rows)."""
     count = 0
     for row in rows:
+        measured = {key: int(row[key]) for key in MEASURED_KEYS if row.get(key, "") != ""}
         line = {"config_id": row["config_id"], "status": row["status"],
-                "request": row_to_request(row, model_source)}
+                "request": row_to_request(row, model_source), "measured": measured}
         out.write(json.dumps(line, sort_keys=False) + "\n")
         count += 1
     return count
@@ -372,6 +376,8 @@ def environment_info(device: str) -> dict:
         "cuda_version": torch.version.cuda or "", "torch_version": torch.__version__,
         "transformers_version": _version("transformers"), "peft_version": _version("peft"),
         "bitsandbytes_version": _version("bitsandbytes"), "python_version": platform.python_version(),
+        # expandable_segments and friends change what "reserved" means
+        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", "")),
     }
     if device == "cuda":
         info["gpu_name"] = torch.cuda.get_device_name(0)
@@ -627,6 +633,8 @@ def run_config(cfg: dict, device: str, progress: dict, clock: Callable[[], float
         out["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
         out["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
         out["device_used_bytes"] = _device_used()
+        # >0: the allocator had to free its cache to satisfy a request (reserved is squeezed)
+        out["alloc_retries"] = torch.cuda.memory_stats().get("num_alloc_retries", 0)
     progress["phase"] = "done"
     return out
 
