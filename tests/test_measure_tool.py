@@ -261,7 +261,8 @@ SMOKE = [
      "precision": "bf16-mixed", "optimizer": "sgd", "attention": "eager", "gradient_checkpointing": False},
     {"model": "tiny-qwen2", "method": "lora", "precision": "fp32", "optimizer": "sgd-momentum"},
     {"model": "tiny-llama", "method": "full", "chunked_loss": True, "optimizer_in_backward": True},
-    {"model": "tiny-qwen2", "method": "full", "activation_offload": True, "micro_batch_size": 1},
+    {"model": "tiny-qwen2", "method": "full", "activation_offload": True, "micro_batch_size": 1,
+     "optimizer_impl": "fused"},
     {"model": "tiny-llama", "method": "qlora"},
 ]
 
@@ -288,6 +289,8 @@ def test_smoke_csv_columns_and_statuses(smoke_csv, torch):
             assert row[key] == ""  # no CUDA statistics on CPU
         assert float(row["tokens_per_s"]) > 0 and float(row["step_time_s"]) > 0
         assert abs(float(row["loss"]) - math.log(256)) < 0.5  # random init: about ln(vocab)
+    # torch's default on CPU is the for-loop implementation; fused when asked
+    assert [r["optimizer_impl_used"] for r in read] == ["for-loop"] * 4 + ["fused", ""]
 
 
 @pytest.mark.parametrize("index, params_total, params_trainable", [

@@ -76,7 +76,7 @@ STATUSES = ("ok", "oom", "error", "unsupported", "skipped", "timeout")
 CSV_COLUMNS = (
     ["config_id", "status", "failed_phase", "error"]
     + list(REQUEST_KEYS)
-    + ["hf_config", "lora_alpha", "optimizer_impl", "learning_rate"]
+    + ["hf_config", "lora_alpha", "optimizer_impl", "optimizer_impl_used", "learning_rate"]
     + ["device", "gpu_name", "gpu_total_bytes", "driver_version", "cuda_version",
        "torch_version", "transformers_version", "peft_version", "bitsandbytes_version",
        "python_version", "alloc_conf", "attn_impl_used", "started_utc"]
@@ -507,6 +507,29 @@ def make_optimizer(cfg: dict, params: list):
     return _StepsInBackward(per_param)
 
 
+def optimizer_impl_used(optimizer) -> str:
+    """fused, foreach or for-loop for torch optimizers (what actually runs: the foreach
+    AdamW allocates temporaries the size of the parameters at the step, fused does not)."""
+    first = next(iter(optimizer.per_param.values())) if isinstance(optimizer, _StepsInBackward) else optimizer
+    if type(first).__module__.startswith("bitsandbytes"):
+        return "bitsandbytes"
+    defaults = getattr(first, "defaults", {})
+    if defaults.get("fused"):
+        return "fused"
+    if "foreach" not in defaults:
+        return type(first).__name__
+    if defaults["foreach"] is not None:
+        return "foreach" if defaults["foreach"] else "for-loop"
+    try:  # torch's own default rule (private, hence the fallback)
+        from torch.optim.optimizer import _default_to_fused_or_foreach
+
+        params = [p for group in first.param_groups for p in group["params"]]
+        fused, foreach = _default_to_fused_or_foreach(params, differentiable=False, use_fused=False)
+    except Exception:
+        return "default"
+    return "fused" if fused else ("foreach" if foreach else "for-loop")
+
+
 class _StepsInBackward:
     """Stands for the optimizer when each parameter steps inside backward."""
 
@@ -598,6 +621,7 @@ def run_config(cfg: dict, device: str, progress: dict, clock: Callable[[], float
     out["params_trainable"] = sum(p.numel() for p in params)
     progress["phase"] = "optimizer"
     optimizer = make_optimizer(cfg, params)
+    out["optimizer_impl_used"] = optimizer_impl_used(optimizer)
     scaler = torch.amp.GradScaler(device) if cfg["precision"] == "fp16-mixed" else None
     session = Session(cfg=cfg, device=device, model=model, optimizer=optimizer, scaler=scaler,
                       vocab=cfg["hf_config"]["vocab_size"])
