@@ -349,6 +349,96 @@ def test_oom_is_recorded_and_the_loop_goes_on(torch, tmp_path, monkeypatch):
     assert all(ref() is None for ref in built)  # each configuration's model was freed
 
 
+class FakeStats:
+    """Stands in for the CUDA allocator: the patched step moves ``current`` and spikes the peak."""
+
+    def __init__(self):
+        self.current = self.peak = self.high_water = 0
+        self.calls = []
+
+    def spike(self, peak: int, current: int) -> None:
+        self.peak = max(self.peak, peak)
+        self.high_water = max(self.high_water, peak)
+        self.current = current
+
+    def sync(self):
+        self.calls.append("sync")
+
+    def empty_cache(self):
+        self.calls.append("empty_cache")
+
+    def reset_peak(self):
+        self.calls.append("reset_peak")
+        self.peak = self.current
+
+    def allocated(self):
+        return self.current
+
+    def max_allocated(self):
+        return self.peak
+
+    def max_reserved(self):
+        return self.peak + 10
+
+    def device_used(self):
+        return 5000 + self.high_water
+
+    def alloc_retries(self):
+        return 0
+
+
+# step -> (peak during the step, allocated after it): step 1 creates the optimizer states
+STEP_PROFILE = {1: (1000, 300), 2: (800, 300), 3: (790, 300)}
+
+
+def test_peaks_come_from_steps_two_and_three(torch, tmp_path, monkeypatch):
+    stats, steps = FakeStats(), []
+    real_build = mp.build_model
+
+    def build(cfg, device):
+        stats.spike(150, 100)  # weights
+        return real_build(cfg, device)
+
+    def step(session, batch):
+        steps.append(1)
+        stats.spike(*STEP_PROFILE[len(steps)])
+        return 5.5
+
+    monkeypatch.setattr(mp, "build_model", build)
+    monkeypatch.setattr(mp, "train_step", step)
+    (row,) = mp.run_grid(tiny_grid({"model": "tiny-llama"}), tmp_path / "s.csv", device="cpu",
+                         stats=stats, log=io.StringIO())
+    assert row["status"] == "ok"
+    assert {k: row[k] for k in ("device_used_before_build_bytes", "weights_allocated_bytes",
+                                "peak_allocated_first_step_bytes", "peak_reserved_first_step_bytes",
+                                "peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes",
+                                "alloc_retries")} == {
+        "device_used_before_build_bytes": 5000, "weights_allocated_bytes": 100,
+        "peak_allocated_first_step_bytes": 1000, "peak_reserved_first_step_bytes": 1010,
+        "peak_allocated_bytes": 800, "peak_reserved_bytes": 810, "device_used_bytes": 6000,
+        "alloc_retries": 0}
+    assert stats.calls[-1] == "empty_cache"  # fresh state for the next configuration
+
+
+def test_oom_row_keeps_the_peak_reached(torch, tmp_path, monkeypatch):
+    stats, steps = FakeStats(), []
+
+    def step(session, batch):
+        steps.append(session.cfg["model"])
+        n = steps.count(session.cfg["model"])
+        if session.cfg["model"] == "tiny-llama" and n == 2:
+            stats.spike(900, 300)
+            raise RuntimeError("CUDA out of memory. Tried to allocate 64.00 MiB")
+        stats.spike(*STEP_PROFILE[n])
+        return 5.5
+
+    monkeypatch.setattr(mp, "train_step", step)
+    rows = mp.run_grid(tiny_grid({"model": "tiny-llama"}, {"model": "tiny-qwen2"}), tmp_path / "o.csv",
+                       device="cpu", stats=stats, log=io.StringIO())
+    assert [(r["status"], r["failed_phase"]) for r in rows] == [("oom", "step2"), ("ok", "")]
+    assert rows[0]["peak_allocated_at_failure_bytes"] == 900 and rows[0]["peak_allocated_bytes"] == ""
+
+
 class FakeClock:
     def __init__(self):
         self.now = 1000.0

@@ -593,24 +593,52 @@ def train_step(session: Session, input_ids) -> float:
     return float(loss.detach())
 
 
-def _sync(device: str) -> None:
-    import torch
+class CudaStats:
+    """The CUDA allocator's statistics, behind one small interface (tests use a stand-in
+    to check the protocol on machines without a GPU)."""
 
-    if device == "cuda":
-        torch.cuda.synchronize()
+    def __init__(self):
+        import torch
+
+        self.cuda = torch.cuda
+
+    def sync(self) -> None:
+        self.cuda.synchronize()
+
+    def empty_cache(self) -> None:
+        self.cuda.empty_cache()
+
+    def reset_peak(self) -> None:
+        self.cuda.reset_peak_memory_stats()
+
+    def allocated(self) -> int:
+        return self.cuda.memory_allocated()
+
+    def max_allocated(self) -> int:
+        return self.cuda.max_memory_allocated()
+
+    def max_reserved(self) -> int:
+        return self.cuda.max_memory_reserved()
+
+    def device_used(self) -> int:
+        free, total = self.cuda.mem_get_info()
+        return total - free
+
+    def alloc_retries(self) -> int:
+        return self.cuda.memory_stats().get("num_alloc_retries", 0)
 
 
 def run_config(cfg: dict, device: str, progress: dict, clock: Callable[[], float],
-               deadline: float | None) -> dict:
+               deadline: float | None, stats: CudaStats | None = None) -> dict:
     """Build, step three times, measure. Raises on OOM and other failures;
-    ``progress["phase"]`` says how far it got."""
+    ``progress["phase"]`` says how far it got. ``stats`` is None on CPU."""
     import torch
 
     check_supported(cfg, device)
-    cuda = device == "cuda"
+    sync = stats.sync if stats else (lambda: None)
     out: dict = {}
-    if cuda:
-        out["device_used_before_build_bytes"] = _device_used()
+    if stats:
+        out["device_used_before_build_bytes"] = stats.device_used()
     progress["phase"] = "build"
     torch.manual_seed(0)
     t_build = time.perf_counter()
@@ -625,12 +653,12 @@ def run_config(cfg: dict, device: str, progress: dict, clock: Callable[[], float
     scaler = torch.amp.GradScaler(device) if cfg["precision"] == "fp16-mixed" else None
     session = Session(cfg=cfg, device=device, model=model, optimizer=optimizer, scaler=scaler,
                       vocab=cfg["hf_config"]["vocab_size"])
-    _sync(device)
+    sync()
     out["build_time_s"] = round(time.perf_counter() - t_build, 3)
-    if cuda:
-        torch.cuda.empty_cache()  # build leftovers are not part of training
-        torch.cuda.reset_peak_memory_stats()
-        out["weights_allocated_bytes"] = torch.cuda.memory_allocated()
+    if stats:
+        stats.empty_cache()  # build leftovers are not part of training
+        stats.reset_peak()
+        out["weights_allocated_bytes"] = stats.allocated()
     shape = (cfg["micro_batch_size"], cfg["seq_len"])
     t0 = None
     for step in (1, 2, 3):
@@ -639,35 +667,28 @@ def run_config(cfg: dict, device: str, progress: dict, clock: Callable[[], float
         progress["phase"] = f"step{step}"
         batch = torch.randint(0, session.vocab, shape, device=device)
         if step == 2:
-            _sync(device)
+            sync()
             t0 = time.perf_counter()
         out["loss"] = round(train_step(session, batch), 4)
         del batch
         if step == 1:
-            _sync(device)
-            if cuda:
-                out["peak_allocated_first_step_bytes"] = torch.cuda.max_memory_allocated()
-                out["peak_reserved_first_step_bytes"] = torch.cuda.max_memory_reserved()
-                torch.cuda.reset_peak_memory_stats()  # optimizer states now exist
-    _sync(device)
+            sync()
+            if stats:
+                out["peak_allocated_first_step_bytes"] = stats.max_allocated()
+                out["peak_reserved_first_step_bytes"] = stats.max_reserved()
+                stats.reset_peak()  # optimizer states now exist
+    sync()
     elapsed = time.perf_counter() - t0
     out["step_time_s"] = round(elapsed / 2, 4)
     out["tokens_per_s"] = round(2 * shape[0] * shape[1] / elapsed, 1)
-    if cuda:
-        out["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
-        out["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
-        out["device_used_bytes"] = _device_used()
+    if stats:
+        out["peak_allocated_bytes"] = stats.max_allocated()
+        out["peak_reserved_bytes"] = stats.max_reserved()
+        out["device_used_bytes"] = stats.device_used()
         # >0: the allocator had to free its cache to satisfy a request (reserved is squeezed)
-        out["alloc_retries"] = torch.cuda.memory_stats().get("num_alloc_retries", 0)
+        out["alloc_retries"] = stats.alloc_retries()
     progress["phase"] = "done"
     return out
-
-
-def _device_used() -> int:
-    import torch
-
-    free, total = torch.cuda.mem_get_info()
-    return total - free
 
 
 def classify_error(exc: BaseException) -> str:
@@ -690,12 +711,10 @@ def classify_error(exc: BaseException) -> str:
     return "error"
 
 
-def _cleanup(device: str) -> None:
+def _cleanup(stats: CudaStats | None) -> None:
     gc.collect()
-    if device == "cuda":
-        import torch
-
-        torch.cuda.empty_cache()
+    if stats:
+        stats.empty_cache()
 
 
 def _settings_row(cfg: dict) -> dict:
@@ -715,13 +734,15 @@ def _settings_row(cfg: dict) -> dict:
 def run_grid(configs: list[dict], out_path: str | os.PathLike, device: str = "cuda",
              time_budget_s: float | None = None, clock: Callable[[], float] = time.monotonic,
              estimate: Callable[[dict], float] = estimate_config_seconds,
-             log=sys.stderr) -> list[dict]:
+             log=sys.stderr, stats: CudaStats | None = None) -> list[dict]:
     """Measure each configuration and append its row to ``out_path`` as soon as it is known
     (a run killed midway keeps what it measured)."""
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda but torch sees no CUDA device")
+    if device == "cuda" and stats is None:
+        stats = CudaStats()
     start = clock()
     deadline = None if time_budget_s is None else start + time_budget_s
     env = environment_info(device)
@@ -742,19 +763,19 @@ def run_grid(configs: list[dict], out_path: str | os.PathLike, device: str = "cu
             else:
                 progress = {"phase": "setup"}
                 t_cfg = time.perf_counter()
-                if device == "cuda":
-                    torch.cuda.reset_peak_memory_stats()
+                if stats:
+                    stats.reset_peak()
                 try:
-                    row.update(run_config(cfg, device, progress, clock, deadline))
+                    row.update(run_config(cfg, device, progress, clock, deadline, stats))
                     row["status"] = "ok"
                 except Exception as exc:  # recorded, and the loop goes on
                     row["status"] = classify_error(exc)
                     row["failed_phase"] = progress["phase"]
                     row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
-                    if device == "cuda":
-                        row["peak_allocated_at_failure_bytes"] = torch.cuda.max_memory_allocated()
+                    if stats:
+                        row["peak_allocated_at_failure_bytes"] = stats.max_allocated()
                 # the exception and its frames (model, optimizer, activations) are gone here
-                _cleanup(device)
+                _cleanup(stats)
                 row["config_time_s"] = round(time.perf_counter() - t_cfg, 2)
             writer.writerow(row)
             fh.flush()
