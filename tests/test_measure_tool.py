@@ -29,7 +29,11 @@ GRID = ROOT / "tools" / "measure_grid.json"
 
 TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "vocab_size": 256, "max_position_embeddings": 128, "tie_word_embeddings": False}
+              "vocab_size": 256, "max_position_embeddings": 128, "tie_word_embeddings": False,
+              "rope_theta": 500000.0,
+              "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                               "original_max_position_embeddings": 64, "rope_type": "llama3"}}
+TINY_LLAMA_TEXT = json.dumps(TINY_LLAMA, sort_keys=True, separators=(",", ":"))
 TINY_QWEN2 = {"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128,
               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
               "vocab_size": 256, "max_position_embeddings": 128, "tie_word_embeddings": True,
@@ -282,6 +286,9 @@ def test_smoke_csv_columns_and_statuses(smoke_csv, torch):
         read = list(reader)
     assert [r["status"] for r in read] == ["ok"] * 5 + ["unsupported"]
     assert read[-1]["error"].startswith("Unsupported: qlora")
+    # the configs as written in the grid, not as transformers rewrote them
+    assert {r["hf_config"] for r in read if r["model"] == "tiny-llama"} == {TINY_LLAMA_TEXT}
+    assert json.dumps(TINY_LLAMA, sort_keys=True, separators=(",", ":")) == TINY_LLAMA_TEXT
     for row in read[:5]:
         assert row["device"] == "cpu" and row["torch_version"] == torch.__version__
         assert row["transformers_version"] and row["peft_version"]

@@ -427,7 +427,7 @@ def build_model(cfg: dict, device: str):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    hf = dict(cfg["hf_config"])
+    hf = json.loads(json.dumps(cfg["hf_config"]))  # deep copy: transformers rewrites nested rope dicts
     model_type = hf.pop("model_type")
     config = AutoConfig.for_model(model_type, **hf)
     config.use_cache = False  # training: no KV cache kept alive
