@@ -22,6 +22,8 @@ class LinearLayer:
     ``active`` is how many of those copies a token passes through.
     ``quantizable``: QLoRA (bitsandbytes / torchao NF4) quantizes it; the MoE
     router stays in 16-bit.
+    ``role``: ``"attn"`` (q, k, v, fused qkv, output projection), ``"mlp"`` (dense MLP,
+    MoE experts and shared experts) or ``"router"`` (MoE gate and shared-expert gate).
     """
 
     name: str
@@ -31,6 +33,17 @@ class LinearLayer:
     count: int = 1
     active: int = 1
     quantizable: bool = True
+    role: str = "mlp"
+
+    def __post_init__(self) -> None:
+        for key in ("d_in", "d_out", "count", "active"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError("config_invalid_value", key, value)
+        if self.active > self.count:
+            raise ConfigError("config_invalid_value", "active", self.active)
+        if self.role not in ("attn", "mlp", "router"):
+            raise ConfigError("config_invalid_value", "role", self.role)
 
     @property
     def weight_params(self) -> int:
@@ -54,10 +67,10 @@ class ModelArch:
     num_heads: int
     num_kv_heads: int
     head_dim: int
-    intermediate_size: int
+    intermediate_size: int  # dense MLP width; for MoE, one routed expert's width
     max_position_embeddings: int
     linears: tuple[LinearLayer, ...]  # one block's linear modules
-    norm_kind: str = "rms"  # "rms" (weight only) or "layer" (weight and bias)
+    norm_kind: str = "rms"  # "rms" (weight), "layer" (weight and bias), "none" (OLMo: no weights)
     norms_per_layer: int = 2
     tie_word_embeddings: bool = False
     learned_positions: int = 0  # rows of a learned position table (GPT-2); 0 for RoPE/ALiBi
@@ -65,6 +78,10 @@ class ModelArch:
     num_experts: int = 0  # 0 for a dense model
     experts_per_token: int = 0
     parallel_block: bool = False  # attention and MLP read the same input (NeoX, Falcon, Phi-2)
+    mlp_gated: bool = True  # gate * up (SwiGLU/GeGLU, 3 matrices) or plain up/down (2 matrices)
+    shared_expert_intermediate_size: int = 0  # Qwen-MoE shared expert width; 0 when none
+    lm_head_bias: bool = False  # Phi-2's output layer has a bias
+    block_extra_params: int = 0  # per block, outside linears and full-width norms (q/k norms)
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -75,16 +92,30 @@ class ModelArch:
                 raise ConfigError("config_invalid_value", key, value)
         if self.num_heads % self.num_kv_heads:
             raise ConfigError("config_invalid_value", "num_key_value_heads", self.num_kv_heads)
+        if not self.linears:
+            raise ConfigError("config_invalid_value", "linears", self.linears)
+        if self.norm_kind not in ("rms", "layer", "none"):
+            raise ConfigError("config_invalid_value", "norm_kind", self.norm_kind)
+        for key in ("norms_per_layer", "learned_positions", "num_experts", "experts_per_token",
+                    "shared_expert_intermediate_size", "block_extra_params"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError("config_invalid_value", key, value)
+        if self.experts_per_token > self.num_experts:
+            raise ConfigError("config_invalid_value", "experts_per_token", self.experts_per_token)
 
     # ---- parameter counts -------------------------------------------------
     @property
     def norm_params(self) -> int:
-        """Per norm: ``hidden`` weights, plus ``hidden`` biases for LayerNorm."""
-        return self.hidden_size * (2 if self.norm_kind == "layer" else 1)
+        """Per norm: ``hidden`` weights, plus ``hidden`` biases for LayerNorm; none for
+        OLMo's non-parametric LayerNorm."""
+        return self.hidden_size * {"rms": 1, "layer": 2, "none": 0}[self.norm_kind]
 
     @property
     def block_params(self) -> int:
-        return sum(l.params for l in self.linears) + self.norms_per_layer * self.norm_params
+        """One decoder block: its linears (all copies), its norms and any small extras."""
+        return (sum(l.params for l in self.linears) + self.norms_per_layer * self.norm_params
+                + self.block_extra_params)
 
     @property
     def embedding_params(self) -> int:
@@ -93,7 +124,9 @@ class ModelArch:
 
     @property
     def lm_head_params(self) -> int:
-        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+        """``vocab x hidden`` unless tied to the embedding; plus a bias where the family has one."""
+        weight = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+        return weight + (self.vocab_size if self.lm_head_bias else 0)
 
     @property
     def params_total(self) -> int:
@@ -121,5 +154,19 @@ class ModelArch:
             sizes.append(self.vocab_size * self.hidden_size)
         return max(sizes)
 
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
     def linear_names(self) -> tuple[str, ...]:
-        return tuple(l.name for l in self.linears)
+        """The distinct module names a LoRA target list may use, in block order.
+
+        Two modules can share a name (GPT-2's ``attn.c_proj`` and ``mlp.c_proj``; a
+        Qwen-MoE expert's and the shared expert's ``gate_proj``): a name-based target
+        adapts every module with that name, as peft does, so the name appears once.
+        """
+        return tuple(dict.fromkeys(l.name for l in self.linears))
+
+    def linears_named(self, name: str) -> tuple[LinearLayer, ...]:
+        """Every linear module of a block with this HF name (peft's name matching)."""
+        return tuple(l for l in self.linears if l.name == name)

@@ -1,8 +1,21 @@
 """Read a Hugging Face ``config.json`` into a :class:`~calc.arch.ModelArch`.
 
-Each family is read with its own key names. A missing key is reported with
-``code="config_missing_key"`` and ``field="hf_config.<key>"``; an unknown
-``model_type`` with ``code="unsupported_architecture"``.
+Families: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2,
+gemma3_text, granite, olmo, olmo2, stablelm, phi, phi3, gpt_neox, falcon, bloom, gpt2.
+Each family is read with its own key names, and a key a config may leave out
+takes the default of that family's ``transformers`` config class (source:
+``transformers/models/<family>/configuration_<family>.py``, v4.44-v4.48), e.g.
+``tie_word_embeddings`` is true for GPT-2, Gemma, Falcon and BLOOM and false for
+Llama. Module names are the ones peft targets (the last component of the HF
+module path: ``q_proj``, ``query_key_value``, ``c_attn``, ``w1`` ...).
+
+Errors: a missing shape key is ``code="config_missing_key"`` with
+``field="hf_config.<key>"``; a value of the wrong type, non-positive or
+inconsistent is ``config_invalid_value``; an unknown ``model_type`` is
+``unsupported_architecture``; a config that is not an object is
+``config_not_object``. A multimodal config whose ``text_config`` holds a
+supported family is read through that ``text_config`` (the language model
+only; ``extra["text_config_only"]`` is then true).
 """
 
 from __future__ import annotations
@@ -10,55 +23,403 @@ from __future__ import annotations
 from .arch import LinearLayer, ModelArch
 from .errors import ConfigError
 
+_REQUIRED = ...  # sentinel: the key has no default
 
-def _get(cfg: dict, key: str, default: object = ..., kind: type = int):
-    if key not in cfg or cfg[key] is None:
-        if default is ...:
-            raise ConfigError("config_missing_key", f"hf_config.{key}", None)
-        return default
-    value = cfg[key]
-    if kind is int:
+
+class _Keys:
+    """Typed access to one config dict; errors name the key as ``<prefix><key>``."""
+
+    __slots__ = ("cfg", "prefix")
+
+    def __init__(self, cfg: dict, prefix: str) -> None:
+        self.cfg = cfg
+        self.prefix = prefix
+
+    def _raw(self, keys: tuple[str, ...]) -> tuple[str, object]:
+        for key in keys:
+            if self.cfg.get(key) is not None:
+                return key, self.cfg[key]
+        return keys[0], None
+
+    def int(self, *keys: str, default: object = _REQUIRED) -> int:
+        """A positive int under the first present key of ``keys`` (aliases)."""
+        key, value = self._raw(keys)
+        if value is None:
+            if default is _REQUIRED:
+                raise ConfigError("config_missing_key", self.prefix + key, None)
+            return default  # type: ignore[return-value]
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError("config_invalid_value", f"hf_config.{key}", value)
-    elif kind is bool:
+            raise ConfigError("config_invalid_value", self.prefix + key, value)
+        return value
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.cfg.get(key)
+        if value is None:
+            return default
         if not isinstance(value, bool):
-            raise ConfigError("config_invalid_value", f"hf_config.{key}", value)
-    return value
+            raise ConfigError("config_invalid_value", self.prefix + key, value)
+        return value
+
+    def error(self, key: str, value: object) -> ConfigError:
+        return ConfigError("config_invalid_value", self.prefix + key, value)
 
 
-def _llama_like(cfg: dict, name: str) -> ModelArch:
-    """Llama, Mistral, Qwen2: GQA attention, SwiGLU MLP, RMSNorm, RoPE."""
-    family = cfg.get("model_type")
-    h = _get(cfg, "hidden_size")
-    heads = _get(cfg, "num_attention_heads")
-    kv = _get(cfg, "num_key_value_heads", heads)
-    hd = _get(cfg, "head_dim", None) or h // heads
-    inter = _get(cfg, "intermediate_size")
-    qkv_bias = family == "qwen2" or bool(cfg.get("attention_bias", False))
-    mlp_bias = bool(cfg.get("mlp_bias", False))
+def _heads(k: _Keys, hidden: int, heads: int, *, kv_key: str = "num_key_value_heads",
+           head_dim_default: int | None = None) -> tuple[int, int]:
+    """(kv_heads, head_dim): kv defaults to ``heads`` (multi-head attention);
+    ``head_dim`` is explicit where the family allows, else ``hidden / heads``."""
+    kv = k.int(kv_key, default=heads)
+    if kv > heads or heads % kv:
+        raise k.error(kv_key, kv)
+    head_dim = k.int("head_dim", default=head_dim_default or 0)
+    if not head_dim:
+        if hidden % heads:
+            raise k.error("num_attention_heads", heads)
+        head_dim = hidden // heads
+    return kv, head_dim
+
+
+def _attention(h: int, heads: int, kv: int, hd: int, qkv_bias: bool, o_bias: bool) -> tuple:
+    return (
+        LinearLayer("q_proj", h, heads * hd, qkv_bias, role="attn"),
+        LinearLayer("k_proj", h, kv * hd, qkv_bias, role="attn"),
+        LinearLayer("v_proj", h, kv * hd, qkv_bias, role="attn"),
+        LinearLayer("o_proj", heads * hd, h, o_bias, role="attn"),
+    )
+
+
+def _gated_mlp(h: int, inter: int, bias: bool = False, count: int = 1, active: int = 1,
+               names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> tuple:
+    gate, up, down = names
+    return (
+        LinearLayer(gate, h, inter, bias, count, active, role="mlp"),
+        LinearLayer(up, h, inter, bias, count, active, role="mlp"),
+        LinearLayer(down, inter, h, bias, count, active, role="mlp"),
+    )
+
+
+def _common(k: _Keys, family: str, name: str, max_pos_default: int, tie_default: bool) -> dict:
+    return {
+        "name": name,
+        "family": family,
+        "vocab_size": k.int("vocab_size"),
+        "max_position_embeddings": k.int("max_position_embeddings", default=max_pos_default),
+        "tie_word_embeddings": k.bool("tie_word_embeddings", tie_default),
+    }
+
+
+# ---- RoPE + RMSNorm + gated MLP families ---------------------------------------------------
+# family: (max_position_embeddings default, tie default, head_dim default, norms per layer,
+#          q/k RMSNorm per head)
+_DENSE = {
+    "llama": (2048, False, None, 2, False),
+    "mistral": (4096 * 32, False, None, 2, False),
+    "qwen2": (32768, False, None, 2, False),
+    "qwen3": (32768, False, 128, 2, True),
+    "gemma": (8192, True, 256, 2, False),
+    "gemma2": (8192, True, 256, 4, False),  # input, post-attn, pre-ffn, post-ffn norms
+    "gemma3_text": (131072, True, 256, 4, True),
+    "granite": (2048, False, None, 2, False),  # Llama shapes; its multipliers hold no weights
+}
+
+
+def _dense(k: _Keys, family: str, name: str) -> ModelArch:
+    """Llama, Mistral, Qwen2/3, Gemma 1/2/3: GQA attention, gated MLP, RMSNorm, RoPE.
+
+    Qwen2 has q/k/v biases always; Llama, Mistral and Qwen3 add q/k/v/o biases only with
+    ``attention_bias``. Qwen3 and Gemma 3 normalise q and k per head (``head_dim`` weights
+    each). Gemma's ``head_dim`` is explicit (256 for Gemma-7B, where heads*head_dim != hidden).
+    """
+    max_pos, tie, hd_default, norms, qk_norm = _DENSE[family]
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads, head_dim_default=hd_default)
+    inter = k.int("intermediate_size")
+    attention_bias = k.bool("attention_bias", False)
+    qkv_bias = family == "qwen2" or attention_bias
+    linears = _attention(h, heads, kv, hd, qkv_bias, attention_bias)
+    linears += _gated_mlp(h, inter, k.bool("mlp_bias", False))
+    return ModelArch(
+        **_common(k, family, name, max_pos, tie), hidden_size=h,
+        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
+        intermediate_size=inter, linears=linears, norm_kind="rms", norms_per_layer=norms,
+        block_extra_params=2 * hd if qk_norm else 0,
+    )
+
+
+def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
+    """OLMo (v1, ``olmo``): Llama shapes without biases and with LayerNorms that hold no
+    weights. OLMo 2 (``olmo2``): RMSNorm after attention and after the MLP (2 per block, none
+    before) and q/k RMSNorm over the whole projection (``heads*head_dim`` + ``kv*head_dim``)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    inter = k.int("intermediate_size")
+    bias = k.bool("attention_bias", False)
+    olmo2 = family == "olmo2"
+    return ModelArch(
+        **_common(k, family, name, 2048, False), hidden_size=h,
+        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
+        intermediate_size=inter, linears=_attention(h, heads, kv, hd, bias, bias) + _gated_mlp(h, inter),
+        norm_kind="rms" if olmo2 else "none", norms_per_layer=2,
+        block_extra_params=(heads + kv) * hd if olmo2 else 0,
+    )
+
+
+def _stablelm(k: _Keys, family: str, name: str) -> ModelArch:
+    """StableLM 2 / StableLM-3B-4E1T (``stablelm``): LayerNorm with bias, q/k/v biases with
+    ``use_qkv_bias``, SwiGLU MLP, two norms per block (one with ``use_parallel_residual``),
+    optional per-head q/k LayerNorm without bias (``qk_layernorm``)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    inter = k.int("intermediate_size")
+    parallel = k.bool("use_parallel_residual", False)
+    return ModelArch(
+        **_common(k, family, name, 4096, False), hidden_size=h,
+        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
+        intermediate_size=inter,
+        linears=_attention(h, heads, kv, hd, k.bool("use_qkv_bias", False), False) + _gated_mlp(h, inter),
+        norm_kind="layer", norms_per_layer=1 if parallel else 2, parallel_block=parallel,
+        block_extra_params=(heads + kv) * hd if k.bool("qk_layernorm", False) else 0,
+    )
+
+
+def _mixtral(k: _Keys, family: str, name: str) -> ModelArch:
+    """Mixtral: Mistral attention; per block ``num_local_experts`` SwiGLU experts named
+    w1 (gate), w3 (up), w2 (down), ``num_experts_per_tok`` active, and a router ``gate``
+    (hidden -> experts, no bias)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    inter = k.int("intermediate_size")
+    experts = k.int("num_local_experts")
+    top_k = k.int("num_experts_per_tok")
+    if top_k > experts:
+        raise k.error("num_experts_per_tok", top_k)
+    linears = _attention(h, heads, kv, hd, False, False)
+    linears += _gated_mlp(h, inter, False, experts, top_k, ("w1", "w3", "w2"))
+    linears += (LinearLayer("gate", h, experts, quantizable=False, role="router"),)
+    return ModelArch(
+        **_common(k, family, name, 4096 * 32, False), hidden_size=h,
+        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
+        intermediate_size=inter, linears=linears, num_experts=experts, experts_per_token=top_k,
+    )
+
+
+def _qwen_moe(k: _Keys, family: str, name: str) -> ModelArch:
+    """Qwen1.5/Qwen2-MoE and Qwen3-MoE: every block sparse; ``num_experts`` experts of width
+    ``moe_intermediate_size`` (gate_proj, up_proj, down_proj), top ``num_experts_per_tok``,
+    router ``gate``. Qwen2-MoE adds a shared expert (``shared_expert_intermediate_size``,
+    same module names) and its scalar ``shared_expert_gate`` (hidden -> 1); q/k/v biases.
+    Qwen3-MoE has no shared expert, no biases and per-head q/k RMSNorm."""
+    qwen3 = family == "qwen3_moe"
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads, head_dim_default=128 if qwen3 else None)
+    experts = k.int("num_experts")
+    top_k = k.int("num_experts_per_tok")
+    if top_k > experts:
+        raise k.error("num_experts_per_tok", top_k)
+    moe_inter = k.int("moe_intermediate_size")
+    # Blocks listed in mlp_only_layers or skipped by decoder_sparse_step are dense: a
+    # mixed stack is not one repeated block, so it is refused rather than miscounted.
+    step = k.int("decoder_sparse_step", default=1)
+    if step != 1:
+        raise ConfigError("unsupported_architecture", k.prefix + "decoder_sparse_step", step)
+    dense_layers = k.cfg.get("mlp_only_layers") or []
+    if dense_layers:
+        raise ConfigError("unsupported_architecture", k.prefix + "mlp_only_layers", dense_layers)
+    attention_bias = k.bool("attention_bias", False)
+    linears = _attention(h, heads, kv, hd, attention_bias or not qwen3,
+                         attention_bias and qwen3)
+    linears += _gated_mlp(h, moe_inter, False, experts, top_k)
+    linears += (LinearLayer("gate", h, experts, quantizable=False, role="router"),)
+    shared = 0
+    if not qwen3:
+        shared = k.int("shared_expert_intermediate_size")
+        linears += _gated_mlp(h, shared)
+        linears += (LinearLayer("shared_expert_gate", h, 1, quantizable=False, role="router"),)
+    return ModelArch(
+        **_common(k, family, name, 32768, False), hidden_size=h,
+        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
+        intermediate_size=moe_inter, linears=linears, num_experts=experts,
+        experts_per_token=top_k, shared_expert_intermediate_size=shared,
+        block_extra_params=2 * hd if qwen3 else 0,
+    )
+
+
+def _phi3(k: _Keys, family: str, name: str) -> ModelArch:
+    """Phi-3: fused ``qkv_proj`` (hidden -> (heads + 2 kv) * head_dim) and fused
+    ``gate_up_proj`` (hidden -> 2 * intermediate), ``o_proj``, ``down_proj``; RMSNorm."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    inter = k.int("intermediate_size")
     linears = (
-        LinearLayer("q_proj", h, heads * hd, qkv_bias),
-        LinearLayer("k_proj", h, kv * hd, qkv_bias),
-        LinearLayer("v_proj", h, kv * hd, qkv_bias),
-        LinearLayer("o_proj", heads * hd, h, bool(cfg.get("attention_bias", False))),
-        LinearLayer("gate_proj", h, inter, mlp_bias),
-        LinearLayer("up_proj", h, inter, mlp_bias),
-        LinearLayer("down_proj", inter, h, mlp_bias),
+        LinearLayer("qkv_proj", h, (heads + 2 * kv) * hd, role="attn"),
+        LinearLayer("o_proj", heads * hd, h, role="attn"),
+        LinearLayer("gate_up_proj", h, 2 * inter, role="mlp"),
+        LinearLayer("down_proj", inter, h, role="mlp"),
     )
     return ModelArch(
-        name=name, family=family, vocab_size=_get(cfg, "vocab_size"), hidden_size=h,
-        num_layers=_get(cfg, "num_hidden_layers"), num_heads=heads, num_kv_heads=kv,
-        head_dim=hd, intermediate_size=inter,
-        max_position_embeddings=_get(cfg, "max_position_embeddings", 4096),
-        linears=linears, norm_kind="rms", norms_per_layer=2,
-        tie_word_embeddings=_get(cfg, "tie_word_embeddings", False, bool),
+        **_common(k, family, name, 4096, False), hidden_size=h,
+        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
+        intermediate_size=inter, linears=linears,
+    )
+
+
+def _phi(k: _Keys, family: str, name: str) -> ModelArch:
+    """Phi-1.5 / Phi-2: q/k/v_proj and ``dense`` with biases, plain MLP fc1/fc2 with biases,
+    one LayerNorm per block (attention and MLP in parallel), final LayerNorm, and an
+    untied ``lm_head`` with a bias. ``qk_layernorm`` adds LayerNorms of ``head_dim``."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    inter = k.int("intermediate_size")
+    linears = (
+        LinearLayer("q_proj", h, heads * hd, True, role="attn"),
+        LinearLayer("k_proj", h, kv * hd, True, role="attn"),
+        LinearLayer("v_proj", h, kv * hd, True, role="attn"),
+        LinearLayer("dense", heads * hd, h, True, role="attn"),
+        LinearLayer("fc1", h, inter, True, role="mlp"),
+        LinearLayer("fc2", inter, h, True, role="mlp"),
+    )
+    qk_norm = 2 * 2 * hd if k.bool("qk_layernorm", False) else 0
+    return ModelArch(
+        **_common(k, family, name, 2048, False), hidden_size=h,
+        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
+        intermediate_size=inter, linears=linears, norm_kind="layer", norms_per_layer=1,
+        parallel_block=True, mlp_gated=False, lm_head_bias=True, block_extra_params=qk_norm,
+    )
+
+
+def _plain_block(h: int, qkv_out: int, inter: int, bias: bool) -> tuple:
+    """NeoX / Falcon / BLOOM block: fused query_key_value, dense, dense_h_to_4h, dense_4h_to_h."""
+    return (
+        LinearLayer("query_key_value", h, qkv_out, bias, role="attn"),
+        LinearLayer("dense", h, h, bias, role="attn"),
+        LinearLayer("dense_h_to_4h", h, inter, bias, role="mlp"),
+        LinearLayer("dense_4h_to_h", inter, h, bias, role="mlp"),
+    )
+
+
+def _gpt_neox(k: _Keys, family: str, name: str) -> ModelArch:
+    """GPT-NeoX / Pythia / StableLM-alpha: biased linears (``attention_bias``, default true),
+    two LayerNorms per block, parallel residual by default, untied ``embed_out``."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    if h % heads:
+        raise k.error("num_attention_heads", heads)
+    inter = k.int("intermediate_size")
+    linears = _plain_block(h, 3 * h, inter, True)
+    if not k.bool("attention_bias", True):  # the MLP keeps its biases either way
+        linears = (LinearLayer("query_key_value", h, 3 * h, role="attn"),
+                   LinearLayer("dense", h, h, role="attn")) + linears[2:]
+    return ModelArch(
+        **_common(k, family, name, 2048, False), hidden_size=h,
+        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=heads,
+        head_dim=h // heads, intermediate_size=inter, linears=linears, norm_kind="layer",
+        norms_per_layer=2, parallel_block=k.bool("use_parallel_residual", True), mlp_gated=False,
+    )
+
+
+def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
+    """Falcon. Key/value heads: ``new_decoder_architecture`` (40B/180B) uses
+    ``num_kv_heads`` groups, else ``multi_query`` (7B) one, else one per head. Fused
+    ``query_key_value`` outputs (heads + 2 kv) * head_dim. Norms per block: two
+    (input_layernorm, post_attention_layernorm) without ``parallel_attn``; with it, ln_attn
+    and ln_mlp when ``num_ln_in_parallel_attn`` is 2 (the default for the new architecture),
+    else one input_layernorm. ``bias``
+    (default false) applies to every linear; the LM head is tied by default."""
+    h = k.int("hidden_size", "n_embed")
+    heads = k.int("num_attention_heads", "n_head")
+    if h % heads:
+        raise k.error("num_attention_heads", heads)
+    hd = h // heads
+    new_arch = k.bool("new_decoder_architecture", False)
+    parallel = k.bool("parallel_attn", True)
+    if new_arch:
+        kv = k.int("num_kv_heads", default=heads)
+        if kv > heads or heads % kv:
+            raise k.error("num_kv_heads", kv)
+    else:
+        kv = 1 if k.bool("multi_query", True) else heads
+    ln_parallel = k.int("num_ln_in_parallel_attn", default=2 if new_arch else 1)
+    if ln_parallel not in (1, 2):
+        raise k.error("num_ln_in_parallel_attn", ln_parallel)
+    norms = 2 if not parallel else ln_parallel
+    inter = k.int("ffn_hidden_size", default=4 * h)
+    linears = _plain_block(h, (heads + 2 * kv) * hd, inter, k.bool("bias", False))
+    return ModelArch(
+        **_common(k, family, name, 2048, True), hidden_size=h,
+        num_layers=k.int("num_hidden_layers", "n_layer"), num_heads=heads, num_kv_heads=kv,
+        head_dim=hd, intermediate_size=inter, linears=linears, norm_kind="layer",
+        norms_per_layer=norms, parallel_block=parallel or new_arch, mlp_gated=False,
+    )
+
+
+def _bloom(k: _Keys, family: str, name: str) -> ModelArch:
+    """BLOOM: ALiBi (no position table), LayerNorm after the embedding, two LayerNorms per
+    block, biased linears with a 4 * hidden MLP, tied LM head. There is no
+    max_position_embeddings; the training length ``seq_length`` (default 2048) stands in."""
+    h = k.int("hidden_size", "n_embed")
+    heads = k.int("n_head", "num_attention_heads")
+    if h % heads:
+        raise k.error("n_head", heads)
+    inter = 4 * h
+    return ModelArch(
+        name=name, family=family, vocab_size=k.int("vocab_size"),
+        max_position_embeddings=k.int("seq_length", default=2048),
+        tie_word_embeddings=k.bool("tie_word_embeddings", True), hidden_size=h, num_layers=k.int("n_layer", "num_hidden_layers"),
+        num_heads=heads, num_kv_heads=heads, head_dim=h // heads, intermediate_size=inter,
+        linears=_plain_block(h, 3 * h, inter, True), norm_kind="layer", norms_per_layer=2,
+        embedding_norm=True, mlp_gated=False,
+    )
+
+
+def _gpt2(k: _Keys, family: str, name: str) -> ModelArch:
+    """GPT-2: Conv1D modules c_attn (hidden -> 3 hidden), attn.c_proj, c_fc (hidden -> n_inner,
+    default 4 hidden), mlp.c_proj, all with biases; learned position table of
+    ``n_positions`` rows; two LayerNorms per block plus ln_f; tied LM head."""
+    h = k.int("n_embd", "hidden_size")
+    heads = k.int("n_head", "num_attention_heads")
+    if h % heads:
+        raise k.error("n_head", heads)
+    inter = k.int("n_inner", default=4 * h)
+    positions = k.int("n_positions", "max_position_embeddings", default=1024)
+    linears = (
+        LinearLayer("c_attn", h, 3 * h, True, role="attn"),
+        LinearLayer("c_proj", h, h, True, role="attn"),
+        LinearLayer("c_fc", h, inter, True, role="mlp"),
+        LinearLayer("c_proj", inter, h, True, role="mlp"),
+    )
+    return ModelArch(
+        name=name, family=family, vocab_size=k.int("vocab_size"), hidden_size=h,
+        num_layers=k.int("n_layer", "num_hidden_layers"), num_heads=heads, num_kv_heads=heads,
+        head_dim=h // heads, intermediate_size=inter, max_position_embeddings=positions,
+        linears=linears, norm_kind="layer", norms_per_layer=2,
+        tie_word_embeddings=k.bool("tie_word_embeddings", True), learned_positions=positions,
+        mlp_gated=False,
     )
 
 
 _READERS = {
-    "llama": _llama_like,
-    "mistral": _llama_like,
-    "qwen2": _llama_like,
+    **{family: _dense for family in _DENSE},
+    "olmo": _olmo,
+    "olmo2": _olmo,
+    "stablelm": _stablelm,
+    "mixtral": _mixtral,
+    "qwen2_moe": _qwen_moe,
+    "qwen3_moe": _qwen_moe,
+    "phi3": _phi3,
+    "phi": _phi,
+    "gpt_neox": _gpt_neox,
+    "falcon": _falcon,
+    "RefinedWeb": _falcon,  # Falcon's pre-transformers remote-code names
+    "RefinedWebModel": _falcon,
+    "bloom": _bloom,
+    "gpt2": _gpt2,
 }
 
 
@@ -66,13 +427,28 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     """Build a ModelArch from a parsed ``config.json`` dict."""
     if not isinstance(cfg, dict):
         raise ConfigError("config_not_object", "hf_config", type(cfg).__name__)
+    prefix = "hf_config."
     model_type = cfg.get("model_type")
+    text = cfg.get("text_config")
+    text_only = False
+    if not _supported(model_type) and isinstance(text, dict) and _supported(text.get("model_type")):
+        cfg, prefix, model_type, text_only = text, "hf_config.text_config.", text["model_type"], True
+    if model_type is None:
+        raise ConfigError("config_missing_key", "hf_config.model_type", None)
     if not isinstance(model_type, str):
-        raise ConfigError("config_missing_key", "hf_config.model_type", model_type)
+        raise ConfigError("config_invalid_value", "hf_config.model_type", model_type)
     reader = _READERS.get(model_type)
     if reader is None:
         raise ConfigError("unsupported_architecture", "hf_config.model_type", model_type)
-    return reader(cfg, name or model_type)
+    family = "falcon" if reader is _falcon else model_type
+    arch = reader(_Keys(cfg, prefix), family, name or family)
+    if text_only:
+        arch.extra["text_config_only"] = True
+    return arch
+
+
+def _supported(model_type: object) -> bool:
+    return isinstance(model_type, str) and model_type in _READERS
 
 
 def supported_families() -> tuple[str, ...]:

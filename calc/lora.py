@@ -1,0 +1,92 @@
+"""LoRA adapters: which linear modules get one, and how many parameters they train.
+
+Per adapted matrix LoRA adds ``A`` (``r x d_in``) and ``B`` (``d_out x r``):
+``r * (d_in + d_out)`` trainable parameters (Hu et al. 2021, "LoRA", arXiv:2106.09685,
+section 4; peft's ``LoraLayer`` with the default ``bias="none"``).
+
+Targets follow peft's matching: a module name adapts *every* module of a block whose
+last name component equals it (GPT-2's ``c_proj`` adapts ``attn.c_proj`` and
+``mlp.c_proj``; Qwen-MoE's ``gate_proj`` adapts each expert's and the shared expert's).
+``"all-linear"`` adapts every linear module inside the decoder blocks and leaves out the
+output layer, as peft's ``target_modules="all-linear"`` does (MoE routers included, since
+peft sees them as ``nn.Linear``). Each MoE expert holds its own adapter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .arch import LinearLayer, ModelArch
+from .errors import InputError
+
+ALL_LINEAR = "all-linear"
+
+
+@dataclass(frozen=True)
+class AdaptedLinear:
+    """A linear module of one block that carries an adapter.
+
+    ``count``: copies per block (MoE experts), each with its own adapter; ``active``: the
+    copies a token passes through (what LoRA activations scale with).
+    """
+
+    name: str
+    d_in: int
+    d_out: int
+    count: int
+    active: int
+    role: str
+
+    def params(self, rank: int) -> int:
+        """Adapter parameters of all ``count`` copies: ``count * r * (d_in + d_out)``."""
+        return self.count * rank * (self.d_in + self.d_out)
+
+
+def _selected(arch: ModelArch, targets: object) -> tuple[LinearLayer, ...]:
+    if targets == ALL_LINEAR:
+        return arch.linears
+    if isinstance(targets, str):
+        targets = (targets,)
+    if not isinstance(targets, (tuple, list)) or not targets:
+        raise InputError("wrong_type", "lora_targets", targets)
+    wanted = set()
+    known = set(arch.linear_names())
+    for name in targets:
+        if not isinstance(name, str):
+            raise InputError("wrong_type", "lora_targets", name)
+        if name not in known:
+            raise InputError("unknown_lora_target", "lora_targets", name)
+        wanted.add(name)
+    return tuple(l for l in arch.linears if l.name in wanted)
+
+
+def adapted_linears(arch: ModelArch, targets: object) -> tuple[AdaptedLinear, ...]:
+    """The linear modules of one decoder block that get an adapter, in block order.
+
+    ``targets`` is ``"all-linear"`` or a sequence of HF module names (see the module doc).
+    Every decoder block is adapted the same way, so the model holds ``arch.num_layers``
+    times these.
+    """
+    return tuple(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role)
+                 for l in _selected(arch, targets))
+
+
+def lora_params_per_layer(arch: ModelArch, rank: int, targets: object) -> int:
+    """Trainable LoRA parameters in one decoder block: ``sum count * r * (d_in + d_out)``."""
+    _check_rank(rank)
+    return sum(a.params(rank) for a in adapted_linears(arch, targets))
+
+
+def lora_trainable_params(arch: ModelArch, rank: int, targets: object = ALL_LINEAR) -> int:
+    """Trainable LoRA parameters of the whole model: ``num_layers * sum count * r * (d_in + d_out)``.
+
+    Llama-2-7B, r=8 on q_proj and v_proj: ``32 * 2 * 8 * (4096 + 4096) = 4,194,304``.
+    """
+    return arch.num_layers * lora_params_per_layer(arch, rank, targets)
+
+
+def _check_rank(rank: object) -> None:
+    if isinstance(rank, bool) or not isinstance(rank, int):
+        raise InputError("not_integer", "lora_rank", rank)
+    if rank <= 0:
+        raise InputError("not_positive", "lora_rank", rank)

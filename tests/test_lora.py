@@ -1,0 +1,94 @@
+"""LoRA trainable parameters and adapted modules."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from calc.errors import InputError
+from calc.hf_config import arch_from_hf_config
+from calc.lora import adapted_linears, lora_params_per_layer, lora_trainable_params
+from calc.presets import get_preset
+
+GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "vocab_size": 50257}
+
+CASES = [
+    # LitGPT / the issue: 32 * 2 * 8 * (4096 + 4096)
+    ("llama-2-7b", 8, ("q_proj", "v_proj"), 4_194_304),
+    # peft's print_trainable_parameters for Llama-2-7B, r=16, all-linear:
+    # 32 * 16 * (4*(4096+4096) + 2*(4096+11008) + (11008+4096))
+    ("llama-2-7b", 16, "all-linear", 39_976_960),
+    # GQA: k/v are 4096 -> 1024. 32 * 8 * ((4096+4096) + (4096+1024))
+    ("llama-3.1-8b", 8, ("q_proj", "v_proj"), 3_407_872),
+    # Mixtral all-linear, every expert adapted and the router too:
+    # 32 * 8 * (2*(4096+4096) + 2*(4096+1024) + 8*3*(4096+14336) + (4096+8))
+    ("mixtral-8x7b", 8, "all-linear", 32 * 8 * (2 * 8192 + 2 * 5120 + 24 * 18432 + 4104)),
+    # Phi-3 fused modules: qkv 3072 -> 9216, gate_up 3072 -> 16384
+    ("phi-3-mini", 16, ("qkv_proj", "gate_up_proj"),
+     32 * 16 * ((3072 + 9216) + (3072 + 16384))),
+]
+
+
+@pytest.mark.parametrize("preset_id,rank,targets,expected", CASES)
+def test_lora_params(preset_id, rank, targets, expected):
+    assert lora_trainable_params(get_preset(preset_id), rank, targets) == expected
+
+
+def test_gpt2_c_proj_adapts_both_modules():
+    arch = arch_from_hf_config(GPT2)
+    adapted = adapted_linears(arch, ("c_proj",))
+    assert [(a.d_in, a.d_out) for a in adapted] == [(768, 768), (3072, 768)]
+    assert lora_trainable_params(arch, 4, ["c_proj"]) == 12 * 4 * ((768 + 768) + (3072 + 768))
+
+
+def test_qwen_moe_gate_proj_adapts_experts_and_shared_expert():
+    arch = get_preset("qwen1.5-moe-a2.7b")
+    adapted = adapted_linears(arch, ("gate_proj",))
+    assert [(a.count, a.active, a.d_out) for a in adapted] == [(60, 4, 1408), (1, 1, 5632)]
+    assert lora_params_per_layer(arch, 2, ("gate_proj",)) == 2 * (60 * (2048 + 1408) + 2048 + 5632)
+    # "gate" is the router only, never gate_proj or shared_expert_gate
+    assert [a.name for a in adapted_linears(arch, ("gate",))] == ["gate"]
+
+
+def test_all_linear_excludes_lm_head_and_covers_every_block_linear():
+    arch = get_preset("llama-2-7b")
+    names = [a.name for a in adapted_linears(arch, "all-linear")]
+    assert names == list(arch.linear_names())
+    assert "lm_head" not in names
+
+
+@pytest.mark.parametrize("targets,code,value", [
+    (("lm_head",), "unknown_lora_target", "lm_head"),
+    (("q_proj", "c_attn"), "unknown_lora_target", "c_attn"),
+    ((), "wrong_type", ()),
+    (None, "wrong_type", None),
+    ((3,), "wrong_type", 3),
+])
+def test_bad_targets(targets, code, value):
+    with pytest.raises(InputError) as err:
+        lora_trainable_params(get_preset("llama-2-7b"), 8, targets)
+    assert (err.value.code, err.value.field, err.value.value) == (code, "lora_targets", value)
+
+
+@pytest.mark.parametrize("rank,code", [(0, "not_positive"), (-1, "not_positive"),
+                                       (1.5, "not_integer"), (True, "not_integer")])
+def test_bad_rank(rank, code):
+    with pytest.raises(InputError) as err:
+        lora_trainable_params(get_preset("llama-2-7b"), rank, "all-linear")
+    assert err.value.code == code and err.value.field == "lora_rank"
+
+
+@given(st.integers(1, 1024), st.integers(1, 1024))
+def test_linear_in_rank(r1, r2):
+    arch = get_preset("llama-2-7b")
+    a = lora_trainable_params(arch, r1, "all-linear")
+    b = lora_trainable_params(arch, r2, "all-linear")
+    assert a * r2 == b * r1
+    assert (a <= b) == (r1 <= r2)
+
+
+@given(st.lists(st.sampled_from(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                 "up_proj", "down_proj"]), min_size=1, unique=True))
+def test_subset_never_exceeds_all_linear(targets):
+    arch = get_preset("llama-3.1-8b")
+    assert 0 < lora_trainable_params(arch, 8, targets) <= lora_trainable_params(arch, 8, "all-linear")
