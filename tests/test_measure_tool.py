@@ -194,6 +194,59 @@ def test_write_requests_carries_the_measured_bytes():
     assert line["request"] == mp.row_to_request(row)
 
 
+def measured_row(cfg: dict, status: str, alloc="", reserved="", used="", total="") -> dict:
+    row = settings_row(cfg)
+    row.update(status=status, peak_allocated_bytes=alloc, peak_reserved_bytes=reserved,
+               device_used_bytes=used, gpu_total_bytes=total)
+    return row
+
+
+def test_compare_rows_exact_errors():
+    full, lora, other = tiny_grid({"model": "tiny-llama", "method": "full"},
+                                  {"model": "tiny-llama", "method": "lora"}, {"model": "tiny-qwen2"})
+    rows = [measured_row(full, "ok", "100", "200", "250", "1000"),
+            measured_row(lora, "ok", "80", "", "", "1000"),
+            measured_row(full, "oom", total="1000"), measured_row(lora, "oom", total="200"),
+            measured_row(other, "skipped"), measured_row(other, "ok")]
+    rows[2]["config_id"], rows[3]["config_id"] = "oom-a", "oom-b"
+
+    def estimate(request):
+        return {"peak_allocated_bytes": 110, "peak_reserved_bytes": 180, "device_total_bytes": 300}
+
+    entries = mp.compare_rows(rows, estimate)
+    assert entries[0]["peak_allocated_bytes"] == (110, 100, 10.0)
+    assert entries[0]["peak_reserved_bytes"] == (180, 200, -10.0)
+    assert entries[0]["device_used_bytes"] == (300, 250, 20.0)
+    assert entries[1]["peak_allocated_bytes"] == (110, 80, 37.5) and "peak_reserved_bytes" not in entries[1]
+    assert [e["note"] for e in entries] == ["", "", "oom, calc says it fits", "oom, calc agrees",
+                                            "not measured", "no CUDA figures"]
+    summary = [line for line in mp.comparison_lines(entries) if line.startswith("peak_allocated_bytes")]
+    assert summary == [
+        "peak_allocated_bytes all: n=2 median |err| 10.0 % p90 37.5 % max 37.5 %",
+        "peak_allocated_bytes full: n=1 median |err| 10.0 % p90 10.0 % max 10.0 %",
+        "peak_allocated_bytes lora: n=1 median |err| 37.5 % p90 37.5 % max 37.5 %"]
+
+
+def test_compare_reports_calc_refusals():
+    (cfg,) = tiny_grid({"model": "tiny-llama", "method": "lora", "lora_targets": ["q_proj", "w_pack"]})
+    (entry,) = mp.compare_rows([measured_row(cfg, "ok", "100", "120", "150")])
+    assert entry["note"] == "calc: unknown_lora_target"
+
+
+def test_compare_against_real_calc(grid):
+    calc = pytest.importorskip("calc")
+    if not hasattr(calc, "estimate"):
+        pytest.skip("no calc.estimate")
+    cfg = grid[0]
+    try:
+        predicted = calc.estimate(mp.row_to_request(settings_row(cfg)))
+    except ImportError:
+        pytest.skip("calc.memory not merged yet")
+    alloc = predicted["peak_allocated_bytes"]
+    (entry,) = mp.compare_rows([measured_row(cfg, "ok", str(alloc * 2), "", "")])
+    assert entry["peak_allocated_bytes"] == (alloc, alloc * 2, -50.0)
+
+
 def test_preset_requests_work_once_presets_exist(grid):
     from calc import presets
 

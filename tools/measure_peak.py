@@ -27,6 +27,7 @@ import csv
 import gc
 import inspect
 import json
+import math
 import os
 import platform
 import subprocess
@@ -276,14 +277,28 @@ def estimate_config_seconds(cfg: dict) -> float:
     return PER_CONFIG_OVERHEAD_S + build_s + STEPS * step_s
 
 
+def calc_prediction(cfg: dict) -> dict | None:
+    """calc's estimate for a grid configuration, or None where calc cannot give one
+    (not importable from here, or an error code)."""
+    try:
+        import calc
+
+        return calc.estimate(row_to_request(_settings_row(cfg)))
+    except Exception:  # calc is optional for the tool
+        return None
+
+
 def dry_run_lines(configs: list[dict], budget_s: float | None) -> list[str]:
-    lines = [f"{'#':>3} {'est_s':>7} {'cum_s':>7}  config"]
+    """Run order, estimated seconds, and calc's predicted peak (GiB) when calc is importable."""
+    lines = [f"{'#':>3} {'est_s':>7} {'cum_s':>7} {'calc_GiB':>8}  config"]
     total = STARTUP_S
     for n, cfg in enumerate(configs, 1):
         est = estimate_config_seconds(cfg)
         total += est
         mark = "  (beyond budget)" if budget_s is not None and total > budget_s else ""
-        lines.append(f"{n:>3} {est:7.1f} {total:7.1f}  {cfg['id']}{mark}")
+        predicted = calc_prediction(cfg)
+        gib = f"{predicted['peak_allocated_bytes'] / 2**30:8.1f}" if predicted else f"{'-':>8}"
+        lines.append(f"{n:>3} {est:7.1f} {total:7.1f} {gib}  {cfg['id']}{mark}")
     lines.append(f"estimated total {total:.0f} s ({total / 60:.1f} min) for {len(configs)} configurations "
                  f"on one H200 at {ASSUMED_MFU:.0%} MFU, including {STARTUP_S:.0f} s start-up")
     return lines
@@ -345,6 +360,71 @@ def write_requests(rows: Iterable[dict], out, model_source: str = "hf_config") -
         out.write(json.dumps(line, sort_keys=False) + "\n")
         count += 1
     return count
+
+
+# CSV column -> calc response field it is compared with
+COMPARED_METRICS = (("peak_allocated_bytes", "peak_allocated_bytes"),
+                    ("peak_reserved_bytes", "peak_reserved_bytes"),
+                    ("device_used_bytes", "device_total_bytes"))
+
+
+def compare_rows(rows: Iterable[dict], estimate: Callable[[dict], dict] | None = None,
+                 model_source: str = "hf_config") -> list[dict]:
+    """Each measured row against calc: {"config_id", "status", "note", metric: (predicted,
+    measured, error_pct)}; OOM rows say whether calc also exceeds the card's memory."""
+    if estimate is None:
+        from calc import estimate
+    out = []
+    for row in rows:
+        entry: dict = {"config_id": row["config_id"], "status": row["status"], "method": row["method"], "note": ""}
+        out.append(entry)
+        if row["status"] not in ("ok", "oom"):
+            entry["note"] = "not measured"
+            continue
+        try:
+            predicted = estimate(row_to_request(row, model_source))
+        except Exception as exc:  # calc refuses the setting: report, do not drop
+            entry["note"] = f"calc: {getattr(exc, 'code', type(exc).__name__)}"
+            continue
+        if row["status"] == "oom":
+            total = int(row["gpu_total_bytes"]) if row.get("gpu_total_bytes") else None
+            entry["note"] = ("oom, calc agrees" if total and predicted["device_total_bytes"] > total
+                             else "oom, calc says it fits")
+            continue
+        for column, field_name in COMPARED_METRICS:
+            if row.get(column, "") != "":
+                measured, guess = int(row[column]), int(predicted[field_name])
+                entry[column] = (guess, measured, 100.0 * (guess - measured) / measured)
+        if not any(column in entry for column, _ in COMPARED_METRICS):
+            entry["note"] = "no CUDA figures"
+    return out
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100.0 * len(ordered)) - 1)]
+
+
+def comparison_lines(entries: list[dict]) -> list[str]:
+    lines = [f"{'alloc pred/meas GiB':>22} {'err%':>7} {'reserved err%':>13} {'used err%':>9}  config / note"]
+    gib = 2 ** 30
+    for e in entries:
+        a = e.get("peak_allocated_bytes")
+        left = f"{a[0] / gib:10.2f}/{a[1] / gib:<10.2f} {a[2]:+7.1f}" if a else f"{'':>30}"
+        r, u = e.get("peak_reserved_bytes"), e.get("device_used_bytes")
+        lines.append(f"{left} {f'{r[2]:+.1f}' if r else '':>13} {f'{u[2]:+.1f}' if u else '':>9}  "
+                     f"{e['config_id']} {e['note']}".rstrip())
+    for column, _ in COMPARED_METRICS:
+        groups: dict[str, list[float]] = {}
+        for e in entries:
+            if column in e:
+                groups.setdefault("all", []).append(abs(e[column][2]))
+                groups.setdefault(e["method"], []).append(abs(e[column][2]))
+        for name, errs in sorted(groups.items()):
+            lines.append(f"{column} {name}: n={len(errs)} median |err| {_percentile(errs, 50):.1f} % "
+                         f"p90 {_percentile(errs, 90):.1f} % max {max(errs):.1f} %")
+    return lines
 
 
 # ---------------------------------------------------------------------------
@@ -809,8 +889,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="list configs with estimated times; run nothing")
     parser.add_argument("--to-requests", metavar="CSV", help="convert a results CSV to calc requests (JSON lines)")
     parser.add_argument("--model-source", choices=("hf_config", "preset"), default="hf_config")
+    parser.add_argument("--compare", metavar="CSV", help="measured rows against calc's estimates (needs calc)")
     args = parser.parse_args(argv)
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:  # calc, for --compare and the dry run's predictions
+        sys.path.append(root)
 
+    if args.compare:
+        print("\n".join(comparison_lines(compare_rows(read_rows(args.compare), model_source=args.model_source))))
+        return 0
     if args.to_requests:
         rows = read_rows(args.to_requests)
         if args.out:
