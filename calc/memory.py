@@ -131,7 +131,7 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     offload = req.cpu_offload
     base = _base_weight_bytes(req, layout, reg)
     lora = layout.adapter * reg.weight_bytes
-    grads = layout.trainable * reg.grad_bytes
+    grads = st.gradient_params(req, layout) * reg.grad_bytes
     states = st.optimizer_state_bytes(req, layout, reg)
     master = layout.trainable * reg.master_bytes
     paged = st.is_paged(req.optimizer)
@@ -144,6 +144,8 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     if req.optimizer_in_backward:
         grads_all = layout.largest_trainable_tensor * reg.grad_bytes
         temp = 0
+    elif st.accumulates_unsharded_gradients(req):
+        grads_all = grads
     else:
         grads_all = st.ceil_div(grads, div.grads)
     weights_gpu = st.ceil_div(base, div.weights)
@@ -169,6 +171,8 @@ def _unit_trainable(req: EstimateRequest, layout: st.ParamLayout) -> int:
     """Trainable parameters of one FSDP unit (a block; the adapters of a block for LoRA)."""
     if req.method is Method.FULL:
         return max(req.model.block_params, req.model.vocab_size * req.model.hidden_size)
+    if req.frozen_weight_grads:
+        return req.model.block_params + layout.trainable // req.model.num_layers
     return layout.trainable // req.model.num_layers
 
 
@@ -217,7 +221,9 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
     adapted = frozenset((a.name, a.d_in, a.d_out, a.role) for a in st.adapted(req))
     resid = st.FP32_BYTES if reg.casts_weights else reg.compute_bytes
     return act.ActConfig(reg.compute_bytes, resid, req.method is Method.FULL, adapted,
-                         req.lora_rank, req.attention, req.seq_len, reg.casts_weights)
+                         req.lora_rank, req.attention, req.seq_len, reg.casts_weights,
+                         lora_dropout=req.is_peft and req.lora_dropout > 0,
+                         quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs)
 
 
 @dataclass(frozen=True)

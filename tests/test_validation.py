@@ -39,6 +39,17 @@ def test_every_row_compared_or_explained(results):
     ("53", {"method": "qlora", "qlora_double_quant": False}),
     ("51", {"precision": "bf16-mixed"}),
     ("32", {"lora_targets": "all-linear"}),
+    # framework defaults of the row's version (module doc of benchmarks/validation_memory.py)
+    ("2", {"lora_dropout": 0.05, "gradient_accumulation_steps": 1}),           # torchtune May 2024
+    ("15", {"lora_dropout": 0.0}),                                            # torchtune Sep 2024
+    ("9", {"gradient_accumulation_steps": 1, "frozen_weight_grads": False}),   # torchtune: no no_sync
+    ("17", {"qlora_keeps_inputs": False}),                                    # torchao NF4
+    ("44", {"qlora_keeps_inputs": True, "lora_dropout": 0.05}),               # bitsandbytes 0.41.1
+    ("48", {"frozen_weight_grads": True, "gradient_accumulation_steps": 128, "num_gpus": 2}),
+    ("49", {"gradient_accumulation_steps": 32}),                              # 128 / mbs 4
+    ("63", {"lora_targets": "all-linear"}),                                   # tiny-llama/lora.yaml
+    ("65", {"num_gpus": 4, "gradient_accumulation_steps": 4}),                # gemma-2b/full.yaml
+    ("66", {"num_gpus": 2, "gradient_accumulation_steps": 1}),                # phi-2/full.yaml
 ])
 def test_row_request_mapping(rows, row_id, expected):
     req = vm.row_request(rows[row_id])
@@ -49,7 +60,6 @@ def test_row_request_mapping(rows, row_id, expected):
 @pytest.mark.parametrize("row_id, reason", [
     ("21", "seq_len_upper_bound_only"),
     ("16", "gradient_checkpointing_not_stated"),
-    ("48", "fsdp_no_sync_gradient_accumulation"),
     ("59", "measured_below_model_states"),
 ])
 def test_not_covered_reasons(results, row_id, reason):
