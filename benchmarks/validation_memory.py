@@ -294,8 +294,10 @@ def compare_row(row: dict) -> RowResult:
             req = row_request(row)
             est = memory.estimate_dict(req)
             allocated = est["peak_allocated_bytes"]
-            if measured < _states_floor(est):
+            if measured < est["model_states_bytes"]:
                 raise NotCovered("measured_below_model_states")
+            if measured < configured_floor_bytes(req, est):
+                raise NotCovered("measured_below_configured_floor")
             predicted = allocated if metric == "allocated" else est["peak_reserved_bytes"]
     except NotCovered as reason:
         return RowResult(**base, covered=False, reason=str(reason))
@@ -305,11 +307,39 @@ def compare_row(row: dict) -> RowResult:
                      request=req, allocated_bytes=allocated)
 
 
-def _states_floor(est: dict) -> int:
-    """Weights and optimizer states resident on the GPU: no run of the stated configuration
-    can peak below them, so a row that does misreports its configuration."""
-    parts = est["components"]
-    return parts["weights"] + parts["lora_weights"] + parts["optimizer"]
+def configured_floor_bytes(request: dict, est: dict) -> int:
+    """``weights + optimizer states + max(all gradients, activation floor)``: gradients
+    complete only after the backward has freed the activations, so the two never add."""
+    r = parse_estimate_request(request)
+    reg = states.regime(r.precision, r.sharding)
+    grads = memory.model_states(r, states.param_layout(r), reg).grads_all
+    return est["model_states_bytes"] - grads + max(grads, activation_floor_bytes(request))
+
+
+def activation_floor_bytes(request: dict) -> int:
+    """Activations any implementation of the stated configuration holds at the end of the
+    forward pass, a lower bound in 16-bit: per token and layer, the block input under
+    activation checkpointing (``2 h``); without it, the block input, the q, k, v and
+    output that every SDPA / FlashAttention backward needs (``2 (2 q_dim + 2 kv_dim)``,
+    grouped k, v not expanded) and the MLP nonlinearity's input (``2 m`` per active MLP).
+    Activation offloading: none counted. With the model states it makes the floor below
+    which a measurement cannot come from the stated configuration
+    (:func:`configured_floor_bytes`)."""
+    from calc.presets import get_preset
+
+    if request.get("activation_offload"):
+        return 0
+    arch = get_preset(request["model"])
+    tokens = request["micro_batch_size"] * request["seq_len"]
+    h = arch.hidden_size
+    if request["gradient_checkpointing"]:
+        per = 2 * h
+    else:
+        q_dim = arch.num_heads * arch.head_dim
+        kv_dim = arch.num_kv_heads * arch.head_dim
+        m = sum(l.d_in * l.active for l in arch.linears if l.role == "mlp" and l.d_in != h)
+        per = 2 * (h + 2 * q_dim + 2 * kv_dim + m)
+    return arch.num_layers * tokens * per
 
 
 def _source(row: dict) -> str:
