@@ -234,10 +234,24 @@ def row_request(row: dict) -> dict:
     req["frozen_weight_grads"] = (source == "litgpt" and method != "full"
                                   and sharding == "zero3" and gpus > 1)
     if source == "litgpt":
+        req["model"] = _litgpt_model(model)
         req.update(LITGPT_CONFIG_HUB.get((row["model"], row["method"]), {}) if "config_hub" in row["source"] else {})
     if req["num_gpus"] == 1:
         req["gradient_accumulation_steps"] = max(1, req["gradient_accumulation_steps"])
     return req
+
+
+def _litgpt_model(preset_id: str) -> object:
+    """LitGPT (8641822 and through 00af8b0d, Sep 2024) builds ``lm_head`` and ``wte`` as
+    separate parameters (no weight-tying option in ``litgpt/config.py``; its checkpoint
+    converter copies the embedding into ``lm_head``): a preset that ties them becomes its
+    own config with ``tie_word_embeddings: false``."""
+    from calc.presets import preset_row
+
+    config = preset_row(preset_id)["config"]
+    if not config.get("tie_word_embeddings"):
+        return preset_id
+    return {"hf_config": {**config, "tie_word_embeddings": False}, "name": preset_id}
 
 
 def _accumulation(row: dict, source: str) -> int:
@@ -325,11 +339,11 @@ def activation_floor_bytes(request: dict) -> int:
     Activation offloading: none counted. With the model states it makes the floor below
     which a measurement cannot come from the stated configuration
     (:func:`configured_floor_bytes`)."""
-    from calc.presets import get_preset
+    from calc.request import resolve_model
 
     if request.get("activation_offload"):
         return 0
-    arch = get_preset(request["model"])
+    arch = resolve_model(request["model"])[0]
     tokens = request["micro_batch_size"] * request["seq_len"]
     h = arch.hidden_size
     if request["gradient_checkpointing"]:
