@@ -16,9 +16,9 @@ Mapping rules (one rule per CSV vocabulary, no per-row values):
   (the configuration is misreported; e.g. 1 GPU cannot hold AdamW states of 3B params
   in less than 24 GB).
 - Gradient accumulation: the row's ``grad_accum`` ("128/mbs" -> 128 // mbs), else the
-  framework's documented config (:data:`LITGPT_CONFIG_HUB`). torchtune's recipes reduce
-  gradients on every micro-batch (no ``no_sync`` in ``recipes/*_distributed.py`` at the
-  cited commits), so their rows are described with ``gradient_accumulation_steps = 1``.
+  framework's documented config (:data:`LITGPT_CONFIG_HUB`), else 1. torchtune's
+  recipes reduce gradients on every micro-batch (no ``no_sync`` in
+  ``recipes/*_distributed.py`` at the cited commits): ``sync_each_micro_batch``.
 - Adapter dropout, where the row does not state it, is the framework's default of that
   version: torchtune's LoRA builders ``lora_dropout=0.05`` until commit d7fae9677
   (2024-09-11, "expose and set lora_dropout = 0.0"), 0.0 after; LitGPT 0.05
@@ -218,6 +218,7 @@ def row_request(row: dict) -> dict:
         "cpu_offload": "optimizer+params" if row["cpu_offload"].startswith("yes") else "none",
     }
     req["gradient_accumulation_steps"] = _accumulation(row, source)
+    req["sync_each_micro_batch"] = source == "torchtune"
     if method != "full":
         from calc.presets import get_preset
 
@@ -255,9 +256,7 @@ def _litgpt_model(preset_id: str) -> object:
 
 
 def _accumulation(row: dict, source: str) -> int:
-    """Micro-batches accumulated without reducing gradients (see the module doc)."""
-    if source == "torchtune":
-        return 1
+    """Micro-batches per optimizer step: the row's ``grad_accum``, else the config's."""
     text = row["grad_accum"].strip()
     if text.endswith("/mbs"):
         return max(1, int(text[:-4]) // int(row["micro_batch_size"]))

@@ -5,7 +5,8 @@ training memory models it as ``params + optimizer + max(grads + temporaries,
 activations)``; this module keeps each term):
 
 - ``forward_end``: the loss is computed and its backward starts: every saved
-  activation is alive, plus the logits and their fp32 loss tensors.
+  activation is alive, plus the logits and their fp32 loss tensors (and, with gradient
+  accumulation, the gradients summed over the earlier micro-batches).
 - ``backward``: the larger of the first block's backward (all saved activations plus
   one block recomputed) and the last one (all gradients plus one block's activations).
   Between these two ends memory moves linearly (activations freed, gradients added
@@ -283,11 +284,13 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     dequant = dequant_buffer_bytes(req, reg)
     copies_all = weight_copy_bytes(req, reg, one_layer=req.gradient_checkpointing and req.is_peft)
     copies_one = weight_copy_bytes(req, reg, one_layer=True)
-    forward_end = _phase(**common, activations=a.saved_all, logits=a.logits,
+    # with accumulation the earlier micro-batches' gradients are there from the start
+    held = s.grads_all if st.accumulates_gradients(req) else 0
+    forward_end = _phase(**common, activations=a.saved_all, logits=a.logits, gradients=held,
                          weight_copies=copies_all, gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     first_block = _phase(**common, activations=a.saved_all + a.recompute + a.workspace,
-                         weight_copies=copies_all, gathered_weights=gathered,
+                         gradients=held, weight_copies=copies_all, gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     last_block = _phase(**common, activations=a.last_block + a.workspace, gradients=s.grads_all,
                         weight_copies=copies_one, gathered_weights=gathered,

@@ -94,15 +94,20 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
     "gradient_accumulation_steps": (1, "int", MAX_ACCUMULATION),
     "qlora_keeps_inputs": (False, "bool", None),
     "frozen_weight_grads": (False, "bool", None),
+    "sync_each_micro_batch": (False, "bool", None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
 - ``lora_dropout``: dropout on the adapter's input, ``0 <= p < 1``; peft's default
   ``LoraConfig.lora_dropout = 0.0``. Above 0 each adapter keeps its dropout output and
   mask for backward (:mod:`calc.activations`).
-- ``gradient_accumulation_steps``: micro-batches per optimizer step. With FSDP /
-  ZeRO-2/3 on several GPUs, accumulation under ``no_sync`` keeps unsharded gradients
-  (:func:`calc.states.accumulates_unsharded_gradients`).
+- ``gradient_accumulation_steps``: micro-batches per optimizer step. Above 1 the
+  gradients of the earlier micro-batches stay alive through the forward and backward of
+  the next ones; with FSDP / ZeRO-2/3 on several GPUs, accumulation under ``no_sync``
+  keeps them unsharded (:func:`calc.states.accumulates_unsharded_gradients`).
+- ``sync_each_micro_batch``: gradients are reduce-scattered after every micro-batch
+  (accelerate ``GradientAccumulationPlugin(sync_each_batch=True)``, DeepSpeed ZeRO,
+  torchtune's recipes); default False, accelerate's default, which uses ``no_sync``.
 - ``qlora_keeps_inputs``: the 4-bit linears keep their input alive for backward, as
   bitsandbytes < 0.43.2 did (``MatMul4Bit.forward`` stored ``ctx.tensors = (A, B)``;
   removed by bitsandbytes PR #1270, July 2024). Default False: bitsandbytes >= 0.43.2
@@ -141,6 +146,7 @@ class EstimateRequest:
     gradient_accumulation_steps: int = 1
     qlora_keeps_inputs: bool = False
     frozen_weight_grads: bool = False
+    sync_each_micro_batch: bool = False
 
     @property
     def is_peft(self) -> bool:

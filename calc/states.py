@@ -267,11 +267,17 @@ def accumulates_unsharded_gradients(req: EstimateRequest) -> bool:
     gradients (instead of gradient shards) until the eventual sync", PyTorch FSDP docs,
     ``FullyShardedDataParallel.no_sync``). Hugging Face accelerate does so by default
     (``GradientAccumulationPlugin.sync_each_batch=False``) and LitGPT through Fabric's
-    ``no_backward_sync``. DeepSpeed reduces every micro-batch into partitioned buffers:
-    describe such runs with ``gradient_accumulation_steps = 1``."""
-    return (req.gradient_accumulation_steps > 1 and req.num_gpus > 1
-            and req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
-            and not req.optimizer_in_backward)
+    ``no_backward_sync``. DeepSpeed and torchtune reduce every micro-batch into sharded
+    gradients: ``sync_each_micro_batch``."""
+    return (accumulates_gradients(req) and req.num_gpus > 1 and not req.sync_each_micro_batch
+            and req.sharding in (Sharding.ZERO2, Sharding.ZERO3))
+
+
+def accumulates_gradients(req: EstimateRequest) -> bool:
+    """Gradients of earlier micro-batches are alive during the next forward and backward:
+    accumulation over several micro-batches, the step not fused into backward (a fused
+    step frees each gradient at once; torchtune refuses the combination)."""
+    return req.gradient_accumulation_steps > 1 and not req.optimizer_in_backward
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -69,10 +69,22 @@ def test_accumulation_under_zero3_keeps_unsharded_gradients(steps, grads):
     assert s.grads_all == grads
 
 
-def test_accumulation_without_sharded_gradients_changes_nothing():
-    base = est(method="full", sharding="zero1", num_gpus=4)
-    assert est(method="full", sharding="zero1", num_gpus=4, gradient_accumulation_steps=8) == {
-        **base, "request": {**base["request"], "gradient_accumulation_steps": 8}}
+def test_sync_each_micro_batch_keeps_gradients_sharded():
+    r = req(method="full", sharding="zero3", num_gpus=4, gradient_accumulation_steps=4,
+            sync_each_micro_batch=True)
+    s = memory.model_states(r, states.param_layout(r), states.regime(r.precision, r.sharding))
+    assert s.grads_all == LLAMA2_7B * 2 // 4
+
+
+@pytest.mark.parametrize("steps, held", [(1, 0), (2, LLAMA2_7B * 2)])
+def test_accumulated_gradients_alive_during_forward(steps, held):
+    # bf16 full fine-tuning on one GPU: from the second micro-batch on, the forward runs
+    # beside the summed bf16 gradients of all 6,738,415,616 parameters.
+    r = req(method="full", gradient_accumulation_steps=steps)
+    reg = states.regime(r.precision, r.sharding)
+    s = memory.model_states(r, states.param_layout(r), reg)
+    phases = memory.phase_components(r, reg, s, memory.activation_bytes(r, reg))
+    assert phases["forward_end"]["gradients"] == held
 
 
 def test_frozen_weight_grads_cover_the_blocks():
@@ -330,6 +342,7 @@ setups = hs.fixed_dictionaries({
     "gradient_accumulation_steps": hs.sampled_from([1, 2, 16]),
     "qlora_keeps_inputs": hs.booleans(),
     "frozen_weight_grads": hs.booleans(),
+    "sync_each_micro_batch": hs.booleans(),
 })
 
 

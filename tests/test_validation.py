@@ -42,10 +42,12 @@ def test_every_row_compared_or_explained(results):
     # framework defaults of the row's version (module doc of benchmarks/validation_memory.py)
     ("2", {"lora_dropout": 0.05, "gradient_accumulation_steps": 1}),           # torchtune May 2024
     ("15", {"lora_dropout": 0.0}),                                            # torchtune Sep 2024
-    ("9", {"gradient_accumulation_steps": 1, "frozen_weight_grads": False}),   # torchtune: no no_sync
+    ("9", {"gradient_accumulation_steps": 32, "sync_each_micro_batch": True,  # torchtune: no no_sync
+           "frozen_weight_grads": False}),
     ("17", {"qlora_keeps_inputs": False}),                                    # torchao NF4
     ("44", {"qlora_keeps_inputs": True, "lora_dropout": 0.05}),               # bitsandbytes 0.41.1
-    ("48", {"frozen_weight_grads": True, "gradient_accumulation_steps": 128, "num_gpus": 2}),
+    ("48", {"frozen_weight_grads": True, "gradient_accumulation_steps": 128, "num_gpus": 2,
+            "sync_each_micro_batch": False}),
     ("49", {"gradient_accumulation_steps": 32}),                              # 128 / mbs 4
     ("63", {"lora_targets": "all-linear"}),                                   # tiny-llama/lora.yaml
     ("65", {"num_gpus": 4, "gradient_accumulation_steps": 4}),                # gemma-2b/full.yaml
