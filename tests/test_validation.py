@@ -63,9 +63,21 @@ def test_row_request_mapping(rows, row_id, expected):
     ("21", "seq_len_upper_bound_only"),
     ("16", "gradient_checkpointing_not_stated"),
     ("59", "measured_below_model_states"),
+    ("58", "measured_below_model_states"),      # 1.5B untied params x 8 bytes > 8.7 GB
+    ("3", "measured_below_configured_floor"),   # no checkpointing, 8192 tokens x 32 layers
+    ("6", "measured_below_configured_floor"),   # checkpoints alone: 16384 x 80 x 16 KiB
 ])
 def test_not_covered_reasons(results, row_id, reason):
     assert not results[row_id].covered and results[row_id].reason == reason
+
+
+def test_activation_floor_hand_value():
+    # Llama-2-7B without checkpointing, 4 x 2048 tokens: per token and layer
+    # 2 * (4096 input + 2 * 4096 q, out + 2 * 4096 k, v + 11008 SiLU input) = 62,976 bytes.
+    req = {"model": "llama-2-7b", "micro_batch_size": 4, "seq_len": 2048, "gradient_checkpointing": False}
+    assert vm.activation_floor_bytes(req) == 32 * 8192 * 62_976 == 16_508_780_544
+    assert vm.activation_floor_bytes(dict(req, gradient_checkpointing=True)) == 32 * 8192 * 2 * 4096
+    assert vm.activation_floor_bytes(dict(req, activation_offload=True)) == 0
 
 
 @pytest.mark.parametrize("text, metric", [
