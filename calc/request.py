@@ -114,9 +114,9 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
   and torchao's NF4 keep only the weight.
 - ``frozen_weight_grads``: LoRA / QLoRA where gradient memory is allocated for the frozen
   weights of the decoder blocks too: PyTorch FSDP (v1) with ``use_orig_params=True`` and
-  wrap units that mix frozen and trainable parameters ("the gradient memory usage will be
-  higher than expected (namely, equivalent to not freezing those parameters)", PyTorch
-  FSDP docs, ``FullyShardedDataParallel`` ``use_orig_params``), e.g. LitGPT's
+  wrap units that mix frozen and trainable parameters, whose gradient memory the PyTorch
+  FSDP docs (``FullyShardedDataParallel``, ``use_orig_params``) describe as that of an
+  unfrozen model; torchtune's ``lora_fsdp_wrap_policy`` exists to avoid it. E.g. LitGPT's
   ``auto_wrap_policy={Block}``. Default False: FSDP2, or wrap policies that give the
   adapters their own units (torchtune ``lora_fsdp_wrap_policy``).
 """

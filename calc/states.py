@@ -263,9 +263,9 @@ def gradient_params(req: EstimateRequest, layout: ParamLayout) -> int:
 def accumulates_unsharded_gradients(req: EstimateRequest) -> bool:
     """Gradient accumulation with sharded gradients (ZeRO-2/3, FSDP) on several GPUs keeps
     each GPU's gradients unsharded between micro-batches: the trainer skips the
-    reduce-scatter with FSDP's ``no_sync()`` ("FSDP will accumulate the full model
-    gradients (instead of gradient shards) until the eventual sync", PyTorch FSDP docs,
-    ``FullyShardedDataParallel.no_sync``). Hugging Face accelerate does so by default
+    reduce-scatter with FSDP's ``no_sync()``, under which, as the PyTorch FSDP docs warn
+    (``FullyShardedDataParallel.no_sync``), each GPU accumulates full, unsharded gradients
+    until the synchronising micro-batch. Hugging Face accelerate does so by default
     (``GradientAccumulationPlugin.sync_each_batch=False``) and LitGPT through Fabric's
     ``no_backward_sync``. DeepSpeed and torchtune reduce every micro-batch into sharded
     gradients: ``sync_each_micro_batch``."""

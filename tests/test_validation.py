@@ -118,3 +118,16 @@ def test_summary_and_slack_fit(results):
     fit = vm.fit_allocator_slack(list(results.values()))
     assert set(fit.fit_rows) == {"31", "32", "33", "34"}
     assert 0 < fit.fraction < 0.3
+
+
+def test_litgpt_rows_untie_the_output_layer(rows):
+    # LitGPT (through Sep 2024) has no weight tying: Llama 3.2 gets its own lm_head
+    # (128,256 x 3,072 = 394,002,432 more parameters); untied presets stay preset ids.
+    req = vm.row_request(rows["60"])
+    assert req["model"]["hf_config"]["tie_word_embeddings"] is False
+    from calc.memory import estimate_dict
+    untied = estimate_dict({**req, "method": "full"})["params_total"]
+    tied = estimate_dict({**req, "model": "llama-3.2-3b", "method": "full"})["params_total"]
+    assert untied - tied == 128_256 * 3_072 == 394_002_432
+    assert vm.row_request(rows["52"])["model"] == "llama-2-7b"
+    assert vm.row_request(rows["15"])["model"] == "llama-3.1-8b"  # torchtune ties as HF does
