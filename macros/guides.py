@@ -166,8 +166,9 @@ MACROS = ("setup_list", "vram_by_model", "memory_vs_seq_batch", "per_gpu_memory"
           "validation_memory_rows", "validation_memory_summary", "validation_memory_uncovered")
 
 
-def register(env) -> None:
-    """Declare every table function as a macro of ``env`` (mkdocs-macros)."""
+def bind_all(env, names, namespace: dict) -> None:
+    """Declare each function ``names`` of ``namespace`` as a macro of ``env`` (mkdocs-macros),
+    with the page language as its first argument."""
     import functools
 
     def bind(fn):
@@ -176,8 +177,13 @@ def register(env) -> None:
             return fn(page_language(env), *args, **kwargs)
         return macro
 
-    for name in MACROS:
-        env.macro(bind(globals()[name]), name)
+    for name in names:
+        env.macro(bind(namespace[name]), name)
+
+
+def register(env) -> None:
+    """Declare every table function of this module as a macro of ``env``."""
+    bind_all(env, MACROS, globals())
 
 
 def full_ft_sharded(lang: str, models: list[str], gpu_counts: list[int], sharding: str,

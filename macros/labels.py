@@ -164,6 +164,68 @@ _CODES.update({
     "metric.model_states": {"es": "estados del modelo", "en": "model states"},
 })
 
+
+_TEXT.update({
+    # plan tables (macros/plan_tables.py)
+    "col.required_with_margin": {"es": "Necesaria con margen (GiB)", "en": "Needed with margin (GiB)"},
+    "col.smallest_single_card": {"es": "Tarjeta más pequeña en la que cabe",
+                                 "en": "Smallest card that fits"},
+    "col.smallest_config": {"es": "Configuración más pequeña", "en": "Smallest configuration"},
+    "col.largest_fitting.full": {"es": "Mayor modelo: ajuste completo",
+                                 "en": "Largest model: full fine-tuning"},
+    "col.largest_fitting.lora": {"es": "Mayor modelo: LoRA", "en": "Largest model: LoRA"},
+    "col.largest_fitting.qlora": {"es": "Mayor modelo: QLoRA", "en": "Largest model: QLoRA"},
+    "text.nothing_fits": {"es": "ninguno", "en": "none"},
+    "text.no_single_card": {"es": "ninguna (hacen falta varias)", "en": "none (needs several)"},
+    "caption.cards_that_fit": {"es": "Qué tarjetas sirven, con el margen de seguridad",
+                               "en": "Which cards fit, with the safety margin"},
+    "caption.gpu_typical": {"es": "Escenario típico por tarjeta: el mayor modelo que cabe en una",
+                            "en": "Typical scenario per card: the largest model that fits on one"},
+    "col.scenario": {"es": "Escenario", "en": "Scenario"},
+    "col.card": {"es": "Tarjetas", "en": "Cards"},
+    "col.tokens_per_second": {"es": "Tokens por segundo", "en": "Tokens per second"},
+    "col.time_hours": {"es": "Duración (h)", "en": "Duration (h)"},
+    "col.gpu_hours": {"es": "GPU-horas", "en": "GPU-hours"},
+    "col.usd_per_month": {"es": "USD al mes (alquiler continuo)", "en": "USD per month (rented continuously)"},
+    "col.cost_compute": {"es": "Cómputo (USD)", "en": "Compute (USD)"},
+    "col.cost_startup": {"es": "Arranques (USD)", "en": "Start-ups (USD)"},
+    "col.cost_interruptions": {"es": "Checkpoints y trabajo perdido (USD)",
+                               "en": "Checkpoints and lost work (USD)"},
+    "col.cost_experimentation": {"es": "Experimentación (USD)", "en": "Experimentation (USD)"},
+    "col.cost_storage": {"es": "Almacenamiento (USD)", "en": "Storage (USD)"},
+    "col.cost_total": {"es": "Total (USD)", "en": "Total (USD)"},
+    "caption.example_times": {"es": "Ejemplos: velocidad, duración y tarifa",
+                              "en": "Examples: speed, duration and rate"},
+    "caption.example_costs": {"es": "Ejemplos: coste por ejecución, por partidas",
+                              "en": "Examples: cost per run, line by line"},
+    # plan request fields (setup lists)
+    "field.dataset_tokens": {"es": "Tokens del conjunto de datos (por época)",
+                             "en": "Dataset tokens (per epoch)"},
+    "field.epochs": {"es": "Épocas", "en": "Epochs"},
+    "field.price_tier": {"es": "Tipo de proveedor", "en": "Kind of provider"},
+    "field.interruptible": {"es": "Capacidad interrumpible", "en": "Interruptible capacity"},
+    "field.experiment_multiplier": {"es": "Multiplicador de experimentación",
+                                    "en": "Experimentation multiplier"},
+    "field.safety_margin": {"es": "Margen de seguridad", "en": "Safety margin"},
+    "field.starts": {"es": "Arranques", "en": "Starts"},
+    "field.months_kept": {"es": "Meses de almacenamiento", "en": "Months of storage"},
+    "field.startup_minutes": {"es": "Arranque y descarga del modelo, por arranque",
+                              "en": "Start-up and model download, per start"},
+    "field.checkpoint_interval_minutes": {"es": "Intervalo entre checkpoints (interrumpible)",
+                                          "en": "Interval between checkpoints (interruptible)"},
+    "field.checkpoint_minutes": {"es": "Duración de un checkpoint (interrumpible)",
+                                 "en": "Time one checkpoint takes (interruptible)"},
+    "field.interruptions_per_day": {"es": "Interrupciones al día (interrumpible)",
+                                    "en": "Interruptions per day (interruptible)"},
+    "unit.minutes": {"es": "min", "en": "min"},
+    "unit.pct": {"es": "%", "en": "%"},
+})
+
+_CODES.update({
+    "marketplace": {"es": "mercado de capacidad ociosa", "en": "idle-capacity marketplace"},
+    "managed": {"es": "nube gestionada", "en": "managed cloud"},
+})
+
 _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}
 
 
@@ -190,6 +252,8 @@ def value(field: str, val: object, lang: str) -> str:
         return _BOOL[val][lang]
     if isinstance(val, int):
         return format_number(val, 0, lang)
+    if isinstance(val, float):
+        return format_number(val, 0 if val.is_integer() else 2, lang)
     if isinstance(val, list):
         return ", ".join(f"`{v}`" for v in val)
     return code(str(val), lang)

@@ -49,6 +49,10 @@ def response_for(source: dict) -> tuple[dict, dict]:
         return listing[source["id"]], request
     if command == "request":
         return {}, request
+    if command == "plan_default":
+        from calc.plan import PLAN_FIELDS
+
+        return {"value": PLAN_FIELDS[source["key"]][0] * source["scale"]}, request
     if command in ("validation_memory", "validation_memory_summary"):
         from benchmarks import validation_memory as v
 
@@ -125,6 +129,67 @@ def test_generated_numbers_equal_calc(page, site_server, pages):
         for prefix in ("", "en/"):
             assert checked.get(prefix + guide, 0) >= 20, f"{prefix + guide}: too few numbers"
     assert checked.get("gpus/", 0) >= 50 and checked.get("en/gpus/", 0) >= 50
+
+
+COLLECT_REFS_JS = """() => Array.from(document.querySelectorAll('[data-ref]')).map(el => ({
+    text: el.innerText.trim(), ref: el.dataset.ref, field: el.dataset.field,
+    kind: el.dataset.refKind, gpu: el.dataset.gpu || null,
+    fits: el.dataset.fitsSource || null, noFit: el.dataset.noFitSource || null,
+    source: (el.closest('[data-source]') || {dataset: {}}).dataset.source,
+    table: (el.closest('table') || {dataset: {}}).dataset.table,
+}))"""
+
+
+def _resolve_path(response: dict, path: str):
+    node = response
+    for part in path.split("."):
+        if node is None:
+            return None
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
+
+
+def test_named_cards_and_models_equal_calc(page, site_server, pages):
+    """Cells that name a card, a configuration or a model: the id equals what calc's plan
+    returns at the stated path, the text shows that id's name, and for "largest model that
+    fits" cells the model fits the card and the next larger one does not."""
+    names = {g["id"]: g["name"] for g in gpus.gpus_listing()["gpus"]}
+    from calc import presets
+
+    model_names = {p["id"]: p["name"] for p in presets.presets_listing()}
+    plans: dict[str, dict] = {}
+
+    def plan_of(source: str) -> dict:
+        if source not in plans:
+            plans[source] = calc.plan_setup(json.loads(source)["request"])
+        return plans[source]
+
+    checked = {"gpu": 0, "config": 0, "model": 0}
+    for url in pages:
+        page.goto(site_server.url(url))
+        for cell in page.evaluate(COLLECT_REFS_JS):
+            where = f"{url} {cell['table']} {cell['text']!r}"
+            kind = cell["kind"]
+            if kind in ("gpu", "config"):
+                got = _resolve_path(plan_of(cell["source"]), cell["field"])
+                assert (got or "") == cell["ref"], where
+                if got:
+                    gpu_id = got if kind == "gpu" else got.rsplit("x", 1)[0]
+                    assert names[gpu_id] in cell["text"], where
+            elif kind == "model":
+                gpu_id = cell["gpu"]
+                if cell["ref"]:
+                    assert json.loads(cell["fits"])["request"]["model"] == cell["ref"], where
+                    assert plan_of(cell["fits"])["fits"][gpu_id]["fits"], where
+                    assert cell["text"] == model_names[cell["ref"]], where
+                else:
+                    assert cell["fits"] is None, where
+                if cell["noFit"]:
+                    assert not plan_of(cell["noFit"])["fits"][gpu_id]["fits"], where
+            else:
+                raise AssertionError(f"{where}: unknown ref kind {kind!r}")
+            checked[kind] += 1
+    assert min(checked.values()) >= 10, checked
 
 
 # --- static checks of the built HTML -----------------------------------------
