@@ -226,6 +226,56 @@ _CODES.update({
     "managed": {"es": "nube gestionada", "en": "managed cloud"},
 })
 
+_TEXT.update({
+    # methodology (macros/methodology.py)
+    "col.constant": {"es": "Constante", "en": "Constant"},
+    "col.value": {"es": "Valor", "en": "Value"},
+    "col.meaning": {"es": "Qué es", "en": "What it is"},
+    "col.request_key": {"es": "Clave de la petición", "en": "Request key"},
+    "col.default": {"es": "Por defecto", "en": "Default"},
+    "col.column": {"es": "Columna", "en": "Column"},
+    "caption.constants_model": {"es": "Constantes de calc, con su valor actual y su fuente",
+                                "en": "Constants of calc, with their current value and source"},
+    "caption.constants_limits": {"es": "Límites de validación de la petición",
+                                 "en": "Validation limits of the request"},
+    "caption.plan_defaults": {"es": "Valores por defecto del plan (tiempo y coste)",
+                              "en": "Defaults of the plan (time and cost)"},
+    "caption.data_columns.gpus.csv": {"es": "Columnas de gpus.csv", "en": "Columns of gpus.csv"},
+    "caption.data_columns.prices.csv": {"es": "Columnas de prices.csv",
+                                        "en": "Columns of prices.csv"},
+    "caption.data_columns.models.json": {"es": "Campos de models.json",
+                                         "en": "Fields of models.json"},
+    "col.workload": {"es": "Carga", "en": "Workload"},
+    "col.measured_tps": {"es": "Medido (tokens/s por GPU)", "en": "Measured (tokens/s per GPU)"},
+    "col.predicted_tps": {"es": "Calculado (tokens/s por GPU)",
+                          "en": "Computed (tokens/s per GPU)"},
+    "col.note": {"es": "Nota", "en": "Note"},
+    "col.group": {"es": "Grupo", "en": "Group"},
+    "col.mean_signed_error": {"es": "Error medio con signo (%)", "en": "Mean signed error (%)"},
+    "col.rows_pair": {"es": "Filas (LoRA / QLoRA)", "en": "Rows (LoRA / QLoRA)"},
+    "col.measured_ratio": {"es": "Cociente medido", "en": "Measured ratio"},
+    "col.calc_factor": {"es": "Factor de calc", "en": "calc's factor"},
+    "caption.validation_time_rows": {"es": "Velocidad medida frente a calculada, fila a fila",
+                                     "en": "Measured versus computed speed, row by row"},
+    "caption.validation_time_summary": {"es": "Error del modelo de tiempo por grupo",
+                                        "en": "Error of the time model by group"},
+    "caption.validation_time_uncovered": {"es": "Filas de velocidad que el modelo no cubre",
+                                          "en": "Speed rows the model does not cover"},
+    "caption.validation_qlora_ratio": {"es": "Velocidad de QLoRA respecto a LoRA: medida y de calc",
+                                       "en": "QLoRA speed relative to LoRA: measured and calc's"},
+})
+
+_CODES.update({
+    "workload.fine-tune": {"es": "fine-tuning", "en": "fine-tuning"},
+    "workload.pre-train": {"es": "preentrenamiento", "en": "pre-training"},
+    "group.fine-tune/full": {"es": "fine-tuning, completo", "en": "fine-tuning, full"},
+    "group.fine-tune/lora": {"es": "fine-tuning, LoRA", "en": "fine-tuning, LoRA"},
+    "group.fine-tune/qlora": {"es": "fine-tuning, QLoRA", "en": "fine-tuning, QLoRA"},
+    "group.fine-tune": {"es": "fine-tuning, todos", "en": "fine-tuning, all"},
+    "group.pre-train": {"es": "preentrenamiento", "en": "pre-training"},
+    "group.all": {"es": "todas las filas", "en": "all rows"},
+})
+
 _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}
 
 

@@ -84,6 +84,7 @@ KINDS: dict[str, tuple[float, int]] = {
     "gbps": (1, 0),         # GB/s (10^9 bytes per second, as datasheets give it)
     "int": (1, 0),
     "factor": (1, 2),
+    "fraction3": (1, 3),    # constants that need three decimals (e.g. 4.127 bits)
 }
 
 

@@ -63,6 +63,23 @@ def response_for(source: dict) -> tuple[dict, dict]:
         method = source["method"]
         s = v.summary(results, lambda r: method is None or r.method == method)
         return vars(s), request
+    if command == "constant":
+        import importlib
+
+        value = getattr(importlib.import_module(source["module"]), source["name"])
+        if "key" in source:
+            key = source["key"]
+            value = value[tuple(key) if isinstance(key, list) else key]
+        return {"value": value}, request
+    if command.startswith("validation_throughput") or command == "validation_qlora_ratio":
+        from benchmarks import validate_throughput as vt
+
+        result = vt.compare()
+        if command == "validation_throughput":
+            return next(r for r in result["rows"] if r["row_id"] == source["row"]), request
+        if command == "validation_throughput_summary":
+            return result["summary"][source["group"]], request
+        return next(c for c in result["qlora_ratio_check"] if c["rows"] == source["rows"]), request
     raise AssertionError(f"unknown source command {command!r}")
 
 
@@ -129,6 +146,7 @@ def test_generated_numbers_equal_calc(page, site_server, pages):
         for prefix in ("", "en/"):
             assert checked.get(prefix + guide, 0) >= 20, f"{prefix + guide}: too few numbers"
     assert checked.get("gpus/", 0) >= 50 and checked.get("en/gpus/", 0) >= 50
+    assert checked.get("methodology/", 0) >= 300 and checked.get("en/methodology/", 0) >= 300
 
 
 COLLECT_REFS_JS = """() => Array.from(document.querySelectorAll('[data-ref]')).map(el => ({
@@ -193,6 +211,30 @@ def test_named_cards_and_models_equal_calc(page, site_server, pages):
 
 
 # --- static checks of the built HTML -----------------------------------------
+
+
+@pytest.mark.parametrize("prefix", ["", "en/"])
+def test_methodology_documents_every_constant_and_column(built_site, prefix):
+    """Every numeric module-level constant of calc, every numeric plan default and every data
+    column appears on the methodology page in both languages (an undocumented one fails)."""
+    import re
+
+    from calc.plan import PLAN_FIELDS
+    from macros.methodology import data_file_columns, is_numeric_constant, numeric_constants
+
+    text = (built_site / prefix / "methodology" / "index.html").read_text(encoding="utf-8")
+    shown = set(re.findall(r'data-constant="([^"]+)"', text))
+    assert shown == set(numeric_constants())
+    assert len(shown) >= 30
+    defaults = set(re.findall(r'data-plan-default="([^"]+)"', text))
+    assert defaults == {k for k, v in PLAN_FIELDS.items() if is_numeric_constant(v[0])}
+    columns = set(re.findall(r'data-column="([^"]+)"', text))
+    assert columns == {f"{name}:{c}" for name in ("gpus.csv", "prices.csv", "models.json")
+                       for c in data_file_columns(name)}
+    for table in ("validation_time_rows", "validation_time_summary", "validation_time_uncovered",
+                  "validation_qlora_ratio", "validation_memory_rows"):
+        assert f'data-table="{table}"' in text, table
+
 
 
 class _Page(HTMLParser):
