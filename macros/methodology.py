@@ -106,6 +106,19 @@ def _source_text(entry: dict, lang: str) -> str:
     return source[lang] if isinstance(source, dict) else source
 
 
+def _constant_name(key: str) -> str:
+    """``module.NAME`` with break opportunities after the dot and the underscores only."""
+    module, name = key.removeprefix("calc.").rsplit(".", 1)
+    parts = "_<wbr>".join(html.escape(p) for p in name.split("_"))
+    return f'<code data-constant="{_attr(key)}">{html.escape(module)}.<wbr>{parts}</code>'
+
+
+def _described(entry: dict, lang: str) -> str:
+    """Meaning, then the source on its own line."""
+    return (f"{html.escape(entry[lang])}<br><small>{html.escape(labels.text('col.source', lang))}: "
+            f"{html.escape(_source_text(entry, lang))}</small>")
+
+
 def calc_constants(lang: str, group: str) -> str:
     """Every numeric constant of calc (``group="model"``) or every validation limit
     (``group="limits"``): name, value from calc, meaning and source. An undocumented
@@ -118,12 +131,10 @@ def calc_constants(lang: str, group: str) -> str:
         raise KeyError(f"calc constants without a description in macros/methodology_text.py: "
                        f"{missing}")
     frame = pd.DataFrame([{
-        "name": f'<code data-constant="{_attr(k)}">{html.escape(k.removeprefix("calc."))}</code>',
-        "value": constant_value_html(k, lang), "meaning": CONSTANTS[k][lang],
-        "source": _source_text(CONSTANTS[k], lang)} for k in keys])
+        "name": _constant_name(k), "value": constant_value_html(k, lang),
+        "meaning": _described(CONSTANTS[k], lang)} for k in keys])
     cols = [Col("name", "col.constant", "html", row_header=True),
-            Col("value", "col.value", "html"), Col("meaning", "col.meaning", "text"),
-            Col("source", "col.source", "text")]
+            Col("value", "col.value", "html"), Col("meaning", "col.meaning", "html")]
     return render(frame, cols, lang, f"calc_constants_{group}", f"caption.constants_{group}")
 
 
@@ -139,11 +150,10 @@ def plan_defaults_table(lang: str) -> str:
         "name": f'<code data-plan-default="{_attr(k)}">{html.escape(k)}</code>',
         "value": _value_span(PLAN_FIELDS[k][0], lang,
                              {"command": "plan_default", "key": k, "scale": 1}),
-        "meaning": PLAN_DEFAULTS[k][lang], "source": _source_text(PLAN_DEFAULTS[k], lang),
+        "meaning": _described(PLAN_DEFAULTS[k], lang),
     } for k in keys])
     cols = [Col("name", "col.request_key", "html", row_header=True),
-            Col("value", "col.default", "html"), Col("meaning", "col.meaning", "text"),
-            Col("source", "col.source", "text")]
+            Col("value", "col.default", "html"), Col("meaning", "col.meaning", "html")]
     return render(frame, cols, lang, "plan_defaults", "caption.plan_defaults")
 
 
@@ -184,24 +194,27 @@ def _throughput() -> dict:
 def validation_time_rows(lang: str) -> str:
     """Every covered row: predicted vs measured tokens per second per GPU and the error."""
     rows = _throughput()["rows"]
+    from calc import gpus
+
     frame = pd.DataFrame([{
-        "row": str(r["row_id"]), "source_name": r["source"], "workload": "workload." + r["workload"],
-        "model": r["model"], "method": r["method"], "gpu": r["gpu"], "num_gpus": r["num_gpus"],
+        "row": str(r["row_id"]), "source_name": r["source"].rstrip("/").rsplit("/", 1)[-1],
+        "workload": "workload." + r["workload"], "model": r["model"], "method": r["method"],
+        "gpus": f"{r['num_gpus']} × {gpus.get_gpu(r['gpu']).name}",
         "measured": r["measured_tokens_per_second_per_gpu"],
         "predicted": r["predicted_tokens_per_second_per_gpu"], "error": r["error_pct"],
         "note": translate_note(r["note"], lang),
         SOURCE: {"command": "validation_throughput", "row": r["row_id"]},
     } for r in rows])
+    # the comparison first, so it shows without scrolling; where the row comes from after
     cols = [Col("row", "col.row", "text", row_header=True),
-            Col("source_name", "col.source", "text"), Col("workload", "col.workload", "code"),
             Col("model", "col.model", "text"), Col("method", "col.method", "code"),
-            Col("gpu", "col.gpu", "text"),
-            Col("num_gpus", "col.num_gpus", "int"),
+            Col("gpus", "col.card", "text"),
             Col("measured", "col.measured_tps", "int",
                 check="measured_tokens_per_second_per_gpu"),
             Col("predicted", "col.predicted_tps", "int",
                 check="predicted_tokens_per_second_per_gpu"),
             Col("error", "col.error_pct", "pct", check="error_pct"),
+            Col("workload", "col.workload", "code"), Col("source_name", "col.source", "text"),
             Col("note", "col.note", "text")]
     return render(frame, cols, lang, "validation_time_rows", "caption.validation_time_rows")
 

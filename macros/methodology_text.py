@@ -38,7 +38,7 @@ CONSTANTS: dict[str, dict] = {
     "calc.cost.HOURS_PER_MONTH": _e(
         "Horas de un mes en las tarifas mensuales: 8760 horas al año entre 12.",
         "Hours in a month for monthly rates: 8760 hours a year over 12.",
-        "Cloud price sheets' monthly convention"),
+        {"es": "Convención mensual de las tarifas en la nube", "en": "Cloud price sheets' monthly convention"}),
     # --- memory --------------------------------------------------------------------------
     "calc.states.NF4_BITS": _e(
         "Bits por peso en NF4 sin doble cuantización: código de 4 bits más una escala fp32 por "
@@ -76,7 +76,7 @@ CONSTANTS: dict[str, dict] = {
         "que muestra nvidia-smi.",
         "CUDA context and loaded kernels, outside PyTorch's allocator; added to the total "
         "nvidia-smi shows.",
-        "PyTorch docs, CUDA semantics (0.3-1.5 GB observed; low end with lazy loading)"),
+        {"es": "Documentación de PyTorch, CUDA semantics (se observan 0,3-1,5 GB; el extremo bajo con carga diferida)", "en": "PyTorch docs, CUDA semantics (0.3-1.5 GB observed; low end with lazy loading)"}),
     "calc.memory.NCCL_BUFFER_BYTES": _e(
         "Búferes de comunicación de NCCL con varias GPU: envío y recepción en hasta 32 canales "
         "de 4 MiB.",
@@ -110,12 +110,12 @@ CONSTANTS: dict[str, dict] = {
         "Factor del aprovechamiento por método: LoRA y QLoRA añaden multiplicaciones pequeñas y "
         "trabajo elemento a elemento.",
         "Utilisation factor by method: LoRA and QLoRA add small matmuls and element-wise work.",
-        "torchtune, Llama-3.2-3B, A100 (full vs LoRA with the same flags)"),
+        {"es": "torchtune, Llama-3.2-3B, A100 (completo frente a LoRA con las mismas opciones)", "en": "torchtune, Llama-3.2-3B, A100 (full vs LoRA with the same flags)"}),
     "calc.timing.QLORA_SPEED_FACTOR": _e(
         "Velocidad de QLoRA respecto a LoRA en la misma configuración (descuantizar NF4 en cada "
         "multiplicación).",
         "QLoRA speed relative to LoRA on the same setup (NF4 dequantisation at every matmul).",
-        "LitGPT (A10G, A100) and Vertex AI QLoRA/LoRA pairs; median of the measured ratios"),
+        {"es": "Parejas QLoRA/LoRA de LitGPT (A10G, A100) y Vertex AI; mediana de los cocientes medidos", "en": "LitGPT (A10G, A100) and Vertex AI QLoRA/LoRA pairs; median of the measured ratios"}),
     "calc.timing.BATCH_SATURATION_TOKENS": _e(
         "Tokens por micro-paso y GPU con los que el aprovechamiento es la mitad del de lotes "
         "grandes, para un modelo de tamaño oculto de referencia.",
@@ -133,7 +133,7 @@ CONSTANTS: dict[str, dict] = {
     "calc.timing.GPUS_PER_NODE": _e(
         "GPU por nodo: por encima, el trabajo cruza la red entre nodos.",
         "GPUs per node: above it, the job crosses the network between nodes.",
-        "HGX/DGX and OAM boards (8 GPUs)"),
+        {"es": "Placas HGX/DGX y OAM (8 GPU)", "en": "HGX/DGX and OAM boards (8 GPUs)"}),
     "calc.timing.SCALING_EFFICIENCY": _e(
         "Rendimiento por GPU con varias GPU respecto a una, según estrategia (replicada: DDP, "
         "ZeRO-1/2; repartida: ZeRO-3/FSDP), enlace (NVLink o PCIe) y método (completo o PEFT).",
@@ -160,17 +160,17 @@ CONSTANTS: dict[str, dict] = {
         "Bytes de disco por token del conjunto de datos (identificadores int32; el texto "
         "original ocupa del mismo orden).",
         "Disk bytes per dataset token (int32 ids; the raw text is of the same order).",
-        "int32 token ids"),
+        {"es": "Identificadores de token int32", "en": "int32 token ids"}),
     "calc.cost.CHECKPOINT_BYTES_PER_TRAINABLE_PARAM": _e(
         "Bytes de un checkpoint reanudable por parámetro entrenable: pesos y dos momentos de "
         "AdamW en 16 bits.",
         "Bytes of a resumable checkpoint per trainable parameter: weights and AdamW's two "
         "moments in 16 bits.",
-        "torchtune / LitGPT bf16-true checkpoints"),
+        {"es": "Checkpoints bf16-true de torchtune y LitGPT", "en": "torchtune / LitGPT bf16-true checkpoints"}),
     "calc.cost.BASE_MODEL_BYTES_PER_PARAM": _e(
         "Bytes por parámetro del modelo base descargado (safetensors en bf16).",
         "Bytes per parameter of the downloaded base model (bf16 safetensors).",
-        "Hugging Face model repositories"),
+        {"es": "Repositorios de modelos de Hugging Face", "en": "Hugging Face model repositories"}),
     "calc.cost.ENVIRONMENT_GB": _e(
         "Disco de la imagen del entorno (CUDA, PyTorch y bibliotecas de entrenamiento), en GB.",
         "Disk of the environment image (CUDA, PyTorch and training libraries), in GB.",

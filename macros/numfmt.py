@@ -77,6 +77,7 @@ KINDS: dict[str, tuple[float, int]] = {
     "hours": (1, 1),
     "usd": (1, 2),
     "pct": (1, 1),          # already in percent
+    "pct0": (1, 0),         # already in percent, whole
     "bpp": (1, 2),          # bytes per parameter
     "billions": (1e9, 2),   # parameter counts
     "millions": (1e6, 1),

@@ -57,8 +57,9 @@ def plan_default(lang: str, key: str, kind: str) -> str:
     default = PLAN_FIELDS[key][0]
     if default is None or isinstance(default, (bool, str)):
         raise ValueError(f"{key} has no numeric default")
-    return inline(lang, default * 100 if kind == "pct" else default, kind, "value",
-                  {"command": "plan_default", "key": key, "scale": 100 if kind == "pct" else 1})
+    scale = 100 if kind.startswith("pct") else 1
+    return inline(lang, default * scale, kind, "value",
+                  {"command": "plan_default", "key": key, "scale": scale})
 
 
 def cards_that_fit(lang: str, models: list[str], methods: list, **setup) -> str:
@@ -170,10 +171,11 @@ def example_costs(lang: str, scenarios: list[dict], view: str, **setup) -> str:
             raise ValueError(f"scenario does not fit {request['gpu']}: {request}")
         cost = plan["cost_usd"]
         b = cost["breakdown"]
+        capacity = "capacity." + ("interruptible" if request.get("interruptible") else "on_demand")
         rows.append({
-            "scenario": f"{model_name(request['model'])} · {labels.code(request['method'], lang)}",
+            "scenario": f"{model_name(request['model'])} · {labels.code(request['method'], lang)}"
+                        f" · {labels.code(capacity, lang)}",
             "card": f"{plan['num_gpus']} × {gpu_name(plan['gpu'])}",
-            "capacity": "capacity." + ("interruptible" if request.get("interruptible") else "on_demand"),
             "tokens_per_second": plan["time"]["tokens_per_second"],
             "time": plan["time_hours"], "gpu_hours": cost["gpu_hours"],
             "per_gpu_hour": cost["per_gpu_hour"], "per_month": cost["per_month"],
@@ -184,10 +186,9 @@ def example_costs(lang: str, scenarios: list[dict], view: str, **setup) -> str:
             SOURCE: {"command": "plan", "request": request},
         })
     frame = pd.DataFrame(rows)
-    cols = [Col("scenario", "col.scenario", "text", row_header=True),
-            Col("card", "col.card", "text"), Col("capacity", "col.capacity", "code")]
+    cols = [Col("scenario", "col.scenario", "text", row_header=True)]
     if view == "time":
-        cols += [Col("tokens_per_second", "col.tokens_per_second", "int",
+        cols += [Col("card", "col.card", "text"),Col("tokens_per_second", "col.tokens_per_second", "int",
                      check="time.tokens_per_second"),
                  Col("time", "col.time_hours", "hours", check="time_hours"),
                  Col("gpu_hours", "col.gpu_hours", "hours", check="cost_usd.gpu_hours"),
@@ -221,7 +222,7 @@ def register(env) -> None:
 # plan-only key -> (kind of number, unit label key or None)
 DEFAULT_KINDS = {
     "experiment_multiplier": ("factor", None),
-    "safety_margin": ("pct", "unit.pct"),
+    "safety_margin": ("pct0", "unit.pct"),
     "startup_minutes": ("int", "unit.minutes"),
     "starts": ("int", None),
     "months_kept": ("int", None),

@@ -19,6 +19,7 @@ from macros.numfmt import KINDS, parse_number, shown_value
 
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
 GUIDES = ("guides/vram/", "guides/cloud/")
+SCREENSHOT_PAGES = (*GUIDES, "methodology/")
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
 
@@ -336,7 +337,7 @@ def test_guides_screenshots_and_no_page_overflow(page, site_server, viewport):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size(viewport)
     for prefix, lang in (("", "es"), ("en/", "en")):
-        for guide in GUIDES:
+        for guide in SCREENSHOT_PAGES:
             page.goto(site_server.url(prefix + guide))
             overflow = page.evaluate(
                 "document.documentElement.scrollWidth - document.documentElement.clientWidth")
