@@ -365,7 +365,8 @@ def validation_memory_uncovered(lang: str) -> str:
     """Measured rows the request contract cannot express, with the reason code."""
     results = [r for r in _validation().compare_rows() if not r.covered]
     frame = pd.DataFrame([{"row": r.row_id, "source_name": r.source, "model": r.model,
-                           "method": r.method, "reason": r.reason} for r in results])
+                           "method": r.method, "reason": labels.reason(r.reason, lang)}
+                          for r in results])
     cols = [Col("row", "col.row", "text", row_header=True),
             Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),
             Col("method", "col.method", "text"), Col("reason", "col.reason", "text")]

@@ -276,6 +276,31 @@ _CODES.update({
     "group.all": {"es": "todas las filas", "en": "all rows"},
 })
 
+_CODES.update({
+    # why a measured memory row is not covered (benchmarks/validation_memory.py)
+    "reason.lora_target_not_in_model": {"es": "la capa LoRA indicada no existe en el modelo",
+                                        "en": "the stated LoRA layer is not in the model"},
+    "reason.lora_targets_unknown": {"es": "no se sabe qué capas llevan LoRA",
+                                    "en": "which layers carry LoRA is unknown"},
+    "reason.gradient_checkpointing_not_stated": {
+        "es": "no dice si usa gradient checkpointing",
+        "en": "gradient checkpointing not stated"},
+    "reason.model_not_in_presets": {"es": "modelo sin configuración predefinida",
+                                    "en": "model without a preset"},
+    "reason.seq_len_upper_bound_only": {"es": "solo se conoce la longitud de secuencia máxima",
+                                        "en": "only the maximum sequence length is known"},
+    "reason.fsdp_no_sync_gradient_accumulation": {
+        "es": "acumulación de gradientes con FSDP no_sync, no modelada",
+        "en": "gradient accumulation under FSDP no_sync, not modelled"},
+    "reason.measured_below_model_states": {
+        "es": "lo medido es menor que los propios estados del modelo",
+        "en": "the measurement is below the model states themselves"},
+    "reason.measured_below_configured_floor": {
+        "es": "lo medido es menor que el mínimo que guarda cualquier implementación",
+        "en": "the measurement is below what any implementation keeps"},
+    "reason.calc_error": {"es": "calc rechaza la configuración", "en": "calc rejects the setup"},
+})
+
 _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}
 
 
@@ -294,6 +319,13 @@ def code(value: str, lang: str) -> str:
         return _CODES[value][lang]
     except KeyError:
         raise KeyError(f"no {lang!r} translation for code {value!r}") from None
+
+
+def reason(code_: str, lang: str) -> str:
+    """Why a validation row is not covered; ``calc_error:<code>`` keeps calc's error code."""
+    name, _, detail = code_.partition(":")
+    text_ = code("reason." + name, lang)
+    return f"{text_} ({detail})" if detail else text_
 
 
 def value(field: str, val: object, lang: str) -> str:

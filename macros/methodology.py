@@ -277,7 +277,30 @@ def validation_qlora_ratio(lang: str) -> str:
     return render(frame, cols, lang, "validation_qlora_ratio", "caption.validation_qlora_ratio")
 
 
-MACROS = ("calc_constants", "plan_defaults_table", "data_columns", "validation_time_rows",
+def validation_figure(lang: str, model: str, stat: str = "median", group: str | None = None) -> str:
+    """One accuracy figure inside running text: the ``stat`` ("median", "p90", "max")
+    absolute error in percent of the memory model (``group``: a method, or None for all
+    rows) or of the time model (``group``: a summary group, default fine-tuning)."""
+    from .guides import inline
+
+    if stat not in ("median", "p90", "max"):
+        raise ValueError(f"unknown statistic {stat!r}")
+    if model == "memory":
+        from benchmarks import validation_memory as v
+
+        s = v.summary(v.compare_rows(), lambda r: group is None or r.method == group)
+        field = f"pct:{stat}_abs_error"
+        return inline(lang, getattr(s, f"{stat}_abs_error") * 100, "pct", field,
+                      {"command": "validation_memory_summary", "method": group})
+    if model == "time":
+        group = group or "fine-tune"
+        field = f"{stat}_abs_pct"
+        return inline(lang, _throughput()["summary"][group][field], "pct", field,
+                      {"command": "validation_throughput_summary", "group": group})
+    raise ValueError(f"unknown model {model!r}")
+
+
+MACROS = ("validation_figure", "calc_constants", "plan_defaults_table", "data_columns", "validation_time_rows",
           "validation_time_summary", "validation_time_uncovered", "validation_qlora_ratio")
 
 
