@@ -199,6 +199,9 @@ _TEXT.update({
     "caption.example_costs": {"es": "Ejemplos: coste por ejecución, por partidas",
                               "en": "Examples: cost per run, line by line"},
     # plan request fields (setup lists)
+    "col.fits_with_margin": {"es": "¿Cabe con margen?", "en": "Fits with margin?"},
+    "caption.multi_gpu_plan": {"es": "El mismo trabajo en una o varias {n}: memoria, velocidad y coste",
+                               "en": "The same job on one or several {n}: memory, speed and cost"},
     "field.dataset_tokens": {"es": "Tokens del conjunto de datos (por época)",
                              "en": "Dataset tokens (per epoch)"},
     "field.epochs": {"es": "Épocas", "en": "Epochs"},
@@ -222,6 +225,8 @@ _TEXT.update({
 })
 
 _CODES.update({
+    "fits.yes": {"es": "sí", "en": "yes"},
+    "fits.no": {"es": "no", "en": "no"},
     "marketplace": {"es": "mercado de capacidad ociosa", "en": "idle-capacity marketplace"},
     "managed": {"es": "nube gestionada", "en": "managed cloud"},
 })
@@ -305,11 +310,14 @@ _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}
 
 
 def text(key: str, lang: str) -> str:
-    """The label ``key`` in ``lang``; ``"key|n"`` fills a number into the label."""
+    """The label ``key`` in ``lang``; ``"key|n"`` fills ``n`` into the label (a number
+    written in ``lang``, or a name as it is)."""
     key, _, arg = key.partition("|")
     try:
         label = _TEXT[key][lang]
-        return label.format(n=format_number(int(arg), 0, lang)) if arg else label
+        if not arg:
+            return label
+        return label.format(n=format_number(int(arg), 0, lang) if arg.isdigit() else arg)
     except KeyError:
         raise KeyError(f"no {lang!r} label for {key!r}") from None
 

@@ -140,6 +140,33 @@ def _source_attr(request: dict) -> str:
     return _source_json({"command": "plan", "request": request})
 
 
+def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[str],
+                   **setup) -> str:
+    """The same job on 1..N cards of one kind: memory per GPU, whether it fits with the
+    margin, speed, wall-clock and cost (``calc.plan_setup`` with that count and strategy)."""
+    requests = [{**setup, "gpu": gpu, "num_gpus": 1, "sharding": "none"}]
+    requests += [{**setup, "gpu": gpu, "num_gpus": n, "sharding": s}
+                 for s in shardings for n in gpu_counts if n > 1]
+    rows = []
+    for request in requests:
+        plan = _plan(request)
+        rows.append({"sharding": request["sharding"], "num_gpus": request["num_gpus"],
+                     "total": plan["memory"]["device_total_bytes"],
+                     "fits": "fits." + ("yes" if plan["fits_selected_gpu"] else "no"),
+                     "tps": plan["time"]["tokens_per_second"], "time": plan["time_hours"],
+                     "cost": plan["cost_usd"]["total"],
+                     SOURCE: {"command": "plan", "request": request}})
+    frame = pd.DataFrame(rows)
+    cols = [Col("sharding", "col.sharding", "code", row_header=True),
+            Col("num_gpus", "col.num_gpus", "int", check="request.num_gpus"),
+            Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
+            Col("fits", "col.fits_with_margin", "code"),
+            Col("tps", "col.tokens_per_second", "int", check="time.tokens_per_second"),
+            Col("time", "col.time_hours", "hours", check="time_hours"),
+            Col("cost", "col.cost_total", "usd", check="cost_usd.total")]
+    return render(frame, cols, lang, "multi_gpu_plan", "caption.multi_gpu_plan|" + gpu_name(gpu))
+
+
 # --- what a run costs -----------------------------------------------------------------------
 
 
@@ -210,7 +237,8 @@ def example_costs(lang: str, scenarios: list[dict], view: str, **setup) -> str:
     return render(frame, cols, lang, name, caption)
 
 
-MACROS = ("plan_value", "plan_default", "cards_that_fit", "gpu_typical", "example_costs")
+MACROS = ("plan_value", "plan_default", "cards_that_fit", "gpu_typical", "example_costs",
+          "multi_gpu_plan")
 
 
 def register(env) -> None:
