@@ -196,6 +196,10 @@ CONSTANTS: dict[str, dict] = {
     "calc.request.MAX_GPUS": _e(
         "Número máximo de GPU aceptado.", "Largest GPU count accepted.",
         {"es": "Límite de validación", "en": "Validation limit"}),
+    "calc.request.MAX_ACCUMULATION": _e(
+        "Pasos de acumulación de gradientes máximos aceptados.",
+        "Largest number of gradient accumulation steps accepted.",
+        {"es": "Límite de validación", "en": "Validation limit"}),
     "calc.plan.MAX_DATASET_TOKENS": _e(
         "Tokens máximos del conjunto de datos (más que cualquier corpus publicado: sería una "
         "errata).",

@@ -169,3 +169,19 @@ def test_every_validation_note_is_translated():
     for text in [r["note"] for r in result["rows"]] + [r["reason"] for r in result["not_covered"]]:
         for lang in ("es", "en"):
             translate_note(text, lang)  # raises on an untranslated part
+
+
+def test_every_request_key_has_a_label():
+    """Setup lists name request keys: every key of the estimate and plan requests has one."""
+    from calc.plan import PLAN_REQUEST_FIELDS
+
+    missing = [k for k in PLAN_REQUEST_FIELDS if k != "model" and not _has_label("field." + k)]
+    assert missing == []
+
+
+def _has_label(key: str) -> bool:
+    try:
+        labels.text(key, "es"), labels.text(key, "en")
+    except KeyError:
+        return False
+    return True
