@@ -1,0 +1,255 @@
+"""GPU catalogue and indicative prices: the loader for ``calc/data/gpus.csv`` and ``prices.csv``.
+
+This is the only module that reads those files; it reads them once, on first use (importing
+``calc`` stays fast). Each data file's header states its units and every row carries ``source``
+and ``as_of``. Memory is what the driver reports (nvidia-smi ``memory.total``, rocminfo for AMD),
+converted here to bytes (``memory_mib * 2**20``) and compared with the estimate's
+``device_total_bytes``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InputError
+
+_DATA_DIR = Path(__file__).with_name("data")
+
+MIB = 2**20
+
+STACKS = ("cuda", "rocm")
+TIERS = ("marketplace", "managed")
+
+# Warning codes the site translates.
+ROCM_CAVEAT_CODES = {
+    "qlora": "rocm_qlora_needs_extra_work",  # bitsandbytes NF4 kernels are CUDA-first (seed 004)
+    "flash": "rocm_flash_attention_needs_extra_work",  # FlashAttention builds are CUDA-first (seed 004)
+}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One catalogue card. Units are in the field names; see ``calc/data/gpus.csv``'s header."""
+
+    id: str
+    name: str
+    vendor: str
+    stack: str
+    architecture: str
+    memory_mib: int
+    memory_gb_marketed: int
+    bf16_dense_tflops: float
+    memory_bandwidth_gb_per_s: float
+    form_factor: str
+    pcie_gen: int
+    nvlink_gb_per_s: float
+    nvlink_max_gpus: int
+    utilisation_class: str
+    source: str
+    as_of: str
+
+    def __post_init__(self) -> None:
+        if self.stack not in STACKS:
+            raise ValueError(f"gpus.csv {self.id}: stack {self.stack!r}")
+        for name in ("memory_mib", "bf16_dense_tflops", "memory_bandwidth_gb_per_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"gpus.csv {self.id}: {name} must be positive")
+        if not self.source or not self.as_of:
+            raise ValueError(f"gpus.csv {self.id}: source and as_of are required")
+
+    @property
+    def memory_bytes(self) -> int:
+        """Driver-reported total memory in bytes (MiB from nvidia-smi times 2**20)."""
+        return self.memory_mib * MIB
+
+    @property
+    def bf16_dense_flops(self) -> float:
+        """Peak dense BF16 tensor throughput in FLOP/s."""
+        return self.bf16_dense_tflops * 1e12
+
+    def link_for(self, num_gpus: int) -> str:
+        """``"nvlink"`` when ``num_gpus`` cards can all talk over the fast GPU link
+        (an SXM/OAM board joins 8, a bridge only 2), else ``"pcie"``."""
+        if self.nvlink_gb_per_s > 0 and num_gpus <= self.nvlink_max_gpus:
+            return "nvlink"
+        return "pcie"
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "name": self.name, "vendor": self.vendor, "stack": self.stack,
+            "architecture": self.architecture, "memory_bytes": self.memory_bytes,
+            "memory_mib": self.memory_mib, "memory_gb_marketed": self.memory_gb_marketed,
+            "bf16_dense_tflops": self.bf16_dense_tflops,
+            "memory_bandwidth_gb_per_s": self.memory_bandwidth_gb_per_s,
+            "form_factor": self.form_factor, "pcie_gen": self.pcie_gen,
+            "nvlink_gb_per_s": self.nvlink_gb_per_s, "nvlink_max_gpus": self.nvlink_max_gpus,
+            "utilisation_class": self.utilisation_class, "source": self.source, "as_of": self.as_of,
+        }
+
+
+@dataclass(frozen=True)
+class Price:
+    """One dated price row of ``calc/data/prices.csv``."""
+
+    item: str
+    tier: str
+    interruptible: bool
+    usd: float
+    unit: str
+    source: str
+    as_of: str
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.tier not in TIERS:
+            raise ValueError(f"prices.csv {self.item}: tier {self.tier!r}")
+        if self.unit not in ("usd_per_gpu_hour", "usd_per_gb_month"):
+            raise ValueError(f"prices.csv {self.item}: unit {self.unit!r}")
+        if not self.usd > 0 or not self.source or not self.as_of:
+            raise ValueError(f"prices.csv {self.item}: usd, source and as_of are required")
+
+    def to_dict(self) -> dict:
+        return {"tier": self.tier, "interruptible": self.interruptible, "usd": self.usd,
+                "unit": self.unit, "source": self.source, "as_of": self.as_of, "note": self.note}
+
+
+@dataclass(frozen=True)
+class PriceQuote:
+    """The price used for a plan: the row found and whether it had to fall back to another
+    tier or to on-demand capacity."""
+
+    usd_per_gpu_hour: float
+    tier: str
+    interruptible: bool
+    source: str
+    as_of: str
+    fallback: bool
+
+    def to_dict(self) -> dict:
+        return {"usd_per_gpu_hour": self.usd_per_gpu_hour, "tier": self.tier,
+                "interruptible": self.interruptible, "source": self.source,
+                "as_of": self.as_of, "fallback": self.fallback}
+
+
+def _rows(name: str) -> list[dict]:
+    """Rows of a data file: ``#`` comment lines first, then a CSV header and rows."""
+    text = (_DATA_DIR / name).read_text(encoding="utf-8")
+    body = "\n".join(line for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    return list(csv.DictReader(io.StringIO(body)))
+
+
+_CACHE: dict[str, object] = {}
+
+
+def _catalogue() -> dict[str, Gpu]:
+    if "gpus" not in _CACHE:
+        gpus = {}
+        for row in _rows("gpus.csv"):
+            gpu = Gpu(
+                id=row["id"], name=row["name"], vendor=row["vendor"], stack=row["stack"],
+                architecture=row["architecture"], memory_mib=int(row["memory_mib"]),
+                memory_gb_marketed=int(row["memory_gb_marketed"]),
+                bf16_dense_tflops=float(row["bf16_dense_tflops"]),
+                memory_bandwidth_gb_per_s=float(row["memory_bandwidth_gb_per_s"]),
+                form_factor=row["form_factor"], pcie_gen=int(row["pcie_gen"]),
+                nvlink_gb_per_s=float(row["nvlink_gb_per_s"]),
+                nvlink_max_gpus=int(row["nvlink_max_gpus"]),
+                utilisation_class=row["utilisation_class"], source=row["source"], as_of=row["as_of"],
+            )
+            gpus[gpu.id] = gpu
+        _CACHE["gpus"] = gpus
+    return _CACHE["gpus"]  # type: ignore[return-value]
+
+
+def _prices() -> list[Price]:
+    if "prices" not in _CACHE:
+        _CACHE["prices"] = [
+            Price(item=row["item"], tier=row["tier"], interruptible=row["interruptible"] == "true",
+                  usd=float(row["usd"]), unit=row["unit"], source=row["source"],
+                  as_of=row["as_of"], note=row.get("note") or "")
+            for row in _rows("prices.csv")
+        ]
+    return _CACHE["prices"]  # type: ignore[return-value]
+
+
+def gpu_ids() -> tuple[str, ...]:
+    """Catalogue ids in file order (smallest to largest within each family)."""
+    return tuple(_catalogue())
+
+
+def all_gpus() -> tuple[Gpu, ...]:
+    return tuple(_catalogue().values())
+
+
+def get_gpu(gpu_id: object, field: str = "gpu") -> Gpu:
+    """The card with this id, or ``InputError("unknown_gpu", field, gpu_id)``."""
+    if not isinstance(gpu_id, str):
+        raise InputError("wrong_type", field, gpu_id)
+    gpu = _catalogue().get(gpu_id)
+    if gpu is None:
+        raise InputError("unknown_gpu", field, gpu_id)
+    return gpu
+
+
+def prices_for(item: str) -> tuple[Price, ...]:
+    return tuple(p for p in _prices() if p.item == item)
+
+
+def price_quote(gpu_id: str, tier: str, interruptible: bool) -> PriceQuote:
+    """Catalogue price for one GPU-hour. Search order: the asked tier and capacity kind; the
+    other tier, same kind; then on-demand capacity of the asked tier, then of the other; last,
+    interruptible capacity (a card only listed as interruptible). ``fallback`` says whether the
+    first choice was missing."""
+    rows = prices_for(gpu_id)
+    other = TIERS[1] if tier == TIERS[0] else TIERS[0]
+    order = [(tier, interruptible), (other, interruptible), (tier, False), (other, False),
+             (tier, True), (other, True)]
+    for rank, (want_tier, want_int) in enumerate(order):
+        for row in rows:
+            if row.tier == want_tier and row.interruptible == want_int and row.unit == "usd_per_gpu_hour":
+                return PriceQuote(row.usd, row.tier, row.interruptible, row.source, row.as_of, rank > 0)
+    raise InputError("no_price_for_gpu", "gpu", gpu_id)
+
+
+def storage_price() -> Price:
+    """Default persistent-storage price (USD per GB-month)."""
+    for row in _prices():
+        if row.item == "storage" and row.unit == "usd_per_gb_month":
+            return row
+    raise RuntimeError("prices.csv has no storage row")
+
+
+def rocm_warnings(gpu: Gpu, method: str, attention: str) -> list[str]:
+    """Warning codes for the seed's caveat: on ROCm, QLoRA (bitsandbytes) and some fast
+    attention paths need extra work (seed 004, 'Fine tuning LLM en GPU AMD')."""
+    if gpu.stack != "rocm":
+        return []
+    out = []
+    if method == "qlora":
+        out.append(ROCM_CAVEAT_CODES["qlora"])
+    if attention == "flash":
+        out.append(ROCM_CAVEAT_CODES["flash"])
+    return out
+
+
+def gpus_listing() -> dict:
+    """``python -m calc gpus``: every card with its dated prices, plus the storage price.
+    ``notes`` are codes: prices move and the plan request can override them."""
+    out = []
+    for gpu in all_gpus():
+        entry = gpu.to_dict()
+        entry["prices"] = [p.to_dict() for p in prices_for(gpu.id)]
+        out.append(entry)
+    return {
+        "gpus": out,
+        "storage_prices": [p.to_dict() for p in _prices() if p.item == "storage"],
+        "notes": ["prices_move_override_with_price_per_gpu_hour", "memory_is_driver_reported_total",
+                  "rocm_qlora_and_flash_attention_need_extra_work"],
+    }
+
+
+__all__ = ["Gpu", "Price", "PriceQuote", "all_gpus", "get_gpu", "gpu_ids", "gpus_listing",
+           "price_quote", "prices_for", "rocm_warnings", "storage_price"]
