@@ -1,0 +1,34 @@
+"""mkdocs-macros entry point (``module_name: macros/main`` in mkdocs.yml).
+
+The plugin loads this file by path, once per language build. ``define_env``
+registers each module of the ``macros`` package: to add one, import it below
+and call its ``register(env)`` in ``define_env`` (one import, one call).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# The plugin imports this file by path, so neither the repository root (for
+# ``calc``) nor the ``macros`` package is importable unless we say so.
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+import calc  # noqa: E402
+
+
+def _register_core(env) -> None:
+    """Variables and macros every page may use."""
+    env.variables["pyodide"] = env.conf["extra"]["pyodide"]
+
+    @env.macro
+    def calc_version() -> str:
+        """Version of the ``calc`` package the numbers on this page come from."""
+        return calc.__version__
+
+
+def define_env(env) -> None:
+    """Called by mkdocs-macros once per language build."""
+    _register_core(env)

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Set up (idempotent) and run the whole test suite, browser tests included.
+# Extra arguments go to pytest (e.g. `bash scripts/test.sh -k site -x`).
+# "No tests collected" (pytest exit code 5) is a failure, never a pass.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+bash scripts/setup.sh
+export NO_MKDOCS_2_WARNING=1
+rc=0
+.venv/bin/python -m pytest "$@" || rc=$?
+if [[ $rc -eq 5 ]]; then
+    echo "[test] error: no tests were collected" >&2
+    exit 1
+fi
+exit "$rc"

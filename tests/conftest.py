@@ -1,0 +1,275 @@
+"""Shared fixtures for the site and browser tests.
+
+Fixtures (reuse them; don't build or serve the site yourself):
+
+- ``built_site`` (session): the site built ONCE with ``mkdocs build --strict``
+  into a temporary directory; a :class:`pathlib.Path`.
+- ``site_server`` (session): a static HTTP server on 127.0.0.1 (random free
+  port) serving ``built_site``; a :class:`SiteServer` with ``.url(path)``.
+- ``browser_type_launch_args`` (session, overrides pytest-playwright's): uses
+  the system Chromium when there is one, with flags that keep it offline.
+- ``offline_page``: a Playwright page whose requests outside the test server
+  are aborted, with a :class:`PageProblems` collector; see its docstring.
+
+Helpers (import from ``conftest``): :func:`run_mkdocs_build`,
+:func:`site_pages`, :func:`watch_offline`, :class:`PageProblems`.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Chromium used when present (Debian's package; scripts/setup.sh installs it
+#: as root on Debian). Otherwise Playwright's own download is used.
+SYSTEM_CHROMIUM = Path(os.environ.get("SYSTEM_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # needed as root (CI containers)
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+#: Time a built page gets to settle (scripts run, assets load), in ms.
+PAGE_SETTLE_MS = 300
+
+
+# --- building ---------------------------------------------------------------
+
+
+def run_mkdocs_build(
+    site_dir: Path,
+    config_file: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+    timeout_s: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``mkdocs build --strict`` in a subprocess and return the result.
+
+    Does not raise on a failed build: check ``returncode`` and read
+    ``stdout + stderr``. ``config_file`` defaults to the repository's
+    ``mkdocs.yml``; ``SITE_URL`` is unset unless ``extra_env`` sets it.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "SITE_URL"}
+    env["NO_MKDOCS_2_WARNING"] = "1"
+    env.update(extra_env or {})
+    cmd = [
+        sys.executable, "-m", "mkdocs", "build", "--strict",
+        "--config-file", str(config_file or REPO_ROOT / "mkdocs.yml"),
+        "--site-dir", str(site_dir),
+    ]  # fmt: skip
+    return subprocess.run(
+        cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s
+    )
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site built once per test session (``mkdocs build --strict``).
+
+    Returns the site directory (``index.html`` = Spanish home,
+    ``en/index.html`` = English home). Fails every test that uses it, with the
+    build log, if the build fails. Treat it as read-only, except under a
+    directory whose name starts with ``_test`` (ignored by :func:`site_pages`).
+    """
+    site_dir = tmp_path_factory.mktemp("site")
+    result = run_mkdocs_build(site_dir)
+    if result.returncode != 0:
+        pytest.fail(f"mkdocs build failed:\n{result.stdout}\n{result.stderr}", pytrace=False)
+    return site_dir
+
+
+def site_pages(site_dir: Path) -> list[str]:
+    """Site-relative paths of every built HTML page, sorted.
+
+    Skips the bundled Pyodide runtime and test-only directories (``_test*``).
+    """
+    pages = []
+    for path in sorted(site_dir.rglob("*.html")):
+        rel = path.relative_to(site_dir).as_posix()
+        if rel.startswith("assets/pyodide/") or any(p.startswith("_test") for p in rel.split("/")):
+            continue
+        pages.append(rel)
+    return pages
+
+
+def pyodide_info() -> dict[str, str]:
+    """Version and site-relative path of the bundled Pyodide (as the hook computes them)."""
+    manifest = REPO_ROOT / "node_modules" / "pyodide" / "package.json"
+    version = json.loads(manifest.read_text(encoding="utf-8"))["version"]
+    return {"version": version, "path": f"assets/pyodide/{version}/"}
+
+
+# --- serving ----------------------------------------------------------------
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    # Module scripts and WebAssembly need their exact MIME types.
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".mjs": "text/javascript",
+        ".js": "text/javascript",
+        ".wasm": "application/wasm",
+        ".json": "application/json",
+    }
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib name
+        pass
+
+
+@dataclass
+class SiteServer:
+    """A running static server; ``origin`` is ``http://127.0.0.1:<port>``."""
+
+    origin: str
+    root: Path
+
+    def url(self, path: str = "") -> str:
+        """Absolute URL of a site-relative path (``""`` is the home page)."""
+        return f"{self.origin}/{path.lstrip('/')}"
+
+
+@pytest.fixture(scope="session")
+def site_server(built_site: Path):
+    """Serve ``built_site`` on 127.0.0.1 at a free port for the whole session."""
+    handler = functools.partial(_QuietHandler, directory=str(built_site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield SiteServer(origin=f"http://127.0.0.1:{server.server_port}", root=built_site)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+# --- browser ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
+    """pytest-playwright's launch args, plus the system Chromium when present.
+
+    The extra flags stop Chromium's own background traffic, so any request
+    outside the test server comes from the page under test.
+    """
+    args = dict(browser_type_launch_args)
+    if SYSTEM_CHROMIUM.is_file() and os.access(SYSTEM_CHROMIUM, os.X_OK):
+        args["executable_path"] = str(SYSTEM_CHROMIUM)
+    args["args"] = [*args.get("args", []), *CHROMIUM_ARGS]
+    return args
+
+
+@dataclass
+class PageProblems:
+    """What went wrong while a page ran; empty lists mean a clean page.
+
+    - ``aborted``: requests outside the allowed origin (aborted by routing)
+    - ``failed``: requests that failed for any other reason
+    - ``http_errors``: responses with status >= 400
+    - ``page_errors``: uncaught exceptions in the page
+    - ``console_errors``: ``console.error`` messages (incl. failed resources)
+    """
+
+    aborted: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    http_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+    requested: list[str] = field(default_factory=list)
+
+    def problems(self) -> dict[str, list[str]]:
+        """Non-empty problem lists by name (``requested`` is not a problem)."""
+        names = ("aborted", "failed", "http_errors", "page_errors", "console_errors")
+        return {name: getattr(self, name) for name in names if getattr(self, name)}
+
+    def assert_clean(self, what: str = "page") -> None:
+        """Fail with every recorded problem, if any."""
+        found = self.problems()
+        assert not found, f"{what}: " + json.dumps(found, indent=2)
+
+
+def _same_origin(url: str, origin: str) -> bool:
+    parts = urlsplit(url)
+    if parts.scheme in ("data", "blob", "about"):
+        return True
+    return f"{parts.scheme}://{parts.netloc}" == origin
+
+
+def watch_offline(page, origin: str) -> PageProblems:
+    """Abort every request of ``page``'s context outside ``origin``; record problems.
+
+    Routes on the browser context, so requests from workers started by the
+    page are covered as well. Call before ``page.goto``.
+    """
+    found = PageProblems()
+
+    def route(route) -> None:
+        url = route.request.url
+        if _same_origin(url, origin):
+            found.requested.append(url)
+            route.continue_()
+        else:
+            found.aborted.append(url)
+            route.abort("blockedbyclient")
+
+    def on_request_failed(request) -> None:
+        if request.url not in found.aborted:
+            found.failed.append(f"{request.url}: {request.failure}")
+
+    def on_response(response) -> None:
+        if response.status >= 400:
+            found.http_errors.append(f"{response.status} {response.url}")
+
+    def on_console(message) -> None:
+        if message.type == "error":
+            found.console_errors.append(message.text)
+
+    context = page.context
+    context.route("**/*", route)
+    context.on("requestfailed", on_request_failed)
+    context.on("response", on_response)
+    page.on("pageerror", lambda error: found.page_errors.append(str(error)))
+    page.on("console", on_console)
+    return found
+
+
+@pytest.fixture
+def offline_page(page, site_server: SiteServer):
+    """``(page, problems)``: a fresh Playwright page, offline except for ``site_server``.
+
+    Every request outside the test server is aborted and recorded;
+    ``problems.assert_clean()`` fails on aborted or failed requests, HTTP
+    errors, page errors and console errors. Usage::
+
+        def test_x(offline_page, site_server):
+            page, problems = offline_page
+            page.goto(site_server.url("en/"))
+            problems.assert_clean()
+    """
+    problems = watch_offline(page, site_server.origin)
+    return page, problems
+
+
+@pytest.fixture
+def pyodide_smoke_dir(built_site: Path) -> Path:
+    """Test-only Pyodide smoke page copied into the served site (``_test_smoke/``)."""
+    target = built_site / "_test_smoke"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(Path(__file__).parent / "browser_assets" / "pyodide_smoke", target)
+    return target

@@ -1,0 +1,272 @@
+"""The site build: strict, bilingual, macros fatal, Pyodide bundled."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path, PurePosixPath
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+
+import calc
+from conftest import REPO_ROOT, pyodide_info, run_mkdocs_build, site_pages
+
+pytestmark = pytest.mark.build
+
+HOOK_RUNTIME_FILES = (
+    "pyodide.mjs",
+    "pyodide.asm.mjs",
+    "pyodide.asm.wasm",
+    "python_stdlib.zip",
+    "pyodide-lock.json",
+)
+
+
+class _PageParser(HTMLParser):
+    """Collects what these tests read from a built page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.html_lang: str | None = None
+        self.title = ""
+        self.meta: dict[str, str] = {}
+        self.switcher: dict[str, str] = {}  # hreflang -> href of the language switcher
+        self._in_title = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "html":
+            self.html_lang = a.get("lang")
+        elif tag == "title":
+            self._in_title = True
+        elif tag == "meta" and "name" in a:
+            self.meta[a["name"]] = a.get("content", "")
+        elif tag == "a" and "md-select__link" in (a.get("class") or "").split() and "hreflang" in a:
+            self.switcher[a["hreflang"]] = a["href"]
+
+    def handle_endtag(self, tag):
+        if tag == "title":
+            self._in_title = False
+
+    def handle_data(self, data):
+        if self._in_title:
+            self.title += data
+
+
+def parse_page(path: Path) -> _PageParser:
+    parser = _PageParser()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser
+
+
+def page_url(rel_path: str) -> str:
+    """Site-root URL path a built file is served at (``en/index.html`` -> ``/en/``)."""
+    url = "/" + rel_path
+    return url[: -len("index.html")] if url.endswith("/index.html") or url == "/index.html" else url
+
+
+def counterpart(url: str, language: str) -> str:
+    """The same page's URL path in ``language`` (Spanish at /, English at /en/)."""
+    bare = url[len("/en") :] if url.startswith("/en/") else url
+    return bare if language == "es" else "/en" + bare
+
+
+def switcher_targets(site_dir: Path, rel_path: str) -> dict[str, str]:
+    """Language switcher links of a built page, resolved to URL paths."""
+    base = "http://site.test" + page_url(rel_path)
+    links = parse_page(site_dir / rel_path).switcher
+    return {lang: urlsplit(urljoin(base, href)).path for lang, href in links.items()}
+
+
+# --- the real site -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rel_path", "language", "front_matter"),
+    [
+        ("index.html", "es", REPO_ROOT / "docs/es/index.md"),
+        ("en/index.html", "en", REPO_ROOT / "docs/en/index.md"),
+    ],
+)
+def test_home_page_built_in_each_language(built_site, rel_path, language, front_matter):
+    page = parse_page(built_site / rel_path)
+    meta = dict(
+        re.findall(r"^(title|description): (.+)$", front_matter.read_text(encoding="utf-8"), re.M)
+    )
+    assert page.html_lang == language
+    assert page.title.startswith(meta["title"])
+    assert page.meta["description"] == meta["description"]
+
+
+def test_docs_trees_mirror_each_other():
+    def tree(language: str) -> set[str]:
+        root = REPO_ROOT / "docs" / language
+        return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+    es, en = tree("es"), tree("en")
+    assert "index.md" in es
+    assert es - en == set(), "pages only in Spanish"
+    assert en - es == set(), "pages only in English"
+
+
+def test_every_page_exists_in_both_languages(built_site):
+    pages = set(site_pages(built_site))
+    spanish = {p for p in pages if not p.startswith("en/")}
+    english = {p[len("en/") :] for p in pages if p.startswith("en/")}
+    assert {"index.html", "404.html"} <= spanish
+    assert spanish == english
+
+
+@pytest.mark.parametrize(("rel_path", "language"), [("404.html", "es"), ("en/404.html", "en")])
+def test_not_found_page_per_language(built_site, rel_path, language):
+    # GitHub Pages serves the root 404.html: it must be the default language's.
+    assert parse_page(built_site / rel_path).html_lang == language
+
+
+def test_sitemap_under_every_language_root(built_site):
+    # Material fetches sitemap.xml under each alternate language link.
+    root_sitemap = (built_site / "sitemap.xml").read_text(encoding="utf-8")
+    assert (built_site / "en" / "sitemap.xml").read_text(encoding="utf-8") == root_sitemap
+    assert root_sitemap.count("<url>") == len(
+        [p for p in site_pages(built_site) if not p.endswith("404.html")]
+    )
+
+
+def test_language_switcher_stays_on_the_same_page(built_site):
+    pages = site_pages(built_site)
+    checked = 0
+    for rel_path in pages:
+        if rel_path.endswith("404.html"):
+            continue  # the 404 page has no counterpart URL of its own
+        url = page_url(rel_path)
+        targets = switcher_targets(built_site, rel_path)
+        assert targets == {"es": counterpart(url, "es"), "en": counterpart(url, "en")}, rel_path
+        checked += 1
+    assert checked >= 2
+
+
+def test_site_url_sub_path_reaches_the_switcher(tmp_path):
+    # GitHub Pages serves a project site under /<repo>/: the home links of
+    # the switcher must carry it (the Pages workflow sets SITE_URL).
+    result = run_mkdocs_build(
+        tmp_path / "site", extra_env={"SITE_URL": "https://example.org/gpu-site/"}
+    )
+    assert result.returncode == 0, result.stderr
+    for rel_path in ("index.html", "en/index.html"):
+        targets = switcher_targets(tmp_path / "site", rel_path)
+        assert targets == {"es": "/gpu-site/", "en": "/gpu-site/en/"}
+
+
+def test_macro_output_comes_from_calc(built_site):
+    for rel_path in ("index.html", "en/index.html"):
+        text = (built_site / rel_path).read_text(encoding="utf-8")
+        assert f"<code>calc</code> {calc.__version__}" in text
+
+
+def test_pyodide_runtime_copied_to_versioned_path(built_site):
+    info = pyodide_info()
+    assert re.fullmatch(r"314\.\d+\.\d+", info["version"]), info
+    source = REPO_ROOT / "node_modules" / "pyodide"
+    target = built_site / info["path"]
+    for name in HOOK_RUNTIME_FILES:
+        assert (target / name).read_bytes() == (source / name).read_bytes(), name
+    # Only one runtime copy, not one per language.
+    assert not (built_site / "en" / "assets" / "pyodide").exists()
+
+
+def test_build_fails_clearly_without_pyodide(tmp_path):
+    project = make_probe_project(tmp_path, "# Probe", "# Probe", node_modules=False)
+    result = run_mkdocs_build(project / "site", config_file=project / "mkdocs.yml")
+    assert result.returncode != 0
+    assert "Pyodide is not installed" in result.stdout + result.stderr
+
+
+# --- throw-away projects with a probe page ------------------------------------
+
+PROBE_MACROS = '''\
+"""Test-only macros module: the site's macros plus probes."""
+import importlib.util
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location(
+    "site_macros_main", Path(__file__).parent / "macros" / "main.py"
+)
+_main = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_main)
+
+from macros import site  # importable once main.py has run
+
+
+def define_env(env):
+    _main.define_env(env)
+
+    @env.macro
+    def probe_language():
+        return site.page_language(env)
+
+    @env.macro
+    def probe_boom():
+        raise RuntimeError("probe macro failed on purpose")
+'''
+
+
+def make_probe_project(
+    tmp_path: Path, es_body: str, en_body: str, *, node_modules: bool = True
+) -> Path:
+    """A copy of the project in ``tmp_path`` with a ``probe/`` page per language.
+
+    The docs are copied (the real ``docs/`` is never touched); code and
+    ``node_modules`` are symlinked. ``probe_macros.py`` loads the site's
+    ``macros/main.py`` and adds ``probe_language()`` and ``probe_boom()``.
+    """
+    project = tmp_path / "project"
+    shutil.copytree(REPO_ROOT / "docs", project / "docs")
+    for language, body in (("es", es_body), ("en", en_body)):
+        probe = project / "docs" / language / "probe" / "index.md"
+        probe.parent.mkdir(parents=True)
+        probe.write_text(f"---\ntitle: Probe\n---\n\n{body}\n", encoding="utf-8")
+    links = ["macros", "hooks", "calc"] + (["node_modules"] if node_modules else [])
+    for name in links:
+        (project / name).symlink_to(REPO_ROOT / name, target_is_directory=True)
+    (project / "probe_macros.py").write_text(PROBE_MACROS, encoding="utf-8")
+    config = (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "module_name: macros/main" in config
+    config = config.replace("module_name: macros/main", "module_name: probe_macros")
+    (project / "mkdocs.yml").write_text(config, encoding="utf-8")
+    return project
+
+
+def build_probe(tmp_path: Path, es_body: str, en_body: str):
+    project = make_probe_project(tmp_path, es_body, en_body)
+    result = run_mkdocs_build(project / "site", config_file=project / "mkdocs.yml")
+    return project / "site", result.returncode, result.stdout + result.stderr
+
+
+def test_probe_page_builds_with_page_language_and_switcher(tmp_path):
+    # Positive control for the failure cases below: the probe setup builds.
+    body = "LANG={{ probe_language() }} CALC={{ calc_version() }}"
+    site_dir, returncode, log = build_probe(tmp_path, body, body)
+    assert returncode == 0, log
+    for rel_path, language in (("probe/index.html", "es"), ("en/probe/index.html", "en")):
+        text = (site_dir / rel_path).read_text(encoding="utf-8")
+        assert f"LANG={language} CALC={calc.__version__}" in text
+        assert switcher_targets(site_dir, rel_path) == {"es": "/probe/", "en": "/en/probe/"}
+
+
+@pytest.mark.parametrize(
+    ("es_body", "en_body", "expected_in_log"),
+    [
+        pytest.param("{{ no_such_macro() }}", "ok", "no_such_macro", id="unknown-macro-es"),
+        pytest.param("ok", "{{ no_such_macro() }}", "no_such_macro", id="unknown-macro-en"),
+        pytest.param("{{ no_such_variable }}", "ok", "no_such_variable", id="undefined-variable"),
+        pytest.param("{{ probe_boom() }}", "ok", "probe macro failed on purpose", id="macro-raises"),
+        pytest.param("ok", "{{ calc_version(1) }}", "TypeError", id="macro-bad-arguments-en"),
+        pytest.param("[broken](missing.md)", "ok", "missing.md", id="broken-link"),
+    ],
+)
+def test_probe_page_error_fails_the_build(tmp_path, es_body, en_body, expected_in_log):
+    site_dir, returncode, log = build_probe(tmp_path, es_body, en_body)
+    assert returncode != 0, log
+    assert expected_in_log in log
