@@ -18,6 +18,8 @@ if str(_ROOT) not in sys.path:
 
 import calc  # noqa: E402
 
+from macros import calculator  # noqa: E402
+
 
 def _register_core(env) -> None:
     """Variables and macros every page may use."""
@@ -32,3 +34,4 @@ def _register_core(env) -> None:
 def define_env(env) -> None:
     """Called by mkdocs-macros once per language build."""
     _register_core(env)
+    calculator.register(env)

@@ -380,6 +380,20 @@ function main(root) {
     update();
   }
 
+  // Back/forward (and links that only change the query): the URL is the state.
+  function restoreFromUrl() {
+    overrides.clear();
+    unknownParams = [];
+    for (const el of controls) {
+      if (el === configArea) el.value = "";
+      else if (el.type === "checkbox") el.checked = el.dataset.default === "true";
+      else el.value = el.dataset.default;
+    }
+    readUrl();
+    showGeneral();
+    update();
+  }
+
   // ------------------------------------------------------------ start
 
   readUrl();
@@ -392,10 +406,12 @@ function main(root) {
   form.addEventListener("input", onEdit);
   form.addEventListener("change", onEdit);
   form.addEventListener("submit", (event) => event.preventDefault());
+  window.addEventListener("popstate", restoreFromUrl);
   // Client-side checks (empty values, JSON) answer at once, before the worker is up.
   const first = buildRequest();
   if (Object.keys(first.errors).length) {
     for (const error of Object.values(first.errors)) showError(error);
+    staleNote.hidden = false;
   }
   root.calculator = {
     crashWorker: () => worker && worker.postMessage({ type: "crash" }),
