@@ -52,6 +52,7 @@ function main(root) {
       }
       if (key === "model" && value.trim().startsWith("{")) {
         configArea.value = configTextFromUrl(value);
+        configArea.closest("details").open = true;
         continue;
       }
       if (el.type === "checkbox") {
@@ -82,7 +83,12 @@ function main(root) {
   function controlText(el) {
     if (overrides.has(el.name)) return overrides.get(el.name);
     if (el.type === "checkbox") return el.checked ? "true" : "false";
+    if (el.dataset.kind === "targets") return splitList(el.value).join(",");
     return el.value;
+  }
+
+  function splitList(text) {
+    return text.split(",").map((s) => s.trim()).filter(Boolean);
   }
 
   function queryString() {
@@ -175,7 +181,7 @@ function main(root) {
           continue; // an optional value left empty: calc uses its own
         }
         if (kind === "int" || kind === "number") request[key] = parseNumber(text);
-        else if (kind === "targets") request[key] = text === "all-linear" ? text : text.split(",").map((s) => s.trim()).filter(Boolean);
+        else if (kind === "targets") request[key] = text === "all-linear" ? text : splitList(text);
         else request[key] = text;
       }
     }
@@ -234,6 +240,7 @@ function main(root) {
       general.appendChild(p);
       general.hidden = false;
     } else {
+      if (target === "hf_config") configArea.closest("details").open = true;
       const p = root.querySelector(`.calc-error[data-error-for="${target}"]`);
       p.textContent = text;
       p.dataset.errorCode = error.code;
@@ -336,6 +343,11 @@ function main(root) {
       staleNote.hidden = true;
       root.classList.remove("calc-stale");
     }
+    answered();
+  }
+
+  // Counts the answers shown (results or messages): tests and benchmarks wait on it.
+  function answered() {
     root.dataset.computed = String(Number(root.dataset.computed || "0") + 1);
   }
 
@@ -351,7 +363,8 @@ function main(root) {
     worker.postMessage({ type: "compute", id, command, request });
   }
 
-  function update() {
+  // force: compute even when the request did not change (a restored URL re-renders).
+  function update(force = false) {
     syncUrl();
     const { request, errors } = buildRequest();
     const clientErrors = Object.values(errors);
@@ -362,10 +375,11 @@ function main(root) {
       for (const error of clientErrors) showError(error);
       staleNote.hidden = false;
       lastKey = null;
+      answered();
       return;
     }
     const key = JSON.stringify(request);
-    if (key === lastKey && !pending) return;
+    if (key === lastKey && !pending && !force) return;
     pending = { request, key };
     send();
   }
@@ -389,9 +403,10 @@ function main(root) {
       else if (el.type === "checkbox") el.checked = el.dataset.default === "true";
       else el.value = el.dataset.default;
     }
+    configArea.closest("details").open = false;
     readUrl();
     showGeneral();
-    update();
+    update(true);
   }
 
   // ------------------------------------------------------------ start
