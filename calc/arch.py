@@ -67,10 +67,10 @@ class ModelArch:
     num_heads: int
     num_kv_heads: int
     head_dim: int
-    intermediate_size: int
+    intermediate_size: int  # dense MLP width; for MoE, one routed expert's width
     max_position_embeddings: int
     linears: tuple[LinearLayer, ...]  # one block's linear modules
-    norm_kind: str = "rms"  # "rms" (weight only) or "layer" (weight and bias)
+    norm_kind: str = "rms"  # "rms" (weight), "layer" (weight and bias), "none" (OLMo: no weights)
     norms_per_layer: int = 2
     tie_word_embeddings: bool = False
     learned_positions: int = 0  # rows of a learned position table (GPT-2); 0 for RoPE/ALiBi
@@ -94,7 +94,7 @@ class ModelArch:
             raise ConfigError("config_invalid_value", "num_key_value_heads", self.num_kv_heads)
         if not self.linears:
             raise ConfigError("config_invalid_value", "linears", self.linears)
-        if self.norm_kind not in ("rms", "layer"):
+        if self.norm_kind not in ("rms", "layer", "none"):
             raise ConfigError("config_invalid_value", "norm_kind", self.norm_kind)
         for key in ("norms_per_layer", "learned_positions", "num_experts", "experts_per_token",
                     "shared_expert_intermediate_size", "block_extra_params"):
@@ -107,8 +107,9 @@ class ModelArch:
     # ---- parameter counts -------------------------------------------------
     @property
     def norm_params(self) -> int:
-        """Per norm: ``hidden`` weights, plus ``hidden`` biases for LayerNorm."""
-        return self.hidden_size * (2 if self.norm_kind == "layer" else 1)
+        """Per norm: ``hidden`` weights, plus ``hidden`` biases for LayerNorm; none for
+        OLMo's non-parametric LayerNorm."""
+        return self.hidden_size * {"rms": 1, "layer": 2, "none": 0}[self.norm_kind]
 
     @property
     def block_params(self) -> int:

@@ -71,9 +71,12 @@ class Gpu:
         return self.bf16_dense_tflops * 1e12
 
     def link_for(self, num_gpus: int) -> str:
-        """``"nvlink"`` when ``num_gpus`` cards can all talk over the fast GPU link
-        (an SXM/OAM board joins 8, a bridge only 2), else ``"pcie"``."""
-        if self.nvlink_gb_per_s > 0 and num_gpus <= self.nvlink_max_gpus:
+        """``"nvlink"`` when the cards of a job talk over the fast GPU link, else ``"pcie"``.
+        An SXM/OAM board joins its 8 GPUs and larger jobs are whole boards joined by the
+        cluster network (``calc.timing.INTER_NODE_FACTOR``); a bridge joins only 2 cards."""
+        if self.nvlink_gb_per_s <= 0:
+            return "pcie"
+        if self.nvlink_max_gpus >= 8 or num_gpus <= self.nvlink_max_gpus:
             return "nvlink"
         return "pcie"
 

@@ -1,5 +1,7 @@
 """Read a Hugging Face ``config.json`` into a :class:`~calc.arch.ModelArch`.
 
+Families: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2,
+gemma3_text, granite, olmo, olmo2, stablelm, phi, phi3, gpt_neox, falcon, bloom, gpt2.
 Each family is read with its own key names, and a key a config may leave out
 takes the default of that family's ``transformers`` config class (source:
 ``transformers/models/<family>/configuration_<family>.py``, v4.44-v4.48), e.g.
@@ -117,6 +119,7 @@ _DENSE = {
     "gemma": (8192, True, 256, 2, False),
     "gemma2": (8192, True, 256, 4, False),  # input, post-attn, pre-ffn, post-ffn norms
     "gemma3_text": (131072, True, 256, 4, True),
+    "granite": (2048, False, None, 2, False),  # Llama shapes; its multipliers hold no weights
 }
 
 
@@ -141,6 +144,44 @@ def _dense(k: _Keys, family: str, name: str) -> ModelArch:
         num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
         intermediate_size=inter, linears=linears, norm_kind="rms", norms_per_layer=norms,
         block_extra_params=2 * hd if qk_norm else 0,
+    )
+
+
+def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
+    """OLMo (v1, ``olmo``): Llama shapes without biases and with LayerNorms that hold no
+    weights. OLMo 2 (``olmo2``): RMSNorm after attention and after the MLP (2 per block, none
+    before) and q/k RMSNorm over the whole projection (``heads*head_dim`` + ``kv*head_dim``)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    inter = k.int("intermediate_size")
+    bias = k.bool("attention_bias", False)
+    olmo2 = family == "olmo2"
+    return ModelArch(
+        **_common(k, family, name, 2048, False), hidden_size=h,
+        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
+        intermediate_size=inter, linears=_attention(h, heads, kv, hd, bias, bias) + _gated_mlp(h, inter),
+        norm_kind="rms" if olmo2 else "none", norms_per_layer=2,
+        block_extra_params=(heads + kv) * hd if olmo2 else 0,
+    )
+
+
+def _stablelm(k: _Keys, family: str, name: str) -> ModelArch:
+    """StableLM 2 / StableLM-3B-4E1T (``stablelm``): LayerNorm with bias, q/k/v biases with
+    ``use_qkv_bias``, SwiGLU MLP, two norms per block (one with ``use_parallel_residual``),
+    optional per-head q/k LayerNorm without bias (``qk_layernorm``)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    inter = k.int("intermediate_size")
+    parallel = k.bool("use_parallel_residual", False)
+    return ModelArch(
+        **_common(k, family, name, 4096, False), hidden_size=h,
+        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
+        intermediate_size=inter,
+        linears=_attention(h, heads, kv, hd, k.bool("use_qkv_bias", False), False) + _gated_mlp(h, inter),
+        norm_kind="layer", norms_per_layer=1 if parallel else 2, parallel_block=parallel,
+        block_extra_params=(heads + kv) * hd if k.bool("qk_layernorm", False) else 0,
     )
 
 
@@ -286,9 +327,10 @@ def _gpt_neox(k: _Keys, family: str, name: str) -> ModelArch:
 def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
     """Falcon. Key/value heads: ``new_decoder_architecture`` (40B/180B) uses
     ``num_kv_heads`` groups, else ``multi_query`` (7B) one, else one per head. Fused
-    ``query_key_value`` outputs (heads + 2 kv) * head_dim. Norms per block: ln_attn and
-    ln_mlp for the new architecture (``num_ln_in_parallel_attn``, default 2), else
-    input_layernorm plus post_attention_layernorm unless ``parallel_attn``. ``bias``
+    ``query_key_value`` outputs (heads + 2 kv) * head_dim. Norms per block: two
+    (input_layernorm, post_attention_layernorm) without ``parallel_attn``; with it, ln_attn
+    and ln_mlp when ``num_ln_in_parallel_attn`` is 2 (the default for the new architecture),
+    else one input_layernorm. ``bias``
     (default false) applies to every linear; the LM head is tied by default."""
     h = k.int("hidden_size", "n_embed")
     heads = k.int("num_attention_heads", "n_head")
@@ -301,14 +343,12 @@ def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
         kv = k.int("num_kv_heads", default=heads)
         if kv > heads or heads % kv:
             raise k.error("num_kv_heads", kv)
-        norms = k.int("num_ln_in_parallel_attn", default=2)
-        if norms not in (1, 2):
-            raise k.error("num_ln_in_parallel_attn", norms)
-        if norms == 1 and not parallel:
-            norms = 2
     else:
         kv = 1 if k.bool("multi_query", True) else heads
-        norms = 1 if parallel else 2
+    ln_parallel = k.int("num_ln_in_parallel_attn", default=2 if new_arch else 1)
+    if ln_parallel not in (1, 2):
+        raise k.error("num_ln_in_parallel_attn", ln_parallel)
+    norms = 2 if not parallel else ln_parallel
     inter = k.int("ffn_hidden_size", default=4 * h)
     linears = _plain_block(h, (heads + 2 * kv) * hd, inter, k.bool("bias", False))
     return ModelArch(
@@ -366,6 +406,9 @@ def _gpt2(k: _Keys, family: str, name: str) -> ModelArch:
 
 _READERS = {
     **{family: _dense for family in _DENSE},
+    "olmo": _olmo,
+    "olmo2": _olmo,
+    "stablelm": _stablelm,
     "mixtral": _mixtral,
     "qwen2_moe": _qwen_moe,
     "qwen3_moe": _qwen_moe,
@@ -388,7 +431,7 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     model_type = cfg.get("model_type")
     text = cfg.get("text_config")
     text_only = False
-    if model_type not in _READERS and isinstance(text, dict) and text.get("model_type") in _READERS:
+    if not _supported(model_type) and isinstance(text, dict) and _supported(text.get("model_type")):
         cfg, prefix, model_type, text_only = text, "hf_config.text_config.", text["model_type"], True
     if model_type is None:
         raise ConfigError("config_missing_key", "hf_config.model_type", None)
@@ -402,6 +445,10 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     if text_only:
         arch.extra["text_config_only"] = True
     return arch
+
+
+def _supported(model_type: object) -> bool:
+    return isinstance(model_type, str) and model_type in _READERS
 
 
 def supported_families() -> tuple[str, ...]:

@@ -27,7 +27,7 @@ def _load_rows() -> dict[str, dict]:
     if _rows is None:
         from importlib.resources import files
 
-        text = files(__package__).joinpath("data", DATA_FILE).read_text(encoding="utf-8")
+        text = files(__package__).joinpath("data").joinpath(DATA_FILE).read_text(encoding="utf-8")
         rows = {}
         for row in json.loads(text)["models"]:
             if row["id"] in rows:

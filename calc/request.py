@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .arch import ModelArch
-from .errors import CalcError, InputError
+from .errors import CalcError, ConfigError, InputError
 
 
 class Method(str, Enum):
@@ -200,7 +200,10 @@ def resolve_model(value: object) -> tuple[ModelArch, str]:
             raise InputError("unknown_key", "model." + sorted(extra)[0], None)
         if "hf_config" not in value:
             raise InputError("missing_field", "model.hf_config", None)
-        arch = arch_from_hf_config(value["hf_config"], value.get("name") if isinstance(value.get("name"), str) else None)
+        cfg = value["hf_config"]
+        if isinstance(cfg, dict) and "model_type" in cfg and not isinstance(cfg["model_type"], str):
+            raise ConfigError("config_invalid_value", "hf_config.model_type", cfg["model_type"])
+        arch = arch_from_hf_config(cfg, value.get("name") if isinstance(value.get("name"), str) else None)
         return arch, "hf_config:" + arch.family
     raise InputError("wrong_type", "model", value)
 

@@ -16,6 +16,12 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
+# The plugin re-runs this file on every build (one per language, and on each
+# change under `mkdocs serve`): drop the cached engine and glue modules so a
+# rebuild sees edits to calc/ and macros/ without restarting the server.
+for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
+    del sys.modules[_name]
+
 import calc  # noqa: E402
 
 from macros import calculator  # noqa: E402

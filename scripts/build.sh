@@ -4,6 +4,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-bash scripts/setup.sh
+SETUP_BROWSER=0 bash scripts/setup.sh  # building needs no browser
 export NO_MKDOCS_2_WARNING=1
 exec .venv/bin/mkdocs build --strict "$@"

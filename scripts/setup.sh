@@ -5,7 +5,7 @@
 # 2. node_modules with the pinned Pyodide (package-lock.json, `npm ci`)
 # 3. a Chromium for Playwright: the system one when present, Debian's
 #    `chromium` package when running as root on Debian, Playwright's own
-#    download elsewhere.
+#    download elsewhere (with its system libraries on GitHub Actions).
 #
 # Each step records a hash of its inputs in a stamp file and is skipped on
 # the next run while the inputs are unchanged, so a second run is fast.
@@ -16,7 +16,10 @@ cd "$ROOT"
 
 PYTHON="${PYTHON:-python3}"
 VENV="$ROOT/.venv"
-SYSTEM_CHROMIUM="${SYSTEM_CHROMIUM:-/usr/bin/chromium}"
+# SYSTEM_CHROMIUM="" means: never use or install a system Chromium (use
+# Playwright's own); SETUP_BROWSER=0 skips the browser (building only).
+SYSTEM_CHROMIUM="${SYSTEM_CHROMIUM-/usr/bin/chromium}"
+SETUP_BROWSER="${SETUP_BROWSER:-1}"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
@@ -34,6 +37,10 @@ command -v "$PYTHON" >/dev/null || die "$PYTHON not found (Python 3.11+ is requi
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
     || die "Python 3.11+ is required, found $("$PYTHON" --version 2>&1)"
 
+if [[ -e "$VENV" ]] && ! "$VENV/bin/python" -c '' 2>/dev/null; then
+    log "removing a broken .venv"
+    rm -rf "$VENV"
+fi
 if [[ ! -x "$VENV/bin/python" ]]; then
     log "creating .venv with $("$PYTHON" --version 2>&1)"
     "$PYTHON" -m venv "$VENV"
@@ -64,9 +71,12 @@ fi
 # --- 3. Browser for Playwright ---------------------------------------------
 browser_stamp="$VENV/.setup-browser"
 pw_version="$("$VENV/bin/python" -c 'from importlib.metadata import version; print(version("playwright"))')"
-if [[ -x "$SYSTEM_CHROMIUM" ]]; then
+if [[ "$SETUP_BROWSER" == 0 ]]; then
+    log "browser: skipped (SETUP_BROWSER=0)"
+elif [[ -n "$SYSTEM_CHROMIUM" && -x "$SYSTEM_CHROMIUM" ]]; then
     log "browser: system chromium at $SYSTEM_CHROMIUM"
-elif [[ "$(id -u)" == 0 && -f /etc/debian_version ]] && command -v apt-get >/dev/null; then
+elif [[ -n "$SYSTEM_CHROMIUM" && "$(id -u)" == 0 && -f /etc/debian_version ]] \
+        && command -v apt-get >/dev/null; then
     log "browser: installing Debian's chromium package"
     export DEBIAN_FRONTEND=noninteractive
     apt-get -o DPkg::Lock::Timeout=600 update -qq

@@ -12,7 +12,13 @@ Fixtures (reuse them; don't build or serve the site yourself):
   are aborted, with a :class:`PageProblems` collector; see its docstring.
 
 Helpers (import from ``conftest``): :func:`run_mkdocs_build`,
-:func:`site_pages`, :func:`watch_offline`, :class:`PageProblems`.
+:func:`site_pages`, :func:`pyodide_info`, :func:`watch_offline`,
+:class:`PageProblems`.
+
+Markers (pyproject.toml): ``browser`` for Playwright tests, ``build`` for
+tests that run mkdocs builds; select with ``-m``, e.g. ``-m "not browser"``.
+Accessibility: ``axe_playwright_python.sync_playwright.Axe().run(page)``
+works offline (axe-core is bundled with the package).
 """
 
 from __future__ import annotations
@@ -33,8 +39,8 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Chromium used when present (Debian's package; scripts/setup.sh installs it
-#: as root on Debian). Otherwise Playwright's own download is used.
-SYSTEM_CHROMIUM = Path(os.environ.get("SYSTEM_CHROMIUM", "/usr/bin/chromium"))
+#: as root on Debian). Otherwise, or with SYSTEM_CHROMIUM="", Playwright's own.
+SYSTEM_CHROMIUM = os.environ.get("SYSTEM_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",  # needed as root (CI containers)
     "--disable-gpu",
@@ -168,8 +174,8 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     outside the test server comes from the page under test.
     """
     args = dict(browser_type_launch_args)
-    if SYSTEM_CHROMIUM.is_file() and os.access(SYSTEM_CHROMIUM, os.X_OK):
-        args["executable_path"] = str(SYSTEM_CHROMIUM)
+    if SYSTEM_CHROMIUM and os.access(SYSTEM_CHROMIUM, os.X_OK):
+        args["executable_path"] = SYSTEM_CHROMIUM
     args["args"] = [*args.get("args", []), *CHROMIUM_ARGS]
     return args
 

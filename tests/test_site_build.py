@@ -246,12 +246,13 @@ def build_probe(tmp_path: Path, es_body: str, en_body: str):
 
 def test_probe_page_builds_with_page_language_and_switcher(tmp_path):
     # Positive control for the failure cases below: the probe setup builds.
-    body = "LANG={{ probe_language() }} CALC={{ calc_version() }}"
+    body = "LANG={{ probe_language() }} CALC={{ calc_version() }} PYODIDE={{ pyodide.path }}"
     site_dir, returncode, log = build_probe(tmp_path, body, body)
     assert returncode == 0, log
     for rel_path, language in (("probe/index.html", "es"), ("en/probe/index.html", "en")):
         text = (site_dir / rel_path).read_text(encoding="utf-8")
-        assert f"LANG={language} CALC={calc.__version__}" in text
+        pyodide = pyodide_info()["path"]
+        assert f"LANG={language} CALC={calc.__version__} PYODIDE={pyodide}" in text
         assert switcher_targets(site_dir, rel_path) == {"es": "/probe/", "en": "/en/probe/"}
 
 

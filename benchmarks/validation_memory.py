@@ -1,0 +1,334 @@
+"""Validation of the memory model against published measurements.
+
+``validation/measured_peaks.csv`` rows -> estimate requests -> predicted figure of the
+field the row measured (allocated, reserved, or model states for the ZeRO paper's
+analytical rows) -> signed error. Importable: :func:`compare_rows` returns one
+:class:`RowResult` per CSV row (covered or not, with the reason), :func:`summary`
+the aggregate figures. ``python -m benchmarks.validate_memory`` prints them.
+
+Mapping rules (one rule per CSV vocabulary, no per-row values):
+- ``memory_metric``: ``max_memory_allocated`` and ``active`` -> ``peak_allocated_bytes``
+  (active bytes track allocated); ``reserved`` -> ``peak_reserved_bytes``; a stat that
+  is "not stated" -> ``peak_reserved_bytes`` (torchtune's own tutorial quotes reserved,
+  and row 8 equals the tutorial's reserved figure); ``formula`` -> model states.
+- ``seq_len`` ``<=N``: not covered (the peak follows the longest sample, unknown).
+- Measured below the stated configuration's own weights + optimizer states: not covered
+  (the configuration is misreported; e.g. 1 GPU cannot hold AdamW states of 3B params
+  in less than 24 GB).
+- LitGPT FSDP rows with gradient accumulation: not covered (``no_backward_sync`` keeps
+  unsharded gradients; the request has no accumulation setting).
+- ``grad_checkpointing`` "not stated": not covered (the setting decides the result).
+- Cumulative tables ("... +X"): a row has the options of the rows above it.
+- Packing fills every sample to ``seq_len``: modelled as full sequences of that length.
+- ``torch.compile`` is not modelled (eager kernels assumed); such rows are compared and
+  flagged ``compile``; the summary also gives the figures without them.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from calc import memory, states
+from calc.errors import CalcError
+from calc.request import parse_estimate_request
+
+CSV_PATH = Path(__file__).resolve().parent.parent / "validation" / "measured_peaks.csv"
+
+MODEL_IDS = {
+    "Llama-2-7B": "llama-2-7b", "Llama-2-13B": "llama-2-13b", "Llama-2-70B": "llama-2-70b",
+    "Llama-3-8B": "llama-3-8b", "Llama-3.1-8B": "llama-3.1-8b", "Llama-3.1-70B": "llama-3.1-70b",
+    "Llama-3.1-405B": "llama-3.1-405b", "Llama-3.2-1B": "llama-3.2-1b",
+    "Llama-3.2-3B": "llama-3.2-3b", "Mistral-7B": "mistral-7b", "TinyLlama-1.1B": "tinyllama-1.1b",
+    "gemma-2b": "gemma-2b", "phi-1.5": "phi-1.5", "phi-2": "phi-2",
+    "StableLM-base-alpha-3B": "stablelm-base-alpha-3b",
+}
+"""CSV model names -> preset ids (calc/data/models.json)."""
+
+UNIT_BYTES = {"GB": 10 ** 9, "GiB": 2 ** 30}
+
+ALL_LINEAR_TARGETS = ("q,k,v,o + MLP", "q,k,v,o + MLP (w1,w2,w3)",
+                      "q,k,v,o + MLP + output proj (all layers)", "all layers (q,k,v,o, MLP, output)")
+"""Target lists meaning every block linear (the output layer's adapter, where listed,
+is not expressible; it adds ``r * (h + V)`` parameters, under 0.1 % of any row)."""
+
+SHORT_TARGETS = {"q,v": ("q", "v"), "q,k,v": ("q", "k", "v"), "q,v,o + MLP": ("q", "v", "o", "mlp")}
+
+ZERO_SHARDING = {"DDP": "ddp", "ZeRO-1": "zero1", "ZeRO-2": "zero2", "ZeRO-3": "zero3"}
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """One CSV row against the model. ``covered`` False comes with ``reason``."""
+
+    row_id: str
+    source: str
+    model: str
+    method: str
+    metric: str                 # allocated | reserved | model_states
+    measured_bytes: int
+    predicted_bytes: int = 0
+    error: float = 0.0          # (predicted - measured) / measured
+    covered: bool = True
+    reason: str = ""
+    flags: tuple = ()
+    request: dict = field(default_factory=dict)
+    allocated_bytes: int = 0    # predicted peak_allocated_bytes (for the slack fit)
+
+
+class NotCovered(Exception):
+    """A row the request contract cannot express; ``args[0]`` is the reason code."""
+
+
+def _names_for(arch, short: tuple) -> list:
+    """Map q/k/v/o/mlp shorthands to the model's HF module names."""
+    names = arch.linear_names()
+    fused = {"q": "query_key_value", "k": "query_key_value", "v": "query_key_value"}
+    table = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj"}
+    out = []
+    for s in short:
+        if s == "mlp":
+            out += [l.name for l in arch.linears if l.role == "mlp"]
+            continue
+        name = table[s] if table[s] in names else fused.get(s, "")
+        if name not in names:
+            raise NotCovered("lora_target_not_in_model")
+        out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def _targets(row: dict, arch) -> object:
+    text = row["lora_targets"]
+    if text in ALL_LINEAR_TARGETS:
+        return "all-linear"
+    if text in SHORT_TARGETS:
+        return _names_for(arch, SHORT_TARGETS[text])
+    raise NotCovered("lora_targets_unknown")
+
+
+def _optimizer(text: str) -> tuple[str, bool]:
+    """(optimizer, optimizer_in_backward) from the CSV's optimizer text."""
+    in_bwd = "optimizer_in_bwd" in text or "in backward" in text or "into backward" in text
+    if "PagedAdamW8bit" in text:
+        return "paged-adamw-8bit", in_bwd
+    if "PagedAdamW" in text:
+        return "paged-adamw", in_bwd
+    if "AdamW8bit" in text:
+        return "adamw-8bit", in_bwd
+    return "adamw", in_bwd
+
+
+def _precision(text: str) -> str:
+    if "bf16-mixed" in text:
+        return "bf16-mixed"
+    if "fp16 mixed" in text:
+        return "fp16-mixed"
+    return "bf16-true"
+
+
+def _checkpointing(text: str) -> bool:
+    if "not stated" in text and "default" not in text:
+        raise NotCovered("gradient_checkpointing_not_stated")
+    if text.startswith("yes"):
+        return True
+    if text.startswith("no") or text.startswith("config default = no"):
+        return False
+    raise NotCovered("gradient_checkpointing_not_stated")
+
+
+def _metric(text: str) -> str:
+    low = text.lower()
+    if low == "formula":
+        return "model_states"
+    if "not stated" in low:
+        return "reserved"
+    if "allocated" in low or "active" in low:
+        return "allocated"
+    return "reserved"
+
+
+def _sharding(row: dict) -> tuple[str, int]:
+    gpus = int(row["num_gpus"] or 1)
+    text = row["sharding"]
+    if text.startswith("FSDP"):
+        return "zero3", gpus
+    for key, value in ZERO_SHARDING.items():
+        if text.startswith(key):
+            return value, gpus
+    return "none", gpus
+
+
+def row_request(row: dict) -> dict:
+    """The estimate request a CSV row describes; raises :class:`NotCovered`."""
+    model = MODEL_IDS.get(row["model"])
+    if model is None:
+        raise NotCovered("model_not_in_presets")
+    seq = row["seq_len"]
+    if not seq.isdigit():
+        raise NotCovered("seq_len_upper_bound_only")
+    method = row["method"].lower()
+    optimizer, in_bwd = _optimizer(row["optimizer"])
+    sharding, gpus = _sharding(row)
+    if sharding == "zero3" and "litgpt" in row["source"].lower() and row["grad_accum"].strip():
+        # LitGPT accumulates under fabric.no_backward_sync: FSDP then keeps unsharded
+        # gradients of whole flat parameters between micro-batches; the request has no
+        # gradient-accumulation setting.
+        raise NotCovered("fsdp_no_sync_gradient_accumulation")
+    opts = row["_opts"].lower()
+    req = {
+        "model": model, "method": method, "precision": _precision(row["compute_precision"]),
+        "optimizer": optimizer, "optimizer_in_backward": in_bwd,
+        "micro_batch_size": int(row["micro_batch_size"]), "seq_len": int(seq),
+        "gradient_checkpointing": _checkpointing(row["grad_checkpointing"]),
+        "attention": "sdpa", "chunked_loss": "chunked" in opts,
+        "activation_offload": "activation offloading" in opts,
+        "num_gpus": gpus, "sharding": sharding,
+        "cpu_offload": "optimizer+params" if row["cpu_offload"].startswith("yes") else "none",
+    }
+    if method != "full":
+        from calc.presets import get_preset
+
+        req["lora_rank"] = int(row["lora_rank"])
+        req["lora_targets"] = _targets(row, get_preset(model))
+        if method == "qlora":
+            fmt = row["base_weight_format"]
+            req["qlora_double_quant"] = "torchao" in fmt or "double quant" in fmt
+    return req
+
+
+def _flags(row: dict) -> tuple:
+    opts = (row["_opts"] + " " + row["optimizer"]).lower()
+    out = []
+    if "compile" in opts:
+        out.append("compile")
+    if "packing" in opts or "packed to" in row["seq_len_note"].lower():
+        out.append("packed")
+    if "not stated" in row["memory_metric"] or "likely" in row["memory_metric"]:
+        out.append("metric_assumed")
+    return tuple(out)
+
+
+def _zero_paper_states(row: dict) -> int:
+    """Model states of the ZeRO paper's generic 7.5B model (mixed precision Adam)."""
+    params = int(float(row["params"].rstrip("B")) * 1e9)
+    sharding, gpus = _sharding(row)
+    req = parse_estimate_request({"model": "llama-2-7b", "method": "full", "precision": "fp16-mixed",
+                                  "num_gpus": gpus, "sharding": sharding})
+    layout = states.ParamLayout(params, 0, params, params, 0, 0, ((params, 1, 1),))
+    reg = states.regime(req.precision, req.sharding)
+    return memory.model_states_total(memory.model_states(req, layout, reg))
+
+
+def compare_row(row: dict) -> RowResult:
+    measured = int(round(float(row["peak_value"]) * UNIT_BYTES[row["peak_unit"]]))
+    metric = _metric(row["memory_metric"])
+    base = dict(row_id=row["id"], source=_source(row), model=row["model"],
+                method=row["method"], metric=metric, measured_bytes=measured, flags=_flags(row))
+    try:
+        if metric == "model_states":
+            predicted, allocated, req = _zero_paper_states(row), 0, {}
+        else:
+            req = row_request(row)
+            est = memory.estimate_dict(req)
+            allocated = est["peak_allocated_bytes"]
+            if measured < _states_floor(est):
+                raise NotCovered("measured_below_model_states")
+            predicted = allocated if metric == "allocated" else est["peak_reserved_bytes"]
+    except NotCovered as reason:
+        return RowResult(**base, covered=False, reason=str(reason))
+    except CalcError as err:
+        return RowResult(**base, covered=False, reason="calc_error:" + err.code)
+    return RowResult(**base, predicted_bytes=predicted, error=(predicted - measured) / measured,
+                     request=req, allocated_bytes=allocated)
+
+
+def _states_floor(est: dict) -> int:
+    """Weights and optimizer states resident on the GPU: no run of the stated configuration
+    can peak below them, so a row that does misreports its configuration."""
+    parts = est["components"]
+    return parts["weights"] + parts["lora_weights"] + parts["optimizer"]
+
+
+def _source(row: dict) -> str:
+    src = row["source"]
+    if "torchtune" in src:
+        return "torchtune"
+    if "litgpt" in src.lower():
+        return "litgpt"
+    return "zero-paper"
+
+
+def load_rows(path: Path = CSV_PATH) -> list[dict]:
+    """CSV rows, each with ``_opts``: its memory options, where a row of a cumulative table
+    ("... +X") carries the options of the rows before it in the same table."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    previous: dict = {}
+    for row in rows:
+        opts = row["other_memory_opts"]
+        if opts.startswith("...") and row["source_section"] in previous:
+            opts = previous[row["source_section"]] + " " + opts[3:].strip()
+        row["_opts"] = opts
+        previous[row["source_section"]] = opts
+    return rows
+
+
+def compare_rows(path: Path = CSV_PATH) -> list[RowResult]:
+    """Every CSV row, compared or marked not covered."""
+    return [compare_row(row) for row in load_rows(path)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default), ``q`` in [0, 100]."""
+    data = sorted(values)
+    if not data:
+        return float("nan")
+    pos = (len(data) - 1) * q / 100
+    low = int(pos)
+    high = min(low + 1, len(data) - 1)
+    return data[low] + (data[high] - data[low]) * (pos - low)
+
+
+@dataclass(frozen=True)
+class Summary:
+    count: int
+    median_abs_error: float
+    p90_abs_error: float
+    max_abs_error: float
+    worst_row: str
+
+
+def summary(results: list[RowResult], keep=lambda r: True) -> Summary:
+    """Median, 90th percentile and max of ``|error|`` over covered rows passing ``keep``."""
+    rows = [r for r in results if r.covered and keep(r)]
+    errs = [abs(r.error) for r in rows]
+    if not rows:
+        return Summary(0, float("nan"), float("nan"), float("nan"), "")
+    worst = max(rows, key=lambda r: abs(r.error))
+    return Summary(len(rows), statistics.median(errs), percentile(errs, 90), abs(worst.error),
+                   worst.row_id)
+
+
+@dataclass(frozen=True)
+class SlackFit:
+    """Allocator slack fitted on rows that state ``max_memory_reserved``, and its error on
+    the rows it was not fitted on (those whose stat is assumed reserved)."""
+
+    fraction: float
+    fit_rows: tuple
+    test_rows: tuple
+    test_summary: Summary
+
+
+def fit_allocator_slack(results: list[RowResult]) -> SlackFit:
+    """``f = median(measured / predicted_allocated - 1)`` over covered rows whose metric is a
+    stated ``max_memory_reserved``; then ``|allocated * (1 + f) - measured| / measured`` on
+    the covered rows whose reserved metric is only assumed."""
+    fit = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags]
+    test = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" in r.flags]
+    fraction = statistics.median(r.measured_bytes / r.allocated_bytes - 1 for r in fit) if fit else 0.0
+    refit = [RowResult(**{**r.__dict__, "error": (r.allocated_bytes * (1 + fraction) - r.measured_bytes)
+                          / r.measured_bytes}) for r in test]
+    return SlackFit(fraction, tuple(r.row_id for r in fit), tuple(r.row_id for r in test), summary(refit))

@@ -1,0 +1,213 @@
+"""Activations: the tensors a decoder block saves for its backward pass, in bytes.
+
+Counted tensor by tensor from what autograd keeps (derivation on the methodology
+page), per token of one block, for 16-bit compute unless the precision is fp32:
+
+- RMSNorm (HF / torchtune / LitGPT code): the fp32 upcast of its input (``4h``, saved
+  by ``pow`` and the scaling ``mul``); the normalised input before the weight
+  (``h`` in the residual dtype) only when the norm weight trains. LayerNorm (fused
+  kernel): its input plus fp32 mean and rstd.
+- A linear layer saves its input only when its weight trains or it carries a LoRA
+  adapter (a frozen weight needs only itself to pass the gradient on). Linears that
+  read the same tensor share one saved copy, except under autocast where each
+  linear saves its own 16-bit cast.
+- SDPA / FlashAttention save q, k, v, the output and an fp32 log-sum-exp per head;
+  torch SDPA paths (HF, torchtune, LitGPT) expand grouped k and v to all heads first,
+  the flash-attn kernels take them as they are (Dao 2023, arXiv:2307.08691).
+  Eager attention saves the fp32 softmax ``heads * s`` per token and its 16-bit copy
+  (HF ``eager_attention_forward``) instead of the output.
+- Gated MLP (SwiGLU / GeGLU): the activation's input, its output and the up
+  projection (``3 * i``), plus the down projection's input when it saves it; plain
+  MLP (GeLU): the activation's input (``i``) plus the second linear's input.
+- MoE: each token's ``k`` experts save their MLP tensors, plus the gathered input and
+  the expert output that the routing weight multiplies (HF ``MixtralSparseMoeBlock``).
+- LoRA: the rank-``r`` intermediate ``A x`` of each adapter (saved by ``B``), and the
+  adapter's input (through the rule on linears above). Adapter dropout is taken as 0
+  (peft's default ``lora_dropout=0.0``).
+- No dropout in the block (Llama-style models train without it).
+
+Korthikanti et al. 2022 (arXiv:2205.05198, sec. 4.1) give ``34 s b h`` for a GPT block
+with a 4h GeLU MLP and dropout; this module derives the count for the actual block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .arch import LinearLayer, ModelArch
+from .request import Attention
+
+FP32_BYTES = 4
+LAYERNORM_STATS_BYTES = 8
+"""fp32 mean and rstd per token saved by ``native_layer_norm`` (PyTorch ATen)."""
+
+
+@dataclass(frozen=True)
+class ActConfig:
+    """What decides the saved tensors of a block.
+
+    ``act_bytes``: 16-bit compute (2) or fp32 (4); ``resid_bytes``: dtype of the
+    residual stream (fp32 under AMP, whose fp32 embedding output stays fp32 through
+    the residual adds); ``full``: every weight trains; ``adapted``: identities
+    ``(name, d_in, d_out, role)`` of adapted linears; ``per_linear_casts``: autocast
+    casts the shared input once per linear.
+    """
+
+    act_bytes: int
+    resid_bytes: int
+    full: bool
+    adapted: frozenset
+    rank: int
+    attention: Attention
+    seq_len: int
+    per_linear_casts: bool
+
+
+def _key(lin: LinearLayer) -> tuple:
+    return (lin.name, lin.d_in, lin.d_out, lin.role)
+
+
+def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:
+    return cfg.full or _key(lin) in cfg.adapted
+
+
+@dataclass(frozen=True)
+class BlockParts:
+    """A block's linears sorted by what they read."""
+
+    attn_in: tuple[LinearLayer, ...]    # q, k, v or fused qkv: read the attention norm
+    attn_out: LinearLayer               # output projection: reads the attention output
+    mlp_in: tuple[LinearLayer, ...]     # gate/up/fc1 (and experts'): read the MLP norm
+    mlp_down: tuple[LinearLayer, ...]   # down/fc2 of each MLP unit
+    routers: tuple[LinearLayer, ...]
+
+
+def block_parts(arch: ModelArch) -> BlockParts:
+    """Split linears by role; the last attention linear is the output projection; an MLP
+    linear reading ``hidden`` is an input projection, any other one a down projection."""
+    attn = [l for l in arch.linears if l.role == "attn"]
+    mlp = [l for l in arch.linears if l.role == "mlp"]
+    routers = tuple(l for l in arch.linears if l.role == "router")
+    h = arch.hidden_size
+    return BlockParts(tuple(attn[:-1]), attn[-1], tuple(l for l in mlp if l.d_in == h),
+                      tuple(l for l in mlp if l.d_in != h), routers)
+
+
+def _group_input_bytes(consumers: tuple[LinearLayer, ...], width: int, cfg: ActConfig) -> int:
+    """Saved input shared by ``consumers`` (one copy, or one cast per saving linear)."""
+    saving = sum(1 for l in consumers if _saves_input(l, cfg))
+    if not saving:
+        return 0
+    return cfg.act_bytes * width * (saving if cfg.per_linear_casts else 1)
+
+
+def norm_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """One norm's own saved tensors per token (output excluded).
+
+    RMSNorm: ``4h`` (fp32 upcast) + ``resid_bytes * h`` if its weight trains.
+    LayerNorm: ``resid_bytes * h`` (input) + 8 (mean, rstd)."""
+    h = arch.hidden_size
+    if arch.norm_kind == "layer":
+        return cfg.resid_bytes * h + LAYERNORM_STATS_BYTES
+    return FP32_BYTES * h + (cfg.resid_bytes * h if cfg.full else 0)
+
+
+def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer) -> int:
+    """Saved attention tensors per token.
+
+    SDPA: ``act * (2 q_dim + 2 kv_eff) + 4 heads`` with ``kv_eff = q_dim`` when k, v are
+    expanded (GQA through torch SDPA), ``kv_heads * head_dim`` with flash-attn.
+    Eager: ``act * (q_dim + 2 kv_eff) + heads * s * (4 + act)`` (fp32 softmax and its
+    16-bit copy; only one fp32 copy at fp32) plus the output projection's input copy."""
+    q_dim = arch.num_heads * arch.head_dim
+    kv_dim = arch.num_kv_heads * arch.head_dim
+    expands = cfg.attention is not Attention.FLASH and arch.num_kv_heads < arch.num_heads
+    kv_eff = q_dim if expands else kv_dim
+    a = cfg.act_bytes
+    if cfg.attention is Attention.EAGER:
+        probs = arch.num_heads * cfg.seq_len * (FP32_BYTES + (a if a != FP32_BYTES else 0))
+        out_copy = a * q_dim if _saves_input(out_proj, cfg) else 0
+        return a * (q_dim + 2 * kv_eff) + probs + out_copy
+    return a * (2 * q_dim + 2 * kv_eff) + FP32_BYTES * arch.num_heads
+
+
+def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: tuple) -> int:
+    """Saved tensors per token of one MLP unit (dense MLP, an expert, a shared expert),
+    times the copies a token passes through (``down.active``).
+
+    Gated: ``act * 3m``; plain: ``act * m``; plus ``act * m`` when the down projection
+    saves its input. Routed experts (``count > 1``) add the gathered input (when their
+    input projections save it) and the output the routing weight multiplies: ``act * h``
+    each."""
+    m, a = down.d_in, cfg.act_bytes
+    per = a * (3 * m if arch.mlp_gated else m)
+    if _saves_input(down, cfg):
+        per += a * m
+    if down.count > 1:
+        siblings = [l for l in mlp_in if l.count == down.count]
+        if any(_saves_input(l, cfg) for l in siblings):
+            per += a * arch.hidden_size
+        per += a * arch.hidden_size
+    return down.active * per
+
+
+def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """LoRA intermediates per token: ``act * r`` per adapter a token passes through."""
+    if not cfg.adapted:
+        return 0
+    return sum(cfg.act_bytes * cfg.rank * l.active for l in arch.linears if _key(l) in cfg.adapted)
+
+
+def router_bytes(arch: ModelArch, parts: BlockParts) -> int:
+    """fp32 routing probabilities per token: ``4 * num_experts`` per router."""
+    return sum(FP32_BYTES * l.d_out for l in parts.routers)
+
+
+def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Everything one decoder block saves for backward, per token, in bytes."""
+    parts = block_parts(arch)
+    h = arch.hidden_size
+    single_norm = arch.parallel_block and arch.norms_per_layer == 1
+    total = arch.norms_per_layer * norm_bytes(arch, cfg)
+    if single_norm:
+        total += _group_input_bytes(parts.attn_in + parts.mlp_in + parts.routers, h, cfg)
+    else:
+        total += _group_input_bytes(parts.attn_in, h, cfg)
+        total += _group_input_bytes(parts.mlp_in + parts.routers, h, cfg)
+    total += attention_core_bytes(arch, cfg, parts.attn_out)
+    total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
+    total += lora_rank_bytes(arch, cfg) + router_bytes(arch, parts)
+    return total
+
+
+def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Final norm and output layer per token: the norm's tensors, plus the output
+    layer's input when its weight trains."""
+    return norm_bytes(arch, cfg) + (cfg.act_bytes * arch.hidden_size if cfg.full else 0)
+
+
+def checkpoint_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Activation checkpointing keeps each block's input: ``resid_bytes * h`` per token
+    (Korthikanti et al. 2022, sec. 4.3: ``2 s b h`` per layer at 16 bits)."""
+    return cfg.resid_bytes * arch.hidden_size
+
+
+def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Gradients in flight inside one block's backward: the gradient of the block's
+    output and input (``2 h``) and of the widest MLP intermediate pair (``2 m``), at the
+    compute dtype."""
+    widest = max((d.d_in for d in block_parts(arch).mlp_down), default=arch.intermediate_size)
+    return cfg.act_bytes * (2 * arch.hidden_size + 2 * widest)
+
+
+def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool) -> int:
+    """Logits and loss per token, at the loss's peak.
+
+    Unchunked: 16-bit logits, their fp32 upcast's log-softmax saved for backward, and its
+    fp32 gradient: ``V * (act + 4 + 4)`` (at fp32 the logits are already fp32).
+    Chunked / fused cross-entropy computes the fp32 part one chunk at a time: ``V * act``
+    (the 16-bit logits, then their gradient)."""
+    v = arch.vocab_size
+    if chunked:
+        return v * act_bytes
+    return v * (act_bytes + FP32_BYTES + FP32_BYTES)

@@ -1,0 +1,354 @@
+"""Peak GPU memory of one fine-tuning setup, per GPU, by component and phase.
+
+The peak is the largest of three moments of a training step (a Hugging Face blog on
+training memory models it as ``params + optimizer + max(grads + temporaries,
+activations)``; this module keeps each term):
+
+- ``forward_end``: the loss is computed and its backward starts: every saved
+  activation is alive, plus the logits and their fp32 loss tensors.
+- ``backward``: the larger of the first block's backward (all saved activations plus
+  one block recomputed) and the last one (all gradients plus one block's activations).
+  Between these two ends memory moves linearly (activations freed, gradients added
+  block by block), so one of them is the maximum.
+- ``optimizer_step``: all gradients plus the optimizer's temporaries (absent when the
+  step is fused into backward).
+
+Entry points: :func:`estimate_request` (typed) and :func:`estimate_dict` (JSON).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import activations as act
+from . import states as st
+from .request import (Attention, CpuOffload, EstimateRequest, Method, Sharding,
+                      parse_estimate_request, request_warnings)
+
+ALLOCATOR_SLACK_FRACTION = 0.11
+"""Caching-allocator slack: ``reserved = allocated * (1 + f)``.
+
+PyTorch's caching allocator rounds blocks up (512 B; 2 MiB segments for large blocks)
+and keeps freed blocks cached; fragmentation adds more (PyTorch docs, "CUDA semantics:
+memory management"). Fitted: the median of ``measured_reserved / predicted_allocated - 1``
+over the validation rows that state ``max_memory_reserved`` (torchtune tutorial rows
+31-34) is 0.113; ``python -m benchmarks.validate_memory`` prints the fit and its error on
+the rows it was not fitted on."""
+
+CUDA_CONTEXT_BYTES = 512 * 1024 ** 2
+"""CUDA context and kernel images outside PyTorch's allocator: 512 MiB, inside the
+0.3-1.5 GB range that nvidia-smi shows for an idle PyTorch process (PyTorch docs,
+"CUDA semantics", notes that the context is not counted by the allocator; lazy module
+loading since CUDA 11.7 keeps it near the low end)."""
+
+NCCL_BUFFER_BYTES = 2 * 32 * 4 * 1024 ** 2
+"""NCCL communication buffers on multi-GPU runs: ``NCCL_BUFFSIZE`` (4 MiB default)
+for each of send/receive on up to 32 channels (NCCL docs, environment variables
+``NCCL_BUFFSIZE`` and ``NCCL_MAX_NCHANNELS``): 256 MiB."""
+
+GATHERED_UNITS = 2
+"""ZeRO-3 / FSDP FULL_SHARD holds the unit being computed and the prefetched next one
+unsharded (PyTorch FSDP ``BackwardPrefetch.BACKWARD_PRE`` / forward prefetch; DeepSpeed
+``stage3_prefetch_bucket_size``)."""
+
+COMPONENTS = ("weights", "lora_weights", "gradients", "optimizer", "optimizer_temporaries",
+              "activations", "logits", "weight_copies", "gathered_weights", "dequant_buffer",
+              "comm_buffers")
+"""Stable component names of the response (all present, zeros included)."""
+
+PHASES = ("forward_end", "backward", "optimizer_step")
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Per-GPU result; every size in bytes."""
+
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+    device_total_bytes: int
+    components: dict
+    peak_phase: str
+    phases: dict
+    params_total: int
+    params_trainable: int
+    host_bytes: int
+    unified_memory_bytes: int
+    model_states_bytes: int
+    activations_per_token_bytes: int
+    warnings: tuple
+    request: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if sum(self.components.values()) != self.peak_allocated_bytes:
+            raise ValueError("components do not sum to peak_allocated_bytes")
+
+    def to_dict(self) -> dict:
+        """The JSON response (field names are a contract)."""
+        return {
+            "peak_allocated_bytes": self.peak_allocated_bytes,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "device_total_bytes": self.device_total_bytes,
+            "components": dict(self.components),
+            "peak_phase": self.peak_phase,
+            "phases": dict(self.phases),
+            "params_total": self.params_total,
+            "params_trainable": self.params_trainable,
+            "host_bytes": self.host_bytes,
+            "unified_memory_bytes": self.unified_memory_bytes,
+            "model_states_bytes": self.model_states_bytes,
+            "activations_per_token_bytes": self.activations_per_token_bytes,
+            "warnings": list(self.warnings),
+            "request": dict(self.request),
+        }
+
+
+# ---- the pieces -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class States:
+    """Model states resident on one GPU, and what goes to host RAM."""
+
+    weights: int
+    lora_weights: int
+    optimizer: int
+    grads_all: int        # gradients alive after a full backward
+    optimizer_temp: int
+    comm_static: int      # DDP gradient buckets
+    comm_backward: int    # unsharded gradients of one unit before reduce-scatter
+    host: int
+    unified: int
+
+
+def _base_weight_bytes(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -> int:
+    """Base model weights: NF4 block linears plus every other parameter at the weight dtype."""
+    quant = st.quantized_bytes(layout.quantized, req.qlora_double_quant)
+    return quant + layout.dense * reg.weight_bytes
+
+
+def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -> States:
+    """Weights, gradients and optimizer states per GPU after sharding and offload."""
+    div = st.shard_divisors(req.sharding, req.num_gpus)
+    offload = req.cpu_offload
+    base = _base_weight_bytes(req, layout, reg)
+    lora = layout.adapter * reg.weight_bytes
+    grads = layout.trainable * reg.grad_bytes
+    states = st.optimizer_state_bytes(req, layout, reg)
+    master = layout.trainable * reg.master_bytes
+    paged = st.is_paged(req.optimizer)
+    host = unified = 0
+    opt_gpu = st.ceil_div(master + (0 if paged else states), div.optimizer)
+    if paged:
+        unified = st.ceil_div(states, div.optimizer)
+        host += unified
+    temp = st.ceil_div(st.optimizer_step_temp_bytes(req, layout, reg), div.optimizer)
+    if req.optimizer_in_backward:
+        grads_all = layout.largest_trainable_tensor * reg.grad_bytes
+        temp = 0
+    else:
+        grads_all = st.ceil_div(grads, div.grads)
+    weights_gpu = st.ceil_div(base, div.weights)
+    lora_gpu = st.ceil_div(lora, div.weights)
+    unit_grads = _unit_trainable(req, layout) * reg.grad_bytes
+    if offload is not CpuOffload.NONE:
+        # ZeRO-Offload / FSDP CPUOffload: states, master and fp32 grads live in host RAM and
+        # the step runs on the CPU; gradients leave the GPU unit by unit.
+        host += opt_gpu + st.ceil_div(layout.trainable * st.FP32_BYTES, div.optimizer)
+        opt_gpu, temp = 0, 0
+        grads_all = min(grads_all, unit_grads)
+    if offload is CpuOffload.OPTIMIZER_PARAMS:
+        host += weights_gpu + lora_gpu
+        weights_gpu = lora_gpu = 0
+    comm_static = grads if req.sharding is Sharding.DDP else 0
+    multi = req.num_gpus > 1 and req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
+    comm_backward = unit_grads if multi else 0
+    return States(weights_gpu, lora_gpu, opt_gpu, grads_all, temp, comm_static, comm_backward,
+                  host, unified)
+
+
+def _unit_trainable(req: EstimateRequest, layout: st.ParamLayout) -> int:
+    """Trainable parameters of one FSDP unit (a block; the adapters of a block for LoRA)."""
+    if req.method is Method.FULL:
+        return max(req.model.block_params, req.model.vocab_size * req.model.hidden_size)
+    return layout.trainable // req.model.num_layers
+
+
+def gathered_weight_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """Unsharded weights held while a unit computes, under ZeRO-3 on several GPUs or with
+    parameters offloaded to the CPU: ``GATHERED_UNITS`` times the largest unit (a block,
+    the embedding or the output layer), at its stored size."""
+    sharded = req.sharding is Sharding.ZERO3 and req.num_gpus > 1
+    if not sharded and req.cpu_offload is not CpuOffload.OPTIMIZER_PARAMS:
+        return 0
+    arch = req.model
+    if req.method is Method.QLORA:
+        quant = sum(l.count * l.weight_params for l in arch.linears if l.quantizable)
+        block = st.quantized_bytes(quant, req.qlora_double_quant) + (arch.block_params - quant) * reg.weight_bytes
+    else:
+        block = arch.block_params * reg.weight_bytes
+    table = arch.vocab_size * arch.hidden_size * reg.weight_bytes
+    return GATHERED_UNITS * max(block, table)
+
+
+def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
+    """16-bit copies autocast makes of fp32 weights (``*-mixed`` without ZeRO): 2 bytes per
+    weight of every matmul (block linears not stored in NF4, and the output layer). Copies
+    of trainable weights stay in autocast's cache for the whole forward; copies of frozen
+    weights are saved for backward, so with checkpointing only one block's are alive."""
+    if not reg.casts_weights:
+        return 0
+    arch = req.model
+    quantized = req.method is Method.QLORA
+    per_block = sum(l.count * l.weight_params for l in arch.linears if not (quantized and l.quantizable))
+    head = arch.vocab_size * arch.hidden_size
+    layers = 1 if one_layer else arch.num_layers
+    return reg.compute_bytes * (layers * per_block + head)
+
+
+def dequant_buffer_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """QLoRA dequantizes one NF4 weight at a time to 16-bit: the largest quantized linear
+    (QLoRA sec. 3: "we dequantize the storage data type to the computation data type")."""
+    if req.method is not Method.QLORA:
+        return 0
+    largest = max((l.weight_params for l in req.model.linears if l.quantizable), default=0)
+    return reg.compute_bytes * largest
+
+
+def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
+    adapted = frozenset((a.name, a.d_in, a.d_out, a.role) for a in st.adapted(req))
+    resid = st.FP32_BYTES if reg.casts_weights else reg.compute_bytes
+    return act.ActConfig(reg.compute_bytes, resid, req.method is Method.FULL, adapted,
+                         req.lora_rank, req.attention, req.seq_len, reg.casts_weights)
+
+
+@dataclass(frozen=True)
+class Activations:
+    """Activation bytes at the moments that matter."""
+
+    saved_all: int        # everything saved for backward at the end of the forward
+    recompute: int        # one block recomputed during backward (checkpointing)
+    last_block: int       # what the first block keeps during its own backward
+    workspace: int        # gradients in flight inside one block
+    logits: int
+    per_token_block: int
+    host: int
+
+
+def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
+    """Saved activations for ``b * s`` tokens through ``L`` blocks.
+
+    Without checkpointing: ``L * block``; with it: ``L * checkpoint`` plus one block
+    recomputed in backward (Korthikanti et al. 2022, sec. 4.3). Activation offloading
+    moves saved activations to host RAM, keeping two blocks' worth in flight."""
+    arch = req.model
+    cfg = act_config(req, reg)
+    tokens = req.micro_batch_size * req.seq_len
+    block = act.block_bytes_per_token(arch, cfg) * tokens
+    ckpt = act.checkpoint_bytes_per_token(arch, cfg) * tokens
+    per_layer = ckpt if req.gradient_checkpointing else block
+    layers = arch.num_layers
+    host = 0
+    on_gpu_layers = layers
+    if req.activation_offload:
+        on_gpu_layers = min(layers, 2)
+        host = (layers - on_gpu_layers) * per_layer
+    head = act.head_bytes_per_token(arch, cfg) * tokens
+    recompute = block if req.gradient_checkpointing else 0
+    return Activations(
+        saved_all=on_gpu_layers * per_layer + head,
+        recompute=recompute,
+        last_block=block,
+        workspace=act.backward_workspace_bytes_per_token(arch, cfg) * tokens,
+        logits=act.logits_bytes_per_token(arch, reg.compute_bytes, req.chunked_loss) * tokens,
+        per_token_block=act.block_bytes_per_token(arch, cfg),
+        host=host,
+    )
+
+
+# ---- phases and peak ----------------------------------------------------------------------
+
+def _phase(**parts: int) -> dict:
+    return {name: int(parts.get(name, 0)) for name in COMPONENTS}
+
+
+def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activations) -> dict:
+    """Component bytes alive at each phase."""
+    common = dict(weights=s.weights, lora_weights=s.lora_weights, optimizer=s.optimizer)
+    gathered = gathered_weight_bytes(req, reg)
+    dequant = dequant_buffer_bytes(req, reg)
+    copies_all = weight_copy_bytes(req, reg, one_layer=req.gradient_checkpointing and req.is_peft)
+    copies_one = weight_copy_bytes(req, reg, one_layer=True)
+    forward_end = _phase(**common, activations=a.saved_all, logits=a.logits,
+                         weight_copies=copies_all, gathered_weights=gathered,
+                         dequant_buffer=dequant, comm_buffers=s.comm_static)
+    first_block = _phase(**common, activations=a.saved_all + a.recompute + a.workspace,
+                         weight_copies=copies_all, gathered_weights=gathered,
+                         dequant_buffer=dequant, comm_buffers=s.comm_static)
+    last_block = _phase(**common, activations=a.last_block + a.workspace, gradients=s.grads_all,
+                        weight_copies=copies_one, gathered_weights=gathered,
+                        dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward)
+    backward = max(first_block, last_block, key=lambda parts: sum(parts.values()))
+    phases = {"forward_end": forward_end, "backward": backward}
+    if not req.optimizer_in_backward:
+        phases["optimizer_step"] = _phase(**common, gradients=s.grads_all,
+                                          optimizer_temporaries=s.optimizer_temp,
+                                          comm_buffers=s.comm_static)
+    return phases
+
+
+def estimate_request(req: EstimateRequest) -> MemoryEstimate:
+    """Peak memory per GPU for a validated request."""
+    reg = st.regime(req.precision, req.sharding)
+    layout = st.param_layout(req)
+    states = model_states(req, layout, reg)
+    acts = activation_bytes(req, reg)
+    phases = phase_components(req, reg, states, acts)
+    totals = {name: sum(parts.values()) for name, parts in phases.items()}
+    peak_phase = max(PHASES, key=lambda p: totals.get(p, -1))
+    allocated = totals[peak_phase]
+    reserved = reserved_bytes(allocated)
+    device = reserved + CUDA_CONTEXT_BYTES + (NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0)
+    return MemoryEstimate(
+        peak_allocated_bytes=allocated,
+        peak_reserved_bytes=reserved,
+        device_total_bytes=device,
+        components=phases[peak_phase],
+        peak_phase=peak_phase,
+        phases=totals,
+        params_total=layout.total,
+        params_trainable=layout.trainable,
+        host_bytes=states.host + acts.host,
+        unified_memory_bytes=states.unified,
+        model_states_bytes=model_states_total(states),
+        activations_per_token_bytes=acts.per_token_block,
+        warnings=tuple(warnings_for(req)),
+        request=req.to_dict(),
+    )
+
+
+def model_states_total(s: States) -> int:
+    """Weights + adapters + all gradients + optimizer states on one GPU (the ZeRO paper's
+    "model states"), whether or not they peak together."""
+    return s.weights + s.lora_weights + s.grads_all + s.optimizer
+
+
+def reserved_bytes(allocated: int) -> int:
+    """``allocated * (1 + ALLOCATOR_SLACK_FRACTION)``, rounded up to whole 2 MiB segments."""
+    seg = 2 * 1024 ** 2
+    raw = int(allocated * (1 + ALLOCATOR_SLACK_FRACTION))
+    return -(-raw // seg) * seg
+
+
+def warnings_for(req: EstimateRequest) -> list[str]:
+    out = request_warnings(req)
+    if st.is_paged(req.optimizer):
+        out.append("paged_optimizer_states_in_unified_memory")
+    if req.activation_offload and not req.gradient_checkpointing:
+        out.append("activation_offload_without_checkpointing")
+    if req.attention is Attention.EAGER and req.seq_len > 8192:
+        out.append("eager_attention_long_sequence")
+    return out
+
+
+def estimate_dict(request: object) -> dict:
+    """JSON in, JSON out: validate the request, estimate, serialise."""
+    return estimate_request(parse_estimate_request(request)).to_dict()

@@ -1,0 +1,435 @@
+"""The plan command: memory, time, cost, cards that fit, recommendations, solvers, suggestions.
+
+``python -m calc plan --request FILE|-`` takes every key of the estimate request plus the keys of
+:data:`PLAN_FIELDS` (defaults shown there; ``dataset_tokens`` and ``gpu`` are required):
+
+====================================  =============  ==============================================
+key                                   default        meaning
+====================================  =============  ==============================================
+dataset_tokens                        (required)     training tokens in one epoch (> 0)
+epochs                                1              passes over the dataset (> 0, may be fractional)
+gpu                                   (required)     catalogue id of the card to plan for
+price_per_gpu_hour                    null           USD per GPU-hour; null = catalogue price
+price_tier                            "marketplace"  marketplace | managed (catalogue price tier)
+interruptible                         false          spot/interruptible capacity: cheaper rate,
+                                                     checkpoint overhead, lost work
+checkpoint_interval_minutes           30             minutes between checkpoints (interruptible)
+checkpoint_minutes                    2              minutes one checkpoint takes (interruptible)
+interruptions_per_day                 2              expected interruptions per day (interruptible)
+startup_minutes                       10             environment + model download, billed per start
+starts                                1              planned starts of the final run (>= 1)
+storage_gb                            null           persistent disk; null = base model +
+                                                     2 checkpoints + dataset + environment
+storage_price_per_gb_month            null           USD per GB-month; null = catalogue price
+months_kept                           1              months the storage is kept
+experiment_multiplier                 2.0            GPU time of trials and failed runs, as a
+                                                     multiple of the final run (>= 1; seed 004)
+safety_margin                         0.25           memory margin over the estimate (0-1;
+                                                     seeds: 20-30 %)
+mfu                                   null           single-GPU utilisation; null = default for
+                                                     the card class and method (calc.timing)
+qlora_speed_factor                    null           QLoRA/LoRA speed ratio; null = 0.65
+scaling_efficiency                    null           per-GPU multi-GPU efficiency; null = table
+====================================  =============  ==============================================
+
+Where the defaults come from: ``safety_margin`` 0.25 is the middle of seed 004's "20-30 %";
+``experiment_multiplier`` 2.0 is the least the seed's "trials and failed runs often cost more
+than the final run" implies; ``startup_minutes`` 10 stands for the seed's "several minutes per
+start" of environment set-up and model download; ``checkpoint_interval_minutes`` 30,
+``checkpoint_minutes`` 2 and ``interruptions_per_day`` 2 are assumptions to be replaced by the
+user's own figures (marketplace interruptible instances can be pre-empted at any time).
+
+The response adds to the estimate's fields (under ``"memory"``): ``time_hours`` (wall-clock of
+the final run), ``time`` (breakdown and factors), ``cost_usd`` (total, breakdown, per hour,
+per month), ``fits`` (every catalogue card), ``recommendations``, ``solvers`` and, when the
+setup does not fit the chosen card, ``suggestions``. Errors are coded as for ``estimate``.
+Warning codes: the estimate's, plus ``does_not_fit_selected_gpu``, ``price_from_other_tier``,
+``price_is_interruptible_rate`` / ``price_is_on_demand_rate`` and the ROCm caveats of
+:func:`calc.gpus.rocm_warnings`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import gpus as gpu_catalogue
+from . import recommend
+from .cost import CostInputs, default_storage_gb, estimate_cost
+from .errors import CalcError, InputError
+from .request import (ESTIMATE_FIELDS, MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
+                      check_bool, check_int, check_number, parse_estimate_request, parse_fields)
+from .timing import TimeInputs, default_mfu, estimate_time
+
+MAX_DATASET_TOKENS = 1e15  # beyond every published training corpus: a typo
+MAX_STARTS = 100_000
+
+# key -> (default, kind, (minimum, maximum, minimum allowed?))
+PLAN_FIELDS: dict[str, tuple] = {
+    "dataset_tokens": (None, "required_number", (0.0, MAX_DATASET_TOKENS, False)),
+    "epochs": (1, "number", (0.0, 10_000.0, False)),
+    "gpu": (None, "gpu", None),
+    "price_per_gpu_hour": (None, "optional_number", (0.0, 10_000.0, True)),
+    "price_tier": ("marketplace", "tier", None),
+    "interruptible": (False, "bool", None),
+    "checkpoint_interval_minutes": (30, "number", (0.0, 1e6, False)),
+    "checkpoint_minutes": (2, "number", (0.0, 1e4, True)),
+    "interruptions_per_day": (2, "number", (0.0, 1440.0, True)),
+    "startup_minutes": (10, "number", (0.0, 1e4, True)),
+    "starts": (1, "int", MAX_STARTS),
+    "storage_gb": (None, "optional_number", (0.0, 1e9, True)),
+    "storage_price_per_gb_month": (None, "optional_number", (0.0, 1e4, True)),
+    "months_kept": (1, "number", (0.0, 1200.0, True)),
+    "experiment_multiplier": (2.0, "number", (1.0, 1000.0, True)),
+    "safety_margin": (0.25, "number", (0.0, 1.0, True)),
+    "mfu": (None, "optional_number", (0.0, 1.0, False)),
+    "qlora_speed_factor": (None, "optional_number", (0.0, 1.0, False)),
+    "scaling_efficiency": (None, "optional_number", (0.0, 1.0, False)),
+}
+
+PLAN_REQUEST_FIELDS = {**ESTIMATE_FIELDS, **PLAN_FIELDS}
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    dataset_tokens: float
+    epochs: float
+    gpu: gpu_catalogue.Gpu
+    price_per_gpu_hour: float | None
+    price_tier: str
+    interruptible: bool
+    checkpoint_interval_minutes: float
+    checkpoint_minutes: float
+    interruptions_per_day: float
+    startup_minutes: float
+    starts: int
+    storage_gb: float | None
+    storage_price_per_gb_month: float | None
+    months_kept: float
+    experiment_multiplier: float
+    safety_margin: float
+    mfu: float | None
+    qlora_speed_factor: float | None
+    scaling_efficiency: float | None
+
+    @property
+    def total_tokens(self) -> float:
+        return self.dataset_tokens * self.epochs
+
+
+def parse_plan_options(data: object) -> PlanOptions:
+    """Validate the plan-only keys (the estimate keys are checked by ``parse_estimate_request``)."""
+    values = parse_fields(data, PLAN_REQUEST_FIELDS)
+    out: dict = {}
+    for key, (default, kind, extra) in PLAN_FIELDS.items():
+        value = values[key]
+        if kind in ("required_number", "gpu") and value is None:
+            raise InputError("missing_field", key, None)
+        if kind == "gpu":
+            out[key] = gpu_catalogue.get_gpu(value, key)
+        elif kind == "tier":
+            if not isinstance(value, str):
+                raise InputError("wrong_type", key, value)
+            if value not in gpu_catalogue.TIERS:
+                raise InputError("unknown_value", key, value)
+            out[key] = value
+        elif kind == "bool":
+            out[key] = check_bool(key, value)
+        elif kind == "int":
+            out[key] = check_int(key, value, extra)
+        elif kind == "optional_number" and value is None:
+            out[key] = None
+        else:
+            lo, hi, allow_lo = extra
+            out[key] = float(check_number(key, value, lo, hi, allow_equal_min=allow_lo))
+    return PlanOptions(**out)
+
+
+def parse_plan_request(data: object) -> tuple[EstimateRequest, PlanOptions]:
+    options = parse_plan_options(data)
+    return parse_estimate_request(data, fields=PLAN_REQUEST_FIELDS), options
+
+
+# --- pieces of the plan ---------------------------------------------------------------------------
+
+
+class Planner:
+    """Time and cost of any (card, count, sharding) for one request; memoises the estimates."""
+
+    def __init__(self, request: EstimateRequest, options: PlanOptions,
+                 estimator: recommend.Estimator | None = None) -> None:
+        self.request = request
+        self.options = options
+        self.estimator = estimator or recommend.Estimator(request)
+        self.base = self.estimator.get()
+        if self.base is None:  # the request itself is rejected by the memory model: re-raise it
+            from .memory import estimate_request
+            estimate_request(request)
+            raise InputError("estimate_failed", None, None)
+        self.storage = (default_storage_gb(self.base["params_total"], self.base["params_trainable"],
+                                           options.dataset_tokens)
+                        if options.storage_gb is None else {"total": options.storage_gb})
+        self.storage_price = (gpu_catalogue.storage_price().usd if options.storage_price_per_gb_month is None
+                              else options.storage_price_per_gb_month)
+
+    def price(self, gpu: gpu_catalogue.Gpu) -> dict:
+        o = self.options
+        if gpu.id == o.gpu.id and o.price_per_gpu_hour is not None:
+            return {"usd_per_gpu_hour": o.price_per_gpu_hour, "source": "request", "tier": o.price_tier,
+                    "interruptible": o.interruptible, "as_of": None, "fallback": False}
+        quote = gpu_catalogue.price_quote(gpu.id, o.price_tier, o.interruptible)
+        out = quote.to_dict()
+        out["source_kind"] = "catalogue"
+        return out
+
+    def time(self, gpu: gpu_catalogue.Gpu, num_gpus: int, sharding: str, changes: dict | None = None):
+        """Training time of the request (with ``changes`` applied) on ``num_gpus`` x ``gpu``."""
+        changes = changes or {}
+        req = self.estimator.variant(**changes) if changes else self.request
+        est = self.estimator.get(**changes) if changes else self.base
+        trainable = est["params_trainable"] if est else self.base["params_trainable"]
+        inputs = TimeInputs(
+            arch=req.model, method=req.method.value, seq_len=req.seq_len,
+            micro_batch_size=req.micro_batch_size, gradient_checkpointing=req.gradient_checkpointing,
+            trainable_params=trainable, num_gpus=num_gpus, sharding=sharding,
+            cpu_offload=req.cpu_offload.value, total_tokens=self.options.total_tokens,
+            attention=req.attention.value,
+        )
+        mfu = (self.options.mfu if self.options.mfu is not None
+               else default_mfu(gpu.utilisation_class, req.method.value))
+        return estimate_time(inputs, gpu.bf16_dense_flops, mfu, gpu.link_for(num_gpus),
+                             self.options.qlora_speed_factor, self.options.scaling_efficiency)
+
+    def cost(self, gpu: gpu_catalogue.Gpu, num_gpus: int, compute_hours: float, price: dict):
+        o = self.options
+        inputs = CostInputs(
+            price_per_gpu_hour=price["usd_per_gpu_hour"], num_gpus=num_gpus,
+            storage_gb=self.storage["total"], storage_price_per_gb_month=self.storage_price,
+            months_kept=o.months_kept, startup_minutes=o.startup_minutes, starts=o.starts,
+            experiment_multiplier=o.experiment_multiplier, interruptible=o.interruptible,
+            checkpoint_interval_minutes=o.checkpoint_interval_minutes,
+            checkpoint_minutes=o.checkpoint_minutes, interruptions_per_day=o.interruptions_per_day,
+        )
+        return estimate_cost(compute_hours, inputs)
+
+    def fits(self, estimate: dict | None, gpu: gpu_catalogue.Gpu) -> bool:
+        return (estimate is not None and recommend.required_bytes(
+            estimate["device_total_bytes"], self.options.safety_margin) <= gpu.memory_bytes)
+
+
+def _recommendations(planner: Planner) -> dict:
+    """Every (card, count, sharding) that fits with the margin, ranked by total cost and by time."""
+    req = planner.request
+    method = req.method.value
+    configs = []
+    cards = gpu_catalogue.all_gpus()
+    for num_gpus, sharding in recommend.configurations(req):
+        changes = {} if (num_gpus == req.num_gpus and sharding == req.sharding.value) else \
+            {"num_gpus": num_gpus, "sharding": sharding}
+        est = planner.estimator.get(**changes)
+        if est is None:
+            continue
+        need = recommend.required_bytes(est["device_total_bytes"], planner.options.safety_margin)
+        for gpu in cards:
+            if need > gpu.memory_bytes:
+                continue
+            time = planner.time(gpu, num_gpus, sharding)
+            price = planner.price(gpu)
+            cost = planner.cost(gpu, num_gpus, time.compute_hours, price)
+            configs.append({
+                "id": f"{gpu.id}x{num_gpus}-{sharding}",
+                "gpu": gpu.id, "num_gpus": num_gpus, "sharding": sharding,
+                "memory_bytes": gpu.memory_bytes,
+                "device_total_bytes": est["device_total_bytes"], "required_bytes": need,
+                "headroom_fraction": (gpu.memory_bytes - est["device_total_bytes"]) / gpu.memory_bytes,
+                "time_hours": cost.schedule.total_hours,
+                "tokens_per_second": time.tokens_per_second,
+                "cost_usd": cost.total_usd,
+                "per_hour_usd": cost.per_hour_usd,
+                "price_per_gpu_hour": price["usd_per_gpu_hour"],
+                "price_tier": price["tier"], "price_fallback": price["fallback"],
+                "warnings": _price_warnings(price, planner.options.interruptible)
+                + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value),
+            })
+    configs.sort(key=lambda c: (c["cost_usd"], c["time_hours"], c["id"]))
+    by_time = sorted(configs, key=lambda c: (c["time_hours"], c["cost_usd"], c["id"]))
+    for rank, c in enumerate(configs, 1):
+        c["rank_by_cost"] = rank
+    for rank, c in enumerate(by_time, 1):
+        c["rank_by_time"] = rank
+    def pick(candidates):
+        best = min(candidates, key=lambda c: (c["memory_bytes"], c["num_gpus"], c["cost_usd"]), default=None)
+        return None if best is None else {k: best[k] for k in ("id", "gpu", "num_gpus", "sharding")}
+
+    own = [c for c in configs if c["num_gpus"] == req.num_gpus and c["sharding"] == req.sharding.value]
+    return {
+        "count": len(configs),
+        "configs": configs,
+        "by_cost": [c["id"] for c in configs],
+        "by_time": [c["id"] for c in by_time],
+        # a card priced only at another rate (e.g. interruptible-only listings) is ranked but
+        # not named cheapest
+        "cheapest": next((c["id"] for c in configs if not any(
+            w.startswith("price_is_") for w in c["warnings"])), configs[0]["id"] if configs else None),
+        "fastest": by_time[0]["id"] if by_time else None,
+        # seed 004: start with the smallest card that fits your configuration, move up only when
+        # time per step is the bottleneck
+        "smallest_card": pick(own),
+        "smallest_single_gpu": pick(c for c in configs if c["num_gpus"] == 1),
+        "smallest_config": pick(configs),
+        "gpu_counts": list(recommend.GPU_COUNTS),
+        "shardings": ["none", *recommend.MULTI_GPU_SHARDINGS],
+    }
+
+
+def _price_warnings(price: dict, interruptible: bool) -> list[str]:
+    out = []
+    if price.get("fallback"):
+        out.append("price_from_other_tier")
+    if price.get("interruptible") != interruptible:
+        out.append("price_is_interruptible_rate" if price.get("interruptible") else "price_is_on_demand_rate")
+    return out
+
+
+def _solvers(planner: Planner) -> dict:
+    """Largest micro-batch and longest sequence that fit the chosen card (request's count and
+    sharding), by exponential search and bisection over the memory estimate."""
+    req, gpu = planner.request, planner.options.gpu
+
+    def solve(field: str, start: int, maximum: int) -> dict:
+        value = recommend.largest_fitting(
+            lambda x: planner.fits(planner.estimator.get(**{field: x}) if x != start
+                                   else planner.base, gpu), start, maximum)
+        return {"found": False} if value is None else {"found": True, "value": value}
+
+    seq = solve("seq_len", req.seq_len, MAX_SEQ_LEN)
+    if seq["found"]:
+        seq["above_max_position_embeddings"] = seq["value"] > req.model.max_position_embeddings
+    return {
+        "gpu": gpu.id, "num_gpus": req.num_gpus, "sharding": req.sharding.value,
+        "max_micro_batch_size": solve("micro_batch_size", req.micro_batch_size, MAX_MICRO_BATCH),
+        "max_seq_len": seq,
+    }
+
+
+def _suggestion(planner: Planner, action: str, changes: dict, extra: dict | None = None) -> dict | None:
+    est = planner.estimator.get(**changes)
+    if est is None:
+        return None
+    gpu = planner.options.gpu
+    num_gpus = changes.get("num_gpus", planner.request.num_gpus)
+    sharding = changes.get("sharding", planner.request.sharding.value)
+    time = planner.time(gpu, num_gpus, sharding, changes)
+    cost = planner.cost(gpu, num_gpus, time.compute_hours, planner.price(gpu))
+    out = {
+        "action": action,
+        "changes": dict(changes),
+        "fits": planner.fits(est, gpu),
+        "device_total_bytes": est["device_total_bytes"],
+        "required_bytes": recommend.required_bytes(est["device_total_bytes"], planner.options.safety_margin),
+        "saved_bytes": planner.base["device_total_bytes"] - est["device_total_bytes"],
+        "time_hours": cost.schedule.total_hours,
+        "cost_usd": cost.total_usd,
+    }
+    if extra:
+        out.update(extra)
+    return out
+
+
+def _suggestions(planner: Planner, solvers: dict) -> list[dict]:
+    """Ordered ways to make the setup fit the chosen card, each with its computed effect:
+    shorter sequences, smaller micro-batch with gradient accumulation, gradient checkpointing,
+    LoRA -> QLoRA (full -> LoRA), 8-bit optimizer, ZeRO-3/FSDP over N GPUs, CPU offload."""
+    req = planner.request
+    out: list[dict | None] = []
+    seq = solvers["max_seq_len"]
+    if seq["found"] and seq["value"] < req.seq_len:
+        out.append(_suggestion(planner, "shorter_sequences", {"seq_len": seq["value"]}))
+    elif req.seq_len > 1:
+        out.append(_suggestion(planner, "shorter_sequences", {"seq_len": max(1, req.seq_len // 2)}))
+    if req.micro_batch_size > 1:
+        mb = solvers["max_micro_batch_size"]
+        new_mb = mb["value"] if mb["found"] else 1
+        accumulation = -(-req.micro_batch_size // new_mb)  # keeps the effective batch
+        out.append(_suggestion(planner, "smaller_micro_batch_with_accumulation",
+                               {"micro_batch_size": new_mb},
+                               {"gradient_accumulation_steps": accumulation,
+                                "effective_batch_per_gpu": new_mb * accumulation}))
+    if not req.gradient_checkpointing:
+        out.append(_suggestion(planner, "gradient_checkpointing", {"gradient_checkpointing": True}))
+    if req.method.value == "lora":
+        out.append(_suggestion(planner, "lora_to_qlora", {"method": "qlora"}))
+    elif req.method.value == "full":
+        out.append(_suggestion(planner, "full_to_lora", {"method": "lora"}))
+    eight_bit = {"adamw": "adamw-8bit", "paged-adamw": "paged-adamw-8bit"}.get(req.optimizer.value)
+    if eight_bit:
+        out.append(_suggestion(planner, "optimizer_8bit", {"optimizer": eight_bit}))
+    if req.sharding.value != "zero3" or req.num_gpus < recommend.GPU_COUNTS[-1]:
+        chosen = None
+        for n in recommend.GPU_COUNTS[1:]:
+            if n < req.num_gpus:
+                continue
+            chosen = _suggestion(planner, "zero3_over_n_gpus", {"num_gpus": n, "sharding": "zero3"})
+            if chosen is not None and chosen["fits"]:
+                break
+        out.append(chosen)
+    if req.cpu_offload.value == "none":
+        opt = _suggestion(planner, "cpu_offload", {"cpu_offload": "optimizer"})
+        out.append(opt)
+        if opt is not None and not opt["fits"]:
+            out.append(_suggestion(planner, "cpu_offload", {"cpu_offload": "optimizer+params"}))
+    elif req.cpu_offload.value == "optimizer":
+        out.append(_suggestion(planner, "cpu_offload", {"cpu_offload": "optimizer+params"}))
+    return [s for s in out if s is not None]
+
+
+def plan_request(request: EstimateRequest, options: PlanOptions,
+                 estimator: recommend.Estimator | None = None) -> dict:
+    """The plan for a validated request (see the module docstring for the response)."""
+    planner = Planner(request, options, estimator)
+    gpu = options.gpu
+    base = planner.base
+    time = planner.time(gpu, request.num_gpus, request.sharding.value)
+    price = planner.price(gpu)
+    cost = planner.cost(gpu, request.num_gpus, time.compute_hours, price)
+    fits = recommend.fits_table(base, gpu_catalogue.all_gpus(), options.safety_margin)
+    solvers = _solvers(planner)
+    selected_fits = fits[gpu.id]["fits"]
+    warnings = list(base.get("warnings", []))
+    warnings += gpu_catalogue.rocm_warnings(gpu, request.method.value, request.attention.value)
+    warnings += _price_warnings(price, options.interruptible)
+    if not selected_fits:
+        warnings.append("does_not_fit_selected_gpu")
+    cost_out = cost.to_dict()
+    cost_out["price"] = price
+    time_out = time.to_dict()
+    time_out["schedule"] = cost.schedule.to_dict()
+    time_out["mfu_default"] = default_mfu(gpu.utilisation_class, request.method.value)
+    return {
+        "gpu": gpu.id,
+        "num_gpus": request.num_gpus,
+        "sharding": request.sharding.value,
+        "memory": base,
+        "fits_selected_gpu": selected_fits,
+        "time_hours": cost.schedule.total_hours,
+        "time": time_out,
+        "cost_usd": cost_out,
+        "storage_gb": planner.storage,
+        "storage_price_per_gb_month": planner.storage_price,
+        "safety_margin": options.safety_margin,
+        "fits": fits,
+        "recommendations": _recommendations(planner),
+        "solvers": solvers,
+        "suggestions": [] if selected_fits else _suggestions(planner, solvers),
+        "warnings": warnings,
+        "notes": ["prices_move_override_with_price_per_gpu_hour"],
+    }
+
+
+def plan_dict(data: object) -> dict:
+    """``python -m calc plan``: validate the request dict and plan it."""
+    request, options = parse_plan_request(data)
+    return plan_request(request, options)
+
+
+__all__ = ["PLAN_FIELDS", "PLAN_REQUEST_FIELDS", "PlanOptions", "Planner", "parse_plan_options",
+           "parse_plan_request", "plan_dict", "plan_request"]

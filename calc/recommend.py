@@ -1,0 +1,142 @@
+"""Which cards and configurations fit, ranked by cost and by time; solvers; suggestions.
+
+The memory estimate does not depend on the card, only on the setup (GPU count, sharding and
+the rest of the request), so :class:`Estimator` computes each setup once and every card is
+compared against it. A setup fits a card when its ``device_total_bytes`` (what nvidia-smi
+would show) plus the safety margin is at most the card's driver-reported memory; seed 004
+advises a 20-30 % margin over the estimate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+from .errors import CalcError
+from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
+
+GPU_COUNTS = (1, 2, 4, 8)
+MULTI_GPU_SHARDINGS = ("ddp", "zero2", "zero3")  # zero1 needs more memory than zero2 at the same speed
+
+_ENUM_FIELDS = {"method": Method, "optimizer": Optimizer, "sharding": Sharding, "cpu_offload": CpuOffload}
+
+
+def _as_dict(result: object) -> dict:
+    if isinstance(result, dict):
+        return result
+    to_dict = getattr(result, "to_dict", None)
+    if to_dict is None:
+        raise TypeError("memory.estimate_request must return a dict or an object with to_dict()")
+    return to_dict()
+
+
+class Estimator:
+    """Memory estimates of variants of one request, each computed once.
+
+    ``get(num_gpus=2, sharding="zero3")`` returns the estimate response dict of the request with
+    those fields replaced, or ``None`` when the memory model rejects that variant."""
+
+    def __init__(self, request: EstimateRequest,
+                 estimate_fn: Callable[[EstimateRequest], object] | None = None) -> None:
+        if estimate_fn is None:
+            from .memory import estimate_request as estimate_fn  # the contract of issue 3
+        self.request = request
+        self._fn = estimate_fn
+        self._cache: dict[tuple, dict | None] = {}
+        self.calls = 0
+
+    def variant(self, **changes: object) -> EstimateRequest:
+        fixed = {k: (_ENUM_FIELDS[k](v) if k in _ENUM_FIELDS and isinstance(v, str) else v)
+                 for k, v in changes.items()}
+        return dataclasses.replace(self.request, **fixed)
+
+    def get(self, **changes: object) -> dict | None:
+        key = tuple(sorted((k, v.value if hasattr(v, "value") else v) for k, v in changes.items()))
+        if key not in self._cache:
+            self.calls += 1
+            try:
+                self._cache[key] = _as_dict(self._fn(self.variant(**changes)))
+            except CalcError:
+                self._cache[key] = None
+        return self._cache[key]
+
+
+def required_bytes(device_total_bytes: int, safety_margin: float) -> int:
+    """Memory a card must report to run the setup with the margin: ``ceil(total * (1 + margin))``."""
+    return math.ceil(device_total_bytes * (1.0 + safety_margin))
+
+
+def fit_entry(device_total_bytes: int, memory_bytes: int, safety_margin: float) -> dict:
+    """One card against one estimate. ``headroom_*`` are measured without the margin;
+    ``fits`` includes it."""
+    need = required_bytes(device_total_bytes, safety_margin)
+    headroom = memory_bytes - device_total_bytes
+    return {
+        "fits": need <= memory_bytes,
+        "fits_without_margin": device_total_bytes <= memory_bytes,
+        "memory_bytes": memory_bytes,
+        "device_total_bytes": device_total_bytes,
+        "required_bytes": need,
+        "headroom_bytes": headroom,
+        "headroom_fraction": headroom / memory_bytes,
+    }
+
+
+def fits_table(estimate: dict | None, gpus, safety_margin: float) -> dict:
+    """``{gpu_id: fit_entry}`` for every catalogue card (``fits: false`` everywhere when the
+    memory model rejected the setup)."""
+    out = {}
+    for gpu in gpus:
+        if estimate is None:
+            out[gpu.id] = {"fits": False, "fits_without_margin": False, "memory_bytes": gpu.memory_bytes}
+        else:
+            out[gpu.id] = fit_entry(estimate["device_total_bytes"], gpu.memory_bytes, safety_margin)
+    return out
+
+
+def configurations(request: EstimateRequest) -> list[tuple[int, str]]:
+    """(GPU count, sharding) pairs the recommendation explores: one GPU unsharded, then 2, 4
+    and 8 GPUs with DDP, ZeRO-2 and ZeRO-3/FSDP, plus the request's own pair when it is not
+    among them (e.g. 16 GPUs, or ZeRO-1)."""
+    out = [(1, "none")]
+    for n in GPU_COUNTS[1:]:
+        out.extend((n, s) for s in MULTI_GPU_SHARDINGS)
+    own = (request.num_gpus, request.sharding.value)
+    if own not in out:
+        out.append(own)
+    return out
+
+
+def largest_fitting(fits: Callable[[int], bool], start: int, maximum: int) -> int | None:
+    """Largest integer ``x`` in ``[1, maximum]`` with ``fits(x)``, assuming memory grows with x
+    (so ``fits`` is true up to a point, then false). Exponential search from ``start``, then
+    bisection: about ``2 * log2(answer)`` calls. ``None`` when even 1 does not fit."""
+    start = max(1, min(start, maximum))
+    if fits(start):
+        lo = start
+        hi = None
+        probe = start
+        while hi is None:
+            if probe >= maximum:
+                return maximum
+            probe = min(probe * 2, maximum)
+            if fits(probe):
+                lo = probe
+            else:
+                hi = probe
+    else:
+        if start == 1 or not fits(1):
+            return None
+        lo, hi = 1, start
+    while hi - lo > 1:  # invariant: fits(lo), not fits(hi)
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+__all__ = ["Estimator", "GPU_COUNTS", "MULTI_GPU_SHARDINGS", "configurations", "fit_entry",
+           "fits_table", "largest_fitting", "required_bytes"]

@@ -1,0 +1,258 @@
+"""Model states per GPU: weights, gradients and optimizer states, in bytes.
+
+Byte counts per parameter follow the precision regime (:class:`Regime`), the
+optimizer (:func:`optimizer_state_bytes`) and the sharding stage
+(:func:`shard_divisors`). Sources:
+
+- ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054, sec. 3.1 and 5): mixed
+  precision Adam holds 2 (16-bit weights) + 2 (16-bit grads) + 12 (fp32 master,
+  momentum, variance) bytes per parameter; ZeRO-1 shards the 12, ZeRO-2 also the
+  grads, ZeRO-3 also the weights.
+- Hugging Face "Model training anatomy" (transformers docs, perf_train_gpu_one):
+  PyTorch AMP keeps fp32 weights and fp32 gradients plus 16-bit copies for compute,
+  18 bytes per parameter with AdamW.
+- QLoRA (Dettmers et al. 2023, arXiv:2305.14314, sec. 3): NF4 with blocks of 64 and
+  an fp32 absmax per block is 4.5 bits per weight; double quantization (8-bit absmax,
+  one fp32 constant per 256 blocks) is ``4 + 8/64 + 32/(64*256)`` = 4.127 bits.
+- 8-bit optimizers (Dettmers et al. 2022, arXiv:2110.02861, sec. 2): block-wise
+  quantization with blocks of 2048 and one fp32 absmax per block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .arch import LinearLayer, ModelArch
+from .request import EstimateRequest, Method, Optimizer, Precision, Sharding
+
+NF4_BITS = 4 + 32 / 64
+"""NF4 bits per weight without double quantization: 4-bit code + fp32 absmax per
+64 weights (QLoRA, arXiv:2305.14314, sec. 3)."""
+
+NF4_DOUBLE_QUANT_BITS = 4 + 8 / 64 + 32 / (64 * 256)
+"""NF4 with double quantization: 8-bit absmax per 64 weights plus an fp32 constant
+per 256 blocks, 4.127 bits (QLoRA, arXiv:2305.14314, sec. 3). torchao's NF4Tensor
+(torchtune) uses the same block sizes (64 and 256)."""
+
+OPT8_BLOCK = 2048
+"""Block size of bitsandbytes' block-wise 8-bit optimizer states, one fp32 absmax per
+block (Dettmers et al., arXiv:2110.02861, sec. 2.1)."""
+
+FP32_BYTES = 4
+BF16_BYTES = 2
+
+ZERO_STAGES = (Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """Bytes per element of each kind of tensor under one precision setting.
+
+    ``weight_bytes``: a parameter as stored; ``compute_bytes``: activations and the
+    16-bit working copies of weights; ``grad_bytes``: a gradient; ``master_bytes``: a
+    separate fp32 master copy (counted with the optimizer); ``state_bytes``: one element
+    of a torch optimizer state (torch keeps states in the parameter's dtype);
+    ``casts_weights``: autocast makes 16-bit working copies of fp32 weights.
+    """
+
+    name: str
+    weight_bytes: int
+    compute_bytes: int
+    grad_bytes: int
+    master_bytes: int
+    state_bytes: int
+    casts_weights: bool
+
+
+def regime(precision: Precision, sharding: Sharding) -> Regime:
+    """The byte sizes of one precision setting.
+
+    - ``bf16-true``: weights, grads and states in bf16: 2 + 2 + 4 = 8 bytes/param with
+      AdamW (torchtune, LitGPT ``bf16-true``).
+    - ``*-mixed`` without ZeRO (none, ddp): PyTorch AMP. Parameters and their gradients
+      are fp32 (a gradient has its parameter's dtype), states fp32, and autocast makes a
+      16-bit copy of each weight for the matmuls: 4 + 4 + 8 (+2 copy) = 18 bytes/param
+      (HF "model training anatomy").
+    - ``*-mixed`` with ZeRO-1/2/3: DeepSpeed's scheme from the ZeRO paper: 16-bit
+      weights and gradients, fp32 master copy with the optimizer: 2 + 2 + 4 + 8 = 16
+      bytes/param. PyTorch FSDP with MixedPrecision holds fp32 shards of weights and
+      grads instead (4 + 4 + 8 = 16 / N): the same per-GPU total under ZeRO-3.
+    - ``fp32``: 4 + 4 + 8 = 16 bytes/param.
+    """
+    if precision is Precision.BF16_TRUE:
+        return Regime("bf16-true", BF16_BYTES, BF16_BYTES, BF16_BYTES, 0, BF16_BYTES, False)
+    if precision is Precision.FP32:
+        return Regime("fp32", FP32_BYTES, FP32_BYTES, FP32_BYTES, 0, FP32_BYTES, False)
+    if sharding in ZERO_STAGES:
+        return Regime("mixed-zero", BF16_BYTES, BF16_BYTES, BF16_BYTES, FP32_BYTES, FP32_BYTES, False)
+    return Regime("mixed-amp", FP32_BYTES, BF16_BYTES, FP32_BYTES, 0, FP32_BYTES, True)
+
+
+# ---- which parameters exist and which train ------------------------------------------
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """Parameter counts of one request.
+
+    ``quantized``: weights stored in NF4 (QLoRA's block linears); ``dense``: every other
+    base parameter (16/32-bit); ``trainable``: what the optimizer updates (all base
+    parameters for full fine-tuning, the adapters for LoRA/QLoRA); ``adapter``: LoRA
+    parameters (0 for full fine-tuning). ``tensors``: shapes ``(rows, cols)`` of the
+    trainable tensors (cols = 1 for vectors), for Adafactor and per-tensor buffers.
+    """
+
+    total: int
+    quantized: int
+    dense: int
+    trainable: int
+    adapter: int
+    largest_trainable_tensor: int
+    tensors: tuple[tuple[int, int, int], ...]  # (rows, cols, copies)
+
+
+def adapted(req: EstimateRequest) -> tuple:
+    """The adapted linears of one block (empty for full fine-tuning)."""
+    if req.method is Method.FULL:
+        return ()
+    from .lora import adapted_linears
+
+    return adapted_linears(req.model, req.lora_targets)
+
+
+def _quantized_weight_params(arch: ModelArch) -> int:
+    """Weights of the block linears QLoRA stores in NF4 (biases stay 16-bit)."""
+    return arch.num_layers * sum(l.count * l.weight_params for l in arch.linears if l.quantizable)
+
+
+def _full_tensors(arch: ModelArch) -> tuple[tuple[int, int, int], ...]:
+    """Every parameter tensor as (rows, cols, copies): matrices, then vectors."""
+    layers = arch.num_layers
+    out = [(arch.vocab_size, arch.hidden_size, 1)]
+    if arch.lm_head_params >= arch.vocab_size * arch.hidden_size:
+        out.append((arch.vocab_size, arch.hidden_size, 1))
+    for lin in arch.linears:
+        out.append((lin.d_out, lin.d_in, layers * lin.count))
+        if lin.bias:
+            out.append((lin.d_out, 1, layers * lin.count))
+    matrices = sum(r * c * n for r, c, n in out if c > 1)
+    biases = sum(r * n for r, c, n in out if c == 1)
+    rest = arch.params_total - matrices - biases  # norms, positions, small extras
+    if rest > 0:
+        out.append((rest, 1, 1))
+    return tuple(out)
+
+
+def param_layout(req: EstimateRequest) -> ParamLayout:
+    """Count quantized, dense and trainable parameters for the request's method."""
+    arch = req.model
+    total = arch.params_total
+    quantized = _quantized_weight_params(arch) if req.method is Method.QLORA else 0
+    if req.method is Method.FULL:
+        tensors = _full_tensors(arch)
+        largest = max(r * c for r, c, _ in tensors)
+        return ParamLayout(total, 0, total, total, 0, largest, tensors)
+    rank = req.lora_rank
+    tensors = []
+    for lin in adapted(req):
+        copies = arch.num_layers * lin.count
+        tensors.append((rank, lin.d_in, copies))   # A: r x d_in
+        tensors.append((lin.d_out, rank, copies))  # B: d_out x r
+    adapter = sum(r * c * n for r, c, n in tensors)
+    largest = max((r * c for r, c, _ in tensors), default=0)
+    return ParamLayout(total, quantized, total - quantized, adapter, adapter, largest, tuple(tensors))
+
+
+# ---- bytes per parameter -----------------------------------------------------------------
+
+def quantized_bytes(params: int, double_quant: bool) -> int:
+    """NF4 storage: ``params * bits / 8`` bytes (4.127 bits with double quantization,
+    4.5 without; QLoRA sec. 3)."""
+    bits = NF4_DOUBLE_QUANT_BITS if double_quant else NF4_BITS
+    return int(params * bits / 8)
+
+
+def optimizer_state_bytes(req: EstimateRequest, layout: ParamLayout, reg: Regime) -> int:
+    """Optimizer state bytes for all trainable parameters (unsharded).
+
+    - AdamW (torch): 2 states (m, v) in the parameter dtype: ``2 * state_bytes * P``.
+    - paged AdamW (bitsandbytes, 32-bit): 2 fp32 states, ``8 * P`` whatever the
+      parameter dtype (bnb allocates 32-bit states as float32).
+    - 8-bit AdamW (paged or not): 2 one-byte states plus an fp32 absmax per 2048 values:
+      ``2 * (1 + 4/2048) * P`` (arXiv:2110.02861).
+    - Adafactor (Shazeer & Stern 2018, arXiv:1804.04235, sec. 3; HF default beta1=None):
+      no first moment; the second moment of a ``rows x cols`` matrix is factored into
+      ``rows + cols`` fp32 values (HF upcasts grads to fp32), a vector keeps one per value.
+    - SGD: none; SGD with momentum: one state in the parameter dtype.
+    """
+    p = layout.trainable
+    opt = req.optimizer
+    if opt is Optimizer.ADAMW:
+        return 2 * reg.state_bytes * p
+    if opt is Optimizer.PAGED_ADAMW:
+        return 2 * FP32_BYTES * p
+    if opt in (Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW_8BIT):
+        return 2 * p + 2 * FP32_BYTES * -(-p // OPT8_BLOCK)
+    if opt is Optimizer.ADAFACTOR:
+        values = sum(((r + c) if c > 1 else r) * n for r, c, n in layout.tensors)
+        return FP32_BYTES * values
+    if opt is Optimizer.SGD_MOMENTUM:
+        return reg.state_bytes * p
+    return 0
+
+
+def is_paged(opt: Optimizer) -> bool:
+    """Paged optimizers (bitsandbytes) allocate states in CUDA unified memory, outside
+    PyTorch's caching allocator: they are not in ``max_memory_allocated`` and the driver
+    evicts them to host RAM under pressure (bitsandbytes docs, "Paged optimizers")."""
+    return opt in (Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT)
+
+
+def optimizer_step_temp_bytes(req: EstimateRequest, layout: ParamLayout, reg: Regime) -> int:
+    """Temporaries of the optimizer step.
+
+    torch AdamW's default multi-tensor (foreach) path computes ``sqrt(v)`` for all
+    parameters of a group at once: one extra state-sized tensor,
+    ``state_bytes * P`` (torch/optim/adamw.py, ``_multi_tensor_adamw``).
+    bitsandbytes and the fused paths update tensor by tensor: the largest tensor's size.
+    Adafactor (HF) works per tensor in fp32: about two fp32 copies of the largest tensor.
+    """
+    opt = req.optimizer
+    if opt is Optimizer.ADAMW:
+        return reg.state_bytes * layout.trainable
+    if opt is Optimizer.ADAFACTOR:
+        return 2 * FP32_BYTES * layout.largest_trainable_tensor
+    if opt in (Optimizer.SGD, Optimizer.SGD_MOMENTUM):
+        return 0
+    return FP32_BYTES * layout.largest_trainable_tensor
+
+
+# ---- sharding ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Divisors:
+    """How many GPUs share each model state (1 = replicated)."""
+
+    weights: int
+    grads: int
+    optimizer: int
+
+
+def shard_divisors(sharding: Sharding, num_gpus: int) -> Divisors:
+    """ZeRO stages (arXiv:1910.02054, sec. 5): stage 1 shards optimizer states (and the
+    master copy), stage 2 also gradients, stage 3 also weights; DDP replicates all."""
+    n = num_gpus
+    if sharding is Sharding.ZERO3:
+        return Divisors(n, n, n)
+    if sharding is Sharding.ZERO2:
+        return Divisors(1, n, n)
+    if sharding is Sharding.ZERO1:
+        return Divisors(1, 1, n)
+    return Divisors(1, 1, 1)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def block_linear_params(lin: LinearLayer) -> int:
+    return lin.count * lin.weight_params

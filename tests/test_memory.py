@@ -1,0 +1,311 @@
+"""Memory model: each component against hand-derived values, phases, and properties."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from calc import activations as act
+from calc import memory, states
+from calc.presets import get_preset
+from calc.request import parse_estimate_request
+
+GIB = 2 ** 30
+LLAMA2_7B = 6_738_415_616
+# Llama-2-7B block linears: 4 * 4096^2 (q, k, v, o) + 3 * 4096 * 11008 (gate, up, down).
+LLAMA2_7B_BLOCK_LINEAR = 4 * 4096 * 4096 + 3 * 4096 * 11008
+LLAMA2_7B_QUANTIZED = 32 * LLAMA2_7B_BLOCK_LINEAR  # 6,476,005,376
+
+
+def est(**kw) -> dict:
+    kw.setdefault("model", "llama-2-7b")
+    return memory.estimate_dict(kw)
+
+
+def req(**kw):
+    kw.setdefault("model", "llama-2-7b")
+    return parse_estimate_request(kw)
+
+
+# ---- model states -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("precision, bytes_per_param", [
+    ("bf16-true", 2 + 2 + 4),   # bf16 weights, grads, AdamW m and v
+    ("bf16-mixed", 4 + 4 + 8),  # AMP: fp32 weights, fp32 grads, fp32 m and v
+    ("fp32", 4 + 4 + 8),
+])
+def test_full_adamw_model_states_per_param(precision, bytes_per_param):
+    out = est(method="full", precision=precision)
+    assert out["model_states_bytes"] == LLAMA2_7B * bytes_per_param
+    assert out["params_trainable"] == out["params_total"] == LLAMA2_7B
+
+
+@pytest.mark.parametrize("sharding, expected", [
+    # ZeRO paper sec. 5 with K = 12, Psi = 7.5e9, Nd = 64 (Figure 1).
+    ("ddp", (4 + 4 + 8) * 7_500_000_000),  # AMP: fp32 weights + fp32 grads + fp32 m, v
+    ("zero1", 4 * 7_500_000_000 + 12 * 7_500_000_000 // 64),
+    ("zero2", 2 * 7_500_000_000 + 14 * 7_500_000_000 // 64),
+    ("zero3", 16 * 7_500_000_000 // 64),
+])
+def test_zero_stages_model_states(sharding, expected):
+    p = 7_500_000_000
+    r = req(method="full", precision="fp16-mixed", sharding=sharding, num_gpus=64)
+    layout = states.ParamLayout(p, 0, p, p, 0, 0, ((p, 1, 1),))
+    reg = states.regime(r.precision, r.sharding)
+    assert memory.model_states_total(memory.model_states(r, layout, reg)) == expected
+
+
+def test_qlora_weight_bytes_double_quant():
+    out = est(method="qlora", qlora_double_quant=True)
+    dense = LLAMA2_7B - LLAMA2_7B_QUANTIZED  # embeddings, lm_head, norms stay bf16
+    assert dense == 2 * 32000 * 4096 + 65 * 4096
+    bits = 4 + 8 / 64 + 32 / (64 * 256)  # 4.126953125
+    assert out["components"]["weights"] == int(LLAMA2_7B_QUANTIZED * bits / 8) + 2 * dense
+
+
+def test_qlora_weight_bytes_without_double_quant():
+    out = est(method="qlora", qlora_double_quant=False)
+    dense = LLAMA2_7B - LLAMA2_7B_QUANTIZED
+    assert out["components"]["weights"] == LLAMA2_7B_QUANTIZED * 45 // 80 + 2 * dense  # 4.5 bits
+
+
+def test_lora_trainable_and_adapter_states():
+    out = est(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
+    assert out["params_trainable"] == 4_194_304  # 32 * 2 * 8 * (4096 + 4096)
+    assert out["components"]["lora_weights"] == 2 * 4_194_304
+    assert out["components"]["optimizer"] == 4 * 4_194_304  # bf16 m and v
+
+
+@pytest.mark.parametrize("optimizer, state_bytes", [
+    ("adamw", 2 * 2 * LLAMA2_7B),
+    ("adamw-8bit", 2 * LLAMA2_7B + 2 * 4 * -(-LLAMA2_7B // 2048)),  # + fp32 absmax per 2048
+    ("sgd-momentum", 2 * LLAMA2_7B),
+    ("sgd", 0),
+])
+def test_optimizer_states_full_bf16(optimizer, state_bytes):
+    out = est(method="full", optimizer=optimizer, optimizer_in_backward=True)
+    assert out["components"]["optimizer"] == state_bytes
+
+
+def test_paged_optimizer_states_leave_the_allocator():
+    out = est(method="full", optimizer="paged-adamw")
+    assert out["components"]["optimizer"] == 0
+    assert out["unified_memory_bytes"] == 8 * LLAMA2_7B  # bnb 32-bit states are fp32
+    assert out["host_bytes"] >= out["unified_memory_bytes"]
+    assert "paged_optimizer_states_in_unified_memory" in out["warnings"]
+
+
+def test_adafactor_factored_second_moment_for_lora():
+    r = req(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], optimizer="adafactor")
+    reg = states.regime(r.precision, r.sharding)
+    # Per adapted linear: A (8 x 4096) -> 8 + 4096, B (4096 x 8) -> 4096 + 8; 2 linears, 32 layers.
+    assert states.optimizer_state_bytes(r, states.param_layout(r), reg) == 4 * 32 * 2 * (4104 + 4104)
+
+
+def test_optimizer_in_backward_keeps_one_gradient():
+    out = est(method="full", optimizer_in_backward=True)
+    # Largest tensor: embedding (or lm_head) 32000 x 4096, bf16 gradient.
+    assert "optimizer_step" not in out["phases"]
+    assert out["components"]["gradients"] in (0, 2 * 32000 * 4096)
+
+
+def test_cpu_offload_moves_optimizer_to_host():
+    out = est(method="full", cpu_offload="optimizer")
+    assert out["components"]["optimizer"] == 0
+    # bf16 states (4 B/param) + fp32 gradient copy on the host (4 B/param).
+    assert out["host_bytes"] == 4 * LLAMA2_7B + 4 * LLAMA2_7B
+
+
+def test_zero3_gathers_two_units():
+    r = req(method="full", sharding="zero3", num_gpus=8)
+    arch = r.model
+    block = arch.block_params * 2  # bf16
+    assert memory.gathered_weight_bytes(r, states.regime(r.precision, r.sharding)) == 2 * max(block, 32000 * 4096 * 2)
+
+
+def test_ddp_gradient_buckets():
+    out = est(method="full", sharding="ddp", num_gpus=2)
+    assert out["components"]["comm_buffers"] == 2 * LLAMA2_7B  # a second copy of bf16 grads
+
+
+# ---- activations -------------------------------------------------------------------------
+
+def _cfg(r):
+    return memory.act_config(r, states.regime(r.precision, r.sharding))
+
+
+def test_block_bytes_llama2_full_sdpa():
+    r = req(method="full")
+    h, i = 4096, 11008
+    # norms 2 * (4h fp32 input + 2h normalised) + linear inputs 2 * 2h
+    # + q, k, v, out 4 * 2h + lse 4 * 32 heads + MLP gate, silu, up, product 4 * 2i
+    expected = 2 * (4 * h + 2 * h) + 2 * 2 * h + 4 * 2 * h + 4 * 32 + 4 * 2 * i
+    assert expected == 186_496
+    assert act.block_bytes_per_token(r.model, _cfg(r)) == expected
+
+
+def test_block_bytes_llama2_lora_qv():
+    r = req(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
+    h, i = 4096, 11008
+    # norms 2 * 4h; one shared input of q/v adapters 2h; q, k, v, out 4 * 2h + lse 128;
+    # frozen MLP: silu input, silu output, up 3 * 2i; rank intermediates 2 adapters * 2 * 8.
+    expected = 2 * 4 * h + 2 * h + 4 * 2 * h + 128 + 3 * 2 * i + 2 * 2 * 8
+    assert act.block_bytes_per_token(r.model, _cfg(r)) == expected == 139_936
+
+
+def test_eager_attention_keeps_scores():
+    sdpa = req(method="full", seq_len=2048)
+    eager = req(method="full", seq_len=2048, attention="eager")
+    diff = act.block_bytes_per_token(eager.model, _cfg(eager)) - act.block_bytes_per_token(sdpa.model, _cfg(sdpa))
+    # eager: + fp32 softmax and bf16 copy (32 heads * 2048 * 6) + o_proj input copy 2h
+    #        - SDPA output 2h - lse 4 * 32
+    assert diff == 32 * 2048 * 6 + 2 * 4096 - 2 * 4096 - 4 * 32
+
+
+def test_flash_keeps_grouped_kv_unexpanded():
+    sdpa = req(model="llama-3.1-8b", method="full", attention="sdpa")
+    flash = req(model="llama-3.1-8b", method="full", attention="flash")
+    d = act.block_bytes_per_token(sdpa.model, _cfg(sdpa)) - act.block_bytes_per_token(flash.model, _cfg(flash))
+    assert d == 2 * 2 * (4096 - 8 * 128)  # k and v expanded from 8 to 32 heads
+
+
+@pytest.mark.parametrize("chunked, per_token", [(False, 32000 * (2 + 4 + 4)), (True, 32000 * 2)])
+def test_logits_bytes(chunked, per_token):
+    out = est(method="full", gradient_checkpointing=False, chunked_loss=chunked, micro_batch_size=2,
+              seq_len=1024, sharding="none")
+    phases = memory.phase_components(*_pieces(req(method="full", gradient_checkpointing=False,
+                                                  chunked_loss=chunked, micro_batch_size=2, seq_len=1024)))
+    assert phases["forward_end"]["logits"] == per_token * 2 * 1024
+    assert out["peak_allocated_bytes"] >= phases["forward_end"]["logits"]
+
+
+def _pieces(r):
+    reg = states.regime(r.precision, r.sharding)
+    layout = states.param_layout(r)
+    return r, reg, memory.model_states(r, layout, reg), memory.activation_bytes(r, reg)
+
+
+def test_checkpointing_keeps_layer_inputs():
+    r = req(method="full", gradient_checkpointing=True, micro_batch_size=2, seq_len=1024)
+    a = memory.activation_bytes(r, states.regime(r.precision, r.sharding))
+    tokens = 2 * 1024
+    head = (4 * 4096 + 2 * 4096 + 2 * 4096) * tokens  # final norm + lm_head input
+    assert a.saved_all == 32 * 2 * 4096 * tokens + head
+    assert a.recompute == 186_496 * tokens
+
+
+def test_activation_offload_keeps_two_layers():
+    r = req(method="full", activation_offload=True, micro_batch_size=2, seq_len=1024)
+    a = memory.activation_bytes(r, states.regime(r.precision, r.sharding))
+    assert a.host == 30 * 2 * 4096 * 2048
+
+
+def test_mixed_precision_weight_copies():
+    r = req(method="full", precision="bf16-mixed")
+    reg = states.regime(r.precision, r.sharding)
+    assert memory.weight_copy_bytes(r, reg, one_layer=False) == 2 * (LLAMA2_7B_QUANTIZED + 32000 * 4096)
+
+
+def test_moe_activations_follow_top_k():
+    r = req(model="mixtral-8x7b", method="lora", lora_targets=["q_proj"])
+    cfg = _cfg(r)
+    arch = r.model
+    parts = act.block_parts(arch)
+    experts = [d for d in parts.mlp_down if d.count > 1][0]
+    per_expert = act.mlp_unit_bytes(arch, cfg, experts, parts.mlp_in) // experts.active
+    assert experts.active == 2
+    assert act.mlp_unit_bytes(arch, cfg, experts, parts.mlp_in) == 2 * per_expert
+
+
+# ---- response ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["llama-2-7b", "llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "phi-3-mini",
+                                   "qwen2.5-7b", "falcon-7b", "gpt2", "bloom-560m", "qwen1.5-moe-a2.7b",
+                                   "stablelm-base-alpha-3b", "phi-2"])
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_response_contract(model, method):
+    out = est(model=model, method=method, num_gpus=4, sharding="zero3")
+    assert set(out["components"]) == set(memory.COMPONENTS)
+    assert sum(out["components"].values()) == out["peak_allocated_bytes"]
+    assert out["peak_phase"] in memory.PHASES
+    assert out["peak_allocated_bytes"] == out["phases"][out["peak_phase"]] == max(out["phases"].values())
+    assert out["peak_allocated_bytes"] <= out["peak_reserved_bytes"] < out["device_total_bytes"]
+    assert out["device_total_bytes"] == (out["peak_reserved_bytes"] + memory.CUDA_CONTEXT_BYTES
+                                         + memory.NCCL_BUFFER_BYTES)
+    for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes", "params_total",
+                "params_trainable", "host_bytes"):
+        assert isinstance(out[key], int) and out[key] >= 0
+
+
+def test_reserved_rounds_to_segments():
+    assert memory.reserved_bytes(0) == 0
+    assert memory.reserved_bytes(GIB) % (2 * 1024 ** 2) == 0
+    assert memory.reserved_bytes(GIB) >= GIB * (1 + memory.ALLOCATOR_SLACK_FRACTION)
+
+
+def test_typed_entry_matches_dict_entry():
+    r = req(method="qlora")
+    assert memory.estimate_request(r).to_dict() == est(method="qlora")
+
+
+def test_warnings_are_codes():
+    out = est(num_gpus=1, sharding="zero3", seq_len=8192)
+    assert "sharding_on_single_gpu" in out["warnings"]
+    assert "seq_len_above_max_positions" in out["warnings"]
+
+
+# ---- properties ----------------------------------------------------------------------------
+
+MODELS = ["llama-2-7b", "llama-3.2-1b", "mixtral-8x7b", "gemma-2-2b", "phi-2", "gpt2", "qwen2.5-0.5b"]
+setups = hs.fixed_dictionaries({
+    "model": hs.sampled_from(MODELS),
+    "method": hs.sampled_from(["full", "lora", "qlora"]),
+    "precision": hs.sampled_from(["bf16-true", "bf16-mixed", "fp16-mixed", "fp32"]),
+    "optimizer": hs.sampled_from(["adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit", "adafactor",
+                                  "sgd", "sgd-momentum"]),
+    "optimizer_in_backward": hs.booleans(),
+    "gradient_checkpointing": hs.booleans(),
+    "attention": hs.sampled_from(["sdpa", "flash", "eager"]),
+    "chunked_loss": hs.booleans(),
+    "activation_offload": hs.booleans(),
+    "num_gpus": hs.sampled_from([1, 2, 8]),
+    "sharding": hs.sampled_from(["none", "ddp", "zero1", "zero2", "zero3"]),
+    "cpu_offload": hs.sampled_from(["none", "optimizer", "optimizer+params"]),
+    "lora_rank": hs.integers(1, 256),
+    "micro_batch_size": hs.integers(1, 16),
+    "seq_len": hs.integers(1, 8192),
+})
+
+
+@settings(max_examples=150, deadline=None)
+@given(setups, hs.sampled_from(["micro_batch_size", "seq_len", "lora_rank"]), hs.integers(1, 64))
+def test_memory_never_decreases_with_size(setup, key, extra):
+    bigger = dict(setup, **{key: setup[key] + extra})
+    assert est(**bigger)["peak_allocated_bytes"] >= est(**setup)["peak_allocated_bytes"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(setups, hs.sampled_from([2, 4, 8, 16, 64]))
+def test_zero3_more_gpus_never_more_model_states(setup, factor):
+    base = dict(setup, sharding="zero3")
+    more = dict(base, num_gpus=base["num_gpus"] * factor)
+    assert est(**more)["model_states_bytes"] <= est(**base)["model_states_bytes"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(setups)
+def test_qlora_weights_below_lora_weights(setup):
+    lora = est(**dict(setup, method="lora"))["components"]["weights"]
+    qlora = est(**dict(setup, method="qlora"))["components"]["weights"]
+    assert qlora < lora or lora == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(setups)
+def test_checkpointing_never_increases_activations(setup):
+    def peak_activations(ckpt: bool) -> int:
+        r = req(**dict(setup, gradient_checkpointing=ckpt))
+        a = memory.activation_bytes(r, states.regime(r.precision, r.sharding))
+        return max(a.saved_all, a.saved_all + a.recompute + a.workspace, a.last_block + a.workspace)
+    assert peak_activations(True) <= peak_activations(False)

@@ -1,0 +1,217 @@
+"""The plan command: request validation, hand-computed time and cost, fits, ranking, solvers,
+suggestions, and the CLI (valid JSON, exit 2 and no traceback on bad input)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import importlib
+
+from calc import gpus, recommend
+from calc.errors import InputError
+from plan_fakes import ACT_BYTES_PER_TOKEN, CONTEXT_BYTES, GIB, fake_estimate
+
+ROOT = Path(__file__).resolve().parents[1]
+# calc.plan is also the name of a function in calc/__init__.py, so take the module itself.
+plan = importlib.import_module("calc.plan")
+BASE = {"model": "llama-2-7b", "dataset_tokens": 1e9, "gpu": "a100-80gb-sxm"}
+
+
+def _plan(**kw):
+    data = {**BASE, **kw}
+    req, options = plan.parse_plan_request(data)
+    return plan.plan_request(req, options, recommend.Estimator(req, fake_estimate))
+
+
+@pytest.mark.parametrize("change, code, field", [
+    ({"gpu": "a100"}, "unknown_gpu", "gpu"),
+    ({"gpu": None}, "missing_field", "gpu"),
+    ({"dataset_tokens": None}, "missing_field", "dataset_tokens"),
+    ({"dataset_tokens": 0}, "out_of_range", "dataset_tokens"),
+    ({"dataset_tokens": -5}, "out_of_range", "dataset_tokens"),
+    ({"dataset_tokens": "many"}, "not_number", "dataset_tokens"),
+    ({"epochs": 0}, "out_of_range", "epochs"),
+    ({"price_tier": "cheap"}, "unknown_value", "price_tier"),
+    ({"price_per_gpu_hour": -1}, "out_of_range", "price_per_gpu_hour"),
+    ({"safety_margin": 1.5}, "out_of_range", "safety_margin"),
+    ({"mfu": 0}, "out_of_range", "mfu"),
+    ({"mfu": 1.2}, "out_of_range", "mfu"),
+    ({"starts": 0}, "not_positive", "starts"),
+    ({"starts": 1.5}, "not_integer", "starts"),
+    ({"interruptible": "yes"}, "not_boolean", "interruptible"),
+    ({"experiment_multiplier": 0.5}, "out_of_range", "experiment_multiplier"),
+    ({"gpus": "h100-sxm"}, "unknown_key", "gpus"),
+    ({"seq_len": 0}, "not_positive", "seq_len"),
+])
+def test_bad_input_is_coded(change, code, field):
+    data = {**BASE, **change}
+    data = {k: v for k, v in data.items() if v is not None}
+    with pytest.raises(InputError) as err:
+        plan.parse_plan_request(data)
+    assert (err.value.code, err.value.field) == (code, field)
+
+
+def test_missing_model():
+    with pytest.raises(InputError) as err:
+        plan.parse_plan_request({"dataset_tokens": 1, "gpu": "l4"})
+    assert (err.value.code, err.value.field) == ("missing_field", "model")
+
+
+def test_defaults():
+    _, options = plan.parse_plan_request(BASE)
+    assert (options.epochs, options.safety_margin, options.experiment_multiplier, options.price_tier,
+            options.starts, options.startup_minutes, options.interruptible) == \
+        (1.0, 0.25, 2.0, "marketplace", 1, 10.0, False)
+
+
+def test_time_and_cost_hand_computed():
+    # Full FT of Llama-2-7B without checkpointing, eager attention, 1e9 tokens x 2 epochs,
+    # A100 SXM (312 TFLOP/s), mfu 0.5, micro-batch 1 x 2048 (saturation 2048/2304), 1 GPU,
+    # 2 USD/h, 10 min start-up.
+    out = _plan(method="full", gradient_checkpointing=False, attention="eager", epochs=2, mfu=0.5,
+                price_per_gpu_hour=2.0, storage_gb=100, storage_price_per_gb_month=0.1)
+    flops = 42_865_287_168  # 6N + 12 L s d, see test_timing
+    compute_h = 2e9 * flops / (312e12 * 0.5 * 2048 / 2304) / 3600
+    assert out["time"]["compute_hours"] == pytest.approx(compute_h)
+    assert out["time_hours"] == pytest.approx(compute_h + 10 / 60)
+    run_usd = (compute_h + 10 / 60) * 2.0
+    assert out["cost_usd"]["final_run"] == pytest.approx(run_usd)
+    assert out["cost_usd"]["total"] == pytest.approx(2 * run_usd + 100 * 0.1)
+    assert out["cost_usd"]["per_hour"] == 2.0
+    assert out["cost_usd"]["per_month"] == pytest.approx(2.0 * 730 + 10)
+    assert out["cost_usd"]["price"]["source"] == "request"
+    assert out["memory"]["device_total_bytes"] == 16 * GIB + 2048 * ACT_BYTES_PER_TOKEN + CONTEXT_BYTES
+
+
+def test_fits_every_card():
+    out = _plan(method="full", gradient_checkpointing=False, seq_len=8192)
+    total = 16 * GIB + 8192 * ACT_BYTES_PER_TOKEN + CONTEXT_BYTES  # 18.5 GiB
+    assert out["memory"]["device_total_bytes"] == total
+    assert set(out["fits"]) == set(gpus.gpu_ids())
+    for gpu in gpus.all_gpus():
+        entry = out["fits"][gpu.id]
+        assert entry["fits"] == (recommend.required_bytes(total, 0.25) <= gpu.memory_bytes)
+    # 18.5 GiB x 1.25 = 23680 MiB: the RTX 4090 (24564 MiB) holds it, the L4 (23034 MiB) does not
+    assert out["fits"]["rtx-4090"]["fits"] is True
+    assert out["fits"]["l4"]["fits"] is False and out["fits"]["l4"]["fits_without_margin"] is True
+
+
+def test_recommendations_ranked_and_all_fit():
+    out = _plan(method="full", seq_len=4096)
+    rec = out["recommendations"]
+    configs = rec["configs"]
+    assert rec["count"] == len(configs) > 0
+    costs = [c["cost_usd"] for c in configs]
+    assert costs == sorted(costs)
+    by_time = {c["id"]: c["time_hours"] for c in configs}
+    assert [by_time[i] for i in rec["by_time"]] == sorted(by_time.values())
+    for c in configs:
+        gpu = gpus.get_gpu(c["gpu"])
+        assert c["required_bytes"] <= gpu.memory_bytes
+        assert c["num_gpus"] in (1, 2, 4, 8)
+    smallest = rec["smallest_config"]
+    assert gpus.get_gpu(smallest["gpu"]).memory_bytes == min(c["memory_bytes"] for c in configs)
+    own = [c for c in configs if (c["num_gpus"], c["sharding"]) == (1, "none")]
+    assert rec["smallest_card"]["num_gpus"] == 1
+    assert gpus.get_gpu(rec["smallest_card"]["gpu"]).memory_bytes == min(c["memory_bytes"] for c in own)
+
+
+def test_price_rate_mismatch_is_flagged():
+    # the catalogue lists the A100 40GB only as interruptible capacity
+    out = _plan(gpu="a100-40gb-sxm")
+    assert "price_is_interruptible_rate" in out["warnings"]
+    assert out["cost_usd"]["price"]["interruptible"] is True
+    rec = out["recommendations"]
+    cheapest = next(c for c in rec["configs"] if c["id"] == rec["cheapest"])
+    assert not any(w.startswith("price_is_") for w in cheapest["warnings"])
+
+
+def test_recommendation_estimates_each_setup_once():
+    req, options = plan.parse_plan_request({**BASE, "method": "full"})
+    est = recommend.Estimator(req, fake_estimate)
+    planner = plan.Planner(req, options, est)
+    plan._recommendations(planner)
+    assert est.calls == len(recommend.configurations(req))  # not per card
+
+
+def test_solvers_hand_computed():
+    # LoRA states 4 GiB + context 0.5 GiB + mb x 2048 tokens x 64 KiB (checkpointing on) must stay
+    # within 24564 MiB / 1.25 on an RTX 4090.
+    out = _plan(gpu="rtx-4090", micro_batch_size=1, seq_len=2048)
+    budget = 24564 * 2**20 / 1.25 - 4.5 * GIB
+    per_token = ACT_BYTES_PER_TOKEN // 4
+    assert out["solvers"]["max_micro_batch_size"] == {"found": True, "value": int(budget // (2048 * per_token))}
+    assert out["solvers"]["max_seq_len"] == {"found": True, "value": int(budget // per_token),
+                                             "above_max_position_embeddings": True}
+
+
+def test_suggestions_when_nothing_fits():
+    # 64 x 4096 tokens without checkpointing: 64 GiB of activations on a 24 GB card
+    out = _plan(method="full", gpu="rtx-4090", micro_batch_size=64, seq_len=4096,
+                gradient_checkpointing=False)
+    assert not out["fits_selected_gpu"]
+    assert "does_not_fit_selected_gpu" in out["warnings"]
+    actions = [s["action"] for s in out["suggestions"]]
+    assert actions[:4] == ["shorter_sequences", "smaller_micro_batch_with_accumulation",
+                           "gradient_checkpointing", "full_to_lora"]
+    assert "optimizer_8bit" in actions and "zero3_over_n_gpus" in actions and "cpu_offload" in actions
+    accum = next(s for s in out["suggestions"] if s["action"] == "smaller_micro_batch_with_accumulation")
+    assert accum["effective_batch_per_gpu"] >= 64 and accum["fits"]
+    for s in out["suggestions"]:
+        assert s["saved_bytes"] >= 0 and s["time_hours"] > 0
+
+
+def test_no_suggestions_when_it_fits():
+    out = _plan(gpu="h200")
+    assert out["fits_selected_gpu"] and out["suggestions"] == []
+
+
+def test_interruptible_uses_spot_price_and_adds_overheads():
+    on = _plan(gpu="h100-sxm", price_tier="managed")
+    spot = _plan(gpu="h100-sxm", price_tier="managed", interruptible=True)
+    assert spot["cost_usd"]["price"]["usd_per_gpu_hour"] < on["cost_usd"]["price"]["usd_per_gpu_hour"]
+    assert spot["time"]["schedule"]["checkpoint_hours"] > 0
+    assert spot["time_hours"] > on["time_hours"]
+
+
+def test_rocm_caveat_in_plan():
+    out = _plan(gpu="mi300x", method="qlora")
+    assert "rocm_qlora_needs_extra_work" in out["warnings"]
+
+
+def _cli(args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "calc", *args], cwd=ROOT, input=stdin,
+                          capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize("request_obj, code, field", [
+    ({**BASE, "gpu": "tpu-v5"}, "unknown_gpu", "gpu"),
+    ({**BASE, "epochs": -1}, "out_of_range", "epochs"),
+    ({"model": "llama-2-7b", "gpu": "l4"}, "missing_field", "dataset_tokens"),
+])
+def test_cli_bad_input_exit_2(request_obj, code, field):
+    out = _cli(["plan", "--request", "-"], json.dumps(request_obj))
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr + out.stdout
+    err = json.loads(out.stdout)["error"]
+    assert (err["code"], err["field"]) == (code, field)
+
+
+def test_cli_not_json_exit_2():
+    out = _cli(["plan", "--request", "-"], "{not json")
+    assert out.returncode == 2 and json.loads(out.stdout)["error"]["code"] == "request_not_json"
+
+
+def test_cli_plan_valid_json():
+    pytest.importorskip("calc.memory")
+    out = _cli(["plan", "--request", "-"], json.dumps({**BASE, "method": "lora"}))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    for key in ("time_hours", "cost_usd", "fits", "recommendations", "memory", "solvers"):
+        assert key in data
+    assert data["cost_usd"]["total"] > 0 and data["time_hours"] > 0

@@ -1,0 +1,84 @@
+"""Fits, the bisection solver and the recommendation's use of the memory estimates."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calc import gpus, recommend
+from calc.request import parse_estimate_request
+from plan_fakes import fake_estimate
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize("total, margin, expected", [
+    (100, 0.25, 125), (101, 0.25, 127), (80 * 2**30, 0.0, 80 * 2**30), (3, 0.2, 4),
+])
+def test_required_bytes_rounds_up(total, margin, expected):
+    assert recommend.required_bytes(total, margin) == expected
+
+
+def test_fit_entry_hand_computed():
+    # 60 GiB estimate on an A100 80GB (81920 MiB): 60 GiB x 1.25 = 75 GiB = 76800 MiB <= 81920 MiB
+    entry = recommend.fit_entry(60 * 2**30, 81920 * MIB, 0.25)
+    assert entry["fits"] and entry["fits_without_margin"]
+    assert entry["required_bytes"] == 76800 * MIB
+    assert entry["headroom_bytes"] == (81920 - 61440) * MIB
+    assert entry["headroom_fraction"] == pytest.approx(20480 / 81920)
+    tight = recommend.fit_entry(70 * 2**30, 81920 * MIB, 0.25)  # 87.5 GiB needed
+    assert not tight["fits"] and tight["fits_without_margin"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(total=st.integers(1, 300 * 2**30), margin=st.floats(0.0, 1.0))
+def test_fits_monotone_in_card_memory(total, margin):
+    """A setup that fits card X fits every card of the same software stack with more memory."""
+    table = recommend.fits_table({"device_total_bytes": total}, gpus.all_gpus(), margin)
+    cards = gpus.all_gpus()
+    for x in cards:
+        if not table[x.id]["fits"]:
+            continue
+        for y in cards:
+            if y.stack == x.stack and y.memory_bytes >= x.memory_bytes:
+                assert table[y.id]["fits"], (x.id, y.id)
+
+
+@settings(max_examples=300, deadline=None)
+@given(threshold=st.integers(0, 70_000), start=st.integers(1, 70_000))
+def test_largest_fitting_finds_threshold(threshold, start):
+    calls = []
+
+    def fits(x):
+        calls.append(x)
+        return x <= threshold
+
+    got = recommend.largest_fitting(fits, start, 65_536)
+    if threshold == 0:
+        assert got is None
+    else:
+        assert got == min(threshold, 65_536)
+    assert len(calls) <= 2 * math.ceil(math.log2(65_536)) + 3
+
+
+def test_configurations():
+    req = parse_estimate_request({"model": "llama-2-7b"})
+    configs = recommend.configurations(req)
+    assert configs[0] == (1, "none")
+    assert len(configs) == 1 + 3 * 3
+    assert {n for n, _ in configs} == {1, 2, 4, 8}
+    own = recommend.configurations(parse_estimate_request({"model": "llama-2-7b", "num_gpus": 16,
+                                                           "sharding": "zero1"}))
+    assert own[-1] == (16, "zero1") and len(own) == 11
+
+
+def test_estimator_memoises_variants():
+    req = parse_estimate_request({"model": "llama-2-7b", "method": "full"})
+    est = recommend.Estimator(req, fake_estimate)
+    a = est.get(num_gpus=4, sharding="zero3")
+    b = est.get(sharding="zero3", num_gpus=4)
+    assert a is b and est.calls == 1
+    assert a["components"]["states"] == 4 * 2**30  # 16 GiB sharded over 4
