@@ -21,7 +21,7 @@ STRINGS_FILE = ROOT / "docs" / "assets" / "calculator" / "i18n.json"
 
 # The calculator's starting setup: only what the request requires or the page chooses;
 # every other default comes from calc's field tables.
-PAGE_DEFAULTS = {"model": "llama-3.1-8b"}
+PAGE_DEFAULTS = {"model": "llama-3.1-8b", "dataset_tokens": 100_000_000, "gpu": "l40s"}
 COMMAND = "plan"  # one round trip: the plan response includes the memory estimate
 
 # Form sections: (legend key, request keys). Keys calc adds later land in the last one.
@@ -32,8 +32,11 @@ GROUPS = (
     ("legend_batch", ("micro_batch_size", "seq_len", "gradient_checkpointing", "attention",
                       "chunked_loss", "activation_offload")),
     ("legend_parallel", ("num_gpus", "sharding", "cpu_offload")),
-    ("legend_plan", ()),
+    ("legend_plan", ("dataset_tokens", "epochs", "gpu", "price_tier", "price_per_gpu_hour",
+                     "interruptible", "safety_margin")),
+    ("legend_advanced", ()),
 )
+ADVANCED = "legend_advanced"  # drawn folded: the cost and time assumptions
 
 
 def load_strings() -> dict:
@@ -70,10 +73,26 @@ def compute(request: dict) -> dict:
 
 # ---------------------------------------------------------------- form
 
-def _kind_name(kind: object) -> str:
+# calc's field kinds -> the form's: how a control reads and writes its value.
+_INPUT_KINDS = {"int": "int", "number": "number", "required_number": "number",
+                "optional_number": "number", "bool": "bool", "targets": "targets",
+                "model": "model", "gpu": "enum", "tier": "enum"}
+
+
+def input_kind(kind: object) -> str:
     if isinstance(kind, type) and issubclass(kind, Enum):
         return "enum"
-    return str(kind)
+    return _INPUT_KINDS.get(str(kind), "text")
+
+
+def _choices(key: str, kind: object, strings: dict, gpus: list) -> list[tuple[str, str]]:
+    if key == "gpu":
+        return [(g["id"], g.get("name") or g["id"]) for g in gpus]
+    if kind == "tier":
+        from calc.gpus import TIERS
+
+        return [(t, view.translate("enums", t, strings)) for t in TIERS]
+    return [(m.value, view.translate("enums", m.value, strings)) for m in kind]
 
 
 def _field_wrap(key: str, strings: dict, control: list, hint: str | None = None,
@@ -116,10 +135,10 @@ def _url_text(value: object) -> str:
 
 
 def _control(key: str, spec: tuple, value: object, strings: dict, presets: list, gpus: list) -> list:
-    default, kind, extra = spec
+    default, kind, _extra = spec
     page_default = PAGE_DEFAULTS.get(key, default)
-    kind_name = _kind_name(kind)
-    if key == "model":
+    kind_name = input_kind(kind)
+    if kind_name == "model":
         options = ["datalist", {"id": "calc-model-list"}] + [
             ["option", {"value": p["id"]}, p.get("name") or p["id"]] for p in presets]
         control = _text_input(key, value, "model", page_default, list="calc-model-list")
@@ -142,17 +161,11 @@ def _control(key: str, spec: tuple, value: object, strings: dict, presets: list,
         if value:
             attrs["checked"] = "checked"
         return _field_wrap(key, strings, ["input", attrs], checkbox=True)
-    if kind_name == "enum" or key == "gpu":
-        if key == "gpu":
-            choices = [(g["id"], g.get("name") or g["id"], g) for g in gpus]
-        else:
-            choices = [(m.value, view.translate("enums", m.value, strings), None) for m in kind]
+    if kind_name == "enum":
         select = ["select", {"id": f"calc-{key}", "name": key, "data-kind": "enum",
                              "data-default": _url_text(page_default)}]
-        for val, text, row in choices:
+        for val, text in _choices(key, kind, strings, gpus):
             attrs = {"value": val}
-            if row is not None and _is_price(row.get("price_per_gpu_hour")):
-                attrs["data-price"] = view.raw_value(row["price_per_gpu_hour"])
             if val == _url_text(value):
                 attrs["selected"] = "selected"
             select.append(["option", attrs, text])
@@ -160,14 +173,8 @@ def _control(key: str, spec: tuple, value: object, strings: dict, presets: list,
     if kind_name == "targets":
         return _field_wrap(key, strings, _text_input(key, value, "targets", page_default),
                            strings["ui"]["targets_hint"])
-    if kind_name in ("int", "number"):
-        hint = strings["ui"]["price_hint"] if page_default is None else None
-        return _field_wrap(key, strings, _text_input(key, value, kind_name, page_default), hint)
-    return _field_wrap(key, strings, _text_input(key, value, "string", page_default))
-
-
-def _is_price(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    hint = strings["ui"]["optional_hint"] if page_default is None else None
+    return _field_wrap(key, strings, _text_input(key, value, kind_name, page_default), hint)
 
 
 def form(strings: dict, presets: list, gpus: list) -> list:
@@ -181,6 +188,9 @@ def form(strings: dict, presets: list, gpus: list) -> list:
         for key in keys:
             if key in fields:
                 fieldset.append(_control(key, fields[key], request.get(key), strings, presets, gpus))
+        if legend == ADVANCED:
+            fieldset = ["details", {"class": "calc-advanced"},
+                        ["summary", {}, strings["ui"][legend]], fieldset]
         node.append(fieldset)
     return node
 
@@ -195,8 +205,8 @@ def _json_script(element_id: str, data: object) -> list:
 def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) -> str:
     """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, js
     (each relative to the page)."""
-    all_strings = load_strings()
-    strings = all_strings[lang]
+    # the page's strings, plus the cards' names for the results (ids in the response)
+    strings = dict(load_strings()[lang], gpus={g["id"]: g.get("name") or g["id"] for g in gpus})
     result = compute(default_request())
     root = ["div", {"class": "calc", "id": "calc", "data-calc-state": "static", "data-lang": lang,
                     "data-command": COMMAND, "data-worker": urls["worker"],

@@ -21,14 +21,8 @@ import math
 GIB = 2**30  # memory is shown in GiB (2^30 bytes), as the page states
 NNBSP = "\u202f"  # Spanish thousands separator (narrow no-break space), from 10 000 up
 
-# Memory fields shown as headline figures, in this order.
-MEMORY_KPIS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes")
-# Keys of the response that are rendered by a dedicated section, not the generic one.
-_DEDICATED = {
-    "peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes", "components",
-    "peak_phase", "params_total", "params_trainable", "host_bytes", "warnings", "request",
-}
 SVG_NS = "http://www.w3.org/2000/svg"
+TOP_CONFIGS = 10  # recommendations shown per ranking
 
 
 # ---------------------------------------------------------------- formatting
@@ -76,8 +70,12 @@ def format_value(key: str, value: object, lang: str, strings: dict) -> str:
         return units["hours"].replace("{}", format_number(value, 1, lang))
     if key.endswith("_usd") or key.startswith("price") or key.startswith("cost"):
         return units["usd"].replace("{}", format_number(value, 2, lang))
-    if key.endswith("_fraction") or key.endswith("_ratio") or key == "mfu":
+    if key.endswith(("_fraction", "_ratio", "utilisation", "_margin")) or key == "mfu":
         return units["percent"].replace("{}", format_number(value * 100, 1, lang))
+    if key.endswith("_gb"):
+        return units["gb"].replace("{}", format_number(value, 1, lang))
+    if key.endswith("_count"):
+        return format_number(value, 0, lang)
     if isinstance(value, int):
         return format_number(value, 0, lang)
     if abs(value) >= 100:
@@ -96,23 +94,19 @@ def translate(kind: str, code: object, strings: dict) -> str:
     return strings.get(kind, {}).get(str(code), str(code))
 
 
-# ---------------------------------------------------------------- nodes
+# ---------------------------------------------------------------- paths
 
-def num(path: str, key: str, value: object, lang: str, strings: dict) -> list:
-    return ["span", {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
-            format_value(key, value, lang, strings)]
-
-
-def _kpi(path: str, key: str, value: object, lang: str, strings: dict) -> list:
-    return ["div", {"class": "calc-kpi"},
-            ["span", {"class": "calc-kpi-label"}, label(key, strings)],
-            num(path, key, value, lang, strings)]
-
-
-def _text_kpi(path: str, key: str, text: str, strings: dict) -> list:
-    return ["div", {"class": "calc-kpi"},
-            ["span", {"class": "calc-kpi-label"}, label(key, strings)],
-            ["span", {"class": "calc-text", "data-output": path}, text]]
+def resolve(response: dict, path: str) -> object:
+    """The value a ``data-output`` path names. Memory fields keep the estimate's own names
+    (``peak_allocated_bytes``, ``components.weights``) even inside a plan response, where
+    they live under ``memory``; list items are addressed by index."""
+    parts = path.split(".")
+    node: object = response
+    if isinstance(response.get("memory"), dict) and parts[0] not in response:
+        node = response["memory"]
+    for part in parts:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
 
 
 def _is_number(value: object) -> bool:
@@ -123,165 +117,316 @@ def _fmt_svg(x: float) -> str:
     return f"{x:.2f}".rstrip("0").rstrip(".") or "0"
 
 
-def memory_chart(result: dict, lang: str, strings: dict) -> list:
-    """One stacked bar: the components up to the allocated peak, then what the allocator
-    reserves on top, then CUDA context and communication buffers up to the device total."""
-    components = {k: v for k, v in result.get("components", {}).items() if _is_number(v)}
-    allocated = result.get("peak_allocated_bytes", sum(components.values()))
-    reserved = result.get("peak_reserved_bytes", allocated)
-    total = result.get("device_total_bytes", reserved)
-    scale_max = max(total, reserved, allocated, 1)
-    width, height = 600.0, 32.0
-    segments = [(f"components.{name}", name, value, f"calc-seg-{i % 10}")
-                for i, (name, value) in enumerate(components.items())]
-    extras = [("peak_reserved_bytes", "reserved_extra", reserved - allocated, "calc-seg-reserved"),
-              ("device_total_bytes", "context_extra", total - reserved, "calc-seg-context")]
-    rects, legend, x = [], [], 0.0
-    for path, name, value, css in segments + [e for e in extras if e[2] > 0]:
-        w = width * max(value, 0) / scale_max
-        text = _component_label(name, strings)
-        shown = format_value("x_bytes", value, lang, strings)
-        rects.append(["rect", {"x": _fmt_svg(x), "y": "0", "width": _fmt_svg(w),
-                               "height": _fmt_svg(height), "class": "calc-seg " + css},
-                      ["title", {}, f"{text}: {shown}"]])
-        x += w
-        item = ["li", {}, ["span", {"class": "calc-swatch " + css, "aria-hidden": "true"}],
-                ["span", {"class": "calc-legend-label"}, text]]
-        if path.startswith("components."):
-            item.append(num(path, name + "_bytes", value, lang, strings))
-        else:  # a difference, not a response field: plain text
-            item.append(["span", {"class": "calc-num"}, shown])
-        legend.append(item)
-    summary = strings["ui"]["chart_summary"].replace(
-        "{}", format_value("x_bytes", allocated, lang, strings))
-    svg = ["svg", {"xmlns": SVG_NS, "viewBox": f"0 0 {_fmt_svg(width)} {_fmt_svg(height)}",
-                   "preserveAspectRatio": "none", "class": "calc-bar", "role": "img",
-                   "aria-label": summary}] + rects
-    return ["figure", {"class": "calc-chart"}, svg,
-            ["figcaption", {}, ["ul", {"class": "calc-legend"}] + legend]]
+# ---------------------------------------------------------------- renderer
 
+class Renderer:
+    """Draws one response (estimate or plan) in one language."""
 
-def _component_label(name: str, strings: dict) -> str:
-    return strings["components"].get(name) or name.replace("_", " ")
+    def __init__(self, result: dict, lang: str, strings: dict) -> None:
+        self.result, self.lang, self.s = result, lang, strings
+        self.plan = isinstance(result.get("memory"), dict)
+        self.memory = result["memory"] if self.plan else result
 
+    # -- small pieces
 
-def memory_section(result: dict, lang: str, strings: dict, prefix: str = "") -> list:
-    kpis = ["div", {"class": "calc-kpis"}]
-    for key in MEMORY_KPIS:
-        if key in result:
-            kpis.append(_kpi(prefix + key, key, result[key], lang, strings))
-    if "peak_phase" in result:
-        kpis.append(_text_kpi(prefix + "peak_phase", "peak_phase",
-                              translate("phases", result["peak_phase"], strings), strings))
-    for key in ("params_total", "params_trainable", "host_bytes"):
-        if key in result and _is_number(result[key]):
-            kpis.append(_kpi(prefix + key, key, result[key], lang, strings))
-    section = ["section", {"class": "calc-section calc-memory"},
-               ["h3", {}, strings["ui"]["memory_heading"]],
-               ["p", {"class": "calc-note"}, strings["ui"]["gib_note"]], kpis]
-    if result.get("components"):
-        section.append(memory_chart(result, lang, strings))
-    return section
+    def mpath(self, key: str) -> str:
+        """Path of a memory field: its estimate name unless the plan has that key too."""
+        return f"memory.{key}" if self.plan and key in self.result else key
 
+    def num(self, path: str, value: object, unit_key: str | None = None) -> list:
+        key = unit_key or path.rsplit(".", 1)[-1]
+        return ["span", {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
+                format_value(key, value, self.lang, self.s)]
 
-def warnings_section(codes: list, strings: dict) -> list | None:
-    if not codes:
-        return None
-    items = [["li", {"data-warning": str(code)}, translate("warnings", code, strings)]
-             for code in codes]
-    return ["section", {"class": "calc-section calc-warnings", "role": "note"},
-            ["h3", {}, strings["ui"]["warnings_heading"]], ["ul", {}] + items]
+    def label(self, key: str) -> str:
+        return label(key, self.s)
 
+    def kpi(self, label_key: str, content: list) -> list:
+        return ["div", {"class": "calc-kpi"},
+                ["span", {"class": "calc-kpi-label"}, self.label(label_key)], content]
 
-# ---------------------------------------------------------------- generic parts (plan)
+    def text(self, path: str | None, text: str) -> list:
+        attrs = {"class": "calc-text"}
+        if path:
+            attrs["data-output"] = path
+        return ["span", attrs, text]
 
-def _cell(path: str, key: str, value: object, lang: str, strings: dict) -> list:
-    if _is_number(value) or isinstance(value, bool):
-        return num(path, key, value, lang, strings)
-    if isinstance(value, (list, tuple)):
-        return ["span", {}, ", ".join(translate("enums", v, strings) for v in value)]
-    if isinstance(value, dict):
-        return ["span", {}, "; ".join(f"{label(k, strings)}: {format_value(k, v, lang, strings)}"
-                                      for k, v in value.items())]
-    return ["span", {}, translate("enums", value, strings)]
+    def rows(self, rows: list) -> list:
+        """A two-column table: label, value."""
+        body = ["tbody", {}] + [["tr", {}, ["th", {"scope": "row"}, text], ["td", {}, node]]
+                                for text, node in rows]
+        return ["table", {"class": "calc-table calc-rows"}, body]
 
+    def table(self, head: list, rows: list, css: str = "") -> list:
+        thead = ["thead", {}, ["tr", {}] + [["th", {"scope": "col"}, self.label(h)] for h in head]]
+        body = ["tbody", {}] + rows
+        return ["div", {"class": "calc-table-wrap"},
+                ["table", {"class": ("calc-table " + css).strip()}, thead, body]]
 
-def table(path: str, rows: list, lang: str, strings: dict) -> list:
-    """A list of objects as a table; columns in first-seen order."""
-    columns: list[str] = []
-    for row in rows:
-        for key in row:
-            if key not in columns:
-                columns.append(key)
-    head = ["tr", {}] + [["th", {"scope": "col"}, label(c, strings)] for c in columns]
-    body = ["tbody", {}]
-    for i, row in enumerate(rows):
-        tr = ["tr", {}]
-        for c in columns:
-            tr.append(["td", {}] + ([_cell(f"{path}.{i}.{c}", c, row[c], lang, strings)]
-                                    if c in row else []))
-        body.append(tr)
-    return ["div", {"class": "calc-table-wrap"},
-            ["table", {"class": "calc-table"}, ["thead", {}, head], body]]
+    def gpu_name(self, gpu_id: str) -> str:
+        return self.s.get("gpus", {}).get(gpu_id, gpu_id)
 
+    def config_text(self, config: dict) -> str:
+        sharding = translate("enums", config["sharding"], self.s)
+        return f"{self.gpu_name(config['gpu'])} × {config['num_gpus']} · {sharding}"
 
-def generic(path: str, key: str, value: object, lang: str, strings: dict) -> list | None:
-    """Any response field: number -> figure, dict -> nested list, list of objects -> table."""
-    if _is_number(value) or isinstance(value, bool):
-        return _kpi(path, key, value, lang, strings)
-    if isinstance(value, dict):
-        inner = [generic(f"{path}.{k}", k, v, lang, strings) for k, v in value.items()]
-        inner = [n for n in inner if n]
-        if not inner:
+    def heading(self, level: int, key: str) -> list:
+        return [f"h{level}", {}, self.s["ui"][key]]
+
+    # -- memory
+
+    def memory_section(self) -> list:
+        m = self.memory
+        kpis = ["div", {"class": "calc-kpis"}]
+        for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes"):
+            kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))
+        kpis.append(self.kpi("peak_phase", self.text(self.mpath("peak_phase"),
+                                                     translate("phases", m["peak_phase"], self.s))))
+        for key in ("params_total", "params_trainable", "host_bytes"):
+            if _is_number(m.get(key)):
+                kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))
+        section = ["section", {"class": "calc-section calc-memory"},
+                   self.heading(3, "memory_heading"),
+                   ["p", {"class": "calc-note"}, self.s["ui"]["gib_note"]], kpis,
+                   self.memory_chart()]
+        phases = m.get("phases")
+        if isinstance(phases, dict) and phases:
+            rows = [(translate("phases", name, self.s),
+                     self.num(f"{self.mpath('phases')}.{name}", value, "x_bytes"))
+                    for name, value in phases.items() if _is_number(value)]
+            section.append(["details", {"class": "calc-phases"},
+                            ["summary", {}, self.s["ui"]["phases_heading"]], self.rows(rows)])
+        return section
+
+    def memory_chart(self) -> list:
+        """One stacked bar: the components up to the allocated peak, then what the allocator
+        reserves on top, then CUDA context and communication buffers up to the device total."""
+        m = self.memory
+        components = {k: v for k, v in m.get("components", {}).items() if _is_number(v)}
+        allocated = m["peak_allocated_bytes"]
+        reserved = m["peak_reserved_bytes"]
+        total = m["device_total_bytes"]
+        scale_max = max(total, reserved, allocated, 1)
+        width, height = 600.0, 32.0
+        segments = [(f"{self.mpath('components')}.{name}", name, value, f"calc-seg-{i % 10}")
+                    for i, (name, value) in enumerate(components.items())]
+        extras = [(None, "reserved_extra", reserved - allocated, "calc-seg-reserved"),
+                  (None, "context_extra", total - reserved, "calc-seg-context")]
+        rects, legend, x = [], [], 0.0
+        for path, name, value, css in segments + [e for e in extras if e[2] > 0]:
+            w = width * max(value, 0) / scale_max
+            text = self.s["components"].get(name) or name.replace("_", " ")
+            shown = format_value("x_bytes", value, self.lang, self.s)
+            if w > 0:
+                rects.append(["rect", {"x": _fmt_svg(x), "y": "0", "width": _fmt_svg(w),
+                                       "height": _fmt_svg(height), "class": "calc-seg " + css},
+                              ["title", {}, f"{text}: {shown}"]])
+            x += w
+            if value == 0:  # a component this setup does not have: in the data, not the legend
+                continue
+            value_node = (self.num(path, value, "x_bytes") if path
+                          else ["span", {"class": "calc-num"}, shown])  # a difference, not a field
+            legend.append(["li", {}, ["span", {"class": "calc-swatch " + css, "aria-hidden": "true"}],
+                           ["span", {"class": "calc-legend-label"}, text], value_node])
+        summary = self.s["ui"]["chart_summary"].replace(
+            "{}", format_value("x_bytes", allocated, self.lang, self.s))
+        svg = ["svg", {"xmlns": SVG_NS, "viewBox": f"0 0 {_fmt_svg(width)} {_fmt_svg(height)}",
+                       "preserveAspectRatio": "none", "class": "calc-bar", "role": "img",
+                       "aria-label": summary}] + rects
+        return ["figure", {"class": "calc-chart"}, svg,
+                ["figcaption", {}, ["ul", {"class": "calc-legend"}] + legend]]
+
+    def warnings_section(self) -> list | None:
+        codes = list(dict.fromkeys(self.result.get("warnings", [])))
+        if not codes:
             return None
-        return ["div", {"class": "calc-group"}, ["h4", {}, label(key, strings)],
-                ["div", {"class": "calc-kpis"}] + inner]
-    if isinstance(value, list):
-        if not value:
-            return ["div", {"class": "calc-group"}, ["h4", {}, label(key, strings)],
-                    ["p", {"class": "calc-empty"}, strings["ui"]["none"]]]
-        if all(isinstance(v, dict) for v in value):
-            return ["div", {"class": "calc-group"}, ["h4", {}, label(key, strings)],
-                    table(path, value, lang, strings)]
-        items = [["li", {}, _cell(f"{path}.{i}", key, v, lang, strings)] for i, v in enumerate(value)]
-        return ["div", {"class": "calc-group"}, ["h4", {}, label(key, strings)], ["ul", {}] + items]
-    if isinstance(value, str):
-        return _text_kpi(path, key, translate("enums", value, strings), strings)
-    return None
+        items = [["li", {"data-warning": str(code)}, translate("warnings", code, self.s)]
+                 for code in codes]
+        return ["section", {"class": "calc-section calc-warnings", "role": "note"},
+                self.heading(3, "warnings_heading"), ["ul", {}] + items]
 
+    # -- plan
 
-def find_memory(result: dict) -> tuple[dict, str]:
-    """The memory estimate inside a response: at the top (estimate) or nested (plan)."""
-    if "peak_allocated_bytes" in result:
-        return result, ""
-    for key in ("memory", "estimate"):
-        inner = result.get(key)
-        if isinstance(inner, dict) and "peak_allocated_bytes" in inner:
-            return inner, ""
-    return {}, ""
+    def plan_summary(self) -> list:
+        r = self.result
+        gpu = r["gpu"]
+        fit = r["fits"][gpu]
+        fits_text = self.s["ui"]["fits_yes" if r["fits_selected_gpu"] else "fits_no"]
+        kpis = ["div", {"class": "calc-kpis"},
+                self.kpi("fits_selected_gpu", ["span", {"class": "calc-num calc-fit-" + (
+                    "yes" if r["fits_selected_gpu"] else "no"), "data-output": "fits_selected_gpu",
+                    "data-value": raw_value(r["fits_selected_gpu"])}, fits_text]),
+                self.kpi("headroom_fraction", self.num(f"fits.{gpu}.headroom_fraction",
+                                                       fit["headroom_fraction"])),
+                self.kpi("time_hours", self.num("time_hours", r["time_hours"])),
+                self.kpi("cost_total", self.num("cost_usd.total", r["cost_usd"]["total"], "x_usd")),
+                self.kpi("cost_final_run", self.num("cost_usd.final_run", r["cost_usd"]["final_run"],
+                                                    "x_usd")),
+                self.kpi("gpu_hours", self.num("cost_usd.gpu_hours", r["cost_usd"]["gpu_hours"])),
+                self.kpi("per_hour", self.num("cost_usd.per_hour", r["cost_usd"]["per_hour"], "x_usd")),
+                self.kpi("per_month", self.num("cost_usd.per_month", r["cost_usd"]["per_month"],
+                                               "x_usd")),
+                self.kpi("tokens_per_second", self.num("time.tokens_per_second",
+                                                       r["time"]["tokens_per_second"], "x_count"))]
+        setup = self.config_text({"gpu": gpu, "num_gpus": r["num_gpus"], "sharding": r["sharding"]})
+        return ["section", {"class": "calc-section calc-plan"}, self.heading(3, "plan_heading"),
+                ["p", {"class": "calc-setup"}, setup], kpis]
+
+    def time_and_cost(self) -> list:
+        r = self.result
+        schedule = r["time"]["schedule"]
+        time_rows = [(self.label(k), self.num(f"time.schedule.{k}", schedule[k]))
+                     for k in ("compute_hours", "startup_hours", "checkpoint_hours", "lost_work_hours")
+                     if _is_number(schedule.get(k))]
+        time_rows += [(self.label(k), self.num(f"time.factors.{k}", v, k))
+                      for k, v in r["time"]["factors"].items() if _is_number(v)]
+        cost = r["cost_usd"]
+        cost_rows = [(self.label("cost_" + k), self.num(f"cost_usd.breakdown.{k}", v, "x_usd"))
+                     for k, v in cost["breakdown"].items() if _is_number(v)]
+        price = cost["price"]
+        cost_rows.append((self.label("price_per_gpu_hour"),
+                          ["span", {}, self.num("cost_usd.price.usd_per_gpu_hour",
+                                                price["usd_per_gpu_hour"], "x_usd"),
+                           ["small", {"class": "calc-source"}, " " + self._price_note(price)]]))
+        storage = r.get("storage_gb")
+        if isinstance(storage, dict) and _is_number(storage.get("total")):
+            cost_rows.append((self.label("storage_gb"), self.num("storage_gb.total", storage["total"],
+                                                                 "x_gb")))
+        if _is_number(r.get("storage_price_per_gb_month")):
+            cost_rows.append((self.label("storage_price_per_gb_month"),
+                              self.num("storage_price_per_gb_month",
+                                       r["storage_price_per_gb_month"], "x_usd")))
+        return ["div", {"class": "calc-columns"},
+                ["div", {}, self.heading(4, "time_heading"), self.rows(time_rows)],
+                ["div", {}, self.heading(4, "cost_heading"), self.rows(cost_rows)]]
+
+    def _price_note(self, price: dict) -> str:
+        tier = translate("enums", price.get("tier", ""), self.s)
+        if price.get("source_kind") == "user":
+            return f"({self.s['ui']['price_yours']})"
+        parts = [tier, str(price.get("source", "")), str(price.get("as_of", ""))]
+        return "(" + " · ".join(p for p in parts if p) + ")"
+
+    def solvers(self) -> list:
+        solvers = self.result["solvers"]
+        kpis = ["div", {"class": "calc-kpis"}]
+        for key in ("max_micro_batch_size", "max_seq_len"):
+            found = solvers.get(key, {})
+            node = (self.num(f"solvers.{key}.value", found["value"], "x_count") if found.get("found")
+                    else self.text(None, self.s["ui"]["not_found"]))
+            kpis.append(self.kpi("solver_" + key, node))
+        return ["div", {"class": "calc-group"}, self.heading(4, "solvers_heading"), kpis]
+
+    def suggestions(self) -> list | None:
+        items = self.result.get("suggestions") or []
+        if not items:
+            return None
+        rows = []
+        for i, item in enumerate(items):
+            changes = item.get("changes", {})
+            change_text = ", ".join(f"{self.label(k)} = {translate('enums', v, self.s)}"
+                                    for k, v in changes.items())
+            fits = item.get("fits")
+            rows.append(["tr", {},
+                         ["td", {}, translate("actions", item["action"], self.s)],
+                         ["td", {}, change_text],
+                         ["td", {}, ["span", {"class": "calc-num", "data-output": f"suggestions.{i}.fits",
+                                              "data-value": raw_value(fits)},
+                                     self.s["ui"]["yes" if fits else "no"]]],
+                         ["td", {}, self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])],
+                         ["td", {}, self.num(f"suggestions.{i}.time_hours", item["time_hours"])],
+                         ["td", {}, self.num(f"suggestions.{i}.cost_usd", item["cost_usd"])],
+                         ["td", {}, ["button", {"type": "button", "class": "calc-apply",
+                                                "data-changes": json.dumps(changes)},
+                                     self.s["ui"]["apply"]]]])
+        return ["div", {"class": "calc-group calc-suggestions"}, self.heading(4, "suggestions_heading"),
+                self.table(["action", "changes", "fits", "saved_bytes", "time_hours", "cost_usd", "apply"],
+                           rows)]
+
+    def fits_table(self) -> list:
+        r = self.result
+        rows = []
+        for gpu, fit in r["fits"].items():
+            css = "calc-selected" if gpu == r["gpu"] else ""
+            rows.append(["tr", {"class": css} if css else {},
+                         ["td", {}, self.gpu_name(gpu)],
+                         ["td", {}, self.num(f"fits.{gpu}.memory_bytes", fit["memory_bytes"])],
+                         ["td", {}, self.num(f"fits.{gpu}.required_bytes", fit["required_bytes"])],
+                         ["td", {}, self.num(f"fits.{gpu}.headroom_fraction", fit["headroom_fraction"])],
+                         ["td", {}, ["span", {"class": "calc-num calc-fit-" + ("yes" if fit["fits"] else "no"),
+                                              "data-output": f"fits.{gpu}.fits",
+                                              "data-value": raw_value(fit["fits"])},
+                                     self.s["ui"]["yes" if fit["fits"] else "no"]]]])
+        margin = self.s["ui"]["margin_note"].replace(
+            "{}", format_value("safety_margin", r["safety_margin"], self.lang, self.s))
+        return ["div", {"class": "calc-group"}, self.heading(4, "fits_heading"),
+                ["p", {"class": "calc-note"}, margin],
+                self.table(["gpu", "memory_bytes", "required_bytes", "headroom_fraction", "fits"], rows)]
+
+    def recommendations(self) -> list:
+        rec = self.result["recommendations"]
+        configs = rec.get("configs", [])
+        index = {c["id"]: i for i, c in enumerate(configs)}
+        group = ["div", {"class": "calc-group calc-recommendations"}, self.heading(4, "recommendations_heading")]
+        if not configs:
+            group.append(["p", {"class": "calc-empty"}, self.s["ui"]["nothing_fits"]])
+            return group
+        highlights = ["ul", {"class": "calc-highlights"}]
+        for key in ("smallest_card", "cheapest", "fastest", "smallest_config"):
+            ref = rec.get(key)
+            ref_id = ref.get("id") if isinstance(ref, dict) else ref
+            if ref_id in index:
+                highlights.append(["li", {}, ["strong", {}, self.label("best_" + key) + ": "],
+                                   self.config_text(configs[index[ref_id]])])
+        group.append(highlights)
+        for order, rank_key in (("by_cost", "rank_by_cost"), ("by_time", "rank_by_time")):
+            ids = [i for i in rec.get(order, []) if i in index][:TOP_CONFIGS]
+            rows = []
+            for config_id in ids:
+                i = index[config_id]
+                c = configs[i]
+                p = f"recommendations.configs.{i}"
+                rows.append(["tr", {},
+                             ["td", {}, self.num(f"{p}.{rank_key}", c[rank_key], "x_count")],
+                             ["td", {}, self.config_text(c)],
+                             ["td", {}, self.num(f"{p}.time_hours", c["time_hours"])],
+                             ["td", {}, self.num(f"{p}.cost_usd", c["cost_usd"])],
+                             ["td", {}, self.num(f"{p}.per_hour_usd", c["per_hour_usd"])],
+                             ["td", {}, self.num(f"{p}.headroom_fraction", c["headroom_fraction"])]])
+            group.append(["h5", {}, self.s["ui"][order + "_heading"]])
+            group.append(self.table(["rank", "config", "time_hours", "cost_usd", "per_hour_usd",
+                                     "headroom_fraction"], rows))
+        if _is_number(rec.get("count")):
+            group.append(["p", {"class": "calc-note"}, self.s["ui"]["configs_count"].replace(
+                "{}", format_value("x_count", rec["count"], self.lang, self.s))])
+        return group
+
+    def notes(self) -> list | None:
+        codes = self.result.get("notes") or []
+        if not codes:
+            return None
+        return ["div", {"class": "calc-notes"}] + [
+            ["p", {"class": "calc-note", "data-note": str(c)}, translate("notes", c, self.s)]
+            for c in codes]
+
+    def render(self) -> list:
+        root = ["div", {"class": "calc-results-body"}, self.memory_section()]
+        for part in (self.warnings_section(),):
+            if part:
+                root.append(part)
+        if self.plan:
+            plan = self.plan_summary()
+            for part in (self.suggestions(), self.time_and_cost(), self.solvers(),
+                         self.recommendations(), self.fits_table(), self.notes()):
+                if part:
+                    plan.append(part)
+            root.append(plan)
+        return root
 
 
 def render_results(result: dict, lang: str, strings: dict) -> list:
-    memory, prefix = find_memory(result)
-    root = ["div", {"class": "calc-results-body"}]
-    if memory:
-        root.append(memory_section(memory, lang, strings, prefix))
-    warnings = list(memory.get("warnings", [])) + [
-        w for w in result.get("warnings", []) if w not in memory.get("warnings", [])]
-    section = warnings_section(warnings, strings)
-    if section:
-        root.append(section)
-    rest = ["section", {"class": "calc-section calc-plan"},
-            ["h3", {}, strings["ui"]["plan_heading"]]]
-    for key, value in result.items():
-        if key in _DEDICATED or key in ("memory", "estimate"):
-            continue
-        node = generic(key, key, value, lang, strings)
-        if node:
-            rest.append(node)
-    if len(rest) > 3:
-        root.append(rest)
-    return root
+    """The results tree of an estimate or plan response."""
+    return Renderer(result, lang, strings).render()
 
 
 # ---------------------------------------------------------------- HTML (build time)

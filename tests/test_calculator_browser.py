@@ -76,10 +76,19 @@ VARIATIONS = [
 PLAN_VARIATIONS = [
     {"dataset_tokens": "500000000", "epochs": "3"},
     {"gpu": "a100-80gb-sxm", "price_per_gpu_hour": "1.5"},
-    {"gpu": "rtx-4090", "model": "qwen2.5-1.5b", "epochs": "2"},
+    {"gpu": "rtx-4090", "model": "qwen2.5-1.5b", "epochs": "2.5"},
+    {"gpu": "rtx-3090"},  # does not fit: suggestions
     {"gpu": "mi300x", "price_per_gpu_hour": "0.75", "num_gpus": "8", "sharding": "zero3"},
+    {"price_tier": "managed", "gpu": "h100-sxm"},
+    {"interruptible": "true", "checkpoint_interval_minutes": "20", "checkpoint_minutes": "3",
+     "interruptions_per_day": "4"},
+    {"startup_minutes": "25", "starts": "3"},
+    {"storage_gb": "200", "storage_price_per_gb_month": "0.1", "months_kept": "6"},
+    {"experiment_multiplier": "3", "safety_margin": "0.1"},
+    {"mfu": "0.35", "method": "qlora", "qlora_speed_factor": "0.5"},
+    {"scaling_efficiency": "0.8", "num_gpus": "4", "sharding": "zero2", "gpu": "a100-40gb-sxm"},
 ]
-ALL_VARIATIONS = VARIATIONS + [v for v in PLAN_VARIATIONS if set(v) <= set(FIELDS)]
+ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 
 
 # ---------------------------------------------------------------- helpers
@@ -124,7 +133,7 @@ def request_for(query: dict) -> dict:
     """The request CPython gets for a URL query: the page's defaults, then the query."""
     request = calculator.default_request()
     for key, text in query.items():
-        kind = calculator._kind_name(FIELDS[key][1])
+        kind = calculator.input_kind(FIELDS[key][1])
         if key == "model" and text.startswith("{"):
             request[key] = json.loads(text)
         elif kind in ("int", "number"):
@@ -233,9 +242,9 @@ def test_enough_variations_cover_every_option():
     assert len(ALL_VARIATIONS) >= 30
     used = {key for query in ALL_VARIATIONS for key in query}
     assert set(FIELDS) <= used
-    for key, (_default, kind, _extra) in FIELDS.items():
-        if calculator._kind_name(kind) == "enum":
-            seen = {q[key] for q in ALL_VARIATIONS if key in q} | {str(_default)}
+    for key, (default, kind, _extra) in FIELDS.items():
+        if isinstance(kind, type) and calculator.input_kind(kind) == "enum":
+            seen = {q[key] for q in ALL_VARIATIONS if key in q} | {str(default)}
             assert seen >= {m.value for m in kind}, key
 
 
@@ -303,6 +312,21 @@ def test_pasted_config_drives_the_same_numbers(calc_page):
     assert json.loads(dict(parse_qsl(urlsplit(page.url).query))["model"]) == {"hf_config": CUSTOM_CONFIG}
 
 
+def test_a_suggestion_applies_its_changes(calc_page):
+    page = calc_page.page
+    calc_page.navigate({"gpu": "rtx-3090"})
+    response = view.run(calculator.COMMAND, request_for({"gpu": "rtx-3090"}))["result"]
+    first = response["suggestions"][0]
+    before = calc_page.computed()
+    page.locator("#calc button.calc-apply").first.click()
+    calc_page.wait_computed(before)
+    query = {"gpu": "rtx-3090", **{k: str(v) for k, v in first["changes"].items()}}
+    page.wait_for_timeout(200)
+    assert dict(parse_qsl(urlsplit(page.url).query)) == query
+    applied = view.run(calculator.COMMAND, request_for(query))["result"]
+    assert_parity(calc_page.outputs(), applied, calc_page.lang)
+
+
 # ---------------------------------------------------------------- bad input
 
 
@@ -325,6 +349,13 @@ BAD = [
     ({"model": '<script>window.__pwned=1</script>'}, "model", "unknown_preset"),
     ({"seq_len": '"><img src=x onerror="window.__pwned=1">'}, "seq_len", "not_integer"),
     ({"method": "'\"><svg onload=window.__pwned=1>"}, "method", "unknown_value"),
+    ({"dataset_tokens": "0"}, "dataset_tokens", "out_of_range"),
+    ({"dataset_tokens": "-1e9"}, "dataset_tokens", "out_of_range"),
+    ({"safety_margin": "2"}, "safety_margin", "out_of_range"),
+    ({"price_per_gpu_hour": "-1"}, "price_per_gpu_hour", "out_of_range"),
+    ({"epochs": "1,5,3"}, "epochs", "not_number"),
+    ({"gpu": "gtx-480"}, "gpu", "unknown_gpu"),
+    ({"mfu": "NaN"}, "mfu", "not_number"),
 ]
 
 

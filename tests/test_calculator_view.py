@@ -49,6 +49,8 @@ def test_format_number(value, decimals, lang, expected):
     ("params_total", 8_030_261_248, "en", "8,030,261,248"),
     ("headroom_fraction", 0.2093, "en", "20.9%"),
     ("fits", True, "es", "sí"),
+    ("safety_margin", 0.25, "es", "25,0 %"),
+    ("total_gb", 46.96, "en", "47.0 GB"),
 ])
 def test_format_value(key, value, lang, expected):
     assert view.format_value(key, value, lang, STRINGS[lang]) == expected
@@ -91,68 +93,93 @@ def _outputs(node, found=None):
     return found
 
 
-def resolve(response: dict, path: str):
-    """A dotted ``data-output`` path in a response (list items by index)."""
-    node = response
-    for part in path.split("."):
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    return node
+resolve = view.resolve
 
 
-def _numeric_leaves(value, path=""):
-    if isinstance(value, bool) or isinstance(value, (int, float)):
-        yield path
-    elif isinstance(value, dict):
-        for key, inner in value.items():
-            yield from _numeric_leaves(inner, f"{path}.{key}" if path else key)
-    elif isinstance(value, list):
-        for i, inner in enumerate(value):
-            yield from _numeric_leaves(inner, f"{path}.{i}")
+CHANGES = [
+    {}, {"method": "qlora"}, {"method": "full", "optimizer": "adamw-8bit"},
+    {"num_gpus": 4, "sharding": "zero3"}, {"seq_len": 200_000}, {"gpu": "rtx-3090"},
+    {"gpu": "mi300x", "method": "qlora", "attention": "flash", "interruptible": True},
+    {"model": "llama-3.1-405b", "method": "full", "gpu": "l4"},
+]
+
+
+def _plan(changes: dict) -> dict:
+    return view.run(calculator.COMMAND, calculator.default_request() | changes)["result"]
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
-@pytest.mark.parametrize("changes", [
-    {}, {"method": "qlora"}, {"method": "full", "optimizer": "adamw-8bit"},
-    {"num_gpus": 4, "sharding": "zero3"}, {"seq_len": 200_000},
-])
-def test_every_numeric_field_is_rendered_with_its_raw_value(lang, changes):
-    request = calculator.default_request() | changes
-    response = view.run(calculator.COMMAND, request)["result"]
+@pytest.mark.parametrize("changes", CHANGES)
+def test_every_shown_number_is_the_response_value(lang, changes):
+    response = _plan(changes)
     pairs = _outputs(view.render_results(response, lang, STRINGS[lang]))
-    paths = [p for p, _ in pairs]
-    assert len(paths) == len(set(paths))
-    assert set(paths) == set(_numeric_leaves(response)) - {"warnings"}
     for path, raw in pairs:
-        assert raw == view.raw_value(resolve(response, path))
-    assert {"peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes"} <= set(paths)
-    assert any(p.startswith("components.") for p in paths)
+        assert raw == view.raw_value(resolve(response, path)), path
+    paths = {p for p, _ in pairs}
+    memory = response["memory"]
+    # memory fields keep the estimate's names, as the data-output contract says
+    assert {"peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes", "params_total",
+            "params_trainable", "time_hours", "cost_usd.total", "fits_selected_gpu"} <= paths
+    assert {f"components.{k}" for k, v in memory["components"].items() if v} <= paths
+    assert {f"fits.{gpu}.headroom_fraction" for gpu in response["fits"]} <= paths
+    assert {f"suggestions.{i}.saved_bytes" for i in range(len(response["suggestions"]))} <= paths
+    for key in response["cost_usd"]["breakdown"]:
+        assert f"cost_usd.breakdown.{key}" in paths
+
+
+def test_a_setup_that_does_not_fit_gets_suggestions_with_their_changes():
+    response = _plan({"gpu": "rtx-3090"})
+    assert not response["fits_selected_gpu"] and response["suggestions"]
+    html = view.to_html(view.render_results(response, "en", STRINGS["en"]))
+    for item in response["suggestions"]:
+        attr = view.to_html(["b", {"data-changes": json.dumps(item["changes"])}])
+        assert attr[len("<b"):-len("></b>")] in html
+
+
+@pytest.mark.parametrize("changes", CHANGES)
+def test_every_code_in_a_response_is_translated(changes):
+    response = _plan(changes)
+    for lang in ("es", "en"):
+        s = STRINGS[lang]
+        assert set(response["warnings"]) <= set(s["warnings"])
+        assert set(response["notes"]) <= set(s["notes"])
+        assert {i["action"] for i in response["suggestions"]} <= set(s["actions"])
+        assert response["memory"]["peak_phase"] in s["phases"]
+        assert set(response["memory"]["components"]) <= set(s["components"])
 
 
 def test_components_stack_to_the_allocated_peak_in_the_chart():
-    response = view.run(calculator.COMMAND, calculator.default_request())["result"]
-    chart = view.memory_chart(response, "en", STRINGS["en"])
-    widths = [float(n[1]["width"]) for n in chart[2][2:] if n[0] == "rect"]
-    total = response["device_total_bytes"]
-    assert sum(widths) == pytest.approx(600.0, abs=0.05)
-    first = len(response["components"])
-    assert sum(widths[:first]) == pytest.approx(600.0 * response["peak_allocated_bytes"] / total,
-                                                abs=0.05)
+    response = _plan({})
+    chart = view.Renderer(response, "en", STRINGS["en"]).memory_chart()
+    rects = [n for n in chart[2][2:] if n[0] == "rect"]
+    memory = response["memory"]
+    assert sum(float(n[1]["width"]) for n in rects) == pytest.approx(600.0, abs=0.05)
+    components = [float(n[1]["width"]) for n in rects
+                  if "calc-seg-reserved" not in n[1]["class"] and "calc-seg-context" not in n[1]["class"]]
+    assert sum(components) == pytest.approx(
+        600.0 * memory["peak_allocated_bytes"] / memory["device_total_bytes"], abs=0.05)
 
 
-@pytest.mark.parametrize(("request_json", "code", "field"), [
-    ('{"model": "no-such-model"}', "unknown_preset", "model"),
-    ('{"model": "llama-3.1-8b", "seq_len": -1}', "not_positive", "seq_len"),
-    ('{"model": "llama-3.1-8b", "seq_len": 1000000000}', "out_of_range", "seq_len"),
-    ('{"model": "llama-3.1-8b", "bogus": 1}', "unknown_key", "bogus"),
-    ('{"model": {"hf_config": {"model_type": "t5"}}}', "unsupported_architecture",
+@pytest.mark.parametrize(("changes", "code", "field"), [
+    ({"model": "no-such-model"}, "unknown_preset", "model"),
+    ({"seq_len": -1}, "not_positive", "seq_len"),
+    ({"seq_len": 1_000_000_000}, "out_of_range", "seq_len"),
+    ({"bogus": 1}, "unknown_key", "bogus"),
+    ({"gpu": "gtx-480"}, "unknown_gpu", "gpu"),
+    ({"model": {"hf_config": {"model_type": "t5"}}}, "unsupported_architecture",
      "hf_config.model_type"),
-    ("[" * 100_000 + "]" * 100_000, "request_too_deep", None),
 ])
-def test_worker_entry_answers_bad_input_with_a_code(request_json, code, field):
+def test_worker_entry_answers_bad_input_with_a_code(changes, code, field):
     view.configure("es", json.dumps(STRINGS["es"]))
+    request_json = json.dumps(calculator.default_request() | changes)
     out = json.loads(view.handle(calculator.COMMAND, request_json))
     assert out["error"]["code"] == code
     assert out["error"]["field"] == field
+
+
+def test_worker_entry_survives_absurd_nesting():
+    out = json.loads(view.handle(calculator.COMMAND, "[" * 100_000 + "]" * 100_000))
+    assert out["error"]["code"] == "request_too_deep"
 
 
 def test_worker_entry_renders_the_result():
@@ -160,7 +187,7 @@ def test_worker_entry_renders_the_result():
     request = calculator.default_request()
     out = json.loads(view.handle(calculator.COMMAND, json.dumps(request)))
     expected = view.run(calculator.COMMAND, request)["result"]
-    assert out["result"] == expected
+    assert out["result"] == json.loads(json.dumps(expected))
     assert out["view"] == json.loads(json.dumps(view.render_results(expected, "en", STRINGS["en"])))
 
 

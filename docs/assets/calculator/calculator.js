@@ -52,7 +52,7 @@ function main(root) {
       }
       if (key === "model" && value.trim().startsWith("{")) {
         configArea.value = configTextFromUrl(value);
-        configArea.closest("details").open = true;
+        revealField(configArea);
         continue;
       }
       if (el.type === "checkbox") {
@@ -64,7 +64,15 @@ function main(root) {
       } else {
         el.value = value;
       }
+      revealField(el);
     }
+  }
+
+  // A control inside a folded section (config, advanced) is unfolded when it has a value
+  // from the URL or an error.
+  function revealField(el) {
+    const folded = el.closest("details");
+    if (folded) folded.open = true;
   }
 
   function configTextFromUrl(value) {
@@ -240,7 +248,7 @@ function main(root) {
       general.appendChild(p);
       general.hidden = false;
     } else {
-      if (target === "hf_config") configArea.closest("details").open = true;
+      revealField(byName.get(target));
       const p = root.querySelector(`.calc-error[data-error-for="${target}"]`);
       p.textContent = text;
       p.dataset.errorCode = error.code;
@@ -394,6 +402,27 @@ function main(root) {
     update();
   }
 
+  // "What to change if it does not fit": a suggestion's button carries its request changes.
+  function onApply(event) {
+    const button = event.target.closest("button.calc-apply");
+    if (!button) return;
+    let changes;
+    try {
+      changes = JSON.parse(button.dataset.changes);
+    } catch (err) {
+      return;
+    }
+    for (const [key, value] of Object.entries(changes)) {
+      const el = byName.get(key);
+      if (!el) continue;
+      overrides.delete(key);
+      if (el.type === "checkbox") el.checked = value === true;
+      else el.value = String(value);
+      revealField(el);
+    }
+    update();
+  }
+
   // Back/forward (and links that only change the query): the URL is the state.
   function restoreFromUrl() {
     overrides.clear();
@@ -403,7 +432,7 @@ function main(root) {
       else if (el.type === "checkbox") el.checked = el.dataset.default === "true";
       else el.value = el.dataset.default;
     }
-    configArea.closest("details").open = false;
+    for (const folded of form.querySelectorAll("details")) folded.open = false;
     readUrl();
     showGeneral();
     update(true);
@@ -421,6 +450,7 @@ function main(root) {
   form.addEventListener("input", onEdit);
   form.addEventListener("change", onEdit);
   form.addEventListener("submit", (event) => event.preventDefault());
+  slot.addEventListener("click", onApply);
   window.addEventListener("popstate", restoreFromUrl);
   // Client-side checks (empty values, JSON) answer at once, before the worker is up.
   const first = buildRequest();
