@@ -134,7 +134,8 @@ def _url_text(value: object) -> str:
     return str(value)
 
 
-def _control(key: str, spec: tuple, value: object, strings: dict, presets: list, gpus: list) -> list:
+def _control(key: str, spec: tuple, value: object, strings: dict, presets: list, gpus: list,
+             placeholders: dict) -> list:
     default, kind, _extra = spec
     page_default = PAGE_DEFAULTS.get(key, default)
     kind_name = input_kind(kind)
@@ -174,10 +175,11 @@ def _control(key: str, spec: tuple, value: object, strings: dict, presets: list,
         return _field_wrap(key, strings, _text_input(key, value, "targets", page_default),
                            strings["ui"]["targets_hint"])
     hint = strings["ui"]["optional_hint"] if page_default is None else None
-    return _field_wrap(key, strings, _text_input(key, value, kind_name, page_default), hint)
+    extra = {"placeholder": placeholders[key]} if key in placeholders else {}
+    return _field_wrap(key, strings, _text_input(key, value, kind_name, page_default, **extra), hint)
 
 
-def form(strings: dict, presets: list, gpus: list) -> list:
+def form(strings: dict, presets: list, gpus: list, placeholders: dict) -> list:
     fields = request_fields()
     request = default_request()
     placed = {k for _, keys in GROUPS for k in keys}
@@ -187,7 +189,8 @@ def form(strings: dict, presets: list, gpus: list) -> list:
         fieldset = ["fieldset", {}, ["legend", {}, strings["ui"][legend]]]
         for key in keys:
             if key in fields:
-                fieldset.append(_control(key, fields[key], request.get(key), strings, presets, gpus))
+                fieldset.append(_control(key, fields[key], request.get(key), strings, presets, gpus,
+                                         placeholders))
         if legend == ADVANCED:
             fieldset = ["details", {"class": "calc-advanced"},
                         ["summary", {}, strings["ui"][legend]], fieldset]
@@ -216,7 +219,7 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
             ["p", {"class": "calc-status", "role": "status", "aria-live": "polite"},
              strings["ui"]["status_static"]],
             ["div", {"class": "calc-layout"},
-             form(strings, presets, gpus),
+             form(strings, presets, gpus, view.Renderer(result, lang, strings).defaults_used()),
              ["section", {"class": "calc-results", "aria-live": "polite"},
               ["h2", {"id": "calc-results-heading"}, strings["ui"]["results_heading"]],
               ["div", {"class": "calc-general", "data-error-for": "_general", "role": "alert",

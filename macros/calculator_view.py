@@ -206,7 +206,9 @@ class Renderer:
         allocated = m["peak_allocated_bytes"]
         reserved = m["peak_reserved_bytes"]
         total = m["device_total_bytes"]
-        scale_max = max(total, reserved, allocated, 1)
+        # in a plan, the bar is drawn against the chosen card's memory (a line marks it)
+        capacity = self.result["fits"][self.result["gpu"]]["memory_bytes"] if self.plan else 0
+        scale_max = max(total, reserved, allocated, capacity, 1)
         width, height = 600.0, 32.0
         segments = [(f"{self.mpath('components')}.{name}", name, value, f"calc-seg-{i % 10}")
                     for i, (name, value) in enumerate(components.items())]
@@ -228,6 +230,15 @@ class Renderer:
                           else ["span", {"class": "calc-num"}, shown])  # a difference, not a field
             legend.append(["li", {}, ["span", {"class": "calc-swatch " + css, "aria-hidden": "true"}],
                            ["span", {"class": "calc-legend-label"}, text], value_node])
+        if capacity:
+            cx = _fmt_svg(width * capacity / scale_max - 1.5)
+            card = self.s["ui"]["card_memory"].replace("{}", self.gpu_name(self.result["gpu"]))
+            shown = format_value("x_bytes", capacity, self.lang, self.s)
+            rects.append(["rect", {"x": cx, "y": "0", "width": "3", "height": _fmt_svg(height),
+                                   "class": "calc-capacity"}, ["title", {}, f"{card}: {shown}"]])
+            legend.append(["li", {}, ["span", {"class": "calc-swatch calc-capacity", "aria-hidden": "true"}],
+                           ["span", {"class": "calc-legend-label"}, card],
+                           self.num(f"fits.{self.result['gpu']}.memory_bytes", capacity, "x_bytes")])
         summary = self.s["ui"]["chart_summary"].replace(
             "{}", format_value("x_bytes", allocated, self.lang, self.s))
         svg = ["svg", {"xmlns": SVG_NS, "viewBox": f"0 0 {_fmt_svg(width)} {_fmt_svg(height)}",
@@ -409,8 +420,24 @@ class Renderer:
             ["p", {"class": "calc-note", "data-note": str(c)}, translate("notes", c, self.s)]
             for c in codes]
 
+    def defaults_used(self) -> dict:
+        """What calc used for the optional inputs left empty (shown as the fields'
+        placeholders), as raw JSON numbers."""
+        if not self.plan:
+            return {}
+        r = self.result
+        factors = r["time"]["factors"]
+        found = {"price_per_gpu_hour": r["cost_usd"]["price"]["usd_per_gpu_hour"],
+                 "storage_price_per_gb_month": r.get("storage_price_per_gb_month"),
+                 "storage_gb": (r.get("storage_gb") or {}).get("total"),
+                 "mfu": factors.get("mfu"), "qlora_speed_factor": factors.get("qlora_speed_factor"),
+                 "scaling_efficiency": factors.get("scaling_efficiency")}
+        return {k: raw_value(v) for k, v in found.items() if _is_number(v)}
+
     def render(self) -> list:
-        root = ["div", {"class": "calc-results-body"}, self.memory_section()]
+        root = ["div", {"class": "calc-results-body",
+                        "data-defaults": json.dumps(self.defaults_used(), sort_keys=True)},
+                self.memory_section()]
         for part in (self.warnings_section(),):
             if part:
                 root.append(part)

@@ -148,16 +148,23 @@ def test_every_code_in_a_response_is_translated(changes):
         assert set(response["memory"]["components"]) <= set(s["components"])
 
 
-def test_components_stack_to_the_allocated_peak_in_the_chart():
-    response = _plan({})
+@pytest.mark.parametrize("gpu", ["l40s", "rtx-3090", "h100-sxm"])
+def test_components_stack_to_the_allocated_peak_in_the_chart(gpu):
+    """Widths are to scale against the larger of the device total and the card's memory."""
+    response = _plan({"gpu": gpu})
     chart = view.Renderer(response, "en", STRINGS["en"]).memory_chart()
     rects = [n for n in chart[2][2:] if n[0] == "rect"]
     memory = response["memory"]
-    assert sum(float(n[1]["width"]) for n in rects) == pytest.approx(600.0, abs=0.05)
-    components = [float(n[1]["width"]) for n in rects
+    capacity = response["fits"][gpu]["memory_bytes"]
+    scale = 600.0 / max(memory["device_total_bytes"], capacity)
+    segments = [n for n in rects if "calc-seg" in n[1]["class"]]
+    assert sum(float(n[1]["width"]) for n in segments) == pytest.approx(
+        scale * memory["device_total_bytes"], abs=0.05)
+    components = [float(n[1]["width"]) for n in segments
                   if "calc-seg-reserved" not in n[1]["class"] and "calc-seg-context" not in n[1]["class"]]
-    assert sum(components) == pytest.approx(
-        600.0 * memory["peak_allocated_bytes"] / memory["device_total_bytes"], abs=0.05)
+    assert sum(components) == pytest.approx(scale * memory["peak_allocated_bytes"], abs=0.05)
+    (marker,) = [n for n in rects if n[1]["class"] == "calc-capacity"]
+    assert float(marker[1]["x"]) + 1.5 == pytest.approx(scale * capacity, abs=0.01)
 
 
 @pytest.mark.parametrize(("changes", "code", "field"), [

@@ -279,7 +279,21 @@ function main(root) {
   }
 
   function render(out) {
-    slot.replaceChildren(build(out.view, false));
+    const body = build(out.view, false);
+    slot.replaceChildren(body);
+    // optional inputs left empty show what calc used instead
+    let used = {};
+    try {
+      used = JSON.parse(body.dataset.defaults || "{}");
+    } catch (err) {
+      used = {};
+    }
+    for (const el of controls) {
+      if (el.dataset.default === "" && el.dataset.kind !== "config") {
+        if (el.name in used) el.placeholder = String(used[el.name]);
+        else el.removeAttribute("placeholder");
+      }
+    }
   }
 
   // ------------------------------------------------------------ worker
