@@ -420,6 +420,24 @@ class Renderer:
             ["p", {"class": "calc-note", "data-note": str(c)}, translate("notes", c, self.s)]
             for c in codes]
 
+    def peek(self) -> list:
+        """The headline figures in one line, pinned to the bottom of a phone's screen (CSS), with
+        a link to the results: the form is long there."""
+        m = self.memory
+        items = [self.num(self.mpath("peak_allocated_bytes"), m["peak_allocated_bytes"])]
+        if self.plan:
+            r = self.result
+            items.append(["span", {"class": "calc-fit-" + ("yes" if r["fits_selected_gpu"] else "no")},
+                          self.s["ui"]["fits_yes" if r["fits_selected_gpu"] else "fits_no"]])
+            items.append(self.num("time_hours", r["time_hours"]))
+            items.append(self.num("cost_usd.total", r["cost_usd"]["total"], "x_usd"))
+        line = ["a", {"class": "calc-peek", "href": "#calc-results-heading"}]
+        for i, item in enumerate(items):
+            if i:
+                line.append(["span", {"aria-hidden": "true"}, "·"])
+            line.append(item)
+        return line
+
     def defaults_used(self) -> dict:
         """What calc used for the optional inputs left empty (shown as the fields'
         placeholders), as raw JSON numbers."""
@@ -441,6 +459,7 @@ class Renderer:
         for part in (self.warnings_section(),):
             if part:
                 root.append(part)
+        root.append(self.peek())
         if self.plan:
             plan = self.plan_summary()
             for part in (self.suggestions(), self.time_and_cost(), self.solvers(),
