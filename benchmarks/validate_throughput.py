@@ -2,7 +2,7 @@
 
     python benchmarks/validate_throughput.py          # per-row table, summary, rows not covered
 
-Each covered row of ``benchmarks/data/measured_throughput.csv`` (a copy of the project's
+Each covered row of ``validation/measured_throughput.csv`` (a copy of the project's
 validation set, with its sources) is expressed as a calc request below; calc predicts tokens
 per second per GPU with its DEFAULT factors (no per-row tuning) and the script prints predicted,
 measured and the percentage error, then the median and 90th-percentile absolute error per
@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
 from calc import gpus, lora, presets, timing  # noqa: E402
 from calc.hf_config import arch_from_hf_config  # noqa: E402
 
-CSV_PATH = ROOT / "benchmarks" / "data" / "measured_throughput.csv"
+CSV_PATH = ROOT / "validation" / "measured_throughput.csv"
 
 QV = ["q_proj", "v_proj"]
 QKV = ["q_proj", "k_proj", "v_proj"]

@@ -5,7 +5,7 @@ site build) and in the browser through Pyodide. Entry points take and return
 plain JSON-compatible dicts:
 
 - :func:`estimate` — peak memory per GPU (``python -m calc estimate``)
-- :func:`plan` — time, cost, cards that fit and recommendations (``python -m calc plan``)
+- :func:`plan_setup` — time, cost, cards that fit and recommendations (``python -m calc plan``)
 """
 
 from __future__ import annotations
@@ -22,8 +22,11 @@ def estimate(request: dict) -> dict:
     return estimate_dict(request)
 
 
-def plan(request: dict) -> dict:
-    """Time, cost, fits and recommendations (see ``calc.plan``)."""
+def plan_setup(request: dict) -> dict:
+    """Time, cost, fits and recommendations (see ``calc.plan.plan_dict``).
+
+    Not named ``plan``: the submodule ``calc.plan`` would replace such a
+    function on the package as soon as it is imported."""
     from .plan import plan_dict
 
     return plan_dict(request)
@@ -36,10 +39,10 @@ def run(command: str, request: object) -> dict:
         if command == "estimate":
             return {"result": estimate(request)}
         if command == "plan":
-            return {"result": plan(request)}
+            return {"result": plan_setup(request)}
         raise InputError("unknown_command", "command", command)
     except CalcError as err:
         return {"error": err.to_dict()}
 
 
-__all__ = ["CalcError", "ConfigError", "InputError", "__version__", "estimate", "plan", "run"]
+__all__ = ["CalcError", "ConfigError", "InputError", "__version__", "estimate", "plan_setup", "run"]

@@ -509,29 +509,11 @@ def configure(lang: str, strings_json: str) -> None:
     _STATE["strings"] = json.loads(strings_json)
 
 
-_ENTRIES = {"estimate": ("calc.memory", "estimate_dict"), "plan": ("calc.plan", "plan_dict")}
-
-
 def run(command: str, request: object) -> dict:
-    """``calc.run``'s contract: ``{"result": ...}`` or ``{"error": ...}``.
+    """``calc.run``: ``{"result": ...}`` or ``{"error": ...}`` (the one entry the page uses)."""
+    import calc
 
-    It calls the functions the CLI calls (``calc.plan.plan_dict``...) instead of
-    ``calc.run``: importing the submodule ``calc.plan`` rebinds the package attribute
-    ``calc.plan`` from the function to the module, so ``calc.run("plan", ...)`` fails from
-    its second call on (reported to the lead; switch back once ``calc/__init__`` is fixed).
-    """
-    import importlib
-
-    from calc.errors import CalcError
-
-    try:
-        module_name, function = _ENTRIES[command]
-    except KeyError:
-        return {"error": {"code": "unknown_command", "field": "command", "value": str(command)}}
-    try:
-        return {"result": getattr(importlib.import_module(module_name), function)(request)}
-    except CalcError as err:
-        return {"error": err.to_dict()}
+    return calc.run(command, request)
 
 
 def handle(command: str, request_json: str) -> str:

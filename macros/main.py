@@ -23,6 +23,7 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
     del sys.modules[_name]
 
 import calc  # noqa: E402
+from macros import guides  # noqa: E402
 
 from macros import calculator  # noqa: E402
 
@@ -40,4 +41,5 @@ def _register_core(env) -> None:
 def define_env(env) -> None:
     """Called by mkdocs-macros once per language build."""
     _register_core(env)
+    guides.register(env)
     calculator.register(env)

@@ -36,6 +36,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import settings
+
+# Property tests must not be timed: these machines are shared and noisy, so
+# Hypothesis' per-example deadline would make them flaky. Counted, not timed.
+settings.register_profile("project", deadline=None, print_blob=True)
+settings.load_profile("project")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Chromium used when present (Debian's package; scripts/setup.sh installs it

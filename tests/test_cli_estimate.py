@@ -64,3 +64,15 @@ def test_missing_file_is_a_coded_error():
     proc = run_cli("", "estimate", "--request", "/nonexistent/req.json")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert json.loads(proc.stdout)["error"]["code"] == "request_unreadable"
+
+
+def test_run_entry_survives_repeated_plan_calls():
+    """The browser calls calc.run many times; importing calc.plan must not shadow anything."""
+    import calc
+
+    request = {"model": "llama-3.2-1b", "dataset_tokens": 1_000_000, "epochs": 1, "gpu": "l4"}
+    first = calc.run("plan", request)
+    second = calc.run("plan", request)
+    assert "result" in first and first == second
+    assert calc.run("estimate", {"model": "llama-3.2-1b"})["result"]["peak_allocated_bytes"] > 0
+    assert calc.run("nope", {})["error"]["code"] == "unknown_command"

@@ -1,0 +1,407 @@
+"""One function per generated table of the guides. Each builds calc requests,
+calls calc, puts the responses in a DataFrame and hands it to the one renderer.
+
+Every function takes the page language first; the Markdown calls them with
+the same arguments in both languages (a test checks it). Any calc error
+propagates: the build fails instead of printing a broken table.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+import calc
+
+from . import labels
+from .site import page_language
+from .tables import CELL_SOURCE, SOURCE, Col, render
+
+# Components in the order the tables show them; others calc may add go after.
+COMPONENT_ORDER = ("weights", "lora_weights", "gradients", "optimizer", "optimizer_temporaries",
+                   "activations", "logits", "weight_copies", "gathered_weights",
+                   "dequant_buffer", "comm_buffers")
+
+
+def _estimate_frame(requests: list[dict]) -> pd.DataFrame:
+    """Responses flattened to dotted columns (``components.weights``), which are
+    also the paths the tests resolve in a response."""
+    responses = [calc.estimate(req) for req in requests]
+    frame = pd.json_normalize(responses)
+    frame[SOURCE] = [{"command": "estimate", "request": req} for req in requests]
+    for key, values in _request_columns(requests).items():
+        frame[key] = values
+    return frame
+
+
+def _request_columns(requests: list[dict]) -> dict[str, list]:
+    keys = sorted({k for req in requests for k in req})
+    out = {"req." + k: [req.get(k) for req in requests] for k in keys}
+    if "req.model" in out:
+        out["model_name"] = [model_name(m) for m in out["req.model"]]
+    return out
+
+
+def model_name(preset_id: str) -> str:
+    """The preset's display name (``Llama 2 7B``); unknown ids fail the build."""
+    from calc import presets
+
+    names = {p["id"]: p["name"] for p in presets.presets_listing()}
+    return names[preset_id]
+
+
+def _component_cols(frame: pd.DataFrame) -> list[Col]:
+    present = [c[len("components."):] for c in frame.columns if c.startswith("components.")]
+    ordered = [c for c in COMPONENT_ORDER if c in present]
+    ordered += sorted(c for c in present if c not in COMPONENT_ORDER)
+    cols = []
+    for name in ordered:
+        field = "components." + name
+        frame[field] = frame[field].fillna(0).astype("int64")
+        if (frame[field] == 0).all():
+            continue  # a component no row has would only add a column of zeros
+        cols.append(Col(field, "component." + name, "gib"))
+    return cols
+
+
+def setup_list(lang: str, **setup) -> str:
+    """The stated setup of a table, as a Markdown list generated from the very
+    arguments the table gets (so the text cannot drift from the figures)."""
+    lines = []
+    for key, value in setup.items():
+        lines.append(f"- {labels.text('field.' + key, lang)}: {labels.value(key, value, lang)}")
+    return "\n".join(lines)
+
+
+def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
+    """Peak memory per component for each model x method on one GPU. A method is a
+    name or a dict of request keys that override the setup (e.g. its precision)."""
+    variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
+    requests = [{"model": m, **setup, **v} for m in models for v in variants]
+    frame = _estimate_frame(requests)
+    cols = [Col("model_name", "col.model", "text", row_header=True),
+            Col("req.method", "col.method", "code"),
+            Col("req.precision", "col.precision", "code"),
+            Col("params_total", "col.params_total", "billions"),
+            Col("params_trainable", "col.params_trainable", "millions")]
+    cols += _component_cols(frame)
+    cols += [Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
+             Col("device_total_bytes", "col.device_total", "gib")]
+    return render(frame, cols, lang, "vram_by_model", "caption.vram_by_model")
+
+
+def memory_vs_seq_batch(lang: str, model: str, method: str, seq_lens: list[int],
+                        batches: list[int], **setup) -> str:
+    """Peak allocated memory: rows are sequence lengths, columns micro-batch sizes."""
+    rows = []
+    for seq in seq_lens:
+        row = {"seq_len": seq}
+        for batch in batches:
+            req = {"model": model, "method": method, **setup,
+                   "seq_len": seq, "micro_batch_size": batch}
+            row[f"b{batch}"] = calc.estimate(req)["peak_allocated_bytes"]
+            row[CELL_SOURCE + f"b{batch}"] = {"command": "estimate", "request": req}
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    cols = [Col("seq_len", "col.seq_len", "int", check="request.seq_len", row_header=True)]
+    cols += [Col(f"b{b}", f"col.batch|{b}", "gib", check="peak_allocated_bytes")
+             for b in batches]
+    # the row header number is the request's own value, checked against the cell sources
+    frame[SOURCE] = [{"command": "request", "request": {"seq_len": s}} for s in seq_lens]
+    return render(frame, cols, lang, "memory_vs_seq_batch", "caption.memory_vs_seq_batch")
+
+
+def per_gpu_memory(lang: str, model: str, method: str, gpu_counts: list[int],
+                   shardings: list[str], **setup) -> str:
+    """Per-GPU memory when the same job is spread over N GPUs with each strategy."""
+    requests = [{"model": model, "method": method, **setup, "num_gpus": 1, "sharding": "none"}]
+    requests += [{"model": model, "method": method, **setup, "num_gpus": n, "sharding": s}
+                 for s in shardings for n in gpu_counts if n > 1]
+    frame = _estimate_frame(requests)
+    cols = [Col("req.sharding", "col.sharding", "code", row_header=True),
+            Col("req.num_gpus", "col.num_gpus", "int", check="request.num_gpus")]
+    cols += _component_cols(frame)
+    cols += [Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
+             Col("device_total_bytes", "col.device_total", "gib")]
+    return render(frame, cols, lang, "per_gpu_memory", "caption.per_gpu_memory")
+
+
+def bytes_per_param(lang: str, model: str, combos: list[list[str]], **setup) -> str:
+    """Model-state bytes per parameter of full fine-tuning, per precision and
+    optimizer: calc's components divided by the parameter count."""
+    requests = [{"model": model, "method": "full", **setup, "precision": p, "optimizer": o}
+                for p, o in combos]
+    frame = _estimate_frame(requests)
+    _component_cols(frame)  # fills absent components with 0
+    total = frame["params_total"]
+    states = ("weights", "gradients", "optimizer")
+    cols = [Col("req.precision", "col.precision", "code", row_header=True),
+            Col("req.optimizer", "col.optimizer", "code")]
+    for name in states:
+        field = "components." + name
+        frame["bpp." + name] = frame[field] / total
+        cols.append(Col("bpp." + name, "component." + name, "bpp", check=f"{field}/params_total"))
+    frame["bpp.total"] = sum(frame["components." + n] for n in states) / total
+    cols.append(Col("bpp.total", "col.bpp_total", "bpp",
+                    check="+".join("components." + n for n in states) + "/params_total"))
+    return render(frame, cols, lang, "bytes_per_param", "caption.bytes_per_param")
+
+
+def weight_bytes(lang: str, model: str, variants: list[dict], **setup) -> str:
+    """Bytes per parameter of the weights alone: 16-bit base vs 4-bit NF4."""
+    requests = [{"model": model, **setup, **v} for v in variants]
+    frame = _estimate_frame(requests)
+    frame["bpp.weights"] = frame["components.weights"] / frame["params_total"]
+    frame["variant"] = [labels.variant(r, lang) for r in requests]
+    cols = [Col("variant", "col.variant", "text", row_header=True),
+            Col("components.weights", "component.weights", "gib"),
+            Col("bpp.weights", "col.bpp_weights", "bpp",
+                check="components.weights/params_total")]
+    return render(frame, cols, lang, "weight_bytes", "caption.weight_bytes")
+
+
+# The macros the pages may call; each gets the page language from the config.
+MACROS = ("setup_list", "vram_by_model", "memory_vs_seq_batch", "per_gpu_memory",
+          "bytes_per_param", "weight_bytes", "full_ft_sharded", "gib_note", "calc_value",
+          "gpu_catalogue", "gpu_sources", "gpu_prices", "calc_reference", "data_file_header",
+          "validation_memory_rows", "validation_memory_summary", "validation_memory_uncovered")
+
+
+def register(env) -> None:
+    """Declare every table function as a macro of ``env`` (mkdocs-macros)."""
+    import functools
+
+    def bind(fn):
+        @functools.wraps(fn)
+        def macro(*args, **kwargs):
+            return fn(page_language(env), *args, **kwargs)
+        return macro
+
+    for name in MACROS:
+        env.macro(bind(globals()[name]), name)
+
+
+def full_ft_sharded(lang: str, models: list[str], gpu_counts: list[int], sharding: str,
+                    **setup) -> str:
+    """Full fine-tuning: total memory per GPU (what nvidia-smi shows) for each model
+    when its states are sharded over N GPUs."""
+    rows = []
+    for model in models:
+        row = {"model": model_name(model)}
+        for n in gpu_counts:
+            req = {"model": model, "method": "full", **setup, "num_gpus": n,
+                   "sharding": sharding if n > 1 else "none"}
+            row[f"n{n}"] = calc.estimate(req)["device_total_bytes"]
+            row[CELL_SOURCE + f"n{n}"] = {"command": "estimate", "request": req}
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    cols = [Col("model", "col.model", "text", row_header=True)]
+    cols += [Col(f"n{n}", f"col.per_gpu_of|{n}", "gib", check="device_total_bytes")
+             for n in gpu_counts]
+    return render(frame, cols, lang, "full_ft_sharded", "caption.full_ft_sharded")
+
+
+def gib_note(lang: str) -> str:
+    """The page's one statement of the memory unit."""
+    return labels.text("note.gib", lang)
+
+
+def calc_value(lang: str, field: str, kind: str, **request) -> str:
+    """One figure from ``calc.estimate`` inside running text, as checkable as a table cell."""
+    response = calc.estimate(request)
+    return inline(lang, resolve(field, response, request), kind, field,
+                  {"command": "estimate", "request": request})
+
+
+def inline(lang: str, raw: float, kind: str, field: str, source: dict) -> str:
+    from .numfmt import format_kind
+    from .tables import _attr, _source_json
+
+    return (f'<span data-value="{_attr(raw)}" data-kind="{kind}" data-field="{_attr(field)}" '
+            f"data-source='{_attr(_source_json(source))}'>{format_kind(raw, kind, lang)}</span>")
+
+
+def resolve(field: str, response: dict, request: dict | None = None) -> float:
+    """The number a ``data-field`` names: a dotted path, or ``a+b/c`` (sum over a
+    divisor), ``a*100/c`` is written ``pct:a/c``. Paths starting ``request.`` read
+    the request; a component calc did not report is 0."""
+    pct = field.startswith("pct:")
+    body = field[4:] if pct else field
+    num, _, den = body.partition("/")
+
+    def get(path: str) -> float:
+        if path.startswith("request."):
+            return (request or {})[path[len("request."):]]
+        node: object = response
+        for part in path.split("."):
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+                continue
+            if not isinstance(node, dict) or part not in node:
+                if path.startswith("components."):
+                    return 0
+                raise KeyError(f"no {path!r} in the response")
+            node = node[part]
+        return node
+
+    value = sum(get(p) for p in num.split("+"))
+    if den:
+        value = value / get(den)
+    return value * 100 if pct else value
+
+
+def _gpu_frame(gpu_ids: list[str] | None) -> pd.DataFrame:
+    """Catalogue rows (``python -m calc gpus``), all of them or the named ones in that order."""
+    listing = {g["id"]: g for g in calc_gpus().gpus_listing()["gpus"]}
+    ids = list(listing) if gpu_ids is None else gpu_ids
+    unknown = [i for i in ids if i not in listing]
+    if unknown:
+        raise KeyError(f"unknown GPU ids {unknown}")
+    frame = pd.json_normalize([listing[i] for i in ids])
+    frame[SOURCE] = [{"command": "gpu", "id": i} for i in ids]
+    return frame
+
+
+def calc_gpus():
+    from calc import gpus
+
+    return gpus
+
+
+def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
+    """The catalogue's hardware figures, one card per row."""
+    frame = _gpu_frame(gpu_ids)
+    frame["stack_label"] = frame["stack"]
+    cols = [Col("name", "col.gpu", "text", row_header=True),
+            Col("stack_label", "col.stack", "code"),
+            Col("memory_bytes", "col.gpu_memory", "gib"),
+            Col("memory_gb_marketed", "col.memory_marketed", "int"),
+            Col("bf16_dense_tflops", "col.bf16_tflops", "tflops"),
+            Col("memory_bandwidth_gb_per_s", "col.bandwidth", "gbps"),
+            Col("nvlink_gb_per_s", "col.nvlink", "gbps"),
+            Col("as_of", "col.as_of", "text")]
+    return render(frame, cols, lang, "gpu_catalogue", "caption.gpu_catalogue")
+
+
+def gpu_sources(lang: str, gpu_ids: list[str] | None = None) -> str:
+    """Where each card's figures come from, and when."""
+    frame = _gpu_frame(gpu_ids)
+    cols = [Col("name", "col.gpu", "text", row_header=True),
+            Col("source", "col.source", "text"), Col("as_of", "col.as_of", "text")]
+    return render(frame, cols, lang, "gpu_sources", "caption.gpu_sources")
+
+
+def gpu_prices(lang: str, gpu_ids: list[str] | None = None) -> str:
+    """Every dated price row of the catalogue, per card, kind of provider and capacity."""
+    rows = []
+    for _, gpu in _gpu_frame(gpu_ids).iterrows():
+        for i, price in enumerate(gpu["prices"]):
+            rows.append({"name": gpu["name"], "tier": "tier." + price["tier"],
+                         "capacity": "capacity." + ("interruptible" if price["interruptible"]
+                                                    else "on_demand"),
+                         "usd": price["usd"], "source": price["source"], "as_of": price["as_of"],
+                         SOURCE: {"command": "gpu", "id": gpu["id"]},
+                         "check": f"prices.{i}.usd"})
+    frame = pd.DataFrame(rows)
+    cols = [Col("name", "col.gpu", "text", row_header=True),
+            Col("tier", "col.tier", "code"), Col("capacity", "col.capacity", "code"),
+            Col("usd", "col.usd_per_hour", "usd", check="@check"),
+            Col("source", "col.source", "text"), Col("as_of", "col.as_of", "text")]
+    return render(frame, cols, lang, "gpu_prices", "caption.gpu_prices")
+
+
+def calc_reference(lang: str, modules: list[str]) -> str:
+    """Formulas, constants and sources as calc's own docstrings state them (the
+    single place they are written), one block per module and public function.
+    The docstrings are English; the block says so with ``lang="en"``."""
+    import html
+    import importlib
+    import inspect
+
+    out = []
+    for name in modules:
+        module = importlib.import_module(name)
+        if not module.__doc__:
+            raise ValueError(f"{name} has no docstring")
+        items = [(name, inspect.cleandoc(module.__doc__))]
+        for attr, obj in vars(module).items():
+            if attr.startswith("_") or getattr(obj, "__module__", None) != name:
+                continue
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__doc__:
+                items.append((f"{name}.{attr}", inspect.cleandoc(obj.__doc__)))
+        blocks = "".join(f"<dt><code>{html.escape(title)}</code></dt>"
+                         f'<dd style="white-space:pre-wrap">{html.escape(doc)}</dd>'
+                         for title, doc in items)
+        out.append(f'<dl lang="en">{blocks}</dl>')
+    return "\n".join(out)
+
+
+def data_file_header(lang: str, name: str) -> str:
+    """The comment header of a ``calc/data`` file: its units, row format and sources."""
+    import html
+    from pathlib import Path
+
+    path = Path(calc.__file__).with_name("data") / name
+    lines = [ln[1:].rstrip() for ln in path.read_text(encoding="utf-8").splitlines()
+             if ln.startswith("#")]
+    if not lines:
+        raise ValueError(f"{name} has no header")
+    body = html.escape("\n".join(lines))
+    return (f'<div class="calc-table" role="region" tabindex="0" aria-label="{html.escape(name)}" '
+            f'style="overflow-x:auto"><pre lang="en"><code>{body}</code></pre></div>')
+
+
+def _validation():
+    from benchmarks import validation_memory
+
+    return validation_memory
+
+
+def validation_memory_rows(lang: str) -> str:
+    """Every measured row the model covers: predicted vs measured and the error."""
+    results = [r for r in _validation().compare_rows() if r.covered]
+    frame = pd.DataFrame([{
+        "row": r.row_id, "source_name": r.source, "model": r.model, "method": r.method,
+        "metric": "metric." + r.metric, "measured_bytes": r.measured_bytes,
+        "predicted_bytes": r.predicted_bytes, "error": r.error * 100,
+        "flags": ", ".join(r.flags), SOURCE: {"command": "validation_memory", "row": r.row_id},
+    } for r in results])
+    cols = [Col("row", "col.row", "text", row_header=True),
+            Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),
+            Col("method", "col.method", "text"), Col("metric", "col.metric", "code"),
+            Col("measured_bytes", "col.measured", "gib"),
+            Col("predicted_bytes", "col.predicted", "gib"),
+            Col("error", "col.error_pct", "pct", check="pct:error"),
+            Col("flags", "col.flags", "text")]
+    return render(frame, cols, lang, "validation_memory_rows", "caption.validation_rows")
+
+
+def validation_memory_summary(lang: str) -> str:
+    """Median, 90th percentile and largest absolute error, per method and overall."""
+    v = _validation()
+    results = v.compare_rows()
+    methods = sorted({r.method for r in results if r.covered})
+    rows = []
+    for method in [*methods, None]:
+        s = v.summary(results, (lambda r, m=method: m is None or r.method == m))
+        rows.append({"method": method or labels.text("row.all_methods", lang),
+                     "count": s.count, "median": s.median_abs_error * 100,
+                     "p90": s.p90_abs_error * 100, "max": s.max_abs_error * 100,
+                     SOURCE: {"command": "validation_memory_summary", "method": method}})
+    frame = pd.DataFrame(rows)
+    cols = [Col("method", "col.method", "text", row_header=True),
+            Col("count", "col.rows", "int"),
+            Col("median", "col.median_error", "pct", check="pct:median_abs_error"),
+            Col("p90", "col.p90_error", "pct", check="pct:p90_abs_error"),
+            Col("max", "col.max_error", "pct", check="pct:max_abs_error")]
+    return render(frame, cols, lang, "validation_memory_summary", "caption.validation_summary")
+
+
+def validation_memory_uncovered(lang: str) -> str:
+    """Measured rows the request contract cannot express, with the reason code."""
+    results = [r for r in _validation().compare_rows() if not r.covered]
+    frame = pd.DataFrame([{"row": r.row_id, "source_name": r.source, "model": r.model,
+                           "method": r.method, "reason": r.reason} for r in results])
+    cols = [Col("row", "col.row", "text", row_header=True),
+            Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),
+            Col("method", "col.method", "text"), Col("reason", "col.reason", "text")]
+    return render(frame, cols, lang, "validation_memory_uncovered", "caption.validation_uncovered")

@@ -1,0 +1,98 @@
+"""Numbers as each page language writes them, and back.
+
+Decisions fixed for the whole site (the calculator uses the same):
+
+- Spanish: decimal comma; integer part grouped in threes with a narrow
+  no-break space (U+202F) only from 10 000 up (RAE/BIPM usage: ``1234,5`` but
+  ``12 345,6``).
+- English: decimal point, comma grouping from 1,000 up (``12,345.6``).
+
+``parse_number`` is strict: it accepts only text that ``format_number`` would
+write, so a test reading the page cannot be fooled by a wrong format.
+"""
+
+from __future__ import annotations
+
+import re
+
+NNBSP = "\u202f"
+LANGS = ("es", "en")
+
+_EN_RE = re.compile(r"-?\d{1,3}(?:,\d{3})*(?:\.\d+)?")
+_ES_RE = re.compile(r"-?\d+(?:\u202f\d{3})*(?:,\d+)?")
+
+
+def _check_lang(lang: str) -> None:
+    if lang not in LANGS:
+        raise ValueError(f"unknown language {lang!r}")
+
+
+def format_number(value: float, decimals: int, lang: str) -> str:
+    """``value`` rounded to ``decimals`` places (Python's ``format``: round half to
+    even on the binary value) and written in ``lang``."""
+    _check_lang(lang)
+    text = f"{abs(value):,.{decimals}f}"
+    int_part, _, frac = text.partition(".")
+    negative = value < 0 and float(text.replace(",", "")) != 0.0  # no "-0.0"
+    if lang == "es":
+        digits = int_part.replace(",", "")
+        if len(digits) >= 5:
+            int_part = int_part.replace(",", NNBSP)
+        else:
+            int_part = digits
+        text = int_part + ("," + frac if frac else "")
+    return ("-" if negative else "") + text
+
+
+def parse_number(text: str, lang: str) -> float:
+    """The value of ``text`` written in ``lang``; ``ValueError`` if it is not in the
+    exact form :func:`format_number` produces."""
+    _check_lang(lang)
+    text = text.strip()
+    pattern = _ES_RE if lang == "es" else _EN_RE
+    if not pattern.fullmatch(text):
+        raise ValueError(f"not a {lang} number: {text!r}")
+    if lang == "es":
+        plain = text.replace(NNBSP, "").replace(",", ".")
+    else:
+        plain = text.replace(",", "")
+    value = float(plain)
+    decimals = len(plain.partition(".")[2])
+    if format_number(value, decimals, lang) != text:
+        raise ValueError(f"not written as {lang} writes numbers: {text!r}")
+    return value
+
+
+def decimals_of(text: str, lang: str) -> int:
+    """How many decimal places ``text`` shows."""
+    sep = "," if lang == "es" else "."
+    return len(text.strip().partition(sep)[2])
+
+
+GIB = 2**30  # the site shows memory in GiB: 1 GiB = 2^30 bytes
+
+# kind -> (divisor from the raw calc value to the shown value, decimals shown)
+KINDS: dict[str, tuple[float, int]] = {
+    "gib": (GIB, 1),        # bytes -> GiB
+    "hours": (1, 1),
+    "usd": (1, 2),
+    "pct": (1, 1),          # already in percent
+    "bpp": (1, 2),          # bytes per parameter
+    "billions": (1e9, 2),   # parameter counts
+    "millions": (1e6, 1),
+    "tflops": (1, 0),
+    "gbps": (1, 0),         # GB/s (10^9 bytes per second, as datasheets give it)
+    "int": (1, 0),
+    "factor": (1, 2),
+}
+
+
+def shown_value(raw: float, kind: str) -> float:
+    """The number a cell of ``kind`` shows for the raw calc value, rounded as shown."""
+    divisor, decimals = KINDS[kind]
+    return float(f"{raw / divisor:.{decimals}f}")
+
+
+def format_kind(raw: float, kind: str, lang: str) -> str:
+    divisor, decimals = KINDS[kind]
+    return format_number(raw / divisor, decimals, lang)

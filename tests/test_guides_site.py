@@ -1,0 +1,238 @@
+"""The built guides: every generated number equals what calc computes in CPython,
+pages have titles and descriptions, links and anchors resolve, no serious
+accessibility violation, and screenshots at desktop and phone widths."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+import calc
+from calc import gpus
+from conftest import REPO_ROOT, site_pages
+from macros.numfmt import KINDS, parse_number, shown_value
+
+SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
+GUIDES = ("guides/vram/", "guides/cloud/")
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 900}
+
+
+def guide_pages(site: Path) -> list[str]:
+    """Site-relative URLs of the guides' pages (not the calculator's), both languages."""
+    out = []
+    for rel in site_pages(site):
+        if rel.endswith("404.html") or "calculator/" in rel:
+            continue
+        out.append(rel[: -len("index.html")] if rel.endswith("index.html") else rel)
+    return out
+
+
+# --- what calc says -----------------------------------------------------------
+
+
+def response_for(source: dict) -> tuple[dict, dict]:
+    """``(response, request)`` for a cell's ``data-source``, recomputed here."""
+    command = source["command"]
+    request = source.get("request", {})
+    if command == "estimate":
+        return calc.estimate(request), request
+    if command == "plan":
+        return calc.plan_setup(request), request
+    if command == "gpu":
+        listing = {g["id"]: g for g in gpus.gpus_listing()["gpus"]}
+        return listing[source["id"]], request
+    if command == "request":
+        return {}, request
+    if command in ("validation_memory", "validation_memory_summary"):
+        from benchmarks import validation_memory as v
+
+        results = v.compare_rows()
+        if command == "validation_memory":
+            row = next(r for r in results if r.row_id == source["row"])
+            return vars(row), request
+        method = source["method"]
+        s = v.summary(results, lambda r: method is None or r.method == method)
+        return vars(s), request
+    raise AssertionError(f"unknown source command {command!r}")
+
+
+def expected_raw(field: str, response: dict, request: dict) -> float:
+    """The number a ``data-field`` names (independent of the macros' own resolver):
+    ``a.b`` paths, ``x+y/z`` sums over a divisor, ``pct:`` for percent, ``request.*``."""
+    pct = field.startswith("pct:")  # stored as a fraction, shown in percent
+    num, _, den = field.removeprefix("pct:").partition("/")
+
+    def get(path: str) -> float:
+        if path.startswith("request."):
+            return request[path.split(".", 1)[1]]
+        node = response
+        for part in path.split("."):
+            if isinstance(node, list):
+                node = node[int(part)]
+            elif path.startswith("components.") and part not in node:
+                return 0  # calc reports no such component: the table shows 0
+            else:
+                node = node[part]
+        return node
+
+    value = sum(get(p) for p in num.split("+"))
+    if den:
+        value /= get(den)
+    return value * 100 if pct else value
+
+
+COLLECT_JS = """() => Array.from(document.querySelectorAll('[data-value]')).map(el => ({
+    text: el.innerText.trim(),
+    value: el.dataset.value, kind: el.dataset.kind, field: el.dataset.field,
+    source: el.dataset.source || (el.closest('[data-source]') || {dataset: {}}).dataset.source,
+    table: (el.closest('table') || {dataset: {}}).dataset.table || 'inline',
+}))"""
+
+
+@pytest.fixture(scope="module")
+def pages(built_site):
+    return guide_pages(built_site)
+
+
+def test_generated_numbers_equal_calc(page, site_server, pages):
+    """Playwright reads every generated number of every page, parses it in the page's
+    language and compares it with calc's value for the same request, rounded the same."""
+    checked = {}
+    cache: dict[str, tuple[dict, dict]] = {}
+    for url in pages:
+        page.goto(site_server.url(url))
+        lang = page.evaluate("document.documentElement.lang")
+        assert lang in ("es", "en"), url
+        for cell in page.evaluate(COLLECT_JS):
+            where = f"{url} {cell['table']} {cell['field']}"
+            assert cell["kind"] in KINDS, where
+            assert cell["source"], f"{where}: no data-source"
+            if cell["source"] not in cache:
+                cache[cell["source"]] = response_for(json.loads(cell["source"]))
+            response, request = cache[cell["source"]]
+            raw = expected_raw(cell["field"], response, request)
+            shown = parse_number(cell["text"], lang)
+            assert shown == shown_value(raw, cell["kind"]), f"{where}: {cell['text']!r} vs {raw}"
+            assert float(cell["value"]) == pytest.approx(raw, rel=1e-12), where
+            checked[url] = checked.get(url, 0) + 1
+    for guide in GUIDES:
+        for prefix in ("", "en/"):
+            assert checked.get(prefix + guide, 0) >= 20, f"{prefix + guide}: too few numbers"
+    assert checked.get("gpus/", 0) >= 50 and checked.get("en/gpus/", 0) >= 50
+
+
+# --- static checks of the built HTML -----------------------------------------
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+        self.title = ""
+        self.description = ""
+        self._in_title = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+        if tag == "title":
+            self._in_title = True
+        if tag == "meta" and a.get("name") == "description":
+            self.description = a.get("content") or ""
+
+    def handle_endtag(self, tag):
+        if tag == "title":
+            self._in_title = False
+
+    def handle_data(self, data):
+        if self._in_title:
+            self.title += data
+
+
+def parse(site: Path, rel: str) -> _Page:
+    parser = _Page()
+    parser.feed((site / rel).read_text(encoding="utf-8"))
+    return parser
+
+
+def html_files(site: Path) -> list[str]:
+    return [r for r in site_pages(site) if not r.endswith("404.html")]
+
+
+def test_every_page_has_title_and_description(built_site):
+    for rel in html_files(built_site):
+        page = parse(built_site, rel)
+        assert page.title.strip(), rel
+        assert len(page.description) >= 50, f"{rel}: meta description missing or generic"
+    # the guides' own descriptions, not the site-wide default
+    assert parse(built_site, "guides/vram/index.html").description != \
+        parse(built_site, "guides/cloud/index.html").description
+
+
+def test_internal_links_and_anchors_resolve(built_site):
+    parsed = {rel: parse(built_site, rel) for rel in html_files(built_site)}
+    checked = 0
+    for rel, page in parsed.items():
+        for href in page.links:
+            parts = urlsplit(href)
+            if parts.scheme or parts.netloc or href.startswith(("mailto:", "javascript:")):
+                continue
+            path = unquote(parts.path)
+            if not path:
+                target = rel
+            elif path.startswith("/"):  # site-root links (language switcher without site_url)
+                target = path.lstrip("/") or "."
+            else:
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), path))
+            if target == "." or target.endswith("/") or (built_site / target).is_dir():
+                target = posixpath.join(target, "index.html")
+            assert (built_site / target).is_file(), f"{rel}: broken link {href}"
+            if parts.fragment and target.endswith(".html"):
+                ids = parsed[target].ids if target in parsed else parse(built_site, target).ids
+                assert unquote(parts.fragment) in ids, f"{rel}: no anchor {href}"
+            checked += 1
+    assert checked > 50
+
+
+# --- accessibility and layout --------------------------------------------------
+
+
+def test_no_serious_accessibility_violations(page, site_server, pages):
+    from axe_playwright_python.sync_playwright import Axe
+
+    axe = Axe()
+    found = {}
+    for url in pages:
+        page.goto(site_server.url(url))
+        results = axe.run(page)
+        bad = [f"{v['id']}: {v['help']} ({len(v['nodes'])} nodes)"
+               for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+        if bad:
+            found[url] = bad
+    assert not found, json.dumps(found, indent=2, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_guides_screenshots_and_no_page_overflow(page, site_server, viewport):
+    """Screenshots for a human to look at (artifacts/screenshots/), and the check a
+    screenshot cannot make: nothing widens the page; wide tables scroll in their box."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size(viewport)
+    for prefix, lang in (("", "es"), ("en/", "en")):
+        for guide in GUIDES:
+            page.goto(site_server.url(prefix + guide))
+            overflow = page.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 0, f"{prefix}{guide} at {viewport['width']}px: page {overflow}px wide"
+            name = f"{guide.strip('/').replace('/', '-')}-{lang}-{viewport['width']}.png"
+            page.screenshot(path=str(SCREENSHOTS / name), full_page=True)

@@ -1,0 +1,122 @@
+"""The Markdown sources of the guides: language parity, front matter, no hand-typed
+figures, complete translations. No build needed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from macros import labels
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+# The calculator page belongs to the calculator's own tests; the rest are the guides'.
+OWNED_BY_OTHERS = {"calculator.md"}
+PAGES = sorted(
+    p.relative_to(DOCS / "es").as_posix()
+    for p in (DOCS / "es").rglob("*.md")
+    if p.relative_to(DOCS / "es").as_posix() not in OWNED_BY_OTHERS
+)
+
+HEADING = re.compile(r"^(#{1,6}) (.+?)\s*$", re.M)
+ANCHOR = re.compile(r"\{ *#([A-Za-z0-9_-]+) *\}\s*$")
+JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+
+# A number followed (or preceded, for currencies) by a unit of memory, time or money.
+FIGURE = re.compile(
+    r"(?<![\w.,])\d[\d.,\u202f\u00a0]*\s?(?:GB|GiB|MB|MiB|TB|TiB|GPU-h|h|horas?|hours?|"
+    r"min|USD|EUR|US\$|\$|€)(?![\w])"
+    r"|[$€]\s?\d",
+    re.I,
+)
+# Figures that are names, not quantities calc computes, per page; each with its reason.
+ALLOWED_FIGURES = {
+    # card classes are product names ("an 80 GB card"), not computed memory
+    "guides/vram.md": {"24 GB", "48 GB", "80 GB"},
+}
+
+
+def front_matter(text: str) -> dict[str, str]:
+    match = re.match(r"---\n(.*?)\n---\n", text, re.S)
+    assert match, "no front matter"
+    out = {}
+    for line in match.group(1).splitlines():
+        key, _, value = line.partition(":")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def headings(text: str) -> list[tuple[int, str | None]]:
+    body = FENCE.sub("", text)
+    out = []
+    for hashes, title in HEADING.findall(body):
+        anchor = ANCHOR.search(title)
+        out.append((len(hashes), anchor.group(1) if anchor else None))
+    return out
+
+
+def read(lang: str, page: str) -> str:
+    return (DOCS / lang / page).read_text(encoding="utf-8")
+
+
+def test_guides_pages_present():
+    for page in ("index.md", "guides/vram.md", "guides/cloud.md", "methodology.md", "gpus.md"):
+        assert page in PAGES
+
+
+def test_same_pages_in_both_languages():
+    es = {p.relative_to(DOCS / "es").as_posix() for p in (DOCS / "es").rglob("*.md")}
+    en = {p.relative_to(DOCS / "en").as_posix() for p in (DOCS / "en").rglob("*.md")}
+    assert es == en
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_same_headings_and_anchors(page):
+    es, en = headings(read("es", page)), headings(read("en", page))
+    assert es, f"{page}: no headings"
+    assert es == en
+    missing = [lvl for lvl, anchor in es if anchor is None]
+    assert not missing, f"{page}: every heading needs an explicit {{ #anchor }}"
+    anchors = [a for _, a in es]
+    assert len(anchors) == len(set(anchors)), f"{page}: repeated anchor"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_same_macro_calls(page):
+    es = [re.sub(r"\s+", " ", m) for m in JINJA.findall(read("es", page))]
+    en = [re.sub(r"\s+", " ", m) for m in JINJA.findall(read("en", page))]
+    assert es == en
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+@pytest.mark.parametrize("page", PAGES)
+def test_title_and_description(page, lang):
+    meta = front_matter(read(lang, page))
+    assert meta.get("title"), f"{lang}/{page}: no title"
+    assert len(meta.get("description", "")) >= 50, f"{lang}/{page}: no useful description"
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+@pytest.mark.parametrize("page", PAGES)
+def test_no_hand_typed_figures(page, lang):
+    text = JINJA.sub("", read(lang, page))
+    text = re.sub(r"^---\n.*?\n---\n", "", text, flags=re.S)
+    found = {m.group(0).strip() for m in FIGURE.finditer(text)}
+    extra = found - ALLOWED_FIGURES.get(page, set())
+    assert not extra, f"{lang}/{page}: hand-typed figures {sorted(extra)}; use a macro"
+
+
+@pytest.mark.parametrize(
+    ("text", "hit"),
+    [("ocupa 14 GB", True), ("unos 3,5 GiB", True), ("cuesta $120", True), ("12 h", True),
+     ("1.5 hours", True), ("20 €", True), ("rango 16", False), ("Llama 2 7B", False),
+     ("2048 tokens", False), ("20-30 %", False)],
+)
+def test_figure_pattern(text, hit):
+    assert bool(FIGURE.search(text)) is hit
+
+
+def test_every_label_in_both_languages():
+    assert labels.languages_complete() == []

@@ -1,0 +1,86 @@
+"""Number formatting per page language (macros/numfmt.py): exact strings, strict parsing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from macros.numfmt import KINDS, NNBSP, format_kind, format_number, parse_number, shown_value
+
+CASES = [
+    # value, decimals, es, en
+    (12345.6, 1, f"12{NNBSP}345,6", "12,345.6"),
+    (1234.5, 1, "1234,5", "1,234.5"),
+    (9999.94, 1, "9999,9", "9,999.9"),
+    (9999.96, 1, f"10{NNBSP}000,0", "10,000.0"),
+    (1234567.891, 2, f"1{NNBSP}234{NNBSP}567,89", "1,234,567.89"),
+    (0.5, 2, "0,50", "0.50"),
+    (-1.25, 1, "-1,2", "-1.2"),  # round half to even on the binary value
+    (-0.04, 1, "0,0", "0.0"),  # no negative zero
+    (-12345.0, 0, f"-12{NNBSP}345", "-12,345"),
+    (100, 0, "100", "100"),
+]
+
+
+@pytest.mark.parametrize(("value", "decimals", "es", "en"), CASES)
+def test_format_exact(value, decimals, es, en):
+    assert format_number(value, decimals, "es") == es
+    assert format_number(value, decimals, "en") == en
+
+
+@pytest.mark.parametrize(("value", "decimals", "es", "en"), CASES)
+def test_parse_inverts_format(value, decimals, es, en):
+    assert parse_number(es, "es") == float(es.replace(NNBSP, "").replace(",", "."))
+    assert parse_number(en, "en") == float(en.replace(",", ""))
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("1,234.5", "es"),  # English in a Spanish page
+        ("1234,5", "en"),
+        (f"1{NNBSP}234,5", "es"),  # four digits are not grouped in Spanish
+        ("12 345,6", "es"),  # ordinary space instead of U+202F
+        ("12.345,6", "es"),  # dot grouping is not the site's choice
+        ("1234.5", "en"),  # missing comma grouping
+        ("12,34.5", "en"),
+        ("", "en"),
+        ("GiB", "es"),
+        ("1,2", "fr"),
+    ],
+)
+def test_parse_rejects_wrong_format(text, lang):
+    with pytest.raises(ValueError):
+        parse_number(text, lang)
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind", "es", "en"),
+    [
+        (108_915_654_656, "gib", "101,4", "101.4"),
+        (6_738_415_616, "billions", "6,74", "6.74"),
+        (6_738_415_616, "millions", "6738,4", "6,738.4"),
+        (3.456, "usd", "3,46", "3.46"),
+        (12.34, "pct", "12,3", "12.3"),
+        (1979.0, "tflops", "1979", "1,979"),
+    ],
+)
+def test_format_kind(raw, kind, es, en):
+    assert format_kind(raw, kind, "es") == es
+    assert format_kind(raw, kind, "en") == en
+    assert shown_value(raw, kind) == parse_number(en, "en")
+
+
+@given(
+    value=st.floats(min_value=-1e12, max_value=1e12, allow_nan=False),
+    decimals=st.integers(min_value=0, max_value=3),
+    lang=st.sampled_from(["es", "en"]),
+)
+def test_round_trip(value, decimals, lang):
+    text = format_number(value, decimals, lang)
+    assert parse_number(text, lang) == pytest.approx(float(f"{value:.{decimals}f}"), abs=0)
+
+
+def test_every_kind_has_positive_divisor():
+    assert all(div > 0 and dec >= 0 for div, dec in KINDS.values())
