@@ -1,7 +1,8 @@
 """MkDocs hook: ship the pure-Python ``calc`` package to the browser.
 
 At build time the package (its ``.py`` files and ``calc/data/``) and the
-calculator's result renderer (``macros/calculator_view.py``) are packed into
+calculator's result renderer (``macros/calculator_view.py`` with the site's number
+format, ``macros/numfmt.py``) are packed into
 one zip named after ``calc.__version__`` and a hash of the content, written
 under ``assets/calc/`` in the site. The worker unpacks it into Pyodide's file
 system. A new content gets a new name, so a browser cache never serves a stale
@@ -19,7 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "calc"
-VIEW_MODULE = ROOT / "macros" / "calculator_view.py"
+# The renderer and the site's number format, both pure Python, go in as top-level modules.
+VIEW_MODULES = (ROOT / "macros" / "calculator_view.py", ROOT / "macros" / "numfmt.py")
 # Fixed timestamp: the same sources give the same bytes (and the same hash).
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 _SKIP_DIRS = {"__pycache__"}
@@ -36,15 +38,16 @@ def calc_version(package: Path = PACKAGE) -> str:
     raise ValueError("calc/__init__.py defines no __version__")
 
 
-def bundle_members(package: Path = PACKAGE, view: Path = VIEW_MODULE) -> list[tuple[str, bytes]]:
-    """(archive name, bytes), sorted: every file of the package plus the renderer module."""
+def bundle_members(package: Path = PACKAGE, modules: tuple[Path, ...] = VIEW_MODULES
+                   ) -> list[tuple[str, bytes]]:
+    """(archive name, bytes), sorted: every file of the package plus the renderer's modules."""
     members = []
     for path in sorted(package.rglob("*")):
         rel = path.relative_to(package.parent)
         if path.is_dir() or _SKIP_DIRS & set(rel.parts) or path.suffix in _SKIP_SUFFIXES:
             continue
         members.append((rel.as_posix(), path.read_bytes()))
-    members.append((view.name, view.read_bytes()))
+    members.extend((module.name, module.read_bytes()) for module in modules)
     return members
 
 

@@ -18,8 +18,12 @@ from __future__ import annotations
 import json
 import math
 
-GIB = 2**30  # memory is shown in GiB (2^30 bytes), as the page states
-NNBSP = "\u202f"  # Spanish thousands separator (narrow no-break space), from 10 000 up
+try:
+    from . import numfmt
+except ImportError:  # in the browser bundle both modules sit at the top level
+    import numfmt
+
+GIB = numfmt.GIB  # memory is shown in GiB (2^30 bytes), as the page states
 
 SVG_NS = "http://www.w3.org/2000/svg"
 TOP_CONFIGS = 10  # recommendations shown per ranking
@@ -27,25 +31,7 @@ TOP_CONFIGS = 10  # recommendations shown per ranking
 
 # ---------------------------------------------------------------- formatting
 
-def _group(digits: str, sep: str) -> str:
-    head = len(digits) % 3 or 3
-    parts = [digits[:head]] + [digits[i:i + 3] for i in range(head, len(digits), 3)]
-    return sep.join(parts)
-
-
-def format_number(value: float, decimals: int, lang: str) -> str:
-    """Spanish: decimal comma, U+202F grouping from 10 000 up. English: decimal point, comma
-    grouping from 1 000 up."""
-    text = f"{abs(value):.{decimals}f}"
-    int_part, _, frac = text.partition(".")
-    if lang == "es":
-        int_part = _group(int_part, NNBSP) if len(int_part) >= 5 else int_part
-        point = ","
-    else:
-        int_part = _group(int_part, ",")
-        point = "."
-    negative = value < 0 and any(ch not in "0." for ch in text)
-    return ("-" if negative else "") + int_part + (point + frac if frac else "")
+format_number = numfmt.format_number  # the site's one number format (Spanish and English)
 
 
 def raw_value(value: object) -> str:
