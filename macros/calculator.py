@@ -147,6 +147,7 @@ def _control(key: str, spec: tuple, value: object, strings: dict, presets: list,
         node.insert(3, options)
         config = ["details", {"class": "calc-config"},
                   ["summary", {}, strings["ui"]["config_summary"]],
+                  ["label", {"for": "calc-hf_config"}, view.label("hf_config", strings)],
                   ["textarea", {"id": "calc-hf_config", "name": "hf_config", "data-kind": "config",
                                 "rows": "6", "spellcheck": "false",
                                 "aria-describedby": "calc-hf_config-hint"}],

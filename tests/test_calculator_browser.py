@@ -509,3 +509,21 @@ def test_phone_width_layout(browser, site_server, lang):
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert page.locator("#calc .calc-peek").is_visible()  # headline figures pinned on phones
     context.close()
+
+
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_no_axe_violations(browser, site_server, lang, color_scheme):
+    """The page with results, suggestions and an input error on show, in both schemes."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    context = browser.new_context()
+    page = context.new_page()
+    page.emulate_media(color_scheme=color_scheme)
+    calc = Calc(page, site_server, lang)
+    calc.open({"gpu": "rtx-3090"})
+    calc.navigate({"gpu": "rtx-3090", "seq_len": "-1"})
+    page.evaluate("document.querySelectorAll('#calc details').forEach(d => d.open = true)")
+    results = Axe().run(page, context="#calc")
+    context.close()
+    assert results.violations_count == 0, results.generate_report()
