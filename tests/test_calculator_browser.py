@@ -527,3 +527,16 @@ def test_no_axe_violations(browser, site_server, lang, color_scheme):
     results = Axe().run(page, context="#calc")
     context.close()
     assert results.violations_count == 0, results.generate_report()
+
+
+def test_when_pyodide_cannot_start_the_static_result_stays(browser, site_server):
+    context = browser.new_context()
+    context.route("**/assets/calc/*.zip", lambda route: route.abort())
+    page = context.new_page()
+    calc = Calc(page, site_server, "en")
+    page.goto(calc.url())
+    static = calc.outputs()
+    page.wait_for_function(f"{STATE} === 'error'", timeout=READY_TIMEOUT_MS)
+    assert page.locator("#calc .calc-status").get_attribute("data-status") == "status_error"
+    assert calc.outputs() == static and static
+    context.close()
