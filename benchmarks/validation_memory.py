@@ -15,8 +15,21 @@ Mapping rules (one rule per CSV vocabulary, no per-row values):
 - Measured below the stated configuration's own weights + optimizer states: not covered
   (the configuration is misreported; e.g. 1 GPU cannot hold AdamW states of 3B params
   in less than 24 GB).
-- LitGPT FSDP rows with gradient accumulation: not covered (``no_backward_sync`` keeps
-  unsharded gradients; the request has no accumulation setting).
+- Gradient accumulation: the row's ``grad_accum`` ("128/mbs" -> 128 // mbs), else the
+  framework's documented config (:data:`LITGPT_CONFIG_HUB`), else 1. torchtune's
+  recipes reduce gradients on every micro-batch (no ``no_sync`` in
+  ``recipes/*_distributed.py`` at the cited commits): ``sync_each_micro_batch``.
+- Adapter dropout, where the row does not state it, is the framework's default of that
+  version: torchtune's LoRA builders ``lora_dropout=0.05`` until commit d7fae9677
+  (2024-09-11, "expose and set lora_dropout = 0.0"), 0.0 after; LitGPT 0.05
+  (``finetune/lora.py`` at 8641822; ``lora_dropout: 0.05`` in every config_hub LoRA yaml).
+- bitsandbytes QLoRA rows with bitsandbytes < 0.43.2 (LitGPT 2023: 0.41.1 stated;
+  config_hub rows: LitGPT pinned ``bitsandbytes==0.42.0`` in pyproject.toml through
+  Sep 2024) set ``qlora_keeps_inputs``.
+- Measured below the stated configuration's floor: not covered. The floor is what any
+  run of that configuration must hold at once: weights, optimizer states and all
+  gradients on the GPU (``model_states_bytes``), plus the activations every
+  implementation saves (:func:`activation_floor_bytes`).
 - ``grad_checkpointing`` "not stated": not covered (the setting decides the result).
 - Cumulative tables ("... +X"): a row has the options of the rows above it.
 - Packing fills every sample to ``seq_len``: modelled as full sequences of that length.
@@ -53,6 +66,27 @@ ALL_LINEAR_TARGETS = ("q,k,v,o + MLP", "q,k,v,o + MLP (w1,w2,w3)",
                       "q,k,v,o + MLP + output proj (all layers)", "all layers (q,k,v,o, MLP, output)")
 """Target lists meaning every block linear (the output layer's adapter, where listed,
 is not expressible; it adds ``r * (h + V)`` parameters, under 0.1 % of any row)."""
+
+LITGPT_CONFIG_HUB = {
+    ("TinyLlama-1.1B", "LoRA"): {"lora_targets": "all-linear"},
+    ("TinyLlama-1.1B", "QLoRA"): {"lora_targets": "all-linear"},
+    ("gemma-2b", "full"): {"num_gpus": 4, "gradient_accumulation_steps": 16 // (4 * 1)},
+    ("phi-2", "full"): {"num_gpus": 2, "gradient_accumulation_steps": 8 // (2 * 4)},
+    ("Llama-3.2-1B", "full"): {"gradient_accumulation_steps": 64 // 4},
+    ("Llama-3.2-3B", "full"): {"gradient_accumulation_steps": 64 // 4},
+    ("TinyLlama-1.1B", "full"): {"gradient_accumulation_steps": 32 // 4},
+}
+"""Settings of LitGPT ``config_hub/finetune/<model>/<method>.yaml`` (commit 5895df10,
+2024-04-26, when the benchmark table was generated; 00af8b0d for Llama 3.2) where the CSV
+row leaves them out or contradicts them: tiny-llama lora/qlora set ``lora_query, key,
+value, projection, mlp, head: true`` (all linears; the head adapter adds ``r (h + V)``
+parameters, not expressible, under 0.2 % of the row); ``devices`` and
+``gradient_accumulation_iters = global_batch_size // devices // micro_batch_size``
+(the README table's "4xA10G" is the machine, not the devices used: tiny-llama full shows
+the same 14.10 GB on 1xA10G and 4xA10G)."""
+
+TORCHTUNE_DROPOUT_ZERO_FROM = "2024-09-11"
+"""torchtune commit d7fae9677 set the LoRA builders' ``lora_dropout`` default to 0.0."""
 
 SHORT_TARGETS = {"q,v": ("q", "v"), "q,k,v": ("q", "k", "v"), "q,v,o + MLP": ("q", "v", "o", "mlp")}
 
@@ -171,11 +205,7 @@ def row_request(row: dict) -> dict:
     method = row["method"].lower()
     optimizer, in_bwd = _optimizer(row["optimizer"])
     sharding, gpus = _sharding(row)
-    if sharding == "zero3" and "litgpt" in row["source"].lower() and row["grad_accum"].strip():
-        # LitGPT accumulates under fabric.no_backward_sync: FSDP then keeps unsharded
-        # gradients of whole flat parameters between micro-batches; the request has no
-        # gradient-accumulation setting.
-        raise NotCovered("fsdp_no_sync_gradient_accumulation")
+    source = _source(row)
     opts = row["_opts"].lower()
     req = {
         "model": model, "method": method, "precision": _precision(row["compute_precision"]),
@@ -187,15 +217,59 @@ def row_request(row: dict) -> dict:
         "num_gpus": gpus, "sharding": sharding,
         "cpu_offload": "optimizer+params" if row["cpu_offload"].startswith("yes") else "none",
     }
+    req["gradient_accumulation_steps"] = _accumulation(row, source)
+    req["sync_each_micro_batch"] = source == "torchtune"
     if method != "full":
         from calc.presets import get_preset
 
         req["lora_rank"] = int(row["lora_rank"])
         req["lora_targets"] = _targets(row, get_preset(model))
+        req["lora_dropout"] = _lora_dropout(row, source)
         if method == "qlora":
             fmt = row["base_weight_format"]
             req["qlora_double_quant"] = "torchao" in fmt or "double quant" in fmt
+            req["qlora_keeps_inputs"] = "bitsandbytes" in fmt and source == "litgpt"
+    # LitGPT's FSDPStrategy(auto_wrap_policy={Block}) puts frozen base weights and adapters
+    # in one flat parameter per block (finetune/lora.py at 8641822 and in 2024); torchtune
+    # wraps adapters apart (lora_fsdp_wrap_policy) or uses FSDP2.
+    req["frozen_weight_grads"] = (source == "litgpt" and method != "full"
+                                  and sharding == "zero3" and gpus > 1)
+    if source == "litgpt":
+        req["model"] = _litgpt_model(model)
+        req.update(LITGPT_CONFIG_HUB.get((row["model"], row["method"]), {}) if "config_hub" in row["source"] else {})
+    if req["num_gpus"] == 1:
+        req["gradient_accumulation_steps"] = max(1, req["gradient_accumulation_steps"])
     return req
+
+
+def _litgpt_model(preset_id: str) -> object:
+    """LitGPT (8641822 and through 00af8b0d, Sep 2024) builds ``lm_head`` and ``wte`` as
+    separate parameters (no weight-tying option in ``litgpt/config.py``; its checkpoint
+    converter copies the embedding into ``lm_head``): a preset that ties them becomes its
+    own config with ``tie_word_embeddings: false``."""
+    from calc.presets import preset_row
+
+    config = preset_row(preset_id)["config"]
+    if not config.get("tie_word_embeddings"):
+        return preset_id
+    return {"hf_config": {**config, "tie_word_embeddings": False}, "name": preset_id}
+
+
+def _accumulation(row: dict, source: str) -> int:
+    """Micro-batches per optimizer step: the row's ``grad_accum``, else the config's."""
+    text = row["grad_accum"].strip()
+    if text.endswith("/mbs"):
+        return max(1, int(text[:-4]) // int(row["micro_batch_size"]))
+    return int(text) if text.isdigit() else 1
+
+
+def _lora_dropout(row: dict, source: str) -> float:
+    """The framework's default adapter dropout at the row's version (module doc)."""
+    if source == "torchtune":
+        dates = [part for part in row["source_version"].replace("(", " ").replace(",", " ").split()
+                 if part[:2] == "20" and part.count("-") == 2]
+        return 0.0 if dates and dates[0] >= TORCHTUNE_DROPOUT_ZERO_FROM else 0.05
+    return 0.05
 
 
 def _flags(row: dict) -> tuple:
@@ -233,8 +307,10 @@ def compare_row(row: dict) -> RowResult:
             req = row_request(row)
             est = memory.estimate_dict(req)
             allocated = est["peak_allocated_bytes"]
-            if measured < _states_floor(est):
+            if measured < est["model_states_bytes"]:
                 raise NotCovered("measured_below_model_states")
+            if measured < configured_floor_bytes(req, est):
+                raise NotCovered("measured_below_configured_floor")
             predicted = allocated if metric == "allocated" else est["peak_reserved_bytes"]
     except NotCovered as reason:
         return RowResult(**base, covered=False, reason=str(reason))
@@ -244,11 +320,39 @@ def compare_row(row: dict) -> RowResult:
                      request=req, allocated_bytes=allocated)
 
 
-def _states_floor(est: dict) -> int:
-    """Weights and optimizer states resident on the GPU: no run of the stated configuration
-    can peak below them, so a row that does misreports its configuration."""
-    parts = est["components"]
-    return parts["weights"] + parts["lora_weights"] + parts["optimizer"]
+def configured_floor_bytes(request: dict, est: dict) -> int:
+    """``weights + optimizer states + max(all gradients, activation floor)``: gradients
+    complete only after the backward has freed the activations, so the two never add."""
+    r = parse_estimate_request(request)
+    reg = states.regime(r.precision, r.sharding)
+    grads = memory.model_states(r, states.param_layout(r), reg).grads_all
+    return est["model_states_bytes"] - grads + max(grads, activation_floor_bytes(request))
+
+
+def activation_floor_bytes(request: dict) -> int:
+    """Activations any implementation of the stated configuration holds at the end of the
+    forward pass, a lower bound in 16-bit: per token and layer, the block input under
+    activation checkpointing (``2 h``); without it, the block input, the q, k, v and
+    output that every SDPA / FlashAttention backward needs (``2 (2 q_dim + 2 kv_dim)``,
+    grouped k, v not expanded) and the MLP nonlinearity's input (``2 m`` per active MLP).
+    Activation offloading: none counted. With the model states it makes the floor below
+    which a measurement cannot come from the stated configuration
+    (:func:`configured_floor_bytes`)."""
+    from calc.request import resolve_model
+
+    if request.get("activation_offload"):
+        return 0
+    arch = resolve_model(request["model"])[0]
+    tokens = request["micro_batch_size"] * request["seq_len"]
+    h = arch.hidden_size
+    if request["gradient_checkpointing"]:
+        per = 2 * h
+    else:
+        q_dim = arch.num_heads * arch.head_dim
+        kv_dim = arch.num_kv_heads * arch.head_dim
+        m = sum(l.d_in * l.active for l in arch.linears if l.role == "mlp" and l.d_in != h)
+        per = 2 * (h + 2 * q_dim + 2 * kv_dim + m)
+    return arch.num_layers * tokens * per
 
 
 def _source(row: dict) -> str:

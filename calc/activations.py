@@ -22,8 +22,13 @@ page), per token of one block, for 16-bit compute unless the precision is fp32:
 - MoE: each token's ``k`` experts save their MLP tensors, plus the gathered input and
   the expert output that the routing weight multiplies (HF ``MixtralSparseMoeBlock``).
 - LoRA: the rank-``r`` intermediate ``A x`` of each adapter (saved by ``B``), and the
-  adapter's input (through the rule on linears above). Adapter dropout is taken as 0
-  (peft's default ``lora_dropout=0.0``).
+  adapter's input (through the rule on linears above). With adapter dropout
+  (``lora_dropout > 0``) each adapter applies its own dropout to its input (peft
+  ``LoraLayer.lora_dropout[name]``, torchtune ``LoRALinear.dropout``) and ``A`` saves the
+  dropout output instead of the input; the dropout keeps a 1-byte boolean mask (CUDA
+  ``native_dropout``): ``(act + 1) * d_in`` per adapter.
+- QLoRA with ``qlora_keeps_inputs`` (bitsandbytes < 0.43.2): every 4-bit linear keeps its
+  input (``MatMul4Bit.forward``: ``ctx.tensors = (A, B)``), through the rule on linears.
 - No dropout in the block (Llama-style models train without it).
 
 Korthikanti et al. 2022 (arXiv:2205.05198, sec. 4.1) give ``34 s b h`` for a GPT block
@@ -61,6 +66,8 @@ class ActConfig:
     attention: Attention
     seq_len: int
     per_linear_casts: bool
+    lora_dropout: bool = False
+    quant_keeps_inputs: bool = False
 
 
 def _key(lin: LinearLayer) -> tuple:
@@ -68,7 +75,13 @@ def _key(lin: LinearLayer) -> tuple:
 
 
 def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:
-    return cfg.full or _key(lin) in cfg.adapted
+    """The input itself is saved by a trainable weight, by an adapter without dropout
+    (its ``A`` needs it), or by a 4-bit linear that keeps it (old bitsandbytes)."""
+    if cfg.full:
+        return True
+    if cfg.quant_keeps_inputs and lin.quantizable:
+        return True
+    return not cfg.lora_dropout and _key(lin) in cfg.adapted
 
 
 @dataclass(frozen=True)
@@ -158,6 +171,15 @@ def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     return sum(cfg.act_bytes * cfg.rank * l.active for l in arch.linears if _key(l) in cfg.adapted)
 
 
+def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """Adapter dropout per token: each adapter's dropout output (``act`` bytes) and its
+    boolean mask (1 byte) over the adapter's input: ``(act + 1) * d_in`` per adapter a
+    token passes through (peft / torchtune apply one dropout per adapted linear)."""
+    if not (cfg.lora_dropout and cfg.adapted):
+        return 0
+    return sum((cfg.act_bytes + 1) * l.d_in * l.active for l in arch.linears if _key(l) in cfg.adapted)
+
+
 def router_bytes(arch: ModelArch, parts: BlockParts) -> int:
     """fp32 routing probabilities per token: ``4 * num_experts`` per router."""
     return sum(FP32_BYTES * l.d_out for l in parts.routers)
@@ -176,7 +198,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         total += _group_input_bytes(parts.mlp_in + parts.routers, h, cfg)
     total += attention_core_bytes(arch, cfg, parts.attn_out)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
-    total += lora_rank_bytes(arch, cfg) + router_bytes(arch, parts)
+    total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
     return total
 
 

@@ -5,7 +5,8 @@ training memory models it as ``params + optimizer + max(grads + temporaries,
 activations)``; this module keeps each term):
 
 - ``forward_end``: the loss is computed and its backward starts: every saved
-  activation is alive, plus the logits and their fp32 loss tensors.
+  activation is alive, plus the logits and their fp32 loss tensors (and, with gradient
+  accumulation, the gradients summed over the earlier micro-batches).
 - ``backward``: the larger of the first block's backward (all saved activations plus
   one block recomputed) and the last one (all gradients plus one block's activations).
   Between these two ends memory moves linearly (activations freed, gradients added
@@ -131,7 +132,7 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     offload = req.cpu_offload
     base = _base_weight_bytes(req, layout, reg)
     lora = layout.adapter * reg.weight_bytes
-    grads = layout.trainable * reg.grad_bytes
+    grads = st.gradient_params(req, layout) * reg.grad_bytes
     states = st.optimizer_state_bytes(req, layout, reg)
     master = layout.trainable * reg.master_bytes
     paged = st.is_paged(req.optimizer)
@@ -144,6 +145,8 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     if req.optimizer_in_backward:
         grads_all = layout.largest_trainable_tensor * reg.grad_bytes
         temp = 0
+    elif st.accumulates_unsharded_gradients(req):
+        grads_all = grads
     else:
         grads_all = st.ceil_div(grads, div.grads)
     weights_gpu = st.ceil_div(base, div.weights)
@@ -169,6 +172,8 @@ def _unit_trainable(req: EstimateRequest, layout: st.ParamLayout) -> int:
     """Trainable parameters of one FSDP unit (a block; the adapters of a block for LoRA)."""
     if req.method is Method.FULL:
         return max(req.model.block_params, req.model.vocab_size * req.model.hidden_size)
+    if req.frozen_weight_grads:
+        return req.model.block_params + layout.trainable // req.model.num_layers
     return layout.trainable // req.model.num_layers
 
 
@@ -217,7 +222,9 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
     adapted = frozenset((a.name, a.d_in, a.d_out, a.role) for a in st.adapted(req))
     resid = st.FP32_BYTES if reg.casts_weights else reg.compute_bytes
     return act.ActConfig(reg.compute_bytes, resid, req.method is Method.FULL, adapted,
-                         req.lora_rank, req.attention, req.seq_len, reg.casts_weights)
+                         req.lora_rank, req.attention, req.seq_len, reg.casts_weights,
+                         lora_dropout=req.is_peft and req.lora_dropout > 0,
+                         quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs)
 
 
 @dataclass(frozen=True)
@@ -277,11 +284,13 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     dequant = dequant_buffer_bytes(req, reg)
     copies_all = weight_copy_bytes(req, reg, one_layer=req.gradient_checkpointing and req.is_peft)
     copies_one = weight_copy_bytes(req, reg, one_layer=True)
-    forward_end = _phase(**common, activations=a.saved_all, logits=a.logits,
+    # with accumulation the earlier micro-batches' gradients are there from the start
+    held = s.grads_all if st.accumulates_gradients(req) else 0
+    forward_end = _phase(**common, activations=a.saved_all, logits=a.logits, gradients=held,
                          weight_copies=copies_all, gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     first_block = _phase(**common, activations=a.saved_all + a.recompute + a.workspace,
-                         weight_copies=copies_all, gathered_weights=gathered,
+                         gradients=held, weight_copies=copies_all, gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     last_block = _phase(**common, activations=a.last_block + a.workspace, gradients=s.grads_all,
                         weight_copies=copies_one, gathered_weights=gathered,

@@ -69,6 +69,7 @@ MAX_SEQ_LEN = 4_194_304  # 4M tokens, above the longest published context window
 MAX_MICRO_BATCH = 65_536
 MAX_LORA_RANK = 65_536
 MAX_GPUS = 65_536
+MAX_ACCUMULATION = 65_536
 
 # key -> (default, kind, extra); kind is "int", "bool", an Enum, or a special name.
 ESTIMATE_FIELDS: dict[str, tuple] = {
@@ -89,7 +90,36 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
     "num_gpus": (1, "int", MAX_GPUS),
     "sharding": ("none", Sharding, None),
     "cpu_offload": ("none", CpuOffload, None),
+    "lora_dropout": (0.0, "fraction", None),
+    "gradient_accumulation_steps": (1, "int", MAX_ACCUMULATION),
+    "qlora_keeps_inputs": (False, "bool", None),
+    "frozen_weight_grads": (False, "bool", None),
+    "sync_each_micro_batch": (False, "bool", None),
 }
+"""Keys added after the first contract (all additive, defaults = modern behaviour):
+
+- ``lora_dropout``: dropout on the adapter's input, ``0 <= p < 1``; peft's default
+  ``LoraConfig.lora_dropout = 0.0``. Above 0 each adapter keeps its dropout output and
+  mask for backward (:mod:`calc.activations`).
+- ``gradient_accumulation_steps``: micro-batches per optimizer step. Above 1 the
+  gradients of the earlier micro-batches stay alive through the forward and backward of
+  the next ones; with FSDP / ZeRO-2/3 on several GPUs, accumulation under ``no_sync``
+  keeps them unsharded (:func:`calc.states.accumulates_unsharded_gradients`).
+- ``sync_each_micro_batch``: gradients are reduce-scattered after every micro-batch
+  (accelerate ``GradientAccumulationPlugin(sync_each_batch=True)``, DeepSpeed ZeRO,
+  torchtune's recipes); default False, accelerate's default, which uses ``no_sync``.
+- ``qlora_keeps_inputs``: the 4-bit linears keep their input alive for backward, as
+  bitsandbytes < 0.43.2 did (``MatMul4Bit.forward`` stored ``ctx.tensors = (A, B)``;
+  removed by bitsandbytes PR #1270, July 2024). Default False: bitsandbytes >= 0.43.2
+  and torchao's NF4 keep only the weight.
+- ``frozen_weight_grads``: LoRA / QLoRA where gradient memory is allocated for the frozen
+  weights of the decoder blocks too: PyTorch FSDP (v1) with ``use_orig_params=True`` and
+  wrap units that mix frozen and trainable parameters, whose gradient memory the PyTorch
+  FSDP docs (``FullyShardedDataParallel``, ``use_orig_params``) describe as that of an
+  unfrozen model; torchtune's ``lora_fsdp_wrap_policy`` exists to avoid it. E.g. LitGPT's
+  ``auto_wrap_policy={Block}``. Default False: FSDP2, or wrap policies that give the
+  adapters their own units (torchtune ``lora_fsdp_wrap_policy``).
+"""
 
 
 @dataclass(frozen=True)
@@ -112,6 +142,11 @@ class EstimateRequest:
     num_gpus: int = 1
     sharding: Sharding = Sharding.NONE
     cpu_offload: CpuOffload = CpuOffload.NONE
+    lora_dropout: float = 0.0
+    gradient_accumulation_steps: int = 1
+    qlora_keeps_inputs: bool = False
+    frozen_weight_grads: bool = False
+    sync_each_micro_batch: bool = False
 
     @property
     def is_peft(self) -> bool:
@@ -156,6 +191,14 @@ def check_number(field: str, value: object, minimum: float = 0.0, maximum: float
     if maximum is not None and value > maximum:
         raise InputError("out_of_range", field, value)
     return value
+
+
+def check_fraction(field: str, value: object) -> float:
+    """A probability ``0 <= p < 1`` (a dropout rate of 1 drops everything)."""
+    value = check_number(field, value, 0.0, 1.0)
+    if value >= 1.0:
+        raise InputError("out_of_range", field, value)
+    return float(value)
 
 
 def check_bool(field: str, value: object) -> bool:
@@ -234,6 +277,8 @@ def parse_estimate_request(data: object, fields: dict[str, tuple] | None = None)
             kwargs[key] = check_int(key, value, extra)
         elif kind == "bool":
             kwargs[key] = check_bool(key, value)
+        elif kind == "fraction":
+            kwargs[key] = check_fraction(key, value)
         elif kind == "targets":
             kwargs[key] = _check_targets(value, arch)
         else:
@@ -250,7 +295,7 @@ def request_warnings(req: EstimateRequest) -> list[str]:
         out.append("sharding_on_single_gpu")
     if req.num_gpus > 1 and req.sharding is Sharding.NONE:
         out.append("multi_gpu_without_sharding")
-    if req.method is Method.FULL and req.lora_targets != "all-linear":
+    if req.method is Method.FULL and (req.lora_targets != "all-linear" or req.lora_dropout > 0):
         out.append("lora_options_ignored")
     if req.method is Method.QLORA and req.precision in (Precision.FP32,):
         out.append("qlora_with_fp32")

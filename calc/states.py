@@ -250,6 +250,36 @@ def shard_divisors(sharding: Sharding, num_gpus: int) -> Divisors:
     return Divisors(1, 1, 1)
 
 
+def gradient_params(req: EstimateRequest, layout: ParamLayout) -> int:
+    """Parameters that get gradient storage: the trainable ones, plus, with
+    ``frozen_weight_grads`` (FSDP v1 units mixing frozen and trainable weights), every
+    decoder-block parameter; embedding and output units hold only frozen weights and get
+    none (a flat parameter requires grad when any of its members does)."""
+    if req.is_peft and req.frozen_weight_grads:
+        return layout.trainable + req.model.num_layers * req.model.block_params
+    return layout.trainable
+
+
+def accumulates_unsharded_gradients(req: EstimateRequest) -> bool:
+    """Gradient accumulation with sharded gradients (ZeRO-2/3, FSDP) on several GPUs keeps
+    each GPU's gradients unsharded between micro-batches: the trainer skips the
+    reduce-scatter with FSDP's ``no_sync()``, under which, as the PyTorch FSDP docs warn
+    (``FullyShardedDataParallel.no_sync``), each GPU accumulates full, unsharded gradients
+    until the synchronising micro-batch. Hugging Face accelerate does so by default
+    (``GradientAccumulationPlugin.sync_each_batch=False``) and LitGPT through Fabric's
+    ``no_backward_sync``. DeepSpeed and torchtune reduce every micro-batch into sharded
+    gradients: ``sync_each_micro_batch``."""
+    return (accumulates_gradients(req) and req.num_gpus > 1 and not req.sync_each_micro_batch
+            and req.sharding in (Sharding.ZERO2, Sharding.ZERO3))
+
+
+def accumulates_gradients(req: EstimateRequest) -> bool:
+    """Gradients of earlier micro-batches are alive during the next forward and backward:
+    accumulation over several micro-batches, the step not fused into backward (a fused
+    step frees each gradient at once; torchtune refuses the combination)."""
+    return req.gradient_accumulation_steps > 1 and not req.optimizer_in_backward
+
+
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 

@@ -162,12 +162,13 @@ def weight_bytes(lang: str, model: str, variants: list[dict], **setup) -> str:
 # The macros the pages may call; each gets the page language from the config.
 MACROS = ("setup_list", "vram_by_model", "memory_vs_seq_batch", "per_gpu_memory",
           "bytes_per_param", "weight_bytes", "full_ft_sharded", "gib_note", "calc_value",
-          "gpu_catalogue", "gpu_sources", "gpu_prices", "calc_reference", "data_file_header",
+          "gpu_catalogue", "gpu_sources", "gpu_prices",
           "validation_memory_rows", "validation_memory_summary", "validation_memory_uncovered")
 
 
-def register(env) -> None:
-    """Declare every table function as a macro of ``env`` (mkdocs-macros)."""
+def bind_all(env, names, namespace: dict) -> None:
+    """Declare each function ``names`` of ``namespace`` as a macro of ``env`` (mkdocs-macros),
+    with the page language as its first argument."""
     import functools
 
     def bind(fn):
@@ -176,8 +177,13 @@ def register(env) -> None:
             return fn(page_language(env), *args, **kwargs)
         return macro
 
-    for name in MACROS:
-        env.macro(bind(globals()[name]), name)
+    for name in names:
+        env.macro(bind(namespace[name]), name)
+
+
+def register(env) -> None:
+    """Declare every table function of this module as a macro of ``env``."""
+    bind_all(env, MACROS, globals())
 
 
 def full_ft_sharded(lang: str, models: list[str], gpu_counts: list[int], sharding: str,
@@ -309,47 +315,6 @@ def gpu_prices(lang: str, gpu_ids: list[str] | None = None) -> str:
     return render(frame, cols, lang, "gpu_prices", "caption.gpu_prices")
 
 
-def calc_reference(lang: str, modules: list[str]) -> str:
-    """Formulas, constants and sources as calc's own docstrings state them (the
-    single place they are written), one block per module and public function.
-    The docstrings are English; the block says so with ``lang="en"``."""
-    import html
-    import importlib
-    import inspect
-
-    out = []
-    for name in modules:
-        module = importlib.import_module(name)
-        if not module.__doc__:
-            raise ValueError(f"{name} has no docstring")
-        items = [(name, inspect.cleandoc(module.__doc__))]
-        for attr, obj in vars(module).items():
-            if attr.startswith("_") or getattr(obj, "__module__", None) != name:
-                continue
-            if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__doc__:
-                items.append((f"{name}.{attr}", inspect.cleandoc(obj.__doc__)))
-        blocks = "".join(f"<dt><code>{html.escape(title)}</code></dt>"
-                         f'<dd style="white-space:pre-wrap">{html.escape(doc)}</dd>'
-                         for title, doc in items)
-        out.append(f'<dl lang="en">{blocks}</dl>')
-    return "\n".join(out)
-
-
-def data_file_header(lang: str, name: str) -> str:
-    """The comment header of a ``calc/data`` file: its units, row format and sources."""
-    import html
-    from pathlib import Path
-
-    path = Path(calc.__file__).with_name("data") / name
-    lines = [ln[1:].rstrip() for ln in path.read_text(encoding="utf-8").splitlines()
-             if ln.startswith("#")]
-    if not lines:
-        raise ValueError(f"{name} has no header")
-    body = html.escape("\n".join(lines))
-    return (f'<div class="calc-table" role="region" tabindex="0" aria-label="{html.escape(name)}" '
-            f'style="overflow-x:auto"><pre lang="en"><code>{body}</code></pre></div>')
-
-
 def _validation():
     from benchmarks import validation_memory
 
@@ -400,7 +365,8 @@ def validation_memory_uncovered(lang: str) -> str:
     """Measured rows the request contract cannot express, with the reason code."""
     results = [r for r in _validation().compare_rows() if not r.covered]
     frame = pd.DataFrame([{"row": r.row_id, "source_name": r.source, "model": r.model,
-                           "method": r.method, "reason": r.reason} for r in results])
+                           "method": r.method, "reason": labels.reason(r.reason, lang)}
+                          for r in results])
     cols = [Col("row", "col.row", "text", row_header=True),
             Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),
             Col("method", "col.method", "text"), Col("reason", "col.reason", "text")]

@@ -117,6 +117,24 @@ _TEXT: dict[str, dict[str, str]] = {
     "field.sharding": {"es": "Reparto entre GPU", "en": "Sharding"},
     "field.cpu_offload": {"es": "Descarga a CPU", "en": "CPU offload"},
     "field.activation_offload": {"es": "Descarga de activaciones", "en": "Activation offload"},
+    "field.gpu": {"es": "GPU", "en": "GPU"},
+    "field.price_per_gpu_hour": {"es": "Precio por GPU-hora (USD)", "en": "Price per GPU-hour (USD)"},
+    "field.storage_gb": {"es": "Almacenamiento (GB)", "en": "Storage (GB)"},
+    "field.storage_price_per_gb_month": {"es": "Precio del almacenamiento (USD por GB-mes)",
+                                         "en": "Storage price (USD per GB-month)"},
+    "field.mfu": {"es": "Aprovechamiento (MFU)", "en": "Utilisation (MFU)"},
+    "field.qlora_speed_factor": {"es": "Factor de velocidad de QLoRA",
+                                 "en": "QLoRA speed factor"},
+    "field.scaling_efficiency": {"es": "Eficiencia de escalado", "en": "Scaling efficiency"},
+    "field.lora_dropout": {"es": "Dropout de LoRA", "en": "LoRA dropout"},
+    "field.gradient_accumulation_steps": {"es": "Pasos de acumulación de gradientes",
+                                          "en": "Gradient accumulation steps"},
+    "field.qlora_keeps_inputs": {"es": "Las capas de 4 bits guardan su entrada (bitsandbytes antiguo)",
+                                 "en": "4-bit layers keep their input (older bitsandbytes)"},
+    "field.frozen_weight_grads": {"es": "Gradientes también para los pesos congelados (FSDP1)",
+                                  "en": "Gradients for the frozen weights too (FSDP1)"},
+    "field.sync_each_micro_batch": {"es": "Sincronizar gradientes en cada micro-batch",
+                                    "en": "Synchronise gradients every micro-batch"},
     "field.optimizer_in_backward": {"es": "Paso del optimizador dentro del backward",
                                     "en": "Optimizer step fused into backward"},
 }
@@ -164,15 +182,160 @@ _CODES.update({
     "metric.model_states": {"es": "estados del modelo", "en": "model states"},
 })
 
+
+_TEXT.update({
+    # plan tables (macros/plan_tables.py)
+    "col.required_with_margin": {"es": "Necesaria con margen (GiB)", "en": "Needed with margin (GiB)"},
+    "col.smallest_single_card": {"es": "Tarjeta más pequeña en la que cabe",
+                                 "en": "Smallest card that fits"},
+    "col.smallest_config": {"es": "Configuración más pequeña", "en": "Smallest configuration"},
+    "col.largest_fitting.full": {"es": "Mayor modelo: ajuste completo",
+                                 "en": "Largest model: full fine-tuning"},
+    "col.largest_fitting.lora": {"es": "Mayor modelo: LoRA", "en": "Largest model: LoRA"},
+    "col.largest_fitting.qlora": {"es": "Mayor modelo: QLoRA", "en": "Largest model: QLoRA"},
+    "text.nothing_fits": {"es": "ninguno", "en": "none"},
+    "text.no_single_card": {"es": "ninguna (hacen falta varias)", "en": "none (needs several)"},
+    "caption.cards_that_fit": {"es": "Qué tarjetas sirven, con el margen de seguridad",
+                               "en": "Which cards fit, with the safety margin"},
+    "caption.gpu_typical": {"es": "Escenario típico por tarjeta: el mayor modelo que cabe en una",
+                            "en": "Typical scenario per card: the largest model that fits on one"},
+    "col.scenario": {"es": "Escenario", "en": "Scenario"},
+    "col.card": {"es": "Tarjetas", "en": "Cards"},
+    "col.tokens_per_second": {"es": "Tokens por segundo", "en": "Tokens per second"},
+    "col.time_hours": {"es": "Duración (h)", "en": "Duration (h)"},
+    "col.gpu_hours": {"es": "GPU-horas", "en": "GPU-hours"},
+    "col.usd_per_month": {"es": "USD al mes (alquiler continuo)", "en": "USD per month (rented continuously)"},
+    "col.cost_compute": {"es": "Cómputo (USD)", "en": "Compute (USD)"},
+    "col.cost_startup": {"es": "Arranques (USD)", "en": "Start-ups (USD)"},
+    "col.cost_interruptions": {"es": "Checkpoints y trabajo perdido (USD)",
+                               "en": "Checkpoints and lost work (USD)"},
+    "col.cost_experimentation": {"es": "Experimen\u00adtación (USD)", "en": "Experimen\u00adtation (USD)"},
+    "col.cost_storage": {"es": "Almacena\u00admiento (USD)", "en": "Storage (USD)"},
+    "col.cost_total": {"es": "Total (USD)", "en": "Total (USD)"},
+    "caption.example_times": {"es": "Ejemplos: velocidad, duración y tarifa",
+                              "en": "Examples: speed, duration and rate"},
+    "caption.example_costs": {"es": "Ejemplos: coste por ejecución, por partidas",
+                              "en": "Examples: cost per run, line by line"},
+    # plan request fields (setup lists)
+    "col.fits_with_margin": {"es": "¿Cabe con margen?", "en": "Fits with margin?"},
+    "caption.multi_gpu_plan": {"es": "El mismo trabajo en una o varias {n}: memoria, velocidad y coste",
+                               "en": "The same job on one or several {n}: memory, speed and cost"},
+    "field.dataset_tokens": {"es": "Tokens del conjunto de datos (por época)",
+                             "en": "Dataset tokens (per epoch)"},
+    "field.epochs": {"es": "Épocas", "en": "Epochs"},
+    "field.price_tier": {"es": "Tipo de proveedor", "en": "Kind of provider"},
+    "field.interruptible": {"es": "Capacidad interrumpible", "en": "Interruptible capacity"},
+    "field.experiment_multiplier": {"es": "Multiplicador de experimentación",
+                                    "en": "Experimentation multiplier"},
+    "field.safety_margin": {"es": "Margen de seguridad", "en": "Safety margin"},
+    "field.starts": {"es": "Arranques", "en": "Starts"},
+    "field.months_kept": {"es": "Meses de almacenamiento", "en": "Months of storage"},
+    "field.startup_minutes": {"es": "Arranque y descarga del modelo, por arranque",
+                              "en": "Start-up and model download, per start"},
+    "field.checkpoint_interval_minutes": {"es": "Intervalo entre checkpoints (interrumpible)",
+                                          "en": "Interval between checkpoints (interruptible)"},
+    "field.checkpoint_minutes": {"es": "Duración de un checkpoint (interrumpible)",
+                                 "en": "Time one checkpoint takes (interruptible)"},
+    "field.interruptions_per_day": {"es": "Interrupciones al día (interrumpible)",
+                                    "en": "Interruptions per day (interruptible)"},
+    "unit.minutes": {"es": "min", "en": "min"},
+    "unit.pct": {"es": "%", "en": "%"},
+})
+
+_CODES.update({
+    "fits.yes": {"es": "sí", "en": "yes"},
+    "fits.no": {"es": "no", "en": "no"},
+    "marketplace": {"es": "mercado de capacidad ociosa", "en": "idle-capacity marketplace"},
+    "managed": {"es": "nube gestionada", "en": "managed cloud"},
+})
+
+_TEXT.update({
+    # methodology (macros/methodology.py)
+    "col.constant": {"es": "Constante", "en": "Constant"},
+    "col.value": {"es": "Valor", "en": "Value"},
+    "col.meaning": {"es": "Qué es", "en": "What it is"},
+    "col.request_key": {"es": "Clave de la petición", "en": "Request key"},
+    "col.default": {"es": "Por defecto", "en": "Default"},
+    "col.column": {"es": "Columna", "en": "Column"},
+    "caption.constants_model": {"es": "Constantes de calc, con su valor actual y su fuente",
+                                "en": "Constants of calc, with their current value and source"},
+    "caption.constants_limits": {"es": "Límites de validación de la petición",
+                                 "en": "Validation limits of the request"},
+    "caption.plan_defaults": {"es": "Valores por defecto del plan (tiempo y coste)",
+                              "en": "Defaults of the plan (time and cost)"},
+    "caption.data_columns.gpus.csv": {"es": "Columnas de gpus.csv", "en": "Columns of gpus.csv"},
+    "caption.data_columns.prices.csv": {"es": "Columnas de prices.csv",
+                                        "en": "Columns of prices.csv"},
+    "caption.data_columns.models.json": {"es": "Campos de models.json",
+                                         "en": "Fields of models.json"},
+    "col.workload": {"es": "Carga", "en": "Workload"},
+    "col.measured_tps": {"es": "Medido (tokens/s por GPU)", "en": "Measured (tokens/s per GPU)"},
+    "col.predicted_tps": {"es": "Calculado (tokens/s por GPU)",
+                          "en": "Computed (tokens/s per GPU)"},
+    "col.note": {"es": "Nota", "en": "Note"},
+    "col.group": {"es": "Grupo", "en": "Group"},
+    "col.mean_signed_error": {"es": "Error medio con signo (%)", "en": "Mean signed error (%)"},
+    "col.rows_pair": {"es": "Filas (LoRA / QLoRA)", "en": "Rows (LoRA / QLoRA)"},
+    "col.measured_ratio": {"es": "Cociente medido", "en": "Measured ratio"},
+    "col.calc_factor": {"es": "Factor de calc", "en": "calc's factor"},
+    "caption.validation_time_rows": {"es": "Velocidad medida frente a calculada, fila a fila",
+                                     "en": "Measured versus computed speed, row by row"},
+    "caption.validation_time_summary": {"es": "Error del modelo de tiempo por grupo",
+                                        "en": "Error of the time model by group"},
+    "caption.validation_time_uncovered": {"es": "Filas de velocidad que el modelo no cubre",
+                                          "en": "Speed rows the model does not cover"},
+    "caption.validation_qlora_ratio": {"es": "Velocidad de QLoRA respecto a LoRA: medida y de calc",
+                                       "en": "QLoRA speed relative to LoRA: measured and calc's"},
+})
+
+_CODES.update({
+    "workload.fine-tune": {"es": "fine-tuning", "en": "fine-tuning"},
+    "workload.pre-train": {"es": "preentrenamiento", "en": "pre-training"},
+    "group.fine-tune/full": {"es": "fine-tuning, completo", "en": "fine-tuning, full"},
+    "group.fine-tune/lora": {"es": "fine-tuning, LoRA", "en": "fine-tuning, LoRA"},
+    "group.fine-tune/qlora": {"es": "fine-tuning, QLoRA", "en": "fine-tuning, QLoRA"},
+    "group.fine-tune": {"es": "fine-tuning, todos", "en": "fine-tuning, all"},
+    "group.pre-train": {"es": "preentrenamiento", "en": "pre-training"},
+    "group.all": {"es": "todas las filas", "en": "all rows"},
+})
+
+_CODES.update({
+    # why a measured memory row is not covered (benchmarks/validation_memory.py)
+    "reason.lora_target_not_in_model": {"es": "la capa LoRA indicada no existe en el modelo",
+                                        "en": "the stated LoRA layer is not in the model"},
+    "reason.lora_targets_unknown": {"es": "no se sabe qué capas llevan LoRA",
+                                    "en": "which layers carry LoRA is unknown"},
+    "reason.gradient_checkpointing_not_stated": {
+        "es": "no dice si usa gradient checkpointing",
+        "en": "gradient checkpointing not stated"},
+    "reason.model_not_in_presets": {"es": "modelo sin configuración predefinida",
+                                    "en": "model without a preset"},
+    "reason.seq_len_upper_bound_only": {"es": "solo se conoce la longitud de secuencia máxima",
+                                        "en": "only the maximum sequence length is known"},
+    "reason.fsdp_no_sync_gradient_accumulation": {
+        "es": "acumulación de gradientes con FSDP no_sync, no modelada",
+        "en": "gradient accumulation under FSDP no_sync, not modelled"},
+    "reason.measured_below_model_states": {
+        "es": "lo medido es menor que los propios estados del modelo",
+        "en": "the measurement is below the model states themselves"},
+    "reason.measured_below_configured_floor": {
+        "es": "lo medido es menor que el mínimo que guarda cualquier implementación",
+        "en": "the measurement is below what any implementation keeps"},
+    "reason.calc_error": {"es": "calc rechaza la configuración", "en": "calc rejects the setup"},
+})
+
 _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}
 
 
 def text(key: str, lang: str) -> str:
-    """The label ``key`` in ``lang``; ``"key|n"`` fills a number into the label."""
+    """The label ``key`` in ``lang``; ``"key|n"`` fills ``n`` into the label (a number
+    written in ``lang``, or a name as it is)."""
     key, _, arg = key.partition("|")
     try:
         label = _TEXT[key][lang]
-        return label.format(n=format_number(int(arg), 0, lang)) if arg else label
+        if not arg:
+            return label
+        return label.format(n=format_number(int(arg), 0, lang) if arg.isdigit() else arg)
     except KeyError:
         raise KeyError(f"no {lang!r} label for {key!r}") from None
 
@@ -184,12 +347,21 @@ def code(value: str, lang: str) -> str:
         raise KeyError(f"no {lang!r} translation for code {value!r}") from None
 
 
+def reason(code_: str, lang: str) -> str:
+    """Why a validation row is not covered; ``calc_error:<code>`` keeps calc's error code."""
+    name, _, detail = code_.partition(":")
+    text_ = code("reason." + name, lang)
+    return f"{text_} ({detail})" if detail else text_
+
+
 def value(field: str, val: object, lang: str) -> str:
     """A request value as the setup lists show it."""
     if isinstance(val, bool):
         return _BOOL[val][lang]
     if isinstance(val, int):
         return format_number(val, 0, lang)
+    if isinstance(val, float):
+        return format_number(val, 0 if val.is_integer() else 2, lang)
     if isinstance(val, list):
         return ", ".join(f"`{v}`" for v in val)
     return code(str(val), lang)

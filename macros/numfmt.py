@@ -77,6 +77,7 @@ KINDS: dict[str, tuple[float, int]] = {
     "hours": (1, 1),
     "usd": (1, 2),
     "pct": (1, 1),          # already in percent
+    "pct0": (1, 0),         # already in percent, whole
     "bpp": (1, 2),          # bytes per parameter
     "billions": (1e9, 2),   # parameter counts
     "millions": (1e6, 1),
@@ -84,6 +85,7 @@ KINDS: dict[str, tuple[float, int]] = {
     "gbps": (1, 0),         # GB/s (10^9 bytes per second, as datasheets give it)
     "int": (1, 0),
     "factor": (1, 2),
+    "fraction3": (1, 3),    # constants that need three decimals (e.g. 4.127 bits)
 }
 
 

@@ -25,7 +25,9 @@ CELL_SOURCE = "_source:"    # prefix of columns holding per-cell sources
 @dataclass(frozen=True)
 class Col:
     """One column: ``field`` is the DataFrame column, ``header`` a label key,
-    ``kind`` "text", "code" (translated through ``labels``) or a numeric kind;
+    ``kind`` "text", "code" (translated through ``labels``), "ref" (a calc id shown
+    by name, a dict ``{"id", "text", "attrs"}``), "html" (markup built by a macro) or a
+    numeric kind;
     ``check`` is the path the tests resolve in the source's response (defaults
     to ``field``; ``"@column"`` reads it per row from that column); ``row_header`` marks the cells that name the row."""
 
@@ -36,7 +38,7 @@ class Col:
     row_header: bool = False
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS and self.kind not in ("text", "code"):
+        if self.kind not in KINDS and self.kind not in ("text", "code", "ref", "html"):
             raise ValueError(f"unknown column kind {self.kind!r}")
 
 
@@ -55,6 +57,12 @@ def _cell(col: Col, value: object, source: object, lang: str, check: str) -> str
         return f"<{tag}{scope}>{html.escape(str(value))}</{tag}>"
     if col.kind == "code":
         return f"<{tag}{scope}>{html.escape(labels.code(str(value), lang))}</{tag}>"
+    if col.kind == "html":  # markup a macro built (its numbers carry their own data-*)
+        return f"<{tag}{scope}>{value}</{tag}>"
+    if col.kind == "ref":  # a calc id shown by name: {"id", "text", "attrs"}
+        attrs = [f'data-ref="{_attr(value["id"] or "")}"', f'data-field="{_attr(check)}"']
+        attrs += [f"data-{k}='{_attr(v)}'" for k, v in value.get("attrs", {}).items()]
+        return f'<{tag}{scope} {" ".join(attrs)}>{html.escape(value["text"])}</{tag}>'
     if value is None or (isinstance(value, float) and value != value):
         raise ValueError(f"column {col.field!r}: missing number")
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -42,6 +42,8 @@ def test_estimate_from_file(tmp_path):
     ('{"model": "llama-2-7b", "seq_len": 1e999}', "not_integer"),
     ('{"model": "llama-2-7b", "seq_len": 2.0}', "not_integer"),
     ('{"model": "llama-2-7b", "micro_batch_size": 99999999999999999999999999}', "out_of_range"),
+    ('{"model": "llama-2-7b", "lora_dropout": 1}', "out_of_range"),
+    ('{"model": "llama-2-7b", "lora_dropout": NaN}', "not_number"),
     ('{"model": {"hf_config": {"model_type": [[[]]]}}}', "config_invalid_value"),
     ('{"model": {"hf_config": {"model_type": "llama", "hidden_size": "4096"}}}', "config_invalid_value"),
     ('{"model": "llama-2-7b", "nested": {"a": [1, {"b": null}]}}', "unknown_key"),

@@ -19,6 +19,7 @@ from macros.numfmt import KINDS, parse_number, shown_value
 
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
 GUIDES = ("guides/vram/", "guides/cloud/")
+SCREENSHOT_PAGES = (*GUIDES, "methodology/")
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
 
@@ -49,6 +50,10 @@ def response_for(source: dict) -> tuple[dict, dict]:
         return listing[source["id"]], request
     if command == "request":
         return {}, request
+    if command == "plan_default":
+        from calc.plan import PLAN_FIELDS
+
+        return {"value": PLAN_FIELDS[source["key"]][0] * source["scale"]}, request
     if command in ("validation_memory", "validation_memory_summary"):
         from benchmarks import validation_memory as v
 
@@ -59,6 +64,23 @@ def response_for(source: dict) -> tuple[dict, dict]:
         method = source["method"]
         s = v.summary(results, lambda r: method is None or r.method == method)
         return vars(s), request
+    if command == "constant":
+        import importlib
+
+        value = getattr(importlib.import_module(source["module"]), source["name"])
+        if "key" in source:
+            key = source["key"]
+            value = value[tuple(key) if isinstance(key, list) else key]
+        return {"value": value}, request
+    if command.startswith("validation_throughput") or command == "validation_qlora_ratio":
+        from benchmarks import validate_throughput as vt
+
+        result = vt.compare()
+        if command == "validation_throughput":
+            return next(r for r in result["rows"] if r["row_id"] == source["row"]), request
+        if command == "validation_throughput_summary":
+            return result["summary"][source["group"]], request
+        return next(c for c in result["qlora_ratio_check"] if c["rows"] == source["rows"]), request
     raise AssertionError(f"unknown source command {command!r}")
 
 
@@ -125,9 +147,95 @@ def test_generated_numbers_equal_calc(page, site_server, pages):
         for prefix in ("", "en/"):
             assert checked.get(prefix + guide, 0) >= 20, f"{prefix + guide}: too few numbers"
     assert checked.get("gpus/", 0) >= 50 and checked.get("en/gpus/", 0) >= 50
+    assert checked.get("methodology/", 0) >= 300 and checked.get("en/methodology/", 0) >= 300
+
+
+COLLECT_REFS_JS = """() => Array.from(document.querySelectorAll('[data-ref]')).map(el => ({
+    text: el.innerText.trim(), ref: el.dataset.ref, field: el.dataset.field,
+    kind: el.dataset.refKind, gpu: el.dataset.gpu || null,
+    fits: el.dataset.fitsSource || null, noFit: el.dataset.noFitSource || null,
+    source: (el.closest('[data-source]') || {dataset: {}}).dataset.source,
+    table: (el.closest('table') || {dataset: {}}).dataset.table,
+}))"""
+
+
+def _resolve_path(response: dict, path: str):
+    node = response
+    for part in path.split("."):
+        if node is None:
+            return None
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
+
+
+def test_named_cards_and_models_equal_calc(page, site_server, pages):
+    """Cells that name a card, a configuration or a model: the id equals what calc's plan
+    returns at the stated path, the text shows that id's name, and for "largest model that
+    fits" cells the model fits the card and the next larger one does not."""
+    names = {g["id"]: g["name"] for g in gpus.gpus_listing()["gpus"]}
+    from calc import presets
+
+    model_names = {p["id"]: p["name"] for p in presets.presets_listing()}
+    plans: dict[str, dict] = {}
+
+    def plan_of(source: str) -> dict:
+        if source not in plans:
+            plans[source] = calc.plan_setup(json.loads(source)["request"])
+        return plans[source]
+
+    checked = {"gpu": 0, "config": 0, "model": 0}
+    for url in pages:
+        page.goto(site_server.url(url))
+        for cell in page.evaluate(COLLECT_REFS_JS):
+            where = f"{url} {cell['table']} {cell['text']!r}"
+            kind = cell["kind"]
+            if kind in ("gpu", "config"):
+                got = _resolve_path(plan_of(cell["source"]), cell["field"])
+                assert (got or "") == cell["ref"], where
+                if got:
+                    gpu_id = got if kind == "gpu" else got.rsplit("x", 1)[0]
+                    assert names[gpu_id] in cell["text"], where
+            elif kind == "model":
+                gpu_id = cell["gpu"]
+                if cell["ref"]:
+                    assert json.loads(cell["fits"])["request"]["model"] == cell["ref"], where
+                    assert plan_of(cell["fits"])["fits"][gpu_id]["fits"], where
+                    assert cell["text"] == model_names[cell["ref"]], where
+                else:
+                    assert cell["fits"] is None, where
+                if cell["noFit"]:
+                    assert not plan_of(cell["noFit"])["fits"][gpu_id]["fits"], where
+            else:
+                raise AssertionError(f"{where}: unknown ref kind {kind!r}")
+            checked[kind] += 1
+    assert min(checked.values()) >= 10, checked
 
 
 # --- static checks of the built HTML -----------------------------------------
+
+
+@pytest.mark.parametrize("prefix", ["", "en/"])
+def test_methodology_documents_every_constant_and_column(built_site, prefix):
+    """Every numeric module-level constant of calc, every numeric plan default and every data
+    column appears on the methodology page in both languages (an undocumented one fails)."""
+    import re
+
+    from calc.plan import PLAN_FIELDS
+    from macros.methodology import data_file_columns, is_numeric_constant, numeric_constants
+
+    text = (built_site / prefix / "methodology" / "index.html").read_text(encoding="utf-8")
+    shown = set(re.findall(r'data-constant="([^"]+)"', text))
+    assert shown == set(numeric_constants())
+    assert len(shown) >= 30
+    defaults = set(re.findall(r'data-plan-default="([^"]+)"', text))
+    assert defaults == {k for k, v in PLAN_FIELDS.items() if is_numeric_constant(v[0])}
+    columns = set(re.findall(r'data-column="([^"]+)"', text))
+    assert columns == {f"{name}:{c}" for name in ("gpus.csv", "prices.csv", "models.json")
+                       for c in data_file_columns(name)}
+    for table in ("validation_time_rows", "validation_time_summary", "validation_time_uncovered",
+                  "validation_qlora_ratio", "validation_memory_rows"):
+        assert f'data-table="{table}"' in text, table
+
 
 
 class _Page(HTMLParser):
@@ -229,7 +337,7 @@ def test_guides_screenshots_and_no_page_overflow(page, site_server, viewport):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size(viewport)
     for prefix, lang in (("", "es"), ("en/", "en")):
-        for guide in GUIDES:
+        for guide in SCREENSHOT_PAGES:
             page.goto(site_server.url(prefix + guide))
             overflow = page.evaluate(
                 "document.documentElement.scrollWidth - document.documentElement.clientWidth")

@@ -120,3 +120,68 @@ def test_figure_pattern(text, hit):
 
 def test_every_label_in_both_languages():
     assert labels.languages_complete() == []
+
+
+# --- the methodology's descriptions of calc's constants ------------------------------------
+
+
+def test_every_calc_constant_is_described():
+    """Each numeric module-level constant of calc has a description in both languages and a
+    source; no description is left over for a constant that no longer exists."""
+    from macros.methodology import numeric_constants
+    from macros.methodology_text import CONSTANTS
+
+    found = set(numeric_constants())
+    assert found, "no constants found: the scan is broken"
+    assert found - set(CONSTANTS) == set(), "undocumented constants"
+    assert set(CONSTANTS) - found == set(), "descriptions of constants calc no longer has"
+
+
+@pytest.mark.parametrize(
+    ("value", "numeric"),
+    [(4, True), (0.5, True), (True, False), ("a", False), ({"a": 0.5}, True),
+     ({"a": "x"}, False), ((1, 2), True), ((), False), ({(1, 2): 0.9}, True)],
+)
+def test_numeric_constant_rule(value, numeric):
+    from macros.methodology import is_numeric_constant
+
+    assert is_numeric_constant(value) is numeric
+
+
+def test_methodology_texts_complete():
+    from macros.methodology_text import CONSTANTS, DATA_COLUMNS, PLAN_DEFAULTS, VALIDATION_TEXT
+
+    for table in (CONSTANTS, PLAN_DEFAULTS):
+        for key, entry in table.items():
+            assert entry["es"] and entry["en"] and entry["es"] != entry["en"], key
+            source = entry["source"]
+            assert source if isinstance(source, str) else (source["es"] and source["en"]), key
+    for table in (DATA_COLUMNS, VALIDATION_TEXT):
+        for key, entry in table.items():
+            assert set(entry) == {"es", "en"} and all(entry.values()), key
+
+
+def test_every_validation_note_is_translated():
+    from benchmarks import validate_throughput
+    from macros.methodology_text import translate_note
+
+    result = validate_throughput.compare()
+    for text in [r["note"] for r in result["rows"]] + [r["reason"] for r in result["not_covered"]]:
+        for lang in ("es", "en"):
+            translate_note(text, lang)  # raises on an untranslated part
+
+
+def test_every_request_key_has_a_label():
+    """Setup lists name request keys: every key of the estimate and plan requests has one."""
+    from calc.plan import PLAN_REQUEST_FIELDS
+
+    missing = [k for k in PLAN_REQUEST_FIELDS if k != "model" and not _has_label("field." + k)]
+    assert missing == []
+
+
+def _has_label(key: str) -> bool:
+    try:
+        labels.text(key, "es"), labels.text(key, "en")
+    except KeyError:
+        return False
+    return True

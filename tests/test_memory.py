@@ -28,6 +28,9 @@ def req(**kw):
     return parse_estimate_request(kw)
 
 
+LLAMA2_7B_BLOCK = LLAMA2_7B_BLOCK_LINEAR + 2 * 4096  # plus two RMSNorm weights: 202,383,360
+
+
 # ---- model states -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("precision, bytes_per_param", [
@@ -54,6 +57,43 @@ def test_zero_stages_model_states(sharding, expected):
     layout = states.ParamLayout(p, 0, p, p, 0, 0, ((p, 1, 1),))
     reg = states.regime(r.precision, r.sharding)
     assert memory.model_states_total(memory.model_states(r, layout, reg)) == expected
+
+
+@pytest.mark.parametrize("steps, grads", [
+    (1, LLAMA2_7B * 2 // 4),   # reduce-scattered every micro-batch: a quarter each
+    (4, LLAMA2_7B * 2),        # FSDP no_sync: every GPU holds all bf16 gradients
+])
+def test_accumulation_under_zero3_keeps_unsharded_gradients(steps, grads):
+    r = req(method="full", sharding="zero3", num_gpus=4, gradient_accumulation_steps=steps)
+    s = memory.model_states(r, states.param_layout(r), states.regime(r.precision, r.sharding))
+    assert s.grads_all == grads
+
+
+def test_sync_each_micro_batch_keeps_gradients_sharded():
+    r = req(method="full", sharding="zero3", num_gpus=4, gradient_accumulation_steps=4,
+            sync_each_micro_batch=True)
+    s = memory.model_states(r, states.param_layout(r), states.regime(r.precision, r.sharding))
+    assert s.grads_all == LLAMA2_7B * 2 // 4
+
+
+@pytest.mark.parametrize("steps, held", [(1, 0), (2, LLAMA2_7B * 2)])
+def test_accumulated_gradients_alive_during_forward(steps, held):
+    # bf16 full fine-tuning on one GPU: from the second micro-batch on, the forward runs
+    # beside the summed bf16 gradients of all 6,738,415,616 parameters.
+    r = req(method="full", gradient_accumulation_steps=steps)
+    reg = states.regime(r.precision, r.sharding)
+    s = memory.model_states(r, states.param_layout(r), reg)
+    phases = memory.phase_components(r, reg, s, memory.activation_bytes(r, reg))
+    assert phases["forward_end"]["gradients"] == held
+
+
+def test_frozen_weight_grads_cover_the_blocks():
+    # Llama-2-7B, r=8 on q, v: 4,194,304 adapter params + 32 blocks of 202,383,360 params get
+    # bf16 gradient storage, sharded over 2 GPUs.
+    r = req(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], sharding="zero3", num_gpus=2,
+            frozen_weight_grads=True)
+    s = memory.model_states(r, states.param_layout(r), states.regime(r.precision, r.sharding))
+    assert s.grads_all == (4_194_304 + 32 * LLAMA2_7B_BLOCK) * 2 // 2 == 6_480_461_824
 
 
 def test_qlora_weight_bytes_double_quant():
@@ -152,6 +192,29 @@ def test_block_bytes_llama2_lora_qv():
     # frozen MLP: silu input, silu output, up 3 * 2i; rank intermediates 2 adapters * 2 * 8.
     expected = 2 * 4 * h + 2 * h + 4 * 2 * h + 128 + 3 * 2 * i + 2 * 2 * 8
     assert act.block_bytes_per_token(r.model, _cfg(r)) == expected == 139_936
+
+
+def test_lora_dropout_keeps_output_and_mask():
+    # q and v adapters: each keeps its dropout output (2 * 4096) and bool mask (4096) instead
+    # of the shared saved input (2 * 4096): +2 * 3 * 4096 - 2 * 4096 = +16,384 per token.
+    base = dict(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
+    r = req(**base, lora_dropout=0.1)
+    cfg = memory.act_config(r, states.regime(r.precision, r.sharding))
+    assert act.lora_dropout_bytes(get_preset("llama-2-7b"), cfg) == 2 * 3 * 4096
+    assert (est(**base, lora_dropout=0.1)["activations_per_token_bytes"]
+            - est(**base)["activations_per_token_bytes"]) == 16_384
+
+
+def test_qlora_keeps_inputs_of_4bit_linears():
+    # Adapters on q, v already save the attention norm's output, and o_proj's input is the
+    # SDPA output SDPA saves anyway (same storage); bitsandbytes < 0.43.2 adds the inputs of
+    # gate/up (one shared 2 * 4096) and down (2 * 11008).
+    base = dict(method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
+    delta = (est(**base, qlora_keeps_inputs=True)["activations_per_token_bytes"]
+             - est(**base)["activations_per_token_bytes"])
+    assert delta == 2 * 4096 + 2 * 11008 == 30_208
+    lora = dict(base, method="lora")
+    assert est(**lora, qlora_keeps_inputs=True)["peak_allocated_bytes"] == est(**lora)["peak_allocated_bytes"]
 
 
 def test_eager_attention_keeps_scores():
@@ -275,6 +338,11 @@ setups = hs.fixed_dictionaries({
     "lora_rank": hs.integers(1, 256),
     "micro_batch_size": hs.integers(1, 16),
     "seq_len": hs.integers(1, 8192),
+    "lora_dropout": hs.sampled_from([0.0, 0.05, 0.5]),
+    "gradient_accumulation_steps": hs.sampled_from([1, 2, 16]),
+    "qlora_keeps_inputs": hs.booleans(),
+    "frozen_weight_grads": hs.booleans(),
+    "sync_each_micro_batch": hs.booleans(),
 })
 
 

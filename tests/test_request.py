@@ -47,6 +47,14 @@ OK = {"model": "llama-2-7b"}
     ({"model": "llama-2-7b", "lora_targets": [1]}, "wrong_type", "lora_targets"),
     ({"model": "llama-2-7b", "lora_targets": {"q_proj": 1}}, "wrong_type", "lora_targets"),
     ({"model": "llama-2-7b", "lora_targets": ["q_proj", "c_attn"]}, "unknown_lora_target", "lora_targets"),
+    ({"model": "llama-2-7b", "lora_dropout": 1.0}, "out_of_range", "lora_dropout"),
+    ({"model": "llama-2-7b", "lora_dropout": -0.1}, "out_of_range", "lora_dropout"),
+    ({"model": "llama-2-7b", "lora_dropout": "0.1"}, "not_number", "lora_dropout"),
+    ({"model": "llama-2-7b", "lora_dropout": True}, "not_number", "lora_dropout"),
+    ({"model": "llama-2-7b", "gradient_accumulation_steps": 0}, "not_positive", "gradient_accumulation_steps"),
+    ({"model": "llama-2-7b", "gradient_accumulation_steps": 2.5}, "not_integer", "gradient_accumulation_steps"),
+    ({"model": "llama-2-7b", "qlora_keeps_inputs": 1}, "not_boolean", "qlora_keeps_inputs"),
+    ({"model": "llama-2-7b", "frozen_weight_grads": "no"}, "not_boolean", "frozen_weight_grads"),
 ])
 def test_bad_input_code_and_field(request_obj, code, field):
     with pytest.raises(CalcError) as info:

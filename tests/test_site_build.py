@@ -234,6 +234,8 @@ def make_probe_project(
     config = (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     assert "module_name: macros/main" in config
     config = config.replace("module_name: macros/main", "module_name: probe_macros")
+    # The probe page is deliberately outside the nav; strict mode would refuse it otherwise.
+    config += "\nnot_in_nav: |\n  probe/\n"
     (project / "mkdocs.yml").write_text(config, encoding="utf-8")
     return project
 

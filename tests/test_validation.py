@@ -39,6 +39,19 @@ def test_every_row_compared_or_explained(results):
     ("53", {"method": "qlora", "qlora_double_quant": False}),
     ("51", {"precision": "bf16-mixed"}),
     ("32", {"lora_targets": "all-linear"}),
+    # framework defaults of the row's version (module doc of benchmarks/validation_memory.py)
+    ("2", {"lora_dropout": 0.05, "gradient_accumulation_steps": 1}),           # torchtune May 2024
+    ("15", {"lora_dropout": 0.0}),                                            # torchtune Sep 2024
+    ("9", {"gradient_accumulation_steps": 32, "sync_each_micro_batch": True,  # torchtune: no no_sync
+           "frozen_weight_grads": False}),
+    ("17", {"qlora_keeps_inputs": False}),                                    # torchao NF4
+    ("44", {"qlora_keeps_inputs": True, "lora_dropout": 0.05}),               # bitsandbytes 0.41.1
+    ("48", {"frozen_weight_grads": True, "gradient_accumulation_steps": 128, "num_gpus": 2,
+            "sync_each_micro_batch": False}),
+    ("49", {"gradient_accumulation_steps": 32}),                              # 128 / mbs 4
+    ("63", {"lora_targets": "all-linear"}),                                   # tiny-llama/lora.yaml
+    ("65", {"num_gpus": 4, "gradient_accumulation_steps": 4}),                # gemma-2b/full.yaml
+    ("66", {"num_gpus": 2, "gradient_accumulation_steps": 1}),                # phi-2/full.yaml
 ])
 def test_row_request_mapping(rows, row_id, expected):
     req = vm.row_request(rows[row_id])
@@ -49,11 +62,22 @@ def test_row_request_mapping(rows, row_id, expected):
 @pytest.mark.parametrize("row_id, reason", [
     ("21", "seq_len_upper_bound_only"),
     ("16", "gradient_checkpointing_not_stated"),
-    ("48", "fsdp_no_sync_gradient_accumulation"),
     ("59", "measured_below_model_states"),
+    ("58", "measured_below_model_states"),      # 1.5B untied params x 8 bytes > 8.7 GB
+    ("3", "measured_below_configured_floor"),   # no checkpointing, 8192 tokens x 32 layers
+    ("6", "measured_below_configured_floor"),   # checkpoints alone: 16384 x 80 x 16 KiB
 ])
 def test_not_covered_reasons(results, row_id, reason):
     assert not results[row_id].covered and results[row_id].reason == reason
+
+
+def test_activation_floor_hand_value():
+    # Llama-2-7B without checkpointing, 4 x 2048 tokens: per token and layer
+    # 2 * (4096 input + 2 * 4096 q, out + 2 * 4096 k, v + 11008 SiLU input) = 62,976 bytes.
+    req = {"model": "llama-2-7b", "micro_batch_size": 4, "seq_len": 2048, "gradient_checkpointing": False}
+    assert vm.activation_floor_bytes(req) == 32 * 8192 * 62_976 == 16_508_780_544
+    assert vm.activation_floor_bytes(dict(req, gradient_checkpointing=True)) == 32 * 8192 * 2 * 4096
+    assert vm.activation_floor_bytes(dict(req, activation_offload=True)) == 0
 
 
 @pytest.mark.parametrize("text, metric", [
@@ -94,3 +118,16 @@ def test_summary_and_slack_fit(results):
     fit = vm.fit_allocator_slack(list(results.values()))
     assert set(fit.fit_rows) == {"31", "32", "33", "34"}
     assert 0 < fit.fraction < 0.3
+
+
+def test_litgpt_rows_untie_the_output_layer(rows):
+    # LitGPT (through Sep 2024) has no weight tying: Llama 3.2 gets its own lm_head
+    # (128,256 x 3,072 = 394,002,432 more parameters); untied presets stay preset ids.
+    req = vm.row_request(rows["60"])
+    assert req["model"]["hf_config"]["tie_word_embeddings"] is False
+    from calc.memory import estimate_dict
+    untied = estimate_dict({**req, "method": "full"})["params_total"]
+    tied = estimate_dict({**req, "model": "llama-3.2-3b", "method": "full"})["params_total"]
+    assert untied - tied == 128_256 * 3_072 == 394_002_432
+    assert vm.row_request(rows["52"])["model"] == "llama-2-7b"
+    assert vm.row_request(rows["15"])["model"] == "llama-3.1-8b"  # torchtune ties as HF does

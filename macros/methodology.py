@@ -1,0 +1,310 @@
+"""The methodology page's generated tables: calc's constants, limits, plan defaults and data
+columns in both languages (values read from calc, words from ``methodology_text``), and the
+time model's check against published throughput.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import html
+import importlib
+import json
+from pathlib import Path
+
+import pandas as pd
+
+import calc
+
+from . import labels
+from .methodology_text import CONSTANTS, DATA_COLUMNS, PLAN_DEFAULTS, translate_note
+from .numfmt import format_kind
+from .tables import SOURCE, Col, _attr, _source_json, render
+
+CALC_DIR = Path(calc.__file__).resolve().parent
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_numeric_constant(value: object) -> bool:
+    """A number, or a dict/tuple/list whose values are all numbers (a table of factors)."""
+    if _is_number(value):
+        return True
+    if isinstance(value, dict) and value:
+        return all(_is_number(v) for v in value.values())
+    if isinstance(value, (tuple, list)) and value:
+        return all(_is_number(v) for v in value)
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def numeric_constants() -> tuple[str, ...]:
+    """``calc.module.NAME`` of every module-level UPPERCASE numeric constant, in the module
+    that assigns it (names imported from another module are not counted twice)."""
+    out = []
+    for path in sorted(CALC_DIR.glob("*.py")):
+        module = "calc." + path.stem
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = []
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AnnAssign) else []
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+        if not names:
+            continue
+        mod = importlib.import_module(module)
+        for name in names:
+            if name.isupper() and not name.startswith("_") and \
+                    is_numeric_constant(getattr(mod, name)):
+                out.append(f"{module}.{name}")
+    return tuple(dict.fromkeys(out))
+
+
+def is_limit(key: str) -> bool:
+    """Validation bounds (``MAX_*``): limits on input, not figures of the model."""
+    return key.rsplit(".", 1)[1].startswith("MAX_")
+
+
+def _kind_of(value: float) -> str:
+    if float(value).is_integer():
+        return "int"
+    return "factor" if round(value * 100, 9).is_integer() else "fraction3"
+
+
+def _value_span(value: float, lang: str, source: dict) -> str:
+    kind = _kind_of(value)
+    raw = repr(value) if isinstance(value, float) else str(value)
+    return (f'<span data-value="{_attr(raw)}" data-kind="{kind}" data-field="value" '
+            f"data-source='{_attr(_source_json(source))}'>{format_kind(value, kind, lang)}</span>")
+
+
+def _key_text(key: object, lang: str) -> str:
+    parts = key if isinstance(key, tuple) else (key,)
+    return ", ".join(html.escape(str(p)) for p in parts)
+
+
+def constant_value_html(key: str, lang: str) -> str:
+    """The constant's value read from calc: one checkable number, or one per entry."""
+    module, name = key.rsplit(".", 1)
+    value = getattr(importlib.import_module(module), name)
+    base = {"command": "constant", "module": module, "name": name}
+    if _is_number(value):
+        return _value_span(value, lang, base)
+    if isinstance(value, dict):
+        items = [(k, v, list(k) if isinstance(k, tuple) else k) for k, v in value.items()]
+    else:
+        items = [(i, v, i) for i, v in enumerate(value)]
+        return ", ".join(_value_span(v, lang, {**base, "key": k}) for _, v, k in items)
+    return "<br>".join(f"<code>{_key_text(k, lang)}</code>: "
+                       f"{_value_span(v, lang, {**base, 'key': jk})}" for k, v, jk in items)
+
+
+def _source_text(entry: dict, lang: str) -> str:
+    source = entry["source"]
+    return source[lang] if isinstance(source, dict) else source
+
+
+def _constant_name(key: str) -> str:
+    """``module.NAME`` with break opportunities after the dot and the underscores only."""
+    module, name = key.removeprefix("calc.").rsplit(".", 1)
+    parts = "_<wbr>".join(html.escape(p) for p in name.split("_"))
+    return f'<code data-constant="{_attr(key)}">{html.escape(module)}.<wbr>{parts}</code>'
+
+
+def _described(entry: dict, lang: str) -> str:
+    """Meaning, then the source on its own line."""
+    return (f"{html.escape(entry[lang])}<br><small>{html.escape(labels.text('col.source', lang))}: "
+            f"{html.escape(_source_text(entry, lang))}</small>")
+
+
+def calc_constants(lang: str, group: str) -> str:
+    """Every numeric constant of calc (``group="model"``) or every validation limit
+    (``group="limits"``): name, value from calc, meaning and source. An undocumented
+    constant stops the build."""
+    if group not in ("model", "limits"):
+        raise ValueError(f"unknown group {group!r}")
+    keys = [k for k in numeric_constants() if is_limit(k) == (group == "limits")]
+    missing = [k for k in keys if k not in CONSTANTS]
+    if missing:
+        raise KeyError(f"calc constants without a description in macros/methodology_text.py: "
+                       f"{missing}")
+    frame = pd.DataFrame([{
+        "name": _constant_name(k), "value": constant_value_html(k, lang),
+        "meaning": _described(CONSTANTS[k], lang)} for k in keys])
+    cols = [Col("name", "col.constant", "html", row_header=True),
+            Col("value", "col.value", "html"), Col("meaning", "col.meaning", "html")]
+    return render(frame, cols, lang, f"calc_constants_{group}", f"caption.constants_{group}")
+
+
+def plan_defaults_table(lang: str) -> str:
+    """Numeric defaults of the plan request (``calc.plan.PLAN_FIELDS``), with their sources."""
+    from calc.plan import PLAN_FIELDS
+
+    keys = [k for k, (default, *_rest) in PLAN_FIELDS.items() if _is_number(default)]
+    missing = [k for k in keys if k not in PLAN_DEFAULTS]
+    if missing:
+        raise KeyError(f"plan defaults without a description: {missing}")
+    frame = pd.DataFrame([{
+        "name": f'<code data-plan-default="{_attr(k)}">{html.escape(k)}</code>',
+        "value": _value_span(PLAN_FIELDS[k][0], lang,
+                             {"command": "plan_default", "key": k, "scale": 1}),
+        "meaning": _described(PLAN_DEFAULTS[k], lang),
+    } for k in keys])
+    cols = [Col("name", "col.request_key", "html", row_header=True),
+            Col("value", "col.default", "html"), Col("meaning", "col.meaning", "html")]
+    return render(frame, cols, lang, "plan_defaults", "caption.plan_defaults")
+
+
+def data_file_columns(name: str) -> list[str]:
+    """Columns of a ``calc/data`` file: the CSV header after the comments, or the keys of
+    a models.json row."""
+    text = (CALC_DIR / "data" / name).read_text(encoding="utf-8")
+    if name.endswith(".json"):
+        return list(json.loads(text)["models"][0])
+    header = next(ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#"))
+    return header.split(",")
+
+
+def data_columns(lang: str, name: str) -> str:
+    """Every column of a data file with its meaning and unit."""
+    columns = data_file_columns(name)
+    missing = [c for c in columns if f"{name}:{c}" not in DATA_COLUMNS]
+    if missing:
+        raise KeyError(f"{name}: columns without a description: {missing}")
+    frame = pd.DataFrame([{"column": f'<code data-column="{_attr(name + ":" + c)}">{html.escape(c)}'
+                                     "</code>",
+                           "meaning": DATA_COLUMNS[f"{name}:{c}"][lang]} for c in columns])
+    cols = [Col("column", "col.column", "html", row_header=True),
+            Col("meaning", "col.meaning", "text")]
+    return render(frame, cols, lang, "data_columns", f"caption.data_columns.{name}")
+
+
+# --- the time model against published throughput ---------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _throughput() -> dict:
+    from benchmarks import validate_throughput
+
+    return validate_throughput.compare()
+
+
+def validation_time_rows(lang: str) -> str:
+    """Every covered row: predicted vs measured tokens per second per GPU and the error."""
+    rows = _throughput()["rows"]
+    from calc import gpus
+
+    frame = pd.DataFrame([{
+        "row": str(r["row_id"]), "source_name": r["source"].rstrip("/").rsplit("/", 1)[-1],
+        "workload": "workload." + r["workload"], "model": r["model"], "method": r["method"],
+        "gpus": f"{r['num_gpus']} × {gpus.get_gpu(r['gpu']).name}",
+        "measured": r["measured_tokens_per_second_per_gpu"],
+        "predicted": r["predicted_tokens_per_second_per_gpu"], "error": r["error_pct"],
+        "note": translate_note(r["note"], lang),
+        SOURCE: {"command": "validation_throughput", "row": r["row_id"]},
+    } for r in rows])
+    # the comparison first, so it shows without scrolling; where the row comes from after
+    cols = [Col("row", "col.row", "text", row_header=True),
+            Col("model", "col.model", "text"), Col("method", "col.method", "code"),
+            Col("gpus", "col.card", "text"),
+            Col("measured", "col.measured_tps", "int",
+                check="measured_tokens_per_second_per_gpu"),
+            Col("predicted", "col.predicted_tps", "int",
+                check="predicted_tokens_per_second_per_gpu"),
+            Col("error", "col.error_pct", "pct", check="error_pct"),
+            Col("workload", "col.workload", "code"), Col("source_name", "col.source", "text"),
+            Col("note", "col.note", "text")]
+    return render(frame, cols, lang, "validation_time_rows", "caption.validation_time_rows")
+
+
+# summary groups in the order shown: fine-tuning per method first (the target), then the rest
+SUMMARY_GROUPS = ("fine-tune/full", "fine-tune/lora", "fine-tune/qlora", "fine-tune", "pre-train",
+                  "all")
+
+
+def validation_time_summary(lang: str) -> str:
+    """Median, 90th percentile and largest absolute error per workload and fine-tuning method."""
+    summary = _throughput()["summary"]
+    unknown = set(summary) - set(SUMMARY_GROUPS)
+    if unknown:
+        raise KeyError(f"throughput summary groups without a label: {sorted(unknown)}")
+    rows = []
+    for group in SUMMARY_GROUPS:
+        s = summary.get(group, {})
+        if not s.get("rows"):
+            continue
+        rows.append({"group": "group." + group, "count": s["rows"],
+                     "median": s["median_abs_pct"], "p90": s["p90_abs_pct"],
+                     "max": s["max_abs_pct"], "mean": s["mean_signed_pct"],
+                     SOURCE: {"command": "validation_throughput_summary", "group": group}})
+    frame = pd.DataFrame(rows)
+    cols = [Col("group", "col.group", "code", row_header=True),
+            Col("count", "col.rows", "int", check="rows"),
+            Col("median", "col.median_error", "pct", check="median_abs_pct"),
+            Col("p90", "col.p90_error", "pct", check="p90_abs_pct"),
+            Col("max", "col.max_error", "pct", check="max_abs_pct"),
+            Col("mean", "col.mean_signed_error", "pct", check="mean_signed_pct")]
+    return render(frame, cols, lang, "validation_time_summary", "caption.validation_time_summary")
+
+
+def validation_time_uncovered(lang: str) -> str:
+    """Rows with a throughput figure calc cannot express, with the reason."""
+    rows = _throughput()["not_covered"]
+    frame = pd.DataFrame([{"row": str(r["row_id"]), "model": r["model"], "method": r["method"],
+                           "gpu": r["gpu"], "reason": translate_note(r["reason"], lang)}
+                          for r in rows])
+    cols = [Col("row", "col.row", "text", row_header=True), Col("model", "col.model", "text"),
+            Col("method", "col.method", "text"), Col("gpu", "col.gpu", "text"),
+            Col("reason", "col.reason", "text")]
+    return render(frame, cols, lang, "validation_time_uncovered",
+                  "caption.validation_time_uncovered")
+
+
+def validation_qlora_ratio(lang: str) -> str:
+    """Measured QLoRA/LoRA speed ratios against calc's factor."""
+    checks = _throughput()["qlora_ratio_check"]
+    frame = pd.DataFrame([{
+        "rows": " / ".join(str(r) for r in c["rows"]), "model": c["model"], "gpu": c["gpu"],
+        "measured": c["measured_ratio"], "calc": c["calc_factor"],
+        SOURCE: {"command": "validation_qlora_ratio", "rows": c["rows"]},
+    } for c in checks])
+    cols = [Col("rows", "col.rows_pair", "text", row_header=True),
+            Col("model", "col.model", "text"), Col("gpu", "col.gpu", "text"),
+            Col("measured", "col.measured_ratio", "factor", check="measured_ratio"),
+            Col("calc", "col.calc_factor", "factor", check="calc_factor")]
+    return render(frame, cols, lang, "validation_qlora_ratio", "caption.validation_qlora_ratio")
+
+
+def validation_figure(lang: str, model: str, stat: str = "median", group: str | None = None) -> str:
+    """One accuracy figure inside running text: the ``stat`` ("median", "p90", "max")
+    absolute error in percent of the memory model (``group``: a method, or None for all
+    rows) or of the time model (``group``: a summary group, default fine-tuning)."""
+    from .guides import inline
+
+    if stat not in ("median", "p90", "max"):
+        raise ValueError(f"unknown statistic {stat!r}")
+    if model == "memory":
+        from benchmarks import validation_memory as v
+
+        s = v.summary(v.compare_rows(), lambda r: group is None or r.method == group)
+        field = f"pct:{stat}_abs_error"
+        return inline(lang, getattr(s, f"{stat}_abs_error") * 100, "pct", field,
+                      {"command": "validation_memory_summary", "method": group})
+    if model == "time":
+        group = group or "fine-tune"
+        field = f"{stat}_abs_pct"
+        return inline(lang, _throughput()["summary"][group][field], "pct", field,
+                      {"command": "validation_throughput_summary", "group": group})
+    raise ValueError(f"unknown model {model!r}")
+
+
+MACROS = ("validation_figure", "calc_constants", "plan_defaults_table", "data_columns", "validation_time_rows",
+          "validation_time_summary", "validation_time_uncovered", "validation_qlora_ratio")
+
+
+def register(env) -> None:
+    from .guides import bind_all
+
+    bind_all(env, MACROS, globals())

@@ -1,0 +1,401 @@
+"""What the methodology page says about each constant, limit and data column of ``calc``,
+in both languages, with the source of each figure.
+
+The values are NOT here: the page reads them from ``calc`` (``macros/methodology.py``).
+Keys are ``module.NAME`` for module-level constants (the module that defines them) and
+``file:column`` for data-file columns. A constant of ``calc`` without an entry stops the
+build, so a new constant cannot ship undocumented.
+"""
+
+from __future__ import annotations
+
+ASSUMPTION = {"es": "Supuesto del modelo (sin medición publicada)",
+              "en": "Model assumption (no published measurement)"}
+
+
+def _e(es: str, en: str, source) -> dict:
+    return {"es": es, "en": en, "source": source}
+
+
+CONSTANTS: dict[str, dict] = {
+    # --- units -------------------------------------------------------------------------
+    "calc.states.FP32_BYTES": _e(
+        "Bytes de un número en fp32 (pesos maestros, estados de Adam).",
+        "Bytes of one fp32 number (master weights, Adam states).", "IEEE 754"),
+    "calc.states.BF16_BYTES": _e(
+        "Bytes de un número en bf16/fp16 (pesos y gradientes de 16 bits).",
+        "Bytes of one bf16/fp16 number (16-bit weights and gradients).", "IEEE 754 / bfloat16"),
+    "calc.activations.FP32_BYTES": _e(
+        "Bytes de un número en fp32 en las activaciones guardadas (softmax, log-sum-exp).",
+        "Bytes of one fp32 number in saved activations (softmax, log-sum-exp).", "IEEE 754"),
+    "calc.gpus.MIB": _e(
+        "Bytes de un MiB: convierte la memoria que informa el driver (MiB) a bytes.",
+        "Bytes in one MiB: converts the driver-reported memory (MiB) to bytes.",
+        "nvidia-smi memory.total"),
+    "calc.cost.BYTES_PER_GB": _e(
+        "Bytes de un GB decimal, la unidad con la que se factura el disco.",
+        "Bytes in a decimal GB, the unit disk is billed in.", "SI"),
+    "calc.cost.HOURS_PER_MONTH": _e(
+        "Horas de un mes en las tarifas mensuales: 8760 horas al año entre 12.",
+        "Hours in a month for monthly rates: 8760 hours a year over 12.",
+        {"es": "Convención mensual de las tarifas en la nube", "en": "Cloud price sheets' monthly convention"}),
+    # --- memory --------------------------------------------------------------------------
+    "calc.states.NF4_BITS": _e(
+        "Bits por peso en NF4 sin doble cuantización: código de 4 bits más una escala fp32 por "
+        "bloque de 64 pesos.",
+        "Bits per weight in NF4 without double quantisation: a 4-bit code plus one fp32 scale "
+        "per block of 64 weights.",
+        "Dettmers et al. 2023, QLoRA, arXiv:2305.14314, §3"),
+    "calc.states.NF4_DOUBLE_QUANT_BITS": _e(
+        "Bits por peso en NF4 con doble cuantización: escala de 8 bits por bloque de 64 y una "
+        "constante fp32 por cada 256 bloques.",
+        "Bits per weight in NF4 with double quantisation: an 8-bit scale per block of 64 and one "
+        "fp32 constant per 256 blocks.",
+        "Dettmers et al. 2023, QLoRA, arXiv:2305.14314, §3; torchao NF4Tensor"),
+    "calc.states.OPT8_BLOCK": _e(
+        "Tamaño de bloque de los estados del optimizador de 8 bits (una escala fp32 por bloque).",
+        "Block size of 8-bit optimizer states (one fp32 scale per block).",
+        "Dettmers et al. 2022, arXiv:2110.02861, §2.1 (bitsandbytes)"),
+    "calc.activations.LAYERNORM_STATS_BYTES": _e(
+        "Bytes por token que guarda LayerNorm para el paso hacia atrás: media y desviación "
+        "inversa en fp32.",
+        "Bytes per token LayerNorm saves for the backward pass: fp32 mean and inverse "
+        "standard deviation.",
+        "PyTorch ATen native_layer_norm"),
+    "calc.memory.ALLOCATOR_SLACK_FRACTION": _e(
+        "Holgura del asignador de PyTorch: reservado = asignado × (1 + f), por redondeo de "
+        "bloques, caché y fragmentación.",
+        "PyTorch allocator slack: reserved = allocated × (1 + f), from block rounding, caching "
+        "and fragmentation.",
+        {"es": "Ajustada: mediana de reservado medido / asignado calculado − 1 en las filas de "
+               "torchtune que publican max_memory_reserved (validación)",
+         "en": "Fitted: median of measured reserved / computed allocated − 1 over the torchtune "
+               "rows that publish max_memory_reserved (validation)"}),
+    "calc.memory.CUDA_CONTEXT_BYTES": _e(
+        "Contexto de CUDA y núcleos cargados, fuera del asignador de PyTorch; se suma al total "
+        "que muestra nvidia-smi.",
+        "CUDA context and loaded kernels, outside PyTorch's allocator; added to the total "
+        "nvidia-smi shows.",
+        {"es": "Documentación de PyTorch, CUDA semantics (se observan 0,3-1,5 GB; el extremo bajo con carga diferida)", "en": "PyTorch docs, CUDA semantics (0.3-1.5 GB observed; low end with lazy loading)"}),
+    "calc.memory.NCCL_BUFFER_BYTES": _e(
+        "Búferes de comunicación de NCCL con varias GPU: envío y recepción en hasta 32 canales "
+        "de 4 MiB.",
+        "NCCL communication buffers with several GPUs: send and receive on up to 32 channels "
+        "of 4 MiB.",
+        "NCCL docs: NCCL_BUFFSIZE, NCCL_MAX_NCHANNELS"),
+    "calc.memory.GATHERED_UNITS": _e(
+        "Unidades de pesos que ZeRO-3/FSDP tiene reunidas a la vez: la que calcula y la "
+        "siguiente, precargada.",
+        "Weight units ZeRO-3/FSDP holds gathered at once: the one computing and the prefetched "
+        "next one.",
+        "PyTorch FSDP BackwardPrefetch; DeepSpeed stage3_prefetch_bucket_size"),
+    # --- time ----------------------------------------------------------------------------
+    "calc.timing.CAUSAL_ATTENTION_FRACTION": _e(
+        "Parte de las multiplicaciones de la atención que se calcula de verdad: los núcleos "
+        "causales fusionados saltan la mitad superior de la matriz; la atención ingenua la "
+        "calcula entera.",
+        "Share of the attention matmuls actually computed: fused causal kernels skip the upper "
+        "half of the matrix; eager attention computes all of it.",
+        "Dao 2023, FlashAttention-2, arXiv:2307.08691, §3.1"),
+    "calc.timing.UTILISATION_BY_CLASS": _e(
+        "Aprovechamiento alcanzable (MFU) del pico bf16 denso por familia de tarjeta, una GPU, "
+        "ajuste completo con lotes grandes.",
+        "Achievable utilisation (MFU) of the dense bf16 peak by card family, one GPU, full "
+        "fine-tuning with large batches.",
+        {"es": "Mediciones publicadas: torchtune, Qwen, torchtitan, llm-foundry (tabla de "
+               "validación del tiempo); blackwell y cdna3: supuestos sin medición",
+         "en": "Published measurements: torchtune, Qwen, torchtitan, llm-foundry (time validation "
+               "table); blackwell and cdna3: assumptions without a measurement"}),
+    "calc.timing.METHOD_UTILISATION_FACTOR": _e(
+        "Factor del aprovechamiento por método: LoRA y QLoRA añaden multiplicaciones pequeñas y "
+        "trabajo elemento a elemento.",
+        "Utilisation factor by method: LoRA and QLoRA add small matmuls and element-wise work.",
+        {"es": "torchtune, Llama-3.2-3B, A100 (completo frente a LoRA con las mismas opciones)", "en": "torchtune, Llama-3.2-3B, A100 (full vs LoRA with the same flags)"}),
+    "calc.timing.QLORA_SPEED_FACTOR": _e(
+        "Velocidad de QLoRA respecto a LoRA en la misma configuración (descuantizar NF4 en cada "
+        "multiplicación).",
+        "QLoRA speed relative to LoRA on the same setup (NF4 dequantisation at every matmul).",
+        {"es": "Parejas QLoRA/LoRA de LitGPT (A10G, A100) y Vertex AI; mediana de los cocientes medidos", "en": "LitGPT (A10G, A100) and Vertex AI QLoRA/LoRA pairs; median of the measured ratios"}),
+    "calc.timing.BATCH_SATURATION_TOKENS": _e(
+        "Tokens por micro-paso y GPU con los que el aprovechamiento es la mitad del de lotes "
+        "grandes, para un modelo de tamaño oculto de referencia.",
+        "Tokens per micro-step and GPU at which utilisation is half its large-batch value, for a "
+        "model of the reference hidden size.",
+        {"es": "Ajustado al barrido de longitud de secuencia de Qwen-7B LoRA en una A100",
+         "en": "Fitted to the Qwen-7B LoRA sequence-length sweep on one A100"}),
+    "calc.timing.SATURATION_REFERENCE_HIDDEN": _e(
+        "Tamaño oculto de referencia de la saturación; para otros modelos la constante escala "
+        "con el cuadrado del cociente.",
+        "Reference hidden size of the saturation; for other models the constant scales with "
+        "the square of the ratio.",
+        {"es": "Modelo del ajuste (Qwen-7B); comprobado con Qwen-1.8B",
+         "en": "Model of the fit (Qwen-7B); checked on Qwen-1.8B"}),
+    "calc.timing.GPUS_PER_NODE": _e(
+        "GPU por nodo: por encima, el trabajo cruza la red entre nodos.",
+        "GPUs per node: above it, the job crosses the network between nodes.",
+        {"es": "Placas HGX/DGX y OAM (8 GPU)", "en": "HGX/DGX and OAM boards (8 GPUs)"}),
+    "calc.timing.SCALING_EFFICIENCY": _e(
+        "Rendimiento por GPU con varias GPU respecto a una, según estrategia (replicada: DDP, "
+        "ZeRO-1/2; repartida: ZeRO-3/FSDP), enlace (NVLink o PCIe) y método (completo o PEFT).",
+        "Per-GPU throughput with several GPUs relative to one, by strategy (replicated: DDP, "
+        "ZeRO-1/2; sharded: ZeRO-3/FSDP), link (NVLink or PCIe) and method (full or PEFT).",
+        {"es": "torchtitan (H100), llm-foundry (FSDP), torchtune (70B LoRA 8×A100; 4×RTX 4090 "
+               "FSDP), Qwen-72B ZeRO-3; las entradas PCIe sin medición son supuestos",
+         "en": "torchtitan (H100), llm-foundry (FSDP), torchtune (70B LoRA 8×A100; 4×RTX 4090 "
+               "FSDP), Qwen-72B ZeRO-3; PCIe entries without a measurement are assumptions"}),
+    "calc.timing.INTER_NODE_FACTOR": _e(
+        "Factor adicional cuando el trabajo ocupa más de un nodo.",
+        "Extra factor when the job spans more than one node.",
+        {"es": "Entre torchtitan 8→128 H100 (0,97) y Qwen 2×2 A100 (0,56); supuesto",
+         "en": "Between torchtitan 8→128 H100 (0.97) and Qwen 2×2 A100 (0.56); assumption"}),
+    "calc.timing.CPU_OFFLOAD_FACTOR": _e(
+        "Factor de velocidad de la descarga a CPU: del optimizador (ZeRO-Offload) o también de "
+        "los pesos (ZeRO-Infinity), por método.",
+        "Speed factor of CPU offload: of the optimizer (ZeRO-Offload) or of the weights too "
+        "(ZeRO-Infinity), by method.",
+        {"es": "Ren et al. 2021, ZeRO-Offload, arXiv:2101.06840; valores supuestos",
+         "en": "Ren et al. 2021, ZeRO-Offload, arXiv:2101.06840; assumed values"}),
+    # --- cost ----------------------------------------------------------------------------
+    "calc.cost.DATASET_BYTES_PER_TOKEN": _e(
+        "Bytes de disco por token del conjunto de datos (identificadores int32; el texto "
+        "original ocupa del mismo orden).",
+        "Disk bytes per dataset token (int32 ids; the raw text is of the same order).",
+        {"es": "Identificadores de token int32", "en": "int32 token ids"}),
+    "calc.cost.CHECKPOINT_BYTES_PER_TRAINABLE_PARAM": _e(
+        "Bytes de un checkpoint reanudable por parámetro entrenable: pesos y dos momentos de "
+        "AdamW en 16 bits.",
+        "Bytes of a resumable checkpoint per trainable parameter: weights and AdamW's two "
+        "moments in 16 bits.",
+        {"es": "Checkpoints bf16-true de torchtune y LitGPT", "en": "torchtune / LitGPT bf16-true checkpoints"}),
+    "calc.cost.BASE_MODEL_BYTES_PER_PARAM": _e(
+        "Bytes por parámetro del modelo base descargado (safetensors en bf16).",
+        "Bytes per parameter of the downloaded base model (bf16 safetensors).",
+        {"es": "Repositorios de modelos de Hugging Face", "en": "Hugging Face model repositories"}),
+    "calc.cost.ENVIRONMENT_GB": _e(
+        "Disco de la imagen del entorno (CUDA, PyTorch y bibliotecas de entrenamiento), en GB.",
+        "Disk of the environment image (CUDA, PyTorch and training libraries), in GB.",
+        {"es": "Supuesto: las imágenes habituales ocupan 15-30 GB",
+         "en": "Assumption: common images take 15-30 GB"}),
+    # --- recommendation ------------------------------------------------------------------
+    "calc.recommend.GPU_COUNTS": _e(
+        "Número de tarjetas que explora la recomendación (con DDP, ZeRO-2 y ZeRO-3 a partir de 2).",
+        "Card counts the recommendation explores (with DDP, ZeRO-2 and ZeRO-3 from 2 up).",
+        {"es": "Tamaños habituales de instancia en la nube", "en": "Usual cloud instance sizes"}),
+    # --- limits --------------------------------------------------------------------------
+    "calc.request.MAX_SEQ_LEN": _e(
+        "Longitud de secuencia máxima aceptada (por encima de las ventanas de contexto "
+        "publicadas más largas).",
+        "Largest sequence length accepted (above the longest published context windows).",
+        {"es": "Límite de validación", "en": "Validation limit"}),
+    "calc.request.MAX_MICRO_BATCH": _e(
+        "Micro-batch máximo aceptado.", "Largest micro-batch accepted.",
+        {"es": "Límite de validación", "en": "Validation limit"}),
+    "calc.request.MAX_LORA_RANK": _e(
+        "Rango LoRA máximo aceptado.", "Largest LoRA rank accepted.",
+        {"es": "Límite de validación", "en": "Validation limit"}),
+    "calc.request.MAX_GPUS": _e(
+        "Número máximo de GPU aceptado.", "Largest GPU count accepted.",
+        {"es": "Límite de validación", "en": "Validation limit"}),
+    "calc.request.MAX_ACCUMULATION": _e(
+        "Pasos de acumulación de gradientes máximos aceptados.",
+        "Largest number of gradient accumulation steps accepted.",
+        {"es": "Límite de validación", "en": "Validation limit"}),
+    "calc.plan.MAX_DATASET_TOKENS": _e(
+        "Tokens máximos del conjunto de datos (más que cualquier corpus publicado: sería una "
+        "errata).",
+        "Largest dataset size in tokens (more than any published corpus: it would be a typo).",
+        {"es": "Límite de validación", "en": "Validation limit"}),
+    "calc.plan.MAX_STARTS": _e(
+        "Número máximo de arranques aceptado.", "Largest number of starts accepted.",
+        {"es": "Límite de validación", "en": "Validation limit"}),
+}
+
+# Defaults of the plan-only request keys (calc.plan.PLAN_FIELDS) that are numbers.
+PLAN_DEFAULTS: dict[str, dict] = {
+    "epochs": _e("Pasadas por el conjunto de datos.", "Passes over the dataset.",
+                 {"es": "Valor neutro", "en": "Neutral value"}),
+    "checkpoint_interval_minutes": _e(
+        "Minutos entre checkpoints (capacidad interrumpible).",
+        "Minutes between checkpoints (interruptible capacity).", ASSUMPTION),
+    "checkpoint_minutes": _e(
+        "Minutos que tarda un checkpoint (capacidad interrumpible).",
+        "Minutes one checkpoint takes (interruptible capacity).", ASSUMPTION),
+    "interruptions_per_day": _e(
+        "Interrupciones esperadas al día (capacidad interrumpible).",
+        "Expected interruptions per day (interruptible capacity).", ASSUMPTION),
+    "startup_minutes": _e(
+        "Minutos de preparación del entorno y descarga del modelo, facturados en cada arranque.",
+        "Minutes of environment set-up and model download, billed at every start.",
+        {"es": "Fuente 004: «varios minutos por arranque»",
+         "en": "Seed 004: \u201cseveral minutes per start\u201d"}),
+    "starts": _e("Arranques previstos de la ejecución final.", "Planned starts of the final run.",
+                 {"es": "Valor neutro", "en": "Neutral value"}),
+    "months_kept": _e("Meses que se conserva el almacenamiento.", "Months the storage is kept.",
+                      {"es": "Valor neutro", "en": "Neutral value"}),
+    "experiment_multiplier": _e(
+        "Tiempo de GPU de pruebas y ejecuciones fallidas, como múltiplo de la ejecución final.",
+        "GPU time of trials and failed runs, as a multiple of the final run.",
+        {"es": "Fuente 004: las pruebas y fallos suelen costar más que la ejecución final; 2 es "
+               "lo mínimo que eso implica",
+         "en": "Seed 004: trials and failures often cost more than the final run; 2 is the least "
+               "that implies"}),
+    "safety_margin": _e(
+        "Margen de memoria sobre la estimación para dar una tarjeta por buena.",
+        "Memory margin over the estimate for a card to count as fitting.",
+        {"es": "Fuentes 000 y 004: 20-30 %; se toma el punto medio",
+         "en": "Seeds 000 and 004: 20-30 %; the middle is taken"}),
+}
+
+# Data-file columns: "file:column" -> meaning and unit, per language.
+DATA_COLUMNS: dict[str, dict] = {
+    "gpus.csv:id": {"es": "Identificador del catálogo (minúsculas, con guiones)",
+                    "en": "Catalogue id (lowercase, hyphenated)"},
+    "gpus.csv:name": {"es": "Nombre comercial", "en": "Product name"},
+    "gpus.csv:vendor": {"es": "Fabricante: nvidia o amd", "en": "Vendor: nvidia or amd"},
+    "gpus.csv:stack": {"es": "Pila de software: cuda o rocm (en ROCm, QLoRA y parte de la "
+                             "atención rápida piden trabajo extra)",
+                       "en": "Software stack: cuda or rocm (on ROCm, QLoRA and some fast "
+                             "attention need extra work)"},
+    "gpus.csv:architecture": {"es": "Arquitectura del chip", "en": "Chip architecture"},
+    "gpus.csv:memory_mib": {"es": "Memoria total tal como la informa el driver (nvidia-smi, "
+                                  "rocminfo), en MiB; es la que se compara con el total estimado",
+                            "en": "Total memory as the driver reports it (nvidia-smi, rocminfo), "
+                                  "in MiB; what the estimated total is compared with"},
+    "gpus.csv:memory_gb_marketed": {"es": "Memoria anunciada en GB, solo para mostrar",
+                                    "en": "Marketed memory in GB, for display only"},
+    "gpus.csv:bf16_dense_tflops": {"es": "Pico bf16 denso de los núcleos tensoriales con "
+                                         "acumulación fp32, en TFLOP/s (ni disperso ni fp32)",
+                                   "en": "Dense bf16 tensor-core peak with fp32 accumulation, "
+                                         "in TFLOP/s (not sparse, not fp32)"},
+    "gpus.csv:memory_bandwidth_gb_per_s": {"es": "Ancho de banda de memoria, GB/s",
+                                           "en": "Memory bandwidth, GB/s"},
+    "gpus.csv:form_factor": {"es": "Formato: pcie, sxm u oam", "en": "Form factor: pcie, sxm or oam"},
+    "gpus.csv:pcie_gen": {"es": "Generación de PCIe del anfitrión", "en": "Host PCIe generation"},
+    "gpus.csv:nvlink_gb_per_s": {"es": "Enlace entre GPU (NVLink, puente NVLink o Infinity "
+                                       "Fabric), GB/s bidireccionales por GPU; 0 si no hay",
+                                 "en": "GPU-to-GPU link (NVLink, NVLink bridge or Infinity "
+                                       "Fabric), bidirectional GB/s per GPU; 0 if none"},
+    "gpus.csv:nvlink_max_gpus": {"es": "GPU que une ese enlace: 2 con puente, 8 en una placa "
+                                       "SXM/OAM",
+                                 "en": "GPUs that link joins: 2 for a bridge, 8 on an SXM/OAM "
+                                       "board"},
+    "gpus.csv:utilisation_class": {"es": "Familia para el aprovechamiento alcanzable "
+                                         "(UTILISATION_BY_CLASS)",
+                                   "en": "Family for the achievable utilisation "
+                                         "(UTILISATION_BY_CLASS)"},
+    "gpus.csv:source": {"es": "De dónde salen las cifras (hoja de datos, salida de nvidia-smi)",
+                        "en": "Where the figures come from (datasheet, nvidia-smi output)"},
+    "gpus.csv:as_of": {"es": "Fecha de la fuente", "en": "Date of the source"},
+    "prices.csv:item": {"es": "Identificador de GPU del catálogo, o storage para el disco",
+                        "en": "GPU catalogue id, or storage for disk"},
+    "prices.csv:tier": {"es": "Tipo de proveedor: marketplace (mercado de capacidad ociosa) o "
+                              "managed (nube gestionada)",
+                        "en": "Kind of provider: marketplace (idle-capacity marketplace) or "
+                              "managed (managed cloud)"},
+    "prices.csv:interruptible": {"es": "true para capacidad interrumpible (spot)",
+                                 "en": "true for interruptible (spot) capacity"},
+    "prices.csv:usd": {"es": "Precio en dólares, en la unidad de la columna siguiente",
+                       "en": "Price in US dollars, in the unit of the next column"},
+    "prices.csv:unit": {"es": "usd_per_gpu_hour (una GPU, una hora) o usd_per_gb_month (disco)",
+                        "en": "usd_per_gpu_hour (one GPU, one hour) or usd_per_gb_month (disk)"},
+    "prices.csv:source": {"es": "Dónde se leyó el precio", "en": "Where the price was read"},
+    "prices.csv:as_of": {"es": "Fecha de la fuente", "en": "Date of the source"},
+    "prices.csv:note": {"es": "Cómo se eligió la cifra cuando la fuente da un intervalo",
+                        "en": "How the figure was chosen when the source gives a range"},
+    "models.json:id": {"es": "Identificador del modelo predefinido", "en": "Preset id"},
+    "models.json:name": {"es": "Nombre del modelo", "en": "Model name"},
+    "models.json:hf_repo": {"es": "Repositorio en Hugging Face", "en": "Hugging Face repository"},
+    "models.json:params_total": {"es": "Parámetros totales exactos (todos los expertos en MoE)",
+                                 "en": "Exact total parameters (all experts in MoE)"},
+    "models.json:params_active": {"es": "Parámetros por los que pasa un token (expertos "
+                                        "activos en MoE)",
+                                  "en": "Parameters one token passes through (active experts "
+                                        "in MoE)"},
+    "models.json:source": {"es": "URL del config.json", "en": "URL of the config.json"},
+    "models.json:as_of": {"es": "Fecha de la última comprobación", "en": "Date last checked"},
+    "models.json:config": {"es": "Claves de forma del config.json, copiadas tal cual",
+                           "en": "Shape keys of the config.json, copied verbatim"},
+}
+
+# The throughput validation's notes and reasons (benchmarks/validate_throughput.py), split
+# on "; ". An unknown one stops the build until it is translated here.
+VALIDATION_TEXT: dict[str, dict[str, str]] = {
+    "torch.compile not modelled": {"es": "torch.compile no se modela",
+                                   "en": "torch.compile not modelled"},
+    "torch.compile not modelled (torchtune compiles NF4 dequantisation)": {
+        "es": "torch.compile no se modela (torchtune compila la descuantización NF4)",
+        "en": "torch.compile not modelled (torchtune compiles NF4 dequantisation)"},
+    "500 W H100 variant": {"es": "H100 de 500 W", "en": "500 W H100 variant"},
+    "selective AC as off": {"es": "checkpointing selectivo tomado como desactivado",
+                            "en": "selective checkpointing taken as off"},
+    "A100 40/80GB not stated": {"es": "no dice si la A100 es de 40 u 80 GB",
+                                "en": "A100 40/80GB not stated"},
+    "MPT as gpt_neox shapes": {"es": "MPT con las formas de gpt_neox",
+                               "en": "MPT as gpt_neox shapes"},
+    "aggregate-vs-per-GPU ambiguous (CSV reads aggregate)": {
+        "es": "ambiguo entre total y por GPU (se lee como total)",
+        "en": "aggregate vs per GPU ambiguous (read as aggregate)"},
+    "bnb paged AdamW pages states to host": {
+        "es": "AdamW paginado de bitsandbytes lleva estados a la CPU",
+        "en": "bitsandbytes paged AdamW pages states to the host"},
+    "checkpointing not stated (assumed on)": {
+        "es": "no dice si usa gradient checkpointing (se supone que sí)",
+        "en": "gradient checkpointing not stated (assumed on)"},
+    "fused kernels": {"es": "núcleos fusionados", "en": "fused kernels"},
+    "8-bit AdamW": {"es": "AdamW de 8 bits", "en": "8-bit AdamW"},
+    "activation offload": {"es": "descarga de activaciones", "en": "activation offload"},
+    "chunked CE": {"es": "pérdida por trozos", "en": "chunked loss"},
+    "optimizer in backward": {"es": "optimizador dentro del backward",
+                              "en": "optimizer in backward"},
+    # reasons a row is not covered
+    "unpadded alpaca samples of varying length: tokens per step and attention length unknown": {
+        "es": "muestras de alpaca sin relleno y de longitud variable: se desconocen los tokens "
+              "por paso y la longitud de la atención",
+        "en": "unpadded alpaca samples of varying length: tokens per step and attention length "
+              "unknown"},
+    "unpacked, padded to varying lengths while only non-padding tokens are counted": {
+        "es": "sin empaquetar, con relleno variable y contando solo los tokens que no son relleno",
+        "en": "unpacked, padded to varying lengths while only non-padding tokens are counted"},
+    "GPTQ int4 base with fp16 compute: calc's QLoRA factor is for bitsandbytes NF4": {
+        "es": "base GPTQ int4 con cálculo en fp16: el factor QLoRA de calc es para NF4 de "
+              "bitsandbytes",
+        "en": "GPTQ int4 base with fp16 compute: calc's QLoRA factor is for bitsandbytes NF4"},
+    "DeepSpeed ZeRO stage not stated": {"es": "no dice la etapa de DeepSpeed ZeRO",
+                                        "en": "DeepSpeed ZeRO stage not stated"},
+    "2 nodes x 2 GPUs: calc assumes 8 GPUs per node": {
+        "es": "2 nodos × 2 GPU: calc supone 8 GPU por nodo",
+        "en": "2 nodes × 2 GPUs: calc assumes 8 GPUs per node"},
+    "only samples/s published (token counts unknown)": {
+        "es": "solo publica muestras/s (se desconocen los tokens)",
+        "en": "only samples/s published (token counts unknown)"},
+    "used for the QLoRA/LoRA ratio check": {
+        "es": "se usa en la comprobación QLoRA/LoRA", "en": "used for the QLoRA/LoRA ratio check"},
+    "only samples/s or whole-job hours published (token counts unknown)": {
+        "es": "solo publica muestras/s u horas del trabajo (se desconocen los tokens)",
+        "en": "only samples/s or whole-job hours published (token counts unknown)"},
+    "FP8 training: calc models BF16": {"es": "entrenamiento en FP8: calc modela BF16",
+                                       "en": "FP8 training: calc models BF16"},
+    "float8 linears: calc models BF16": {"es": "capas lineales en float8: calc modela BF16",
+                                         "en": "float8 linears: calc models BF16"},
+    "tensor parallelism (FSDP 32 x TP 8) is not a calc sharding": {
+        "es": "paralelismo de tensor (FSDP 32 × TP 8): no es un reparto de calc",
+        "en": "tensor parallelism (FSDP 32 × TP 8) is not a calc sharding"},
+    "tensor parallelism (FSDP 8 x TP 8) is not a calc sharding": {
+        "es": "paralelismo de tensor (FSDP 8 × TP 8): no es un reparto de calc",
+        "en": "tensor parallelism (FSDP 8 × TP 8) is not a calc sharding"},
+    "no tokens/s figure": {"es": "sin cifra de tokens/s", "en": "no tokens/s figure"},
+    "not mapped": {"es": "sin traducir a una petición de calc", "en": "not mapped to a calc request"},
+}
+
+
+def translate_note(text: str, lang: str) -> str:
+    """A validation note or reason in ``lang``: each ``"; "``-separated part translated."""
+    if not text:
+        return ""
+    parts = []
+    for part in text.split("; "):
+        try:
+            parts.append(VALIDATION_TEXT[part][lang])
+        except KeyError:
+            raise KeyError(f"no {lang!r} translation for validation text {part!r}") from None
+    return "; ".join(parts)

@@ -1,0 +1,273 @@
+"""Tables of the guides that need ``calc.plan_setup``: which cards fit, what a run costs.
+
+Every cell comes from a plan response; each row (or cell) carries the plan request as its
+``data-source`` so the browser tests recompute it. Cells that name a card or a model are
+``ref`` cells: they carry the calc id and the response path it was read from.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+import calc
+
+from . import labels
+from .guides import inline, model_name, resolve
+from .tables import CELL_SOURCE, SOURCE, Col, render
+
+# Any catalogue card will do as the request's ``gpu`` when a table reads only what does
+# not depend on it (fits over the whole catalogue, recommendations): this one is named.
+REFERENCE_GPU = "h100-sxm"
+
+
+def _plan(request: dict) -> dict:
+    return calc.plan_setup(request)
+
+
+def gpu_name(gpu_id: str) -> str:
+    from calc import gpus
+
+    return gpus.get_gpu(gpu_id).name
+
+
+def _config_text(config: dict | None, lang: str) -> str:
+    """``2 × A10G (ZeRO-3 / FSDP FULL_SHARD)``; one unsharded card is just ``1 × A10G``."""
+    if config is None:
+        return labels.text("text.nothing_fits", lang)
+    text = f"{config['num_gpus']} × {gpu_name(config['gpu'])}"
+    if config["sharding"] != "none":
+        text += f" ({labels.code(config['sharding'], lang)})"
+    return text
+
+
+def _ref(ref_id: str | None, text: str, **attrs: str) -> dict:
+    return {"id": ref_id, "text": text, "attrs": attrs}
+
+
+def plan_value(lang: str, field: str, kind: str, **request) -> str:
+    """One figure of ``calc.plan_setup`` inside running text, checkable like a table cell."""
+    return inline(lang, resolve(field, _plan(request), request), kind, field,
+                  {"command": "plan", "request": request})
+
+
+def plan_default(lang: str, key: str, kind: str) -> str:
+    """The default of a plan-only request key (``calc.plan.PLAN_FIELDS``), as the page shows it."""
+    from calc.plan import PLAN_FIELDS
+
+    default = PLAN_FIELDS[key][0]
+    if default is None or isinstance(default, (bool, str)):
+        raise ValueError(f"{key} has no numeric default")
+    scale = 100 if kind.startswith("pct") else 1
+    return inline(lang, default * scale, kind, "value",
+                  {"command": "plan_default", "key": key, "scale": scale})
+
+
+def cards_that_fit(lang: str, models: list[str], methods: list, **setup) -> str:
+    """Per model x method: memory with the safety margin, the smallest single card that fits
+    and the smallest configuration of any size (``recommendations`` of the plan)."""
+    variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
+    rows = []
+    for model in models:
+        for variant in variants:
+            request = {"model": model, **setup, **variant, "gpu": setup.get("gpu", REFERENCE_GPU)}
+            plan = _plan(request)
+            rec = plan["recommendations"]
+            single, smallest = rec["smallest_single_gpu"], rec["smallest_config"]
+            rows.append({
+                "model_name": model_name(model), "method": request["method"],
+                "total": plan["memory"]["device_total_bytes"],
+                "required": plan["fits"][request["gpu"]]["required_bytes"],
+                "single": _ref(single and single["gpu"],
+                               gpu_name(single["gpu"]) if single else
+                               labels.text("text.no_single_card", lang), **{"ref-kind": "gpu"}),
+                "smallest": _ref(smallest and smallest["id"], _config_text(smallest, lang),
+                                 **{"ref-kind": "config"}),
+                SOURCE: {"command": "plan", "request": request},
+            })
+    frame = pd.DataFrame(rows)
+    gpu = setup.get("gpu", REFERENCE_GPU)
+    cols = [Col("model_name", "col.model", "text", row_header=True),
+            Col("method", "col.method", "code"),
+            Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
+            Col("required", "col.required_with_margin", "gib", check=f"fits.{gpu}.required_bytes"),
+            Col("single", "col.smallest_single_card", "ref",
+                check="recommendations.smallest_single_gpu.gpu"),
+            Col("smallest", "col.smallest_config", "ref",
+                check="recommendations.smallest_config.id")]
+    return render(frame, cols, lang, "cards_that_fit", "caption.cards_that_fit")
+
+
+def gpu_typical(lang: str, gpu_ids: list[str], models: list[str], methods: list, **setup) -> str:
+    """Per card: the largest of ``models`` that fits one card with the margin, per method
+    (``fits`` of the plan), and the card's memory."""
+    from calc import presets
+
+    sizes = {p["id"]: p["params_total"] for p in presets.presets_listing()}
+    ordered = sorted(models, key=lambda m: sizes[m])
+    variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
+    requests = {(m, i): {"model": m, **setup, **v, "gpu": setup.get("gpu", REFERENCE_GPU)}
+                for m in ordered for i, v in enumerate(variants)}
+    plans = {key: _plan(req) for key, req in requests.items()}
+    rows = []
+    for gpu_id in gpu_ids:
+        row = {"gpu": gpu_name(gpu_id), "memory": plans[(ordered[0], 0)]["fits"][gpu_id]["memory_bytes"],
+               SOURCE: {"command": "gpu", "id": gpu_id}}
+        for i, _ in enumerate(variants):
+            fitting = [m for m in ordered if plans[(m, i)]["fits"][gpu_id]["fits"]]
+            best = fitting[-1] if fitting else None
+            # the next larger model must not fit: the tests check both sides of the boundary
+            above = ordered[ordered.index(best) + 1] if best and best != ordered[-1] else \
+                (None if best else ordered[0])
+            attrs = {"ref-kind": "model", "gpu": gpu_id}
+            if best:
+                attrs["fits-source"] = _source_attr(requests[(best, i)])
+            if above:
+                attrs["no-fit-source"] = _source_attr(requests[(above, i)])
+            row[f"m{i}"] = _ref(best, model_name(best) if best else
+                                labels.text("text.nothing_fits", lang), **attrs)
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    cols = [Col("gpu", "col.gpu", "text", row_header=True),
+            Col("memory", "col.gpu_memory", "gib", check="memory_bytes")]
+    cols += [Col(f"m{i}", "col.largest_fitting." + v["method"], "ref", check="fits")
+             for i, v in enumerate(variants)]
+    return render(frame, cols, lang, "gpu_typical", "caption.gpu_typical")
+
+
+def _source_attr(request: dict) -> str:
+    from .tables import _source_json
+
+    return _source_json({"command": "plan", "request": request})
+
+
+def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[str],
+                   **setup) -> str:
+    """The same job on 1..N cards of one kind: memory per GPU, whether it fits with the
+    margin, speed, wall-clock and cost (``calc.plan_setup`` with that count and strategy)."""
+    requests = [{**setup, "gpu": gpu, "num_gpus": 1, "sharding": "none"}]
+    requests += [{**setup, "gpu": gpu, "num_gpus": n, "sharding": s}
+                 for s in shardings for n in gpu_counts if n > 1]
+    rows = []
+    for request in requests:
+        plan = _plan(request)
+        rows.append({"sharding": request["sharding"], "num_gpus": request["num_gpus"],
+                     "total": plan["memory"]["device_total_bytes"],
+                     "fits": "fits." + ("yes" if plan["fits_selected_gpu"] else "no"),
+                     "tps": plan["time"]["tokens_per_second"], "time": plan["time_hours"],
+                     "cost": plan["cost_usd"]["total"],
+                     SOURCE: {"command": "plan", "request": request}})
+    frame = pd.DataFrame(rows)
+    cols = [Col("sharding", "col.sharding", "code", row_header=True),
+            Col("num_gpus", "col.num_gpus", "int", check="request.num_gpus"),
+            Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
+            Col("fits", "col.fits_with_margin", "code"),
+            Col("tps", "col.tokens_per_second", "int", check="time.tokens_per_second"),
+            Col("time", "col.time_hours", "hours", check="time_hours"),
+            Col("cost", "col.cost_total", "usd", check="cost_usd.total")]
+    return render(frame, cols, lang, "multi_gpu_plan", "caption.multi_gpu_plan|" + gpu_name(gpu))
+
+
+# --- what a run costs -----------------------------------------------------------------------
+
+
+def _scenario_requests(scenarios: list[dict], setup: dict) -> list[dict]:
+    """Plan requests of the cost scenarios. A scenario without ``gpu`` runs on the smallest
+    single card that fits it (seed 004: start there), chosen on on-demand capacity so both
+    capacity variants of a setup use the same card."""
+    out = []
+    for scenario in scenarios:
+        request = {**setup, **scenario}
+        if "gpu" not in scenario:
+            probe = {**request, "gpu": REFERENCE_GPU, "interruptible": False}
+            single = _plan(probe)["recommendations"]["smallest_single_gpu"]
+            if single is None:
+                raise ValueError(f"no single card fits the scenario {scenario}")
+            request["gpu"] = single["gpu"]
+        out.append(request)
+    return out
+
+
+def example_costs(lang: str, scenarios: list[dict], view: str, **setup) -> str:
+    """Example runs: ``view="time"`` shows throughput, wall-clock, GPU-hours and rates;
+    ``view="cost"`` the cost of each run by line (compute, start-ups, interruptions,
+    experimentation, storage) and its total. The build fails if a run does not fit its card."""
+    rows = []
+    for request in _scenario_requests(scenarios, setup):
+        plan = _plan(request)
+        if not plan["fits_selected_gpu"]:
+            raise ValueError(f"scenario does not fit {request['gpu']}: {request}")
+        cost = plan["cost_usd"]
+        b = cost["breakdown"]
+        capacity = "capacity." + ("interruptible" if request.get("interruptible") else "on_demand")
+        rows.append({
+            "scenario": f"{model_name(request['model'])} · {labels.code(request['method'], lang)}"
+                        f" · {labels.code(capacity, lang)}",
+            "card": f"{plan['num_gpus']} × {gpu_name(plan['gpu'])}",
+            "tokens_per_second": plan["time"]["tokens_per_second"],
+            "time": plan["time_hours"], "gpu_hours": cost["gpu_hours"],
+            "per_gpu_hour": cost["per_gpu_hour"], "per_month": cost["per_month"],
+            "compute": b["gpu_compute"], "startup": b["startup"],
+            "interruptions": b["checkpointing"] + b["lost_work"],
+            "experimentation": b["experimentation"], "storage": b["storage"],
+            "total": cost["total"],
+            SOURCE: {"command": "plan", "request": request},
+        })
+    frame = pd.DataFrame(rows)
+    cols = [Col("scenario", "col.scenario", "text", row_header=True)]
+    if view == "time":
+        cols += [Col("card", "col.card", "text"),Col("tokens_per_second", "col.tokens_per_second", "int",
+                     check="time.tokens_per_second"),
+                 Col("time", "col.time_hours", "hours", check="time_hours"),
+                 Col("gpu_hours", "col.gpu_hours", "hours", check="cost_usd.gpu_hours"),
+                 Col("per_gpu_hour", "col.usd_per_hour", "usd", check="cost_usd.per_gpu_hour"),
+                 Col("per_month", "col.usd_per_month", "usd", check="cost_usd.per_month")]
+        name, caption = "example_times", "caption.example_times"
+    elif view == "cost":
+        cols += [Col("compute", "col.cost_compute", "usd", check="cost_usd.breakdown.gpu_compute"),
+                 Col("startup", "col.cost_startup", "usd", check="cost_usd.breakdown.startup"),
+                 Col("interruptions", "col.cost_interruptions", "usd",
+                     check="cost_usd.breakdown.checkpointing+cost_usd.breakdown.lost_work"),
+                 Col("experimentation", "col.cost_experimentation", "usd",
+                     check="cost_usd.breakdown.experimentation"),
+                 Col("storage", "col.cost_storage", "usd", check="cost_usd.breakdown.storage"),
+                 Col("total", "col.cost_total", "usd", check="cost_usd.total")]
+        name, caption = "example_costs", "caption.example_costs"
+    else:
+        raise ValueError(f"unknown view {view!r}")
+    return render(frame, cols, lang, name, caption)
+
+
+MACROS = ("plan_value", "plan_default", "cards_that_fit", "gpu_typical", "example_costs",
+          "multi_gpu_plan")
+
+
+def register(env) -> None:
+    from .guides import bind_all
+
+    bind_all(env, MACROS, globals())
+
+
+# plan-only key -> (kind of number, unit label key or None)
+DEFAULT_KINDS = {
+    "experiment_multiplier": ("factor", None),
+    "safety_margin": ("pct0", "unit.pct"),
+    "startup_minutes": ("int", "unit.minutes"),
+    "starts": ("int", None),
+    "months_kept": ("int", None),
+    "checkpoint_interval_minutes": ("int", "unit.minutes"),
+    "checkpoint_minutes": ("int", "unit.minutes"),
+    "interruptions_per_day": ("int", None),
+}
+
+
+def plan_defaults_list(lang: str, keys: list[str]) -> str:
+    """A Markdown list of plan defaults (``calc.plan.PLAN_FIELDS``), each a checkable figure."""
+    lines = []
+    for key in keys:
+        kind, unit = DEFAULT_KINDS[key]
+        suffix = "\u00a0" + labels.text(unit, lang) if unit else ""
+        lines.append(f"- {labels.text('field.' + key, lang)}: {plan_default(lang, key, kind)}{suffix}")
+    return "\n".join(lines)
+
+
+MACROS = (*MACROS, "plan_defaults_list")
