@@ -27,11 +27,12 @@ COMMAND = "plan"  # one round trip: the plan response includes the memory estima
 # Form sections: (legend key, request keys). Keys calc adds later land in the last one.
 GROUPS = (
     ("legend_model", ("model",)),
-    ("legend_method", ("method", "lora_rank", "lora_targets", "qlora_double_quant", "precision",
-                       "optimizer", "optimizer_in_backward")),
-    ("legend_batch", ("micro_batch_size", "seq_len", "gradient_checkpointing", "attention",
-                      "chunked_loss", "activation_offload")),
-    ("legend_parallel", ("num_gpus", "sharding", "cpu_offload")),
+    ("legend_method", ("method", "lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
+                       "qlora_keeps_inputs", "precision", "optimizer", "optimizer_in_backward")),
+    ("legend_batch", ("micro_batch_size", "gradient_accumulation_steps", "seq_len",
+                      "gradient_checkpointing", "attention", "chunked_loss", "activation_offload")),
+    ("legend_parallel", ("num_gpus", "sharding", "sync_each_micro_batch", "frozen_weight_grads",
+                         "cpu_offload")),
     ("legend_plan", ("dataset_tokens", "epochs", "gpu", "price_tier", "price_per_gpu_hour",
                      "interruptible", "safety_margin")),
     ("legend_advanced", ()),
@@ -75,14 +76,18 @@ def compute(request: dict) -> dict:
 
 # calc's field kinds -> the form's: how a control reads and writes its value.
 _INPUT_KINDS = {"int": "int", "number": "number", "required_number": "number",
-                "optional_number": "number", "bool": "bool", "targets": "targets",
-                "model": "model", "gpu": "enum", "tier": "enum"}
+                "optional_number": "number", "fraction": "number", "bool": "bool",
+                "targets": "targets", "model": "model", "gpu": "enum", "tier": "enum"}
 
 
 def input_kind(kind: object) -> str:
+    """A kind calc adds later stops the build here, rather than becoming a text box that
+    sends the wrong type."""
     if isinstance(kind, type) and issubclass(kind, Enum):
         return "enum"
-    return _INPUT_KINDS.get(str(kind), "text")
+    if str(kind) not in _INPUT_KINDS:
+        raise ValueError(f"calculator: no form control for request field kind {kind!r}")
+    return _INPUT_KINDS[str(kind)]
 
 
 def _choices(key: str, kind: object, strings: dict, gpus: list) -> list[tuple[str, str]]:

@@ -45,6 +45,11 @@ VARIATIONS = [
     {"method": "qlora", "qlora_double_quant": "false"},
     {"method": "qlora", "model": "mixtral-8x7b"},
     {"lora_rank": "64", "lora_targets": "q_proj,v_proj"},
+    {"lora_dropout": "0.05", "lora_rank": "8"},
+    {"gradient_accumulation_steps": "4", "num_gpus": "2", "sharding": "zero3",
+     "sync_each_micro_batch": "true", "method": "full"},
+    {"method": "qlora", "qlora_keeps_inputs": "true", "model": "qwen2.5-7b"},
+    {"frozen_weight_grads": "true", "num_gpus": "2", "sharding": "zero3"},
     {"precision": "bf16-mixed"},
     {"precision": "fp16-mixed", "method": "full"},
     {"precision": "fp32", "model": "qwen2.5-0.5b"},
@@ -356,6 +361,7 @@ BAD = [
     ({"epochs": "1,5,3"}, "epochs", "not_number"),
     ({"gpu": "gtx-480"}, "gpu", "unknown_gpu"),
     ({"mfu": "NaN"}, "mfu", "not_number"),
+    ({"lora_dropout": "1.5"}, "lora_dropout", "out_of_range"),
 ]
 
 
