@@ -1,0 +1,247 @@
+"""Speed and weight of the browser calculator, in headless Chromium on localhost.
+
+    python benchmarks/bench_calculator.py [--site DIR] [--runs N] [--changes N]
+
+Builds the site (``mkdocs build --strict``, unless ``--site`` points at a built one), serves
+it on 127.0.0.1 and prints, for a cold cache (a fresh browser context each run) and a warm
+one (the same context, page loaded again):
+
+- first numbers: first contentful paint of the calculator page, and whether the static
+  (build-time) result was already in the DOM then (it must be: it is in the HTML);
+- ready: when the worker has Pyodide and ``calc`` loaded (``performance.mark("calc-ready")``);
+- bare Pyodide: a page that only starts Pyodide in a module worker, same server, same run;
+  the gap ready - bare is the calculator's own cost (target <= 300 ms);
+- recompute latency p50/p95 over N input changes (from the input event to the new result
+  in the DOM; target p95 <= 50 ms);
+- bytes transferred for a guide page and for the calculator page (and how many of them
+  are Pyodide's; a guide page must have none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path(os.environ.get("SYSTEM_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+READY_TIMEOUT_MS = 120_000
+
+BARE_HTML = """<!doctype html><meta charset="utf-8"><title>bare pyodide</title>
+<script type="module">
+const worker = new Worker(new URL("bare-worker.js", location.href), {type: "module"});
+worker.onmessage = () => { performance.mark("bare-ready"); document.body.dataset.ready = "1"; };
+worker.postMessage(new URL("../assets/pyodide/VERSION/", location.href).href);
+</script><body></body>"""
+BARE_WORKER = """self.onmessage = async (event) => {
+  const { loadPyodide } = await import(event.data + "pyodide.mjs");
+  await loadPyodide({ indexURL: event.data });
+  postMessage("ready");
+};"""
+
+RECOMPUTE_JS = """async (n) => {
+  const root = document.getElementById("calc");
+  const seq = document.getElementById("calc-seq_len");
+  const batch = document.getElementById("calc-micro_batch_size");
+  const times = [];
+  for (let i = 0; i < n; i++) {
+    const before = Number(root.dataset.computed || 0);
+    const done = new Promise((resolve) => {
+      const obs = new MutationObserver(() => {
+        if (Number(root.dataset.computed || 0) > before) { obs.disconnect(); resolve(); }
+      });
+      obs.observe(root, { attributes: true, attributeFilter: ["data-computed"] });
+    });
+    const t0 = performance.now();
+    const el = i % 2 ? batch : seq;
+    el.value = String(i % 2 ? 1 + (i % 8) : 512 + 64 * i);
+    el.dispatchEvent(new Event("input", { bubbles: true }));
+    await done;
+    times.push(performance.now() - t0);
+  }
+  return times;
+}"""
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      ".mjs": "text/javascript", ".js": "text/javascript",
+                      ".wasm": "application/wasm", ".json": "application/json"}
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def build_site(target: Path) -> None:
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    env.pop("SITE_URL", None)
+    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
+                   cwd=ROOT, env=env, check=True, capture_output=True)
+
+
+def add_bare_page(site: Path) -> str:
+    version = json.loads((ROOT / "node_modules/pyodide/package.json").read_text())["version"]
+    bare = site / "_bench"
+    bare.mkdir(exist_ok=True)
+    (bare / "index.html").write_text(BARE_HTML.replace("VERSION", version), encoding="utf-8")
+    (bare / "bare-worker.js").write_text(BARE_WORKER, encoding="utf-8")
+    return "_bench/"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def measure_calculator(page, url: str) -> dict:
+    page.goto(url)
+    static_at_dcl = page.evaluate("""() => {
+        const root = document.getElementById("calc");
+        return root && root.querySelectorAll("[data-output][data-value]").length > 0;
+    }""")
+    page.wait_for_function("document.getElementById('calc').dataset.calcState === 'ready' && "
+                           "Number(document.getElementById('calc').dataset.computed || 0) > 0",
+                           timeout=READY_TIMEOUT_MS)
+    perf = page.evaluate("""() => ({
+        fcp: (performance.getEntriesByName("first-contentful-paint")[0] || {}).startTime,
+        ready: performance.getEntriesByName("calc-ready")[0].startTime,
+        timings: JSON.parse(document.getElementById("calc").dataset.calcTimings || "{}"),
+    })""")
+    return {"fcp_ms": perf["fcp"], "ready_ms": perf["ready"], "static_in_dom": static_at_dcl,
+            "worker": perf["timings"]}
+
+
+def measure_bare(page, url: str) -> float:
+    page.goto(url)
+    page.wait_for_function("document.body.dataset.ready === '1'", timeout=READY_TIMEOUT_MS)
+    return page.evaluate("performance.getEntriesByName('bare-ready')[0].startTime")
+
+
+def transferred(browser, url: str) -> dict:
+    """Bytes over the wire for one cold load (bodies + headers), split Pyodide / rest."""
+    context = browser.new_context()
+    sizes = {"total": 0, "pyodide": 0, "requests": 0}
+
+    def on_finished(request) -> None:
+        s = request.sizes()
+        n = s["responseBodySize"] + s["responseHeadersSize"]
+        sizes["total"] += n
+        sizes["requests"] += 1
+        if "/assets/pyodide/" in request.url:
+            sizes["pyodide"] += n
+
+    context.on("requestfinished", on_finished)
+    page = context.new_page()
+    page.goto(url)
+    if "calculator" in url:
+        page.wait_for_function("document.getElementById('calc').dataset.calcState === 'ready'",
+                               timeout=READY_TIMEOUT_MS)
+    page.wait_for_load_state("networkidle")
+    context.close()
+    return sizes
+
+
+def run(site: Path, runs: int, changes: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    bare_path = add_bare_page(site)
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    origin = f"http://127.0.0.1:{server.server_port}"
+    calc_url, bare_url = f"{origin}/calculator/", f"{origin}/{bare_path}"
+    with sync_playwright() as p:
+        launch = {"args": CHROMIUM_ARGS}
+        if CHROMIUM.is_file():
+            launch["executable_path"] = str(CHROMIUM)
+        browser = p.chromium.launch(**launch)
+        results: dict[str, dict[str, list]] = {}
+        for cache in ("cold", "warm"):
+            rows = results.setdefault(cache, {"calc": [], "bare": []})
+            for _ in range(runs):
+                # interleaved, so both see the same machine load
+                for kind, url in (("bare", bare_url), ("calc", calc_url)):
+                    context = browser.new_context()
+                    page = context.new_page()
+                    if cache == "warm":
+                        page.goto(url)  # fill the HTTP and code caches first
+                        if kind == "calc":
+                            page.wait_for_function(
+                                "document.getElementById('calc').dataset.calcState === 'ready'",
+                                timeout=READY_TIMEOUT_MS)
+                        else:
+                            page.wait_for_function("document.body.dataset.ready === '1'",
+                                                   timeout=READY_TIMEOUT_MS)
+                    if kind == "calc":
+                        rows["calc"].append(measure_calculator(page, url))
+                    else:
+                        rows["bare"].append(measure_bare(page, url))
+                    context.close()
+        context = browser.new_context()
+        page = context.new_page()
+        measure_calculator(page, calc_url)
+        latencies = page.evaluate(RECOMPUTE_JS, changes)
+        context.close()
+        guide_bytes = {path: transferred(browser, f"{origin}/{path}") for path in ("", "en/")}
+        calc_bytes = {path: transferred(browser, f"{origin}/{path}")
+                      for path in ("calculator/", "en/calculator/")}
+        browser.close()
+    server.shutdown()
+    report(results, latencies, guide_bytes, calc_bytes)
+
+
+def report(results: dict, latencies: list, guide_bytes: dict, calc_bytes: dict) -> None:
+    med = statistics.median
+    print("calculator page, headless Chromium, localhost (medians)")
+    for cache, rows in results.items():
+        calc, bare = rows["calc"], rows["bare"]
+        fcp = med(r["fcp_ms"] for r in calc)
+        ready = med(r["ready_ms"] for r in calc)
+        bare_ms = med(bare)
+        static = all(r["static_in_dom"] for r in calc)
+        pyodide = med(r["worker"].get("pyodide_ms", float("nan")) for r in calc)
+        calc_ms = med(r["worker"].get("calc_ms", float("nan")) for r in calc)
+        print(f"  {cache:4s}: first numbers (FCP, static result in DOM: {static}) {fcp:7.0f} ms | "
+              f"ready {ready:7.0f} ms | bare Pyodide ready {bare_ms:7.0f} ms | "
+              f"gap {ready - bare_ms:+6.0f} ms (target <= 300) | in worker: Pyodide {pyodide:.0f} ms, "
+              f"calc unpack+import {calc_ms:.0f} ms  [n={len(calc)}]")
+    print(f"  recompute latency over {len(latencies)} input changes: "
+          f"p50 {percentile(latencies, 0.5):.1f} ms, p95 {percentile(latencies, 0.95):.1f} ms, "
+          f"max {max(latencies):.1f} ms (target p95 <= 50)")
+    for label, table in (("guide page", guide_bytes), ("calculator page", calc_bytes)):
+        for path, s in table.items():
+            print(f"  {label} /{path}: {s['total'] / 1e6:.2f} MB in {s['requests']} requests, "
+                  f"of which Pyodide {s['pyodide'] / 1e6:.2f} MB")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--site", type=Path, help="an already built site (default: build one)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--changes", type=int, default=100)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "site"
+        if args.site:
+            shutil.copytree(args.site, site)
+        else:
+            build_site(site)
+        run(site, args.runs, args.changes)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

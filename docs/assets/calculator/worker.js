@@ -1,0 +1,63 @@
+// Module Web Worker: runs the `calc` package in Pyodide, off the page's main thread.
+// Messages in:  {type: "init", pyodide, bundle, lang, strings}
+//               {type: "compute", id, command, request}
+//               {type: "crash"}  (makes the worker die, to exercise the page's restart path)
+// Messages out: {type: "ready", timings} | {type: "failed", detail}
+//               {type: "result", id, out}  (out: {result, view} or {error})
+//               {type: "crashed", id, detail}
+// Python is called through one entry, calculator_view.handle(command, request_json), which
+// never raises for bad input; any JavaScript-side exception means Pyodide itself broke,
+// so the worker reports it and closes, and the page starts a new one.
+
+const PACKAGE_DIR = "/home/pyodide/calc-bundle";
+let handle = null;
+
+async function init(msg) {
+  const t0 = performance.now();
+  // The bundle downloads while Pyodide boots.
+  const bundle = fetch(msg.bundle).then((response) => {
+    if (!response.ok) throw new Error(`bundle HTTP ${response.status}`);
+    return response.arrayBuffer();
+  });
+  const { loadPyodide } = await import(msg.pyodide + "pyodide.mjs");
+  const pyodide = await loadPyodide({ indexURL: msg.pyodide, stdout: () => {}, stderr: () => {} });
+  const t1 = performance.now();
+  pyodide.unpackArchive(await bundle, "zip", { extractDir: PACKAGE_DIR });
+  pyodide.pyimport("sys").path.insert(0, PACKAGE_DIR);
+  const view = pyodide.pyimport("calculator_view");
+  view.configure(msg.lang, JSON.stringify(msg.strings));
+  pyodide.pyimport("calc"); // import now, so the first request does not pay for it
+  handle = view.handle;
+  const t2 = performance.now();
+  postMessage({ type: "ready", timings: { pyodide_ms: t1 - t0, calc_ms: t2 - t1, total_ms: t2 - t0 } });
+}
+
+function compute(msg) {
+  let text;
+  try {
+    text = handle(msg.command, JSON.stringify(msg.request));
+  } catch (err) {
+    postMessage({ type: "crashed", id: msg.id, detail: String(err && err.message ? err.message : err) });
+    close();
+    return;
+  }
+  postMessage({ type: "result", id: msg.id, out: JSON.parse(text) });
+}
+
+self.onmessage = (event) => {
+  const msg = event.data || {};
+  if (msg.type === "init") {
+    init(msg).catch((err) => postMessage({ type: "failed", detail: String(err && err.message ? err.message : err) }));
+  } else if (msg.type === "compute") {
+    if (handle === null) {
+      postMessage({ type: "crashed", id: msg.id, detail: "not ready" });
+      close();
+      return;
+    }
+    compute(msg);
+  } else if (msg.type === "crash") {
+    setTimeout(() => {
+      throw new Error("crash requested");
+    });
+  }
+};

@@ -1,0 +1,91 @@
+"""MkDocs hook: ship the pure-Python ``calc`` package to the browser.
+
+At build time the package (its ``.py`` files and ``calc/data/``) and the
+calculator's result renderer (``macros/calculator_view.py`` with the site's number
+format, ``macros/numfmt.py``) are packed into
+one zip named after ``calc.__version__`` and a hash of the content, written
+under ``assets/calc/`` in the site. The worker unpacks it into Pyodide's file
+system. A new content gets a new name, so a browser cache never serves a stale
+``calc``. The path (relative to the site root) is put in
+``config.extra.calc_bundle`` for the calculator macro.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "calc"
+# The renderer and the site's number format, both pure Python, go in as top-level modules.
+VIEW_MODULES = (ROOT / "macros" / "calculator_view.py", ROOT / "macros" / "numfmt.py")
+# Fixed timestamp: the same sources give the same bytes (and the same hash).
+_EPOCH = (2020, 1, 1, 0, 0, 0)
+_SKIP_DIRS = {"__pycache__"}
+_SKIP_SUFFIXES = {".pyc", ".pyo"}
+
+
+def calc_version(package: Path = PACKAGE) -> str:
+    """``__version__`` read from the source, without importing the package."""
+    tree = ast.parse((package / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise ValueError("calc/__init__.py defines no __version__")
+
+
+def bundle_members(package: Path = PACKAGE, modules: tuple[Path, ...] = VIEW_MODULES
+                   ) -> list[tuple[str, bytes]]:
+    """(archive name, bytes), sorted: every file of the package plus the renderer's modules."""
+    members = []
+    for path in sorted(package.rglob("*")):
+        rel = path.relative_to(package.parent)
+        if path.is_dir() or _SKIP_DIRS & set(rel.parts) or path.suffix in _SKIP_SUFFIXES:
+            continue
+        members.append((rel.as_posix(), path.read_bytes()))
+    members.extend((module.name, module.read_bytes()) for module in modules)
+    return members
+
+
+def build_bundle(members: list[tuple[str, bytes]]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members:
+            info = zipfile.ZipInfo(name, _EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, data)
+    return buffer.getvalue()
+
+
+def bundle_name(members: list[tuple[str, bytes]], version: str) -> str:
+    digest = hashlib.sha256()
+    for name, data in members:
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return f"calc-{version}-{digest.hexdigest()[:12]}.zip"
+
+
+_BUILT: dict[str, bytes] = {}
+
+
+def on_config(config):
+    members = bundle_members()
+    name = bundle_name(members, calc_version())
+    if name not in _BUILT:
+        _BUILT.clear()
+        _BUILT[name] = build_bundle(members)
+    config.extra["calc_bundle"] = f"assets/calc/{name}"
+    return config
+
+
+def on_post_build(config):
+    # mkdocs-static-i18n builds every language into the same site_dir; the bundle is shared.
+    for name, data in _BUILT.items():
+        target = Path(config.site_dir) / "assets" / "calc" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists() or target.read_bytes() != data:
+            target.write_bytes(data)

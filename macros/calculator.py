@@ -1,0 +1,268 @@
+"""The calculator page, rendered at build time.
+
+``{{ calculator() }}`` writes the form (controls named after the request keys,
+with their kinds and defaults from ``calc``'s own field tables) and the result
+of the default setup, computed now by CPython's ``calc`` and drawn by
+``calculator_view`` — the same renderer the browser's worker runs. The page so
+shows numbers before Pyodide has loaded (``data-calc-state="static"``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from enum import Enum
+from pathlib import Path
+
+from . import calculator_view as view
+
+ROOT = Path(__file__).resolve().parent.parent
+STRINGS_FILE = ROOT / "docs" / "assets" / "calculator" / "i18n.json"
+
+# The calculator's starting setup: only what the request requires or the page chooses;
+# every other default comes from calc's field tables.
+PAGE_DEFAULTS = {"model": "llama-3.1-8b", "dataset_tokens": 100_000_000, "gpu": "l40s"}
+COMMAND = "plan"  # one round trip: the plan response includes the memory estimate
+
+# Form sections: (legend key, request keys). Keys calc adds later land in the last one.
+GROUPS = (
+    ("legend_model", ("model",)),
+    ("legend_method", ("method", "lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
+                       "qlora_keeps_inputs", "precision", "optimizer", "optimizer_in_backward")),
+    ("legend_batch", ("micro_batch_size", "gradient_accumulation_steps", "seq_len",
+                      "gradient_checkpointing", "attention", "chunked_loss", "activation_offload")),
+    ("legend_parallel", ("num_gpus", "sharding", "sync_each_micro_batch", "frozen_weight_grads",
+                         "cpu_offload")),
+    ("legend_plan", ("dataset_tokens", "epochs", "gpu", "price_tier", "price_per_gpu_hour",
+                     "interruptible", "safety_margin")),
+    ("legend_advanced", ()),
+)
+ADVANCED = "legend_advanced"  # drawn folded: the cost and time assumptions
+
+
+def load_strings() -> dict:
+    with open(STRINGS_FILE, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def request_fields() -> dict[str, tuple]:
+    """Every request key of the command with ``(default, kind, extra)``, as calc declares it."""
+    from calc.request import ESTIMATE_FIELDS
+
+    fields = dict(ESTIMATE_FIELDS)
+    if COMMAND == "plan":  # calc.plan is also a function of the package: import the module
+        fields.update(importlib.import_module("calc.plan").PLAN_FIELDS)
+    return fields
+
+
+def default_request() -> dict:
+    """The page's default request: calc's defaults, plus the page's choices."""
+    out = {}
+    for key, (default, _kind, _extra) in request_fields().items():
+        value = PAGE_DEFAULTS.get(key, default)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def compute(request: dict) -> dict:
+    out = view.run(COMMAND, request)
+    if "error" in out:  # the build fails loudly on a bad default
+        raise ValueError(f"calculator default request rejected: {out['error']}")
+    return out["result"]
+
+
+# ---------------------------------------------------------------- form
+
+# calc's field kinds -> the form's: how a control reads and writes its value.
+_INPUT_KINDS = {"int": "int", "number": "number", "required_number": "number",
+                "optional_number": "number", "fraction": "number", "bool": "bool",
+                "targets": "targets", "model": "model", "gpu": "enum", "tier": "enum"}
+
+
+def input_kind(kind: object) -> str:
+    """A kind calc adds later stops the build here, rather than becoming a text box that
+    sends the wrong type."""
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return "enum"
+    if str(kind) not in _INPUT_KINDS:
+        raise ValueError(f"calculator: no form control for request field kind {kind!r}")
+    return _INPUT_KINDS[str(kind)]
+
+
+def _choices(key: str, kind: object, strings: dict, gpus: list) -> list[tuple[str, str]]:
+    if key == "gpu":
+        return [(g["id"], g.get("name") or g["id"]) for g in gpus]
+    if kind == "tier":
+        from calc.gpus import TIERS
+
+        return [(t, view.translate("enums", t, strings)) for t in TIERS]
+    return [(m.value, view.translate("enums", m.value, strings)) for m in kind]
+
+
+def _field_wrap(key: str, strings: dict, control: list, hint: str | None = None,
+                checkbox: bool = False) -> list:
+    text = view.label(key, strings)
+    if checkbox:
+        head = ["label", {"class": "calc-check", "for": f"calc-{key}"}, control,
+                ["span", {}, text]]
+        node = ["div", {"class": "calc-field", "data-field": key}, head]
+    else:
+        node = ["div", {"class": "calc-field", "data-field": key},
+                ["label", {"for": f"calc-{key}"}, text], control]
+    if hint:
+        node.append(["small", {"class": "calc-hint"}, hint])
+    node.append(["p", {"class": "calc-error", "data-error-for": key, "role": "alert",
+                       "hidden": "hidden"}])
+    return node
+
+
+def _text_input(key: str, value: object, kind: str, default: object, **extra: str) -> list:
+    attrs = {"id": f"calc-{key}", "name": key, "type": "text", "data-kind": kind,
+             "data-default": "" if default is None else _url_text(default),
+             "value": "" if value is None else _url_text(value), "autocomplete": "off",
+             "spellcheck": "false"}
+    if kind in ("int", "number"):
+        attrs["inputmode"] = "numeric" if kind == "int" else "decimal"
+    attrs.update(extra)
+    return ["input", attrs]
+
+
+def _url_text(value: object) -> str:
+    """A value as it appears in the URL and the form (booleans true/false, lists comma-joined)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, Enum):
+        return str(value.value)
+    return str(value)
+
+
+def _control(key: str, spec: tuple, value: object, strings: dict, presets: list, gpus: list,
+             placeholders: dict) -> list:
+    default, kind, _extra = spec
+    page_default = PAGE_DEFAULTS.get(key, default)
+    kind_name = input_kind(kind)
+    if kind_name == "model":
+        options = ["datalist", {"id": "calc-model-list"}] + [
+            ["option", {"value": p["id"]}, p.get("name") or p["id"]] for p in presets]
+        control = _text_input(key, value, "model", page_default, list="calc-model-list")
+        node = _field_wrap(key, strings, control, strings["ui"]["preset_hint"])
+        node.insert(3, options)
+        config = ["details", {"class": "calc-config"},
+                  ["summary", {}, strings["ui"]["config_summary"]],
+                  ["label", {"for": "calc-hf_config"}, view.label("hf_config", strings)],
+                  ["textarea", {"id": "calc-hf_config", "name": "hf_config", "data-kind": "config",
+                                "rows": "6", "spellcheck": "false",
+                                "aria-describedby": "calc-hf_config-hint"}],
+                  ["small", {"class": "calc-hint", "id": "calc-hf_config-hint"},
+                   strings["ui"]["config_hint"]],
+                  ["p", {"class": "calc-error", "data-error-for": "hf_config", "role": "alert",
+                         "hidden": "hidden"}]]
+        node.append(config)
+        return node
+    if kind_name == "bool":
+        attrs = {"id": f"calc-{key}", "name": key, "type": "checkbox", "data-kind": "bool",
+                 "data-default": _url_text(page_default)}
+        if value:
+            attrs["checked"] = "checked"
+        return _field_wrap(key, strings, ["input", attrs], checkbox=True)
+    if kind_name == "enum":
+        select = ["select", {"id": f"calc-{key}", "name": key, "data-kind": "enum",
+                             "data-default": _url_text(page_default)}]
+        for val, text in _choices(key, kind, strings, gpus):
+            attrs = {"value": val}
+            if val == _url_text(value):
+                attrs["selected"] = "selected"
+            select.append(["option", attrs, text])
+        return _field_wrap(key, strings, select)
+    if kind_name == "targets":
+        return _field_wrap(key, strings, _text_input(key, value, "targets", page_default),
+                           strings["ui"]["targets_hint"])
+    hint = strings["ui"]["optional_hint"] if page_default is None else None
+    extra = {"placeholder": placeholders[key]} if key in placeholders else {}
+    return _field_wrap(key, strings, _text_input(key, value, kind_name, page_default, **extra), hint)
+
+
+def form(strings: dict, presets: list, gpus: list, placeholders: dict) -> list:
+    fields = request_fields()
+    request = default_request()
+    placed = {k for _, keys in GROUPS for k in keys}
+    node = ["form", {"class": "calc-form", "novalidate": "novalidate", "autocomplete": "off"}]
+    for legend, keys in GROUPS:
+        keys = keys or tuple(k for k in fields if k not in placed)
+        fieldset = ["fieldset", {}, ["legend", {}, strings["ui"][legend]]]
+        for key in keys:
+            if key in fields:
+                fieldset.append(_control(key, fields[key], request.get(key), strings, presets, gpus,
+                                         placeholders))
+        if legend == ADVANCED:
+            fieldset = ["details", {"class": "calc-advanced"},
+                        ["summary", {}, strings["ui"][legend]], fieldset]
+        node.append(fieldset)
+    return node
+
+
+# ---------------------------------------------------------------- page
+
+def _json_script(element_id: str, data: object) -> list:
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return ["script", {"type": "application/json", "id": element_id}, text]
+
+
+def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) -> str:
+    """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, js
+    (each relative to the page)."""
+    # the page's strings, plus the cards' names for the results (ids in the response)
+    strings = dict(load_strings()[lang], gpus={g["id"]: g.get("name") or g["id"] for g in gpus})
+    result = compute(default_request())
+    root = ["div", {"class": "calc", "id": "calc", "data-calc-state": "static", "data-lang": lang,
+                    "data-command": COMMAND, "data-worker": urls["worker"],
+                    "data-pyodide": urls["pyodide"], "data-bundle": urls["bundle"]},
+            ["link", {"rel": "stylesheet", "href": urls["css"]}],
+            _json_script("calc-strings", strings),
+            ["p", {"class": "calc-status", "role": "status", "aria-live": "polite"},
+             strings["ui"]["status_static"]],
+            ["div", {"class": "calc-layout"},
+             form(strings, presets, gpus, view.Renderer(result, lang, strings).defaults_used()),
+             ["section", {"class": "calc-results", "aria-live": "polite"},
+              ["h2", {"id": "calc-results-heading"}, strings["ui"]["results_heading"]],
+              ["div", {"class": "calc-general", "data-error-for": "_general", "role": "alert",
+                       "hidden": "hidden"}],
+              ["p", {"class": "calc-stale-note", "hidden": "hidden"}, strings["ui"]["stale_note"]],
+              ["div", {"class": "calc-results-slot"},
+               view.render_results(result, lang, strings)]]],
+            ["script", {"type": "module", "src": urls["js"]}]]
+    return view.to_html(root)
+
+
+def relative_root(page_url: str) -> str:
+    """``calculator/`` -> ``../``; ``en/calculator/`` -> ``../../``."""
+    return "../" * page_url.strip("/").count("/") + ("../" if page_url.strip("/") else "")
+
+
+def site_urls(conf: dict, page_url: str) -> dict[str, str]:
+    root = relative_root(page_url)
+    extra = conf.get("extra", {}) or {}
+    return {
+        "worker": root + "assets/calculator/worker.js",
+        "js": root + "assets/calculator/calculator.js",
+        "css": root + "assets/calculator/calculator.css",
+        "pyodide": root + extra["pyodide"]["path"].strip("/") + "/",
+        "bundle": root + extra["calc_bundle"],
+    }
+
+
+def register(env) -> None:
+    """Add ``{{ calculator() }}`` to a mkdocs-macros environment."""
+
+    @env.macro
+    def calculator() -> str:
+        preset_module = importlib.import_module("calc.presets")
+        gpu_module = importlib.import_module("calc.gpus")
+
+        lang = env.conf["theme"]["language"]
+        urls = site_urls(env.conf, env.page.url)
+        return calculator_html(lang, urls, preset_module.presets_listing(),
+                               gpu_module.gpus_listing()["gpus"])

@@ -1,0 +1,517 @@
+"""The calculator's results as a tree of elements, rendered in one place.
+
+The same function draws the build-time result (``macros/calculator.py``
+serialises the tree to HTML) and every live result (the Web Worker runs this
+module in Pyodide next to ``calc`` and posts the tree; the page builds it with
+``createElement`` and ``textContent``, never ``innerHTML``). So the static and
+the live page cannot drift apart, and numbers are formatted by one function.
+
+A node is ``[tag, {attr: value}, child, ...]``; a child is a node or a string.
+Every number carries ``data-output`` (its dotted path in the response, list
+items by index) and ``data-value`` (the raw JSON number).
+
+Pure standard library: it must import in CPython 3.11+ and in Pyodide.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+try:
+    from . import numfmt
+except ImportError:  # in the browser bundle both modules sit at the top level
+    import numfmt
+
+GIB = numfmt.GIB  # memory is shown in GiB (2^30 bytes), as the page states
+
+SVG_NS = "http://www.w3.org/2000/svg"
+TOP_CONFIGS = 10  # recommendations shown per ranking
+
+
+# ---------------------------------------------------------------- formatting
+
+format_number = numfmt.format_number  # the site's one number format (Spanish and English)
+
+
+def raw_value(value: object) -> str:
+    """The JSON spelling of a number (what ``data-value`` holds)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def format_value(key: str, value: object, lang: str, strings: dict) -> str:
+    """Format by the unit in the field's name (the project's naming rule)."""
+    units = strings["units"]
+    if isinstance(value, bool):
+        return strings["ui"]["yes" if value else "no"]
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return str(value)
+    if key.endswith("_bytes"):
+        return units["gib"].replace("{}", format_number(value / GIB, 1, lang))
+    if key.endswith("_hours"):
+        return units["hours"].replace("{}", format_number(value, 1, lang))
+    if key.endswith("_usd") or key.startswith("price") or key.startswith("cost"):
+        return units["usd"].replace("{}", format_number(value, 2, lang))
+    if key.endswith(("_fraction", "_ratio", "utilisation", "_margin")) or key == "mfu":
+        return units["percent"].replace("{}", format_number(value * 100, 1, lang))
+    if key.endswith("_gb"):
+        return units["gb"].replace("{}", format_number(value, 1, lang))
+    if key.endswith("_count"):
+        return format_number(value, 0, lang)
+    if isinstance(value, int):
+        return format_number(value, 0, lang)
+    if abs(value) >= 100:
+        return format_number(value, 0, lang)
+    if abs(value) >= 1:
+        return format_number(value, 2, lang)
+    return format_number(value, 3, lang)
+
+
+def label(key: str, strings: dict) -> str:
+    return strings["labels"].get(key) or key.replace("_", " ")
+
+
+def translate(kind: str, code: object, strings: dict) -> str:
+    """Text for a code (phase, warning, enum value); the code itself when untranslated."""
+    return strings.get(kind, {}).get(str(code), str(code))
+
+
+# ---------------------------------------------------------------- paths
+
+def resolve(response: dict, path: str) -> object:
+    """The value a ``data-output`` path names. Memory fields keep the estimate's own names
+    (``peak_allocated_bytes``, ``components.weights``) even inside a plan response, where
+    they live under ``memory``; list items are addressed by index."""
+    parts = path.split(".")
+    node: object = response
+    if isinstance(response.get("memory"), dict) and parts[0] not in response:
+        node = response["memory"]
+    for part in parts:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _fmt_svg(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".") or "0"
+
+
+# ---------------------------------------------------------------- renderer
+
+class Renderer:
+    """Draws one response (estimate or plan) in one language."""
+
+    def __init__(self, result: dict, lang: str, strings: dict) -> None:
+        self.result, self.lang, self.s = result, lang, strings
+        self.plan = isinstance(result.get("memory"), dict)
+        self.memory = result["memory"] if self.plan else result
+
+    # -- small pieces
+
+    def mpath(self, key: str) -> str:
+        """Path of a memory field: its estimate name unless the plan has that key too."""
+        return f"memory.{key}" if self.plan and key in self.result else key
+
+    def num(self, path: str, value: object, unit_key: str | None = None) -> list:
+        key = unit_key or path.rsplit(".", 1)[-1]
+        return ["span", {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
+                format_value(key, value, self.lang, self.s)]
+
+    def label(self, key: str) -> str:
+        return label(key, self.s)
+
+    def kpi(self, label_key: str, content: list) -> list:
+        return ["div", {"class": "calc-kpi"},
+                ["span", {"class": "calc-kpi-label"}, self.label(label_key)], content]
+
+    def text(self, path: str | None, text: str) -> list:
+        attrs = {"class": "calc-text"}
+        if path:
+            attrs["data-output"] = path
+        return ["span", attrs, text]
+
+    def rows(self, rows: list) -> list:
+        """A two-column table: label, value."""
+        body = ["tbody", {}] + [["tr", {}, ["th", {"scope": "row"}, text], ["td", {}, node]]
+                                for text, node in rows]
+        return ["table", {"class": "calc-table calc-rows"}, body]
+
+    def table(self, head: list, rows: list, css: str = "") -> list:
+        thead = ["thead", {}, ["tr", {}] + [["th", {"scope": "col"}, self.label(h)] for h in head]]
+        body = ["tbody", {}] + rows
+        return ["div", {"class": "calc-table-wrap"},
+                ["table", {"class": ("calc-table " + css).strip()}, thead, body]]
+
+    def gpu_name(self, gpu_id: str) -> str:
+        return self.s.get("gpus", {}).get(gpu_id, gpu_id)
+
+    def config_text(self, config: dict) -> str:
+        sharding = translate("enums", config["sharding"], self.s)
+        return f"{self.gpu_name(config['gpu'])} × {config['num_gpus']} · {sharding}"
+
+    def heading(self, level: int, key: str) -> list:
+        return [f"h{level}", {}, self.s["ui"][key]]
+
+    # -- memory
+
+    def memory_section(self) -> list:
+        m = self.memory
+        kpis = ["div", {"class": "calc-kpis"}]
+        for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes"):
+            kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))
+        kpis.append(self.kpi("peak_phase", self.text(self.mpath("peak_phase"),
+                                                     translate("phases", m["peak_phase"], self.s))))
+        for key in ("params_total", "params_trainable", "host_bytes"):
+            if _is_number(m.get(key)):
+                kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))
+        section = ["section", {"class": "calc-section calc-memory"},
+                   self.heading(3, "memory_heading"),
+                   ["p", {"class": "calc-note"}, self.s["ui"]["gib_note"]], kpis,
+                   self.memory_chart()]
+        phases = m.get("phases")
+        if isinstance(phases, dict) and phases:
+            rows = [(translate("phases", name, self.s),
+                     self.num(f"{self.mpath('phases')}.{name}", value, "x_bytes"))
+                    for name, value in phases.items() if _is_number(value)]
+            section.append(["details", {"class": "calc-phases"},
+                            ["summary", {}, self.s["ui"]["phases_heading"]], self.rows(rows)])
+        return section
+
+    def memory_chart(self) -> list:
+        """One stacked bar: the components up to the allocated peak, then what the allocator
+        reserves on top, then CUDA context and communication buffers up to the device total."""
+        m = self.memory
+        components = {k: v for k, v in m.get("components", {}).items() if _is_number(v)}
+        allocated = m["peak_allocated_bytes"]
+        reserved = m["peak_reserved_bytes"]
+        total = m["device_total_bytes"]
+        # in a plan, the bar is drawn against the chosen card's memory (a line marks it)
+        capacity = self.result["fits"][self.result["gpu"]]["memory_bytes"] if self.plan else 0
+        scale_max = max(total, reserved, allocated, capacity, 1)
+        width, height = 600.0, 32.0
+        segments = [(f"{self.mpath('components')}.{name}", name, value, f"calc-seg-{i % 10}")
+                    for i, (name, value) in enumerate(components.items())]
+        extras = [(None, "reserved_extra", reserved - allocated, "calc-seg-reserved"),
+                  (None, "context_extra", total - reserved, "calc-seg-context")]
+        rects, legend, x = [], [], 0.0
+        for path, name, value, css in segments + [e for e in extras if e[2] > 0]:
+            w = width * max(value, 0) / scale_max
+            text = self.s["components"].get(name) or name.replace("_", " ")
+            shown = format_value("x_bytes", value, self.lang, self.s)
+            if w > 0:
+                rects.append(["rect", {"x": _fmt_svg(x), "y": "0", "width": _fmt_svg(w),
+                                       "height": _fmt_svg(height), "class": "calc-seg " + css},
+                              ["title", {}, f"{text}: {shown}"]])
+            x += w
+            if value == 0:  # a component this setup does not have: in the data, not the legend
+                continue
+            value_node = (self.num(path, value, "x_bytes") if path
+                          else ["span", {"class": "calc-num"}, shown])  # a difference, not a field
+            legend.append(["li", {}, ["span", {"class": "calc-swatch " + css, "aria-hidden": "true"}],
+                           ["span", {"class": "calc-legend-label"}, text], value_node])
+        if capacity:
+            cx = _fmt_svg(width * capacity / scale_max - 1.5)
+            card = self.s["ui"]["card_memory"].replace("{}", self.gpu_name(self.result["gpu"]))
+            shown = format_value("x_bytes", capacity, self.lang, self.s)
+            rects.append(["rect", {"x": cx, "y": "0", "width": "3", "height": _fmt_svg(height),
+                                   "class": "calc-capacity"}, ["title", {}, f"{card}: {shown}"]])
+            legend.append(["li", {}, ["span", {"class": "calc-swatch calc-capacity", "aria-hidden": "true"}],
+                           ["span", {"class": "calc-legend-label"}, card],
+                           self.num(f"fits.{self.result['gpu']}.memory_bytes", capacity, "x_bytes")])
+        summary = self.s["ui"]["chart_summary"].replace(
+            "{}", format_value("x_bytes", allocated, self.lang, self.s))
+        svg = ["svg", {"xmlns": SVG_NS, "viewBox": f"0 0 {_fmt_svg(width)} {_fmt_svg(height)}",
+                       "preserveAspectRatio": "none", "class": "calc-bar", "role": "img",
+                       "aria-label": summary}] + rects
+        return ["figure", {"class": "calc-chart"}, svg,
+                ["figcaption", {}, ["ul", {"class": "calc-legend"}] + legend]]
+
+    def warnings_section(self) -> list | None:
+        codes = list(dict.fromkeys(self.result.get("warnings", [])))
+        if not codes:
+            return None
+        items = [["li", {"data-warning": str(code)}, translate("warnings", code, self.s)]
+                 for code in codes]
+        return ["section", {"class": "calc-section calc-warnings", "role": "note"},
+                self.heading(3, "warnings_heading"), ["ul", {}] + items]
+
+    # -- plan
+
+    def plan_summary(self) -> list:
+        r = self.result
+        gpu = r["gpu"]
+        fit = r["fits"][gpu]
+        fits_text = self.s["ui"]["fits_yes" if r["fits_selected_gpu"] else "fits_no"]
+        kpis = ["div", {"class": "calc-kpis"},
+                self.kpi("fits_selected_gpu", ["span", {"class": "calc-num calc-fit-" + (
+                    "yes" if r["fits_selected_gpu"] else "no"), "data-output": "fits_selected_gpu",
+                    "data-value": raw_value(r["fits_selected_gpu"])}, fits_text]),
+                self.kpi("headroom_fraction", self.num(f"fits.{gpu}.headroom_fraction",
+                                                       fit["headroom_fraction"])),
+                self.kpi("time_hours", self.num("time_hours", r["time_hours"])),
+                self.kpi("cost_total", self.num("cost_usd.total", r["cost_usd"]["total"], "x_usd")),
+                self.kpi("cost_final_run", self.num("cost_usd.final_run", r["cost_usd"]["final_run"],
+                                                    "x_usd")),
+                self.kpi("gpu_hours", self.num("cost_usd.gpu_hours", r["cost_usd"]["gpu_hours"])),
+                self.kpi("per_hour", self.num("cost_usd.per_hour", r["cost_usd"]["per_hour"], "x_usd")),
+                self.kpi("per_month", self.num("cost_usd.per_month", r["cost_usd"]["per_month"],
+                                               "x_usd")),
+                self.kpi("tokens_per_second", self.num("time.tokens_per_second",
+                                                       r["time"]["tokens_per_second"], "x_count"))]
+        setup = self.config_text({"gpu": gpu, "num_gpus": r["num_gpus"], "sharding": r["sharding"]})
+        return ["section", {"class": "calc-section calc-plan"}, self.heading(3, "plan_heading"),
+                ["p", {"class": "calc-setup"}, setup], kpis]
+
+    def time_and_cost(self) -> list:
+        r = self.result
+        schedule = r["time"]["schedule"]
+        time_rows = [(self.label(k), self.num(f"time.schedule.{k}", schedule[k]))
+                     for k in ("compute_hours", "startup_hours", "checkpoint_hours", "lost_work_hours")
+                     if _is_number(schedule.get(k))]
+        time_rows += [(self.label(k), self.num(f"time.factors.{k}", v, k))
+                      for k, v in r["time"]["factors"].items() if _is_number(v)]
+        cost = r["cost_usd"]
+        cost_rows = [(self.label("cost_" + k), self.num(f"cost_usd.breakdown.{k}", v, "x_usd"))
+                     for k, v in cost["breakdown"].items() if _is_number(v)]
+        price = cost["price"]
+        cost_rows.append((self.label("price_per_gpu_hour"),
+                          ["span", {}, self.num("cost_usd.price.usd_per_gpu_hour",
+                                                price["usd_per_gpu_hour"], "x_usd"),
+                           ["small", {"class": "calc-source"}, " " + self._price_note(price)]]))
+        storage = r.get("storage_gb")
+        if isinstance(storage, dict) and _is_number(storage.get("total")):
+            cost_rows.append((self.label("storage_gb"), self.num("storage_gb.total", storage["total"],
+                                                                 "x_gb")))
+        if _is_number(r.get("storage_price_per_gb_month")):
+            cost_rows.append((self.label("storage_price_per_gb_month"),
+                              self.num("storage_price_per_gb_month",
+                                       r["storage_price_per_gb_month"], "x_usd")))
+        return ["div", {"class": "calc-columns"},
+                ["div", {}, self.heading(4, "time_heading"), self.rows(time_rows)],
+                ["div", {}, self.heading(4, "cost_heading"), self.rows(cost_rows)]]
+
+    def _price_note(self, price: dict) -> str:
+        tier = translate("enums", price.get("tier", ""), self.s)
+        if price.get("source_kind") == "user":
+            return f"({self.s['ui']['price_yours']})"
+        parts = [tier, str(price.get("source", "")), str(price.get("as_of", ""))]
+        return "(" + " · ".join(p for p in parts if p) + ")"
+
+    def solvers(self) -> list:
+        solvers = self.result["solvers"]
+        kpis = ["div", {"class": "calc-kpis"}]
+        for key in ("max_micro_batch_size", "max_seq_len"):
+            found = solvers.get(key, {})
+            node = (self.num(f"solvers.{key}.value", found["value"], "x_count") if found.get("found")
+                    else self.text(None, self.s["ui"]["not_found"]))
+            kpis.append(self.kpi("solver_" + key, node))
+        return ["div", {"class": "calc-group"}, self.heading(4, "solvers_heading"), kpis]
+
+    def suggestions(self) -> list | None:
+        items = self.result.get("suggestions") or []
+        if not items:
+            return None
+        rows = []
+        for i, item in enumerate(items):
+            changes = item.get("changes", {})
+            change_text = ", ".join(f"{self.label(k)} = {translate('enums', v, self.s)}"
+                                    for k, v in changes.items())
+            fits = item.get("fits")
+            rows.append(["tr", {},
+                         ["td", {}, translate("actions", item["action"], self.s)],
+                         ["td", {}, change_text],
+                         ["td", {}, ["span", {"class": "calc-num", "data-output": f"suggestions.{i}.fits",
+                                              "data-value": raw_value(fits)},
+                                     self.s["ui"]["yes" if fits else "no"]]],
+                         ["td", {}, self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])],
+                         ["td", {}, self.num(f"suggestions.{i}.time_hours", item["time_hours"])],
+                         ["td", {}, self.num(f"suggestions.{i}.cost_usd", item["cost_usd"])],
+                         ["td", {}, ["button", {"type": "button", "class": "calc-apply",
+                                                "data-changes": json.dumps(changes)},
+                                     self.s["ui"]["apply"]]]])
+        return ["div", {"class": "calc-group calc-suggestions"}, self.heading(4, "suggestions_heading"),
+                self.table(["action", "changes", "fits", "saved_bytes", "time_hours", "cost_usd", "apply"],
+                           rows)]
+
+    def fits_table(self) -> list:
+        r = self.result
+        rows = []
+        for gpu, fit in r["fits"].items():
+            css = "calc-selected" if gpu == r["gpu"] else ""
+            rows.append(["tr", {"class": css} if css else {},
+                         ["td", {}, self.gpu_name(gpu)],
+                         ["td", {}, self.num(f"fits.{gpu}.memory_bytes", fit["memory_bytes"])],
+                         ["td", {}, self.num(f"fits.{gpu}.required_bytes", fit["required_bytes"])],
+                         ["td", {}, self.num(f"fits.{gpu}.headroom_fraction", fit["headroom_fraction"])],
+                         ["td", {}, ["span", {"class": "calc-num calc-fit-" + ("yes" if fit["fits"] else "no"),
+                                              "data-output": f"fits.{gpu}.fits",
+                                              "data-value": raw_value(fit["fits"])},
+                                     self.s["ui"]["yes" if fit["fits"] else "no"]]]])
+        margin = self.s["ui"]["margin_note"].replace(
+            "{}", format_value("safety_margin", r["safety_margin"], self.lang, self.s))
+        return ["div", {"class": "calc-group"}, self.heading(4, "fits_heading"),
+                ["p", {"class": "calc-note"}, margin],
+                self.table(["gpu", "memory_bytes", "required_bytes", "headroom_fraction", "fits"], rows)]
+
+    def recommendations(self) -> list:
+        rec = self.result["recommendations"]
+        configs = rec.get("configs", [])
+        index = {c["id"]: i for i, c in enumerate(configs)}
+        group = ["div", {"class": "calc-group calc-recommendations"}, self.heading(4, "recommendations_heading")]
+        if not configs:
+            group.append(["p", {"class": "calc-empty"}, self.s["ui"]["nothing_fits"]])
+            return group
+        highlights = ["ul", {"class": "calc-highlights"}]
+        for key in ("smallest_card", "cheapest", "fastest", "smallest_config"):
+            ref = rec.get(key)
+            ref_id = ref.get("id") if isinstance(ref, dict) else ref
+            if ref_id in index:
+                highlights.append(["li", {}, ["strong", {}, self.label("best_" + key) + ": "],
+                                   self.config_text(configs[index[ref_id]])])
+        group.append(highlights)
+        for order, rank_key in (("by_cost", "rank_by_cost"), ("by_time", "rank_by_time")):
+            ids = [i for i in rec.get(order, []) if i in index][:TOP_CONFIGS]
+            rows = []
+            for config_id in ids:
+                i = index[config_id]
+                c = configs[i]
+                p = f"recommendations.configs.{i}"
+                rows.append(["tr", {},
+                             ["td", {}, self.num(f"{p}.{rank_key}", c[rank_key], "x_count")],
+                             ["td", {}, self.config_text(c)],
+                             ["td", {}, self.num(f"{p}.time_hours", c["time_hours"])],
+                             ["td", {}, self.num(f"{p}.cost_usd", c["cost_usd"])],
+                             ["td", {}, self.num(f"{p}.per_hour_usd", c["per_hour_usd"])],
+                             ["td", {}, self.num(f"{p}.headroom_fraction", c["headroom_fraction"])]])
+            group.append(["h5", {}, self.s["ui"][order + "_heading"]])
+            group.append(self.table(["rank", "config", "time_hours", "cost_usd", "per_hour_usd",
+                                     "headroom_fraction"], rows))
+        if _is_number(rec.get("count")):
+            group.append(["p", {"class": "calc-note"}, self.s["ui"]["configs_count"].replace(
+                "{}", format_value("x_count", rec["count"], self.lang, self.s))])
+        return group
+
+    def notes(self) -> list | None:
+        codes = self.result.get("notes") or []
+        if not codes:
+            return None
+        return ["div", {"class": "calc-notes"}] + [
+            ["p", {"class": "calc-note", "data-note": str(c)}, translate("notes", c, self.s)]
+            for c in codes]
+
+    def peek(self) -> list:
+        """The headline figures in one line, pinned to the bottom of a phone's screen (CSS), with
+        a link to the results: the form is long there."""
+        m = self.memory
+        items = [self.num(self.mpath("peak_allocated_bytes"), m["peak_allocated_bytes"])]
+        if self.plan:
+            r = self.result
+            items.append(["span", {"class": "calc-fit-" + ("yes" if r["fits_selected_gpu"] else "no")},
+                          self.s["ui"]["fits_yes" if r["fits_selected_gpu"] else "fits_no"]])
+            items.append(self.num("time_hours", r["time_hours"]))
+            items.append(self.num("cost_usd.total", r["cost_usd"]["total"], "x_usd"))
+        line = ["a", {"class": "calc-peek", "href": "#calc-results-heading"}]
+        for i, item in enumerate(items):
+            if i:
+                line.append(["span", {"aria-hidden": "true"}, "·"])
+            line.append(item)
+        return line
+
+    def defaults_used(self) -> dict:
+        """What calc used for the optional inputs left empty (shown as the fields'
+        placeholders), as raw JSON numbers."""
+        if not self.plan:
+            return {}
+        r = self.result
+        factors = r["time"]["factors"]
+        found = {"price_per_gpu_hour": r["cost_usd"]["price"]["usd_per_gpu_hour"],
+                 "storage_price_per_gb_month": r.get("storage_price_per_gb_month"),
+                 "storage_gb": (r.get("storage_gb") or {}).get("total"),
+                 "mfu": factors.get("mfu"), "qlora_speed_factor": factors.get("qlora_speed_factor"),
+                 "scaling_efficiency": factors.get("scaling_efficiency")}
+        return {k: raw_value(v) for k, v in found.items() if _is_number(v)}
+
+    def render(self) -> list:
+        root = ["div", {"class": "calc-results-body",
+                        "data-defaults": json.dumps(self.defaults_used(), sort_keys=True)},
+                self.memory_section()]
+        for part in (self.warnings_section(),):
+            if part:
+                root.append(part)
+        root.append(self.peek())
+        if self.plan:
+            plan = self.plan_summary()
+            for part in (self.suggestions(), self.time_and_cost(), self.solvers(),
+                         self.recommendations(), self.fits_table(), self.notes()):
+                if part:
+                    plan.append(part)
+            root.append(plan)
+        return root
+
+
+def render_results(result: dict, lang: str, strings: dict) -> list:
+    """The results tree of an estimate or plan response."""
+    return Renderer(result, lang, strings).render()
+
+
+# ---------------------------------------------------------------- HTML (build time)
+
+_VOID = {"input", "br", "meta", "link", "img", "hr", "source", "col", "wbr", "area", "base"}
+
+
+def _esc(text: str, quote: bool) -> str:
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace('"', "&quot;") if quote else text
+
+
+def to_html(node: object) -> str:
+    """Serialise a tree; every text and attribute is escaped."""
+    if isinstance(node, str):
+        return _esc(node, False)
+    tag, attrs, *children = node
+    attr_text = "".join(f' {k}="{_esc(str(v), True)}"' for k, v in attrs.items())
+    if tag in _VOID:
+        return f"<{tag}{attr_text}>"
+    if tag == "script":  # raw text: "<" is escaped so no "</script>" can end it early
+        return f"<{tag}{attr_text}>" + "".join(children).replace("<", "\\u003c") + f"</{tag}>"
+    return f"<{tag}{attr_text}>" + "".join(to_html(c) for c in children) + f"</{tag}>"
+
+
+# ---------------------------------------------------------------- worker entry
+
+_STATE: dict = {"lang": "en", "strings": None}
+
+
+def configure(lang: str, strings_json: str) -> None:
+    """Called once by the worker with the page's language and its strings."""
+    _STATE["lang"] = lang
+    _STATE["strings"] = json.loads(strings_json)
+
+
+def run(command: str, request: object) -> dict:
+    """``calc.run``: ``{"result": ...}`` or ``{"error": ...}`` (the one entry the page uses)."""
+    import calc
+
+    return calc.run(command, request)
+
+
+def handle(command: str, request_json: str) -> str:
+    """The worker's one entry: a request in, ``{"result", "view"}`` or ``{"error"}`` out,
+    as JSON text. Never raises: an unexpected failure becomes ``internal_error``."""
+    try:
+        out = run(command, json.loads(request_json))
+        if "result" in out:
+            out["view"] = render_results(out["result"], _STATE["lang"], _STATE["strings"])
+        return json.dumps(out, allow_nan=False)
+    except RecursionError:
+        return json.dumps({"error": {"code": "request_too_deep", "field": None, "value": None}})
+    except Exception as exc:  # the worker must survive any input
+        return json.dumps({"error": {"code": "internal_error", "field": None,
+                                     "value": type(exc).__name__}})

@@ -1,0 +1,548 @@
+"""The calculator page in headless Chromium, served from localhost.
+
+Parity: for each request variation, every ``data-output`` number in the page equals what
+CPython's ``calc`` returns for the same request (integers exactly, floats to 1e-9
+relative). Most variations are driven through the URL without reloading the page
+(``history.pushState`` + ``popstate``, which the page handles like a shared link), so one
+loaded page per language serves them all; a few go through the form.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import math
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import pytest
+from conftest import REPO_ROOT, watch_offline
+from test_calculator_view import STRINGS, _outputs as tree_outputs, resolve
+
+from macros import calculator, calculator_view as view
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ARTIFACTS = REPO_ROOT / "artifacts"
+READY_TIMEOUT_MS = 90_000
+FIELDS = calculator.request_fields()
+STATE = "document.getElementById('calc').dataset.calcState"
+COMPUTED = "Number(document.getElementById('calc').dataset.computed || 0)"
+OUTPUTS_JS = """() => [...document.querySelectorAll('#calc [data-output][data-value]')]
+    .map(el => [el.dataset.output, el.dataset.value, el.textContent])"""
+
+CUSTOM_CONFIG = {
+    "model_type": "llama", "hidden_size": 2048, "num_attention_heads": 16,
+    "num_key_value_heads": 4, "intermediate_size": 5632, "num_hidden_layers": 12,
+    "vocab_size": 32000, "max_position_embeddings": 8192,
+}
+
+# Every option of the request appears at least once; both languages run all of them.
+VARIATIONS = [
+    {},
+    {"model": "llama-2-7b"},
+    {"model": "mistral-7b", "method": "full", "optimizer": "adamw-8bit"},
+    {"method": "qlora", "qlora_double_quant": "false"},
+    {"method": "qlora", "model": "mixtral-8x7b"},
+    {"lora_rank": "64", "lora_targets": "q_proj,v_proj"},
+    {"lora_dropout": "0.05", "lora_rank": "8"},
+    {"gradient_accumulation_steps": "4", "num_gpus": "2", "sharding": "zero3",
+     "sync_each_micro_batch": "true", "method": "full"},
+    {"method": "qlora", "qlora_keeps_inputs": "true", "model": "qwen2.5-7b"},
+    {"frozen_weight_grads": "true", "num_gpus": "2", "sharding": "zero3"},
+    {"precision": "bf16-mixed"},
+    {"precision": "fp16-mixed", "method": "full"},
+    {"precision": "fp32", "model": "qwen2.5-0.5b"},
+    {"optimizer": "paged-adamw"},
+    {"optimizer": "paged-adamw-8bit", "method": "full", "model": "llama-3.2-1b"},
+    {"optimizer": "adafactor", "method": "full", "model": "gemma-2-2b"},
+    {"optimizer": "sgd", "method": "full", "model": "tinyllama-1.1b"},
+    {"optimizer": "sgd-momentum", "optimizer_in_backward": "true", "method": "full"},
+    {"micro_batch_size": "4", "seq_len": "4096"},
+    {"gradient_checkpointing": "false", "micro_batch_size": "2"},
+    {"attention": "flash", "seq_len": "8192"},
+    {"attention": "eager", "gradient_checkpointing": "false"},
+    {"chunked_loss": "true", "model": "gemma-2-9b"},
+    {"activation_offload": "true", "model": "phi-3-mini"},
+    {"num_gpus": "4", "sharding": "ddp"},
+    {"num_gpus": "8", "sharding": "zero1", "method": "full"},
+    {"num_gpus": "2", "sharding": "zero2", "method": "full", "model": "qwen2.5-7b"},
+    {"num_gpus": "8", "sharding": "zero3", "model": "llama-3.1-70b", "method": "full"},
+    {"cpu_offload": "optimizer", "method": "full", "model": "llama-3.2-3b"},
+    {"cpu_offload": "optimizer+params", "sharding": "zero3", "num_gpus": "2", "method": "full"},
+    {"seq_len": "200000", "sharding": "zero2"},  # warnings: above max positions, one GPU
+    {"model": json.dumps({"hf_config": CUSTOM_CONFIG}), "method": "qlora"},
+    {"model": "yi-34b", "method": "qlora", "lora_targets": "q_proj,k_proj,v_proj,o_proj"},
+    {"model": "qwen2.5-14b", "micro_batch_size": "8", "seq_len": "1024"},
+    {"model": "falcon-7b", "lora_targets": "all-linear"},
+    {"model": "gpt2", "method": "full", "precision": "fp32", "optimizer": "sgd"},
+]
+# The plan's own inputs (data, card, price) go in as they exist in calc's plan request.
+PLAN_VARIATIONS = [
+    {"dataset_tokens": "500000000", "epochs": "3"},
+    {"gpu": "a100-80gb-sxm", "price_per_gpu_hour": "1.5"},
+    {"gpu": "rtx-4090", "model": "qwen2.5-1.5b", "epochs": "2.5"},
+    {"gpu": "rtx-3090"},  # does not fit: suggestions
+    {"gpu": "mi300x", "price_per_gpu_hour": "0.75", "num_gpus": "8", "sharding": "zero3"},
+    {"price_tier": "managed", "gpu": "h100-sxm"},
+    {"interruptible": "true", "checkpoint_interval_minutes": "20", "checkpoint_minutes": "3",
+     "interruptions_per_day": "4"},
+    {"startup_minutes": "25", "starts": "3"},
+    {"storage_gb": "200", "storage_price_per_gb_month": "0.1", "months_kept": "6"},
+    {"experiment_multiplier": "3", "safety_margin": "0.1"},
+    {"mfu": "0.35", "method": "qlora", "qlora_speed_factor": "0.5"},
+    {"scaling_efficiency": "0.8", "num_gpus": "4", "sharding": "zero2", "gpu": "a100-40gb-sxm"},
+]
+ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
+
+
+# ---------------------------------------------------------------- helpers
+
+# FOUNDATION ISSUE (reported): Material fetches ``sitemap.xml`` next to each
+# ``<link rel=alternate>`` of a page; mkdocs-static-i18n points those at the page's own
+# translations (``/en/calculator/``), so every page but the homes asks for
+# ``/calculator/sitemap.xml`` and ``/en/calculator/sitemap.xml`` and gets a 404. Not the
+# calculator's doing; these two requests (and their console lines) are left out here until
+# the site fixes it. Every other problem still fails the test.
+# Chromium itself fetches the favicon again when the address changes (history.replaceState)
+# and drops that fetch when a page closes or the network is cut: browser chrome, not a request
+# of the page, so it is left out too.
+def _browser_favicon(entry: str) -> bool:
+    return entry.split(": ")[0].endswith("/favicon.png")
+
+
+def assert_clean(problems, what: str) -> None:
+    favicon = [e for e in problems.failed if _browser_favicon(e)]
+    problems.failed = [e for e in problems.failed if e not in favicon]
+    for entry in favicon:
+        line = "Failed to load resource: " + entry.split(": ", 1)[1]
+        if line in problems.console_errors:
+            problems.console_errors.remove(line)
+    sitemap_404 = [e for e in problems.http_errors if e.startswith("404 ") and e.endswith("/sitemap.xml")]
+    problems.http_errors = [e for e in problems.http_errors if e not in sitemap_404]
+    resource_404 = "Failed to load resource: the server responded with a status of 404 (File not found)"
+    for _ in sitemap_404:
+        if resource_404 in problems.console_errors:
+            problems.console_errors.remove(resource_404)
+    problems.assert_clean(what)
+
+
+
+def to_number(text: str):
+    """What the page sends for a number typed as ``text`` (JSON keeps whole numbers whole)."""
+    value = float(text)
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+
+def request_for(query: dict) -> dict:
+    """The request CPython gets for a URL query: the page's defaults, then the query."""
+    request = calculator.default_request()
+    for key, text in query.items():
+        kind = calculator.input_kind(FIELDS[key][1])
+        if key == "model" and text.startswith("{"):
+            request[key] = json.loads(text)
+        elif kind in ("int", "number"):
+            request[key] = to_number(text)
+        elif kind == "bool":
+            request[key] = text == "true"
+        elif kind == "targets":
+            request[key] = text if text == "all-linear" else text.split(",")
+        else:
+            request[key] = text
+    return request
+
+
+def assert_parity(page_outputs: list, response: dict, lang: str) -> None:
+    assert page_outputs, "no data-output elements"
+    expected_paths = [p for p, _ in tree_outputs(view.render_results(response, lang, STRINGS[lang]))]
+    assert [p for p, _, _ in page_outputs] == expected_paths
+    for path, raw, _text in page_outputs:
+        value = resolve(response, path)
+        if isinstance(value, bool):
+            assert raw == ("true" if value else "false"), path
+        elif isinstance(value, int):
+            assert int(raw) == value, path
+        else:
+            assert math.isclose(float(raw), value, rel_tol=1e-9, abs_tol=0.0), path
+
+
+class Calc:
+    """One loaded calculator page."""
+
+    def __init__(self, page, server, lang: str):
+        self.page, self.server, self.lang = page, server, lang
+
+    def url(self, query: dict | None = None) -> str:
+        base = self.server.url("calculator/" if self.lang == "es" else "en/calculator/")
+        return base + ("?" + urlencode(query) if query else "")
+
+    def open(self, query: dict | None = None) -> None:
+        self.page.goto(self.url(query))
+        self.wait_ready()
+
+    def wait_ready(self) -> None:
+        self.page.wait_for_function(f"{STATE} === 'ready' && {COMPUTED} > 0",
+                                    timeout=READY_TIMEOUT_MS)
+
+    def computed(self) -> int:
+        return self.page.evaluate(COMPUTED)
+
+    def wait_computed(self, before: int) -> None:
+        self.page.wait_for_function(f"n => {COMPUTED} > n", arg=before, timeout=30_000)
+
+    def navigate(self, query: dict) -> None:
+        """Go to a query the way the back button does: no reload."""
+        before = self.computed()
+        self.page.evaluate("""q => {
+            history.pushState(null, '', location.pathname + q);
+            window.dispatchEvent(new PopStateEvent('popstate'));
+        }""", "?" + urlencode(query) if query else "")
+        self.wait_computed(before)
+
+    def outputs(self) -> list:
+        return self.page.evaluate(OUTPUTS_JS)
+
+    def error_for(self, field: str):
+        el = self.page.locator(f'#calc [data-error-for="{field}"]')
+        return None if el.is_hidden() else (el.get_attribute("data-error-code"), el.text_content())
+
+    def state(self) -> str:
+        return self.page.evaluate(STATE)
+
+
+@pytest.fixture(scope="module")
+def shared_context(browser, site_server):
+    context = browser.new_context()
+    yield context
+    context.close()
+
+
+@pytest.fixture(scope="module", params=["es", "en"])
+def calc_page(request, shared_context, site_server):
+    """A calculator page per language, loaded once, offline except for localhost."""
+    page = shared_context.new_page()
+    problems = watch_offline(page, site_server.origin)
+    calc = Calc(page, site_server, request.param)
+    calc.open()
+    yield calc
+    page.close()
+    assert_clean(problems, f"calculator page ({request.param})")
+
+
+# ---------------------------------------------------------------- parity
+
+
+@pytest.mark.parametrize("query", ALL_VARIATIONS, ids=lambda q: urlencode(q)[:60] or "default")
+def test_page_matches_cpython(calc_page, query):
+    calc_page.navigate(query)
+    response = view.run(calculator.COMMAND, request_for(query))["result"]
+    assert calc_page.page.locator("#calc .calc-stale-note").is_hidden()
+    assert_parity(calc_page.outputs(), response, calc_page.lang)
+    warnings = calc_page.page.eval_on_selector_all(
+        "#calc [data-warning]", "els => els.map(e => e.dataset.warning)")
+    assert warnings == list(response.get("warnings", []))
+
+
+def test_enough_variations_cover_every_option():
+    assert len(ALL_VARIATIONS) >= 30
+    used = {key for query in ALL_VARIATIONS for key in query}
+    assert set(FIELDS) <= used
+    for key, (default, kind, _extra) in FIELDS.items():
+        if isinstance(kind, type) and calculator.input_kind(kind) == "enum":
+            seen = {q[key] for q in ALL_VARIATIONS if key in q} | {str(default)}
+            assert seen >= {m.value for m in kind}, key
+
+
+class _StaticOutputs(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.found, self.state = [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "data-calc-state" in attrs:
+            self.state = attrs["data-calc-state"]
+        if "data-output" in attrs and "data-value" in attrs:
+            self.found.append((attrs["data-output"], attrs["data-value"]))
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_static_result_is_in_the_html_and_equals_the_live_one(lang, built_site, shared_context,
+                                                              site_server):
+    path = built_site / ("calculator" if lang == "es" else "en/calculator") / "index.html"
+    parser = _StaticOutputs()
+    parser.feed(path.read_text(encoding="utf-8"))
+    assert parser.state == "static"
+    response = view.run(calculator.COMMAND, calculator.default_request())["result"]
+    assert parser.found == tree_outputs(view.render_results(response, lang, STRINGS[lang]))
+    page = shared_context.new_page()
+    calc = Calc(page, site_server, lang)
+    calc.open()
+    assert [(p, v) for p, v, _ in calc.outputs()] == parser.found
+    page.close()
+
+
+# ---------------------------------------------------------------- form
+
+
+def test_form_drives_the_same_numbers(calc_page):
+    page = calc_page.page
+    calc_page.navigate({})
+    before = calc_page.computed()
+    page.fill("#calc-seq_len", "3072")
+    page.select_option("#calc-method", "qlora")
+    page.check("#calc-chunked_loss")
+    page.fill("#calc-lora_targets", "q_proj, v_proj")
+    page.fill("#calc-micro_batch_size", "2")
+    calc_page.wait_computed(before)
+    page.wait_for_function("() => location.search.includes('micro_batch_size=2')")
+    page.wait_for_timeout(300)  # let the last edit's result land
+    query = {"seq_len": "3072", "method": "qlora", "chunked_loss": "true",
+             "lora_targets": "q_proj,v_proj", "micro_batch_size": "2"}
+    assert dict(parse_qsl(urlsplit(page.url).query)) == query
+    response = view.run(calculator.COMMAND, request_for(query))["result"]
+    assert_parity(calc_page.outputs(), response, calc_page.lang)
+
+
+def test_pasted_config_drives_the_same_numbers(calc_page):
+    page = calc_page.page
+    calc_page.navigate({})
+    page.click("#calc .calc-config summary")  # closed after a restore without a config
+    before = calc_page.computed()
+    page.fill("#calc-hf_config", json.dumps(CUSTOM_CONFIG, indent=2))
+    calc_page.wait_computed(before)
+    response = view.run(calculator.COMMAND, request_for(
+        {"model": json.dumps({"hf_config": CUSTOM_CONFIG})}))["result"]
+    assert_parity(calc_page.outputs(), response, calc_page.lang)
+    assert json.loads(dict(parse_qsl(urlsplit(page.url).query))["model"]) == {"hf_config": CUSTOM_CONFIG}
+
+
+def test_a_suggestion_applies_its_changes(calc_page):
+    page = calc_page.page
+    calc_page.navigate({"gpu": "rtx-3090"})
+    response = view.run(calculator.COMMAND, request_for({"gpu": "rtx-3090"}))["result"]
+    first = response["suggestions"][0]
+    before = calc_page.computed()
+    page.locator("#calc button.calc-apply").first.click()
+    calc_page.wait_computed(before)
+    query = {"gpu": "rtx-3090", **{k: str(v) for k, v in first["changes"].items()}}
+    page.wait_for_timeout(200)
+    assert dict(parse_qsl(urlsplit(page.url).query)) == query
+    applied = view.run(calculator.COMMAND, request_for(query))["result"]
+    assert_parity(calc_page.outputs(), applied, calc_page.lang)
+
+
+# ---------------------------------------------------------------- bad input
+
+
+BAD = [
+    ({"seq_len": "-5"}, "seq_len", "not_positive"),
+    ({"seq_len": "0"}, "seq_len", "not_positive"),
+    ({"micro_batch_size": "0"}, "micro_batch_size", "not_positive"),
+    ({"seq_len": "1000000000"}, "seq_len", "out_of_range"),
+    ({"seq_len": "abc"}, "seq_len", "not_integer"),
+    ({"lora_rank": "2.5"}, "lora_rank", "not_integer"),
+    ({"seq_len": ""}, "seq_len", "empty_value"),
+    ({"method": "bogus"}, "method", "unknown_value"),
+    ({"gradient_checkpointing": "maybe"}, "gradient_checkpointing", "not_boolean"),
+    ({"lora_targets": "q_proj,nonexistent"}, "lora_targets", "unknown_lora_target"),
+    ({"model": "no-such-model"}, "model", "unknown_preset"),
+    ({"model": "{not json"}, "hf_config", "config_json_invalid"),
+    ({"model": json.dumps({"hf_config": {"model_type": "t5"}})}, "hf_config", "unsupported_architecture"),
+    ({"model": json.dumps({"hf_config": {"model_type": "llama"}})}, "hf_config", "config_missing_key"),
+    ({"model": json.dumps({"hf_config": [1, 2]})}, "hf_config", "config_not_object"),
+    ({"model": '<script>window.__pwned=1</script>'}, "model", "unknown_preset"),
+    ({"seq_len": '"><img src=x onerror="window.__pwned=1">'}, "seq_len", "not_integer"),
+    ({"method": "'\"><svg onload=window.__pwned=1>"}, "method", "unknown_value"),
+    ({"dataset_tokens": "0"}, "dataset_tokens", "out_of_range"),
+    ({"dataset_tokens": "-1e9"}, "dataset_tokens", "out_of_range"),
+    ({"safety_margin": "2"}, "safety_margin", "out_of_range"),
+    ({"price_per_gpu_hour": "-1"}, "price_per_gpu_hour", "out_of_range"),
+    ({"epochs": "1,5,3"}, "epochs", "not_number"),
+    ({"gpu": "gtx-480"}, "gpu", "unknown_gpu"),
+    ({"mfu": "NaN"}, "mfu", "not_number"),
+    ({"lora_dropout": "1.5"}, "lora_dropout", "out_of_range"),
+]
+
+
+@pytest.mark.parametrize(("query", "field", "code"), BAD, ids=lambda x: str(x)[:40])
+def test_bad_input_is_reported_at_its_field_and_keeps_the_last_result(calc_page, query, field, code):
+    calc_page.navigate({"seq_len": "1024"})
+    good = calc_page.outputs()
+    calc_page.navigate(query)
+    found = calc_page.error_for(field)
+    assert found is not None, f"no message at {field}"
+    assert found[0] == code
+    message = STRINGS[calc_page.lang]["errors"][code]
+    assert found[1].startswith(message)
+    assert calc_page.outputs() == good  # last good result kept
+    assert calc_page.page.locator("#calc .calc-stale-note").is_visible()
+    assert calc_page.state() == "ready"
+    assert calc_page.page.evaluate("window.__pwned") is None
+    assert calc_page.page.locator("#calc script:not([type='application/json']):not([src])").count() == 0
+    assert calc_page.page.locator("#calc img, #calc .calc-error svg").count() == 0
+    calc_page.navigate({})  # and it recovers
+    assert calc_page.error_for(field) is None
+
+
+def test_unknown_query_parameters_are_named_and_ignored(calc_page):
+    calc_page.navigate({"seq_len": "512"})
+    calc_page.navigate({"seq_len": "1024", "colour": "blue", "<b>x</b>": "1"})
+    general = calc_page.page.locator('#calc [data-error-for="_general"]')
+    assert general.is_visible()
+    text = general.text_content()
+    assert "colour" in text and "<b>x</b>" in text
+    assert calc_page.page.locator('#calc [data-error-for="_general"] b').count() == 0
+    response = view.run(calculator.COMMAND, request_for({"seq_len": "1024"}))["result"]
+    assert_parity(calc_page.outputs(), response, calc_page.lang)
+
+
+def test_worker_crash_is_reported_and_the_worker_restarted(browser, site_server):
+    context = browser.new_context()
+    page = context.new_page()
+    calc = Calc(page, site_server, "en")
+    calc.open()
+    page.evaluate("document.getElementById('calc').calculator.crashWorker()")
+    page.wait_for_function("document.getElementById('calc').dataset.calcRestarts === '1'")
+    calc.wait_ready()
+    assert page.locator("#calc .calc-status").get_attribute("data-status") == "status_restarted"
+    calc.navigate({"seq_len": "512"})
+    response = view.run(calculator.COMMAND, request_for({"seq_len": "512"}))["result"]
+    assert_parity(calc.outputs(), response, "en")
+    context.close()
+
+
+# ---------------------------------------------------------------- URL, language, offline
+
+
+def test_url_round_trip(shared_context, site_server):
+    page = shared_context.new_page()
+    problems = watch_offline(page, site_server.origin)
+    calc = Calc(page, site_server, "es")
+    query = {"model": "llama-3.1-8b", "method": "qlora", "seq_len": "4096",
+             "lora_targets": "q_proj,v_proj", "gradient_checkpointing": "false"}
+    calc.open(query)
+    assert page.input_value("#calc-seq_len") == "4096"
+    assert page.input_value("#calc-method") == "qlora"
+    assert page.input_value("#calc-lora_targets") == "q_proj,v_proj"
+    assert not page.is_checked("#calc-gradient_checkpointing")
+    # the URL holds only non-default values; lists keep their commas
+    assert "lora_targets=q_proj,v_proj" in page.url and "model=" not in page.url
+    before = calc.computed()
+    page.fill("#calc-seq_len", "8192")
+    calc.wait_computed(before)
+    page.wait_for_function("() => location.search.includes('seq_len=8192')")
+    shown = calc.outputs()
+    page.goto(page.url)
+    calc.wait_ready()
+    assert page.input_value("#calc-seq_len") == "8192"
+    assert calc.outputs() == shown
+    page.close()
+    assert_clean(problems, "round trip")
+
+
+def test_language_switch_keeps_the_state(shared_context, site_server):
+    page = shared_context.new_page()
+    problems = watch_offline(page, site_server.origin)
+    calc = Calc(page, site_server, "es")
+    calc.open({"method": "full", "seq_len": "1024"})
+    before = calc.computed()
+    page.select_option("#calc-optimizer", "adamw-8bit")
+    calc.wait_computed(before)
+    href = page.get_attribute('a[hreflang="en"]', "href")
+    assert urlsplit(href).path.endswith("/en/calculator/")
+    assert dict(parse_qsl(urlsplit(href).query)) == {
+        "method": "full", "seq_len": "1024", "optimizer": "adamw-8bit"}
+    page.goto(site_server.url(href.lstrip("/")) if href.startswith("/") else
+              page.url.split("?")[0] + href)
+    en = Calc(page, site_server, "en")
+    en.wait_ready()
+    assert page.input_value("#calc-optimizer") == "adamw-8bit"
+    assert page.input_value("#calc-method") == "full"
+    back = page.get_attribute('a[hreflang="es"]', "href")
+    assert "optimizer=adamw-8bit" in back
+    response = view.run(calculator.COMMAND, request_for(
+        {"method": "full", "seq_len": "1024", "optimizer": "adamw-8bit"}))["result"]
+    assert_parity(en.outputs(), response, "en")
+    page.close()
+    assert_clean(problems, "language switch")
+
+
+def test_offline_from_the_start_and_after_load(browser, site_server):
+    context = browser.new_context()
+    page = context.new_page()
+    problems = watch_offline(page, site_server.origin)  # every non-localhost request aborted
+    calc = Calc(page, site_server, "en")
+    calc.open()
+    before = calc.computed()
+    page.fill("#calc-seq_len", "1536")
+    calc.wait_computed(before)
+    context.set_offline(True)
+    before = calc.computed()
+    page.fill("#calc-seq_len", "2560")
+    calc.wait_computed(before)
+    assert calc.state() == "ready"
+    response = view.run(calculator.COMMAND, request_for({"seq_len": "2560"}))["result"]
+    assert_parity(calc.outputs(), response, "en")
+    assert any("/assets/pyodide/" in url for url in problems.requested)
+    context.close()
+    assert_clean(problems, "offline calculator")
+
+
+@pytest.mark.parametrize("path", ["", "en/"])
+def test_guide_pages_load_no_pyodide_bytes(shared_context, site_server, path):
+    page = shared_context.new_page()
+    problems = watch_offline(page, site_server.origin)
+    page.goto(site_server.url(path))
+    page.wait_for_load_state("networkidle")
+    heavy = [u for u in problems.requested
+             if "/assets/pyodide/" in u or "/assets/calc/" in u or "/assets/calculator/" in u]
+    assert heavy == []
+    page.close()
+    assert_clean(problems, f"guide page {path!r}")
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_phone_width_layout(browser, site_server, lang):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1)
+    page = context.new_page()
+    calc = Calc(page, site_server, lang)
+    calc.open()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"calculator-390-{lang}.png"), full_page=True)
+    calc.navigate({"gpu": "rtx-3090"})  # the longest results: suggestions, every table
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.locator("#calc .calc-peek").is_visible()  # headline figures pinned on phones
+    context.close()
+
+
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_no_axe_violations(browser, site_server, lang, color_scheme):
+    """The page with results, suggestions and an input error on show, in both schemes."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    context = browser.new_context()
+    page = context.new_page()
+    page.emulate_media(color_scheme=color_scheme)
+    calc = Calc(page, site_server, lang)
+    calc.open({"gpu": "rtx-3090"})
+    calc.navigate({"gpu": "rtx-3090", "seq_len": "-1"})
+    page.evaluate("document.querySelectorAll('#calc details').forEach(d => d.open = true)")
+    results = Axe().run(page, context="#calc")
+    context.close()
+    assert results.violations_count == 0, results.generate_report()
+
+
+def test_when_pyodide_cannot_start_the_static_result_stays(browser, site_server):
+    context = browser.new_context()
+    context.route("**/assets/calc/*.zip", lambda route: route.abort())
+    page = context.new_page()
+    calc = Calc(page, site_server, "en")
+    page.goto(calc.url())
+    static = calc.outputs()
+    page.wait_for_function(f"{STATE} === 'error'", timeout=READY_TIMEOUT_MS)
+    assert page.locator("#calc .calc-status").get_attribute("data-status") == "status_error"
+    assert calc.outputs() == static and static
+    context.close()

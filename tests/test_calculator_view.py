@@ -1,0 +1,275 @@
+"""The calculator's build-time side: number formatting, the results tree, its HTML, the
+translated codes and the bundle hook. (The browser side is in test_calculator_browser.py.)"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, strategies as st
+
+from hooks import calc_bundle
+from macros import calculator, calculator_view as view
+
+ROOT = Path(__file__).resolve().parent.parent
+STRINGS = calculator.load_strings()
+
+
+@pytest.mark.parametrize(("value", "decimals", "lang", "expected"), [
+    (0, 1, "es", "0,0"),
+    (1.25, 2, "es", "1,25"),
+    (9999.94, 1, "es", "9999,9"),  # no grouping below 10 000 in Spanish
+    (10000, 1, "es", "10\u202f000,0"),
+    (1234567.891, 2, "es", "1\u202f234\u202f567,89"),
+    (-12345, 0, "es", "-12\u202f345"),
+    (999, 0, "en", "999"),
+    (1000, 0, "en", "1,000"),
+    (9999.94, 1, "en", "9,999.9"),
+    (1234567.891, 2, "en", "1,234,567.89"),
+    (-0.04, 1, "en", "0.0"),  # rounds to zero: no "-0.0"
+    (16 * 2**30 / 2**30, 1, "en", "16.0"),
+])
+def test_format_number(value, decimals, lang, expected):
+    assert view.format_number(value, decimals, lang) == expected
+
+
+@pytest.mark.parametrize(("key", "value", "lang", "expected"), [
+    ("peak_allocated_bytes", 17_179_869_184, "es", "16,0 GiB"),
+    ("peak_allocated_bytes", 17_179_869_184, "en", "16.0 GiB"),
+    ("host_bytes", 16_106_127_360_000, "es", "15\u202f000,0 GiB"),
+    ("time_hours", 3.25, "es", "3,2 h"),  # round half to even, as Python and toFixed agree here
+    ("time_hours", 1234.56, "en", "1,234.6 h"),
+    ("cost_usd", 1234.5, "es", "1234,50 US$"),
+    ("cost_usd", 1234.5, "en", "$1,234.50"),
+    ("params_total", 8_030_261_248, "es", "8\u202f030\u202f261\u202f248"),
+    ("params_total", 8_030_261_248, "en", "8,030,261,248"),
+    ("headroom_fraction", 0.2093, "en", "20.9%"),
+    ("fits", True, "es", "sí"),
+    ("safety_margin", 0.25, "es", "25,0 %"),
+    ("total_gb", 46.96, "en", "47.0 GB"),
+])
+def test_format_value(key, value, lang, expected):
+    assert view.format_value(key, value, lang, STRINGS[lang]) == expected
+
+
+@given(st.floats(min_value=-1e15, max_value=1e15, allow_nan=False), st.integers(0, 3))
+def test_format_number_reads_back(value, decimals):
+    """Both spellings parse back to the value rounded to the shown decimals."""
+    rounded = float(f"{value:.{decimals}f}")
+    for lang, group, point in (("es", "\u202f", ","), ("en", ",", ".")):
+        text = view.format_number(value, decimals, lang)
+        assert float(text.replace(group, "").replace(point, ".")) == pytest.approx(rounded, abs=0)
+
+
+HOSTILE = '<script>alert("x")</script>\'"&'
+
+
+def test_to_html_escapes_text_and_attributes():
+    html = view.to_html(["div", {"title": HOSTILE}, HOSTILE, ["span", {}, "<b>"]])
+    assert "<script>" not in html and "<b>" not in html
+    assert html == ('<div title="&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;\'&quot;&amp;">'
+                    "&lt;script&gt;alert(\"x\")&lt;/script&gt;'\"&amp;<span>&lt;b&gt;</span></div>")
+
+
+def test_script_content_cannot_close_the_element():
+    html = view.to_html(["script", {"type": "application/json"}, json.dumps({"a": "</script><x>"})])
+    assert html.count("</script>") == 1
+    assert json.loads(html[html.index(">") + 1: html.rindex("<")]) == {"a": "</script><x>"}
+
+
+def _outputs(node, found=None):
+    """(data-output, data-value) pairs of a tree, in document order."""
+    found = [] if found is None else found
+    if isinstance(node, list):
+        attrs = node[1]
+        if "data-value" in attrs:
+            found.append((attrs["data-output"], attrs["data-value"]))
+        for child in node[2:]:
+            _outputs(child, found)
+    return found
+
+
+resolve = view.resolve
+
+
+CHANGES = [
+    {}, {"method": "qlora"}, {"method": "full", "optimizer": "adamw-8bit"},
+    {"num_gpus": 4, "sharding": "zero3"}, {"seq_len": 200_000}, {"gpu": "rtx-3090"},
+    {"gpu": "mi300x", "method": "qlora", "attention": "flash", "interruptible": True},
+    {"model": "llama-3.1-405b", "method": "full", "gpu": "l4"},
+    {"gradient_accumulation_steps": 4, "num_gpus": 2, "sharding": "zero3", "lora_dropout": 0.1,
+     "frozen_weight_grads": True, "sync_each_micro_batch": True},
+    {"method": "qlora", "qlora_keeps_inputs": True, "optimizer": "paged-adamw-8bit",
+     "cpu_offload": "optimizer", "activation_offload": True, "gradient_checkpointing": False},
+]
+
+
+def _plan(changes: dict) -> dict:
+    return view.run(calculator.COMMAND, calculator.default_request() | changes)["result"]
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+@pytest.mark.parametrize("changes", CHANGES)
+def test_every_shown_number_is_the_response_value(lang, changes):
+    response = _plan(changes)
+    pairs = _outputs(view.render_results(response, lang, STRINGS[lang]))
+    for path, raw in pairs:
+        assert raw == view.raw_value(resolve(response, path)), path
+    paths = {p for p, _ in pairs}
+    memory = response["memory"]
+    # memory fields keep the estimate's names, as the data-output contract says
+    assert {"peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes", "params_total",
+            "params_trainable", "time_hours", "cost_usd.total", "fits_selected_gpu"} <= paths
+    assert {f"components.{k}" for k, v in memory["components"].items() if v} <= paths
+    assert {f"fits.{gpu}.headroom_fraction" for gpu in response["fits"]} <= paths
+    assert {f"suggestions.{i}.saved_bytes" for i in range(len(response["suggestions"]))} <= paths
+    for key in response["cost_usd"]["breakdown"]:
+        assert f"cost_usd.breakdown.{key}" in paths
+
+
+def test_a_setup_that_does_not_fit_gets_suggestions_with_their_changes():
+    response = _plan({"gpu": "rtx-3090"})
+    assert not response["fits_selected_gpu"] and response["suggestions"]
+    html = view.to_html(view.render_results(response, "en", STRINGS["en"]))
+    for item in response["suggestions"]:
+        attr = view.to_html(["b", {"data-changes": json.dumps(item["changes"])}])
+        assert attr[len("<b"):-len("></b>")] in html
+
+
+@pytest.mark.parametrize("changes", CHANGES)
+def test_every_code_in_a_response_is_translated(changes):
+    response = _plan(changes)
+    for lang in ("es", "en"):
+        s = STRINGS[lang]
+        assert set(response["warnings"]) <= set(s["warnings"])
+        assert set(response["notes"]) <= set(s["notes"])
+        assert {i["action"] for i in response["suggestions"]} <= set(s["actions"])
+        assert response["memory"]["peak_phase"] in s["phases"]
+        assert set(response["memory"]["components"]) <= set(s["components"])
+
+
+@pytest.mark.parametrize("gpu", ["l40s", "rtx-3090", "h100-sxm"])
+def test_components_stack_to_the_allocated_peak_in_the_chart(gpu):
+    """Widths are to scale against the larger of the device total and the card's memory."""
+    response = _plan({"gpu": gpu})
+    chart = view.Renderer(response, "en", STRINGS["en"]).memory_chart()
+    rects = [n for n in chart[2][2:] if n[0] == "rect"]
+    memory = response["memory"]
+    capacity = response["fits"][gpu]["memory_bytes"]
+    scale = 600.0 / max(memory["device_total_bytes"], capacity)
+    segments = [n for n in rects if "calc-seg" in n[1]["class"]]
+    assert sum(float(n[1]["width"]) for n in segments) == pytest.approx(
+        scale * memory["device_total_bytes"], abs=0.05)
+    components = [float(n[1]["width"]) for n in segments
+                  if "calc-seg-reserved" not in n[1]["class"] and "calc-seg-context" not in n[1]["class"]]
+    assert sum(components) == pytest.approx(scale * memory["peak_allocated_bytes"], abs=0.05)
+    (marker,) = [n for n in rects if n[1]["class"] == "calc-capacity"]
+    assert float(marker[1]["x"]) + 1.5 == pytest.approx(scale * capacity, abs=0.01)
+
+
+@pytest.mark.parametrize(("changes", "code", "field"), [
+    ({"model": "no-such-model"}, "unknown_preset", "model"),
+    ({"seq_len": -1}, "not_positive", "seq_len"),
+    ({"seq_len": 1_000_000_000}, "out_of_range", "seq_len"),
+    ({"bogus": 1}, "unknown_key", "bogus"),
+    ({"gpu": "gtx-480"}, "unknown_gpu", "gpu"),
+    ({"model": {"hf_config": {"model_type": "t5"}}}, "unsupported_architecture",
+     "hf_config.model_type"),
+])
+def test_worker_entry_answers_bad_input_with_a_code(changes, code, field):
+    view.configure("es", json.dumps(STRINGS["es"]))
+    request_json = json.dumps(calculator.default_request() | changes)
+    out = json.loads(view.handle(calculator.COMMAND, request_json))
+    assert out["error"]["code"] == code
+    assert out["error"]["field"] == field
+
+
+def test_worker_entry_survives_absurd_nesting():
+    out = json.loads(view.handle(calculator.COMMAND, "[" * 100_000 + "]" * 100_000))
+    assert out["error"]["code"] == "request_too_deep"
+
+
+def test_worker_entry_renders_the_result():
+    view.configure("en", json.dumps(STRINGS["en"]))
+    request = calculator.default_request()
+    out = json.loads(view.handle(calculator.COMMAND, json.dumps(request)))
+    expected = view.run(calculator.COMMAND, request)["result"]
+    assert out["result"] == json.loads(json.dumps(expected))
+    assert out["view"] == json.loads(json.dumps(view.render_results(expected, "en", STRINGS["en"])))
+
+
+# ---------------------------------------------------------------- strings
+
+
+def _codes_raised_in_calc() -> set[str]:
+    codes = set()
+    for path in (ROOT / "calc").rglob("*.py"):
+        codes |= set(re.findall(r'(?:Input|Config|Calc)Error\(\s*"([a-z0-9_]+)"',
+                                path.read_text(encoding="utf-8")))
+    return codes
+
+
+# Codes that only the CLI raises (about files and argv): the page never sees them.
+CLI_ONLY = {"bad_arguments", "request_unreadable", "request_not_utf8", "request_not_json"}
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_every_error_code_calc_raises_is_translated(lang):
+    missing = _codes_raised_in_calc() - CLI_ONLY - set(STRINGS[lang]["errors"])
+    assert not missing
+
+
+def test_both_languages_have_the_same_keys():
+    def keys(tree, prefix=""):
+        out = set()
+        for key, value in tree.items():
+            out.add(prefix + key)
+            if isinstance(value, dict):
+                out |= keys(value, prefix + key + ".")
+        return out
+
+    assert keys(STRINGS["es"]) == keys(STRINGS["en"])
+
+
+def test_every_request_field_has_a_label_in_both_languages():
+    for lang in ("es", "en"):
+        assert set(calculator.request_fields()) <= set(STRINGS[lang]["labels"])
+
+
+# ---------------------------------------------------------------- page and bundle
+
+
+@pytest.mark.parametrize(("url", "root"), [
+    ("calculator/", "../"), ("en/calculator/", "../../"), ("", ""), ("a/b/c/", "../../../"),
+])
+def test_relative_root(url, root):
+    assert calculator.relative_root(url) == root
+
+
+def test_bundle_is_deterministic_and_holds_the_package_and_the_renderer():
+    members = calc_bundle.bundle_members()
+    names = [name for name, _ in members]
+    assert {"calc/__init__.py", "calculator_view.py", "numfmt.py"} <= set(names)
+    assert any(name.startswith("calc/data/") for name in names)
+    assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
+    first = calc_bundle.build_bundle(members)
+    assert first == calc_bundle.build_bundle(calc_bundle.bundle_members())
+    with zipfile.ZipFile(io.BytesIO(first)) as archive:
+        assert archive.read("calc/__init__.py") == (ROOT / "calc" / "__init__.py").read_bytes()
+    name = calc_bundle.bundle_name(members, calc_bundle.calc_version())
+    assert re.fullmatch(r"calc-\d+\.\d+\.\d+[\w.]*-[0-9a-f]{12}\.zip", name)
+    import calc
+
+    assert name.startswith(f"calc-{calc.__version__}-")
+
+
+def test_bundle_name_changes_with_any_byte():
+    members = calc_bundle.bundle_members()
+    name = calc_bundle.bundle_name(members, "1.0")
+    changed = [(n, d + b" ") if n == "calc/__init__.py" else (n, d) for n, d in members]
+    assert calc_bundle.bundle_name(changed, "1.0") != name
+    assert calc_bundle.bundle_name(members, "1.1") != name
