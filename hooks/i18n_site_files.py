@@ -14,6 +14,11 @@ mkdocs-static-i18n runs one build per language into the same ``site_dir``
 - the language switcher of a non-default ``404.html``: the i18n plugin sets
   the alternates per page, and the 404 template (not a page) inherits those
   of the last page built; they are pointed back at each language's home.
+- the head's ``<link rel="alternate" hreflang>`` tags: Material's JavaScript
+  fetches ``sitemap.xml`` under each of them, which only exists under a
+  language's home, so every page other than a home page logged two 404s.
+  They are dropped; the sitemap keeps the hreflang alternates for search
+  engines and the switcher's own links are untouched.
 """
 
 from __future__ import annotations
@@ -84,3 +89,10 @@ def on_post_build(config: MkDocsConfig) -> None:
     for page in [site / "404.html"] + [site / locale / "404.html" for locale in others]:
         if page.is_file():
             _fix_404_switcher(page, default, prefix)
+
+
+_HEAD_ALTERNATE = re.compile(r'[ \t]*<link rel="alternate" href="[^"]*" hreflang="[A-Za-z-]+">\n?')
+
+
+def on_post_page(output: str, page, config: MkDocsConfig) -> str:
+    return _HEAD_ALTERNATE.sub("", output)
