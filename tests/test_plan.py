@@ -148,8 +148,8 @@ def test_when_nothing_fits_suggestions_save_memory_and_combine():
 
 
 def test_price_rate_mismatch_is_flagged():
-    # the catalogue lists the A100 40GB only as interruptible capacity
-    out = _plan(gpu="a100-40gb-sxm")
+    # the catalogue lists the A100 40GB PCIe only as interruptible capacity
+    out = _plan(gpu="a100-40gb-pcie")
     assert "price_is_interruptible_rate" in out["warnings"]
     assert out["cost_usd"]["price"]["interruptible"] is True
     rec = out["recommendations"]
