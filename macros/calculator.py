@@ -212,8 +212,8 @@ def _json_script(element_id: str, data: object) -> list:
 
 
 def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) -> str:
-    """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, js
-    (each relative to the page)."""
+    """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, boot,
+    js (each relative to the page)."""
     # the page's strings, plus the cards' names for the results (ids in the response)
     strings = dict(load_strings()[lang], gpus={g["id"]: g.get("name") or g["id"] for g in gpus})
     result = compute(default_request())
@@ -221,6 +221,7 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
                     "data-command": COMMAND, "data-worker": urls["worker"],
                     "data-pyodide": urls["pyodide"], "data-bundle": urls["bundle"]},
             ["link", {"rel": "stylesheet", "href": urls["css"]}],
+            ["script", {"src": urls["boot"]}],  # starts the worker now (see boot.js)
             _json_script("calc-strings", strings),
             ["p", {"class": "calc-status", "role": "status", "aria-live": "polite"},
              strings["ui"]["status_static"]],
@@ -248,6 +249,7 @@ def site_urls(conf: dict, page_url: str) -> dict[str, str]:
     return {
         "worker": root + "assets/calculator/worker.js",
         "js": root + "assets/calculator/calculator.js",
+        "boot": root + "assets/calculator/boot.js",
         "css": root + "assets/calculator/calculator.css",
         "pyodide": root + extra["pyodide"]["path"].strip("/") + "/",
         "bundle": root + extra["calc_bundle"],

@@ -298,22 +298,25 @@ function main(root) {
 
   // ------------------------------------------------------------ worker
 
+  // The first worker was started by boot.js while the page was parsed; restarts use the
+  // same function.
   function startWorker() {
     setState("loading");
     setStatus("status_loading");
-    worker = new Worker(new URL(root.dataset.worker, window.location.href), { type: "module" });
+    const booted = root.calcBootWorker;
+    root.calcBootWorker = null;
+    if (booted && root.calcBootFailed) {
+      booted.terminate();
+      restartWorker();
+      return;
+    }
+    worker = booted || root.calcStartWorker();
     worker.onmessage = (event) => onWorkerMessage(event.data);
     worker.onerror = (event) => {
       event.preventDefault();
       restartWorker();
     };
-    worker.postMessage({
-      type: "init",
-      pyodide: new URL(root.dataset.pyodide, window.location.href).href,
-      bundle: new URL(root.dataset.bundle, window.location.href).href,
-      lang,
-      strings,
-    });
+    worker.postMessage({ type: "init", lang, strings });
   }
 
   function restartWorker() {
