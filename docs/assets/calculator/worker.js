@@ -2,7 +2,7 @@
 // It starts loading Pyodide and the calc bundle at once, from the URLs in its own query
 // (?pyodide=<dir>/&bundle=<zip>), so nothing waits for the page.
 // Messages in:  {type: "init", lang, strings}
-//               {type: "compute", id, command, request}
+//               {type: "compute", id, command, request}  (request: JSON text)
 //               {type: "crash"}  (makes the worker die, to exercise the page's restart path)
 // Messages out: {type: "ready", timings} | {type: "failed", detail}
 //               {type: "result", id, out}  (out: {result, view} or {error})
@@ -45,7 +45,7 @@ async function init(msg) {
 function compute(msg) {
   let text;
   try {
-    text = handle(msg.command, JSON.stringify(msg.request));
+    text = handle(msg.command, msg.request);
   } catch (err) {
     postMessage({ type: "crashed", id: msg.id, detail: String(err && err.message ? err.message : err) });
     close();
