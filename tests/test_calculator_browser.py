@@ -12,7 +12,6 @@ from __future__ import annotations
 import html.parser
 import json
 import math
-from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
