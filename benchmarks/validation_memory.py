@@ -26,6 +26,14 @@ Mapping rules (one rule per CSV vocabulary, no per-row values):
 - bitsandbytes QLoRA rows with bitsandbytes < 0.43.2 (LitGPT 2023: 0.41.1 stated;
   config_hub rows: LitGPT pinned ``bitsandbytes==0.42.0`` in pyproject.toml through
   Sep 2024) set ``qlora_keeps_inputs``.
+- torchtune QLoRA rows whose commit pinned ``torchao==0.1`` (pyproject.toml from f97bcdaa0,
+  2024-04-09, until c1c9f308a, 2024-06-26, "Pin ao==0.3") set
+  ``qlora_unchunked_quantization``: torchao before v0.2.0 quantizes each weight in one pass
+  (:data:`TORCHAO_CHUNKED_FROM`).
+- LitGPT rows set ``attention_keeps_fused_qkv`` (its ``CausalSelfAttention`` at 8641822,
+  5895df10 and 00af8b0d; the setting changes nothing on models with grouped k/v heads).
+- torchtune config files that contradict a setting the CSV attributes to "config default"
+  (:data:`TORCHTUNE_CONFIGS`).
 - Measured below the stated configuration's floor: not covered. The floor is what any
   run of that configuration must hold at once: weights, optimizer states and all
   gradients on the GPU (``model_states_bytes``), plus the activations every
@@ -85,6 +93,25 @@ parameters, not expressible, under 0.2 % of the row); ``devices`` and
 (the README table's "4xA10G" is the machine, not the devices used: tiny-llama full shows
 the same 14.10 GB on 1xA10G and 4xA10G)."""
 
+TORCHTUNE_CONFIGS = {
+    ("Llama-3.1-405B", "QLoRA"): {"chunked_loss": False},
+}
+"""Settings of torchtune ``recipes/configs/<model>/<config>.yaml`` at the row's commit where
+the CSV calls a setting the config default and the file says otherwise (settings the README
+states outright are kept). ``llama3_1/405B_qlora.yaml`` at 30b8519e8 (2024-09-24, the
+README commit of row 20; unchanged in this respect from 27d103bd1 through 2c948c6c1) sets
+``loss: torch.nn.CrossEntropyLoss``, not ``CEWithChunkedOutputLoss`` as the 8B and 70B
+configs do. The same file says ``batch_size: 1``, ``gradient_accumulation_steps: 16``, no
+``packed`` and no ``compile`` (both default False in recipes/lora_finetune_distributed.py),
+but the README note above the table states "batch size 2 (without gradient accumulation),
+a dataset packed to sequence length 2048, and torch compile enabled" for all rows, so
+those stay as the CSV has them."""
+
+TORCHAO_CHUNKED_FROM = "2024-06-26"
+"""torchtune commit c1c9f308a ("Pin ao==0.3") replaced the ``torchao==0.1`` pin; torchao
+v0.1 (tag ff2889540) quantizes a whole weight at once in
+``NF4Tensor.convert_to_norm_float_weight``; chunking came with PR #196 (6081796, in v0.2.0)."""
+
 TORCHTUNE_DROPOUT_ZERO_FROM = "2024-09-11"
 """torchtune commit d7fae9677 set the LoRA builders' ``lora_dropout`` default to 0.0."""
 
@@ -110,6 +137,7 @@ class RowResult:
     flags: tuple = ()
     request: dict = field(default_factory=dict)
     allocated_bytes: int = 0    # predicted peak_allocated_bytes (for the slack fit)
+    reserved_floor_bytes: int = 0  # predicted quantization_reserved_bytes (idem)
 
 
 class NotCovered(Exception):
@@ -229,12 +257,17 @@ def row_request(row: dict) -> dict:
             fmt = row["base_weight_format"]
             req["qlora_double_quant"] = "torchao" in fmt or "double quant" in fmt
             req["qlora_keeps_inputs"] = "bitsandbytes" in fmt and source == "litgpt"
+            req["qlora_unchunked_quantization"] = ("torchao" in fmt and source == "torchtune"
+                                                   and _row_date(row) < TORCHAO_CHUNKED_FROM)
     # LitGPT's FSDPStrategy(auto_wrap_policy={Block}) puts frozen base weights and adapters
     # in one flat parameter per block (finetune/lora.py at 8641822 and in 2024); torchtune
     # wraps adapters apart (lora_fsdp_wrap_policy) or uses FSDP2.
     req["frozen_weight_grads"] = (source == "litgpt" and method != "full"
                                   and sharding == "zero3" and gpus > 1)
+    if source == "torchtune":
+        req.update(TORCHTUNE_CONFIGS.get((row["model"], row["method"]), {}))
     if source == "litgpt":
+        req["attention_keeps_fused_qkv"] = True
         req["model"] = _litgpt_model(model)
         req.update(LITGPT_CONFIG_HUB.get((row["model"], row["method"]), {}) if "config_hub" in row["source"] else {})
     if req["num_gpus"] == 1:
@@ -263,12 +296,18 @@ def _accumulation(row: dict, source: str) -> int:
     return int(text) if text.isdigit() else 1
 
 
+def _row_date(row: dict) -> str:
+    """The first ISO date in ``source_version`` (the commit's date), else ``""``."""
+    dates = [part for part in row["source_version"].replace("(", " ").replace(",", " ").split()
+             if part[:2] == "20" and part.count("-") == 2]
+    return dates[0] if dates else ""
+
+
 def _lora_dropout(row: dict, source: str) -> float:
     """The framework's default adapter dropout at the row's version (module doc)."""
     if source == "torchtune":
-        dates = [part for part in row["source_version"].replace("(", " ").replace(",", " ").split()
-                 if part[:2] == "20" and part.count("-") == 2]
-        return 0.0 if dates and dates[0] >= TORCHTUNE_DROPOUT_ZERO_FROM else 0.05
+        date = _row_date(row)
+        return 0.0 if date and date >= TORCHTUNE_DROPOUT_ZERO_FROM else 0.05
     return 0.05
 
 
@@ -302,11 +341,12 @@ def compare_row(row: dict) -> RowResult:
                 method=row["method"], metric=metric, measured_bytes=measured, flags=_flags(row))
     try:
         if metric == "model_states":
-            predicted, allocated, req = _zero_paper_states(row), 0, {}
+            predicted, allocated, floor, req = _zero_paper_states(row), 0, 0, {}
         else:
             req = row_request(row)
             est = memory.estimate_dict(req)
             allocated = est["peak_allocated_bytes"]
+            floor = est["quantization_reserved_bytes"]
             if measured < est["model_states_bytes"]:
                 raise NotCovered("measured_below_model_states")
             if measured < configured_floor_bytes(req, est):
@@ -317,7 +357,7 @@ def compare_row(row: dict) -> RowResult:
     except CalcError as err:
         return RowResult(**base, covered=False, reason="calc_error:" + err.code)
     return RowResult(**base, predicted_bytes=predicted, error=(predicted - measured) / measured,
-                     request=req, allocated_bytes=allocated)
+                     request=req, allocated_bytes=allocated, reserved_floor_bytes=floor)
 
 
 def configured_floor_bytes(request: dict, est: dict) -> int:
@@ -428,11 +468,12 @@ class SlackFit:
 
 def fit_allocator_slack(results: list[RowResult]) -> SlackFit:
     """``f = median(measured / predicted_allocated - 1)`` over covered rows whose metric is a
-    stated ``max_memory_reserved``; then ``|allocated * (1 + f) - measured| / measured`` on
-    the covered rows whose reserved metric is only assumed."""
+    stated ``max_memory_reserved``; then ``|max(allocated * (1 + f), floor) - measured| /
+    measured`` on the covered rows whose reserved metric is only assumed (``floor``: the
+    reserved memory a one-pass NF4 quantization leaves, as in :mod:`calc.memory`)."""
     fit = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags]
     test = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" in r.flags]
     fraction = statistics.median(r.measured_bytes / r.allocated_bytes - 1 for r in fit) if fit else 0.0
-    refit = [RowResult(**{**r.__dict__, "error": (r.allocated_bytes * (1 + fraction) - r.measured_bytes)
-                          / r.measured_bytes}) for r in test]
+    refit = [RowResult(**{**r.__dict__, "error": (max(r.allocated_bytes * (1 + fraction), r.reserved_floor_bytes)
+                                                   - r.measured_bytes) / r.measured_bytes}) for r in test]
     return SlackFit(fraction, tuple(r.row_id for r in fit), tuple(r.row_id for r in test), summary(refit))

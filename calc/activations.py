@@ -29,6 +29,9 @@ page), per token of one block, for 16-bit compute unless the precision is fp32:
   ``native_dropout``): ``(act + 1) * d_in`` per adapter.
 - QLoRA with ``qlora_keeps_inputs`` (bitsandbytes < 0.43.2): every 4-bit linear keeps its
   input (``MatMul4Bit.forward``: ``ctx.tensors = (A, B)``), through the rule on linears.
+- Fused q/k/v output kept (``attention_keeps_fused_qkv``, LitGPT through Sep 2024): with
+  one query head per k/v head, ``v`` reaches SDPA as a view into the fused projection's
+  output, so the saved ``v`` holds all of it: ``act * (q_dim + kv_dim)`` more than ``v``.
 - No dropout in the block (Llama-style models train without it).
 
 Korthikanti et al. 2022 (arXiv:2205.05198, sec. 4.1) give ``34 s b h`` for a GPT block
@@ -68,6 +71,7 @@ class ActConfig:
     per_linear_casts: bool
     lora_dropout: bool = False
     quant_keeps_inputs: bool = False
+    keeps_fused_qkv: bool = False
 
 
 def _key(lin: LinearLayer) -> tuple:
@@ -144,6 +148,23 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     return a * (2 * q_dim + 2 * kv_eff) + FP32_BYTES * arch.num_heads
 
 
+def fused_qkv_kept_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """Per token, what a kept fused q/k/v output adds beyond the ``v`` already counted:
+    ``act * (q_dim + kv_dim)``, only where every query head has its own k/v head.
+
+    LitGPT ``CausalSelfAttention.forward`` (lit_gpt/model.py at 8641822, Oct 2023;
+    litgpt/model.py at 5895df10 and 00af8b0d, Apr and Sep 2024) views the fused output as
+    ``(B, T, groups, q_per_kv + 2, hs)``, permutes it, splits q, k, v and reshapes each to
+    ``(B, heads, T, hs)``. With ``q_per_kv == 1`` that reshape only drops a size-1 axis, so
+    it returns a view; ``v`` goes to ``F.scaled_dot_product_attention`` unchanged and is
+    saved for backward, keeping the whole fused storage (``q_dim + 2 kv_dim`` per token)
+    alive. With grouped heads, ``expand`` then ``reshape`` copies, and the fused output is
+    freed once q, k, v are copied; the roped q and k are new tensors either way."""
+    if not cfg.keeps_fused_qkv or arch.num_kv_heads != arch.num_heads:
+        return 0
+    return cfg.act_bytes * (arch.num_heads + arch.num_kv_heads) * arch.head_dim
+
+
 def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: tuple) -> int:
     """Saved tensors per token of one MLP unit (dense MLP, an expert, a shared expert),
     times the copies a token passes through (``down.active``).
@@ -196,7 +217,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     else:
         total += _group_input_bytes(parts.attn_in, h, cfg)
         total += _group_input_bytes(parts.mlp_in + parts.routers, h, cfg)
-    total += attention_core_bytes(arch, cfg, parts.attn_out)
+    total += attention_core_bytes(arch, cfg, parts.attn_out) + fused_qkv_kept_bytes(arch, cfg)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
     return total

@@ -52,6 +52,16 @@ GATHERED_UNITS = 2
 unsharded (PyTorch FSDP ``BackwardPrefetch.BACKWARD_PRE`` / forward prefetch; DeepSpeed
 ``stage3_prefetch_bucket_size``)."""
 
+UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT = 2 + 2 + 2 * 16 * 2
+"""Bytes per element of one weight alive at once while torchao before v0.2.0 quantizes it
+to NF4 (``torchao/dtypes/nf4tensor.py`` at tag v0.1, ``NF4Tensor.from_tensor``): the
+16-bit source (2), the scaled blocks ``blocks / scales`` (2), and in
+``quantize_tensor_nearest`` the difference of every element to the 16 NF4 code values,
+``value.unsqueeze(-1) - nf4``, a ``(numel, 16)`` 16-bit tensor (32), which ``.abs()``
+copies into a second one (32) before the first is freed: 68 bytes. torchao PR #196
+(commit 6081796, 2024-05-01, first released in v0.2.0) runs that step 1,048,576 elements
+at a time."""
+
 COMPONENTS = ("weights", "lora_weights", "gradients", "optimizer", "optimizer_temporaries",
               "activations", "logits", "weight_copies", "gathered_weights", "dequant_buffer",
               "comm_buffers")
@@ -77,6 +87,7 @@ class MemoryEstimate:
     model_states_bytes: int
     activations_per_token_bytes: int
     warnings: tuple
+    quantization_reserved_bytes: int = 0
     request: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -98,6 +109,7 @@ class MemoryEstimate:
             "unified_memory_bytes": self.unified_memory_bytes,
             "model_states_bytes": self.model_states_bytes,
             "activations_per_token_bytes": self.activations_per_token_bytes,
+            "quantization_reserved_bytes": self.quantization_reserved_bytes,
             "warnings": list(self.warnings),
             "request": dict(self.request),
         }
@@ -218,13 +230,37 @@ def dequant_buffer_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     return reg.compute_bytes * largest
 
 
+def quantization_reserved_bytes(req: EstimateRequest, s: States) -> int:
+    """Reserved memory left by quantizing the base weights on the GPU in one pass per
+    weight (``qlora_unchunked_quantization``, torchao < 0.2.0): the weights and adapters
+    resident on the GPU plus ``UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT`` times the largest
+    quantized weight, in whole 2 MiB segments.
+
+    torchtune (recipes/lora_finetune_single_device.py at fef3ed10d and 0217d44c2, which
+    pin ``torchao==0.1``) builds the model on the GPU, where ``LoRALinear.__init__`` calls
+    ``to_nf4``, then loads the checkpoint with ``load_state_dict``, whose NF4 ``copy_``
+    (torchtune/utils/_register_nf4_dispatch_ops.py) quantizes each weight again on the
+    GPU while every other weight is resident. PyTorch's caching allocator keeps the freed
+    blocks (no ``empty_cache`` in the recipe) and ``get_memory_stats`` /
+    ``memory_stats_log`` only reset the peak counters, so the reserved memory of the
+    whole run is at least this. torchtune's QLoRA tutorial at fef3ed10d shows the effect:
+    9.13 GB reserved after model init against 9.29 GB at the training peak."""
+    if req.method is not Method.QLORA or not req.qlora_unchunked_quantization:
+        return 0
+    largest = max((l.weight_params for l in req.model.linears if l.quantizable), default=0)
+    resident = s.weights + s.lora_weights + UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT * largest
+    seg = 2 * 1024 ** 2
+    return -(-resident // seg) * seg
+
+
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
     adapted = frozenset((a.name, a.d_in, a.d_out, a.role) for a in st.adapted(req))
     resid = st.FP32_BYTES if reg.casts_weights else reg.compute_bytes
     return act.ActConfig(reg.compute_bytes, resid, req.method is Method.FULL, adapted,
                          req.lora_rank, req.attention, req.seq_len, reg.casts_weights,
                          lora_dropout=req.is_peft and req.lora_dropout > 0,
-                         quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs)
+                         quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs,
+                         keeps_fused_qkv=req.attention_keeps_fused_qkv)
 
 
 @dataclass(frozen=True)
@@ -314,7 +350,8 @@ def estimate_request(req: EstimateRequest) -> MemoryEstimate:
     totals = {name: sum(parts.values()) for name, parts in phases.items()}
     peak_phase = max(PHASES, key=lambda p: totals.get(p, -1))
     allocated = totals[peak_phase]
-    reserved = reserved_bytes(allocated)
+    quant_reserved = quantization_reserved_bytes(req, states)
+    reserved = max(reserved_bytes(allocated), quant_reserved)
     device = reserved + CUDA_CONTEXT_BYTES + (NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0)
     return MemoryEstimate(
         peak_allocated_bytes=allocated,
@@ -330,6 +367,7 @@ def estimate_request(req: EstimateRequest) -> MemoryEstimate:
         model_states_bytes=model_states_total(states),
         activations_per_token_bytes=acts.per_token_block,
         warnings=tuple(warnings_for(req)),
+        quantization_reserved_bytes=quant_reserved,
         request=req.to_dict(),
     )
 

@@ -250,7 +250,13 @@ def _recommendations(planner: Planner) -> dict:
                 "warnings": _price_warnings(price, planner.options.interruptible)
                 + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value),
             })
-    configs.sort(key=lambda c: (c["cost_usd"], c["time_hours"], c["id"]))
+    # A price at another rate than asked (an interruptible-only listing when on-demand was
+    # asked, or the reverse) is not comparable: such configurations rank after the others by
+    # cost, so the cost ranking and the "cheapest" pick never disagree.
+    def rate_mismatch(c: dict) -> bool:
+        return any(w.startswith("price_is_") for w in c["warnings"])
+
+    configs.sort(key=lambda c: (rate_mismatch(c), c["cost_usd"], c["time_hours"], c["id"]))
     by_time = sorted(configs, key=lambda c: (c["time_hours"], c["cost_usd"], c["id"]))
     for rank, c in enumerate(configs, 1):
         c["rank_by_cost"] = rank
@@ -268,8 +274,8 @@ def _recommendations(planner: Planner) -> dict:
         "by_time": [c["id"] for c in by_time],
         # a card priced only at another rate (e.g. interruptible-only listings) is ranked but
         # not named cheapest
-        "cheapest": next((c["id"] for c in configs if not any(
-            w.startswith("price_is_") for w in c["warnings"])), configs[0]["id"] if configs else None),
+        "cheapest": next((c["id"] for c in configs if not rate_mismatch(c)),
+                         configs[0]["id"] if configs else None),
         "fastest": by_time[0]["id"] if by_time else None,
         # seed 004: start with the smallest card that fits your configuration, move up only when
         # time per step is the bottleneck

@@ -95,6 +95,8 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
     "qlora_keeps_inputs": (False, "bool", None),
     "frozen_weight_grads": (False, "bool", None),
     "sync_each_micro_batch": (False, "bool", None),
+    "qlora_unchunked_quantization": (False, "bool", None),
+    "attention_keeps_fused_qkv": (False, "bool", None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -119,6 +121,20 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
   unfrozen model; torchtune's ``lora_fsdp_wrap_policy`` exists to avoid it. E.g. LitGPT's
   ``auto_wrap_policy={Block}``. Default False: FSDP2, or wrap policies that give the
   adapters their own units (torchtune ``lora_fsdp_wrap_policy``).
+- ``qlora_unchunked_quantization``: the base weights are quantized to NF4 on the GPU in
+  one pass per weight, as torchao before v0.2.0 did (``NF4Tensor.quantize_tensor_nearest``
+  on the whole flattened weight); the blocks that pass frees stay in PyTorch's cache and
+  set a floor under the reserved memory of the whole run
+  (:func:`calc.memory.quantization_reserved_bytes`). Default False: torchao >= 0.2.0
+  quantizes 1,048,576 elements at a time (torchao PR #196), and bitsandbytes quantizes
+  in a CUDA kernel without full-size temporaries.
+- ``attention_keeps_fused_qkv``: the attention keeps the whole output of a fused q/k/v
+  projection alive until its backward, where every query head has its own k/v head.
+  LitGPT (``CausalSelfAttention.forward``, 2023 through Sep 2024) reshapes the fused
+  output into q, k, v; with one query per group the reshape of ``v`` is a view, and SDPA
+  saves that view, which holds the whole fused tensor (:mod:`calc.activations`).
+  Default False: separate q, k, v projections (Hugging Face, torchtune), or grouped
+  k/v heads, whose expand-and-reshape makes copies.
 """
 
 
@@ -147,6 +163,8 @@ class EstimateRequest:
     qlora_keeps_inputs: bool = False
     frozen_weight_grads: bool = False
     sync_each_micro_batch: bool = False
+    qlora_unchunked_quantization: bool = False
+    attention_keeps_fused_qkv: bool = False
 
     @property
     def is_peft(self) -> bool:

@@ -11,12 +11,22 @@ mkdocs-static-i18n runs one build per language into the same ``site_dir``
   fetches ``sitemap.xml`` under every alternate language link (``/en/``),
   a 404 on every page. The root sitemap lists every language's pages with
   their alternates, so each language directory gets a copy.
+- the language switcher of a non-default ``404.html``: the i18n plugin sets
+  the alternates per page, and the 404 template (not a page) inherits those
+  of the last page built; they are pointed back at each language's home.
+- the head's ``<link rel="alternate" hreflang>`` tags: Material's JavaScript
+  fetches ``sitemap.xml`` under each of them, which only exists under a
+  language's home, so every page other than a home page logged two 404s.
+  They are dropped; the sitemap keeps the hreflang alternates for search
+  engines and the switcher's own links are untouched.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from mkdocs.config.defaults import MkDocsConfig
 
@@ -34,7 +44,7 @@ def _languages(config: MkDocsConfig) -> tuple[str, list[str]]:
     return default, others
 
 
-def on_post_build(config: MkDocsConfig) -> None:
+def _move_and_copy(config: MkDocsConfig) -> None:
     global _default_404
     site = Path(config.site_dir)
     default, others = _languages(config)
@@ -53,3 +63,36 @@ def on_post_build(config: MkDocsConfig) -> None:
             for name in SITEMAP_FILES:
                 if (site / name).is_file():
                     shutil.copyfile(site / name, site / locale / name)
+
+
+# Both the switcher (<a>) and the head's <link rel="alternate"> carry them.
+_SWITCHER_LINK = re.compile(r'href="[^"]*" hreflang="([A-Za-z-]+)"')
+
+
+def _fix_404_switcher(page: Path, default: str, prefix: str) -> None:
+    """Point the 404 page's language links at each language's home page."""
+    def home(match: re.Match) -> str:
+        lang = match.group(1)
+        link = prefix if lang == default else f"{prefix}{lang}/"
+        return f'href="{link}" hreflang="{lang}"'
+
+    text = page.read_text(encoding="utf-8")
+    page.write_text(_SWITCHER_LINK.sub(home, text), encoding="utf-8")
+
+
+def on_post_build(config: MkDocsConfig) -> None:
+    _move_and_copy(config)
+    site = Path(config.site_dir)
+    default, others = _languages(config)
+    prefix = urlsplit(config.site_url or "/").path or "/"
+    prefix = prefix if prefix.endswith("/") else prefix + "/"
+    for page in [site / "404.html"] + [site / locale / "404.html" for locale in others]:
+        if page.is_file():
+            _fix_404_switcher(page, default, prefix)
+
+
+_HEAD_ALTERNATE = re.compile(r'[ \t]*<link rel="alternate" href="[^"]*" hreflang="[A-Za-z-]+">\n?')
+
+
+def on_post_page(output: str, page, config: MkDocsConfig) -> str:
+    return _HEAD_ALTERNATE.sub("", output)

@@ -133,6 +133,12 @@ _TEXT: dict[str, dict[str, str]] = {
                                  "en": "4-bit layers keep their input (older bitsandbytes)"},
     "field.frozen_weight_grads": {"es": "Gradientes también para los pesos congelados (FSDP1)",
                                   "en": "Gradients for the frozen weights too (FSDP1)"},
+    "field.qlora_unchunked_quantization": {
+        "es": "Cuantización NF4 de una sola pasada (torchao anterior a 0.2)",
+        "en": "Single-pass NF4 quantization (torchao before 0.2)"},
+    "field.attention_keeps_fused_qkv": {
+        "es": "La atención mantiene viva la salida qkv fusionada (LitGPT)",
+        "en": "Attention keeps the fused qkv output alive (LitGPT)"},
     "field.sync_each_micro_batch": {"es": "Sincronizar gradientes en cada micro-batch",
                                     "en": "Synchronise gradients every micro-batch"},
     "field.optimizer_in_backward": {"es": "Paso del optimizador dentro del backward",

@@ -71,6 +71,19 @@ CONSTANTS: dict[str, dict] = {
                "torchtune que publican max_memory_reserved (validación)",
          "en": "Fitted: median of measured reserved / computed allocated − 1 over the torchtune "
                "rows that publish max_memory_reserved (validation)"}),
+    "calc.memory.UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT": _e(
+        "Bytes por elemento vivos a la vez mientras torchao anterior a la v0.2.0 cuantiza un "
+        "peso a NF4 de una sola pasada (origen de 16 bits, bloques escalados y dos tensores "
+        "de distancias a los 16 valores NF4). Solo cuenta con la opción de cuantización sin "
+        "trocear; lo que deja en la caché del asignador fija un mínimo para la memoria reservada.",
+        "Bytes per element alive at once while torchao before v0.2.0 quantizes one weight to "
+        "NF4 in a single pass (16-bit source, scaled blocks and two tensors of distances to the "
+        "16 NF4 values). Counted only with the unchunked-quantization option; what it leaves in "
+        "the allocator's cache sets a floor for reserved memory.",
+        {"es": "torchao v0.1, torchao/dtypes/nf4tensor.py (quantize_tensor_nearest); PR #196 lo "
+               "trocea desde la v0.2.0",
+         "en": "torchao v0.1, torchao/dtypes/nf4tensor.py (quantize_tensor_nearest); PR #196 "
+               "chunks it from v0.2.0"}),
     "calc.memory.CUDA_CONTEXT_BYTES": _e(
         "Contexto de CUDA y núcleos cargados, fuera del asignador de PyTorch; se suma al total "
         "que muestra nvidia-smi.",

@@ -19,7 +19,9 @@ def test_every_page_loads_offline_without_errors(offline_page, site_server):
     by_page = {}
     for rel_path in pages:
         before = {name: len(items) for name, items in problems.problems().items()}
-        page.goto(site_server.url(rel_path), wait_until="load")
+        # networkidle: leaving a page while its search index or Pyodide is still
+        # loading would abort those requests and blame the next page for them.
+        page.goto(site_server.url(rel_path), wait_until="networkidle")
         page.wait_for_timeout(PAGE_SETTLE_MS)
         found = {
             name: items[before.get(name, 0) :]

@@ -217,6 +217,37 @@ def test_qlora_keeps_inputs_of_4bit_linears():
     assert est(**lora, qlora_keeps_inputs=True)["peak_allocated_bytes"] == est(**lora)["peak_allocated_bytes"]
 
 
+def test_unchunked_nf4_quantization_sets_a_reserved_floor():
+    # NF4 with double quantization of the 6,476,005,376 block weights (3,340,754,944 bytes)
+    # + 262,410,240 bf16 params (embedding, lm_head, norms) = 3,865,591,808; q, v adapters
+    # r=8: 4,194,304 bf16 = 8,388,608; torchao 0.1 quantizing a 4096 x 11008 weight holds
+    # 68 bytes per element = 3,066,036,224. Sum 6,940,016,640, in 2 MiB segments.
+    base = dict(method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
+    out = est(**base, qlora_unchunked_quantization=True)
+    assert out["components"]["weights"] == 3_865_591_808
+    assert memory.UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT * 4096 * 11008 == 3_066_036_224
+    assert out["quantization_reserved_bytes"] == 6_941_573_120 == 3310 * 2 * 1024 ** 2
+    assert out["peak_reserved_bytes"] == 6_941_573_120  # above allocated * 1.11 (about 4.3 GiB)
+    assert out["peak_allocated_bytes"] == est(**base)["peak_allocated_bytes"]
+    assert est(**base)["quantization_reserved_bytes"] == 0
+    assert est(**dict(base, method="lora"), qlora_unchunked_quantization=True)["quantization_reserved_bytes"] == 0
+    # a training peak above the floor is left as it was
+    big = dict(base, micro_batch_size=8, seq_len=4096, gradient_checkpointing=False)
+    assert est(**big, qlora_unchunked_quantization=True)["peak_reserved_bytes"] == est(**big)["peak_reserved_bytes"]
+
+
+@pytest.mark.parametrize("model, delta", [
+    ("llama-2-7b", 2 * (4096 + 4096)),  # fused q|k|v (3h) kept instead of v (h): + 2h at 2 bytes
+    ("phi-2", 2 * (2560 + 2560)),
+    ("llama-3.1-8b", 0),                # grouped k/v: LitGPT's reshape copies, nothing kept
+    ("gemma-2-2b", 0),
+])
+def test_fused_qkv_output_kept_on_mha_models(model, delta):
+    base = dict(model=model, method="lora", lora_targets="all-linear")
+    kept = est(**base, attention_keeps_fused_qkv=True)["activations_per_token_bytes"]
+    assert kept - est(**base)["activations_per_token_bytes"] == delta
+
+
 def test_eager_attention_keeps_scores():
     sdpa = req(method="full", seq_len=2048)
     eager = req(method="full", seq_len=2048, attention="eager")
@@ -343,6 +374,8 @@ setups = hs.fixed_dictionaries({
     "qlora_keeps_inputs": hs.booleans(),
     "frozen_weight_grads": hs.booleans(),
     "sync_each_micro_batch": hs.booleans(),
+    "qlora_unchunked_quantization": hs.booleans(),
+    "attention_keeps_fused_qkv": hs.booleans(),
 })
 
 
@@ -351,6 +384,7 @@ setups = hs.fixed_dictionaries({
 def test_memory_never_decreases_with_size(setup, key, extra):
     bigger = dict(setup, **{key: setup[key] + extra})
     assert est(**bigger)["peak_allocated_bytes"] >= est(**setup)["peak_allocated_bytes"]
+    assert est(**bigger)["peak_reserved_bytes"] >= est(**setup)["peak_reserved_bytes"]
 
 
 @settings(max_examples=60, deadline=None)

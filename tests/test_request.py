@@ -55,6 +55,8 @@ OK = {"model": "llama-2-7b"}
     ({"model": "llama-2-7b", "gradient_accumulation_steps": 2.5}, "not_integer", "gradient_accumulation_steps"),
     ({"model": "llama-2-7b", "qlora_keeps_inputs": 1}, "not_boolean", "qlora_keeps_inputs"),
     ({"model": "llama-2-7b", "frozen_weight_grads": "no"}, "not_boolean", "frozen_weight_grads"),
+    ({"model": "llama-2-7b", "qlora_unchunked_quantization": 0}, "not_boolean", "qlora_unchunked_quantization"),
+    ({"model": "llama-2-7b", "attention_keeps_fused_qkv": "true"}, "not_boolean", "attention_keeps_fused_qkv"),
 ])
 def test_bad_input_code_and_field(request_obj, code, field):
     with pytest.raises(CalcError) as info:
@@ -72,6 +74,8 @@ def test_defaults_fill_every_field():
     assert set(echoed) == set(ESTIMATE_FIELDS)
     assert echoed["method"] == "lora" and echoed["lora_rank"] == 16 and echoed["seq_len"] == 2048
     assert echoed["gradient_checkpointing"] is True and echoed["precision"] == "bf16-true"
+    # keys added later default to modern behaviour
+    assert echoed["qlora_unchunked_quantization"] is False and echoed["attention_keeps_fused_qkv"] is False
 
 
 def test_hf_config_model_runs():

@@ -52,11 +52,22 @@ def test_every_row_compared_or_explained(results):
     ("63", {"lora_targets": "all-linear"}),                                   # tiny-llama/lora.yaml
     ("65", {"num_gpus": 4, "gradient_accumulation_steps": 4}),                # gemma-2b/full.yaml
     ("66", {"num_gpus": 2, "gradient_accumulation_steps": 1}),                # phi-2/full.yaml
+    ("8", {"qlora_unchunked_quantization": True}),                            # torchao==0.1 pin
+    ("1", {"qlora_unchunked_quantization": True}),
+    ("17", {"qlora_unchunked_quantization": False}),                          # pin gone, Sep 2024
+    ("20", {"chunked_loss": False, "micro_batch_size": 2, "seq_len": 2048}),  # 405B_qlora.yaml loss
+    ("15", {"chunked_loss": True}),
+    ("53", {"attention_keeps_fused_qkv": True}),                              # LitGPT attention
+    ("44", {"attention_keeps_fused_qkv": True}),
 ])
 def test_row_request_mapping(rows, row_id, expected):
     req = vm.row_request(rows[row_id])
     for key, value in expected.items():
         assert req[key] == value, key
+
+
+def test_torchtune_rows_keep_separate_qkv(rows):
+    assert "attention_keeps_fused_qkv" not in vm.row_request(rows["2"])
 
 
 @pytest.mark.parametrize("row_id, reason", [
