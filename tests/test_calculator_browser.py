@@ -49,6 +49,8 @@ VARIATIONS = [
      "sync_each_micro_batch": "true", "method": "full"},
     {"method": "qlora", "qlora_keeps_inputs": "true", "model": "qwen2.5-7b"},
     {"frozen_weight_grads": "true", "num_gpus": "2", "sharding": "zero3"},
+    {"method": "qlora", "qlora_unchunked_quantization": "true", "model": "llama-2-13b"},
+    {"attention_keeps_fused_qkv": "true", "attention": "eager", "gradient_checkpointing": "false"},
     {"precision": "bf16-mixed"},
     {"precision": "fp16-mixed", "method": "full"},
     {"precision": "fp32", "model": "qwen2.5-0.5b"},
