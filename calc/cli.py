@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from .errors import CalcError, InputError
@@ -21,14 +22,18 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _read_request(path: str) -> object:
+    # bytes, decoded here: stdin's text layer would follow the locale (a C locale
+    # lets invalid bytes through as surrogates), and Windows editors add a BOM
     try:
         if path == "-":
-            text = sys.stdin.read()
+            raw = sys.stdin.buffer.read()
         else:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
+            with open(path, "rb") as handle:
+                raw = handle.read()
     except OSError as err:
         raise InputError("request_unreadable", "request", path, type(err).__name__) from None
+    try:
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError("request_not_utf8", "request", path) from None
     try:
@@ -38,8 +43,13 @@ def _read_request(path: str) -> object:
 
 
 def _emit(obj: object) -> None:
-    json.dump(obj, sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)
-    sys.stdout.write("\n")
+    try:
+        json.dump(obj, sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, without a traceback at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None) -> int:

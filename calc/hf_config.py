@@ -25,6 +25,17 @@ from .errors import ConfigError
 
 _REQUIRED = ...  # sentinel: the key has no default
 
+# Upper bounds on config integers: far above any published model (the largest have ~200
+# layers, hidden 25,600, vocab 256k, 10M positions), low enough that a typo (an extra
+# digit run) is refused instead of producing a meaningless, astronomically large estimate.
+_INT_LIMITS = {
+    "max_position_embeddings": 1 << 30, "n_positions": 1 << 30, "n_ctx": 1 << 30,
+    "vocab_size": 1 << 24,
+}
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+_INT_LIMIT_DEFAULT = 1 << 20  # widths, heads, experts
+_LAYER_LIMIT = 1 << 12
+
 
 class _Keys:
     """Typed access to one config dict; errors name the key as ``<prefix><key>``."""
@@ -50,6 +61,9 @@ class _Keys:
             return default  # type: ignore[return-value]
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError("config_invalid_value", self.prefix + key, value)
+        limit = _LAYER_LIMIT if key in _LAYER_KEYS else _INT_LIMITS.get(key, _INT_LIMIT_DEFAULT)
+        if value > limit:
+            raise ConfigError("config_invalid_value", self.prefix + key, value, "out_of_range")
         return value
 
     def bool(self, key: str, default: bool) -> bool:

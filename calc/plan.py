@@ -263,7 +263,11 @@ def _recommendations(planner: Planner) -> dict:
     for rank, c in enumerate(by_time, 1):
         c["rank_by_time"] = rank
     def pick(candidates):
-        best = min(candidates, key=lambda c: (c["memory_bytes"], c["num_gpus"], c["cost_usd"]), default=None)
+        # least memory in total (8 small cards are not "smaller" than one large one); among
+        # cards of one class (an H100's 79.6 GiB vs an A100's 80 GiB) the cheaper run wins
+        best = min(candidates, key=lambda c: (
+            c["num_gpus"] * gpu_catalogue.get_gpu(c["gpu"]).memory_gb_marketed,
+            rate_mismatch(c), c["cost_usd"], c["num_gpus"]), default=None)
         return None if best is None else {k: best[k] for k in ("id", "gpu", "num_gpus", "sharding")}
 
     own = [c for c in configs if c["num_gpus"] == req.num_gpus and c["sharding"] == req.sharding.value]
@@ -333,6 +337,7 @@ def _suggestion(planner: Planner, action: str, changes: dict, extra: dict | None
         "device_total_bytes": est["device_total_bytes"],
         "required_bytes": recommend.required_bytes(est["device_total_bytes"], planner.options.safety_margin),
         "saved_bytes": planner.base["device_total_bytes"] - est["device_total_bytes"],
+        "host_bytes": est["host_bytes"],
         "time_hours": cost.schedule.total_hours,
         "cost_usd": cost.total_usd,
     }
@@ -362,6 +367,9 @@ def _suggestions(planner: Planner, solvers: dict) -> list[dict]:
                                 "effective_batch_per_gpu": new_mb * accumulation}))
     if not req.gradient_checkpointing:
         out.append(_suggestion(planner, "gradient_checkpointing", {"gradient_checkpointing": True}))
+    if not req.chunked_loss:
+        # fp32 logits of a large vocabulary (Llama 3: 128,256) can exceed the model's activations
+        out.append(_suggestion(planner, "chunked_loss", {"chunked_loss": True}))
     if req.method.value == "lora":
         out.append(_suggestion(planner, "lora_to_qlora", {"method": "qlora"}))
     elif req.method.value == "full":
@@ -385,7 +393,34 @@ def _suggestions(planner: Planner, solvers: dict) -> list[dict]:
             out.append(_suggestion(planner, "cpu_offload", {"cpu_offload": "optimizer+params"}))
     elif req.cpu_offload.value == "optimizer":
         out.append(_suggestion(planner, "cpu_offload", {"cpu_offload": "optimizer+params"}))
-    return [s for s in out if s is not None]
+    # a change that saves nothing is no suggestion
+    found = [s for s in out if s is not None and s["saved_bytes"] > 0]
+    if found and not any(s["fits"] for s in found):
+        combined = _combined_suggestion(planner, found)
+        if combined is not None:
+            found.append(combined)
+    return found
+
+
+# Changes that keep the training task as it is (same data, same effective batch), in the
+# order they are tried together when no single one is enough.
+_COMBINABLE = ("gradient_checkpointing", "chunked_loss", "lora_to_qlora", "full_to_lora",
+               "optimizer_8bit", "zero3_over_n_gpus", "cpu_offload")
+
+
+def _combined_suggestion(planner: Planner, single: list[dict]) -> dict | None:
+    """When no single change fits: apply the task-preserving ones cumulatively, in order, and
+    stop at the first combination that fits (or return the last, which does not)."""
+    changes: dict = {}
+    last = None
+    for suggestion in single:
+        if suggestion["action"] not in _COMBINABLE:
+            continue
+        changes.update(suggestion["changes"])
+        last = _suggestion(planner, "combined", changes)
+        if last is not None and last["fits"]:
+            break
+    return last
 
 
 def plan_request(request: EstimateRequest, options: PlanOptions,

@@ -139,7 +139,8 @@ def bytes_per_param(lang: str, model: str, combos: list[list[str]], **setup) -> 
     for name in states:
         field = "components." + name
         frame["bpp." + name] = frame[field] / total
-        cols.append(Col("bpp." + name, "component." + name, "bpp", check=f"{field}/params_total"))
+        # the values are bytes per parameter, so not the components' GiB headers
+        cols.append(Col("bpp." + name, "col.bpp_" + name, "bpp", check=f"{field}/params_total"))
     frame["bpp.total"] = sum(frame["components." + n] for n in states) / total
     cols.append(Col("bpp.total", "col.bpp_total", "bpp",
                     check="+".join("components." + n for n in states) + "/params_total"))

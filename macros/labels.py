@@ -26,6 +26,8 @@ _TEXT: dict[str, dict[str, str]] = {
     "col.batch": {"es": "Micro-batch {n}", "en": "Micro-batch {n}"},
     "col.variant": {"es": "Variante", "en": "Variant"},
     "col.bpp_weights": {"es": "Pesos (bytes/parámetro)", "en": "Weights (bytes/parameter)"},
+    "col.bpp_gradients": {"es": "Gradientes (bytes/parámetro)", "en": "Gradients (bytes/parameter)"},
+    "col.bpp_optimizer": {"es": "Optimizador (bytes/parámetro)", "en": "Optimizer (bytes/parameter)"},
     # components (per-component columns)
     "component.weights": {"es": "Pesos (GiB)", "en": "Weights (GiB)"},
     "component.gradients": {"es": "Gradientes (GiB)", "en": "Gradients (GiB)"},

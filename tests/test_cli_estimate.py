@@ -56,10 +56,31 @@ def test_bad_requests_exit_2_without_traceback(stdin, code):
     assert json.loads(proc.stdout)["error"]["code"] == code
 
 
-def test_undecodable_bytes_are_a_coded_error():
-    proc = run_cli(b"\xff\xfe{")
+@pytest.mark.parametrize("from_file", [False, True], ids=["stdin", "file"])
+def test_undecodable_bytes_are_a_coded_error(tmp_path, from_file):
+    # the same code from stdin and from a file, whatever the locale
+    data = b"\xff\xfe{"
+    if from_file:
+        path = tmp_path / "req.json"
+        path.write_bytes(data)
+        proc = run_cli("", "estimate", "--request", str(path))
+    else:
+        proc = run_cli(data)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert json.loads(proc.stdout)["error"]["code"] in ("request_not_utf8", "request_not_json")
+    assert json.loads(proc.stdout)["error"]["code"] == "request_not_utf8"
+
+
+def test_utf8_bom_is_accepted():
+    proc = run_cli(b"\xef\xbb\xbf" + json.dumps({"model": "tinyllama-1.1b"}).encode())
+    assert proc.returncode == 0, proc.stdout
+    assert json.loads(proc.stdout)["params_total"] == 1_100_048_384
+
+
+def test_closed_pipe_shows_no_traceback():
+    # `python -m calc gpus | head -c 1`: the reader leaves before the output ends
+    proc = subprocess.run(f"'{sys.executable}' -m calc gpus | head -c 1", shell=True, cwd=ROOT,
+                          capture_output=True, timeout=60)
+    assert b"Traceback" not in proc.stderr and proc.stdout == b"{"
 
 
 def test_missing_file_is_a_coded_error():

@@ -338,3 +338,17 @@ def test_any_mutation_gives_arch_or_config_error(base, changes, drop):
         json.dumps(err.to_dict(), allow_nan=False)
     else:
         assert arch.params_total > 0 and arch.params_active <= arch.params_total
+
+
+@pytest.mark.parametrize("key, value", [
+    ("num_hidden_layers", 3_200_000_000),   # a typo, not a model
+    ("hidden_size", int("4" * 4000)),       # a 4000-digit width
+    ("vocab_size", 10 ** 9),
+])
+def test_absurd_sizes_are_refused_with_the_key(key, value):
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+           "intermediate_size": 11008, "num_hidden_layers": 32, "vocab_size": 32000}
+    cfg[key] = value
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(cfg)
+    assert (err.value.code, err.value.field) == ("config_invalid_value", f"hf_config.{key}")

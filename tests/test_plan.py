@@ -117,11 +117,34 @@ def test_recommendations_ranked_and_all_fit():
         gpu = gpus.get_gpu(c["gpu"])
         assert c["required_bytes"] <= gpu.memory_bytes
         assert c["num_gpus"] in (1, 2, 4, 8)
-    smallest = rec["smallest_config"]
-    assert gpus.get_gpu(smallest["gpu"]).memory_bytes == min(c["memory_bytes"] for c in configs)
+    def total_gb(c):  # memory class of the whole configuration
+        return c["num_gpus"] * gpus.get_gpu(c["gpu"]).memory_gb_marketed
+
+    smallest = next(c for c in configs if c["id"] == rec["smallest_config"]["id"])
+    assert total_gb(smallest) == min(total_gb(c) for c in configs)
     own = [c for c in configs if (c["num_gpus"], c["sharding"]) == (1, "none")]
     assert rec["smallest_card"]["num_gpus"] == 1
-    assert gpus.get_gpu(rec["smallest_card"]["gpu"]).memory_bytes == min(c["memory_bytes"] for c in own)
+    card = next(c for c in own if c["id"] == rec["smallest_card"]["id"])
+    assert total_gb(card) == min(total_gb(c) for c in own)
+    same_class = [c for c in own if total_gb(c) == total_gb(card)]
+    assert card["cost_usd"] == min(c["cost_usd"] for c in same_class if not c["warnings"]
+                                   or card["warnings"])
+
+
+def test_when_nothing_fits_suggestions_save_memory_and_combine():
+    from calc.plan import plan_dict
+
+    out = plan_dict({"model": "llama-3.1-70b", "method": "full", "dataset_tokens": 10_000_000,
+                     "epochs": 1, "gpu": "rtx-4090"})
+    suggestions = out["suggestions"]
+    assert suggestions and all(s["saved_bytes"] > 0 for s in suggestions)
+    assert "full_to_lora" in {s["action"] for s in suggestions}
+    assert all("host_bytes" in s for s in suggestions)
+    singles = [s for s in suggestions if s["action"] != "combined"]
+    if not any(s["fits"] for s in singles):
+        combined = suggestions[-1]
+        assert combined["action"] == "combined" and len(combined["changes"]) >= 2
+        assert combined["device_total_bytes"] < min(s["device_total_bytes"] for s in singles)
 
 
 def test_price_rate_mismatch_is_flagged():
@@ -231,3 +254,13 @@ def test_cost_ranking_agrees_with_the_cheapest_pick():
     flags = [any(w.startswith("price_is_") for w in c["warnings"]) for c in out["configs"]]
     assert flags == sorted(flags)  # all comparable prices first
     assert any(flags)  # the catalogue has such listings (A100 40GB), so the check bites
+
+
+def test_chunked_loss_suggested_when_logits_set_the_peak():
+    from calc.plan import plan_dict
+
+    out = plan_dict({"model": "llama-3.1-8b", "method": "lora", "seq_len": 8192,
+                     "micro_batch_size": 2, "dataset_tokens": 10_000_000, "epochs": 1,
+                     "gpu": "rtx-4090"})
+    chunked = [s for s in out["suggestions"] if s["action"] == "chunked_loss"]
+    assert chunked and chunked[0]["saved_bytes"] > 2 * 1024 ** 3  # fp32 logits of 128k vocab
