@@ -332,13 +332,16 @@ class Renderer:
                                               "data-value": raw_value(fits)},
                                      self.s["ui"]["yes" if fits else "no"]]],
                          ["td", {}, self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])],
+                         ["td", {}] + ([self.num(f"suggestions.{i}.host_bytes", item["host_bytes"])]
+                                       if _is_number(item.get("host_bytes")) else []),
                          ["td", {}, self.num(f"suggestions.{i}.time_hours", item["time_hours"])],
                          ["td", {}, self.num(f"suggestions.{i}.cost_usd", item["cost_usd"])],
                          ["td", {}, ["button", {"type": "button", "class": "calc-apply",
                                                 "data-changes": json.dumps(changes)},
                                      self.s["ui"]["apply"]]]])
         return ["div", {"class": "calc-group calc-suggestions"}, self.heading(4, "suggestions_heading"),
-                self.table(["action", "changes", "fits", "saved_bytes", "time_hours", "cost_usd", "apply"],
+                self.table(["action", "changes", "fits", "saved_bytes", "host_bytes", "time_hours",
+                            "cost_usd", "apply"],
                            rows)]
 
     def fits_table(self) -> list:
