@@ -28,9 +28,11 @@ COMMAND = "plan"  # one round trip: the plan response includes the memory estima
 GROUPS = (
     ("legend_model", ("model",)),
     ("legend_method", ("method", "lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
-                       "qlora_keeps_inputs", "precision", "optimizer", "optimizer_in_backward")),
+                       "qlora_keeps_inputs", "qlora_unchunked_quantization", "precision",
+                       "optimizer", "optimizer_in_backward")),
     ("legend_batch", ("micro_batch_size", "gradient_accumulation_steps", "seq_len",
-                      "gradient_checkpointing", "attention", "chunked_loss", "activation_offload")),
+                      "gradient_checkpointing", "attention", "attention_keeps_fused_qkv",
+                      "chunked_loss", "activation_offload")),
     ("legend_parallel", ("num_gpus", "sharding", "sync_each_micro_batch", "frozen_weight_grads",
                          "cpu_offload")),
     ("legend_plan", ("dataset_tokens", "epochs", "gpu", "price_tier", "price_per_gpu_hour",
@@ -212,8 +214,8 @@ def _json_script(element_id: str, data: object) -> list:
 
 
 def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) -> str:
-    """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, js
-    (each relative to the page)."""
+    """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, boot,
+    js (each relative to the page)."""
     # the page's strings, plus the cards' names for the results (ids in the response)
     strings = dict(load_strings()[lang], gpus={g["id"]: g.get("name") or g["id"] for g in gpus})
     result = compute(default_request())
@@ -221,6 +223,7 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
                     "data-command": COMMAND, "data-worker": urls["worker"],
                     "data-pyodide": urls["pyodide"], "data-bundle": urls["bundle"]},
             ["link", {"rel": "stylesheet", "href": urls["css"]}],
+            ["script", {"src": urls["boot"]}],  # starts the worker now (see boot.js)
             _json_script("calc-strings", strings),
             ["p", {"class": "calc-status", "role": "status", "aria-live": "polite"},
              strings["ui"]["status_static"]],
@@ -248,6 +251,7 @@ def site_urls(conf: dict, page_url: str) -> dict[str, str]:
     return {
         "worker": root + "assets/calculator/worker.js",
         "js": root + "assets/calculator/calculator.js",
+        "boot": root + "assets/calculator/boot.js",
         "css": root + "assets/calculator/calculator.css",
         "pyodide": root + extra["pyodide"]["path"].strip("/") + "/",
         "bundle": root + extra["calc_bundle"],

@@ -8,7 +8,8 @@ the live page cannot drift apart, and numbers are formatted by one function.
 
 A node is ``[tag, {attr: value}, child, ...]``; a child is a node or a string.
 Every number carries ``data-output`` (its dotted path in the response, list
-items by index) and ``data-value`` (the raw JSON number).
+items by index; memory fields keep the estimate's own names, see :func:`resolve`)
+and ``data-value`` (the raw JSON number).
 
 Pure standard library: it must import in CPython 3.11+ and in Pyodide.
 """
@@ -143,11 +144,11 @@ class Renderer:
                                 for text, node in rows]
         return ["table", {"class": "calc-table calc-rows"}, body]
 
-    def table(self, head: list, rows: list, css: str = "") -> list:
+    def table(self, head: list, rows: list) -> list:
         thead = ["thead", {}, ["tr", {}] + [["th", {"scope": "col"}, self.label(h)] for h in head]]
         body = ["tbody", {}] + rows
         return ["div", {"class": "calc-table-wrap"},
-                ["table", {"class": ("calc-table " + css).strip()}, thead, body]]
+                ["table", {"class": "calc-table"}, thead, body]]
 
     def gpu_name(self, gpu_id: str) -> str:
         return self.s.get("gpus", {}).get(gpu_id, gpu_id)
@@ -331,13 +332,16 @@ class Renderer:
                                               "data-value": raw_value(fits)},
                                      self.s["ui"]["yes" if fits else "no"]]],
                          ["td", {}, self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])],
+                         ["td", {}] + ([self.num(f"suggestions.{i}.host_bytes", item["host_bytes"])]
+                                       if _is_number(item.get("host_bytes")) else []),
                          ["td", {}, self.num(f"suggestions.{i}.time_hours", item["time_hours"])],
                          ["td", {}, self.num(f"suggestions.{i}.cost_usd", item["cost_usd"])],
                          ["td", {}, ["button", {"type": "button", "class": "calc-apply",
                                                 "data-changes": json.dumps(changes)},
                                      self.s["ui"]["apply"]]]])
         return ["div", {"class": "calc-group calc-suggestions"}, self.heading(4, "suggestions_heading"),
-                self.table(["action", "changes", "fits", "saved_bytes", "time_hours", "cost_usd", "apply"],
+                self.table(["action", "changes", "fits", "saved_bytes", "host_bytes", "time_hours",
+                            "cost_usd", "apply"],
                            rows)]
 
     def fits_table(self) -> list:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import html.parser
 import json
 import math
-from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
@@ -50,6 +49,8 @@ VARIATIONS = [
      "sync_each_micro_batch": "true", "method": "full"},
     {"method": "qlora", "qlora_keeps_inputs": "true", "model": "qwen2.5-7b"},
     {"frozen_weight_grads": "true", "num_gpus": "2", "sharding": "zero3"},
+    {"method": "qlora", "qlora_unchunked_quantization": "true", "model": "llama-2-13b"},
+    {"attention_keeps_fused_qkv": "true", "attention": "eager", "gradient_checkpointing": "false"},
     {"precision": "bf16-mixed"},
     {"precision": "fp16-mixed", "method": "full"},
     {"precision": "fp32", "model": "qwen2.5-0.5b"},
@@ -546,3 +547,24 @@ def test_when_pyodide_cannot_start_the_static_result_stays(browser, site_server)
     assert page.locator("#calc .calc-status").get_attribute("data-status") == "status_error"
     assert calc.outputs() == static and static
     context.close()
+
+
+@pytest.mark.parametrize(("depth", "codes"), [
+    # JavaScript serialises it; in Pyodide, Python's parser either refuses it
+    # (request_too_deep: its recursion limit) or reads it and calc finds a list, not a config
+    (2_000, {"request_too_deep", "config_not_object"}),
+    # too deep for JavaScript to serialise: refused in the page, nothing is sent
+    (50_000, {"request_too_deep"}),
+])
+def test_absurdly_nested_config_is_refused_and_the_worker_survives(calc_page, depth, codes):
+    calc_page.navigate({"seq_len": "1024"})
+    good = calc_page.outputs()
+    deep = '{"hf_config": ' + "[" * depth + "]" * depth + "}"
+    calc_page.navigate({"model": deep})
+    shown = calc_page.page.eval_on_selector_all(
+        "#calc [data-error-code]:not([hidden])", "els => els.map(e => e.dataset.errorCode)")
+    assert len(shown) == 1 and shown[0] in codes
+    assert calc_page.outputs() == good
+    calc_page.navigate({"seq_len": "1024"})
+    assert calc_page.page.locator('#calc [data-error-for="_general"]').is_hidden()
+    assert calc_page.state() == "ready" and calc_page.outputs() == good

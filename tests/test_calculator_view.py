@@ -103,6 +103,7 @@ CHANGES = [
     {"model": "llama-3.1-405b", "method": "full", "gpu": "l4"},
     {"gradient_accumulation_steps": 4, "num_gpus": 2, "sharding": "zero3", "lora_dropout": 0.1,
      "frozen_weight_grads": True, "sync_each_micro_batch": True},
+    {"method": "qlora", "qlora_unchunked_quantization": True, "attention_keeps_fused_qkv": True},
     {"method": "qlora", "qlora_keeps_inputs": True, "optimizer": "paged-adamw-8bit",
      "cpu_offload": "optimizer", "activation_offload": True, "gradient_checkpointing": False},
 ]

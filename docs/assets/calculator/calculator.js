@@ -32,7 +32,7 @@ function main(root) {
   let restarts = 0;
   let nextId = 1;
   let inFlight = null; // {id, key, timer}
-  let pending = null; // {request, key} waiting for the worker
+  let pending = null; // {key}: the request's JSON text, waiting for the worker
   let lastKey = null; // request last answered or in flight
   let clientBlocked = false; // the form has an error found here: no result may replace it
 
@@ -204,6 +204,14 @@ function main(root) {
       p.hidden = true;
     }
     for (const el of controls) el.removeAttribute("aria-invalid");
+    showGeneral(); // keeps only the unknown-parameter notice, if any
+  }
+
+  // Errors found here (empty values, JSON): shown at once, without a round trip.
+  function showClientErrors(errors) {
+    clearErrors();
+    for (const error of errors) showError(error);
+    staleNote.hidden = false;
   }
 
   function showGeneral() {
@@ -298,22 +306,26 @@ function main(root) {
 
   // ------------------------------------------------------------ worker
 
+  // The first worker was started by boot.js while the page was parsed; restarts use the
+  // same function.
   function startWorker() {
     setState("loading");
-    setStatus("status_loading");
-    worker = new Worker(new URL(root.dataset.worker, window.location.href), { type: "module" });
+    // results of the default setup under a shared link's inputs: keep saying so
+    setStatus(root.classList.contains("calc-stale") ? "status_static_stale" : "status_loading");
+    const booted = root.calcBootWorker;
+    root.calcBootWorker = null;
+    if (booted && root.calcBootFailed) {
+      booted.terminate();
+      restartWorker();
+      return;
+    }
+    worker = booted || root.calcStartWorker();
     worker.onmessage = (event) => onWorkerMessage(event.data);
     worker.onerror = (event) => {
       event.preventDefault();
       restartWorker();
     };
-    worker.postMessage({
-      type: "init",
-      pyodide: new URL(root.dataset.pyodide, window.location.href).href,
-      bundle: new URL(root.dataset.bundle, window.location.href).href,
-      lang,
-      strings,
-    });
+    worker.postMessage({ type: "init", lang, strings });
   }
 
   function restartWorker() {
@@ -376,33 +388,37 @@ function main(root) {
   // One request in flight at most; the newest waiting one replaces older ones.
   function send() {
     if (!pending || inFlight || root.dataset.calcState !== "ready") return;
-    const { request, key } = pending;
+    const { key } = pending;
     pending = null;
     const id = nextId++;
     const timer = setTimeout(restartWorker, COMPUTE_TIMEOUT_MS);
     inFlight = { id, key, timer };
     lastKey = key;
-    worker.postMessage({ type: "compute", id, command, request });
+    worker.postMessage({ type: "compute", id, command, request: key });
   }
 
   // force: compute even when the request did not change (a restored URL re-renders).
   function update(force = false) {
     syncUrl();
     const { request, errors } = buildRequest();
+    let key = null;
+    try {
+      key = JSON.stringify(request); // also what the worker receives: text, never a deep object
+    } catch (err) {
+      // nested beyond what JavaScript can serialise (stack overflow): refused here
+      errors.hf_config = { code: "request_too_deep", field: "hf_config", value: null };
+    }
     const clientErrors = Object.values(errors);
     clientBlocked = clientErrors.length > 0;
     if (clientBlocked) {
       pending = null;
-      clearErrors();
-      for (const error of clientErrors) showError(error);
-      staleNote.hidden = false;
+      showClientErrors(clientErrors);
       lastKey = null;
       answered();
       return;
     }
-    const key = JSON.stringify(request);
     if (key === lastKey && !pending && !force) return;
-    pending = { request, key };
+    pending = { key };
     send();
   }
 
@@ -448,14 +464,14 @@ function main(root) {
     }
     for (const folded of form.querySelectorAll("details")) folded.open = false;
     readUrl();
-    showGeneral();
+    clearErrors();
     update(true);
   }
 
   // ------------------------------------------------------------ start
 
   readUrl();
-  showGeneral();
+  clearErrors();
   if (window.location.search && queryString() !== "") {
     root.classList.add("calc-stale");
     setStatus("status_static_stale");
@@ -466,12 +482,9 @@ function main(root) {
   form.addEventListener("submit", (event) => event.preventDefault());
   slot.addEventListener("click", onApply);
   window.addEventListener("popstate", restoreFromUrl);
-  // Client-side checks (empty values, JSON) answer at once, before the worker is up.
-  const first = buildRequest();
-  if (Object.keys(first.errors).length) {
-    for (const error of Object.values(first.errors)) showError(error);
-    staleNote.hidden = false;
-  }
+  // Client-side checks answer at once, before the worker is up.
+  const firstErrors = Object.values(buildRequest().errors);
+  if (firstErrors.length) showClientErrors(firstErrors);
   root.calculator = {
     crashWorker: () => worker && worker.postMessage({ type: "crash" }),
   };
