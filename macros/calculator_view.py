@@ -254,8 +254,7 @@ class Renderer:
                 self.kpi("fits_selected_gpu", ["span", {"class": "calc-num calc-fit-" + (
                     "yes" if r["fits_selected_gpu"] else "no"), "data-output": "fits_selected_gpu",
                     "data-value": raw_value(r["fits_selected_gpu"])}, fits_text]),
-                self.kpi("headroom_fraction", self.num(f"fits.{gpu}.headroom_fraction",
-                                                       fit["headroom_fraction"])),
+                self.headroom_kpi(gpu, fit),
                 self.kpi("time_hours", self.num("time_hours", r["time_hours"])),
                 self.kpi("cost_total", self.num("cost_usd.total", r["cost_usd"]["total"], "x_usd")),
                 self.kpi("cost_final_run", self.num("cost_usd.final_run", r["cost_usd"]["final_run"],
@@ -269,6 +268,18 @@ class Renderer:
         setup = self.config_text({"gpu": gpu, "num_gpus": r["num_gpus"], "sharding": r["sharding"]})
         return ["section", {"class": "calc-section calc-plan"}, self.heading(3, "plan_heading"),
                 ["p", {"class": "calc-setup"}, setup], kpis]
+
+    def headroom_kpi(self, gpu: str, fit: dict) -> list:
+        """Free share of the card; when the setup is larger than the card, what is missing
+        (a percentage like -2,942 % says nothing a reader can act on)."""
+        if fit.get("headroom_bytes", 0) >= 0:
+            return self.kpi("headroom_fraction", self.num(f"fits.{gpu}.headroom_fraction",
+                                                          fit["headroom_fraction"]))
+        short = fit["headroom_bytes"]
+        return self.kpi("shortfall_bytes", [
+            "span", {"class": "calc-num", "data-output": f"fits.{gpu}.headroom_bytes",
+                     "data-value": raw_value(short)},
+            format_value("shortfall_bytes", -short, self.lang, self.s)])
 
     def time_and_cost(self) -> list:
         r = self.result

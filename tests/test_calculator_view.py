@@ -274,3 +274,19 @@ def test_bundle_name_changes_with_any_byte():
     changed = [(n, d + b" ") if n == "calc/__init__.py" else (n, d) for n, d in members]
     assert calc_bundle.bundle_name(changed, "1.0") != name
     assert calc_bundle.bundle_name(members, "1.1") != name
+
+
+def test_a_setup_larger_than_the_card_shows_what_is_missing():
+    """-2,942 % of headroom means nothing to a reader; the missing GiB do."""
+    import calc
+
+    response = calc.plan_setup({"model": "llama-3.1-70b", "method": "full", "gpu": "rtx-4090",
+                                "dataset_tokens": 1_000_000, "epochs": 1})
+    fit = response["fits"]["rtx-4090"]
+    assert fit["headroom_bytes"] < 0
+    for lang in ("es", "en"):
+        _, _, label, value = view.Renderer(response, lang, STRINGS[lang]).headroom_kpi("rtx-4090", fit)
+        assert label[2] == STRINGS[lang]["labels"]["shortfall_bytes"]
+        assert value[1]["data-output"] == "fits.rtx-4090.headroom_bytes"
+        assert float(value[1]["data-value"]) == fit["headroom_bytes"]
+        assert value[2] == view.format_value("x_bytes", -fit["headroom_bytes"], lang, STRINGS[lang])
