@@ -33,6 +33,9 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks.stats import percentile  # noqa: E402
 CHROMIUM = Path(os.environ.get("SYSTEM_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -99,12 +102,6 @@ def add_bare_page(site: Path) -> str:
     (bare / "bare-worker.js").write_text(BARE_WORKER, encoding="utf-8")
     return "_bench/"
 
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def measure_calculator(page, url: str) -> dict:
@@ -226,7 +223,7 @@ def report(results: dict, latencies: list, guide_bytes: dict, calc_bytes: dict) 
         print(f"        worker started at {start:.0f} ms (bare page: {bare_start:.0f} ms); in the "
               f"worker: Pyodide {pyodide:.0f} ms, then calc unpack + import {calc_ms:.0f} ms")
     print(f"  recompute latency over {len(latencies)} input changes: "
-          f"p50 {percentile(latencies, 0.5):.1f} ms, p95 {percentile(latencies, 0.95):.1f} ms, "
+          f"p50 {percentile(latencies, 50):.1f} ms, p95 {percentile(latencies, 95):.1f} ms, "
           f"max {max(latencies):.1f} ms (target p95 <= 50)")
     for label, table in (("guide page", guide_bytes), ("calculator page", calc_bytes)):
         for path, s in table.items():

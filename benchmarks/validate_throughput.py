@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.stats import percentile  # noqa: E402
 from calc import gpus, lora, presets, timing  # noqa: E402
 from calc.hf_config import arch_from_hf_config  # noqa: E402
 
@@ -185,16 +186,6 @@ def predict_tokens_per_second_per_gpu(spec: dict) -> float:
                                gpu.link_for(spec["num_gpus"]))
     return est.tokens_per_second_per_gpu
 
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
-    data = sorted(values)
-    if not data:
-        return float("nan")
-    pos = (len(data) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(data) - 1)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
 def _stats(rows: list[dict]) -> dict:

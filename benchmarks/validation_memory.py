@@ -52,6 +52,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.stats import percentile
 from calc import memory, states
 from calc.errors import CalcError
 from calc.request import parse_estimate_request
@@ -423,16 +424,6 @@ def compare_rows(path: Path = CSV_PATH) -> list[RowResult]:
     """Every CSV row, compared or marked not covered."""
     return [compare_row(row) for row in load_rows(path)]
 
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default), ``q`` in [0, 100]."""
-    data = sorted(values)
-    if not data:
-        return float("nan")
-    pos = (len(data) - 1) * q / 100
-    low = int(pos)
-    high = min(low + 1, len(data) - 1)
-    return data[low] + (data[high] - data[low]) * (pos - low)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import validation_memory as vm
+from benchmarks.stats import percentile
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +120,7 @@ def test_units(results):
     ([5.0], 90, 5.0),
 ])
 def test_percentile(values, q, expected):
-    assert vm.percentile(values, q) == pytest.approx(expected)
+    assert percentile(values, q) == pytest.approx(expected)
 
 
 def test_summary_and_slack_fit(results):
