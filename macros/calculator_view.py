@@ -388,8 +388,9 @@ class Renderer:
             ref = rec.get(key)
             ref_id = ref.get("id") if isinstance(ref, dict) else ref
             if ref_id in index:
+                config = configs[index[ref_id]]
                 highlights.append(["li", {}, ["strong", {}, self.label("best_" + key) + ": "],
-                                   self.config_text(configs[index[ref_id]])])
+                                   self.config_text(config)] + self.config_caveats(config))
         group.append(highlights)
         for order, rank_key in (("by_cost", "rank_by_cost"), ("by_time", "rank_by_time")):
             ids = [i for i in rec.get(order, []) if i in index][:TOP_CONFIGS]
@@ -400,7 +401,7 @@ class Renderer:
                 p = f"recommendations.configs.{i}"
                 rows.append(["tr", {},
                              ["td", {}, self.num(f"{p}.{rank_key}", c[rank_key], "x_count")],
-                             ["td", {}, self.config_text(c)],
+                             ["td", {}, self.config_text(c)] + self.config_caveats(c, brief=True),
                              ["td", {}, self.num(f"{p}.time_hours", c["time_hours"])],
                              ["td", {}, self.num(f"{p}.cost_usd", c["cost_usd"])],
                              ["td", {}, self.num(f"{p}.per_hour_usd", c["per_hour_usd"])],
@@ -412,6 +413,17 @@ class Renderer:
             group.append(["p", {"class": "calc-note"}, self.s["ui"]["configs_count"].replace(
                 "{}", format_value("x_count", rec["count"], self.lang, self.s))])
         return group
+
+    def config_caveats(self, config: dict, brief: bool = False) -> list:
+        """A configuration's own warnings (ROCm caveats, a price at another rate), as a small
+        note after its name: a cheap AMD card is not a drop-in for QLoRA. ``brief`` (ranking
+        tables) keeps only those that change the decision, not the price-tier fallback."""
+        codes = [c for c in config.get("warnings", []) if isinstance(c, str)
+                 and (not brief or c.startswith(("rocm_", "price_is_")))]
+        if not codes:
+            return []
+        return [["small", {"class": "calc-caveat", "data-warnings": " ".join(codes)},
+                 " (" + "; ".join(translate("warnings", c, self.s) for c in codes) + ")"]]
 
     def notes(self) -> list | None:
         codes = self.result.get("notes") or []

@@ -290,3 +290,20 @@ def test_a_setup_larger_than_the_card_shows_what_is_missing():
         assert value[1]["data-output"] == "fits.rtx-4090.headroom_bytes"
         assert float(value[1]["data-value"]) == fit["headroom_bytes"]
         assert value[2] == view.format_value("x_bytes", -fit["headroom_bytes"], lang, STRINGS[lang])
+
+
+def test_recommended_configurations_carry_their_caveats():
+    """An AMD card named cheapest for QLoRA shows the ROCm caveat next to its name."""
+    import calc
+
+    response = calc.plan_setup({"model": "llama-3.1-8b", "method": "qlora", "gpu": "l40s",
+                                "dataset_tokens": 100_000_000, "epochs": 1})
+    amd = next(c for c in response["recommendations"]["configs"] if c["gpu"] == "mi300x")
+    assert any(w.startswith("rocm_") for w in amd["warnings"])
+    for lang in ("es", "en"):
+        renderer = view.Renderer(response, lang, STRINGS[lang])
+        (note,) = renderer.config_caveats(amd, brief=True)
+        rocm = [w for w in amd["warnings"] if w.startswith("rocm_")]
+        assert note[1]["data-warnings"].split() == [w for w in amd["warnings"]
+                                                    if w.startswith(("rocm_", "price_is_"))]
+        assert all(STRINGS[lang]["warnings"][w] in note[2] for w in rocm)
