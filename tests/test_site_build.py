@@ -227,7 +227,7 @@ def make_probe_project(
         probe = project / "docs" / language / "probe" / "index.md"
         probe.parent.mkdir(parents=True)
         probe.write_text(f"---\ntitle: Probe\n---\n\n{body}\n", encoding="utf-8")
-    links = ["macros", "hooks", "calc"] + (["node_modules"] if node_modules else [])
+    links = ["macros", "hooks", "calc", "overrides"] + (["node_modules"] if node_modules else [])
     for name in links:
         (project / name).symlink_to(REPO_ROOT / name, target_is_directory=True)
     (project / "probe_macros.py").write_text(PROBE_MACROS, encoding="utf-8")
