@@ -12,7 +12,7 @@ Fixtures (reuse them; don't build or serve the site yourself):
   are aborted, with a :class:`PageProblems` collector; see its docstring.
 
 Helpers (import from ``conftest``): :func:`run_mkdocs_build`,
-:func:`site_pages`, :func:`pyodide_info`, :func:`watch_offline`,
+:func:`site_pages`, :func:`parse_page`, :func:`pyodide_info`, :func:`watch_offline`,
 :class:`PageProblems`.
 
 Markers (pyproject.toml): ``browser`` for Playwright tests, ``build`` for
@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -101,6 +102,50 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if result.returncode != 0:
         pytest.fail(f"mkdocs build failed:\n{result.stdout}\n{result.stderr}", pytrace=False)
     return site_dir
+
+
+class PageParser(HTMLParser):
+    """What the site tests read from a built page: language, title, meta tags, the language
+    switcher's links, every element id and every link."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.html_lang: str | None = None
+        self.title = ""
+        self.meta: dict[str, str] = {}
+        self.switcher: dict[str, str] = {}  # hreflang -> href of the language switcher
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+        self._in_title = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "html":
+            self.html_lang = a.get("lang")
+        elif tag == "title":
+            self._in_title = True
+        elif tag == "meta" and "name" in a:
+            self.meta[a["name"]] = a.get("content") or ""
+        elif tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+            if "md-select__link" in (a.get("class") or "").split() and "hreflang" in a:
+                self.switcher[a["hreflang"]] = a["href"]
+
+    def handle_endtag(self, tag):
+        if tag == "title":
+            self._in_title = False
+
+    def handle_data(self, data):
+        if self._in_title:
+            self.title += data
+
+
+def parse_page(path: Path) -> PageParser:
+    parser = PageParser()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser
 
 
 def site_pages(site_dir: Path) -> list[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -14,7 +13,7 @@ import pytest
 
 import calc
 from calc import gpus
-from conftest import REPO_ROOT, site_pages
+from conftest import REPO_ROOT, parse_page, site_pages
 from macros.numfmt import KINDS, parse_number, shown_value
 
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
@@ -238,57 +237,23 @@ def test_methodology_documents_every_constant_and_column(built_site, prefix):
 
 
 
-class _Page(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ids: set[str] = set()
-        self.links: list[str] = []
-        self.title = ""
-        self.description = ""
-        self._in_title = False
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        if "id" in a:
-            self.ids.add(a["id"])
-        if tag == "a" and a.get("href"):
-            self.links.append(a["href"])
-        if tag == "title":
-            self._in_title = True
-        if tag == "meta" and a.get("name") == "description":
-            self.description = a.get("content") or ""
-
-    def handle_endtag(self, tag):
-        if tag == "title":
-            self._in_title = False
-
-    def handle_data(self, data):
-        if self._in_title:
-            self.title += data
-
-
-def parse(site: Path, rel: str) -> _Page:
-    parser = _Page()
-    parser.feed((site / rel).read_text(encoding="utf-8"))
-    return parser
-
-
 def html_files(site: Path) -> list[str]:
     return [r for r in site_pages(site) if not r.endswith("404.html")]
 
 
 def test_every_page_has_title_and_description(built_site):
     for rel in html_files(built_site):
-        page = parse(built_site, rel)
+        page = parse_page(built_site / rel)
         assert page.title.strip(), rel
-        assert len(page.description) >= 50, f"{rel}: meta description missing or generic"
+        description = page.meta.get("description", "")
+        assert len(description) >= 50, f"{rel}: meta description missing or generic"
     # the guides' own descriptions, not the site-wide default
-    assert parse(built_site, "guides/vram/index.html").description != \
-        parse(built_site, "guides/cloud/index.html").description
+    assert parse_page(built_site / "guides/vram/index.html").meta.get("description") != \
+        parse_page(built_site / "guides/cloud/index.html").meta.get("description")
 
 
 def test_internal_links_and_anchors_resolve(built_site):
-    parsed = {rel: parse(built_site, rel) for rel in html_files(built_site)}
+    parsed = {rel: parse_page(built_site / rel) for rel in html_files(built_site)}
     checked = 0
     for rel, page in parsed.items():
         for href in page.links:
@@ -306,7 +271,7 @@ def test_internal_links_and_anchors_resolve(built_site):
                 target = posixpath.join(target, "index.html")
             assert (built_site / target).is_file(), f"{rel}: broken link {href}"
             if parts.fragment and target.endswith(".html"):
-                ids = parsed[target].ids if target in parsed else parse(built_site, target).ids
+                ids = parsed[target].ids if target in parsed else parse_page(built_site / target).ids
                 assert unquote(parts.fragment) in ids, f"{rel}: no anchor {href}"
             checked += 1
     assert checked > 50

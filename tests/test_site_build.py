@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import re
 import shutil
-from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
 from urllib.parse import urljoin, urlsplit
 
 import pytest
 
 import calc
-from conftest import REPO_ROOT, pyodide_info, run_mkdocs_build, site_pages
+from conftest import REPO_ROOT, parse_page, pyodide_info, run_mkdocs_build, site_pages
 
 pytestmark = pytest.mark.build
 
@@ -22,43 +21,6 @@ HOOK_RUNTIME_FILES = (
     "python_stdlib.zip",
     "pyodide-lock.json",
 )
-
-
-class _PageParser(HTMLParser):
-    """Collects what these tests read from a built page."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.html_lang: str | None = None
-        self.title = ""
-        self.meta: dict[str, str] = {}
-        self.switcher: dict[str, str] = {}  # hreflang -> href of the language switcher
-        self._in_title = False
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        if tag == "html":
-            self.html_lang = a.get("lang")
-        elif tag == "title":
-            self._in_title = True
-        elif tag == "meta" and "name" in a:
-            self.meta[a["name"]] = a.get("content", "")
-        elif tag == "a" and "md-select__link" in (a.get("class") or "").split() and "hreflang" in a:
-            self.switcher[a["hreflang"]] = a["href"]
-
-    def handle_endtag(self, tag):
-        if tag == "title":
-            self._in_title = False
-
-    def handle_data(self, data):
-        if self._in_title:
-            self.title += data
-
-
-def parse_page(path: Path) -> _PageParser:
-    parser = _PageParser()
-    parser.feed(path.read_text(encoding="utf-8"))
-    return parser
 
 
 def page_url(rel_path: str) -> str:
