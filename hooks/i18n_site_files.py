@@ -44,7 +44,7 @@ def _languages(config: MkDocsConfig) -> tuple[str, list[str]]:
     return default, others
 
 
-def _move_and_copy(config: MkDocsConfig) -> None:
+def on_post_build(config: MkDocsConfig) -> None:
     global _default_404
     site = Path(config.site_dir)
     default, others = _languages(config)
@@ -69,26 +69,20 @@ def _move_and_copy(config: MkDocsConfig) -> None:
 _SWITCHER_LINK = re.compile(r'href="[^"]*" hreflang="([A-Za-z-]+)"')
 
 
-def _fix_404_switcher(page: Path, default: str, prefix: str) -> None:
-    """Point the 404 page's language links at each language's home page."""
+def on_post_template(output: str, template_name: str, config: MkDocsConfig) -> str:
+    """Point the 404 page's language links at each language's home page, as it is rendered."""
+    if template_name != "404.html":
+        return output
+    default, _ = _languages(config)
+    prefix = urlsplit(config.site_url or "/").path or "/"
+    prefix = prefix if prefix.endswith("/") else prefix + "/"
+
     def home(match: re.Match) -> str:
         lang = match.group(1)
         link = prefix if lang == default else f"{prefix}{lang}/"
         return f'href="{link}" hreflang="{lang}"'
 
-    text = page.read_text(encoding="utf-8")
-    page.write_text(_SWITCHER_LINK.sub(home, text), encoding="utf-8")
-
-
-def on_post_build(config: MkDocsConfig) -> None:
-    _move_and_copy(config)
-    site = Path(config.site_dir)
-    default, others = _languages(config)
-    prefix = urlsplit(config.site_url or "/").path or "/"
-    prefix = prefix if prefix.endswith("/") else prefix + "/"
-    for page in [site / "404.html"] + [site / locale / "404.html" for locale in others]:
-        if page.is_file():
-            _fix_404_switcher(page, default, prefix)
+    return _SWITCHER_LINK.sub(home, output)
 
 
 _HEAD_ALTERNATE = re.compile(r'[ \t]*<link rel="alternate" href="[^"]*" hreflang="[A-Za-z-]+">\n?')
