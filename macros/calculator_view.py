@@ -128,6 +128,13 @@ class Renderer:
     def label(self, key: str) -> str:
         return label(key, self.s)
 
+    def change_value(self, key: str, value: object) -> str:
+        """A suggested setting as the reader sees it: enum codes by name, yes/no, numbers
+        in the page's format."""
+        if isinstance(value, str):
+            return translate("enums", value, self.s)
+        return format_value(key, value, self.lang, self.s)
+
     def kpi(self, label_key: str, content: list) -> list:
         return ["div", {"class": "calc-kpi"},
                 ["span", {"class": "calc-kpi-label"}, self.label(label_key)], content]
@@ -333,7 +340,7 @@ class Renderer:
         rows = []
         for i, item in enumerate(items):
             changes = item.get("changes", {})
-            change_text = ", ".join(f"{self.label(k)} = {translate('enums', v, self.s)}"
+            change_text = ", ".join(f"{self.label(k)} = {self.change_value(k, v)}"
                                     for k, v in changes.items())
             fits = item.get("fits")
             rows.append(["tr", {},

@@ -141,6 +141,37 @@ def test_a_setup_that_does_not_fit_gets_suggestions_with_their_changes():
         assert attr[len("<b"):-len("></b>")] in html
 
 
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_suggested_changes_are_shown_in_words_not_codes(lang):
+    """A suggestion reads "Optimizer = 8-bit AdamW (bitsandbytes)", "... = yes": no Python
+    ``True`` and no raw enum code reaches the reader."""
+    response = _plan({"model": "llama-3.1-8b", "method": "full", "gpu": "rtx-4090",
+                      "gradient_checkpointing": False, "micro_batch_size": 4})
+    s = STRINGS[lang]
+    html = view.to_html(view.render_results(response, lang, s))
+    changed = [(k, v) for item in response["suggestions"] for k, v in item["changes"].items()]
+    assert ("gradient_checkpointing", True) in changed and ("optimizer", "adamw-8bit") in changed
+    for key, value in changed:
+        shown = (s["enums"][value] if isinstance(value, str)
+                 else view.format_value(key, value, lang, s))
+        assert f"{view.label(key, s)} = {shown}" in html
+    assert "= True" not in html and "= adamw-8bit" not in html
+    assert f"= {s['ui']['yes']}" in html
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_every_choice_of_every_list_has_a_name(lang):
+    """The form's lists show names (pure bf16, paged 8-bit AdamW), never a bare code, in
+    both languages."""
+    from calc.request import ESTIMATE_FIELDS
+
+    enums = [kind for _, kind, _ in ESTIMATE_FIELDS.values() if isinstance(kind, type)]
+    codes = {m.value for kind in enums for m in kind}
+    assert {"bf16-true", "paged-adamw-8bit", "flash", "zero3"} <= codes
+    missing = codes - set(STRINGS[lang]["enums"])
+    assert not missing
+
+
 @pytest.mark.parametrize("changes", CHANGES)
 def test_every_code_in_a_response_is_translated(changes):
     response = _plan(changes)
