@@ -87,6 +87,17 @@ def test_not_found_page_per_language(built_site, rel_path, language):
     assert parse_page(built_site / rel_path).html_lang == language
 
 
+def test_theme_toggle_speaks_the_page_language(built_site):
+    """The light/dark switch is labelled in the page's language on every page (404 too)."""
+    labels = {"es": {"Cambiar a modo oscuro", "Cambiar a modo claro"},
+              "en": {"Switch to dark mode", "Switch to light mode"}}
+    for rel_path in site_pages(built_site):
+        html = (built_site / rel_path).read_text(encoding="utf-8")
+        lang = parse_page(built_site / rel_path).html_lang
+        found = set(re.findall(r'<label class="md-header__button md-icon" title="([^"]+)"', html))
+        assert found == labels[lang], rel_path
+
+
 def test_sitemap_under_every_language_root(built_site):
     # Material fetches sitemap.xml under each alternate language link.
     root_sitemap = (built_site / "sitemap.xml").read_text(encoding="utf-8")
