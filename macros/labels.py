@@ -17,6 +17,7 @@ _TEXT: dict[str, dict[str, str]] = {
     "col.params_trainable": {"es": "Entrenables (millones)", "en": "Trainable (millions)"},
     "col.peak_allocated": {"es": "Pico asignado (GiB)", "en": "Peak allocated (GiB)"},
     "col.device_total": {"es": "Total en la GPU (GiB)", "en": "Total on the GPU (GiB)"},
+    "col.peak_phase": {"es": "Fase del pico", "en": "Phase of the peak"},
     "col.seq_len": {"es": "Longitud de secuencia (tokens)", "en": "Sequence length (tokens)"},
     "col.sharding": {"es": "Estrategia", "en": "Strategy"},
     "col.num_gpus": {"es": "GPU", "en": "GPUs"},
@@ -332,6 +333,25 @@ _CODES.update({
     "reason.calc_error": {"es": "calc rechaza la configuración", "en": "calc rejects the setup"},
 })
 
+_CODES.update({
+    # the phase of the training step that sets the peak (calc's ``peak_phase``)
+    "phase.forward_end": {"es": "final del forward", "en": "end of forward"},
+    "phase.backward": {"es": "backward", "en": "backward"},
+    "phase.optimizer_step": {"es": "paso del optimizador", "en": "optimizer step"},
+})
+
+_TEXT.update({
+    "variant.double_quant.yes": {"es": "con doble cuantización", "en": "with double quantisation"},
+    "variant.double_quant.no": {"es": "sin doble cuantización", "en": "without double quantisation"},
+})
+
+_CODES.update({
+    # marks on the measured memory rows (benchmarks/validation_memory.py)
+    "flag.compile": {"es": "compilado", "en": "compiled"},
+    "flag.packed": {"es": "empaquetado", "en": "packed"},
+    "flag.metric_assumed": {"es": "medida supuesta", "en": "metric assumed"},
+})
+
 _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}
 
 
@@ -375,12 +395,21 @@ def value(field: str, val: object, lang: str) -> str:
     return code(str(val), lang)
 
 
+def method_label(raw: str, lang: str) -> str:
+    """A method as a validation source wrote it (``full``, ``LoRA``, ``QLoRA (4-bit)``):
+    the method's name in ``lang``, with the source's remark translated."""
+    from .methodology_text import translate_label
+
+    head = raw.split(" ", 1)[0]
+    return code(head.lower(), lang) + translate_label(raw, lang)[len(head):]
+
+
 def variant(request: dict, lang: str) -> str:
     """Short name of a weight-storage variant (method + double quantization)."""
     name = code(request.get("method", "lora"), lang)
     if request.get("method") == "qlora":
         dq = request.get("qlora_double_quant", True)
-        name += " (" + text("field.qlora_double_quant", lang) + ": " + _BOOL[dq][lang] + ")"
+        name += " " + text("variant.double_quant." + ("yes" if dq else "no"), lang)
     return name
 
 
