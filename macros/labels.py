@@ -204,6 +204,7 @@ _TEXT.update({
     "col.largest_fitting.qlora": {"es": "Mayor modelo: QLoRA", "en": "Largest model: QLoRA"},
     "text.nothing_fits": {"es": "ninguno", "en": "none"},
     "text.no_single_card": {"es": "ninguna (hacen falta varias)", "en": "none (needs several)"},
+    "text.no_config": {"es": "ninguna, ni con {n} tarjetas", "en": "none, not even with {n} cards"},
     "caption.cards_that_fit": {"es": "Qué tarjetas sirven, con el margen de seguridad",
                                "en": "Which cards fit, with the safety margin"},
     "caption.gpu_typical": {"es": "Escenario típico por tarjeta: el mayor modelo que cabe en una",

@@ -32,8 +32,10 @@ def gpu_name(gpu_id: str) -> str:
 
 def _config_text(config: dict | None, lang: str) -> str:
     """``2 × A10G (ZeRO-3 / FSDP FULL_SHARD)``; one unsharded card is just ``1 × A10G``."""
-    if config is None:
-        return labels.text("text.nothing_fits", lang)
+    if config is None:  # nothing fits even the largest count the plan tries
+        from calc import recommend
+
+        return labels.text(f"text.no_config|{max(recommend.GPU_COUNTS)}", lang)
     text = f"{config['num_gpus']} × {gpu_name(config['gpu'])}"
     if config["sharding"] != "none":
         text += f" ({labels.code(config['sharding'], lang)})"
