@@ -207,8 +207,8 @@ def full_ft_sharded(lang: str, models: list[str], gpu_counts: list[int], shardin
         rows.append(row)
     frame = pd.DataFrame(rows)
     cols = [Col("model", "col.model", "text", row_header=True)]
-    cols += [Col(f"n{n}", f"col.per_gpu_of|{n}", "gib", check="device_total_bytes")
-             for n in gpu_counts]
+    cols += [Col(f"n{n}", f"col.per_gpu_of{'_one' if n == 1 else ''}|{n}", "gib",
+                 check="device_total_bytes") for n in gpu_counts]
     return render(frame, cols, lang, "full_ft_sharded", "caption.full_ft_sharded")
 
 

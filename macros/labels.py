@@ -61,7 +61,8 @@ _TEXT: dict[str, dict[str, str]] = {
     "caption.full_ft_sharded": {
         "es": "Ajuste completo: total por GPU (GiB) repartiendo los estados entre N GPU",
         "en": "Full fine-tuning: total per GPU (GiB) with states sharded over N GPUs"},
-    "col.per_gpu_of": {"es": "{n} GPU", "en": "{n} GPU(s)"},
+    "col.per_gpu_of": {"es": "{n} GPU", "en": "{n} GPUs"},
+    "col.per_gpu_of_one": {"es": "{n} GPU", "en": "{n} GPU"},
     "note.gib": {"es": "Toda la memoria de esta página está en GiB (1 GiB = 2<sup>30</sup> bytes "
                        "= 1,074 GB).",
                  "en": "All memory on this page is in GiB (1 GiB = 2<sup>30</sup> bytes "
