@@ -69,7 +69,7 @@ _TEXT: dict[str, dict[str, str]] = {
                        "= 1.074 GB)."},
     "col.gpu": {"es": "GPU", "en": "GPU"},
     "col.stack": {"es": "Pila de software", "en": "Software stack"},
-    "col.gpu_memory": {"es": "Memoria según el driver (GiB)", "en": "Memory per the driver (GiB)"},
+    "col.gpu_memory": {"es": "Memoria según el driver (GiB)", "en": "Memory reported by the driver (GiB)"},
     "col.memory_marketed": {"es": "Memoria anunciada (GB)", "en": "Marketed memory (GB)"},
     "col.bf16_tflops": {"es": "TFLOPS bf16 densos", "en": "Dense bf16 TFLOPS"},
     "col.bandwidth": {"es": "Ancho de banda de memoria (GB/s)", "en": "Memory bandwidth (GB/s)"},
