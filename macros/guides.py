@@ -13,6 +13,7 @@ import pandas as pd
 import calc
 
 from . import labels
+from .methodology_text import translate_label
 from .site import page_language
 from .tables import CELL_SOURCE, SOURCE, Col, render
 
@@ -78,14 +79,18 @@ def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
     variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
     requests = [{"model": m, **setup, **v} for m in models for v in variants]
     frame = _estimate_frame(requests)
+    frame["phase"] = "phase." + frame["peak_phase"]
+    # what decides the card first (the total), then what makes it up: the table is wider
+    # than a screen, and the figure a reader came for must not need scrolling
     cols = [Col("model_name", "col.model", "text", row_header=True),
             Col("req.method", "col.method", "code"),
             Col("req.precision", "col.precision", "code"),
-            Col("params_total", "col.params_total", "billions"),
-            Col("params_trainable", "col.params_trainable", "millions")]
+            Col("device_total_bytes", "col.device_total", "gib"),
+            Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
+            Col("phase", "col.peak_phase", "code")]
     cols += _component_cols(frame)
-    cols += [Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
-             Col("device_total_bytes", "col.device_total", "gib")]
+    cols += [Col("params_total", "col.params_total", "billions"),
+             Col("params_trainable", "col.params_trainable", "millions")]
     return render(frame, cols, lang, "vram_by_model", "caption.vram_by_model")
 
 
@@ -202,8 +207,8 @@ def full_ft_sharded(lang: str, models: list[str], gpu_counts: list[int], shardin
         rows.append(row)
     frame = pd.DataFrame(rows)
     cols = [Col("model", "col.model", "text", row_header=True)]
-    cols += [Col(f"n{n}", f"col.per_gpu_of|{n}", "gib", check="device_total_bytes")
-             for n in gpu_counts]
+    cols += [Col(f"n{n}", f"col.per_gpu_of{'_one' if n == 1 else ''}|{n}", "gib",
+                 check="device_total_bytes") for n in gpu_counts]
     return render(frame, cols, lang, "full_ft_sharded", "caption.full_ft_sharded")
 
 
@@ -326,10 +331,10 @@ def validation_memory_rows(lang: str) -> str:
     """Every measured row the model covers: predicted vs measured and the error."""
     results = [r for r in _validation().compare_rows() if r.covered]
     frame = pd.DataFrame([{
-        "row": r.row_id, "source_name": r.source, "model": r.model, "method": r.method,
-        "metric": "metric." + r.metric, "measured_bytes": r.measured_bytes,
+        "row": r.row_id, "source_name": r.source, "model": translate_label(r.model, lang),
+        "method": labels.method_label(r.method, lang), "metric": "metric." + r.metric, "measured_bytes": r.measured_bytes,
         "predicted_bytes": r.predicted_bytes, "error": r.error * 100,
-        "flags": ", ".join(r.flags), SOURCE: {"command": "validation_memory", "row": r.row_id},
+        "flags": ", ".join(labels.code("flag." + f, lang) for f in r.flags), SOURCE: {"command": "validation_memory", "row": r.row_id},
     } for r in results])
     cols = [Col("row", "col.row", "text", row_header=True),
             Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),
@@ -349,7 +354,8 @@ def validation_memory_summary(lang: str) -> str:
     rows = []
     for method in [*methods, None]:
         s = v.summary(results, (lambda r, m=method: m is None or r.method == m))
-        rows.append({"method": method or labels.text("row.all_methods", lang),
+        rows.append({"method": (labels.method_label(method, lang) if method
+                                else labels.text("row.all_methods", lang)),
                      "count": s.count, "median": s.median_abs_error * 100,
                      "p90": s.p90_abs_error * 100, "max": s.max_abs_error * 100,
                      SOURCE: {"command": "validation_memory_summary", "method": method}})
@@ -365,8 +371,10 @@ def validation_memory_summary(lang: str) -> str:
 def validation_memory_uncovered(lang: str) -> str:
     """Measured rows the request contract cannot express, with the reason code."""
     results = [r for r in _validation().compare_rows() if not r.covered]
-    frame = pd.DataFrame([{"row": r.row_id, "source_name": r.source, "model": r.model,
-                           "method": r.method, "reason": labels.reason(r.reason, lang)}
+    frame = pd.DataFrame([{"row": r.row_id, "source_name": r.source,
+                           "model": translate_label(r.model, lang),
+                           "method": labels.method_label(r.method, lang),
+                           "reason": labels.reason(r.reason, lang)}
                           for r in results])
     cols = [Col("row", "col.row", "text", row_header=True),
             Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),

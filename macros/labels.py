@@ -17,6 +17,7 @@ _TEXT: dict[str, dict[str, str]] = {
     "col.params_trainable": {"es": "Entrenables (millones)", "en": "Trainable (millions)"},
     "col.peak_allocated": {"es": "Pico asignado (GiB)", "en": "Peak allocated (GiB)"},
     "col.device_total": {"es": "Total en la GPU (GiB)", "en": "Total on the GPU (GiB)"},
+    "col.peak_phase": {"es": "Fase del pico", "en": "Peak phase"},
     "col.seq_len": {"es": "Longitud de secuencia (tokens)", "en": "Sequence length (tokens)"},
     "col.sharding": {"es": "Estrategia", "en": "Strategy"},
     "col.num_gpus": {"es": "GPU", "en": "GPUs"},
@@ -60,14 +61,15 @@ _TEXT: dict[str, dict[str, str]] = {
     "caption.full_ft_sharded": {
         "es": "Ajuste completo: total por GPU (GiB) repartiendo los estados entre N GPU",
         "en": "Full fine-tuning: total per GPU (GiB) with states sharded over N GPUs"},
-    "col.per_gpu_of": {"es": "{n} GPU", "en": "{n} GPU(s)"},
+    "col.per_gpu_of": {"es": "{n} GPU", "en": "{n} GPUs"},
+    "col.per_gpu_of_one": {"es": "{n} GPU", "en": "{n} GPU"},
     "note.gib": {"es": "Toda la memoria de esta página está en GiB (1 GiB = 2<sup>30</sup> bytes "
                        "= 1,074 GB).",
                  "en": "All memory on this page is in GiB (1 GiB = 2<sup>30</sup> bytes "
                        "= 1.074 GB)."},
     "col.gpu": {"es": "GPU", "en": "GPU"},
     "col.stack": {"es": "Pila de software", "en": "Software stack"},
-    "col.gpu_memory": {"es": "Memoria según el driver (GiB)", "en": "Memory per the driver (GiB)"},
+    "col.gpu_memory": {"es": "Memoria según el driver (GiB)", "en": "Memory reported by the driver (GiB)"},
     "col.memory_marketed": {"es": "Memoria anunciada (GB)", "en": "Marketed memory (GB)"},
     "col.bf16_tflops": {"es": "TFLOPS bf16 densos", "en": "Dense bf16 TFLOPS"},
     "col.bandwidth": {"es": "Ancho de banda de memoria (GB/s)", "en": "Memory bandwidth (GB/s)"},
@@ -203,13 +205,15 @@ _TEXT.update({
     "col.largest_fitting.qlora": {"es": "Mayor modelo: QLoRA", "en": "Largest model: QLoRA"},
     "text.nothing_fits": {"es": "ninguno", "en": "none"},
     "text.no_single_card": {"es": "ninguna (hacen falta varias)", "en": "none (needs several)"},
+    "text.no_config": {"es": "ninguna, ni con {n} tarjetas", "en": "none, not even with {n} cards"},
     "caption.cards_that_fit": {"es": "Qué tarjetas sirven, con el margen de seguridad",
                                "en": "Which cards fit, with the safety margin"},
     "caption.gpu_typical": {"es": "Escenario típico por tarjeta: el mayor modelo que cabe en una",
                             "en": "Typical scenario per card: the largest model that fits on one"},
     "col.scenario": {"es": "Escenario", "en": "Scenario"},
     "col.card": {"es": "Tarjetas", "en": "Cards"},
-    "col.tokens_per_second": {"es": "Tokens por segundo", "en": "Tokens per second"},
+    "col.tokens_per_second": {"es": "Tokens por segundo (todas las GPU)",
+                             "en": "Tokens per second (all GPUs)"},
     "col.time_hours": {"es": "Duración (h)", "en": "Duration (h)"},
     "col.gpu_hours": {"es": "GPU-horas", "en": "GPU-hours"},
     "col.usd_per_month": {"es": "USD al mes (alquiler continuo)", "en": "USD per month (rented continuously)"},
@@ -332,6 +336,25 @@ _CODES.update({
     "reason.calc_error": {"es": "calc rechaza la configuración", "en": "calc rejects the setup"},
 })
 
+_CODES.update({
+    # the phase of the training step that sets the peak (calc's ``peak_phase``)
+    "phase.forward_end": {"es": "final del forward", "en": "end of forward"},
+    "phase.backward": {"es": "backward", "en": "backward"},
+    "phase.optimizer_step": {"es": "paso del optimizador", "en": "optimizer step"},
+})
+
+_TEXT.update({
+    "variant.double_quant.yes": {"es": "con doble cuantización", "en": "with double quantisation"},
+    "variant.double_quant.no": {"es": "sin doble cuantización", "en": "without double quantisation"},
+})
+
+_CODES.update({
+    # marks on the measured memory rows (benchmarks/validation_memory.py)
+    "flag.compile": {"es": "compilado", "en": "compiled"},
+    "flag.packed": {"es": "empaquetado", "en": "packed"},
+    "flag.metric_assumed": {"es": "medida supuesta", "en": "metric assumed"},
+})
+
 _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}
 
 
@@ -375,12 +398,21 @@ def value(field: str, val: object, lang: str) -> str:
     return code(str(val), lang)
 
 
+def method_label(raw: str, lang: str) -> str:
+    """A method as a validation source wrote it (``full``, ``LoRA``, ``QLoRA (4-bit)``):
+    the method's name in ``lang``, with the source's remark translated."""
+    from .methodology_text import translate_label
+
+    head = raw.split(" ", 1)[0]
+    return code(head.lower(), lang) + translate_label(raw, lang)[len(head):]
+
+
 def variant(request: dict, lang: str) -> str:
     """Short name of a weight-storage variant (method + double quantization)."""
     name = code(request.get("method", "lora"), lang)
     if request.get("method") == "qlora":
         dq = request.get("qlora_double_quant", True)
-        name += " (" + text("field.qlora_double_quant", lang) + ": " + _BOOL[dq][lang] + ")"
+        name += " " + text("variant.double_quant." + ("yes" if dq else "no"), lang)
     return name
 
 

@@ -17,7 +17,8 @@ import pandas as pd
 import calc
 
 from . import labels
-from .methodology_text import CONSTANTS, DATA_COLUMNS, PLAN_DEFAULTS, translate_note
+from .methodology_text import (CONSTANTS, DATA_COLUMNS, PLAN_DEFAULTS, translate_label,
+                               translate_note)
 from .numfmt import format_kind
 from .tables import SOURCE, Col, _attr, _source_json, render
 
@@ -252,8 +253,10 @@ def validation_time_summary(lang: str) -> str:
 def validation_time_uncovered(lang: str) -> str:
     """Rows with a throughput figure calc cannot express, with the reason."""
     rows = _throughput()["not_covered"]
-    frame = pd.DataFrame([{"row": str(r["row_id"]), "model": r["model"], "method": r["method"],
-                           "gpu": r["gpu"], "reason": translate_note(r["reason"], lang)}
+    frame = pd.DataFrame([{"row": str(r["row_id"]), "model": translate_label(r["model"], lang),
+                           "method": labels.method_label(r["method"], lang),
+                           "gpu": translate_label(r["gpu"], lang),
+                           "reason": translate_note(r["reason"], lang)}
                           for r in rows])
     cols = [Col("row", "col.row", "text", row_header=True), Col("model", "col.model", "text"),
             Col("method", "col.method", "text"), Col("gpu", "col.gpu", "text"),
@@ -266,7 +269,8 @@ def validation_qlora_ratio(lang: str) -> str:
     """Measured QLoRA/LoRA speed ratios against calc's factor."""
     checks = _throughput()["qlora_ratio_check"]
     frame = pd.DataFrame([{
-        "rows": " / ".join(str(r) for r in c["rows"]), "model": c["model"], "gpu": c["gpu"],
+        "rows": " / ".join(str(r) for r in c["rows"]), "model": c["model"],
+        "gpu": translate_label(c["gpu"], lang),
         "measured": c["measured_ratio"], "calc": c["calc_factor"],
         SOURCE: {"command": "validation_qlora_ratio", "rows": c["rows"]},
     } for c in checks])

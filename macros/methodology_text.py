@@ -412,3 +412,50 @@ def translate_note(text: str, lang: str) -> str:
         except KeyError:
             raise KeyError(f"no {lang!r} translation for validation text {part!r}") from None
     return "; ".join(parts)
+
+
+# Validation rows name their card, method and model as the source labelled them, often with
+# a remark in brackets ("A100 (40/80GB not stated)"). The name is kept; the remark is shown
+# in the page's language. A bracket that is a plain identifier (an instance type, a system
+# name) is kept as it is; any other unknown remark stops the build.
+LABEL_REMARKS: dict[str, dict[str, str]] = {
+    "40/80GB not stated": {"es": "no dice si es de 40 u 80 GB", "en": "40 or 80 GB not stated"},
+    "README says A100; 60 GB peak implies 80GB": {
+        "es": "el README dice A100; un pico de 60 GB implica la de 80 GB",
+        "en": "the README says A100; a 60 GB peak implies the 80 GB one"},
+    "implied by 44.8 GB peak": {"es": "lo implica un pico de 44,8 GB",
+                                "en": "implied by a 44.8 GB peak"},
+    "8/host, NVLink, 400Gb/s RDMA per GPU": {
+        "es": "8 por nodo, NVLink, RDMA de 400 Gb/s por GPU",
+        "en": "8 per host, NVLink, 400 Gb/s RDMA per GPU"},
+    "as labelled": {"es": "según su etiqueta", "en": "as labelled"},
+    "Grand Teton": {"es": "Grand Teton", "en": "Grand Teton"},
+    "4-bit": {"es": "4 bits", "en": "4-bit"},
+    "GPTQ int4 base, not bnb NF4": {"es": "base GPTQ int4, no NF4 de bitsandbytes",
+                                    "en": "GPTQ int4 base, not bitsandbytes NF4"},
+    "bnb nf4": {"es": "NF4 de bitsandbytes", "en": "bitsandbytes NF4"},
+    "bnb.nf4": {"es": "NF4 de bitsandbytes", "en": "bitsandbytes NF4"},
+    "pre-training": {"es": "preentrenamiento", "en": "pre-training"},
+    "ZeRO paper": {"es": "artículo de ZeRO", "en": "ZeRO paper"},
+}
+
+# Words in the names themselves
+LABEL_NAMES: dict[str, dict[str, str]] = {
+    "generic 7.5B": {"es": "genérico de 7,5B", "en": "generic 7.5B"},
+}
+
+
+def translate_label(text: str, lang: str) -> str:
+    """A source's label of a card, model or method, its bracketed remark in ``lang``."""
+    import re
+
+    match = re.fullmatch(r"(.*?)\s*\((.*)\)", text)
+    name, remark = (match.group(1), match.group(2)) if match else (text, None)
+    name = LABEL_NAMES.get(name, {}).get(lang, name)
+    if remark is None:
+        return name
+    if remark in LABEL_REMARKS:
+        remark = LABEL_REMARKS[remark][lang]
+    elif not re.fullmatch(r"[\w.-]+", remark):
+        raise KeyError(f"no {lang!r} translation for the label remark {remark!r}")
+    return f"{name} ({remark})"

@@ -32,8 +32,10 @@ def gpu_name(gpu_id: str) -> str:
 
 def _config_text(config: dict | None, lang: str) -> str:
     """``2 × A10G (ZeRO-3 / FSDP FULL_SHARD)``; one unsharded card is just ``1 × A10G``."""
-    if config is None:
-        return labels.text("text.nothing_fits", lang)
+    if config is None:  # nothing fits even the largest count the plan tries
+        from calc import recommend
+
+        return labels.text(f"text.no_config|{max(recommend.GPU_COUNTS)}", lang)
     text = f"{config['num_gpus']} × {gpu_name(config['gpu'])}"
     if config["sharding"] != "none":
         text += f" ({labels.code(config['sharding'], lang)})"
@@ -170,19 +172,34 @@ def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[s
 # --- what a run costs -----------------------------------------------------------------------
 
 
+def _priced_single_cards(request: dict) -> dict[str, dict]:
+    """The single-card configurations of the plan's recommendations that fit ``request``
+    and are priced at its own kind of provider and capacity (no fallback price)."""
+    configs = _plan({**request, "gpu": REFERENCE_GPU})["recommendations"]["configs"]
+    return {c["gpu"]: c for c in configs if c["num_gpus"] == 1 and c["sharding"] == "none"
+            and not any(w.startswith("price_") for w in c["warnings"])}
+
+
 def _scenario_requests(scenarios: list[dict], setup: dict) -> list[dict]:
     """Plan requests of the cost scenarios. A scenario without ``gpu`` runs on the smallest
-    single card that fits it (seed 004: start there), chosen on on-demand capacity so both
-    capacity variants of a setup use the same card."""
+    single card that fits it (seed 004: start there) among those the catalogue prices at the
+    scenario's kind of provider both on demand and interruptible, so the two capacity
+    variants of a setup use the same card and comparable prices. Smallest as calc's
+    recommendation ranks it: least marketed memory, then the cheaper on-demand run."""
+    from calc import gpus
+
     out = []
     for scenario in scenarios:
         request = {**setup, **scenario}
         if "gpu" not in scenario:
-            probe = {**request, "gpu": REFERENCE_GPU, "interruptible": False}
-            single = _plan(probe)["recommendations"]["smallest_single_gpu"]
-            if single is None:
-                raise ValueError(f"no single card fits the scenario {scenario}")
-            request["gpu"] = single["gpu"]
+            on_demand = _priced_single_cards({**request, "interruptible": False})
+            interruptible = _priced_single_cards({**request, "interruptible": True})
+            both = [on_demand[g] for g in on_demand if g in interruptible]
+            if not both:
+                raise ValueError(f"no single card fits and is priced for the scenario {scenario}")
+            best = min(both, key=lambda c: (gpus.get_gpu(c["gpu"]).memory_gb_marketed,
+                                            c["cost_usd"], c["gpu"]))
+            request["gpu"] = best["gpu"]
         out.append(request)
     return out
 
