@@ -251,10 +251,13 @@ def _recommendations(planner: Planner) -> dict:
                 + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value),
             })
     # A price at another rate than asked (an interruptible-only listing when on-demand was
-    # asked, or the reverse) is not comparable: such configurations rank after the others by
-    # cost, so the cost ranking and the "cheapest" pick never disagree.
+    # asked, or the reverse) or from the other kind of provider (a managed-cloud price when
+    # marketplace prices were asked, or the reverse) is not like for like: such
+    # configurations rank after the others by cost, so the cost ranking and the "cheapest"
+    # pick never disagree.
     def rate_mismatch(c: dict) -> bool:
-        return any(w.startswith("price_is_") for w in c["warnings"])
+        return any(w.startswith("price_is_") or w == "price_from_other_tier"
+                   for w in c["warnings"])
 
     configs.sort(key=lambda c: (rate_mismatch(c), c["cost_usd"], c["time_hours"], c["id"]))
     by_time = sorted(configs, key=lambda c: (c["time_hours"], c["cost_usd"], c["id"]))

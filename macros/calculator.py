@@ -21,7 +21,10 @@ STRINGS_FILE = ROOT / "docs" / "assets" / "calculator" / "i18n.json"
 
 # The calculator's starting setup: only what the request requires or the page chooses;
 # every other default comes from calc's field tables.
-PAGE_DEFAULTS = {"model": "llama-3.1-8b", "dataset_tokens": 100_000_000, "gpu": "l40s"}
+# The default card is priced at managed clouds only: the default tier follows it, so the
+# first view carries no "price from the other kind of provider" warning.
+PAGE_DEFAULTS = {"model": "llama-3.1-8b", "dataset_tokens": 100_000_000, "gpu": "l40s",
+                 "price_tier": "managed"}
 COMMAND = "plan"  # one round trip: the plan response includes the memory estimate
 
 # Form sections: (legend key, request keys). Keys calc adds later land in the last one.

@@ -338,3 +338,10 @@ def test_recommended_configurations_carry_their_caveats():
         assert note[1]["data-warnings"].split() == [w for w in amd["warnings"]
                                                     if w.startswith(("rocm_", "price_is_"))]
         assert all(STRINGS[lang]["warnings"][w] in note[2] for w in rocm)
+
+
+def test_the_first_view_carries_no_warning():
+    """The page's default setup is priced like for like: no warning greets a first visit."""
+    response = calculator.compute(calculator.default_request())
+    assert response["warnings"] == []
+    assert response["fits_selected_gpu"] is True

@@ -108,8 +108,7 @@ def test_recommendations_ranked_and_all_fit():
     assert rec["count"] == len(configs) > 0
     # by cost within each group: comparable prices first, other-rate prices after
     for mismatched in (False, True):
-        costs = [c["cost_usd"] for c in configs
-                 if any(w.startswith("price_is_") for w in c["warnings"]) is mismatched]
+        costs = [c["cost_usd"] for c in configs if _not_like_for_like(c) is mismatched]
         assert costs == sorted(costs)
     by_time = {c["id"]: c["time_hours"] for c in configs}
     assert [by_time[i] for i in rec["by_time"]] == sorted(by_time.values())
@@ -154,7 +153,29 @@ def test_price_rate_mismatch_is_flagged():
     assert out["cost_usd"]["price"]["interruptible"] is True
     rec = out["recommendations"]
     cheapest = next(c for c in rec["configs"] if c["id"] == rec["cheapest"])
-    assert not any(w.startswith("price_is_") for w in cheapest["warnings"])
+    assert not _not_like_for_like(cheapest)
+
+
+def _not_like_for_like(config: dict) -> bool:
+    """Priced at another rate (on-demand / interruptible) or another kind of provider."""
+    return any(w.startswith("price_is_") or w == "price_from_other_tier"
+               for w in config["warnings"])
+
+
+@pytest.mark.parametrize("tier", ["marketplace", "managed"])
+def test_a_price_from_the_other_kind_of_provider_is_never_named_cheapest(tier):
+    """Asking for marketplace prices, a card listed only at managed clouds (or the reverse)
+    ranks after every like-for-like price."""
+    from calc.plan import plan_dict
+
+    out = plan_dict({"model": "llama-3.1-8b", "method": "lora", "dataset_tokens": 100_000_000,
+                     "epochs": 1, "gpu": "l40s", "price_tier": tier})["recommendations"]
+    flags = [_not_like_for_like(c) for c in out["configs"]]
+    assert flags == sorted(flags)
+    assert any("price_from_other_tier" in c["warnings"] for c in out["configs"])
+    assert out["by_cost"][0] == out["cheapest"]
+    assert "price_from_other_tier" not in next(
+        c for c in out["configs"] if c["id"] == out["cheapest"])["warnings"]
 
 
 def test_recommendation_estimates_each_setup_once():
@@ -251,7 +272,7 @@ def test_cost_ranking_agrees_with_the_cheapest_pick():
     out = plan_dict({"model": "llama-3.1-8b", "method": "qlora", "dataset_tokens": 100_000_000,
                      "epochs": 1, "gpu": "l40s"})["recommendations"]
     assert out["by_cost"][0] == out["cheapest"]
-    flags = [any(w.startswith("price_is_") for w in c["warnings"]) for c in out["configs"]]
+    flags = [_not_like_for_like(c) for c in out["configs"]]
     assert flags == sorted(flags)  # all comparable prices first
     assert any(flags)  # the catalogue has such listings (A100 40GB), so the check bites
 
