@@ -161,7 +161,8 @@ class Renderer:
         return self.s.get("gpus", {}).get(gpu_id, gpu_id)
 
     def config_text(self, config: dict) -> str:
-        sharding = translate("enums", config["sharding"], self.s)
+        sharding = (self.s["ui"]["no_sharding"] if config["sharding"] == "none"
+                    else translate("enums", config["sharding"], self.s))
         return f"{self.gpu_name(config['gpu'])} × {config['num_gpus']} · {sharding}"
 
     def heading(self, level: int, key: str) -> list:
@@ -273,8 +274,12 @@ class Renderer:
                 self.kpi("tokens_per_second", self.num("time.tokens_per_second",
                                                        r["time"]["tokens_per_second"], "x_count"))]
         setup = self.config_text({"gpu": gpu, "num_gpus": r["num_gpus"], "sharding": r["sharding"]})
-        return ["section", {"class": "calc-section calc-plan"}, self.heading(3, "plan_heading"),
-                ["p", {"class": "calc-setup"}, setup], kpis]
+        section = ["section", {"class": "calc-section calc-plan"}, self.heading(3, "plan_heading"),
+                   ["p", {"class": "calc-setup"}, setup], kpis]
+        if not r["fits_selected_gpu"]:  # time and cost of a run that cannot start: say so
+            section.append(["p", {"class": "calc-note calc-not-fit-note", "role": "note"},
+                            self.s["ui"]["not_fit_note"]])
+        return section
 
     def headroom_kpi(self, gpu: str, fit: dict) -> list:
         """Free share of the card; when the setup is larger than the card, what is missing
@@ -456,6 +461,9 @@ class Renderer:
             if i:
                 line.append(["span", {"aria-hidden": "true"}, "·"])
             line.append(item)
+        # shown by CSS instead of the figures when these are not for the inputs on show
+        line.append(["span", {"class": "calc-peek-error"}, self.s["ui"]["peek_error"]])
+        line.append(["span", {"class": "calc-peek-stale"}, self.s["ui"]["peek_stale"]])
         return line
 
     def defaults_used(self) -> dict:
@@ -536,11 +544,39 @@ def run(command: str, request: object) -> dict:
     return calc.run(command, request)
 
 
+MAX_FIELD_ERRORS = 8  # bad fields named at once; a form has about 30
+
+
+def run_naming_every_bad_field(command: str, request: object) -> dict:
+    """``run``, plus ``"errors"``: every bad top-level field, not only the first.
+
+    calc stops at the first bad field; the form wants a message next to each. So the
+    request is run again without that field (calc then uses its default) until it passes
+    or the next error is on a field already dropped (a required one) or on the model."""
+    out = run(command, request)
+    if "error" not in out or not isinstance(request, dict):
+        return out
+    errors, trial, dropped = [out["error"]], dict(request), set()
+    while len(errors) < MAX_FIELD_ERRORS:
+        field = errors[-1].get("field")
+        if not isinstance(field, str) or field not in trial or field == "model":
+            break
+        del trial[field]
+        dropped.add(field)
+        again = run(command, trial)
+        if "error" not in again or again["error"].get("field") in dropped:
+            break
+        errors.append(again["error"])
+    out["errors"] = errors
+    return out
+
+
 def handle(command: str, request_json: str) -> str:
-    """The worker's one entry: a request in, ``{"result", "view"}`` or ``{"error"}`` out,
-    as JSON text. Never raises: an unexpected failure becomes ``internal_error``."""
+    """The worker's one entry: a request in, ``{"result", "view"}`` or ``{"error",
+    "errors"}`` out, as JSON text. Never raises: an unexpected failure becomes
+    ``internal_error``."""
     try:
-        out = run(command, json.loads(request_json))
+        out = run_naming_every_bad_field(command, json.loads(request_json))
         if "result" in out:
             out["view"] = render_results(out["result"], _STATE["lang"], _STATE["strings"])
         return json.dumps(out, allow_nan=False)

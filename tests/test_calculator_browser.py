@@ -386,6 +386,19 @@ def test_bad_input_is_reported_at_its_field_and_keeps_the_last_result(calc_page,
     assert calc_page.error_for(field) is None
 
 
+def test_every_bad_field_gets_its_own_message(calc_page):
+    calc_page.navigate({"seq_len": "1024"})
+    good = calc_page.outputs()
+    calc_page.navigate({"micro_batch_size": "-3", "lora_rank": "abc", "price_per_gpu_hour": "-1"})
+    assert calc_page.error_for("micro_batch_size")[0] == "not_positive"
+    assert calc_page.error_for("lora_rank")[0] == "not_integer"
+    assert calc_page.error_for("price_per_gpu_hour")[0] == "out_of_range"
+    assert calc_page.outputs() == good
+    calc_page.navigate({})
+    assert all(calc_page.error_for(f) is None
+               for f in ("micro_batch_size", "lora_rank", "price_per_gpu_hour"))
+
+
 def test_unknown_query_parameters_are_named_and_ignored(calc_page):
     calc_page.navigate({"seq_len": "512"})
     calc_page.navigate({"seq_len": "1024", "colour": "blue", "<b>x</b>": "1"})
@@ -514,7 +527,16 @@ def test_phone_width_layout(browser, site_server, lang):
     page.screenshot(path=str(ARTIFACTS / f"calculator-390-{lang}.png"), full_page=True)
     calc.navigate({"gpu": "rtx-3090"})  # the longest results: suggestions, every table
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    assert page.locator("#calc .calc-peek").is_visible()  # headline figures pinned on phones
+    peek = page.locator("#calc .calc-peek")
+    assert peek.is_visible()  # headline figures pinned on phones
+    assert peek.locator("[data-output]").first.is_visible()
+    # under an input error the pinned line says so instead of showing the old figures
+    calc.navigate({"gpu": "rtx-3090", "seq_len": "0"})
+    assert peek.locator(".calc-peek-error").is_visible()
+    assert peek.locator("[data-output]").evaluate_all("els => els.every(e => !e.checkVisibility())")
+    calc.navigate({"gpu": "rtx-3090"})
+    assert not peek.locator(".calc-peek-error").is_visible()
+    assert peek.locator("[data-output]").first.is_visible()
     context.close()
 
 

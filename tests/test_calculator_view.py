@@ -345,3 +345,53 @@ def test_the_first_view_carries_no_warning():
     response = calculator.compute(calculator.default_request())
     assert response["warnings"] == []
     assert response["fits_selected_gpu"] is True
+
+
+def _handle(request: dict) -> dict:
+    return json.loads(view.handle(calculator.COMMAND, json.dumps(request)))
+
+
+def test_every_bad_field_is_named_at_once():
+    """calc stops at the first bad field; the worker names them all, the first one first."""
+    bad = {"micro_batch_size": -3, "lora_rank": "abc", "price_per_gpu_hour": -1}
+    out = _handle(calculator.default_request() | bad)
+    assert out["error"] == out["errors"][0]
+    assert {e["field"] for e in out["errors"]} == set(bad)
+    assert {e["code"] for e in out["errors"]} == {"not_positive", "not_integer", "out_of_range"}
+
+
+@pytest.mark.parametrize(("bad", "fields"), [
+    # a required field cannot be dropped to look further: its error stands alone
+    ({"dataset_tokens": 0, "seq_len": 0}, None),
+    # the model is never dropped either
+    ({"model": "no-such-model", "seq_len": 0}, ["model"]),
+])
+def test_naming_stops_where_a_default_cannot_stand_in(bad, fields):
+    out = _handle(calculator.default_request() | bad)
+    found = [e["field"] for e in out["errors"]]
+    assert found[0] == out["error"]["field"]
+    if fields is not None:
+        assert found == fields
+    assert len(found) == len(set(found)) and "missing_field" not in {e["code"] for e in out["errors"]}
+
+
+def test_a_good_request_has_no_error_list():
+    out = _handle(calculator.default_request())
+    assert "result" in out and "errors" not in out and "error" not in out
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_a_setup_that_does_not_fit_says_its_time_and_cost_are_hypothetical(lang):
+    s = STRINGS[lang]
+    fits = view.to_html(view.render_results(_plan({}), lang, s))
+    too_big = view.to_html(view.render_results(
+        _plan({"model": "llama-3.1-70b", "method": "full"}), lang, s))
+    note = view.to_html(["p", {}, s["ui"]["not_fit_note"]])[3:-4]
+    assert note not in fits and note in too_big
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_one_unsharded_card_reads_no_sharding(lang):
+    s = STRINGS[lang]
+    html = view.to_html(view.render_results(_plan({}), lang, s))
+    assert f"× 1 · {s['ui']['no_sharding']}" in html

@@ -369,7 +369,8 @@ function main(root) {
   function show(out) {
     clearErrors();
     if ("error" in out) {
-      showError(out.error);
+      // every bad field at once (the worker names them all), the first one first
+      for (const error of Array.isArray(out.errors) ? out.errors : [out.error]) showError(error);
       staleNote.hidden = false;
     } else {
       render(out);
