@@ -293,6 +293,15 @@ class Renderer:
                      "data-value": raw_value(short)},
             format_value("shortfall_bytes", -short, self.lang, self.s)])
 
+    def headroom_cell(self, gpu: str, fit: dict) -> list:
+        """A card's free share, or for a card too small, the GiB it lacks."""
+        if fit.get("headroom_bytes", 0) >= 0:
+            return self.num(f"fits.{gpu}.headroom_fraction", fit["headroom_fraction"])
+        short = fit["headroom_bytes"]
+        text = self.s["units"]["short_gib"].replace("{}", format_number(-short / GIB, 1, self.lang))
+        return ["span", {"class": "calc-num", "data-output": f"fits.{gpu}.headroom_bytes",
+                         "data-value": raw_value(short)}, text]
+
     def time_and_cost(self) -> list:
         r = self.result
         schedule = r["time"]["schedule"]
@@ -376,7 +385,7 @@ class Renderer:
                          ["td", {}, self.gpu_name(gpu)],
                          ["td", {}, self.num(f"fits.{gpu}.memory_bytes", fit["memory_bytes"])],
                          ["td", {}, self.num(f"fits.{gpu}.required_bytes", fit["required_bytes"])],
-                         ["td", {}, self.num(f"fits.{gpu}.headroom_fraction", fit["headroom_fraction"])],
+                         ["td", {}, self.headroom_cell(gpu, fit)],
                          ["td", {}, ["span", {"class": "calc-num calc-fit-" + ("yes" if fit["fits"] else "no"),
                                               "data-output": f"fits.{gpu}.fits",
                                               "data-value": raw_value(fit["fits"])},

@@ -126,7 +126,9 @@ def test_every_shown_number_is_the_response_value(lang, changes):
     assert {"peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes", "params_total",
             "params_trainable", "time_hours", "cost_usd.total", "fits_selected_gpu"} <= paths
     assert {f"components.{k}" for k, v in memory["components"].items() if v} <= paths
-    assert {f"fits.{gpu}.headroom_fraction" for gpu in response["fits"]} <= paths
+    for gpu, fit in response["fits"].items():  # a share, or the GiB a too-small card lacks
+        key = "headroom_fraction" if fit["headroom_bytes"] >= 0 else "headroom_bytes"
+        assert f"fits.{gpu}.{key}" in paths
     assert {f"suggestions.{i}.saved_bytes" for i in range(len(response["suggestions"]))} <= paths
     for key in response["cost_usd"]["breakdown"]:
         assert f"cost_usd.breakdown.{key}" in paths
@@ -395,3 +397,16 @@ def test_one_unsharded_card_reads_no_sharding(lang):
     s = STRINGS[lang]
     html = view.to_html(view.render_results(_plan({}), lang, s))
     assert f"× 1 · {s['ui']['no_sharding']}" in html
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_a_card_too_small_shows_the_gib_it_lacks_not_a_negative_share(lang):
+    response = _plan({"model": "llama-3.1-70b", "method": "full"})
+    s = STRINGS[lang]
+    html = view.to_html(view.render_results(response, lang, s))
+    small = [g for g, f in response["fits"].items() if f["headroom_bytes"] < 0]
+    assert small
+    for gpu in small:
+        lacking = -response["fits"][gpu]["headroom_bytes"] / view.GIB
+        assert s["units"]["short_gib"].replace("{}", view.format_number(lacking, 1, lang)) in html
+    assert not re.search(r">-\d[\d\s\u202f.,]*\s?%<", html)
