@@ -29,3 +29,65 @@ def test_guide_pages_have_no_early_boot(offline_page, site_server):
     page.goto(site_server.url("guides/vram/"))
     assert page.evaluate("document.querySelectorAll('script[data-worker]').length") == 0
     problems.assert_clean()
+
+
+# ---------------------------------------------------------------- search on the calculator page
+# Material's search index is built in a worker; on the calculator page that build waits until
+# the calculator is live or the reader opens search (search-defer.js), so it does not compete
+# with Pyodide's start. Search must work all the same.
+
+READY = "document.getElementById('calc').dataset.calcState === 'ready'"
+SEARCH_QUERY = "input[data-md-component=search-query]"
+SEARCH_HITS = ".md-search-result__item"
+REAL_SEARCH_WORKER = "/assets/javascripts/workers/search."  # Material's, hashed name
+
+
+def _real_worker_requested(problems) -> bool:
+    return any(REAL_SEARCH_WORKER in url and ".min.js" in url.split("?")[0]
+               for url in problems.requested)
+
+
+@pytest.mark.parametrize("path, query", [("calculator/", "memoria"), ("en/calculator/", "memory")])
+def test_search_starts_once_the_calculator_is_ready_and_works(offline_page, site_server,
+                                                             path, query):
+    page, problems = offline_page
+    page.goto(site_server.url(path))
+    page.wait_for_function(READY, timeout=60_000)
+    marks = page.evaluate("""() => ({
+        ready: performance.getEntriesByName('calc-ready')[0].startTime,
+        search: performance.getEntriesByName('calc-search-start').map(e => e.startTime)})""")
+    assert len(marks["search"]) == 1 and marks["search"][0] >= marks["ready"]
+    page.fill(SEARCH_QUERY, query)
+    page.wait_for_selector(SEARCH_HITS, timeout=30_000)
+    assert page.locator(SEARCH_HITS).count() > 0
+    assert _real_worker_requested(problems)
+    problems.assert_clean()
+
+
+def test_opening_search_while_the_calculator_loads_starts_it_at_once(offline_page, site_server):
+    page, problems = offline_page
+    held = []
+    # Pyodide's wasm is held back: the calculator stays "loading" until the end of the test.
+    page.route("**/pyodide.asm.wasm", lambda route: held.append(route))
+    page.goto(site_server.url("en/calculator/"), wait_until="load")
+    page.wait_for_function("document.getElementById('calc').dataset.calcState === 'loading'")
+    page.wait_for_timeout(500)  # time enough for Material to set search up, were it not held
+    assert not _real_worker_requested(problems)
+    assert page.evaluate("performance.getEntriesByName('calc-search-start').length") == 0
+    page.fill(SEARCH_QUERY, "memory")
+    page.wait_for_selector(SEARCH_HITS, timeout=30_000)
+    assert _real_worker_requested(problems)
+    assert page.evaluate("document.getElementById('calc').dataset.calcState") == "loading"
+    assert len(held) == 1
+    held[0].continue_()
+    page.wait_for_function(READY, timeout=60_000)
+    problems.assert_clean()
+
+
+def test_guide_pages_keep_materials_search_worker(offline_page, site_server):
+    page, problems = offline_page
+    page.goto(site_server.url("guides/vram/"))
+    config = page.evaluate("JSON.parse(document.getElementById('__config').textContent)")
+    assert REAL_SEARCH_WORKER in config["search"] and "search-after-calc" not in config["search"]
+    assert page.evaluate("document.querySelectorAll('script[src*=\"search-defer\"]').length") == 0
+    problems.assert_clean()

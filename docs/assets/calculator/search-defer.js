@@ -1,0 +1,59 @@
+// Calculator page only (theme override), run just before Material's bundle: points Material's
+// search at a stand-in worker (assets/javascripts/workers/search-after-calc.js) that builds
+// the search index only once the calculator is live (data-calc-state ready or error) or
+// the reader opens search, whichever comes first. Building the index beside Pyodide's start
+// delays the calculator on small machines; search itself works as before.
+(function () {
+  "use strict";
+  var script = document.currentScript;
+  var config = document.getElementById("__config");
+  var root = document.getElementById("calc");
+  // file:// pages already defer search to its first use (Material), and cannot run workers
+  if (!script || !config || !root || window.location.protocol === "file:") return;
+  if (typeof BroadcastChannel === "undefined") return;
+  var settings;
+  try {
+    settings = JSON.parse(config.textContent);
+  } catch (err) {
+    return;
+  }
+  if (!settings || typeof settings.search !== "string") return;
+
+  var channelName = "calc-search-" + Math.random().toString(36).slice(2);
+  var shim = new URL(script.dataset.worker, window.location.href);
+  shim.searchParams.set("worker", new URL(settings.search, window.location.href).href);
+  shim.searchParams.set("channel", channelName);
+  settings.search = shim.href;
+  config.textContent = JSON.stringify(settings);
+
+  var channel = new BroadcastChannel(channelName);
+  var released = false;
+  function release() {
+    if (released) return;
+    released = true;
+    performance.mark("calc-search-start");
+    channel.postMessage("start");
+    observer.disconnect();
+    document.removeEventListener("focusin", onFocus, true);
+    document.removeEventListener("change", onToggle, true);
+  }
+  channel.onmessage = function (event) {
+    if (event.data === "waiting" && released) channel.postMessage("start");
+  };
+
+  var observer = new MutationObserver(function () {
+    var state = root.dataset.calcState;
+    if (state === "ready" || state === "error") release();
+  });
+  observer.observe(root, { attributes: true, attributeFilter: ["data-calc-state"] });
+  // The reader opens search (click, keyboard shortcut, ?q= link): start now.
+  function onFocus(event) {
+    var target = event.target;
+    if (target && target.closest && target.closest(".md-search")) release();
+  }
+  function onToggle(event) {
+    if (event.target && event.target.id === "__search") release();
+  }
+  document.addEventListener("focusin", onFocus, true);
+  document.addEventListener("change", onToggle, true);
+})();
