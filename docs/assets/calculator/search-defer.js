@@ -1,10 +1,12 @@
 // Calculator page only (theme override), run just before Material's bundle: points Material's
 // search at a stand-in worker (assets/javascripts/workers/search-after-calc.js) that builds
-// the search index only once the calculator is live (data-calc-state ready or error) or
-// the reader opens search, whichever comes first. Building the index beside Pyodide's start
-// delays the calculator on small machines; search itself works as before.
+// the search index only when the reader opens search, or once the calculator is live
+// (data-calc-state ready or error) and has been left alone for QUIET_MS. Building the index
+// (a few hundred ms of CPU) beside Pyodide's start, or beside the first edits, slows the
+// calculator on small machines; search itself works as before.
 (function () {
   "use strict";
+  var QUIET_MS = 2000; // no new result for this long: the reader is not editing
   var script = document.currentScript;
   var config = document.getElementById("__config");
   var root = document.getElementById("calc");
@@ -34,6 +36,7 @@
     performance.mark("calc-search-start");
     channel.postMessage("start");
     observer.disconnect();
+    clearTimeout(timer);
     document.removeEventListener("focusin", onFocus, true);
     document.removeEventListener("change", onToggle, true);
   }
@@ -41,11 +44,15 @@
     if (event.data === "waiting" && released) channel.postMessage("start");
   };
 
+  // Each new state or result (data-computed) restarts the wait.
+  var timer = null;
   var observer = new MutationObserver(function () {
     var state = root.dataset.calcState;
-    if (state === "ready" || state === "error") release();
+    if (state !== "ready" && state !== "error") return;
+    clearTimeout(timer);
+    timer = setTimeout(release, QUIET_MS);
   });
-  observer.observe(root, { attributes: true, attributeFilter: ["data-calc-state"] });
+  observer.observe(root, { attributes: true, attributeFilter: ["data-calc-state", "data-computed"] });
   // The reader opens search (click, keyboard shortcut, ?q= link): start now.
   function onFocus(event) {
     var target = event.target;
