@@ -11,7 +11,8 @@
   var config = document.getElementById("__config");
   var root = document.getElementById("calc");
   // file:// pages already defer search to its first use (Material), and cannot run workers
-  if (!script || !config || !root || window.location.protocol === "file:") return;
+  if (!script || !script.dataset.worker || !config || !root) return;
+  if (window.location.protocol === "file:") return;
   if (typeof BroadcastChannel === "undefined") return;
   var settings;
   try {
@@ -46,13 +47,15 @@
 
   // Each new state or result (data-computed) restarts the wait.
   var timer = null;
-  var observer = new MutationObserver(function () {
+  function waitForQuiet() {
     var state = root.dataset.calcState;
     if (state !== "ready" && state !== "error") return;
     clearTimeout(timer);
     timer = setTimeout(release, QUIET_MS);
-  });
+  }
+  var observer = new MutationObserver(waitForQuiet);
   observer.observe(root, { attributes: true, attributeFilter: ["data-calc-state", "data-computed"] });
+  waitForQuiet();
   // The reader opens search (click, keyboard shortcut, ?q= link): start now.
   function onFocus(event) {
     var target = event.target;

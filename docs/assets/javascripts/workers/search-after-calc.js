@@ -10,14 +10,16 @@
 (function () {
   "use strict";
   var params = new URL(self.location.href).searchParams;
-  var real = new URL(params.get("worker") || "", self.location.href);
+  if (!params.get("worker")) return; // nothing to stand in for
+  var real = new URL(params.get("worker"), self.location.href);
   var held = []; // messages from the page, until the real worker is loaded; then null
 
   function start() {
     if (held === null) return;
     var messages = held;
     held = null;
-    if (real.origin !== self.location.origin) return; // never load code from elsewhere
+    // never code from elsewhere, nor this file again
+    if (real.origin !== self.location.origin || real.pathname === self.location.pathname) return;
     importScripts(real.href);
     for (var i = 0; i < messages.length; i++) {
       self.dispatchEvent(new MessageEvent("message", { data: messages[i] }));
