@@ -2,7 +2,7 @@
 // search at a stand-in worker (assets/javascripts/workers/search-after-calc.js) that builds
 // the search index only when the reader opens search, or once the calculator is live
 // (data-calc-state ready or error) and has been left alone for QUIET_MS. Building the index
-// (a few hundred ms of CPU) beside Pyodide's start, or beside the first edits, slows the
+// (a few hundred ms on a 2-core machine) beside Pyodide's start, or beside the first edits, slows the
 // calculator on small machines; search itself works as before.
 (function () {
   "use strict";

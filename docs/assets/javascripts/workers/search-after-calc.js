@@ -1,9 +1,9 @@
 // Stand-in for Material's search worker on the calculator page (classic worker).
-// Material posts it the search index at once; building the index costs a few hundred ms of
-// CPU, which on a small machine is taken from Pyodide's start beside it. So this worker holds
-// the page's messages and loads the real search worker, which then receives them in order,
-// only when the page says "start" (assets/calculator/search-defer.js: once the calculator is
-// live, or as soon as the reader opens search).
+// Material posts it the search index at once; building the index (a few hundred ms on a
+// 2-core machine) then competes with Pyodide's start beside it. So this worker holds the
+// page's messages and loads the real search worker, which then receives them in order, only
+// when the page says "start" (assets/calculator/search-defer.js: when the reader opens search,
+// or once the calculator is live and left alone for a moment).
 // URL: search-after-calc.js?worker=<Material's search worker>&channel=<BroadcastChannel name>
 // It lives next to Material's worker so that the real worker's relative imports (its
 // language stemmers, "../lunr/...") resolve to the same files.
