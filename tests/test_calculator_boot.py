@@ -29,3 +29,76 @@ def test_guide_pages_have_no_early_boot(offline_page, site_server):
     page.goto(site_server.url("guides/vram/"))
     assert page.evaluate("document.querySelectorAll('script[data-worker]').length") == 0
     problems.assert_clean()
+
+
+# ---------------------------------------------------------------- search on the calculator page
+# Material's search index is built in a worker; on the calculator page that build waits until
+# the reader opens search, or the calculator is live and left alone for a moment
+# (search-defer.js), so it competes neither with Pyodide's start nor with the first edits.
+# Search must work all the same.
+
+READY = "document.getElementById('calc').dataset.calcState === 'ready'"
+SEARCH_STARTED = "performance.getEntriesByName('calc-search-start').length > 0"
+SEARCH_QUERY = "input[data-md-component=search-query]"
+SEARCH_HITS = ".md-search-result__item"
+REAL_SEARCH_WORKER = "/assets/javascripts/workers/search."  # Material's, hashed name
+
+
+def _real_worker_requested(problems, page=None, wait_ms: int = 0) -> bool:
+    """Whether Material's own search worker was fetched (the stand-in loads it on "start");
+    with ``page``, waits up to ``wait_ms`` for it."""
+    for _ in range(max(1, wait_ms // 100)):
+        if any(REAL_SEARCH_WORKER in url and ".min.js" in url.split("?")[0]
+               for url in problems.requested):
+            return True
+        if page is not None:
+            page.wait_for_timeout(100)
+    return False
+
+
+@pytest.mark.parametrize("path, query", [("calculator/", "memoria"), ("en/calculator/", "memory")])
+def test_search_starts_once_the_calculator_is_ready_and_idle_and_works(offline_page, site_server,
+                                                                      path, query):
+    page, problems = offline_page
+    page.goto(site_server.url(path))
+    page.wait_for_function(READY, timeout=60_000)
+    page.wait_for_function(SEARCH_STARTED, timeout=30_000)  # untouched: it starts by itself
+    marks = page.evaluate("""() => ({
+        ready: performance.getEntriesByName('calc-ready')[0].startTime,
+        search: performance.getEntriesByName('calc-search-start').map(e => e.startTime)})""")
+    assert len(marks["search"]) == 1
+    assert marks["search"][0] >= marks["ready"] + 1000  # after a quiet moment, not at once
+    assert _real_worker_requested(problems, page, wait_ms=5000)  # before anyone touched search
+    page.fill(SEARCH_QUERY, query)
+    page.wait_for_selector(SEARCH_HITS, timeout=30_000)
+    assert page.locator(SEARCH_HITS).count() > 0
+    problems.assert_clean()
+
+
+def test_opening_search_while_the_calculator_loads_starts_it_at_once(offline_page, site_server):
+    page, problems = offline_page
+    held = []
+    # Pyodide's wasm is held back: the calculator stays "loading" until the end of the test.
+    page.route("**/pyodide.asm.wasm", lambda route: held.append(route))
+    page.goto(site_server.url("en/calculator/"), wait_until="load")
+    page.wait_for_function("document.getElementById('calc').dataset.calcState === 'loading'")
+    page.wait_for_timeout(500)  # time enough for Material to set search up, were it not held
+    assert not _real_worker_requested(problems)
+    assert page.evaluate("performance.getEntriesByName('calc-search-start').length") == 0
+    page.fill(SEARCH_QUERY, "memory")
+    page.wait_for_selector(SEARCH_HITS, timeout=30_000)
+    assert _real_worker_requested(problems)
+    assert page.evaluate("document.getElementById('calc').dataset.calcState") == "loading"
+    assert len(held) == 1
+    held[0].continue_()
+    page.wait_for_function(READY, timeout=60_000)
+    problems.assert_clean()
+
+
+def test_guide_pages_keep_materials_search_worker(offline_page, site_server):
+    page, problems = offline_page
+    page.goto(site_server.url("guides/vram/"))
+    config = page.evaluate("JSON.parse(document.getElementById('__config').textContent)")
+    assert REAL_SEARCH_WORKER in config["search"] and "search-after-calc" not in config["search"]
+    assert page.evaluate("document.querySelectorAll('script[src*=\"search-defer\"]').length") == 0
+    problems.assert_clean()
