@@ -220,6 +220,11 @@ def report(results: dict, latencies: list, guide_bytes: dict, calc_bytes: dict) 
         print(f"  {cache:4s}: first numbers (FCP, static result in DOM: {static}) {fcp:7.0f} ms | "
               f"ready {ready:7.0f} ms | bare Pyodide ready {bare_ms:7.0f} ms | "
               f"gap {ready - bare_ms:+6.0f} ms (target <= 300)  [n={len(calc)}]")
+        # each round loads the bare page and then the calculator under the same load: the
+        # per-round difference is steadier than the difference of the two medians
+        paired = [c["ready_ms"] - b["ready_ms"] for b, c in zip(bare, calc)]
+        print(f"        gap per round (calculator - bare, same round): median {med(paired):+.0f} ms, "
+              f"min {min(paired):+.0f}, max {max(paired):+.0f}")
         print(f"        worker started at {start:.0f} ms (bare page: {bare_start:.0f} ms); in the "
               f"worker: Pyodide {pyodide:.0f} ms, then calc unpack + import {calc_ms:.0f} ms")
     print(f"  recompute latency over {len(latencies)} input changes: "
