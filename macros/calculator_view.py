@@ -57,7 +57,7 @@ def format_value(key: str, value: object, lang: str, strings: dict) -> str:
         return units["hours"].replace("{}", format_number(value, 1, lang))
     if key.endswith("_usd") or key.startswith("price") or key.startswith("cost"):
         return units["usd"].replace("{}", format_number(value, 2, lang))
-    if key.endswith(("_fraction", "_ratio", "utilisation", "_margin")) or key == "mfu":
+    if key.endswith(("_fraction", "_ratio", "utilisation", "_margin")) or key in ("mfu", "scaling_efficiency"):
         return units["percent"].replace("{}", format_number(value * 100, 1, lang))
     if key.endswith("_gb"):
         return units["gb"].replace("{}", format_number(value, 1, lang))
@@ -127,6 +127,11 @@ class Renderer:
 
     def label(self, key: str) -> str:
         return label(key, self.s)
+
+    def shown_label(self, key: str) -> str:
+        """A result row's name: the form's label without its typing hint ("(0–1)"), where
+        the result is shown as a percentage."""
+        return self.s["labels"].get(key + "_shown") or self.label(key)
 
     def change_value(self, key: str, value: object) -> str:
         """A suggested setting as the reader sees it: enum codes by name, yes/no, numbers
@@ -308,7 +313,7 @@ class Renderer:
         time_rows = [(self.label(k), self.num(f"time.schedule.{k}", schedule[k]))
                      for k in ("compute_hours", "startup_hours", "checkpoint_hours", "lost_work_hours")
                      if _is_number(schedule.get(k))]
-        time_rows += [(self.label(k), self.num(f"time.factors.{k}", v, k))
+        time_rows += [(self.shown_label(k), self.num(f"time.factors.{k}", v, k))
                       for k, v in r["time"]["factors"].items() if _is_number(v)]
         cost = r["cost_usd"]
         cost_rows = [(self.label("cost_" + k), self.num(f"cost_usd.breakdown.{k}", v, "x_usd"))

@@ -410,3 +410,17 @@ def test_a_card_too_small_shows_the_gib_it_lacks_not_a_negative_share(lang):
         lacking = -response["fits"][gpu]["headroom_bytes"] / view.GIB
         assert s["units"]["short_gib"].replace("{}", view.format_number(lacking, 1, lang)) in html
     assert not re.search(r">-\d[\d\s\u202f.,]*\s?%<", html)
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_fractions_shown_as_percentages_drop_the_typing_hint(lang):
+    """MFU and multi-GPU efficiency are typed as 0–1 but shown as percentages; the result
+    rows name them without "(0–1)"."""
+    s = STRINGS[lang]
+    response = _plan({"num_gpus": 2, "sharding": "zero3"})
+    html = view.to_html(view.render_results(response, lang, s))
+    factors = response["time"]["factors"]
+    for key in ("mfu", "scaling_efficiency"):
+        shown = view.format_value(key, factors[key], lang, s)
+        assert shown.endswith("%") and shown in html
+        assert s["labels"][key + "_shown"] in html and "0–1" not in s["labels"][key + "_shown"]
