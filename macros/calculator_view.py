@@ -290,22 +290,21 @@ class Renderer:
         """Free share of the card; when the setup is larger than the card, what is missing
         (a percentage like -2,942 % says nothing a reader can act on)."""
         if fit.get("headroom_bytes", 0) >= 0:
-            return self.kpi("headroom_fraction", self.num(f"fits.{gpu}.headroom_fraction",
-                                                          fit["headroom_fraction"]))
-        short = fit["headroom_bytes"]
-        return self.kpi("shortfall_bytes", [
-            "span", {"class": "calc-num", "data-output": f"fits.{gpu}.headroom_bytes",
-                     "data-value": raw_value(short)},
-            format_value("shortfall_bytes", -short, self.lang, self.s)])
+            return self.kpi("headroom_fraction", self.headroom_cell(gpu, fit))
+        return self.kpi("shortfall_bytes", self.shortfall(
+            gpu, fit, format_value("shortfall_bytes", -fit["headroom_bytes"], self.lang, self.s)))
 
     def headroom_cell(self, gpu: str, fit: dict) -> list:
         """A card's free share, or for a card too small, the GiB it lacks."""
         if fit.get("headroom_bytes", 0) >= 0:
             return self.num(f"fits.{gpu}.headroom_fraction", fit["headroom_fraction"])
-        short = fit["headroom_bytes"]
-        text = self.s["units"]["short_gib"].replace("{}", format_number(-short / GIB, 1, self.lang))
+        lacking = format_number(-fit["headroom_bytes"] / GIB, 1, self.lang)
+        return self.shortfall(gpu, fit, self.s["units"]["short_gib"].replace("{}", lacking))
+
+    def shortfall(self, gpu: str, fit: dict, text: str) -> list:
+        """What a too-small card lacks: the raw (negative) headroom as data, ``text`` shown."""
         return ["span", {"class": "calc-num", "data-output": f"fits.{gpu}.headroom_bytes",
-                         "data-value": raw_value(short)}, text]
+                         "data-value": raw_value(fit["headroom_bytes"])}, text]
 
     def time_and_cost(self) -> list:
         r = self.result

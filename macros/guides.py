@@ -307,7 +307,7 @@ def gpu_prices(lang: str, gpu_ids: list[str] | None = None) -> str:
     rows = []
     for _, gpu in _gpu_frame(gpu_ids).iterrows():
         for i, price in enumerate(gpu["prices"]):
-            rows.append({"name": gpu["name"], "tier": "tier." + price["tier"],
+            rows.append({"name": gpu["name"], "tier": price["tier"],
                          "capacity": "capacity." + ("interruptible" if price["interruptible"]
                                                     else "on_demand"),
                          "usd": price["usd"], "source": price["source"], "as_of": price["as_of"],

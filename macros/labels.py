@@ -180,8 +180,6 @@ _CODES: dict[str, dict[str, str]] = {
 _CODES.update({
     "cuda": {"es": "CUDA", "en": "CUDA"},
     "rocm": {"es": "ROCm", "en": "ROCm"},
-    "tier.marketplace": {"es": "mercado de capacidad ociosa", "en": "idle-capacity marketplace"},
-    "tier.managed": {"es": "nube gestionada", "en": "managed cloud"},
     "capacity.on_demand": {"es": "bajo demanda", "en": "on demand"},
     "capacity.interruptible": {"es": "interrumpible", "en": "interruptible"},
 })
@@ -257,6 +255,7 @@ _TEXT.update({
 _CODES.update({
     "fits.yes": {"es": "sí", "en": "yes"},
     "fits.no": {"es": "no", "en": "no"},
+    # price tiers (calc/gpus.py TIERS): the catalogue's column and the setup lists
     "marketplace": {"es": "mercado de capacidad ociosa", "en": "idle-capacity marketplace"},
     "managed": {"es": "nube gestionada", "en": "managed cloud"},
 })
