@@ -17,6 +17,10 @@ def _e(es: str, en: str, source) -> dict:
     return {"es": es, "en": en, "source": source}
 
 
+# the source of every input bound in calc/request.py and calc/plan.py
+VALIDATION_LIMIT = {"es": "Límite de validación", "en": "Validation limit"}
+
+
 CONSTANTS: dict[str, dict] = {
     # --- units -------------------------------------------------------------------------
     "calc.states.FP32_BYTES": _e(
@@ -199,28 +203,28 @@ CONSTANTS: dict[str, dict] = {
         "Longitud de secuencia máxima aceptada (por encima de las ventanas de contexto "
         "publicadas más largas).",
         "Largest sequence length accepted (above the longest published context windows).",
-        {"es": "Límite de validación", "en": "Validation limit"}),
+        VALIDATION_LIMIT),
     "calc.request.MAX_MICRO_BATCH": _e(
         "Micro-batch máximo aceptado.", "Largest micro-batch accepted.",
-        {"es": "Límite de validación", "en": "Validation limit"}),
+        VALIDATION_LIMIT),
     "calc.request.MAX_LORA_RANK": _e(
         "Rango LoRA máximo aceptado.", "Largest LoRA rank accepted.",
-        {"es": "Límite de validación", "en": "Validation limit"}),
+        VALIDATION_LIMIT),
     "calc.request.MAX_GPUS": _e(
         "Número máximo de GPU aceptado.", "Largest GPU count accepted.",
-        {"es": "Límite de validación", "en": "Validation limit"}),
+        VALIDATION_LIMIT),
     "calc.request.MAX_ACCUMULATION": _e(
         "Pasos de acumulación de gradientes máximos aceptados.",
         "Largest number of gradient accumulation steps accepted.",
-        {"es": "Límite de validación", "en": "Validation limit"}),
+        VALIDATION_LIMIT),
     "calc.plan.MAX_DATASET_TOKENS": _e(
         "Tokens máximos del conjunto de datos (más que cualquier corpus publicado: sería una "
         "errata).",
         "Largest dataset size in tokens (more than any published corpus: it would be a typo).",
-        {"es": "Límite de validación", "en": "Validation limit"}),
+        VALIDATION_LIMIT),
     "calc.plan.MAX_STARTS": _e(
         "Número máximo de arranques aceptado.", "Largest number of starts accepted.",
-        {"es": "Límite de validación", "en": "Validation limit"}),
+        VALIDATION_LIMIT),
 }
 
 # Defaults of the plan-only request keys (calc.plan.PLAN_FIELDS) that are numbers.
