@@ -55,7 +55,7 @@ from pathlib import Path
 from benchmarks.stats import percentile
 from calc import memory, states
 from calc.errors import CalcError
-from calc.request import parse_estimate_request
+from calc.request import Sharding, parse_estimate_request
 
 CSV_PATH = Path(__file__).resolve().parent.parent / "validation" / "measured_peaks.csv"
 
@@ -112,6 +112,13 @@ TORCHAO_CHUNKED_FROM = "2024-06-26"
 """torchtune commit c1c9f308a ("Pin ao==0.3") replaced the ``torchao==0.1`` pin; torchao
 v0.1 (tag ff2889540) quantizes a whole weight at once in
 ``NF4Tensor.convert_to_norm_float_weight``; chunking came with PR #196 (6081796, in v0.2.0)."""
+
+TORCHTUNE_FUSED_ADAMW_FROM = "2024-09-14"
+"""torchtune commit cca50f02e ("add fused = true to adam, except pagedAdam", #1575) set
+``fused: True`` on every ``torch.optim.AdamW`` in ``recipes/configs``; at 30b8519e8 and
+1814feb17 each llama3_1 / llama3_2 config with torch AdamW has it (70B_full.yaml
+recommends it in a comment). Before it the llama2 configs (fef3ed10d, 0217d44c2) leave
+torch's default, the foreach path. Rows whose optimizer text names ``fused`` keep it."""
 
 TORCHTUNE_DROPOUT_ZERO_FROM = "2024-09-11"
 """torchtune commit d7fae9677 set the LoRA builders' ``lora_dropout`` default to 0.0."""
@@ -248,6 +255,9 @@ def row_request(row: dict) -> dict:
     }
     req["gradient_accumulation_steps"] = _accumulation(row, source)
     req["sync_each_micro_batch"] = source == "torchtune"
+    if optimizer == "adamw":
+        req["optimizer_fused"] = "fused=True" in row["optimizer"] or (
+            source == "torchtune" and _row_date(row) >= TORCHTUNE_FUSED_ADAMW_FROM)
     if method != "full":
         from calc.presets import get_preset
 
@@ -362,12 +372,25 @@ def compare_row(row: dict) -> RowResult:
 
 
 def configured_floor_bytes(request: dict, est: dict) -> int:
-    """``weights + optimizer states + max(all gradients, activation floor)``: gradients
-    complete only after the backward has freed the activations, so the two never add."""
+    """``weights + optimizer states + max(all gradients, activation floor) + FSDP root``:
+    gradients complete only after the backward has freed the activations, so the two never
+    add; the root unit is unsharded at the end of the forward, beside every activation."""
     r = parse_estimate_request(request)
     reg = states.regime(r.precision, r.sharding)
     grads = memory.model_states(r, states.param_layout(r), reg).grads_all
-    return est["model_states_bytes"] - grads + max(grads, activation_floor_bytes(request))
+    return (est["model_states_bytes"] - grads + max(grads, activation_floor_bytes(request))
+            + fsdp_root_bytes(r, reg))
+
+
+def fsdp_root_bytes(r, reg) -> int:
+    """The root unit PyTorch FSDP keeps unsharded from its forward into the backward, on
+    top of its shard (:func:`calc.memory.gathered_weight_bytes`, which cites the FSDP1 and
+    FSDP2 code). Every row's framework (torchtune, LitGPT) wraps the decoder blocks as
+    units, so the root holds the embedding, the final norm and the output layer. Zero
+    without ZeRO-3 on several GPUs."""
+    if r.sharding is not Sharding.ZERO3 or r.num_gpus < 2:
+        return 0
+    return memory.root_unit_bytes(r, reg)
 
 
 def activation_floor_bytes(request: dict) -> int:

@@ -48,9 +48,10 @@ for each of send/receive on up to 32 channels (NCCL docs, environment variables
 ``NCCL_BUFFSIZE`` and ``NCCL_MAX_NCHANNELS``): 256 MiB."""
 
 GATHERED_UNITS = 2
-"""ZeRO-3 / FSDP FULL_SHARD holds the unit being computed and the prefetched next one
-unsharded (PyTorch FSDP ``BackwardPrefetch.BACKWARD_PRE`` / forward prefetch; DeepSpeed
-``stage3_prefetch_bucket_size``)."""
+"""ZeRO-3 / FSDP FULL_SHARD holds the block being computed and the prefetched next one
+unsharded in the backward, on top of the root unit (PyTorch FSDP
+``BackwardPrefetch.BACKWARD_PRE``; FSDP2 ``FSDPState._lazy_init`` for the root; DeepSpeed
+``stage3_prefetch_bucket_size``); see :func:`gathered_weight_bytes`."""
 
 UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT = 2 + 2 + 2 * 16 * 2
 """Bytes per element of one weight alive at once while torchao before v0.2.0 quantizes it
@@ -189,21 +190,42 @@ def _unit_trainable(req: EstimateRequest, layout: st.ParamLayout) -> int:
     return layout.trainable // req.model.num_layers
 
 
-def gathered_weight_bytes(req: EstimateRequest, reg: st.Regime) -> int:
-    """Unsharded weights held while a unit computes, under ZeRO-3 on several GPUs or with
-    parameters offloaded to the CPU: ``GATHERED_UNITS`` times the largest unit (a block,
-    the embedding or the output layer), at its stored size."""
+def gathered_weight_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int]:
+    """Unsharded weights held (at the end of the forward, during the backward).
+
+    ZeRO-3 / FSDP FULL_SHARD on several GPUs: the root unit (embedding, final norm, output
+    layer, never quantized) stays gathered from its forward until its backward: PyTorch
+    FSDP2 ``FSDPState._lazy_init`` sets the root's ``post_forward_mesh_info = None`` ("do
+    not reshard after forward") and FSDP1 ``_post_forward_reshard`` frees no root
+    parameters. Each block is resharded after its forward and gathered again in the
+    backward, with the next one prefetched: ``GATHERED_UNITS`` blocks on top of the root.
+    DeepSpeed ZeRO-3 releases the embedding and head after use, so there this is high by
+    the root's size.
+
+    Parameters offloaded to the CPU without ZeRO-3 are streamed unit by unit, the
+    embedding and the head as units of their own: ``GATHERED_UNITS`` times the largest."""
     sharded = req.sharding is Sharding.ZERO3 and req.num_gpus > 1
     if not sharded and req.cpu_offload is not CpuOffload.OPTIMIZER_PARAMS:
-        return 0
+        return 0, 0
     arch = req.model
     if req.method is Method.QLORA:
         quant = sum(l.count * l.weight_params for l in arch.linears if l.quantizable)
         block = st.quantized_bytes(quant, req.qlora_double_quant) + (arch.block_params - quant) * reg.weight_bytes
     else:
         block = arch.block_params * reg.weight_bytes
+    if sharded:
+        root = root_unit_bytes(req, reg)
+        return root, root + GATHERED_UNITS * block
     table = arch.vocab_size * arch.hidden_size * reg.weight_bytes
-    return GATHERED_UNITS * max(block, table)
+    streamed = GATHERED_UNITS * max(block, table)
+    return streamed, streamed
+
+
+def root_unit_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """The FSDP root unit unsharded: embedding, final norm and output layer at the weights'
+    precision (:func:`gathered_weight_bytes`)."""
+    arch = req.model
+    return (arch.embedding_params + arch.norm_params + arch.lm_head_params) * reg.weight_bytes
 
 
 def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
@@ -316,14 +338,14 @@ def _phase(**parts: int) -> dict:
 def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activations) -> dict:
     """Component bytes alive at each phase."""
     common = dict(weights=s.weights, lora_weights=s.lora_weights, optimizer=s.optimizer)
-    gathered = gathered_weight_bytes(req, reg)
+    gathered_fwd, gathered = gathered_weight_bytes(req, reg)
     dequant = dequant_buffer_bytes(req, reg)
     copies_all = weight_copy_bytes(req, reg, one_layer=req.gradient_checkpointing and req.is_peft)
     copies_one = weight_copy_bytes(req, reg, one_layer=True)
     # with accumulation the earlier micro-batches' gradients are there from the start
     held = s.grads_all if st.accumulates_gradients(req) else 0
     forward_end = _phase(**common, activations=a.saved_all, logits=a.logits, gradients=held,
-                         weight_copies=copies_all, gathered_weights=gathered,
+                         weight_copies=copies_all, gathered_weights=gathered_fwd,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     first_block = _phase(**common, activations=a.saved_all + a.recompute + a.workspace,
                          gradients=held, weight_copies=copies_all, gathered_weights=gathered,

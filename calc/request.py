@@ -97,6 +97,7 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
     "sync_each_micro_batch": (False, "bool", None),
     "qlora_unchunked_quantization": (False, "bool", None),
     "attention_keeps_fused_qkv": (False, "bool", None),
+    "optimizer_fused": (False, "bool", None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -135,6 +136,12 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
   saves that view, which holds the whole fused tensor (:mod:`calc.activations`).
   Default False: separate q, k, v projections (Hugging Face, torchtune), or grouped
   k/v heads, whose expand-and-reshape makes copies.
+- ``optimizer_fused``: torch's AdamW runs its fused kernel (``torch.optim.AdamW(...,
+  fused=True)``; Hugging Face ``optim="adamw_torch_fused"``), which updates every tensor
+  in place without the step's state-sized temporary
+  (:func:`calc.states.optimizer_step_temp_bytes`). Default False: torch picks the
+  multi-tensor (foreach) path on CUDA when neither flag is set. Only ``adamw`` has the
+  choice; with another optimizer the key adds the warning ``optimizer_fused_ignored``.
 """
 
 
@@ -165,6 +172,7 @@ class EstimateRequest:
     sync_each_micro_batch: bool = False
     qlora_unchunked_quantization: bool = False
     attention_keeps_fused_qkv: bool = False
+    optimizer_fused: bool = False
 
     @property
     def is_peft(self) -> bool:
@@ -319,6 +327,8 @@ def request_warnings(req: EstimateRequest) -> list[str]:
         out.append("qlora_with_fp32")
     if req.cpu_offload is not CpuOffload.NONE and req.optimizer in (Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT):
         out.append("paged_optimizer_with_cpu_offload")
+    if req.optimizer_fused and req.optimizer is not Optimizer.ADAMW:
+        out.append("optimizer_fused_ignored")
     return out
 
 

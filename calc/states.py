@@ -212,13 +212,15 @@ def optimizer_step_temp_bytes(req: EstimateRequest, layout: ParamLayout, reg: Re
 
     torch AdamW's default multi-tensor (foreach) path computes ``sqrt(v)`` for all
     parameters of a group at once: one extra state-sized tensor,
-    ``state_bytes * P`` (torch/optim/adamw.py, ``_multi_tensor_adamw``).
-    bitsandbytes and the fused paths update tensor by tensor: the largest tensor's size.
+    ``state_bytes * P`` (torch/optim/adamw.py, ``_multi_tensor_adamw``). Its fused path
+    (``optimizer_fused``; ``_fused_adamw`` -> ``torch._fused_adamw_``) updates weights and
+    states in place inside one kernel: none.
+    bitsandbytes updates tensor by tensor: the largest tensor's size.
     Adafactor (HF) works per tensor in fp32: about two fp32 copies of the largest tensor.
     """
     opt = req.optimizer
     if opt is Optimizer.ADAMW:
-        return reg.state_bytes * layout.trainable
+        return 0 if req.optimizer_fused else reg.state_bytes * layout.trainable
     if opt is Optimizer.ADAFACTOR:
         return 2 * FP32_BYTES * layout.largest_trainable_tensor
     if opt in (Optimizer.SGD, Optimizer.SGD_MOMENTUM):

@@ -32,7 +32,7 @@ GROUPS = (
     ("legend_model", ("model",)),
     ("legend_method", ("method", "lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
                        "qlora_keeps_inputs", "qlora_unchunked_quantization", "precision",
-                       "optimizer", "optimizer_in_backward")),
+                       "optimizer", "optimizer_fused", "optimizer_in_backward")),
     ("legend_batch", ("micro_batch_size", "gradient_accumulation_steps", "seq_len",
                       "gradient_checkpointing", "attention", "attention_keeps_fused_qkv",
                       "chunked_loss", "activation_offload")),

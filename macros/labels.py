@@ -147,6 +147,7 @@ _TEXT: dict[str, dict[str, str]] = {
                                     "en": "Synchronise gradients every micro-batch"},
     "field.optimizer_in_backward": {"es": "Paso del optimizador dentro del backward",
                                     "en": "Optimizer step fused into backward"},
+    "field.optimizer_fused": {"es": "AdamW fusionado (fused=True)", "en": "Fused AdamW (fused=True)"},
 }
 
 _CODES: dict[str, dict[str, str]] = {

@@ -101,11 +101,12 @@ CONSTANTS: dict[str, dict] = {
         "of 4 MiB.",
         "NCCL docs: NCCL_BUFFSIZE, NCCL_MAX_NCHANNELS"),
     "calc.memory.GATHERED_UNITS": _e(
-        "Unidades de pesos que ZeRO-3/FSDP tiene reunidas a la vez: la que calcula y la "
-        "siguiente, precargada.",
-        "Weight units ZeRO-3/FSDP holds gathered at once: the one computing and the prefetched "
-        "next one.",
-        "PyTorch FSDP BackwardPrefetch; DeepSpeed stage3_prefetch_bucket_size"),
+        "Bloques que ZeRO-3/FSDP tiene reunidos a la vez en el paso hacia atrás, además de la "
+        "unidad raíz: el que calcula y el siguiente, precargado.",
+        "Blocks ZeRO-3/FSDP holds gathered at once in the backward pass, on top of the root "
+        "unit: the one computing and the prefetched next one.",
+        "PyTorch FSDP BackwardPrefetch, FSDPState._lazy_init (root not resharded); DeepSpeed "
+        "stage3_prefetch_bucket_size"),
     # --- time ----------------------------------------------------------------------------
     "calc.timing.CAUSAL_ATTENTION_FRACTION": _e(
         "Parte de las multiplicaciones de la atención que se calcula de verdad: los núcleos "

@@ -51,6 +51,7 @@ VARIATIONS = [
     {"frozen_weight_grads": "true", "num_gpus": "2", "sharding": "zero3"},
     {"method": "qlora", "qlora_unchunked_quantization": "true", "model": "llama-2-13b"},
     {"attention_keeps_fused_qkv": "true", "attention": "eager", "gradient_checkpointing": "false"},
+    {"optimizer_fused": "true", "method": "full", "model": "llama-3.2-1b"},
     {"precision": "bf16-mixed"},
     {"precision": "fp16-mixed", "method": "full"},
     {"precision": "fp32", "model": "qwen2.5-0.5b"},

@@ -150,6 +150,17 @@ def test_every_grid_row_converts_to_a_valid_calc_request(grid):
             assert req.lora_targets == expected
 
 
+def test_fused_adamw_rows_ask_calc_for_fused():
+    (cfg,) = tiny_grid({"model": "tiny-llama", "method": "full", "optimizer_impl": "fused"})
+    row = settings_row(cfg)
+    assert mp.row_to_request(row)["optimizer_fused"] is True
+    row["optimizer_impl_used"] = "foreach"  # what ran wins over what was asked
+    assert "optimizer_fused" not in mp.row_to_request(row)
+    (cfg,) = tiny_grid({"model": "tiny-llama", "method": "full", "optimizer": "sgd",
+                        "optimizer_impl": "fused"})
+    assert "optimizer_fused" not in mp.row_to_request(settings_row(cfg))
+
+
 @pytest.mark.parametrize("overrides, expected", [
     ({"method": "full", "optimizer": "sgd", "gradient_checkpointing": False},
      {"method": "full", "precision": "bf16-true", "optimizer": "sgd", "optimizer_in_backward": False,

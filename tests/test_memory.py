@@ -157,11 +157,40 @@ def test_cpu_offload_moves_optimizer_to_host():
     assert out["host_bytes"] == 4 * LLAMA2_7B + 4 * LLAMA2_7B
 
 
-def test_zero3_gathers_two_units():
+def test_zero3_keeps_the_root_gathered_and_two_blocks_in_backward():
     r = req(method="full", sharding="zero3", num_gpus=8)
     arch = r.model
     block = arch.block_params * 2  # bf16
-    assert memory.gathered_weight_bytes(r, states.regime(r.precision, r.sharding)) == 2 * max(block, 32000 * 4096 * 2)
+    root = 2 * (2 * 32000 * 4096 + 4096)  # embedding, output layer, final norm in bf16
+    reg = states.regime(r.precision, r.sharding)
+    assert memory.gathered_weight_bytes(r, reg) == (root, root + 2 * block)
+    out = est(method="full", sharding="zero3", num_gpus=8)
+    fwd, bwd = memory.gathered_weight_bytes(r, reg)
+    assert out["components"]["gathered_weights"] in (fwd, bwd)
+    assert out["components"]["gathered_weights"] == (fwd if out["peak_phase"] == "forward_end" else bwd)
+
+
+def test_streamed_cpu_params_hold_two_of_the_largest_units():
+    r = req(method="full", cpu_offload="optimizer+params")
+    reg = states.regime(r.precision, r.sharding)
+    block = r.model.block_params * 2
+    two = 2 * max(block, 32000 * 4096 * 2)
+    assert memory.gathered_weight_bytes(r, reg) == (two, two)
+    r = req(method="full")
+    assert memory.gathered_weight_bytes(r, states.regime(r.precision, r.sharding)) == (0, 0)
+
+
+def test_fused_adamw_has_no_step_temporary():
+    foreach = est(method="full")
+    fused = est(method="full", optimizer_fused=True)
+    assert foreach["components"]["optimizer_temporaries"] == 2 * LLAMA2_7B  # bf16 sqrt(v)
+    assert fused["components"]["optimizer_temporaries"] == 0
+    assert fused["peak_allocated_bytes"] < foreach["peak_allocated_bytes"]
+    # only torch AdamW has the switch: another optimizer is unchanged and warned about
+    sgd = est(method="full", optimizer="adamw-8bit", optimizer_fused=True)
+    assert sgd["components"] == est(method="full", optimizer="adamw-8bit")["components"]
+    assert "optimizer_fused_ignored" in sgd["warnings"]
+    assert "optimizer_fused_ignored" not in fused["warnings"]
 
 
 def test_ddp_gradient_buckets():

@@ -338,6 +338,10 @@ def row_to_request(row: dict, model_source: str = "hf_config") -> dict:
         elif key == "lora_targets" and value != "all-linear":
             value = [v.strip() for v in str(value).split(",") if v.strip()]
         request[key] = value
+    # torch's fused AdamW has no state-sized step temporary; calc has the switch
+    impl = row.get("optimizer_impl_used") or row.get("optimizer_impl")
+    if impl == "fused" and row.get("optimizer") == "adamw":
+        request["optimizer_fused"] = True
     return request
 
 
