@@ -7,7 +7,9 @@ the median and 90th-percentile absolute error; then the rows not covered and why
 
 from __future__ import annotations
 
-from benchmarks.validation_memory import compare_rows, fit_allocator_slack, summary
+from benchmarks.validation_memory import (COMPILE_FIT_ROWS, compare_rows, fit_allocator_slack,
+                                          fit_compile_kept, summary)
+from calc.activations import COMPILE_KEPT_FRACTION
 from calc.memory import ALLOCATOR_SLACK_FRACTION
 
 GIB = 2 ** 30
@@ -43,6 +45,11 @@ def main() -> int:
     print(f"allocator slack: calc uses {ALLOCATOR_SLACK_FRACTION:.3f}; fitted on rows "
           f"{','.join(fit.fit_rows)} (stated max_memory_reserved): {fit.fraction:.3f}")
     print(_fmt_summary("  fitted slack on rows not fitted", fit.test_summary) + f"  rows {','.join(fit.test_rows)}")
+    cfit = fit_compile_kept(results)
+    print(f"torch.compile kept share: calc uses {COMPILE_KEPT_FRACTION:.3f}; fitted on rows "
+          f"{','.join(COMPILE_FIT_ROWS)} ({cfit.measured_saving / GIB:.2f} GiB saved of "
+          f"{cfit.removable / GIB:.2f} removable): {cfit.kept:.3f}")
+    print(_fmt_summary("  compiled rows not fitted", cfit.test_summary) + f"  rows {','.join(cfit.test_rows)}")
     print()
     print("not covered:")
     for r in results:

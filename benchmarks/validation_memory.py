@@ -37,12 +37,13 @@ Mapping rules (one rule per CSV vocabulary, no per-row values):
 - Measured below the stated configuration's floor: not covered. The floor is what any
   run of that configuration must hold at once: weights, optimizer states and all
   gradients on the GPU (``model_states_bytes``), plus the activations every
-  implementation saves (:func:`activation_floor_bytes`).
+  implementation saves (:func:`activation_floor_bytes`), plus the FSDP root unit
+  (:func:`fsdp_root_bytes`).
 - ``grad_checkpointing`` "not stated": not covered (the setting decides the result).
 - Cumulative tables ("... +X"): a row has the options of the rows above it.
 - Packing fills every sample to ``seq_len``: modelled as full sequences of that length.
-- ``torch.compile`` is not modelled (eager kernels assumed); such rows are compared and
-  flagged ``compile``; the summary also gives the figures without them.
+- ``torch.compile``: ``torch_compile`` (its fitted share, :func:`fit_compile_kept`);
+  such rows stay flagged ``compile`` and the summary also gives the figures without them.
 """
 
 from __future__ import annotations
@@ -255,6 +256,7 @@ def row_request(row: dict) -> dict:
     }
     req["gradient_accumulation_steps"] = _accumulation(row, source)
     req["sync_each_micro_batch"] = source == "torchtune"
+    req["torch_compile"] = "compile" in opts
     if optimizer == "adamw":
         req["optimizer_fused"] = "fused=True" in row["optimizer"] or (
             source == "torchtune" and _row_date(row) >= TORCHTUNE_FUSED_ADAMW_FROM)
@@ -491,3 +493,39 @@ def fit_allocator_slack(results: list[RowResult]) -> SlackFit:
     refit = [RowResult(**{**r.__dict__, "error": (max(r.allocated_bytes * (1 + fraction), r.reserved_floor_bytes)
                                                    - r.measured_bytes) / r.measured_bytes}) for r in test]
     return SlackFit(fraction, tuple(r.row_id for r in fit), tuple(r.row_id for r in test), summary(refit))
+
+
+COMPILE_FIT_ROWS = ("22", "23")
+"""The pair that isolates ``torch.compile``: same run, compile added (torchtune README at
+1814feb17, "Optimization flags")."""
+
+
+@dataclass(frozen=True)
+class CompileFit:
+    """``COMPILE_KEPT_FRACTION`` fitted on :data:`COMPILE_FIT_ROWS`, and calc's error on the
+    compiled rows it was not fitted on."""
+
+    kept: float
+    measured_saving: int
+    removable: int
+    test_rows: tuple
+    test_summary: Summary
+
+
+def fit_compile_kept(results: list[RowResult], path: Path = CSV_PATH) -> CompileFit:
+    """``kept = 1 - (measured eager - measured compiled) / removable``, where ``removable``
+    is what the compiled row's blocks could recompute at most
+    (:func:`calc.activations.compile_removable_bytes_per_token` x layers x tokens)."""
+    from calc import activations
+
+    by_id = {r.row_id: r for r in results}
+    eager, compiled = (by_id[i] for i in COMPILE_FIT_ROWS)
+    rows = {row["id"]: row for row in load_rows(path)}
+    r = parse_estimate_request(row_request(rows[COMPILE_FIT_ROWS[1]]))
+    cfg = memory.act_config(r, states.regime(r.precision, r.sharding))
+    removable = (activations.compile_removable_bytes_per_token(r.model, cfg) * r.model.num_layers
+                 * r.micro_batch_size * r.seq_len)
+    saving = eager.measured_bytes - compiled.measured_bytes
+    test = [x for x in results if x.covered and "compile" in x.flags and x.row_id not in COMPILE_FIT_ROWS]
+    return CompileFit(1 - saving / removable, saving, removable, tuple(x.row_id for x in test),
+                      summary(test))

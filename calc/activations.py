@@ -33,6 +33,10 @@ page), per token of one block, for 16-bit compute unless the precision is fp32:
   one query head per k/v head, ``v`` reaches SDPA as a view into the fused projection's
   output, so the saved ``v`` holds all of it: ``act * (q_dim + kv_dim)`` more than ``v``.
 - No dropout in the block (Llama-style models train without it).
+- ``torch.compile`` (``torch_compile``): AOTAutograd's min-cut partitioner may recompute
+  pointwise work in the backward instead of saving it. What it could drop at most is
+  :func:`compile_removable_bytes_per_token`; what it drops in practice depends on its
+  heuristics, so a fitted share of it stays (``COMPILE_KEPT_FRACTION``).
 
 Korthikanti et al. 2022 (arXiv:2205.05198, sec. 4.1) give ``34 s b h`` for a GPT block
 with a 4h GeLU MLP and dropout; this module derives the count for the actual block.
@@ -48,6 +52,14 @@ from .request import Attention
 FP32_BYTES = 4
 LAYERNORM_STATS_BYTES = 8
 """fp32 mean and rstd per token saved by ``native_layer_norm`` (PyTorch ATen)."""
+
+COMPILE_KEPT_FRACTION = 0.395
+"""Share of :func:`compile_removable_bytes_per_token` that a ``torch.compile``'d block still
+saves. Fitted, not derived: torchtune's "Optimization flags" table (README at 1814feb17,
+Llama-3.2-3B full fine-tuning, batch 2 x 4096 packed tokens, no checkpointing) measured
+60.0 GiB eager and 51.0 GiB with compile added and nothing else changed, a 9.0 GiB saving
+against 14.87 GiB removable by this count: ``1 - 9.0 / 14.87 = 0.395``. Its error on the
+compiled rows it was not fitted on is printed by ``python -m benchmarks.validate_memory``."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,7 @@ class ActConfig:
     lora_dropout: bool = False
     quant_keeps_inputs: bool = False
     keeps_fused_qkv: bool = False
+    compile_kept: float | None = None  # share of the removable bytes kept; None: eager
 
 
 def _key(lin: LinearLayer) -> tuple:
@@ -220,7 +233,40 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += attention_core_bytes(arch, cfg, parts.attn_out) + fused_qkv_kept_bytes(arch, cfg)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
+    if cfg.compile_kept is not None:
+        total -= int((1 - cfg.compile_kept) * compile_removable_bytes_per_token(arch, cfg))
     return total
+
+
+def compile_removable_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Saved bytes per token of one block that a compiled graph could recompute from
+    tensors it keeps anyway, in the backward, with pointwise kernels only:
+
+    - each RMSNorm's fp32 upcast and normalised copy (:func:`norm_bytes`) and the 16-bit
+      output its linears save, down to its input and the fp32 ``rstd`` (``resid * h + 4``);
+      a LayerNorm already saves only that;
+    - in a gated MLP the activation's output and the down projection's input (the product),
+      both pointwise in the gate and up projections, which stay; in a plain MLP the down
+      projection's input, pointwise in the first projection's output.
+
+    Matmul outputs and the attention kernel's saved tensors are never recomputed (the
+    partitioner does not recompute matmuls)."""
+    parts = block_parts(arch)
+    h, a = arch.hidden_size, cfg.act_bytes
+    removable = 0
+    if arch.norm_kind == "rms":
+        kept = cfg.resid_bytes * h + FP32_BYTES
+        single_norm = arch.parallel_block and arch.norms_per_layer == 1
+        groups = ((parts.attn_in + parts.mlp_in + parts.routers,) if single_norm
+                  else (parts.attn_in, parts.mlp_in + parts.routers))
+        outputs = sum(_group_input_bytes(g, h, cfg) for g in groups)
+        removable += max(0, arch.norms_per_layer * (norm_bytes(arch, cfg) - kept) + outputs)
+    for down in parts.mlp_down:
+        per = a * down.d_in if arch.mlp_gated else 0
+        if _saves_input(down, cfg):
+            per += a * down.d_in
+        removable += down.active * per
+    return removable
 
 
 def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:

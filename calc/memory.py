@@ -282,7 +282,8 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
                          req.lora_rank, req.attention, req.seq_len, reg.casts_weights,
                          lora_dropout=req.is_peft and req.lora_dropout > 0,
                          quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs,
-                         keeps_fused_qkv=req.attention_keeps_fused_qkv)
+                         keeps_fused_qkv=req.attention_keeps_fused_qkv,
+                         compile_kept=act.COMPILE_KEPT_FRACTION if req.torch_compile else None)
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
     "qlora_unchunked_quantization": (False, "bool", None),
     "attention_keeps_fused_qkv": (False, "bool", None),
     "optimizer_fused": (False, "bool", None),
+    "torch_compile": (False, "bool", None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -142,6 +143,10 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
   (:func:`calc.states.optimizer_step_temp_bytes`). Default False: torch picks the
   multi-tensor (foreach) path on CUDA when neither flag is set. Only ``adamw`` has the
   choice; with another optimizer the key adds the warning ``optimizer_fused_ignored``.
+- ``torch_compile``: the decoder blocks run under ``torch.compile``, whose backward
+  recomputes part of the pointwise work instead of saving it. A fitted share
+  (:data:`calc.activations.COMPILE_KEPT_FRACTION`) of what could be recomputed stays;
+  less certain than the rest of the model (methodology page). Default False: eager.
 """
 
 
@@ -173,6 +178,7 @@ class EstimateRequest:
     qlora_unchunked_quantization: bool = False
     attention_keeps_fused_qkv: bool = False
     optimizer_fused: bool = False
+    torch_compile: bool = False
 
     @property
     def is_peft(self) -> bool:

@@ -34,7 +34,7 @@ GROUPS = (
                        "qlora_keeps_inputs", "qlora_unchunked_quantization", "precision",
                        "optimizer", "optimizer_fused", "optimizer_in_backward")),
     ("legend_batch", ("micro_batch_size", "gradient_accumulation_steps", "seq_len",
-                      "gradient_checkpointing", "attention", "attention_keeps_fused_qkv",
+                      "gradient_checkpointing", "attention", "attention_keeps_fused_qkv", "torch_compile",
                       "chunked_loss", "activation_offload")),
     ("legend_parallel", ("num_gpus", "sharding", "sync_each_micro_batch", "frozen_weight_grads",
                          "cpu_offload")),

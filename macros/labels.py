@@ -148,6 +148,7 @@ _TEXT: dict[str, dict[str, str]] = {
     "field.optimizer_in_backward": {"es": "Paso del optimizador dentro del backward",
                                     "en": "Optimizer step fused into backward"},
     "field.optimizer_fused": {"es": "AdamW fusionado (fused=True)", "en": "Fused AdamW (fused=True)"},
+    "field.torch_compile": {"es": "torch.compile en los bloques", "en": "torch.compile on the blocks"},
 }
 
 _CODES: dict[str, dict[str, str]] = {

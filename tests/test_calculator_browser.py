@@ -52,6 +52,7 @@ VARIATIONS = [
     {"method": "qlora", "qlora_unchunked_quantization": "true", "model": "llama-2-13b"},
     {"attention_keeps_fused_qkv": "true", "attention": "eager", "gradient_checkpointing": "false"},
     {"optimizer_fused": "true", "method": "full", "model": "llama-3.2-1b"},
+    {"torch_compile": "true", "gradient_checkpointing": "false", "model": "qwen2.5-0.5b"},
     {"precision": "bf16-mixed"},
     {"precision": "fp16-mixed", "method": "full"},
     {"precision": "fp32", "model": "qwen2.5-0.5b"},

@@ -64,6 +64,9 @@ def test_every_row_compared_or_explained(results):
     ("12", {"optimizer_fused": False}),
     ("18", {"optimizer_fused": True}),                                        # CSV: AdamW(fused=True)
     ("28", {"optimizer": "adamw-8bit"}),
+    ("23", {"torch_compile": True}),                                          # "+ Compile"
+    ("22", {"torch_compile": False}),
+    ("1", {"torch_compile": True}),
     ("53", {"attention_keeps_fused_qkv": True}),                              # LitGPT attention
     ("44", {"attention_keeps_fused_qkv": True}),
 ])
@@ -172,3 +175,11 @@ def test_litgpt_rows_untie_the_output_layer(rows):
     assert untied - tied == 128_256 * 3_072 == 394_002_432
     assert vm.row_request(rows["52"])["model"] == "llama-2-7b"
     assert vm.row_request(rows["15"])["model"] == "llama-3.1-8b"  # torchtune ties as HF does
+
+
+def test_compile_share_is_the_fit(results):
+    from calc.activations import COMPILE_KEPT_FRACTION
+    fit = vm.fit_compile_kept(list(results.values()))
+    assert fit.measured_saving == round(60.0 * 2 ** 30) - round(51.0 * 2 ** 30)
+    assert abs(fit.kept - COMPILE_KEPT_FRACTION) < 0.005
+    assert "23" not in fit.test_rows and "24" in fit.test_rows
