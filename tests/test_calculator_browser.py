@@ -401,6 +401,28 @@ def test_every_bad_field_gets_its_own_message(calc_page):
                for f in ("micro_batch_size", "lora_rank", "price_per_gpu_hour"))
 
 
+def test_empty_field_and_calc_errors_show_together(calc_page):
+    # An empty field is caught in the page; the other fields still go to calc, whose
+    # messages join it instead of waiting for the empty field to be filled.
+    calc_page.navigate({"seq_len": "1024"})
+    good = calc_page.outputs()
+    calc_page.navigate({"seq_len": "", "micro_batch_size": "-3", "lora_rank": "abc"})
+    assert calc_page.error_for("seq_len")[0] == "empty_value"
+    calc_page.page.wait_for_selector('#calc [data-error-for="lora_rank"]:not([hidden])')
+    assert calc_page.error_for("micro_batch_size")[0] == "not_positive"
+    assert calc_page.error_for("lora_rank")[0] == "not_integer"
+    assert calc_page.error_for("seq_len")[0] == "empty_value"  # still there
+    assert calc_page.outputs() == good  # a check never shows results
+    assert calc_page.page.locator("#calc .calc-stale-note").is_visible()
+    calc_page.navigate({"seq_len": ""})  # only the empty field: calc finds nothing more
+    calc_page.page.wait_for_timeout(300)
+    assert calc_page.error_for("seq_len")[0] == "empty_value"
+    assert calc_page.error_for("micro_batch_size") is None
+    assert calc_page.outputs() == good
+    calc_page.navigate({})
+    assert calc_page.error_for("seq_len") is None
+
+
 def test_unknown_query_parameters_are_named_and_ignored(calc_page):
     calc_page.navigate({"seq_len": "512"})
     calc_page.navigate({"seq_len": "1024", "colour": "blue", "<b>x</b>": "1"})

@@ -360,8 +360,10 @@ function main(root) {
     } else if (msg.type === "result") {
       if (!inFlight || msg.id !== inFlight.id) return;
       clearTimeout(inFlight.timer);
+      const check = inFlight.check;
       inFlight = null;
-      if (!pending && !clientBlocked) show(msg.out);
+      if (!pending && check && clientBlocked) addCheckedErrors(msg.out);
+      else if (!pending && !check && !clientBlocked) show(msg.out);
       send();
     }
   }
@@ -381,6 +383,14 @@ function main(root) {
     answered();
   }
 
+  // The answer to a check (the fields this page could read, sent while others are empty):
+  // calc's own messages join the ones already shown; its results are not shown.
+  function addCheckedErrors(out) {
+    if (!("error" in out)) return;
+    for (const error of Array.isArray(out.errors) ? out.errors : [out.error]) showError(error);
+    answered();
+  }
+
   // Counts the answers shown (results or messages): tests and benchmarks wait on it.
   function answered() {
     root.dataset.computed = String(Number(root.dataset.computed || "0") + 1);
@@ -389,12 +399,12 @@ function main(root) {
   // One request in flight at most; the newest waiting one replaces older ones.
   function send() {
     if (!pending || inFlight || root.dataset.calcState !== "ready") return;
-    const { key } = pending;
+    const { key, check } = pending;
     pending = null;
     const id = nextId++;
     const timer = setTimeout(restartWorker, COMPUTE_TIMEOUT_MS);
-    inFlight = { id, key, timer };
-    lastKey = key;
+    inFlight = { id, key, timer, check };
+    lastKey = check ? null : key; // a check is never the last computed result
     worker.postMessage({ type: "compute", id, command, request: key });
   }
 
@@ -416,10 +426,16 @@ function main(root) {
       showClientErrors(clientErrors);
       lastKey = null;
       answered();
+      // The other fields still go to calc, so that their errors show at once too; not
+      // without a model (calc checks LoRA targets and sizes against it).
+      if (key !== null && "model" in request) {
+        pending = { key, check: true };
+        send();
+      }
       return;
     }
     if (key === lastKey && !pending && !force) return;
-    pending = { key };
+    pending = { key, check: false };
     send();
   }
 
