@@ -224,7 +224,8 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
     result = compute(default_request())
     root = ["div", {"class": "calc", "id": "calc", "data-calc-state": "static", "data-lang": lang,
                     "data-command": COMMAND, "data-worker": urls["worker"],
-                    "data-pyodide": urls["pyodide"], "data-bundle": urls["bundle"]},
+                    "data-pyodide": urls["pyodide"], "data-bundle": urls["bundle"],
+                    "data-snapshot": urls["snapshot"]},
             ["link", {"rel": "stylesheet", "href": urls["css"]}],
             ["script", {"src": urls["boot"]}],  # starts the worker now (see boot.js)
             _json_script("calc-strings", strings),
@@ -258,6 +259,7 @@ def site_urls(conf: dict, page_url: str) -> dict[str, str]:
         "css": root + "assets/calculator/calculator.css",
         "pyodide": root + extra["pyodide"]["path"].strip("/") + "/",
         "bundle": root + extra["calc_bundle"],
+        "snapshot": root + extra["calc_snapshot"],
     }
 
 

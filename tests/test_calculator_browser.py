@@ -595,6 +595,96 @@ def test_when_pyodide_cannot_start_the_static_result_stays(browser, site_server)
     context.close()
 
 
+def _timings(page) -> dict:
+    return json.loads(page.evaluate("document.getElementById('calc').dataset.calcTimings || '{}'"))
+
+
+def _snapshot_fetched(fetched: list, page, wait_ms: int = 20_000) -> bool:
+    for _ in range(wait_ms // 100):
+        if fetched:
+            return True
+        page.wait_for_timeout(100)
+    return False
+
+
+def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
+    # First visit: Python starts the ordinary way, then the worker caches the build's
+    # snapshot (Python started, calc imported); the next visit restores it from the cache.
+    context = browser.new_context()
+    page = context.new_page()
+    fetched = []
+    page.on("requestfinished",
+            lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(".snapshot.gz") else None)
+    calc = Calc(page, site_server, "en")
+    calc.open()
+    assert _timings(page)["snapshot"] is False
+    assert _snapshot_fetched(fetched, page)
+    snapshot = page.evaluate("document.getElementById('calc').dataset.snapshot")
+    assert fetched[0].endswith(snapshot.split("/")[-1])
+    stored = """async () => { const c = await caches.open("calc-pyodide-snapshot");
+                                return (await c.keys()).map((r) => r.url); }"""
+    for _ in range(50):  # the fetch finishes, then the worker stores it
+        if page.evaluate(stored):
+            break
+        page.wait_for_timeout(100)
+    assert [u.split("/")[-1] for u in page.evaluate(stored)] == [snapshot.split("/")[-1]]
+    calc.open({"method": "qlora", "seq_len": "4096"})
+    assert _timings(page)["snapshot"] is True
+    response = view.run(calculator.COMMAND, request_for({"method": "qlora", "seq_len": "4096"}))["result"]
+    assert_parity(calc.outputs(), response, "en")
+    calc.navigate({})
+    assert_parity(calc.outputs(), view.run(calculator.COMMAND, calculator.default_request())["result"], "en")
+    context.close()
+
+
+WORKER_WITH_SNAPSHOT_JS = """async ([snapshotPath, request]) => {
+    const root = document.getElementById("calc");
+    const abs = (u) => new URL(u, location.href).href;
+    const cache = await caches.open("calc-pyodide-snapshot");  // where the worker looks
+    await cache.put(abs(snapshotPath), await fetch(snapshotPath));
+    const url = new URL(abs(root.dataset.worker));
+    url.searchParams.set("pyodide", abs(root.dataset.pyodide));
+    url.searchParams.set("bundle", abs(root.dataset.bundle));
+    url.searchParams.set("snapshot", abs(snapshotPath));
+    const worker = new Worker(url.href, { type: "module" });
+    const next = () => new Promise((resolve) => { worker.onmessage = (e) => resolve(e.data); });
+    let msg = next();
+    worker.postMessage({ type: "init", lang: "en",
+                         strings: JSON.parse(document.getElementById("calc-strings").textContent) });
+    const ready = await msg;
+    msg = next();
+    worker.postMessage({ type: "compute", id: 1, command: root.dataset.command,
+                         request: JSON.stringify(request) });
+    const result = await msg;
+    worker.terminate();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const kept = Boolean(await cache.match(abs(snapshotPath)));
+    return { ready, result, kept };
+}"""
+
+
+@pytest.mark.parametrize("content", ["garbage", "zeros"])
+def test_a_broken_cached_snapshot_falls_back_to_an_ordinary_start(browser, site_server, content):
+    import gzip
+    folder = site_server.root / "_test_snapshot"
+    folder.mkdir(exist_ok=True)
+    body = b"not a gzip stream" if content == "garbage" else gzip.compress(b"\0" * 65536)
+    (folder / f"{content}.snapshot.gz").write_bytes(body)
+    context = browser.new_context()
+    page = context.new_page()
+    calc = Calc(page, site_server, "en")
+    calc.open()
+    request = calculator.default_request()
+    out = page.evaluate(WORKER_WITH_SNAPSHOT_JS, [f"/_test_snapshot/{content}.snapshot.gz", request])
+    assert out["ready"]["type"] == "ready" and out["ready"]["timings"]["snapshot"] is False
+    assert out["kept"] is False  # a broken snapshot is dropped, not tried on every visit
+    assert out["result"]["type"] == "result"
+    expected = view.run(calculator.COMMAND, request)["result"]
+    assert out["result"]["out"]["result"]["memory"]["peak_allocated_bytes"] == \
+        expected["memory"]["peak_allocated_bytes"]
+    context.close()
+
+
 @pytest.mark.parametrize(("depth", "codes"), [
     # JavaScript serialises it; in Pyodide, Python's parser either refuses it
     # (request_too_deep: its recursion limit) or reads it and calc finds a list, not a config

@@ -149,6 +149,31 @@ def test_pyodide_runtime_copied_to_versioned_path(built_site):
     assert not (built_site / "en" / "assets" / "pyodide").exists()
 
 
+def test_pyodide_snapshot_built_for_this_runtime_and_calc(built_site):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("snapshot_hook", REPO_ROOT / "hooks" / "pyodide_snapshot.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    info = pyodide_info()
+    snapshots = sorted((built_site / "assets" / "calc").glob("*.snapshot.gz"))
+    assert len(snapshots) == 1
+    data = snapshots[0].read_bytes()
+    assert data[:2] == b"\x1f\x8b" and len(data) > 1_000_000  # gzip of Pyodide's memory
+    bundle = next((built_site / "assets" / "calc").glob("calc-*.zip")).relative_to(built_site)
+    script = (REPO_ROOT / "hooks" / "make_snapshot.mjs").read_bytes()
+    name = hook.snapshot_name(bundle.as_posix(), info["version"], script)
+    assert snapshots[0].name == name
+    # another calc, runtime or script: another name, so a stale snapshot is never used
+    assert hook.snapshot_name("assets/calc/other.zip", info["version"], script) != name
+    assert hook.snapshot_name(bundle.as_posix(), "314.0.0", script) != name
+    assert hook.snapshot_name(bundle.as_posix(), info["version"], script + b" ") != name
+    # the worker unpacks calc where the snapshot imported it from
+    worker = (REPO_ROOT / "docs" / "assets" / "calculator" / "worker.js").read_text(encoding="utf-8")
+    assert f'const PACKAGE_DIR = "{hook.PACKAGE_DIR}";' in worker
+    page = (built_site / "calculator" / "index.html").read_text(encoding="utf-8")
+    assert f'data-snapshot="../assets/calc/{name}"' in page
+
+
 def test_build_fails_clearly_without_pyodide(tmp_path):
     project = make_probe_project(tmp_path, "# Probe", "# Probe", node_modules=False)
     result = run_mkdocs_build(project / "site", config_file=project / "mkdocs.yml")

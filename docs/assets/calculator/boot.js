@@ -10,9 +10,10 @@
 
   function workerUrl(urls) {
     var url = new URL(urls.worker, window.location.href);
-    // The worker starts Pyodide and fetches calc as soon as it runs, from these two URLs.
+    // The worker starts Pyodide and fetches calc as soon as it runs, from these URLs.
     url.searchParams.set("pyodide", new URL(urls.pyodide, window.location.href).href);
     url.searchParams.set("bundle", new URL(urls.bundle, window.location.href).href);
+    if (urls.snapshot) url.searchParams.set("snapshot", new URL(urls.snapshot, window.location.href).href);
     return url.href;
   }
 

@@ -1,6 +1,6 @@
 // Module Web Worker: runs the `calc` package in Pyodide, off the page's main thread.
 // It starts loading Pyodide and the calc bundle at once, from the URLs in its own query
-// (?pyodide=<dir>/&bundle=<zip>), so nothing waits for the page.
+// (?pyodide=<dir>/&bundle=<zip>&snapshot=<gz>), so nothing waits for the page.
 // Messages in:  {type: "init", lang, strings}
 //               {type: "compute", id, command, request}  (request: JSON text)
 //               {type: "crash"}  (makes the worker die, to exercise the page's restart path)
@@ -11,35 +11,99 @@
 // never raises for bad input; any JavaScript-side exception means Pyodide itself broke,
 // so the worker reports it and closes, and the page starts a new one.
 
-const PACKAGE_DIR = "/home/pyodide/calc-bundle";
+const PACKAGE_DIR = "/home/pyodide/calc-bundle"; // = hooks/pyodide_snapshot.py PACKAGE_DIR
+const SNAPSHOT_CACHE = "calc-pyodide-snapshot"; // Cache Storage name (see cachedSnapshot)
+const SNAPSHOT_PREFETCH_DELAY_MS = 1500; // after the first results, not during them
 const t0 = performance.now();
 const params = new URL(self.location.href).searchParams;
-const booting = boot(params.get("pyodide"), params.get("bundle"));
+const booting = boot(params.get("pyodide"), params.get("bundle"), params.get("snapshot"));
 booting.catch(() => {}); // handled when "init" arrives; not an unhandled rejection before
 let handle = null;
 
-async function boot(pyodideUrl, bundleUrl) {
-  // The bundle downloads while Pyodide boots.
-  const bundle = fetch(bundleUrl).then((response) => {
-    if (!response.ok) throw new Error(`bundle HTTP ${response.status}`);
-    return response.arrayBuffer();
-  });
-  const { loadPyodide } = await import(pyodideUrl + "pyodide.mjs");
-  const pyodide = await loadPyodide({ indexURL: pyodideUrl, stdout: () => {}, stderr: () => {} });
+async function bytes(url) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`HTTP ${response.status} for ${url}`);
+  return response;
+}
+
+// The build's memory snapshot of Pyodide with calc already imported (gzipped). Restoring
+// it skips Python's start-up and calc's import, most of the worker's start. It is used
+// only from this origin's Cache Storage: Pyodide waits for the snapshot before it even
+// fetches its wasm, so on a first visit downloading ~6 MB more would delay the start.
+// A first visit starts Python the ordinary way and then stores the snapshot for the next.
+async function cachedSnapshot(url) {
+  try {
+    if (typeof caches === "undefined") return null; // no Cache Storage (not https)
+    const response = await (await caches.open(SNAPSHOT_CACHE)).match(url);
+    if (!response) return null;
+    const stream = response.body.pipeThrough(new DecompressionStream("gzip"));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  } catch (err) {
+    forgetSnapshot(url); // not a gzip stream: do not try it again
+    return null;
+  }
+}
+
+function forgetSnapshot(url) {
+  if (typeof caches === "undefined") return;
+  caches.open(SNAPSHOT_CACHE).then((cache) => cache.delete(url)).catch(() => {});
+}
+
+// After "ready": store the snapshot for the next visit (only this build's: older ones go),
+// unless the connection is slow or the reader saves data.
+function cacheSnapshotLater(url) {
+  const connection = self.navigator && self.navigator.connection;
+  const slow = connection && (connection.saveData
+    || /(^|-)(2g|3g)$/.test(String(connection.effectiveType || "")));
+  if (slow || typeof caches === "undefined") return;
+  setTimeout(async () => {
+    try {
+      const response = await fetch(url);
+      if (!response.ok) return;
+      const cache = await caches.open(SNAPSHOT_CACHE);
+      for (const key of await cache.keys()) if (key.url !== url) await cache.delete(key);
+      await cache.put(url, response);
+    } catch (err) {
+      /* offline or out of quota: the next visit starts the ordinary way */
+    }
+  }, SNAPSHOT_PREFETCH_DELAY_MS);
+}
+
+async function boot(pyodideUrl, bundleUrl, snapshotUrl) {
+  // The bundle downloads (and a cached snapshot is read) while Pyodide's script loads.
+  const bundle = bytes(bundleUrl).then((response) => response.arrayBuffer());
+  const usable = snapshotUrl && typeof DecompressionStream === "function";
+  const [{ loadPyodide }, snapshot] = await Promise.all([
+    import(pyodideUrl + "pyodide.mjs"), usable ? cachedSnapshot(snapshotUrl) : null]);
+  const options = { indexURL: pyodideUrl, stdout: () => {}, stderr: () => {} };
+  let pyodide = null;
+  if (snapshot) {
+    try {
+      pyodide = await loadPyodide({ ...options, _loadSnapshot: snapshot });
+    } catch (err) {
+      pyodide = null; // a snapshot this browser cannot restore: start the ordinary way
+      forgetSnapshot(snapshotUrl);
+    }
+  }
+  const restored = pyodide !== null;
+  if (!pyodide) pyodide = await loadPyodide(options);
   const t1 = performance.now();
+  // The snapshot holds Python's memory, not its files: calc's data files come from here.
   pyodide.unpackArchive(await bundle, "zip", { extractDir: PACKAGE_DIR });
-  pyodide.pyimport("sys").path.insert(0, PACKAGE_DIR);
+  pyodide.runPython(`import sys\nif ${JSON.stringify(PACKAGE_DIR)} not in sys.path: sys.path.insert(0, ${JSON.stringify(PACKAGE_DIR)})`);
   const view = pyodide.pyimport("calculator_view");
   pyodide.pyimport("calc"); // import now, so the first request does not pay for it
-  return { view, t1 };
+  if (usable && !restored) cacheSnapshotLater(snapshotUrl);
+  return { view, t1, restored };
 }
 
 async function init(msg) {
-  const { view, t1 } = await booting;
+  const { view, t1, restored } = await booting;
   view.configure(msg.lang, JSON.stringify(msg.strings));
   handle = view.handle;
   const t2 = performance.now();
-  postMessage({ type: "ready", timings: { pyodide_ms: t1 - t0, calc_ms: t2 - t1, total_ms: t2 - t0 } });
+  postMessage({ type: "ready", timings: { pyodide_ms: t1 - t0, calc_ms: t2 - t1, total_ms: t2 - t0,
+                                          snapshot: restored } });
 }
 
 function compute(msg) {
