@@ -44,9 +44,20 @@ async function cachedSnapshot(url) {
   }
 }
 
-function forgetSnapshot(url) {
-  if (typeof caches === "undefined") return;
-  caches.open(SNAPSHOT_CACHE).then((cache) => cache.delete(url)).catch(() => {});
+// A snapshot this browser could not restore is dropped and marked, so it is not
+// downloaded again on every visit.
+function forgetSnapshot(url, unusable = false) {
+  if (typeof caches === "undefined") return Promise.resolve();
+  return caches.open(SNAPSHOT_CACHE).then(async (cache) => {
+    await cache.delete(url);
+    if (unusable) await cache.put(unusableKey(url), new Response("unusable"));
+  }).catch(() => {});
+}
+
+function unusableKey(url) {
+  const key = new URL(url);
+  key.searchParams.set("unusable", "1");
+  return key.href;
 }
 
 // After "ready": store the snapshot for the next visit (only this build's: older ones go),
@@ -58,9 +69,10 @@ function cacheSnapshotLater(url) {
   if (slow || typeof caches === "undefined") return;
   setTimeout(async () => {
     try {
+      const cache = await caches.open(SNAPSHOT_CACHE);
+      if (await cache.match(unusableKey(url))) return;
       const response = await fetch(url);
       if (!response.ok) return;
-      const cache = await caches.open(SNAPSHOT_CACHE);
       for (const key of await cache.keys()) if (key.url !== url) await cache.delete(key);
       await cache.put(url, response);
     } catch (err) {
@@ -82,7 +94,7 @@ async function boot(pyodideUrl, bundleUrl, snapshotUrl) {
       pyodide = await loadPyodide({ ...options, _loadSnapshot: snapshot });
     } catch (err) {
       pyodide = null; // a snapshot this browser cannot restore: start the ordinary way
-      forgetSnapshot(snapshotUrl);
+      await forgetSnapshot(snapshotUrl, true);
     }
   }
   const restored = pyodide !== null;
