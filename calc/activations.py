@@ -219,17 +219,20 @@ def router_bytes(arch: ModelArch, parts: BlockParts) -> int:
     return sum(FP32_BYTES * l.d_out for l in parts.routers)
 
 
+def norm_output_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """The norms' outputs as the linears reading them save them: one group per norm (a
+    parallel block with a single norm feeds attention and MLP from one output)."""
+    h = arch.hidden_size
+    if arch.parallel_block and arch.norms_per_layer == 1:
+        return _group_input_bytes(parts.attn_in + parts.mlp_in + parts.routers, h, cfg)
+    return (_group_input_bytes(parts.attn_in, h, cfg)
+            + _group_input_bytes(parts.mlp_in + parts.routers, h, cfg))
+
+
 def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Everything one decoder block saves for backward, per token, in bytes."""
     parts = block_parts(arch)
-    h = arch.hidden_size
-    single_norm = arch.parallel_block and arch.norms_per_layer == 1
-    total = arch.norms_per_layer * norm_bytes(arch, cfg)
-    if single_norm:
-        total += _group_input_bytes(parts.attn_in + parts.mlp_in + parts.routers, h, cfg)
-    else:
-        total += _group_input_bytes(parts.attn_in, h, cfg)
-        total += _group_input_bytes(parts.mlp_in + parts.routers, h, cfg)
+    total = arch.norms_per_layer * norm_bytes(arch, cfg) + norm_output_bytes(arch, cfg, parts)
     total += attention_core_bytes(arch, cfg, parts.attn_out) + fused_qkv_kept_bytes(arch, cfg)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
@@ -256,11 +259,8 @@ def compile_removable_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     removable = 0
     if arch.norm_kind == "rms":
         kept = cfg.resid_bytes * h + FP32_BYTES
-        single_norm = arch.parallel_block and arch.norms_per_layer == 1
-        groups = ((parts.attn_in + parts.mlp_in + parts.routers,) if single_norm
-                  else (parts.attn_in, parts.mlp_in + parts.routers))
-        outputs = sum(_group_input_bytes(g, h, cfg) for g in groups)
-        removable += max(0, arch.norms_per_layer * (norm_bytes(arch, cfg) - kept) + outputs)
+        removable += max(0, arch.norms_per_layer * (norm_bytes(arch, cfg) - kept)
+                         + norm_output_bytes(arch, cfg, parts))
     for down in parts.mlp_down:
         per = a * down.d_in if arch.mlp_gated else 0
         if _saves_input(down, cfg):
