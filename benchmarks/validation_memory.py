@@ -512,7 +512,7 @@ class CompileFit:
     test_summary: Summary
 
 
-def fit_compile_kept(results: list[RowResult], path: Path = CSV_PATH) -> CompileFit:
+def fit_compile_kept(results: list[RowResult]) -> CompileFit:
     """``kept = 1 - (measured eager - measured compiled) / removable``, where ``removable``
     is what the compiled row's blocks could recompute at most
     (:func:`calc.activations.compile_removable_bytes_per_token` x layers x tokens)."""
@@ -520,8 +520,7 @@ def fit_compile_kept(results: list[RowResult], path: Path = CSV_PATH) -> Compile
 
     by_id = {r.row_id: r for r in results}
     eager, compiled = (by_id[i] for i in COMPILE_FIT_ROWS)
-    rows = {row["id"]: row for row in load_rows(path)}
-    r = parse_estimate_request(row_request(rows[COMPILE_FIT_ROWS[1]]))
+    r = parse_estimate_request(compiled.request)
     cfg = memory.act_config(r, states.regime(r.precision, r.sharding))
     removable = (activations.compile_removable_bytes_per_token(r.model, cfg) * r.model.num_layers
                  * r.micro_batch_size * r.seq_len)
