@@ -314,6 +314,14 @@ class Renderer:
                      if _is_number(schedule.get(k))]
         time_rows += [(self.shown_label(k), self.num(f"time.factors.{k}", v, k))
                       for k, v in r["time"]["factors"].items() if _is_number(v)]
+        # where the time of one step goes (calc.timing's roofline), as shares of the step
+        if _is_number(r["time"].get("steady_state_tokens_per_second")):
+            time_rows.append((self.label("steady_state_tokens_per_second"),
+                              self.num("time.steady_state_tokens_per_second",
+                                       r["time"]["steady_state_tokens_per_second"], "x_count")))
+        shares = (r["time"].get("step") or {}).get("breakdown_fraction") or {}
+        time_rows += [(self.label("step_" + k), self.num(f"time.step.breakdown_fraction.{k}", v, "step_fraction"))
+                      for k, v in shares.items() if _is_number(v) and v > 0]
         cost = r["cost_usd"]
         cost_rows = [(self.label("cost_" + k), self.num(f"cost_usd.breakdown.{k}", v, "x_usd"))
                      for k, v in cost["breakdown"].items() if _is_number(v)]
