@@ -58,7 +58,7 @@ COMPILE_KEPT_FRACTION = 0.395
 saves. Fitted, not derived: torchtune's "Optimization flags" table (README at 1814feb17,
 Llama-3.2-3B full fine-tuning, batch 2 x 4096 packed tokens, no checkpointing) measured
 60.0 GiB eager and 51.0 GiB with compile added and nothing else changed, a 9.0 GiB saving
-against 14.87 GiB removable by this count: ``1 - 9.0 / 14.87 = 0.395``. Its error on the
+against 14.88 GiB removable by this count: ``1 - 9.0 / 14.88 = 0.395``. Its error on the
 compiled rows it was not fitted on is printed by ``python -m benchmarks.validate_memory``."""
 
 
