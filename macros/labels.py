@@ -150,6 +150,12 @@ _TEXT: dict[str, dict[str, str]] = {
     "field.optimizer_fused": {"es": "AdamW fusionado (fused=True)", "en": "Fused AdamW (fused=True)"},
     "field.torch_compile": {"es": "torch.compile en los bloques", "en": "torch.compile on the blocks"},
     "field.fp8_compute": {"es": "Cómputo FP8 en las capas lineales", "en": "FP8 compute in the linear layers"},
+    "field.lora_adapter_dtype": {"es": "Tipo de dato de los adaptadores LoRA",
+                                 "en": "LoRA adapter dtype"},
+    "field.attention_grouped_kv": {"es": "SDPA guarda k/v agrupados (enable_gqa)",
+                                   "en": "SDPA saves grouped k/v (enable_gqa)"},
+    "field.loss_outputs_kept": {"es": "El bucle retiene los logits durante el backward",
+                                "en": "The loop holds the logits through backward"},
 }
 
 _CODES: dict[str, dict[str, str]] = {
@@ -176,6 +182,7 @@ _CODES: dict[str, dict[str, str]] = {
     "sdpa": {"es": "SDPA (sin matriz de puntuaciones)", "en": "SDPA (no score matrix)"},
     "flash": {"es": "FlashAttention", "en": "FlashAttention"},
     "eager": {"es": "ingenua (eager)", "en": "eager"},
+    "base": {"es": "el de los pesos base", "en": "the base weights'"},
     "all-linear": {"es": "todas las lineales", "en": "all linear layers"},
     "optimizer": {"es": "estados del optimizador", "en": "optimizer states"},
     "optimizer+params": {"es": "optimizador y pesos", "en": "optimizer and weights"},
