@@ -25,7 +25,6 @@ code at a stated version, or a stated assumption (methodology page).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from . import comm
 from . import states as st
@@ -250,8 +249,24 @@ class Counts:
     elementwise_bytes_per_token: float = 0.0  # forward + backward (+ recompute), whole model
 
 
-@lru_cache(maxsize=512)
+_COUNTS: dict = {}
+
+
 def counts(req: EstimateRequest, sharding: Sharding, trainable: int | None = None) -> Counts:
+    """:func:`_counts`, memoised on the request object itself (hashing a request hashes the
+    whole model description, which costs more than the step; the plan asks hundreds of times)."""
+    key = (id(req), sharding, trainable)
+    hit = _COUNTS.get(key)
+    if hit is not None and hit[0] is req:
+        return hit[1]
+    if len(_COUNTS) > 1024:
+        _COUNTS.clear()
+    out = _counts(req, sharding, trainable)
+    _COUNTS[key] = (req, out)
+    return out
+
+
+def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> Counts:
     reg = st.regime(req.precision, sharding)
     layout = st.param_layout(req)
     arch = req.model
@@ -320,7 +335,8 @@ class StepBreakdown:
 
     @property
     def step_seconds(self) -> float:
-        return sum(getattr(self, k) for k in BREAKDOWN_KEYS)
+        return (self.compute + self.elementwise + self.dequantisation + self.fp8_casts
+                + self.exposed_communication + self.exposed_transfer + self.optimizer + self.overheads)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in BREAKDOWN_KEYS}
@@ -337,7 +353,17 @@ class Rates:
     host_bytes_per_s: float
 
 
+_RATES: dict = {}
+
+
 def card_rates(gpu, num_gpus: int) -> Rates:
+    key = (gpu, num_gpus)
+    if key not in _RATES:
+        _RATES[key] = _card_rates(gpu, num_gpus)
+    return _RATES[key]
+
+
+def _card_rates(gpu, num_gpus: int) -> Rates:
     return Rates(peak_flops=gpu.bf16_dense_flops,
                  fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12,
                  memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
@@ -548,7 +574,8 @@ def estimate_time(req: EstimateRequest, gpu, total_tokens: float, *, num_gpus: i
     kw = dict(cpu_offload=req.cpu_offload, efficiency=eff, half_tokens=half_tokens, fp8=fp8_compute,
               fp8_efficiency=fp8_efficiency, sync_each_micro_batch=req.sync_each_micro_batch,
               paged_overflow_bytes=paged_overflow_bytes(memory, gpu))
-    b = step_breakdown(c, card_rates(gpu, n), num_gpus=n, sharding=shard, **kw)
+    rates = card_rates(gpu, n)
+    b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw)
     if qlora_speed_factor is not None and req.method is Method.QLORA:
         without = b.step_seconds - b.dequantisation
         b = _replace(b, dequantisation=without / qlora_speed_factor - without)
@@ -561,7 +588,7 @@ def estimate_time(req: EstimateRequest, gpu, total_tokens: float, *, num_gpus: i
     return TimeEstimate(flops_per_token=c.flops, peak_flops_per_gpu=gpu.bf16_dense_flops, utilisation=eff,
                         batch_saturation=sat, breakdown=b,
                         tokens_per_step_per_gpu=c.tokens_micro * c.accumulation, num_gpus=n,
-                        total_tokens=total_tokens, link=card_rates(gpu, n).link,
+                        total_tokens=total_tokens, link=rates.link,
                         fp8_compute=fp8_compute and getattr(gpu, "fp8_dense_tflops", 0.0) > 0)
 
 
