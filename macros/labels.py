@@ -337,12 +337,7 @@ _CODES.update({
     "group.class:gddr": {"es": "tarjetas GDDR (RTX, L4, L40S…)", "en": "GDDR cards (RTX, L4, L40S…)"},
     "group.class:blackwell": {"es": "familia Blackwell", "en": "Blackwell family"},
     "group.class:cdna3": {"es": "familia CDNA3 (MI300X)", "en": "CDNA3 family (MI300X)"},
-    "group.source:github.com/NVIDIA/NeMo": {"es": "fuente: NeMo", "en": "source: NeMo"},
-    "group.source:github.com/QwenLM/Qwen": {"es": "fuente: Qwen", "en": "source: Qwen"},
-    "group.source:github.com/jzhang38/TinyLlama": {"es": "fuente: TinyLlama", "en": "source: TinyLlama"},
-    "group.source:github.com/mosaicml/llm-foundry": {"es": "fuente: llm-foundry", "en": "source: llm-foundry"},
-    "group.source:github.com/pytorch/torchtitan": {"es": "fuente: torchtitan", "en": "source: torchtitan"},
-    "group.source:github.com/pytorch/torchtune": {"es": "fuente: torchtune", "en": "source: torchtune"},
+    "group.source": {"es": "fuente", "en": "source"},
 })
 
 _CODES.update({

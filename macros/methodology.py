@@ -230,8 +230,12 @@ SUMMARY_GROUPS = ("fine-tune/full", "fine-tune/full+fp8", "fine-tune/lora", "fin
                   "fine-tune", "pre-train/full", "pre-train/full+fp8", "pre-train", "all")
 
 
-def _group_label(group: str) -> str:
-    return "group." + group
+def _group_label(group: str, lang: str) -> str:
+    """A summary group in ``lang``; a source is named by its repository."""
+    if group.startswith("source:"):
+        name = group.split(":", 1)[1].rstrip("/").rsplit("/", 1)[-1]
+        return f"{labels.code('group.source', lang)}: {name}"
+    return labels.code("group." + group, lang)
 
 
 def validation_time_summary(lang: str) -> str:
@@ -250,12 +254,12 @@ def validation_time_summary(lang: str) -> str:
         if not s.get("rows"):
             continue
         i, o = s["in_sample"], s["loso"]
-        rows.append({"group": _group_label(group), "count": s["rows"],
+        rows.append({"group": _group_label(group, lang), "count": s["rows"],
                      "median": i["median_abs_pct"], "p90": i["p90_abs_pct"], "max": i["max_abs_pct"],
                      "lmedian": o["median_abs_pct"], "lp90": o["p90_abs_pct"], "lmax": o["max_abs_pct"],
                      SOURCE: {"command": "validation_throughput_summary", "group": group}})
     frame = pd.DataFrame(rows)
-    cols = [Col("group", "col.group", "code", row_header=True),
+    cols = [Col("group", "col.group", "text", row_header=True),
             Col("count", "col.rows", "int", check="rows"),
             Col("median", "col.median_error", "pct", check="in_sample.median_abs_pct"),
             Col("p90", "col.p90_error", "pct", check="in_sample.p90_abs_pct"),

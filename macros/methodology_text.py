@@ -418,6 +418,10 @@ DATA_COLUMNS: dict[str, dict] = {
                                          "acumulación fp32, en TFLOP/s (ni disperso ni fp32)",
                                    "en": "Dense bf16 tensor-core peak with fp32 accumulation, "
                                          "in TFLOP/s (not sparse, not fp32)"},
+    "gpus.csv:fp8_dense_tflops": {"es": "Pico FP8 denso de los núcleos tensoriales con "
+                                        "acumulación fp32, en TFLOP/s; 0 si la tarjeta no tiene FP8",
+                                  "en": "Dense FP8 tensor-core peak with fp32 accumulation, in "
+                                        "TFLOP/s; 0 where the card has no FP8"},
     "gpus.csv:memory_bandwidth_gb_per_s": {"es": "Ancho de banda de memoria, GB/s",
                                            "en": "Memory bandwidth, GB/s"},
     "gpus.csv:form_factor": {"es": "Formato: pcie, sxm u oam", "en": "Form factor: pcie, sxm or oam"},
