@@ -434,10 +434,10 @@ DATA_COLUMNS: dict[str, dict] = {
                                        "SXM/OAM",
                                  "en": "GPUs that link joins: 2 for a bridge, 8 on an SXM/OAM "
                                        "board"},
-    "gpus.csv:utilisation_class": {"es": "Familia para el aprovechamiento alcanzable "
-                                         "(UTILISATION_BY_CLASS)",
-                                   "en": "Family for the achievable utilisation "
-                                         "(UTILISATION_BY_CLASS)"},
+    "gpus.csv:utilisation_class": {"es": "Familia de la tarjeta para la eficiencia ajustada de las "
+                                         "multiplicaciones (MATMUL_EFFICIENCY)",
+                                   "en": "Card family for the fitted matmul efficiency "
+                                         "(MATMUL_EFFICIENCY)"},
     "gpus.csv:source": {"es": "De dónde salen las cifras (hoja de datos, salida de nvidia-smi)",
                         "en": "Where the figures come from (datasheet, nvidia-smi output)"},
     "gpus.csv:as_of": {"es": "Fecha de la fuente", "en": "Date of the source"},
