@@ -59,6 +59,15 @@ def _mpt(hidden: int, layers: int, heads: int) -> dict:
                           "tie_word_embeddings": True, "use_parallel_residual": False}}
 
 
+def _qwen3(hidden: int, layers: int, heads: int, ffn: int, tied: bool) -> dict:
+    """Qwen3 dense models (config.json of Qwen/Qwen3-*: 8 k/v heads, head_dim 128, vocab
+    151936, q/k norms)."""
+    return {"hf_config": {"model_type": "qwen3", "hidden_size": hidden, "num_hidden_layers": layers,
+                          "num_attention_heads": heads, "num_key_value_heads": 8, "head_dim": 128,
+                          "intermediate_size": ffn, "vocab_size": 151936,
+                          "max_position_embeddings": 40960, "tie_word_embeddings": tied}}
+
+
 MODELS = {  # shapes of models calc has no preset for (from their model cards / configs)
     "qwen-1.8b": _qwen1(2048, 24, 16, 5504),
     "qwen-7b": _qwen1(4096, 32, 32, 11008),
@@ -69,6 +78,12 @@ MODELS = {  # shapes of models calc has no preset for (from their model cards / 
     "mpt-13b": _mpt(5120, 40, 40),
     "mpt-30b": _mpt(7168, 48, 64),
     "mpt-70b": _mpt(8192, 80, 64),
+    "qwen3-0.6b": _qwen3(1024, 28, 16, 3072, True),
+    "qwen3-1.7b": _qwen3(2048, 28, 16, 6144, True),
+    "qwen3-4b": _qwen3(2560, 36, 32, 9728, True),
+    "qwen3-8b": _qwen3(4096, 36, 32, 12288, False),
+    "qwen3-14b": _qwen3(5120, 40, 40, 17408, False),
+    "qwen3-32b": _qwen3(5120, 64, 64, 25600, False),
 }
 
 QLORA_PAIRS = [(77, 78), (79, 80), (81, 82), (87, 88), (89, 90), (91, 92), (24, 25)]
@@ -144,19 +159,22 @@ class Params:
     pooled: float
     half_tokens: float
     fp8: float
+    dispatch: float = timing.DISPATCH_SECONDS_PER_KERNEL
 
     def eff(self, card_class: str) -> float:
         return dict(self.efficiency).get(card_class, self.pooled)
 
     def to_dict(self) -> dict:
         return {"matmul_efficiency": dict(self.efficiency), "matmul_efficiency_pooled": self.pooled,
-                "matmul_half_tokens": self.half_tokens, "fp8_matmul_efficiency": self.fp8}
+                "matmul_half_tokens": self.half_tokens, "fp8_matmul_efficiency": self.fp8,
+                "dispatch_seconds_per_kernel": self.dispatch}
 
 
-def predict(case: Case, eff: float, half_tokens: float, fp8_eff: float) -> float:
+def predict(case: Case, eff: float, half_tokens: float, fp8_eff: float,
+            dispatch: float = timing.DISPATCH_SECONDS_PER_KERNEL) -> float:
     b = timing.step_breakdown(case.counts, case.rates, num_gpus=case.num_gpus, sharding=case.sharding,
                               efficiency=eff, half_tokens=half_tokens, fp8=case.fp8,
-                              fp8_efficiency=fp8_eff, **dict(case.kwargs))
+                              fp8_efficiency=fp8_eff, dispatch_seconds=dispatch, **dict(case.kwargs))
     return case.counts.tokens_micro * case.counts.accumulation / b.step_seconds
 
 
@@ -185,13 +203,15 @@ def _golden(f, lo: float, hi: float, iters: int = 40) -> float:
 
 
 HALF_TOKEN_GRID = [2 ** (k / 4) for k in range(16, 49)]  # 16 ... 4096 tokens
+DISPATCH_GRID = [1e-6 * 2 ** (k / 2) for k in range(0, 15)]  # 1 ... 128 us per kernel
 
 
 def fit(train: list[Case], fallback: Params | None = None) -> Params:
-    """Fit the constants on ``train``: for each ``T_half`` of a log grid, the BF16 efficiency of
-    each card class (golden-section on the squared log error of its rows) and the pooled one;
-    the ``T_half`` with the least total loss wins; then the FP8 efficiency on the FP8 rows.
-    A constant without rows in ``train`` keeps ``fallback``'s value (or calc's)."""
+    """Fit the constants on ``train`` by coordinate descent on the weighted squared log error:
+    for each ``T_half`` of a log grid (the dispatch time held), the BF16 efficiency of each card
+    class (golden-section search on its rows); then the dispatch time per kernel on its own
+    grid (``T_half`` held); twice. Then the pooled efficiency and the FP8 efficiency on the FP8
+    rows. A constant without rows in ``train`` keeps ``fallback``'s value (or calc's)."""
     bf16 = [c for c in train if not c.fp8]
     fp8_rows = [c for c in train if c.fp8]
     classes = sorted({c.card_class for c in bf16})
@@ -199,34 +219,45 @@ def fit(train: list[Case], fallback: Params | None = None) -> Params:
     for c in train:
         per_source[c.source] = per_source.get(c.source, 0) + 1
     weight = {s: 1.0 / n for s, n in per_source.items()}
-    best = None
-    for half in HALF_TOKEN_GRID:
+
+    def class_fit(half: float, dispatch: float) -> tuple[float, dict]:
         effs, total = {}, 0.0
         for cls in classes:
             rows = [c for c in bf16 if c.card_class == cls]
-            e = _golden(lambda x: _loss((predict(c, x, half, 0.3), c, weight[c.source]) for c in rows), 0.05, 1.0)
+            e = _golden(lambda x: _loss((predict(c, x, half, 0.3, dispatch), c, weight[c.source])
+                                        for c in rows), 0.05, 1.0)
             effs[cls] = e
-            total += _loss((predict(c, e, half, 0.3), c, weight[c.source]) for c in rows)
-        if best is None or total < best[0]:
-            best = (total, half, effs)
-    _, half, effs = best
-    pooled = _golden(lambda x: _loss((predict(c, x, half, 0.3), c, weight[c.source]) for c in bf16), 0.05, 1.0)
+            total += _loss((predict(c, e, half, 0.3, dispatch), c, weight[c.source]) for c in rows)
+        return total, effs
+
+    half, dispatch = timing.MATMUL_HALF_TOKENS, timing.DISPATCH_SECONDS_PER_KERNEL
+    for _ in range(2):
+        _, half, effs = _best_half(class_fit, dispatch)
+        dispatch = min(DISPATCH_GRID, key=lambda d: class_fit(half, d)[0])
+    _, effs = class_fit(half, dispatch)
+    pooled = _golden(lambda x: _loss((predict(c, x, half, 0.3, dispatch), c, weight[c.source]) for c in bf16),
+                     0.05, 1.0)
     if fp8_rows:
-        fp8 = _golden(lambda x: _loss((predict(c, effs.get(c.card_class, pooled), half, x), c, weight[c.source])
-                                      for c in fp8_rows), 0.05, 1.0)
+        fp8 = _golden(lambda x: _loss((predict(c, effs.get(c.card_class, pooled), half, x, dispatch), c,
+                                       weight[c.source]) for c in fp8_rows), 0.05, 1.0)
     else:
         fp8 = fallback.fp8 if fallback else timing.FP8_MATMUL_EFFICIENCY
-    return Params(tuple(sorted(effs.items())), pooled, half, fp8)
+    return Params(tuple(sorted(effs.items())), pooled, half, fp8, dispatch)
+
+
+def _best_half(class_fit, dispatch: float) -> tuple:
+    best = min(((*class_fit(h, dispatch), h) for h in HALF_TOKEN_GRID), key=lambda t: t[0])
+    return best[0], best[2], best[1]
 
 
 def calc_params() -> Params:
     """The constants calc ships (timing.py)."""
     return Params(tuple(sorted(timing.MATMUL_EFFICIENCY.items())), timing.MATMUL_EFFICIENCY_POOLED,
-                  timing.MATMUL_HALF_TOKENS, timing.FP8_MATMUL_EFFICIENCY)
+                  timing.MATMUL_HALF_TOKENS, timing.FP8_MATMUL_EFFICIENCY, timing.DISPATCH_SECONDS_PER_KERNEL)
 
 
 def _predict_with(case: Case, p: Params) -> float:
-    return predict(case, p.eff(case.card_class), p.half_tokens, p.fp8)
+    return predict(case, p.eff(case.card_class), p.half_tokens, p.fp8, p.dispatch)
 
 
 def _stats(errors: list[float]) -> dict:
@@ -293,6 +324,9 @@ def _compare_cached(path: str) -> dict:
     basis["fp8_matmul_efficiency"] = {"value": shipped.fp8, "sources": srcs, "single_source": len(srcs) == 1,
                                       "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases) if c.fp8])}
     srcs = sorted({c.source for c in all_cases if not c.fp8})
+    basis["dispatch_seconds_per_kernel"] = {"value": shipped.dispatch, "sources": srcs,
+                                            "single_source": len(srcs) == 1,
+                                            "loso": _stats([r["loso_error_pct"] for r in out_rows])}
     basis["matmul_half_tokens"] = {"value": shipped.half_tokens, "sources": srcs, "single_source": len(srcs) == 1,
                                    "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases) if not c.fp8])}
     for b in basis.values():
@@ -307,10 +341,41 @@ def _compare_cached(path: str) -> dict:
             "qlora_ratio_check": qlora_ratio_check(rows)}
 
 
+CACHE_DIR = ROOT / ".cache" / "validate_throughput"
+
+
+def _inputs_digest(path: Path) -> str:
+    """SHA-256 of everything the comparison reads: the CSV, calc's code and data, this script."""
+    import hashlib
+
+    h = hashlib.sha256(path.read_bytes())
+    for f in sorted([*(ROOT / "calc").rglob("*.py"), *(ROOT / "calc" / "data").glob("*"),
+                     Path(__file__).resolve()]):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:32]
+
+
 def compare(path: Path = CSV_PATH) -> dict:
     """Every row: measured vs predicted tokens/s/GPU (calc's constants, in-sample fit, LOSO
-    fit), the summaries, the fits, and the rows not covered with their reason."""
-    return _compare_cached(str(path))
+    fit), the summaries, the fits, and the rows not covered with their reason. The fits take
+    tens of seconds, so the result is kept in ``.cache/validate_throughput/`` under a digest of
+    every input (the CSV, calc, this script): any change recomputes it."""
+    cache = CACHE_DIR / f"{_inputs_digest(Path(path))}.json"
+    if cache.exists():
+        try:
+            return json.loads(cache.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass
+    result = _compare_cached(str(path))
+    try:
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result), encoding="utf-8")
+        tmp.replace(cache)
+    except OSError:
+        pass
+    return json.loads(json.dumps(result))
 
 
 def qlora_ratio_check(rows: dict[int, dict]) -> list[dict]:

@@ -34,23 +34,24 @@ from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
 # --- fitted constants (benchmarks/validate_throughput.py fits and prints them) -----------------
 
-MATMUL_EFFICIENCY = {"a100": 0.78, "gddr": 1.00, "hopper": 0.60}
+MATMUL_EFFICIENCY = {"a100": 0.77, "blackwell": 0.32, "gddr": 1.00, "hopper": 0.59}
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
-rows of the class; leave-one-source-out figures on the methodology page). A class without
-rows (``blackwell``, ``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
+rows of the class; leave-one-source-out figures on the methodology page). ``blackwell`` rests
+on one source (Unsloth on the B200, measured by the Surogate authors). A class without rows
+(``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
 
-MATMUL_EFFICIENCY_POOLED = 0.77
+MATMUL_EFFICIENCY_POOLED = 0.76
 """The same fit with every covered row pooled in one class: the figure for card classes with no
-measured row (Blackwell, MI300X); FITTED."""
+measured row (MI300X); FITTED."""
 
-MATMUL_HALF_TOKENS = 304.0
+MATMUL_HALF_TOKENS = 181.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
 efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per layer, matmul
 work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
 tails, element-wise passes) do not, hence the ``hidden**2`` scaling. FITTED."""
 
-FP8_MATMUL_EFFICIENCY = 0.55
+FP8_MATMUL_EFFICIENCY = 0.53
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
 Engine), large micro-steps. FITTED on the covered FP8 rows (torchtitan, llm-foundry)."""
 
@@ -71,11 +72,14 @@ and again in backward for the input gradient: per pass it reads the 4-bit weight
 absmax, :data:`calc.states.NF4_DOUBLE_QUANT_BITS` bits per weight) and writes 2 bytes per
 weight; the matmul then reads the 16-bit copy like any bf16 weight."""
 
-DISPATCH_SECONDS_PER_KERNEL = 10e-6
-"""Host time to dispatch one eager PyTorch op (Python, dispatcher, launch): about 5-20 us per op
-(PyTorch "Accelerating PyTorch with CUDA Graphs" blog, 2021; torch.compile's "reduce-overhead"
-mode exists for this). When a micro-step's GPU work is shorter than its dispatch, the GPU
-waits: the step is the longer of the two."""
+DISPATCH_SECONDS_PER_KERNEL = 32e-6
+"""Host time to dispatch one op of the training step (Python, dispatcher, launch; module
+hooks of peft, checkpointing and FSDP; Triton's Python launcher): FITTED on
+``measured_throughput.csv``, where small models on fast cards (Unsloth on H100/H200/B200) and
+short steps (Qwen's 256-token rows) are bound by it. A bare eager op costs 5-20 us (PyTorch
+"Accelerating PyTorch with CUDA Graphs" blog, 2021); the fit says the stacks measured spend
+about 30 us per op counted here. When a micro-step's GPU work is shorter than its dispatch,
+the GPU waits: the step is the longer of the two."""
 
 EAGER_OPS_PER_LAYER_FORWARD = 30
 """Ops of one decoder block's forward besides its linears, eager (counted on transformers
@@ -374,7 +378,8 @@ def _card_rates(gpu, num_gpus: int) -> Rates:
 def step_breakdown(c: Counts, rates: Rates, *, num_gpus: int, sharding: Sharding,
                    cpu_offload: CpuOffload, efficiency: float, half_tokens: float | None = None,
                    fp8: bool = False, fp8_efficiency: float | None = None,
-                   sync_each_micro_batch: bool = False, paged_overflow_bytes: float = 0.0) -> StepBreakdown:
+                   sync_each_micro_batch: bool = False, paged_overflow_bytes: float = 0.0,
+                   dispatch_seconds: float | None = None) -> StepBreakdown:
     """One optimizer step on one GPU (see the module docstring for the equations)."""
     n = num_gpus
     T = c.tokens_micro
@@ -472,7 +477,8 @@ def step_breakdown(c: Counts, rates: Rates, *, num_gpus: int, sharding: Sharding
     gpu_micro = (compute_micro + elementwise_micro + dq_fwd + dq_bwd + casts_micro + comm_micro
                  + transfer_micro)
     gpu_last = gpu_micro + comm_last + transfer_last
-    dispatch_micro = c.kernels_per_micro * DISPATCH_SECONDS_PER_KERNEL
+    dispatch_micro = c.kernels_per_micro * (DISPATCH_SECONDS_PER_KERNEL if dispatch_seconds is None
+                                            else dispatch_seconds)
     overheads = (A - 1) * max(0.0, dispatch_micro - gpu_micro) + max(0.0, dispatch_micro - gpu_last)
     return StepBreakdown(
         compute=A * compute_micro, elementwise=A * elementwise_micro, dequantisation=A * (dq_fwd + dq_bwd), fp8_casts=A * casts_micro,

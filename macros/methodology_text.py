@@ -131,18 +131,19 @@ CONSTANTS: dict[str, dict] = {
     "calc.timing.MATMUL_EFFICIENCY": _e(
         "Fracción del pico bf16 denso que alcanzan las multiplicaciones de matrices con "
         "micro-pasos grandes, por familia de tarjeta. Ajustada a las filas medidas de cada "
-        "familia (cada fuente pesa lo mismo).",
+        "familia (cada fuente pesa lo mismo); Blackwell se apoya en una sola fuente.",
         "Share of the dense bf16 peak the matmuls reach with large micro-steps, by card family. "
-        "Fitted to the measured rows of each family (every source weighs the same).",
+        "Fitted to the measured rows of each family (every source weighs the same); Blackwell "
+        "rests on a single source.",
         {"es": "AJUSTADA: validation/measured_throughput.csv (tabla de validación del tiempo, con "
                "su error dejando fuera cada fuente)",
          "en": "FITTED: validation/measured_throughput.csv (time validation table, with its "
                "leave-one-source-out error)"}),
     "calc.timing.MATMUL_EFFICIENCY_POOLED": _e(
         "La misma fracción ajustada con todas las filas juntas: la que usan las familias sin "
-        "ninguna fila medida (Blackwell, MI300X).",
+        "ninguna fila medida (MI300X).",
         "The same share fitted on all rows pooled: what card families without a measured row "
-        "use (Blackwell, MI300X).",
+        "use (MI300X).",
         {"es": "AJUSTADA: validation/measured_throughput.csv",
          "en": "FITTED: validation/measured_throughput.csv"}),
     "calc.timing.MATMUL_HALF_TOKENS": _e(
@@ -180,13 +181,17 @@ CONSTANTS: dict[str, dict] = {
         "uses (besides reading the 4-bit weight).",
         "bitsandbytes 0.45, autograd/_functions.py (MatMul4Bit, dequantize_4bit)"),
     "calc.timing.DISPATCH_SECONDS_PER_KERNEL": _e(
-        "Tiempo de CPU para lanzar una operación de PyTorch en modo eager; si el lanzamiento de "
-        "un micro-paso dura más que el trabajo de la GPU, la GPU espera.",
-        "CPU time to dispatch one eager PyTorch op; when a micro-step's dispatch takes longer "
-        "than the GPU's work, the GPU waits.",
-        {"es": "Blog de PyTorch «Accelerating PyTorch with CUDA Graphs» (2021): 5-20 µs por "
-               "operación",
-         "en": "PyTorch blog \"Accelerating PyTorch with CUDA Graphs\" (2021): 5-20 µs per op"}),
+        "Tiempo de CPU para lanzar cada operación del paso (Python, despachador, ganchos de "
+        "peft, checkpointing y FSDP); si el lanzamiento de un micro-paso dura más que el trabajo "
+        "de la GPU, la GPU espera.",
+        "CPU time to dispatch each op of the step (Python, dispatcher, peft, checkpointing and "
+        "FSDP hooks); when a micro-step's dispatch takes longer than the GPU's work, the GPU "
+        "waits.",
+        {"es": "AJUSTADA: validation/measured_throughput.csv (modelos pequeños en tarjetas "
+               "rápidas, pasos cortos); una operación eager sola cuesta 5-20 µs (blog de PyTorch "
+               "sobre CUDA Graphs, 2021)",
+         "en": "FITTED: validation/measured_throughput.csv (small models on fast cards, short "
+               "steps); a bare eager op costs 5-20 µs (PyTorch blog on CUDA Graphs, 2021)"}),
     "calc.timing.EAGER_OPS_PER_LAYER_FORWARD": _e(
         "Operaciones de un bloque en el paso hacia delante, además de sus capas lineales, en "
         "modo eager.",
@@ -582,6 +587,12 @@ VALIDATION_TEXT: dict[str, dict[str, str]] = {
     "tensor and pipeline parallelism (TP2 PP4) are not calc shardings": {
         "es": "el paralelismo de tensores y de tubería (TP2 PP4) no es un reparto de calc",
         "en": "tensor and pipeline parallelism (TP2 PP4) are not calc shardings"},
+    "Unsloth's fused Triton kernels counted as compiled ones": {
+        "es": "los núcleos Triton fusionados de Unsloth se cuentan como compilados",
+        "en": "Unsloth's fused Triton kernels counted as compiled ones"},
+    "checkpointing assumed on (Unsloth default)": {
+        "es": "checkpointing supuesto activado (por defecto en Unsloth)",
+        "en": "checkpointing assumed on (Unsloth default)"},
     "torchtune compiles NF4 dequantisation": {"es": "torchtune compila la descuantización NF4",
                                               "en": "torchtune compiles NF4 dequantisation"},
     "tensor / pipeline / context parallelism (TP1 PP1 DP8 CP2) is not a calc sharding": {

@@ -67,13 +67,14 @@ def test_full_fine_tuning_is_six_n_plus_attention():
 HALF = timing.MATMUL_HALF_TOKENS
 
 
-@pytest.mark.parametrize("mb, seq, hidden, expected", [
-    (1, 304, 4096, 0.5), (1, 912, 4096, 0.75), (4, 2048, 4096, 8192 / (8192 + HALF)),
-    (1, 1216, 2048, 0.5),  # half-saturation grows as 1/hidden^2: T_half * 4 tokens
-    (1, 76, 8192, 0.5),
+@pytest.mark.parametrize("tokens, hidden, expected", [
+    (HALF, 4096, 0.5), (3 * HALF, 4096, 0.75), (8192, 4096, 8192 / (8192 + HALF)),
+    (4 * HALF, 2048, 0.5),  # half-saturation grows as 1/hidden^2: T_half * 4 tokens
+    (HALF / 4, 8192, 0.5),
 ])
-def test_batch_saturation(mb, seq, hidden, expected):
-    assert timing.batch_saturation(mb, seq, hidden) == pytest.approx(expected)
+def test_batch_saturation(tokens, hidden, expected):
+    # batch_saturation takes micro-batch and sequence length: T = 1 x tokens
+    assert timing.batch_saturation(1, tokens, hidden) == pytest.approx(expected)
 
 
 def test_default_mfu_is_the_class_efficiency():
@@ -279,6 +280,7 @@ def test_shipped_constants_are_the_in_sample_fit(validation):
     assert shipped["matmul_efficiency_pooled"] == pytest.approx(fit["matmul_efficiency_pooled"], abs=0.01)
     assert shipped["fp8_matmul_efficiency"] == pytest.approx(fit["fp8_matmul_efficiency"], abs=0.01)
     assert shipped["matmul_half_tokens"] == pytest.approx(fit["matmul_half_tokens"], rel=0.02)
+    assert shipped["dispatch_seconds_per_kernel"] == pytest.approx(fit["dispatch_seconds_per_kernel"], rel=0.02)
 
 
 def test_loso_fit_never_sees_the_held_out_source(validation):
