@@ -255,7 +255,7 @@ def row_request(row: dict) -> dict:
         "cpu_offload": "optimizer+params" if row["cpu_offload"].startswith("yes") else "none",
     }
     req["gradient_accumulation_steps"] = _accumulation(row, source)
-    req["sync_each_micro_batch"] = source == "torchtune"
+    req["framework"] = source  # the profile fills what the row's library decides (calc.frameworks)
     req["torch_compile"] = "compile" in opts
     if optimizer == "adamw":
         req["optimizer_fused"] = "fused=True" in row["optimizer"] or (
@@ -272,15 +272,9 @@ def row_request(row: dict) -> dict:
             req["qlora_keeps_inputs"] = "bitsandbytes" in fmt and source == "litgpt"
             req["qlora_unchunked_quantization"] = ("torchao" in fmt and source == "torchtune"
                                                    and _row_date(row) < TORCHAO_CHUNKED_FROM)
-    # LitGPT's FSDPStrategy(auto_wrap_policy={Block}) puts frozen base weights and adapters
-    # in one flat parameter per block (finetune/lora.py at 8641822 and in 2024); torchtune
-    # wraps adapters apart (lora_fsdp_wrap_policy) or uses FSDP2.
-    req["frozen_weight_grads"] = (source == "litgpt" and method != "full"
-                                  and sharding == "zero3" and gpus > 1)
     if source == "torchtune":
         req.update(TORCHTUNE_CONFIGS.get((row["model"], row["method"]), {}))
     if source == "litgpt":
-        req["attention_keeps_fused_qkv"] = True
         req["model"] = _litgpt_model(model)
         req.update(LITGPT_CONFIG_HUB.get((row["model"], row["method"]), {}) if "config_hub" in row["source"] else {})
     if req["num_gpus"] == 1:

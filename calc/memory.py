@@ -162,7 +162,8 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
         grads_all = grads
     else:
         grads_all = st.ceil_div(grads, div.grads)
-    weights_gpu = st.ceil_div(base, div.weights)
+    replicated = quant_state_replicated_bytes(req, layout, div.weights)
+    weights_gpu = st.ceil_div(base - replicated, div.weights) + replicated
     lora_gpu = st.ceil_div(lora, div.weights)
     unit_grads = _unit_trainable(req, layout) * reg.grad_bytes
     if offload is not CpuOffload.NONE:
@@ -179,6 +180,18 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     comm_backward = unit_grads if multi else 0
     return States(weights_gpu, lora_gpu, opt_gpu, grads_all, temp, comm_static, comm_backward,
                   host, unified)
+
+
+def quant_state_replicated_bytes(req: EstimateRequest, layout: st.ParamLayout, weight_divisor: int) -> int:
+    """Quantization statistics that stay whole on every GPU when the weights are sharded
+    (``qlora_quant_state_replicated``, bitsandbytes under FSDP / ZeRO-3): the NF4 storage
+    beyond its 4 bits per weight, ``quantized_bytes(n) - n / 2``: ``n * 0.5 / 8`` bytes (an
+    fp32 absmax per 64 weights) or ``n * 0.127 / 8`` with double quantization (an 8-bit
+    absmax per 64 and an fp32 scale per 256 blocks; QLoRA sec. 3). Zero when nothing is
+    sharded, or without QLoRA."""
+    if req.method is not Method.QLORA or not req.qlora_quant_state_replicated or weight_divisor <= 1:
+        return 0
+    return st.quantized_bytes(layout.quantized, req.qlora_double_quant) - layout.quantized // 2
 
 
 def _unit_trainable(req: EstimateRequest, layout: st.ParamLayout) -> int:
@@ -210,7 +223,9 @@ def gathered_weight_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, in
     arch = req.model
     if req.method is Method.QLORA:
         quant = sum(l.count * l.weight_params for l in arch.linears if l.quantizable)
-        block = st.quantized_bytes(quant, req.qlora_double_quant) + (arch.block_params - quant) * reg.weight_bytes
+        # replicated statistics are resident already: only the packed 4-bit data is gathered
+        packed = quant // 2 if req.qlora_quant_state_replicated and sharded else st.quantized_bytes(quant, req.qlora_double_quant)
+        block = packed + (arch.block_params - quant) * reg.weight_bytes
     else:
         block = arch.block_params * reg.weight_bytes
     if sharded:

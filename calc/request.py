@@ -13,6 +13,7 @@ from enum import Enum
 
 from .arch import ModelArch
 from .errors import CalcError, ConfigError, InputError
+from .frameworks import Framework, apply_profile
 
 
 class Method(str, Enum):
@@ -99,6 +100,8 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
     "attention_keeps_fused_qkv": (False, "bool", None),
     "optimizer_fused": (False, "bool", None),
     "torch_compile": (False, "bool", None),
+    "qlora_quant_state_replicated": (False, "bool", None),
+    "framework": ("generic", Framework, None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -147,6 +150,17 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
   recomputes part of the pointwise work instead of saving it. A fitted share
   (:data:`calc.activations.COMPILE_KEPT_FRACTION`) of what could be recomputed stays;
   less certain than the rest of the model (methodology page). Default False: eager.
+- ``qlora_quant_state_replicated``: QLoRA under ZeRO-3 / FSDP on several GPUs keeps the
+  quantization statistics of every 4-bit weight (absmax, and with double quantization its
+  8-bit absmax and their fp32 scales) whole on every GPU: bitsandbytes keeps them in
+  ``Params4bit.quant_state``, a plain attribute that FSDP and ZeRO-3 do not shard (they
+  shard parameters; bitsandbytes PR #970, v0.43.0, FSDP-QLoRA). Only the packed 4-bit data
+  is sharded (:func:`calc.memory.model_states`). Default False: torchao's ``NF4Tensor``
+  shards its scalers with its data.
+- ``framework``: the training library, a profile of the keys above
+  (:mod:`calc.frameworks`): ``generic`` (default: no profile, every key at its own default,
+  the behaviour before this key), ``hf-trainer``, ``hf-custom-loop``, ``torchtune``,
+  ``litgpt``, ``unsloth``. The profile fills only keys the request leaves out.
 """
 
 
@@ -179,6 +193,8 @@ class EstimateRequest:
     attention_keeps_fused_qkv: bool = False
     optimizer_fused: bool = False
     torch_compile: bool = False
+    qlora_quant_state_replicated: bool = False
+    framework: Framework = Framework.GENERIC
 
     @property
     def is_peft(self) -> bool:
@@ -299,6 +315,8 @@ def parse_estimate_request(data: object, fields: dict[str, tuple] | None = None)
     """Validate a request dict; ``fields`` lets a caller (the plan request) allow more keys,
     which it checks itself."""
     values = parse_fields(data, fields or ESTIMATE_FIELDS)
+    framework = check_enum("framework", values["framework"], Framework)
+    apply_profile(values, data, framework)  # type: ignore[arg-type]
     arch, model_id = resolve_model(values["model"])
     kwargs: dict = {"model": arch, "model_id": model_id}
     for key, (default, kind, extra) in ESTIMATE_FIELDS.items():
@@ -339,6 +357,6 @@ def request_warnings(req: EstimateRequest) -> list[str]:
 
 
 __all__ = [
-    "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Method",
+    "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Framework", "Method",
     "Optimizer", "Precision", "Sharding", "parse_estimate_request", "request_warnings",
 ]

@@ -30,14 +30,14 @@ COMMAND = "plan"  # one round trip: the plan response includes the memory estima
 # Form sections: (legend key, request keys). Keys calc adds later land in the last one.
 GROUPS = (
     ("legend_model", ("model",)),
-    ("legend_method", ("method", "lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
+    ("legend_method", ("framework", "method", "lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
                        "qlora_keeps_inputs", "qlora_unchunked_quantization", "precision",
                        "optimizer", "optimizer_fused", "optimizer_in_backward")),
     ("legend_batch", ("micro_batch_size", "gradient_accumulation_steps", "seq_len",
                       "gradient_checkpointing", "attention", "attention_keeps_fused_qkv", "torch_compile",
                       "chunked_loss", "activation_offload")),
     ("legend_parallel", ("num_gpus", "sharding", "sync_each_micro_batch", "frozen_weight_grads",
-                         "cpu_offload")),
+                         "qlora_quant_state_replicated", "cpu_offload")),
     ("legend_plan", ("dataset_tokens", "epochs", "gpu", "price_tier", "price_per_gpu_hour",
                      "interruptible", "safety_margin")),
     ("legend_advanced", ()),

@@ -149,6 +149,10 @@ _TEXT: dict[str, dict[str, str]] = {
                                     "en": "Optimizer step fused into backward"},
     "field.optimizer_fused": {"es": "AdamW fusionado (fused=True)", "en": "Fused AdamW (fused=True)"},
     "field.torch_compile": {"es": "torch.compile en los bloques", "en": "torch.compile on the blocks"},
+    "field.framework": {"es": "Biblioteca de entrenamiento", "en": "Training library"},
+    "field.qlora_quant_state_replicated": {
+        "es": "Estadísticas de cuantización enteras en cada GPU (bitsandbytes con FSDP/ZeRO-3)",
+        "en": "Quantization statistics whole on every GPU (bitsandbytes with FSDP/ZeRO-3)"},
 }
 
 _CODES: dict[str, dict[str, str]] = {
@@ -178,6 +182,15 @@ _CODES: dict[str, dict[str, str]] = {
     "optimizer": {"es": "estados del optimizador", "en": "optimizer states"},
     "optimizer+params": {"es": "optimizador y pesos", "en": "optimizer and weights"},
 }
+
+_CODES.update({
+    "generic": {"es": "genérica", "en": "generic"},
+    "hf-trainer": {"es": "Hugging Face Trainer", "en": "Hugging Face Trainer"},
+    "hf-custom-loop": {"es": "transformers en bucle propio", "en": "transformers in a custom loop"},
+    "torchtune": {"es": "torchtune", "en": "torchtune"},
+    "litgpt": {"es": "LitGPT", "en": "LitGPT"},
+    "unsloth": {"es": "Unsloth", "en": "Unsloth"},
+})
 
 _CODES.update({
     "cuda": {"es": "CUDA", "en": "CUDA"},
