@@ -147,6 +147,7 @@ class RowResult:
     request: dict = field(default_factory=dict)
     allocated_bytes: int = 0    # predicted peak_allocated_bytes (for the slack fit)
     reserved_floor_bytes: int = 0  # predicted quantization_reserved_bytes (idem)
+    source_key: str = ""        # the publication (benchmarks.loso_memory.source_key)
 
 
 class NotCovered(Exception):
@@ -344,7 +345,9 @@ def _zero_paper_states(row: dict) -> int:
 def compare_row(row: dict) -> RowResult:
     measured = int(round(float(row["peak_value"]) * UNIT_BYTES[row["peak_unit"]]))
     metric = _metric(row["memory_metric"])
-    base = dict(row_id=row["id"], source=_source(row), model=row["model"],
+    from benchmarks.loso_memory import source_key
+
+    base = dict(row_id=row["id"], source=_source(row), source_key=source_key(row), model=row["model"],
                 method=row["method"], metric=metric, measured_bytes=measured, flags=_flags(row))
     try:
         if metric == "model_states":

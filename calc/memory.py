@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import activations as act
+from . import calibration
 from . import states as st
 from .request import (Attention, CpuOffload, EstimateRequest, Method, Sharding,
                       parse_estimate_request, request_warnings)
@@ -90,6 +91,8 @@ class MemoryEstimate:
     warnings: tuple
     quantization_reserved_bytes: int = 0
     request: dict = field(default_factory=dict)
+    peak_allocated_range_bytes: tuple = ()
+    peak_reserved_range_bytes: tuple = ()
 
     def __post_init__(self) -> None:
         if sum(self.components.values()) != self.peak_allocated_bytes:
@@ -113,6 +116,8 @@ class MemoryEstimate:
             "quantization_reserved_bytes": self.quantization_reserved_bytes,
             "warnings": list(self.warnings),
             "request": dict(self.request),
+            "peak_allocated_range_bytes": list(self.peak_allocated_range_bytes),
+            "peak_reserved_range_bytes": list(self.peak_reserved_range_bytes),
         }
 
 
@@ -407,6 +412,9 @@ def estimate_request(req: EstimateRequest) -> MemoryEstimate:
         warnings=tuple(warnings_for(req)),
         quantization_reserved_bytes=quant_reserved,
         request=req.to_dict(),
+        # calibrated ranges: the held-out error of this method and metric (calc.calibration)
+        peak_allocated_range_bytes=tuple(calibration.range_bytes(allocated, req.method.value, "allocated")),
+        peak_reserved_range_bytes=tuple(calibration.range_bytes(reserved, req.method.value, "reserved")),
     )
 
 
