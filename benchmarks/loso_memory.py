@@ -239,5 +239,37 @@ def range_coverage(loso: Loso) -> dict:
     return counts
 
 
-__all__ = ["Constants", "Loso", "band", "bands", "fit_constants", "framework_of", "coverage_by_rule", "inside",
-           "is_measured", "predict", "range_coverage", "run", "source_key"]
+# ---- the report (benchmark script, methodology page and its tests read the same figures) ----
+
+def groups(loso: Loso) -> list:
+    """``[(group_id, keep)]``: the headline (measured rows), the measured rows no constant was
+    fitted on, then by method, framework, metric and source."""
+    results = loso.in_sample
+    out = [("measured", is_measured),
+           ("measured_unfitted", lambda r: is_measured(r) and r.row_id not in loso.fitted_rows)]
+    out += [(f"method:{m}", lambda r, m=m: is_measured(r) and r.method == m) for m in ("full", "LoRA", "QLoRA")]
+    frameworks = sorted({framework_of(r) for r in results if r.covered})
+    out += [(f"framework:{f}", lambda r, f=f: framework_of(r) == f) for f in frameworks]
+    out += [(f"metric:{m}", lambda r, m=m: r.metric == m) for m in ("allocated", "reserved", "model_states")]
+    out += [("metric_stated", lambda r: is_measured(r) and "metric_assumed" not in r.flags)]
+    out += [(f"source:{k}", lambda r, k=k: r.source_key == k)
+            for k in dict.fromkeys(r.source_key for r in results)]
+    return out
+
+
+def report(loso: Loso | None = None) -> dict:
+    """``{group_id: {count, in_median, in_p90, in_max, loso_median, loso_p90, loso_max}}``
+    (fractions) for every group of :func:`groups` with covered rows."""
+    loso = loso or run()
+    out = {}
+    for gid, keep in groups(loso):
+        a, b = vm.summary(loso.in_sample, keep), vm.summary(loso.held_out, keep)
+        if a.count:
+            out[gid] = {"count": a.count, "in_median": a.median_abs_error, "in_p90": a.p90_abs_error,
+                        "in_max": a.max_abs_error, "loso_median": b.median_abs_error,
+                        "loso_p90": b.p90_abs_error, "loso_max": b.max_abs_error}
+    return out
+
+
+__all__ = ["Constants", "Loso", "band", "bands", "fit_constants", "framework_of", "coverage_by_rule", "groups", "inside",
+           "is_measured", "predict", "range_coverage", "report", "run", "source_key"]

@@ -76,24 +76,11 @@ def _print_loso(results) -> None:
     for source, c in loso.folds.items():
         n = sum(1 for r in results if r.source_key == source and r.covered)
         print(f"  {source[:44]:<44} {n:>4} {c.slack:6.3f} {c.compile_kept:12.3f}  {c.compile_rule}")
-    measured = lm.is_measured
-    groups = [("measured rows (headline)", lambda r: measured(r))]
-    groups.append(("measured rows no constant was fitted on",
-                   lambda r: measured(r) and r.row_id not in loso.fitted_rows))
-    groups += [(f"method {m}", lambda r, m=m: measured(r) and r.method == m) for m in ("full", "LoRA", "QLoRA")]
-    frameworks = sorted({lm.framework_of(r) for r in results if r.covered})
-    groups += [(f"framework {f}", lambda r, f=f: lm.framework_of(r) == f) for f in frameworks]
-    groups += [(f"metric {m}", lambda r, m=m: r.metric == m) for m in ("allocated", "reserved", "model_states")]
-    groups += [("metric stated (not assumed)", lambda r: measured(r) and "metric_assumed" not in r.flags)]
-    sources = list(dict.fromkeys(r.source_key for r in results))
-    groups += [(f"source {s}", lambda r, s=s: r.source_key == s) for s in sources]
     print()
     print(f"  {'group':<52} {'n':>3}  {'in-sample med / p90 / max':>27}  {'LOSO med / p90 / max':>24}")
-    for label, keep in groups:
-        a, b = summary(loso.in_sample, keep), summary(loso.held_out, keep)
-        if not a.count:
-            continue
-        print(f"  {label[:52]:<52} {a.count:>3}  {_trio(a):>27}  {_trio(b):>24}")
+    for gid, f in lm.report(loso).items():
+        label = GROUP_LABELS.get(gid, gid.replace(":", " "))
+        print(f"  {label[:52]:<52} {f['count']:>3}  {_trio(f, 'in'):>27}  {_trio(f, 'loso'):>24}")
     print()
     print("calibrated bands (signed LOSO error, wider of the method-metric cell's p10-p90 and all rows'):")
     derived = lm.bands(loso.held_out)
@@ -108,8 +95,14 @@ def _print_loso(results) -> None:
     print("  rules compared: " + ", ".join(f"{k} {h}/{n} = {100 * h / n:.0f} %" for k, (h, n) in rules.items()))
 
 
-def _trio(s) -> str:
-    return f"{100 * s.median_abs_error:5.1f} / {100 * s.p90_abs_error:5.1f} / {100 * s.max_abs_error:5.1f} %"
+GROUP_LABELS = {"measured": "measured rows (headline)",
+                "measured_unfitted": "measured rows no constant was fitted on",
+                "metric_stated": "metric stated (not assumed)"}
+
+
+def _trio(f: dict, prefix: str) -> str:
+    return (f"{100 * f[prefix + '_median']:5.1f} / {100 * f[prefix + '_p90']:5.1f} / "
+            f"{100 * f[prefix + '_max']:5.1f} %")
 
 
 if __name__ == "__main__":

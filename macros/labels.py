@@ -300,6 +300,9 @@ _TEXT.update({
                           "en": "Computed (tokens/s per GPU)"},
     "col.note": {"es": "Nota", "en": "Note"},
     "col.group": {"es": "Grupo", "en": "Group"},
+    "col.framework": {"es": "Biblioteca", "en": "Library"},
+    "caption.framework_profiles": {"es": "Perfiles de biblioteca de entrenamiento: qué claves fija cada uno y de dónde sale",
+                                   "en": "Training-library profiles: the keys each one sets and where each comes from"},
     "col.mean_signed_error": {"es": "Error medio con signo (%)", "en": "Mean signed error (%)"},
     "col.rows_pair": {"es": "Filas (LoRA / QLoRA)", "en": "Rows (LoRA / QLoRA)"},
     "col.measured_ratio": {"es": "Cociente medido", "en": "Measured ratio"},
@@ -367,6 +370,40 @@ _CODES.update({
     "flag.compile": {"es": "compilado", "en": "compiled"},
     "flag.packed": {"es": "empaquetado", "en": "packed"},
     "flag.metric_assumed": {"es": "medida supuesta", "en": "metric assumed"},
+})
+
+_TEXT.update({
+    # leave-one-source-out and calibrated ranges (macros/validation_loso.py)
+    "caption.validation_loso": {"es": "Error del modelo de memoria dentro de la muestra y dejando fuera cada fuente",
+                                "en": "Error of the memory model in-sample and leaving each source out"},
+    "caption.validation_bands": {"es": "Bandas calibradas de los rangos y filas fuera de muestra dentro de ellas",
+                                 "en": "Calibrated bands of the ranges and held-out rows inside them"},
+    "col.group": {"es": "Grupo", "en": "Group"},
+    "col.framework": {"es": "Biblioteca", "en": "Library"},
+    "caption.framework_profiles": {"es": "Perfiles de biblioteca de entrenamiento: qué claves fija cada uno y de dónde sale",
+                                   "en": "Training-library profiles: the keys each one sets and where each comes from"},
+    "col.in_median": {"es": "Mediana, en muestra (%)", "en": "Median, in-sample (%)"},
+    "col.in_p90": {"es": "P90, en muestra (%)", "en": "P90, in-sample (%)"},
+    "col.in_max": {"es": "Máximo, en muestra (%)", "en": "Max, in-sample (%)"},
+    "col.loso_median": {"es": "Mediana, fuente fuera (%)", "en": "Median, source held out (%)"},
+    "col.loso_p90": {"es": "P90, fuente fuera (%)", "en": "P90, source held out (%)"},
+    "col.loso_max": {"es": "Máximo, fuente fuera (%)", "en": "Max, source held out (%)"},
+    "col.band_low": {"es": "Error con signo, extremo bajo (%)", "en": "Signed error, low end (%)"},
+    "col.band_high": {"es": "Error con signo, extremo alto (%)", "en": "Signed error, high end (%)"},
+    "col.coverage": {"es": "Filas fuera de muestra dentro de la banda, por método (%)",
+                     "en": "Held-out rows inside the band, per method (%)"},
+    "loso.group.measured": {"es": "Filas medidas (cifra de portada)", "en": "Measured rows (headline)"},
+    "loso.group.measured_unfitted": {"es": "Filas medidas sobre las que no se ajustó ninguna constante",
+                                     "en": "Measured rows no constant was fitted on"},
+    "loso.group.metric_stated": {"es": "Medida declarada (no supuesta)", "en": "Metric stated (not assumed)"},
+    "loso.kind.method": {"es": "Método", "en": "Method"},
+    "loso.kind.framework": {"es": "Biblioteca", "en": "Library"},
+    "loso.kind.metric": {"es": "Medida", "en": "Metric"},
+    "loso.kind.source": {"es": "Fuente", "en": "Source"},
+})
+
+_CODES.update({
+    "analytic": {"es": "analítica (artículo de ZeRO)", "en": "analytic (ZeRO paper)"},
 })
 
 _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}

@@ -79,6 +79,15 @@ CONSTANTS: dict[str, dict] = {
          "en": "Fitted: torchtune \"Optimization flags\" table (1814feb17), Llama-3.2-3B with and "
                "without compile: 9.0 GiB saved of 14.87 possible; error on the other compiled "
                "rows in the validation"}),
+    "calc.calibration.MIN_ROWS": _e(
+        "Filas fuera de muestra que necesita una combinación de método y medida para tener banda "
+        "de error propia; con menos, su rango usa la banda de todas las filas medidas.",
+        "Held-out rows a method-and-metric pair needs for an error band of its own; with fewer, "
+        "its range uses the band of all measured rows.",
+        {"es": "Elección: tres filas son las mínimas con percentiles 10 y 90 distintos de los "
+               "extremos; cobertura comprobada dejando fuera cada fuente (validación)",
+         "en": "Choice: three rows are the fewest with 10th and 90th percentiles apart from the "
+               "extremes; coverage checked leaving each source out (validation)"}),
     "calc.memory.ALLOCATOR_SLACK_FRACTION": _e(
         "Holgura del asignador de PyTorch: reservado = asignado × (1 + f), por redondeo de "
         "bloques, caché y fragmentación.",
