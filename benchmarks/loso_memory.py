@@ -93,6 +93,8 @@ def predict(result: vm.RowResult, constants: Constants) -> vm.RowResult:
             est = memory.estimate_dict(result.request)
         allocated, floor = est["peak_allocated_bytes"], est["quantization_reserved_bytes"]
     predicted = allocated if result.metric == "allocated" else reserved_from(allocated, floor, constants.slack)
+    if result.metric == "device":
+        predicted += result.device_extra_bytes
     return replace(result, predicted_bytes=predicted, allocated_bytes=allocated,
                    reserved_floor_bytes=floor,
                    error=(predicted - result.measured_bytes) / result.measured_bytes)
@@ -183,17 +185,23 @@ def bands(rows: list) -> dict:
     every measured row. Small cells alone calibrate badly (their held-out coverage is far
     below 80 %, :func:`coverage_by_rule`); the pooled band alone ignores that QLoRA errs
     more than LoRA."""
-    measured = [r for r in rows if r.covered and is_measured(r)]
+    measured = [r for r in rows if r.covered and is_measured(r) and "ambiguous" not in r.flags]
     if not measured:
         return {}
     p_lo, p_hi = band([r.error for r in measured])
     out = {}
     for metric in calibration.METRICS:
         for method in calibration.METHODS:
-            cell = [r.error for r in measured if r.metric == metric and r.method.lower() == method]
+            cell = [r.error for r in measured if _band_metric(r) == metric and r.method.lower() == method]
             lo, hi = band(cell) if len(cell) >= calibration.MIN_ROWS else (p_lo, p_hi)
             out[(method, metric)] = (min(lo, p_lo), max(hi, p_hi))
     return out
+
+
+def _band_metric(result: vm.RowResult) -> str:
+    """nvidia-smi figures are reserved memory plus what the allocator does not see: their
+    error joins the reserved band."""
+    return "reserved" if result.metric == "device" else result.metric
 
 
 def coverage_by_rule(loso: "Loso") -> dict:
@@ -205,7 +213,7 @@ def coverage_by_rule(loso: "Loso") -> dict:
         train = [r for r in held if r.source_key != source]
         pooled = band([r.error for r in train])
         for r in (x for x in held if x.source_key == source):
-            errs = [x.error for x in train if x.metric == r.metric and x.method == r.method]
+            errs = [x.error for x in train if _band_metric(x) == _band_metric(r) and x.method == r.method]
             cell = band(errs) if len(errs) >= calibration.MIN_ROWS else pooled
             wider = (min(cell[0], pooled[0]), max(cell[1], pooled[1]))
             for rule, b in (("cell", cell), ("pooled", pooled), ("wider", wider)):
@@ -229,7 +237,7 @@ def range_coverage(loso: Loso) -> dict:
     for source in {r.source_key for r in held}:
         table = bands([r for r in held if r.source_key != source])
         for r in (x for x in held if x.source_key == source):
-            key = (r.method.lower(), r.metric)
+            key = (r.method.lower(), _band_metric(r))
             if key not in table:
                 continue
             hit = inside(r, table[key])
@@ -250,7 +258,7 @@ def groups(loso: Loso) -> list:
     out += [(f"method:{m}", lambda r, m=m: is_measured(r) and r.method == m) for m in ("full", "LoRA", "QLoRA")]
     frameworks = sorted({framework_of(r) for r in results if r.covered})
     out += [(f"framework:{f}", lambda r, f=f: framework_of(r) == f) for f in frameworks]
-    out += [(f"metric:{m}", lambda r, m=m: r.metric == m) for m in ("allocated", "reserved", "model_states")]
+    out += [(f"metric:{m}", lambda r, m=m: r.metric == m) for m in ("allocated", "reserved", "device", "model_states")]
     out += [("metric_stated", lambda r: is_measured(r) and "metric_assumed" not in r.flags)]
     out += [(f"source:{k}", lambda r, k=k: r.source_key == k)
             for k in dict.fromkeys(r.source_key for r in results)]

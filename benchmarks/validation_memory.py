@@ -72,7 +72,7 @@ MODEL_IDS = {
 
 UNIT_BYTES = {"GB": 10 ** 9, "GiB": 2 ** 30}
 
-ALL_LINEAR_TARGETS = ("q,k,v,o + MLP", "q,k,v,o + MLP (w1,w2,w3)",
+ALL_LINEAR_TARGETS = ("all-linear", "q,k,v,o + MLP", "q,k,v,o + MLP (w1,w2,w3)",
                       "q,k,v,o + MLP + output proj (all layers)", "all layers (q,k,v,o, MLP, output)")
 """Target lists meaning every block linear (the output layer's adapter, where listed,
 is not expressible; it adds ``r * (h + V)`` parameters, under 0.1 % of any row)."""
@@ -108,6 +108,11 @@ configs do. The same file says ``batch_size: 1``, ``gradient_accumulation_steps:
 but the README note above the table states "batch size 2 (without gradient accumulation),
 a dataset packed to sequence length 2048, and torch compile enabled" for all rows, so
 those stay as the CSV has them."""
+
+PEFT_SFT_EXAMPLE = {"lora_dropout": 0.1}
+"""Settings of PEFT's ``examples/sft/run_peft_qlora_deepspeed_stage3.sh`` and
+``run_peft_qlora_fsdp.sh`` (quoted in docs/source/accelerate/deepspeed.md and fsdp.md at the
+rows' commits) that the CSV columns do not hold: ``--lora_dropout 0.1``."""
 
 TORCHAO_CHUNKED_FROM = "2024-06-26"
 """torchtune commit c1c9f308a ("Pin ao==0.3") replaced the ``torchao==0.1`` pin; torchao
@@ -147,6 +152,7 @@ class RowResult:
     request: dict = field(default_factory=dict)
     allocated_bytes: int = 0    # predicted peak_allocated_bytes (for the slack fit)
     reserved_floor_bytes: int = 0  # predicted quantization_reserved_bytes (idem)
+    device_extra_bytes: int = 0    # device_total_bytes - peak_reserved_bytes (CUDA context, NCCL)
     source_key: str = ""        # the publication (benchmarks.loso_memory.source_key)
 
 
@@ -214,6 +220,8 @@ def _metric(text: str) -> str:
     low = text.lower()
     if low == "formula":
         return "model_states"
+    if "nvidia-smi" in low or "nvml" in low:
+        return "device"
     if "not stated" in low:
         return "reserved"
     if "allocated" in low or "active" in low:
@@ -270,17 +278,32 @@ def row_request(row: dict) -> dict:
         if method == "qlora":
             fmt = row["base_weight_format"]
             req["qlora_double_quant"] = "torchao" in fmt or "double quant" in fmt
-            req["qlora_keeps_inputs"] = "bitsandbytes" in fmt and source == "litgpt"
+            req["qlora_keeps_inputs"] = "bitsandbytes" in fmt and (source == "litgpt" or _bnb_before_fix(fmt))
             req["qlora_unchunked_quantization"] = ("torchao" in fmt and source == "torchtune"
                                                    and _row_date(row) < TORCHAO_CHUNKED_FROM)
     if source == "torchtune":
         req.update(TORCHTUNE_CONFIGS.get((row["model"], row["method"]), {}))
+    if source == "hf-trainer":
+        req.update(PEFT_SFT_EXAMPLE if "huggingface/peft" in row["source"] else {})
+        # DeepSpeed's engine reduce-scatters every micro-batch; accelerate's FSDP uses no_sync
+        req["sync_each_micro_batch"] = "DeepSpeed" in row["sharding"]
     if source == "litgpt":
         req["model"] = _litgpt_model(model)
         req.update(LITGPT_CONFIG_HUB.get((row["model"], row["method"]), {}) if "config_hub" in row["source"] else {})
     if req["num_gpus"] == 1:
         req["gradient_accumulation_steps"] = max(1, req["gradient_accumulation_steps"])
     return req
+
+
+def _bnb_before_fix(fmt: str) -> bool:
+    """A stated bitsandbytes version before 0.43.2, whose ``MatMul4Bit`` kept its input
+    (``qlora_keeps_inputs``; fixed by bitsandbytes PR #1270)."""
+    words = fmt.replace(",", " ").replace("(", " ").replace(")", " ").split()
+    for word, nxt in zip(words, words[1:]):
+        if word == "bitsandbytes" and nxt[:1].isdigit():
+            parts = tuple(int(x) for x in nxt.split(".")[:3] if x.isdigit())
+            return parts < (0, 43, 2)
+    return False
 
 
 def _litgpt_model(preset_id: str) -> object:
@@ -328,6 +351,8 @@ def _flags(row: dict) -> tuple:
         out.append("packed")
     if "not stated" in row["memory_metric"] or "likely" in row["memory_metric"]:
         out.append("metric_assumed")
+    if "ambiguous:" in row["notes"].lower():
+        out.append("ambiguous")
     return tuple(out)
 
 
@@ -351,23 +376,26 @@ def compare_row(row: dict) -> RowResult:
                 method=row["method"], metric=metric, measured_bytes=measured, flags=_flags(row))
     try:
         if metric == "model_states":
-            predicted, allocated, floor, req = _zero_paper_states(row), 0, 0, {}
+            predicted, allocated, floor, extra, req = _zero_paper_states(row), 0, 0, 0, {}
         else:
             req = row_request(row)
             est = memory.estimate_dict(req)
             allocated = est["peak_allocated_bytes"]
             floor = est["quantization_reserved_bytes"]
+            extra = est["device_total_bytes"] - est["peak_reserved_bytes"]
             if measured < est["model_states_bytes"]:
                 raise NotCovered("measured_below_model_states")
             if measured < configured_floor_bytes(req, est):
                 raise NotCovered("measured_below_configured_floor")
-            predicted = allocated if metric == "allocated" else est["peak_reserved_bytes"]
+            predicted = {"allocated": allocated, "device": est["device_total_bytes"]}.get(
+                metric, est["peak_reserved_bytes"])
     except NotCovered as reason:
         return RowResult(**base, covered=False, reason=str(reason))
     except CalcError as err:
         return RowResult(**base, covered=False, reason="calc_error:" + err.code)
     return RowResult(**base, predicted_bytes=predicted, error=(predicted - measured) / measured,
-                     request=req, allocated_bytes=allocated, reserved_floor_bytes=floor)
+                     request=req, allocated_bytes=allocated, reserved_floor_bytes=floor,
+                     device_extra_bytes=extra)
 
 
 def configured_floor_bytes(request: dict, est: dict) -> int:
@@ -419,11 +447,14 @@ def activation_floor_bytes(request: dict) -> int:
 
 
 def _source(row: dict) -> str:
+    """The row's training library (a ``framework`` profile), or ``zero-paper``."""
     src = row["source"]
     if "torchtune" in src:
         return "torchtune"
     if "litgpt" in src.lower():
         return "litgpt"
+    if "huggingface/" in src:
+        return "hf-trainer"  # PEFT's examples/sft/train.py runs TRL's SFTTrainer
     return "zero-paper"
 
 

@@ -167,7 +167,8 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
         grads_all = grads
     else:
         grads_all = st.ceil_div(grads, div.grads)
-    replicated = quant_state_replicated_bytes(req, layout, div.weights)
+    offloads_params = offload is CpuOffload.OPTIMIZER_PARAMS
+    replicated = quant_state_replicated_bytes(req, layout, div.weights, offloads_params)
     weights_gpu = st.ceil_div(base - replicated, div.weights) + replicated
     lora_gpu = st.ceil_div(lora, div.weights)
     unit_grads = _unit_trainable(req, layout) * reg.grad_bytes
@@ -177,9 +178,10 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
         host += opt_gpu + st.ceil_div(layout.trainable * st.FP32_BYTES, div.optimizer)
         opt_gpu, temp = 0, 0
         grads_all = min(grads_all, unit_grads)
-    if offload is CpuOffload.OPTIMIZER_PARAMS:
-        host += weights_gpu + lora_gpu
-        weights_gpu = lora_gpu = 0
+    if offloads_params:
+        # the quantization statistics are no parameter: parameter offload leaves them on the GPU
+        host += weights_gpu - replicated + lora_gpu
+        weights_gpu, lora_gpu = replicated, 0
     comm_static = grads if req.sharding is Sharding.DDP else 0
     multi = req.num_gpus > 1 and req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
     comm_backward = unit_grads if multi else 0
@@ -187,14 +189,18 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
                   host, unified)
 
 
-def quant_state_replicated_bytes(req: EstimateRequest, layout: st.ParamLayout, weight_divisor: int) -> int:
-    """Quantization statistics that stay whole on every GPU when the weights are sharded
-    (``qlora_quant_state_replicated``, bitsandbytes under FSDP / ZeRO-3): the NF4 storage
-    beyond its 4 bits per weight, ``quantized_bytes(n) - n / 2``: ``n * 0.5 / 8`` bytes (an
-    fp32 absmax per 64 weights) or ``n * 0.127 / 8`` with double quantization (an 8-bit
-    absmax per 64 and an fp32 scale per 256 blocks; QLoRA sec. 3). Zero when nothing is
-    sharded, or without QLoRA."""
-    if req.method is not Method.QLORA or not req.qlora_quant_state_replicated or weight_divisor <= 1:
+def quant_state_replicated_bytes(req: EstimateRequest, layout: st.ParamLayout, weight_divisor: int,
+                                 offloads_params: bool = False) -> int:
+    """Quantization statistics that stay whole on every GPU when the weights are sharded or
+    offloaded (``qlora_quant_state_replicated``, bitsandbytes under FSDP / ZeRO-3, whose
+    sharding and CPU offload move parameters only): the NF4 storage beyond its 4 bits per
+    weight, ``quantized_bytes(n) - n / 2``: ``n * 0.5 / 8`` bytes (an fp32 absmax per 64
+    weights) or ``n * 0.127 / 8`` with double quantization (an 8-bit absmax per 64 and an
+    fp32 scale per 256 blocks; QLoRA sec. 3). Zero when the weights are neither sharded nor
+    offloaded, or without QLoRA."""
+    if req.method is not Method.QLORA or not req.qlora_quant_state_replicated:
+        return 0
+    if weight_divisor <= 1 and not offloads_params:
         return 0
     return st.quantized_bytes(layout.quantized, req.qlora_double_quant) - layout.quantized // 2
 

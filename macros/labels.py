@@ -203,6 +203,7 @@ _CODES.update({
     "metric.allocated": {"es": "pico asignado", "en": "peak allocated"},
     "metric.reserved": {"es": "pico reservado", "en": "peak reserved"},
     "metric.model_states": {"es": "estados del modelo", "en": "model states"},
+    "metric.device": {"es": "memoria del dispositivo (nvidia-smi)", "en": "device memory (nvidia-smi)"},
 })
 
 
@@ -370,6 +371,7 @@ _CODES.update({
     "flag.compile": {"es": "compilado", "en": "compiled"},
     "flag.packed": {"es": "empaquetado", "en": "packed"},
     "flag.metric_assumed": {"es": "medida supuesta", "en": "metric assumed"},
+    "flag.ambiguous": {"es": "ambigua (no se ajusta nada con ella)", "en": "ambiguous (nothing is fitted on it)"},
 })
 
 _TEXT.update({

@@ -132,6 +132,17 @@ def test_bitsandbytes_quant_state_stays_whole_on_every_gpu():
             == estimate_dict(one)["components"]["weights"])
 
 
+def test_parameter_offload_leaves_the_quant_state_on_the_gpu():
+    # Llama 2 70B QLoRA, FSDP with CPU offload: the 4-bit data leaves the GPU, the double-quant
+    # statistics (0.126953125 bits per quantized weight) do not.
+    n = 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672)
+    stats = int(n * (4 + 8 / 64 + 32 / 16384) / 8) - n // 2
+    req = {"model": "llama-2-70b", "method": "qlora", "num_gpus": 2, "sharding": "zero3",
+           "cpu_offload": "optimizer+params"}
+    assert estimate_dict({**req, "framework": "hf-trainer"})["components"]["weights"] == stats
+    assert estimate_dict({**req, "framework": "torchtune"})["components"]["weights"] == 0
+
+
 def test_litgpt_fsdp_wrap_allocates_gradients_for_frozen_block_weights():
     # Llama 2 7B LoRA on 2 GPUs, FSDP: LitGPT's {Block} wrap puts frozen weights and adapters
     # in one flat parameter, so each GPU holds bf16 gradients for half of the 32 blocks'

@@ -19,7 +19,7 @@ def results():
 
 
 def test_every_row_compared_or_explained(results):
-    assert len(results) == 70
+    assert len(results) == 73
     for r in results.values():
         assert r.covered or r.reason, r.row_id
         if r.covered:
@@ -69,6 +69,14 @@ def test_every_row_compared_or_explained(results):
     ("1", {"torch_compile": True}),
     ("53", {"attention_keeps_fused_qkv": True}),                              # LitGPT attention
     ("44", {"attention_keeps_fused_qkv": True}),
+    # Hugging Face stack (PEFT docs, TRL SFTTrainer): the hf-trainer profile plus the example's flags
+    ("123", {"framework": "hf-trainer", "method": "qlora", "sharding": "zero3", "num_gpus": 2,
+             "lora_targets": "all-linear", "lora_dropout": 0.1, "qlora_double_quant": True,
+             "qlora_keeps_inputs": True, "qlora_quant_state_replicated": True, "optimizer_fused": False,
+             "sync_each_micro_batch": True, "micro_batch_size": 2, "gradient_accumulation_steps": 2,
+             "cpu_offload": "none", "chunked_loss": False}),
+    ("124", {"cpu_offload": "optimizer+params", "sync_each_micro_batch": False}),
+    ("125", {"cpu_offload": "none", "sync_each_micro_batch": False}),
 ])
 def test_row_request_mapping(rows, row_id, expected):
     from calc.request import parse_estimate_request
@@ -129,6 +137,7 @@ def test_row_20_floor_counts_the_fsdp_root(rows):
 
 
 @pytest.mark.parametrize("text, metric", [
+    ('"memory consumed per GPU" (statistic not stated; nvidia-smi assumed)', "device"),
     ('torch.cuda.max_memory_allocated()/1e9 ("Max GPU RAM")', "allocated"),
     ("peak memory ACTIVE (torch.cuda.memory_stats active_bytes.all.peak), GiB", "allocated"),
     ("peak memory RESERVED during training (torch.cuda.max_memory_reserved/1e9)", "reserved"),
@@ -249,15 +258,15 @@ def test_ranges_are_calibrated_on_held_out_sources(loso):
     assert n >= 50 and inside / n >= 0.75   # nominal 80 % (10th-90th percentile)
 
 
-ACCEPTED_LOSO = {"median": 0.043, "p90": 0.196}
-"""The last accepted leave-one-source-out figures on measured rows (2026-11-30, issue 13:
-median 4.3 %, p90 19.6 %). A change that makes either worse by more than one point fails
+ACCEPTED_LOSO = {"median": 0.044, "p90": 0.204}
+"""The last accepted leave-one-source-out figures on measured rows (2026-11-30, issue 13, with
+the three PEFT rows 123-125: median 4.4 %, p90 20.4 %). A change that makes either worse by more than one point fails
 here; a change that improves them should lower these values in the same commit."""
 
 
 def test_headline_loso_error_not_worse_than_accepted(loso):
     s = vm.summary(loso.held_out, lm.is_measured)
-    assert s.count >= 58
+    assert s.count >= 61
     assert s.median_abs_error <= ACCEPTED_LOSO["median"] + 0.01
     assert s.p90_abs_error <= ACCEPTED_LOSO["p90"] + 0.01
 
@@ -266,3 +275,28 @@ def test_headline_counts_measured_rows_only(loso):
     measured = [r for r in loso.held_out if r.covered and lm.is_measured(r)]
     assert not any(r.source_key == "ZeRO paper" for r in measured)
     assert {"31", "32", "33", "34", "22", "23"} <= loso.fitted_rows
+
+
+def test_ambiguous_rows_are_compared_but_never_fitted(loso, results):
+    ambiguous = {r.row_id for r in results.values() if "ambiguous" in r.flags}
+    assert ambiguous == {"123", "124", "125"}
+    assert all(results[i].covered and results[i].metric == "device" for i in ambiguous)
+    for constants in loso.folds.values():
+        assert not ambiguous & set(constants.slack_rows) and not ambiguous & set(constants.compile_rows)
+    # the bands ignore them: removing them changes nothing
+    kept = [r for r in loso.held_out if r.row_id not in ambiguous]
+    assert lm.bands(kept) == lm.bands(loso.held_out)
+
+
+def test_device_rows_add_what_the_allocator_does_not_see(results):
+    from calc.memory import estimate_dict
+    r = results["125"]
+    est = estimate_dict(r.request)
+    assert r.predicted_bytes == est["device_total_bytes"]
+    assert r.device_extra_bytes == (512 + 256) * 2 ** 20  # CUDA context + NCCL buffers (2 GPUs)
+
+
+def test_bitsandbytes_version_rule():
+    assert vm._bnb_before_fix("NF4 (bitsandbytes 0.43.0, double quant)")
+    assert not vm._bnb_before_fix("NF4 (bitsandbytes 0.43.3)")
+    assert not vm._bnb_before_fix("NF4 (torchao)")
