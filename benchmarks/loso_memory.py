@@ -48,7 +48,7 @@ def source_key(row: dict) -> str:
         return "litgpt " + src.split(" ", 1)[1].strip()
     if "ZeRO" in src:
         return "ZeRO paper"
-    return f"{src} | {first}"
+    return src.replace("github.com/", "")  # one file, one publication
 
 
 def is_measured(result: vm.RowResult) -> bool:
@@ -101,14 +101,15 @@ def predict(result: vm.RowResult, constants: Constants) -> vm.RowResult:
 
 
 def _fit_slack(train: list) -> tuple[float, tuple]:
-    """calc's rule: the median of ``measured / allocated - 1`` over rows that state
-    ``max_memory_reserved``; without any, over the rows whose reserved metric is assumed."""
-    rows = [r for r in train if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags]
-    if not rows:
-        rows = [r for r in train if r.covered and r.metric == "reserved"]
-    if not rows:
+    """calc's rule (:func:`benchmarks.validation_memory.fit_slack_fraction`): per publication,
+    the median of ``measured / allocated - 1`` over rows that state ``max_memory_reserved``;
+    then the median over publications. Without any such row, calc's value."""
+    rows = [r for r in train if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags
+            and "ambiguous" not in r.flags]
+    fraction = vm.fit_slack_fraction(rows)
+    if fraction is None:
         return memory.ALLOCATOR_SLACK_FRACTION, ()
-    return statistics.median(r.measured_bytes / r.allocated_bytes - 1 for r in rows), tuple(r.row_id for r in rows)
+    return fraction, tuple(r.row_id for r in rows)
 
 
 GRID = tuple(i / 100 for i in range(0, 101))

@@ -114,6 +114,11 @@ PEFT_SFT_EXAMPLE = {"lora_dropout": 0.1}
 ``run_peft_qlora_fsdp.sh`` (quoted in docs/source/accelerate/deepspeed.md and fsdp.md at the
 rows' commits) that the CSV columns do not hold: ``--lora_dropout 0.1``."""
 
+ANSWERAI_TRAIN_DEFAULTS = {"lora_dropout": 0.1}
+"""Defaults of Answer.AI's ``fsdp_qlora/train.py`` (``main`` at 50efa1e, 2024-03-26) that the
+CSV columns do not hold: ``lora_dropout: float = 0.1`` (rank 64, alpha 16 and the targets
+``k, q, v, up, down, gate`` for ``lora_target_modules="all"`` are in the rows)."""
+
 TORCHAO_CHUNKED_FROM = "2024-06-26"
 """torchtune commit c1c9f308a ("Pin ao==0.3") replaced the ``torchao==0.1`` pin; torchao
 v0.1 (tag ff2889540) quantizes a whole weight at once in
@@ -129,7 +134,8 @@ torch's default, the foreach path. Rows whose optimizer text names ``fused`` kee
 TORCHTUNE_DROPOUT_ZERO_FROM = "2024-09-11"
 """torchtune commit d7fae9677 set the LoRA builders' ``lora_dropout`` default to 0.0."""
 
-SHORT_TARGETS = {"q,v": ("q", "v"), "q,k,v": ("q", "k", "v"), "q,v,o + MLP": ("q", "v", "o", "mlp")}
+SHORT_TARGETS = {"q,v": ("q", "v"), "q,k,v": ("q", "k", "v"), "q,v,o + MLP": ("q", "v", "o", "mlp"),
+                 "q,k,v + MLP": ("q", "k", "v", "mlp")}
 
 ZERO_SHARDING = {"DDP": "ddp", "ZeRO-1": "zero1", "ZeRO-2": "zero2", "ZeRO-3": "zero3"}
 
@@ -274,7 +280,9 @@ def row_request(row: dict) -> dict:
 
         req["lora_rank"] = int(row["lora_rank"])
         req["lora_targets"] = _targets(row, get_preset(model))
-        req["lora_dropout"] = _lora_dropout(row, source)
+        dropout = _lora_dropout(row, source)
+        if dropout is not None:
+            req["lora_dropout"] = dropout
         if method == "qlora":
             fmt = row["base_weight_format"]
             req["qlora_double_quant"] = "torchao" in fmt or "double quant" in fmt
@@ -287,6 +295,8 @@ def row_request(row: dict) -> dict:
         req.update(PEFT_SFT_EXAMPLE if "huggingface/peft" in row["source"] else {})
         # DeepSpeed's engine reduce-scatters every micro-batch; accelerate's FSDP uses no_sync
         req["sync_each_micro_batch"] = "DeepSpeed" in row["sharding"]
+    if "fsdp_qlora" in row["source"]:
+        req.update(ANSWERAI_TRAIN_DEFAULTS)
     if source == "litgpt":
         req["model"] = _litgpt_model(model)
         req.update(LITGPT_CONFIG_HUB.get((row["model"], row["method"]), {}) if "config_hub" in row["source"] else {})
@@ -334,12 +344,15 @@ def _row_date(row: dict) -> str:
     return dates[0] if dates else ""
 
 
-def _lora_dropout(row: dict, source: str) -> float:
-    """The framework's default adapter dropout at the row's version (module doc)."""
+def _lora_dropout(row: dict, source: str) -> float | None:
+    """The framework's default adapter dropout at the row's version (module doc); ``None``
+    where the row's script sets it (:data:`PEFT_SFT_EXAMPLE`, :data:`ANSWERAI_TRAIN_DEFAULTS`)."""
     if source == "torchtune":
         date = _row_date(row)
         return 0.0 if date and date >= TORCHTUNE_DROPOUT_ZERO_FROM else 0.05
-    return 0.05
+    if source == "litgpt":
+        return 0.05
+    return None
 
 
 def _flags(row: dict) -> tuple:
@@ -455,6 +468,8 @@ def _source(row: dict) -> str:
         return "litgpt"
     if "huggingface/" in src:
         return "hf-trainer"  # PEFT's examples/sft/train.py runs TRL's SFTTrainer
+    if "fsdp_qlora" in src:
+        return "hf-custom-loop"  # Answer.AI's train.py: transformers + PEFT in its own FSDP loop
     return "zero-paper"
 
 
@@ -510,14 +525,33 @@ class SlackFit:
     test_summary: Summary
 
 
+def slack_by_source(rows: list[RowResult]) -> dict:
+    """``{source: median(measured / predicted_allocated - 1)}`` over each publication's covered
+    rows whose metric is a stated ``max_memory_reserved``."""
+    out: dict = {}
+    for r in rows:
+        if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags and "ambiguous" not in r.flags:
+            out.setdefault(r.source_key, []).append(r.measured_bytes / r.allocated_bytes - 1)
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def fit_slack_fraction(rows: list[RowResult]) -> float | None:
+    """The allocator slack: the median over publications of each one's median (one vote per
+    publication, so that one long table does not outvote the others). ``None`` without any
+    stated reserved row."""
+    per_source = slack_by_source(rows)
+    return statistics.median(per_source.values()) if per_source else None
+
+
 def fit_allocator_slack(results: list[RowResult]) -> SlackFit:
-    """``f = median(measured / predicted_allocated - 1)`` over covered rows whose metric is a
-    stated ``max_memory_reserved``; then ``|max(allocated * (1 + f), floor) - measured| /
-    measured`` on the covered rows whose reserved metric is only assumed (``floor``: the
-    reserved memory a one-pass NF4 quantization leaves, as in :mod:`calc.memory`)."""
-    fit = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags]
+    """:func:`fit_slack_fraction` over the covered rows whose metric is a stated
+    ``max_memory_reserved``; then ``|max(allocated * (1 + f), floor) - measured| / measured``
+    on the covered rows whose reserved metric is only assumed (``floor``: the reserved memory a
+    one-pass NF4 quantization leaves, as in :mod:`calc.memory`)."""
+    fit = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags
+           and "ambiguous" not in r.flags]
     test = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" in r.flags]
-    fraction = statistics.median(r.measured_bytes / r.allocated_bytes - 1 for r in fit) if fit else 0.0
+    fraction = fit_slack_fraction(fit) or 0.0
     refit = [RowResult(**{**r.__dict__, "error": (max(r.allocated_bytes * (1 + fraction), r.reserved_floor_bytes)
                                                    - r.measured_bytes) / r.measured_bytes}) for r in test]
     return SlackFit(fraction, tuple(r.row_id for r in fit), tuple(r.row_id for r in test), summary(refit))

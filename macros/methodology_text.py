@@ -93,10 +93,14 @@ CONSTANTS: dict[str, dict] = {
         "bloques, caché y fragmentación.",
         "PyTorch allocator slack: reserved = allocated × (1 + f), from block rounding, caching "
         "and fragmentation.",
-        {"es": "Ajustada: mediana de reservado medido / asignado calculado − 1 en las filas de "
-               "torchtune que publican max_memory_reserved (validación)",
-         "en": "Fitted: median of measured reserved / computed allocated − 1 over the torchtune "
-               "rows that publish max_memory_reserved (validation)"}),
+        {"es": "Ajustada: mediana, por publicación, de reservado medido / asignado calculado − 1 en "
+               "las filas que publican max_memory_reserved (tutoriales de torchtune, comparativa de "
+               "Answer.AI) y después mediana entre publicaciones; reajustada dejando fuera cada fuente "
+               "(validación)",
+         "en": "Fitted: per publication, the median of measured reserved / computed allocated − 1 "
+               "over the rows that publish max_memory_reserved (torchtune tutorials, Answer.AI's "
+               "benchmark), then the median over publications; refitted leaving each source out "
+               "(validation)"}),
     "calc.memory.UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT": _e(
         "Bytes por elemento vivos a la vez mientras torchao anterior a la v0.2.0 cuantiza un "
         "peso a NF4 de una sola pasada (origen de 16 bits, bloques escalados y dos tensores "

@@ -15,9 +15,14 @@ MIB = 2 ** 20
 
 
 def test_range_hand_computed():
-    # LoRA reserved band (-0.189, +0.175): a 1000-byte prediction spans 1000 / 1.175 to 1000 / 0.811
-    assert calibration.ERROR_BANDS[("lora", "reserved")] == (-0.189, 0.175)
-    assert calibration.range_bytes(1000, "lora", "reserved") == [851, 1234]
+    # a band (-0.25, +0.25): a 1000-byte prediction spans 1000 / 1.25 to 1000 / 0.75
+    saved = dict(calibration.ERROR_BANDS)
+    try:
+        calibration.ERROR_BANDS[("lora", "reserved")] = (-0.25, 0.25)
+        assert calibration.range_bytes(1000, "lora", "reserved") == [800, 1334]
+    finally:
+        calibration.ERROR_BANDS.clear()
+        calibration.ERROR_BANDS.update(saved)
 
 
 @pytest.mark.parametrize("method", calibration.METHODS)
@@ -60,8 +65,8 @@ def _fits(request: dict, gpu: str) -> dict:
 def test_llama_8b_lora_on_a_24_gib_rtx_4090():
     # The case: 20.7 GiB computed on a 24 GiB card (24,564 MiB). The old flat 25 %
     # margin said "does not fit" (20.7 x 1.25 = 25.8 GiB). The calibrated device range is
-    # reserved / 1.175 .. reserved / 0.811 plus the 0.5 GiB CUDA context: 17.7 .. 25.4 GiB,
-    # which straddles the card.
+    # reserved / (1 + p90) .. reserved / (1 + p10) plus the 0.5 GiB CUDA context, which
+    # straddles the card: "borderline", as the held-out errors of the published runs allow.
     req = {"model": "llama-3.1-8b", "method": "lora"}
     est = estimate_dict(req)
     entry = _fits(req, "rtx-4090")
@@ -69,13 +74,17 @@ def test_llama_8b_lora_on_a_24_gib_rtx_4090():
     context = est["device_total_bytes"] - reserved
     assert context == 512 * MIB
     low, high = est["peak_reserved_range_bytes"]
+    p10, p90 = calibration.ERROR_BANDS[("lora", "reserved")]
+    assert low == math.floor(reserved / (1 + p90)) and high == math.ceil(reserved / (1 + p10))
     assert entry["device_range_bytes"] == [low + context, high + context]
-    assert 17.5 * GIB < low + context < 18 * GIB and 25 * GIB < high + context < 25.6 * GIB
+    assert low + context < 24564 * MIB < high + context
     assert entry["verdict"] == "borderline" and entry["fits"] is False
     assert entry["fits_without_margin"] is True
     assert not recommend.required_bytes(est["device_total_bytes"], 0.25) <= 24564 * MIB  # the old answer
-    # torchtune's chunked loss and fused AdamW bring it inside
-    assert _fits({**req, "framework": "torchtune"}, "rtx-4090")["verdict"] == "fits"
+    # torchtune's chunked loss and fused AdamW lower the whole range; a 3B model fits outright
+    tt = _fits({**req, "framework": "torchtune"}, "rtx-4090")
+    assert tt["device_range_bytes"][1] < entry["device_range_bytes"][1]
+    assert _fits({"model": "llama-3.2-3b", "method": "lora"}, "rtx-4090")["verdict"] == "fits"
 
 
 def test_both_ends():

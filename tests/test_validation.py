@@ -19,7 +19,7 @@ def results():
 
 
 def test_every_row_compared_or_explained(results):
-    assert len(results) == 73
+    assert len(results) == 88
     for r in results.values():
         assert r.covered or r.reason, r.row_id
         if r.covered:
@@ -173,8 +173,13 @@ def test_summary_and_slack_fit(results):
     assert s.count == sum(1 for r in results.values() if r.covered)
     assert 0 <= s.median_abs_error <= s.p90_abs_error <= s.max_abs_error
     fit = vm.fit_allocator_slack(list(results.values()))
-    assert set(fit.fit_rows) == {"31", "32", "33", "34"}
-    assert 0 < fit.fraction < 0.3
+    answerai = {"126", "127", "128", "130", "132", "133", "134", "135", "136", "137", "138", "139", "140"}
+    assert set(fit.fit_rows) == {"31", "32", "33", "34"} | answerai
+    # one vote per publication: torchtune's two tutorials (0.103, 0.117) and Answer.AI's table
+    per_source = vm.slack_by_source([r for r in results.values() if r.row_id in fit.fit_rows])
+    assert len(per_source) == 3
+    assert fit.fraction == pytest.approx(sorted(per_source.values())[1])
+    assert 0.1 < fit.fraction < 0.13
 
 
 def test_litgpt_rows_untie_the_output_layer(rows):
@@ -221,7 +226,8 @@ def test_each_fold_refits_without_its_source(loso):
     # the LoRA tutorial leaves row 31 only; the compile pair (22, 23) belongs to 1814feb17, so
     # that fold falls back to the grid fit on the other compiled rows
     lora_tut = loso.folds["torchtune tutorial lora_finetune.rst"]
-    assert lora_tut.slack_rows == ("31",)
+    assert "31" in lora_tut.slack_rows and not {"32", "33", "34"} & set(lora_tut.slack_rows)
+    assert "126" not in loso.folds["AnswerDotAI/fsdp_qlora benchmarks_03_2024.md"].slack_rows
     tt = loso.folds["torchtune README 1814feb17"]
     assert tt.compile_rule == "grid" and not set(tt.compile_rows) & {"21", "22", "23", "24"}
     assert loso.folds["litgpt tutorials/resource-tables.md"].compile_rule == "pair"
@@ -258,15 +264,17 @@ def test_ranges_are_calibrated_on_held_out_sources(loso):
     assert n >= 50 and inside / n >= 0.75   # nominal 80 % (10th-90th percentile)
 
 
-ACCEPTED_LOSO = {"median": 0.044, "p90": 0.204}
+ACCEPTED_LOSO = {"median": 0.073, "p90": 0.250}
 """The last accepted leave-one-source-out figures on measured rows (2026-11-30, issue 13, with
-the three PEFT rows 123-125: median 4.4 %, p90 20.4 %). A change that makes either worse by more than one point fails
+the Hugging Face stack rows 123-140: median 7.3 %, p90 25.0 %; before those rows, on the
+torchtune and LitGPT rows alone: 4.3 % and 19.6 %). New rows change the yardstick: a commit that
+adds rows may move these values, saying so; a commit that changes the model may not. A change that makes either worse by more than one point fails
 here; a change that improves them should lower these values in the same commit."""
 
 
 def test_headline_loso_error_not_worse_than_accepted(loso):
     s = vm.summary(loso.held_out, lm.is_measured)
-    assert s.count >= 61
+    assert s.count >= 76
     assert s.median_abs_error <= ACCEPTED_LOSO["median"] + 0.01
     assert s.p90_abs_error <= ACCEPTED_LOSO["p90"] + 0.01
 
