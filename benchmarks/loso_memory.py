@@ -211,7 +211,7 @@ def coverage_by_rule(loso: "Loso") -> dict:
     held = [r for r in loso.held_out if r.covered and is_measured(r)]
     out = {"cell": [0, 0], "pooled": [0, 0], "wider": [0, 0]}
     for source in {r.source_key for r in held}:
-        train = [r for r in held if r.source_key != source]
+        train = [r for r in held if r.source_key != source and "ambiguous" not in r.flags]
         pooled = band([r.error for r in train])
         for r in (x for x in held if x.source_key == source):
             errs = [x.error for x in train if _band_metric(x) == _band_metric(r) and x.method == r.method]

@@ -114,10 +114,16 @@ PEFT_SFT_EXAMPLE = {"lora_dropout": 0.1}
 ``run_peft_qlora_fsdp.sh`` (quoted in docs/source/accelerate/deepspeed.md and fsdp.md at the
 rows' commits) that the CSV columns do not hold: ``--lora_dropout 0.1``."""
 
-ANSWERAI_TRAIN_DEFAULTS = {"lora_dropout": 0.1}
-"""Defaults of Answer.AI's ``fsdp_qlora/train.py`` (``main`` at 50efa1e, 2024-03-26) that the
-CSV columns do not hold: ``lora_dropout: float = 0.1`` (rank 64, alpha 16 and the targets
-``k, q, v, up, down, gate`` for ``lora_target_modules="all"`` are in the rows)."""
+ANSWERAI_TRAIN_DEFAULTS = {"lora_dropout": 0.1, "lora_adapter_dtype": "base", "attention_grouped_kv": False}
+"""Settings of Answer.AI's ``fsdp_qlora/train.py`` (``main`` at 50efa1e, 2024-03-26) that the
+CSV columns do not hold, where they differ from today's ``hf-custom-loop`` profile:
+``lora_dropout: float = 0.1`` (rank 64, alpha 16 and the targets ``k, q, v, up, down, gate``
+for ``lora_target_modules="all"`` are in the rows); ``--precision bf16`` casts every parameter,
+adapters included, to bf16 (its README, "bf16": "sharded and unsharded params will be stored in
+bf16"), so no fp32 adapters; transformers of March 2024 (4.38) expanded k, v with ``repeat_kv``
+before SDPA (``enable_gqa`` came later). Not expressible: that transformers also up-cast the
+logits to fp32 inside the model (``logits = logits.float()``), so the output object the loop
+keeps holds ``4 V`` bytes per token where ``loss_outputs_kept`` counts ``2 V``."""
 
 TORCHAO_CHUNKED_FROM = "2024-06-26"
 """torchtune commit c1c9f308a ("Pin ao==0.3") replaced the ``torchao==0.1`` pin; torchao

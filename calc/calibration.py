@@ -28,12 +28,12 @@ MIN_ROWS = 3
 rows are the fewest with a 10th and a 90th percentile apart from the extremes' mean)."""
 
 ERROR_BANDS: dict[tuple[str, str], tuple[float, float]] = {
-    ("full", "allocated"): (-0.249, 0.114),
-    ("lora", "allocated"): (-0.249, 0.114),
-    ("qlora", "allocated"): (-0.249, 0.114),
-    ("full", "reserved"): (-0.249, 0.114),
-    ("lora", "reserved"): (-0.272, 0.167),
-    ("qlora", "reserved"): (-0.264, 0.114),
+    ("full", "allocated"): (-0.196, 0.073),
+    ("lora", "allocated"): (-0.196, 0.073),
+    ("qlora", "allocated"): (-0.197, 0.073),
+    ("full", "reserved"): (-0.196, 0.083),
+    ("lora", "reserved"): (-0.247, 0.132),
+    ("qlora", "reserved"): (-0.25, 0.073),
 }
 """``(method, metric) -> (p10, p90)`` of the signed leave-one-source-out error (fractions),
 from ``python -m benchmarks.validate_memory`` (section "calibrated bands")."""

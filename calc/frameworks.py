@@ -45,12 +45,14 @@ _HF_COMMON = {
     "lora_dropout": 0.0,
     "frozen_weight_grads": False,
     "attention_keeps_fused_qkv": False,
+    "lora_adapter_dtype": "fp32",
+    "attention_grouped_kv": True,
 }
 
 PROFILES: dict[Framework, dict[str, object]] = {
     Framework.GENERIC: {},
-    Framework.HF_TRAINER: {**_HF_COMMON, "optimizer_fused": True},
-    Framework.HF_CUSTOM_LOOP: {**_HF_COMMON, "optimizer_fused": False},
+    Framework.HF_TRAINER: {**_HF_COMMON, "optimizer_fused": True, "loss_outputs_kept": False},
+    Framework.HF_CUSTOM_LOOP: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": True},
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": True,
         "chunked_loss": True,
@@ -61,6 +63,9 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "qlora_quant_state_replicated": False,
         "frozen_weight_grads": False,
         "attention_keeps_fused_qkv": False,
+        "lora_adapter_dtype": "base",
+        "attention_grouped_kv": False,
+        "loss_outputs_kept": False,
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": True,
@@ -70,6 +75,9 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "qlora_keeps_inputs": True,
         "sync_each_micro_batch": False,
         "optimizer_fused": False,
+        "lora_adapter_dtype": "base",
+        "attention_grouped_kv": False,
+        "loss_outputs_kept": False,
     },
     Framework.UNSLOTH: {
         "chunked_loss": True,
@@ -79,6 +87,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "optimizer_fused": True,
         "sync_each_micro_batch": False,
         "attention_keeps_fused_qkv": False,
+        "loss_outputs_kept": False,
     },
 }
 """``framework -> {request key: value}``; the citation of every entry is in :data:`SOURCES`."""
@@ -100,6 +109,12 @@ SOURCES: dict[Framework, dict[str, str]] = {
                                "peft.utils.other.fsdp_auto_wrap_policy: adapters wrapped apart",
         "attention_keeps_fused_qkv": "transformers 5.17.0 models/llama/modeling_llama.py LlamaAttention: "
                                      "separate q_proj, k_proj, v_proj",
+        "lora_adapter_dtype": "peft 0.21.0 get_peft_model(autocast_adapter_dtype=True) -> "
+                              "tuners_utils.cast_adapter_dtype: bf16/fp16 adapters upcast to fp32",
+        "attention_grouped_kv": "transformers 5.17.0 integrations/sdpa_attention.py: enable_gqa=True "
+                                "instead of repeat_kv (no mask, head_dim <= 256)",
+        "loss_outputs_kept": "transformers 5.17.0 Trainer.compute_loss returns the loss alone "
+                             "(return_outputs=False); training_step drops the outputs",
     },
     Framework.HF_CUSTOM_LOOP: {
         "optimizer_fused": "torch.optim.AdamW with neither foreach nor fused set takes the "
@@ -111,6 +126,11 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "lora_dropout": "as hf-trainer (peft LoraConfig)",
         "frozen_weight_grads": "accelerate 1.15.0 FSDP with peft 0.21.0 fsdp_auto_wrap_policy, or FSDP2",
         "attention_keeps_fused_qkv": "as hf-trainer",
+        "lora_adapter_dtype": "as hf-trainer (peft 0.21.0 autocast_adapter_dtype=True)",
+        "attention_grouped_kv": "as hf-trainer (transformers 5.17.0 SDPA enable_gqa)",
+        "loss_outputs_kept": "the usual loop 'outputs = model(**batch); outputs.loss.backward()' "
+                             "(accelerate 1.15.0 examples, Answer.AI fsdp_qlora train.py 2024) holds "
+                             "the output object, logits included, through the backward",
     },
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": "torchtune recipes/*_distributed.py (2024): no no_sync, gradients "
@@ -126,6 +146,11 @@ SOURCES: dict[Framework, dict[str, str]] = {
                                         "FSDP2 (fsdp_pre_all_gather / fsdp_post_all_gather)",
         "frozen_weight_grads": "torchtune v0.3 (2024) FSDP2 shard_model, or lora_fsdp_wrap_policy before it",
         "attention_keeps_fused_qkv": "torchtune modules/attention.py MultiHeadAttention (v0.3, 2024): separate q, k, v projections",
+        "lora_adapter_dtype": "torchtune v0.3 (2024) LoRALinear builds lora_a / lora_b in the model dtype",
+        "attention_grouped_kv": "torchtune v0.3 (2024) MultiHeadAttention expands k, v to every query "
+                                "head before scaled_dot_product_attention",
+        "loss_outputs_kept": "torchtune v0.3 (2024) recipes compute the loss from the logits and "
+                             "delete them before loss.backward() ('del logits')",
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": "LitGPT litgpt/model.py CausalSelfAttention.forward (5895df10, "
@@ -138,6 +163,12 @@ SOURCES: dict[Framework, dict[str, str]] = {
                               "(< 0.43.2: MatMul4Bit saved its input)",
         "sync_each_micro_batch": "LitGPT finetune/lora.py (2024): fabric.no_backward_sync while accumulating",
         "optimizer_fused": "LitGPT 0.4 (2024) config_hub: torch.optim.AdamW without fused=True",
+        "lora_adapter_dtype": "LitGPT 0.4 (2024) lora.py: LoRALinear adapters follow the model's "
+                              "dtype (fabric precision bf16-true)",
+        "attention_grouped_kv": "LitGPT 0.4 (2024) model.py CausalSelfAttention expands k, v to "
+                                "every query head before SDPA",
+        "loss_outputs_kept": "LitGPT 0.4 (2024) finetune/lora.py: the loss is computed from the "
+                             "logits inside the step; no output object is kept",
     },
     Framework.UNSLOTH: {
         "chunked_loss": "Unsloth (2025.x) fast_cross_entropy_loss: fused, chunked over the vocabulary",
@@ -150,6 +181,7 @@ SOURCES: dict[Framework, dict[str, str]] = {
                            "optim default adamw_torch_fused (transformers 5.17.0, torch >= 2.8)",
         "sync_each_micro_batch": "as hf-trainer (accelerate no_sync)",
         "attention_keeps_fused_qkv": "Unsloth (2025.x) patches transformers models, which keep separate q, k, v",
+        "loss_outputs_kept": "as hf-trainer (transformers 5.17.0 Trainer.compute_loss)",
     },
 }
 """Where each profile entry comes from (library, file, version or commit)."""

@@ -90,14 +90,30 @@ LLAMA31_8B_VOCAB = 128_256
 
 
 def test_torchtune_chunked_loss_bytes():
-    # Llama 3.1 8B, 1 x 2048 tokens: transformers' loss keeps the fp32 log-softmax and its fp32
-    # gradient beside the bf16 logits, V * (2 + 4 + 4) bytes per token; the chunked loss keeps
-    # only the bf16 logits, V * 2.
+    # Llama 3.1 8B, 1 x 2048 tokens: transformers' loss holds the fp32 log-softmax, its gradient
+    # and the fp32 logits' gradient, 12 V bytes per token (calc.activations); torchtune's chunked
+    # loss keeps only the bf16 logits, V * 2: the profile's chunked_loss saves 10 V per token.
     req = {"model": "llama-3.1-8b", "seq_len": 2048}
     hf = estimate_dict({**req, "framework": "hf-trainer"})
+    assert hf["components"]["logits"] == 2048 * LLAMA31_8B_VOCAB * 12 == 3_152_019_456
     tt = estimate_dict({**req, "framework": "torchtune"})
-    assert hf["components"]["logits"] == 2048 * LLAMA31_8B_VOCAB * 10 == 2_626_682_880
-    assert tt["phases"]["forward_end"] == hf["phases"]["forward_end"] - 2048 * LLAMA31_8B_VOCAB * 8
+    tt_unchunked = estimate_dict({**req, "framework": "torchtune", "chunked_loss": False})
+    assert tt_unchunked["phases"]["forward_end"] - tt["phases"]["forward_end"] == 2048 * LLAMA31_8B_VOCAB * 10
+
+
+def test_custom_loop_keeps_the_logits():
+    # a loop that holds the output object keeps the bf16 logits too: + 2 V per token
+    req = {"model": "llama-3.1-8b", "seq_len": 2048, "lora_adapter_dtype": "base"}
+    loop = estimate_dict({**req, "framework": "hf-custom-loop"})
+    trainer = estimate_dict({**req, "framework": "hf-trainer"})
+    assert loop["phases"]["forward_end"] - trainer["phases"]["forward_end"] == 2048 * LLAMA31_8B_VOCAB * 2
+
+
+def test_hf_profiles_keep_peft_adapters_in_fp32():
+    assert _resolved(model="llama-3.1-8b", framework="hf-trainer")["lora_adapter_dtype"] == "fp32"
+    assert _resolved(model="llama-3.1-8b", framework="torchtune")["lora_adapter_dtype"] == "base"
+    assert _resolved(model="llama-3.1-8b", framework="hf-trainer")["attention_grouped_kv"] is True
+    assert _resolved(model="llama-3.1-8b", framework="litgpt")["attention_grouped_kv"] is False
 
 
 def test_hf_trainer_fused_adamw_against_a_custom_loop():
