@@ -216,7 +216,8 @@ _CODES.update({
 
 _TEXT.update({
     # plan tables (macros/plan_tables.py)
-    "col.required_with_margin": {"es": "Necesaria con margen (GiB)", "en": "Needed with margin (GiB)"},
+    "col.required_with_margin": {"es": "Necesaria: extremo alto del rango (GiB)",
+                                 "en": "Needed: upper end of the range (GiB)"},
     "col.smallest_single_card": {"es": "Tarjeta más pequeña en la que cabe",
                                  "en": "Smallest card that fits"},
     "col.smallest_config": {"es": "Configuración más pequeña", "en": "Smallest configuration"},
