@@ -220,4 +220,16 @@ def apply_profile(values: dict, explicit: object, framework: Framework) -> dict:
     return values
 
 
-__all__ = ["APPLIES_WHEN", "Framework", "PROFILES", "SOURCES", "apply_profile", "profile"]
+def reapplied(values: dict, profile_keys: tuple, framework: Framework, defaults: dict) -> dict:
+    """``{key: value}`` for the conditional entries (:data:`APPLIES_WHEN`) that the profile
+    filled (``profile_keys``), evaluated again on ``values`` (a request changed after parsing,
+    e.g. a recommendation's variant with more GPUs): the profile's value where the condition
+    now holds, the key's own default where it does not."""
+    out = {}
+    for key, condition in APPLIES_WHEN.items():
+        if key in profile_keys and key in PROFILES[framework]:
+            out[key] = PROFILES[framework][key] if condition(values) else defaults[key]
+    return out
+
+
+__all__ = ["APPLIES_WHEN", "Framework", "PROFILES", "SOURCES", "apply_profile", "profile", "reapplied"]

@@ -51,7 +51,15 @@ class Estimator:
     def variant(self, **changes: object) -> EstimateRequest:
         fixed = {k: (_ENUM_FIELDS[k](v) if k in _ENUM_FIELDS and isinstance(v, str) else v)
                  for k, v in changes.items()}
-        return dataclasses.replace(self.request, **fixed)
+        out = dataclasses.replace(self.request, **fixed)
+        if out.profile_keys:  # the library's setup-dependent behaviours follow the new setup
+            from .frameworks import reapplied
+            from .request import ESTIMATE_FIELDS
+
+            again = reapplied(out.to_dict(), out.profile_keys, out.framework,
+                              {k: spec[0] for k, spec in ESTIMATE_FIELDS.items()})
+            out = dataclasses.replace(out, **{k: v for k, v in again.items() if k not in fixed})
+        return out
 
     def get(self, **changes: object) -> dict | None:
         key = tuple(sorted((k, v.value if hasattr(v, "value") else v) for k, v in changes.items()))

@@ -13,7 +13,7 @@ from enum import Enum
 
 from .arch import ModelArch
 from .errors import CalcError, ConfigError, InputError
-from .frameworks import Framework, apply_profile
+from .frameworks import PROFILES, Framework, apply_profile
 
 
 class Method(str, Enum):
@@ -227,6 +227,9 @@ class EstimateRequest:
     loss_outputs_kept: bool = False
     qlora_quant_state_replicated: bool = False
     framework: Framework = Framework.GENERIC
+    # keys the framework profile filled (not part of the JSON form): a variant of this request
+    # re-evaluates the conditional ones (calc.frameworks.reapplied)
+    profile_keys: tuple = ()
 
     @property
     def is_peft(self) -> bool:
@@ -365,6 +368,7 @@ def parse_estimate_request(data: object, fields: dict[str, tuple] | None = None)
             kwargs[key] = _check_targets(value, arch)
         else:
             kwargs[key] = check_enum(key, value, kind)
+    kwargs["profile_keys"] = tuple(k for k in PROFILES[framework] if k not in data)  # type: ignore[operator]
     return EstimateRequest(**kwargs)
 
 

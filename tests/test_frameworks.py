@@ -200,3 +200,21 @@ def test_plan_accepts_framework():
                      "dataset_tokens": 1e6})
     assert out["memory"]["request"]["framework"] == "torchtune"
     assert out["memory"]["request"]["chunked_loss"] is True
+
+
+def test_recommendation_variants_follow_the_library():
+    # LitGPT's {Block} FSDP wrap exists only under FSDP on several GPUs: a 1-GPU request keeps
+    # the key's default, and the recommendation's 2-GPU ZeRO-3 variant gets the profile's value
+    from calc import recommend
+    from calc.request import parse_estimate_request
+
+    req = parse_estimate_request({"model": "llama-2-7b", "framework": "litgpt"})
+    assert req.frozen_weight_grads is False and "frozen_weight_grads" in req.profile_keys
+    est = recommend.Estimator(req)
+    assert est.get(num_gpus=2, sharding="zero3")["request"]["frozen_weight_grads"] is True
+    assert est.get(num_gpus=2, sharding="ddp")["request"]["frozen_weight_grads"] is False
+    # an explicit value is the user's: variants keep it
+    fixed = recommend.Estimator(parse_estimate_request({"model": "llama-2-7b", "framework": "litgpt",
+                                                        "frozen_weight_grads": False}))
+    assert fixed.get(num_gpus=2, sharding="zero3")["request"]["frozen_weight_grads"] is False
+    assert "profile_keys" not in est.get()["request"]
