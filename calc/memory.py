@@ -389,17 +389,42 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     first_block = _phase(**common, activations=a.saved_all + a.recompute + a.workspace,
                          logits=a.kept_logits, gradients=held, weight_copies=copies_all, gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
-    last_block = _phase(**common, activations=a.last_block + a.workspace, gradients=s.grads_all,
+    table = embedding_grad_bytes(req, reg)
+    last_block = _phase(**common, activations=a.last_block + a.workspace,
+                        gradients=s.grads_all - (0 if req.model.tie_word_embeddings else table),
                         logits=a.kept_logits,
                         weight_copies=copies_one, gathered_weights=gathered,
                         dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward)
-    backward = max(first_block, last_block, key=lambda parts: sum(parts.values()))
+    candidates = [first_block, last_block]
+    if table and req.model.tie_word_embeddings:
+        # the embedding's gradient meets the output layer's in the engine's input buffer,
+        # which sums them out of place: two more tables for a moment
+        candidates.append(_phase(**common, gradients=s.grads_all + 2 * table, logits=a.kept_logits,
+                                 weight_copies=copies_one, gathered_weights=gathered,
+                                 dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward))
+    backward = max(candidates, key=lambda parts: sum(parts.values()))
     phases = {"forward_end": forward_end, "backward": backward}
     if not req.optimizer_in_backward:
         phases["optimizer_step"] = _phase(**common, gradients=s.grads_all,
                                           optimizer_temporaries=s.optimizer_temp,
                                           comm_buffers=s.comm_static)
     return phases
+
+
+def embedding_grad_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """The embedding table's gradient, when the embedding trains on one unsharded GPU.
+
+    The embedding is the last module of the backward: while the first block's backward
+    runs its gradient does not exist yet, so the last-block moment holds every gradient
+    but this one (untied). Tied to the output layer, the table already has the output
+    layer's gradient; autograd's engine sums the two contributions in its input buffer
+    out of place (``torch/csrc/autograd/input_buffer.cpp`` ``accumulate``, torch 2.13):
+    the stored gradient, the embedding's and their sum coexist, ``2 V h`` more than all
+    gradients. Both read from the oracle's trace (tools/oracle) and the engine's code."""
+    if (req.method is not Method.FULL or req.optimizer_in_backward or req.num_gpus > 1
+            or req.cpu_offload is not CpuOffload.NONE or st.accumulates_gradients(req)):
+        return 0
+    return req.model.vocab_size * req.model.hidden_size * reg.grad_bytes
 
 
 def estimate_request(req: EstimateRequest) -> MemoryEstimate:
