@@ -24,6 +24,11 @@ class LinearLayer:
     router stays in 16-bit.
     ``role``: ``"attn"`` (q, k, v, fused qkv, output projection), ``"mlp"`` (dense MLP,
     MoE experts and shared experts) or ``"router"`` (MoE gate and shared-expert gate).
+    ``kind``: ``"linear"`` for an ``nn.Linear`` (what peft's ``target_modules`` and
+    ``"all-linear"`` match, what bitsandbytes replaces with a 4-bit layer), ``"param"`` for
+    a bare ``nn.Parameter`` such as the 3-D expert tensors of gpt-oss and Llama 4 in
+    transformers 5 (``experts.gate_up_proj`` of shape ``experts x hidden x 2*width``): peft
+    reaches those only through ``target_parameters`` and bitsandbytes leaves them in 16-bit.
     """
 
     name: str
@@ -34,6 +39,7 @@ class LinearLayer:
     active: int = 1
     quantizable: bool = True
     role: str = "mlp"
+    kind: str = "linear"
 
     def __post_init__(self) -> None:
         for key in ("d_in", "d_out", "count", "active"):
@@ -44,6 +50,8 @@ class LinearLayer:
             raise ConfigError("config_invalid_value", "active", self.active)
         if self.role not in ("attn", "mlp", "router"):
             raise ConfigError("config_invalid_value", "role", self.role)
+        if self.kind not in ("linear", "param"):
+            raise ConfigError("config_invalid_value", "kind", self.kind)
 
     @property
     def weight_params(self) -> int:

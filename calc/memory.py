@@ -90,6 +90,7 @@ class MemoryEstimate:
     warnings: tuple
     quantization_reserved_bytes: int = 0
     request: dict = field(default_factory=dict)
+    params_active: int = 0  # parameters one token passes through (MoE: top-k + shared)
 
     def __post_init__(self) -> None:
         if sum(self.components.values()) != self.peak_allocated_bytes:
@@ -106,6 +107,7 @@ class MemoryEstimate:
             "phases": dict(self.phases),
             "params_total": self.params_total,
             "params_trainable": self.params_trainable,
+            "params_active": self.params_active,
             "host_bytes": self.host_bytes,
             "unified_memory_bytes": self.unified_memory_bytes,
             "model_states_bytes": self.model_states_bytes,
@@ -392,6 +394,7 @@ def estimate_request(req: EstimateRequest) -> MemoryEstimate:
         warnings=tuple(warnings_for(req)),
         quantization_reserved_bytes=quant_reserved,
         request=req.to_dict(),
+        params_active=req.model.params_active,
     )
 
 
