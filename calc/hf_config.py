@@ -337,12 +337,13 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
         raise ConfigError("unsupported_architecture", k.prefix + "moe_layers", moe_layers)
     bias = k.bool("attention_bias", False)
     linears = _attention(h, heads, kv, hd, bias, bias)
+    # QLoRA: transformers 5.17 swaps Llama4TextExperts for one nn.Linear MLP per expert before
+    # bitsandbytes quantizes (quantizers/base.py MODULES_TO_PATCH_FOR_QUANTIZATION), so the
+    # experts are stored in NF4; gpt-oss's 3-D experts have no such patch and stay 16-bit.
     linears += (
         LinearLayer("router", h, experts, quantizable=False, role="router"),
-        LinearLayer("experts.gate_up_proj", h, 2 * inter, False, experts, top_k,
-                    quantizable=False, kind="param"),
-        LinearLayer("experts.down_proj", inter, h, False, experts, top_k,
-                    quantizable=False, kind="param"),
+        LinearLayer("experts.gate_up_proj", h, 2 * inter, False, experts, top_k, kind="param"),
+        LinearLayer("experts.down_proj", inter, h, False, experts, top_k, kind="param"),
     )
     linears += _gated_mlp(h, inter)  # shared expert
     return ModelArch(

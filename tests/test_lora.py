@@ -170,3 +170,20 @@ def test_moe_trainable_counts_equal_peft(hf_stack, cfg, lora, targets):
     """peft 0.21 on transformers 5.17 models built from the same config (CPU, tiny)."""
     assert _peft_trainable(hf_stack, cfg, **lora) == lora_trainable_params(
         arch_from_hf_config(cfg), 4, targets)
+
+
+def test_qwen3_moe_experts_fused_by_peft_on_transformers5_known_difference(hf_stack):
+    """Documented, not modelled: on transformers 5 Qwen-MoE and Mixtral experts are 3-D tensors
+    and peft 0.21 converts ``gate_proj`` + ``up_proj`` into one ``gate_up_proj`` adapter of rank
+    2r (peft/utils/transformers_weight_conversion.py ``_convert_peft_config_moe``). Its B is
+    ``2I x 2r`` per expert instead of two ``I x r``: ``2 r E I`` more per block than calc counts
+    (one adapter per transformers-4 expert matrix). Attention-only targets agree exactly."""
+    cfg = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128,
+           "moe_intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
+           "vocab_size": 100}
+    arch = arch_from_hf_config(cfg)
+    assert _peft_trainable(hf_stack, cfg, target_modules=list(ATTN)) == lora_trainable_params(arch, 4, ATTN)
+    mlp = ["gate_proj", "up_proj", "down_proj"]
+    extra = 2 * 4 * 4 * 32 * 2  # 2 r E I per block, 2 blocks
+    assert _peft_trainable(hf_stack, cfg, target_modules=mlp) == lora_trainable_params(arch, 4, mlp) + extra
