@@ -10,6 +10,7 @@ plain (2 matrices) MLP, biases, norms, tied embeddings and MoE experts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .errors import ConfigError
 
@@ -112,49 +113,49 @@ class ModelArch:
         if self.experts_per_token > self.num_experts:
             raise ConfigError("config_invalid_value", "experts_per_token", self.experts_per_token)
 
-    # ---- parameter counts -------------------------------------------------
-    @property
+    # ---- parameter counts (cached: the arch is frozen and a plan reads them thousands of times)
+    @cached_property
     def norm_params(self) -> int:
         """Per norm: ``hidden`` weights, plus ``hidden`` biases for LayerNorm; none for
         OLMo's non-parametric LayerNorm."""
         return self.hidden_size * {"rms": 1, "layer": 2, "none": 0}[self.norm_kind]
 
-    @property
+    @cached_property
     def block_params(self) -> int:
         """One decoder block: its linears (all copies), its norms and any small extras."""
         return (sum(l.params for l in self.linears) + self.norms_per_layer * self.norm_params
                 + self.block_extra_params)
 
-    @property
+    @cached_property
     def embedding_params(self) -> int:
         emb = self.vocab_size * self.hidden_size + self.learned_positions * self.hidden_size
         return emb + (self.norm_params if self.embedding_norm else 0)
 
-    @property
+    @cached_property
     def lm_head_params(self) -> int:
         """``vocab x hidden`` unless tied to the embedding; plus a bias where the family has one."""
         weight = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
         return weight + (self.vocab_size if self.lm_head_bias else 0)
 
-    @property
+    @cached_property
     def params_total(self) -> int:
         """Every parameter held in memory (all MoE experts included)."""
         return (self.embedding_params + self.num_layers * self.block_params
                 + self.norm_params + self.lm_head_params)
 
-    @property
+    @cached_property
     def params_active(self) -> int:
         """Parameters a token passes through (MoE: top-k experts only)."""
         inactive = sum((l.count - l.active) * (l.weight_params + (l.d_out if l.bias else 0))
                        for l in self.linears)
         return self.params_total - self.num_layers * inactive
 
-    @property
+    @cached_property
     def quantizable_params(self) -> int:
         """Parameters of the block linears QLoRA stores in NF4."""
         return self.num_layers * sum(l.params for l in self.linears if l.quantizable)
 
-    @property
+    @cached_property
     def largest_linear_params(self) -> int:
         """Weights of the largest single linear matrix (dequantisation buffer, all-gather)."""
         sizes = [l.weight_params for l in self.linears]

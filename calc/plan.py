@@ -170,8 +170,16 @@ class Planner:
                         if options.storage_gb is None else {"total": options.storage_gb})
         self.storage_price = (gpu_catalogue.storage_price().usd if options.storage_price_per_gb_month is None
                               else options.storage_price_per_gb_month)
+        self._prices: dict[str, dict] = {}
 
     def price(self, gpu: gpu_catalogue.Gpu) -> dict:
+        """The price row used for ``gpu`` (memoised per card: it does not change within a plan)."""
+        cached = self._prices.get(gpu.id)
+        if cached is None:
+            cached = self._prices[gpu.id] = self._price(gpu)
+        return dict(cached)
+
+    def _price(self, gpu: gpu_catalogue.Gpu) -> dict:
         o = self.options
         if gpu.id == o.gpu.id and o.price_per_gpu_hour is not None:
             return {"usd_per_gpu_hour": o.price_per_gpu_hour, "source": "request", "tier": o.price_tier,
