@@ -2,7 +2,7 @@
 
 Families: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2,
 gemma3_text, granite, olmo, olmo2, stablelm, phi, phi3 (Phi-3, Phi-4, Phi-4-mini), smollm3,
-gpt_oss, llama4_text, gpt_neox, falcon, bloom, gpt2. Multimodal configs (``gemma3``,
+gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2. Multimodal configs (``gemma3``,
 ``llama4``, ``mistral3``) are read through their ``text_config`` (see below).
 Each family is read with its own key names, and a key a config may leave out
 takes the default of that family's ``transformers`` config class (source:
@@ -316,10 +316,10 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
     ``intermediate_size``, ``experts.down_proj``), top ``num_experts_per_tok``, a router
     ``router`` (an ``nn.Linear`` hidden -> experts, no bias) and a shared expert
     (``nn.Linear`` gate_proj, up_proj, down_proj of width ``intermediate_size``) that every
-    token passes through. Scout makes every block sparse; Maverick alternates dense blocks
-    (an MLP of width ``intermediate_size_mlp``) with sparse ones (``moe_layers``,
-    ``interleave_moe_layer_step`` 2): a mixed stack is not one repeated block, so it is
-    refused with ``unsupported_architecture`` rather than miscounted."""
+    token passes through. The MoE blocks are ``moe_layers`` (default: every
+    ``interleave_moe_layer_step``-th block, as ``Llama4TextConfig`` fills it); the others are
+    dense, an MLP of width ``intermediate_size_mlp``. Scout makes every block sparse;
+    Maverick alternates dense and MoE blocks: a mixed stack (``block_counts``)."""
     h = k.int("hidden_size")
     heads = k.int("num_attention_heads")
     kv, hd = _heads(k, h, heads, head_dim_default=128)
@@ -331,26 +331,41 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
     layers = k.int("num_hidden_layers")
     step = k.int("interleave_moe_layer_step", default=1)
     moe_layers = k.cfg.get("moe_layers")
-    if step != 1:
-        raise ConfigError("unsupported_architecture", k.prefix + "interleave_moe_layer_step", step)
-    if moe_layers is not None and list(moe_layers) != list(range(layers)):
-        raise ConfigError("unsupported_architecture", k.prefix + "moe_layers", moe_layers)
+    if moe_layers is None:
+        moe_layers = list(range(step - 1, layers, step))
+    if (not isinstance(moe_layers, list) or len(set(map(repr, moe_layers))) != len(moe_layers)
+            or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers
+                   for i in moe_layers)):
+        raise k.error("moe_layers", moe_layers)
+    n_moe = len(moe_layers)
+    n_dense = layers - n_moe
+    moe_kind, dense_kind = ("moe", "dense") if n_dense and n_moe else ("", "")
     bias = k.bool("attention_bias", False)
     linears = _attention(h, heads, kv, hd, bias, bias)
-    # QLoRA: transformers 5.17 swaps Llama4TextExperts for one nn.Linear MLP per expert before
-    # bitsandbytes quantizes (quantizers/base.py MODULES_TO_PATCH_FOR_QUANTIZATION), so the
-    # experts are stored in NF4; gpt-oss's 3-D experts have no such patch and stay 16-bit.
-    linears += (
-        LinearLayer("router", h, experts, quantizable=False, role="router"),
-        LinearLayer("experts.gate_up_proj", h, 2 * inter, False, experts, top_k, kind="param"),
-        LinearLayer("experts.down_proj", inter, h, False, experts, top_k, kind="param"),
-    )
-    linears += _gated_mlp(h, inter)  # shared expert
+    if n_moe:
+        # QLoRA: transformers 5.17 swaps Llama4TextExperts for one nn.Linear MLP per expert
+        # before bitsandbytes quantizes (quantizers/base.py MODULES_TO_PATCH_FOR_QUANTIZATION),
+        # so the experts are stored in NF4; gpt-oss's 3-D experts have no such patch.
+        linears += (
+            LinearLayer("router", h, experts, quantizable=False, role="router", block_kind=moe_kind),
+            LinearLayer("experts.gate_up_proj", h, 2 * inter, False, experts, top_k, kind="param",
+                        block_kind=moe_kind),
+            LinearLayer("experts.down_proj", inter, h, False, experts, top_k, kind="param",
+                        block_kind=moe_kind),
+        )
+        linears += tuple(LinearLayer(l.name, l.d_in, l.d_out, role="mlp", block_kind=moe_kind)
+                         for l in _gated_mlp(h, inter))  # shared expert
+    if n_dense:
+        dense = k.int("intermediate_size_mlp", default=16384)
+        linears += tuple(LinearLayer(l.name, l.d_in, l.d_out, role="mlp", block_kind=dense_kind)
+                         for l in _gated_mlp(h, dense))
+    counts = (("moe", n_moe), ("dense", n_dense)) if n_dense and n_moe else ()
     return ModelArch(
         **_common(k, family, name, 4096 * 32, False), hidden_size=h, num_layers=layers,
         num_heads=heads, num_kv_heads=kv, head_dim=hd, intermediate_size=inter,
-        linears=linears, num_experts=experts, experts_per_token=top_k,
-        shared_expert_intermediate_size=inter,
+        linears=linears, num_experts=experts if n_moe else 0,
+        experts_per_token=top_k if n_moe else 0,
+        shared_expert_intermediate_size=inter if n_moe else 0, block_counts=counts,
     )
 
 

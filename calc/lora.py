@@ -48,7 +48,8 @@ class AdaptedLinear:
     """A linear module of one block that carries an adapter.
 
     ``count``: copies per block (MoE experts), each with its own adapter; ``active``: the
-    copies a token passes through (what LoRA activations scale with).
+    copies a token passes through (what LoRA activations scale with); ``blocks``: how many
+    decoder blocks hold the module (all but in a mixed stack such as Llama 4 Maverick's).
     """
 
     name: str
@@ -57,6 +58,7 @@ class AdaptedLinear:
     count: int
     active: int
     role: str
+    blocks: int = 0
 
     def params(self, rank: int) -> int:
         """Adapter parameters of all ``count`` copies: ``count * r * (d_in + d_out)``."""
@@ -88,8 +90,8 @@ def adapted_linears(arch: ModelArch, targets: object) -> tuple[AdaptedLinear, ..
     Every decoder block is adapted the same way, so the model holds ``arch.num_layers``
     times these.
     """
-    return tuple(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role)
-                 for l in _selected(arch, targets))
+    return tuple(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role,
+                               arch.blocks_of(l)) for l in _selected(arch, targets))
 
 
 def lora_params_per_layer(arch: ModelArch, rank: int, targets: object) -> int:
@@ -103,7 +105,8 @@ def lora_trainable_params(arch: ModelArch, rank: int, targets: object = ALL_LINE
 
     Llama-2-7B, r=8 on q_proj and v_proj: ``32 * 2 * 8 * (4096 + 4096) = 4,194,304``.
     """
-    return arch.num_layers * lora_params_per_layer(arch, rank, targets)
+    _check_rank(rank)
+    return sum(a.blocks * a.params(rank) for a in adapted_linears(arch, targets))
 
 
 def _check_rank(rank: object) -> None:

@@ -213,7 +213,7 @@ def gathered_weight_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, in
         return 0, 0
     arch = req.model
     if req.method is Method.QLORA:
-        quant = sum(l.count * l.weight_params for l in arch.linears if l.quantizable)
+        quant = sum(l.count * l.weight_params for l in arch.block_linears if l.quantizable)
         block = st.quantized_bytes(quant, req.qlora_double_quant) + (arch.block_params - quant) * reg.weight_bytes
     else:
         block = arch.block_params * reg.weight_bytes
@@ -241,10 +241,15 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
         return 0
     arch = req.model
     quantized = req.method is Method.QLORA
-    per_block = sum(l.count * l.weight_params for l in arch.linears if not (quantized and l.quantizable))
+    def copied(l) -> bool:
+        return not (quantized and l.quantizable)
+
     head = arch.vocab_size * arch.hidden_size
-    layers = 1 if one_layer else arch.num_layers
-    return reg.compute_bytes * (layers * per_block + head)
+    if one_layer:
+        return reg.compute_bytes * (sum(l.count * l.weight_params for l in arch.block_linears
+                                        if copied(l)) + head)
+    return reg.compute_bytes * (sum(arch.blocks_of(l) * l.count * l.weight_params
+                                    for l in arch.linears if copied(l)) + head)
 
 
 def dequant_buffer_bytes(req: EstimateRequest, reg: st.Regime) -> int:

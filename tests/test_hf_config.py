@@ -418,14 +418,27 @@ def test_multimodal_configs_read_their_text_model():
     assert arch_from_hf_config(mistral3).extra["text_config_only"]
 
 
-@pytest.mark.parametrize("key, value", [("interleave_moe_layer_step", 2), ("moe_layers", [1])])
-def test_llama4_maverick_mixed_stack_refused(key, value):
-    """Maverick alternates dense and MoE blocks: refused (coded), not miscounted."""
-    cfg = {"model_type": "llama4", "text_config": {**NEW_FAMILIES["llama4_text"], key: value}}
+@pytest.mark.parametrize("extra", [{"interleave_moe_layer_step": 2}, {"moe_layers": [0, 3]},
+                                   {"moe_layers": []}], ids=["step2", "moe_layers", "all-dense"])
+def test_llama4_mixed_stack_counts_what_transformers_builds(extra):
+    """Maverick alternates dense and MoE blocks: each block kind counted for its own blocks."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = {**NEW_FAMILIES["llama4_text"], "num_hidden_layers": 4, **extra}
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**cfg))
+    arch = arch_from_hf_config(cfg)
+    assert arch.params_total == sum(p.numel() for p in model.parameters())
+    assert arch.params_active <= arch.params_total
+
+
+@pytest.mark.parametrize("value", [[0, 0], [9], [-1], "0,1", [True]])
+def test_llama4_bad_moe_layers(value):
+    cfg = {"model_type": "llama4", "text_config": {**NEW_FAMILIES["llama4_text"], "moe_layers": value}}
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config(cfg)
-    assert (err.value.code, err.value.field) == (
-        "unsupported_architecture", "hf_config.text_config." + key)
+    assert (err.value.code, err.value.field) == ("config_invalid_value",
+                                                 "hf_config.text_config.moe_layers")
 
 
 @pytest.mark.parametrize("name, key", [("gpt_oss", "num_local_experts"), ("gpt_oss", "hidden_size"),

@@ -187,3 +187,17 @@ def test_qwen3_moe_experts_fused_by_peft_on_transformers5_known_difference(hf_st
     mlp = ["gate_proj", "up_proj", "down_proj"]
     extra = 2 * 4 * 4 * 32 * 2  # 2 r E I per block, 2 blocks
     assert _peft_trainable(hf_stack, cfg, target_modules=mlp) == lora_trainable_params(arch, 4, mlp) + extra
+
+
+@pytest.mark.parametrize("lora, targets", [
+    ({"target_modules": "all-linear"}, "all-linear"),
+    ({"target_parameters": list(EXPERTS)}, EXPERTS),
+    ({"target_modules": ["gate_proj", "up_proj", "down_proj"]}, ("gate_proj", "up_proj", "down_proj")),
+], ids=["all-linear", "experts", "mlp-names"])
+def test_mixed_stack_trainable_counts_equal_peft(hf_stack, lora, targets):
+    """Llama 4 Maverick's layout (dense and MoE blocks alternating), tiny: each adapter counted
+    in the blocks that hold its module."""
+    cfg = {**TINY_LLAMA4, "num_hidden_layers": 4, "interleave_moe_layer_step": 2}
+    arch = arch_from_hf_config(cfg)
+    assert dict(arch.block_counts) == {"moe": 2, "dense": 2}
+    assert _peft_trainable(hf_stack, cfg, **lora) == lora_trainable_params(arch, 4, targets)

@@ -107,19 +107,19 @@ def test_data_file_header_states_units_and_rows():
 # ---- issue 15: current presets ----------------------------------------------------------------
 
 ISSUE15_IDS = [
-    "llama-3.3-70b", "llama-4-scout", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
+    "llama-3.3-70b", "llama-4-scout", "llama-4-maverick", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
     "qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gemma-3-1b",
     "gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "phi-4", "phi-4-mini", "mistral-small-24b",
     "mistral-nemo-12b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-r1-distill-qwen-7b",
     "deepseek-r1-distill-llama-8b", "smollm3-3b",
 ]
-# llama-4-maverick is a contract id too; it interleaves dense and MoE blocks, which calc does
-# not model yet (a mixed stack is refused rather than miscounted): see test_maverick_refused.
+# llama-4-maverick interleaves dense and MoE blocks: a mixed stack (ModelArch.block_counts).
 
 # Exact totals computed from each config.json (pinned), with the active count (MoE: top-k).
 PINNED = {
     "llama-3.3-70b": (70_553_706_496, 70_553_706_496),
     "llama-4-scout": (107_769_861_120, 17_172_894_720),
+    "llama-4-maverick": (400_711_848_960, 17_184_691_200),
     "qwen3-0.6b": (596_049_920, 596_049_920),
     "qwen3-1.7b": (1_720_574_976, 1_720_574_976),
     "qwen3-4b": (4_022_468_096, 4_022_468_096),
@@ -168,6 +168,8 @@ STATED = {
     "gpt-oss-120b": [(116.83e9, "total", 0.001), (5.13e9, "active_non_embedding", 0.002)],
     # Meta: 17B active; 109B total includes the vision encoder, which the text preset omits
     "llama-4-scout": [(17e9, "active", 0.02), (109e9, "total", 0.02)],
+    # Meta: 17B active, 400B total (vision encoder included; the text model is 400.7B)
+    "llama-4-maverick": [(17e9, "active", 0.02), (400e9, "total", 0.005)],
     "phi-4": [(14.7e9, "total", 0.005)],  # safetensors index total_size 29.3 GB in bf16
     "phi-4-mini": [(3.8e9, "total", 0.01)],
     "mistral-small-24b": [(24e9, "total", 0.02)],
@@ -207,7 +209,7 @@ def test_totals_match_publishers(preset_id):
 def test_moe_presets_hold_every_expert_and_run_top_k():
     for pid, experts, top_k in [("qwen3-30b-a3b", 128, 8), ("qwen3-235b-a22b", 128, 8),
                                 ("gpt-oss-20b", 32, 4), ("gpt-oss-120b", 128, 4),
-                                ("llama-4-scout", 16, 1)]:
+                                ("llama-4-scout", 16, 1), ("llama-4-maverick", 128, 1)]:
         arch = presets.get_preset(pid)
         assert (arch.num_experts, arch.experts_per_token) == (experts, top_k)
         assert arch.params_active < arch.params_total
@@ -287,3 +289,13 @@ def test_cli_unknown_hf_id_prints_suggestions():
     assert out.returncode == 2
     err = json.loads(out.stdout)["error"]
     assert err["code"] == "unknown_preset" and "qwen3-8b" in err["suggestions"]
+
+
+def test_maverick_is_a_mixed_stack_of_dense_and_moe_blocks():
+    arch = presets.get_preset("llama-4-maverick")
+    assert dict(arch.block_counts) == {"moe": 24, "dense": 24}
+    dense_mlp = [l for l in arch.linears if l.block_kind == "dense"]
+    assert {(l.name, l.d_out if l.name != "down_proj" else l.d_in) for l in dense_mlp} == {
+        ("gate_proj", 16384), ("up_proj", 16384), ("down_proj", 16384)}
+    # the largest block (an MoE one) is what one FSDP unit gathers
+    assert arch.block_params > arch.stack_params // arch.num_layers
