@@ -97,6 +97,7 @@ class MemoryEstimate:
     request: dict = field(default_factory=dict)
     peak_allocated_range_bytes: tuple = ()
     peak_reserved_range_bytes: tuple = ()
+    params_active: int = 0  # parameters one token passes through (MoE: top-k + shared)
 
     def __post_init__(self) -> None:
         if sum(self.components.values()) != self.peak_allocated_bytes:
@@ -113,6 +114,7 @@ class MemoryEstimate:
             "phases": dict(self.phases),
             "params_total": self.params_total,
             "params_trainable": self.params_trainable,
+            "params_active": self.params_active,
             "host_bytes": self.host_bytes,
             "unified_memory_bytes": self.unified_memory_bytes,
             "model_states_bytes": self.model_states_bytes,
@@ -239,7 +241,7 @@ def gathered_weight_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, in
         return 0, 0
     arch = req.model
     if req.method is Method.QLORA:
-        quant = sum(l.count * l.weight_params for l in arch.linears if l.quantizable)
+        quant = sum(l.count * l.weight_params for l in arch.block_linears if l.quantizable)
         # replicated statistics are resident already: only the packed 4-bit data is gathered
         packed = quant // 2 if req.qlora_quant_state_replicated and sharded else st.quantized_bytes(quant, req.qlora_double_quant)
         block = packed + (arch.block_params - quant) * reg.weight_bytes
@@ -269,10 +271,15 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
         return 0
     arch = req.model
     quantized = req.method is Method.QLORA
-    per_block = sum(l.count * l.weight_params for l in arch.linears if not (quantized and l.quantizable))
+    def copied(l) -> bool:
+        return not (quantized and l.quantizable)
+
     head = arch.vocab_size * arch.hidden_size
-    layers = 1 if one_layer else arch.num_layers
-    return reg.compute_bytes * (layers * per_block + head)
+    if one_layer:
+        return reg.compute_bytes * (sum(l.count * l.weight_params for l in arch.block_linears
+                                        if copied(l)) + head)
+    return reg.compute_bytes * (sum(arch.blocks_of(l) * l.count * l.weight_params
+                                    for l in arch.linears if copied(l)) + head)
 
 
 def dequant_buffer_bytes(req: EstimateRequest, reg: st.Regime) -> int:
@@ -459,6 +466,7 @@ def estimate_request(req: EstimateRequest) -> MemoryEstimate:
         # calibrated ranges: the held-out error of this method and metric (calc.calibration)
         peak_allocated_range_bytes=tuple(calibration.range_bytes(allocated, req.method.value, "allocated")),
         peak_reserved_range_bytes=tuple(calibration.range_bytes(reserved, req.method.value, "reserved")),
+        params_active=req.model.params_active,
     )
 
 

@@ -175,12 +175,27 @@ class Planner:
                         if options.storage_gb is None else {"total": options.storage_gb})
         self.storage_price = (gpu_catalogue.storage_price().usd if options.storage_price_per_gb_month is None
                               else options.storage_price_per_gb_month)
+        self._prices: dict[str, dict] = {}
 
     def price(self, gpu: gpu_catalogue.Gpu) -> dict:
+        """The price row used for ``gpu`` (memoised per card: it does not change within a plan)."""
+        cached = self._prices.get(gpu.id)
+        if cached is None:
+            cached = self._prices[gpu.id] = self._price(gpu)
+        return dict(cached)
+
+    def _price(self, gpu: gpu_catalogue.Gpu) -> dict:
         o = self.options
         if gpu.id == o.gpu.id and o.price_per_gpu_hour is not None:
             return {"usd_per_gpu_hour": o.price_per_gpu_hour, "source": "request", "tier": o.price_tier,
                     "interruptible": o.interruptible, "as_of": None, "fallback": False}
+        if not gpu_catalogue.prices_for(gpu.id):
+            # A card nobody rents publicly (a desktop card, a new accelerator): still planned
+            # for its owner, at no rental price; warning "price_is_none" says so and ranks it
+            # after the priced ones by cost (issue 15).
+            return {"usd_per_gpu_hour": 0.0, "source": None, "tier": o.price_tier,
+                    "interruptible": o.interruptible, "as_of": None, "fallback": False,
+                    "source_kind": "none", "no_price": True}
         quote = gpu_catalogue.price_quote(gpu.id, o.price_tier, o.interruptible)
         out = quote.to_dict()
         out["source_kind"] = "catalogue"
@@ -264,7 +279,13 @@ def _recommendations(planner: Planner) -> dict:
         return any(w.startswith("price_is_") or w == "price_from_other_tier"
                    for w in c["warnings"])
 
-    configs.sort(key=lambda c: (rate_mismatch(c), c["cost_usd"], c["time_hours"], c["id"]))
+    # Cards with no rental price come last, fastest first: ranked for their owners (issue 15).
+    def unpriced(c: dict) -> bool:
+        return "price_is_none" in c["warnings"]
+
+    configs.sort(key=lambda c: (unpriced(c), rate_mismatch(c),
+                                c["time_hours"] if unpriced(c) else c["cost_usd"],
+                                c["time_hours"], c["id"]))
     by_time = sorted(configs, key=lambda c: (c["time_hours"], c["cost_usd"], c["id"]))
     for rank, c in enumerate(configs, 1):
         c["rank_by_cost"] = rank
@@ -300,6 +321,8 @@ def _recommendations(planner: Planner) -> dict:
 
 
 def _price_warnings(price: dict, interruptible: bool) -> list[str]:
+    if price.get("no_price"):
+        return ["price_is_none"]
     out = []
     if price.get("fallback"):
         out.append("price_from_other_tier")

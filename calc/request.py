@@ -319,7 +319,8 @@ def resolve_model(value: object) -> tuple[ModelArch, str]:
     from .hf_config import arch_from_hf_config
 
     if isinstance(value, str):
-        return presets.get_preset(value), value
+        preset_id = presets.resolve_preset_id(value)  # a preset id or a Hugging Face id
+        return presets.get_preset(preset_id), preset_id
     if isinstance(value, dict):
         extra = set(value) - {"hf_config", "name"}
         if extra:

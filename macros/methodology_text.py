@@ -32,6 +32,12 @@ CONSTANTS: dict[str, dict] = {
     "calc.activations.FP32_BYTES": _e(
         "Bytes de un número en fp32 en las activaciones guardadas (softmax, log-sum-exp).",
         "Bytes of one fp32 number in saved activations (softmax, log-sum-exp).", "IEEE 754"),
+    "calc.presets.MAX_SUGGESTIONS": _e(
+        "Cuántos modelos predefinidos se sugieren, del más parecido al menos, cuando un id de "
+        "Hugging Face no está en la tabla de alias (parecido de nombres con difflib, umbral 0,5).",
+        "How many presets are suggested, nearest first, when a Hugging Face id is not in the alias "
+        "table (name similarity by difflib, threshold 0.5).",
+        {"es": "Elección de interfaz (issue 16)", "en": "Interface choice (issue 16)"}),
     "calc.gpus.MIB": _e(
         "Bytes de un MiB: convierte la memoria que informa el driver (MiB) a bytes.",
         "Bytes in one MiB: converts the driver-reported memory (MiB) to bytes.",
@@ -305,6 +311,10 @@ DATA_COLUMNS: dict[str, dict] = {
                                   "rocminfo), en MiB; es la que se compara con el total estimado",
                             "en": "Total memory as the driver reports it (nvidia-smi, rocminfo), "
                                   "in MiB; what the estimated total is compared with"},
+    "gpus.csv:fp8_dense_tflops": {"es": "Pico FP8 denso de los núcleos tensoriales con acumulación "
+                                        "fp32, en TFLOP/s (no disperso); 0 sin núcleos FP8 (Ampere, Turing)",
+                                  "en": "Dense FP8 tensor-core peak with fp32 accumulation, in TFLOP/s "
+                                        "(not sparse); 0 without FP8 tensor cores (Ampere, Turing)"},
     "gpus.csv:memory_gb_marketed": {"es": "Memoria anunciada en GB, solo para mostrar",
                                     "en": "Marketed memory in GB, for display only"},
     "gpus.csv:bf16_dense_tflops": {"es": "Pico bf16 denso de los núcleos tensoriales con "
@@ -349,6 +359,14 @@ DATA_COLUMNS: dict[str, dict] = {
     "models.json:id": {"es": "Identificador del modelo predefinido", "en": "Preset id"},
     "models.json:name": {"es": "Nombre del modelo", "en": "Model name"},
     "models.json:hf_repo": {"es": "Repositorio en Hugging Face", "en": "Hugging Face repository"},
+    "models.json:aliases": {"es": "Otros ids de Hugging Face con las mismas formas (variantes base e "
+                                  "instruct, ajustes conocidos, resubidas): la petición acepta "
+                                  "hf_repo o cualquiera de ellos, sin distinguir mayúsculas; un id "
+                                  "desconocido da unknown_preset con los más parecidos en suggestions",
+                            "en": "Other Hugging Face ids with the same shapes (base and instruct "
+                                  "variants, well-known fine-tunes, re-uploads): the request accepts "
+                                  "hf_repo or any of them, case-insensitively; an unknown id gets "
+                                  "unknown_preset with the nearest presets in suggestions"},
     "models.json:params_total": {"es": "Parámetros totales exactos (todos los expertos en MoE)",
                                  "en": "Exact total parameters (all experts in MoE)"},
     "models.json:params_active": {"es": "Parámetros por los que pasa un token (expertos "

@@ -111,9 +111,14 @@ def test_recommendations_ranked_and_all_fit():
     rec = out["recommendations"]
     configs = rec["configs"]
     assert rec["count"] == len(configs) > 0
-    # by cost within each group: comparable prices first, other-rate prices after
+    # by cost within each group: comparable prices first, other-rate prices after; cards with
+    # no rental price (price_is_none) last, fastest first (ranked for their owners)
+    priced = [c for c in configs if "price_is_none" not in c["warnings"]]
+    unpriced = configs[len(priced):]
+    assert configs[:len(priced)] == priced
+    assert [c["time_hours"] for c in unpriced] == sorted(c["time_hours"] for c in unpriced)
     for mismatched in (False, True):
-        costs = [c["cost_usd"] for c in configs if _not_like_for_like(c) is mismatched]
+        costs = [c["cost_usd"] for c in priced if _not_like_for_like(c) is mismatched]
         assert costs == sorted(costs)
     by_time = {c["id"]: c["time_hours"] for c in configs}
     assert [by_time[i] for i in rec["by_time"]] == sorted(by_time.values())
