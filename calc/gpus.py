@@ -42,7 +42,7 @@ class Gpu:
     memory_mib: int
     memory_gb_marketed: int
     bf16_dense_tflops: float
-    fp8_dense_tflops: float
+    fp8_dense_tflops: float  # dense FP8 tensor peak, FP32 accumulate, not sparse; 0 without FP8 tensor cores
     memory_bandwidth_gb_per_s: float
     form_factor: str
     pcie_gen: int
@@ -59,7 +59,7 @@ class Gpu:
             if not getattr(self, name) > 0:
                 raise ValueError(f"gpus.csv {self.id}: {name} must be positive")
         if not self.fp8_dense_tflops >= 0:
-            raise ValueError(f"gpus.csv {self.id}: fp8_dense_tflops must be >= 0")
+            raise ValueError(f"gpus.csv {self.id}: fp8_dense_tflops must be 0 or positive")
         if not self.source or not self.as_of:
             raise ValueError(f"gpus.csv {self.id}: source and as_of are required")
 
@@ -76,7 +76,7 @@ class Gpu:
     def link_for(self, num_gpus: int) -> str:
         """``"nvlink"`` when the cards of a job talk over the fast GPU link, else ``"pcie"``.
         An SXM/OAM board joins its 8 GPUs and larger jobs are whole boards joined by the
-        cluster network (``calc.comm.collective_link``); a bridge joins only 2 cards."""
+        cluster network (``calc.timing.INTER_NODE_FACTOR``); a bridge joins only 2 cards."""
         if self.nvlink_gb_per_s <= 0:
             return "pcie"
         if self.nvlink_max_gpus >= 8 or num_gpus <= self.nvlink_max_gpus:
