@@ -20,17 +20,19 @@ GPUS_PER_NODE = 8
 (NVIDIA DGX A100/H100 datasheets; AMD Instinct MI300X platform brief). A job of more GPUs
 spans several servers joined by the cluster network."""
 
-PCIE_GB_PER_S_PER_DIRECTION = {3: 15.75, 4: 31.5, 5: 63.0}
+PCIE_GB_PER_S_PER_DIRECTION = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
 """Raw rate of an x16 slot, one direction: 8, 16 and 32 GT/s per lane x 16 lanes x 128/130
-encoding / 8 bits (PCI-SIG PCI Express Base Specification 3.0, 4.0, 5.0)."""
+encoding / 8 bits (PCI-SIG PCI Express Base Specification 3.0, 4.0, 5.0); 6.0 runs 64 GT/s
+with PAM4 and FLIT encoding (242/256): 64 x 16 x 242/256 / 8 = 121 GB/s."""
 
 NETWORK_GB_PER_S_PER_GPU = {"ampere": 25.0, "hopper": 50.0, "blackwell": 50.0, "cdna3": 50.0,
-                            "ada": 12.5}
+                            "cdna4": 50.0, "ada": 12.5, "turing": 12.5}
 """Cluster network adapter per GPU when a job spans servers: DGX A100 has one 200 Gb/s HDR
 InfiniBand adapter per GPU (25 GB/s; NVIDIA DGX A100 datasheet), DGX H100 and DGX B200 one
 400 Gb/s NDR adapter per GPU (50 GB/s; DGX H100 / B200 datasheets); MI300X platforms are sold
-with 400 Gb/s per GPU as well (AMD Instinct MI300X platform brief). PCIe (Ada) servers:
-100 Gb/s per GPU is the common cloud figure (assumption; no such row in the validation set).
+with 400 Gb/s per GPU as well (AMD Instinct MI300X platform brief; MI355X the same, assumption). PCIe
+(Ada, Turing) servers: 100 Gb/s per GPU is the common cloud figure (assumption; no such row
+in the validation set).
 
 NCCL builds one ring per adapter ("rail"), each carrying 1/8 of the data and crossing between
 servers on its own adapter, so a ring collective over several servers runs at the server's
