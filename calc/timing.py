@@ -34,7 +34,7 @@ from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
 # --- fitted constants (benchmarks/validate_throughput.py fits and prints them) -----------------
 
-MATMUL_EFFICIENCY = {"a100": 0.77, "blackwell": 0.32, "gddr": 1.00, "hopper": 0.59}
+MATMUL_EFFICIENCY = {"a100": 0.76, "blackwell": 0.38, "gddr": 1.00, "hopper": 0.59}
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
 rows of the class; leave-one-source-out figures on the methodology page). ``blackwell`` rests
@@ -45,7 +45,7 @@ MATMUL_EFFICIENCY_POOLED = 0.76
 """The same fit with every covered row pooled in one class: the figure for card classes with no
 measured row (MI300X); FITTED."""
 
-MATMUL_HALF_TOKENS = 181.0
+MATMUL_HALF_TOKENS = 152.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
 efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per layer, matmul
 work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
@@ -281,7 +281,9 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     n_linears = sum(lin.count if lin.active == lin.count else lin.active for lin in arch.linears)
     adapters = len(st.adapted(req)) if req.is_peft else 0
     other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
-    fwd_ops = arch.num_layers * (n_linears + other + LORA_OPS_PER_ADAPTER * adapters)
+    # QLoRA: bitsandbytes launches one dequantisation kernel before each 4-bit matmul
+    quantized_linears = sum(l.active for l in arch.linears if l.quantizable) if req.method is Method.QLORA else 0
+    fwd_ops = arch.num_layers * (n_linears + other + LORA_OPS_PER_ADAPTER * adapters + quantized_linears)
     kernels = fwd_ops * (1 + BACKWARD_OPS_FACTOR + (1 if req.gradient_checkpointing else 0))
     # FP8 casts per token: inputs (forward, recompute) and output gradients (backward)
     per_layer_in = sum(l.active * l.d_in for l in arch.linears if l.quantizable)
