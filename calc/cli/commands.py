@@ -1,0 +1,163 @@
+"""The subcommands ``estimate``, ``plan``, ``presets`` and ``gpus``, and the request they build
+from ``--request``, ``--hf-config`` and the field flags."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import InputError
+from . import io
+from .fields import FieldSpec, field_specs
+from .flags import add_field_flags, flag_overrides, parse_number
+from .helptext import field_help
+from .messages import Messages
+from .registry import Command, Context, RequestSource, REQUEST_SOURCES, register, register_source
+from .table import render_estimate, render_plan
+
+
+# --- request sources ------------------------------------------------------------------------------
+
+def _add_request_option(group: argparse._ArgumentGroup, msg: Messages) -> None:
+    group.add_argument("--request", metavar="FILE", help=msg.text("opt.request"))
+
+
+def _load_request_option(args: argparse.Namespace) -> object:
+    path = getattr(args, "request", None)
+    return None if path is None else io.read_request(path)
+
+
+register_source(RequestSource("request", _add_request_option, _load_request_option))
+
+
+def add_request_arguments(parser: argparse.ArgumentParser, msg: Messages, specs: list[FieldSpec]) -> None:
+    """The sources of a request, then one flag per key, estimate's and plan's keys apart."""
+    source = parser.add_argument_group(msg.text("group.output"))
+    for src in REQUEST_SOURCES:
+        src.add_arguments(source, msg)
+    source.add_argument("--hf-config", metavar="FILE", help=msg.text("opt.hf_config"))
+    add_output_arguments(source, msg)
+    for table in ("estimate", "plan"):
+        mine = [s for s in specs if s.table == table]
+        if mine:
+            group = parser.add_argument_group(msg.text("group." + table))
+            add_field_flags(group, mine, lambda spec: field_help(spec, msg))
+
+
+def add_output_arguments(group: argparse._ArgumentGroup, msg: Messages) -> None:
+    group.add_argument("--json", action="store_true", help=msg.text("opt.json"))
+    group.add_argument("--table", action="store_true", help=msg.text("opt.table"))
+    group.add_argument("--lang", choices=("es", "en"), help=msg.text("opt.lang"))
+
+
+def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
+    """The request: the sources merged in order, then the flags on top. With no flag, a
+    source's request goes to calc untouched (so its response is byte for byte today's)."""
+    base: object = None
+    for source in REQUEST_SOURCES:
+        loaded = source.load(args)
+        if loaded is None:
+            continue
+        base = {**base, **loaded} if isinstance(base, dict) and isinstance(loaded, dict) else loaded
+    overrides = flag_overrides(args, specs)
+    hf_path = getattr(args, "hf_config", None)
+    if hf_path is not None:
+        if "model" in overrides:
+            raise InputError("bad_arguments", "model", None, "--model and --hf-config together")
+        config = io.read_request(hf_path)
+        overrides["model"] = {"hf_config": config}
+    if base is None:
+        return overrides
+    if not overrides or not isinstance(base, dict):
+        return base  # a request that is not an object: calc names the problem
+    return {**base, **overrides}
+
+
+# --- estimate -------------------------------------------------------------------------------------
+
+def _configure_estimate(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    add_request_arguments(parser, msg, field_specs("estimate"))
+    add_verdict_arguments(parser, msg)
+
+
+def add_verdict_arguments(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    from ..plan import PLAN_FIELDS
+
+    group = parser.add_argument_group(msg.text("table.verdict"))
+    group.add_argument("--gpu", dest="show_gpu", metavar="ID[,ID...]", help=msg.text("opt.show_gpu"))
+    group.add_argument("--safety-margin", dest="show_margin", metavar="X",
+                       help=msg.text("opt.show_margin", default=PLAN_FIELDS["safety_margin"][0]))
+
+
+def verdict_cards(args: argparse.Namespace) -> tuple[list, float]:
+    """The cards of ``--gpu`` (checked against the catalogue) and the margin of the verdict."""
+    from .. import gpus
+    from ..plan import PLAN_FIELDS
+    from ..request import check_number
+
+    margin = PLAN_FIELDS["safety_margin"][0]
+    if getattr(args, "show_margin", None) is not None:
+        margin = float(check_number("safety_margin", parse_number(args.show_margin), 0.0, 1.0))
+    ids = [part.strip() for part in (getattr(args, "show_gpu", None) or "").split(",") if part.strip()]
+    return [gpus.get_gpu(i, "gpu") for i in ids], margin
+
+
+def estimate_verdicts(est: dict, cards: list, margin: float) -> dict[str, dict]:
+    from ..recommend import fit_entry
+
+    return {card.id: fit_entry(est["device_total_bytes"], card.memory_bytes, margin) for card in cards}
+
+
+def _run_estimate(args: argparse.Namespace, ctx: Context) -> int:
+    from ..memory import estimate_dict
+
+    cards, margin = verdict_cards(args)
+    est = estimate_dict(build_request(args, field_specs("estimate")))
+    if ctx.mode == "json":
+        io.emit_json(est)
+    else:
+        io.write(render_estimate(est, ctx.msg, estimate_verdicts(est, cards, margin), margin))
+    return 0
+
+
+# --- plan -----------------------------------------------------------------------------------------
+
+def _configure_plan(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    add_request_arguments(parser, msg, field_specs("plan"))
+
+
+def _run_plan(args: argparse.Namespace, ctx: Context) -> int:
+    from ..plan import plan_dict
+
+    result = plan_dict(build_request(args, field_specs("plan")))
+    if ctx.mode == "json":
+        io.emit_json(result)
+    else:
+        io.write(render_plan(result, ctx.msg))
+    return 0
+
+
+# --- listings -------------------------------------------------------------------------------------
+
+def _configure_listing(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    parser.add_argument("--json", action="store_true", help=msg.text("opt.json"))
+    parser.add_argument("--lang", choices=("es", "en"), help=msg.text("opt.lang"))
+
+
+def _run_presets(args: argparse.Namespace, ctx: Context) -> int:
+    from ..presets import presets_listing
+
+    io.emit_json(presets_listing())
+    return 0
+
+
+def _run_gpus(args: argparse.Namespace, ctx: Context) -> int:
+    from ..gpus import gpus_listing
+
+    io.emit_json(gpus_listing())
+    return 0
+
+
+register(Command("estimate", "cmd.estimate", _configure_estimate, _run_estimate))
+register(Command("plan", "cmd.plan", _configure_plan, _run_plan))
+register(Command("presets", "cmd.presets", _configure_listing, _run_presets, json_only=True))
+register(Command("gpus", "cmd.gpus", _configure_listing, _run_gpus, json_only=True))

@@ -1,0 +1,58 @@
+"""Where subcommands and request sources register.
+
+A subcommand is a :class:`Command` in :data:`COMMANDS` (shown in that order); a source of a
+base request (``--request FILE`` here; a training-config importer can add ``--config FILE``) is
+a :class:`RequestSource` in :data:`REQUEST_SOURCES`. Sources are merged in list order, later
+keys winning, and the field flags override them all (:func:`calc.cli.commands.build_request`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Callable
+
+from .messages import Messages
+
+
+@dataclass
+class Context:
+    """What every command gets besides its arguments: the words and the output mode
+    (``"table"``, ``"json"`` or ``"csv"``)."""
+
+    msg: Messages
+    mode: str
+    prog: str
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help_key: str  # message id of its one-line help (``cli`` section of the catalogue)
+    configure: Callable[[argparse.ArgumentParser, Messages], None]
+    run: Callable[[argparse.Namespace, Context], int]
+    json_only: bool = False  # listings: always JSON, whatever the terminal
+
+
+@dataclass(frozen=True)
+class RequestSource:
+    """``add_arguments(group, msg)`` adds its option(s) to estimate, plan and sweep;
+    ``load(args)`` returns the request it read, or ``None`` when its option was not given."""
+
+    name: str
+    add_arguments: Callable[[argparse._ArgumentGroup, Messages], None]
+    load: Callable[[argparse.Namespace], object]
+
+
+COMMANDS: list[Command] = []
+REQUEST_SOURCES: list[RequestSource] = []
+
+
+def register(command: Command) -> Command:
+    COMMANDS[:] = [c for c in COMMANDS if c.name != command.name] + [command]
+    return command
+
+
+def register_source(source: RequestSource) -> RequestSource:
+    REQUEST_SOURCES[:] = [s for s in REQUEST_SOURCES if s.name != source.name] + [source]
+    return source
