@@ -57,16 +57,22 @@ def build_parser(msg: Messages, prog: str = PROG) -> argparse.ArgumentParser:
     from .helptext import epilog
 
     parser = _Parser(prog=prog, description=msg.text("description"), epilog=epilog(msg, prog),
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                     formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    _add_help(parser, msg)
     from .. import __version__
     parser.add_argument("--version", action="version", version=f"calc {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for command in COMMANDS:
+    for command in sorted(COMMANDS, key=lambda c: c.order):
         cmd = sub.add_parser(command.name, help=msg.text(command.help_key),
                              description=msg.text(command.help_key), epilog=epilog(msg, prog),
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
+                             formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+        _add_help(cmd, msg)
         command.configure(cmd, msg)
     return parser
+
+
+def _add_help(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    parser.add_argument("-h", "--help", action="help", help=msg.text("opt.help"))
 
 
 def _allowed(err: CalcError) -> list[str] | None:
@@ -107,7 +113,7 @@ def _report(err: CalcError, ctx: Context) -> None:
             import difflib
             near = difflib.get_close_matches(str(err.value), allowed, n=5, cutoff=0.5)
             hint = msg.text("error.see_presets" if err.code == "unknown_preset" else "error.see_gpus")
-            line += f"; {msg.text('error.allowed', values=', '.join(near))}; {hint}" if near else f"; {hint}"
+            line += f"; {msg.text('error.near', values=', '.join(near))}; {hint}" if near else f"; {hint}"
         else:
             line += "; " + msg.text("error.allowed", values=", ".join(allowed))
     io.write(line + "\n", sys.stderr)

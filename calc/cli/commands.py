@@ -157,7 +157,7 @@ def _run_gpus(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-register(Command("estimate", "cmd.estimate", _configure_estimate, _run_estimate))
-register(Command("plan", "cmd.plan", _configure_plan, _run_plan))
-register(Command("presets", "cmd.presets", _configure_listing, _run_presets, json_only=True))
-register(Command("gpus", "cmd.gpus", _configure_listing, _run_gpus, json_only=True))
+register(Command("estimate", "cmd.estimate", _configure_estimate, _run_estimate, order=10))
+register(Command("plan", "cmd.plan", _configure_plan, _run_plan, order=20))
+register(Command("presets", "cmd.presets", _configure_listing, _run_presets, json_only=True, order=40))
+register(Command("gpus", "cmd.gpus", _configure_listing, _run_gpus, json_only=True, order=50))

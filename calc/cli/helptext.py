@@ -5,28 +5,34 @@ from __future__ import annotations
 
 from .fields import FieldSpec
 from .messages import Messages
+from .table import number
 
 
-def _number(value: float | int) -> str:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+def _number(value: float | int, lang: str) -> str:
+    """As the table writes numbers; very large bounds as powers of ten (1e+15)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e12:
         value = int(value)
-    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+    if isinstance(value, int):
+        return number(value, 0, lang)
+    text = f"{value:g}"
+    return text.replace(".", ",") if lang == "es" else text
 
 
-def range_text(spec: FieldSpec) -> str:
+def range_text(spec: FieldSpec, lang: str = "en") -> str:
     """``0 <= x < 1``, ``0 < x <= 10,000``..."""
     lo = "<" if spec.exclusive_minimum else "<="
     hi = "<" if spec.exclusive_maximum else "<="
-    return f"{_number(spec.minimum)} {lo} x {hi} {_number(spec.maximum)}"
+    return f"{_number(spec.minimum, lang)} {lo} x {hi} {_number(spec.maximum, lang)}"
 
 
 def allowed_text(spec: FieldSpec, msg: Messages) -> str | None:
     if spec.kind == "enum" and spec.choices:
         return ", ".join(spec.choices)
     if spec.kind == "int":
-        return msg.text("help.int_range", min=_number(spec.minimum), max=_number(spec.maximum))
+        return msg.text("help.int_range", min=_number(spec.minimum, msg.lang),
+                        max=_number(spec.maximum, msg.lang))
     if spec.kind in ("number", "fraction"):
-        return msg.text("help.number_range", range=range_text(spec))
+        return msg.text("help.number_range", range=range_text(spec, msg.lang))
     if spec.kind == "model":
         return msg.text("help.preset_or_json")
     if spec.kind == "gpu":
@@ -34,6 +40,12 @@ def allowed_text(spec: FieldSpec, msg: Messages) -> str | None:
     if spec.kind == "targets":
         return msg.text("help.targets")
     return None
+
+
+def _choice(value: str, msg: Messages) -> str:
+    """``adamw-8bit (8-bit AdamW (bitsandbytes))``: the value and the site's name for it."""
+    name = msg.site("enums", value)
+    return value if name.lower() == value.lower() else f"{value} ({name})"
 
 
 def default_text(spec: FieldSpec, msg: Messages) -> str:
@@ -44,7 +56,7 @@ def default_text(spec: FieldSpec, msg: Messages) -> str:
     if isinstance(spec.default, bool):
         return ("--" if spec.default else "--no-") + spec.flag[2:]
     if isinstance(spec.default, (int, float)):
-        return _number(spec.default)
+        return _number(spec.default, msg.lang)
     return str(spec.default)
 
 
@@ -55,9 +67,14 @@ def field_help(spec: FieldSpec, msg: Messages) -> str:
     unit = msg.unit(spec.key)
     if unit:
         parts.append(f"{msg.text('help.unit')}: {unit}.")
-    parts.append(f"{msg.text('help.default')}: {default_text(spec, msg)}.")
+    if spec.required:
+        parts.append(msg.text("help.required").capitalize() + ".")
+    else:
+        parts.append(f"{msg.text('help.default')}: {default_text(spec, msg)}.")
     allowed = allowed_text(spec, msg)
-    if allowed and spec.kind != "enum":  # an enum's values are in its metavar already
+    if spec.kind == "enum" and spec.choices:
+        allowed = ", ".join(_choice(value, msg) for value in spec.choices)
+    if allowed:
         parts.append(f"{msg.text('help.allowed')}: {allowed}.")
     return " ".join(parts).replace("%", "%%")  # argparse formats help with %
 

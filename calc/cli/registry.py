@@ -32,6 +32,7 @@ class Command:
     configure: Callable[[argparse.ArgumentParser, Messages], None]
     run: Callable[[argparse.Namespace, Context], int]
     json_only: bool = False  # listings: always JSON, whatever the terminal
+    order: int = 100  # place in --help (lower first)
 
 
 @dataclass(frozen=True)

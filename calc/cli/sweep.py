@@ -181,4 +181,4 @@ def render_table(key: str, values: list, responses: list[dict], command: str, ms
     return "\n".join(lines) + "\n"
 
 
-register(Command("sweep", "cmd.sweep", _configure, _run))
+register(Command("sweep", "cmd.sweep", _configure, _run, order=30))
