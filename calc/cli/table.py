@@ -133,11 +133,11 @@ def render_plan(plan: dict, msg: Messages) -> str:
     lines.append(msg.text("table.verdict_margin", margin=fmt.percent(margin)))
     lines += _rows([(card, verdict_text(plan["fits"][plan["gpu"]], fmt, margin))])
     cost = plan["cost_usd"]
+    lines.append(msg.text("table.time_cost"))
     lines += _rows([(msg.text("table.time"), fmt.hours(plan["time_hours"])),
                     (msg.text("table.cost"), fmt.usd(cost["total"])),
                     (msg.label("cost_final_run"), fmt.usd(cost["final_run"])),
-                    (msg.label("tokens_per_second"), number(plan["time"]["tokens_per_second"], 0, msg.lang))],
-                   indent="")
+                    (msg.label("tokens_per_second"), number(plan["time"]["tokens_per_second"], 0, msg.lang))])
     configs = plan.get("recommendations", {}).get("configs", [])[:3]
     if configs:
         lines.append(msg.text("table.cheapest"))
