@@ -1,0 +1,98 @@
+"""``python -m calc sweep``: each row equals the single run with that value."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from calc.cli.fields import spec_by_key
+from calc.cli.sweep import sweep_values
+from calc.memory import estimate_dict
+from calc.plan import plan_dict
+from cli_run import run_main
+
+BASE = ["--model", "llama-3.1-8b", "--method", "qlora"]
+
+
+def _single(command, argv):
+    rc, out, err = run_main([command, *argv, "--json"])
+    assert rc == 0, out + err
+    return json.loads(out)
+
+
+def test_list_sweep_equals_single_runs():
+    rc, out, _ = run_main(["sweep", *BASE, "--seq-len", "1024,2048,4096,8192"])
+    data = json.loads(out)
+    assert rc == 0 and data["field"] == "seq_len" and data["command"] == "estimate"
+    assert [r["value"] for r in data["runs"]] == [1024, 2048, 4096, 8192]
+    for run in data["runs"]:
+        assert run["response"] == _single("estimate", [*BASE, "--seq-len", str(run["value"])])
+
+
+def test_range_sweep_equals_single_runs_in_plan():
+    argv = [*BASE, "--dataset-tokens", "1e7", "--gpu", "l4"]
+    rc, out, _ = run_main(["sweep", *argv, "--micro-batch-size", "1..4"])
+    data = json.loads(out)
+    assert rc == 0 and data["command"] == "plan" and [r["value"] for r in data["runs"]] == [1, 2, 3, 4]
+    for run in data["runs"]:
+        assert run["response"] == _single("plan", [*argv, "--micro-batch-size", str(run["value"])])
+
+
+def test_enum_sweep_and_csv_rows_match_single_runs():
+    rc, out, _ = run_main(["sweep", "--model", "llama-3.1-8b", "--method", "full,lora,qlora", "--csv"])
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rc == 0 and [r["method"] for r in rows] == ["full", "lora", "qlora"]
+    for row in rows:
+        single = estimate_dict({"model": "llama-3.1-8b", "method": row["method"]})
+        assert int(row["peak_allocated_bytes"]) == single["peak_allocated_bytes"]
+        assert int(row["device_total_bytes"]) == single["device_total_bytes"]
+        assert row["peak_phase"] == single["peak_phase"]
+
+
+def test_gpu_verdict_in_an_estimate_sweep():
+    rc, out, _ = run_main(["sweep", *BASE, "--seq-len", "2048,65536", "--gpu", "rtx-4090", "--csv"])
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rc == 0 and [r["fits"] for r in rows] == ["True", "False"]
+
+
+def test_plan_sweep_csv_has_time_and_cost():
+    request = {"model": "llama-3.1-8b", "method": "qlora", "dataset_tokens": 1e7, "gpu": "l4"}
+    rc, out, _ = run_main(["sweep", *BASE, "--dataset-tokens", "1e7", "--gpu", "l4",
+                           "--seq-len", "1024,2048", "--csv"])
+    rows = list(csv.DictReader(io.StringIO(out)))
+    for row in rows:
+        single = plan_dict({**request, "seq_len": int(row["seq_len"])})
+        assert float(row["time_hours"]) == single["time_hours"]
+        assert float(row["cost_usd"]) == single["cost_usd"]["total"]
+
+
+@pytest.mark.parametrize("lang, words", [("en", ["Peak allocated", "GiB"]), ("es", ["Pico asignado", ","])])
+def test_sweep_table_on_a_terminal(lang, words):
+    rc, out, _ = run_main(["sweep", *BASE, "--seq-len", "1024,2048", "--lang", lang], tty=True)
+    assert rc == 0 and len(out.strip().splitlines()) == 4
+    assert all(w in out for w in words)
+
+
+@pytest.mark.parametrize("argv, code", [
+    ([*BASE], "sweep_needs_one_field"),
+    ([*BASE, "--seq-len", "1,2", "--micro-batch-size", "1,2"], "sweep_needs_one_field"),
+    ([*BASE, "--seq-len", "8..2"], "bad_sweep_range"),
+    ([*BASE, "--seq-len", "1..100000"], "bad_sweep_range"),
+    ([*BASE, "--seq-len", "1..8:0"], "bad_sweep_range"),
+    ([*BASE, "--seq-len", "1024,abc"], "not_integer"),
+    ([*BASE, "--method", "lora,bogus"], "unknown_value"),
+])
+def test_bad_sweeps_are_coded_errors(argv, code):
+    rc, out, err = run_main(["sweep", *argv])
+    assert rc == 2 and json.loads(out)["error"]["code"] == code and "Traceback" not in err
+
+
+def test_sweep_values():
+    seq = spec_by_key("plan")["seq_len"]
+    assert sweep_values(seq, "512..2048:512") == [512, 1024, 1536, 2048]
+    assert sweep_values(seq, "4096") is None
+    assert sweep_values(spec_by_key("plan")["lora_targets"], "q_proj,v_proj") is None
+    assert sweep_values(spec_by_key("plan")["epochs"], "0.5,1,1.5") == [0.5, 1, 1.5]
