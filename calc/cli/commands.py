@@ -157,7 +157,20 @@ def _run_gpus(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def _configure_schema(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    parser.add_argument("request_kind", choices=("estimate", "plan"), help=msg.text("opt.schema_kind"))
+    _configure_listing(parser, msg)
+
+
+def _run_schema(args: argparse.Namespace, ctx: Context) -> int:
+    from ..schema import FILE_NAMES, schema_files
+
+    io.write(schema_files()[FILE_NAMES[args.request_kind]])
+    return 0
+
+
 register(Command("estimate", "cmd.estimate", _configure_estimate, _run_estimate, order=10))
 register(Command("plan", "cmd.plan", _configure_plan, _run_plan, order=20))
 register(Command("presets", "cmd.presets", _configure_listing, _run_presets, json_only=True, order=40))
 register(Command("gpus", "cmd.gpus", _configure_listing, _run_gpus, json_only=True, order=50))
+register(Command("schema", "cmd.schema", _configure_schema, _run_schema, json_only=True, order=60))
