@@ -17,11 +17,13 @@ by :func:`calc.schema.request_schema`.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from .errors import CalcError, ConfigError, InputError
 
 __version__ = "0.1.0"
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs milliseconds, in Pyodide too
+    from typing import Any, Mapping
 
 
 def estimate(request: Mapping[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def _prescan(argv: list[str]) -> tuple[str, str]:
             argv[i + 1] if arg == "--lang" and i + 1 < len(argv) else None)
         if value in LANGS:
             lang = value
-    command = next((a for a in argv if not a.startswith("-")), None)
+    command = _command_name(argv)
     if "--json" in argv or any(c.json_only for c in COMMANDS if c.name == command):
         mode = "json"
     elif "--csv" in argv:
@@ -46,6 +46,11 @@ def _prescan(argv: list[str]) -> tuple[str, str]:
     return lang, mode
 
 
+def _command_name(argv: list[str]) -> str | None:
+    """The subcommand: the first argument not an option (top-level options take no value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def _is_terminal() -> bool:
     try:
         return sys.stdout.isatty()
@@ -53,7 +58,9 @@ def _is_terminal() -> bool:
         return False
 
 
-def build_parser(msg: Messages, prog: str = PROG) -> argparse.ArgumentParser:
+def build_parser(msg: Messages, prog: str = PROG, only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, just that subcommand gets its options (the others are listed
+    but not configured: building every flag of every command would cost start-up time)."""
     from .helptext import epilog
 
     parser = _Parser(prog=prog, description=msg.text("description"), epilog=epilog(msg, prog),
@@ -67,7 +74,8 @@ def build_parser(msg: Messages, prog: str = PROG) -> argparse.ArgumentParser:
                              description=msg.text(command.help_key), epilog=epilog(msg, prog),
                              formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
         _add_help(cmd, msg)
-        command.configure(cmd, msg)
+        if only is None or command.name == only:
+            command.configure(cmd, msg)
     return parser
 
 
@@ -126,7 +134,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     lang, mode = _prescan(argv)
     ctx = Context(Messages(lang), mode, prog)
     try:
-        args = build_parser(ctx.msg, prog).parse_args(argv)
+        name = _command_name(argv)
+        known = name in {c.name for c in COMMANDS}
+        args = build_parser(ctx.msg, prog, only=name if known else None).parse_args(argv)
         command = next(c for c in COMMANDS if c.name == args.command)
         return command.run(args, ctx)
     except CalcError as err:

@@ -79,25 +79,41 @@ def _configure_estimate(parser: argparse.ArgumentParser, msg: Messages) -> None:
     add_verdict_arguments(parser, msg)
 
 
-def add_verdict_arguments(parser: argparse.ArgumentParser, msg: Messages) -> None:
-    from ..plan import PLAN_FIELDS
+class PlanDefault:
+    """The default of a plan key, read from :data:`calc.plan.PLAN_FIELDS` only when used or
+    shown (``%(default)s`` in a help text): ``estimate`` need not import the planner."""
 
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def value(self) -> object:
+        from ..plan import PLAN_FIELDS
+
+        return PLAN_FIELDS[self.key][0]
+
+    def __str__(self) -> str:
+        return str(self.value())
+
+
+def add_verdict_arguments(parser: argparse.ArgumentParser, msg: Messages) -> None:
     group = parser.add_argument_group(msg.text("table.verdict"))
     group.add_argument("--gpu", dest="show_gpu", metavar="ID[,ID...]", help=msg.text("opt.show_gpu"))
     group.add_argument("--safety-margin", dest="show_margin", metavar="X",
-                       help=msg.text("opt.show_margin", default=PLAN_FIELDS["safety_margin"][0]))
+                       default=PlanDefault("safety_margin"), help=msg.text("opt.show_margin"))
 
 
 def verdict_cards(args: argparse.Namespace) -> tuple[list, float]:
     """The cards of ``--gpu`` (checked against the catalogue) and the margin of the verdict."""
-    from .. import gpus
-    from ..plan import PLAN_FIELDS
-    from ..request import check_number
-
-    margin = PLAN_FIELDS["safety_margin"][0]
-    if getattr(args, "show_margin", None) is not None:
-        margin = float(check_number("safety_margin", parse_number(args.show_margin), 0.0, 1.0))
     ids = [part.strip() for part in (getattr(args, "show_gpu", None) or "").split(",") if part.strip()]
+    margin = getattr(args, "show_margin", None)
+    if isinstance(margin, PlanDefault) or margin is None:
+        margin = PlanDefault("safety_margin").value() if ids else 0.0
+    else:
+        from ..request import check_number
+        margin = float(check_number("safety_margin", parse_number(margin), 0.0, 1.0))
+    if not ids:
+        return [], margin
+    from .. import gpus
     return [gpus.get_gpu(i, "gpu") for i in ids], margin
 
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Callable
 
 from .messages import Messages
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs milliseconds of start-up
+    from typing import Callable
 
 
 @dataclass
