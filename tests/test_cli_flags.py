@@ -131,6 +131,13 @@ def test_bad_flags_on_a_terminal_name_the_allowed_values():
     assert rc == 2 and "qwen2.5-7b" in err and "presets" in err
 
 
+def test_mistyped_flags_get_the_closest_and_prefixes_are_refused():
+    rc, out, err = run_main(["estimate", "--model", "llama-3.1-8b", "--seq-length", "5", "--lang", "en"], tty=True)
+    assert rc == 2 and "closest: --seq-len" in err
+    rc, out, _ = run_main(["estimate", "--model", "llama-3.1-8b", "--seq", "5"])
+    assert rc == 2 and json.loads(out)["error"]["code"] == "bad_arguments"
+
+
 def test_plan_keys_are_not_estimate_flags():
     rc, out, _ = run_main(["estimate", "--model", "llama-3.1-8b", "--dataset-tokens", "5"])
     assert rc == 2 and json.loads(out)["error"]["code"] == "bad_arguments"

@@ -19,7 +19,12 @@ PROG = "python -m calc"
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse prints usage and exits 2; keep the exit, but as a coded error."""
+    """argparse prints usage and exits 2; keep the exit, but as a coded error. No abbreviated
+    options: a prefix that works today would break the day a flag with the same start is added."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:
         raise InputError("bad_arguments", "argv", None, message)
@@ -83,6 +88,24 @@ def _add_help(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.add_argument("-h", "--help", action="help", help=msg.text("opt.help"))
 
 
+def _option_strings(parser: argparse.ArgumentParser, command: str | None) -> list[str]:
+    """The long options of ``command`` (for "did you mean" on a mistyped one)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            parser = action.choices[command]
+    return [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+
+
+def _near_flags(detail: str, flags: list[str]) -> list[str]:
+    import difflib
+
+    near: list[str] = []
+    for word in detail.split():
+        if word.startswith("--"):
+            near += difflib.get_close_matches(word.split("=")[0], flags, n=2, cutoff=0.75)
+    return list(dict.fromkeys(near))
+
+
 def _allowed(err: CalcError) -> list[str] | None:
     """The values a closed-set field takes, for an error about an unknown one."""
     if err.code not in ("unknown_value", "unknown_gpu", "unknown_preset") or not err.field:
@@ -116,6 +139,9 @@ def _report(err: CalcError, ctx: Context) -> None:
         line += f" {out['value']!r}"
     if err.detail and err.code in ("bad_arguments", "request_not_json"):
         line += f" ({err.detail})"
+    near = _near_flags(err.detail, ctx.flags) if err.code == "bad_arguments" else []
+    if near:
+        line += "; " + msg.text("error.near", values=", ".join(near))
     if allowed is not None:
         if len(allowed) > 12:
             import difflib
@@ -136,7 +162,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     try:
         name = _command_name(argv)
         known = name in {c.name for c in COMMANDS}
-        args = build_parser(ctx.msg, prog, only=name if known else None).parse_args(argv)
+        parser = build_parser(ctx.msg, prog, only=name if known else None)
+        ctx.flags = _option_strings(parser, name if known else None)
+        args = parser.parse_args(argv)
         command = next(c for c in COMMANDS if c.name == args.command)
         return command.run(args, ctx)
     except CalcError as err:

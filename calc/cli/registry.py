@@ -9,7 +9,7 @@ keys winning, and the field flags override them all (:func:`calc.cli.commands.bu
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .messages import Messages
 
@@ -26,6 +26,7 @@ class Context:
     msg: Messages
     mode: str
     prog: str
+    flags: list[str] = field(default_factory=list)  # the command's long options, once known
 
 
 @dataclass(frozen=True)

@@ -73,12 +73,12 @@ def plan_sweep(args: argparse.Namespace) -> tuple[str, list, list[dict], str, fl
     if not isinstance(base, dict):
         base = {} if base is None else base
     command = "plan" if isinstance(base, dict) and "dataset_tokens" in base else "estimate"
-    margin = 0.25
-    responses = []
-    from ..plan import PLAN_FIELDS, plan_dict
     from ..memory import estimate_dict
+    from ..plan import PLAN_FIELDS, plan_dict
     from ..request import check_number
+
     margin = PLAN_FIELDS["safety_margin"][0]
+    responses = []
     for value in values:
         request = {**base, spec.key: value} if isinstance(base, dict) else base
         if command == "plan":
