@@ -33,8 +33,8 @@ ESTIMATE = {
 PLAN = {
     "gpu": "rtx-4090", "num_gpus": 1, "sharding": "none", "safety_margin": 0.25,
     "memory": {**ESTIMATE, "peak_allocated_range_bytes": [int(16.1 * GIB), int(19.2 * GIB)],
-               "warnings": []},
-    "fits": {"rtx-4090": {**fit_entry(int(20.04 * GIB), int(23.99 * GIB), 0.25), "verdict": "fits_without_margin"}},
+               "peak_reserved_range_bytes": [int(17.9 * GIB), int(21.3 * GIB)], "warnings": []},
+    "fits": {"rtx-4090": {**fit_entry(int(20.04 * GIB), int(23.99 * GIB), 0.25), "verdict": "borderline"}},
     "time_hours": 15.46, "time": {"tokens_per_second": 12345.6},
     "cost_usd": {"total": 1234.5, "final_run": 10.56},
     "recommendations": {"configs": [
@@ -70,10 +70,36 @@ def test_plan_table_snapshot(lang):
 
 def test_plan_table_without_range_or_verdict_falls_back():
     plan = json.loads(json.dumps(PLAN))
-    del plan["memory"]["peak_allocated_range_bytes"], plan["fits"]["rtx-4090"]["verdict"]
+    del plan["memory"]["peak_allocated_range_bytes"], plan["memory"]["peak_reserved_range_bytes"]
+    del plan["fits"]["rtx-4090"]["verdict"]
     text = render_plan(plan, Messages("en"))
-    assert "17.6 GiB\n" in text and "–" not in text.split("Peak reserved")[0]
+    assert "17.6 GiB\n" in text and "19.5 GiB\n" in text and "–" not in text
     assert "fits only without the safety margin" in text  # from fits / fits_without_margin
+
+
+def test_no_margin_no_margin_words():
+    plan = json.loads(json.dumps(PLAN))
+    plan["safety_margin"] = 0.0
+    text = render_plan(plan, Messages("en"))
+    assert "Verdict\n" in text and "margin" not in text.split("Verdict")[1].split("\n")[1]
+
+
+def test_estimate_verdict_judges_the_device_range_when_calc_has_one(monkeypatch):
+    """calc.recommend may give an estimate a device range (device_range); the CLI then passes
+    it to fit_entry as plan does."""
+    from calc import recommend
+    from calc.cli.commands import estimate_verdicts
+    from calc.gpus import get_gpu
+    seen = {}
+
+    def fake_fit(total, memory, margin, device_range_bytes=None):
+        seen["range"] = device_range_bytes
+        return {"fits": True, "verdict": "borderline", "required_bytes": 1, "memory_bytes": memory}
+
+    monkeypatch.setattr(recommend, "device_range", lambda est: (1, 2), raising=False)
+    monkeypatch.setattr(recommend, "fit_entry", fake_fit)
+    out = estimate_verdicts({"device_total_bytes": 5}, [get_gpu("l4")], 0.0)
+    assert seen["range"] == (1, 2) and out["l4"]["verdict"] == "borderline"
 
 
 @pytest.mark.parametrize("command, request_obj, compute", [

@@ -118,9 +118,15 @@ def verdict_cards(args: argparse.Namespace) -> tuple[list, float]:
 
 
 def estimate_verdicts(est: dict, cards: list, margin: float) -> dict[str, dict]:
-    from ..recommend import fit_entry
+    """Each card against the estimate, as ``plan`` judges its cards (``calc.recommend``); where
+    calc gives the estimate a device range (``recommend.device_range``), the range is judged."""
+    from .. import recommend
 
-    return {card.id: fit_entry(est["device_total_bytes"], card.memory_bytes, margin) for card in cards}
+    extra = {}
+    if hasattr(recommend, "device_range"):
+        extra["device_range_bytes"] = recommend.device_range(est)
+    return {card.id: recommend.fit_entry(est["device_total_bytes"], card.memory_bytes, margin, **extra)
+            for card in cards}
 
 
 def _run_estimate(args: argparse.Namespace, ctx: Context) -> int:

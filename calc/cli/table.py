@@ -75,12 +75,14 @@ def _setup_line(request: dict, msg: Messages) -> str:
 
 def memory_rows(est: dict, fmt: Formatter) -> list[tuple[str, str]]:
     msg = fmt.msg
-    allocated = fmt.gib(est["peak_allocated_bytes"])
-    spread = _range_pair(est.get("peak_allocated_range_bytes"))
-    if spread is not None:
-        allocated = f"{allocated} ({fmt.gib_range(spread)})"
-    rows = [(msg.text("table.allocated"), allocated),
-            (msg.text("table.reserved"), fmt.gib(est["peak_reserved_bytes"])),
+    def figure(key: str) -> str:
+        """The estimate, and its calibrated range when the response has one (``<key>_range``)."""
+        text = fmt.gib(est[key + "_bytes"])
+        spread = _range_pair(est.get(key + "_range_bytes"))
+        return f"{text} ({fmt.gib_range(spread)})" if spread is not None else text
+
+    rows = [(msg.text("table.allocated"), figure("peak_allocated")),
+            (msg.text("table.reserved"), figure("peak_reserved")),
             (msg.text("table.on_device"), fmt.gib(est["device_total_bytes"])),
             (msg.text("table.peak_phase"), msg.site("phases", str(est.get("peak_phase"))))]
     if est.get("host_bytes"):
@@ -97,9 +99,18 @@ def verdict_text(entry: dict, fmt: Formatter, margin: float) -> str:
         code = ("fits" if entry["fits"] else
                 "fits_without_margin" if entry.get("fits_without_margin") else "does_not_fit")
     word = msg.text("verdict." + code) if msg.has("cli", "verdict." + code) else code
-    detail = msg.text("table.needs", need=fmt.gib(entry["required_bytes"]),
-                      margin=fmt.percent(margin), has=fmt.gib(entry["memory_bytes"]))
+    if "required_bytes" not in entry or "memory_bytes" not in entry:
+        return word
+    need, has = fmt.gib(entry["required_bytes"]), fmt.gib(entry["memory_bytes"])
+    detail = (msg.text("table.needs", need=need, margin=fmt.percent(margin), has=has) if margin
+              else msg.text("table.needs_no_margin", need=need, has=has))
     return f"{word} ({detail})"
+
+
+def verdict_heading(msg: Messages, margin: float) -> str:
+    if not margin:
+        return msg.text("table.verdict")
+    return msg.text("table.verdict_margin", margin=Formatter(msg).percent(margin))
 
 
 def _warnings(codes: list, msg: Messages) -> list[str]:
@@ -115,7 +126,7 @@ def render_estimate(est: dict, msg: Messages, verdicts: dict[str, dict] | None =
              msg.text("table.memory")]
     lines += _rows(memory_rows(est, fmt))
     if verdicts:
-        lines.append(msg.text("table.verdict_margin", margin=fmt.percent(margin)))
+        lines.append(verdict_heading(msg, margin))
         lines += _rows([(gpu, verdict_text(entry, fmt, margin)) for gpu, entry in verdicts.items()])
     lines += _warnings(est.get("warnings", []), msg)
     lines.append(msg.text("table.more", url=msg.methodology_url()))
@@ -130,7 +141,7 @@ def render_plan(plan: dict, msg: Messages) -> str:
              msg.text("table.memory")]
     lines += _rows(memory_rows(est, fmt))
     card = msg.text("table.gpus_count", n=plan["num_gpus"], gpu=plan["gpu"])
-    lines.append(msg.text("table.verdict_margin", margin=fmt.percent(margin)))
+    lines.append(verdict_heading(msg, margin))
     lines += _rows([(card, verdict_text(plan["fits"][plan["gpu"]], fmt, margin))])
     cost = plan["cost_usd"]
     lines.append(msg.text("table.time_cost"))
