@@ -4,6 +4,18 @@ A subcommand is a :class:`Command` in :data:`COMMANDS` (shown in that order); a 
 base request (``--request FILE`` here; a training-config importer can add ``--config FILE``) is
 a :class:`RequestSource` in :data:`REQUEST_SOURCES`. Sources are merged in list order, later
 keys winning, and the field flags override them all (:func:`calc.cli.commands.build_request`).
+
+A new subcommand (e.g. ``import``) is one module that calls, at import time::
+
+    register(Command("import", "cmd.import", configure, run, order=35))
+
+with ``configure(parser, msg)`` adding its arguments to its own (already created) parser and
+``run(args, ctx) -> exit status`` writing through :mod:`calc.cli.io` (``io.emit_json`` keeps
+the JSON format of the other commands), plus ``"cmd.import"`` in both message catalogues; the
+module is imported next to ``commands`` and ``sweep`` in :func:`calc.cli.app.main`. A new
+request source (``--config FILE``) is a ``register_source(RequestSource(...))`` in that module.
+Raise :class:`calc.errors.InputError` for bad input: the CLI turns it into the coded error and
+exit status 2.
 """
 
 from __future__ import annotations
