@@ -134,28 +134,18 @@ def cli_example(env, command: str) -> str:
 def cli_flags_table(env, command: str) -> str:
     """Every request flag of ``command`` with its meaning, default and allowed values."""
     from calc.cli.fields import field_specs
-    from calc.cli.helptext import allowed_text, default_text
+    from calc.cli.helptext import field_sentences
     from calc.cli.messages import Messages
 
     lang = page_language(env)
     msg = Messages(lang)
     head = _HEAD[lang]
-    default_word, allowed_word = msg.text("help.default"), msg.text("help.allowed")
     rows = [f"| {head[0]} | {head[1]} |", "|---|---|"]
     for spec in field_specs(command):
         if command == "plan" and spec.table != "plan":
             continue
         flag = f"`{spec.flag}`" + (f" / `--no-{spec.flag[2:]}`" if spec.kind == "bool" else "")
-        parts = [msg.help(spec.key) or msg.label(spec.key)]
-        unit = msg.unit(spec.key)
-        if unit:
-            parts.append(f"{msg.text('help.unit')}: {unit}.")
-        parts.append(msg.text("help.required").capitalize() + "." if spec.required
-                     else f"{default_word}: {default_text(spec, msg)}.")
-        allowed = ", ".join(spec.choices) if spec.kind == "enum" and spec.choices else allowed_text(spec, msg)
-        if allowed:
-            parts.append(f"{allowed_word}: {allowed}.")
-        rows.append(f"| {flag} | {_cell(' '.join(parts))} |")
+        rows.append(f"| {flag} | {_cell(' '.join(field_sentences(spec, msg)))} |")
     return "\n".join(rows)
 
 

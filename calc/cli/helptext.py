@@ -60,23 +60,32 @@ def default_text(spec: FieldSpec, msg: Messages) -> str:
     return str(spec.default)
 
 
-def field_help(spec: FieldSpec, msg: Messages) -> str:
-    """One flag's help line: meaning (the site's label when the CLI has no text for a newer
-    key), then unit, default and allowed values."""
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def field_sentences(spec: FieldSpec, msg: Messages, name_values: bool = True) -> list[str]:
+    """What a key is (the site's label when the CLI has no text for a newer key), then its
+    unit, default and allowed values, one sentence each."""
     parts = [msg.help(spec.key) or msg.label(spec.key)]
     unit = msg.unit(spec.key)
     if unit:
-        parts.append(f"{msg.text('help.unit')}: {unit}.")
+        parts.append(f"{_cap(msg.text('help.unit'))}: {unit}.")
     if spec.required:
-        parts.append(msg.text("help.required").capitalize() + ".")
+        parts.append(_cap(msg.text("help.required")) + ".")
     else:
-        parts.append(f"{msg.text('help.default')}: {default_text(spec, msg)}.")
+        parts.append(f"{_cap(msg.text('help.default'))}: {default_text(spec, msg)}.")
     allowed = allowed_text(spec, msg)
-    if spec.kind == "enum" and spec.choices:
+    if spec.kind == "enum" and spec.choices and name_values:
         allowed = ", ".join(_choice(value, msg) for value in spec.choices)
     if allowed:
-        parts.append(f"{msg.text('help.allowed')}: {allowed}.")
-    return " ".join(parts).replace("%", "%%")  # argparse formats help with %
+        parts.append(f"{_cap(msg.text('help.allowed'))}: {allowed}.")
+    return parts
+
+
+def field_help(spec: FieldSpec, msg: Messages) -> str:
+    """One flag's ``--help`` text."""
+    return " ".join(field_sentences(spec, msg)).replace("%", "%%")  # argparse formats help with %
 
 
 def _examples(prog: str) -> list[tuple[str, str]]:
