@@ -167,6 +167,31 @@ def response_fields(env, command: str) -> str:
     return "\n".join(rows)
 
 
+def response_codes(env, section: str) -> str:
+    """The codes calc answers with in ``section`` (``components``, ``phases``, ``warnings``) and
+    what the site calls each: every code a response can hold, with the page's words for it."""
+    from calc.cli.messages import Messages
+
+    lang = page_language(env)
+    codes = _codes(section)
+    msg = Messages(lang)
+    head = {"es": ("Código", "Significado"), "en": ("Code", "Meaning")}[lang]
+    rows = [f"| {head[0]} | {head[1]} |", "|---|---|"]
+    rows += [f"| `{code}` | {_cell(msg.site(section, code))} |" for code in codes]
+    return "\n".join(rows)
+
+
+def _codes(section: str) -> list[str]:
+    """Components and phases: the keys of a real estimate; warnings: every code the site
+    translates (the calculator's tests keep that list equal to what calc can answer)."""
+    import calc
+    from calc.cli.messages import Messages
+
+    if section in ("components", "phases"):
+        return list(calc.estimate(REQUEST)[section])
+    return list(Messages("en")._data["site"]["warnings"])
+
+
 def schema_link(env, command: str) -> str:
     """A link to the published schema, relative to the page (the site may live under a sub-path)."""
     from calc.schema import FILE_NAMES
@@ -188,7 +213,8 @@ def api_example(env) -> str:
 
 
 def register(env) -> None:
-    for function in (cli_example, cli_flags_table, response_fields, schema_link, api_example):
+    for function in (cli_example, cli_flags_table, response_fields, response_codes, schema_link,
+                     api_example):
         def bound(*args, _f=function, **kwargs):
             return _f(env, *args, **kwargs)
         bound.__name__ = function.__name__

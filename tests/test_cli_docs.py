@@ -43,6 +43,16 @@ def test_response_tables_list_every_key_with_its_text(lang):
                 assert pair[0 if lang == "es" else 1].split(" (")[0][:30] in table
 
 
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_response_codes_cover_the_response(lang):
+    est = calc.estimate(cli_docs.REQUEST)
+    for section in ("components", "phases"):
+        table = cli_docs.response_codes(env(lang), section)
+        assert all(f"| `{code}` |" in table for code in est[section])
+    warnings = cli_docs.response_codes(env(lang), "warnings")
+    assert "| `seq_len_above_max_positions` |" in warnings and "does_not_fit_selected_gpu" in warnings
+
+
 def test_schema_links_are_relative_to_the_page():
     assert 'href="../schema/estimate-request.schema.json"' in cli_docs.schema_link(env("es", "api/"), "estimate")
     assert 'href="../../schema/plan-request.schema.json"' in cli_docs.schema_link(env("en", "en/api/"), "plan")
@@ -58,7 +68,8 @@ def test_cli_example_is_the_cli_on_a_terminal():
 def test_pages_exist_in_both_languages_and_in_the_nav():
     for lang in ("es", "en"):
         text = (ROOT / "docs" / lang / "api.md").read_text(encoding="utf-8")
-        for macro in ("cli_example(", "cli_flags_table(", "response_fields(", "schema_link(", "api_example()"):
+        for macro in ("cli_example(", "cli_flags_table(", "response_fields(", "response_codes(",
+                      "schema_link(", "api_example()"):
             assert macro in text, (lang, macro)
     assert "  - api.md" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
 
