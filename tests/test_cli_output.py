@@ -153,3 +153,11 @@ def test_listings_stay_json_on_a_terminal():
     from calc.presets import presets_listing
     rc, out, _ = run_main(["presets"], tty=True)
     assert rc == 0 and out == json.dumps(presets_listing(), indent=2, ensure_ascii=False) + "\n"
+
+
+def test_table_in_an_ascii_terminal_has_no_traceback():
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run([sys.executable, "-m", "calc", "estimate", "--model", "llama-3.1-8b", "--gpu", "l4",
+                           "--table", "--lang", "es"], capture_output=True, cwd=ROOT, env=env, timeout=60)
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr
+    assert b"Configuraci?n" in proc.stdout

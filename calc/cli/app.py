@@ -158,6 +158,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     lang, mode = _prescan(argv)
+    if mode != "json" and hasattr(sys.stdout, "reconfigure"):
+        # a terminal in a non-UTF-8 locale: "×" or "–" become "?" rather than a traceback
+        sys.stdout.reconfigure(errors="replace")
     ctx = Context(Messages(lang), mode, prog)
     try:
         name = _command_name(argv)
