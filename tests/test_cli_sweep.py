@@ -90,6 +90,13 @@ def test_bad_sweeps_are_coded_errors(argv, code):
     assert rc == 2 and json.loads(out)["error"]["code"] == code and "Traceback" not in err
 
 
+def test_sweep_of_a_request_that_is_no_object(tmp_path):
+    path = tmp_path / "req.json"
+    path.write_text("[1, 2]")
+    rc, out, err = run_main(["sweep", "--request", str(path), "--seq-len", "1,2"])
+    assert rc == 2 and json.loads(out)["error"]["code"] == "request_not_object" and "Traceback" not in err
+
+
 def test_sweep_values():
     seq = spec_by_key("plan")["seq_len"]
     assert sweep_values(seq, "512..2048:512") == [512, 1024, 1536, 2048]

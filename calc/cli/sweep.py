@@ -70,9 +70,9 @@ def plan_sweep(args: argparse.Namespace) -> tuple[str, list, list[dict], str, fl
     spec, values = swept[0]
     setattr(args, spec.key, None)
     base = build_request(args, specs)
-    if not isinstance(base, dict):
-        base = {} if base is None else base
-    command = "plan" if isinstance(base, dict) and "dataset_tokens" in base else "estimate"
+    if not isinstance(base, dict):  # the code calc gives such a request
+        raise InputError("request_not_object", None, type(base).__name__)
+    command = "plan" if "dataset_tokens" in base else "estimate"
     from ..memory import estimate_dict
     from ..plan import PLAN_FIELDS, plan_dict
     from ..request import check_number
@@ -80,11 +80,10 @@ def plan_sweep(args: argparse.Namespace) -> tuple[str, list, list[dict], str, fl
     margin = PLAN_FIELDS["safety_margin"][0]
     responses = []
     for value in values:
-        request = {**base, spec.key: value} if isinstance(base, dict) else base
+        request = {**base, spec.key: value}
         if command == "plan":
             responses.append(plan_dict(request))
             continue
-        request = dict(request)
         gpu = request.pop("gpu", None)
         if "safety_margin" in request:
             margin = float(check_number("safety_margin", request.pop("safety_margin"), 0.0, 1.0))
