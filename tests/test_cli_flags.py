@@ -6,6 +6,7 @@ import json
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calc.cli.fields import field_specs
 from calc.cli.flags import flags_for_request, parse_number
@@ -141,3 +142,25 @@ def test_mistyped_flags_get_the_closest_and_prefixes_are_refused():
 def test_plan_keys_are_not_estimate_flags():
     rc, out, _ = run_main(["estimate", "--model", "llama-3.1-8b", "--dataset-tokens", "5"])
     assert rc == 2 and json.loads(out)["error"]["code"] == "bad_arguments"
+
+
+_WORDS = ["estimate", "plan", "sweep", "schema", "--model", "llama-3.1-8b", "{", '{"hf_config": 1}',
+          "--seq-len", "1..4", "0", "-1", "1e999", "nan", "2,3", "--gpu", "l4", "l4,nope", "--json",
+          "--table", "--csv", "--lang", "es", "--method", "qlora,full", "--lora-targets", "", ",",
+          "--no-chunked-loss", "--dataset-tokens", "1e7", "--mfu", "null", "--hf-config",
+          "/nonexistent", "--request", "--safety-margin", "2", "--micro-batch-size", "1..3:0", "x"]
+
+
+@settings(max_examples=200)
+@given(argv=st.lists(st.sampled_from(_WORDS), max_size=10))
+def test_no_argument_list_gives_a_traceback(argv):
+    """Whatever is typed, the CLI answers (status 0) or names the problem (status 2)."""
+    rc, out, err = run_main(argv, tty=False)
+    assert rc in (0, 2), (argv, rc)
+    if rc == 2:
+        import calc.cli.app as app
+        human = app._prescan(argv)[1] != "json"  # --table or --csv asked, and no --json
+        if human:  # asked for a table or CSV: one line on stderr
+            assert out == "" and err.startswith("error ["), argv
+        else:
+            assert "error" in json.loads(out), argv
