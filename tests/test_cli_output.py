@@ -161,3 +161,10 @@ def test_table_in_an_ascii_terminal_has_no_traceback():
                            "--table", "--lang", "es"], capture_output=True, cwd=ROOT, env=env, timeout=60)
     assert proc.returncode == 0 and b"Traceback" not in proc.stderr
     assert b"Configuraci?n" in proc.stdout
+
+
+def test_estimate_against_every_card():
+    from calc.gpus import all_gpus
+    rc, out, _ = run_main(["estimate", "--model", "llama-3.1-8b", "--gpu", "all", "--lang", "en"], tty=True)
+    lines = out.split("Verdict")[1].splitlines()[1:]
+    assert rc == 0 and [line.split()[0] for line in lines[:len(all_gpus())]] == [g.id for g in all_gpus()]

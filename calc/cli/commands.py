@@ -114,6 +114,8 @@ def verdict_cards(args: argparse.Namespace) -> tuple[list, float]:
     if not ids:
         return [], margin
     from .. import gpus
+    if ids == ["all"]:
+        return list(gpus.all_gpus()), margin
     return [gpus.get_gpu(i, "gpu") for i in ids], margin
 
 
