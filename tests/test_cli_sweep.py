@@ -103,3 +103,38 @@ def test_sweep_values():
     assert sweep_values(seq, "4096") is None
     assert sweep_values(spec_by_key("plan")["lora_targets"], "q_proj,v_proj") is None
     assert sweep_values(spec_by_key("plan")["epochs"], "0.5,1,1.5") == [0.5, 1, 1.5]
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from calc.cli.fields import field_specs  # noqa: E402
+from calc.cli.flags import flags_for_request  # noqa: E402
+from cli_run import requests  # noqa: E402
+
+_SWEEPABLE = [s for s in field_specs("estimate") if s.kind in ("int", "enum")]
+
+
+@settings(max_examples=30)
+@given(request=requests("estimate"), data=st.data())
+def test_any_sweep_equals_its_single_runs(request, data):
+    """Property: over a random key (a list of its values), each run of the sweep is the
+    response (or the error) of the single run with that value."""
+    spec = data.draw(st.sampled_from(_SWEEPABLE))
+    if spec.kind == "enum":
+        values = data.draw(st.lists(st.sampled_from(spec.choices), min_size=2, max_size=3, unique=True))
+    else:
+        values = data.draw(st.lists(st.integers(1, 64), min_size=2, max_size=3, unique=True))
+    base = {k: v for k, v in request.items() if k != spec.key}
+    flags = flags_for_request(base, field_specs("estimate"))
+    rc, out, _ = run_main(["sweep", *flags, f"{spec.flag}={','.join(map(str, values))}"])
+    singles = [run_main(["estimate", *flags_for_request({**base, spec.key: v}, field_specs("estimate"))])
+               for v in values]
+    if all(r[0] == 0 for r in singles):
+        assert rc == 0
+        runs = json.loads(out)["runs"]
+        assert [r["value"] for r in runs] == values
+        assert [r["response"] for r in runs] == [json.loads(s[1]) for s in singles]
+    else:  # the first failing value stops the sweep with its error
+        first = next(s for s in singles if s[0] != 0)
+        assert rc == 2 and json.loads(out) == json.loads(first[1])
