@@ -16,7 +16,6 @@ from calc.cli.messages import Messages
 from calc.cli.table import render_estimate, render_plan
 from calc.memory import estimate_dict
 from calc.plan import plan_dict
-from calc.recommend import fit_entry
 from cli_run import dumps, run_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +33,8 @@ PLAN = {
     "gpu": "rtx-4090", "num_gpus": 1, "sharding": "none", "safety_margin": 0.25,
     "memory": {**ESTIMATE, "peak_allocated_range_bytes": [int(16.1 * GIB), int(19.2 * GIB)],
                "peak_reserved_range_bytes": [int(17.9 * GIB), int(21.3 * GIB)], "warnings": []},
-    "fits": {"rtx-4090": {**fit_entry(int(20.04 * GIB), int(23.99 * GIB), 0.25), "verdict": "borderline"}},
+    "fits": {"rtx-4090": {"fits": False, "fits_without_margin": True, "memory_bytes": int(23.99 * GIB),
+                          "required_bytes": int(25.05 * GIB), "verdict": "borderline"}},
     "time_hours": 15.46, "time": {"tokens_per_second": 12345.6},
     "cost_usd": {"total": 1234.5, "final_run": 10.56},
     "recommendations": {"configs": [
@@ -56,9 +56,14 @@ def _snapshot(name: str, text: str) -> None:
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_estimate_table_snapshot(lang):
     msg = Messages(lang)
-    verdicts = {"rtx-4090": fit_entry(ESTIMATE["device_total_bytes"], int(23.99 * GIB), 0.25),
-                "a100-80gb-sxm": fit_entry(ESTIMATE["device_total_bytes"], 80 * GIB, 0.25),
-                "l4": fit_entry(ESTIMATE["device_total_bytes"], int(22.5 * GIB), 0.25)}
+    # fixed entries (not calc.recommend's), so the snapshot tests the rendering only: one without
+    # calc's verdict code (the table derives it), two with it
+    need = int(25.05 * GIB)
+    verdicts = {"rtx-4090": {"fits": False, "fits_without_margin": True, "memory_bytes": int(23.99 * GIB),
+                             "required_bytes": need},
+                "a100-80gb-sxm": {"fits": True, "verdict": "fits", "memory_bytes": 80 * GIB, "required_bytes": need},
+                "l4": {"fits": False, "verdict": "does_not_fit", "memory_bytes": int(22.5 * GIB),
+                       "required_bytes": need}}
     _snapshot(f"cli_estimate_{lang}.txt", render_estimate(ESTIMATE, msg, verdicts, 0.25))
 
 

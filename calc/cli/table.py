@@ -54,6 +54,17 @@ def _range_pair(value: object) -> tuple[float, float] | None:
     return None
 
 
+def _device_range(est: dict) -> tuple[int, int] | None:
+    """What nvidia-smi would show as a range, where calc gives one (``recommend.device_range``):
+    the range the verdicts judge."""
+    from .. import recommend
+
+    if not hasattr(recommend, "device_range") or not est.get("peak_reserved_range_bytes"):
+        return None
+    low, high = recommend.device_range(est)
+    return (low, high) if low != high else None
+
+
 def _rows(rows: list[tuple[str, str]], indent: str = "  ") -> list[str]:
     width = max((len(label) for label, _ in rows), default=0)
     return [f"{indent}{label.ljust(width)}  {value}" for label, value in rows]
@@ -81,9 +92,13 @@ def memory_rows(est: dict, fmt: Formatter) -> list[tuple[str, str]]:
         spread = _range_pair(est.get(key + "_range_bytes"))
         return f"{text} ({fmt.gib_range(spread)})" if spread is not None else text
 
+    total = fmt.gib(est["device_total_bytes"])
+    device = _device_range(est)
+    if device is not None:
+        total = f"{total} ({fmt.gib_range(device)})"
     rows = [(msg.text("table.allocated"), figure("peak_allocated")),
             (msg.text("table.reserved"), figure("peak_reserved")),
-            (msg.text("table.on_device"), fmt.gib(est["device_total_bytes"])),
+            (msg.text("table.on_device"), total),
             (msg.text("table.peak_phase"), msg.site("phases", str(est.get("peak_phase"))))]
     if est.get("host_bytes"):
         rows.append((msg.text("table.host"), fmt.gib(est["host_bytes"])))
