@@ -46,6 +46,15 @@ def plan_setup(request: Mapping[str, Any]) -> dict[str, Any]:
     return plan_dict(request)
 
 
+def __getattr__(name: str) -> Any:
+    """``calc.plan`` after a bare ``import calc``: the submodule, imported on first use."""
+    if name == "plan":
+        import importlib  # not "from . import plan": that asks this function again
+
+        return importlib.import_module(".plan", __name__)
+    raise AttributeError(f"module 'calc' has no attribute {name!r}")
+
+
 def run(command: str, request: object) -> dict[str, Any]:
     """One entry for the browser worker: ``{"result": ...}`` or ``{"error": ...}``, never raises
     for bad input."""

@@ -45,6 +45,10 @@ ESTIMATE_KEYS = {
     "phases": ("Memoria asignada al final de cada fase: fase → bytes.",
                "Allocated memory at each phase: phase → bytes."),
     "params_total": ("Parámetros del modelo.", "Parameters of the model."),
+    "params_active": ("Parámetros activos por token (en un MoE, los de los expertos elegidos; si "
+                      "no, todos).",
+                      "Parameters active per token (in a MoE, those of the chosen experts; "
+                      "otherwise all)."),
     "params_trainable": ("Parámetros entrenables (los de los adaptadores con LoRA y QLoRA).",
                          "Trainable parameters (the adapters' with LoRA and QLoRA)."),
     "host_bytes": ("RAM de la CPU que ocupa la descarga (offload), en bytes.",
@@ -64,6 +68,16 @@ ESTIMATE_KEYS = {
                  "Warning codes (valid but suspicious combinations)."),
     "request": ("La petición validada, con todos los valores por defecto rellenados.",
                 "The validated request, every default filled in."),
+    "peak_allocated_range_bytes": ("Intervalo [bajo, alto] del pico asignado según el error "
+                                   "medido del modelo para este método (bytes; calc.calibration).",
+                                   "Range [low, high] of the peak allocated from the model's "
+                                   "measured error for this method (bytes; calc.calibration)."),
+    "peak_reserved_range_bytes": ("Intervalo [bajo, alto] del pico reservado, del mismo modo "
+                                  "(bytes); con lo que el asignador no ve, da el intervalo que "
+                                  "juzgan los veredictos.",
+                                  "Range [low, high] of the peak reserved, likewise (bytes); with "
+                                  "what the allocator does not see, it gives the range the "
+                                  "verdicts judge."),
 }
 PLAN_KEYS = {
     "gpu": ("Tarjeta elegida (id de catálogo).", "Chosen card (catalogue id)."),

@@ -13,6 +13,7 @@ REQUEST = {"model": "llama-3.1-8b", "method": "qlora", "dataset_tokens": 1e7, "g
 
 
 @pytest.mark.parametrize("first", ["from calc import estimate, plan",
+                                   "import calc; estimate, plan = calc.estimate, calc.plan",
                                    "import calc.plan; from calc.plan import plan_dict; from calc import estimate, plan",
                                    "import calc; calc.run('plan', {}); from calc import estimate, plan"])
 def test_plan_is_callable_whatever_was_imported_first(first):

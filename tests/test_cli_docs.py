@@ -38,6 +38,7 @@ def test_response_tables_list_every_key_with_its_text(lang):
         table = cli_docs.response_fields(env(lang), command)
         for key in response:
             assert f"| `{key}` |" in table
+            assert key in texts, f"describe {command} response key {key!r} in macros/cli_docs.py"
         for key, pair in texts.items():
             if key in response:
                 assert pair[0 if lang == "es" else 1].split(" (")[0][:30] in table
