@@ -11,8 +11,6 @@ table on a terminal, ``--csv`` (raw numbers), or JSON ``{"field", "runs": [{"val
 from __future__ import annotations
 
 import argparse
-import csv
-import io as _io
 import re
 
 from ..errors import CalcError, InputError
@@ -140,6 +138,9 @@ def _row(key: str, value: object, response: dict, command: str) -> dict:
 
 
 def render_csv(key: str, values: list, responses: list[dict], command: str) -> str:
+    import csv  # here, not at the top: every start of the CLI imports this module
+    import io as _io
+
     rows = [_row(key, v, r, command) for v, r in zip(values, responses)]
     out = _io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
