@@ -50,6 +50,12 @@ def load_strings() -> dict:
         return json.load(handle)
 
 
+def load_gpu_names() -> dict[str, str]:
+    """Card id -> name, as the results show them."""
+    gpus = importlib.import_module("calc.gpus").gpus_listing()["gpus"]
+    return {g["id"]: g.get("name") or g["id"] for g in gpus}
+
+
 def request_fields() -> dict[str, tuple]:
     """Every request key of the command with ``(default, kind, extra)``, as calc declares it."""
     from calc.request import ESTIMATE_FIELDS
@@ -220,9 +226,13 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
     """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, boot,
     js (each relative to the page)."""
     # the page's strings, plus the cards' names for the results (ids in the response)
-    strings = dict(load_strings()[lang], gpus={g["id"]: g.get("name") or g["id"] for g in gpus})
-    result = compute(default_request())
+    strings = dict(load_strings()[lang], gpus={g["id"]: g.get("name") or g["id"] for g in gpus})  # = load_gpu_names()
+    request = default_request()
+    result = compute(request)
+    # data-static-request: the request of the build-time result; the page shows that result
+    # as the form's only while the form holds this very request (calculator.js).
     root = ["div", {"class": "calc", "id": "calc", "data-calc-state": "static", "data-lang": lang,
+                    "data-static-request": json.dumps(request, separators=(",", ":")),
                     "data-command": COMMAND, "data-worker": urls["worker"],
                     "data-pyodide": urls["pyodide"], "data-bundle": urls["bundle"],
                     "data-snapshot": urls["snapshot"]},
@@ -238,6 +248,10 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
               ["div", {"class": "calc-general", "data-error-for": "_general", "role": "alert",
                        "hidden": "hidden"}],
               ["p", {"class": "calc-stale-note", "hidden": "hidden"}, strings["ui"]["stale_note"]],
+              # shown instead of the results while they belong to another request (boot.js
+              # shows it at once for a shared link, before the build-time figures are drawn)
+              ["p", {"class": "calc-pending-note", "role": "status", "hidden": "hidden"},
+               strings["ui"]["pending_note"]],
               ["div", {"class": "calc-results-slot"},
                view.render_results(result, lang, strings)]]],
             ["script", {"type": "module", "src": urls["js"]}]]

@@ -9,9 +9,11 @@ loaded page per language serves them all; a few go through the form.
 
 from __future__ import annotations
 
+import html
 import html.parser
 import json
 import math
+import re
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
@@ -26,7 +28,10 @@ ARTIFACTS = REPO_ROOT / "artifacts"
 READY_TIMEOUT_MS = 90_000
 FIELDS = calculator.request_fields()
 STATE = "document.getElementById('calc').dataset.calcState"
-COMPUTED = "Number(document.getElementById('calc').dataset.computed || 0)"
+# The page's public signal: "ready" = every number on show belongs to the form's request;
+# "invalid" = the form's errors are all on show. Tests wait for it alone.
+SETTLED = f"['ready', 'invalid'].includes({STATE})"
+WORKER_UP = "document.getElementById('calc').dataset.calcWorker === 'up'"  # private
 OUTPUTS_JS = """() => [...document.querySelectorAll('#calc [data-output][data-value]')]
     .map(el => [el.dataset.output, el.dataset.value, el.textContent])"""
 
@@ -184,23 +189,22 @@ class Calc:
         self.wait_ready()
 
     def wait_ready(self) -> None:
-        self.page.wait_for_function(f"{STATE} === 'ready' && {COMPUTED} > 0",
-                                    timeout=READY_TIMEOUT_MS)
+        self.page.wait_for_function(f"{STATE} === 'ready'", timeout=READY_TIMEOUT_MS)
 
-    def computed(self) -> int:
-        return self.page.evaluate(COMPUTED)
+    def settle(self) -> None:
+        """After an edit (the page turns "computing" at once): its answer is on show."""
+        self.page.wait_for_function(SETTLED, timeout=READY_TIMEOUT_MS)
 
-    def wait_computed(self, before: int) -> None:
-        self.page.wait_for_function(f"n => {COMPUTED} > n", arg=before, timeout=30_000)
+    def wait_worker(self) -> None:
+        self.page.wait_for_function(WORKER_UP, timeout=READY_TIMEOUT_MS)
 
     def navigate(self, query: dict) -> None:
         """Go to a query the way the back button does: no reload."""
-        before = self.computed()
         self.page.evaluate("""q => {
             history.pushState(null, '', location.pathname + q);
             window.dispatchEvent(new PopStateEvent('popstate'));
         }""", "?" + urlencode(query) if query else "")
-        self.wait_computed(before)
+        self.settle()
 
     def outputs(self) -> list:
         return self.page.evaluate(OUTPUTS_JS)
@@ -246,6 +250,100 @@ def test_page_matches_cpython(calc_page, query):
     assert warnings == list(response.get("warnings", []))
 
 
+# ---------------------------------------------------------------- shared links
+
+# Records, from the first script on, every moment the page says "ready" (the numbers it
+# shows then, and its key) and whether any number was visible while it did not.
+WATCH_JS = """(() => {
+  const log = window.__calcLog = { ready: [], visibleWhileNotReady: [], states: [] };
+  const outputs = () => [...document.querySelectorAll('#calc [data-output][data-value]')];
+  function sample(root) {
+    const state = root.dataset.calcState;
+    if (log.states[log.states.length - 1] !== state) log.states.push(state);
+    if (state === 'ready') {
+      log.ready.push({ key: root.dataset.calcKey,
+                       values: outputs().map(el => [el.dataset.output, el.dataset.value]) });
+    } else {
+      const shown = outputs().filter(el => el.checkVisibility()).length;
+      if (shown) log.visibleWhileNotReady.push([state, shown]);
+    }
+  }
+  function watch(root) {
+    new MutationObserver(() => sample(root)).observe(root, { attributes: true,
+      attributeFilter: ['data-calc-state', 'data-calc-key'] });
+    const frame = () => { sample(root); if (!log.ready.length) requestAnimationFrame(frame); };
+    frame();
+  }
+  const found = () => document.getElementById('calc');
+  if (found()) watch(found());
+  else new MutationObserver((_, obs) => { if (found()) { obs.disconnect(); watch(found()); } })
+    .observe(document, { childList: true, subtree: true });
+})()"""
+
+# Shared links, including one that differs from the default in every group of the form.
+SHARED_LINKS = [
+    ("en", {"model": "llama-2-7b", "method": "qlora", "micro_batch_size": "2", "seq_len": "4096"}),
+    ("es", {"model": "mistral-7b",  # model
+            "method": "full", "optimizer": "adamw-8bit",  # method
+            "micro_batch_size": "2", "gradient_checkpointing": "false", "seq_len": "1024",  # batch
+            "num_gpus": "2", "sharding": "zero3",  # parallelism
+            "gpu": "a100-80gb-sxm", "dataset_tokens": "200000000", "epochs": "2",  # plan
+            "mfu": "0.35", "startup_minutes": "20"}),  # advanced
+    ("en", {"model": "qwen2.5-7b", "num_gpus": "4", "sharding": "zero2", "gpu": "rtx-4090",
+            "price_per_gpu_hour": "0.5", "safety_margin": "0.1"}),
+    ("es", {"seq_len": "2048"}),  # spelled out, but the default setup: ready at once
+]
+
+
+def cli_plan(request: dict) -> dict:
+    """What ``python -m calc plan`` prints for a request."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "calc", "plan", "--request", "-"],
+                         input=json.dumps(request), capture_output=True, text=True,
+                         cwd=REPO_ROOT, timeout=60, check=True)
+    return json.loads(run.stdout)
+
+
+@pytest.mark.parametrize(("lang", "query"), SHARED_LINKS, ids=lambda x: str(x)[:50])
+def test_shared_link_never_shows_foreign_numbers(browser, site_server, lang, query):
+    context = browser.new_context()
+    page = context.new_page()
+    page.add_init_script(WATCH_JS)
+    problems = watch_offline(page, site_server.origin)
+    calc = Calc(page, site_server, lang)
+    calc.open(query)
+    calc.wait_worker()
+    page.wait_for_timeout(300)  # an answer arriving late would show here
+    log = page.evaluate("window.__calcLog")
+    expected = cli_plan(request_for(query))
+    assert log["ready"], log["states"]
+    assert log["visibleWhileNotReady"] == [], log
+    for seen in log["ready"]:
+        assert json.loads(seen["key"]) == request_for(query)
+        for path, raw in seen["values"]:
+            value = resolve(expected, path)
+            if isinstance(value, bool):
+                assert raw == ("true" if value else "false"), path
+            elif isinstance(value, int):
+                assert int(raw) == value, path
+            else:
+                assert math.isclose(float(raw), value, rel_tol=1e-9), path
+    assert calc.state() == "ready"
+    assert_parity(calc.outputs(), expected, lang)
+    if query == {"seq_len": "2048"}:
+        # boot.js withdraws any link's figures; calculator.js finds the default setup and
+        # shows the build-time figures as the form's, with no computation
+        assert log["states"] in (["static", "computing", "ready"], ["computing", "ready"])
+    else:
+        assert "computing" in log["states"]
+        # while computing, the results said so instead of showing the default's figures
+        assert page.locator("#calc .calc-pending-note").is_hidden()
+    context.close()
+    assert_clean(problems, f"shared link {query}")
+
+
 def test_enough_variations_cover_every_option():
     assert len(ALL_VARIATIONS) >= 30
     used = {key for query in ALL_VARIATIONS for key in query}
@@ -280,7 +378,10 @@ def test_static_result_is_in_the_html_and_equals_the_live_one(lang, built_site, 
     assert parser.found == tree_outputs(view.render_results(response, lang, STRINGS[lang]))
     page = shared_context.new_page()
     calc = Calc(page, site_server, lang)
-    calc.open()
+    calc.open()  # the default setup: the build-time figures are the form's, "ready" at once
+    assert [(p, v) for p, v, _ in calc.outputs()] == parser.found
+    calc.navigate({"seq_len": "1024"})
+    calc.navigate({})  # computed live this time
     assert [(p, v) for p, v, _ in calc.outputs()] == parser.found
     page.close()
 
@@ -291,15 +392,13 @@ def test_static_result_is_in_the_html_and_equals_the_live_one(lang, built_site, 
 def test_form_drives_the_same_numbers(calc_page):
     page = calc_page.page
     calc_page.navigate({})
-    before = calc_page.computed()
     page.fill("#calc-seq_len", "3072")
     page.select_option("#calc-method", "qlora")
     page.check("#calc-chunked_loss")
     page.fill("#calc-lora_targets", "q_proj, v_proj")
     page.fill("#calc-micro_batch_size", "2")
-    calc_page.wait_computed(before)
+    calc_page.settle()
     page.wait_for_function("() => location.search.includes('micro_batch_size=2')")
-    page.wait_for_timeout(300)  # let the last edit's result land
     query = {"seq_len": "3072", "method": "qlora", "chunked_loss": "true",
              "lora_targets": "q_proj,v_proj", "micro_batch_size": "2"}
     assert dict(parse_qsl(urlsplit(page.url).query)) == query
@@ -311,9 +410,8 @@ def test_pasted_config_drives_the_same_numbers(calc_page):
     page = calc_page.page
     calc_page.navigate({})
     page.click("#calc .calc-config summary")  # closed after a restore without a config
-    before = calc_page.computed()
     page.fill("#calc-hf_config", json.dumps(CUSTOM_CONFIG, indent=2))
-    calc_page.wait_computed(before)
+    calc_page.settle()
     response = view.run(calculator.COMMAND, request_for(
         {"model": json.dumps({"hf_config": CUSTOM_CONFIG})}))["result"]
     assert_parity(calc_page.outputs(), response, calc_page.lang)
@@ -325,11 +423,9 @@ def test_a_suggestion_applies_its_changes(calc_page):
     calc_page.navigate({"gpu": "rtx-3090"})
     response = view.run(calculator.COMMAND, request_for({"gpu": "rtx-3090"}))["result"]
     first = response["suggestions"][0]
-    before = calc_page.computed()
     page.locator("#calc button.calc-apply").first.click()
-    calc_page.wait_computed(before)
+    calc_page.settle()
     query = {"gpu": "rtx-3090", **{k: str(v) for k, v in first["changes"].items()}}
-    page.wait_for_timeout(200)
     assert dict(parse_qsl(urlsplit(page.url).query)) == query
     applied = view.run(calculator.COMMAND, request_for(query))["result"]
     assert_parity(calc_page.outputs(), applied, calc_page.lang)
@@ -380,7 +476,7 @@ def test_bad_input_is_reported_at_its_field_and_keeps_the_last_result(calc_page,
     assert found[1].startswith(message)
     assert calc_page.outputs() == good  # last good result kept
     assert calc_page.page.locator("#calc .calc-stale-note").is_visible()
-    assert calc_page.state() == "ready"
+    assert calc_page.state() == "invalid"
     assert calc_page.page.evaluate("window.__pwned") is None
     assert calc_page.page.locator("#calc script:not([type='application/json']):not([src])").count() == 0
     assert calc_page.page.locator("#calc img, #calc .calc-error svg").count() == 0
@@ -415,7 +511,6 @@ def test_empty_field_and_calc_errors_show_together(calc_page):
     assert calc_page.outputs() == good  # a check never shows results
     assert calc_page.page.locator("#calc .calc-stale-note").is_visible()
     calc_page.navigate({"seq_len": ""})  # only the empty field: calc finds nothing more
-    calc_page.page.wait_for_timeout(300)
     assert calc_page.error_for("seq_len")[0] == "empty_value"
     assert calc_page.error_for("micro_batch_size") is None
     assert calc_page.outputs() == good
@@ -440,9 +535,10 @@ def test_worker_crash_is_reported_and_the_worker_restarted(browser, site_server)
     page = context.new_page()
     calc = Calc(page, site_server, "en")
     calc.open()
+    calc.wait_worker()
     page.evaluate("document.getElementById('calc').calculator.crashWorker()")
     page.wait_for_function("document.getElementById('calc').dataset.calcRestarts === '1'")
-    calc.wait_ready()
+    calc.wait_worker()
     assert page.locator("#calc .calc-status").get_attribute("data-status") == "status_restarted"
     calc.navigate({"seq_len": "512"})
     response = view.run(calculator.COMMAND, request_for({"seq_len": "512"}))["result"]
@@ -466,9 +562,8 @@ def test_url_round_trip(shared_context, site_server):
     assert not page.is_checked("#calc-gradient_checkpointing")
     # the URL holds only non-default values; lists keep their commas
     assert "lora_targets=q_proj,v_proj" in page.url and "model=" not in page.url
-    before = calc.computed()
     page.fill("#calc-seq_len", "8192")
-    calc.wait_computed(before)
+    calc.settle()
     page.wait_for_function("() => location.search.includes('seq_len=8192')")
     shown = calc.outputs()
     page.goto(page.url)
@@ -484,9 +579,8 @@ def test_language_switch_keeps_the_state(shared_context, site_server):
     problems = watch_offline(page, site_server.origin)
     calc = Calc(page, site_server, "es")
     calc.open({"method": "full", "seq_len": "1024"})
-    before = calc.computed()
     page.select_option("#calc-optimizer", "adamw-8bit")
-    calc.wait_computed(before)
+    calc.settle()
     href = page.get_attribute('a[hreflang="en"]', "href")
     assert urlsplit(href).path.endswith("/en/calculator/")
     assert dict(parse_qsl(urlsplit(href).query)) == {
@@ -510,15 +604,18 @@ def test_offline_from_the_start_and_after_load(browser, site_server):
     context = browser.new_context()
     page = context.new_page()
     problems = watch_offline(page, site_server.origin)  # every non-localhost request aborted
+    fetched = []
+    page.on("requestfinished",
+            lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(".snapshot.gz") else None)
     calc = Calc(page, site_server, "en")
     calc.open()
-    before = calc.computed()
     page.fill("#calc-seq_len", "1536")
-    calc.wait_computed(before)
+    calc.settle()
+    # loaded: the worker has also fetched the snapshot it keeps for the next visit
+    assert _snapshot_fetched(fetched, page)
     context.set_offline(True)
-    before = calc.computed()
     page.fill("#calc-seq_len", "2560")
-    calc.wait_computed(before)
+    calc.settle()
     assert calc.state() == "ready"
     response = view.run(calculator.COMMAND, request_for({"seq_len": "2560"}))["result"]
     assert_parity(calc.outputs(), response, "en")
@@ -582,6 +679,36 @@ def test_no_axe_violations(browser, site_server, lang, color_scheme):
     assert results.violations_count == 0, results.generate_report()
 
 
+NO_WORKER_JS = {
+    "no Worker at all": "delete window.Worker;",
+    # a browser that ignores {type: "module"} (it would run the worker as a classic script)
+    "classic workers only": """(() => { const Classic = window.Worker;
+        window.Worker = function (url) { return new Classic(url); }; })()""",
+}
+
+
+@pytest.mark.parametrize("how", sorted(NO_WORKER_JS))
+@pytest.mark.parametrize("query", [{}, {"seq_len": "4096"}], ids=["default", "shared-link"])
+def test_without_module_workers_the_page_ends_in_error(browser, site_server, how, query):
+    context = browser.new_context()
+    page = context.new_page()
+    page.add_init_script(NO_WORKER_JS[how])
+    calc = Calc(page, site_server, "en")
+    page.goto(calc.url(query))
+    page.wait_for_function(f"{STATE} === 'error'", timeout=30_000)
+    status = page.locator("#calc .calc-status")
+    visible = page.locator("#calc [data-output]").evaluate_all(
+        "els => els.filter(e => e.checkVisibility()).length")
+    if query:  # the default's figures are not passed off as the link's
+        assert status.get_attribute("data-status") == "status_error_other"
+        assert visible == 0
+    else:  # the build-time figures are the form's: they stay
+        assert status.get_attribute("data-status") == "status_error"
+        assert visible > 0
+    assert status.text_content() == STRINGS["en"]["ui"][status.get_attribute("data-status")]
+    context.close()
+
+
 def test_when_pyodide_cannot_start_the_static_result_stays(browser, site_server):
     context = browser.new_context()
     context.route("**/assets/calc/*.zip", lambda route: route.abort())
@@ -617,6 +744,7 @@ def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
             lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(".snapshot.gz") else None)
     calc = Calc(page, site_server, "en")
     calc.open()
+    calc.wait_worker()
     assert _timings(page)["snapshot"] is False
     assert _snapshot_fetched(fetched, page)
     snapshot = page.evaluate("document.getElementById('calc').dataset.snapshot")
@@ -629,6 +757,7 @@ def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
         page.wait_for_timeout(100)
     assert [u.split("/")[-1] for u in page.evaluate(stored)] == [snapshot.split("/")[-1]]
     calc.open({"method": "qlora", "seq_len": "4096"})
+    calc.wait_worker()
     assert _timings(page)["snapshot"] is True
     response = view.run(calculator.COMMAND, request_for({"method": "qlora", "seq_len": "4096"}))["result"]
     assert_parity(calc.outputs(), response, "en")

@@ -3,9 +3,15 @@
 // The page arrives with the build-time result (data-calc-state="static"); nothing here
 // blocks it. States: static -> loading -> ready, or error when Pyodide cannot start.
 
+import { CalcMachine, requestKey } from "./state.js";
+
 const SVG_NS = "http://www.w3.org/2000/svg";
 const MAX_RESTARTS = 3;
 const COMPUTE_TIMEOUT_MS = 15000;
+// A worker that has not started after this long (a stalled download) is replaced; after
+// MAX_RESTARTS the page says the calculator cannot run here. Generous: a first visit
+// downloads about 14 MB.
+const START_TIMEOUT_MS = 120000;
 
 const root = document.getElementById("calc");
 if (root) main(root);
@@ -16,6 +22,7 @@ function main(root) {
   const slot = root.querySelector(".calc-results-slot");
   const status = root.querySelector(".calc-status");
   const staleNote = root.querySelector(".calc-stale-note");
+  const pendingNote = root.querySelector(".calc-pending-note");
   const general = root.querySelector('[data-error-for="_general"]');
   const command = root.dataset.command;
   const lang = root.dataset.lang;
@@ -30,15 +37,10 @@ function main(root) {
 
   let worker = null;
   let restarts = 0;
-  let nextId = 1;
-  let inFlight = null; // {id, key, timer}
-  let pending = null; // {key}: the request's JSON text, waiting for the worker
-  let lastKey = null; // request last answered or in flight
-  let clientBlocked = false; // the form has an error found here: no result may replace it
-
-  const setState = (state) => {
-    root.dataset.calcState = state;
-  };
+  let computeTimer = null;
+  let startTimer = null;
+  let machine = null; // CalcMachine, made once the form has read the URL
+  let ownShown = false;
 
   // ------------------------------------------------------------ URL <-> form
 
@@ -211,7 +213,6 @@ function main(root) {
   function showClientErrors(errors) {
     clearErrors();
     for (const error of errors) showError(error);
-    staleNote.hidden = false;
   }
 
   function showGeneral() {
@@ -309,9 +310,7 @@ function main(root) {
   // The first worker was started by boot.js while the page was parsed; restarts use the
   // same function.
   function startWorker() {
-    setState("loading");
-    // results of the default setup under a shared link's inputs: keep saying so
-    setStatus(root.classList.contains("calc-stale") ? "status_static_stale" : "status_loading");
+    setWorker("starting");
     const booted = root.calcBootWorker;
     root.calcBootWorker = null;
     if (booted && root.calcBootFailed) {
@@ -319,124 +318,150 @@ function main(root) {
       restartWorker();
       return;
     }
-    worker = booted || root.calcStartWorker();
+    if (!booted && root.calcNoModuleWorker) {
+      fail("no module workers"); // boot.js found no module workers: no use trying again
+      return;
+    }
+    try {
+      worker = booted || root.calcStartWorker();
+    } catch (err) {
+      fail(String(err && err.message ? err.message : err));
+      return;
+    }
     worker.onmessage = (event) => onWorkerMessage(event.data);
     worker.onerror = (event) => {
       event.preventDefault();
       restartWorker();
     };
+    clearTimeout(startTimer);
+    startTimer = setTimeout(() => restartWorker(), START_TIMEOUT_MS);
     worker.postMessage({ type: "init", lang, strings });
   }
 
   function restartWorker() {
     if (worker) worker.terminate();
     worker = null;
-    if (inFlight) clearTimeout(inFlight.timer);
-    inFlight = null;
-    lastKey = null;
+    clearTimeout(computeTimer);
+    clearTimeout(startTimer);
     restarts += 1;
     root.dataset.calcRestarts = String(restarts);
     if (restarts > MAX_RESTARTS) {
-      setState("error");
-      setStatus("status_error");
+      fail("worker failed to start");
       return;
     }
+    apply(machine.workerRestarting());
     startWorker();
+  }
+
+  function fail(detail) {
+    if (worker) worker.terminate();
+    worker = null;
+    clearTimeout(startTimer);
+    root.dataset.calcFailure = String(detail).slice(0, 200);
+    setWorker("failed");
+    apply(machine.workerFailed(detail));
+  }
+
+  function setWorker(value) {
+    root.dataset.calcWorker = value; // private: tests and benchmarks
   }
 
   function onWorkerMessage(msg) {
     if (msg.type === "ready") {
+      clearTimeout(startTimer);
       root.dataset.calcTimings = JSON.stringify(msg.timings);
       performance.mark("calc-ready");
-      setState("ready");
-      setStatus(restarts ? "status_restarted" : "status_ready");
-      update();
+      setWorker("up");
+      apply(machine.workerUp());
     } else if (msg.type === "failed") {
-      setState("error");
-      setStatus("status_error");
-      root.dataset.calcFailure = String(msg.detail).slice(0, 200);
+      fail(msg.detail);
     } else if (msg.type === "crashed") {
       restartWorker();
     } else if (msg.type === "result") {
-      if (!inFlight || msg.id !== inFlight.id) return;
-      clearTimeout(inFlight.timer);
-      const check = inFlight.check;
-      inFlight = null;
-      if (!pending && check && clientBlocked) addCheckedErrors(msg.out);
-      else if (!pending && !check && !clientBlocked) show(msg.out);
-      send();
+      clearTimeout(computeTimer);
+      apply(machine.answer(msg.id, msg.out));
     }
   }
 
-  function show(out) {
-    clearErrors();
-    if ("error" in out) {
-      // every bad field at once (the worker names them all), the first one first
-      for (const error of Array.isArray(out.errors) ? out.errors : [out.error]) showError(error);
-      staleNote.hidden = false;
-    } else {
-      render(out);
+  // Carries out the machine's effects, then publishes its state.
+  function apply(effects) {
+    for (const effect of effects) {
+      if (effect.type === "send") {
+        clearTimeout(computeTimer);
+        computeTimer = setTimeout(restartWorker, COMPUTE_TIMEOUT_MS);
+        worker.postMessage({ type: "compute", id: effect.id, command, request: effect.key });
+      } else if (effect.type === "render") {
+        clearErrors();
+        render(effect.out);
+        delete root.dataset.inputError;
+        answered();
+      } else if (effect.type === "errors") {
+        if (!effect.add) clearErrors();
+        const out = effect.out;
+        // every bad field at once (calc names them all), the first one first
+        for (const error of Array.isArray(out.errors) ? out.errors : [out.error]) showError(error);
+        answered();
+      }
+    }
+    publish();
+  }
+
+  // The public signal: data-calc-state, and data-calc-key, the request the numbers on show
+  // belong to. Set last, after the results they describe are in the page.
+  function publish() {
+    const state = machine.state;
+    if (state === "ready" && "inputError" in root.dataset) {
+      // back to a request whose numbers are on show (no new answer): its errors go
+      clearErrors();
       delete root.dataset.inputError;
-      staleNote.hidden = true;
-      root.classList.remove("calc-stale");
     }
-    answered();
+    const results = machine.results;
+    staleNote.hidden = !(state === "invalid" && results !== "none");
+    root.classList.toggle("calc-withdrawn", machine.withdrawn);
+    pendingNote.hidden = !machine.withdrawn;
+    if (machine.shownKey === null) delete root.dataset.calcKey;
+    else root.dataset.calcKey = machine.shownKey;
+    root.dataset.calcResults = results;
+    slot.setAttribute("aria-busy", state === "computing" ? "true" : "false");
+    if (state === "error") {
+      setStatus(results === "current" ? "status_error" : "status_error_other");
+    } else if (state === "ready") {
+      // the build-time result, while the worker starts: edits wait for it
+      if (root.dataset.calcWorker !== "up") setStatus("status_static");
+      else setStatus(restarts ? "status_restarted" : "status_ready");
+    } else if (state === "computing") {
+      setStatus(machine.withdrawn ? "status_computing_yours" : "status_computing");
+    } else if (state === "invalid") {
+      setStatus("status_invalid");
+    }
+    root.dataset.calcState = state;
+    if (state === "ready" && !ownShown) {
+      ownShown = true;
+      performance.mark("calc-own-numbers"); // benchmarks: first numbers that are the form's
+    }
   }
 
-  // The answer to a check (the fields this page could read, sent while others are empty):
-  // calc's own messages join the ones already shown; its results are not shown.
-  function addCheckedErrors(out) {
-    if (!("error" in out)) return;
-    for (const error of Array.isArray(out.errors) ? out.errors : [out.error]) showError(error);
-    answered();
-  }
-
-  // Counts the answers shown (results or messages): tests and benchmarks wait on it.
+  // Counts the answers shown (results or messages): search-defer.js restarts its wait on it.
   function answered() {
     root.dataset.computed = String(Number(root.dataset.computed || "0") + 1);
   }
 
-  // One request in flight at most; the newest waiting one replaces older ones.
-  function send() {
-    if (!pending || inFlight || root.dataset.calcState !== "ready") return;
-    const { key, check } = pending;
-    pending = null;
-    const id = nextId++;
-    const timer = setTimeout(restartWorker, COMPUTE_TIMEOUT_MS);
-    inFlight = { id, key, timer, check };
-    lastKey = check ? null : key; // a check is never the last computed result
-    worker.postMessage({ type: "compute", id, command, request: key });
-  }
-
-  // force: compute even when the request did not change (a restored URL re-renders).
-  function update(force = false) {
+  function update() {
     syncUrl();
     const { request, errors } = buildRequest();
     let key = null;
     try {
-      key = JSON.stringify(request); // also what the worker receives: text, never a deep object
+      key = requestKey(request); // also what the worker receives: text, never a deep object
     } catch (err) {
       // nested beyond what JavaScript can serialise (stack overflow): refused here
       errors.hf_config = { code: "request_too_deep", field: "hf_config", value: null };
     }
     const clientErrors = Object.values(errors);
-    clientBlocked = clientErrors.length > 0;
-    if (clientBlocked) {
-      pending = null;
-      showClientErrors(clientErrors);
-      lastKey = null;
-      answered();
-      // The other fields still go to calc, so that their errors show at once too; not
-      // without a model (calc checks LoRA targets and sizes against it).
-      if (key !== null && "model" in request) {
-        pending = { key, check: true };
-        send();
-      }
-      return;
-    }
-    if (key === lastKey && !pending && !force) return;
-    pending = { key, check: false };
-    send();
+    const blocked = clientErrors.length > 0;
+    if (blocked) showClientErrors(clientErrors);
+    // With errors found here, the other fields still go to calc, so that their errors show
+    // at once too; not without a model (calc checks LoRA targets and sizes against it).
+    apply(machine.setForm(key, { blocked, check: key !== null && "model" in request }));
   }
 
   function onEdit(event) {
@@ -482,26 +507,29 @@ function main(root) {
     for (const folded of form.querySelectorAll("details")) folded.open = false;
     readUrl();
     clearErrors();
-    update(true);
+    update();
   }
 
   // ------------------------------------------------------------ start
 
   readUrl();
   clearErrors();
-  if (window.location.search && queryString() !== "") {
-    root.classList.add("calc-stale");
-    setStatus("status_static_stale");
-  }
   patchLanguageLinks(queryString());
+  // The build-time result is the default setup's: the form's own when the form holds it.
+  let shownKey = null;
+  try {
+    shownKey = requestKey(JSON.parse(root.dataset.staticRequest));
+  } catch (err) {
+    shownKey = null; // no build-time request: the figures on show count as no request's
+  }
+  machine = new CalcMachine({ shownKey });
   form.addEventListener("input", onEdit);
   form.addEventListener("change", onEdit);
   form.addEventListener("submit", (event) => event.preventDefault());
   slot.addEventListener("click", onApply);
   window.addEventListener("popstate", restoreFromUrl);
   // Client-side checks answer at once, before the worker is up.
-  const firstErrors = Object.values(buildRequest().errors);
-  if (firstErrors.length) showClientErrors(firstErrors);
+  update();
   root.calculator = {
     crashWorker: () => worker && worker.postMessage({ type: "crash" }),
   };
