@@ -60,14 +60,19 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_argument("--request", required=True, help="JSON file, or - for stdin")
     sub.add_parser("presets")
     sub.add_parser("gpus")
+    request: object = None
+    command = None
     try:
         args = parser.parse_args(argv)
+        command = args.command
         if args.command == "estimate":
             from .memory import estimate_dict
-            _emit(estimate_dict(_read_request(args.request)))
+            request = _read_request(args.request)
+            _emit(estimate_dict(request))
         elif args.command == "plan":
             from .plan import plan_dict
-            _emit(plan_dict(_read_request(args.request)))
+            request = _read_request(args.request)
+            _emit(plan_dict(request))
         elif args.command == "presets":
             from .presets import presets_listing
             _emit(presets_listing())
@@ -75,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
             from .gpus import gpus_listing
             _emit(gpus_listing())
     except CalcError as err:
-        _emit({"error": err.to_dict()})
+        if command in ("estimate", "plan") and request is not None:
+            from .field_errors import error_response  # adds "errors": every bad field
+            _emit(error_response(command, request, err))
+        else:
+            _emit({"error": err.to_dict()})
         return 2
     except RecursionError:  # absurdly nested JSON
         _emit({"error": {"code": "request_too_deep", "field": "request", "value": None}})

@@ -136,6 +136,11 @@ def assert_clean(problems, what: str) -> None:
 
 
 
+# URL parameters of the page that are not request keys: the form's mode, and the dataset
+# size as examples × average tokens (multiplied into dataset_tokens, which the URL holds too)
+PAGE_ONLY_PARAMS = {"mode", "examples", "example_tokens"}
+
+
 def to_number(text: str):
     """What the page sends for a number typed as ``text`` (JSON keeps whole numbers whole)."""
     value = float(text)
@@ -146,6 +151,8 @@ def request_for(query: dict) -> dict:
     """The request CPython gets for a URL query: the page's defaults, then the query."""
     request = calculator.default_request()
     for key, text in query.items():
+        if key in PAGE_ONLY_PARAMS:
+            continue
         kind = calculator.input_kind(FIELDS[key][1])
         if key == "model" and text.startswith("{"):
             request[key] = json.loads(text)
@@ -332,6 +339,12 @@ def test_shared_link_never_shows_foreign_numbers(browser, site_server, lang, que
                 assert math.isclose(float(raw), value, rel_tol=1e-9), path
     assert calc.state() == "ready"
     assert_parity(calc.outputs(), expected, lang)
+    # the verdict line, first in the results, says what the CLI's answer says
+    strings = dict(STRINGS[lang], gpus=calculator.load_gpu_names())
+    line = view.to_html(view.Renderer(expected, lang, strings).verdict())
+    verdict = page.locator("#calc .calc-results-slot .calc-verdict")
+    assert verdict.text_content() == html.unescape(re.sub(r"<[^>]+>", "", line))
+    assert verdict.get_attribute("data-verdict") in ("fits", "borderline", "does_not_fit")
     if query == {"seq_len": "2048"}:
         # boot.js withdraws any link's figures; calculator.js finds the default setup and
         # shows the build-time figures as the form's, with no computation
@@ -391,7 +404,7 @@ def test_static_result_is_in_the_html_and_equals_the_live_one(lang, built_site, 
 
 def test_form_drives_the_same_numbers(calc_page):
     page = calc_page.page
-    calc_page.navigate({})
+    calc_page.navigate({"mode": "advanced"})  # chunked loss and LoRA targets are advanced
     page.fill("#calc-seq_len", "3072")
     page.select_option("#calc-method", "qlora")
     page.check("#calc-chunked_loss")
@@ -399,7 +412,7 @@ def test_form_drives_the_same_numbers(calc_page):
     page.fill("#calc-micro_batch_size", "2")
     calc_page.settle()
     page.wait_for_function("() => location.search.includes('micro_batch_size=2')")
-    query = {"seq_len": "3072", "method": "qlora", "chunked_loss": "true",
+    query = {"mode": "advanced", "seq_len": "3072", "method": "qlora", "chunked_loss": "true",
              "lora_targets": "q_proj,v_proj", "micro_batch_size": "2"}
     assert dict(parse_qsl(urlsplit(page.url).query)) == query
     response = view.run(calculator.COMMAND, request_for(query))["result"]
@@ -426,7 +439,9 @@ def test_a_suggestion_applies_its_changes(calc_page):
     page.locator("#calc button.calc-apply").first.click()
     calc_page.settle()
     query = {"gpu": "rtx-3090", **{k: str(v) for k, v in first["changes"].items()}}
-    assert dict(parse_qsl(urlsplit(page.url).query)) == query
+    shown = dict(parse_qsl(urlsplit(page.url).query))
+    shown.pop("mode", None)  # a changed advanced option unfolds the advanced options
+    assert shown == query
     applied = view.run(calculator.COMMAND, request_for(query))["result"]
     assert_parity(calc_page.outputs(), applied, calc_page.lang)
 
@@ -455,13 +470,24 @@ BAD = [
     ({"method": "'\"><svg onload=window.__pwned=1>"}, "method", "unknown_value"),
     ({"dataset_tokens": "0"}, "dataset_tokens", "out_of_range"),
     ({"dataset_tokens": "-1e9"}, "dataset_tokens", "out_of_range"),
-    ({"safety_margin": "2"}, "safety_margin", "out_of_range"),
+    ({"safety_margin": "150"}, "safety_margin", "out_of_range"),  # 150 % (25 = 25 %)
     ({"price_per_gpu_hour": "-1"}, "price_per_gpu_hour", "out_of_range"),
     ({"epochs": "1,5,3"}, "epochs", "not_number"),
     ({"gpu": "gtx-480"}, "gpu", "unknown_gpu"),
     ({"mfu": "NaN"}, "mfu", "not_number"),
     ({"lora_dropout": "1.5"}, "lora_dropout", "out_of_range"),
 ]
+
+
+# errors about text the reader pasted or a model: no range to state
+ERRORS_WITHOUT_RANGE = {"empty_value", "config_json_invalid", "unsupported_architecture",
+                        "config_missing_key", "config_not_object", "unknown_preset"}
+
+
+def _valid_phrases(lang: str) -> list[str]:
+    ui = STRINGS[lang]["ui"]
+    return [text.split("{")[0] for key, text in ui.items()
+            if key.startswith("valid_") and key not in ("valid_percent", "valid_whole")]
 
 
 @pytest.mark.parametrize(("query", "field", "code"), BAD, ids=lambda x: str(x)[:40])
@@ -477,11 +503,53 @@ def test_bad_input_is_reported_at_its_field_and_keeps_the_last_result(calc_page,
     assert calc_page.outputs() == good  # last good result kept
     assert calc_page.page.locator("#calc .calc-stale-note").is_visible()
     assert calc_page.state() == "invalid"
+    if code not in ERRORS_WITHOUT_RANGE:  # the message says what would be valid
+        assert any(p in found[1] for p in _valid_phrases(calc_page.lang)), found[1]
     assert calc_page.page.evaluate("window.__pwned") is None
     assert calc_page.page.locator("#calc script:not([type='application/json']):not([src])").count() == 0
     assert calc_page.page.locator("#calc img, #calc .calc-error svg").count() == 0
     calc_page.navigate({})  # and it recovers
     assert calc_page.error_for(field) is None
+
+
+def test_an_unknown_value_in_the_url_is_shown_as_given(calc_page):
+    calc_page.navigate({"method": "bogus"})
+    page = calc_page.page
+    assert page.input_value("#calc-method") == "bogus"  # not a valid one in its place
+    assert calc_page.error_for("method")[0] == "unknown_value"
+    assert "full" in calc_page.error_for("method")[1] and "qlora" in calc_page.error_for("method")[1]
+    page.select_option("#calc-method", "qlora")
+    calc_page.settle()
+    assert calc_page.state() == "ready"
+    assert page.locator("#calc-method option[data-from-url]").count() == 0
+
+
+@pytest.mark.parametrize("text", ["25", "25 %", "0.25", "25%"])
+def test_the_margin_reads_percentages_and_shares(calc_page, text):
+    calc_page.navigate({"safety_margin": text.replace(".", ",") if calc_page.lang == "es" else text})
+    assert calc_page.state() == "ready"
+    key = json.loads(calc_page.page.evaluate("document.getElementById('calc').dataset.calcKey"))
+    assert key["safety_margin"] == 0.25
+
+
+def test_an_unknown_model_id_asks_for_its_config(calc_page):
+    calc_page.navigate({"model": "someone/Some-Model-7B"})
+    code, text = calc_page.error_for("model")
+    assert code == "unknown_preset"
+    assert STRINGS[calc_page.lang]["ui"]["not_in_list"] in text
+    assert calc_page.page.locator("#calc-hf_config").is_visible()  # the box to paste it in
+    response = view.run(calculator.COMMAND, request_for({"model": "someone/Some-Model-7B"}))
+    suggested = response["error"].get("suggestions") or []
+    for item in suggested[:5]:  # calc's nearest presets, when it names any (issue 15)
+        assert (item["id"] if isinstance(item, dict) else item) in text
+
+
+def test_more_than_eight_gpus_say_several_nodes(calc_page):
+    calc_page.navigate({"num_gpus": "16", "sharding": "zero3", "gpu": "h100-sxm"})
+    note = calc_page.page.locator("#calc .calc-multi-node")
+    assert note.is_visible() and "NVLink" in note.text_content()
+    calc_page.navigate({"num_gpus": "8", "sharding": "zero3", "gpu": "h100-sxm"})
+    assert calc_page.page.locator("#calc .calc-multi-node").count() == 0
 
 
 def test_every_bad_field_gets_its_own_message(calc_page):
@@ -546,6 +614,61 @@ def test_worker_crash_is_reported_and_the_worker_restarted(browser, site_server)
     context.close()
 
 
+# ---------------------------------------------------------------- basic / advanced
+
+
+def test_basic_and_advanced_modes_round_trip_through_the_url(shared_context, site_server):
+    page = shared_context.new_page()
+    calc = Calc(page, site_server, "en")
+    calc.open()
+    advanced = page.locator("#calc details[data-mode]")
+    is_open = lambda: advanced.evaluate("d => d.open")  # noqa: E731
+    assert not is_open()  # basic by default: the answer's inputs only
+    for key in ("model", "method", "gpu", "num_gpus", "seq_len", "micro_batch_size",
+                "dataset_tokens", "epochs"):
+        assert page.locator(f"#calc-{key}").is_visible(), key
+    assert page.locator("#calc-lora_rank").is_hidden() and page.locator("#calc-mfu").is_hidden()
+    page.click("#calc details[data-mode] > summary")
+    page.wait_for_function("() => location.search.includes('mode=advanced')")
+    page.goto(page.url)
+    calc.wait_ready()
+    assert is_open() and page.locator("#calc-lora_rank").is_visible()
+    page.click("#calc details[data-mode] > summary")
+    page.wait_for_function("() => !location.search.includes('mode=')")
+    assert not is_open()
+    # options that do not apply to the method are hidden
+    calc.navigate({"mode": "advanced", "method": "full"})
+    assert page.locator("#calc-lora_rank").is_hidden()
+    assert page.locator("#calc-qlora_double_quant").is_hidden()
+    assert page.locator("#calc-precision").is_visible()
+    calc.navigate({"mode": "advanced", "method": "qlora"})
+    assert page.locator("#calc-qlora_double_quant").is_visible()
+    assert page.locator("#calc-lora_rank").is_visible()
+    calc.navigate({"mode": "advanced"})
+    assert page.locator("#calc-qlora_double_quant").is_hidden()
+    assert page.locator("#calc-lora_rank").is_visible()
+    page.close()
+
+
+def test_dataset_size_from_examples_and_their_length(calc_page):
+    page = calc_page.page
+    calc_page.navigate({})
+    page.click("#calc .calc-dataset > summary")
+    page.fill("#calc-examples", "20000")
+    page.fill("#calc-example_tokens", "750")
+    calc_page.settle()
+    assert page.input_value("#calc-dataset_tokens") == "15000000"
+    key = json.loads(page.evaluate("document.getElementById('calc').dataset.calcKey"))
+    assert key["dataset_tokens"] == 15_000_000
+    query = dict(parse_qsl(urlsplit(page.url).query))
+    assert query == {"examples": "20000", "example_tokens": "750", "dataset_tokens": "15000000"}
+    response = view.run(calculator.COMMAND, request_for(query))["result"]
+    assert_parity(calc_page.outputs(), response, calc_page.lang)
+    page.fill("#calc-dataset_tokens", "2000000")  # typed directly: the helper empties
+    calc_page.settle()
+    assert page.input_value("#calc-examples") == ""
+
+
 # ---------------------------------------------------------------- URL, language, offline
 
 
@@ -578,13 +701,13 @@ def test_language_switch_keeps_the_state(shared_context, site_server):
     page = shared_context.new_page()
     problems = watch_offline(page, site_server.origin)
     calc = Calc(page, site_server, "es")
-    calc.open({"method": "full", "seq_len": "1024"})
+    calc.open({"method": "full", "seq_len": "1024", "mode": "advanced"})
     page.select_option("#calc-optimizer", "adamw-8bit")
     calc.settle()
     href = page.get_attribute('a[hreflang="en"]', "href")
     assert urlsplit(href).path.endswith("/en/calculator/")
     assert dict(parse_qsl(urlsplit(href).query)) == {
-        "method": "full", "seq_len": "1024", "optimizer": "adamw-8bit"}
+        "mode": "advanced", "method": "full", "seq_len": "1024", "optimizer": "adamw-8bit"}
     page.goto(site_server.url(href.lstrip("/")) if href.startswith("/") else
               page.url.split("?")[0] + href)
     en = Calc(page, site_server, "en")

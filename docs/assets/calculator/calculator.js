@@ -29,6 +29,9 @@ function main(root) {
   const controls = [...form.querySelectorAll("[name]")];
   const byName = new Map(controls.map((el) => [el.name, el]));
   const configArea = byName.get("hf_config");
+  const advanced = form.querySelector("details[data-mode]"); // open = advanced mode
+  const MODE_PARAM = "mode";
+  const helpers = controls.filter((el) => el.dataset.kind === "helper");
 
   // Values from the URL that no control can hold (e.g. method=bogus): sent as they are,
   // so calc names the problem; dropped as soon as the reader edits that field.
@@ -47,6 +50,10 @@ function main(root) {
   function readUrl() {
     const params = new URLSearchParams(window.location.search);
     for (const [key, value] of params) {
+      if (key === MODE_PARAM && (value === "advanced" || value === "basic")) {
+        advanced.open = value === "advanced";
+        continue;
+      }
       const el = byName.get(key);
       if (key === "hf_config" || !el) {
         unknownParams.push(key);
@@ -62,7 +69,17 @@ function main(root) {
         else overrides.set(key, value);
       } else if (el.tagName === "SELECT") {
         if ([...el.options].some((o) => o.value === value)) el.value = value;
-        else overrides.set(key, value);
+        else {
+          // shown as the URL gave it (an option of its own, until the reader picks another),
+          // so that calc's error is read against that value, not against a valid one
+          const option = document.createElement("option");
+          option.value = value;
+          option.textContent = value;
+          option.dataset.fromUrl = "true";
+          el.appendChild(option);
+          el.value = value;
+          overrides.set(key, value);
+        }
       } else {
         el.value = value;
       }
@@ -103,6 +120,7 @@ function main(root) {
 
   function queryString() {
     const parts = [];
+    if (advanced.open) parts.push(`${MODE_PARAM}=advanced`); // basic is the default
     for (const el of controls) {
       if (el === configArea) continue;
       let text = controlText(el);
@@ -149,11 +167,19 @@ function main(root) {
 
   const NUMBER_RE = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
-  function parseNumber(text) {
+  // percent: a share the reader may write as 0.25, 25 or "25 %" (the safety margin): a
+  // value above 1, or one with "%", is a percentage.
+  function parseNumber(text, percent = false) {
     let t = text.trim().replace(/[\s\u202f\u00a0_]/g, "");
+    let isPercent = false;
+    if (percent && t.endsWith("%")) {
+      t = t.slice(0, -1);
+      isPercent = true;
+    }
     if (lang === "es" && /^[+-]?\d*,\d+$/.test(t)) t = t.replace(",", ".");
     if (!NUMBER_RE.test(t)) return text; // sent as text: calc answers not_number / not_integer
-    return Number(t);
+    const value = Number(t);
+    return percent && (isPercent || value > 1) ? value / 100 : value;
   }
 
   function buildRequest() {
@@ -167,6 +193,7 @@ function main(root) {
         continue;
       }
       const kind = el.dataset.kind;
+      if (kind === "helper") continue; // form-only: multiplied into dataset_tokens
       if (kind === "bool") {
         request[key] = el.checked;
       } else if (kind === "enum") {
@@ -190,12 +217,28 @@ function main(root) {
           if (el.dataset.default !== "") errors[key] = { code: "empty_value", field: key, value: null };
           continue; // an optional value left empty: calc uses its own
         }
-        if (kind === "int" || kind === "number") request[key] = parseNumber(text);
+        if (kind === "int" || kind === "number") request[key] = parseNumber(text, el.dataset.percent === "true");
         else if (kind === "targets") request[key] = text === "all-linear" ? text : splitList(text);
         else request[key] = text;
       }
     }
+    for (const el of helpers) {
+      const text = el.value.trim();
+      const value = text ? parseNumber(text) : null;
+      if (text && !(typeof value === "number" && value > 0)) {
+        errors[el.name] = { code: "not_number", field: el.name, value: text, minimum: 0,
+                            minimum_exclusive: true };
+      }
+    }
     return { request, errors };
+  }
+
+  // Examples × average tokens per example -> dataset_tokens, as the reader types them.
+  function fillDatasetTokens() {
+    const [a, b] = helpers.map((el) => parseNumber(el.value.trim()));
+    if (typeof a === "number" && typeof b === "number" && a > 0 && b > 0) {
+      byName.get("dataset_tokens").value = String(Math.round(a * b));
+    }
   }
 
   // ------------------------------------------------------------ messages
@@ -244,7 +287,63 @@ function main(root) {
     if (field.startsWith("hf_config.") && error.code !== "unsupported_architecture") detail = field.slice("hf_config.".length);
     else if (typeof error.value === "string" || typeof error.value === "number") detail = String(error.value);
     if (detail.length > 80) detail = `${detail.slice(0, 77)}…`;
-    return detail ? `${base} (${detail})` : base;
+    const text = detail ? `${base} (${detail})` : base;
+    if (error.code === "unknown_preset") return `${text} ${presetHelp(error)}`;
+    const valid = validText(error);
+    return valid ? `${text} ${valid}` : text;
+  }
+
+  // A model id calc does not know (a Hugging Face id of no preset): paste its config.json,
+  // or pick one of the presets calc names as nearest (its "suggestions", when it has any).
+  function presetHelp(error) {
+    const found = Array.isArray(error.suggestions) ? error.suggestions : [];
+    const ids = found.map((s) => (s && typeof s === "object" ? s.id : s)).filter((s) => typeof s === "string");
+    const help = strings.ui.not_in_list;
+    return ids.length ? `${help} ${strings.ui.nearest_presets.replace("{}", ids.slice(0, 5).join(", "))}` : help;
+  }
+
+  // What calc says would be valid (its error's allowed / minimum / maximum), in words.
+  function validText(error) {
+    const ui = strings.ui;
+    const el = byName.get(String(error.field || "").split(".")[0]);
+    if (Array.isArray(error.allowed) && error.allowed.length) {
+      const names = error.allowed.map((v) => {
+        if (typeof v === "boolean") return ui[v ? "yes" : "no"];
+        if (error.field === "gpu") return (strings.gpus || {})[v] || String(v);
+        const known = (strings.enums || {})[v];
+        return known && known !== v ? `${v} (${known})` : String(v);
+      });
+      const list = names.length > 12 ? `${names.slice(0, 12).join(", ")}, …` : names.join(", ");
+      return ui.valid_one_of.replace("{}", list);
+    }
+    if (typeof error.minimum !== "number" && typeof error.maximum !== "number") return "";
+    const percent = el && el.dataset.percent === "true";
+    const num = (v) => (percent ? ui.valid_percent.replace("{}", formatNumber(v * 100)) : formatNumber(v));
+    const low = typeof error.minimum === "number" ? num(error.minimum) : null;
+    const high = typeof error.maximum === "number" ? num(error.maximum) : null;
+    let range;
+    if (low !== null && high !== null) {
+      const key = `valid_range${error.minimum_exclusive ? "_above" : ""}${error.maximum_exclusive ? "_below" : ""}`;
+      range = ui[key].replace("{min}", low).replace("{max}", high);
+    } else if (low !== null) {
+      range = ui[error.minimum_exclusive ? "valid_more_than" : "valid_at_least"].replace("{}", low);
+    } else {
+      range = ui.valid_at_most.replace("{}", high);
+    }
+    return error.integer ? `${range} ${ui.valid_whole}` : range;
+  }
+
+  // The site's number format (macros/numfmt.py): "1,234.5" in English; "1234,5" and, from
+  // five digits, "12 345,5" (narrow no-break spaces) in Spanish.
+  function formatNumber(value) {
+    const [whole, frac] = String(Math.abs(value) >= 1e21 ? value : Number(value.toPrecision(12)))
+      .replace("-", "").split(".");
+    const groups = whole.replace(/\B(?=(\d{3})+(?!\d))/g, "\u0001");
+    let int;
+    if (lang === "es") int = whole.length >= 5 ? groups.replace(/\u0001/g, "\u202f") : whole;
+    else int = groups.replace(/\u0001/g, ",");
+    const sign = value < 0 ? "-" : "";
+    return sign + int + (frac ? (lang === "es" ? "," : ".") + frac : "");
   }
 
   function showError(error) {
@@ -258,6 +357,7 @@ function main(root) {
       general.hidden = false;
     } else {
       revealField(byName.get(target));
+      if (error.code === "unknown_preset") configArea.closest("details").open = true; // paste it here
       const p = root.querySelector(`.calc-error[data-error-for="${target}"]`);
       p.textContent = text;
       p.dataset.errorCode = error.code;
@@ -447,6 +547,7 @@ function main(root) {
   }
 
   function update() {
+    root.dataset.method = byName.get("method").value; // options of other methods hide (CSS)
     syncUrl();
     const { request, errors } = buildRequest();
     let key = null;
@@ -464,9 +565,18 @@ function main(root) {
     apply(machine.setForm(key, { blocked, check: key !== null && "model" in request }));
   }
 
+  function dropUrlOptions(el) {
+    for (const option of el.querySelectorAll("option[data-from-url]")) {
+      if (option.value !== el.value || !overrides.has(el.name)) option.remove();
+    }
+  }
+
   function onEdit(event) {
     const name = event.target && event.target.name;
     if (name) overrides.delete(name);
+    if (event.target && event.target.dataset.kind === "helper") fillDatasetTokens();
+    else if (name === "dataset_tokens") for (const el of helpers) el.value = ""; // typed directly
+    if (event.target && event.target.tagName === "SELECT") dropUrlOptions(event.target);
     if (unknownParams.length) {
       unknownParams = [];
       showGeneral();
@@ -498,6 +608,7 @@ function main(root) {
   // Back/forward (and links that only change the query): the URL is the state.
   function restoreFromUrl() {
     overrides.clear();
+    for (const option of form.querySelectorAll("option[data-from-url]")) option.remove();
     unknownParams = [];
     for (const el of controls) {
       if (el === configArea) el.value = "";
@@ -528,6 +639,7 @@ function main(root) {
   form.addEventListener("submit", (event) => event.preventDefault());
   slot.addEventListener("click", onApply);
   window.addEventListener("popstate", restoreFromUrl);
+  advanced.addEventListener("toggle", () => syncUrl()); // basic <-> advanced, in the URL
   // Client-side checks answer at once, before the worker is up.
   update();
   root.calculator = {
