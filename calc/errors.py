@@ -26,7 +26,9 @@ class CalcError(Exception):
         self.field = field
         self.value = value
         self.detail = detail
-        self.extra = dict(extra) if extra else None
+        # Additional JSON-able keys for the error object (e.g. ``suggestions`` for an
+        # unknown model); they never replace code, field, value or detail.
+        self.extra = dict(extra) if extra else {}
         super().__init__(f"{self.code}: field={field!r} value={_short(value)!r} {detail}".rstrip())
 
     def to_dict(self) -> dict:
@@ -34,10 +36,9 @@ class CalcError(Exception):
         out = {"code": self.code, "field": self.field, "value": _jsonable(self.value)}
         if self.detail:
             out["detail"] = self.detail
-        for key, value in (self.extra or {}).items():
-            if key not in out:  # never overrides code, field, value or detail
-                out[key] = _jsonable(value) if not isinstance(value, list) else [
-                    _jsonable(v) for v in value]
+        for key, val in self.extra.items():  # lists whole: "allowed" may be long
+            out.setdefault(key, [_jsonable(v) for v in val] if isinstance(val, list)
+                           else _jsonable(val))
         return out
 
 

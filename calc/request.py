@@ -13,6 +13,7 @@ from enum import Enum
 
 from .arch import ModelArch
 from .errors import CalcError, ConfigError, InputError
+from .frameworks import PROFILES, Framework, apply_profile
 
 
 class Method(str, Enum):
@@ -46,6 +47,13 @@ class Attention(str, Enum):
     SDPA = "sdpa"
     FLASH = "flash"
     EAGER = "eager"
+
+
+class AdapterDtype(str, Enum):
+    """dtype of the LoRA adapters: the base weights' (``base``) or ``fp32``."""
+
+    BASE = "base"
+    FP32 = "fp32"
 
 
 class Sharding(str, Enum):
@@ -99,6 +107,11 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
     "attention_keeps_fused_qkv": (False, "bool", None),
     "optimizer_fused": (False, "bool", None),
     "torch_compile": (False, "bool", None),
+    "lora_adapter_dtype": ("base", AdapterDtype, None),
+    "attention_grouped_kv": (False, "bool", None),
+    "loss_outputs_kept": (False, "bool", None),
+    "qlora_quant_state_replicated": (False, "bool", None),
+    "framework": ("generic", Framework, None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -147,6 +160,36 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
   recomputes part of the pointwise work instead of saving it. A fitted share
   (:data:`calc.activations.COMPILE_KEPT_FRACTION`) of what could be recomputed stays;
   less certain than the rest of the model (methodology page). Default False: eager.
+- ``lora_adapter_dtype``: ``"fp32"`` keeps the LoRA / QLoRA adapters in fp32 when the base
+  is 16-bit, as peft does by default (peft 0.21.0 ``get_peft_model(...,
+  autocast_adapter_dtype=True)`` -> ``tuners_utils.cast_adapter_dtype`` upcasts bf16/fp16
+  adapter weights to float32). The adapters, their gradients and optimizer states are then
+  fp32 (4 bytes each), and each adapted linear casts its input to fp32 before ``lora_A``
+  (``LoraLayer._cast_input_dtype(x, lora_A.weight.dtype)`` in ``peft/tuners/lora/layer.py``
+  ``Linear.forward``), which ``lora_A`` saves for backward, with the fp32 rank
+  intermediate (:mod:`calc.activations`). Default ``"base"``: adapters in the base
+  weights' dtype (torchtune, LitGPT, peft with ``autocast_adapter_dtype=False``).
+- ``attention_grouped_kv``: torch SDPA keeps grouped k/v at kv-head size and saves them so
+  for backward: transformers 5.17 ``integrations/sdpa_attention.py`` passes
+  ``enable_gqa=True`` instead of ``repeat_kv`` when ``use_gqa_in_sdpa`` holds (no attention
+  mask, head_dim <= 256: causal training without padding). Default False: k/v expanded to
+  every query head before SDPA (transformers before ``enable_gqa``, torchtune, LitGPT).
+- ``loss_outputs_kept``: the training loop holds the model's output object through
+  ``loss.backward()`` (``outputs = model(...); outputs.loss.backward()``), so the output
+  layer's logits stay alive at the start of the loss backward. Default False: the loop
+  keeps only the loss (Hugging Face ``Trainer.compute_loss`` returns the loss alone when
+  ``return_outputs=False``, and ``training_step`` drops the rest).
+- ``qlora_quant_state_replicated``: QLoRA under ZeRO-3 / FSDP on several GPUs keeps the
+  quantization statistics of every 4-bit weight (absmax, and with double quantization its
+  8-bit absmax and their fp32 scales) whole on every GPU: bitsandbytes keeps them in
+  ``Params4bit.quant_state``, a plain attribute that FSDP and ZeRO-3 do not shard (they
+  shard parameters; bitsandbytes PR #970, v0.43.0, FSDP-QLoRA). Only the packed 4-bit data
+  is sharded (:func:`calc.memory.model_states`). Default False: torchao's ``NF4Tensor``
+  shards its scalers with its data.
+- ``framework``: the training library, a profile of the keys above
+  (:mod:`calc.frameworks`): ``generic`` (default: no profile, every key at its own default,
+  the behaviour before this key), ``hf-trainer``, ``hf-custom-loop``, ``torchtune``,
+  ``litgpt``, ``unsloth``. The profile fills only keys the request leaves out.
 """
 
 
@@ -179,6 +222,14 @@ class EstimateRequest:
     attention_keeps_fused_qkv: bool = False
     optimizer_fused: bool = False
     torch_compile: bool = False
+    lora_adapter_dtype: AdapterDtype = AdapterDtype.BASE
+    attention_grouped_kv: bool = False
+    loss_outputs_kept: bool = False
+    qlora_quant_state_replicated: bool = False
+    framework: Framework = Framework.GENERIC
+    # keys the framework profile filled (not part of the JSON form): a variant of this request
+    # re-evaluates the conditional ones (calc.frameworks.reapplied)
+    profile_keys: tuple = ()
 
     @property
     def is_peft(self) -> bool:
@@ -297,7 +348,8 @@ def resolve_model(value: object) -> tuple[ModelArch, str]:
     from .hf_config import arch_from_hf_config
 
     if isinstance(value, str):
-        return presets.get_preset(value), value
+        preset_id = presets.resolve_preset_id(value)  # a preset id or a Hugging Face id
+        return presets.get_preset(preset_id), preset_id
     if isinstance(value, dict):
         extra = set(value) - {"hf_config", "name"}
         if extra:
@@ -328,11 +380,14 @@ def parse_estimate_request(data: object, fields: dict[str, tuple] | None = None)
     """Validate a request dict; ``fields`` lets a caller (the plan request) allow more keys,
     which it checks itself."""
     values = parse_fields(data, fields or ESTIMATE_FIELDS)
+    framework = check_enum("framework", values["framework"], Framework)
+    apply_profile(values, data, framework)  # type: ignore[arg-type]
     arch, model_id = resolve_model(values["model"])
     kwargs: dict = {"model": arch, "model_id": model_id}
     for key in ESTIMATE_FIELDS:
         if key != "model":
             kwargs[key] = check_estimate_field(key, values[key], arch)
+    kwargs["profile_keys"] = tuple(k for k in PROFILES[framework] if k not in data)  # type: ignore[operator]
     return EstimateRequest(**kwargs)
 
 
@@ -372,6 +427,7 @@ def request_warnings(req: EstimateRequest) -> list[str]:
 
 
 __all__ = [
-    "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Method",
+    "AdapterDtype", "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Framework",
+    "Method",
     "Optimizer", "Precision", "Sharding", "parse_estimate_request", "request_warnings",
 ]

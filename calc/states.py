@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .arch import LinearLayer, ModelArch
-from .request import EstimateRequest, Method, Optimizer, Precision, Sharding
+from .request import AdapterDtype, EstimateRequest, Method, Optimizer, Precision, Sharding
 
 NF4_BITS = 4 + 32 / 64
 """NF4 bits per weight without double quantization: 4-bit code + fp32 absmax per
@@ -88,6 +88,19 @@ def regime(precision: Precision, sharding: Sharding) -> Regime:
     return Regime("mixed-amp", FP32_BYTES, BF16_BYTES, FP32_BYTES, 0, FP32_BYTES, True)
 
 
+def adapter_regime(req: EstimateRequest, reg: Regime) -> Regime:
+    """The byte sizes of the trainable parameters: ``reg`` itself, except LoRA / QLoRA with
+    ``lora_adapter_dtype="fp32"`` on a 16-bit base, where peft 0.21.0 upcasts the adapters
+    to float32 (``get_peft_model(..., autocast_adapter_dtype=True)``, the default, ->
+    ``tuners_utils.cast_adapter_dtype``: bf16 and fp16 adapter weights become float32).
+    Their gradients have their dtype and torch's optimizer states follow the parameter:
+    4 bytes each, no separate master copy."""
+    if not req.is_peft or req.lora_adapter_dtype is not AdapterDtype.FP32 or reg.weight_bytes >= FP32_BYTES:
+        return reg
+    return Regime(reg.name + "+fp32-adapters", FP32_BYTES, reg.compute_bytes, FP32_BYTES, 0,
+                  FP32_BYTES, reg.casts_weights)
+
+
 # ---- which parameters exist and which train ------------------------------------------
 
 @dataclass(frozen=True)
@@ -121,7 +134,7 @@ def adapted(req: EstimateRequest) -> tuple:
 
 def _quantized_weight_params(arch: ModelArch) -> int:
     """Weights of the block linears QLoRA stores in NF4 (biases stay 16-bit)."""
-    return arch.num_layers * sum(l.count * l.weight_params for l in arch.linears if l.quantizable)
+    return sum(arch.blocks_of(l) * l.count * l.weight_params for l in arch.linears if l.quantizable)
 
 
 def _full_tensors(arch: ModelArch) -> tuple[tuple[int, int, int], ...]:
@@ -131,9 +144,9 @@ def _full_tensors(arch: ModelArch) -> tuple[tuple[int, int, int], ...]:
     if arch.lm_head_params >= arch.vocab_size * arch.hidden_size:
         out.append((arch.vocab_size, arch.hidden_size, 1))
     for lin in arch.linears:
-        out.append((lin.d_out, lin.d_in, layers * lin.count))
+        out.append((lin.d_out, lin.d_in, arch.blocks_of(lin) * lin.count))
         if lin.bias:
-            out.append((lin.d_out, 1, layers * lin.count))
+            out.append((lin.d_out, 1, arch.blocks_of(lin) * lin.count))
     matrices = sum(r * c * n for r, c, n in out if c > 1)
     biases = sum(r * n for r, c, n in out if c == 1)
     rest = arch.params_total - matrices - biases  # norms, positions, small extras
@@ -154,7 +167,7 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
     rank = req.lora_rank
     tensors = []
     for lin in adapted(req):
-        copies = arch.num_layers * lin.count
+        copies = lin.blocks * lin.count
         tensors.append((rank, lin.d_in, copies))   # A: r x d_in
         tensors.append((lin.d_out, rank, copies))  # B: d_out x r
     adapter = sum(r * c * n for r, c, n in tensors)
@@ -258,7 +271,7 @@ def gradient_params(req: EstimateRequest, layout: ParamLayout) -> int:
     decoder-block parameter; embedding and output units hold only frozen weights and get
     none (a flat parameter requires grad when any of its members does)."""
     if req.is_peft and req.frozen_weight_grads:
-        return layout.trainable + req.model.num_layers * req.model.block_params
+        return layout.trainable + req.model.stack_params
     return layout.trainable
 
 

@@ -33,14 +33,17 @@ COMMAND = "plan"  # one round trip: the plan response includes the memory estima
 GROUPS = (
     ("legend_basic", ("model", "method", "gpu", "num_gpus", "seq_len", "micro_batch_size",
                       "dataset_tokens", "epochs")),
+    # the training library first: its profile (calc.frameworks) sets the behaviours below it,
+    # each of which stays adjustable for a version that differs
+    ("legend_library", ("framework", "lora_adapter_dtype", "qlora_keeps_inputs",
+                        "qlora_unchunked_quantization", "qlora_quant_state_replicated",
+                        "optimizer_fused", "attention_keeps_fused_qkv", "attention_grouped_kv",
+                        "loss_outputs_kept", "sync_each_micro_batch", "frozen_weight_grads")),
     ("legend_method", ("lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
-                       "qlora_keeps_inputs", "qlora_unchunked_quantization", "precision",
-                       "optimizer", "optimizer_fused", "optimizer_in_backward")),
+                       "precision", "optimizer", "optimizer_in_backward")),
     ("legend_batch", ("gradient_accumulation_steps", "gradient_checkpointing", "attention",
-                      "attention_keeps_fused_qkv", "torch_compile", "chunked_loss",
-                      "activation_offload")),
-    ("legend_parallel", ("sharding", "sync_each_micro_batch", "frozen_weight_grads",
-                         "cpu_offload")),
+                      "torch_compile", "chunked_loss", "activation_offload")),
+    ("legend_parallel", ("sharding", "cpu_offload")),
     ("legend_plan", ("price_tier", "price_per_gpu_hour", "interruptible", "safety_margin")),
     ("legend_advanced", ()),
 )
@@ -50,7 +53,8 @@ BASIC = "legend_basic"
 APPLIES = {"lora_rank": "lora qlora", "lora_targets": "lora qlora", "lora_dropout": "lora qlora",
            "frozen_weight_grads": "lora qlora", "qlora_double_quant": "qlora",
            "qlora_keeps_inputs": "qlora", "qlora_unchunked_quantization": "qlora",
-           "qlora_speed_factor": "qlora"}
+           "qlora_speed_factor": "qlora", "qlora_quant_state_replicated": "qlora",
+           "lora_adapter_dtype": "lora qlora"}
 ADVANCED = "legend_advanced"  # the cost and time assumptions
 PERCENT_FIELDS = ("safety_margin",)  # shares the reader may also write as percentages
 
