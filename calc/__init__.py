@@ -65,7 +65,9 @@ def run(command: str, request: object) -> dict[str, Any]:
             return {"result": plan_setup(request)}
         raise InputError("unknown_command", "command", command)
     except CalcError as err:
-        return {"error": err.to_dict()}
+        from .field_errors import error_response  # every bad field, for forms
+
+        return error_response(command, request, err)
 
 
 __all__ = ["CalcError", "ConfigError", "InputError", "__version__", "estimate", "plan",

@@ -34,7 +34,8 @@ def test_errors_are_coded():
     assert err.value.code == "unknown_gpu" and err.value.field == "gpu"
     with pytest.raises(InputError) as err:
         estimate({"model": "llama-3.1-8b", "seq_len": 0})
-    assert err.value.to_dict() == {"code": "not_positive", "field": "seq_len", "value": 0}
+    assert err.value.to_dict() == {"code": "not_positive", "field": "seq_len", "value": 0,
+                                   "integer": True, "minimum": 1, "maximum": 4_194_304}
 
 
 def test_doctest_of_estimate():

@@ -127,7 +127,15 @@ def _report(err: CalcError, ctx: Context) -> None:
     if allowed is not None and err.code == "unknown_value":
         out["allowed"] = allowed  # additive: today's keys are unchanged
     if ctx.mode == "json":
-        io.emit_json({"error": out})
+        context = getattr(err, "request_context", None)
+        if context is None:
+            io.emit_json({"error": out})
+            return
+        from ..field_errors import error_response  # adds "errors": every bad field at once
+        response = error_response(context[0], context[1], err)
+        response["error"] = out
+        response["errors"][0] = out
+        io.emit_json(response)
         return
     msg = ctx.msg
     field = f"{msg.label(err.field)} ({err.field}): " if err.field and err.field != "argv" else ""

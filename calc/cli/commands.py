@@ -4,8 +4,9 @@ from ``--request``, ``--hf-config`` and the field flags."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
-from ..errors import InputError
+from ..errors import CalcError, InputError
 from . import io
 from .fields import FieldSpec, field_specs
 from .flags import add_field_flags, flag_overrides, parse_number
@@ -131,11 +132,21 @@ def estimate_verdicts(est: dict, cards: list, margin: float) -> dict[str, dict]:
             for card in cards}
 
 
+def _computed(command: str, compute: Callable[[object], dict], request: object) -> dict:
+    """``compute(request)``; a coded error keeps the request and the command so the JSON
+    report can list every bad field at once (:func:`calc.field_errors.error_response`)."""
+    try:
+        return compute(request)
+    except CalcError as err:
+        err.request_context = (command, request)
+        raise
+
+
 def _run_estimate(args: argparse.Namespace, ctx: Context) -> int:
     from ..memory import estimate_dict
 
     cards, margin = verdict_cards(args)
-    est = estimate_dict(build_request(args, field_specs("estimate")))
+    est = _computed("estimate", estimate_dict, build_request(args, field_specs("estimate")))
     if ctx.mode == "json":
         io.emit_json(est)
     else:
@@ -152,7 +163,7 @@ def _configure_plan(parser: argparse.ArgumentParser, msg: Messages) -> None:
 def _run_plan(args: argparse.Namespace, ctx: Context) -> int:
     from ..plan import plan_dict
 
-    result = plan_dict(build_request(args, field_specs("plan")))
+    result = _computed("plan", plan_dict, build_request(args, field_specs("plan")))
     if ctx.mode == "json":
         io.emit_json(result)
     else:
