@@ -164,12 +164,33 @@ def _dense(k: _Keys, family: str, name: str) -> ModelArch:
     qkv_bias = family == "qwen2" or attention_bias
     linears = _attention(h, heads, kv, hd, qkv_bias, attention_bias)
     linears += _gated_mlp(h, inter, k.bool("mlp_bias", False))
-    return ModelArch(
+    arch = ModelArch(
         **_common(k, family, name, max_pos, tie), hidden_size=h,
         num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
         intermediate_size=inter, linears=linears, norm_kind="rms", norms_per_layer=norms,
         block_extra_params=2 * hd if qk_norm else 0,
     )
+    _saved_tensor_traits(arch, k, family, qk_norm)
+    return arch
+
+
+_GEMMA_NORMS = ("gemma", "gemma2", "gemma3_text")
+_SOFTCAP_DEFAULTS = {"gemma2": 30.0}  # transformers 5.17 Gemma2Config.final_logit_softcapping
+
+
+def _saved_tensor_traits(arch: ModelArch, k: _Keys, family: str, qk_norm: bool) -> None:
+    """Traits of the family's code that change what it saves for backward (read by
+    :mod:`calc.activations`), in ``arch.extra``: ``qk_norm_per_head`` (q and k normalised
+    per head), ``norm_scale_fp32`` (Gemma's RMSNorm multiplies the fp32 normalised input by
+    ``1 + weight`` in fp32), ``final_logit_softcapping`` (Gemma-2: ``tanh`` of the scaled
+    logits)."""
+    if qk_norm:
+        arch.extra["qk_norm_per_head"] = True
+    if family in _GEMMA_NORMS:
+        arch.extra["norm_scale_fp32"] = True
+    cap = k.cfg.get("final_logit_softcapping", _SOFTCAP_DEFAULTS.get(family))
+    if isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap > 0:
+        arch.extra["final_logit_softcapping"] = float(cap)
 
 
 def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
@@ -271,6 +292,7 @@ def _qwen_moe(k: _Keys, family: str, name: str) -> ModelArch:
         intermediate_size=moe_inter, linears=linears, num_experts=experts,
         experts_per_token=top_k, shared_expert_intermediate_size=shared,
         block_extra_params=2 * hd if qwen3 else 0,
+        extra={"qk_norm_per_head": True} if qwen3 else {},
     )
 
 

@@ -24,15 +24,20 @@ storage_price_per_gb_month            null           USD per GB-month; null = ca
 months_kept                           1              months the storage is kept
 experiment_multiplier                 2.0            GPU time of trials and failed runs, as a
                                                      multiple of the final run (>= 1; seed 004)
-safety_margin                         0.25           memory margin over the estimate (0-1;
-                                                     seeds: 20-30 %)
+safety_margin                         0              user margin over the calibrated range
+                                                     (0-1; off by default, calc.calibration)
 mfu                                   null           single-GPU utilisation; null = default for
                                                      the card class and method (calc.timing)
 qlora_speed_factor                    null           QLoRA/LoRA speed ratio; null = 0.65
 scaling_efficiency                    null           per-GPU multi-GPU efficiency; null = table
 ====================================  =============  ==============================================
 
-Where the defaults come from: ``safety_margin`` 0.25 is the middle of seed 004's "20-30 %";
+Where the defaults come from: ``safety_margin`` 0 because the verdict already compares the
+calibrated range of the estimate (:mod:`calc.calibration`: the middle 80 % of the memory model's
+held-out error) against the card; a margin set by the user multiplies both ends of that range
+(until issue 13 the default was 0.25, the middle of seed 004's "20-30 %", applied to the point
+estimate). Each ``fits`` entry carries ``verdict`` (``fits`` | ``borderline`` |
+``does_not_fit``), ``device_range_bytes`` and ``fits`` (``verdict == "fits"``);
 ``experiment_multiplier`` 2.0 is the least the seed's "trials and failed runs often cost more
 than the final run" implies; ``startup_minutes`` 10 stands for the seed's "several minutes per
 start" of environment set-up and model download; ``checkpoint_interval_minutes`` 30,
@@ -80,7 +85,7 @@ PLAN_FIELDS: dict[str, tuple] = {
     "storage_price_per_gb_month": (None, "optional_number", (0.0, 1e4, True)),
     "months_kept": (1, "number", (0.0, 1200.0, True)),
     "experiment_multiplier": (2.0, "number", (1.0, 1000.0, True)),
-    "safety_margin": (0.25, "number", (0.0, 1.0, True)),
+    "safety_margin": (0.0, "number", (0.0, 1.0, True)),
     "mfu": (None, "optional_number", (0.0, 1.0, False)),
     "qlora_speed_factor": (None, "optional_number", (0.0, 1.0, False)),
     "scaling_efficiency": (None, "optional_number", (0.0, 1.0, False)),
@@ -227,8 +232,8 @@ class Planner:
         return estimate_cost(compute_hours, inputs)
 
     def fits(self, estimate: dict | None, gpu: gpu_catalogue.Gpu) -> bool:
-        return (estimate is not None and recommend.required_bytes(
-            estimate["device_total_bytes"], self.options.safety_margin) <= gpu.memory_bytes)
+        return (estimate is not None and recommend.required_for(
+            estimate, self.options.safety_margin) <= gpu.memory_bytes)
 
 
 def _recommendations(planner: Planner) -> dict:
@@ -243,7 +248,7 @@ def _recommendations(planner: Planner) -> dict:
         est = planner.estimator.get(**changes)
         if est is None:
             continue
-        need = recommend.required_bytes(est["device_total_bytes"], planner.options.safety_margin)
+        need = recommend.required_for(est, planner.options.safety_margin)
         for gpu in cards:
             if need > gpu.memory_bytes:
                 continue
@@ -361,7 +366,7 @@ def _suggestion(planner: Planner, action: str, changes: dict, extra: dict | None
         "changes": dict(changes),
         "fits": planner.fits(est, gpu),
         "device_total_bytes": est["device_total_bytes"],
-        "required_bytes": recommend.required_bytes(est["device_total_bytes"], planner.options.safety_margin),
+        "required_bytes": recommend.required_for(est, planner.options.safety_margin),
         "saved_bytes": planner.base["device_total_bytes"] - est["device_total_bytes"],
         "host_bytes": est["host_bytes"],
         "time_hours": cost.schedule.total_hours,

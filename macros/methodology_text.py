@@ -85,15 +85,28 @@ CONSTANTS: dict[str, dict] = {
          "en": "Fitted: torchtune \"Optimization flags\" table (1814feb17), Llama-3.2-3B with and "
                "without compile: 9.0 GiB saved of 14.88 possible; error on the other compiled "
                "rows in the validation"}),
+    "calc.calibration.MIN_ROWS": _e(
+        "Filas fuera de muestra que necesita una combinación de método y medida para tener banda "
+        "de error propia; con menos, su rango usa la banda de todas las filas medidas.",
+        "Held-out rows a method-and-metric pair needs for an error band of its own; with fewer, "
+        "its range uses the band of all measured rows.",
+        {"es": "Elección: tres filas son las mínimas con percentiles 10 y 90 distintos de los "
+               "extremos; cobertura comprobada dejando fuera cada fuente (validación)",
+         "en": "Choice: three rows are the fewest with 10th and 90th percentiles apart from the "
+               "extremes; coverage checked leaving each source out (validation)"}),
     "calc.memory.ALLOCATOR_SLACK_FRACTION": _e(
         "Holgura del asignador de PyTorch: reservado = asignado × (1 + f), por redondeo de "
         "bloques, caché y fragmentación.",
         "PyTorch allocator slack: reserved = allocated × (1 + f), from block rounding, caching "
         "and fragmentation.",
-        {"es": "Ajustada: mediana de reservado medido / asignado calculado − 1 en las filas de "
-               "torchtune que publican max_memory_reserved (validación)",
-         "en": "Fitted: median of measured reserved / computed allocated − 1 over the torchtune "
-               "rows that publish max_memory_reserved (validation)"}),
+        {"es": "Ajustada: mediana, por publicación, de reservado medido / asignado calculado − 1 en "
+               "las filas que publican max_memory_reserved (tutoriales de torchtune, comparativa de "
+               "Answer.AI) y después mediana entre publicaciones; reajustada dejando fuera cada fuente "
+               "(validación)",
+         "en": "Fitted: per publication, the median of measured reserved / computed allocated − 1 "
+               "over the rows that publish max_memory_reserved (torchtune tutorials, Answer.AI's "
+               "benchmark), then the median over publications; refitted leaving each source out "
+               "(validation)"}),
     "calc.memory.UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT": _e(
         "Bytes por elemento vivos a la vez mientras torchao anterior a la v0.2.0 cuantiza un "
         "peso a NF4 de una sola pasada (origen de 16 bits, bloques escalados y dos tensores "
