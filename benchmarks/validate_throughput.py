@@ -349,8 +349,8 @@ def _inputs_digest(path: Path) -> str:
     import hashlib
 
     h = hashlib.sha256(path.read_bytes())
-    for f in sorted([*(ROOT / "calc").rglob("*.py"), *(ROOT / "calc" / "data").glob("*"),
-                     Path(__file__).resolve()]):
+    files = [f for f in (ROOT / "calc").rglob("*") if f.is_file() and "__pycache__" not in f.parts]
+    for f in sorted([*files, Path(__file__).resolve()]):
         h.update(f.name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:32]

@@ -361,19 +361,22 @@ class Renderer:
     def multi_node_note(self) -> list | None:
         """More GPUs than one node holds: say it is several nodes, and what link the time
         assumes inside and between them (calc.timing's own constants)."""
-        from calc import gpus as catalogue, timing
+        from calc import comm
+        from calc import gpus as catalogue
 
         n = self.result["num_gpus"]
-        per_node = timing.GPUS_PER_NODE
+        per_node = comm.GPUS_PER_NODE
         if n <= per_node:
             return None
-        link = catalogue.get_gpu(self.result["gpu"]).link_for(n)
+        gpu = catalogue.get_gpu(self.result["gpu"])
+        link = gpu.link_for(n)
+        # the rate collectives get across servers (calc.comm: the slowest link, usable share)
+        network = comm.collective_link(gpu, n).bytes_per_s / 1e9
         text = (self.s["ui"]["multi_node_note"]
                 .replace("{gpus}", format_number(n, 0, self.lang))
                 .replace("{nodes}", format_number(math.ceil(n / per_node), 0, self.lang))
                 .replace("{link}", self.s["ui"]["link_" + link])
-                .replace("{factor}", format_value("x_fraction", timing.INTER_NODE_FACTOR,
-                                                  self.lang, self.s)))
+                .replace("{network}", format_number(network, 0, self.lang)))
         return ["p", {"class": "calc-note calc-multi-node", "role": "note"}, text]
 
     def headroom_kpi(self, gpu: str, fit: dict) -> list:
