@@ -1,4 +1,4 @@
-"""Command line: ``python -m calc {estimate,plan,presets,gpus}``.
+"""Command line: ``python -m calc {estimate,plan,presets,gpus,import}``.
 
 Output is JSON on stdout. Bad input prints ``{"error": {code, field, value}}``
 and exits 2; no traceback is ever shown for bad input.
@@ -42,6 +42,28 @@ def _read_request(path: str) -> object:
         raise InputError("request_not_json", "request", path, str(err)[:120]) from None
 
 
+def _request_from_args(args) -> object:
+    """``--request``, or ``--config`` (then ``--request``, when given too, overrides keys)."""
+    if args.config is None:
+        if args.request is None:
+            raise InputError("bad_arguments", "argv", None, "--request or --config is required")
+        return _read_request(args.request)
+    from .config_import.cli import request_from_config_file
+    overrides = _read_request(args.request) if args.request is not None else {}
+    if not isinstance(overrides, dict):
+        raise InputError("request_not_object", None, type(overrides).__name__)
+    if "model" in overrides:  # the model given separately (e.g. a pasted config.json)
+        from .config_import.cli import import_file
+        result = import_file(args.config, args.format, model=overrides["model"])
+        request = dict(result["request"])
+        if args.command == "plan":
+            request.update(result.get("plan", {}))
+    else:
+        request = request_from_config_file(args.config, args.format, plan=args.command == "plan")
+    request.update(overrides)
+    return request
+
+
 def _emit(obj: object) -> None:
     try:
         json.dump(obj, sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)
@@ -57,17 +79,31 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("estimate", "plan"):
         cmd = sub.add_parser(name)
-        cmd.add_argument("--request", required=True, help="JSON file, or - for stdin")
+        cmd.add_argument("--request", help="JSON file, or - for stdin (with --config: keys that override it)")
+        cmd.add_argument("--config", help="training config (axolotl, TRL, LLaMA-Factory, torchtune, "
+                                          "DeepSpeed, accelerate) in place of --request")
+        cmd.add_argument("--format", default="auto", help="format of --config (default: detected)")
     sub.add_parser("presets")
     sub.add_parser("gpus")
+    from .config_import.cli import add_import_parser
+    add_import_parser(sub)
     try:
         args = parser.parse_args(argv)
+        if args.command in ("estimate", "plan"):
+            request = _request_from_args(args)
         if args.command == "estimate":
             from .memory import estimate_dict
-            _emit(estimate_dict(_read_request(args.request)))
+            _emit(estimate_dict(request))
         elif args.command == "plan":
             from .plan import plan_dict
-            _emit(plan_dict(_read_request(args.request)))
+            _emit(plan_dict(request))
+        elif args.command == "import":
+            from .config_import.cli import run_import
+            out = run_import(args)
+            if isinstance(out, str):
+                sys.stdout.write(out)
+            else:
+                _emit(out)
         elif args.command == "presets":
             from .presets import presets_listing
             _emit(presets_listing())

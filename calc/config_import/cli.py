@@ -1,0 +1,78 @@
+"""``python -m calc import --format F FILE`` and ``--config FILE`` of ``estimate``/``plan``.
+
+The import prints ``{"format", "request", "keys", ...}`` (see :mod:`calc.config_import`).
+A DeepSpeed file that a config names by path is read when it exists next to the config
+(or at the path as given), at most :data:`calc.config_import.loading.MAX_BYTES`; else its
+stage and offload are read from its name and the key says so.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import InputError
+from . import import_config
+from .export import FORMATS
+from .loading import MAX_BYTES, load_text
+
+
+def read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+    except OSError as err:
+        raise InputError("config_unreadable", "config", path, type(err).__name__) from None
+    return raw
+
+
+def _file_reader(config_path: str):
+    base = os.path.dirname(os.path.abspath(config_path))
+
+    def read_file(name: str):
+        for candidate in (name, os.path.join(base, name)):
+            if os.path.isfile(candidate):
+                try:
+                    return load_text(read_bytes(candidate))
+                except InputError:
+                    return None
+        return None
+
+    return read_file
+
+
+def import_file(path: str, fmt: str = "auto", model=None) -> dict:
+    if fmt != "auto" and fmt not in FORMATS:
+        raise InputError("unknown_config_format", "format", fmt)
+    return import_config(read_bytes(path), fmt, model=model, read_file=_file_reader(path))
+
+
+def request_from_config_file(path: str, fmt: str = "auto", plan: bool = False) -> dict:
+    """The request a config file gives (with ``epochs`` / ``dataset_tokens`` for a plan)."""
+    result = import_file(path, fmt)
+    request = dict(result["request"])
+    if plan:
+        request.update(result.get("plan", {}))
+    if "model" not in request:
+        raise InputError("config_model_unknown", "model", None,
+                         "the config's model is not a preset: give it with --request")
+    return request
+
+
+def add_import_parser(sub) -> None:
+    cmd = sub.add_parser("import", help="map a training config onto a request, key by key")
+    cmd.add_argument("--format", default="auto", choices=("auto",) + FORMATS)
+    cmd.add_argument("--export", choices=FORMATS, default=None,
+                     help="print the imported request in this format instead of JSON")
+    cmd.add_argument("file")
+
+
+def run_import(args) -> object:
+    """The ``import`` command: JSON (a dict), or exported text (a str)."""
+    result = import_file(args.file, args.format)
+    if args.export:
+        from . import export_config
+
+        request = dict(result["request"])
+        request.update({k: v for k, v in result.get("plan", {}).items() if k == "epochs"})
+        return export_config(request, args.export)
+    return result
