@@ -117,6 +117,9 @@ def set_attention(rep: Report, key: str, name) -> None:
         rep.use(key, "attention", value)
 
 
+_NOT_BLOCK_LINEARS = {"lm_head", "embed_tokens", "wte", "tok_embeddings", "output", "embed_out"}
+
+
 def normalise_targets(rep: Report, key: str, names, arch) -> None:
     """A LoRA target list (names, "all-linear", or "a,b" text) onto ``lora_targets``.
 
@@ -133,7 +136,14 @@ def normalise_targets(rep: Report, key: str, names, arch) -> None:
         return
     names = list(dict.fromkeys(names))
     if arch is None:
-        rep.use(key, "lora_targets", names)
+        # without the model's shapes only the names no block linear has are left out
+        kept = [n for n in names if n not in _NOT_BLOCK_LINEARS]
+        dropped = [n for n in names if n in _NOT_BLOCK_LINEARS]
+        if kept:
+            rep.use(key, "lora_targets", kept,
+                    "targets_not_modelled:" + ",".join(dropped) if dropped else None)
+        else:
+            rep.unknown(key, "no_target_in_model:" + ",".join(dropped))
         return
     known = arch.linear_names()
     kept = [n for n in names if n in known]

@@ -107,7 +107,7 @@ def _uses_deepspeed(req: dict) -> bool:
     if req["sharding"] not in ("zero1", "zero2", "zero3"):
         return False
     return (req["sharding"] == "zero1" or req["cpu_offload"] == "optimizer"
-            or req["sync_each_micro_batch"] or req["precision"] == "bf16-mixed")
+            or bool(req["sync_each_micro_batch"]))
 
 
 def _fsdp_dict(req: dict, prefix: str = "") -> dict:

@@ -46,8 +46,10 @@ def preset_for_id(model_id: str) -> tuple[str | None, str | None]:
     if lowered in repos:
         return repos[lowered], None
     base = _VARIANT.sub("", lowered)
-    if base != lowered and base in repos:
-        return repos[base], "variant_of_" + repos[base]
+    # Mistral numbers its releases: v0.2/v0.3 instruct have v0.1's shapes
+    for candidate in (base, base + "-v0.1"):
+        if candidate != lowered and candidate in repos:
+            return repos[candidate], "variant_of_" + repos[candidate]
     return None, None
 
 
