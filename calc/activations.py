@@ -58,7 +58,7 @@ COMPILE_KEPT_FRACTION = 0.395
 saves. Fitted, not derived: torchtune's "Optimization flags" table (README at 1814feb17,
 Llama-3.2-3B full fine-tuning, batch 2 x 4096 packed tokens, no checkpointing) measured
 60.0 GiB eager and 51.0 GiB with compile added and nothing else changed, a 9.0 GiB saving
-against 14.87 GiB removable by this count: ``1 - 9.0 / 14.87 = 0.395``. Its error on the
+against 14.88 GiB removable by this count: ``1 - 9.0 / 14.88 = 0.395``. Its error on the
 compiled rows it was not fitted on is printed by ``python -m benchmarks.validate_memory``."""
 
 
@@ -85,6 +85,17 @@ class ActConfig:
     quant_keeps_inputs: bool = False
     keeps_fused_qkv: bool = False
     compile_kept: float | None = None  # share of the removable bytes kept; None: eager
+    adapter_bytes: int | None = None  # fp32 adapters on a 16-bit base: 4; None: act_bytes
+    grouped_kv: bool = False  # torch SDPA with enable_gqa: k/v saved at kv-head size
+
+    @property
+    def adapter_copies(self) -> bool:
+        """Each adapter casts its input to its own (fp32) dtype and saves that copy."""
+        return self.adapter_bytes is not None and self.adapter_bytes != self.act_bytes
+
+    @property
+    def lora_bytes(self) -> int:
+        return self.act_bytes if self.adapter_bytes is None else self.adapter_bytes
 
 
 def _key(lin: LinearLayer) -> tuple:
@@ -98,7 +109,7 @@ def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:
         return True
     if cfg.quant_keeps_inputs and lin.quantizable:
         return True
-    return not cfg.lora_dropout and _key(lin) in cfg.adapted
+    return not cfg.lora_dropout and not cfg.adapter_copies and _key(lin) in cfg.adapted
 
 
 @dataclass(frozen=True)
@@ -134,31 +145,41 @@ def _group_input_bytes(consumers: tuple[LinearLayer, ...], width: int, cfg: ActC
 def norm_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     """One norm's own saved tensors per token (output excluded).
 
-    RMSNorm: ``4h`` (fp32 upcast) + ``resid_bytes * h`` if its weight trains.
+    RMSNorm: ``4h`` (fp32 upcast) + 4 (the fp32 ``rsqrt`` the scaling ``mul`` saves:
+    ``hidden * torch.rsqrt(variance + eps)`` in transformers 5.17 ``LlamaRMSNorm``)
+    + ``resid_bytes * h`` if its weight trains.
     LayerNorm: ``resid_bytes * h`` (input) + 8 (mean, rstd)."""
     h = arch.hidden_size
     if arch.norm_kind == "layer":
         return cfg.resid_bytes * h + LAYERNORM_STATS_BYTES
-    return FP32_BYTES * h + (cfg.resid_bytes * h if cfg.full else 0)
+    return FP32_BYTES * h + FP32_BYTES + (cfg.resid_bytes * h if cfg.full else 0)
 
 
 def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer) -> int:
     """Saved attention tensors per token.
 
     SDPA: ``act * (2 q_dim + 2 kv_eff) + 4 heads`` with ``kv_eff = q_dim`` when k, v are
-    expanded (GQA through torch SDPA), ``kv_heads * head_dim`` with flash-attn.
+    expanded (GQA through torch SDPA), ``kv_heads * head_dim`` with flash-attn or with
+    torch SDPA's ``enable_gqa`` (``attention_grouped_kv``). Torch SDPA returns
+    ``(b, heads, s, d)``; the output projection reads its ``transpose(1, 2)`` made
+    contiguous, a copy (transformers 5.17 ``sdpa_attention_forward``; torchtune
+    ``MultiHeadAttention.forward``; LitGPT ``reshape``), which it saves when its input is
+    saved: ``act * q_dim`` more. flash-attn returns ``(b, s, heads, d)``: a view.
     Eager: ``act * (q_dim + 2 kv_eff) + heads * s * (4 + act)`` (fp32 softmax and its
     16-bit copy; only one fp32 copy at fp32) plus the output projection's input copy."""
     q_dim = arch.num_heads * arch.head_dim
     kv_dim = arch.num_kv_heads * arch.head_dim
-    expands = cfg.attention is not Attention.FLASH and arch.num_kv_heads < arch.num_heads
+    grouped = cfg.attention is Attention.FLASH or (cfg.grouped_kv and cfg.attention is Attention.SDPA)
+    expands = not grouped and arch.num_kv_heads < arch.num_heads
     kv_eff = q_dim if expands else kv_dim
     a = cfg.act_bytes
+    out_copy = a * q_dim if _saves_input(out_proj, cfg) else 0
     if cfg.attention is Attention.EAGER:
         probs = arch.num_heads * cfg.seq_len * (FP32_BYTES + (a if a != FP32_BYTES else 0))
-        out_copy = a * q_dim if _saves_input(out_proj, cfg) else 0
         return a * (q_dim + 2 * kv_eff) + probs + out_copy
-    return a * (2 * q_dim + 2 * kv_eff) + FP32_BYTES * arch.num_heads
+    if cfg.attention is Attention.FLASH:
+        out_copy = 0
+    return a * (2 * q_dim + 2 * kv_eff) + FP32_BYTES * arch.num_heads + out_copy
 
 
 def fused_qkv_kept_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -199,19 +220,33 @@ def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: t
 
 
 def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
-    """LoRA intermediates per token: ``act * r`` per adapter a token passes through."""
+    """LoRA intermediates per token: ``r`` values per adapter a token passes through, in the
+    adapter's dtype (``lora_B`` saves ``lora_A``'s output)."""
     if not cfg.adapted:
         return 0
-    return sum(cfg.act_bytes * cfg.rank * l.active for l in arch.linears if _key(l) in cfg.adapted)
+    return sum(cfg.lora_bytes * cfg.rank * l.active for l in arch.linears if _key(l) in cfg.adapted)
 
 
 def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
-    """Adapter dropout per token: each adapter's dropout output (``act`` bytes) and its
-    boolean mask (1 byte) over the adapter's input: ``(act + 1) * d_in`` per adapter a
-    token passes through (peft / torchtune apply one dropout per adapted linear)."""
+    """Adapter dropout per token: each adapter's dropout output (in the adapter's dtype)
+    and its boolean mask (1 byte) over the adapter's input: ``(lora + 1) * d_in`` per
+    adapter a token passes through (peft / torchtune apply one dropout per adapted
+    linear; peft casts the input to the adapter's dtype first)."""
     if not (cfg.lora_dropout and cfg.adapted):
         return 0
-    return sum((cfg.act_bytes + 1) * l.d_in * l.active for l in arch.linears if _key(l) in cfg.adapted)
+    return sum((cfg.lora_bytes + 1) * l.d_in * l.active for l in arch.linears if _key(l) in cfg.adapted)
+
+
+def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """fp32 adapters on a 16-bit base (``lora_adapter_dtype="fp32"``), without adapter
+    dropout: each adapted linear casts its input to fp32 for its own adapter and
+    ``lora_A`` saves that copy: ``4 * d_in`` per adapter a token passes through (peft
+    0.21.0 ``lora/layer.py`` ``Linear.forward``: ``x = self._cast_input_dtype(x,
+    lora_A.weight.dtype)`` inside the loop over active adapters). The 16-bit input is
+    then saved by nothing (the base weight is frozen)."""
+    if not (cfg.adapter_copies and cfg.adapted) or cfg.lora_dropout:
+        return 0
+    return sum(cfg.lora_bytes * l.d_in * l.active for l in arch.linears if _key(l) in cfg.adapted)
 
 
 def router_bytes(arch: ModelArch, parts: BlockParts) -> int:
@@ -236,6 +271,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += attention_core_bytes(arch, cfg, parts.attn_out) + fused_qkv_kept_bytes(arch, cfg)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
+    total += lora_input_copy_bytes(arch, cfg)
     if cfg.compile_kept is not None:
         total -= int((1 - cfg.compile_kept) * compile_removable_bytes_per_token(arch, cfg))
     return total
@@ -289,14 +325,27 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     return cfg.act_bytes * (2 * arch.hidden_size + 2 * widest)
 
 
-def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool) -> int:
-    """Logits and loss per token, at the loss's peak.
+def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
+                           outputs_kept: bool = False) -> int:
+    """Logits and loss per token, at the loss's peak (the start of its backward).
 
-    Unchunked: 16-bit logits, their fp32 upcast's log-softmax saved for backward, and its
-    fp32 gradient: ``V * (act + 4 + 4)`` (at fp32 the logits are already fp32).
+    Unchunked (transformers 5.17 ``ForCausalLMLoss``: ``logits.float()`` then
+    ``cross_entropy``): the fp32 log-softmax saved for backward (4), the gradient
+    ``nll_loss_backward`` writes into it (4) and the fp32 logits' gradient
+    ``_log_softmax_backward_data`` computes while both are alive (4): ``12 V``. The
+    output layer's own logits (``act`` bytes) are saved by nothing (the upcast's backward
+    needs no input), so they are freed after the forward unless the training loop holds
+    the model's output (``loss_outputs_kept``): ``+ act * V``.
     Chunked / fused cross-entropy computes the fp32 part one chunk at a time: ``V * act``
     (the 16-bit logits, then their gradient)."""
     v = arch.vocab_size
     if chunked:
         return v * act_bytes
-    return v * (act_bytes + FP32_BYTES + FP32_BYTES)
+    return v * (3 * FP32_BYTES + (act_bytes if outputs_kept else 0))
+
+
+def kept_logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
+                                outputs_kept: bool) -> int:
+    """Logits the training loop holds through the whole backward (``loss_outputs_kept``):
+    ``act * V`` per token; none with a chunked loss, which returns no full logits."""
+    return arch.vocab_size * act_bytes if outputs_kept and not chunked else 0

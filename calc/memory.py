@@ -144,19 +144,21 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     div = st.shard_divisors(req.sharding, req.num_gpus)
     offload = req.cpu_offload
     base = _base_weight_bytes(req, layout, reg)
-    lora = layout.adapter * reg.weight_bytes
-    grads = st.gradient_params(req, layout) * reg.grad_bytes
-    states = st.optimizer_state_bytes(req, layout, reg)
-    master = layout.trainable * reg.master_bytes
+    areg = st.adapter_regime(req, reg)
+    lora = layout.adapter * areg.weight_bytes
+    grads = (layout.trainable * areg.grad_bytes
+             + (st.gradient_params(req, layout) - layout.trainable) * reg.grad_bytes)
+    states = st.optimizer_state_bytes(req, layout, areg)
+    master = layout.trainable * areg.master_bytes
     paged = st.is_paged(req.optimizer)
     host = unified = 0
     opt_gpu = st.ceil_div(master + (0 if paged else states), div.optimizer)
     if paged:
         unified = st.ceil_div(states, div.optimizer)
         host += unified
-    temp = st.ceil_div(st.optimizer_step_temp_bytes(req, layout, reg), div.optimizer)
+    temp = st.ceil_div(st.optimizer_step_temp_bytes(req, layout, areg), div.optimizer)
     if req.optimizer_in_backward:
-        grads_all = layout.largest_trainable_tensor * reg.grad_bytes
+        grads_all = layout.largest_trainable_tensor * areg.grad_bytes
         temp = 0
     elif st.accumulates_unsharded_gradients(req):
         grads_all = grads
@@ -164,7 +166,7 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
         grads_all = st.ceil_div(grads, div.grads)
     weights_gpu = st.ceil_div(base, div.weights)
     lora_gpu = st.ceil_div(lora, div.weights)
-    unit_grads = _unit_trainable(req, layout) * reg.grad_bytes
+    unit_grads = _unit_trainable(req, layout) * areg.grad_bytes
     if offload is not CpuOffload.NONE:
         # ZeRO-Offload / FSDP CPUOffload: states, master and fp32 grads live in host RAM and
         # the step runs on the CPU; gradients leave the GPU unit by unit.
@@ -283,7 +285,9 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
                          lora_dropout=req.is_peft and req.lora_dropout > 0,
                          quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs,
                          keeps_fused_qkv=req.attention_keeps_fused_qkv,
-                         compile_kept=act.COMPILE_KEPT_FRACTION if req.torch_compile else None)
+                         compile_kept=act.COMPILE_KEPT_FRACTION if req.torch_compile else None,
+                         adapter_bytes=st.adapter_regime(req, reg).weight_bytes if req.is_peft else None,
+                         grouped_kv=req.attention_grouped_kv)
 
 
 @dataclass(frozen=True)
@@ -295,6 +299,7 @@ class Activations:
     last_block: int       # what the first block keeps during its own backward
     workspace: int        # gradients in flight inside one block
     logits: int
+    kept_logits: int      # logits the loop holds through the backward (loss_outputs_kept)
     per_token_block: int
     host: int
 
@@ -324,7 +329,10 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         recompute=recompute,
         last_block=block,
         workspace=act.backward_workspace_bytes_per_token(arch, cfg) * tokens,
-        logits=act.logits_bytes_per_token(arch, reg.compute_bytes, req.chunked_loss) * tokens,
+        logits=act.logits_bytes_per_token(arch, reg.compute_bytes, req.chunked_loss,
+                                          req.loss_outputs_kept) * tokens,
+        kept_logits=act.kept_logits_bytes_per_token(arch, reg.compute_bytes, req.chunked_loss,
+                                                    req.loss_outputs_kept) * tokens,
         per_token_block=act.block_bytes_per_token(arch, cfg),
         host=host,
     )
@@ -349,9 +357,10 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
                          weight_copies=copies_all, gathered_weights=gathered_fwd,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     first_block = _phase(**common, activations=a.saved_all + a.recompute + a.workspace,
-                         gradients=held, weight_copies=copies_all, gathered_weights=gathered,
+                         logits=a.kept_logits, gradients=held, weight_copies=copies_all, gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     last_block = _phase(**common, activations=a.last_block + a.workspace, gradients=s.grads_all,
+                        logits=a.kept_logits,
                         weight_copies=copies_one, gathered_weights=gathered,
                         dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward)
     backward = max(first_block, last_block, key=lambda parts: sum(parts.values()))

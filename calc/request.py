@@ -48,6 +48,13 @@ class Attention(str, Enum):
     EAGER = "eager"
 
 
+class AdapterDtype(str, Enum):
+    """dtype of the LoRA adapters: the base weights' (``base``) or ``fp32``."""
+
+    BASE = "base"
+    FP32 = "fp32"
+
+
 class Sharding(str, Enum):
     """FSDP FULL_SHARD = zero3, SHARD_GRAD_OP = zero2."""
 
@@ -99,6 +106,9 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
     "attention_keeps_fused_qkv": (False, "bool", None),
     "optimizer_fused": (False, "bool", None),
     "torch_compile": (False, "bool", None),
+    "lora_adapter_dtype": ("base", AdapterDtype, None),
+    "attention_grouped_kv": (False, "bool", None),
+    "loss_outputs_kept": (False, "bool", None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -147,6 +157,25 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
   recomputes part of the pointwise work instead of saving it. A fitted share
   (:data:`calc.activations.COMPILE_KEPT_FRACTION`) of what could be recomputed stays;
   less certain than the rest of the model (methodology page). Default False: eager.
+- ``lora_adapter_dtype``: ``"fp32"`` keeps the LoRA / QLoRA adapters in fp32 when the base
+  is 16-bit, as peft does by default (peft 0.21.0 ``get_peft_model(...,
+  autocast_adapter_dtype=True)`` -> ``tuners_utils.cast_adapter_dtype`` upcasts bf16/fp16
+  adapter weights to float32). The adapters, their gradients and optimizer states are then
+  fp32 (4 bytes each), and each adapted linear casts its input to fp32 before ``lora_A``
+  (``LoraLayer._cast_input_dtype(x, lora_A.weight.dtype)`` in ``peft/tuners/lora/layer.py``
+  ``Linear.forward``), which ``lora_A`` saves for backward, with the fp32 rank
+  intermediate (:mod:`calc.activations`). Default ``"base"``: adapters in the base
+  weights' dtype (torchtune, LitGPT, peft with ``autocast_adapter_dtype=False``).
+- ``attention_grouped_kv``: torch SDPA keeps grouped k/v at kv-head size and saves them so
+  for backward: transformers 5.17 ``integrations/sdpa_attention.py`` passes
+  ``enable_gqa=True`` instead of ``repeat_kv`` when ``use_gqa_in_sdpa`` holds (no attention
+  mask, head_dim <= 256: causal training without padding). Default False: k/v expanded to
+  every query head before SDPA (transformers before ``enable_gqa``, torchtune, LitGPT).
+- ``loss_outputs_kept``: the training loop holds the model's output object through
+  ``loss.backward()`` (``outputs = model(...); outputs.loss.backward()``), so the output
+  layer's logits stay alive at the start of the loss backward. Default False: the loop
+  keeps only the loss (Hugging Face ``Trainer.compute_loss`` returns the loss alone when
+  ``return_outputs=False``, and ``training_step`` drops the rest).
 """
 
 
@@ -179,6 +208,9 @@ class EstimateRequest:
     attention_keeps_fused_qkv: bool = False
     optimizer_fused: bool = False
     torch_compile: bool = False
+    lora_adapter_dtype: AdapterDtype = AdapterDtype.BASE
+    attention_grouped_kv: bool = False
+    loss_outputs_kept: bool = False
 
     @property
     def is_peft(self) -> bool:
@@ -339,6 +371,6 @@ def request_warnings(req: EstimateRequest) -> list[str]:
 
 
 __all__ = [
-    "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Method",
+    "AdapterDtype", "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Method",
     "Optimizer", "Precision", "Sharding", "parse_estimate_request", "request_warnings",
 ]

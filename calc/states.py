@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .arch import LinearLayer, ModelArch
-from .request import EstimateRequest, Method, Optimizer, Precision, Sharding
+from .request import AdapterDtype, EstimateRequest, Method, Optimizer, Precision, Sharding
 
 NF4_BITS = 4 + 32 / 64
 """NF4 bits per weight without double quantization: 4-bit code + fp32 absmax per
@@ -86,6 +86,19 @@ def regime(precision: Precision, sharding: Sharding) -> Regime:
     if sharding in ZERO_STAGES:
         return Regime("mixed-zero", BF16_BYTES, BF16_BYTES, BF16_BYTES, FP32_BYTES, FP32_BYTES, False)
     return Regime("mixed-amp", FP32_BYTES, BF16_BYTES, FP32_BYTES, 0, FP32_BYTES, True)
+
+
+def adapter_regime(req: EstimateRequest, reg: Regime) -> Regime:
+    """The byte sizes of the trainable parameters: ``reg`` itself, except LoRA / QLoRA with
+    ``lora_adapter_dtype="fp32"`` on a 16-bit base, where peft 0.21.0 upcasts the adapters
+    to float32 (``get_peft_model(..., autocast_adapter_dtype=True)``, the default, ->
+    ``tuners_utils.cast_adapter_dtype``: bf16 and fp16 adapter weights become float32).
+    Their gradients have their dtype and torch's optimizer states follow the parameter:
+    4 bytes each, no separate master copy."""
+    if not req.is_peft or req.lora_adapter_dtype is not AdapterDtype.FP32 or reg.weight_bytes >= FP32_BYTES:
+        return reg
+    return Regime(reg.name + "+fp32-adapters", FP32_BYTES, reg.compute_bytes, FP32_BYTES, 0,
+                  FP32_BYTES, reg.casts_weights)
 
 
 # ---- which parameters exist and which train ------------------------------------------

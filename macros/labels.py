@@ -149,6 +149,12 @@ _TEXT: dict[str, dict[str, str]] = {
                                     "en": "Optimizer step fused into backward"},
     "field.optimizer_fused": {"es": "AdamW fusionado (fused=True)", "en": "Fused AdamW (fused=True)"},
     "field.torch_compile": {"es": "torch.compile en los bloques", "en": "torch.compile on the blocks"},
+    "field.lora_adapter_dtype": {"es": "Tipo de dato de los adaptadores LoRA",
+                                 "en": "LoRA adapter dtype"},
+    "field.attention_grouped_kv": {"es": "SDPA guarda k/v agrupados (enable_gqa)",
+                                   "en": "SDPA saves grouped k/v (enable_gqa)"},
+    "field.loss_outputs_kept": {"es": "El bucle retiene los logits durante el backward",
+                                "en": "The loop holds the logits through backward"},
 }
 
 _CODES: dict[str, dict[str, str]] = {
@@ -174,6 +180,7 @@ _CODES: dict[str, dict[str, str]] = {
     "sdpa": {"es": "SDPA (sin matriz de puntuaciones)", "en": "SDPA (no score matrix)"},
     "flash": {"es": "FlashAttention", "en": "FlashAttention"},
     "eager": {"es": "ingenua (eager)", "en": "eager"},
+    "base": {"es": "el de los pesos base", "en": "the base weights'"},
     "all-linear": {"es": "todas las lineales", "en": "all linear layers"},
     "optimizer": {"es": "estados del optimizador", "en": "optimizer states"},
     "optimizer+params": {"es": "optimizador y pesos", "en": "optimizer and weights"},

@@ -74,10 +74,10 @@ CONSTANTS: dict[str, dict] = {
         "(RMSNorm's fp32 copies, the MLP's activation and product outputs) that it still "
         "saves.",
         {"es": "Ajustada: torchtune, tabla «Optimization flags» (1814feb17), Llama-3.2-3B con y "
-               "sin compile: 9,0 GiB ahorrados de 14,87 posibles; error en las demás filas "
+               "sin compile: 9,0 GiB ahorrados de 14,88 posibles; error en las demás filas "
                "compiladas en la validación",
          "en": "Fitted: torchtune \"Optimization flags\" table (1814feb17), Llama-3.2-3B with and "
-               "without compile: 9.0 GiB saved of 14.87 possible; error on the other compiled "
+               "without compile: 9.0 GiB saved of 14.88 possible; error on the other compiled "
                "rows in the validation"}),
     "calc.memory.ALLOCATOR_SLACK_FRACTION": _e(
         "Holgura del asignador de PyTorch: reservado = asignado × (1 + f), por redondeo de "

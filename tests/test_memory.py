@@ -207,20 +207,22 @@ def _cfg(r):
 def test_block_bytes_llama2_full_sdpa():
     r = req(method="full")
     h, i = 4096, 11008
-    # norms 2 * (4h fp32 input + 2h normalised) + linear inputs 2 * 2h
-    # + q, k, v, out 4 * 2h + lse 4 * 32 heads + MLP gate, silu, up, product 4 * 2i
-    expected = 2 * (4 * h + 2 * h) + 2 * 2 * h + 4 * 2 * h + 4 * 32 + 4 * 2 * i
-    assert expected == 186_496
+    # norms 2 * (4h fp32 input + 4 fp32 rsqrt + 2h normalised) + linear inputs 2 * 2h
+    # + q, k, v, out 4 * 2h + lse 4 * 32 heads + o_proj's contiguous copy of the
+    # transposed output 2h + MLP gate, silu, up, product 4 * 2i
+    expected = 2 * (4 * h + 4 + 2 * h) + 2 * 2 * h + 4 * 2 * h + 4 * 32 + 2 * h + 4 * 2 * i
+    assert expected == 194_696
     assert act.block_bytes_per_token(r.model, _cfg(r)) == expected
 
 
 def test_block_bytes_llama2_lora_qv():
     r = req(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
     h, i = 4096, 11008
-    # norms 2 * 4h; one shared input of q/v adapters 2h; q, k, v, out 4 * 2h + lse 128;
-    # frozen MLP: silu input, silu output, up 3 * 2i; rank intermediates 2 adapters * 2 * 8.
-    expected = 2 * 4 * h + 2 * h + 4 * 2 * h + 128 + 3 * 2 * i + 2 * 2 * 8
-    assert act.block_bytes_per_token(r.model, _cfg(r)) == expected == 139_936
+    # norms 2 * (4h + 4 rsqrt); one shared input of q/v adapters 2h; q, k, v, out 4 * 2h
+    # + lse 128 (frozen o_proj: its input copy is not saved); frozen MLP: silu input, silu
+    # output, up 3 * 2i; rank intermediates 2 adapters * 2 * 8.
+    expected = 2 * (4 * h + 4) + 2 * h + 4 * 2 * h + 128 + 3 * 2 * i + 2 * 2 * 8
+    assert act.block_bytes_per_token(r.model, _cfg(r)) == expected == 139_944
 
 
 def test_lora_dropout_keeps_output_and_mask():
@@ -235,13 +237,13 @@ def test_lora_dropout_keeps_output_and_mask():
 
 
 def test_qlora_keeps_inputs_of_4bit_linears():
-    # Adapters on q, v already save the attention norm's output, and o_proj's input is the
-    # SDPA output SDPA saves anyway (same storage); bitsandbytes < 0.43.2 adds the inputs of
+    # Adapters on q, v already save the attention norm's output; bitsandbytes < 0.43.2 adds
+    # the inputs of o_proj (the contiguous copy of SDPA's transposed output, 2 * 4096),
     # gate/up (one shared 2 * 4096) and down (2 * 11008).
     base = dict(method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
     delta = (est(**base, qlora_keeps_inputs=True)["activations_per_token_bytes"]
              - est(**base)["activations_per_token_bytes"])
-    assert delta == 2 * 4096 + 2 * 11008 == 30_208
+    assert delta == 2 * 4096 + 2 * 4096 + 2 * 11008 == 38_400
     lora = dict(base, method="lora")
     assert est(**lora, qlora_keeps_inputs=True)["peak_allocated_bytes"] == est(**lora)["peak_allocated_bytes"]
 
@@ -281,19 +283,62 @@ def test_eager_attention_keeps_scores():
     sdpa = req(method="full", seq_len=2048)
     eager = req(method="full", seq_len=2048, attention="eager")
     diff = act.block_bytes_per_token(eager.model, _cfg(eager)) - act.block_bytes_per_token(sdpa.model, _cfg(sdpa))
-    # eager: + fp32 softmax and bf16 copy (32 heads * 2048 * 6) + o_proj input copy 2h
-    #        - SDPA output 2h - lse 4 * 32
-    assert diff == 32 * 2048 * 6 + 2 * 4096 - 2 * 4096 - 4 * 32
+    # eager: + fp32 softmax and bf16 copy (32 heads * 2048 * 6); both save o_proj's input
+    # copy; SDPA's own output 2h and lse 4 * 32 are eager's less
+    assert diff == 32 * 2048 * 6 - 2 * 4096 - 4 * 32
 
 
 def test_flash_keeps_grouped_kv_unexpanded():
     sdpa = req(model="llama-3.1-8b", method="full", attention="sdpa")
     flash = req(model="llama-3.1-8b", method="full", attention="flash")
     d = act.block_bytes_per_token(sdpa.model, _cfg(sdpa)) - act.block_bytes_per_token(flash.model, _cfg(flash))
-    assert d == 2 * 2 * (4096 - 8 * 128)  # k and v expanded from 8 to 32 heads
+    # k and v expanded from 8 to 32 heads; torch SDPA's output transposed into a copy 2h
+    assert d == 2 * 2 * (4096 - 8 * 128) + 2 * 4096
+    grouped = req(model="llama-3.1-8b", method="full", attention="sdpa", attention_grouped_kv=True)
+    d = act.block_bytes_per_token(sdpa.model, _cfg(sdpa)) - act.block_bytes_per_token(grouped.model, _cfg(grouped))
+    assert d == 2 * 2 * (4096 - 8 * 128)  # enable_gqa: k, v saved at 8 heads
 
 
-@pytest.mark.parametrize("chunked, per_token", [(False, 32000 * (2 + 4 + 4)), (True, 32000 * 2)])
+def test_attention_grouped_kv_changes_nothing_without_groups_or_with_eager():
+    for model, attention in (("llama-2-7b", "sdpa"), ("llama-3.1-8b", "eager"), ("llama-3.1-8b", "flash")):
+        a = est(model=model, method="full", attention=attention)
+        b = est(model=model, method="full", attention=attention, attention_grouped_kv=True)
+        assert a["peak_allocated_bytes"] == b["peak_allocated_bytes"]
+
+
+def test_fp32_adapters_on_bf16_base():
+    # peft autocast_adapter_dtype=True: q, v adapters r=8 on Llama-2-7B, bf16-true.
+    base = dict(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], gradient_checkpointing=False)
+    a, b = est(**base), est(**base, lora_adapter_dtype="fp32")
+    adapters = 4_194_304
+    assert a["components"]["lora_weights"] == 2 * adapters
+    assert b["components"]["lora_weights"] == 4 * adapters
+    assert b["components"]["optimizer"] == 2 * 4 * adapters
+    # per token per block: two fp32 input copies (4h each) replace the shared bf16 input
+    # (2h); rank intermediates 2 * 4r instead of 2 * 2r
+    h, r = 4096, 8
+    assert b["activations_per_token_bytes"] - a["activations_per_token_bytes"] == 2 * 4 * h - 2 * h + 2 * 2 * r
+    # with adapter dropout the fp32 dropout output and mask replace the copy
+    d = est(**base, lora_dropout=0.1, lora_adapter_dtype="fp32")
+    assert d["activations_per_token_bytes"] - a["activations_per_token_bytes"] == 2 * 5 * h - 2 * h + 2 * 2 * r
+    # fp32 and bf16-mixed bases: the adapters already have the weights' dtype
+    for precision in ("fp32", "bf16-mixed"):
+        assert (est(**base, precision=precision)["peak_allocated_bytes"]
+                == est(**base, precision=precision, lora_adapter_dtype="fp32")["peak_allocated_bytes"])
+
+
+def test_loss_outputs_kept_holds_logits_through_backward():
+    base = dict(method="full", gradient_checkpointing=False, micro_batch_size=2, seq_len=1024)
+    a, b = est(**base), est(**base, loss_outputs_kept=True)
+    logits = 2 * 32000 * 2 * 1024
+    for phase in ("forward_end", "backward"):
+        assert b["phases"][phase] - a["phases"][phase] == logits
+    assert b["phases"]["optimizer_step"] == a["phases"]["optimizer_step"]
+    chunked = dict(base, chunked_loss=True)
+    assert est(**chunked)["phases"] == est(**chunked, loss_outputs_kept=True)["phases"]
+
+
+@pytest.mark.parametrize("chunked, per_token", [(False, 32000 * (4 + 4 + 4)), (True, 32000 * 2)])
 def test_logits_bytes(chunked, per_token):
     out = est(method="full", gradient_checkpointing=False, chunked_loss=chunked, micro_batch_size=2,
               seq_len=1024, sharding="none")
@@ -313,9 +358,9 @@ def test_checkpointing_keeps_layer_inputs():
     r = req(method="full", gradient_checkpointing=True, micro_batch_size=2, seq_len=1024)
     a = memory.activation_bytes(r, states.regime(r.precision, r.sharding))
     tokens = 2 * 1024
-    head = (4 * 4096 + 2 * 4096 + 2 * 4096) * tokens  # final norm + lm_head input
+    head = (4 * 4096 + 4 + 2 * 4096 + 2 * 4096) * tokens  # final norm + lm_head input
     assert a.saved_all == 32 * 2 * 4096 * tokens + head
-    assert a.recompute == 186_496 * tokens
+    assert a.recompute == 194_696 * tokens
 
 
 def test_activation_offload_keeps_two_layers():
@@ -455,11 +500,12 @@ def test_compile_never_increases_memory(setup):
 
 def test_compile_removable_bytes_hand_value():
     # Llama-3.2-3B full bf16: per RMSNorm 4h fp32 + 2h normalised + 2h output its linears
-    # save, down to 2h input + 4 rstd: 2 * (6h - 4); MLP: silu output and product 2 * 2i.
+    # save (and the 4-byte rsqrt), down to 2h input + 4 rstd: 2 * 6h; MLP: silu output
+    # and product 2 * 2i.
     r = req(model="llama-3.2-3b", method="full", gradient_checkpointing=False)
     h, i = 3072, 8192
-    removable = 2 * (6 * h - 4) + 2 * 2 * i
-    assert act.compile_removable_bytes_per_token(r.model, _cfg(r)) == removable == 69_624
+    removable = 2 * 6 * h + 2 * 2 * i
+    assert act.compile_removable_bytes_per_token(r.model, _cfg(r)) == removable == 69_632
     compiled = req(model="llama-3.2-3b", method="full", gradient_checkpointing=False, torch_compile=True)
     saved = act.block_bytes_per_token(r.model, _cfg(r)) - act.block_bytes_per_token(compiled.model, _cfg(compiled))
     assert saved == int((1 - act.COMPILE_KEPT_FRACTION) * removable)

@@ -1,0 +1,300 @@
+"""Build the requested model on the meta device, make it fake, run training steps, report.
+
+``oracle_estimate(request)`` takes the JSON of ``calc.estimate``'s request (plus an
+optional ``"oracle"`` object: ``steps``, ``reentrant``, ``lora_alpha``) and returns a
+response with ``estimate``'s field names where they mean the same thing
+(``peak_allocated_bytes``, ``peak_phase``, ``phases``, ``components``,
+``params_total``, ``params_trainable``) and ``oracle`` details (per-phase components,
+library versions, limits).
+
+Phases, measured on the last step (step 2 by default, so AdamW's states exist):
+
+- ``forward_end``: from the start of the step until the loss gradient has reached the
+  output layer's input: the saved activations with the logits, the loss's fp32 tensors
+  and their gradients (what ``calc``'s ``forward_end`` counts);
+- ``backward``: the rest of the backward pass;
+- ``optimizer_step``: ``optimizer.step()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import time
+
+SUPPORTED_METHODS = ("full", "lora")
+SUPPORTED_PRECISIONS = ("bf16-true", "bf16-mixed", "fp32")
+SUPPORTED_ATTENTION = ("sdpa", "eager")
+SUPPORTED_OPTIMIZERS = ("adamw", "sgd", "sgd-momentum")
+ORACLE_DEFAULTS = {"steps": 2, "reentrant": False, "lora_alpha": None}
+# Request keys the oracle reads; every other key must keep calc's default.
+HANDLED_KEYS = {
+    "model", "method", "lora_rank", "lora_targets", "precision", "optimizer", "micro_batch_size",
+    "seq_len", "gradient_checkpointing", "attention", "num_gpus", "lora_dropout",
+    "optimizer_fused", "lora_adapter_dtype", "attention_grouped_kv", "loss_outputs_kept",
+    "sharding", "cpu_offload",
+}
+
+
+class Unsupported(Exception):
+    """A setting the fake run cannot reproduce faithfully."""
+
+
+def versions() -> dict:
+    import peft
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "peft": peft.__version__}
+
+
+def normalise(request: dict) -> tuple[dict, dict]:
+    """The request with calc's defaults filled (validated by calc), and the oracle options."""
+    from calc.request import ESTIMATE_FIELDS, parse_estimate_request
+
+    req = dict(request)
+    options = dict(ORACLE_DEFAULTS, **req.pop("oracle", {}))
+    parsed = parse_estimate_request(req).to_dict()  # raises calc's coded errors
+    parsed["model"] = req["model"]
+    for key, (default, _kind, _extra) in ESTIMATE_FIELDS.items():
+        value = parsed[key]
+        if key in HANDLED_KEYS:
+            continue
+        if value != default and not (isinstance(value, list) and tuple(value) == default):
+            raise Unsupported(f"{key}={value!r} is not reproduced by the oracle")
+    if parsed["method"] not in SUPPORTED_METHODS:
+        raise Unsupported(f"method {parsed['method']}: bitsandbytes kernels are not traced")
+    if parsed["precision"] not in SUPPORTED_PRECISIONS:
+        raise Unsupported(f"precision {parsed['precision']}")
+    if parsed["attention"] not in SUPPORTED_ATTENTION:
+        raise Unsupported(f"attention {parsed['attention']}: flash-attn is not installed")
+    if parsed["optimizer"] not in SUPPORTED_OPTIMIZERS:
+        raise Unsupported(f"optimizer {parsed['optimizer']}")
+    if parsed["num_gpus"] != 1 or parsed["sharding"] not in ("none",) or parsed["cpu_offload"] != "none":
+        raise Unsupported("one GPU, no sharding, no offload")
+    return parsed, options
+
+
+def hf_config_of(model: object) -> dict:
+    """The Hugging Face config of a preset id or of ``{"hf_config": {...}}``."""
+    if isinstance(model, dict):
+        return copy.deepcopy(model["hf_config"])
+    data = json.loads(_models_json())
+    for entry in data["models"]:
+        if entry["id"] == model:
+            return copy.deepcopy(entry["config"])
+    raise Unsupported(f"model {model!r}")
+
+
+def _models_json() -> str:
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[2] / "calc" / "data" / "models.json").read_text()
+
+
+def build_meta_model(req: dict, options: dict):
+    """The model on the meta device, with PEFT and checkpointing applied as a Hugging Face
+    training script applies them (``Trainer``: checkpointing through
+    ``gradient_checkpointing_enable``; inputs made to require grad for reentrant
+    checkpointing of a frozen base)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    hf = hf_config_of(req["model"])
+    model_type = hf.pop("model_type")
+    hf.pop("architectures", None)
+    config = AutoConfig.for_model(model_type, **hf)
+    config.use_cache = False
+    dtype = torch.bfloat16 if req["precision"] == "bf16-true" else torch.float32
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=req["attention"])
+    if req["gradient_checkpointing"]:
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": bool(options["reentrant"])})
+    if req["method"] == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        targets = req["lora_targets"]
+        lora = LoraConfig(r=req["lora_rank"], lora_alpha=options["lora_alpha"] or 2 * req["lora_rank"],
+                          lora_dropout=req["lora_dropout"], bias="none", task_type="CAUSAL_LM",
+                          target_modules="all-linear" if targets == "all-linear" else list(targets))
+        model = get_peft_model(model, lora,
+                               autocast_adapter_dtype=req["lora_adapter_dtype"] == "fp32")
+        if req["gradient_checkpointing"] and options["reentrant"]:
+            model.enable_input_require_grads()
+    model.train()
+    return model, config
+
+
+def fake_parameters(model, tracker) -> None:
+    """Replace every meta parameter and buffer with a fake CPU tensor of the same shape and
+    dtype, keeping shared (tied) parameters shared. Call inside the fake mode."""
+    import torch
+
+    done: dict[int, torch.nn.Parameter] = {}
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is None:
+                continue
+            if id(p) not in done:
+                fake = torch.empty(p.shape, dtype=p.dtype, device="cpu")
+                done[id(p)] = torch.nn.Parameter(fake, requires_grad=p.requires_grad)
+            module._parameters[name] = done[id(p)]
+        for name, b in list(module._buffers.items()):
+            if b is None:
+                continue
+            if id(b) not in done:
+                done[id(b)] = torch.empty(b.shape, dtype=b.dtype, device="cpu")
+            module._buffers[name] = done[id(b)]
+    for p in model.parameters():
+        category = "lora_weights" if "lora_" in _param_name(model, p) else "weights"
+        tracker.track(p, category)
+        tracker.param_storages.add(id(p.untyped_storage()))
+    for b in model.buffers():
+        tracker.track(b, "weights")
+
+
+def _param_name(model, p) -> str:
+    cache = getattr(model, "_oracle_names", None)
+    if cache is None:
+        cache = {id(q): n for n, q in model.named_parameters()}
+        model._oracle_names = cache
+    return cache.get(id(p), "")
+
+
+def make_optimizer(req: dict, params: list):
+    import torch
+
+    from .workarounds import cuda_default_adamw
+
+    if req["optimizer"] == "adamw":
+        return cuda_default_adamw(params, fused=req["optimizer_fused"])
+    momentum = 0.9 if req["optimizer"] == "sgd-momentum" else 0.0
+    return torch.optim.SGD(params, lr=1e-5, momentum=momentum, foreach=True)
+
+
+def _output_layer(model):
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.get_output_embeddings()
+
+
+def run_steps(req: dict, options: dict) -> dict:
+    """Trace ``options["steps"]`` training steps; the peaks of the last one, by phase."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from .tracker import LiveStorageTracker
+    from .workarounds import adam_step_value, flash_like_sdpa, real_causal_masks
+
+    model, config = build_meta_model(req, options)
+    tracker = LiveStorageTracker(debug=bool(options.get("debug")))
+    counter = {"step": 0}
+    mixed = req["precision"] == "bf16-mixed"
+    grouped = _grouped_kv_context(req["attention_grouped_kv"])
+    b, s = req["micro_batch_size"], req["seq_len"]
+    head = _output_layer(model)
+    state = {"switched": False}
+
+    def to_backward(_grad):
+        tracker.context = "activations"
+        if tracker.phase == "forward_end":
+            tracker.set_phase("backward")
+
+    def head_pre(_module, args):
+        tracker.context = "logits"
+        if torch.is_grad_enabled() and args and isinstance(args[0], torch.Tensor) and args[0].requires_grad:
+            args[0].register_hook(to_backward)
+
+    head.register_forward_pre_hook(head_pre)
+    with FakeTensorMode(allow_non_fake_inputs=False) as mode, tracker, \
+            real_causal_masks(), flash_like_sdpa(), adam_step_value(counter), grouped:
+        fake_parameters(model, tracker)
+        params = [p for p in model.parameters() if p.requires_grad]
+        for p in params:
+            p.register_post_accumulate_grad_hook(lambda q: tracker.track(q.grad, "gradients"))
+        optimizer = make_optimizer(req, params)
+        ids = torch.zeros((b, s), dtype=torch.long)
+        for step in range(1, options["steps"] + 1):
+            counter["step"] = step
+            last = step == options["steps"]
+            tracker.context = "activations"
+            if last:
+                tracker.peaks.clear()
+                tracker.set_phase("forward_end")
+            autocast = torch.autocast("cpu", dtype=torch.bfloat16) if mixed else contextlib.nullcontext()
+            with autocast:
+                outputs = model(input_ids=ids, labels=ids)
+            loss = outputs.loss
+            if not req["loss_outputs_kept"]:
+                outputs = None
+            loss.backward()
+            del loss, outputs
+            if tracker.phase == "forward_end":  # no hook fired (output layer not in the graph)
+                tracker.set_phase("backward")
+            tracker.context = "optimizer_temporaries"
+            if last:
+                tracker.set_phase("optimizer_step")
+            optimizer.step()
+            for st in optimizer.state.values():
+                for v in st.values():
+                    if isinstance(v, torch.Tensor):
+                        tracker.track(v, "optimizer")
+            tracker.set_phase(None)
+            optimizer.zero_grad(set_to_none=True)
+        params_total = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+        trainable = sum(p.numel() for p in params)
+    phases = {name: peak for name, (peak, _parts) in tracker.peaks.items()}
+    components = {name: dict(parts) for name, (_peak, parts) in tracker.peaks.items()}
+    if tracker.debug:
+        import collections
+        for ph, items in tracker.peak_sets.items():
+            agg = collections.Counter()
+            for nbytes, cat, op in items:
+                agg[(cat, op)] += nbytes
+            print("==", ph)
+            for (cat, op), n in agg.most_common(40):
+                print(f"  {n:>12,d} {cat:22s} {op}")
+    return {"phases": phases, "components": components, "params_total": params_total,
+            "params_trainable": trainable, "config": config}
+
+
+def _grouped_kv_context(grouped: bool):
+    """``attention_grouped_kv=False`` runs transformers' SDPA path as before ``enable_gqa``
+    (k/v expanded with ``repeat_kv`` first); True keeps the installed library's rule
+    (``use_gqa_in_sdpa``: no mask and head_dim <= 256)."""
+    if grouped:
+        return contextlib.nullcontext()
+    import transformers.integrations.sdpa_attention as sa
+
+    @contextlib.contextmanager
+    def expanded():
+        original = sa.use_gqa_in_sdpa
+        sa.use_gqa_in_sdpa = lambda *a, **k: False
+        try:
+            yield
+        finally:
+            sa.use_gqa_in_sdpa = original
+
+    return expanded()
+
+
+def oracle_estimate(request: dict) -> dict:
+    """JSON in (calc's estimate request, plus ``"oracle"`` options), JSON out."""
+    req, options = normalise(request)
+    started = time.perf_counter()
+    result = run_steps(req, options)
+    phases = result["phases"]
+    peak_phase = max(phases, key=phases.get)
+    return {
+        "peak_allocated_bytes": phases[peak_phase],
+        "peak_phase": peak_phase,
+        "phases": phases,
+        "components": result["components"][peak_phase],
+        "params_total": result["params_total"],
+        "params_trainable": result["params_trainable"],
+        "oracle": {"phase_components": result["components"], "options": options,
+                   "versions": versions(), "seconds": round(time.perf_counter() - started, 2)},
+        "request": {k: v for k, v in req.items()},
+    }

@@ -1,0 +1,144 @@
+"""What the fake CPU run changes so that it allocates what a CUDA run allocates.
+
+Each function is one named, tested workaround (tests/test_oracle_workarounds.py):
+
+- :func:`cuda_default_adamw`: torch picks AdamW's multi-tensor (foreach) path when every
+  parameter is a CUDA tensor (``torch/optim/optimizer.py`` ``_default_to_fused_or_foreach``,
+  torch 2.13); on CPU it picks the per-tensor loop, whose temporaries are one tensor at a
+  time. The oracle asks for ``foreach=True`` (or ``fused=True`` when the request says so).
+- :func:`adam_step_value`: Adam reads its step count as a Python number
+  (``torch/optim/adam.py``, ``_get_value(step)`` -> ``step.item()``), which a fake tensor
+  cannot give; the patched reader returns the real count of the step being run (the bias
+  corrections it feeds are scalars: no memory depends on them).
+- :func:`real_causal_masks`: transformers 5.17 ``masking_utils._ignore_causal_mask_sdpa``
+  refuses to drop the causal mask when ``is_tracing(padding_mask)``, which is true for a
+  fake tensor, so a fake run would materialise a ``b x 1 x s x s`` mask and SDPA would
+  take the masked path (no ``is_causal``, no ``enable_gqa``). On a GPU, with no padding,
+  the mask is ``None``. The patch makes ``is_tracing`` ignore fakeness (compile/jit/fx
+  detection is kept), so the masks are the ones a CUDA run builds; and
+  ``find_packed_sequence_indices`` (which reads position ids to detect packed sequences)
+  answers "not packed", what it finds on a GPU for the oracle's one-sequence rows.
+- :func:`flash_like_sdpa`: on CUDA, ``F.scaled_dot_product_attention`` runs the flash or
+  memory-efficient kernel, which saves ``q, k, v``, the output and an fp32 log-sum-exp of
+  ``b x heads x s`` (O(s), ``aten._scaled_dot_product_flash_attention``), with k/v at
+  kv-head size when ``enable_gqa`` is set. The CPU dispatcher may pick the math path
+  instead, which saves the ``s x s`` probabilities and expands grouped k/v. The
+  replacement is an autograd function with exactly the flash kernel's saved tensors and
+  gradient shapes. The kernels' backward workspaces (flash-attn's fp32 ``dq`` accumulator,
+  the expanded ``dk``/``dv`` under GQA) are not modelled: see ``LIMITS``.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+
+LIMITS = (
+    "kernel workspaces (cuBLAS, flash/efficient attention backward accumulators) are not allocated",
+    "bitsandbytes 4-bit kernels are not run (QLoRA setups are left to measured rows)",
+    "fused / chunked losses of other frameworks (Liger, torchtune) are not run",
+    "bf16-mixed uses CPU autocast's op lists, which differ from CUDA's in a few pointwise ops",
+    "the caching allocator's rounding to 512 bytes and its cached blocks are not modelled (allocated bytes only)",
+)
+
+
+def cuda_default_adamw(params, lr: float = 1e-5, fused: bool = False) -> torch.optim.Optimizer:
+    """AdamW as torch builds it for CUDA parameters: foreach unless fused is asked for."""
+    if fused:
+        return torch.optim.AdamW(params, lr=lr, fused=True)
+    return torch.optim.AdamW(params, lr=lr, foreach=True)
+
+
+@contextmanager
+def adam_step_value(counter: dict):
+    """Adam's ``_get_value`` returns ``counter["step"]`` for fake step tensors."""
+    import torch.optim.adam as adam_mod
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    original = adam_mod._get_value
+
+    def value(x):
+        if isinstance(x, FakeTensor):
+            return float(counter["step"])
+        return original(x)
+
+    adam_mod._get_value = value
+    try:
+        yield
+    finally:
+        adam_mod._get_value = original
+
+
+@contextmanager
+def real_causal_masks():
+    """transformers' mask helpers treat fake tensors as real ones (see module doc)."""
+    import transformers.masking_utils as mu
+    from transformers.utils import import_utils
+
+    original = mu.is_tracing, mu.find_packed_sequence_indices
+
+    def not_fake_tracing(tensor=None):
+        return import_utils.is_tracing(None)
+
+    def unpacked(position_ids):
+        # the oracle's inputs are one sequence per row (position ids 0..s-1): a GPU run
+        # finds no packing and returns None, which needs the values a fake tensor lacks
+        return None
+
+    mu.is_tracing, mu.find_packed_sequence_indices = not_fake_tracing, unpacked
+    try:
+        yield
+    finally:
+        mu.is_tracing, mu.find_packed_sequence_indices = original
+
+
+class _FlashAttention(torch.autograd.Function):
+    """Saved tensors of ``aten._scaled_dot_product_flash_attention``: q, k, v, out, lse."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask):
+        b, h, s, _ = q.shape
+        out = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
+        lse = torch.empty((b, h, s), dtype=torch.float32, device=q.device)
+        ctx.save_for_backward(q, k, v, out, lse, *(() if mask is None else (mask,)))
+        ctx.has_mask = mask is not None
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v = ctx.saved_tensors[:3]
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), None
+
+
+def _expand_kv(t: torch.Tensor, heads: int) -> torch.Tensor:
+    if t.shape[1] == heads:
+        return t
+    return t.repeat_interleave(heads // t.shape[1], dim=1)
+
+
+def flash_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+               enable_gqa=False):
+    """Drop-in for ``F.scaled_dot_product_attention`` with the flash kernel's memory.
+
+    Without ``enable_gqa`` grouped k/v must already be expanded (as torch requires); with
+    it they stay at kv-head size, as CUDA flash attention keeps them. A mask (sliding
+    window, padding) is an input the memory-efficient kernel saves too."""
+    if key.shape[1] != query.shape[1] and not enable_gqa:
+        key, value = _expand_kv(key, query.shape[1]), _expand_kv(value, query.shape[1])
+    return _FlashAttention.apply(query, key, value, attn_mask)
+
+
+@contextmanager
+def flash_like_sdpa():
+    """Route ``torch.nn.functional.scaled_dot_product_attention`` through :func:`flash_sdpa`
+    (transformers' SDPA integration looks the function up on ``torch.nn.functional`` at
+    call time)."""
+    import torch.nn.functional as F
+
+    original = F.scaled_dot_product_attention
+    F.scaled_dot_product_attention = flash_sdpa
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
