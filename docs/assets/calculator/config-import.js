@@ -53,7 +53,7 @@ export function initConfigImport(root, hooks) {
       el("label", { for: "calc-import-file" }, t.file), file,
       el("label", { for: "calc-import-format" }, t.format), format, run),
     message, error, report,
-    el("h3", {}, t.export_heading),
+    el("p", { class: "calc-import-subhead" }, el("strong", {}, t.export_heading)),
     el("small", { class: "calc-hint" }, t.export_hint),
     exportButtons, exportLabel, exportOut, copy);
   anchor.after(box);
