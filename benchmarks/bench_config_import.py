@@ -5,12 +5,19 @@ special tokens repeated until 200 lines), then prints the median and p95 over ru
 ``calc.config_import.import_config`` (parse + map), the parse alone, and the time a
 billion-laughs file takes to be refused.
 
-    python benchmarks/bench_config_import.py [--runs N]
+    python benchmarks/bench_config_import.py [--runs N] [--pyodide BUNDLE.zip]
+
+``--pyodide`` also runs the import inside Pyodide under Node (the interpreter of the
+calculator's worker; ``BUNDLE.zip`` is the site's ``assets/calc/calc-*.zip`` after
+``mkdocs build``), prints its figures and checks its result equals CPython's.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import tempfile
 import statistics
 import sys
 import time
@@ -48,6 +55,7 @@ def timed(fn, runs: int, clock=time.perf_counter) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--pyodide", help="calc bundle zip: also time the import in Pyodide (Node)")
     args = parser.parse_args()
     text = config_200_lines()
     assert len(text.splitlines()) == 200
@@ -73,6 +81,18 @@ def main() -> None:
     print(f"  parse + map, CPU time: median {statistics.median(cpu):.2f} ms, p95 {p95(cpu):.2f} ms")
     print(f"  parse only:  median {statistics.median(parse):.2f} ms, p95 {p95(parse):.2f} ms")
     print(f"  billion laughs refused: median {statistics.median(laughs):.3f} ms, worst {laughs[-1]:.3f} ms")
+    if args.pyodide:
+        with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as handle:
+            handle.write(text)
+        out = subprocess.run(["node", str(ROOT / "benchmarks" / "bench_config_import_pyodide.mjs"),
+                              args.pyodide, handle.name, "100"], capture_output=True, text=True, cwd=ROOT)
+        if out.returncode != 0:
+            print("  pyodide: failed:", out.stderr.strip()[-300:])
+            return
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+        same = data["result"] == import_config(text)
+        print(f"  in Pyodide (Node, PyYAML {data['yaml']}, libyaml {data['libyaml']}): median "
+              f"{data['median_ms']:.2f} ms, p95 {data['p95_ms']:.2f} ms; same result as CPython: {same}")
 
 
 if __name__ == "__main__":
