@@ -75,12 +75,24 @@ def main() -> None:
         raise AssertionError("billion laughs was accepted")
 
     laughs = sorted(timed(refuse, 50))
+    deep = "a: " + "[" * 5000 + "]" * 5000 + "\n"
+
+    def refuse_deep():
+        try:
+            import_config(deep)
+        except InputError:
+            return
+        raise AssertionError("5000-deep nesting was accepted")
+
+    deep_times = sorted(timed(refuse_deep, 50))
     p95 = lambda xs: xs[int(0.95 * (len(xs) - 1))]  # noqa: E731
     print(f"import of a 200-line axolotl config ({len(text)} bytes), {args.runs} runs, CPython {sys.version.split()[0]}")
     print(f"  parse + map: median {statistics.median(full):.2f} ms, p95 {p95(full):.2f} ms (target <= 20 ms)")
     print(f"  parse + map, CPU time: median {statistics.median(cpu):.2f} ms, p95 {p95(cpu):.2f} ms")
     print(f"  parse only:  median {statistics.median(parse):.2f} ms, p95 {p95(parse):.2f} ms")
     print(f"  billion laughs refused: median {statistics.median(laughs):.3f} ms, worst {laughs[-1]:.3f} ms")
+    print(f"  5000-deep flow nesting refused: median {statistics.median(deep_times):.3f} ms, "
+          f"worst {deep_times[-1]:.3f} ms")
     if args.pyodide:
         with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as handle:
             handle.write(text)

@@ -93,6 +93,11 @@ def import_axolotl(data: dict, model=None, read_file=None) -> dict:
                 rep.unknown(key, "int8_base_weights_not_modelled")
             else:
                 rep.mark_used(key, ["method"])
+        elif key == "peft_autocast_adapter_dtype":
+            if value is None:
+                rep.ignore(key)
+            else:
+                rep.use(key, "lora_adapter_dtype", "fp32" if common.is_true(value) else "base")
         elif key == "lora_r":
             common.set_int(rep, key, "lora_rank", value)
         elif key == "lora_dropout":
@@ -213,6 +218,7 @@ def import_axolotl(data: dict, model=None, read_file=None) -> dict:
         hf.finish_targets(rep, st.get("targets_key"), arch, TOOL)
         rep.default("lora_rank", 8, "peft 0.21.0 LoraConfig.r (axolotl 0.18.0 sets none)")
         rep.default("lora_dropout", 0.0, TOOL)
+        hf.adapter_dtype_default(rep, True, "peft 0.21.0 autocast_adapter_dtype (axolotl 0.18.0 leaves it on)")
         if method == "qlora":
             rep.default("qlora_double_quant", True, TOOL + " loaders/model.py")
     rep.default("micro_batch_size", 1, TOOL)

@@ -138,6 +138,8 @@ def export_axolotl(request: dict) -> str:
             out["lora_target_modules"] = _targets(req)
         if req["method"] == "qlora":
             out["bnb_config_kwargs"] = {"bnb_4bit_use_double_quant": req["qlora_double_quant"]}
+        if "lora_adapter_dtype" in req:
+            out["peft_autocast_adapter_dtype"] = req["lora_adapter_dtype"] == "fp32"
     precision = req["precision"]
     out["bf16"] = precision in ("bf16-true", "bf16-mixed")
     out["fp16"] = precision == "fp16-mixed"
@@ -188,6 +190,8 @@ def export_trl(request: dict) -> str:
         out["lora_r"] = req["lora_rank"]
         out["lora_dropout"] = req["lora_dropout"]
         out["lora_target_modules"] = _targets(req)
+        if req.get("lora_adapter_dtype") == "base":
+            notes.append("adapters in the base dtype: pass autocast_adapter_dtype=False to get_peft_model")
         if req["method"] == "qlora":
             out["load_in_4bit"] = True
             out["use_bnb_nested_quant"] = req["qlora_double_quant"]
@@ -231,7 +235,10 @@ def export_llamafactory(request: dict) -> str:
     precision = req["precision"]
     out["bf16"] = precision in ("bf16-true", "bf16-mixed")
     out["fp16"] = precision == "fp16-mixed"
-    out["pure_bf16"] = precision == "bf16-true" and req["method"] == "full" and not _uses_deepspeed(req)
+    if req["method"] == "full":
+        out["pure_bf16"] = precision == "bf16-true" and not _uses_deepspeed(req)
+    else:  # LoRA: pure_bf16 keeps the adapters in bf16 instead of fp32
+        out["pure_bf16"] = req.get("lora_adapter_dtype", "fp32") == "base" and precision == "bf16-true"
     out["cutoff_len"] = req["seq_len"]
     out["per_device_train_batch_size"] = req["micro_batch_size"]
     out["gradient_accumulation_steps"] = req["gradient_accumulation_steps"]

@@ -26,6 +26,15 @@ def set_framework(rep: Report, value: str) -> None:
         rep.request.setdefault("framework", value)
 
 
+def adapter_dtype_default(rep: Report, fp32: bool, source: str) -> None:
+    """peft upcasts 16-bit adapters to fp32 unless told not to (peft 0.21.0
+    ``get_peft_model(autocast_adapter_dtype=True)``); the key exists once main's request has it."""
+    from ..request import ESTIMATE_FIELDS
+
+    if "lora_adapter_dtype" in ESTIMATE_FIELDS:
+        rep.default("lora_adapter_dtype", "fp32" if fp32 else "base", source)
+
+
 def set_dropout(rep: Report, key: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         rep.unknown(key, "not_a_dropout_rate")

@@ -146,6 +146,8 @@ def import_llamafactory(data: dict, model=None, read_file=None) -> dict:
             rep.defaults.append({"field": "lora_targets", "value": "all-linear", "source": TOOL + ": lora_target all"})
         hf.finish_targets(rep, st["targets_key"], arch, TOOL)
         rep.default("lora_rank", 8, TOOL)
+        # trainable parameters cast to fp32 unless pure_bf16 (model/adapter.py)
+        hf.adapter_dtype_default(rep, not st.get("pure_bf16"), TOOL + ": trainable parameters in fp32 unless pure_bf16")
         rep.default("lora_dropout", 0.0, TOOL)
         if method == "qlora":
             rep.default("qlora_double_quant", True, TOOL)

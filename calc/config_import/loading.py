@@ -6,8 +6,8 @@ narrowed further: no object construction (safe tags only), no timestamps (they c
 as the text written), and three bounds checked before anything is built:
 
 - the text is at most :data:`MAX_BYTES` bytes;
-- nodes nest at most :data:`MAX_DEPTH` deep (checked while composing, so a file of ten
-  thousand ``[`` stops at the 65th);
+- nodes nest at most :data:`MAX_DEPTH` deep (checked while scanning flow brackets and
+  while composing, so a file of ten thousand ``[`` stops at the 65th);
 - aliases expand to at most :data:`MAX_NODES` nodes in all (the "billion laughs" file
   composes to a few dozen nodes but expands to 10^9: it is refused before construction).
 
@@ -52,6 +52,13 @@ def _safe_loader():
         def __init__(self, stream):
             super().__init__(stream)
             self._depth = 0
+
+        def fetch_flow_collection_start(self, token_class):
+            # the scanner looks ahead for a possible simple key at every open bracket, which
+            # costs time quadratic in the nesting: stop before the composer would
+            if self.flow_level >= MAX_DEPTH:
+                raise InputError("config_too_deep", "config", MAX_DEPTH)
+            super().fetch_flow_collection_start(token_class)
 
         def compose_node(self, parent, index):
             self._depth += 1

@@ -109,6 +109,7 @@ def import_trl(data: dict, model=None, read_file=None) -> dict:
         rep.default("lora_rank", 16 if sft else 8, "TRL 1.9.0 ModelConfig.lora_r" if sft else "peft 0.21.0 LoraConfig.r")
         rep.default("lora_dropout", 0.05 if sft else 0.0,
                     "TRL 1.9.0 ModelConfig.lora_dropout" if sft else "peft 0.21.0 LoraConfig.lora_dropout")
+        hf.adapter_dtype_default(rep, True, "peft 0.21.0 get_peft_model autocast_adapter_dtype=True")
         if rep.request["method"] == "qlora":
             rep.default("qlora_double_quant", False, "TRL 1.9.0 ModelConfig.use_bnb_nested_quant"
                         if sft else "transformers 5.17.0 BitsAndBytesConfig")
