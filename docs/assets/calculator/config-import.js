@@ -78,7 +78,7 @@ export function initConfigImport(root, hooks) {
   }
 
   function showError(code, text) {
-    const base = text || (t.errors && (t.errors[code] || t.errors.generic)) || String(code);
+    const base = text || strings.errors[code] || t.error_generic;
     error.textContent = base;
     error.dataset.errorCode = code || "not_ready";
     error.hidden = false;
