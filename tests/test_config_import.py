@@ -293,3 +293,12 @@ def test_calc_imports_without_yaml(tmp_path):
         "try:\n    ci.import_config('a: 1')\nexcept calc.InputError as e:\n    print(e.code)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.split() == ["zero2", "yaml_unavailable"], out.stderr
+
+
+def test_axolotl_fsdp_version_outside_the_fsdp_config():
+    text = ("base_model: meta-llama/Llama-3.1-8B\nadapter: lora\n{version}fsdp_config:\n"
+            "  use_orig_params: true\n  reshard_after_forward: true\n")
+    v2 = import_config(text.format(version="fsdp_version: 2\n"))
+    assert "frozen_weight_grads" not in v2["request"]  # FSDP2 has no flat-parameter units
+    v1 = import_config(text.format(version=""))
+    assert v1["request"]["frozen_weight_grads"] is True

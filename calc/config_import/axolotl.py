@@ -171,7 +171,7 @@ def import_axolotl(data: dict, model=None, read_file=None) -> dict:
         elif key == "fsdp":
             common.fsdp_trainer_option(rep, key, value)
         elif key == "fsdp_config" and isinstance(value, dict):
-            common.fsdp_section(rep, value, key + ".")
+            common.fsdp_section(rep, value, key + ".", version=data.get("fsdp_version"))
         elif key == "fsdp_version":
             st["fsdp_version"] = value
             rep.mark_used(key, ["sharding"])

@@ -328,14 +328,15 @@ _FSDP_IGNORED = {
 }
 
 
-def fsdp_section(rep: Report, cfg: dict, prefix: str = "", strip: str = "fsdp_") -> None:
+def fsdp_section(rep: Report, cfg: dict, prefix: str = "", strip: str = "fsdp_", version=None) -> None:
     """An FSDP config dict (accelerate's ``fsdp_config`` with ``fsdp_`` names, the
-    Trainer's ``fsdp_config`` with or without them, axolotl's without)."""
+    Trainer's ``fsdp_config`` with or without them, axolotl's without). ``version``: the
+    FSDP version when the file states it outside the dict (axolotl's ``fsdp_version``)."""
     plain = {}
     for key, value in cfg.items():
         name = str(key)
         plain[name[len(strip):] if name.startswith(strip) else name] = (key, value)
-    version = positive_int(plain.get("version", (None, 1))[1]) or 1
+    version = positive_int(plain.get("version", (None, version))[1]) or 1
     for name, (key, value) in plain.items():
         path = prefix + str(key)
         if name == "sharding_strategy":
