@@ -148,11 +148,15 @@ def norm_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     RMSNorm: ``4h`` (fp32 upcast) + 4 (the fp32 ``rsqrt`` the scaling ``mul`` saves:
     ``hidden * torch.rsqrt(variance + eps)`` in transformers 5.17 ``LlamaRMSNorm``)
     + ``resid_bytes * h`` if its weight trains.
+    Gemma's RMSNorm (``arch.extra["norm_scale_fp32"]``) scales in fp32,
+    ``output * (1.0 + self.weight.float())`` (transformers 5.17 ``Gemma2RMSNorm``,
+    ``Gemma3RMSNorm``): the normalised copy it saves is fp32, ``4h``.
     LayerNorm: ``resid_bytes * h`` (input) + 8 (mean, rstd)."""
     h = arch.hidden_size
     if arch.norm_kind == "layer":
         return cfg.resid_bytes * h + LAYERNORM_STATS_BYTES
-    return FP32_BYTES * h + FP32_BYTES + (cfg.resid_bytes * h if cfg.full else 0)
+    normalised = FP32_BYTES if arch.extra.get("norm_scale_fp32") else cfg.resid_bytes
+    return FP32_BYTES * h + FP32_BYTES + (normalised * h if cfg.full else 0)
 
 
 def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer) -> int:
@@ -182,6 +186,22 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     return a * (2 * q_dim + 2 * kv_eff) + FP32_BYTES * arch.num_heads + out_copy
 
 
+def qk_norm_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """Per-head RMSNorm of q and k (``arch.extra["qk_norm_per_head"]``: Qwen3, Qwen3-MoE,
+    Gemma-3; transformers 5.17 ``self.q_norm(self.q_proj(x).view(...))``), per token: the
+    fp32 upcast of q and k, ``4 (q_dim + kv_dim)``, and the fp32 ``rsqrt`` per head,
+    ``4 (heads + kv_heads)``; with trainable norm weights also the normalised copy the
+    weight's ``mul`` saves, at ``act`` bytes (Qwen3: ``weight * x.to(input_dtype)``) or fp32
+    (Gemma: :func:`norm_bytes`)."""
+    if not arch.extra.get("qk_norm_per_head"):
+        return 0
+    width = (arch.num_heads + arch.num_kv_heads) * arch.head_dim
+    total = FP32_BYTES * width + FP32_BYTES * (arch.num_heads + arch.num_kv_heads)
+    if cfg.full:
+        total += (FP32_BYTES if arch.extra.get("norm_scale_fp32") else cfg.act_bytes) * width
+    return total
+
+
 def fused_qkv_kept_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     """Per token, what a kept fused q/k/v output adds beyond the ``v`` already counted:
     ``act * (q_dim + kv_dim)``, only where every query head has its own k/v head.
@@ -197,6 +217,14 @@ def fused_qkv_kept_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     if not cfg.keeps_fused_qkv or arch.num_kv_heads != arch.num_heads:
         return 0
     return cfg.act_bytes * (arch.num_heads + arch.num_kv_heads) * arch.head_dim
+
+
+def _per_block(arch: ModelArch, lin: LinearLayer, nbytes: int) -> int:
+    """``nbytes`` of a module averaged over the blocks: all of it where every block holds the
+    module; in a mixed stack (Llama 4 Maverick's dense and MoE blocks) its share of blocks,
+    since the activations are summed as ``num_layers`` times one (average) block."""
+    held, blocks = arch.block_share(lin)
+    return nbytes if held == blocks else nbytes * held // blocks
 
 
 def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: tuple) -> int:
@@ -216,7 +244,7 @@ def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: t
         if any(_saves_input(l, cfg) for l in siblings):
             per += a * arch.hidden_size
         per += a * arch.hidden_size
-    return down.active * per
+    return _per_block(arch, down, down.active * per)
 
 
 def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -224,7 +252,8 @@ def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     adapter's dtype (``lora_B`` saves ``lora_A``'s output)."""
     if not cfg.adapted:
         return 0
-    return sum(cfg.lora_bytes * cfg.rank * l.active for l in arch.linears if _key(l) in cfg.adapted)
+    return sum(_per_block(arch, l, cfg.lora_bytes * cfg.rank * l.active)
+               for l in arch.linears if _key(l) in cfg.adapted)
 
 
 def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -234,7 +263,8 @@ def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     linear; peft casts the input to the adapter's dtype first)."""
     if not (cfg.lora_dropout and cfg.adapted):
         return 0
-    return sum((cfg.lora_bytes + 1) * l.d_in * l.active for l in arch.linears if _key(l) in cfg.adapted)
+    return sum(_per_block(arch, l, (cfg.lora_bytes + 1) * l.d_in * l.active)
+               for l in arch.linears if _key(l) in cfg.adapted)
 
 
 def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -246,12 +276,13 @@ def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     then saved by nothing (the base weight is frozen)."""
     if not (cfg.adapter_copies and cfg.adapted) or cfg.lora_dropout:
         return 0
-    return sum(cfg.lora_bytes * l.d_in * l.active for l in arch.linears if _key(l) in cfg.adapted)
+    return sum(_per_block(arch, l, cfg.lora_bytes * l.d_in * l.active)
+               for l in arch.linears if _key(l) in cfg.adapted)
 
 
 def router_bytes(arch: ModelArch, parts: BlockParts) -> int:
     """fp32 routing probabilities per token: ``4 * num_experts`` per router."""
-    return sum(FP32_BYTES * l.d_out for l in parts.routers)
+    return sum(_per_block(arch, l, FP32_BYTES * l.d_out) for l in parts.routers)
 
 
 def norm_output_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
@@ -269,6 +300,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     parts = block_parts(arch)
     total = arch.norms_per_layer * norm_bytes(arch, cfg) + norm_output_bytes(arch, cfg, parts)
     total += attention_core_bytes(arch, cfg, parts.attn_out) + fused_qkv_kept_bytes(arch, cfg)
+    total += qk_norm_bytes(arch, cfg)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
     total += lora_input_copy_bytes(arch, cfg)
@@ -305,10 +337,28 @@ def compile_removable_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     return removable
 
 
+BATCH_BYTES_PER_TOKEN = 16
+"""The batch on the GPU: ``input_ids`` and ``labels``, int64 each (Hugging Face's data
+collators build ``labels`` as a copy of ``input_ids``; torchtune and LitGPT hold tokens
+and targets too)."""
+
+
+def rope_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """RoPE's ``cos`` and ``sin`` at the compute dtype, built once per forward and saved by
+    every block's ``q * cos`` and ``rotate_half(q) * sin``: ``2 * act * head_dim`` per token
+    (transformers 5.17 ``LlamaRotaryEmbedding.forward`` returns them ``.to(x.dtype)``).
+    None for learned positions (GPT-2) and ALiBi (BLOOM)."""
+    if arch.learned_positions or arch.family == "bloom":
+        return 0
+    return 2 * cfg.act_bytes * arch.head_dim
+
+
 def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
-    """Final norm and output layer per token: the norm's tensors, plus the output
-    layer's input when its weight trains."""
-    return norm_bytes(arch, cfg) + (cfg.act_bytes * arch.hidden_size if cfg.full else 0)
+    """Once per token outside the blocks: the final norm's tensors, the output layer's
+    input when its weight trains, RoPE's cos/sin (:func:`rope_bytes_per_token`) and the
+    batch (:data:`BATCH_BYTES_PER_TOKEN`)."""
+    return (norm_bytes(arch, cfg) + (cfg.act_bytes * arch.hidden_size if cfg.full else 0)
+            + rope_bytes_per_token(arch, cfg) + BATCH_BYTES_PER_TOKEN)
 
 
 def checkpoint_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
@@ -337,11 +387,16 @@ def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
     needs no input), so they are freed after the forward unless the training loop holds
     the model's output (``loss_outputs_kept``): ``+ act * V``.
     Chunked / fused cross-entropy computes the fp32 part one chunk at a time: ``V * act``
-    (the 16-bit logits, then their gradient)."""
+    (the 16-bit logits, then their gradient).
+    Gemma-2's final soft-capping (``arch.extra["final_logit_softcapping"]``; transformers
+    5.17 ``Gemma2ForCausalLM.forward``: ``logits / cap``, ``tanh``, ``* cap``) saves the
+    ``tanh`` output for backward: ``+ act * V``.
+    """
     v = arch.vocab_size
     if chunked:
         return v * act_bytes
-    return v * (3 * FP32_BYTES + (act_bytes if outputs_kept else 0))
+    capped = act_bytes if arch.extra.get("final_logit_softcapping") else 0
+    return v * (3 * FP32_BYTES + capped + (act_bytes if outputs_kept else 0))
 
 
 def kept_logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,

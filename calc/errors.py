@@ -15,11 +15,14 @@ class CalcError(Exception):
     code = "calc_error"
 
     def __init__(self, code: str | None = None, field: str | None = None,
-                 value: object = None, detail: str = "") -> None:
+                 value: object = None, detail: str = "", *, extra: dict | None = None) -> None:
         self.code = code or type(self).code
         self.field = field
         self.value = value
         self.detail = detail
+        # Additional JSON-able keys for the error object (e.g. ``suggestions`` for an
+        # unknown model); they never replace code, field, value or detail.
+        self.extra = dict(extra) if extra else {}
         super().__init__(f"{self.code}: field={field!r} value={_short(value)!r} {detail}".rstrip())
 
     def to_dict(self) -> dict:
@@ -27,6 +30,8 @@ class CalcError(Exception):
         out = {"code": self.code, "field": self.field, "value": _jsonable(self.value)}
         if self.detail:
             out["detail"] = self.detail
+        for key, val in self.extra.items():
+            out.setdefault(key, _jsonable(val))
         return out
 
 

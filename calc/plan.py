@@ -24,15 +24,20 @@ storage_price_per_gb_month            null           USD per GB-month; null = ca
 months_kept                           1              months the storage is kept
 experiment_multiplier                 2.0            GPU time of trials and failed runs, as a
                                                      multiple of the final run (>= 1; seed 004)
-safety_margin                         0.25           memory margin over the estimate (0-1;
-                                                     seeds: 20-30 %)
+safety_margin                         0              user margin over the calibrated range
+                                                     (0-1; off by default, calc.calibration)
 mfu                                   null           single-GPU utilisation; null = default for
                                                      the card class and method (calc.timing)
 qlora_speed_factor                    null           QLoRA/LoRA speed ratio; null = 0.65
 scaling_efficiency                    null           per-GPU multi-GPU efficiency; null = table
 ====================================  =============  ==============================================
 
-Where the defaults come from: ``safety_margin`` 0.25 is the middle of seed 004's "20-30 %";
+Where the defaults come from: ``safety_margin`` 0 because the verdict already compares the
+calibrated range of the estimate (:mod:`calc.calibration`: the middle 80 % of the memory model's
+held-out error) against the card; a margin set by the user multiplies both ends of that range
+(until issue 13 the default was 0.25, the middle of seed 004's "20-30 %", applied to the point
+estimate). Each ``fits`` entry carries ``verdict`` (``fits`` | ``borderline`` |
+``does_not_fit``), ``device_range_bytes`` and ``fits`` (``verdict == "fits"``);
 ``experiment_multiplier`` 2.0 is the least the seed's "trials and failed runs often cost more
 than the final run" implies; ``startup_minutes`` 10 stands for the seed's "several minutes per
 start" of environment set-up and model download; ``checkpoint_interval_minutes`` 30,
@@ -80,7 +85,7 @@ PLAN_FIELDS: dict[str, tuple] = {
     "storage_price_per_gb_month": (None, "optional_number", (0.0, 1e4, True)),
     "months_kept": (1, "number", (0.0, 1200.0, True)),
     "experiment_multiplier": (2.0, "number", (1.0, 1000.0, True)),
-    "safety_margin": (0.25, "number", (0.0, 1.0, True)),
+    "safety_margin": (0.0, "number", (0.0, 1.0, True)),
     "mfu": (None, "optional_number", (0.0, 1.0, False)),
     "qlora_speed_factor": (None, "optional_number", (0.0, 1.0, False)),
     "scaling_efficiency": (None, "optional_number", (0.0, 1.0, False)),
@@ -170,12 +175,27 @@ class Planner:
                         if options.storage_gb is None else {"total": options.storage_gb})
         self.storage_price = (gpu_catalogue.storage_price().usd if options.storage_price_per_gb_month is None
                               else options.storage_price_per_gb_month)
+        self._prices: dict[str, dict] = {}
 
     def price(self, gpu: gpu_catalogue.Gpu) -> dict:
+        """The price row used for ``gpu`` (memoised per card: it does not change within a plan)."""
+        cached = self._prices.get(gpu.id)
+        if cached is None:
+            cached = self._prices[gpu.id] = self._price(gpu)
+        return dict(cached)
+
+    def _price(self, gpu: gpu_catalogue.Gpu) -> dict:
         o = self.options
         if gpu.id == o.gpu.id and o.price_per_gpu_hour is not None:
             return {"usd_per_gpu_hour": o.price_per_gpu_hour, "source": "request", "tier": o.price_tier,
                     "interruptible": o.interruptible, "as_of": None, "fallback": False}
+        if not gpu_catalogue.prices_for(gpu.id):
+            # A card nobody rents publicly (a desktop card, a new accelerator): still planned
+            # for its owner, at no rental price; warning "price_is_none" says so and ranks it
+            # after the priced ones by cost (issue 15).
+            return {"usd_per_gpu_hour": 0.0, "source": None, "tier": o.price_tier,
+                    "interruptible": o.interruptible, "as_of": None, "fallback": False,
+                    "source_kind": "none", "no_price": True}
         quote = gpu_catalogue.price_quote(gpu.id, o.price_tier, o.interruptible)
         out = quote.to_dict()
         out["source_kind"] = "catalogue"
@@ -212,8 +232,8 @@ class Planner:
         return estimate_cost(compute_hours, inputs)
 
     def fits(self, estimate: dict | None, gpu: gpu_catalogue.Gpu) -> bool:
-        return (estimate is not None and recommend.required_bytes(
-            estimate["device_total_bytes"], self.options.safety_margin) <= gpu.memory_bytes)
+        return (estimate is not None and recommend.required_for(
+            estimate, self.options.safety_margin) <= gpu.memory_bytes)
 
 
 def _recommendations(planner: Planner) -> dict:
@@ -228,7 +248,7 @@ def _recommendations(planner: Planner) -> dict:
         est = planner.estimator.get(**changes)
         if est is None:
             continue
-        need = recommend.required_bytes(est["device_total_bytes"], planner.options.safety_margin)
+        need = recommend.required_for(est, planner.options.safety_margin)
         for gpu in cards:
             if need > gpu.memory_bytes:
                 continue
@@ -259,7 +279,13 @@ def _recommendations(planner: Planner) -> dict:
         return any(w.startswith("price_is_") or w == "price_from_other_tier"
                    for w in c["warnings"])
 
-    configs.sort(key=lambda c: (rate_mismatch(c), c["cost_usd"], c["time_hours"], c["id"]))
+    # Cards with no rental price come last, fastest first: ranked for their owners (issue 15).
+    def unpriced(c: dict) -> bool:
+        return "price_is_none" in c["warnings"]
+
+    configs.sort(key=lambda c: (unpriced(c), rate_mismatch(c),
+                                c["time_hours"] if unpriced(c) else c["cost_usd"],
+                                c["time_hours"], c["id"]))
     by_time = sorted(configs, key=lambda c: (c["time_hours"], c["cost_usd"], c["id"]))
     for rank, c in enumerate(configs, 1):
         c["rank_by_cost"] = rank
@@ -295,6 +321,8 @@ def _recommendations(planner: Planner) -> dict:
 
 
 def _price_warnings(price: dict, interruptible: bool) -> list[str]:
+    if price.get("no_price"):
+        return ["price_is_none"]
     out = []
     if price.get("fallback"):
         out.append("price_from_other_tier")
@@ -338,7 +366,7 @@ def _suggestion(planner: Planner, action: str, changes: dict, extra: dict | None
         "changes": dict(changes),
         "fits": planner.fits(est, gpu),
         "device_total_bytes": est["device_total_bytes"],
-        "required_bytes": recommend.required_bytes(est["device_total_bytes"], planner.options.safety_margin),
+        "required_bytes": recommend.required_for(est, planner.options.safety_margin),
         "saved_bytes": planner.base["device_total_bytes"] - est["device_total_bytes"],
         "host_bytes": est["host_bytes"],
         "time_hours": cost.schedule.total_hours,

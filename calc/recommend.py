@@ -2,9 +2,10 @@
 
 The memory estimate does not depend on the card, only on the setup (GPU count, sharding and
 the rest of the request), so :class:`Estimator` computes each setup once and every card is
-compared against it. A setup fits a card when its ``device_total_bytes`` (what nvidia-smi
-would show) plus the safety margin is at most the card's driver-reported memory; seed 004
-advises a 20-30 % margin over the estimate.
+compared against it. A setup fits a card when the upper end of its calibrated device range
+(what nvidia-smi would show, :func:`device_range`), times ``1 + safety_margin`` when the user
+sets a margin (default none), is at most the card's driver-reported memory
+(:mod:`calc.calibration`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 import math
 from typing import Callable
 
+from . import calibration
 from .errors import CalcError
 from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
@@ -49,7 +51,15 @@ class Estimator:
     def variant(self, **changes: object) -> EstimateRequest:
         fixed = {k: (_ENUM_FIELDS[k](v) if k in _ENUM_FIELDS and isinstance(v, str) else v)
                  for k, v in changes.items()}
-        return dataclasses.replace(self.request, **fixed)
+        out = dataclasses.replace(self.request, **fixed)
+        if out.profile_keys:  # the library's setup-dependent behaviours follow the new setup
+            from .frameworks import reapplied
+            from .request import ESTIMATE_FIELDS
+
+            again = reapplied(out.to_dict(), out.profile_keys, out.framework,
+                              {k: spec[0] for k, spec in ESTIMATE_FIELDS.items()})
+            out = dataclasses.replace(out, **{k: v for k, v in again.items() if k not in fixed})
+        return out
 
     def get(self, **changes: object) -> dict | None:
         key = tuple(sorted((k, v.value if hasattr(v, "value") else v) for k, v in changes.items()))
@@ -67,31 +77,58 @@ def required_bytes(device_total_bytes: int, safety_margin: float) -> int:
     return math.ceil(device_total_bytes * (1.0 + safety_margin))
 
 
-def fit_entry(device_total_bytes: int, memory_bytes: int, safety_margin: float) -> dict:
-    """One card against one estimate. ``headroom_*`` are measured without the margin;
-    ``fits`` includes it."""
-    need = required_bytes(device_total_bytes, safety_margin)
+def device_range(estimate: dict) -> tuple[int, int]:
+    """What nvidia-smi would show, as a range: the calibrated reserved range
+    (``peak_reserved_range_bytes``, :mod:`calc.calibration`) plus what the allocator does
+    not see (``device_total_bytes - peak_reserved_bytes``: CUDA context, NCCL buffers). An
+    estimate without a range (a plain figure) is its own range."""
+    total = estimate["device_total_bytes"]
+    rng = estimate.get("peak_reserved_range_bytes")
+    if not rng:
+        return total, total
+    extra = total - estimate["peak_reserved_bytes"]
+    return rng[0] + extra, rng[1] + extra
+
+
+def required_for(estimate: dict, safety_margin: float) -> int:
+    """Memory a card must report for the verdict ``fits``: the upper end of the device range
+    times ``1 + safety_margin``."""
+    return required_bytes(device_range(estimate)[1], safety_margin)
+
+
+def fit_entry(device_total_bytes: int, memory_bytes: int, safety_margin: float,
+              device_range_bytes: tuple[int, int] | None = None) -> dict:
+    """One card against one estimate. ``headroom_*`` are measured from the point estimate
+    without the margin; ``verdict`` (:func:`calc.calibration.verdict`) compares the device
+    range, each end times ``1 + safety_margin``; ``fits`` is ``verdict == "fits"``."""
+    low, high = device_range_bytes or (device_total_bytes, device_total_bytes)
+    need = required_bytes(high, safety_margin)
     headroom = memory_bytes - device_total_bytes
+    verdict = calibration.verdict(low, high, memory_bytes, safety_margin)
     return {
-        "fits": need <= memory_bytes,
+        "fits": verdict == "fits",
         "fits_without_margin": device_total_bytes <= memory_bytes,
         "memory_bytes": memory_bytes,
         "device_total_bytes": device_total_bytes,
         "required_bytes": need,
         "headroom_bytes": headroom,
         "headroom_fraction": headroom / memory_bytes,
+        "verdict": verdict,
+        "device_range_bytes": [low, high],
     }
 
 
 def fits_table(estimate: dict | None, gpus, safety_margin: float) -> dict:
-    """``{gpu_id: fit_entry}`` for every catalogue card (``fits: false`` everywhere when the
-    memory model rejected the setup)."""
+    """``{gpu_id: fit_entry}`` for every catalogue card (``fits: false`` and ``does_not_fit``
+    everywhere when the memory model rejected the setup)."""
     out = {}
     for gpu in gpus:
         if estimate is None:
-            out[gpu.id] = {"fits": False, "fits_without_margin": False, "memory_bytes": gpu.memory_bytes}
+            out[gpu.id] = {"fits": False, "fits_without_margin": False, "memory_bytes": gpu.memory_bytes,
+                           "verdict": "does_not_fit"}
         else:
-            out[gpu.id] = fit_entry(estimate["device_total_bytes"], gpu.memory_bytes, safety_margin)
+            out[gpu.id] = fit_entry(estimate["device_total_bytes"], gpu.memory_bytes, safety_margin,
+                                    device_range(estimate))
     return out
 
 
@@ -138,5 +175,5 @@ def largest_fitting(fits: Callable[[int], bool], start: int, maximum: int) -> in
     return lo
 
 
-__all__ = ["Estimator", "GPU_COUNTS", "MULTI_GPU_SHARDINGS", "configurations", "fit_entry",
-           "fits_table", "largest_fitting", "required_bytes"]
+__all__ = ["Estimator", "GPU_COUNTS", "MULTI_GPU_SHARDINGS", "configurations", "device_range", "fit_entry",
+           "fits_table", "largest_fitting", "required_bytes", "required_for"]

@@ -13,6 +13,7 @@ from enum import Enum
 
 from .arch import ModelArch
 from .errors import CalcError, ConfigError, InputError
+from .frameworks import PROFILES, Framework, apply_profile
 
 
 class Method(str, Enum):
@@ -109,6 +110,8 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
     "lora_adapter_dtype": ("base", AdapterDtype, None),
     "attention_grouped_kv": (False, "bool", None),
     "loss_outputs_kept": (False, "bool", None),
+    "qlora_quant_state_replicated": (False, "bool", None),
+    "framework": ("generic", Framework, None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -176,6 +179,17 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
   layer's logits stay alive at the start of the loss backward. Default False: the loop
   keeps only the loss (Hugging Face ``Trainer.compute_loss`` returns the loss alone when
   ``return_outputs=False``, and ``training_step`` drops the rest).
+- ``qlora_quant_state_replicated``: QLoRA under ZeRO-3 / FSDP on several GPUs keeps the
+  quantization statistics of every 4-bit weight (absmax, and with double quantization its
+  8-bit absmax and their fp32 scales) whole on every GPU: bitsandbytes keeps them in
+  ``Params4bit.quant_state``, a plain attribute that FSDP and ZeRO-3 do not shard (they
+  shard parameters; bitsandbytes PR #970, v0.43.0, FSDP-QLoRA). Only the packed 4-bit data
+  is sharded (:func:`calc.memory.model_states`). Default False: torchao's ``NF4Tensor``
+  shards its scalers with its data.
+- ``framework``: the training library, a profile of the keys above
+  (:mod:`calc.frameworks`): ``generic`` (default: no profile, every key at its own default,
+  the behaviour before this key), ``hf-trainer``, ``hf-custom-loop``, ``torchtune``,
+  ``litgpt``, ``unsloth``. The profile fills only keys the request leaves out.
 """
 
 
@@ -211,6 +225,11 @@ class EstimateRequest:
     lora_adapter_dtype: AdapterDtype = AdapterDtype.BASE
     attention_grouped_kv: bool = False
     loss_outputs_kept: bool = False
+    qlora_quant_state_replicated: bool = False
+    framework: Framework = Framework.GENERIC
+    # keys the framework profile filled (not part of the JSON form): a variant of this request
+    # re-evaluates the conditional ones (calc.frameworks.reapplied)
+    profile_keys: tuple = ()
 
     @property
     def is_peft(self) -> bool:
@@ -300,7 +319,8 @@ def resolve_model(value: object) -> tuple[ModelArch, str]:
     from .hf_config import arch_from_hf_config
 
     if isinstance(value, str):
-        return presets.get_preset(value), value
+        preset_id = presets.resolve_preset_id(value)  # a preset id or a Hugging Face id
+        return presets.get_preset(preset_id), preset_id
     if isinstance(value, dict):
         extra = set(value) - {"hf_config", "name"}
         if extra:
@@ -331,6 +351,8 @@ def parse_estimate_request(data: object, fields: dict[str, tuple] | None = None)
     """Validate a request dict; ``fields`` lets a caller (the plan request) allow more keys,
     which it checks itself."""
     values = parse_fields(data, fields or ESTIMATE_FIELDS)
+    framework = check_enum("framework", values["framework"], Framework)
+    apply_profile(values, data, framework)  # type: ignore[arg-type]
     arch, model_id = resolve_model(values["model"])
     kwargs: dict = {"model": arch, "model_id": model_id}
     for key, (default, kind, extra) in ESTIMATE_FIELDS.items():
@@ -347,6 +369,7 @@ def parse_estimate_request(data: object, fields: dict[str, tuple] | None = None)
             kwargs[key] = _check_targets(value, arch)
         else:
             kwargs[key] = check_enum(key, value, kind)
+    kwargs["profile_keys"] = tuple(k for k in PROFILES[framework] if k not in data)  # type: ignore[operator]
     return EstimateRequest(**kwargs)
 
 
@@ -371,6 +394,7 @@ def request_warnings(req: EstimateRequest) -> list[str]:
 
 
 __all__ = [
-    "AdapterDtype", "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Method",
+    "AdapterDtype", "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Framework",
+    "Method",
     "Optimizer", "Precision", "Sharding", "parse_estimate_request", "request_warnings",
 ]

@@ -30,14 +30,18 @@ COMMAND = "plan"  # one round trip: the plan response includes the memory estima
 # Form sections: (legend key, request keys). Keys calc adds later land in the last one.
 GROUPS = (
     ("legend_model", ("model",)),
+    # the training library first: its profile (calc.frameworks) sets the behaviours below it,
+    # each of which stays adjustable for a version that differs
+    ("legend_library", ("framework", "lora_adapter_dtype", "qlora_keeps_inputs",
+                        "qlora_unchunked_quantization", "qlora_quant_state_replicated",
+                        "optimizer_fused", "attention_keeps_fused_qkv", "attention_grouped_kv",
+                        "loss_outputs_kept", "sync_each_micro_batch", "frozen_weight_grads")),
     ("legend_method", ("method", "lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
-                       "qlora_keeps_inputs", "qlora_unchunked_quantization", "precision",
-                       "optimizer", "optimizer_fused", "optimizer_in_backward")),
+                       "precision", "optimizer", "optimizer_in_backward")),
     ("legend_batch", ("micro_batch_size", "gradient_accumulation_steps", "seq_len",
-                      "gradient_checkpointing", "attention", "attention_keeps_fused_qkv", "torch_compile",
+                      "gradient_checkpointing", "attention", "torch_compile",
                       "chunked_loss", "activation_offload")),
-    ("legend_parallel", ("num_gpus", "sharding", "sync_each_micro_batch", "frozen_weight_grads",
-                         "cpu_offload")),
+    ("legend_parallel", ("num_gpus", "sharding", "cpu_offload")),
     ("legend_plan", ("dataset_tokens", "epochs", "gpu", "price_tier", "price_per_gpu_hour",
                      "interruptible", "safety_margin")),
     ("legend_advanced", ()),

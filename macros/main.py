@@ -23,7 +23,8 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
     del sys.modules[_name]
 
 import calc  # noqa: E402
-from macros import calculator, config_import_docs, guides, methodology, plan_tables  # noqa: E402
+from macros import (calculator, config_import_docs, guides, methodology, plan_tables,  # noqa: E402
+                    validation_loso)
 
 
 def _register_core(env) -> None:
@@ -43,4 +44,5 @@ def define_env(env) -> None:
     plan_tables.register(env)
     methodology.register(env)
     calculator.register(env)
+    validation_loso.register(env)
     config_import_docs.register(env)

@@ -95,6 +95,10 @@ PLAN_VARIATIONS = [
     {"experiment_multiplier": "3", "safety_margin": "0.1"},
     {"mfu": "0.35", "method": "qlora", "qlora_speed_factor": "0.5"},
     {"scaling_efficiency": "0.8", "num_gpus": "4", "sharding": "zero2", "gpu": "a100-40gb-sxm"},
+    # issue 15: current presets, a mixture of experts, new cards and an unpriced owner's card
+    {"model": "qwen3-30b-a3b", "method": "lora", "gpu": "rtx-pro-6000"},
+    {"model": "gpt-oss-20b", "method": "qlora", "gpu": "h100-nvl"},
+    {"model": "gemma-3-4b", "method": "qlora", "gpu": "t4"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 

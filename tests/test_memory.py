@@ -327,6 +327,33 @@ def test_fp32_adapters_on_bf16_base():
                 == est(**base, precision=precision, lora_adapter_dtype="fp32")["peak_allocated_bytes"])
 
 
+def test_family_traits_saved_tensors():
+    from calc.hf_config import arch_from_hf_config
+
+    qwen3 = arch_from_hf_config({"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072,
+                                 "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+                                 "num_hidden_layers": 2, "vocab_size": 1000})
+    cfg_full = act.ActConfig(2, 2, True, frozenset(), 16, act.Attention.SDPA, 512, False)
+    cfg_lora = act.ActConfig(2, 2, False, frozenset(), 16, act.Attention.SDPA, 512, False)
+    width = (16 + 8) * 128
+    # fp32 upcast of q and k + rsqrt per head; the bf16 normalised copy when the weights train
+    assert act.qk_norm_bytes(qwen3, cfg_lora) == 4 * width + 4 * 24
+    assert act.qk_norm_bytes(qwen3, cfg_full) == 6 * width + 4 * 24
+    gemma2 = arch_from_hf_config({"model_type": "gemma2", "hidden_size": 512, "intermediate_size": 2048,
+                                  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128,
+                                  "num_hidden_layers": 2, "vocab_size": 1000})
+    assert act.qk_norm_bytes(gemma2, cfg_full) == 0
+    # Gemma's norm saves its fp32 normalised copy: 4h + 4 + 4h
+    assert act.norm_bytes(gemma2, cfg_full) == 8 * 512 + 4
+    # final soft-capping keeps tanh(logits / 30) in bf16: 12 + 2 bytes per vocabulary entry
+    assert act.logits_bytes_per_token(gemma2, 2, False) == 1000 * 14
+    gemma2_nocap = arch_from_hf_config({"model_type": "gemma2", "hidden_size": 512, "intermediate_size": 2048,
+                                        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128,
+                                        "num_hidden_layers": 2, "vocab_size": 1000,
+                                        "final_logit_softcapping": None})
+    assert act.logits_bytes_per_token(gemma2_nocap, 2, False) == 1000 * 12
+
+
 def test_loss_outputs_kept_holds_logits_through_backward():
     base = dict(method="full", gradient_checkpointing=False, micro_batch_size=2, seq_len=1024)
     a, b = est(**base), est(**base, loss_outputs_kept=True)
@@ -358,7 +385,8 @@ def test_checkpointing_keeps_layer_inputs():
     r = req(method="full", gradient_checkpointing=True, micro_batch_size=2, seq_len=1024)
     a = memory.activation_bytes(r, states.regime(r.precision, r.sharding))
     tokens = 2 * 1024
-    head = (4 * 4096 + 4 + 2 * 4096 + 2 * 4096) * tokens  # final norm + lm_head input
+    # final norm + lm_head input + RoPE cos/sin (2 * 2 * 128) + input ids and labels (16)
+    head = (4 * 4096 + 4 + 2 * 4096 + 2 * 4096 + 2 * 2 * 128 + 16) * tokens
     assert a.saved_all == 32 * 2 * 4096 * tokens + head
     assert a.recompute == 194_696 * tokens
 

@@ -66,7 +66,7 @@ def test_defaults():
     _, options = plan.parse_plan_request(BASE)
     assert (options.epochs, options.safety_margin, options.experiment_multiplier, options.price_tier,
             options.starts, options.startup_minutes, options.interruptible) == \
-        (1.0, 0.25, 2.0, "marketplace", 1, 10.0, False)
+        (1.0, 0.0, 2.0, "marketplace", 1, 10.0, False)  # margin off by default since issue 13
 
 
 def test_time_and_cost_hand_computed():
@@ -89,16 +89,21 @@ def test_time_and_cost_hand_computed():
 
 
 def test_fits_every_card():
-    out = _plan(method="full", gradient_checkpointing=False, seq_len=8192)
+    # a user margin (off by default since issue 13) multiplies the estimate; the fake estimate
+    # has no calibrated range, so its range is the point itself
+    out = _plan(method="full", gradient_checkpointing=False, seq_len=8192, safety_margin=0.25)
     total = 16 * GIB + 8192 * ACT_BYTES_PER_TOKEN + CONTEXT_BYTES  # 18.5 GiB
     assert out["memory"]["device_total_bytes"] == total
     assert set(out["fits"]) == set(gpus.gpu_ids())
     for gpu in gpus.all_gpus():
         entry = out["fits"][gpu.id]
         assert entry["fits"] == (recommend.required_bytes(total, 0.25) <= gpu.memory_bytes)
+        assert entry["verdict"] == ("fits" if entry["fits"] else "does_not_fit")
     # 18.5 GiB x 1.25 = 23680 MiB: the RTX 4090 (24564 MiB) holds it, the L4 (23034 MiB) does not
     assert out["fits"]["rtx-4090"]["fits"] is True
     assert out["fits"]["l4"]["fits"] is False and out["fits"]["l4"]["fits_without_margin"] is True
+    # no margin: 18.5 GiB fits the L4
+    assert _plan(method="full", gradient_checkpointing=False, seq_len=8192)["fits"]["l4"]["verdict"] == "fits"
 
 
 def test_recommendations_ranked_and_all_fit():
@@ -106,9 +111,14 @@ def test_recommendations_ranked_and_all_fit():
     rec = out["recommendations"]
     configs = rec["configs"]
     assert rec["count"] == len(configs) > 0
-    # by cost within each group: comparable prices first, other-rate prices after
+    # by cost within each group: comparable prices first, other-rate prices after; cards with
+    # no rental price (price_is_none) last, fastest first (ranked for their owners)
+    priced = [c for c in configs if "price_is_none" not in c["warnings"]]
+    unpriced = configs[len(priced):]
+    assert configs[:len(priced)] == priced
+    assert [c["time_hours"] for c in unpriced] == sorted(c["time_hours"] for c in unpriced)
     for mismatched in (False, True):
-        costs = [c["cost_usd"] for c in configs if _not_like_for_like(c) is mismatched]
+        costs = [c["cost_usd"] for c in priced if _not_like_for_like(c) is mismatched]
         assert costs == sorted(costs)
     by_time = {c["id"]: c["time_hours"] for c in configs}
     assert [by_time[i] for i in rec["by_time"]] == sorted(by_time.values())
@@ -189,7 +199,7 @@ def test_recommendation_estimates_each_setup_once():
 def test_solvers_hand_computed():
     # LoRA states 4 GiB + context 0.5 GiB + mb x 2048 tokens x 64 KiB (checkpointing on) must stay
     # within 24564 MiB / 1.25 on an RTX 4090.
-    out = _plan(gpu="rtx-4090", micro_batch_size=1, seq_len=2048)
+    out = _plan(gpu="rtx-4090", micro_batch_size=1, seq_len=2048, safety_margin=0.25)
     budget = 24564 * 2**20 / 1.25 - 4.5 * GIB
     per_token = ACT_BYTES_PER_TOKEN // 4
     assert out["solvers"]["max_micro_batch_size"] == {"found": True, "value": int(budget // (2048 * per_token))}

@@ -216,6 +216,7 @@ def run_steps(req: dict, options: dict) -> dict:
             p.register_post_accumulate_grad_hook(lambda q: tracker.track(q.grad, "gradients"))
         optimizer = make_optimizer(req, params)
         ids = torch.zeros((b, s), dtype=torch.long)
+        labels = torch.zeros((b, s), dtype=torch.long)  # a collator's copy of input_ids
         for step in range(1, options["steps"] + 1):
             counter["step"] = step
             last = step == options["steps"]
@@ -225,7 +226,7 @@ def run_steps(req: dict, options: dict) -> dict:
                 tracker.set_phase("forward_end")
             autocast = torch.autocast("cpu", dtype=torch.bfloat16) if mixed else contextlib.nullcontext()
             with autocast:
-                outputs = model(input_ids=ids, labels=ids)
+                outputs = model(input_ids=ids, labels=labels)
             loss = outputs.loss
             if not req["loss_outputs_kept"]:
                 outputs = None
