@@ -3,8 +3,8 @@
 The Hugging Face id is matched against each preset's ``hf_repo`` (case-insensitive), then
 with the suffixes of the fine-tuned variants removed (``-Instruct``, ``-chat``, ``-it``,
 with a version such as ``-v0.2``): an instruct or chat release has the base model's
-shapes, so its memory and time are the base's. When ``calc.presets`` offers an alias
-lookup (``preset_for_hf_id``), it is asked first. An id that matches nothing is reported
+shapes, so its memory and time are the base's. The presets' own alias table
+(:func:`calc.presets.resolve_preset_id`: ``hf_repo`` and ``aliases``) is asked first. An id that matches nothing is reported
 ``unknown`` with the hint to paste the model's ``config.json``.
 """
 
@@ -28,14 +28,14 @@ def preset_for_id(model_id: str) -> tuple[str | None, str | None]:
     if not isinstance(model_id, str) or not model_id.strip():
         return None, None
     text = model_id.strip()
-    lookup = getattr(presets, "preset_for_hf_id", None)  # alias table, when present
+    lookup = getattr(presets, "resolve_preset_id", None)  # the presets' alias table
     if lookup is not None:
+        from ..errors import InputError
+
         try:
-            found = lookup(text)
-        except Exception:  # noqa: BLE001 - an alias miss is not an import error
-            found = None
-        if isinstance(found, str):
-            return found, None
+            return lookup(text), None
+        except InputError:
+            pass
     if text in presets.preset_ids():
         return text, None
     repos = _by_repo()
@@ -103,6 +103,9 @@ def resolve_model(rep, key: str, value, override=None):
         preset_id, note = preset_for_id(value)
         if preset_id is None:
             rep.unknown(key, "model_not_a_preset:paste_config_json")
+            suggest = getattr(presets, "suggest_presets", None)
+            if suggest is not None:
+                rep.keys[-1]["suggestions"] = suggest(value)
             return None
         rep.use(key, "model", preset_id, note)
     else:
