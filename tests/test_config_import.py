@@ -302,3 +302,28 @@ def test_axolotl_fsdp_version_outside_the_fsdp_config():
     assert "frozen_weight_grads" not in v2["request"]  # FSDP2 has no flat-parameter units
     v1 = import_config(text.format(version=""))
     assert v1["request"]["frozen_weight_grads"] is True
+
+
+def test_browser_entry_never_raises_and_fills_the_whole_form():
+    from calc.config_import.browser import handle
+
+    out = json.loads(handle("import", json.dumps({"text": (CONFIGS / "trl/lora.json").read_text()})))
+    form = out["result"]["form"]
+    assert set(form) >= set(ESTIMATE_FIELDS) - {"model"}
+    assert form["lora_rank"] == 32 and form["epochs"] == 2
+    exported = json.loads(handle("export", json.dumps({"request": out["result"]["request"], "format": "axolotl"})))
+    assert exported["result"]["text"] == export_config(out["result"]["request"], "axolotl")
+    for action, payload in (("import", "not json"), ("import", "[1]"), ("import", json.dumps({"text": 3})),
+                            ("export", json.dumps({"request": {}, "format": "nope"})),
+                            ("bogus", json.dumps({}))):
+        assert "error" in json.loads(handle(action, payload))
+
+
+def test_cli_export_prints_the_format(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "calc", "import", "--export", "llamafactory",
+                          str(CONFIGS / "axolotl/lora.yml")], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0
+    again = import_config(out.stdout, "llamafactory")["request"]
+    first = import_file(str(CONFIGS / "axolotl/lora.yml"))["request"]
+    for key in ("model", "method", "lora_rank", "seq_len", "micro_batch_size", "optimizer"):
+        assert again[key] == first[key]

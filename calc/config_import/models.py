@@ -81,18 +81,6 @@ def torchtune_builder(component: str) -> tuple[str | None, str]:
     return _TORCHTUNE_BUILDERS.get(name), method
 
 
-def torchtune_component(preset_id: str, method: str) -> str | None:
-    builder = TORCHTUNE_PRESETS.get(preset_id)
-    if builder is None:
-        return None
-    family = re.match(r"[a-z]+\d?(_\d)?", builder).group(0)
-    family = {"qwen2_5": "qwen2_5"}.get(family, family)
-    if builder.startswith("qwen2_5"):
-        family = "qwen2_5"
-    prefix = {"full": "", "lora": "lora_", "qlora": "qlora_"}[method]
-    return f"torchtune.models.{family}.{prefix}{builder}"
-
-
 def resolve_model(rep, key: str, value, override=None):
     """Set ``model`` from the config's id (or from ``override``, the caller's model);
     returns the architecture for target checks, or None."""
