@@ -1,9 +1,9 @@
 """The calculator's entry for a pasted config (called by the worker): JSON text in, JSON
 text out, never raises for bad input.
 
-``handle("import", '{"text": ..., "format": "auto"}')`` -> the import result plus
-``form``: every estimate field (calc's default where the file sets none, so a setup
-pasted over another does not inherit it) and the plan keys the file gives.
+``handle("import", '{"text": ..., "format": "auto", "model": <the page's model>}')`` -> the
+import result plus ``form``: every estimate field as calc uses it (so a setup pasted over
+another inherits nothing from it) and the plan keys the file gives.
 ``handle("export", '{"request": {...}, "format": "axolotl"}')`` -> ``{"text": ...}``.
 """
 
@@ -15,13 +15,23 @@ from ..errors import CalcError, InputError
 from ..request import ESTIMATE_FIELDS
 
 
-def _form(result: dict) -> dict:
-    form = {}
-    for key, (default, _kind, _extra) in ESTIMATE_FIELDS.items():
-        if key == "model":
-            continue
-        form[key] = default
-    form.update(result["request"])
+def _form(result: dict, page_model=None) -> dict:
+    """Every estimate field as calc will use it: the request is validated (with the page's
+    model when the file's is not a preset) so that the values a framework profile fills in
+    (:mod:`calc.frameworks`) are written out too; the form sends every field, and the page
+    then computes what ``python -m calc plan --config`` computes."""
+    from ..request import parse_estimate_request
+
+    request = dict(result["request"])
+    if "model" not in request and page_model is not None:
+        request["model"] = page_model
+    try:
+        form = parse_estimate_request(request).to_dict()
+    except CalcError:
+        form = {key: spec[0] for key, spec in ESTIMATE_FIELDS.items()}
+        form.update(result["request"])
+    if "model" not in result["request"]:
+        form.pop("model", None)
     form.update(result.get("plan", {}))
     return form
 
@@ -42,7 +52,7 @@ def handle(action: str, payload_json: str) -> str:
             if not isinstance(text, str):
                 raise InputError("wrong_type", "config", None)
             result = import_config(text, fmt if isinstance(fmt, str) else "auto")
-            result["form"] = _form(result)
+            result["form"] = _form(result, payload.get("model"))
             out = {"result": result}
         elif action == "export":
             request = payload.get("request")

@@ -142,7 +142,7 @@ export function initConfigImport(root, hooks) {
     }
     message.textContent = t.working;
     root.dataset.importStatus = "working";
-    send("import", { text, format: format.value }, (out) => {
+    send("import", { text, format: format.value, model: hooks.request().model }, (out) => {
       if ("error" in out) {
         showError(out.error.code);
         root.dataset.importStatus = "error";
