@@ -52,14 +52,8 @@ def _request_from_args(args) -> object:
     overrides = _read_request(args.request) if args.request is not None else {}
     if not isinstance(overrides, dict):
         raise InputError("request_not_object", None, type(overrides).__name__)
-    if "model" in overrides:  # the model given separately (e.g. a pasted config.json)
-        from .config_import.cli import import_file
-        result = import_file(args.config, args.format, model=overrides["model"])
-        request = dict(result["request"])
-        if args.command == "plan":
-            request.update(result.get("plan", {}))
-    else:
-        request = request_from_config_file(args.config, args.format, plan=args.command == "plan")
+    request = request_from_config_file(args.config, args.format, plan=args.command == "plan",
+                                       model=overrides.get("model"))
     request.update(overrides)
     return request
 
@@ -80,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("estimate", "plan"):
         cmd = sub.add_parser(name)
         cmd.add_argument("--request", help="JSON file, or - for stdin (with --config: keys that override it)")
-        cmd.add_argument("--config", help="training config (axolotl, TRL, LLaMA-Factory, torchtune, "
-                                          "DeepSpeed, accelerate) in place of --request")
+        cmd.add_argument("--config", action="append",
+                         help="training config (axolotl, TRL, LLaMA-Factory, torchtune, DeepSpeed, "
+                              "accelerate) in place of --request; repeat it to add the accelerate or "
+                              "DeepSpeed config the training file is launched with")
         cmd.add_argument("--format", default="auto", help="format of --config (default: detected)")
     sub.add_parser("presets")
     sub.add_parser("gpus")

@@ -327,3 +327,19 @@ def test_cli_export_prints_the_format(tmp_path):
     first = import_file(str(CONFIGS / "axolotl/lora.yml"))["request"]
     for key in ("model", "method", "lora_rank", "seq_len", "micro_batch_size", "optimizer"):
         assert again[key] == first[key]
+
+
+def test_cli_combines_a_training_file_with_its_launch_config(tmp_path):
+    train = CONFIGS / "axolotl/lora.yml"
+    launch = CONFIGS / "accelerate/fsdp2.yaml"
+    out = subprocess.run([sys.executable, "-m", "calc", "estimate", "--config", str(train),
+                          "--config", str(launch)], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout
+    from calc.config_import.cli import request_from_config_file
+    request = request_from_config_file([str(train), str(launch)])
+    assert request["num_gpus"] == 8 and request["sharding"] == "zero3" and request["lora_rank"] == 32
+    assert request["precision"] == "bf16-true"  # the Trainer's bf16 over accelerate's mixed_precision
+    assert request_from_config_file([str(launch), str(train)]) == request  # order does not matter
+    direct = subprocess.run([sys.executable, "-m", "calc", "estimate", "--request", "-"],
+                            input=json.dumps(request), capture_output=True, text=True, cwd=ROOT)
+    assert json.loads(out.stdout) == json.loads(direct.stdout)

@@ -46,12 +46,51 @@ def import_file(path: str, fmt: str = "auto", model=None) -> dict:
     return import_config(read_bytes(path), fmt, model=model, read_file=_file_reader(path))
 
 
-def request_from_config_file(path: str, fmt: str = "auto", plan: bool = False) -> dict:
-    """The request a config file gives (with ``epochs`` / ``dataset_tokens`` for a plan)."""
-    result = import_file(path, fmt)
-    request = dict(result["request"])
+# what a launch config (accelerate, DeepSpeed) decides over the training file it launches:
+# the GPUs and how they share the states; the rest (precision above all: the Trainer's
+# bf16/fp16 override accelerate's mixed_precision) is the training file's
+LAUNCH_FORMATS = ("accelerate", "deepspeed")
+LAUNCH_FIELDS = ("num_gpus", "sharding", "cpu_offload", "frozen_weight_grads", "sync_each_micro_batch")
+
+
+def combine(results: list[dict]) -> dict:
+    """One request from several imports: the keys each file sets explicitly (training files
+    first, then launch configs for :data:`LAUNCH_FIELDS` and for keys still unset), then the
+    tools' defaults where no file set the field."""
+    training = [r for r in results if r["format"] not in LAUNCH_FORMATS]
+    launch = [r for r in results if r["format"] in LAUNCH_FORMATS]
+
+    def explicit(result):
+        defaulted = {d["field"] for d in result["defaults"]}
+        return {k: v for k, v in result["request"].items() if k not in defaulted}
+
+    request: dict = {}
+    for result in training:
+        request.update(explicit(result))
+    for result in launch:
+        for key, value in explicit(result).items():
+            if key in LAUNCH_FIELDS or key not in request:
+                request[key] = value
+    for result in training + launch:
+        for key, value in result["request"].items():
+            request.setdefault(key, value)
+    return request
+
+
+def request_from_config_file(path, fmt: str = "auto", plan: bool = False, model=None) -> dict:
+    """The request a config file gives (with ``epochs`` / ``dataset_tokens`` for a plan).
+    ``path`` may be a list of files: a training file and the accelerate or DeepSpeed config
+    it is launched with (see :func:`combine`). ``model``: the model given separately (a
+    preset id or ``{"hf_config": ...}``)."""
+    paths = [path] if isinstance(path, str) else list(path)
+    results = [import_file(one, fmt, model=model) for one in paths]
+    request = combine(results)
     if plan:
-        request.update(result.get("plan", {}))
+        for result in results:
+            for key, value in result.get("plan", {}).items():
+                request.setdefault(key, value)
+    if model is not None:
+        request["model"] = model
     if "model" not in request:
         raise InputError("config_model_unknown", "model", None,
                          "the config's model is not a preset: give it with --request")
