@@ -97,3 +97,21 @@ def test_broken_config_is_reported_and_keeps_the_result(calc_page):
     page.wait_for_function("document.getElementById('calc').dataset.importStatus === 'error'")
     assert page.get_attribute("#calc .calc-import-error", "data-error-code") == "config_alias_expansion"
     assert calc_page.outputs() == before_outputs
+
+
+def test_unknown_model_keeps_the_form_model_and_offers_presets(calc_page):
+    page = calc_page.page
+    text = "base_model: someone/llama-3.1-8b-finetune\nadapter: lora\nlora_r: 64\nsequence_len: 1024\n"
+    paste_and_import(calc_page, text)
+    assert page.locator("#calc .calc-import-model").is_visible()
+    query = dict(parse_qsl(urlsplit(page.url).query))
+    assert "model" not in query and query["lora_rank"] == "64"  # the page's model stays
+    picks = page.locator("#calc button.calc-import-pick")
+    assert picks.count() >= 1
+    current = page.input_value("#calc-model")
+    ids = picks.evaluate_all("els => els.map(e => e.dataset.model)")
+    other = next(i for i, pid in enumerate(ids) if pid != current)  # a change recomputes
+    before = calc_page.computed()
+    picks.nth(other).click()
+    calc_page.wait_computed(before)
+    assert page.input_value("#calc-model") == ids[other]

@@ -128,7 +128,19 @@ export function initConfigImport(root, hooks) {
       });
       parts.push(table(t.defaults_caption, [t.col_key, t.col_value, t.col_source], defaults));
     }
-    if (!("model" in result.request)) parts.unshift(el("p", { class: "calc-import-model" }, t.model_unknown));
+    if (!("model" in result.request)) {
+      const note = el("p", { class: "calc-import-model" }, t.model_unknown);
+      const nearest = result.keys.find((entry) => Array.isArray(entry.suggestions) && entry.suggestions.length);
+      if (nearest) {
+        note.append(" ", t.suggestions, " ");
+        for (const id of nearest.suggestions) {
+          const pick = el("button", { type: "button", class: "calc-import-pick", "data-model": id }, id);
+          pick.addEventListener("click", () => hooks.apply({ model: id }));
+          note.append(pick, " ");
+        }
+      }
+      parts.unshift(note);
+    }
     report.replaceChildren(...parts);
     root.dataset.importStatus = "done";
   }
