@@ -55,7 +55,10 @@ Warning codes: the estimate's, plus ``does_not_fit_selected_gpu``, ``price_from_
 
 from __future__ import annotations
 
+import sys
+import types
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from . import gpus as gpu_catalogue
 from . import recommend
@@ -124,29 +127,36 @@ class PlanOptions:
 def parse_plan_options(data: object) -> PlanOptions:
     """Validate the plan-only keys (the estimate keys are checked by ``parse_estimate_request``)."""
     values = parse_fields(data, PLAN_REQUEST_FIELDS)
-    out: dict = {}
-    for key, (default, kind, extra) in PLAN_FIELDS.items():
-        value = values[key]
-        if kind in ("required_number", "gpu") and value is None:
-            raise InputError("missing_field", key, None)
-        if kind == "gpu":
-            out[key] = gpu_catalogue.get_gpu(value, key)
-        elif kind == "tier":
-            if not isinstance(value, str):
-                raise InputError("wrong_type", key, value)
-            if value not in gpu_catalogue.TIERS:
-                raise InputError("unknown_value", key, value)
-            out[key] = value
-        elif kind == "bool":
-            out[key] = check_bool(key, value)
-        elif kind == "int":
-            out[key] = check_int(key, value, extra)
-        elif kind == "optional_number" and value is None:
-            out[key] = None
-        else:
-            lo, hi, allow_lo = extra
-            out[key] = float(check_number(key, value, lo, hi, allow_equal_min=allow_lo))
+    out: dict = {key: check_plan_field(key, values[key]) for key in PLAN_FIELDS}
     return PlanOptions(**out)
+
+
+def check_plan_field(key: str, value: object) -> object:
+    """One plan-only field, checked on its own (``None`` = left out)."""
+    default, kind, extra = PLAN_FIELDS[key]
+    if kind in ("required_number", "gpu") and value is None:
+        raise InputError("missing_field", key, None)
+    if kind == "gpu":
+        try:
+            return gpu_catalogue.get_gpu(value, key)
+        except InputError as err:  # say which cards there are
+            ids = [g["id"] for g in gpu_catalogue.gpus_listing()["gpus"]]
+            raise InputError(err.code, key, value, extra={"allowed": ids}) from None
+    if kind == "tier":
+        valid = {"allowed": list(gpu_catalogue.TIERS)}
+        if not isinstance(value, str):
+            raise InputError("wrong_type", key, value, extra=valid)
+        if value not in gpu_catalogue.TIERS:
+            raise InputError("unknown_value", key, value, extra=valid)
+        return value
+    if kind == "bool":
+        return check_bool(key, value)
+    if kind == "int":
+        return check_int(key, value, extra)
+    if kind == "optional_number" and value is None:
+        return None
+    lo, hi, allow_lo = extra
+    return float(check_number(key, value, lo, hi, allow_equal_min=allow_lo))
 
 
 def parse_plan_request(data: object) -> tuple[EstimateRequest, PlanOptions]:
@@ -242,7 +252,15 @@ def _recommendations(planner: Planner) -> dict:
     method = req.method.value
     configs = []
     cards = gpu_catalogue.all_gpus()
+    in_one_node: set[str] = set()  # cards that fit some configuration of at most 8 GPUs
+    own_pair = (req.num_gpus, req.sharding.value)
     for num_gpus, sharding in recommend.configurations(req):
+        # Several nodes are explored only for the cards that fit no single node: the answer
+        # to "how many H100 for a 70B full fine-tuning", without 64-GPU rows for a model that
+        # fits one card (the request's own pair is always kept).
+        multi_node = num_gpus > recommend.GPU_COUNTS[3] and (num_gpus, sharding) != own_pair
+        if multi_node and all(gpu.id in in_one_node for gpu in cards):
+            continue
         changes = {} if (num_gpus == req.num_gpus and sharding == req.sharding.value) else \
             {"num_gpus": num_gpus, "sharding": sharding}
         est = planner.estimator.get(**changes)
@@ -250,8 +268,10 @@ def _recommendations(planner: Planner) -> dict:
             continue
         need = recommend.required_for(est, planner.options.safety_margin)
         for gpu in cards:
-            if need > gpu.memory_bytes:
+            if need > gpu.memory_bytes or (multi_node and gpu.id in in_one_node):
                 continue
+            if num_gpus <= recommend.GPU_COUNTS[3]:
+                in_one_node.add(gpu.id)
             time = planner.time(gpu, num_gpus, sharding)
             price = planner.price(gpu)
             cost = planner.cost(gpu, num_gpus, time.compute_hours, price)
@@ -283,10 +303,16 @@ def _recommendations(planner: Planner) -> dict:
     def unpriced(c: dict) -> bool:
         return "price_is_none" in c["warnings"]
 
-    configs.sort(key=lambda c: (unpriced(c), rate_mismatch(c),
-                                c["time_hours"] if unpriced(c) else c["cost_usd"],
-                                c["time_hours"], c["id"]))
-    by_time = sorted(configs, key=lambda c: (c["time_hours"], c["cost_usd"], c["id"]))
+    # Among runs whose cost (time) shows the same to two significant figures, one with a
+    # caveat (ROCm, an uncertain price) ranks after one without (issue 16).
+    def cost_key(c: dict) -> float:
+        return c["time_hours"] if unpriced(c) else c["cost_usd"]
+
+    configs.sort(key=lambda c: (unpriced(c), rate_mismatch(c), recommend.estimate_level(cost_key(c)),
+                                recommend.has_caveat(c), cost_key(c), c["time_hours"], c["id"]))
+    by_time = sorted(configs, key=lambda c: (recommend.estimate_level(c["time_hours"]),
+                                             recommend.has_caveat(c), c["time_hours"],
+                                             c["cost_usd"], c["id"]))
     for rank, c in enumerate(configs, 1):
         c["rank_by_cost"] = rank
     for rank, c in enumerate(by_time, 1):
@@ -502,6 +528,20 @@ def plan_dict(data: object) -> dict:
     request, options = parse_plan_request(data)
     return plan_request(request, options)
 
+
+class _CallablePlanModule(types.ModuleType):
+    """``from calc import plan; plan(request)``: this module is also the API's ``plan`` function.
+    A function of that name in ``calc/__init__.py`` would be replaced by this module on the
+    package as soon as anything imported ``calc.plan``; a callable module is both, whatever the
+    import order, and ``calc.plan.PLAN_FIELDS`` and the rest keep working."""
+
+    def __call__(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Time, cost, the cards that fit and recommendations for ``request`` (a plan request
+        dict, see the module docstring); bad input raises :class:`calc.errors.InputError`."""
+        return plan_dict(request)
+
+
+sys.modules[__name__].__class__ = _CallablePlanModule
 
 __all__ = ["PLAN_FIELDS", "PLAN_REQUEST_FIELDS", "PlanOptions", "Planner", "parse_plan_options",
            "parse_plan_request", "plan_dict", "plan_request"]

@@ -18,7 +18,9 @@ from . import calibration
 from .errors import CalcError
 from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
-GPU_COUNTS = (1, 2, 4, 8)
+GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+"""GPU counts the recommendation explores: one node's 1-8, then 2, 4 and 8 nodes of 8, so
+that a 70B full fine-tuning has an answer (more than 8 spans nodes: calc.timing)."""
 MULTI_GPU_SHARDINGS = ("ddp", "zero2", "zero3")  # zero1 needs more memory than zero2 at the same speed
 
 _ENUM_FIELDS = {"method": Method, "optimizer": Optimizer, "sharding": Sharding, "cpu_offload": CpuOffload}
@@ -133,9 +135,9 @@ def fits_table(estimate: dict | None, gpus, safety_margin: float) -> dict:
 
 
 def configurations(request: EstimateRequest) -> list[tuple[int, str]]:
-    """(GPU count, sharding) pairs the recommendation explores: one GPU unsharded, then 2, 4
-    and 8 GPUs with DDP, ZeRO-2 and ZeRO-3/FSDP, plus the request's own pair when it is not
-    among them (e.g. 16 GPUs, or ZeRO-1)."""
+    """(GPU count, sharding) pairs the recommendation explores: one GPU unsharded, then 2 to
+    64 GPUs (:data:`GPU_COUNTS`) with DDP, ZeRO-2 and ZeRO-3/FSDP, plus the request's own
+    pair when it is not among them (e.g. 12 GPUs, or ZeRO-1)."""
     out = [(1, "none")]
     for n in GPU_COUNTS[1:]:
         out.extend((n, s) for s in MULTI_GPU_SHARDINGS)
@@ -175,5 +177,22 @@ def largest_fitting(fits: Callable[[int], bool], start: int, maximum: int) -> in
     return lo
 
 
-__all__ = ["Estimator", "GPU_COUNTS", "MULTI_GPU_SHARDINGS", "configurations", "device_range", "fit_entry",
-           "fits_table", "largest_fitting", "required_bytes", "required_for"]
+def has_caveat(config: dict) -> bool:
+    """A configuration with a warning of its own (ROCm caveats, a price at another rate or
+    from the other kind of provider): ranked after an equal one without."""
+    return any(isinstance(w, str) and (w.startswith(("rocm_", "price_")))
+               for w in config.get("warnings", ()))
+
+
+def estimate_level(value: float, figures: int = 2) -> float:
+    """``value`` to two significant figures: what the site shows of an estimated time or cost
+    (the time model's median error is 17 %), so two runs that show the same figure count as
+    equal when ranking."""
+    if not value or value != value or value in (float("inf"), float("-inf")):
+        return value
+    return round(value, figures - 1 - math.floor(math.log10(abs(value))))
+
+
+__all__ = ["Estimator", "GPU_COUNTS", "MULTI_GPU_SHARDINGS", "configurations", "device_range",
+           "estimate_level", "fit_entry", "fits_table", "has_caveat", "largest_fitting",
+           "required_bytes", "required_for"]

@@ -97,21 +97,61 @@ def request_from_config_file(path, fmt: str = "auto", plan: bool = False, model=
     return request
 
 
-def add_import_parser(sub) -> None:
-    cmd = sub.add_parser("import", help="map a training config onto a request, key by key")
-    cmd.add_argument("--format", default="auto", choices=("auto",) + FORMATS)
-    cmd.add_argument("--export", choices=FORMATS, default=None,
-                     help="print the imported request in this format instead of JSON")
-    cmd.add_argument("file")
+# --- the CLI: the ``import`` subcommand and the ``--config`` request source -------------------
 
 
-def run_import(args) -> object:
-    """The ``import`` command: JSON (a dict), or exported text (a str)."""
+def _configure_import(parser, msg) -> None:
+    parser.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
+                        help=msg.text("opt.import_format"))
+    parser.add_argument("--export", choices=FORMATS, default=None, help=msg.text("opt.import_export"))
+    parser.add_argument("--lang", choices=("es", "en"), help=msg.text("opt.lang"))
+    parser.add_argument("file", metavar="FILE", help=msg.text("opt.import_file"))
+
+
+def run_import(args, ctx=None) -> int:
+    """``python -m calc import [--format F] [--export F] FILE``: the key-by-key JSON
+    (``{"format", "request", "keys", ...}``), or with ``--export`` the setup in that format."""
+    from ..cli import io
+
     result = import_file(args.file, args.format)
     if args.export:
         from . import export_config
 
         request = dict(result["request"])
         request.update({k: v for k, v in result.get("plan", {}).items() if k == "epochs"})
-        return export_config(request, args.export)
-    return result
+        io.write(export_config(request, args.export))
+    else:
+        io.emit_json(result)
+    return 0
+
+
+def _add_config_option(group, msg) -> None:
+    group.add_argument("--config", metavar="FILE", action="append", help=msg.text("opt.config"))
+    group.add_argument("--config-format", default="auto", choices=("auto",) + FORMATS,
+                       help=msg.text("opt.config_format"))
+
+
+def _load_config_option(args):
+    paths = getattr(args, "config", None)
+    if not paths:
+        return None
+    # a model given another way (--model, --hf-config, --request) stands in for a file's
+    # model that is not a preset: calc then names whatever is still missing
+    given = any(getattr(args, name, None) is not None for name in ("model", "hf_config", "request"))
+    try:
+        return request_from_config_file(paths, args.config_format,
+                                        plan=getattr(args, "command", None) == "plan")
+    except InputError as err:
+        if err.code == "config_model_unknown" and given:
+            return combine([import_file(p, args.config_format) for p in paths])
+        raise
+
+
+def register_cli() -> None:
+    """Called by :func:`calc.cli.app.main`: the subcommand, and ``--config`` as the first
+    request source (so ``--request`` and the field flags override what the file says)."""
+    from ..cli.registry import REQUEST_SOURCES, Command, RequestSource, register, register_source
+
+    register(Command("import", "cmd.import", _configure_import, run_import, json_only=True, order=35))
+    register_source(RequestSource("config", _add_config_option, _load_config_option))
+    REQUEST_SOURCES.sort(key=lambda source: source.name != "config")  # stable: config first
