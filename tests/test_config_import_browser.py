@@ -38,11 +38,11 @@ def paste_and_import(calc, text: str) -> None:
     box = page.locator("#calc details.calc-import")
     if not box.evaluate("el => el.open"):
         page.click("#calc .calc-import summary")
+    calc.wait_worker()  # the import goes through the worker
     page.fill("#calc-import-text", text)
-    before = calc.computed()
     page.click("#calc .calc-import-run")
-    calc.wait_computed(before)
     page.wait_for_function("document.getElementById('calc').dataset.importStatus === 'done'")
+    calc.settle()
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -88,6 +88,7 @@ def test_export_buttons_write_the_formats(calc_page):
 def test_broken_config_is_reported_and_keeps_the_result(calc_page):
     page = calc_page.page
     calc_page.navigate({})
+    calc_page.wait_worker()
     before_outputs = calc_page.outputs()
     if not page.locator("#calc details.calc-import").evaluate("el => el.open"):
         page.click("#calc .calc-import summary")
@@ -111,7 +112,6 @@ def test_unknown_model_keeps_the_form_model_and_offers_presets(calc_page):
     current = page.input_value("#calc-model")
     ids = picks.evaluate_all("els => els.map(e => e.dataset.model)")
     other = next(i for i, pid in enumerate(ids) if pid != current)  # a change recomputes
-    before = calc_page.computed()
     picks.nth(other).click()
-    calc_page.wait_computed(before)
+    calc_page.settle()
     assert page.input_value("#calc-model") == ids[other]

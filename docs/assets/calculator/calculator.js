@@ -655,7 +655,7 @@ function main(root) {
     crashWorker: () => worker && worker.postMessage({ type: "crash" }),
   };
   const configImport = initConfigImport(root, {
-    post: (msg) => Boolean(worker && root.dataset.calcState === "ready" && (worker.postMessage(msg), true)),
+    post: (msg) => Boolean(worker && root.dataset.calcWorker === "up" && (worker.postMessage(msg), true)),
     apply: applyChanges,
     request: () => buildRequest().request,
   });
