@@ -343,3 +343,18 @@ def test_cli_combines_a_training_file_with_its_launch_config(tmp_path):
     direct = subprocess.run([sys.executable, "-m", "calc", "estimate", "--request", "-"],
                             input=json.dumps(request), capture_output=True, text=True, cwd=ROOT)
     assert json.loads(out.stdout) == json.loads(direct.stdout)
+
+
+def test_cli_flags_override_the_config_and_stand_in_for_an_unknown_model(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "calc", "plan", "--config", str(CONFIGS / "torchtune/lora.yaml"),
+                          "--gpu", "h100-sxm", "--num-gpus", "2", "--dataset-tokens", "1e8", "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["num_gpus"] == 2
+    private = tmp_path / "private.yml"
+    private.write_text("base_model: someone/private-7b\nadapter: lora\nlora_r: 8\n")
+    missing = subprocess.run([sys.executable, "-m", "calc", "estimate", "--config", str(private), "--json"],
+                             capture_output=True, text=True, cwd=ROOT)
+    assert missing.returncode == 2 and json.loads(missing.stdout)["error"]["code"] == "config_model_unknown"
+    given = subprocess.run([sys.executable, "-m", "calc", "estimate", "--config", str(private),
+                            "--model", "mistral-7b", "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert given.returncode == 0, given.stdout

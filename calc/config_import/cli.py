@@ -93,7 +93,7 @@ def request_from_config_file(path, fmt: str = "auto", plan: bool = False, model=
         request["model"] = model
     if "model" not in request:
         raise InputError("config_model_unknown", "model", None,
-                         "the config's model is not a preset: give it with --request")
+                         "the config's model is not a preset: give it with --model or --hf-config")
     return request
 
 
