@@ -5,7 +5,9 @@ calculator's result renderer (``macros/calculator_view.py`` with the site's numb
 format, ``macros/numfmt.py``) are packed into
 one zip named after ``calc.__version__`` and a hash of the content, written
 under ``assets/calc/`` in the site. The worker unpacks it into Pyodide's file
-system. A new content gets a new name, so a browser cache never serves a stale
+system. PyYAML's pure-Python package (``yaml/``, MIT, with its LICENSE; the C
+accelerator ``cyaml`` left out) goes in too, so a pasted YAML training config is parsed
+by the same parser as on the command line (``calc.config_import.loading``). A new content gets a new name, so a browser cache never serves a stale
 ``calc``. The path (relative to the site root) is put in
 ``config.extra.calc_bundle`` for the calculator macro.
 """
@@ -22,6 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "calc"
 # The renderer and the site's number format, both pure Python, go in as top-level modules.
 VIEW_MODULES = (ROOT / "macros" / "calculator_view.py", ROOT / "macros" / "numfmt.py")
+# PyYAML as pinned in requirements.txt (pulled in by mkdocs); its pure-Python modules only
+YAML_VERSION = "6.0.4"
+_YAML_SKIP = {"cyaml.py"}  # needs the compiled _yaml extension; yaml/__init__ falls back without it
 # Fixed timestamp: the same sources give the same bytes (and the same hash).
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 _SKIP_DIRS = {"__pycache__"}
@@ -53,7 +58,28 @@ def bundle_members(package: Path = PACKAGE, modules: tuple[Path, ...] = VIEW_MOD
             continue
         members.append((rel.as_posix(), path.read_bytes()))
     members.extend((module.name, module.read_bytes()) for module in modules)
+    members.extend(yaml_members())
     return members
+
+
+def yaml_members() -> list[tuple[str, bytes]]:
+    """PyYAML's pure-Python files and its licence, from the installed, pinned copy."""
+    import importlib.metadata
+    import importlib.util
+
+    version = importlib.metadata.version("pyyaml")
+    if version != YAML_VERSION:
+        raise RuntimeError(f"PyYAML {version} installed, {YAML_VERSION} pinned: run scripts/setup.sh")
+    spec = importlib.util.find_spec("yaml")
+    package = Path(spec.origin).parent
+    out = [(f"yaml/{path.name}", path.read_bytes()) for path in sorted(package.glob("*.py"))
+           if path.name not in _YAML_SKIP]
+    dist = importlib.metadata.distribution("pyyaml")
+    licence = next((f for f in dist.files or () if f.name == "LICENSE"), None)
+    if licence is None:
+        raise RuntimeError("PyYAML's LICENSE is missing from its installed metadata")
+    out.append(("yaml/LICENSE", Path(dist.locate_file(licence)).read_bytes()))
+    return out
 
 
 def build_bundle(members: list[tuple[str, bytes]]) -> bytes:

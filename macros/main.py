@@ -23,7 +23,8 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
     del sys.modules[_name]
 
 import calc  # noqa: E402
-from macros import calculator, cli_docs, guides, methodology, plan_tables, validation_loso  # noqa: E402
+from macros import (calculator, cli_docs, config_import_docs, guides, methodology,  # noqa: E402
+                    plan_tables, validation_loso)
 
 
 def _register_core(env) -> None:
@@ -45,3 +46,4 @@ def define_env(env) -> None:
     calculator.register(env)
     validation_loso.register(env)
     cli_docs.register(env)
+    config_import_docs.register(env)

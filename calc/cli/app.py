@@ -163,6 +163,9 @@ def _report(err: CalcError, ctx: Context) -> None:
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     from . import commands, sweep  # noqa: F401  (they register themselves)
+    from ..config_import.cli import register_cli  # import and --config (calc.config_import)
+
+    register_cli()
 
     argv = list(sys.argv[1:] if argv is None else argv)
     lang, mode = _prescan(argv)

@@ -3,6 +3,7 @@
 // The page arrives with the build-time result (data-calc-state="static"); nothing here
 // blocks it. States: static -> loading -> ready, or error when Pyodide cannot start.
 
+import { initConfigImport } from "./config-import.js";
 import { CalcMachine, requestKey } from "./state.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -477,6 +478,8 @@ function main(root) {
       fail(msg.detail);
     } else if (msg.type === "crashed") {
       restartWorker();
+    } else if (msg.type === "config-result") {
+      configImport.onResult(msg);
     } else if (msg.type === "result") {
       clearTimeout(computeTimer);
       apply(machine.answer(msg.id, msg.out));
@@ -594,14 +597,20 @@ function main(root) {
     } catch (err) {
       return;
     }
+    applyChanges(changes);
+  }
+
+  // Request changes onto the form (a suggestion, an imported config), then recompute.
+  function applyChanges(changes) {
     for (const [key, value] of Object.entries(changes)) {
       const el = byName.get(key);
       if (!el) continue;
       overrides.delete(key);
       if (el.type === "checkbox") el.checked = value === true;
-      else el.value = String(value);
+      else el.value = Array.isArray(value) ? value.join(",") : value === null ? "" : String(value);
       revealField(el);
     }
+    if ("model" in changes && configArea.value.trim()) configArea.value = ""; // the preset wins
     update();
   }
 
@@ -645,5 +654,10 @@ function main(root) {
   root.calculator = {
     crashWorker: () => worker && worker.postMessage({ type: "crash" }),
   };
+  const configImport = initConfigImport(root, {
+    post: (msg) => Boolean(worker && root.dataset.calcWorker === "up" && (worker.postMessage(msg), true)),
+    apply: applyChanges,
+    request: () => buildRequest().request,
+  });
   startWorker();
 }

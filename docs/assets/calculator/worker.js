@@ -3,10 +3,12 @@
 // (?pyodide=<dir>/&bundle=<zip>&snapshot=<gz>), so nothing waits for the page.
 // Messages in:  {type: "init", lang, strings}
 //               {type: "compute", id, command, request}  (request: JSON text)
+//               {type: "config", id, action, payload}  (config-import.js: import/export, JSON text)
 //               {type: "crash"}  (makes the worker die, to exercise the page's restart path)
 // Messages out: {type: "ready", timings} | {type: "failed", detail}
 //               {type: "result", id, out}  (out: {result, view} or {error})
 //               {type: "crashed", id, detail}
+//               {type: "config-result", id, out}  (out: {result} or {error})
 // Python is called through one entry, calculator_view.handle(command, request_json), which
 // never raises for bad input; any JavaScript-side exception means Pyodide itself broke,
 // so the worker reports it and closes, and the page starts a new one.
@@ -106,7 +108,7 @@ async function boot(pyodideUrl, bundleUrl, snapshotUrl) {
   const view = pyodide.pyimport("calculator_view");
   pyodide.pyimport("calc"); // import now, so the first request does not pay for it
   if (usable && !restored) cacheSnapshotLater(snapshotUrl);
-  return { view, t1, restored };
+  return { view, t1, restored, pyodide };
 }
 
 async function init(msg) {
@@ -134,6 +136,11 @@ self.onmessage = (event) => {
   const msg = event.data || {};
   if (msg.type === "init") {
     init(msg).catch((err) => postMessage({ type: "failed", detail: String(err && err.message ? err.message : err) }));
+  } else if (msg.type === "config") {
+    booting.then(({ pyodide }) => {
+      const text = pyodide.pyimport("calc.config_import.browser").handle(msg.action, msg.payload);
+      postMessage({ type: "config-result", id: msg.id, out: JSON.parse(text) });
+    }).catch((err) => postMessage({ type: "crashed", id: msg.id, detail: String(err && err.message ? err.message : err) }));
   } else if (msg.type === "compute") {
     if (handle === null) {
       postMessage({ type: "crashed", id: msg.id, detail: "not ready" });

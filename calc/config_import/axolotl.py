@@ -1,0 +1,243 @@
+"""axolotl YAML -> request. Keys and defaults read from axolotl 0.18.0
+(``src/axolotl/utils/schemas/{config,training,peft,fsdp}.py``, commit 067b021, July 2026):
+``micro_batch_size`` 1, ``gradient_accumulation_steps`` 1, ``sequence_len`` 512,
+``optimizer`` "adamw_torch_fused", ``gradient_checkpointing`` false, ``bf16`` "auto"
+(bf16 on Ampere and newer), ``tf32`` "auto", ``adapter`` none (full fine-tuning),
+``lora_dropout`` 0.0, ``load_in_4bit``/``load_in_8bit`` false, ``num_epochs`` 1.0,
+4-bit double quantization on (``loaders/model.py`` sets ``bnb_4bit_use_double_quant``
+true). ``lora_r`` has no axolotl default and goes to peft's ``LoraConfig.r`` = 8
+(peft 0.21.0); no target list and no ``lora_target_linear`` leaves the choice to peft's
+per-model table (:mod:`calc.config_import.hf`).
+"""
+
+from __future__ import annotations
+
+from . import common, hf
+from .models import resolve_model
+from .report import Report
+
+TOOL = "axolotl 0.18.0"
+
+IGNORED = {
+    "base_model_config", "base_model_ignore_patterns", "revision_of_model", "tokenizer_config",
+    "model_type", "tokenizer_type", "tokenizer_use_fast", "tokenizer_legacy", "trust_remote_code",
+    "is_llama_derived_model", "is_mistral_derived_model", "is_qwen_derived_model",
+    "is_falcon_derived_model", "strict", "datasets", "test_datasets", "val_set_size",
+    "dataset_prepared_path", "push_dataset_to_hub", "dataset_processes", "dataset_num_proc",
+    "shuffle_merged_datasets", "chat_template", "chat_template_jinja", "default_system_message",
+    "special_tokens", "tokens", "added_tokens_overrides", "train_on_inputs", "group_by_length",
+    "output_dir", "hub_model_id", "hub_strategy", "hf_use_auth_token", "wandb_project",
+    "wandb_entity", "wandb_name", "wandb_watch", "wandb_log_model", "wandb_run_id", "mlflow_tracking_uri",
+    "mlflow_experiment_name", "use_wandb", "use_mlflow", "comet_project_name", "use_tensorboard",
+    "learning_rate", "lr_scheduler", "lr_scheduler_kwargs", "cosine_min_lr_ratio", "lr_div_factor",
+    "warmup_steps", "warmup_ratio", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
+    "max_grad_norm", "optim_args", "logging_steps", "save_steps", "eval_steps", "evals_per_epoch",
+    "saves_per_epoch", "save_strategy", "eval_strategy", "save_total_limit", "save_only_model",
+    "save_safetensors", "save_first_step", "eval_table_size", "eval_max_new_tokens",
+    "do_causal_lm_eval", "eval_causal_lm_metrics", "early_stopping_patience",
+    "resume_from_checkpoint", "auto_resume_from_checkpoints", "local_rank", "seed", "debug",
+    "logging_dir", "loss_watchdog_threshold", "loss_watchdog_patience", "gc_steps",
+    "ddp_timeout", "ddp_bucket_cap_mb", "ddp_broadcast_buffers", "ddp_find_unused_parameters",
+    "dataloader_pin_memory", "dataloader_num_workers", "dataloader_prefetch_factor",
+    "dataloader_drop_last", "pad_to_sequence_len", "eval_sample_packing", "sample_packing_eff_est",
+    "sample_packing_group_size", "sample_packing_bin_size", "sample_packing_sequentially",
+    "remove_unused_columns", "lora_alpha", "lora_fan_in_fan_out", "lora_model_dir",
+    "peft_use_rslora", "loraplus_lr_ratio", "loraplus_lr_embedding", "merge_lora",
+    "plugins", "neftune_noise_alpha", "flash_attn_cross_entropy", "flash_attn_rms_norm",
+    "flash_attn_fuse_qkv", "flash_attn_fuse_mlp", "liger_use_token_scaling", "excess_length_strategy",
+    "min_sample_len", "skip_prepare_dataset", "embeddings_skip_upcast", "train_on_eos",
+    "unfrozen_parameters", "max_memory", "gpu_memory_limit", "device_map", "torch_compile_backend",
+    "torch_compile_mode", "eval_batch_size", "auto_find_batch_size", "include_tokens_per_second",
+    "profiler_steps", "xformers_attention_kernel", "torchdistx_path", "pretraining_dataset",
+    "streaming", "shuffle_before_merging_datasets", "sequence_len_overflow_handling",
+    "deepcompile", "fp8_enable_fsdp_float8_all_gather", "fsdp_final_state_dict_type", "save_steps_ratio",
+}
+# understood, but what they change is not in the model (listed as unknown + not_modelled)
+NOT_MODELLED = {
+    "lora_modules_to_save", "peft_use_dora", "lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel",
+    "lora_embedding_kernel", "liger_rope", "liger_rms_norm", "liger_rms_norm_gated", "liger_layer_norm",
+    "liger_swiglu", "liger_glu_activation", "unsloth_lora_mlp", "unsloth_lora_qkv", "unsloth_lora_o",
+    "unsloth_rms_norm", "unsloth_rope", "tiled_mlp", "tiled_mlp_num_shards", "selective_checkpointing",
+    "layer_offloading", "fp8", "gptq", "relora", "relora_steps", "lora_target_parameters",
+    "lora_rank_pattern", "lora_alpha_pattern", "sequence_parallel_degree", "context_parallel_size",
+    "tensor_parallel_size", "fp32_norms", "s2_attention", "chunked_cross_entropy_num_chunks",
+}
+# chunked or fused loss kernels that never build the full logits tensor
+CHUNKED_LOSS = {"cut_cross_entropy", "liger_fused_linear_cross_entropy", "chunked_cross_entropy",
+                "unsloth_cross_entropy_loss", "liger_cross_entropy"}
+
+
+def import_axolotl(data: dict, model=None, read_file=None) -> dict:
+    rep = Report("axolotl", TOOL)
+    st: dict = {}
+    arch = None
+    if "base_model" in data:
+        arch = resolve_model(rep, "base_model", data["base_model"], model)
+    elif model is not None:
+        arch = resolve_model(rep, "(model)", None, model)
+    for key, value in data.items():
+        key = str(key)
+        if key == "base_model":
+            continue
+        if key == "adapter":
+            if value in ("lora", "qlora"):
+                st["adapter"] = value
+                rep.mark_used(key, ["method"])
+            elif value in (None, ""):
+                rep.mark_used(key, ["method"])
+            else:
+                rep.unknown(key, "adapter_not_modelled")
+        elif key in ("load_in_4bit", "load_in_8bit"):
+            st[key] = common.is_true(value)
+            if key == "load_in_8bit" and st[key]:
+                rep.unknown(key, "int8_base_weights_not_modelled")
+            else:
+                rep.mark_used(key, ["method"])
+        elif key == "peft_autocast_adapter_dtype":
+            if value is None:
+                rep.ignore(key)
+            else:
+                rep.use(key, "lora_adapter_dtype", "fp32" if common.is_true(value) else "base")
+        elif key == "lora_r":
+            common.set_int(rep, key, "lora_rank", value)
+        elif key == "lora_dropout":
+            hf.set_dropout(rep, key, value)
+        elif key == "lora_target_modules":
+            if value is None:
+                rep.ignore(key)
+            else:
+                st["targets_key"] = (key, value)
+        elif key == "lora_target_linear":
+            if common.is_true(value):
+                st["targets_key"] = (key, "all-linear")
+            else:
+                rep.ignore(key)
+        elif key == "bnb_config_kwargs" and isinstance(value, dict):
+            hf.bnb_section(rep, value, key + ".")
+        elif key in ("bf16", "fp16", "bfloat16", "float16", "float32", "tf32"):
+            st[key] = value
+            if key == "tf32":
+                rep.ignore(key, "fp32_matmul_speed_not_modelled")
+            else:
+                rep.mark_used(key, ["precision"])
+        elif key == "gradient_checkpointing":
+            if value in ("offload", "offload_disk"):
+                rep.use(key, "gradient_checkpointing", True)
+                rep.use(key, "activation_offload", True,
+                        "disk_counted_as_cpu" if value == "offload_disk" else None)
+            elif isinstance(value, bool):
+                rep.use(key, "gradient_checkpointing", value)
+            else:
+                rep.unknown(key)
+        elif key == "gradient_checkpointing_kwargs" and isinstance(value, dict):
+            hf.checkpointing_kwargs(rep, value, key + ".")
+        elif key == "activation_offloading":
+            if value is True or value in ("legacy", "disk"):
+                rep.use(key, "activation_offload", True)
+            elif value is False or value is None:
+                rep.use(key, "activation_offload", False)
+            else:
+                rep.unknown(key, "not_modelled")
+        elif key == "micro_batch_size":
+            common.set_int(rep, key, "micro_batch_size", value)
+        elif key == "gradient_accumulation_steps":
+            common.set_int(rep, key, "gradient_accumulation_steps", value)
+        elif key == "batch_size":
+            st["batch_size"] = common.positive_int(value)
+        elif key == "sequence_len":
+            common.set_int(rep, key, "seq_len", value)
+        elif key == "sample_packing":
+            st["packing"] = common.is_true(value)
+            rep.ignore(key, "packing_fills_seq_len")
+        elif key in ("flash_attention", "sdp_attention", "eager_attention"):
+            if common.is_true(value):
+                common.set_attention(rep, key, {"flash_attention": "flash", "sdp_attention": "sdpa",
+                                                "eager_attention": "eager"}[key])
+            else:
+                rep.ignore(key)
+        elif key in ("xformers_attention", "flex_attention", "sage_attention"):
+            if common.is_true(value):
+                rep.unknown(key, "attention_not_modelled")
+            else:
+                rep.ignore(key)
+        elif key == "attn_implementation":
+            common.set_attention(rep, key, value)
+        elif key in CHUNKED_LOSS:
+            rep.use(key, "chunked_loss", common.is_true(value)) if common.is_true(value) else rep.ignore(key)
+        elif key == "optimizer":
+            common.set_optimizer_hf(rep, key, value)
+        elif key == "deepspeed":
+            hf.deepspeed_value(rep, key, value, read_file)
+        elif key == "fsdp":
+            common.fsdp_trainer_option(rep, key, value)
+        elif key == "fsdp_config" and isinstance(value, dict):
+            common.fsdp_section(rep, value, key + ".", version=data.get("fsdp_version"))
+        elif key == "fsdp_version":
+            st["fsdp_version"] = value
+            rep.mark_used(key, ["sharding"])
+        elif key == "torch_compile":
+            if isinstance(value, bool):
+                rep.use(key, "torch_compile", value)
+            else:
+                rep.unknown(key, "auto_depends_on_torch_version")
+        elif key == "num_epochs":
+            hf.set_epochs(rep, key, value)
+        elif key == "max_steps":
+            st["max_steps"] = (key, value)
+        elif key in NOT_MODELLED:
+            rep.unknown(key, "not_modelled")
+        elif key in IGNORED:
+            rep.ignore(key)
+        else:
+            rep.unknown(key)
+
+    # method: adapter + 4-bit loading (axolotl's "qlora" adapter loads in 4 bits)
+    peft = st.get("adapter")
+    if peft is not None:
+        method = "qlora" if peft == "qlora" or st.get("load_in_4bit") else "lora"
+    else:
+        method = "full"
+    if "adapter" in data or st.get("load_in_4bit") is not None:
+        rep.request["method"] = method
+    else:
+        rep.default("method", "full", TOOL + ": no adapter = full fine-tuning")
+    if st.get("batch_size") and "gradient_accumulation_steps" not in data:
+        micro = rep.request.get("micro_batch_size", 1)
+        if st["batch_size"] % micro == 0:
+            rep.use("batch_size", "gradient_accumulation_steps", st["batch_size"] // micro)
+        else:
+            rep.unknown("batch_size", "not_a_multiple_of_micro_batch_size")
+    elif "batch_size" in data:
+        rep.ignore("batch_size", "gradient_accumulation_steps_given")
+    precision = _precision(st)
+    if precision is not None:
+        rep.request.setdefault("precision", precision)
+    else:
+        rep.default("precision", "bf16-true", TOOL + ": bf16 auto (bf16 on Ampere and newer)")
+    if rep.request.get("method") != "full" or method != "full":
+        hf.finish_targets(rep, st.get("targets_key"), arch, TOOL)
+        rep.default("lora_rank", 8, "peft 0.21.0 LoraConfig.r (axolotl 0.18.0 sets none)")
+        rep.default("lora_dropout", 0.0, TOOL)
+        hf.adapter_dtype_default(rep, True, "peft 0.21.0 autocast_adapter_dtype (axolotl 0.18.0 leaves it on)")
+        if method == "qlora":
+            rep.default("qlora_double_quant", True, TOOL + " loaders/model.py")
+    rep.default("micro_batch_size", 1, TOOL)
+    rep.default("gradient_accumulation_steps", 1, TOOL)
+    rep.default("seq_len", 512, TOOL)
+    rep.default("optimizer", "adamw", TOOL + ": adamw_torch_fused")
+    rep.default("optimizer_fused", True, TOOL + ": adamw_torch_fused")
+    rep.default("gradient_checkpointing", False, TOOL)
+    rep.default("attention", "sdpa", "transformers 5.17.0: sdpa when no attention is chosen")
+    hf.finish_common(rep, st, TOOL, packing=st.get("packing", False))
+    hf.set_framework(rep, "hf-trainer")
+    return rep.result()
+
+
+def _precision(st: dict) -> str | None:
+    if common.is_true(st.get("fp16")) or common.is_true(st.get("float16")):
+        return "fp16-mixed"
+    if st.get("bf16") in (True, "auto", "full") or common.is_true(st.get("bfloat16")):
+        return "bf16-true"  # axolotl loads the weights in bf16, so states are bf16 too
+    if st.get("bf16") is False or common.is_true(st.get("float32")):
+        return "fp32"
+    return None

@@ -1,0 +1,350 @@
+"""Request -> each format: the keys calc models, under a comment header, to merge into the
+user's own file. Importing the output gives back the same request (tested per format).
+
+The text is written without PyYAML: every value is a JSON scalar, list or mapping, which
+YAML reads as written (block mappings, JSON-style flow lists and quoted strings)."""
+
+from __future__ import annotations
+
+import json
+
+from ..request import ESTIMATE_FIELDS
+from .models import TORCHTUNE_PRESETS
+
+_HF_OPTIM = {("adamw", True): "adamw_torch_fused", ("adamw", False): "adamw_torch",
+             ("adamw-8bit", False): "adamw_bnb_8bit", ("paged-adamw", False): "paged_adamw_32bit",
+             ("paged-adamw-8bit", False): "paged_adamw_8bit", ("adafactor", False): "adafactor",
+             ("sgd", False): "sgd"}
+_ATTN = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
+_TT_OPTIM = {"adamw": "torch.optim.AdamW", "adamw-8bit": "torchao.optim.AdamW8bit",
+             "paged-adamw": "bitsandbytes.optim.PagedAdamW", "paged-adamw-8bit": "bitsandbytes.optim.PagedAdamW8bit",
+             "sgd": "torch.optim.SGD", "sgd-momentum": "torch.optim.SGD"}
+_HF_TO_TT = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "o_proj": "output_proj"}
+_STAGE = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3}
+
+FORMATS = ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate")
+
+
+def _full(request: dict) -> dict:
+    out = {key: spec[0] for key, spec in ESTIMATE_FIELDS.items()}
+    out.update(request)
+    return out
+
+
+def _scalar(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _yaml(data: dict, indent: int = 0) -> list[str]:
+    lines = []
+    pad = " " * indent
+    for key, value in data.items():
+        if isinstance(value, dict):
+            lines.append(f"{pad}{key}:")
+            lines.extend(_yaml(value, indent + 2))
+        else:
+            lines.append(f"{pad}{key}: {_scalar(value)}")
+    return lines
+
+
+def _header(fmt: str, req: dict, notes: list[str]) -> list[str]:
+    from .. import __version__
+
+    model = req.get("model")
+    lines = [f"# Exported by calc {__version__} ({fmt}): only the keys calc models.",
+             "# Merge into your own config; keys not listed here keep your values."]
+    if isinstance(model, dict):
+        lines.append("# model: pasted config.json (name your checkpoint in the model key)")
+    if req.get("num_gpus", 1) > 1 and fmt not in ("accelerate",):
+        lines.append(f"# launch on {req['num_gpus']} GPUs")
+    lines.extend("# note: " + n for n in notes)
+    return lines
+
+
+def _hf_repo(model) -> str | None:
+    if not isinstance(model, str):
+        return None
+    from .. import presets
+    try:
+        return presets.preset_row(model)["hf_repo"]
+    except Exception:  # noqa: BLE001 - an unknown id is exported as written
+        return model
+
+
+def _targets(req: dict):
+    return "all-linear" if req["lora_targets"] == "all-linear" else list(req["lora_targets"])
+
+
+def _optim(req: dict, notes: list[str]) -> str | None:
+    name = _HF_OPTIM.get((req["optimizer"], bool(req["optimizer_fused"]) and req["optimizer"] == "adamw"))
+    if name is None:
+        notes.append(f"optimizer {req['optimizer']} has no Trainer name")
+    return name
+
+
+def _deepspeed_dict(req: dict) -> dict:
+    stage = _STAGE.get(req["sharding"], 0)
+    zero = {"stage": stage}
+    if req["cpu_offload"] != "none" and stage >= 1:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if req["cpu_offload"] == "optimizer+params" and stage == 3:
+            zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    out = {"zero_optimization": zero,
+           "train_micro_batch_size_per_gpu": req["micro_batch_size"],
+           "gradient_accumulation_steps": req["gradient_accumulation_steps"]}
+    if req["num_gpus"] > 1:
+        out["train_batch_size"] = req["micro_batch_size"] * req["gradient_accumulation_steps"] * req["num_gpus"]
+    if req["precision"] == "bf16-mixed":
+        out["bf16"] = {"enabled": True}
+    elif req["precision"] == "fp16-mixed":
+        out["fp16"] = {"enabled": True}
+    return out
+
+
+def _uses_deepspeed(req: dict) -> bool:
+    """ZeRO-1, optimizer-only offload and per-micro-batch reduce-scatter are DeepSpeed's;
+    the other sharded setups are written as FSDP."""
+    if req["sharding"] not in ("zero1", "zero2", "zero3"):
+        return False
+    return (req["sharding"] == "zero1" or req["cpu_offload"] == "optimizer"
+            or bool(req["sync_each_micro_batch"]))
+
+
+def _fsdp_dict(req: dict, prefix: str = "") -> dict:
+    version = 1 if req["frozen_weight_grads"] else 2
+    out = {prefix + "version": version}
+    if version == 1:
+        out[prefix + "sharding_strategy"] = "FULL_SHARD" if req["sharding"] == "zero3" else "SHARD_GRAD_OP"
+        out[prefix + "use_orig_params"] = True
+    else:
+        out[prefix + "reshard_after_forward"] = req["sharding"] == "zero3"
+    out[prefix + "offload_params"] = req["cpu_offload"] == "optimizer+params"
+    return out
+
+
+def export_axolotl(request: dict) -> str:
+    req, notes, out = _full(request), [], {}
+    repo = _hf_repo(req["model"])
+    if repo:
+        out["base_model"] = repo
+    if req["method"] != "full":
+        out["adapter"] = req["method"]
+        out["load_in_4bit"] = req["method"] == "qlora"
+        out["lora_r"] = req["lora_rank"]
+        out["lora_dropout"] = req["lora_dropout"]
+        if _targets(req) == "all-linear":
+            out["lora_target_linear"] = True
+        else:
+            out["lora_target_modules"] = _targets(req)
+        if req["method"] == "qlora":
+            out["bnb_config_kwargs"] = {"bnb_4bit_use_double_quant": req["qlora_double_quant"]}
+        if "lora_adapter_dtype" in req:
+            out["peft_autocast_adapter_dtype"] = req["lora_adapter_dtype"] == "fp32"
+    precision = req["precision"]
+    out["bf16"] = precision in ("bf16-true", "bf16-mixed")
+    out["fp16"] = precision == "fp16-mixed"
+    if precision == "bf16-mixed" and not _uses_deepspeed(req):
+        notes.append("bf16-mixed (fp32 master weights) has no axolotl key; bf16: true loads bf16 weights")
+    name = _optim(req, notes)
+    if name:
+        out["optimizer"] = name
+    out["micro_batch_size"] = req["micro_batch_size"]
+    out["gradient_accumulation_steps"] = req["gradient_accumulation_steps"]
+    out["sequence_len"] = req["seq_len"]
+    if req["activation_offload"] and req["gradient_checkpointing"]:
+        out["gradient_checkpointing"] = "offload"
+    else:
+        out["gradient_checkpointing"] = req["gradient_checkpointing"]
+        if req["activation_offload"]:
+            out["activation_offloading"] = True
+    out["attn_implementation"] = _ATTN[req["attention"]]
+    if req["chunked_loss"]:
+        out["chunked_cross_entropy"] = True
+    out["torch_compile"] = req["torch_compile"]
+    _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
+    if "epochs" in request:
+        out["num_epochs"] = request["epochs"]
+    return "\n".join(_header("axolotl", req, notes) + _yaml(out)) + "\n"
+
+
+def _sharding_hf(req: dict, out: dict, notes: list[str], fsdp_key: str, fsdp_prefix: str) -> None:
+    if _uses_deepspeed(req):
+        out["deepspeed"] = _deepspeed_dict(req)
+    elif req["sharding"] in ("zero2", "zero3"):
+        out[fsdp_key] = _fsdp_dict(req, fsdp_prefix)
+    elif req["sharding"] == "ddp" and req["num_gpus"] > 1:
+        notes.append("data parallel: launch with torchrun or accelerate, no sharding key")
+
+
+def export_trl(request: dict) -> str:
+    req, notes, out = _full(request), [], {}
+    repo = _hf_repo(req["model"])
+    if repo:
+        out["model_name_or_path"] = repo
+    precision = req["precision"]
+    out["dtype"] = "bfloat16" if precision == "bf16-true" else "float32"
+    out["bf16"] = precision in ("bf16-true", "bf16-mixed")
+    out["fp16"] = precision == "fp16-mixed"
+    if req["method"] != "full":
+        out["use_peft"] = True
+        out["lora_r"] = req["lora_rank"]
+        out["lora_dropout"] = req["lora_dropout"]
+        out["lora_target_modules"] = _targets(req)
+        if req.get("lora_adapter_dtype") == "base":
+            notes.append("adapters in the base dtype: pass autocast_adapter_dtype=False to get_peft_model")
+        if req["method"] == "qlora":
+            out["load_in_4bit"] = True
+            out["use_bnb_nested_quant"] = req["qlora_double_quant"]
+    out["per_device_train_batch_size"] = req["micro_batch_size"]
+    out["gradient_accumulation_steps"] = req["gradient_accumulation_steps"]
+    out["max_length"] = req["seq_len"]
+    out["gradient_checkpointing"] = req["gradient_checkpointing"]
+    out["activation_offloading"] = req["activation_offload"]
+    name = _optim(req, notes)
+    if name:
+        out["optim"] = name
+    out["attn_implementation"] = _ATTN[req["attention"]]
+    out["loss_type"] = "chunked_nll" if req["chunked_loss"] else "nll"
+    out["torch_compile"] = req["torch_compile"]
+    _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
+    if "fsdp_config" in out:
+        out["fsdp"] = "full_shard" if req["sharding"] == "zero3" else "shard_grad_op"
+        if req["cpu_offload"] == "optimizer+params":
+            out["fsdp"] += " offload"
+        out["fsdp"] += " auto_wrap"
+    if "epochs" in request:
+        out["num_train_epochs"] = request["epochs"]
+    return "\n".join(_header("trl", req, notes) + _yaml(out)) + "\n"
+
+
+def export_llamafactory(request: dict) -> str:
+    req, notes, out = _full(request), [], {}
+    repo = _hf_repo(req["model"])
+    if repo:
+        out["model_name_or_path"] = repo
+    out["stage"] = "sft"
+    out["finetuning_type"] = "full" if req["method"] == "full" else "lora"
+    if req["method"] != "full":
+        targets = _targets(req)
+        out["lora_rank"] = req["lora_rank"]
+        out["lora_dropout"] = req["lora_dropout"]
+        out["lora_target"] = "all" if targets == "all-linear" else ",".join(targets)
+        if req["method"] == "qlora":
+            out["quantization_bit"] = 4
+            out["double_quantization"] = req["qlora_double_quant"]
+    precision = req["precision"]
+    out["bf16"] = precision in ("bf16-true", "bf16-mixed")
+    out["fp16"] = precision == "fp16-mixed"
+    if req["method"] == "full":
+        out["pure_bf16"] = precision == "bf16-true" and not _uses_deepspeed(req)
+    else:  # LoRA: pure_bf16 keeps the adapters in bf16 instead of fp32
+        out["pure_bf16"] = req.get("lora_adapter_dtype", "fp32") == "base" and precision == "bf16-true"
+    out["cutoff_len"] = req["seq_len"]
+    out["per_device_train_batch_size"] = req["micro_batch_size"]
+    out["gradient_accumulation_steps"] = req["gradient_accumulation_steps"]
+    out["disable_gradient_checkpointing"] = not req["gradient_checkpointing"]
+    if req["activation_offload"]:
+        out["use_unsloth_gc"] = True
+    name = _optim(req, notes)
+    if name:
+        out["optim"] = name
+    out["flash_attn"] = {"flash": "fa2", "sdpa": "sdpa", "eager": "disabled"}[req["attention"]]
+    out["enable_liger_kernel"] = req["chunked_loss"]
+    out["torch_compile"] = req["torch_compile"]
+    _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
+    if "epochs" in request:
+        out["num_train_epochs"] = request["epochs"]
+    return "\n".join(_header("llamafactory", req, notes) + _yaml(out)) + "\n"
+
+
+def export_torchtune(request: dict) -> str:
+    req, notes, out = _full(request), [], {}
+    builder = TORCHTUNE_PRESETS.get(req["model"]) if isinstance(req["model"], str) else None
+    model: dict = {}
+    if builder is None:
+        notes.append("no torchtune builder for this model; set model._component_ yourself")
+    else:
+        family = _tt_family(builder)
+        prefix = {"full": "", "lora": "lora_", "qlora": "qlora_"}[req["method"]]
+        model["_component_"] = f"torchtune.models.{family}.{prefix}{builder}"
+    if req["method"] != "full":
+        targets = _targets(req)
+        names = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "down_proj", "up_proj"] \
+            if targets == "all-linear" else targets
+        model["lora_attn_modules"] = [_HF_TO_TT[n] for n in names if n in _HF_TO_TT]
+        model["apply_lora_to_mlp"] = any(n in ("gate_proj", "up_proj", "down_proj") for n in names)
+        model["apply_lora_to_output"] = False
+        model["lora_rank"] = req["lora_rank"]
+        model["lora_dropout"] = req["lora_dropout"]
+    if model:
+        out["model"] = model
+    out["tokenizer"] = {"max_seq_len": req["seq_len"]}
+    out["batch_size"] = req["micro_batch_size"]
+    out["gradient_accumulation_steps"] = req["gradient_accumulation_steps"]
+    optim = {"_component_": _TT_OPTIM.get(req["optimizer"], "torch.optim.AdamW")}
+    if req["optimizer"] == "adamw":
+        optim["fused"] = req["optimizer_fused"]
+    if req["optimizer"] == "sgd-momentum":
+        optim["momentum"] = 0.9
+    if req["optimizer"] not in _TT_OPTIM:
+        notes.append(f"optimizer {req['optimizer']} has no torchtune component here")
+    out["optimizer"] = optim
+    out["optimizer_in_bwd"] = req["optimizer_in_backward"]
+    out["loss"] = {"_component_": "torchtune.modules.loss.LinearCrossEntropyLoss" if req["chunked_loss"]
+                   else "torch.nn.CrossEntropyLoss"}
+    if req["precision"] in ("bf16-true", "fp32"):
+        out["dtype"] = "bf16" if req["precision"] == "bf16-true" else "fp32"
+    else:
+        out["dtype"] = "bf16"
+        notes.append(f"{req['precision']} has no torchtune dtype; bf16 written")
+    out["enable_activation_checkpointing"] = req["gradient_checkpointing"]
+    out["enable_activation_offloading"] = req["activation_offload"]
+    out["compile"] = req["torch_compile"]
+    if req["sharding"] in ("zero2", "zero3"):
+        out["fsdp_reshard_after_forward"] = req["sharding"] == "zero3"
+        out["fsdp_cpu_offload"] = req["cpu_offload"] == "optimizer+params"
+    if "epochs" in request:
+        out["epochs"] = request["epochs"]
+    return "\n".join(_header("torchtune", req, notes) + _yaml(out)) + "\n"
+
+
+def _tt_family(builder: str) -> str:
+    for family in ("llama3_1", "llama3_2", "llama3", "llama2", "qwen2_5", "gemma2", "gemma", "mistral", "phi3"):
+        if builder.startswith(family + "_"):
+            return family
+    return builder.split("_")[0]
+
+
+def export_deepspeed(request: dict) -> str:
+    # JSON has no comments, and DeepSpeed refuses unknown top-level keys: no header here
+    return json.dumps(_deepspeed_dict(_full(request)), indent=2) + "\n"
+
+
+def export_accelerate(request: dict) -> str:
+    req, notes = _full(request), []
+    out: dict = {"compute_environment": "LOCAL_MACHINE"}
+    if req["sharding"] in ("zero1", "zero2", "zero3") and _uses_deepspeed(req):
+        stage = _STAGE[req["sharding"]]
+        ds = {"zero_stage": stage,
+              "offload_optimizer_device": "cpu" if req["cpu_offload"] != "none" else "none",
+              "offload_param_device": "cpu" if req["cpu_offload"] == "optimizer+params" and stage == 3 else "none",
+              "gradient_accumulation_steps": req["gradient_accumulation_steps"]}
+        out["distributed_type"] = "DEEPSPEED"
+        out["deepspeed_config"] = ds
+    elif req["sharding"] in ("zero2", "zero3"):
+        out["distributed_type"] = "FSDP"
+        out["fsdp_config"] = _fsdp_dict(req, "fsdp_")
+    elif req["sharding"] == "ddp" or req["num_gpus"] > 1:
+        out["distributed_type"] = "MULTI_GPU"
+    else:
+        out["distributed_type"] = "NO"
+    out["mixed_precision"] = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp32": "no"}.get(req["precision"], "bf16")
+    if req["precision"] == "bf16-true":
+        notes.append("bf16-true: load the model in bf16; accelerate's mixed_precision bf16 written")
+    out["num_machines"] = 1
+    out["num_processes"] = req["num_gpus"]
+    return "\n".join(_header("accelerate", req, notes) + _yaml(out)) + "\n"
+
+
+EXPORTERS = {"axolotl": export_axolotl, "trl": export_trl, "llamafactory": export_llamafactory,
+             "torchtune": export_torchtune, "deepspeed": export_deepspeed, "accelerate": export_accelerate}

@@ -1,0 +1,144 @@
+"""Pieces shared by the formats built on the Hugging Face Trainer (axolotl, TRL,
+LLaMA-Factory): LoRA targets, bitsandbytes options, checkpointing kwargs, a DeepSpeed file
+named by path, epochs and steps, and the ``framework`` key."""
+
+from __future__ import annotations
+
+from . import common
+from .report import Report
+
+# peft 0.21.0 ``peft/utils/constants.py`` TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING:
+# the targets peft picks when a LoraConfig names none (families with presets)
+PEFT_DEFAULT_TARGETS = {
+    "llama": ["q_proj", "v_proj"], "mistral": ["q_proj", "v_proj"], "mixtral": ["q_proj", "v_proj"],
+    "qwen2": ["q_proj", "v_proj"], "gemma": ["q_proj", "v_proj"], "gemma2": ["q_proj", "v_proj"],
+    "phi": ["q_proj", "v_proj", "fc1", "fc2"], "falcon": ["query_key_value"],
+    "bloom": ["query_key_value"], "gpt_neox": ["query_key_value"], "gpt2": ["c_attn"],
+}
+
+
+def set_framework(rep: Report, value: str) -> None:
+    """``framework`` exists once the framework issue's key is in the request; until then it
+    is left out so the request stays valid."""
+    from ..request import ESTIMATE_FIELDS
+
+    if "framework" in ESTIMATE_FIELDS:
+        rep.request.setdefault("framework", value)
+
+
+def adapter_dtype_default(rep: Report, fp32: bool, source: str) -> None:
+    """peft upcasts 16-bit adapters to fp32 unless told not to (peft 0.21.0
+    ``get_peft_model(autocast_adapter_dtype=True)``); the key exists once main's request has it."""
+    from ..request import ESTIMATE_FIELDS
+
+    if "lora_adapter_dtype" in ESTIMATE_FIELDS:
+        rep.default("lora_adapter_dtype", "fp32" if fp32 else "base", source)
+
+
+def set_dropout(rep: Report, key: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        rep.unknown(key, "not_a_dropout_rate")
+    else:
+        rep.use(key, "lora_dropout", float(value))
+
+
+def bnb_section(rep: Report, cfg: dict, prefix: str = "", st: dict | None = None) -> None:
+    """bitsandbytes ``BitsAndBytesConfig`` keys (transformers 5.17.0)."""
+    for key, value in cfg.items():
+        path = prefix + str(key)
+        if key == "bnb_4bit_use_double_quant":
+            rep.use(path, "qlora_double_quant", common.is_true(value))
+        elif key in ("load_in_4bit", "load_in_8bit") and st is not None:
+            st[key] = common.is_true(value)
+            if key == "load_in_8bit" and st[key]:
+                rep.unknown(path, "int8_base_weights_not_modelled")
+            else:
+                rep.mark_used(path, ["method"])
+        elif key in ("bnb_4bit_quant_type", "bnb_4bit_compute_dtype", "quant_method",
+                     "bnb_4bit_quant_storage", "llm_int8_threshold", "llm_int8_skip_modules"):
+            # nf4 and fp4 both store 4 bits + one absmax per 64 weights
+            rep.ignore(path)
+        else:
+            rep.unknown(path)
+
+
+def checkpointing_kwargs(rep: Report, cfg: dict, prefix: str) -> None:
+    for key, value in cfg.items():
+        path = prefix + str(key)
+        if key == "use_reentrant":
+            # both variants keep each block's input and recompute it in backward
+            rep.ignore(path, "same_saved_tensors")
+        elif key == "preserve_rng_state":
+            rep.ignore(path)
+        else:
+            rep.unknown(path)
+
+
+def deepspeed_value(rep: Report, key: str, value, read_file=None) -> None:
+    """``deepspeed``: an inline dict, or a path (read through ``read_file`` when the CLI can,
+    else stage and offload inferred from the file name)."""
+    if isinstance(value, dict):
+        common.deepspeed_section(rep, value, key + ".")
+    elif isinstance(value, str) and value:
+        data = None
+        if read_file is not None:
+            data = read_file(value)
+        if isinstance(data, dict):
+            rep.mark_used(key, ["sharding"], "file_read")
+            common.deepspeed_section(rep, data, key + ".")
+        else:
+            common.deepspeed_from_name(rep, key, value)
+    elif value in (None, ""):
+        rep.ignore(key)
+    else:
+        rep.unknown(key)
+    rep.request.setdefault("_deepspeed", True)
+
+
+def set_epochs(rep: Report, key: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        rep.unknown(key, "not_a_positive_number")
+    else:
+        rep.use_plan(key, "epochs", value)
+
+
+def finish_targets(rep: Report, targets_key, arch, tool: str) -> None:
+    if targets_key is not None:
+        common.normalise_targets(rep, targets_key[0], targets_key[1], arch)
+        if "lora_targets" in rep.request:
+            return
+    family = getattr(arch, "family", None)
+    default = PEFT_DEFAULT_TARGETS.get(family)
+    if default is not None and arch is not None and all(n in arch.linear_names() for n in default):
+        rep.default("lora_targets", default, f"peft 0.21.0 default targets for {family} ({tool} names none)")
+    elif arch is not None:
+        rep.note("peft_needs_target_modules")
+
+
+def finish_common(rep: Report, st: dict, tool: str, packing: bool, default_epochs: float = 1.0) -> None:
+    """Steps -> dataset tokens, the epochs default, DeepSpeed's precision, and a
+    placeholder key cleaned away."""
+    ds = rep.request.pop("_deepspeed", False)
+    if ds and rep.request.get("precision") == "bf16-true" and rep.request.get("sharding") in (
+            "zero1", "zero2", "zero3", "ddp"):
+        # ZeRO keeps fp32 master weights in its optimizer whatever the model's dtype
+        rep.request["precision"] = "bf16-mixed"
+        rep.note("deepspeed_keeps_fp32_master_weights")
+    steps_key = st.get("max_steps")
+    if steps_key is not None:
+        key, value = steps_key
+        steps = common.positive_int(value)
+        if value in (-1, None):
+            rep.ignore(key)
+        elif steps is None:
+            rep.unknown(key, "not_a_positive_integer")
+        elif packing:
+            req = rep.request
+            tokens = (steps * req.get("micro_batch_size", 1) * req.get("gradient_accumulation_steps", 1)
+                      * req.get("num_gpus", 1) * req.get("seq_len", 2048))
+            rep.use_plan(key, "dataset_tokens", tokens, "packed_sequences_fill_seq_len")
+            rep.plan["epochs"] = 1
+        else:
+            rep.unknown(key, "dataset_tokens_need_packing")
+    rep.default("epochs", default_epochs, tool, plan=True)
+    rep.default("num_gpus", 1, tool + ": one process unless launched with more")

@@ -1,0 +1,177 @@
+"""LLaMA-Factory YAML (``llamafactory-cli train x.yaml``) -> request. Its own keys and
+defaults from LLaMA-Factory 0.9.6.dev0 (``src/llamafactory/hparams/*.py``, commit ff6d4d1,
+August 2026): ``finetuning_type`` "lora", ``lora_rank`` 8, ``lora_dropout`` 0.0,
+``lora_target`` "all", ``double_quantization`` true, ``cutoff_len`` 2048, ``flash_attn``
+"auto", ``disable_gradient_checkpointing`` false (checkpointing on), ``pure_bf16`` false;
+the rest are the Trainer's arguments, read as in :mod:`calc.config_import.trl`
+(transformers 5.17.0 defaults: ``per_device_train_batch_size`` 8, ``optim``
+"adamw_torch_fused", ``num_train_epochs`` 3.0).
+
+Precision: LLaMA-Factory loads the weights in the compute dtype and, unless
+``pure_bf16`` (or ZeRO-3/FSDP), casts the *trainable* parameters to fp32
+(``model/adapter.py``): full fine-tuning then has fp32 master weights (``bf16-mixed``),
+LoRA keeps bf16 base weights (``bf16-true``; the fp32 adapters are small).
+"""
+
+from __future__ import annotations
+
+from . import common, hf, trl
+from .models import resolve_model
+from .report import Report
+
+TOOL = "LLaMA-Factory 0.9.6.dev0"
+
+IGNORED = {
+    "stage", "do_train", "do_eval", "do_predict", "dataset", "eval_dataset", "dataset_dir",
+    "media_dir", "template", "max_samples", "overwrite_cache", "preprocessing_num_workers",
+    "preprocessing_batch_size", "tokenized_path", "mix_strategy", "interleave_probs", "streaming",
+    "buffer_size", "train_on_prompt", "mask_history", "val_size", "eval_num_beams",
+    "ignore_pad_token_for_loss", "enable_thinking", "tool_format", "default_system",
+    "plot_loss", "overwrite_output_dir", "trust_remote_code", "use_fast_tokenizer",
+    "resize_vocab", "split_special_tokens", "new_special_tokens", "add_tokens",
+    "add_special_tokens", "model_revision", "hf_hub_token", "ms_hub_token", "om_hub_token",
+    "cache_dir", "print_param_status", "compute_accuracy", "include_effective_tokens_per_second",
+    "lora_alpha", "use_rslora", "loraplus_lr_ratio", "loraplus_lr_embedding", "create_new_adapter",
+    "adapter_name_or_path", "adapter_folder", "export_dir", "export_size", "export_device",
+    "export_quantization_bit", "export_legacy_format", "export_hub_model_id", "infer_backend",
+    "use_reentrant_gc", "quantization_method", "quantization_type", "image_max_pixels",
+    "image_min_pixels", "video_max_pixels", "video_min_pixels", "video_fps", "video_maxlen",
+    "audio_sampling_rate", "freeze_vision_tower", "freeze_multi_modal_projector",
+    "freeze_language_model", "swanlab_project", "swanlab_run_name", "use_swanlab", "ray_run_name",
+    "ray_storage_path", "ray_num_workers", "resources_per_worker", "placement_strategy",
+    "low_cpu_mem_usage", "offload_folder", "use_kv_cache", "infer_dtype", "disable_shuffling",
+    "neat_packing",
+}
+NOT_MODELLED = {
+    "use_dora", "additional_target", "pissa_init", "pissa_iter", "pissa_convert", "use_galore",
+    "use_apollo", "use_badam", "use_adam_mini", "use_muon", "upcast_layernorm", "upcast_lmhead_output",
+    "rope_scaling", "shift_attn", "mixture_of_depths", "moe_aux_loss_coef", "freeze_trainable_layers",
+    "freeze_trainable_modules", "freeze_extra_modules", "train_from_scratch", "fp8", "fp8_backend",
+    "enable_fsdp_cpu_offload", "use_llama_pro", "sequence_parallel_size", "block_diag_attn",
+}
+_FLASH = {"auto": "sdpa", "disabled": "eager", "sdpa": "sdpa", "fa2": "flash", "fa3": "flash"}
+
+
+def import_llamafactory(data: dict, model=None, read_file=None) -> dict:
+    rep = Report("llamafactory", TOOL)
+    st: dict = {}
+    arch = None
+    if isinstance(data.get("model_name_or_path"), str) or model is not None:
+        arch = resolve_model(rep, "model_name_or_path" if "model_name_or_path" in data else "(model)",
+                             data.get("model_name_or_path"), model)
+    finetuning = data.get("finetuning_type", "lora")
+    for key, value in data.items():
+        key = str(key)
+        if key == "model_name_or_path":
+            continue
+        if key == "finetuning_type":
+            if value in ("lora", "full"):
+                rep.mark_used(key, ["method"])
+            else:
+                rep.unknown(key, "finetuning_type_not_modelled")
+        elif key == "quantization_bit":
+            st["bits"] = value
+            if value == 4:
+                rep.mark_used(key, ["method"])
+            elif value is None:
+                rep.ignore(key)
+            else:
+                rep.unknown(key, "only_4bit_modelled")
+        elif key == "double_quantization":
+            rep.use(key, "qlora_double_quant", common.is_true(value))
+        elif key == "lora_rank":
+            common.set_int(rep, key, "lora_rank", value)
+        elif key == "lora_dropout":
+            hf.set_dropout(rep, key, value)
+        elif key == "lora_target":
+            st["targets_key"] = (key, value)
+        elif key == "cutoff_len":
+            common.set_int(rep, key, "seq_len", value)
+        elif key == "packing":
+            st["packing"] = common.is_true(value)
+            rep.ignore(key, "packing_fills_seq_len")
+        elif key == "flash_attn":
+            common.set_attention(rep, key, _FLASH.get(str(value), str(value)))
+        elif key == "enable_liger_kernel":
+            if common.is_true(value):
+                rep.use(key, "chunked_loss", True)  # Liger's fused linear cross-entropy
+            else:
+                rep.ignore(key)
+        elif key == "use_unsloth":
+            if common.is_true(value):
+                st["unsloth"] = True
+                from ..request import ESTIMATE_FIELDS
+                if "framework" in ESTIMATE_FIELDS:
+                    rep.use(key, "framework", "unsloth")
+                else:
+                    rep.unknown(key, "framework_not_modelled")
+            else:
+                rep.ignore(key)
+        elif key == "use_unsloth_gc":
+            if common.is_true(value):
+                # Unsloth's checkpointing offloads each block's input to the CPU
+                rep.use(key, "activation_offload", True)
+            else:
+                rep.ignore(key)
+        elif key == "disable_gradient_checkpointing":
+            rep.use(key, "gradient_checkpointing", not common.is_true(value))
+        elif key == "pure_bf16":
+            st["pure_bf16"] = common.is_true(value)
+            rep.mark_used(key, ["precision"])
+        elif key in ("bf16", "fp16"):
+            st[key] = common.is_true(value)
+            rep.mark_used(key, ["precision"])
+        elif key in ("max_length", "max_seq_length", "packing", "use_peft", "lora_r"):
+            rep.unknown(key)
+        elif trl.training_arg(rep, st, key, value, read_file):
+            continue
+        elif key in NOT_MODELLED:
+            rep.unknown(key, "not_modelled")
+        elif key in IGNORED or key in trl.TRAINING_IGNORED:
+            rep.ignore(key)
+        else:
+            rep.unknown(key)
+
+    if finetuning in ("lora", "full"):
+        method = "full" if finetuning == "full" else ("qlora" if st.get("bits") == 4 else "lora")
+        if "finetuning_type" in data:
+            rep.request["method"] = method
+        else:
+            rep.default("method", method, TOOL + ": finetuning_type lora")
+    method = rep.request.get("method", "lora")
+    rep.request.setdefault("precision", _precision(st, method))
+    if method != "full":
+        if st.get("targets_key") is None:
+            st["targets_key"] = ("lora_target", "all")
+            rep.defaults.append({"field": "lora_targets", "value": "all-linear", "source": TOOL + ": lora_target all"})
+        hf.finish_targets(rep, st["targets_key"], arch, TOOL)
+        rep.default("lora_rank", 8, TOOL)
+        # trainable parameters cast to fp32 unless pure_bf16 (model/adapter.py)
+        hf.adapter_dtype_default(rep, not st.get("pure_bf16"), TOOL + ": trainable parameters in fp32 unless pure_bf16")
+        rep.default("lora_dropout", 0.0, TOOL)
+        if method == "qlora":
+            rep.default("qlora_double_quant", True, TOOL)
+    if "lora_target" not in data and rep.status("lora_target"):
+        rep.keys[:] = [k for k in rep.keys if k["key"] != "lora_target"]
+    rep.default("seq_len", 2048, TOOL)
+    rep.default("gradient_checkpointing", True, TOOL + ": disable_gradient_checkpointing false")
+    rep.default("attention", "sdpa", TOOL + ": flash_attn auto")
+    rep.default("micro_batch_size", 8, "transformers 5.17.0 TrainingArguments")
+    rep.default("gradient_accumulation_steps", 1, "transformers 5.17.0 TrainingArguments")
+    rep.default("optimizer", "adamw", "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
+    rep.default("optimizer_fused", True, "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
+    rep.default("chunked_loss", False, TOOL)
+    hf.finish_common(rep, st, TOOL, packing=st.get("packing", False), default_epochs=3.0)
+    if not st.get("unsloth"):
+        hf.set_framework(rep, "hf-trainer")
+    return rep.result()
+
+
+def _precision(st: dict, method: str) -> str:
+    if st.get("fp16"):
+        return "fp16-mixed"
+    if st.get("bf16") or st.get("pure_bf16"):
+        if st.get("pure_bf16") or method != "full":
+            return "bf16-true"
+        return "bf16-mixed"
+    return "fp32"

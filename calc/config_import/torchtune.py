@@ -1,0 +1,248 @@
+"""torchtune recipe YAML -> request. Keys and defaults read from torchtune 0.7.0
+(``recipes/configs/*``, ``recipes/{lora,full}_finetune_{single_device,distributed}.py``,
+commit bd2a0fc): ``compile`` false, ``optimizer_in_bwd`` false, ``fsdp_cpu_offload`` false,
+``fsdp_reshard_after_forward`` true, ``enable_activation_offloading`` false,
+``gradient_accumulation_steps`` 1, ``epochs`` 1; ``dtype`` missing is fp32
+(``training.get_dtype(None)``); ``tokenizer.max_seq_len: null`` truncates nothing, so the
+sequence length then falls back to calc's own default, named as such.
+
+The model comes from the builder (``torchtune.models.llama3_1.qlora_llama3_1_8b``:
+preset llama-3.1-8b, QLoRA). torchtune's module names map to Hugging Face's
+(``output_proj`` -> ``o_proj``; ``apply_lora_to_mlp`` -> gate/up/down). Whether a recipe
+is distributed is not in its file; ``fsdp_*`` keys, or a ``--num-gpus`` given with the
+import, make it FSDP2 (``reshard_after_forward`` true = ZeRO-3-like), with gradients
+reduce-scattered every micro-batch as torchtune's recipes do.
+"""
+
+from __future__ import annotations
+
+from . import common
+from .models import arch_of, torchtune_builder
+from .report import Report
+
+TOOL = "torchtune 0.7.0"
+
+IGNORED = {"output_dir", "checkpointer", "resume_from_checkpoint", "save_adapter_weights_only",
+           "seed", "shuffle", "lr_scheduler", "metric_logger", "log_every_n_steps",
+           "log_peak_memory_stats", "log_level", "profiler", "low_cpu_ram", "device", "clip_grad_norm",
+           "batch_size_val", "run_val_every_n_steps", "dataset_val", "collate_fn",
+           "cudnn_deterministic_mode", "enable_async_checkpointing", "custom_sharded_layers",
+           "resize_token_embeddings", "enable_kv_cache", "data_parallel_replicate_dim"}
+NOT_MODELLED = {"ac_mode", "ac_option", "enable_fp8_training", "fp8_recipe_name", "tensor_parallel_dim",
+                "tensor_parallel_plan", "context_parallel_dim"}
+CHUNKED_LOSSES = {"torchtune.modules.loss.LinearCrossEntropyLoss", "torchtune.modules.loss.CEWithChunkedOutputLoss",
+                  "torchtune.modules.loss.ChunkedCrossEntropyLoss"}
+PLAIN_LOSSES = {"torch.nn.CrossEntropyLoss"}
+_MODEL_IGNORED = {"lora_alpha", "use_dora_magnitude", "max_seq_len"}
+
+
+def import_torchtune(data: dict, model=None, read_file=None) -> dict:
+    rep = Report("torchtune", TOOL)
+    st: dict = {}
+    arch = None
+    spec = data.get("model")
+    if isinstance(spec, dict):
+        arch = _model(rep, spec, st, model)
+    elif model is not None:
+        rep.request["model"] = model
+        arch = arch_of(model)
+    if "model" in data and not isinstance(spec, dict):
+        rep.unknown("model", "not_a_component")
+    for key, value in data.items():
+        key = str(key)
+        if key == "model":
+            continue
+        if key == "tokenizer" and isinstance(value, dict):
+            for sub, item in value.items():
+                path = f"tokenizer.{sub}"
+                if sub == "max_seq_len":
+                    if item is None:
+                        rep.unknown(path, "no_truncation_length")
+                    else:
+                        common.set_int(rep, path, "seq_len", item)
+                else:
+                    rep.ignore(path)
+        elif key == "dataset" and isinstance(value, dict):
+            for sub, item in value.items():
+                path = f"dataset.{sub}"
+                if sub == "packed":
+                    st["packing"] = common.is_true(item)
+                    rep.ignore(path, "packing_fills_seq_len")
+                else:
+                    rep.ignore(path)
+        elif key == "dataset":
+            rep.ignore(key)
+        elif key == "batch_size":
+            common.set_int(rep, key, "micro_batch_size", value)
+        elif key == "gradient_accumulation_steps":
+            common.set_int(rep, key, "gradient_accumulation_steps", value)
+        elif key == "epochs":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                rep.unknown(key, "not_a_positive_number")
+            else:
+                rep.use_plan(key, "epochs", value)
+        elif key == "max_steps_per_epoch":
+            st["max_steps"] = value
+            if value is None:
+                rep.ignore(key)
+        elif key == "optimizer" and isinstance(value, dict):
+            _optimizer(rep, value)
+        elif key == "optimizer_in_bwd":
+            rep.use(key, "optimizer_in_backward", common.is_true(value))
+        elif key == "loss" and isinstance(value, dict):
+            for sub, item in value.items():
+                path = f"loss.{sub}"
+                if sub == "_component_" and item in CHUNKED_LOSSES:
+                    rep.use(path, "chunked_loss", True)
+                elif sub == "_component_" and item in PLAIN_LOSSES:
+                    rep.use(path, "chunked_loss", False)
+                elif sub == "num_output_chunks":
+                    rep.ignore(path)
+                else:
+                    rep.unknown(path)
+        elif key == "dtype":
+            precision = {"bf16": "bf16-true", "fp32": "fp32"}.get(str(value))
+            if precision is None:
+                rep.unknown(key, "dtype_not_modelled")
+            else:
+                rep.use(key, "precision", precision)
+        elif key == "enable_activation_checkpointing":
+            rep.use(key, "gradient_checkpointing", common.is_true(value))
+        elif key == "enable_activation_offloading":
+            rep.use(key, "activation_offload", common.is_true(value))
+        elif key == "compile":
+            rep.use(key, "torch_compile", common.is_true(value) if not isinstance(value, dict) else True)
+        elif key == "fsdp_cpu_offload":
+            st["distributed"] = True
+            rep.use(key, "cpu_offload", "optimizer+params" if common.is_true(value) else "none")
+        elif key == "fsdp_reshard_after_forward":
+            st["distributed"] = True
+            rep.use(key, "sharding", "zero3" if common.is_true(value) else "zero2")
+        elif key == "data_parallel_shard_dim":
+            st["distributed"] = True
+            rep.mark_used(key, ["sharding"])
+        elif key in NOT_MODELLED:
+            rep.unknown(key, "not_modelled")
+        elif key in IGNORED:
+            rep.ignore(key)
+        else:
+            rep.unknown(key)
+
+    if st.get("distributed"):
+        rep.default("sharding", "zero3", TOOL + ": fsdp_reshard_after_forward true")
+        rep.default("cpu_offload", "none", TOOL + ": fsdp_cpu_offload false")
+        rep.request["sync_each_micro_batch"] = True
+    if rep.request.get("method", "full") != "full":
+        rep.default("lora_dropout", 0.0, TOOL + " lora builders")
+    if rep.request.get("method") == "qlora":
+        # torchao's NF4 quantizes the per-block scales to 8 bits too (double quantization)
+        rep.default("qlora_double_quant", True, TOOL + ": torchao NF4Tensor")
+    rep.default("seq_len", 2048, "calc default (no max_seq_len: torchtune truncates nothing)")
+    rep.default("precision", "fp32", TOOL + ": training.get_dtype(None)")
+    rep.default("micro_batch_size", 1, "calc default (torchtune's configs always set batch_size)")
+    rep.default("gradient_accumulation_steps", 1, TOOL)
+    rep.default("gradient_checkpointing", False, TOOL)
+    rep.default("activation_offload", False, TOOL)
+    rep.default("optimizer_in_backward", False, TOOL)
+    rep.default("torch_compile", False, TOOL)
+    rep.default("attention", "sdpa", TOOL + ": attention runs through SDPA")
+    rep.default("chunked_loss", False, TOOL)
+    steps = common.positive_int(st.get("max_steps"))
+    if steps is not None:
+        if st.get("packing"):
+            req = rep.request
+            tokens = steps * req["micro_batch_size"] * req["gradient_accumulation_steps"] * req.get("num_gpus", 1) * req["seq_len"]
+            rep.use_plan("max_steps_per_epoch", "dataset_tokens", tokens, "packed_sequences_fill_seq_len")
+        else:
+            rep.unknown("max_steps_per_epoch", "dataset_tokens_need_packing")
+    rep.default("epochs", 1, TOOL, plan=True)
+    rep.default("num_gpus", 1, TOOL + ": tune run without --nproc_per_node")
+    from ..request import ESTIMATE_FIELDS
+    if "framework" in ESTIMATE_FIELDS:
+        rep.request.setdefault("framework", "torchtune")
+    return rep.result()
+
+
+def _model(rep: Report, spec: dict, st: dict, override):
+    component = spec.get("_component_")
+    preset_id, method = torchtune_builder(component) if isinstance(component, str) else (None, "full")
+    if common.is_true(spec.get("quantize_base")) and method == "lora":
+        method = "qlora"
+    if override is not None:
+        rep.mark_used("model._component_", ["model", "method"], "model_given_separately")
+        rep.request["model"] = override
+    elif preset_id is None:
+        rep.unknown("model._component_", "model_not_a_preset:paste_config_json")
+    else:
+        rep.use("model._component_", "model", preset_id)
+    if isinstance(component, str):
+        rep.use("model._component_", "method", method)
+    arch = arch_of(rep.request.get("model"))
+    targets = []
+    for key, value in spec.items():
+        path = f"model.{key}"
+        if key == "_component_":
+            continue
+        if key == "lora_attn_modules":
+            if isinstance(value, list):
+                targets += [common.TORCHTUNE_TO_HF.get(str(v), str(v)) for v in value]
+                rep.mark_used(path, ["lora_targets"])
+            else:
+                rep.unknown(path)
+        elif key == "apply_lora_to_mlp":
+            if common.is_true(value):
+                targets += ["gate_proj", "down_proj", "up_proj"]
+            rep.mark_used(path, ["lora_targets"])
+        elif key == "apply_lora_to_output":
+            if common.is_true(value):
+                targets.append("lm_head")
+            rep.mark_used(path, ["lora_targets"])
+        elif key == "lora_rank":
+            common.set_int(rep, path, "lora_rank", value)
+        elif key == "lora_dropout":
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1:
+                rep.use(path, "lora_dropout", float(value))
+            else:
+                rep.unknown(path, "not_a_dropout_rate")
+        elif key == "quantize_base":
+            rep.mark_used(path, ["method"])
+        elif key == "use_dora":
+            rep.unknown(path, "not_modelled") if common.is_true(value) else rep.ignore(path)
+        elif key in _MODEL_IGNORED:
+            rep.ignore(path)
+        else:
+            rep.unknown(path)
+    if targets:
+        if arch is not None and "lm_head" in targets:
+            rep.note("lora_on_output_not_modelled")
+        kept = [t for t in dict.fromkeys(targets) if arch is None or t in arch.linear_names()]
+        if kept:
+            value = "all-linear" if arch is not None and set(kept) == set(arch.linear_names()) else kept
+            rep.request["lora_targets"] = value
+    return arch
+
+
+def _optimizer(rep: Report, cfg: dict) -> None:
+    component = cfg.get("_component_")
+    for key, value in cfg.items():
+        path = f"optimizer.{key}"
+        if key == "_component_":
+            name = common.COMPONENT_OPTIMIZERS.get(str(value))
+            if name == "sgd" and (cfg.get("momentum") or 0) > 0:
+                name = "sgd-momentum"
+            if name is None:
+                rep.unknown(path, "optimizer_not_modelled")
+            else:
+                rep.use(path, "optimizer", name)
+        elif key == "fused":
+            if component in ("torch.optim.AdamW", "torch.optim.Adam"):
+                rep.use(path, "optimizer_fused", common.is_true(value))
+            else:
+                rep.ignore(path)
+        elif key == "momentum":
+            rep.mark_used(path, ["optimizer"])
+        elif key in ("lr", "weight_decay", "betas", "eps", "amsgrad", "foreach", "nesterov",
+                     "optim_bits", "min_8bit_size", "percentile_clipping", "block_wise", "dampening"):
+            rep.ignore(path)
+        else:
+            rep.unknown(path)

@@ -1,0 +1,264 @@
+"""Hugging Face ``TrainingArguments`` / TRL ``SFTConfig`` (JSON or YAML, as ``trl sft
+--config`` reads it) -> request, with TRL's ``ModelConfig`` keys (model, dtype,
+attention, LoRA and 4-bit options) and nested ``peft_config`` / ``lora_config``
+(peft ``LoraConfig``) and ``quantization_config`` / ``bnb_config`` (``BitsAndBytesConfig``)
+sections.
+
+Defaults: transformers 5.17.0 ``TrainingArguments`` (``per_device_train_batch_size`` 8,
+``gradient_accumulation_steps`` 1, ``optim`` "adamw_torch_fused", ``gradient_checkpointing``
+false, ``bf16``/``fp16`` false, ``num_train_epochs`` 3.0) overridden by TRL 1.9.0
+``SFTConfig`` (commit f2cd577, July 2026: ``gradient_checkpointing`` true, ``bf16`` true
+unless ``fp16``, ``max_length`` 1024, ``packing`` false, ``loss_type`` "chunked_nll"
+unless ``use_liger_kernel``) and ``ModelConfig`` (``dtype`` "float32", ``lora_r`` 16,
+``lora_dropout`` 0.05, ``use_bnb_nested_quant`` false). A file with no SFTConfig key is
+read with the plain ``TrainingArguments`` defaults (``seq_len`` then has no default in
+the file and keeps calc's).
+"""
+
+from __future__ import annotations
+
+from . import common, hf
+from .models import resolve_model
+from .report import Report
+
+TOOL = "TRL 1.9.0 / transformers 5.17.0"
+
+TRAINING_IGNORED = {
+    "output_dir", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps",
+    "warmup_ratio", "optim_args", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
+    "average_tokens_across_devices", "max_grad_norm", "label_smoothing_factor", "use_cache",
+    "neftune_noise_alpha", "logging_strategy", "logging_steps", "logging_first_step",
+    "log_on_each_node", "logging_nan_inf_filter", "include_num_input_tokens_seen", "log_level",
+    "log_level_replica", "disable_tqdm", "report_to", "run_name", "project", "trackio_space_id",
+    "trackio_bucket_id", "trackio_static_space_id", "eval_strategy", "evaluation_strategy",
+    "eval_steps", "eval_delay", "per_device_eval_batch_size", "prediction_loss_only",
+    "eval_on_start", "eval_do_concat_batches", "eval_use_gather_object", "eval_accumulation_steps",
+    "include_for_metrics", "batch_eval_metrics", "save_only_model", "save_strategy", "save_steps",
+    "save_on_each_node", "save_total_limit", "enable_jit_checkpoint", "push_to_hub", "hub_token",
+    "hub_private_repo", "hub_model_id", "hub_strategy", "hub_always_push", "hub_revision",
+    "load_best_model_at_end", "metric_for_best_model", "greater_is_better", "ignore_data_skip",
+    "restore_callback_states_from_checkpoint", "full_determinism", "seed", "data_seed",
+    "dataloader_drop_last", "dataloader_num_workers", "dataloader_pin_memory",
+    "dataloader_persistent_workers", "dataloader_prefetch_factor",
+    "dataloader_multiprocessing_context", "dataloader_in_order", "remove_unused_columns",
+    "label_names", "train_sampling_strategy", "length_column_name", "ddp_find_unused_parameters",
+    "ddp_broadcast_buffers", "ddp_static_graph", "ddp_backend", "ddp_timeout", "debug",
+    "skip_memory_metrics", "do_train", "do_eval", "do_predict", "resume_from_checkpoint",
+    "local_rank", "bf16_full_eval", "fp16_full_eval", "torch_compile_backend", "torch_compile_mode",
+    "group_by_length", "overwrite_output_dir", "logging_dir", "save_safetensors",
+    # SFTConfig
+    "model_init_kwargs", "router_aux_loss_coef", "trust_remote_code", "chat_template_path",
+    "dataset_text_field", "dataset_kwargs", "dataset_num_proc", "eos_token", "truncation_mode",
+    "shuffle_dataset", "packing_strategy", "eval_packing", "completion_only_loss",
+    "assistant_only_loss", "pad_token", "pad_to_multiple_of",
+    # ModelConfig / ScriptArguments
+    "model_revision", "lora_alpha", "lora_task_type", "use_rslora", "bnb_4bit_quant_type",
+    "bnb_4bit_quant_storage", "dataset_name", "dataset_config", "dataset_train_split",
+    "dataset_test_split", "dataset_streaming", "datasets", "streaming", "test_split_size",
+    "ignore_bias_buffers", "gradient_checkpointing_use_reentrant",
+}
+NOT_MODELLED = {
+    "torch_empty_cache_steps", "auto_find_batch_size", "optim_target_modules", "ddp_bucket_cap_mb",
+    "use_dora", "lora_modules_to_save", "lora_target_parameters", "accelerator_config",
+    "parallelism_config", "liger_kernel_config", "padding_free", "use_cpu",
+}
+SFT_ONLY = {"max_length", "max_seq_length", "packing", "loss_type", "activation_offloading",
+            "dataset_text_field", "completion_only_loss", "assistant_only_loss", "padding_free",
+            "model_init_kwargs", "packing_strategy", "use_peft", "lora_r", "model_name_or_path"}
+_LORA_CONFIG_IGNORED = {"lora_alpha", "task_type", "bias", "use_rslora", "fan_in_fan_out",
+                        "inference_mode", "init_lora_weights", "peft_type", "base_model_name_or_path",
+                        "revision", "r_alpha"}
+
+
+def import_trl(data: dict, model=None, read_file=None) -> dict:
+    rep = Report("trl", TOOL)
+    st: dict = {}
+    sft = any(key in SFT_ONLY for key in data)
+    arch = None
+    model_key = next((k for k in ("model_name_or_path", "model") if isinstance(data.get(k), str)), None)
+    if model_key is not None:
+        arch = resolve_model(rep, model_key, data[model_key], model)
+    elif model is not None:
+        arch = resolve_model(rep, "(model)", None, model)
+    for key, value in data.items():
+        key = str(key)
+        if key == model_key:
+            continue
+        if training_arg(rep, st, key, value, read_file):
+            continue
+        if key in NOT_MODELLED:
+            rep.unknown(key, "not_modelled")
+        elif key in TRAINING_IGNORED:
+            rep.ignore(key)
+        else:
+            rep.unknown(key)
+
+    if st.get("use_peft") or st.get("load_in_4bit"):
+        rep.request["method"] = "qlora" if st.get("load_in_4bit") else "lora"
+    elif "use_peft" in st:
+        rep.request["method"] = "full"
+    else:
+        rep.default("method", "full", TOOL + ": no peft_config = full fine-tuning")
+    if any(k in st for k in ("bf16", "fp16", "dtype")):
+        rep.request.setdefault("precision", _precision(st, sft))
+    else:
+        rep.default("precision", _precision(st, sft), "TRL 1.9.0: bf16 on, ModelConfig.dtype float32"
+                    if sft else "transformers 5.17.0: no autocast, weights loaded with dtype auto")
+    if rep.request["method"] != "full":
+        hf.finish_targets(rep, st.get("targets_key"), arch, TOOL)
+        rep.default("lora_rank", 16 if sft else 8, "TRL 1.9.0 ModelConfig.lora_r" if sft else "peft 0.21.0 LoraConfig.r")
+        rep.default("lora_dropout", 0.05 if sft else 0.0,
+                    "TRL 1.9.0 ModelConfig.lora_dropout" if sft else "peft 0.21.0 LoraConfig.lora_dropout")
+        hf.adapter_dtype_default(rep, True, "peft 0.21.0 get_peft_model autocast_adapter_dtype=True")
+        if rep.request["method"] == "qlora":
+            rep.default("qlora_double_quant", False, "TRL 1.9.0 ModelConfig.use_bnb_nested_quant"
+                        if sft else "transformers 5.17.0 BitsAndBytesConfig")
+    rep.default("micro_batch_size", 8, "transformers 5.17.0 TrainingArguments")
+    rep.default("gradient_accumulation_steps", 1, "transformers 5.17.0 TrainingArguments")
+    if sft:
+        rep.default("seq_len", 1024, "TRL 1.9.0 SFTConfig.max_length")
+        rep.default("gradient_checkpointing", True, "TRL 1.9.0 SFTConfig")
+        rep.default("chunked_loss", True, "TRL 1.9.0 SFTConfig.loss_type chunked_nll")
+    else:
+        rep.default("gradient_checkpointing", False, "transformers 5.17.0 TrainingArguments")
+    rep.default("optimizer", "adamw", "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
+    rep.default("optimizer_fused", True, "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
+    rep.default("attention", "sdpa", "transformers 5.17.0: sdpa when no attention is chosen")
+    hf.finish_common(rep, st, TOOL, packing=st.get("packing", False), default_epochs=3.0)
+    hf.set_framework(rep, "hf-trainer")
+    return rep.result()
+
+
+def training_arg(rep: Report, st: dict, key: str, value, read_file=None) -> bool:
+    """One key of TrainingArguments / SFTConfig / ModelConfig; False when not one of them."""
+    if key == "per_device_train_batch_size":
+        common.set_int(rep, key, "micro_batch_size", value)
+    elif key == "gradient_accumulation_steps":
+        common.set_int(rep, key, "gradient_accumulation_steps", value)
+    elif key in ("max_length", "max_seq_length"):
+        if value is None:
+            rep.unknown(key, "no_truncation_length")
+        else:
+            common.set_int(rep, key, "seq_len", value)
+    elif key == "packing":
+        st["packing"] = common.is_true(value)
+        rep.ignore(key, "packing_fills_seq_len")
+    elif key == "optim":
+        common.set_optimizer_hf(rep, key, value)
+    elif key == "gradient_checkpointing":
+        if isinstance(value, bool):
+            rep.use(key, "gradient_checkpointing", value)
+        else:
+            rep.unknown(key)
+    elif key == "gradient_checkpointing_kwargs":
+        if isinstance(value, dict):
+            hf.checkpointing_kwargs(rep, value, key + ".")
+        else:
+            rep.ignore(key)
+    elif key in ("bf16", "fp16", "tf32"):
+        st[key] = value
+        if key == "tf32":
+            rep.ignore(key, "fp32_matmul_speed_not_modelled")
+        else:
+            rep.mark_used(key, ["precision"])
+    elif key in ("dtype", "torch_dtype"):
+        st["dtype"] = value
+        rep.mark_used(key, ["precision"])
+    elif key == "attn_implementation":
+        if value is None:
+            rep.ignore(key)
+        else:
+            common.set_attention(rep, key, value)
+    elif key == "use_liger_kernel":
+        st["liger"] = common.is_true(value)
+        if st["liger"]:
+            rep.use(key, "chunked_loss", True)
+        else:
+            rep.ignore(key)
+    elif key == "loss_type":
+        st["loss_type"] = value
+        if value == "chunked_nll":
+            rep.use(key, "chunked_loss", True)
+        elif value in ("nll", "dft"):
+            rep.use(key, "chunked_loss", False)
+        else:
+            rep.unknown(key)
+    elif key == "activation_offloading":
+        rep.use(key, "activation_offload", common.is_true(value))
+    elif key == "torch_compile":
+        rep.use(key, "torch_compile", common.is_true(value))
+    elif key == "num_train_epochs":
+        hf.set_epochs(rep, key, value)
+    elif key == "max_steps":
+        st["max_steps"] = (key, value)
+    elif key == "deepspeed":
+        hf.deepspeed_value(rep, key, value, read_file)
+    elif key == "fsdp":
+        common.fsdp_trainer_option(rep, key, value)
+    elif key == "fsdp_config":
+        if isinstance(value, dict):
+            common.fsdp_section(rep, value, key + ".")
+        else:
+            rep.unknown(key, "fsdp_config_file_not_read")
+    elif key == "use_peft":
+        st["use_peft"] = common.is_true(value)
+        rep.mark_used(key, ["method"])
+    elif key == "lora_r":
+        common.set_int(rep, key, "lora_rank", value)
+    elif key == "lora_dropout":
+        hf.set_dropout(rep, key, value)
+    elif key == "lora_target_modules":
+        if value is None:
+            rep.ignore(key)
+        else:
+            st["targets_key"] = (key, value)
+    elif key in ("load_in_4bit", "load_in_8bit"):
+        st[key] = common.is_true(value)
+        if key == "load_in_8bit" and st[key]:
+            rep.unknown(key, "int8_base_weights_not_modelled")
+        else:
+            rep.mark_used(key, ["method"])
+    elif key == "use_bnb_nested_quant":
+        rep.use(key, "qlora_double_quant", common.is_true(value))
+    elif key in ("peft_config", "lora_config") and isinstance(value, dict):
+        st["use_peft"] = True
+        _lora_config(rep, value, key + ".", st)
+    elif key in ("quantization_config", "bnb_config") and isinstance(value, dict):
+        hf.bnb_section(rep, value, key + ".", st)
+    else:
+        return False
+    return True
+
+
+def _precision(st: dict, sft: bool) -> str:
+    """16-bit autocast over weights of the loading dtype: bf16 weights give bf16 states
+    ("-true"); fp32 weights keep fp32 master copies ("-mixed"). The loading dtype, when the
+    file names none: TRL 1.9.0 ``ModelConfig.dtype`` "float32" for ``trl sft``; for a plain
+    ``TrainingArguments`` file, transformers 5.17.0 ``from_pretrained``'s "auto" (the
+    checkpoint's dtype, bf16 for the presets)."""
+    fp16 = common.is_true(st.get("fp16"))
+    bf16 = st.get("bf16")
+    bf16 = (not fp16) if bf16 is None and sft else common.is_true(bf16)
+    dtype = str(st.get("dtype") or ("float32" if sft else "auto")).lower().replace("torch.", "")
+    if fp16:
+        return "fp16-mixed"
+    if dtype in ("bfloat16", "bf16", "auto"):
+        return "bf16-true"
+    return "bf16-mixed" if bf16 else "fp32"
+
+
+def _lora_config(rep: Report, cfg: dict, prefix: str, st: dict) -> None:
+    for key, value in cfg.items():
+        path = prefix + str(key)
+        if key == "r":
+            common.set_int(rep, path, "lora_rank", value)
+        elif key == "lora_dropout":
+            hf.set_dropout(rep, path, value)
+        elif key == "target_modules":
+            st["targets_key"] = (path, value)
+        elif key in _LORA_CONFIG_IGNORED:
+            rep.ignore(path)
+        elif key in ("use_dora", "modules_to_save", "layers_to_transform", "rank_pattern"):
+            rep.unknown(path, "not_modelled")
+        else:
+            rep.unknown(path)
