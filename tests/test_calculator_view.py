@@ -248,7 +248,8 @@ def _codes_raised_in_calc() -> set[str]:
 
 
 # Codes that only the CLI raises (about files and argv): the page never sees them.
-CLI_ONLY = {"bad_arguments", "request_unreadable", "request_not_utf8", "request_not_json"}
+CLI_ONLY = {"bad_arguments", "request_unreadable", "request_not_utf8", "request_not_json",
+            "bad_sweep_range", "sweep_needs_one_field"}  # the last two: python -m calc sweep
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
