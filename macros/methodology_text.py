@@ -80,17 +80,6 @@ CONSTANTS: dict[str, dict] = {
         "Bytes per token LayerNorm saves for the backward pass: fp32 mean and inverse "
         "standard deviation.",
         "PyTorch ATen native_layer_norm"),
-    "calc.activations.BATCH_BYTES_PER_TOKEN": _e(
-        "Bytes por token del lote en la GPU: input_ids y labels, int64 cada uno (los "
-        "collators de Hugging Face copian input_ids en labels; torchtune y LitGPT guardan "
-        "tokens y objetivos).",
-        "Bytes per token of the batch on the GPU: input_ids and labels, int64 each (Hugging "
-        "Face's data collators copy input_ids into labels; torchtune and LitGPT hold tokens "
-        "and targets too).",
-        {"es": "transformers 5.17, DataCollatorForLanguageModeling (labels = copia de "
-               "input_ids); torch.int64 = 8 bytes",
-         "en": "transformers 5.17, DataCollatorForLanguageModeling (labels = a copy of "
-               "input_ids); torch.int64 = 8 bytes"}),
     "calc.activations.COMPILE_KEPT_FRACTION": _e(
         "Parte de lo que un bloque compilado con torch.compile podría recalcular en vez de "
         "guardar (copias fp32 de RMSNorm, salidas de la activación y del producto del MLP) "

@@ -104,6 +104,13 @@ PLAN_VARIATIONS = [
     {"model": "qwen3-30b-a3b", "method": "lora", "gpu": "rtx-pro-6000"},
     {"model": "gpt-oss-20b", "method": "qlora", "gpu": "h100-nvl"},
     {"model": "gemma-3-4b", "method": "qlora", "gpu": "t4"},
+    # the training-library section (issue 13's profiles) and its behaviours
+    {"framework": "hf-trainer", "lora_adapter_dtype": "fp32"},
+    {"framework": "hf-custom-loop", "loss_outputs_kept": "true", "attention_grouped_kv": "true"},
+    {"framework": "torchtune", "method": "full", "model": "llama-3.2-1b"},
+    {"framework": "litgpt", "num_gpus": "2", "sharding": "zero3"},
+    {"framework": "unsloth", "method": "qlora", "qlora_quant_state_replicated": "true",
+     "num_gpus": "2", "sharding": "zero3"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 
@@ -243,6 +250,10 @@ def calc_page(request, shared_context, site_server):
     calc = Calc(page, site_server, request.param)
     calc.open()
     yield calc
+    # the worker and Material's search load in the background: closing mid-load is not a
+    # failure of the page
+    calc.wait_worker()
+    page.wait_for_load_state("networkidle")
     page.close()
     assert_clean(problems, f"calculator page ({request.param})")
 
@@ -708,6 +719,7 @@ def test_language_switch_keeps_the_state(shared_context, site_server):
     calc.open({"method": "full", "seq_len": "1024", "mode": "advanced"})
     page.select_option("#calc-optimizer", "adamw-8bit")
     calc.settle()
+    page.wait_for_load_state("networkidle")  # search's loads, before leaving the page
     href = page.get_attribute('a[hreflang="en"]', "href")
     assert urlsplit(href).path.endswith("/en/calculator/")
     assert dict(parse_qsl(urlsplit(href).query)) == {
@@ -970,3 +982,7 @@ def test_absurdly_nested_config_is_refused_and_the_worker_survives(calc_page, de
     calc_page.navigate({"seq_len": "1024"})
     assert calc_page.page.locator('#calc [data-error-for="_general"]').is_hidden()
     assert calc_page.state() == "ready" and calc_page.outputs() == good
+    # and the worker survived: the next computation is answered
+    calc_page.navigate({"seq_len": "1536"})
+    assert calc_page.state() == "ready"
+    assert calc_page.page.evaluate("document.getElementById('calc').dataset.calcRestarts") is None
