@@ -187,6 +187,12 @@ SOURCES: dict[Framework, dict[str, str]] = {
 """Where each profile entry comes from (library, file, version or commit)."""
 
 
+def profile_keys() -> tuple[str, ...]:
+    """Every request key some profile sets, sorted: the keys whose value, when the request
+    leaves them out, depends on ``framework``."""
+    return tuple(sorted({key for entries in PROFILES.values() for key in entries}))
+
+
 def profile(framework: Framework) -> dict[str, object]:
     """The request-key values of ``framework`` (a copy)."""
     return dict(PROFILES[framework])

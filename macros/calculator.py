@@ -80,10 +80,22 @@ def request_fields() -> dict[str, tuple]:
     return fields
 
 
+def profile_keys() -> tuple[str, ...]:
+    """The request keys a training library's profile sets (calc.frameworks): the form sends
+    them only when the reader chose a value, so that the library's profile decides the rest."""
+    from calc.frameworks import profile_keys as keys
+
+    return keys()
+
+
 def default_request() -> dict:
-    """The page's default request: calc's defaults, plus the page's choices."""
+    """The page's default request: calc's defaults, plus the page's choices. The keys a
+    library profile sets are left to the profile, as the form leaves them (calculator.js)."""
     out = {}
+    governed = set(profile_keys())
     for key, (default, _kind, _extra) in request_fields().items():
+        if key in governed and key not in PAGE_DEFAULTS:
+            continue
         value = PAGE_DEFAULTS.get(key, default)
         if value is not None:
             out[key] = value
@@ -279,6 +291,7 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
     root = ["div", {"class": "calc", "id": "calc", "data-calc-state": "static", "data-lang": lang,
                     "data-method": str(request["method"]),
                     "data-static-request": json.dumps(request, separators=(",", ":")),
+                    "data-profile-keys": json.dumps(list(profile_keys()), separators=(",", ":")),
                     "data-command": COMMAND, "data-worker": urls["worker"],
                     "data-pyodide": urls["pyodide"], "data-bundle": urls["bundle"],
                     "data-snapshot": urls["snapshot"]},

@@ -613,9 +613,18 @@ class Renderer:
                  "scaling_efficiency": factors.get("scaling_efficiency")}
         return {k: raw_value(v) for k, v in found.items() if _is_number(v)}
 
+    def profile_values(self) -> dict:
+        """The values calc used for the keys a training library's profile sets (the form
+        shows them on the controls the reader left to the profile)."""
+        from calc.frameworks import profile_keys
+
+        used = self.memory.get("request") or {}
+        return {key: used[key] for key in profile_keys() if key in used}
+
     def render(self) -> list:
         root = ["div", {"class": "calc-results-body",
-                        "data-defaults": json.dumps(self.defaults_used(), sort_keys=True)}]
+                        "data-defaults": json.dumps(self.defaults_used(), sort_keys=True),
+                        "data-profile-values": json.dumps(self.profile_values(), sort_keys=True)}]
         if self.plan:  # the answer first, on every width (sticky: calculator.css)
             root.append(self.verdict())
         root.append(self.memory_section())

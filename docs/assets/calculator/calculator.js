@@ -39,6 +39,13 @@ function main(root) {
   const overrides = new Map();
   let unknownParams = [];
 
+  // The keys a training library's profile sets (calc.frameworks). The form sends one only
+  // once the reader has chosen its value (an edit, the URL, an imported config); until then
+  // the chosen library decides it, and the control shows what calc used.
+  const profileKeys = new Set(JSON.parse(root.dataset.profileKeys || "[]"));
+  const chosen = new Set();
+  const leftToProfile = (key) => profileKeys.has(key) && !chosen.has(key);
+
   let worker = null;
   let restarts = 0;
   let computeTimer = null;
@@ -60,6 +67,7 @@ function main(root) {
         unknownParams.push(key);
         continue;
       }
+      chosen.add(key);
       if (key === "model" && value.trim().startsWith("{")) {
         configArea.value = configTextFromUrl(value);
         revealField(configArea);
@@ -124,6 +132,7 @@ function main(root) {
     if (advanced.open) parts.push(`${MODE_PARAM}=advanced`); // basic is the default
     for (const el of controls) {
       if (el === configArea) continue;
+      if (leftToProfile(el.name)) continue;
       let text = controlText(el);
       if (el.name === "model" && configArea.value.trim()) text = modelTextForUrl();
       if (text === el.dataset.default) continue;
@@ -188,7 +197,7 @@ function main(root) {
     const errors = {};
     for (const el of controls) {
       const key = el.name;
-      if (el === configArea) continue;
+      if (el === configArea || leftToProfile(key)) continue;
       if (overrides.has(key)) {
         request[key] = overrides.get(key);
         continue;
@@ -404,6 +413,23 @@ function main(root) {
         else el.removeAttribute("placeholder");
       }
     }
+    showProfileValues(body);
+  }
+
+  // The controls left to the library's profile show the values calc used for them.
+  function showProfileValues(body) {
+    let values = {};
+    try {
+      values = JSON.parse(body.dataset.profileValues || "{}");
+    } catch (err) {
+      values = {};
+    }
+    for (const [key, value] of Object.entries(values)) {
+      const el = byName.get(key);
+      if (!el || !leftToProfile(key)) continue;
+      if (el.type === "checkbox") el.checked = value === true;
+      else el.value = String(value);
+    }
   }
 
   // ------------------------------------------------------------ worker
@@ -577,6 +603,7 @@ function main(root) {
   function onEdit(event) {
     const name = event.target && event.target.name;
     if (name) overrides.delete(name);
+    if (name && profileKeys.has(name)) chosen.add(name);
     if (event.target && event.target.dataset.kind === "helper") fillDatasetTokens();
     else if (name === "dataset_tokens") for (const el of helpers) el.value = ""; // typed directly
     if (event.target && event.target.tagName === "SELECT") dropUrlOptions(event.target);
@@ -606,6 +633,7 @@ function main(root) {
       const el = byName.get(key);
       if (!el) continue;
       overrides.delete(key);
+      chosen.add(key);
       if (el.type === "checkbox") el.checked = value === true;
       else el.value = Array.isArray(value) ? value.join(",") : value === null ? "" : String(value);
       revealField(el);
@@ -617,6 +645,7 @@ function main(root) {
   // Back/forward (and links that only change the query): the URL is the state.
   function restoreFromUrl() {
     overrides.clear();
+    chosen.clear();
     for (const option of form.querySelectorAll("option[data-from-url]")) option.remove();
     unknownParams = [];
     for (const el of controls) {
