@@ -350,6 +350,13 @@ def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
             + rope_bytes_per_token(arch, cfg) + BATCH_BYTES_PER_TOKEN)
 
 
+def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """With a frozen embedding (LoRA, QLoRA) the first block's input needs no gradient, so
+    its first norm saves nothing: autograd records no graph for an op none of whose inputs
+    requires grad. The blocks' other tensors still save (their adapters require grad)."""
+    return 0 if cfg.full else norm_bytes(arch, cfg)
+
+
 def checkpoint_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Activation checkpointing keeps each block's input: ``resid_bytes * h`` per token
     (Korthikanti et al. 2022, sec. 4.3: ``2 s b h`` per layer at 16 bits)."""

@@ -325,6 +325,8 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         on_gpu_layers = min(layers, 2)
         host = (layers - on_gpu_layers) * per_layer
     head = act.head_bytes_per_token(arch, cfg) * tokens
+    if not req.gradient_checkpointing and not req.activation_offload:
+        head -= act.first_norm_unsaved_bytes_per_token(arch, cfg) * tokens
     recompute = block if req.gradient_checkpointing else 0
     return Activations(
         saved_all=on_gpu_layers * per_layer + head,

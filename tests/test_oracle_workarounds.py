@@ -143,3 +143,51 @@ def test_flash_like_sdpa_saves_what_the_flash_kernel_saves():
     assert k.grad.shape == k.shape and q.grad.shape == q.shape
     # no s x s tensor is saved, unlike the math path the CPU may pick
     assert all(s[-2:] != (64, 64) for s, _ in shapes)
+
+
+def test_cuda_dropout_saves_a_boolean_mask():
+    x = torch.randn(4, 32, requires_grad=True)
+    with wa.cuda_dropout():
+        out, shapes = _saved_shapes(lambda: torch.nn.functional.dropout(x, 0.1, True))
+        assert torch.nn.functional.dropout(x, 0.1, False) is x
+    assert shapes == [((4, 32), torch.bool)]
+    out.sum().backward()
+    assert x.grad.shape == x.shape
+    # without the patch the CPU path keeps a mask in the input's dtype
+    _, cpu_shapes = _saved_shapes(lambda: torch.nn.functional.dropout(x, 0.1, True))
+    assert ((4, 32), torch.float32) in cpu_shapes
+
+
+def test_peak_agrees_with_torch_memtracker():
+    """Cross-check with PyTorch's own tracker (torch.distributed._tools.mem_tracker) over the
+    same two fake steps: its peak (all steps) equals the oracle's (the second step's)."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    from benchmarks.oracle_sweep import FAMILIES
+    from tools.oracle import oracle_estimate
+    from tools.oracle.run import build_meta_model, fake_parameters, make_optimizer, normalise
+
+    request = {"model": {"hf_config": FAMILIES["llama"]}, "method": "full", "seq_len": 128,
+               "gradient_checkpointing": False, "attention_grouped_kv": True}
+    ours = oracle_estimate(dict(request))
+    req, options = normalise(dict(request))
+    model, _ = build_meta_model(req, options)
+    counter = {"step": 0}
+    with FakeTensorMode(), wa.real_causal_masks(), wa.flash_like_sdpa(), \
+            wa.adam_step_value(counter), wa.cuda_dropout():
+        fake_parameters(model, LiveStorageTracker())
+        opt = make_optimizer(req, [p for p in model.parameters() if p.requires_grad])
+        tracker = MemTracker()
+        tracker.track_external(model, opt)
+        with tracker:
+            ids, labels = torch.zeros((1, 128), dtype=torch.long), torch.zeros((1, 128), dtype=torch.long)
+            for step in (1, 2):
+                counter["step"] = step
+                tracker.reset_mod_stats()
+                loss = model(input_ids=ids, labels=labels).loss
+                loss.backward()
+                del loss
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        peak = tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
+    assert peak == ours["peak_allocated_bytes"]

@@ -186,7 +186,7 @@ def run_steps(req: dict, options: dict) -> dict:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from .tracker import LiveStorageTracker
-    from .workarounds import adam_step_value, flash_like_sdpa, real_causal_masks
+    from .workarounds import adam_step_value, cuda_dropout, flash_like_sdpa, real_causal_masks
 
     model, config = build_meta_model(req, options)
     tracker = LiveStorageTracker(debug=bool(options.get("debug")))
@@ -209,7 +209,7 @@ def run_steps(req: dict, options: dict) -> dict:
 
     head.register_forward_pre_hook(head_pre)
     with FakeTensorMode(allow_non_fake_inputs=False) as mode, tracker, \
-            real_causal_masks(), flash_like_sdpa(), adam_step_value(counter), grouped:
+            real_causal_masks(), flash_like_sdpa(), adam_step_value(counter), cuda_dropout(), grouped:
         fake_parameters(model, tracker)
         params = [p for p in model.parameters() if p.requires_grad]
         for p in params:

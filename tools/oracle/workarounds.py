@@ -28,6 +28,11 @@ Each function is one named, tested workaround (tests/test_oracle_workarounds.py)
   replacement is an autograd function with exactly the flash kernel's saved tensors and
   gradient shapes. The kernels' backward workspaces (flash-attn's fp32 ``dq`` accumulator,
   the expanded ``dk``/``dv`` under GQA) are not modelled: see ``LIMITS``.
+- :func:`cuda_dropout`: ``F.dropout`` on a CUDA tensor runs the fused ``native_dropout``,
+  which saves a boolean mask (1 byte per element); on CPU, ATen's ``dropout`` takes the
+  composite path (``empty_like(input).bernoulli_()`` then ``input * noise``) and saves a
+  mask in the input's dtype. The patch calls ``torch.native_dropout`` as CUDA does
+  (``aten/src/ATen/native/Dropout.cpp`` ``is_fused_kernel_acceptable``, torch 2.13).
 """
 
 from __future__ import annotations
@@ -159,3 +164,22 @@ def flash_like_sdpa():
         yield
     finally:
         F.scaled_dot_product_attention = original
+
+
+@contextmanager
+def cuda_dropout():
+    """``torch.nn.functional.dropout`` through ``native_dropout`` (boolean mask), as on CUDA."""
+    import torch.nn.functional as F
+
+    original = F.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if not training or p == 0.0:
+            return input
+        return torch.native_dropout(input, p, True)[0]
+
+    F.dropout = dropout
+    try:
+        yield
+    finally:
+        F.dropout = original
