@@ -142,6 +142,8 @@ def run_oracle(setup: dict, versions: dict) -> dict:
         result.pop("request", None)
     except Unsupported as exc:
         result = {"unsupported": str(exc)}
+    except RuntimeError as exc:  # an op the fake CPU run cannot take the CUDA path of
+        result = {"unsupported": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result))
     return result
