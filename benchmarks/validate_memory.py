@@ -2,7 +2,11 @@
 
 Usage: ``python -m benchmarks.validate_memory`` (from the repository root).
 Per row: predicted, measured, signed error; then per method, per source, and overall
-the median and 90th-percentile absolute error; then the rows not covered and why.
+the median and 90th-percentile absolute error; the fits of the allocator slack and of
+torch.compile's kept share; leave-one-source-out (every fitted constant refitted without
+each source) in-sample and held-out errors by method, framework, metric and source; the
+calibrated bands of calc's ranges and their held-out coverage; then the rows not covered
+and why.
 """
 
 from __future__ import annotations
@@ -50,12 +54,55 @@ def main() -> int:
           f"{','.join(COMPILE_FIT_ROWS)} ({cfit.measured_saving / GIB:.2f} GiB saved of "
           f"{cfit.removable / GIB:.2f} removable): {cfit.kept:.3f}")
     print(_fmt_summary("  compiled rows not fitted", cfit.test_summary) + f"  rows {','.join(cfit.test_rows)}")
+    _print_loso(results)
     print()
     print("not covered:")
     for r in results:
         if not r.covered:
             print(f"{r.row_id:>4} {r.source:<10} {r.model[:24]:<24} {r.method:<6} {r.reason}")
     return 0
+
+
+def _print_loso(results) -> None:
+    """Leave-one-source-out: every fitted constant refitted without each source (module doc
+    of benchmarks/loso_memory.py), errors in-sample and held out, ranges and their coverage."""
+    from benchmarks import loso_memory as lm
+    from calc.calibration import ERROR_BANDS
+
+    loso = lm.run(results)
+    print()
+    print("leave-one-source-out (LOSO): constants refitted without each source")
+    print(f"  {'held-out source':<44} {'rows':>4} {'slack':>6} {'compile kept':>12}  rule")
+    for source, c in loso.folds.items():
+        n = sum(1 for r in results if r.source_key == source and r.covered)
+        print(f"  {source[:44]:<44} {n:>4} {c.slack:6.3f} {c.compile_kept:12.3f}  {c.compile_rule}")
+    print()
+    print(f"  {'group':<52} {'n':>3}  {'in-sample med / p90 / max':>27}  {'LOSO med / p90 / max':>24}")
+    for gid, f in lm.report(loso).items():
+        label = GROUP_LABELS.get(gid, gid.replace(":", " "))
+        print(f"  {label[:52]:<52} {f['count']:>3}  {_trio(f, 'in'):>27}  {_trio(f, 'loso'):>24}")
+    print()
+    print("calibrated bands (signed LOSO error, wider of the method-metric cell's p10-p90 and all rows'):")
+    derived = lm.bands(loso.held_out)
+    for key, (lo, hi) in derived.items():
+        mark = "" if ERROR_BANDS.get(key) == (lo, hi) else f"   <- calc has {ERROR_BANDS.get(key)}: update calc.calibration"
+        print(f"  {key[0]:<6} {key[1]:<10} [{100 * lo:+6.1f} %, {100 * hi:+6.1f} %]{mark}")
+    cov = lm.range_coverage(loso)
+    print("range calibration (held-out rows inside the band computed without their source):")
+    for group, (hit, n) in sorted(cov.items()):
+        print(f"  {group:<6} {hit}/{n} = {100 * hit / n:.0f} %")
+    rules = lm.coverage_by_rule(loso)
+    print("  rules compared: " + ", ".join(f"{k} {h}/{n} = {100 * h / n:.0f} %" for k, (h, n) in rules.items()))
+
+
+GROUP_LABELS = {"measured": "measured rows (headline)",
+                "measured_unfitted": "measured rows no constant was fitted on",
+                "metric_stated": "metric stated (not assumed)"}
+
+
+def _trio(f: dict, prefix: str) -> str:
+    return (f"{100 * f[prefix + '_median']:5.1f} / {100 * f[prefix + '_p90']:5.1f} / "
+            f"{100 * f[prefix + '_max']:5.1f} %")
 
 
 if __name__ == "__main__":

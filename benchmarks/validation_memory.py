@@ -72,7 +72,7 @@ MODEL_IDS = {
 
 UNIT_BYTES = {"GB": 10 ** 9, "GiB": 2 ** 30}
 
-ALL_LINEAR_TARGETS = ("q,k,v,o + MLP", "q,k,v,o + MLP (w1,w2,w3)",
+ALL_LINEAR_TARGETS = ("all-linear", "q,k,v,o + MLP", "q,k,v,o + MLP (w1,w2,w3)",
                       "q,k,v,o + MLP + output proj (all layers)", "all layers (q,k,v,o, MLP, output)")
 """Target lists meaning every block linear (the output layer's adapter, where listed,
 is not expressible; it adds ``r * (h + V)`` parameters, under 0.1 % of any row)."""
@@ -109,6 +109,22 @@ but the README note above the table states "batch size 2 (without gradient accum
 a dataset packed to sequence length 2048, and torch compile enabled" for all rows, so
 those stay as the CSV has them."""
 
+PEFT_SFT_EXAMPLE = {"lora_dropout": 0.1}
+"""Settings of PEFT's ``examples/sft/run_peft_qlora_deepspeed_stage3.sh`` and
+``run_peft_qlora_fsdp.sh`` (quoted in docs/source/accelerate/deepspeed.md and fsdp.md at the
+rows' commits) that the CSV columns do not hold: ``--lora_dropout 0.1``."""
+
+ANSWERAI_TRAIN_DEFAULTS = {"lora_dropout": 0.1, "lora_adapter_dtype": "base", "attention_grouped_kv": False}
+"""Settings of Answer.AI's ``fsdp_qlora/train.py`` (``main`` at 50efa1e, 2024-03-26) that the
+CSV columns do not hold, where they differ from today's ``hf-custom-loop`` profile:
+``lora_dropout: float = 0.1`` (rank 64, alpha 16 and the targets ``k, q, v, up, down, gate``
+for ``lora_target_modules="all"`` are in the rows); ``--precision bf16`` casts every parameter,
+adapters included, to bf16 (its README, "bf16": "sharded and unsharded params will be stored in
+bf16"), so no fp32 adapters; transformers of March 2024 (4.38) expanded k, v with ``repeat_kv``
+before SDPA (``enable_gqa`` came later). Not expressible: that transformers also up-cast the
+logits to fp32 inside the model (``logits = logits.float()``), so the output object the loop
+keeps holds ``4 V`` bytes per token where ``loss_outputs_kept`` counts ``2 V``."""
+
 TORCHAO_CHUNKED_FROM = "2024-06-26"
 """torchtune commit c1c9f308a ("Pin ao==0.3") replaced the ``torchao==0.1`` pin; torchao
 v0.1 (tag ff2889540) quantizes a whole weight at once in
@@ -124,7 +140,8 @@ torch's default, the foreach path. Rows whose optimizer text names ``fused`` kee
 TORCHTUNE_DROPOUT_ZERO_FROM = "2024-09-11"
 """torchtune commit d7fae9677 set the LoRA builders' ``lora_dropout`` default to 0.0."""
 
-SHORT_TARGETS = {"q,v": ("q", "v"), "q,k,v": ("q", "k", "v"), "q,v,o + MLP": ("q", "v", "o", "mlp")}
+SHORT_TARGETS = {"q,v": ("q", "v"), "q,k,v": ("q", "k", "v"), "q,v,o + MLP": ("q", "v", "o", "mlp"),
+                 "q,k,v + MLP": ("q", "k", "v", "mlp")}
 
 ZERO_SHARDING = {"DDP": "ddp", "ZeRO-1": "zero1", "ZeRO-2": "zero2", "ZeRO-3": "zero3"}
 
@@ -147,6 +164,8 @@ class RowResult:
     request: dict = field(default_factory=dict)
     allocated_bytes: int = 0    # predicted peak_allocated_bytes (for the slack fit)
     reserved_floor_bytes: int = 0  # predicted quantization_reserved_bytes (idem)
+    device_extra_bytes: int = 0    # device_total_bytes - peak_reserved_bytes (CUDA context, NCCL)
+    source_key: str = ""        # the publication (benchmarks.loso_memory.source_key)
 
 
 class NotCovered(Exception):
@@ -213,6 +232,8 @@ def _metric(text: str) -> str:
     low = text.lower()
     if low == "formula":
         return "model_states"
+    if "nvidia-smi" in low or "nvml" in low:
+        return "device"
     if "not stated" in low:
         return "reserved"
     if "allocated" in low or "active" in low:
@@ -255,7 +276,7 @@ def row_request(row: dict) -> dict:
         "cpu_offload": "optimizer+params" if row["cpu_offload"].startswith("yes") else "none",
     }
     req["gradient_accumulation_steps"] = _accumulation(row, source)
-    req["sync_each_micro_batch"] = source == "torchtune"
+    req["framework"] = source  # the profile fills what the row's library decides (calc.frameworks)
     req["torch_compile"] = "compile" in opts
     if optimizer == "adamw":
         req["optimizer_fused"] = "fused=True" in row["optimizer"] or (
@@ -265,27 +286,40 @@ def row_request(row: dict) -> dict:
 
         req["lora_rank"] = int(row["lora_rank"])
         req["lora_targets"] = _targets(row, get_preset(model))
-        req["lora_dropout"] = _lora_dropout(row, source)
+        dropout = _lora_dropout(row, source)
+        if dropout is not None:
+            req["lora_dropout"] = dropout
         if method == "qlora":
             fmt = row["base_weight_format"]
             req["qlora_double_quant"] = "torchao" in fmt or "double quant" in fmt
-            req["qlora_keeps_inputs"] = "bitsandbytes" in fmt and source == "litgpt"
+            req["qlora_keeps_inputs"] = "bitsandbytes" in fmt and (source == "litgpt" or _bnb_before_fix(fmt))
             req["qlora_unchunked_quantization"] = ("torchao" in fmt and source == "torchtune"
                                                    and _row_date(row) < TORCHAO_CHUNKED_FROM)
-    # LitGPT's FSDPStrategy(auto_wrap_policy={Block}) puts frozen base weights and adapters
-    # in one flat parameter per block (finetune/lora.py at 8641822 and in 2024); torchtune
-    # wraps adapters apart (lora_fsdp_wrap_policy) or uses FSDP2.
-    req["frozen_weight_grads"] = (source == "litgpt" and method != "full"
-                                  and sharding == "zero3" and gpus > 1)
     if source == "torchtune":
         req.update(TORCHTUNE_CONFIGS.get((row["model"], row["method"]), {}))
+    if source == "hf-trainer":
+        req.update(PEFT_SFT_EXAMPLE if "huggingface/peft" in row["source"] else {})
+        # DeepSpeed's engine reduce-scatters every micro-batch; accelerate's FSDP uses no_sync
+        req["sync_each_micro_batch"] = "DeepSpeed" in row["sharding"]
+    if "fsdp_qlora" in row["source"]:
+        req.update(ANSWERAI_TRAIN_DEFAULTS)
     if source == "litgpt":
-        req["attention_keeps_fused_qkv"] = True
         req["model"] = _litgpt_model(model)
         req.update(LITGPT_CONFIG_HUB.get((row["model"], row["method"]), {}) if "config_hub" in row["source"] else {})
     if req["num_gpus"] == 1:
         req["gradient_accumulation_steps"] = max(1, req["gradient_accumulation_steps"])
     return req
+
+
+def _bnb_before_fix(fmt: str) -> bool:
+    """A stated bitsandbytes version before 0.43.2, whose ``MatMul4Bit`` kept its input
+    (``qlora_keeps_inputs``; fixed by bitsandbytes PR #1270)."""
+    words = fmt.replace(",", " ").replace("(", " ").replace(")", " ").split()
+    for word, nxt in zip(words, words[1:]):
+        if word == "bitsandbytes" and nxt[:1].isdigit():
+            parts = tuple(int(x) for x in nxt.split(".")[:3] if x.isdigit())
+            return parts < (0, 43, 2)
+    return False
 
 
 def _litgpt_model(preset_id: str) -> object:
@@ -316,12 +350,15 @@ def _row_date(row: dict) -> str:
     return dates[0] if dates else ""
 
 
-def _lora_dropout(row: dict, source: str) -> float:
-    """The framework's default adapter dropout at the row's version (module doc)."""
+def _lora_dropout(row: dict, source: str) -> float | None:
+    """The framework's default adapter dropout at the row's version (module doc); ``None``
+    where the row's script sets it (:data:`PEFT_SFT_EXAMPLE`, :data:`ANSWERAI_TRAIN_DEFAULTS`)."""
     if source == "torchtune":
         date = _row_date(row)
         return 0.0 if date and date >= TORCHTUNE_DROPOUT_ZERO_FROM else 0.05
-    return 0.05
+    if source == "litgpt":
+        return 0.05
+    return None
 
 
 def _flags(row: dict) -> tuple:
@@ -333,6 +370,8 @@ def _flags(row: dict) -> tuple:
         out.append("packed")
     if "not stated" in row["memory_metric"] or "likely" in row["memory_metric"]:
         out.append("metric_assumed")
+    if "ambiguous:" in row["notes"].lower():
+        out.append("ambiguous")
     return tuple(out)
 
 
@@ -350,27 +389,32 @@ def _zero_paper_states(row: dict) -> int:
 def compare_row(row: dict) -> RowResult:
     measured = int(round(float(row["peak_value"]) * UNIT_BYTES[row["peak_unit"]]))
     metric = _metric(row["memory_metric"])
-    base = dict(row_id=row["id"], source=_source(row), model=row["model"],
+    from benchmarks.loso_memory import source_key
+
+    base = dict(row_id=row["id"], source=_source(row), source_key=source_key(row), model=row["model"],
                 method=row["method"], metric=metric, measured_bytes=measured, flags=_flags(row))
     try:
         if metric == "model_states":
-            predicted, allocated, floor, req = _zero_paper_states(row), 0, 0, {}
+            predicted, allocated, floor, extra, req = _zero_paper_states(row), 0, 0, 0, {}
         else:
             req = row_request(row)
             est = memory.estimate_dict(req)
             allocated = est["peak_allocated_bytes"]
             floor = est["quantization_reserved_bytes"]
+            extra = est["device_total_bytes"] - est["peak_reserved_bytes"]
             if measured < est["model_states_bytes"]:
                 raise NotCovered("measured_below_model_states")
             if measured < configured_floor_bytes(req, est):
                 raise NotCovered("measured_below_configured_floor")
-            predicted = allocated if metric == "allocated" else est["peak_reserved_bytes"]
+            predicted = {"allocated": allocated, "device": est["device_total_bytes"]}.get(
+                metric, est["peak_reserved_bytes"])
     except NotCovered as reason:
         return RowResult(**base, covered=False, reason=str(reason))
     except CalcError as err:
         return RowResult(**base, covered=False, reason="calc_error:" + err.code)
     return RowResult(**base, predicted_bytes=predicted, error=(predicted - measured) / measured,
-                     request=req, allocated_bytes=allocated, reserved_floor_bytes=floor)
+                     request=req, allocated_bytes=allocated, reserved_floor_bytes=floor,
+                     device_extra_bytes=extra)
 
 
 def configured_floor_bytes(request: dict, est: dict) -> int:
@@ -422,11 +466,16 @@ def activation_floor_bytes(request: dict) -> int:
 
 
 def _source(row: dict) -> str:
+    """The row's training library (a ``framework`` profile), or ``zero-paper``."""
     src = row["source"]
     if "torchtune" in src:
         return "torchtune"
     if "litgpt" in src.lower():
         return "litgpt"
+    if "huggingface/" in src:
+        return "hf-trainer"  # PEFT's examples/sft/train.py runs TRL's SFTTrainer
+    if "fsdp_qlora" in src:
+        return "hf-custom-loop"  # Answer.AI's train.py: transformers + PEFT in its own FSDP loop
     return "zero-paper"
 
 
@@ -482,14 +531,33 @@ class SlackFit:
     test_summary: Summary
 
 
+def slack_by_source(rows: list[RowResult]) -> dict:
+    """``{source: median(measured / predicted_allocated - 1)}`` over each publication's covered
+    rows whose metric is a stated ``max_memory_reserved``."""
+    out: dict = {}
+    for r in rows:
+        if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags and "ambiguous" not in r.flags:
+            out.setdefault(r.source_key, []).append(r.measured_bytes / r.allocated_bytes - 1)
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def fit_slack_fraction(rows: list[RowResult]) -> float | None:
+    """The allocator slack: the median over publications of each one's median (one vote per
+    publication, so that one long table does not outvote the others). ``None`` without any
+    stated reserved row."""
+    per_source = slack_by_source(rows)
+    return statistics.median(per_source.values()) if per_source else None
+
+
 def fit_allocator_slack(results: list[RowResult]) -> SlackFit:
-    """``f = median(measured / predicted_allocated - 1)`` over covered rows whose metric is a
-    stated ``max_memory_reserved``; then ``|max(allocated * (1 + f), floor) - measured| /
-    measured`` on the covered rows whose reserved metric is only assumed (``floor``: the
-    reserved memory a one-pass NF4 quantization leaves, as in :mod:`calc.memory`)."""
-    fit = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags]
+    """:func:`fit_slack_fraction` over the covered rows whose metric is a stated
+    ``max_memory_reserved``; then ``|max(allocated * (1 + f), floor) - measured| / measured``
+    on the covered rows whose reserved metric is only assumed (``floor``: the reserved memory a
+    one-pass NF4 quantization leaves, as in :mod:`calc.memory`)."""
+    fit = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags
+           and "ambiguous" not in r.flags]
     test = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" in r.flags]
-    fraction = statistics.median(r.measured_bytes / r.allocated_bytes - 1 for r in fit) if fit else 0.0
+    fraction = fit_slack_fraction(fit) or 0.0
     refit = [RowResult(**{**r.__dict__, "error": (max(r.allocated_bytes * (1 + fraction), r.reserved_floor_bytes)
                                                    - r.measured_bytes) / r.measured_bytes}) for r in test]
     return SlackFit(fraction, tuple(r.row_id for r in fit), tuple(r.row_id for r in test), summary(refit))

@@ -5,7 +5,14 @@ site build) and in the browser through Pyodide. Entry points take and return
 plain JSON-compatible dicts:
 
 - :func:`estimate` — peak memory per GPU (``python -m calc estimate``)
-- :func:`plan_setup` — time, cost, cards that fit and recommendations (``python -m calc plan``)
+- :func:`plan` — time, cost, cards that fit and recommendations (``python -m calc plan``);
+  ``plan`` is the module :mod:`calc.plan`, callable (``from calc import plan``), and
+  :func:`plan_setup` is the same function under its older name
+
+Bad input raises :class:`InputError` / :class:`ConfigError` (both :class:`CalcError`,
+with ``code``, ``field`` and ``value``). The request keys are described by
+:data:`calc.request.ESTIMATE_FIELDS` and :data:`calc.plan.PLAN_FIELDS`, and as JSON Schema
+by :func:`calc.schema.request_schema`.
 """
 
 from __future__ import annotations
@@ -14,25 +21,41 @@ from .errors import CalcError, ConfigError, InputError
 
 __version__ = "0.1.0"
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs milliseconds, in Pyodide too
+    from typing import Any, Mapping
 
-def estimate(request: dict) -> dict:
-    """Peak memory per GPU for one training setup (see ``calc.memory``)."""
+
+def estimate(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Peak memory per GPU for one training setup (see ``calc.memory``).
+
+    >>> from calc import estimate
+    >>> estimate({"model": "llama-3.1-8b", "method": "qlora"})["peak_phase"]
+    'forward_end'
+    """
     from .memory import estimate_dict
 
     return estimate_dict(request)
 
 
-def plan_setup(request: dict) -> dict:
-    """Time, cost, fits and recommendations (see ``calc.plan.plan_dict``).
-
-    Not named ``plan``: the submodule ``calc.plan`` would replace such a
-    function on the package as soon as it is imported."""
+def plan_setup(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Time, cost, fits and recommendations (see ``calc.plan.plan_dict``); the same as
+    ``calc.plan(request)``, kept for the callers that use this name."""
     from .plan import plan_dict
 
     return plan_dict(request)
 
 
-def run(command: str, request: object) -> dict:
+def __getattr__(name: str) -> Any:
+    """``calc.plan`` after a bare ``import calc``: the submodule, imported on first use."""
+    if name == "plan":
+        import importlib  # not "from . import plan": that asks this function again
+
+        return importlib.import_module(".plan", __name__)
+    raise AttributeError(f"module 'calc' has no attribute {name!r}")
+
+
+def run(command: str, request: object) -> dict[str, Any]:
     """One entry for the browser worker: ``{"result": ...}`` or ``{"error": ...}``, never raises
     for bad input."""
     try:
@@ -42,7 +65,10 @@ def run(command: str, request: object) -> dict:
             return {"result": plan_setup(request)}
         raise InputError("unknown_command", "command", command)
     except CalcError as err:
-        return {"error": err.to_dict()}
+        from .field_errors import error_response  # every bad field, for forms
+
+        return error_response(command, request, err)
 
 
-__all__ = ["CalcError", "ConfigError", "InputError", "__version__", "estimate", "plan_setup", "run"]
+__all__ = ["CalcError", "ConfigError", "InputError", "__version__", "estimate", "plan",
+           "plan_setup", "run"]

@@ -228,6 +228,14 @@ def fused_qkv_kept_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     return width
 
 
+def _per_block(arch: ModelArch, lin: LinearLayer, nbytes: int) -> int:
+    """``nbytes`` of a module averaged over the blocks: all of it where every block holds the
+    module; in a mixed stack (Llama 4 Maverick's dense and MoE blocks) its share of blocks,
+    since the activations are summed as ``num_layers`` times one (average) block."""
+    held, blocks = arch.block_share(lin)
+    return nbytes if held == blocks else nbytes * held // blocks
+
+
 def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: tuple) -> int:
     """Saved tensors per token of one MLP unit (dense MLP, an expert, a shared expert),
     times the copies a token passes through (``down.active``).
@@ -245,7 +253,7 @@ def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: t
         if any(_saves_input(l, cfg) for l in siblings):
             per += a * arch.hidden_size
         per += a * arch.hidden_size
-    return down.active * per
+    return _per_block(arch, down, down.active * per)
 
 
 def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -253,7 +261,8 @@ def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     adapter's dtype (``lora_B`` saves ``lora_A``'s output)."""
     if not cfg.adapted:
         return 0
-    return sum(cfg.lora_bytes * cfg.rank * l.active for l in arch.linears if _key(l) in cfg.adapted)
+    return sum(_per_block(arch, l, cfg.lora_bytes * cfg.rank * l.active)
+               for l in arch.linears if _key(l) in cfg.adapted)
 
 
 def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -263,7 +272,8 @@ def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     linear; peft casts the input to the adapter's dtype first)."""
     if not (cfg.lora_dropout and cfg.adapted):
         return 0
-    return sum((cfg.lora_bytes + 1) * l.d_in * l.active for l in arch.linears if _key(l) in cfg.adapted)
+    return sum(_per_block(arch, l, (cfg.lora_bytes + 1) * l.d_in * l.active)
+               for l in arch.linears if _key(l) in cfg.adapted)
 
 
 def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -275,12 +285,13 @@ def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     then saved by nothing (the base weight is frozen)."""
     if not (cfg.adapter_copies and cfg.adapted) or cfg.lora_dropout:
         return 0
-    return sum(cfg.lora_bytes * l.d_in * l.active for l in arch.linears if _key(l) in cfg.adapted)
+    return sum(_per_block(arch, l, cfg.lora_bytes * l.d_in * l.active)
+               for l in arch.linears if _key(l) in cfg.adapted)
 
 
 def router_bytes(arch: ModelArch, parts: BlockParts) -> int:
     """fp32 routing probabilities per token: ``4 * num_experts`` per router."""
-    return sum(FP32_BYTES * l.d_out for l in parts.routers)
+    return sum(_per_block(arch, l, FP32_BYTES * l.d_out) for l in parts.routers)
 
 
 def norm_output_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:

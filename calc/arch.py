@@ -10,6 +10,7 @@ plain (2 matrices) MLP, biases, norms, tied embeddings and MoE experts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .errors import ConfigError
 
@@ -24,6 +25,11 @@ class LinearLayer:
     router stays in 16-bit.
     ``role``: ``"attn"`` (q, k, v, fused qkv, output projection), ``"mlp"`` (dense MLP,
     MoE experts and shared experts) or ``"router"`` (MoE gate and shared-expert gate).
+    ``kind``: ``"linear"`` for an ``nn.Linear`` (what peft's ``target_modules`` and
+    ``"all-linear"`` match, what bitsandbytes replaces with a 4-bit layer), ``"param"`` for
+    a bare ``nn.Parameter`` such as the 3-D expert tensors of gpt-oss and Llama 4 in
+    transformers 5 (``experts.gate_up_proj`` of shape ``experts x hidden x 2*width``): peft
+    reaches those only through ``target_parameters`` and bitsandbytes leaves them in 16-bit.
     """
 
     name: str
@@ -34,6 +40,10 @@ class LinearLayer:
     active: int = 1
     quantizable: bool = True
     role: str = "mlp"
+    kind: str = "linear"
+    # "" when every decoder block holds this module; else the name of the kind of block that
+    # does (Llama 4 Maverick: "moe" or "dense"), counted in ``ModelArch.block_counts``.
+    block_kind: str = ""
 
     def __post_init__(self) -> None:
         for key in ("d_in", "d_out", "count", "active"):
@@ -42,8 +52,12 @@ class LinearLayer:
                 raise ConfigError("config_invalid_value", key, value)
         if self.active > self.count:
             raise ConfigError("config_invalid_value", "active", self.active)
+        if not isinstance(self.block_kind, str):
+            raise ConfigError("config_invalid_value", "block_kind", self.block_kind)
         if self.role not in ("attn", "mlp", "router"):
             raise ConfigError("config_invalid_value", "role", self.role)
+        if self.kind not in ("linear", "param"):
+            raise ConfigError("config_invalid_value", "kind", self.kind)
 
     @property
     def weight_params(self) -> int:
@@ -83,6 +97,9 @@ class ModelArch:
     lm_head_bias: bool = False  # Phi-2's output layer has a bias
     block_extra_params: int = 0  # per block, outside linears and full-width norms (q/k norms)
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    # A mixed stack (Llama 4 Maverick alternates dense and MoE blocks): how many blocks of each
+    # kind, ((kind, count), ...), summing to num_layers; empty when every block is the same.
+    block_counts: tuple = ()
 
     def __post_init__(self) -> None:
         for key in ("vocab_size", "hidden_size", "num_layers", "num_heads",
@@ -103,50 +120,83 @@ class ModelArch:
                 raise ConfigError("config_invalid_value", key, value)
         if self.experts_per_token > self.num_experts:
             raise ConfigError("config_invalid_value", "experts_per_token", self.experts_per_token)
+        counts = dict(self.block_counts)
+        if counts and (sum(counts.values()) != self.num_layers or min(counts.values()) < 0):
+            raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
+        for lin in self.linears:
+            if lin.block_kind and lin.block_kind not in counts:
+                raise ConfigError("config_invalid_value", "block_kind", lin.block_kind)
 
-    # ---- parameter counts -------------------------------------------------
-    @property
+    # ---- mixed stacks -------------------------------------------------------
+    def blocks_of(self, lin: LinearLayer) -> int:
+        """How many decoder blocks hold ``lin`` (all of them unless it belongs to one kind)."""
+        return dict(self.block_counts)[lin.block_kind] if lin.block_kind else self.num_layers
+
+    @cached_property
+    def block_linears(self) -> tuple[LinearLayer, ...]:
+        """The linears of the largest block (every block's, for a uniform stack): what one
+        FSDP unit gathers or one checkpointed block recomputes at most."""
+        if not self.block_counts:
+            return self.linears
+        kinds = [k for k, n in self.block_counts if n > 0]
+        best = max(kinds, key=lambda k: sum(l.params for l in self.linears if l.block_kind == k))
+        return tuple(l for l in self.linears if l.block_kind in ("", best))
+
+    def block_share(self, lin: LinearLayer) -> tuple[int, int]:
+        """(blocks holding ``lin``, all blocks): what a per-block average weighs it by."""
+        return self.blocks_of(lin), self.num_layers
+
+    # ---- parameter counts (cached: the arch is frozen and a plan reads them thousands of times)
+    @cached_property
     def norm_params(self) -> int:
         """Per norm: ``hidden`` weights, plus ``hidden`` biases for LayerNorm; none for
         OLMo's non-parametric LayerNorm."""
         return self.hidden_size * {"rms": 1, "layer": 2, "none": 0}[self.norm_kind]
 
-    @property
+    @cached_property
     def block_params(self) -> int:
-        """One decoder block: its linears (all copies), its norms and any small extras."""
-        return (sum(l.params for l in self.linears) + self.norms_per_layer * self.norm_params
+        """One decoder block: its linears (all copies), its norms and any small extras (the
+        largest block of a mixed stack)."""
+        return (sum(l.params for l in self.block_linears) + self.norms_per_layer * self.norm_params
                 + self.block_extra_params)
 
-    @property
+    @cached_property
+    def stack_params(self) -> int:
+        """Every decoder block together (``num_layers * block_params`` for a uniform stack)."""
+        per_block = self.norms_per_layer * self.norm_params + self.block_extra_params
+        return (sum(self.blocks_of(l) * l.params for l in self.linears)
+                + self.num_layers * per_block)
+
+    @cached_property
     def embedding_params(self) -> int:
         emb = self.vocab_size * self.hidden_size + self.learned_positions * self.hidden_size
         return emb + (self.norm_params if self.embedding_norm else 0)
 
-    @property
+    @cached_property
     def lm_head_params(self) -> int:
         """``vocab x hidden`` unless tied to the embedding; plus a bias where the family has one."""
         weight = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
         return weight + (self.vocab_size if self.lm_head_bias else 0)
 
-    @property
+    @cached_property
     def params_total(self) -> int:
         """Every parameter held in memory (all MoE experts included)."""
-        return (self.embedding_params + self.num_layers * self.block_params
+        return (self.embedding_params + self.stack_params
                 + self.norm_params + self.lm_head_params)
 
-    @property
+    @cached_property
     def params_active(self) -> int:
         """Parameters a token passes through (MoE: top-k experts only)."""
-        inactive = sum((l.count - l.active) * (l.weight_params + (l.d_out if l.bias else 0))
-                       for l in self.linears)
-        return self.params_total - self.num_layers * inactive
+        inactive = sum(self.blocks_of(l) * (l.count - l.active)
+                       * (l.weight_params + (l.d_out if l.bias else 0)) for l in self.linears)
+        return self.params_total - inactive
 
-    @property
+    @cached_property
     def quantizable_params(self) -> int:
         """Parameters of the block linears QLoRA stores in NF4."""
-        return self.num_layers * sum(l.params for l in self.linears if l.quantizable)
+        return sum(self.blocks_of(l) * l.params for l in self.linears if l.quantizable)
 
-    @property
+    @cached_property
     def largest_linear_params(self) -> int:
         """Weights of the largest single linear matrix (dequantisation buffer, all-gather)."""
         sizes = [l.weight_params for l in self.linears]

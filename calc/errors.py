@@ -4,6 +4,12 @@ Each error carries a stable ``code`` (translated by the site and the UI), the
 ``field`` it concerns (a dotted path into the request, or ``None``) and the
 offending ``value``. ``calc`` holds no prose for users: ``str(err)`` is a short
 English line for developers and logs only.
+
+An error may carry ``extra``: more JSON-safe keys for ``to_dict()`` that tell what would
+have been valid, so a form can say it (``allowed``: the accepted values of an enum field;
+``minimum`` / ``maximum``: a number's range, with ``minimum_exclusive`` /
+``maximum_exclusive`` when the bound itself is refused; ``integer``: whole numbers only;
+``suggestions``: presets near an unknown model id). Additive: the three keys stay.
 """
 
 from __future__ import annotations
@@ -15,11 +21,14 @@ class CalcError(Exception):
     code = "calc_error"
 
     def __init__(self, code: str | None = None, field: str | None = None,
-                 value: object = None, detail: str = "") -> None:
+                 value: object = None, detail: str = "", *, extra: dict | None = None) -> None:
         self.code = code or type(self).code
         self.field = field
         self.value = value
         self.detail = detail
+        # Additional JSON-able keys for the error object (e.g. ``suggestions`` for an
+        # unknown model); they never replace code, field, value or detail.
+        self.extra = dict(extra) if extra else {}
         super().__init__(f"{self.code}: field={field!r} value={_short(value)!r} {detail}".rstrip())
 
     def to_dict(self) -> dict:
@@ -27,6 +36,9 @@ class CalcError(Exception):
         out = {"code": self.code, "field": self.field, "value": _jsonable(self.value)}
         if self.detail:
             out["detail"] = self.detail
+        for key, val in self.extra.items():  # lists whole: "allowed" may be long
+            out.setdefault(key, [_jsonable(v) for v in val] if isinstance(val, list)
+                           else _jsonable(val))
         return out
 
 

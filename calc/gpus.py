@@ -42,6 +42,7 @@ class Gpu:
     memory_mib: int
     memory_gb_marketed: int
     bf16_dense_tflops: float
+    fp8_dense_tflops: float  # dense FP8 tensor peak, FP32 accumulate, not sparse; 0 without FP8 tensor cores
     memory_bandwidth_gb_per_s: float
     form_factor: str
     pcie_gen: int
@@ -57,6 +58,8 @@ class Gpu:
         for name in ("memory_mib", "bf16_dense_tflops", "memory_bandwidth_gb_per_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"gpus.csv {self.id}: {name} must be positive")
+        if not self.fp8_dense_tflops >= 0:
+            raise ValueError(f"gpus.csv {self.id}: fp8_dense_tflops must be 0 or positive")
         if not self.source or not self.as_of:
             raise ValueError(f"gpus.csv {self.id}: source and as_of are required")
 
@@ -86,6 +89,7 @@ class Gpu:
             "architecture": self.architecture, "memory_bytes": self.memory_bytes,
             "memory_mib": self.memory_mib, "memory_gb_marketed": self.memory_gb_marketed,
             "bf16_dense_tflops": self.bf16_dense_tflops,
+            "fp8_dense_tflops": self.fp8_dense_tflops,
             "memory_bandwidth_gb_per_s": self.memory_bandwidth_gb_per_s,
             "form_factor": self.form_factor, "pcie_gen": self.pcie_gen,
             "nvlink_gb_per_s": self.nvlink_gb_per_s, "nvlink_max_gpus": self.nvlink_max_gpus,
@@ -156,6 +160,7 @@ def _catalogue() -> dict[str, Gpu]:
                 architecture=row["architecture"], memory_mib=int(row["memory_mib"]),
                 memory_gb_marketed=int(row["memory_gb_marketed"]),
                 bf16_dense_tflops=float(row["bf16_dense_tflops"]),
+                fp8_dense_tflops=float(row["fp8_dense_tflops"]),
                 memory_bandwidth_gb_per_s=float(row["memory_bandwidth_gb_per_s"]),
                 form_factor=row["form_factor"], pcie_gen=int(row["pcie_gen"]),
                 nvlink_gb_per_s=float(row["nvlink_gb_per_s"]),

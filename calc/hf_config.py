@@ -1,7 +1,9 @@
 """Read a Hugging Face ``config.json`` into a :class:`~calc.arch.ModelArch`.
 
 Families: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2,
-gemma3_text, granite, olmo, olmo2, stablelm, phi, phi3, gpt_neox, falcon, bloom, gpt2.
+gemma3_text, granite, olmo, olmo2, stablelm, phi, phi3 (Phi-3, Phi-4, Phi-4-mini), smollm3,
+gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2. Multimodal configs (``gemma3``,
+``llama4``, ``mistral3``) are read through their ``text_config`` (see below).
 Each family is read with its own key names, and a key a config may leave out
 takes the default of that family's ``transformers`` config class (source:
 ``transformers/models/<family>/configuration_<family>.py``, v4.44-v4.48), e.g.
@@ -134,6 +136,15 @@ _DENSE = {
     "gemma2": (8192, True, 256, 4, False),  # input, post-attn, pre-ffn, post-ffn norms
     "gemma3_text": (131072, True, 256, 4, True),
     "granite": (2048, False, None, 2, False),  # Llama shapes; its multipliers hold no weights
+    # SmolLM3: Llama shapes; its NoPE layers drop RoPE, which holds no weights.
+    "smollm3": (32768, True, None, 2, False),
+}
+
+# Keys a family's published config.json leaves out and transformers fills from its config
+# class (transformers 5.17 ``Gemma3TextConfig``: vocab_size 262_208, 8 heads, 4 kv heads;
+# the text_config of google/gemma-3-4b-pt states neither). Applied before reading.
+_FAMILY_DEFAULTS = {
+    "gemma3_text": {"vocab_size": 262_208, "num_attention_heads": 8, "num_key_value_heads": 4},
 }
 
 
@@ -282,6 +293,101 @@ def _qwen_moe(k: _Keys, family: str, name: str) -> ModelArch:
         experts_per_token=top_k, shared_expert_intermediate_size=shared,
         block_extra_params=2 * hd if qwen3 else 0,
         extra={"qk_norm_per_head": True} if qwen3 else {},
+    )
+
+
+def _gpt_oss(k: _Keys, family: str, name: str) -> ModelArch:
+    """gpt-oss (transformers 5.17 ``modeling_gpt_oss``): q/k/v/o ``nn.Linear`` with biases
+    (``attention_bias``, default true) and one learned attention-sink logit per head
+    (``sinks``); every block sparse: ``num_local_experts`` SwiGLU experts stored as 3-D
+    parameters with biases (``experts.gate_up_proj`` hidden -> 2 * intermediate,
+    ``experts.down_proj`` intermediate -> hidden), top ``num_experts_per_tok``, and a router
+    (``GptOssTopKRouter``: a weight ``experts x hidden`` and a bias, not an ``nn.Linear``).
+    The published checkpoints store the expert weights in MXFP4; calc counts parameters,
+    which do not depend on the storage format (see ``calc/presets.py`` for what that means
+    for fine-tuning)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads, head_dim_default=64)
+    inter = k.int("intermediate_size")
+    experts = k.int("num_local_experts")
+    top_k = k.int("num_experts_per_tok")
+    if top_k > experts:
+        raise k.error("num_experts_per_tok", top_k)
+    bias = k.bool("attention_bias", True)
+    linears = _attention(h, heads, kv, hd, bias, bias)
+    linears += (
+        LinearLayer("router", h, experts, True, quantizable=False, role="router", kind="param"),
+        LinearLayer("experts.gate_up_proj", h, 2 * inter, True, experts, top_k,
+                    quantizable=False, kind="param"),
+        LinearLayer("experts.down_proj", inter, h, True, experts, top_k,
+                    quantizable=False, kind="param"),
+    )
+    return ModelArch(
+        **_common(k, family, name, 131072, False), hidden_size=h,
+        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
+        intermediate_size=inter, linears=linears, num_experts=experts, experts_per_token=top_k,
+        block_extra_params=heads,  # attention sinks
+    )
+
+
+def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
+    """Llama 4 text model (transformers 5.17 ``modeling_llama4``): Llama attention without
+    biases (its q/k L2 norm holds no weights); in an MoE block, ``num_local_experts``
+    experts stored as 3-D parameters (``experts.gate_up_proj`` hidden -> 2 *
+    ``intermediate_size``, ``experts.down_proj``), top ``num_experts_per_tok``, a router
+    ``router`` (an ``nn.Linear`` hidden -> experts, no bias) and a shared expert
+    (``nn.Linear`` gate_proj, up_proj, down_proj of width ``intermediate_size``) that every
+    token passes through. The MoE blocks are ``moe_layers`` (default: every
+    ``interleave_moe_layer_step``-th block, as ``Llama4TextConfig`` fills it); the others are
+    dense, an MLP of width ``intermediate_size_mlp``. Scout makes every block sparse;
+    Maverick alternates dense and MoE blocks: a mixed stack (``block_counts``)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads, head_dim_default=128)
+    inter = k.int("intermediate_size")
+    experts = k.int("num_local_experts")
+    top_k = k.int("num_experts_per_tok")
+    if top_k > experts:
+        raise k.error("num_experts_per_tok", top_k)
+    layers = k.int("num_hidden_layers")
+    step = k.int("interleave_moe_layer_step", default=1)
+    moe_layers = k.cfg.get("moe_layers")
+    if moe_layers is None:
+        moe_layers = list(range(step - 1, layers, step))
+    if (not isinstance(moe_layers, list) or len(set(map(repr, moe_layers))) != len(moe_layers)
+            or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers
+                   for i in moe_layers)):
+        raise k.error("moe_layers", moe_layers)
+    n_moe = len(moe_layers)
+    n_dense = layers - n_moe
+    moe_kind, dense_kind = ("moe", "dense") if n_dense and n_moe else ("", "")
+    bias = k.bool("attention_bias", False)
+    linears = _attention(h, heads, kv, hd, bias, bias)
+    if n_moe:
+        # QLoRA: transformers 5.17 swaps Llama4TextExperts for one nn.Linear MLP per expert
+        # before bitsandbytes quantizes (quantizers/base.py MODULES_TO_PATCH_FOR_QUANTIZATION),
+        # so the experts are stored in NF4; gpt-oss's 3-D experts have no such patch.
+        linears += (
+            LinearLayer("router", h, experts, quantizable=False, role="router", block_kind=moe_kind),
+            LinearLayer("experts.gate_up_proj", h, 2 * inter, False, experts, top_k, kind="param",
+                        block_kind=moe_kind),
+            LinearLayer("experts.down_proj", inter, h, False, experts, top_k, kind="param",
+                        block_kind=moe_kind),
+        )
+        linears += tuple(LinearLayer(l.name, l.d_in, l.d_out, role="mlp", block_kind=moe_kind)
+                         for l in _gated_mlp(h, inter))  # shared expert
+    if n_dense:
+        dense = k.int("intermediate_size_mlp", default=16384)
+        linears += tuple(LinearLayer(l.name, l.d_in, l.d_out, role="mlp", block_kind=dense_kind)
+                         for l in _gated_mlp(h, dense))
+    counts = (("moe", n_moe), ("dense", n_dense)) if n_dense and n_moe else ()
+    return ModelArch(
+        **_common(k, family, name, 4096 * 32, False), hidden_size=h, num_layers=layers,
+        num_heads=heads, num_kv_heads=kv, head_dim=hd, intermediate_size=inter,
+        linears=linears, num_experts=experts if n_moe else 0,
+        experts_per_token=top_k if n_moe else 0,
+        shared_expert_intermediate_size=inter if n_moe else 0, block_counts=counts,
     )
 
 
@@ -451,6 +557,8 @@ _READERS = {
     "qwen2_moe": _qwen_moe,
     "qwen3_moe": _qwen_moe,
     "phi3": _phi3,
+    "gpt_oss": _gpt_oss,
+    "llama4_text": _llama4_text,
     "phi": _phi,
     "gpt_neox": _gpt_neox,
     "falcon": _falcon,
@@ -479,6 +587,9 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     if reader is None:
         raise ConfigError("unsupported_architecture", "hf_config.model_type", model_type)
     family = "falcon" if reader is _falcon else model_type
+    defaults = _FAMILY_DEFAULTS.get(model_type)
+    if defaults:
+        cfg = {**defaults, **{key: val for key, val in cfg.items() if val is not None}}
     arch = reader(_Keys(cfg, prefix), family, name or family)
     if text_only:
         arch.extra["text_config_only"] = True

@@ -7,9 +7,30 @@ section 4; peft's ``LoraLayer`` with the default ``bias="none"``).
 Targets follow peft's matching: a module name adapts *every* module of a block whose
 last name component equals it (GPT-2's ``c_proj`` adapts ``attn.c_proj`` and
 ``mlp.c_proj``; Qwen-MoE's ``gate_proj`` adapts each expert's and the shared expert's).
-``"all-linear"`` adapts every linear module inside the decoder blocks and leaves out the
-output layer, as peft's ``target_modules="all-linear"`` does (MoE routers included, since
-peft sees them as ``nn.Linear``). Each MoE expert holds its own adapter.
+``"all-linear"`` adapts every ``nn.Linear`` inside the decoder blocks and leaves out the
+output layer, as peft's ``target_modules="all-linear"`` does (MoE routers included where
+they are ``nn.Linear``). Each MoE expert holds its own adapter.
+
+Mixture of experts, as peft 0.21.0 does it (``peft/tuners/lora/layer.py`` ``ParamWrapper``;
+``peft/utils/transformers_weight_conversion.py``):
+
+- Experts stored as 3-D parameters (gpt-oss and Llama 4 in transformers 5.17:
+  ``experts.gate_up_proj`` of ``experts x hidden x 2*width``, ``experts.down_proj``) are not
+  ``nn.Linear``: ``"all-linear"`` and module names leave them alone (LoRA on attention, the
+  shared expert and ``nn.Linear`` routers only). Naming them (calc: ``experts.gate_up_proj``,
+  ``experts.down_proj``; peft: ``target_parameters``) gives each expert its own ``A`` and
+  ``B``: ``ParamWrapper`` builds ``lora_A`` as ``Linear(d_in, r * experts)`` and ``lora_B``
+  as ``Linear(r * experts, d_out)``, so ``experts * r * (d_in + d_out)`` trainable
+  parameters, the same count as one adapter per expert.
+- Mixtral and Qwen-MoE presets list their experts under their transformers-4 module names
+  (``w1``/``w3``/``w2``, ``gate_proj``/``up_proj``/``down_proj``), one adapter per expert
+  matrix. Under transformers 5 peft 0.21 converts such targets to the fused 3-D parameters,
+  where ``gate_proj`` + ``up_proj`` become one ``gate_up_proj`` adapter of rank ``2r``
+  (``experts * 2r * (hidden + 2*width)``, more than the ``experts * 2r * (hidden + width)``
+  counted here) and the shared expert of Qwen2-MoE loses its adapter: a documented
+  difference, not modelled.
+- Adapters on experts a token does not reach hold memory (parameters, gradients, optimizer
+  states: ``count``) but cost no compute or activations (``active``).
 """
 
 from __future__ import annotations
@@ -27,7 +48,8 @@ class AdaptedLinear:
     """A linear module of one block that carries an adapter.
 
     ``count``: copies per block (MoE experts), each with its own adapter; ``active``: the
-    copies a token passes through (what LoRA activations scale with).
+    copies a token passes through (what LoRA activations scale with); ``blocks``: how many
+    decoder blocks hold the module (all but in a mixed stack such as Llama 4 Maverick's).
     """
 
     name: str
@@ -36,6 +58,7 @@ class AdaptedLinear:
     count: int
     active: int
     role: str
+    blocks: int = 0
 
     def params(self, rank: int) -> int:
         """Adapter parameters of all ``count`` copies: ``count * r * (d_in + d_out)``."""
@@ -44,7 +67,7 @@ class AdaptedLinear:
 
 def _selected(arch: ModelArch, targets: object) -> tuple[LinearLayer, ...]:
     if targets == ALL_LINEAR:
-        return arch.linears
+        return tuple(l for l in arch.linears if l.kind == "linear")
     if isinstance(targets, str):
         targets = (targets,)
     if not isinstance(targets, (tuple, list)) or not targets:
@@ -67,8 +90,8 @@ def adapted_linears(arch: ModelArch, targets: object) -> tuple[AdaptedLinear, ..
     Every decoder block is adapted the same way, so the model holds ``arch.num_layers``
     times these.
     """
-    return tuple(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role)
-                 for l in _selected(arch, targets))
+    return tuple(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role,
+                               arch.blocks_of(l)) for l in _selected(arch, targets))
 
 
 def lora_params_per_layer(arch: ModelArch, rank: int, targets: object) -> int:
@@ -82,7 +105,8 @@ def lora_trainable_params(arch: ModelArch, rank: int, targets: object = ALL_LINE
 
     Llama-2-7B, r=8 on q_proj and v_proj: ``32 * 2 * 8 * (4096 + 4096) = 4,194,304``.
     """
-    return arch.num_layers * lora_params_per_layer(arch, rank, targets)
+    _check_rank(rank)
+    return sum(a.blocks * a.params(rank) for a in adapted_linears(arch, targets))
 
 
 def _check_rank(rank: object) -> None:

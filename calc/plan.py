@@ -24,15 +24,20 @@ storage_price_per_gb_month            null           USD per GB-month; null = ca
 months_kept                           1              months the storage is kept
 experiment_multiplier                 2.0            GPU time of trials and failed runs, as a
                                                      multiple of the final run (>= 1; seed 004)
-safety_margin                         0.25           memory margin over the estimate (0-1;
-                                                     seeds: 20-30 %)
+safety_margin                         0              user margin over the calibrated range
+                                                     (0-1; off by default, calc.calibration)
 mfu                                   null           single-GPU utilisation; null = default for
                                                      the card class and method (calc.timing)
 qlora_speed_factor                    null           QLoRA/LoRA speed ratio; null = 0.65
 scaling_efficiency                    null           per-GPU multi-GPU efficiency; null = table
 ====================================  =============  ==============================================
 
-Where the defaults come from: ``safety_margin`` 0.25 is the middle of seed 004's "20-30 %";
+Where the defaults come from: ``safety_margin`` 0 because the verdict already compares the
+calibrated range of the estimate (:mod:`calc.calibration`: the middle 80 % of the memory model's
+held-out error) against the card; a margin set by the user multiplies both ends of that range
+(until issue 13 the default was 0.25, the middle of seed 004's "20-30 %", applied to the point
+estimate). Each ``fits`` entry carries ``verdict`` (``fits`` | ``borderline`` |
+``does_not_fit``), ``device_range_bytes`` and ``fits`` (``verdict == "fits"``);
 ``experiment_multiplier`` 2.0 is the least the seed's "trials and failed runs often cost more
 than the final run" implies; ``startup_minutes`` 10 stands for the seed's "several minutes per
 start" of environment set-up and model download; ``checkpoint_interval_minutes`` 30,
@@ -50,7 +55,10 @@ Warning codes: the estimate's, plus ``does_not_fit_selected_gpu``, ``price_from_
 
 from __future__ import annotations
 
+import sys
+import types
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from . import gpus as gpu_catalogue
 from . import recommend
@@ -80,7 +88,7 @@ PLAN_FIELDS: dict[str, tuple] = {
     "storage_price_per_gb_month": (None, "optional_number", (0.0, 1e4, True)),
     "months_kept": (1, "number", (0.0, 1200.0, True)),
     "experiment_multiplier": (2.0, "number", (1.0, 1000.0, True)),
-    "safety_margin": (0.25, "number", (0.0, 1.0, True)),
+    "safety_margin": (0.0, "number", (0.0, 1.0, True)),
     "mfu": (None, "optional_number", (0.0, 1.0, False)),
     "qlora_speed_factor": (None, "optional_number", (0.0, 1.0, False)),
     "scaling_efficiency": (None, "optional_number", (0.0, 1.0, False)),
@@ -119,29 +127,36 @@ class PlanOptions:
 def parse_plan_options(data: object) -> PlanOptions:
     """Validate the plan-only keys (the estimate keys are checked by ``parse_estimate_request``)."""
     values = parse_fields(data, PLAN_REQUEST_FIELDS)
-    out: dict = {}
-    for key, (default, kind, extra) in PLAN_FIELDS.items():
-        value = values[key]
-        if kind in ("required_number", "gpu") and value is None:
-            raise InputError("missing_field", key, None)
-        if kind == "gpu":
-            out[key] = gpu_catalogue.get_gpu(value, key)
-        elif kind == "tier":
-            if not isinstance(value, str):
-                raise InputError("wrong_type", key, value)
-            if value not in gpu_catalogue.TIERS:
-                raise InputError("unknown_value", key, value)
-            out[key] = value
-        elif kind == "bool":
-            out[key] = check_bool(key, value)
-        elif kind == "int":
-            out[key] = check_int(key, value, extra)
-        elif kind == "optional_number" and value is None:
-            out[key] = None
-        else:
-            lo, hi, allow_lo = extra
-            out[key] = float(check_number(key, value, lo, hi, allow_equal_min=allow_lo))
+    out: dict = {key: check_plan_field(key, values[key]) for key in PLAN_FIELDS}
     return PlanOptions(**out)
+
+
+def check_plan_field(key: str, value: object) -> object:
+    """One plan-only field, checked on its own (``None`` = left out)."""
+    default, kind, extra = PLAN_FIELDS[key]
+    if kind in ("required_number", "gpu") and value is None:
+        raise InputError("missing_field", key, None)
+    if kind == "gpu":
+        try:
+            return gpu_catalogue.get_gpu(value, key)
+        except InputError as err:  # say which cards there are
+            ids = [g["id"] for g in gpu_catalogue.gpus_listing()["gpus"]]
+            raise InputError(err.code, key, value, extra={"allowed": ids}) from None
+    if kind == "tier":
+        valid = {"allowed": list(gpu_catalogue.TIERS)}
+        if not isinstance(value, str):
+            raise InputError("wrong_type", key, value, extra=valid)
+        if value not in gpu_catalogue.TIERS:
+            raise InputError("unknown_value", key, value, extra=valid)
+        return value
+    if kind == "bool":
+        return check_bool(key, value)
+    if kind == "int":
+        return check_int(key, value, extra)
+    if kind == "optional_number" and value is None:
+        return None
+    lo, hi, allow_lo = extra
+    return float(check_number(key, value, lo, hi, allow_equal_min=allow_lo))
 
 
 def parse_plan_request(data: object) -> tuple[EstimateRequest, PlanOptions]:
@@ -170,12 +185,27 @@ class Planner:
                         if options.storage_gb is None else {"total": options.storage_gb})
         self.storage_price = (gpu_catalogue.storage_price().usd if options.storage_price_per_gb_month is None
                               else options.storage_price_per_gb_month)
+        self._prices: dict[str, dict] = {}
 
     def price(self, gpu: gpu_catalogue.Gpu) -> dict:
+        """The price row used for ``gpu`` (memoised per card: it does not change within a plan)."""
+        cached = self._prices.get(gpu.id)
+        if cached is None:
+            cached = self._prices[gpu.id] = self._price(gpu)
+        return dict(cached)
+
+    def _price(self, gpu: gpu_catalogue.Gpu) -> dict:
         o = self.options
         if gpu.id == o.gpu.id and o.price_per_gpu_hour is not None:
             return {"usd_per_gpu_hour": o.price_per_gpu_hour, "source": "request", "tier": o.price_tier,
                     "interruptible": o.interruptible, "as_of": None, "fallback": False}
+        if not gpu_catalogue.prices_for(gpu.id):
+            # A card nobody rents publicly (a desktop card, a new accelerator): still planned
+            # for its owner, at no rental price; warning "price_is_none" says so and ranks it
+            # after the priced ones by cost (issue 15).
+            return {"usd_per_gpu_hour": 0.0, "source": None, "tier": o.price_tier,
+                    "interruptible": o.interruptible, "as_of": None, "fallback": False,
+                    "source_kind": "none", "no_price": True}
         quote = gpu_catalogue.price_quote(gpu.id, o.price_tier, o.interruptible)
         out = quote.to_dict()
         out["source_kind"] = "catalogue"
@@ -212,8 +242,8 @@ class Planner:
         return estimate_cost(compute_hours, inputs)
 
     def fits(self, estimate: dict | None, gpu: gpu_catalogue.Gpu) -> bool:
-        return (estimate is not None and recommend.required_bytes(
-            estimate["device_total_bytes"], self.options.safety_margin) <= gpu.memory_bytes)
+        return (estimate is not None and recommend.required_for(
+            estimate, self.options.safety_margin) <= gpu.memory_bytes)
 
 
 def _recommendations(planner: Planner) -> dict:
@@ -222,16 +252,26 @@ def _recommendations(planner: Planner) -> dict:
     method = req.method.value
     configs = []
     cards = gpu_catalogue.all_gpus()
+    in_one_node: set[str] = set()  # cards that fit some configuration of at most 8 GPUs
+    own_pair = (req.num_gpus, req.sharding.value)
     for num_gpus, sharding in recommend.configurations(req):
+        # Several nodes are explored only for the cards that fit no single node: the answer
+        # to "how many H100 for a 70B full fine-tuning", without 64-GPU rows for a model that
+        # fits one card (the request's own pair is always kept).
+        multi_node = num_gpus > recommend.GPU_COUNTS[3] and (num_gpus, sharding) != own_pair
+        if multi_node and all(gpu.id in in_one_node for gpu in cards):
+            continue
         changes = {} if (num_gpus == req.num_gpus and sharding == req.sharding.value) else \
             {"num_gpus": num_gpus, "sharding": sharding}
         est = planner.estimator.get(**changes)
         if est is None:
             continue
-        need = recommend.required_bytes(est["device_total_bytes"], planner.options.safety_margin)
+        need = recommend.required_for(est, planner.options.safety_margin)
         for gpu in cards:
-            if need > gpu.memory_bytes:
+            if need > gpu.memory_bytes or (multi_node and gpu.id in in_one_node):
                 continue
+            if num_gpus <= recommend.GPU_COUNTS[3]:
+                in_one_node.add(gpu.id)
             time = planner.time(gpu, num_gpus, sharding)
             price = planner.price(gpu)
             cost = planner.cost(gpu, num_gpus, time.compute_hours, price)
@@ -259,8 +299,20 @@ def _recommendations(planner: Planner) -> dict:
         return any(w.startswith("price_is_") or w == "price_from_other_tier"
                    for w in c["warnings"])
 
-    configs.sort(key=lambda c: (rate_mismatch(c), c["cost_usd"], c["time_hours"], c["id"]))
-    by_time = sorted(configs, key=lambda c: (c["time_hours"], c["cost_usd"], c["id"]))
+    # Cards with no rental price come last, fastest first: ranked for their owners (issue 15).
+    def unpriced(c: dict) -> bool:
+        return "price_is_none" in c["warnings"]
+
+    # Among runs whose cost (time) shows the same to two significant figures, one with a
+    # caveat (ROCm, an uncertain price) ranks after one without (issue 16).
+    def cost_key(c: dict) -> float:
+        return c["time_hours"] if unpriced(c) else c["cost_usd"]
+
+    configs.sort(key=lambda c: (unpriced(c), rate_mismatch(c), recommend.estimate_level(cost_key(c)),
+                                recommend.has_caveat(c), cost_key(c), c["time_hours"], c["id"]))
+    by_time = sorted(configs, key=lambda c: (recommend.estimate_level(c["time_hours"]),
+                                             recommend.has_caveat(c), c["time_hours"],
+                                             c["cost_usd"], c["id"]))
     for rank, c in enumerate(configs, 1):
         c["rank_by_cost"] = rank
     for rank, c in enumerate(by_time, 1):
@@ -295,6 +347,8 @@ def _recommendations(planner: Planner) -> dict:
 
 
 def _price_warnings(price: dict, interruptible: bool) -> list[str]:
+    if price.get("no_price"):
+        return ["price_is_none"]
     out = []
     if price.get("fallback"):
         out.append("price_from_other_tier")
@@ -338,7 +392,7 @@ def _suggestion(planner: Planner, action: str, changes: dict, extra: dict | None
         "changes": dict(changes),
         "fits": planner.fits(est, gpu),
         "device_total_bytes": est["device_total_bytes"],
-        "required_bytes": recommend.required_bytes(est["device_total_bytes"], planner.options.safety_margin),
+        "required_bytes": recommend.required_for(est, planner.options.safety_margin),
         "saved_bytes": planner.base["device_total_bytes"] - est["device_total_bytes"],
         "host_bytes": est["host_bytes"],
         "time_hours": cost.schedule.total_hours,
@@ -474,6 +528,20 @@ def plan_dict(data: object) -> dict:
     request, options = parse_plan_request(data)
     return plan_request(request, options)
 
+
+class _CallablePlanModule(types.ModuleType):
+    """``from calc import plan; plan(request)``: this module is also the API's ``plan`` function.
+    A function of that name in ``calc/__init__.py`` would be replaced by this module on the
+    package as soon as anything imported ``calc.plan``; a callable module is both, whatever the
+    import order, and ``calc.plan.PLAN_FIELDS`` and the rest keep working."""
+
+    def __call__(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Time, cost, the cards that fit and recommendations for ``request`` (a plan request
+        dict, see the module docstring); bad input raises :class:`calc.errors.InputError`."""
+        return plan_dict(request)
+
+
+sys.modules[__name__].__class__ = _CallablePlanModule
 
 __all__ = ["PLAN_FIELDS", "PLAN_REQUEST_FIELDS", "PlanOptions", "Planner", "parse_plan_options",
            "parse_plan_request", "plan_dict", "plan_request"]

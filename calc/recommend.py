@@ -2,9 +2,10 @@
 
 The memory estimate does not depend on the card, only on the setup (GPU count, sharding and
 the rest of the request), so :class:`Estimator` computes each setup once and every card is
-compared against it. A setup fits a card when its ``device_total_bytes`` (what nvidia-smi
-would show) plus the safety margin is at most the card's driver-reported memory; seed 004
-advises a 20-30 % margin over the estimate.
+compared against it. A setup fits a card when the upper end of its calibrated device range
+(what nvidia-smi would show, :func:`device_range`), times ``1 + safety_margin`` when the user
+sets a margin (default none), is at most the card's driver-reported memory
+(:mod:`calc.calibration`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import dataclasses
 import math
 from typing import Callable
 
+from . import calibration
 from .errors import CalcError
 from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
-GPU_COUNTS = (1, 2, 4, 8)
+GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+"""GPU counts the recommendation explores: one node's 1-8, then 2, 4 and 8 nodes of 8, so
+that a 70B full fine-tuning has an answer (more than 8 spans nodes: calc.timing)."""
 MULTI_GPU_SHARDINGS = ("ddp", "zero2", "zero3")  # zero1 needs more memory than zero2 at the same speed
 
 _ENUM_FIELDS = {"method": Method, "optimizer": Optimizer, "sharding": Sharding, "cpu_offload": CpuOffload}
@@ -49,7 +53,15 @@ class Estimator:
     def variant(self, **changes: object) -> EstimateRequest:
         fixed = {k: (_ENUM_FIELDS[k](v) if k in _ENUM_FIELDS and isinstance(v, str) else v)
                  for k, v in changes.items()}
-        return dataclasses.replace(self.request, **fixed)
+        out = dataclasses.replace(self.request, **fixed)
+        if out.profile_keys:  # the library's setup-dependent behaviours follow the new setup
+            from .frameworks import reapplied
+            from .request import ESTIMATE_FIELDS
+
+            again = reapplied(out.to_dict(), out.profile_keys, out.framework,
+                              {k: spec[0] for k, spec in ESTIMATE_FIELDS.items()})
+            out = dataclasses.replace(out, **{k: v for k, v in again.items() if k not in fixed})
+        return out
 
     def get(self, **changes: object) -> dict | None:
         key = tuple(sorted((k, v.value if hasattr(v, "value") else v) for k, v in changes.items()))
@@ -67,38 +79,65 @@ def required_bytes(device_total_bytes: int, safety_margin: float) -> int:
     return math.ceil(device_total_bytes * (1.0 + safety_margin))
 
 
-def fit_entry(device_total_bytes: int, memory_bytes: int, safety_margin: float) -> dict:
-    """One card against one estimate. ``headroom_*`` are measured without the margin;
-    ``fits`` includes it."""
-    need = required_bytes(device_total_bytes, safety_margin)
+def device_range(estimate: dict) -> tuple[int, int]:
+    """What nvidia-smi would show, as a range: the calibrated reserved range
+    (``peak_reserved_range_bytes``, :mod:`calc.calibration`) plus what the allocator does
+    not see (``device_total_bytes - peak_reserved_bytes``: CUDA context, NCCL buffers). An
+    estimate without a range (a plain figure) is its own range."""
+    total = estimate["device_total_bytes"]
+    rng = estimate.get("peak_reserved_range_bytes")
+    if not rng:
+        return total, total
+    extra = total - estimate["peak_reserved_bytes"]
+    return rng[0] + extra, rng[1] + extra
+
+
+def required_for(estimate: dict, safety_margin: float) -> int:
+    """Memory a card must report for the verdict ``fits``: the upper end of the device range
+    times ``1 + safety_margin``."""
+    return required_bytes(device_range(estimate)[1], safety_margin)
+
+
+def fit_entry(device_total_bytes: int, memory_bytes: int, safety_margin: float,
+              device_range_bytes: tuple[int, int] | None = None) -> dict:
+    """One card against one estimate. ``headroom_*`` are measured from the point estimate
+    without the margin; ``verdict`` (:func:`calc.calibration.verdict`) compares the device
+    range, each end times ``1 + safety_margin``; ``fits`` is ``verdict == "fits"``."""
+    low, high = device_range_bytes or (device_total_bytes, device_total_bytes)
+    need = required_bytes(high, safety_margin)
     headroom = memory_bytes - device_total_bytes
+    verdict = calibration.verdict(low, high, memory_bytes, safety_margin)
     return {
-        "fits": need <= memory_bytes,
+        "fits": verdict == "fits",
         "fits_without_margin": device_total_bytes <= memory_bytes,
         "memory_bytes": memory_bytes,
         "device_total_bytes": device_total_bytes,
         "required_bytes": need,
         "headroom_bytes": headroom,
         "headroom_fraction": headroom / memory_bytes,
+        "verdict": verdict,
+        "device_range_bytes": [low, high],
     }
 
 
 def fits_table(estimate: dict | None, gpus, safety_margin: float) -> dict:
-    """``{gpu_id: fit_entry}`` for every catalogue card (``fits: false`` everywhere when the
-    memory model rejected the setup)."""
+    """``{gpu_id: fit_entry}`` for every catalogue card (``fits: false`` and ``does_not_fit``
+    everywhere when the memory model rejected the setup)."""
     out = {}
     for gpu in gpus:
         if estimate is None:
-            out[gpu.id] = {"fits": False, "fits_without_margin": False, "memory_bytes": gpu.memory_bytes}
+            out[gpu.id] = {"fits": False, "fits_without_margin": False, "memory_bytes": gpu.memory_bytes,
+                           "verdict": "does_not_fit"}
         else:
-            out[gpu.id] = fit_entry(estimate["device_total_bytes"], gpu.memory_bytes, safety_margin)
+            out[gpu.id] = fit_entry(estimate["device_total_bytes"], gpu.memory_bytes, safety_margin,
+                                    device_range(estimate))
     return out
 
 
 def configurations(request: EstimateRequest) -> list[tuple[int, str]]:
-    """(GPU count, sharding) pairs the recommendation explores: one GPU unsharded, then 2, 4
-    and 8 GPUs with DDP, ZeRO-2 and ZeRO-3/FSDP, plus the request's own pair when it is not
-    among them (e.g. 16 GPUs, or ZeRO-1)."""
+    """(GPU count, sharding) pairs the recommendation explores: one GPU unsharded, then 2 to
+    64 GPUs (:data:`GPU_COUNTS`) with DDP, ZeRO-2 and ZeRO-3/FSDP, plus the request's own
+    pair when it is not among them (e.g. 12 GPUs, or ZeRO-1)."""
     out = [(1, "none")]
     for n in GPU_COUNTS[1:]:
         out.extend((n, s) for s in MULTI_GPU_SHARDINGS)
@@ -138,5 +177,22 @@ def largest_fitting(fits: Callable[[int], bool], start: int, maximum: int) -> in
     return lo
 
 
-__all__ = ["Estimator", "GPU_COUNTS", "MULTI_GPU_SHARDINGS", "configurations", "fit_entry",
-           "fits_table", "largest_fitting", "required_bytes"]
+def has_caveat(config: dict) -> bool:
+    """A configuration with a warning of its own (ROCm caveats, a price at another rate or
+    from the other kind of provider): ranked after an equal one without."""
+    return any(isinstance(w, str) and (w.startswith(("rocm_", "price_")))
+               for w in config.get("warnings", ()))
+
+
+def estimate_level(value: float, figures: int = 2) -> float:
+    """``value`` to two significant figures: what the site shows of an estimated time or cost
+    (the time model's median error is 17 %), so two runs that show the same figure count as
+    equal when ranking."""
+    if not value or value != value or value in (float("inf"), float("-inf")):
+        return value
+    return round(value, figures - 1 - math.floor(math.log10(abs(value))))
+
+
+__all__ = ["Estimator", "GPU_COUNTS", "MULTI_GPU_SHARDINGS", "configurations", "device_range",
+           "estimate_level", "fit_entry", "fits_table", "has_caveat", "largest_fitting",
+           "required_bytes", "required_for"]

@@ -13,6 +13,7 @@ from enum import Enum
 
 from .arch import ModelArch
 from .errors import CalcError, ConfigError, InputError
+from .frameworks import PROFILES, Framework, apply_profile
 
 
 class Method(str, Enum):
@@ -109,6 +110,8 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
     "lora_adapter_dtype": ("base", AdapterDtype, None),
     "attention_grouped_kv": (False, "bool", None),
     "loss_outputs_kept": (False, "bool", None),
+    "qlora_quant_state_replicated": (False, "bool", None),
+    "framework": ("generic", Framework, None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -176,6 +179,17 @@ ESTIMATE_FIELDS: dict[str, tuple] = {
   layer's logits stay alive at the start of the loss backward. Default False: the loop
   keeps only the loss (Hugging Face ``Trainer.compute_loss`` returns the loss alone when
   ``return_outputs=False``, and ``training_step`` drops the rest).
+- ``qlora_quant_state_replicated``: QLoRA under ZeRO-3 / FSDP on several GPUs keeps the
+  quantization statistics of every 4-bit weight (absmax, and with double quantization its
+  8-bit absmax and their fp32 scales) whole on every GPU: bitsandbytes keeps them in
+  ``Params4bit.quant_state``, a plain attribute that FSDP and ZeRO-3 do not shard (they
+  shard parameters; bitsandbytes PR #970, v0.43.0, FSDP-QLoRA). Only the packed 4-bit data
+  is sharded (:func:`calc.memory.model_states`). Default False: torchao's ``NF4Tensor``
+  shards its scalers with its data.
+- ``framework``: the training library, a profile of the keys above
+  (:mod:`calc.frameworks`): ``generic`` (default: no profile, every key at its own default,
+  the behaviour before this key), ``hf-trainer``, ``hf-custom-loop``, ``torchtune``,
+  ``litgpt``, ``unsloth``. The profile fills only keys the request leaves out.
 """
 
 
@@ -211,6 +225,11 @@ class EstimateRequest:
     lora_adapter_dtype: AdapterDtype = AdapterDtype.BASE
     attention_grouped_kv: bool = False
     loss_outputs_kept: bool = False
+    qlora_quant_state_replicated: bool = False
+    framework: Framework = Framework.GENERIC
+    # keys the framework profile filled (not part of the JSON form): a variant of this request
+    # re-evaluates the conditional ones (calc.frameworks.reapplied)
+    profile_keys: tuple = ()
 
     @property
     def is_peft(self) -> bool:
@@ -231,53 +250,81 @@ class EstimateRequest:
         return out
 
 
+def int_range(maximum: int | None) -> dict:
+    """What :func:`check_int` accepts, for the error's ``extra`` (the form says it)."""
+    out: dict = {"integer": True, "minimum": 1}
+    if maximum is not None:
+        out["maximum"] = maximum
+    return out
+
+
 def check_int(field: str, value: object, maximum: int | None = None) -> int:
     """A positive integer, at most ``maximum``. Floats with no fraction are refused too:
     a size written as 2.0 is usually a slip."""
+    valid = int_range(maximum)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError("not_integer", field, value)
+        raise InputError("not_integer", field, value, extra=valid)
     if value <= 0:
-        raise InputError("not_positive", field, value)
+        raise InputError("not_positive", field, value, extra=valid)
     if maximum is not None and value > maximum:
-        raise InputError("out_of_range", field, value)
+        raise InputError("out_of_range", field, value, extra=valid)
     return value
+
+
+def number_range(minimum: float, maximum: float | None, allow_equal_min: bool = True,
+                 maximum_exclusive: bool = False) -> dict:
+    """What :func:`check_number` accepts, for the error's ``extra``."""
+    out: dict = {"minimum": minimum}
+    if not allow_equal_min:
+        out["minimum_exclusive"] = True
+    if maximum is not None:
+        out["maximum"] = maximum
+        if maximum_exclusive:
+            out["maximum_exclusive"] = True
+    return out
 
 
 def check_number(field: str, value: object, minimum: float = 0.0, maximum: float | None = None,
                  allow_equal_min: bool = True) -> float:
     """A finite real number in range (for prices, token counts, fractions)."""
+    valid = number_range(minimum, maximum, allow_equal_min)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError("not_number", field, value)
+        raise InputError("not_number", field, value, extra=valid)
     if value != value or value in (float("inf"), float("-inf")):
-        raise InputError("not_number", field, value)
+        raise InputError("not_number", field, value, extra=valid)
     if value < minimum or (not allow_equal_min and value == minimum):
-        raise InputError("out_of_range", field, value)
+        raise InputError("out_of_range", field, value, extra=valid)
     if maximum is not None and value > maximum:
-        raise InputError("out_of_range", field, value)
+        raise InputError("out_of_range", field, value, extra=valid)
     return value
 
 
 def check_fraction(field: str, value: object) -> float:
     """A probability ``0 <= p < 1`` (a dropout rate of 1 drops everything)."""
-    value = check_number(field, value, 0.0, 1.0)
+    valid = number_range(0.0, 1.0, maximum_exclusive=True)
+    try:
+        value = check_number(field, value, 0.0, 1.0)
+    except InputError as err:
+        raise InputError(err.code, field, value, extra=valid) from None
     if value >= 1.0:
-        raise InputError("out_of_range", field, value)
+        raise InputError("out_of_range", field, value, extra=valid)
     return float(value)
 
 
 def check_bool(field: str, value: object) -> bool:
     if not isinstance(value, bool):
-        raise InputError("not_boolean", field, value)
+        raise InputError("not_boolean", field, value, extra={"allowed": [True, False]})
     return value
 
 
 def check_enum(field: str, value: object, enum: type[Enum]) -> Enum:
+    valid = {"allowed": [m.value for m in enum]}
     if not isinstance(value, str):
-        raise InputError("wrong_type", field, value)
+        raise InputError("wrong_type", field, value, extra=valid)
     try:
         return enum(value)
     except ValueError:
-        raise InputError("unknown_value", field, value) from None
+        raise InputError("unknown_value", field, value, extra=valid) from None
 
 
 def _check_targets(value: object, arch: ModelArch) -> tuple[str, ...] | str:
@@ -285,12 +332,13 @@ def _check_targets(value: object, arch: ModelArch) -> tuple[str, ...] | str:
         return "all-linear"
     if isinstance(value, str):  # "q_proj,v_proj" as in the URL form
         value = [part.strip() for part in value.split(",") if part.strip()]
+    valid = {"allowed": ["all-linear", *dict.fromkeys(arch.linear_names())]}
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise InputError("wrong_type", "lora_targets", value)
+        raise InputError("wrong_type", "lora_targets", value, extra=valid)
     known = set(arch.linear_names())
     for name in value:
         if name not in known:
-            raise InputError("unknown_lora_target", "lora_targets", name)
+            raise InputError("unknown_lora_target", "lora_targets", name, extra=valid)
     return tuple(dict.fromkeys(value))  # keep order, drop repeats
 
 
@@ -300,7 +348,8 @@ def resolve_model(value: object) -> tuple[ModelArch, str]:
     from .hf_config import arch_from_hf_config
 
     if isinstance(value, str):
-        return presets.get_preset(value), value
+        preset_id = presets.resolve_preset_id(value)  # a preset id or a Hugging Face id
+        return presets.get_preset(preset_id), preset_id
     if isinstance(value, dict):
         extra = set(value) - {"hf_config", "name"}
         if extra:
@@ -331,23 +380,30 @@ def parse_estimate_request(data: object, fields: dict[str, tuple] | None = None)
     """Validate a request dict; ``fields`` lets a caller (the plan request) allow more keys,
     which it checks itself."""
     values = parse_fields(data, fields or ESTIMATE_FIELDS)
+    framework = check_enum("framework", values["framework"], Framework)
+    apply_profile(values, data, framework)  # type: ignore[arg-type]
     arch, model_id = resolve_model(values["model"])
     kwargs: dict = {"model": arch, "model_id": model_id}
-    for key, (default, kind, extra) in ESTIMATE_FIELDS.items():
-        value = values[key]
-        if key == "model":
-            continue
-        if kind == "int":
-            kwargs[key] = check_int(key, value, extra)
-        elif kind == "bool":
-            kwargs[key] = check_bool(key, value)
-        elif kind == "fraction":
-            kwargs[key] = check_fraction(key, value)
-        elif kind == "targets":
-            kwargs[key] = _check_targets(value, arch)
-        else:
-            kwargs[key] = check_enum(key, value, kind)
+    for key in ESTIMATE_FIELDS:
+        if key != "model":
+            kwargs[key] = check_estimate_field(key, values[key], arch)
+    kwargs["profile_keys"] = tuple(k for k in PROFILES[framework] if k not in data)  # type: ignore[operator]
     return EstimateRequest(**kwargs)
+
+
+def check_estimate_field(key: str, value: object, arch: ModelArch | None) -> object:
+    """One estimate field (not ``model``), checked on its own. ``arch`` is needed for
+    ``lora_targets`` only (``None``: not checked against a model)."""
+    _default, kind, extra = ESTIMATE_FIELDS[key]
+    if kind == "int":
+        return check_int(key, value, extra)
+    if kind == "bool":
+        return check_bool(key, value)
+    if kind == "fraction":
+        return check_fraction(key, value)
+    if kind == "targets":
+        return _check_targets(value, arch) if arch is not None else value
+    return check_enum(key, value, kind)
 
 
 def request_warnings(req: EstimateRequest) -> list[str]:
@@ -371,6 +427,7 @@ def request_warnings(req: EstimateRequest) -> list[str]:
 
 
 __all__ = [
-    "AdapterDtype", "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Method",
+    "AdapterDtype", "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Framework",
+    "Method",
     "Optimizer", "Precision", "Sharding", "parse_estimate_request", "request_warnings",
 ]

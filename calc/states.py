@@ -134,7 +134,7 @@ def adapted(req: EstimateRequest) -> tuple:
 
 def _quantized_weight_params(arch: ModelArch) -> int:
     """Weights of the block linears QLoRA stores in NF4 (biases stay 16-bit)."""
-    return arch.num_layers * sum(l.count * l.weight_params for l in arch.linears if l.quantizable)
+    return sum(arch.blocks_of(l) * l.count * l.weight_params for l in arch.linears if l.quantizable)
 
 
 def _full_tensors(arch: ModelArch) -> tuple[tuple[int, int, int], ...]:
@@ -144,9 +144,9 @@ def _full_tensors(arch: ModelArch) -> tuple[tuple[int, int, int], ...]:
     if arch.lm_head_params >= arch.vocab_size * arch.hidden_size:
         out.append((arch.vocab_size, arch.hidden_size, 1))
     for lin in arch.linears:
-        out.append((lin.d_out, lin.d_in, layers * lin.count))
+        out.append((lin.d_out, lin.d_in, arch.blocks_of(lin) * lin.count))
         if lin.bias:
-            out.append((lin.d_out, 1, layers * lin.count))
+            out.append((lin.d_out, 1, arch.blocks_of(lin) * lin.count))
     matrices = sum(r * c * n for r, c, n in out if c > 1)
     biases = sum(r * n for r, c, n in out if c == 1)
     rest = arch.params_total - matrices - biases  # norms, positions, small extras
@@ -167,7 +167,7 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
     rank = req.lora_rank
     tensors = []
     for lin in adapted(req):
-        copies = arch.num_layers * lin.count
+        copies = lin.blocks * lin.count
         tensors.append((rank, lin.d_in, copies))   # A: r x d_in
         tensors.append((lin.d_out, rank, copies))  # B: d_out x r
     adapter = sum(r * c * n for r, c, n in tensors)
@@ -271,7 +271,7 @@ def gradient_params(req: EstimateRequest, layout: ParamLayout) -> int:
     decoder-block parameter; embedding and output units hold only frozen weights and get
     none (a flat parameter requires grad when any of its members does)."""
     if req.is_peft and req.frozen_weight_grads:
-        return layout.trainable + req.model.num_layers * req.model.block_params
+        return layout.trainable + req.model.stack_params
     return layout.trainable
 
 

@@ -26,6 +26,9 @@ VIEW_MODULES = (ROOT / "macros" / "calculator_view.py", ROOT / "macros" / "numfm
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 _SKIP_DIRS = {"__pycache__"}
 _SKIP_SUFFIXES = {".pyc", ".pyo"}
+# The command line, its words and the JSON Schema generator: no use in the page, ~100 kB less
+# to download and unpack (the wheel ships them; see packaging/calc).
+_NOT_FOR_THE_BROWSER = ("calc/cli/", "calc/data/messages/", "calc/schema.py")
 
 
 def calc_version(package: Path = PACKAGE) -> str:
@@ -45,6 +48,8 @@ def bundle_members(package: Path = PACKAGE, modules: tuple[Path, ...] = VIEW_MOD
     for path in sorted(package.rglob("*")):
         rel = path.relative_to(package.parent)
         if path.is_dir() or _SKIP_DIRS & set(rel.parts) or path.suffix in _SKIP_SUFFIXES:
+            continue
+        if rel.as_posix().startswith(_NOT_FOR_THE_BROWSER):
             continue
         members.append((rel.as_posix(), path.read_bytes()))
     members.extend((module.name, module.read_bytes()) for module in modules)

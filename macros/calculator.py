@@ -28,26 +28,46 @@ PAGE_DEFAULTS = {"model": "llama-3.1-8b", "dataset_tokens": 100_000_000, "gpu": 
 COMMAND = "plan"  # one round trip: the plan response includes the memory estimate
 
 # Form sections: (legend key, request keys). Keys calc adds later land in the last one.
+# The first is the basic form (shown); the others are the advanced options, folded in one
+# <details> whose open state is the URL's mode=advanced.
 GROUPS = (
-    ("legend_model", ("model",)),
-    ("legend_method", ("method", "lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
-                       "qlora_keeps_inputs", "qlora_unchunked_quantization", "precision",
-                       "optimizer", "optimizer_fused", "optimizer_in_backward")),
-    ("legend_batch", ("micro_batch_size", "gradient_accumulation_steps", "seq_len",
-                      "gradient_checkpointing", "attention", "attention_keeps_fused_qkv", "torch_compile",
-                      "chunked_loss", "activation_offload")),
-    ("legend_parallel", ("num_gpus", "sharding", "sync_each_micro_batch", "frozen_weight_grads",
-                         "cpu_offload")),
-    ("legend_plan", ("dataset_tokens", "epochs", "gpu", "price_tier", "price_per_gpu_hour",
-                     "interruptible", "safety_margin")),
+    ("legend_basic", ("model", "method", "gpu", "num_gpus", "seq_len", "micro_batch_size",
+                      "dataset_tokens", "epochs")),
+    # the training library first: its profile (calc.frameworks) sets the behaviours below it,
+    # each of which stays adjustable for a version that differs
+    ("legend_library", ("framework", "lora_adapter_dtype", "qlora_keeps_inputs",
+                        "qlora_unchunked_quantization", "qlora_quant_state_replicated",
+                        "optimizer_fused", "attention_keeps_fused_qkv", "attention_grouped_kv",
+                        "loss_outputs_kept", "sync_each_micro_batch", "frozen_weight_grads")),
+    ("legend_method", ("lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
+                       "precision", "optimizer", "optimizer_in_backward")),
+    ("legend_batch", ("gradient_accumulation_steps", "gradient_checkpointing", "attention",
+                      "torch_compile", "chunked_loss", "activation_offload")),
+    ("legend_parallel", ("sharding", "cpu_offload")),
+    ("legend_plan", ("price_tier", "price_per_gpu_hour", "interruptible", "safety_margin")),
     ("legend_advanced", ()),
 )
-ADVANCED = "legend_advanced"  # drawn folded: the cost and time assumptions
+BASIC = "legend_basic"
+# Options that only mean something for some methods: hidden for the others (calculator.css
+# reads data-applies against the root's data-method).
+APPLIES = {"lora_rank": "lora qlora", "lora_targets": "lora qlora", "lora_dropout": "lora qlora",
+           "frozen_weight_grads": "lora qlora", "qlora_double_quant": "qlora",
+           "qlora_keeps_inputs": "qlora", "qlora_unchunked_quantization": "qlora",
+           "qlora_speed_factor": "qlora", "qlora_quant_state_replicated": "qlora",
+           "lora_adapter_dtype": "lora qlora"}
+ADVANCED = "legend_advanced"  # the cost and time assumptions
+PERCENT_FIELDS = ("safety_margin",)  # shares the reader may also write as percentages
 
 
 def load_strings() -> dict:
     with open(STRINGS_FILE, encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def load_gpu_names() -> dict[str, str]:
+    """Card id -> name, as the results show them."""
+    gpus = importlib.import_module("calc.gpus").gpus_listing()["gpus"]
+    return {g["id"]: g.get("name") or g["id"] for g in gpus}
 
 
 def request_fields() -> dict[str, tuple]:
@@ -187,7 +207,29 @@ def _control(key: str, spec: tuple, value: object, strings: dict, presets: list,
                            strings["ui"]["targets_hint"])
     hint = strings["ui"]["optional_hint"] if page_default is None else None
     extra = {"placeholder": placeholders[key]} if key in placeholders else {}
+    if key in PERCENT_FIELDS:  # 25, "25 %" and 0.25 all mean a quarter (calculator.js)
+        extra["data-percent"] = "true"
+        hint = strings["ui"]["margin_hint"]
     return _field_wrap(key, strings, _text_input(key, value, kind_name, page_default, **extra), hint)
+
+
+def _dataset_helper(strings: dict) -> list:
+    """Dataset size as examples × average tokens per example: the page multiplies them into
+    ``dataset_tokens`` (form-only fields, kept in the URL, never sent to calc)."""
+    ui = strings["ui"]
+    fields = ["div", {"class": "calc-dataset-helper"}]
+    for name in ("examples", "example_tokens"):
+        fields.append(["div", {"class": "calc-field", "data-field": name},
+                       ["label", {"for": f"calc-{name}"}, ui["helper_" + name]],
+                       ["input", {"id": f"calc-{name}", "name": name, "type": "text",
+                                  "data-kind": "helper", "data-default": "", "value": "",
+                                  "inputmode": "numeric", "autocomplete": "off",
+                                  "spellcheck": "false"}],
+                       ["p", {"class": "calc-error", "data-error-for": name, "role": "alert",
+                              "hidden": "hidden"}]])
+    return ["details", {"class": "calc-dataset"},
+            ["summary", {}, ui["helper_summary"]], fields,
+            ["small", {"class": "calc-hint"}, ui["helper_hint"]]]
 
 
 def form(strings: dict, presets: list, gpus: list, placeholders: dict) -> list:
@@ -195,17 +237,25 @@ def form(strings: dict, presets: list, gpus: list, placeholders: dict) -> list:
     request = default_request()
     placed = {k for _, keys in GROUPS for k in keys}
     node = ["form", {"class": "calc-form", "novalidate": "novalidate", "autocomplete": "off"}]
+    advanced = ["div", {"class": "calc-advanced-body"}]
     for legend, keys in GROUPS:
         keys = keys or tuple(k for k in fields if k not in placed)
         fieldset = ["fieldset", {}, ["legend", {}, strings["ui"][legend]]]
         for key in keys:
             if key in fields:
-                fieldset.append(_control(key, fields[key], request.get(key), strings, presets, gpus,
-                                         placeholders))
-        if legend == ADVANCED:
-            fieldset = ["details", {"class": "calc-advanced"},
-                        ["summary", {}, strings["ui"][legend]], fieldset]
-        node.append(fieldset)
+                control = _control(key, fields[key], request.get(key), strings, presets, gpus,
+                                   placeholders)
+                if key in APPLIES:
+                    control[1]["data-applies"] = APPLIES[key]
+                if key == "dataset_tokens":
+                    fieldset.append(_dataset_helper(strings))
+                fieldset.append(control)
+        if legend == BASIC:
+            node.append(fieldset)
+        else:
+            advanced.append(fieldset)
+    node.append(["details", {"class": "calc-advanced", "data-mode": "advanced"},
+                 ["summary", {}, strings["ui"]["advanced_summary"]], advanced])
     return node
 
 
@@ -220,9 +270,15 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
     """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, boot,
     js (each relative to the page)."""
     # the page's strings, plus the cards' names for the results (ids in the response)
-    strings = dict(load_strings()[lang], gpus={g["id"]: g.get("name") or g["id"] for g in gpus})
-    result = compute(default_request())
+    strings = dict(load_strings()[lang], gpus={g["id"]: g.get("name") or g["id"] for g in gpus},
+                   gpu_stacks={g["id"]: g.get("stack") or "cuda" for g in gpus})
+    request = default_request()
+    result = compute(request)
+    # data-static-request: the request of the build-time result; the page shows that result
+    # as the form's only while the form holds this very request (calculator.js).
     root = ["div", {"class": "calc", "id": "calc", "data-calc-state": "static", "data-lang": lang,
+                    "data-method": str(request["method"]),
+                    "data-static-request": json.dumps(request, separators=(",", ":")),
                     "data-command": COMMAND, "data-worker": urls["worker"],
                     "data-pyodide": urls["pyodide"], "data-bundle": urls["bundle"],
                     "data-snapshot": urls["snapshot"]},
@@ -238,6 +294,10 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
               ["div", {"class": "calc-general", "data-error-for": "_general", "role": "alert",
                        "hidden": "hidden"}],
               ["p", {"class": "calc-stale-note", "hidden": "hidden"}, strings["ui"]["stale_note"]],
+              # shown instead of the results while they belong to another request (boot.js
+              # shows it at once for a shared link, before the build-time figures are drawn)
+              ["p", {"class": "calc-pending-note", "role": "status", "hidden": "hidden"},
+               strings["ui"]["pending_note"]],
               ["div", {"class": "calc-results-slot"},
                view.render_results(result, lang, strings)]]],
             ["script", {"type": "module", "src": urls["js"]}]]

@@ -72,6 +72,22 @@ def format_value(key: str, value: object, lang: str, strings: dict) -> str:
     return format_number(value, 3, lang)
 
 
+# Estimated costs and times are shown to two significant figures: the time model's median
+# error is 17 % (methodology page), so a third figure, or cents, would claim a precision the
+# inputs do not have. data-value keeps the exact number.
+ESTIMATE_FIGURES = 2
+
+
+def format_estimate(value: float, unit: str, lang: str, strings: dict) -> str:
+    """An estimated cost (``unit`` "usd") or time ("hours") to two significant figures:
+    33.09 -> 33, 1,234 -> 1,200, 0.437 -> 0.44."""
+    if not _is_number(value) or not math.isfinite(value):
+        return format_value("x", value, lang, strings)
+    digits = ESTIMATE_FIGURES - 1 - math.floor(math.log10(abs(value))) if value else 0
+    return strings["units"][unit].replace(
+        "{}", format_number(round(value, digits), max(0, digits), lang))
+
+
 def label(key: str, strings: dict) -> str:
     return strings["labels"].get(key) or key.replace("_", " ")
 
@@ -125,6 +141,11 @@ class Renderer:
         return ["span", {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
                 format_value(key, value, self.lang, self.s)]
 
+    def estimate(self, path: str, value: object, unit: str) -> list:
+        """A number shown rounded to what the estimate justifies (see ESTIMATE_FIGURES)."""
+        return ["span", {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
+                format_estimate(value, unit, self.lang, self.s)]
+
     def label(self, key: str) -> str:
         return label(key, self.s)
 
@@ -165,9 +186,12 @@ class Renderer:
     def gpu_name(self, gpu_id: str) -> str:
         return self.s.get("gpus", {}).get(gpu_id, gpu_id)
 
-    def config_text(self, config: dict) -> str:
-        sharding = (self.s["ui"]["no_sharding"] if config["sharding"] == "none"
-                    else translate("enums", config["sharding"], self.s))
+    def config_text(self, config: dict, shardings: list | None = None) -> str:
+        """"RTX 4090 × 2 · DDP", or "… · DDP / ZeRO-2" when several shardings give the same
+        time and cost."""
+        names = [(self.s["ui"]["no_sharding"] if s == "none" else translate("enums", s, self.s))
+                 for s in (shardings or [config["sharding"]])]
+        sharding = " / ".join(names)
         return f"{self.gpu_name(config['gpu'])} × {config['num_gpus']} · {sharding}"
 
     def heading(self, level: int, key: str) -> list:
@@ -258,6 +282,48 @@ class Renderer:
 
     # -- plan
 
+    def verdict_state(self) -> str:
+        """"fits", "borderline" or "does_not_fit": the engine's own verdict when the response
+        has one (its calibrated range), else from today's booleans: fits with the margin,
+        fits only without it, or not at all."""
+        fit = self.result["fits"][self.result["gpu"]]
+        found = fit.get("verdict")
+        if found in ("fits", "borderline", "does_not_fit"):
+            return found
+        if fit.get("fits"):
+            return "fits"
+        return "borderline" if fit.get("fits_without_margin") else "does_not_fit"
+
+    def verdict_items(self) -> list:
+        """The answer in one line: "1 × RTX 4090: fits (20.7 of 24.0 GiB) · 20 h · US$ 33"."""
+        r = self.result
+        gpu = r["gpu"]
+        fit = r["fits"][gpu]
+        state = self.verdict_state()
+        card = f"{r['num_gpus']} × {self.gpu_name(gpu)}: "
+        word = ["strong", {"class": "calc-verdict-word"}, self.s["ui"]["verdict_" + state]]
+        head = ["span", {"class": "calc-verdict-fit"}, card, word]
+        if _is_number(fit.get("device_total_bytes")):
+            used = ["span", {"class": "calc-num", "data-output": f"fits.{gpu}.device_total_bytes",
+                             "data-value": raw_value(fit["device_total_bytes"])},
+                    format_number(fit["device_total_bytes"] / GIB, 1, self.lang)]
+            of = self.num(f"fits.{gpu}.memory_bytes", fit["memory_bytes"])
+            before, _, after = self.s["ui"]["verdict_memory"].partition("{used}")
+            middle, _, end = after.partition("{card}")
+            head += [before, used, middle, of, end]
+        return [head,
+                self.estimate("time_hours", r["time_hours"], "hours"),
+                self.estimate("cost_usd.total", r["cost_usd"]["total"], "usd")]
+
+    def verdict(self) -> list:
+        line = ["p", {"class": "calc-verdict calc-verdict-" + self.verdict_state(),
+                      "data-verdict": self.verdict_state()}]
+        for i, item in enumerate(self.verdict_items()):
+            if i:
+                line.append(["span", {"class": "calc-sep", "aria-hidden": "true"}, " · "])
+            line.append(item)
+        return line
+
     def plan_summary(self) -> list:
         r = self.result
         gpu = r["gpu"]
@@ -268,23 +334,47 @@ class Renderer:
                     "yes" if r["fits_selected_gpu"] else "no"), "data-output": "fits_selected_gpu",
                     "data-value": raw_value(r["fits_selected_gpu"])}, fits_text]),
                 self.headroom_kpi(gpu, fit),
-                self.kpi("time_hours", self.num("time_hours", r["time_hours"])),
-                self.kpi("cost_total", self.num("cost_usd.total", r["cost_usd"]["total"], "x_usd")),
-                self.kpi("cost_final_run", self.num("cost_usd.final_run", r["cost_usd"]["final_run"],
-                                                    "x_usd")),
-                self.kpi("gpu_hours", self.num("cost_usd.gpu_hours", r["cost_usd"]["gpu_hours"])),
-                self.kpi("per_hour", self.num("cost_usd.per_hour", r["cost_usd"]["per_hour"], "x_usd")),
-                self.kpi("per_month", self.num("cost_usd.per_month", r["cost_usd"]["per_month"],
-                                               "x_usd")),
+                self.kpi("time_hours", self.estimate("time_hours", r["time_hours"], "hours")),
+                self.kpi("cost_total", self.estimate("cost_usd.total", r["cost_usd"]["total"], "usd")),
+                self.kpi("cost_final_run", self.estimate("cost_usd.final_run",
+                                                         r["cost_usd"]["final_run"], "usd")),
+                self.kpi("gpu_hours", self.estimate("cost_usd.gpu_hours", r["cost_usd"]["gpu_hours"],
+                                                    "hours")),
                 self.kpi("tokens_per_second", self.num("time.tokens_per_second",
                                                        r["time"]["tokens_per_second"], "x_count"))]
+        # what the hardware costs while it runs: below the run's own cost, not beside it
+        rates = ["div", {"class": "calc-kpis calc-rates"},
+                 self.kpi("per_hour", self.num("cost_usd.per_hour", r["cost_usd"]["per_hour"], "x_usd")),
+                 self.kpi("per_month", self.estimate("cost_usd.per_month", r["cost_usd"]["per_month"],
+                                                     "usd"))]
         setup = self.config_text({"gpu": gpu, "num_gpus": r["num_gpus"], "sharding": r["sharding"]})
         section = ["section", {"class": "calc-section calc-plan"}, self.heading(3, "plan_heading"),
-                   ["p", {"class": "calc-setup"}, setup], kpis]
+                   ["p", {"class": "calc-setup"}, setup], kpis, rates]
+        multi_node = self.multi_node_note()
+        if multi_node:
+            section.append(multi_node)
         if not r["fits_selected_gpu"]:  # time and cost of a run that cannot start: say so
             section.append(["p", {"class": "calc-note calc-not-fit-note", "role": "note"},
                             self.s["ui"]["not_fit_note"]])
         return section
+
+    def multi_node_note(self) -> list | None:
+        """More GPUs than one node holds: say it is several nodes, and what link the time
+        assumes inside and between them (calc.timing's own constants)."""
+        from calc import gpus as catalogue, timing
+
+        n = self.result["num_gpus"]
+        per_node = timing.GPUS_PER_NODE
+        if n <= per_node:
+            return None
+        link = catalogue.get_gpu(self.result["gpu"]).link_for(n)
+        text = (self.s["ui"]["multi_node_note"]
+                .replace("{gpus}", format_number(n, 0, self.lang))
+                .replace("{nodes}", format_number(math.ceil(n / per_node), 0, self.lang))
+                .replace("{link}", self.s["ui"]["link_" + link])
+                .replace("{factor}", format_value("x_fraction", timing.INTER_NODE_FACTOR,
+                                                  self.lang, self.s)))
+        return ["p", {"class": "calc-note calc-multi-node", "role": "note"}, text]
 
     def headroom_kpi(self, gpu: str, fit: dict) -> list:
         """Free share of the card; when the setup is larger than the card, what is missing
@@ -315,7 +405,7 @@ class Renderer:
         time_rows += [(self.shown_label(k), self.num(f"time.factors.{k}", v, k))
                       for k, v in r["time"]["factors"].items() if _is_number(v)]
         cost = r["cost_usd"]
-        cost_rows = [(self.label("cost_" + k), self.num(f"cost_usd.breakdown.{k}", v, "x_usd"))
+        cost_rows = [(self.label("cost_" + k), self.estimate(f"cost_usd.breakdown.{k}", v, "usd"))
                      for k, v in cost["breakdown"].items() if _is_number(v)]
         price = cost["price"]
         cost_rows.append((self.label("price_per_gpu_hour"),
@@ -370,8 +460,9 @@ class Renderer:
                          ["td", {}, self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])],
                          ["td", {}] + ([self.num(f"suggestions.{i}.host_bytes", item["host_bytes"])]
                                        if _is_number(item.get("host_bytes")) else []),
-                         ["td", {}, self.num(f"suggestions.{i}.time_hours", item["time_hours"])],
-                         ["td", {}, self.num(f"suggestions.{i}.cost_usd", item["cost_usd"])],
+                         ["td", {}, self.estimate(f"suggestions.{i}.time_hours", item["time_hours"],
+                                                  "hours")],
+                         ["td", {}, self.estimate(f"suggestions.{i}.cost_usd", item["cost_usd"], "usd")],
                          ["td", {}, ["button", {"type": "button", "class": "calc-apply",
                                                 "data-changes": json.dumps(changes)},
                                      self.s["ui"]["apply"]]]])
@@ -417,27 +508,51 @@ class Renderer:
                 highlights.append(["li", {}, ["strong", {}, self.label("best_" + key) + ": "],
                                    self.config_text(config)] + self.config_caveats(config))
         group.append(highlights)
+        stacks = self.s.get("gpu_stacks", {})
+        if any(stacks.get(c["gpu"], "cuda") != "cuda" for c in configs):
+            # CSS (:has) hides the other stacks' rows while it is checked
+            group.append(["label", {"class": "calc-check calc-cuda-only"},
+                          ["input", {"type": "checkbox", "class": "calc-cuda-only-box"}],
+                          ["span", {}, self.s["ui"]["cuda_only"]]])
         for order, rank_key in (("by_cost", "rank_by_cost"), ("by_time", "rank_by_time")):
-            ids = [i for i in rec.get(order, []) if i in index][:TOP_CONFIGS]
+            ranked = [configs[index[i]] for i in rec.get(order, []) if i in index]
             rows = []
-            for config_id in ids:
-                i = index[config_id]
-                c = configs[i]
+            for c, same in self.best_per_card(ranked)[:TOP_CONFIGS]:
+                i = index[c["id"]]
                 p = f"recommendations.configs.{i}"
-                rows.append(["tr", {},
+                rows.append(["tr", {"data-stack": stacks.get(c["gpu"], "cuda")},
                              ["td", {}, self.num(f"{p}.{rank_key}", c[rank_key], "x_count")],
-                             ["td", {}, self.config_text(c)] + self.config_caveats(c, brief=True),
-                             ["td", {}, self.num(f"{p}.time_hours", c["time_hours"])],
-                             ["td", {}, self.num(f"{p}.cost_usd", c["cost_usd"])],
+                             ["td", {}, self.config_text(c, same)] + self.config_caveats(c, brief=True),
+                             ["td", {}, self.estimate(f"{p}.time_hours", c["time_hours"], "hours")],
+                             ["td", {}, self.estimate(f"{p}.cost_usd", c["cost_usd"], "usd")],
                              ["td", {}, self.num(f"{p}.per_hour_usd", c["per_hour_usd"])],
                              ["td", {}, self.num(f"{p}.headroom_fraction", c["headroom_fraction"])]])
-            group.append(["h5", {}, self.s["ui"][order + "_heading"]])
+            group.append(["h5", {}, self.s["ui"][order + "_heading"] + " "
+                          + self.s["ui"]["one_per_card"]])
             group.append(self.table(["rank", "config", "time_hours", "cost_usd", "per_hour_usd",
                                      "headroom_fraction"], rows))
         if _is_number(rec.get("count")):
             group.append(["p", {"class": "calc-note"}, self.s["ui"]["configs_count"].replace(
                 "{}", format_value("x_count", rec["count"], self.lang, self.s))])
         return group
+
+    @staticmethod
+    def best_per_card(ranked: list) -> list:
+        """One row per card model: its best configuration in this ranking, with the
+        shardings of the other configurations of that card and GPU count that show the same
+        time and cost (DDP and ZeRO-2 often do), merged into it."""
+        from calc.recommend import estimate_level
+
+        def shown(c: dict) -> tuple:
+            return (c["num_gpus"], estimate_level(c["time_hours"]), estimate_level(c["cost_usd"]))
+
+        best: dict = {}
+        for c in ranked:
+            if c["gpu"] not in best:
+                best[c["gpu"]] = (c, [c["sharding"]])
+            elif shown(c) == shown(best[c["gpu"]][0]) and c["sharding"] not in best[c["gpu"]][1]:
+                best[c["gpu"]][1].append(c["sharding"])
+        return list(best.values())
 
     def config_caveats(self, config: dict, brief: bool = False) -> list:
         """A configuration's own warnings (ROCm caveats, a price at another rate), as a small
@@ -462,13 +577,8 @@ class Renderer:
         """The headline figures in one line, pinned to the bottom of a phone's screen (CSS), with
         a link to the results: the form is long there."""
         m = self.memory
-        items = [self.num(self.mpath("peak_allocated_bytes"), m["peak_allocated_bytes"])]
-        if self.plan:
-            r = self.result
-            items.append(["span", {"class": "calc-fit-" + ("yes" if r["fits_selected_gpu"] else "no")},
-                          self.s["ui"]["fits_yes" if r["fits_selected_gpu"] else "fits_no"]])
-            items.append(self.num("time_hours", r["time_hours"]))
-            items.append(self.num("cost_usd.total", r["cost_usd"]["total"], "x_usd"))
+        items = (self.verdict_items() if self.plan
+                 else [self.num(self.mpath("peak_allocated_bytes"), m["peak_allocated_bytes"])])
         line = ["a", {"class": "calc-peek", "href": "#calc-results-heading"}]
         for i, item in enumerate(items):
             if i:
@@ -476,7 +586,6 @@ class Renderer:
             line.append(item)
         # shown by CSS instead of the figures when these are not for the inputs on show
         line.append(["span", {"class": "calc-peek-error"}, self.s["ui"]["peek_error"]])
-        line.append(["span", {"class": "calc-peek-stale"}, self.s["ui"]["peek_stale"]])
         return line
 
     def defaults_used(self) -> dict:
@@ -495,8 +604,10 @@ class Renderer:
 
     def render(self) -> list:
         root = ["div", {"class": "calc-results-body",
-                        "data-defaults": json.dumps(self.defaults_used(), sort_keys=True)},
-                self.memory_section()]
+                        "data-defaults": json.dumps(self.defaults_used(), sort_keys=True)}]
+        if self.plan:  # the answer first, on every width (sticky: calculator.css)
+            root.append(self.verdict())
+        root.append(self.memory_section())
         for part in (self.warnings_section(),):
             if part:
                 root.append(part)
@@ -557,39 +668,13 @@ def run(command: str, request: object) -> dict:
     return calc.run(command, request)
 
 
-MAX_FIELD_ERRORS = 8  # bad fields named at once; a form has about 30
-
-
-def run_naming_every_bad_field(command: str, request: object) -> dict:
-    """``run``, plus ``"errors"``: every bad top-level field, not only the first.
-
-    calc stops at the first bad field; the form wants a message next to each. So the
-    request is run again without that field (calc then uses its default) until it passes
-    or the next error is on a field already dropped (a required one) or on the model."""
-    out = run(command, request)
-    if "error" not in out or not isinstance(request, dict):
-        return out
-    errors, trial, dropped = [out["error"]], dict(request), set()
-    while len(errors) < MAX_FIELD_ERRORS:
-        field = errors[-1].get("field")
-        if not isinstance(field, str) or field not in trial or field == "model":
-            break
-        del trial[field]
-        dropped.add(field)
-        again = run(command, trial)
-        if "error" not in again or again["error"].get("field") in dropped:
-            break
-        errors.append(again["error"])
-    out["errors"] = errors
-    return out
-
-
 def handle(command: str, request_json: str) -> str:
     """The worker's one entry: a request in, ``{"result", "view"}`` or ``{"error",
     "errors"}`` out, as JSON text. Never raises: an unexpected failure becomes
     ``internal_error``."""
     try:
-        out = run_naming_every_bad_field(command, json.loads(request_json))
+        # calc.run names every bad field at once ("errors", calc/field_errors.py)
+        out = run(command, json.loads(request_json))
         if "result" in out:
             out["view"] = render_results(out["result"], _STATE["lang"], _STATE["strings"])
         return json.dumps(out, allow_nan=False)

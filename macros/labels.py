@@ -168,6 +168,10 @@ _TEXT: dict[str, dict[str, str]] = {
                                    "en": "SDPA saves grouped k/v (enable_gqa)"},
     "field.loss_outputs_kept": {"es": "El bucle retiene los logits durante el backward",
                                 "en": "The loop holds the logits through backward"},
+    "field.framework": {"es": "Biblioteca de entrenamiento", "en": "Training library"},
+    "field.qlora_quant_state_replicated": {
+        "es": "Estadísticas de cuantización enteras en cada GPU (bitsandbytes con FSDP/ZeRO-3)",
+        "en": "Quantization statistics whole on every GPU (bitsandbytes with FSDP/ZeRO-3)"},
 }
 
 _CODES: dict[str, dict[str, str]] = {
@@ -200,6 +204,15 @@ _CODES: dict[str, dict[str, str]] = {
 }
 
 _CODES.update({
+    "generic": {"es": "genérica", "en": "generic"},
+    "hf-trainer": {"es": "Hugging Face Trainer", "en": "Hugging Face Trainer"},
+    "hf-custom-loop": {"es": "transformers en bucle propio", "en": "transformers in a custom loop"},
+    "torchtune": {"es": "torchtune", "en": "torchtune"},
+    "litgpt": {"es": "LitGPT", "en": "LitGPT"},
+    "unsloth": {"es": "Unsloth", "en": "Unsloth"},
+})
+
+_CODES.update({
     "cuda": {"es": "CUDA", "en": "CUDA"},
     "rocm": {"es": "ROCm", "en": "ROCm"},
     "capacity.on_demand": {"es": "bajo demanda", "en": "on demand"},
@@ -210,12 +223,14 @@ _CODES.update({
     "metric.allocated": {"es": "pico asignado", "en": "peak allocated"},
     "metric.reserved": {"es": "pico reservado", "en": "peak reserved"},
     "metric.model_states": {"es": "estados del modelo", "en": "model states"},
+    "metric.device": {"es": "memoria del dispositivo (nvidia-smi)", "en": "device memory (nvidia-smi)"},
 })
 
 
 _TEXT.update({
     # plan tables (macros/plan_tables.py)
-    "col.required_with_margin": {"es": "Necesaria con margen (GiB)", "en": "Needed with margin (GiB)"},
+    "col.required_with_margin": {"es": "Necesaria: extremo alto del rango (GiB)",
+                                 "en": "Needed: upper end of the range (GiB)"},
     "col.smallest_single_card": {"es": "Tarjeta más pequeña en la que cabe",
                                  "en": "Smallest card that fits"},
     "col.smallest_config": {"es": "Configuración más pequeña", "en": "Smallest configuration"},
@@ -307,6 +322,9 @@ _TEXT.update({
                           "en": "Computed (tokens/s per GPU)"},
     "col.note": {"es": "Nota", "en": "Note"},
     "col.group": {"es": "Grupo", "en": "Group"},
+    "col.framework": {"es": "Biblioteca", "en": "Library"},
+    "caption.framework_profiles": {"es": "Perfiles de biblioteca de entrenamiento: qué claves fija cada uno y de dónde sale",
+                                   "en": "Training-library profiles: the keys each one sets and where each comes from"},
     "col.mean_signed_error": {"es": "Error medio con signo (%)", "en": "Mean signed error (%)"},
     "col.rows_pair": {"es": "Filas (LoRA / QLoRA)", "en": "Rows (LoRA / QLoRA)"},
     "col.measured_ratio": {"es": "Cociente medido", "en": "Measured ratio"},
@@ -374,6 +392,41 @@ _CODES.update({
     "flag.compile": {"es": "compilado", "en": "compiled"},
     "flag.packed": {"es": "empaquetado", "en": "packed"},
     "flag.metric_assumed": {"es": "medida supuesta", "en": "metric assumed"},
+    "flag.ambiguous": {"es": "ambigua (no se ajusta nada con ella)", "en": "ambiguous (nothing is fitted on it)"},
+})
+
+_TEXT.update({
+    # leave-one-source-out and calibrated ranges (macros/validation_loso.py)
+    "caption.validation_loso": {"es": "Error del modelo de memoria dentro de la muestra y dejando fuera cada fuente",
+                                "en": "Error of the memory model in-sample and leaving each source out"},
+    "caption.validation_bands": {"es": "Bandas calibradas de los rangos y filas fuera de muestra dentro de ellas",
+                                 "en": "Calibrated bands of the ranges and held-out rows inside them"},
+    "col.group": {"es": "Grupo", "en": "Group"},
+    "col.framework": {"es": "Biblioteca", "en": "Library"},
+    "caption.framework_profiles": {"es": "Perfiles de biblioteca de entrenamiento: qué claves fija cada uno y de dónde sale",
+                                   "en": "Training-library profiles: the keys each one sets and where each comes from"},
+    "col.in_median": {"es": "Mediana, en muestra (%)", "en": "Median, in-sample (%)"},
+    "col.in_p90": {"es": "P90, en muestra (%)", "en": "P90, in-sample (%)"},
+    "col.in_max": {"es": "Máximo, en muestra (%)", "en": "Max, in-sample (%)"},
+    "col.loso_median": {"es": "Mediana, fuente fuera (%)", "en": "Median, source held out (%)"},
+    "col.loso_p90": {"es": "P90, fuente fuera (%)", "en": "P90, source held out (%)"},
+    "col.loso_max": {"es": "Máximo, fuente fuera (%)", "en": "Max, source held out (%)"},
+    "col.band_low": {"es": "Error con signo, extremo bajo (%)", "en": "Signed error, low end (%)"},
+    "col.band_high": {"es": "Error con signo, extremo alto (%)", "en": "Signed error, high end (%)"},
+    "col.coverage": {"es": "Filas fuera de muestra dentro de la banda, por método (%)",
+                     "en": "Held-out rows inside the band, per method (%)"},
+    "loso.group.measured": {"es": "Filas medidas (cifra de portada)", "en": "Measured rows (headline)"},
+    "loso.group.measured_unfitted": {"es": "Filas medidas sobre las que no se ajustó ninguna constante",
+                                     "en": "Measured rows no constant was fitted on"},
+    "loso.group.metric_stated": {"es": "Medida declarada (no supuesta)", "en": "Metric stated (not assumed)"},
+    "loso.kind.method": {"es": "Método", "en": "Method"},
+    "loso.kind.framework": {"es": "Biblioteca", "en": "Library"},
+    "loso.kind.metric": {"es": "Medida", "en": "Metric"},
+    "loso.kind.source": {"es": "Fuente", "en": "Source"},
+})
+
+_CODES.update({
+    "analytic": {"es": "analítica (artículo de ZeRO)", "en": "analytic (ZeRO paper)"},
 })
 
 _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}

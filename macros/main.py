@@ -23,7 +23,7 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
     del sys.modules[_name]
 
 import calc  # noqa: E402
-from macros import calculator, guides, methodology, oracle_sweep, plan_tables  # noqa: E402
+from macros import calculator, cli_docs, guides, methodology, oracle_sweep, plan_tables, validation_loso  # noqa: E402
 
 
 def _register_core(env) -> None:
@@ -44,3 +44,5 @@ def define_env(env) -> None:
     methodology.register(env)
     oracle_sweep.register(env)
     calculator.register(env)
+    validation_loso.register(env)
+    cli_docs.register(env)

@@ -292,10 +292,11 @@ def validation_figure(lang: str, model: str, stat: str = "median", group: str | 
     if model == "memory":
         from benchmarks import validation_memory as v
 
-        s = v.summary(v.compare_rows(), lambda r: group is None or r.method == group)
+        # measured rows only: the ZeRO paper's analytic rows are no measurement (issue 13)
+        s = v.summary(v.compare_rows(), lambda r: r.metric != "model_states" and (group is None or r.method == group))
         field = f"pct:{stat}_abs_error"
         return inline(lang, getattr(s, f"{stat}_abs_error") * 100, "pct", field,
-                      {"command": "validation_memory_summary", "method": group})
+                      {"command": "validation_memory_summary", "method": group, "measured": True})
     if model == "time":
         group = group or "fine-tune"
         field = f"{stat}_abs_pct"

@@ -32,6 +32,12 @@ CONSTANTS: dict[str, dict] = {
     "calc.activations.FP32_BYTES": _e(
         "Bytes de un número en fp32 en las activaciones guardadas (softmax, log-sum-exp).",
         "Bytes of one fp32 number in saved activations (softmax, log-sum-exp).", "IEEE 754"),
+    "calc.presets.MAX_SUGGESTIONS": _e(
+        "Cuántos modelos predefinidos se sugieren, del más parecido al menos, cuando un id de "
+        "Hugging Face no está en la tabla de alias (parecido de nombres con difflib, umbral 0,5).",
+        "How many presets are suggested, nearest first, when a Hugging Face id is not in the alias "
+        "table (name similarity by difflib, threshold 0.5).",
+        {"es": "Elección de interfaz (issue 16)", "en": "Interface choice (issue 16)"}),
     "calc.gpus.MIB": _e(
         "Bytes de un MiB: convierte la memoria que informa el driver (MiB) a bytes.",
         "Bytes in one MiB: converts the driver-reported memory (MiB) to bytes.",
@@ -66,6 +72,17 @@ CONSTANTS: dict[str, dict] = {
         "Bytes per token LayerNorm saves for the backward pass: fp32 mean and inverse "
         "standard deviation.",
         "PyTorch ATen native_layer_norm"),
+    "calc.activations.BATCH_BYTES_PER_TOKEN": _e(
+        "Bytes por token del lote en la GPU: input_ids y labels, int64 cada uno (los "
+        "collators de Hugging Face copian input_ids en labels; torchtune y LitGPT guardan "
+        "tokens y objetivos).",
+        "Bytes per token of the batch on the GPU: input_ids and labels, int64 each (Hugging "
+        "Face's data collators copy input_ids into labels; torchtune and LitGPT hold tokens "
+        "and targets too).",
+        {"es": "transformers 5.17, DataCollatorForLanguageModeling (labels = copia de "
+               "input_ids); torch.int64 = 8 bytes",
+         "en": "transformers 5.17, DataCollatorForLanguageModeling (labels = a copy of "
+               "input_ids); torch.int64 = 8 bytes"}),
     "calc.activations.COMPILE_KEPT_FRACTION": _e(
         "Parte de lo que un bloque compilado con torch.compile podría recalcular en vez de "
         "guardar (copias fp32 de RMSNorm, salidas de la activación y del producto del MLP) "
@@ -79,15 +96,28 @@ CONSTANTS: dict[str, dict] = {
          "en": "Fitted: torchtune \"Optimization flags\" table (1814feb17), Llama-3.2-3B with and "
                "without compile: 9.0 GiB saved of 14.88 possible; error on the other compiled "
                "rows in the validation"}),
+    "calc.calibration.MIN_ROWS": _e(
+        "Filas fuera de muestra que necesita una combinación de método y medida para tener banda "
+        "de error propia; con menos, su rango usa la banda de todas las filas medidas.",
+        "Held-out rows a method-and-metric pair needs for an error band of its own; with fewer, "
+        "its range uses the band of all measured rows.",
+        {"es": "Elección: tres filas son las mínimas con percentiles 10 y 90 distintos de los "
+               "extremos; cobertura comprobada dejando fuera cada fuente (validación)",
+         "en": "Choice: three rows are the fewest with 10th and 90th percentiles apart from the "
+               "extremes; coverage checked leaving each source out (validation)"}),
     "calc.memory.ALLOCATOR_SLACK_FRACTION": _e(
         "Holgura del asignador de PyTorch: reservado = asignado × (1 + f), por redondeo de "
         "bloques, caché y fragmentación.",
         "PyTorch allocator slack: reserved = allocated × (1 + f), from block rounding, caching "
         "and fragmentation.",
-        {"es": "Ajustada: mediana de reservado medido / asignado calculado − 1 en las filas de "
-               "torchtune que publican max_memory_reserved (validación)",
-         "en": "Fitted: median of measured reserved / computed allocated − 1 over the torchtune "
-               "rows that publish max_memory_reserved (validation)"}),
+        {"es": "Ajustada: mediana, por publicación, de reservado medido / asignado calculado − 1 en "
+               "las filas que publican max_memory_reserved (tutoriales de torchtune, comparativa de "
+               "Answer.AI) y después mediana entre publicaciones; reajustada dejando fuera cada fuente "
+               "(validación)",
+         "en": "Fitted: per publication, the median of measured reserved / computed allocated − 1 "
+               "over the rows that publish max_memory_reserved (torchtune tutorials, Answer.AI's "
+               "benchmark), then the median over publications; refitted leaving each source out "
+               "(validation)"}),
     "calc.memory.UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT": _e(
         "Bytes por elemento vivos a la vez mientras torchao anterior a la v0.2.0 cuantiza un "
         "peso a NF4 de una sola pasada (origen de 16 bits, bloques escalados y dos tensores "
@@ -292,6 +322,10 @@ DATA_COLUMNS: dict[str, dict] = {
                                   "rocminfo), en MiB; es la que se compara con el total estimado",
                             "en": "Total memory as the driver reports it (nvidia-smi, rocminfo), "
                                   "in MiB; what the estimated total is compared with"},
+    "gpus.csv:fp8_dense_tflops": {"es": "Pico FP8 denso de los núcleos tensoriales con acumulación "
+                                        "fp32, en TFLOP/s (no disperso); 0 sin núcleos FP8 (Ampere, Turing)",
+                                  "en": "Dense FP8 tensor-core peak with fp32 accumulation, in TFLOP/s "
+                                        "(not sparse); 0 without FP8 tensor cores (Ampere, Turing)"},
     "gpus.csv:memory_gb_marketed": {"es": "Memoria anunciada en GB, solo para mostrar",
                                     "en": "Marketed memory in GB, for display only"},
     "gpus.csv:bf16_dense_tflops": {"es": "Pico bf16 denso de los núcleos tensoriales con "
@@ -336,6 +370,14 @@ DATA_COLUMNS: dict[str, dict] = {
     "models.json:id": {"es": "Identificador del modelo predefinido", "en": "Preset id"},
     "models.json:name": {"es": "Nombre del modelo", "en": "Model name"},
     "models.json:hf_repo": {"es": "Repositorio en Hugging Face", "en": "Hugging Face repository"},
+    "models.json:aliases": {"es": "Otros ids de Hugging Face con las mismas formas (variantes base e "
+                                  "instruct, ajustes conocidos, resubidas): la petición acepta "
+                                  "hf_repo o cualquiera de ellos, sin distinguir mayúsculas; un id "
+                                  "desconocido da unknown_preset con los más parecidos en suggestions",
+                            "en": "Other Hugging Face ids with the same shapes (base and instruct "
+                                  "variants, well-known fine-tunes, re-uploads): the request accepts "
+                                  "hf_repo or any of them, case-insensitively; an unknown id gets "
+                                  "unknown_preset with the nearest presets in suggestions"},
     "models.json:params_total": {"es": "Parámetros totales exactos (todos los expertos en MoE)",
                                  "en": "Exact total parameters (all experts in MoE)"},
     "models.json:params_active": {"es": "Parámetros por los que pasa un token (expertos "

@@ -254,3 +254,34 @@ def test_model_arch_validates(overrides, field):
 def test_model_arch_small_hand_count():
     # embedding 80 + 2 blocks * (q 64 + 2 rms norms 16) + final norm 8 + head 80
     assert _arch().params_total == 80 + 2 * (64 + 16) + 8 + 80
+
+
+def test_moe_time_uses_active_parameters_dense_of_same_total_does_not():
+    """Issue 15: memory holds every expert, compute runs the top-k. A Mixtral-shaped model and a
+    dense model with the same expert width in one MLP hold the same parameters (to the router's
+    hidden*experts per block) but an MoE token multiplies through 2 of its 8 experts."""
+    from calc.memory import estimate_dict
+    from calc.timing import matmul_params, training_flops_per_token
+
+    base = {"hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": 4,
+            "num_hidden_layers": 8, "vocab_size": 32000}
+    moe = arch_from_hf_config({**base, "model_type": "mixtral", "intermediate_size": 1024,
+                               "num_local_experts": 8, "num_experts_per_tok": 2})
+    dense = arch_from_hf_config({**base, "model_type": "mistral", "intermediate_size": 8 * 1024})
+    assert moe.params_total - dense.params_total == 8 * 1024 * 8  # the routers only
+    fpt = {a.name: training_flops_per_token(a, "full", 2048, False, a.params_total, "sdpa").total
+           for a in (moe, dense)}
+    # attention's score/value FLOPs are equal; the matmul FLOPs follow the active parameters
+    attn = 3 * 4.0 * 8 * 2048 * 16 * 64 * 0.5
+    assert (fpt["mixtral"] - attn) / (fpt["mistral"] - attn) == pytest.approx(
+        matmul_params(moe) / matmul_params(dense), rel=1e-9)
+    assert matmul_params(moe) < 0.45 * matmul_params(dense)
+    # memory: the full fine-tune of the MoE holds all its weights (at least the dense model's)
+    m = estimate_dict({"model": {"hf_config": {**base, "model_type": "mixtral", "intermediate_size": 1024,
+                                               "num_local_experts": 8, "num_experts_per_tok": 2}},
+                       "method": "full"})
+    d = estimate_dict({"model": {"hf_config": {**base, "model_type": "mistral",
+                                               "intermediate_size": 8 * 1024}}, "method": "full"})
+    assert m["components"]["weights"] >= d["components"]["weights"]
+    assert (m["params_total"], m["params_active"]) == (moe.params_total, moe.params_active)
+    assert d["params_active"] == d["params_total"]

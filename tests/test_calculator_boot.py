@@ -11,7 +11,7 @@ pytestmark = pytest.mark.browser
 def test_worker_started_in_head_is_adopted(offline_page, site_server, path):
     page, problems = offline_page
     page.goto(site_server.url(path))
-    page.wait_for_function("document.getElementById('calc').dataset.calcState === 'ready'",
+    page.wait_for_function("document.getElementById('calc').dataset.calcWorker === 'up'",
                            timeout=60_000)
     workers = page.evaluate("""() => performance.getEntriesByType('resource')
         .filter(e => new URL(e.name).pathname.endsWith('/worker.js')).length""")
@@ -37,7 +37,7 @@ def test_guide_pages_have_no_early_boot(offline_page, site_server):
 # (search-defer.js), so it competes neither with Pyodide's start nor with the first edits.
 # Search must work all the same.
 
-READY = "document.getElementById('calc').dataset.calcState === 'ready'"
+READY = "document.getElementById('calc').dataset.calcWorker === 'up'"  # private: Python started
 SEARCH_STARTED = "performance.getEntriesByName('calc-search-start').length > 0"
 SEARCH_QUERY = "input[data-md-component=search-query]"
 SEARCH_HITS = ".md-search-result__item"
@@ -78,17 +78,17 @@ def test_search_starts_once_the_calculator_is_ready_and_idle_and_works(offline_p
 def test_opening_search_while_the_calculator_loads_starts_it_at_once(offline_page, site_server):
     page, problems = offline_page
     held = []
-    # Pyodide's wasm is held back: the calculator stays "loading" until the end of the test.
+    # Pyodide's wasm is held back: the worker keeps starting until the end of the test.
     page.route("**/pyodide.asm.wasm", lambda route: held.append(route))
     page.goto(site_server.url("en/calculator/"), wait_until="load")
-    page.wait_for_function("document.getElementById('calc').dataset.calcState === 'loading'")
+    page.wait_for_function("document.getElementById('calc').dataset.calcWorker === 'starting'")
     page.wait_for_timeout(500)  # time enough for Material to set search up, were it not held
     assert not _real_worker_requested(problems)
     assert page.evaluate("performance.getEntriesByName('calc-search-start').length") == 0
     page.fill(SEARCH_QUERY, "memory")
     page.wait_for_selector(SEARCH_HITS, timeout=30_000)
     assert _real_worker_requested(problems)
-    assert page.evaluate("document.getElementById('calc').dataset.calcState") == "loading"
+    assert page.evaluate("document.getElementById('calc').dataset.calcWorker") == "starting"
     assert len(held) == 1
     held[0].continue_()
     page.wait_for_function(READY, timeout=60_000)

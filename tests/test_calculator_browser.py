@@ -9,9 +9,11 @@ loaded page per language serves them all; a few go through the form.
 
 from __future__ import annotations
 
+import html
 import html.parser
 import json
 import math
+import re
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
@@ -26,7 +28,10 @@ ARTIFACTS = REPO_ROOT / "artifacts"
 READY_TIMEOUT_MS = 90_000
 FIELDS = calculator.request_fields()
 STATE = "document.getElementById('calc').dataset.calcState"
-COMPUTED = "Number(document.getElementById('calc').dataset.computed || 0)"
+# The page's public signal: "ready" = every number on show belongs to the form's request;
+# "invalid" = the form's errors are all on show. Tests wait for it alone.
+SETTLED = f"['ready', 'invalid'].includes({STATE})"
+WORKER_UP = "document.getElementById('calc').dataset.calcWorker === 'up'"  # private
 OUTPUTS_JS = """() => [...document.querySelectorAll('#calc [data-output][data-value]')]
     .map(el => [el.dataset.output, el.dataset.value, el.textContent])"""
 
@@ -95,6 +100,10 @@ PLAN_VARIATIONS = [
     {"experiment_multiplier": "3", "safety_margin": "0.1"},
     {"mfu": "0.35", "method": "qlora", "qlora_speed_factor": "0.5"},
     {"scaling_efficiency": "0.8", "num_gpus": "4", "sharding": "zero2", "gpu": "a100-40gb-sxm"},
+    # issue 15: current presets, a mixture of experts, new cards and an unpriced owner's card
+    {"model": "qwen3-30b-a3b", "method": "lora", "gpu": "rtx-pro-6000"},
+    {"model": "gpt-oss-20b", "method": "qlora", "gpu": "h100-nvl"},
+    {"model": "gemma-3-4b", "method": "qlora", "gpu": "t4"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 
@@ -131,6 +140,11 @@ def assert_clean(problems, what: str) -> None:
 
 
 
+# URL parameters of the page that are not request keys: the form's mode, and the dataset
+# size as examples × average tokens (multiplied into dataset_tokens, which the URL holds too)
+PAGE_ONLY_PARAMS = {"mode", "examples", "example_tokens"}
+
+
 def to_number(text: str):
     """What the page sends for a number typed as ``text`` (JSON keeps whole numbers whole)."""
     value = float(text)
@@ -141,6 +155,8 @@ def request_for(query: dict) -> dict:
     """The request CPython gets for a URL query: the page's defaults, then the query."""
     request = calculator.default_request()
     for key, text in query.items():
+        if key in PAGE_ONLY_PARAMS:
+            continue
         kind = calculator.input_kind(FIELDS[key][1])
         if key == "model" and text.startswith("{"):
             request[key] = json.loads(text)
@@ -184,23 +200,22 @@ class Calc:
         self.wait_ready()
 
     def wait_ready(self) -> None:
-        self.page.wait_for_function(f"{STATE} === 'ready' && {COMPUTED} > 0",
-                                    timeout=READY_TIMEOUT_MS)
+        self.page.wait_for_function(f"{STATE} === 'ready'", timeout=READY_TIMEOUT_MS)
 
-    def computed(self) -> int:
-        return self.page.evaluate(COMPUTED)
+    def settle(self) -> None:
+        """After an edit (the page turns "computing" at once): its answer is on show."""
+        self.page.wait_for_function(SETTLED, timeout=READY_TIMEOUT_MS)
 
-    def wait_computed(self, before: int) -> None:
-        self.page.wait_for_function(f"n => {COMPUTED} > n", arg=before, timeout=30_000)
+    def wait_worker(self) -> None:
+        self.page.wait_for_function(WORKER_UP, timeout=READY_TIMEOUT_MS)
 
     def navigate(self, query: dict) -> None:
         """Go to a query the way the back button does: no reload."""
-        before = self.computed()
         self.page.evaluate("""q => {
             history.pushState(null, '', location.pathname + q);
             window.dispatchEvent(new PopStateEvent('popstate'));
         }""", "?" + urlencode(query) if query else "")
-        self.wait_computed(before)
+        self.settle()
 
     def outputs(self) -> list:
         return self.page.evaluate(OUTPUTS_JS)
@@ -246,6 +261,106 @@ def test_page_matches_cpython(calc_page, query):
     assert warnings == list(response.get("warnings", []))
 
 
+# ---------------------------------------------------------------- shared links
+
+# Records, from the first script on, every moment the page says "ready" (the numbers it
+# shows then, and its key) and whether any number was visible while it did not.
+WATCH_JS = """(() => {
+  const log = window.__calcLog = { ready: [], visibleWhileNotReady: [], states: [] };
+  const outputs = () => [...document.querySelectorAll('#calc [data-output][data-value]')];
+  function sample(root) {
+    const state = root.dataset.calcState;
+    if (log.states[log.states.length - 1] !== state) log.states.push(state);
+    if (state === 'ready') {
+      log.ready.push({ key: root.dataset.calcKey,
+                       values: outputs().map(el => [el.dataset.output, el.dataset.value]) });
+    } else {
+      const shown = outputs().filter(el => el.checkVisibility()).length;
+      if (shown) log.visibleWhileNotReady.push([state, shown]);
+    }
+  }
+  function watch(root) {
+    new MutationObserver(() => sample(root)).observe(root, { attributes: true,
+      attributeFilter: ['data-calc-state', 'data-calc-key'] });
+    const frame = () => { sample(root); if (!log.ready.length) requestAnimationFrame(frame); };
+    frame();
+  }
+  const found = () => document.getElementById('calc');
+  if (found()) watch(found());
+  else new MutationObserver((_, obs) => { if (found()) { obs.disconnect(); watch(found()); } })
+    .observe(document, { childList: true, subtree: true });
+})()"""
+
+# Shared links, including one that differs from the default in every group of the form.
+SHARED_LINKS = [
+    ("en", {"model": "llama-2-7b", "method": "qlora", "micro_batch_size": "2", "seq_len": "4096"}),
+    ("es", {"model": "mistral-7b",  # model
+            "method": "full", "optimizer": "adamw-8bit",  # method
+            "micro_batch_size": "2", "gradient_checkpointing": "false", "seq_len": "1024",  # batch
+            "num_gpus": "2", "sharding": "zero3",  # parallelism
+            "gpu": "a100-80gb-sxm", "dataset_tokens": "200000000", "epochs": "2",  # plan
+            "mfu": "0.35", "startup_minutes": "20"}),  # advanced
+    ("en", {"model": "qwen2.5-7b", "num_gpus": "4", "sharding": "zero2", "gpu": "rtx-4090",
+            "price_per_gpu_hour": "0.5", "safety_margin": "0.1"}),
+    ("es", {"seq_len": "2048"}),  # spelled out, but the default setup: ready at once
+]
+
+
+def cli_plan(request: dict) -> dict:
+    """What ``python -m calc plan`` prints for a request."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "calc", "plan", "--request", "-"],
+                         input=json.dumps(request), capture_output=True, text=True,
+                         cwd=REPO_ROOT, timeout=60, check=True)
+    return json.loads(run.stdout)
+
+
+@pytest.mark.parametrize(("lang", "query"), SHARED_LINKS, ids=lambda x: str(x)[:50])
+def test_shared_link_never_shows_foreign_numbers(browser, site_server, lang, query):
+    context = browser.new_context()
+    page = context.new_page()
+    page.add_init_script(WATCH_JS)
+    problems = watch_offline(page, site_server.origin)
+    calc = Calc(page, site_server, lang)
+    calc.open(query)
+    calc.wait_worker()
+    page.wait_for_timeout(300)  # an answer arriving late would show here
+    log = page.evaluate("window.__calcLog")
+    expected = cli_plan(request_for(query))
+    assert log["ready"], log["states"]
+    assert log["visibleWhileNotReady"] == [], log
+    for seen in log["ready"]:
+        assert json.loads(seen["key"]) == request_for(query)
+        for path, raw in seen["values"]:
+            value = resolve(expected, path)
+            if isinstance(value, bool):
+                assert raw == ("true" if value else "false"), path
+            elif isinstance(value, int):
+                assert int(raw) == value, path
+            else:
+                assert math.isclose(float(raw), value, rel_tol=1e-9), path
+    assert calc.state() == "ready"
+    assert_parity(calc.outputs(), expected, lang)
+    # the verdict line, first in the results, says what the CLI's answer says
+    strings = dict(STRINGS[lang], gpus=calculator.load_gpu_names())
+    line = view.to_html(view.Renderer(expected, lang, strings).verdict())
+    verdict = page.locator("#calc .calc-results-slot .calc-verdict")
+    assert verdict.text_content() == html.unescape(re.sub(r"<[^>]+>", "", line))
+    assert verdict.get_attribute("data-verdict") in ("fits", "borderline", "does_not_fit")
+    if query == {"seq_len": "2048"}:
+        # boot.js withdraws any link's figures; calculator.js finds the default setup and
+        # shows the build-time figures as the form's, with no computation
+        assert log["states"] in (["static", "computing", "ready"], ["computing", "ready"])
+    else:
+        assert "computing" in log["states"]
+        # while computing, the results said so instead of showing the default's figures
+        assert page.locator("#calc .calc-pending-note").is_hidden()
+    context.close()
+    assert_clean(problems, f"shared link {query}")
+
+
 def test_enough_variations_cover_every_option():
     assert len(ALL_VARIATIONS) >= 30
     used = {key for query in ALL_VARIATIONS for key in query}
@@ -280,7 +395,10 @@ def test_static_result_is_in_the_html_and_equals_the_live_one(lang, built_site, 
     assert parser.found == tree_outputs(view.render_results(response, lang, STRINGS[lang]))
     page = shared_context.new_page()
     calc = Calc(page, site_server, lang)
-    calc.open()
+    calc.open()  # the default setup: the build-time figures are the form's, "ready" at once
+    assert [(p, v) for p, v, _ in calc.outputs()] == parser.found
+    calc.navigate({"seq_len": "1024"})
+    calc.navigate({})  # computed live this time
     assert [(p, v) for p, v, _ in calc.outputs()] == parser.found
     page.close()
 
@@ -290,17 +408,15 @@ def test_static_result_is_in_the_html_and_equals_the_live_one(lang, built_site, 
 
 def test_form_drives_the_same_numbers(calc_page):
     page = calc_page.page
-    calc_page.navigate({})
-    before = calc_page.computed()
+    calc_page.navigate({"mode": "advanced"})  # chunked loss and LoRA targets are advanced
     page.fill("#calc-seq_len", "3072")
     page.select_option("#calc-method", "qlora")
     page.check("#calc-chunked_loss")
     page.fill("#calc-lora_targets", "q_proj, v_proj")
     page.fill("#calc-micro_batch_size", "2")
-    calc_page.wait_computed(before)
+    calc_page.settle()
     page.wait_for_function("() => location.search.includes('micro_batch_size=2')")
-    page.wait_for_timeout(300)  # let the last edit's result land
-    query = {"seq_len": "3072", "method": "qlora", "chunked_loss": "true",
+    query = {"mode": "advanced", "seq_len": "3072", "method": "qlora", "chunked_loss": "true",
              "lora_targets": "q_proj,v_proj", "micro_batch_size": "2"}
     assert dict(parse_qsl(urlsplit(page.url).query)) == query
     response = view.run(calculator.COMMAND, request_for(query))["result"]
@@ -311,9 +427,8 @@ def test_pasted_config_drives_the_same_numbers(calc_page):
     page = calc_page.page
     calc_page.navigate({})
     page.click("#calc .calc-config summary")  # closed after a restore without a config
-    before = calc_page.computed()
     page.fill("#calc-hf_config", json.dumps(CUSTOM_CONFIG, indent=2))
-    calc_page.wait_computed(before)
+    calc_page.settle()
     response = view.run(calculator.COMMAND, request_for(
         {"model": json.dumps({"hf_config": CUSTOM_CONFIG})}))["result"]
     assert_parity(calc_page.outputs(), response, calc_page.lang)
@@ -325,12 +440,12 @@ def test_a_suggestion_applies_its_changes(calc_page):
     calc_page.navigate({"gpu": "rtx-3090"})
     response = view.run(calculator.COMMAND, request_for({"gpu": "rtx-3090"}))["result"]
     first = response["suggestions"][0]
-    before = calc_page.computed()
     page.locator("#calc button.calc-apply").first.click()
-    calc_page.wait_computed(before)
+    calc_page.settle()
     query = {"gpu": "rtx-3090", **{k: str(v) for k, v in first["changes"].items()}}
-    page.wait_for_timeout(200)
-    assert dict(parse_qsl(urlsplit(page.url).query)) == query
+    shown = dict(parse_qsl(urlsplit(page.url).query))
+    shown.pop("mode", None)  # a changed advanced option unfolds the advanced options
+    assert shown == query
     applied = view.run(calculator.COMMAND, request_for(query))["result"]
     assert_parity(calc_page.outputs(), applied, calc_page.lang)
 
@@ -359,13 +474,24 @@ BAD = [
     ({"method": "'\"><svg onload=window.__pwned=1>"}, "method", "unknown_value"),
     ({"dataset_tokens": "0"}, "dataset_tokens", "out_of_range"),
     ({"dataset_tokens": "-1e9"}, "dataset_tokens", "out_of_range"),
-    ({"safety_margin": "2"}, "safety_margin", "out_of_range"),
+    ({"safety_margin": "150"}, "safety_margin", "out_of_range"),  # 150 % (25 = 25 %)
     ({"price_per_gpu_hour": "-1"}, "price_per_gpu_hour", "out_of_range"),
     ({"epochs": "1,5,3"}, "epochs", "not_number"),
     ({"gpu": "gtx-480"}, "gpu", "unknown_gpu"),
     ({"mfu": "NaN"}, "mfu", "not_number"),
     ({"lora_dropout": "1.5"}, "lora_dropout", "out_of_range"),
 ]
+
+
+# errors about text the reader pasted or a model: no range to state
+ERRORS_WITHOUT_RANGE = {"empty_value", "config_json_invalid", "unsupported_architecture",
+                        "config_missing_key", "config_not_object", "unknown_preset"}
+
+
+def _valid_phrases(lang: str) -> list[str]:
+    ui = STRINGS[lang]["ui"]
+    return [text.split("{")[0] for key, text in ui.items()
+            if key.startswith("valid_") and key not in ("valid_percent", "valid_whole")]
 
 
 @pytest.mark.parametrize(("query", "field", "code"), BAD, ids=lambda x: str(x)[:40])
@@ -380,12 +506,54 @@ def test_bad_input_is_reported_at_its_field_and_keeps_the_last_result(calc_page,
     assert found[1].startswith(message)
     assert calc_page.outputs() == good  # last good result kept
     assert calc_page.page.locator("#calc .calc-stale-note").is_visible()
-    assert calc_page.state() == "ready"
+    assert calc_page.state() == "invalid"
+    if code not in ERRORS_WITHOUT_RANGE:  # the message says what would be valid
+        assert any(p in found[1] for p in _valid_phrases(calc_page.lang)), found[1]
     assert calc_page.page.evaluate("window.__pwned") is None
     assert calc_page.page.locator("#calc script:not([type='application/json']):not([src])").count() == 0
     assert calc_page.page.locator("#calc img, #calc .calc-error svg").count() == 0
     calc_page.navigate({})  # and it recovers
     assert calc_page.error_for(field) is None
+
+
+def test_an_unknown_value_in_the_url_is_shown_as_given(calc_page):
+    calc_page.navigate({"method": "bogus"})
+    page = calc_page.page
+    assert page.input_value("#calc-method") == "bogus"  # not a valid one in its place
+    assert calc_page.error_for("method")[0] == "unknown_value"
+    assert "full" in calc_page.error_for("method")[1] and "qlora" in calc_page.error_for("method")[1]
+    page.select_option("#calc-method", "qlora")
+    calc_page.settle()
+    assert calc_page.state() == "ready"
+    assert page.locator("#calc-method option[data-from-url]").count() == 0
+
+
+@pytest.mark.parametrize("text", ["25", "25 %", "0.25", "25%"])
+def test_the_margin_reads_percentages_and_shares(calc_page, text):
+    calc_page.navigate({"safety_margin": text.replace(".", ",") if calc_page.lang == "es" else text})
+    assert calc_page.state() == "ready"
+    key = json.loads(calc_page.page.evaluate("document.getElementById('calc').dataset.calcKey"))
+    assert key["safety_margin"] == 0.25
+
+
+def test_an_unknown_model_id_asks_for_its_config(calc_page):
+    calc_page.navigate({"model": "someone/Some-Model-7B"})
+    code, text = calc_page.error_for("model")
+    assert code == "unknown_preset"
+    assert STRINGS[calc_page.lang]["ui"]["not_in_list"] in text
+    assert calc_page.page.locator("#calc-hf_config").is_visible()  # the box to paste it in
+    response = view.run(calculator.COMMAND, request_for({"model": "someone/Some-Model-7B"}))
+    suggested = response["error"].get("suggestions") or []
+    for item in suggested[:5]:  # calc's nearest presets, when it names any (issue 15)
+        assert (item["id"] if isinstance(item, dict) else item) in text
+
+
+def test_more_than_eight_gpus_say_several_nodes(calc_page):
+    calc_page.navigate({"num_gpus": "16", "sharding": "zero3", "gpu": "h100-sxm"})
+    note = calc_page.page.locator("#calc .calc-multi-node")
+    assert note.is_visible() and "NVLink" in note.text_content()
+    calc_page.navigate({"num_gpus": "8", "sharding": "zero3", "gpu": "h100-sxm"})
+    assert calc_page.page.locator("#calc .calc-multi-node").count() == 0
 
 
 def test_every_bad_field_gets_its_own_message(calc_page):
@@ -415,7 +583,6 @@ def test_empty_field_and_calc_errors_show_together(calc_page):
     assert calc_page.outputs() == good  # a check never shows results
     assert calc_page.page.locator("#calc .calc-stale-note").is_visible()
     calc_page.navigate({"seq_len": ""})  # only the empty field: calc finds nothing more
-    calc_page.page.wait_for_timeout(300)
     assert calc_page.error_for("seq_len")[0] == "empty_value"
     assert calc_page.error_for("micro_batch_size") is None
     assert calc_page.outputs() == good
@@ -440,14 +607,70 @@ def test_worker_crash_is_reported_and_the_worker_restarted(browser, site_server)
     page = context.new_page()
     calc = Calc(page, site_server, "en")
     calc.open()
+    calc.wait_worker()
     page.evaluate("document.getElementById('calc').calculator.crashWorker()")
     page.wait_for_function("document.getElementById('calc').dataset.calcRestarts === '1'")
-    calc.wait_ready()
+    calc.wait_worker()
     assert page.locator("#calc .calc-status").get_attribute("data-status") == "status_restarted"
     calc.navigate({"seq_len": "512"})
     response = view.run(calculator.COMMAND, request_for({"seq_len": "512"}))["result"]
     assert_parity(calc.outputs(), response, "en")
     context.close()
+
+
+# ---------------------------------------------------------------- basic / advanced
+
+
+def test_basic_and_advanced_modes_round_trip_through_the_url(shared_context, site_server):
+    page = shared_context.new_page()
+    calc = Calc(page, site_server, "en")
+    calc.open()
+    advanced = page.locator("#calc details[data-mode]")
+    is_open = lambda: advanced.evaluate("d => d.open")  # noqa: E731
+    assert not is_open()  # basic by default: the answer's inputs only
+    for key in ("model", "method", "gpu", "num_gpus", "seq_len", "micro_batch_size",
+                "dataset_tokens", "epochs"):
+        assert page.locator(f"#calc-{key}").is_visible(), key
+    assert page.locator("#calc-lora_rank").is_hidden() and page.locator("#calc-mfu").is_hidden()
+    page.click("#calc details[data-mode] > summary")
+    page.wait_for_function("() => location.search.includes('mode=advanced')")
+    page.goto(page.url)
+    calc.wait_ready()
+    assert is_open() and page.locator("#calc-lora_rank").is_visible()
+    page.click("#calc details[data-mode] > summary")
+    page.wait_for_function("() => !location.search.includes('mode=')")
+    assert not is_open()
+    # options that do not apply to the method are hidden
+    calc.navigate({"mode": "advanced", "method": "full"})
+    assert page.locator("#calc-lora_rank").is_hidden()
+    assert page.locator("#calc-qlora_double_quant").is_hidden()
+    assert page.locator("#calc-precision").is_visible()
+    calc.navigate({"mode": "advanced", "method": "qlora"})
+    assert page.locator("#calc-qlora_double_quant").is_visible()
+    assert page.locator("#calc-lora_rank").is_visible()
+    calc.navigate({"mode": "advanced"})
+    assert page.locator("#calc-qlora_double_quant").is_hidden()
+    assert page.locator("#calc-lora_rank").is_visible()
+    page.close()
+
+
+def test_dataset_size_from_examples_and_their_length(calc_page):
+    page = calc_page.page
+    calc_page.navigate({})
+    page.click("#calc .calc-dataset > summary")
+    page.fill("#calc-examples", "20000")
+    page.fill("#calc-example_tokens", "750")
+    calc_page.settle()
+    assert page.input_value("#calc-dataset_tokens") == "15000000"
+    key = json.loads(page.evaluate("document.getElementById('calc').dataset.calcKey"))
+    assert key["dataset_tokens"] == 15_000_000
+    query = dict(parse_qsl(urlsplit(page.url).query))
+    assert query == {"examples": "20000", "example_tokens": "750", "dataset_tokens": "15000000"}
+    response = view.run(calculator.COMMAND, request_for(query))["result"]
+    assert_parity(calc_page.outputs(), response, calc_page.lang)
+    page.fill("#calc-dataset_tokens", "2000000")  # typed directly: the helper empties
+    calc_page.settle()
+    assert page.input_value("#calc-examples") == ""
 
 
 # ---------------------------------------------------------------- URL, language, offline
@@ -466,9 +689,8 @@ def test_url_round_trip(shared_context, site_server):
     assert not page.is_checked("#calc-gradient_checkpointing")
     # the URL holds only non-default values; lists keep their commas
     assert "lora_targets=q_proj,v_proj" in page.url and "model=" not in page.url
-    before = calc.computed()
     page.fill("#calc-seq_len", "8192")
-    calc.wait_computed(before)
+    calc.settle()
     page.wait_for_function("() => location.search.includes('seq_len=8192')")
     shown = calc.outputs()
     page.goto(page.url)
@@ -483,14 +705,13 @@ def test_language_switch_keeps_the_state(shared_context, site_server):
     page = shared_context.new_page()
     problems = watch_offline(page, site_server.origin)
     calc = Calc(page, site_server, "es")
-    calc.open({"method": "full", "seq_len": "1024"})
-    before = calc.computed()
+    calc.open({"method": "full", "seq_len": "1024", "mode": "advanced"})
     page.select_option("#calc-optimizer", "adamw-8bit")
-    calc.wait_computed(before)
+    calc.settle()
     href = page.get_attribute('a[hreflang="en"]', "href")
     assert urlsplit(href).path.endswith("/en/calculator/")
     assert dict(parse_qsl(urlsplit(href).query)) == {
-        "method": "full", "seq_len": "1024", "optimizer": "adamw-8bit"}
+        "mode": "advanced", "method": "full", "seq_len": "1024", "optimizer": "adamw-8bit"}
     page.goto(site_server.url(href.lstrip("/")) if href.startswith("/") else
               page.url.split("?")[0] + href)
     en = Calc(page, site_server, "en")
@@ -510,15 +731,18 @@ def test_offline_from_the_start_and_after_load(browser, site_server):
     context = browser.new_context()
     page = context.new_page()
     problems = watch_offline(page, site_server.origin)  # every non-localhost request aborted
+    fetched = []
+    page.on("requestfinished",
+            lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(".snapshot.gz") else None)
     calc = Calc(page, site_server, "en")
     calc.open()
-    before = calc.computed()
     page.fill("#calc-seq_len", "1536")
-    calc.wait_computed(before)
+    calc.settle()
+    # loaded: the worker has also fetched the snapshot it keeps for the next visit
+    assert _snapshot_fetched(fetched, page)
     context.set_offline(True)
-    before = calc.computed()
     page.fill("#calc-seq_len", "2560")
-    calc.wait_computed(before)
+    calc.settle()
     assert calc.state() == "ready"
     response = view.run(calculator.COMMAND, request_for({"seq_len": "2560"}))["result"]
     assert_parity(calc.outputs(), response, "en")
@@ -582,6 +806,36 @@ def test_no_axe_violations(browser, site_server, lang, color_scheme):
     assert results.violations_count == 0, results.generate_report()
 
 
+NO_WORKER_JS = {
+    "no Worker at all": "delete window.Worker;",
+    # a browser that ignores {type: "module"} (it would run the worker as a classic script)
+    "classic workers only": """(() => { const Classic = window.Worker;
+        window.Worker = function (url) { return new Classic(url); }; })()""",
+}
+
+
+@pytest.mark.parametrize("how", sorted(NO_WORKER_JS))
+@pytest.mark.parametrize("query", [{}, {"seq_len": "4096"}], ids=["default", "shared-link"])
+def test_without_module_workers_the_page_ends_in_error(browser, site_server, how, query):
+    context = browser.new_context()
+    page = context.new_page()
+    page.add_init_script(NO_WORKER_JS[how])
+    calc = Calc(page, site_server, "en")
+    page.goto(calc.url(query))
+    page.wait_for_function(f"{STATE} === 'error'", timeout=30_000)
+    status = page.locator("#calc .calc-status")
+    visible = page.locator("#calc [data-output]").evaluate_all(
+        "els => els.filter(e => e.checkVisibility()).length")
+    if query:  # the default's figures are not passed off as the link's
+        assert status.get_attribute("data-status") == "status_error_other"
+        assert visible == 0
+    else:  # the build-time figures are the form's: they stay
+        assert status.get_attribute("data-status") == "status_error"
+        assert visible > 0
+    assert status.text_content() == STRINGS["en"]["ui"][status.get_attribute("data-status")]
+    context.close()
+
+
 def test_when_pyodide_cannot_start_the_static_result_stays(browser, site_server):
     context = browser.new_context()
     context.route("**/assets/calc/*.zip", lambda route: route.abort())
@@ -617,6 +871,7 @@ def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
             lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(".snapshot.gz") else None)
     calc = Calc(page, site_server, "en")
     calc.open()
+    calc.wait_worker()
     assert _timings(page)["snapshot"] is False
     assert _snapshot_fetched(fetched, page)
     snapshot = page.evaluate("document.getElementById('calc').dataset.snapshot")
@@ -629,6 +884,7 @@ def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
         page.wait_for_timeout(100)
     assert [u.split("/")[-1] for u in page.evaluate(stored)] == [snapshot.split("/")[-1]]
     calc.open({"method": "qlora", "seq_len": "4096"})
+    calc.wait_worker()
     assert _timings(page)["snapshot"] is True
     response = view.run(calculator.COMMAND, request_for({"method": "qlora", "seq_len": "4096"}))["result"]
     assert_parity(calc.outputs(), response, "en")

@@ -248,7 +248,8 @@ def _codes_raised_in_calc() -> set[str]:
 
 
 # Codes that only the CLI raises (about files and argv): the page never sees them.
-CLI_ONLY = {"bad_arguments", "request_unreadable", "request_not_utf8", "request_not_json"}
+CLI_ONLY = {"bad_arguments", "request_unreadable", "request_not_utf8", "request_not_json",
+            "bad_sweep_range", "sweep_needs_one_field"}  # the last two: python -m calc sweep
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -363,18 +364,38 @@ def test_every_bad_field_is_named_at_once():
 
 
 @pytest.mark.parametrize(("bad", "fields"), [
-    # a required field cannot be dropped to look further: its error stands alone
-    ({"dataset_tokens": 0, "seq_len": 0}, None),
-    # the model is never dropped either
-    ({"model": "no-such-model", "seq_len": 0}, ["model"]),
+    ({"dataset_tokens": 0, "seq_len": 0}, ["dataset_tokens", "seq_len"]),
+    # the other fields are checked next to a bad model (the LoRA targets need a model)
+    ({"model": "no-such-model", "seq_len": 0, "lora_targets": "nope"}, ["model", "seq_len"]),
+    ({"method": "bogus", "gpu": "gtx-480", "safety_margin": 2, "colour": 1},
+     ["colour", "method", "gpu", "safety_margin"]),
 ])
-def test_naming_stops_where_a_default_cannot_stand_in(bad, fields):
+def test_every_bad_field_is_named_by_calc_in_one_pass(bad, fields):
     out = _handle(calculator.default_request() | bad)
     found = [e["field"] for e in out["errors"]]
     assert found[0] == out["error"]["field"]
-    if fields is not None:
-        assert found == fields
-    assert len(found) == len(set(found)) and "missing_field" not in {e["code"] for e in out["errors"]}
+    assert sorted(found) == sorted(fields)
+    assert out["error"] == out["errors"][0]
+
+
+@pytest.mark.parametrize(("bad", "valid"), [
+    ({"seq_len": 0}, {"minimum": 1, "maximum": 4_194_304, "integer": True}),
+    ({"lora_dropout": 1.0}, {"minimum": 0.0, "maximum": 1.0, "maximum_exclusive": True}),
+    ({"safety_margin": 2}, {"minimum": 0.0, "maximum": 1.0}),
+    ({"dataset_tokens": 0}, {"minimum": 0.0, "minimum_exclusive": True}),
+    ({"method": "bogus"}, {"allowed": ["full", "lora", "qlora"]}),
+    ({"price_tier": "cheap"}, {"allowed": ["marketplace", "managed"]}),
+    ({"gradient_checkpointing": "maybe"}, {"allowed": [True, False]}),
+])
+def test_every_field_error_says_what_is_valid(bad, valid):
+    error = _handle(calculator.default_request() | bad)["error"]
+    for key, value in valid.items():
+        assert error[key] == value, (key, error)
+
+
+def test_an_unknown_card_lists_the_catalogue():
+    error = _handle(calculator.default_request() | {"gpu": "gtx-480"})["error"]
+    assert "rtx-4090" in error["allowed"] and "l40s" in error["allowed"]
 
 
 def test_a_good_request_has_no_error_list():
@@ -424,3 +445,86 @@ def test_fractions_shown_as_percentages_drop_the_typing_hint(lang):
         shown = view.format_value(key, factors[key], lang, s)
         assert shown.endswith("%") and shown in html
         assert s["labels"][key + "_shown"] in html and "0–1" not in s["labels"][key + "_shown"]
+
+
+# ---------------------------------------------------------------- verdict (issue 16)
+
+
+@pytest.mark.parametrize(("value", "unit", "lang", "expected"), [
+    (33.0936, "usd", "en", "$33"),
+    (33.0936, "usd", "es", "33 US$"),
+    (1234.5, "usd", "en", "$1,200"),
+    (0.437, "usd", "es", "0,44 US$"),
+    (20.139, "hours", "en", "20 h"),
+    (9.24, "hours", "es", "9,2 h"),
+    (0, "usd", "en", "$0"),
+])
+def test_estimates_show_two_significant_figures(value, unit, lang, expected):
+    assert view.format_estimate(value, unit, lang, STRINGS[lang]) == expected
+
+
+def _verdict_text(result: dict, lang: str) -> str:
+    strings = dict(STRINGS[lang], gpus={"rtx-4090": "RTX 4090", "l40s": "L40S"})
+    node = view.Renderer(result, lang, strings).verdict()
+    return re.sub(r"<[^>]+>", "", view.to_html(node))
+
+
+def test_verdict_line_names_the_card_and_answers_first():
+    request = dict(calculator.default_request(), gpu="l40s")
+    result = view.run("plan", request)["result"]
+    tree = view.render_results(result, "en", STRINGS["en"])
+    assert tree[2][1]["class"].startswith("calc-verdict")  # first child of the results
+    text = _verdict_text(result, "en")
+    fit = result["fits"]["l40s"]
+    used = view.format_number(fit["device_total_bytes"] / view.GIB, 1, "en")
+    assert text.startswith(f"1 × L40S: fits ({used} of ")
+    assert text.endswith(" · " + view.format_estimate(result["cost_usd"]["total"], "usd", "en",
+                                                      STRINGS["en"]))
+
+
+@pytest.mark.parametrize(("fits", "without_margin", "engine", "expected"), [
+    (True, True, None, "fits"),
+    (False, True, None, "borderline"),  # fits only without the safety margin
+    (False, False, None, "does_not_fit"),
+    (True, True, "borderline", "borderline"),  # the engine's calibrated verdict wins
+    (False, False, "fits", "fits"),
+    (True, True, "not-a-verdict", "fits"),
+])
+def test_verdict_state_from_the_engine_else_from_the_booleans(fits, without_margin, engine,
+                                                              expected):
+    result = view.run("plan", dict(calculator.default_request(), gpu="rtx-4090"))["result"]
+    fit = result["fits"]["rtx-4090"]
+    fit.update(fits=fits, fits_without_margin=without_margin)
+    fit.pop("verdict", None)  # the engine's, when it has one (issue 13)
+    if engine is not None:
+        fit["verdict"] = engine
+    renderer = view.Renderer(result, "es", STRINGS["es"])
+    assert renderer.verdict_state() == expected
+    assert STRINGS["es"]["ui"]["verdict_" + expected] in _verdict_text(result, "es")
+
+
+# ---------------------------------------------------------------- recommendations (issue 16)
+
+
+def test_recommendations_show_one_row_per_card_with_equal_shardings_merged():
+    ranked = [
+        {"gpu": "a", "num_gpus": 2, "sharding": "ddp", "time_hours": 10.01, "cost_usd": 20.02},
+        {"gpu": "a", "num_gpus": 2, "sharding": "zero2", "time_hours": 10.04, "cost_usd": 20.04},
+        {"gpu": "b", "num_gpus": 1, "sharding": "none", "time_hours": 12.0, "cost_usd": 21.0},
+        {"gpu": "a", "num_gpus": 2, "sharding": "zero3", "time_hours": 14.0, "cost_usd": 28.0},
+        {"gpu": "a", "num_gpus": 4, "sharding": "ddp", "time_hours": 10.0, "cost_usd": 20.0},
+    ]
+    rows = view.Renderer.best_per_card(ranked)
+    assert [(c["gpu"], same) for c, same in rows] == [("a", ["ddp", "zero2"]), ("b", ["none"])]
+
+
+def test_ranking_tables_have_one_row_per_card_and_a_cuda_filter():
+    request = dict(calculator.default_request(), gpu="mi300x", method="qlora")
+    result = view.run("plan", request)["result"]
+    strings = dict(STRINGS["en"], gpu_stacks={"mi300x": "rocm", "mi250x": "rocm"})
+    html = view.to_html(view.Renderer(result, "en", strings).recommendations())
+    assert 'class="calc-cuda-only-box"' in html
+    for table in re.findall(r"<tbody>(.*?)</tbody>", html):
+        cards = re.findall(r'<tr data-stack="(\w+)"><td>.*?</td><td>(.*?) ×', table)
+        assert len({name for _, name in cards}) == len(cards) > 0
+    assert 'data-stack="rocm"' in html

@@ -19,10 +19,55 @@ CONTRACT_IDS = [
     "a100-40gb-pcie", "a100-80gb-pcie", "a100-40gb-sxm", "a100-80gb-sxm", "h100-pcie", "h100-sxm",
     "h200", "b200", "mi300x",
 ]
+# Issue 15's cards (contract ids). Those with no dated public rental price are planned for their
+# owners (warning price_is_none) instead of being priced.
+NEW_IDS = ["t4", "rtx-4060-ti-16gb", "rtx-4080", "rtx-5080", "rtx-pro-6000", "h100-nvl", "gh200",
+           "b300", "mi325x", "mi355x"]
+UNPRICED = {"t4", "rtx-4060-ti-16gb", "rtx-4080", "rtx-5080", "mi355x"}
 
 
 def test_catalogue_ids_are_the_contract():
-    assert sorted(gpus.gpu_ids()) == sorted(CONTRACT_IDS)
+    assert sorted(gpus.gpu_ids()) == sorted(CONTRACT_IDS + NEW_IDS)
+
+
+@pytest.mark.parametrize("gpu_id, mib", [
+    # nvidia-smi memory.total (rocm-smi VRAM total for the MI355X) in published outputs
+    ("t4", 15360), ("rtx-4060-ti-16gb", 16380), ("rtx-4080", 16376), ("rtx-5080", 16303),
+    ("rtx-pro-6000", 97887), ("h100-nvl", 95830), ("gh200", 97871), ("b300", 275040),
+    ("mi355x", 309_220_868_096 // 2**20),
+])
+def test_new_cards_memory_is_driver_reported(gpu_id, mib):
+    assert gpus.get_gpu(gpu_id).memory_mib == mib
+
+
+def test_b200_is_180_gb_not_192():
+    # HGX B200 exposes 180 GB per GPU (183359 MiB in nvidia-smi); the 192 GB of early
+    # announcements is the physical HBM3e. The source says so.
+    b200 = gpus.get_gpu("b200")
+    assert b200.memory_gb_marketed == 180 and b200.memory_mib == 183359
+    assert "192 GB" in b200.source and b200.memory_bytes < 180 * 10**9 * 1.1
+
+
+@pytest.mark.parametrize("gpu_id, tflops", [
+    ("rtx-3090", 0), ("a100-80gb-sxm", 0), ("t4", 0), ("rtx-4090", 330.3), ("l40s", 733),
+    ("h100-sxm", 1979), ("h100-pcie", 1513), ("b200", 4500), ("mi300x", 2614.9), ("mi355x", 5033.2),
+])
+def test_fp8_dense_not_sparse(gpu_id, tflops):
+    assert gpus.get_gpu(gpu_id).fp8_dense_tflops == tflops
+
+
+def test_fp8_column_is_right_after_bf16():
+    header = next(line for line in (ROOT / "calc/data/gpus.csv").read_text().splitlines()
+                  if line.startswith("id,"))
+    cols = header.split(",")
+    assert cols[cols.index("bf16_dense_tflops") + 1] == "fp8_dense_tflops"
+    for gpu in gpus.all_gpus():  # FP8 tensor cores run at twice the BF16 rate where they exist
+        assert gpu.fp8_dense_tflops in (0, pytest.approx(2 * gpu.bf16_dense_tflops, rel=0.01))
+        assert gpu.to_dict()["fp8_dense_tflops"] == gpu.fp8_dense_tflops
+
+
+def test_unpriced_cards_are_exactly_those_listed():
+    assert {g.id for g in gpus.all_gpus() if not gpus.prices_for(g.id)} == UNPRICED
 
 
 @pytest.mark.parametrize("gpu_id, mib", [
@@ -151,3 +196,23 @@ def test_cli_gpus_lists_catalogue():
     a100 = next(g for g in data["gpus"] if g["id"] == "a100-80gb-sxm")
     assert a100["memory_bytes"] == 85_899_345_920 and a100["prices"]
     assert "prices_move_override_with_price_per_gpu_hour" in data["notes"]
+
+
+def test_unpriced_card_is_planned_for_its_owner():
+    from calc.plan import plan_dict
+
+    out = plan_dict({"model": "qwen3-8b", "method": "qlora", "dataset_tokens": 20_000_000,
+                     "gpu": "rtx-4080"})
+    assert "price_is_none" in out["warnings"]
+    assert out["cost_usd"]["price"]["usd_per_gpu_hour"] == 0 and out["cost_usd"]["price"]["no_price"]
+    assert out["time_hours"] > 0 and out["fits_selected_gpu"]
+    configs = out["recommendations"]["configs"]
+    unpriced = [c for c in configs if "price_is_none" in c["warnings"]]
+    assert {c["gpu"] for c in unpriced} <= UNPRICED and any(c["gpu"] == "rtx-4080" for c in unpriced)
+    assert configs[-len(unpriced):] == unpriced  # ranked after every priced configuration
+    cheapest = next(c for c in configs if c["id"] == out["recommendations"]["cheapest"])
+    assert "price_is_none" not in cheapest["warnings"]
+    # an owner who gives a price gets a priced plan
+    priced = plan_dict({"model": "qwen3-8b", "method": "qlora", "dataset_tokens": 20_000_000,
+                        "gpu": "rtx-4080", "price_per_gpu_hour": 0.2})
+    assert "price_is_none" not in priced["warnings"]

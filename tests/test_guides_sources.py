@@ -34,7 +34,9 @@ FIGURE = re.compile(
 # Figures that are names, not quantities calc computes, per page; each with its reason.
 ALLOWED_FIGURES = {
     # card classes are product names ("an 80 GB card"), not computed memory
-    "guides/vram.md": {"24 GB", "48 GB", "80 GB"},
+    "guides/vram.md": {"16 GB", "16GB", "24 GB", "48 GB", "80 GB", "96 GB"},
+    # marketed capacities named to explain them (B200's 180 vs 192 GB) and card classes
+    "gpus.md": {"16 GB", "96 GB", "180 GB", "192 GB"},
 }
 
 

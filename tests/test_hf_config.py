@@ -352,3 +352,110 @@ def test_absurd_sizes_are_refused_with_the_key(key, value):
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config(cfg)
     assert (err.value.code, err.value.field) == ("config_invalid_value", f"hf_config.{key}")
+
+
+# ---- issue 15 families: qwen3, qwen3_moe, gemma3(_text), llama4 text, gpt_oss, phi3/phi4, smollm3 ----
+
+NEW_FAMILIES = {
+    "gpt_oss": {"model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 48,
+                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 16, "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 100,
+                "tie_word_embeddings": False},
+    "llama4_text": {"model_type": "llama4_text", "hidden_size": 64, "intermediate_size": 32,
+                    "intermediate_size_mlp": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+                    "num_key_value_heads": 2, "head_dim": 16, "num_local_experts": 4,
+                    "num_experts_per_tok": 1, "vocab_size": 100},
+    "qwen3": {"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 16, "vocab_size": 100, "tie_word_embeddings": True},
+    "qwen3_moe": {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128,
+                  "moe_intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "head_dim": 16, "num_experts": 4,
+                  "num_experts_per_tok": 2, "vocab_size": 100},
+    "smollm3": {"model_type": "smollm3", "hidden_size": 64, "intermediate_size": 96,
+                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "vocab_size": 100, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    "gemma3_text": {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 96,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                    "head_dim": 16, "vocab_size": 100},
+    "phi3-tied": {"model_type": "phi3", "hidden_size": 64, "intermediate_size": 96,
+                  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "vocab_size": 100, "tie_word_embeddings": True, "pad_token_id": 0},
+    "mistral": {"model_type": "mistral", "hidden_size": 64, "intermediate_size": 96,
+                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 32, "vocab_size": 100},
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_FAMILIES))
+def test_new_families_count_what_transformers_builds(name):
+    """Every parameter transformers 5.17 allocates for the same config (tiny, CPU)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = NEW_FAMILIES[name]
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**cfg))
+    assert arch_from_hf_config(cfg).params_total == sum(p.numel() for p in model.parameters())
+
+
+def test_gpt_oss_shapes():
+    arch = arch_from_hf_config(NEW_FAMILIES["gpt_oss"])
+    kinds = {l.name: (l.kind, l.count, l.active, l.bias, l.quantizable) for l in arch.linears}
+    assert kinds["experts.gate_up_proj"] == ("param", 4, 2, True, False)
+    assert kinds["router"] == ("param", 1, 1, True, False)
+    assert kinds["q_proj"] == ("linear", 1, 1, True, True)
+    assert arch.block_extra_params == 4  # one attention-sink logit per head
+
+
+def test_multimodal_configs_read_their_text_model():
+    gemma = {"model_type": "gemma3", "text_config": {"model_type": "gemma3_text",
+             "hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 34}}
+    arch = arch_from_hf_config(gemma)
+    assert arch.family == "gemma3_text" and arch.vocab_size == 262_208 and arch.num_heads == 8
+    llama4 = {"model_type": "llama4", "text_config": {**NEW_FAMILIES["llama4_text"]}}
+    assert arch_from_hf_config(llama4).family == "llama4_text"
+    mistral3 = {"model_type": "mistral3", "text_config": {**NEW_FAMILIES["mistral"]}}
+    assert arch_from_hf_config(mistral3).extra["text_config_only"]
+
+
+@pytest.mark.parametrize("extra", [{"interleave_moe_layer_step": 2}, {"moe_layers": [0, 3]},
+                                   {"moe_layers": []}], ids=["step2", "moe_layers", "all-dense"])
+def test_llama4_mixed_stack_counts_what_transformers_builds(extra):
+    """Maverick alternates dense and MoE blocks: each block kind counted for its own blocks."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = {**NEW_FAMILIES["llama4_text"], "num_hidden_layers": 4, **extra}
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**cfg))
+    arch = arch_from_hf_config(cfg)
+    assert arch.params_total == sum(p.numel() for p in model.parameters())
+    assert arch.params_active <= arch.params_total
+
+
+@pytest.mark.parametrize("value", [[0, 0], [9], [-1], "0,1", [True]])
+def test_llama4_bad_moe_layers(value):
+    cfg = {"model_type": "llama4", "text_config": {**NEW_FAMILIES["llama4_text"], "moe_layers": value}}
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(cfg)
+    assert (err.value.code, err.value.field) == ("config_invalid_value",
+                                                 "hf_config.text_config.moe_layers")
+
+
+@pytest.mark.parametrize("name, key", [("gpt_oss", "num_local_experts"), ("gpt_oss", "hidden_size"),
+                                       ("llama4_text", "num_experts_per_tok"),
+                                       ("smollm3", "num_attention_heads"), ("qwen3_moe", "num_experts")])
+def test_new_families_missing_key(name, key):
+    cfg = {k: v for k, v in NEW_FAMILIES[name].items() if k != key}
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(cfg)
+    assert (err.value.code, err.value.field) == ("config_missing_key", "hf_config." + key)
+
+
+@pytest.mark.parametrize("name, key, value", [("gpt_oss", "num_experts_per_tok", 5),
+                                              ("llama4_text", "num_experts_per_tok", 9),
+                                              ("gpt_oss", "attention_bias", "yes"),
+                                              ("gpt_oss", "num_key_value_heads", 3)])
+def test_new_families_invalid_value(name, key, value):
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config({**NEW_FAMILIES[name], key: value})
+    assert (err.value.code, err.value.field) == ("config_invalid_value", "hf_config." + key)

@@ -92,3 +92,112 @@ def test_linear_in_rank(r1, r2):
 def test_subset_never_exceeds_all_linear(targets):
     arch = get_preset("llama-3.1-8b")
     assert 0 < lora_trainable_params(arch, 8, targets) <= lora_trainable_params(arch, 8, "all-linear")
+
+
+# ---- mixture of experts (issue 15): attention only vs experts, by hand and against peft ----------
+
+TINY_GPT_OSS = {"model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 48,
+                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 16, "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 100,
+                "tie_word_embeddings": False}
+TINY_LLAMA4 = {"model_type": "llama4_text", "hidden_size": 64, "intermediate_size": 32,
+               "intermediate_size_mlp": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "head_dim": 16, "num_local_experts": 4,
+               "num_experts_per_tok": 1, "vocab_size": 100}
+ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
+EXPERTS = ("experts.gate_up_proj", "experts.down_proj")
+
+
+def test_gpt_oss_attention_only_vs_experts_by_hand():
+    arch = arch_from_hf_config(TINY_GPT_OSS)
+    r = 4
+    # q 64->64, k 64->32, v 64->32, o 64->64: r * (128 + 96 + 96 + 128) per layer
+    attn = r * (128 + 96 + 96 + 128)
+    assert lora_trainable_params(arch, r, ATTN) == 2 * attn == 3584
+    # every expert its own A and B: gate_up 64 -> 96, down 48 -> 64, 4 experts
+    experts = 4 * r * ((64 + 96) + (48 + 64))
+    assert lora_trainable_params(arch, r, EXPERTS) == 2 * experts == 8704
+    # all-linear is attention only: the experts are 3-D parameters and the router a custom module
+    assert lora_trainable_params(arch, r, "all-linear") == 2 * attn
+    # a token passes through its top-2 experts' adapters only
+    active = sum(a.active * r * (a.d_in + a.d_out) for a in adapted_linears(arch, EXPERTS))
+    assert active == 2 * r * ((64 + 96) + (48 + 64))
+    assert {a.name: (a.count, a.active) for a in adapted_linears(arch, EXPERTS)} == {
+        "experts.gate_up_proj": (4, 2), "experts.down_proj": (4, 2)}
+
+
+def test_llama4_all_linear_adds_shared_expert_and_router_not_experts():
+    arch = arch_from_hf_config(TINY_LLAMA4)
+    r = 4
+    attn = r * (128 + 96 + 96 + 128)
+    router = r * (64 + 4)
+    shared = r * (2 * (64 + 32) + (32 + 64))
+    assert lora_trainable_params(arch, r, "all-linear") == 2 * (attn + router + shared)
+    # "down_proj" names the shared expert's nn.Linear; the routed experts are reached only
+    # through their parameter name, as peft's target_parameters
+    assert [a.count for a in adapted_linears(arch, ("down_proj",))] == [1]
+    assert lora_trainable_params(arch, r, EXPERTS) == 2 * 4 * r * ((64 + 64) + (32 + 64))
+
+
+@pytest.fixture(scope="module")
+def hf_stack():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    return torch, transformers, peft
+
+
+def _peft_trainable(hf_stack, cfg, **lora):
+    torch, transformers, peft = hf_stack
+    torch.manual_seed(0)
+    conf = transformers.AutoConfig.for_model(**cfg)
+    model = transformers.AutoModelForCausalLM.from_config(conf)
+    model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, **lora))
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("cfg, lora, targets", [
+    (TINY_GPT_OSS, {"target_modules": list(ATTN)}, ATTN),
+    (TINY_GPT_OSS, {"target_modules": "all-linear"}, "all-linear"),
+    (TINY_GPT_OSS, {"target_parameters": list(EXPERTS)}, EXPERTS),
+    (TINY_LLAMA4, {"target_modules": "all-linear"}, "all-linear"),
+    (TINY_LLAMA4, {"target_parameters": list(EXPERTS)}, EXPERTS),
+    (TINY_LLAMA4, {"target_modules": ["gate_proj", "up_proj", "down_proj"]},
+     ("gate_proj", "up_proj", "down_proj")),
+], ids=["gpt_oss-attn", "gpt_oss-all-linear", "gpt_oss-experts", "llama4-all-linear",
+        "llama4-experts", "llama4-shared-expert"])
+def test_moe_trainable_counts_equal_peft(hf_stack, cfg, lora, targets):
+    """peft 0.21 on transformers 5.17 models built from the same config (CPU, tiny)."""
+    assert _peft_trainable(hf_stack, cfg, **lora) == lora_trainable_params(
+        arch_from_hf_config(cfg), 4, targets)
+
+
+def test_qwen3_moe_experts_fused_by_peft_on_transformers5_known_difference(hf_stack):
+    """Documented, not modelled: on transformers 5 Qwen-MoE and Mixtral experts are 3-D tensors
+    and peft 0.21 converts ``gate_proj`` + ``up_proj`` into one ``gate_up_proj`` adapter of rank
+    2r (peft/utils/transformers_weight_conversion.py ``_convert_peft_config_moe``). Its B is
+    ``2I x 2r`` per expert instead of two ``I x r``: ``2 r E I`` more per block than calc counts
+    (one adapter per transformers-4 expert matrix). Attention-only targets agree exactly."""
+    cfg = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128,
+           "moe_intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
+           "vocab_size": 100}
+    arch = arch_from_hf_config(cfg)
+    assert _peft_trainable(hf_stack, cfg, target_modules=list(ATTN)) == lora_trainable_params(arch, 4, ATTN)
+    mlp = ["gate_proj", "up_proj", "down_proj"]
+    extra = 2 * 4 * 4 * 32 * 2  # 2 r E I per block, 2 blocks
+    assert _peft_trainable(hf_stack, cfg, target_modules=mlp) == lora_trainable_params(arch, 4, mlp) + extra
+
+
+@pytest.mark.parametrize("lora, targets", [
+    ({"target_modules": "all-linear"}, "all-linear"),
+    ({"target_parameters": list(EXPERTS)}, EXPERTS),
+    ({"target_modules": ["gate_proj", "up_proj", "down_proj"]}, ("gate_proj", "up_proj", "down_proj")),
+], ids=["all-linear", "experts", "mlp-names"])
+def test_mixed_stack_trainable_counts_equal_peft(hf_stack, lora, targets):
+    """Llama 4 Maverick's layout (dense and MoE blocks alternating), tiny: each adapter counted
+    in the blocks that hold its module."""
+    cfg = {**TINY_LLAMA4, "num_hidden_layers": 4, "interleave_moe_layer_step": 2}
+    arch = arch_from_hf_config(cfg)
+    assert dict(arch.block_counts) == {"moe": 2, "dense": 2}
+    assert _peft_trainable(hf_stack, cfg, **lora) == lora_trainable_params(arch, 4, targets)

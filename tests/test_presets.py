@@ -102,3 +102,200 @@ def test_data_file_header_states_units_and_rows():
     data = json.loads((ROOT / "calc" / "data" / "models.json").read_text(encoding="utf-8"))
     assert {"units", "row_format"} <= set(data["header"])
     assert len(data["models"]) == len(ALL_IDS)
+
+
+# ---- issue 15: current presets ----------------------------------------------------------------
+
+ISSUE15_IDS = [
+    "llama-3.3-70b", "llama-4-scout", "llama-4-maverick", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
+    "qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gemma-3-1b",
+    "gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "phi-4", "phi-4-mini", "mistral-small-24b",
+    "mistral-nemo-12b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-r1-distill-qwen-7b",
+    "deepseek-r1-distill-llama-8b", "smollm3-3b",
+]
+# llama-4-maverick interleaves dense and MoE blocks: a mixed stack (ModelArch.block_counts).
+
+# Exact totals computed from each config.json (pinned), with the active count (MoE: top-k).
+PINNED = {
+    "llama-3.3-70b": (70_553_706_496, 70_553_706_496),
+    "llama-4-scout": (107_769_861_120, 17_172_894_720),
+    "llama-4-maverick": (400_711_848_960, 17_184_691_200),
+    "qwen3-0.6b": (596_049_920, 596_049_920),
+    "qwen3-1.7b": (1_720_574_976, 1_720_574_976),
+    "qwen3-4b": (4_022_468_096, 4_022_468_096),
+    "qwen3-8b": (8_190_735_360, 8_190_735_360),
+    "qwen3-14b": (14_768_307_200, 14_768_307_200),
+    "qwen3-32b": (32_762_123_264, 32_762_123_264),
+    "qwen3-30b-a3b": (30_532_122_624, 3_353_032_704),
+    "qwen3-235b-a22b": (235_093_634_560, 22_190_763_520),
+    "gemma-3-1b": (999_885_952, 999_885_952),
+    "gemma-3-4b": (3_880_263_168, 3_880_263_168),
+    "gemma-3-12b": (11_766_034_176, 11_766_034_176),
+    "gemma-3-27b": (27_009_346_304, 27_009_346_304),
+    "phi-4": (14_659_507_200, 14_659_507_200),
+    "phi-4-mini": (3_836_021_760, 3_836_021_760),
+    "mistral-small-24b": (23_572_403_200, 23_572_403_200),
+    "mistral-nemo-12b": (12_247_782_400, 12_247_782_400),
+    "gpt-oss-20b": (20_914_757_184, 4_187_440_704),
+    "gpt-oss-120b": (116_829_156_672, 5_711_982_912),
+    "deepseek-r1-distill-qwen-7b": (7_615_616_512, 7_615_616_512),
+    "deepseek-r1-distill-llama-8b": (8_030_261_248, 8_030_261_248),
+    "smollm3-3b": (3_075_098_624, 3_075_098_624),
+    "mistral-7b-v0.3": (7_248_023_552, 7_248_023_552),
+}
+
+# What each publisher states (model card or technical report), as (figure, what it counts,
+# relative tolerance of its rounding). "non_embedding" excludes the input embedding and the
+# output layer; "active_non_embedding" is OpenAI's count (active minus the embedding table).
+STATED = {
+    "qwen3-0.6b": [(0.6e9, "total", 0.05), (0.44e9, "non_embedding", 0.02)],  # Qwen3 model cards
+    "qwen3-1.7b": [(1.7e9, "total", 0.03), (1.4e9, "non_embedding", 0.03)],
+    "qwen3-4b": [(4.0e9, "total", 0.02), (3.6e9, "non_embedding", 0.02)],
+    "qwen3-8b": [(8.2e9, "total", 0.01), (6.95e9, "non_embedding", 0.01)],
+    "qwen3-14b": [(14.8e9, "total", 0.01), (13.2e9, "non_embedding", 0.01)],
+    "qwen3-32b": [(32.8e9, "total", 0.01), (31.2e9, "non_embedding", 0.01)],
+    "qwen3-30b-a3b": [(30.5e9, "total", 0.01), (3.3e9, "active", 0.02),
+                      (29.9e9, "non_embedding", 0.01)],
+    "qwen3-235b-a22b": [(235e9, "total", 0.005), (22e9, "active", 0.01),
+                        (234e9, "non_embedding", 0.005)],
+    # Gemma 3 technical report, table 1 (non-embedding parameters, millions)
+    "gemma-3-1b": [(698e6, "non_embedding", 0.001)],
+    "gemma-3-4b": [(3209e6, "non_embedding", 0.001)],
+    "gemma-3-12b": [(10759e6, "non_embedding", 0.001)],
+    "gemma-3-27b": [(25600e6, "non_embedding", 0.001)],
+    # gpt-oss model card: 20.91B / 116.83B total, 3.61B / 5.13B active (embedding excluded)
+    "gpt-oss-20b": [(20.91e9, "total", 0.001), (3.61e9, "active_non_embedding", 0.002)],
+    "gpt-oss-120b": [(116.83e9, "total", 0.001), (5.13e9, "active_non_embedding", 0.002)],
+    # Meta: 17B active; 109B total includes the vision encoder, which the text preset omits
+    "llama-4-scout": [(17e9, "active", 0.02), (109e9, "total", 0.02)],
+    # Meta: 17B active, 400B total (vision encoder included; the text model is 400.7B)
+    "llama-4-maverick": [(17e9, "active", 0.02), (400e9, "total", 0.005)],
+    "phi-4": [(14.7e9, "total", 0.005)],  # safetensors index total_size 29.3 GB in bf16
+    "phi-4-mini": [(3.8e9, "total", 0.01)],
+    "mistral-small-24b": [(24e9, "total", 0.02)],
+    "mistral-nemo-12b": [(12.2e9, "total", 0.005)],
+    "smollm3-3b": [(3.08e9, "total", 0.005)],
+    "llama-3.3-70b": [(70.55e9, "total", 0.001)],
+    "deepseek-r1-distill-qwen-7b": [(7.62e9, "total", 0.001)],
+    "deepseek-r1-distill-llama-8b": [(8.03e9, "total", 0.001)],
+}
+
+
+def _count(arch, what):
+    emb_head = arch.embedding_params + arch.lm_head_params
+    return {"total": arch.params_total, "active": arch.params_active,
+            "non_embedding": arch.params_total - emb_head,
+            "active_non_embedding": arch.params_active - arch.embedding_params}[what]
+
+
+def test_issue15_ids_present():
+    assert set(ISSUE15_IDS) <= set(ALL_IDS)
+    assert set(REQUIRED_IDS) <= set(ALL_IDS)  # the old presets stay
+
+
+@pytest.mark.parametrize("preset_id", sorted(PINNED))
+def test_pinned_totals(preset_id):
+    arch = presets.get_preset(preset_id)
+    assert (arch.params_total, arch.params_active) == PINNED[preset_id]
+
+
+@pytest.mark.parametrize("preset_id", sorted(STATED))
+def test_totals_match_publishers(preset_id):
+    arch = presets.get_preset(preset_id)
+    for figure, what, tol in STATED[preset_id]:
+        assert _count(arch, what) == pytest.approx(figure, rel=tol), (what, figure)
+
+
+def test_moe_presets_hold_every_expert_and_run_top_k():
+    for pid, experts, top_k in [("qwen3-30b-a3b", 128, 8), ("qwen3-235b-a22b", 128, 8),
+                                ("gpt-oss-20b", 32, 4), ("gpt-oss-120b", 128, 4),
+                                ("llama-4-scout", 16, 1), ("llama-4-maverick", 128, 1)]:
+        arch = presets.get_preset(pid)
+        assert (arch.num_experts, arch.experts_per_token) == (experts, top_k)
+        assert arch.params_active < arch.params_total
+
+
+def test_gpt_oss_presets_state_mxfp4_experts():
+    listing = {p["id"]: p for p in presets.presets_listing()}
+    assert listing["gpt-oss-20b"]["mxfp4_experts"] and listing["gpt-oss-120b"]["mxfp4_experts"]
+    assert not listing["qwen3-30b-a3b"]["mxfp4_experts"]
+
+
+def test_gemma3_text_presets_read_through_text_config():
+    arch = presets.get_preset("gemma-3-4b")
+    assert arch.family == "gemma3_text" and arch.extra.get("text_config_only")
+    # Gemma3TextConfig defaults (transformers 5.17) fill what the published text_config omits
+    assert (arch.vocab_size, arch.num_heads, arch.num_kv_heads, arch.head_dim) == (262_208, 8, 4, 256)
+
+
+# ---- models by name (issue 16): Hugging Face ids and aliases ------------------------------------
+
+@pytest.mark.parametrize("hf_id, preset_id", [
+    ("Qwen/Qwen3-8B", "qwen3-8b"), ("qwen/qwen3-8b", "qwen3-8b"), ("Qwen/Qwen3-8B-Base", "qwen3-8b"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("mistralai/Mistral-7B-v0.3", "mistral-7b-v0.3"),
+    ("mistralai/Mistral-7B-Instruct-v0.2", "mistral-7b"), ("openai/gpt-oss-20b", "gpt-oss-20b"),
+    ("https://huggingface.co/google/gemma-3-27b-it", "gemma-3-27b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"), ("llama-2-7b", "llama-2-7b"),
+])
+def test_hugging_face_ids_resolve(hf_id, preset_id):
+    assert presets.resolve_preset_id(hf_id) == preset_id
+
+
+def test_every_alias_names_one_preset_and_every_repo_resolves():
+    table = presets.alias_table()
+    for preset_id in ALL_IDS:
+        row = presets.preset_row(preset_id)
+        assert table[row["hf_repo"].lower()] == preset_id
+        for alias in row["aliases"]:
+            assert table[alias.lower()] == preset_id and alias != row["hf_repo"]
+
+
+@pytest.mark.parametrize("value, first", [
+    ("meta-llama/Llama-3.1-8B-Instruct-FP8", "llama-3.1-8b"),
+    ("Qwen/Qwen3-8B-AWQ", "qwen3-8b"),
+    ("google/gemma-3-12b-it-qat", "gemma-3-12b"),
+])
+def test_unknown_hf_id_suggests_nearest(value, first):
+    with pytest.raises(InputError) as err:
+        presets.resolve_preset_id(value)
+    e = err.value
+    assert (e.code, e.field, e.value) == ("unknown_preset", "model", value)
+    out = e.to_dict()
+    assert out["suggestions"][0] == first and len(out["suggestions"]) <= 3
+    assert set(out) == {"code", "field", "value", "suggestions"}
+
+
+@pytest.mark.parametrize("value", ["", None, 7, "zzzz/qqqq-xx"])
+def test_unknown_without_close_name_has_empty_suggestions(value):
+    with pytest.raises(InputError) as err:
+        presets.resolve_preset_id(value)
+    assert err.value.to_dict()["suggestions"] == []
+
+
+def test_request_accepts_hugging_face_id_and_reports_params_active():
+    from calc.memory import estimate_dict
+
+    moe = estimate_dict({"model": "Qwen/Qwen3-30B-A3B", "method": "lora"})
+    assert moe["request"]["model"] == "qwen3-30b-a3b"
+    assert (moe["params_total"], moe["params_active"]) == PINNED["qwen3-30b-a3b"]
+    dense = estimate_dict({"model": "Qwen/Qwen3-8B", "method": "qlora"})
+    assert dense["params_active"] == dense["params_total"] == PINNED["qwen3-8b"][0]
+
+
+def test_cli_unknown_hf_id_prints_suggestions():
+    out = subprocess.run([sys.executable, "-m", "calc", "estimate", "--request", "-"], cwd=ROOT,
+                         input=json.dumps({"model": "Qwen/Qwen3-8B-GGUF"}), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2
+    err = json.loads(out.stdout)["error"]
+    assert err["code"] == "unknown_preset" and "qwen3-8b" in err["suggestions"]
+
+
+def test_maverick_is_a_mixed_stack_of_dense_and_moe_blocks():
+    arch = presets.get_preset("llama-4-maverick")
+    assert dict(arch.block_counts) == {"moe": 24, "dense": 24}
+    dense_mlp = [l for l in arch.linears if l.block_kind == "dense"]
+    assert {(l.name, l.d_out if l.name != "down_proj" else l.d_in) for l in dense_mlp} == {
+        ("gate_proj", 16384), ("up_proj", 16384), ("down_proj", 16384)}
+    # the largest block (an MoE one) is what one FSDP unit gathers
+    assert arch.block_params > arch.stack_params // arch.num_layers

@@ -68,11 +68,19 @@ def test_configurations():
     req = parse_estimate_request({"model": "llama-2-7b"})
     configs = recommend.configurations(req)
     assert configs[0] == (1, "none")
-    assert len(configs) == 1 + 3 * 3
-    assert {n for n, _ in configs} == {1, 2, 4, 8}
-    own = recommend.configurations(parse_estimate_request({"model": "llama-2-7b", "num_gpus": 16,
+    assert len(configs) == 1 + 6 * 3
+    assert {n for n, _ in configs} == {1, 2, 4, 8, 16, 32, 64}  # up to 8 nodes (issue 16)
+    own = recommend.configurations(parse_estimate_request({"model": "llama-2-7b", "num_gpus": 12,
                                                            "sharding": "zero1"}))
-    assert own[-1] == (16, "zero1") and len(own) == 11
+    assert own[-1] == (12, "zero1") and len(own) == 20
+
+
+def test_estimate_level_and_caveats():
+    assert recommend.estimate_level(33.09) == 33 and recommend.estimate_level(1234.5) == 1200
+    assert recommend.estimate_level(0.437) == 0.44 and recommend.estimate_level(0) == 0
+    assert recommend.has_caveat({"warnings": ["rocm_qlora_bitsandbytes"]})
+    assert recommend.has_caveat({"warnings": ["price_from_other_tier"]})
+    assert not recommend.has_caveat({"warnings": []}) and not recommend.has_caveat({})
 
 
 def test_estimator_memoises_variants():

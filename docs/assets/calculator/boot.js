@@ -5,8 +5,22 @@
 // - At the top of the calculator block: adopts that worker, or starts one if the head had
 //   none. calculator.js (a module, run later) adopts this worker and restarts it the same way.
 (function () {
-  if (typeof Worker === "undefined") return;
   var script = document.currentScript;
+  var root = document.getElementById("calc");
+  if (root) {
+    // A shared link's setup is not the build-time one: its figures are withdrawn before
+    // they are even drawn, and calculator.js shows them again if the link turns out to hold
+    // the default setup (data-calc-state is public: see state.js).
+    root.dataset.calcWorker = "starting";
+    if (window.location.search.length > 1) {
+      root.dataset.calcState = "computing";
+      root.classList.add("calc-withdrawn");
+    }
+  }
+  if (typeof Worker === "undefined") {
+    if (root) root.calcNoModuleWorker = true; // calculator.js ends in "error"
+    return;
+  }
 
   function workerUrl(urls) {
     var url = new URL(urls.worker, window.location.href);
@@ -17,14 +31,27 @@
     return url.href;
   }
 
+  // A browser without module workers reads no "type" from the options (and would run the
+  // worker as a classic script, which cannot load Pyodide): the getter tells.
+  function newModuleWorker(url) {
+    var module = false;
+    var worker = new Worker(url, { get type() { module = true; return "module"; } });
+    if (!module) {
+      worker.terminate();
+      if (root) root.calcNoModuleWorker = true;
+      throw new Error("no module workers");
+    }
+    return worker;
+  }
+
   function start(urls) {
-    return new Worker(workerUrl(urls), { type: "module" });
+    return newModuleWorker(workerUrl(urls));
   }
 
   function boot(urls) {
     var state = { worker: null, failed: false, url: workerUrl(urls) };
     try {
-      state.worker = new Worker(state.url, { type: "module" });
+      state.worker = newModuleWorker(state.url);
       performance.mark("calc-worker-start");
       // An error before calculator.js listens (e.g. worker.js missing) must not be lost.
       state.worker.addEventListener("error", function () {
@@ -36,7 +63,6 @@
     return state;
   }
 
-  var root = document.getElementById("calc");
   if (!root) {
     if (script && script.dataset.worker && !window.calcEarlyBoot) {
       window.calcEarlyBoot = boot(script.dataset);

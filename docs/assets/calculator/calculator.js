@@ -3,9 +3,15 @@
 // The page arrives with the build-time result (data-calc-state="static"); nothing here
 // blocks it. States: static -> loading -> ready, or error when Pyodide cannot start.
 
+import { CalcMachine, requestKey } from "./state.js";
+
 const SVG_NS = "http://www.w3.org/2000/svg";
 const MAX_RESTARTS = 3;
 const COMPUTE_TIMEOUT_MS = 15000;
+// A worker that has not started after this long (a stalled download) is replaced; after
+// MAX_RESTARTS the page says the calculator cannot run here. Generous: a first visit
+// downloads about 14 MB.
+const START_TIMEOUT_MS = 120000;
 
 const root = document.getElementById("calc");
 if (root) main(root);
@@ -16,12 +22,16 @@ function main(root) {
   const slot = root.querySelector(".calc-results-slot");
   const status = root.querySelector(".calc-status");
   const staleNote = root.querySelector(".calc-stale-note");
+  const pendingNote = root.querySelector(".calc-pending-note");
   const general = root.querySelector('[data-error-for="_general"]');
   const command = root.dataset.command;
   const lang = root.dataset.lang;
   const controls = [...form.querySelectorAll("[name]")];
   const byName = new Map(controls.map((el) => [el.name, el]));
   const configArea = byName.get("hf_config");
+  const advanced = form.querySelector("details[data-mode]"); // open = advanced mode
+  const MODE_PARAM = "mode";
+  const helpers = controls.filter((el) => el.dataset.kind === "helper");
 
   // Values from the URL that no control can hold (e.g. method=bogus): sent as they are,
   // so calc names the problem; dropped as soon as the reader edits that field.
@@ -30,21 +40,20 @@ function main(root) {
 
   let worker = null;
   let restarts = 0;
-  let nextId = 1;
-  let inFlight = null; // {id, key, timer}
-  let pending = null; // {key}: the request's JSON text, waiting for the worker
-  let lastKey = null; // request last answered or in flight
-  let clientBlocked = false; // the form has an error found here: no result may replace it
-
-  const setState = (state) => {
-    root.dataset.calcState = state;
-  };
+  let computeTimer = null;
+  let startTimer = null;
+  let machine = null; // CalcMachine, made once the form has read the URL
+  let ownShown = false;
 
   // ------------------------------------------------------------ URL <-> form
 
   function readUrl() {
     const params = new URLSearchParams(window.location.search);
     for (const [key, value] of params) {
+      if (key === MODE_PARAM && (value === "advanced" || value === "basic")) {
+        advanced.open = value === "advanced";
+        continue;
+      }
       const el = byName.get(key);
       if (key === "hf_config" || !el) {
         unknownParams.push(key);
@@ -60,7 +69,17 @@ function main(root) {
         else overrides.set(key, value);
       } else if (el.tagName === "SELECT") {
         if ([...el.options].some((o) => o.value === value)) el.value = value;
-        else overrides.set(key, value);
+        else {
+          // shown as the URL gave it (an option of its own, until the reader picks another),
+          // so that calc's error is read against that value, not against a valid one
+          const option = document.createElement("option");
+          option.value = value;
+          option.textContent = value;
+          option.dataset.fromUrl = "true";
+          el.appendChild(option);
+          el.value = value;
+          overrides.set(key, value);
+        }
       } else {
         el.value = value;
       }
@@ -101,6 +120,7 @@ function main(root) {
 
   function queryString() {
     const parts = [];
+    if (advanced.open) parts.push(`${MODE_PARAM}=advanced`); // basic is the default
     for (const el of controls) {
       if (el === configArea) continue;
       let text = controlText(el);
@@ -147,11 +167,19 @@ function main(root) {
 
   const NUMBER_RE = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
-  function parseNumber(text) {
+  // percent: a share the reader may write as 0.25, 25 or "25 %" (the safety margin): a
+  // value above 1, or one with "%", is a percentage.
+  function parseNumber(text, percent = false) {
     let t = text.trim().replace(/[\s\u202f\u00a0_]/g, "");
+    let isPercent = false;
+    if (percent && t.endsWith("%")) {
+      t = t.slice(0, -1);
+      isPercent = true;
+    }
     if (lang === "es" && /^[+-]?\d*,\d+$/.test(t)) t = t.replace(",", ".");
     if (!NUMBER_RE.test(t)) return text; // sent as text: calc answers not_number / not_integer
-    return Number(t);
+    const value = Number(t);
+    return percent && (isPercent || value > 1) ? value / 100 : value;
   }
 
   function buildRequest() {
@@ -165,6 +193,7 @@ function main(root) {
         continue;
       }
       const kind = el.dataset.kind;
+      if (kind === "helper") continue; // form-only: multiplied into dataset_tokens
       if (kind === "bool") {
         request[key] = el.checked;
       } else if (kind === "enum") {
@@ -188,12 +217,28 @@ function main(root) {
           if (el.dataset.default !== "") errors[key] = { code: "empty_value", field: key, value: null };
           continue; // an optional value left empty: calc uses its own
         }
-        if (kind === "int" || kind === "number") request[key] = parseNumber(text);
+        if (kind === "int" || kind === "number") request[key] = parseNumber(text, el.dataset.percent === "true");
         else if (kind === "targets") request[key] = text === "all-linear" ? text : splitList(text);
         else request[key] = text;
       }
     }
+    for (const el of helpers) {
+      const text = el.value.trim();
+      const value = text ? parseNumber(text) : null;
+      if (text && !(typeof value === "number" && value > 0)) {
+        errors[el.name] = { code: "not_number", field: el.name, value: text, minimum: 0,
+                            minimum_exclusive: true };
+      }
+    }
     return { request, errors };
+  }
+
+  // Examples × average tokens per example -> dataset_tokens, as the reader types them.
+  function fillDatasetTokens() {
+    const [a, b] = helpers.map((el) => parseNumber(el.value.trim()));
+    if (typeof a === "number" && typeof b === "number" && a > 0 && b > 0) {
+      byName.get("dataset_tokens").value = String(Math.round(a * b));
+    }
   }
 
   // ------------------------------------------------------------ messages
@@ -211,7 +256,6 @@ function main(root) {
   function showClientErrors(errors) {
     clearErrors();
     for (const error of errors) showError(error);
-    staleNote.hidden = false;
   }
 
   function showGeneral() {
@@ -243,7 +287,63 @@ function main(root) {
     if (field.startsWith("hf_config.") && error.code !== "unsupported_architecture") detail = field.slice("hf_config.".length);
     else if (typeof error.value === "string" || typeof error.value === "number") detail = String(error.value);
     if (detail.length > 80) detail = `${detail.slice(0, 77)}…`;
-    return detail ? `${base} (${detail})` : base;
+    const text = detail ? `${base} (${detail})` : base;
+    if (error.code === "unknown_preset") return `${text} ${presetHelp(error)}`;
+    const valid = validText(error);
+    return valid ? `${text} ${valid}` : text;
+  }
+
+  // A model id calc does not know (a Hugging Face id of no preset): paste its config.json,
+  // or pick one of the presets calc names as nearest (its "suggestions", when it has any).
+  function presetHelp(error) {
+    const found = Array.isArray(error.suggestions) ? error.suggestions : [];
+    const ids = found.map((s) => (s && typeof s === "object" ? s.id : s)).filter((s) => typeof s === "string");
+    const help = strings.ui.not_in_list;
+    return ids.length ? `${help} ${strings.ui.nearest_presets.replace("{}", ids.slice(0, 5).join(", "))}` : help;
+  }
+
+  // What calc says would be valid (its error's allowed / minimum / maximum), in words.
+  function validText(error) {
+    const ui = strings.ui;
+    const el = byName.get(String(error.field || "").split(".")[0]);
+    if (Array.isArray(error.allowed) && error.allowed.length) {
+      const names = error.allowed.map((v) => {
+        if (typeof v === "boolean") return ui[v ? "yes" : "no"];
+        if (error.field === "gpu") return (strings.gpus || {})[v] || String(v);
+        const known = (strings.enums || {})[v];
+        return known && known !== v ? `${v} (${known})` : String(v);
+      });
+      const list = names.length > 12 ? `${names.slice(0, 12).join(", ")}, …` : names.join(", ");
+      return ui.valid_one_of.replace("{}", list);
+    }
+    if (typeof error.minimum !== "number" && typeof error.maximum !== "number") return "";
+    const percent = el && el.dataset.percent === "true";
+    const num = (v) => (percent ? ui.valid_percent.replace("{}", formatNumber(v * 100)) : formatNumber(v));
+    const low = typeof error.minimum === "number" ? num(error.minimum) : null;
+    const high = typeof error.maximum === "number" ? num(error.maximum) : null;
+    let range;
+    if (low !== null && high !== null) {
+      const key = `valid_range${error.minimum_exclusive ? "_above" : ""}${error.maximum_exclusive ? "_below" : ""}`;
+      range = ui[key].replace("{min}", low).replace("{max}", high);
+    } else if (low !== null) {
+      range = ui[error.minimum_exclusive ? "valid_more_than" : "valid_at_least"].replace("{}", low);
+    } else {
+      range = ui.valid_at_most.replace("{}", high);
+    }
+    return error.integer ? `${range} ${ui.valid_whole}` : range;
+  }
+
+  // The site's number format (macros/numfmt.py): "1,234.5" in English; "1234,5" and, from
+  // five digits, "12 345,5" (narrow no-break spaces) in Spanish.
+  function formatNumber(value) {
+    const [whole, frac] = String(Math.abs(value) >= 1e21 ? value : Number(value.toPrecision(12)))
+      .replace("-", "").split(".");
+    const groups = whole.replace(/\B(?=(\d{3})+(?!\d))/g, "\u0001");
+    let int;
+    if (lang === "es") int = whole.length >= 5 ? groups.replace(/\u0001/g, "\u202f") : whole;
+    else int = groups.replace(/\u0001/g, ",");
+    const sign = value < 0 ? "-" : "";
+    return sign + int + (frac ? (lang === "es" ? "," : ".") + frac : "");
   }
 
   function showError(error) {
@@ -257,6 +357,7 @@ function main(root) {
       general.hidden = false;
     } else {
       revealField(byName.get(target));
+      if (error.code === "unknown_preset") configArea.closest("details").open = true; // paste it here
       const p = root.querySelector(`.calc-error[data-error-for="${target}"]`);
       p.textContent = text;
       p.dataset.errorCode = error.code;
@@ -309,9 +410,7 @@ function main(root) {
   // The first worker was started by boot.js while the page was parsed; restarts use the
   // same function.
   function startWorker() {
-    setState("loading");
-    // results of the default setup under a shared link's inputs: keep saying so
-    setStatus(root.classList.contains("calc-stale") ? "status_static_stale" : "status_loading");
+    setWorker("starting");
     const booted = root.calcBootWorker;
     root.calcBootWorker = null;
     if (booted && root.calcBootFailed) {
@@ -319,129 +418,165 @@ function main(root) {
       restartWorker();
       return;
     }
-    worker = booted || root.calcStartWorker();
+    if (!booted && root.calcNoModuleWorker) {
+      fail("no module workers"); // boot.js found no module workers: no use trying again
+      return;
+    }
+    try {
+      worker = booted || root.calcStartWorker();
+    } catch (err) {
+      fail(String(err && err.message ? err.message : err));
+      return;
+    }
     worker.onmessage = (event) => onWorkerMessage(event.data);
     worker.onerror = (event) => {
       event.preventDefault();
       restartWorker();
     };
+    clearTimeout(startTimer);
+    startTimer = setTimeout(() => restartWorker(), START_TIMEOUT_MS);
     worker.postMessage({ type: "init", lang, strings });
   }
 
   function restartWorker() {
     if (worker) worker.terminate();
     worker = null;
-    if (inFlight) clearTimeout(inFlight.timer);
-    inFlight = null;
-    lastKey = null;
+    clearTimeout(computeTimer);
+    clearTimeout(startTimer);
     restarts += 1;
     root.dataset.calcRestarts = String(restarts);
     if (restarts > MAX_RESTARTS) {
-      setState("error");
-      setStatus("status_error");
+      fail("worker failed to start");
       return;
     }
+    apply(machine.workerRestarting());
     startWorker();
+  }
+
+  function fail(detail) {
+    if (worker) worker.terminate();
+    worker = null;
+    clearTimeout(startTimer);
+    root.dataset.calcFailure = String(detail).slice(0, 200);
+    setWorker("failed");
+    apply(machine.workerFailed(detail));
+  }
+
+  function setWorker(value) {
+    root.dataset.calcWorker = value; // private: tests and benchmarks
   }
 
   function onWorkerMessage(msg) {
     if (msg.type === "ready") {
+      clearTimeout(startTimer);
       root.dataset.calcTimings = JSON.stringify(msg.timings);
       performance.mark("calc-ready");
-      setState("ready");
-      setStatus(restarts ? "status_restarted" : "status_ready");
-      update();
+      setWorker("up");
+      apply(machine.workerUp());
     } else if (msg.type === "failed") {
-      setState("error");
-      setStatus("status_error");
-      root.dataset.calcFailure = String(msg.detail).slice(0, 200);
+      fail(msg.detail);
     } else if (msg.type === "crashed") {
       restartWorker();
     } else if (msg.type === "result") {
-      if (!inFlight || msg.id !== inFlight.id) return;
-      clearTimeout(inFlight.timer);
-      const check = inFlight.check;
-      inFlight = null;
-      if (!pending && check && clientBlocked) addCheckedErrors(msg.out);
-      else if (!pending && !check && !clientBlocked) show(msg.out);
-      send();
+      clearTimeout(computeTimer);
+      apply(machine.answer(msg.id, msg.out));
     }
   }
 
-  function show(out) {
-    clearErrors();
-    if ("error" in out) {
-      // every bad field at once (the worker names them all), the first one first
-      for (const error of Array.isArray(out.errors) ? out.errors : [out.error]) showError(error);
-      staleNote.hidden = false;
-    } else {
-      render(out);
+  // Carries out the machine's effects, then publishes its state.
+  function apply(effects) {
+    for (const effect of effects) {
+      if (effect.type === "send") {
+        clearTimeout(computeTimer);
+        computeTimer = setTimeout(restartWorker, COMPUTE_TIMEOUT_MS);
+        worker.postMessage({ type: "compute", id: effect.id, command, request: effect.key });
+      } else if (effect.type === "render") {
+        clearErrors();
+        render(effect.out);
+        delete root.dataset.inputError;
+        answered();
+      } else if (effect.type === "errors") {
+        if (!effect.add) clearErrors();
+        const out = effect.out;
+        // every bad field at once (calc names them all), the first one first
+        for (const error of Array.isArray(out.errors) ? out.errors : [out.error]) showError(error);
+        answered();
+      }
+    }
+    publish();
+  }
+
+  // The public signal: data-calc-state, and data-calc-key, the request the numbers on show
+  // belong to. Set last, after the results they describe are in the page.
+  function publish() {
+    const state = machine.state;
+    if (state === "ready" && "inputError" in root.dataset) {
+      // back to a request whose numbers are on show (no new answer): its errors go
+      clearErrors();
       delete root.dataset.inputError;
-      staleNote.hidden = true;
-      root.classList.remove("calc-stale");
     }
-    answered();
+    const results = machine.results;
+    staleNote.hidden = !(state === "invalid" && results !== "none");
+    root.classList.toggle("calc-withdrawn", machine.withdrawn);
+    pendingNote.hidden = !machine.withdrawn;
+    if (machine.shownKey === null) delete root.dataset.calcKey;
+    else root.dataset.calcKey = machine.shownKey;
+    root.dataset.calcResults = results;
+    slot.setAttribute("aria-busy", state === "computing" ? "true" : "false");
+    if (state === "error") {
+      setStatus(results === "current" ? "status_error" : "status_error_other");
+    } else if (state === "ready") {
+      // the build-time result, while the worker starts: edits wait for it
+      if (root.dataset.calcWorker !== "up") setStatus("status_static");
+      else setStatus(restarts ? "status_restarted" : "status_ready");
+    } else if (state === "computing") {
+      setStatus(machine.withdrawn ? "status_computing_yours" : "status_computing");
+    } else if (state === "invalid") {
+      setStatus("status_invalid");
+    }
+    root.dataset.calcState = state;
+    if (state === "ready" && !ownShown) {
+      ownShown = true;
+      performance.mark("calc-own-numbers"); // benchmarks: first numbers that are the form's
+    }
   }
 
-  // The answer to a check (the fields this page could read, sent while others are empty):
-  // calc's own messages join the ones already shown; its results are not shown.
-  function addCheckedErrors(out) {
-    if (!("error" in out)) return;
-    for (const error of Array.isArray(out.errors) ? out.errors : [out.error]) showError(error);
-    answered();
-  }
-
-  // Counts the answers shown (results or messages): tests and benchmarks wait on it.
+  // Counts the answers shown (results or messages): search-defer.js restarts its wait on it.
   function answered() {
     root.dataset.computed = String(Number(root.dataset.computed || "0") + 1);
   }
 
-  // One request in flight at most; the newest waiting one replaces older ones.
-  function send() {
-    if (!pending || inFlight || root.dataset.calcState !== "ready") return;
-    const { key, check } = pending;
-    pending = null;
-    const id = nextId++;
-    const timer = setTimeout(restartWorker, COMPUTE_TIMEOUT_MS);
-    inFlight = { id, key, timer, check };
-    lastKey = check ? null : key; // a check is never the last computed result
-    worker.postMessage({ type: "compute", id, command, request: key });
-  }
-
-  // force: compute even when the request did not change (a restored URL re-renders).
-  function update(force = false) {
+  function update() {
+    root.dataset.method = byName.get("method").value; // options of other methods hide (CSS)
     syncUrl();
     const { request, errors } = buildRequest();
     let key = null;
     try {
-      key = JSON.stringify(request); // also what the worker receives: text, never a deep object
+      key = requestKey(request); // also what the worker receives: text, never a deep object
     } catch (err) {
       // nested beyond what JavaScript can serialise (stack overflow): refused here
       errors.hf_config = { code: "request_too_deep", field: "hf_config", value: null };
     }
     const clientErrors = Object.values(errors);
-    clientBlocked = clientErrors.length > 0;
-    if (clientBlocked) {
-      pending = null;
-      showClientErrors(clientErrors);
-      lastKey = null;
-      answered();
-      // The other fields still go to calc, so that their errors show at once too; not
-      // without a model (calc checks LoRA targets and sizes against it).
-      if (key !== null && "model" in request) {
-        pending = { key, check: true };
-        send();
-      }
-      return;
+    const blocked = clientErrors.length > 0;
+    if (blocked) showClientErrors(clientErrors);
+    // With errors found here, the other fields still go to calc, so that their errors show
+    // at once too; not without a model (calc checks LoRA targets and sizes against it).
+    apply(machine.setForm(key, { blocked, check: key !== null && "model" in request }));
+  }
+
+  function dropUrlOptions(el) {
+    for (const option of el.querySelectorAll("option[data-from-url]")) {
+      if (option.value !== el.value || !overrides.has(el.name)) option.remove();
     }
-    if (key === lastKey && !pending && !force) return;
-    pending = { key, check: false };
-    send();
   }
 
   function onEdit(event) {
     const name = event.target && event.target.name;
     if (name) overrides.delete(name);
+    if (event.target && event.target.dataset.kind === "helper") fillDatasetTokens();
+    else if (name === "dataset_tokens") for (const el of helpers) el.value = ""; // typed directly
+    if (event.target && event.target.tagName === "SELECT") dropUrlOptions(event.target);
     if (unknownParams.length) {
       unknownParams = [];
       showGeneral();
@@ -473,6 +608,7 @@ function main(root) {
   // Back/forward (and links that only change the query): the URL is the state.
   function restoreFromUrl() {
     overrides.clear();
+    for (const option of form.querySelectorAll("option[data-from-url]")) option.remove();
     unknownParams = [];
     for (const el of controls) {
       if (el === configArea) el.value = "";
@@ -482,26 +618,30 @@ function main(root) {
     for (const folded of form.querySelectorAll("details")) folded.open = false;
     readUrl();
     clearErrors();
-    update(true);
+    update();
   }
 
   // ------------------------------------------------------------ start
 
   readUrl();
   clearErrors();
-  if (window.location.search && queryString() !== "") {
-    root.classList.add("calc-stale");
-    setStatus("status_static_stale");
-  }
   patchLanguageLinks(queryString());
+  // The build-time result is the default setup's: the form's own when the form holds it.
+  let shownKey = null;
+  try {
+    shownKey = requestKey(JSON.parse(root.dataset.staticRequest));
+  } catch (err) {
+    shownKey = null; // no build-time request: the figures on show count as no request's
+  }
+  machine = new CalcMachine({ shownKey });
   form.addEventListener("input", onEdit);
   form.addEventListener("change", onEdit);
   form.addEventListener("submit", (event) => event.preventDefault());
   slot.addEventListener("click", onApply);
   window.addEventListener("popstate", restoreFromUrl);
+  advanced.addEventListener("toggle", () => syncUrl()); // basic <-> advanced, in the URL
   // Client-side checks answer at once, before the worker is up.
-  const firstErrors = Object.values(buildRequest().errors);
-  if (firstErrors.length) showClientErrors(firstErrors);
+  update();
   root.calculator = {
     crashWorker: () => worker && worker.postMessage({ type: "crash" }),
   };

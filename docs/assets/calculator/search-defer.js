@@ -45,16 +45,17 @@
     if (event.data === "waiting" && released) channel.postMessage("start");
   };
 
-  // Each new state or result (data-computed) restarts the wait.
+  // Each new result (data-computed) restarts the wait, once the worker is up (or failed):
+  // data-calc-worker is the calculator's private "Python has started" signal.
   var timer = null;
   function waitForQuiet() {
-    var state = root.dataset.calcState;
-    if (state !== "ready" && state !== "error") return;
+    var worker = root.dataset.calcWorker;
+    if (worker !== "up" && worker !== "failed") return;
     clearTimeout(timer);
     timer = setTimeout(release, QUIET_MS);
   }
   var observer = new MutationObserver(waitForQuiet);
-  observer.observe(root, { attributes: true, attributeFilter: ["data-calc-state", "data-computed"] });
+  observer.observe(root, { attributes: true, attributeFilter: ["data-calc-worker", "data-computed"] });
   waitForQuiet();
   // The reader opens search (click, keyboard shortcut, ?q= link): start now.
   function onFocus(event) {

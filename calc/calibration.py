@@ -1,0 +1,63 @@
+"""Calibrated ranges around the memory estimate, and the three-state fit verdict.
+
+The memory model's error is measured, not guessed: ``benchmarks/loso_memory.py`` predicts
+every published measurement of ``validation/measured_peaks.csv`` with the fitted constants
+refitted without that measurement's source (leave-one-source-out), and takes, per method
+and metric, the 10th and 90th percentiles of the signed error ``e = (predicted -
+measured) / measured``. Since ``measured = predicted / (1 + e)``, a prediction ``P`` comes
+with the range ``[P / (1 + p90), P / (1 + p10)]``: the middle 80 % of what the held-out
+sources measured for such a prediction. ``python -m benchmarks.validate_memory`` prints
+the bands it derives and what share of held-out rows fell inside (the calibration), and a
+test keeps :data:`ERROR_BANDS` equal to them.
+
+Verdict of a card (``plan``'s ``fits`` entries): the device range is the reserved range
+plus what the allocator does not see (CUDA context, NCCL buffers), each end multiplied by
+``1 + safety_margin`` when the user sets one (default 0: no margin beyond the range).
+``fits`` when the upper end is at most the card's memory, ``does_not_fit`` when the lower
+end is above it, ``borderline`` in between.
+"""
+
+from __future__ import annotations
+
+import math
+
+METHODS = ("full", "lora", "qlora")
+METRICS = ("allocated", "reserved")
+MIN_ROWS = 3
+"""A (method, metric) cell with fewer held-out rows than this has no band of its own (three
+rows are the fewest with a 10th and a 90th percentile apart from the extremes' mean)."""
+
+ERROR_BANDS: dict[tuple[str, str], tuple[float, float]] = {
+    ("full", "allocated"): (-0.196, 0.072),
+    ("lora", "allocated"): (-0.196, 0.072),
+    ("qlora", "allocated"): (-0.197, 0.072),
+    ("full", "reserved"): (-0.196, 0.083),
+    ("lora", "reserved"): (-0.247, 0.132),
+    ("qlora", "reserved"): (-0.25, 0.072),
+}
+"""``(method, metric) -> (p10, p90)`` of the signed leave-one-source-out error (fractions),
+from ``python -m benchmarks.validate_memory`` (section "calibrated bands")."""
+
+VERDICTS = ("fits", "borderline", "does_not_fit")
+
+
+def range_bytes(value: int, method: str, metric: str) -> list[int]:
+    """``[low, high]`` bytes for a predicted ``value``: ``value / (1 + p90)`` and
+    ``value / (1 + p10)``, never reversed."""
+    p10, p90 = ERROR_BANDS[(method, metric)]
+    low = math.floor(value / (1 + p90))
+    high = math.ceil(value / (1 + p10))
+    return [min(low, high), max(low, high)]
+
+
+def verdict(device_low: int, device_high: int, memory_bytes: int, safety_margin: float = 0.0) -> str:
+    """``fits`` | ``borderline`` | ``does_not_fit`` of a device range against a card."""
+    factor = 1.0 + safety_margin
+    if math.ceil(device_high * factor) <= memory_bytes:
+        return "fits"
+    if math.ceil(device_low * factor) > memory_bytes:
+        return "does_not_fit"
+    return "borderline"
+
+
+__all__ = ["ERROR_BANDS", "METHODS", "METRICS", "MIN_ROWS", "VERDICTS", "range_bytes", "verdict"]

@@ -1,0 +1,211 @@
+"""The subcommands ``estimate``, ``plan``, ``presets`` and ``gpus``, and the request they build
+from ``--request``, ``--hf-config`` and the field flags."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from ..errors import CalcError, InputError
+from . import io
+from .fields import FieldSpec, field_specs
+from .flags import add_field_flags, flag_overrides, parse_number
+from .helptext import field_help
+from .messages import Messages
+from .registry import Command, Context, RequestSource, REQUEST_SOURCES, register, register_source
+from .table import render_estimate, render_plan
+
+
+# --- request sources ------------------------------------------------------------------------------
+
+def _add_request_option(group: argparse._ArgumentGroup, msg: Messages) -> None:
+    group.add_argument("--request", metavar="FILE", help=msg.text("opt.request"))
+
+
+def _load_request_option(args: argparse.Namespace) -> object:
+    path = getattr(args, "request", None)
+    return None if path is None else io.read_request(path)
+
+
+register_source(RequestSource("request", _add_request_option, _load_request_option))
+
+
+def add_request_arguments(parser: argparse.ArgumentParser, msg: Messages, specs: list[FieldSpec]) -> None:
+    """The sources of a request, then one flag per key, estimate's and plan's keys apart."""
+    source = parser.add_argument_group(msg.text("group.output"))
+    for src in REQUEST_SOURCES:
+        src.add_arguments(source, msg)
+    source.add_argument("--hf-config", metavar="FILE", help=msg.text("opt.hf_config"))
+    add_output_arguments(source, msg)
+    for table in ("estimate", "plan"):
+        mine = [s for s in specs if s.table == table]
+        if mine:
+            group = parser.add_argument_group(msg.text("group." + table))
+            add_field_flags(group, mine, lambda spec: field_help(spec, msg))
+
+
+def add_output_arguments(group: argparse._ArgumentGroup, msg: Messages) -> None:
+    group.add_argument("--json", action="store_true", help=msg.text("opt.json"))
+    group.add_argument("--table", action="store_true", help=msg.text("opt.table"))
+    group.add_argument("--lang", choices=("es", "en"), help=msg.text("opt.lang"))
+
+
+def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
+    """The request: the sources merged in order, then the flags on top. With no flag, a
+    source's request goes to calc untouched (so its response is byte for byte today's)."""
+    base: object = None
+    for source in REQUEST_SOURCES:
+        loaded = source.load(args)
+        if loaded is None:
+            continue
+        base = {**base, **loaded} if isinstance(base, dict) and isinstance(loaded, dict) else loaded
+    overrides = flag_overrides(args, specs)
+    hf_path = getattr(args, "hf_config", None)
+    if hf_path is not None:
+        if "model" in overrides:
+            raise InputError("bad_arguments", "model", None, "--model and --hf-config together")
+        config = io.read_request(hf_path)
+        overrides["model"] = {"hf_config": config}
+    if base is None:
+        return overrides
+    if not overrides or not isinstance(base, dict):
+        return base  # a request that is not an object: calc names the problem
+    return {**base, **overrides}
+
+
+# --- estimate -------------------------------------------------------------------------------------
+
+def _configure_estimate(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    add_request_arguments(parser, msg, field_specs("estimate"))
+    add_verdict_arguments(parser, msg)
+
+
+class PlanDefault:
+    """The default of a plan key, read from :data:`calc.plan.PLAN_FIELDS` only when used or
+    shown (``%(default)s`` in a help text): ``estimate`` need not import the planner."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def value(self) -> object:
+        from ..plan import PLAN_FIELDS
+
+        return PLAN_FIELDS[self.key][0]
+
+    def __str__(self) -> str:
+        return str(self.value())
+
+
+def add_verdict_arguments(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    group = parser.add_argument_group(msg.text("table.verdict"))
+    group.add_argument("--gpu", dest="show_gpu", metavar="ID[,ID...]", help=msg.text("opt.show_gpu"))
+    group.add_argument("--safety-margin", dest="show_margin", metavar="X",
+                       default=PlanDefault("safety_margin"), help=msg.text("opt.show_margin"))
+
+
+def verdict_cards(args: argparse.Namespace) -> tuple[list, float]:
+    """The cards of ``--gpu`` (checked against the catalogue) and the margin of the verdict."""
+    ids = [part.strip() for part in (getattr(args, "show_gpu", None) or "").split(",") if part.strip()]
+    margin = getattr(args, "show_margin", None)
+    if isinstance(margin, PlanDefault) or margin is None:
+        margin = PlanDefault("safety_margin").value() if ids else 0.0
+    else:
+        from ..request import check_number
+        margin = float(check_number("safety_margin", parse_number(margin), 0.0, 1.0))
+    if not ids:
+        return [], margin
+    from .. import gpus
+    if ids == ["all"]:
+        return list(gpus.all_gpus()), margin
+    return [gpus.get_gpu(i, "gpu") for i in ids], margin
+
+
+def estimate_verdicts(est: dict, cards: list, margin: float) -> dict[str, dict]:
+    """Each card against the estimate, as ``plan`` judges its cards (``calc.recommend``); where
+    calc gives the estimate a device range (``recommend.device_range``), the range is judged."""
+    from .. import recommend
+
+    extra = {}
+    if hasattr(recommend, "device_range"):
+        extra["device_range_bytes"] = recommend.device_range(est)
+    return {card.id: recommend.fit_entry(est["device_total_bytes"], card.memory_bytes, margin, **extra)
+            for card in cards}
+
+
+def _computed(command: str, compute: Callable[[object], dict], request: object) -> dict:
+    """``compute(request)``; a coded error keeps the request and the command so the JSON
+    report can list every bad field at once (:func:`calc.field_errors.error_response`)."""
+    try:
+        return compute(request)
+    except CalcError as err:
+        err.request_context = (command, request)
+        raise
+
+
+def _run_estimate(args: argparse.Namespace, ctx: Context) -> int:
+    from ..memory import estimate_dict
+
+    cards, margin = verdict_cards(args)
+    est = _computed("estimate", estimate_dict, build_request(args, field_specs("estimate")))
+    if ctx.mode == "json":
+        io.emit_json(est)
+    else:
+        io.write(render_estimate(est, ctx.msg, estimate_verdicts(est, cards, margin), margin))
+    return 0
+
+
+# --- plan -----------------------------------------------------------------------------------------
+
+def _configure_plan(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    add_request_arguments(parser, msg, field_specs("plan"))
+
+
+def _run_plan(args: argparse.Namespace, ctx: Context) -> int:
+    from ..plan import plan_dict
+
+    result = _computed("plan", plan_dict, build_request(args, field_specs("plan")))
+    if ctx.mode == "json":
+        io.emit_json(result)
+    else:
+        io.write(render_plan(result, ctx.msg))
+    return 0
+
+
+# --- listings -------------------------------------------------------------------------------------
+
+def _configure_listing(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    parser.add_argument("--json", action="store_true", help=msg.text("opt.json"))
+    parser.add_argument("--lang", choices=("es", "en"), help=msg.text("opt.lang"))
+
+
+def _run_presets(args: argparse.Namespace, ctx: Context) -> int:
+    from ..presets import presets_listing
+
+    io.emit_json(presets_listing())
+    return 0
+
+
+def _run_gpus(args: argparse.Namespace, ctx: Context) -> int:
+    from ..gpus import gpus_listing
+
+    io.emit_json(gpus_listing())
+    return 0
+
+
+def _configure_schema(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    parser.add_argument("request_kind", choices=("estimate", "plan"), help=msg.text("opt.schema_kind"))
+    _configure_listing(parser, msg)
+
+
+def _run_schema(args: argparse.Namespace, ctx: Context) -> int:
+    from ..schema import FILE_NAMES, schema_files
+
+    io.write(schema_files()[FILE_NAMES[args.request_kind]])
+    return 0
+
+
+register(Command("estimate", "cmd.estimate", _configure_estimate, _run_estimate, order=10))
+register(Command("plan", "cmd.plan", _configure_plan, _run_plan, order=20))
+register(Command("presets", "cmd.presets", _configure_listing, _run_presets, json_only=True, order=40))
+register(Command("gpus", "cmd.gpus", _configure_listing, _run_gpus, json_only=True, order=50))
+register(Command("schema", "cmd.schema", _configure_schema, _run_schema, json_only=True, order=60))

@@ -1,0 +1,72 @@
+"""Every bad field of a request at once, not only the first.
+
+The parsers (:func:`calc.request.parse_estimate_request`, :func:`calc.plan.parse_plan_request`)
+stop at the first bad value. A form wants a message next to each bad field, so after a
+failure :func:`field_errors` checks every field of the request on its own, with the same
+check functions, and lists each failure. Checks that need other fields (the LoRA targets
+need the model) run only when those fields are valid; checks across fields (the memory
+model refusing a combination) only show once every field is valid, as the first error.
+"""
+
+from __future__ import annotations
+
+from .errors import CalcError, InputError
+
+
+def field_errors(command: str, data: object) -> list[CalcError]:
+    """The errors of each field of ``data`` checked on its own, in the order of the
+    command's field table (unknown keys first)."""
+    from .request import ESTIMATE_FIELDS, check_estimate_field, resolve_model
+
+    if not isinstance(data, dict) or command not in ("estimate", "plan"):
+        return []
+    if command == "plan":
+        from .plan import PLAN_FIELDS, PLAN_REQUEST_FIELDS, check_plan_field
+
+        fields, plan_fields = PLAN_REQUEST_FIELDS, PLAN_FIELDS
+    else:
+        fields, plan_fields = ESTIMATE_FIELDS, {}
+    errors: list[CalcError] = [InputError("unknown_key", str(key), None)
+                               for key in data if key not in fields]
+    arch = None
+    if "model" not in data:
+        errors.append(InputError("missing_field", "model", None))
+    else:
+        try:
+            arch, _ = resolve_model(data["model"])
+        except CalcError as err:
+            errors.append(err)
+    for key, spec in fields.items():
+        if key == "model":
+            continue
+        value = data.get(key, spec[0])
+        try:
+            if key in plan_fields:
+                check_plan_field(key, value)
+            else:
+                check_estimate_field(key, value, arch)
+        except CalcError as err:
+            errors.append(err)
+        except RecursionError:
+            errors.append(InputError("request_too_deep", key, None))
+    return errors
+
+
+def error_response(command: str, data: object, first: CalcError) -> dict:
+    """``{"error": first, "errors": [first, then every other bad field]}``: ``error`` is what
+    the parser found first (unchanged contract); ``errors`` is additive."""
+    head = first.to_dict()
+    out = [head]
+    try:
+        others = field_errors(command, data)
+    except (CalcError, RecursionError):
+        others = []
+    for err in others:
+        found = err.to_dict()
+        if found.get("field") != head.get("field") or found.get("code") != head.get("code"):
+            if all(found.get("field") != seen.get("field") for seen in out):
+                out.append(found)
+    return {"error": head, "errors": out}
+
+
+__all__ = ["error_response", "field_errors"]

@@ -1,0 +1,235 @@
+"""Training libraries as profiles of the request keys whose behaviour differs between them.
+
+The request key ``framework`` names a profile. A profile is a set of request-key values
+(``key -> value``), each read from that library's code at a stated version (the
+``SOURCES`` entry of the same key). :func:`calc.request.parse_estimate_request` applies
+the profile to every key the request leaves out; a key the request states explicitly
+always wins over the profile. A profile never sets the shape of the model, the method,
+the batch or the GPUs: only what the library decides for the user.
+
+``generic`` (the default) sets nothing: every key keeps its own default, which is
+``calc``'s behaviour before this key existed. The other profiles:
+
+- ``hf-trainer``: a transformers model trained by ``transformers.Trainer`` (and what is
+  built on it: TRL's ``SFTTrainer``, axolotl, LLaMA-Factory), PEFT adapters,
+  bitsandbytes 4-bit, accelerate for FSDP / DeepSpeed.
+- ``hf-custom-loop``: the same model and libraries in the user's own loop (accelerate or a
+  plain FSDP script) with ``torch.optim.AdamW`` built by hand.
+- ``torchtune``: torchtune's recipes and configs (from Sep 2024, v0.3 on).
+- ``litgpt``: LitGPT's ``finetune`` commands (2024, v0.4).
+- ``unsloth``: Unsloth's ``FastLanguageModel`` with its trainer (TRL, transformers).
+
+Profiles are data: validation rows of an older version of a library override the keys
+whose behaviour changed since (``benchmarks/validation_memory.py``).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Framework(str, Enum):
+    GENERIC = "generic"
+    HF_TRAINER = "hf-trainer"
+    HF_CUSTOM_LOOP = "hf-custom-loop"
+    TORCHTUNE = "torchtune"
+    LITGPT = "litgpt"
+    UNSLOTH = "unsloth"
+
+
+_HF_COMMON = {
+    "qlora_keeps_inputs": False,
+    "qlora_quant_state_replicated": True,
+    "sync_each_micro_batch": False,
+    "chunked_loss": False,
+    "lora_dropout": 0.0,
+    "frozen_weight_grads": False,
+    "attention_keeps_fused_qkv": False,
+    "lora_adapter_dtype": "fp32",
+    "attention_grouped_kv": True,
+}
+
+PROFILES: dict[Framework, dict[str, object]] = {
+    Framework.GENERIC: {},
+    Framework.HF_TRAINER: {**_HF_COMMON, "optimizer_fused": True, "loss_outputs_kept": False},
+    Framework.HF_CUSTOM_LOOP: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": True},
+    Framework.TORCHTUNE: {
+        "sync_each_micro_batch": True,
+        "chunked_loss": True,
+        "optimizer_fused": True,
+        "lora_dropout": 0.0,
+        "qlora_keeps_inputs": False,
+        "qlora_unchunked_quantization": False,
+        "qlora_quant_state_replicated": False,
+        "frozen_weight_grads": False,
+        "attention_keeps_fused_qkv": False,
+        "lora_adapter_dtype": "base",
+        "attention_grouped_kv": False,
+        "loss_outputs_kept": False,
+    },
+    Framework.LITGPT: {
+        "attention_keeps_fused_qkv": True,
+        "frozen_weight_grads": True,
+        "lora_dropout": 0.05,
+        "chunked_loss": True,
+        "qlora_keeps_inputs": True,
+        "sync_each_micro_batch": False,
+        "optimizer_fused": False,
+        "lora_adapter_dtype": "base",
+        "attention_grouped_kv": False,
+        "loss_outputs_kept": False,
+    },
+    Framework.UNSLOTH: {
+        "chunked_loss": True,
+        "activation_offload": True,
+        "lora_dropout": 0.0,
+        "qlora_keeps_inputs": False,
+        "optimizer_fused": True,
+        "sync_each_micro_batch": False,
+        "attention_keeps_fused_qkv": False,
+        "loss_outputs_kept": False,
+    },
+}
+"""``framework -> {request key: value}``; the citation of every entry is in :data:`SOURCES`."""
+
+SOURCES: dict[Framework, dict[str, str]] = {
+    Framework.HF_TRAINER: {
+        "optimizer_fused": "transformers 5.17.0 training_args.py: TrainingArguments.optim defaults to "
+                           "'adamw_torch_fused' when torch >= 2.8 ('adamw_torch' before)",
+        "qlora_keeps_inputs": "bitsandbytes >= 0.43.2 (PR #1270, Jul 2024): MatMul4Bit saves no input",
+        "qlora_quant_state_replicated": "bitsandbytes 0.43.0 PR #970 (FSDP-QLoRA): Params4bit keeps "
+                                        "absmax/code in the quant_state dict, not a parameter or "
+                                        "buffer, so FSDP and ZeRO-3 shard only the packed 4-bit data",
+        "sync_each_micro_batch": "accelerate 1.15.0 GradientAccumulationPlugin.sync_each_batch=False: "
+                                 "no_sync between micro-batches",
+        "chunked_loss": "transformers 5.17.0 loss/loss_utils.py ForCausalLMLoss: cross-entropy on "
+                        "the whole logits, up-cast with logits.float()",
+        "lora_dropout": "peft 0.21.0 tuners/lora/config.py: LoraConfig.lora_dropout = 0.0",
+        "frozen_weight_grads": "transformers Trainer with FSDP and PEFT (PR #29587, v4.39) sets "
+                               "peft.utils.other.fsdp_auto_wrap_policy: adapters wrapped apart",
+        "attention_keeps_fused_qkv": "transformers 5.17.0 models/llama/modeling_llama.py LlamaAttention: "
+                                     "separate q_proj, k_proj, v_proj",
+        "lora_adapter_dtype": "peft 0.21.0 get_peft_model(autocast_adapter_dtype=True) -> "
+                              "tuners_utils.cast_adapter_dtype: bf16/fp16 adapters upcast to fp32",
+        "attention_grouped_kv": "transformers 5.17.0 integrations/sdpa_attention.py: enable_gqa=True "
+                                "instead of repeat_kv (no mask, head_dim <= 256)",
+        "loss_outputs_kept": "transformers 5.17.0 Trainer.compute_loss returns the loss alone "
+                             "(return_outputs=False); training_step drops the outputs",
+    },
+    Framework.HF_CUSTOM_LOOP: {
+        "optimizer_fused": "torch.optim.AdamW with neither foreach nor fused set takes the "
+                           "foreach path on CUDA (torch 2.x optim/adamw.py, _default_to_fused_or_foreach)",
+        "qlora_keeps_inputs": "as hf-trainer (bitsandbytes >= 0.43.2)",
+        "qlora_quant_state_replicated": "as hf-trainer (bitsandbytes PR #970)",
+        "sync_each_micro_batch": "as hf-trainer (accelerate no_sync)",
+        "chunked_loss": "as hf-trainer (transformers ForCausalLMLoss)",
+        "lora_dropout": "as hf-trainer (peft LoraConfig)",
+        "frozen_weight_grads": "accelerate 1.15.0 FSDP with peft 0.21.0 fsdp_auto_wrap_policy, or FSDP2",
+        "attention_keeps_fused_qkv": "as hf-trainer",
+        "lora_adapter_dtype": "as hf-trainer (peft 0.21.0 autocast_adapter_dtype=True)",
+        "attention_grouped_kv": "as hf-trainer (transformers 5.17.0 SDPA enable_gqa)",
+        "loss_outputs_kept": "the usual loop 'outputs = model(**batch); outputs.loss.backward()' "
+                             "(accelerate 1.15.0 examples, Answer.AI fsdp_qlora train.py 2024) holds "
+                             "the output object, logits included, through the backward",
+    },
+    Framework.TORCHTUNE: {
+        "sync_each_micro_batch": "torchtune recipes/*_distributed.py (2024): no no_sync, gradients "
+                                 "reduced every micro-batch",
+        "chunked_loss": "torchtune recipes/configs llama3_1, llama3_2 (Sep 2024 on): "
+                        "loss: CEWithChunkedOutputLoss",
+        "optimizer_fused": "torchtune commit cca50f02e (2024-09-14): fused: True on every torch AdamW",
+        "lora_dropout": "torchtune commit d7fae9677 (2024-09-11): LoRA builders lora_dropout=0.0",
+        "qlora_keeps_inputs": "torchao >= 0.3 (pinned by torchtune from 2024-06-26) linear_nf4 saves only the weight",
+        "qlora_unchunked_quantization": "torchtune pins torchao >= 0.3 from c1c9f308a (2024-06-26); "
+                                        "torchao PR #196 (v0.2.0) quantizes in 1 Mi-element chunks",
+        "qlora_quant_state_replicated": "torchao NF4Tensor shards its scalers with its data under "
+                                        "FSDP2 (fsdp_pre_all_gather / fsdp_post_all_gather)",
+        "frozen_weight_grads": "torchtune v0.3 (2024) FSDP2 shard_model, or lora_fsdp_wrap_policy before it",
+        "attention_keeps_fused_qkv": "torchtune modules/attention.py MultiHeadAttention (v0.3, 2024): separate q, k, v projections",
+        "lora_adapter_dtype": "torchtune v0.3 (2024) LoRALinear builds lora_a / lora_b in the model dtype",
+        "attention_grouped_kv": "torchtune v0.3 (2024) MultiHeadAttention expands k, v to every query "
+                                "head before scaled_dot_product_attention",
+        "loss_outputs_kept": "torchtune v0.3 (2024) recipes compute the loss from the logits and "
+                             "delete them before loss.backward() ('del logits')",
+    },
+    Framework.LITGPT: {
+        "attention_keeps_fused_qkv": "LitGPT litgpt/model.py CausalSelfAttention.forward (5895df10, "
+                                     "00af8b0d, 2024): fused qkv split by views",
+        "frozen_weight_grads": "LitGPT finetune/lora.py: FSDPStrategy(auto_wrap_policy={Block}), "
+                               "frozen and adapter weights in one FSDP1 unit",
+        "lora_dropout": "LitGPT config_hub/finetune/*/lora.yaml (2024): lora_dropout: 0.05",
+        "chunked_loss": "LitGPT finetune/lora.py (2024): chunked_cross_entropy, lm_head_chunk_size=128",
+        "qlora_keeps_inputs": "LitGPT pyproject.toml pinned bitsandbytes==0.42.0 through Sep 2024 "
+                              "(< 0.43.2: MatMul4Bit saved its input)",
+        "sync_each_micro_batch": "LitGPT finetune/lora.py (2024): fabric.no_backward_sync while accumulating",
+        "optimizer_fused": "LitGPT 0.4 (2024) config_hub: torch.optim.AdamW without fused=True",
+        "lora_adapter_dtype": "LitGPT 0.4 (2024) lora.py: LoRALinear adapters follow the model's "
+                              "dtype (fabric precision bf16-true)",
+        "attention_grouped_kv": "LitGPT 0.4 (2024) model.py CausalSelfAttention expands k, v to "
+                                "every query head before SDPA",
+        "loss_outputs_kept": "LitGPT 0.4 (2024) finetune/lora.py: the loss is computed from the "
+                             "logits inside the step; no output object is kept",
+    },
+    Framework.UNSLOTH: {
+        "chunked_loss": "Unsloth (2025.x) fast_cross_entropy_loss: fused, chunked over the vocabulary",
+        "activation_offload": "Unsloth (from 2024.4) use_gradient_checkpointing='unsloth', as its README "
+                              "example sets it: Unsloth_Offloaded_Gradient_Checkpointer moves each "
+                              "checkpointed block input to host RAM",
+        "lora_dropout": "Unsloth get_peft_model: lora_dropout=0 (its fast path needs it)",
+        "qlora_keeps_inputs": "Unsloth requires bitsandbytes >= 0.43.3",
+        "optimizer_fused": "Unsloth trains through transformers' Trainer (TRL SFTTrainer): "
+                           "optim default adamw_torch_fused (transformers 5.17.0, torch >= 2.8)",
+        "sync_each_micro_batch": "as hf-trainer (accelerate no_sync)",
+        "attention_keeps_fused_qkv": "Unsloth (2025.x) patches transformers models, which keep separate q, k, v",
+        "loss_outputs_kept": "as hf-trainer (transformers 5.17.0 Trainer.compute_loss)",
+    },
+}
+"""Where each profile entry comes from (library, file, version or commit)."""
+
+
+def profile(framework: Framework) -> dict[str, object]:
+    """The request-key values of ``framework`` (a copy)."""
+    return dict(PROFILES[framework])
+
+
+def _several_sharded(values: dict) -> bool:
+    gpus = values.get("num_gpus")
+    return (values.get("sharding") in ("zero2", "zero3") and isinstance(gpus, int)
+            and not isinstance(gpus, bool) and gpus > 1)
+
+
+APPLIES_WHEN = {
+    "optimizer_fused": lambda values: values.get("optimizer") == "adamw",
+    "frozen_weight_grads": _several_sharded,
+}
+"""Profile entries that describe a code path taken only in some setups: LitGPT's FSDP wrap
+policy exists only under FSDP on several GPUs, and only torch's AdamW has a fused kernel.
+Outside those setups the key keeps its own default (no warning for a choice the user did
+not make)."""
+
+
+def apply_profile(values: dict, explicit: object, framework: Framework) -> dict:
+    """``values`` (every key, defaults filled) with the profile's entries for the keys not
+    in ``explicit`` (the request as the caller wrote it), where :data:`APPLIES_WHEN` allows."""
+    for key, value in PROFILES[framework].items():
+        if key not in values or key in explicit:  # type: ignore[operator]
+            continue
+        condition = APPLIES_WHEN.get(key)
+        if condition is None or condition(values):
+            values[key] = value
+    return values
+
+
+def reapplied(values: dict, profile_keys: tuple, framework: Framework, defaults: dict) -> dict:
+    """``{key: value}`` for the conditional entries (:data:`APPLIES_WHEN`) that the profile
+    filled (``profile_keys``), evaluated again on ``values`` (a request changed after parsing,
+    e.g. a recommendation's variant with more GPUs): the profile's value where the condition
+    now holds, the key's own default where it does not."""
+    out = {}
+    for key, condition in APPLIES_WHEN.items():
+        if key in profile_keys and key in PROFILES[framework]:
+            out[key] = PROFILES[framework][key] if condition(values) else defaults[key]
+    return out
+
+
+__all__ = ["APPLIES_WHEN", "Framework", "PROFILES", "SOURCES", "apply_profile", "profile", "reapplied"]

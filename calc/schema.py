@@ -1,0 +1,111 @@
+"""JSON Schema (draft 2020-12) of the estimate and plan requests, generated from the field tables.
+
+Every property comes from :data:`calc.request.ESTIMATE_FIELDS` / :data:`calc.plan.PLAN_FIELDS`
+through :func:`calc.cli.fields.field_specs` (the same description the CLI's flags are built
+from), with the English help text of the CLI as its ``description``; preset and card ids come
+from the catalogues. ``python -m calc schema estimate|plan`` prints them; the site publishes them
+as ``schema/estimate-request.schema.json`` and ``schema/plan-request.schema.json``.
+
+What a schema cannot say, and the parser still checks:
+
+- a whole number must be written without a fraction (``2``, not ``2.0``): JSON Schema counts
+  ``2.0`` as an integer, calc's parser refuses it (``not_integer``);
+- ``lora_targets`` must name linear modules of the chosen model (``unknown_lora_target``);
+- ``model.hf_config`` must be a config.json calc can read (``calc.hf_config``): the schema only
+  says it is an object;
+- the memory model may still refuse a valid request it cannot estimate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .cli.fields import FieldSpec, field_specs
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+FILE_NAMES = {"estimate": "estimate-request.schema.json", "plan": "plan-request.schema.json"}
+
+
+def _number_bounds(spec: FieldSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if spec.minimum is not None:
+        out["exclusiveMinimum" if spec.exclusive_minimum else "minimum"] = spec.minimum
+    if spec.maximum is not None:
+        out["exclusiveMaximum" if spec.exclusive_maximum else "maximum"] = spec.maximum
+    return out
+
+
+def property_schema(spec: FieldSpec) -> dict[str, Any]:
+    """The schema of one key (without description and default)."""
+    if spec.kind == "bool":
+        return {"type": "boolean"}
+    if spec.kind == "enum":
+        return {"type": "string", "enum": list(spec.choices or ())}
+    if spec.kind == "int":
+        return {"type": "integer", **_number_bounds(spec)}
+    if spec.kind in ("number", "fraction"):
+        schema = {"type": ["number", "null"] if spec.optional else "number", **_number_bounds(spec)}
+        return schema
+    if spec.kind == "model":
+        from .presets import presets_listing
+        return {"oneOf": [
+            {"type": "string", "enum": [p["id"] for p in presets_listing()]},
+            {"type": "object", "required": ["hf_config"], "additionalProperties": False,
+             "properties": {"hf_config": {"type": "object"}, "name": {"type": "string"}}},
+        ]}
+    if spec.kind == "gpu":
+        from .gpus import gpus_listing
+        return {"type": "string", "enum": [g["id"] for g in gpus_listing()["gpus"]]}
+    if spec.kind == "targets":
+        # "all-linear", "q_proj,v_proj" (the URL form) or a list of names
+        return {"anyOf": [
+            {"type": "string", "pattern": "[^,\\s]"},
+            {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        ]}
+    return {}  # a kind this module does not know yet: any value, the parser decides
+
+
+def request_schema(command: str) -> dict[str, Any]:
+    """The JSON Schema of a ``command`` (``"estimate"`` or ``"plan"``) request."""
+    if command not in FILE_NAMES:
+        raise ValueError(command)
+    from . import __version__
+    from .cli.helptext import default_text
+    from .cli.messages import Messages
+
+    msg = Messages("en")
+    properties: dict[str, Any] = {}
+    required = []
+    for spec in field_specs(command):
+        prop = {"description": msg.help(spec.key) or msg.label(spec.key), **property_schema(spec)}
+        unit = msg.unit(spec.key)
+        if unit:
+            prop["description"] += f" Unit: {unit}."
+        if spec.required:
+            required.append(spec.key)
+        elif spec.default is not None or spec.optional:
+            prop["default"] = spec.default
+        elif spec.kind not in ("model", "gpu"):
+            prop["description"] += f" Default: {default_text(spec, msg)}."
+        properties[spec.key] = prop
+    return {
+        "$schema": DIALECT,
+        "$id": FILE_NAMES[command],
+        "title": f"calc {command} request",
+        "description": (f"Request of `python -m calc {command}` and of calc.{command}() "
+                        f"(calc {__version__}). Generated from the request's field table."),
+        "type": "object",
+        "required": required,
+        "additionalProperties": False,
+        "properties": properties,
+    }
+
+
+def schema_files() -> dict[str, str]:
+    """File name -> JSON text, as published with the site."""
+    import json
+    return {FILE_NAMES[c]: json.dumps(request_schema(c), indent=2, ensure_ascii=False) + "\n"
+            for c in FILE_NAMES}
+
+
+__all__ = ["FILE_NAMES", "property_schema", "request_schema", "schema_files"]

@@ -1,0 +1,136 @@
+"""Methodology page: leave-one-source-out errors of the memory model, the calibrated bands of
+its ranges and how well they are calibrated. The figures come from
+``benchmarks/loso_memory.py`` (what ``python -m benchmarks.validate_memory`` prints); each
+cell names its source so the site tests recompute it."""
+
+from __future__ import annotations
+
+import functools
+
+import pandas as pd
+
+from . import labels
+from .tables import SOURCE, Col, render
+
+HEADLINE_GROUPS = ("measured", "measured_unfitted", "metric_stated")
+
+
+@functools.lru_cache(maxsize=1)
+def _loso():
+    from benchmarks import loso_memory as lm
+
+    return lm.run()
+
+
+def report() -> dict:
+    from benchmarks import loso_memory as lm
+
+    return lm.report(_loso())
+
+
+def bands() -> dict:
+    from benchmarks import loso_memory as lm
+
+    return {f"{m}/{k}": {"low": lo, "high": hi} for (m, k), (lo, hi) in lm.bands(_loso().held_out).items()}
+
+
+def coverage() -> dict:
+    from benchmarks import loso_memory as lm
+
+    return {g: {"inside": a, "count": n, "share": a / n} for g, (a, n) in lm.range_coverage(_loso()).items()}
+
+
+def group_label(gid: str, lang: str) -> str:
+    """A group id (``measured``, ``method:LoRA``, ``source:ZeRO paper``) in words."""
+    if gid in HEADLINE_GROUPS:
+        return labels.text("loso.group." + gid, lang)
+    kind, value = gid.split(":", 1)
+    if kind == "method":
+        shown = labels.method_label(value, lang)
+    elif kind == "framework":
+        shown = labels.code(value, lang)
+    elif kind == "metric":
+        shown = labels.code("metric." + value, lang)
+    else:
+        shown = value  # a publication's name
+    return f"{labels.text('loso.kind.' + kind, lang)}: {shown}"
+
+
+def validation_loso_table(lang: str) -> str:
+    """In-sample and leave-one-source-out error per group."""
+    rows = []
+    for gid, f in report().items():
+        row = {"group": group_label(gid, lang), "count": f["count"],
+               SOURCE: {"command": "validation_memory_loso", "group": gid}}
+        for key in ("in_median", "in_p90", "in_max", "loso_median", "loso_p90", "loso_max"):
+            row[key] = f[key] * 100
+        rows.append(row)
+    cols = [Col("group", "col.group", "text", row_header=True), Col("count", "col.rows", "int")]
+    cols += [Col(k, "col." + k, "pct", check="pct:" + k)
+             for k in ("in_median", "in_p90", "in_max", "loso_median", "loso_p90", "loso_max")]
+    return render(pd.DataFrame(rows), cols, lang, "validation_loso", "caption.validation_loso")
+
+
+def validation_bands_table(lang: str) -> str:
+    """The calibrated band per method and metric, and the held-out coverage per method."""
+    cov = coverage()
+    rows = []
+    for key, b in bands().items():
+        method, metric = key.split("/")
+        c = cov.get(method, {"share": float("nan")})
+        rows.append({"method": labels.code(method, lang), "metric": "metric." + metric,
+                     "low": b["low"] * 100, "high": b["high"] * 100, "coverage": c["share"] * 100,
+                     SOURCE: {"command": "validation_memory_bands", "key": key}})
+    cols = [Col("method", "col.method", "text", row_header=True), Col("metric", "col.metric", "code"),
+            Col("low", "col.band_low", "pct", check="pct:low"),
+            Col("high", "col.band_high", "pct", check="pct:high"),
+            Col("coverage", "col.coverage", "pct", check="pct:coverage")]
+    return render(pd.DataFrame(rows), cols, lang, "validation_bands", "caption.validation_bands")
+
+
+def validation_loso_figure(lang: str, stat: str, group: str = "measured", fit: str = "loso") -> str:
+    """One figure in running text: ``stat`` (median, p90, max) of ``group`` in-sample
+    (``fit="in"``) or held out (``"loso"``), in percent."""
+    from .guides import inline
+
+    if stat not in ("median", "p90", "max") or fit not in ("in", "loso"):
+        raise ValueError(f"unknown statistic {fit}_{stat}")
+    key = f"{fit}_{stat}"
+    return inline(lang, report()[group][key] * 100, "pct", "pct:" + key,
+                  {"command": "validation_memory_loso", "group": group})
+
+
+def validation_coverage_figure(lang: str, group: str = "all") -> str:
+    """Share of held-out rows inside the band computed without their source, in percent."""
+    from .guides import inline
+
+    return inline(lang, coverage()[group]["share"] * 100, "pct", "pct:share",
+                  {"command": "validation_memory_coverage", "group": group})
+
+
+def framework_profiles_table(lang: str) -> str:
+    """Every training-library profile: the request keys it sets, their values and where each
+    comes from (``calc.frameworks``)."""
+    from calc.frameworks import PROFILES, SOURCES
+
+    rows = []
+    for fw, entries in PROFILES.items():
+        for key, value in entries.items():
+            shown = (labels._BOOL[value][lang] if isinstance(value, bool)
+                     else str(value).replace(".", ",") if lang == "es" else str(value))
+            rows.append({"framework": labels.code(fw.value, lang), "key": key, "value": shown,
+                         "source": SOURCES[fw][key],
+                         SOURCE: {"command": "framework_profile", "framework": fw.value, "key": key}})
+    cols = [Col("framework", "col.framework", "text", row_header=True), Col("key", "col.request_key", "text"),
+            Col("value", "col.value", "text"), Col("source", "col.source", "text")]
+    return render(pd.DataFrame(rows), cols, lang, "framework_profiles", "caption.framework_profiles")
+
+
+MACROS = ("framework_profiles_table", "validation_loso_table", "validation_bands_table", "validation_loso_figure",
+          "validation_coverage_figure")
+
+
+def register(env) -> None:
+    from .guides import bind_all
+
+    bind_all(env, MACROS, globals())

@@ -1,0 +1,168 @@
+// The calculator's state machine (docs/assets/calculator/state.js), without a browser.
+// Run by tests/test_calculator_state_js.py (node --test), so the project's one test command
+// covers it.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { CalcMachine, requestKey } from "../../docs/assets/calculator/state.js";
+
+const DEFAULT = requestKey({ model: "llama-3.1-8b", seq_len: 2048 });
+const LINK = requestKey({ model: "llama-2-7b", seq_len: 4096 });
+const OTHER = requestKey({ model: "llama-2-7b", seq_len: 1024 });
+const RESULT = { result: {}, view: ["div", {}] };
+const ERROR = { error: { code: "not_positive", field: "seq_len", value: -1 } };
+
+const sends = (effects) => effects.filter((e) => e.type === "send");
+
+test("the build-time result is the form's when the form holds the default setup", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  assert.deepEqual(m.setForm(DEFAULT), []);
+  assert.equal(m.state, "ready");
+  assert.equal(m.results, "current");
+  assert.equal(m.withdrawn, false);
+  // the worker starting changes nothing public and computes nothing
+  assert.deepEqual(m.workerUp(), []);
+  assert.equal(m.state, "ready");
+});
+
+test("a shared link: the default figures are withdrawn until the link's own arrive", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  assert.deepEqual(m.setForm(LINK), []); // no worker yet: nothing sent
+  assert.equal(m.state, "computing");
+  assert.equal(m.results, "other");
+  assert.equal(m.withdrawn, true);
+  const [send] = m.workerUp(); // the worker is up: the link's request goes first
+  assert.equal(send.type, "send");
+  assert.equal(send.key, LINK);
+  // up but not answered: still not "ready", still another request's numbers, still withdrawn
+  assert.equal(m.state, "computing");
+  assert.equal(m.results, "other");
+  assert.equal(m.withdrawn, true);
+  const effects = m.answer(send.id, RESULT);
+  assert.deepEqual(effects, [{ type: "render", out: RESULT, key: LINK }]);
+  assert.equal(m.state, "ready");
+  assert.equal(m.shownKey, LINK);
+});
+
+test("ready never follows the worker's start alone (the stale-numbers bug)", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(LINK);
+  m.workerUp();
+  assert.notEqual(m.state, "ready");
+});
+
+test("once the worker has answered, an edit keeps the previous numbers while computing", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(LINK);
+  const [send] = m.workerUp();
+  m.answer(send.id, RESULT);
+  m.setForm(OTHER);
+  assert.equal(m.state, "computing");
+  assert.equal(m.results, "other");
+  assert.equal(m.withdrawn, false);
+  m.workerRestarting(); // a new worker has to answer first again
+  assert.equal(m.withdrawn, true);
+});
+
+test("an answer to a request the form has left is dropped; the newest one is sent", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(DEFAULT);
+  m.workerUp();
+  const [first] = sends(m.setForm(LINK));
+  assert.deepEqual(m.setForm(OTHER), []); // one in flight: OTHER waits
+  const effects = m.answer(first.id, RESULT);
+  assert.equal(effects.length, 1);
+  assert.equal(effects[0].type, "send");
+  assert.equal(effects[0].key, OTHER);
+  assert.equal(m.state, "computing");
+  assert.equal(m.shownKey, DEFAULT); // LINK's numbers were never shown
+  m.answer(effects[0].id, RESULT);
+  assert.equal(m.state, "ready");
+  assert.equal(m.shownKey, OTHER);
+});
+
+test("back to the request on show: ready at once, a late answer is ignored", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(DEFAULT);
+  m.workerUp();
+  const [send] = sends(m.setForm(LINK));
+  assert.deepEqual(m.setForm(DEFAULT), []);
+  assert.equal(m.state, "ready");
+  assert.deepEqual(m.answer(send.id, RESULT), []);
+  assert.equal(m.shownKey, DEFAULT);
+  assert.deepEqual(m.answer(999, RESULT), []); // unknown id
+});
+
+test("calc's errors: invalid, the last good numbers kept and marked", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(DEFAULT);
+  m.workerUp();
+  const [send] = sends(m.setForm(OTHER));
+  assert.deepEqual(m.answer(send.id, ERROR), [{ type: "errors", out: ERROR, add: false }]);
+  assert.equal(m.state, "invalid");
+  assert.equal(m.results, "other");
+  assert.equal(m.withdrawn, false);
+  assert.equal(m.shownKey, DEFAULT);
+});
+
+test("errors found in the page: invalid at once, or after calc's check of the rest", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(DEFAULT);
+  m.workerUp();
+  assert.deepEqual(m.setForm(null, { blocked: true, check: true }), []); // nothing to check
+  assert.equal(m.state, "invalid");
+  const [check] = sends(m.setForm(OTHER, { blocked: true, check: true }));
+  assert.equal(check.check, true);
+  assert.equal(m.state, "computing");
+  // a check's results are never shown; its errors join the page's
+  assert.deepEqual(m.answer(check.id, RESULT), []);
+  assert.equal(m.state, "invalid");
+  assert.equal(m.shownKey, DEFAULT);
+  const [again] = sends(m.setForm(LINK, { blocked: true, check: true }));
+  assert.deepEqual(m.answer(again.id, ERROR), [{ type: "errors", out: ERROR, add: true }]);
+  assert.equal(m.state, "invalid");
+  assert.deepEqual(m.setForm(LINK, { blocked: true, check: false }), []);
+  assert.equal(m.state, "invalid");
+});
+
+test("a valid request while blocked is not confused with the blocked one's check", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.workerUp();
+  const [check] = sends(m.setForm(OTHER, { blocked: true, check: true }));
+  m.setForm(OTHER); // the same fields, now valid: must compute, not take the check's answer
+  assert.deepEqual(m.answer(check.id, RESULT).map((e) => e.type), ["send"]);
+  assert.equal(m.state, "computing");
+});
+
+test("a crash re-sends what the form still needs; a failure ends in error", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(LINK);
+  const [send] = m.workerUp();
+  assert.deepEqual(m.workerRestarting(), []);
+  assert.equal(m.state, "computing");
+  assert.equal(m.withdrawn, true);
+  assert.deepEqual(m.answer(send.id, RESULT), []); // the dead worker's id
+  const [resend] = m.workerUp();
+  assert.equal(resend.key, LINK);
+  assert.notEqual(resend.id, send.id);
+  m.workerFailed("gone");
+  assert.equal(m.state, "error");
+  assert.equal(m.results, "other");
+  assert.equal(m.withdrawn, true); // never the default's numbers for the link
+  assert.deepEqual(m.workerUp(), []);
+  assert.equal(m.state, "error");
+});
+
+test("a worker that never starts: error, with the default's figures kept when they are the form's", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(DEFAULT);
+  m.workerFailed("no module workers");
+  assert.equal(m.state, "error");
+  assert.equal(m.results, "current");
+  assert.equal(m.withdrawn, false);
+});
+
+test("request keys ignore key order, keep list order", () => {
+  assert.equal(requestKey({ b: 1, a: { d: [2, 1], c: 0 } }), '{"a":{"c":0,"d":[2,1]},"b":1}');
+  assert.equal(requestKey({ a: 1, b: 2 }), requestKey({ b: 2, a: 1 }));
+  assert.notEqual(requestKey({ a: [1, 2] }), requestKey({ a: [2, 1] }));
+});

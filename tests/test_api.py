@@ -1,0 +1,44 @@
+"""The Python API: ``from calc import estimate, plan``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUEST = {"model": "llama-3.1-8b", "method": "qlora", "dataset_tokens": 1e7, "gpu": "l4"}
+
+
+@pytest.mark.parametrize("first", ["from calc import estimate, plan",
+                                   "import calc; estimate, plan = calc.estimate, calc.plan",
+                                   "import calc.plan; from calc.plan import plan_dict; from calc import estimate, plan",
+                                   "import calc; calc.run('plan', {}); from calc import estimate, plan"])
+def test_plan_is_callable_whatever_was_imported_first(first):
+    code = (f"{first}\nimport calc, json\n"
+            f"r = {REQUEST!r}\n"
+            "assert plan(r) == calc.plan_setup(r) == calc.plan.plan_dict(r) == calc.run('plan', r)['result']\n"
+            "assert calc.plan is plan and plan.PLAN_FIELDS['epochs'][0] == 1\n"
+            "e = estimate({'model': 'llama-3.1-8b'}); assert e['peak_allocated_bytes'] > 0\n"
+            "print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=60)
+    assert proc.stdout.decode().strip() == "ok", proc.stderr.decode()
+
+
+def test_errors_are_coded():
+    from calc import InputError, estimate, plan
+    with pytest.raises(InputError) as err:
+        plan({**REQUEST, "gpu": "nope"})
+    assert err.value.code == "unknown_gpu" and err.value.field == "gpu"
+    with pytest.raises(InputError) as err:
+        estimate({"model": "llama-3.1-8b", "seq_len": 0})
+    assert err.value.to_dict() == {"code": "not_positive", "field": "seq_len", "value": 0,
+                                   "integer": True, "minimum": 1, "maximum": 4_194_304}
+
+
+def test_doctest_of_estimate():
+    import doctest
+    import calc
+    assert doctest.testmod(calc).failed == 0

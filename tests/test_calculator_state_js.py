@@ -1,0 +1,27 @@
+"""The calculator's DOM-free state machine (``docs/assets/calculator/state.js``), tested
+under Node's built-in test runner (``tests/js/*.test.mjs``); this test runs it so that the
+project's one test command covers it, and fails when any of them fails."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from conftest import REPO_ROOT
+
+JS_TESTS = sorted((REPO_ROOT / "tests" / "js").glob("*.test.mjs"))
+
+
+def test_js_tests_exist():
+    assert JS_TESTS, "no tests/js/*.test.mjs"
+
+
+@pytest.mark.parametrize("path", JS_TESTS, ids=lambda p: p.name)
+def test_node_test_runner_passes(path):
+    node = shutil.which("node")
+    assert node, "Node 20+ is required (README: requirements)"
+    run = subprocess.run([node, "--test", str(path)], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "# fail 0" in run.stdout and "# pass " in run.stdout

@@ -1,0 +1,220 @@
+"""Training-library profiles (``framework``): what each sets, with hand-computed bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from calc.errors import InputError
+from calc.frameworks import APPLIES_WHEN, PROFILES, SOURCES, Framework
+from calc.memory import estimate_dict
+from calc.request import ESTIMATE_FIELDS, parse_estimate_request
+
+FRAMEWORKS = [f.value for f in Framework]
+
+
+def _resolved(**request) -> dict:
+    return parse_estimate_request(request).to_dict()
+
+
+def test_framework_is_the_last_key_and_generic_by_default():
+    assert list(ESTIMATE_FIELDS)[-1] == "framework"
+    assert ESTIMATE_FIELDS["framework"][0] == "generic"
+    assert _resolved(model="llama-3.1-8b")["framework"] == "generic"
+
+
+def test_generic_keeps_every_default():
+    base = {"model": "llama-3.1-8b", "method": "qlora", "num_gpus": 4, "sharding": "zero3"}
+    assert estimate_dict(base) == estimate_dict({**base, "framework": "generic"})
+    resolved = _resolved(**base)
+    for key, (default, _kind, _extra) in ESTIMATE_FIELDS.items():
+        if key not in base and key != "framework" and not isinstance(default, (str, type(None))):
+            assert resolved[key] == default, key
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_every_profile_entry_cites_its_source(framework):
+    fw = Framework(framework)
+    entries = PROFILES[fw]
+    assert set(entries) <= set(ESTIMATE_FIELDS) - {"model", "method", "framework"}
+    for key in entries:
+        text = SOURCES[fw][key]
+        assert len(text) > 20 and any(ch.isdigit() for ch in text) or text.startswith("as "), (framework, key)
+    if fw is Framework.GENERIC:
+        assert entries == {}
+
+
+def test_unknown_framework_is_a_coded_error():
+    with pytest.raises(InputError) as err:
+        parse_estimate_request({"model": "llama-3.1-8b", "framework": "keras"})
+    assert err.value.code == "unknown_value" and err.value.field == "framework"
+    with pytest.raises(InputError) as err:
+        parse_estimate_request({"model": "llama-3.1-8b", "framework": 3})
+    assert err.value.code == "wrong_type"
+
+
+def test_explicit_keys_override_the_profile():
+    assert _resolved(model="llama-3.1-8b", framework="torchtune")["chunked_loss"] is True
+    assert _resolved(model="llama-3.1-8b", framework="torchtune", chunked_loss=False)["chunked_loss"] is False
+    assert _resolved(model="llama-3.1-8b", framework="litgpt", lora_dropout=0.1)["lora_dropout"] == 0.1
+    assert _resolved(model="llama-3.1-8b", framework="hf-trainer", optimizer_fused=False)["optimizer_fused"] is False
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-2-7b", "mistral-7b", "gemma-2b", "phi-2",
+                                   "llama-3.2-1b"])
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_switching_framework_never_changes_parameter_counts(model, method):
+    counts = {(e["params_total"], e["params_trainable"])
+              for e in (estimate_dict({"model": model, "method": method, "framework": f, "num_gpus": 2,
+                                       "sharding": "zero3"}) for f in FRAMEWORKS)}
+    assert len(counts) == 1
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("setup", [
+    {"method": "lora", "seq_len": 4096, "micro_batch_size": 2},
+    {"method": "full", "precision": "bf16-mixed"},
+    {"method": "qlora", "gradient_checkpointing": False},
+    {"method": "lora", "num_gpus": 4, "sharding": "zero3", "gradient_accumulation_steps": 4},
+])
+def test_a_chunked_loss_never_raises_the_peak(framework, setup):
+    req = {"model": "llama-3.1-8b", "framework": framework, **setup}
+    chunked = estimate_dict({**req, "chunked_loss": True})
+    full = estimate_dict({**req, "chunked_loss": False})
+    assert chunked["peak_allocated_bytes"] <= full["peak_allocated_bytes"]
+    assert chunked["components"]["logits"] <= full["components"]["logits"]
+
+
+# ---- hand-computed bytes, one behaviour at a time ------------------------------------------
+
+LLAMA31_8B_VOCAB = 128_256
+
+
+def test_torchtune_chunked_loss_bytes():
+    # Llama 3.1 8B, 1 x 2048 tokens: transformers' loss holds the fp32 log-softmax, its gradient
+    # and the fp32 logits' gradient, 12 V bytes per token (calc.activations); torchtune's chunked
+    # loss keeps only the bf16 logits, V * 2: the profile's chunked_loss saves 10 V per token.
+    req = {"model": "llama-3.1-8b", "seq_len": 2048}
+    hf = estimate_dict({**req, "framework": "hf-trainer"})
+    assert hf["components"]["logits"] == 2048 * LLAMA31_8B_VOCAB * 12 == 3_152_019_456
+    tt = estimate_dict({**req, "framework": "torchtune"})
+    tt_unchunked = estimate_dict({**req, "framework": "torchtune", "chunked_loss": False})
+    assert tt_unchunked["phases"]["forward_end"] - tt["phases"]["forward_end"] == 2048 * LLAMA31_8B_VOCAB * 10
+
+
+def test_custom_loop_keeps_the_logits():
+    # a loop that holds the output object keeps the bf16 logits too: + 2 V per token
+    req = {"model": "llama-3.1-8b", "seq_len": 2048, "lora_adapter_dtype": "base"}
+    loop = estimate_dict({**req, "framework": "hf-custom-loop"})
+    trainer = estimate_dict({**req, "framework": "hf-trainer"})
+    assert loop["phases"]["forward_end"] - trainer["phases"]["forward_end"] == 2048 * LLAMA31_8B_VOCAB * 2
+
+
+def test_hf_profiles_keep_peft_adapters_in_fp32():
+    assert _resolved(model="llama-3.1-8b", framework="hf-trainer")["lora_adapter_dtype"] == "fp32"
+    assert _resolved(model="llama-3.1-8b", framework="torchtune")["lora_adapter_dtype"] == "base"
+    assert _resolved(model="llama-3.1-8b", framework="hf-trainer")["attention_grouped_kv"] is True
+    assert _resolved(model="llama-3.1-8b", framework="litgpt")["attention_grouped_kv"] is False
+
+
+def test_hf_trainer_fused_adamw_against_a_custom_loop():
+    # Full fine-tuning of Llama 3.2 1B in pure bf16: torch's foreach AdamW holds one
+    # state-sized bf16 temporary (sqrt(v)) in the step; the Trainer's default fused AdamW none.
+    req = {"model": "llama-3.2-1b", "method": "full"}
+    trainer = estimate_dict({**req, "framework": "hf-trainer"})
+    loop = estimate_dict({**req, "framework": "hf-custom-loop"})
+    params = 1_235_814_400
+    assert trainer["params_trainable"] == params
+    assert loop["phases"]["optimizer_step"] - trainer["phases"]["optimizer_step"] == 2 * params
+    assert _resolved(model="llama-3.2-1b", framework="hf-trainer", optimizer="adamw-8bit")["optimizer_fused"] is False
+    assert "optimizer_fused_ignored" not in estimate_dict(
+        {**req, "framework": "hf-trainer", "optimizer": "adamw-8bit"})["warnings"]
+
+
+def test_bitsandbytes_quant_state_stays_whole_on_every_gpu():
+    # Llama 3.1 70B QLoRA on 8 GPUs under ZeRO-3: 80 blocks of 855,638,016 quantized weights
+    # (q, o 8192^2; k, v 8192 x 1024; gate, up, down 8192 x 28672). Double quantization keeps
+    # 8/64 + 32/16384 bits per weight of statistics beyond the 4-bit data: 0.126953125 bits.
+    n = 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672)
+    assert n == 68_451_041_280
+    stats = int(n * (4 + 8 / 64 + 32 / 16384) / 8) - n // 2
+    assert stats == 1_086_259_200
+    req = {"model": "llama-3.1-70b", "method": "qlora", "num_gpus": 8, "sharding": "zero3"}
+    hf = estimate_dict({**req, "framework": "hf-trainer"})
+    tt = estimate_dict({**req, "framework": "torchtune"})
+    assert hf["components"]["weights"] - tt["components"]["weights"] == stats - -(-stats // 8)
+    # one GPU: nothing is sharded, nothing changes
+    one = {"model": "llama-3.1-70b", "method": "qlora"}
+    assert (estimate_dict({**one, "qlora_quant_state_replicated": True})["components"]["weights"]
+            == estimate_dict(one)["components"]["weights"])
+
+
+def test_parameter_offload_leaves_the_quant_state_on_the_gpu():
+    # Llama 2 70B QLoRA, FSDP with CPU offload: the 4-bit data leaves the GPU, the double-quant
+    # statistics (0.126953125 bits per quantized weight) do not.
+    n = 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672)
+    stats = int(n * (4 + 8 / 64 + 32 / 16384) / 8) - n // 2
+    req = {"model": "llama-2-70b", "method": "qlora", "num_gpus": 2, "sharding": "zero3",
+           "cpu_offload": "optimizer+params"}
+    assert estimate_dict({**req, "framework": "hf-trainer"})["components"]["weights"] == stats
+    assert estimate_dict({**req, "framework": "torchtune"})["components"]["weights"] == 0
+
+
+def test_litgpt_fsdp_wrap_allocates_gradients_for_frozen_block_weights():
+    # Llama 2 7B LoRA on 2 GPUs, FSDP: LitGPT's {Block} wrap puts frozen weights and adapters
+    # in one flat parameter, so each GPU holds bf16 gradients for half of the 32 blocks'
+    # 202,383,360 weights each (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096 norms).
+    req = {"model": "llama-2-7b", "method": "lora", "num_gpus": 2, "sharding": "zero3",
+           "attention_keeps_fused_qkv": False, "lora_dropout": 0.0, "chunked_loss": False}
+    lit = estimate_dict({**req, "framework": "litgpt"})
+    gen = estimate_dict(req)
+    assert lit["model_states_bytes"] - gen["model_states_bytes"] == 32 * 202_383_360 * 2 // 2
+    # one GPU: no FSDP, the wrap policy does not exist, the key keeps its default
+    assert _resolved(model="llama-2-7b", framework="litgpt")["frozen_weight_grads"] is False
+    assert _resolved(model="llama-2-7b", framework="litgpt", num_gpus=2,
+                     sharding="zero3")["frozen_weight_grads"] is True
+    assert set(APPLIES_WHEN) <= {k for p in PROFILES.values() for k in p}
+
+
+def test_unsloth_offloads_the_checkpointed_inputs():
+    # Llama 3.1 8B, 1 x 2048 tokens, checkpointing: each of the 32 blocks' bf16 input
+    # (2 x 4096 bytes per token) goes to host RAM except the two in flight.
+    req = {"model": "llama-3.1-8b", "seq_len": 2048}
+    uns = estimate_dict({**req, "framework": "unsloth"})
+    assert uns["host_bytes"] == 30 * 2048 * 2 * 4096 == 503_316_480
+    assert estimate_dict(req)["host_bytes"] == 0
+
+
+def test_litgpt_fused_qkv_keeps_more_on_mha_models_only():
+    mha = {"model": "llama-2-7b", "lora_dropout": 0.0, "chunked_loss": False}
+    gqa = {"model": "llama-3.1-8b", "lora_dropout": 0.0, "chunked_loss": False}
+    assert (estimate_dict({**mha, "framework": "litgpt"})["activations_per_token_bytes"]
+            > estimate_dict(mha)["activations_per_token_bytes"])
+    assert (estimate_dict({**gqa, "framework": "litgpt"})["activations_per_token_bytes"]
+            == estimate_dict(gqa)["activations_per_token_bytes"])
+
+
+def test_plan_accepts_framework():
+    from calc.plan import plan_dict
+
+    out = plan_dict({"model": "llama-3.1-8b", "framework": "torchtune", "gpu": "rtx-4090",
+                     "dataset_tokens": 1e6})
+    assert out["memory"]["request"]["framework"] == "torchtune"
+    assert out["memory"]["request"]["chunked_loss"] is True
+
+
+def test_recommendation_variants_follow_the_library():
+    # LitGPT's {Block} FSDP wrap exists only under FSDP on several GPUs: a 1-GPU request keeps
+    # the key's default, and the recommendation's 2-GPU ZeRO-3 variant gets the profile's value
+    from calc import recommend
+    from calc.request import parse_estimate_request
+
+    req = parse_estimate_request({"model": "llama-2-7b", "framework": "litgpt"})
+    assert req.frozen_weight_grads is False and "frozen_weight_grads" in req.profile_keys
+    est = recommend.Estimator(req)
+    assert est.get(num_gpus=2, sharding="zero3")["request"]["frozen_weight_grads"] is True
+    assert est.get(num_gpus=2, sharding="ddp")["request"]["frozen_weight_grads"] is False
+    # an explicit value is the user's: variants keep it
+    fixed = recommend.Estimator(parse_estimate_request({"model": "llama-2-7b", "framework": "litgpt",
+                                                        "frozen_weight_grads": False}))
+    assert fixed.get(num_gpus=2, sharding="zero3")["request"]["frozen_weight_grads"] is False
+    assert "profile_keys" not in est.get()["request"]
