@@ -96,6 +96,9 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "lora-eager": ({"method": "lora", "lora_rank": 16, "attention": "eager"}, {}),
     "lora-fp32-ckpt-b2": ({"method": "lora", "lora_rank": 32, "lora_adapter_dtype": "fp32",
                            "gradient_checkpointing": True, "micro_batch_size": 2}, {}),
+    # the library profiles of calc.frameworks that describe this code, keys left to them
+    "full-hf-trainer": ({"method": "full", "framework": "hf-trainer"}, {}),
+    "lora-hf-custom-loop": ({"method": "lora", "lora_rank": 16, "framework": "hf-custom-loop"}, {}),
 }
 
 BASE_REQUEST = {"micro_batch_size": 1, "seq_len": 256, "gradient_checkpointing": False,
@@ -108,6 +111,8 @@ def setups() -> list[dict]:
     for family, cfg in FAMILIES.items():
         for variant, (overrides, options) in VARIANTS.items():
             request = dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
+            if "framework" in overrides:
+                del request["attention_grouped_kv"]  # left to the profile
             if family == "phi3" and request.get("lora_targets") == ATTENTION_ONLY:
                 request["lora_targets"] = ["qkv_proj", "o_proj"]  # Phi-3's fused projections
             if family == "qwen3_moe" and request["method"] == "lora" and "lora_targets" not in overrides:

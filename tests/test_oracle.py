@@ -43,6 +43,7 @@ PINNED = (
     "phi3/lora-r8-attn",             # fused qkv_proj adapter
     "qwen3_moe/full",                # MoE experts (grouped matmuls), router
     "qwen2/lora-eager",              # eager attention probabilities, 7:1 GQA
+    "gemma3/lora-hf-custom-loop",    # calc's hf-custom-loop profile: fp32 adapters, logits kept
 )
 
 _BY_ID = {s["id"]: s for s in setups()}
@@ -78,6 +79,6 @@ def test_unsupported_settings_are_refused_not_approximated():
 
     setup = _BY_ID["llama/full"]
     for extra in ({"method": "qlora"}, {"attention": "flash"}, {"sharding": "zero3", "num_gpus": 2},
-                  {"chunked_loss": True}):
+                  {"chunked_loss": True}, {"framework": "torchtune"}):
         with pytest.raises(Unsupported):
             oracle_estimate(dict(setup["request"], **extra))

@@ -33,8 +33,10 @@ HANDLED_KEYS = {
     "model", "method", "lora_rank", "lora_targets", "precision", "optimizer", "micro_batch_size",
     "seq_len", "gradient_checkpointing", "attention", "num_gpus", "lora_dropout",
     "optimizer_fused", "lora_adapter_dtype", "attention_grouped_kv", "loss_outputs_kept",
-    "sharding", "cpu_offload",
+    "sharding", "cpu_offload", "framework",
 }
+# Library profiles (calc.frameworks) whose code the oracle runs: transformers + peft.
+TRACED_FRAMEWORKS = ("generic", "hf-trainer", "hf-custom-loop")
 
 
 class Unsupported(Exception):
@@ -58,10 +60,13 @@ def normalise(request: dict) -> tuple[dict, dict]:
     options = dict(ORACLE_DEFAULTS, **req.pop("oracle", {}))
     parsed = parse_estimate_request(req).to_dict()  # raises calc's coded errors
     parsed["model"] = req["model"]
+    framework = parsed.get("framework", "generic")
+    if framework not in TRACED_FRAMEWORKS:
+        raise Unsupported(f"framework {framework}: the oracle runs transformers and peft")
     for key, (default, _kind, _extra) in ESTIMATE_FIELDS.items():
         value = parsed[key]
-        if key in HANDLED_KEYS:
-            continue
+        if key in HANDLED_KEYS or key not in req and key == "qlora_quant_state_replicated":
+            continue  # a QLoRA-only setting a Hugging Face profile fills in
         if value != default and not (isinstance(value, list) and tuple(value) == default):
             raise Unsupported(f"{key}={value!r} is not reproduced by the oracle")
     if parsed["method"] not in SUPPORTED_METHODS:
