@@ -342,7 +342,7 @@ def compile_removable_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         per = a * down.d_in if arch.mlp_gated else 0
         if _saves_input(down, cfg):
             per += a * down.d_in
-        removable += down.active * per
+        removable += _per_block(arch, down, down.active * per)
     return removable
 
 

@@ -32,6 +32,14 @@ CONSTANTS: dict[str, dict] = {
     "calc.activations.FP32_BYTES": _e(
         "Bytes de un número en fp32 en las activaciones guardadas (softmax, log-sum-exp).",
         "Bytes of one fp32 number in saved activations (softmax, log-sum-exp).", "IEEE 754"),
+    "calc.activations.BATCH_BYTES_PER_TOKEN": _e(
+        "El lote en la GPU por token: input_ids y labels, un int64 cada uno (los data collators "
+        "de Hugging Face copian input_ids en labels; torchtune y LitGPT guardan tokens y "
+        "objetivos).",
+        "The batch on the GPU per token: input_ids and labels, one int64 each (Hugging Face's "
+        "data collators copy input_ids into labels; torchtune and LitGPT hold tokens and "
+        "targets).",
+        {"es": "transformers 5.17 DataCollatorForLanguageModeling", "en": "transformers 5.17 DataCollatorForLanguageModeling"}),
     "calc.presets.MAX_SUGGESTIONS": _e(
         "Cuántos modelos predefinidos se sugieren, del más parecido al menos, cuando un id de "
         "Hugging Face no está en la tabla de alias (parecido de nombres con difflib, umbral 0,5).",
