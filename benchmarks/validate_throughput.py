@@ -1,23 +1,32 @@
-"""Check calc's time model against published training throughput.
+"""Check calc's time model against published training throughput, leave-one-source-out.
 
-    python benchmarks/validate_throughput.py          # per-row table, summary, rows not covered
+    python -m benchmarks.validate_throughput      # fit, per-row table, summaries, not covered
 
-Each covered row of ``validation/measured_throughput.csv`` (a copy of the project's
-validation set, with its sources) is expressed as a calc request below; calc predicts tokens
-per second per GPU with its DEFAULT factors (no per-row tuning) and the script prints predicted,
-measured and the percentage error, then the median and 90th-percentile absolute error per
-workload (fine-tuning rows are the target; pre-training rows are tuned upper bounds) and per
-method. Rows calc cannot express are listed with the reason. ``compare()`` returns the same
-as data for the site's validation page.
+``validation/measured_throughput.csv`` is the single source of truth: each row carries the
+published figure, its settings and, in ``calc_request``, the same setup as a calc plan
+request (JSON), or in ``calc_not_covered`` why calc cannot express it. The script
+
+1. fits the time model's fitted constants (:data:`calc.timing.MATMUL_EFFICIENCY` per card
+   class, :data:`~calc.timing.MATMUL_EFFICIENCY_POOLED`, :data:`~calc.timing.MATMUL_HALF_TOKENS`,
+   :data:`~calc.timing.FP8_MATMUL_EFFICIENCY`) on every covered row (in-sample), and again
+   once per source with that source's rows held out (LOSO), predicting the held-out rows;
+2. prints median, p90 and max absolute % error of tokens/s per GPU, in-sample and LOSO,
+   overall, by workload, method, card class and source;
+3. says which constant rests on a single source and what its LOSO error is.
+
+``compare()`` returns the same as data (tests and the methodology page read it).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import re
+import json
+import math
 import statistics
 import sys
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,14 +34,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.stats import percentile  # noqa: E402
-from calc import gpus, lora, presets, timing  # noqa: E402
-from calc.hf_config import arch_from_hf_config  # noqa: E402
+from calc import timing  # noqa: E402
+from calc.memory import estimate_request  # noqa: E402
+from calc.plan import parse_plan_request  # noqa: E402
+from calc.request import Sharding  # noqa: E402
 
 CSV_PATH = ROOT / "validation" / "measured_throughput.csv"
-
-QV = ["q_proj", "v_proj"]
-QKV = ["q_proj", "k_proj", "v_proj"]
-QVO_MLP = ["q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
 def _qwen1(hidden: int, layers: int, heads: int, ffn: int, vocab: int = 151936) -> dict:
@@ -52,7 +59,16 @@ def _mpt(hidden: int, layers: int, heads: int) -> dict:
                           "tie_word_embeddings": True, "use_parallel_residual": False}}
 
 
-MODELS = {
+def _qwen3(hidden: int, layers: int, heads: int, ffn: int, tied: bool) -> dict:
+    """Qwen3 dense models (config.json of Qwen/Qwen3-*: 8 k/v heads, head_dim 128, vocab
+    151936, q/k norms)."""
+    return {"hf_config": {"model_type": "qwen3", "hidden_size": hidden, "num_hidden_layers": layers,
+                          "num_attention_heads": heads, "num_key_value_heads": 8, "head_dim": 128,
+                          "intermediate_size": ffn, "vocab_size": 151936,
+                          "max_position_embeddings": 40960, "tie_word_embeddings": tied}}
+
+
+MODELS = {  # shapes of models calc has no preset for (from their model cards / configs)
     "qwen-1.8b": _qwen1(2048, 24, 16, 5504),
     "qwen-7b": _qwen1(4096, 32, 32, 11008),
     "qwen-14b": _qwen1(5120, 40, 40, 13696),
@@ -62,100 +78,18 @@ MODELS = {
     "mpt-13b": _mpt(5120, 40, 40),
     "mpt-30b": _mpt(7168, 48, 64),
     "mpt-70b": _mpt(8192, 80, 64),
-}
-
-
-def _r(model, method, gpu, mb, seq, gc, n=1, sharding="none", rank=8, targets="all-linear", note=""):
-    return {"model": model, "method": method, "gpu": gpu, "micro_batch_size": mb, "seq_len": seq,
-            "gradient_checkpointing": gc, "num_gpus": n, "sharding": sharding, "lora_rank": rank,
-            "lora_targets": targets, "note": note}
-
-
-COMPILE = "torch.compile not modelled"
-T_A100 = "a100-80gb-sxm"
-COVERED: dict[int, dict] = {
-    # torchtune README, Llama-2 table (May 2024): padded tokens counted, as calc counts them
-    1: _r("llama-2-7b", "qlora", "rtx-4090", 4, 2048, True, note=COMPILE),
-    2: _r("llama-2-7b", "lora", "rtx-4090", 4, 2048, True, targets=QV),
-    3: _r("llama-2-7b", "lora", "rtx-4090", 4, 2048, False, n=2, sharding="zero3", targets=QV,
-          note="aggregate-vs-per-GPU ambiguous (CSV reads aggregate)"),
-    4: _r("llama-2-7b", "full", "rtx-4090", 4, 2048, True, note="bnb paged AdamW pages states to host"),
-    5: _r("llama-2-7b", "full", "rtx-4090", 4, 2048, True, n=4, sharding="zero3",
-          note="aggregate-vs-per-GPU ambiguous (CSV reads aggregate)"),
-    6: _r("llama-2-70b", "lora", T_A100, 4, 4096, True, n=8, sharding="zero3", rank=16, targets=QKV,
-          note="A100 40/80GB not stated"),
-    7: _r("llama-2-70b", "full", T_A100, 4, 4096, True, n=8, sharding="zero3",
-          note="checkpointing not stated (assumed on)"),
-    # torchtune optimisation-flags table (Nov 2024), Llama-3.2-3B on one A100, packed to 4096
-    17: _r("llama-3.2-3b", "full", T_A100, 2, 4096, False),
-    18: _r("llama-3.2-3b", "full", T_A100, 2, 4096, False, note=COMPILE),
-    19: _r("llama-3.2-3b", "full", T_A100, 2, 4096, False, note=COMPILE + "; chunked CE"),
-    20: _r("llama-3.2-3b", "full", T_A100, 2, 4096, True, note=COMPILE),
-    21: _r("llama-3.2-3b", "full", T_A100, 2, 4096, True, note=COMPILE + "; optimizer in backward"),
-    22: _r("llama-3.2-3b", "full", T_A100, 2, 4096, True, note=COMPILE + "; activation offload"),
-    23: _r("llama-3.2-3b", "full", T_A100, 2, 4096, True, note=COMPILE + "; 8-bit AdamW"),
-    24: _r("llama-3.2-3b", "lora", T_A100, 2, 4096, True, rank=64, targets=QVO_MLP, note=COMPILE),
-    25: _r("llama-3.2-3b", "qlora", T_A100, 2, 4096, True, rank=64, targets=QVO_MLP,
-           note=COMPILE + " (torchtune compiles NF4 dequantisation)"),
-    # Qwen README profiling (HF Trainer + FlashAttention-2, every sample padded to seq_len)
-    59: _r("qwen-1.8b", "full", T_A100, 1, 2048, True),
-    60: _r("qwen-1.8b", "full", T_A100, 1, 8192, True),
-    61: _r("qwen-1.8b", "lora", T_A100, 1, 2048, True, rank=64),
-    62: _r("qwen-7b", "lora", T_A100, 1, 256, True, rank=64),
-    63: _r("qwen-7b", "lora", T_A100, 1, 1024, True, rank=64),
-    64: _r("qwen-7b", "lora", T_A100, 1, 2048, True, rank=64),
-    65: _r("qwen-7b", "lora", T_A100, 1, 8192, True, rank=64),
-    70: _r("qwen-14b", "lora", T_A100, 1, 2048, True, rank=64),
-    72: _r("qwen-72b", "lora", T_A100, 1, 2048, True, n=4, sharding="zero3", rank=64),
-    # pre-training, bf16 (torchtitan, TinyLlama, llm-foundry): tuned runs, an upper bound
-    106: _r("llama-3-8b", "full", T_A100, 1, 8192, False, n=64, sharding="zero3", note="selective AC as off"),
-    107: _r("llama-3-8b", "full", T_A100, 1, 8192, False, n=64, sharding="zero3", note="selective AC as off"),
-    108: _r("llama-3.1-70b", "full", T_A100, 1, 8192, True, n=64, sharding="zero3"),
-    109: _r("llama-2-13b", "full", T_A100, 2, 4096, False, n=64, sharding="zero3"),
-    110: _r("llama-2-70b", "full", T_A100, 2, 4096, True, n=64, sharding="zero3"),
-    111: _r("llama-3.1-8b", "full", "h100-sxm", 2, 8192, False, n=8, sharding="zero3",
-           note="500 W H100 variant; selective AC as off"),
-    112: _r("llama-3.1-8b", "full", "h100-sxm", 2, 8192, False, n=8, sharding="zero3",
-           note="500 W H100 variant; " + COMPILE),
-    114: _r("llama-3.1-8b", "full", "h100-sxm", 2, 8192, False, n=128, sharding="zero3",
-           note="500 W H100 variant; selective AC as off"),
-    121: _r("tinyllama-1.1b", "full", "a100-40gb-sxm", 8, 2048, False, n=16, sharding="zero3",
-           note="fused kernels"),
-}
-_MPT_ROWS = {  # row: (model, gpu, micro-batch, seq, checkpointing, GPUs)
-    122: ("mpt-70b", "h100-sxm", 8, 2048, True, 64), 123: ("mpt-70b", "h100-sxm", 2, 2048, True, 32),
-    124: ("mpt-30b", "h100-sxm", 3, 2048, True, 8), 125: ("mpt-13b", "h100-sxm", 10, 4096, True, 8),
-    126: ("mpt-13b", "h100-sxm", 2, 2048, False, 8), 127: ("mpt-7b", "h100-sxm", 8, 8192, True, 8),
-    128: ("mpt-7b", "h100-sxm", 16, 4096, True, 8), 129: ("mpt-7b", "h100-sxm", 6, 2048, False, 8),
-    130: ("mpt-3b", "h100-sxm", 5, 4096, False, 8),
-    132: ("mpt-70b", T_A100, 8, 2048, True, 64), 133: ("mpt-30b", T_A100, 3, 2048, True, 8),
-    134: ("mpt-13b", T_A100, 10, 4096, True, 8), 135: ("mpt-13b", T_A100, 2, 2048, False, 8),
-    136: ("mpt-7b", T_A100, 8, 8192, True, 8), 137: ("mpt-7b", T_A100, 16, 4096, True, 8),
-    138: ("mpt-7b", T_A100, 6, 2048, False, 8), 139: ("mpt-3b", T_A100, 10, 2048, False, 8),
-    140: ("mpt-70b", "a100-40gb-sxm", 4, 2048, True, 128), 141: ("mpt-30b", "a100-40gb-sxm", 4, 2048, True, 32),
-    142: ("mpt-13b", "a100-40gb-sxm", 4, 2048, True, 8), 143: ("mpt-7b", "a100-40gb-sxm", 6, 4096, True, 8),
-    144: ("mpt-7b", "a100-40gb-sxm", 12, 2048, True, 8),
-}
-for _row, (_m, _g, _mb, _s, _gc, _n) in _MPT_ROWS.items():
-    COVERED[_row] = _r(_m, "full", _g, _mb, _s, _gc, n=_n, sharding="zero3", note="MPT as gpt_neox shapes")
-
-_VARIABLE = "unpadded alpaca samples of varying length: tokens per step and attention length unknown"
-NOT_COVERED: dict[int, str] = {
-    **{r: _VARIABLE for r in range(8, 16)},
-    16: "unpacked, padded to varying lengths while only non-padding tokens are counted",
-    **{r: "GPTQ int4 base with fp16 compute: calc's QLoRA factor is for bitsandbytes NF4" for r in (66, 67, 71, 73)},
-    68: "DeepSpeed ZeRO stage not stated",
-    69: "2 nodes x 2 GPUs: calc assumes 8 GPUs per node",
-    **{r: "only samples/s published (token counts unknown); used for the QLoRA/LoRA ratio check"
-       for r in range(77, 91)},
-    **{r: "only samples/s or whole-job hours published (token counts unknown)" for r in range(91, 96)},
-    **{r: "FP8 training: calc models BF16" for r in range(96, 106)},
-    **{r: "float8 linears: calc models BF16" for r in (113, 115, 116, 119, 120, 131)},
-    117: "tensor parallelism (FSDP 32 x TP 8) is not a calc sharding",
-    118: "tensor parallelism (FSDP 8 x TP 8) is not a calc sharding",
+    "qwen3-0.6b": _qwen3(1024, 28, 16, 3072, True),
+    "qwen3-1.7b": _qwen3(2048, 28, 16, 6144, True),
+    "qwen3-4b": _qwen3(2560, 36, 32, 9728, True),
+    "qwen3-8b": _qwen3(4096, 36, 32, 12288, False),
+    "qwen3-14b": _qwen3(5120, 40, 40, 17408, False),
+    "qwen3-32b": _qwen3(5120, 64, 64, 25600, False),
 }
 
 QLORA_PAIRS = [(77, 78), (79, 80), (81, 82), (87, 88), (89, 90), (91, 92), (24, 25)]
+QLORA_PAIR_MEAN_TOKENS = 256
+"""Tokens per sample assumed for the QLoRA/LoRA pairs that publish samples/s only (Alpaca,
+unpadded, capped at 512): their ratio is compared with calc's at this length."""
 
 
 def load_rows(path: Path = CSV_PATH) -> dict[int, dict]:
@@ -163,50 +97,293 @@ def load_rows(path: Path = CSV_PATH) -> dict[int, dict]:
     return {int(r["row_id"]): r for r in csv.DictReader(io.StringIO(text))}
 
 
-def _arch(model: str):
-    if model in MODELS:
-        return arch_from_hf_config(MODELS[model]["hf_config"], model)
-    return presets.get_preset(model)
+def row_request(row: dict) -> dict | None:
+    """The row's calc plan request (``calc_request`` JSON), model names resolved."""
+    text = (row.get("calc_request") or "").strip()
+    if not text:
+        return None
+    req = json.loads(text)
+    if req["model"] in MODELS:
+        req["model"] = MODELS[req["model"]]
+    req.setdefault("dataset_tokens", 1e9)
+    return req
 
 
-def predict_tokens_per_second_per_gpu(spec: dict) -> float:
-    """calc's prediction for one mapped row, with the default utilisation of the card class."""
-    arch = _arch(spec["model"])
-    method = spec["method"]
-    trainable = arch.params_total if method == "full" else lora.lora_trainable_params(
-        arch, spec["lora_rank"], spec["lora_targets"])
-    gpu = gpus.get_gpu(spec["gpu"])
-    inputs = timing.TimeInputs(arch=arch, method=method, seq_len=spec["seq_len"],
-                               micro_batch_size=spec["micro_batch_size"],
-                               gradient_checkpointing=spec["gradient_checkpointing"],
-                               trainable_params=trainable, num_gpus=spec["num_gpus"],
-                               sharding=spec["sharding"], cpu_offload="none", total_tokens=1e9,
-                               attention=spec.get("attention", "sdpa"))
-    est = timing.estimate_time(inputs, gpu.bf16_dense_flops, timing.default_mfu(gpu.utilisation_class, method),
-                               gpu.link_for(spec["num_gpus"]))
-    return est.tokens_per_second_per_gpu
+@dataclass(frozen=True)
+class Case:
+    """One covered row, with what its prediction needs precomputed."""
+
+    row_id: int
+    source: str
+    workload: str
+    method: str
+    gpu: str
+    card_class: str
+    num_gpus: int
+    measured: float
+    counts: timing.Counts
+    rates: timing.Rates
+    sharding: Sharding
+    kwargs: tuple
+    fp8: bool
+    note: str
+    model: str
 
 
+def cases(rows: dict[int, dict]) -> list[Case]:
+    out = []
+    for row_id, row in rows.items():
+        data = row_request(row)
+        measured = row.get("tokens_per_second_per_gpu") or ""
+        if data is None or not measured or row.get("calc_not_covered"):
+            continue
+        req, opts = parse_plan_request(data)
+        c = timing.counts(req, req.sharding)
+        mem = estimate_request(req)
+        overflow = timing.paged_overflow_bytes({"unified_memory_bytes": mem.unified_memory_bytes,
+                                                "device_total_bytes": mem.device_total_bytes}, opts.gpu)
+        out.append(Case(
+            row_id=row_id, source=row["source_repo_or_site"], workload=row["workload"],
+            method=req.method.value, gpu=opts.gpu.id, card_class=opts.gpu.utilisation_class,
+            num_gpus=req.num_gpus, measured=float(measured), counts=c,
+            rates=timing.card_rates(opts.gpu, req.num_gpus), sharding=req.sharding,
+            kwargs=(("cpu_offload", req.cpu_offload), ("sync_each_micro_batch", req.sync_each_micro_batch),
+                    ("paged_overflow_bytes", overflow)),
+            fp8=opts.fp8_compute, note=row.get("calc_note", ""), model=row["model"]))
+    return out
 
-def _stats(rows: list[dict]) -> dict:
-    errors = [abs(r["error_pct"]) for r in rows]
+
+@dataclass(frozen=True)
+class Params:
+    efficiency: tuple  # ((class, eff), ...)
+    pooled: float
+    half_tokens: float
+    fp8: float
+    dispatch: float = timing.DISPATCH_SECONDS_PER_KERNEL
+
+    def eff(self, card_class: str) -> float:
+        return dict(self.efficiency).get(card_class, self.pooled)
+
+    def to_dict(self) -> dict:
+        return {"matmul_efficiency": dict(self.efficiency), "matmul_efficiency_pooled": self.pooled,
+                "matmul_half_tokens": self.half_tokens, "fp8_matmul_efficiency": self.fp8,
+                "dispatch_seconds_per_kernel": self.dispatch}
+
+
+def predict(case: Case, eff: float, half_tokens: float, fp8_eff: float,
+            dispatch: float = timing.DISPATCH_SECONDS_PER_KERNEL) -> float:
+    b = timing.step_breakdown(case.counts, case.rates, num_gpus=case.num_gpus, sharding=case.sharding,
+                              efficiency=eff, half_tokens=half_tokens, fp8=case.fp8,
+                              fp8_efficiency=fp8_eff, dispatch_seconds=dispatch, **dict(case.kwargs))
+    return case.counts.tokens_micro * case.counts.accumulation / b.step_seconds
+
+
+def _loss(pairs) -> float:
+    """Weighted sum of squared log errors (a ratio error counts the same above and below);
+    ``pairs`` are (predicted, case) and each row weighs 1 / (rows of its source in the fit), so
+    every source counts the same whatever its number of rows."""
+    return sum(w * math.log(p / c.measured) ** 2 for p, c, w in pairs)
+
+
+def _golden(f, lo: float, hi: float, iters: int = 40) -> float:
+    g = (math.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(iters):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+    return (a + b) / 2
+
+
+HALF_TOKEN_GRID = [2 ** (k / 4) for k in range(16, 49)]  # 16 ... 4096 tokens
+DISPATCH_GRID = [1e-6 * 2 ** (k / 2) for k in range(0, 15)]  # 1 ... 128 us per kernel
+
+
+def fit(train: list[Case], fallback: Params | None = None) -> Params:
+    """Fit the constants on ``train`` by coordinate descent on the weighted squared log error:
+    for each ``T_half`` of a log grid (the dispatch time held), the BF16 efficiency of each card
+    class (golden-section search on its rows); then the dispatch time per kernel on its own
+    grid (``T_half`` held); twice. Then the pooled efficiency and the FP8 efficiency on the FP8
+    rows. A constant without rows in ``train`` keeps ``fallback``'s value (or calc's)."""
+    bf16 = [c for c in train if not c.fp8]
+    fp8_rows = [c for c in train if c.fp8]
+    classes = sorted({c.card_class for c in bf16})
+    per_source: dict[str, int] = {}
+    for c in train:
+        per_source[c.source] = per_source.get(c.source, 0) + 1
+    weight = {s: 1.0 / n for s, n in per_source.items()}
+
+    def class_fit(half: float, dispatch: float) -> tuple[float, dict]:
+        effs, total = {}, 0.0
+        for cls in classes:
+            rows = [c for c in bf16 if c.card_class == cls]
+            e = _golden(lambda x: _loss((predict(c, x, half, 0.3, dispatch), c, weight[c.source])
+                                        for c in rows), 0.05, 1.0)
+            effs[cls] = e
+            total += _loss((predict(c, e, half, 0.3, dispatch), c, weight[c.source]) for c in rows)
+        return total, effs
+
+    half, dispatch = timing.MATMUL_HALF_TOKENS, timing.DISPATCH_SECONDS_PER_KERNEL
+    for _ in range(2):
+        _, half, effs = _best_half(class_fit, dispatch)
+        dispatch = min(DISPATCH_GRID, key=lambda d: class_fit(half, d)[0])
+    _, effs = class_fit(half, dispatch)
+    pooled = _golden(lambda x: _loss((predict(c, x, half, 0.3, dispatch), c, weight[c.source]) for c in bf16),
+                     0.05, 1.0)
+    if fp8_rows:
+        fp8 = _golden(lambda x: _loss((predict(c, effs.get(c.card_class, pooled), half, x, dispatch), c,
+                                       weight[c.source]) for c in fp8_rows), 0.05, 1.0)
+    else:
+        fp8 = fallback.fp8 if fallback else timing.FP8_MATMUL_EFFICIENCY
+    return Params(tuple(sorted(effs.items())), pooled, half, fp8, dispatch)
+
+
+def _best_half(class_fit, dispatch: float) -> tuple:
+    best = min(((*class_fit(h, dispatch), h) for h in HALF_TOKEN_GRID), key=lambda t: t[0])
+    return best[0], best[2], best[1]
+
+
+def calc_params() -> Params:
+    """The constants calc ships (timing.py)."""
+    return Params(tuple(sorted(timing.MATMUL_EFFICIENCY.items())), timing.MATMUL_EFFICIENCY_POOLED,
+                  timing.MATMUL_HALF_TOKENS, timing.FP8_MATMUL_EFFICIENCY, timing.DISPATCH_SECONDS_PER_KERNEL)
+
+
+def _predict_with(case: Case, p: Params) -> float:
+    return predict(case, p.eff(case.card_class), p.half_tokens, p.fp8, p.dispatch)
+
+
+def _stats(errors: list[float]) -> dict:
     if not errors:
         return {"rows": 0}
-    return {"rows": len(errors), "median_abs_pct": statistics.median(errors),
-            "p90_abs_pct": percentile(errors, 90), "max_abs_pct": max(errors),
-            "mean_signed_pct": statistics.fmean(r["error_pct"] for r in rows)}
+    a = [abs(e) for e in errors]
+    return {"rows": len(a), "median_abs_pct": statistics.median(a), "p90_abs_pct": percentile(a, 90),
+            "max_abs_pct": max(a), "mean_signed_pct": statistics.fmean(errors)}
 
 
-def _samples_per_second(row: dict) -> float | None:
-    for text in (row.get("flags_notes", ""), row.get("published_figure", "")):
-        m = re.search(r"samples/s = ([0-9]+(?:\.[0-9]+)?)", text) or re.search(r"([0-9]+(?:\.[0-9]+)?) samples/s", text)
-        if m:
-            return float(m.group(1))
-    return None
+def _groups(case: Case) -> list[str]:
+    """Summary groups of a row: all, workload, workload/method (``+fp8`` for FP8 rows), card
+    class, source."""
+    method = case.method + ("+fp8" if case.fp8 else "")
+    return ["all", case.workload, f"{case.workload}/{method}", "class:" + case.card_class,
+            "source:" + case.source]
+
+
+@lru_cache(maxsize=4)
+def _compare_cached(path: str) -> dict:
+    rows = load_rows(Path(path))
+    all_cases = cases(rows)
+    in_fit = fit(all_cases)
+    shipped = calc_params()
+    out_rows = []
+    loso_fits = {}
+    for source in sorted({c.source for c in all_cases}):
+        train = [c for c in all_cases if c.source != source]
+        loso_fits[source] = fit(train, in_fit)
+    for c in all_cases:
+        held = loso_fits[c.source]
+        pred_in = _predict_with(c, in_fit)
+        pred_loso = _predict_with(c, held)
+        pred_calc = _predict_with(c, shipped)
+        out_rows.append({
+            "row_id": c.row_id, "source": c.source, "workload": c.workload, "model": c.model,
+            "method": c.method, "fp8": c.fp8, "gpu": c.gpu, "card_class": c.card_class,
+            "num_gpus": c.num_gpus, "measured_tokens_per_second_per_gpu": c.measured,
+            "predicted_tokens_per_second_per_gpu": pred_calc,
+            "error_pct": 100.0 * (pred_calc - c.measured) / c.measured,
+            "in_sample_error_pct": 100.0 * (pred_in - c.measured) / c.measured,
+            "loso_error_pct": 100.0 * (pred_loso - c.measured) / c.measured,
+            "note": c.note,
+        })
+    # summary[group]: calc as shipped (top level), the in-sample fit and the LOSO fit
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(all_cases):
+        for g in _groups(c):
+            groups.setdefault(g, []).append(i)
+    summary: dict = {}
+    for g in sorted(groups, key=lambda k: (k != "all", ":" in k, k)):
+        idx = groups[g]
+        summary[g] = {**_stats([out_rows[i]["error_pct"] for i in idx]),
+                      "in_sample": _stats([out_rows[i]["in_sample_error_pct"] for i in idx]),
+                      "loso": _stats([out_rows[i]["loso_error_pct"] for i in idx])}
+    # which fitted constant rests on which sources
+    basis = {}
+    for cls in sorted({c.card_class for c in all_cases if not c.fp8}):
+        srcs = sorted({c.source for c in all_cases if c.card_class == cls and not c.fp8})
+        errs = [r["loso_error_pct"] for r, c in zip(out_rows, all_cases) if c.card_class == cls and not c.fp8]
+        basis["matmul_efficiency." + cls] = {"value": shipped.eff(cls), "sources": srcs,
+                                             "single_source": len(srcs) == 1, "loso": _stats(errs)}
+    srcs = sorted({c.source for c in all_cases if c.fp8})
+    basis["fp8_matmul_efficiency"] = {"value": shipped.fp8, "sources": srcs, "single_source": len(srcs) == 1,
+                                      "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases) if c.fp8])}
+    srcs = sorted({c.source for c in all_cases if not c.fp8})
+    basis["dispatch_seconds_per_kernel"] = {"value": shipped.dispatch, "sources": srcs,
+                                            "single_source": len(srcs) == 1,
+                                            "loso": _stats([r["loso_error_pct"] for r in out_rows])}
+    basis["matmul_half_tokens"] = {"value": shipped.half_tokens, "sources": srcs, "single_source": len(srcs) == 1,
+                                   "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases) if not c.fp8])}
+    for b in basis.values():
+        b["source_count"] = len(b["sources"])
+    not_covered = [{"row_id": rid, "model": r["model"], "method": r["method"], "gpu": r["gpu_type"],
+                    "reason": r.get("calc_not_covered") or "no tokens/s figure"}
+                   for rid, r in rows.items()
+                   if r.get("calc_not_covered") or not (r.get("calc_request") and r.get("tokens_per_second_per_gpu"))]
+    return {"rows": out_rows, "summary": summary, "fit": in_fit.to_dict(),
+            "loso_fits": {s: p.to_dict() for s, p in loso_fits.items()}, "shipped": shipped.to_dict(),
+            "constant_basis": basis, "not_covered": not_covered,
+            "qlora_ratio_check": qlora_ratio_check(rows)}
+
+
+CACHE_DIR = ROOT / ".cache" / "validate_throughput"
+
+
+def _inputs_digest(path: Path) -> str:
+    """SHA-256 of everything the comparison reads: the CSV, calc's code and data, this script."""
+    import hashlib
+
+    h = hashlib.sha256(path.read_bytes())
+    files = [f for f in (ROOT / "calc").rglob("*") if f.is_file() and "__pycache__" not in f.parts]
+    for f in sorted([*files, Path(__file__).resolve()]):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def compare(path: Path = CSV_PATH) -> dict:
+    """Every row: measured vs predicted tokens/s/GPU (calc's constants, in-sample fit, LOSO
+    fit), the summaries, the fits, and the rows not covered with their reason. The fits take
+    tens of seconds, so the result is kept in ``.cache/validate_throughput/`` under a digest of
+    every input (the CSV, calc, this script): any change recomputes it."""
+    cache = CACHE_DIR / f"{_inputs_digest(Path(path))}.json"
+    if cache.exists():
+        try:
+            return json.loads(cache.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass
+    result = _compare_cached(str(path))
+    try:
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result), encoding="utf-8")
+        tmp.replace(cache)
+    except OSError:
+        pass
+    return json.loads(json.dumps(result))
 
 
 def qlora_ratio_check(rows: dict[int, dict]) -> list[dict]:
-    """Measured QLoRA / LoRA speed on the same model, card and stack, against calc's factor."""
+    """Measured QLoRA / LoRA speed on the same model, card and stack, against calc's ratio
+    (counted dequantisation) at the pair's micro-batch and :data:`QLORA_PAIR_MEAN_TOKENS`."""
+    import re
+
+    from calc import gpus as gpu_catalogue
     out = []
     for lora_id, qlora_id in QLORA_PAIRS:
         a, b = rows.get(lora_id), rows.get(qlora_id)
@@ -215,65 +392,79 @@ def qlora_ratio_check(rows: dict[int, dict]) -> list[dict]:
         if a.get("tokens_per_second_per_gpu") and b.get("tokens_per_second_per_gpu"):
             ratio = float(b["tokens_per_second_per_gpu"]) / float(a["tokens_per_second_per_gpu"])
         else:
-            sa, sb = _samples_per_second(a), _samples_per_second(b)
+            def sps(row):
+                for text in (row.get("flags_notes", ""), row.get("published_figure", "")):
+                    m = re.search(r"samples/s = ([0-9]+(?:\.[0-9]+)?)", text) or re.search(r"([0-9]+(?:\.[0-9]+)?) samples/s", text)
+                    if m:
+                        return float(m.group(1))
+                return None
+            sa, sb = sps(a), sps(b)
             if not sa or not sb:
                 continue
             ratio = sb / sa
         out.append({"rows": [lora_id, qlora_id], "model": a["model"], "gpu": a["gpu_type"],
-                    "measured_ratio": ratio, "calc_factor": timing.QLORA_SPEED_FACTOR})
+                    "measured_ratio": ratio, "calc_ratio": _calc_qlora_ratio(a, gpu_catalogue)})
     return out
 
 
-def compare(path: Path = CSV_PATH) -> dict:
-    """Every row: predicted vs measured tokens/s/GPU, or the reason it is not covered."""
-    rows = load_rows(path)
-    covered, not_covered = [], []
-    for row_id, row in rows.items():
-        spec = COVERED.get(row_id)
-        measured = row.get("tokens_per_second_per_gpu") or ""
-        if spec is None or not measured:
-            reason = NOT_COVERED.get(row_id, "no tokens/s figure" if not measured else "not mapped")
-            not_covered.append({"row_id": row_id, "model": row["model"], "method": row["method"],
-                                "gpu": row["gpu_type"], "reason": reason})
-            continue
-        predicted = predict_tokens_per_second_per_gpu(spec)
-        measured_f = float(measured)
-        covered.append({
-            "row_id": row_id, "source": row["source_repo_or_site"], "workload": row["workload"],
-            "model": row["model"], "method": spec["method"], "gpu": spec["gpu"], "num_gpus": spec["num_gpus"],
-            "seq_len": spec["seq_len"], "micro_batch_size": spec["micro_batch_size"],
-            "predicted_tokens_per_second_per_gpu": predicted,
-            "measured_tokens_per_second_per_gpu": measured_f,
-            "error_pct": 100.0 * (predicted - measured_f) / measured_f,
-            "note": spec["note"],
-        })
-    summary = {"all": _stats(covered)}
-    for workload in sorted({r["workload"] for r in covered}):
-        summary[workload] = _stats([r for r in covered if r["workload"] == workload])
-    for method in ("full", "lora", "qlora"):
-        summary["fine-tune/" + method] = _stats([r for r in covered
-                                                 if r["workload"] == "fine-tune" and r["method"] == method])
-    return {"rows": covered, "not_covered": not_covered, "summary": summary,
-            "qlora_ratio_check": qlora_ratio_check(rows)}
+_PAIR_MODELS = {"Llama-3.1-8B": "llama-3.1-8b", "Llama-2-7B": "llama-2-7b", "Mistral-7B-v0.1": "mistral-7b",
+                "Llama-2-13B": "llama-2-13b", "OpenLLaMA-7B": "llama-2-7b", "Llama-3.2-3B": "llama-3.2-3b"}
+_PAIR_GPUS = {"A10G": "a10g", "A100 40GB SXM4": "a100-40gb-sxm"}
+
+
+def _calc_qlora_ratio(row: dict, gpu_catalogue) -> float | None:
+    from calc import presets
+    model = _PAIR_MODELS.get(row["model"])
+    gpu_id = next((g for k, g in _PAIR_GPUS.items() if row["gpu_type"].startswith(k)), None)
+    if row.get("calc_request"):
+        data = row_request(row)
+    elif model and gpu_id and model in presets.preset_ids():
+        mb = int((row["micro_batch_per_gpu"] or "1").split()[0])
+        data = {"model": model, "gpu": gpu_id, "micro_batch_size": mb, "seq_len": QLORA_PAIR_MEAN_TOKENS,
+                "gradient_checkpointing": False, "dataset_tokens": 1e9}
+    else:
+        return None
+    speeds = []
+    for method in ("lora", "qlora"):
+        req, opts = parse_plan_request({**data, "method": method})
+        speeds.append(timing.estimate_time(req, opts.gpu, 1e9).tokens_per_second_per_gpu)
+    return speeds[1] / speeds[0]
+
+
+def _print_stats(name: str, s: dict) -> None:
+    if s.get("rows"):
+        print(f"  {name:44} rows {s['rows']:>3}  median {s['median_abs_pct']:5.1f} %  "
+              f"p90 {s['p90_abs_pct']:5.1f} %  max {s['max_abs_pct']:5.1f} %  signed {s['mean_signed_pct']:+6.1f} %")
 
 
 def main() -> int:
     result = compare()
     print(f"{'row':>4} {'workload':9} {'model':16} {'method':6} {'gpu':15} {'n':>3} "
-          f"{'pred tok/s':>10} {'meas tok/s':>10} {'err %':>7}  note")
+          f"{'meas tok/s':>10} {'calc tok/s':>10} {'calc %':>7} {'in %':>7} {'LOSO %':>7}  note")
     for r in result["rows"]:
-        print(f"{r['row_id']:>4} {r['workload']:9} {r['model'][:16]:16} {r['method']:6} {r['gpu']:15} "
-              f"{r['num_gpus']:>3} {r['predicted_tokens_per_second_per_gpu']:>10.0f} "
-              f"{r['measured_tokens_per_second_per_gpu']:>10.0f} {r['error_pct']:>+7.1f}  {r['note']}")
-    print("\nabsolute percentage error (tokens/s per GPU):")
-    for name, s in result["summary"].items():
-        if s.get("rows"):
-            print(f"  {name:18} rows {s['rows']:>3}  median {s['median_abs_pct']:5.1f} %  "
-                  f"p90 {s['p90_abs_pct']:5.1f} %  max {s['max_abs_pct']:5.1f} %  mean signed {s['mean_signed_pct']:+6.1f} %")
-    print("\nQLoRA / LoRA speed, measured vs calc's factor:")
+        m = r["method"] + ("+fp8" if r["fp8"] else "")
+        print(f"{r['row_id']:>4} {r['workload']:9} {r['model'][:16]:16} {m:6} {r['gpu']:15} "
+              f"{r['num_gpus']:>3} {r['measured_tokens_per_second_per_gpu']:>10.0f} "
+              f"{r['predicted_tokens_per_second_per_gpu']:>10.0f} {r['error_pct']:>+7.1f} "
+              f"{r['in_sample_error_pct']:>+7.1f} {r['loso_error_pct']:>+7.1f}  {r['note']}")
+    print("\nfitted on all covered rows (in-sample):", json.dumps(result["fit"]))
+    print("shipped in calc/timing.py:            ", json.dumps(result["shipped"]))
+    for kind, title in (("in_sample", "IN-SAMPLE fit"), ("loso", "LEAVE-ONE-SOURCE-OUT fit"),
+                        (None, "calc's shipped constants")):
+        print(f"\nabsolute % error of tokens/s per GPU, {title}:")
+        for name, s in result["summary"].items():
+            _print_stats(name, s[kind] if kind else s)
+    print("\nfitted constants and the sources they rest on (LOSO error of their rows):")
+    for name, b in result["constant_basis"].items():
+        flag = "SINGLE SOURCE" if b["single_source"] else f"{len(b['sources'])} sources"
+        s = b["loso"]
+        tail = (f"LOSO median {s['median_abs_pct']:.1f} %, p90 {s['p90_abs_pct']:.1f} %, max {s['max_abs_pct']:.1f} %"
+                if s.get("rows") else "no rows")
+        print(f"  {name:32} {flag:14} {tail}  ({', '.join(x.replace('github.com/', '') for x in b['sources'])})")
+    print("\nQLoRA / LoRA speed, measured vs calc's counted dequantisation:")
     for q in result["qlora_ratio_check"]:
-        print(f"  rows {q['rows']}: {q['model']} on {q['gpu']}: measured {q['measured_ratio']:.2f}, "
-              f"calc {q['calc_factor']:.2f}")
+        calc_r = "n/a" if q["calc_ratio"] is None else f"{q['calc_ratio']:.2f}"
+        print(f"  rows {q['rows']}: {q['model']} on {q['gpu']}: measured {q['measured_ratio']:.2f}, calc {calc_r}")
     print(f"\nnot covered ({len(result['not_covered'])} rows):")
     for r in result["not_covered"]:
         print(f"  {r['row_id']:>4} {r['model'][:22]:22} {r['gpu'][:28]:28} {r['reason']}")

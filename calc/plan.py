@@ -28,8 +28,13 @@ safety_margin                         0              user margin over the calibr
                                                      (0-1; off by default, calc.calibration)
 mfu                                   null           single-GPU utilisation; null = default for
                                                      the card class and method (calc.timing)
-qlora_speed_factor                    null           QLoRA/LoRA speed ratio; null = 0.65
-scaling_efficiency                    null           per-GPU multi-GPU efficiency; null = table
+qlora_speed_factor                    null           QLoRA/LoRA speed ratio; null = counted
+                                                     dequantisation (calc.timing)
+scaling_efficiency                    null           per-GPU multi-GPU efficiency; null = the
+                                                     communication model (calc.timing)
+fp8_compute                           false          the decoder blocks' linears run in FP8
+                                                     (torchao float8 / Transformer Engine) on
+                                                     cards with FP8 tensor cores
 ====================================  =============  ==============================================
 
 Where the defaults come from: ``safety_margin`` 0 because the verdict already compares the
@@ -66,7 +71,7 @@ from .cost import CostInputs, default_storage_gb, estimate_cost
 from .errors import CalcError, InputError
 from .request import (ESTIMATE_FIELDS, MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
                       check_bool, check_int, check_number, parse_estimate_request, parse_fields)
-from .timing import TimeInputs, default_mfu, estimate_time
+from .timing import default_mfu, estimate_time
 
 MAX_DATASET_TOKENS = 1e15  # beyond every published training corpus: a typo
 MAX_STARTS = 100_000
@@ -92,6 +97,7 @@ PLAN_FIELDS: dict[str, tuple] = {
     "mfu": (None, "optional_number", (0.0, 1.0, False)),
     "qlora_speed_factor": (None, "optional_number", (0.0, 1.0, False)),
     "scaling_efficiency": (None, "optional_number", (0.0, 1.0, False)),
+    "fp8_compute": (False, "bool", None),
 }
 
 PLAN_REQUEST_FIELDS = {**ESTIMATE_FIELDS, **PLAN_FIELDS}
@@ -118,6 +124,7 @@ class PlanOptions:
     mfu: float | None
     qlora_speed_factor: float | None
     scaling_efficiency: float | None
+    fp8_compute: bool = False
 
     @property
     def total_tokens(self) -> float:
@@ -217,17 +224,10 @@ class Planner:
         req = self.estimator.variant(**changes) if changes else self.request
         est = self.estimator.get(**changes) if changes else self.base
         trainable = est["params_trainable"] if est else self.base["params_trainable"]
-        inputs = TimeInputs(
-            arch=req.model, method=req.method.value, seq_len=req.seq_len,
-            micro_batch_size=req.micro_batch_size, gradient_checkpointing=req.gradient_checkpointing,
-            trainable_params=trainable, num_gpus=num_gpus, sharding=sharding,
-            cpu_offload=req.cpu_offload.value, total_tokens=self.options.total_tokens,
-            attention=req.attention.value,
-        )
-        mfu = (self.options.mfu if self.options.mfu is not None
-               else default_mfu(gpu.utilisation_class, req.method.value))
-        return estimate_time(inputs, gpu.bf16_dense_flops, mfu, gpu.link_for(num_gpus),
-                             self.options.qlora_speed_factor, self.options.scaling_efficiency)
+        o = self.options
+        return estimate_time(req, gpu, o.total_tokens, num_gpus=num_gpus, sharding=sharding, mfu=o.mfu,
+                             qlora_speed_factor=o.qlora_speed_factor, scaling_efficiency=o.scaling_efficiency,
+                             fp8_compute=o.fp8_compute, trainable_params=trainable, memory=est)
 
     def cost(self, gpu: gpu_catalogue.Gpu, num_gpus: int, compute_hours: float, price: dict):
         o = self.options
@@ -502,6 +502,10 @@ def plan_request(request: EstimateRequest, options: PlanOptions,
     time_out = time.to_dict()
     time_out["schedule"] = cost.schedule.to_dict()
     time_out["mfu_default"] = default_mfu(gpu.utilisation_class, request.method.value)
+    # start-up, checkpoints and lost work, apart from the steady-state rate above
+    time_out["startup_and_checkpoint_hours"] = cost.schedule.total_hours - cost.schedule.compute_hours
+    if options.fp8_compute and not time_out["step"]["fp8_compute"]:
+        warnings.append("fp8_compute_unavailable_on_gpu")
     return {
         "gpu": gpu.id,
         "num_gpus": request.num_gpus,

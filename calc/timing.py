@@ -1,212 +1,497 @@
-"""Training time: FLOPs per token for the method, divided by what the GPUs achieve.
+"""Training time as a per-step roofline: every cost is a count divided by a rate.
 
-    time_s = dataset_tokens * epochs * flops_per_token
-             / (num_gpus * peak_bf16_dense_flops * utilisation * qlora_speed_factor
-                * batch_saturation * scaling_efficiency)
+One optimizer step on one GPU is ``A`` micro-steps of ``T = micro_batch_size * seq_len``
+tokens (``A = gradient_accumulation_steps``), then the optimizer. Each part is a count (FLOPs,
+bytes, kernel launches) over a rate (the card's datasheet peak, memory bandwidth, link rate,
+CPU rate), and the step is their critical path, not their product::
 
-Every factor is explicit, shown in the plan response and editable through the request
-(``mfu``, ``qlora_speed_factor``, ``scaling_efficiency``). ``benchmarks/validate_throughput.py``
-checks the result against the published tokens/second in ``measured_throughput.csv``.
+    compute       = FLOPs(T) / (peak * eff(T))                 eff(T) = eff_class * T / (T + T_half)
+    dequantise    = passes * NF4 weight bytes (read 4-bit, write 16-bit) / (HBM * eta_mem)
+    comm_exposed  = sum over phases of max(first unit, comm_bytes / link - compute of the phase)
+    transfer_exp. = host<->device bytes / host link, less the compute it overlaps
+    optimizer     = bytes the optimizer and gradient clipping read and write / (HBM * eta_mem)
+                    (+ the CPU optimizer and the parameters' upload with CPU offload)
+    overheads     = max(0, host dispatch of the step's kernels - GPU time of the step)
+    step          = A * (compute + dequantise + fp8 casts + comm/transfer exposed per micro-step)
+                    + optimizer + exposed gradient synchronisation + overheads
+
+``tokens/s per GPU = A * T / step``. The breakdown adds up to the step exactly
+(:class:`StepBreakdown`). Fitted constants (the matmul efficiencies and ``T_half``) are
+fitted by ``python -m benchmarks.validate_throughput`` leave-one-source-out on
+``validation/measured_throughput.csv``; everything else is a datasheet figure, a library's
+code at a stated version, or a stated assumption (methodology page).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arch import ModelArch
+from . import comm
+from . import states as st
+from .flops import (CAUSAL_ATTENTION_FRACTION, FlopsPerToken, attention_forward_flops_per_token,
+                    block_linear_params, matmul_params, training_flops_per_token)
+from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
-# --- FLOPs -----------------------------------------------------------------------------------
+# --- fitted constants (benchmarks/validate_throughput.py fits and prints them) -----------------
 
+MATMUL_EFFICIENCY = {"a100": 0.76, "blackwell": 0.38, "gddr": 1.00, "hopper": 0.59}
+"""Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
+(``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
+rows of the class; leave-one-source-out figures on the methodology page). ``blackwell`` rests
+on one source (Unsloth on the B200, measured by the Surogate authors). A class without rows
+(``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
 
-def matmul_params(arch: ModelArch) -> int:
-    """Parameters one token multiplies through: the active block linears (MoE: top-k experts),
-    norms and the lm_head matmul (computed even when it shares the embedding matrix). The
-    embedding lookup is a gather, not a matmul, so it costs no FLOPs (Kaplan et al. 2020,
-    arXiv:2001.08361, sec. 2.1 counts non-embedding parameters for the same reason)."""
-    return (arch.params_active - arch.embedding_params - arch.lm_head_params
-            + arch.vocab_size * arch.hidden_size)
+MATMUL_EFFICIENCY_POOLED = 0.76
+"""The same fit with every covered row pooled in one class: the figure for card classes with no
+measured row (MI300X); FITTED."""
 
+MATMUL_HALF_TOKENS = 152.0
+"""Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
+efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per layer, matmul
+work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
+tails, element-wise passes) do not, hence the ``hidden**2`` scaling. FITTED."""
 
-CAUSAL_ATTENTION_FRACTION = {"flash": 0.5, "sdpa": 0.5, "eager": 1.0}
-"""Share of the score/value matmuls actually computed. Fused causal kernels (FlashAttention-2,
-Dao 2023, arXiv:2307.08691, sec. 3.1; PyTorch SDPA dispatches to them) skip the blocks above
-the diagonal, about half; eager attention computes the full matrix and masks it."""
-
-
-def attention_forward_flops_per_token(arch: ModelArch, seq_len: int, attention: str = "eager") -> float:
-    """Score and value matmuls of self-attention, forward, per token:
-    ``4 * layers * seq_len * heads * head_dim`` (2 FLOPs per multiply-add, QK^T and AV) for the
-    full matrix (PaLM's MFU count, Chowdhery et al. 2022, arXiv:2204.02311, app. B), times the
-    computed share :data:`CAUSAL_ATTENTION_FRACTION` for ``attention``."""
-    full = 4.0 * arch.num_layers * seq_len * arch.num_heads * arch.head_dim
-    return full * CAUSAL_ATTENTION_FRACTION[attention]
-
-
-@dataclass(frozen=True)
-class FlopsPerToken:
-    """Training FLOPs per token, split by where they come from."""
-
-    forward: float
-    backward: float
-    recompute: float
-
-    @property
-    def total(self) -> float:
-        return self.forward + self.backward + self.recompute
-
-    def to_dict(self) -> dict:
-        return {"forward": self.forward, "backward": self.backward,
-                "recompute": self.recompute, "total": self.total}
-
-
-def training_flops_per_token(arch: ModelArch, method: str, seq_len: int,
-                             gradient_checkpointing: bool, trainable_params: int,
-                             attention: str = "eager") -> FlopsPerToken:
-    """FLOPs one training token costs.
-
-    - Forward: ``2*N`` for the matmuls (N = :func:`matmul_params`) plus attention.
-    - Backward, full fine-tuning: gradients of activations and of weights, ``2 * forward``, so
-      the whole step is the familiar ``6*N`` (Kaplan et al. 2020, sec. 2.1).
-    - Backward, LoRA/QLoRA: the frozen base needs activation gradients only (``2*N``), no weight
-      gradients; the adapters (``A`` trainable parameters) cost ``6*A`` in all (Hu et al. 2021,
-      arXiv:2106.09685, sec. 4: no gradients for frozen weights). Attention backward is still
-      twice its forward (Q, K and V all need gradients).
-    - Gradient checkpointing recomputes the forward once (Chen et al. 2016, arXiv:1604.06174).
-    """
-    n = float(matmul_params(arch))
-    attn = attention_forward_flops_per_token(arch, seq_len, attention)
-    if method == "full":
-        fwd = 2.0 * n + attn
-        bwd = 2.0 * fwd
-    else:
-        a = float(trainable_params)
-        fwd = 2.0 * n + 2.0 * a + attn
-        bwd = 2.0 * n + 4.0 * a + 2.0 * attn
-    recompute = fwd if gradient_checkpointing else 0.0
-    return FlopsPerToken(forward=fwd, backward=bwd, recompute=recompute)
-
-
-# --- achievable utilisation --------------------------------------------------------------------
-
-UTILISATION_BY_CLASS = {
-    # Fraction of dense BF16 peak achieved on the FLOPs actually executed (recomputation included),
-    # one GPU, large micro-steps, full fine-tuning. Read from measured_throughput.csv
-    # (see benchmarks/validate_throughput.py for the per-row check):
-    "a100": 0.55,  # torchtune A100 rows 17-23: 53-72 %; Qwen HF Trainer A100 rows 59-65, 70: 31-59 %;
-    #                torchtitan A100 MFU 50-61 %; llm-foundry A100 HFU 59-77 % (tuned pre-training)
-    "hopper": 0.40,  # torchtitan H100 bf16 34-39 % (rows 111, 114); llm-foundry H100 HFU 46-57 %
-    "gddr": 0.50,  # torchtune RTX 4090 rows 2, 4, 8, 10, 12 imply 60-85 % but are flagged optimistic
-    #                (padded tokens counted); 0.50 is the conservative reading
-    "blackwell": 0.35,  # no fine-tuning row in the data: Hopper's figure lowered for younger kernels (assumption)
-    "cdna3": 0.30,  # no row in the data: ROCm kernels trail CUDA (seed 004); assumption
-}
-
-METHOD_UTILISATION_FACTOR = {
-    # LoRA runs the same big matmuls plus small adapter matmuls and element-wise work:
-    # torchtune rows 22 -> 24 (Llama-3.2-3B, A100, same flags) give 0.89 of full FT's utilisation.
-    "full": 1.0,
-    "lora": 0.9,
-    "qlora": 0.9,
-}
-
-QLORA_SPEED_FACTOR = 0.65
-"""Throughput of QLoRA relative to LoRA on the same setup (bitsandbytes NF4 dequantisation on
-every matmul). LitGPT pairs on A10G / A100 (measured_throughput.csv rows 77/78, 79/80, 81/82,
-87/88, 89/90: 0.61, 0.72, 0.69, 0.64, 0.50; median 0.64) and Vertex AI rows 91/92 (0.60).
-torchtune's compiled NF4 (rows 24/25) reaches 0.98: set ``qlora_speed_factor`` to match your stack."""
-
-BATCH_SATURATION_TOKENS = 256
-"""Tokens per micro-step per GPU at which utilisation is half its large-batch value, for a
-model of hidden size 4096: ``saturation = T / (T + T0)``, T = micro_batch_size * seq_len,
-``T0 = 256 * (4096 / hidden_size)**2``. Fitted on the Qwen-7B LoRA sequence sweep on one A100
-(measured_throughput.csv rows 62-65: seq 256 ... 8192 at micro-batch 1). The 1/hidden^2 scaling
-is physical: per layer, matmul work grows as ``T * hidden^2`` while launch and element-wise
-overheads do not; the Qwen-1.8B rows (59-61, hidden 2048) check it."""
+FP8_MATMUL_EFFICIENCY = 0.53
+"""Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
+Engine), large micro-steps. FITTED on the covered FP8 rows (torchtitan, llm-foundry)."""
 
 SATURATION_REFERENCE_HIDDEN = 4096
 
+# --- stated constants --------------------------------------------------------------------------
 
-def batch_saturation(micro_batch_size: int, seq_len: int, hidden_size: int = SATURATION_REFERENCE_HIDDEN) -> float:
+MEMORY_BANDWIDTH_EFFICIENCY = 0.8
+"""Share of the datasheet memory bandwidth a streaming kernel reaches: BabelStream / STREAM-like
+copy kernels measure about 1.7 TB/s on the A100 80GB (2.04 datasheet), 2.9-3.0 TB/s on the
+H100 SXM (3.35) and about 0.9 TB/s on the RTX 4090 (1.01): 0.8-0.9; 0.8 for element-wise
+optimizer and dequantisation kernels that do not reach copy speed."""
+
+DEQUANT_WRITE_BYTES = 2
+"""bitsandbytes ``MatMul4Bit`` (bitsandbytes 0.45, ``autograd/_functions.py``) dequantises
+the whole NF4 weight to a 16-bit tensor (``dequantize_4bit``) before each matmul, in forward
+and again in backward for the input gradient: per pass it reads the 4-bit weight (with its
+absmax, :data:`calc.states.NF4_DOUBLE_QUANT_BITS` bits per weight) and writes 2 bytes per
+weight; the matmul then reads the 16-bit copy like any bf16 weight."""
+
+DISPATCH_SECONDS_PER_KERNEL = 32e-6
+"""Host time to dispatch one op of the training step (Python, dispatcher, launch; module
+hooks of peft, checkpointing and FSDP; Triton's Python launcher): FITTED on
+``measured_throughput.csv``, where small models on fast cards (Unsloth on H100/H200/B200) and
+short steps (Qwen's 256-token rows) are bound by it. A bare eager op costs 5-20 us (PyTorch
+"Accelerating PyTorch with CUDA Graphs" blog, 2021); the fit says the stacks measured spend
+about 30 us per op counted here. When a micro-step's GPU work is shorter than its dispatch,
+the GPU waits: the step is the longer of the two."""
+
+EAGER_OPS_PER_LAYER_FORWARD = 30
+"""Ops of one decoder block's forward besides its linears, eager (counted on transformers
+5.17 ``LlamaDecoderLayer.forward``: two RMSNorms of 6 ops, rotary embedding ~8, attention
+reshapes/transposes ~6 and SDPA, SiLU and product, two residual adds)."""
+
+LORA_OPS_PER_ADAPTER = 4
+"""peft 0.21 ``lora.Linear.forward``: dropout (identity module at p=0), ``lora_A``, ``lora_B``,
+scale-and-add: 4 ops per adapted linear."""
+
+COMPILED_OPS_PER_LAYER_FORWARD = 8
+"""Under torch.compile the block's element-wise work fuses into a few Triton kernels
+(inductor): about 8 besides the matmuls (assumption, from inductor kernel counts of a
+Llama block)."""
+
+# --- element-wise (memory-bound) work: bytes per element of each activation it touches ------------
+
+NORM_BYTES_PER_ELEMENT = {"eager": 36, "compiled": 8}
+"""transformers 5.17 ``LlamaRMSNorm.forward``, eager, bf16 input: upcast to fp32 (read 2, write 4),
+``pow(2)`` (read 4, write 4), ``mean`` (read 4), multiply by ``rsqrt`` (read 4, write 4), downcast
+(read 4, write 2), multiply by the weight (read 2, write 2): 36 bytes per element of the hidden
+state. Compiled (inductor fuses it into one kernel): read 2 + write 2, twice (forward reads the
+input for the statistics and again to normalise): 8."""
+
+LAYER_NORM_BYTES_PER_ELEMENT = 4
+"""``torch.nn.LayerNorm`` runs one fused kernel (``native_layer_norm``): read 2, write 2 bytes per
+element, eager or compiled."""
+
+RESIDUAL_BYTES_PER_ELEMENT = {"eager": 6, "compiled": 0}
+"""A residual add reads two bf16 tensors and writes one (6 bytes per element); inductor fuses it
+into the following norm."""
+
+ROTARY_BYTES_PER_ELEMENT = {"eager": 30, "compiled": 8}
+"""transformers 5.17 ``apply_rotary_pos_emb`` on q and k: ``q * cos``, ``rotate_half(q)`` (two
+slices, a negation, a concatenation), ``* sin`` and the sum: about 30 bytes per q/k element
+eager; fused: read q (or k), cos, sin, write the result."""
+
+ATTENTION_IO_BYTES_PER_ELEMENT = {"eager": 16, "compiled": 8}
+"""Around the fused attention kernel: transposes of q, k, v to the head-major layout and the
+output's ``contiguous`` copy (read 2 + write 2 each), besides the kernel's own reads of q, k, v
+and write of the output (counted inside the attention FLOPs' matmul efficiency)."""
+
+MLP_ACT_BYTES_PER_ELEMENT = {"eager": 10, "compiled": 6}
+"""Gated MLP ``act(gate) * up``: the activation reads and writes the gate (4 bytes), the product
+reads two and writes one (6): 10 bytes per element of the MLP's inner width, 6 fused. A plain
+MLP (no gate) has the activation only (4, fused 4)."""
+
+LORA_BYTES_PER_OUTPUT = 10
+"""peft 0.21 ``lora.Linear.forward``: ``lora_B(lora_A(x)) * scaling`` (read 2, write 2) and the
+add to the base output (read 4, write 2): 10 bytes per output element of each adapted linear."""
+
+LOSS_BYTES_PER_LOGIT = 24
+"""Cross-entropy on bf16 logits, forward and backward (transformers' ``ForCausalLMLoss``): upcast
+to fp32 (read 2, write 4), log-softmax (read 4, write 4), its gradient (read 4, write 4) and the
+downcast of the logits' gradient (write 2): 24 bytes per logit per token."""
+
+BACKWARD_ELEMENTWISE_FACTOR = 2
+"""The backward of an element-wise op reads its saved input and the incoming gradient and writes
+the outgoing one: about twice its forward traffic."""
+
+BACKWARD_OPS_FACTOR = 2
+"""Autograd runs about two kernels per forward op (gradient of each input)."""
+
+DDP_BUCKET_BYTES = 25 * 2**20
+"""``torch.nn.parallel.DistributedDataParallel(bucket_cap_mb=25)``: gradients are all-reduced in
+25 MiB buckets as backward produces them; only the last bucket's all-reduce is certainly
+exposed (torch 2.13 ``DistributedDataParallel`` docstring)."""
+
+CPU_OPTIMIZER_BYTES_PER_PARAM = 30
+"""DeepSpeed ``DeepSpeedCPUAdam`` (ZeRO-Offload, Ren et al. 2021, arXiv:2101.06840, sec. 4.1):
+per parameter it reads fp32 weight, gradient, m and v (16 B), writes weight, m, v (12 B) and
+the 16-bit copy sent back to the GPU (2 B)."""
+
+CPU_MEMORY_BYTES_PER_S = 40e9
+"""Host memory bandwidth the CPU optimizer streams at: a cloud VM's share of a server socket
+(STREAM triad on an 8-channel DDR4-3200 socket is about 150 GB/s; a GPU VM gets a fraction).
+A stated assumption: no row of the validation set measures CPU offload."""
+
+GRAD_CLIP_PASSES = 3
+"""``torch.nn.utils.clip_grad_norm_`` (torch 2.13, foreach path): one read of every gradient
+for the norm, then a read and a write to scale them (it always multiplies by the clamped
+coefficient). Hugging Face Trainer clips by default (``max_grad_norm=1.0``)."""
+
+FP8_CAST_BYTES_PER_ELEMENT = 3
+"""Float8 training with dynamic tensorwise scaling (torchao ``float8`` at 0.x, torchtitan's
+default) casts each linear's input, weight and output gradient to FP8 before its matmul:
+read 2 bytes, write 1 per element (the amax reduction fuses with the read under
+torch.compile)."""
+
+# optimizer step traffic: passes over (parameter, gradient, state) per element
+_FOREACH_ADAMW = (4, 2, 12)
+"""torch 2.13 ``_multi_tensor_adam`` (decoupled weight decay, non-capturable path):
+``mul_(params)`` 2 param passes, ``lerp_(exp_avg, grad)`` 2 state + 1 grad, ``mul_(exp_avg_sq)``
+2 state, ``addcmul_(exp_avg_sq, grad, grad)`` 2 state + 1 grad, ``sqrt`` -> temporary 2 state,
+``div_`` 2, ``add_(eps)`` 2, ``addcdiv_(params, exp_avg, tmp)`` 2 param + 2 state."""
+_FUSED_ADAMW = (2, 1, 4)
+"""``torch._fused_adamw_`` and DeepSpeed FusedAdam / bitsandbytes' optimizers: one kernel reads
+parameter, gradient and both states, writes parameter and both states."""
+
+
+def _optimizer_passes(opt: Optimizer, fused: bool) -> tuple[int, int, int, int]:
+    """(parameter passes, gradient passes, state passes, states) of one optimizer step."""
+    if opt is Optimizer.ADAMW:
+        p, g, s = _FUSED_ADAMW if fused else _FOREACH_ADAMW
+        return p, g, s, 2
+    if opt in (Optimizer.PAGED_ADAMW, Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW_8BIT):
+        return (*_FUSED_ADAMW, 2)
+    if opt is Optimizer.ADAFACTOR:
+        return 4, 4, 0, 0  # per-tensor fp32 update; factored states are negligible
+    if opt is Optimizer.SGD_MOMENTUM:
+        return 2, 2, 2, 1
+    return 2, 1, 0, 0  # plain SGD
+
+
+def optimizer_step_bytes(req: EstimateRequest, trainable: int, reg: st.Regime) -> float:
+    """Bytes the optimizer step moves through device memory for ``trainable`` parameters (one
+    GPU's shard): parameter, gradient and state passes of the optimizer's kernels (see
+    :data:`_FOREACH_ADAMW`), a separate fp32 master copy (ZeRO mixed precision: read 4, write
+    4, and the 16-bit copy written back), and gradient clipping (:data:`GRAD_CLIP_PASSES`)."""
+    p_pass, g_pass, s_pass, _states = _optimizer_passes(req.optimizer, req.optimizer_fused)
+    state_bytes = {Optimizer.PAGED_ADAMW: 4, Optimizer.ADAMW_8BIT: 1,
+                   Optimizer.PAGED_ADAMW_8BIT: 1}.get(req.optimizer, reg.state_bytes)
+    weight = reg.master_bytes or reg.weight_bytes
+    per_param = p_pass * weight + g_pass * reg.grad_bytes + s_pass * state_bytes
+    if reg.master_bytes:
+        per_param += reg.weight_bytes  # the updated 16-bit copy
+    per_param += GRAD_CLIP_PASSES * reg.grad_bytes
+    return float(per_param * trainable)
+
+
+def batch_saturation(micro_batch_size: int, seq_len: int,
+                     hidden_size: int = SATURATION_REFERENCE_HIDDEN,
+                     half_tokens: float | None = None) -> float:
+    """``T / (T + T_half * (4096 / hidden)**2)``: the share of its large-step efficiency a
+    micro-step of ``T`` tokens reaches."""
     tokens = micro_batch_size * seq_len
-    half = BATCH_SATURATION_TOKENS * (SATURATION_REFERENCE_HIDDEN / hidden_size) ** 2
+    half = (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens) \
+        * (SATURATION_REFERENCE_HIDDEN / hidden_size) ** 2
     return tokens / (tokens + half)
 
 
-# --- multi-GPU scaling -------------------------------------------------------------------------
-
-GPUS_PER_NODE = 8
-
-SCALING_EFFICIENCY = {
-    # (replicated | sharded, nvlink | pcie, full | peft) -> per-GPU throughput relative to one GPU
-    # replicated = DDP / ZeRO-1 / ZeRO-2 (gradients all-reduced); sharded = ZeRO-3 / FSDP FULL_SHARD
-    # (weights all-gathered in forward and backward, so far more traffic).
-    ("replicated", "nvlink", "full"): 0.95,  # torchtitan 8 -> 128 H100 keeps 0.97 (rows 111, 114)
-    ("replicated", "nvlink", "peft"): 0.97,  # adapter gradients are tiny
-    ("replicated", "pcie", "full"): 0.75,  # assumption: full gradients over PCIe, partly overlapped
-    ("replicated", "pcie", "peft"): 0.95,  # adapter gradients are tiny
-    ("sharded", "nvlink", "full"): 0.90,  # llm-foundry 8-GPU FSDP HFU close to single-node tuned runs
-    ("sharded", "nvlink", "peft"): 0.92,  # torchtune 70B LoRA 8xA100 (row 14) ~0.92; Qwen-72B ZeRO-3 (row 72) ~0.94
-    ("sharded", "pcie", "full"): 0.50,  # torchtune 4x RTX 4090 FSDP full FT (rows 4/5, aggregate reading) ~0.49
-    ("sharded", "pcie", "peft"): 0.55,  # frozen weights are still all-gathered; assumption near the full-FT figure
-}
-
-INTER_NODE_FACTOR = 0.90
-"""Extra factor once a job spans nodes (more than 8 GPUs): torchtitan H100 8 -> 128 GPUs 0.97
-(rows 111/114) on a fast fabric; Qwen's 2x2 A100 LoRA (row 69) only 0.56 of one GPU on a slow
-one; 0.90 sits between (assumption)."""
-
-CPU_OFFLOAD_FACTOR = {
-    # ZeRO-Offload (Ren et al. 2021, arXiv:2101.06840) keeps most throughput only at large batch:
-    # the optimizer step moves to the CPU; parameter offload (ZeRO-Infinity) streams weights over
-    # PCIe every step. Assumptions, applied to full fine-tuning (PEFT optimizer states are tiny).
-    ("optimizer", "full"): 0.80,
-    ("optimizer", "peft"): 1.0,
-    ("optimizer+params", "full"): 0.50,
-    ("optimizer+params", "peft"): 0.60,
-}
+def default_mfu(utilisation_class: str, method: str = "full") -> float:
+    """Large-step matmul efficiency of a card class (shown in the response, editable as
+    ``mfu``). The method no longer changes it: LoRA's extra matmuls and kernels are counted."""
+    return MATMUL_EFFICIENCY.get(utilisation_class, MATMUL_EFFICIENCY_POOLED)
 
 
-def sharding_family(sharding: str) -> str:
-    return "sharded" if sharding == "zero3" else "replicated"
-
-
-def scaling_efficiency(num_gpus: int, sharding: str, link: str, method: str) -> float:
-    """Per-GPU throughput of ``num_gpus`` cards relative to one (1.0 for one GPU). ``link`` is
-    ``"nvlink"`` or ``"pcie"`` (see :meth:`calc.gpus.Gpu.link_for`). ``n * efficiency`` never
-    decreases with n over the counts calc offers, so more GPUs are never slower."""
-    if num_gpus <= 1:
-        return 1.0
-    kind = "full" if method == "full" else "peft"
-    eff = SCALING_EFFICIENCY[(sharding_family(sharding), link, kind)]
-    if num_gpus > GPUS_PER_NODE:
-        eff *= INTER_NODE_FACTOR
-    return eff
-
-
-def cpu_offload_factor(cpu_offload: str, method: str) -> float:
-    if cpu_offload == "none":
-        return 1.0
-    return CPU_OFFLOAD_FACTOR[(cpu_offload, "full" if method == "full" else "peft")]
-
-
-# --- the time estimate -------------------------------------------------------------------------
+# --- counts of one request (cached: the plan asks for many cards and counts) ---------------------
 
 
 @dataclass(frozen=True)
-class TimeInputs:
-    """What the time model needs, already validated."""
+class Counts:
+    """Everything the step needs that depends on the request only (not the card)."""
 
-    arch: ModelArch
-    method: str
-    seq_len: int
-    micro_batch_size: int
-    gradient_checkpointing: bool
-    trainable_params: int
-    num_gpus: int
-    sharding: str
-    cpu_offload: str
-    total_tokens: float
-    attention: str = "sdpa"
+    flops: FlopsPerToken
+    tokens_micro: int
+    accumulation: int
+    hidden: int
+    layers: int
+    dense_params: int
+    quantized_params: int
+    quantized_bytes: float
+    trainable: int
+    grad_params: int
+    reg: st.Regime
+    passes: int  # forward + backward (+ recompute): weight uses per micro-step
+    kernels_per_micro: float
+    fp8_cast_elements_per_token: float
+    block_weight_params: int
+    optimizer_bytes_per_param: float
+    elementwise_bytes_per_token: float = 0.0  # forward + backward (+ recompute), whole model
+
+
+_COUNTS: dict = {}
+
+
+def counts(req: EstimateRequest, sharding: Sharding, trainable: int | None = None) -> Counts:
+    """:func:`_counts`, memoised on the request object itself (hashing a request hashes the
+    whole model description, which costs more than the step; the plan asks hundreds of times)."""
+    key = (id(req), sharding, trainable)
+    hit = _COUNTS.get(key)
+    if hit is not None and hit[0] is req:
+        return hit[1]
+    if len(_COUNTS) > 1024:
+        _COUNTS.clear()
+    out = _counts(req, sharding, trainable)
+    _COUNTS[key] = (req, out)
+    return out
+
+
+def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> Counts:
+    reg = st.regime(req.precision, sharding)
+    layout = st.param_layout(req)
+    arch = req.model
+    trainable = layout.trainable if trainable is None else trainable
+    fpt = training_flops_per_token(arch, req.method.value, req.seq_len, req.gradient_checkpointing,
+                                   trainable, req.attention.value)
+    passes = 3 if req.gradient_checkpointing else 2
+    n_linears = sum(lin.count if lin.active == lin.count else lin.active for lin in arch.linears)
+    adapters = len(st.adapted(req)) if req.is_peft else 0
+    other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
+    # QLoRA: bitsandbytes launches one dequantisation kernel before each 4-bit matmul
+    quantized_linears = sum(l.active for l in arch.linears if l.quantizable) if req.method is Method.QLORA else 0
+    fwd_ops = arch.num_layers * (n_linears + other + LORA_OPS_PER_ADAPTER * adapters + quantized_linears)
+    kernels = fwd_ops * (1 + BACKWARD_OPS_FACTOR + (1 if req.gradient_checkpointing else 0))
+    # FP8 casts per token: inputs (forward, recompute) and output gradients (backward)
+    per_layer_in = sum(l.active * l.d_in for l in arch.linears if l.quantizable)
+    per_layer_out = sum(l.active * l.d_out for l in arch.linears if l.quantizable)
+    cast = arch.num_layers * ((passes - 1) * per_layer_in + per_layer_out)
+    mode = "compiled" if req.torch_compile else "eager"
+    h = arch.hidden_size
+    q_dim = arch.num_heads * arch.head_dim
+    kv_dim = arch.num_kv_heads * arch.head_dim
+    ffn = (arch.experts_per_token or 1) * arch.intermediate_size + arch.shared_expert_intermediate_size
+    act = MLP_ACT_BYTES_PER_ELEMENT[mode] if arch.mlp_gated else 4
+    norm = NORM_BYTES_PER_ELEMENT[mode] if arch.norm_kind == "rms" else LAYER_NORM_BYTES_PER_ELEMENT
+    rotary = ROTARY_BYTES_PER_ELEMENT[mode] if arch.learned_positions == 0 else 0
+    per_layer = (arch.norms_per_layer * norm * h
+                 + 2 * RESIDUAL_BYTES_PER_ELEMENT[mode] * h
+                 + rotary * (q_dim + kv_dim)
+                 + ATTENTION_IO_BYTES_PER_ELEMENT[mode] * (q_dim + 2 * kv_dim)
+                 + act * ffn
+                 + LORA_BYTES_PER_OUTPUT * sum(l.active * l.d_out for l in st.adapted(req)))
+    fwd_bytes = arch.num_layers * per_layer
+    elementwise = (fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + (1 if req.gradient_checkpointing else 0))
+                   + LOSS_BYTES_PER_LOGIT * arch.vocab_size)
+    qbytes = st.quantized_bytes(layout.quantized, req.qlora_double_quant) if layout.quantized else 0
+    return Counts(
+        flops=fpt, tokens_micro=req.micro_batch_size * req.seq_len,
+        accumulation=req.gradient_accumulation_steps, hidden=arch.hidden_size,
+        layers=arch.num_layers, dense_params=layout.dense, quantized_params=layout.quantized,
+        quantized_bytes=float(qbytes), trainable=trainable,
+        grad_params=st.gradient_params(req, layout) if trainable == layout.trainable else trainable,
+        reg=reg, passes=passes, kernels_per_micro=float(kernels), fp8_cast_elements_per_token=float(cast),
+        block_weight_params=arch.num_layers * arch.block_params,
+        optimizer_bytes_per_param=optimizer_step_bytes(req, 1, reg),
+        elementwise_bytes_per_token=float(elementwise),
+    )
+
+
+# --- the step ----------------------------------------------------------------------------------
+
+BREAKDOWN_KEYS = ("compute", "elementwise", "dequantisation", "fp8_casts", "exposed_communication",
+                  "exposed_transfer", "optimizer", "overheads")
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Seconds of one optimizer step on one GPU, by cause; they add up to ``step_seconds``."""
+
+    compute: float
+    elementwise: float
+    dequantisation: float
+    fp8_casts: float
+    exposed_communication: float
+    exposed_transfer: float
+    optimizer: float
+    overheads: float
+
+    @property
+    def step_seconds(self) -> float:
+        return (self.compute + self.elementwise + self.dequantisation + self.fp8_casts
+                + self.exposed_communication + self.exposed_transfer + self.optimizer + self.overheads)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in BREAKDOWN_KEYS}
+
+
+@dataclass(frozen=True)
+class Rates:
+    """The rates of one card: peak FLOP/s, memory and link bandwidths (bytes/s)."""
+
+    peak_flops: float
+    fp8_peak_flops: float
+    memory_bytes_per_s: float
+    link: comm.Link
+    host_bytes_per_s: float
+
+
+_RATES: dict = {}
+
+
+def card_rates(gpu, num_gpus: int) -> Rates:
+    key = (gpu, num_gpus)
+    if key not in _RATES:
+        _RATES[key] = _card_rates(gpu, num_gpus)
+    return _RATES[key]
+
+
+def _card_rates(gpu, num_gpus: int) -> Rates:
+    return Rates(peak_flops=gpu.bf16_dense_flops,
+                 fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12,
+                 memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
+                 link=comm.collective_link(gpu, num_gpus),
+                 host_bytes_per_s=comm.host_link_bytes_per_s(gpu.pcie_gen))
+
+
+def step_breakdown(c: Counts, rates: Rates, *, num_gpus: int, sharding: Sharding,
+                   cpu_offload: CpuOffload, efficiency: float, half_tokens: float | None = None,
+                   fp8: bool = False, fp8_efficiency: float | None = None,
+                   sync_each_micro_batch: bool = False, paged_overflow_bytes: float = 0.0,
+                   dispatch_seconds: float | None = None) -> StepBreakdown:
+    """One optimizer step on one GPU (see the module docstring for the equations)."""
+    n = num_gpus
+    T = c.tokens_micro
+    A = c.accumulation
+    sat = T / (T + (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens)
+               * (SATURATION_REFERENCE_HIDDEN / c.hidden) ** 2)
+    eff = efficiency * sat
+    f = c.flops
+    use_fp8 = fp8 and rates.fp8_peak_flops > 0
+    fp8_eff = (FP8_MATMUL_EFFICIENCY if fp8_efficiency is None else fp8_efficiency) * sat
+
+    def phase_compute(total: float, linear: float) -> float:
+        if use_fp8:
+            return T * ((total - linear) / (rates.peak_flops * eff) + linear / (rates.fp8_peak_flops * fp8_eff))
+        return T * total / (rates.peak_flops * eff)
+
+    t_fwd = phase_compute(f.forward, f.linear_forward)
+    t_bwd = phase_compute(f.backward + f.recompute, f.linear_backward + f.linear_recompute)
+    compute_micro = t_fwd + t_bwd
+    # element-wise kernels run between the matmuls on the same stream: added, not overlapped
+    elementwise_micro = T * c.elementwise_bytes_per_token / rates.memory_bytes_per_s
+    fwd_share = 1.0 / (1 + BACKWARD_ELEMENTWISE_FACTOR + (1 if c.passes == 3 else 0))
+    t_fwd += elementwise_micro * fwd_share
+    t_bwd += elementwise_micro * (1 - fwd_share)
+
+    # QLoRA: each pass that uses a frozen 4-bit weight dequantises it first
+    dq_pass = (c.quantized_bytes + DEQUANT_WRITE_BYTES * c.quantized_params) / rates.memory_bytes_per_s \
+        if c.quantized_params else 0.0
+    dq_fwd, dq_bwd = dq_pass, dq_pass * (c.passes - 1)
+    casts_micro = (FP8_CAST_BYTES_PER_ELEMENT * (T * c.fp8_cast_elements_per_token
+                                                 + c.passes * c.block_weight_params)
+                   / rates.memory_bytes_per_s) if use_fp8 else 0.0
+    fwd_busy = t_fwd + dq_fwd
+    bwd_busy = t_bwd + dq_bwd
+
+    reg = c.reg
+    div = st.shard_divisors(sharding, n) if n > 1 else st.Divisors(1, 1, 1)
+    grad_bytes = float(c.grad_params) * reg.grad_bytes
+    param_bytes = c.dense_params * reg.compute_bytes + c.quantized_bytes
+    link = rates.link.bytes_per_s
+    layers = max(c.layers, 1)
+    # Exposed seconds: per ordinary micro-step, extra in the micro-step that synchronises the
+    # gradients (the last one under no_sync accumulation), and after the optimizer step.
+    comm_micro = comm_last = comm_after = 0.0
+    if n > 1:
+        if sharding is Sharding.ZERO3:
+            ag = comm.all_gather_bytes(param_bytes, n) / link
+            rs = comm.reduce_scatter_bytes(grad_bytes, n) / link
+            comm_micro += max(ag / layers, ag - fwd_busy)
+            if sync_each_micro_batch or A == 1:
+                comm_micro += max((ag + rs) / layers, ag + rs - bwd_busy)
+            else:  # no_sync: gradients reduced once, with the last micro-step's backward
+                comm_micro += max(ag / layers, ag - bwd_busy)
+                comm_last += max((ag + rs) / layers, ag + rs - bwd_busy) - max(ag / layers, ag - bwd_busy)
+        else:
+            if sharding in (Sharding.ZERO1, Sharding.ZERO2):
+                sync = comm.reduce_scatter_bytes(grad_bytes, n) / link
+                bucket = comm.reduce_scatter_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / link
+                # the updated (trainable) weights are all-gathered after the step: not overlapped
+                comm_after += comm.all_gather_bytes(c.trainable * reg.weight_bytes, n) / link
+            else:  # DDP
+                sync = comm.all_reduce_bytes(grad_bytes, n) / link
+                bucket = comm.all_reduce_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / link
+            exposed_sync = max(bucket, sync - bwd_busy)
+            if sync_each_micro_batch:
+                comm_micro += exposed_sync
+            else:
+                comm_last += exposed_sync
+
+    # host <-> device transfers (CPU offload) and the optimizer
+    opt_shard = c.trainable / div.optimizer
+    transfer_micro = transfer_last = transfer_after = 0.0
+    if cpu_offload is CpuOffload.NONE:
+        optimizer = c.optimizer_bytes_per_param * opt_shard / rates.memory_bytes_per_s
+    else:
+        host = rates.host_bytes_per_s
+        grads_out = opt_shard * reg.grad_bytes / host
+        params_in = opt_shard * reg.compute_bytes / host
+        cpu_step = opt_shard * CPU_OPTIMIZER_BYTES_PER_PARAM / CPU_MEMORY_BYTES_PER_S
+        on_device = c.optimizer_bytes_per_param * opt_shard / rates.memory_bytes_per_s
+        # gradients stream out during the last backward; the CPU step and the upload are not hidden
+        # (ZeRO-Offload's one-step delayed update is off by default)
+        transfer_last = max(0.0, grads_out - bwd_busy)
+        transfer_after = params_in
+        optimizer = max(on_device, cpu_step)
+        if cpu_offload is CpuOffload.OPTIMIZER_PARAMS:
+            stream = (param_bytes / div.weights) / host  # one pass over this GPU's weights
+            transfer_micro = max(stream / layers, stream - fwd_busy) + \
+                (c.passes - 1) * max(stream / layers, stream - bwd_busy / (c.passes - 1))
+    # paged optimizer states (bitsandbytes, CUDA unified memory) that do not fit on the card are
+    # evicted to host memory and faulted back in by the step: in and out once per optimizer step
+    transfer_after += 2.0 * paged_overflow_bytes / rates.host_bytes_per_s
+
+    # the host dispatches every kernel; when that takes longer than the GPU's work, the GPU waits
+    gpu_micro = (compute_micro + elementwise_micro + dq_fwd + dq_bwd + casts_micro + comm_micro
+                 + transfer_micro)
+    gpu_last = gpu_micro + comm_last + transfer_last
+    dispatch_micro = c.kernels_per_micro * (DISPATCH_SECONDS_PER_KERNEL if dispatch_seconds is None
+                                            else dispatch_seconds)
+    overheads = (A - 1) * max(0.0, dispatch_micro - gpu_micro) + max(0.0, dispatch_micro - gpu_last)
+    return StepBreakdown(
+        compute=A * compute_micro, elementwise=A * elementwise_micro, dequantisation=A * (dq_fwd + dq_bwd), fp8_casts=A * casts_micro,
+        exposed_communication=A * comm_micro + comm_last + comm_after,
+        exposed_transfer=A * transfer_micro + transfer_last + transfer_after,
+        optimizer=optimizer, overheads=overheads,
+    )
+
+
+
+# --- the estimate ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -214,21 +499,21 @@ class TimeEstimate:
     flops_per_token: FlopsPerToken
     peak_flops_per_gpu: float
     utilisation: float
-    qlora_speed_factor: float
     batch_saturation: float
-    scaling_efficiency: float
-    cpu_offload_factor: float
+    breakdown: StepBreakdown
+    tokens_per_step_per_gpu: int
     num_gpus: int
     total_tokens: float
+    link: comm.Link
+    fp8_compute: bool = False
 
     @property
-    def effective_utilisation(self) -> float:
-        return (self.utilisation * self.qlora_speed_factor * self.batch_saturation
-                * self.scaling_efficiency * self.cpu_offload_factor)
+    def step_seconds(self) -> float:
+        return self.breakdown.step_seconds
 
     @property
     def tokens_per_second_per_gpu(self) -> float:
-        return self.peak_flops_per_gpu * self.effective_utilisation / self.flops_per_token.total
+        return self.tokens_per_step_per_gpu / self.step_seconds
 
     @property
     def tokens_per_second(self) -> float:
@@ -236,9 +521,19 @@ class TimeEstimate:
 
     @property
     def compute_hours(self) -> float:
+        """Steady-state training hours (start-up and checkpoints are added by the schedule)."""
         return self.total_tokens / self.tokens_per_second / 3600.0
 
+    @property
+    def effective_utilisation(self) -> float:
+        """Achieved FLOP rate (FLOPs executed, recomputation included) over the BF16 peak."""
+        return self.flops_per_token.total * self.tokens_per_second_per_gpu / self.peak_flops_per_gpu
+
+    def _share_left(self, key: str) -> float:
+        return 1.0 - getattr(self.breakdown, key) / self.step_seconds
+
     def to_dict(self) -> dict:
+        b = self.breakdown
         return {
             "compute_hours": self.compute_hours,
             "total_tokens": self.total_tokens,
@@ -246,45 +541,80 @@ class TimeEstimate:
             "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu,
             "flops_per_token": self.flops_per_token.to_dict(),
             "peak_flops_per_gpu": self.peak_flops_per_gpu,
+            # the former multiplicative factors, now read off the step (1 - share of the step)
             "factors": {
                 "mfu": self.utilisation,
-                "qlora_speed_factor": self.qlora_speed_factor,
+                "qlora_speed_factor": self._share_left("dequantisation"),
                 "batch_saturation": self.batch_saturation,
-                "scaling_efficiency": self.scaling_efficiency,
-                "cpu_offload_factor": self.cpu_offload_factor,
+                "scaling_efficiency": self._share_left("exposed_communication"),
+                "cpu_offload_factor": self._share_left("exposed_transfer"),
                 "effective_utilisation": self.effective_utilisation,
             },
+            "step": {
+                "seconds": self.step_seconds,
+                "tokens_per_gpu": self.tokens_per_step_per_gpu,
+                "breakdown_seconds": b.to_dict(),
+                "breakdown_fraction": {k: v / self.step_seconds for k, v in b.to_dict().items()},
+                "link": self.link.to_dict(),
+                "fp8_compute": self.fp8_compute,
+            },
+            "steady_state_tokens_per_second": self.tokens_per_second,
+            "steady_state_tokens_per_second_per_gpu": self.tokens_per_second_per_gpu,
         }
 
 
-def default_mfu(utilisation_class: str, method: str) -> float:
-    """Default utilisation for a card class and method (shown in the response, editable as ``mfu``)."""
-    return UTILISATION_BY_CLASS[utilisation_class] * METHOD_UTILISATION_FACTOR[method]
+def estimate_time(req: EstimateRequest, gpu, total_tokens: float, *, num_gpus: int | None = None,
+                  sharding: Sharding | str | None = None, mfu: float | None = None,
+                  qlora_speed_factor: float | None = None, scaling_efficiency: float | None = None,
+                  fp8_compute: bool = False, trainable_params: int | None = None,
+                  half_tokens: float | None = None, fp8_efficiency: float | None = None,
+                  memory: dict | None = None) -> TimeEstimate:
+    """Steady-state time of ``total_tokens`` on ``num_gpus`` x ``gpu`` (defaults: the request's).
+
+    Overrides kept from the factor model: ``mfu`` replaces the class efficiency;
+    ``qlora_speed_factor`` (QLoRA) sets the step to the same step without dequantisation
+    divided by it; ``scaling_efficiency`` (several GPUs) sets the step to the one-GPU step
+    divided by it. What an override adds goes to the part of the breakdown it stands for."""
+    n = req.num_gpus if num_gpus is None else num_gpus
+    shard = req.sharding if sharding is None else Sharding(sharding)
+    c = counts(req, shard, trainable_params)
+    eff = default_mfu(gpu.utilisation_class) if mfu is None else mfu
+    kw = dict(cpu_offload=req.cpu_offload, efficiency=eff, half_tokens=half_tokens, fp8=fp8_compute,
+              fp8_efficiency=fp8_efficiency, sync_each_micro_batch=req.sync_each_micro_batch,
+              paged_overflow_bytes=paged_overflow_bytes(memory, gpu))
+    rates = card_rates(gpu, n)
+    b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw)
+    if qlora_speed_factor is not None and req.method is Method.QLORA:
+        without = b.step_seconds - b.dequantisation
+        b = _replace(b, dequantisation=without / qlora_speed_factor - without)
+    if scaling_efficiency is not None and n > 1:
+        one = step_breakdown(c, card_rates(gpu, 1), num_gpus=1, sharding=Sharding.NONE, **kw)
+        rest = b.step_seconds - b.exposed_communication
+        b = _replace(b, exposed_communication=max(0.0, one.step_seconds / scaling_efficiency - rest))
+    sat = c.tokens_micro / (c.tokens_micro + (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens)
+                            * (SATURATION_REFERENCE_HIDDEN / c.hidden) ** 2)
+    return TimeEstimate(flops_per_token=c.flops, peak_flops_per_gpu=gpu.bf16_dense_flops, utilisation=eff,
+                        batch_saturation=sat, breakdown=b,
+                        tokens_per_step_per_gpu=c.tokens_micro * c.accumulation, num_gpus=n,
+                        total_tokens=total_tokens, link=rates.link,
+                        fp8_compute=fp8_compute and getattr(gpu, "fp8_dense_tflops", 0.0) > 0)
 
 
-def estimate_time(inputs: TimeInputs, peak_flops_per_gpu: float, utilisation: float, link: str,
-                  qlora_speed_factor: float | None = None,
-                  scaling_override: float | None = None) -> TimeEstimate:
-    """Training time on ``inputs.num_gpus`` cards of ``peak_flops_per_gpu`` each.
-    ``utilisation`` is the single-GPU, large-batch utilisation (:func:`default_mfu` or the
-    request's ``mfu``); QLoRA, batch-size, multi-GPU and offload factors multiply it."""
-    fpt = training_flops_per_token(inputs.arch, inputs.method, inputs.seq_len,
-                                   inputs.gradient_checkpointing, inputs.trainable_params,
-                                   inputs.attention)
-    qf = 1.0
-    if inputs.method == "qlora":
-        qf = QLORA_SPEED_FACTOR if qlora_speed_factor is None else qlora_speed_factor
-    scale = (scaling_efficiency(inputs.num_gpus, inputs.sharding, link, inputs.method)
-             if scaling_override is None or inputs.num_gpus <= 1 else scaling_override)
-    return TimeEstimate(
-        flops_per_token=fpt, peak_flops_per_gpu=peak_flops_per_gpu, utilisation=utilisation,
-        qlora_speed_factor=qf,
-        batch_saturation=batch_saturation(inputs.micro_batch_size, inputs.seq_len, inputs.arch.hidden_size),
-        scaling_efficiency=scale, cpu_offload_factor=cpu_offload_factor(inputs.cpu_offload, inputs.method),
-        num_gpus=inputs.num_gpus, total_tokens=inputs.total_tokens,
-    )
+def paged_overflow_bytes(memory: dict | None, gpu) -> float:
+    """Bytes of paged (unified-memory) optimizer state that do not fit beside everything else on
+    the card: the memory estimate's ``unified_memory_bytes`` beyond the card's free memory."""
+    if not memory or not memory.get("unified_memory_bytes"):
+        return 0.0
+    free = gpu.memory_bytes - memory["device_total_bytes"]
+    return float(min(memory["unified_memory_bytes"], max(0, memory["unified_memory_bytes"] - free)))
 
 
-__all__ = ["BATCH_SATURATION_TOKENS", "FlopsPerToken", "QLORA_SPEED_FACTOR", "TimeEstimate",
-           "TimeInputs", "attention_forward_flops_per_token", "batch_saturation", "default_mfu",
-           "estimate_time", "matmul_params", "scaling_efficiency", "training_flops_per_token"]
+def _replace(b: StepBreakdown, **changes: float) -> StepBreakdown:
+    return StepBreakdown(**{**b.to_dict(), **changes})
+
+
+__all__ = ["BREAKDOWN_KEYS", "CAUSAL_ATTENTION_FRACTION", "Counts", "FlopsPerToken", "MATMUL_EFFICIENCY",
+           "MATMUL_HALF_TOKENS", "Rates", "StepBreakdown", "TimeEstimate", "attention_forward_flops_per_token",
+           "batch_saturation", "block_linear_params", "card_rates", "counts", "default_mfu",
+           "estimate_time", "matmul_params", "optimizer_step_bytes", "step_breakdown",
+           "training_flops_per_token"]

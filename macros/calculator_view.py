@@ -361,19 +361,22 @@ class Renderer:
     def multi_node_note(self) -> list | None:
         """More GPUs than one node holds: say it is several nodes, and what link the time
         assumes inside and between them (calc.timing's own constants)."""
-        from calc import gpus as catalogue, timing
+        from calc import comm
+        from calc import gpus as catalogue
 
         n = self.result["num_gpus"]
-        per_node = timing.GPUS_PER_NODE
+        per_node = comm.GPUS_PER_NODE
         if n <= per_node:
             return None
-        link = catalogue.get_gpu(self.result["gpu"]).link_for(n)
+        gpu = catalogue.get_gpu(self.result["gpu"])
+        link = gpu.link_for(n)
+        # the rate collectives get across servers (calc.comm: the slowest link, usable share)
+        network = comm.collective_link(gpu, n).bytes_per_s / 1e9
         text = (self.s["ui"]["multi_node_note"]
                 .replace("{gpus}", format_number(n, 0, self.lang))
                 .replace("{nodes}", format_number(math.ceil(n / per_node), 0, self.lang))
                 .replace("{link}", self.s["ui"]["link_" + link])
-                .replace("{factor}", format_value("x_fraction", timing.INTER_NODE_FACTOR,
-                                                  self.lang, self.s)))
+                .replace("{network}", format_number(network, 0, self.lang)))
         return ["p", {"class": "calc-note calc-multi-node", "role": "note"}, text]
 
     def headroom_kpi(self, gpu: str, fit: dict) -> list:
@@ -404,6 +407,14 @@ class Renderer:
                      if _is_number(schedule.get(k))]
         time_rows += [(self.shown_label(k), self.num(f"time.factors.{k}", v, k))
                       for k, v in r["time"]["factors"].items() if _is_number(v)]
+        # where the time of one step goes (calc.timing's roofline), as shares of the step
+        if _is_number(r["time"].get("steady_state_tokens_per_second")):
+            time_rows.append((self.label("steady_state_tokens_per_second"),
+                              self.num("time.steady_state_tokens_per_second",
+                                       r["time"]["steady_state_tokens_per_second"], "x_count")))
+        shares = (r["time"].get("step") or {}).get("breakdown_fraction") or {}
+        time_rows += [(self.label("step_" + k), self.num(f"time.step.breakdown_fraction.{k}", v, "step_fraction"))
+                      for k, v in shares.items() if _is_number(v) and v > 0]
         cost = r["cost_usd"]
         cost_rows = [(self.label("cost_" + k), self.estimate(f"cost_usd.breakdown.{k}", v, "usd"))
                      for k, v in cost["breakdown"].items() if _is_number(v)]

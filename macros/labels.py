@@ -162,6 +162,7 @@ _TEXT: dict[str, dict[str, str]] = {
                                     "en": "Optimizer step fused into backward"},
     "field.optimizer_fused": {"es": "AdamW fusionado (fused=True)", "en": "Fused AdamW (fused=True)"},
     "field.torch_compile": {"es": "torch.compile en los bloques", "en": "torch.compile on the blocks"},
+    "field.fp8_compute": {"es": "Cómputo FP8 en las capas lineales", "en": "FP8 compute in the linear layers"},
     "field.lora_adapter_dtype": {"es": "Tipo de dato de los adaptadores LoRA",
                                  "en": "LoRA adapter dtype"},
     "field.attention_grouped_kv": {"es": "SDPA guarda k/v agrupados (enable_gqa)",
@@ -176,6 +177,7 @@ _TEXT: dict[str, dict[str, str]] = {
 
 _CODES: dict[str, dict[str, str]] = {
     "full": {"es": "Completo", "en": "Full"},
+    "full+fp8": {"es": "Completo, FP8", "en": "Full, FP8"},
     "lora": {"es": "LoRA", "en": "LoRA"},
     "qlora": {"es": "QLoRA", "en": "QLoRA"},
     "bf16-true": {"es": "bf16 puro", "en": "pure bf16"},
@@ -337,6 +339,16 @@ _TEXT.update({
                                           "en": "Speed rows the model does not cover"},
     "caption.validation_qlora_ratio": {"es": "Velocidad de QLoRA respecto a LoRA: medida y de calc",
                                        "en": "QLoRA speed relative to LoRA: measured and calc's"},
+    # time model validated leave-one-source-out (issue 14)
+    "col.loso_error_pct": {"es": "Error dejando fuera la fuente (%)",
+                           "en": "Error with the source left out (%)"},
+    "col.loso_median_error": {"es": "Mediana, fuente fuera (%)", "en": "Median, source left out (%)"},
+    "col.loso_p90_error": {"es": "Percentil 90, fuente fuera (%)", "en": "90th percentile, source left out (%)"},
+    "col.loso_max_error": {"es": "Máximo, fuente fuera (%)", "en": "Largest, source left out (%)"},
+    "col.source_count": {"es": "Fuentes", "en": "Sources"},
+    "col.calc_ratio": {"es": "Cociente de calc", "en": "calc's ratio"},
+    "caption.validation_time_fit": {"es": "Constantes ajustadas del modelo de tiempo y sus fuentes",
+                                    "en": "Fitted constants of the time model and their sources"},
 })
 
 _CODES.update({
@@ -348,6 +360,15 @@ _CODES.update({
     "group.fine-tune": {"es": "fine-tuning, todos", "en": "fine-tuning, all"},
     "group.pre-train": {"es": "preentrenamiento", "en": "pre-training"},
     "group.all": {"es": "todas las filas", "en": "all rows"},
+    "group.fine-tune/full+fp8": {"es": "fine-tuning, completo en FP8", "en": "fine-tuning, full in FP8"},
+    "group.pre-train/full": {"es": "preentrenamiento, BF16", "en": "pre-training, BF16"},
+    "group.pre-train/full+fp8": {"es": "preentrenamiento, FP8", "en": "pre-training, FP8"},
+    "group.class:a100": {"es": "familia A100", "en": "A100 family"},
+    "group.class:hopper": {"es": "familia Hopper (H100, H200)", "en": "Hopper family (H100, H200)"},
+    "group.class:gddr": {"es": "tarjetas GDDR (RTX, L4, L40S…)", "en": "GDDR cards (RTX, L4, L40S…)"},
+    "group.class:blackwell": {"es": "familia Blackwell", "en": "Blackwell family"},
+    "group.class:cdna3": {"es": "familia CDNA3 (MI300X)", "en": "CDNA3 family (MI300X)"},
+    "group.source": {"es": "fuente", "en": "source"},
 })
 
 _CODES.update({

@@ -193,16 +193,19 @@ def _throughput() -> dict:
 
 
 def validation_time_rows(lang: str) -> str:
-    """Every covered row: predicted vs measured tokens per second per GPU and the error."""
+    """Every covered row: measured vs calc's tokens per second per GPU, the error with calc's
+    constants, with the in-sample fit and with the fit that left the row's source out."""
     rows = _throughput()["rows"]
     from calc import gpus
 
     frame = pd.DataFrame([{
         "row": str(r["row_id"]), "source_name": r["source"].rstrip("/").rsplit("/", 1)[-1],
-        "workload": "workload." + r["workload"], "model": r["model"], "method": r["method"],
+        "workload": "workload." + r["workload"], "model": r["model"],
+        "method": r["method"] + ("+fp8" if r["fp8"] else ""),
         "gpus": f"{r['num_gpus']} × {gpus.get_gpu(r['gpu']).name}",
         "measured": r["measured_tokens_per_second_per_gpu"],
         "predicted": r["predicted_tokens_per_second_per_gpu"], "error": r["error_pct"],
+        "loso": r["loso_error_pct"],
         "note": translate_note(r["note"], lang),
         SOURCE: {"command": "validation_throughput", "row": r["row_id"]},
     } for r in rows])
@@ -215,39 +218,78 @@ def validation_time_rows(lang: str) -> str:
             Col("predicted", "col.predicted_tps", "int",
                 check="predicted_tokens_per_second_per_gpu"),
             Col("error", "col.error_pct", "pct", check="error_pct"),
+            Col("loso", "col.loso_error_pct", "pct", check="loso_error_pct"),
             Col("workload", "col.workload", "code"), Col("source_name", "col.source", "text"),
             Col("note", "col.note", "text")]
     return render(frame, cols, lang, "validation_time_rows", "caption.validation_time_rows")
 
 
-# summary groups in the order shown: fine-tuning per method first (the target), then the rest
-SUMMARY_GROUPS = ("fine-tune/full", "fine-tune/lora", "fine-tune/qlora", "fine-tune", "pre-train",
-                  "all")
+# summary groups in the order shown: fine-tuning per method first (the target), then the rest;
+# then by card class and by source (labelled by their own names)
+SUMMARY_GROUPS = ("fine-tune/full", "fine-tune/full+fp8", "fine-tune/lora", "fine-tune/qlora",
+                  "fine-tune", "pre-train/full", "pre-train/full+fp8", "pre-train", "all")
+
+
+def _group_label(group: str, lang: str) -> str:
+    """A summary group in ``lang``; a source is named by its repository."""
+    if group.startswith("source:"):
+        name = group.split(":", 1)[1].rstrip("/").rsplit("/", 1)[-1]
+        return f"{labels.code('group.source', lang)}: {name}"
+    return labels.code("group." + group, lang)
 
 
 def validation_time_summary(lang: str) -> str:
-    """Median, 90th percentile and largest absolute error per workload and fine-tuning method."""
+    """Median, 90th percentile and largest absolute error per group: with the fit on every row
+    (in-sample) and with each source's rows predicted by a fit that never saw them (LOSO)."""
     summary = _throughput()["summary"]
-    unknown = set(summary) - set(SUMMARY_GROUPS)
+    unknown = {g for g in summary if ":" not in g} - set(SUMMARY_GROUPS)
     if unknown:
         raise KeyError(f"throughput summary groups without a label: {sorted(unknown)}")
+    order = [g for g in SUMMARY_GROUPS if g in summary] + \
+        sorted(g for g in summary if g.startswith("class:")) + \
+        sorted(g for g in summary if g.startswith("source:"))
     rows = []
-    for group in SUMMARY_GROUPS:
-        s = summary.get(group, {})
+    for group in order:
+        s = summary[group]
         if not s.get("rows"):
             continue
-        rows.append({"group": "group." + group, "count": s["rows"],
-                     "median": s["median_abs_pct"], "p90": s["p90_abs_pct"],
-                     "max": s["max_abs_pct"], "mean": s["mean_signed_pct"],
+        i, o = s["in_sample"], s["loso"]
+        rows.append({"group": _group_label(group, lang), "count": s["rows"],
+                     "median": i["median_abs_pct"], "p90": i["p90_abs_pct"], "max": i["max_abs_pct"],
+                     "lmedian": o["median_abs_pct"], "lp90": o["p90_abs_pct"], "lmax": o["max_abs_pct"],
                      SOURCE: {"command": "validation_throughput_summary", "group": group}})
     frame = pd.DataFrame(rows)
-    cols = [Col("group", "col.group", "code", row_header=True),
+    cols = [Col("group", "col.group", "text", row_header=True),
             Col("count", "col.rows", "int", check="rows"),
-            Col("median", "col.median_error", "pct", check="median_abs_pct"),
-            Col("p90", "col.p90_error", "pct", check="p90_abs_pct"),
-            Col("max", "col.max_error", "pct", check="max_abs_pct"),
-            Col("mean", "col.mean_signed_error", "pct", check="mean_signed_pct")]
+            Col("median", "col.median_error", "pct", check="in_sample.median_abs_pct"),
+            Col("p90", "col.p90_error", "pct", check="in_sample.p90_abs_pct"),
+            Col("max", "col.max_error", "pct", check="in_sample.max_abs_pct"),
+            Col("lmedian", "col.loso_median_error", "pct", check="loso.median_abs_pct"),
+            Col("lp90", "col.loso_p90_error", "pct", check="loso.p90_abs_pct"),
+            Col("lmax", "col.loso_max_error", "pct", check="loso.max_abs_pct")]
     return render(frame, cols, lang, "validation_time_summary", "caption.validation_time_summary")
+
+
+def validation_time_fit(lang: str) -> str:
+    """The fitted constants of the time model: the value calc ships (the in-sample fit), the
+    sources whose rows fix it, and the leave-one-source-out error of those rows."""
+    result = _throughput()
+    rows = []
+    for name, b in result["constant_basis"].items():
+        s = b["loso"]
+        rows.append({"constant": name, "value": b["value"],
+                     "sources": ", ".join(x.replace("github.com/", "") for x in b["sources"]),
+                     "count": len(b["sources"]),
+                     "lmedian": s.get("median_abs_pct", 0.0), "lmax": s.get("max_abs_pct", 0.0),
+                     SOURCE: {"command": "validation_throughput_fit", "constant": name}})
+    frame = pd.DataFrame(rows)
+    cols = [Col("constant", "col.constant", "text", row_header=True),
+            Col("value", "col.value", "factor", check="value"),
+            Col("count", "col.source_count", "int", check="source_count"),
+            Col("sources", "col.source", "text"),
+            Col("lmedian", "col.loso_median_error", "pct", check="loso.median_abs_pct"),
+            Col("lmax", "col.loso_max_error", "pct", check="loso.max_abs_pct")]
+    return render(frame, cols, lang, "validation_time_fit", "caption.validation_time_fit")
 
 
 def validation_time_uncovered(lang: str) -> str:
@@ -266,18 +308,18 @@ def validation_time_uncovered(lang: str) -> str:
 
 
 def validation_qlora_ratio(lang: str) -> str:
-    """Measured QLoRA/LoRA speed ratios against calc's factor."""
-    checks = _throughput()["qlora_ratio_check"]
+    """Measured QLoRA/LoRA speed ratios against calc's (counted dequantisation)."""
+    checks = [c for c in _throughput()["qlora_ratio_check"] if c["calc_ratio"] is not None]
     frame = pd.DataFrame([{
         "rows": " / ".join(str(r) for r in c["rows"]), "model": c["model"],
         "gpu": translate_label(c["gpu"], lang),
-        "measured": c["measured_ratio"], "calc": c["calc_factor"],
+        "measured": c["measured_ratio"], "calc": c["calc_ratio"],
         SOURCE: {"command": "validation_qlora_ratio", "rows": c["rows"]},
     } for c in checks])
     cols = [Col("rows", "col.rows_pair", "text", row_header=True),
             Col("model", "col.model", "text"), Col("gpu", "col.gpu", "text"),
             Col("measured", "col.measured_ratio", "factor", check="measured_ratio"),
-            Col("calc", "col.calc_factor", "factor", check="calc_factor")]
+            Col("calc", "col.calc_ratio", "factor", check="calc_ratio")]
     return render(frame, cols, lang, "validation_qlora_ratio", "caption.validation_qlora_ratio")
 
 
@@ -299,14 +341,15 @@ def validation_figure(lang: str, model: str, stat: str = "median", group: str | 
                       {"command": "validation_memory_summary", "method": group, "measured": True})
     if model == "time":
         group = group or "fine-tune"
-        field = f"{stat}_abs_pct"
-        return inline(lang, _throughput()["summary"][group][field], "pct", field,
+        field = f"loso.{stat}_abs_pct"  # the held-out figure: what a new setup can expect
+        return inline(lang, _throughput()["summary"][group]["loso"][f"{stat}_abs_pct"], "pct", field,
                       {"command": "validation_throughput_summary", "group": group})
     raise ValueError(f"unknown model {model!r}")
 
 
 MACROS = ("validation_figure", "calc_constants", "plan_defaults_table", "data_columns", "validation_time_rows",
-          "validation_time_summary", "validation_time_uncovered", "validation_qlora_ratio")
+          "validation_time_summary", "validation_time_uncovered", "validation_qlora_ratio",
+          "validation_time_fit")
 
 
 def register(env) -> None:

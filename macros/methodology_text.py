@@ -159,71 +159,196 @@ CONSTANTS: dict[str, dict] = {
         "PyTorch FSDP BackwardPrefetch, FSDPState._lazy_init (root not resharded); DeepSpeed "
         "stage3_prefetch_bucket_size"),
     # --- time ----------------------------------------------------------------------------
-    "calc.timing.CAUSAL_ATTENTION_FRACTION": _e(
+    "calc.flops.CAUSAL_ATTENTION_FRACTION": _e(
         "Parte de las multiplicaciones de la atención que se calcula de verdad: los núcleos "
         "causales fusionados saltan la mitad superior de la matriz; la atención ingenua la "
         "calcula entera.",
         "Share of the attention matmuls actually computed: fused causal kernels skip the upper "
         "half of the matrix; eager attention computes all of it.",
         "Dao 2023, FlashAttention-2, arXiv:2307.08691, §3.1"),
-    "calc.timing.UTILISATION_BY_CLASS": _e(
-        "Aprovechamiento alcanzable (MFU) del pico bf16 denso por familia de tarjeta, una GPU, "
-        "ajuste completo con lotes grandes.",
-        "Achievable utilisation (MFU) of the dense bf16 peak by card family, one GPU, full "
-        "fine-tuning with large batches.",
-        {"es": "Mediciones publicadas: torchtune, Qwen, torchtitan, llm-foundry (tabla de "
-               "validación del tiempo); blackwell y cdna3: supuestos sin medición",
-         "en": "Published measurements: torchtune, Qwen, torchtitan, llm-foundry (time validation "
-               "table); blackwell and cdna3: assumptions without a measurement"}),
-    "calc.timing.METHOD_UTILISATION_FACTOR": _e(
-        "Factor del aprovechamiento por método: LoRA y QLoRA añaden multiplicaciones pequeñas y "
-        "trabajo elemento a elemento.",
-        "Utilisation factor by method: LoRA and QLoRA add small matmuls and element-wise work.",
-        {"es": "torchtune, Llama-3.2-3B, A100 (completo frente a LoRA con las mismas opciones)", "en": "torchtune, Llama-3.2-3B, A100 (full vs LoRA with the same flags)"}),
-    "calc.timing.QLORA_SPEED_FACTOR": _e(
-        "Velocidad de QLoRA respecto a LoRA en la misma configuración (descuantizar NF4 en cada "
-        "multiplicación).",
-        "QLoRA speed relative to LoRA on the same setup (NF4 dequantisation at every matmul).",
-        {"es": "Parejas QLoRA/LoRA de LitGPT (A10G, A100) y Vertex AI; mediana de los cocientes medidos", "en": "LitGPT (A10G, A100) and Vertex AI QLoRA/LoRA pairs; median of the measured ratios"}),
-    "calc.timing.BATCH_SATURATION_TOKENS": _e(
-        "Tokens por micro-paso y GPU con los que el aprovechamiento es la mitad del de lotes "
-        "grandes, para un modelo de tamaño oculto de referencia.",
-        "Tokens per micro-step and GPU at which utilisation is half its large-batch value, for a "
-        "model of the reference hidden size.",
-        {"es": "Ajustado al barrido de longitud de secuencia de Qwen-7B LoRA en una A100",
-         "en": "Fitted to the Qwen-7B LoRA sequence-length sweep on one A100"}),
+    "calc.timing.MATMUL_EFFICIENCY": _e(
+        "Fracción del pico bf16 denso que alcanzan las multiplicaciones de matrices con "
+        "micro-pasos grandes, por familia de tarjeta. Ajustada a las filas medidas de cada "
+        "familia (cada fuente pesa lo mismo); Blackwell se apoya en una sola fuente.",
+        "Share of the dense bf16 peak the matmuls reach with large micro-steps, by card family. "
+        "Fitted to the measured rows of each family (every source weighs the same); Blackwell "
+        "rests on a single source.",
+        {"es": "AJUSTADA: validation/measured_throughput.csv (tabla de validación del tiempo, con "
+               "su error dejando fuera cada fuente)",
+         "en": "FITTED: validation/measured_throughput.csv (time validation table, with its "
+               "leave-one-source-out error)"}),
+    "calc.timing.MATMUL_EFFICIENCY_POOLED": _e(
+        "La misma fracción ajustada con todas las filas juntas: la que usan las familias sin "
+        "ninguna fila medida (MI300X).",
+        "The same share fitted on all rows pooled: what card families without a measured row "
+        "use (MI300X).",
+        {"es": "AJUSTADA: validation/measured_throughput.csv",
+         "en": "FITTED: validation/measured_throughput.csv"}),
+    "calc.timing.MATMUL_HALF_TOKENS": _e(
+        "Tokens por micro-paso con los que un modelo de tamaño oculto 4096 llega a la mitad de "
+        "su eficiencia con pasos grandes; escala con (4096 / tamaño oculto)².",
+        "Tokens per micro-step at which a model of hidden size 4096 reaches half its "
+        "large-step efficiency; it scales with (4096 / hidden size)².",
+        {"es": "AJUSTADA: validation/measured_throughput.csv (el barrido de longitudes de Qwen la "
+               "fija casi sola)",
+         "en": "FITTED: validation/measured_throughput.csv (Qwen's length sweep all but sets it)"}),
+    "calc.timing.FP8_MATMUL_EFFICIENCY": _e(
+        "Fracción del pico FP8 denso que alcanzan las capas lineales en FP8 (torchao float8, "
+        "Transformer Engine) con micro-pasos grandes.",
+        "Share of the dense FP8 peak the FP8 linears reach (torchao float8, Transformer Engine) "
+        "with large micro-steps.",
+        {"es": "AJUSTADA: filas FP8 de NeMo, llm-foundry y torchtitan",
+         "en": "FITTED: FP8 rows of NeMo, llm-foundry and torchtitan"}),
     "calc.timing.SATURATION_REFERENCE_HIDDEN": _e(
-        "Tamaño oculto de referencia de la saturación; para otros modelos la constante escala "
-        "con el cuadrado del cociente.",
-        "Reference hidden size of the saturation; for other models the constant scales with "
-        "the square of the ratio.",
-        {"es": "Modelo del ajuste (Qwen-7B); comprobado con Qwen-1.8B",
-         "en": "Model of the fit (Qwen-7B); checked on Qwen-1.8B"}),
-    "calc.timing.GPUS_PER_NODE": _e(
-        "GPU por nodo: por encima, el trabajo cruza la red entre nodos.",
-        "GPUs per node: above it, the job crosses the network between nodes.",
+        "Tamaño oculto de referencia de MATMUL_HALF_TOKENS.",
+        "Reference hidden size of MATMUL_HALF_TOKENS.",
+        {"es": "Convención del ajuste", "en": "Convention of the fit"}),
+    "calc.timing.MEMORY_BANDWIDTH_EFFICIENCY": _e(
+        "Fracción del ancho de banda de memoria de la ficha técnica que alcanza un núcleo que "
+        "solo mueve datos (optimizador, descuantización, operaciones elemento a elemento).",
+        "Share of the datasheet memory bandwidth a data-moving kernel reaches (optimizer, "
+        "dequantisation, element-wise work).",
+        {"es": "Medidas tipo BabelStream/STREAM: A100 80GB unos 1,7 TB/s de 2,04; H100 SXM "
+               "2,9-3,0 de 3,35; RTX 4090 0,9 de 1,01",
+         "en": "BabelStream/STREAM-like measurements: A100 80GB about 1.7 TB/s of 2.04; H100 SXM "
+               "2.9-3.0 of 3.35; RTX 4090 0.9 of 1.01"}),
+    "calc.timing.DEQUANT_WRITE_BYTES": _e(
+        "Bytes que escribe la descuantización de QLoRA por peso y pasada: la copia de 16 bits "
+        "que usa la multiplicación (además de leer el peso de 4 bits).",
+        "Bytes QLoRA's dequantisation writes per weight and pass: the 16-bit copy the matmul "
+        "uses (besides reading the 4-bit weight).",
+        "bitsandbytes 0.45, autograd/_functions.py (MatMul4Bit, dequantize_4bit)"),
+    "calc.timing.DISPATCH_SECONDS_PER_KERNEL": _e(
+        "Tiempo de CPU para lanzar cada operación del paso (Python, despachador, ganchos de "
+        "peft, checkpointing y FSDP); si el lanzamiento de un micro-paso dura más que el trabajo "
+        "de la GPU, la GPU espera.",
+        "CPU time to dispatch each op of the step (Python, dispatcher, peft, checkpointing and "
+        "FSDP hooks); when a micro-step's dispatch takes longer than the GPU's work, the GPU "
+        "waits.",
+        {"es": "AJUSTADA: validation/measured_throughput.csv (modelos pequeños en tarjetas "
+               "rápidas, pasos cortos); una operación eager sola cuesta 5-20 µs (blog de PyTorch "
+               "sobre CUDA Graphs, 2021)",
+         "en": "FITTED: validation/measured_throughput.csv (small models on fast cards, short "
+               "steps); a bare eager op costs 5-20 µs (PyTorch blog on CUDA Graphs, 2021)"}),
+    "calc.timing.EAGER_OPS_PER_LAYER_FORWARD": _e(
+        "Operaciones de un bloque en el paso hacia delante, además de sus capas lineales, en "
+        "modo eager.",
+        "Ops of one block's forward pass besides its linears, eager.",
+        "transformers 5.17, LlamaDecoderLayer.forward (op count)"),
+    "calc.timing.LORA_OPS_PER_ADAPTER": _e(
+        "Operaciones que añade cada capa adaptada con LoRA.",
+        "Ops each LoRA-adapted linear adds.",
+        "peft 0.21, tuners/lora/layer.py (Linear.forward)"),
+    "calc.timing.COMPILED_OPS_PER_LAYER_FORWARD": _e(
+        "Operaciones de un bloque, además de las lineales, con torch.compile (núcleos Triton "
+        "fusionados).",
+        "Ops of one block besides its linears under torch.compile (fused Triton kernels).",
+        ASSUMPTION),
+    "calc.timing.BACKWARD_OPS_FACTOR": _e(
+        "Operaciones del paso hacia atrás por cada una del paso hacia delante.",
+        "Backward ops per forward op.",
+        {"es": "Autograd: un gradiente por entrada de cada operación",
+         "en": "Autograd: one gradient per input of each op"}),
+    "calc.timing.NORM_BYTES_PER_ELEMENT": _e(
+        "Bytes que mueve una RMSNorm por elemento del estado oculto en el paso hacia delante: "
+        "en modo eager (seis operaciones con conversión a fp32) o compilada (un núcleo).",
+        "Bytes an RMSNorm moves per hidden-state element in the forward pass: eager (six ops "
+        "with an fp32 upcast) or compiled (one kernel).",
+        "transformers 5.17, LlamaRMSNorm.forward"),
+    "calc.timing.LAYER_NORM_BYTES_PER_ELEMENT": _e(
+        "Bytes por elemento de una LayerNorm de PyTorch, que ya es un solo núcleo.",
+        "Bytes per element of a PyTorch LayerNorm, already one kernel.",
+        "PyTorch native_layer_norm"),
+    "calc.timing.RESIDUAL_BYTES_PER_ELEMENT": _e(
+        "Bytes por elemento de una suma residual (dos lecturas y una escritura); compilada se "
+        "funde con la norma siguiente.",
+        "Bytes per element of a residual add (two reads, one write); compiled, it fuses into "
+        "the next norm.",
+        {"es": "Recuento de lecturas y escrituras en bf16", "en": "Count of bf16 reads and writes"}),
+    "calc.timing.ROTARY_BYTES_PER_ELEMENT": _e(
+        "Bytes por elemento de q y k que mueve la codificación rotatoria de posiciones.",
+        "Bytes per q and k element the rotary position embedding moves.",
+        "transformers 5.17, apply_rotary_pos_emb / rotate_half"),
+    "calc.timing.ATTENTION_IO_BYTES_PER_ELEMENT": _e(
+        "Bytes por elemento de q, k y v de las trasposiciones y copias alrededor del núcleo "
+        "de atención.",
+        "Bytes per q, k and v element of the transposes and copies around the attention "
+        "kernel.",
+        "transformers 5.17, LlamaAttention.forward (view/transpose, contiguous)"),
+    "calc.timing.MLP_ACT_BYTES_PER_ELEMENT": _e(
+        "Bytes por elemento del ancho interno del MLP de act(gate) × up.",
+        "Bytes per element of the MLP's inner width for act(gate) × up.",
+        "transformers 5.17, LlamaMLP.forward"),
+    "calc.timing.LORA_BYTES_PER_OUTPUT": _e(
+        "Bytes por elemento de salida de cada capa adaptada: escalado de la rama LoRA y suma a "
+        "la salida base.",
+        "Bytes per output element of each adapted linear: scaling of the LoRA branch and the "
+        "add to the base output.",
+        "peft 0.21, tuners/lora/layer.py (Linear.forward)"),
+    "calc.timing.LOSS_BYTES_PER_LOGIT": _e(
+        "Bytes por logit y token de la entropía cruzada, hacia delante y hacia atrás.",
+        "Bytes per logit and token of the cross-entropy, forward and backward.",
+        "transformers 5.17, loss/loss_utils.py (ForCausalLMLoss)"),
+    "calc.timing.BACKWARD_ELEMENTWISE_FACTOR": _e(
+        "Tráfico del paso hacia atrás de una operación elemento a elemento respecto al de su "
+        "paso hacia delante.",
+        "Backward traffic of an element-wise op relative to its forward.",
+        {"es": "Lee la entrada guardada y el gradiente, escribe el gradiente",
+         "en": "Reads the saved input and the gradient, writes the gradient"}),
+    "calc.timing.DDP_BUCKET_BYTES": _e(
+        "Tamaño de los cubos de gradientes de DDP: solo el último all-reduce queda seguro al "
+        "descubierto.",
+        "Size of DDP's gradient buckets: only the last all-reduce is certainly exposed.",
+        "torch 2.13, DistributedDataParallel(bucket_cap_mb=25)"),
+    "calc.timing.CPU_OPTIMIZER_BYTES_PER_PARAM": _e(
+        "Bytes por parámetro del paso de Adam en la CPU (ZeRO-Offload): lee peso, gradiente y "
+        "dos momentos fp32, escribe tres y la copia de 16 bits.",
+        "Bytes per parameter of the CPU Adam step (ZeRO-Offload): reads fp32 weight, gradient "
+        "and two moments, writes three and the 16-bit copy.",
+        "Ren et al. 2021, ZeRO-Offload, arXiv:2101.06840, §4.1 (DeepSpeedCPUAdam)"),
+    "calc.timing.CPU_MEMORY_BYTES_PER_S": _e(
+        "Ancho de banda de la memoria del anfitrión al que corre el optimizador en la CPU.",
+        "Host memory bandwidth the CPU optimizer streams at.",
+        ASSUMPTION),
+    "calc.timing.GRAD_CLIP_PASSES": _e(
+        "Pasadas del recorte de gradientes sobre todos los gradientes: una lectura para la "
+        "norma, una lectura y una escritura para escalarlos.",
+        "Passes of gradient clipping over all gradients: one read for the norm, a read and a "
+        "write to scale them.",
+        "torch 2.13, torch.nn.utils.clip_grad_norm_ (foreach)"),
+    "calc.timing.FP8_CAST_BYTES_PER_ELEMENT": _e(
+        "Bytes por elemento de cada conversión a FP8 (lee 2, escribe 1) de entradas, pesos y "
+        "gradientes de salida de las capas lineales.",
+        "Bytes per element of each cast to FP8 (read 2, write 1) of the linears' inputs, "
+        "weights and output gradients.",
+        "torchao float8 (tensorwise dynamic scaling), torchtitan default"),
+    "calc.comm.GPUS_PER_NODE": _e(
+        "GPU por servidor: por encima, el trabajo cruza la red entre servidores.",
+        "GPUs per server: above it, the job crosses the network between servers.",
         {"es": "Placas HGX/DGX y OAM (8 GPU)", "en": "HGX/DGX and OAM boards (8 GPUs)"}),
-    "calc.timing.SCALING_EFFICIENCY": _e(
-        "Rendimiento por GPU con varias GPU respecto a una, según estrategia (replicada: DDP, "
-        "ZeRO-1/2; repartida: ZeRO-3/FSDP), enlace (NVLink o PCIe) y método (completo o PEFT).",
-        "Per-GPU throughput with several GPUs relative to one, by strategy (replicated: DDP, "
-        "ZeRO-1/2; sharded: ZeRO-3/FSDP), link (NVLink or PCIe) and method (full or PEFT).",
-        {"es": "torchtitan (H100), llm-foundry (FSDP), torchtune (70B LoRA 8×A100; 4×RTX 4090 "
-               "FSDP), Qwen-72B ZeRO-3; las entradas PCIe sin medición son supuestos",
-         "en": "torchtitan (H100), llm-foundry (FSDP), torchtune (70B LoRA 8×A100; 4×RTX 4090 "
-               "FSDP), Qwen-72B ZeRO-3; PCIe entries without a measurement are assumptions"}),
-    "calc.timing.INTER_NODE_FACTOR": _e(
-        "Factor adicional cuando el trabajo ocupa más de un nodo.",
-        "Extra factor when the job spans more than one node.",
-        {"es": "Entre torchtitan 8→128 H100 (0,97) y Qwen 2×2 A100 (0,56); supuesto",
-         "en": "Between torchtitan 8→128 H100 (0.97) and Qwen 2×2 A100 (0.56); assumption"}),
-    "calc.timing.CPU_OFFLOAD_FACTOR": _e(
-        "Factor de velocidad de la descarga a CPU: del optimizador (ZeRO-Offload) o también de "
-        "los pesos (ZeRO-Infinity), por método.",
-        "Speed factor of CPU offload: of the optimizer (ZeRO-Offload) or of the weights too "
-        "(ZeRO-Infinity), by method.",
-        {"es": "Ren et al. 2021, ZeRO-Offload, arXiv:2101.06840; valores supuestos",
-         "en": "Ren et al. 2021, ZeRO-Offload, arXiv:2101.06840; assumed values"}),
+    "calc.comm.PCIE_GB_PER_S_PER_DIRECTION": _e(
+        "Velocidad bruta de una ranura PCIe x16 en un sentido, por generación.",
+        "Raw rate of a PCIe x16 slot in one direction, by generation.",
+        "PCI-SIG, PCI Express Base Specification 3.0 / 4.0 / 5.0"),
+    "calc.comm.NETWORK_GB_PER_S_PER_GPU": _e(
+        "Red entre servidores por GPU, por arquitectura; NCCL reparte los anillos entre los 8 "
+        "adaptadores, así que un colectivo entre servidores usa los 8.",
+        "Network between servers per GPU, by architecture; NCCL spreads its rings over the 8 "
+        "adapters, so a collective across servers uses all 8.",
+        {"es": "Fichas de DGX A100 (HDR 200 Gb/s por GPU), DGX H100/B200 (NDR 400 Gb/s), "
+               "plataforma MI300X; Ada: supuesto",
+         "en": "DGX A100 (HDR 200 Gb/s per GPU), DGX H100/B200 (NDR 400 Gb/s) datasheets, "
+               "MI300X platform brief; Ada: assumption"}),
+    "calc.comm.LINK_EFFICIENCY": _e(
+        "Fracción de la velocidad del enlace que alcanza un colectivo grande.",
+        "Share of the link's rate a large collective reaches.",
+        {"es": "nccl-tests en 8×A100 SXM: unos 230 GB/s de ancho de bus sobre 300 por sentido",
+         "en": "nccl-tests on 8×A100 SXM: about 230 GB/s bus bandwidth over 300 per direction"}),
+    "calc.comm.HOST_LINK_EFFICIENCY": _e(
+        "Fracción de la velocidad PCIe que alcanza una copia entre CPU y GPU con memoria fijada.",
+        "Share of the PCIe rate a pinned host<->device copy reaches.",
+        {"es": "bandwidthTest de las muestras de CUDA: unos 25 GB/s en PCIe 4.0 x16",
+         "en": "CUDA samples bandwidthTest: about 25 GB/s on PCIe 4.0 x16"}),
     # --- cost ----------------------------------------------------------------------------
     "calc.cost.DATASET_BYTES_PER_TOKEN": _e(
         "Bytes de disco por token del conjunto de datos (identificadores int32; el texto "
@@ -340,6 +465,10 @@ DATA_COLUMNS: dict[str, dict] = {
                                          "acumulación fp32, en TFLOP/s (ni disperso ni fp32)",
                                    "en": "Dense bf16 tensor-core peak with fp32 accumulation, "
                                          "in TFLOP/s (not sparse, not fp32)"},
+    "gpus.csv:fp8_dense_tflops": {"es": "Pico FP8 denso de los núcleos tensoriales con "
+                                        "acumulación fp32, en TFLOP/s; 0 si la tarjeta no tiene FP8",
+                                  "en": "Dense FP8 tensor-core peak with fp32 accumulation, in "
+                                        "TFLOP/s; 0 where the card has no FP8"},
     "gpus.csv:memory_bandwidth_gb_per_s": {"es": "Ancho de banda de memoria, GB/s",
                                            "en": "Memory bandwidth, GB/s"},
     "gpus.csv:form_factor": {"es": "Formato: pcie, sxm u oam", "en": "Form factor: pcie, sxm or oam"},
@@ -352,10 +481,10 @@ DATA_COLUMNS: dict[str, dict] = {
                                        "SXM/OAM",
                                  "en": "GPUs that link joins: 2 for a bridge, 8 on an SXM/OAM "
                                        "board"},
-    "gpus.csv:utilisation_class": {"es": "Familia para el aprovechamiento alcanzable "
-                                         "(UTILISATION_BY_CLASS)",
-                                   "en": "Family for the achievable utilisation "
-                                         "(UTILISATION_BY_CLASS)"},
+    "gpus.csv:utilisation_class": {"es": "Familia de la tarjeta para la eficiencia ajustada de las "
+                                         "multiplicaciones (MATMUL_EFFICIENCY)",
+                                   "en": "Card family for the fitted matmul efficiency "
+                                         "(MATMUL_EFFICIENCY)"},
     "gpus.csv:source": {"es": "De dónde salen las cifras (hoja de datos, salida de nvidia-smi)",
                         "en": "Where the figures come from (datasheet, nvidia-smi output)"},
     "gpus.csv:as_of": {"es": "Fecha de la fuente", "en": "Date of the source"},
@@ -466,6 +595,71 @@ VALIDATION_TEXT: dict[str, dict[str, str]] = {
         "en": "tensor parallelism (FSDP 8 × TP 8) is not a calc sharding"},
     "no tokens/s figure": {"es": "sin cifra de tokens/s", "en": "no tokens/s figure"},
     "not mapped": {"es": "sin traducir a una petición de calc", "en": "not mapped to a calc request"},
+    # --- time model (per-step roofline), added with issue 14 ---
+    "GPTQ int4 base with fp16 compute: calc counts bitsandbytes NF4 dequantisation": {
+        "es": "base GPTQ int4 con cómputo fp16: calc cuenta la descuantización NF4 de bitsandbytes",
+        "en": "GPTQ int4 base with fp16 compute: calc counts bitsandbytes NF4 dequantisation"},
+    "LoRA rank and target modules not stated": {
+        "es": "no dice el rango de LoRA ni los módulos adaptados",
+        "en": "LoRA rank and target modules not stated"},
+    "NeMo distributed optimizer as ZeRO-1": {
+        "es": "optimizador distribuido de NeMo tomado como ZeRO-1",
+        "en": "NeMo distributed optimizer as ZeRO-1"},
+    "Transformer Engine's fused kernels counted as compiled ones": {
+        "es": "los núcleos fusionados de Transformer Engine se cuentan como compilados",
+        "en": "Transformer Engine's fused kernels counted as compiled ones"},
+    "accumulation = global 128 / 8 GPUs": {"es": "acumulación = lote global 128 / 8 GPU",
+                                            "en": "accumulation = global 128 / 8 GPUs"},
+    "accumulation = global 32 / 8 GPUs": {"es": "acumulación = lote global 32 / 8 GPU",
+                                           "en": "accumulation = global 32 / 8 GPUs"},
+    "aggregate-vs-per-GPU ambiguous: the README table mixes readings (its 70B rows are only possible as totals, while the recipe at that commit logs tokens per rank)": {
+        "es": "no se sabe si es total o por GPU: la tabla del README mezcla lecturas (sus filas "
+              "de 70B solo son posibles como totales, y la receta de ese commit registra tokens "
+              "por proceso)",
+        "en": "aggregate-vs-per-GPU ambiguous: the README table mixes readings (its 70B rows are "
+              "only possible as totals, while the recipe at that commit logs tokens per rank)"},
+    "the measured figure is uncertain by the GPU count": {
+        "es": "la cifra medida es incierta en un factor igual al número de GPU",
+        "en": "the measured figure is uncertain by the GPU count"},
+    "card not in calc's catalogue: a 500 W power-capped H100 with 96 GB HBM2e (Grand Teton), whose sustained tensor clock and memory bandwidth are below the 700 W H100 SXM's": {
+        "es": "tarjeta fuera del catálogo de calc: una H100 limitada a 500 W con 96 GB de HBM2e "
+              "(Grand Teton), cuyo reloj sostenido y ancho de banda de memoria quedan por debajo "
+              "de los de la H100 SXM de 700 W",
+        "en": "card not in calc's catalogue: a 500 W power-capped H100 with 96 GB HBM2e (Grand "
+              "Teton), whose sustained tensor clock and memory bandwidth are below the 700 W H100 "
+              "SXM's"},
+    "checkpointing not stated (NeMo default off)": {
+        "es": "no dice si hay checkpointing (en NeMo, desactivado por defecto)",
+        "en": "checkpointing not stated (NeMo default off)"},
+    "float8 all-gather not modelled": {"es": "no se modela la reunión de pesos en float8",
+                                       "en": "float8 all-gather not modelled"},
+    "long context": {"es": "contexto largo", "en": "long context"},
+    "tensor and pipeline parallelism (TP2 PP4) are not calc shardings": {
+        "es": "el paralelismo de tensores y de tubería (TP2 PP4) no es un reparto de calc",
+        "en": "tensor and pipeline parallelism (TP2 PP4) are not calc shardings"},
+    "Unsloth's fused Triton kernels counted as compiled ones": {
+        "es": "los núcleos Triton fusionados de Unsloth se cuentan como compilados",
+        "en": "Unsloth's fused Triton kernels counted as compiled ones"},
+    "checkpointing assumed on (Unsloth default)": {
+        "es": "checkpointing supuesto activado (por defecto en Unsloth)",
+        "en": "checkpointing assumed on (Unsloth default)"},
+    "torchtune compiles NF4 dequantisation": {"es": "torchtune compila la descuantización NF4",
+                                              "en": "torchtune compiles NF4 dequantisation"},
+    "tensor / pipeline / context parallelism (TP1 PP1 DP8 CP2) is not a calc sharding": {
+        "es": "el paralelismo de tensores, de tubería o de contexto (TP1 PP1 DP8 CP2) no es un reparto de calc",
+        "en": "tensor / pipeline / context parallelism (TP1 PP1 DP8 CP2) is not a calc sharding"},
+    "tensor / pipeline / context parallelism (TP1 PP4 DP2) is not a calc sharding": {
+        "es": "el paralelismo de tensores, de tubería o de contexto (TP1 PP4 DP2) no es un reparto de calc",
+        "en": "tensor / pipeline / context parallelism (TP1 PP4 DP2) is not a calc sharding"},
+    "tensor / pipeline / context parallelism (TP4 PP4 DP1) is not a calc sharding": {
+        "es": "el paralelismo de tensores, de tubería o de contexto (TP4 PP4 DP1) no es un reparto de calc",
+        "en": "tensor / pipeline / context parallelism (TP4 PP4 DP1) is not a calc sharding"},
+    "tensor / pipeline / context parallelism (TP4 PP4 DP4 CP2 VP5) is not a calc sharding": {
+        "es": "el paralelismo de tensores, de tubería o de contexto (TP4 PP4 DP4 CP2 VP5) no es un reparto de calc",
+        "en": "tensor / pipeline / context parallelism (TP4 PP4 DP4 CP2 VP5) is not a calc sharding"},
+    "tensor / pipeline / context parallelism (TP4 PP4 DP4 VP20) is not a calc sharding": {
+        "es": "el paralelismo de tensores, de tubería o de contexto (TP4 PP4 DP4 VP20) no es un reparto de calc",
+        "en": "tensor / pipeline / context parallelism (TP4 PP4 DP4 VP20) is not a calc sharding"},
 }
 
 

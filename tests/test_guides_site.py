@@ -103,6 +103,8 @@ def response_for(source: dict) -> tuple[dict, dict]:
             return next(r for r in result["rows"] if r["row_id"] == source["row"]), request
         if command == "validation_throughput_summary":
             return result["summary"][source["group"]], request
+        if command == "validation_throughput_fit":
+            return result["constant_basis"][source["constant"]], request
         return next(c for c in result["qlora_ratio_check"] if c["rows"] == source["rows"]), request
     raise AssertionError(f"unknown source command {command!r}")
 
@@ -256,7 +258,7 @@ def test_methodology_documents_every_constant_and_column(built_site, prefix):
     assert columns == {f"{name}:{c}" for name in ("gpus.csv", "prices.csv", "models.json")
                        for c in data_file_columns(name)}
     for table in ("validation_time_rows", "validation_time_summary", "validation_time_uncovered",
-                  "validation_qlora_ratio", "validation_memory_rows"):
+                  "validation_qlora_ratio", "validation_time_fit", "validation_memory_rows"):
         assert f'data-table="{table}"' in text, table
 
 

@@ -12,9 +12,10 @@ import pytest
 
 import importlib
 
-from calc import gpus, recommend
+from calc import gpus, recommend, timing
 from calc.errors import InputError
 from plan_fakes import ACT_BYTES_PER_TOKEN, CONTEXT_BYTES, GIB, fake_estimate
+from test_timing import ELEMENTWISE_FWD_7B
 
 ROOT = Path(__file__).resolve().parents[1]
 # calc.plan is also the name of a function in calc/__init__.py, so take the module itself.
@@ -71,13 +72,21 @@ def test_defaults():
 
 def test_time_and_cost_hand_computed():
     # Full FT of Llama-2-7B without checkpointing, eager attention, 1e9 tokens x 2 epochs,
-    # A100 SXM (312 TFLOP/s), mfu 0.5, micro-batch 1 x 2048 (saturation 2048/2304), 1 GPU,
-    # 2 USD/h, 10 min start-up.
+    # A100 SXM (312 TFLOP/s, 2039 GB/s), mfu 0.5, micro-batch 1 x 2048, 1 GPU, bf16-true with
+    # torch AdamW (foreach), 2 USD/h, 10 min start-up. The step is the per-step roofline of
+    # calc.timing: matmuls + element-wise kernels + optimizer, each a count over a rate.
     out = _plan(method="full", gradient_checkpointing=False, attention="eager", epochs=2, mfu=0.5,
                 price_per_gpu_hour=2.0, storage_gb=100, storage_price_per_gb_month=0.1)
     flops = 42_865_287_168  # 6N + 12 L s d, see test_timing
-    compute_h = 2e9 * flops / (312e12 * 0.5 * 2048 / 2304) / 3600
+    bw = 2039e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY
+    sat = 2048 / (2048 + timing.MATMUL_HALF_TOKENS)
+    matmuls = 2048 * flops / (312e12 * 0.5 * sat)
+    elementwise = 2048 * (ELEMENTWISE_FWD_7B * 3 + 24 * 32000) / bw
+    optimizer = 6_738_415_616 * (4 * 2 + 2 * 2 + 12 * 2 + 3 * 2) / bw
+    compute_h = 2e9 / (2048 / (matmuls + elementwise + optimizer)) / 3600
     assert out["time"]["compute_hours"] == pytest.approx(compute_h)
+    assert out["time"]["step"]["breakdown_seconds"]["compute"] == pytest.approx(matmuls)
+    assert out["time"]["startup_and_checkpoint_hours"] == pytest.approx(10 / 60)
     assert out["time_hours"] == pytest.approx(compute_h + 10 / 60)
     run_usd = (compute_h + 10 / 60) * 2.0
     assert out["cost_usd"]["final_run"] == pytest.approx(run_usd)

@@ -1,0 +1,103 @@
+"""FLOPs of one training token: forward, backward of what needs gradients, recomputation.
+
+Counted from the shapes in :class:`calc.arch.ModelArch` (2 FLOPs per multiply-add), with the
+linears that FP8 training can cover kept apart from the rest (attention scores, lm_head,
+LoRA adapters), so each part can be divided by the rate that runs it (:mod:`calc.timing`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .arch import ModelArch
+
+
+def block_linear_params(arch: ModelArch) -> int:
+    """Weights of the decoder blocks' linears one token multiplies through (MoE: the router
+    plus the top-k experts, as ``params_active`` counts them)."""
+    return arch.params_active - arch.embedding_params - arch.lm_head_params
+
+
+def matmul_params(arch: ModelArch) -> int:
+    """Parameters one token multiplies through: the active block linears (MoE: top-k experts),
+    norms and the lm_head matmul (computed even when it shares the embedding matrix). The
+    embedding lookup is a gather, not a matmul, so it costs no FLOPs (Kaplan et al. 2020,
+    arXiv:2001.08361, sec. 2.1 counts non-embedding parameters for the same reason)."""
+    return block_linear_params(arch) + arch.vocab_size * arch.hidden_size
+
+
+CAUSAL_ATTENTION_FRACTION = {"flash": 0.5, "sdpa": 0.5, "eager": 1.0}
+"""Share of the score/value matmuls actually computed. Fused causal kernels (FlashAttention-2,
+Dao 2023, arXiv:2307.08691, sec. 3.1; PyTorch SDPA dispatches to them) skip the blocks above
+the diagonal, about half; eager attention computes the full matrix and masks it."""
+
+
+def attention_forward_flops_per_token(arch: ModelArch, seq_len: int, attention: str = "eager") -> float:
+    """Score and value matmuls of self-attention, forward, per token:
+    ``4 * layers * seq_len * heads * head_dim`` (2 FLOPs per multiply-add, QK^T and AV) for the
+    full matrix (PaLM's MFU count, Chowdhery et al. 2022, arXiv:2204.02311, app. B), times the
+    computed share :data:`CAUSAL_ATTENTION_FRACTION` for ``attention``."""
+    full = 4.0 * arch.num_layers * seq_len * arch.num_heads * arch.head_dim
+    return full * CAUSAL_ATTENTION_FRACTION[attention]
+
+
+@dataclass(frozen=True)
+class FlopsPerToken:
+    """Training FLOPs per token, split by where they come from (``forward + backward +
+    recompute = total``) and by what runs them: ``linear_*`` are the decoder blocks' linears
+    (the matmuls FP8 training converts), the rest is attention, lm_head and adapters."""
+
+    forward: float
+    backward: float
+    recompute: float
+    linear_forward: float = 0.0
+    linear_backward: float = 0.0
+    linear_recompute: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.forward + self.backward + self.recompute
+
+    @property
+    def linear_total(self) -> float:
+        return self.linear_forward + self.linear_backward + self.linear_recompute
+
+    def to_dict(self) -> dict:
+        return {"forward": self.forward, "backward": self.backward,
+                "recompute": self.recompute, "total": self.total,
+                "block_linears": self.linear_total}
+
+
+def training_flops_per_token(arch: ModelArch, method: str, seq_len: int,
+                             gradient_checkpointing: bool, trainable_params: int,
+                             attention: str = "eager") -> FlopsPerToken:
+    """FLOPs one training token costs.
+
+    - Forward: ``2*N`` for the matmuls (N = :func:`matmul_params`) plus attention.
+    - Backward, full fine-tuning: gradients of activations and of weights, ``2 * forward``, so
+      the whole step is the familiar ``6*N`` (Kaplan et al. 2020, sec. 2.1).
+    - Backward, LoRA/QLoRA: the frozen base needs activation gradients only (``2*N``), no weight
+      gradients; the adapters (``A`` trainable parameters) cost ``6*A`` in all (Hu et al. 2021,
+      arXiv:2106.09685, sec. 4: no gradients for frozen weights). Attention backward is still
+      twice its forward (Q, K and V all need gradients).
+    - Gradient checkpointing recomputes the forward once (Chen et al. 2016, arXiv:1604.06174).
+    """
+    n = float(matmul_params(arch))
+    lin = 2.0 * float(block_linear_params(arch))
+    attn = attention_forward_flops_per_token(arch, seq_len, attention)
+    if method == "full":
+        fwd = 2.0 * n + attn
+        bwd = 2.0 * fwd
+        lin_bwd = 2.0 * lin
+    else:
+        a = float(trainable_params)
+        fwd = 2.0 * n + 2.0 * a + attn
+        bwd = 2.0 * n + 4.0 * a + 2.0 * attn
+        lin_bwd = lin  # input gradients only
+    recompute = fwd if gradient_checkpointing else 0.0
+    return FlopsPerToken(forward=fwd, backward=bwd, recompute=recompute, linear_forward=lin,
+                         linear_backward=lin_bwd, linear_recompute=lin if gradient_checkpointing else 0.0)
+
+
+__all__ = ["CAUSAL_ATTENTION_FRACTION", "FlopsPerToken", "attention_forward_flops_per_token",
+           "block_linear_params", "matmul_params", "training_flops_per_token"]
