@@ -213,10 +213,19 @@ def fused_qkv_kept_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     it returns a view; ``v`` goes to ``F.scaled_dot_product_attention`` unchanged and is
     saved for backward, keeping the whole fused storage (``q_dim + 2 kv_dim`` per token)
     alive. With grouped heads, ``expand`` then ``reshape`` copies, and the fused output is
-    freed once q, k, v are copied; the roped q and k are new tensors either way."""
+    freed once q, k, v are copied; the roped q and k are new tensors either way.
+
+    Hugging Face Phi-3 (``arch.extra["fused_qkv_view"]``; transformers 5.17
+    ``Phi3Attention.forward``) slices q, k, v out of ``qkv_proj``'s output, so ``v`` is a
+    view of it whatever the request says; it stays a view unless ``repeat_kv`` copies it
+    (grouped heads expanded: eager, or SDPA without ``enable_gqa``)."""
+    width = cfg.act_bytes * (arch.num_heads + arch.num_kv_heads) * arch.head_dim
+    if arch.extra.get("fused_qkv_view"):
+        grouped = cfg.attention is Attention.FLASH or (cfg.grouped_kv and cfg.attention is Attention.SDPA)
+        return width if arch.num_kv_heads == arch.num_heads or grouped else 0
     if not cfg.keeps_fused_qkv or arch.num_kv_heads != arch.num_heads:
         return 0
-    return cfg.act_bytes * (arch.num_heads + arch.num_kv_heads) * arch.head_dim
+    return width
 
 
 def _per_block(arch: ModelArch, lin: LinearLayer, nbytes: int) -> int:
@@ -359,6 +368,13 @@ def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     batch (:data:`BATCH_BYTES_PER_TOKEN`)."""
     return (norm_bytes(arch, cfg) + (cfg.act_bytes * arch.hidden_size if cfg.full else 0)
             + rope_bytes_per_token(arch, cfg) + BATCH_BYTES_PER_TOKEN)
+
+
+def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """With a frozen embedding (LoRA, QLoRA) the first block's input needs no gradient, so
+    its first norm saves nothing: autograd records no graph for an op none of whose inputs
+    requires grad. The blocks' other tensors still save (their adapters require grad)."""
+    return 0 if cfg.full else norm_bytes(arch, cfg)
 
 
 def checkpoint_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:

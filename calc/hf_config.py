@@ -404,10 +404,12 @@ def _phi3(k: _Keys, family: str, name: str) -> ModelArch:
         LinearLayer("gate_up_proj", h, 2 * inter, role="mlp"),
         LinearLayer("down_proj", inter, h, role="mlp"),
     )
+    # v is a slice of qkv_proj's output (transformers 5.17 Phi3Attention.forward): see
+    # calc.activations.fused_qkv_kept_bytes
     return ModelArch(
         **_common(k, family, name, 4096, False), hidden_size=h,
         num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
-        intermediate_size=inter, linears=linears,
+        intermediate_size=inter, linears=linears, extra={"fused_qkv_view": True},
     )
 
 

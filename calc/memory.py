@@ -323,7 +323,9 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
                          quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs,
                          keeps_fused_qkv=req.attention_keeps_fused_qkv,
                          compile_kept=act.COMPILE_KEPT_FRACTION if req.torch_compile else None,
-                         adapter_bytes=st.adapter_regime(req, reg).weight_bytes if req.is_peft else None,
+                         # under autocast the adapters' matmuls cast their inputs to 16 bits
+                         adapter_bytes=(st.adapter_regime(req, reg).weight_bytes
+                                        if req.is_peft and not reg.casts_weights else None),
                          grouped_kv=req.attention_grouped_kv)
 
 
@@ -360,6 +362,8 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         on_gpu_layers = min(layers, 2)
         host = (layers - on_gpu_layers) * per_layer
     head = act.head_bytes_per_token(arch, cfg) * tokens
+    if not req.gradient_checkpointing and not req.activation_offload:
+        head -= act.first_norm_unsaved_bytes_per_token(arch, cfg) * tokens
     recompute = block if req.gradient_checkpointing else 0
     return Activations(
         saved_all=on_gpu_layers * per_layer + head,
@@ -403,11 +407,14 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
                         weight_copies=copies_one, gathered_weights=gathered,
                         dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward)
     candidates = [first_block, last_block]
-    if table and req.model.tie_word_embeddings:
-        # the embedding's gradient meets the output layer's in the engine's input buffer,
-        # which sums them out of place: two more tables for a moment
-        candidates.append(_phase(**common, gradients=s.grads_all + 2 * table, logits=a.kept_logits,
-                                 weight_copies=copies_one, gathered_weights=gathered,
+    if table:
+        # the embedding's backward, after every block's: all gradients; tied to the output
+        # layer, its gradient meets the output layer's in the engine's input buffer, which
+        # sums them out of place: two more tables for a moment
+        extra = 2 * table if req.model.tie_word_embeddings else 0
+        # autocast's weight copies are freed with the backward of the matmuls that saved them
+        candidates.append(_phase(**common, gradients=s.grads_all + extra, logits=a.kept_logits,
+                                 gathered_weights=gathered,
                                  dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward))
     backward = max(candidates, key=lambda parts: sum(parts.values()))
     phases = {"forward_end": forward_end, "backward": backward}

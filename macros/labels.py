@@ -103,6 +103,19 @@ _TEXT: dict[str, dict[str, str]] = {
                                    "en": "Error of the memory model by method"},
     "caption.validation_uncovered": {"es": "Filas medidas que el modelo no cubre",
                                      "en": "Measured rows the model does not cover"},
+    # calc against the fake-tensor oracle (macros/oracle_sweep.py)
+    "col.setups": {"es": "Configuraciones", "en": "Setups"},
+    "col.within_2pct": {"es": "Pico a ±2 %", "en": "Peak within 2 %"},
+    "col.within_2pct_share": {"es": "Proporción a ±2 % (%)", "en": "Share within 2 % (%)"},
+    "col.within_5pct": {"es": "Pico a ±5 %", "en": "Peak within 5 %"},
+    "col.worst_error": {"es": "Peor error (%)", "en": "Worst error (%)"},
+    "col.phases_within_5pct": {"es": "Fases a ±5 %", "en": "Phases within 5 %"},
+    "col.setup": {"es": "Configuración", "en": "Setup"},
+    "caption.oracle_sweep_summary": {
+        "es": "calc frente al oráculo de tensores falsos: pico de memoria asignada",
+        "en": "calc against the fake-tensor oracle: allocated peak"},
+    "caption.oracle_sweep_misses": {"es": "Configuraciones del barrido fuera de ±2 %",
+                                    "en": "Sweep setups beyond 2 %"},
     # request fields (setup lists)
     "field.method": {"es": "Método", "en": "Method"},
     "field.precision": {"es": "Precisión", "en": "Precision"},

@@ -24,7 +24,7 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
 
 import calc  # noqa: E402
 from macros import (calculator, cli_docs, config_import_docs, guides, methodology,  # noqa: E402
-                    plan_tables, validation_loso)
+                    oracle_sweep, plan_tables, validation_loso)
 
 
 def _register_core(env) -> None:
@@ -43,6 +43,7 @@ def define_env(env) -> None:
     guides.register(env)
     plan_tables.register(env)
     methodology.register(env)
+    oracle_sweep.register(env)
     calculator.register(env)
     validation_loso.register(env)
     cli_docs.register(env)

@@ -88,6 +88,13 @@ def response_for(source: dict) -> tuple[dict, dict]:
             key = source["key"]
             value = value[tuple(key) if isinstance(key, list) else key]
         return {"value": value}, request
+    if command in ("oracle_sweep_summary", "oracle_sweep_miss"):
+        from macros.oracle_sweep import load_summary
+
+        summary = load_summary()
+        if command == "oracle_sweep_summary":
+            return summary, request
+        return next(m for m in summary["beyond_2pct"] if m["id"] == source["id"]), request
     if command.startswith("validation_throughput") or command == "validation_qlora_ratio":
         from benchmarks import validate_throughput as vt
 

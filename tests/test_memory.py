@@ -544,3 +544,22 @@ def test_compile_removes_nothing_from_layernorm_plain_mlp_lora():
     # only; nothing a compiled graph could drop.
     r = req(model="gpt2", method="lora", lora_targets=["c_attn"])
     assert act.compile_removable_bytes_per_token(r.model, _cfg(r)) == 0
+
+
+def test_phi3_fused_qkv_output_kept_by_its_v_slice():
+    from calc.hf_config import arch_from_hf_config
+
+    def phi3(kv):
+        return arch_from_hf_config({"model_type": "phi3", "hidden_size": 512, "intermediate_size": 1024,
+                                    "num_attention_heads": 8, "num_key_value_heads": kv,
+                                    "num_hidden_layers": 2, "vocab_size": 1000})
+
+    def cfg(attention, grouped):
+        return act.ActConfig(2, 2, True, frozenset(), 16, attention, 256, False, grouped_kv=grouped)
+
+    # v is a slice of qkv_proj's output: q and k's part stays alive with it (2 * (512 + 512))
+    assert act.fused_qkv_kept_bytes(phi3(8), cfg(act.Attention.SDPA, False)) == 2 * 1024
+    # grouped heads: SDPA with enable_gqa keeps the slice; repeat_kv (eager) copies it
+    assert act.fused_qkv_kept_bytes(phi3(2), cfg(act.Attention.SDPA, True)) == 2 * (512 + 128)
+    assert act.fused_qkv_kept_bytes(phi3(2), cfg(act.Attention.EAGER, True)) == 0
+    assert act.fused_qkv_kept_bytes(phi3(2), cfg(act.Attention.SDPA, False)) == 0

@@ -33,8 +33,10 @@ HANDLED_KEYS = {
     "model", "method", "lora_rank", "lora_targets", "precision", "optimizer", "micro_batch_size",
     "seq_len", "gradient_checkpointing", "attention", "num_gpus", "lora_dropout",
     "optimizer_fused", "lora_adapter_dtype", "attention_grouped_kv", "loss_outputs_kept",
-    "sharding", "cpu_offload",
+    "sharding", "cpu_offload", "framework",
 }
+# Library profiles (calc.frameworks) whose code the oracle runs: transformers + peft.
+TRACED_FRAMEWORKS = ("generic", "hf-trainer", "hf-custom-loop")
 
 
 class Unsupported(Exception):
@@ -58,10 +60,13 @@ def normalise(request: dict) -> tuple[dict, dict]:
     options = dict(ORACLE_DEFAULTS, **req.pop("oracle", {}))
     parsed = parse_estimate_request(req).to_dict()  # raises calc's coded errors
     parsed["model"] = req["model"]
+    framework = parsed.get("framework", "generic")
+    if framework not in TRACED_FRAMEWORKS:
+        raise Unsupported(f"framework {framework}: the oracle runs transformers and peft")
     for key, (default, _kind, _extra) in ESTIMATE_FIELDS.items():
         value = parsed[key]
-        if key in HANDLED_KEYS:
-            continue
+        if key in HANDLED_KEYS or key not in req and key == "qlora_quant_state_replicated":
+            continue  # a QLoRA-only setting a Hugging Face profile fills in
         if value != default and not (isinstance(value, list) and tuple(value) == default):
             raise Unsupported(f"{key}={value!r} is not reproduced by the oracle")
     if parsed["method"] not in SUPPORTED_METHODS:
@@ -186,7 +191,7 @@ def run_steps(req: dict, options: dict) -> dict:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from .tracker import LiveStorageTracker
-    from .workarounds import adam_step_value, flash_like_sdpa, real_causal_masks
+    from .workarounds import adam_step_value, cuda_dropout, flash_like_sdpa, real_causal_masks
 
     model, config = build_meta_model(req, options)
     tracker = LiveStorageTracker(debug=bool(options.get("debug")))
@@ -209,7 +214,7 @@ def run_steps(req: dict, options: dict) -> dict:
 
     head.register_forward_pre_hook(head_pre)
     with FakeTensorMode(allow_non_fake_inputs=False) as mode, tracker, \
-            real_causal_masks(), flash_like_sdpa(), adam_step_value(counter), grouped:
+            real_causal_masks(), flash_like_sdpa(), adam_step_value(counter), cuda_dropout(), grouped:
         fake_parameters(model, tracker)
         params = [p for p in model.parameters() if p.requires_grad]
         for p in params:

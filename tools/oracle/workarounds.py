@@ -7,9 +7,11 @@ Each function is one named, tested workaround (tests/test_oracle_workarounds.py)
   torch 2.13); on CPU it picks the per-tensor loop, whose temporaries are one tensor at a
   time. The oracle asks for ``foreach=True`` (or ``fused=True`` when the request says so).
 - :func:`adam_step_value`: Adam reads its step count as a Python number
-  (``torch/optim/adam.py``, ``_get_value(step)`` -> ``step.item()``), which a fake tensor
-  cannot give; the patched reader returns the real count of the step being run (the bias
-  corrections it feeds are scalars: no memory depends on them).
+  (``torch/optim/adam.py``, ``_get_value(step)`` -> ``step.item()``). FakeTensorMode keeps
+  the value of a small tensor made by ``torch.tensor(0.0)`` as a tracked constant, so
+  torch 2.13's AdamW still reads it; a fake count that is not a tracked constant cannot
+  give ``.item()``. The patched reader returns the real count of the step being run for
+  such a tensor (the bias corrections it feeds are scalars: no memory depends on them).
 - :func:`real_causal_masks`: transformers 5.17 ``masking_utils._ignore_causal_mask_sdpa``
   refuses to drop the causal mask when ``is_tracing(padding_mask)``, which is true for a
   fake tensor, so a fake run would materialise a ``b x 1 x s x s`` mask and SDPA would
@@ -26,6 +28,11 @@ Each function is one named, tested workaround (tests/test_oracle_workarounds.py)
   replacement is an autograd function with exactly the flash kernel's saved tensors and
   gradient shapes. The kernels' backward workspaces (flash-attn's fp32 ``dq`` accumulator,
   the expanded ``dk``/``dv`` under GQA) are not modelled: see ``LIMITS``.
+- :func:`cuda_dropout`: ``F.dropout`` on a CUDA tensor runs the fused ``native_dropout``,
+  which saves a boolean mask (1 byte per element); on CPU, ATen's ``dropout`` takes the
+  composite path (``empty_like(input).bernoulli_()`` then ``input * noise``) and saves a
+  mask in the input's dtype. The patch calls ``torch.native_dropout`` as CUDA does
+  (``aten/src/ATen/native/Dropout.cpp`` ``is_fused_kernel_acceptable``, torch 2.13).
 """
 
 from __future__ import annotations
@@ -117,6 +124,18 @@ def _expand_kv(t: torch.Tensor, heads: int) -> torch.Tensor:
     return t.repeat_interleave(heads // t.shape[1], dim=1)
 
 
+def _autocast_dtype(t: torch.Tensor):
+    """The 16-bit dtype autocast would cast SDPA's inputs to, or None outside autocast.
+    The replacement is a Python function, which autocast's dispatch does not wrap, so it
+    applies CUDA's rule itself (``scaled_dot_product_attention`` is in CUDA autocast's
+    ``lower_precision_fp`` list, torch 2.13 ``autocast_mode.cpp``)."""
+    device = t.device.type
+    if not torch.is_autocast_enabled(device):
+        return None
+    dtype = torch.get_autocast_dtype(device)
+    return dtype if t.dtype != dtype else None
+
+
 def flash_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                enable_gqa=False):
     """Drop-in for ``F.scaled_dot_product_attention`` with the flash kernel's memory.
@@ -124,6 +143,9 @@ def flash_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     Without ``enable_gqa`` grouped k/v must already be expanded (as torch requires); with
     it they stay at kv-head size, as CUDA flash attention keeps them. A mask (sliding
     window, padding) is an input the memory-efficient kernel saves too."""
+    dtype = _autocast_dtype(query)
+    if dtype is not None:  # CUDA autocast runs SDPA in 16 bits (lower_precision_fp list)
+        query, key, value = (t.to(dtype) for t in (query, key, value))
     if key.shape[1] != query.shape[1] and not enable_gqa:
         key, value = _expand_kv(key, query.shape[1]), _expand_kv(value, query.shape[1])
     return _FlashAttention.apply(query, key, value, attn_mask)
@@ -142,3 +164,22 @@ def flash_like_sdpa():
         yield
     finally:
         F.scaled_dot_product_attention = original
+
+
+@contextmanager
+def cuda_dropout():
+    """``torch.nn.functional.dropout`` through ``native_dropout`` (boolean mask), as on CUDA."""
+    import torch.nn.functional as F
+
+    original = F.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if not training or p == 0.0:
+            return input
+        return torch.native_dropout(input, p, True)[0]
+
+    F.dropout = dropout
+    try:
+        yield
+    finally:
+        F.dropout = original

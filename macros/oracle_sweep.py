@@ -1,0 +1,58 @@
+"""Methodology page: calc against the fake-tensor oracle (issue #12).
+
+Rendered from ``validation/oracle_sweep_summary.json``, which ``python -m
+benchmarks.oracle_sweep`` writes, so the site build never needs torch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .guides import bind_all
+from .tables import SOURCE, Col, render
+
+SUMMARY_PATH = Path(__file__).resolve().parents[1] / "validation" / "oracle_sweep_summary.json"
+
+def load_summary() -> dict:
+    return json.loads(SUMMARY_PATH.read_text(encoding="utf-8"))
+
+
+def oracle_sweep_summary(lang: str) -> str:
+    """Setups, share within 2 % and 5 %, median and worst error of the allocated peak."""
+    s = load_summary()
+    frame = pd.DataFrame([{
+        "setups": s["setups"], "within_2pct": s["within_2pct"],
+        "share": 100 * s["within_2pct"] / s["setups"], "within_5pct": s["within_5pct"],
+        "median": 100 * s["median_abs_error"], "worst": 100 * s["worst_error"],
+        "phases": s["phases_within_5pct"],
+        SOURCE: {"command": "oracle_sweep_summary"},
+    }])
+    cols = [Col("setups", "col.setups", "int", row_header=True),
+            Col("within_2pct", "col.within_2pct", "int", check="within_2pct"),
+            Col("share", "col.within_2pct_share", "pct", check="pct:within_2pct/setups"),
+            Col("within_5pct", "col.within_5pct", "int", check="within_5pct"),
+            Col("median", "col.median_error", "pct", check="pct:median_abs_error"),
+            Col("worst", "col.worst_error", "pct", check="pct:worst_error"),
+            Col("phases", "col.phases_within_5pct", "int", check="phases_within_5pct")]
+    return render(frame, cols, lang, "oracle_sweep_summary", "caption.oracle_sweep_summary")
+
+
+def oracle_sweep_misses(lang: str) -> str:
+    """Every setup whose allocated peak is beyond 2 %, with its signed error."""
+    s = load_summary()
+    rows = [{"setup": m["id"], "error": 100 * m["error"],
+             SOURCE: {"command": "oracle_sweep_miss", "id": m["id"]}} for m in s["beyond_2pct"]]
+    if not rows:
+        return ""
+    cols = [Col("setup", "col.setup", "code", row_header=True),
+            Col("error", "col.error_pct", "pct", check="pct:error")]
+    return render(pd.DataFrame(rows), cols, lang, "oracle_sweep_misses", "caption.oracle_sweep_misses")
+
+
+MACROS = ("oracle_sweep_summary", "oracle_sweep_misses")
+
+
+def register(env) -> None:
+    bind_all(env, MACROS, globals())
