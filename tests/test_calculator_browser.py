@@ -434,6 +434,30 @@ def test_form_drives_the_same_numbers(calc_page):
     assert_parity(calc_page.outputs(), response, calc_page.lang)
 
 
+def test_the_training_library_sets_what_the_reader_left_to_it(calc_page):
+    """Choosing a library changes the numbers as its profile does in calc, the behaviours
+    the reader did not touch show the profile's values, and the URL carries the choice only."""
+    page = calc_page.page
+    calc_page.navigate({"mode": "advanced"})
+    page.select_option("#calc-framework", "hf-trainer")
+    calc_page.settle()
+    page.wait_for_function("() => location.search.includes('framework=hf-trainer')")
+    query = {"mode": "advanced", "framework": "hf-trainer"}
+    assert dict(parse_qsl(urlsplit(page.url).query)) == query
+    response = view.run(calculator.COMMAND, request_for(query))["result"]
+    assert response["memory"]["request"]["lora_adapter_dtype"] == "fp32"  # PEFT's default
+    assert_parity(calc_page.outputs(), response, calc_page.lang)
+    assert page.input_value("#calc-lora_adapter_dtype") == "fp32"
+    # a behaviour the reader sets wins over the profile, and goes into the URL
+    page.select_option("#calc-lora_adapter_dtype", "base")
+    calc_page.settle()
+    page.wait_for_function("() => location.search.includes('lora_adapter_dtype=base')")
+    query = {**query, "lora_adapter_dtype": "base"}
+    response = view.run(calculator.COMMAND, request_for(query))["result"]
+    assert response["memory"]["request"]["lora_adapter_dtype"] == "base"
+    assert_parity(calc_page.outputs(), response, calc_page.lang)
+
+
 def test_pasted_config_drives_the_same_numbers(calc_page):
     page = calc_page.page
     calc_page.navigate({})

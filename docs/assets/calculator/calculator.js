@@ -45,6 +45,10 @@ function main(root) {
   const profileKeys = new Set(JSON.parse(root.dataset.profileKeys || "[]"));
   const chosen = new Set();
   const leftToProfile = (key) => profileKeys.has(key) && !chosen.has(key);
+  const libraryChosen = () => {
+    const el = byName.get("framework");
+    return Boolean(el) && el.value !== el.dataset.default;
+  };
 
   let worker = null;
   let restarts = 0;
@@ -135,7 +139,8 @@ function main(root) {
       if (leftToProfile(el.name)) continue;
       let text = controlText(el);
       if (el.name === "model" && configArea.value.trim()) text = modelTextForUrl();
-      if (text === el.dataset.default) continue;
+      // a behaviour the reader set stays in the URL while a library's profile could change it
+      if (text === el.dataset.default && !(profileKeys.has(el.name) && libraryChosen())) continue;
       const encoded = encodeURIComponent(text).replace(/%2C/gi, ",");
       parts.push(`${encodeURIComponent(el.name)}=${encoded}`);
     }
