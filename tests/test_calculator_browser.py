@@ -458,6 +458,20 @@ def test_the_training_library_sets_what_the_reader_left_to_it(calc_page):
     assert_parity(calc_page.outputs(), response, calc_page.lang)
 
 
+def test_the_cuda_only_filter_outlives_a_recompute(calc_page):
+    page = calc_page.page
+    calc_page.navigate({})
+    box = page.locator("#calc .calc-cuda-only-box").first
+    assert page.locator('#calc tr[data-stack]:not([data-stack="cuda"])').count() > 0
+    box.check()
+    assert page.locator('#calc tr[data-stack]:not([data-stack="cuda"])').first.is_hidden()
+    page.fill("#calc-seq_len", "3072")
+    calc_page.settle()
+    assert page.locator("#calc .calc-cuda-only-box").first.is_checked()
+    assert page.locator('#calc tr[data-stack]:not([data-stack="cuda"])').first.is_hidden()
+    calc_page.navigate({})
+
+
 def test_pasted_config_drives_the_same_numbers(calc_page):
     page = calc_page.page
     calc_page.navigate({})

@@ -404,7 +404,12 @@ function main(root) {
 
   function render(out) {
     const body = build(out.view, false);
+    // the "CUDA only" filter lives in the results: the reader's choice outlives a recompute
+    const cudaOnly = slot.querySelector(".calc-cuda-only-box");
+    const keepCudaOnly = Boolean(cudaOnly && cudaOnly.checked);
     slot.replaceChildren(body);
+    const newBox = body.querySelector(".calc-cuda-only-box");
+    if (newBox) newBox.checked = keepCudaOnly;
     // optional inputs left empty show what calc used instead
     let used = {};
     try {
