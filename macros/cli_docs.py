@@ -142,7 +142,8 @@ def cli_example(env, command: str) -> str:
     lang = page_language(env)
     argv = shlex.split(command)
     text = run_cli([*argv, "--table", "--lang", lang])
-    return f"```console\n$ python -m calc {command}\n{text.rstrip()}\n```"
+    # plain text: the console lexer greys the output lines below the contrast axe asks for
+    return f"```text\n$ python -m calc {command}\n{text.rstrip()}\n```"
 
 
 def cli_flags_table(env, command: str) -> str:

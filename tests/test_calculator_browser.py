@@ -111,6 +111,8 @@ PLAN_VARIATIONS = [
     {"framework": "litgpt", "num_gpus": "2", "sharding": "zero3"},
     {"framework": "unsloth", "method": "qlora", "qlora_quant_state_replicated": "true",
      "num_gpus": "2", "sharding": "zero3"},
+    # issue 14: FP8 compute on a card that has it
+    {"fp8_compute": "true", "gpu": "h100-sxm", "method": "full", "model": "llama-3.2-1b"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 
@@ -254,7 +256,13 @@ def calc_page(request, shared_context, site_server):
     # failure of the page
     calc.wait_worker()
     page.wait_for_load_state("networkidle")
+    restarts = int(page.evaluate("document.getElementById('calc').dataset.calcRestarts || '0'"))
     page.close()
+    if restarts:
+        # a worker the page restarted (an answer later than COMPUTE_TIMEOUT_MS, on a loaded
+        # machine) was terminated mid-download: its aborted fetches are the page's own doing
+        problems.failed = [e for e in problems.failed
+                           if not ("/assets/pyodide/" in e and e.endswith("net::ERR_ABORTED"))]
     assert_clean(problems, f"calculator page ({request.param})")
 
 

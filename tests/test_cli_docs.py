@@ -63,7 +63,7 @@ def test_cli_example_is_the_cli_on_a_terminal():
     from cli_run import run_main
     block = cli_docs.cli_example(env("es"), "estimate --model llama-3.1-8b --gpu l4")
     _, out, _ = run_main(["estimate", "--model", "llama-3.1-8b", "--gpu", "l4", "--lang", "es"], tty=True)
-    assert block == f"```console\n$ python -m calc estimate --model llama-3.1-8b --gpu l4\n{out.rstrip()}\n```"
+    assert block == f"```text\n$ python -m calc estimate --model llama-3.1-8b --gpu l4\n{out.rstrip()}\n```"
 
 
 def test_pages_exist_in_both_languages_and_in_the_nav():

@@ -78,8 +78,6 @@ def test_cross_format_export_reimports(fmt, source):
     shared = {"deepspeed": ("sharding", "cpu_offload", "micro_batch_size", "gradient_accumulation_steps"),
               "accelerate": ("sharding", "cpu_offload", "num_gpus")}.get(fmt)
     if shared is None:
-        if fmt == "torchtune" and _normal(first)["precision"] not in ("bf16-true", "fp32"):
-            pytest.skip("torchtune has no mixed precision")
         a, b = _normal(first), _normal(second)
         for key in ("method", "lora_rank", "seq_len", "micro_batch_size", "gradient_accumulation_steps",
                     "gradient_checkpointing", "optimizer", "model"):
