@@ -80,6 +80,16 @@ class _Keys:
         return ConfigError("config_invalid_value", self.prefix + key, value)
 
 
+def _experts(k: _Keys, count_key: str) -> tuple[int, int]:
+    """``(experts, top_k)`` of an MoE config: the expert count under ``count_key`` (its name
+    differs by family) and ``num_experts_per_tok``, which cannot exceed it."""
+    experts = k.int(count_key)
+    top_k = k.int("num_experts_per_tok")
+    if top_k > experts:
+        raise k.error("num_experts_per_tok", top_k)
+    return experts, top_k
+
+
 def _heads(k: _Keys, hidden: int, heads: int, *, kv_key: str = "num_key_value_heads",
            head_dim_default: int | None = None) -> tuple[int, int]:
     """(kv_heads, head_dim): kv defaults to ``heads`` (multi-head attention);
@@ -239,10 +249,7 @@ def _mixtral(k: _Keys, family: str, name: str) -> ModelArch:
     heads = k.int("num_attention_heads")
     kv, hd = _heads(k, h, heads)
     inter = k.int("intermediate_size")
-    experts = k.int("num_local_experts")
-    top_k = k.int("num_experts_per_tok")
-    if top_k > experts:
-        raise k.error("num_experts_per_tok", top_k)
+    experts, top_k = _experts(k, "num_local_experts")
     linears = _attention(h, heads, kv, hd, False, False)
     linears += _gated_mlp(h, inter, False, experts, top_k, ("w1", "w3", "w2"))
     linears += (LinearLayer("gate", h, experts, quantizable=False, role="router"),)
@@ -263,10 +270,7 @@ def _qwen_moe(k: _Keys, family: str, name: str) -> ModelArch:
     h = k.int("hidden_size")
     heads = k.int("num_attention_heads")
     kv, hd = _heads(k, h, heads, head_dim_default=128 if qwen3 else None)
-    experts = k.int("num_experts")
-    top_k = k.int("num_experts_per_tok")
-    if top_k > experts:
-        raise k.error("num_experts_per_tok", top_k)
+    experts, top_k = _experts(k, "num_experts")
     moe_inter = k.int("moe_intermediate_size")
     # Blocks listed in mlp_only_layers or skipped by decoder_sparse_step are dense: a
     # mixed stack is not one repeated block, so it is refused rather than miscounted.
@@ -310,10 +314,7 @@ def _gpt_oss(k: _Keys, family: str, name: str) -> ModelArch:
     heads = k.int("num_attention_heads")
     kv, hd = _heads(k, h, heads, head_dim_default=64)
     inter = k.int("intermediate_size")
-    experts = k.int("num_local_experts")
-    top_k = k.int("num_experts_per_tok")
-    if top_k > experts:
-        raise k.error("num_experts_per_tok", top_k)
+    experts, top_k = _experts(k, "num_local_experts")
     bias = k.bool("attention_bias", True)
     linears = _attention(h, heads, kv, hd, bias, bias)
     linears += (
@@ -346,10 +347,7 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
     heads = k.int("num_attention_heads")
     kv, hd = _heads(k, h, heads, head_dim_default=128)
     inter = k.int("intermediate_size")
-    experts = k.int("num_local_experts")
-    top_k = k.int("num_experts_per_tok")
-    if top_k > experts:
-        raise k.error("num_experts_per_tok", top_k)
+    experts, top_k = _experts(k, "num_local_experts")
     layers = k.int("num_hidden_layers")
     step = k.int("interleave_moe_layer_step", default=1)
     moe_layers = k.cfg.get("moe_layers")
