@@ -31,9 +31,10 @@ _YAML_SKIP = {"cyaml.py"}  # needs the compiled _yaml extension; yaml/__init__ f
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 _SKIP_DIRS = {"__pycache__"}
 _SKIP_SUFFIXES = {".pyc", ".pyo"}
-# The command line, its words and the JSON Schema generator: no use in the page, ~100 kB less
-# to download and unpack (the wheel ships them; see packaging/calc).
-_NOT_FOR_THE_BROWSER = ("calc/cli/", "calc/data/messages/", "calc/schema.py")
+# The command line, the message catalogue and its reader, and the JSON Schema generator: no
+# use in the page (it embeds the words it needs), ~100 kB less to download and unpack (the
+# wheel ships them; see packaging/calc).
+_NOT_FOR_THE_BROWSER = ("calc/cli/", "calc/data/messages/", "calc/catalogue.py", "calc/schema.py")
 
 
 def calc_version(package: Path = PACKAGE) -> str:

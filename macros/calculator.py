@@ -14,10 +14,11 @@ import json
 from enum import Enum
 from pathlib import Path
 
+from calc.catalogue import LANGS, catalogue
+
 from . import calculator_view as view
 
 ROOT = Path(__file__).resolve().parent.parent
-STRINGS_FILE = ROOT / "docs" / "assets" / "calculator" / "i18n.json"
 
 # The calculator's starting setup: only what the request requires or the page chooses;
 # every other default comes from calc's field tables.
@@ -59,9 +60,40 @@ ADVANCED = "legend_advanced"  # the cost and time assumptions
 PERCENT_FIELDS = ("safety_margin",)  # shares the reader may also write as percentages
 
 
+# The page's words, taken from the message catalogue (calc/data/messages): section of the
+# page's strings (what calculator_view and the front end read) -> namespace of message ids.
+PAGE_SECTIONS = {"ui": "ui", "units": "unit", "labels": "label", "components": "component",
+                 "warnings": "warning", "errors": "error", "actions": "action", "notes": "note",
+                 "config_import": "import"}
+
+
+def option_fields() -> list[str]:
+    """The request keys with a closed set of values the form offers (a <select>)."""
+    return [key for key, (_default, kind, _extra) in request_fields().items()
+            if kind == "tier" or (isinstance(kind, type) and issubclass(kind, Enum))]
+
+
+def page_strings(lang: str) -> dict:
+    """What the page needs of the catalogue, in the long form where there are two: messages by
+    section, ``phases``, and ``enums`` as ``{field: {code: name}}``."""
+    cat = catalogue(lang)
+    strings = {name: cat.namespace(prefix, "long") for name, prefix in PAGE_SECTIONS.items()}
+    # the config import's sub-tables (import.formats.<id>, import.notes.<id>, import.status.<id>)
+    flat, strings["config_import"] = strings["config_import"], {}
+    for key, text in flat.items():
+        head, dot, rest = key.partition(".")
+        if dot:
+            strings["config_import"].setdefault(head, {})[rest] = text
+        else:
+            strings["config_import"][key] = text
+    strings["phases"] = cat.options("phase", "long")
+    strings["enums"] = {field: cat.options(field, "long") for field in option_fields()}
+    return strings
+
+
 def load_strings() -> dict:
-    with open(STRINGS_FILE, encoding="utf-8") as handle:
-        return json.load(handle)
+    """The page's strings of every language: ``{lang: strings}``."""
+    return {lang: page_strings(lang) for lang in LANGS}
 
 
 def load_gpu_names() -> dict[str, str]:
@@ -133,8 +165,8 @@ def _choices(key: str, kind: object, strings: dict, gpus: list) -> list[tuple[st
     if kind == "tier":
         from calc.gpus import TIERS
 
-        return [(t, view.translate("enums", t, strings)) for t in TIERS]
-    return [(m.value, view.translate("enums", m.value, strings)) for m in kind]
+        return [(t, view.option(key, t, strings)) for t in TIERS]
+    return [(m.value, view.option(key, m.value, strings)) for m in kind]
 
 
 def _field_wrap(key: str, strings: dict, control: list, hint: str | None = None,
@@ -282,7 +314,7 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
     """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, boot,
     js (each relative to the page)."""
     # the page's strings, plus the cards' names for the results (ids in the response)
-    strings = dict(load_strings()[lang], gpus={g["id"]: g.get("name") or g["id"] for g in gpus},
+    strings = dict(page_strings(lang), gpus={g["id"]: g.get("name") or g["id"] for g in gpus},
                    gpu_stacks={g["id"]: g.get("stack") or "cuda" for g in gpus})
     request = default_request()
     result = compute(request)

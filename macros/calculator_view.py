@@ -93,8 +93,13 @@ def label(key: str, strings: dict) -> str:
 
 
 def translate(kind: str, code: object, strings: dict) -> str:
-    """Text for a code (phase, warning, enum value); the code itself when untranslated."""
+    """Text for a code (phase, warning, action); the code itself when untranslated."""
     return strings.get(kind, {}).get(str(code), str(code))
+
+
+def option(field: str, code: object, strings: dict) -> str:
+    """The name of value ``code`` of the request field ``field``; the code when unnamed."""
+    return strings.get("enums", {}).get(field, {}).get(str(code), str(code))
 
 
 # ---------------------------------------------------------------- paths
@@ -158,7 +163,7 @@ class Renderer:
         """A suggested setting as the reader sees it: enum codes by name, yes/no, numbers
         in the page's format."""
         if isinstance(value, str):
-            return translate("enums", value, self.s)
+            return option(key, value, self.s)
         return format_value(key, value, self.lang, self.s)
 
     def kpi(self, label_key: str, content: list) -> list:
@@ -189,8 +194,7 @@ class Renderer:
     def config_text(self, config: dict, shardings: list | None = None) -> str:
         """"RTX 4090 × 2 · DDP", or "… · DDP / ZeRO-2" when several shardings give the same
         time and cost."""
-        names = [(self.s["ui"]["no_sharding"] if s == "none" else translate("enums", s, self.s))
-                 for s in (shardings or [config["sharding"]])]
+        names = [option("sharding", s, self.s) for s in (shardings or [config["sharding"]])]
         sharding = " / ".join(names)
         return f"{self.gpu_name(config['gpu'])} × {config['num_gpus']} · {sharding}"
 
@@ -436,7 +440,7 @@ class Renderer:
                 ["div", {}, self.heading(4, "cost_heading"), self.rows(cost_rows)]]
 
     def _price_note(self, price: dict) -> str:
-        tier = translate("enums", price.get("tier", ""), self.s)
+        tier = option("price_tier", price.get("tier", ""), self.s)
         if price.get("source_kind") == "user":
             return f"({self.s['ui']['price_yours']})"
         parts = [tier, str(price.get("source", "")), str(price.get("as_of", ""))]

@@ -192,7 +192,10 @@ def response_codes(env, section: str) -> str:
     msg = Messages(lang)
     head = {"es": ("Código", "Significado"), "en": ("Code", "Meaning")}[lang]
     rows = [f"| {head[0]} | {head[1]} |", "|---|---|"]
-    rows += [f"| `{code}` | {_cell(msg.site(section, code))} |" for code in codes]
+    words = {"components": lambda c: msg.message("component." + c, c),
+             "phases": lambda c: msg.option("phase", c),
+             "warnings": lambda c: msg.message("warning." + c, c)}[section]
+    rows += [f"| `{code}` | {_cell(words(code))} |" for code in codes]
     return "\n".join(rows)
 
 
@@ -200,11 +203,11 @@ def _codes(section: str) -> list[str]:
     """Components and phases: the keys of a real estimate; warnings: every code the site
     translates (the calculator's tests keep that list equal to what calc can answer)."""
     import calc
-    from calc.cli.messages import Messages
+    from calc.catalogue import load
 
     if section in ("components", "phases"):
         return list(calc.estimate(REQUEST)[section])
-    return list(Messages("en")._data["site"]["warnings"])
+    return [key.split(".", 1)[1] for key in load("en")["messages"] if key.startswith("warning.")]
 
 
 def schema_link(env, command: str) -> str:

@@ -60,7 +60,7 @@ def _component_cols(frame: pd.DataFrame) -> list[Col]:
         frame[field] = frame[field].fillna(0).astype("int64")
         if (frame[field] == 0).all():
             continue  # a component no row has would only add a column of zeros
-        cols.append(Col(field, "component." + name, "gib"))
+        cols.append(Col(field, "col.component." + name, "gib"))
     return cols
 
 
@@ -69,7 +69,7 @@ def setup_list(lang: str, **setup) -> str:
     arguments the table gets (so the text cannot drift from the figures)."""
     lines = []
     for key, value in setup.items():
-        lines.append(f"- {labels.text('field.' + key, lang)}: {labels.value(key, value, lang)}")
+        lines.append(f"- {labels.text('label.' + key, lang)}: {labels.value(key, value, lang)}")
     return "\n".join(lines)
 
 
@@ -79,7 +79,7 @@ def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
     variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
     requests = [{"model": m, **setup, **v} for m in models for v in variants]
     frame = _estimate_frame(requests)
-    frame["phase"] = "phase." + frame["peak_phase"]
+    frame["phase"] = frame["peak_phase"]
     # what decides the card first (the total), then what makes it up: the table is wider
     # than a screen, and the figure a reader came for must not need scrolling
     cols = [Col("model_name", "col.model", "text", row_header=True),
@@ -87,7 +87,7 @@ def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
             Col("req.precision", "col.precision", "code"),
             Col("device_total_bytes", "col.device_total", "gib"),
             Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
-            Col("phase", "col.peak_phase", "code")]
+            Col("phase", "col.peak_phase", "code", options="phase")]
     cols += _component_cols(frame)
     cols += [Col("params_total", "col.params_total", "billions"),
              Col("params_trainable", "col.params_trainable", "millions")]
@@ -159,7 +159,7 @@ def weight_bytes(lang: str, model: str, variants: list[dict], **setup) -> str:
     frame["bpp.weights"] = frame["components.weights"] / frame["params_total"]
     frame["variant"] = [labels.variant(r, lang) for r in requests]
     cols = [Col("variant", "col.variant", "text", row_header=True),
-            Col("components.weights", "component.weights", "gib"),
+            Col("components.weights", "col.component.weights", "gib"),
             Col("bpp.weights", "col.bpp_weights", "bpp",
                 check="components.weights/params_total")]
     return render(frame, cols, lang, "weight_bytes", "caption.weight_bytes")
@@ -284,7 +284,7 @@ def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
     frame = _gpu_frame(gpu_ids)
     frame["stack_label"] = frame["stack"]
     cols = [Col("name", "col.gpu", "text", row_header=True),
-            Col("stack_label", "col.stack", "code"),
+            Col("stack_label", "col.stack", "code", options="stack"),
             Col("memory_bytes", "col.gpu_memory", "gib"),
             Col("memory_gb_marketed", "col.memory_marketed", "int"),
             Col("bf16_dense_tflops", "col.bf16_tflops", "tflops"),
@@ -308,14 +308,14 @@ def gpu_prices(lang: str, gpu_ids: list[str] | None = None) -> str:
     for _, gpu in _gpu_frame(gpu_ids).iterrows():
         for i, price in enumerate(gpu["prices"]):
             rows.append({"name": gpu["name"], "tier": price["tier"],
-                         "capacity": "capacity." + ("interruptible" if price["interruptible"]
+                         "capacity": ("interruptible" if price["interruptible"]
                                                     else "on_demand"),
                          "usd": price["usd"], "source": price["source"], "as_of": price["as_of"],
                          SOURCE: {"command": "gpu", "id": gpu["id"]},
                          "check": f"prices.{i}.usd"})
     frame = pd.DataFrame(rows)
     cols = [Col("name", "col.gpu", "text", row_header=True),
-            Col("tier", "col.tier", "code"), Col("capacity", "col.capacity", "code"),
+            Col("tier", "col.tier", "code", options="price_tier"), Col("capacity", "col.capacity", "code"),
             Col("usd", "col.usd_per_hour", "usd", check="@check"),
             Col("source", "col.source", "text"), Col("as_of", "col.as_of", "text")]
     return render(frame, cols, lang, "gpu_prices", "caption.gpu_prices")
@@ -332,9 +332,9 @@ def validation_memory_rows(lang: str) -> str:
     results = [r for r in _validation().compare_rows() if r.covered]
     frame = pd.DataFrame([{
         "row": r.row_id, "source_name": r.source, "model": translate_label(r.model, lang),
-        "method": labels.method_label(r.method, lang), "metric": "metric." + r.metric, "measured_bytes": r.measured_bytes,
+        "method": labels.method_label(r.method, lang), "metric": r.metric, "measured_bytes": r.measured_bytes,
         "predicted_bytes": r.predicted_bytes, "error": r.error * 100,
-        "flags": ", ".join(labels.code("flag." + f, lang) for f in r.flags), SOURCE: {"command": "validation_memory", "row": r.row_id},
+        "flags": ", ".join(labels.option("flag", f, lang) for f in r.flags), SOURCE: {"command": "validation_memory", "row": r.row_id},
     } for r in results])
     cols = [Col("row", "col.row", "text", row_header=True),
             Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),

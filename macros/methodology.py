@@ -200,7 +200,7 @@ def validation_time_rows(lang: str) -> str:
 
     frame = pd.DataFrame([{
         "row": str(r["row_id"]), "source_name": r["source"].rstrip("/").rsplit("/", 1)[-1],
-        "workload": "workload." + r["workload"], "model": r["model"],
+        "workload": r["workload"], "model": r["model"],
         "method": r["method"] + ("+fp8" if r["fp8"] else ""),
         "gpus": f"{r['num_gpus']} × {gpus.get_gpu(r['gpu']).name}",
         "measured": r["measured_tokens_per_second_per_gpu"],
@@ -234,8 +234,8 @@ def _group_label(group: str, lang: str) -> str:
     """A summary group in ``lang``; a source is named by its repository."""
     if group.startswith("source:"):
         name = group.split(":", 1)[1].rstrip("/").rsplit("/", 1)[-1]
-        return f"{labels.code('group.source', lang)}: {name}"
-    return labels.code("group." + group, lang)
+        return f"{labels.option('group', 'source', lang)}: {name}"
+    return labels.option("group", group, lang)
 
 
 def validation_time_summary(lang: str) -> str:

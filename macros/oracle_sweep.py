@@ -46,7 +46,7 @@ def oracle_sweep_misses(lang: str) -> str:
              SOURCE: {"command": "oracle_sweep_miss", "id": m["id"]}} for m in s["beyond_2pct"]]
     if not rows:
         return ""
-    cols = [Col("setup", "col.setup", "code", row_header=True),
+    cols = [Col("setup", "col.setup", "text", row_header=True),
             Col("error", "col.error_pct", "pct", check="pct:error")]
     return render(pd.DataFrame(rows), cols, lang, "oracle_sweep_misses", "caption.oracle_sweep_misses")
 

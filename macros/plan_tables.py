@@ -38,7 +38,7 @@ def _config_text(config: dict | None, lang: str) -> str:
         return labels.text(f"text.no_config|{max(recommend.GPU_COUNTS)}", lang)
     text = f"{config['num_gpus']} × {gpu_name(config['gpu'])}"
     if config["sharding"] != "none":
-        text += f" ({labels.code(config['sharding'], lang)})"
+        text += f" ({labels.option('sharding', config['sharding'], lang)})"
     return text
 
 
@@ -154,7 +154,7 @@ def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[s
         plan = _plan(request)
         rows.append({"sharding": request["sharding"], "num_gpus": request["num_gpus"],
                      "total": plan["memory"]["device_total_bytes"],
-                     "fits": "fits." + ("yes" if plan["fits_selected_gpu"] else "no"),
+                     "fits": ("yes" if plan["fits_selected_gpu"] else "no"),
                      "tps": plan["time"]["tokens_per_second"], "time": plan["time_hours"],
                      "cost": plan["cost_usd"]["total"],
                      SOURCE: {"command": "plan", "request": request}})
@@ -162,7 +162,7 @@ def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[s
     cols = [Col("sharding", "col.sharding", "code", row_header=True),
             Col("num_gpus", "col.num_gpus", "int", check="request.num_gpus"),
             Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
-            Col("fits", "col.fits_with_margin", "code"),
+            Col("fits", "col.fits_with_margin", "code", options="fits"),
             Col("tps", "col.tokens_per_second", "int", check="time.tokens_per_second"),
             Col("time", "col.time_hours", "hours", check="time_hours"),
             Col("cost", "col.cost_total", "usd", check="cost_usd.total")]
@@ -215,10 +215,10 @@ def example_costs(lang: str, scenarios: list[dict], view: str, **setup) -> str:
             raise ValueError(f"scenario does not fit {request['gpu']}: {request}")
         cost = plan["cost_usd"]
         b = cost["breakdown"]
-        capacity = "capacity." + ("interruptible" if request.get("interruptible") else "on_demand")
+        capacity = ("interruptible" if request.get("interruptible") else "on_demand")
         rows.append({
-            "scenario": f"{model_name(request['model'])} · {labels.code(request['method'], lang)}"
-                        f" · {labels.code(capacity, lang)}",
+            "scenario": f"{model_name(request['model'])} · {labels.option('method', request['method'], lang)}"
+                        f" · {labels.option('capacity', capacity, lang)}",
             "card": f"{plan['num_gpus']} × {gpu_name(plan['gpu'])}",
             "tokens_per_second": plan["time"]["tokens_per_second"],
             "time": plan["time_hours"], "gpu_hours": cost["gpu_hours"],
@@ -283,7 +283,7 @@ def plan_defaults_list(lang: str, keys: list[str]) -> str:
     for key in keys:
         kind, unit = DEFAULT_KINDS[key]
         suffix = "\u00a0" + labels.text(unit, lang) if unit else ""
-        lines.append(f"- {labels.text('field.' + key, lang)}: {plan_default(lang, key, kind)}{suffix}")
+        lines.append(f"- {labels.text('label.' + key, lang)}: {plan_default(lang, key, kind)}{suffix}")
     return "\n".join(lines)
 
 

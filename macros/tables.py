@@ -25,7 +25,8 @@ CELL_SOURCE = "_source:"    # prefix of columns holding per-cell sources
 @dataclass(frozen=True)
 class Col:
     """One column: ``field`` is the DataFrame column, ``header`` a label key,
-    ``kind`` "text", "code" (translated through ``labels``), "ref" (a calc id shown
+    ``kind`` "text", "code" (a value of the closed set ``options``, named through the
+    message catalogue; ``options`` defaults to ``field`` less a ``req.`` prefix), "ref" (a calc id shown
     by name, a dict ``{"id", "text", "attrs"}``), "html" (markup built by a macro) or a
     numeric kind;
     ``check`` is the path the tests resolve in the source's response (defaults
@@ -36,6 +37,7 @@ class Col:
     kind: str = "text"
     check: str | None = None
     row_header: bool = False
+    options: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS and self.kind not in ("text", "code", "ref", "html"):
@@ -56,7 +58,8 @@ def _cell(col: Col, value: object, source: object, lang: str, check: str) -> str
     if col.kind == "text":
         return f"<{tag}{scope}>{html.escape(str(value))}</{tag}>"
     if col.kind == "code":
-        return f"<{tag}{scope}>{html.escape(labels.code(str(value), lang))}</{tag}>"
+        field = col.options or col.field.removeprefix("req.")
+        return f"<{tag}{scope}>{html.escape(labels.option(field, str(value), lang))}</{tag}>"
     if col.kind == "html":  # markup a macro built (its numbers carry their own data-*)
         return f"<{tag}{scope}>{value}</{tag}>"
     if col.kind == "ref":  # a calc id shown by name: {"id", "text", "attrs"}

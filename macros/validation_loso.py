@@ -48,9 +48,9 @@ def group_label(gid: str, lang: str) -> str:
     if kind == "method":
         shown = labels.method_label(value, lang)
     elif kind == "framework":
-        shown = labels.code(value, lang)
+        shown = labels.option("framework", value, lang)
     elif kind == "metric":
-        shown = labels.code("metric." + value, lang)
+        shown = labels.option("metric", value, lang)
     else:
         shown = value  # a publication's name
     return f"{labels.text('loso.kind.' + kind, lang)}: {shown}"
@@ -78,7 +78,7 @@ def validation_bands_table(lang: str) -> str:
     for key, b in bands().items():
         method, metric = key.split("/")
         c = cov.get(method, {"share": float("nan")})
-        rows.append({"method": labels.code(method, lang), "metric": "metric." + metric,
+        rows.append({"method": labels.option("method", method, lang), "metric": metric,
                      "low": b["low"] * 100, "high": b["high"] * 100, "coverage": c["share"] * 100,
                      SOURCE: {"command": "validation_memory_bands", "key": key}})
     cols = [Col("method", "col.method", "text", row_header=True), Col("metric", "col.metric", "code"),
@@ -116,9 +116,9 @@ def framework_profiles_table(lang: str) -> str:
     rows = []
     for fw, entries in PROFILES.items():
         for key, value in entries.items():
-            shown = (labels._BOOL[value][lang] if isinstance(value, bool)
+            shown = (labels.yes_no(value, lang) if isinstance(value, bool)
                      else str(value).replace(".", ",") if lang == "es" else str(value))
-            rows.append({"framework": labels.code(fw.value, lang), "key": key, "value": shown,
+            rows.append({"framework": labels.option("framework", fw.value, lang), "key": key, "value": shown,
                          "source": SOURCES[fw][key],
                          SOURCE: {"command": "framework_profile", "framework": fw.value, "key": key}})
     cols = [Col("framework", "col.framework", "text", row_header=True), Col("key", "col.request_key", "text"),

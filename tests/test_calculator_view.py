@@ -154,7 +154,7 @@ def test_suggested_changes_are_shown_in_words_not_codes(lang):
     changed = [(k, v) for item in response["suggestions"] for k, v in item["changes"].items()]
     assert ("gradient_checkpointing", True) in changed and ("optimizer", "adamw-8bit") in changed
     for key, value in changed:
-        shown = (s["enums"][value] if isinstance(value, str)
+        shown = (s["enums"][key][value] if isinstance(value, str)
                  else view.format_value(key, value, lang, s))
         assert f"{view.label(key, s)} = {shown}" in html
     assert "= True" not in html and "= adamw-8bit" not in html
@@ -167,10 +167,11 @@ def test_every_choice_of_every_list_has_a_name(lang):
     both languages."""
     from calc.request import ESTIMATE_FIELDS
 
-    enums = [kind for _, kind, _ in ESTIMATE_FIELDS.values() if isinstance(kind, type)]
-    codes = {m.value for kind in enums for m in kind}
-    assert {"bf16-true", "paged-adamw-8bit", "flash", "zero3"} <= codes
-    missing = codes - set(STRINGS[lang]["enums"])
+    enums = {key: kind for key, (_, kind, _) in ESTIMATE_FIELDS.items() if isinstance(kind, type)}
+    codes = {(key, m.value) for key, kind in enums.items() for m in kind}
+    assert {("precision", "bf16-true"), ("optimizer", "paged-adamw-8bit"), ("attention", "flash"),
+            ("sharding", "zero3"), ("cpu_offload", "none")} <= codes
+    missing = {(key, code) for key, code in codes if code not in STRINGS[lang]["enums"].get(key, {})}
     assert not missing
 
 
@@ -417,7 +418,7 @@ def test_a_setup_that_does_not_fit_says_its_time_and_cost_are_hypothetical(lang)
 def test_one_unsharded_card_reads_no_sharding(lang):
     s = STRINGS[lang]
     html = view.to_html(view.render_results(_plan({}), lang, s))
-    assert f"× 1 · {s['ui']['no_sharding']}" in html
+    assert f"× 1 · {s['enums']['sharding']['none']}" in html
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])

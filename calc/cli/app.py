@@ -139,9 +139,7 @@ def _report(err: CalcError, ctx: Context) -> None:
         return
     msg = ctx.msg
     field = f"{msg.label(err.field)} ({err.field}): " if err.field and err.field != "argv" else ""
-    text = msg.site("errors", err.code)
-    if text == err.code and msg.has("cli", "error." + err.code):
-        text = msg.text("error." + err.code)
+    text = msg.message("error." + err.code, err.code)
     line = f"{msg.text('error.prefix')} [{err.code}]: {field}{text}"
     if err.value is not None:
         line += f" {out['value']!r}"

@@ -42,9 +42,9 @@ def allowed_text(spec: FieldSpec, msg: Messages) -> str | None:
     return None
 
 
-def _choice(value: str, msg: Messages) -> str:
+def _choice(field: str, value: str, msg: Messages) -> str:
     """``adamw-8bit (8-bit AdamW (bitsandbytes))``: the value and the site's name for it."""
-    name = msg.site("enums", value)
+    name = msg.option(field, value)
     return value if name.lower() == value.lower() else f"{value} ({name})"
 
 
@@ -77,7 +77,7 @@ def field_sentences(spec: FieldSpec, msg: Messages, name_values: bool = True) ->
         parts.append(f"{_cap(msg.text('help.default'))}: {default_text(spec, msg)}.")
     allowed = allowed_text(spec, msg)
     if spec.kind == "enum" and spec.choices and name_values:
-        allowed = ", ".join(_choice(value, msg) for value in spec.choices)
+        allowed = ", ".join(_choice(spec.key, value, msg) for value in spec.choices)
     if allowed:
         parts.append(f"{_cap(msg.text('help.allowed'))}: {allowed}.")
     return parts

@@ -1,19 +1,19 @@
-"""The CLI's words in Spanish and English, from ``calc/data/messages/{es,en}.json``.
+"""The CLI's words in Spanish and English, read from the message catalogue
+(``calc.catalogue``, ``calc/data/messages/{es,en}.json``), the same one the site reads, so the
+CLI names fields, options, phases, warnings and errors as the calculator page does.
 
-``site`` holds the calculator page's own translations (copied by
-``tools/sync_cli_messages.py``), so the CLI names fields, options and warnings as the site
-does; ``cli``, ``help`` and ``unit`` are the CLI's own. A missing entry falls back to the
-code itself: a key another part of calc adds later is shown, untranslated, never dropped.
+``cli.*`` messages are the CLI's own; ``help.<field>`` and ``unit_of.<field>`` explain a
+request key in ``--help``. A missing entry falls back to the code itself: a key another part
+of calc adds later is shown, untranslated, never dropped (the catalogue's tests catch it).
 """
 
 from __future__ import annotations
 
-import json
 import os
 
-LANGS = ("es", "en")
-# os.path, not pathlib: one import less at every start of the CLI
-_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "messages")
+from ..catalogue import LANGS, catalogue
+
+__all__ = ["LANGS", "Messages", "default_lang"]
 
 
 def default_lang(environ: dict | None = None) -> str:
@@ -27,34 +27,35 @@ def default_lang(environ: dict | None = None) -> str:
 
 
 class Messages:
-    """Lookups by message id (``cli``), by field (``help``, ``unit``, ``site.labels``) and by
-    (section, code) for the site's translated codes."""
+    """Lookups by message id (``text``: the CLI's own, ``message``: any), by field (``label``,
+    ``help``, ``unit``) and by (field, code) (``option``). The long form where there are two,
+    as the calculator's form shows them."""
 
     def __init__(self, lang: str) -> None:
         if lang not in LANGS:
             raise ValueError(lang)
         self.lang = lang
-        with open(os.path.join(_DIR, f"{lang}.json"), encoding="utf-8") as handle:
-            self._data = json.load(handle)
+        self._cat = catalogue(lang)
 
     def text(self, key: str, **values: object) -> str:
-        template = self._data["cli"].get(key, key)
+        template = self._cat.get("cli." + key, key, "long")
         return template.format(**values) if values else template
 
-    def site(self, section: str, code: str) -> str:
-        return self._data.get("site", {}).get(section, {}).get(code, code)
+    def message(self, key: str, default: str) -> str:
+        return self._cat.get(key, default, "long")
+
+    def option(self, field: str, code: str) -> str:
+        name = self._cat.get_option(field, code, "long")
+        return code if name is None else name
 
     def label(self, field: str) -> str:
-        return self.site("labels", field)
+        return self.message("label." + field, field)
 
     def help(self, field: str) -> str | None:
-        return self._data["help"].get(field)
+        return self._cat.get("help." + field)
 
     def unit(self, field: str) -> str | None:
-        return self._data["unit"].get(field)
-
-    def has(self, section: str, code: str) -> bool:
-        return code in self._data.get(section, {})
+        return self._cat.get("unit_of." + field)
 
     def methodology_url(self) -> str:
         return "/methodology/" if self.lang == "es" else "/en/methodology/"

@@ -159,7 +159,7 @@ def render_table(key: str, values: list, responses: list[dict], command: str, ms
         est = _memory(response, command)
         cells = [str(value) if not isinstance(value, float) else f"{value:g}",
                  fmt.gib(est["peak_allocated_bytes"]), fmt.gib(est["peak_reserved_bytes"]),
-                 fmt.gib(est["device_total_bytes"]), msg.site("phases", str(est["peak_phase"]))]
+                 fmt.gib(est["device_total_bytes"]), msg.option("phase", str(est["peak_phase"]))]
         verdict = _verdict(response, command)
         if verdict is not None:
             gpu, entry = verdict

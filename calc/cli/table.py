@@ -28,20 +28,20 @@ class Formatter:
         self.msg = msg
 
     def gib(self, nbytes: float) -> str:
-        return self.msg.site("units", "gib").format(number(nbytes / GIB, 1, self.msg.lang))
+        return self.msg.message("unit.gib", "{}").format(number(nbytes / GIB, 1, self.msg.lang))
 
     def gib_range(self, pair: tuple[float, float]) -> str:
         lo, hi = (number(b / GIB, 1, self.msg.lang) for b in pair)
-        return self.msg.site("units", "gib").format(self.msg.text("table.range", lo=lo, hi=hi))
+        return self.msg.message("unit.gib", "{}").format(self.msg.text("table.range", lo=lo, hi=hi))
 
     def hours(self, value: float) -> str:
-        return self.msg.site("units", "hours").format(number(value, 1, self.msg.lang))
+        return self.msg.message("unit.hours", "{}").format(number(value, 1, self.msg.lang))
 
     def usd(self, value: float) -> str:
-        return self.msg.site("units", "usd").format(number(value, 2, self.msg.lang))
+        return self.msg.message("unit.usd", "{}").format(number(value, 2, self.msg.lang))
 
     def percent(self, fraction: float) -> str:
-        return self.msg.site("units", "percent").format(number(fraction * 100, 0, self.msg.lang))
+        return self.msg.message("unit.percent", "{}").format(number(fraction * 100, 0, self.msg.lang))
 
 
 def _range_pair(value: object) -> tuple[float, float] | None:
@@ -75,12 +75,12 @@ def _setup_line(request: dict, msg: Messages) -> str:
     model = request.get("model")
     parts = [model if isinstance(model, str) else "hf_config"]
     if "method" in request:
-        parts.append(msg.site("enums", str(request["method"])))
+        parts.append(msg.option("method", str(request["method"])))
     if "seq_len" in request and "micro_batch_size" in request:
         parts.append(msg.text("table.shape", seq=request["seq_len"], mb=request["micro_batch_size"]))
     if "num_gpus" in request:
         sharding = str(request.get("sharding", "none"))
-        parts.append(msg.text("table.gpus", n=request["num_gpus"], sharding=msg.site("enums", sharding)))
+        parts.append(msg.text("table.gpus", n=request["num_gpus"], sharding=msg.option("sharding", sharding)))
     return " · ".join(parts)
 
 
@@ -99,7 +99,7 @@ def memory_rows(est: dict, fmt: Formatter) -> list[tuple[str, str]]:
     rows = [(msg.text("table.allocated"), figure("peak_allocated")),
             (msg.text("table.reserved"), figure("peak_reserved")),
             (msg.text("table.on_device"), total),
-            (msg.text("table.peak_phase"), msg.site("phases", str(est.get("peak_phase"))))]
+            (msg.text("table.peak_phase"), msg.option("phase", str(est.get("peak_phase"))))]
     if est.get("host_bytes"):
         rows.append((msg.text("table.host"), fmt.gib(est["host_bytes"])))
     return rows
@@ -113,7 +113,7 @@ def verdict_text(entry: dict, fmt: Formatter, margin: float) -> str:
     if not isinstance(code, str):
         code = ("fits" if entry["fits"] else
                 "fits_without_margin" if entry.get("fits_without_margin") else "does_not_fit")
-    word = msg.text("verdict." + code) if msg.has("cli", "verdict." + code) else code
+    word = msg.message("cli.verdict." + code, code)
     if "required_bytes" not in entry or "memory_bytes" not in entry:
         return word
     need, has = fmt.gib(entry["required_bytes"]), fmt.gib(entry["memory_bytes"])
@@ -131,7 +131,7 @@ def verdict_heading(msg: Messages, margin: float) -> str:
 def _warnings(codes: list, msg: Messages) -> list[str]:
     if not codes:
         return []
-    return [msg.text("table.warnings")] + [f"  - {msg.site('warnings', str(c))}" for c in codes]
+    return [msg.text("table.warnings")] + [f"  - {msg.message('warning.' + str(c), str(c))}" for c in codes]
 
 
 def render_estimate(est: dict, msg: Messages, verdicts: dict[str, dict] | None = None,

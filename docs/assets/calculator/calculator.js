@@ -325,7 +325,7 @@ function main(root) {
       const names = error.allowed.map((v) => {
         if (typeof v === "boolean") return ui[v ? "yes" : "no"];
         if (error.field === "gpu") return (strings.gpus || {})[v] || String(v);
-        const known = (strings.enums || {})[v];
+        const known = ((strings.enums || {})[String(error.field || "")] || {})[v];
         return known && known !== v ? `${v} (${known})` : String(v);
       });
       const list = names.length > 12 ? `${names.slice(0, 12).join(", ")}, …` : names.join(", ");
