@@ -332,7 +332,7 @@ def _compare_cached(path: str) -> dict:
     for b in basis.values():
         b["source_count"] = len(b["sources"])
     not_covered = [{"row_id": rid, "model": r["model"], "method": r["method"], "gpu": r["gpu_type"],
-                    "reason": r.get("calc_not_covered") or "no tokens/s figure"}
+                    "reason": r.get("calc_not_covered") or "no_tokens_per_second"}
                    for rid, r in rows.items()
                    if r.get("calc_not_covered") or not (r.get("calc_request") and r.get("tokens_per_second_per_gpu"))]
     return {"rows": out_rows, "summary": summary, "fit": in_fit.to_dict(),

@@ -516,152 +516,19 @@ DATA_COLUMNS: dict[str, dict] = {
                            "en": "Shape keys of the config.json, copied verbatim"},
 }
 
-# The throughput validation's notes and reasons (benchmarks/validate_throughput.py), split
-# on "; ". An unknown one stops the build until it is translated here.
-VALIDATION_TEXT: dict[str, dict[str, str]] = {
-    "torch.compile not modelled": {"es": "torch.compile no se modela",
-                                   "en": "torch.compile not modelled"},
-    "torch.compile not modelled (torchtune compiles NF4 dequantisation)": {
-        "es": "torch.compile no se modela (torchtune compila la descuantización NF4)",
-        "en": "torch.compile not modelled (torchtune compiles NF4 dequantisation)"},
-    "500 W H100 variant": {"es": "H100 de 500 W", "en": "500 W H100 variant"},
-    "selective AC as off": {"es": "checkpointing selectivo tomado como desactivado",
-                            "en": "selective checkpointing taken as off"},
-    "A100 40/80GB not stated": {"es": "no dice si la A100 es de 40 u 80 GB",
-                                "en": "A100 40/80GB not stated"},
-    "MPT as gpt_neox shapes": {"es": "MPT con las formas de gpt_neox",
-                               "en": "MPT as gpt_neox shapes"},
-    "aggregate-vs-per-GPU ambiguous (CSV reads aggregate)": {
-        "es": "ambiguo entre total y por GPU (se lee como total)",
-        "en": "aggregate vs per GPU ambiguous (read as aggregate)"},
-    "bnb paged AdamW pages states to host": {
-        "es": "AdamW paginado de bitsandbytes lleva estados a la CPU",
-        "en": "bitsandbytes paged AdamW pages states to the host"},
-    "checkpointing not stated (assumed on)": {
-        "es": "no dice si usa gradient checkpointing (se supone que sí)",
-        "en": "gradient checkpointing not stated (assumed on)"},
-    "fused kernels": {"es": "núcleos fusionados", "en": "fused kernels"},
-    "8-bit AdamW": {"es": "AdamW de 8 bits", "en": "8-bit AdamW"},
-    "activation offload": {"es": "descarga de activaciones", "en": "activation offload"},
-    "chunked CE": {"es": "pérdida por trozos", "en": "chunked loss"},
-    "optimizer in backward": {"es": "optimizador dentro del backward",
-                              "en": "optimizer in backward"},
-    # reasons a row is not covered
-    "unpadded alpaca samples of varying length: tokens per step and attention length unknown": {
-        "es": "muestras de alpaca sin relleno y de longitud variable: se desconocen los tokens "
-              "por paso y la longitud de la atención",
-        "en": "unpadded alpaca samples of varying length: tokens per step and attention length "
-              "unknown"},
-    "unpacked, padded to varying lengths while only non-padding tokens are counted": {
-        "es": "sin empaquetar, con relleno variable y contando solo los tokens que no son relleno",
-        "en": "unpacked, padded to varying lengths while only non-padding tokens are counted"},
-    "GPTQ int4 base with fp16 compute: calc's QLoRA factor is for bitsandbytes NF4": {
-        "es": "base GPTQ int4 con cálculo en fp16: el factor QLoRA de calc es para NF4 de "
-              "bitsandbytes",
-        "en": "GPTQ int4 base with fp16 compute: calc's QLoRA factor is for bitsandbytes NF4"},
-    "DeepSpeed ZeRO stage not stated": {"es": "no dice la etapa de DeepSpeed ZeRO",
-                                        "en": "DeepSpeed ZeRO stage not stated"},
-    "2 nodes x 2 GPUs: calc assumes 8 GPUs per node": {
-        "es": "2 nodos × 2 GPU: calc supone 8 GPU por nodo",
-        "en": "2 nodes × 2 GPUs: calc assumes 8 GPUs per node"},
-    "only samples/s published (token counts unknown)": {
-        "es": "solo publica muestras/s (se desconocen los tokens)",
-        "en": "only samples/s published (token counts unknown)"},
-    "used for the QLoRA/LoRA ratio check": {
-        "es": "se usa en la comprobación QLoRA/LoRA", "en": "used for the QLoRA/LoRA ratio check"},
-    "only samples/s or whole-job hours published (token counts unknown)": {
-        "es": "solo publica muestras/s u horas del trabajo (se desconocen los tokens)",
-        "en": "only samples/s or whole-job hours published (token counts unknown)"},
-    "FP8 training: calc models BF16": {"es": "entrenamiento en FP8: calc modela BF16",
-                                       "en": "FP8 training: calc models BF16"},
-    "float8 linears: calc models BF16": {"es": "capas lineales en float8: calc modela BF16",
-                                         "en": "float8 linears: calc models BF16"},
-    "tensor parallelism (FSDP 32 x TP 8) is not a calc sharding": {
-        "es": "paralelismo de tensor (FSDP 32 × TP 8): no es un reparto de calc",
-        "en": "tensor parallelism (FSDP 32 × TP 8) is not a calc sharding"},
-    "tensor parallelism (FSDP 8 x TP 8) is not a calc sharding": {
-        "es": "paralelismo de tensor (FSDP 8 × TP 8): no es un reparto de calc",
-        "en": "tensor parallelism (FSDP 8 × TP 8) is not a calc sharding"},
-    "no tokens/s figure": {"es": "sin cifra de tokens/s", "en": "no tokens/s figure"},
-    "not mapped": {"es": "sin traducir a una petición de calc", "en": "not mapped to a calc request"},
-    # --- time model (per-step roofline), added with issue 14 ---
-    "GPTQ int4 base with fp16 compute: calc counts bitsandbytes NF4 dequantisation": {
-        "es": "base GPTQ int4 con cómputo fp16: calc cuenta la descuantización NF4 de bitsandbytes",
-        "en": "GPTQ int4 base with fp16 compute: calc counts bitsandbytes NF4 dequantisation"},
-    "LoRA rank and target modules not stated": {
-        "es": "no dice el rango de LoRA ni los módulos adaptados",
-        "en": "LoRA rank and target modules not stated"},
-    "NeMo distributed optimizer as ZeRO-1": {
-        "es": "optimizador distribuido de NeMo tomado como ZeRO-1",
-        "en": "NeMo distributed optimizer as ZeRO-1"},
-    "Transformer Engine's fused kernels counted as compiled ones": {
-        "es": "los núcleos fusionados de Transformer Engine se cuentan como compilados",
-        "en": "Transformer Engine's fused kernels counted as compiled ones"},
-    "accumulation = global 128 / 8 GPUs": {"es": "acumulación = lote global 128 / 8 GPU",
-                                            "en": "accumulation = global 128 / 8 GPUs"},
-    "accumulation = global 32 / 8 GPUs": {"es": "acumulación = lote global 32 / 8 GPU",
-                                           "en": "accumulation = global 32 / 8 GPUs"},
-    "aggregate-vs-per-GPU ambiguous: the README table mixes readings (its 70B rows are only possible as totals, while the recipe at that commit logs tokens per rank)": {
-        "es": "no se sabe si es total o por GPU: la tabla del README mezcla lecturas (sus filas "
-              "de 70B solo son posibles como totales, y la receta de ese commit registra tokens "
-              "por proceso)",
-        "en": "aggregate-vs-per-GPU ambiguous: the README table mixes readings (its 70B rows are "
-              "only possible as totals, while the recipe at that commit logs tokens per rank)"},
-    "the measured figure is uncertain by the GPU count": {
-        "es": "la cifra medida es incierta en un factor igual al número de GPU",
-        "en": "the measured figure is uncertain by the GPU count"},
-    "card not in calc's catalogue: a 500 W power-capped H100 with 96 GB HBM2e (Grand Teton), whose sustained tensor clock and memory bandwidth are below the 700 W H100 SXM's": {
-        "es": "tarjeta fuera del catálogo de calc: una H100 limitada a 500 W con 96 GB de HBM2e "
-              "(Grand Teton), cuyo reloj sostenido y ancho de banda de memoria quedan por debajo "
-              "de los de la H100 SXM de 700 W",
-        "en": "card not in calc's catalogue: a 500 W power-capped H100 with 96 GB HBM2e (Grand "
-              "Teton), whose sustained tensor clock and memory bandwidth are below the 700 W H100 "
-              "SXM's"},
-    "checkpointing not stated (NeMo default off)": {
-        "es": "no dice si hay checkpointing (en NeMo, desactivado por defecto)",
-        "en": "checkpointing not stated (NeMo default off)"},
-    "float8 all-gather not modelled": {"es": "no se modela la reunión de pesos en float8",
-                                       "en": "float8 all-gather not modelled"},
-    "long context": {"es": "contexto largo", "en": "long context"},
-    "tensor and pipeline parallelism (TP2 PP4) are not calc shardings": {
-        "es": "el paralelismo de tensores y de tubería (TP2 PP4) no es un reparto de calc",
-        "en": "tensor and pipeline parallelism (TP2 PP4) are not calc shardings"},
-    "Unsloth's fused Triton kernels counted as compiled ones": {
-        "es": "los núcleos Triton fusionados de Unsloth se cuentan como compilados",
-        "en": "Unsloth's fused Triton kernels counted as compiled ones"},
-    "checkpointing assumed on (Unsloth default)": {
-        "es": "checkpointing supuesto activado (por defecto en Unsloth)",
-        "en": "checkpointing assumed on (Unsloth default)"},
-    "torchtune compiles NF4 dequantisation": {"es": "torchtune compila la descuantización NF4",
-                                              "en": "torchtune compiles NF4 dequantisation"},
-    "tensor / pipeline / context parallelism (TP1 PP1 DP8 CP2) is not a calc sharding": {
-        "es": "el paralelismo de tensores, de tubería o de contexto (TP1 PP1 DP8 CP2) no es un reparto de calc",
-        "en": "tensor / pipeline / context parallelism (TP1 PP1 DP8 CP2) is not a calc sharding"},
-    "tensor / pipeline / context parallelism (TP1 PP4 DP2) is not a calc sharding": {
-        "es": "el paralelismo de tensores, de tubería o de contexto (TP1 PP4 DP2) no es un reparto de calc",
-        "en": "tensor / pipeline / context parallelism (TP1 PP4 DP2) is not a calc sharding"},
-    "tensor / pipeline / context parallelism (TP4 PP4 DP1) is not a calc sharding": {
-        "es": "el paralelismo de tensores, de tubería o de contexto (TP4 PP4 DP1) no es un reparto de calc",
-        "en": "tensor / pipeline / context parallelism (TP4 PP4 DP1) is not a calc sharding"},
-    "tensor / pipeline / context parallelism (TP4 PP4 DP4 CP2 VP5) is not a calc sharding": {
-        "es": "el paralelismo de tensores, de tubería o de contexto (TP4 PP4 DP4 CP2 VP5) no es un reparto de calc",
-        "en": "tensor / pipeline / context parallelism (TP4 PP4 DP4 CP2 VP5) is not a calc sharding"},
-    "tensor / pipeline / context parallelism (TP4 PP4 DP4 VP20) is not a calc sharding": {
-        "es": "el paralelismo de tensores, de tubería o de contexto (TP4 PP4 DP4 VP20) no es un reparto de calc",
-        "en": "tensor / pipeline / context parallelism (TP4 PP4 DP4 VP20) is not a calc sharding"},
-}
-
-
 def translate_note(text: str, lang: str) -> str:
-    """A validation note or reason in ``lang``: each ``"; "``-separated part translated."""
+    """A validation note or reason in ``lang``: ``"; "``-separated note ids, each ``id`` or
+    ``id:argument``, worded by the catalogue's ``validation_note.<id>`` (the CSVs hold ids, so
+    a wording is corrected in the catalogue alone)."""
     if not text:
         return ""
+    from calc.catalogue import catalogue
+
     parts = []
     for part in text.split("; "):
-        try:
-            parts.append(VALIDATION_TEXT[part][lang])
-        except KeyError:
-            raise KeyError(f"no {lang!r} translation for validation text {part!r}") from None
+        key, _, arg = part.partition(":")
+        words = catalogue(lang).message("validation_note." + key)
+        parts.append(words.format(arg=arg) if arg else words)
     return "; ".join(parts)
 
 

@@ -106,7 +106,9 @@ def scan() -> set[str]:
                 continue
             if path.suffix == ".csv":
                 rows = csv.reader(io.StringIO(path.read_text(encoding="utf-8")))
-                found |= {cell.strip() for row in rows for cell in row}
+                # a notes cell holds "; "-separated ids, each ``id`` or ``id:argument``
+                parts = {p.strip() for row in rows for cell in row for p in cell.split("; ")}
+                found |= parts | {p.partition(":")[0] for p in parts}
             elif path.suffix == ".json":
                 found |= _json_strings(json.loads(path.read_text(encoding="utf-8")))
     return {s for s in found if s}
@@ -257,3 +259,15 @@ def test_the_page_the_guides_and_the_cli_say_the_same_words():
                 assert page["enums"][field][code] == msg.option(field, code) \
                     == cat.option(field, code, "long")
         assert page["labels"]["num_gpus"] == msg.label("num_gpus")
+
+
+def test_a_validation_note_is_an_id_worded_in_each_language():
+    """The throughput CSV holds note ids, not prose: a wording is fixed in the catalogue."""
+    from macros.methodology_text import translate_note
+
+    note = "tensor_parallelism:FSDP 8 × TP 8; long_context"
+    assert translate_note(note, "en") == ("tensor parallelism (FSDP 8 × TP 8) is not a calc "
+                                          "sharding; long context")
+    assert translate_note(note, "es").startswith("paralelismo de tensor (FSDP 8 × TP 8)")
+    with pytest.raises(KeyError):
+        translate_note("tensor parallelism (FSDP 8 × TP 8) is not a calc sharding", "en")
