@@ -11,14 +11,21 @@ footer line, is turned off with ``extra.generator: false``.)
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from mkdocs.config.defaults import MkDocsConfig
 
+ROOT = Path(__file__).resolve().parent.parent
 SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog">'
-SEARCH_LABEL = {"es": "Buscar en el sitio", "en": "Search the site"}
 
 
 def _label_search_dialog(html: str, config: MkDocsConfig) -> str:
-    label = SEARCH_LABEL[config.theme["language"]]
+    if str(ROOT) not in sys.path:  # a hook may load before the macros plugin adds the root
+        sys.path.insert(0, str(ROOT))
+    from calc.catalogue import catalogue
+
+    label = catalogue(config.theme["language"]).message("site.search_label")
     labelled = SEARCH_DIALOG[:-1] + f' aria-label="{label}">'
     return html.replace(SEARCH_DIALOG, labelled, 1)
 

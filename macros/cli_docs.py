@@ -20,105 +20,16 @@ from .site import page_language
 REQUEST = {"model": "llama-3.1-8b", "method": "qlora", "seq_len": 4096}
 PLAN_REQUEST = {**REQUEST, "dataset_tokens": 50_000_000, "gpu": "rtx-4090"}
 
-# key -> (Spanish, English): what each top-level response key holds
-ESTIMATE_KEYS = {
-    "peak_allocated_bytes": ("Pico de memoria asignada por PyTorch en una GPU (bytes; "
-                             "torch.cuda.max_memory_allocated).",
-                             "Peak memory allocated by PyTorch on one GPU (bytes; "
-                             "torch.cuda.max_memory_allocated)."),
-    "peak_reserved_bytes": ("Pico reservado por el asignador de caché (bytes; "
-                            "torch.cuda.max_memory_reserved).",
-                            "Peak reserved by the caching allocator (bytes; "
-                            "torch.cuda.max_memory_reserved)."),
-    "device_total_bytes": ("Total en la GPU, lo que mostraría nvidia-smi: lo reservado más el "
-                           "contexto CUDA y los búferes de comunicación (bytes). Es lo que se "
-                           "compara con la memoria de la tarjeta.",
-                           "Total on the GPU, what nvidia-smi would show: reserved plus the CUDA "
-                           "context and communication buffers (bytes). This is what is compared "
-                           "with the card's memory."),
-    "components": ("Reparto del pico asignado por concepto: nombre → bytes; suman "
-                   "peak_allocated_bytes.",
-                   "The peak allocated split by component: name → bytes; they add up to "
-                   "peak_allocated_bytes."),
-    "peak_phase": ("Fase del paso de entrenamiento en la que se alcanza el pico.",
-                   "Phase of the training step where the peak is reached."),
-    "phases": ("Memoria asignada al final de cada fase: fase → bytes.",
-               "Allocated memory at each phase: phase → bytes."),
-    "params_total": ("Parámetros del modelo.", "Parameters of the model."),
-    "params_active": ("Parámetros activos por token (en un MoE, los de los expertos elegidos; si "
-                      "no, todos).",
-                      "Parameters active per token (in a MoE, those of the chosen experts; "
-                      "otherwise all)."),
-    "params_trainable": ("Parámetros entrenables (los de los adaptadores con LoRA y QLoRA).",
-                         "Trainable parameters (the adapters' with LoRA and QLoRA)."),
-    "host_bytes": ("RAM de la CPU que ocupa la descarga (offload), en bytes.",
-                   "CPU RAM the offload takes, in bytes."),
-    "unified_memory_bytes": ("Estados del optimizador paginados que pueden pasar a memoria "
-                             "unificada (bytes).",
-                             "Paged optimizer states that may move to unified memory (bytes)."),
-    "model_states_bytes": ("Pesos, gradientes y estados del optimizador por GPU (bytes).",
-                           "Weights, gradients and optimizer states per GPU (bytes)."),
-    "activations_per_token_bytes": ("Activaciones guardadas por token (bytes).",
-                                    "Saved activations per token (bytes)."),
-    "quantization_reserved_bytes": ("Suelo de memoria reservada que deja la cuantización "
-                                    "de una sola pasada (bytes).",
-                                    "Floor of reserved memory left by one-pass quantization "
-                                    "(bytes)."),
-    "warnings": ("Códigos de aviso (combinaciones válidas pero sospechosas).",
-                 "Warning codes (valid but suspicious combinations)."),
-    "request": ("La petición validada, con todos los valores por defecto rellenados.",
-                "The validated request, every default filled in."),
-    "peak_allocated_range_bytes": ("Intervalo [bajo, alto] del pico asignado según el error "
-                                   "medido del modelo para este método (bytes; calc.calibration).",
-                                   "Range [low, high] of the peak allocated from the model's "
-                                   "measured error for this method (bytes; calc.calibration)."),
-    "peak_reserved_range_bytes": ("Intervalo [bajo, alto] del pico reservado, del mismo modo "
-                                  "(bytes); con lo que el asignador no ve, da el intervalo que "
-                                  "juzgan los veredictos.",
-                                  "Range [low, high] of the peak reserved, likewise (bytes); with "
-                                  "what the allocator does not see, it gives the range the "
-                                  "verdicts judge."),
-}
-PLAN_KEYS = {
-    "gpu": ("Tarjeta elegida (id de catálogo).", "Chosen card (catalogue id)."),
-    "num_gpus": ("Número de GPU de la petición.", "GPU count of the request."),
-    "sharding": ("Reparto de la petición.", "Sharding of the request."),
-    "memory": ("La respuesta de estimate para esta petición (tabla anterior).",
-               "The estimate response for this request (table above)."),
-    "fits_selected_gpu": ("Si cabe en la tarjeta elegida con el margen de seguridad.",
-                          "Whether it fits the chosen card with the safety margin."),
-    "time_hours": ("Horas de reloj de la ejecución final.", "Wall-clock hours of the final run."),
-    "time": ("Desglose del tiempo: tokens por segundo, FLOPs por token, factores, calendario.",
-             "Time breakdown: tokens per second, FLOPs per token, factors, schedule."),
-    "cost_usd": ("Coste en USD: total (con experimentación), ejecución final, desglose, por "
-                 "hora, por mes y el precio usado.",
-                 "Cost in USD: total (with experimentation), final run, breakdown, per hour, per "
-                 "month and the price used."),
-    "storage_gb": ("Almacenamiento supuesto (GB) y su desglose.",
-                   "Storage assumed (GB) and its breakdown."),
-    "storage_price_per_gb_month": ("Precio del almacenamiento usado (USD por GB-mes).",
-                                   "Storage price used (USD per GB-month)."),
-    "safety_margin": ("Margen de seguridad usado.", "Safety margin used."),
-    "fits": ("Cada tarjeta del catálogo: id → si cabe, con y sin margen, memoria necesaria y "
-             "holgura.",
-             "Every catalogue card: id → whether it fits, with and without the margin, memory "
-             "needed and headroom."),
-    "recommendations": ("Cada combinación de tarjeta × número × reparto que cabe, ordenada por "
-                        "coste y por tiempo; la más barata, la más rápida, la más pequeña.",
-                        "Every card × count × sharding that fits, ranked by cost and by time; "
-                        "the cheapest, the fastest, the smallest."),
-    "solvers": ("Micro-batch y secuencia más grandes que caben en la tarjeta elegida.",
-                "Largest micro-batch and longest sequence that fit the chosen card."),
-    "suggestions": ("Si no cabe: cambios ordenados, cada uno con su efecto calculado.",
-                    "When it does not fit: ordered changes, each with its computed effect."),
-    "warnings": ("Códigos de aviso.", "Warning codes."),
-    "notes": ("Códigos de notas (p. ej., que los precios cambian).",
-              "Note codes (e.g. that prices move)."),
-}
 _TYPE = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
          float: "number", type(None): "null"}
-_HEAD = {"es": ("Opción", "Qué es", "Clave", "Tipo", "Contenido"),
-         "en": ("Flag", "What it is", "Key", "Type", "What it holds")}
+# the tables' headers, message ids of the catalogue (calc/data/messages)
+_HEAD = ("api.col.flag", "api.col.meaning", "api.col.key", "api.col.type", "api.col.holds")
+
+
+def _head(lang: str) -> tuple[str, ...]:
+    from calc.catalogue import catalogue
+
+    return tuple(catalogue(lang).message(key) for key in _HEAD)
 
 
 def _cell(text: str) -> str:
@@ -154,7 +65,7 @@ def cli_flags_table(env, command: str) -> str:
 
     lang = page_language(env)
     msg = Messages(lang)
-    head = _HEAD[lang]
+    head = _head(lang)
     rows = [f"| {head[0]} | {head[1]} |", "|---|---|"]
     for spec in field_specs(command):
         if command == "plan" and spec.table != "plan":
@@ -171,13 +82,12 @@ def response_fields(env, command: str) -> str:
 
     lang = page_language(env)
     response = calc.estimate(REQUEST) if command == "estimate" else calc.plan(PLAN_REQUEST)
-    texts = ESTIMATE_KEYS if command == "estimate" else PLAN_KEYS
     msg = Messages(lang)
-    head = _HEAD[lang]
+    head = _head(lang)
     rows = [f"| {head[2]} | {head[3]} | {head[4]} |", "|---|---|---|"]
     for key, value in response.items():
-        pair = texts.get(key)
-        text = pair[0 if lang == "es" else 1] if pair else msg.label(key)
+        # what the key holds (``api.estimate.<key>`` / ``api.plan.<key>``), else its name
+        text = msg.message(f"api.{command}.{key}", msg.label(key))
         rows.append(f"| `{key}` | {_TYPE.get(type(value), 'value')} | {_cell(text)} |")
     return "\n".join(rows)
 
@@ -190,7 +100,7 @@ def response_codes(env, section: str) -> str:
     lang = page_language(env)
     codes = _codes(section)
     msg = Messages(lang)
-    head = {"es": ("Código", "Significado"), "en": ("Code", "Meaning")}[lang]
+    head = (msg.message("api.col.code", "Code"), msg.message("api.col.code_meaning", "Meaning"))
     rows = [f"| {head[0]} | {head[1]} |", "|---|---|"]
     words = {"components": lambda c: msg.message("component." + c, c),
              "phases": lambda c: msg.option("phase", c),

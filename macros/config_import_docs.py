@@ -6,54 +6,46 @@ from __future__ import annotations
 
 import html
 
+from calc.catalogue import catalogue
 from macros.site import page_language
 
-# format -> (module, what the file holds), in both languages
+# format -> module; what each holds is ``import_docs.format.<format>`` in the catalogue
 _FORMATS = {
-    "axolotl": ("calc.config_import.axolotl",
-                {"es": "YAML de entrenamiento completo", "en": "whole training YAML"}),
-    "trl": ("calc.config_import.trl",
-            {"es": "TrainingArguments / SFTConfig + ModelConfig, LoraConfig, BitsAndBytesConfig (JSON o YAML)",
-             "en": "TrainingArguments / SFTConfig + ModelConfig, LoraConfig, BitsAndBytesConfig (JSON or YAML)"}),
-    "llamafactory": ("calc.config_import.llamafactory",
-                     {"es": "YAML de llamafactory-cli train", "en": "llamafactory-cli train YAML"}),
-    "torchtune": ("calc.config_import.torchtune", {"es": "receta YAML", "en": "recipe YAML"}),
-    "deepspeed": ("calc.config_import.deepspeed",
-                  {"es": "JSON de DeepSpeed: fragmentación, offload, lotes, GPU",
-                   "en": "DeepSpeed JSON: sharding, offload, batches, GPUs"}),
-    "accelerate": ("calc.config_import.accelerate",
-                   {"es": "config de accelerate: GPU, FSDP/DeepSpeed, precisión",
-                    "en": "accelerate config: GPUs, FSDP/DeepSpeed, precision"}),
+    "axolotl": "calc.config_import.axolotl",
+    "trl": "calc.config_import.trl",
+    "llamafactory": "calc.config_import.llamafactory",
+    "torchtune": "calc.config_import.torchtune",
+    "deepspeed": "calc.config_import.deepspeed",
+    "accelerate": "calc.config_import.accelerate",
 }
-_HEAD = {"es": ("Formato", "Claves y valores por defecto leídos de", "Contenido"),
-         "en": ("Format", "Keys and defaults read from", "What it holds")}
-_LIMITS = {
-    "MAX_BYTES": {"es": "tamaño máximo del archivo, en bytes", "en": "largest file, in bytes"},
-    "MAX_DEPTH": {"es": "niveles de anidamiento", "en": "nesting levels"},
-    "MAX_NODES": {"es": "nodos tras expandir los alias YAML", "en": "nodes after YAML aliases are expanded"},
-}
+# the parsing limits shown, each worded as ``import_docs.limit.<NAME>``
+_LIMITS = ("MAX_BYTES", "MAX_DEPTH", "MAX_NODES")
 
 
 def formats_table(lang: str) -> str:
     import importlib
 
-    head = _HEAD[lang]
+    cat = catalogue(lang)
+    head = [cat.message(f"import_docs.col.{c}") for c in ("format", "read_from", "holds")]
     rows = [f"| {head[0]} | {head[1]} | {head[2]} |", "|---|---|---|"]
-    for fmt, (module, what) in _FORMATS.items():
+    for fmt, module in _FORMATS.items():
         tool = importlib.import_module(module).TOOL
-        rows.append(f"| `{fmt}` | {html.escape(tool)} | {html.escape(what[lang])} |")
+        what = cat.message(f"import_docs.format.{fmt}")
+        rows.append(f"| `{fmt}` | {html.escape(tool)} | {html.escape(what)} |")
     return "\n".join(rows)
 
 
 def limits_table(lang: str) -> str:
     from calc.config_import import loading
 
-    head = ("Límite", "Valor", "Qué acota") if lang == "es" else ("Limit", "Value", "What it bounds")
+    cat = catalogue(lang)
+    head = [cat.message(f"import_docs.col.{c}") for c in ("limit", "value", "bounds")]
     rows = [f"| {head[0]} | {head[1]} | {head[2]} |", "|---|---|---|"]
-    for name, text in _LIMITS.items():
+    for name in _LIMITS:
         value = getattr(loading, name)
         shown = f"{value:,}".replace(",", "\u202f" if lang == "es" else ",")
-        rows.append(f"| `calc.config_import.loading.{name}` | {shown} | {text[lang]} |")
+        text = cat.message(f"import_docs.limit.{name}")
+        rows.append(f"| `calc.config_import.loading.{name}` | {shown} | {text} |")
     return "\n".join(rows)
 
 

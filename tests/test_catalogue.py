@@ -56,7 +56,6 @@ def closed_fields() -> dict[str, set[str]]:
 _STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"|\'((?:[^\'\\\n]|\\.)*)\'|`([^`\n]*)`')
 # a placeholder of an f-string or a JS template literal: ``{group}``, ``${error.minimum}``
 _PLACEHOLDER = re.compile(r"\$?\{[^{}]*\}")
-_CODE = r"[\w.:/+-]*"
 _JS_ATTR = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -114,23 +113,38 @@ def scan() -> set[str]:
     return {s for s in found if s}
 
 
-def templates(literals: set[str]) -> list[re.Pattern]:
-    """f-strings and template literals as patterns (``f"caption.constants_{group}"``), those
-    with at least three letters of their own: ``f"{a}.{b}"`` says nothing."""
+def templates(literals: set[str]) -> list[list[str]]:
+    """f-strings and template literals as their static parts (``f"caption.constants_{group}"``
+    -> ``["caption.constants_", ""]``), those with at least three letters of their own:
+    ``f"{a}.{b}"`` says nothing."""
     out = []
     for literal in literals:
         if not _PLACEHOLDER.search(literal):
             continue
         static = _PLACEHOLDER.split(literal)
         if sum(c.isalpha() for part in static for c in part) >= 3:
-            out.append(re.compile(_CODE.join(re.escape(part) for part in static)))
+            out.append(static)
     return out
 
 
-def _built(name: str, literals: set[str], affixes: list[str], patterns: list[re.Pattern]) -> bool:
+def _fills(name: str, static: list[str], literals: set[str]) -> bool:
+    """``name`` is the template ``static`` with every placeholder filled by a literal, or by
+    nothing (``${flag ? "_above" : ""}``)."""
+    def rest_fills(rest: str, i: int) -> bool:
+        if not rest.startswith(static[i]):
+            return False
+        rest = rest[len(static[i]):]
+        if i == len(static) - 1:
+            return rest == ""
+        return any((k == 0 or rest[:k] in literals) and rest_fills(rest[k:], i + 1)
+                   for k in range(len(rest) + 1))
+    return rest_fills(name, 0)
+
+
+def _built(name: str, literals: set[str], affixes: list[str], patterns: list[list[str]]) -> bool:
     """``name`` is a literal, or a literal prefix (``"verdict_" + state``) or suffix
-    (``order + "_heading"``) joined to another literal, or fills a template."""
-    if name in literals or any(p.fullmatch(name) for p in patterns):
+    (``order + "_heading"``) joined to another literal, or a template filled with literals."""
+    if name in literals or any(_fills(name, p, literals) for p in patterns):
         return True
     for affix in affixes:
         if name.startswith(affix) and name[len(affix):] in literals:
@@ -196,9 +210,12 @@ def test_the_unused_check_catches_an_unread_entry():
     as is an option of a field nothing names, and a value a closed field does not allow."""
     literals = scan()
     probe = {"m:ui.never_asked_for_anywhere": "x", "o:sharding:zero9": "x",
-             "o:nowhere_field:generic": "x", "m:ui.status_ready": "x", "o:cpu_offload:none": "x"}
+             "o:nowhere_field:generic": "x", "m:api.estimate.no_such_response_key": "x",
+             "m:ui.status_ready": "x", "o:cpu_offload:none": "x",
+             "m:api.estimate.peak_allocated_bytes": "x", "m:ui.valid_range_above_below": "x"}
     assert unused_entries(probe, literals) == ["ui.never_asked_for_anywhere", "sharding=zero9",
-                                               "nowhere_field=generic"]
+                                               "nowhere_field=generic",
+                                               "api.estimate.no_such_response_key"]
 
 
 def test_every_value_of_every_closed_request_field_has_a_name():
