@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any, overload
 
 LANGS = ("es", "en")
 FORMS = ("short", "long")
 # os.path, not pathlib: one import less at every start of the CLI
 DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "messages")
 
-_LOADED: dict[str, dict] = {}
+# a text: one string, or {"short": ..., "long": ...}
+Entry = Any
+_LOADED: dict[str, dict[str, dict[str, Any]]] = {}
 
 
-def load(lang: str) -> dict:
+def load(lang: str) -> dict[str, dict[str, Any]]:
     """The raw catalogue of ``lang`` (``{"options", "messages"}``), read once."""
     if lang not in LANGS:
         raise ValueError(f"no catalogue for language {lang!r}")
@@ -48,9 +51,10 @@ def pick(entry: object, form: str = "short") -> str:
     """One form of an entry: a string is both forms."""
     if isinstance(entry, str):
         return entry
-    if form not in FORMS or not isinstance(entry, dict):
+    if form not in FORMS or not isinstance(entry, dict) or not isinstance(entry.get(form), str):
         raise ValueError(f"bad catalogue entry or form: {entry!r}, {form!r}")
-    return entry[form]
+    text: str = entry[form]
+    return text
 
 
 class Catalogue:
@@ -60,14 +64,20 @@ class Catalogue:
     def __init__(self, lang: str) -> None:
         self.lang = lang
         data = load(lang)
-        self._messages: dict = data["messages"]
-        self._options: dict = data["options"]
+        self._messages: dict[str, Entry] = data["messages"]
+        self._options: dict[str, dict[str, Entry]] = data["options"]
 
     def message(self, key: str, form: str = "short") -> str:
         try:
             return pick(self._messages[key], form)
         except KeyError:
             raise KeyError(f"no {self.lang!r} message {key!r} in calc/data/messages") from None
+
+    @overload
+    def get(self, key: str, default: str, form: str = "short") -> str: ...
+
+    @overload
+    def get(self, key: str, default: None = None, form: str = "short") -> str | None: ...
 
     def get(self, key: str, default: str | None = None, form: str = "short") -> str | None:
         entry = self._messages.get(key)

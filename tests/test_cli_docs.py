@@ -79,15 +79,16 @@ def test_pages_exist_in_both_languages_and_in_the_nav():
 
 
 def test_browser_bundle_leaves_the_command_line_out(tmp_path):
-    """The page's calc bundle has no CLI, messages or schema generator, and calc still runs
-    from it alone."""
+    """The page's calc bundle has no CLI, message catalogue (nor its reader) or schema
+    generator, and calc still runs from it alone."""
     import io
     import subprocess
     import sys
     import zipfile
     from hooks import calc_bundle
     names = [name for name, _ in calc_bundle.bundle_members()]
-    assert not [n for n in names if n.startswith(("calc/cli/", "calc/data/messages/")) or n == "calc/schema.py"]
+    assert not [n for n in names if n.startswith(("calc/cli/", "calc/data/messages/"))
+                or n in ("calc/schema.py", "calc/catalogue.py")]
     with zipfile.ZipFile(io.BytesIO(calc_bundle.build_bundle(calc_bundle.bundle_members()))) as archive:
         archive.extractall(tmp_path)
     code = ("import sys; sys.path.insert(0, '.'); import calc; assert calc.__file__.startswith(sys.argv[1]); r = calc.run('plan', {'model': 'llama-3.2-1b', 'dataset_tokens': 1e6, 'gpu': 'l4'});"

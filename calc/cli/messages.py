@@ -10,17 +10,18 @@ of calc adds later is shown, untranslated, never dropped (the catalogue's tests 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from ..catalogue import LANGS, catalogue
 
 __all__ = ["LANGS", "Messages", "default_lang"]
 
 
-def default_lang(environ: dict | None = None) -> str:
+def default_lang(environ: Mapping[str, str] | None = None) -> str:
     """Spanish when the locale is Spanish (``LC_ALL``, ``LC_MESSAGES``, ``LANG``), else English."""
-    environ = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
-        value = environ.get(name)
+        value = env.get(name)
         if value:
             return "es" if value.lower().startswith("es") else "en"
     return "en"
