@@ -17,7 +17,6 @@ from calc.cli.messages import Messages, default_lang
 from cli_run import run_main
 
 ROOT = Path(__file__).resolve().parent.parent
-CATALOGUE = ROOT / "calc" / "data" / "messages"
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
