@@ -74,23 +74,20 @@ def setup_list(lang: str, **setup) -> str:
 
 
 def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
-    """Peak memory per component for each model x method on one GPU. A method is a
-    name or a dict of request keys that override the setup (e.g. its precision)."""
+    """Peak memory for each model x method on one GPU: what a reader compares (the total
+    first, the figure that decides the card); the components are in the chart of
+    ``macros.charts.memory_components_chart`` and its table. A method is a name or a dict
+    of request keys that override the setup (e.g. its precision)."""
     variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
     requests = [{"model": m, **setup, **v} for m in models for v in variants]
     frame = _estimate_frame(requests)
     frame["phase"] = "phase." + frame["peak_phase"]
-    # what decides the card first (the total), then what makes it up: the table is wider
-    # than a screen, and the figure a reader came for must not need scrolling
     cols = [Col("model_name", "col.model", "text", row_header=True),
             Col("req.method", "col.method", "code"),
             Col("req.precision", "col.precision", "code"),
             Col("device_total_bytes", "col.device_total", "gib"),
             Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
             Col("phase", "col.peak_phase", "code")]
-    cols += _component_cols(frame)
-    cols += [Col("params_total", "col.params_total", "billions"),
-             Col("params_trainable", "col.params_trainable", "millions")]
     return render(frame, cols, lang, "vram_by_model", "caption.vram_by_model")
 
 
@@ -302,23 +299,40 @@ def gpu_sources(lang: str, gpu_ids: list[str] | None = None) -> str:
     return render(frame, cols, lang, "gpu_sources", "caption.gpu_sources")
 
 
-def gpu_prices(lang: str, gpu_ids: list[str] | None = None) -> str:
-    """Every dated price row of the catalogue, per card, kind of provider and capacity."""
-    rows = []
+def gpu_prices(lang: str, gpu_ids: list[str] | None = None, notes_id: str = "price-source") -> str:
+    """Every dated price row of the catalogue, per card, kind of provider and capacity. The
+    sources are long: each becomes a numbered note below the table (one number per distinct
+    source), so the price and its date stay in view on a phone."""
+    import html as _html
+
+    from . import charts  # noqa: F401  (its module adds the labels of the notes)
+
+    rows, sources = [], []
     for _, gpu in _gpu_frame(gpu_ids).iterrows():
         for i, price in enumerate(gpu["prices"]):
+            if price["source"] not in sources:
+                sources.append(price["source"])
+            number = sources.index(price["source"]) + 1
             rows.append({"name": gpu["name"], "tier": price["tier"],
                          "capacity": "capacity." + ("interruptible" if price["interruptible"]
                                                     else "on_demand"),
-                         "usd": price["usd"], "source": price["source"], "as_of": price["as_of"],
+                         "usd": price["usd"], "as_of": price["as_of"],
+                         "note": f'<a href="#{notes_id}-{number}" id="{notes_id}-ref-{number}-{len(rows)}" '
+                                 f'data-note="{number}">{number}</a>',
                          SOURCE: {"command": "gpu", "id": gpu["id"]},
                          "check": f"prices.{i}.usd"})
     frame = pd.DataFrame(rows)
     cols = [Col("name", "col.gpu", "text", row_header=True),
             Col("tier", "col.tier", "code"), Col("capacity", "col.capacity", "code"),
             Col("usd", "col.usd_per_hour", "usd", check="@check"),
-            Col("source", "col.source", "text"), Col("as_of", "col.as_of", "text")]
-    return render(frame, cols, lang, "gpu_prices", "caption.gpu_prices")
+            Col("as_of", "col.as_of", "text"), Col("note", "col.source_note", "html")]
+    table = render(frame, cols, lang, "gpu_prices", "caption.gpu_prices")
+    notes = "".join(f'<li id="{notes_id}-{n}" data-note="{n}">{_html.escape(str(src))}</li>'
+                    for n, src in enumerate(sources, 1))
+    title = _html.escape(labels.text("caption.price_sources", lang))
+    return (f'{table}\n<div class="calc-notes" data-notes="gpu_prices">'
+            f'<p class="calc-notes-title">{title}</p>'
+            f'<ol class="calc-notes-list">{notes}</ol></div>')
 
 
 def _validation():
