@@ -418,8 +418,8 @@ def memory_seq_batch_chart(lang: str, model: str, method: str, seq_lens: list[in
 
 def _line_panel(lang, name, title, xs, series, value, series_label, series_word, x_label, cards,
                 request, x_key, s_key) -> str:
-    left, right, top, bottom = 40.0, 12.0, 10.0, 36.0
-    plot_h = 200.0
+    left, right, top, bottom = 40.0, 12.0, 22.0, 36.0
+    plot_h = 240.0
     height = top + plot_h + bottom
     plot_w = WIDTH - left - right
     values = [value(x, s)[1] for x in xs for s in series]
@@ -437,18 +437,24 @@ def _line_panel(lang, name, title, xs, series, value, series_label, series_word,
         body.append(el("text", {"class": "calc-tick", "x": _num(left - 4), "y": _num(y + 4),
                                 "text-anchor": "end", "aria-hidden": "true"},
                        text_node(_tick_text(tick, lang))))
-    body.append(el("text", {"class": "calc-axis-label", "x": _num(4), "y": _num(top - 1 + 8),
-                            "aria-hidden": "true", "transform": None},
+    body.append(el("text", {"class": "calc-axis-label", "x": _num(4), "y": _num(top - 10),
+                            "aria-hidden": "true"},
                    text_node(t("axis.gib", lang))))
-    # the cards' memory: dashed lines, named at the left end above the line
-    for gpu_id, card, memory in cards:
+    # the cards' memory: dashed lines, named above the line; a label that would overlap the
+    # previous one (lines close together) goes to the other end of its line
+    placed: list[tuple[float, str]] = []
+    for gpu_id, card, memory in sorted(cards, key=lambda c: c[2]):
         y = y_of(memory / GIB)
+        clash = [a for py, a in placed if abs(py - y) < FONT + 1]
+        anchor = "end" if clash and clash[-1] == "start" else "start"
+        placed.append((y, anchor))
         body.append(el("g", {"class": "calc-capacity-line", "data-series": "capacity",
                              "data-category": gpu_id, "data-y": _raw(memory),
                              "data-source": _source_json({"command": "gpu", "id": gpu_id})},
                        el("line", {"x1": _num(left), "x2": _num(WIDTH - right), "y1": _num(y),
                                    "y2": _num(y)}),
-                       el("text", {"class": "calc-capacity-label", "x": _num(left + 4),
+                       el("text", {"class": "calc-capacity-label", "text-anchor": anchor,
+                                   "x": _num(left + 4 if anchor == "start" else WIDTH - right - 4),
                                    "y": _num(y - 3)},
                           text_node(f"{card} · {format_kind(memory, 'gib', lang)} GiB"))))
     items = []
@@ -539,8 +545,8 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
     plan = calc.plan_setup(request)
     points, cheapest, fastest = time_cost_points(plan)
     source = {"command": "plan", "request": request}
-    left, right, top, bottom = 44.0, 12.0, 12.0, 36.0
-    plot_h = 230.0
+    left, right, top, bottom = 44.0, 12.0, 24.0, 36.0
+    plot_h = 250.0
     plot_w = WIDTH - left - right
     height = top + plot_h + bottom
     times = [c["time_hours"] for _, c in points]
@@ -562,7 +568,7 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
         x = x_of(tick)
         body.append(el("line", {"class": "calc-grid", "x1": _num(x), "x2": _num(x),
                                 "y1": _num(top), "y2": _num(top + plot_h)}))
-    body.append(el("text", {"class": "calc-axis-label", "x": _num(4), "y": _num(top - 2 + 8),
+    body.append(el("text", {"class": "calc-axis-label", "x": _num(4), "y": _num(top - 10),
                             "aria-hidden": "true"}, text_node(t("axis.usd", lang))))
     body.append(_x_axis(lang, x_ticks, left, 1.0, top + plot_h, t("axis.hours", lang),
                         [x_of(v) for v in x_ticks]))
@@ -587,15 +593,18 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
         for word in role.split():
             if word == "other":
                 continue
-            label = f"{t('cost.' + word, lang)}: {name}"
-            anchor = "end" if x > left + plot_w * 0.55 else "start"
+            anchor = "end" if x > left + plot_w * 0.5 else "start"
             dx = -9 if anchor == "end" else 9
-            dy = -9 if word == "fastest" else 16 if y < top + 24 else -9
-            if word == "cheapest" and "fastest" in role:
-                dy = 16
-            labels_.append(el("text", {"class": "calc-dot-label", "x": _num(x + dx),
-                                       "y": _num(min(max(y + dy, top + 10), top + plot_h - 4)),
-                                       "text-anchor": anchor}, text_node(label)))
+            # a point in the upper half gets its label below it, one in the lower half above
+            below = y < top + plot_h / 2 or (word == "cheapest" and "fastest" in role)
+            y0 = y + 16 if below else y - 22
+            y0 = min(max(y0, top + 10), top + plot_h - 20)
+            labels_.append(el("text", {"class": "calc-dot-label", "text-anchor": anchor,
+                                       "data-label": word},
+                              el("tspan", {"x": _num(x + dx), "y": _num(y0)},
+                                 text_node(t("cost." + word, lang) + ":")),
+                              el("tspan", {"x": _num(x + dx), "y": _num(y0 + 14)},
+                                 text_node(name))))
     body += marks + labels_  # highlighted ones drawn last, on top
     cheap_c = plan["recommendations"]["configs"][cheapest]
     fast_c = plan["recommendations"]["configs"][fastest]

@@ -74,20 +74,17 @@ def setup_list(lang: str, **setup) -> str:
 
 
 def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
-    """Peak memory for each model x method on one GPU: what a reader compares (the total
-    first, the figure that decides the card); the components are in the chart of
-    ``macros.charts.memory_components_chart`` and its table. A method is a name or a dict
+    """Memory on one GPU for each model x method, cut to what a reader compares: the total
+    (what decides the card). The peak allocated, its phase and the components are in the
+    chart of ``macros.charts.memory_components_chart`` and its table. A method is a name or a dict
     of request keys that override the setup (e.g. its precision)."""
     variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
     requests = [{"model": m, **setup, **v} for m in models for v in variants]
     frame = _estimate_frame(requests)
-    frame["phase"] = "phase." + frame["peak_phase"]
     cols = [Col("model_name", "col.model", "text", row_header=True),
             Col("req.method", "col.method", "code"),
             Col("req.precision", "col.precision", "code"),
-            Col("device_total_bytes", "col.device_total", "gib"),
-            Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
-            Col("phase", "col.peak_phase", "code")]
+            Col("device_total_bytes", "col.device_total", "gib")]
     return render(frame, cols, lang, "vram_by_model", "caption.vram_by_model")
 
 
@@ -317,15 +314,16 @@ def gpu_prices(lang: str, gpu_ids: list[str] | None = None, notes_id: str = "pri
                          "capacity": "capacity." + ("interruptible" if price["interruptible"]
                                                     else "on_demand"),
                          "usd": price["usd"], "as_of": price["as_of"],
-                         "note": f'<a href="#{notes_id}-{number}" id="{notes_id}-ref-{number}-{len(rows)}" '
-                                 f'data-note="{number}">{number}</a>',
+                         "note": f'<a href="#{notes_id}-{number}" data-note="{number}">{number}</a>',
                          SOURCE: {"command": "gpu", "id": gpu["id"]},
                          "check": f"prices.{i}.usd"})
     frame = pd.DataFrame(rows)
+    # the price and its date first: on a phone they stay in view next to the card's name
     cols = [Col("name", "col.gpu", "text", row_header=True),
-            Col("tier", "col.tier", "code"), Col("capacity", "col.capacity", "code"),
             Col("usd", "col.usd_per_hour", "usd", check="@check"),
-            Col("as_of", "col.as_of", "text"), Col("note", "col.source_note", "html")]
+            Col("as_of", "col.as_of", "text"),
+            Col("tier", "col.tier", "code"), Col("capacity", "col.capacity", "code"),
+            Col("note", "col.source_note", "html")]
     table = render(frame, cols, lang, "gpu_prices", "caption.gpu_prices")
     notes = "".join(f'<li id="{notes_id}-{n}" data-note="{n}">{_html.escape(str(src))}</li>'
                     for n, src in enumerate(sources, 1))
