@@ -324,5 +324,6 @@ def test_built_guides_carry_the_charts(built_site, prefix):
     for page, anchor in ((vram, "memory-by-component"), (vram, "memory-against-cards"),
                          (cloud, "time-against-cost")):
         assert f'id="{anchor}"' in page
-    ids = re.findall(r'\bid="([^"]+)"', vram + cloud)
-    assert len(ids) == len(set(ids)), "repeated ids"
+    for page in (vram, cloud):
+        ids = re.findall(r'\bid="([^"]+)"', page)
+        assert len(ids) == len(set(ids)), "repeated ids"
