@@ -75,10 +75,15 @@ def setup_list(lang: str, **setup) -> str:
 
 def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
     """Memory on one GPU for each model x method, cut to what a reader compares: the total
-    (what decides the card). The peak allocated, its phase and the components are in the
-    chart of ``macros.charts.memory_components_chart`` and its table. A method is a name or a dict
-    of request keys that override the setup (e.g. its precision)."""
+    (what decides the card) and, when the setup is a run (it has ``dataset_tokens``), the
+    smallest single card it fits with the margin. The peak allocated, its phase and the
+    components are in the chart of ``macros.charts.memory_components_chart`` and its table.
+    A method is a name or a dict of request keys that override the setup (its precision)."""
+    from calc.plan import PLAN_FIELDS
+
     variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
+    if any(k in PLAN_FIELDS for k in setup):
+        return _vram_by_model_plan(lang, models, variants, setup)
     requests = [{"model": m, **setup, **v} for m in models for v in variants]
     frame = _estimate_frame(requests)
     cols = [Col("model_name", "col.model", "text", row_header=True),
@@ -86,6 +91,31 @@ def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
             Col("req.precision", "col.precision", "code"),
             Col("device_total_bytes", "col.device_total", "gib")]
     return render(frame, cols, lang, "vram_by_model", "caption.vram_by_model")
+
+
+def _vram_by_model_plan(lang: str, models: list[str], variants: list[dict], setup: dict) -> str:
+    from .plan_tables import REFERENCE_GPU, _plan, _ref, gpu_name
+
+    rows = []
+    for model in models:
+        for variant in variants:
+            request = {"model": model, **setup, **variant, "gpu": setup.get("gpu", REFERENCE_GPU)}
+            plan = _plan(request)
+            single = plan["recommendations"]["smallest_single_gpu"]
+            rows.append({
+                "model_name": model_name(model), "method": plan["memory"]["request"]["method"],
+                "precision": plan["memory"]["request"]["precision"],
+                "total": plan["memory"]["device_total_bytes"],
+                "single": _ref(single and single["gpu"],
+                               gpu_name(single["gpu"]) if single else
+                               labels.text("text.no_single_card", lang), **{"ref-kind": "gpu"}),
+                SOURCE: {"command": "plan", "request": request}})
+    cols = [Col("model_name", "col.model", "text", row_header=True),
+            Col("method", "col.method", "code"), Col("precision", "col.precision", "code"),
+            Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
+            Col("single", "col.smallest_single_card", "ref",
+                check="recommendations.smallest_single_gpu.gpu")]
+    return render(pd.DataFrame(rows), cols, lang, "vram_by_model", "caption.vram_by_model")
 
 
 def memory_vs_seq_batch(lang: str, model: str, method: str, seq_lens: list[int],

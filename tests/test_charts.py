@@ -308,6 +308,28 @@ def test_vram_table_is_cut_to_what_a_reader_compares():
     assert labels.text("col.device_total", "en") in headers
 
 
+def test_vram_table_of_a_run_names_the_card():
+    """With a run's setup (the cloud guide's), the cut table also names the smallest single
+    card, the one calc's plan recommends, with the same total as the estimate."""
+    from macros.guides import vram_by_model
+
+    methods = METHODS[1:]
+    markup = vram_by_model("es", MODELS, methods, **BASE, **RUN)
+    headers = re.findall(r'<th scope="col">(.*?)</th>', markup)
+    assert len(headers) == 5 and headers[-1] == html.escape(labels.text("col.smallest_single_card", "es"))
+    found = cells(markup)
+    refs = [c for c in found if "ref" in c]
+    totals = [c for c in found if "value" in c]
+    assert len(refs) == len(totals) == len(MODELS) * len(methods)
+    for ref, total in zip(refs, totals):
+        request = json.loads(ref["source"])["request"]
+        plan = calc.plan_setup(request)
+        assert ref["ref"] == (plan["recommendations"]["smallest_single_gpu"] or {}).get("gpu", "")
+        estimate = calc.estimate({k: v for k, v in request.items()
+                                  if k not in ("gpu", *RUN)})
+        assert total["value"] == estimate["device_total_bytes"] == plan["memory"]["device_total_bytes"]
+
+
 # --- on the built guides -----------------------------------------------------------------
 
 
