@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 import math
 
 import pandas as pd
@@ -202,9 +201,11 @@ def _details(lang: str, tables: list[str], open_: bool = False) -> str:
 
 
 def _wrap(name: str, parts: list[str]) -> str:
-    """One raw HTML block (no blank line, so Markdown leaves it alone)."""
+    """One raw HTML block (no blank line, so Markdown leaves it alone). Kept out of the
+    search index: tick labels and a table of figures do not read as sentences in a snippet."""
     body = "\n".join(p for p in parts if p)
-    return f'<div class="calc-figure" data-figure="{html.escape(name)}">\n{body}\n</div>'
+    return (f'<div class="calc-figure" data-figure="{html.escape(name)}" data-search-exclude>'
+            f'\n{body}\n</div>')
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:
@@ -425,10 +426,10 @@ def _line_panel(lang, name, title, xs, series, value, series_label, series_word,
     values = [value(x, s)[1] for x in xs for s in series]
     top_value = max(values + [m for _, _, m in cards]) / GIB
     ticks = nice_ticks(top_value * 1.04, 5)
-    y_of = lambda gib: top + plot_h - gib / ticks[-1] * plot_h  # noqa: E731
+    y_of = lambda gib: top + plot_h - gib / ticks[-1] * plot_h
     lx = [math.log2(x) for x in xs]  # the lengths and batches double: log scale spaces them evenly
     span = (lx[-1] - lx[0]) or 1.0
-    x_of = lambda x: left + 6 + (math.log2(x) - lx[0]) / span * (plot_w - 12)  # noqa: E731
+    x_of = lambda x: left + 6 + (math.log2(x) - lx[0]) / span * (plot_w - 12)
     body = []
     for tick in ticks:
         y = y_of(tick)
@@ -553,8 +554,8 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
     costs = [c["cost_usd"] for _, c in points]
     t_lo, t_hi = min(times) / 1.3, max(times) * 1.3
     c_lo, c_hi = min(costs) / 1.25, max(costs) * 1.25
-    x_of = lambda h: left + (math.log(h) - math.log(t_lo)) / (math.log(t_hi) - math.log(t_lo)) * plot_w  # noqa: E731
-    y_of = lambda usd: top + plot_h - (math.log(usd) - math.log(c_lo)) / (math.log(c_hi) - math.log(c_lo)) * plot_h  # noqa: E731
+    x_of = lambda h: left + (math.log(h) - math.log(t_lo)) / (math.log(t_hi) - math.log(t_lo)) * plot_w
+    y_of = lambda usd: top + plot_h - (math.log(usd) - math.log(c_lo)) / (math.log(c_hi) - math.log(c_lo)) * plot_h
     body = []
     for tick in log_ticks(c_lo, c_hi):
         y = y_of(tick)
@@ -580,8 +581,6 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
         x, y = x_of(c["time_hours"]), y_of(c["cost_usd"])
         name = config_text(c, lang)
         tip = (f"{name}: {format_kind(c['time_hours'], 'hours', lang)} h, "
-               f"{format_kind(c['cost_usd'], 'usd', lang)} USD" if lang == "es" else
-               f"{name}: {format_kind(c['time_hours'], 'hours', lang)} h, "
                f"{format_kind(c['cost_usd'], 'usd', lang)} USD")
         shape = el("circle", {"class": f"calc-dot calc-dot-{role.split()[0]}", "cx": _num(x),
                               "cy": _num(y), "r": "6" if role != "other" else "4",

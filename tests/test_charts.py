@@ -48,7 +48,7 @@ def rendered(request) -> dict[str, str]:
 
 def svgs(markup: str) -> list[ET.Element]:
     """Every inline SVG of ``markup``, parsed as XML (a malformed one raises)."""
-    return [ET.fromstring(s) for s in re.findall(r"<svg\b.*?</svg>", markup, re.S)]
+    return [ET.fromstring(s) for s in re.findall(r"<svg\b.*?</svg>", markup, re.DOTALL)]
 
 
 class Cells(HTMLParser):
@@ -83,7 +83,8 @@ def cells(markup: str) -> list[dict]:
 
 def figures(markup: str, name: str) -> list[str]:
     """The ``calc-figure`` blocks called ``name`` in a page or a macro's output."""
-    return re.findall(rf'<div class="calc-figure" data-figure="{name}">.*?</details>\n</div>', markup, re.S)
+    return re.findall(rf'<div class="calc-figure" data-figure="{name}" data-search-exclude>.*?</details>\n</div>',
+                      markup, re.DOTALL)
 
 
 # --- the checks, shared by the macro and the built-page tests -----------------------------
@@ -346,6 +347,13 @@ def test_built_guides_carry_the_charts(built_site, prefix):
     for page, anchor in ((vram, "memory-by-component"), (vram, "memory-against-cards"),
                          (cloud, "time-against-cost")):
         assert f'id="{anchor}"' in page
+    # the charts' words stay out of the search index (snippets must read as sentences)
+    for path in {built_site / prefix / "search/search_index.json", built_site / "search/search_index.json"}:
+        if path.is_file():
+            index = path.read_text(encoding="utf-8")
+            for lang in ("es", "en"):
+                assert charts.t("cost.other", lang) not in index
+                assert charts.t("reserve_context", lang) not in index
     for page in (vram, cloud):
         ids = re.findall(r'\bid="([^"]+)"', page)
         assert len(ids) == len(set(ids)), "repeated ids"
