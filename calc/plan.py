@@ -68,7 +68,7 @@ from typing import Any, Mapping
 from . import gpus as gpu_catalogue
 from . import recommend
 from .cost import CostInputs, default_storage_gb, estimate_cost
-from .errors import CalcError, InputError
+from .errors import InputError
 from .request import (ESTIMATE_FIELDS, MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
                       check_bool, check_int, check_number, parse_estimate_request, parse_fields)
 from .timing import default_mfu, estimate_time

@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 import re
 
-from ..errors import CalcError, InputError
+from ..errors import InputError
 from . import io
 from .commands import add_request_arguments, build_request, estimate_verdicts
 from .fields import FieldSpec, field_specs
 from .flags import flag_value
 from .messages import Messages
 from .registry import Command, Context, register
-from .table import Formatter, _rows, verdict_text
+from .table import Formatter, verdict_text
 
 MAX_VALUES = 10_000
 _RANGE_RE = re.compile(r"\s*(\d+)\s*\.\.\s*(\d+)\s*(?::\s*(\d+)\s*)?")
@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if ctx.mode == "json":
         # an estimate run is the estimate's own response (a verdict, when asked, beside it)
         io.emit_json({"field": key, "command": command,
-                      "runs": [{"value": v, "response": r} for v, r in zip(values, responses)]})
+                      "runs": [{"value": v, "response": r} for v, r in zip(values, responses, strict=True)]})
     elif ctx.mode == "csv":
         io.write(render_csv(key, values, responses, command))
     else:
@@ -141,7 +141,7 @@ def render_csv(key: str, values: list, responses: list[dict], command: str) -> s
     import csv  # here, not at the top: every start of the CLI imports this module
     import io as _io
 
-    rows = [_row(key, v, r, command) for v, r in zip(values, responses)]
+    rows = [_row(key, v, r, command) for v, r in zip(values, responses, strict=True)]
     out = _io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
@@ -155,7 +155,7 @@ def render_table(key: str, values: list, responses: list[dict], command: str, ms
     header = [msg.label(key), msg.text("table.allocated"), msg.text("table.reserved"),
               msg.text("table.on_device"), msg.text("table.peak_phase")]
     body = []
-    for value, response in zip(values, responses):
+    for value, response in zip(values, responses, strict=True):
         est = _memory(response, command)
         cells = [str(value) if not isinstance(value, float) else f"{value:g}",
                  fmt.gib(est["peak_allocated_bytes"]), fmt.gib(est["peak_reserved_bytes"]),
@@ -175,7 +175,7 @@ def render_table(key: str, values: list, responses: list[dict], command: str, ms
         header += [msg.text("table.time"), msg.text("table.cost")]
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) if i == 0 or i >= 4 else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(r, widths))).rstrip()
+                       for i, (cell, w) in enumerate(zip(r, widths, strict=True))).rstrip()
              for r in [header, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines) + "\n"

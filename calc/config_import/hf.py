@@ -63,7 +63,7 @@ def bnb_section(rep: Report, cfg: dict, prefix: str = "", st: dict | None = None
 
 
 def checkpointing_kwargs(rep: Report, cfg: dict, prefix: str) -> None:
-    for key, value in cfg.items():
+    for key in cfg:
         path = prefix + str(key)
         if key == "use_reentrant":
             # both variants keep each block's input and recompute it in backward

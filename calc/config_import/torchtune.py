@@ -39,13 +39,11 @@ _MODEL_IGNORED = {"lora_alpha", "use_dora_magnitude", "max_seq_len"}
 def import_torchtune(data: dict, model=None, read_file=None) -> dict:
     rep = Report("torchtune", TOOL)
     st: dict = {}
-    arch = None
     spec = data.get("model")
     if isinstance(spec, dict):
-        arch = _model(rep, spec, st, model)
+        _model(rep, spec, st, model)
     elif model is not None:
         rep.request["model"] = model
-        arch = arch_of(model)
     if "model" in data and not isinstance(spec, dict):
         rep.unknown("model", "not_a_component")
     for key, value in data.items():
