@@ -5,6 +5,11 @@
 import js from "@eslint/js";
 import globals from "globals";
 
+// Web Workers (no DOM): the calculator's Pyodide worker, the wrapper of Material's search
+// worker, the Pyodide smoke test's worker.
+const WORKERS = ["docs/assets/**/worker.js", "docs/assets/**/workers/**/*.js",
+                 "tests/browser_assets/**/worker.mjs"];
+
 export default [
   {
     // Build output, installs and caches are not ours to lint.
@@ -23,15 +28,14 @@ export default [
     },
   },
   {
-    // The site's scripts and the browser test pages run in the page.
+    // The site's scripts and the browser test pages run in the page (workers excepted).
     files: ["docs/assets/**/*.js", "tests/browser_assets/**/*.js", "tests/browser_assets/**/*.mjs"],
+    ignores: WORKERS,
     languageOptions: { globals: globals.browser },
   },
   {
-    // Web Workers: the calculator's Pyodide worker, the wrapper of Material's search
-    // worker, the Pyodide smoke test's worker.
-    files: ["docs/assets/**/worker.js", "docs/assets/**/workers/**/*.js",
-            "tests/browser_assets/**/worker.mjs"],
+    // The workers' own globals (self, importScripts, ...).
+    files: WORKERS,
     languageOptions: { globals: globals.worker },
   },
   {
