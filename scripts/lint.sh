@@ -21,6 +21,7 @@ run() {
     fi
 }
 run ruff .venv/bin/ruff check --quiet .
+run mypy .venv/bin/python -m mypy
 run eslint node_modules/.bin/eslint .
 if (( ${#failed[@]} )); then
     printf '[lint] error: %s failed; see the findings above\n' "${failed[*]}" >&2

@@ -9,6 +9,7 @@ the file sat at a path its globs cover).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,15 @@ def test_ruff_passes_on_all_python():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_mypy_strict_passes_on_calc():
+    out = run(MYPY)
+    assert out.returncode == 0, out.stdout + out.stderr
+    # every module of calc is checked, subpackages (cli, config_import) and new files included
+    checked = re.search(r"no issues found in (\d+) source files", out.stdout)
+    assert checked, out.stdout
+    assert int(checked.group(1)) >= len(list((REPO_ROOT / "calc").rglob("*.py")))
+
+
 def test_eslint_passes_on_the_front_end():
     out = eslint(".")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -68,6 +78,15 @@ def test_ruff_fails_on_a_loop_variable_closure(tmp_path: Path):
     out = run([*RUFF, "check", "--config", str(REPO_ROOT / "pyproject.toml"), "--no-cache", str(bad)])
     assert out.returncode == 1
     assert "B023" in out.stdout
+
+
+def test_mypy_is_strict(tmp_path: Path):
+    # an unannotated function passes plain mypy; the project's settings reject it
+    bad = tmp_path / "bad.py"
+    bad.write_text("def double(x):\n    return 2 * x\n", encoding="utf-8")
+    out = run([*MYPY, "--config-file", str(REPO_ROOT / "pyproject.toml"), "--no-incremental", str(bad)])
+    assert out.returncode == 1
+    assert "[no-untyped-def]" in out.stdout
 
 
 @pytest.mark.parametrize("path", [
