@@ -111,3 +111,24 @@ def test_eslint_globals_follow_where_the_file_runs(path: str, defined: str, unde
     source = f"export const a = typeof {defined};\nexport const b = {undefined};\n"
     messages = eslint_messages(source, path)
     assert [(m["ruleId"], m["line"]) for m in messages] == [("no-undef", 2)]
+
+
+# --- the linters are pinned ---------------------------------------------------------------
+
+def test_eslint_pinned_exactly_and_installed_as_locked():
+    declared = json.loads((REPO_ROOT / "package.json").read_text(encoding="utf-8"))["devDependencies"]
+    lock = json.loads((REPO_ROOT / "package-lock.json").read_text(encoding="utf-8"))["packages"]
+    assert {"eslint", "@eslint/js", "globals"} <= set(declared)
+    for name, version in declared.items():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"{name}: exact version, no range"
+        installed = json.loads((REPO_ROOT / "node_modules" / name / "package.json").read_text(encoding="utf-8"))
+        assert version == lock[f"node_modules/{name}"]["version"] == installed["version"], name
+
+
+@pytest.mark.parametrize("package", ["ruff", "mypy"])
+def test_python_linters_run_at_their_pins(package: str):
+    from importlib.metadata import version
+
+    pins = dict(line.split("==") for line in (REPO_ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+                if "==" in line and not line.startswith("#"))
+    assert version(package) == pins[package]
