@@ -164,10 +164,10 @@ def test_methodology_texts_complete():
 
 
 def test_every_validation_note_is_translated():
-    from benchmarks import validate_throughput
+    from accuracy import throughput
     from macros.methodology_text import translate_note
 
-    result = validate_throughput.compare()
+    result = throughput.compare()
     for text in [r["note"] for r in result["rows"]] + [r["reason"] for r in result["not_covered"]]:
         for lang in ("es", "en"):
             translate_note(text, lang)  # raises on an untranslated part

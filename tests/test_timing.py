@@ -245,11 +245,11 @@ def test_offload_never_speeds_a_step(method, gc, gpu, n, sharding, offload, accu
     assert opt.step_seconds <= both.step_seconds * (1 + 1e-12)
 
 
-# --- validation (benchmarks/validate_throughput.py reads validation/measured_throughput.csv) -------
+# --- validation (accuracy/throughput.py reads validation/measured_throughput.csv) ------------
 
 @pytest.fixture(scope="module")
 def validation():
-    from benchmarks import validate_throughput as vt
+    from accuracy import throughput as vt
     return vt, vt.compare(), vt.load_rows()
 
 
