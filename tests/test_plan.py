@@ -295,7 +295,6 @@ def test_cli_not_json_exit_2():
 
 
 def test_cli_plan_valid_json():
-    pytest.importorskip("calc.memory")
     out = _cli(["plan", "--request", "-"], json.dumps({**BASE, "method": "lora"}))
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
