@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from calc import comm, gpus, presets, timing
 from calc.plan import parse_plan_request
 from calc.request import CpuOffload, Sharding
+from hand_counts import ELEMENTWISE_FWD_7B
 
 LLAMA2_7B = presets.get_preset("llama-2-7b")
 # Llama-2-7B: 6,738,415,616 params; embedding and untied lm_head are 32000 x 4096 = 131,072,000 each.
@@ -94,10 +95,6 @@ def _req(**kw):
             "micro_batch_size": 1, "seq_len": 2048, "gradient_checkpointing": False, "attention": "eager", **kw}
     return parse_plan_request(data)
 
-
-# Llama-2-7B shapes: h 4096, MLP 11008, 32 layers, 32 heads (MHA), vocab 32000
-ELEMENTWISE_FWD_7B = 32 * (2 * 36 * 4096 + 2 * 6 * 4096 + 30 * (4096 + 4096) + 16 * (4096 + 2 * 4096)
-                           + 10 * 11008)
 
 
 def test_step_hand_computed_full_fine_tuning():
