@@ -56,8 +56,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-#: Time a built page gets to settle (scripts run, assets load), in ms.
-PAGE_SETTLE_MS = 300
 
 
 # --- building ---------------------------------------------------------------

@@ -17,6 +17,7 @@ import re
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from calculator_page import (FIELDS, READY_TIMEOUT_MS, STATE, STRINGS, Calc, assert_clean, assert_parity,
                              close_calculator_page, request_for, tree_outputs)
 from conftest import REPO_ROOT, watch_offline
@@ -754,11 +755,15 @@ def _timings(page) -> dict:
 
 
 def _snapshot_fetched(fetched: list, page, wait_ms: int = 20_000) -> bool:
-    for _ in range(wait_ms // 100):
-        if fetched:
-            return True
-        page.wait_for_timeout(100)
-    return False
+    """Whether the build's snapshot was downloaded, waiting up to ``wait_ms`` for it."""
+    if fetched:
+        return True
+    try:
+        page.wait_for_event("requestfinished", lambda r: r.url.split("?")[0].endswith(".snapshot.gz"),
+                            timeout=wait_ms)
+    except PlaywrightTimeoutError:
+        return False
+    return bool(fetched)
 
 
 def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
@@ -778,7 +783,7 @@ def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
     assert fetched[0].endswith(snapshot.split("/")[-1])
     stored = """async () => { const c = await caches.open("calc-pyodide-snapshot");
                                 return (await c.keys()).map((r) => r.url); }"""
-    for _ in range(50):  # the fetch finishes, then the worker stores it
+    for _ in range(50):  # the fetch finishes, then the worker stores it (no event tells)
         if page.evaluate(stored):
             break
         page.wait_for_timeout(100)
@@ -834,7 +839,7 @@ def test_a_broken_cached_snapshot_falls_back_to_an_ordinary_start(browser, site_
     # the page's own worker stores this build's snapshot (dropping any other entry) first
     stored = """async () => (await (await caches.open("calc-pyodide-snapshot")).keys())
                 .some((r) => r.url.includes("/assets/calc/"))"""
-    for _ in range(300):
+    for _ in range(300):  # a poll of Cache Storage: no event tells when the worker stored it
         if page.evaluate(stored):
             break
         page.wait_for_timeout(100)
