@@ -364,9 +364,9 @@ def gpu_prices(lang: str, gpu_ids: list[str] | None = None, notes_id: str = "pri
 
 
 def _validation():
-    from benchmarks import validation_memory
+    from accuracy import memory
 
-    return validation_memory
+    return memory
 
 
 def validation_memory_rows(lang: str) -> str:

@@ -63,12 +63,6 @@ def parse_number(text: str, lang: str) -> float:
     return value
 
 
-def decimals_of(text: str, lang: str) -> int:
-    """How many decimal places ``text`` shows."""
-    sep = "," if lang == "es" else "."
-    return len(text.strip().partition(sep)[2])
-
-
 GIB = 2**30  # the site shows memory in GiB: 1 GiB = 2^30 bytes
 
 # kind -> (divisor from the raw calc value to the shown value, decimals shown)
