@@ -295,7 +295,7 @@ def _component_panel(lang: str, requests: list[dict], responses: list[dict], pre
         body.append(el("line", {"class": "calc-grid", "x1": _num(x), "x2": _num(x),
                                 "y1": _num(top), "y2": _num(axis_y)}))
     items = []
-    for i, (req, resp) in enumerate(zip(requests, responses)):
+    for i, (req, resp) in enumerate(zip(requests, responses, strict=True)):
         y = top + i * row_h
         name = model_name(req["model"])
         total = resp["device_total_bytes"]
@@ -426,10 +426,15 @@ def _line_panel(lang, name, title, xs, series, value, series_label, series_word,
     values = [value(x, s)[1] for x in xs for s in series]
     top_value = max(values + [m for _, _, m in cards]) / GIB
     ticks = nice_ticks(top_value * 1.04, 5)
-    y_of = lambda gib: top + plot_h - gib / ticks[-1] * plot_h
     lx = [math.log2(x) for x in xs]  # the lengths and batches double: log scale spaces them evenly
     span = (lx[-1] - lx[0]) or 1.0
-    x_of = lambda x: left + 6 + (math.log2(x) - lx[0]) / span * (plot_w - 12)
+
+    def y_of(gib: float) -> float:
+        return top + plot_h - gib / ticks[-1] * plot_h
+
+    def x_of(x: float) -> float:
+        return left + 6 + (math.log2(x) - lx[0]) / span * (plot_w - 12)
+
     body = []
     for tick in ticks:
         y = y_of(tick)
@@ -465,7 +470,7 @@ def _line_panel(lang, name, title, xs, series, value, series_label, series_word,
         path = " ".join(f"{'M' if j == 0 else 'L'}{_num(x_of(x))},{_num(y_of(v / GIB))}"
                         for j, (x, (_, v)) in enumerate(points))
         marks = [el("path", {"class": "calc-line " + css, "d": path})]
-        for x, (req, v) in points:
+        for x, (_, v) in points:
             marks.append(el("circle", {"class": "calc-point " + css, "cx": _num(x_of(x)),
                                        "cy": _num(y_of(v / GIB)), "r": "3.2",
                                        "data-series": str(s), "data-x": str(x), "data-y": _raw(v)},
@@ -554,8 +559,13 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
     costs = [c["cost_usd"] for _, c in points]
     t_lo, t_hi = min(times) / 1.3, max(times) * 1.3
     c_lo, c_hi = min(costs) / 1.25, max(costs) * 1.25
-    x_of = lambda h: left + (math.log(h) - math.log(t_lo)) / (math.log(t_hi) - math.log(t_lo)) * plot_w
-    y_of = lambda usd: top + plot_h - (math.log(usd) - math.log(c_lo)) / (math.log(c_hi) - math.log(c_lo)) * plot_h
+
+    def x_of(hours: float) -> float:
+        return left + math.log(hours / t_lo) / math.log(t_hi / t_lo) * plot_w
+
+    def y_of(usd: float) -> float:
+        return top + plot_h - math.log(usd / c_lo) / math.log(c_hi / c_lo) * plot_h
+
     body = []
     for tick in log_ticks(c_lo, c_hi):
         y = y_of(tick)

@@ -322,7 +322,7 @@ def test_vram_table_of_a_run_names_the_card():
     refs = [c for c in found if "ref" in c]
     totals = [c for c in found if "value" in c]
     assert len(refs) == len(totals) == len(MODELS) * len(methods)
-    for ref, total in zip(refs, totals):
+    for ref, total in zip(refs, totals, strict=True):
         request = json.loads(ref["source"])["request"]
         plan = calc.plan_setup(request)
         assert ref["ref"] == (plan["recommendations"]["smallest_single_gpu"] or {}).get("gpu", "")
