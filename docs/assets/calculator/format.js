@@ -1,0 +1,15 @@
+// The site's number format (calc_view/numfmt.py, which draws every figure of the results):
+// "1,234.5" in English; "1234,5" and, from five digits, "12 345,5" (narrow no-break
+// spaces) in Spanish. The page itself formats only the bounds quoted in error messages.
+// No DOM: tests/js/ runs it under Node.
+
+export function formatNumber(value, lang) {
+  const [whole, frac] = String(Math.abs(value) >= 1e21 ? value : Number(value.toPrecision(12)))
+    .replace("-", "").split(".");
+  const groups = whole.replace(/\B(?=(\d{3})+(?!\d))/g, "\u0001");
+  let int;
+  if (lang === "es") int = whole.length >= 5 ? groups.replace(/\u0001/g, "\u202f") : whole;
+  else int = groups.replace(/\u0001/g, ",");
+  const sign = value < 0 ? "-" : "";
+  return sign + int + (frac ? (lang === "es" ? "," : ".") + frac : "");
+}
