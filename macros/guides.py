@@ -322,9 +322,9 @@ def gpu_prices(lang: str, gpu_ids: list[str] | None = None) -> str:
 
 
 def _validation():
-    from benchmarks import validation_memory
+    from accuracy import memory
 
-    return validation_memory
+    return memory
 
 
 def validation_memory_rows(lang: str) -> str:

@@ -17,8 +17,10 @@ import re
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from calculator_page import (FIELDS, READY_TIMEOUT_MS, STATE, STRINGS, Calc, assert_clean, assert_parity,
+                             close_calculator_page, request_for, tree_outputs)
 from conftest import REPO_ROOT, watch_offline
-from test_calculator_view import STRINGS, _outputs as tree_outputs, resolve
 
 from calc import run as calc_run
 import calc_view as view
@@ -27,16 +29,6 @@ from macros import calculator
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ARTIFACTS = REPO_ROOT / "artifacts"
-READY_TIMEOUT_MS = 90_000
-FIELDS = calculator.request_fields()
-STATE = "document.getElementById('calc').dataset.calcState"
-# The page's public signal: "ready" = every number on show belongs to the form's request;
-# "invalid" = the form's errors are all on show. Tests wait for it alone.
-SETTLED = f"['ready', 'invalid'].includes({STATE})"
-WORKER_UP = "document.getElementById('calc').dataset.calcWorker === 'up'"  # private
-OUTPUTS_JS = """() => [...document.querySelectorAll('#calc [data-output][data-value]')]
-    .map(el => [el.dataset.output, el.dataset.value, el.textContent])"""
-
 CUSTOM_CONFIG = {
     "model_type": "llama", "hidden_size": 2048, "num_attention_heads": 16,
     "num_key_value_heads": 4, "intermediate_size": 5632, "num_hidden_layers": 12,
@@ -117,171 +109,6 @@ PLAN_VARIATIONS = [
     {"fp8_compute": "true", "gpu": "h100-sxm", "method": "full", "model": "llama-3.2-1b"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
-
-
-# ---------------------------------------------------------------- helpers
-
-# FOUNDATION ISSUE (reported): Material fetches ``sitemap.xml`` next to each
-# ``<link rel=alternate>`` of a page; mkdocs-static-i18n points those at the page's own
-# translations (``/en/calculator/``), so every page but the homes asks for
-# ``/calculator/sitemap.xml`` and ``/en/calculator/sitemap.xml`` and gets a 404. Not the
-# calculator's doing; these two requests (and their console lines) are left out here until
-# the site fixes it. Every other problem still fails the test.
-# Chromium itself fetches the favicon again when the address changes (history.replaceState)
-# and drops that fetch when a page closes or the network is cut: browser chrome, not a request
-# of the page, so it is left out too.
-def _browser_favicon(entry: str) -> bool:
-    return entry.split(": ")[0].endswith("/favicon.png")
-
-
-def _cancelled_by_the_page(entry: str, origin: str | None) -> bool:
-    """A request of this origin that the page (or a worker it terminated) cancelled itself
-    (net::ERR_ABORTED): Pyodide's runtime download when a worker is stopped or its page left.
-    Not a failure of the site; requests outside the origin are blocked and counted apart."""
-    return (entry.endswith(": net::ERR_ABORTED") and origin is not None
-            and entry.startswith(origin + "/assets/pyodide/"))
-
-
-def assert_clean(problems, what: str, origin: str | None = None) -> None:
-    problems.failed = [e for e in problems.failed if not _cancelled_by_the_page(e, origin)]
-    favicon = [e for e in problems.failed if _browser_favicon(e)]
-    problems.failed = [e for e in problems.failed if e not in favicon]
-    for entry in favicon:
-        line = "Failed to load resource: " + entry.split(": ", 1)[1]
-        if line in problems.console_errors:
-            problems.console_errors.remove(line)
-    sitemap_404 = [e for e in problems.http_errors if e.startswith("404 ") and e.endswith("/sitemap.xml")]
-    problems.http_errors = [e for e in problems.http_errors if e not in sitemap_404]
-    resource_404 = "Failed to load resource: the server responded with a status of 404 (File not found)"
-    for _ in sitemap_404:
-        if resource_404 in problems.console_errors:
-            problems.console_errors.remove(resource_404)
-    problems.assert_clean(what)
-
-
-
-# URL parameters of the page that are not request keys: the form's mode, and the dataset
-# size as examples × average tokens (multiplied into dataset_tokens, which the URL holds too)
-PAGE_ONLY_PARAMS = {"mode", "examples", "example_tokens"}
-
-
-def to_number(text: str):
-    """What the page sends for a number typed as ``text`` (JSON keeps whole numbers whole)."""
-    value = float(text)
-    return int(value) if value.is_integer() and abs(value) < 2**53 else value
-
-
-def request_for(query: dict) -> dict:
-    """The request CPython gets for a URL query: the page's defaults, then the query."""
-    request = calculator.default_request()
-    for key, text in query.items():
-        if key in PAGE_ONLY_PARAMS:
-            continue
-        kind = calculator.input_kind(FIELDS[key][1])
-        if key == "model" and text.startswith("{"):
-            request[key] = json.loads(text)
-        elif kind in ("int", "number"):
-            request[key] = to_number(text)
-        elif kind == "bool":
-            request[key] = text == "true"
-        elif kind == "targets":
-            request[key] = text if text == "all-linear" else text.split(",")
-        else:
-            request[key] = text
-    return request
-
-
-def assert_parity(page_outputs: list, response: dict, lang: str) -> None:
-    assert page_outputs, "no data-output elements"
-    expected_paths = [p for p, _ in tree_outputs(view.render_results(response, lang, STRINGS[lang]))]
-    assert [p for p, _, _ in page_outputs] == expected_paths
-    for path, raw, _text in page_outputs:
-        value = resolve(response, path)
-        if isinstance(value, bool):
-            assert raw == ("true" if value else "false"), path
-        elif isinstance(value, int):
-            assert int(raw) == value, path
-        else:
-            assert math.isclose(float(raw), value, rel_tol=1e-9, abs_tol=0.0), path
-
-
-class Calc:
-    """One loaded calculator page."""
-
-    def __init__(self, page, server, lang: str):
-        self.page, self.server, self.lang = page, server, lang
-
-    def url(self, query: dict | None = None) -> str:
-        base = self.server.url("calculator/" if self.lang == "es" else "en/calculator/")
-        return base + ("?" + urlencode(query) if query else "")
-
-    def open(self, query: dict | None = None) -> None:
-        # A default setup is "ready" before its worker has loaded; leaving the page then
-        # would abort the worker's downloads (a failed request of the page): wait for it.
-        if self.page.evaluate("document.getElementById('calc') !== null"):
-            self.wait_worker()
-        self.page.goto(self.url(query))
-        self.wait_ready()
-
-    def wait_ready(self) -> None:
-        self.page.wait_for_function(f"{STATE} === 'ready'", timeout=READY_TIMEOUT_MS)
-
-    def settle(self) -> None:
-        """After an edit (the page turns "computing" at once): its answer is on show."""
-        self.page.wait_for_function(SETTLED, timeout=READY_TIMEOUT_MS)
-
-    def wait_worker(self) -> None:
-        self.page.wait_for_function(WORKER_UP, timeout=READY_TIMEOUT_MS)
-
-    def navigate(self, query: dict) -> None:
-        """Go to a query the way the back button does: no reload."""
-        self.page.evaluate("""q => {
-            history.pushState(null, '', location.pathname + q);
-            window.dispatchEvent(new PopStateEvent('popstate'));
-        }""", "?" + urlencode(query) if query else "")
-        self.settle()
-
-    def outputs(self) -> list:
-        return self.page.evaluate(OUTPUTS_JS)
-
-    def error_for(self, field: str):
-        el = self.page.locator(f'#calc [data-error-for="{field}"]')
-        return None if el.is_hidden() else (el.get_attribute("data-error-code"), el.text_content())
-
-    def state(self) -> str:
-        return self.page.evaluate(STATE)
-
-
-def close_calculator_page(page) -> None:
-    """Close a calculator page of the shared context once its worker is up: closing it while
-    the worker downloads Pyodide aborts those requests, which the context's watcher (the
-    calc_page fixture's) would count as failures of the site."""
-    if page.evaluate("document.getElementById('calc') !== null"):
-        page.wait_for_function(WORKER_UP, timeout=READY_TIMEOUT_MS)
-    page.close()
-
-
-@pytest.fixture(scope="module")
-def shared_context(browser, site_server):
-    context = browser.new_context()
-    yield context
-    context.close()
-
-
-@pytest.fixture(scope="module", params=["es", "en"])
-def calc_page(request, shared_context, site_server):
-    """A calculator page per language, loaded once, offline except for localhost."""
-    page = shared_context.new_page()
-    problems = watch_offline(page, site_server.origin)
-    calc = Calc(page, site_server, request.param)
-    calc.open()
-    yield calc
-    # the worker and Material's search load in the background: closing mid-load is not a
-    # failure of the page
-    calc.wait_worker()
-    page.wait_for_load_state("networkidle")
-    page.close()
-    assert_clean(problems, f"calculator page ({request.param})", site_server.origin)
 
 
 # ---------------------------------------------------------------- parity
@@ -371,7 +198,7 @@ def test_shared_link_never_shows_foreign_numbers(browser, site_server, lang, que
     for seen in log["ready"]:
         assert json.loads(seen["key"]) == request_for(query)
         for path, raw in seen["values"]:
-            value = resolve(expected, path)
+            value = view.resolve(expected, path)
             if isinstance(value, bool):
                 assert raw == ("true" if value else "false"), path
             elif isinstance(value, int):
@@ -1014,11 +841,15 @@ def _timings(page) -> dict:
 
 
 def _snapshot_fetched(fetched: list, page, wait_ms: int = 20_000) -> bool:
-    for _ in range(wait_ms // 100):
-        if fetched:
-            return True
-        page.wait_for_timeout(100)
-    return False
+    """Whether the build's snapshot was downloaded, waiting up to ``wait_ms`` for it."""
+    if fetched:
+        return True
+    try:
+        page.wait_for_event("requestfinished", lambda r: r.url.split("?")[0].endswith(".snapshot.gz"),
+                            timeout=wait_ms)
+    except PlaywrightTimeoutError:
+        return False
+    return bool(fetched)
 
 
 def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
@@ -1038,7 +869,7 @@ def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
     assert fetched[0].endswith(snapshot.split("/")[-1])
     stored = """async () => { const c = await caches.open("calc-pyodide-snapshot");
                                 return (await c.keys()).map((r) => r.url); }"""
-    for _ in range(50):  # the fetch finishes, then the worker stores it
+    for _ in range(50):  # the fetch finishes, then the worker stores it (no event tells)
         if page.evaluate(stored):
             break
         page.wait_for_timeout(100)
@@ -1094,7 +925,7 @@ def test_a_broken_cached_snapshot_falls_back_to_an_ordinary_start(browser, site_
     # the page's own worker stores this build's snapshot (dropping any other entry) first
     stored = """async () => (await (await caches.open("calc-pyodide-snapshot")).keys())
                 .some((r) => r.url.includes("/assets/calc/"))"""
-    for _ in range(300):
+    for _ in range(300):  # a poll of Cache Storage: no event tells when the worker stored it
         if page.evaluate(stored):
             break
         page.wait_for_timeout(100)

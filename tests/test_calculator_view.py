@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from calculator_page import STRINGS, tree_outputs
 from hypothesis import given, strategies as st
 
 from hooks import calc_bundle
@@ -22,7 +23,6 @@ import calc_view as view
 from macros import calculator
 
 ROOT = Path(__file__).resolve().parent.parent
-STRINGS = calculator.load_strings()
 
 
 @pytest.mark.parametrize(("value", "decimals", "lang", "expected"), [
@@ -87,19 +87,6 @@ def test_script_content_cannot_close_the_element():
     assert json.loads(html[html.index(">") + 1: html.rindex("<")]) == {"a": "</script><x>"}
 
 
-def _outputs(node, found=None):
-    """(data-output, data-value) pairs of a tree, in document order."""
-    found = [] if found is None else found
-    if isinstance(node, list):
-        attrs = node[1]
-        if "data-value" in attrs:
-            found.append((attrs["data-output"], attrs["data-value"]))
-        for child in node[2:]:
-            _outputs(child, found)
-    return found
-
-
-resolve = view.resolve
 
 
 CHANGES = [
@@ -123,9 +110,9 @@ def _plan(changes: dict) -> dict:
 @pytest.mark.parametrize("changes", CHANGES)
 def test_every_shown_number_is_the_response_value(lang, changes):
     response = _plan(changes)
-    pairs = _outputs(view.render_results(response, lang, STRINGS[lang]))
+    pairs = tree_outputs(view.render_results(response, lang, STRINGS[lang]))
     for path, raw in pairs:
-        assert raw == view.raw_value(resolve(response, path)), path
+        assert raw == view.raw_value(view.resolve(response, path)), path
     paths = {p for p, _ in pairs}
     memory = response["memory"]
     # memory fields keep the estimate's names, as the data-output contract says

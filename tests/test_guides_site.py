@@ -54,7 +54,7 @@ def response_for(source: dict) -> tuple[dict, dict]:
 
         return {"value": PLAN_FIELDS[source["key"]][0] * source["scale"]}, request
     if command in ("validation_memory", "validation_memory_summary"):
-        from benchmarks import validation_memory as v
+        from accuracy import memory as v
 
         results = v.compare_rows()
         if command == "validation_memory":
@@ -96,7 +96,7 @@ def response_for(source: dict) -> tuple[dict, dict]:
             return summary, request
         return next(m for m in summary["beyond_2pct"] if m["id"] == source["id"]), request
     if command.startswith("validation_throughput") or command == "validation_qlora_ratio":
-        from benchmarks import validate_throughput as vt
+        from accuracy import throughput as vt
 
         result = vt.compare()
         if command == "validation_throughput":

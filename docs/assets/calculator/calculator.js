@@ -340,7 +340,7 @@ function main(root) {
   clearErrors();
   patchLanguageLinks(state.queryString(advanced.open));
   // The build-time result is the default setup's: the form's own when the form holds it.
-  let shownKey = null;
+  let shownKey;
   try {
     shownKey = requestKey(JSON.parse(root.dataset.staticRequest));
   } catch (err) {

@@ -6,10 +6,8 @@
 export function formatNumber(value, lang) {
   const [whole, frac] = String(Math.abs(value) >= 1e21 ? value : Number(value.toPrecision(12)))
     .replace("-", "").split(".");
-  const groups = whole.replace(/\B(?=(\d{3})+(?!\d))/g, "\u0001");
-  let int;
-  if (lang === "es") int = whole.length >= 5 ? groups.replace(/\u0001/g, "\u202f") : whole;
-  else int = groups.replace(/\u0001/g, ",");
+  const sep = lang === "es" ? (whole.length >= 5 ? "\u202f" : "") : ",";
+  const int = whole.replace(/\B(?=(\d{3})+(?!\d))/g, sep);
   const sign = value < 0 ? "-" : "";
   return sign + int + (frac ? (lang === "es" ? "," : ".") + frac : "");
 }
