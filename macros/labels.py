@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from calc.catalogue import catalogue
 
-from .numfmt import format_number
+from calc_view.numfmt import format_number
 
 
 def text(key: str, lang: str, form: str = "short") -> str:

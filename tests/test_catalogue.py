@@ -21,7 +21,7 @@ CATALOGUE_DIR = ROOT / "calc" / "data" / "messages"
 
 # Where the words are asked for: code, templates, the front end, and the data whose codes
 # they name (the catalogue itself is not scanned: an entry cannot vouch for itself).
-CODE_DIRS = ("calc", "macros", "hooks", "benchmarks", "tools")
+CODE_DIRS = ("calc", "calc_view", "accuracy", "macros", "hooks", "benchmarks", "tools")
 FRONT_END = ROOT / "docs" / "assets"
 DATA_DIRS = (ROOT / "validation", ROOT / "calc" / "data")
 
