@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from .html import to_html
 from .numfmt import format_number
-from .render import (GIB, Renderer, format_estimate, format_value, label, raw_value,
+from .render import (GIB, Renderer, format_estimate, format_value, label, option, raw_value,
                      render_results, resolve, translate)
 from .session import Session, internal_error
 
 __all__ = ["GIB", "Renderer", "Session", "format_estimate", "format_number", "format_value",
-           "internal_error", "label", "raw_value", "render_results", "resolve", "to_html",
-           "translate"]
+           "internal_error", "label", "option", "raw_value", "render_results", "resolve",
+           "to_html", "translate"]
