@@ -101,6 +101,33 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "lora-hf-custom-loop": ({"method": "lora", "lora_rank": 16, "framework": "hf-custom-loop"}, {}),
 }
 
+# QLoRA (tools/oracle/qlora.py: a model of bitsandbytes 0.49.2's Linear4bit, not the kernel).
+# peft leaves adapters on a uint8-packed 4-bit weight in fp32, so lora_adapter_dtype is
+# "fp32" unless the weights are packed in bf16 ("base"); precision "fp32" is what peft's
+# prepare_model_for_kbit_training makes of a bf16 model (non-quantized parameters in fp32).
+QLORA_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "qlora-r16": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32"}, {}),
+    "qlora-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                    "gradient_checkpointing": True}, {}),
+    "qlora-r64-nodq-s512": ({"method": "qlora", "lora_rank": 64, "lora_adapter_dtype": "fp32",
+                             "qlora_double_quant": False, "seq_len": 512}, {}),
+    "qlora-r8-attn-bf16-storage": ({"method": "qlora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY,
+                                    "lora_adapter_dtype": "base"}, {}),
+    "qlora-prepared-ckpt-reentrant": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                                       "precision": "fp32", "gradient_checkpointing": True},
+                                      {"reentrant": True}),
+}
+# a few more on one family: the prepare_model_for_kbit_training call itself, batch, dropout, eager
+QLORA_EXTRA: dict[str, tuple[dict, dict]] = {
+    "qlora-prepare-kbit": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                            "precision": "fp32"}, {"prepare_kbit": True}),
+    "qlora-b2-dropout": ({"method": "qlora", "lora_rank": 32, "lora_adapter_dtype": "fp32",
+                          "micro_batch_size": 2, "lora_dropout": 0.05}, {}),
+    "qlora-eager-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                          "attention": "eager", "gradient_checkpointing": True}, {}),
+}
+QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
+
 BASE_REQUEST = {"micro_batch_size": 1, "seq_len": 256, "gradient_checkpointing": False,
                 "attention": "sdpa", "attention_grouped_kv": True}
 
@@ -118,20 +145,35 @@ def setups() -> list[dict]:
             if family == "qwen3_moe" and request["method"] == "lora" and "lora_targets" not in overrides:
                 request["lora_targets"] = ATTENTION_ONLY
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
+    for family, cfg in FAMILIES.items():
+        if family == "qwen3_moe":
+            continue  # bitsandbytes leaves the 3-D expert tensors of transformers 5 unquantized
+        variants = dict(QLORA_VARIANTS, **(QLORA_EXTRA if family in QLORA_EXTRA_FAMILIES else {}))
+        for variant, (overrides, options) in variants.items():
+            request = dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
+            if family == "phi3" and request.get("lora_targets") == ATTENTION_ONLY:
+                request["lora_targets"] = ["qkv_proj", "o_proj"]
+            out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     return out
 
 
 def _cache_key(setup: dict, versions: dict) -> str:
-    text = json.dumps({"setup": setup, "versions": versions, "oracle": _oracle_source_hash()},
+    qlora = setup["request"].get("method") == "qlora"
+    text = json.dumps({"setup": setup, "versions": versions, "oracle": _oracle_source_hash(qlora)},
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _oracle_source_hash() -> str:
+QLORA_ONLY_SOURCES = ("qlora.py",)
+"""Oracle modules only QLoRA setups run: a change to them retraces those setups only."""
+
+
+def _oracle_source_hash(qlora: bool = True) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
     for path in sorted((ROOT / "tools" / "oracle").glob("*.py")):
-        digest.update(path.read_bytes())
+        if qlora or path.name not in QLORA_ONLY_SOURCES:
+            digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
