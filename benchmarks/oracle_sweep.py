@@ -102,17 +102,18 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
 }
 
 # QLoRA (tools/oracle/qlora.py: a model of bitsandbytes 0.49.2's Linear4bit, not the kernel).
-# peft leaves adapters on a uint8-packed 4-bit weight in fp32, so lora_adapter_dtype is
-# "fp32" unless the weights are packed in bf16 ("base"); precision "fp32" is what peft's
-# prepare_model_for_kbit_training makes of a bf16 model (non-quantized parameters in fp32).
+# peft puts adapters in the 4-bit layer's bf16 compute dtype and, by default
+# (autocast_adapter_dtype=True), upcasts them to fp32: lora_adapter_dtype "fp32" ("base" with
+# autocast_adapter_dtype=False); precision "fp32" is what peft's prepare_model_for_kbit_training
+# makes of a bf16 model (non-quantized parameters in fp32).
 QLORA_VARIANTS: dict[str, tuple[dict, dict]] = {
     "qlora-r16": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32"}, {}),
     "qlora-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
                     "gradient_checkpointing": True}, {}),
     "qlora-r64-nodq-s512": ({"method": "qlora", "lora_rank": 64, "lora_adapter_dtype": "fp32",
                              "qlora_double_quant": False, "seq_len": 512}, {}),
-    "qlora-r8-attn-bf16-storage": ({"method": "qlora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY,
-                                    "lora_adapter_dtype": "base"}, {}),
+    "qlora-r8-attn-bf16-adapters": ({"method": "qlora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY,
+                                     "lora_adapter_dtype": "base"}, {}),
     "qlora-prepared-ckpt-reentrant": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
                                        "precision": "fp32", "gradient_checkpointing": True},
                                       {"reentrant": True}),

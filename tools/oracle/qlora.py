@@ -243,12 +243,12 @@ def load_in_4bit(model: nn.Module, req: dict, options: dict) -> nn.Module:
     bnb_4bit_use_double_quant=qlora_double_quant))`` leaves it, then, with the oracle
     option ``prepare_kbit``, after peft's ``prepare_model_for_kbit_training``.
 
-    - ``lora_adapter_dtype``: peft moves each new adapter to the dtype of the base
-      layer's weight when that dtype is a floating one
-      (``BaseTunerLayer._move_adapter_to_device_of_base_layer``, peft 0.21.0). With the
-      default uint8 storage the adapters stay fp32 (``"fp32"``); with
-      ``bnb_4bit_quant_storage=torch.bfloat16`` (the FSDP-QLoRA setting) they become bf16,
-      and stay so with ``autocast_adapter_dtype=False`` (``"base"``).
+    - ``lora_adapter_dtype``: as for LoRA. peft 0.21.0 moves each new adapter to the base
+      layer's ``compute_dtype`` when it has one (``BaseTunerLayer.
+      _get_base_layer_device_and_dtype``: "bnb Linear4bitLt"), bf16 here, whatever the
+      packed weight's storage dtype; ``get_peft_model(autocast_adapter_dtype=True)``, the
+      default, then upcasts them to fp32 (``"fp32"``); with False they stay bf16 (``"base"``).
+      The weights are packed in uint8, bitsandbytes' default ``quant_storage``.
     - ``precision="fp32"``: every non-quantized parameter in fp32, what
       ``prepare_model_for_kbit_training`` makes of a bf16 model (with ``prepare_kbit`` the
       model is built in bf16 and that function itself does the casting) (it casts each fp16/bf16
@@ -256,8 +256,7 @@ def load_in_4bit(model: nn.Module, req: dict, options: dict) -> nn.Module:
       embeddings, norms, biases and the output layer; the 4-bit matmuls still compute in
       bf16 and cast their outputs back to fp32 (``Linear4bit.forward``).
     """
-    storage = torch.uint8 if req["lora_adapter_dtype"] == "fp32" else torch.bfloat16
-    quantize_linears(model, req["qlora_double_quant"], storage)
+    quantize_linears(model, req["qlora_double_quant"], torch.uint8)
     if options.get("prepare_kbit"):
         from peft import prepare_model_for_kbit_training
 
