@@ -215,8 +215,24 @@ def compare(setup: dict, oracle: dict) -> dict:
             "phases": phases}
 
 
+def method_of(row: dict) -> str:
+    """The fine-tuning method of a sweep row, from its variant's name."""
+    variant = row["id"].split("/", 1)[1]
+    return variant.split("-", 1)[0]
+
+
 def summarise(rows: list[dict], versions: dict) -> dict:
-    """Shares within 2 % and 5 % (allocated peak), the worst peak and phase errors."""
+    """Shares within 2 % and 5 % (allocated peak), the worst peak and phase errors, over all
+    rows and per method (``groups``)."""
+    out = _figures(rows)
+    out["groups"] = {m: _figures([r for r in rows if method_of(r) == m])
+                     for m in ("full", "lora", "qlora") if any(method_of(r) == m for r in rows)}
+    out["families"] = sorted({r["id"].split("/")[0] for r in rows})
+    out["versions"] = versions
+    return out
+
+
+def _figures(rows: list[dict]) -> dict:
     n = len(rows)
     peak = sorted(abs(r["peak_error"]) for r in rows)
     worst = max(rows, key=lambda r: abs(r["peak_error"])) if rows else None
@@ -233,8 +249,6 @@ def summarise(rows: list[dict], versions: dict) -> dict:
         "beyond_2pct": [{"id": r["id"], "error": round(r["peak_error"], 4)}
                         for r in sorted(rows, key=lambda r: -abs(r["peak_error"]))
                         if abs(r["peak_error"]) > 0.02],
-        "families": sorted({r["id"].split("/")[0] for r in rows}),
-        "versions": versions,
     }
 
 
@@ -280,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
           f"({100 * s['within_2pct'] / max(1, s['setups']):.1f} %), within 5 %: {s['within_5pct']}; "
           f"median |error| {100 * (s['median_abs_error'] or 0):.2f} %; worst {s['worst_id']} "
           f"{_pct(s['worst_error'] or 0)}")
+    for method, g in s["groups"].items():
+        print(f"  {method:<6} setups {g['setups']}: within 2 %: {g['within_2pct']}, within 5 %: "
+              f"{g['within_5pct']}; worst {g['worst_id']} {_pct(g['worst_error'] or 0)}")
     print(f"phases within 5 %: {s['phases_within_5pct']} of {s['phases']}; "
           f"{time.perf_counter() - started:.0f} s; {versions}")
     if not args.only and not args.no_write:

@@ -93,7 +93,7 @@ def response_for(source: dict) -> tuple[dict, dict]:
 
         summary = load_summary()
         if command == "oracle_sweep_summary":
-            return summary, request
+            return (summary["groups"][source["group"]] if "group" in source else summary), request
         return next(m for m in summary["beyond_2pct"] if m["id"] == source["id"]), request
     if command.startswith("validation_throughput") or command == "validation_qlora_ratio":
         from benchmarks import validate_throughput as vt
