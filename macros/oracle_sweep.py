@@ -23,7 +23,9 @@ def oracle_sweep_summary(lang: str) -> str:
     """Setups, share within 2 % and 5 %, median and worst error of the allocated peak: all
     setups, then each method (full, LoRA, QLoRA)."""
     s = load_summary()
-    groups = [("all", s, {})] + [(m, g, {"group": m}) for m, g in s.get("groups", {}).items()]
+    # labels of the measured-run validation's groups: "fine-tuning, all", "fine-tuning, LoRA"...
+    groups = [("group.fine-tune", s, {})] + [(f"group.fine-tune/{m}", g, {"group": m})
+                                             for m, g in s.get("groups", {}).items()]
     frame = pd.DataFrame([{
         "group": name, "setups": g["setups"], "within_2pct": g["within_2pct"],
         "share": 100 * g["within_2pct"] / g["setups"], "within_5pct": g["within_5pct"],
