@@ -80,6 +80,15 @@ def test_ruff_fails_on_a_loop_variable_closure(tmp_path: Path):
     assert "B023" in out.stdout
 
 
+def test_ruff_fails_on_a_stale_noqa(tmp_path: Path):
+    # a suppression left after its finding went away is itself a finding (RUF100)
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os  # noqa: F401\n\nprint(os.sep)\n", encoding="utf-8")
+    out = run([*RUFF, "check", "--config", str(REPO_ROOT / "pyproject.toml"), "--no-cache", str(bad)])
+    assert out.returncode == 1
+    assert "RUF100" in out.stdout
+
+
 def test_mypy_is_strict(tmp_path: Path):
     # an unannotated function passes plain mypy; the project's settings reject it
     bad = tmp_path / "bad.py"
