@@ -61,6 +61,15 @@ def test_eslint_passes_on_the_front_end():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_eslint_lints_every_javascript_file_of_the_repository():
+    # no ignore pattern swallows a project file: the page, workers, hooks, Node tests
+    tracked = subprocess.run(["git", "ls-files", "*.js", "*.mjs"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    out = eslint("--format", "json", ".")
+    linted = {str(Path(r["filePath"]).relative_to(REPO_ROOT)) for r in json.loads(out.stdout)}
+    assert tracked and set(tracked) <= linted, sorted(set(tracked) - linted)
+
+
 # --- each linter catches a broken file ---------------------------------------------------
 
 def test_ruff_fails_on_an_unused_import(tmp_path: Path):
