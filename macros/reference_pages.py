@@ -255,7 +255,6 @@ def reference_setup(lang: str) -> str:
     drift from the requests); ``data-reference-setup`` carries the setup for the tests."""
     from . import labels
     from .guides import model_name
-    from .numfmt import format_number
 
     s = reference.SETUP
     models = ", ".join(f"{model_name(m)} ({text('size.' + size, lang)})"
@@ -267,14 +266,22 @@ def reference_setup(lang: str) -> str:
     for key in ("seq_len", "micro_batch_size", "gradient_accumulation_steps",
                 "gradient_checkpointing", "attention", "optimizer", "lora_rank", "lora_targets"):
         items.append((labels.text("field." + key, lang), labels.value(key, s[key], lang)))
-    items.append((text("setup.dataset", lang), text("setup.dataset_value", lang).format(
-        tokens=format_number(s["dataset_tokens"] / 1e6, 0, lang),
-        epochs=format_number(s["epochs"], 0, lang))))
+    items.append((text("setup.dataset", lang), ref_run_text(lang)))
     items.append((text("setup.prices", lang), text("setup.prices_value", lang)))
     data = {"models": reference.MODELS, "precision": reference.PRECISION, "setup": s}
     lis = "".join(f"<li>{html.escape(k)}: {_inline_code(v)}</li>" for k, v in items)
     return (f"<ul class=\"reference-setup\" data-reference-setup='"
             f"{_attr(json.dumps(data, sort_keys=True, separators=(',', ':')))}'>{lis}</ul>")
+
+
+def ref_run_text(lang: str) -> str:
+    """The run of the reference setup in words: ``100 million tokens, 1 epoch``."""
+    from .numfmt import format_number
+
+    s = reference.SETUP
+    return text("setup.dataset_value", lang).format(
+        tokens=format_number(s["dataset_tokens"] / 1e6, 0, lang),
+        epochs=format_number(s["epochs"], 0, lang))
 
 
 def _inline_code(value: str) -> str:
@@ -317,6 +324,9 @@ def variables() -> dict:
     return {
         "models": dict(reference.MODELS),
         "estimate": {m: reference.estimate_setup(m) for m in reference.METHODS},
+        # the guides' shared setup: full fine-tuning's keys without the method (a table's
+        # method entries set the method and, for LoRA and QLoRA, their precision)
+        "base": {k: v for k, v in reference.estimate_setup("full").items() if k != "method"},
         "run": {k: reference.SETUP[k] for k in reference.RUN_KEYS},
         "plan": {m: {**reference.estimate_setup(m),
                      **{k: reference.SETUP[k] for k in reference.RUN_KEYS}}
@@ -340,7 +350,7 @@ def register(env) -> None:
         return summary_matrix(page_language(env), env.page.url, memory=memory)
 
     env.macro(matrix, "summary_matrix")
-    for fn in (reference_setup, ref_card, preset_value):
+    for fn in (reference_setup, ref_card, preset_value, ref_run_text):
         env.macro(with_lang(fn), fn.__name__)
     for fn in (ref_request, ref_estimate, ref_pick, ref_scenario, ref_min_gpus):
         env.macro(fn, fn.__name__)
