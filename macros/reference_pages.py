@@ -31,10 +31,11 @@ from .site import page_language
 TEXT = {
     "col.method": {"es": "Método", "en": "Method"},
     "col.rent": {"es": "Qué alquilar", "en": "What to rent"},
-    "col.memory": {"es": "Memoria por GPU (GiB)", "en": "Memory per GPU (GiB)"},
+    "col.memory": {"es": "GiB por GPU", "en": "GiB per GPU"},
     "col.hours": {"es": "Horas", "en": "Hours"},
-    "col.on_demand": {"es": "Bajo demanda (USD, aprox.)", "en": "On demand (USD, approx.)"},
-    "col.interruptible": {"es": "Interrumpible (USD, aprox.)", "en": "Interruptible (USD, approx.)"},
+    "col.on_demand": {"es": "Bajo demanda", "en": "On demand"},
+    "col.interruptible": {"es": "Interrumpible", "en": "Interruptible"},
+    "caption.costs": {"es": "costes en USD, aproximados", "en": "costs in USD, approximate"},
     "size.small": {"es": "modelo pequeño", "en": "small model"},
     "size.medium": {"es": "modelo mediano", "en": "medium model"},
     "size.large": {"es": "modelo grande", "en": "large model"},
@@ -207,7 +208,7 @@ def summary_matrix(lang: str, page_url: str, memory: bool = False) -> str:
 
     out = []
     for size, model in reference.MODELS.items():
-        caption = f"{model_name(model)} ({text('size.' + size, lang)})"
+        caption = f"{model_name(model)} ({text('size.' + size, lang)}; {text('caption.costs', lang)})"
         heads = ["col.method", "col.rent"] + (["col.memory"] if memory else []) + \
             ["col.hours", "col.on_demand", "col.interruptible"]
         head = "".join(f'<th scope="col">{_attr(text(h, lang))}</th>' for h in heads)

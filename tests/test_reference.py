@@ -263,3 +263,14 @@ def test_home_and_calculator_quote_the_error_by_method(built_site, prefix):
         assert memory >= {"method:full", "method:LoRA", "method:QLoRA"}, page
         assert time >= {"fine-tune/full", "fine-tune/lora", "fine-tune/qlora"}, page
         assert 'data-field="loso.median_abs_pct"' in text and 'data-field="pct:loso_median"' in text
+
+
+@pytest.mark.parametrize("url", ["", "en/", "guides/vram/", "en/guides/vram/"])
+def test_matrix_reads_on_a_phone_without_scrolling_sideways(page, site_server, url):
+    """At 390 px each of the matrix's tables fits its box: the whole answer is on screen."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(site_server.url(url))
+    widths = page.evaluate("Array.from(document.querySelectorAll('.ref-matrix'))"
+                           ".map(e => e.scrollWidth - e.clientWidth)")
+    assert len(widths) == len(reference.MODELS)
+    assert max(widths) <= 0, widths
