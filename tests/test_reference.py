@@ -150,6 +150,8 @@ MATRIX = re.compile(r'<table class="calc-table__table" data-table="reference_mat
 ROW = re.compile(r"<tr data-source='([^']*)' data-size=\"(\w+)\" data-method=\"(\w+)\">(.*?)</tr>", re.S)
 CELL = re.compile(r"<td ([^>]*)>(.*?)</td>", re.S)
 HREF = re.compile(r'<a href="([^"]*)"')
+INLINE = re.compile(r'<span data-value="([^"]*)" data-kind="([^"]*)" data-field="([^"]*)" '
+                    r"data-source='([^']*)'>([^<]*)</span>")
 PAGES = ["index.html", "guides/vram/index.html", "guides/cloud/index.html"]
 
 
@@ -263,6 +265,19 @@ def test_home_and_calculator_quote_the_error_by_method(built_site, prefix):
         assert memory >= {"method:full", "method:LoRA", "method:QLoRA"}, page
         assert time >= {"fine-tune/full", "fine-tune/lora", "fine-tune/qlora"}, page
         assert 'data-field="loso.median_abs_pct"' in text and 'data-field="pct:loso_median"' in text
+
+    # the calculator page is outside the guides' browser check: its quoted figures here
+    from macros.numfmt import parse_number, shown_value
+    from test_guides_site import expected_raw, response_for
+
+    text = _read(built_site, prefix + "calculator/index.html")
+    spans = INLINE.findall(text.split('id="calc"')[0])
+    assert len(spans) >= 9
+    for value, kind, field, source, shown in spans:
+        response, request = response_for(json.loads(html.unescape(source)))
+        raw = expected_raw(html.unescape(field), response, request)
+        assert float(value) == pytest.approx(raw, rel=1e-12), field
+        assert parse_number(shown, "en" if prefix else "es") == shown_value(raw, kind), field
 
 
 @pytest.mark.parametrize("url", ["", "en/", "guides/vram/", "en/guides/vram/"])
