@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from calc import comm, gpus, presets, timing
 from calc.plan import parse_plan_request
-from calc.request import CpuOffload, Sharding
+from calc.request import Sharding
 
 LLAMA2_7B = presets.get_preset("llama-2-7b")
 # Llama-2-7B: 6,738,415,616 params; embedding and untied lm_head are 32000 x 4096 = 131,072,000 each.

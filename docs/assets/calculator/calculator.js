@@ -353,10 +353,8 @@ function main(root) {
   function formatNumber(value) {
     const [whole, frac] = String(Math.abs(value) >= 1e21 ? value : Number(value.toPrecision(12)))
       .replace("-", "").split(".");
-    const groups = whole.replace(/\B(?=(\d{3})+(?!\d))/g, "\u0001");
-    let int;
-    if (lang === "es") int = whole.length >= 5 ? groups.replace(/\u0001/g, "\u202f") : whole;
-    else int = groups.replace(/\u0001/g, ",");
+    const sep = lang === "es" ? (whole.length >= 5 ? "\u202f" : "") : ",";
+    const int = whole.replace(/\B(?=(\d{3})+(?!\d))/g, sep);
     const sign = value < 0 ? "-" : "";
     return sign + int + (frac ? (lang === "es" ? "," : ".") + frac : "");
   }
@@ -411,7 +409,7 @@ function main(root) {
     const newBox = body.querySelector(".calc-cuda-only-box");
     if (newBox) newBox.checked = keepCudaOnly;
     // optional inputs left empty show what calc used instead
-    let used = {};
+    let used;
     try {
       used = JSON.parse(body.dataset.defaults || "{}");
     } catch (err) {
@@ -428,7 +426,7 @@ function main(root) {
 
   // The controls left to the library's profile show the values calc used for them.
   function showProfileValues(body) {
-    let values = {};
+    let values;
     try {
       values = JSON.parse(body.dataset.profileValues || "{}");
     } catch (err) {
@@ -675,7 +673,7 @@ function main(root) {
   clearErrors();
   patchLanguageLinks(queryString());
   // The build-time result is the default setup's: the form's own when the form holds it.
-  let shownKey = null;
+  let shownKey;
   try {
     shownKey = requestKey(JSON.parse(root.dataset.staticRequest));
   } catch (err) {
