@@ -27,6 +27,10 @@ Standard library only (this module runs in the browser too).
 
 from __future__ import annotations
 
+from typing import Callable
+
+from .jsontypes import JsonObject
+
 MODELS = {"small": "llama-3.1-8b", "medium": "qwen3-14b", "large": "llama-3.3-70b"}
 """Size -> model preset id, smallest first."""
 
@@ -35,7 +39,7 @@ METHODS = ("full", "lora", "qlora")
 PRECISION = {"full": "bf16-mixed", "lora": "bf16-true", "qlora": "bf16-true"}
 """Precision of each method (see the module docstring)."""
 
-SETUP = {
+SETUP: JsonObject = {
     "seq_len": 2048,
     "micro_batch_size": 1,
     "gradient_accumulation_steps": 1,
@@ -68,7 +72,7 @@ PLAN_GPU = "h100-sxm"
 catalogue-wide fits and recommendations)."""
 
 
-def estimate_setup(method: str) -> dict:
+def estimate_setup(method: str) -> JsonObject:
     """The estimate keys of the reference setup for ``method`` (no model)."""
     out = {k: v for k, v in SETUP.items() if k not in RUN_KEYS}
     out["method"] = method
@@ -76,7 +80,7 @@ def estimate_setup(method: str) -> dict:
     return out
 
 
-def request(model: str, method: str, **changes: object) -> dict:
+def request(model: str, method: str, **changes: object) -> JsonObject:
     """The reference plan request of ``model`` x ``method`` (``gpu`` = :data:`PLAN_GPU`
     unless ``changes`` name one); ``changes`` override any key."""
     out = {"model": model, **estimate_setup(method),
@@ -94,7 +98,7 @@ def priced_both_ways(gpu_id: str, tier: str) -> bool:
     return kinds == {False, True}
 
 
-def pick(plan: dict, tier: str | None = None) -> dict | None:
+def pick(plan: JsonObject, tier: str | None = None) -> JsonObject | None:
     """The configuration to rent for a reference plan: among ``plan["recommendations"]
     ["configs"]`` (every card, count and sharding that fits), those on a card priced at
     ``tier`` both on demand and interruptible and with no warning of their own (no ROCm
@@ -104,9 +108,9 @@ def pick(plan: dict, tier: str | None = None) -> dict | None:
     time is the bottleneck. ``None`` when no configuration qualifies."""
     from . import gpus
 
-    tier = tier or SETUP["price_tier"]
-    candidates = [c for c in plan["recommendations"]["configs"]
-                  if not c["warnings"] and priced_both_ways(c["gpu"], tier)]
+    wanted = str(tier or SETUP["price_tier"])
+    candidates: list[JsonObject] = [c for c in plan["recommendations"]["configs"]
+                                    if not c["warnings"] and priced_both_ways(c["gpu"], wanted)]
     if not candidates:
         return None
     return min(candidates, key=lambda c: (
@@ -114,15 +118,17 @@ def pick(plan: dict, tier: str | None = None) -> dict | None:
         c["cost_usd"], c["time_hours"], c["id"]))
 
 
-def config_request(model: str, method: str, config: dict, **changes: object) -> dict:
+def config_request(model: str, method: str, config: JsonObject,
+                   **changes: object) -> JsonObject:
     """The plan request of ``model`` x ``method`` on a picked configuration (its card,
     count and sharding): what the matrix cell's figures and calculator link are."""
     return request(model, method, gpu=config["gpu"], num_gpus=config["num_gpus"],
                    sharding=config["sharding"], **changes)
 
 
-def smallest_count(plan_fn, model: str, method: str, gpu: str, sharding: str,
-                   counts: tuple[int, ...], **changes: object) -> int | None:
+def smallest_count(plan_fn: Callable[[JsonObject], JsonObject], model: str, method: str,
+                   gpu: str, sharding: str, counts: tuple[int, ...],
+                   **changes: object) -> int | None:
     """Fewest of ``counts`` GPUs of ``gpu`` on which ``model`` x ``method`` fits with
     ``sharding`` (``plan_fn`` is ``calc.plan_setup``): the answer to "how many 80 GB cards"."""
     for n in counts:
