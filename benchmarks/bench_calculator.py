@@ -39,9 +39,9 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
+if str(ROOT) not in sys.path:  # run as a script: make `accuracy` importable
     sys.path.insert(0, str(ROOT))
-from benchmarks.stats import percentile  # noqa: E402
+from accuracy.stats import percentile  # noqa: E402
 CHROMIUM = Path(os.environ.get("SYSTEM_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]

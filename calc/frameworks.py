@@ -20,7 +20,7 @@ the batch or the GPUs: only what the library decides for the user.
 - ``unsloth``: Unsloth's ``FastLanguageModel`` with its trainer (TRL, transformers).
 
 Profiles are data: validation rows of an older version of a library override the keys
-whose behaviour changed since (``benchmarks/validation_memory.py``).
+whose behaviour changed since (``accuracy/memory.py``).
 """
 
 from __future__ import annotations

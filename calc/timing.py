@@ -35,7 +35,7 @@ from .flops import (CAUSAL_ATTENTION_FRACTION, FlopsPerToken, attention_forward_
 from .jsontypes import JsonObject
 from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
-# --- fitted constants (benchmarks/validate_throughput.py fits and prints them) -----------------
+# --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
 
 MATMUL_EFFICIENCY = {"a100": 0.76, "blackwell": 0.38, "gddr": 1.00, "hopper": 0.59}
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class

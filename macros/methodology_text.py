@@ -512,7 +512,7 @@ DATA_COLUMNS: dict[str, dict] = {
                            "en": "Shape keys of the config.json, copied verbatim"},
 }
 
-# The throughput validation's notes and reasons (benchmarks/validate_throughput.py), split
+# The throughput validation's notes and reasons (accuracy/throughput.py), split
 # on "; ". An unknown one stops the build until it is translated here.
 VALIDATION_TEXT: dict[str, dict[str, str]] = {
     "torch.compile not modelled": {"es": "torch.compile no se modela",

@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from conftest import REPO_ROOT
-from test_calculator_browser import assert_parity, calc_page, request_for, shared_context  # noqa: F401
+from calculator_page import assert_parity, request_for
 
 from calc.config_import import export_config
 from calc.config_import.cli import import_file

@@ -13,7 +13,7 @@ NNBSP = "\u202f"
 
 
 def number(value: float, decimals: int, lang: str) -> str:
-    """The site's number format (``macros/numfmt.py``), which the wheel does not ship."""
+    """The site's number format (``calc_view/numfmt.py``), which the wheel does not ship."""
     text = f"{abs(value):,.{decimals}f}"
     int_part, _, frac = text.partition(".")
     negative = value < 0 and float(text.replace(",", "")) != 0.0
