@@ -24,7 +24,7 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
 
 import calc  # noqa: E402
 from macros import (calculator, charts, cli_docs, config_import_docs, guides, methodology,  # noqa: E402
-                    oracle_sweep, plan_tables, validation_loso)
+                    oracle_sweep, plan_tables, reference_pages, validation_loso)
 
 
 def _register_core(env) -> None:
@@ -49,3 +49,4 @@ def define_env(env) -> None:
     cli_docs.register(env)
     config_import_docs.register(env)
     charts.register(env)
+    reference_pages.register(env)
