@@ -22,7 +22,8 @@ This hook:
 It also keeps tables and footnotes out of the index as running text: Material's own
 parser (``material/plugins/search/plugin.py``, ``Parser``, 9.8.1) skips any element that
 carries ``data-search-exclude``, so every table's head and body (generated tables, source
-tables, Markdown tables) and the footnotes block (source notes) get that attribute before
+tables, Markdown tables), the footnotes block (source notes) and the calculator's form and
+pre-rendered result (the page's introduction stays findable) get that attribute before
 the search plugin reads the page (``on_page_content`` runs before its ``on_page_context``).
 A hit then shows the sentences around a table, and its caption, never a run of cells.
 """
@@ -76,13 +77,20 @@ def on_post_template(output_content: str, template_name: str, config: MkDocsConf
     return _rebase(output_content, config)
 
 
-# what a search snippet must not read as a sentence: cells and notes
-_EXCLUDED = re.compile(r'<(thead|tbody)(?=[\s>])|<div class="footnote"(?=[\s>])')
+# What a search snippet must not read as a sentence: cells, notes, the calculator's form,
+# status line and pre-rendered result (labels and figures; its introduction stays findable).
+# Material's parser compares elements by tag name only (``Element.__eq__``/``__hash__``), so
+# an excluded element stops being skipped at the first nested element of the same tag: each
+# target below has no descendant of its own tag. A heading with the attribute drops its
+# whole section (``Section.is_excluded``), which is how the calculator's result goes.
+_EXCLUDED = re.compile(r'<(?:thead|tbody)(?=[\s>])|<div class="footnote"(?=[\s>])'
+                       r'|<form class="calc-form"(?=[\s>])|<p class="calc-status"(?=[\s>])'
+                       r'|<h2 id="calc-results-heading"(?=[\s>])')
 
 
 def exclude_from_search(html: str) -> str:
-    """``html`` with ``data-search-exclude`` on every table head and body and on the
-    footnotes block."""
+    """``html`` with ``data-search-exclude`` on every table head and body, on the
+    footnotes block and on the calculator."""
     return _EXCLUDED.sub(lambda m: m.group(0) + " data-search-exclude", html)
 
 
