@@ -303,14 +303,18 @@ def gpu_sources(lang: str, gpu_ids: list[str] | None = None) -> str:
 
 
 def gpu_prices(lang: str, gpu_ids: list[str] | None = None) -> str:
-    """Every dated price row of the catalogue, per card, kind of provider and capacity."""
+    """Every dated price row of the catalogue, per card, kind of provider and capacity; the
+    source as its address only (its English note is on the methodology page)."""
+    from .calculator_view import citation
+
     rows = []
     for _, gpu in _gpu_frame(gpu_ids).iterrows():
         for i, price in enumerate(gpu["prices"]):
             rows.append({"name": gpu["name"], "tier": price["tier"],
                          "capacity": "capacity." + ("interruptible" if price["interruptible"]
                                                     else "on_demand"),
-                         "usd": price["usd"], "source": price["source"], "as_of": price["as_of"],
+                         "usd": price["usd"], "source": citation(price["source"]),
+                         "as_of": price["as_of"],
                          SOURCE: {"command": "gpu", "id": gpu["id"]},
                          "check": f"prices.{i}.usd"})
     frame = pd.DataFrame(rows)
