@@ -23,7 +23,7 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
     del sys.modules[_name]
 
 import calc  # noqa: E402
-from macros import (calculator, cli_docs, config_import_docs, guides, methodology,  # noqa: E402
+from macros import (calculator, card_advice, cli_docs, config_import_docs, guides, methodology,  # noqa: E402
                     oracle_sweep, plan_tables, source_notes, validation_loso)
 
 
@@ -49,3 +49,4 @@ def define_env(env) -> None:
     cli_docs.register(env)
     config_import_docs.register(env)
     source_notes.register(env)
+    card_advice.register(env)
