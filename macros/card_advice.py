@@ -70,9 +70,9 @@ TYPICAL_USE = {
                       "en": "The common choice: LoRA of large models and full fine-tuning of small "
                             "ones; eight-card nodes for sharding."},
     "h100-sxm": {"es": "Velocidad por paso y nodos multi-GPU con NVLink. Para secuencias largas "
-                       "cuenta la memoria, la misma que la de la A100 de 80 GB.",
+                       "cuenta la memoria, la misma que la de la A100 SXM4.",
                  "en": "Speed per step and multi-GPU nodes with NVLink. For long sequences what "
-                       "counts is memory, the same as the 80 GB A100's."},
+                       "counts is memory, the same as the A100 SXM4's."},
     "h200": {"es": "Lo de la H100 con más memoria: QLoRA de modelos de 70B con holgura y "
                    "secuencias más largas.",
              "en": "The H100 with more memory: roomy QLoRA of 70B models and longer sequences."},
