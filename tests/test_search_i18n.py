@@ -172,7 +172,14 @@ def test_search_box_finds_own_language_only(offline_page, site_server, path, own
     page, problems = offline_page
     page.goto(site_server.url(path))
     english = path.startswith("en/")
-    page.fill(QUERY, own)
+    page.wait_for_load_state("networkidle")
+
+    def search(query: str) -> None:
+        # typed as a reader types (Material reacts to key events on a focused box)
+        page.click(QUERY)
+        page.keyboard.type(query, delay=30)
+
+    search(own)
     page.wait_for_selector(HITS, timeout=30_000)
     hrefs = page.eval_on_selector_all(HITS, "els => els.map(a => a.href)")
     assert hrefs
@@ -187,7 +194,8 @@ def test_search_box_finds_own_language_only(offline_page, site_server, path, own
     assert page.evaluate("document.documentElement.lang") == ("en" if english else "es")
     # a word only the other language uses finds nothing here
     page.goto(site_server.url(path))
-    page.fill(QUERY, other)
+    page.wait_for_load_state("networkidle")
+    search(other)
     page.wait_for_function(f"document.querySelector('{META}').textContent.trim().length > 0",
                            timeout=30_000)
     page.wait_for_timeout(500)
