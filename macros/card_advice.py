@@ -11,6 +11,8 @@ next larger model does not), as in ``plan_tables.gpu_typical``.
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 
 from . import labels
@@ -20,6 +22,12 @@ from .tables import SOURCE, Col, render
 
 # This module's strings (until the message catalogue of issue 21 takes them).
 TEXT = {
+    "advice.figures": {"es": "Según <code>calc</code>: LoRA hasta {lora} y QLoRA hasta {qlora}. "
+                                "{ref} con QLoRA: {q}. Con LoRA: {l}.",
+                       "en": "By <code>calc</code>: LoRA up to {lora} and QLoRA up to {qlora}. "
+                             "{ref} with QLoRA: {q}. With LoRA: {l}."},
+    "advice.run": {"es": "{hours}\u00a0h y {cost}\u00a0USD, secuencias de hasta {seq} tokens",
+                   "en": "{hours}\u00a0h and {cost}\u00a0USD, sequences of up to {seq} tokens"},
     "caption.gpu_typical_use": {
         "es": "Para qué se suele alquilar cada tarjeta, con lo que calcula calc",
         "en": "What each card is usually rented for, with what calc computes"},
@@ -123,36 +131,37 @@ def gpu_typical_use(lang: str, gpu_ids: list[str], models: list[str], reference_
                 for m in ordered for i, v in enumerate(variants)}
     plans = {key: _plan(req) for key, req in requests.items()}
     ref_name = model_name(reference_model)
-    rows = []
+    items = []
     for gpu_id in gpu_ids:
-        row = {"gpu": gpu_name(gpu_id), "use": TYPICAL_USE[gpu_id][lang],
-               "lora": _largest(plans, ordered, requests, 0, gpu_id, lang),
-               "qlora": _largest(plans, ordered, requests, 1, gpu_id, lang),
-               SOURCE: {"command": "gpu", "id": gpu_id}}
+        runs = {}
         for key, variant in (("q", variants[1]), ("l", variants[0])):
             request = {"model": reference_model, **setup, **variant, "gpu": gpu_id}
             plan = _plan(request)
             if not plan["fits_selected_gpu"]:
-                row[key + "_hours"] = row[key + "_cost"] = row[key + "_seq"] = \
-                    labels.text("text.does_not_fit", lang)
+                runs[key] = labels.text("text.does_not_fit", lang)
                 continue
-            row[key + "_hours"] = _figure(lang, request, "time_hours", "hours", plan["time_hours"])
-            row[key + "_cost"] = _figure(lang, request, "cost_usd.total", "usd",
-                                         plan["cost_usd"]["total"])
             seq = plan["solvers"]["max_seq_len"]
-            row[key + "_seq"] = (_figure(lang, request, "solvers.max_seq_len.value", "int",
-                                         seq["value"]) if seq.get("found") else "")
-        rows.append(row)
-    frame = pd.DataFrame(rows)
-    cols = [Col("gpu", "col.gpu", "text", row_header=True),
-            Col("use", "col.typical_use", "text"),
-            Col("lora", "col.largest_fitting.lora", "ref", check="fits"),
-            Col("qlora", "col.largest_fitting.qlora", "ref", check="fits"),
-            Col("q_hours", "col.ref_hours_qlora|" + ref_name, "html"),
-            Col("l_hours", "col.ref_hours|" + ref_name, "html"),
-            Col("l_cost", "col.ref_cost|" + ref_name, "html"),
-            Col("l_seq", "col.ref_max_seq|" + ref_name, "html")]
-    return render(frame, cols, lang, "gpu_typical_use", "caption.gpu_typical_use")
+            runs[key] = labels.text("advice.run", lang).format(
+                hours=_figure(lang, request, "time_hours", "hours", plan["time_hours"]),
+                cost=_figure(lang, request, "cost_usd.total", "usd", plan["cost_usd"]["total"]),
+                seq=_figure(lang, request, "solvers.max_seq_len.value", "int", seq["value"])
+                if seq.get("found") else "?")
+        figures = labels.text("advice.figures", lang).format(
+            lora=_ref_span(_largest(plans, ordered, requests, 0, gpu_id, lang)),
+            qlora=_ref_span(_largest(plans, ordered, requests, 1, gpu_id, lang)),
+            ref=html.escape(ref_name), q=runs["q"], l=runs["l"])
+        items.append(f'<li data-gpu="{html.escape(gpu_id)}"><strong>{html.escape(gpu_name(gpu_id))}'
+                     f'</strong>: {html.escape(TYPICAL_USE[gpu_id][lang])} {figures}</li>')
+    # one sentence per card, advice first and the figures after it: read on a phone as on a
+    # desktop, no table to scroll sideways
+    return '<ul class="calc-advice" data-table="gpu_typical_use">\n' + "\n".join(items) + "\n</ul>"
+
+
+def _ref_span(ref: dict) -> str:
+    """A model named by calc, as ``tables._cell`` writes a ``ref`` cell, in a span."""
+    attrs = [f'data-ref="{html.escape(ref["id"] or "")}"', 'data-field="fits"']
+    attrs += [f"data-{k}='{html.escape(v)}'" for k, v in ref["attrs"].items()]
+    return f'<span {" ".join(attrs)}>{html.escape(ref["text"])}</span>'
 
 
 def provider_prices(lang: str, gpu_ids: list[str]) -> str:
