@@ -39,9 +39,9 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
+if str(ROOT) not in sys.path:  # run as a script: make `accuracy` importable
     sys.path.insert(0, str(ROOT))
-from benchmarks.stats import percentile  # noqa: E402
+from accuracy.stats import percentile  # noqa: E402
 CHROMIUM = Path(os.environ.get("SYSTEM_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -253,7 +253,7 @@ def report(results: dict, latencies: list, guide_bytes: dict, calc_bytes: dict) 
               f"gap {ready - bare_ms:+6.0f} ms (target <= 300)  [n={len(calc)}]")
         # each round loads the bare page and then the calculator under the same load: the
         # per-round difference is steadier than the difference of the two medians
-        paired = [c["ready_ms"] - b["ready_ms"] for b, c in zip(bare, calc)]
+        paired = [c["ready_ms"] - b["ready_ms"] for b, c in zip(bare, calc, strict=True)]
         link = rows["link"]
         print(f"        own numbers on show (data-calc-state ready): default setup "
               f"{med(r['own_ms'] for r in calc):.0f} ms (the build-time result); shared link "

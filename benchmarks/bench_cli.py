@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.stats import percentile
+from accuracy.stats import percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 EST = ["--model", "llama-3.1-8b", "--method", "qlora", "--seq-len", "4096", "--micro-batch-size", "2"]

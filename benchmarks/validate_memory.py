@@ -11,8 +11,8 @@ and why.
 
 from __future__ import annotations
 
-from benchmarks.validation_memory import (COMPILE_FIT_ROWS, compare_rows, fit_allocator_slack,
-                                          fit_compile_kept, summary)
+from accuracy.memory import (COMPILE_FIT_ROWS, compare_rows, fit_allocator_slack,
+                             fit_compile_kept, summary)
 from calc.activations import COMPILE_KEPT_FRACTION
 from calc.memory import ALLOCATOR_SLACK_FRACTION
 
@@ -65,8 +65,8 @@ def main() -> int:
 
 def _print_loso(results) -> None:
     """Leave-one-source-out: every fitted constant refitted without each source (module doc
-    of benchmarks/loso_memory.py), errors in-sample and held out, ranges and their coverage."""
-    from benchmarks import loso_memory as lm
+    of accuracy/memory_loso.py), errors in-sample and held out, ranges and their coverage."""
+    from accuracy import memory_loso as lm
     from calc.calibration import ERROR_BANDS
 
     loso = lm.run(results)

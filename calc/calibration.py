@@ -1,6 +1,6 @@
 """Calibrated ranges around the memory estimate, and the three-state fit verdict.
 
-The memory model's error is measured, not guessed: ``benchmarks/loso_memory.py`` predicts
+The memory model's error is measured, not guessed: ``accuracy/memory_loso.py`` predicts
 every published measurement of ``validation/measured_peaks.csv`` with the fitted constants
 refitted without that measurement's source (leave-one-source-out), and takes, per method
 and metric, the 10th and 90th percentiles of the signed error ``e = (predicted -

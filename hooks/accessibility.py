@@ -2,8 +2,10 @@
 
 Material 9.8 renders the search overlay as ``role="dialog"`` without an
 accessible name (axe rule ``aria-dialog-name``). The dialog gets an
-``aria-label`` in the page's language. If Material's markup changes, the
-replacement does nothing and the browser accessibility test fails.
+``aria-label`` in the page's language. The edit matches Material's markup
+exactly; a page or 404 template without that markup stops the build
+(``PluginError``) instead of shipping an unnamed dialog: Material changed, and
+this hook must follow it (tests/test_hooks.py).
 
 (The other finding, the low-contrast "Made with Material for MkDocs"
 footer line, is turned off with ``extra.generator: false``.)
@@ -12,21 +14,28 @@ footer line, is turned off with ``extra.generator: false``.)
 from __future__ import annotations
 
 from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.exceptions import PluginError
 
 SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog">'
 SEARCH_LABEL = {"es": "Buscar en el sitio", "en": "Search the site"}
 
 
-def _label_search_dialog(html: str, config: MkDocsConfig) -> str:
+def _label_search_dialog(html: str, config: MkDocsConfig, where: str) -> str:
+    if SEARCH_DIALOG not in html:
+        raise PluginError(f"hooks/accessibility.py: {where} has no {SEARCH_DIALOG!r}: Material's search "
+                          "markup changed, so its dialog would ship without a name; update SEARCH_DIALOG")
     label = SEARCH_LABEL[config.theme["language"]]
     labelled = SEARCH_DIALOG[:-1] + f' aria-label="{label}">'
     return html.replace(SEARCH_DIALOG, labelled, 1)
 
 
 def on_post_page(output: str, page, config: MkDocsConfig) -> str:
-    return _label_search_dialog(output, config)
+    return _label_search_dialog(output, config, f"page {page.file.src_uri}")
 
 
 def on_post_template(output_content: str, template_name: str, config: MkDocsConfig) -> str:
-    # 404.html is a theme template, not a page.
-    return _label_search_dialog(output_content, config)
+    # 404.html is a theme template, not a page; the other static templates (sitemap.xml)
+    # are no HTML
+    if template_name != "404.html":
+        return output_content
+    return _label_search_dialog(output_content, config, "the 404 template")

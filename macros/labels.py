@@ -7,7 +7,7 @@ a new code in calc stops the build until it is translated here.
 
 from __future__ import annotations
 
-from .numfmt import format_number
+from calc_view.numfmt import format_number
 
 _TEXT: dict[str, dict[str, str]] = {
     # column headers
@@ -372,7 +372,7 @@ _CODES.update({
 })
 
 _CODES.update({
-    # why a measured memory row is not covered (benchmarks/validation_memory.py)
+    # why a measured memory row is not covered (accuracy/memory.py)
     "reason.lora_target_not_in_model": {"es": "la capa LoRA indicada no existe en el modelo",
                                         "en": "the stated LoRA layer is not in the model"},
     "reason.lora_targets_unknown": {"es": "no se sabe qué capas llevan LoRA",
@@ -409,7 +409,7 @@ _TEXT.update({
 })
 
 _CODES.update({
-    # marks on the measured memory rows (benchmarks/validation_memory.py)
+    # marks on the measured memory rows (accuracy/memory.py)
     "flag.compile": {"es": "compilado", "en": "compiled"},
     "flag.packed": {"es": "empaquetado", "en": "packed"},
     "flag.metric_assumed": {"es": "medida supuesta", "en": "metric assumed"},

@@ -23,8 +23,8 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
     del sys.modules[_name]
 
 import calc  # noqa: E402
-from macros import (calculator, card_advice, cli_docs, config_import_docs, guides, methodology,  # noqa: E402
-                    oracle_sweep, plan_tables, source_notes, validation_loso)
+from macros import (calculator, card_advice, charts, cli_docs, config_import_docs, guides,  # noqa: E402
+                    methodology, oracle_sweep, plan_tables, source_notes, validation_loso)
 
 
 def _register_core(env) -> None:
@@ -50,3 +50,4 @@ def define_env(env) -> None:
     config_import_docs.register(env)
     source_notes.register(env)
     card_advice.register(env)
+    charts.register(env)

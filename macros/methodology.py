@@ -19,7 +19,7 @@ import calc
 from . import labels
 from .methodology_text import (CONSTANTS, DATA_COLUMNS, PLAN_DEFAULTS, translate_label,
                                translate_note)
-from .numfmt import format_kind
+from calc_view.numfmt import format_kind
 from .tables import SOURCE, Col, _attr, _source_json, render
 
 CALC_DIR = Path(calc.__file__).resolve().parent
@@ -187,9 +187,9 @@ def data_columns(lang: str, name: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _throughput() -> dict:
-    from benchmarks import validate_throughput
+    from accuracy import throughput
 
-    return validate_throughput.compare()
+    return throughput.compare()
 
 
 def validation_time_rows(lang: str) -> str:
@@ -332,7 +332,7 @@ def validation_figure(lang: str, model: str, stat: str = "median", group: str | 
     if stat not in ("median", "p90", "max"):
         raise ValueError(f"unknown statistic {stat!r}")
     if model == "memory":
-        from benchmarks import validation_memory as v
+        from accuracy import memory as v
 
         # measured rows only: the ZeRO paper's analytic rows are no measurement (issue 13)
         s = v.summary(v.compare_rows(), lambda r: r.metric != "model_states" and (group is None or r.method == group))

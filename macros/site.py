@@ -1,10 +1,9 @@
-"""Helpers every macros module shares: the page language and site paths."""
+"""Helpers every macros module shares: the page language."""
 
 from __future__ import annotations
 
 #: Languages of the site, default first (mirrors ``plugins.i18n`` in mkdocs.yml).
 LANGUAGES = ("es", "en")
-DEFAULT_LANGUAGE = LANGUAGES[0]
 
 
 def page_language(env) -> str:
@@ -19,12 +18,3 @@ def page_language(env) -> str:
     if language not in LANGUAGES:
         raise ValueError(f"unsupported page language {language!r}")
     return language
-
-
-def pyodide_path(env) -> str:
-    """Site-relative directory of the bundled Pyodide, e.g. ``assets/pyodide/314.0.7/``.
-
-    Set by ``hooks/pyodide_assets.py``; make it relative to the page before
-    using it in a URL (the site may live under a sub-path).
-    """
-    return env.conf["extra"]["pyodide"]["path"]

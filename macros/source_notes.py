@@ -3,7 +3,7 @@
 The rows of ``calc/data/gpus.csv`` and ``prices.csv`` cite their sources in English prose
 ("… is DERIVED: …", "low end of …", "found by text search …"). Pages other than the
 methodology show only what reads the same in every language: a price's address
-(``calculator_view.citation``) and its date; the full source and the note on how each
+(``calc_view.render.citation``) and its date; the full source and the note on how each
 figure was chosen are listed here, in both languages' methodology page, inside a block
 marked ``data-raw-sources="en"`` (the language they are recorded in) so the tests can tell
 quoted sources from the page's own prose.
@@ -19,7 +19,7 @@ from .tables import SOURCE, Col, render
 
 # This module's strings (until the message catalogue of issue 21 takes them).
 TEXT = {
-    "caption.price_sources": {"es": "Fuentes de los precios, tal como se registraron (en inglés)",
+    "caption.price_sources_raw": {"es": "Fuentes de los precios, tal como se registraron (en inglés)",
                               "en": "Sources of the prices, as recorded"},
     "caption.gpu_sources_raw": {"es": "Fuentes del catálogo de GPU, tal como se registraron "
                                       "(en inglés)",
@@ -57,7 +57,7 @@ def raw_price_sources(lang: str) -> str:
             Col("usd", "col.usd_per_hour", "usd", check="@check"),
             Col("as_of", "col.as_of", "text"), Col("source", "col.source", "text"),
             Col("note", "col.price_note", "text")]
-    return _raw_block(render(frame, cols, lang, "price_sources", "caption.price_sources"))
+    return _raw_block(render(frame, cols, lang, "price_sources", "caption.price_sources_raw"))
 
 
 def english_notes() -> list[str]:

@@ -1,6 +1,6 @@
 """Methodology page: leave-one-source-out errors of the memory model, the calibrated bands of
 its ranges and how well they are calibrated. The figures come from
-``benchmarks/loso_memory.py`` (what ``python -m benchmarks.validate_memory`` prints); each
+``accuracy/memory_loso.py`` (what ``python -m benchmarks.validate_memory`` prints); each
 cell names its source so the site tests recompute it."""
 
 from __future__ import annotations
@@ -17,25 +17,25 @@ HEADLINE_GROUPS = ("measured", "measured_unfitted", "metric_stated")
 
 @functools.lru_cache(maxsize=1)
 def _loso():
-    from benchmarks import loso_memory as lm
+    from accuracy import memory_loso as lm
 
     return lm.run()
 
 
 def report() -> dict:
-    from benchmarks import loso_memory as lm
+    from accuracy import memory_loso as lm
 
     return lm.report(_loso())
 
 
 def bands() -> dict:
-    from benchmarks import loso_memory as lm
+    from accuracy import memory_loso as lm
 
     return {f"{m}/{k}": {"low": lo, "high": hi} for (m, k), (lo, hi) in lm.bands(_loso().held_out).items()}
 
 
 def coverage() -> dict:
-    from benchmarks import loso_memory as lm
+    from accuracy import memory_loso as lm
 
     return {g: {"inside": a, "count": n, "share": a / n} for g, (a, n) in lm.range_coverage(_loso()).items()}
 

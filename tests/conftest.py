@@ -56,8 +56,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-#: Time a built page gets to settle (scripts run, assets load), in ms.
-PAGE_SETTLE_MS = 300
 
 
 # --- building ---------------------------------------------------------------
@@ -330,3 +328,30 @@ def pyodide_smoke_dir(built_site: Path) -> Path:
         shutil.rmtree(target)
     shutil.copytree(Path(__file__).parent / "browser_assets" / "pyodide_smoke", target)
     return target
+
+
+# --- the calculator page, shared by the browser tests (tests/calculator_page.py) -------------
+
+@pytest.fixture(scope="module")
+def shared_context(browser, site_server):
+    context = browser.new_context()
+    yield context
+    context.close()
+
+
+@pytest.fixture(scope="module", params=["es", "en"])
+def calc_page(request, shared_context, site_server):
+    """A calculator page per language, loaded once, offline except for localhost."""
+    page = shared_context.new_page()
+    problems = watch_offline(page, site_server.origin)
+    from calculator_page import Calc, assert_clean
+
+    calc = Calc(page, site_server, request.param)
+    calc.open()
+    yield calc
+    # the worker and Material's search load in the background: closing mid-load is not a
+    # failure of the page
+    calc.wait_worker()
+    page.wait_for_load_state("networkidle")
+    page.close()
+    assert_clean(problems, f"calculator page ({request.param})", site_server.origin)

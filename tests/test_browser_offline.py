@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import PAGE_SETTLE_MS, pyodide_info, site_pages
+from conftest import pyodide_info, site_pages
 
 pytestmark = pytest.mark.browser
 
@@ -19,10 +19,9 @@ def test_every_page_loads_offline_without_errors(offline_page, site_server):
     by_page = {}
     for rel_path in pages:
         before = {name: len(items) for name, items in problems.problems().items()}
-        # networkidle: leaving a page while its search index or Pyodide is still
-        # loading would abort those requests and blame the next page for them.
+        # networkidle (no request for 500 ms): leaving a page while its search index or
+        # Pyodide is still loading would abort those requests and blame the next page.
         page.goto(site_server.url(rel_path), wait_until="networkidle")
-        page.wait_for_timeout(PAGE_SETTLE_MS)
         found = {
             name: items[before.get(name, 0) :]
             for name, items in problems.problems().items()
@@ -31,6 +30,7 @@ def test_every_page_loads_offline_without_errors(offline_page, site_server):
         if found:
             by_page[rel_path] = found
     assert by_page == {}
+    assert problems.problems() == {}  # nor after the last page's check
     # The pages really loaded their own assets through the watched route.
     assert any(url.endswith(".css") for url in problems.requested)
     assert any(url.endswith(".js") for url in problems.requested)
@@ -40,10 +40,10 @@ def test_request_outside_the_site_is_caught(offline_page, site_server):
     # Guard for the test above: an external request must not go unnoticed.
     page, problems = offline_page
     page.goto(site_server.url(""), wait_until="load")
-    page.evaluate(
-        "() => fetch('https://example.com/cdn.js').catch(() => null)"
-    )
-    page.wait_for_timeout(PAGE_SETTLE_MS)
+    with page.expect_event("requestfailed", lambda r: r.url == "https://example.com/cdn.js"):
+        page.evaluate(
+            "() => fetch('https://example.com/cdn.js').catch(() => null)"
+        )
     assert problems.aborted == ["https://example.com/cdn.js"]
     assert problems.problems().keys() >= {"aborted"}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 pytestmark = pytest.mark.browser
 
@@ -44,16 +45,22 @@ SEARCH_HITS = ".md-search-result__item"
 REAL_SEARCH_WORKER = "/assets/javascripts/workers/search."  # Material's, hashed name
 
 
+def _is_real_worker(url: str) -> bool:
+    return REAL_SEARCH_WORKER in url and ".min.js" in url.split("?")[0]
+
+
 def _real_worker_requested(problems, page=None, wait_ms: int = 0) -> bool:
     """Whether Material's own search worker was fetched (the stand-in loads it on "start");
-    with ``page``, waits up to ``wait_ms`` for it."""
-    for _ in range(max(1, wait_ms // 100)):
-        if any(REAL_SEARCH_WORKER in url and ".min.js" in url.split("?")[0]
-               for url in problems.requested):
-            return True
-        if page is not None:
-            page.wait_for_timeout(100)
-    return False
+    with ``page``, waits up to ``wait_ms`` for its request."""
+    if any(_is_real_worker(url) for url in problems.requested):
+        return True
+    if page is None:
+        return False
+    try:
+        page.context.wait_for_event("request", lambda r: _is_real_worker(r.url), timeout=wait_ms)
+    except PlaywrightTimeoutError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize("path, query", [("calculator/", "memoria"), ("en/calculator/", "memory")])
@@ -80,9 +87,12 @@ def test_opening_search_while_the_calculator_loads_starts_it_at_once(offline_pag
     held = []
     # Pyodide's wasm is held back: the worker keeps starting until the end of the test.
     page.route("**/pyodide.asm.wasm", lambda route: held.append(route))
-    page.goto(site_server.url("en/calculator/"), wait_until="load")
+    # Material has set its search up once the stand-in worker it was pointed at runs: it has
+    # Material's messages and asked the page whether to start (search-after-calc.js)
+    with page.expect_worker(lambda w: "/search-after-calc.js" in w.url) as stand_in:
+        page.goto(site_server.url("en/calculator/"), wait_until="load")
+    stand_in.value.evaluate("self.location.href")  # its script has run
     page.wait_for_function("document.getElementById('calc').dataset.calcWorker === 'starting'")
-    page.wait_for_timeout(500)  # time enough for Material to set search up, were it not held
     assert not _real_worker_requested(problems)
     assert page.evaluate("performance.getEntriesByName('calc-search-start').length") == 0
     page.fill(SEARCH_QUERY, "memory")

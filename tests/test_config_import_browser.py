@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from conftest import REPO_ROOT
-from test_calculator_browser import assert_parity, calc_page, request_for, shared_context  # noqa: F401
+from calculator_page import assert_parity, request_for
 
 from calc.config_import import export_config
 from calc.config_import.cli import import_file
@@ -46,7 +46,7 @@ def paste_and_import(calc, text: str) -> None:
 
 
 @pytest.mark.parametrize("name", FILES)
-def test_pasted_config_gives_the_cli_numbers(calc_page, name):
+def test_pasted_config_gives_the_cli_numbers(calc_page, name):  # noqa: F811 (the imported fixture)
     path = CONFIGS / name
     paste_and_import(calc_page, path.read_text())
     result = import_file(str(path))
@@ -59,7 +59,7 @@ def test_pasted_config_gives_the_cli_numbers(calc_page, name):
     rows = page.locator("#calc .calc-import-report tr[data-key]")
     assert rows.count() == len(result["keys"])
     shown = dict(zip(rows.evaluate_all("els => els.map(e => e.dataset.key)"),
-                     rows.evaluate_all("els => els.map(e => e.dataset.status)")))
+                     rows.evaluate_all("els => els.map(e => e.dataset.status)"), strict=True))
     assert shown == {e["key"]: e["status"] for e in result["keys"]}
     # the imported setup is in the URL: reloading it gives the same request
     query = dict(parse_qsl(urlsplit(page.url).query))
@@ -71,7 +71,7 @@ def test_pasted_config_gives_the_cli_numbers(calc_page, name):
             assert request[key] == value, key
 
 
-def test_export_buttons_write_the_formats(calc_page):
+def test_export_buttons_write_the_formats(calc_page):  # noqa: F811 (the imported fixture)
     path = CONFIGS / "axolotl/lora.yml"
     paste_and_import(calc_page, path.read_text())
     page = calc_page.page
@@ -85,7 +85,7 @@ def test_export_buttons_write_the_formats(calc_page):
         assert page.input_value("#calc-export-text") == export_config(request, fmt)
 
 
-def test_broken_config_is_reported_and_keeps_the_result(calc_page):
+def test_broken_config_is_reported_and_keeps_the_result(calc_page):  # noqa: F811 (the imported fixture)
     page = calc_page.page
     calc_page.navigate({})
     calc_page.wait_worker()
@@ -100,7 +100,7 @@ def test_broken_config_is_reported_and_keeps_the_result(calc_page):
     assert calc_page.outputs() == before_outputs
 
 
-def test_unknown_model_keeps_the_form_model_and_offers_presets(calc_page):
+def test_unknown_model_keeps_the_form_model_and_offers_presets(calc_page):  # noqa: F811 (the imported fixture)
     page = calc_page.page
     text = "base_model: someone/llama-3.1-8b-finetune\nadapter: lora\nlora_r: 64\nsequence_len: 1024\n"
     paste_and_import(calc_page, text)

@@ -164,13 +164,21 @@ def test_methodology_texts_complete():
 
 
 def test_every_validation_note_is_translated():
-    from benchmarks import validate_throughput
+    from accuracy import throughput
     from macros.methodology_text import translate_note
 
-    result = validate_throughput.compare()
-    for text in [r["note"] for r in result["rows"]] + [r["reason"] for r in result["not_covered"]]:
-        for lang in ("es", "en"):
-            translate_note(text, lang)  # raises on an untranslated part
+    result = throughput.compare()
+    texts = [r["note"] for r in result["rows"]] + [r["reason"] for r in result["not_covered"]]
+    assert all(r["reason"] for r in result["not_covered"]), "a row not covered without its reason"
+    for text in filter(None, texts):
+        es, en = translate_note(text, "es"), translate_note(text, "en")  # raise on an untranslated part
+        # one translated part per "; "-separated part, none empty, and Spanish is not English
+        for out in (es, en):
+            assert out.count("; ") == text.count("; ") and all(out.split("; ")), (text, out)
+        assert es != en, text
+    assert translate_note("", "es") == ""
+    with pytest.raises(KeyError, match="no 'es' translation"):
+        translate_note(next(filter(None, texts)) + "; a note nobody translated", "es")
 
 
 def test_every_request_key_has_a_label():

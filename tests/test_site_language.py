@@ -3,7 +3,7 @@ notes or labels, and the Spanish site avoids a short list of anglicisms ("forwar
 "backward" are "paso hacia delante" and "paso hacia atrás"). The data's sources, recorded
 in English, are quoted whole only on the methodology page, inside blocks marked
 ``data-raw-sources``; other pages show a price's address and date
-(``macros/calculator_view.citation``)."""
+(``calc_view.render.citation``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO_ROOT, site_pages
 from macros import labels
-from macros.calculator_view import citation
+from calc_view.render import citation
 from macros.source_notes import english_notes
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",

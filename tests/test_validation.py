@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import validation_memory as vm
-from benchmarks.stats import percentile
+from accuracy import memory as vm
+from accuracy.stats import percentile
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_every_row_compared_or_explained(results):
     ("53", {"method": "qlora", "qlora_double_quant": False}),
     ("51", {"precision": "bf16-mixed"}),
     ("32", {"lora_targets": "all-linear"}),
-    # framework defaults of the row's version (module doc of benchmarks/validation_memory.py)
+    # framework defaults of the row's version (module doc of accuracy/memory.py)
     ("2", {"lora_dropout": 0.05, "gradient_accumulation_steps": 1}),           # torchtune May 2024
     ("15", {"lora_dropout": 0.0}),                                            # torchtune Sep 2024
     ("9", {"gradient_accumulation_steps": 32, "sync_each_micro_batch": True,  # torchtune: no no_sync
@@ -205,7 +205,7 @@ def test_compile_share_is_the_fit(results):
 
 # ---- leave-one-source-out, calibrated ranges, the guarded headline (issue 13) ---------------
 
-from benchmarks import loso_memory as lm  # noqa: E402
+from accuracy import memory_loso as lm  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -308,3 +308,46 @@ def test_bitsandbytes_version_rule():
     assert vm._bnb_before_fix("NF4 (bitsandbytes 0.43.0, double quant)")
     assert not vm._bnb_before_fix("NF4 (bitsandbytes 0.43.3)")
     assert not vm._bnb_before_fix("NF4 (torchao)")
+
+
+# --- where the validation lives -------------------------------------------------------------
+
+def _imported_modules(path) -> set:
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("package, forbidden", [
+    ("macros", "benchmarks"),    # the site renders the library, never a printing script
+    ("accuracy", "benchmarks"),  # the library does not lean on its printers
+    ("calc", "accuracy"),        # the engine never reads what it was checked against
+    ("calc", "benchmarks"),
+])
+def test_validation_layering(package, forbidden):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    files = sorted((root / package).rglob("*.py"))
+    assert files, package
+    offenders = {str(f.relative_to(root)): sorted(m for m in _imported_modules(f)
+                                                  if m == forbidden or m.startswith(forbidden + "."))
+                 for f in files}
+    assert not {f: m for f, m in offenders.items() if m}
+
+
+def test_validation_scripts_compute_nothing():
+    """benchmarks/validate_*.py print what accuracy/ computes: neither reads a CSV itself."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for script in ("validate_memory.py", "validate_throughput.py"):
+        imported = _imported_modules(root / "benchmarks" / script)
+        assert any(m.startswith("accuracy") for m in imported), script
+        assert "csv" not in imported, script

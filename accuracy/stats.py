@@ -1,4 +1,4 @@
-"""Small statistics shared by the benchmark scripts (standard library only)."""
+"""Small statistics shared by the accuracy checks and the benchmark scripts (standard library only)."""
 
 from __future__ import annotations
 

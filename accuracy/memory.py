@@ -4,7 +4,7 @@
 field the row measured (allocated, reserved, or model states for the ZeRO paper's
 analytical rows) -> signed error. Importable: :func:`compare_rows` returns one
 :class:`RowResult` per CSV row (covered or not, with the reason), :func:`summary`
-the aggregate figures. ``python -m benchmarks.validate_memory`` prints them.
+the aggregate figures. ``python -m benchmarks.validate_memory`` prints them; the site renders them.
 
 Mapping rules (one rule per CSV vocabulary, no per-row values):
 - ``memory_metric``: ``max_memory_allocated`` and ``active`` -> ``peak_allocated_bytes``
@@ -53,12 +53,13 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.stats import percentile
+from accuracy import DATA_DIR
+from accuracy.stats import percentile
 from calc import memory, states
 from calc.errors import CalcError
 from calc.request import Sharding, parse_estimate_request
 
-CSV_PATH = Path(__file__).resolve().parent.parent / "validation" / "measured_peaks.csv"
+CSV_PATH = DATA_DIR / "measured_peaks.csv"
 
 MODEL_IDS = {
     "Llama-2-7B": "llama-2-7b", "Llama-2-13B": "llama-2-13b", "Llama-2-70B": "llama-2-70b",
@@ -165,7 +166,7 @@ class RowResult:
     allocated_bytes: int = 0    # predicted peak_allocated_bytes (for the slack fit)
     reserved_floor_bytes: int = 0  # predicted quantization_reserved_bytes (idem)
     device_extra_bytes: int = 0    # device_total_bytes - peak_reserved_bytes (CUDA context, NCCL)
-    source_key: str = ""        # the publication (benchmarks.loso_memory.source_key)
+    source_key: str = ""        # the publication (accuracy.memory_loso.source_key)
 
 
 class NotCovered(Exception):
@@ -315,7 +316,7 @@ def _bnb_before_fix(fmt: str) -> bool:
     """A stated bitsandbytes version before 0.43.2, whose ``MatMul4Bit`` kept its input
     (``qlora_keeps_inputs``; fixed by bitsandbytes PR #1270)."""
     words = fmt.replace(",", " ").replace("(", " ").replace(")", " ").split()
-    for word, nxt in zip(words, words[1:]):
+    for word, nxt in zip(words, words[1:], strict=False):
         if word == "bitsandbytes" and nxt[:1].isdigit():
             parts = tuple(int(x) for x in nxt.split(".")[:3] if x.isdigit())
             return parts < (0, 43, 2)
@@ -389,7 +390,7 @@ def _zero_paper_states(row: dict) -> int:
 def compare_row(row: dict) -> RowResult:
     measured = int(round(float(row["peak_value"]) * UNIT_BYTES[row["peak_unit"]]))
     metric = _metric(row["memory_metric"])
-    from benchmarks.loso_memory import source_key
+    from accuracy.memory_loso import source_key
 
     base = dict(row_id=row["id"], source=_source(row), source_key=source_key(row), model=row["model"],
                 method=row["method"], metric=metric, measured_bytes=measured, flags=_flags(row))

@@ -28,8 +28,8 @@ import contextlib
 import statistics
 from dataclasses import dataclass, replace
 
-from benchmarks import validation_memory as vm
-from benchmarks.stats import percentile
+from accuracy import memory as vm
+from accuracy.stats import percentile
 from calc import activations, calibration, memory
 
 SEGMENT = 2 * 1024 ** 2
@@ -101,7 +101,7 @@ def predict(result: vm.RowResult, constants: Constants) -> vm.RowResult:
 
 
 def _fit_slack(train: list) -> tuple[float, tuple]:
-    """calc's rule (:func:`benchmarks.validation_memory.fit_slack_fraction`): per publication,
+    """calc's rule (:func:`accuracy.memory.fit_slack_fraction`): per publication,
     the median of ``measured / allocated - 1`` over rows that state ``max_memory_reserved``;
     then the median over publications. Without any such row, calc's value."""
     rows = [r for r in train if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags
@@ -116,7 +116,7 @@ GRID = tuple(i / 100 for i in range(0, 101))
 
 
 def _fit_compile(train: list, slack: float) -> tuple[float, tuple, str]:
-    """calc's rule (:func:`benchmarks.validation_memory.fit_compile_kept`) on the pair of rows
+    """calc's rule (:func:`accuracy.memory.fit_compile_kept`) on the pair of rows
     that isolates compile; when that pair is held out, the share in [0, 1] (steps of 0.01)
     that minimises the median absolute error of the compiled rows left, predicted with the
     fold's slack."""

@@ -1,0 +1,169 @@
+"""The calculator page under Playwright, shared by the browser tests (not a test module).
+
+``Calc`` drives one loaded calculator page; ``request_for`` is the request CPython gets for a
+URL query; ``assert_parity`` checks every ``data-output`` number of the page against
+``calc``'s response; ``assert_clean`` fails on any problem the page had offline, except the
+browser's own favicon fetches and the Pyodide downloads a page cancelled itself. The
+``shared_context`` and ``calc_page`` fixtures are in ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from urllib.parse import urlencode
+
+import calc_view as view
+from macros import calculator
+
+READY_TIMEOUT_MS = 90_000
+STATE = "document.getElementById('calc').dataset.calcState"
+# The page's public signal: "ready" = every number on show belongs to the form's request;
+# "invalid" = the form's errors are all on show. Tests wait for it alone.
+SETTLED = f"['ready', 'invalid'].includes({STATE})"
+WORKER_UP = "document.getElementById('calc').dataset.calcWorker === 'up'"  # private
+OUTPUTS_JS = """() => [...document.querySelectorAll('#calc [data-output][data-value]')]
+    .map(el => [el.dataset.output, el.dataset.value, el.textContent])"""
+
+FIELDS = calculator.request_fields()
+STRINGS = calculator.load_strings()
+
+
+def tree_outputs(node, found=None) -> list:
+    """(data-output, data-value) pairs of a rendered results tree, in document order."""
+    found = [] if found is None else found
+    if isinstance(node, list):
+        attrs = node[1]
+        if "data-value" in attrs:
+            found.append((attrs["data-output"], attrs["data-value"]))
+        for child in node[2:]:
+            tree_outputs(child, found)
+    return found
+
+
+# Chromium itself fetches the favicon again when the address changes (history.replaceState)
+# and drops that fetch when a page closes or the network is cut: browser chrome, not a request
+# of the page, so it is left out too.
+def _browser_favicon(entry: str) -> bool:
+    return entry.split(": ")[0].endswith("/favicon.png")
+
+
+def _cancelled_by_the_page(entry: str, origin: str | None) -> bool:
+    """A request of this origin that the page (or a worker it terminated) cancelled itself
+    (net::ERR_ABORTED): Pyodide's runtime download when a worker is stopped or its page left.
+    Not a failure of the site; requests outside the origin are blocked and counted apart."""
+    return (entry.endswith(": net::ERR_ABORTED") and origin is not None
+            and entry.startswith(origin + "/assets/pyodide/"))
+
+
+def assert_clean(problems, what: str, origin: str | None = None) -> None:
+    problems.failed = [e for e in problems.failed if not _cancelled_by_the_page(e, origin)]
+    favicon = [e for e in problems.failed if _browser_favicon(e)]
+    problems.failed = [e for e in problems.failed if e not in favicon]
+    for entry in favicon:
+        line = "Failed to load resource: " + entry.split(": ", 1)[1]
+        if line in problems.console_errors:
+            problems.console_errors.remove(line)
+    problems.assert_clean(what)
+
+
+
+# URL parameters of the page that are not request keys: the form's mode, and the dataset
+# size as examples × average tokens (multiplied into dataset_tokens, which the URL holds too)
+PAGE_ONLY_PARAMS = {"mode", "examples", "example_tokens"}
+
+
+def to_number(text: str):
+    """What the page sends for a number typed as ``text`` (JSON keeps whole numbers whole)."""
+    value = float(text)
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+
+def request_for(query: dict) -> dict:
+    """The request CPython gets for a URL query: the page's defaults, then the query."""
+    request = calculator.default_request()
+    for key, text in query.items():
+        if key in PAGE_ONLY_PARAMS:
+            continue
+        kind = calculator.input_kind(FIELDS[key][1])
+        if key == "model" and text.startswith("{"):
+            request[key] = json.loads(text)
+        elif kind in ("int", "number"):
+            request[key] = to_number(text)
+        elif kind == "bool":
+            request[key] = text == "true"
+        elif kind == "targets":
+            request[key] = text if text == "all-linear" else text.split(",")
+        else:
+            request[key] = text
+    return request
+
+
+def assert_parity(page_outputs: list, response: dict, lang: str) -> None:
+    assert page_outputs, "no data-output elements"
+    expected_paths = [p for p, _ in tree_outputs(view.render_results(response, lang, STRINGS[lang]))]
+    assert [p for p, _, _ in page_outputs] == expected_paths
+    for path, raw, _text in page_outputs:
+        value = view.resolve(response, path)
+        if isinstance(value, bool):
+            assert raw == ("true" if value else "false"), path
+        elif isinstance(value, int):
+            assert int(raw) == value, path
+        else:
+            assert math.isclose(float(raw), value, rel_tol=1e-9, abs_tol=0.0), path
+
+
+class Calc:
+    """One loaded calculator page."""
+
+    def __init__(self, page, server, lang: str):
+        self.page, self.server, self.lang = page, server, lang
+
+    def url(self, query: dict | None = None) -> str:
+        base = self.server.url("calculator/" if self.lang == "es" else "en/calculator/")
+        return base + ("?" + urlencode(query) if query else "")
+
+    def open(self, query: dict | None = None) -> None:
+        # A default setup is "ready" before its worker has loaded; leaving the page then
+        # would abort the worker's downloads (a failed request of the page): wait for it.
+        if self.page.evaluate("document.getElementById('calc') !== null"):
+            self.wait_worker()
+        self.page.goto(self.url(query))
+        self.wait_ready()
+
+    def wait_ready(self) -> None:
+        self.page.wait_for_function(f"{STATE} === 'ready'", timeout=READY_TIMEOUT_MS)
+
+    def settle(self) -> None:
+        """After an edit (the page turns "computing" at once): its answer is on show."""
+        self.page.wait_for_function(SETTLED, timeout=READY_TIMEOUT_MS)
+
+    def wait_worker(self) -> None:
+        self.page.wait_for_function(WORKER_UP, timeout=READY_TIMEOUT_MS)
+
+    def navigate(self, query: dict) -> None:
+        """Go to a query the way the back button does: no reload."""
+        self.page.evaluate("""q => {
+            history.pushState(null, '', location.pathname + q);
+            window.dispatchEvent(new PopStateEvent('popstate'));
+        }""", "?" + urlencode(query) if query else "")
+        self.settle()
+
+    def outputs(self) -> list:
+        return self.page.evaluate(OUTPUTS_JS)
+
+    def error_for(self, field: str):
+        el = self.page.locator(f'#calc [data-error-for="{field}"]')
+        return None if el.is_hidden() else (el.get_attribute("data-error-code"), el.text_content())
+
+    def state(self) -> str:
+        return self.page.evaluate(STATE)
+
+
+def close_calculator_page(page) -> None:
+    """Close a calculator page of the shared context once its worker is up: closing it while
+    the worker downloads Pyodide aborts those requests, which the context's watcher (the
+    calc_page fixture's) would count as failures of the site."""
+    if page.evaluate("document.getElementById('calc') !== null"):
+        page.wait_for_function(WORKER_UP, timeout=READY_TIMEOUT_MS)
+    page.close()
