@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arch import LinearLayer, ModelArch
+from .arch import ModelArch
 from .request import AdapterDtype, EstimateRequest, Method, Optimizer, Precision, Sharding
 
 NF4_BITS = 4 + 32 / 64
@@ -297,7 +297,3 @@ def accumulates_gradients(req: EstimateRequest) -> bool:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def block_linear_params(lin: LinearLayer) -> int:
-    return lin.count * lin.weight_params
