@@ -139,7 +139,6 @@ def _quantized_weight_params(arch: ModelArch) -> int:
 
 def _full_tensors(arch: ModelArch) -> tuple[tuple[int, int, int], ...]:
     """Every parameter tensor as (rows, cols, copies): matrices, then vectors."""
-    layers = arch.num_layers
     out = [(arch.vocab_size, arch.hidden_size, 1)]
     if arch.lm_head_params >= arch.vocab_size * arch.hidden_size:
         out.append((arch.vocab_size, arch.hidden_size, 1))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from urllib.parse import urlencode
 
 from macros import calculator, calculator_view as view
 

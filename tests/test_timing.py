@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from calc import comm, gpus, presets, timing
 from calc.plan import parse_plan_request
-from calc.request import CpuOffload, Sharding
+from calc.request import Sharding
 from hand_counts import ELEMENTWISE_FWD_7B
 
 LLAMA2_7B = presets.get_preset("llama-2-7b")
