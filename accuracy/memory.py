@@ -316,7 +316,7 @@ def _bnb_before_fix(fmt: str) -> bool:
     """A stated bitsandbytes version before 0.43.2, whose ``MatMul4Bit`` kept its input
     (``qlora_keeps_inputs``; fixed by bitsandbytes PR #1270)."""
     words = fmt.replace(",", " ").replace("(", " ").replace(")", " ").split()
-    for word, nxt in zip(words, words[1:]):
+    for word, nxt in zip(words, words[1:], strict=False):
         if word == "bitsandbytes" and nxt[:1].isdigit():
             parts = tuple(int(x) for x in nxt.split(".")[:3] if x.isdigit())
             return parts < (0, 43, 2)

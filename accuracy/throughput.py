@@ -219,8 +219,8 @@ def fit(train: list[Case], fallback: Params | None = None) -> Params:
         effs, total = {}, 0.0
         for cls in classes:
             rows = [c for c in bf16 if c.card_class == cls]
-            e = _golden(lambda x: _loss((predict(c, x, half, 0.3, dispatch), c, weight[c.source])
-                                        for c in rows), 0.05, 1.0)
+            e = _golden(lambda x, rows=rows: _loss((predict(c, x, half, 0.3, dispatch), c, weight[c.source])
+                                                   for c in rows), 0.05, 1.0)
             effs[cls] = e
             total += _loss((predict(c, e, half, 0.3, dispatch), c, weight[c.source]) for c in rows)
         return total, effs
@@ -312,18 +312,18 @@ def _compare_cached(path: str) -> dict:
     basis = {}
     for cls in sorted({c.card_class for c in all_cases if not c.fp8}):
         srcs = sorted({c.source for c in all_cases if c.card_class == cls and not c.fp8})
-        errs = [r["loso_error_pct"] for r, c in zip(out_rows, all_cases) if c.card_class == cls and not c.fp8]
+        errs = [r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if c.card_class == cls and not c.fp8]
         basis["matmul_efficiency." + cls] = {"value": shipped.eff(cls), "sources": srcs,
                                              "single_source": len(srcs) == 1, "loso": _stats(errs)}
     srcs = sorted({c.source for c in all_cases if c.fp8})
     basis["fp8_matmul_efficiency"] = {"value": shipped.fp8, "sources": srcs, "single_source": len(srcs) == 1,
-                                      "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases) if c.fp8])}
+                                      "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if c.fp8])}
     srcs = sorted({c.source for c in all_cases if not c.fp8})
     basis["dispatch_seconds_per_kernel"] = {"value": shipped.dispatch, "sources": srcs,
                                             "single_source": len(srcs) == 1,
                                             "loso": _stats([r["loso_error_pct"] for r in out_rows])}
     basis["matmul_half_tokens"] = {"value": shipped.half_tokens, "sources": srcs, "single_source": len(srcs) == 1,
-                                   "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases) if not c.fp8])}
+                                   "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if not c.fp8])}
     for b in basis.values():
         b["source_count"] = len(b["sources"])
     not_covered = [{"row_id": rid, "model": r["model"], "method": r["method"], "gpu": r["gpu_type"],

@@ -253,7 +253,7 @@ def report(results: dict, latencies: list, guide_bytes: dict, calc_bytes: dict) 
               f"gap {ready - bare_ms:+6.0f} ms (target <= 300)  [n={len(calc)}]")
         # each round loads the bare page and then the calculator under the same load: the
         # per-round difference is steadier than the difference of the two medians
-        paired = [c["ready_ms"] - b["ready_ms"] for b, c in zip(bare, calc)]
+        paired = [c["ready_ms"] - b["ready_ms"] for b, c in zip(bare, calc, strict=True)]
         link = rows["link"]
         print(f"        own numbers on show (data-calc-state ready): default setup "
               f"{med(r['own_ms'] for r in calc):.0f} ms (the build-time result); shared link "

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs milliseconds, in P
     from typing import Any, Mapping
 
 
-def estimate(request: Mapping[str, Any]) -> dict[str, Any]:
+def estimate(request: Mapping[str, Any] | object) -> dict[str, Any]:
     """Peak memory per GPU for one training setup (see ``calc.memory``).
 
     >>> from calc import estimate
@@ -38,7 +38,7 @@ def estimate(request: Mapping[str, Any]) -> dict[str, Any]:
     return estimate_dict(request)
 
 
-def plan_setup(request: Mapping[str, Any]) -> dict[str, Any]:
+def plan_setup(request: Mapping[str, Any] | object) -> dict[str, Any]:
     """Time, cost, fits and recommendations (see ``calc.plan.plan_dict``); the same as
     ``calc.plan(request)``, kept for the callers that use this name."""
     from .plan import plan_dict

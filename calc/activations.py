@@ -76,7 +76,7 @@ class ActConfig:
     act_bytes: int
     resid_bytes: int
     full: bool
-    adapted: frozenset
+    adapted: frozenset[tuple[str, int, int, str]]
     rank: int
     attention: Attention
     seq_len: int
@@ -98,7 +98,7 @@ class ActConfig:
         return self.act_bytes if self.adapter_bytes is None else self.adapter_bytes
 
 
-def _key(lin: LinearLayer) -> tuple:
+def _key(lin: LinearLayer) -> tuple[str, int, int, str]:
     return (lin.name, lin.d_in, lin.d_out, lin.role)
 
 
@@ -236,7 +236,7 @@ def _per_block(arch: ModelArch, lin: LinearLayer, nbytes: int) -> int:
     return nbytes if held == blocks else nbytes * held // blocks
 
 
-def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: tuple) -> int:
+def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: tuple[LinearLayer, ...]) -> int:
     """Saved tensors per token of one MLP unit (dense MLP, an expert, a shared expert),
     times the copies a token passes through (``down.active``).
 

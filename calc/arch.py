@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .errors import ConfigError
+from .jsontypes import JsonObject
 
 
 @dataclass(frozen=True)
@@ -96,10 +97,10 @@ class ModelArch:
     shared_expert_intermediate_size: int = 0  # Qwen-MoE shared expert width; 0 when none
     lm_head_bias: bool = False  # Phi-2's output layer has a bias
     block_extra_params: int = 0  # per block, outside linears and full-width norms (q/k norms)
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
+    extra: JsonObject = field(default_factory=dict, compare=False, hash=False)
     # A mixed stack (Llama 4 Maverick alternates dense and MoE blocks): how many blocks of each
     # kind, ((kind, count), ...), summing to num_layers; empty when every block is the same.
-    block_counts: tuple = ()
+    block_counts: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         for key in ("vocab_size", "hidden_size", "num_layers", "num_heads",

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .gpus import Gpu
+from .jsontypes import JsonObject
+
 GPUS_PER_NODE = 8
 """GPUs per server board: HGX/DGX A100, H100, H200, B200 and AMD's MI300X platform all hold 8
 (NVIDIA DGX A100/H100 datasheets; AMD Instinct MI300X platform brief). A job of more GPUs
@@ -59,7 +62,7 @@ class Link:
     kind: str  # "nvlink" | "pcie" | "network"
     bytes_per_s: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {"kind": self.kind, "gb_per_s": self.bytes_per_s / 1e9}
 
 
@@ -68,7 +71,7 @@ def host_link_bytes_per_s(pcie_gen: int) -> float:
     return PCIE_GB_PER_S_PER_DIRECTION[pcie_gen] * 1e9 * HOST_LINK_EFFICIENCY
 
 
-def collective_link(gpu, num_gpus: int) -> Link:
+def collective_link(gpu: Gpu, num_gpus: int) -> Link:
     """The slowest link a collective over ``num_gpus`` cards of ``gpu`` crosses.
 
     - NVLink / Infinity Fabric when every card of the job shares it: the catalogue's

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .jsontypes import JsonObject
+
 HOURS_PER_MONTH = 730.0
 """8760 hours a year / 12: the convention cloud price sheets use for monthly figures."""
 
@@ -64,7 +66,7 @@ class Schedule:
     def total_hours(self) -> float:
         return self.compute_hours + self.startup_hours + self.checkpoint_hours + self.lost_work_hours
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {"compute_hours": self.compute_hours, "startup_hours": self.startup_hours,
                 "checkpoint_hours": self.checkpoint_hours, "lost_work_hours": self.lost_work_hours,
                 "expected_interruptions": self.interruptions, "total_hours": self.total_hours}
@@ -89,7 +91,7 @@ def schedule(compute_hours: float, c: CostInputs) -> Schedule:
 
 
 def default_storage_gb(params_total: int, params_trainable: int, dataset_tokens: float,
-                       checkpoints_kept: int = 2) -> dict:
+                       checkpoints_kept: int = 2) -> JsonObject:
     """Persistent disk when the request gives no ``storage_gb``: base model download,
     ``checkpoints_kept`` resumable checkpoints, the tokenised dataset and the environment."""
     parts = {
@@ -142,7 +144,7 @@ class CostEstimate:
         return (self.per_hour_usd * HOURS_PER_MONTH
                 + self.inputs.storage_gb * self.inputs.storage_price_per_gb_month)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         s = self.schedule
         return {
             "total": self.total_usd,

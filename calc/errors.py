@@ -14,14 +14,18 @@ have been valid, so a form can say it (``allowed``: the accepted values of an en
 
 from __future__ import annotations
 
+from .jsontypes import JsonObject
+
 
 class CalcError(Exception):
     """Base class: ``code``, ``field`` and ``value`` describe what was wrong."""
 
     code = "calc_error"
+    # (command, request) of the CLI run that raised it, for its JSON report (calc.cli)
+    request_context: tuple[str, object] | None = None
 
     def __init__(self, code: str | None = None, field: str | None = None,
-                 value: object = None, detail: str = "", *, extra: dict | None = None) -> None:
+                 value: object = None, detail: str = "", *, extra: JsonObject | None = None) -> None:
         self.code = code or type(self).code
         self.field = field
         self.value = value
@@ -31,7 +35,7 @@ class CalcError(Exception):
         self.extra = dict(extra) if extra else {}
         super().__init__(f"{self.code}: field={field!r} value={_short(value)!r} {detail}".rstrip())
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         """JSON-safe description, as printed by the CLI under ``"error"``."""
         out = {"code": self.code, "field": self.field, "value": _jsonable(self.value)}
         if self.detail:

@@ -11,6 +11,7 @@ model refusing a combination) only show once every field is valid, as the first 
 from __future__ import annotations
 
 from .errors import CalcError, InputError
+from .jsontypes import JsonObject
 
 
 def field_errors(command: str, data: object) -> list[CalcError]:
@@ -52,7 +53,7 @@ def field_errors(command: str, data: object) -> list[CalcError]:
     return errors
 
 
-def error_response(command: str, data: object, first: CalcError) -> dict:
+def error_response(command: str, data: object, first: CalcError) -> JsonObject:
     """``{"error": first, "errors": [first, then every other bad field]}``: ``error`` is what
     the parser found first (unchanged contract); ``errors`` is additive."""
     head = first.to_dict()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .arch import ModelArch
+from .jsontypes import JsonObject
 
 
 def block_linear_params(arch: ModelArch) -> int:
@@ -62,7 +63,7 @@ class FlopsPerToken:
     def linear_total(self) -> float:
         return self.linear_forward + self.linear_backward + self.linear_recompute
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {"forward": self.forward, "backward": self.backward,
                 "recompute": self.recompute, "total": self.total,
                 "block_linears": self.linear_total}

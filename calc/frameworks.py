@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from .jsontypes import JsonObject
+
 
 class Framework(str, Enum):
     GENERIC = "generic"
@@ -193,7 +195,7 @@ def profile_keys() -> tuple[str, ...]:
     return tuple(sorted({key for entries in PROFILES.values() for key in entries}))
 
 
-def _several_sharded(values: dict) -> bool:
+def _several_sharded(values: JsonObject) -> bool:
     gpus = values.get("num_gpus")
     return (values.get("sharding") in ("zero2", "zero3") and isinstance(gpus, int)
             and not isinstance(gpus, bool) and gpus > 1)
@@ -209,11 +211,11 @@ Outside those setups the key keeps its own default (no warning for a choice the 
 not make)."""
 
 
-def apply_profile(values: dict, explicit: object, framework: Framework) -> dict:
+def apply_profile(values: JsonObject, explicit: object, framework: Framework) -> JsonObject:
     """``values`` (every key, defaults filled) with the profile's entries for the keys not
     in ``explicit`` (the request as the caller wrote it), where :data:`APPLIES_WHEN` allows."""
     for key, value in PROFILES[framework].items():
-        if key not in values or key in explicit:  # type: ignore[operator]
+        if key not in values or key in explicit:  # type: ignore[operator]  # a dict: parse_fields checked it
             continue
         condition = APPLIES_WHEN.get(key)
         if condition is None or condition(values):
@@ -221,7 +223,7 @@ def apply_profile(values: dict, explicit: object, framework: Framework) -> dict:
     return values
 
 
-def reapplied(values: dict, profile_keys: tuple, framework: Framework, defaults: dict) -> dict:
+def reapplied(values: JsonObject, profile_keys: tuple[str, ...], framework: Framework, defaults: JsonObject) -> JsonObject:
     """``{key: value}`` for the conditional entries (:data:`APPLIES_WHEN`) that the profile
     filled (``profile_keys``), evaluated again on ``values`` (a request changed after parsing,
     e.g. a recommendation's variant with more GPUs): the profile's value where the condition

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError
+from .jsontypes import JsonObject
 
 _DATA_DIR = Path(__file__).with_name("data")
 
@@ -83,7 +84,7 @@ class Gpu:
             return "nvlink"
         return "pcie"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {
             "id": self.id, "name": self.name, "vendor": self.vendor, "stack": self.stack,
             "architecture": self.architecture, "memory_bytes": self.memory_bytes,
@@ -118,7 +119,7 @@ class Price:
         if not self.usd > 0 or not self.source or not self.as_of:
             raise ValueError(f"prices.csv {self.item}: usd, source and as_of are required")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {"tier": self.tier, "interruptible": self.interruptible, "usd": self.usd,
                 "unit": self.unit, "source": self.source, "as_of": self.as_of, "note": self.note}
 
@@ -135,13 +136,13 @@ class PriceQuote:
     as_of: str
     fallback: bool
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {"usd_per_gpu_hour": self.usd_per_gpu_hour, "tier": self.tier,
                 "interruptible": self.interruptible, "source": self.source,
                 "as_of": self.as_of, "fallback": self.fallback}
 
 
-def _rows(name: str) -> list[dict]:
+def _rows(name: str) -> list[JsonObject]:
     """Rows of a data file: ``#`` comment lines first, then a CSV header and rows."""
     text = (_DATA_DIR / name).read_text(encoding="utf-8")
     body = "\n".join(line for line in text.splitlines() if line.strip() and not line.startswith("#"))
@@ -169,7 +170,7 @@ def _catalogue() -> dict[str, Gpu]:
             )
             gpus[gpu.id] = gpu
         _CACHE["gpus"] = gpus
-    return _CACHE["gpus"]  # type: ignore[return-value]
+    return _CACHE["gpus"]  # type: ignore[return-value]  # the dict built just above
 
 
 def _prices() -> list[Price]:
@@ -180,7 +181,7 @@ def _prices() -> list[Price]:
                   as_of=row["as_of"], note=row.get("note") or "")
             for row in _rows("prices.csv")
         ]
-    return _CACHE["prices"]  # type: ignore[return-value]
+    return _CACHE["prices"]  # type: ignore[return-value]  # the list built just above
 
 
 def gpu_ids() -> tuple[str, ...]:
@@ -243,7 +244,7 @@ def rocm_warnings(gpu: Gpu, method: str, attention: str) -> list[str]:
     return out
 
 
-def gpus_listing() -> dict:
+def gpus_listing() -> JsonObject:
     """``python -m calc gpus``: every card with its dated prices, plus the storage price.
     ``notes`` are codes: prices move and the plan request can override them."""
     out = []

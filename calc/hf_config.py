@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from .arch import LinearLayer, ModelArch
 from .errors import ConfigError
+from .jsontypes import JsonObject
 
 _REQUIRED = ...  # sentinel: the key has no default
 
@@ -44,7 +45,7 @@ class _Keys:
 
     __slots__ = ("cfg", "prefix")
 
-    def __init__(self, cfg: dict, prefix: str) -> None:
+    def __init__(self, cfg: JsonObject, prefix: str) -> None:
         self.cfg = cfg
         self.prefix = prefix
 
@@ -60,7 +61,7 @@ class _Keys:
         if value is None:
             if default is _REQUIRED:
                 raise ConfigError("config_missing_key", self.prefix + key, None)
-            return default  # type: ignore[return-value]
+            return default  # type: ignore[return-value]  # the caller's int (or None) default
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError("config_invalid_value", self.prefix + key, value)
         limit = _LAYER_LIMIT if key in _LAYER_KEYS else _INT_LIMITS.get(key, _INT_LIMIT_DEFAULT)
@@ -105,7 +106,7 @@ def _heads(k: _Keys, hidden: int, heads: int, *, kv_key: str = "num_key_value_he
     return kv, head_dim
 
 
-def _attention(h: int, heads: int, kv: int, hd: int, qkv_bias: bool, o_bias: bool) -> tuple:
+def _attention(h: int, heads: int, kv: int, hd: int, qkv_bias: bool, o_bias: bool) -> tuple[LinearLayer, ...]:
     return (
         LinearLayer("q_proj", h, heads * hd, qkv_bias, role="attn"),
         LinearLayer("k_proj", h, kv * hd, qkv_bias, role="attn"),
@@ -115,7 +116,7 @@ def _attention(h: int, heads: int, kv: int, hd: int, qkv_bias: bool, o_bias: boo
 
 
 def _gated_mlp(h: int, inter: int, bias: bool = False, count: int = 1, active: int = 1,
-               names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> tuple:
+               names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> tuple[LinearLayer, ...]:
     gate, up, down = names
     return (
         LinearLayer(gate, h, inter, bias, count, active, role="mlp"),
@@ -124,7 +125,7 @@ def _gated_mlp(h: int, inter: int, bias: bool = False, count: int = 1, active: i
     )
 
 
-def _common(k: _Keys, family: str, name: str, max_pos_default: int, tie_default: bool) -> dict:
+def _common(k: _Keys, family: str, name: str, max_pos_default: int, tie_default: bool) -> JsonObject:
     return {
         "name": name,
         "family": family,
@@ -436,7 +437,7 @@ def _phi(k: _Keys, family: str, name: str) -> ModelArch:
     )
 
 
-def _plain_block(h: int, qkv_out: int, inter: int, bias: bool) -> tuple:
+def _plain_block(h: int, qkv_out: int, inter: int, bias: bool) -> tuple[LinearLayer, ...]:
     """NeoX / Falcon / BLOOM block: fused query_key_value, dense, dense_h_to_4h, dense_4h_to_h."""
     return (
         LinearLayer("query_key_value", h, qkv_out, bias, role="attn"),

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from . import activations as act
 from . import calibration
 from . import states as st
+from .arch import LinearLayer
+from .jsontypes import JsonObject
 from .request import (Attention, CpuOffload, EstimateRequest, Method, Sharding,
                       parse_estimate_request, request_warnings)
 
@@ -83,27 +85,27 @@ class MemoryEstimate:
     peak_allocated_bytes: int
     peak_reserved_bytes: int
     device_total_bytes: int
-    components: dict
+    components: JsonObject
     peak_phase: str
-    phases: dict
+    phases: JsonObject
     params_total: int
     params_trainable: int
     host_bytes: int
     unified_memory_bytes: int
     model_states_bytes: int
     activations_per_token_bytes: int
-    warnings: tuple
+    warnings: tuple[str, ...]
     quantization_reserved_bytes: int = 0
-    request: dict = field(default_factory=dict)
-    peak_allocated_range_bytes: tuple = ()
-    peak_reserved_range_bytes: tuple = ()
+    request: JsonObject = field(default_factory=dict)
+    peak_allocated_range_bytes: tuple[int, ...] = ()
+    peak_reserved_range_bytes: tuple[int, ...] = ()
     params_active: int = 0  # parameters one token passes through (MoE: top-k + shared)
 
     def __post_init__(self) -> None:
         if sum(self.components.values()) != self.peak_allocated_bytes:
             raise ValueError("components do not sum to peak_allocated_bytes")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         """The JSON response (field names are a contract)."""
         return {
             "peak_allocated_bytes": self.peak_allocated_bytes,
@@ -271,7 +273,7 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
         return 0
     arch = req.model
     quantized = req.method is Method.QLORA
-    def copied(l) -> bool:
+    def copied(l: LinearLayer) -> bool:
         return not (quantized and l.quantizable)
 
     head = arch.vocab_size * arch.hidden_size
@@ -381,11 +383,11 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
 
 # ---- phases and peak ----------------------------------------------------------------------
 
-def _phase(**parts: int) -> dict:
+def _phase(**parts: int) -> JsonObject:
     return {name: int(parts.get(name, 0)) for name in COMPONENTS}
 
 
-def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activations) -> dict:
+def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activations) -> JsonObject:
     """Component bytes alive at each phase."""
     common = dict(weights=s.weights, lora_weights=s.lora_weights, optimizer=s.optimizer)
     gathered_fwd, gathered = gathered_weight_bytes(req, reg)
@@ -501,6 +503,6 @@ def warnings_for(req: EstimateRequest) -> list[str]:
     return out
 
 
-def estimate_dict(request: object) -> dict:
+def estimate_dict(request: object) -> JsonObject:
     """JSON in, JSON out: validate the request, estimate, serialise."""
     return estimate_request(parse_estimate_request(request)).to_dict()

@@ -63,21 +63,22 @@ from __future__ import annotations
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from . import gpus as gpu_catalogue
 from . import recommend
-from .cost import CostInputs, default_storage_gb, estimate_cost
-from .errors import CalcError, InputError
-from .request import (ESTIMATE_FIELDS, MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
+from .cost import CostEstimate, CostInputs, default_storage_gb, estimate_cost
+from .errors import InputError
+from .jsontypes import JsonObject
+from .request import (ESTIMATE_FIELDS, FieldSpec, MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
                       check_bool, check_int, check_number, parse_estimate_request, parse_fields)
-from .timing import default_mfu, estimate_time
+from .timing import TimeEstimate, default_mfu, estimate_time
 
 MAX_DATASET_TOKENS = 1e15  # beyond every published training corpus: a typo
 MAX_STARTS = 100_000
 
 # key -> (default, kind, (minimum, maximum, minimum allowed?))
-PLAN_FIELDS: dict[str, tuple] = {
+PLAN_FIELDS: dict[str, FieldSpec] = {
     "dataset_tokens": (None, "required_number", (0.0, MAX_DATASET_TOKENS, False)),
     "epochs": (1, "number", (0.0, 10_000.0, False)),
     "gpu": (None, "gpu", None),
@@ -134,7 +135,7 @@ class PlanOptions:
 def parse_plan_options(data: object) -> PlanOptions:
     """Validate the plan-only keys (the estimate keys are checked by ``parse_estimate_request``)."""
     values = parse_fields(data, PLAN_REQUEST_FIELDS)
-    out: dict = {key: check_plan_field(key, values[key]) for key in PLAN_FIELDS}
+    out: JsonObject = {key: check_plan_field(key, values[key]) for key in PLAN_FIELDS}
     return PlanOptions(**out)
 
 
@@ -159,9 +160,11 @@ def check_plan_field(key: str, value: object) -> object:
     if kind == "bool":
         return check_bool(key, value)
     if kind == "int":
+        assert not isinstance(extra, tuple), extra  # an int's extra is its maximum
         return check_int(key, value, extra)
     if kind == "optional_number" and value is None:
         return None
+    assert isinstance(extra, tuple), extra  # a number's extra is its range
     lo, hi, allow_lo = extra
     return float(check_number(key, value, lo, hi, allow_equal_min=allow_lo))
 
@@ -182,26 +185,27 @@ class Planner:
         self.request = request
         self.options = options
         self.estimator = estimator or recommend.Estimator(request)
-        self.base = self.estimator.get()
-        if self.base is None:  # the request itself is rejected by the memory model: re-raise it
+        base = self.estimator.get()
+        if base is None:  # the request itself is rejected by the memory model: re-raise it
             from .memory import estimate_request
             estimate_request(request)
             raise InputError("estimate_failed", None, None)
+        self.base: JsonObject = base
         self.storage = (default_storage_gb(self.base["params_total"], self.base["params_trainable"],
                                            options.dataset_tokens)
                         if options.storage_gb is None else {"total": options.storage_gb})
         self.storage_price = (gpu_catalogue.storage_price().usd if options.storage_price_per_gb_month is None
                               else options.storage_price_per_gb_month)
-        self._prices: dict[str, dict] = {}
+        self._prices: dict[str, JsonObject] = {}
 
-    def price(self, gpu: gpu_catalogue.Gpu) -> dict:
+    def price(self, gpu: gpu_catalogue.Gpu) -> JsonObject:
         """The price row used for ``gpu`` (memoised per card: it does not change within a plan)."""
         cached = self._prices.get(gpu.id)
         if cached is None:
             cached = self._prices[gpu.id] = self._price(gpu)
         return dict(cached)
 
-    def _price(self, gpu: gpu_catalogue.Gpu) -> dict:
+    def _price(self, gpu: gpu_catalogue.Gpu) -> JsonObject:
         o = self.options
         if gpu.id == o.gpu.id and o.price_per_gpu_hour is not None:
             return {"usd_per_gpu_hour": o.price_per_gpu_hour, "source": "request", "tier": o.price_tier,
@@ -218,7 +222,7 @@ class Planner:
         out["source_kind"] = "catalogue"
         return out
 
-    def time(self, gpu: gpu_catalogue.Gpu, num_gpus: int, sharding: str, changes: dict | None = None):
+    def time(self, gpu: gpu_catalogue.Gpu, num_gpus: int, sharding: str, changes: JsonObject | None = None) -> TimeEstimate:
         """Training time of the request (with ``changes`` applied) on ``num_gpus`` x ``gpu``."""
         changes = changes or {}
         req = self.estimator.variant(**changes) if changes else self.request
@@ -229,7 +233,7 @@ class Planner:
                              qlora_speed_factor=o.qlora_speed_factor, scaling_efficiency=o.scaling_efficiency,
                              fp8_compute=o.fp8_compute, trainable_params=trainable, memory=est)
 
-    def cost(self, gpu: gpu_catalogue.Gpu, num_gpus: int, compute_hours: float, price: dict):
+    def cost(self, gpu: gpu_catalogue.Gpu, num_gpus: int, compute_hours: float, price: JsonObject) -> CostEstimate:
         o = self.options
         inputs = CostInputs(
             price_per_gpu_hour=price["usd_per_gpu_hour"], num_gpus=num_gpus,
@@ -241,12 +245,12 @@ class Planner:
         )
         return estimate_cost(compute_hours, inputs)
 
-    def fits(self, estimate: dict | None, gpu: gpu_catalogue.Gpu) -> bool:
+    def fits(self, estimate: JsonObject | None, gpu: gpu_catalogue.Gpu) -> bool:
         return (estimate is not None and recommend.required_for(
             estimate, self.options.safety_margin) <= gpu.memory_bytes)
 
 
-def _recommendations(planner: Planner) -> dict:
+def _recommendations(planner: Planner) -> JsonObject:
     """Every (card, count, sharding) that fits with the margin, ranked by total cost and by time."""
     req = planner.request
     method = req.method.value
@@ -295,18 +299,19 @@ def _recommendations(planner: Planner) -> dict:
     # marketplace prices were asked, or the reverse) is not like for like: such
     # configurations rank after the others by cost, so the cost ranking and the "cheapest"
     # pick never disagree.
-    def rate_mismatch(c: dict) -> bool:
+    def rate_mismatch(c: JsonObject) -> bool:
         return any(w.startswith("price_is_") or w == "price_from_other_tier"
                    for w in c["warnings"])
 
     # Cards with no rental price come last, fastest first: ranked for their owners (issue 15).
-    def unpriced(c: dict) -> bool:
+    def unpriced(c: JsonObject) -> bool:
         return "price_is_none" in c["warnings"]
 
     # Among runs whose cost (time) shows the same to two significant figures, one with a
     # caveat (ROCm, an uncertain price) ranks after one without (issue 16).
-    def cost_key(c: dict) -> float:
-        return c["time_hours"] if unpriced(c) else c["cost_usd"]
+    def cost_key(c: JsonObject) -> float:
+        key: float = c["time_hours"] if unpriced(c) else c["cost_usd"]
+        return key
 
     configs.sort(key=lambda c: (unpriced(c), rate_mismatch(c), recommend.estimate_level(cost_key(c)),
                                 recommend.has_caveat(c), cost_key(c), c["time_hours"], c["id"]))
@@ -317,7 +322,7 @@ def _recommendations(planner: Planner) -> dict:
         c["rank_by_cost"] = rank
     for rank, c in enumerate(by_time, 1):
         c["rank_by_time"] = rank
-    def pick(candidates):
+    def pick(candidates: Iterable[JsonObject]) -> JsonObject | None:
         # least memory in total (8 small cards are not "smaller" than one large one); among
         # cards of one class (an H100's 79.6 GiB vs an A100's 80 GiB) the cheaper run wins
         best = min(candidates, key=lambda c: (
@@ -346,7 +351,7 @@ def _recommendations(planner: Planner) -> dict:
     }
 
 
-def _price_warnings(price: dict, interruptible: bool) -> list[str]:
+def _price_warnings(price: JsonObject, interruptible: bool) -> list[str]:
     if price.get("no_price"):
         return ["price_is_none"]
     out = []
@@ -357,12 +362,12 @@ def _price_warnings(price: dict, interruptible: bool) -> list[str]:
     return out
 
 
-def _solvers(planner: Planner) -> dict:
+def _solvers(planner: Planner) -> JsonObject:
     """Largest micro-batch and longest sequence that fit the chosen card (request's count and
     sharding), by exponential search and bisection over the memory estimate."""
     req, gpu = planner.request, planner.options.gpu
 
-    def solve(field: str, start: int, maximum: int) -> dict:
+    def solve(field: str, start: int, maximum: int) -> JsonObject:
         value = recommend.largest_fitting(
             lambda x: planner.fits(planner.estimator.get(**{field: x}) if x != start
                                    else planner.base, gpu), start, maximum)
@@ -378,7 +383,7 @@ def _solvers(planner: Planner) -> dict:
     }
 
 
-def _suggestion(planner: Planner, action: str, changes: dict, extra: dict | None = None) -> dict | None:
+def _suggestion(planner: Planner, action: str, changes: JsonObject, extra: JsonObject | None = None) -> JsonObject | None:
     est = planner.estimator.get(**changes)
     if est is None:
         return None
@@ -403,12 +408,12 @@ def _suggestion(planner: Planner, action: str, changes: dict, extra: dict | None
     return out
 
 
-def _suggestions(planner: Planner, solvers: dict) -> list[dict]:
+def _suggestions(planner: Planner, solvers: JsonObject) -> list[JsonObject]:
     """Ordered ways to make the setup fit the chosen card, each with its computed effect:
     shorter sequences, smaller micro-batch with gradient accumulation, gradient checkpointing,
     LoRA -> QLoRA (full -> LoRA), 8-bit optimizer, ZeRO-3/FSDP over N GPUs, CPU offload."""
     req = planner.request
-    out: list[dict | None] = []
+    out: list[JsonObject | None] = []
     seq = solvers["max_seq_len"]
     if seq["found"] and seq["value"] < req.seq_len:
         out.append(_suggestion(planner, "shorter_sequences", {"seq_len": seq["value"]}))
@@ -465,10 +470,10 @@ _COMBINABLE = ("gradient_checkpointing", "chunked_loss", "lora_to_qlora", "full_
                "optimizer_8bit", "zero3_over_n_gpus", "cpu_offload")
 
 
-def _combined_suggestion(planner: Planner, single: list[dict]) -> dict | None:
+def _combined_suggestion(planner: Planner, single: list[JsonObject]) -> JsonObject | None:
     """When no single change fits: apply the task-preserving ones cumulatively, in order, and
     stop at the first combination that fits (or return the last, which does not)."""
-    changes: dict = {}
+    changes: JsonObject = {}
     last = None
     for suggestion in single:
         if suggestion["action"] not in _COMBINABLE:
@@ -481,7 +486,7 @@ def _combined_suggestion(planner: Planner, single: list[dict]) -> dict | None:
 
 
 def plan_request(request: EstimateRequest, options: PlanOptions,
-                 estimator: recommend.Estimator | None = None) -> dict:
+                 estimator: recommend.Estimator | None = None) -> JsonObject:
     """The plan for a validated request (see the module docstring for the response)."""
     planner = Planner(request, options, estimator)
     gpu = options.gpu
@@ -527,7 +532,7 @@ def plan_request(request: EstimateRequest, options: PlanOptions,
     }
 
 
-def plan_dict(data: object) -> dict:
+def plan_dict(data: object) -> JsonObject:
     """``python -m calc plan``: validate the request dict and plan it."""
     request, options = parse_plan_request(data)
     return plan_request(request, options)

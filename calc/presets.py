@@ -31,17 +31,18 @@ import json
 from .arch import ModelArch
 from .errors import InputError
 from .hf_config import arch_from_hf_config
+from .jsontypes import JsonObject
 
 DATA_FILE = "models.json"
 
-_rows: dict[str, dict] | None = None
+_rows: dict[str, JsonObject] | None = None
 _archs: dict[str, ModelArch] = {}
 _aliases: dict[str, str] | None = None
 HF_URL_PREFIX = "https://huggingface.co/"
 MAX_SUGGESTIONS = 3
 
 
-def _load_rows() -> dict[str, dict]:
+def _load_rows() -> dict[str, JsonObject]:
     """Rows by id, in file order. Reads through importlib.resources so it also works
     when ``calc`` is installed from a wheel or a zip (Pyodide)."""
     global _rows
@@ -62,7 +63,7 @@ def preset_ids() -> tuple[str, ...]:
     return tuple(_load_rows())
 
 
-def preset_row(preset_id: str) -> dict:
+def preset_row(preset_id: str) -> JsonObject:
     """The data row of a preset (config, source, as_of, stated counts)."""
     row = _load_rows().get(preset_id) if isinstance(preset_id, str) else None
     if row is None:
@@ -133,7 +134,7 @@ def get_preset(preset_id: str) -> ModelArch:
     return arch
 
 
-def presets_listing() -> list[dict]:
+def presets_listing() -> list[JsonObject]:
     """JSON-able list for ``python -m calc presets`` and the site's preset tables."""
     out = []
     for preset_id, row in _load_rows().items():

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Callable, Iterable
 
 from . import calibration
 from .errors import CalcError
+from .gpus import Gpu
+from .jsontypes import JsonObject
 from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
 GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64)
@@ -26,13 +28,14 @@ MULTI_GPU_SHARDINGS = ("ddp", "zero2", "zero3")  # zero1 needs more memory than 
 _ENUM_FIELDS = {"method": Method, "optimizer": Optimizer, "sharding": Sharding, "cpu_offload": CpuOffload}
 
 
-def _as_dict(result: object) -> dict:
+def _as_dict(result: object) -> JsonObject:
     if isinstance(result, dict):
         return result
     to_dict = getattr(result, "to_dict", None)
     if to_dict is None:
         raise TypeError("memory.estimate_request must return a dict or an object with to_dict()")
-    return to_dict()
+    out: JsonObject = to_dict()
+    return out
 
 
 class Estimator:
@@ -44,14 +47,16 @@ class Estimator:
     def __init__(self, request: EstimateRequest,
                  estimate_fn: Callable[[EstimateRequest], object] | None = None) -> None:
         if estimate_fn is None:
-            from .memory import estimate_request as estimate_fn  # the contract of issue 3
+            from .memory import estimate_request  # the contract of issue 3
+
+            estimate_fn = estimate_request
         self.request = request
         self._fn = estimate_fn
-        self._cache: dict[tuple, dict | None] = {}
+        self._cache: dict[tuple[tuple[str, object], ...], JsonObject | None] = {}
         self.calls = 0
 
     def variant(self, **changes: object) -> EstimateRequest:
-        fixed = {k: (_ENUM_FIELDS[k](v) if k in _ENUM_FIELDS and isinstance(v, str) else v)
+        fixed: JsonObject = {k: (_ENUM_FIELDS[k](v) if k in _ENUM_FIELDS and isinstance(v, str) else v)
                  for k, v in changes.items()}
         out = dataclasses.replace(self.request, **fixed)
         if out.profile_keys:  # the library's setup-dependent behaviours follow the new setup
@@ -63,7 +68,7 @@ class Estimator:
             out = dataclasses.replace(out, **{k: v for k, v in again.items() if k not in fixed})
         return out
 
-    def get(self, **changes: object) -> dict | None:
+    def get(self, **changes: object) -> JsonObject | None:
         key = tuple(sorted((k, v.value if hasattr(v, "value") else v) for k, v in changes.items()))
         if key not in self._cache:
             self.calls += 1
@@ -79,7 +84,7 @@ def required_bytes(device_total_bytes: int, safety_margin: float) -> int:
     return math.ceil(device_total_bytes * (1.0 + safety_margin))
 
 
-def device_range(estimate: dict) -> tuple[int, int]:
+def device_range(estimate: JsonObject) -> tuple[int, int]:
     """What nvidia-smi would show, as a range: the calibrated reserved range
     (``peak_reserved_range_bytes``, :mod:`calc.calibration`) plus what the allocator does
     not see (``device_total_bytes - peak_reserved_bytes``: CUDA context, NCCL buffers). An
@@ -92,14 +97,14 @@ def device_range(estimate: dict) -> tuple[int, int]:
     return rng[0] + extra, rng[1] + extra
 
 
-def required_for(estimate: dict, safety_margin: float) -> int:
+def required_for(estimate: JsonObject, safety_margin: float) -> int:
     """Memory a card must report for the verdict ``fits``: the upper end of the device range
     times ``1 + safety_margin``."""
     return required_bytes(device_range(estimate)[1], safety_margin)
 
 
 def fit_entry(device_total_bytes: int, memory_bytes: int, safety_margin: float,
-              device_range_bytes: tuple[int, int] | None = None) -> dict:
+              device_range_bytes: tuple[int, int] | None = None) -> JsonObject:
     """One card against one estimate. ``headroom_*`` are measured from the point estimate
     without the margin; ``verdict`` (:func:`calc.calibration.verdict`) compares the device
     range, each end times ``1 + safety_margin``; ``fits`` is ``verdict == "fits"``."""
@@ -120,7 +125,7 @@ def fit_entry(device_total_bytes: int, memory_bytes: int, safety_margin: float,
     }
 
 
-def fits_table(estimate: dict | None, gpus, safety_margin: float) -> dict:
+def fits_table(estimate: JsonObject | None, gpus: Iterable[Gpu], safety_margin: float) -> JsonObject:
     """``{gpu_id: fit_entry}`` for every catalogue card (``fits: false`` and ``does_not_fit``
     everywhere when the memory model rejected the setup)."""
     out = {}
@@ -177,7 +182,7 @@ def largest_fitting(fits: Callable[[int], bool], start: int, maximum: int) -> in
     return lo
 
 
-def has_caveat(config: dict) -> bool:
+def has_caveat(config: JsonObject) -> bool:
     """A configuration with a warning of its own (ROCm caveats, a price at another rate or
     from the other kind of provider): ranked after an equal one without."""
     return any(isinstance(w, str) and (w.startswith(("rocm_", "price_")))

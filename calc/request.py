@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
 
 from .arch import ModelArch
 from .errors import CalcError, ConfigError, InputError
 from .frameworks import PROFILES, Framework, apply_profile
+from .jsontypes import JsonObject
 
 
 class Method(str, Enum):
@@ -80,7 +82,10 @@ MAX_GPUS = 65_536
 MAX_ACCUMULATION = 65_536
 
 # key -> (default, kind, extra); kind is "int", "bool", an Enum, or a special name.
-ESTIMATE_FIELDS: dict[str, tuple] = {
+# extra: an int field's maximum; a plan number's (minimum, maximum, minimum allowed) in calc.plan
+FieldSpec = tuple[object, "str | type[Enum]", "int | tuple[float, float, bool] | None"]
+E = TypeVar("E", bound=Enum)
+ESTIMATE_FIELDS: dict[str, FieldSpec] = {
     "model": (None, "model", None),
     "method": ("lora", Method, None),
     "lora_rank": (16, "int", MAX_LORA_RANK),
@@ -229,13 +234,13 @@ class EstimateRequest:
     framework: Framework = Framework.GENERIC
     # keys the framework profile filled (not part of the JSON form): a variant of this request
     # re-evaluates the conditional ones (calc.frameworks.reapplied)
-    profile_keys: tuple = ()
+    profile_keys: tuple[str, ...] = ()
 
     @property
     def is_peft(self) -> bool:
         return self.method is not Method.FULL
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         """The request in its JSON form (model as its id)."""
         out = {}
         for key in ESTIMATE_FIELDS:
@@ -250,9 +255,9 @@ class EstimateRequest:
         return out
 
 
-def int_range(maximum: int | None) -> dict:
+def int_range(maximum: int | None) -> JsonObject:
     """What :func:`check_int` accepts, for the error's ``extra`` (the form says it)."""
-    out: dict = {"integer": True, "minimum": 1}
+    out: JsonObject = {"integer": True, "minimum": 1}
     if maximum is not None:
         out["maximum"] = maximum
     return out
@@ -272,9 +277,9 @@ def check_int(field: str, value: object, maximum: int | None = None) -> int:
 
 
 def number_range(minimum: float, maximum: float | None, allow_equal_min: bool = True,
-                 maximum_exclusive: bool = False) -> dict:
+                 maximum_exclusive: bool = False) -> JsonObject:
     """What :func:`check_number` accepts, for the error's ``extra``."""
-    out: dict = {"minimum": minimum}
+    out: JsonObject = {"minimum": minimum}
     if not allow_equal_min:
         out["minimum_exclusive"] = True
     if maximum is not None:
@@ -317,7 +322,7 @@ def check_bool(field: str, value: object) -> bool:
     return value
 
 
-def check_enum(field: str, value: object, enum: type[Enum]) -> Enum:
+def check_enum(field: str, value: object, enum: type[E]) -> E:
     valid = {"allowed": [m.value for m in enum]}
     if not isinstance(value, str):
         raise InputError("wrong_type", field, value, extra=valid)
@@ -364,7 +369,7 @@ def resolve_model(value: object) -> tuple[ModelArch, str]:
     raise InputError("wrong_type", "model", value)
 
 
-def parse_fields(data: object, fields: dict[str, tuple]) -> dict:
+def parse_fields(data: object, fields: dict[str, FieldSpec]) -> JsonObject:
     """Check the keys of ``data`` against ``fields`` and fill the defaults."""
     if not isinstance(data, dict):
         raise InputError("request_not_object", None, type(data).__name__)
@@ -376,18 +381,18 @@ def parse_fields(data: object, fields: dict[str, tuple]) -> dict:
     return {key: data.get(key, spec[0]) for key, spec in fields.items()}
 
 
-def parse_estimate_request(data: object, fields: dict[str, tuple] | None = None) -> EstimateRequest:
+def parse_estimate_request(data: object, fields: dict[str, FieldSpec] | None = None) -> EstimateRequest:
     """Validate a request dict; ``fields`` lets a caller (the plan request) allow more keys,
     which it checks itself."""
     values = parse_fields(data, fields or ESTIMATE_FIELDS)
     framework = check_enum("framework", values["framework"], Framework)
-    apply_profile(values, data, framework)  # type: ignore[arg-type]
+    apply_profile(values, data, framework)
     arch, model_id = resolve_model(values["model"])
-    kwargs: dict = {"model": arch, "model_id": model_id}
+    kwargs: JsonObject = {"model": arch, "model_id": model_id}
     for key in ESTIMATE_FIELDS:
         if key != "model":
             kwargs[key] = check_estimate_field(key, values[key], arch)
-    kwargs["profile_keys"] = tuple(k for k in PROFILES[framework] if k not in data)  # type: ignore[operator]
+    kwargs["profile_keys"] = tuple(k for k in PROFILES[framework] if k not in data)  # type: ignore[operator]  # a dict: parse_fields checked it
     return EstimateRequest(**kwargs)
 
 
@@ -396,6 +401,7 @@ def check_estimate_field(key: str, value: object, arch: ModelArch | None) -> obj
     ``lora_targets`` only (``None``: not checked against a model)."""
     _default, kind, extra = ESTIMATE_FIELDS[key]
     if kind == "int":
+        assert not isinstance(extra, tuple), extra  # an int's extra is its maximum
         return check_int(key, value, extra)
     if kind == "bool":
         return check_bool(key, value)
@@ -403,6 +409,7 @@ def check_estimate_field(key: str, value: object, arch: ModelArch | None) -> obj
         return check_fraction(key, value)
     if kind == "targets":
         return _check_targets(value, arch) if arch is not None else value
+    assert not isinstance(kind, str), kind  # every named kind is handled above
     return check_enum(key, value, kind)
 
 

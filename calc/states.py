@@ -21,9 +21,13 @@ optimizer (:func:`optimizer_state_bytes`) and the sharding stage
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .arch import ModelArch
 from .request import AdapterDtype, EstimateRequest, Method, Optimizer, Precision, Sharding
+
+if TYPE_CHECKING:  # for annotations only: adapted() imports calc.lora when called
+    from .lora import AdaptedLinear
 
 NF4_BITS = 4 + 32 / 64
 """NF4 bits per weight without double quantization: 4-bit code + fp32 absmax per
@@ -123,7 +127,7 @@ class ParamLayout:
     tensors: tuple[tuple[int, int, int], ...]  # (rows, cols, copies)
 
 
-def adapted(req: EstimateRequest) -> tuple:
+def adapted(req: EstimateRequest) -> tuple[AdaptedLinear, ...]:
     """The adapted linears of one block (empty for full fine-tuning)."""
     if req.method is Method.FULL:
         return ()
@@ -160,11 +164,11 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
     total = arch.params_total
     quantized = _quantized_weight_params(arch) if req.method is Method.QLORA else 0
     if req.method is Method.FULL:
-        tensors = _full_tensors(arch)
-        largest = max(r * c for r, c, _ in tensors)
-        return ParamLayout(total, 0, total, total, 0, largest, tensors)
+        full = _full_tensors(arch)
+        largest = max(r * c for r, c, _ in full)
+        return ParamLayout(total, 0, total, total, 0, largest, full)
     rank = req.lora_rank
-    tensors = []
+    tensors: list[tuple[int, int, int]] = []
     for lin in adapted(req):
         copies = lin.blocks * lin.count
         tensors.append((rank, lin.d_in, copies))   # A: r x d_in

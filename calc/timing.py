@@ -25,11 +25,14 @@ code at a stated version, or a stated assumption (methodology page).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from . import comm
 from . import states as st
+from .gpus import Gpu
 from .flops import (CAUSAL_ATTENTION_FRACTION, FlopsPerToken, attention_forward_flops_per_token,
                     block_linear_params, matmul_params, training_flops_per_token)
+from .jsontypes import JsonObject
 from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
@@ -253,7 +256,7 @@ class Counts:
     elementwise_bytes_per_token: float = 0.0  # forward + backward (+ recompute), whole model
 
 
-_COUNTS: dict = {}
+_COUNTS: dict[tuple[int, Sharding, int | None], tuple[EstimateRequest, Counts]] = {}
 
 
 def counts(req: EstimateRequest, sharding: Sharding, trainable: int | None = None) -> Counts:
@@ -344,7 +347,7 @@ class StepBreakdown:
         return (self.compute + self.elementwise + self.dequantisation + self.fp8_casts
                 + self.exposed_communication + self.exposed_transfer + self.optimizer + self.overheads)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {k: getattr(self, k) for k in BREAKDOWN_KEYS}
 
 
@@ -359,17 +362,17 @@ class Rates:
     host_bytes_per_s: float
 
 
-_RATES: dict = {}
+_RATES: dict[tuple[Gpu, int], Rates] = {}
 
 
-def card_rates(gpu, num_gpus: int) -> Rates:
+def card_rates(gpu: Gpu, num_gpus: int) -> Rates:
     key = (gpu, num_gpus)
     if key not in _RATES:
         _RATES[key] = _card_rates(gpu, num_gpus)
     return _RATES[key]
 
 
-def _card_rates(gpu, num_gpus: int) -> Rates:
+def _card_rates(gpu: Gpu, num_gpus: int) -> Rates:
     return Rates(peak_flops=gpu.bf16_dense_flops,
                  fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12,
                  memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
@@ -530,9 +533,10 @@ class TimeEstimate:
         return self.flops_per_token.total * self.tokens_per_second_per_gpu / self.peak_flops_per_gpu
 
     def _share_left(self, key: str) -> float:
-        return 1.0 - getattr(self.breakdown, key) / self.step_seconds
+        part: float = getattr(self.breakdown, key)
+        return 1.0 - part / self.step_seconds
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         b = self.breakdown
         return {
             "compute_hours": self.compute_hours,
@@ -563,12 +567,12 @@ class TimeEstimate:
         }
 
 
-def estimate_time(req: EstimateRequest, gpu, total_tokens: float, *, num_gpus: int | None = None,
+def estimate_time(req: EstimateRequest, gpu: Gpu, total_tokens: float, *, num_gpus: int | None = None,
                   sharding: Sharding | str | None = None, mfu: float | None = None,
                   qlora_speed_factor: float | None = None, scaling_efficiency: float | None = None,
                   fp8_compute: bool = False, trainable_params: int | None = None,
                   half_tokens: float | None = None, fp8_efficiency: float | None = None,
-                  memory: dict | None = None) -> TimeEstimate:
+                  memory: JsonObject | None = None) -> TimeEstimate:
     """Steady-state time of ``total_tokens`` on ``num_gpus`` x ``gpu`` (defaults: the request's).
 
     Overrides kept from the factor model: ``mfu`` replaces the class efficiency;
@@ -579,7 +583,7 @@ def estimate_time(req: EstimateRequest, gpu, total_tokens: float, *, num_gpus: i
     shard = req.sharding if sharding is None else Sharding(sharding)
     c = counts(req, shard, trainable_params)
     eff = default_mfu(gpu.utilisation_class) if mfu is None else mfu
-    kw = dict(cpu_offload=req.cpu_offload, efficiency=eff, half_tokens=half_tokens, fp8=fp8_compute,
+    kw: dict[str, Any] = dict(cpu_offload=req.cpu_offload, efficiency=eff, half_tokens=half_tokens, fp8=fp8_compute,
               fp8_efficiency=fp8_efficiency, sync_each_micro_batch=req.sync_each_micro_batch,
               paged_overflow_bytes=paged_overflow_bytes(memory, gpu))
     rates = card_rates(gpu, n)
@@ -600,7 +604,7 @@ def estimate_time(req: EstimateRequest, gpu, total_tokens: float, *, num_gpus: i
                         fp8_compute=fp8_compute and getattr(gpu, "fp8_dense_tflops", 0.0) > 0)
 
 
-def paged_overflow_bytes(memory: dict | None, gpu) -> float:
+def paged_overflow_bytes(memory: JsonObject | None, gpu: Gpu) -> float:
     """Bytes of paged (unified-memory) optimizer state that do not fit beside everything else on
     the card: the memory estimate's ``unified_memory_bytes`` beyond the card's free memory."""
     if not memory or not memory.get("unified_memory_bytes"):

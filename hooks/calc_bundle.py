@@ -1,8 +1,8 @@
 """MkDocs hook: ship the pure-Python ``calc`` package to the browser.
 
 At build time the package (its ``.py`` files and ``calc/data/``) and the
-calculator's result renderer (``macros/calculator_view.py`` with the site's number
-format, ``macros/numfmt.py``) are packed into
+calculator's view package ``calc_view/`` (the results renderer, the site's number format
+and the worker's entry, ``calc_view.session``) are packed into
 one zip named after ``calc.__version__`` and a hash of the content, written
 under ``assets/calc/`` in the site. The worker unpacks it into Pyodide's file
 system. PyYAML's pure-Python package (``yaml/``, MIT, with its LICENSE; the C
@@ -22,8 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "calc"
-# The renderer and the site's number format, both pure Python, go in as top-level modules.
-VIEW_MODULES = (ROOT / "macros" / "calculator_view.py", ROOT / "macros" / "numfmt.py")
+# The view package (pure Python) goes in next to calc, as a package of its own.
+VIEW_PACKAGE = ROOT / "calc_view"
 # PyYAML as pinned in requirements.txt (pulled in by mkdocs); its pure-Python modules only
 YAML_VERSION = "6.0.4"
 _YAML_SKIP = {"cyaml.py"}  # needs the compiled _yaml extension; yaml/__init__ falls back without it
@@ -46,18 +46,18 @@ def calc_version(package: Path = PACKAGE) -> str:
     raise ValueError("calc/__init__.py defines no __version__")
 
 
-def bundle_members(package: Path = PACKAGE, modules: tuple[Path, ...] = VIEW_MODULES
+def bundle_members(package: Path = PACKAGE, view: Path = VIEW_PACKAGE
                    ) -> list[tuple[str, bytes]]:
-    """(archive name, bytes), sorted: every file of the package plus the renderer's modules."""
+    """(archive name, bytes), sorted: every file of the package, then of the view package."""
     members = []
-    for path in sorted(package.rglob("*")):
-        rel = path.relative_to(package.parent)
-        if path.is_dir() or _SKIP_DIRS & set(rel.parts) or path.suffix in _SKIP_SUFFIXES:
-            continue
-        if rel.as_posix().startswith(_NOT_FOR_THE_BROWSER):
-            continue
-        members.append((rel.as_posix(), path.read_bytes()))
-    members.extend((module.name, module.read_bytes()) for module in modules)
+    for root in (package, view):
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root.parent)
+            if path.is_dir() or _SKIP_DIRS & set(rel.parts) or path.suffix in _SKIP_SUFFIXES:
+                continue
+            if rel.as_posix().startswith(_NOT_FOR_THE_BROWSER):
+                continue
+            members.append((rel.as_posix(), path.read_bytes()))
     members.extend(yaml_members())
     return members
 

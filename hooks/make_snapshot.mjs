@@ -24,7 +24,7 @@ pyodide.unpackArchive(new Uint8Array(readFileSync(bundlePath)), "zip", { extract
 pyodide.runPython(`
 import sys
 sys.path.insert(0, ${JSON.stringify(packageDir)})
-import calc, calculator_view
+import calc, calc_view.session
 `);
 const snapshot = pyodide.makeMemorySnapshot();
 writeFileSync(outPath, gzipSync(snapshot, { level: 9 }));

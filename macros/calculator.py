@@ -3,7 +3,7 @@
 ``{{ calculator() }}`` writes the form (controls named after the request keys,
 with their kinds and defaults from ``calc``'s own field tables) and the result
 of the default setup, computed now by CPython's ``calc`` and drawn by
-``calculator_view`` — the same renderer the browser's worker runs. The page so
+``calc_view`` — the same renderer the browser's worker runs. The page so
 shows numbers before Pyodide has loaded (``data-calc-state="static"``).
 """
 
@@ -14,7 +14,8 @@ import json
 from enum import Enum
 from pathlib import Path
 
-from . import calculator_view as view
+import calc
+import calc_view as view
 
 ROOT = Path(__file__).resolve().parent.parent
 STRINGS_FILE = ROOT / "docs" / "assets" / "calculator" / "i18n.json"
@@ -102,7 +103,7 @@ def default_request() -> dict:
 
 
 def compute(request: dict) -> dict:
-    out = view.run(COMMAND, request)
+    out = calc.run(COMMAND, request)
     if "error" in out:  # the build fails loudly on a bad default
         raise ValueError(f"calculator default request rejected: {out['error']}")
     return out["result"]

@@ -74,24 +74,48 @@ def setup_list(lang: str, **setup) -> str:
 
 
 def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
-    """Peak memory per component for each model x method on one GPU. A method is a
-    name or a dict of request keys that override the setup (e.g. its precision)."""
+    """Memory on one GPU for each model x method, cut to what a reader compares: the total
+    (what decides the card) and, when the setup is a run (it has ``dataset_tokens``), the
+    smallest single card it fits with the margin. The peak allocated, its phase and the
+    components are in the chart of ``macros.charts.memory_components_chart`` and its table.
+    A method is a name or a dict of request keys that override the setup (its precision)."""
+    from calc.plan import PLAN_FIELDS
+
     variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
+    if any(k in PLAN_FIELDS for k in setup):
+        return _vram_by_model_plan(lang, models, variants, setup)
     requests = [{"model": m, **setup, **v} for m in models for v in variants]
     frame = _estimate_frame(requests)
-    frame["phase"] = "phase." + frame["peak_phase"]
-    # what decides the card first (the total), then what makes it up: the table is wider
-    # than a screen, and the figure a reader came for must not need scrolling
     cols = [Col("model_name", "col.model", "text", row_header=True),
             Col("req.method", "col.method", "code"),
             Col("req.precision", "col.precision", "code"),
-            Col("device_total_bytes", "col.device_total", "gib"),
-            Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
-            Col("phase", "col.peak_phase", "code")]
-    cols += _component_cols(frame)
-    cols += [Col("params_total", "col.params_total", "billions"),
-             Col("params_trainable", "col.params_trainable", "millions")]
+            Col("device_total_bytes", "col.device_total", "gib")]
     return render(frame, cols, lang, "vram_by_model", "caption.vram_by_model")
+
+
+def _vram_by_model_plan(lang: str, models: list[str], variants: list[dict], setup: dict) -> str:
+    from .plan_tables import REFERENCE_GPU, _plan, _ref, gpu_name
+
+    rows = []
+    for model in models:
+        for variant in variants:
+            request = {"model": model, **setup, **variant, "gpu": setup.get("gpu", REFERENCE_GPU)}
+            plan = _plan(request)
+            single = plan["recommendations"]["smallest_single_gpu"]
+            rows.append({
+                "model_name": model_name(model), "method": plan["memory"]["request"]["method"],
+                "precision": plan["memory"]["request"]["precision"],
+                "total": plan["memory"]["device_total_bytes"],
+                "single": _ref(single and single["gpu"],
+                               gpu_name(single["gpu"]) if single else
+                               labels.text("text.no_single_card", lang), **{"ref-kind": "gpu"}),
+                SOURCE: {"command": "plan", "request": request}})
+    cols = [Col("model_name", "col.model", "text", row_header=True),
+            Col("method", "col.method", "code"), Col("precision", "col.precision", "code"),
+            Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
+            Col("single", "col.smallest_single_card", "ref",
+                check="recommendations.smallest_single_gpu.gpu")]
+    return render(pd.DataFrame(rows), cols, lang, "vram_by_model", "caption.vram_by_model")
 
 
 def memory_vs_seq_batch(lang: str, model: str, method: str, seq_lens: list[int],
@@ -225,7 +249,7 @@ def calc_value(lang: str, field: str, kind: str, **request) -> str:
 
 
 def inline(lang: str, raw: float, kind: str, field: str, source: dict) -> str:
-    from .numfmt import format_kind
+    from calc_view.numfmt import format_kind
     from .tables import _attr, _source_json
 
     return (f'<span data-value="{_attr(raw)}" data-kind="{kind}" data-field="{_attr(field)}" '
@@ -302,23 +326,41 @@ def gpu_sources(lang: str, gpu_ids: list[str] | None = None) -> str:
     return render(frame, cols, lang, "gpu_sources", "caption.gpu_sources")
 
 
-def gpu_prices(lang: str, gpu_ids: list[str] | None = None) -> str:
-    """Every dated price row of the catalogue, per card, kind of provider and capacity."""
-    rows = []
+def gpu_prices(lang: str, gpu_ids: list[str] | None = None, notes_id: str = "price-source") -> str:
+    """Every dated price row of the catalogue, per card, kind of provider and capacity. The
+    sources are long: each becomes a numbered note below the table (one number per distinct
+    source), so the price and its date stay in view on a phone."""
+    import html as _html
+
+    from . import charts  # noqa: F401  (its module adds the labels of the notes)
+
+    rows, sources = [], []
     for _, gpu in _gpu_frame(gpu_ids).iterrows():
         for i, price in enumerate(gpu["prices"]):
+            if price["source"] not in sources:
+                sources.append(price["source"])
+            number = sources.index(price["source"]) + 1
             rows.append({"name": gpu["name"], "tier": price["tier"],
                          "capacity": "capacity." + ("interruptible" if price["interruptible"]
                                                     else "on_demand"),
-                         "usd": price["usd"], "source": price["source"], "as_of": price["as_of"],
+                         "usd": price["usd"], "as_of": price["as_of"],
+                         "note": f'<a href="#{notes_id}-{number}" data-note="{number}">{number}</a>',
                          SOURCE: {"command": "gpu", "id": gpu["id"]},
                          "check": f"prices.{i}.usd"})
     frame = pd.DataFrame(rows)
+    # the price and its date first: on a phone they stay in view next to the card's name
     cols = [Col("name", "col.gpu", "text", row_header=True),
-            Col("tier", "col.tier", "code"), Col("capacity", "col.capacity", "code"),
             Col("usd", "col.usd_per_hour", "usd", check="@check"),
-            Col("source", "col.source", "text"), Col("as_of", "col.as_of", "text")]
-    return render(frame, cols, lang, "gpu_prices", "caption.gpu_prices")
+            Col("as_of", "col.as_of", "text"),
+            Col("tier", "col.tier", "code"), Col("capacity", "col.capacity", "code"),
+            Col("note", "col.source_note", "html")]
+    table = render(frame, cols, lang, "gpu_prices", "caption.gpu_prices")
+    notes = "".join(f'<li id="{notes_id}-{n}" data-note="{n}">{_html.escape(str(src))}</li>'
+                    for n, src in enumerate(sources, 1))
+    title = _html.escape(labels.text("caption.price_sources", lang))
+    return (f'{table}\n<div class="calc-notes" data-notes="gpu_prices">'
+            f'<p class="calc-notes-title">{title}</p>'
+            f'<ol class="calc-notes-list">{notes}</ol></div>')
 
 
 def _validation():

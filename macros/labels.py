@@ -7,7 +7,7 @@ a new code in calc stops the build until it is translated here.
 
 from __future__ import annotations
 
-from .numfmt import format_number
+from calc_view.numfmt import format_number
 
 _TEXT: dict[str, dict[str, str]] = {
     # column headers

@@ -23,7 +23,7 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
     del sys.modules[_name]
 
 import calc  # noqa: E402
-from macros import (calculator, cli_docs, config_import_docs, guides, methodology,  # noqa: E402
+from macros import (calculator, charts, cli_docs, config_import_docs, guides, methodology,  # noqa: E402
                     oracle_sweep, plan_tables, validation_loso)
 
 
@@ -48,3 +48,4 @@ def define_env(env) -> None:
     validation_loso.register(env)
     cli_docs.register(env)
     config_import_docs.register(env)
+    charts.register(env)

@@ -19,7 +19,7 @@ import calc
 from . import labels
 from .methodology_text import (CONSTANTS, DATA_COLUMNS, PLAN_DEFAULTS, translate_label,
                                translate_note)
-from .numfmt import format_kind
+from calc_view.numfmt import format_kind
 from .tables import SOURCE, Col, _attr, _source_json, render
 
 CALC_DIR = Path(calc.__file__).resolve().parent

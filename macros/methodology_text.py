@@ -444,10 +444,6 @@ DATA_COLUMNS: dict[str, dict] = {
                                   "rocminfo), en MiB; es la que se compara con el total estimado",
                             "en": "Total memory as the driver reports it (nvidia-smi, rocminfo), "
                                   "in MiB; what the estimated total is compared with"},
-    "gpus.csv:fp8_dense_tflops": {"es": "Pico FP8 denso de los núcleos tensoriales con acumulación "
-                                        "fp32, en TFLOP/s (no disperso); 0 sin núcleos FP8 (Ampere, Turing)",
-                                  "en": "Dense FP8 tensor-core peak with fp32 accumulation, in TFLOP/s "
-                                        "(not sparse); 0 without FP8 tensor cores (Ampere, Turing)"},
     "gpus.csv:memory_gb_marketed": {"es": "Memoria anunciada en GB, solo para mostrar",
                                     "en": "Marketed memory in GB, for display only"},
     "gpus.csv:bf16_dense_tflops": {"es": "Pico bf16 denso de los núcleos tensoriales con "

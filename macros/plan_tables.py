@@ -13,7 +13,7 @@ import calc
 
 from . import labels
 from .guides import inline, model_name, resolve
-from .tables import CELL_SOURCE, SOURCE, Col, render
+from .tables import SOURCE, Col, render
 
 # Any catalogue card will do as the request's ``gpu`` when a table reads only what does
 # not depend on it (fits over the whole catalogue, recommendations): this one is named.

@@ -2,7 +2,7 @@
 # Idempotent setup shared by scripts/serve.sh and scripts/test.sh.
 #
 # 1. .venv with the pinned Python dependencies (requirements.txt)
-# 2. node_modules with the pinned Pyodide (package-lock.json, `npm ci`)
+# 2. node_modules with the pinned Pyodide and ESLint (package-lock.json, `npm ci`)
 # 3. a Chromium for Playwright: the system one when present, Debian's
 #    `chromium` package when running as root on Debian, Playwright's own
 #    download elsewhere (with its system libraries on GitHub Actions).
@@ -56,11 +56,12 @@ else
     echo "$py_hash" > "$py_stamp"
 fi
 
-# --- 2. Node (Pyodide) -----------------------------------------------------
+# --- 2. Node (Pyodide, ESLint) ---------------------------------------------
 command -v npm >/dev/null || die "npm not found (Node 20+ is required)"
 node_stamp="node_modules/.setup-package-lock.sha256"
 node_hash="$(inputs_hash "$(node --version)" package-lock.json)"
-if stamp_ok "$node_stamp" "$node_hash" && [[ -f node_modules/pyodide/package.json ]]; then
+if stamp_ok "$node_stamp" "$node_hash" && [[ -f node_modules/pyodide/package.json ]] \
+        && [[ -x node_modules/.bin/eslint ]]; then
     log "node modules up to date"
 else
     log "installing node modules (npm ci)"

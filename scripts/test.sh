@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run the whole test suite, browser tests included.
+# Set up (idempotent), lint (scripts/lint.sh: ruff, mypy, eslint) and run the whole test
+# suite, browser tests included. A lint failure stops here, before the tests.
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k site -x`).
 # "No tests collected" (pytest exit code 5) is a failure, never a pass.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/setup.sh
+bash scripts/lint.sh
 export NO_MKDOCS_2_WARNING=1
 rc=0
 .venv/bin/python -m pytest "$@" || rc=$?

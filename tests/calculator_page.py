@@ -13,7 +13,8 @@ import json
 import math
 from urllib.parse import urlencode
 
-from macros import calculator, calculator_view as view
+import calc_view as view
+from macros import calculator
 
 READY_TIMEOUT_MS = 90_000
 STATE = "document.getElementById('calc').dataset.calcState"

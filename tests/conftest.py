@@ -182,7 +182,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         ".json": "application/json",
     }
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib name
+    def log_message(self, format: str, *args) -> None:  # `format`: the stdlib's parameter name
         pass
 
 

@@ -22,7 +22,9 @@ from calculator_page import (FIELDS, READY_TIMEOUT_MS, STATE, STRINGS, Calc, ass
                              close_calculator_page, request_for, tree_outputs)
 from conftest import REPO_ROOT, watch_offline
 
-from macros import calculator, calculator_view as view
+from calc import run as calc_run
+import calc_view as view
+from macros import calculator
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -115,7 +117,7 @@ ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 @pytest.mark.parametrize("query", ALL_VARIATIONS, ids=lambda q: urlencode(q)[:60] or "default")
 def test_page_matches_cpython(calc_page, query):
     calc_page.navigate(query)
-    response = view.run(calculator.COMMAND, request_for(query))["result"]
+    response = calc_run(calculator.COMMAND, request_for(query))["result"]
     assert calc_page.page.locator("#calc .calc-stale-note").is_hidden()
     assert_parity(calc_page.outputs(), response, calc_page.lang)
     warnings = calc_page.page.eval_on_selector_all(
@@ -253,7 +255,7 @@ def test_static_result_is_in_the_html_and_equals_the_live_one(lang, built_site, 
     parser = _StaticOutputs()
     parser.feed(path.read_text(encoding="utf-8"))
     assert parser.state == "static"
-    response = view.run(calculator.COMMAND, calculator.default_request())["result"]
+    response = calc_run(calculator.COMMAND, calculator.default_request())["result"]
     assert parser.found == tree_outputs(view.render_results(response, lang, STRINGS[lang]))
     page = shared_context.new_page()
     calc = Calc(page, site_server, lang)
@@ -281,7 +283,7 @@ def test_form_drives_the_same_numbers(calc_page):
     query = {"mode": "advanced", "seq_len": "3072", "method": "qlora", "chunked_loss": "true",
              "lora_targets": "q_proj,v_proj", "micro_batch_size": "2"}
     assert dict(parse_qsl(urlsplit(page.url).query)) == query
-    response = view.run(calculator.COMMAND, request_for(query))["result"]
+    response = calc_run(calculator.COMMAND, request_for(query))["result"]
     assert_parity(calc_page.outputs(), response, calc_page.lang)
 
 
@@ -295,7 +297,7 @@ def test_the_training_library_sets_what_the_reader_left_to_it(calc_page):
     page.wait_for_function("() => location.search.includes('framework=hf-trainer')")
     query = {"mode": "advanced", "framework": "hf-trainer"}
     assert dict(parse_qsl(urlsplit(page.url).query)) == query
-    response = view.run(calculator.COMMAND, request_for(query))["result"]
+    response = calc_run(calculator.COMMAND, request_for(query))["result"]
     assert response["memory"]["request"]["lora_adapter_dtype"] == "fp32"  # PEFT's default
     assert_parity(calc_page.outputs(), response, calc_page.lang)
     assert page.input_value("#calc-lora_adapter_dtype") == "fp32"
@@ -304,7 +306,7 @@ def test_the_training_library_sets_what_the_reader_left_to_it(calc_page):
     calc_page.settle()
     page.wait_for_function("() => location.search.includes('lora_adapter_dtype=base')")
     query = {**query, "lora_adapter_dtype": "base"}
-    response = view.run(calculator.COMMAND, request_for(query))["result"]
+    response = calc_run(calculator.COMMAND, request_for(query))["result"]
     assert response["memory"]["request"]["lora_adapter_dtype"] == "base"
     assert_parity(calc_page.outputs(), response, calc_page.lang)
 
@@ -329,7 +331,7 @@ def test_pasted_config_drives_the_same_numbers(calc_page):
     page.click("#calc .calc-config summary")  # closed after a restore without a config
     page.fill("#calc-hf_config", json.dumps(CUSTOM_CONFIG, indent=2))
     calc_page.settle()
-    response = view.run(calculator.COMMAND, request_for(
+    response = calc_run(calculator.COMMAND, request_for(
         {"model": json.dumps({"hf_config": CUSTOM_CONFIG})}))["result"]
     assert_parity(calc_page.outputs(), response, calc_page.lang)
     assert json.loads(dict(parse_qsl(urlsplit(page.url).query))["model"]) == {"hf_config": CUSTOM_CONFIG}
@@ -338,7 +340,7 @@ def test_pasted_config_drives_the_same_numbers(calc_page):
 def test_a_suggestion_applies_its_changes(calc_page):
     page = calc_page.page
     calc_page.navigate({"gpu": "rtx-3090"})
-    response = view.run(calculator.COMMAND, request_for({"gpu": "rtx-3090"}))["result"]
+    response = calc_run(calculator.COMMAND, request_for({"gpu": "rtx-3090"}))["result"]
     first = response["suggestions"][0]
     page.locator("#calc button.calc-apply").first.click()
     calc_page.settle()
@@ -346,7 +348,7 @@ def test_a_suggestion_applies_its_changes(calc_page):
     shown = dict(parse_qsl(urlsplit(page.url).query))
     shown.pop("mode", None)  # a changed advanced option unfolds the advanced options
     assert shown == query
-    applied = view.run(calculator.COMMAND, request_for(query))["result"]
+    applied = calc_run(calculator.COMMAND, request_for(query))["result"]
     assert_parity(calc_page.outputs(), applied, calc_page.lang)
 
 
@@ -442,7 +444,7 @@ def test_an_unknown_model_id_asks_for_its_config(calc_page):
     assert code == "unknown_preset"
     assert STRINGS[calc_page.lang]["ui"]["not_in_list"] in text
     assert calc_page.page.locator("#calc-hf_config").is_visible()  # the box to paste it in
-    response = view.run(calculator.COMMAND, request_for({"model": "someone/Some-Model-7B"}))
+    response = calc_run(calculator.COMMAND, request_for({"model": "someone/Some-Model-7B"}))
     suggested = response["error"].get("suggestions") or []
     for item in suggested[:5]:  # calc's nearest presets, when it names any (issue 15)
         assert (item["id"] if isinstance(item, dict) else item) in text
@@ -498,7 +500,7 @@ def test_unknown_query_parameters_are_named_and_ignored(calc_page):
     text = general.text_content()
     assert "colour" in text and "<b>x</b>" in text
     assert calc_page.page.locator('#calc [data-error-for="_general"] b').count() == 0
-    response = view.run(calculator.COMMAND, request_for({"seq_len": "1024"}))["result"]
+    response = calc_run(calculator.COMMAND, request_for({"seq_len": "1024"}))["result"]
     assert_parity(calc_page.outputs(), response, calc_page.lang)
 
 
@@ -513,9 +515,93 @@ def test_worker_crash_is_reported_and_the_worker_restarted(browser, site_server)
     calc.wait_worker()
     assert page.locator("#calc .calc-status").get_attribute("data-status") == "status_restarted"
     calc.navigate({"seq_len": "512"})
-    response = view.run(calculator.COMMAND, request_for({"seq_len": "512"}))["result"]
+    response = calc_run(calculator.COMMAND, request_for({"seq_len": "512"}))["result"]
     assert_parity(calc.outputs(), response, "en")
     context.close()
+
+
+# A bug planted in the shipped calc (the bundle served to the worker, patched in flight):
+# plan_dict raises for one setup, with markup in the exception's message.
+BUG_SEQ_LEN = 1234
+PLANTED_BUG = f"""
+
+_plan_dict_without_the_bug = plan_dict
+
+
+def plan_dict(data):
+    if isinstance(data, dict) and data.get("seq_len") == {BUG_SEQ_LEN}:
+        raise ZeroDivisionError('<img src=x onerror="document.title=1">')
+    return _plan_dict_without_the_bug(data)
+""".encode()
+
+
+def _bundle_with_a_bug(bundle: bytes) -> bytes:
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(bundle)) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            target.writestr(info, data + PLANTED_BUG if info.filename == "calc/plan.py" else data)
+    return out.getvalue()
+
+
+def test_a_bug_in_calc_is_reported_as_a_bug_not_as_bad_input(browser, site_server, built_site):
+    """An exception inside calc reaches the page as an internal error: a message asking for a
+    report (its code, the exception's type, where, the version; no traceback, no markup from
+    the message), no field marked, the last figures kept; the next edit computes again."""
+    (bundle,) = (built_site / "assets" / "calc").glob("calc-*.zip")
+    patched = _bundle_with_a_bug(bundle.read_bytes())
+    context = browser.new_context()  # fresh storage: no cached snapshot, the bundle is fetched
+    page = context.new_page()
+    problems = watch_offline(page, site_server.origin)
+    # registered last, so it answers before the offline watcher's route
+    context.route("**/assets/calc/*.zip",
+                  lambda route: route.fulfill(body=patched, content_type="application/zip"))
+    calc = Calc(page, site_server, "en")
+    calc.open()
+    calc.wait_worker()
+    shown = calc.outputs()
+    page.fill("#calc-seq_len", str(BUG_SEQ_LEN))
+    page.wait_for_function(f"{STATE} === 'error'", timeout=READY_TIMEOUT_MS)
+    ui = STRINGS["en"]["ui"]
+    assert page.locator("#calc .calc-status").get_attribute("data-status") == "status_internal"
+    assert page.locator("#calc .calc-status").text_content() == ui["status_internal"]
+    message = page.locator('#calc [data-error-for="_general"] [data-error-code="internal_error"]')
+    assert message.count() == 1
+    head, _, tail = ui["internal_error_report"].partition("{}")
+    text = message.text_content()
+    assert text.startswith(head) and text.endswith(tail), text
+    reference = text[len(head):len(text) - len(tail)]
+    assert re.fullmatch(r"internal_error · ZeroDivisionError · calc/plan\.py:\d+ · calc "
+                        + re.escape(calc_module_version()), reference), reference
+    assert page.evaluate("document.getElementById('calc').dataset.internalError") == reference
+    # not an input error: no field blamed, no input-error marker, nothing from the message
+    assert page.locator("#calc [aria-invalid]").count() == 0
+    assert page.locator("#calc .calc-error[data-error-for]:not([hidden])").count() == 0
+    assert page.evaluate("'inputError' in document.getElementById('calc').dataset") is False
+    assert page.locator("#calc img").count() == 0 and page.title() != "1"
+    assert "onerror" not in page.locator("#calc").inner_html()
+    assert calc.outputs() == shown  # the last figures stay, as another setup's
+    assert page.evaluate("document.getElementById('calc').dataset.calcResults") == "other"
+    # the worker is fine: another setup computes, and the message goes
+    page.fill("#calc-seq_len", "1536")
+    calc.settle()
+    assert calc.state() == "ready"
+    assert message.count() == 0
+    assert page.evaluate("'internalError' in document.getElementById('calc').dataset") is False
+    assert_parity(calc.outputs(), calc_run(calculator.COMMAND, request_for({"seq_len": "1536"}))["result"], "en")
+    calc.wait_worker()
+    page.wait_for_load_state("networkidle")
+    context.close()
+    assert_clean(problems, "calculator page with a planted bug", site_server.origin)
+
+
+def calc_module_version() -> str:
+    from calc import __version__
+
+    return __version__
 
 
 # ---------------------------------------------------------------- basic / advanced
@@ -566,7 +652,7 @@ def test_dataset_size_from_examples_and_their_length(calc_page):
     assert key["dataset_tokens"] == 15_000_000
     query = dict(parse_qsl(urlsplit(page.url).query))
     assert query == {"examples": "20000", "example_tokens": "750", "dataset_tokens": "15000000"}
-    response = view.run(calculator.COMMAND, request_for(query))["result"]
+    response = calc_run(calculator.COMMAND, request_for(query))["result"]
     assert_parity(calc_page.outputs(), response, calc_page.lang)
     page.fill("#calc-dataset_tokens", "2000000")  # typed directly: the helper empties
     calc_page.settle()
@@ -621,7 +707,7 @@ def test_language_switch_keeps_the_state(shared_context, site_server):
     assert page.input_value("#calc-method") == "full"
     back = page.get_attribute('a[hreflang="es"]', "href")
     assert "optimizer=adamw-8bit" in back
-    response = view.run(calculator.COMMAND, request_for(
+    response = calc_run(calculator.COMMAND, request_for(
         {"method": "full", "seq_len": "1024", "optimizer": "adamw-8bit"}))["result"]
     assert_parity(en.outputs(), response, "en")
     close_calculator_page(page)
@@ -645,7 +731,7 @@ def test_offline_from_the_start_and_after_load(browser, site_server):
     page.fill("#calc-seq_len", "2560")
     calc.settle()
     assert calc.state() == "ready"
-    response = view.run(calculator.COMMAND, request_for({"seq_len": "2560"}))["result"]
+    response = calc_run(calculator.COMMAND, request_for({"seq_len": "2560"}))["result"]
     assert_parity(calc.outputs(), response, "en")
     assert any("/assets/pyodide/" in url for url in problems.requested)
     context.close()
@@ -791,10 +877,10 @@ def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
     calc.open({"method": "qlora", "seq_len": "4096"})
     calc.wait_worker()
     assert _timings(page)["snapshot"] is True
-    response = view.run(calculator.COMMAND, request_for({"method": "qlora", "seq_len": "4096"}))["result"]
+    response = calc_run(calculator.COMMAND, request_for({"method": "qlora", "seq_len": "4096"}))["result"]
     assert_parity(calc.outputs(), response, "en")
     calc.navigate({})
-    assert_parity(calc.outputs(), view.run(calculator.COMMAND, calculator.default_request())["result"], "en")
+    assert_parity(calc.outputs(), calc_run(calculator.COMMAND, calculator.default_request())["result"], "en")
     context.close()
 
 
@@ -850,7 +936,7 @@ def test_a_broken_cached_snapshot_falls_back_to_an_ordinary_start(browser, site_
     # one this browser could not restore is not downloaded again; a bad download may be
     assert out["marked"] is (content == "zeros")
     assert out["result"]["type"] == "result"
-    expected = view.run(calculator.COMMAND, request)["result"]
+    expected = calc_run(calculator.COMMAND, request)["result"]
     assert out["result"]["out"]["result"]["memory"]["peak_allocated_bytes"] == \
         expected["memory"]["peak_allocated_bytes"]
     context.close()

@@ -1,11 +1,15 @@
-"""The calculator's build-time side: number formatting, the results tree, its HTML, the
-translated codes and the bundle hook. (The browser side is in test_calculator_browser.py.)"""
+"""The calculator's view package (``calc_view/``) in CPython: number formatting, the results
+tree, its HTML, the worker's entry (bad input apart from internal errors), the translated
+codes and the bundle hook that ships it. (The browser side is in test_calculator_browser.py.)"""
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import re
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -14,7 +18,9 @@ from calculator_page import STRINGS, tree_outputs
 from hypothesis import given, strategies as st
 
 from hooks import calc_bundle
-from macros import calculator, calculator_view as view
+import calc
+import calc_view as view
+from macros import calculator
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,7 +103,7 @@ CHANGES = [
 
 
 def _plan(changes: dict) -> dict:
-    return view.run(calculator.COMMAND, calculator.default_request() | changes)["result"]
+    return calc.run(calculator.COMMAND, calculator.default_request() | changes)["result"]
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -202,25 +208,127 @@ def test_components_stack_to_the_allocated_peak_in_the_chart(gpu):
      "hf_config.model_type"),
 ])
 def test_worker_entry_answers_bad_input_with_a_code(changes, code, field):
-    view.configure("es", json.dumps(STRINGS["es"]))
+    session = view.Session.from_json("es", json.dumps(STRINGS["es"]))
     request_json = json.dumps(calculator.default_request() | changes)
-    out = json.loads(view.handle(calculator.COMMAND, request_json))
+    out = json.loads(session.handle(calculator.COMMAND, request_json))
     assert out["error"]["code"] == code
     assert out["error"]["field"] == field
+    assert "internal_error" not in out and "result" not in out
 
 
 def test_worker_entry_survives_absurd_nesting():
-    out = json.loads(view.handle(calculator.COMMAND, "[" * 100_000 + "]" * 100_000))
+    session = view.Session("en", STRINGS["en"])
+    out = json.loads(session.handle(calculator.COMMAND, "[" * 100_000 + "]" * 100_000))
     assert out["error"]["code"] == "request_too_deep"
 
 
 def test_worker_entry_renders_the_result():
-    view.configure("en", json.dumps(STRINGS["en"]))
+    session = view.Session.from_json("en", json.dumps(STRINGS["en"]))
     request = calculator.default_request()
-    out = json.loads(view.handle(calculator.COMMAND, json.dumps(request)))
-    expected = view.run(calculator.COMMAND, request)["result"]
+    out = json.loads(session.handle(calculator.COMMAND, json.dumps(request)))
+    expected = calc.run(calculator.COMMAND, request)["result"]
     assert out["result"] == json.loads(json.dumps(expected))
     assert out["view"] == json.loads(json.dumps(view.render_results(expected, "en", STRINGS["en"])))
+
+
+def test_two_sessions_keep_their_own_language():
+    """No state at module level: a second session does not change the first one's words."""
+    request_json = json.dumps(calculator.default_request())
+    spanish = view.Session("es", STRINGS["es"])
+    english = view.Session("en", STRINGS["en"])
+    first = json.loads(spanish.handle(calculator.COMMAND, request_json))["view"]
+    json.loads(english.handle(calculator.COMMAND, request_json))
+    again = json.loads(spanish.handle(calculator.COMMAND, request_json))["view"]
+    assert first == again
+    assert STRINGS["es"]["ui"]["memory_heading"] in json.dumps(again, ensure_ascii=False)
+
+
+HOSTILE_MESSAGE = '<img src=x onerror="alert(1)">'
+
+
+def _raise(exc):
+    def broken(*args, **kwargs):
+        raise exc
+    return broken
+
+
+@pytest.mark.parametrize(("target", "stage"), [
+    ("calc.plan.plan_dict", "calc"),
+    ("calc_view.session.render_results", "view"),
+])
+def test_a_bug_is_an_internal_error_not_bad_input(monkeypatch, target, stage):
+    """An exception that is not calc's input error (a bug in calc or in the view) comes back
+    as ``internal_error``, apart from ``error``: the page must not blame a field for it. It
+    names the exception's type and where it was raised, never its message (which may quote
+    the input)."""
+    import calc.plan
+    import calc_view.session
+
+    module, _, name = target.rpartition(".")
+    owner = calc.plan if module == "calc.plan" else calc_view.session
+    monkeypatch.setattr(owner, name, _raise(ZeroDivisionError(HOSTILE_MESSAGE)))
+    out = json.loads(view.Session("en", STRINGS["en"]).handle(
+        calculator.COMMAND, json.dumps(calculator.default_request())))
+    assert set(out) == {"internal_error"}
+    found = out["internal_error"]
+    assert found["code"] == "internal_error"
+    assert found["stage"] == stage
+    assert found["exception"] == "ZeroDivisionError"
+    assert found["calc_version"] == calc.__version__
+    assert re.fullmatch(r"(calc|calc_view)/[\w/]+\.py:\d+", found["where"]), found["where"]
+    assert "onerror" not in json.dumps(out) and "alert" not in json.dumps(out)
+
+
+def test_a_response_json_cannot_encode_is_an_internal_error(monkeypatch):
+    import calc_view.session
+
+    monkeypatch.setattr(calc_view.session, "render_results",
+                        lambda result, lang, strings: ["span", {}, math.nan])
+    out = json.loads(view.Session("en", STRINGS["en"]).handle(
+        calculator.COMMAND, json.dumps(calculator.default_request())))
+    assert out["internal_error"]["stage"] == "encode"
+    assert out["internal_error"]["exception"] == "ValueError"
+
+
+def test_text_that_is_not_json_is_an_internal_error():
+    """The page sends JSON.stringify's text: anything else is the page's bug, not input."""
+    out = json.loads(view.Session("en", STRINGS["en"]).handle(calculator.COMMAND, "{model:"))
+    assert out["internal_error"]["stage"] == "decode"
+    assert out["internal_error"]["where"].startswith("calc_view/session.py:")
+
+
+def test_the_package_needs_only_the_standard_library_and_calc():
+    """calc_view runs in Pyodide next to calc: importing it (and rendering) in a bare
+    interpreter pulls in nothing but the standard library, calc and itself."""
+    code = (
+        "import json, sys\n"
+        "import calc_view, calc_view.session\n"
+        "s = calc_view.Session('en', {})\n"
+        "stdlib = set(sys.stdlib_module_names)\n"
+        "outside = sorted({m.split('.')[0] for m in sys.modules} - stdlib"
+        " - {'calc', 'calc_view', '__main__'})\n"
+        "print(json.dumps(outside))\n")
+    run = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r})\n" + code],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == []
+
+
+def test_the_package_keeps_no_state_at_module_level():
+    """Nothing assignable at module level but constants (UPPER_CASE), functions, classes and
+    imports: the language and strings travel with the call or the session."""
+    import ast
+
+    for path in sorted((ROOT / "calc_view").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    assert isinstance(target, ast.Name), (path.name, ast.dump(target))
+                    if target.id in ("__all__", "format_number"):  # the exports; an alias
+                        continue
+                    assert target.id.lstrip("_").isupper(), (path.name, target.id)
 
 
 # ---------------------------------------------------------------- strings
@@ -275,7 +383,8 @@ def test_relative_root(url, root):
 def test_bundle_is_deterministic_and_holds_the_package_and_the_renderer():
     members = calc_bundle.bundle_members()
     names = [name for name, _ in members]
-    assert {"calc/__init__.py", "calculator_view.py", "numfmt.py"} <= set(names)
+    assert {"calc/__init__.py", "calc_view/__init__.py", "calc_view/render.py",
+            "calc_view/numfmt.py", "calc_view/session.py"} <= set(names)
     assert any(name.startswith("calc/data/") for name in names)
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
     first = calc_bundle.build_bundle(members)
@@ -338,7 +447,7 @@ def test_the_first_view_carries_no_warning():
 
 
 def _handle(request: dict) -> dict:
-    return json.loads(view.handle(calculator.COMMAND, json.dumps(request)))
+    return json.loads(view.Session("en", STRINGS["en"]).handle(calculator.COMMAND, json.dumps(request)))
 
 
 def test_every_bad_field_is_named_at_once():
@@ -458,7 +567,7 @@ def _verdict_text(result: dict, lang: str) -> str:
 
 def test_verdict_line_names_the_card_and_answers_first():
     request = dict(calculator.default_request(), gpu="l40s")
-    result = view.run("plan", request)["result"]
+    result = calc.run("plan", request)["result"]
     tree = view.render_results(result, "en", STRINGS["en"])
     assert tree[2][1]["class"].startswith("calc-verdict")  # first child of the results
     text = _verdict_text(result, "en")
@@ -479,7 +588,7 @@ def test_verdict_line_names_the_card_and_answers_first():
 ])
 def test_verdict_state_from_the_engine_else_from_the_booleans(fits, without_margin, engine,
                                                               expected):
-    result = view.run("plan", dict(calculator.default_request(), gpu="rtx-4090"))["result"]
+    result = calc.run("plan", dict(calculator.default_request(), gpu="rtx-4090"))["result"]
     fit = result["fits"]["rtx-4090"]
     fit.update(fits=fits, fits_without_margin=without_margin)
     fit.pop("verdict", None)  # the engine's, when it has one (issue 13)
@@ -507,7 +616,7 @@ def test_recommendations_show_one_row_per_card_with_equal_shardings_merged():
 
 def test_ranking_tables_have_one_row_per_card_and_a_cuda_filter():
     request = dict(calculator.default_request(), gpu="mi300x", method="qlora")
-    result = view.run("plan", request)["result"]
+    result = calc.run("plan", request)["result"]
     strings = dict(STRINGS["en"], gpu_stacks={"mi300x": "rocm", "mi250x": "rocm"})
     html = view.to_html(view.Renderer(result, "en", strings).recommendations())
     assert 'class="calc-cuda-only-box"' in html

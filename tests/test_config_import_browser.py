@@ -59,7 +59,7 @@ def test_pasted_config_gives_the_cli_numbers(calc_page, name):
     rows = page.locator("#calc .calc-import-report tr[data-key]")
     assert rows.count() == len(result["keys"])
     shown = dict(zip(rows.evaluate_all("els => els.map(e => e.dataset.key)"),
-                     rows.evaluate_all("els => els.map(e => e.dataset.status)")))
+                     rows.evaluate_all("els => els.map(e => e.dataset.status)"), strict=True))
     assert shown == {e["key"]: e["status"] for e in result["keys"]}
     # the imported setup is in the URL: reloading it gives the same request
     query = dict(parse_qsl(urlsplit(page.url).query))

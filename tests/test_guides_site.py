@@ -14,7 +14,7 @@ import pytest
 import calc
 from calc import gpus
 from conftest import REPO_ROOT, parse_page, site_pages
-from macros.numfmt import KINDS, parse_number, shown_value
+from calc_view.numfmt import KINDS, parse_number, shown_value
 
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
 GUIDES = ("guides/vram/", "guides/cloud/")
@@ -134,12 +134,15 @@ def expected_raw(field: str, response: dict, request: dict) -> float:
     return value * 100 if pct else value
 
 
-COLLECT_JS = """() => Array.from(document.querySelectorAll('[data-value]')).map(el => ({
+# Numbers inside a closed <details> (a chart's table) have no rendered text: open them first.
+OPEN_DETAILS_JS = "document.querySelectorAll('details:not([open])').forEach(d => { d.open = true; });"
+
+COLLECT_JS = """() => { """ + OPEN_DETAILS_JS + """ return Array.from(document.querySelectorAll('[data-value]')).map(el => ({
     text: el.innerText.trim(),
     value: el.dataset.value, kind: el.dataset.kind, field: el.dataset.field,
     source: el.dataset.source || (el.closest('[data-source]') || {dataset: {}}).dataset.source,
     table: (el.closest('table') || {dataset: {}}).dataset.table || 'inline',
-}))"""
+})); }"""
 
 
 @pytest.fixture(scope="module")
@@ -175,13 +178,13 @@ def test_generated_numbers_equal_calc(page, site_server, pages):
     assert checked.get("methodology/", 0) >= 300 and checked.get("en/methodology/", 0) >= 300
 
 
-COLLECT_REFS_JS = """() => Array.from(document.querySelectorAll('[data-ref]')).map(el => ({
+COLLECT_REFS_JS = """() => { """ + OPEN_DETAILS_JS + """ return Array.from(document.querySelectorAll('[data-ref]')).map(el => ({
     text: el.innerText.trim(), ref: el.dataset.ref, field: el.dataset.field,
     kind: el.dataset.refKind, gpu: el.dataset.gpu || null,
     fits: el.dataset.fitsSource || null, noFit: el.dataset.noFitSource || null,
     source: (el.closest('[data-source]') || {dataset: {}}).dataset.source,
     table: (el.closest('table') || {dataset: {}}).dataset.table,
-}))"""
+})); }"""
 
 
 def _resolve_path(response: dict, path: str):

@@ -381,7 +381,7 @@ def test_smoke_rows_become_calc_requests(smoke_csv, tmp_path):
     assert mp.main(["--to-requests", str(out), "--out", str(jsonl)]) == 0
     lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert len(lines) == len(SMOKE)
-    for line, entry in zip(lines, SMOKE):
+    for line, entry in zip(lines, SMOKE, strict=True):
         assert line["measured"] == {}  # CPU: no CUDA figures
         req = parse_estimate_request(line["request"])
         assert req.method.value == entry["method"]

@@ -1,4 +1,4 @@
-"""Number formatting per page language (macros/numfmt.py): exact strings, strict parsing."""
+"""Number formatting per page language (calc_view/numfmt.py): exact strings, strict parsing."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from macros.numfmt import KINDS, NNBSP, format_kind, format_number, parse_number, shown_value
+from calc_view.numfmt import KINDS, NNBSP, format_kind, format_number, parse_number, shown_value
 
 CASES = [
     # value, decimals, es, en

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest

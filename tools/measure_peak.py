@@ -644,7 +644,7 @@ def _chunked_loss(model, input_ids, chunks: int = 8):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), t.reshape(-1), reduction="sum")
 
     total = hidden.new_zeros((), dtype=torch.float32)
-    for h, t in zip(hidden.chunk(chunks, dim=1), targets.chunk(chunks, dim=1)):
+    for h, t in zip(hidden.chunk(chunks, dim=1), targets.chunk(chunks, dim=1), strict=True):
         total = total + checkpoint(piece, h, t, use_reentrant=False)
     return total / targets.numel()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any, NoReturn
 
 from ..errors import CalcError, InputError
 from . import io
@@ -22,11 +23,11 @@ class _Parser(argparse.ArgumentParser):
     """argparse prints usage and exits 2; keep the exit, but as a coded error. No abbreviated
     options: a prefix that works today would break the day a flag with the same start is added."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         raise InputError("bad_arguments", "argv", None, message)
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import CalcError, InputError
+from ..jsontypes import JsonObject
 from . import io
 from .fields import FieldSpec, field_specs
 from .flags import add_field_flags, flag_overrides, parse_number
@@ -14,6 +16,9 @@ from .helptext import field_help
 from .messages import Messages
 from .registry import Command, Context, RequestSource, REQUEST_SOURCES, register, register_source
 from .table import render_estimate, render_plan
+
+if TYPE_CHECKING:  # annotations only: the catalogue is imported when a verdict is asked
+    from ..gpus import Gpu
 
 
 # --- request sources ------------------------------------------------------------------------------
@@ -103,12 +108,14 @@ def add_verdict_arguments(parser: argparse.ArgumentParser, msg: Messages) -> Non
                        default=PlanDefault("safety_margin"), help=msg.text("opt.show_margin"))
 
 
-def verdict_cards(args: argparse.Namespace) -> tuple[list, float]:
+def verdict_cards(args: argparse.Namespace) -> tuple[list[Gpu], float]:
     """The cards of ``--gpu`` (checked against the catalogue) and the margin of the verdict."""
     ids = [part.strip() for part in (getattr(args, "show_gpu", None) or "").split(",") if part.strip()]
     margin = getattr(args, "show_margin", None)
     if isinstance(margin, PlanDefault) or margin is None:
-        margin = PlanDefault("safety_margin").value() if ids else 0.0
+        default = PlanDefault("safety_margin").value()
+        assert isinstance(default, float), default  # PLAN_FIELDS' default margin
+        margin = default if ids else 0.0
     else:
         from ..request import check_number
         margin = float(check_number("safety_margin", parse_number(margin), 0.0, 1.0))
@@ -120,7 +127,7 @@ def verdict_cards(args: argparse.Namespace) -> tuple[list, float]:
     return [gpus.get_gpu(i, "gpu") for i in ids], margin
 
 
-def estimate_verdicts(est: dict, cards: list, margin: float) -> dict[str, dict]:
+def estimate_verdicts(est: JsonObject, cards: list[Gpu], margin: float) -> dict[str, JsonObject]:
     """Each card against the estimate, as ``plan`` judges its cards (``calc.recommend``); where
     calc gives the estimate a device range (``recommend.device_range``), the range is judged."""
     from .. import recommend
@@ -132,7 +139,7 @@ def estimate_verdicts(est: dict, cards: list, margin: float) -> dict[str, dict]:
             for card in cards}
 
 
-def _computed(command: str, compute: Callable[[object], dict], request: object) -> dict:
+def _computed(command: str, compute: Callable[[object], JsonObject], request: object) -> JsonObject:
     """``compute(request)``; a coded error keeps the request and the command so the JSON
     report can list every bad field at once (:func:`calc.field_errors.error_response`)."""
     try:

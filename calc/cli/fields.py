@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+FieldExtra = int | tuple[float, float, bool] | None  # calc.request.FieldSpec's third item
+
 
 @dataclass(frozen=True)
 class FieldSpec:
@@ -39,10 +41,11 @@ class FieldSpec:
         return self.kind in ("int", "number", "fraction")
 
 
-def _estimate_spec(key: str, default: object, kind: object, extra: object) -> FieldSpec:
+def _estimate_spec(key: str, default: object, kind: object, extra: FieldExtra) -> FieldSpec:
     if isinstance(kind, type) and issubclass(kind, Enum):
         return FieldSpec(key, "estimate", "enum", default, choices=tuple(m.value for m in kind))
     if kind == "int":
+        assert not isinstance(extra, tuple), extra  # an int's extra is its maximum
         return FieldSpec(key, "estimate", "int", default, minimum=1, maximum=extra)
     if kind == "fraction":
         return FieldSpec(key, "estimate", "fraction", default, minimum=0.0, maximum=1.0,
@@ -52,15 +55,17 @@ def _estimate_spec(key: str, default: object, kind: object, extra: object) -> Fi
     return FieldSpec(key, "estimate", str(kind), default)  # bool, targets, a kind added later
 
 
-def _plan_spec(key: str, default: object, kind: object, extra: object) -> FieldSpec:
+def _plan_spec(key: str, default: object, kind: object, extra: FieldExtra) -> FieldSpec:
     if kind == "gpu":
         return FieldSpec(key, "plan", "gpu", default, required=True)
     if kind == "tier":
         from ..gpus import TIERS
         return FieldSpec(key, "plan", "enum", default, choices=tuple(TIERS))
     if kind == "int":
+        assert not isinstance(extra, tuple), extra  # an int's extra is its maximum
         return FieldSpec(key, "plan", "int", default, minimum=1, maximum=extra)
     if kind in ("number", "required_number", "optional_number"):
+        assert isinstance(extra, tuple), extra  # a number's extra is its range
         lo, hi, allow_lo = extra
         return FieldSpec(key, "plan", "number", default, required=kind == "required_number",
                          optional=kind == "optional_number", minimum=lo, maximum=hi,

@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Callable
 
 from ..errors import InputError
+from ..jsontypes import JsonObject
 from .fields import FieldSpec
 
 # the calculator page's NUMBER_RE (docs/assets/calculator/calculator.js)
@@ -69,7 +71,8 @@ def _any_value(text: str) -> object:
         return text
 
 
-def add_field_flags(group: argparse._ArgumentGroup, specs: list[FieldSpec], help_for) -> None:
+def add_field_flags(group: argparse._ArgumentGroup, specs: list[FieldSpec],
+                    help_for: Callable[[FieldSpec], str]) -> None:
     """One option per key: ``--x VALUE``, or ``--x/--no-x`` for booleans. Unset flags stay
     ``None`` so that only what the user typed overrides ``--request``."""
     for spec in specs:
@@ -88,7 +91,7 @@ def _metavar(spec: FieldSpec) -> str:
             "targets": "LIST"}.get(spec.kind, "VALUE")
 
 
-def flag_overrides(args: argparse.Namespace, specs: list[FieldSpec]) -> dict:
+def flag_overrides(args: argparse.Namespace, specs: list[FieldSpec]) -> JsonObject:
     """The request keys given as flags, converted."""
     out = {}
     for spec in specs:
@@ -98,7 +101,7 @@ def flag_overrides(args: argparse.Namespace, specs: list[FieldSpec]) -> dict:
     return out
 
 
-def flags_for_request(request: dict, specs: list[FieldSpec]) -> list[str]:
+def flags_for_request(request: JsonObject, specs: list[FieldSpec]) -> list[str]:
     """The command-line flags that stand for ``request`` (its keys must be fields): the inverse
     of :func:`flag_overrides`, for examples, tests and ``--help``."""
     by_key = {spec.key: spec for spec in specs}

@@ -22,6 +22,7 @@ def range_text(spec: FieldSpec, lang: str = "en") -> str:
     """``0 <= x < 1``, ``0 < x <= 10,000``..."""
     lo = "<" if spec.exclusive_minimum else "<="
     hi = "<" if spec.exclusive_maximum else "<="
+    assert spec.minimum is not None and spec.maximum is not None, spec  # a bounded field
     return f"{_number(spec.minimum, lang)} {lo} x {hi} {_number(spec.maximum, lang)}"
 
 
@@ -29,6 +30,7 @@ def allowed_text(spec: FieldSpec, msg: Messages) -> str | None:
     if spec.kind == "enum" and spec.choices:
         return ", ".join(spec.choices)
     if spec.kind == "int":
+        assert spec.minimum is not None and spec.maximum is not None, spec  # ints are bounded
         return msg.text("help.int_range", min=_number(spec.minimum, msg.lang),
                         max=_number(spec.maximum, msg.lang))
     if spec.kind in ("number", "fraction"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import TextIO
 
 from ..errors import InputError
 
@@ -31,7 +32,7 @@ def read_request(path: str) -> object:
         raise InputError("request_not_json", "request", path, str(err)[:120]) from None
 
 
-def write(text: str, stream=None) -> None:
+def write(text: str, stream: TextIO | None = None) -> None:
     """Write and flush; a reader that went away (``| head``) ends the output quietly."""
     stream = stream or sys.stdout
     try:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 
 LANGS = ("es", "en")
 # os.path, not pathlib: one import less at every start of the CLI
 _DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "messages")
 
 
-def default_lang(environ: dict | None = None) -> str:
+def default_lang(environ: Mapping[str, str] | None = None) -> str:
     """Spanish when the locale is Spanish (``LC_ALL``, ``LC_MESSAGES``, ``LANG``), else English."""
     environ = os.environ if environ is None else environ
     for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
@@ -39,19 +40,23 @@ class Messages:
 
     def text(self, key: str, **values: object) -> str:
         template = self._data["cli"].get(key, key)
-        return template.format(**values) if values else template
+        text: str = template.format(**values) if values else template
+        return text
 
     def site(self, section: str, code: str) -> str:
-        return self._data.get("site", {}).get(section, {}).get(code, code)
+        text: str = self._data.get("site", {}).get(section, {}).get(code, code)
+        return text
 
     def label(self, field: str) -> str:
         return self.site("labels", field)
 
     def help(self, field: str) -> str | None:
-        return self._data["help"].get(field)
+        text: str | None = self._data["help"].get(field)
+        return text
 
     def unit(self, field: str) -> str | None:
-        return self._data["unit"].get(field)
+        text: str | None = self._data["unit"].get(field)
+        return text
 
     def has(self, section: str, code: str) -> bool:
         return code in self._data.get(section, {})

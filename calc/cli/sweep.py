@@ -13,14 +13,15 @@ from __future__ import annotations
 import argparse
 import re
 
-from ..errors import CalcError, InputError
+from ..errors import InputError
+from ..jsontypes import JsonObject
 from . import io
 from .commands import add_request_arguments, build_request, estimate_verdicts
 from .fields import FieldSpec, field_specs
 from .flags import flag_value
 from .messages import Messages
 from .registry import Command, Context, register
-from .table import Formatter, _rows, verdict_text
+from .table import Formatter, verdict_text
 
 MAX_VALUES = 10_000
 _RANGE_RE = re.compile(r"\s*(\d+)\s*\.\.\s*(\d+)\s*(?::\s*(\d+)\s*)?")
@@ -28,7 +29,7 @@ _RANGE_RE = re.compile(r"\s*(\d+)\s*\.\.\s*(\d+)\s*(?::\s*(\d+)\s*)?")
 _SWEEPABLE = ("int", "number", "fraction", "enum", "gpu", "model")
 
 
-def sweep_values(spec: FieldSpec, text: str) -> list | None:
+def sweep_values(spec: FieldSpec, text: str) -> list[object] | None:
     """The values of a swept flag, or ``None`` when the text is a single value."""
     if spec.kind not in _SWEEPABLE or (spec.kind == "model" and text.strip().startswith("{")):
         return None
@@ -53,7 +54,7 @@ def _configure(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.add_argument("--csv", action="store_true", help=msg.text("opt.csv"))
 
 
-def plan_sweep(args: argparse.Namespace) -> tuple[str, list, list[dict], str, float]:
+def plan_sweep(args: argparse.Namespace) -> tuple[str, list[object], list[JsonObject], str, float]:
     """(swept key, values, responses, command, margin): every run, in order."""
     specs = field_specs("plan")
     swept = []
@@ -76,6 +77,7 @@ def plan_sweep(args: argparse.Namespace) -> tuple[str, list, list[dict], str, fl
     from ..request import check_number
 
     margin = PLAN_FIELDS["safety_margin"][0]
+    assert isinstance(margin, float), margin
     responses = []
     for value in values:
         request = {**base, spec.key: value}
@@ -95,13 +97,15 @@ def plan_sweep(args: argparse.Namespace) -> tuple[str, list, list[dict], str, fl
     return spec.key, values, responses, command, margin
 
 
-def _memory(response: dict, command: str) -> dict:
+def _memory(response: JsonObject, command: str) -> JsonObject:
     if command == "plan":
-        return response["memory"]
-    return response.get("estimate", response)
+        memory: JsonObject = response["memory"]
+        return memory
+    estimate: JsonObject = response.get("estimate", response)
+    return estimate
 
 
-def _verdict(response: dict, command: str) -> tuple[str, dict] | None:
+def _verdict(response: JsonObject, command: str) -> tuple[str, JsonObject] | None:
     if command == "plan":
         return response["gpu"], response["fits"][response["gpu"]]
     if "verdict" in response:
@@ -114,7 +118,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     if ctx.mode == "json":
         # an estimate run is the estimate's own response (a verdict, when asked, beside it)
         io.emit_json({"field": key, "command": command,
-                      "runs": [{"value": v, "response": r} for v, r in zip(values, responses)]})
+                      "runs": [{"value": v, "response": r} for v, r in zip(values, responses, strict=True)]})
     elif ctx.mode == "csv":
         io.write(render_csv(key, values, responses, command))
     else:
@@ -122,7 +126,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _row(key: str, value: object, response: dict, command: str) -> dict:
+def _row(key: str, value: object, response: JsonObject, command: str) -> JsonObject:
     est = _memory(response, command)
     row = {key: value if not isinstance(value, dict) else "hf_config",
            "peak_allocated_bytes": est["peak_allocated_bytes"],
@@ -137,11 +141,11 @@ def _row(key: str, value: object, response: dict, command: str) -> dict:
     return row
 
 
-def render_csv(key: str, values: list, responses: list[dict], command: str) -> str:
+def render_csv(key: str, values: list[object], responses: list[JsonObject], command: str) -> str:
     import csv  # here, not at the top: every start of the CLI imports this module
     import io as _io
 
-    rows = [_row(key, v, r, command) for v, r in zip(values, responses)]
+    rows = [_row(key, v, r, command) for v, r in zip(values, responses, strict=True)]
     out = _io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
@@ -149,13 +153,13 @@ def render_csv(key: str, values: list, responses: list[dict], command: str) -> s
     return out.getvalue()
 
 
-def render_table(key: str, values: list, responses: list[dict], command: str, msg: Messages,
+def render_table(key: str, values: list[object], responses: list[JsonObject], command: str, msg: Messages,
                  margin: float) -> str:
     fmt = Formatter(msg)
     header = [msg.label(key), msg.text("table.allocated"), msg.text("table.reserved"),
               msg.text("table.on_device"), msg.text("table.peak_phase")]
     body = []
-    for value, response in zip(values, responses):
+    for value, response in zip(values, responses, strict=True):
         est = _memory(response, command)
         cells = [str(value) if not isinstance(value, float) else f"{value:g}",
                  fmt.gib(est["peak_allocated_bytes"]), fmt.gib(est["peak_reserved_bytes"]),
@@ -168,14 +172,15 @@ def render_table(key: str, values: list, responses: list[dict], command: str, ms
         if command == "plan":
             cells += [fmt.hours(response["time_hours"]), fmt.usd(response["cost_usd"]["total"])]
         body.append(cells)
-    if any(_verdict(r, command) for r in responses):
-        gpu = _verdict(responses[0], command)[0]
+    verdicts = [v for v in (_verdict(r, command) for r in responses) if v is not None]
+    if verdicts:
+        gpu = verdicts[0][0]
         header.append(f"{msg.text('table.verdict')} ({gpu if command != 'plan' or key != 'gpu' else msg.label('gpu')})")
     if command == "plan":
         header += [msg.text("table.time"), msg.text("table.cost")]
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) if i == 0 or i >= 4 else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(r, widths))).rstrip()
+                       for i, (cell, w) in enumerate(zip(r, widths, strict=True))).rstrip()
              for r in [header, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines) + "\n"

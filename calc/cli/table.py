@@ -5,6 +5,7 @@ no-break space between thousands from 10 000 up; English: decimal point, comma g
 
 from __future__ import annotations
 
+from ..jsontypes import JsonObject
 from .messages import Messages
 
 GIB = 2 ** 30
@@ -12,7 +13,7 @@ NNBSP = "\u202f"
 
 
 def number(value: float, decimals: int, lang: str) -> str:
-    """The site's number format (``macros/numfmt.py``), which the wheel does not ship."""
+    """The site's number format (``calc_view/numfmt.py``), which the wheel does not ship."""
     text = f"{abs(value):,.{decimals}f}"
     int_part, _, frac = text.partition(".")
     negative = value < 0 and float(text.replace(",", "")) != 0.0
@@ -54,7 +55,7 @@ def _range_pair(value: object) -> tuple[float, float] | None:
     return None
 
 
-def _device_range(est: dict) -> tuple[int, int] | None:
+def _device_range(est: JsonObject) -> tuple[int, int] | None:
     """What nvidia-smi would show as a range, where calc gives one (``recommend.device_range``):
     the range the verdicts judge."""
     from .. import recommend
@@ -70,7 +71,7 @@ def _rows(rows: list[tuple[str, str]], indent: str = "  ") -> list[str]:
     return [f"{indent}{label.ljust(width)}  {value}" for label, value in rows]
 
 
-def _setup_line(request: dict, msg: Messages) -> str:
+def _setup_line(request: JsonObject, msg: Messages) -> str:
     """``llama-3.1-8b · QLoRA · 2048 tokens × 1 · 1 GPU (none)``, from the echoed request."""
     model = request.get("model")
     parts = [model if isinstance(model, str) else "hf_config"]
@@ -84,7 +85,7 @@ def _setup_line(request: dict, msg: Messages) -> str:
     return " · ".join(parts)
 
 
-def memory_rows(est: dict, fmt: Formatter) -> list[tuple[str, str]]:
+def memory_rows(est: JsonObject, fmt: Formatter) -> list[tuple[str, str]]:
     msg = fmt.msg
     def figure(key: str) -> str:
         """The estimate, and its calibrated range when the response has one (``<key>_range``)."""
@@ -105,7 +106,7 @@ def memory_rows(est: dict, fmt: Formatter) -> list[tuple[str, str]]:
     return rows
 
 
-def verdict_text(entry: dict, fmt: Formatter, margin: float) -> str:
+def verdict_text(entry: JsonObject, fmt: Formatter, margin: float) -> str:
     """A card's verdict: calc's own ``verdict`` code when the response has one, else fits /
     fits only without the margin / does not fit; with what it needs and what it has."""
     msg = fmt.msg
@@ -128,13 +129,13 @@ def verdict_heading(msg: Messages, margin: float) -> str:
     return msg.text("table.verdict_margin", margin=Formatter(msg).percent(margin))
 
 
-def _warnings(codes: list, msg: Messages) -> list[str]:
+def _warnings(codes: list[str], msg: Messages) -> list[str]:
     if not codes:
         return []
     return [msg.text("table.warnings")] + [f"  - {msg.site('warnings', str(c))}" for c in codes]
 
 
-def render_estimate(est: dict, msg: Messages, verdicts: dict[str, dict] | None = None,
+def render_estimate(est: JsonObject, msg: Messages, verdicts: dict[str, JsonObject] | None = None,
                     margin: float = 0.25) -> str:
     fmt = Formatter(msg)
     lines = [f"{msg.text('table.setup')}: {_setup_line(est.get('request', {}), msg)}",
@@ -148,7 +149,7 @@ def render_estimate(est: dict, msg: Messages, verdicts: dict[str, dict] | None =
     return "\n".join(lines) + "\n"
 
 
-def render_plan(plan: dict, msg: Messages) -> str:
+def render_plan(plan: JsonObject, msg: Messages) -> str:
     fmt = Formatter(msg)
     est = plan["memory"]
     margin = plan.get("safety_margin", 0.25)

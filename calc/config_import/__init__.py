@@ -12,14 +12,21 @@ writes the keys calc models in that format. Bad input raises a coded
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from ..errors import InputError
+from ..jsontypes import JsonObject
 from .export import EXPORTERS, FORMATS
 from .loading import load_text
+
+if TYPE_CHECKING:
+    from .common import ReadFile
 
 __all__ = ["FORMATS", "detect_format", "export_config", "import_config", "import_data"]
 
 
-def detect_format(data: dict) -> str:
+def detect_format(data: JsonObject) -> str:
     """The format of a parsed config, from keys only one format has."""
     keys = set(map(str, data))
     if "base_model" in keys:
@@ -41,7 +48,7 @@ def detect_format(data: dict) -> str:
     raise InputError("config_format_unknown", "format", None)
 
 
-def _importer(fmt: str):
+def _importer(fmt: str) -> Callable[..., JsonObject]:
     if fmt == "axolotl":
         from .axolotl import import_axolotl as fn
     elif fmt == "trl":
@@ -59,7 +66,8 @@ def _importer(fmt: str):
     return fn
 
 
-def import_data(data: dict, fmt: str = "auto", model=None, read_file=None) -> dict:
+def import_data(data: JsonObject, fmt: str = "auto", model: object = None,
+                read_file: ReadFile | None = None) -> JsonObject:
     """Map an already parsed config. ``model``: a preset id or ``{"hf_config": ...}`` that
     replaces the file's model (the calculator's current model, or a pasted config.json);
     ``read_file(path) -> dict | None`` lets the CLI read a DeepSpeed file the config names."""
@@ -72,14 +80,15 @@ def import_data(data: dict, fmt: str = "auto", model=None, read_file=None) -> di
     return result
 
 
-def import_config(text, fmt: str = "auto", model=None, read_file=None) -> dict:
+def import_config(text: str | bytes, fmt: str = "auto", model: object = None,
+                  read_file: ReadFile | None = None) -> JsonObject:
     """Parse ``text`` (str or bytes, YAML or JSON) and map it (see :func:`import_data`)."""
     if fmt != "auto" and fmt not in FORMATS:
         raise InputError("unknown_config_format", "format", fmt)
     return import_data(load_text(text), fmt, model=model, read_file=read_file)
 
 
-def export_config(request: dict, fmt: str) -> str:
+def export_config(request: object, fmt: str) -> str:
     """The request's modelled keys in ``fmt`` (YAML, or JSON for DeepSpeed)."""
     if fmt not in EXPORTERS:
         raise InputError("unknown_config_format", "format", fmt)

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from ..jsontypes import JsonObject
 from . import common
 from .report import Report
 
@@ -21,7 +22,7 @@ IGNORED = {"compute_environment", "debug", "machine_rank", "main_training_functi
 _STAGES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
 
 
-def import_accelerate(data: dict, model=None, read_file=None) -> dict:
+def import_accelerate(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
     rep = Report("accelerate", TOOL)
     if model is not None:
         rep.request["model"] = model
@@ -74,7 +75,7 @@ def import_accelerate(data: dict, model=None, read_file=None) -> dict:
     return rep.result()
 
 
-def _deepspeed_plugin(rep: Report, cfg: dict, prefix: str, read_file) -> None:
+def _deepspeed_plugin(rep: Report, cfg: JsonObject, prefix: str, read_file: common.ReadFile | None) -> None:
     stage = common.positive_int(cfg.get("zero_stage")) if cfg.get("zero_stage") != 0 else 0
     for key, value in cfg.items():
         path = prefix + str(key)

@@ -12,6 +12,7 @@ per-model table (:mod:`calc.config_import.hf`).
 
 from __future__ import annotations
 
+from ..jsontypes import JsonObject
 from . import common, hf
 from .models import resolve_model
 from .report import Report
@@ -67,9 +68,9 @@ CHUNKED_LOSS = {"cut_cross_entropy", "liger_fused_linear_cross_entropy", "chunke
                 "unsloth_cross_entropy_loss", "liger_cross_entropy"}
 
 
-def import_axolotl(data: dict, model=None, read_file=None) -> dict:
+def import_axolotl(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
     rep = Report("axolotl", TOOL)
-    st: dict = {}
+    st: JsonObject = {}
     arch = None
     if "base_model" in data:
         arch = resolve_model(rep, "base_model", data["base_model"], model)
@@ -233,7 +234,7 @@ def import_axolotl(data: dict, model=None, read_file=None) -> dict:
     return rep.result()
 
 
-def _precision(st: dict) -> str | None:
+def _precision(st: JsonObject) -> str | None:
     if common.is_true(st.get("fp16")) or common.is_true(st.get("float16")):
         return "fp16-mixed"
     if st.get("bf16") in (True, "auto", "full") or common.is_true(st.get("bfloat16")):

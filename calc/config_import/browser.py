@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 
 from ..errors import CalcError, InputError
+from ..jsontypes import JsonObject
 from ..request import ESTIMATE_FIELDS
 
 
-def _form(result: dict, page_model=None) -> dict:
+def _form(result: JsonObject, page_model: object = None) -> JsonObject:
     """Every estimate field as calc will use it: the request is validated (with the page's
     model when the file's is not a preset) so that the values a framework profile fills in
     (:mod:`calc.frameworks`) are written out too; the form sends every field, and the page

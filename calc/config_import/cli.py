@@ -9,11 +9,20 @@ stage and offload are read from its name and the key says so.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
+from ..jsontypes import JsonObject
 from . import import_config
 from .export import FORMATS
 from .loading import MAX_BYTES, load_text
+
+if TYPE_CHECKING:  # annotations only: the CLI's modules load when the CLI runs
+    import argparse
+
+    from ..cli.messages import Messages
+    from ..cli.registry import Context
+    from .common import ReadFile
 
 
 def read_bytes(path: str) -> bytes:
@@ -25,10 +34,10 @@ def read_bytes(path: str) -> bytes:
     return raw
 
 
-def _file_reader(config_path: str):
+def _file_reader(config_path: str) -> ReadFile:
     base = os.path.dirname(os.path.abspath(config_path))
 
-    def read_file(name: str):
+    def read_file(name: str) -> JsonObject | None:
         for candidate in (name, os.path.join(base, name)):
             if os.path.isfile(candidate):
                 try:
@@ -40,7 +49,7 @@ def _file_reader(config_path: str):
     return read_file
 
 
-def import_file(path: str, fmt: str = "auto", model=None) -> dict:
+def import_file(path: str, fmt: str = "auto", model: object = None) -> JsonObject:
     if fmt != "auto" and fmt not in FORMATS:
         raise InputError("unknown_config_format", "format", fmt)
     return import_config(read_bytes(path), fmt, model=model, read_file=_file_reader(path))
@@ -53,18 +62,18 @@ LAUNCH_FORMATS = ("accelerate", "deepspeed")
 LAUNCH_FIELDS = ("num_gpus", "sharding", "cpu_offload", "frozen_weight_grads", "sync_each_micro_batch")
 
 
-def combine(results: list[dict]) -> dict:
+def combine(results: list[JsonObject]) -> JsonObject:
     """One request from several imports: the keys each file sets explicitly (training files
     first, then launch configs for :data:`LAUNCH_FIELDS` and for keys still unset), then the
     tools' defaults where no file set the field."""
     training = [r for r in results if r["format"] not in LAUNCH_FORMATS]
     launch = [r for r in results if r["format"] in LAUNCH_FORMATS]
 
-    def explicit(result):
+    def explicit(result: JsonObject) -> JsonObject:
         defaulted = {d["field"] for d in result["defaults"]}
         return {k: v for k, v in result["request"].items() if k not in defaulted}
 
-    request: dict = {}
+    request: JsonObject = {}
     for result in training:
         request.update(explicit(result))
     for result in launch:
@@ -77,7 +86,8 @@ def combine(results: list[dict]) -> dict:
     return request
 
 
-def request_from_config_file(path, fmt: str = "auto", plan: bool = False, model=None) -> dict:
+def request_from_config_file(path: str | list[str], fmt: str = "auto", plan: bool = False,
+                             model: object = None) -> JsonObject:
     """The request a config file gives (with ``epochs`` / ``dataset_tokens`` for a plan).
     ``path`` may be a list of files: a training file and the accelerate or DeepSpeed config
     it is launched with (see :func:`combine`). ``model``: the model given separately (a
@@ -100,7 +110,7 @@ def request_from_config_file(path, fmt: str = "auto", plan: bool = False, model=
 # --- the CLI: the ``import`` subcommand and the ``--config`` request source -------------------
 
 
-def _configure_import(parser, msg) -> None:
+def _configure_import(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
                         help=msg.text("opt.import_format"))
     parser.add_argument("--export", choices=FORMATS, default=None, help=msg.text("opt.import_export"))
@@ -108,7 +118,7 @@ def _configure_import(parser, msg) -> None:
     parser.add_argument("file", metavar="FILE", help=msg.text("opt.import_file"))
 
 
-def run_import(args, ctx=None) -> int:
+def run_import(args: argparse.Namespace, ctx: Context | None = None) -> int:
     """``python -m calc import [--format F] [--export F] FILE``: the key-by-key JSON
     (``{"format", "request", "keys", ...}``), or with ``--export`` the setup in that format."""
     from ..cli import io
@@ -125,13 +135,13 @@ def run_import(args, ctx=None) -> int:
     return 0
 
 
-def _add_config_option(group, msg) -> None:
+def _add_config_option(group: argparse._ArgumentGroup, msg: Messages) -> None:
     group.add_argument("--config", metavar="FILE", action="append", help=msg.text("opt.config"))
     group.add_argument("--config-format", default="auto", choices=("auto",) + FORMATS,
                        help=msg.text("opt.config_format"))
 
 
-def _load_config_option(args):
+def _load_config_option(args: argparse.Namespace) -> JsonObject | None:
     paths = getattr(args, "config", None)
     if not paths:
         return None

@@ -17,8 +17,15 @@ Sources (read at the stated versions):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
+from ..arch import ModelArch
+from ..jsontypes import JsonObject
 from .report import Report
+
+# How an importer reads a file its config names (a DeepSpeed JSON): the CLI passes one;
+# the browser has no files, so None.
+ReadFile = Callable[[str], JsonObject | None]
 
 # Hugging Face ``optim`` names -> (optimizer, optimizer_fused)
 HF_OPTIMIZERS: dict[str, tuple[str, bool]] = {
@@ -76,11 +83,11 @@ TORCHTUNE_TO_HF = {
 }
 
 
-def is_true(value) -> bool:
+def is_true(value: object) -> bool:
     return value is True or (isinstance(value, str) and value.lower() in ("true", "yes", "1"))
 
 
-def positive_int(value) -> int | None:
+def positive_int(value: object) -> int | None:
     """An int > 0 (also "8" as text), else None."""
     if isinstance(value, bool):
         return None
@@ -91,7 +98,7 @@ def positive_int(value) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def set_int(rep: Report, key: str, field: str, value) -> bool:
+def set_int(rep: Report, key: str, field: str, value: object) -> bool:
     number = positive_int(value)
     if number is None:
         rep.unknown(key, "not_a_positive_integer")
@@ -100,7 +107,7 @@ def set_int(rep: Report, key: str, field: str, value) -> bool:
     return True
 
 
-def set_optimizer_hf(rep: Report, key: str, name) -> None:
+def set_optimizer_hf(rep: Report, key: str, name: object) -> None:
     if not isinstance(name, str) or name.lower() not in HF_OPTIMIZERS:
         rep.unknown(key, "optimizer_not_modelled")
         return
@@ -109,7 +116,7 @@ def set_optimizer_hf(rep: Report, key: str, name) -> None:
     rep.use(key, "optimizer_fused", fused)
 
 
-def set_attention(rep: Report, key: str, name) -> None:
+def set_attention(rep: Report, key: str, name: object) -> None:
     value = ATTENTION_NAMES.get(name.lower()) if isinstance(name, str) else None
     if value is None:
         rep.unknown(key, "attention_not_modelled")
@@ -120,7 +127,7 @@ def set_attention(rep: Report, key: str, name) -> None:
 _NOT_BLOCK_LINEARS = {"lm_head", "embed_tokens", "wte", "tok_embeddings", "output", "embed_out"}
 
 
-def normalise_targets(rep: Report, key: str, names, arch) -> None:
+def normalise_targets(rep: Report, key: str, names: object, arch: ModelArch | None) -> None:
     """A LoRA target list (names, "all-linear", or "a,b" text) onto ``lora_targets``.
 
     Names the model has no linear for (``lm_head``, ``embed_tokens``: adapters the
@@ -170,7 +177,7 @@ _DS_ZERO_IGNORED = {"overlap_comm", "contiguous_gradients", "round_robin_gradien
 _DS_STAGE = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
 
 
-def deepspeed_section(rep: Report, ds: dict, prefix: str = "") -> None:
+def deepspeed_section(rep: Report, ds: JsonObject, prefix: str = "") -> None:
     """Map a DeepSpeed config dict. ``auto`` values are filled by the Hugging Face
     Trainer from its own arguments, so they are reported ``ignored`` (the Trainer's key
     sets the field)."""
@@ -244,7 +251,7 @@ def deepspeed_section(rep: Report, ds: dict, prefix: str = "") -> None:
             rep.unknown(prefix + "train_batch_size", "num_gpus_not_derivable")
 
 
-def _deepspeed_zero(rep: Report, zero: dict, prefix: str) -> None:
+def _deepspeed_zero(rep: Report, zero: JsonObject, prefix: str) -> None:
     stage = zero.get("stage")
     for key, value in zero.items():
         path = prefix + str(key)
@@ -328,7 +335,7 @@ _FSDP_IGNORED = {
 }
 
 
-def fsdp_section(rep: Report, cfg: dict, prefix: str = "", strip: str = "fsdp_", version=None) -> None:
+def fsdp_section(rep: Report, cfg: JsonObject, prefix: str = "", strip: str = "fsdp_", version: object = None) -> None:
     """An FSDP config dict (accelerate's ``fsdp_config`` with ``fsdp_`` names, the
     Trainer's ``fsdp_config`` with or without them, axolotl's without). ``version``: the
     FSDP version when the file states it outside the dict (axolotl's ``fsdp_version``)."""
@@ -380,7 +387,7 @@ def fsdp_section(rep: Report, cfg: dict, prefix: str = "", strip: str = "fsdp_",
         rep.default("sharding", "zero3", "torch FSDP default FULL_SHARD")
 
 
-def fsdp_trainer_option(rep: Report, key: str, value) -> None:
+def fsdp_trainer_option(rep: Report, key: str, value: object) -> None:
     """The Trainer's ``fsdp`` argument: "full_shard auto_wrap offload" or a list."""
     if isinstance(value, str):
         words = value.split()

@@ -4,13 +4,14 @@ and stay out; the rest of the request keeps calc's defaults."""
 
 from __future__ import annotations
 
+from ..jsontypes import JsonObject
 from . import common
 from .report import Report
 
 TOOL = "DeepSpeed 0.17 config"
 
 
-def import_deepspeed(data: dict, model=None, read_file=None) -> dict:
+def import_deepspeed(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
     rep = Report("deepspeed", TOOL)
     if model is not None:
         rep.request["model"] = model

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from ..jsontypes import JsonObject
 from ..request import ESTIMATE_FIELDS
 from .models import TORCHTUNE_PRESETS
 
@@ -25,17 +26,17 @@ _STAGE = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3}
 FORMATS = ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate")
 
 
-def _full(request: dict) -> dict:
+def _full(request: JsonObject) -> JsonObject:
     out = {key: spec[0] for key, spec in ESTIMATE_FIELDS.items()}
     out.update(request)
     return out
 
 
-def _scalar(value) -> str:
+def _scalar(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _yaml(data: dict, indent: int = 0) -> list[str]:
+def _yaml(data: JsonObject, indent: int = 0) -> list[str]:
     lines = []
     pad = " " * indent
     for key, value in data.items():
@@ -47,7 +48,7 @@ def _yaml(data: dict, indent: int = 0) -> list[str]:
     return lines
 
 
-def _header(fmt: str, req: dict, notes: list[str]) -> list[str]:
+def _header(fmt: str, req: JsonObject, notes: list[str]) -> list[str]:
     from .. import __version__
 
     model = req.get("model")
@@ -61,35 +62,36 @@ def _header(fmt: str, req: dict, notes: list[str]) -> list[str]:
     return lines
 
 
-def _hf_repo(model) -> str | None:
+def _hf_repo(model: object) -> str | None:
     if not isinstance(model, str):
         return None
     from .. import presets
     try:
-        return presets.preset_row(model)["hf_repo"]
-    except Exception:  # noqa: BLE001 - an unknown id is exported as written
+        repo: str | None = presets.preset_row(model)["hf_repo"]
+        return repo
+    except Exception:  # an unknown id is exported as written
         return model
 
 
-def _targets(req: dict):
+def _targets(req: JsonObject) -> str | list[str]:
     return "all-linear" if req["lora_targets"] == "all-linear" else list(req["lora_targets"])
 
 
-def _optim(req: dict, notes: list[str]) -> str | None:
+def _optim(req: JsonObject, notes: list[str]) -> str | None:
     name = _HF_OPTIM.get((req["optimizer"], bool(req["optimizer_fused"]) and req["optimizer"] == "adamw"))
     if name is None:
         notes.append(f"optimizer {req['optimizer']} has no Trainer name")
     return name
 
 
-def _deepspeed_dict(req: dict) -> dict:
+def _deepspeed_dict(req: JsonObject) -> JsonObject:
     stage = _STAGE.get(req["sharding"], 0)
-    zero = {"stage": stage}
+    zero: JsonObject = {"stage": stage}
     if req["cpu_offload"] != "none" and stage >= 1:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
         if req["cpu_offload"] == "optimizer+params" and stage == 3:
             zero["offload_param"] = {"device": "cpu", "pin_memory": True}
-    out = {"zero_optimization": zero,
+    out: JsonObject = {"zero_optimization": zero,
            "train_micro_batch_size_per_gpu": req["micro_batch_size"],
            "gradient_accumulation_steps": req["gradient_accumulation_steps"]}
     if req["num_gpus"] > 1:
@@ -101,7 +103,7 @@ def _deepspeed_dict(req: dict) -> dict:
     return out
 
 
-def _uses_deepspeed(req: dict) -> bool:
+def _uses_deepspeed(req: JsonObject) -> bool:
     """ZeRO-1, optimizer-only offload and per-micro-batch reduce-scatter are DeepSpeed's;
     the other sharded setups are written as FSDP."""
     if req["sharding"] not in ("zero1", "zero2", "zero3"):
@@ -110,9 +112,9 @@ def _uses_deepspeed(req: dict) -> bool:
             or bool(req["sync_each_micro_batch"]))
 
 
-def _fsdp_dict(req: dict, prefix: str = "") -> dict:
+def _fsdp_dict(req: JsonObject, prefix: str = "") -> JsonObject:
     version = 1 if req["frozen_weight_grads"] else 2
-    out = {prefix + "version": version}
+    out: JsonObject = {prefix + "version": version}
     if version == 1:
         out[prefix + "sharding_strategy"] = "FULL_SHARD" if req["sharding"] == "zero3" else "SHARD_GRAD_OP"
         out[prefix + "use_orig_params"] = True
@@ -122,8 +124,10 @@ def _fsdp_dict(req: dict, prefix: str = "") -> dict:
     return out
 
 
-def export_axolotl(request: dict) -> str:
-    req, notes, out = _full(request), [], {}
+def export_axolotl(request: JsonObject) -> str:
+    req = _full(request)
+    notes: list[str] = []
+    out: JsonObject = {}
     repo = _hf_repo(req["model"])
     if repo:
         out["base_model"] = repo
@@ -167,7 +171,7 @@ def export_axolotl(request: dict) -> str:
     return "\n".join(_header("axolotl", req, notes) + _yaml(out)) + "\n"
 
 
-def _sharding_hf(req: dict, out: dict, notes: list[str], fsdp_key: str, fsdp_prefix: str) -> None:
+def _sharding_hf(req: JsonObject, out: JsonObject, notes: list[str], fsdp_key: str, fsdp_prefix: str) -> None:
     if _uses_deepspeed(req):
         out["deepspeed"] = _deepspeed_dict(req)
     elif req["sharding"] in ("zero2", "zero3"):
@@ -176,8 +180,10 @@ def _sharding_hf(req: dict, out: dict, notes: list[str], fsdp_key: str, fsdp_pre
         notes.append("data parallel: launch with torchrun or accelerate, no sharding key")
 
 
-def export_trl(request: dict) -> str:
-    req, notes, out = _full(request), [], {}
+def export_trl(request: JsonObject) -> str:
+    req = _full(request)
+    notes: list[str] = []
+    out: JsonObject = {}
     repo = _hf_repo(req["model"])
     if repo:
         out["model_name_or_path"] = repo
@@ -217,8 +223,10 @@ def export_trl(request: dict) -> str:
     return "\n".join(_header("trl", req, notes) + _yaml(out)) + "\n"
 
 
-def export_llamafactory(request: dict) -> str:
-    req, notes, out = _full(request), [], {}
+def export_llamafactory(request: JsonObject) -> str:
+    req = _full(request)
+    notes: list[str] = []
+    out: JsonObject = {}
     repo = _hf_repo(req["model"])
     if repo:
         out["model_name_or_path"] = repo
@@ -257,10 +265,12 @@ def export_llamafactory(request: dict) -> str:
     return "\n".join(_header("llamafactory", req, notes) + _yaml(out)) + "\n"
 
 
-def export_torchtune(request: dict) -> str:
-    req, notes, out = _full(request), [], {}
+def export_torchtune(request: JsonObject) -> str:
+    req = _full(request)
+    notes: list[str] = []
+    out: JsonObject = {}
     builder = TORCHTUNE_PRESETS.get(req["model"]) if isinstance(req["model"], str) else None
-    model: dict = {}
+    model: JsonObject = {}
     if builder is None:
         notes.append("no torchtune builder for this model; set model._component_ yourself")
     else:
@@ -281,7 +291,7 @@ def export_torchtune(request: dict) -> str:
     out["tokenizer"] = {"max_seq_len": req["seq_len"]}
     out["batch_size"] = req["micro_batch_size"]
     out["gradient_accumulation_steps"] = req["gradient_accumulation_steps"]
-    optim = {"_component_": _TT_OPTIM.get(req["optimizer"], "torch.optim.AdamW")}
+    optim: JsonObject = {"_component_": _TT_OPTIM.get(req["optimizer"], "torch.optim.AdamW")}
     if req["optimizer"] == "adamw":
         optim["fused"] = req["optimizer_fused"]
     if req["optimizer"] == "sgd-momentum":
@@ -315,14 +325,14 @@ def _tt_family(builder: str) -> str:
     return builder.split("_")[0]
 
 
-def export_deepspeed(request: dict) -> str:
+def export_deepspeed(request: JsonObject) -> str:
     # JSON has no comments, and DeepSpeed refuses unknown top-level keys: no header here
     return json.dumps(_deepspeed_dict(_full(request)), indent=2) + "\n"
 
 
-def export_accelerate(request: dict) -> str:
+def export_accelerate(request: JsonObject) -> str:
     req, notes = _full(request), []
-    out: dict = {"compute_environment": "LOCAL_MACHINE"}
+    out: JsonObject = {"compute_environment": "LOCAL_MACHINE"}
     if req["sharding"] in ("zero1", "zero2", "zero3") and _uses_deepspeed(req):
         stage = _STAGE[req["sharding"]]
         ds = {"zero_stage": stage,

@@ -4,6 +4,8 @@ named by path, epochs and steps, and the ``framework`` key."""
 
 from __future__ import annotations
 
+from ..arch import ModelArch
+from ..jsontypes import JsonObject
 from . import common
 from .report import Report
 
@@ -35,14 +37,14 @@ def adapter_dtype_default(rep: Report, fp32: bool, source: str) -> None:
         rep.default("lora_adapter_dtype", "fp32" if fp32 else "base", source)
 
 
-def set_dropout(rep: Report, key: str, value) -> None:
+def set_dropout(rep: Report, key: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         rep.unknown(key, "not_a_dropout_rate")
     else:
         rep.use(key, "lora_dropout", float(value))
 
 
-def bnb_section(rep: Report, cfg: dict, prefix: str = "", st: dict | None = None) -> None:
+def bnb_section(rep: Report, cfg: JsonObject, prefix: str = "", st: JsonObject | None = None) -> None:
     """bitsandbytes ``BitsAndBytesConfig`` keys (transformers 5.17.0)."""
     for key, value in cfg.items():
         path = prefix + str(key)
@@ -62,8 +64,8 @@ def bnb_section(rep: Report, cfg: dict, prefix: str = "", st: dict | None = None
             rep.unknown(path)
 
 
-def checkpointing_kwargs(rep: Report, cfg: dict, prefix: str) -> None:
-    for key, value in cfg.items():
+def checkpointing_kwargs(rep: Report, cfg: JsonObject, prefix: str) -> None:
+    for key in cfg:
         path = prefix + str(key)
         if key == "use_reentrant":
             # both variants keep each block's input and recompute it in backward
@@ -74,7 +76,7 @@ def checkpointing_kwargs(rep: Report, cfg: dict, prefix: str) -> None:
             rep.unknown(path)
 
 
-def deepspeed_value(rep: Report, key: str, value, read_file=None) -> None:
+def deepspeed_value(rep: Report, key: str, value: object, read_file: common.ReadFile | None = None) -> None:
     """``deepspeed``: an inline dict, or a path (read through ``read_file`` when the CLI can,
     else stage and offload inferred from the file name)."""
     if isinstance(value, dict):
@@ -95,27 +97,27 @@ def deepspeed_value(rep: Report, key: str, value, read_file=None) -> None:
     rep.request.setdefault("_deepspeed", True)
 
 
-def set_epochs(rep: Report, key: str, value) -> None:
+def set_epochs(rep: Report, key: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         rep.unknown(key, "not_a_positive_number")
     else:
         rep.use_plan(key, "epochs", value)
 
 
-def finish_targets(rep: Report, targets_key, arch, tool: str) -> None:
+def finish_targets(rep: Report, targets_key: tuple[str, object] | None, arch: ModelArch | None, tool: str) -> None:
     if targets_key is not None:
         common.normalise_targets(rep, targets_key[0], targets_key[1], arch)
         if "lora_targets" in rep.request:
             return
-    family = getattr(arch, "family", None)
-    default = PEFT_DEFAULT_TARGETS.get(family)
+    family: str | None = getattr(arch, "family", None)
+    default = PEFT_DEFAULT_TARGETS.get(family) if family is not None else None
     if default is not None and arch is not None and all(n in arch.linear_names() for n in default):
         rep.default("lora_targets", default, f"peft 0.21.0 default targets for {family} ({tool} names none)")
     elif arch is not None:
         rep.note("peft_needs_target_modules")
 
 
-def finish_common(rep: Report, st: dict, tool: str, packing: bool, default_epochs: float = 1.0) -> None:
+def finish_common(rep: Report, st: JsonObject, tool: str, packing: bool, default_epochs: float = 1.0) -> None:
     """Steps -> dataset tokens, the epochs default, DeepSpeed's precision, and a
     placeholder key cleaned away."""
     ds = rep.request.pop("_deepspeed", False)

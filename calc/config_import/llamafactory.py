@@ -15,6 +15,7 @@ LoRA keeps bf16 base weights (``bf16-true``; the fp32 adapters are small).
 
 from __future__ import annotations
 
+from ..jsontypes import JsonObject
 from . import common, hf, trl
 from .models import resolve_model
 from .report import Report
@@ -52,9 +53,9 @@ NOT_MODELLED = {
 _FLASH = {"auto": "sdpa", "disabled": "eager", "sdpa": "sdpa", "fa2": "flash", "fa3": "flash"}
 
 
-def import_llamafactory(data: dict, model=None, read_file=None) -> dict:
+def import_llamafactory(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
     rep = Report("llamafactory", TOOL)
-    st: dict = {}
+    st: JsonObject = {}
     arch = None
     if isinstance(data.get("model_name_or_path"), str) or model is not None:
         arch = resolve_model(rep, "model_name_or_path" if "model_name_or_path" in data else "(model)",
@@ -167,7 +168,7 @@ def import_llamafactory(data: dict, model=None, read_file=None) -> dict:
     return rep.result()
 
 
-def _precision(st: dict, method: str) -> str:
+def _precision(st: JsonObject, method: str) -> str:
     if st.get("fp16"):
         return "fp16-mixed"
     if st.get("bf16") or st.get("pure_bf16"):

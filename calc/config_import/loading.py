@@ -20,18 +20,23 @@ gives the coded error ``yaml_unavailable`` (JSON still works).
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
+from ..jsontypes import JsonObject
+
+if TYPE_CHECKING:  # annotations only: PyYAML is imported on first use
+    import yaml
 
 MAX_BYTES = 256 * 1024  # the longest published example configs are under 20 KB
 MAX_DEPTH = 64  # real configs nest 4-5 deep (torchtune's model/optimizer components)
 MAX_NODES = 100_000  # nodes after alias expansion; a 200-line config has about 600
 
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
-_loader_class = None
+_loader_class: type[yaml.SafeLoader] | None = None
 
 
-def _safe_loader():
+def _safe_loader() -> type[yaml.SafeLoader]:
     """A ``yaml.SafeLoader`` subclass with depth and expansion bounds, built on first use."""
     global _loader_class
     if _loader_class is not None:
@@ -49,18 +54,18 @@ def _safe_loader():
             for first, entries in yaml.SafeLoader.yaml_implicit_resolvers.items()
         }
 
-        def __init__(self, stream):
+        def __init__(self, stream: str | bytes) -> None:
             super().__init__(stream)
             self._depth = 0
 
-        def fetch_flow_collection_start(self, token_class):
+        def fetch_flow_collection_start(self, token_class: type[yaml.Token]) -> None:
             # the scanner looks ahead for a possible simple key at every open bracket, which
             # costs time quadratic in the nesting: stop before the composer would
             if self.flow_level >= MAX_DEPTH:
                 raise InputError("config_too_deep", "config", MAX_DEPTH)
             super().fetch_flow_collection_start(token_class)
 
-        def compose_node(self, parent, index):
+        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
             self._depth += 1
             if self._depth > MAX_DEPTH:
                 raise InputError("config_too_deep", "config", MAX_DEPTH)
@@ -73,7 +78,7 @@ def _safe_loader():
     return _loader_class
 
 
-def _expanded_size(root) -> int:
+def _expanded_size(root: yaml.Node) -> int:
     """Nodes of the document with every alias expanded, counted without expanding it:
     each distinct node's size is computed once (memoised by identity)."""
     import yaml
@@ -106,7 +111,7 @@ def _expanded_size(root) -> int:
     return sizes[id(root)]
 
 
-def _check_plain(value, depth: int = 0) -> None:
+def _check_plain(value: object, depth: int = 0) -> None:
     """JSON-like values only, nested at most MAX_DEPTH deep."""
     if depth > MAX_DEPTH:
         raise InputError("config_too_deep", "config", MAX_DEPTH)
@@ -182,7 +187,7 @@ def load_yaml(text: str) -> object:
     return data
 
 
-def load_text(raw: bytes | str) -> dict:
+def load_text(raw: bytes | str) -> JsonObject:
     """Parse a config (JSON when it starts with ``{``, else YAML, of which JSON is a
     subset) into a dict; coded :class:`InputError` for anything else."""
     text = decode(raw)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 
 from .. import presets
+from ..arch import ModelArch
+from .report import Report
 
 _VARIANT = re.compile(r"-(instruct|chat|it)(-v\d+(\.\d+)*)?(?=(-hf)?$)", re.IGNORECASE)
 # ids that changed name on the Hub (both spellings are in circulation)
@@ -81,7 +83,7 @@ def torchtune_builder(component: str) -> tuple[str | None, str]:
     return _TORCHTUNE_BUILDERS.get(name), method
 
 
-def resolve_model(rep, key: str, value, override=None):
+def resolve_model(rep: Report, key: str, value: object, override: object = None) -> ModelArch | None:
     """Set ``model`` from the config's id (or from ``override``, the caller's model);
     returns the architecture for target checks, or None."""
     if override is not None:
@@ -102,7 +104,7 @@ def resolve_model(rep, key: str, value, override=None):
     return arch_of(rep.request.get("model"))
 
 
-def arch_of(model):
+def arch_of(model: object) -> ModelArch | None:
     """The architecture of a request's ``model`` value, or None when it is not valid."""
     from ..errors import CalcError
     from ..request import resolve_model as resolve

@@ -15,6 +15,8 @@ Fields no key set take the tool's own default at a stated version; each is liste
 
 from __future__ import annotations
 
+from ..jsontypes import JsonObject
+
 USED, IGNORED, UNKNOWN = "used", "ignored", "unknown"
 
 
@@ -22,15 +24,15 @@ class Report:
     def __init__(self, fmt: str, tool: str) -> None:
         self.format = fmt
         self.tool = tool  # "axolotl 0.18.0", the version the defaults are read from
-        self.request: dict = {}
-        self.plan: dict = {}  # plan-only keys (dataset_tokens, epochs)
-        self.keys: list[dict] = []
-        self.defaults: list[dict] = []
+        self.request: JsonObject = {}
+        self.plan: JsonObject = {}  # plan-only keys (dataset_tokens, epochs)
+        self.keys: list[JsonObject] = []
+        self.defaults: list[JsonObject] = []
         self.notes: list[str] = []
-        self._seen: dict[str, dict] = {}
+        self._seen: dict[str, JsonObject] = {}
 
     # -- key entries -------------------------------------------------------------------
-    def _entry(self, key: str, status: str, fields: list[str], note: str | None) -> dict:
+    def _entry(self, key: str, status: str, fields: list[str], note: str | None) -> JsonObject:
         entry = self._seen.get(key)
         if entry is None:
             entry = {"key": key, "status": status, "field": None}
@@ -49,12 +51,12 @@ class Report:
             entry["note"] = note
         return entry
 
-    def use(self, key: str, field: str, value, note: str | None = None) -> None:
+    def use(self, key: str, field: str, value: object, note: str | None = None) -> None:
         """``key`` sets request field ``field`` to ``value`` (a later key may override)."""
         self.request[field] = value
         self._entry(key, USED, [field], note)
 
-    def use_plan(self, key: str, field: str, value, note: str | None = None) -> None:
+    def use_plan(self, key: str, field: str, value: object, note: str | None = None) -> None:
         self.plan[field] = value
         self._entry(key, USED, [field], note)
 
@@ -74,7 +76,7 @@ class Report:
         return entry["status"] if entry else None
 
     # -- defaults -----------------------------------------------------------------------
-    def default(self, field: str, value, source: str | None = None, plan: bool = False) -> None:
+    def default(self, field: str, value: object, source: str | None = None, plan: bool = False) -> None:
         """Fill ``field`` with the tool's default when no key set it."""
         target = self.plan if plan else self.request
         if field in target:
@@ -86,7 +88,7 @@ class Report:
         if code not in self.notes:
             self.notes.append(code)
 
-    def result(self) -> dict:
+    def result(self) -> JsonObject:
         out = {
             "format": self.format,
             "tool": self.tool,

@@ -16,6 +16,8 @@ reduce-scattered every micro-batch as torchtune's recipes do.
 
 from __future__ import annotations
 
+from ..arch import ModelArch
+from ..jsontypes import JsonObject
 from . import common
 from .models import arch_of, torchtune_builder
 from .report import Report
@@ -36,16 +38,14 @@ PLAIN_LOSSES = {"torch.nn.CrossEntropyLoss"}
 _MODEL_IGNORED = {"lora_alpha", "use_dora_magnitude", "max_seq_len"}
 
 
-def import_torchtune(data: dict, model=None, read_file=None) -> dict:
+def import_torchtune(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
     rep = Report("torchtune", TOOL)
-    st: dict = {}
-    arch = None
+    st: JsonObject = {}
     spec = data.get("model")
     if isinstance(spec, dict):
-        arch = _model(rep, spec, st, model)
+        _model(rep, spec, st, model)
     elif model is not None:
         rep.request["model"] = model
-        arch = arch_of(model)
     if "model" in data and not isinstance(spec, dict):
         rep.unknown("model", "not_a_component")
     for key, value in data.items():
@@ -163,7 +163,7 @@ def import_torchtune(data: dict, model=None, read_file=None) -> dict:
     return rep.result()
 
 
-def _model(rep: Report, spec: dict, st: dict, override):
+def _model(rep: Report, spec: JsonObject, st: JsonObject, override: object) -> ModelArch | None:
     component = spec.get("_component_")
     preset_id, method = torchtune_builder(component) if isinstance(component, str) else (None, "full")
     if common.is_true(spec.get("quantize_base")) and method == "lora":
@@ -222,7 +222,7 @@ def _model(rep: Report, spec: dict, st: dict, override):
     return arch
 
 
-def _optimizer(rep: Report, cfg: dict) -> None:
+def _optimizer(rep: Report, cfg: JsonObject) -> None:
     component = cfg.get("_component_")
     for key, value in cfg.items():
         path = f"optimizer.{key}"

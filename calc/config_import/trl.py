@@ -17,6 +17,7 @@ the file and keeps calc's).
 
 from __future__ import annotations
 
+from ..jsontypes import JsonObject
 from . import common, hf
 from .models import resolve_model
 from .report import Report
@@ -70,9 +71,9 @@ _LORA_CONFIG_IGNORED = {"lora_alpha", "task_type", "bias", "use_rslora", "fan_in
                         "revision", "r_alpha"}
 
 
-def import_trl(data: dict, model=None, read_file=None) -> dict:
+def import_trl(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
     rep = Report("trl", TOOL)
-    st: dict = {}
+    st: JsonObject = {}
     sft = any(key in SFT_ONLY for key in data)
     arch = None
     model_key = next((k for k in ("model_name_or_path", "model") if isinstance(data.get(k), str)), None)
@@ -129,7 +130,7 @@ def import_trl(data: dict, model=None, read_file=None) -> dict:
     return rep.result()
 
 
-def training_arg(rep: Report, st: dict, key: str, value, read_file=None) -> bool:
+def training_arg(rep: Report, st: JsonObject, key: str, value: object, read_file: common.ReadFile | None = None) -> bool:
     """One key of TrainingArguments / SFTConfig / ModelConfig; False when not one of them."""
     if key == "per_device_train_batch_size":
         common.set_int(rep, key, "micro_batch_size", value)
@@ -230,7 +231,7 @@ def training_arg(rep: Report, st: dict, key: str, value, read_file=None) -> bool
     return True
 
 
-def _precision(st: dict, sft: bool) -> str:
+def _precision(st: JsonObject, sft: bool) -> str:
     """16-bit autocast over weights of the loading dtype: bf16 weights give bf16 states
     ("-true"); fp32 weights keep fp32 master copies ("-mixed"). The loading dtype, when the
     file names none: TRL 1.9.0 ``ModelConfig.dtype`` "float32" for ``trl sft``; for a plain
@@ -247,7 +248,7 @@ def _precision(st: dict, sft: bool) -> str:
     return "bf16-mixed" if bf16 else "fp32"
 
 
-def _lora_config(rep: Report, cfg: dict, prefix: str, st: dict) -> None:
+def _lora_config(rep: Report, cfg: JsonObject, prefix: str, st: JsonObject) -> None:
     for key, value in cfg.items():
         path = prefix + str(key)
         if key == "r":

@@ -3,13 +3,15 @@
 // covers it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { CalcMachine, requestKey } from "../../docs/assets/calculator/state.js";
+import { CalcMachine, answerKind, requestKey } from "../../docs/assets/calculator/state.js";
 
 const DEFAULT = requestKey({ model: "llama-3.1-8b", seq_len: 2048 });
 const LINK = requestKey({ model: "llama-2-7b", seq_len: 4096 });
 const OTHER = requestKey({ model: "llama-2-7b", seq_len: 1024 });
 const RESULT = { result: {}, view: ["div", {}] };
 const ERROR = { error: { code: "not_positive", field: "seq_len", value: -1 } };
+const INTERNAL = { internal_error: { code: "internal_error", stage: "calc", exception: "KeyError",
+                                     where: "calc/plan.py:12", calc_version: "0.1.0" } };
 
 const sends = (effects) => effects.filter((e) => e.type === "send");
 
@@ -159,6 +161,63 @@ test("a worker that never starts: error, with the default's figures kept when th
   assert.equal(m.state, "error");
   assert.equal(m.results, "current");
   assert.equal(m.withdrawn, false);
+});
+
+test("a bug in the calculator is an error of that request, not an input error", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(DEFAULT);
+  m.workerUp();
+  const [send] = sends(m.setForm(OTHER));
+  const effects = m.answer(send.id, INTERNAL);
+  assert.deepEqual(effects.map((e) => e.type), ["internal"]); // never "errors": no field blamed
+  assert.equal(effects[0].out, INTERNAL);
+  assert.equal(effects[0].add, false);
+  assert.equal(m.state, "error");
+  assert.equal(m.internal, true);
+  assert.equal(m.results, "other"); // the default's numbers stay, not the form's
+  assert.equal(m.withdrawn, false);
+  assert.equal(m.shownKey, DEFAULT);
+  // the worker is fine: the next edit computes again, and the error goes with it
+  const [next] = sends(m.setForm(LINK));
+  assert.equal(m.internal, false);
+  assert.equal(m.state, "computing");
+  assert.deepEqual(m.answer(next.id, RESULT).map((e) => e.type), ["render"]);
+  assert.equal(m.state, "ready");
+  // back to the request that failed: asked again (a bug may depend on the worker's state)
+  assert.equal(sends(m.setForm(OTHER)).length, 1);
+});
+
+test("back to the figures on show after a bug: ready, no internal error left", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(DEFAULT);
+  m.workerUp();
+  const [send] = sends(m.setForm(OTHER));
+  m.answer(send.id, INTERNAL);
+  assert.deepEqual(m.setForm(DEFAULT), []);
+  assert.equal(m.state, "ready");
+  assert.equal(m.internal, false);
+});
+
+test("a bug met by the check of a blocked form is added to the form's own errors", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(DEFAULT);
+  m.workerUp();
+  const [check] = sends(m.setForm(OTHER, { blocked: true, check: true }));
+  const effects = m.answer(check.id, INTERNAL);
+  assert.deepEqual(effects.map((e) => [e.type, e.add]), [["internal", true]]);
+  assert.equal(m.state, "invalid"); // the page's own errors still stand
+  assert.equal(m.internal, false);
+});
+
+test("answers are told apart by their keys", () => {
+  assert.equal(answerKind(RESULT), "result");
+  assert.equal(answerKind(ERROR), "input");
+  assert.equal(answerKind({ error: ERROR.error, errors: [ERROR.error] }), "input");
+  assert.equal(answerKind(INTERNAL), "internal");
+  // neither a result nor calc's error: the worker's contract broke, a bug too
+  assert.equal(answerKind({ result: {} }), "internal");
+  assert.equal(answerKind(null), "internal");
+  assert.equal(answerKind("text"), "internal");
 });
 
 test("request keys ignore key order, keep list order", () => {

@@ -200,7 +200,6 @@ def run_steps(req: dict, options: dict) -> dict:
     grouped = _grouped_kv_context(req["attention_grouped_kv"])
     b, s = req["micro_batch_size"], req["seq_len"]
     head = _output_layer(model)
-    state = {"switched": False}
 
     def to_backward(_grad):
         tracker.context = "activations"
@@ -213,7 +212,7 @@ def run_steps(req: dict, options: dict) -> dict:
             args[0].register_hook(to_backward)
 
     head.register_forward_pre_hook(head_pre)
-    with FakeTensorMode(allow_non_fake_inputs=False) as mode, tracker, \
+    with FakeTensorMode(allow_non_fake_inputs=False), tracker, \
             real_causal_masks(), flash_like_sdpa(), adam_step_value(counter), cuda_dropout(), grouped:
         fake_parameters(model, tracker)
         params = [p for p in model.parameters() if p.requires_grad]

@@ -10,7 +10,9 @@
 //                ones, marked as not the form's;
 //   "computing"  the form's request is being computed (or waits for the worker): the
 //                numbers on show, if any, belong to another request;
-//   "error"      the worker cannot run (no module workers, failed start, too many crashes).
+//   "error"      the worker cannot run (no module workers, failed start, too many crashes),
+//                or it answered the form's request with an internal error (a bug in the
+//                calculator, not in the inputs: `internal` is true, no field is blamed).
 // Whether the worker has started is private (data-calc-worker, for tests and benchmarks):
 // the build-time result is "ready" without it when the form holds the default setup.
 
@@ -25,6 +27,7 @@ export class CalcMachine {
     this.form = null; // {key, blocked, check}
     this.errorsKey = null; // calc's errors for this request are on show
     this.checkedKey = null; // the check of this blocked request has answered
+    this.internalKey = null; // this request met a bug in the calculator (internal_error)
     this.inFlight = null; // {id, key, check}
     this.queued = null; // {key, check}: the newest request waiting for the worker
     this.nextId = 1;
@@ -39,6 +42,7 @@ export class CalcMachine {
     this.form = { key, blocked, check: blocked && check && key !== null };
     this.errorsKey = null;
     this.checkedKey = null;
+    this.internalKey = null;
     if (blocked) {
       this.queued = this.form.check ? { key, check: true } : null;
     } else if (key === this.shownKey) {
@@ -76,7 +80,8 @@ export class CalcMachine {
     return [];
   }
 
-  // The worker's answer to request `id`: {result, view} or {error, errors}.
+  // The worker's answer to request `id`: {result, view}, {error, errors} (bad input) or
+  // {internal_error} (a bug: effect "internal", never "errors", so no field is blamed).
   answer(id, out) {
     if (!this.inFlight || id !== this.inFlight.id) return [];
     const done = this.inFlight;
@@ -84,8 +89,13 @@ export class CalcMachine {
     this.answered = true;
     const effects = [];
     if (this.isForForm(done)) {
-      const failed = Boolean(out && typeof out === "object" && "error" in out);
-      if (done.check) {
+      const kind = answerKind(out);
+      const failed = kind === "input";
+      if (kind === "internal") {
+        if (done.check) this.checkedKey = done.key;
+        else this.internalKey = done.key;
+        effects.push({ type: "internal", out, add: done.check });
+      } else if (done.check) {
         this.checkedKey = done.key;
         if (failed) effects.push({ type: "errors", out, add: true });
       } else if (failed) {
@@ -122,8 +132,14 @@ export class CalcMachine {
       return !this.form.check || this.checkedKey === this.form.key ? "invalid" : "computing";
     }
     if (this.errorsKey === this.form.key) return "invalid";
+    if (this.internalKey === this.form.key) return "error";
     if (this.shownKey === this.form.key) return "ready";
     return "computing";
+  }
+
+  // The form's request met a bug in the calculator (state "error" while the worker is up).
+  get internal() {
+    return Boolean(this.form && !this.form.blocked && this.internalKey === this.form.key);
   }
 
   // "current": the numbers on show are the form's; "other": another request's (the default
@@ -143,6 +159,14 @@ export class CalcMachine {
     if (this.results !== "other" || this.state === "invalid") return false;
     return this.worker !== "up" || !this.answered;
   }
+}
+
+// What a worker answer is: "result" ({result, view}), "input" (calc's {error, errors}) or
+// "internal" ({internal_error}, or anything that is neither: a bug either way).
+export function answerKind(out) {
+  if (!out || typeof out !== "object" || "internal_error" in out) return "internal";
+  if ("error" in out) return "input";
+  return "view" in out ? "result" : "internal";
 }
 
 // The key of a request: its JSON text with the keys sorted, so that two spellings of one

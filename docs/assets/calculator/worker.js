@@ -6,11 +6,13 @@
 //               {type: "config", id, action, payload}  (config-import.js: import/export, JSON text)
 //               {type: "crash"}  (makes the worker die, to exercise the page's restart path)
 // Messages out: {type: "ready", timings} | {type: "failed", detail}
-//               {type: "result", id, out}  (out: {result, view} or {error})
+//               {type: "result", id, out}  (out: {result, view}, {error, errors} for bad
+//                 input, or {internal_error} for a bug in calc: passed through as Python
+//                 wrote it, the page tells them apart)
 //               {type: "crashed", id, detail}
 //               {type: "config-result", id, out}  (out: {result} or {error})
-// Python is called through one entry, calculator_view.handle(command, request_json), which
-// never raises for bad input; any JavaScript-side exception means Pyodide itself broke,
+// Python is called through one entry, calc_view.session.Session(lang, strings).handle(command,
+// request_json), which never raises; any JavaScript-side exception means Pyodide itself broke,
 // so the worker reports it and closes, and the page starts a new one.
 
 const PACKAGE_DIR = "/home/pyodide/calc-bundle"; // = hooks/pyodide_snapshot.py PACKAGE_DIR
@@ -105,7 +107,7 @@ async function boot(pyodideUrl, bundleUrl, snapshotUrl) {
   // The snapshot holds Python's memory, not its files: calc's data files come from here.
   pyodide.unpackArchive(await bundle, "zip", { extractDir: PACKAGE_DIR });
   pyodide.runPython(`import sys\nif ${JSON.stringify(PACKAGE_DIR)} not in sys.path: sys.path.insert(0, ${JSON.stringify(PACKAGE_DIR)})`);
-  const view = pyodide.pyimport("calculator_view");
+  const view = pyodide.pyimport("calc_view.session");
   pyodide.pyimport("calc"); // import now, so the first request does not pay for it
   if (usable && !restored) cacheSnapshotLater(snapshotUrl);
   return { view, t1, restored, pyodide };
@@ -113,8 +115,8 @@ async function boot(pyodideUrl, bundleUrl, snapshotUrl) {
 
 async function init(msg) {
   const { view, t1, restored } = await booting;
-  view.configure(msg.lang, JSON.stringify(msg.strings));
-  handle = view.handle;
+  const session = view.Session.from_json(msg.lang, JSON.stringify(msg.strings));
+  handle = session.handle;
   const t2 = performance.now();
   postMessage({ type: "ready", timings: { pyodide_ms: t1 - t0, calc_ms: t2 - t1, total_ms: t2 - t0,
                                           snapshot: restored } });

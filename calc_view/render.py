@@ -1,8 +1,9 @@
 """The calculator's results as a tree of elements, rendered in one place.
 
 The same function draws the build-time result (``macros/calculator.py``
-serialises the tree to HTML) and every live result (the Web Worker runs this
-module in Pyodide next to ``calc`` and posts the tree; the page builds it with
+serialises the tree to HTML with :func:`calc_view.html.to_html`) and every live
+result (the Web Worker runs this package in Pyodide next to ``calc``, through
+:class:`calc_view.session.Session`, and posts the tree; the page builds it with
 ``createElement`` and ``textContent``, never ``innerHTML``). So the static and
 the live page cannot drift apart, and numbers are formatted by one function.
 
@@ -19,10 +20,7 @@ from __future__ import annotations
 import json
 import math
 
-try:
-    from . import numfmt
-except ImportError:  # in the browser bundle both modules sit at the top level
-    import numfmt
+from . import numfmt
 
 GIB = numfmt.GIB  # memory is shown in GiB (2^30 bytes), as the page states
 
@@ -645,61 +643,3 @@ class Renderer:
 def render_results(result: dict, lang: str, strings: dict) -> list:
     """The results tree of an estimate or plan response."""
     return Renderer(result, lang, strings).render()
-
-
-# ---------------------------------------------------------------- HTML (build time)
-
-_VOID = {"input", "br", "meta", "link", "img", "hr", "source", "col", "wbr", "area", "base"}
-
-
-def _esc(text: str, quote: bool) -> str:
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace('"', "&quot;") if quote else text
-
-
-def to_html(node: object) -> str:
-    """Serialise a tree; every text and attribute is escaped."""
-    if isinstance(node, str):
-        return _esc(node, False)
-    tag, attrs, *children = node
-    attr_text = "".join(f' {k}="{_esc(str(v), True)}"' for k, v in attrs.items())
-    if tag in _VOID:
-        return f"<{tag}{attr_text}>"
-    if tag == "script":  # raw text: "<" is escaped so no "</script>" can end it early
-        return f"<{tag}{attr_text}>" + "".join(children).replace("<", "\\u003c") + f"</{tag}>"
-    return f"<{tag}{attr_text}>" + "".join(to_html(c) for c in children) + f"</{tag}>"
-
-
-# ---------------------------------------------------------------- worker entry
-
-_STATE: dict = {"lang": "en", "strings": None}
-
-
-def configure(lang: str, strings_json: str) -> None:
-    """Called once by the worker with the page's language and its strings."""
-    _STATE["lang"] = lang
-    _STATE["strings"] = json.loads(strings_json)
-
-
-def run(command: str, request: object) -> dict:
-    """``calc.run``: ``{"result": ...}`` or ``{"error": ...}`` (the one entry the page uses)."""
-    import calc
-
-    return calc.run(command, request)
-
-
-def handle(command: str, request_json: str) -> str:
-    """The worker's one entry: a request in, ``{"result", "view"}`` or ``{"error",
-    "errors"}`` out, as JSON text. Never raises: an unexpected failure becomes
-    ``internal_error``."""
-    try:
-        # calc.run names every bad field at once ("errors", calc/field_errors.py)
-        out = run(command, json.loads(request_json))
-        if "result" in out:
-            out["view"] = render_results(out["result"], _STATE["lang"], _STATE["strings"])
-        return json.dumps(out, allow_nan=False)
-    except RecursionError:
-        return json.dumps({"error": {"code": "request_too_deep", "field": None, "value": None}})
-    except Exception as exc:  # the worker must survive any input
-        return json.dumps({"error": {"code": "internal_error", "field": None,
-                                     "value": type(exc).__name__}})

@@ -1,6 +1,11 @@
-"""Numbers as each page language writes them, and back.
+"""Numbers as each page language writes them, and back: the site's one number format.
 
-Decisions fixed for the whole site (the calculator uses the same):
+The guides' tables (``macros/``, at build time) and the calculator's results
+(:mod:`calc_view.render`, at build time and in the browser) both format with
+:func:`format_number`; the page's JavaScript mirrors it only for the ranges quoted
+in error messages (``docs/assets/calculator/format.js``).
+
+Decisions fixed for the whole site:
 
 - Spanish: decimal comma; integer part grouped in threes with a narrow
   no-break space (U+202F) only from 10 000 up (RAE/BIPM usage: ``1234,5`` but

@@ -1,0 +1,95 @@
+"""The worker's one entry: a request in, the answer and its results tree out, as JSON.
+
+A :class:`Session` holds what one page gave its worker (language, strings); nothing is
+kept at module level, so two sessions (two languages in one test run) cannot mix.
+
+Three kinds of answer, kept apart all the way to the page:
+
+- ``{"result", "view"}``: calc's response and its results tree;
+- ``{"error", "errors"}``: bad input, as :func:`calc.run` reports it (the contract's
+  ``error`` object, plus every bad field in ``errors``); the page marks those fields;
+- ``{"internal_error": {...}}``: anything else that raised, a bug in ``calc`` or in this
+  package, never the reader's input. It carries the exception's type, where it was raised
+  (one ``file:line`` of ``calc``/``calc_view``, not a traceback) and the version, so a
+  reader can report it; never the exception's message, which may quote the input.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+
+from .render import render_results
+
+# The packages whose frames may name where a bug is (the only paths a report shows).
+_OWN_PACKAGES = ("calc/", "calc_view/")
+
+
+class Session:
+    """One page's worker: its language and its strings, fixed when the worker starts."""
+
+    def __init__(self, lang: str, strings: dict) -> None:
+        self.lang = lang
+        self.strings = strings
+
+    @classmethod
+    def from_json(cls, lang: str, strings_json: str) -> Session:
+        """What the worker calls, with the page's strings as JSON text."""
+        return cls(lang, json.loads(strings_json))
+
+    def answer(self, command: str, request: object) -> dict:
+        """The answer to one request as a dict (see the module's docstring)."""
+        import calc
+
+        stage = "calc"
+        try:
+            out = calc.run(command, request)
+            if "result" in out:
+                stage = "view"
+                out["view"] = render_results(out["result"], self.lang, self.strings)
+            return out
+        except RecursionError:  # a request nested too deep for Python to walk
+            return {"error": {"code": "request_too_deep", "field": None, "value": None}}
+        except Exception as exc:  # a bug, not bad input: see internal_error
+            return internal_error(stage, exc)
+
+    def handle(self, command: str, request_json: str) -> str:
+        """:meth:`answer` for JSON text in and out; never raises."""
+        try:
+            request = json.loads(request_json)
+        except RecursionError:
+            return json.dumps({"error": {"code": "request_too_deep", "field": None, "value": None}})
+        except ValueError as exc:  # the page sends JSON.stringify's text: not the reader's doing
+            return json.dumps(internal_error("decode", exc))
+        out = self.answer(command, request)
+        try:
+            return json.dumps(out, allow_nan=False)
+        except (ValueError, TypeError) as exc:  # NaN or a non-JSON value in calc's response
+            return json.dumps(internal_error("encode", exc))
+
+
+def internal_error(stage: str, exc: BaseException) -> dict:
+    """``{"internal_error": {code, stage, exception, where, calc_version}}`` for an
+    unexpected exception: ``stage`` is what was running (``decode``, ``calc``, ``view``,
+    ``encode``)."""
+    try:
+        from calc import __version__ as version
+    except Exception:  # calc itself fails to import: still answer
+        version = None
+    return {"internal_error": {"code": "internal_error", "stage": stage,
+                               "exception": type(exc).__name__, "where": _where(exc),
+                               "calc_version": version}}
+
+
+def _where(exc: BaseException) -> str | None:
+    """The innermost frame of ``calc`` or ``calc_view`` the exception passed through, as
+    ``calc/plan.py:123`` (a path relative to the bundle, no line of code, no values)."""
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        path = frame.filename.replace("\\", "/")
+        for package in _OWN_PACKAGES:
+            at = path.rfind("/" + package)
+            if at >= 0 or path.startswith(package):
+                found = f"{path[at + 1 if at >= 0 else 0:]}:{frame.lineno}"
+                break
+    return found

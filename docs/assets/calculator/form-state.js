@@ -1,0 +1,251 @@
+// The form's state without the DOM: which controls the reader chose, values from the URL
+// that no control can hold, the URL's query for the form, and the request it stands for.
+// Controls are read through the properties every form control has (name, type, value,
+// checked, dataset, options), so tests/js/ runs this under Node with plain objects.
+
+export const MODE_PARAM = "mode"; // ?mode=advanced opens the advanced section
+
+const NUMBER_RE = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
+export function splitList(text) {
+  return text.split(",").map((s) => s.trim()).filter(Boolean);
+}
+
+// A number as the reader typed it (the page's decimal comma in Spanish, spaces and
+// underscores between digits); text that is not one is returned as it is, so that calc
+// answers not_number / not_integer. percent: a share the reader may write as 0.25, 25 or
+// "25 %" (the safety margin): a value above 1, or one with "%", is a percentage.
+export function parseNumber(text, lang, percent = false) {
+  let t = text.trim().replace(/[\s\u202f\u00a0_]/g, "");
+  let isPercent = false;
+  if (percent && t.endsWith("%")) {
+    t = t.slice(0, -1);
+    isPercent = true;
+  }
+  if (lang === "es" && /^[+-]?\d*,\d+$/.test(t)) t = t.replace(",", ".");
+  if (!NUMBER_RE.test(t)) return text;
+  const value = Number(t);
+  return percent && (isPercent || value > 1) ? value / 100 : value;
+}
+
+// model={"hf_config": {...}} in the URL: the config box shows the config itself.
+export function configTextFromUrl(value) {
+  try {
+    const parsed = JSON.parse(value);
+    if (parsed && typeof parsed === "object" && !Array.isArray(parsed) && "hf_config" in parsed) {
+      return JSON.stringify(parsed.hf_config, null, 1);
+    }
+  } catch (err) {
+    /* kept as typed: the form reports it */
+  }
+  return value;
+}
+
+export class FormState {
+  // controls: the form's named controls; profileKeys: the keys a training library's
+  // profile sets (calc.frameworks).
+  constructor({ controls, lang, profileKeys = [] }) {
+    this.controls = controls;
+    this.lang = lang;
+    this.byName = new Map(controls.map((el) => [el.name, el]));
+    this.configArea = this.byName.get("hf_config");
+    this.helpers = controls.filter((el) => el.dataset.kind === "helper");
+    // The keys a library's profile sets are sent only once the reader has chosen their
+    // value (an edit, the URL, an imported config); until then the chosen library decides
+    // them, and the control shows what calc used.
+    this.profileKeys = new Set(profileKeys);
+    this.chosen = new Set();
+    // Values from the URL that no control can hold (e.g. method=bogus): sent as they are,
+    // so calc names the problem; dropped as soon as the reader edits that field.
+    this.overrides = new Map();
+    this.unknownParams = [];
+  }
+
+  leftToProfile(key) {
+    return this.profileKeys.has(key) && !this.chosen.has(key);
+  }
+
+  libraryChosen() {
+    const el = this.byName.get("framework");
+    return Boolean(el) && el.value !== el.dataset.default;
+  }
+
+  // The reader edited control `name`: its URL value goes, and a profile key is now theirs.
+  edited(name) {
+    this.overrides.delete(name);
+    if (this.profileKeys.has(name)) this.chosen.add(name);
+  }
+
+  // Reads a query string into the controls. dom: what only the page can do, called back:
+  //   setMode(advancedOpen), addOption(select, value) (an option for a value from the URL
+  //   that the list lacks), reveal(control) (unfold the section that holds it).
+  readQuery(search, dom) {
+    for (const [key, value] of new URLSearchParams(search)) {
+      if (key === MODE_PARAM && (value === "advanced" || value === "basic")) {
+        dom.setMode(value === "advanced");
+        continue;
+      }
+      const el = this.byName.get(key);
+      if (key === "hf_config" || !el) {
+        this.unknownParams.push(key);
+        continue;
+      }
+      this.chosen.add(key);
+      if (key === "model" && value.trim().startsWith("{")) {
+        this.configArea.value = configTextFromUrl(value);
+        dom.reveal(this.configArea);
+        continue;
+      }
+      if (el.type === "checkbox") {
+        if (value === "true" || value === "false") el.checked = value === "true";
+        else this.overrides.set(key, value);
+      } else if (el.tagName === "SELECT") {
+        if ([...el.options].some((o) => o.value === value)) el.value = value;
+        else {
+          // shown as the URL gave it (an option of its own, until the reader picks another),
+          // so that calc's error is read against that value, not against a valid one
+          dom.addOption(el, value);
+          el.value = value;
+          this.overrides.set(key, value);
+        }
+      } else {
+        el.value = value;
+      }
+      dom.reveal(el);
+    }
+  }
+
+  // Back to the defaults (before reading another URL).
+  reset() {
+    this.overrides.clear();
+    this.chosen.clear();
+    this.unknownParams = [];
+    for (const el of this.controls) {
+      if (el === this.configArea) el.value = "";
+      else if (el.type === "checkbox") el.checked = el.dataset.default === "true";
+      else el.value = el.dataset.default;
+    }
+  }
+
+  // The text a control stands for in the URL (booleans true/false, lists comma-joined).
+  controlText(el) {
+    if (this.overrides.has(el.name)) return this.overrides.get(el.name);
+    if (el.type === "checkbox") return el.checked ? "true" : "false";
+    if (el.dataset.kind === "targets") return splitList(el.value).join(",");
+    return el.value;
+  }
+
+  modelTextForUrl() {
+    try {
+      return JSON.stringify({ hf_config: JSON.parse(this.configArea.value) });
+    } catch (err) {
+      return this.configArea.value;
+    }
+  }
+
+  // "?key=value&..." for every control that differs from its default ("" when none does).
+  queryString(advancedOpen) {
+    const parts = [];
+    if (advancedOpen) parts.push(`${MODE_PARAM}=advanced`); // basic is the default
+    for (const el of this.controls) {
+      if (el === this.configArea) continue;
+      if (this.leftToProfile(el.name)) continue;
+      let text = this.controlText(el);
+      if (el.name === "model" && this.configArea.value.trim()) text = this.modelTextForUrl();
+      // a behaviour the reader set stays in the URL while a library's profile could change it
+      if (text === el.dataset.default && !(this.profileKeys.has(el.name) && this.libraryChosen())) continue;
+      const encoded = encodeURIComponent(text).replace(/%2C/gi, ",");
+      parts.push(`${encodeURIComponent(el.name)}=${encoded}`);
+    }
+    return parts.length ? `?${parts.join("&")}` : "";
+  }
+
+  // The request the form stands for, and the errors found without calc ({field: error}):
+  // empty required values, a config that is not JSON, a bad examples × tokens helper.
+  buildRequest() {
+    const request = {};
+    const errors = {};
+    const configArea = this.configArea;
+    for (const el of this.controls) {
+      const key = el.name;
+      if (el === configArea || this.leftToProfile(key)) continue;
+      if (this.overrides.has(key)) {
+        request[key] = this.overrides.get(key);
+        continue;
+      }
+      const kind = el.dataset.kind;
+      if (kind === "helper") continue; // form-only: multiplied into dataset_tokens
+      if (kind === "bool") {
+        request[key] = el.checked;
+      } else if (kind === "enum") {
+        request[key] = el.value;
+      } else if (kind === "model") {
+        const text = configArea.value.trim();
+        if (text) {
+          try {
+            request.model = { hf_config: JSON.parse(text) };
+          } catch (err) {
+            errors.hf_config = { code: "config_json_invalid", field: "hf_config", value: null };
+          }
+        } else if (!el.value.trim()) {
+          errors.model = { code: "empty_value", field: "model", value: null };
+        } else {
+          request.model = el.value.trim();
+        }
+      } else {
+        const text = el.value.trim();
+        if (!text) {
+          if (el.dataset.default !== "") errors[key] = { code: "empty_value", field: key, value: null };
+          continue; // an optional value left empty: calc uses its own
+        }
+        if (kind === "int" || kind === "number") {
+          request[key] = parseNumber(text, this.lang, el.dataset.percent === "true");
+        } else if (kind === "targets") request[key] = text === "all-linear" ? text : splitList(text);
+        else request[key] = text;
+      }
+    }
+    for (const el of this.helpers) {
+      const text = el.value.trim();
+      const value = text ? parseNumber(text, this.lang) : null;
+      if (text && !(typeof value === "number" && value > 0)) {
+        errors[el.name] = { code: "not_number", field: el.name, value: text, minimum: 0,
+                            minimum_exclusive: true };
+      }
+    }
+    return { request, errors };
+  }
+
+  // Examples × average tokens per example -> dataset_tokens, as the reader types them.
+  fillDatasetTokens() {
+    const [a, b] = this.helpers.map((el) => parseNumber(el.value.trim(), this.lang));
+    if (typeof a === "number" && typeof b === "number" && a > 0 && b > 0) {
+      this.byName.get("dataset_tokens").value = String(Math.round(a * b));
+    }
+  }
+
+  // Request changes onto the controls (a suggestion, an imported config); reveal(control)
+  // unfolds the section that holds each.
+  applyChanges(changes, reveal) {
+    for (const [key, value] of Object.entries(changes)) {
+      const el = this.byName.get(key);
+      if (!el) continue;
+      this.overrides.delete(key);
+      this.chosen.add(key);
+      if (el.type === "checkbox") el.checked = value === true;
+      else el.value = Array.isArray(value) ? value.join(",") : value === null ? "" : String(value);
+      reveal(el);
+    }
+    if ("model" in changes && this.configArea.value.trim()) this.configArea.value = ""; // the preset wins
+  }
+
+  // The values calc used for the keys left to the library's profile ({key: value}) onto
+  // their controls.
+  showProfileValues(values) {
+    for (const [key, value] of Object.entries(values)) {
+      const el = this.byName.get(key);
+      if (!el || !this.leftToProfile(key)) continue;
+      if (el.type === "checkbox") el.checked = value === true;
+      else el.value = String(value);
+    }
+  }
+}

@@ -1,0 +1,663 @@
+"""Charts of the guides, drawn at build time from ``calc`` as inline SVG.
+
+No script, font or request: each chart is markup the browser draws as it is, readable
+without JavaScript. Every chart has a text alternative (``role="img"`` with a ``<title>``
+and a ``<desc>`` that says what the picture shows) and, below it, the same numbers in a
+table (``macros.tables.render``, so the site tests check every cell against ``calc``).
+
+Every plotted mark carries its raw ``calc`` number in ``data-y`` (and ``data-x`` where the
+horizontal position is a number too), its series in ``data-series`` and its category in
+``data-category``; the ``<g>`` or ``<svg>`` around it carries the ``data-source`` request, so
+a test recomputes each mark. Not ``data-value``: that attribute marks the numbers written
+as text, which the site tests read with ``innerText`` (an SVG element has none).
+
+Colours are classes styled in ``docs/stylesheets/guides.css`` from CSS variables set for
+Material's light and dark palettes. The SVG scales to the column (``viewBox``, width 100 %);
+its legend is HTML below it so the words reflow on a phone instead of shrinking.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import math
+
+import pandas as pd
+
+import calc
+
+from . import labels
+from .guides import COMPONENT_ORDER, _estimate_frame, model_name
+from calc_view.numfmt import GIB, format_kind, format_number
+from .tables import CELL_SOURCE, SOURCE, Col, _source_json, render
+
+SVG_NS = "http://www.w3.org/2000/svg"
+
+# Headers and captions of the charts' tables, in the shape ``labels.text`` reads
+# (``render`` takes label keys); added to the site's labels when this module loads.
+TABLE_LABELS: dict[str, dict[str, str]] = {
+    "caption.memory_components": {"es": "Memoria por componente en el pico (GiB), por modelo y método",
+                                  "en": "Memory by component at the peak (GiB), by model and method"},
+    "caption.memory_seq_batch_chart": {
+        "es": "Total en la GPU (GiB) según longitud de secuencia y micro-batch",
+        "en": "Total on the GPU (GiB) by sequence length and micro-batch"},
+    "caption.chart_capacities": {"es": "Memoria de las tarjetas marcadas en la gráfica",
+                                 "en": "Memory of the cards marked on the chart"},
+    "caption.time_cost": {"es": "Tiempo y coste por configuración de GPU",
+                          "en": "Time and cost by GPU configuration"},
+    "col.config": {"es": "Configuración", "en": "Configuration"},
+    "col.highlight": {"es": "Destacada", "en": "Highlighted"},
+    "col.source_note": {"es": "Fuente (nota)", "en": "Source (note)"},
+    "caption.price_sources": {"es": "Fuentes de los precios", "en": "Sources of the prices"},
+    "col.usd_per_hour_all": {"es": "USD por hora (todas las tarjetas)",
+                             "en": "USD per hour (all cards)"},
+}
+labels._TEXT.update({k: v for k, v in TABLE_LABELS.items() if k not in labels._TEXT})
+
+# The chart's words (new strings of this module; issue 21 moves them to the catalogue).
+STRINGS: dict[str, dict[str, str]] = {
+    "es": {
+        "data_summary": "Los números de la gráfica",
+        "components.title": "Memoria por componente: {variant}",
+        "components.desc": "Barras apiladas, una por modelo, con la memoria de cada componente "
+                           "en el pico y, al final, la reserva del asignador y el contexto CUDA "
+                           "hasta el total en la GPU. {items}.",
+        "components.item": "{model}: {total} GiB en total, {parts}",
+        "reserve_context": "Reserva del asignador y contexto CUDA",
+        "axis.gib": "GiB",
+        "axis.seq_len": "Longitud de secuencia (tokens)",
+        "axis.micro_batch": "Micro-batch",
+        "axis.hours": "Horas (escala logarítmica)",
+        "axis.usd": "USD (escala logarítmica)",
+        "seq.title_seq": "Memoria total en la GPU según la longitud de secuencia, {model} {method}",
+        "seq.title_batch": "Memoria total en la GPU según el micro-batch, {model} {method}",
+        "seq.desc": "Una línea por {series}; las líneas horizontales discontinuas son la "
+                    "memoria que el driver informa de {cards}. {items}.",
+        "seq.series_batch": "micro-batch",
+        "seq.series_seq": "longitud de secuencia",
+        "seq.item": "{series} {s}: {points}",
+        "seq.point": "{x} → {y} GiB",
+        "seq.legend_batch": "Micro-batch {n}",
+        "seq.legend_seq": "{n} tokens",
+        "capacity": "Memoria de la tarjeta",
+        "cost.title": "Tiempo y coste de cada configuración de GPU: {model} {method}",
+        "cost.desc": "Un punto por tarjeta en su configuración más barata, y la más rápida de "
+                     "todas; abajo a la izquierda, más rápido y más barato. La más barata es "
+                     "{cheapest}: {cheap_h} h y {cheap_usd} USD. La más rápida es {fastest}: "
+                     "{fast_h} h y {fast_usd} USD.",
+        "cost.cheapest": "Más barata",
+        "cost.fastest": "Más rápida",
+        "cost.other": "Otras configuraciones",
+    },
+    "en": {
+        "data_summary": "The chart's numbers",
+        "components.title": "Memory by component: {variant}",
+        "components.desc": "Stacked bars, one per model, with each component's memory at the "
+                           "peak and, at the end, the allocator's reserve and the CUDA context "
+                           "up to the total on the GPU. {items}.",
+        "components.item": "{model}: {total} GiB in total, {parts}",
+        "reserve_context": "Allocator reserve and CUDA context",
+        "axis.gib": "GiB",
+        "axis.seq_len": "Sequence length (tokens)",
+        "axis.micro_batch": "Micro-batch",
+        "axis.hours": "Hours (log scale)",
+        "axis.usd": "USD (log scale)",
+        "seq.title_seq": "Total memory on the GPU by sequence length, {model} {method}",
+        "seq.title_batch": "Total memory on the GPU by micro-batch, {model} {method}",
+        "seq.desc": "One line per {series}; the dashed horizontal lines are the memory the "
+                    "driver reports for {cards}. {items}.",
+        "seq.series_batch": "micro-batch",
+        "seq.series_seq": "sequence length",
+        "seq.item": "{series} {s}: {points}",
+        "seq.point": "{x} → {y} GiB",
+        "seq.legend_batch": "Micro-batch {n}",
+        "seq.legend_seq": "{n} tokens",
+        "capacity": "Card memory",
+        "cost.title": "Time and cost of each GPU configuration: {model} {method}",
+        "cost.desc": "One point per card in its cheapest configuration, and the fastest of "
+                     "all; lower left is faster and cheaper. The cheapest is {cheapest}: "
+                     "{cheap_h} h and {cheap_usd} USD. The fastest is {fastest}: {fast_h} h and "
+                     "{fast_usd} USD.",
+        "cost.cheapest": "Cheapest",
+        "cost.fastest": "Fastest",
+        "cost.other": "Other configurations",
+    },
+}
+
+# Geometry of every chart, in viewBox units. A narrow box keeps the words legible on a
+# phone (it scales down little); the CSS caps its width on a desktop so they do not swell.
+WIDTH = 420.0
+FONT = 13.0
+
+
+def t(key: str, lang: str, **fill: object) -> str:
+    return STRINGS[lang][key].format(**fill)
+
+
+def strings_complete() -> list[str]:
+    """Keys one language lacks (the tests require none)."""
+    es, en = set(STRINGS["es"]), set(STRINGS["en"])
+    return sorted(es ^ en)
+
+
+# ---------------------------------------------------------------- SVG building
+
+
+def _num(x: float) -> str:
+    """A coordinate with two decimals at most, no trailing zeros."""
+    return f"{x:.2f}".rstrip("0").rstrip(".") or "0"
+
+
+def _raw(value: float) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def el(tag: str, attrs: dict | None = None, *children: str) -> str:
+    """One element; attribute values and text children are escaped by the caller's choice:
+    children are markup, so pass text through :func:`text_node`."""
+    parts = [tag]
+    for key, value in (attrs or {}).items():
+        if value is None:
+            continue
+        parts.append(f'{key}="{html.escape(str(value), quote=True)}"')
+    opening = "<" + " ".join(parts)
+    if not children:
+        return opening + "/>"
+    return opening + ">" + "".join(children) + f"</{tag}>"
+
+
+def text_node(value: str) -> str:
+    return html.escape(value, quote=False)
+
+
+def _chart_id(name: str, payload: object) -> str:
+    """An id stable across builds and distinct per chart on a page."""
+    digest = hashlib.sha1(_source_json(payload).encode()).hexdigest()[:8]
+    return f"chart-{name}-{digest}"
+
+
+def _svg(chart_id: str, name: str, height: float, title: str, desc: str, body: list[str],
+         attrs: dict | None = None) -> str:
+    head = [el("title", {"id": chart_id + "-title"}, text_node(title)),
+            el("desc", {"id": chart_id + "-desc"}, text_node(desc))]
+    return el("svg", {"xmlns": SVG_NS, "class": "calc-svg", "viewBox": f"0 0 {_num(WIDTH)} {_num(height)}",
+                      "width": "100%", "role": "img", "data-chart": name, "id": chart_id,
+                      "aria-labelledby": f"{chart_id}-title {chart_id}-desc",
+                      "font-size": _num(FONT), **(attrs or {})}, *head, *body)
+
+
+def _legend(items: list[tuple[str, str]]) -> str:
+    """HTML legend: (css class of the swatch, label)."""
+    lis = "".join(
+        f'<li><span class="calc-swatch {html.escape(css)}" aria-hidden="true"></span>'
+        f"{html.escape(label)}</li>" for css, label in items)
+    return f'<ul class="calc-chart-legend">{lis}</ul>'
+
+
+def _details(lang: str, tables: list[str], open_: bool = False) -> str:
+    return ("<details class=\"calc-chart-data\"" + (" open" if open_ else "") + ">"
+            f"<summary>{html.escape(t('data_summary', lang))}</summary>\n"
+            + "\n".join(tables) + "\n</details>")
+
+
+def _wrap(name: str, parts: list[str]) -> str:
+    """One raw HTML block (no blank line, so Markdown leaves it alone). Kept out of the
+    search index: tick labels and a table of figures do not read as sentences in a snippet."""
+    body = "\n".join(p for p in parts if p)
+    return (f'<div class="calc-figure" data-figure="{html.escape(name)}" data-search-exclude>'
+            f'\n{body}\n</div>')
+
+
+def nice_ticks(top: float, count: int = 5) -> list[float]:
+    """Round tick values from 0 to at least ``top``: steps of 1, 2 or 5 × 10^k."""
+    if top <= 0:
+        return [0.0, 1.0]
+    raw = top / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    n = math.ceil(top / step - 1e-9)
+    return [i * step for i in range(n + 1)]
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """1, 2, 5 × 10^k between ``low`` and ``high`` (both > 0)."""
+    out = []
+    k = math.floor(math.log10(low))
+    while 10 ** k <= high * 10:
+        for m in (1, 2, 5):
+            v = m * 10 ** k
+            if low <= v <= high:
+                out.append(float(v))
+        k += 1
+    return out
+
+
+def _tick_text(value: float, lang: str) -> str:
+    decimals = 0 if float(value).is_integer() else (1 if abs(value * 10 - round(value * 10)) < 1e-9 else 2)
+    return format_number(value, decimals, lang)
+
+
+def _component_name(name: str, lang: str) -> str:
+    """A component's name without the table header's unit (``Pesos (GiB)`` → ``Pesos``)."""
+    label = labels.text("component." + name, lang)
+    return label.removesuffix(" (GiB)")
+
+
+def _series_class(i: int) -> str:
+    return f"calc-c{i % 10}"
+
+
+# ---------------------------------------------------------------- a. memory by component
+
+
+def _variant_text(variant: dict, setup: dict, lang: str) -> str:
+    method = labels.code(variant.get("method", setup.get("method", "lora")), lang)
+    precision = variant.get("precision", setup.get("precision"))
+    return f"{method} ({labels.code(precision, lang)})" if precision else method
+
+
+def memory_components_chart(lang: str, models: list[str], methods: list, **setup) -> str:
+    """Stacked bars of the peak memory by component, one panel per method (each with its
+    own scale: a 70B full fine-tuning would flatten every LoRA bar), one bar per model;
+    the components' table below."""
+    variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
+    requests = [{"model": m, **setup, **v} for v in variants for m in models]
+    responses = [calc.estimate(r) for r in requests]
+    found = {c for r in responses for c, v in r["components"].items() if v}
+    present = [c for c in COMPONENT_ORDER if c in found]
+    present += sorted(found - set(COMPONENT_ORDER))  # a component calc adds later still shows
+    css = {c: _series_class(i) for i, c in enumerate(present)}
+    n = len(models)
+    panels = [_component_panel(lang, requests[i * n:(i + 1) * n], responses[i * n:(i + 1) * n],
+                               present, css, _variant_text(variant, setup, lang))
+              for i, variant in enumerate(variants)]
+    legend = _legend([(css[c], _component_name(c, lang)) for c in present]
+                     + [("calc-reserve", t("reserve_context", lang))])
+    table = _components_table(lang, requests, present)
+    return _wrap("memory_components", [*panels, legend, _details(lang, [table])])
+
+
+def _component_panel(lang: str, requests: list[dict], responses: list[dict], present: list[str],
+                     css: dict, variant_text: str) -> str:
+    left, right, top = 8.0, 14.0, 6.0
+    label_h, bar_h, gap = 15.0, 16.0, 9.0
+    row_h = label_h + bar_h + gap
+    plot_w = WIDTH - left - right
+    top_value = max(r["device_total_bytes"] for r in responses) / GIB
+    ticks = nice_ticks(top_value, 5)
+    scale = plot_w / ticks[-1]
+    n = len(requests)
+    axis_y = top + n * row_h
+    height = axis_y + 34.0
+    body: list[str] = []
+    for tick in ticks:  # light vertical grid behind the bars
+        x = left + tick * scale
+        body.append(el("line", {"class": "calc-grid", "x1": _num(x), "x2": _num(x),
+                                "y1": _num(top), "y2": _num(axis_y)}))
+    items = []
+    for i, (req, resp) in enumerate(zip(requests, responses, strict=True)):
+        y = top + i * row_h
+        name = model_name(req["model"])
+        total = resp["device_total_bytes"]
+        total_text = format_kind(total, "gib", lang)
+        marks = [el("text", {"class": "calc-label", "x": _num(left), "y": _num(y + label_h - 4)},
+                    text_node(f"{name} · {total_text} GiB"))]
+        x = left
+        parts = []
+        for comp in present:
+            value = resp["components"].get(comp, 0)
+            w = value / GIB * scale
+            shown = format_kind(value, "gib", lang)
+            if value:
+                parts.append(f"{_component_name(comp, lang).lower()} {shown}")
+            marks.append(el("rect", {"class": "calc-seg " + css[comp], "x": _num(x),
+                                     "y": _num(y + label_h), "width": _num(w), "height": _num(bar_h),
+                                     "data-series": comp, "data-y": _raw(value)},
+                            el("title", {}, text_node(f"{name}: {_component_name(comp, lang)} {shown} GiB"))))
+            x += w
+        rest = total - resp["peak_allocated_bytes"]
+        w = rest / GIB * scale
+        marks.append(el("rect", {"class": "calc-seg calc-reserve", "x": _num(x), "y": _num(y + label_h),
+                                 "width": _num(max(w, 0)), "height": _num(bar_h),
+                                 "data-series": "reserve_context", "data-y": _raw(rest)},
+                        el("title", {}, text_node(f"{name}: {t('reserve_context', lang)} "
+                                                  f"{format_kind(rest, 'gib', lang)} GiB"))))
+        body.append(el("g", {"data-category": req["model"], "data-total": _raw(total),
+                             "data-source": _source_json({"command": "estimate", "request": req})},
+                       *marks))
+        items.append(t("components.item", lang, model=name, total=total_text, parts=", ".join(parts)))
+    body.append(_x_axis(lang, ticks, left, scale, axis_y, t("axis.gib", lang)))
+    title = t("components.title", lang, variant=variant_text)
+    desc = t("components.desc", lang, items="; ".join(items))
+    chart_id = _chart_id("memory_components", requests)
+    return el("figure", {"class": "calc-chart-panel"},
+              el("figcaption", {}, text_node(title)),
+              _svg(chart_id, "memory_components", height, title, desc, body))
+
+
+def _x_axis(lang: str, ticks: list[float], left: float, scale: float, y: float, label: str,
+            positions: list[float] | None = None) -> str:
+    parts = [el("line", {"class": "calc-axis", "x1": _num(left), "x2": _num(WIDTH - 8),
+                         "y1": _num(y), "y2": _num(y)})]
+    for i, tick in enumerate(ticks):
+        x = positions[i] if positions else left + tick * scale
+        anchor = "start" if i == 0 and x - left < 10 else ("end" if x > WIDTH - 20 else "middle")
+        parts.append(el("text", {"class": "calc-tick", "x": _num(x), "y": _num(y + 13),
+                                 "text-anchor": anchor}, text_node(_tick_text(tick, lang))))
+    parts.append(el("text", {"class": "calc-axis-label", "x": _num(WIDTH - 8), "y": _num(y + 28),
+                             "text-anchor": "end"}, text_node(label)))
+    return el("g", {"class": "calc-x-axis", "aria-hidden": "true"}, *parts)
+
+
+def _components_table(lang: str, requests: list[dict], present: list[str]) -> str:
+    frame = _estimate_frame(requests)
+    frame["phase"] = "phase." + frame["peak_phase"]
+    cols = [Col("model_name", "col.model", "text", row_header=True),
+            Col("req.method", "col.method", "code"),
+            Col("req.precision", "col.precision", "code"),
+            Col("phase", "col.peak_phase", "code")]
+    for comp in present:
+        field = "components." + comp
+        frame[field] = frame[field].fillna(0).astype("int64") if field in frame else 0
+        cols.append(Col(field, "component." + comp, "gib"))
+    cols += [Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
+             Col("device_total_bytes", "col.device_total", "gib")]
+    return render(frame, cols, lang, "memory_components", "caption.memory_components")
+
+
+# ---------------------------------------------------------------- b. memory vs sequence and batch
+
+
+def memory_seq_batch_chart(lang: str, model: str, method: str, seq_lens: list[int],
+                           batches: list[int], gpu_ids: list[str], **setup) -> str:
+    """Total memory on the GPU against the sequence length (a line per micro-batch) and
+    against the micro-batch (a line per length), with the cards' memory as horizontal lines;
+    below, the grid of figures and the cards' memory."""
+    from calc import gpus
+
+    grid: dict[tuple[int, int], tuple[dict, float]] = {}
+    for seq in seq_lens:
+        for batch in batches:
+            req = {"model": model, "method": method, **setup, "seq_len": seq,
+                   "micro_batch_size": batch}
+            grid[(seq, batch)] = (req, calc.estimate(req)["device_total_bytes"])
+    listing = {g["id"]: g for g in gpus.gpus_listing()["gpus"]}
+    cards = [(g, listing[g]["name"], listing[g]["memory_bytes"]) for g in gpu_ids]
+    request = {"model": model, "method": method, **setup}
+    method_text = labels.code(method, lang)
+    name = model_name(model)
+    by_seq = _line_panel(
+        lang, "memory_vs_seq", t("seq.title_seq", lang, model=name, method=method_text),
+        xs=seq_lens, series=batches, value=lambda x, s: grid[(x, s)],
+        series_label=lambda s: t("seq.legend_batch", lang, n=format_number(s, 0, lang)),
+        series_word=t("seq.series_batch", lang), x_label=t("axis.seq_len", lang), cards=cards,
+        request=request, x_key="seq_len", s_key="micro_batch_size")
+    by_batch = _line_panel(
+        lang, "memory_vs_batch", t("seq.title_batch", lang, model=name, method=method_text),
+        xs=batches, series=seq_lens, value=lambda x, s: grid[(s, x)],
+        series_label=lambda s: t("seq.legend_seq", lang, n=format_number(s, 0, lang)),
+        series_word=t("seq.series_seq", lang), x_label=t("axis.micro_batch", lang), cards=cards,
+        request=request, x_key="micro_batch_size", s_key="seq_len")
+    rows = []
+    for seq in seq_lens:
+        row = {"seq_len": seq, SOURCE: {"command": "request", "request": {"seq_len": seq}}}
+        for batch in batches:
+            req, value = grid[(seq, batch)]
+            row[f"b{batch}"] = value
+            row[CELL_SOURCE + f"b{batch}"] = {"command": "estimate", "request": req}
+        rows.append(row)
+    cols = [Col("seq_len", "col.seq_len", "int", check="request.seq_len", row_header=True)]
+    cols += [Col(f"b{b}", f"col.batch|{b}", "gib", check="device_total_bytes") for b in batches]
+    grid_table = render(pd.DataFrame(rows), cols, lang, "memory_seq_batch_chart", "caption.memory_seq_batch_chart")
+    card_frame = pd.DataFrame([{"name": n, "memory": m, SOURCE: {"command": "gpu", "id": g}}
+                               for g, n, m in cards])
+    card_table = render(card_frame, [Col("name", "col.gpu", "text", row_header=True),
+                                     Col("memory", "col.gpu_memory", "gib", check="memory_bytes")],
+                        lang, "chart_capacities", "caption.chart_capacities")
+    return _wrap("memory_seq_batch", [by_seq, by_batch, _details(lang, [grid_table, card_table])])
+
+
+def _line_panel(lang, name, title, xs, series, value, series_label, series_word, x_label, cards,
+                request, x_key, s_key) -> str:
+    left, right, top, bottom = 40.0, 12.0, 22.0, 36.0
+    plot_h = 240.0
+    height = top + plot_h + bottom
+    plot_w = WIDTH - left - right
+    values = [value(x, s)[1] for x in xs for s in series]
+    top_value = max(values + [m for _, _, m in cards]) / GIB
+    ticks = nice_ticks(top_value * 1.04, 5)
+    lx = [math.log2(x) for x in xs]  # the lengths and batches double: log scale spaces them evenly
+    span = (lx[-1] - lx[0]) or 1.0
+
+    def y_of(gib: float) -> float:
+        return top + plot_h - gib / ticks[-1] * plot_h
+
+    def x_of(x: float) -> float:
+        return left + 6 + (math.log2(x) - lx[0]) / span * (plot_w - 12)
+
+    body = []
+    for tick in ticks:
+        y = y_of(tick)
+        body.append(el("line", {"class": "calc-grid", "x1": _num(left), "x2": _num(WIDTH - right),
+                                "y1": _num(y), "y2": _num(y)}))
+        body.append(el("text", {"class": "calc-tick", "x": _num(left - 4), "y": _num(y + 4),
+                                "text-anchor": "end", "aria-hidden": "true"},
+                       text_node(_tick_text(tick, lang))))
+    body.append(el("text", {"class": "calc-axis-label", "x": _num(4), "y": _num(top - 10),
+                            "aria-hidden": "true"},
+                   text_node(t("axis.gib", lang))))
+    # the cards' memory: dashed lines, named above the line; a label that would overlap the
+    # previous one (lines close together) goes to the other end of its line
+    placed: list[tuple[float, str]] = []
+    for gpu_id, card, memory in sorted(cards, key=lambda c: c[2]):
+        y = y_of(memory / GIB)
+        clash = [a for py, a in placed if abs(py - y) < FONT + 1]
+        anchor = "end" if clash and clash[-1] == "start" else "start"
+        placed.append((y, anchor))
+        body.append(el("g", {"class": "calc-capacity-line", "data-series": "capacity",
+                             "data-category": gpu_id, "data-y": _raw(memory),
+                             "data-source": _source_json({"command": "gpu", "id": gpu_id})},
+                       el("line", {"x1": _num(left), "x2": _num(WIDTH - right), "y1": _num(y),
+                                   "y2": _num(y)}),
+                       el("text", {"class": "calc-capacity-label", "text-anchor": anchor,
+                                   "x": _num(left + 4 if anchor == "start" else WIDTH - right - 4),
+                                   "y": _num(y - 3)},
+                          text_node(f"{card} · {format_kind(memory, 'gib', lang)} GiB"))))
+    items = []
+    for i, s in enumerate(series):
+        css = _series_class(i)
+        points = [(x, value(x, s)) for x in xs]
+        path = " ".join(f"{'M' if j == 0 else 'L'}{_num(x_of(x))},{_num(y_of(v / GIB))}"
+                        for j, (x, (_, v)) in enumerate(points))
+        marks = [el("path", {"class": "calc-line " + css, "d": path})]
+        for x, (_, v) in points:
+            marks.append(el("circle", {"class": "calc-point " + css, "cx": _num(x_of(x)),
+                                       "cy": _num(y_of(v / GIB)), "r": "3.2",
+                                       "data-series": str(s), "data-x": str(x), "data-y": _raw(v)},
+                            el("title", {}, text_node(
+                                f"{series_label(s)}, {x_key_text(x_key, x, lang)}: "
+                                f"{format_kind(v, 'gib', lang)} GiB"))))
+        body.append(el("g", {"data-series": str(s), "data-x-key": x_key, "data-series-key": s_key},
+                       *marks))
+        items.append(t("seq.item", lang, series=series_word, s=format_number(s, 0, lang),
+                       points=", ".join(t("seq.point", lang, x=format_number(x, 0, lang),
+                                          y=format_kind(v, "gib", lang)) for x, (_, v) in points)))
+    axis_y = top + plot_h
+    positions = [x_of(x) for x in xs]
+    body.append(_x_axis(lang, [float(x) for x in xs], left, 1.0, axis_y, x_label, positions))
+    cards_text = ", ".join(f"{c} ({format_kind(m, 'gib', lang)} GiB)" for _, c, m in cards)
+    desc = t("seq.desc", lang, series=series_word, cards=cards_text, items="; ".join(items))
+    chart_id = _chart_id(name, [request, xs, series])
+    legend = _legend([(_series_class(i), series_label(s)) for i, s in enumerate(series)]
+                     + [("calc-capacity", t("capacity", lang))])
+    svg = _svg(chart_id, name, height, title, desc, body,
+               {"data-source": _source_json({"command": "estimate", "request": request})})
+    return el("figure", {"class": "calc-chart-panel"}, el("figcaption", {}, text_node(title)),
+              svg) + "\n" + legend
+
+
+def x_key_text(key: str, x: int, lang: str) -> str:
+    word = t("axis.seq_len", lang) if key == "seq_len" else t("axis.micro_batch", lang)
+    return f"{word.split(' (')[0].lower()} {format_number(x, 0, lang)}"
+
+
+# ---------------------------------------------------------------- c. time against cost
+
+
+REFERENCE_GPU = "h100-sxm"  # any card will do: the recommendations cover the whole catalogue
+
+
+def priced_configs(plan: dict) -> list[tuple[int, dict]]:
+    """(index, config) of the plan's configurations priced at the request's own kind of
+    provider and capacity (no fallback price, no missing price)."""
+    return [(i, c) for i, c in enumerate(plan["recommendations"]["configs"])
+            if c["cost_usd"] is not None and not c["price_fallback"]
+            and not any(w.startswith("price_") for w in c["warnings"])]
+
+
+def time_cost_points(plan: dict) -> tuple[list[tuple[int, dict]], int, int]:
+    """The plotted configurations: per card its cheapest one (then the faster), plus the
+    fastest of all; and the indices of the cheapest and the fastest among them."""
+    priced = priced_configs(plan)
+    if not priced:
+        raise ValueError("no priced configuration fits: nothing to chart")
+    best: dict[str, tuple[int, dict]] = {}
+    for i, c in priced:
+        key = (c["cost_usd"], c["time_hours"], c["id"])
+        if c["gpu"] not in best or key < (best[c["gpu"]][1]["cost_usd"],
+                                          best[c["gpu"]][1]["time_hours"], best[c["gpu"]][1]["id"]):
+            best[c["gpu"]] = (i, c)
+    fastest = min(priced, key=lambda ic: (ic[1]["time_hours"], ic[1]["cost_usd"], ic[1]["id"]))
+    points = sorted({i: (i, c) for i, c in [*best.values(), fastest]}.values(),
+                    key=lambda ic: (ic[1]["cost_usd"], ic[1]["time_hours"]))
+    cheapest = min(points, key=lambda ic: (ic[1]["cost_usd"], ic[1]["time_hours"], ic[1]["id"]))[0]
+    return points, cheapest, fastest[0]
+
+
+def config_text(config: dict, lang: str) -> str:
+    from .plan_tables import gpu_name
+
+    text = f"{config['num_gpus']} × {gpu_name(config['gpu'])}"
+    if config["sharding"] != "none":
+        text += f" ({labels.code(config['sharding'], lang)})"
+    return text
+
+
+def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
+    """Time against cost of every card for one job (log scales), the cheapest and the
+    fastest configuration marked and named; the figures in the table below."""
+    request = {"model": model, "method": method, **setup}
+    request.setdefault("gpu", REFERENCE_GPU)
+    plan = calc.plan_setup(request)
+    points, cheapest, fastest = time_cost_points(plan)
+    source = {"command": "plan", "request": request}
+    left, right, top, bottom = 44.0, 12.0, 24.0, 36.0
+    plot_h = 250.0
+    plot_w = WIDTH - left - right
+    height = top + plot_h + bottom
+    times = [c["time_hours"] for _, c in points]
+    costs = [c["cost_usd"] for _, c in points]
+    t_lo, t_hi = min(times) / 1.3, max(times) * 1.3
+    c_lo, c_hi = min(costs) / 1.25, max(costs) * 1.25
+
+    def x_of(hours: float) -> float:
+        return left + math.log(hours / t_lo) / math.log(t_hi / t_lo) * plot_w
+
+    def y_of(usd: float) -> float:
+        return top + plot_h - math.log(usd / c_lo) / math.log(c_hi / c_lo) * plot_h
+
+    body = []
+    for tick in log_ticks(c_lo, c_hi):
+        y = y_of(tick)
+        body.append(el("line", {"class": "calc-grid", "x1": _num(left), "x2": _num(WIDTH - right),
+                                "y1": _num(y), "y2": _num(y)}))
+        body.append(el("text", {"class": "calc-tick", "x": _num(left - 4), "y": _num(y + 4),
+                                "text-anchor": "end", "aria-hidden": "true"},
+                       text_node(_tick_text(tick, lang))))
+    x_ticks = log_ticks(t_lo, t_hi)
+    for tick in x_ticks:
+        x = x_of(tick)
+        body.append(el("line", {"class": "calc-grid", "x1": _num(x), "x2": _num(x),
+                                "y1": _num(top), "y2": _num(top + plot_h)}))
+    body.append(el("text", {"class": "calc-axis-label", "x": _num(4), "y": _num(top - 10),
+                            "aria-hidden": "true"}, text_node(t("axis.usd", lang))))
+    body.append(_x_axis(lang, x_ticks, left, 1.0, top + plot_h, t("axis.hours", lang),
+                        [x_of(v) for v in x_ticks]))
+    marks, labels_ = [], []
+    for index, c in points:
+        role = ("cheapest" if index == cheapest else "fastest" if index == fastest else "other")
+        if index == cheapest and index == fastest:
+            role = "cheapest fastest"
+        x, y = x_of(c["time_hours"]), y_of(c["cost_usd"])
+        name = config_text(c, lang)
+        tip = (f"{name}: {format_kind(c['time_hours'], 'hours', lang)} h, "
+               f"{format_kind(c['cost_usd'], 'usd', lang)} USD")
+        shape = el("circle", {"class": f"calc-dot calc-dot-{role.split()[0]}", "cx": _num(x),
+                              "cy": _num(y), "r": "6" if role != "other" else "4",
+                              "data-series": c["id"], "data-role": role,
+                              "data-index": str(index),
+                              "data-x": _raw(c["time_hours"]), "data-y": _raw(c["cost_usd"])},
+                   el("title", {}, text_node(tip)))
+        (labels_ if role != "other" else marks).append(shape)
+        for word in role.split():
+            if word == "other":
+                continue
+            anchor = "end" if x > left + plot_w * 0.5 else "start"
+            dx = -9 if anchor == "end" else 9
+            # a point in the upper half gets its label below it, one in the lower half above
+            below = y < top + plot_h / 2 or (word == "cheapest" and "fastest" in role)
+            y0 = y + 16 if below else y - 22
+            y0 = min(max(y0, top + 10), top + plot_h - 20)
+            labels_.append(el("text", {"class": "calc-dot-label", "text-anchor": anchor,
+                                       "data-label": word},
+                              el("tspan", {"x": _num(x + dx), "y": _num(y0)},
+                                 text_node(t("cost." + word, lang) + ":")),
+                              el("tspan", {"x": _num(x + dx), "y": _num(y0 + 14)},
+                                 text_node(name))))
+    body += marks + labels_  # highlighted ones drawn last, on top
+    cheap_c = plan["recommendations"]["configs"][cheapest]
+    fast_c = plan["recommendations"]["configs"][fastest]
+    title = t("cost.title", lang, model=model_name(model), method=labels.code(method, lang))
+    desc = t("cost.desc", lang, cheapest=config_text(cheap_c, lang),
+             cheap_h=format_kind(cheap_c["time_hours"], "hours", lang),
+             cheap_usd=format_kind(cheap_c["cost_usd"], "usd", lang),
+             fastest=config_text(fast_c, lang),
+             fast_h=format_kind(fast_c["time_hours"], "hours", lang),
+             fast_usd=format_kind(fast_c["cost_usd"], "usd", lang))
+    chart_id = _chart_id("time_cost", request)
+    svg = _svg(chart_id, "time_cost", height, title, desc, body,
+               {"data-source": _source_json(source)})
+    legend = _legend([("calc-dot-cheapest", t("cost.cheapest", lang)),
+                      ("calc-dot-fastest", t("cost.fastest", lang)),
+                      ("calc-dot-other", t("cost.other", lang))])
+    rows = []
+    for index, c in points:
+        role = [w for w, i in (("cheapest", cheapest), ("fastest", fastest)) if i == index]
+        rows.append({"config": {"id": c["id"], "text": config_text(c, lang),
+                                "attrs": {"ref-kind": "config"}},
+                     "field_id": f"recommendations.configs.{index}.id",
+                     "time": c["time_hours"], "cost": c["cost_usd"],
+                     "per_hour": c["per_hour_usd"],
+                     "time_check": f"recommendations.configs.{index}.time_hours",
+                     "cost_check": f"recommendations.configs.{index}.cost_usd",
+                     "hour_check": f"recommendations.configs.{index}.per_hour_usd",
+                     "highlight": " · ".join(t("cost." + w, lang) for w in role),
+                     SOURCE: source})
+    frame = pd.DataFrame(rows)
+    cols = [Col("config", "col.config", "ref", check="@field_id", row_header=True),
+            Col("time", "col.time_hours", "hours", check="@time_check"),
+            Col("cost", "col.cost_total", "usd", check="@cost_check"),
+            Col("per_hour", "col.usd_per_hour_all", "usd", check="@hour_check"),
+            Col("highlight", "col.highlight", "text")]
+    table = render(frame, cols, lang, "time_cost", "caption.time_cost")
+    figure = el("figure", {"class": "calc-chart-panel"}, el("figcaption", {}, text_node(title)), svg)
+    return _wrap("time_cost", [figure, legend, _details(lang, [table])])
+
+
+MACROS = ("memory_components_chart", "memory_seq_batch_chart", "time_cost_chart")
+
+
+def register(env) -> None:
+    from .guides import bind_all
+
+    bind_all(env, MACROS, globals())

@@ -1,0 +1,359 @@
+"""The guides' charts (macros/charts.py): well-formed SVG with a text alternative and no
+outside reference; every plotted mark equals what calc computes for the same request; the
+table below carries the same numbers; the highlighted cheapest and fastest configurations
+really are the cheapest and the fastest. Checked on the macros' own output (no build) and
+on the built guides, both languages."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import pytest
+
+import calc
+from calc import gpus
+from macros import charts, labels
+
+SVG = "{http://www.w3.org/2000/svg}"
+BASE = {"precision": "bf16-mixed", "optimizer": "adamw", "micro_batch_size": 1, "seq_len": 2048,
+        "gradient_checkpointing": True, "attention": "sdpa", "lora_rank": 16,
+        "lora_targets": "all-linear"}
+RUN = {"dataset_tokens": 50_000_000, "epochs": 3, "price_tier": "managed"}
+MODELS = ["qwen3-8b", "mistral-small-24b", "qwen3-30b-a3b", "llama-3.3-70b"]
+METHODS = [{"method": "full"}, {"method": "lora", "precision": "bf16-true"},
+           {"method": "qlora", "precision": "bf16-true"}]
+CARDS = ["rtx-4090", "rtx-5090", "l40s", "a100-80gb-sxm"]
+
+
+@pytest.fixture(scope="module", params=["es", "en"])
+def rendered(request) -> dict[str, str]:
+    lang = request.param
+    return {
+        "lang": lang,
+        "memory_components": charts.memory_components_chart(lang, MODELS, METHODS, **BASE),
+        "memory_seq_batch": charts.memory_seq_batch_chart(
+            lang, "qwen3-8b", "lora", [512, 1024, 2048, 4096, 8192], [1, 2, 4, 8], CARDS,
+            **dict(BASE, precision="bf16-true")),
+        "time_cost": charts.time_cost_chart(lang, "qwen3-8b", "lora",
+                                            **dict(BASE, **RUN, precision="bf16-true")),
+    }
+
+
+# --- reading the markup ------------------------------------------------------------------
+
+
+def svgs(markup: str) -> list[ET.Element]:
+    """Every inline SVG of ``markup``, parsed as XML (a malformed one raises)."""
+    return [ET.fromstring(s) for s in re.findall(r"<svg\b.*?</svg>", markup, re.DOTALL)]
+
+
+class Cells(HTMLParser):
+    """The numeric cells of the tables in ``markup``: (row source, data-field, raw value)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: list[dict] = []
+        self.row_source: str | None = None
+        self.table: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table":
+            self.table = a.get("data-table")
+        if tag == "tr":
+            self.row_source = a.get("data-source")
+        if tag in ("td", "th") and "data-value" in a:
+            self.cells.append({"table": self.table, "field": a["data-field"],
+                               "value": float(a["data-value"]),
+                               "source": a.get("data-source") or self.row_source})
+        if tag in ("td", "th") and "data-ref" in a:
+            self.cells.append({"table": self.table, "field": a["data-field"], "ref": a["data-ref"],
+                               "source": self.row_source})
+
+
+def cells(markup: str) -> list[dict]:
+    parser = Cells()
+    parser.feed(markup)
+    return parser.cells
+
+
+def figures(markup: str, name: str) -> list[str]:
+    """The ``calc-figure`` blocks called ``name`` in a page or a macro's output."""
+    return re.findall(rf'<div class="calc-figure" data-figure="{name}" data-search-exclude>.*?</details>\n</div>',
+                      markup, re.DOTALL)
+
+
+# --- the checks, shared by the macro and the built-page tests -----------------------------
+
+
+def check_svg_alternative(svg: ET.Element) -> None:
+    assert svg.get("role") == "img"
+    ids = svg.get("aria-labelledby").split()
+    found = {el.get("id"): el for el in svg.iter() if el.get("id")}
+    assert [found[i].tag for i in ids] == [SVG + "title", SVG + "desc"]
+    assert all(found[i].text and len(found[i].text) > 20 for i in ids)
+    assert svg.get("viewBox") and svg.get("width") == "100%"
+    for el in svg.iter():
+        assert el.tag.removeprefix(SVG) not in ("script", "image", "foreignObject", "use", "a")
+        for key, value in el.attrib.items():
+            assert not key.endswith("href") and key != "src", (el.tag, key)
+            assert "url(" not in value and "//" not in value.replace(SVG[1:-1], ""), (key, value)
+
+
+def check_components(figure: str) -> int:
+    checked = 0
+    table = {c["source"]: c for c in cells(figure) if c["field"] == "device_total_bytes"}
+    by_source_field = {(c["source"], c["field"]): c["value"] for c in cells(figure)}
+    for svg in svgs(figure):
+        check_svg_alternative(svg)
+        for group in svg.iter(SVG + "g"):
+            if not group.get("data-source"):
+                continue
+            source = json.loads(group.get("data-source"))
+            response = calc.estimate(source["request"])
+            total = 0
+            for rect in group.iter(SVG + "rect"):
+                series, value = rect.get("data-series"), float(rect.get("data-y"))
+                if series == "reserve_context":
+                    expected = response["device_total_bytes"] - response["peak_allocated_bytes"]
+                else:
+                    expected = response["components"].get(series, 0)
+                    # the table below shows every component a bar draws with width
+                    if expected:
+                        key = (_attr_json(source), "components." + series)
+                        assert by_source_field[key] == expected, key
+                assert value == expected, (source["request"]["model"], series)
+                total += value
+                checked += 1
+            assert total == response["device_total_bytes"] == float(group.get("data-total"))
+            assert table[_attr_json(source)]["value"] == response["device_total_bytes"]
+    return checked
+
+
+def _attr_json(source: dict) -> str:
+    from macros.tables import _source_json
+
+    return _source_json(source)
+
+
+def check_seq_batch(figure: str) -> int:
+    checked = 0
+    table = {(c["source"], c["field"]): c["value"] for c in cells(figure)}
+    listing = {g["id"]: g for g in gpus.gpus_listing()["gpus"]}
+    for svg in svgs(figure):
+        check_svg_alternative(svg)
+        base = json.loads(svg.get("data-source"))["request"]
+        for group in svg.iter(SVG + "g"):
+            if group.get("data-series") == "capacity":
+                gpu = group.get("data-category")
+                assert float(group.get("data-y")) == listing[gpu]["memory_bytes"]
+                assert table[(_attr_json({"command": "gpu", "id": gpu}), "memory_bytes")] == \
+                    listing[gpu]["memory_bytes"]
+                continue
+            if not group.get("data-x-key"):
+                continue
+            x_key, s_key = group.get("data-x-key"), group.get("data-series-key")
+            for point in group.iter(SVG + "circle"):
+                request = {**base, x_key: int(point.get("data-x")),
+                           s_key: int(point.get("data-series"))}
+                request = {k: request[k] for k in (*base, "seq_len", "micro_batch_size")}
+                expected = calc.estimate(request)["device_total_bytes"]
+                assert float(point.get("data-y")) == expected, request
+                # the same figure in the table, in the cell whose source is this request
+                cell_source = _attr_json({"command": "estimate", "request": _table_order(request, base)})
+                assert table[(cell_source, "device_total_bytes")] == expected
+                checked += 1
+    return checked
+
+
+def _table_order(request: dict, base: dict) -> dict:
+    """The request as the table's cells write it (the macro's key order)."""
+    return {**{k: request[k] for k in base if k not in ("seq_len", "micro_batch_size")},
+            **{k: request[k] for k in base if k in ("seq_len", "micro_batch_size")},
+            "seq_len": request["seq_len"], "micro_batch_size": request["micro_batch_size"]}
+
+
+def check_time_cost(figure: str) -> int:
+    (svg,) = svgs(figure)
+    check_svg_alternative(svg)
+    source = json.loads(svg.get("data-source"))
+    plan = calc.plan_setup(source["request"])
+    configs = plan["recommendations"]["configs"]
+    priced = [c for _, c in charts.priced_configs(plan)]
+    points = list(svg.iter(SVG + "circle"))
+    assert len(points) >= 5
+    for point in points:
+        config = configs[int(point.get("data-index"))]
+        assert point.get("data-series") == config["id"]
+        assert float(point.get("data-x")) == config["time_hours"]
+        assert float(point.get("data-y")) == config["cost_usd"]
+        assert config in priced  # only configurations priced at the request's own provider
+    cheapest = [p for p in points if "cheapest" in p.get("data-role").split()]
+    fastest = [p for p in points if "fastest" in p.get("data-role").split()]
+    assert len(cheapest) == len(fastest) == 1
+    assert float(cheapest[0].get("data-y")) == min(c["cost_usd"] for c in priced)
+    assert float(fastest[0].get("data-x")) == min(c["time_hours"] for c in priced)
+    assert float(cheapest[0].get("data-y")) == min(float(p.get("data-y")) for p in points)
+    assert float(fastest[0].get("data-x")) == min(float(p.get("data-x")) for p in points)
+    # every card that fits and is priced has its point
+    assert {configs[int(p.get("data-index"))]["gpu"] for p in points} == {c["gpu"] for c in priced}
+    # both are named on the chart, not by colour alone
+    words = [el for el in svg.iter(SVG + "text") if el.get("data-label")]
+    assert sorted(w.get("data-label") for w in words) == ["cheapest", "fastest"]
+    # the table: one row per point, the same time, cost and configuration
+    table = cells(figure)
+    refs = [c for c in table if "ref" in c]
+    assert [r["ref"] for r in refs] == [configs[int(p.get("data-index"))]["id"] for p in points] \
+        or sorted(r["ref"] for r in refs) == sorted(p.get("data-series") for p in points)
+    values = {c["field"]: c["value"] for c in table if "value" in c}
+    for point in points:
+        i = int(point.get("data-index"))
+        assert values[f"recommendations.configs.{i}.time_hours"] == float(point.get("data-x"))
+        assert values[f"recommendations.configs.{i}.cost_usd"] == float(point.get("data-y"))
+    return len(points)
+
+
+# --- on the macros' output ---------------------------------------------------------------
+
+
+def test_memory_components_equal_calc(rendered):
+    (figure,) = figures(rendered["memory_components"], "memory_components")
+    assert len(svgs(figure)) == len(METHODS)
+    assert check_components(figure) >= len(MODELS) * len(METHODS) * 3
+
+
+def test_memory_seq_batch_equal_calc(rendered):
+    (figure,) = figures(rendered["memory_seq_batch"], "memory_seq_batch")
+    assert len(svgs(figure)) == 2
+    assert check_seq_batch(figure) == 2 * 5 * 4
+
+
+def test_time_cost_highlights_and_equals_calc(rendered):
+    (figure,) = figures(rendered["time_cost"], "time_cost")
+    assert check_time_cost(figure) >= 5
+
+
+def test_charts_in_the_page_language(rendered):
+    lang = rendered["lang"]
+    other = "en" if lang == "es" else "es"
+    for name in ("memory_components", "memory_seq_batch", "time_cost"):
+        markup = rendered[name]
+        assert html.escape(charts.t("data_summary", lang)) in markup
+        assert html.escape(charts.t("data_summary", other)) not in markup
+        for svg in svgs(markup):
+            title = svg.find(SVG + "title").text
+
+            def heads(code):
+                return [v.split("{")[0] for k, v in charts.STRINGS[code].items()
+                        if k.endswith(".title") or k.startswith("seq.title")]
+            assert any(title.startswith(h) for h in heads(lang)), title
+            assert not any(title.startswith(h) for h in heads(other)), title
+
+
+def test_every_chart_string_in_both_languages():
+    assert charts.strings_complete() == []
+    for key, value in charts.TABLE_LABELS.items():
+        assert set(value) == {"es", "en"} and value["es"] != "" and value["en"] != "", key
+        assert labels.text(key, "es") == value["es"]
+
+
+def test_text_is_escaped():
+    markup = charts.el("text", {"data-x": '"><script>'}, charts.text_node("<b>&'\""))
+    parsed = ET.fromstring(markup)
+    assert parsed.get("data-x") == '"><script>' and parsed.text == "<b>&'\""
+    assert "<script>" not in markup and "<b>" not in markup
+
+
+@pytest.mark.parametrize(("top", "ticks"), [(7.2, [0, 2, 4, 6, 8]), (160, [0, 50, 100, 150, 200]),
+                                           (1461.9, [0, 500, 1000, 1500])])
+def test_nice_ticks(top, ticks):
+    assert charts.nice_ticks(top) == ticks
+
+
+def test_log_ticks():
+    assert charts.log_ticks(0.7, 35) == [1, 2, 5, 10, 20]
+    assert charts.log_ticks(17, 130) == [20, 50, 100]
+
+
+def test_price_sources_are_numbered_notes():
+    from macros.guides import gpu_prices
+
+    markup = gpu_prices("es")
+    listing = gpus.gpus_listing()["gpus"]
+    sources = list(dict.fromkeys(p["source"] for g in listing for p in g["prices"]))
+    notes = re.findall(r'<li id="price-source-(\d+)" data-note="\d+">(.*?)</li>', markup)
+
+
+    assert [html.unescape(text) for _, text in notes] == sources
+    assert [int(n) for n, _ in notes] == list(range(1, len(sources) + 1))
+    links = re.findall(r'<a href="#price-source-(\d+)" data-note="\d+">(\d+)</a>', markup)
+    assert len(links) == sum(len(g["prices"]) for g in listing)
+    assert all(a == b and 1 <= int(a) <= len(sources) for a, b in links)
+    table = markup.split("</table>")[0]
+    assert not any(html.escape(s) in table for s in sources if len(s) > 12)
+    # the date column comes before the long columns
+    headers = re.findall(r'<th scope="col">(.*?)</th>', table)
+    assert headers.index(labels.text("col.as_of", "es")) <= 2
+
+
+def test_vram_table_is_cut_to_what_a_reader_compares():
+    from macros.guides import vram_by_model
+
+    markup = vram_by_model("en", MODELS, METHODS, **BASE)
+    headers = re.findall(r'<th scope="col">(.*?)</th>', markup)
+    assert len(headers) <= 4
+    assert labels.text("col.device_total", "en") in headers
+
+
+def test_vram_table_of_a_run_names_the_card():
+    """With a run's setup (the cloud guide's), the cut table also names the smallest single
+    card, the one calc's plan recommends, with the same total as the estimate."""
+    from macros.guides import vram_by_model
+
+    methods = METHODS[1:]
+    markup = vram_by_model("es", MODELS, methods, **BASE, **RUN)
+    headers = re.findall(r'<th scope="col">(.*?)</th>', markup)
+    assert len(headers) == 5 and headers[-1] == html.escape(labels.text("col.smallest_single_card", "es"))
+    found = cells(markup)
+    refs = [c for c in found if "ref" in c]
+    totals = [c for c in found if "value" in c]
+    assert len(refs) == len(totals) == len(MODELS) * len(methods)
+    for ref, total in zip(refs, totals, strict=True):
+        request = json.loads(ref["source"])["request"]
+        plan = calc.plan_setup(request)
+        assert ref["ref"] == (plan["recommendations"]["smallest_single_gpu"] or {}).get("gpu", "")
+        estimate = calc.estimate({k: v for k, v in request.items()
+                                  if k not in ("gpu", *RUN)})
+        assert total["value"] == estimate["device_total_bytes"] == plan["memory"]["device_total_bytes"]
+
+
+# --- on the built guides -----------------------------------------------------------------
+
+
+@pytest.mark.build
+@pytest.mark.parametrize("prefix", ["", "en/"])
+def test_built_guides_carry_the_charts(built_site, prefix):
+    vram = (built_site / prefix / "guides/vram/index.html").read_text(encoding="utf-8")
+    cloud = (built_site / prefix / "guides/cloud/index.html").read_text(encoding="utf-8")
+    (a,) = figures(vram, "memory_components")
+    (b,) = figures(vram, "memory_seq_batch")
+    (c,) = figures(cloud, "time_cost")
+    assert check_components(a) > 0 and check_seq_batch(b) > 0 and check_time_cost(c) > 0
+    # each chart in a section of its own
+    for page, anchor in ((vram, "memory-by-component"), (vram, "memory-against-cards"),
+                         (cloud, "time-against-cost")):
+        assert f'id="{anchor}"' in page
+    # the charts' words stay out of the search index (snippets must read as sentences)
+    for path in {built_site / prefix / "search/search_index.json", built_site / "search/search_index.json"}:
+        if path.is_file():
+            index = path.read_text(encoding="utf-8")
+            for lang in ("es", "en"):
+                assert charts.t("cost.other", lang) not in index
+                assert charts.t("reserve_context", lang) not in index
+    for page in (vram, cloud):
+        ids = re.findall(r'\bid="([^"]+)"', page)
+        assert len(ids) == len(set(ids)), "repeated ids"
