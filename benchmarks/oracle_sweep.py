@@ -101,6 +101,34 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "lora-hf-custom-loop": ({"method": "lora", "lora_rank": 16, "framework": "hf-custom-loop"}, {}),
 }
 
+# QLoRA (tools/oracle/qlora.py: a model of bitsandbytes 0.49.2's Linear4bit, not the kernel).
+# peft puts adapters in the 4-bit layer's bf16 compute dtype and, by default
+# (autocast_adapter_dtype=True), upcasts them to fp32: lora_adapter_dtype "fp32" ("base" with
+# autocast_adapter_dtype=False); precision "fp32" is what peft's prepare_model_for_kbit_training
+# makes of a bf16 model (non-quantized parameters in fp32).
+QLORA_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "qlora-r16": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32"}, {}),
+    "qlora-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                    "gradient_checkpointing": True}, {}),
+    "qlora-r64-nodq-s512": ({"method": "qlora", "lora_rank": 64, "lora_adapter_dtype": "fp32",
+                             "qlora_double_quant": False, "seq_len": 512}, {}),
+    "qlora-r8-attn-bf16-adapters": ({"method": "qlora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY,
+                                     "lora_adapter_dtype": "base"}, {}),
+    "qlora-prepared-ckpt-reentrant": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                                       "precision": "fp32", "gradient_checkpointing": True},
+                                      {"reentrant": True}),
+}
+# a few more on one family: the prepare_model_for_kbit_training call itself, batch, dropout, eager
+QLORA_EXTRA: dict[str, tuple[dict, dict]] = {
+    "qlora-prepare-kbit": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                            "precision": "fp32"}, {"prepare_kbit": True}),
+    "qlora-b2-dropout": ({"method": "qlora", "lora_rank": 32, "lora_adapter_dtype": "fp32",
+                          "micro_batch_size": 2, "lora_dropout": 0.05}, {}),
+    "qlora-eager-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                          "attention": "eager", "gradient_checkpointing": True}, {}),
+}
+QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
+
 BASE_REQUEST = {"micro_batch_size": 1, "seq_len": 256, "gradient_checkpointing": False,
                 "attention": "sdpa", "attention_grouped_kv": True}
 
@@ -118,20 +146,35 @@ def setups() -> list[dict]:
             if family == "qwen3_moe" and request["method"] == "lora" and "lora_targets" not in overrides:
                 request["lora_targets"] = ATTENTION_ONLY
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
+    for family, cfg in FAMILIES.items():
+        if family == "qwen3_moe":
+            continue  # bitsandbytes leaves the 3-D expert tensors of transformers 5 unquantized
+        variants = dict(QLORA_VARIANTS, **(QLORA_EXTRA if family in QLORA_EXTRA_FAMILIES else {}))
+        for variant, (overrides, options) in variants.items():
+            request = dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
+            if family == "phi3" and request.get("lora_targets") == ATTENTION_ONLY:
+                request["lora_targets"] = ["qkv_proj", "o_proj"]
+            out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     return out
 
 
 def _cache_key(setup: dict, versions: dict) -> str:
-    text = json.dumps({"setup": setup, "versions": versions, "oracle": _oracle_source_hash()},
+    qlora = setup["request"].get("method") == "qlora"
+    text = json.dumps({"setup": setup, "versions": versions, "oracle": _oracle_source_hash(qlora)},
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _oracle_source_hash() -> str:
+QLORA_ONLY_SOURCES = ("qlora.py",)
+"""Oracle modules only QLoRA setups run: a change to them retraces those setups only."""
+
+
+def _oracle_source_hash(qlora: bool = True) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
     for path in sorted((ROOT / "tools" / "oracle").glob("*.py")):
-        digest.update(path.read_bytes())
+        if qlora or path.name not in QLORA_ONLY_SOURCES:
+            digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -172,8 +215,24 @@ def compare(setup: dict, oracle: dict) -> dict:
             "phases": phases}
 
 
+def method_of(row: dict) -> str:
+    """The fine-tuning method of a sweep row, from its variant's name."""
+    variant = row["id"].split("/", 1)[1]
+    return variant.split("-", 1)[0]
+
+
 def summarise(rows: list[dict], versions: dict) -> dict:
-    """Shares within 2 % and 5 % (allocated peak), the worst peak and phase errors."""
+    """Shares within 2 % and 5 % (allocated peak), the worst peak and phase errors, over all
+    rows and per method (``groups``)."""
+    out = _figures(rows)
+    out["groups"] = {m: _figures([r for r in rows if method_of(r) == m])
+                     for m in ("full", "lora", "qlora") if any(method_of(r) == m for r in rows)}
+    out["families"] = sorted({r["id"].split("/")[0] for r in rows})
+    out["versions"] = versions
+    return out
+
+
+def _figures(rows: list[dict]) -> dict:
     n = len(rows)
     peak = sorted(abs(r["peak_error"]) for r in rows)
     worst = max(rows, key=lambda r: abs(r["peak_error"])) if rows else None
@@ -190,8 +249,6 @@ def summarise(rows: list[dict], versions: dict) -> dict:
         "beyond_2pct": [{"id": r["id"], "error": round(r["peak_error"], 4)}
                         for r in sorted(rows, key=lambda r: -abs(r["peak_error"]))
                         if abs(r["peak_error"]) > 0.02],
-        "families": sorted({r["id"].split("/")[0] for r in rows}),
-        "versions": versions,
     }
 
 
@@ -237,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
           f"({100 * s['within_2pct'] / max(1, s['setups']):.1f} %), within 5 %: {s['within_5pct']}; "
           f"median |error| {100 * (s['median_abs_error'] or 0):.2f} %; worst {s['worst_id']} "
           f"{_pct(s['worst_error'] or 0)}")
+    for method, g in s["groups"].items():
+        print(f"  {method:<6} setups {g['setups']}: within 2 %: {g['within_2pct']}, within 5 %: "
+              f"{g['within_5pct']}; worst {g['worst_id']} {_pct(g['worst_error'] or 0)}")
     print(f"phases within 5 %: {s['phases_within_5pct']} of {s['phases']}; "
           f"{time.perf_counter() - started:.0f} s; {versions}")
     if not args.only and not args.no_write:

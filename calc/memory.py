@@ -70,6 +70,16 @@ copies into a second one (32) before the first is freed: 68 bytes. torchao PR #1
 (commit 6081796, 2024-05-01, first released in v0.2.0) runs that step 1,048,576 elements
 at a time."""
 
+DEQUANT_BYTES = 2
+"""Bytes per element of a dequantized 4-bit weight and of the gradients around its matmul:
+the 16-bit compute dtype, whatever the other parameters' dtype. bitsandbytes 0.49.2
+``Linear4bit.forward`` casts its input to ``compute_dtype`` (transformers'
+``bnb_4bit_compute_dtype``, bf16 in QLoRA recipes) and ``dequantize_4bit`` writes that
+dtype; with fp32 non-quantized parameters (peft 0.21.0 ``prepare_model_for_kbit_training``
+casts every 16-bit parameter that is not a ``Params4bit`` to fp32: calc's ``fp32``
+precision for QLoRA) the matmul still runs in bf16 and only its output is cast back.
+torchao's NF4 (torchtune) dequantizes to the bf16 of its input."""
+
 COMPONENTS = ("weights", "lora_weights", "gradients", "optimizer", "optimizer_temporaries",
               "activations", "logits", "weight_copies", "gathered_weights", "dequant_buffer",
               "comm_buffers")
@@ -284,13 +294,33 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
                                     for l in arch.linears if copied(l)) + head)
 
 
-def dequant_buffer_bytes(req: EstimateRequest, reg: st.Regime) -> int:
-    """QLoRA dequantizes one NF4 weight at a time to 16-bit: the largest quantized linear
-    (QLoRA sec. 3: "we dequantize the storage data type to the computation data type")."""
+def dequant_matmul_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int]:
+    """The moment of a 4-bit matmul's backward, the largest over the quantized linears:
+    (gradients in flight, dequantized weight).
+
+    bitsandbytes 0.49.2 ``MatMul4Bit`` (``autograd/_functions.py``) dequantizes the whole
+    weight into a new 16-bit ``out x in`` tensor for each matmul and frees it after: in the
+    forward (``F.linear``) and again in the backward (``grad_A = grad_output @ W``). The
+    buffer is alive only during that matmul, with the output's gradient (``d_out`` per
+    token) and the input's gradient being written (``d_in``), all at ``DEQUANT_BYTES``;
+    a routed expert sees ``tokens * active / count`` rows. The forward's moment holds less
+    than the end of the forward (the output layer and loss come after the last 4-bit
+    matmul, with no buffer alive), so only the backward's counts: the larger of this and
+    the block's ``workspace`` is in flight. Read from the oracle's trace of that code
+    (tools/oracle/qlora.py)."""
     if req.method is not Method.QLORA:
-        return 0
-    largest = max((l.weight_params for l in req.model.linears if l.quantizable), default=0)
-    return reg.compute_bytes * largest
+        return 0, 0
+    tokens = req.micro_batch_size * req.seq_len
+    best = (0, 0)
+    for l in req.model.linears:
+        if not l.quantizable:
+            continue
+        rows = -(-tokens * l.active // l.count)
+        grads = DEQUANT_BYTES * rows * (l.d_in + l.d_out)
+        weight = DEQUANT_BYTES * l.weight_params
+        if grads + weight > sum(best):
+            best = (grads, weight)
+    return best
 
 
 def quantization_reserved_bytes(req: EstimateRequest, s: States) -> int:
@@ -391,19 +421,24 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     """Component bytes alive at each phase."""
     common = dict(weights=s.weights, lora_weights=s.lora_weights, optimizer=s.optimizer)
     gathered_fwd, gathered = gathered_weight_bytes(req, reg)
-    dequant = dequant_buffer_bytes(req, reg)
+    # a 4-bit matmul's backward: its dequantized weight and the gradients around it, when
+    # that moment exceeds the block's other gradients in flight (dequant_matmul_bytes)
+    dq_grads, dq_weight = dequant_matmul_bytes(req, reg)
+    in_flight, dequant = a.workspace, 0
+    if dq_grads + dq_weight > a.workspace:
+        in_flight, dequant = dq_grads, dq_weight
     copies_all = weight_copy_bytes(req, reg, one_layer=req.gradient_checkpointing and req.is_peft)
     copies_one = weight_copy_bytes(req, reg, one_layer=True)
     # with accumulation the earlier micro-batches' gradients are there from the start
     held = s.grads_all if st.accumulates_gradients(req) else 0
     forward_end = _phase(**common, activations=a.saved_all, logits=a.logits, gradients=held,
                          weight_copies=copies_all, gathered_weights=gathered_fwd,
-                         dequant_buffer=dequant, comm_buffers=s.comm_static)
-    first_block = _phase(**common, activations=a.saved_all + a.recompute + a.workspace,
+                         comm_buffers=s.comm_static)
+    first_block = _phase(**common, activations=a.saved_all + a.recompute + in_flight,
                          logits=a.kept_logits, gradients=held, weight_copies=copies_all, gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     table = embedding_grad_bytes(req, reg)
-    last_block = _phase(**common, activations=a.last_block + a.workspace,
+    last_block = _phase(**common, activations=a.last_block + in_flight,
                         gradients=s.grads_all - (0 if req.model.tie_word_embeddings else table),
                         logits=a.kept_logits,
                         weight_copies=copies_one, gathered_weights=gathered,
@@ -417,7 +452,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         # autocast's weight copies are freed with the backward of the matmuls that saved them
         candidates.append(_phase(**common, gradients=s.grads_all + extra, logits=a.kept_logits,
                                  gathered_weights=gathered,
-                                 dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward))
+                                 comm_buffers=s.comm_static + s.comm_backward))
     backward = max(candidates, key=lambda parts: sum(parts.values()))
     phases = {"forward_end": forward_end, "backward": backward}
     if not req.optimizer_in_backward:

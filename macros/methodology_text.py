@@ -115,6 +115,19 @@ CONSTANTS: dict[str, dict] = {
                "over the rows that publish max_memory_reserved (torchtune tutorials, Answer.AI's "
                "benchmark), then the median over publications; refitted leaving each source out "
                "(validation)"}),
+    "calc.memory.DEQUANT_BYTES": _e(
+        "Bytes por elemento de un peso de 4 bits descuantizado y de los gradientes que rodean "
+        "su multiplicación: el tipo de cálculo de 16 bits, sea cual sea el tipo de los demás "
+        "parámetros. El peso descuantizado solo existe durante su multiplicación; cuenta en la "
+        "retropropagación, cuando supera lo que el bloque tiene ya en vuelo.",
+        "Bytes per element of a dequantised 4-bit weight and of the gradients around its "
+        "matmul: the 16-bit compute dtype, whatever the other parameters' dtype. The "
+        "dequantised weight exists only during its matmul; it counts in the backward pass, "
+        "when it exceeds what the block already has in flight.",
+        {"es": "bitsandbytes 0.49.2, autograd/_functions.py (MatMul4Bit) y nn/modules.py "
+               "(Linear4bit.forward, compute_dtype); comprobado con el oráculo (tools/oracle/qlora.py)",
+         "en": "bitsandbytes 0.49.2, autograd/_functions.py (MatMul4Bit) and nn/modules.py "
+               "(Linear4bit.forward, compute_dtype); checked against the oracle (tools/oracle/qlora.py)"}),
     "calc.memory.UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT": _e(
         "Bytes por elemento vivos a la vez mientras torchao anterior a la v0.2.0 cuantiza un "
         "peso a NF4 de una sola pasada (origen de 16 bits, bloques escalados y dos tensores "

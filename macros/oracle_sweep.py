@@ -20,16 +20,21 @@ def load_summary() -> dict:
 
 
 def oracle_sweep_summary(lang: str) -> str:
-    """Setups, share within 2 % and 5 %, median and worst error of the allocated peak."""
+    """Setups, share within 2 % and 5 %, median and worst error of the allocated peak: all
+    setups, then each method (full, LoRA, QLoRA)."""
     s = load_summary()
+    # labels of the measured-run validation's groups: "fine-tuning, all", "fine-tuning, LoRA"...
+    groups = [("group.fine-tune", s, {})] + [(f"group.fine-tune/{m}", g, {"group": m})
+                                             for m, g in s.get("groups", {}).items()]
     frame = pd.DataFrame([{
-        "setups": s["setups"], "within_2pct": s["within_2pct"],
-        "share": 100 * s["within_2pct"] / s["setups"], "within_5pct": s["within_5pct"],
-        "median": 100 * s["median_abs_error"], "worst": 100 * s["worst_error"],
-        "phases": s["phases_within_5pct"],
-        SOURCE: {"command": "oracle_sweep_summary"},
-    }])
-    cols = [Col("setups", "col.setups", "int", row_header=True),
+        "group": name, "setups": g["setups"], "within_2pct": g["within_2pct"],
+        "share": 100 * g["within_2pct"] / g["setups"], "within_5pct": g["within_5pct"],
+        "median": 100 * g["median_abs_error"], "worst": 100 * g["worst_error"],
+        "phases": g["phases_within_5pct"],
+        SOURCE: {"command": "oracle_sweep_summary", **extra},
+    } for name, g, extra in groups])
+    cols = [Col("group", "field.method", "code", row_header=True),
+            Col("setups", "col.setups", "int"),
             Col("within_2pct", "col.within_2pct", "int", check="within_2pct"),
             Col("share", "col.within_2pct_share", "pct", check="pct:within_2pct/setups"),
             Col("within_5pct", "col.within_5pct", "int", check="within_5pct"),

@@ -56,6 +56,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+#: Time a built page gets to settle after its last request (scripts run), in ms.
+PAGE_SETTLE_MS = 300
 
 
 # --- building ---------------------------------------------------------------
@@ -180,7 +182,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         ".json": "application/json",
     }
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib name
+    def log_message(self, format: str, *args) -> None:  # `format`: the stdlib's parameter name
         pass
 
 

@@ -230,14 +230,16 @@ def test_hostile_files_fail_coded_and_fast(name, tmp_path):
     marker = tmp_path / "pwned"
     if isinstance(text, str):
         text = text.replace("echo pwned", f"touch {marker}")
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(InputError) as err:
         import_config(text)
-    elapsed = time.perf_counter() - start
+    cpu_s = time.process_time() - start
     assert err.value.code == code
     assert not marker.exists()
-    # generous bound for a shared 2-core machine; the benchmark prints the real figure
-    assert elapsed < 1.0
+    # A hang guard, not a speed target (benchmarks/bench_config_import.py prints the speed):
+    # expanding these files would take minutes of CPU; refusing them takes milliseconds.
+    # CPU time, so a loaded machine does not fail it.
+    assert cpu_s < 10.0
 
 
 def test_cli_import_json_contract(tmp_path):

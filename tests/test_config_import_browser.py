@@ -46,7 +46,7 @@ def paste_and_import(calc, text: str) -> None:
 
 
 @pytest.mark.parametrize("name", FILES)
-def test_pasted_config_gives_the_cli_numbers(calc_page, name):  # noqa: F811 (the imported fixture)
+def test_pasted_config_gives_the_cli_numbers(calc_page, name):
     path = CONFIGS / name
     paste_and_import(calc_page, path.read_text())
     result = import_file(str(path))
@@ -71,7 +71,7 @@ def test_pasted_config_gives_the_cli_numbers(calc_page, name):  # noqa: F811 (th
             assert request[key] == value, key
 
 
-def test_export_buttons_write_the_formats(calc_page):  # noqa: F811 (the imported fixture)
+def test_export_buttons_write_the_formats(calc_page):
     path = CONFIGS / "axolotl/lora.yml"
     paste_and_import(calc_page, path.read_text())
     page = calc_page.page
@@ -85,7 +85,7 @@ def test_export_buttons_write_the_formats(calc_page):  # noqa: F811 (the importe
         assert page.input_value("#calc-export-text") == export_config(request, fmt)
 
 
-def test_broken_config_is_reported_and_keeps_the_result(calc_page):  # noqa: F811 (the imported fixture)
+def test_broken_config_is_reported_and_keeps_the_result(calc_page):
     page = calc_page.page
     calc_page.navigate({})
     calc_page.wait_worker()
@@ -100,7 +100,7 @@ def test_broken_config_is_reported_and_keeps_the_result(calc_page):  # noqa: F81
     assert calc_page.outputs() == before_outputs
 
 
-def test_unknown_model_keeps_the_form_model_and_offers_presets(calc_page):  # noqa: F811 (the imported fixture)
+def test_unknown_model_keeps_the_form_model_and_offers_presets(calc_page):
     page = calc_page.page
     text = "base_model: someone/llama-3.1-8b-finetune\nadapter: lora\nlora_r: 64\nsequence_len: 1024\n"
     paste_and_import(calc_page, text)

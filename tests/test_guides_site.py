@@ -49,6 +49,10 @@ def response_for(source: dict) -> tuple[dict, dict]:
         return listing[source["id"]], request
     if command == "request":
         return {}, request
+    if command == "preset":
+        from calc import presets
+
+        return next(p for p in presets.presets_listing() if p["id"] == source["id"]), request
     if command == "plan_default":
         from calc.plan import PLAN_FIELDS
 
@@ -93,7 +97,7 @@ def response_for(source: dict) -> tuple[dict, dict]:
 
         summary = load_summary()
         if command == "oracle_sweep_summary":
-            return summary, request
+            return (summary["groups"][source["group"]] if "group" in source else summary), request
         return next(m for m in summary["beyond_2pct"] if m["id"] == source["id"]), request
     if command.startswith("validation_throughput") or command == "validation_qlora_ratio":
         from accuracy import throughput as vt

@@ -61,6 +61,15 @@ def test_eslint_passes_on_the_front_end():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_eslint_lints_every_javascript_file_of_the_repository():
+    # no ignore pattern swallows a project file: the page, workers, hooks, Node tests
+    tracked = subprocess.run(["git", "ls-files", "*.js", "*.mjs"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    out = eslint("--format", "json", ".")
+    linted = {str(Path(r["filePath"]).relative_to(REPO_ROOT)) for r in json.loads(out.stdout)}
+    assert tracked and set(tracked) <= linted, sorted(set(tracked) - linted)
+
+
 # --- each linter catches a broken file ---------------------------------------------------
 
 def test_ruff_fails_on_an_unused_import(tmp_path: Path):
@@ -78,6 +87,15 @@ def test_ruff_fails_on_a_loop_variable_closure(tmp_path: Path):
     out = run([*RUFF, "check", "--config", str(REPO_ROOT / "pyproject.toml"), "--no-cache", str(bad)])
     assert out.returncode == 1
     assert "B023" in out.stdout
+
+
+def test_ruff_fails_on_a_stale_noqa(tmp_path: Path):
+    # a suppression left after its finding went away is itself a finding (RUF100)
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os  # noqa: F401\n\nprint(os.sep)\n", encoding="utf-8")
+    out = run([*RUFF, "check", "--config", str(REPO_ROOT / "pyproject.toml"), "--no-cache", str(bad)])
+    assert out.returncode == 1
+    assert "RUF100" in out.stdout
 
 
 def test_mypy_is_strict(tmp_path: Path):

@@ -44,6 +44,9 @@ PINNED = (
     "qwen3_moe/full",                # MoE experts (grouped matmuls), router
     "qwen2/lora-eager",              # eager attention probabilities, 7:1 GQA
     "gemma3/lora-hf-custom-loop",    # calc's hf-custom-loop profile: fp32 adapters, logits kept
+    "llama/qlora-ckpt",              # QLoRA (model of bitsandbytes' Linear4bit), checkpointing
+    "qwen3/qlora-r16",               # QLoRA, fp32 adapters on uint8-packed weights, q/k norms
+    "gemma2/qlora-prepare-kbit",     # peft's prepare_model_for_kbit_training: fp32 non-quantized
 )
 
 _BY_ID = {s["id"]: s for s in setups()}
@@ -78,7 +81,7 @@ def test_unsupported_settings_are_refused_not_approximated():
     from tools.oracle import Unsupported
 
     setup = _BY_ID["llama/full"]
-    for extra in ({"method": "qlora"}, {"attention": "flash"}, {"sharding": "zero3", "num_gpus": 2},
+    for extra in ({"method": "qlora", "precision": "bf16-mixed"}, {"attention": "flash"}, {"sharding": "zero3", "num_gpus": 2},
                   {"chunked_loss": True}, {"framework": "torchtune"}):
         with pytest.raises(Unsupported):
             oracle_estimate(dict(setup["request"], **extra))

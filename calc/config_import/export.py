@@ -69,7 +69,7 @@ def _hf_repo(model: object) -> str | None:
     try:
         repo: str | None = presets.preset_row(model)["hf_repo"]
         return repo
-    except Exception:  # noqa: BLE001 - an unknown id is exported as written
+    except Exception:  # an unknown id is exported as written
         return model
 
 

@@ -1,7 +1,9 @@
 """Build the requested model on the meta device, make it fake, run training steps, report.
 
 ``oracle_estimate(request)`` takes the JSON of ``calc.estimate``'s request (plus an
-optional ``"oracle"`` object: ``steps``, ``reentrant``, ``lora_alpha``) and returns a
+optional ``"oracle"`` object: ``steps``, ``reentrant``, ``lora_alpha``, ``prepare_kbit``:
+QLoRA through peft's ``prepare_model_for_kbit_training``, see ``qlora.load_in_4bit``) and
+returns a
 response with ``estimate``'s field names where they mean the same thing
 (``peak_allocated_bytes``, ``peak_phase``, ``phases``, ``components``,
 ``params_total``, ``params_trainable``) and ``oracle`` details (per-phase components,
@@ -23,17 +25,17 @@ import copy
 import json
 import time
 
-SUPPORTED_METHODS = ("full", "lora")
+SUPPORTED_METHODS = ("full", "lora", "qlora")
 SUPPORTED_PRECISIONS = ("bf16-true", "bf16-mixed", "fp32")
 SUPPORTED_ATTENTION = ("sdpa", "eager")
 SUPPORTED_OPTIMIZERS = ("adamw", "sgd", "sgd-momentum")
-ORACLE_DEFAULTS = {"steps": 2, "reentrant": False, "lora_alpha": None}
+ORACLE_DEFAULTS = {"steps": 2, "reentrant": False, "lora_alpha": None, "prepare_kbit": False}
 # Request keys the oracle reads; every other key must keep calc's default.
 HANDLED_KEYS = {
     "model", "method", "lora_rank", "lora_targets", "precision", "optimizer", "micro_batch_size",
     "seq_len", "gradient_checkpointing", "attention", "num_gpus", "lora_dropout",
     "optimizer_fused", "lora_adapter_dtype", "attention_grouped_kv", "loss_outputs_kept",
-    "sharding", "cpu_offload", "framework",
+    "sharding", "cpu_offload", "framework", "qlora_double_quant",
 }
 # Library profiles (calc.frameworks) whose code the oracle runs: transformers + peft.
 TRACED_FRAMEWORKS = ("generic", "hf-trainer", "hf-custom-loop")
@@ -70,7 +72,13 @@ def normalise(request: dict) -> tuple[dict, dict]:
         if value != default and not (isinstance(value, list) and tuple(value) == default):
             raise Unsupported(f"{key}={value!r} is not reproduced by the oracle")
     if parsed["method"] not in SUPPORTED_METHODS:
-        raise Unsupported(f"method {parsed['method']}: bitsandbytes kernels are not traced")
+        raise Unsupported(f"method {parsed['method']}")
+    if parsed["method"] == "qlora":
+        from .qlora import unsupported_reason
+
+        reason = unsupported_reason(parsed, options)
+        if reason:
+            raise Unsupported(reason)
     if parsed["precision"] not in SUPPORTED_PRECISIONS:
         raise Unsupported(f"precision {parsed['precision']}")
     if parsed["attention"] not in SUPPORTED_ATTENTION:
@@ -113,18 +121,28 @@ def build_meta_model(req: dict, options: dict):
     config = AutoConfig.for_model(model_type, **hf)
     config.use_cache = False
     dtype = torch.bfloat16 if req["precision"] == "bf16-true" else torch.float32
+    if req["method"] == "qlora" and options["prepare_kbit"]:
+        dtype = torch.bfloat16  # loaded in bf16; prepare_model_for_kbit_training casts to fp32
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=req["attention"])
     if req["gradient_checkpointing"]:
         model.gradient_checkpointing_enable(
             gradient_checkpointing_kwargs={"use_reentrant": bool(options["reentrant"])})
-    if req["method"] == "lora":
+    if req["method"] == "qlora":
+        from .qlora import load_in_4bit
+
+        model = load_in_4bit(model, req, options)
+    if req["method"] in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model
 
         targets = req["lora_targets"]
         lora = LoraConfig(r=req["lora_rank"], lora_alpha=options["lora_alpha"] or 2 * req["lora_rank"],
                           lora_dropout=req["lora_dropout"], bias="none", task_type="CAUSAL_LM",
                           target_modules="all-linear" if targets == "all-linear" else list(targets))
+        if req["method"] == "qlora":
+            from .qlora import Linear4bitModel, lora_layer_class
+
+            lora._register_custom_module({Linear4bitModel: lora_layer_class()})
         model = get_peft_model(model, lora,
                                autocast_adapter_dtype=req["lora_adapter_dtype"] == "fp32")
         if req["gradient_checkpointing"] and options["reentrant"]:
@@ -193,8 +211,11 @@ def run_steps(req: dict, options: dict) -> dict:
     from .tracker import LiveStorageTracker
     from .workarounds import adam_step_value, cuda_dropout, flash_like_sdpa, real_causal_masks
 
+    from . import qlora
+
     model, config = build_meta_model(req, options)
     tracker = LiveStorageTracker(debug=bool(options.get("debug")))
+    qlora.CURRENT["tracker"] = tracker
     counter = {"step": 0}
     mixed = req["precision"] == "bf16-mixed"
     grouped = _grouped_kv_context(req["attention_grouped_kv"])
@@ -248,8 +269,9 @@ def run_steps(req: dict, options: dict) -> dict:
                         tracker.track(v, "optimizer")
             tracker.set_phase(None)
             optimizer.zero_grad(set_to_none=True)
-        params_total = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+        params_total = _logical_params(model)
         trainable = sum(p.numel() for p in params)
+    qlora.CURRENT["tracker"] = None
     phases = {name: peak for name, (peak, _parts) in tracker.peaks.items()}
     components = {name: dict(parts) for name, (_peak, parts) in tracker.peaks.items()}
     if tracker.debug:
@@ -263,6 +285,19 @@ def run_steps(req: dict, options: dict) -> dict:
                 print(f"  {n:>12,d} {cat:22s} {op}")
     return {"phases": phases, "components": components, "params_total": params_total,
             "params_trainable": trainable, "config": config}
+
+
+def _logical_params(model) -> int:
+    """Parameters as the model defines them: a 4-bit weight counts its ``out x in`` values,
+    not the bytes it is packed in."""
+    from .qlora import Linear4bitModel
+
+    packed = {}
+    for module in model.modules():
+        if isinstance(module, Linear4bitModel):
+            packed[id(module.weight)] = module.in_features * module.out_features
+    unique = {id(p): p for p in model.parameters()}
+    return sum(packed.get(key, p.numel()) for key, p in unique.items())
 
 
 def _grouped_kv_context(grouped: bool):

@@ -43,7 +43,8 @@ import torch
 
 LIMITS = (
     "kernel workspaces (cuBLAS, flash/efficient attention backward accumulators) are not allocated",
-    "bitsandbytes 4-bit kernels are not run (QLoRA setups are left to measured rows)",
+    "bitsandbytes 4-bit kernels are not run: QLoRA runs a model of bitsandbytes 0.49.2's Linear4bit "
+    "(tools/oracle/qlora.py: its storages, statistics and dequantized buffers, not its kernels)",
     "fused / chunked losses of other frameworks (Liger, torchtune) are not run",
     "bf16-mixed uses CPU autocast's op lists, which differ from CUDA's in a few pointwise ops",
     "the caching allocator's rounding to 512 bytes and its cached blocks are not modelled (allocated bytes only)",
