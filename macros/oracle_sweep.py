@@ -24,7 +24,7 @@ def oracle_sweep_summary(lang: str) -> str:
     setups, then each method (full, LoRA, QLoRA)."""
     s = load_summary()
     # labels of the measured-run validation's groups: "fine-tuning, all", "fine-tuning, LoRA"...
-    groups = [("group.fine-tune", s, {})] + [(f"group.fine-tune/{m}", g, {"group": m})
+    groups = [("fine-tune", s, {})] + [(f"fine-tune/{m}", g, {"group": m})
                                              for m, g in s.get("groups", {}).items()]
     frame = pd.DataFrame([{
         "group": name, "setups": g["setups"], "within_2pct": g["within_2pct"],
@@ -33,7 +33,7 @@ def oracle_sweep_summary(lang: str) -> str:
         "phases": g["phases_within_5pct"],
         SOURCE: {"command": "oracle_sweep_summary", **extra},
     } for name, g, extra in groups])
-    cols = [Col("group", "field.method", "code", row_header=True),
+    cols = [Col("group", "label.method", "code", row_header=True, options="group"),
             Col("setups", "col.setups", "int"),
             Col("within_2pct", "col.within_2pct", "int", check="within_2pct"),
             Col("share", "col.within_2pct_share", "pct", check="pct:within_2pct/setups"),

@@ -36,7 +36,7 @@ def raw_price_sources(lang: str) -> str:
     for _, gpu in _gpu_frame(None).iterrows():
         for i, price in enumerate(gpu["prices"]):
             rows.append({"name": gpu["name"], "tier": price["tier"],
-                         "capacity": "capacity." + ("interruptible" if price["interruptible"]
+                         "capacity": ("interruptible" if price["interruptible"]
                                                     else "on_demand"),
                          "usd": price["usd"], "source": price["source"],
                          "note": price.get("note") or "", "as_of": price["as_of"],
@@ -44,7 +44,7 @@ def raw_price_sources(lang: str) -> str:
                          "check": f"prices.{i}.usd"})
     frame = pd.DataFrame(rows)
     cols = [Col("name", "col.gpu", "text", row_header=True),
-            Col("tier", "col.tier", "code"), Col("capacity", "col.capacity", "code"),
+            Col("tier", "col.tier", "code", options="price_tier"), Col("capacity", "col.capacity", "code"),
             Col("usd", "col.usd_per_hour", "usd", check="@check"),
             Col("as_of", "col.as_of", "text"), Col("source", "col.source", "text"),
             Col("note", "col.price_note", "text")]
