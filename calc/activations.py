@@ -87,6 +87,10 @@ class ActConfig:
     compile_kept: float | None = None  # share of the removable bytes kept; None: eager
     adapter_bytes: int | None = None  # fp32 adapters on a 16-bit base: 4; None: act_bytes
     grouped_kv: bool = False  # torch SDPA with enable_gqa: k/v saved at kv-head size
+    # adapted linears whose adapter peft folds into the weight (moe_expert_layout "fused-3d",
+    # calc.lora.fused_expert_adapters): their weight W + B·A trains, so the input is saved
+    # whatever the adapter's dtype or dropout, and no token passes through A and B
+    fused: frozenset[tuple[str, int, int, str]] = frozenset()
 
     @property
     def adapter_copies(self) -> bool:
@@ -108,6 +112,8 @@ def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:
     if cfg.full:
         return True
     if cfg.quant_keeps_inputs and lin.quantizable:
+        return True
+    if _key(lin) in cfg.fused:
         return True
     return not cfg.lora_dropout and not cfg.adapter_copies and _key(lin) in cfg.adapted
 
@@ -256,13 +262,18 @@ def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: t
     return _per_block(arch, down, down.active * per)
 
 
+def _token_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:
+    """Adapted linears whose tokens pass through ``A`` and ``B`` (all but the fused ones)."""
+    return tuple(l for l in arch.linears if _key(l) in cfg.adapted and _key(l) not in cfg.fused)
+
+
 def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     """LoRA intermediates per token: ``r`` values per adapter a token passes through, in the
     adapter's dtype (``lora_B`` saves ``lora_A``'s output)."""
     if not cfg.adapted:
         return 0
     return sum(_per_block(arch, l, cfg.lora_bytes * cfg.rank * l.active)
-               for l in arch.linears if _key(l) in cfg.adapted)
+               for l in _token_adapters(arch, cfg))
 
 
 def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -273,7 +284,7 @@ def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     if not (cfg.lora_dropout and cfg.adapted):
         return 0
     return sum(_per_block(arch, l, (cfg.lora_bytes + 1) * l.d_in * l.active)
-               for l in arch.linears if _key(l) in cfg.adapted)
+               for l in _token_adapters(arch, cfg))
 
 
 def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -286,7 +297,7 @@ def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     if not (cfg.adapter_copies and cfg.adapted) or cfg.lora_dropout:
         return 0
     return sum(_per_block(arch, l, cfg.lora_bytes * l.d_in * l.active)
-               for l in arch.linears if _key(l) in cfg.adapted)
+               for l in _token_adapters(arch, cfg))
 
 
 def router_bytes(arch: ModelArch, parts: BlockParts) -> int:
