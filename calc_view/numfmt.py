@@ -85,15 +85,38 @@ KINDS: dict[str, tuple[float, int]] = {
     "int": (1, 0),
     "factor": (1, 2),
     "fraction3": (1, 3),    # constants that need three decimals (e.g. 4.127 bits)
+    "usd_approx": (1, 0),   # a cost in running text, to SIGNIFICANT["usd_approx"] figures
 }
+
+# kind -> significant figures: the kinds shown rounded to a number of figures rather than
+# of decimals (issue 17: costs in prose are rounded, "about 40 $", not "38.47 $": the time
+# model's held-out error is tens of percent, so more figures would claim a precision calc
+# does not have).
+SIGNIFICANT: dict[str, int] = {"usd_approx": 2}
+
+
+def _significant(value: float, figures: int) -> tuple[float, int]:
+    """``value`` rounded to ``figures`` significant figures, and the decimals that shows."""
+    import math
+
+    if not value or value != value or value in (float("inf"), float("-inf")):
+        return value, 0
+    decimals = figures - 1 - math.floor(math.log10(abs(value)))
+    return round(value, decimals), max(0, decimals)
 
 
 def shown_value(raw: float, kind: str) -> float:
     """The number a cell of ``kind`` shows for the raw calc value, rounded as shown."""
     divisor, decimals = KINDS[kind]
+    if kind in SIGNIFICANT:
+        value, decimals = _significant(raw / divisor, SIGNIFICANT[kind])
+        return float(f"{value:.{decimals}f}")
     return float(f"{raw / divisor:.{decimals}f}")
 
 
 def format_kind(raw: float, kind: str, lang: str) -> str:
     divisor, decimals = KINDS[kind]
+    if kind in SIGNIFICANT:
+        value, decimals = _significant(raw / divisor, SIGNIFICANT[kind])
+        return format_number(value, decimals, lang)
     return format_number(raw / divisor, decimals, lang)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from . import numfmt
 
@@ -108,6 +109,19 @@ def resolve(response: dict, path: str) -> object:
     for part in parts:
         node = node[int(part)] if isinstance(node, list) else node[part]
     return node
+
+
+# A source as recorded starts with the address of where the figure was read
+# ("runpod.io/pricing as transcribed in …"); the rest is a note in English.
+_CITATION = re.compile(r"^((?:[a-z0-9-]+\.)+[a-z]{2,}(?:/[^\s,;()]*)?)", re.I)
+
+
+def citation(source: str) -> str:
+    """The language-neutral part of a price source: its leading address
+    (``runpod.io/pricing``), or "" when it has none. Pages in either language show this;
+    the full source and its note stay on the methodology page."""
+    match = _CITATION.match(source.strip())
+    return match.group(1) if match else ""
 
 
 def _is_number(value: object) -> bool:
@@ -437,7 +451,8 @@ class Renderer:
         tier = translate("enums", price.get("tier", ""), self.s)
         if price.get("source_kind") == "user":
             return f"({self.s['ui']['price_yours']})"
-        parts = [tier, str(price.get("source", "")), str(price.get("as_of", ""))]
+        # the source's site, not its English note (the whole note is on the methodology page)
+        parts = [tier, citation(str(price.get("source", ""))), str(price.get("as_of", ""))]
         return "(" + " · ".join(p for p in parts if p) + ")"
 
     def solvers(self) -> list:

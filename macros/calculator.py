@@ -16,6 +16,7 @@ from pathlib import Path
 
 import calc
 import calc_view as view
+from calc import reference as _reference
 
 ROOT = Path(__file__).resolve().parent.parent
 STRINGS_FILE = ROOT / "docs" / "assets" / "calculator" / "i18n.json"
@@ -24,8 +25,12 @@ STRINGS_FILE = ROOT / "docs" / "assets" / "calculator" / "i18n.json"
 # every other default comes from calc's field tables.
 # The default card is priced at managed clouds only: the default tier follows it, so the
 # first view carries no "price from the other kind of provider" warning.
-PAGE_DEFAULTS = {"model": "llama-3.1-8b", "dataset_tokens": 100_000_000, "gpu": "l40s",
-                 "price_tier": "managed"}
+# The workload is the site's reference setup (calc.reference, issue 17): the small model, the
+# request's default method (LoRA), 100 M tokens x 1 epoch at managed-cloud prices, so the first
+# view answers for the same setup as the home page's matrix and the guides.
+PAGE_DEFAULTS = {"model": _reference.MODELS["small"],
+                 "dataset_tokens": _reference.SETUP["dataset_tokens"], "gpu": "l40s",
+                 "price_tier": _reference.SETUP["price_tier"]}
 COMMAND = "plan"  # one round trip: the plan response includes the memory estimate
 
 # Form sections: (legend key, request keys). Keys calc adds later land in the last one.

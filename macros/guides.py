@@ -327,19 +327,24 @@ def gpu_sources(lang: str, gpu_ids: list[str] | None = None) -> str:
 
 
 def gpu_prices(lang: str, gpu_ids: list[str] | None = None, notes_id: str = "price-source") -> str:
-    """Every dated price row of the catalogue, per card, kind of provider and capacity. The
-    sources are long: each becomes a numbered note below the table (one number per distinct
-    source), so the price and its date stay in view on a phone."""
+    """Every dated price row of the catalogue, per card, kind of provider and capacity. Each
+    source becomes a numbered note below the table (one number per distinct address), so the
+    price and its date stay in view on a phone. A note shows the source's address only
+    (``calc_view.render.citation``): the data's sources are recorded in English, and quoted
+    whole on the methodology page (``macros/source_notes.py``)."""
     import html as _html
+
+    from calc_view.render import citation
 
     from . import charts  # noqa: F401  (its module adds the labels of the notes)
 
     rows, sources = [], []
     for _, gpu in _gpu_frame(gpu_ids).iterrows():
         for i, price in enumerate(gpu["prices"]):
-            if price["source"] not in sources:
-                sources.append(price["source"])
-            number = sources.index(price["source"]) + 1
+            where = citation(price["source"])
+            if where not in sources:
+                sources.append(where)
+            number = sources.index(where) + 1
             rows.append({"name": gpu["name"], "tier": price["tier"],
                          "capacity": "capacity." + ("interruptible" if price["interruptible"]
                                                     else "on_demand"),
@@ -358,7 +363,7 @@ def gpu_prices(lang: str, gpu_ids: list[str] | None = None, notes_id: str = "pri
     notes = "".join(f'<li id="{notes_id}-{n}" data-note="{n}">{_html.escape(str(src))}</li>'
                     for n, src in enumerate(sources, 1))
     title = _html.escape(labels.text("caption.price_sources", lang))
-    return (f'{table}\n<div class="calc-notes" data-notes="gpu_prices">'
+    return (f'{table}\n<div class="calc-notes" data-notes="gpu_prices" data-search-exclude>'
             f'<p class="calc-notes-title">{title}</p>'
             f'<ol class="calc-notes-list">{notes}</ol></div>')
 

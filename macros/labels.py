@@ -158,7 +158,7 @@ _TEXT: dict[str, dict[str, str]] = {
         "en": "Attention keeps the fused qkv output alive (LitGPT)"},
     "field.sync_each_micro_batch": {"es": "Sincronizar gradientes en cada micro-batch",
                                     "en": "Synchronise gradients every micro-batch"},
-    "field.optimizer_in_backward": {"es": "Paso del optimizador dentro del backward",
+    "field.optimizer_in_backward": {"es": "Actualización del optimizador dentro del paso hacia atrás",
                                     "en": "Optimizer step fused into backward"},
     "field.optimizer_fused": {"es": "AdamW fusionado (fused=True)", "en": "Fused AdamW (fused=True)"},
     "field.torch_compile": {"es": "torch.compile en los bloques", "en": "torch.compile on the blocks"},
@@ -167,7 +167,7 @@ _TEXT: dict[str, dict[str, str]] = {
                                  "en": "LoRA adapter dtype"},
     "field.attention_grouped_kv": {"es": "SDPA guarda k/v agrupados (enable_gqa)",
                                    "en": "SDPA saves grouped k/v (enable_gqa)"},
-    "field.loss_outputs_kept": {"es": "El bucle retiene los logits durante el backward",
+    "field.loss_outputs_kept": {"es": "El bucle retiene los logits durante el paso hacia atrás",
                                 "en": "The loop holds the logits through backward"},
     "field.framework": {"es": "Biblioteca de entrenamiento", "en": "Training library"},
     "field.qlora_quant_state_replicated": {
@@ -398,8 +398,8 @@ _CODES.update({
 
 _CODES.update({
     # the phase of the training step that sets the peak (calc's ``peak_phase``)
-    "phase.forward_end": {"es": "final del forward", "en": "end of forward"},
-    "phase.backward": {"es": "backward", "en": "backward"},
+    "phase.forward_end": {"es": "final del paso hacia delante", "en": "end of forward"},
+    "phase.backward": {"es": "paso hacia atrás", "en": "backward"},
     "phase.optimizer_step": {"es": "paso del optimizador", "en": "optimizer step"},
 })
 

@@ -23,8 +23,9 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
     del sys.modules[_name]
 
 import calc  # noqa: E402
-from macros import (calculator, charts, cli_docs, config_import_docs, guides, methodology,  # noqa: E402
-                    oracle_sweep, plan_tables, validation_loso)
+from macros import (calculator, card_advice, charts, cli_docs, config_import_docs, guides,  # noqa: E402
+                    methodology, oracle_sweep, plan_tables, reference_pages, source_notes,
+                    validation_loso)
 
 
 def _register_core(env) -> None:
@@ -48,4 +49,7 @@ def define_env(env) -> None:
     validation_loso.register(env)
     cli_docs.register(env)
     config_import_docs.register(env)
+    source_notes.register(env)
+    card_advice.register(env)
     charts.register(env)
+    reference_pages.register(env)

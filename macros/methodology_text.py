@@ -553,7 +553,7 @@ VALIDATION_TEXT: dict[str, dict[str, str]] = {
     "8-bit AdamW": {"es": "AdamW de 8 bits", "en": "8-bit AdamW"},
     "activation offload": {"es": "descarga de activaciones", "en": "activation offload"},
     "chunked CE": {"es": "pérdida por trozos", "en": "chunked loss"},
-    "optimizer in backward": {"es": "optimizador dentro del backward",
+    "optimizer in backward": {"es": "optimizador dentro del paso hacia atrás",
                               "en": "optimizer in backward"},
     # reasons a row is not covered
     "unpadded alpaca samples of varying length: tokens per step and attention length unknown": {

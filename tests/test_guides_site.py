@@ -49,6 +49,10 @@ def response_for(source: dict) -> tuple[dict, dict]:
         return listing[source["id"]], request
     if command == "request":
         return {}, request
+    if command == "preset":
+        from calc import presets
+
+        return next(p for p in presets.presets_listing() if p["id"] == source["id"]), request
     if command == "plan_default":
         from calc.plan import PLAN_FIELDS
 

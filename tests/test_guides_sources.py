@@ -35,6 +35,8 @@ FIGURE = re.compile(
 ALLOWED_FIGURES = {
     # card classes are product names ("an 80 GB card"), not computed memory
     "guides/vram.md": {"16 GB", "16GB", "24 GB", "48 GB", "80 GB", "96 GB"},
+    # the card class a 70B full fine-tuning is sized on ("a node of 80 GB cards")
+    "index.md": {"80 GB"},
     # marketed capacities named to explain them (B200's 180 vs 192 GB) and card classes
     "gpus.md": {"16 GB", "96 GB", "180 GB", "192 GB"},
 }

@@ -84,3 +84,17 @@ def test_round_trip(value, decimals, lang):
 
 def test_every_kind_has_positive_divisor():
     assert all(div > 0 and dec >= 0 for div, dec in KINDS.values())
+
+
+@pytest.mark.parametrize(
+    ("raw", "es", "en", "shown"),
+    [(38.47, "38", "38", 38.0), (391.2, "390", "390", 390.0), (1834.0, "1800", "1,800", 1800.0),
+     (7.26, "7,3", "7.3", 7.3), (12_345.0, f"12{NNBSP}000", "12,000", 12_000.0)],
+)
+def test_costs_in_prose_are_rounded_to_two_figures(raw, es, en, shown):
+    """``usd_approx``: a cost in running text shows two significant figures (issue 17), and
+    the browser tests' parser reads back exactly that value."""
+    assert format_kind(raw, "usd_approx", "es") == es
+    assert format_kind(raw, "usd_approx", "en") == en
+    assert shown_value(raw, "usd_approx") == shown
+    assert parse_number(es, "es") == shown == parse_number(en, "en")

@@ -1,0 +1,230 @@
+"""The cloud guide's advice with calc's figures beside it: what each card is typically
+rented for (the seed's per-card advice, in our words) next to the largest model it fits,
+the time and cost of a reference run and the longest sequence it takes; and the kinds of
+provider (idle-capacity marketplaces, managed clouds) compared on the catalogue's dated
+prices and on one run priced at each.
+
+Every number is a ``data-value`` span or cell whose ``data-source`` the browser tests
+recompute; model names are ``ref`` cells with the plans that prove they fit (and that the
+next larger model does not), as in ``plan_tables.gpu_typical``.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+from . import labels
+from .guides import _gpu_frame, bind_all, inline, model_name
+from .plan_tables import REFERENCE_GPU, _plan, _ref, _source_attr, gpu_name
+from .tables import SOURCE, Col, render
+
+# This module's strings (until the message catalogue of issue 21 takes them).
+TEXT = {
+    "advice.figures": {"es": "Según <code>calc</code>: LoRA hasta {lora} y QLoRA hasta {qlora}. "
+                                "{ref} con QLoRA: {q}. Con LoRA: {l}.",
+                       "en": "By <code>calc</code>: LoRA up to {lora} and QLoRA up to {qlora}. "
+                             "{ref} with QLoRA: {q}. With LoRA: {l}."},
+    "advice.run": {"es": "{hours}\u00a0h y {cost}\u00a0USD, secuencias de hasta {seq} tokens",
+                   "en": "{hours}\u00a0h and {cost}\u00a0USD, sequences of up to {seq} tokens"},
+    "caption.gpu_typical_use": {
+        "es": "Para qué se suele alquilar cada tarjeta, con lo que calcula calc",
+        "en": "What each card is usually rented for, with what calc computes"},
+    "col.typical_use": {"es": "Uso típico", "en": "Typical use"},
+    "col.ref_hours_qlora": {"es": "{n} con QLoRA: horas", "en": "{n} with QLoRA: hours"},
+    "col.ref_hours": {"es": "{n} con LoRA: horas", "en": "{n} with LoRA: hours"},
+    "col.ref_cost": {"es": "{n} con LoRA: coste (USD)", "en": "{n} with LoRA: cost (USD)"},
+    "col.ref_max_seq": {"es": "{n} con LoRA: secuencia más larga que cabe (tokens)",
+                        "en": "{n} with LoRA: longest sequence that fits (tokens)"},
+    "text.does_not_fit": {"es": "no cabe", "en": "does not fit"},
+    "caption.provider_prices": {
+        "es": "El mismo tipo de tarjeta según el tipo de proveedor: precios fechados del catálogo "
+              "(USD por GPU-hora)",
+        "en": "The same card by kind of provider: the catalogue's dated prices (USD per GPU-hour)"},
+    "col.price_at.marketplace.false": {"es": "Mercado, bajo demanda",
+                                       "en": "Marketplace, on demand"},
+    "col.price_at.marketplace.true": {"es": "Mercado, interrumpible",
+                                      "en": "Marketplace, interruptible"},
+    "col.price_at.managed.false": {"es": "Nube gestionada, bajo demanda",
+                                   "en": "Managed cloud, on demand"},
+    "col.price_at.managed.true": {"es": "Nube gestionada, interrumpible",
+                                  "en": "Managed cloud, interruptible"},
+    "text.no_price": {"es": "sin precio", "en": "no price"},
+    "caption.provider_run": {"es": "Una misma ejecución en {n} según dónde se alquile",
+                             "en": "One run on {n} by where it is rented"},
+    "col.where_rented": {"es": "Tipo de proveedor y capacidad", "en": "Kind of provider and capacity"},
+    "col.price_date": {"es": "Fecha del precio", "en": "Price as of"},
+    "col.lost_hours": {"es": "Horas de checkpoints y trabajo perdido",
+                       "en": "Hours of checkpoints and lost work"},
+}
+labels._TEXT.update(TEXT)  # "key|name" fills {n} (labels.text)
+
+# What each card is usually rented for: the seed's table (cloud guide), rewritten, and
+# extended to the cards the catalogue adds. No figure here: the columns beside say how much.
+TYPICAL_USE = {
+    "rtx-4090": {"es": "Prototipos y pruebas de concepto: QLoRA y LoRA de modelos pequeños.",
+                 "en": "Prototypes and proofs of concept: QLoRA and LoRA of small models."},
+    "rtx-5090": {"es": "Lo mismo que la RTX 4090 con algo más de memoria y velocidad.",
+                 "en": "What the RTX 4090 does, with somewhat more memory and speed."},
+    "a40": {"es": "Punto intermedio barato para LoRA de modelos medianos.",
+            "en": "A cheap middle ground for LoRA of mid-sized models."},
+    "l40s": {"es": "Como la A40, pero bastante más rápida por paso.",
+             "en": "Like the A40, but a good deal faster per step."},
+    "a100-40gb-pcie": {"es": "LoRA en bf16 de modelos medianos y QLoRA de los mayores.",
+                       "en": "bf16 LoRA of mid-sized models and QLoRA of larger ones."},
+    "a100-80gb-sxm": {"es": "La opción habitual: LoRA de modelos grandes y ajuste completo de los "
+                            "pequeños; nodos de ocho tarjetas para repartir.",
+                      "en": "The common choice: LoRA of large models and full fine-tuning of small "
+                            "ones; eight-card nodes for sharding."},
+    "h100-sxm": {"es": "Velocidad por paso y nodos multi-GPU con NVLink. Para secuencias largas "
+                       "cuenta la memoria, la misma que la de la A100 SXM4.",
+                 "en": "Speed per step and multi-GPU nodes with NVLink. For long sequences what "
+                       "counts is memory, the same as the A100 SXM4's."},
+    "h200": {"es": "Lo de la H100 con más memoria: QLoRA de modelos de 70B con holgura y "
+                   "secuencias más largas.",
+             "en": "The H100 with more memory: roomy QLoRA of 70B models and longer sequences."},
+    "b200": {"es": "Modelos grandes en una sola tarjeta y trabajos multi-GPU de gran escala, "
+                   "ajuste completo incluido.",
+             "en": "Large models on one card and large multi-GPU jobs, full fine-tuning "
+                   "included."},
+}
+
+
+def _largest(plans: dict, ordered: list[str], requests: dict, i: int, gpu_id: str,
+             lang: str) -> dict:
+    """The largest of ``ordered`` that fits ``gpu_id`` with variant ``i`` (a ``ref`` cell
+    with the plans that prove it and that the next larger model does not fit)."""
+    fitting = [m for m in ordered if plans[(m, i)]["fits"][gpu_id]["fits"]]
+    best = fitting[-1] if fitting else None
+    above = (ordered[ordered.index(best) + 1] if best != ordered[-1] else None) if best \
+        else ordered[0]
+    attrs = {"ref-kind": "model", "gpu": gpu_id}
+    if best:
+        attrs["fits-source"] = _source_attr(requests[(best, i)])
+    if above:
+        attrs["no-fit-source"] = _source_attr(requests[(above, i)])
+    return _ref(best, model_name(best) if best else labels.text("text.nothing_fits", lang),
+                **attrs)
+
+
+def _figure(lang: str, request: dict, field: str, kind: str, value) -> str:
+    return inline(lang, value, kind, field, {"command": "plan", "request": request})
+
+
+def gpu_typical_use(lang: str, gpu_ids: list[str], models: list[str], reference_model: str,
+                    **setup) -> str:
+    """Per card: its typical use, the largest of ``models`` that fits one card with LoRA
+    and QLoRA (bf16 base), and for ``reference_model`` on that one card the hours and cost
+    of the run ``setup`` describes (QLoRA everywhere it fits; LoRA where it fits) and the
+    longest sequence LoRA takes."""
+    from calc import presets
+
+    unknown = [g for g in gpu_ids if g not in TYPICAL_USE]
+    if unknown:
+        raise KeyError(f"no typical use written for {unknown}")
+    sizes = {p["id"]: p["params_total"] for p in presets.presets_listing()}
+    ordered = sorted(models, key=lambda m: sizes[m])
+    variants = [{"method": "lora", "precision": "bf16-true"},
+                {"method": "qlora", "precision": "bf16-true"}]
+    requests = {(m, i): {"model": m, **setup, **v, "gpu": REFERENCE_GPU}
+                for m in ordered for i, v in enumerate(variants)}
+    plans = {key: _plan(req) for key, req in requests.items()}
+    ref_name = model_name(reference_model)
+    items = []
+    for gpu_id in gpu_ids:
+        runs = {}
+        for key, variant in (("q", variants[1]), ("l", variants[0])):
+            request = {"model": reference_model, **setup, **variant, "gpu": gpu_id}
+            plan = _plan(request)
+            if not plan["fits_selected_gpu"]:
+                runs[key] = labels.text("text.does_not_fit", lang)
+                continue
+            seq = plan["solvers"]["max_seq_len"]
+            runs[key] = labels.text("advice.run", lang).format(
+                hours=_figure(lang, request, "time_hours", "hours", plan["time_hours"]),
+                cost=_figure(lang, request, "cost_usd.total", "usd", plan["cost_usd"]["total"]),
+                seq=_figure(lang, request, "solvers.max_seq_len.value", "int", seq["value"])
+                if seq.get("found") else "?")
+        figures = labels.text("advice.figures", lang).format(
+            lora=_ref_span(_largest(plans, ordered, requests, 0, gpu_id, lang)),
+            qlora=_ref_span(_largest(plans, ordered, requests, 1, gpu_id, lang)),
+            ref=html.escape(ref_name), q=runs["q"], l=runs["l"])
+        items.append(f'<li data-gpu="{html.escape(gpu_id)}"><strong>{html.escape(gpu_name(gpu_id))}'
+                     f'</strong>: {html.escape(TYPICAL_USE[gpu_id][lang])} {figures}</li>')
+    # one sentence per card, advice first and the figures after it: read on a phone as on a
+    # desktop, no table to scroll sideways
+    return '<ul class="calc-advice" data-table="gpu_typical_use">\n' + "\n".join(items) + "\n</ul>"
+
+
+def _ref_span(ref: dict) -> str:
+    """A model named by calc, as ``tables._cell`` writes a ``ref`` cell, in a span."""
+    attrs = [f'data-ref="{html.escape(ref["id"] or "")}"', 'data-field="fits"']
+    attrs += [f"data-{k}='{html.escape(v)}'" for k, v in ref["attrs"].items()]
+    return f'<span {" ".join(attrs)}>{html.escape(ref["text"])}</span>'
+
+
+def provider_prices(lang: str, gpu_ids: list[str]) -> str:
+    """Per card, the catalogue's price at each kind of provider and capacity, with its date."""
+    kinds = [("marketplace", False), ("marketplace", True), ("managed", False), ("managed", True)]
+    rows = []
+    for _, gpu in _gpu_frame(gpu_ids).iterrows():
+        row = {"gpu": gpu["name"], SOURCE: {"command": "gpu", "id": gpu["id"]}}
+        for tier, interruptible in kinds:
+            found = [(i, p) for i, p in enumerate(gpu["prices"])
+                     if p["tier"] == tier and p["interruptible"] == interruptible]
+            key = f"{tier}|{str(interruptible).lower()}"
+            if not found:
+                row[key] = labels.text("text.no_price", lang)
+                continue
+            i, price = found[0]
+            row[key] = (inline(lang, price["usd"], "usd", f"prices.{i}.usd",
+                               {"command": "gpu", "id": gpu["id"]})
+                        + f' <small>({price["as_of"]})</small>')
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    cols = [Col("gpu", "col.gpu", "text", row_header=True)]
+    cols += [Col(f"{t}|{str(x).lower()}", f"col.price_at.{t}.{str(x).lower()}", "html")
+             for t, x in kinds]
+    return render(frame, cols, lang, "provider_prices", "caption.provider_prices")
+
+
+def provider_run(lang: str, gpu: str, **setup) -> str:
+    """One run on ``gpu`` priced at each kind of provider and capacity the catalogue prices
+    for that card itself (no price borrowed from another kind): price, hours (interruptible
+    capacity adds checkpoints and lost work), total cost."""
+    rows = []
+    for tier in ("marketplace", "managed"):
+        for interruptible in (False, True):
+            request = {**setup, "gpu": gpu, "price_tier": tier, "interruptible": interruptible}
+            plan = _plan(request)
+            if plan["cost_usd"]["price"].get("fallback"):
+                continue
+            if not plan["fits_selected_gpu"]:
+                raise ValueError(f"the provider example does not fit {gpu}: {request}")
+            schedule = plan["time"]["schedule"]
+            kind = labels.code(tier, lang) + " · " + labels.code(
+                "capacity." + ("interruptible" if interruptible else "on_demand"), lang)
+            rows.append({"kind": kind, "usd": plan["cost_usd"]["price"]["usd_per_gpu_hour"],
+                         "as_of": plan["cost_usd"]["price"]["as_of"],
+                         "lost": schedule["checkpoint_hours"] + schedule["lost_work_hours"],
+                         "hours": plan["time_hours"], "total": plan["cost_usd"]["total"],
+                         SOURCE: {"command": "plan", "request": request}})
+    if len(rows) < 2:
+        raise ValueError(f"{gpu}: fewer than two kinds of provider priced; pick another card")
+    frame = pd.DataFrame(rows)
+    cols = [Col("kind", "col.where_rented", "text", row_header=True),
+            Col("usd", "col.usd_per_hour", "usd", check="cost_usd.price.usd_per_gpu_hour"),
+            Col("as_of", "col.price_date", "text"),
+            Col("lost", "col.lost_hours", "hours",
+                check="time.schedule.checkpoint_hours+time.schedule.lost_work_hours"),
+            Col("hours", "col.time_hours", "hours", check="time_hours"),
+            Col("total", "col.cost_total", "usd", check="cost_usd.total")]
+    return render(frame, cols, lang, "provider_run", "caption.provider_run|" + gpu_name(gpu))
+
+
+MACROS = ("gpu_typical_use", "provider_prices", "provider_run")
+
+
+def register(env) -> None:
+    bind_all(env, MACROS, globals())

@@ -1,0 +1,357 @@
+"""The reference setup on the pages (issue 17): stated once (``calc.reference``), quoted by
+every page through these macros.
+
+- ``reference_setup()``: the setup as a list, with its requests in ``data-reference-setup``;
+- ``summary_matrix()``: small / medium / large x full / LoRA / QLoRA -> the configuration to
+  rent (``calc.reference.pick``), hours, cost on demand and interruptible, each a link to
+  the calculator with that setup; ``memory=True`` adds the memory per GPU;
+- ``ref_request``, ``ref_pick``, ``ref_scenario``, ``ref_min_gpus``: the requests a page's
+  own sentences and tables use, so that their figures answer for the same setup;
+- ``ref_card`` and ``preset_value``: a card a plan names, a preset's figure, in running text.
+
+Every number carries ``data-value``/``data-kind``/``data-field``/``data-source`` and every
+named configuration ``data-ref`` like the guides' tables (``macros.tables``), so the browser
+tests recompute them. The words of this module are in :data:`TEXT`.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import json
+import posixpath
+from urllib.parse import quote
+
+import calc
+from calc import reference
+
+from .site import page_language
+
+# The words of this module, per language (issue 21 will move them into the catalogue).
+TEXT = {
+    "col.method": {"es": "Método", "en": "Method"},
+    "col.rent": {"es": "Qué alquilar", "en": "What to rent"},
+    "col.memory": {"es": "GiB por GPU", "en": "GiB per GPU"},
+    "col.hours": {"es": "Horas", "en": "Hours"},
+    "col.on_demand": {"es": "Bajo demanda", "en": "On demand"},
+    "col.interruptible": {"es": "Interrumpible", "en": "Interruptible"},
+    "caption.costs": {"es": "costes en USD, aproximados", "en": "costs in USD, approximate"},
+    "size.small": {"es": "modelo pequeño", "en": "small model"},
+    "size.medium": {"es": "modelo mediano", "en": "medium model"},
+    "size.large": {"es": "modelo grande", "en": "large model"},
+    "method.full": {"es": "Completo", "en": "Full"},
+    "method.lora": {"es": "LoRA", "en": "LoRA"},
+    "method.qlora": {"es": "QLoRA", "en": "QLoRA"},
+    "link.title": {"es": "Abrir esta configuración en la calculadora",
+                   "en": "Open this setup in the calculator"},
+    "setup.models": {"es": "Modelos", "en": "Models"},
+    "setup.methods": {"es": "Métodos y precisión", "en": "Methods and precision"},
+    "setup.precision.bf16-mixed": {"es": "precisión mixta bf16 (pesos maestros en fp32)",
+                                   "en": "bf16 mixed precision (fp32 master weights)"},
+    "setup.precision.bf16-true": {"es": "bf16 puro", "en": "pure bf16"},
+    "setup.dataset": {"es": "Datos", "en": "Data"},
+    "setup.dataset_value": {"es": "{tokens} millones de tokens, {epochs} época",
+                            "en": "{tokens} million tokens, {epochs} epoch"},
+    "setup.prices": {"es": "Precios", "en": "Prices"},
+    "setup.prices_value": {"es": "nube gestionada (catálogo fechado)",
+                           "en": "managed cloud (dated catalogue)"},
+}
+
+# Shardings as a matrix cell names them (names of techniques, the same in both languages).
+SHARDING_SHORT = {"none": "", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2",
+                  "zero3": "ZeRO-3"}
+
+
+def text(key: str, lang: str) -> str:
+    return TEXT[key][lang]
+
+
+def _attr(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _source(request: dict) -> str:
+    from .tables import _source_json
+
+    return _source_json({"command": "plan", "request": request})
+
+
+def _number(raw: float, kind: str, field: str, lang: str, source: dict | None = None,
+            inner: str | None = None) -> str:
+    """The data-* attributes of a checkable number (``inner``: its shown markup)."""
+    from calc_view.numfmt import format_kind
+
+    attrs = f'data-value="{_attr(repr(raw) if isinstance(raw, float) else raw)}" ' \
+            f'data-kind="{kind}" data-field="{_attr(field)}"'
+    if source is not None:
+        attrs += f" data-source='{_attr(_source(source))}'"
+    shown = format_kind(raw, kind, lang)
+    return attrs, (inner or "{}").format(shown)
+
+
+# --- requests -------------------------------------------------------------------------------
+
+
+def model_for(size_or_model: str) -> str:
+    """``small`` -> its preset id; a preset id is itself."""
+    return reference.MODELS.get(size_or_model, size_or_model)
+
+
+def ref_request(size_or_model: str, method: str, **changes) -> dict:
+    """The reference plan request (macro): ``{{ plan_value(..., **ref_request("large", "full")) }}``."""
+    return reference.request(model_for(size_or_model), method, **changes)
+
+
+def ref_estimate(size_or_model: str, method: str, **changes) -> dict:
+    """The reference estimate request (no plan keys)."""
+    return {"model": model_for(size_or_model), **reference.estimate_setup(method), **changes}
+
+
+def _plan(request: dict) -> dict:
+    return calc.plan_setup(request)
+
+
+def ref_pick(size_or_model: str, method: str) -> dict:
+    """The configuration the matrix names for a cell: ``{gpu, num_gpus, sharding, id}``."""
+    model = model_for(size_or_model)
+    plan = _plan(reference.request(model, method))
+    config = reference.pick(plan)
+    if config is None:  # the build stops: a matrix cell must have an answer
+        raise ValueError(f"no configuration for {model} {method}")
+    return {k: config[k] for k in ("id", "gpu", "num_gpus", "sharding")}
+
+
+def ref_scenario(size_or_model: str, method: str, interruptible: bool = False) -> dict:
+    """A cost scenario of the cloud guide on the matrix's configuration for that cell."""
+    config = ref_pick(size_or_model, method)
+    out = reference.config_request(model_for(size_or_model), method, config)
+    out["interruptible"] = interruptible
+    return out
+
+
+def ref_min_gpus(size_or_model: str, method: str, gpu: str, sharding: str, **changes) -> int:
+    """Fewest GPUs of ``gpu`` (among calc's counts, up to 8 nodes) the cell fits on."""
+    from calc import recommend
+
+    n = reference.smallest_count(_plan, model_for(size_or_model), method, gpu, sharding,
+                                 recommend.GPU_COUNTS, **changes)
+    if n is None:
+        raise ValueError(f"{size_or_model} {method} fits no count of {gpu} with {sharding}")
+    return n
+
+
+# --- links to the calculator ----------------------------------------------------------------
+
+
+def calculator_href(request: dict, lang: str, page_url: str) -> str:
+    """The calculator's URL for ``request``, relative to the page: every key whose value
+    differs from the calculator's first view, as its URL parameters (the calculator reads
+    ``?key=value``; lists comma-joined, booleans true/false)."""
+    from .calculator import _url_text, default_request
+
+    defaults = default_request()
+    parts = []
+    for key, value in request.items():
+        if key in defaults and _url_text(defaults[key]) == _url_text(value):
+            continue
+        parts.append(f"{quote(key)}={quote(_url_text(value), safe=',')}")
+    prefix = "en/" if lang == "en" else ""
+    base = page_url.rstrip("/") or "."
+    if base.endswith(".html"):
+        base = posixpath.dirname(base) or "."
+    target = posixpath.relpath(prefix + "calculator", base) + "/"
+    return target + ("?" + "&".join(parts) if parts else "")
+
+
+def _link(href: str, inner: str, lang: str) -> str:
+    return (f'<a href="{_attr(href)}" title="{_attr(text("link.title", lang))}">'
+            f"{inner}</a>")
+
+
+# --- the summary matrix ---------------------------------------------------------------------
+
+
+def config_text(config: dict) -> str:
+    """``2 × H200 · ZeRO-3``; one unsharded card is ``1 × RTX A6000``."""
+    from .plan_tables import gpu_name
+
+    out = f"{config['num_gpus']}\u00a0× {gpu_name(config['gpu'])}"
+    short = SHARDING_SHORT[config["sharding"]]
+    return out + (f" · {short}" if short else "")
+
+
+@functools.lru_cache(maxsize=None)
+def matrix_cell(size: str, method: str) -> dict:
+    """Everything a matrix row shows for ``size`` x ``method``, from calc."""
+    model = reference.MODELS[size]
+    base_plan = _plan(reference.request(model, method))
+    config = reference.pick(base_plan)
+    if config is None:
+        raise ValueError(f"no configuration for {model} {method}")
+    on_demand = reference.config_request(model, method, config)
+    interruptible = reference.config_request(model, method, config, interruptible=True)
+    plan = _plan(on_demand)
+    plan_int = _plan(interruptible)
+    if not plan["fits_selected_gpu"]:  # pick() read the same estimate: never, unless calc drifts
+        raise ValueError(f"{config['id']} does not fit {model} {method}")
+    index = next(i for i, c in enumerate(plan["recommendations"]["configs"])
+                 if c["id"] == config["id"])
+    return {"model": model, "method": method, "config": config, "index": index,
+            "on_demand": on_demand, "interruptible": interruptible, "plan": plan,
+            "plan_interruptible": plan_int}
+
+
+def summary_matrix(lang: str, page_url: str, memory: bool = False) -> str:
+    """One small table per model size (three narrow tables read on a phone without scrolling
+    sideways): method, what to rent, [memory per GPU,] hours, cost on demand and interruptible."""
+    from .guides import model_name
+
+    out = []
+    for size, model in reference.MODELS.items():
+        caption = f"{model_name(model)} ({text('size.' + size, lang)}; {text('caption.costs', lang)})"
+        heads = ["col.method", "col.rent"] + (["col.memory"] if memory else []) + \
+            ["col.hours", "col.on_demand", "col.interruptible"]
+        head = "".join(f'<th scope="col">{_attr(text(h, lang))}</th>' for h in heads)
+        rows = []
+        for method in reference.METHODS:
+            cell = matrix_cell(size, method)
+            plan, plan_int = cell["plan"], cell["plan_interruptible"]
+            href = calculator_href(cell["on_demand"], lang, page_url)
+            href_int = calculator_href(cell["interruptible"], lang, page_url)
+            config = cell["config"]
+            cells = [f'<th scope="row">{_attr(text("method." + method, lang))}</th>']
+            cells.append(
+                f'<td data-ref="{_attr(config["id"])}" data-ref-kind="config" '
+                f'data-field="recommendations.configs.{cell["index"]}.id">'
+                f'{_link(href, html.escape(config_text(config)), lang)}</td>')
+            if memory:
+                attrs, shown = _number(plan["memory"]["device_total_bytes"], "gib",
+                                       "memory.device_total_bytes", lang)
+                cells.append(f"<td {attrs}>{shown}</td>")
+            attrs, shown = _number(plan["time_hours"], "hours", "time_hours", lang)
+            cells.append(f"<td {attrs}>{shown}</td>")
+            attrs, shown = _number(plan["cost_usd"]["total"], "usd_approx", "cost_usd.total", lang)
+            cells.append(f"<td {attrs}>{_link(href, shown, lang)}</td>")
+            attrs, shown = _number(plan_int["cost_usd"]["total"], "usd_approx", "cost_usd.total",
+                                   lang, source=cell["interruptible"])
+            cells.append(f"<td {attrs}>{_link(href_int, shown, lang)}</td>")
+            rows.append(f"<tr data-source='{_attr(_source(cell['on_demand']))}' "
+                        f'data-size="{size}" data-method="{method}">{"".join(cells)}</tr>')
+        out.append("\n".join([
+            f'<div class="calc-table ref-matrix" role="region" tabindex="0" '
+            f'aria-label="{_attr(caption)}" style="overflow-x:auto;max-width:100%">',
+            f'<table class="calc-table__table" data-table="reference_matrix" '
+            f'data-size="{size}" data-model="{model}" data-lang="{lang}">',
+            f"<caption>{html.escape(caption)}</caption>",
+            f"<thead><tr>{head}</tr></thead>", "<tbody>", *rows, "</tbody>", "</table>",
+            "</div>"]))
+    return "\n".join(out)
+
+
+# --- the setup, stated ----------------------------------------------------------------------
+
+
+def reference_setup(lang: str) -> str:
+    """The reference setup as a list, generated from ``calc.reference`` (so the words cannot
+    drift from the requests); ``data-reference-setup`` carries the setup for the tests."""
+    from . import labels
+    from .guides import model_name
+
+    s = reference.SETUP
+    models = ", ".join(f"{model_name(m)} ({text('size.' + size, lang)})"
+                       for size, m in reference.MODELS.items())
+    methods = "; ".join(f"{text('method.' + m, lang)}: "
+                        f"{text('setup.precision.' + reference.PRECISION[m], lang)}"
+                        for m in reference.METHODS)
+    items = [(text("setup.models", lang), models), (text("setup.methods", lang), methods)]
+    for key in ("seq_len", "micro_batch_size", "gradient_accumulation_steps",
+                "gradient_checkpointing", "attention", "optimizer", "lora_rank", "lora_targets"):
+        items.append((labels.text("field." + key, lang), labels.value(key, s[key], lang)))
+    items.append((text("setup.dataset", lang), ref_run_text(lang)))
+    items.append((text("setup.prices", lang), text("setup.prices_value", lang)))
+    data = {"models": reference.MODELS, "precision": reference.PRECISION, "setup": s}
+    lis = "".join(f"<li>{html.escape(k)}: {_inline_code(v)}</li>" for k, v in items)
+    return (f"<ul class=\"reference-setup\" data-reference-setup='"
+            f"{_attr(json.dumps(data, sort_keys=True, separators=(',', ':')))}'>{lis}</ul>")
+
+
+def ref_run_text(lang: str) -> str:
+    """The run of the reference setup in words: ``100 million tokens, 1 epoch``."""
+    from calc_view.numfmt import format_number
+
+    s = reference.SETUP
+    return text("setup.dataset_value", lang).format(
+        tokens=format_number(s["dataset_tokens"] / 1e6, 0, lang),
+        epochs=format_number(s["epochs"], 0, lang))
+
+
+def _inline_code(value: str) -> str:
+    """``labels.value`` writes enum values as Markdown code: inside HTML it becomes <code>."""
+    parts = html.escape(value).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+# --- inline references ----------------------------------------------------------------------
+
+
+def ref_card(lang: str, field: str, **request) -> str:
+    """The card a plan names at ``field`` (e.g. ``recommendations.smallest_single_gpu.gpu``),
+    by name, checkable like a table's card cell."""
+    from .plan_tables import gpu_name
+
+    node: object = _plan(request)
+    for part in field.split("."):
+        node = node[part]
+    gpu_id = str(node)
+    return (f'<span data-ref="{_attr(gpu_id)}" data-ref-kind="gpu" data-field="{_attr(field)}" '
+            f"data-source='{_attr(_source(request))}'>{html.escape(gpu_name(gpu_id))}</span>")
+
+
+def preset_value(lang: str, model: str, field: str, kind: str) -> str:
+    """A figure of a model preset (``python -m calc presets``), e.g. its ``vocab``."""
+    from calc import presets
+
+    from .guides import inline
+
+    row = next(p for p in presets.presets_listing() if p["id"] == model)
+    return inline(lang, row[field], kind, field, {"command": "preset", "id": model})
+
+
+# --- registration ---------------------------------------------------------------------------
+
+
+def variables() -> dict:
+    """``ref`` in the pages: the setup's pieces, for the macros' keyword arguments."""
+    return {
+        "models": dict(reference.MODELS),
+        "estimate": {m: reference.estimate_setup(m) for m in reference.METHODS},
+        # the guides' shared setup: full fine-tuning's keys without the method (a table's
+        # method entries set the method and, for LoRA and QLoRA, their precision)
+        "base": {k: v for k, v in reference.estimate_setup("full").items() if k != "method"},
+        "run": {k: reference.SETUP[k] for k in reference.RUN_KEYS},
+        "plan": {m: {**reference.estimate_setup(m),
+                     **{k: reference.SETUP[k] for k in reference.RUN_KEYS}}
+                 for m in reference.METHODS},
+        "vocabulary": list(reference.VOCABULARY_PAIR),
+        "offload_card": reference.OFFLOAD_CARD,
+        "plan_gpu": reference.PLAN_GPU,
+    }
+
+
+def register(env) -> None:
+    env.variables["ref"] = variables()
+
+    def with_lang(fn):
+        @functools.wraps(fn)
+        def macro(*args, **kwargs):
+            return fn(page_language(env), *args, **kwargs)
+        return macro
+
+    def matrix(memory: bool = False) -> str:
+        return summary_matrix(page_language(env), env.page.url, memory=memory)
+
+    env.macro(matrix, "summary_matrix")
+    for fn in (reference_setup, ref_card, preset_value, ref_run_text):
+        env.macro(with_lang(fn), fn.__name__)
+    for fn in (ref_request, ref_estimate, ref_pick, ref_scenario, ref_min_gpus):
+        env.macro(fn, fn.__name__)
