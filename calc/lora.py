@@ -27,7 +27,8 @@ Mixture of experts, as peft 0.21.0 does it (``peft/tuners/lora/layer.py`` ``Para
   matrix. Under transformers 5 peft 0.21 converts such targets to the fused 3-D parameters,
   where ``gate_proj`` + ``up_proj`` become one ``gate_up_proj`` adapter of rank ``2r``
   (``experts * 2r * (hidden + 2*width)``, more than the ``experts * 2r * (hidden + width)``
-  counted here) and the shared expert of Qwen2-MoE loses its adapter. calc counts this
+  counted here), and a module that shares the experts' names (a shared expert) loses its
+  adapter; Qwen2-MoE itself is not converted (:data:`CONVERTED_FAMILIES`). calc counts this
   when the request says ``moe_expert_layout="fused-3d"`` (:func:`fused_expert_adapters`);
   the default ``"per-expert-modules"`` is the transformers-4 layout.
 - Adapters on experts a token does not reach hold memory (parameters, gradients, optimizer

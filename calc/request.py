@@ -212,7 +212,8 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
   ``MixtralExperts``), which peft 0.21 adapts through ``target_parameters``
   (``peft/utils/transformers_weight_conversion.py`` ``_convert_peft_config_moe``):
   ``gate_proj`` + ``up_proj`` become one ``gate_up_proj`` adapter of rank ``2r``, the router
-  keeps an adapter of rank ``r``, Qwen2-MoE's shared expert loses its adapter, and each
+  keeps an adapter of rank ``r`` (Qwen3-MoE, Mixtral; Qwen2-MoE is not converted: only its
+  shared expert is adapted, :data:`calc.lora.CONVERTED_FAMILIES`), and each
   step builds ``W + B·A`` for every adapted expert stack, saved for backward
   (``peft/tuners/lora/layer.py`` ``ParamWrapper._activate_lora`` / ``_LoraFactorsProxy``).
   No effect on dense models, nor on gpt-oss / Llama 4, whose 3-D experts calc names directly.

@@ -450,6 +450,21 @@ _CODES.update({
     "analytic": {"es": "analítica (artículo de ZeRO)", "en": "analytic (ZeRO paper)"},
 })
 
+# issue 12 (oracle-moe): the MoE expert layout key and its values, in one block for the
+# message catalogue to take over
+MOE_EXPERT_LAYOUT_TEXT: dict[str, dict[str, str]] = {
+    "field.moe_expert_layout": {"es": "Disposición de los expertos MoE",
+                                "en": "MoE expert layout"},
+}
+MOE_EXPERT_LAYOUT_CODES: dict[str, dict[str, str]] = {
+    "per-expert-modules": {"es": "un módulo por experto (transformers 4)",
+                           "en": "one module per expert (transformers 4)"},
+    "fused-3d": {"es": "tensores 3-D de expertos (transformers 5)",
+                 "en": "3-D expert tensors (transformers 5)"},
+}
+_TEXT.update(MOE_EXPERT_LAYOUT_TEXT)
+_CODES.update(MOE_EXPERT_LAYOUT_CODES)
+
 _BOOL = {True: {"es": "sí", "en": "yes"}, False: {"es": "no", "en": "no"}}
 
 
