@@ -156,7 +156,8 @@ BASE_REQUEST = {"micro_batch_size": 1, "seq_len": 256, "gradient_checkpointing":
 
 
 def setups() -> list[dict]:
-    """Every (family, variant) pair; MoE LoRA adapts the attention only (see KNOWN)."""
+    """Every (family, variant) pair; MoE LoRA adapts the attention only, but for the
+    MOE_FUSED_VARIANTS (calc's moe_expert_layout="fused-3d")."""
     out = []
     for family, cfg in FAMILIES.items():
         for variant, (overrides, options) in VARIANTS.items():
