@@ -195,11 +195,6 @@ def profile_keys() -> tuple[str, ...]:
     return tuple(sorted({key for entries in PROFILES.values() for key in entries}))
 
 
-def profile(framework: Framework) -> dict[str, object]:
-    """The request-key values of ``framework`` (a copy)."""
-    return dict(PROFILES[framework])
-
-
 def _several_sharded(values: JsonObject) -> bool:
     gpus = values.get("num_gpus")
     return (values.get("sharding") in ("zero2", "zero3") and isinstance(gpus, int)
@@ -240,4 +235,4 @@ def reapplied(values: JsonObject, profile_keys: tuple[str, ...], framework: Fram
     return out
 
 
-__all__ = ["APPLIES_WHEN", "Framework", "PROFILES", "SOURCES", "apply_profile", "profile", "reapplied"]
+__all__ = ["APPLIES_WHEN", "Framework", "PROFILES", "SOURCES", "apply_profile", "reapplied"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .arch import LinearLayer, ModelArch
+from .arch import ModelArch
 from .request import AdapterDtype, EstimateRequest, Method, Optimizer, Precision, Sharding
 
 if TYPE_CHECKING:  # for annotations only: adapted() imports calc.lora when called
@@ -301,7 +301,3 @@ def accumulates_gradients(req: EstimateRequest) -> bool:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def block_linear_params(lin: LinearLayer) -> int:
-    return lin.count * lin.weight_params

@@ -62,7 +62,6 @@ APPLIES = {"lora_rank": "lora qlora", "lora_targets": "lora qlora", "lora_dropou
            "qlora_keeps_inputs": "qlora", "qlora_unchunked_quantization": "qlora",
            "qlora_speed_factor": "qlora", "qlora_quant_state_replicated": "qlora",
            "lora_adapter_dtype": "lora qlora", "moe_expert_layout": "lora qlora"}
-ADVANCED = "legend_advanced"  # the cost and time assumptions
 PERCENT_FIELDS = ("safety_margin",)  # shares the reader may also write as percentages
 
 

@@ -56,6 +56,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+#: Time a built page gets to settle after its last request (scripts run), in ms.
+PAGE_SETTLE_MS = 300
 
 
 # --- building ---------------------------------------------------------------

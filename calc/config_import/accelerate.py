@@ -19,7 +19,6 @@ TOOL = "accelerate 1.15.0"
 IGNORED = {"compute_environment", "debug", "machine_rank", "main_training_function", "rdzv_backend",
            "same_network", "tpu_env", "tpu_use_cluster", "tpu_use_sudo", "use_cpu", "main_process_ip",
            "main_process_port", "gpu_ids", "downcast_bf16", "enable_cpu_affinity", "dynamo_config"}
-_DS_KEYS = {"zero_stage": None, "offload_optimizer_device": None, "offload_param_device": None}
 _STAGES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
 
 
