@@ -392,18 +392,33 @@ def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -
     saved by ``baddbmm`` too. On the router's 2-D weight ``_LoraParameterProxy`` returns
     ``W + delta``, the weight's size, saved by its ``linear``. All of it lives until the
     layer's backward: every layer's at the end of the forward without checkpointing, one
-    layer's (the one recomputed) with it (``one_layer``)."""
-    fused = [a for a in st.adapted(req) if a.fused] if req.is_peft else []
+    layer's (the one recomputed) with it (``one_layer``).
+
+    Except in the first block when no attention linear is adapted: nothing there requires
+    grad before the MLP, so a matmul whose input needs no gradient saves only that input and
+    its merged weight is freed after the forward (the stacks reading the MLP norm; the down
+    projection too unless gate/up is adapted). Oracle: qwen3_moe ``lora-mlp-fused-*``."""
+    adapted = st.adapted(req) if req.is_peft else []
+    fused = [a for a in adapted if a.fused]
     if not fused:
         return 0
     weight = reg.weight_bytes
     factors = st.adapter_regime(req, reg).weight_bytes != weight
+    hidden = req.model.hidden_size
+    attn_trains = any(a.role == "attn" for a in adapted)
+    gate_up_trains = any(a.fused and a.role != "router" and a.d_in == hidden for a in fused)
     total = 0
     for a in fused:
-        per_layer = a.count * a.d_in * a.d_out * weight
-        if factors and a.count > 1:  # the router's 2-D weight takes the other proxy
-            per_layer += a.params(req.lora_rank) * weight
-        total += per_layer * (1 if one_layer else a.blocks)
+        merged = a.count * a.d_in * a.d_out * weight
+        copies = a.params(req.lora_rank) * weight if factors and a.count > 1 else 0
+        if one_layer:
+            total += merged + copies
+            continue
+        saved_blocks = a.blocks
+        if (not attn_trains and a.blocks == req.model.num_layers
+                and (a.d_in == hidden or not gate_up_trains)):
+            saved_blocks -= 1  # block 0's merged weight: its matmul input needs no gradient
+        total += merged * saved_blocks + copies * a.blocks
     return total
 
 

@@ -461,13 +461,6 @@ MOE_EXPERT_LAYOUT_CODES: dict[str, dict[str, str]] = {
                            "en": "one module per expert (transformers 4)"},
     "fused-3d": {"es": "tensores 3-D de expertos (transformers 5)",
                  "en": "3-D expert tensors (transformers 5)"},
-    # the oracle sweep's misses table names setups by id
-    "qwen3_moe/lora-mlp-fused-bf16": {
-        "es": "qwen3_moe/lora-mlp-fused-bf16 (solo MLP: la atención del primer bloque no guarda nada)",
-        "en": "qwen3_moe/lora-mlp-fused-bf16 (MLP only: the first block's attention saves nothing)"},
-    "qwen3_moe/lora-mlp-fused-fp32": {
-        "es": "qwen3_moe/lora-mlp-fused-fp32 (solo MLP: la atención del primer bloque no guarda nada)",
-        "en": "qwen3_moe/lora-mlp-fused-fp32 (MLP only: the first block's attention saves nothing)"},
 }
 _TEXT.update(MOE_EXPERT_LAYOUT_TEXT)
 _CODES.update(MOE_EXPERT_LAYOUT_CODES)

@@ -242,7 +242,8 @@ def test_fused_3d_trainable_counts_equal_peft(hf_stack, cfg, lora, targets):
 
 @pytest.mark.parametrize("setup_id", ["qwen3_moe/lora-all-linear-fused",
                                       "qwen3_moe/lora-all-linear-fused-ckpt",
-                                      "qwen3_moe/lora-all-linear-fused-bf16"])
+                                      "qwen3_moe/lora-all-linear-fused-bf16",
+                                      "qwen3_moe/lora-mlp-fused-bf16"])
 def test_fused_3d_peak_agrees_with_the_oracle(hf_stack, setup_id):
     """The merged W + B·A of each expert stack and the 16-bit factor copies (calc.memory
     ``merged_expert_bytes``), traced by the fake-tensor oracle: trainable count exact,
