@@ -129,12 +129,35 @@ QLORA_EXTRA: dict[str, tuple[dict, dict]] = {
 }
 QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
 
+# MoE LoRA on the experts as transformers 5 stores them (3-D tensors, peft target_parameters):
+# calc's "fused-3d" expert layout (calc/lora.py).
+MOE_FUSED_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "lora-all-linear-fused": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
+                               "lora_adapter_dtype": "fp32", "moe_expert_layout": "fused-3d"}, {}),
+    "lora-all-linear-fused-ckpt": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
+                                    "lora_adapter_dtype": "fp32", "moe_expert_layout": "fused-3d",
+                                    "gradient_checkpointing": True}, {}),
+    "lora-mlp-fused-bf16": ({"method": "lora", "lora_rank": 8, "moe_expert_layout": "fused-3d",
+                             "lora_targets": ["gate_proj", "up_proj", "down_proj"],
+                             "lora_adapter_dtype": "base"}, {}),
+    "lora-mlp-fused-fp32": ({"method": "lora", "lora_rank": 8, "moe_expert_layout": "fused-3d",
+                             "lora_targets": ["gate_proj", "up_proj", "down_proj"],
+                             "lora_adapter_dtype": "fp32"}, {}),
+    "lora-all-linear-fused-bf16": ({"method": "lora", "lora_rank": 8, "lora_targets": "all-linear",
+                                    "lora_adapter_dtype": "base", "moe_expert_layout": "fused-3d"}, {}),
+    "lora-experts-router-fused-b2-ckpt": ({"method": "lora", "lora_rank": 32, "moe_expert_layout": "fused-3d",
+                                           "lora_targets": ["gate", "gate_proj", "up_proj", "down_proj"],
+                                           "lora_adapter_dtype": "fp32", "micro_batch_size": 2,
+                                           "gradient_checkpointing": True}, {}),
+}
+
 BASE_REQUEST = {"micro_batch_size": 1, "seq_len": 256, "gradient_checkpointing": False,
                 "attention": "sdpa", "attention_grouped_kv": True}
 
 
 def setups() -> list[dict]:
-    """Every (family, variant) pair; MoE LoRA adapts the attention only (see KNOWN)."""
+    """Every (family, variant) pair; MoE LoRA adapts the attention only, but for the
+    MOE_FUSED_VARIANTS (calc's moe_expert_layout="fused-3d")."""
     out = []
     for family, cfg in FAMILIES.items():
         for variant, (overrides, options) in VARIANTS.items():
@@ -146,6 +169,9 @@ def setups() -> list[dict]:
             if family == "qwen3_moe" and request["method"] == "lora" and "lora_targets" not in overrides:
                 request["lora_targets"] = ATTENTION_ONLY
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
+    for variant, (overrides, options) in MOE_FUSED_VARIANTS.items():
+        request = dict(BASE_REQUEST, model={"hf_config": FAMILIES["qwen3_moe"]}, **overrides)
+        out.append({"id": f"qwen3_moe/{variant}", "request": request, "oracle": dict(options)})
     for family, cfg in FAMILIES.items():
         if family == "qwen3_moe":
             continue  # bitsandbytes leaves the 3-D expert tensors of transformers 5 unquantized
@@ -178,6 +204,16 @@ def _oracle_source_hash(qlora: bool = True) -> str:
     return digest.hexdigest()[:16]
 
 
+def oracle_request(request: dict) -> dict:
+    """The request the oracle traces. ``moe_expert_layout="fused-3d"`` is what the installed
+    transformers 5 builds anyway (3-D expert tensors, peft ``target_parameters``), so it is
+    dropped rather than taught to the oracle, whose source hash keys every cached trace."""
+    out = dict(request)
+    if out.get("moe_expert_layout") == "fused-3d":
+        del out["moe_expert_layout"]
+    return out
+
+
 def run_oracle(setup: dict, versions: dict) -> dict:
     """The oracle's response for one setup, from the cache when there."""
     path = CACHE_DIR / f"{_cache_key(setup, versions)}.json"
@@ -186,7 +222,7 @@ def run_oracle(setup: dict, versions: dict) -> dict:
     from tools.oracle import Unsupported, oracle_estimate
 
     try:
-        result = oracle_estimate(dict(setup["request"], oracle=setup["oracle"]))
+        result = oracle_estimate(dict(oracle_request(setup["request"]), oracle=setup["oracle"]))
         result.pop("request", None)
     except Unsupported as exc:
         result = {"unsupported": str(exc)}

@@ -87,6 +87,10 @@ class ActConfig:
     compile_kept: float | None = None  # share of the removable bytes kept; None: eager
     adapter_bytes: int | None = None  # fp32 adapters on a 16-bit base: 4; None: act_bytes
     grouped_kv: bool = False  # torch SDPA with enable_gqa: k/v saved at kv-head size
+    # adapted linears whose adapter peft folds into the weight (moe_expert_layout "fused-3d",
+    # calc.lora.fused_expert_adapters): their weight W + B·A trains, so the input is saved
+    # whatever the adapter's dtype or dropout, and no token passes through A and B
+    fused: frozenset[tuple[str, int, int, str]] = frozenset()
 
     @property
     def adapter_copies(self) -> bool:
@@ -108,6 +112,8 @@ def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:
     if cfg.full:
         return True
     if cfg.quant_keeps_inputs and lin.quantizable:
+        return True
+    if _key(lin) in cfg.fused:
         return True
     return not cfg.lora_dropout and not cfg.adapter_copies and _key(lin) in cfg.adapted
 
@@ -256,13 +262,18 @@ def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: t
     return _per_block(arch, down, down.active * per)
 
 
+def _token_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:
+    """Adapted linears whose tokens pass through ``A`` and ``B`` (all but the fused ones)."""
+    return tuple(l for l in arch.linears if _key(l) in cfg.adapted and _key(l) not in cfg.fused)
+
+
 def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     """LoRA intermediates per token: ``r`` values per adapter a token passes through, in the
     adapter's dtype (``lora_B`` saves ``lora_A``'s output)."""
     if not cfg.adapted:
         return 0
     return sum(_per_block(arch, l, cfg.lora_bytes * cfg.rank * l.active)
-               for l in arch.linears if _key(l) in cfg.adapted)
+               for l in _token_adapters(arch, cfg))
 
 
 def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -273,7 +284,7 @@ def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     if not (cfg.lora_dropout and cfg.adapted):
         return 0
     return sum(_per_block(arch, l, (cfg.lora_bytes + 1) * l.d_in * l.active)
-               for l in arch.linears if _key(l) in cfg.adapted)
+               for l in _token_adapters(arch, cfg))
 
 
 def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -286,7 +297,7 @@ def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     if not (cfg.adapter_copies and cfg.adapted) or cfg.lora_dropout:
         return 0
     return sum(_per_block(arch, l, cfg.lora_bytes * l.d_in * l.active)
-               for l in arch.linears if _key(l) in cfg.adapted)
+               for l in _token_adapters(arch, cfg))
 
 
 def router_bytes(arch: ModelArch, parts: BlockParts) -> int:
@@ -373,8 +384,27 @@ def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
 def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """With a frozen embedding (LoRA, QLoRA) the first block's input needs no gradient, so
     its first norm saves nothing: autograd records no graph for an op none of whose inputs
-    requires grad. The blocks' other tensors still save (their adapters require grad)."""
-    return 0 if cfg.full else norm_bytes(arch, cfg)
+    requires grad. The blocks' other tensors still save (their adapters require grad).
+
+    When no attention linear of the block is adapted (MLP-only targets), nothing requires
+    grad before the first block's MLP either: its whole attention half records no graph
+    (the norms before the MLP, the attention kernel's saved tensors, the q/k norms, a fused
+    qkv output), and the MLP's adapters save only their own input. Later blocks read a
+    residual stream that block 0's adapters made require grad, so they save everything.
+    Found by the oracle (tools/oracle, qwen3_moe ``lora-mlp-fused-*``: calc +5.7 % before).
+    Sequential blocks with two norms (pre-attention, pre-MLP) or Gemma's four (the
+    post-attention norm also precedes the MLP); other layouts keep the first norm only."""
+    if cfg.full:
+        return 0
+    parts = block_parts(arch)
+    attention = (*parts.attn_in, parts.attn_out)
+    attn_trains = any(_key(l) in cfg.adapted for l in attention)
+    before_mlp = {2: 2, 4: 3}.get(arch.norms_per_layer)
+    if attn_trains or arch.parallel_block or before_mlp is None:
+        return norm_bytes(arch, cfg)
+    return (before_mlp * norm_bytes(arch, cfg) + _group_input_bytes(parts.attn_in, arch.hidden_size, cfg)
+            + attention_core_bytes(arch, cfg, parts.attn_out) + fused_qkv_kept_bytes(arch, cfg)
+            + qk_norm_bytes(arch, cfg))
 
 
 def checkpoint_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:

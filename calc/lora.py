@@ -27,8 +27,10 @@ Mixture of experts, as peft 0.21.0 does it (``peft/tuners/lora/layer.py`` ``Para
   matrix. Under transformers 5 peft 0.21 converts such targets to the fused 3-D parameters,
   where ``gate_proj`` + ``up_proj`` become one ``gate_up_proj`` adapter of rank ``2r``
   (``experts * 2r * (hidden + 2*width)``, more than the ``experts * 2r * (hidden + width)``
-  counted here) and the shared expert of Qwen2-MoE loses its adapter: a documented
-  difference, not modelled.
+  counted here), and a module that shares the experts' names (a shared expert) loses its
+  adapter; Qwen2-MoE itself is not converted (:data:`CONVERTED_FAMILIES`). calc counts this
+  when the request says ``moe_expert_layout="fused-3d"`` (:func:`fused_expert_adapters`);
+  the default ``"per-expert-modules"`` is the transformers-4 layout.
 - Adapters on experts a token does not reach hold memory (parameters, gradients, optimizer
   states: ``count``) but cost no compute or activations (``active``).
 """
@@ -59,10 +61,17 @@ class AdaptedLinear:
     active: int
     role: str
     blocks: int = 0
+    # fused-3d layout only: the rank multiplier (2 for gate_up_proj, which fuses two
+    # transformers-4 adapters), and the block linears this adapter stands for. A ``fused``
+    # adapter is folded into its weight (W + B·A) before the matmul, so no token passes
+    # through A and B: no per-token LoRA activations.
+    rank_factor: int = 1
+    fused: bool = False
+    covers: tuple[LinearLayer, ...] = ()
 
     def params(self, rank: int) -> int:
         """Adapter parameters of all ``count`` copies: ``count * r * (d_in + d_out)``."""
-        return self.count * rank * (self.d_in + self.d_out)
+        return self.count * rank * self.rank_factor * (self.d_in + self.d_out)
 
 
 def _selected(arch: ModelArch, targets: object) -> tuple[LinearLayer, ...]:
@@ -83,30 +92,105 @@ def _selected(arch: ModelArch, targets: object) -> tuple[LinearLayer, ...]:
     return tuple(l for l in arch.linears if l.name in wanted)
 
 
-def adapted_linears(arch: ModelArch, targets: object) -> tuple[AdaptedLinear, ...]:
+PER_EXPERT_MODULES = "per-expert-modules"
+FUSED_3D = "fused-3d"
+
+
+def adapted_linears(arch: ModelArch, targets: object,
+                    layout: str = PER_EXPERT_MODULES) -> tuple[AdaptedLinear, ...]:
     """The linear modules of one decoder block that get an adapter, in block order.
 
     ``targets`` is ``"all-linear"`` or a sequence of HF module names (see the module doc).
     Every decoder block is adapted the same way, so the model holds ``arch.num_layers``
-    times these.
+    times these. ``layout`` is the request's ``moe_expert_layout``.
     """
+    selected = _selected(arch, targets)
+    if layout == FUSED_3D and _routed_experts(arch):
+        return fused_expert_adapters(arch, selected)
     return tuple(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role,
-                               arch.blocks_of(l)) for l in _selected(arch, targets))
+                               arch.blocks_of(l)) for l in selected)
 
 
-def lora_params_per_layer(arch: ModelArch, rank: int, targets: object) -> int:
+def _routed_experts(arch: ModelArch) -> tuple[LinearLayer, ...]:
+    """Routed experts held as one ``nn.Linear`` per expert matrix (transformers-4 names)."""
+    return tuple(l for l in arch.linears if l.kind == "linear" and l.count > 1 and l.role == "mlp")
+
+
+CONVERTED_FAMILIES = frozenset({"mixtral", "qwen3_moe"})
+"""Families whose transformers-4 expert targets peft 0.21.0 converts: the model types of
+``_MODEL_TO_CONVERSION_PATTERN`` (transformers 5.17 ``conversion_mapping.py``, plus
+``mixtral`` added by peft) that calc reads. ``qwen2_moe`` itself is not among them (only
+families that borrow its pattern are): on transformers 5.17 its 3-D experts and its router
+get no adapter from module names, while its shared expert keeps its own."""
+
+
+def fused_expert_adapters(arch: ModelArch, selected: tuple[LinearLayer, ...]) -> tuple[AdaptedLinear, ...]:
+    """What peft 0.21.0 adapts on transformers 5.17, where the experts are 3-D tensors
+    (``Qwen3MoeExperts.gate_up_proj``: ``experts x 2*width x hidden``, ``down_proj``:
+    ``experts x hidden x width``; ``MixtralExperts`` alike).
+
+    ``peft/utils/transformers_weight_conversion.py`` ``_convert_peft_config_moe`` moves the
+    expert names out of ``target_modules`` into ``target_parameters``: gate + up (Qwen
+    ``gate_proj``/``up_proj``, Mixtral ``w1``/``w3``) become ``gate_up_proj`` with rank and
+    alpha doubled (``rank_pattern``), down becomes ``down_proj``, the router ``gate`` becomes
+    ``gate.weight``. Every other module of the same name (a shared expert, the dense MLP
+    of a mixed stack) leaves ``target_modules`` with it and keeps no adapter. Families
+    outside :data:`CONVERTED_FAMILIES` are not converted (see there).
+    Naming only one of gate and up is peft's ``ValueError``: calc's ``fused_target_incomplete``.
+    Each of these is a ``ParamWrapper`` (``peft/tuners/lora/layer.py``): ``lora_A`` of
+    ``r * experts`` rows, so ``experts * r' * (d_in + d_out)`` parameters with ``r'`` its rank.
+    """
+    experts = _routed_experts(arch)
+    expert_names = {l.name for l in experts}
+    if arch.family not in CONVERTED_FAMILIES:
+        # no conversion: the routed experts and the router are not nn.Linear any more, so
+        # their names reach only the nn.Linear modules that share them (the shared expert)
+        return tuple(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role, arch.blocks_of(l))
+                     for l in selected if l not in experts and not _is_router(arch, l))
+    inputs = [l for l in experts if l.d_in == arch.hidden_size]   # gate, up
+    chosen_inputs = [l for l in inputs if l in selected]
+    if chosen_inputs and len(chosen_inputs) < len(inputs):
+        missing = sorted(l.name for l in inputs if l not in selected)
+        raise InputError("fused_target_incomplete", "lora_targets", ", ".join(missing))
+    out = []
+    if chosen_inputs:
+        first = chosen_inputs[0]
+        out.append(AdaptedLinear("experts.gate_up_proj", first.d_in, sum(l.d_out for l in chosen_inputs),
+                                 first.count, first.active, "mlp", arch.blocks_of(first),
+                                 rank_factor=len(chosen_inputs), fused=True, covers=tuple(chosen_inputs)))
+    for l in selected:
+        if l in experts and l not in inputs:
+            out.append(AdaptedLinear("experts." + ("down_proj" if l.name == "w2" else l.name), l.d_in, l.d_out,
+                                     l.count, l.active, "mlp", arch.blocks_of(l), fused=True, covers=(l,)))
+        elif _is_router(arch, l):
+            # the router's 2-D weight: one ParamWrapper "expert", W + B·A built per forward
+            out.append(AdaptedLinear(l.name, l.d_in, l.d_out, 1, 1, l.role, arch.blocks_of(l),
+                                     fused=True, covers=(l,)))
+        elif l not in experts and l.name not in expert_names:
+            out.append(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role, arch.blocks_of(l)))
+    return tuple(out)
+
+
+def _is_router(arch: ModelArch, l: LinearLayer) -> bool:
+    """The MoE router (hidden -> experts), not a shared expert's scalar gate."""
+    return l.role == "router" and l.d_out == arch.num_experts
+
+
+def lora_params_per_layer(arch: ModelArch, rank: int, targets: object,
+                          layout: str = PER_EXPERT_MODULES) -> int:
     """Trainable LoRA parameters in one decoder block: ``sum count * r * (d_in + d_out)``."""
     _check_rank(rank)
-    return sum(a.params(rank) for a in adapted_linears(arch, targets))
+    return sum(a.params(rank) for a in adapted_linears(arch, targets, layout))
 
 
-def lora_trainable_params(arch: ModelArch, rank: int, targets: object = ALL_LINEAR) -> int:
+def lora_trainable_params(arch: ModelArch, rank: int, targets: object = ALL_LINEAR,
+                          layout: str = PER_EXPERT_MODULES) -> int:
     """Trainable LoRA parameters of the whole model: ``num_layers * sum count * r * (d_in + d_out)``.
 
     Llama-2-7B, r=8 on q_proj and v_proj: ``32 * 2 * 8 * (4096 + 4096) = 4,194,304``.
     """
     _check_rank(rank)
-    return sum(a.blocks * a.params(rank) for a in adapted_linears(arch, targets))
+    return sum(a.blocks * a.params(rank) for a in adapted_linears(arch, targets, layout))
 
 
 def _check_rank(rank: object) -> None:

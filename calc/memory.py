@@ -347,7 +347,9 @@ def quantization_reserved_bytes(req: EstimateRequest, s: States) -> int:
 
 
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
-    adapted = frozenset((a.name, a.d_in, a.d_out, a.role) for a in st.adapted(req))
+    adapters = st.adapted(req)
+    fused = frozenset((l.name, l.d_in, l.d_out, l.role) for a in adapters if a.fused for l in a.covers)
+    adapted = frozenset((a.name, a.d_in, a.d_out, a.role) for a in adapters if not a.fused) | fused
     resid = st.FP32_BYTES if reg.casts_weights else reg.compute_bytes
     return act.ActConfig(reg.compute_bytes, resid, req.method is Method.FULL, adapted,
                          req.lora_rank, req.attention, req.seq_len, reg.casts_weights,
@@ -358,7 +360,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
                          # under autocast the adapters' matmuls cast their inputs to 16 bits
                          adapter_bytes=(st.adapter_regime(req, reg).weight_bytes
                                         if req.is_peft and not reg.casts_weights else None),
-                         grouped_kv=req.attention_grouped_kv)
+                         grouped_kv=req.attention_grouped_kv, fused=fused)
 
 
 @dataclass(frozen=True)
@@ -373,6 +375,51 @@ class Activations:
     kept_logits: int      # logits the loop holds through the backward (loss_outputs_kept)
     per_token_block: int
     host: int
+
+
+def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
+    """``moe_expert_layout="fused-3d"``: the merged weights peft builds for the adapted 3-D
+    expert stacks (and the router), saved for backward.
+
+    peft 0.21.0 ``peft/tuners/lora/layer.py`` ``ParamWrapper._activate_lora`` registers a
+    parametrization for the forward: with one adapter on a stack of experts,
+    ``_LoraFactorsProxy`` returns ``torch.baddbmm(W, lhs, rhs)``, a new tensor the size of the
+    whole stack (``experts * d_in * d_out`` in the weight's dtype), which the experts'
+    matmuls (transformers 5.17 ``Qwen3MoeExperts.forward``: ``linear(x,
+    self.gate_up_proj[expert_idx])``) save for backward through their per-expert views.
+    ``get_delta_factors`` casts the factors to the weight's dtype (``lhs.to(param.dtype)``):
+    when the adapters are fp32, these 16-bit copies (as many elements as the adapter) are
+    saved by ``baddbmm`` too. On the router's 2-D weight ``_LoraParameterProxy`` returns
+    ``W + delta``, the weight's size, saved by its ``linear``. All of it lives until the
+    layer's backward: every layer's at the end of the forward without checkpointing, one
+    layer's (the one recomputed) with it (``one_layer``).
+
+    Except in the first block when no attention linear is adapted: nothing there requires
+    grad before the MLP, so a matmul whose input needs no gradient saves only that input and
+    its merged weight is freed after the forward (the stacks reading the MLP norm; the down
+    projection too unless gate/up is adapted). Oracle: qwen3_moe ``lora-mlp-fused-*``."""
+    adapted = st.adapted(req) if req.is_peft else []
+    fused = [a for a in adapted if a.fused]
+    if not fused:
+        return 0
+    weight = reg.weight_bytes
+    factors = st.adapter_regime(req, reg).weight_bytes != weight
+    hidden = req.model.hidden_size
+    attn_trains = any(a.role == "attn" for a in adapted)
+    gate_up_trains = any(a.fused and a.role != "router" and a.d_in == hidden for a in fused)
+    total = 0
+    for a in fused:
+        merged = a.count * a.d_in * a.d_out * weight
+        copies = a.params(req.lora_rank) * weight if factors and a.count > 1 else 0
+        if one_layer:
+            total += merged + copies
+            continue
+        saved_blocks = a.blocks
+        if (not attn_trains and a.blocks == req.model.num_layers
+                and (a.d_in == hidden or not gate_up_trains)):
+            saved_blocks -= 1  # block 0's merged weight: its matmul input needs no gradient
+        total += merged * saved_blocks + copies * a.blocks
+    return total
 
 
 def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
@@ -429,19 +476,26 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         in_flight, dequant = dq_grads, dq_weight
     copies_all = weight_copy_bytes(req, reg, one_layer=req.gradient_checkpointing and req.is_peft)
     copies_one = weight_copy_bytes(req, reg, one_layer=True)
+    merged_all = merged_expert_bytes(req, reg, one_layer=False)
+    merged_one = merged_expert_bytes(req, reg, one_layer=True)
+    # checkpointing discards what the forward saved: the merged stacks come back one layer
+    # at a time, with the recompute
+    merged_fwd = 0 if req.gradient_checkpointing else merged_all
+    merged_first = merged_one if req.gradient_checkpointing else merged_all
     # with accumulation the earlier micro-batches' gradients are there from the start
     held = s.grads_all if st.accumulates_gradients(req) else 0
     forward_end = _phase(**common, activations=a.saved_all, logits=a.logits, gradients=held,
-                         weight_copies=copies_all, gathered_weights=gathered_fwd,
+                         weight_copies=copies_all + merged_fwd, gathered_weights=gathered_fwd,
                          comm_buffers=s.comm_static)
     first_block = _phase(**common, activations=a.saved_all + a.recompute + in_flight,
-                         logits=a.kept_logits, gradients=held, weight_copies=copies_all, gathered_weights=gathered,
+                         logits=a.kept_logits, gradients=held, weight_copies=copies_all + merged_first,
+                         gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     table = embedding_grad_bytes(req, reg)
     last_block = _phase(**common, activations=a.last_block + in_flight,
                         gradients=s.grads_all - (0 if req.model.tie_word_embeddings else table),
                         logits=a.kept_logits,
-                        weight_copies=copies_one, gathered_weights=gathered,
+                        weight_copies=copies_one + merged_one, gathered_weights=gathered,
                         dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward)
     candidates = [first_block, last_block]
     if table:

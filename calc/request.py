@@ -58,6 +58,15 @@ class AdapterDtype(str, Enum):
     FP32 = "fp32"
 
 
+class MoeExpertLayout(str, Enum):
+    """How a MoE model stores its experts, which decides how peft adapts them (see
+    :mod:`calc.lora`): one ``nn.Linear`` per expert matrix (transformers 4) or one 3-D
+    tensor per expert stack adapted through peft's ``target_parameters`` (transformers 5)."""
+
+    PER_EXPERT_MODULES = "per-expert-modules"
+    FUSED_3D = "fused-3d"
+
+
 class Sharding(str, Enum):
     """FSDP FULL_SHARD = zero3, SHARD_GRAD_OP = zero2."""
 
@@ -117,6 +126,7 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
     "loss_outputs_kept": (False, "bool", None),
     "qlora_quant_state_replicated": (False, "bool", None),
     "framework": ("generic", Framework, None),
+    "moe_expert_layout": ("per-expert-modules", MoeExpertLayout, None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -195,6 +205,18 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
   (:mod:`calc.frameworks`): ``generic`` (default: no profile, every key at its own default,
   the behaviour before this key), ``hf-trainer``, ``hf-custom-loop``, ``torchtune``,
   ``litgpt``, ``unsloth``. The profile fills only keys the request leaves out.
+- ``moe_expert_layout``: how MoE experts are stored, which decides what peft's LoRA does to
+  them (:mod:`calc.lora`). ``"per-expert-modules"`` (default, today's behaviour): one
+  ``nn.Linear`` per expert matrix, as in transformers 4, each with its own adapter.
+  ``"fused-3d"``: the expert stacks are 3-D tensors (transformers 5.17 ``Qwen3MoeExperts``,
+  ``MixtralExperts``), which peft 0.21 adapts through ``target_parameters``
+  (``peft/utils/transformers_weight_conversion.py`` ``_convert_peft_config_moe``):
+  ``gate_proj`` + ``up_proj`` become one ``gate_up_proj`` adapter of rank ``2r``, the router
+  keeps an adapter of rank ``r`` (Qwen3-MoE, Mixtral; Qwen2-MoE is not converted: only its
+  shared expert is adapted, :data:`calc.lora.CONVERTED_FAMILIES`), and each
+  step builds ``W + B·A`` for every adapted expert stack, saved for backward
+  (``peft/tuners/lora/layer.py`` ``ParamWrapper._activate_lora`` / ``_LoraFactorsProxy``).
+  No effect on dense models, nor on gpt-oss / Llama 4, whose 3-D experts calc names directly.
 """
 
 
@@ -232,6 +254,7 @@ class EstimateRequest:
     loss_outputs_kept: bool = False
     qlora_quant_state_replicated: bool = False
     framework: Framework = Framework.GENERIC
+    moe_expert_layout: MoeExpertLayout = MoeExpertLayout.PER_EXPERT_MODULES
     # keys the framework profile filled (not part of the JSON form): a variant of this request
     # re-evaluates the conditional ones (calc.frameworks.reapplied)
     profile_keys: tuple[str, ...] = ()

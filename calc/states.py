@@ -133,7 +133,7 @@ def adapted(req: EstimateRequest) -> tuple[AdaptedLinear, ...]:
         return ()
     from .lora import adapted_linears
 
-    return adapted_linears(req.model, req.lora_targets)
+    return adapted_linears(req.model, req.lora_targets, req.moe_expert_layout.value)
 
 
 def _quantized_weight_params(arch: ModelArch) -> int:
@@ -171,8 +171,9 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
     tensors: list[tuple[int, int, int]] = []
     for lin in adapted(req):
         copies = lin.blocks * lin.count
-        tensors.append((rank, lin.d_in, copies))   # A: r x d_in
-        tensors.append((lin.d_out, rank, copies))  # B: d_out x r
+        r = rank * lin.rank_factor
+        tensors.append((r, lin.d_in, copies))   # A: r x d_in
+        tensors.append((lin.d_out, r, copies))  # B: d_out x r
     adapter = sum(r * c * n for r, c, n in tensors)
     largest = max((r * c for r, c, _ in tensors), default=0)
     return ParamLayout(total, quantized, total - quantized, adapter, adapter, largest, tuple(tensors))

@@ -100,6 +100,8 @@ PLAN_VARIATIONS = [
     {"model": "gemma-3-4b", "method": "qlora", "gpu": "t4"},
     # the training-library section (issue 13's profiles) and its behaviours
     {"framework": "hf-trainer", "lora_adapter_dtype": "fp32"},
+    # transformers 5's 3-D MoE experts under peft (calc.lora.fused_expert_adapters)
+    {"model": "qwen3-30b-a3b", "moe_expert_layout": "fused-3d", "lora_adapter_dtype": "fp32"},
     {"framework": "hf-custom-loop", "loss_outputs_kept": "true", "attention_grouped_kv": "true"},
     {"framework": "torchtune", "method": "full", "model": "llama-3.2-1b"},
     {"framework": "litgpt", "num_gpus": "2", "sharding": "zero3"},

@@ -280,11 +280,14 @@ def test_log_ticks():
 
 
 def test_price_sources_are_numbered_notes():
+    from calc_view.render import citation
     from macros.guides import gpu_prices
 
     markup = gpu_prices("es")
     listing = gpus.gpus_listing()["gpus"]
-    sources = list(dict.fromkeys(p["source"] for g in listing for p in g["prices"]))
+    # one note per distinct address: the whole English source is quoted on the methodology page
+    sources = list(dict.fromkeys(citation(p["source"]) for g in listing for p in g["prices"]))
+    assert all(sources), "a price source without an address would make an empty note"
     notes = re.findall(r'<li id="price-source-(\d+)" data-note="\d+">(.*?)</li>', markup)
 
 

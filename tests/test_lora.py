@@ -8,6 +8,7 @@ from hypothesis import given, strategies as st
 from calc.errors import InputError
 from calc.hf_config import arch_from_hf_config
 from calc.lora import adapted_linears, lora_params_per_layer, lora_trainable_params
+from calc.memory import estimate_dict
 from calc.presets import get_preset
 
 GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "vocab_size": 50257}
@@ -172,21 +173,89 @@ def test_moe_trainable_counts_equal_peft(hf_stack, cfg, lora, targets):
         arch_from_hf_config(cfg), 4, targets)
 
 
-def test_qwen3_moe_experts_fused_by_peft_on_transformers5_known_difference(hf_stack):
-    """Documented, not modelled: on transformers 5 Qwen-MoE and Mixtral experts are 3-D tensors
-    and peft 0.21 converts ``gate_proj`` + ``up_proj`` into one ``gate_up_proj`` adapter of rank
-    2r (peft/utils/transformers_weight_conversion.py ``_convert_peft_config_moe``). Its B is
-    ``2I x 2r`` per expert instead of two ``I x r``: ``2 r E I`` more per block than calc counts
-    (one adapter per transformers-4 expert matrix). Attention-only targets agree exactly."""
-    cfg = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128,
-           "moe_intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
-           "vocab_size": 100}
-    arch = arch_from_hf_config(cfg)
-    assert _peft_trainable(hf_stack, cfg, target_modules=list(ATTN)) == lora_trainable_params(arch, 4, ATTN)
-    mlp = ["gate_proj", "up_proj", "down_proj"]
-    extra = 2 * 4 * 4 * 32 * 2  # 2 r E I per block, 2 blocks
-    assert _peft_trainable(hf_stack, cfg, target_modules=mlp) == lora_trainable_params(arch, 4, mlp) + extra
+TINY_QWEN3_MOE = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128,
+                  "moe_intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
+                  "vocab_size": 100}
+TINY_QWEN2_MOE = {"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 128,
+                  "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48,
+                  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "num_experts": 4, "num_experts_per_tok": 2, "vocab_size": 100}
+TINY_MIXTRAL = {"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 32,
+                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 100}
+MLP = ["gate_proj", "up_proj", "down_proj"]
+
+
+def test_fused_3d_layout_by_hand():
+    """transformers 5 experts (3-D tensors): gate + up are one adapter of rank 2r, the router
+    one of rank r; per-expert modules stay the default."""
+    arch = arch_from_hf_config(TINY_QWEN3_MOE)
+    r, h, i, e = 4, 64, 32, 4
+    fused = {a.name: a for a in adapted_linears(arch, "all-linear", "fused-3d")}
+    assert fused["experts.gate_up_proj"].params(r) == e * 2 * r * (h + 2 * i)
+    assert fused["experts.down_proj"].params(r) == e * r * (i + h)
+    assert fused["gate"].params(r) == r * (h + e)
+    assert all(fused[n].fused for n in ("experts.gate_up_proj", "experts.down_proj", "gate"))
+    assert not fused["q_proj"].fused and "gate_proj" not in fused
+    per_expert = lora_trainable_params(arch, r, "all-linear")
+    assert per_expert == lora_trainable_params(arch, r, "all-linear", "per-expert-modules")
+    # the known difference of the per-expert count: 2 r E I per block
+    assert lora_trainable_params(arch, r, "all-linear", "fused-3d") - per_expert == 2 * 2 * r * e * i
+    # Qwen2-MoE is not converted by peft 0.21: its shared expert keeps its adapters, the
+    # 3-D experts and the router get none
+    qwen2 = {a.name: a for a in adapted_linears(arch_from_hf_config(TINY_QWEN2_MOE), "all-linear", "fused-3d")}
+    assert {n: a.count for n, a in qwen2.items() if a.role != "attn"} == {
+        "gate_proj": 1, "up_proj": 1, "down_proj": 1, "shared_expert_gate": 1}
+    # a dense model has no experts to fuse
+    dense = get_preset("llama-3.1-8b")
+    assert lora_trainable_params(dense, 8, "all-linear", "fused-3d") == lora_trainable_params(dense, 8)
+
+
+@pytest.mark.parametrize("targets, missing", [(["gate_proj", "down_proj"], "up_proj"), (["w1"], "w3")])
+def test_fused_3d_refuses_half_of_gate_up(targets, missing):
+    """peft raises ValueError when only one of the fused pair is named; calc a coded error."""
+    arch = arch_from_hf_config(TINY_MIXTRAL if targets == ["w1"] else TINY_QWEN3_MOE)
+    with pytest.raises(InputError) as info:
+        adapted_linears(arch, targets, "fused-3d")
+    assert (info.value.code, info.value.field, info.value.value) == (
+        "fused_target_incomplete", "lora_targets", missing)
+
+
+@pytest.mark.parametrize("cfg, lora, targets", [
+    (TINY_QWEN3_MOE, {"target_modules": list(ATTN)}, ATTN),
+    (TINY_QWEN3_MOE, {"target_modules": "all-linear"}, "all-linear"),
+    (TINY_QWEN3_MOE, {"target_modules": MLP}, MLP),
+    (TINY_QWEN2_MOE, {"target_modules": "all-linear"}, "all-linear"),
+    (TINY_QWEN2_MOE, {"target_modules": MLP}, MLP),
+    (TINY_MIXTRAL, {"target_modules": "all-linear"}, "all-linear"),
+    (TINY_MIXTRAL, {"target_modules": ["gate", "w1", "w3"]}, ("gate", "w1", "w3")),
+], ids=["qwen3_moe-attn", "qwen3_moe-all-linear", "qwen3_moe-mlp", "qwen2_moe-all-linear",
+        "qwen2_moe-mlp", "mixtral-all-linear", "mixtral-router-gate-up"])
+def test_fused_3d_trainable_counts_equal_peft(hf_stack, cfg, lora, targets):
+    """peft 0.21 on transformers 5.17 converts transformers-4 expert targets to the 3-D
+    expert tensors (``_convert_peft_config_moe``): calc's ``fused-3d`` layout counts exactly
+    what it trains (the former known difference of ``2 r E I`` per block is gone)."""
+    assert _peft_trainable(hf_stack, cfg, **lora) == lora_trainable_params(
+        arch_from_hf_config(cfg), 4, targets, "fused-3d")
+
+
+@pytest.mark.parametrize("setup_id", ["qwen3_moe/lora-all-linear-fused",
+                                      "qwen3_moe/lora-all-linear-fused-ckpt",
+                                      "qwen3_moe/lora-all-linear-fused-bf16",
+                                      "qwen3_moe/lora-mlp-fused-bf16"])
+def test_fused_3d_peak_agrees_with_the_oracle(hf_stack, setup_id):
+    """The merged W + B·A of each expert stack and the 16-bit factor copies (calc.memory
+    ``merged_expert_bytes``), traced by the fake-tensor oracle: trainable count exact,
+    allocated peak within 2 %."""
+    from benchmarks.oracle_sweep import compare, oracle_request, setups
+    from tools.oracle import oracle_estimate
+
+    setup = {s["id"]: s for s in setups()}[setup_id]
+    oracle = oracle_estimate(dict(oracle_request(setup["request"]), oracle=setup["oracle"]))
+    row = compare(setup, oracle)
+    assert estimate_dict(setup["request"])["params_trainable"] == oracle["params_trainable"]
+    assert abs(row["peak_error"]) <= 0.02, row
 
 
 @pytest.mark.parametrize("lora, targets", [

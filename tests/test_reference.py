@@ -268,7 +268,7 @@ def test_home_and_calculator_quote_the_error_by_method(built_site, prefix):
 
     # the calculator page is outside the guides' browser check: its quoted figures here
     from calc_view.numfmt import parse_number, shown_value
-    from test_guides_site import expected_raw, response_for
+    from page_numbers import expected_raw, response_for
 
     text = _read(built_site, prefix + "calculator/index.html")
     spans = INLINE.findall(text.split('id="calc"')[0])
