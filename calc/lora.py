@@ -37,7 +37,7 @@ Mixture of experts, as peft 0.21.0 does it (``peft/tuners/lora/layer.py`` ``Para
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .arch import LinearLayer, ModelArch
 from .errors import InputError
@@ -114,6 +114,20 @@ def adapted_linears(arch: ModelArch, targets: object,
 def _routed_experts(arch: ModelArch) -> tuple[LinearLayer, ...]:
     """Routed experts held as one ``nn.Linear`` per expert matrix (transformers-4 names)."""
     return tuple(l for l in arch.linears if l.kind == "linear" and l.count > 1 and l.role == "mlp")
+
+
+def as_stored_3d(arch: ModelArch) -> ModelArch:
+    """The model as transformers 5.17 stores it (``moe_expert_layout="fused-3d"``): the routed
+    experts are 3-D ``nn.Parameter`` stacks (``Qwen3MoeExperts.gate_up_proj``,
+    ``MixtralExperts``, ``Qwen2MoeExperts``), which QLoRA's quantisation does not reach:
+    transformers 5.17 ``integrations/bitsandbytes.py`` ``replace_with_bnb_linear`` swaps only
+    ``nn.Linear`` and ``Conv1D`` modules for 4-bit ones, so the experts stay in 16 bits (the
+    attention, the shared expert and the other linears are quantised as before)."""
+    experts = set(_routed_experts(arch))
+    if not experts:
+        return arch
+    return replace(arch, linears=tuple(replace(l, quantizable=False) if l in experts else l
+                                       for l in arch.linears))
 
 
 CONVERTED_FAMILIES = frozenset({"mixtral", "qwen3_moe"})

@@ -216,6 +216,8 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
   shared expert is adapted, :data:`calc.lora.CONVERTED_FAMILIES`), and each
   step builds ``W + B·A`` for every adapted expert stack, saved for backward
   (``peft/tuners/lora/layer.py`` ``ParamWrapper._activate_lora`` / ``_LoraFactorsProxy``).
+  With QLoRA the 3-D experts also stay in 16 bits (:func:`calc.lora.as_stored_3d`:
+  bitsandbytes quantises ``nn.Linear`` modules only).
   No effect on dense models, nor on gpt-oss / Llama 4, whose 3-D experts calc names directly.
 """
 
@@ -415,6 +417,10 @@ def parse_estimate_request(data: object, fields: dict[str, FieldSpec] | None = N
     for key in ESTIMATE_FIELDS:
         if key != "model":
             kwargs[key] = check_estimate_field(key, values[key], arch)
+    if kwargs["moe_expert_layout"] is MoeExpertLayout.FUSED_3D:
+        from .lora import as_stored_3d  # experts as 3-D tensors: QLoRA leaves them in 16 bits
+
+        kwargs["model"] = as_stored_3d(arch)
     kwargs["profile_keys"] = tuple(k for k in PROFILES[framework] if k not in data)  # type: ignore[operator]  # a dict: parse_fields checked it
     return EstimateRequest(**kwargs)
 

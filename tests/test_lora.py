@@ -270,3 +270,28 @@ def test_mixed_stack_trainable_counts_equal_peft(hf_stack, lora, targets):
     arch = arch_from_hf_config(cfg)
     assert dict(arch.block_counts) == {"moe": 2, "dense": 2}
     assert _peft_trainable(hf_stack, cfg, **lora) == lora_trainable_params(arch, 4, targets)
+
+
+def test_fused_3d_qlora_leaves_the_experts_in_16_bits():
+    """transformers 5.17 stores Qwen3-MoE's routed experts as 3-D parameters, which
+    bitsandbytes' replace_with_bnb_linear (nn.Linear / Conv1D only) does not quantise:
+    48 layers x 128 experts x 3 matrices x 2048 x 768 = 28,991,029,248 weights stay bf16,
+    every other linear is NF4 as before, and LoRA (nothing quantised) does not change."""
+    from calc.request import parse_estimate_request
+    from calc.states import NF4_DOUBLE_QUANT_BITS
+
+    experts = 48 * 128 * 3 * 2048 * 768
+    base = {"model": "qwen3-30b-a3b", "method": "qlora"}
+    modules = parse_estimate_request(base).model
+    fused = parse_estimate_request({**base, "moe_expert_layout": "fused-3d"}).model
+    assert modules.quantizable_params - fused.quantizable_params == experts
+    w_modules = estimate_dict(base)["components"]["weights"]
+    w_fused = estimate_dict({**base, "moe_expert_layout": "fused-3d"})["components"]["weights"]
+    # each expert weight goes from NF4 (double quantised by default) to 2 bytes
+    assert w_fused - w_modules == pytest.approx(experts * (2 - NF4_DOUBLE_QUANT_BITS / 8), rel=1e-6)
+    lora = {"model": "qwen3-30b-a3b", "method": "lora"}
+    assert (estimate_dict({**lora, "moe_expert_layout": "fused-3d"})["components"]["weights"]
+            == estimate_dict(lora)["components"]["weights"])
+    dense = {"model": "llama-3.1-8b", "method": "qlora"}
+    assert (estimate_dict({**dense, "moe_expert_layout": "fused-3d"})["components"]["weights"]
+            == estimate_dict(dense)["components"]["weights"])
