@@ -13,23 +13,11 @@ missing library fails instead of skipping silently.
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import pytest
 
+from oracle_deps import need_oracle_stack
 
-def _need(name: str):
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        if os.environ.get("REQUIRE_ORACLE") == "1":
-            pytest.fail(f"REQUIRE_ORACLE=1 but {name} is not importable: {exc}")
-        pytest.skip(f"the oracle needs {name} (pip install -r tools/requirements-measure.txt)")
-
-
-for _name in ("torch", "transformers", "peft"):
-    _need(_name)
+need_oracle_stack()
 
 from benchmarks.oracle_sweep import compare, setups  # noqa: E402
 from tools.oracle import oracle_estimate  # noqa: E402

@@ -6,24 +6,11 @@ library fails instead of skipping silently."""
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import pytest
 
+from oracle_deps import need_oracle_stack
 
-def _need(name: str):
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        if os.environ.get("REQUIRE_ORACLE") == "1":
-            pytest.fail(f"REQUIRE_ORACLE=1 but {name} is not importable: {exc}")
-        pytest.skip(f"the oracle needs {name} (pip install -r tools/requirements-measure.txt)")
-
-
-torch = _need("torch")
-_need("transformers")
-_need("peft")
+torch = need_oracle_stack()
 
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode  # noqa: E402
 
