@@ -13,18 +13,11 @@ from calc.catalogue import catalogue
 from calc_view.numfmt import format_number
 
 
-# Words of guide modules written while the catalogue was being built ({key: {lang: text}},
-# added by those modules with ``labels._TEXT.update``): read after the catalogue, until they
-# move into it (calc/data/messages), where tests/test_catalogue.py checks them.
-_TEXT: dict[str, dict[str, str]] = {}
-
-
 def text(key: str, lang: str, form: str = "short") -> str:
     """The message ``key`` in ``lang``; ``"key|n"`` fills ``n`` into it (a number written in
     ``lang``, or a name as it is)."""
     key, _, arg = key.partition("|")
-    cat = catalogue(lang)
-    label = cat.message(key, form) if cat.has(key) or key not in _TEXT else _TEXT[key][lang]
+    label = catalogue(lang).message(key, form)
     if not arg:
         return label
     return label.format(n=format_number(int(arg), 0, lang) if arg.isdigit() else arg)

@@ -104,13 +104,18 @@ def assert_parity(page_outputs: list, response: dict, lang: str) -> None:
     expected_paths = [p for p, _ in tree_outputs(view.render_results(response, lang, STRINGS[lang]))]
     assert [p for p, _, _ in page_outputs] == expected_paths
     for path, raw, _text in page_outputs:
-        value = view.resolve(response, path)
-        if isinstance(value, bool):
-            assert raw == ("true" if value else "false"), path
-        elif isinstance(value, int):
-            assert int(raw) == value, path
-        else:
-            assert math.isclose(float(raw), value, rel_tol=1e-9, abs_tol=0.0), path
+        assert_raw_equals(raw, view.resolve(response, path), path)
+
+
+def assert_raw_equals(raw: str, value: object, path: str) -> None:
+    """A ``data-value`` as the page wrote it equals calc's value (booleans as true/false,
+    integers exactly, other numbers to 1e-9)."""
+    if isinstance(value, bool):
+        assert raw == ("true" if value else "false"), path
+    elif isinstance(value, int):
+        assert int(raw) == value, path
+    else:
+        assert math.isclose(float(raw), value, rel_tol=1e-9, abs_tol=0.0), path
 
 
 class Calc:

@@ -12,13 +12,12 @@ from __future__ import annotations
 import html
 import html.parser
 import json
-import math
 import re
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-from calculator_page import (FIELDS, READY_TIMEOUT_MS, STATE, STRINGS, Calc, assert_clean, assert_parity,
+from calculator_page import (FIELDS, READY_TIMEOUT_MS, STATE, STRINGS, Calc, assert_clean, assert_parity, assert_raw_equals,
                              close_calculator_page, request_for, tree_outputs)
 from conftest import REPO_ROOT, watch_offline
 
@@ -200,13 +199,7 @@ def test_shared_link_never_shows_foreign_numbers(browser, site_server, lang, que
     for seen in log["ready"]:
         assert json.loads(seen["key"]) == request_for(query)
         for path, raw in seen["values"]:
-            value = view.resolve(expected, path)
-            if isinstance(value, bool):
-                assert raw == ("true" if value else "false"), path
-            elif isinstance(value, int):
-                assert int(raw) == value, path
-            else:
-                assert math.isclose(float(raw), value, rel_tol=1e-9), path
+            assert_raw_equals(raw, view.resolve(expected, path), path)
     assert calc.state() == "ready"
     assert_parity(calc.outputs(), expected, lang)
     # the verdict line, first in the results, says what the CLI's answer says
