@@ -32,6 +32,8 @@ Mapping rules (one rule per CSV vocabulary, no per-row values):
   (:data:`TORCHAO_CHUNKED_FROM`).
 - LitGPT rows set ``attention_keeps_fused_qkv`` (its ``CausalSelfAttention`` at 8641822,
   5895df10 and 00af8b0d; the setting changes nothing on models with grouped k/v heads).
+- torchtune rows before ``del logits`` (:data:`TORCHTUNE_DEL_LOGITS_FROM`) set
+  ``loss_outputs_kept``: the recipe kept the model's fp32 logits through the backward.
 - torchtune config files that contradict a setting the CSV attributes to "config default"
   (:data:`TORCHTUNE_CONFIGS`).
 - Measured below the stated configuration's floor: not covered. The floor is what any
@@ -137,6 +139,18 @@ TORCHTUNE_FUSED_ADAMW_FROM = "2024-09-14"
 1814feb17 each llama3_1 / llama3_2 config with torch AdamW has it (70B_full.yaml
 recommends it in a comment). Before it the llama2 configs (fef3ed10d, 0217d44c2) leave
 torch's default, the foreach path. Rows whose optimizer text names ``fused`` keep it."""
+
+TORCHTUNE_DEL_LOGITS_FROM = "2024-07-28"
+"""torchtune commit 8a98fbaa3 ("[memory Improvement] delete logits before bwd", #1235) added
+``del logits`` between the loss and ``loss.backward()`` in every recipe. Before it (the
+README tables at fef3ed10d and 0217d44c2, the tutorials of April 2024) each recipe kept
+``logits = self._model(input_ids)`` (then ``logits[..., :-1, :].contiguous()``) in a local
+through the backward: ``recipes/full_finetune_single_device.py`` lines 416-426,
+``full_finetune_distributed.py`` 478-488, ``lora_finetune_single_device.py`` 460-469 and
+``lora_finetune_distributed.py`` 553-563 at 0217d44c2 (lines 403-430, 440-465, 447-468,
+537-560 at fef3ed10d). The model returned them in fp32 (``modules/transformer.py`` line 210,
+``output = self.output(h).float()``; the profile's ``logits_upcast_in_model``): such rows set
+``loss_outputs_kept``."""
 
 TORCHTUNE_DROPOUT_ZERO_FROM = "2024-09-11"
 """torchtune commit d7fae9677 set the LoRA builders' ``lora_dropout`` default to 0.0."""
@@ -298,6 +312,8 @@ def row_request(row: dict) -> dict:
                                                    and _row_date(row) < TORCHAO_CHUNKED_FROM)
     if source == "torchtune":
         req.update(TORCHTUNE_CONFIGS.get((row["model"], row["method"]), {}))
+        if _row_date(row) < TORCHTUNE_DEL_LOGITS_FROM:
+            req["loss_outputs_kept"] = True
     if source == "hf-trainer":
         req.update(PEFT_SFT_EXAMPLE if "huggingface/peft" in row["source"] else {})
         # DeepSpeed's engine reduce-scatters every micro-batch; accelerate's FSDP uses no_sync

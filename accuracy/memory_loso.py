@@ -118,12 +118,13 @@ GRID = tuple(i / 100 for i in range(0, 101))
 def _fit_compile(train: list, slack: float) -> tuple[float, tuple, str]:
     """calc's rule (:func:`accuracy.memory.fit_compile_kept`) on the pair of rows
     that isolates compile; when that pair is held out, the share in [0, 1] (steps of 0.01)
-    that minimises the median absolute error of the compiled rows left, predicted with the
-    fold's slack."""
+    that minimises the median absolute error of the compiled rows left (ambiguous ones
+    excepted, as for the slack), predicted with the fold's slack."""
     ids = {r.row_id for r in train}
     if set(vm.COMPILE_FIT_ROWS) <= ids:
         return vm.fit_compile_kept(train).kept, vm.COMPILE_FIT_ROWS, "pair"
-    compiled = [r for r in train if r.covered and "compile" in r.flags and is_measured(r)]
+    compiled = [r for r in train if r.covered and "compile" in r.flags and is_measured(r)
+                and "ambiguous" not in r.flags]
     if not compiled:
         return activations.COMPILE_KEPT_FRACTION, (), "none"
     best = min(GRID, key=lambda k: (statistics.median(

@@ -422,7 +422,7 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
 
 
 def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
-                           outputs_kept: bool = False) -> int:
+                           outputs_kept: bool = False, upcast_in_model: bool = False) -> int:
     """Logits and loss per token, at the loss's peak (the start of its backward).
 
     Unchunked (transformers 5.17 ``ForCausalLMLoss``: ``logits.float()`` then
@@ -431,7 +431,8 @@ def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
     ``_log_softmax_backward_data`` computes while both are alive (4): ``12 V``. The
     output layer's own logits (``act`` bytes) are saved by nothing (the upcast's backward
     needs no input), so they are freed after the forward unless the training loop holds
-    the model's output (``loss_outputs_kept``): ``+ act * V``.
+    the model's output (``loss_outputs_kept``): ``+ act * V``, or ``+ 4 V`` when the model
+    itself returns fp32 logits (``logits_upcast_in_model``, :func:`kept_logits_bytes_per_token`).
     Chunked / fused cross-entropy computes the fp32 part one chunk at a time: ``V * act``
     (the 16-bit logits, then their gradient).
     Gemma-2's final soft-capping (``arch.extra["final_logit_softcapping"]``; transformers
@@ -442,11 +443,22 @@ def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
     if chunked:
         return v * act_bytes
     capped = act_bytes if arch.extra.get("final_logit_softcapping") else 0
-    return v * (3 * FP32_BYTES + capped + (act_bytes if outputs_kept else 0))
+    return v * (3 * FP32_BYTES + capped) + kept_logits_bytes_per_token(arch, act_bytes, chunked,
+                                                                       outputs_kept, upcast_in_model)
 
 
 def kept_logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
-                                outputs_kept: bool) -> int:
+                                outputs_kept: bool, upcast_in_model: bool = False) -> int:
     """Logits the training loop holds through the whole backward (``loss_outputs_kept``):
-    ``act * V`` per token; none with a chunked loss, which returns no full logits."""
-    return arch.vocab_size * act_bytes if outputs_kept and not chunked else 0
+    ``act * V`` per token; none with a chunked loss, which returns no full logits.
+
+    A model that returns fp32 logits (``logits_upcast_in_model``: torchtune's
+    ``TransformerDecoder.forward`` ends in ``self.output(h).float()``) hands the loop the fp32
+    tensor, and the 16-bit one it came from is freed (the upcast's backward saves nothing):
+    ``4 V``. torchtune's recipes before 8a98fbaa3 (2024-07-28, "delete logits before bwd")
+    kept that tensor in the local ``logits`` through ``loss.backward()``: with the fp32
+    log-softmax the loss saves (4) and the two gradients of its backward (4 + 4), ``16 V``
+    per token at the start of the loss backward."""
+    if not outputs_kept or chunked:
+        return 0
+    return arch.vocab_size * (FP32_BYTES if upcast_in_model else act_bytes)

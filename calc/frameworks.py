@@ -68,6 +68,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "lora_adapter_dtype": "base",
         "attention_grouped_kv": False,
         "loss_outputs_kept": False,
+        "logits_upcast_in_model": True,
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": True,
@@ -153,6 +154,9 @@ SOURCES: dict[Framework, dict[str, str]] = {
                                 "head before scaled_dot_product_attention",
         "loss_outputs_kept": "torchtune v0.3 (2024) recipes compute the loss from the logits and "
                              "delete them before loss.backward() ('del logits')",
+        "logits_upcast_in_model": "torchtune modules/transformer.py TransformerDecoder.forward "
+                                  "(86c23185f 2024-01-10 through 30b8519e8 2024-09-24): "
+                                  "output = self.output(h).float() unless the output is chunked",
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": "LitGPT litgpt/model.py CausalSelfAttention.forward (5895df10, "

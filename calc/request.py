@@ -127,6 +127,7 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
     "qlora_quant_state_replicated": (False, "bool", None),
     "framework": ("generic", Framework, None),
     "moe_expert_layout": ("per-expert-modules", MoeExpertLayout, None),
+    "logits_upcast_in_model": (False, "bool", None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -219,6 +220,13 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
   With QLoRA the 3-D experts also stay in 16 bits (:func:`calc.lora.as_stored_3d`:
   bitsandbytes quantises ``nn.Linear`` modules only).
   No effect on dense models, nor on gpt-oss / Llama 4, whose 3-D experts calc names directly.
+- ``logits_upcast_in_model``: the model's forward returns fp32 logits (its last op is
+  ``self.output(h).float()``: torchtune ``modules/transformer.py`` ``TransformerDecoder``
+  from 86c23185f, 2024-01-10, on its unchunked path), so logits the loop keeps through the
+  backward (``loss_outputs_kept``) are ``4 V`` bytes per token instead of the compute
+  dtype's. Without ``loss_outputs_kept``, or with a chunked loss (16-bit chunks), it changes
+  nothing: the 16-bit logits are freed by the upcast and the loss counts its fp32 tensors
+  anyway. Default False: transformers 5.17 returns 16-bit logits and upcasts in the loss.
 """
 
 
@@ -257,6 +265,7 @@ class EstimateRequest:
     qlora_quant_state_replicated: bool = False
     framework: Framework = Framework.GENERIC
     moe_expert_layout: MoeExpertLayout = MoeExpertLayout.PER_EXPERT_MODULES
+    logits_upcast_in_model: bool = False
     # keys the framework profile filled (not part of the JSON form): a variant of this request
     # re-evaluates the conditional ones (calc.frameworks.reapplied)
     profile_keys: tuple[str, ...] = ()

@@ -17,10 +17,14 @@ def _resolved(**request) -> dict:
 
 
 def test_framework_follows_every_key_it_profiles_and_generic_by_default():
-    # keys added later (moe_expert_layout) come after it, as every new key does
-    order = list(ESTIMATE_FIELDS)
+    # new keys are appended after it, profiled ones too (logits_upcast_in_model): the profile is
+    # applied once every key is parsed, so the order of ESTIMATE_FIELDS does not matter to it
     profiled = {key for profile in PROFILES.values() for key in profile}
-    assert all(order.index(key) < order.index("framework") for key in profiled)
+    assert profiled <= set(ESTIMATE_FIELDS) - {"framework", "model", "method", "num_gpus"}
+    assert _resolved(model="llama-3.1-8b", framework="torchtune")["logits_upcast_in_model"] is True
+    assert _resolved(model="llama-3.1-8b")["logits_upcast_in_model"] is False
+    assert _resolved(model="llama-3.1-8b", framework="torchtune", logits_upcast_in_model=False)[
+        "logits_upcast_in_model"] is False
     assert ESTIMATE_FIELDS["framework"][0] == "generic"
     assert _resolved(model="llama-3.1-8b")["framework"] == "generic"
 
@@ -110,6 +114,30 @@ def test_custom_loop_keeps_the_logits():
     loop = estimate_dict({**req, "framework": "hf-custom-loop"})
     trainer = estimate_dict({**req, "framework": "hf-trainer"})
     assert loop["phases"]["forward_end"] - trainer["phases"]["forward_end"] == 2048 * LLAMA31_8B_VOCAB * 2
+
+
+def test_torchtune_before_del_logits_keeps_fp32_logits():
+    # torchtune's recipes before 8a98fbaa3 (2024-07-28) kept the model's output in a local through
+    # loss.backward(), and the model returned it in fp32 (self.output(h).float()). Llama-2-7B,
+    # 2 x 512 tokens, unchunked loss: the loss's fp32 log-softmax and two gradients (12 V) plus
+    # the kept fp32 logits (4 V) = 16 V per token at the loss; the kept 4 V stay through the
+    # blocks' backward. A model returning 16-bit logits keeps 2 V instead.
+    req = {"model": "llama-2-7b", "method": "lora", "micro_batch_size": 2, "seq_len": 512,
+           "framework": "torchtune", "chunked_loss": False, "gradient_checkpointing": True}
+    tokens, vocab = 1024, 32000
+    dropped = estimate_dict(req)
+    kept = estimate_dict({**req, "loss_outputs_kept": True})
+    assert dropped["request"]["logits_upcast_in_model"] is True
+    assert kept["components"]["logits"] == 16 * vocab * tokens == 524_288_000
+    for phase in ("forward_end", "backward"):
+        assert kept["phases"][phase] - dropped["phases"][phase] == 4 * vocab * tokens == 131_072_000
+    bf16 = estimate_dict({**req, "loss_outputs_kept": True, "logits_upcast_in_model": False})
+    assert kept["phases"]["forward_end"] - bf16["phases"]["forward_end"] == 2 * vocab * tokens
+    # no kept output, or a chunked loss (16-bit chunks): the upcast changes nothing
+    assert estimate_dict({**req, "logits_upcast_in_model": False})["phases"] == dropped["phases"]
+    chunked = {**req, "chunked_loss": True, "loss_outputs_kept": True}
+    assert (estimate_dict(chunked)["phases"]
+            == estimate_dict({**chunked, "logits_upcast_in_model": False})["phases"])
 
 
 def test_hf_profiles_keep_peft_adapters_in_fp32():
