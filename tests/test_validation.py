@@ -288,9 +288,9 @@ def test_headline_counts_measured_rows_only(loso):
 def test_ambiguous_rows_are_compared_but_never_fitted(loso, results):
     ambiguous = {r.row_id for r in results.values() if "ambiguous" in r.flags}
     # 123-125: PEFT's docs state neither statistic nor unit; 4: torchtune could not reproduce it
-    # (PR #961); 15, 17: below the floor of the settings their README states; 28: which 8-bit
-    # AdamW (torchao's or bitsandbytes' paged one) is not stated
-    assert ambiguous == {"4", "15", "17", "28", "123", "124", "125"}
+    # (PR #961); 7: no config for it at its commit; 15, 17: below the floor of the settings their
+    # README states; 28: which 8-bit AdamW (torchao's or bitsandbytes' paged one) is not stated
+    assert ambiguous == {"4", "7", "15", "17", "28", "123", "124", "125"}
     assert all(results[i].covered for i in ambiguous)
     assert all(results[i].metric == "device" for i in {"123", "124", "125"})
     for constants in loso.folds.values():
