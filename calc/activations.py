@@ -421,8 +421,15 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     return cfg.act_bytes * (2 * arch.hidden_size + 2 * widest)
 
 
+TORCHTUNE_OUTPUT_CHUNKS = 8
+"""Chunks of torchtune's chunked output and loss: ``CEWithChunkedOutputLoss.__init__``
+``num_output_chunks: int = 8`` (``modules/loss/ce_chunked_output_loss.py`` at 30b8519e8 and
+1814feb17; the recipes pass it to ``model.set_num_output_chunks``)."""
+
+
 def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
-                           outputs_kept: bool = False, upcast_in_model: bool = False) -> int:
+                           outputs_kept: bool = False, upcast_in_model: bool = False,
+                           chunks_keep_fp32: bool = False) -> int:
     """Logits and loss per token, at the loss's peak (the start of its backward).
 
     Unchunked (transformers 5.17 ``ForCausalLMLoss``: ``logits.float()`` then
@@ -434,14 +441,21 @@ def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
     the model's output (``loss_outputs_kept``): ``+ act * V``, or ``+ 4 V`` when the model
     itself returns fp32 logits (``logits_upcast_in_model``, :func:`kept_logits_bytes_per_token`).
     Chunked / fused cross-entropy computes the fp32 part one chunk at a time: ``V * act``
-    (the 16-bit logits, then their gradient).
+    (the 16-bit logits, then their gradient). torchtune's chunked loss run eagerly
+    (``chunks_keep_fp32``: ``F.cross_entropy(chunk.float(), ...)`` per chunk, not compiled)
+    saves every chunk's fp32 log-softmax: at the end of its forward, before the recipe's
+    ``del logits``, the 16-bit chunks (``act V``), the log-softmax of every chunk (``4 V``)
+    and the last chunk's fp32 upcast, not yet freed (``4 V / 8``,
+    :data:`TORCHTUNE_OUTPUT_CHUNKS`): ``6.5 V`` in bf16. Its backward then frees them chunk
+    by chunk (at most ``4 V + 10 V / 8`` alive).
     Gemma-2's final soft-capping (``arch.extra["final_logit_softcapping"]``; transformers
     5.17 ``Gemma2ForCausalLM.forward``: ``logits / cap``, ``tanh``, ``* cap``) saves the
     ``tanh`` output for backward: ``+ act * V``.
     """
     v = arch.vocab_size
     if chunked:
-        return v * act_bytes
+        fp32 = v * FP32_BYTES + v * FP32_BYTES // TORCHTUNE_OUTPUT_CHUNKS if chunks_keep_fp32 else 0
+        return v * act_bytes + fp32
     capped = act_bytes if arch.extra.get("final_logit_softcapping") else 0
     return v * (3 * FP32_BYTES + capped) + kept_logits_bytes_per_token(arch, act_bytes, chunked,
                                                                        outputs_kept, upcast_in_model)

@@ -69,6 +69,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "attention_grouped_kv": False,
         "loss_outputs_kept": False,
         "logits_upcast_in_model": True,
+        "chunked_loss_keeps_fp32": True,
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": True,
@@ -157,6 +158,9 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "logits_upcast_in_model": "torchtune modules/transformer.py TransformerDecoder.forward "
                                   "(86c23185f 2024-01-10 through 30b8519e8 2024-09-24): "
                                   "output = self.output(h).float() unless the output is chunked",
+        "chunked_loss_keeps_fp32": "torchtune modules/loss/ce_chunked_output_loss.py (4fba6cd44 "
+                                   "2024-08-28 through 1814feb17): F.cross_entropy(logits.float()) "
+                                   "per chunk; only training.compile_loss (compile: True) fuses it",
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": "LitGPT litgpt/model.py CausalSelfAttention.forward (5895df10, "

@@ -128,6 +128,7 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
     "framework": ("generic", Framework, None),
     "moe_expert_layout": ("per-expert-modules", MoeExpertLayout, None),
     "logits_upcast_in_model": (False, "bool", None),
+    "chunked_loss_keeps_fp32": (False, "bool", None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -227,6 +228,12 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
   dtype's. Without ``loss_outputs_kept``, or with a chunked loss (16-bit chunks), it changes
   nothing: the 16-bit logits are freed by the upcast and the loss counts its fp32 tensors
   anyway. Default False: transformers 5.17 returns 16-bit logits and upcasts in the loss.
+- ``chunked_loss_keeps_fp32``: the chunked loss upcasts each chunk to fp32 and, run eagerly
+  (``torch_compile`` off), every chunk's ``log_softmax`` saves its fp32 output for backward:
+  torchtune's ``CEWithChunkedOutputLoss`` (``modules/loss/ce_chunked_output_loss.py`` at
+  30b8519e8, ``F.cross_entropy(logits.float(), ...)`` per chunk; its docstring says the
+  gains come only with ``compile_loss``, which compiles that call). Default False: the
+  chunked loss holds only the 16-bit logits (compiled, or a fused kernel).
 """
 
 
@@ -266,6 +273,7 @@ class EstimateRequest:
     framework: Framework = Framework.GENERIC
     moe_expert_layout: MoeExpertLayout = MoeExpertLayout.PER_EXPERT_MODULES
     logits_upcast_in_model: bool = False
+    chunked_loss_keeps_fp32: bool = False
     # keys the framework profile filled (not part of the JSON form): a variant of this request
     # re-evaluates the conditional ones (calc.frameworks.reapplied)
     profile_keys: tuple[str, ...] = ()

@@ -98,14 +98,31 @@ LLAMA31_8B_VOCAB = 128_256
 
 def test_torchtune_chunked_loss_bytes():
     # Llama 3.1 8B, 1 x 2048 tokens: transformers' loss holds the fp32 log-softmax, its gradient
-    # and the fp32 logits' gradient, 12 V bytes per token (calc.activations); torchtune's chunked
-    # loss keeps only the bf16 logits, V * 2: the profile's chunked_loss saves 10 V per token.
+    # and the fp32 logits' gradient, 12 V bytes per token (calc.activations). torchtune's chunked
+    # loss, compiled, keeps only the bf16 logits, V * 2: 10 V per token less. Run eagerly it also
+    # keeps every chunk's fp32 log-softmax (4 V) and the last chunk's fp32 upcast (4 V / 8):
+    # 6.5 V, so 5.5 V per token less than unchunked.
     req = {"model": "llama-3.1-8b", "seq_len": 2048}
     hf = estimate_dict({**req, "framework": "hf-trainer"})
     assert hf["components"]["logits"] == 2048 * LLAMA31_8B_VOCAB * 12 == 3_152_019_456
-    tt = estimate_dict({**req, "framework": "torchtune"})
-    tt_unchunked = estimate_dict({**req, "framework": "torchtune", "chunked_loss": False})
-    assert tt_unchunked["phases"]["forward_end"] - tt["phases"]["forward_end"] == 2048 * LLAMA31_8B_VOCAB * 10
+    for compiled, per_token in ((True, 2), (False, 2 + 4 + 4 / 8)):
+        tt = estimate_dict({**req, "framework": "torchtune", "torch_compile": compiled})
+        tt_unchunked = estimate_dict({**req, "framework": "torchtune", "torch_compile": compiled,
+                                      "chunked_loss": False})
+        assert tt["components"]["logits"] == 2048 * LLAMA31_8B_VOCAB * per_token
+        assert (tt_unchunked["phases"]["forward_end"] - tt["phases"]["forward_end"]
+                == 2048 * LLAMA31_8B_VOCAB * (12 - per_token))
+    eager = estimate_dict({**req, "framework": "torchtune"})
+    assert eager["components"]["logits"] == 2048 * (2 * 128_256 + 4 * 128_256 + 64_128) == 1_707_343_872
+    # a profile other than torchtune's keeps the 16-bit chunks only, compiled or not
+    # (the key itself: 4.5 V more at the end of the forward, nothing once compiled)
+    generic = {**req, "chunked_loss": True}
+    eager_fp32 = estimate_dict({**generic, "chunked_loss_keeps_fp32": True})
+    assert (eager_fp32["phases"]["forward_end"] - estimate_dict(generic)["phases"]["forward_end"]
+            == 2048 * (4 * 128_256 + 64_128))
+    compiled = {**generic, "torch_compile": True}
+    assert (estimate_dict({**compiled, "chunked_loss_keeps_fp32": True})["phases"]
+            == estimate_dict(compiled)["phases"])
 
 
 def test_custom_loop_keeps_the_logits():
