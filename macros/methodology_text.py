@@ -80,6 +80,13 @@ CONSTANTS: dict[str, dict] = {
         "Bytes per token LayerNorm saves for the backward pass: fp32 mean and inverse "
         "standard deviation.",
         "PyTorch ATen native_layer_norm"),
+    "calc.activations.TORCHTUNE_OUTPUT_CHUNKS": _e(
+        "Trozos en que torchtune divide la salida y la pérdida por trozos; sin compilar, el "
+        "último trozo pasado a fp32 convive con el log-softmax guardado de todos los demás.",
+        "Chunks into which torchtune splits the output and the chunked loss; uncompiled, the "
+        "last chunk's fp32 upcast coexists with every other chunk's saved log-softmax.",
+        "torchtune modules/loss/ce_chunked_output_loss.py, CEWithChunkedOutputLoss "
+        "num_output_chunks=8 (30b8519e8, 1814feb17)"),
     "calc.activations.COMPILE_KEPT_FRACTION": _e(
         "Parte de lo que un bloque compilado con torch.compile podría recalcular en vez de "
         "guardar (copias fp32 de RMSNorm, salidas de la activación y del producto del MLP) "
