@@ -103,6 +103,10 @@ PLAN_VARIATIONS = [
     {"model": "qwen3-30b-a3b", "moe_expert_layout": "fused-3d", "lora_adapter_dtype": "fp32"},
     {"framework": "hf-custom-loop", "loss_outputs_kept": "true", "attention_grouped_kv": "true"},
     {"framework": "torchtune", "method": "full", "model": "llama-3.2-1b"},
+    # torchtune before July 2024: fp32 logits kept through backward; its eager chunked loss
+    {"framework": "torchtune", "model": "llama-3.2-1b", "chunked_loss": "false",
+     "loss_outputs_kept": "true", "logits_upcast_in_model": "true"},
+    {"model": "llama-3.2-1b", "chunked_loss": "true", "chunked_loss_keeps_fp32": "true"},
     {"framework": "litgpt", "num_gpus": "2", "sharding": "zero3"},
     {"framework": "unsloth", "method": "qlora", "qlora_quant_state_replicated": "true",
      "num_gpus": "2", "sharding": "zero3"},
