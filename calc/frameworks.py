@@ -83,6 +83,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "previous_outputs_kept": True,
         "qlora_output_layer_quantized": True,
         "qlora_dequant_fp16": True,
+        "fsdp_flat_parameters": True,
     },
     Framework.UNSLOTH: {
         "chunked_loss": True,
@@ -184,6 +185,9 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "qlora_dequant_fp16": "lightning 2.3.0.dev20240328 fabric/plugins/precision/bitsandbytes.py "
                               "_Linear4bit.quantize: weight.to(dtype=torch.half) before quantize_4bit; "
                               "bitsandbytes 0.42.0 MatMul4Bit casts the fp16 dequantization to bf16",
+        "fsdp_flat_parameters": "LitGPT finetune/full.py (5895df10): lightning FSDPStrategy (FSDP1; "
+                                "2.3.0.dev20240328 sets use_orig_params=True), whose flat parameters "
+                                "give modules torch.split views",
     },
     Framework.UNSLOTH: {
         "chunked_loss": "Unsloth (2025.x) fast_cross_entropy_loss: fused, chunked over the vocabulary",
@@ -217,6 +221,7 @@ def _several_sharded(values: JsonObject) -> bool:
 APPLIES_WHEN = {
     "optimizer_fused": lambda values: values.get("optimizer") == "adamw",
     "frozen_weight_grads": _several_sharded,
+    "fsdp_flat_parameters": _several_sharded,
 }
 """Profile entries that describe a code path taken only in some setups: LitGPT's FSDP wrap
 policy exists only under FSDP on several GPUs, and only torch's AdamW has a fused kernel.

@@ -274,6 +274,23 @@ def root_unit_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     return (arch.embedding_params + arch.norm_params + arch.lm_head_params) * reg.weight_bytes
 
 
+def root_gradient_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """The root unit's gradient in flight at the end of the backward with FSDP1 flat
+    parameters (``fsdp_flat_parameters``), full fine-tuning under ZeRO-3 / FSDP on several
+    GPUs: the gradient of each of its parameters (output layer from the start of the
+    backward, embedding at its end) held in the autograd input buffer of ``split``'s
+    backward, and the flat gradient ``split_with_sizes_backward`` concatenates from them
+    (torch ``distributed/fsdp/_flat_param.py`` builds the views with ``torch.split(tensor,
+    flat_param._numels)`` then ``.view(shape)``): twice the root's parameters at the
+    gradient dtype. ``AccumulateGrad`` then adds the flat gradient into the one accumulated
+    so far and frees it. 0 otherwise."""
+    if (not req.fsdp_flat_parameters or req.method is not Method.FULL or req.sharding is not Sharding.ZERO3
+            or req.num_gpus <= 1):
+        return 0
+    arch = req.model
+    return 2 * (arch.embedding_params + arch.norm_params + arch.lm_head_params) * reg.grad_bytes
+
+
 def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
     """16-bit copies autocast makes of fp32 weights (``*-mixed`` without ZeRO): 2 bytes per
     weight of every matmul (block linears not stored in NF4, and the output layer). Copies
@@ -575,6 +592,13 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         candidates.append(_phase(**common, gradients=s.grads_all + extra, logits=a.kept_logits,
                                  gathered_weights=gathered,
                                  comm_buffers=s.comm_static + s.comm_backward))
+    root_grads = root_gradient_bytes(req, reg)
+    if root_grads:
+        # FSDP1's root unit: its flat gradient assembled at the end of the backward, every
+        # block's gradient done, the root still gathered (root_gradient_bytes)
+        candidates.append(_phase(**common, gradients=s.grads_all, logits=a.kept_logits,
+                                 gathered_weights=root_unit_bytes(req, reg),
+                                 comm_buffers=s.comm_static + root_grads))
     backward = max(candidates, key=lambda parts: sum(parts.values()))
     phases = {"forward_end": forward_end, "backward": backward}
     if not req.optimizer_in_backward:

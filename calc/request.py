@@ -130,6 +130,7 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
     "previous_outputs_kept": (False, "bool", None),
     "qlora_output_layer_quantized": (False, "bool", None),
     "qlora_dequant_fp16": (False, "bool", None),
+    "fsdp_flat_parameters": (False, "bool", None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -245,6 +246,16 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
   (``.to(A.dtype)``): two weight-sized buffers for a moment (:data:`calc.memory.DEQUANT_BYTES`
   each). No effect with fp16 compute. Default False: transformers quantizes the weights in
   the dtype they were loaded in, the compute dtype.
+- ``fsdp_flat_parameters``: FSDP (v1) keeps each wrapped unit's parameters in one flat
+  parameter and hands the modules views of it made by ``torch.split`` then ``view``
+  (torch ``distributed/fsdp/_flat_param.py`` ``_get_unflat_views_unaligned``; Lightning's
+  ``FSDPStrategy`` sets ``use_orig_params=True``). In full fine-tuning the root unit's
+  gradient (embedding, final norm, output layer) is built by ``split``'s backward only once
+  every view's gradient exists, at the end of the backward: the output layer's gradient
+  waits from the start of the backward, and the concatenated flat gradient is written while
+  the per-view ones are alive (:func:`calc.memory.root_gradient_bytes`). Only with ZeRO-3 /
+  FSDP on several GPUs. Default False: FSDP2 (``fully_shard``) shards each parameter on
+  its own, DeepSpeed partitions gradients as they come.
 """
 
 
@@ -286,6 +297,7 @@ class EstimateRequest:
     previous_outputs_kept: bool = False
     qlora_output_layer_quantized: bool = False
     qlora_dequant_fp16: bool = False
+    fsdp_flat_parameters: bool = False
     # keys the framework profile filled (not part of the JSON form): a variant of this request
     # re-evaluates the conditional ones (calc.frameworks.reapplied)
     profile_keys: tuple[str, ...] = ()

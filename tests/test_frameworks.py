@@ -22,7 +22,8 @@ def test_framework_follows_every_key_it_profiles_and_generic_by_default():
     order = list(ESTIMATE_FIELDS)
     profiled = {key for profile in PROFILES.values() for key in profile}
     later = {key for key in profiled if order.index(key) > order.index("framework")}
-    assert later == {"previous_outputs_kept", "qlora_output_layer_quantized", "qlora_dequant_fp16"}
+    assert later == {"previous_outputs_kept", "qlora_output_layer_quantized", "qlora_dequant_fp16",
+                     "fsdp_flat_parameters"}
     assert set(order[-len(later):]) == later
     assert ESTIMATE_FIELDS["framework"][0] == "generic"
     assert _resolved(model="llama-3.1-8b")["framework"] == "generic"
@@ -299,3 +300,29 @@ def test_fp16_dequantization_doubles_the_block_buffer_for_a_moment():
     # fp16 compute: the cast is a no-op
     r = parse_estimate_request({**req, "qlora_dequant_fp16": True, "precision": "fp16-mixed"})
     assert memory.dequant_cast_bytes(r) == 0
+
+
+def test_fsdp1_root_gradient_of_two_vocabulary_tables():
+    # gemma-2b full fine-tuning as LitGPT runs it: 4 GPUs, FSDP, untied output layer (LitGPT
+    # keeps lm_head apart). The root unit: embedding and output layer, 256000 x 2048 each,
+    # and the final norm (2048). At the end of the backward the two tables' bf16 gradients
+    # wait in split's input buffer while the flat gradient is concatenated: twice the root.
+    from accuracy.memory import _litgpt_model
+
+    root = 2 * 256_000 * 2048 + 2048
+    req = {"model": _litgpt_model("gemma-2b"), "method": "full", "num_gpus": 4, "sharding": "zero3",
+           "gradient_checkpointing": True, "gradient_accumulation_steps": 4, "seq_len": 512}
+    on = estimate_dict({**req, "fsdp_flat_parameters": True})
+    off = estimate_dict({**req, "fsdp_flat_parameters": False})
+    assert on["peak_phase"] == "backward"
+    assert on["components"]["comm_buffers"] == 2 * root * 2 == 4_194_312_192
+    # weights, optimizer states, every accumulated unsharded gradient, the root gathered
+    assert on["components"]["gradients"] == off["model_states_bytes"] - off["components"]["weights"] - off["components"]["optimizer"]
+    assert on["components"]["gathered_weights"] == root * 2
+    assert on["peak_allocated_bytes"] > off["peak_allocated_bytes"]
+    # LoRA: the root is frozen, no gradient to assemble; one GPU: no FSDP
+    lora = {**req, "method": "lora"}
+    assert (estimate_dict({**lora, "fsdp_flat_parameters": True})["phases"]
+            == estimate_dict(lora)["phases"])
+    assert _resolved(model="gemma-2b", framework="litgpt")["fsdp_flat_parameters"] is False
+    assert _resolved(model="gemma-2b", framework="litgpt", num_gpus=4, sharding="zero3")["fsdp_flat_parameters"] is True
