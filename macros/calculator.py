@@ -63,7 +63,8 @@ APPLIES = {"lora_rank": "lora qlora", "lora_targets": "lora qlora", "lora_dropou
            "qlora_keeps_inputs": "qlora", "qlora_unchunked_quantization": "qlora",
            "qlora_speed_factor": "qlora", "qlora_quant_state_replicated": "qlora",
            "lora_adapter_dtype": "lora qlora", "moe_expert_layout": "lora qlora",
-           "qlora_output_layer_quantized": "qlora", "qlora_dequant_fp16": "qlora"}
+           "qlora_output_layer_quantized": "qlora", "qlora_dequant_fp16": "qlora",
+           "fsdp_flat_parameters": "full"}
 PERCENT_FIELDS = ("safety_margin",)  # shares the reader may also write as percentages
 
 
