@@ -30,6 +30,8 @@ Mapping rules (one rule per CSV vocabulary, no per-row values):
   2024-04-09, until c1c9f308a, 2024-06-26, "Pin ao==0.3") set
   ``qlora_unchunked_quantization``: torchao before v0.2.0 quantizes each weight in one pass
   (:data:`TORCHAO_CHUNKED_FROM`).
+- LitGPT rows whose note says the longest sample is forced into iteration 0
+  (:data:`LONGEST_FIRST_NOTE`) set ``previous_outputs_kept`` to False.
 - LitGPT rows set ``attention_keeps_fused_qkv`` (its ``CausalSelfAttention`` at 8641822,
   5895df10 and 00af8b0d; the setting changes nothing on models with grouped k/v heads).
 - torchtune rows before ``del logits`` (:data:`TORCHTUNE_DEL_LOGITS_FROM`) set
@@ -111,6 +113,14 @@ configs do. The same file says ``batch_size: 1``, ``gradient_accumulation_steps:
 but the README note above the table states "batch size 2 (without gradient accumulation),
 a dataset packed to sequence length 2048, and torch compile enabled" for all rows, so
 those stay as the CSV has them."""
+
+LONGEST_FIRST_NOTE = "forces the longest training sample into iteration 0"
+"""Note of LitGPT rows whose peak is the first iteration's: lit-gpt 8641822 (2023)
+``finetune/lora.py`` line 212 puts the longest sample into iteration 0
+(``get_batch(fabric, train_data, longest_seq_ix if iter_num == 0 else None)``), so the
+peak is the step no earlier micro-batch precedes: such rows set ``previous_outputs_kept``
+to False (the ``litgpt`` profile sets it; the 2024 loops sample batches in order,
+``CycleIterator``, with no such first step)."""
 
 PEFT_SFT_EXAMPLE = {"lora_dropout": 0.1}
 """Settings of PEFT's ``examples/sft/run_peft_qlora_deepspeed_stage3.sh`` and
@@ -322,6 +332,8 @@ def row_request(row: dict) -> dict:
         req.update(ANSWERAI_TRAIN_DEFAULTS)
     if source == "litgpt":
         req["model"] = _litgpt_model(model)
+        if LONGEST_FIRST_NOTE in row["notes"]:
+            req["previous_outputs_kept"] = False  # the peak is iteration 0's: nothing before it
         req.update(LITGPT_CONFIG_HUB.get((row["model"], row["method"]), {}) if "config_hub" in row["source"] else {})
     if req["num_gpus"] == 1:
         req["gradient_accumulation_steps"] = max(1, req["gradient_accumulation_steps"])

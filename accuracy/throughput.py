@@ -123,6 +123,13 @@ class Case:
     fp8: bool
     note: str
     model: str
+    fitted: bool = True
+
+
+NOT_FITTED_NOTES = frozenset({"whole_run_time_includes_startup"})
+"""Row notes whose figure is not steady-state tokens/s (a whole job's wall time holds start-up,
+compilation and data loading, which calc reports apart): such rows are judged like the others
+but no constant is fitted on them."""
 
 
 def cases(rows: dict[int, dict]) -> list[Case]:
@@ -144,7 +151,8 @@ def cases(rows: dict[int, dict]) -> list[Case]:
             rates=timing.card_rates(opts.gpu, req.num_gpus), sharding=req.sharding,
             kwargs=(("cpu_offload", req.cpu_offload), ("sync_each_micro_batch", req.sync_each_micro_batch),
                     ("paged_overflow_bytes", overflow)),
-            fp8=opts.fp8_compute, note=row.get("calc_note", ""), model=row["model"]))
+            fp8=opts.fp8_compute, note=row.get("calc_note", ""), model=row["model"],
+            fitted=not NOT_FITTED_NOTES & set(row.get("calc_note", "").replace(" ", "").split(";"))))
     return out
 
 
@@ -292,12 +300,13 @@ def _groups(case: Case) -> list[str]:
 def _compare_cached(path: str) -> dict:
     rows = load_rows(Path(path))
     all_cases = cases(rows)
-    in_fit = fit(all_cases)
+    fit_cases = [c for c in all_cases if c.fitted]
+    in_fit = fit(fit_cases)
     shipped = calc_params()
     out_rows = []
     loso_fits = {}
     for source in sorted({c.source for c in all_cases}):
-        train = [c for c in all_cases if c.source != source]
+        train = [c for c in fit_cases if c.source != source]
         loso_fits[source] = fit(train, in_fit)
     for c in all_cases:
         held = loso_fits[c.source]
@@ -312,7 +321,7 @@ def _compare_cached(path: str) -> dict:
             "error_pct": 100.0 * (pred_calc - c.measured) / c.measured,
             "in_sample_error_pct": 100.0 * (pred_in - c.measured) / c.measured,
             "loso_error_pct": 100.0 * (pred_loso - c.measured) / c.measured,
-            "note": c.note,
+            "note": c.note, "fitted": c.fitted,
         })
     # summary[group]: calc as shipped (top level), the in-sample fit and the LOSO fit
     groups: dict[str, list[int]] = {}
@@ -328,14 +337,14 @@ def _compare_cached(path: str) -> dict:
     # which fitted constant rests on which sources
     basis = {}
     for cls in sorted({c.card_class for c in all_cases if not c.fp8}):
-        srcs = sorted({c.source for c in all_cases if c.card_class == cls and not c.fp8})
+        srcs = sorted({c.source for c in fit_cases if c.card_class == cls and not c.fp8})
         errs = [r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if c.card_class == cls and not c.fp8]
         basis["matmul_efficiency." + cls] = {"value": shipped.eff(cls), "sources": srcs,
                                              "single_source": len(srcs) == 1, "loso": _stats(errs)}
-    srcs = sorted({c.source for c in all_cases if c.fp8})
+    srcs = sorted({c.source for c in fit_cases if c.fp8})
     basis["fp8_matmul_efficiency"] = {"value": shipped.fp8, "sources": srcs, "single_source": len(srcs) == 1,
                                       "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if c.fp8])}
-    srcs = sorted({c.source for c in all_cases if not c.fp8})
+    srcs = sorted({c.source for c in fit_cases if not c.fp8})
     basis["dispatch_seconds_per_kernel"] = {"value": shipped.dispatch, "sources": srcs,
                                             "single_source": len(srcs) == 1,
                                             "loso": _stats([r["loso_error_pct"] for r in out_rows])}

@@ -26,7 +26,7 @@ from . import calibration
 from . import states as st
 from .arch import LinearLayer
 from .jsontypes import JsonObject
-from .request import (Attention, CpuOffload, EstimateRequest, Method, Sharding,
+from .request import (Attention, CpuOffload, EstimateRequest, Method, Precision, Sharding,
                       parse_estimate_request, request_warnings)
 
 ALLOCATOR_SLACK_FRACTION = 0.102
@@ -276,6 +276,23 @@ def root_unit_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     return (arch.embedding_params + arch.norm_params + arch.lm_head_params) * reg.weight_bytes
 
 
+def root_gradient_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """The root unit's gradient in flight at the end of the backward with FSDP1 flat
+    parameters (``fsdp_flat_parameters``), full fine-tuning under ZeRO-3 / FSDP on several
+    GPUs: the gradient of each of its parameters (output layer from the start of the
+    backward, embedding at its end) held in the autograd input buffer of ``split``'s
+    backward, and the flat gradient ``split_with_sizes_backward`` concatenates from them
+    (torch ``distributed/fsdp/_flat_param.py`` builds the views with ``torch.split(tensor,
+    flat_param._numels)`` then ``.view(shape)``): twice the root's parameters at the
+    gradient dtype. ``AccumulateGrad`` then adds the flat gradient into the one accumulated
+    so far and frees it. 0 otherwise."""
+    if (not req.fsdp_flat_parameters or req.method is not Method.FULL or req.sharding is not Sharding.ZERO3
+            or req.num_gpus <= 1):
+        return 0
+    arch = req.model
+    return 2 * (arch.embedding_params + arch.norm_params + arch.lm_head_params) * reg.grad_bytes
+
+
 def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
     """16-bit copies autocast makes of fp32 weights (``*-mixed`` without ZeRO): 2 bytes per
     weight of every matmul (block linears not stored in NF4, and the output layer). Copies
@@ -313,16 +330,71 @@ def dequant_matmul_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int
     if req.method is not Method.QLORA:
         return 0, 0
     tokens = req.micro_batch_size * req.seq_len
+    cast = dequant_cast_bytes(req)
     best = (0, 0)
     for l in req.model.linears:
         if not l.quantizable:
             continue
         rows = -(-tokens * l.active // l.count)
         grads = DEQUANT_BYTES * rows * (l.d_in + l.d_out)
-        weight = DEQUANT_BYTES * l.weight_params
+        # with an fp16 dequantization (qlora_dequant_fp16) the fp16 buffer and its cast
+        # are both alive before the matmul writes the input's gradient
+        weight = DEQUANT_BYTES * l.weight_params + max(0, cast * l.weight_params - DEQUANT_BYTES * rows * l.d_in)
         if grads + weight > sum(best):
             best = (grads, weight)
     return best
+
+
+def dequant_cast_bytes(req: EstimateRequest) -> int:
+    """Bytes per element of the second buffer of a 4-bit matmul whose weight dequantizes to
+    fp16 and is cast to the compute dtype (``qlora_dequant_fp16``): bitsandbytes 0.42.0
+    ``MatMul4Bit`` runs ``F.dequantize_4bit(B, quant_state).to(A.dtype)``
+    (``autograd/_functions.py`` lines 516 and 546; unchanged in 0.49.2), and
+    ``dequantize_4bit`` writes ``quant_state.dtype`` (``functional.py``: ``torch.empty(
+    quant_state.shape, dtype=quant_state.dtype)``), fp16 when Lightning quantized an fp16
+    copy. The fp16 buffer is freed once the cast returns. 0 with fp16 compute (the cast is
+    a no-op) or without the key."""
+    if req.method is not Method.QLORA or not req.qlora_dequant_fp16 or req.precision is Precision.FP16_MIXED:
+        return 0
+    return DEQUANT_BYTES
+
+
+def output_layer_dequant_bytes(req: EstimateRequest) -> int:
+    """The output layer's dequantized weight (``qlora_output_layer_quantized``),
+    ``vocab x hidden`` at ``DEQUANT_BYTES`` plus :func:`dequant_cast_bytes`: alive during
+    each of its matmuls. Its last one in the forward runs with every saved activation, the
+    logits and what the loop still holds of the previous micro-batch alive (the end of the
+    forward); the first one in the backward holds the same buffer without the previous
+    micro-batch, so the forward's counts. LitGPT splits the output layer into 128-token
+    chunks (``lm_head_chunk_size=128``), each dequantizing the whole weight again: the
+    buffer is per matmul, not per token."""
+    params = st.output_layer_quantized_params(req)
+    return params * (DEQUANT_BYTES + dequant_cast_bytes(req))
+
+
+def previous_micro_batch_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int]:
+    """What the loop still holds of the previous micro-batch during the next forward
+    (``previous_outputs_kept``): (kept activations, logits).
+
+    LitGPT ``finetune/lora.py`` (5895df10, 2024-04-26, line 276; 00af8b0d, 2024-09-27, line
+    304) and ``finetune/full.py`` run ``logits = model(input_ids, ...)``: the name keeps the
+    previous micro-batch's logits (``act * V`` per token, a list of 16-bit chunks) until the
+    call returns. Through their autograd graph it also keeps what custom autograd functions
+    stored as Python attributes, which ``backward()`` does not release (it releases saved
+    tensors only): with ``qlora_keeps_inputs`` every 4-bit linear's input
+    (:func:`calc.activations.quant_inputs_bytes_per_token`), and the output layer's when it
+    is 4-bit too. The same micro-batch's length as the current one is assumed (the worst
+    case a batch padded to ``seq_len`` after another meets)."""
+    if not req.previous_outputs_kept:
+        return 0, 0
+    tokens = req.micro_batch_size * req.seq_len
+    logits = req.model.vocab_size * reg.compute_bytes * tokens
+    if req.method is not Method.QLORA or not req.qlora_keeps_inputs:
+        return 0, logits
+    per_token = act.quant_inputs_bytes_per_token(req.model, reg.compute_bytes)
+    if st.output_layer_quantized_params(req):
+        per_token += reg.compute_bytes * req.model.hidden_size
+    return per_token * tokens, logits
 
 
 def quantization_reserved_bytes(req: EstimateRequest, s: States) -> int:
@@ -362,7 +434,9 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
                          # under autocast the adapters' matmuls cast their inputs to 16 bits
                          adapter_bytes=(st.adapter_regime(req, reg).weight_bytes
                                         if req.is_peft and not reg.casts_weights else None),
-                         grouped_kv=req.attention_grouped_kv, fused=fused)
+                         grouped_kv=req.attention_grouped_kv, fused=fused,
+                         head_keeps_input=(req.method is Method.QLORA and req.qlora_keeps_inputs
+                                           and st.output_layer_quantized_params(req) > 0))
 
 
 @dataclass(frozen=True)
@@ -488,9 +562,20 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     merged_first = merged_one if req.gradient_checkpointing else merged_all
     # with accumulation the earlier micro-batches' gradients are there from the start
     held = s.grads_all if st.accumulates_gradients(req) else 0
-    forward_end = _phase(**common, activations=a.saved_all, logits=a.logits, gradients=held,
-                         weight_copies=copies_all + merged_fwd, gathered_weights=gathered_fwd,
+    # the loop may still hold the previous micro-batch's logits and, through their graph, its
+    # 4-bit inputs (previous_outputs_kept)
+    prev_acts, prev_logits = previous_micro_batch_bytes(req, reg)
+    forward_end = _phase(**common, activations=a.saved_all + prev_acts, logits=a.logits + prev_logits,
+                         gradients=held, weight_copies=copies_all + merged_fwd, gathered_weights=gathered_fwd,
                          comm_buffers=s.comm_static)
+    head_dequant = output_layer_dequant_bytes(req)
+    if head_dequant:
+        # a 4-bit output layer's matmul: its dequantized weight with the 16-bit logits written
+        # so far, before the loss (whose own peak is the moment above)
+        tokens = req.micro_batch_size * req.seq_len
+        head = _phase(**{**forward_end, "logits": req.model.vocab_size * reg.compute_bytes * tokens + prev_logits,
+                         "dequant_buffer": head_dequant})
+        forward_end = max(forward_end, head, key=lambda parts: sum(parts.values()))
     first_block = _phase(**common, activations=a.saved_all + a.recompute + in_flight,
                          logits=a.kept_logits, gradients=held, weight_copies=copies_all + merged_first,
                          gathered_weights=gathered,
@@ -511,11 +596,20 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         candidates.append(_phase(**common, gradients=s.grads_all + extra, logits=a.kept_logits,
                                  gathered_weights=gathered,
                                  comm_buffers=s.comm_static + s.comm_backward))
+    root_grads = root_gradient_bytes(req, reg)
+    if root_grads:
+        # FSDP1's root unit: its flat gradient assembled at the end of the backward, every
+        # block's gradient done, the root still gathered (root_gradient_bytes)
+        candidates.append(_phase(**common, gradients=s.grads_all, logits=a.kept_logits,
+                                 gathered_weights=root_unit_bytes(req, reg),
+                                 comm_buffers=s.comm_static + root_grads))
     backward = max(candidates, key=lambda parts: sum(parts.values()))
     phases = {"forward_end": forward_end, "backward": backward}
     if not req.optimizer_in_backward:
+        # the step runs while the loop holds this micro-batch's logits (previous_outputs_kept)
         phases["optimizer_step"] = _phase(**common, gradients=s.grads_all,
                                           optimizer_temporaries=s.optimizer_temp,
+                                          activations=prev_acts, logits=prev_logits,
                                           comm_buffers=s.comm_static)
     return phases
 

@@ -108,6 +108,12 @@ PLAN_VARIATIONS = [
      "loss_outputs_kept": "true", "logits_upcast_in_model": "true"},
     {"model": "llama-3.2-1b", "chunked_loss": "true", "chunked_loss_keeps_fp32": "true"},
     {"framework": "litgpt", "num_gpus": "2", "sharding": "zero3"},
+    # LitGPT's QLoRA behaviours (the previous micro-batch kept, 4-bit output layer, fp16
+    # dequantisation) and FSDP1's flat parameters, set by hand outside their profile
+    {"method": "qlora", "model": "llama-3.2-3b", "previous_outputs_kept": "true",
+     "qlora_output_layer_quantized": "true", "qlora_dequant_fp16": "true"},
+    {"fsdp_flat_parameters": "true", "method": "full", "model": "gemma-2-2b", "num_gpus": "2",
+     "sharding": "zero3"},
     {"framework": "unsloth", "method": "qlora", "qlora_quant_state_replicated": "true",
      "num_gpus": "2", "sharding": "zero3"},
     # issue 14: FP8 compute on a card that has it

@@ -264,10 +264,12 @@ def test_ranges_are_calibrated_on_held_out_sources(loso):
     assert n >= 50 and inside / n >= 0.75   # nominal 80 % (10th-90th percentile)
 
 
-ACCEPTED_LOSO = {"median": 0.067, "p90": 0.200}
+ACCEPTED_LOSO = {"median": 0.041, "p90": 0.195}
 """The last accepted leave-one-source-out figures on measured rows (2026-11-30, issue 13:
 76 rows with the Hugging Face stack rows 123-140 and the library profiles: median 6.7 %,
-p90 20.0 %; on the torchtune and LitGPT rows alone, before them: 4.3 % and 19.6 %). New rows
+p90 20.0 %; on the torchtune and LitGPT rows alone, before them: 4.3 % and 19.6 %; then
+LitGPT's held previous micro-batch, 4-bit output layer, fp16 dequantization and FSDP1
+root gradient counted: median 4.1 %, p90 19.5 %). New rows
 change the yardstick: a commit that adds rows may move these values, saying so; a commit that
 changes the model may not make them worse by more than a point."""
 
