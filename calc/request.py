@@ -125,6 +125,8 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
     "attention_grouped_kv": (False, "bool", None),
     "loss_outputs_kept": (False, "bool", None),
     "qlora_quant_state_replicated": (False, "bool", None),
+    # a key a profile sets comes before "framework" (tests/test_frameworks.py)
+    "fsdp_wrap_floor": (False, "bool", None),
     "framework": ("generic", Framework, None),
     "moe_expert_layout": ("per-expert-modules", MoeExpertLayout, None),
 }
@@ -219,6 +221,15 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
   With QLoRA the 3-D experts also stay in 16 bits (:func:`calc.lora.as_stored_3d`:
   bitsandbytes quantises ``nn.Linear`` modules only).
   No effect on dense models, nor on gpt-oss / Llama 4, whose 3-D experts calc names directly.
+- ``fsdp_wrap_floor``: the model is loaded on the CPU and wrapped by FSDP1
+  (``FullyShardedDataParallel`` with ``device_id``, flat parameters, ``sync_module_states``),
+  as Answer.AI's ``fsdp_qlora/train.py`` does. On several GPUs with a sharding other than
+  ``none``, the reserved memory is at least what the wrapping leaves cached (the rank-0
+  copies of one block's and of the root's parameters, their broadcast buckets and flat
+  parameters, freed but kept by PyTorch's caching allocator) plus the all-gather stream's
+  own blocks, and the step's allocator slack is FSDP1's
+  (:func:`calc.memory.fsdp_wrap_reserved_bytes`, :data:`calc.memory.FSDP1_ALLOCATOR_SLACK_FRACTION`).
+  Default False: no such floor, the generic slack.
 """
 
 
@@ -257,6 +268,7 @@ class EstimateRequest:
     qlora_quant_state_replicated: bool = False
     framework: Framework = Framework.GENERIC
     moe_expert_layout: MoeExpertLayout = MoeExpertLayout.PER_EXPERT_MODULES
+    fsdp_wrap_floor: bool = False
     # keys the framework profile filled (not part of the JSON form): a variant of this request
     # re-evaluates the conditional ones (calc.frameworks.reapplied)
     profile_keys: tuple[str, ...] = ()

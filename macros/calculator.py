@@ -45,7 +45,7 @@ GROUPS = (
                         "qlora_unchunked_quantization", "qlora_quant_state_replicated",
                         "optimizer_fused", "attention_keeps_fused_qkv", "attention_grouped_kv",
                         "loss_outputs_kept", "sync_each_micro_batch", "frozen_weight_grads",
-                        "moe_expert_layout")),
+                        "moe_expert_layout", "fsdp_wrap_floor")),
     ("legend_method", ("lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
                        "precision", "optimizer", "optimizer_in_backward")),
     ("legend_batch", ("gradient_accumulation_steps", "gradient_checkpointing", "attention",
