@@ -37,9 +37,10 @@ and keeps freed blocks cached; fragmentation adds more (PyTorch docs, "CUDA sema
 memory management"). Fitted on the validation rows that state ``max_memory_reserved``: for
 each publication the median of ``measured_reserved / predicted_allocated - 1``, then the
 median over publications (one vote each): torchtune's QLoRA tutorial 0.098, its LoRA
-tutorial 0.112, Answer.AI's FSDP + QLoRA benchmark 0.294 (whose allocated figures agree
+tutorial 0.112, Answer.AI's FSDP + QLoRA benchmark 0.299 (whose allocated figures agree
 with ``calc`` within 1 % but whose reserved ones do not: an allocator behaviour of that
-stack, FSDP1 with CPU offload or large batches, that one fraction cannot carry).
+stack, FSDP1 with CPU offload or large batches, that one fraction cannot carry: see
+:data:`FSDP1_ALLOCATOR_SLACK_FRACTION` and :func:`fsdp_wrap_reserved_bytes`).
 ``python -m benchmarks.validate_memory`` prints the fit, its leave-one-source-out refits and
 the errors on the rows it was not fitted on."""
 
@@ -58,9 +59,10 @@ logits.float()`` in ``LlamaForCausalLM.forward``) and their shifted copies. Fitt
 ``measured_reserved / predicted_allocated - 1``) on the stated ``max_memory_reserved`` rows of
 runs where it applies: Answer.AI's FSDP + QLoRA benchmark alone (13 rows, per-row values
 0.12 to 0.58, median 0.299). PEFT's accelerate FSDP1 example (Trainer, outputs dropped) shows
-no such slack (its nvidia-smi rows 124-125), hence the condition on the kept output. With one publication, leave-one-source-out cannot test
-it: holding that publication out falls back to :data:`ALLOCATOR_SLACK_FRACTION`, and
-``python -m benchmarks.validate_memory`` prints both figures and the per-row spread."""
+no such slack (its nvidia-smi rows 124-125), hence the condition on the kept output. With one
+publication, leave-one-source-out cannot test it: holding that publication out falls back to
+:data:`ALLOCATOR_SLACK_FRACTION`, and ``python -m benchmarks.validate_memory`` prints both
+figures and the per-row spread."""
 
 FSDP1_BROADCAST_BUCKET_BYTES = 250 * 1024 ** 2
 """``sync_module_states`` broadcasts a unit's parameters and buffers from rank 0 in buckets of
