@@ -206,7 +206,13 @@ def fit(train: list[Case], fallback: Params | None = None) -> Params:
     for each ``T_half`` of a log grid (the dispatch time held), the BF16 efficiency of each card
     class (golden-section search on its rows); then the dispatch time per kernel on its own
     grid (``T_half`` held); twice. Then the pooled efficiency and the FP8 efficiency on the FP8
-    rows. A constant without rows in ``train`` keeps ``fallback``'s value (or calc's)."""
+    rows. A constant without rows in ``train`` keeps ``fallback``'s value (or calc's).
+
+    Each constant is fitted with every source counting the same among the rows it is fitted on
+    (a row weighs 1 / that source's rows there): a source whose rows are all on one card class
+    would otherwise outweigh, in that class, a source with half its rows there. The choice of
+    ``T_half`` and of the dispatch time, which every row informs, weighs rows by their source's
+    rows in the whole fit."""
     bf16 = [c for c in train if not c.fp8]
     fp8_rows = [c for c in train if c.fp8]
     classes = sorted({c.card_class for c in bf16})
@@ -214,13 +220,15 @@ def fit(train: list[Case], fallback: Params | None = None) -> Params:
     for c in train:
         per_source[c.source] = per_source.get(c.source, 0) + 1
     weight = {s: 1.0 / n for s, n in per_source.items()}
+    by_class = {cls: [c for c in bf16 if c.card_class == cls] for cls in classes}
+    class_weight = {cls: _source_weights(rows) for cls, rows in by_class.items()}
 
     def class_fit(half: float, dispatch: float) -> tuple[float, dict]:
         effs, total = {}, 0.0
         for cls in classes:
-            rows = [c for c in bf16 if c.card_class == cls]
-            e = _golden(lambda x, rows=rows: _loss((predict(c, x, half, 0.3, dispatch), c, weight[c.source])
-                                                   for c in rows), 0.05, 1.0)
+            rows, w = by_class[cls], class_weight[cls]
+            e = _golden(lambda x, rows=rows, w=w: _loss((predict(c, x, half, 0.3, dispatch), c, w[c.source])
+                                                        for c in rows), 0.05, 1.0)
             effs[cls] = e
             total += _loss((predict(c, e, half, 0.3, dispatch), c, weight[c.source]) for c in rows)
         return total, effs
@@ -230,14 +238,23 @@ def fit(train: list[Case], fallback: Params | None = None) -> Params:
         _, half, effs = _best_half(class_fit, dispatch)
         dispatch = min(DISPATCH_GRID, key=lambda d: class_fit(half, d)[0])
     _, effs = class_fit(half, dispatch)
-    pooled = _golden(lambda x: _loss((predict(c, x, half, 0.3, dispatch), c, weight[c.source]) for c in bf16),
-                     0.05, 1.0)
+    bf16_weight, fp8_weight = _source_weights(bf16), _source_weights(fp8_rows)
+    pooled = _golden(lambda x: _loss((predict(c, x, half, 0.3, dispatch), c, bf16_weight[c.source])
+                                     for c in bf16), 0.05, 1.0)
     if fp8_rows:
         fp8 = _golden(lambda x: _loss((predict(c, effs.get(c.card_class, pooled), half, x, dispatch), c,
-                                       weight[c.source]) for c in fp8_rows), 0.05, 1.0)
+                                       fp8_weight[c.source]) for c in fp8_rows), 0.05, 1.0)
     else:
         fp8 = fallback.fp8 if fallback else timing.FP8_MATMUL_EFFICIENCY
     return Params(tuple(sorted(effs.items())), pooled, half, fp8, dispatch)
+
+
+def _source_weights(rows: list[Case]) -> dict[str, float]:
+    """1 / (rows of each source among ``rows``): every source counts the same in a fit on them."""
+    n: dict[str, int] = {}
+    for c in rows:
+        n[c.source] = n.get(c.source, 0) + 1
+    return {s: 1.0 / k for s, k in n.items()}
 
 
 def _best_half(class_fit, dispatch: float) -> tuple:
