@@ -42,6 +42,10 @@ Mapping rules (one rule per CSV vocabulary, no per-row values):
 - ``grad_checkpointing`` "not stated": not covered (the setting decides the result).
 - Cumulative tables ("... +X"): a row has the options of the rows above it.
 - Packing fills every sample to ``seq_len``: modelled as full sequences of that length.
+- FSDP1 wrapping a model loaded on the CPU (``fsdp_wrap_floor``): Answer.AI's rows through the
+  ``hf-custom-loop`` profile, the PEFT FSDP rows through their accelerate config
+  (:data:`PEFT_FSDP_CONFIG`); its slack, fitted on the rows where it applies
+  (:func:`fit_fsdp1_slack`), is printed with its per-row spread.
 - ``torch.compile``: ``torch_compile`` (its fitted share, :func:`fit_compile_kept`);
   such rows stay flagged ``compile`` and the summary also gives the figures without them.
 """
