@@ -46,7 +46,7 @@ GROUPS = (
                         "optimizer_fused", "attention_keeps_fused_qkv", "attention_grouped_kv",
                         "loss_outputs_kept", "sync_each_micro_batch", "frozen_weight_grads",
                         "moe_expert_layout", "previous_outputs_kept", "qlora_output_layer_quantized",
-                        "qlora_dequant_fp16", "fsdp_flat_parameters")),
+                        "qlora_dequant_fp16", "fsdp_flat_parameters", "fsdp_wrap_floor")),
     ("legend_method", ("lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
                        "precision", "optimizer", "optimizer_in_backward")),
     ("legend_batch", ("gradient_accumulation_steps", "gradient_checkpointing", "attention",
