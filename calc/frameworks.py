@@ -54,7 +54,8 @@ _HF_COMMON = {
 PROFILES: dict[Framework, dict[str, object]] = {
     Framework.GENERIC: {},
     Framework.HF_TRAINER: {**_HF_COMMON, "optimizer_fused": True, "loss_outputs_kept": False},
-    Framework.HF_CUSTOM_LOOP: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": True},
+    Framework.HF_CUSTOM_LOOP: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": True,
+                               "fsdp_wrap_floor": True},
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": True,
         "chunked_loss": True,
@@ -139,6 +140,11 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "loss_outputs_kept": "the usual loop 'outputs = model(**batch); outputs.loss.backward()' "
                              "(accelerate 1.15.0 examples, Answer.AI fsdp_qlora train.py 2024) holds "
                              "the output object, logits included, through the backward",
+        "fsdp_wrap_floor": "Answer.AI fsdp_qlora train.py (50efa1e, 2024-03-26): the model loaded on "
+                           "rank 0's CPU (low_memory), then FSDP1 FullyShardedDataParallel(device_id, "
+                           "sync_module_states=True, use_orig_params=False); no empty_cache after the "
+                           "wrap. hf-trainer leaves it off: accelerate 1.15.0 FSDP1 defaults to "
+                           "sync_module_states=False and offers FSDP2, which shards parameter by parameter",
     },
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": "torchtune recipes/*_distributed.py (2024): no no_sync, gradients "

@@ -125,6 +125,8 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
     "attention_grouped_kv": (False, "bool", None),
     "loss_outputs_kept": (False, "bool", None),
     "qlora_quant_state_replicated": (False, "bool", None),
+    # a key a profile sets comes before "framework" (tests/test_frameworks.py)
+    "fsdp_wrap_floor": (False, "bool", None),
     "framework": ("generic", Framework, None),
     "moe_expert_layout": ("per-expert-modules", MoeExpertLayout, None),
     "previous_outputs_kept": (False, "bool", None),
@@ -258,6 +260,15 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
   the per-view ones are alive (:func:`calc.memory.root_gradient_bytes`). Only with ZeRO-3 /
   FSDP on several GPUs. Default False: FSDP2 (``fully_shard``) shards each parameter on
   its own, DeepSpeed partitions gradients as they come.
+- ``fsdp_wrap_floor``: the model is loaded on the CPU and wrapped by FSDP1
+  (``FullyShardedDataParallel`` with ``device_id``, flat parameters, ``sync_module_states``),
+  as Answer.AI's ``fsdp_qlora/train.py`` does. On several GPUs with a sharding other than
+  ``none``, the reserved memory is at least what the wrapping leaves cached (the rank-0
+  copies of one block's and of the root's parameters, their broadcast buckets and flat
+  parameters, freed but kept by PyTorch's caching allocator) plus the all-gather stream's
+  own blocks, and the step's allocator slack is FSDP1's
+  (:func:`calc.memory.fsdp_wrap_reserved_bytes`, :data:`calc.memory.FSDP1_ALLOCATOR_SLACK_FRACTION`).
+  Default False: no such floor, the generic slack.
 - ``logits_upcast_in_model``: the model's forward returns fp32 logits (its last op is
   ``self.output(h).float()``: torchtune ``modules/transformer.py`` ``TransformerDecoder``
   from 86c23185f, 2024-01-10, on its unchunked path), so logits the loop keeps through the
@@ -313,6 +324,7 @@ class EstimateRequest:
     qlora_output_layer_quantized: bool = False
     qlora_dequant_fp16: bool = False
     fsdp_flat_parameters: bool = False
+    fsdp_wrap_floor: bool = False
     logits_upcast_in_model: bool = False
     chunked_loss_keeps_fp32: bool = False
     # keys the framework profile filled (not part of the JSON form): a variant of this request
