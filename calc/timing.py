@@ -517,9 +517,11 @@ def step_breakdown(c: Counts, rates: Rates, *, num_gpus: int, sharding: Sharding
         transfer_after = params_in
         optimizer = max(on_device, cpu_step)
         if cpu_offload is CpuOffload.OPTIMIZER_PARAMS:
-            stream = (param_bytes / div.weights) / host  # one pass over this GPU's weights
-            transfer_micro = max(stream / layers, stream - fwd_busy) + \
-                (c.passes - 1) * max(stream / layers, stream - bwd_busy / (c.passes - 1))
+            # this GPU's weights come in once in forward and once in backward, as the all-gather
+            # does: FSDP unshards a unit in its pre-backward hook and the checkpointed block
+            # inside it recomputes from that copy (torch 2.13 FSDP, checkpoint_wrapper per block)
+            stream = (param_bytes / div.weights) / host
+            transfer_micro = max(stream / layers, stream - fwd_busy) + max(stream / layers, stream - bwd_busy)
     # paged optimizer states (bitsandbytes, CUDA unified memory) that do not fit on the card are
     # evicted to host memory and faulted back in by the step: in and out once per optimizer step
     transfer_after += 2.0 * paged_overflow_bytes / rates.host_bytes_per_s
