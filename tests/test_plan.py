@@ -324,3 +324,17 @@ def test_chunked_loss_suggested_when_logits_set_the_peak():
                      "gpu": "rtx-4090"})
     chunked = [s for s in out["suggestions"] if s["action"] == "chunked_loss"]
     assert chunked and chunked[0]["saved_bytes"] > 2 * 1024 ** 3  # fp32 logits of 128k vocab
+
+
+def test_moe_qlora_leaves_the_48_gb_class_on_transformers_5():
+    """The VRAM guide's claim: QLoRA of Qwen3-30B-A3B fits a 48 GB card with one module per
+    expert (transformers 4) and not with 3-D expert tensors (transformers 5), which
+    bitsandbytes does not quantise."""
+    base = {"model": "qwen3-30b-a3b", "method": "qlora", "precision": "bf16-true",
+            "micro_batch_size": 1, "seq_len": 2048, "gradient_checkpointing": True,
+            "attention": "sdpa", "dataset_tokens": 100_000_000, "gpu": "l40s"}
+    v4 = plan.plan_dict(dict(base, moe_expert_layout="per-expert-modules"))
+    v5 = plan.plan_dict(dict(base, moe_expert_layout="fused-3d"))
+    assert v4["fits"]["l40s"]["verdict"] == "fits"
+    assert v5["fits"]["l40s"]["verdict"] == "does_not_fit"
+    assert v5["memory"]["device_total_bytes"] > 2 * v4["memory"]["device_total_bytes"]
