@@ -155,6 +155,24 @@ def test_qlora_dequantisation_is_per_weight_not_per_token():
     assert long.breakdown.dequantisation / long.step_seconds < short.breakdown.dequantisation / short.step_seconds
 
 
+@pytest.mark.parametrize("gc", [False, True])
+def test_offloaded_weights_stream_in_twice_per_micro_step(gc):
+    """With the weights offloaded, a micro-step brings them over the host link in forward and in
+    backward, like FSDP's all-gather (the recompute reuses the backward's copy): a LoRA step
+    too short to hide them exposes two streams less its GPU work, with or without checkpointing."""
+    req, _ = _req(method="lora", seq_len=16, gradient_checkpointing=gc, cpu_offload="optimizer+params")
+    gpu = gpus.get_gpu("rtx-4090")
+    est = timing.estimate_time(req, gpu, 1e9)
+    c = timing.counts(req, Sharding.NONE)
+    host = comm.host_link_bytes_per_s(gpu.pcie_gen)
+    stream = (c.dense_params * c.reg.compute_bytes) / host
+    upload = c.trainable * c.reg.compute_bytes / host  # the updated adapters after the step
+    b = est.breakdown
+    # each stream hides behind its own phase's GPU work only: forward + backward = the whole micro-step
+    assert b.exposed_transfer == pytest.approx(2 * stream + upload - b.compute - b.elementwise, rel=1e-6)
+    assert b.exposed_transfer > 1.9 * stream
+
+
 def test_ddp_all_reduce_exposed_beyond_backward():
     """DDP over PCIe: a ring all-reduce moves 2 (n-1)/n of the gradient bytes; what backward does
     not cover is exposed."""
