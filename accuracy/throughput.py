@@ -123,6 +123,13 @@ class Case:
     fp8: bool
     note: str
     model: str
+    fitted: bool = True
+
+
+NOT_FITTED_NOTES = frozenset({"whole_run_time_includes_startup"})
+"""Row notes whose figure is not steady-state tokens/s (a whole job's wall time holds start-up,
+compilation and data loading, which calc reports apart): such rows are judged like the others
+but no constant is fitted on them."""
 
 
 def cases(rows: dict[int, dict]) -> list[Case]:
@@ -144,7 +151,8 @@ def cases(rows: dict[int, dict]) -> list[Case]:
             rates=timing.card_rates(opts.gpu, req.num_gpus), sharding=req.sharding,
             kwargs=(("cpu_offload", req.cpu_offload), ("sync_each_micro_batch", req.sync_each_micro_batch),
                     ("paged_overflow_bytes", overflow)),
-            fp8=opts.fp8_compute, note=row.get("calc_note", ""), model=row["model"]))
+            fp8=opts.fp8_compute, note=row.get("calc_note", ""), model=row["model"],
+            fitted=not NOT_FITTED_NOTES & set(row.get("calc_note", "").replace(" ", "").split(";"))))
     return out
 
 
@@ -206,7 +214,13 @@ def fit(train: list[Case], fallback: Params | None = None) -> Params:
     for each ``T_half`` of a log grid (the dispatch time held), the BF16 efficiency of each card
     class (golden-section search on its rows); then the dispatch time per kernel on its own
     grid (``T_half`` held); twice. Then the pooled efficiency and the FP8 efficiency on the FP8
-    rows. A constant without rows in ``train`` keeps ``fallback``'s value (or calc's)."""
+    rows. A constant without rows in ``train`` keeps ``fallback``'s value (or calc's).
+
+    Each constant is fitted with every source counting the same among the rows it is fitted on
+    (a row weighs 1 / that source's rows there): a source whose rows are all on one card class
+    would otherwise outweigh, in that class, a source with half its rows there. The choice of
+    ``T_half`` and of the dispatch time, which every row informs, weighs rows by their source's
+    rows in the whole fit."""
     bf16 = [c for c in train if not c.fp8]
     fp8_rows = [c for c in train if c.fp8]
     classes = sorted({c.card_class for c in bf16})
@@ -214,13 +228,15 @@ def fit(train: list[Case], fallback: Params | None = None) -> Params:
     for c in train:
         per_source[c.source] = per_source.get(c.source, 0) + 1
     weight = {s: 1.0 / n for s, n in per_source.items()}
+    by_class = {cls: [c for c in bf16 if c.card_class == cls] for cls in classes}
+    class_weight = {cls: _source_weights(rows) for cls, rows in by_class.items()}
 
     def class_fit(half: float, dispatch: float) -> tuple[float, dict]:
         effs, total = {}, 0.0
         for cls in classes:
-            rows = [c for c in bf16 if c.card_class == cls]
-            e = _golden(lambda x, rows=rows: _loss((predict(c, x, half, 0.3, dispatch), c, weight[c.source])
-                                                   for c in rows), 0.05, 1.0)
+            rows, w = by_class[cls], class_weight[cls]
+            e = _golden(lambda x, rows=rows, w=w: _loss((predict(c, x, half, 0.3, dispatch), c, w[c.source])
+                                                        for c in rows), 0.05, 1.0)
             effs[cls] = e
             total += _loss((predict(c, e, half, 0.3, dispatch), c, weight[c.source]) for c in rows)
         return total, effs
@@ -230,14 +246,23 @@ def fit(train: list[Case], fallback: Params | None = None) -> Params:
         _, half, effs = _best_half(class_fit, dispatch)
         dispatch = min(DISPATCH_GRID, key=lambda d: class_fit(half, d)[0])
     _, effs = class_fit(half, dispatch)
-    pooled = _golden(lambda x: _loss((predict(c, x, half, 0.3, dispatch), c, weight[c.source]) for c in bf16),
-                     0.05, 1.0)
+    bf16_weight, fp8_weight = _source_weights(bf16), _source_weights(fp8_rows)
+    pooled = _golden(lambda x: _loss((predict(c, x, half, 0.3, dispatch), c, bf16_weight[c.source])
+                                     for c in bf16), 0.05, 1.0)
     if fp8_rows:
         fp8 = _golden(lambda x: _loss((predict(c, effs.get(c.card_class, pooled), half, x, dispatch), c,
-                                       weight[c.source]) for c in fp8_rows), 0.05, 1.0)
+                                       fp8_weight[c.source]) for c in fp8_rows), 0.05, 1.0)
     else:
         fp8 = fallback.fp8 if fallback else timing.FP8_MATMUL_EFFICIENCY
     return Params(tuple(sorted(effs.items())), pooled, half, fp8, dispatch)
+
+
+def _source_weights(rows: list[Case]) -> dict[str, float]:
+    """1 / (rows of each source among ``rows``): every source counts the same in a fit on them."""
+    n: dict[str, int] = {}
+    for c in rows:
+        n[c.source] = n.get(c.source, 0) + 1
+    return {s: 1.0 / k for s, k in n.items()}
 
 
 def _best_half(class_fit, dispatch: float) -> tuple:
@@ -275,12 +300,13 @@ def _groups(case: Case) -> list[str]:
 def _compare_cached(path: str) -> dict:
     rows = load_rows(Path(path))
     all_cases = cases(rows)
-    in_fit = fit(all_cases)
+    fit_cases = [c for c in all_cases if c.fitted]
+    in_fit = fit(fit_cases)
     shipped = calc_params()
     out_rows = []
     loso_fits = {}
     for source in sorted({c.source for c in all_cases}):
-        train = [c for c in all_cases if c.source != source]
+        train = [c for c in fit_cases if c.source != source]
         loso_fits[source] = fit(train, in_fit)
     for c in all_cases:
         held = loso_fits[c.source]
@@ -295,7 +321,7 @@ def _compare_cached(path: str) -> dict:
             "error_pct": 100.0 * (pred_calc - c.measured) / c.measured,
             "in_sample_error_pct": 100.0 * (pred_in - c.measured) / c.measured,
             "loso_error_pct": 100.0 * (pred_loso - c.measured) / c.measured,
-            "note": c.note,
+            "note": c.note, "fitted": c.fitted,
         })
     # summary[group]: calc as shipped (top level), the in-sample fit and the LOSO fit
     groups: dict[str, list[int]] = {}
@@ -311,14 +337,14 @@ def _compare_cached(path: str) -> dict:
     # which fitted constant rests on which sources
     basis = {}
     for cls in sorted({c.card_class for c in all_cases if not c.fp8}):
-        srcs = sorted({c.source for c in all_cases if c.card_class == cls and not c.fp8})
+        srcs = sorted({c.source for c in fit_cases if c.card_class == cls and not c.fp8})
         errs = [r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if c.card_class == cls and not c.fp8]
         basis["matmul_efficiency." + cls] = {"value": shipped.eff(cls), "sources": srcs,
                                              "single_source": len(srcs) == 1, "loso": _stats(errs)}
-    srcs = sorted({c.source for c in all_cases if c.fp8})
+    srcs = sorted({c.source for c in fit_cases if c.fp8})
     basis["fp8_matmul_efficiency"] = {"value": shipped.fp8, "sources": srcs, "single_source": len(srcs) == 1,
                                       "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if c.fp8])}
-    srcs = sorted({c.source for c in all_cases if not c.fp8})
+    srcs = sorted({c.source for c in fit_cases if not c.fp8})
     basis["dispatch_seconds_per_kernel"] = {"value": shipped.dispatch, "sources": srcs,
                                             "single_source": len(srcs) == 1,
                                             "loso": _stats([r["loso_error_pct"] for r in out_rows])}

@@ -37,12 +37,17 @@ from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
 
-MATMUL_EFFICIENCY = {"a100": 0.76, "blackwell": 0.38, "gddr": 0.93, "hopper": 0.58}
+MATMUL_EFFICIENCY = {"a100": 0.75, "blackwell": 0.38, "gddr": 1.00, "hopper": 0.58}
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
-rows of the class; leave-one-source-out figures on the methodology page). ``blackwell`` rests
-on one source (Unsloth on the B200, measured by the Surogate authors). A class without rows
-(``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
+rows of the class, each source weighing the same among them; leave-one-source-out figures on
+the methodology page). ``hopper`` rests on four sources (Unsloth on the H100/H200 measured by
+the Surogate authors, llm-foundry, NeMo AutoModel's LoRA table, Answer.AI's 70B QLoRA on four
+H100), ``gddr`` on three (Unsloth on the RTX 5090, torchtune and Answer.AI's fsdp_qlora on the
+RTX 4090, the latter's rented RTX 6000 Ada too); Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
+are judged but not fitted on (their figure is a whole job's wall time, start-up included);
+``blackwell`` on one (Unsloth on the B200): the other published B200 rows are FP8 and fit :data:`FP8_MATMUL_EFFICIENCY`. A
+class without rows (``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
 
 MATMUL_EFFICIENCY_POOLED = 0.76
 """The same fit with every covered row pooled in one class: the figure for card classes with no
@@ -54,9 +59,10 @@ efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per 
 work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
 tails, element-wise passes) do not, hence the ``hidden**2`` scaling. FITTED."""
 
-FP8_MATMUL_EFFICIENCY = 0.53
+FP8_MATMUL_EFFICIENCY = 0.49
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
-Engine), large micro-steps. FITTED on the covered FP8 rows (torchtitan, llm-foundry)."""
+Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing the same
+(torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200)."""
 
 SATURATION_REFERENCE_HIDDEN = 4096
 

@@ -171,10 +171,11 @@ CONSTANTS: dict[str, dict] = {
     "calc.timing.MATMUL_EFFICIENCY": _e(
         "Fracción del pico bf16 denso que alcanzan las multiplicaciones de matrices con "
         "micro-pasos grandes, por familia de tarjeta. Ajustada a las filas medidas de cada "
-        "familia (cada fuente pesa lo mismo); Blackwell se apoya en una sola fuente.",
+        "familia (cada fuente pesa lo mismo entre ellas); Blackwell se apoya en una sola "
+        "fuente.",
         "Share of the dense bf16 peak the matmuls reach with large micro-steps, by card family. "
-        "Fitted to the measured rows of each family (every source weighs the same); Blackwell "
-        "rests on a single source.",
+        "Fitted to the measured rows of each family (every source weighs the same among them); "
+        "Blackwell rests on a single source.",
         {"es": "AJUSTADA: validation/measured_throughput.csv (tabla de validación del tiempo, con "
                "su error dejando fuera cada fuente)",
          "en": "FITTED: validation/measured_throughput.csv (time validation table, with its "
@@ -199,8 +200,10 @@ CONSTANTS: dict[str, dict] = {
         "Transformer Engine) con micro-pasos grandes.",
         "Share of the dense FP8 peak the FP8 linears reach (torchao float8, Transformer Engine) "
         "with large micro-steps.",
-        {"es": "AJUSTADA: filas FP8 de NeMo, llm-foundry y torchtitan",
-         "en": "FITTED: FP8 rows of NeMo, llm-foundry and torchtitan"}),
+        {"es": "AJUSTADA: filas FP8 de NeMo, Megatron-Bridge (H100 y B200), llm-foundry y "
+               "torchtitan",
+         "en": "FITTED: FP8 rows of NeMo, Megatron-Bridge (H100 and B200), llm-foundry and "
+               "torchtitan"}),
     "calc.timing.SATURATION_REFERENCE_HIDDEN": _e(
         "Tamaño oculto de referencia de MATMUL_HALF_TOKENS.",
         "Reference hidden size of MATMUL_HALF_TOKENS.",
