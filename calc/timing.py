@@ -205,7 +205,10 @@ the 16-bit copy sent back to the GPU (2 B)."""
 CPU_MEMORY_BYTES_PER_S = 40e9
 """Host memory bandwidth the CPU optimizer streams at: a cloud VM's share of a server socket
 (STREAM triad on an 8-channel DDR4-3200 socket is about 150 GB/s; a GPU VM gets a fraction).
-A stated assumption: no row of the validation set measures CPU offload."""
+A stated assumption: the validation set's covered CPU-offload rows (Answer.AI's FSDP offload of
+LoRA/QLoRA adapters on RTX 4090s, rows 252, 255, 257-260) send only adapters through the CPU
+optimizer, under 2 % of their step, so no row tests this rate; they do test the weights'
+streaming over the host link (:func:`step_breakdown`)."""
 
 GRAD_CLIP_PASSES = 3
 """``torch.nn.utils.clip_grad_norm_`` (torch 2.13, foreach path): one read of every gradient

@@ -155,6 +155,22 @@ def test_qlora_dequantisation_is_per_weight_not_per_token():
     assert long.breakdown.dequantisation / long.step_seconds < short.breakdown.dequantisation / short.step_seconds
 
 
+@pytest.mark.parametrize(("double_quant", "compiled", "per_linear"), [
+    (True, False, 9 * 2 + 5),   # eager, nested: forward and recompute 9 ops each, backward 5
+    (False, False, 7 * 2 + 3),  # eager, plain absmax
+    (True, True, 3 * 2 + 3),    # compiled: only the 3 dequantisation kernels per pass
+])
+def test_qlora_counts_bitsandbytes_host_ops(double_quant, compiled, per_linear):
+    """bitsandbytes 0.49.2 wraps each 4-bit matmul in host ops of its own (Linear4bit.forward,
+    MatMul4Bit, dequantize_4bit): QLoRA dispatches that many more ops than LoRA per micro-step,
+    32 layers x 7 linears of Llama-2-7B, with checkpointing."""
+    kw = dict(gradient_checkpointing=True, qlora_double_quant=double_quant, torch_compile=compiled)
+    lora, _ = _req(method="lora", **kw)
+    qlora, _ = _req(method="qlora", **kw)
+    extra = timing.counts(qlora, Sharding.NONE).kernels_per_micro - timing.counts(lora, Sharding.NONE).kernels_per_micro
+    assert extra == 32 * 7 * per_linear
+
+
 @pytest.mark.parametrize("gc", [False, True])
 def test_offloaded_weights_stream_in_twice_per_micro_step(gc):
     """With the weights offloaded, a micro-step brings them over the host link in forward and in
