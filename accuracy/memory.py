@@ -30,6 +30,8 @@ Mapping rules (one rule per CSV vocabulary, no per-row values):
   2024-04-09, until c1c9f308a, 2024-06-26, "Pin ao==0.3") set
   ``qlora_unchunked_quantization``: torchao before v0.2.0 quantizes each weight in one pass
   (:data:`TORCHAO_CHUNKED_FROM`).
+- LitGPT rows whose note says the longest sample is forced into iteration 0
+  (:data:`LONGEST_FIRST_NOTE`) set ``previous_outputs_kept`` to False.
 - LitGPT rows set ``attention_keeps_fused_qkv`` (its ``CausalSelfAttention`` at 8641822,
   5895df10 and 00af8b0d; the setting changes nothing on models with grouped k/v heads).
 - torchtune config files that contradict a setting the CSV attributes to "config default"
@@ -42,6 +44,10 @@ Mapping rules (one rule per CSV vocabulary, no per-row values):
 - ``grad_checkpointing`` "not stated": not covered (the setting decides the result).
 - Cumulative tables ("... +X"): a row has the options of the rows above it.
 - Packing fills every sample to ``seq_len``: modelled as full sequences of that length.
+- FSDP1 wrapping a model loaded on the CPU (``fsdp_wrap_floor``): Answer.AI's rows through the
+  ``hf-custom-loop`` profile, the PEFT FSDP rows through their accelerate config
+  (:data:`PEFT_FSDP_CONFIG`); its slack, fitted on the rows where it applies
+  (:func:`fit_fsdp1_slack`), is printed with its per-row spread.
 - ``torch.compile``: ``torch_compile`` (its fitted share, :func:`fit_compile_kept`);
   such rows stay flagged ``compile`` and the summary also gives the figures without them.
 """
@@ -110,10 +116,24 @@ but the README note above the table states "batch size 2 (without gradient accum
 a dataset packed to sequence length 2048, and torch compile enabled" for all rows, so
 those stay as the CSV has them."""
 
+LONGEST_FIRST_NOTE = "forces the longest training sample into iteration 0"
+"""Note of LitGPT rows whose peak is the first iteration's: lit-gpt 8641822 (2023)
+``finetune/lora.py`` line 212 puts the longest sample into iteration 0
+(``get_batch(fabric, train_data, longest_seq_ix if iter_num == 0 else None)``), so the
+peak is the step no earlier micro-batch precedes: such rows set ``previous_outputs_kept``
+to False (the ``litgpt`` profile sets it; the 2024 loops sample batches in order,
+``CycleIterator``, with no such first step)."""
+
 PEFT_SFT_EXAMPLE = {"lora_dropout": 0.1}
 """Settings of PEFT's ``examples/sft/run_peft_qlora_deepspeed_stage3.sh`` and
 ``run_peft_qlora_fsdp.sh`` (quoted in docs/source/accelerate/deepspeed.md and fsdp.md at the
 rows' commits) that the CSV columns do not hold: ``--lora_dropout 0.1``."""
+
+PEFT_FSDP_CONFIG = {"fsdp_wrap_floor": True}
+"""PEFT's ``examples/sft/configs/fsdp_config_qlora.yaml`` (commit 1948110), which fsdp.md's run
+uses: ``fsdp_cpu_ram_efficient_loading: true``, ``fsdp_sync_module_states: true``,
+``fsdp_use_orig_params: false``: accelerate's FSDP1 wraps a model loaded on rank 0's CPU, as
+``fsdp_wrap_floor`` describes (the Trainer drops the outputs, so the slack stays generic)."""
 
 ANSWERAI_TRAIN_DEFAULTS = {"lora_dropout": 0.1, "lora_adapter_dtype": "base", "attention_grouped_kv": False}
 """Settings of Answer.AI's ``fsdp_qlora/train.py`` (``main`` at 50efa1e, 2024-03-26) that the
@@ -164,9 +184,10 @@ class RowResult:
     flags: tuple = ()
     request: dict = field(default_factory=dict)
     allocated_bytes: int = 0    # predicted peak_allocated_bytes (for the slack fit)
-    reserved_floor_bytes: int = 0  # predicted quantization_reserved_bytes (idem)
+    reserved_floor_bytes: int = 0  # predicted reserved floor: quantization or FSDP1 wrap (idem)
     device_extra_bytes: int = 0    # device_total_bytes - peak_reserved_bytes (CUDA context, NCCL)
     source_key: str = ""        # the publication (accuracy.memory_loso.source_key)
+    fsdp1: bool = False         # the FSDP1 slack applies (calc.memory.fsdp1_slack_applies)
 
 
 class NotCovered(Exception):
@@ -300,12 +321,15 @@ def row_request(row: dict) -> dict:
         req.update(TORCHTUNE_CONFIGS.get((row["model"], row["method"]), {}))
     if source == "hf-trainer":
         req.update(PEFT_SFT_EXAMPLE if "huggingface/peft" in row["source"] else {})
+        req.update(PEFT_FSDP_CONFIG if "huggingface/peft" in row["source"] and row["sharding"].startswith("FSDP") else {})
         # DeepSpeed's engine reduce-scatters every micro-batch; accelerate's FSDP uses no_sync
         req["sync_each_micro_batch"] = "DeepSpeed" in row["sharding"]
     if "fsdp_qlora" in row["source"]:
         req.update(ANSWERAI_TRAIN_DEFAULTS)
     if source == "litgpt":
         req["model"] = _litgpt_model(model)
+        if LONGEST_FIRST_NOTE in row["notes"]:
+            req["previous_outputs_kept"] = False  # the peak is iteration 0's: nothing before it
         req.update(LITGPT_CONFIG_HUB.get((row["model"], row["method"]), {}) if "config_hub" in row["source"] else {})
     if req["num_gpus"] == 1:
         req["gradient_accumulation_steps"] = max(1, req["gradient_accumulation_steps"])
@@ -396,12 +420,12 @@ def compare_row(row: dict) -> RowResult:
                 method=row["method"], metric=metric, measured_bytes=measured, flags=_flags(row))
     try:
         if metric == "model_states":
-            predicted, allocated, floor, extra, req = _zero_paper_states(row), 0, 0, 0, {}
+            predicted, allocated, floor, extra, req, est = _zero_paper_states(row), 0, 0, 0, {}, {}
         else:
             req = row_request(row)
             est = memory.estimate_dict(req)
             allocated = est["peak_allocated_bytes"]
-            floor = est["quantization_reserved_bytes"]
+            floor = reserved_floor_of(est)
             extra = est["device_total_bytes"] - est["peak_reserved_bytes"]
             if measured < est["model_states_bytes"]:
                 raise NotCovered("measured_below_model_states")
@@ -415,7 +439,14 @@ def compare_row(row: dict) -> RowResult:
         return RowResult(**base, covered=False, reason="calc_error:" + err.code)
     return RowResult(**base, predicted_bytes=predicted, error=(predicted - measured) / measured,
                      request=req, allocated_bytes=allocated, reserved_floor_bytes=floor,
-                     device_extra_bytes=extra)
+                     device_extra_bytes=extra,
+                     fsdp1=bool(req) and memory.fsdp1_slack_applies(parse_estimate_request(req)))
+
+
+def reserved_floor_of(est: dict) -> int:
+    """The reserved floor of an estimate: the larger of the quantization floor and the FSDP1
+    wrap floor (:func:`calc.memory.estimate_request` takes the larger of these and the slack)."""
+    return max(est["quantization_reserved_bytes"], est["fsdp_wrap_reserved_bytes"])
 
 
 def configured_floor_bytes(request: dict, est: dict) -> int:
@@ -530,6 +561,24 @@ class SlackFit:
     fit_rows: tuple
     test_rows: tuple
     test_summary: Summary
+
+
+def _stated_reserved(r: RowResult) -> bool:
+    return (r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags
+            and "ambiguous" not in r.flags)
+
+
+def fsdp1_slack_values(rows: list[RowResult]) -> dict:
+    """``{row_id: measured / predicted_allocated - 1}`` over the stated ``max_memory_reserved``
+    rows where the FSDP1 slack applies (:func:`calc.memory.fsdp1_slack_applies`): the spread of
+    :data:`calc.memory.FSDP1_ALLOCATOR_SLACK_FRACTION`."""
+    return {r.row_id: r.measured_bytes / r.allocated_bytes - 1 for r in rows if _stated_reserved(r) and r.fsdp1}
+
+
+def fit_fsdp1_slack(rows: list[RowResult]) -> float | None:
+    """:data:`calc.memory.FSDP1_ALLOCATOR_SLACK_FRACTION` by :func:`fit_slack_fraction`'s rule
+    (median per publication, then over publications) on the FSDP1 rows; ``None`` without any."""
+    return fit_slack_fraction([r for r in rows if r.fsdp1])
 
 
 def slack_by_source(rows: list[RowResult]) -> dict:

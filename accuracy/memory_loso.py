@@ -1,8 +1,10 @@
 """Leave-one-source-out (LOSO) validation of the memory model's fitted constants.
 
-``calc`` has two constants fitted on measurements (each cited where it is defined):
+``calc`` has three constants fitted on measurements (each cited where it is defined):
 
 - :data:`calc.memory.ALLOCATOR_SLACK_FRACTION`: reserved = allocated x (1 + slack);
+- :data:`calc.memory.FSDP1_ALLOCATOR_SLACK_FRACTION`: the same for runs with FSDP1's wrap
+  floor (``fsdp_wrap_floor``); a fold without such rows falls back to its own generic slack;
 - :data:`calc.activations.COMPILE_KEPT_FRACTION`: the share of the recomputable bytes that
   ``torch.compile`` still keeps.
 
@@ -63,6 +65,8 @@ class Constants:
     slack_rows: tuple = ()
     compile_rows: tuple = ()
     compile_rule: str = "pair"   # "pair" (rows 22 -> 23) or "grid" (pair held out)
+    slack_fsdp1: float = memory.FSDP1_ALLOCATOR_SLACK_FRACTION
+    slack_fsdp1_rows: tuple = ()
 
 
 @contextlib.contextmanager
@@ -91,8 +95,9 @@ def predict(result: vm.RowResult, constants: Constants) -> vm.RowResult:
     if result.request.get("torch_compile"):
         with compile_kept(constants.compile_kept):
             est = memory.estimate_dict(result.request)
-        allocated, floor = est["peak_allocated_bytes"], est["quantization_reserved_bytes"]
-    predicted = allocated if result.metric == "allocated" else reserved_from(allocated, floor, constants.slack)
+        allocated, floor = est["peak_allocated_bytes"], vm.reserved_floor_of(est)
+    slack = constants.slack_fsdp1 if result.fsdp1 else constants.slack
+    predicted = allocated if result.metric == "allocated" else reserved_from(allocated, floor, slack)
     if result.metric == "device":
         predicted += result.device_extra_bytes
     return replace(result, predicted_bytes=predicted, allocated_bytes=allocated,
@@ -135,8 +140,11 @@ def fit_constants(results: list, held_out: str | None = None) -> Constants:
     """Both constants fitted on the rows whose source is not ``held_out``."""
     train = [r for r in results if r.source_key != held_out]
     slack, slack_rows = _fit_slack(train)
+    fsdp1 = vm.fit_fsdp1_slack(train)
+    fsdp1_rows = tuple(vm.fsdp1_slack_values(train))
     kept, compile_rows, rule = _fit_compile(train, slack)
-    return Constants(slack, kept, slack_rows, compile_rows, rule)
+    return Constants(slack, kept, slack_rows, compile_rows, rule,
+                     slack if fsdp1 is None else fsdp1, fsdp1_rows)
 
 
 @dataclass(frozen=True)
@@ -160,7 +168,7 @@ def run(results: list | None = None) -> Loso:
     order = {r.row_id: i for i, r in enumerate(results)}
     held.sort(key=lambda r: order[r.row_id])
     full = fit_constants(results)
-    fitted = frozenset(full.slack_rows) | frozenset(vm.COMPILE_FIT_ROWS)
+    fitted = frozenset(full.slack_rows) | frozenset(full.slack_fsdp1_rows) | frozenset(vm.COMPILE_FIT_ROWS)
     return Loso(results, held, folds, fitted)
 
 

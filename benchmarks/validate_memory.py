@@ -2,8 +2,8 @@
 
 Usage: ``python -m benchmarks.validate_memory`` (from the repository root).
 Per row: predicted, measured, signed error; then per method, per source, and overall
-the median and 90th-percentile absolute error; the fits of the allocator slack and of
-torch.compile's kept share; leave-one-source-out (every fitted constant refitted without
+the median and 90th-percentile absolute error; the fits of the allocator slack, of the FSDP1
+slack (with its per-row spread) and of torch.compile's kept share; leave-one-source-out (every fitted constant refitted without
 each source) in-sample and held-out errors by method, framework, metric and source; the
 calibrated bands of calc's ranges and their held-out coverage; then the rows not covered
 and why.
@@ -12,9 +12,10 @@ and why.
 from __future__ import annotations
 
 from accuracy.memory import (COMPILE_FIT_ROWS, compare_rows, fit_allocator_slack,
-                             fit_compile_kept, summary)
+                             fit_compile_kept, fit_fsdp1_slack, fsdp1_slack_values, summary)
+from accuracy.stats import percentile
 from calc.activations import COMPILE_KEPT_FRACTION
-from calc.memory import ALLOCATOR_SLACK_FRACTION
+from calc.memory import ALLOCATOR_SLACK_FRACTION, FSDP1_ALLOCATOR_SLACK_FRACTION
 
 GIB = 2 ** 30
 
@@ -49,6 +50,14 @@ def main() -> int:
     print(f"allocator slack: calc uses {ALLOCATOR_SLACK_FRACTION:.3f}; fitted on rows "
           f"{','.join(fit.fit_rows)} (stated max_memory_reserved): {fit.fraction:.3f}")
     print(_fmt_summary("  fitted slack on rows not fitted", fit.test_summary) + f"  rows {','.join(fit.test_rows)}")
+    values = fsdp1_slack_values(results)
+    fsdp1 = fit_fsdp1_slack(results)
+    spread = sorted(values.values())
+    print(f"FSDP1 slack (fsdp_wrap_floor, output kept): calc uses {FSDP1_ALLOCATOR_SLACK_FRACTION:.3f}; "
+          f"fitted on rows {','.join(values)}: {fsdp1 if fsdp1 is not None else float('nan'):.3f}")
+    if spread:
+        print(f"  per-row measured/allocated - 1: min {spread[0]:.3f}  p10 {percentile(spread, 10):.3f}  "
+              f"median {percentile(spread, 50):.3f}  p90 {percentile(spread, 90):.3f}  max {spread[-1]:.3f}")
     cfit = fit_compile_kept(results)
     print(f"torch.compile kept share: calc uses {COMPILE_KEPT_FRACTION:.3f}; fitted on rows "
           f"{','.join(COMPILE_FIT_ROWS)} ({cfit.measured_saving / GIB:.2f} GiB saved of "
@@ -72,10 +81,10 @@ def _print_loso(results) -> None:
     loso = lm.run(results)
     print()
     print("leave-one-source-out (LOSO): constants refitted without each source")
-    print(f"  {'held-out source':<44} {'rows':>4} {'slack':>6} {'compile kept':>12}  rule")
+    print(f"  {'held-out source':<44} {'rows':>4} {'slack':>6} {'FSDP1':>6} {'compile kept':>12}  rule")
     for source, c in loso.folds.items():
         n = sum(1 for r in results if r.source_key == source and r.covered)
-        print(f"  {source[:44]:<44} {n:>4} {c.slack:6.3f} {c.compile_kept:12.3f}  {c.compile_rule}")
+        print(f"  {source[:44]:<44} {n:>4} {c.slack:6.3f} {c.slack_fsdp1:6.3f} {c.compile_kept:12.3f}  {c.compile_rule}")
     print()
     print(f"  {'group':<52} {'n':>3}  {'in-sample med / p90 / max':>27}  {'LOSO med / p90 / max':>24}")
     for gid, f in lm.report(loso).items():

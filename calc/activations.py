@@ -91,6 +91,9 @@ class ActConfig:
     # calc.lora.fused_expert_adapters): their weight W + B·A trains, so the input is saved
     # whatever the adapter's dtype or dropout, and no token passes through A and B
     fused: frozenset[tuple[str, int, int, str]] = frozenset()
+    # the output layer is a 4-bit linear that keeps its input (qlora_output_layer_quantized
+    # with qlora_keeps_inputs): the final norm's output is saved
+    head_keeps_input: bool = False
 
     @property
     def adapter_copies(self) -> bool:
@@ -377,8 +380,35 @@ def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Once per token outside the blocks: the final norm's tensors, the output layer's
     input when its weight trains, RoPE's cos/sin (:func:`rope_bytes_per_token`) and the
     batch (:data:`BATCH_BYTES_PER_TOKEN`)."""
-    return (norm_bytes(arch, cfg) + (cfg.act_bytes * arch.hidden_size if cfg.full else 0)
+    saves_input = cfg.full or cfg.head_keeps_input
+    return (norm_bytes(arch, cfg) + (cfg.act_bytes * arch.hidden_size if saves_input else 0)
             + rope_bytes_per_token(arch, cfg) + BATCH_BYTES_PER_TOKEN)
+
+
+def quant_inputs_bytes_per_token(arch: ModelArch, act_bytes: int) -> int:
+    """The inputs the 4-bit linears of every block keep (``qlora_keeps_inputs``), per token,
+    counted once each: bitsandbytes < 0.43.2 ``MatMul4Bit.forward`` stores its input ``A`` in
+    ``ctx.tensors``, a reference to the tensor the layer read, so linears that read one
+    tensor hold one copy: the attention norm's output (q, k, v or fused qkv), the
+    attention output (the output projection), the MLP norm's output (gate / up / fc1), and
+    each down projection's input. A routed expert reads its own gathered rows,
+    ``active`` tokens' worth per token across the experts. Used for what a held previous
+    micro-batch keeps (:func:`calc.memory.previous_micro_batch_bytes`)."""
+    parts = block_parts(arch)
+    h = arch.hidden_size
+    groups = ((parts.attn_in, h), ((parts.attn_out,), parts.attn_out.d_in), (parts.mlp_in, h))
+    seen: set[tuple[int, int, int, str]] = set()
+    total = 0
+    for index, (lins, width) in enumerate(groups):
+        for l in lins:
+            key = (index, l.count, l.active, l.block_kind)  # one tensor per group and routing
+            if l.quantizable and key not in seen:
+                seen.add(key)
+                total += act_bytes * width * l.active * arch.blocks_of(l)
+    for l in parts.mlp_down:
+        if l.quantizable:
+            total += act_bytes * l.d_in * l.active * arch.blocks_of(l)
+    return total
 
 
 def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:

@@ -54,7 +54,8 @@ _HF_COMMON = {
 PROFILES: dict[Framework, dict[str, object]] = {
     Framework.GENERIC: {},
     Framework.HF_TRAINER: {**_HF_COMMON, "optimizer_fused": True, "loss_outputs_kept": False},
-    Framework.HF_CUSTOM_LOOP: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": True},
+    Framework.HF_CUSTOM_LOOP: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": True,
+                               "fsdp_wrap_floor": True},
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": True,
         "chunked_loss": True,
@@ -80,6 +81,10 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "lora_adapter_dtype": "base",
         "attention_grouped_kv": False,
         "loss_outputs_kept": False,
+        "previous_outputs_kept": True,
+        "qlora_output_layer_quantized": True,
+        "qlora_dequant_fp16": True,
+        "fsdp_flat_parameters": True,
     },
     Framework.UNSLOTH: {
         "chunked_loss": True,
@@ -133,6 +138,11 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "loss_outputs_kept": "the usual loop 'outputs = model(**batch); outputs.loss.backward()' "
                              "(accelerate 1.15.0 examples, Answer.AI fsdp_qlora train.py 2024) holds "
                              "the output object, logits included, through the backward",
+        "fsdp_wrap_floor": "Answer.AI fsdp_qlora train.py (50efa1e, 2024-03-26): the model loaded on "
+                           "rank 0's CPU (low_memory), then FSDP1 FullyShardedDataParallel(device_id, "
+                           "sync_module_states=True, use_orig_params=False); no empty_cache after the "
+                           "wrap. hf-trainer leaves it off: accelerate 1.15.0 FSDP1 defaults to "
+                           "sync_module_states=False and offers FSDP2, which shards parameter by parameter",
     },
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": "torchtune recipes/*_distributed.py (2024): no no_sync, gradients "
@@ -171,6 +181,19 @@ SOURCES: dict[Framework, dict[str, str]] = {
                                 "every query head before SDPA",
         "loss_outputs_kept": "LitGPT 0.4 (2024) finetune/lora.py: the loss is computed from the "
                              "logits inside the step; no output object is kept",
+        "previous_outputs_kept": "LitGPT finetune/lora.py (5895df10 line 276, 00af8b0d line 304) and "
+                                 "full.py: 'logits = model(...)' keeps the previous micro-batch's "
+                                 "logits, and their autograd graph, until the next forward returns",
+        "qlora_output_layer_quantized": "lightning 2.3.0.dev20240328 (pinned by LitGPT 5895df10) "
+                                        "BitsandbytesPrecision.module_init_context replaces every "
+                                        "torch.nn.Linear; LitGPT finetune/lora.py passes no "
+                                        "ignore_modules, so lm_head.linear is 4-bit",
+        "qlora_dequant_fp16": "lightning 2.3.0.dev20240328 fabric/plugins/precision/bitsandbytes.py "
+                              "_Linear4bit.quantize: weight.to(dtype=torch.half) before quantize_4bit; "
+                              "bitsandbytes 0.42.0 MatMul4Bit casts the fp16 dequantization to bf16",
+        "fsdp_flat_parameters": "LitGPT finetune/full.py (5895df10): lightning FSDPStrategy (FSDP1; "
+                                "2.3.0.dev20240328 sets use_orig_params=True), whose flat parameters "
+                                "give modules torch.split views",
     },
     Framework.UNSLOTH: {
         "chunked_loss": "Unsloth (2025.x) fast_cross_entropy_loss: fused, chunked over the vocabulary",
@@ -204,6 +227,7 @@ def _several_sharded(values: JsonObject) -> bool:
 APPLIES_WHEN = {
     "optimizer_fused": lambda values: values.get("optimizer") == "adamw",
     "frozen_weight_grads": _several_sharded,
+    "fsdp_flat_parameters": _several_sharded,
 }
 """Profile entries that describe a code path taken only in some setups: LitGPT's FSDP wrap
 policy exists only under FSDP on several GPUs, and only torch's AdamW has a fused kernel.

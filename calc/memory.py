@@ -26,7 +26,7 @@ from . import calibration
 from . import states as st
 from .arch import LinearLayer
 from .jsontypes import JsonObject
-from .request import (Attention, CpuOffload, EstimateRequest, Method, Sharding,
+from .request import (Attention, CpuOffload, EstimateRequest, Method, Precision, Sharding,
                       parse_estimate_request, request_warnings)
 
 ALLOCATOR_SLACK_FRACTION = 0.112
@@ -37,11 +37,40 @@ and keeps freed blocks cached; fragmentation adds more (PyTorch docs, "CUDA sema
 memory management"). Fitted on the validation rows that state ``max_memory_reserved``: for
 each publication the median of ``measured_reserved / predicted_allocated - 1``, then the
 median over publications (one vote each): torchtune's QLoRA tutorial 0.098, its LoRA
-tutorial 0.112, Answer.AI's FSDP + QLoRA benchmark 0.294 (whose allocated figures agree
+tutorial 0.112, Answer.AI's FSDP + QLoRA benchmark 0.299 (whose allocated figures agree
 with ``calc`` within 1 % but whose reserved ones do not: an allocator behaviour of that
-stack, FSDP1 with CPU offload or large batches, that one fraction cannot carry).
+stack, FSDP1 with CPU offload or large batches, that one fraction cannot carry: see
+:data:`FSDP1_ALLOCATOR_SLACK_FRACTION` and :func:`fsdp_wrap_reserved_bytes`).
 ``python -m benchmarks.validate_memory`` prints the fit, its leave-one-source-out refits and
 the errors on the rows it was not fitted on."""
+
+FSDP1_ALLOCATOR_SLACK_FRACTION = 0.299
+"""Caching-allocator slack of the FSDP1 step in a loop that keeps the model's output
+(``fsdp_wrap_floor`` with ``loss_outputs_kept``, :func:`fsdp1_slack_applies`): ``reserved =
+allocated x (1 + f)`` where the wrap's floor (:func:`fsdp_wrap_reserved_bytes`) does not bind. FSDP1
+allocates its all-gather outputs on its own unshard stream, its reduce-scatter buffers on a
+post-backward stream and, with CPU offload, the host-to-device copies of the shards on a
+pre-unshard stream (torch 2.13.0 ``torch/distributed/fsdp/_runtime_utils.py`` ``_unshard``,
+``_post_backward_hook``); the caching allocator serves a request only from blocks freed on
+the same stream, so each stream keeps a pool of its own beside the default stream's, which
+transformers before 4.46 fills with fp32 logits of ``4 V`` bytes per token (``logits =
+logits.float()`` in ``LlamaForCausalLM.forward``) and their shifted copies. Fitted like
+:data:`ALLOCATOR_SLACK_FRACTION` (median over publications of each one's median of
+``measured_reserved / predicted_allocated - 1``) on the stated ``max_memory_reserved`` rows of
+runs where it applies: Answer.AI's FSDP + QLoRA benchmark alone (13 rows, per-row values
+0.12 to 0.58, median 0.299). PEFT's accelerate FSDP1 example (Trainer, outputs dropped) shows
+no such slack (its nvidia-smi rows 124-125), hence the condition on the kept output. With one
+publication, leave-one-source-out cannot test it: holding that publication out falls back to
+:data:`ALLOCATOR_SLACK_FRACTION`, and ``python -m benchmarks.validate_memory`` prints both
+figures and the per-row spread."""
+
+FSDP1_BROADCAST_BUCKET_BYTES = 250 * 1024 ** 2
+"""``sync_module_states`` broadcasts a unit's parameters and buffers from rank 0 in buckets of
+at most 250 MiB (torch 2.13.0 ``torch/distributed/fsdp/_init_utils.py``
+``PARAM_BROADCAST_BUCKET_SIZE``, the same value since torch 2.0), two buckets in flight
+(``torch/csrc/distributed/c10d/comm.cpp`` ``broadcast_coalesced``, ``max_in_flight = 2``); a
+bucket of two or more tensors is a new flat copy (``flatten_dense_tensors``: ``torch.cat``), a
+bucket of one is a view."""
 
 CUDA_CONTEXT_BYTES = 512 * 1024 ** 2
 """CUDA context and kernel images outside PyTorch's allocator: 512 MiB, inside the
@@ -110,6 +139,8 @@ class MemoryEstimate:
     peak_allocated_range_bytes: tuple[int, ...] = ()
     peak_reserved_range_bytes: tuple[int, ...] = ()
     params_active: int = 0  # parameters one token passes through (MoE: top-k + shared)
+    fsdp_wrap_reserved_bytes: int = 0  # reserved floor of FSDP1's wrapping (fsdp_wrap_floor)
+    allocator_slack_fraction: float = ALLOCATOR_SLACK_FRACTION  # the slack the reserved figure used
 
     def __post_init__(self) -> None:
         if sum(self.components.values()) != self.peak_allocated_bytes:
@@ -136,6 +167,8 @@ class MemoryEstimate:
             "request": dict(self.request),
             "peak_allocated_range_bytes": list(self.peak_allocated_range_bytes),
             "peak_reserved_range_bytes": list(self.peak_reserved_range_bytes),
+            "fsdp_wrap_reserved_bytes": self.fsdp_wrap_reserved_bytes,
+            "allocator_slack_fraction": self.allocator_slack_fraction,
         }
 
 
@@ -274,6 +307,23 @@ def root_unit_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     return (arch.embedding_params + arch.norm_params + arch.lm_head_params) * reg.weight_bytes
 
 
+def root_gradient_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """The root unit's gradient in flight at the end of the backward with FSDP1 flat
+    parameters (``fsdp_flat_parameters``), full fine-tuning under ZeRO-3 / FSDP on several
+    GPUs: the gradient of each of its parameters (output layer from the start of the
+    backward, embedding at its end) held in the autograd input buffer of ``split``'s
+    backward, and the flat gradient ``split_with_sizes_backward`` concatenates from them
+    (torch ``distributed/fsdp/_flat_param.py`` builds the views with ``torch.split(tensor,
+    flat_param._numels)`` then ``.view(shape)``): twice the root's parameters at the
+    gradient dtype. ``AccumulateGrad`` then adds the flat gradient into the one accumulated
+    so far and frees it. 0 otherwise."""
+    if (not req.fsdp_flat_parameters or req.method is not Method.FULL or req.sharding is not Sharding.ZERO3
+            or req.num_gpus <= 1):
+        return 0
+    arch = req.model
+    return 2 * (arch.embedding_params + arch.norm_params + arch.lm_head_params) * reg.grad_bytes
+
+
 def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
     """16-bit copies autocast makes of fp32 weights (``*-mixed`` without ZeRO): 2 bytes per
     weight of every matmul (block linears not stored in NF4, and the output layer). Copies
@@ -311,16 +361,71 @@ def dequant_matmul_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int
     if req.method is not Method.QLORA:
         return 0, 0
     tokens = req.micro_batch_size * req.seq_len
+    cast = dequant_cast_bytes(req)
     best = (0, 0)
     for l in req.model.linears:
         if not l.quantizable:
             continue
         rows = -(-tokens * l.active // l.count)
         grads = DEQUANT_BYTES * rows * (l.d_in + l.d_out)
-        weight = DEQUANT_BYTES * l.weight_params
+        # with an fp16 dequantization (qlora_dequant_fp16) the fp16 buffer and its cast
+        # are both alive before the matmul writes the input's gradient
+        weight = DEQUANT_BYTES * l.weight_params + max(0, cast * l.weight_params - DEQUANT_BYTES * rows * l.d_in)
         if grads + weight > sum(best):
             best = (grads, weight)
     return best
+
+
+def dequant_cast_bytes(req: EstimateRequest) -> int:
+    """Bytes per element of the second buffer of a 4-bit matmul whose weight dequantizes to
+    fp16 and is cast to the compute dtype (``qlora_dequant_fp16``): bitsandbytes 0.42.0
+    ``MatMul4Bit`` runs ``F.dequantize_4bit(B, quant_state).to(A.dtype)``
+    (``autograd/_functions.py`` lines 516 and 546; unchanged in 0.49.2), and
+    ``dequantize_4bit`` writes ``quant_state.dtype`` (``functional.py``: ``torch.empty(
+    quant_state.shape, dtype=quant_state.dtype)``), fp16 when Lightning quantized an fp16
+    copy. The fp16 buffer is freed once the cast returns. 0 with fp16 compute (the cast is
+    a no-op) or without the key."""
+    if req.method is not Method.QLORA or not req.qlora_dequant_fp16 or req.precision is Precision.FP16_MIXED:
+        return 0
+    return DEQUANT_BYTES
+
+
+def output_layer_dequant_bytes(req: EstimateRequest) -> int:
+    """The output layer's dequantized weight (``qlora_output_layer_quantized``),
+    ``vocab x hidden`` at ``DEQUANT_BYTES`` plus :func:`dequant_cast_bytes`: alive during
+    each of its matmuls. Its last one in the forward runs with every saved activation, the
+    logits and what the loop still holds of the previous micro-batch alive (the end of the
+    forward); the first one in the backward holds the same buffer without the previous
+    micro-batch, so the forward's counts. LitGPT splits the output layer into 128-token
+    chunks (``lm_head_chunk_size=128``), each dequantizing the whole weight again: the
+    buffer is per matmul, not per token."""
+    params = st.output_layer_quantized_params(req)
+    return params * (DEQUANT_BYTES + dequant_cast_bytes(req))
+
+
+def previous_micro_batch_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int]:
+    """What the loop still holds of the previous micro-batch during the next forward
+    (``previous_outputs_kept``): (kept activations, logits).
+
+    LitGPT ``finetune/lora.py`` (5895df10, 2024-04-26, line 276; 00af8b0d, 2024-09-27, line
+    304) and ``finetune/full.py`` run ``logits = model(input_ids, ...)``: the name keeps the
+    previous micro-batch's logits (``act * V`` per token, a list of 16-bit chunks) until the
+    call returns. Through their autograd graph it also keeps what custom autograd functions
+    stored as Python attributes, which ``backward()`` does not release (it releases saved
+    tensors only): with ``qlora_keeps_inputs`` every 4-bit linear's input
+    (:func:`calc.activations.quant_inputs_bytes_per_token`), and the output layer's when it
+    is 4-bit too. The same micro-batch's length as the current one is assumed (the worst
+    case a batch padded to ``seq_len`` after another meets)."""
+    if not req.previous_outputs_kept:
+        return 0, 0
+    tokens = req.micro_batch_size * req.seq_len
+    logits = req.model.vocab_size * reg.compute_bytes * tokens
+    if req.method is not Method.QLORA or not req.qlora_keeps_inputs:
+        return 0, logits
+    per_token = act.quant_inputs_bytes_per_token(req.model, reg.compute_bytes)
+    if st.output_layer_quantized_params(req):
+        per_token += reg.compute_bytes * req.model.hidden_size
+    return per_token * tokens, logits
 
 
 def quantization_reserved_bytes(req: EstimateRequest, s: States) -> int:
@@ -346,6 +451,92 @@ def quantization_reserved_bytes(req: EstimateRequest, s: States) -> int:
     return -(-resident // seg) * seg
 
 
+def _fsdp1_applies(req: EstimateRequest) -> bool:
+    """``fsdp_wrap_floor`` on a run FSDP1 wraps: several GPUs, any sharding but ``none``."""
+    return req.fsdp_wrap_floor and req.num_gpus > 1 and req.sharding is not Sharding.NONE
+
+
+def fsdp1_slack_applies(req: EstimateRequest) -> bool:
+    """:data:`FSDP1_ALLOCATOR_SLACK_FRACTION` applies: the FSDP1 wrap (``fsdp_wrap_floor``) in
+    a loop that keeps the model's output (``loss_outputs_kept``, unchunked loss), the only
+    setting it was fitted on; otherwise the generic slack."""
+    return _fsdp1_applies(req) and req.loss_outputs_kept and not req.chunked_loss
+
+
+def _broadcast_copy_bytes(sizes: list[int]) -> int:
+    """The largest two consecutive broadcast buckets' flat copies (:data:`FSDP1_BROADCAST_BUCKET_BYTES`):
+    tensors fill a bucket in order until it holds the limit or more."""
+    copies, bucket, total = [], 0, 0
+    for size in sizes:
+        bucket, total = bucket + 1, total + size
+        if total >= FSDP1_BROADCAST_BUCKET_BYTES:
+            copies.append(total if bucket > 1 else 0)
+            bucket, total = 0, 0
+    if bucket:
+        copies.append(total if bucket > 1 else 0)
+    return max((a + b for a, b in zip(copies, copies[1:] + [0], strict=True)), default=0)
+
+
+def _wrap_transient_bytes(sizes: list[int], num_gpus: int, sharded: bool, resident_shard: bool) -> int:
+    """Bytes one FSDP1 unit's wrapping adds on rank 0 beyond what it leaves allocated (torch
+    2.13.0 ``_init_utils.py`` ``_init_param_handle_from_module``): its parameters moved from
+    the CPU (``U``), the broadcast's bucket copies (``B``), freed before ``flatten_tensors``
+    writes the flat parameter (``torch.cat``, ``U``) while the moved parameters are still
+    referenced (``managed_params``); then ``FlatParamHandle.shard`` clones this rank's shard
+    (``U / n``, into a freed bucket where it fits) and frees the flat parameter. Without
+    sharding (``NO_SHARD``) the flat parameter stays: ``U + B``. A shard offloaded to the CPU
+    right after is transient too (``resident_shard`` False)."""
+    unit, copies = sum(sizes), _broadcast_copy_bytes(sizes)
+    if not sharded:
+        return unit + copies
+    shard = -(-unit // num_gpus)
+    reused = min(copies, shard)
+    return 2 * unit + copies - reused + (0 if resident_shard else shard)
+
+
+def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) -> int:
+    """Reserved memory that FSDP1's wrapping of a CPU-loaded model leaves, and that the step
+    never returns (``fsdp_wrap_floor``), in whole 2 MiB segments; 0 when it does not apply.
+
+    Answer.AI's ``fsdp_qlora/train.py`` (50efa1e, 2024-03-26) loads the model on rank 0's CPU
+    (``low_memory``; QLoRA quantizes each layer on the GPU, moves it to the CPU and calls
+    ``torch.cuda.empty_cache()``), then wraps it with ``FullyShardedDataParallel(...,
+    auto_wrap_policy=<decoder layers and LoRA leaves>, use_orig_params=False, device_id=...,
+    sync_module_states=True, limit_all_gathers=True)``, wrapping the blocks first and the root
+    (embedding, final norm, output layer) last. Each unit passes through the GPU unsharded
+    (:func:`_wrap_transient_bytes`); the caching allocator keeps the freed blocks (no
+    ``empty_cache`` after the wrap, and ``reset_peak_memory_stats`` before the first step
+    only resets the peak to the memory reserved then). Units of one size reuse each other's
+    blocks, so the floor is what stays allocated (the shards: ``weights + lora_weights``)
+    plus one block's transient plus the root's, whose larger tensors cannot reuse the
+    block's freed pieces (PyTorch ``CUDACachingAllocator`` never merges blocks of different
+    segments). QLoRA's packed weights count 4 bits each (``quant_storage`` holds the packed
+    data; the statistics are resident already).
+
+    The default stream's cache cannot serve the step's all-gathers (FSDP1 allocates them on
+    its unshard stream, :data:`FSDP1_ALLOCATOR_SLACK_FRACTION`): their blocks (the root and
+    the gathered blocks, :func:`gathered_weight_bytes`) add to the floor. The benchmark
+    prints ``reserved_after_model_wrap`` for its first run (Llama-2-7B QLoRA, 2 GPUs): 3.72
+    GiB, where this counts 3.19 GiB before the all-gather pool."""
+    if not _fsdp1_applies(req):
+        return 0
+    arch = req.model
+    wb = reg.weight_bytes
+    quantized = req.method is Method.QLORA
+    block = [l.weight_params // 2 if quantized and l.quantizable else l.weight_params * wb
+             for l in arch.block_linears for _ in range(l.count)]
+    block.append((arch.block_params - sum(l.params for l in arch.block_linears)) * wb)
+    root = [arch.embedding_params * wb, arch.norm_params * wb, arch.lm_head_params * wb]
+    sharded = req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
+    resident = req.cpu_offload is not CpuOffload.OPTIMIZER_PARAMS
+    floor = (s.weights + s.lora_weights
+             + _wrap_transient_bytes([b for b in block if b], req.num_gpus, sharded, resident)
+             + _wrap_transient_bytes([r for r in root if r], req.num_gpus, sharded, resident))
+    pool = gathered_weight_bytes(req, reg)[1]
+    seg = 2 * 1024 ** 2
+    return -(-(floor + pool) // seg) * seg
+
+
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
     adapters = st.adapted(req)
     fused = frozenset((l.name, l.d_in, l.d_out, l.role) for a in adapters if a.fused for l in a.covers)
@@ -360,7 +551,9 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
                          # under autocast the adapters' matmuls cast their inputs to 16 bits
                          adapter_bytes=(st.adapter_regime(req, reg).weight_bytes
                                         if req.is_peft and not reg.casts_weights else None),
-                         grouped_kv=req.attention_grouped_kv, fused=fused)
+                         grouped_kv=req.attention_grouped_kv, fused=fused,
+                         head_keeps_input=(req.method is Method.QLORA and req.qlora_keeps_inputs
+                                           and st.output_layer_quantized_params(req) > 0))
 
 
 @dataclass(frozen=True)
@@ -484,9 +677,20 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     merged_first = merged_one if req.gradient_checkpointing else merged_all
     # with accumulation the earlier micro-batches' gradients are there from the start
     held = s.grads_all if st.accumulates_gradients(req) else 0
-    forward_end = _phase(**common, activations=a.saved_all, logits=a.logits, gradients=held,
-                         weight_copies=copies_all + merged_fwd, gathered_weights=gathered_fwd,
+    # the loop may still hold the previous micro-batch's logits and, through their graph, its
+    # 4-bit inputs (previous_outputs_kept)
+    prev_acts, prev_logits = previous_micro_batch_bytes(req, reg)
+    forward_end = _phase(**common, activations=a.saved_all + prev_acts, logits=a.logits + prev_logits,
+                         gradients=held, weight_copies=copies_all + merged_fwd, gathered_weights=gathered_fwd,
                          comm_buffers=s.comm_static)
+    head_dequant = output_layer_dequant_bytes(req)
+    if head_dequant:
+        # a 4-bit output layer's matmul: its dequantized weight with the 16-bit logits written
+        # so far, before the loss (whose own peak is the moment above)
+        tokens = req.micro_batch_size * req.seq_len
+        head = _phase(**{**forward_end, "logits": req.model.vocab_size * reg.compute_bytes * tokens + prev_logits,
+                         "dequant_buffer": head_dequant})
+        forward_end = max(forward_end, head, key=lambda parts: sum(parts.values()))
     first_block = _phase(**common, activations=a.saved_all + a.recompute + in_flight,
                          logits=a.kept_logits, gradients=held, weight_copies=copies_all + merged_first,
                          gathered_weights=gathered,
@@ -507,11 +711,20 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         candidates.append(_phase(**common, gradients=s.grads_all + extra, logits=a.kept_logits,
                                  gathered_weights=gathered,
                                  comm_buffers=s.comm_static + s.comm_backward))
+    root_grads = root_gradient_bytes(req, reg)
+    if root_grads:
+        # FSDP1's root unit: its flat gradient assembled at the end of the backward, every
+        # block's gradient done, the root still gathered (root_gradient_bytes)
+        candidates.append(_phase(**common, gradients=s.grads_all, logits=a.kept_logits,
+                                 gathered_weights=root_unit_bytes(req, reg),
+                                 comm_buffers=s.comm_static + root_grads))
     backward = max(candidates, key=lambda parts: sum(parts.values()))
     phases = {"forward_end": forward_end, "backward": backward}
     if not req.optimizer_in_backward:
+        # the step runs while the loop holds this micro-batch's logits (previous_outputs_kept)
         phases["optimizer_step"] = _phase(**common, gradients=s.grads_all,
                                           optimizer_temporaries=s.optimizer_temp,
+                                          activations=prev_acts, logits=prev_logits,
                                           comm_buffers=s.comm_static)
     return phases
 
@@ -543,7 +756,9 @@ def estimate_request(req: EstimateRequest) -> MemoryEstimate:
     peak_phase = max(PHASES, key=lambda p: totals.get(p, -1))
     allocated = totals[peak_phase]
     quant_reserved = quantization_reserved_bytes(req, states)
-    reserved = max(reserved_bytes(allocated), quant_reserved)
+    wrap_reserved = fsdp_wrap_reserved_bytes(req, reg, states)
+    slack = FSDP1_ALLOCATOR_SLACK_FRACTION if fsdp1_slack_applies(req) else ALLOCATOR_SLACK_FRACTION
+    reserved = max(reserved_bytes(allocated, slack), quant_reserved, wrap_reserved)
     device = reserved + CUDA_CONTEXT_BYTES + (NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0)
     return MemoryEstimate(
         peak_allocated_bytes=allocated,
@@ -561,6 +776,8 @@ def estimate_request(req: EstimateRequest) -> MemoryEstimate:
         warnings=tuple(warnings_for(req)),
         quantization_reserved_bytes=quant_reserved,
         request=req.to_dict(),
+        fsdp_wrap_reserved_bytes=wrap_reserved,
+        allocator_slack_fraction=slack,
         # calibrated ranges: the held-out error of this method and metric (calc.calibration)
         peak_allocated_range_bytes=tuple(calibration.range_bytes(allocated, req.method.value, "allocated")),
         peak_reserved_range_bytes=tuple(calibration.range_bytes(reserved, req.method.value, "reserved")),
@@ -574,10 +791,11 @@ def model_states_total(s: States) -> int:
     return s.weights + s.lora_weights + s.grads_all + s.optimizer
 
 
-def reserved_bytes(allocated: int) -> int:
-    """``allocated * (1 + ALLOCATOR_SLACK_FRACTION)``, rounded up to whole 2 MiB segments."""
+def reserved_bytes(allocated: int, slack: float | None = None) -> int:
+    """``allocated * (1 + slack)`` (default :data:`ALLOCATOR_SLACK_FRACTION`), rounded up to
+    whole 2 MiB segments."""
     seg = 2 * 1024 ** 2
-    raw = int(allocated * (1 + ALLOCATOR_SLACK_FRACTION))
+    raw = int(allocated * (1 + (ALLOCATOR_SLACK_FRACTION if slack is None else slack)))
     return -(-raw // seg) * seg
 
 

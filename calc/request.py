@@ -125,8 +125,14 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
     "attention_grouped_kv": (False, "bool", None),
     "loss_outputs_kept": (False, "bool", None),
     "qlora_quant_state_replicated": (False, "bool", None),
+    # a key a profile sets comes before "framework" (tests/test_frameworks.py)
+    "fsdp_wrap_floor": (False, "bool", None),
     "framework": ("generic", Framework, None),
     "moe_expert_layout": ("per-expert-modules", MoeExpertLayout, None),
+    "previous_outputs_kept": (False, "bool", None),
+    "qlora_output_layer_quantized": (False, "bool", None),
+    "qlora_dequant_fp16": (False, "bool", None),
+    "fsdp_flat_parameters": (False, "bool", None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -219,6 +225,48 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
   With QLoRA the 3-D experts also stay in 16 bits (:func:`calc.lora.as_stored_3d`:
   bitsandbytes quantises ``nn.Linear`` modules only).
   No effect on dense models, nor on gpt-oss / Llama 4, whose 3-D experts calc names directly.
+- ``previous_outputs_kept``: the training loop holds the previous micro-batch's output
+  (the logits) until the next forward returns, as LitGPT's ``finetune/*.py`` loops do
+  (``logits = model(...)`` is rebound only after the call): during the forward the previous
+  16-bit logits are still alive, and with ``qlora_keeps_inputs`` so are the inputs that
+  bitsandbytes < 0.43.2 stored in ``MatMul4Bit``'s ``ctx.tensors``, a Python attribute of
+  the backward node that ``backward()`` does not release (saved tensors it does release),
+  reachable from the held logits through their autograd graph
+  (:func:`calc.memory.previous_micro_batch_bytes`). Default False: the loop keeps only the
+  loss, or a detached copy (Hugging Face ``Trainer.training_step``, torchtune).
+- ``qlora_output_layer_quantized``: QLoRA stores the output layer in 4 bits too, as
+  Lightning's ``BitsandbytesPrecision`` does (it replaces every ``torch.nn.Linear`` built
+  under ``fabric.init_module``; LitGPT passes no ``ignore_modules``): its weight counts as
+  NF4, its input is kept with ``qlora_keeps_inputs``, and its matmul dequantizes the whole
+  ``vocab x hidden`` weight while every saved activation is alive. Only for an output
+  layer not tied to the embedding. Default False: transformers 5.17 keeps the output
+  embedding in 16 bits (``quantizers/base.py`` ``get_keys_to_not_convert``), torchtune
+  quantizes block linears only.
+- ``qlora_dequant_fp16``: the 4-bit weights were quantized from an fp16 copy (Lightning
+  ``_Linear4bit.quantize``: ``weight.to(dtype=torch.half)``), so ``dequantize_4bit`` writes
+  fp16 (its ``quant_state.dtype``) and ``MatMul4Bit`` casts it to the bf16 compute dtype
+  (``.to(A.dtype)``): two weight-sized buffers for a moment (:data:`calc.memory.DEQUANT_BYTES`
+  each). No effect with fp16 compute. Default False: transformers quantizes the weights in
+  the dtype they were loaded in, the compute dtype.
+- ``fsdp_flat_parameters``: FSDP (v1) keeps each wrapped unit's parameters in one flat
+  parameter and hands the modules views of it made by ``torch.split`` then ``view``
+  (torch ``distributed/fsdp/_flat_param.py`` ``_get_unflat_views_unaligned``; Lightning's
+  ``FSDPStrategy`` sets ``use_orig_params=True``). In full fine-tuning the root unit's
+  gradient (embedding, final norm, output layer) is built by ``split``'s backward only once
+  every view's gradient exists, at the end of the backward: the output layer's gradient
+  waits from the start of the backward, and the concatenated flat gradient is written while
+  the per-view ones are alive (:func:`calc.memory.root_gradient_bytes`). Only with ZeRO-3 /
+  FSDP on several GPUs. Default False: FSDP2 (``fully_shard``) shards each parameter on
+  its own, DeepSpeed partitions gradients as they come.
+- ``fsdp_wrap_floor``: the model is loaded on the CPU and wrapped by FSDP1
+  (``FullyShardedDataParallel`` with ``device_id``, flat parameters, ``sync_module_states``),
+  as Answer.AI's ``fsdp_qlora/train.py`` does. On several GPUs with a sharding other than
+  ``none``, the reserved memory is at least what the wrapping leaves cached (the rank-0
+  copies of one block's and of the root's parameters, their broadcast buckets and flat
+  parameters, freed but kept by PyTorch's caching allocator) plus the all-gather stream's
+  own blocks, and the step's allocator slack is FSDP1's
+  (:func:`calc.memory.fsdp_wrap_reserved_bytes`, :data:`calc.memory.FSDP1_ALLOCATOR_SLACK_FRACTION`).
+  Default False: no such floor, the generic slack.
 """
 
 
@@ -257,6 +305,11 @@ class EstimateRequest:
     qlora_quant_state_replicated: bool = False
     framework: Framework = Framework.GENERIC
     moe_expert_layout: MoeExpertLayout = MoeExpertLayout.PER_EXPERT_MODULES
+    previous_outputs_kept: bool = False
+    qlora_output_layer_quantized: bool = False
+    qlora_dequant_fp16: bool = False
+    fsdp_flat_parameters: bool = False
+    fsdp_wrap_floor: bool = False
     # keys the framework profile filled (not part of the JSON form): a variant of this request
     # re-evaluates the conditional ones (calc.frameworks.reapplied)
     profile_keys: tuple[str, ...] = ()

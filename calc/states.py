@@ -141,6 +141,17 @@ def _quantized_weight_params(arch: ModelArch) -> int:
     return sum(arch.blocks_of(l) * l.count * l.weight_params for l in arch.linears if l.quantizable)
 
 
+def output_layer_quantized_params(req: EstimateRequest) -> int:
+    """The output layer's weight when QLoRA stores it in NF4 too
+    (``qlora_output_layer_quantized``: Lightning's ``BitsandbytesPrecision`` replaces every
+    ``torch.nn.Linear``), ``vocab x hidden``; 0 when tied to the embedding (an
+    ``nn.Embedding``, which no 4-bit layer replaces) or without QLoRA."""
+    arch = req.model
+    if req.method is not Method.QLORA or not req.qlora_output_layer_quantized or arch.tie_word_embeddings:
+        return 0
+    return arch.vocab_size * arch.hidden_size
+
+
 def _full_tensors(arch: ModelArch) -> tuple[tuple[int, int, int], ...]:
     """Every parameter tensor as (rows, cols, copies): matrices, then vectors."""
     out = [(arch.vocab_size, arch.hidden_size, 1)]
@@ -163,6 +174,8 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
     arch = req.model
     total = arch.params_total
     quantized = _quantized_weight_params(arch) if req.method is Method.QLORA else 0
+    if quantized:
+        quantized += output_layer_quantized_params(req)
     if req.method is Method.FULL:
         full = _full_tensors(arch)
         largest = max(r * c for r, c, _ in full)

@@ -45,7 +45,8 @@ GROUPS = (
                         "qlora_unchunked_quantization", "qlora_quant_state_replicated",
                         "optimizer_fused", "attention_keeps_fused_qkv", "attention_grouped_kv",
                         "loss_outputs_kept", "sync_each_micro_batch", "frozen_weight_grads",
-                        "moe_expert_layout")),
+                        "moe_expert_layout", "previous_outputs_kept", "qlora_output_layer_quantized",
+                        "qlora_dequant_fp16", "fsdp_flat_parameters", "fsdp_wrap_floor")),
     ("legend_method", ("lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
                        "precision", "optimizer", "optimizer_in_backward")),
     ("legend_batch", ("gradient_accumulation_steps", "gradient_checkpointing", "attention",
@@ -61,7 +62,9 @@ APPLIES = {"lora_rank": "lora qlora", "lora_targets": "lora qlora", "lora_dropou
            "frozen_weight_grads": "lora qlora", "qlora_double_quant": "qlora",
            "qlora_keeps_inputs": "qlora", "qlora_unchunked_quantization": "qlora",
            "qlora_speed_factor": "qlora", "qlora_quant_state_replicated": "qlora",
-           "lora_adapter_dtype": "lora qlora", "moe_expert_layout": "lora qlora"}
+           "lora_adapter_dtype": "lora qlora", "moe_expert_layout": "lora qlora",
+           "qlora_output_layer_quantized": "qlora", "qlora_dequant_fp16": "qlora",
+           "fsdp_flat_parameters": "full"}
 PERCENT_FIELDS = ("safety_margin",)  # shares the reader may also write as percentages
 
 

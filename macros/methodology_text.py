@@ -115,6 +115,45 @@ CONSTANTS: dict[str, dict] = {
                "over the rows that publish max_memory_reserved (torchtune tutorials, Answer.AI's "
                "benchmark), then the median over publications; refitted leaving each source out "
                "(validation)"}),
+    "calc.memory.FSDP1_ALLOCATOR_SLACK_FRACTION": _e(
+        "Holgura del asignador en el paso de FSDP1 cuando el bucle conserva la salida del modelo "
+        "(fsdp_wrap_floor con loss_outputs_kept): reservado = asignado × (1 + f) donde no manda "
+        "el suelo del envoltorio. FSDP1 reúne los parámetros en un flujo CUDA propio y reduce los "
+        "gradientes en otro, y el asignador solo reutiliza un bloque en el flujo que lo liberó; "
+        "transformers anterior a 4.46 devuelve además los logits en fp32 (4 V bytes por token).",
+        "Allocator slack of the FSDP1 step when the loop keeps the model's output "
+        "(fsdp_wrap_floor with loss_outputs_kept): reserved = allocated × (1 + f) where the "
+        "wrap's floor does not bind. FSDP1 all-gathers on a CUDA stream of its own and "
+        "reduce-scatters on another, and the allocator reuses a block only on the stream that "
+        "freed it; transformers before 4.46 also returns fp32 logits (4 V bytes per token).",
+        {"es": "Ajustada con la regla de la holgura general sobre las 13 filas de max_memory_reserved "
+               "de la comparativa de Answer.AI (fsdp_qlora, benchmarks_03_2024.md), la única "
+               "publicación de ese montaje: valores por fila de 0,12 a 0,58; dejándola fuera se "
+               "recurre a la holgura general, así que su error fuera de muestra es el de esa "
+               "(python -m benchmarks.validate_memory)",
+         "en": "Fitted with the general slack's rule on the 13 max_memory_reserved rows of "
+               "Answer.AI's benchmark (fsdp_qlora, benchmarks_03_2024.md), the one publication of "
+               "that setup: per-row values 0.12 to 0.58; holding it out falls back to the general "
+               "slack, so its held-out error is that one's (python -m benchmarks.validate_memory)"}),
+    "calc.memory.FSDP1_BROADCAST_BUCKET_BYTES": _e(
+        "Tamaño máximo de cada cubo con que FSDP1 difunde desde el rango 0 los parámetros de una "
+        "unidad (sync_module_states); dos cubos en vuelo, cada uno una copia plana nueva si junta "
+        "dos o más tensores. Entra en el suelo de memoria reservada que deja el envoltorio "
+        "(fsdp_wrap_floor): cada unidad pasa por la GPU sin fragmentar (sus parámetros, esas "
+        "copias, el parámetro plano y su fragmento) y el asignador conserva los bloques liberados.",
+        "Largest bucket in which FSDP1 broadcasts a unit's parameters from rank 0 "
+        "(sync_module_states); two buckets in flight, each a new flat copy when it holds two or "
+        "more tensors. Part of the reserved floor the wrapping leaves (fsdp_wrap_floor): each "
+        "unit passes through the GPU unsharded (its parameters, those copies, the flat parameter "
+        "and its shard) and the allocator keeps the freed blocks.",
+        {"es": "torch 2.13.0, torch/distributed/fsdp/_init_utils.py (PARAM_BROADCAST_BUCKET_SIZE, "
+               "_init_param_handle_from_module), _flat_param.py (flatten_tensors, shard) y "
+               "torch/csrc/distributed/c10d/comm.cpp (broadcast_coalesced, max_in_flight = 2); "
+               "Answer.AI fsdp_qlora train.py 50efa1e, que imprime reserved_after_model_wrap",
+         "en": "torch 2.13.0, torch/distributed/fsdp/_init_utils.py (PARAM_BROADCAST_BUCKET_SIZE, "
+               "_init_param_handle_from_module), _flat_param.py (flatten_tensors, shard) and "
+               "torch/csrc/distributed/c10d/comm.cpp (broadcast_coalesced, max_in_flight = 2); "
+               "Answer.AI fsdp_qlora train.py 50efa1e, which prints reserved_after_model_wrap"}),
     "calc.memory.DEQUANT_BYTES": _e(
         "Bytes por elemento de un peso de 4 bits descuantizado y de los gradientes que rodean "
         "su multiplicación: el tipo de cálculo de 16 bits, sea cual sea el tipo de los demás "

@@ -102,8 +102,17 @@ PLAN_VARIATIONS = [
     # transformers 5's 3-D MoE experts under peft (calc.lora.fused_expert_adapters)
     {"model": "qwen3-30b-a3b", "moe_expert_layout": "fused-3d", "lora_adapter_dtype": "fp32"},
     {"framework": "hf-custom-loop", "loss_outputs_kept": "true", "attention_grouped_kv": "true"},
+    # FSDP1's wrap floor and slack (fsdp_wrap_floor, set by hf-custom-loop on several GPUs)
+    {"framework": "hf-custom-loop", "method": "qlora", "num_gpus": "2", "sharding": "zero3",
+     "gpu": "rtx-3090"},
     {"framework": "torchtune", "method": "full", "model": "llama-3.2-1b"},
     {"framework": "litgpt", "num_gpus": "2", "sharding": "zero3"},
+    # LitGPT's QLoRA behaviours (the previous micro-batch kept, 4-bit output layer, fp16
+    # dequantisation) and FSDP1's flat parameters and wrap floor, set by hand outside their profiles
+    {"method": "qlora", "model": "llama-3.2-3b", "previous_outputs_kept": "true",
+     "qlora_output_layer_quantized": "true", "qlora_dequant_fp16": "true"},
+    {"fsdp_flat_parameters": "true", "fsdp_wrap_floor": "true", "method": "full",
+     "model": "gemma-2-2b", "num_gpus": "2", "sharding": "zero3"},
     {"framework": "unsloth", "method": "qlora", "qlora_quant_state_replicated": "true",
      "num_gpus": "2", "sharding": "zero3"},
     # issue 14: FP8 compute on a card that has it

@@ -17,10 +17,14 @@ def _resolved(**request) -> dict:
 
 
 def test_framework_follows_every_key_it_profiles_and_generic_by_default():
-    # keys added later (moe_expert_layout) come after it, as every new key does
+    # keys added later come after it, as every new key does (moe_expert_layout); the profiled
+    # ones among them (LitGPT's loop and Lightning's 4-bit layers) sit at the end
     order = list(ESTIMATE_FIELDS)
     profiled = {key for profile in PROFILES.values() for key in profile}
-    assert all(order.index(key) < order.index("framework") for key in profiled)
+    later = {key for key in profiled if order.index(key) > order.index("framework")}
+    assert later == {"previous_outputs_kept", "qlora_output_layer_quantized", "qlora_dequant_fp16",
+                     "fsdp_flat_parameters"}
+    assert set(order[-len(later):]) == later
     assert ESTIMATE_FIELDS["framework"][0] == "generic"
     assert _resolved(model="llama-3.1-8b")["framework"] == "generic"
 
@@ -221,3 +225,104 @@ def test_recommendation_variants_follow_the_library():
                                                         "frozen_weight_grads": False}))
     assert fixed.get(num_gpus=2, sharding="zero3")["request"]["frozen_weight_grads"] is False
     assert "profile_keys" not in est.get()["request"]
+
+
+# ---- LitGPT 0.4 QLoRA: Lightning's 4-bit layers and the loop's held micro-batch ------------
+
+LLAMA2_7B_QLORA = {"model": "llama-2-7b", "method": "qlora", "micro_batch_size": 2, "seq_len": 512,
+                   "gradient_checkpointing": False, "chunked_loss": True, "qlora_double_quant": False,
+                   "qlora_output_layer_quantized": False, "qlora_dequant_fp16": False}
+
+
+def test_litgpt_loop_holds_the_previous_logits_and_kept_4bit_inputs():
+    # Llama 2 7B, 2 x 512 tokens. The previous micro-batch's bf16 logits: 1024 x 32000 x 2.
+    # bitsandbytes < 0.43.2 kept each 4-bit linear's input in ctx.tensors: per block the
+    # attention norm's output (4096, read by q, k, v), the attention output (4096, o), the MLP
+    # norm's output (4096, gate and up) and the down projection's input (11008), in bf16.
+    logits = 1024 * 32_000 * 2
+    inputs = 32 * 1024 * 2 * (4096 + 4096 + 4096 + 11008)
+    assert (logits, inputs) == (65_536_000, 1_526_726_656)
+    req = {**LLAMA2_7B_QLORA, "qlora_keeps_inputs": True}
+    held = estimate_dict({**req, "previous_outputs_kept": True})["phases"]
+    fresh = estimate_dict({**req, "previous_outputs_kept": False})["phases"]
+    assert held["forward_end"] - fresh["forward_end"] == logits + inputs
+    # the optimizer step runs while the loop still holds this micro-batch's logits and graph
+    assert held["optimizer_step"] - fresh["optimizer_step"] == logits + inputs
+    # bitsandbytes >= 0.43.2 keeps no input: only the logits stay
+    new_bnb = {**LLAMA2_7B_QLORA, "qlora_keeps_inputs": False}
+    assert (estimate_dict({**new_bnb, "previous_outputs_kept": True})["phases"]["forward_end"]
+            - estimate_dict({**new_bnb, "previous_outputs_kept": False})["phases"]["forward_end"] == logits)
+    assert _resolved(model="llama-2-7b", framework="litgpt")["previous_outputs_kept"] is True
+    assert _resolved(model="llama-2-7b", framework="hf-trainer")["previous_outputs_kept"] is False
+
+
+def test_lightning_plugin_quantizes_the_output_layer():
+    # Llama 3 8B (untied), 1 x 512 tokens, NF4 without double quantization (4.5 bits): the
+    # output layer's 128256 x 4096 weight goes from bf16 to NF4, and its matmul dequantizes
+    # the whole weight into bf16 at the forward's end.
+    n = 128_256 * 4096
+    assert n == 525_336_576
+    req = {**LLAMA2_7B_QLORA, "model": "llama-3-8b", "micro_batch_size": 1, "qlora_keeps_inputs": False}
+    on = estimate_dict({**req, "qlora_output_layer_quantized": True})
+    off = estimate_dict(req)
+    weights = n * 9 // 16 - 2 * n
+    assert weights == -755_171_328
+    assert on["components"]["weights"] - off["components"]["weights"] == weights
+    assert on["phases"]["forward_end"] - off["phases"]["forward_end"] == weights + 2 * n
+    # quantized from an fp16 copy: the fp16 dequantization and its bf16 cast, 4 bytes each
+    fp16 = estimate_dict({**req, "qlora_output_layer_quantized": True, "qlora_dequant_fp16": True})
+    assert fp16["phases"]["forward_end"] - on["phases"]["forward_end"] == 2 * n
+    # with qlora_keeps_inputs the output layer keeps its bf16 input: 512 x 4096 x 2 more
+    keep = {**req, "qlora_keeps_inputs": True}
+    assert (estimate_dict({**keep, "qlora_output_layer_quantized": True})["phases"]["forward_end"]
+            - estimate_dict(keep)["phases"]["forward_end"] == weights + 2 * n + 512 * 4096 * 2)
+    # an output layer tied to the embedding is an nn.Embedding: nothing changes
+    tied = {**req, "model": "llama-3.2-1b"}
+    quantized, plain = estimate_dict({**tied, "qlora_output_layer_quantized": True}), estimate_dict(tied)
+    assert quantized["phases"] == plain["phases"] and quantized["components"] == plain["components"]
+
+
+def test_fp16_dequantization_doubles_the_block_buffer_for_a_moment():
+    # Llama 2 7B, 1 x 512 tokens: the largest 4-bit backward moment is gate/up (4096 -> 11008,
+    # 45,088,768 weights). bf16 dequantization: the buffer (2 W) with the output's gradient
+    # (2 x 512 x 11008) and the input's (2 x 512 x 4096). From fp16: the fp16 buffer and its
+    # bf16 cast (4 W) with the output's gradient, before the input's gradient is written.
+    from calc import memory, states
+    from calc.request import parse_estimate_request
+
+    w = 4096 * 11008
+    grads = 2 * 512 * (4096 + 11008)
+    req = {**LLAMA2_7B_QLORA, "micro_batch_size": 1}
+    for fp16, expected in ((False, 2 * w + grads), (True, 4 * w + 2 * 512 * 11008)):
+        r = parse_estimate_request({**req, "qlora_dequant_fp16": fp16})
+        in_flight, buffer = memory.dequant_matmul_bytes(r, states.regime(r.precision, r.sharding))
+        assert in_flight == grads and in_flight + buffer == expected
+    # fp16 compute: the cast is a no-op
+    r = parse_estimate_request({**req, "qlora_dequant_fp16": True, "precision": "fp16-mixed"})
+    assert memory.dequant_cast_bytes(r) == 0
+
+
+def test_fsdp1_root_gradient_of_two_vocabulary_tables():
+    # gemma-2b full fine-tuning as LitGPT runs it: 4 GPUs, FSDP, untied output layer (LitGPT
+    # keeps lm_head apart). The root unit: embedding and output layer, 256000 x 2048 each,
+    # and the final norm (2048). At the end of the backward the two tables' bf16 gradients
+    # wait in split's input buffer while the flat gradient is concatenated: twice the root.
+    from accuracy.memory import _litgpt_model
+
+    root = 2 * 256_000 * 2048 + 2048
+    req = {"model": _litgpt_model("gemma-2b"), "method": "full", "num_gpus": 4, "sharding": "zero3",
+           "gradient_checkpointing": True, "gradient_accumulation_steps": 4, "seq_len": 512}
+    on = estimate_dict({**req, "fsdp_flat_parameters": True})
+    off = estimate_dict({**req, "fsdp_flat_parameters": False})
+    assert on["peak_phase"] == "backward"
+    assert on["components"]["comm_buffers"] == 2 * root * 2 == 4_194_312_192
+    # weights, optimizer states, every accumulated unsharded gradient, the root gathered
+    assert on["components"]["gradients"] == off["model_states_bytes"] - off["components"]["weights"] - off["components"]["optimizer"]
+    assert on["components"]["gathered_weights"] == root * 2
+    assert on["peak_allocated_bytes"] > off["peak_allocated_bytes"]
+    # LoRA: the root is frozen, no gradient to assemble; one GPU: no FSDP
+    lora = {**req, "method": "lora"}
+    assert (estimate_dict({**lora, "fsdp_flat_parameters": True})["phases"]
+            == estimate_dict(lora)["phases"])
+    assert _resolved(model="gemma-2b", framework="litgpt")["fsdp_flat_parameters"] is False
+    assert _resolved(model="gemma-2b", framework="litgpt", num_gpus=4, sharding="zero3")["fsdp_flat_parameters"] is True

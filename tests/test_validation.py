@@ -264,10 +264,13 @@ def test_ranges_are_calibrated_on_held_out_sources(loso):
     assert n >= 50 and inside / n >= 0.75   # nominal 80 % (10th-90th percentile)
 
 
-ACCEPTED_LOSO = {"median": 0.067, "p90": 0.200}
+ACCEPTED_LOSO = {"median": 0.041, "p90": 0.195}
 """The last accepted leave-one-source-out figures on measured rows (2026-11-30, issue 13:
 76 rows with the Hugging Face stack rows 123-140 and the library profiles: median 6.7 %,
-p90 20.0 %; on the torchtune and LitGPT rows alone, before them: 4.3 % and 19.6 %). New rows
+p90 20.0 %; on the torchtune and LitGPT rows alone, before them: 4.3 % and 19.6 %; then
+LitGPT's held previous micro-batch, 4-bit output layer, fp16 dequantization and FSDP1
+root gradient counted: median 4.1 %, p90 19.5 %; the FSDP1 wrap floor, fsdp_wrap_floor,
+left the held-out median at 4.1 % and p90 at 19.5 %). New rows
 change the yardstick: a commit that adds rows may move these values, saying so; a commit that
 changes the model may not make them worse by more than a point."""
 
@@ -351,3 +354,20 @@ def test_validation_scripts_compute_nothing():
         imported = _imported_modules(root / "benchmarks" / script)
         assert any(m.startswith("accuracy") for m in imported), script
         assert "csv" not in imported, script
+
+
+def test_fsdp1_slack_fit_and_its_fallback(results, loso):
+    from calc.memory import ALLOCATOR_SLACK_FRACTION, FSDP1_ALLOCATOR_SLACK_FRACTION
+
+    rows = list(results.values())
+    values = vm.fsdp1_slack_values(rows)
+    assert set(values) == {"126", "127", "128", "130", "132", "133", "134", "135", "136", "137", "138",
+                           "139", "140"}
+    assert vm.fit_fsdp1_slack(rows) == pytest.approx(FSDP1_ALLOCATOR_SLACK_FRACTION, abs=0.0005)
+    assert FSDP1_ALLOCATOR_SLACK_FRACTION > ALLOCATOR_SLACK_FRACTION
+    # the one publication held out: no FSDP1 row left, the fold's generic slack stands in
+    fold = loso.folds["AnswerDotAI/fsdp_qlora benchmarks_03_2024.md"]
+    assert fold.slack_fsdp1 == fold.slack and not fold.slack_fsdp1_rows
+    # the PEFT FSDP rows wrap the same way but the Trainer drops the outputs: generic slack
+    assert not results["124"].fsdp1 and results["124"].request["fsdp_wrap_floor"] is True
+    assert set(values) <= loso.fitted_rows

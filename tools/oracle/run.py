@@ -69,6 +69,8 @@ def normalise(request: dict) -> tuple[dict, dict]:
         value = parsed[key]
         if key in HANDLED_KEYS or key not in req and key == "qlora_quant_state_replicated":
             continue  # a QLoRA-only setting a Hugging Face profile fills in
+        if key == "fsdp_wrap_floor" and key not in req:
+            continue  # set by hf-custom-loop; it changes reserved memory only, which the oracle does not trace
         if value != default and not (isinstance(value, list) and tuple(value) == default):
             raise Unsupported(f"{key}={value!r} is not reproduced by the oracle")
     if parsed["method"] not in SUPPORTED_METHODS:
