@@ -404,7 +404,6 @@ def qlora_ratio_check(rows: dict[int, dict]) -> list[dict]:
     (counted dequantisation) at the pair's micro-batch and :data:`QLORA_PAIR_MEAN_TOKENS`."""
     import re
 
-    from calc import gpus as gpu_catalogue
     out = []
     for lora_id, qlora_id in QLORA_PAIRS:
         a, b = rows.get(lora_id), rows.get(qlora_id)
@@ -424,7 +423,7 @@ def qlora_ratio_check(rows: dict[int, dict]) -> list[dict]:
                 continue
             ratio = sb / sa
         out.append({"rows": [lora_id, qlora_id], "model": a["model"], "gpu": a["gpu_type"],
-                    "measured_ratio": ratio, "calc_ratio": _calc_qlora_ratio(a, gpu_catalogue)})
+                    "measured_ratio": ratio, "calc_ratio": _calc_qlora_ratio(a, b)})
     return out
 
 
@@ -433,20 +432,32 @@ _PAIR_MODELS = {"Llama-3.1-8B": "llama-3.1-8b", "Llama-2-7B": "llama-2-7b", "Mis
 _PAIR_GPUS = {"A10G": "a10g", "A100 40GB SXM4": "a100-40gb-sxm"}
 
 
-def _calc_qlora_ratio(row: dict, gpu_catalogue) -> float | None:
+def _pair_request(row: dict, method: str) -> dict | None:
+    """The calc request of one row of a QLoRA/LoRA pair: its own ``calc_request``, or one built
+    from its model, card and micro-batch at :data:`QLORA_PAIR_MEAN_TOKENS` tokens; a QLoRA row
+    stated as plain ``bnb.nf4`` (LitGPT's precision without ``-dq``) has no double quantisation."""
     from calc import presets
+    if row.get("calc_request"):
+        return {**row_request(row), "method": method}
     model = _PAIR_MODELS.get(row["model"])
     gpu_id = next((g for k, g in _PAIR_GPUS.items() if row["gpu_type"].startswith(k)), None)
-    if row.get("calc_request"):
-        data = row_request(row)
-    elif model and gpu_id and model in presets.preset_ids():
-        mb = int((row["micro_batch_per_gpu"] or "1").split()[0])
-        data = {"model": model, "gpu": gpu_id, "micro_batch_size": mb, "seq_len": QLORA_PAIR_MEAN_TOKENS,
-                "gradient_checkpointing": False, "dataset_tokens": 1e9}
-    else:
+    if not (model and gpu_id and model in presets.preset_ids()):
         return None
+    mb = int((row["micro_batch_per_gpu"] or "1").split()[0])
+    data = {"model": model, "gpu": gpu_id, "micro_batch_size": mb, "seq_len": QLORA_PAIR_MEAN_TOKENS,
+            "gradient_checkpointing": False, "dataset_tokens": 1e9, "method": method}
+    if method == "qlora" and "nf4" in row["method"] and "dq" not in row["method"]:
+        data["qlora_double_quant"] = False
+    return data
+
+
+def _calc_qlora_ratio(lora: dict, qlora: dict) -> float | None:
+    """calc's QLoRA / LoRA speed for a pair, each row at its own micro-batch and quantisation."""
     speeds = []
-    for method in ("lora", "qlora"):
-        req, opts = parse_plan_request({**data, "method": method})
+    for row, method in ((lora, "lora"), (qlora, "qlora")):
+        data = _pair_request(row, method)
+        if data is None:
+            return None
+        req, opts = parse_plan_request(data)
         speeds.append(timing.estimate_time(req, opts.gpu, 1e9).tokens_per_second_per_gpu)
     return speeds[1] / speeds[0]

@@ -6,7 +6,7 @@ bytes, kernel launches) over a rate (the card's datasheet peak, memory bandwidth
 CPU rate), and the step is their critical path, not their product::
 
     compute       = FLOPs(T) / (peak * eff(T))                 eff(T) = eff_class * T / (T + T_half)
-    dequantise    = passes * NF4 weight bytes (read 4-bit, write 16-bit) / (HBM * eta_mem)
+    dequantise    = passes * NF4 weights * bytes per weight (read 4-bit + absmax, write 16-bit) / (HBM * eta_mem)
     comm_exposed  = sum over phases of max(first unit, comm_bytes / link - compute of the phase)
     transfer_exp. = host<->device bytes / host link, less the compute it overlaps
     optimizer     = bytes the optimizer and gradient clipping read and write / (HBM * eta_mem)
@@ -37,13 +37,14 @@ from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
 
-MATMUL_EFFICIENCY = {"a100": 0.76, "blackwell": 0.38, "gddr": 1.00, "hopper": 0.67}
+MATMUL_EFFICIENCY = {"a100": 0.75, "blackwell": 0.38, "gddr": 1.00, "hopper": 0.58}
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
 rows of the class, each source weighing the same among them; leave-one-source-out figures on
 the methodology page). ``hopper`` rests on four sources (Unsloth on the H100/H200 measured by
-the Surogate authors, llm-foundry, NeMo AutoModel's LoRA table), ``gddr`` on two (Unsloth on
-the RTX 5090, torchtune on the RTX 4090); Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
+the Surogate authors, llm-foundry, NeMo AutoModel's LoRA table, Answer.AI's 70B QLoRA on four
+H100), ``gddr`` on three (Unsloth on the RTX 5090, torchtune and Answer.AI's fsdp_qlora on the
+RTX 4090, the latter's rented RTX 6000 Ada too); Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
 are judged but not fitted on (their figure is a whole job's wall time, start-up included);
 ``blackwell`` on one (Unsloth on the B200): the other published B200 rows are FP8 and fit :data:`FP8_MATMUL_EFFICIENCY`. A
 class without rows (``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
@@ -52,13 +53,13 @@ MATMUL_EFFICIENCY_POOLED = 0.76
 """The same fit with every covered row pooled in one class: the figure for card classes with no
 measured row (MI300X); FITTED."""
 
-MATMUL_HALF_TOKENS = 152.0
+MATMUL_HALF_TOKENS = 128.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
 efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per layer, matmul
 work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
 tails, element-wise passes) do not, hence the ``hidden**2`` scaling. FITTED."""
 
-FP8_MATMUL_EFFICIENCY = 0.47
+FP8_MATMUL_EFFICIENCY = 0.49
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
 Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing the same
 (torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200)."""
@@ -74,11 +75,51 @@ H100 SXM (3.35) and about 0.9 TB/s on the RTX 4090 (1.01): 0.8-0.9; 0.8 for elem
 optimizer and dequantisation kernels that do not reach copy speed."""
 
 DEQUANT_WRITE_BYTES = 2
-"""bitsandbytes ``MatMul4Bit`` (bitsandbytes 0.45, ``autograd/_functions.py``) dequantises
+"""bitsandbytes ``MatMul4Bit`` (bitsandbytes 0.49.2, ``autograd/_functions.py``) dequantises
 the whole NF4 weight to a 16-bit tensor (``dequantize_4bit``) before each matmul, in forward
-and again in backward for the input gradient: per pass it reads the 4-bit weight (with its
-absmax, :data:`calc.states.NF4_DOUBLE_QUANT_BITS` bits per weight) and writes 2 bytes per
-weight; the matmul then reads the 16-bit copy like any bf16 weight."""
+and again in backward for the input gradient: per pass it writes 2 bytes per weight; the
+matmul then reads the 16-bit copy like any bf16 weight. What it reads is
+:func:`dequantisation_bytes_per_weight`."""
+
+NF4_BLOCK = 64
+"""Weights per absmax block of bitsandbytes' 4-bit weights (``Linear4bit`` / ``Params4bit``
+default ``blocksize=64``, bitsandbytes 0.49.2)."""
+
+NESTED_ABSMAX_BYTES_PER_BLOCK = 1 + 4 + 4 + 4
+"""bitsandbytes 0.49.2 ``functional.dequantize_4bit`` with double quantisation
+(``quant_state.nested``) first rebuilds the fp32 absmax: ``dequantize_blockwise`` reads the
+8-bit absmax (1 byte per block) and writes it in fp32 (4), then ``absmax += offset`` reads and
+writes it again (4 + 4): 13 bytes per block of :data:`NF4_BLOCK` weights, in two more kernels."""
+
+BNB_OPS_FORWARD = {True: 9, False: 7}
+"""Host-dispatched ops bitsandbytes 0.49.2 adds to one 4-bit linear's forward (and its
+recomputation), beyond the matmul itself, by double quantisation: ``Linear4bit.forward`` casts
+the input to the compute dtype and transposes the weight, ``MatMul4Bit.apply`` enters an autograd
+Function, ``dequantize_4bit`` runs ``dequantize_blockwise`` and the in-place offset add (nested
+only) and the 4-bit kernel (each a ``torch.ops.bitsandbytes`` custom op), then the 16-bit
+weight is cast and transposed, and the output cast back: 9 nested, 7 plain."""
+
+BNB_OPS_BACKWARD = {True: 5, False: 3}
+"""The same in ``MatMul4Bit.backward`` (bitsandbytes 0.49.2): the dequantisation again (3 ops
+nested, 1 plain), the cast and the transpose of the 16-bit weight; the input-gradient matmul is
+the linear's own backward op."""
+
+DEQUANT_KERNELS = {True: 3, False: 1}
+"""Under torch.compile the Python layers of :data:`BNB_OPS_FORWARD` are traced away
+(bitsandbytes 0.49.2 registers its kernels as ``torch.library`` custom ops, ``_ops.py``, and
+``MatMul4Bit`` is an autograd Function dynamo traces): what is left per pass of a 4-bit linear
+is the dequantisation itself, ``dequantize_blockwise``, the offset add and ``dequantize_4bit``
+nested (3), the 4-bit kernel alone plain (1)."""
+
+
+def dequantisation_bytes_per_weight(double_quant: bool) -> float:
+    """Device-memory bytes one pass moves to dequantise one NF4 weight (bitsandbytes 0.49.2
+    ``functional.dequantize_4bit``): the 4-bit kernel reads the packed code (half a byte) and
+    the fp32 absmax (4 bytes per block of :data:`NF4_BLOCK`) and writes the 16-bit weight
+    (:data:`DEQUANT_WRITE_BYTES`); with double quantisation the absmax is rebuilt first
+    (:data:`NESTED_ABSMAX_BYTES_PER_BLOCK`). 2.77 bytes per weight nested, 2.56 plain."""
+    per_block = 4 + (NESTED_ABSMAX_BYTES_PER_BLOCK if double_quant else 0)
+    return 0.5 + per_block / NF4_BLOCK + DEQUANT_WRITE_BYTES
 
 DISPATCH_SECONDS_PER_KERNEL = 32e-6
 """Host time to dispatch one op of the training step (Python, dispatcher, launch; module
@@ -164,7 +205,10 @@ the 16-bit copy sent back to the GPU (2 B)."""
 CPU_MEMORY_BYTES_PER_S = 40e9
 """Host memory bandwidth the CPU optimizer streams at: a cloud VM's share of a server socket
 (STREAM triad on an 8-channel DDR4-3200 socket is about 150 GB/s; a GPU VM gets a fraction).
-A stated assumption: no row of the validation set measures CPU offload."""
+A stated assumption: the validation set's covered CPU-offload rows (Answer.AI's FSDP offload of
+LoRA/QLoRA adapters on RTX 4090s, rows 252, 255, 257-260) send only adapters through the CPU
+optimizer, under 2 % of their step, so no row tests this rate; they do test the weights'
+streaming over the host link (:func:`step_breakdown`)."""
 
 GRAD_CLIP_PASSES = 3
 """``torch.nn.utils.clip_grad_norm_`` (torch 2.13, foreach path): one read of every gradient
@@ -251,6 +295,7 @@ class Counts:
     quantized_params: int
     quantized_bytes: float
     trainable: int
+    dequantisation_bytes: float  # read and written by one pass's dequantisation of every 4-bit weight
     grad_params: int
     reg: st.Regime
     passes: int  # forward + backward (+ recompute): weight uses per micro-step
@@ -289,10 +334,15 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     n_linears = sum(lin.count if lin.active == lin.count else lin.active for lin in arch.linears)
     adapters = len(st.adapted(req)) if req.is_peft else 0
     other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
-    # QLoRA: bitsandbytes launches one dequantisation kernel before each 4-bit matmul
+    # QLoRA: bitsandbytes wraps each 4-bit matmul in host ops of its own (dequantisation, casts)
     quantized_linears = sum(l.active for l in arch.linears if l.quantizable) if req.method is Method.QLORA else 0
-    fwd_ops = arch.num_layers * (n_linears + other + LORA_OPS_PER_ADAPTER * adapters + quantized_linears)
-    kernels = fwd_ops * (1 + BACKWARD_OPS_FACTOR + (1 if req.gradient_checkpointing else 0))
+    fwd_ops = arch.num_layers * (n_linears + other + LORA_OPS_PER_ADAPTER * adapters)
+    recompute = 1 if req.gradient_checkpointing else 0
+    dq = req.qlora_double_quant
+    bnb_fwd, bnb_bwd = ((DEQUANT_KERNELS[dq], DEQUANT_KERNELS[dq]) if req.torch_compile
+                        else (BNB_OPS_FORWARD[dq], BNB_OPS_BACKWARD[dq]))
+    kernels = fwd_ops * (1 + BACKWARD_OPS_FACTOR + recompute) \
+        + arch.num_layers * quantized_linears * (bnb_fwd * (1 + recompute) + bnb_bwd)
     # FP8 casts per token: inputs (forward, recompute) and output gradients (backward)
     per_layer_in = sum(l.active * l.d_in for l in arch.linears if l.quantizable)
     per_layer_out = sum(l.active * l.d_out for l in arch.linears if l.quantizable)
@@ -320,6 +370,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         accumulation=req.gradient_accumulation_steps, hidden=arch.hidden_size,
         layers=arch.num_layers, dense_params=layout.dense, quantized_params=layout.quantized,
         quantized_bytes=float(qbytes), trainable=trainable,
+        dequantisation_bytes=layout.quantized * dequantisation_bytes_per_weight(req.qlora_double_quant),
         grad_params=st.gradient_params(req, layout) if trainable == layout.trainable else trainable,
         reg=reg, passes=passes, kernels_per_micro=float(kernels), fp8_cast_elements_per_token=float(cast),
         block_weight_params=arch.num_layers * arch.block_params,
@@ -416,8 +467,7 @@ def step_breakdown(c: Counts, rates: Rates, *, num_gpus: int, sharding: Sharding
     t_bwd += elementwise_micro * (1 - fwd_share)
 
     # QLoRA: each pass that uses a frozen 4-bit weight dequantises it first
-    dq_pass = (c.quantized_bytes + DEQUANT_WRITE_BYTES * c.quantized_params) / rates.memory_bytes_per_s \
-        if c.quantized_params else 0.0
+    dq_pass = c.dequantisation_bytes / rates.memory_bytes_per_s
     dq_fwd, dq_bwd = dq_pass, dq_pass * (c.passes - 1)
     casts_micro = (FP8_CAST_BYTES_PER_ELEMENT * (T * c.fp8_cast_elements_per_token
                                                  + c.passes * c.block_weight_params)
@@ -476,9 +526,11 @@ def step_breakdown(c: Counts, rates: Rates, *, num_gpus: int, sharding: Sharding
         transfer_after = params_in
         optimizer = max(on_device, cpu_step)
         if cpu_offload is CpuOffload.OPTIMIZER_PARAMS:
-            stream = (param_bytes / div.weights) / host  # one pass over this GPU's weights
-            transfer_micro = max(stream / layers, stream - fwd_busy) + \
-                (c.passes - 1) * max(stream / layers, stream - bwd_busy / (c.passes - 1))
+            # this GPU's weights come in once in forward and once in backward, as the all-gather
+            # does: FSDP unshards a unit in its pre-backward hook and the checkpointed block
+            # inside it recomputes from that copy (torch 2.13 FSDP, checkpoint_wrapper per block)
+            stream = (param_bytes / div.weights) / host
+            transfer_micro = max(stream / layers, stream - fwd_busy) + max(stream / layers, stream - bwd_busy)
     # paged optimizer states (bitsandbytes, CUDA unified memory) that do not fit on the card are
     # evicted to host memory and faulted back in by the step: in and out once per optimizer step
     transfer_after += 2.0 * paged_overflow_bytes / rates.host_bytes_per_s
@@ -625,5 +677,6 @@ def _replace(b: StepBreakdown, **changes: float) -> StepBreakdown:
 __all__ = ["BREAKDOWN_KEYS", "CAUSAL_ATTENTION_FRACTION", "Counts", "FlopsPerToken", "MATMUL_EFFICIENCY",
            "MATMUL_HALF_TOKENS", "Rates", "StepBreakdown", "TimeEstimate", "attention_forward_flops_per_token",
            "batch_saturation", "block_linear_params", "card_rates", "counts", "default_mfu",
+           "dequantisation_bytes_per_weight",
            "estimate_time", "matmul_params", "optimizer_step_bytes", "step_breakdown",
            "training_flops_per_token"]

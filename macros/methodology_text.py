@@ -268,7 +268,41 @@ CONSTANTS: dict[str, dict] = {
         "que usa la multiplicación (además de leer el peso de 4 bits).",
         "Bytes QLoRA's dequantisation writes per weight and pass: the 16-bit copy the matmul "
         "uses (besides reading the 4-bit weight).",
-        "bitsandbytes 0.45, autograd/_functions.py (MatMul4Bit, dequantize_4bit)"),
+        "bitsandbytes 0.49.2, autograd/_functions.py (MatMul4Bit, dequantize_4bit)"),
+    "calc.timing.NF4_BLOCK": _e(
+        "Pesos por bloque de 4 bits de bitsandbytes: cada bloque guarda su propio máximo "
+        "absoluto, que la descuantización lee junto al código empaquetado.",
+        "Weights per bitsandbytes 4-bit block: each block keeps its own absmax, which "
+        "dequantisation reads beside the packed code.",
+        "bitsandbytes 0.49.2, nn/modules.py (Params4bit, blocksize=64)"),
+    "calc.timing.NESTED_ABSMAX_BYTES_PER_BLOCK": _e(
+        "Con cuantización doble, antes de cada multiplicación se reconstruye el máximo absoluto "
+        "en fp32: se lee el de 8 bits, se escribe en fp32 y se le suma el desplazamiento en el "
+        "sitio (bytes por bloque).",
+        "With double quantisation, the fp32 absmax is rebuilt before each matmul: the 8-bit one "
+        "is read, written in fp32, and the offset is added in place (bytes per block).",
+        "bitsandbytes 0.49.2, functional.py (dequantize_4bit, dequantize_blockwise)"),
+    "calc.timing.BNB_OPS_FORWARD": _e(
+        "Operaciones que bitsandbytes lanza desde la CPU en cada pasada hacia delante de una capa "
+        "lineal de 4 bits, además de la multiplicación (conversiones de tipo, transpuestas, la "
+        "función de autograd y los núcleos de descuantización), con y sin cuantización doble.",
+        "Host-dispatched ops bitsandbytes adds to each forward pass of a 4-bit linear besides "
+        "the matmul (casts, transposes, the autograd Function, the dequantisation kernels), "
+        "with and without double quantisation.",
+        "bitsandbytes 0.49.2, nn/modules.py (Linear4bit.forward), autograd/_functions.py "
+        "(MatMul4Bit), functional.py (dequantize_4bit)"),
+    "calc.timing.DEQUANT_KERNELS": _e(
+        "Con torch.compile solo quedan los núcleos de descuantización de cada capa lineal de 4 "
+        "bits y pasada (con y sin cuantización doble): las capas de Python se trazan y desaparecen.",
+        "Under torch.compile only the dequantisation kernels of each 4-bit linear and pass are "
+        "left (with and without double quantisation): the Python layers are traced away.",
+        "bitsandbytes 0.49.2, _ops.py (torch.library custom ops), functional.py (dequantize_4bit)"),
+    "calc.timing.BNB_OPS_BACKWARD": _e(
+        "Las mismas operaciones añadidas en la pasada hacia atrás de una capa lineal de 4 bits: "
+        "la descuantización de nuevo, una conversión y una transpuesta.",
+        "The same added ops in a 4-bit linear's backward pass: the dequantisation again, a cast "
+        "and a transpose.",
+        "bitsandbytes 0.49.2, autograd/_functions.py (MatMul4Bit.backward)"),
     "calc.timing.DISPATCH_SECONDS_PER_KERNEL": _e(
         "Tiempo de CPU para lanzar cada operación del paso (Python, despachador, ganchos de "
         "peft, checkpointing y FSDP); si el lanzamiento de un micro-paso dura más que el trabajo "

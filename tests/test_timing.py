@@ -135,17 +135,58 @@ def test_fused_adamw_moves_fewer_bytes():
 
 
 def test_qlora_dequantisation_is_per_weight_not_per_token():
-    """Dequantisation moves the NF4 weights (read) and their 16-bit copy (write) once per pass:
-    the same seconds at 512 and 8192 tokens, so its share falls as tokens grow."""
+    """Dequantisation moves the NF4 weights and their absmax (read) and their 16-bit copy
+    (write) once per pass: the same seconds at 512 and 8192 tokens, so its share falls as
+    tokens grow."""
     short_req, opts = _req(method="qlora", seq_len=512, gradient_checkpointing=True)
     long_req, _ = _req(method="qlora", seq_len=8192, gradient_checkpointing=True)
     short = timing.estimate_time(short_req, opts.gpu, 1e9)
     long = timing.estimate_time(long_req, opts.gpu, 1e9)
     c = timing.counts(short_req, Sharding.NONE)
-    per_pass = (c.quantized_bytes + 2 * c.quantized_params) / (2039e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY)
+    # bitsandbytes 0.49.2 with double quantisation, per weight: packed code 0.5, and per block
+    # of 64 the 8-bit absmax read (1), its fp32 copy written (4), the offset add (4 + 4), the
+    # fp32 absmax read by the 4-bit kernel (4); the 16-bit weight written (2)
+    per_weight = 0.5 + (1 + 4 + 4 + 4 + 4) / 64 + 2
+    assert timing.dequantisation_bytes_per_weight(True) == pytest.approx(per_weight)
+    assert timing.dequantisation_bytes_per_weight(False) == pytest.approx(0.5 + 4 / 64 + 2)
+    per_pass = per_weight * c.quantized_params / (2039e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY)
     assert short.breakdown.dequantisation == pytest.approx(3 * per_pass)  # forward, recompute, backward
     assert long.breakdown.dequantisation == pytest.approx(short.breakdown.dequantisation)
     assert long.breakdown.dequantisation / long.step_seconds < short.breakdown.dequantisation / short.step_seconds
+
+
+@pytest.mark.parametrize(("double_quant", "compiled", "per_linear"), [
+    (True, False, 9 * 2 + 5),   # eager, nested: forward and recompute 9 ops each, backward 5
+    (False, False, 7 * 2 + 3),  # eager, plain absmax
+    (True, True, 3 * 2 + 3),    # compiled: only the 3 dequantisation kernels per pass
+])
+def test_qlora_counts_bitsandbytes_host_ops(double_quant, compiled, per_linear):
+    """bitsandbytes 0.49.2 wraps each 4-bit matmul in host ops of its own (Linear4bit.forward,
+    MatMul4Bit, dequantize_4bit): QLoRA dispatches that many more ops than LoRA per micro-step,
+    32 layers x 7 linears of Llama-2-7B, with checkpointing."""
+    kw = dict(gradient_checkpointing=True, qlora_double_quant=double_quant, torch_compile=compiled)
+    lora, _ = _req(method="lora", **kw)
+    qlora, _ = _req(method="qlora", **kw)
+    extra = timing.counts(qlora, Sharding.NONE).kernels_per_micro - timing.counts(lora, Sharding.NONE).kernels_per_micro
+    assert extra == 32 * 7 * per_linear
+
+
+@pytest.mark.parametrize("gc", [False, True])
+def test_offloaded_weights_stream_in_twice_per_micro_step(gc):
+    """With the weights offloaded, a micro-step brings them over the host link in forward and in
+    backward, like FSDP's all-gather (the recompute reuses the backward's copy): a LoRA step
+    too short to hide them exposes two streams less its GPU work, with or without checkpointing."""
+    req, _ = _req(method="lora", seq_len=16, gradient_checkpointing=gc, cpu_offload="optimizer+params")
+    gpu = gpus.get_gpu("rtx-4090")
+    est = timing.estimate_time(req, gpu, 1e9)
+    c = timing.counts(req, Sharding.NONE)
+    host = comm.host_link_bytes_per_s(gpu.pcie_gen)
+    stream = (c.dense_params * c.reg.compute_bytes) / host
+    upload = c.trainable * c.reg.compute_bytes / host  # the updated adapters after the step
+    b = est.breakdown
+    # each stream hides behind its own phase's GPU work only: forward + backward = the whole micro-step
+    assert b.exposed_transfer == pytest.approx(2 * stream + upload - b.compute - b.elementwise, rel=1e-6)
+    assert b.exposed_transfer > 1.9 * stream
 
 
 def test_ddp_all_reduce_exposed_beyond_backward():
