@@ -172,6 +172,17 @@ through the backward: ``recipes/full_finetune_single_device.py`` lines 416-426,
 ``output = self.output(h).float()``; the profile's ``logits_upcast_in_model``): such rows set
 ``loss_outputs_kept``."""
 
+TORCHTUNE_FSDP2_FROM = "2024-08-11"
+"""torchtune commits afd23fd0b ("Full finetune FSDP2 recipe", #1287, 2024-08-11) and 6deeda92c
+("LoRA FSDP2 recipe migration", #1517, 2024-09-10) replaced FSDP1 in the distributed recipes.
+Before them (the README tables at fef3ed10d and 0217d44c2) ``lora_finetune_distributed.py``
+and ``full_finetune_distributed.py`` built the model on rank 0's CPU (the other ranks on the
+meta device), loaded the checkpoint there and wrapped it with
+``FullyShardedDataParallel(..., device_id=..., sync_module_states=True,
+param_init_fn=to_empty)``, decoder layers as units (fef3ed10d
+``lora_finetune_distributed.py`` lines 279-349): Answer.AI's ``train.py`` pattern, so such
+multi-GPU rows set ``fsdp_wrap_floor``."""
+
 TORCHTUNE_DROPOUT_ZERO_FROM = "2024-09-11"
 """torchtune commit d7fae9677 set the LoRA builders' ``lora_dropout`` default to 0.0."""
 
@@ -335,6 +346,8 @@ def row_request(row: dict) -> dict:
         req.update(TORCHTUNE_CONFIGS.get((row["model"], row["method"]), {}))
         if _row_date(row) < TORCHTUNE_DEL_LOGITS_FROM:
             req["loss_outputs_kept"] = True
+        if _row_date(row) < TORCHTUNE_FSDP2_FROM and req.get("num_gpus", 1) > 1:
+            req["fsdp_wrap_floor"] = True
     if source == "hf-trainer":
         req.update(PEFT_SFT_EXAMPLE if "huggingface/peft" in row["source"] else {})
         req.update(PEFT_FSDP_CONFIG if "huggingface/peft" in row["source"] and row["sharding"].startswith("FSDP") else {})

@@ -100,6 +100,23 @@ def validation_loso_figure(lang: str, stat: str, group: str = "measured", fit: s
                   {"command": "validation_memory_loso", "group": group})
 
 
+MEMORY_TARGETS = {"median": 0.08, "p90": 0.18, "max": 0.35}
+"""Issue 13's targets for the held-out error on measured rows."""
+
+
+def validation_loso_targets(lang: str, group: str = "measured") -> str:
+    """Which of :data:`MEMORY_TARGETS` the held-out figures miss, in words (none: all met)."""
+    figures = report()[group]
+    missed = [labels.text("validation.stat." + stat, lang)
+              for stat, target in MEMORY_TARGETS.items() if figures["loso_" + stat] > target]
+    if not missed:
+        return labels.text("validation.targets_all_met", lang)
+    if len(missed) == 1:
+        return labels.text("validation.targets_missed_one", lang).format(stats=missed[0])
+    stats = ", ".join(missed[:-1]) + labels.text("validation.and", lang) + missed[-1]
+    return labels.text("validation.targets_missed_many", lang).format(stats=stats)
+
+
 def validation_coverage_figure(lang: str, group: str = "all") -> str:
     """Share of held-out rows inside the band computed without their source, in percent."""
     from .guides import inline
@@ -127,7 +144,7 @@ def framework_profiles_table(lang: str) -> str:
 
 
 MACROS = ("framework_profiles_table", "validation_loso_table", "validation_bands_table", "validation_loso_figure",
-          "validation_coverage_figure")
+          "validation_coverage_figure", "validation_loso_targets")
 
 
 def register(env) -> None:

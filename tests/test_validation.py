@@ -264,13 +264,15 @@ def test_ranges_are_calibrated_on_held_out_sources(loso):
     assert n >= 50 and inside / n >= 0.75   # nominal 80 % (10th-90th percentile)
 
 
-ACCEPTED_LOSO = {"median": 0.041, "p90": 0.195}
+ACCEPTED_LOSO = {"median": 0.041, "p90": 0.184}
 """The last accepted leave-one-source-out figures on measured rows (2026-11-30, issue 13:
 76 rows with the Hugging Face stack rows 123-140 and the library profiles: median 6.7 %,
 p90 20.0 %; on the torchtune and LitGPT rows alone, before them: 4.3 % and 19.6 %; then
 LitGPT's held previous micro-batch, 4-bit output layer, fp16 dequantization and FSDP1
 root gradient counted: median 4.1 %, p90 19.5 %; the FSDP1 wrap floor, fsdp_wrap_floor,
-left the held-out median at 4.1 % and p90 at 19.5 %). New rows
+left the held-out median at 4.1 % and p90 at 19.5 %; torchtune's README corrections and
+its fp32 logits moved them to 4.7 % and 19.2 %; torchtune's FSDP1-era recipes, which load and
+wrap like Answer.AI's, given the wrap floor: median 4.1 %, p90 18.4 %). New rows
 change the yardstick: a commit that adds rows may move these values, saying so; a commit that
 changes the model may not make them worse by more than a point."""
 
@@ -375,3 +377,20 @@ def test_fsdp1_slack_fit_and_its_fallback(results, loso):
     # the PEFT FSDP rows wrap the same way but the Trainer drops the outputs: generic slack
     assert not results["124"].fsdp1 and results["124"].request["fsdp_wrap_floor"] is True
     assert set(values) <= loso.fitted_rows
+
+
+@pytest.mark.parametrize("figures, en, es", [
+    ({"loso_median": 0.05, "loso_p90": 0.17, "loso_max": 0.30}, "all three are met", "se cumplen los tres"),
+    ({"loso_median": 0.05, "loso_p90": 0.19, "loso_max": 0.30}, "the 90th percentile is not met",
+     "no se cumple el percentil 90"),
+    ({"loso_median": 0.09, "loso_p90": 0.19, "loso_max": 0.40},
+     "the median, the 90th percentile and the largest error are not met",
+     "no se cumplen la mediana, el percentil 90 y el error máximo"),
+])
+def test_methodology_says_which_memory_targets_are_missed(monkeypatch, figures, en, es):
+    """The sentence after the held-out figures is computed from them, never typed."""
+    from macros import validation_loso
+
+    monkeypatch.setattr(validation_loso, "report", lambda: {"measured": figures})
+    assert validation_loso.validation_loso_targets("en") == en
+    assert validation_loso.validation_loso_targets("es") == es
