@@ -57,6 +57,7 @@ GROUPS = (
     ("legend_advanced", ()),
 )
 BASIC = "legend_basic"
+LIBRARY = "legend_library"
 # Options that only mean something for some methods: hidden for the others (calculator.css
 # reads data-applies against the root's data-method).
 APPLIES = {"lora_rank": "lora qlora", "lora_targets": "lora qlora", "lora_dropout": "lora qlora",
@@ -294,6 +295,12 @@ def form(strings: dict, presets: list, gpus: list, placeholders: dict) -> list:
     for legend, keys in GROUPS:
         keys = keys or tuple(k for k in fields if k not in placed)
         fieldset = ["fieldset", {}, ["legend", {}, strings["ui"][legend]]]
+        # the library's behaviours fold under its choice: the profile sets them, and a reader
+        # opens them only to match another version (calculator.js opens them when the URL
+        # sets one)
+        behaviours = (["details", {"class": "calc-library-behaviours"},
+                       ["summary", {}, strings["ui"]["library_behaviours_summary"]]]
+                      if legend == LIBRARY else None)
         for key in keys:
             if key in fields:
                 control = _control(key, fields[key], request.get(key), strings, presets, gpus,
@@ -302,7 +309,9 @@ def form(strings: dict, presets: list, gpus: list, placeholders: dict) -> list:
                     control[1]["data-applies"] = APPLIES[key]
                 if key == "dataset_tokens":
                     fieldset.append(_dataset_helper(strings))
-                fieldset.append(control)
+                (behaviours if behaviours is not None and key != "framework" else fieldset).append(control)
+        if behaviours is not None:
+            fieldset.append(behaviours)
         if legend == BASIC:
             node.append(fieldset)
         else:

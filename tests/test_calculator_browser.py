@@ -309,6 +309,9 @@ def test_the_training_library_sets_what_the_reader_left_to_it(calc_page):
     assert response["memory"]["request"]["lora_adapter_dtype"] == "fp32"  # PEFT's default
     assert_parity(calc_page.outputs(), response, calc_page.lang)
     assert page.input_value("#calc-lora_adapter_dtype") == "fp32"
+    # the behaviours fold under the library's choice, until the reader opens them
+    assert page.locator("#calc-lora_adapter_dtype").is_hidden()
+    page.click("#calc .calc-library-behaviours > summary")
     # a behaviour the reader sets wins over the profile, and goes into the URL
     page.select_option("#calc-lora_adapter_dtype", "base")
     calc_page.settle()
@@ -317,6 +320,17 @@ def test_the_training_library_sets_what_the_reader_left_to_it(calc_page):
     response = calc_run(calculator.COMMAND, request_for(query))["result"]
     assert response["memory"]["request"]["lora_adapter_dtype"] == "base"
     assert_parity(calc_page.outputs(), response, calc_page.lang)
+
+
+def test_a_shared_behaviour_unfolds_its_section(calc_page):
+    """A link that sets one of the library's behaviours opens the advanced options and the
+    behaviours' fold, so the reader sees why the numbers differ from the library's."""
+    page = calc_page.page
+    calc_page.navigate({"optimizer_fused": "true"})
+    assert page.locator("#calc details.calc-advanced").evaluate("d => d.open")
+    assert page.locator("#calc details.calc-library-behaviours").evaluate("d => d.open")
+    assert page.locator("#calc-optimizer_fused").is_visible()
+    assert page.locator("#calc-optimizer_fused").is_checked()
 
 
 def test_the_cuda_only_filter_outlives_a_recompute(calc_page):

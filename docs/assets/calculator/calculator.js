@@ -38,11 +38,13 @@ function main(root) {
 
   // ------------------------------------------------------------ URL <-> form
 
-  // A control inside a folded section (config, advanced) is unfolded when it has a value
-  // from the URL or an error.
+  // A control inside a folded section (config, advanced, the library's behaviours inside
+  // advanced) is unfolded, with every section around it, when it has a value from the URL or
+  // an error.
   function revealField(el) {
-    const folded = el.closest("details");
-    if (folded) folded.open = true;
+    for (let folded = el.closest("details"); folded; folded = folded.parentElement?.closest("details")) {
+      folded.open = true;
+    }
   }
 
   const urlDom = {
