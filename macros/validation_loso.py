@@ -104,17 +104,23 @@ MEMORY_TARGETS = {"median": 0.08, "p90": 0.18, "max": 0.35}
 """Issue 13's targets for the held-out error on measured rows."""
 
 
-def validation_loso_targets(lang: str, group: str = "measured") -> str:
-    """Which of :data:`MEMORY_TARGETS` the held-out figures miss, in words (none: all met)."""
-    figures = report()[group]
+def targets_sentence(lang: str, figures: dict[str, float], targets: dict[str, float]) -> str:
+    """Which ``targets`` (statistic -> largest accepted error) ``figures`` (same keys) miss, in
+    words; every statistic is named in the order of ``targets``."""
     missed = [labels.text("validation.stat." + stat, lang)
-              for stat, target in MEMORY_TARGETS.items() if figures["loso_" + stat] > target]
+              for stat, target in targets.items() if figures[stat] > target]
     if not missed:
         return labels.text("validation.targets_all_met", lang)
     if len(missed) == 1:
         return labels.text("validation.targets_missed_one", lang).format(stats=missed[0])
     stats = ", ".join(missed[:-1]) + labels.text("validation.and", lang) + missed[-1]
     return labels.text("validation.targets_missed_many", lang).format(stats=stats)
+
+
+def validation_loso_targets(lang: str, group: str = "measured") -> str:
+    """Which of :data:`MEMORY_TARGETS` the held-out memory figures miss, in words."""
+    figures = report()[group]
+    return targets_sentence(lang, {k: figures["loso_" + k] for k in MEMORY_TARGETS}, MEMORY_TARGETS)
 
 
 def validation_coverage_figure(lang: str, group: str = "all") -> str:

@@ -394,3 +394,14 @@ def test_methodology_says_which_memory_targets_are_missed(monkeypatch, figures, 
     monkeypatch.setattr(validation_loso, "report", lambda: {"measured": figures})
     assert validation_loso.validation_loso_targets("en") == en
     assert validation_loso.validation_loso_targets("es") == es
+
+
+def test_methodology_says_which_time_targets_are_missed(monkeypatch):
+    from macros import methodology
+
+    loso = {"median_abs_pct": 9.5, "p90_abs_pct": 67.9, "max_abs_pct": 178.2}
+    monkeypatch.setattr(methodology, "_throughput", lambda: {"summary": {"all": {"loso": loso}}})
+    assert methodology.validation_time_targets("en") == \
+        "the 90th percentile and the largest error are not met"
+    loso.update(p90_abs_pct=29.0, max_abs_pct=59.0)
+    assert methodology.validation_time_targets("es") == "se cumplen los tres"
