@@ -151,6 +151,24 @@ MOE_FUSED_VARIANTS: dict[str, tuple[dict, dict]] = {
                                            "gradient_checkpointing": True}, {}),
 }
 
+# LoRA / QLoRA that also trains the embedding and / or the output layer in full (peft
+# modules_to_save: a trainable deep copy beside the frozen original), on an untied, a tied and
+# a q/k-norm family.
+MODULES_TO_SAVE_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "lora-save-both": ({"method": "lora", "lora_rank": 16, "lora_modules_to_save": "embed_tokens+lm_head"}, {}),
+    "lora-save-both-fp32": ({"method": "lora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                             "lora_modules_to_save": "embed_tokens+lm_head"}, {}),
+    "lora-save-embed-ckpt": ({"method": "lora", "lora_rank": 16, "lora_modules_to_save": "embed_tokens",
+                              "gradient_checkpointing": True}, {}),
+    "lora-save-head-mixed": ({"method": "lora", "lora_rank": 16, "lora_modules_to_save": "lm_head",
+                              "precision": "bf16-mixed"}, {}),
+    "qlora-save-both": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                         "lora_modules_to_save": "embed_tokens+lm_head"}, {}),
+    "qlora-save-both-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                              "lora_modules_to_save": "embed_tokens+lm_head", "gradient_checkpointing": True}, {}),
+}
+MODULES_TO_SAVE_FAMILIES = ("llama", "llama3-gqa-tied", "qwen3")
+
 BASE_REQUEST = {"micro_batch_size": 1, "seq_len": 256, "gradient_checkpointing": False,
                 "attention": "sdpa", "attention_grouped_kv": True}
 
@@ -172,6 +190,10 @@ def setups() -> list[dict]:
     for variant, (overrides, options) in MOE_FUSED_VARIANTS.items():
         request = dict(BASE_REQUEST, model={"hf_config": FAMILIES["qwen3_moe"]}, **overrides)
         out.append({"id": f"qwen3_moe/{variant}", "request": request, "oracle": dict(options)})
+    for family in MODULES_TO_SAVE_FAMILIES:
+        for variant, (overrides, options) in MODULES_TO_SAVE_VARIANTS.items():
+            request = dict(BASE_REQUEST, model={"hf_config": FAMILIES[family]}, **overrides)
+            out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     for family, cfg in FAMILIES.items():
         if family == "qwen3_moe":
             continue  # bitsandbytes leaves the 3-D expert tensors of transformers 5 unquantized

@@ -204,19 +204,23 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     base = _base_weight_bytes(req, layout, reg)
     areg = st.adapter_regime(req, reg)
     lora = layout.adapter * areg.weight_bytes
-    grads = (layout.trainable * areg.grad_bytes
+    # modules_to_save copies (in ``base``, dense) train in the module's dtype, not the adapters'
+    main, saved = st.saved_part(layout)
+    grads = (main.trainable * areg.grad_bytes + saved.trainable * reg.grad_bytes
              + (st.gradient_params(req, layout) - layout.trainable) * reg.grad_bytes)
-    states = st.optimizer_state_bytes(req, layout, areg)
-    master = layout.trainable * areg.master_bytes
+    states = st.optimizer_state_bytes(req, main, areg) + st.optimizer_state_bytes(req, saved, reg)
+    master = main.trainable * areg.master_bytes + saved.trainable * reg.master_bytes
     paged = st.is_paged(req.optimizer)
     host = unified = 0
     opt_gpu = st.ceil_div(master + (0 if paged else states), div.optimizer)
     if paged:
         unified = st.ceil_div(states, div.optimizer)
         host += unified
-    temp = st.ceil_div(st.optimizer_step_temp_bytes(req, layout, areg), div.optimizer)
+    temp = st.ceil_div(st.optimizer_step_temp_bytes(req, main, areg)
+                       + (st.optimizer_step_temp_bytes(req, saved, reg) if saved.trainable else 0), div.optimizer)
     if req.optimizer_in_backward:
-        grads_all = layout.largest_trainable_tensor * areg.grad_bytes
+        grads_all = max(main.largest_trainable_tensor * areg.grad_bytes,
+                        saved.largest_trainable_tensor * reg.grad_bytes)
         temp = 0
     elif st.accumulates_unsharded_gradients(req):
         grads_all = grads
@@ -554,8 +558,10 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
                          adapter_bytes=(st.adapter_regime(req, reg).weight_bytes
                                         if req.is_peft and not reg.casts_weights else None),
                          grouped_kv=req.attention_grouped_kv, fused=fused,
+                         # a trainable output layer saves its input for its weight's gradient
                          head_keeps_input=(req.method is Method.QLORA and req.qlora_keeps_inputs
-                                           and st.output_layer_quantized_params(req) > 0))
+                                           and st.output_layer_quantized_params(req) > 0
+                                           or st.saved_module_params(req)[1] > 0))
 
 
 @dataclass(frozen=True)
@@ -636,7 +642,8 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         on_gpu_layers = min(layers, 2)
         host = (layers - on_gpu_layers) * per_layer
     head = act.head_bytes_per_token(arch, cfg) * tokens
-    if not req.gradient_checkpointing and not req.activation_offload:
+    if not req.gradient_checkpointing and not req.activation_offload and not st.saved_module_params(req)[0]:
+        # (a trainable embedding copy makes the first block's input require grad)
         head -= act.first_norm_unsaved_bytes_per_token(arch, cfg) * tokens
     recompute = block if req.gradient_checkpointing else 0
     return Activations(
@@ -695,13 +702,17 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         head = _phase(**{**forward_end, "logits": req.model.vocab_size * reg.compute_bytes * tokens + prev_logits,
                          "dequant_buffer": head_dequant})
         forward_end = max(forward_end, head, key=lambda parts: sum(parts.values()))
+    # a trainable output layer copy (lora_modules_to_save) has its gradient from the start
+    head_grad = 0 if held else st.saved_module_params(req)[1] * reg.grad_bytes
     first_block = _phase(**common, activations=a.saved_all + a.recompute + in_flight,
-                         logits=a.kept_logits, gradients=held, weight_copies=copies_all + merged_first,
+                         logits=a.kept_logits, gradients=held + head_grad, weight_copies=copies_all + merged_first,
                          gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     table = embedding_grad_bytes(req, reg)
+    # full fine-tuning of a tied table: the output layer's gradient is the embedding's
+    tied = req.model.tie_word_embeddings and req.method is Method.FULL
     last_block = _phase(**common, activations=a.last_block + in_flight,
-                        gradients=s.grads_all - (0 if req.model.tie_word_embeddings else table),
+                        gradients=s.grads_all - (0 if tied else table),
                         logits=a.kept_logits,
                         weight_copies=copies_one + merged_one, gathered_weights=gathered,
                         dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward)
@@ -710,7 +721,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         # the embedding's backward, after every block's: all gradients; tied to the output
         # layer, its gradient meets the output layer's in the engine's input buffer, which
         # sums them out of place: two more tables for a moment
-        extra = 2 * table if req.model.tie_word_embeddings else 0
+        extra = 2 * table if tied else 0
         # autocast's weight copies are freed with the backward of the matmuls that saved them
         candidates.append(_phase(**common, gradients=s.grads_all + extra, logits=a.kept_logits,
                                  gathered_weights=gathered,
@@ -742,9 +753,12 @@ def embedding_grad_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     layer's gradient; autograd's engine sums the two contributions in its input buffer
     out of place (``torch/csrc/autograd/input_buffer.cpp`` ``accumulate``, torch 2.13):
     the stored gradient, the embedding's and their sum coexist, ``2 V h`` more than all
-    gradients. Both read from the oracle's trace (tools/oracle) and the engine's code."""
-    if (req.method is not Method.FULL or req.optimizer_in_backward or req.num_gpus > 1
-            or req.cpu_offload is not CpuOffload.NONE or st.accumulates_gradients(req)):
+    gradients. Both read from the oracle's trace (tools/oracle) and the engine's code.
+    LoRA / QLoRA with the embedding in ``lora_modules_to_save``: the same for its trainable
+    copy, which no output layer shares (peft's copy unties it), at the copy's dtype: the
+    base weights' (oracle: ``*/lora-save-*``)."""
+    if ((req.method is not Method.FULL and not st.saved_module_params(req)[0]) or req.optimizer_in_backward
+            or req.num_gpus > 1 or req.cpu_offload is not CpuOffload.NONE or st.accumulates_gradients(req)):
         return 0
     return req.model.vocab_size * req.model.hidden_size * reg.grad_bytes
 

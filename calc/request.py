@@ -67,6 +67,15 @@ class MoeExpertLayout(str, Enum):
     FUSED_3D = "fused-3d"
 
 
+class ModulesToSave(str, Enum):
+    """Modules LoRA / QLoRA trains in full beside the adapters (peft ``modules_to_save``)."""
+
+    NONE = "none"
+    EMBED_TOKENS = "embed_tokens"
+    LM_HEAD = "lm_head"
+    EMBED_TOKENS_LM_HEAD = "embed_tokens+lm_head"
+
+
 class Sharding(str, Enum):
     """FSDP FULL_SHARD = zero3, SHARD_GRAD_OP = zero2."""
 
@@ -135,6 +144,7 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
     "fsdp_flat_parameters": (False, "bool", None),
     "logits_upcast_in_model": (False, "bool", None),
     "chunked_loss_keeps_fp32": (False, "bool", None),
+    "lora_modules_to_save": ("none", ModulesToSave, None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -282,6 +292,14 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
   30b8519e8, ``F.cross_entropy(logits.float(), ...)`` per chunk; its docstring says the
   gains come only with ``compile_loss``, which compiles that call). Default False: the
   chunked loss holds only the 16-bit logits (compiled, or a fused kernel).
+- ``lora_modules_to_save``: LoRA / QLoRA also trains the embedding, the output layer or both
+  in full (peft ``LoraConfig(modules_to_save=[...])``, axolotl ``lora_modules_to_save``),
+  as runs that add chat tokens do. peft 0.21.0 ``utils/other.py`` ``ModulesToSaveWrapper``
+  keeps the original module, frozen, and trains a ``copy.deepcopy`` of it in the module's own
+  dtype (``cast_adapter_dtype`` upcasts only adapter layers): the table is held twice, and
+  the copy has a gradient and optimizer states (:func:`calc.states.saved_module_params`).
+  Tied embeddings are untied by the copy (``ensure_weight_tying`` off, its default).
+  Default ``"none"``: adapters only.
 """
 
 
@@ -327,6 +345,7 @@ class EstimateRequest:
     fsdp_wrap_floor: bool = False
     logits_upcast_in_model: bool = False
     chunked_loss_keeps_fp32: bool = False
+    lora_modules_to_save: ModulesToSave = ModulesToSave.NONE
     # keys the framework profile filled (not part of the JSON form): a variant of this request
     # re-evaluates the conditional ones (calc.frameworks.reapplied)
     profile_keys: tuple[str, ...] = ()
@@ -534,6 +553,6 @@ def request_warnings(req: EstimateRequest) -> list[str]:
 
 __all__ = [
     "AdapterDtype", "Attention", "CalcError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest", "Framework",
-    "Method",
+    "Method", "ModulesToSave",
     "Optimizer", "Precision", "Sharding", "parse_estimate_request", "request_warnings",
 ]

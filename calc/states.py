@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .arch import ModelArch
-from .request import AdapterDtype, EstimateRequest, Method, Optimizer, Precision, Sharding
+from .request import AdapterDtype, EstimateRequest, Method, ModulesToSave, Optimizer, Precision, Sharding
 
 if TYPE_CHECKING:  # for annotations only: adapted() imports calc.lora when called
     from .lora import AdaptedLinear
@@ -125,6 +125,45 @@ class ParamLayout:
     adapter: int
     largest_trainable_tensor: int
     tensors: tuple[tuple[int, int, int], ...]  # (rows, cols, copies)
+    saved: int = 0  # trainable copies of modules_to_save (in trainable and dense, not in adapter)
+    saved_tensors: tuple[tuple[int, int, int], ...] = ()
+
+
+def saved_module_params(req: EstimateRequest) -> tuple[int, int]:
+    """Parameters of the trainable copies peft makes for ``lora_modules_to_save``:
+    (embedding, output layer).
+
+    peft 0.21.0 ``utils/other.py`` ``ModulesToSaveWrapper.update`` builds
+    ``copy.deepcopy(self.original_module)`` and freezes the original
+    (``self.original_module.requires_grad_(False)``): the module is held twice, the copy
+    trainable. ``cast_adapter_dtype`` (``tuners/tuners_utils.py``) upcasts only the layers
+    of a ``BaseTunerLayer``, which the wrapper is not, so the copy keeps the module's dtype.
+    Tied to the embedding, the output layer's copy is a copy of the shared table, and the
+    embedding's copy no longer feeds the output layer: ``ensure_weight_tying`` (off by
+    default) is what would tie the two copies. Each copy is ``vocab x hidden`` (the output
+    layer's bias, where a model has one, with it). 0, 0 without the key or for full
+    fine-tuning."""
+    which = req.lora_modules_to_save
+    if not req.is_peft or which is ModulesToSave.NONE:
+        return 0, 0
+    arch = req.model
+    table = arch.vocab_size * arch.hidden_size
+    embed = table if which in (ModulesToSave.EMBED_TOKENS, ModulesToSave.EMBED_TOKENS_LM_HEAD) else 0
+    head = (max(arch.lm_head_params, table)
+            if which in (ModulesToSave.LM_HEAD, ModulesToSave.EMBED_TOKENS_LM_HEAD) else 0)
+    return embed, head
+
+
+def saved_part(layout: ParamLayout) -> tuple[ParamLayout, ParamLayout]:
+    """``layout`` split into (adapters or full weights, modules_to_save copies): the two
+    train in different dtypes when the adapters are fp32 (:func:`adapter_regime`)."""
+    main_tensors = layout.tensors[:len(layout.tensors) - len(layout.saved_tensors)]
+    main = ParamLayout(layout.total, layout.quantized, layout.dense, layout.trainable - layout.saved,
+                       layout.adapter, max((r * c for r, c, _ in main_tensors), default=0), main_tensors)
+    saved = ParamLayout(layout.total, layout.quantized, layout.dense, layout.saved, 0,
+                        max((r * c for r, c, _ in layout.saved_tensors), default=0), layout.saved_tensors,
+                        layout.saved, layout.saved_tensors)
+    return main, saved
 
 
 def adapted(req: EstimateRequest) -> tuple[AdaptedLinear, ...]:
@@ -188,8 +227,13 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
         tensors.append((r, lin.d_in, copies))   # A: r x d_in
         tensors.append((lin.d_out, r, copies))  # B: d_out x r
     adapter = sum(r * c * n for r, c, n in tensors)
+    embed, head = saved_module_params(req)
+    saved_tensors = tuple((n // arch.hidden_size, arch.hidden_size, 1) for n in (embed, head) if n)
+    tensors.extend(saved_tensors)
     largest = max((r * c for r, c, _ in tensors), default=0)
-    return ParamLayout(total, quantized, total - quantized, adapter, adapter, largest, tuple(tensors))
+    saved = embed + head
+    return ParamLayout(total + saved, quantized, total + saved - quantized, adapter + saved, adapter, largest,
+                       tuple(tensors), saved, saved_tensors)
 
 
 # ---- bytes per parameter -----------------------------------------------------------------

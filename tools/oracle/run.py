@@ -35,7 +35,7 @@ HANDLED_KEYS = {
     "model", "method", "lora_rank", "lora_targets", "precision", "optimizer", "micro_batch_size",
     "seq_len", "gradient_checkpointing", "attention", "num_gpus", "lora_dropout",
     "optimizer_fused", "lora_adapter_dtype", "attention_grouped_kv", "loss_outputs_kept",
-    "sharding", "cpu_offload", "framework", "qlora_double_quant",
+    "sharding", "cpu_offload", "framework", "qlora_double_quant", "lora_modules_to_save",
 }
 # Library profiles (calc.frameworks) whose code the oracle runs: transformers + peft.
 TRACED_FRAMEWORKS = ("generic", "hf-trainer", "hf-custom-loop")
@@ -140,7 +140,8 @@ def build_meta_model(req: dict, options: dict):
         targets = req["lora_targets"]
         lora = LoraConfig(r=req["lora_rank"], lora_alpha=options["lora_alpha"] or 2 * req["lora_rank"],
                           lora_dropout=req["lora_dropout"], bias="none", task_type="CAUSAL_LM",
-                          target_modules="all-linear" if targets == "all-linear" else list(targets))
+                          target_modules="all-linear" if targets == "all-linear" else list(targets),
+                          modules_to_save=modules_to_save(req))
         if req["method"] == "qlora":
             from .qlora import Linear4bitModel, lora_layer_class
 
@@ -151,6 +152,14 @@ def build_meta_model(req: dict, options: dict):
             model.enable_input_require_grads()
     model.train()
     return model, config
+
+
+def modules_to_save(req: dict) -> list[str] | None:
+    """peft's ``modules_to_save`` for calc's ``lora_modules_to_save`` ("none" or names joined
+    by "+"); every family the oracle reads names its embedding ``embed_tokens`` and its
+    output layer ``lm_head``."""
+    value = req.get("lora_modules_to_save", "none")
+    return None if value == "none" else value.split("+")
 
 
 def fake_parameters(model, tracker) -> None:
