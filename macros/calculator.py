@@ -49,7 +49,7 @@ GROUPS = (
                         "qlora_dequant_fp16", "fsdp_flat_parameters", "fsdp_wrap_floor",
                         "logits_upcast_in_model", "chunked_loss_keeps_fp32")),
     ("legend_method", ("lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
-                       "precision", "optimizer", "optimizer_in_backward")),
+                       "precision", "optimizer", "optimizer_in_backward", "lora_modules_to_save")),
     ("legend_batch", ("gradient_accumulation_steps", "gradient_checkpointing", "attention",
                       "torch_compile", "chunked_loss", "activation_offload")),
     ("legend_parallel", ("sharding", "cpu_offload")),
@@ -66,7 +66,7 @@ APPLIES = {"lora_rank": "lora qlora", "lora_targets": "lora qlora", "lora_dropou
            "qlora_speed_factor": "qlora", "qlora_quant_state_replicated": "qlora",
            "lora_adapter_dtype": "lora qlora", "moe_expert_layout": "lora qlora",
            "qlora_output_layer_quantized": "qlora", "qlora_dequant_fp16": "qlora",
-           "fsdp_flat_parameters": "full"}
+           "fsdp_flat_parameters": "full", "lora_modules_to_save": "lora qlora"}
 PERCENT_FIELDS = ("safety_margin",)  # shares the reader may also write as percentages
 
 

@@ -121,6 +121,10 @@ PLAN_VARIATIONS = [
      "num_gpus": "2", "sharding": "zero3"},
     # issue 14: FP8 compute on a card that has it
     {"fp8_compute": "true", "gpu": "h100-sxm", "method": "full", "model": "llama-3.2-1b"},
+    # peft's modules_to_save: the embedding and / or the output layer trained in full
+    {"lora_modules_to_save": "embed_tokens+lm_head", "model": "llama-3.2-1b", "gpu": "l4"},
+    {"lora_modules_to_save": "embed_tokens", "method": "qlora", "lora_adapter_dtype": "fp32"},
+    {"lora_modules_to_save": "lm_head", "model": "gemma-3-4b", "method": "lora"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 
