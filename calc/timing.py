@@ -24,7 +24,7 @@ code at a stated version, or a stated assumption (methodology page).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import comm
@@ -328,8 +328,14 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     layout = st.param_layout(req)
     arch = req.model
     trainable = layout.trainable if trainable is None else trainable
+    # lora_modules_to_save: the copies replace their originals in the forward (no extra
+    # matmul); the output layer's copy adds its weight gradient, 2 V h FLOPs per token
+    embed_copy, head_copy = st.saved_module_params(req)
     fpt = training_flops_per_token(arch, req.method.value, req.seq_len, req.gradient_checkpointing,
-                                   trainable, req.attention.value)
+                                   trainable - layout.saved if trainable == layout.trainable else trainable,
+                                   req.attention.value)
+    if head_copy:
+        fpt = replace(fpt, backward=fpt.backward + 2.0 * head_copy)
     passes = 3 if req.gradient_checkpointing else 2
     n_linears = sum(lin.count if lin.active == lin.count else lin.active for lin in arch.linears)
     adapters = len(st.adapted(req)) if req.is_peft else 0
@@ -362,8 +368,14 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
                  + act * ffn
                  + LORA_BYTES_PER_OUTPUT * sum(l.active * l.d_out for l in st.adapted(req)))
     fwd_bytes = arch.num_layers * per_layer
-    elementwise = (fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + (1 if req.gradient_checkpointing else 0))
-                   + LOSS_BYTES_PER_LOGIT * arch.vocab_size)
+    elementwise: float = (fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + (1 if req.gradient_checkpointing else 0))
+                          + LOSS_BYTES_PER_LOGIT * arch.vocab_size)
+    if embed_copy:
+        # the embedding copy's gradient: PyTorch's dense embedding backward zero-fills the
+        # V x h table once per micro-step and scatter-adds each token's output gradient into
+        # it (read h, read and write h): memory-bound, counted in bytes
+        tokens = req.micro_batch_size * req.seq_len
+        elementwise += embed_copy * reg.grad_bytes / tokens + h * (reg.compute_bytes + 2 * reg.grad_bytes)
     qbytes = st.quantized_bytes(layout.quantized, req.qlora_double_quant) if layout.quantized else 0
     return Counts(
         flops=fpt, tokens_micro=req.micro_batch_size * req.seq_len,
