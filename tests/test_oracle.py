@@ -35,6 +35,8 @@ PINNED = (
     "llama/qlora-ckpt",              # QLoRA (model of bitsandbytes' Linear4bit), checkpointing
     "qwen3/qlora-r16",               # QLoRA, fp32 adapters on uint8-packed weights, q/k norms
     "gemma2/qlora-prepare-kbit",     # peft's prepare_model_for_kbit_training: fp32 non-quantized
+    "llama3-gqa-tied/lora-save-both-fp32",  # peft modules_to_save on a tied table, fp32 adapters
+    "llama/qlora-save-both-ckpt",    # QLoRA with the embedding and output layer trained in full
 )
 
 _BY_ID = {s["id"]: s for s in setups()}
