@@ -106,6 +106,28 @@ def test_axolotl_values_and_report():
     assert {"key": "lora_r", "status": "used", "field": "lora_rank"} == keys["lora_r"]
 
 
+@pytest.mark.parametrize(("fmt", "text", "want"), [
+    ("axolotl", "lora_modules_to_save:\n  - embed_tokens\n  - lm_head\n", "embed_tokens+lm_head"),
+    ("axolotl", "lora_modules_to_save: [model.embed_tokens]\n", "embed_tokens"),
+    ("trl", "use_peft: true\nlora_modules_to_save: [lm_head]\n", "lm_head"),
+])
+def test_modules_to_save_is_read_and_written_back(fmt, text, want):
+    base = "base_model: meta-llama/Llama-3.1-8B\nadapter: lora\n" if fmt == "axolotl" \
+        else "model_name_or_path: meta-llama/Llama-3.1-8B\n"
+    result = import_config(base + text, fmt)
+    assert result["request"]["lora_modules_to_save"] == want
+    assert _keys(result)["lora_modules_to_save"]["status"] == "used"
+    again = import_config(export_config(result["request"], fmt), fmt)["request"]
+    assert again["lora_modules_to_save"] == want
+
+
+def test_modules_to_save_beyond_embedding_and_output_layer_is_not_modelled():
+    result = import_config("base_model: meta-llama/Llama-3.1-8B\nadapter: lora\n"
+                           "lora_modules_to_save: [embed_tokens, score]\n", "axolotl")
+    assert "lora_modules_to_save" not in result["request"]
+    assert _keys(result)["lora_modules_to_save"]["status"] == "unknown"
+
+
 def test_axolotl_defaults_are_named_with_version():
     result = import_config("base_model: meta-llama/Llama-3.1-8B\nadapter: lora\nlearning_rate: 0.0002\n")
     req = result["request"]

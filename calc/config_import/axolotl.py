@@ -55,7 +55,7 @@ IGNORED = {
 }
 # understood, but what they change is not in the model (listed as unknown + not_modelled)
 NOT_MODELLED = {
-    "lora_modules_to_save", "peft_use_dora", "lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel",
+    "peft_use_dora", "lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel",
     "lora_embedding_kernel", "liger_rope", "liger_rms_norm", "liger_rms_norm_gated", "liger_layer_norm",
     "liger_swiglu", "liger_glu_activation", "unsloth_lora_mlp", "unsloth_lora_qkv", "unsloth_lora_o",
     "unsloth_rms_norm", "unsloth_rope", "tiled_mlp", "tiled_mlp_num_shards", "selective_checkpointing",
@@ -99,6 +99,8 @@ def import_axolotl(data: JsonObject, model: object = None, read_file: common.Rea
                 rep.ignore(key)
             else:
                 rep.use(key, "lora_adapter_dtype", "fp32" if common.is_true(value) else "base")
+        elif key == "lora_modules_to_save":
+            hf.set_modules_to_save(rep, key, value)
         elif key == "lora_r":
             common.set_int(rep, key, "lora_rank", value)
         elif key == "lora_dropout":
@@ -242,3 +244,4 @@ def _precision(st: JsonObject) -> str | None:
     if st.get("bf16") is False or common.is_true(st.get("float32")):
         return "fp32"
     return None
+

@@ -144,3 +144,21 @@ def finish_common(rep: Report, st: JsonObject, tool: str, packing: bool, default
             rep.unknown(key, "dataset_tokens_need_packing")
     rep.default("epochs", default_epochs, tool, plan=True)
     rep.default("num_gpus", 1, tool + ": one process unless launched with more")
+
+
+def set_modules_to_save(rep: Report, key: str, value: object) -> None:
+    """peft ``modules_to_save`` (axolotl and TRL ``lora_modules_to_save``) as calc's
+    ``lora_modules_to_save``: the embedding and / or the output layer, by the last component
+    of their names (``model.embed_tokens``); any other module is not modelled."""
+    if value in (None, "", []):
+        rep.ignore(key)
+        return
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        rep.unknown(key, "not_modelled")
+        return
+    short = {n.rsplit(".", 1)[-1] for n in names}
+    if not short <= {"embed_tokens", "lm_head"}:
+        rep.unknown(key, "not_modelled")
+        return
+    rep.use(key, "lora_modules_to_save", "+".join(n for n in ("embed_tokens", "lm_head") if n in short))

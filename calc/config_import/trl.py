@@ -60,7 +60,7 @@ TRAINING_IGNORED = {
 }
 NOT_MODELLED = {
     "torch_empty_cache_steps", "auto_find_batch_size", "optim_target_modules", "ddp_bucket_cap_mb",
-    "use_dora", "lora_modules_to_save", "lora_target_parameters", "accelerator_config",
+    "use_dora", "lora_target_parameters", "accelerator_config",
     "parallelism_config", "liger_kernel_config", "padding_free", "use_cpu",
 }
 SFT_ONLY = {"max_length", "max_seq_length", "packing", "loss_type", "activation_offloading",
@@ -208,6 +208,8 @@ def training_arg(rep: Report, st: JsonObject, key: str, value: object, read_file
         common.set_int(rep, key, "lora_rank", value)
     elif key == "lora_dropout":
         hf.set_dropout(rep, key, value)
+    elif key == "lora_modules_to_save":
+        hf.set_modules_to_save(rep, key, value)
     elif key == "lora_target_modules":
         if value is None:
             rep.ignore(key)
@@ -259,7 +261,9 @@ def _lora_config(rep: Report, cfg: JsonObject, prefix: str, st: JsonObject) -> N
             st["targets_key"] = (path, value)
         elif key in _LORA_CONFIG_IGNORED:
             rep.ignore(path)
-        elif key in ("use_dora", "modules_to_save", "layers_to_transform", "rank_pattern"):
+        elif key == "modules_to_save":
+            hf.set_modules_to_save(rep, path, value)
+        elif key in ("use_dora", "layers_to_transform", "rank_pattern"):
             rep.unknown(path, "not_modelled")
         else:
             rep.unknown(path)
