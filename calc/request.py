@@ -138,13 +138,14 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
     "fsdp_wrap_floor": (False, "bool", None),
     "framework": ("generic", Framework, None),
     "moe_expert_layout": ("per-expert-modules", MoeExpertLayout, None),
+    # a key no profile sets: before the profiled block that ends the list (tests/test_frameworks.py)
+    "lora_modules_to_save": ("none", ModulesToSave, None),
     "previous_outputs_kept": (False, "bool", None),
     "qlora_output_layer_quantized": (False, "bool", None),
     "qlora_dequant_fp16": (False, "bool", None),
     "fsdp_flat_parameters": (False, "bool", None),
     "logits_upcast_in_model": (False, "bool", None),
     "chunked_loss_keeps_fp32": (False, "bool", None),
-    "lora_modules_to_save": ("none", ModulesToSave, None),
 }
 """Keys added after the first contract (all additive, defaults = modern behaviour):
 
@@ -540,7 +541,8 @@ def request_warnings(req: EstimateRequest) -> list[str]:
         out.append("sharding_on_single_gpu")
     if req.num_gpus > 1 and req.sharding is Sharding.NONE:
         out.append("multi_gpu_without_sharding")
-    if req.method is Method.FULL and (req.lora_targets != "all-linear" or req.lora_dropout > 0):
+    if req.method is Method.FULL and (req.lora_targets != "all-linear" or req.lora_dropout > 0
+                                      or req.lora_modules_to_save is not ModulesToSave.NONE):
         out.append("lora_options_ignored")
     if req.method is Method.QLORA and req.precision in (Precision.FP32,):
         out.append("qlora_with_fp32")

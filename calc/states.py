@@ -154,6 +154,22 @@ def saved_module_params(req: EstimateRequest) -> tuple[int, int]:
     return embed, head
 
 
+def trainer_32bit_embedding_params(req: EstimateRequest) -> int:
+    """Parameters of the embedding copy that bitsandbytes' 8-bit optimizers keep 32-bit states
+    for under the Hugging Face Trainer: transformers 5.17 ``trainer.py`` ``create_optimizer``
+    registers ``GlobalOptimManager.register_module_override(module, "weight", {"optim_bits":
+    32})`` for every ``nn.Embedding`` when the optimizer is a bitsandbytes one with
+    ``optim_bits=8`` (``trainer_optimizer.py``: ``adamw_bnb_8bit``, ``paged_adamw_8bit``).
+    Only the ``hf-trainer`` profile, only for the trainable embedding copy of
+    ``lora_modules_to_save`` (full fine-tuning's embedding is left as before)."""
+    from .frameworks import Framework
+
+    if req.framework is not Framework.HF_TRAINER or req.optimizer not in (Optimizer.ADAMW_8BIT,
+                                                                           Optimizer.PAGED_ADAMW_8BIT):
+        return 0
+    return saved_module_params(req)[0]
+
+
 def saved_part(layout: ParamLayout) -> tuple[ParamLayout, ParamLayout]:
     """``layout`` split into (adapters or full weights, modules_to_save copies): the two
     train in different dtypes when the adapters are fp32 (:func:`adapter_regime`)."""
@@ -265,7 +281,9 @@ def optimizer_state_bytes(req: EstimateRequest, layout: ParamLayout, reg: Regime
     if opt is Optimizer.PAGED_ADAMW:
         return 2 * FP32_BYTES * p
     if opt in (Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW_8BIT):
-        return 2 * p + 2 * FP32_BYTES * -(-p // OPT8_BLOCK)
+        wide = trainer_32bit_embedding_params(req) if layout.saved else 0
+        p -= wide
+        return 2 * p + 2 * FP32_BYTES * -(-p // OPT8_BLOCK) + 2 * FP32_BYTES * wide
     if opt is Optimizer.ADAFACTOR:
         values = sum(((r + c) if c > 1 else r) * n for r, c, n in layout.tensors)
         return FP32_BYTES * values

@@ -660,3 +660,82 @@ def test_fsdp1_slack_needs_the_kept_output():
     plain = {k: v for k, v in on.items() if k != "fsdp_wrap_floor"}
     assert est(**plain, framework="hf-custom-loop")["allocator_slack_fraction"] == memory.FSDP1_ALLOCATOR_SLACK_FRACTION
     assert est(**plain, framework="hf-trainer")["fsdp_wrap_reserved_bytes"] == 0
+
+
+# ---- lora_modules_to_save (peft modules_to_save) -----------------------------------------
+
+def _states(**kw):
+    req = parse_estimate_request({"model": "llama-3.2-1b", **kw})
+    return req, memory.estimate_request(req)
+
+
+@pytest.mark.parametrize("base", [
+    {"method": "lora"},
+    {"method": "lora", "lora_adapter_dtype": "fp32"},   # the copies keep the module's bf16
+    {"method": "qlora", "lora_adapter_dtype": "fp32"},  # neither table is 4-bit
+])
+@pytest.mark.parametrize(("which", "tables"), [("embed_tokens", 1), ("lm_head", 1),
+                                                ("embed_tokens+lm_head", 2)])
+def test_each_saved_module_adds_a_table_of_weights_gradients_and_states(base, which, tables):
+    """Llama 3.2 1B ties its tables (V = 128256, h = 2048): each copy is V h = 262,668,288
+    parameters, bf16 weight (2) + bf16 gradient (2) + AdamW's two bf16 states (4) = 8 bytes."""
+    req, before = _states(**base)
+    _, after = _states(**base, lora_modules_to_save=which)
+    table = 128256 * 2048
+    assert after.params_trainable - before.params_trainable == tables * table
+    assert after.params_total - before.params_total == tables * table
+    assert after.model_states_bytes - before.model_states_bytes == tables * table * (2 + 2 + 4)
+
+
+def test_saved_modules_under_mixed_precision_train_in_fp32():
+    _, before = _states(precision="bf16-mixed")
+    _, after = _states(precision="bf16-mixed", lora_modules_to_save="lm_head")
+    assert after.model_states_bytes - before.model_states_bytes == 128256 * 2048 * (4 + 4 + 8)
+
+
+def test_hf_trainer_keeps_32_bit_states_for_the_embedding_copy_of_an_8_bit_optimizer():
+    """transformers' Trainer registers optim_bits=32 for nn.Embedding with bitsandbytes' 8-bit
+    optimizers: the embedding copy's paged states take 8 bytes a parameter, the output layer's
+    copy 2 (plus an fp32 absmax per 2048)."""
+    table = 128256 * 2048
+    kw = {"method": "qlora", "optimizer": "paged-adamw-8bit", "framework": "hf-trainer"}
+    _, none = _states(**kw)
+    _, embed = _states(**kw, lora_modules_to_save="embed_tokens")
+    _, head = _states(**kw, lora_modules_to_save="lm_head")
+    assert embed.unified_memory_bytes - none.unified_memory_bytes == 8 * table
+    assert head.unified_memory_bytes - none.unified_memory_bytes == 2 * table + 8 * (-(-table // 2048))
+    _, generic = _states(**{**kw, "framework": "generic"}, lora_modules_to_save="embed_tokens")
+    _, generic_none = _states(**{**kw, "framework": "generic"})
+    assert generic.unified_memory_bytes - generic_none.unified_memory_bytes == 2 * table + 8 * (-(-table // 2048))
+
+
+def test_saved_modules_are_ignored_by_full_fine_tuning_and_default_to_none():
+    req, full = _states(method="full")
+    assert req.lora_modules_to_save.value == "none"
+    _, full_saved = _states(method="full", lora_modules_to_save="embed_tokens+lm_head")
+    assert full_saved.peak_allocated_bytes == full.peak_allocated_bytes
+    assert "lora_options_ignored" in full_saved.warnings and "lora_options_ignored" not in full.warnings
+
+
+def test_output_layer_copy_adds_its_weight_gradient_flops_only():
+    from calc import timing
+    from calc.request import Sharding
+
+    table = 128256 * 2048
+    base = parse_estimate_request({"model": "llama-3.2-1b"})
+    head = parse_estimate_request({"model": "llama-3.2-1b", "lora_modules_to_save": "lm_head"})
+    embed = parse_estimate_request({"model": "llama-3.2-1b", "lora_modules_to_save": "embed_tokens"})
+    f0, fh, fe = (timing.counts(r, Sharding.NONE).flops for r in (base, head, embed))
+    assert fh.forward == f0.forward and fe.forward == f0.forward   # the copy replaces the original
+    assert fh.backward - f0.backward == 2 * table
+    assert fe.backward == f0.backward   # a scatter-add, counted in bytes
+    assert timing.counts(embed, Sharding.NONE).elementwise_bytes_per_token > \
+        timing.counts(base, Sharding.NONE).elementwise_bytes_per_token
+
+
+def test_unknown_modules_to_save_value_is_a_coded_error():
+    from calc.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        parse_estimate_request({"model": "llama-3.2-1b", "lora_modules_to_save": "score"})
+    assert err.value.field == "lora_modules_to_save"
