@@ -703,9 +703,14 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
                          "dequant_buffer": head_dequant})
         forward_end = max(forward_end, head, key=lambda parts: sum(parts.values()))
     # a trainable output layer copy (lora_modules_to_save) has its gradient from the start
-    head_grad = 0 if held else st.saved_module_params(req)[1] * reg.grad_bytes
+    # ... and autocast's 16-bit copy of it, saved by its matmul, is freed by that matmul's
+    # backward, which has run (oracle: */lora-save-head-mixed, +6 % on this moment before)
+    head_copy = st.saved_module_params(req)[1]
+    head_grad = 0 if held else head_copy * reg.grad_bytes
+    head_cast = reg.compute_bytes * head_copy if reg.casts_weights else 0
     first_block = _phase(**common, activations=a.saved_all + a.recompute + in_flight,
-                         logits=a.kept_logits, gradients=held + head_grad, weight_copies=copies_all + merged_first,
+                         logits=a.kept_logits, gradients=held + head_grad,
+                         weight_copies=copies_all + merged_first - head_cast,
                          gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     table = embedding_grad_bytes(req, reg)
