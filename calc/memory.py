@@ -268,9 +268,11 @@ def _unit_trainable(req: EstimateRequest, layout: st.ParamLayout) -> int:
     """Trainable parameters of one FSDP unit (a block; the adapters of a block for LoRA)."""
     if req.method is Method.FULL:
         return max(req.model.block_params, req.model.vocab_size * req.model.hidden_size)
+    adapters = (layout.trainable - layout.saved) // req.model.num_layers
+    # the modules_to_save copies sit in the root unit (embedding, output layer) together
     if req.frozen_weight_grads:
-        return req.model.block_params + layout.trainable // req.model.num_layers
-    return layout.trainable // req.model.num_layers
+        return max(req.model.block_params + adapters, layout.saved)
+    return max(adapters, layout.saved)
 
 
 def gathered_weight_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int]:

@@ -739,3 +739,13 @@ def test_unknown_modules_to_save_value_is_a_coded_error():
     with pytest.raises(InputError) as err:
         parse_estimate_request({"model": "llama-3.2-1b", "lora_modules_to_save": "score"})
     assert err.value.field == "lora_modules_to_save"
+
+
+def test_sharded_saved_copies_reduce_scatter_from_the_root_unit():
+    """ZeRO-3 / FSDP on several GPUs: the copies sit in the root unit, whose unsharded
+    gradients (both tables, bf16) are the largest unit's before the reduce-scatter."""
+    req = parse_estimate_request({"model": "llama-3.2-1b", "num_gpus": 4, "sharding": "zero3",
+                                  "lora_modules_to_save": "embed_tokens+lm_head"})
+    reg = states.regime(req.precision, req.sharding)
+    s = memory.model_states(req, states.param_layout(req), reg)
+    assert s.comm_backward == 2 * 128256 * 2048 * 2
