@@ -164,6 +164,8 @@ MODULES_TO_SAVE_VARIANTS: dict[str, tuple[dict, dict]] = {
                               "precision": "bf16-mixed"}, {}),
     "qlora-save-both": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
                          "lora_modules_to_save": "embed_tokens+lm_head"}, {}),
+    "lora-save-both-tied": ({"method": "lora", "lora_rank": 16,
+                             "lora_modules_to_save": "embed_tokens+lm_head-tied"}, {}),
     "qlora-save-both-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
                               "lora_modules_to_save": "embed_tokens+lm_head", "gradient_checkpointing": True}, {}),
 }

@@ -563,7 +563,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
                          # a trainable output layer saves its input for its weight's gradient
                          head_keeps_input=(req.method is Method.QLORA and req.qlora_keeps_inputs
                                            and st.output_layer_quantized_params(req) > 0
-                                           or st.saved_module_params(req)[1] > 0))
+                                           or st.trained_output_layer_params(req) > 0))
 
 
 @dataclass(frozen=True)
@@ -707,7 +707,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # a trainable output layer copy (lora_modules_to_save) has its gradient from the start
     # ... and autocast's 16-bit copy of it, saved by its matmul, is freed by that matmul's
     # backward, which has run (oracle: */lora-save-head-mixed, +6 % on this moment before)
-    head_copy = st.saved_module_params(req)[1]
+    head_copy = st.trained_output_layer_params(req)
     head_grad = 0 if held else head_copy * reg.grad_bytes
     head_cast = reg.compute_bytes * head_copy if reg.casts_weights else 0
     first_block = _phase(**common, activations=a.saved_all + a.recompute + in_flight,
@@ -716,8 +716,9 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
                          gathered_weights=gathered,
                          dequant_buffer=dequant, comm_buffers=s.comm_static)
     table = embedding_grad_bytes(req, reg)
-    # full fine-tuning of a tied table: the output layer's gradient is the embedding's
-    tied = req.model.tie_word_embeddings and req.method is Method.FULL
+    # full fine-tuning of a tied table (or peft's shared copy): the output layer's gradient is
+    # the embedding's
+    tied = req.model.tie_word_embeddings and req.method is Method.FULL or st.saved_copy_tied(req)
     last_block = _phase(**common, activations=a.last_block + in_flight,
                         gradients=s.grads_all - (0 if tied else table),
                         logits=a.kept_logits,

@@ -74,6 +74,7 @@ class ModulesToSave(str, Enum):
     EMBED_TOKENS = "embed_tokens"
     LM_HEAD = "lm_head"
     EMBED_TOKENS_LM_HEAD = "embed_tokens+lm_head"
+    EMBED_TOKENS_LM_HEAD_TIED = "embed_tokens+lm_head-tied"  # peft ensure_weight_tying=True
 
 
 class Sharding(str, Enum):
@@ -300,7 +301,12 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
   dtype (``cast_adapter_dtype`` upcasts only adapter layers): the table is held twice, and
   the copy has a gradient and optimizer states (:func:`calc.states.saved_module_params`).
   Tied embeddings are untied by the copy (``ensure_weight_tying`` off, its default).
-  Default ``"none"``: adapters only.
+  ``"embed_tokens+lm_head-tied"`` is both with ``LoraConfig(ensure_weight_tying=True)``: on a
+  model whose tables are tied, peft 0.21.0 (``tuners/lora/model.py``
+  ``_add_modules_to_save_to_tie``) copies the embedding alone and gives the output layer's
+  wrapper a ``Linear`` whose weight is that copy (``ModulesToSaveWrapper.update(tied_module=
+  ...)``): one trainable table, both gradients summed into it; on an untied model it is
+  ``"embed_tokens+lm_head"`` (peft only warns). Default ``"none"``: adapters only.
 """
 
 

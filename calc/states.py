@@ -148,10 +148,27 @@ def saved_module_params(req: EstimateRequest) -> tuple[int, int]:
         return 0, 0
     arch = req.model
     table = arch.vocab_size * arch.hidden_size
-    embed = table if which in (ModulesToSave.EMBED_TOKENS, ModulesToSave.EMBED_TOKENS_LM_HEAD) else 0
-    head = (max(arch.lm_head_params, table)
-            if which in (ModulesToSave.LM_HEAD, ModulesToSave.EMBED_TOKENS_LM_HEAD) else 0)
+    embed = table if which is not ModulesToSave.LM_HEAD else 0
+    head = max(arch.lm_head_params, table) if which is not ModulesToSave.EMBED_TOKENS else 0
+    if saved_copy_tied(req):
+        head = 0  # the output layer's wrapper holds the embedding copy itself
     return embed, head
+
+
+def saved_copy_tied(req: EstimateRequest) -> bool:
+    """``"embed_tokens+lm_head-tied"`` on a model whose tables are tied: one trainable copy
+    that the embedding and the output layer share (peft ``ensure_weight_tying=True``)."""
+    return (req.is_peft and req.lora_modules_to_save is ModulesToSave.EMBED_TOKENS_LM_HEAD_TIED
+            and req.model.tie_word_embeddings)
+
+
+def trained_output_layer_params(req: EstimateRequest) -> int:
+    """Weights of the output layer that train under ``lora_modules_to_save`` (its own copy, or
+    the shared one when tied): what its weight gradient, its saved input and its cast are
+    counted on."""
+    if not req.is_peft or req.lora_modules_to_save in (ModulesToSave.NONE, ModulesToSave.EMBED_TOKENS):
+        return 0
+    return max(req.model.lm_head_params, req.model.vocab_size * req.model.hidden_size)
 
 
 def trainer_32bit_embedding_params(req: EstimateRequest) -> int:

@@ -330,7 +330,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     trainable = layout.trainable if trainable is None else trainable
     # lora_modules_to_save: the copies replace their originals in the forward (no extra
     # matmul); the output layer's copy adds its weight gradient, 2 V h FLOPs per token
-    embed_copy, head_copy = st.saved_module_params(req)
+    embed_copy = st.saved_module_params(req)[0]
+    head_copy = st.trained_output_layer_params(req)
     fpt = training_flops_per_token(arch, req.method.value, req.seq_len, req.gradient_checkpointing,
                                    trainable - layout.saved if trainable == layout.trainable else trainable,
                                    req.attention.value)

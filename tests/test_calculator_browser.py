@@ -125,6 +125,7 @@ PLAN_VARIATIONS = [
     {"lora_modules_to_save": "embed_tokens+lm_head", "model": "llama-3.2-1b", "gpu": "l4"},
     {"lora_modules_to_save": "embed_tokens", "method": "qlora", "lora_adapter_dtype": "fp32"},
     {"lora_modules_to_save": "lm_head", "model": "gemma-3-4b", "method": "lora"},
+    {"lora_modules_to_save": "embed_tokens+lm_head-tied", "model": "qwen3-0.6b"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 

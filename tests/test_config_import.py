@@ -380,3 +380,12 @@ def test_cli_flags_override_the_config_and_stand_in_for_an_unknown_model(tmp_pat
     given = subprocess.run([sys.executable, "-m", "calc", "estimate", "--config", str(private),
                             "--model", "mistral-7b", "--json"], capture_output=True, text=True, cwd=ROOT)
     assert given.returncode == 0, given.stdout
+
+
+def test_tied_modules_to_save_exports_both_modules():
+    """axolotl and TRL have no key for peft's ensure_weight_tying: the export names both
+    modules, and reads back as the untied pair."""
+    req = {"model": "llama-3.2-1b", "method": "lora", "lora_modules_to_save": "embed_tokens+lm_head-tied"}
+    for fmt in ("axolotl", "trl"):
+        again = import_config(export_config(req, fmt), fmt)["request"]
+        assert again["lora_modules_to_save"] == "embed_tokens+lm_head"

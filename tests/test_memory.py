@@ -749,3 +749,18 @@ def test_sharded_saved_copies_reduce_scatter_from_the_root_unit():
     reg = states.regime(req.precision, req.sharding)
     s = memory.model_states(req, states.param_layout(req), reg)
     assert s.comm_backward == 2 * 128256 * 2048 * 2
+
+
+def test_tied_saved_copy_is_one_table_on_a_tied_model_and_two_on_an_untied_one():
+    """peft ensure_weight_tying=True: Llama 3.2 1B ties its tables, so one trainable copy
+    serves both (its gradient summed from both, like full fine-tuning's tied table); on
+    Mistral 7B (untied) peft only warns and copies both."""
+    table = 128256 * 2048
+    _, none = _states()
+    _, tied = _states(lora_modules_to_save="embed_tokens+lm_head-tied")
+    assert tied.params_trainable - none.params_trainable == table
+    mistral = {"model": "mistral-7b"}
+    untied = memory.estimate_dict({**mistral, "lora_modules_to_save": "embed_tokens+lm_head-tied"})
+    both = memory.estimate_dict({**mistral, "lora_modules_to_save": "embed_tokens+lm_head"})
+    assert untied["params_trainable"] == both["params_trainable"]
+    assert untied["peak_allocated_bytes"] == both["peak_allocated_bytes"]

@@ -37,6 +37,7 @@ PINNED = (
     "gemma2/qlora-prepare-kbit",     # peft's prepare_model_for_kbit_training: fp32 non-quantized
     "llama3-gqa-tied/lora-save-both-fp32",  # peft modules_to_save on a tied table, fp32 adapters
     "llama/qlora-save-both-ckpt",    # QLoRA with the embedding and output layer trained in full
+    "llama3-gqa-tied/lora-save-both-tied",  # peft ensure_weight_tying: one copy for both tables
 )
 
 _BY_ID = {s["id"]: s for s in setups()}

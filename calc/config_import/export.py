@@ -145,7 +145,8 @@ def export_axolotl(request: JsonObject) -> str:
         if "lora_adapter_dtype" in req:
             out["peft_autocast_adapter_dtype"] = req["lora_adapter_dtype"] == "fp32"
         if req.get("lora_modules_to_save", "none") != "none":
-            out["lora_modules_to_save"] = req["lora_modules_to_save"].split("+")
+            # (peft's ensure_weight_tying of the "-tied" value has no key in this format)
+            out["lora_modules_to_save"] = req["lora_modules_to_save"].removesuffix("-tied").split("+")
     precision = req["precision"]
     out["bf16"] = precision in ("bf16-true", "bf16-mixed")
     out["fp16"] = precision == "fp16-mixed"
@@ -199,7 +200,8 @@ def export_trl(request: JsonObject) -> str:
         out["lora_dropout"] = req["lora_dropout"]
         out["lora_target_modules"] = _targets(req)
         if req.get("lora_modules_to_save", "none") != "none":
-            out["lora_modules_to_save"] = req["lora_modules_to_save"].split("+")
+            # (peft's ensure_weight_tying of the "-tied" value has no key in this format)
+            out["lora_modules_to_save"] = req["lora_modules_to_save"].removesuffix("-tied").split("+")
         if req.get("lora_adapter_dtype") == "base":
             notes.append("adapters in the base dtype: pass autocast_adapter_dtype=False to get_peft_model")
         if req["method"] == "qlora":

@@ -141,7 +141,8 @@ def build_meta_model(req: dict, options: dict):
         lora = LoraConfig(r=req["lora_rank"], lora_alpha=options["lora_alpha"] or 2 * req["lora_rank"],
                           lora_dropout=req["lora_dropout"], bias="none", task_type="CAUSAL_LM",
                           target_modules="all-linear" if targets == "all-linear" else list(targets),
-                          modules_to_save=modules_to_save(req))
+                          modules_to_save=modules_to_save(req),
+                          ensure_weight_tying=req.get("lora_modules_to_save", "").endswith("-tied"))
         if req["method"] == "qlora":
             from .qlora import Linear4bitModel, lora_layer_class
 
@@ -158,7 +159,7 @@ def modules_to_save(req: dict) -> list[str] | None:
     """peft's ``modules_to_save`` for calc's ``lora_modules_to_save`` ("none" or names joined
     by "+"); every family the oracle reads names its embedding ``embed_tokens`` and its
     output layer ``lm_head``."""
-    value = req.get("lora_modules_to_save", "none")
+    value = req.get("lora_modules_to_save", "none").removesuffix("-tied")
     return None if value == "none" else value.split("+")
 
 
