@@ -593,15 +593,22 @@ class SlackFit:
 
 
 def _stated_reserved(r: RowResult) -> bool:
+    """A covered row whose metric is a stated ``max_memory_reserved``, settings unambiguous:
+    the rows a slack is fitted on."""
     return (r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags
             and "ambiguous" not in r.flags)
+
+
+def _row_slack(r: RowResult) -> float:
+    """``measured / predicted_allocated - 1``: the slack one row shows."""
+    return r.measured_bytes / r.allocated_bytes - 1
 
 
 def fsdp1_slack_values(rows: list[RowResult]) -> dict:
     """``{row_id: measured / predicted_allocated - 1}`` over the stated ``max_memory_reserved``
     rows where the FSDP1 slack applies (:func:`calc.memory.fsdp1_slack_applies`): the spread of
     :data:`calc.memory.FSDP1_ALLOCATOR_SLACK_FRACTION`."""
-    return {r.row_id: r.measured_bytes / r.allocated_bytes - 1 for r in rows if _stated_reserved(r) and r.fsdp1}
+    return {r.row_id: _row_slack(r) for r in rows if _stated_reserved(r) and r.fsdp1}
 
 
 def fit_fsdp1_slack(rows: list[RowResult]) -> float | None:
@@ -615,8 +622,8 @@ def slack_by_source(rows: list[RowResult]) -> dict:
     rows whose metric is a stated ``max_memory_reserved``."""
     out: dict = {}
     for r in rows:
-        if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags and "ambiguous" not in r.flags:
-            out.setdefault(r.source_key, []).append(r.measured_bytes / r.allocated_bytes - 1)
+        if _stated_reserved(r):
+            out.setdefault(r.source_key, []).append(_row_slack(r))
     return {k: statistics.median(v) for k, v in out.items()}
 
 
@@ -633,8 +640,7 @@ def fit_allocator_slack(results: list[RowResult]) -> SlackFit:
     ``max_memory_reserved``; then ``|max(allocated * (1 + f), floor) - measured| / measured``
     on the covered rows whose reserved metric is only assumed (``floor``: the reserved memory a
     one-pass NF4 quantization leaves, as in :mod:`calc.memory`)."""
-    fit = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags
-           and "ambiguous" not in r.flags]
+    fit = [r for r in results if _stated_reserved(r)]
     test = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" in r.flags]
     fraction = fit_slack_fraction(fit) or 0.0
     refit = [RowResult(**{**r.__dict__, "error": (max(r.allocated_bytes * (1 + fraction), r.reserved_floor_bytes)

@@ -34,9 +34,6 @@ from accuracy import memory as vm
 from accuracy.stats import percentile
 from calc import activations, calibration, memory
 
-SEGMENT = 2 * 1024 ** 2
-
-
 def source_key(row: dict) -> str:
     """One publication: the torchtune README's table at its commit, a tutorial page, a LitGPT
     file, the ZeRO paper, or (other sources) the ``source`` column with its section."""
@@ -82,9 +79,9 @@ def compile_kept(value: float):
 
 
 def reserved_from(allocated: int, floor: int, slack: float) -> int:
-    """:func:`calc.memory.reserved_bytes` with a given slack, and the quantization floor."""
-    raw = int(allocated * (1 + slack))
-    return max(-(-raw // SEGMENT) * SEGMENT, floor)
+    """:func:`calc.memory.reserved_bytes` with a given slack, and the reserved floor
+    (quantization or FSDP1 wrap, :func:`accuracy.memory.reserved_floor_of`)."""
+    return max(memory.reserved_bytes(allocated, slack), floor)
 
 
 def predict(result: vm.RowResult, constants: Constants) -> vm.RowResult:

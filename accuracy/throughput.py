@@ -230,10 +230,7 @@ def fit(train: list[Case], fallback: Params | None = None) -> Params:
     bf16 = [c for c in train if not c.fp8]
     fp8_rows = [c for c in train if c.fp8]
     classes = sorted({c.card_class for c in bf16})
-    per_source: dict[str, int] = {}
-    for c in train:
-        per_source[c.source] = per_source.get(c.source, 0) + 1
-    weight = {s: 1.0 / n for s, n in per_source.items()}
+    weight = _source_weights(train)
     by_class = {cls: [c for c in bf16 if c.card_class == cls] for cls in classes}
     class_weight = {cls: _source_weights(rows) for cls, rows in by_class.items()}
 

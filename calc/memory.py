@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from . import activations as act
 from . import calibration
 from . import states as st
-from .arch import LinearLayer
+from .arch import LinearLayer, ModelArch
 from .jsontypes import JsonObject
 from .request import (Attention, CpuOffload, EstimateRequest, Method, Precision, Sharding,
                       parse_estimate_request, request_warnings)
@@ -73,6 +73,16 @@ at most 250 MiB (torch 2.13.0 ``torch/distributed/fsdp/_init_utils.py``
 (``torch/csrc/distributed/c10d/comm.cpp`` ``broadcast_coalesced``, ``max_in_flight = 2``); a
 bucket of two or more tensors is a new flat copy (``flatten_dense_tensors``: ``torch.cat``), a
 bucket of one is a view."""
+
+ALLOCATOR_SEGMENT_BYTES = 2 * 1024 ** 2
+"""PyTorch's caching allocator reserves large blocks in 2 MiB segments (PyTorch docs, "CUDA
+semantics: memory management"): every reserved figure is a whole number of them."""
+
+
+def whole_segments(nbytes: int) -> int:
+    """``nbytes`` rounded up to whole :data:`ALLOCATOR_SEGMENT_BYTES` segments."""
+    return -(-nbytes // ALLOCATOR_SEGMENT_BYTES) * ALLOCATOR_SEGMENT_BYTES
+
 
 CUDA_CONTEXT_BYTES = 512 * 1024 ** 2
 """CUDA context and kernel images outside PyTorch's allocator: 512 MiB, inside the
@@ -311,8 +321,12 @@ def gathered_weight_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, in
 def root_unit_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     """The FSDP root unit unsharded: embedding, final norm and output layer at the weights'
     precision (:func:`gathered_weight_bytes`)."""
-    arch = req.model
-    return (arch.embedding_params + arch.norm_params + arch.lm_head_params) * reg.weight_bytes
+    return _root_params(req.model) * reg.weight_bytes
+
+
+def _root_params(arch: ModelArch) -> int:
+    """Parameters of the FSDP root unit: embedding, final norm and output layer."""
+    return arch.embedding_params + arch.norm_params + arch.lm_head_params
 
 
 def root_gradient_bytes(req: EstimateRequest, reg: st.Regime) -> int:
@@ -328,8 +342,7 @@ def root_gradient_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     if (not req.fsdp_flat_parameters or req.method is not Method.FULL or req.sharding is not Sharding.ZERO3
             or req.num_gpus <= 1):
         return 0
-    arch = req.model
-    return 2 * (arch.embedding_params + arch.norm_params + arch.lm_head_params) * reg.grad_bytes
+    return 2 * _root_params(req.model) * reg.grad_bytes
 
 
 def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
@@ -455,8 +468,7 @@ def quantization_reserved_bytes(req: EstimateRequest, s: States) -> int:
         return 0
     largest = max((l.weight_params for l in req.model.linears if l.quantizable), default=0)
     resident = s.weights + s.lora_weights + UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT * largest
-    seg = 2 * 1024 ** 2
-    return -(-resident // seg) * seg
+    return whole_segments(resident)
 
 
 def _fsdp1_applies(req: EstimateRequest) -> bool:
@@ -541,8 +553,7 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
              + _wrap_transient_bytes([b for b in block if b], req.num_gpus, sharded, resident)
              + _wrap_transient_bytes([r for r in root if r], req.num_gpus, sharded, resident))
     pool = gathered_weight_bytes(req, reg)[1]
-    seg = 2 * 1024 ** 2
-    return -(-(floor + pool) // seg) * seg
+    return whole_segments(floor + pool)
 
 
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
@@ -820,9 +831,7 @@ def model_states_total(s: States) -> int:
 def reserved_bytes(allocated: int, slack: float | None = None) -> int:
     """``allocated * (1 + slack)`` (default :data:`ALLOCATOR_SLACK_FRACTION`), rounded up to
     whole 2 MiB segments."""
-    seg = 2 * 1024 ** 2
-    raw = int(allocated * (1 + (ALLOCATOR_SLACK_FRACTION if slack is None else slack)))
-    return -(-raw // seg) * seg
+    return whole_segments(int(allocated * (1 + (ALLOCATOR_SLACK_FRACTION if slack is None else slack))))
 
 
 def warnings_for(req: EstimateRequest) -> list[str]:

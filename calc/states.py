@@ -149,7 +149,7 @@ def saved_module_params(req: EstimateRequest) -> tuple[int, int]:
     arch = req.model
     table = arch.vocab_size * arch.hidden_size
     embed = table if which is not ModulesToSave.LM_HEAD else 0
-    head = max(arch.lm_head_params, table) if which is not ModulesToSave.EMBED_TOKENS else 0
+    head = _output_layer_copy_params(arch) if which is not ModulesToSave.EMBED_TOKENS else 0
     if saved_copy_tied(req):
         head = 0  # the output layer's wrapper holds the embedding copy itself
     return embed, head
@@ -168,7 +168,13 @@ def trained_output_layer_params(req: EstimateRequest) -> int:
     counted on."""
     if not req.is_peft or req.lora_modules_to_save in (ModulesToSave.NONE, ModulesToSave.EMBED_TOKENS):
         return 0
-    return max(req.model.lm_head_params, req.model.vocab_size * req.model.hidden_size)
+    return _output_layer_copy_params(req.model)
+
+
+def _output_layer_copy_params(arch: ModelArch) -> int:
+    """A copy of the output layer: ``vocab x hidden``, with its bias where the model has one
+    (``lm_head_params`` is 0 on a tied model, whose copy is of the shared table)."""
+    return max(arch.lm_head_params, arch.vocab_size * arch.hidden_size)
 
 
 def trainer_32bit_embedding_params(req: EstimateRequest) -> int:

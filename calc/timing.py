@@ -337,14 +337,15 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
                                    req.attention.value)
     if head_copy:
         fpt = replace(fpt, backward=fpt.backward + 2.0 * head_copy)
-    passes = 3 if req.gradient_checkpointing else 2
+    recompute = 1 if req.gradient_checkpointing else 0
+    passes = 2 + recompute
+    tokens = req.micro_batch_size * req.seq_len
     n_linears = sum(lin.count if lin.active == lin.count else lin.active for lin in arch.linears)
     adapters = len(st.adapted(req)) if req.is_peft else 0
     other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
     # QLoRA: bitsandbytes wraps each 4-bit matmul in host ops of its own (dequantisation, casts)
     quantized_linears = sum(l.active for l in arch.linears if l.quantizable) if req.method is Method.QLORA else 0
     fwd_ops = arch.num_layers * (n_linears + other + LORA_OPS_PER_ADAPTER * adapters)
-    recompute = 1 if req.gradient_checkpointing else 0
     dq = req.qlora_double_quant
     bnb_fwd, bnb_bwd = ((DEQUANT_KERNELS[dq], DEQUANT_KERNELS[dq]) if req.torch_compile
                         else (BNB_OPS_FORWARD[dq], BNB_OPS_BACKWARD[dq]))
@@ -369,17 +370,16 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
                  + act * ffn
                  + LORA_BYTES_PER_OUTPUT * sum(l.active * l.d_out for l in st.adapted(req)))
     fwd_bytes = arch.num_layers * per_layer
-    elementwise: float = (fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + (1 if req.gradient_checkpointing else 0))
+    elementwise: float = (fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
                           + LOSS_BYTES_PER_LOGIT * arch.vocab_size)
     if embed_copy:
         # the embedding copy's gradient: PyTorch's dense embedding backward zero-fills the
         # V x h table once per micro-step and scatter-adds each token's output gradient into
         # it (read h, read and write h): memory-bound, counted in bytes
-        tokens = req.micro_batch_size * req.seq_len
         elementwise += embed_copy * reg.grad_bytes / tokens + h * (reg.compute_bytes + 2 * reg.grad_bytes)
     qbytes = st.quantized_bytes(layout.quantized, req.qlora_double_quant) if layout.quantized else 0
     return Counts(
-        flops=fpt, tokens_micro=req.micro_batch_size * req.seq_len,
+        flops=fpt, tokens_micro=tokens,
         accumulation=req.gradient_accumulation_steps, hidden=arch.hidden_size,
         layers=arch.num_layers, dense_params=layout.dense, quantized_params=layout.quantized,
         quantized_bytes=float(qbytes), trainable=trainable,

@@ -77,6 +77,13 @@ def _targets(req: JsonObject) -> str | list[str]:
     return "all-linear" if req["lora_targets"] == "all-linear" else list(req["lora_targets"])
 
 
+def _modules_to_save(req: JsonObject) -> list[str]:
+    """``lora_modules_to_save`` as the module list axolotl and TRL take (empty for ``none``);
+    peft's ``ensure_weight_tying`` of the ``-tied`` value has no key in either format."""
+    value = req.get("lora_modules_to_save", "none")
+    return [] if value == "none" else value.removesuffix("-tied").split("+")
+
+
 def _optim(req: JsonObject, notes: list[str]) -> str | None:
     name = _HF_OPTIM.get((req["optimizer"], bool(req["optimizer_fused"]) and req["optimizer"] == "adamw"))
     if name is None:
@@ -144,9 +151,8 @@ def export_axolotl(request: JsonObject) -> str:
             out["bnb_config_kwargs"] = {"bnb_4bit_use_double_quant": req["qlora_double_quant"]}
         if "lora_adapter_dtype" in req:
             out["peft_autocast_adapter_dtype"] = req["lora_adapter_dtype"] == "fp32"
-        if req.get("lora_modules_to_save", "none") != "none":
-            # (peft's ensure_weight_tying of the "-tied" value has no key in this format)
-            out["lora_modules_to_save"] = req["lora_modules_to_save"].removesuffix("-tied").split("+")
+        if saved := _modules_to_save(req):
+            out["lora_modules_to_save"] = saved
     precision = req["precision"]
     out["bf16"] = precision in ("bf16-true", "bf16-mixed")
     out["fp16"] = precision == "fp16-mixed"
@@ -199,9 +205,8 @@ def export_trl(request: JsonObject) -> str:
         out["lora_r"] = req["lora_rank"]
         out["lora_dropout"] = req["lora_dropout"]
         out["lora_target_modules"] = _targets(req)
-        if req.get("lora_modules_to_save", "none") != "none":
-            # (peft's ensure_weight_tying of the "-tied" value has no key in this format)
-            out["lora_modules_to_save"] = req["lora_modules_to_save"].removesuffix("-tied").split("+")
+        if saved := _modules_to_save(req):
+            out["lora_modules_to_save"] = saved
         if req.get("lora_adapter_dtype") == "base":
             notes.append("adapters in the base dtype: pass autocast_adapter_dtype=False to get_peft_model")
         if req["method"] == "qlora":
