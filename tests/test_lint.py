@@ -72,30 +72,19 @@ def test_eslint_lints_every_javascript_file_of_the_repository():
 
 # --- each linter catches a broken file ---------------------------------------------------
 
-def test_ruff_fails_on_an_unused_import(tmp_path: Path):
-    bad = tmp_path / "bad.py"
-    bad.write_text("import os\n", encoding="utf-8")
-    out = run([*RUFF, "check", "--config", str(REPO_ROOT / "pyproject.toml"), "--no-cache", str(bad)])
-    assert out.returncode == 1
-    assert "F401" in out.stdout
-
-
-def test_ruff_fails_on_a_loop_variable_closure(tmp_path: Path):
+@pytest.mark.parametrize("source, code", [
+    pytest.param("import os\n", "F401", id="unused-import"),
     # bugbear (B023) is in the rule set, not only pyflakes
-    bad = tmp_path / "bad.py"
-    bad.write_text("fs = []\nfor i in range(3):\n    fs.append(lambda: i)\n", encoding="utf-8")
-    out = run([*RUFF, "check", "--config", str(REPO_ROOT / "pyproject.toml"), "--no-cache", str(bad)])
-    assert out.returncode == 1
-    assert "B023" in out.stdout
-
-
-def test_ruff_fails_on_a_stale_noqa(tmp_path: Path):
+    pytest.param("fs = []\nfor i in range(3):\n    fs.append(lambda: i)\n", "B023", id="loop-variable-closure"),
     # a suppression left after its finding went away is itself a finding (RUF100)
+    pytest.param("import os  # noqa: F401\n\nprint(os.sep)\n", "RUF100", id="stale-noqa"),
+])
+def test_ruff_fails_on_a_broken_file(tmp_path: Path, source: str, code: str):
     bad = tmp_path / "bad.py"
-    bad.write_text("import os  # noqa: F401\n\nprint(os.sep)\n", encoding="utf-8")
+    bad.write_text(source, encoding="utf-8")
     out = run([*RUFF, "check", "--config", str(REPO_ROOT / "pyproject.toml"), "--no-cache", str(bad)])
     assert out.returncode == 1
-    assert "RUF100" in out.stdout
+    assert code in out.stdout
 
 
 def test_mypy_is_strict(tmp_path: Path):
