@@ -187,6 +187,13 @@ CONSTANTS: dict[str, dict] = {
                "trocea desde la v0.2.0",
          "en": "torchao v0.1, torchao/dtypes/nf4tensor.py (quantize_tensor_nearest); PR #196 "
                "chunks it from v0.2.0"}),
+    "calc.memory.ALLOCATOR_SEGMENT_BYTES": _e(
+        "Segmento en que el asignador de PyTorch reserva los bloques grandes: toda cifra de "
+        "memoria reservada se redondea hacia arriba a segmentos enteros.",
+        "Segment in which PyTorch's allocator reserves large blocks: every reserved-memory "
+        "figure is rounded up to whole segments.",
+        {"es": "Documentación de PyTorch, CUDA semantics (gestión de memoria: bloques grandes en segmentos de 2 MiB)",
+         "en": "PyTorch docs, CUDA semantics (memory management: large blocks in 2 MiB segments)"}),
     "calc.memory.CUDA_CONTEXT_BYTES": _e(
         "Contexto de CUDA y núcleos cargados, fuera del asignador de PyTorch; se suma al total "
         "que muestra nvidia-smi.",
