@@ -6,10 +6,11 @@ from), with the English help text of the CLI as its ``description``; preset and 
 from the catalogues. ``python -m calc schema estimate|plan`` prints them; the site publishes them
 as ``schema/estimate-request.schema.json`` and ``schema/plan-request.schema.json``.
 
+A whole number may be written with a zero fraction: ``2048.0`` is 2048 for the schema (draft
+2020-12 counts it as an integer), for calc's parser and for the calculator's form alike.
+
 What a schema cannot say, and the parser still checks:
 
-- a whole number must be written without a fraction (``2``, not ``2.0``): JSON Schema counts
-  ``2.0`` as an integer, calc's parser refuses it (``not_integer``);
 - ``lora_targets`` must name linear modules of the chosen model (``unknown_lora_target``);
 - ``model.hf_config`` must be a config.json calc can read (``calc.hf_config``): the schema only
   says it is an object;

@@ -69,7 +69,7 @@ def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
     if hf_path is not None:
         if "model" in overrides:
             raise InputError("bad_arguments", "model", None, "--model and --hf-config together")
-        config = io.read_request(hf_path)
+        config = io.read_request(hf_path, "hf_config")
         overrides["model"] = {"hf_config": config}
     if base is None:
         return overrides
