@@ -6,7 +6,7 @@
 ====================================  =============  ==============================================
 key                                   default        meaning
 ====================================  =============  ==============================================
-dataset_tokens                        (required)     training tokens in one epoch (> 0)
+dataset_tokens                        (required)     training tokens in one epoch (>= 1)
 epochs                                1              passes over the dataset (> 0, may be fractional)
 gpu                                   (required)     catalogue id of the card to plan for
 price_per_gpu_hour                    null           USD per GPU-hour; null = catalogue price
@@ -79,7 +79,8 @@ MAX_STARTS = 100_000
 
 # key -> (default, kind, (minimum, maximum, minimum allowed?))
 PLAN_FIELDS: dict[str, FieldSpec] = {
-    "dataset_tokens": (None, "required_number", (0.0, MAX_DATASET_TOKENS, False)),
+    # at least one token: fewer is a typo (1e-300), not a dataset
+    "dataset_tokens": (None, "required_number", (1.0, MAX_DATASET_TOKENS, True)),
     "epochs": (1, "number", (0.0, 10_000.0, False)),
     "gpu": (None, "gpu", None),
     "price_per_gpu_hour": (None, "optional_number", (0.0, 10_000.0, True)),
@@ -485,6 +486,13 @@ def _combined_suggestion(planner: Planner, single: list[JsonObject]) -> JsonObje
     return last
 
 
+def step_tokens(request: EstimateRequest) -> int:
+    """Tokens one optimizer step takes: micro-batch x sequence length x accumulation steps x
+    GPUs. A dataset smaller than that is not one step of training: a typo in its size."""
+    return (request.micro_batch_size * request.seq_len * request.gradient_accumulation_steps
+            * request.num_gpus)
+
+
 def plan_request(request: EstimateRequest, options: PlanOptions,
                  estimator: recommend.Estimator | None = None) -> JsonObject:
     """The plan for a validated request (see the module docstring for the response)."""
@@ -502,6 +510,8 @@ def plan_request(request: EstimateRequest, options: PlanOptions,
     warnings += _price_warnings(price, options.interruptible)
     if not selected_fits:
         warnings.append("does_not_fit_selected_gpu")
+    if options.dataset_tokens < step_tokens(request):
+        warnings.append("dataset_tokens_below_one_step")
     cost_out = cost.to_dict()
     cost_out["price"] = price
     time_out = time.to_dict()

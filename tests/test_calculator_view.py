@@ -479,7 +479,7 @@ def test_every_bad_field_is_named_by_calc_in_one_pass(bad, fields):
     ({"seq_len": 0}, {"minimum": 1, "maximum": 4_194_304, "integer": True}),
     ({"lora_dropout": 1.0}, {"minimum": 0.0, "maximum": 1.0, "maximum_exclusive": True}),
     ({"safety_margin": 2}, {"minimum": 0.0, "maximum": 1.0}),
-    ({"dataset_tokens": 0}, {"minimum": 0.0, "minimum_exclusive": True}),
+    ({"dataset_tokens": 0.5}, {"minimum": 1.0}),  # less than one token: a typo
     ({"method": "bogus"}, {"allowed": ["full", "lora", "qlora"]}),
     ({"price_tier": "cheap"}, {"allowed": ["marketplace", "managed"]}),
     ({"gradient_checkpointing": "maybe"}, {"allowed": [True, False]}),
