@@ -17,6 +17,7 @@ from .messages import LANGS, Messages, default_lang
 from .registry import COMMANDS, Context
 
 PROG = "python -m calc"
+DIST_NAME = "gpu-finetune-calc"  # the wheel's distribution and console command (packaging/calc)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,7 +74,7 @@ def build_parser(msg: Messages, prog: str = PROG, only: str | None = None) -> ar
                      formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
     _add_help(parser, msg)
     from .. import __version__
-    parser.add_argument("--version", action="version", version=f"calc {__version__}")
+    parser.add_argument("--version", action="version", version=version_text(__version__, prog))
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in sorted(COMMANDS, key=lambda c: c.order):
         cmd = sub.add_parser(command.name, help=msg.text(command.help_key),
@@ -83,6 +84,12 @@ def build_parser(msg: Messages, prog: str = PROG, only: str | None = None) -> ar
         if only is None or command.name == only:
             command.configure(cmd, msg)
     return parser
+
+
+def version_text(version: str, prog: str) -> str:
+    """``gpu-finetune-calc 0.1.0``: the distribution's name, which ``pip`` knows; run other than
+    as the console command (``python -m calc``), that way of running it too."""
+    return f"{DIST_NAME} {version}" if prog == DIST_NAME else f"{DIST_NAME} {version} ({prog})"
 
 
 def _add_help(parser: argparse.ArgumentParser, msg: Messages) -> None:
