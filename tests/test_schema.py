@@ -217,7 +217,7 @@ def _command_lines() -> list[list[str]]:
 
 def _request_of(argv: list[str]) -> tuple[str, dict]:
     """(estimate or plan, the request) that the CLI builds from ``argv``; a sweep's first run."""
-    from calc.cli import app, commands, sweep  # noqa: F401  (they register the subcommands)
+    from calc.cli import app, commands, sweep  # importing commands and sweep registers them
     from calc.cli.fields import field_specs, spec_by_key
     from calc.cli.messages import Messages
     from calc.config_import.cli import register_cli
