@@ -68,18 +68,18 @@ def _is_terminal() -> bool:
 def build_parser(msg: Messages, prog: str = PROG, only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only``, just that subcommand gets its options (the others are listed
     but not configured: building every flag of every command would cost start-up time)."""
-    from .helptext import epilog
+    from .helptext import HelpFormatter, epilog
 
     parser = _Parser(prog=prog, description=msg.text("description"), epilog=epilog(msg, prog),
-                     formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+                     formatter_class=HelpFormatter, add_help=False)
     _add_help(parser, msg)
     from .. import __version__
     parser.add_argument("--version", action="version", version=version_text(__version__, prog))
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in sorted(COMMANDS, key=lambda c: c.order):
         cmd = sub.add_parser(command.name, help=msg.text(command.help_key),
-                             description=msg.text(command.help_key), epilog=epilog(msg, prog),
-                             formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+                             description=msg.text(command.help_key), epilog=epilog(msg, prog, command.name),
+                             formatter_class=HelpFormatter, add_help=False)
         _add_help(cmd, msg)
         if only is None or command.name == only:
             command.configure(cmd, msg)
