@@ -224,6 +224,9 @@ def test_setups_and_cards_are_named_not_ids():
     text = render_plan(PLAN, Messages("en"))
     assert "4 × H100 SXM5 · ZeRO-3" in text and "h100-sxmx4-zero3" not in text
     assert "2 × GeForce RTX 4090 · ZeRO-2" in text and "2 GPUs · ZeRO-2" in text
+    rc, sweep, _ = run_main(["sweep", "--model", "llama-3.1-8b", "--seq-len", "1024,2048", "--gpu", "rtx-4090",
+                             "--lang", "en"], tty=True)
+    assert rc == 0 and "Verdict (GeForce RTX 4090)" in sweep.splitlines()[0] and "rtx-4090" not in sweep
 
 
 def test_table_in_an_ascii_terminal_has_no_traceback():
