@@ -176,6 +176,8 @@ def test_version_names_the_distribution():
     with contextlib.redirect_stdout(buffer), pytest.raises(SystemExit):
         main(["--version"], prog="gpu-finetune-calc")
     assert buffer.getvalue() == f"gpu-finetune-calc {calc.__version__}\n"
+    _, top, _ = run_main(["--help", "--lang", "es"])
+    assert "--version" in top and "imprime el nombre del paquete" in " ".join(top.split())
 
 
 def test_help_subprocess_in_spanish_from_the_locale():

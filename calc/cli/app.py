@@ -74,7 +74,8 @@ def build_parser(msg: Messages, prog: str = PROG, only: str | None = None) -> ar
                      formatter_class=HelpFormatter, add_help=False)
     _add_help(parser, msg)
     from .. import __version__
-    parser.add_argument("--version", action="version", version=version_text(__version__, prog))
+    parser.add_argument("--version", action="version", version=version_text(__version__, prog),
+                        help=msg.text("opt.version"))
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in sorted(COMMANDS, key=lambda c: c.order):
         cmd = sub.add_parser(command.name, help=msg.text(command.help_key),
