@@ -21,6 +21,7 @@ from .registry import COMMANDS, Context
 
 PROG = "python -m calc"
 _NEGATIVE_NUMBER = re.compile(r"^-[\d_]*(\d\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+DIST_NAME = "gpu-finetune-calc"  # the wheel's distribution and console command (packaging/calc)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,22 +75,29 @@ def _is_terminal() -> bool:
 def build_parser(msg: Messages, prog: str = PROG, only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only``, just that subcommand gets its options (the others are listed
     but not configured: building every flag of every command would cost start-up time)."""
-    from .helptext import epilog
+    from .helptext import HelpFormatter, epilog
 
     parser = _Parser(prog=prog, description=msg.text("description"), epilog=epilog(msg, prog),
-                     formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+                     formatter_class=HelpFormatter, add_help=False)
     _add_help(parser, msg)
     from .. import __version__
-    parser.add_argument("--version", action="version", version=f"calc {__version__}")
+    parser.add_argument("--version", action="version", version=version_text(__version__, prog),
+                        help=msg.text("opt.version"))
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in sorted(COMMANDS, key=lambda c: c.order):
         cmd = sub.add_parser(command.name, help=msg.text(command.help_key),
-                             description=msg.text(command.help_key), epilog=epilog(msg, prog),
-                             formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+                             description=msg.text(command.help_key), epilog=epilog(msg, prog, command.name),
+                             formatter_class=HelpFormatter, add_help=False)
         _add_help(cmd, msg)
         if only is None or command.name == only:
             command.configure(cmd, msg)
     return parser
+
+
+def version_text(version: str, prog: str) -> str:
+    """``gpu-finetune-calc 0.1.0``: the distribution's name, which ``pip`` knows; run other than
+    as the console command (``python -m calc``), that way of running it too."""
+    return f"{DIST_NAME} {version}" if prog == DIST_NAME else f"{DIST_NAME} {version} ({prog})"
 
 
 def _add_help(parser: argparse.ArgumentParser, msg: Messages) -> None:

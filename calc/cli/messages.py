@@ -49,6 +49,11 @@ class Messages:
         name = self._cat.get_option(field, code, "long")
         return code if name is None else name
 
+    def short_option(self, field: str, code: str) -> str:
+        """The short form of a value's name (``Hugging Face Trainer``), as tables show it."""
+        name = self._cat.get_option(field, code, "short")
+        return code if name is None else name
+
     def label(self, field: str) -> str:
         return self.message("label." + field, field)
 
