@@ -28,7 +28,7 @@ import calc
 
 from . import labels
 from .guides import COMPONENT_ORDER, _estimate_frame, model_name
-from calc_view.numfmt import GIB, format_kind, format_number
+from calc.numfmt import GIB, format_kind, format_number
 from .tables import CELL_SOURCE, SOURCE, Col, _source_json, render
 
 SVG_NS = "http://www.w3.org/2000/svg"

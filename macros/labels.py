@@ -9,8 +9,7 @@ an error, so a new code in calc stops the build until it is translated there.
 from __future__ import annotations
 
 from calc.catalogue import catalogue
-
-from calc_view.numfmt import format_number
+from calc.numfmt import format_number
 
 
 def text(key: str, lang: str, form: str = "short") -> str:

@@ -15,14 +15,16 @@ from pathlib import Path
 import pandas as pd
 
 import calc
+from calc.numfmt import format_kind
 
 from . import labels
 from .methodology_text import (CONSTANTS, DATA_COLUMNS, PLAN_DEFAULTS, translate_label,
                                translate_note)
-from calc_view.numfmt import format_kind
 from .tables import SOURCE, Col, _attr, _source_json, render
 
 CALC_DIR = Path(calc.__file__).resolve().parent
+# how the site writes numbers, not figures of the model (GIB, significant figures per kind)
+NOT_MODEL_CONSTANTS = ("calc.numfmt",)
 
 
 def _is_number(value: object) -> bool:
@@ -47,6 +49,8 @@ def numeric_constants() -> tuple[str, ...]:
     out = []
     for path in sorted(CALC_DIR.glob("*.py")):
         module = "calc." + path.stem
+        if module in NOT_MODEL_CONSTANTS:
+            continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = []
         for node in tree.body:

@@ -3,9 +3,9 @@ field tables (:mod:`calc.cli.fields`) and the message catalogue; examples; where
 
 from __future__ import annotations
 
+from ..numfmt import format_number as number
 from .fields import FieldSpec
 from .messages import Messages
-from .table import number
 
 
 def _number(value: float | int, lang: str) -> str:
