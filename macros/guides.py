@@ -13,7 +13,7 @@ import pandas as pd
 import calc
 
 from . import labels
-from .methodology_text import translate_label
+from .labels import translate_label
 from .site import page_language
 from .tables import CELL_SOURCE, SOURCE, Col, render
 
