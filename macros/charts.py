@@ -47,15 +47,6 @@ def t(key: str, lang: str, **fill: object) -> str:
     return labels.text("chart." + key, lang).format(**fill)
 
 
-def strings_complete() -> list[str]:
-    """Chart keys one language lacks (the tests require none; tests/test_catalogue.py checks
-    the whole catalogue too)."""
-    from calc.catalogue import load
-
-    es, en = ({k for k in load(lang)["messages"] if k.startswith("chart.")} for lang in ("es", "en"))
-    return sorted(es ^ en)
-
-
 # ---------------------------------------------------------------- SVG building
 
 
