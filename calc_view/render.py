@@ -21,7 +21,7 @@ import json
 import math
 import re
 
-from . import numfmt
+from calc import numfmt
 
 GIB = numfmt.GIB  # memory is shown in GiB (2^30 bytes), as the page states
 

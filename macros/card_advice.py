@@ -15,42 +15,17 @@ import html
 
 import pandas as pd
 
+from calc.catalogue import catalogue
+
 from . import labels
 from .guides import _gpu_frame, bind_all, inline, model_name
 from .plan_tables import REFERENCE_GPU, _plan, _ref, _source_attr, gpu_name
 from .tables import SOURCE, Col, render
 
-# This module's words are in the message catalogue (calc/data/messages).
-
-# What each card is usually rented for: the seed's table (cloud guide), rewritten, and
-# extended to the cards the catalogue adds. No figure here: the columns beside say how much.
-TYPICAL_USE = {
-    "rtx-4090": {"es": "Prototipos y pruebas de concepto: QLoRA y LoRA de modelos pequeños.",
-                 "en": "Prototypes and proofs of concept: QLoRA and LoRA of small models."},
-    "rtx-5090": {"es": "Lo mismo que la RTX 4090 con algo más de memoria y velocidad.",
-                 "en": "What the RTX 4090 does, with somewhat more memory and speed."},
-    "a40": {"es": "Punto intermedio barato para LoRA de modelos medianos.",
-            "en": "A cheap middle ground for LoRA of mid-sized models."},
-    "l40s": {"es": "Como la A40, pero bastante más rápida por paso.",
-             "en": "Like the A40, but a good deal faster per step."},
-    "a100-40gb-pcie": {"es": "LoRA en bf16 de modelos medianos y QLoRA de los mayores.",
-                       "en": "bf16 LoRA of mid-sized models and QLoRA of larger ones."},
-    "a100-80gb-sxm": {"es": "La opción habitual: LoRA de modelos grandes y ajuste completo de los "
-                            "pequeños; nodos de ocho tarjetas para repartir.",
-                      "en": "The common choice: LoRA of large models and full fine-tuning of small "
-                            "ones; eight-card nodes for sharding."},
-    "h100-sxm": {"es": "Velocidad por paso y nodos multi-GPU con NVLink. Para secuencias largas "
-                       "cuenta la memoria, la misma que la de la A100 SXM4.",
-                 "en": "Speed per step and multi-GPU nodes with NVLink. For long sequences what "
-                       "counts is memory, the same as the A100 SXM4's."},
-    "h200": {"es": "Lo de la H100 con más memoria: QLoRA de modelos de 70B con holgura y "
-                   "secuencias más largas.",
-             "en": "The H100 with more memory: roomy QLoRA of 70B models and longer sequences."},
-    "b200": {"es": "Modelos grandes en una sola tarjeta y trabajos multi-GPU de gran escala, "
-                   "ajuste completo incluido.",
-             "en": "Large models on one card and large multi-GPU jobs, full fine-tuning "
-                   "included."},
-}
+# This module's words are in the message catalogue (calc/data/messages), what each card is
+# usually rented for too (``advice.use.<gpu>``: the seed's table of the cloud guide, rewritten,
+# and extended to the cards the catalogue adds; no figure there, the columns beside say how
+# much).
 
 
 def _largest(plans: dict, ordered: list[str], requests: dict, i: int, gpu_id: str,
@@ -82,7 +57,7 @@ def gpu_typical_use(lang: str, gpu_ids: list[str], models: list[str], reference_
     longest sequence LoRA takes."""
     from calc import presets
 
-    unknown = [g for g in gpu_ids if g not in TYPICAL_USE]
+    unknown = [g for g in gpu_ids if not catalogue(lang).has("advice.use." + g)]
     if unknown:
         raise KeyError(f"no typical use written for {unknown}")
     sizes = {p["id"]: p["params_total"] for p in presets.presets_listing()}
@@ -113,7 +88,7 @@ def gpu_typical_use(lang: str, gpu_ids: list[str], models: list[str], reference_
             qlora=_ref_span(_largest(plans, ordered, requests, 1, gpu_id, lang)),
             ref=html.escape(ref_name), q=runs["q"], l=runs["l"])
         items.append(f'<li data-gpu="{html.escape(gpu_id)}"><strong>{html.escape(gpu_name(gpu_id))}'
-                     f'</strong>: {html.escape(TYPICAL_USE[gpu_id][lang])} {figures}</li>')
+                     f'</strong>: {html.escape(labels.text("advice.use." + gpu_id, lang))} {figures}</li>')
     # one sentence per card, advice first and the figures after it: read on a phone as on a
     # desktop, no table to scroll sideways
     return '<ul class="calc-advice" data-table="gpu_typical_use">\n' + "\n".join(items) + "\n</ul>"

@@ -28,7 +28,7 @@ import calc
 
 from . import labels
 from .guides import COMPONENT_ORDER, _estimate_frame, model_name
-from calc_view.numfmt import GIB, format_kind, format_number
+from calc.numfmt import GIB, format_kind, format_number
 from .tables import CELL_SOURCE, SOURCE, Col, _source_json, render
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -45,15 +45,6 @@ FONT = 13.0
 def t(key: str, lang: str, **fill: object) -> str:
     """The chart's words: ``chart.<key>`` of the message catalogue (calc/data/messages)."""
     return labels.text("chart." + key, lang).format(**fill)
-
-
-def strings_complete() -> list[str]:
-    """Chart keys one language lacks (the tests require none; tests/test_catalogue.py checks
-    the whole catalogue too)."""
-    from calc.catalogue import load
-
-    es, en = ({k for k in load(lang)["messages"] if k.startswith("chart.")} for lang in ("es", "en"))
-    return sorted(es ^ en)
 
 
 # ---------------------------------------------------------------- SVG building

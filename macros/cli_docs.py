@@ -113,11 +113,11 @@ def _codes(section: str) -> list[str]:
     """Components and phases: the keys of a real estimate; warnings: every code the site
     translates (the calculator's tests keep that list equal to what calc can answer)."""
     import calc
-    from calc.catalogue import load
+    from calc.catalogue import catalogue
 
     if section in ("components", "phases"):
         return list(calc.estimate(REQUEST)[section])
-    return [key.split(".", 1)[1] for key in load("en")["messages"] if key.startswith("warning.")]
+    return list(catalogue("en").namespace("warning"))
 
 
 def schema_link(env, command: str) -> str:

@@ -13,7 +13,7 @@ import pandas as pd
 import calc
 
 from . import labels
-from .methodology_text import translate_label
+from .labels import translate_label
 from .site import page_language
 from .tables import CELL_SOURCE, SOURCE, Col, render
 
@@ -249,7 +249,7 @@ def calc_value(lang: str, field: str, kind: str, **request) -> str:
 
 
 def inline(lang: str, raw: float, kind: str, field: str, source: dict) -> str:
-    from calc_view.numfmt import format_kind
+    from calc.numfmt import format_kind
     from .tables import _attr, _source_json
 
     return (f'<span data-value="{_attr(raw)}" data-kind="{kind}" data-field="{_attr(field)}" '

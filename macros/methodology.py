@@ -1,6 +1,7 @@
 """The methodology page's generated tables: calc's constants, limits, plan defaults and data
-columns in both languages (values read from calc, words from ``methodology_text``), and the
-time model's check against published throughput.
+columns in both languages (values read from calc; words from the message catalogue, its
+``constants`` section for what each constant means and where it comes from), and the time
+model's check against published throughput.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ from pathlib import Path
 import pandas as pd
 
 import calc
+from calc.catalogue import catalogue
+from calc.numfmt import format_kind
 
 from . import labels
-from .methodology_text import (CONSTANTS, DATA_COLUMNS, PLAN_DEFAULTS, translate_label,
-                               translate_note)
-from calc_view.numfmt import format_kind
+from .labels import translate_label, translate_note
 from .tables import SOURCE, Col, _attr, _source_json, render
 
 CALC_DIR = Path(calc.__file__).resolve().parent
+# how the site writes numbers, not figures of the model (GIB, significant figures per kind)
+NOT_MODEL_CONSTANTS = ("calc.numfmt",)
 
 
 def _is_number(value: object) -> bool:
@@ -47,6 +50,8 @@ def numeric_constants() -> tuple[str, ...]:
     out = []
     for path in sorted(CALC_DIR.glob("*.py")):
         module = "calc." + path.stem
+        if module in NOT_MODEL_CONSTANTS:
+            continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = []
         for node in tree.body:
@@ -102,11 +107,6 @@ def constant_value_html(key: str, lang: str) -> str:
                        f"{_value_span(v, lang, {**base, 'key': jk})}" for k, v, jk in items)
 
 
-def _source_text(entry: dict, lang: str) -> str:
-    source = entry["source"]
-    return source[lang] if isinstance(source, dict) else source
-
-
 def _constant_name(key: str) -> str:
     """``module.NAME`` with break opportunities after the dot and the underscores only."""
     module, name = key.removeprefix("calc.").rsplit(".", 1)
@@ -114,10 +114,18 @@ def _constant_name(key: str) -> str:
     return f'<code data-constant="{_attr(key)}">{html.escape(module)}.<wbr>{parts}</code>'
 
 
-def _described(entry: dict, lang: str) -> str:
+def _described(key: str, lang: str) -> str:
     """Meaning, then the source on its own line."""
-    return (f"{html.escape(entry[lang])}<br><small>{html.escape(labels.text('col.source', lang))}: "
-            f"{html.escape(_source_text(entry, lang))}</small>")
+    meaning, source = catalogue(lang).constant(key)
+    return (f"{html.escape(meaning)}<br><small>{html.escape(labels.text('col.source', lang))}: "
+            f"{html.escape(source)}</small>")
+
+
+def undescribed(keys: list[str]) -> list[str]:
+    """The constants of ``keys`` the catalogue does not describe in every language."""
+    from calc.catalogue import LANGS
+
+    return [k for k in keys if any(k not in catalogue(lang).constants() for lang in LANGS)]
 
 
 def calc_constants(lang: str, group: str) -> str:
@@ -127,13 +135,13 @@ def calc_constants(lang: str, group: str) -> str:
     if group not in ("model", "limits"):
         raise ValueError(f"unknown group {group!r}")
     keys = [k for k in numeric_constants() if is_limit(k) == (group == "limits")]
-    missing = [k for k in keys if k not in CONSTANTS]
+    missing = undescribed(keys)
     if missing:
-        raise KeyError(f"calc constants without a description in macros/methodology_text.py: "
-                       f"{missing}")
+        raise KeyError(f"calc constants without a description in calc/data/messages "
+                       f"(constants): {missing}")
     frame = pd.DataFrame([{
         "name": _constant_name(k), "value": constant_value_html(k, lang),
-        "meaning": _described(CONSTANTS[k], lang)} for k in keys])
+        "meaning": _described(k, lang)} for k in keys])
     cols = [Col("name", "col.constant", "html", row_header=True),
             Col("value", "col.value", "html"), Col("meaning", "col.meaning", "html")]
     return render(frame, cols, lang, f"calc_constants_{group}", f"caption.constants_{group}")
@@ -144,14 +152,14 @@ def plan_defaults_table(lang: str) -> str:
     from calc.plan import PLAN_FIELDS
 
     keys = [k for k, (default, *_rest) in PLAN_FIELDS.items() if _is_number(default)]
-    missing = [k for k in keys if k not in PLAN_DEFAULTS]
+    missing = undescribed([f"default:{k}" for k in keys])
     if missing:
         raise KeyError(f"plan defaults without a description: {missing}")
     frame = pd.DataFrame([{
         "name": f'<code data-plan-default="{_attr(k)}">{html.escape(k)}</code>',
         "value": _value_span(PLAN_FIELDS[k][0], lang,
                              {"command": "plan_default", "key": k, "scale": 1}),
-        "meaning": _described(PLAN_DEFAULTS[k], lang),
+        "meaning": _described(f"default:{k}", lang),
     } for k in keys])
     cols = [Col("name", "col.request_key", "html", row_header=True),
             Col("value", "col.default", "html"), Col("meaning", "col.meaning", "html")]
@@ -171,12 +179,9 @@ def data_file_columns(name: str) -> list[str]:
 def data_columns(lang: str, name: str) -> str:
     """Every column of a data file with its meaning and unit."""
     columns = data_file_columns(name)
-    missing = [c for c in columns if f"{name}:{c}" not in DATA_COLUMNS]
-    if missing:
-        raise KeyError(f"{name}: columns without a description: {missing}")
     frame = pd.DataFrame([{"column": f'<code data-column="{_attr(name + ":" + c)}">{html.escape(c)}'
                                      "</code>",
-                           "meaning": DATA_COLUMNS[f"{name}:{c}"][lang]} for c in columns])
+                           "meaning": labels.text(f"data_column.{name}:{c}", lang)} for c in columns])
     cols = [Col("column", "col.column", "html", row_header=True),
             Col("meaning", "col.meaning", "text")]
     return render(frame, cols, lang, "data_columns", f"caption.data_columns.{name}")

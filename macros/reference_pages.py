@@ -53,7 +53,7 @@ def _source(request: dict) -> str:
 def _number(raw: float, kind: str, field: str, lang: str, source: dict | None = None,
             inner: str | None = None) -> str:
     """The data-* attributes of a checkable number (``inner``: its shown markup)."""
-    from calc_view.numfmt import format_kind
+    from calc.numfmt import format_kind
 
     attrs = f'data-value="{_attr(repr(raw) if isinstance(raw, float) else raw)}" ' \
             f'data-kind="{kind}" data-field="{_attr(field)}"'
@@ -251,7 +251,7 @@ def reference_setup(lang: str) -> str:
 
 def ref_run_text(lang: str) -> str:
     """The run of the reference setup in words: ``100 million tokens, 1 epoch``."""
-    from calc_view.numfmt import format_number
+    from calc.numfmt import format_number
 
     s = reference.SETUP
     return text("setup.dataset_value", lang).format(

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-#: Languages of the site, default first (mirrors ``plugins.i18n`` in mkdocs.yml).
-LANGUAGES = ("es", "en")
+from calc.languages import LANGS
 
 
 def page_language(env) -> str:
@@ -15,6 +14,6 @@ def page_language(env) -> str:
     renders; read in ``define_env`` it returns the previous build's language.
     """
     language = env.conf["theme"]["language"]
-    if language not in LANGUAGES:
+    if language not in LANGS:
         raise ValueError(f"unsupported page language {language!r}")
     return language

@@ -1,7 +1,7 @@
 """The one table renderer of the site: a pandas DataFrame in, an HTML table out.
 
 Every number cell is machine-checkable: it carries the raw calc value
-(``data-value``), how it is shown (``data-kind``, see ``calc_view.numfmt.KINDS``) and
+(``data-value``), how it is shown (``data-kind``, see ``calc.numfmt.KINDS``) and
 where it comes from (``data-field``: a path into the response of the request
 in the ``data-source`` JSON of its row, or of the cell itself in pivoted
 tables). The browser tests recompute each source in CPython and compare.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from . import labels
-from calc_view.numfmt import KINDS, format_kind
+from calc.numfmt import KINDS, format_kind
 
 SOURCE = "_source"          # DataFrame column holding a row's source
 CELL_SOURCE = "_source:"    # prefix of columns holding per-cell sources

@@ -257,7 +257,6 @@ def test_charts_in_the_page_language(rendered):
 
 
 def test_every_chart_string_in_both_languages():
-    assert charts.strings_complete() == []
     es, en = (load(lang)["messages"] for lang in ("es", "en"))
     chart_keys = [k for k in es if k.startswith("chart.")]
     assert len(chart_keys) > 10

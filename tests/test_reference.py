@@ -267,7 +267,7 @@ def test_home_and_calculator_quote_the_error_by_method(built_site, prefix):
         assert 'data-field="loso.median_abs_pct"' in text and 'data-field="pct:loso_median"' in text
 
     # the calculator page is outside the guides' browser check: its quoted figures here
-    from calc_view.numfmt import parse_number, shown_value
+    from calc.numfmt import parse_number, shown_value
     from page_numbers import expected_raw, response_for
 
     text = _read(built_site, prefix + "calculator/index.html")

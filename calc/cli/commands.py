@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CalcError, InputError
 from ..jsontypes import JsonObject
+from ..languages import LANGS
 from . import io
 from .fields import FieldSpec, field_specs
 from .flags import add_field_flags, flag_overrides, parse_number
@@ -62,7 +63,7 @@ def add_request_arguments(parser: argparse.ArgumentParser, msg: Messages, specs:
 def add_output_arguments(group: argparse._ArgumentGroup, msg: Messages) -> None:
     group.add_argument("--json", action="store_true", help=msg.text("opt.json"))
     group.add_argument("--table", action="store_true", help=msg.text("opt.table"))
-    group.add_argument("--lang", choices=("es", "en"), help=msg.text("opt.lang"))
+    group.add_argument("--lang", choices=LANGS, help=msg.text("opt.lang"))
 
 
 def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
@@ -197,7 +198,7 @@ def _run_plan(args: argparse.Namespace, ctx: Context) -> int:
 def _configure_listing(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.add_argument("--json", action="store_true", help=msg.text("opt.json"))
     parser.add_argument("--table", action="store_true", help=msg.text("opt.table"))
-    parser.add_argument("--lang", choices=("es", "en"), help=msg.text("opt.lang"))
+    parser.add_argument("--lang", choices=LANGS, help=msg.text("opt.lang"))
 
 
 def _run_presets(args: argparse.Namespace, ctx: Context) -> int:
@@ -225,7 +226,7 @@ def _run_gpus(args: argparse.Namespace, ctx: Context) -> int:
 def _configure_schema(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.add_argument("request_kind", choices=("estimate", "plan"), help=msg.text("opt.schema_kind"))
     parser.add_argument("--json", action="store_true", help=msg.text("opt.json"))  # it is JSON anyway
-    parser.add_argument("--lang", choices=("es", "en"), help=msg.text("opt.lang"))
+    parser.add_argument("--lang", choices=LANGS, help=msg.text("opt.lang"))
 
 
 def _run_schema(args: argparse.Namespace, ctx: Context) -> int:

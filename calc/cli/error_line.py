@@ -26,7 +26,7 @@ MAX_LISTED = 12
 
 def _num(value: object, lang: str) -> str:
     """A bound as the tables write numbers (``4 194 304`` in Spanish, ``4,194,304`` in English)."""
-    from .table import number
+    from ..numfmt import format_number as number
 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)

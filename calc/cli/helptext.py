@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..numfmt import format_number as number
 from .fields import FieldSpec
 from .messages import Messages
-from .table import number
 
 
 def _number(value: float | int, lang: str) -> str:

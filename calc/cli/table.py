@@ -6,22 +6,9 @@ no-break space between thousands from 10 000 up; English: decimal point, comma g
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
+from ..numfmt import GIB
+from ..numfmt import format_number as number
 from .messages import Messages
-
-GIB = 2 ** 30
-NNBSP = "\u202f"
-
-
-def number(value: float, decimals: int, lang: str) -> str:
-    """The site's number format (``calc_view/numfmt.py``), which the wheel does not ship."""
-    text = f"{abs(value):,.{decimals}f}"
-    int_part, _, frac = text.partition(".")
-    negative = value < 0 and float(text.replace(",", "")) != 0.0
-    if lang == "es":
-        digits = int_part.replace(",", "")
-        int_part = int_part.replace(",", NNBSP) if len(digits) >= 5 else digits
-        text = int_part + ("," + frac if frac else "")
-    return ("-" if negative else "") + text
 
 
 class Formatter:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..jsontypes import JsonObject
+from ..languages import LANGS
 from . import import_config
 from .export import FORMATS
 from .loading import MAX_BYTES, load_text
@@ -114,7 +115,7 @@ def _configure_import(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
                         help=msg.text("opt.import_format"))
     parser.add_argument("--export", choices=FORMATS, default=None, help=msg.text("opt.import_export"))
-    parser.add_argument("--lang", choices=("es", "en"), help=msg.text("opt.lang"))
+    parser.add_argument("--lang", choices=LANGS, help=msg.text("opt.lang"))
     parser.add_argument("file", metavar="FILE", help=msg.text("opt.import_file"))
 
 

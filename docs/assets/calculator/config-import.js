@@ -9,8 +9,10 @@
 //   apply(changes)      set form controls from {field: value} and recompute
 //   request() -> object the current request (for export)
 
-const FORMATS = ["auto", "axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate"];
-const MAX_BYTES = 256 * 1024; // = calc.config_import.loading.MAX_BYTES
+// "auto", then calc.config_import.FORMATS; calc.config_import.loading.MAX_BYTES
+// (tests/js/numfmt.test.mjs checks both against calc)
+export const FORMATS = ["auto", "axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate"];
+export const MAX_BYTES = 256 * 1024;
 
 export function initConfigImport(root, hooks) {
   const strings = JSON.parse(document.getElementById("calc-strings").textContent);

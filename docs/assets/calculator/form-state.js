@@ -5,7 +5,8 @@
 
 export const MODE_PARAM = "mode"; // ?mode=advanced opens the advanced section
 
-const NUMBER_RE = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+// calc.numfmt.NUMBER_RE, which the CLI's flags use (tests/js/numfmt.test.mjs checks the copy)
+export const NUMBER_RE = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
 export function splitList(text) {
   return text.split(",").map((s) => s.trim()).filter(Boolean);
