@@ -295,7 +295,8 @@ def test_text_that_is_not_json_is_an_internal_error():
     """The page sends JSON.stringify's text: anything else is the page's bug, not input."""
     out = json.loads(view.Session("en", STRINGS["en"]).handle(calculator.COMMAND, "{model:"))
     assert out["internal_error"]["stage"] == "decode"
-    assert out["internal_error"]["where"].startswith("calc_view/session.py:")
+    # the strict decoder (duplicate keys refused) is calc's: the frame named is where it raised
+    assert out["internal_error"]["where"].startswith("calc/strict_json.py:")
 
 
 def test_the_package_needs_only_the_standard_library_and_calc():
