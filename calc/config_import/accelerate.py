@@ -20,6 +20,9 @@ IGNORED = {"compute_environment", "debug", "machine_rank", "main_training_functi
            "same_network", "tpu_env", "tpu_use_cluster", "tpu_use_sudo", "use_cpu", "main_process_ip",
            "main_process_port", "gpu_ids", "downcast_bf16", "enable_cpu_affinity", "dynamo_config"}
 _STAGES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
+# accelerate 1.15.0 ``DistributedType`` members calc does not model
+_DIST_NOT_MODELLED = ("MULTI_CPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU",
+                      "MULTI_HPU", "XLA", "MEGATRON_LM")
 
 
 def import_accelerate(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
@@ -31,26 +34,25 @@ def import_accelerate(data: JsonObject, model: object = None, read_file: common.
     for key, value in data.items():
         key = str(key)
         if key == "distributed_type":
-            if dist in ("NO", "MULTI_GPU", "FSDP", "DEEPSPEED"):
+            if common.choice(rep, key, str(value).upper(), ("NO", "MULTI_GPU", "FSDP", "DEEPSPEED"), "sharding",
+                             _DIST_NOT_MODELLED) is not None:
                 rep.mark_used(key, ["sharding"])
                 if dist == "MULTI_GPU":
                     rep.use(key, "sharding", "ddp")
                 elif dist == "NO":
                     rep.use(key, "sharding", "none")
-            else:
-                rep.unknown(key, "not_modelled")
         elif key == "num_processes":
-            procs = common.positive_int(value)
-            rep.mark_used(key, ["num_gpus"]) if procs else rep.unknown(key, "not_a_positive_integer")
+            procs = common.integer(rep, key, value, "num_gpus")
+            if procs:
+                rep.mark_used(key, ["num_gpus"])
         elif key == "num_machines":
-            machines = common.positive_int(value)
-            rep.mark_used(key, ["num_gpus"]) if machines else rep.unknown(key, "not_a_positive_integer")
+            machines = common.integer(rep, key, value, "num_gpus")
+            if machines:
+                rep.mark_used(key, ["num_gpus"])
         elif key == "mixed_precision":
-            precision = {"no": "fp32", "bf16": "bf16-mixed", "fp16": "fp16-mixed"}.get(str(value).lower())
-            if precision is None:
-                rep.unknown(key, "not_modelled")
-            else:
-                rep.use(key, "precision", precision)
+            name = common.choice(rep, key, str(value).lower(), ("no", "bf16", "fp16"), "precision", ("fp8",))
+            if name is not None:
+                rep.use(key, "precision", {"no": "fp32", "bf16": "bf16-mixed", "fp16": "fp16-mixed"}[str(name)])
         elif key == "fsdp_config" and isinstance(value, dict):
             if dist == "FSDP":
                 common.fsdp_section(rep, value, key + ".")
@@ -80,16 +82,14 @@ def _deepspeed_plugin(rep: Report, cfg: JsonObject, prefix: str, read_file: comm
     for key, value in cfg.items():
         path = prefix + str(key)
         if key == "zero_stage":
-            if stage in _STAGES:
+            if common.choice(rep, path, value, tuple(_STAGES), "sharding") is not None and stage is not None:
                 rep.use(path, "sharding", _STAGES[stage])
                 rep.use(path, "sync_each_micro_batch", stage >= 2)
-            else:
-                rep.unknown(path)
         elif key == "offload_optimizer_device":
             if value in ("cpu", "nvme"):
                 rep.use(path, "cpu_offload", "optimizer+params"
                         if cfg.get("offload_param_device") in ("cpu", "nvme") and stage == 3 else "optimizer")
-            else:
+            elif common.choice(rep, path, value, ("cpu", "nvme", "none"), "cpu_offload") is not None:
                 rep.ignore(path)
         elif key == "offload_param_device":
             if value in ("cpu", "nvme") and stage == 3:

@@ -86,10 +86,12 @@ def import_axolotl(data: JsonObject, model: object = None, read_file: common.Rea
                 rep.mark_used(key, ["method"])
             elif value in (None, ""):
                 rep.mark_used(key, ["method"])
-            else:
+            elif isinstance(value, str):
                 rep.unknown(key, "adapter_not_modelled")
+            else:
+                rep.invalid(key, value, "not_allowed", {"allowed": ["lora", "qlora", None]}, "method")
         elif key in ("load_in_4bit", "load_in_8bit"):
-            st[key] = common.is_true(value)
+            st[key] = common.flag(rep, key, value, "method")
             if key == "load_in_8bit" and st[key]:
                 rep.unknown(key, "int8_base_weights_not_modelled")
             else:
@@ -98,7 +100,8 @@ def import_axolotl(data: JsonObject, model: object = None, read_file: common.Rea
             if value is None:
                 rep.ignore(key)
             else:
-                rep.use(key, "lora_adapter_dtype", "fp32" if common.is_true(value) else "base")
+                upcast = common.flag(rep, key, value, "lora_adapter_dtype")
+                rep.use(key, "lora_adapter_dtype", "fp32" if upcast else "base")
         elif key == "lora_modules_to_save":
             hf.set_modules_to_save(rep, key, value)
         elif key == "lora_r":
@@ -111,14 +114,17 @@ def import_axolotl(data: JsonObject, model: object = None, read_file: common.Rea
             else:
                 st["targets_key"] = (key, value)
         elif key == "lora_target_linear":
-            if common.is_true(value):
+            if common.flag(rep, key, value, "lora_targets") is True:
                 st["targets_key"] = (key, "all-linear")
             else:
                 rep.ignore(key)
         elif key == "bnb_config_kwargs" and isinstance(value, dict):
             hf.bnb_section(rep, value, key + ".")
         elif key in ("bf16", "fp16", "bfloat16", "float16", "float32", "tf32"):
-            st[key] = value
+            # bf16: true, false or "auto"; "full" also reads as bf16 weights (axolotl's
+            # ``bf16: full`` examples); tf32: true, false or "auto"
+            also = {"bf16": ("auto", "full"), "tf32": ("auto",)}.get(key, ())
+            st[key] = common.flag(rep, key, value, "precision", also)
             if key == "tf32":
                 rep.ignore(key, "fp32_matmul_speed_not_modelled")
             else:
@@ -131,42 +137,42 @@ def import_axolotl(data: JsonObject, model: object = None, read_file: common.Rea
             elif isinstance(value, bool):
                 rep.use(key, "gradient_checkpointing", value)
             else:
-                rep.unknown(key)
+                rep.use(key, "gradient_checkpointing",
+                        common.flag(rep, key, value, "gradient_checkpointing", ("offload", "offload_disk")))
         elif key == "gradient_checkpointing_kwargs" and isinstance(value, dict):
             hf.checkpointing_kwargs(rep, value, key + ".")
         elif key == "activation_offloading":
-            if value is True or value in ("legacy", "disk"):
-                rep.use(key, "activation_offload", True)
-            elif value is False or value is None:
-                rep.use(key, "activation_offload", False)
-            else:
-                rep.unknown(key, "not_modelled")
+            offload = False if value is None else common.flag(rep, key, value, "activation_offload",
+                                                              ("legacy", "disk"))
+            if offload is not None:
+                rep.use(key, "activation_offload", offload is not False)
         elif key == "micro_batch_size":
             common.set_int(rep, key, "micro_batch_size", value)
         elif key == "gradient_accumulation_steps":
             common.set_int(rep, key, "gradient_accumulation_steps", value)
         elif key == "batch_size":
-            st["batch_size"] = common.positive_int(value)
+            st["batch_size"] = common.integer(rep, key, value, "gradient_accumulation_steps", maximum=2 ** 62)
         elif key == "sequence_len":
             common.set_int(rep, key, "seq_len", value)
         elif key == "sample_packing":
-            st["packing"] = common.is_true(value)
+            st["packing"] = common.flag(rep, key, value)
             rep.ignore(key, "packing_fills_seq_len")
         elif key in ("flash_attention", "sdp_attention", "eager_attention"):
-            if common.is_true(value):
+            if common.flag(rep, key, value, "attention") is True:
                 common.set_attention(rep, key, {"flash_attention": "flash", "sdp_attention": "sdpa",
                                                 "eager_attention": "eager"}[key])
             else:
                 rep.ignore(key)
         elif key in ("xformers_attention", "flex_attention", "sage_attention"):
-            if common.is_true(value):
+            if common.flag(rep, key, value, "attention") is True:
                 rep.unknown(key, "attention_not_modelled")
             else:
                 rep.ignore(key)
         elif key == "attn_implementation":
             common.set_attention(rep, key, value)
         elif key in CHUNKED_LOSS:
-            rep.use(key, "chunked_loss", common.is_true(value)) if common.is_true(value) else rep.ignore(key)
+            chunked = common.flag(rep, key, value, "chunked_loss")
+            rep.use(key, "chunked_loss", True) if chunked is True else rep.ignore(key)
         elif key == "optimizer":
             common.set_optimizer_hf(rep, key, value)
         elif key == "deepspeed":
@@ -179,9 +185,10 @@ def import_axolotl(data: JsonObject, model: object = None, read_file: common.Rea
             st["fsdp_version"] = value
             rep.mark_used(key, ["sharding"])
         elif key == "torch_compile":
-            if isinstance(value, bool):
-                rep.use(key, "torch_compile", value)
-            else:
+            compile_ = common.flag(rep, key, value, "torch_compile", ("auto",))
+            if isinstance(compile_, bool):
+                rep.use(key, "torch_compile", compile_)
+            elif compile_ == "auto":
                 rep.unknown(key, "auto_depends_on_torch_version")
         elif key == "num_epochs":
             hf.set_epochs(rep, key, value)

@@ -61,25 +61,30 @@ def import_llamafactory(data: JsonObject, model: object = None, read_file: commo
         arch = resolve_model(rep, "model_name_or_path" if "model_name_or_path" in data else "(model)",
                              data.get("model_name_or_path"), model)
     finetuning = data.get("finetuning_type", "lora")
+    if finetuning not in ("lora", "full", "freeze", "oft"):
+        finetuning = "lora"  # refused below: LLaMA-Factory's default in its place
     for key, value in data.items():
         key = str(key)
         if key == "model_name_or_path":
             continue
         if key == "finetuning_type":
-            if value in ("lora", "full"):
-                rep.mark_used(key, ["method"])
-            else:
+            if value in ("freeze", "oft"):
                 rep.unknown(key, "finetuning_type_not_modelled")
+            elif common.choice(rep, key, value, ("lora", "full"), "method", ("freeze", "oft")) is not None:
+                rep.mark_used(key, ["method"])
         elif key == "quantization_bit":
             st["bits"] = value
             if value == 4:
                 rep.mark_used(key, ["method"])
             elif value is None:
                 rep.ignore(key)
-            else:
+            elif value in (2, 3, 5, 6, 8) and not isinstance(value, bool):
                 rep.unknown(key, "only_4bit_modelled")
+            else:
+                st["bits"] = None
+                rep.invalid(key, value, "not_allowed", {"allowed": [2, 3, 4, 5, 6, 8, None]}, "method")
         elif key == "double_quantization":
-            rep.use(key, "qlora_double_quant", common.is_true(value))
+            rep.use(key, "qlora_double_quant", common.flag(rep, key, value, "qlora_double_quant"))
         elif key == "lora_rank":
             common.set_int(rep, key, "lora_rank", value)
         elif key == "lora_dropout":
@@ -89,17 +94,18 @@ def import_llamafactory(data: JsonObject, model: object = None, read_file: commo
         elif key == "cutoff_len":
             common.set_int(rep, key, "seq_len", value)
         elif key == "packing":
-            st["packing"] = common.is_true(value)
+            st["packing"] = common.flag(rep, key, value)
             rep.ignore(key, "packing_fills_seq_len")
         elif key == "flash_attn":
-            common.set_attention(rep, key, _FLASH.get(str(value), str(value)))
+            if common.choice(rep, key, value, tuple(_FLASH), "attention") is not None:
+                common.set_attention(rep, key, _FLASH[str(value)])
         elif key == "enable_liger_kernel":
-            if common.is_true(value):
+            if common.flag(rep, key, value, "chunked_loss") is True:
                 rep.use(key, "chunked_loss", True)  # Liger's fused linear cross-entropy
             else:
                 rep.ignore(key)
         elif key == "use_unsloth":
-            if common.is_true(value):
+            if common.flag(rep, key, value) is True:
                 st["unsloth"] = True
                 from ..request import ESTIMATE_FIELDS
                 if "framework" in ESTIMATE_FIELDS:
@@ -109,18 +115,19 @@ def import_llamafactory(data: JsonObject, model: object = None, read_file: commo
             else:
                 rep.ignore(key)
         elif key == "use_unsloth_gc":
-            if common.is_true(value):
+            if common.flag(rep, key, value, "activation_offload") is True:
                 # Unsloth's checkpointing offloads each block's input to the CPU
                 rep.use(key, "activation_offload", True)
             else:
                 rep.ignore(key)
         elif key == "disable_gradient_checkpointing":
-            rep.use(key, "gradient_checkpointing", not common.is_true(value))
+            disable = common.flag(rep, key, value, "gradient_checkpointing")
+            rep.use(key, "gradient_checkpointing", None if disable is None else not disable)
         elif key == "pure_bf16":
-            st["pure_bf16"] = common.is_true(value)
+            st["pure_bf16"] = common.flag(rep, key, value, "precision")
             rep.mark_used(key, ["precision"])
         elif key in ("bf16", "fp16"):
-            st[key] = common.is_true(value)
+            st[key] = common.flag(rep, key, value, "precision")
             rep.mark_used(key, ["precision"])
         elif key in ("max_length", "max_seq_length", "packing", "use_peft", "lora_r"):
             rep.unknown(key)

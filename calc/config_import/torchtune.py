@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..arch import ModelArch
 from ..jsontypes import JsonObject
-from . import common
+from . import common, hf
 from .models import arch_of, torchtune_builder
 from .report import Report
 
@@ -66,7 +66,7 @@ def import_torchtune(data: JsonObject, model: object = None, read_file: common.R
             for sub, item in value.items():
                 path = f"dataset.{sub}"
                 if sub == "packed":
-                    st["packing"] = common.is_true(item)
+                    st["packing"] = common.flag(rep, path, item)
                     rep.ignore(path, "packing_fills_seq_len")
                 else:
                     rep.ignore(path)
@@ -77,18 +77,18 @@ def import_torchtune(data: JsonObject, model: object = None, read_file: common.R
         elif key == "gradient_accumulation_steps":
             common.set_int(rep, key, "gradient_accumulation_steps", value)
         elif key == "epochs":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                rep.unknown(key, "not_a_positive_number")
-            else:
-                rep.use_plan(key, "epochs", value)
+            epochs = common.integer(rep, key, value, "epochs", maximum=2 ** 62)  # range(epochs)
+            if epochs is not None:
+                rep.use_plan(key, "epochs", epochs)
         elif key == "max_steps_per_epoch":
-            st["max_steps"] = value
             if value is None:
                 rep.ignore(key)
+            else:
+                st["max_steps"] = common.integer(rep, key, value, "dataset_tokens", maximum=2 ** 62)
         elif key == "optimizer" and isinstance(value, dict):
             _optimizer(rep, value)
         elif key == "optimizer_in_bwd":
-            rep.use(key, "optimizer_in_backward", common.is_true(value))
+            rep.use(key, "optimizer_in_backward", common.flag(rep, key, value, "optimizer_in_backward"))
         elif key == "loss" and isinstance(value, dict):
             for sub, item in value.items():
                 path = f"loss.{sub}"
@@ -101,23 +101,25 @@ def import_torchtune(data: JsonObject, model: object = None, read_file: common.R
                 else:
                     rep.unknown(path)
         elif key == "dtype":
-            precision = {"bf16": "bf16-true", "fp32": "fp32"}.get(str(value))
-            if precision is None:
-                rep.unknown(key, "dtype_not_modelled")
-            else:
-                rep.use(key, "precision", precision)
+            # torchtune 0.7.0 training.precision: fp16, bf16, fp32, fp64 (fp16 and fp64 not modelled)
+            dtype = common.choice(rep, key, value, ("bf16", "fp32"), "precision", ("fp16", "fp64"))
+            if dtype is not None:
+                rep.use(key, "precision", {"bf16": "bf16-true", "fp32": "fp32"}[str(dtype)])
         elif key == "enable_activation_checkpointing":
-            rep.use(key, "gradient_checkpointing", common.is_true(value))
+            rep.use(key, "gradient_checkpointing", common.flag(rep, key, value, "gradient_checkpointing"))
         elif key == "enable_activation_offloading":
-            rep.use(key, "activation_offload", common.is_true(value))
+            rep.use(key, "activation_offload", common.flag(rep, key, value, "activation_offload"))
         elif key == "compile":
-            rep.use(key, "torch_compile", common.is_true(value) if not isinstance(value, dict) else True)
+            rep.use(key, "torch_compile", common.flag(rep, key, value, "torch_compile")
+                    if not isinstance(value, dict) else True)
         elif key == "fsdp_cpu_offload":
             st["distributed"] = True
-            rep.use(key, "cpu_offload", "optimizer+params" if common.is_true(value) else "none")
+            offload = common.flag(rep, key, value, "cpu_offload")
+            rep.use(key, "cpu_offload", None if offload is None else "optimizer+params" if offload else "none")
         elif key == "fsdp_reshard_after_forward":
             st["distributed"] = True
-            rep.use(key, "sharding", "zero3" if common.is_true(value) else "zero2")
+            reshard = common.flag(rep, key, value, "sharding")
+            rep.use(key, "sharding", None if reshard is None else "zero3" if reshard else "zero2")
         elif key == "data_parallel_shard_dim":
             st["distributed"] = True
             rep.mark_used(key, ["sharding"])
@@ -166,7 +168,7 @@ def import_torchtune(data: JsonObject, model: object = None, read_file: common.R
 def _model(rep: Report, spec: JsonObject, st: JsonObject, override: object) -> ModelArch | None:
     component = spec.get("_component_")
     preset_id, method = torchtune_builder(component) if isinstance(component, str) else (None, "full")
-    if common.is_true(spec.get("quantize_base")) and method == "lora":
+    if spec.get("quantize_base") is True and method == "lora":
         method = "qlora"
     if override is not None:
         rep.mark_used("model._component_", ["model", "method"], "model_given_separately")
@@ -190,24 +192,22 @@ def _model(rep: Report, spec: JsonObject, st: JsonObject, override: object) -> M
             else:
                 rep.unknown(path)
         elif key == "apply_lora_to_mlp":
-            if common.is_true(value):
+            if common.flag(rep, path, value, "lora_targets") is True:
                 targets += ["gate_proj", "down_proj", "up_proj"]
             rep.mark_used(path, ["lora_targets"])
         elif key == "apply_lora_to_output":
-            if common.is_true(value):
+            if common.flag(rep, path, value, "lora_targets") is True:
                 targets.append("lm_head")
             rep.mark_used(path, ["lora_targets"])
         elif key == "lora_rank":
             common.set_int(rep, path, "lora_rank", value)
         elif key == "lora_dropout":
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1:
-                rep.use(path, "lora_dropout", float(value))
-            else:
-                rep.unknown(path, "not_a_dropout_rate")
+            hf.set_dropout(rep, path, value)
         elif key == "quantize_base":
-            rep.mark_used(path, ["method"])
+            if common.flag(rep, path, value, "method") is not None:
+                rep.mark_used(path, ["method"])
         elif key == "use_dora":
-            rep.unknown(path, "not_modelled") if common.is_true(value) else rep.ignore(path)
+            rep.unknown(path, "not_modelled") if common.flag(rep, path, value) is True else rep.ignore(path)
         elif key in _MODEL_IGNORED:
             rep.ignore(path)
         else:
@@ -235,8 +235,9 @@ def _optimizer(rep: Report, cfg: JsonObject) -> None:
             else:
                 rep.use(path, "optimizer", name)
         elif key == "fused":
+            fused = common.flag(rep, path, value, "optimizer_fused")
             if component in ("torch.optim.AdamW", "torch.optim.Adam"):
-                rep.use(path, "optimizer_fused", common.is_true(value))
+                rep.use(path, "optimizer_fused", fused)
             else:
                 rep.ignore(path)
         elif key == "momentum":

@@ -142,28 +142,32 @@ def training_arg(rep: Report, st: JsonObject, key: str, value: object, read_file
         else:
             common.set_int(rep, key, "seq_len", value)
     elif key == "packing":
-        st["packing"] = common.is_true(value)
+        st["packing"] = common.flag(rep, key, value)
         rep.ignore(key, "packing_fills_seq_len")
     elif key == "optim":
         common.set_optimizer_hf(rep, key, value)
     elif key == "gradient_checkpointing":
-        if isinstance(value, bool):
-            rep.use(key, "gradient_checkpointing", value)
-        else:
-            rep.unknown(key)
+        rep.use(key, "gradient_checkpointing", common.flag(rep, key, value, "gradient_checkpointing"))
     elif key == "gradient_checkpointing_kwargs":
         if isinstance(value, dict):
             hf.checkpointing_kwargs(rep, value, key + ".")
         else:
             rep.ignore(key)
     elif key in ("bf16", "fp16", "tf32"):
-        st[key] = value
+        # None: the Trainer's "not set" (tf32 and, in TRL, bf16)
+        flagged = None if value is None else common.flag(rep, key, value, "precision")
+        if flagged is not None or value is None:
+            st[key] = flagged
         if key == "tf32":
             rep.ignore(key, "fp32_matmul_speed_not_modelled")
         else:
             rep.mark_used(key, ["precision"])
     elif key in ("dtype", "torch_dtype"):
-        st["dtype"] = value
+        # TRL 1.9.0 ModelConfig.dtype choices (torch's names written out also load)
+        name = value.lower().replace("torch.", "") if isinstance(value, str) else value
+        dtype = None if value is None else common.choice(rep, key, name, _DTYPES, "precision")
+        if dtype is not None or value is None:
+            st["dtype"] = dtype
         rep.mark_used(key, ["precision"])
     elif key == "attn_implementation":
         if value is None:
@@ -171,8 +175,8 @@ def training_arg(rep: Report, st: JsonObject, key: str, value: object, read_file
         else:
             common.set_attention(rep, key, value)
     elif key == "use_liger_kernel":
-        st["liger"] = common.is_true(value)
-        if st["liger"]:
+        st["liger"] = common.flag(rep, key, value, "chunked_loss")
+        if st["liger"] is True:
             rep.use(key, "chunked_loss", True)
         else:
             rep.ignore(key)
@@ -185,9 +189,9 @@ def training_arg(rep: Report, st: JsonObject, key: str, value: object, read_file
         else:
             rep.unknown(key)
     elif key == "activation_offloading":
-        rep.use(key, "activation_offload", common.is_true(value))
+        rep.use(key, "activation_offload", common.flag(rep, key, value, "activation_offload"))
     elif key == "torch_compile":
-        rep.use(key, "torch_compile", common.is_true(value))
+        rep.use(key, "torch_compile", common.flag(rep, key, value, "torch_compile"))
     elif key == "num_train_epochs":
         hf.set_epochs(rep, key, value)
     elif key == "max_steps":
@@ -202,7 +206,7 @@ def training_arg(rep: Report, st: JsonObject, key: str, value: object, read_file
         else:
             rep.unknown(key, "fsdp_config_file_not_read")
     elif key == "use_peft":
-        st["use_peft"] = common.is_true(value)
+        st["use_peft"] = common.flag(rep, key, value, "method")
         rep.mark_used(key, ["method"])
     elif key == "lora_r":
         common.set_int(rep, key, "lora_rank", value)
@@ -216,13 +220,13 @@ def training_arg(rep: Report, st: JsonObject, key: str, value: object, read_file
         else:
             st["targets_key"] = (key, value)
     elif key in ("load_in_4bit", "load_in_8bit"):
-        st[key] = common.is_true(value)
+        st[key] = common.flag(rep, key, value, "method")
         if key == "load_in_8bit" and st[key]:
             rep.unknown(key, "int8_base_weights_not_modelled")
         else:
             rep.mark_used(key, ["method"])
     elif key == "use_bnb_nested_quant":
-        rep.use(key, "qlora_double_quant", common.is_true(value))
+        rep.use(key, "qlora_double_quant", common.flag(rep, key, value, "qlora_double_quant"))
     elif key in ("peft_config", "lora_config") and isinstance(value, dict):
         st["use_peft"] = True
         _lora_config(rep, value, key + ".", st)
@@ -231,6 +235,9 @@ def training_arg(rep: Report, st: JsonObject, key: str, value: object, read_file
     else:
         return False
     return True
+
+
+_DTYPES = ("auto", "bfloat16", "float16", "float32", "bf16", "fp16", "fp32")
 
 
 def _precision(st: JsonObject, sft: bool) -> str:
