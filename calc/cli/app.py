@@ -144,7 +144,8 @@ def _report(err: CalcError, ctx: Context) -> None:
     line = f"{msg.text('error.prefix')} [{err.code}]: {field}{text}"
     if err.value is not None:
         line += f" {out['value']!r}"
-    if err.detail and err.code in ("bad_arguments", "request_not_json"):
+    if err.detail and err.code in ("bad_arguments", "request_not_json", "config_invalid_values",
+                                   "config_format_mismatch"):
         line += f" ({err.detail})"
     near = _near_flags(err.detail, ctx.flags) if err.code == "bad_arguments" else []
     if near:
