@@ -18,7 +18,7 @@ from calc.request import ESTIMATE_FIELDS, parse_estimate_request
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "tests" / "configs"
-FIXTURES = sorted(p for p in CONFIGS.glob("*/*") if not p.name.startswith("ds_z"))
+FIXTURES = sorted(p for p in CONFIGS.glob("*/*") if not p.name.startswith("ds_z") and p.parent.name != "invalid")
 FORMATS = ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate")
 
 
