@@ -3,9 +3,12 @@ accelerate) into an estimate/plan request, key by key, and export a request back
 
 ``import_config(text, fmt="auto")`` returns ``{"format", "tool", "request", "keys",
 "defaults", "notes"}`` (plus ``"plan"`` with ``epochs`` / ``dataset_tokens`` for the plan
-command): ``keys`` lists every key of the file as ``used`` (with the ``field`` it set),
-``ignored`` (no effect on memory or time) or ``unknown``; ``defaults`` names each field
-filled from the tool's own default at a stated version. ``export_config(request, fmt)``
+command): ``keys`` lists every key of the file as ``used`` (with the ``field`` it set and its
+``value``), ``invalid`` (a value the tool would refuse: ``value``, ``reason``, ``accepted``;
+see :mod:`calc.config_import.report`), ``ignored`` (no effect on memory or time) or
+``unknown``; ``defaults`` names each field filled from the tool's own default at a stated
+version (also in place of an invalid value). A ``fmt`` the file's keys contradict raises
+``config_format_mismatch``. ``export_config(request, fmt)``
 writes the keys calc models in that format. Bad input raises a coded
 :class:`~calc.errors.InputError`.
 """
