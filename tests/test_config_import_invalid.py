@@ -180,6 +180,10 @@ _TORCHTUNE = "model:\n  _component_: torchtune.models.llama3_1.lora_llama3_1_8b\
     ("trl", _TRL + "use_peft: 'on'\n", "method", None),
     # torchtune passes values on unconverted: only a YAML boolean
     ("torchtune", _TORCHTUNE + "enable_activation_checkpointing: 'true'\n", "gradient_checkpointing", None),
+    # an FSDP section goes through accelerate's str_to_bool, even in a strict tool's file
+    ("axolotl", _AXOLOTL + "fsdp_config:\n  offload_params: 'on'\n", "cpu_offload", "optimizer+params"),
+    ("accelerate", "distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: 'on'\n",
+     "cpu_offload", "optimizer+params"),
 ])
 def test_booleans_as_each_tool_reads_them(fmt, text, field, want):
     """``want``: the value the text gives the field; None: the text is refused."""
@@ -203,3 +207,21 @@ def test_calculator_entry_shows_refused_keys():
     mismatch = json.loads(handle("import", json.dumps({"text": (INVALID / "axolotl_as_torchtune.yml").read_text(),
                                                        "format": "torchtune"})))
     assert mismatch["error"]["code"] == "config_format_mismatch" and mismatch["error"]["detected"] == "axolotl"
+
+
+@pytest.mark.parametrize(("fmt", "text", "field", "want"), [
+    # pydantic (axolotl) and argparse's int (trl sft --config) read "4" as 4
+    ("axolotl", _AXOLOTL + "micro_batch_size: '4'\n", "micro_batch_size", 4),
+    ("trl", _TRL + "per_device_train_batch_size: '4'\n", "micro_batch_size", 4),
+    # torchtune, LLaMA-Factory and DeepSpeed pass the text on, where it fails
+    ("torchtune", _TORCHTUNE + "batch_size: '4'\n", "micro_batch_size", None),
+    ("llamafactory", _TRL + "finetuning_type: lora\ncutoff_len: '1024'\n", "seq_len", None),
+    ("deepspeed", '{"train_micro_batch_size_per_gpu": "4"}', "micro_batch_size", None),
+])
+def test_whole_numbers_written_as_text_as_each_tool_reads_them(fmt, text, field, want):
+    result = import_config(text, fmt)
+    refused = [e for e in result["keys"] if e["status"] == "invalid"]
+    if want is None:
+        assert [e["reason"] for e in refused] == ["not_an_integer"]
+    else:
+        assert refused == [] and result["request"][field] == want

@@ -99,26 +99,32 @@ def is_true(value: object) -> bool:
 # - ``trl sft --config``: TrlParser sets the file's values as argparse defaults, so text goes
 #   through transformers 5.17.0 ``hf_argparser.string_to_bool``: "yes/no", "true/false",
 #   "t/f", "y/n", "1/0", any case;
-# - LLaMA-Factory (``HfArgumentParser.parse_dict``), torchtune (OmegaConf) and accelerate
-#   (``ClusterConfig(**yaml)``) pass the value on unconverted: only a real boolean.
+# - an FSDP section (accelerate's ``fsdp_config``, the Trainer's): accelerate 1.15.0 turns it
+#   into environment variables read by ``utils.environment.str_to_bool``: the same forms;
+# - LLaMA-Factory (``HfArgumentParser.parse_dict``), torchtune (OmegaConf) and accelerate's
+#   top level (``ClusterConfig(**yaml)``) pass the value on unconverted: only a real boolean.
 _PYDANTIC_TEXT = {**dict.fromkeys(("true", "t", "yes", "y", "on", "1"), True),
                   **dict.fromkeys(("false", "f", "no", "n", "off", "0"), False)}
 _ARGPARSE_TEXT = {**dict.fromkeys(("yes", "true", "t", "y", "1"), True),
                   **dict.fromkeys(("no", "false", "f", "n", "0"), False)}
 BOOL_TEXT: dict[str, dict[str, bool]] = {
-    "axolotl": _PYDANTIC_TEXT, "deepspeed": _PYDANTIC_TEXT, "trl": _ARGPARSE_TEXT,
+    "axolotl": _PYDANTIC_TEXT, "deepspeed": _PYDANTIC_TEXT, "fsdp": _PYDANTIC_TEXT, "trl": _ARGPARSE_TEXT,
     "llamafactory": {}, "torchtune": {}, "accelerate": {},
 }
 _PYDANTIC_INTS = ("axolotl", "deepspeed")  # pydantic's lax mode also reads 0 and 1
+# Whole numbers written as text ("8"): read by pydantic (axolotl) and by argparse's int (trl
+# sft --config); the others pass the text on (DeepSpeed's batch keys through
+# ``get_scalar_param``), where it fails, so it is refused.
+TEXT_INTS = ("axolotl", "trl")
 
 
-def _whole(value: object) -> int | None:
-    """An integer written as one (8, 8.0, "8", "-5"); None for anything else."""
+def _whole(value: object, text: bool = True) -> int | None:
+    """An integer written as one (8, 8.0, and with ``text`` "8", "-5"); None for anything else."""
     if isinstance(value, bool):
         return None
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and text:
         text = value.strip()
         digits = text[1:] if text[:1] in "+-" else text
         return int(text) if digits.isdigit() and digits.isascii() else None
@@ -139,14 +145,16 @@ def _field_maximum(field: str | None) -> int | None:
 
 
 def integer(rep: Report, key: str, value: object, field: str | None = None, minimum: int = 1,
-            maximum: int | None = None) -> int | None:
+            maximum: int | None = None, reader: str | None = None) -> int | None:
     """A whole number from ``minimum`` to ``maximum`` (by default the request field's own
-    maximum); else the key is reported ``invalid``."""
+    maximum), as text too where the reader takes it (:data:`TEXT_INTS`; ``reader``: the
+    format whose parser reads the key, by default the file's); else the key is reported
+    ``invalid``."""
     maximum = maximum if maximum is not None else _field_maximum(field)
     accepted: JsonObject = {"type": "integer", "minimum": minimum}
     if maximum is not None:
         accepted["maximum"] = maximum
-    number = _whole(value)
+    number = _whole(value, (reader or rep.format) in TEXT_INTS)
     if number is None:
         rep.invalid(key, value, "not_an_integer", accepted, field)
     elif number < minimum or (maximum is not None and number > maximum):
@@ -156,8 +164,8 @@ def integer(rep: Report, key: str, value: object, field: str | None = None, mini
     return None
 
 
-def set_int(rep: Report, key: str, field: str, value: object) -> bool:
-    number = integer(rep, key, value, field)
+def set_int(rep: Report, key: str, field: str, value: object, reader: str | None = None) -> bool:
+    number = integer(rep, key, value, field, reader=reader)
     if number is None:
         return False
     rep.use(key, field, number)
@@ -187,17 +195,19 @@ def number(rep: Report, key: str, value: object, field: str | None, minimum: flo
 
 
 def flag(rep: Report, key: str, value: object, field: str | None = None,
-         also: tuple[str, ...] = ()) -> bool | str | None:
-    """A boolean as the tool reads one (:data:`BOOL_TEXT`), or one of the words ``also``
-    (axolotl's ``bf16: auto``) returned as written; else the key is reported ``invalid``."""
+         also: tuple[str, ...] = (), reader: str | None = None) -> bool | str | None:
+    """A boolean as the tool reads one (:data:`BOOL_TEXT`; ``reader``: the format whose
+    parser reads the key, by default the file's), or one of the words ``also`` (axolotl's
+    ``bf16: auto``) returned as written; else the key is reported ``invalid``."""
     if isinstance(value, bool) or value is None:  # None: the key left unset (``fp16:``)
         return value
     if isinstance(value, str) and value in also:
         return value
-    texts = BOOL_TEXT.get(rep.format, {})
+    reader = reader or rep.format
+    texts = BOOL_TEXT.get(reader, {})
     if isinstance(value, str) and value.strip().lower() in texts:
         return texts[value.strip().lower()]
-    if rep.format in _PYDANTIC_INTS and isinstance(value, int) and value in (0, 1):
+    if reader in _PYDANTIC_INTS and isinstance(value, int) and value in (0, 1):
         return bool(value)
     allowed: list[object] = [True, False, *also, *sorted(texts)]
     rep.invalid(key, value, "not_a_boolean", {"type": "boolean", "allowed": allowed}, field)
@@ -329,7 +339,7 @@ def deepspeed_section(rep: Report, ds: JsonObject, prefix: str = "") -> None:
                 if sub == "enabled":
                     if item == "auto":
                         rep.ignore(subpath, "auto_from_trainer")
-                    elif (enabled := flag(rep, subpath, item, "precision")) is True:
+                    elif (enabled := flag(rep, subpath, item, "precision", reader="deepspeed")) is True:
                         # ZeRO keeps fp32 master weights and fp32 optimizer states and
                         # computes in 16 bits: Lightning's "-mixed"
                         rep.use(subpath, "precision", "bf16-mixed" if key == "bf16" else "fp16-mixed")
@@ -343,15 +353,15 @@ def deepspeed_section(rep: Report, ds: JsonObject, prefix: str = "") -> None:
                 else:
                     rep.unknown(subpath)
         elif key == "train_micro_batch_size_per_gpu":
-            micro = integer(rep, path, value, "micro_batch_size")
+            micro = integer(rep, path, value, "micro_batch_size", reader="deepspeed")
             if micro is not None:
                 rep.use(path, "micro_batch_size", micro)
         elif key == "gradient_accumulation_steps":
-            gas = integer(rep, path, value, "gradient_accumulation_steps")
+            gas = integer(rep, path, value, "gradient_accumulation_steps", reader="deepspeed")
             if gas is not None:
                 rep.use(path, "gradient_accumulation_steps", gas)
         elif key == "train_batch_size":
-            total = integer(rep, path, value, "num_gpus", maximum=2 ** 62)
+            total = integer(rep, path, value, "num_gpus", maximum=2 ** 62, reader="deepspeed")
         elif key == "optimizer" and isinstance(value, dict):
             kind = value.get("type")
             for sub in value:
@@ -488,7 +498,7 @@ def fsdp_section(rep: Report, cfg: JsonObject, prefix: str = "", strip: str = "f
             # accelerate 1.15.0 also takes an FSDP1 strategy name here
             reshard = (_FSDP_STRATEGY[value.upper()] == "zero3"
                        if isinstance(value, str) and value.upper() in _FSDP_STRATEGY
-                       else flag(rep, path, value, "sharding"))
+                       else flag(rep, path, value, "sharding", reader="fsdp"))
             if reshard is None:
                 continue
             if version >= 2 or "sharding_strategy" not in plain:
@@ -496,14 +506,14 @@ def fsdp_section(rep: Report, cfg: JsonObject, prefix: str = "", strip: str = "f
             else:
                 rep.ignore(path)
         elif name == "offload_params":
-            offload = flag(rep, path, value, "cpu_offload")
+            offload = flag(rep, path, value, "cpu_offload", reader="fsdp")
             if offload is True:
                 rep.use(path, "cpu_offload", "optimizer+params")
             elif offload is False:
                 rep.mark_used(path, ["cpu_offload"])
                 rep.request.setdefault("cpu_offload", "none")
         elif name == "activation_checkpointing":
-            checkpointing = flag(rep, path, value, "gradient_checkpointing")
+            checkpointing = flag(rep, path, value, "gradient_checkpointing", reader="fsdp")
             if checkpointing is True:
                 rep.use(path, "gradient_checkpointing", True)
             elif checkpointing is False:
@@ -511,7 +521,7 @@ def fsdp_section(rep: Report, cfg: JsonObject, prefix: str = "", strip: str = "f
         elif name == "use_orig_params":
             # FSDP1 + use_orig_params keeps gradient memory for frozen weights in mixed
             # wrap units (PyTorch FSDP docs); FSDP2 has no such flag
-            orig = flag(rep, path, value, "frozen_weight_grads")
+            orig = flag(rep, path, value, "frozen_weight_grads", reader="fsdp")
             if version == 1:
                 rep.use(path, "frozen_weight_grads", orig is True)
             else:
