@@ -118,13 +118,13 @@ _PYDANTIC_INTS = ("axolotl", "deepspeed")  # pydantic's lax mode also reads 0 an
 TEXT_INTS = ("axolotl", "trl")
 
 
-def _whole(value: object, text: bool = True) -> int | None:
-    """An integer written as one (8, 8.0, and with ``text`` "8", "-5"); None for anything else."""
+def _whole(value: object, as_text: bool = True) -> int | None:
+    """An integer written as one (8, 8.0, and with ``as_text`` "8", "-5"); None for anything else."""
     if isinstance(value, bool):
         return None
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and text:
+    if isinstance(value, str) and as_text:
         text = value.strip()
         digits = text[1:] if text[:1] in "+-" else text
         return int(text) if digits.isdigit() and digits.isascii() else None
