@@ -283,7 +283,7 @@ def normalise_targets(rep: Report, key: str, names: object, arch: ModelArch | No
             return
         names = [part.strip() for part in names.split(",") if part.strip()]
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        rep.unknown(key, "not_a_target_list")
+        rep.invalid(key, names, "not_a_list_of_names", {"type": "list", "allowed": ["all-linear"]}, "lora_targets")
         return
     names = list(dict.fromkeys(names))
     if arch is None:

@@ -154,7 +154,8 @@ def set_modules_to_save(rep: Report, key: str, value: object) -> None:
         return
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        rep.unknown(key, "not_modelled")
+        rep.invalid(key, value, "not_a_list_of_names", {"type": "list", "allowed": ["embed_tokens", "lm_head"]},
+                    "lora_modules_to_save")
         return
     short = {n.rsplit(".", 1)[-1] for n in names}
     if not short <= {"embed_tokens", "lm_head"}:

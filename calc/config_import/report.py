@@ -9,8 +9,9 @@ Every key of the file ends in exactly one entry (nested keys by dotted path, e.g
 - ``invalid``: the tool itself would refuse the value (a rank of -5, ``micro_batch_size:
   two``, ``bf16: "yes please"``): ``value`` as written, a coded ``reason``
   (``not_an_integer``, ``not_a_number``, ``not_a_boolean``, ``out_of_range``,
-  ``not_allowed``), what is ``accepted`` (``type``, ``minimum``/``maximum``, ``allowed``),
-  the request field it was meant for (``target``) and what calc uses instead
+  ``not_allowed``, ``not_a_list_of_names``), what is ``accepted`` (``type``,
+  ``minimum``/``maximum``, ``allowed``), the request field it was meant for (``target``)
+  and what calc uses instead
   (``used_instead``, with its ``source``). The CLI refuses such a file unless told
   ``--lenient``;
 - ``ignored``: understood, and it changes neither memory nor time (learning rate,
