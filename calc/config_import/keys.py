@@ -29,11 +29,13 @@ class Key:
     note: str | None = None  # why it is read so (a version, a source)
 
 
-def read_keys(rep: Report, data: JsonObject, table: dict[str, Key], ctx: JsonObject, prefix: str = "") -> None:
-    """Every key of ``data`` through its entry of ``table``, in the file's order."""
+def read_keys(rep: Report, data: JsonObject, table: dict[str, Key], ctx: JsonObject, prefix: str = "",
+              rest: Key | None = None) -> None:
+    """Every key of ``data`` through its entry of ``table``, in the file's order; a key the
+    table lacks through ``rest``, or reported ``unknown``."""
     for key, value in data.items():
         path = prefix + str(key)
-        spec = table.get(str(key))
+        spec = table.get(str(key), rest)
         if spec is None:
             rep.unknown(path)
         else:
@@ -61,3 +63,41 @@ def mapped(field: str, names: dict[str, object], not_modelled: tuple[object, ...
         if name is not None:
             rep.use(path, field, names[str(name)])
     return Key(read, (field,), note)
+
+
+def boolean(field: str, values: tuple[object, object] | None = None, note: str | None = None) -> Key:
+    """A boolean as the tool reads one (:func:`common.flag`), setting ``field`` to it, or to
+    ``values`` = (value when false, value when true)."""
+    def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+        flag = common.flag(rep, path, value, field)
+        rep.use(path, field, flag if values is None or flag is None else values[flag is True])
+    return Key(read, (field,), note)
+
+
+def not_modelled(note: str = "not_modelled") -> Key:
+    """Understood, but what it changes is not in the model: ``unknown`` with the note."""
+    return Key(lambda rep, path, value, ctx: rep.unknown(path, note), note=note)
+
+
+def section(table: dict[str, Key], fields: tuple[str, ...] = (), otherwise: str = "unknown",
+            rest: Key | None = None) -> Key:
+    """A nested mapping read through its own table (keys reported by dotted path, those it
+    lacks through ``rest``); any other value is ``unknown``, or ``ignored`` with
+    ``otherwise="ignored"``."""
+    def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+        if isinstance(value, dict):
+            read_keys(rep, value, table, ctx, path + ".", rest)
+        elif otherwise == "ignored":
+            rep.ignore(path)
+        else:
+            rep.unknown(path)
+    return Key(read, fields)
+
+
+def state(name: str, value: object, key: Key) -> Key:
+    """``key``, after noting ``ctx[name] = value`` (torchtune: an ``fsdp_*`` key makes the
+    recipe distributed)."""
+    def read(rep: Report, path: str, item: object, ctx: JsonObject) -> None:
+        ctx[name] = value
+        key.read(rep, path, item, ctx)
+    return Key(read, key.fields, key.note)
