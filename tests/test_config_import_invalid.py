@@ -225,3 +225,14 @@ def test_whole_numbers_written_as_text_as_each_tool_reads_them(fmt, text, field,
         assert [e["reason"] for e in refused] == ["not_an_integer"]
     else:
         assert refused == [] and result["request"][field] == want
+
+
+def test_sweep_refuses_or_says_each_replaced_value():
+    path = str(INVALID / "axolotl_issue.yml")
+    rc, out, _ = run_main(["sweep", "--config", path, "--seq-len", "512,1024", "--json"])
+    assert rc == 2 and json.loads(out)["error"]["code"] == "config_invalid_values"
+    rc, out, _ = run_main(["sweep", "--config", path, "--seq-len", "512,1024", "--lenient", "--json"])
+    runs = json.loads(out)["runs"]
+    assert rc == 0 and all("config_values_replaced" in r["response"]["warnings"] for r in runs)
+    rc, out, err = run_main(["sweep", "--config", path, "--seq-len", "512,1024", "--lenient"], tty=True)
+    assert rc == 0 and "lora_r = -5" in err and "8 used instead" in err and "lora_r" not in out

@@ -284,6 +284,17 @@ def _load_config_option(args: argparse.Namespace) -> JsonObject | None:
     return request
 
 
+def config_warning_lines(args: argparse.Namespace, msg: Messages) -> str:
+    """With ``--lenient``, the replaced values as lines for a terminal (``sweep``'s table and
+    CSV go to stdout, these to stderr); empty otherwise."""
+    entries = getattr(args, "config_warnings", None)
+    if not entries:
+        return ""
+    lines = [msg.message("warning.config_values_replaced", "config_values_replaced")]
+    lines += [f"  {invalid_text(entry, msg, replaced=True)}" for entry in entries]
+    return "\n".join(lines) + "\n"
+
+
 def add_config_warnings(result: JsonObject, args: argparse.Namespace) -> None:
     """With ``--lenient``: the warning ``config_values_replaced`` and ``config_warnings``
     (each refused key, what calc used instead) in an estimate's or plan's response."""
