@@ -64,6 +64,8 @@ def _deepspeed_config(rep: Report, key: str, value: object, ctx: JsonObject) -> 
 
 
 KEYS: dict[str, keys.Key] = {
+    # listed first: an explicit entry below overrides them
+    **{name: keys.ignored() for name in sorted(IGNORED)},
     "distributed_type": keys.Key(_distributed_type, ("sharding",)),
     "num_processes": keys.Key(_count("procs"), ("num_gpus",)),
     "num_machines": keys.Key(_count("machines"), ("num_gpus",)),
@@ -73,7 +75,6 @@ KEYS: dict[str, keys.Key] = {
     "fsdp_config": keys.Key(_fsdp_config, ("sharding", "cpu_offload", "frozen_weight_grads"),
                             "FSDP version 1 unless fsdp_version: 2"),
     "deepspeed_config": keys.Key(_deepspeed_config, ("sharding", "cpu_offload", "gradient_accumulation_steps")),
-    **{name: keys.ignored() for name in sorted(IGNORED)},
 }
 
 

@@ -162,3 +162,29 @@ def set_modules_to_save(rep: Report, key: str, value: object) -> None:
         rep.unknown(key, "not_modelled")
         return
     rep.use(key, "lora_modules_to_save", "+".join(n for n in ("embed_tokens", "lm_head") if n in short))
+
+
+# -- readers shared by the Trainer-based formats' key tables (calc.config_import.keys) ----------
+def read_packing(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st["packing"] = common.flag(rep, key, value)
+    rep.ignore(key, "packing_fills_seq_len")
+
+
+def read_targets(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if value is None:
+        rep.ignore(key)
+    else:
+        st["targets_key"] = (key, value)  # checked against the model once it is known
+
+
+def read_load_in(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``load_in_4bit`` / ``load_in_8bit``: the method, decided once every key is read."""
+    st[key] = common.flag(rep, key, value, "method")
+    if key == "load_in_8bit" and st[key]:
+        rep.unknown(key, "int8_base_weights_not_modelled")
+    else:
+        rep.mark_used(key, ["method"])
+
+
+def read_max_steps(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st["max_steps"] = (key, value)  # tokens once the batch shape is known (finish_common)

@@ -101,3 +101,18 @@ def state(name: str, value: object, key: Key) -> Key:
         ctx[name] = value
         key.read(rep, path, item, ctx)
     return Key(read, key.fields, key.note)
+
+
+def call(reader: Callable[[Report, str, object], None], *fields: str) -> Key:
+    """A shared converter ``reader(rep, key, value)`` (``common.set_optimizer_hf``...) as an entry."""
+    return Key(lambda rep, path, value, ctx: reader(rep, path, value), fields)
+
+
+def dict_only(read: Callable[[Report, str, JsonObject, JsonObject], None], *fields: str) -> Key:
+    """``read`` for a mapping; any other value is ``unknown``."""
+    def entry(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+        if isinstance(value, dict):
+            read(rep, path, value, ctx)
+        else:
+            rep.unknown(path)
+    return Key(entry, fields)

@@ -85,6 +85,9 @@ def _optimizer_section(rep: Report, path: str, value: object, st: JsonObject) ->
 
 
 KEYS: dict[str, keys.Key] = {
+    # listed first: an explicit entry below overrides them
+    **{name: keys.ignored() for name in sorted(IGNORED)},
+    **{name: keys.not_modelled() for name in sorted(NOT_MODELLED)},
     "model": keys.Key(lambda rep, path, value, st: None, ("model", "method", "lora_targets"),
                       "read first (_model): the builder names the preset and the method"),
     "tokenizer": keys.section({"max_seq_len": keys.Key(_max_seq_len, ("seq_len",))}, ("seq_len",),
@@ -107,8 +110,6 @@ KEYS: dict[str, keys.Key] = {
     "fsdp_reshard_after_forward": keys.state("distributed", True, keys.boolean("sharding", ("zero2", "zero3"))),
     "data_parallel_shard_dim": keys.state("distributed", True, keys.Key(
         lambda rep, path, value, st: rep.mark_used(path, ["sharding"]), ("sharding",))),
-    **{name: keys.not_modelled() for name in sorted(NOT_MODELLED)},
-    **{name: keys.ignored() for name in sorted(IGNORED)},
 }
 
 

@@ -17,8 +17,6 @@ the file and keeps calc's).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ..jsontypes import JsonObject
 from . import common, hf, keys
 from .models import resolve_model
@@ -139,11 +137,6 @@ def _max_length(rep: Report, key: str, value: object, st: JsonObject) -> None:
         common.set_int(rep, key, "seq_len", value)
 
 
-def _packing(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    st["packing"] = common.flag(rep, key, value)
-    rep.ignore(key, "packing_fills_seq_len")
-
-
 def _checkpointing_kwargs(rep: Report, key: str, value: object, st: JsonObject) -> None:
     if isinstance(value, dict):
         hf.checkpointing_kwargs(rep, value, key + ".")
@@ -196,10 +189,6 @@ def _loss_type(rep: Report, key: str, value: object, st: JsonObject) -> None:
         rep.unknown(key)
 
 
-def _max_steps(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    st["max_steps"] = (key, value)  # tokens once the batch shape is known (hf.finish_common)
-
-
 def _fsdp_config(rep: Report, key: str, value: object, st: JsonObject) -> None:
     if isinstance(value, dict):
         common.fsdp_section(rep, value, key + ".")
@@ -210,21 +199,6 @@ def _fsdp_config(rep: Report, key: str, value: object, st: JsonObject) -> None:
 def _use_peft(rep: Report, key: str, value: object, st: JsonObject) -> None:
     st["use_peft"] = common.flag(rep, key, value, "method")
     rep.mark_used(key, ["method"])
-
-
-def _targets(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    if value is None:
-        rep.ignore(key)
-    else:
-        st["targets_key"] = (key, value)  # checked against the model once it is known
-
-
-def _load_in(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    st[key] = common.flag(rep, key, value, "method")
-    if key == "load_in_8bit" and st[key]:
-        rep.unknown(key, "int8_base_weights_not_modelled")
-    else:
-        rep.mark_used(key, ["method"])
 
 
 def _peft_config(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -242,19 +216,14 @@ def _bnb_config(rep: Report, key: str, value: object, st: JsonObject) -> None:
         rep.unknown(key)
 
 
-def _call(reader: Callable[[Report, str, object], None], *fields: str) -> keys.Key:
-    """A shared converter ``reader(rep, key, value)`` as a table entry."""
-    return keys.Key(lambda rep, key, value, st: reader(rep, key, value), fields)
-
-
 # TrainingArguments / SFTConfig / ModelConfig keys that change memory or time
 TRAINING_ARGS: dict[str, keys.Key] = {
     "per_device_train_batch_size": keys.whole("micro_batch_size"),
     "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
     "max_length": keys.Key(_max_length, ("seq_len",)),
     "max_seq_length": keys.Key(_max_length, ("seq_len",), "the name before TRL 0.20"),
-    "packing": keys.Key(_packing, (), "packed sequences fill seq_len"),
-    "optim": _call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
+    "packing": keys.Key(hf.read_packing, (), "packed sequences fill seq_len"),
+    "optim": keys.call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
     "gradient_checkpointing": keys.boolean("gradient_checkpointing"),
     "gradient_checkpointing_kwargs": keys.Key(_checkpointing_kwargs),
     "bf16": keys.Key(_precision_flag, ("precision",)),
@@ -267,19 +236,19 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "loss_type": keys.Key(_loss_type, ("chunked_loss",)),
     "activation_offloading": keys.boolean("activation_offload"),
     "torch_compile": keys.boolean("torch_compile"),
-    "num_train_epochs": _call(hf.set_epochs, "epochs"),
-    "max_steps": keys.Key(_max_steps, ("dataset_tokens",)),
+    "num_train_epochs": keys.call(hf.set_epochs, "epochs"),
+    "max_steps": keys.Key(hf.read_max_steps, ("dataset_tokens",)),
     "deepspeed": keys.Key(lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st.get("read_file")),
                           ("sharding", "cpu_offload")),
-    "fsdp": _call(common.fsdp_trainer_option, "sharding", "cpu_offload"),
+    "fsdp": keys.call(common.fsdp_trainer_option, "sharding", "cpu_offload"),
     "fsdp_config": keys.Key(_fsdp_config, ("sharding", "cpu_offload", "frozen_weight_grads")),
     "use_peft": keys.Key(_use_peft, ("method",)),
     "lora_r": keys.whole("lora_rank"),
-    "lora_dropout": _call(hf.set_dropout, "lora_dropout"),
-    "lora_modules_to_save": _call(hf.set_modules_to_save, "lora_modules_to_save"),
-    "lora_target_modules": keys.Key(_targets, ("lora_targets",)),
-    "load_in_4bit": keys.Key(_load_in, ("method",)),
-    "load_in_8bit": keys.Key(_load_in, ("method",), "int8 base weights not modelled"),
+    "lora_dropout": keys.call(hf.set_dropout, "lora_dropout"),
+    "lora_modules_to_save": keys.call(hf.set_modules_to_save, "lora_modules_to_save"),
+    "lora_target_modules": keys.Key(hf.read_targets, ("lora_targets",)),
+    "load_in_4bit": keys.Key(hf.read_load_in, ("method",)),
+    "load_in_8bit": keys.Key(hf.read_load_in, ("method",), "int8 base weights not modelled"),
     "use_bnb_nested_quant": keys.boolean("qlora_double_quant"),
     "peft_config": keys.Key(_peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets")),
     "lora_config": keys.Key(_peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets")),
