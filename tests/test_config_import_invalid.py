@@ -236,3 +236,13 @@ def test_sweep_refuses_or_says_each_replaced_value():
     assert rc == 0 and all("config_values_replaced" in r["response"]["warnings"] for r in runs)
     rc, out, err = run_main(["sweep", "--config", path, "--seq-len", "512,1024", "--lenient"], tty=True)
     assert rc == 0 and "lora_r = -5" in err and "8 used instead" in err and "lora_r" not in out
+
+
+@pytest.mark.parametrize("fmt", ["axolotl", "trl", "llamafactory"])
+def test_a_model_id_that_is_not_text_is_reported(fmt):
+    key = "base_model" if fmt == "axolotl" else "model_name_or_path"
+    extra = {"axolotl": "adapter: lora\n", "trl": "per_device_train_batch_size: 2\n",
+             "llamafactory": "finetuning_type: lora\n"}[fmt]
+    result = import_config(f"{key}: 7\n{extra}", fmt)
+    statuses = {e["key"]: e["status"] for e in result["keys"]}
+    assert statuses[key] == "unknown" and "model" not in result["request"]

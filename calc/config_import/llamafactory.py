@@ -155,7 +155,7 @@ def import_llamafactory(data: JsonObject, model: object = None, read_file: commo
     rep = Report("llamafactory", TOOL)
     st: JsonObject = {}
     arch = None
-    if isinstance(data.get("model_name_or_path"), str) or model is not None:
+    if "model_name_or_path" in data or model is not None:
         arch = resolve_model(rep, "model_name_or_path" if "model_name_or_path" in data else "(model)",
                              data.get("model_name_or_path"), model)
     finetuning = data.get("finetuning_type", "lora")
