@@ -246,3 +246,30 @@ def test_a_model_id_that_is_not_text_is_reported(fmt):
     result = import_config(f"{key}: 7\n{extra}", fmt)
     statuses = {e["key"]: e["status"] for e in result["keys"]}
     assert statuses[key] == "unknown" and "model" not in result["request"]
+
+
+def _tables():
+    from calc.config_import import accelerate, axolotl, llamafactory, torchtune, trl
+
+    return {"axolotl": [axolotl.KEYS], "trl": [trl.TRAINING_ARGS], "torchtune": [torchtune.KEYS],
+            "accelerate": [accelerate.KEYS], "llamafactory": [llamafactory.KEYS, trl.TRAINING_ARGS]}
+
+
+@pytest.mark.parametrize("fmt", ["axolotl", "trl", "torchtune", "accelerate", "llamafactory"])
+def test_key_tables_name_the_fields_their_keys_set(fmt):
+    """A table's ``fields`` are what the fixtures' top-level keys really set."""
+    from calc.config_import.cli import import_file
+    from calc.request import ESTIMATE_FIELDS
+
+    tables = _tables()[fmt]
+    for table in tables:
+        for spec in table.values():
+            assert set(spec.fields) <= set(ESTIMATE_FIELDS) | {"epochs", "dataset_tokens"}
+    for path in sorted((ROOT / "tests" / "configs" / fmt).iterdir()):
+        if path.name.startswith("ds_z"):
+            continue
+        for entry in import_file(str(path))["keys"]:
+            top = entry["key"].split(".")[0]
+            spec = next((t[top] for t in tables if top in t), None)
+            if entry["status"] == "used" and spec is not None and "." not in entry["key"]:
+                assert set(entry.get("fields") or [entry["field"]]) <= set(spec.fields), (path.name, entry)

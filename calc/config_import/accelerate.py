@@ -138,7 +138,7 @@ DEEPSPEED_PLUGIN: dict[str, keys.Key] = {
     "offload_optimizer_device": keys.Key(_offload_optimizer, ("cpu_offload",), "nvme counted as cpu"),
     "offload_param_device": keys.Key(_offload_params, ("cpu_offload",), "needs ZeRO-3"),
     "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
-    "deepspeed_config_file": keys.Key(_config_file, ("sharding", "cpu_offload", "precision"),
+    "deepspeed_config_file": keys.Key(_config_file, common.DEEPSPEED_FIELDS,
                                       "read when it exists, else stage and offload from its name"),
     **{name: keys.ignored() for name in ("zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher")},
 }

@@ -195,7 +195,7 @@ KEYS: dict[str, keys.Key] = {
     **{name: keys.Key(_chunked_loss, ("chunked_loss",)) for name in sorted(CHUNKED_LOSS)},
     "optimizer": keys.call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
     "deepspeed": keys.Key(lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st["read_file"]),
-                          ("sharding", "cpu_offload")),
+                          common.DEEPSPEED_FIELDS),
     "fsdp": keys.call(common.fsdp_trainer_option, "sharding", "cpu_offload"),
     "fsdp_config": keys.dict_only(
         lambda rep, key, value, st: common.fsdp_section(rep, value, key + ".", version=st["fsdp_version"]),

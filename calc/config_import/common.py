@@ -319,6 +319,9 @@ _DS_ZERO_IGNORED = {"overlap_comm", "contiguous_gradients", "round_robin_gradien
                     "gather_16bit_weights_on_model_save", "load_from_fp32_weights",
                     "elastic_checkpoint", "ignore_unused_parameters"}
 _DS_STAGE = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
+# what a DeepSpeed config (or its file name) can set
+DEEPSPEED_FIELDS = ("sharding", "sync_each_micro_batch", "cpu_offload", "precision", "micro_batch_size",
+                    "gradient_accumulation_steps", "num_gpus", "optimizer")
 
 
 def deepspeed_section(rep: Report, ds: JsonObject, prefix: str = "") -> None:

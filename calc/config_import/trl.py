@@ -239,7 +239,7 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "num_train_epochs": keys.call(hf.set_epochs, "epochs"),
     "max_steps": keys.Key(hf.read_max_steps, ("dataset_tokens",)),
     "deepspeed": keys.Key(lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st.get("read_file")),
-                          ("sharding", "cpu_offload")),
+                          common.DEEPSPEED_FIELDS),
     "fsdp": keys.call(common.fsdp_trainer_option, "sharding", "cpu_offload"),
     "fsdp_config": keys.Key(_fsdp_config, ("sharding", "cpu_offload", "frozen_weight_grads")),
     "use_peft": keys.Key(_use_peft, ("method",)),
