@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..config_import.cli import add_config_warnings
 from ..errors import CalcError, InputError
 from ..jsontypes import JsonObject
 from ..languages import LANGS
@@ -168,6 +169,7 @@ def _run_estimate(args: argparse.Namespace, ctx: Context) -> int:
 
     cards, margin = verdict_cards(args)
     est = _computed("estimate", estimate_dict, build_request(args, field_specs("estimate")))
+    add_config_warnings(est, args)
     if ctx.mode == "json":
         io.emit_json(est)
     else:
@@ -186,6 +188,7 @@ def _run_plan(args: argparse.Namespace, ctx: Context) -> int:
     from ..plan import plan_dict
 
     result = _computed("plan", plan_dict, build_request(args, field_specs("plan")))
+    add_config_warnings(result, args)
     if ctx.mode == "json":
         io.emit_json(result)
     else:

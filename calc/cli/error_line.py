@@ -19,7 +19,8 @@ from .messages import Messages
 # the codes whose value is a number outside what the field accepts
 RANGE_CODES = ("out_of_range", "not_positive", "not_integer", "not_number")
 # the codes whose message names a file and whose detail says why (a parser's message)
-DETAIL_CODES = ("bad_arguments", "request_not_json", "request_unreadable", "config_unreadable")
+DETAIL_CODES = ("bad_arguments", "request_not_json", "request_unreadable", "config_unreadable",
+                "config_invalid_values", "config_format_mismatch")
 # more values than fit in a line: the closest ones and where to see them all
 MAX_LISTED = 12
 

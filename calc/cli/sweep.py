@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
+from ..config_import.cli import add_config_warnings, config_warning_lines
 from ..errors import InputError
 from ..jsontypes import JsonObject
 from . import io
@@ -117,6 +119,10 @@ def _verdict(response: JsonObject, command: str) -> tuple[str, JsonObject] | Non
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     key, values, responses, command, margin = plan_sweep(args)
+    for response in responses:  # --config --lenient: the values replaced, with every run
+        add_config_warnings(response, args)
+    if ctx.mode != "json":
+        io.write(config_warning_lines(args, ctx.msg), sys.stderr)
     if ctx.mode == "json":
         # an estimate run is the estimate's own response (a verdict, when asked, beside it)
         io.emit_json({"field": key, "command": command,

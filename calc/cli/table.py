@@ -165,10 +165,14 @@ def verdict_heading(msg: Messages, margin: float) -> str:
     return msg.text("table.verdict_margin", margin=Formatter(msg).percent(margin))
 
 
-def _warnings(codes: list[str], msg: Messages) -> list[str]:
+def _warnings(codes: list[str], msg: Messages, config: list[JsonObject] | None = None) -> list[str]:
     if not codes:
         return []
-    return [msg.text("table.warnings")] + [f"  - {msg.message('warning.' + str(c), str(c))}" for c in codes]
+    lines = [msg.text("table.warnings")] + [f"  - {msg.message('warning.' + str(c), str(c))}" for c in codes]
+    if config:  # --lenient: each refused config value and what was used instead
+        from ..config_import.cli import invalid_text
+        lines += [f"    {invalid_text(entry, msg, replaced=True)}" for entry in config]
+    return lines
 
 
 def render_estimate(est: JsonObject, msg: Messages, verdicts: dict[str, JsonObject] | None = None,
@@ -180,7 +184,7 @@ def render_estimate(est: JsonObject, msg: Messages, verdicts: dict[str, JsonObje
     if verdicts:
         lines.append(verdict_heading(msg, margin))
         lines += _rows([(gpu_name(gpu), verdict_text(entry, fmt, margin)) for gpu, entry in verdicts.items()])
-    lines += _warnings(est.get("warnings", []), msg)
+    lines += _warnings(est.get("warnings", []), msg, est.get("config_warnings"))
     lines.append(msg.text("table.more", url=msg.methodology_url()))
     return "\n".join(lines) + "\n"
 
@@ -207,7 +211,7 @@ def render_plan(plan: JsonObject, msg: Messages) -> str:
         lines.append(msg.text("table.cheapest"))
         lines += _rows([(setup_name(c, msg), f"{fmt.usd(c['cost_usd'])} · {fmt.hours(c['time_hours'])}")
                         for c in configs])
-    lines += _warnings(plan.get("warnings", []), msg)
+    lines += _warnings(plan.get("warnings", []), msg, plan.get("config_warnings"))
     lines.append(msg.text("table.more", url=msg.methodology_url()))
     return "\n".join(lines) + "\n"
 
