@@ -60,10 +60,8 @@ Warning codes: the estimate's, plus ``does_not_fit_selected_gpu``, ``price_from_
 
 from __future__ import annotations
 
-import sys
-import types
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Iterable
 
 from . import gpus as gpu_catalogue
 from . import recommend
@@ -537,20 +535,6 @@ def plan_dict(data: object) -> JsonObject:
     request, options = parse_plan_request(data)
     return plan_request(request, options)
 
-
-class _CallablePlanModule(types.ModuleType):
-    """``from calc import plan; plan(request)``: this module is also the API's ``plan`` function.
-    A function of that name in ``calc/__init__.py`` would be replaced by this module on the
-    package as soon as anything imported ``calc.plan``; a callable module is both, whatever the
-    import order, and ``calc.plan.PLAN_FIELDS`` and the rest keep working."""
-
-    def __call__(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """Time, cost, the cards that fit and recommendations for ``request`` (a plan request
-        dict, see the module docstring); bad input raises :class:`calc.errors.InputError`."""
-        return plan_dict(request)
-
-
-sys.modules[__name__].__class__ = _CallablePlanModule
 
 __all__ = ["PLAN_FIELDS", "PLAN_REQUEST_FIELDS", "PlanOptions", "Planner", "parse_plan_options",
            "parse_plan_request", "plan_dict", "plan_request"]

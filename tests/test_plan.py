@@ -10,16 +10,12 @@ from pathlib import Path
 
 import pytest
 
-import importlib
-
-from calc import gpus, recommend, timing
+from calc import gpus, plan, recommend, timing
 from calc.errors import InputError
 from hand_counts import ELEMENTWISE_FWD_7B
 from plan_fakes import ACT_BYTES_PER_TOKEN, CONTEXT_BYTES, GIB, fake_estimate
 
 ROOT = Path(__file__).resolve().parents[1]
-# calc.plan is also the name of a function in calc/__init__.py, so take the module itself.
-plan = importlib.import_module("calc.plan")
 BASE = {"model": "llama-2-7b", "dataset_tokens": 1e9, "gpu": "a100-80gb-sxm"}
 
 
