@@ -211,7 +211,7 @@ class Planner:
         if not gpu_catalogue.prices_for(gpu.id):
             # A card nobody rents publicly (a desktop card, a new accelerator): still planned
             # for its owner, at no rental price; warning "price_is_none" says so and ranks it
-            # after the priced ones by cost (issue 15).
+            # after the priced ones by cost.
             return {"usd_per_gpu_hour": 0.0, "source": None, "tier": o.price_tier,
                     "interruptible": o.interruptible, "as_of": None, "fallback": False,
                     "source_kind": "none", "no_price": True}
@@ -301,12 +301,12 @@ def _recommendations(planner: Planner) -> JsonObject:
         return any(w.startswith("price_is_") or w == "price_from_other_tier"
                    for w in c["warnings"])
 
-    # Cards with no rental price come last, fastest first: ranked for their owners (issue 15).
+    # Cards with no rental price come last, fastest first: ranked for their owners.
     def unpriced(c: JsonObject) -> bool:
         return "price_is_none" in c["warnings"]
 
     # Among runs whose cost (time) shows the same to two significant figures, one with a
-    # caveat (ROCm, an uncertain price) ranks after one without (issue 16).
+    # caveat (ROCm, an uncertain price) ranks after one without.
     def cost_key(c: JsonObject) -> float:
         key: float = c["time_hours"] if unpriced(c) else c["cost_usd"]
         return key

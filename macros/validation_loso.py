@@ -98,7 +98,7 @@ def validation_loso_figure(lang: str, stat: str, group: str = "measured", fit: s
 
 
 MEMORY_TARGETS = {"median": 0.08, "p90": 0.18, "max": 0.35}
-"""Issue 13's targets for the held-out error on measured rows."""
+"""The targets for the held-out error on measured rows, as fractions."""
 
 
 def targets_sentence(lang: str, figures: dict[str, float], targets: dict[str, float]) -> str:

@@ -251,7 +251,7 @@ def test_model_arch_small_hand_count():
 
 
 def test_moe_time_uses_active_parameters_dense_of_same_total_does_not():
-    """Issue 15: memory holds every expert, compute runs the top-k. A Mixtral-shaped model and a
+    """Mixture of experts: memory holds every expert, compute runs the top-k. A Mixtral-shaped model and a
     dense model with the same expert width in one MLP hold the same parameters (to the router's
     hidden*experts per block) but an MoE token multiplies through 2 of its 8 experts."""
     from calc.memory import estimate_dict

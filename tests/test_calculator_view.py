@@ -544,7 +544,7 @@ def test_fractions_shown_as_percentages_drop_the_typing_hint(lang):
         assert s["labels"][key + "_shown"] in html and "0–1" not in s["labels"][key + "_shown"]
 
 
-# ---------------------------------------------------------------- verdict (issue 16)
+# ---------------------------------------------------------------- verdict
 
 
 @pytest.mark.parametrize(("value", "unit", "lang", "expected"), [
@@ -592,7 +592,7 @@ def test_verdict_state_from_the_engine_else_from_the_booleans(fits, without_marg
     result = calc.run("plan", dict(calculator.default_request(), gpu="rtx-4090"))["result"]
     fit = result["fits"]["rtx-4090"]
     fit.update(fits=fits, fits_without_margin=without_margin)
-    fit.pop("verdict", None)  # the engine's, when it has one (issue 13)
+    fit.pop("verdict", None)  # the engine's, when it has one
     if engine is not None:
         fit["verdict"] = engine
     renderer = view.Renderer(result, "es", STRINGS["es"])
@@ -600,7 +600,7 @@ def test_verdict_state_from_the_engine_else_from_the_booleans(fits, without_marg
     assert STRINGS["es"]["ui"]["verdict_" + expected] in _verdict_text(result, "es")
 
 
-# ---------------------------------------------------------------- recommendations (issue 16)
+# ---------------------------------------------------------------- recommendations
 
 
 def test_recommendations_show_one_row_per_card_with_equal_shardings_merged():

@@ -355,7 +355,7 @@ def test_absurd_sizes_are_refused_with_the_key(key, value):
     assert (err.value.code, err.value.field) == ("config_invalid_value", f"hf_config.{key}")
 
 
-# ---- issue 15 families: qwen3, qwen3_moe, gemma3(_text), llama4 text, gpt_oss, phi3/phi4, smollm3 ----
+# ---- newer families: qwen3, qwen3_moe, gemma3(_text), llama4 text, gpt_oss, phi3/phi4, smollm3 ----
 
 NEW_FAMILIES = {
     "gpt_oss": {"model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 48,

@@ -22,7 +22,7 @@ def lora_trainable_params(arch, rank: int, targets: object = ALL_LINEAR,
 GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "vocab_size": 50257}
 
 CASES = [
-    # LitGPT / the issue: 32 * 2 * 8 * (4096 + 4096)
+    # LitGPT: 32 * 2 * 8 * (4096 + 4096)
     ("llama-2-7b", 8, ("q_proj", "v_proj"), 4_194_304),
     # peft's print_trainable_parameters for Llama-2-7B, r=16, all-linear:
     # 32 * 16 * (4*(4096+4096) + 2*(4096+11008) + (11008+4096))
@@ -106,7 +106,7 @@ def test_subset_never_exceeds_all_linear(targets):
     assert 0 < lora_trainable_params(arch, 8, targets) <= lora_trainable_params(arch, 8, "all-linear")
 
 
-# ---- mixture of experts (issue 15): attention only vs experts, by hand and against peft ----------
+# ---- mixture of experts: attention only vs experts, by hand and against peft --------------------
 
 TINY_GPT_OSS = {"model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 48,
                 "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -246,7 +246,7 @@ def test_fused_3d_refuses_half_of_gate_up(targets, missing):
 def test_fused_3d_trainable_counts_equal_peft(hf_stack, cfg, lora, targets):
     """peft 0.21 on transformers 5.17 converts transformers-4 expert targets to the 3-D
     expert tensors (``_convert_peft_config_moe``): calc's ``fused-3d`` layout counts exactly
-    what it trains (the former known difference of ``2 r E I`` per block is gone)."""
+    what it trains."""
     assert _peft_trainable(hf_stack, cfg, **lora) == lora_trainable_params(
         arch_from_hf_config(cfg), 4, targets, "fused-3d")
 

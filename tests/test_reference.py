@@ -1,4 +1,4 @@
-"""The site's one reference setup (``calc.reference``, issue 17): what it is, the configuration
+"""The site's one reference setup (``calc.reference``): what it is, the configuration
 the summary matrix names for each cell, and that every page quotes that setup (the built site)."""
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ def test_compile_share_is_the_fit(results):
     assert "23" not in fit.test_rows and "24" in fit.test_rows
 
 
-# ---- leave-one-source-out, calibrated ranges, the guarded headline (issue 13) ---------------
+# ---- leave-one-source-out, calibrated ranges, the guarded headline --------------------------
 
 from accuracy import memory_loso as lm  # noqa: E402
 
@@ -265,16 +265,10 @@ def test_ranges_are_calibrated_on_held_out_sources(loso):
 
 
 ACCEPTED_LOSO = {"median": 0.041, "p90": 0.184}
-"""The last accepted leave-one-source-out figures on measured rows (2026-11-30, issue 13:
-76 rows with the Hugging Face stack rows 123-140 and the library profiles: median 6.7 %,
-p90 20.0 %; on the torchtune and LitGPT rows alone, before them: 4.3 % and 19.6 %; then
-LitGPT's held previous micro-batch, 4-bit output layer, fp16 dequantization and FSDP1
-root gradient counted: median 4.1 %, p90 19.5 %; the FSDP1 wrap floor, fsdp_wrap_floor,
-left the held-out median at 4.1 % and p90 at 19.5 %; torchtune's README corrections and
-its fp32 logits moved them to 4.7 % and 19.2 %; torchtune's FSDP1-era recipes, which load and
-wrap like Answer.AI's, given the wrap floor: median 4.1 %, p90 18.4 %). New rows
-change the yardstick: a commit that adds rows may move these values, saying so; a commit that
-changes the model may not make them worse by more than a point."""
+"""The accepted leave-one-source-out figures on measured rows (median, 90th percentile of the
+absolute error; the history of how they moved is in git). New rows change the yardstick: a
+commit that adds rows may move these values, saying so; a commit that changes the model may
+not make them worse by more than a point."""
 
 
 def test_headline_loso_error_not_worse_than_accepted(loso):
