@@ -87,6 +87,16 @@ def test_script_content_cannot_close_the_element():
     assert json.loads(html[html.index(">") + 1: html.rindex("<")]) == {"a": "</script><x>"}
 
 
+def test_element_builder_the_guides_share():
+    """``el`` leaves out an attribute that is None or False and writes True bare (``=""``);
+    ``svg_number`` writes a coordinate with two decimals at most."""
+    from calc_view.html import el, svg_number
+
+    node = el("details", {"open": True, "hidden": False, "id": None, "class": "x"}, "a", el("br"))
+    assert view.to_html(node) == '<details open="" class="x">a<br></details>'
+    assert [svg_number(x) for x in (0, 1.0, 2.345, 10.5, 3.10)] == ["0", "1", "2.35", "10.5", "3.1"]
+
+
 
 
 CHANGES = [

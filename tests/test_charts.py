@@ -368,3 +368,21 @@ def test_built_guides_carry_the_charts(built_site, prefix):
     for page in (vram, cloud):
         ids = re.findall(r'\bid="([^"]+)"', page)
         assert len(ids) == len(set(ids)), "repeated ids"
+
+
+def test_table_renderer_takes_rows_and_element_trees():
+    """``macros.tables.render``: a list of row dicts in; a ``node`` cell is an element tree,
+    escaped like every text; a row without a column's key stops the build."""
+    from calc_view.html import el
+    from macros.tables import SOURCE, Col, render
+
+    rows = [{"name": "<b>", "n": 2, "note": (el("a", {"href": "#x"}, "1"), " & more"),
+             SOURCE: {"command": "gpu", "id": "l4"}}]
+    cols = [Col("name", "col.gpu", "text", row_header=True), Col("n", "col.rows", "int"),
+            Col("note", "col.source_note", "node")]
+    markup = render(rows, cols, "en", "t", "caption.gpu_prices")
+    assert "<b>" not in markup and '<th scope="row">&lt;b&gt;</th>' in markup
+    assert '<td><a href="#x">1</a> &amp; more</td>' in markup
+    assert [c["value"] for c in cells(markup)] == [2.0]
+    with pytest.raises(KeyError):
+        render([{"name": "x"}], cols, "en", "t", "caption.gpu_prices")
