@@ -81,7 +81,7 @@ def response_fields(env, command: str) -> str:
     from calc.cli.messages import Messages
 
     lang = page_language(env)
-    response = calc.estimate(REQUEST) if command == "estimate" else calc.plan(PLAN_REQUEST)
+    response = calc.estimate(REQUEST) if command == "estimate" else calc.plan_setup(PLAN_REQUEST)
     msg = Messages(lang)
     head = _head(lang)
     rows = [f"| {head[2]} | {head[3]} | {head[4]} |", "|---|---|---|"]
@@ -135,7 +135,7 @@ def api_example(env) -> str:
     import calc
 
     est = calc.estimate(REQUEST)
-    result = calc.plan(PLAN_REQUEST)
+    result = calc.plan_setup(PLAN_REQUEST)
     return (f"{est['peak_allocated_bytes']} {est['peak_phase']}\n"
             f"{result['fits_selected_gpu']} {result['recommendations']['cheapest']}")
 

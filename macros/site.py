@@ -1,4 +1,4 @@
-"""Helpers every macros module shares: the page language."""
+"""Helpers every macros module shares: the page language, and declaring macros."""
 
 from __future__ import annotations
 
@@ -17,3 +17,18 @@ def page_language(env) -> str:
     if language not in LANGS:
         raise ValueError(f"unsupported page language {language!r}")
     return language
+
+
+def bind_all(env, names, namespace: dict) -> None:
+    """Declare each function ``names`` of ``namespace`` as a macro of ``env`` (mkdocs-macros),
+    with the page language as its first argument."""
+    import functools
+
+    def bind(fn):
+        @functools.wraps(fn)
+        def macro(*args, **kwargs):
+            return fn(page_language(env), *args, **kwargs)
+        return macro
+
+    for name in names:
+        env.macro(bind(namespace[name]), name)

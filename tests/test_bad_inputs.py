@@ -1,6 +1,6 @@
 """The bad-input list (``tests/data/bad_inputs.json``) run against every way in: the CLI (its
 JSON, and its one line on a terminal in the reader's language), the Python API
-(``calc.estimate`` / ``calc.plan``, and the worker's JSON entry ``calc_view.session``) and
+(``calc.estimate`` / ``calc.plan_setup``, and the worker's JSON entry ``calc_view.session``) and
 the calculator's form (``form-state.js`` under Node builds the request from the URL, then
 ``calc.run`` answers it, as the page's worker does). Each case names the error (code, field,
 value), the warning, or the values the response must echo; see the file's ``about``."""
@@ -123,7 +123,7 @@ def test_cli_terminal_words(case_id, tmp_path):
 @pytest.mark.parametrize("case_id", _ids("request"))
 def test_python_api(case_id):
     case = BY_ID[case_id]
-    call = calc.estimate if case["command"] == "estimate" else calc.plan
+    call = calc.estimate if case["command"] == "estimate" else calc.plan_setup
     if "error" in case:
         with pytest.raises(CalcError) as raised:
             call(case["request"])
@@ -231,5 +231,5 @@ def test_a_rank_at_the_hidden_size_and_a_dataset_of_one_step_warn_of_nothing():
     assert "lora_rank_above_hidden" in calc.estimate({"model": "llama-3.1-8b", "lora_rank": 4097})["warnings"]
     assert "lora_rank_above_hidden" not in calc.estimate({"model": "llama-3.1-8b", "method": "full",
                                                           "lora_rank": 65536})["warnings"]
-    assert "dataset_tokens_below_one_step" not in calc.plan({**base, "dataset_tokens": 8192})["warnings"]
-    assert "dataset_tokens_below_one_step" in calc.plan({**base, "dataset_tokens": 8191})["warnings"]
+    assert "dataset_tokens_below_one_step" not in calc.plan_setup({**base, "dataset_tokens": 8192})["warnings"]
+    assert "dataset_tokens_below_one_step" in calc.plan_setup({**base, "dataset_tokens": 8191})["warnings"]

@@ -87,6 +87,16 @@ def test_script_content_cannot_close_the_element():
     assert json.loads(html[html.index(">") + 1: html.rindex("<")]) == {"a": "</script><x>"}
 
 
+def test_element_builder_the_guides_share():
+    """``el`` leaves out an attribute that is None or False and writes True bare (``=""``);
+    ``svg_number`` writes a coordinate with two decimals at most."""
+    from calc_view.html import el, svg_number
+
+    node = el("details", {"open": True, "hidden": False, "id": None, "class": "x"}, "a", el("br"))
+    assert view.to_html(node) == '<details open="" class="x">a<br></details>'
+    assert [svg_number(x) for x in (0, 1.0, 2.345, 10.5, 3.10)] == ["0", "1", "2.35", "10.5", "3.1"]
+
+
 
 
 CHANGES = [
@@ -545,7 +555,7 @@ def test_fractions_shown_as_percentages_drop_the_typing_hint(lang):
         assert s["labels"][key + "_shown"] in html and "0–1" not in s["labels"][key + "_shown"]
 
 
-# ---------------------------------------------------------------- verdict (issue 16)
+# ---------------------------------------------------------------- verdict
 
 
 @pytest.mark.parametrize(("value", "unit", "lang", "expected"), [
@@ -593,7 +603,7 @@ def test_verdict_state_from_the_engine_else_from_the_booleans(fits, without_marg
     result = calc.run("plan", dict(calculator.default_request(), gpu="rtx-4090"))["result"]
     fit = result["fits"]["rtx-4090"]
     fit.update(fits=fits, fits_without_margin=without_margin)
-    fit.pop("verdict", None)  # the engine's, when it has one (issue 13)
+    fit.pop("verdict", None)  # the engine's, when it has one
     if engine is not None:
         fit["verdict"] = engine
     renderer = view.Renderer(result, "es", STRINGS["es"])
@@ -601,7 +611,7 @@ def test_verdict_state_from_the_engine_else_from_the_booleans(fits, without_marg
     assert STRINGS["es"]["ui"]["verdict_" + expected] in _verdict_text(result, "es")
 
 
-# ---------------------------------------------------------------- recommendations (issue 16)
+# ---------------------------------------------------------------- recommendations
 
 
 def test_recommendations_show_one_row_per_card_with_equal_shardings_merged():

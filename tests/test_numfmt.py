@@ -94,7 +94,7 @@ def test_every_kind_has_positive_divisor():
      (7.26, "7,3", "7.3", 7.3), (12_345.0, f"12{NNBSP}000", "12,000", 12_000.0)],
 )
 def test_costs_in_prose_are_rounded_to_two_figures(raw, es, en, shown):
-    """``usd_approx``: a cost in running text shows two significant figures (issue 17), and
+    """``usd_approx``: a cost in running text shows two significant figures, and
     the browser tests' parser reads back exactly that value."""
     assert format_kind(raw, "usd_approx", "es") == es
     assert format_kind(raw, "usd_approx", "en") == en
