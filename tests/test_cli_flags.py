@@ -128,7 +128,7 @@ def test_bad_flags_on_a_terminal_name_the_allowed_values():
     rc, out, err = run_main(["estimate", "--model", "llama-3.1-8b", "--method", "bogus", "--lang", "en"],
                             tty=True)
     assert rc == 2 and out == ""
-    assert err == ("error [unknown_value]: Method (method): Unknown option. 'bogus'; "
+    assert err == ("error [unknown_value]: Method (method) = 'bogus': Unknown option; "
                    "allowed values: full, lora, qlora\n")
     rc, out, err = run_main(["estimate", "--model", "qwen9-8b", "--lang", "es"], tty=True)
     assert rc == 2 and "qwen" in err.split("qwen9-8b")[1] and "presets" in err

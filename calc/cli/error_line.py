@@ -21,6 +21,8 @@ RANGE_CODES = ("out_of_range", "not_positive", "not_integer", "not_number")
 # the codes whose message names a file and whose detail says why (a parser's message)
 DETAIL_CODES = ("bad_arguments", "request_not_json", "request_unreadable", "config_unreadable",
                 "config_invalid_values", "config_format_mismatch")
+# codes whose value is a list the detail spells out key by key
+LISTED_IN_DETAIL = ("config_invalid_values",)
 # more values than fit in a line: the closest ones and where to see them all
 MAX_LISTED = 12
 
@@ -111,17 +113,21 @@ def _argv_text(detail: str, msg: Messages) -> str:
 def error_line(err: CalcError, out: JsonObject, msg: Messages, flags: list[str]) -> str:
     """The terminal's line for ``err`` (``out``: its JSON form, with ``allowed`` where known)."""
     text = msg.message("error." + err.code, err.code)
-    line = f"{msg.text('error.prefix')} [{err.code}]: {_field_text(err.field, msg)}{text}"
+    field = _field_text(err.field, msg)
     if text.endswith(":") and err.field and "." in err.field:
-        line += " " + err.field.rsplit(".", 1)[1]  # the key the message ends by naming
+        line = f"{field}{text} " + err.field.rsplit(".", 1)[1]  # the key the message ends by naming
         if err.value is not None:
             line += f" = {out['value']!r}"
     elif err.code == "duplicate_key":
-        line += f" {out['value']!r}"
+        line = f"{field}{text} {out['value']!r}"
     elif err.code == "bad_arguments" and err.detail:
-        line += f" ({_argv_text(err.detail, msg)})"
-    elif err.value is not None:
-        line += f" {out['value']!r}"
+        line = f"{field}{text} ({_argv_text(err.detail, msg)})"
+    elif err.value is not None and err.code not in LISTED_IN_DETAIL:
+        # the value beside its field: "Sequence length (seq_len) = 1000000000: Value out of ..."
+        line = f"{field[:-2]} = {out['value']!r}: {text}" if field else f"{out['value']!r}: {text}"
+    else:
+        line = f"{field}{text}"
+    line = f"{msg.text('error.prefix')} [{err.code}]: {line}"
     if err.detail and err.code in DETAIL_CODES and err.code != "bad_arguments":
         line += f" ({err.detail})"
     hints: list[str] = []
@@ -134,6 +140,8 @@ def error_line(err: CalcError, out: JsonObject, msg: Messages, flags: list[str])
         if accepted:
             hints.append(accepted)
     hints += _allowed_hints(err, out, msg)
+    if hints and line.endswith("."):
+        line = line[:-1]  # the hints continue the sentence
     return "; ".join([line, *hints])
 
 
