@@ -1,8 +1,9 @@
 """Request -> each format: the keys calc models, under a comment header, to merge into the
 user's own file. Importing the output gives back the same request (tested per format).
 
-The text is written without PyYAML: every value is a JSON scalar, list or mapping, which
-YAML reads as written (block mappings, JSON-style flow lists and quoted strings)."""
+YAML is written by PyYAML's safe dumper, the library that reads it back (it ships in the
+browser bundle; without it a YAML export is the coded error ``yaml_unavailable``, as a YAML
+import is). DeepSpeed's format is JSON."""
 
 from __future__ import annotations
 
@@ -32,20 +33,17 @@ def _full(request: JsonObject) -> JsonObject:
     return out
 
 
-def _scalar(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False)
+def _yaml(data: JsonObject) -> list[str]:
+    """``data`` as YAML lines, keys in the order the exporter chose."""
+    try:
+        import yaml
+    except ImportError:
+        from .loading import yaml_unavailable
 
-
-def _yaml(data: JsonObject, indent: int = 0) -> list[str]:
-    lines = []
-    pad = " " * indent
-    for key, value in data.items():
-        if isinstance(value, dict):
-            lines.append(f"{pad}{key}:")
-            lines.extend(_yaml(value, indent + 2))
-        else:
-            lines.append(f"{pad}{key}: {_scalar(value)}")
-    return lines
+        raise yaml_unavailable() from None
+    text: str = yaml.safe_dump(data, sort_keys=False, allow_unicode=True,
+                               default_flow_style=False, width=100)
+    return text.rstrip("\n").split("\n")
 
 
 def _header(fmt: str, req: JsonObject, notes: list[str]) -> list[str]:

@@ -36,6 +36,12 @@ _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _loader_class: type[yaml.SafeLoader] | None = None
 
 
+def yaml_unavailable() -> InputError:
+    """The coded error of a YAML read or write without PyYAML installed."""
+    return InputError("yaml_unavailable", "config", None,
+                      "PyYAML is not installed; paste JSON or install pyyaml")
+
+
 def _safe_loader() -> type[yaml.SafeLoader]:
     """A ``yaml.SafeLoader`` subclass with depth and expansion bounds, built on first use."""
     global _loader_class
@@ -44,8 +50,7 @@ def _safe_loader() -> type[yaml.SafeLoader]:
     try:
         import yaml
     except ImportError:
-        raise InputError("yaml_unavailable", "config", None,
-                         "PyYAML is not installed; paste JSON or install pyyaml") from None
+        raise yaml_unavailable() from None
 
     class BoundedSafeLoader(yaml.SafeLoader):
         # timestamps stay text: a date in a run name must not turn into a datetime
