@@ -1,9 +1,8 @@
 """JSON Schema (draft 2020-12) of the estimate and plan requests, generated from the field tables.
 
-Every property comes from :data:`calc.request.ESTIMATE_FIELDS` / :data:`calc.plan.PLAN_FIELDS`
-through :func:`calc.cli.fields.field_specs` (the same description the CLI's flags are built
-from), with the English help text of the CLI as its ``description``; preset and card ids come
-from the catalogues. ``python -m calc schema estimate|plan`` prints them; the site publishes them
+Every property comes from the request's field registry (:data:`calc.fields.FIELDS`, which the
+CLI's flags are built from too), with the English help text of the message catalogue as its
+``description``; preset and card ids come from the catalogues. ``python -m calc schema estimate|plan`` prints them; the site publishes them
 as ``schema/estimate-request.schema.json`` and ``schema/plan-request.schema.json``.
 
 What a schema cannot say, and the parser still checks:
@@ -20,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cli.fields import FieldSpec, field_specs
+from .fields import FieldSpec, field_specs
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 FILE_NAMES = {"estimate": "estimate-request.schema.json", "plan": "plan-request.schema.json"}
@@ -70,23 +69,22 @@ def request_schema(command: str) -> dict[str, Any]:
     if command not in FILE_NAMES:
         raise ValueError(command)
     from . import __version__
-    from .cli.helptext import default_text
-    from .cli.messages import Messages
+    from .catalogue import catalogue
 
-    msg = Messages("en")
+    words = catalogue("en")
     properties: dict[str, Any] = {}
     required = []
     for spec in field_specs(command):
-        prop = {"description": msg.help(spec.key) or msg.label(spec.key), **property_schema(spec)}
-        unit = msg.unit(spec.key)
+        description = words.get(spec.help_id, None, "long") or words.get(spec.label_id, spec.key, "long")
+        prop = {"description": description, **property_schema(spec)}
+        unit = words.get(spec.unit_id, None, "long")
         if unit:
             prop["description"] += f" Unit: {unit}."
         if spec.required:
             required.append(spec.key)
-        elif spec.default is not None or spec.optional:
+        else:  # a key without a default is required or optional (null: calc picks)
+            assert spec.default is not None or spec.optional, spec.key
             prop["default"] = spec.default
-        elif spec.kind not in ("model", "gpu"):
-            prop["description"] += f" Default: {default_text(spec, msg)}."
         properties[spec.key] = prop
     return {
         "$schema": DIALECT,

@@ -17,7 +17,7 @@ def _e(es: str, en: str, source) -> dict:
     return {"es": es, "en": en, "source": source}
 
 
-# the source of every input bound in calc/request.py and calc/plan.py
+# the source of every input bound in calc/fields.py
 VALIDATION_LIMIT = {"es": "Límite de validación", "en": "Validation limit"}
 
 
@@ -468,30 +468,30 @@ CONSTANTS: dict[str, dict] = {
         "Card counts the recommendation explores (with DDP, ZeRO-2 and ZeRO-3 from 2 up).",
         {"es": "Tamaños habituales de instancia en la nube", "en": "Usual cloud instance sizes"}),
     # --- limits --------------------------------------------------------------------------
-    "calc.request.MAX_SEQ_LEN": _e(
+    "calc.fields.MAX_SEQ_LEN": _e(
         "Longitud de secuencia máxima aceptada (por encima de las ventanas de contexto "
         "publicadas más largas).",
         "Largest sequence length accepted (above the longest published context windows).",
         VALIDATION_LIMIT),
-    "calc.request.MAX_MICRO_BATCH": _e(
+    "calc.fields.MAX_MICRO_BATCH": _e(
         "Micro-batch máximo aceptado.", "Largest micro-batch accepted.",
         VALIDATION_LIMIT),
-    "calc.request.MAX_LORA_RANK": _e(
+    "calc.fields.MAX_LORA_RANK": _e(
         "Rango LoRA máximo aceptado.", "Largest LoRA rank accepted.",
         VALIDATION_LIMIT),
-    "calc.request.MAX_GPUS": _e(
+    "calc.fields.MAX_GPUS": _e(
         "Número máximo de GPU aceptado.", "Largest GPU count accepted.",
         VALIDATION_LIMIT),
-    "calc.request.MAX_ACCUMULATION": _e(
+    "calc.fields.MAX_ACCUMULATION": _e(
         "Pasos de acumulación de gradientes máximos aceptados.",
         "Largest number of gradient accumulation steps accepted.",
         VALIDATION_LIMIT),
-    "calc.plan.MAX_DATASET_TOKENS": _e(
+    "calc.fields.MAX_DATASET_TOKENS": _e(
         "Tokens máximos del conjunto de datos (más que cualquier corpus publicado: sería una "
         "errata).",
         "Largest dataset size in tokens (more than any published corpus: it would be a typo).",
         VALIDATION_LIMIT),
-    "calc.plan.MAX_STARTS": _e(
+    "calc.fields.MAX_STARTS": _e(
         "Número máximo de arranques aceptado.", "Largest number of starts accepted.",
         VALIDATION_LIMIT),
 }
