@@ -607,6 +607,7 @@ FIELDS: tuple[FieldSpec, ...] = (
 """Every request key, estimate's then plan's."""
 
 BY_KEY: dict[str, FieldSpec] = {spec.key: spec for spec in FIELDS}
+_BEHAVIOUR_KEYS = frozenset(spec.key for spec in FIELDS if spec.group == BEHAVIOUR)
 
 
 def field_specs(command: str) -> list[FieldSpec]:
@@ -626,14 +627,85 @@ def keys(group: str) -> tuple[str, ...]:
     return tuple(spec.key for spec in FIELDS if spec.group == group)
 
 
+BEHAVIOUR_OBJECT = "behaviour"
+"""The request key that holds the library behaviours:
+``{"model": ..., "framework": "hf-trainer", "behaviour": {"qlora_keeps_inputs": true}}``."""
+
+
+def _same(a: object, b: object) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def migrate_request(data: object) -> object:
+    """A request in its current shape: every library behaviour (group ``behaviour``) under
+    :data:`BEHAVIOUR_OBJECT`, the reader's and the plan's keys on top.
+
+    The one rule for older requests and older shared links, which give behaviours as top-level
+    keys (as the CLI's flags, the config importers and the calculator's URL still name them):
+    such a key moves into the object. A key given both ways with two different values is
+    refused (``key_given_twice``): calc does not guess which one was meant. Anything else is
+    returned unchanged, for the parser to judge (not an object, ``behaviour`` not an object)."""
+    if not isinstance(data, dict):
+        return data
+    moved = {key: value for key, value in data.items() if key in _BEHAVIOUR_KEYS}
+    if not moved:
+        return data
+    nested = data.get(BEHAVIOUR_OBJECT, {})
+    if not isinstance(nested, dict):
+        return data
+    for key, value in moved.items():
+        if key in nested and not _same(nested[key], value):
+            raise InputError("key_given_twice", key, value, extra={"behaviour": nested[key]})
+    out = {key: value for key, value in data.items() if key not in moved and key != BEHAVIOUR_OBJECT}
+    out[BEHAVIOUR_OBJECT] = {**nested, **moved}
+    return out
+
+
+def given_fields(data: object, fields: dict[str, FieldSpec]) -> JsonObject:
+    """The keys a request gives, behaviours taken out of their object, checked against
+    ``fields`` (unknown keys, a missing model; values are checked later, one by one):
+    ``{key: value}``, in the request's order."""
+    data = migrate_request(data)
+    if not isinstance(data, dict):
+        raise InputError("request_not_object", None, type(data).__name__)
+    given: JsonObject = {}
+    for key, value in data.items():
+        if key == BEHAVIOUR_OBJECT:
+            if not isinstance(value, dict):
+                raise InputError("wrong_type", BEHAVIOUR_OBJECT, value)
+            for inner, inner_value in value.items():
+                if inner not in _BEHAVIOUR_KEYS or inner not in fields:
+                    raise InputError("unknown_key", f"{BEHAVIOUR_OBJECT}.{inner}", None)
+                given[inner] = inner_value
+        elif key not in fields:
+            raise InputError("unknown_key", str(key), None)
+        else:
+            given[key] = value
+    if "model" in fields and "model" not in given:
+        raise InputError("missing_field", "model", None)
+    return given
+
+
+def with_changes(request: JsonObject, changes: JsonObject) -> JsonObject:
+    """``request`` with ``changes`` winning over what it says, key by key, behaviours included,
+    whichever shape each is in (a request file, then a config import, then flags)."""
+    before, after = migrate_request(request), migrate_request(changes)
+    assert isinstance(before, dict) and isinstance(after, dict), (request, changes)
+    out = {**before, **after}
+    inner, outer = before.get(BEHAVIOUR_OBJECT), after.get(BEHAVIOUR_OBJECT)
+    if isinstance(inner, dict) and isinstance(outer, dict):
+        out[BEHAVIOUR_OBJECT] = {**inner, **outer}
+    return out
+
+
 def defaults(command: str) -> JsonObject:
     """``{key: default}`` of a command's request (``None`` where calc picks or the key is required)."""
     return {spec.key: spec.default for spec in field_specs(command)}
 
 
 __all__ = [
-    "AdapterDtype", "Attention", "BEHAVIOUR", "BY_KEY", "CpuOffload", "FIELDS", "FieldSpec", "GROUPS",
+    "AdapterDtype", "Attention", "BEHAVIOUR", "BEHAVIOUR_OBJECT", "BY_KEY", "CpuOffload", "FIELDS", "FieldSpec", "GROUPS",
     "KINDS", "Method", "ModulesToSave", "MoeExpertLayout", "Optimizer", "PLAN", "Precision", "READER",
     "Sharding", "check_bool", "check_enum", "check_fraction", "check_int", "check_number",
-    "defaults", "field_specs", "keys", "spec_by_key",
+    "defaults", "field_specs", "given_fields", "keys", "migrate_request", "spec_by_key", "with_changes",
 ]

@@ -16,8 +16,8 @@ from .errors import CalcError, ConfigError, InputError
 from .fields import (BY_KEY, MAX_ACCUMULATION, MAX_GPUS, MAX_LORA_RANK, MAX_MICRO_BATCH, MAX_SEQ_LEN,
                      PLAN, AdapterDtype, Attention, CpuOffload, FieldSpec, LegacySpec, Method,
                      ModulesToSave, MoeExpertLayout, Optimizer, Precision, Sharding, check_bool,
-                     check_enum, check_fraction, check_int, check_number, field_specs, int_range,
-                     number_range)
+                     check_enum, check_fraction, check_int, check_number, field_specs, given_fields,
+                     int_range, number_range)
 from .frameworks import PROFILES, Framework, apply_profile
 from .jsontypes import JsonObject
 
@@ -118,24 +118,20 @@ def resolve_model(value: object) -> tuple[ModelArch, str]:
 
 
 def parse_fields(data: object, fields: dict[str, FieldSpec]) -> JsonObject:
-    """Check the keys of ``data`` against ``fields`` and fill the defaults."""
-    if not isinstance(data, dict):
-        raise InputError("request_not_object", None, type(data).__name__)
-    for key in data:
-        if key not in fields:
-            raise InputError("unknown_key", str(key), None)
-    if "model" in fields and "model" not in data:
-        raise InputError("missing_field", "model", None)
-    return {key: data.get(key, spec.default) for key, spec in fields.items()}
+    """Check the keys of ``data`` against ``fields`` and fill the defaults (behaviours taken
+    out of their object: :func:`calc.fields.given_fields`)."""
+    given = given_fields(data, fields)
+    return {key: given.get(key, spec.default) for key, spec in fields.items()}
 
 
 def parse_estimate_request(data: object, command: str = "estimate") -> EstimateRequest:
     """Validate a request dict; ``command="plan"`` allows the plan's keys too, which
     :func:`calc.plan.parse_plan_options` checks."""
     fields = {spec.key: spec for spec in field_specs(command)}
-    values = parse_fields(data, fields)
+    given = given_fields(data, fields)
+    values = {key: given.get(key, spec.default) for key, spec in fields.items()}
     framework = check_enum("framework", values["framework"], Framework)
-    apply_profile(values, data, framework)
+    apply_profile(values, given, framework)
     arch, model_id = resolve_model(values["model"])
     kwargs: JsonObject = {"model": arch, "model_id": model_id}
     for key, spec in fields.items():
@@ -145,7 +141,7 @@ def parse_estimate_request(data: object, command: str = "estimate") -> EstimateR
         from .lora import as_stored_3d  # experts as 3-D tensors: QLoRA leaves them in 16 bits
 
         kwargs["model"] = as_stored_3d(arch)
-    kwargs["profile_keys"] = tuple(k for k in PROFILES[framework] if k not in data)  # type: ignore[operator]  # a dict: parse_fields checked it
+    kwargs["profile_keys"] = tuple(k for k in PROFILES[framework] if k not in given)
     return EstimateRequest(**kwargs)
 
 

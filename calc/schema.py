@@ -10,6 +10,8 @@ What a schema cannot say, and the parser still checks:
 - a whole number must be written without a fraction (``2``, not ``2.0``): JSON Schema counts
   ``2.0`` as an integer, calc's parser refuses it (``not_integer``);
 - ``lora_targets`` must name linear modules of the chosen model (``unknown_lora_target``);
+- a library behaviour given both on top (as older requests do) and under ``behaviour`` must have
+  one value (``key_given_twice``);
 - ``model.hf_config`` must be a config.json calc can read (``calc.hf_config``): the schema only
   says it is an object;
 - the memory model may still refuse a valid request it cannot estimate.
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fields import FieldSpec, field_specs
+from .fields import BEHAVIOUR, BEHAVIOUR_OBJECT, FieldSpec, field_specs
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 FILE_NAMES = {"estimate": "estimate-request.schema.json", "plan": "plan-request.schema.json"}
@@ -73,6 +75,7 @@ def request_schema(command: str) -> dict[str, Any]:
 
     words = catalogue("en")
     properties: dict[str, Any] = {}
+    behaviours: dict[str, Any] = {}  # filled as the keys come
     required = []
     for spec in field_specs(command):
         description = words.get(spec.help_id, None, "long") or words.get(spec.label_id, spec.key, "long")
@@ -85,7 +88,14 @@ def request_schema(command: str) -> dict[str, Any]:
         else:  # a key without a default is required or optional (null: calc picks)
             assert spec.default is not None or spec.optional, spec.key
             prop["default"] = spec.default
+        if spec.group == BEHAVIOUR:  # its place is the behaviour object; on top it still works
+            behaviours[spec.key] = prop
+            prop = {**prop, "deprecated": True}
         properties[spec.key] = prop
+        if spec.key == "framework":  # the object the framework's profile fills, next to it
+            properties[BEHAVIOUR_OBJECT] = {
+                "description": words.message("help.behaviour", "long"), "type": "object",
+                "additionalProperties": False, "properties": behaviours}
     return {
         "$schema": DIALECT,
         "$id": FILE_NAMES[command],

@@ -8,7 +8,8 @@ import re
 
 KEYWORDS = {"$schema", "$id", "title", "description", "default", "type", "enum", "minimum",
             "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern", "items", "minItems",
-            "properties", "required", "additionalProperties", "oneOf", "anyOf"}
+            "properties", "required", "additionalProperties", "oneOf", "anyOf",
+            "deprecated"}  # an annotation: nothing to check
 
 _TYPES = {
     "object": lambda v: isinstance(v, dict),

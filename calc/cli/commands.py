@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import CalcError, InputError
+from ..fields import with_changes
 from ..jsontypes import JsonObject
 from . import io
 from .fields import FieldSpec, field_specs
@@ -63,7 +64,7 @@ def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
         loaded = source.load(args)
         if loaded is None:
             continue
-        base = {**base, **loaded} if isinstance(base, dict) and isinstance(loaded, dict) else loaded
+        base = with_changes(base, loaded) if isinstance(base, dict) and isinstance(loaded, dict) else loaded
     overrides = flag_overrides(args, specs)
     hf_path = getattr(args, "hf_config", None)
     if hf_path is not None:
@@ -75,7 +76,7 @@ def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
         return overrides
     if not overrides or not isinstance(base, dict):
         return base  # a request that is not an object: calc names the problem
-    return {**base, **overrides}
+    return with_changes(base, overrides)
 
 
 # --- estimate -------------------------------------------------------------------------------------
