@@ -361,25 +361,30 @@ def _number(key: str, default: float | None, minimum: float, maximum: float, min
                      exclusive_minimum=not minimum_allowed, **more)  # type: ignore[arg-type]
 
 
+PEFT = ("lora", "qlora")  # methods with adapters
+QLORA = ("qlora",)
+FULL = ("full",)
+
 FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("model", "model", None, READER, required=True),
-    _enum("method", Method, 'lora', READER),
-    _int("lora_rank", 16, MAX_LORA_RANK, READER, methods=('lora', 'qlora')),
-    FieldSpec("lora_targets", "targets", 'all-linear', READER, methods=('lora', 'qlora')),
-    _bool("qlora_double_quant", True, READER, methods=('qlora',)),
-    _enum("precision", Precision, 'bf16-true', READER),
-    _enum("optimizer", Optimizer, 'adamw', READER),
+    _enum("method", Method, "lora", READER),
+    _int("lora_rank", 16, MAX_LORA_RANK, READER, methods=PEFT),
+    FieldSpec("lora_targets", "targets", "all-linear", READER, methods=PEFT),
+    _bool("qlora_double_quant", True, READER, methods=QLORA),
+    _enum("precision", Precision, "bf16-true", READER),
+    _enum("optimizer", Optimizer, "adamw", READER),
     _bool("optimizer_in_backward", False, READER),
     _int("micro_batch_size", 1, MAX_MICRO_BATCH, READER),
     _int("seq_len", 2048, MAX_SEQ_LEN, READER),
     _bool("gradient_checkpointing", True, READER),
-    _enum("attention", Attention, 'sdpa', READER),
+    _enum("attention", Attention, "sdpa", READER),
     _bool("chunked_loss", False, READER),
     _bool("activation_offload", False, READER),
     _int("num_gpus", 1, MAX_GPUS, READER),
-    _enum("sharding", Sharding, 'none', READER),
-    _enum("cpu_offload", CpuOffload, 'none', READER),
-    FieldSpec("lora_dropout", "fraction", 0.0, READER, minimum=0.0, maximum=1.0, exclusive_maximum=True, methods=('lora', 'qlora'), doc=(
+    _enum("sharding", Sharding, "none", READER),
+    _enum("cpu_offload", CpuOffload, "none", READER),
+    FieldSpec("lora_dropout", "fraction", 0.0, READER, minimum=0.0, maximum=1.0, exclusive_maximum=True,
+              methods=PEFT, doc=(
             "dropout on the adapter's input, ``0 <= p < 1``; peft's default "
             "``LoraConfig.lora_dropout = 0.0``. Above 0 each adapter keeps its dropout output and "
             "mask for backward (:mod:`calc.activations`).")),
@@ -388,12 +393,12 @@ FIELDS: tuple[FieldSpec, ...] = (
             "stay alive through the forward and backward of the next ones; with FSDP / ZeRO-2/3 "
             "on several GPUs, accumulation under ``no_sync`` keeps them unsharded "
             "(:func:`calc.states.accumulates_unsharded_gradients`).")),
-    _bool("qlora_keeps_inputs", False, BEHAVIOUR, methods=('qlora',), doc=(
+    _bool("qlora_keeps_inputs", False, BEHAVIOUR, methods=QLORA, doc=(
             "the 4-bit linears keep their input alive for backward, as bitsandbytes < 0.43.2 did "
             "(``MatMul4Bit.forward`` stored ``ctx.tensors = (A, B)``; removed by bitsandbytes PR "
             "#1270, July 2024). Default False: bitsandbytes >= 0.43.2 and torchao's NF4 keep only "
             "the weight.")),
-    _bool("frozen_weight_grads", False, BEHAVIOUR, methods=('lora', 'qlora'), doc=(
+    _bool("frozen_weight_grads", False, BEHAVIOUR, methods=PEFT, doc=(
             "LoRA / QLoRA where gradient memory is allocated for the frozen weights of the "
             "decoder blocks too: PyTorch FSDP (v1) with ``use_orig_params=True`` and wrap units "
             "that mix frozen and trainable parameters, whose gradient memory the PyTorch FSDP "
@@ -405,7 +410,7 @@ FIELDS: tuple[FieldSpec, ...] = (
             "gradients are reduce-scattered after every micro-batch (accelerate "
             "``GradientAccumulationPlugin(sync_each_batch=True)``, DeepSpeed ZeRO, torchtune's "
             "recipes); default False, accelerate's default, which uses ``no_sync``.")),
-    _bool("qlora_unchunked_quantization", False, BEHAVIOUR, methods=('qlora',), doc=(
+    _bool("qlora_unchunked_quantization", False, BEHAVIOUR, methods=QLORA, doc=(
             "the base weights are quantized to NF4 on the GPU in one pass per weight, as torchao "
             "before v0.2.0 did (``NF4Tensor.quantize_tensor_nearest`` on the whole flattened "
             "weight); the blocks that pass frees stay in PyTorch's cache and set a floor under "
@@ -433,7 +438,7 @@ FIELDS: tuple[FieldSpec, ...] = (
             "the pointwise work instead of saving it. A fitted share "
             "(:data:`calc.activations.COMPILE_KEPT_FRACTION`) of what could be recomputed stays; "
             "less certain than the rest of the model (methodology page). Default False: eager.")),
-    _enum("lora_adapter_dtype", AdapterDtype, 'base', BEHAVIOUR, methods=('lora', 'qlora'), doc=(
+    _enum("lora_adapter_dtype", AdapterDtype, "base", BEHAVIOUR, methods=PEFT, doc=(
             "``\"fp32\"`` keeps the LoRA / QLoRA adapters in fp32 when the base is 16-bit, as peft "
             "does by default (peft 0.21.0 ``get_peft_model(..., autocast_adapter_dtype=True)`` -> "
             "``tuners_utils.cast_adapter_dtype`` upcasts bf16/fp16 adapter weights to float32). "
@@ -456,7 +461,7 @@ FIELDS: tuple[FieldSpec, ...] = (
             "stay alive at the start of the loss backward. Default False: the loop keeps only the "
             "loss (Hugging Face ``Trainer.compute_loss`` returns the loss alone when "
             "``return_outputs=False``, and ``training_step`` drops the rest).")),
-    _bool("qlora_quant_state_replicated", False, BEHAVIOUR, methods=('qlora',), doc=(
+    _bool("qlora_quant_state_replicated", False, BEHAVIOUR, methods=QLORA, doc=(
             "QLoRA under ZeRO-3 / FSDP on several GPUs keeps the quantization statistics of every "
             "4-bit weight (absmax, and with double quantization its 8-bit absmax and their fp32 "
             "scales) whole on every GPU: bitsandbytes keeps them in ``Params4bit.quant_state``, a "
@@ -475,12 +480,13 @@ FIELDS: tuple[FieldSpec, ...] = (
             "(:func:`calc.memory.fsdp_wrap_reserved_bytes`, "
             ":data:`calc.memory.FSDP1_ALLOCATOR_SLACK_FRACTION`). Default False: no such floor, "
             "the generic slack.")),
-    _enum("framework", Framework, 'generic', READER, doc=(
-            "the training library, a profile of the keys above (:mod:`calc.frameworks`): "
-            "``generic`` (default: no profile, every key at its own default, the behaviour before "
-            "this key), ``hf-trainer``, ``hf-custom-loop``, ``torchtune``, ``litgpt``, "
-            "``unsloth``. The profile fills only keys the request leaves out.")),
-    _enum("moe_expert_layout", MoeExpertLayout, 'per-expert-modules', BEHAVIOUR, methods=('lora', 'qlora'), doc=(
+    _enum("framework", Framework, "generic", READER, doc=(
+            "the training library, a profile of the library behaviours (and of a few reader "
+            "keys: :attr:`FieldSpec.profiles`; :mod:`calc.frameworks`): ``generic`` (default: no "
+            "profile, every key at its own default), ``hf-trainer``, ``hf-custom-loop``, "
+            "``torchtune``, ``litgpt``, ``unsloth``. The profile fills only keys the request "
+            "leaves out.")),
+    _enum("moe_expert_layout", MoeExpertLayout, "per-expert-modules", BEHAVIOUR, methods=PEFT, doc=(
             "how MoE experts are stored, which decides what peft's LoRA does to them "
             "(:mod:`calc.lora`). ``\"per-expert-modules\"`` (default, today's behaviour): one "
             "``nn.Linear`` per expert matrix, as in transformers 4, each with its own adapter. "
@@ -496,7 +502,7 @@ FIELDS: tuple[FieldSpec, ...] = (
             "also stay in 16 bits (:func:`calc.lora.as_stored_3d`: bitsandbytes quantises "
             "``nn.Linear`` modules only). No effect on dense models, nor on gpt-oss / Llama 4, "
             "whose 3-D experts calc names directly.")),
-    _enum("lora_modules_to_save", ModulesToSave, 'none', READER, methods=('lora', 'qlora'), doc=(
+    _enum("lora_modules_to_save", ModulesToSave, "none", READER, methods=PEFT, doc=(
             "LoRA / QLoRA also trains the embedding, the output layer or both in full (peft "
             "``LoraConfig(modules_to_save=[...])``, axolotl ``lora_modules_to_save``), as runs "
             "that add chat tokens do. peft 0.21.0 ``utils/other.py`` ``ModulesToSaveWrapper`` "
@@ -521,7 +527,7 @@ FIELDS: tuple[FieldSpec, ...] = (
             "release), reachable from the held logits through their autograd graph "
             "(:func:`calc.memory.previous_micro_batch_bytes`). Default False: the loop keeps only "
             "the loss, or a detached copy (Hugging Face ``Trainer.training_step``, torchtune).")),
-    _bool("qlora_output_layer_quantized", False, BEHAVIOUR, methods=('qlora',), doc=(
+    _bool("qlora_output_layer_quantized", False, BEHAVIOUR, methods=QLORA, doc=(
             "QLoRA stores the output layer in 4 bits too, as Lightning's "
             "``BitsandbytesPrecision`` does (it replaces every ``torch.nn.Linear`` built under "
             "``fabric.init_module``; LitGPT passes no ``ignore_modules``): its weight counts as "
@@ -530,7 +536,7 @@ FIELDS: tuple[FieldSpec, ...] = (
             "output layer not tied to the embedding. Default False: transformers 5.17 keeps the "
             "output embedding in 16 bits (``quantizers/base.py`` ``get_keys_to_not_convert``), "
             "torchtune quantizes block linears only.")),
-    _bool("qlora_dequant_fp16", False, BEHAVIOUR, methods=('qlora',), doc=(
+    _bool("qlora_dequant_fp16", False, BEHAVIOUR, methods=QLORA, doc=(
             "the 4-bit weights were quantized from an fp16 copy (Lightning "
             "``_Linear4bit.quantize``: ``weight.to(dtype=torch.half)``), so ``dequantize_4bit`` "
             "writes fp16 (its ``quant_state.dtype``) and ``MatMul4Bit`` casts it to the bf16 "
@@ -538,7 +544,7 @@ FIELDS: tuple[FieldSpec, ...] = (
             "(:data:`calc.memory.DEQUANT_BYTES` each). No effect with fp16 compute. Default "
             "False: transformers quantizes the weights in the dtype they were loaded in, the "
             "compute dtype.")),
-    _bool("fsdp_flat_parameters", False, BEHAVIOUR, methods=('full',), doc=(
+    _bool("fsdp_flat_parameters", False, BEHAVIOUR, methods=FULL, doc=(
             "FSDP (v1) keeps each wrapped unit's parameters in one flat parameter and hands the "
             "modules views of it made by ``torch.split`` then ``view`` (torch "
             "``distributed/fsdp/_flat_param.py`` ``_get_unflat_views_unaligned``; Lightning's "
@@ -569,7 +575,7 @@ FIELDS: tuple[FieldSpec, ...] = (
     _number("epochs", 1, 0.0, 10_000.0, False),
     FieldSpec("gpu", "gpu", None, PLAN, required=True),
     _number("price_per_gpu_hour", None, 0.0, 10_000.0, True, optional=True),
-    FieldSpec("price_tier", "enum", 'marketplace', PLAN, choices=TIERS),
+    FieldSpec("price_tier", "enum", "marketplace", PLAN, choices=TIERS),
     _bool("interruptible", False, PLAN),
     _number("checkpoint_interval_minutes", 30, 0.0, 1e6, False, doc=(
             "Interruptible capacity only. 30 minutes between checkpoints, 2 minutes per "
@@ -600,7 +606,7 @@ FIELDS: tuple[FieldSpec, ...] = (
             "entry of the plan carries ``verdict`` (``fits`` | ``borderline`` | "
             "``does_not_fit``), ``device_range_bytes`` and ``fits`` (``verdict == \"fits\"``).")),
     _number("mfu", None, 0.0, 1.0, False, optional=True),
-    _number("qlora_speed_factor", None, 0.0, 1.0, False, optional=True, methods=('qlora',)),
+    _number("qlora_speed_factor", None, 0.0, 1.0, False, optional=True, methods=QLORA),
     _number("scaling_efficiency", None, 0.0, 1.0, False, optional=True),
     _bool("fp8_compute", False, PLAN),
 )
@@ -704,7 +710,8 @@ def defaults(command: str) -> JsonObject:
 
 
 __all__ = [
-    "AdapterDtype", "Attention", "BEHAVIOUR", "BEHAVIOUR_OBJECT", "BY_KEY", "CpuOffload", "FIELDS", "FieldSpec", "GROUPS",
+    "AdapterDtype", "Attention", "BEHAVIOUR", "BEHAVIOUR_OBJECT", "BY_KEY", "CpuOffload", "FIELDS", "FieldSpec",
+    "GROUPS",
     "KINDS", "Method", "ModulesToSave", "MoeExpertLayout", "Optimizer", "PLAN", "Precision", "READER",
     "Sharding", "check_bool", "check_enum", "check_fraction", "check_int", "check_number",
     "defaults", "field_specs", "given_fields", "keys", "migrate_request", "spec_by_key", "with_changes",
