@@ -39,6 +39,9 @@ PLAN_REQUEST_FIELDS = {**ESTIMATE_FIELDS, **PLAN_FIELDS}
 
 @dataclass(frozen=True)
 class PlanOptions:
+    """The plan's own keys, checked: one attribute per key of group ``plan`` in
+    :data:`calc.fields.FIELDS` (their defaults are there; :func:`parse_plan_options` fills them)."""
+
     dataset_tokens: float
     epochs: float
     gpu: gpu_catalogue.Gpu
@@ -58,7 +61,7 @@ class PlanOptions:
     mfu: float | None
     qlora_speed_factor: float | None
     scaling_efficiency: float | None
-    fp8_compute: bool = False
+    fp8_compute: bool
 
     @property
     def total_tokens(self) -> float:
