@@ -211,7 +211,7 @@ class RowResult:
     allocated_bytes: int = 0    # predicted peak_allocated_bytes (for the slack fit)
     reserved_floor_bytes: int = 0  # predicted reserved floor: quantization or FSDP1 wrap (idem)
     device_extra_bytes: int = 0    # device_total_bytes - peak_reserved_bytes (CUDA context, NCCL)
-    source_key: str = ""        # the publication (accuracy.memory_loso.source_key)
+    source_key: str = ""        # the publication (:func:`source_key`)
     fsdp1: bool = False         # the FSDP1 slack applies (calc.memory.fsdp1_slack_applies)
 
 
@@ -440,11 +440,25 @@ def _zero_paper_states(row: dict) -> int:
     return memory.model_states_total(memory.model_states(req, layout, reg))
 
 
+def source_key(row: dict) -> str:
+    """One publication: the torchtune README's table at its commit, a tutorial page, a LitGPT
+    file, the ZeRO paper, or (other sources) the ``source`` column with its section."""
+    src, section, version = row["source"], row["source_section"], row["source_version"]
+    first = section.splitlines()[0].strip().strip('"')
+    if "torchtune" in src and "tutorials" in src:
+        return "torchtune tutorial " + first.split()[0].rstrip(",")
+    if "torchtune" in src and "README" in src:
+        return "torchtune README " + version.split()[1] if version.startswith("commit") else "torchtune README"
+    if "litgpt" in src.lower():
+        return "litgpt " + src.split(" ", 1)[1].strip()
+    if "ZeRO" in src:
+        return "ZeRO paper"
+    return src.replace("github.com/", "")  # one file, one publication
+
+
 def compare_row(row: dict) -> RowResult:
     measured = int(round(float(row["peak_value"]) * UNIT_BYTES[row["peak_unit"]]))
     metric = _metric(row["memory_metric"])
-    from accuracy.memory_loso import source_key
-
     base = dict(row_id=row["id"], source=_source(row), source_key=source_key(row), model=row["model"],
                 method=row["method"], metric=metric, measured_bytes=measured, flags=_flags(row))
     try:

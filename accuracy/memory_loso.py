@@ -9,7 +9,7 @@
   ``torch.compile`` still keeps.
 
 A source is one publication: one table of one commit of a README, one tutorial page, one
-resource table (:func:`source_key`). For each source, both constants are fitted again on
+resource table (:func:`accuracy.memory.source_key`). For each source, both constants are fitted again on
 the rows of every *other* source with the same procedure that produced ``calc``'s value
 (:func:`fit_constants`), and the held-out source's rows are predicted with them. The
 residuals of those predictions are the LOSO errors: what the model would have said about a
@@ -33,21 +33,6 @@ from dataclasses import dataclass, replace
 from accuracy import memory as vm
 from accuracy.stats import percentile
 from calc import activations, calibration, memory
-
-def source_key(row: dict) -> str:
-    """One publication: the torchtune README's table at its commit, a tutorial page, a LitGPT
-    file, the ZeRO paper, or (other sources) the ``source`` column with its section."""
-    src, section, version = row["source"], row["source_section"], row["source_version"]
-    first = section.splitlines()[0].strip().strip('"')
-    if "torchtune" in src and "tutorials" in src:
-        return "torchtune tutorial " + first.split()[0].rstrip(",")
-    if "torchtune" in src and "README" in src:
-        return "torchtune README " + version.split()[1] if version.startswith("commit") else "torchtune README"
-    if "litgpt" in src.lower():
-        return "litgpt " + src.split(" ", 1)[1].strip()
-    if "ZeRO" in src:
-        return "ZeRO paper"
-    return src.replace("github.com/", "")  # one file, one publication
 
 
 def is_measured(result: vm.RowResult) -> bool:
@@ -287,4 +272,4 @@ def report(loso: Loso | None = None) -> dict:
 
 
 __all__ = ["Constants", "Loso", "band", "bands", "fit_constants", "framework_of", "coverage_by_rule", "groups", "inside",
-           "is_measured", "predict", "range_coverage", "report", "run", "source_key"]
+           "is_measured", "predict", "range_coverage", "report", "run"]

@@ -134,8 +134,8 @@ is quoted at boost clock; under a sustained training load it runs at the power l
 has no sustained rate for it): such rows are judged like the others but no constant is fitted
 on them. Fitted on, the L4 rows of Philipp Schmid's TRL table (rows 284-288) pull the consumer
 class's matmul efficiency from 1.0 to 0.85 and the small-step saturation from 128 to 64 tokens,
-a power limit read as a matmul property, which moves other sources' held-out errors by up to
-+276 points (Unsloth's B200 rows: 129 -> 405 %)."""
+a power limit read as a matmul property, which moves other sources' held-out errors by
+hundreds of points (most on Unsloth's B200 rows)."""
 
 
 def cases(rows: dict[int, dict]) -> list[Case]:

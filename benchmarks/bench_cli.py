@@ -1,6 +1,6 @@
 """Start-up of the command line: wall time of whole ``python -m calc`` processes.
 
-Usage: ``python -m benchmarks.bench_cli [--runs N]``. Target (issue 19): ``estimate`` <= 150 ms
+Usage: ``python -m benchmarks.bench_cli [--runs N]``. Target: ``estimate`` <= 150 ms
 (median, from process start to exit, flags in, JSON or table out). Printed beside it: a bare
 interpreter (``python -c pass``, the floor no CLI can go under) and the other commands, so the
 CLI's own share is visible. Runs are interleaved (one of each per round) so the machine's load

@@ -1,6 +1,6 @@
 """Speed of the memory model: one estimate (median, CPython) and ``import calc``.
 
-Usage: ``python -m benchmarks.bench_estimate``. Targets (issue 3): one estimate
+Usage: ``python -m benchmarks.bench_estimate``. Targets: one estimate
 <= 1 ms median; ``import calc`` <= 50 ms.
 """
 

@@ -11,7 +11,6 @@ and how many memory estimates each needed.
 
 from __future__ import annotations
 
-import importlib
 import statistics
 import sys
 import time
@@ -21,9 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from calc import recommend  # noqa: E402
-
-plan = importlib.import_module("calc.plan")  # calc.plan is also a function name in calc/__init__.py
+from calc import plan, recommend  # noqa: E402
 
 REQUESTS = {
     "llama-3.1-8b lora, fits most cards": {

@@ -2,7 +2,7 @@
 times one request runs calc's request parser and its per-field checks, and how long it takes,
 for a good request, one bad field and four bad fields.
 
-Usage: ``python -m benchmarks.bench_worker_entry [--runs N]``. The point (issue 21): one
+Usage: ``python -m benchmarks.bench_worker_entry [--runs N]``. The point: one
 ``handle`` runs ``calc.run`` once; after a bad request, every field is checked once more on
 its own (``calc.field_errors``) to name every bad field, not calc again per field.
 """

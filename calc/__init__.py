@@ -5,9 +5,8 @@ site build) and in the browser through Pyodide. Entry points take and return
 plain JSON-compatible dicts:
 
 - :func:`estimate` — peak memory per GPU (``python -m calc estimate``)
-- :func:`plan` — time, cost, cards that fit and recommendations (``python -m calc plan``);
-  ``plan`` is the module :mod:`calc.plan`, callable (``from calc import plan``), and
-  :func:`plan_setup` is the same function under its older name
+- :func:`plan_setup` — time, cost, cards that fit and recommendations (``python -m calc plan``;
+  the arithmetic is in :mod:`calc.plan`)
 
 Bad input raises :class:`InputError` / :class:`ConfigError` (both :class:`CalcError`,
 with ``code``, ``field`` and ``value``). The request keys are described by
@@ -39,20 +38,11 @@ def estimate(request: Mapping[str, Any] | object) -> dict[str, Any]:
 
 
 def plan_setup(request: Mapping[str, Any] | object) -> dict[str, Any]:
-    """Time, cost, fits and recommendations (see ``calc.plan.plan_dict``); the same as
-    ``calc.plan(request)``, kept for the callers that use this name."""
+    """Time, cost, the cards that fit and recommendations for a plan request (the keys of
+    ``estimate`` plus :data:`calc.plan.PLAN_FIELDS`; see ``calc.plan``)."""
     from .plan import plan_dict
 
     return plan_dict(request)
-
-
-def __getattr__(name: str) -> Any:
-    """``calc.plan`` after a bare ``import calc``: the submodule, imported on first use."""
-    if name == "plan":
-        import importlib  # not "from . import plan": that asks this function again
-
-        return importlib.import_module(".plan", __name__)
-    raise AttributeError(f"module 'calc' has no attribute {name!r}")
 
 
 def run(command: str, request: object) -> dict[str, Any]:
@@ -70,5 +60,5 @@ def run(command: str, request: object) -> dict[str, Any]:
         return error_response(command, request, err)
 
 
-__all__ = ["CalcError", "ConfigError", "InputError", "__version__", "estimate", "plan",
-           "plan_setup", "run"]
+__all__ = ["CalcError", "ConfigError", "InputError", "__version__", "estimate", "plan_setup",
+           "run"]

@@ -192,23 +192,6 @@ class ModelArch:
                        * (l.weight_params + (l.d_out if l.bias else 0)) for l in self.linears)
         return self.params_total - inactive
 
-    @cached_property
-    def quantizable_params(self) -> int:
-        """Parameters of the block linears QLoRA stores in NF4."""
-        return sum(self.blocks_of(l) * l.params for l in self.linears if l.quantizable)
-
-    @cached_property
-    def largest_linear_params(self) -> int:
-        """Weights of the largest single linear matrix (dequantisation buffer, all-gather)."""
-        sizes = [l.weight_params for l in self.linears]
-        if not self.tie_word_embeddings:
-            sizes.append(self.vocab_size * self.hidden_size)
-        return max(sizes)
-
-    @property
-    def is_moe(self) -> bool:
-        return self.num_experts > 0
-
     def linear_names(self) -> tuple[str, ...]:
         """The distinct module names a LoRA target list may use, in block order.
 
@@ -218,6 +201,3 @@ class ModelArch:
         """
         return tuple(dict.fromkeys(l.name for l in self.linears))
 
-    def linears_named(self, name: str) -> tuple[LinearLayer, ...]:
-        """Every linear module of a block with this HF name (peft's name matching)."""
-        return tuple(l for l in self.linears if l.name == name)

@@ -140,16 +140,17 @@ def int_range(maximum: int | None) -> JsonObject:
 
 
 def check_int(field: str, value: object, maximum: int | None = None) -> int:
-    """A positive integer, at most ``maximum``. Floats with no fraction are refused too:
-    a size written as 2.0 is usually a slip."""
+    """A positive integer, at most ``maximum``. A float with no fraction counts as that
+    integer (``2048.0`` is 2048), as JSON Schema and the calculator's form count it."""
     valid = int_range(maximum)
-    if isinstance(value, bool) or not isinstance(value, int):
+    number = int(value) if isinstance(value, float) and value.is_integer() else value
+    if isinstance(number, bool) or not isinstance(number, int):
         raise InputError("not_integer", field, value, extra=valid)
-    if value <= 0:
+    if number <= 0:
         raise InputError("not_positive", field, value, extra=valid)
-    if maximum is not None and value > maximum:
+    if maximum is not None and number > maximum:
         raise InputError("out_of_range", field, value, extra=valid)
-    return value
+    return number
 
 
 def number_range(minimum: float, maximum: float | None, allow_equal_min: bool = True,
@@ -571,7 +572,8 @@ FIELDS: tuple[FieldSpec, ...] = (
             "30b8519e8, ``F.cross_entropy(logits.float(), ...)`` per chunk; its docstring says "
             "the gains come only with ``compile_loss``, which compiles that call). Default False: "
             "the chunked loss holds only the 16-bit logits (compiled, or a fused kernel).")),
-    _number("dataset_tokens", None, 0.0, MAX_DATASET_TOKENS, False, required=True),
+    # at least one token: fewer is a typo (1e-300), not a dataset
+    _number("dataset_tokens", None, 1.0, MAX_DATASET_TOKENS, True, required=True),
     _number("epochs", 1, 0.0, 10_000.0, False),
     FieldSpec("gpu", "gpu", None, PLAN, required=True),
     _number("price_per_gpu_hour", None, 0.0, 10_000.0, True, optional=True),

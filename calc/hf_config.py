@@ -598,6 +598,3 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
 def _supported(model_type: object) -> bool:
     return isinstance(model_type, str) and model_type in _READERS
 
-
-def supported_families() -> tuple[str, ...]:
-    return tuple(sorted(_READERS))

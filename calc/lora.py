@@ -38,6 +38,7 @@ Mixture of experts, as peft 0.21.0 does it (``peft/tuners/lora/layer.py`` ``Para
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Iterable
 
 from .arch import LinearLayer, ModelArch
 from .errors import InputError
@@ -190,25 +191,10 @@ def _is_router(arch: ModelArch, l: LinearLayer) -> bool:
     return l.role == "router" and l.d_out == arch.num_experts
 
 
-def lora_params_per_layer(arch: ModelArch, rank: int, targets: object,
-                          layout: str = PER_EXPERT_MODULES) -> int:
-    """Trainable LoRA parameters in one decoder block: ``sum count * r * (d_in + d_out)``."""
-    _check_rank(rank)
-    return sum(a.params(rank) for a in adapted_linears(arch, targets, layout))
-
-
-def lora_trainable_params(arch: ModelArch, rank: int, targets: object = ALL_LINEAR,
-                          layout: str = PER_EXPERT_MODULES) -> int:
-    """Trainable LoRA parameters of the whole model: ``num_layers * sum count * r * (d_in + d_out)``.
+def adapter_params(adapted: Iterable[AdaptedLinear], rank: int) -> int:
+    """Trainable LoRA parameters of the whole model (the adapters only):
+    ``sum blocks * count * r * (d_in + d_out)`` over the adapted modules.
 
     Llama-2-7B, r=8 on q_proj and v_proj: ``32 * 2 * 8 * (4096 + 4096) = 4,194,304``.
     """
-    _check_rank(rank)
-    return sum(a.blocks * a.params(rank) for a in adapted_linears(arch, targets, layout))
-
-
-def _check_rank(rank: object) -> None:
-    if isinstance(rank, bool) or not isinstance(rank, int):
-        raise InputError("not_integer", "lora_rank", rank)
-    if rank <= 0:
-        raise InputError("not_positive", "lora_rank", rank)
+    return sum(a.blocks * a.params(rank) for a in adapted)

@@ -842,6 +842,9 @@ def warnings_for(req: EstimateRequest) -> list[str]:
         out.append("activation_offload_without_checkpointing")
     if req.attention is Attention.EAGER and req.seq_len > 8192:
         out.append("eager_attention_long_sequence")
+    if req.is_peft and req.lora_rank > req.model.hidden_size:
+        # an adapter wider than the layer it adapts: a typo (65536 for 64), not a setup
+        out.append("lora_rank_above_hidden")
     return out
 
 

@@ -15,10 +15,8 @@ Warning codes: the estimate's, plus ``does_not_fit_selected_gpu``, ``price_from_
 
 from __future__ import annotations
 
-import sys
-import types
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Iterable
 
 from . import gpus as gpu_catalogue
 from . import recommend
@@ -125,7 +123,7 @@ class Planner:
         if not gpu_catalogue.prices_for(gpu.id):
             # A card nobody rents publicly (a desktop card, a new accelerator): still planned
             # for its owner, at no rental price; warning "price_is_none" says so and ranks it
-            # after the priced ones by cost (issue 15).
+            # after the priced ones by cost.
             return {"usd_per_gpu_hour": 0.0, "source": None, "tier": o.price_tier,
                     "interruptible": o.interruptible, "as_of": None, "fallback": False,
                     "source_kind": "none", "no_price": True}
@@ -215,12 +213,12 @@ def _recommendations(planner: Planner) -> JsonObject:
         return any(w.startswith("price_is_") or w == "price_from_other_tier"
                    for w in c["warnings"])
 
-    # Cards with no rental price come last, fastest first: ranked for their owners (issue 15).
+    # Cards with no rental price come last, fastest first: ranked for their owners.
     def unpriced(c: JsonObject) -> bool:
         return "price_is_none" in c["warnings"]
 
     # Among runs whose cost (time) shows the same to two significant figures, one with a
-    # caveat (ROCm, an uncertain price) ranks after one without (issue 16).
+    # caveat (ROCm, an uncertain price) ranks after one without.
     def cost_key(c: JsonObject) -> float:
         key: float = c["time_hours"] if unpriced(c) else c["cost_usd"]
         return key
@@ -397,6 +395,13 @@ def _combined_suggestion(planner: Planner, single: list[JsonObject]) -> JsonObje
     return last
 
 
+def step_tokens(request: EstimateRequest) -> int:
+    """Tokens one optimizer step takes: micro-batch x sequence length x accumulation steps x
+    GPUs. A dataset smaller than that is not one step of training: a typo in its size."""
+    return (request.micro_batch_size * request.seq_len * request.gradient_accumulation_steps
+            * request.num_gpus)
+
+
 def plan_request(request: EstimateRequest, options: PlanOptions,
                  estimator: recommend.Estimator | None = None) -> JsonObject:
     """The plan for a validated request (see the module docstring for the response)."""
@@ -414,6 +419,8 @@ def plan_request(request: EstimateRequest, options: PlanOptions,
     warnings += _price_warnings(price, options.interruptible)
     if not selected_fits:
         warnings.append("does_not_fit_selected_gpu")
+    if options.dataset_tokens < step_tokens(request):
+        warnings.append("dataset_tokens_below_one_step")
     cost_out = cost.to_dict()
     cost_out["price"] = price
     time_out = time.to_dict()
@@ -449,20 +456,6 @@ def plan_dict(data: object) -> JsonObject:
     request, options = parse_plan_request(data)
     return plan_request(request, options)
 
-
-class _CallablePlanModule(types.ModuleType):
-    """``from calc import plan; plan(request)``: this module is also the API's ``plan`` function.
-    A function of that name in ``calc/__init__.py`` would be replaced by this module on the
-    package as soon as anything imported ``calc.plan``; a callable module is both, whatever the
-    import order, and ``calc.plan.PLAN_FIELDS`` and the rest keep working."""
-
-    def __call__(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """Time, cost, the cards that fit and recommendations for ``request`` (a plan request
-        dict, see the module docstring); bad input raises :class:`calc.errors.InputError`."""
-        return plan_dict(request)
-
-
-sys.modules[__name__].__class__ = _CallablePlanModule
 
 __all__ = ["PLAN_FIELDS", "PLAN_REQUEST_FIELDS", "PlanOptions", "Planner", "parse_plan_options",
            "parse_plan_request", "plan_dict", "plan_request"]

@@ -47,7 +47,7 @@ class Estimator:
     def __init__(self, request: EstimateRequest,
                  estimate_fn: Callable[[EstimateRequest], object] | None = None) -> None:
         if estimate_fn is None:
-            from .memory import estimate_request  # the contract of issue 3
+            from .memory import estimate_request
 
             estimate_fn = estimate_request
         self.request = request

@@ -2,13 +2,18 @@
 
 Every property comes from the request's field registry (:data:`calc.fields.FIELDS`, which the
 CLI's flags are built from too), with the English help text of the message catalogue as its
-``description``; preset and card ids come from the catalogues. ``python -m calc schema estimate|plan`` prints them; the site publishes them
-as ``schema/estimate-request.schema.json`` and ``schema/plan-request.schema.json``.
+``description``; preset and card ids come from the catalogues. ``model`` is one of three forms,
+as calc reads it: a preset id, a Hugging Face id of the alias table (a pattern generated from that table, so it matches exactly the ids
+:func:`calc.presets.resolve_preset_id` resolves: any letter case, spaces around, an
+``https://huggingface.co/`` address; the ids themselves listed in ``examples``), or
+``{"hf_config": {...}}``. ``python -m calc schema estimate|plan`` prints them; the site
+publishes them as ``schema/estimate-request.schema.json`` and ``schema/plan-request.schema.json``.
+
+A whole number may be written with a zero fraction: ``2048.0`` is 2048 for the schema (draft
+2020-12 counts it as an integer), for calc's parser and for the calculator's form alike.
 
 What a schema cannot say, and the parser still checks:
 
-- a whole number must be written without a fraction (``2``, not ``2.0``): JSON Schema counts
-  ``2.0`` as an integer, calc's parser refuses it (``not_integer``);
 - ``lora_targets`` must name linear modules of the chosen model (``unknown_lora_target``);
 - a library behaviour given both on top (as older requests do) and under ``behaviour`` must have
   one value (``key_given_twice``);
@@ -36,6 +41,53 @@ def _number_bounds(spec: FieldSpec) -> dict[str, Any]:
     return out
 
 
+def _any_case(text: str) -> str:
+    """``Qwen/Qwen3-8B`` as a pattern that matches it in any ASCII letter case
+    (``[Qq][Ww][Ee][Nn]/...``): ECMA-262 patterns, which JSON Schema uses, have no flag for it."""
+    out = []
+    for char in text:
+        if char.isascii() and char.isalpha():
+            out.append(f"[{char.upper()}{char.lower()}]")
+        elif char.isascii() and (char.isalnum() or char in "/_-"):
+            out.append(char)
+        else:
+            out.append("\\" + char if char in ".\\^$|?*+()[]{}" else char)
+    return "".join(out)
+
+
+def hf_id_pattern() -> str:
+    """Exactly the strings :func:`calc.presets.resolve_preset_id` reads as a Hugging Face id:
+    an id of the alias table in any letter case, with spaces around it, or as the address
+    ``https://huggingface.co/<id>`` (slashes around the id allowed there)."""
+    from .presets import HF_URL_PREFIX, alias_table
+
+    ids = "|".join(_any_case(hf_id) for hf_id in sorted(alias_table()))
+    prefix = _any_case(HF_URL_PREFIX)
+    # trailing slashes only after the address (the lookahead), so the id list is written once
+    return f"^(?=\\s*{prefix}|[\\s\\S]*[^/\\s]\\s*$)\\s*(?:{prefix}/*)?(?:{ids})/*\\s*$"
+
+
+def model_schema() -> dict[str, Any]:
+    """``model``: a preset id, a Hugging Face id calc knows, or ``{"hf_config": {...}}``."""
+    from .presets import presets_listing
+
+    listing = presets_listing()
+    hf_ids = [hf_id for p in listing for hf_id in (p["hf_repo"], *p["aliases"])]
+    return {"anyOf": [
+        {"title": "Preset id", "description": "One of calc's model presets (`python -m calc presets`).",
+         "type": "string", "enum": [p["id"] for p in listing]},
+        {"title": "Hugging Face id",
+         "description": ("A Hugging Face model id in calc's alias table (each preset's hf_repo and "
+                         "aliases, listed in examples), in any letter case, optionally as the address "
+                         "https://huggingface.co/<id>. Nothing is fetched from the Hub: an id calc "
+                         "does not know is refused (unknown_preset); pass its config.json instead."),
+         "type": "string", "pattern": hf_id_pattern(), "examples": hf_ids},
+        {"title": "config.json", "description": "A Hugging Face config.json, as an object.",
+         "type": "object", "required": ["hf_config"], "additionalProperties": False,
+         "properties": {"hf_config": {"type": "object"}, "name": {"type": "string"}}},
+    ]}
+
+
 def property_schema(spec: FieldSpec) -> dict[str, Any]:
     """The schema of one key (without description and default)."""
     if spec.kind == "bool":
@@ -48,12 +100,7 @@ def property_schema(spec: FieldSpec) -> dict[str, Any]:
         schema = {"type": ["number", "null"] if spec.optional else "number", **_number_bounds(spec)}
         return schema
     if spec.kind == "model":
-        from .presets import presets_listing
-        return {"oneOf": [
-            {"type": "string", "enum": [p["id"] for p in presets_listing()]},
-            {"type": "object", "required": ["hf_config"], "additionalProperties": False,
-             "properties": {"hf_config": {"type": "object"}, "name": {"type": "string"}}},
-        ]}
+        return model_schema()
     if spec.kind == "gpu":
         from .gpus import gpus_listing
         return {"type": "string", "enum": [g["id"] for g in gpus_listing()["gpus"]]}
@@ -116,4 +163,4 @@ def schema_files() -> dict[str, str]:
             for c in FILE_NAMES}
 
 
-__all__ = ["FILE_NAMES", "property_schema", "request_schema", "schema_files"]
+__all__ = ["FILE_NAMES", "hf_id_pattern", "model_schema", "property_schema", "request_schema", "schema_files"]

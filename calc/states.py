@@ -214,7 +214,7 @@ def adapted(req: EstimateRequest) -> tuple[AdaptedLinear, ...]:
     return adapted_linears(req.model, req.lora_targets, req.moe_expert_layout.value)
 
 
-def _quantized_weight_params(arch: ModelArch) -> int:
+def quantized_weight_params(arch: ModelArch) -> int:
     """Weights of the block linears QLoRA stores in NF4 (biases stay 16-bit)."""
     return sum(arch.blocks_of(l) * l.count * l.weight_params for l in arch.linears if l.quantizable)
 
@@ -251,7 +251,7 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
     """Count quantized, dense and trainable parameters for the request's method."""
     arch = req.model
     total = arch.params_total
-    quantized = _quantized_weight_params(arch) if req.method is Method.QLORA else 0
+    quantized = quantized_weight_params(arch) if req.method is Method.QLORA else 0
     if quantized:
         quantized += output_layer_quantized_params(req)
     if req.method is Method.FULL:
@@ -260,12 +260,15 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
         return ParamLayout(total, 0, total, total, 0, largest, full)
     rank = req.lora_rank
     tensors: list[tuple[int, int, int]] = []
-    for lin in adapted(req):
+    from .lora import adapter_params
+
+    lins = adapted(req)
+    for lin in lins:
         copies = lin.blocks * lin.count
         r = rank * lin.rank_factor
         tensors.append((r, lin.d_in, copies))   # A: r x d_in
         tensors.append((lin.d_out, r, copies))  # B: d_out x r
-    adapter = sum(r * c * n for r, c, n in tensors)
+    adapter = adapter_params(lins, rank)
     embed, head = saved_module_params(req)
     saved_tensors = tuple((n // arch.hidden_size, arch.hidden_size, 1) for n in (embed, head) if n)
     tensors.extend(saved_tensors)

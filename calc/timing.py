@@ -275,7 +275,8 @@ def batch_saturation(micro_batch_size: int, seq_len: int,
 
 def default_mfu(utilisation_class: str, method: str = "full") -> float:
     """Large-step matmul efficiency of a card class (shown in the response, editable as
-    ``mfu``). The method no longer changes it: LoRA's extra matmuls and kernels are counted."""
+    ``mfu``). The method does not change it: LoRA's extra matmuls and kernels are counted in
+    the step itself."""
     return MATMUL_EFFICIENCY.get(utilisation_class, MATMUL_EFFICIENCY_POOLED)
 
 
@@ -615,7 +616,7 @@ class TimeEstimate:
             "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu,
             "flops_per_token": self.flops_per_token.to_dict(),
             "peak_flops_per_gpu": self.peak_flops_per_gpu,
-            # the former multiplicative factors, now read off the step (1 - share of the step)
+            # the step's parts as multiplicative factors (1 - their share of the step)
             "factors": {
                 "mfu": self.utilisation,
                 "qlora_speed_factor": self._share_left("dequantisation"),

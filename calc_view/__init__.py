@@ -5,7 +5,7 @@ Standard library only (it runs in CPython at build time and in Pyodide next to `
 and no module-level state: the language and the strings are passed in, or held by a
 :class:`~calc_view.session.Session`.
 
-- :mod:`calc_view.numfmt`: numbers as each page language writes them (the guides use it too);
+- :mod:`calc.numfmt` (in calc: the CLI uses it too): numbers as each page language writes them;
 - :mod:`calc_view.render`: a response (estimate or plan) -> a results tree;
 - :mod:`calc_view.html`: a tree -> escaped HTML (build time);
 - :mod:`calc_view.session`: the worker's entry, ``Session(lang, strings).handle(...)``.
@@ -13,8 +13,9 @@ and no module-level state: the language and the strings are passed in, or held b
 
 from __future__ import annotations
 
+from calc.numfmt import format_number
+
 from .html import to_html
-from .numfmt import format_number
 from .render import (GIB, Renderer, format_estimate, format_value, label, option, raw_value,
                      render_results, resolve, translate)
 from .session import Session, internal_error

@@ -1,7 +1,16 @@
-"""A results tree as HTML, for the build-time page (the browser builds the same tree
-with ``createElement`` and ``textContent`` instead: ``docs/assets/calculator/tree.js``)."""
+"""The site's one way to write HTML and SVG: a tree of elements, serialised here.
+
+A node is ``[tag, {attr: value}, child, ...]``; a child is a node or a string (text).
+The calculator's results (:mod:`calc_view.render`), the guides' tables
+(``macros/tables.py``) and charts (``macros/charts.py``) are all built as such trees. At
+build time :func:`to_html` writes them; in the browser ``docs/assets/calculator/results.js``
+builds the same tree with ``createElement`` and ``textContent``. Every text and attribute
+is escaped here, so no caller writes markup by hand and no input can inject any.
+"""
 
 from __future__ import annotations
+
+SVG_NS = "http://www.w3.org/2000/svg"
 
 _VOID = {"input", "br", "meta", "link", "img", "hr", "source", "col", "wbr", "area", "base"}
 
@@ -9,6 +18,19 @@ _VOID = {"input", "br", "meta", "link", "img", "hr", "source", "col", "wbr", "ar
 def _esc(text: str, quote: bool) -> str:
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace('"', "&quot;") if quote else text
+
+
+def svg_number(x: float) -> str:
+    """A coordinate or length in an SVG: two decimals at most, no trailing zeros."""
+    return f"{x:.2f}".rstrip("0").rstrip(".") or "0"
+
+
+def el(tag: str, attrs: dict | None = None, *children: object) -> list:
+    """A node; attributes whose value is None are left out, True is a bare attribute
+    (written ``name=""``, which HTML reads the same)."""
+    kept = {k: ("" if v is True else v) for k, v in (attrs or {}).items()
+            if v is not None and v is not False}
+    return [tag, kept, *children]
 
 
 def to_html(node: object) -> str:

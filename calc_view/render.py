@@ -21,11 +21,11 @@ import json
 import math
 import re
 
-from . import numfmt
+from calc import numfmt
+from .html import SVG_NS, svg_number
 
 GIB = numfmt.GIB  # memory is shown in GiB (2^30 bytes), as the page states
 
-SVG_NS = "http://www.w3.org/2000/svg"
 TOP_CONFIGS = 10  # recommendations shown per ranking
 
 
@@ -131,10 +131,6 @@ def citation(source: str) -> str:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _fmt_svg(x: float) -> str:
-    return f"{x:.2f}".rstrip("0").rstrip(".") or "0"
 
 
 # ---------------------------------------------------------------- renderer
@@ -260,8 +256,8 @@ class Renderer:
             text = self.s["components"].get(name) or name.replace("_", " ")
             shown = format_value("x_bytes", value, self.lang, self.s)
             if w > 0:
-                rects.append(["rect", {"x": _fmt_svg(x), "y": "0", "width": _fmt_svg(w),
-                                       "height": _fmt_svg(height), "class": "calc-seg " + css},
+                rects.append(["rect", {"x": svg_number(x), "y": "0", "width": svg_number(w),
+                                       "height": svg_number(height), "class": "calc-seg " + css},
                               ["title", {}, f"{text}: {shown}"]])
             x += w
             if value == 0:  # a component this setup does not have: in the data, not the legend
@@ -271,17 +267,17 @@ class Renderer:
             legend.append(["li", {}, ["span", {"class": "calc-swatch " + css, "aria-hidden": "true"}],
                            ["span", {"class": "calc-legend-label"}, text], value_node])
         if capacity:
-            cx = _fmt_svg(width * capacity / scale_max - 1.5)
+            cx = svg_number(width * capacity / scale_max - 1.5)
             card = self.s["ui"]["card_memory"].replace("{}", self.gpu_name(self.result["gpu"]))
             shown = format_value("x_bytes", capacity, self.lang, self.s)
-            rects.append(["rect", {"x": cx, "y": "0", "width": "3", "height": _fmt_svg(height),
+            rects.append(["rect", {"x": cx, "y": "0", "width": "3", "height": svg_number(height),
                                    "class": "calc-capacity"}, ["title", {}, f"{card}: {shown}"]])
             legend.append(["li", {}, ["span", {"class": "calc-swatch calc-capacity", "aria-hidden": "true"}],
                            ["span", {"class": "calc-legend-label"}, card],
                            self.num(f"fits.{self.result['gpu']}.memory_bytes", capacity, "x_bytes")])
         summary = self.s["ui"]["chart_summary"].replace(
             "{}", format_value("x_bytes", allocated, self.lang, self.s))
-        svg = ["svg", {"xmlns": SVG_NS, "viewBox": f"0 0 {_fmt_svg(width)} {_fmt_svg(height)}",
+        svg = ["svg", {"xmlns": SVG_NS, "viewBox": f"0 0 {svg_number(width)} {svg_number(height)}",
                        "preserveAspectRatio": "none", "class": "calc-bar", "role": "img",
                        "aria-label": summary}] + rects
         return ["figure", {"class": "calc-chart"}, svg,

@@ -55,8 +55,13 @@ class Session:
 
     def handle(self, command: str, request_json: str) -> str:
         """:meth:`answer` for JSON text in and out; never raises."""
+        from calc.errors import InputError
+        from calc.strict_json import loads
+
         try:
-            request = json.loads(request_json)
+            request = loads(request_json)
+        except InputError as err:  # a key named twice: refused, not the last one kept
+            return json.dumps({"error": err.to_dict(), "errors": [err.to_dict()]})
         except RecursionError:
             return json.dumps({"error": {"code": "request_too_deep", "field": None, "value": None}})
         except ValueError as exc:  # the page sends JSON.stringify's text: not the reader's doing

@@ -13,44 +13,20 @@ from __future__ import annotations
 
 import html
 
-import pandas as pd
+import calc
+
+from calc.catalogue import catalogue
 
 from . import labels
-from .guides import _gpu_frame, bind_all, inline, model_name
-from .plan_tables import REFERENCE_GPU, _plan, _ref, _source_attr, gpu_name
-from .tables import SOURCE, Col, render
+from .rows import REFERENCE_GPU, gpu_name, gpu_rows, model_name, plan_source
+from .site import bind_all
+from .tables import SOURCE, Col, inline, inline_node, ref, ref_node, render
+from calc_view.html import el, to_html
 
-# This module's words are in the message catalogue (calc/data/messages).
-
-# What each card is usually rented for: the seed's table (cloud guide), rewritten, and
-# extended to the cards the catalogue adds. No figure here: the columns beside say how much.
-TYPICAL_USE = {
-    "rtx-4090": {"es": "Prototipos y pruebas de concepto: QLoRA y LoRA de modelos pequeños.",
-                 "en": "Prototypes and proofs of concept: QLoRA and LoRA of small models."},
-    "rtx-5090": {"es": "Lo mismo que la RTX 4090 con algo más de memoria y velocidad.",
-                 "en": "What the RTX 4090 does, with somewhat more memory and speed."},
-    "a40": {"es": "Punto intermedio barato para LoRA de modelos medianos.",
-            "en": "A cheap middle ground for LoRA of mid-sized models."},
-    "l40s": {"es": "Como la A40, pero bastante más rápida por paso.",
-             "en": "Like the A40, but a good deal faster per step."},
-    "a100-40gb-pcie": {"es": "LoRA en bf16 de modelos medianos y QLoRA de los mayores.",
-                       "en": "bf16 LoRA of mid-sized models and QLoRA of larger ones."},
-    "a100-80gb-sxm": {"es": "La opción habitual: LoRA de modelos grandes y ajuste completo de los "
-                            "pequeños; nodos de ocho tarjetas para repartir.",
-                      "en": "The common choice: LoRA of large models and full fine-tuning of small "
-                            "ones; eight-card nodes for sharding."},
-    "h100-sxm": {"es": "Velocidad por paso y nodos multi-GPU con NVLink. Para secuencias largas "
-                       "cuenta la memoria, la misma que la de la A100 SXM4.",
-                 "en": "Speed per step and multi-GPU nodes with NVLink. For long sequences what "
-                       "counts is memory, the same as the A100 SXM4's."},
-    "h200": {"es": "Lo de la H100 con más memoria: QLoRA de modelos de 70B con holgura y "
-                   "secuencias más largas.",
-             "en": "The H100 with more memory: roomy QLoRA of 70B models and longer sequences."},
-    "b200": {"es": "Modelos grandes en una sola tarjeta y trabajos multi-GPU de gran escala, "
-                   "ajuste completo incluido.",
-             "en": "Large models on one card and large multi-GPU jobs, full fine-tuning "
-                   "included."},
-}
+# This module's words are in the message catalogue (calc/data/messages), what each card is
+# usually rented for too (``advice.use.<gpu>``: the seed's table of the cloud guide, rewritten,
+# and extended to the cards the catalogue adds; no figure there, the columns beside say how
+# much).
 
 
 def _largest(plans: dict, ordered: list[str], requests: dict, i: int, gpu_id: str,
@@ -63,10 +39,10 @@ def _largest(plans: dict, ordered: list[str], requests: dict, i: int, gpu_id: st
         else ordered[0]
     attrs = {"ref-kind": "model", "gpu": gpu_id}
     if best:
-        attrs["fits-source"] = _source_attr(requests[(best, i)])
+        attrs["fits-source"] = plan_source(requests[(best, i)])
     if above:
-        attrs["no-fit-source"] = _source_attr(requests[(above, i)])
-    return _ref(best, model_name(best) if best else labels.text("text.nothing_fits", lang),
+        attrs["no-fit-source"] = plan_source(requests[(above, i)])
+    return ref(best, model_name(best) if best else labels.text("text.nothing_fits", lang),
                 **attrs)
 
 
@@ -82,7 +58,7 @@ def gpu_typical_use(lang: str, gpu_ids: list[str], models: list[str], reference_
     longest sequence LoRA takes."""
     from calc import presets
 
-    unknown = [g for g in gpu_ids if g not in TYPICAL_USE]
+    unknown = [g for g in gpu_ids if not catalogue(lang).has("advice.use." + g)]
     if unknown:
         raise KeyError(f"no typical use written for {unknown}")
     sizes = {p["id"]: p["params_total"] for p in presets.presets_listing()}
@@ -91,14 +67,14 @@ def gpu_typical_use(lang: str, gpu_ids: list[str], models: list[str], reference_
                 {"method": "qlora", "precision": "bf16-true"}]
     requests = {(m, i): {"model": m, **setup, **v, "gpu": REFERENCE_GPU}
                 for m in ordered for i, v in enumerate(variants)}
-    plans = {key: _plan(req) for key, req in requests.items()}
+    plans = {key: calc.plan_setup(req) for key, req in requests.items()}
     ref_name = model_name(reference_model)
     items = []
     for gpu_id in gpu_ids:
         runs = {}
         for key, variant in (("q", variants[1]), ("l", variants[0])):
             request = {"model": reference_model, **setup, **variant, "gpu": gpu_id}
-            plan = _plan(request)
+            plan = calc.plan_setup(request)
             if not plan["fits_selected_gpu"]:
                 runs[key] = labels.text("text.does_not_fit", lang)
                 continue
@@ -113,25 +89,23 @@ def gpu_typical_use(lang: str, gpu_ids: list[str], models: list[str], reference_
             qlora=_ref_span(_largest(plans, ordered, requests, 1, gpu_id, lang)),
             ref=html.escape(ref_name), q=runs["q"], l=runs["l"])
         items.append(f'<li data-gpu="{html.escape(gpu_id)}"><strong>{html.escape(gpu_name(gpu_id))}'
-                     f'</strong>: {html.escape(TYPICAL_USE[gpu_id][lang])} {figures}</li>')
+                     f'</strong>: {html.escape(labels.text("advice.use." + gpu_id, lang))} {figures}</li>')
     # one sentence per card, advice first and the figures after it: read on a phone as on a
     # desktop, no table to scroll sideways
     return '<ul class="calc-advice" data-table="gpu_typical_use">\n' + "\n".join(items) + "\n</ul>"
 
 
-def _ref_span(ref: dict) -> str:
-    """A model named by calc, as ``tables._cell`` writes a ``ref`` cell, in a span."""
-    attrs = [f'data-ref="{html.escape(ref["id"] or "")}"', 'data-field="fits"']
-    attrs += [f"data-{k}='{html.escape(v)}'" for k, v in ref["attrs"].items()]
-    return f'<span {" ".join(attrs)}>{html.escape(ref["text"])}</span>'
+def _ref_span(value: dict) -> str:
+    """A model named by calc, as a ``ref`` cell names it, in a span."""
+    return to_html(ref_node("span", value, "fits"))
 
 
 def provider_prices(lang: str, gpu_ids: list[str]) -> str:
     """Per card, the catalogue's price at each kind of provider and capacity, with its date."""
     kinds = [("marketplace", False), ("marketplace", True), ("managed", False), ("managed", True)]
     rows = []
-    for _, gpu in _gpu_frame(gpu_ids).iterrows():
-        row = {"gpu": gpu["name"], SOURCE: {"command": "gpu", "id": gpu["id"]}}
+    for gpu in gpu_rows(gpu_ids):
+        row = {"gpu": gpu["name"], SOURCE: gpu[SOURCE]}
         for tier, interruptible in kinds:
             found = [(i, p) for i, p in enumerate(gpu["prices"])
                      if p["tier"] == tier and p["interruptible"] == interruptible]
@@ -140,15 +114,13 @@ def provider_prices(lang: str, gpu_ids: list[str]) -> str:
                 row[key] = labels.text("text.no_price", lang)
                 continue
             i, price = found[0]
-            row[key] = (inline(lang, price["usd"], "usd", f"prices.{i}.usd",
-                               {"command": "gpu", "id": gpu["id"]})
-                        + f' <small>({price["as_of"]})</small>')
+            row[key] = (inline_node(lang, price["usd"], "usd", f"prices.{i}.usd", gpu[SOURCE]),
+                        " ", el("small", {}, f"({price['as_of']})"))
         rows.append(row)
-    frame = pd.DataFrame(rows)
     cols = [Col("gpu", "col.gpu", "text", row_header=True)]
-    cols += [Col(f"{t}|{str(x).lower()}", f"col.price_at.{t}.{str(x).lower()}", "html")
+    cols += [Col(f"{t}|{str(x).lower()}", f"col.price_at.{t}.{str(x).lower()}", "node")
              for t, x in kinds]
-    return render(frame, cols, lang, "provider_prices", "caption.provider_prices")
+    return render(rows, cols, lang, "provider_prices", "caption.provider_prices")
 
 
 def provider_run(lang: str, gpu: str, **setup) -> str:
@@ -159,7 +131,7 @@ def provider_run(lang: str, gpu: str, **setup) -> str:
     for tier in ("marketplace", "managed"):
         for interruptible in (False, True):
             request = {**setup, "gpu": gpu, "price_tier": tier, "interruptible": interruptible}
-            plan = _plan(request)
+            plan = calc.plan_setup(request)
             if plan["cost_usd"]["price"].get("fallback"):
                 continue
             if not plan["fits_selected_gpu"]:
@@ -174,7 +146,6 @@ def provider_run(lang: str, gpu: str, **setup) -> str:
                          SOURCE: {"command": "plan", "request": request}})
     if len(rows) < 2:
         raise ValueError(f"{gpu}: fewer than two kinds of provider priced; pick another card")
-    frame = pd.DataFrame(rows)
     cols = [Col("kind", "col.where_rented", "text", row_header=True),
             Col("usd", "col.usd_per_hour", "usd", check="cost_usd.price.usd_per_gpu_hour"),
             Col("as_of", "col.price_date", "text"),
@@ -182,7 +153,7 @@ def provider_run(lang: str, gpu: str, **setup) -> str:
                 check="time.schedule.checkpoint_hours+time.schedule.lost_work_hours"),
             Col("hours", "col.time_hours", "hours", check="time_hours"),
             Col("total", "col.cost_total", "usd", check="cost_usd.total")]
-    return render(frame, cols, lang, "provider_run", "caption.provider_run|" + gpu_name(gpu))
+    return render(rows, cols, lang, "provider_run", "caption.provider_run|" + gpu_name(gpu))
 
 
 MACROS = ("gpu_typical_use", "provider_prices", "provider_run")

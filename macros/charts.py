@@ -19,19 +19,16 @@ its legend is HTML below it so the words reflow on a phone instead of shrinking.
 from __future__ import annotations
 
 import hashlib
-import html
 import math
-
-import pandas as pd
 
 import calc
 
 from . import labels
-from .guides import COMPONENT_ORDER, _estimate_frame, model_name
-from calc_view.numfmt import GIB, format_kind, format_number
-from .tables import CELL_SOURCE, SOURCE, Col, _source_json, render
-
-SVG_NS = "http://www.w3.org/2000/svg"
+from .rows import REFERENCE_GPU, config_text, estimate_rows, model_name, present_components
+from .site import bind_all
+from calc_view.html import SVG_NS, el, svg_number, to_html
+from calc.numfmt import GIB, format_kind, format_number
+from .tables import CELL_SOURCE, SOURCE, Col, raw_number, source_json, table_node
 
 # The charts' words (``chart.*``) and their tables' headers and captions are in the message
 # catalogue (calc/data/messages).
@@ -47,81 +44,44 @@ def t(key: str, lang: str, **fill: object) -> str:
     return labels.text("chart." + key, lang).format(**fill)
 
 
-def strings_complete() -> list[str]:
-    """Chart keys one language lacks (the tests require none; tests/test_catalogue.py checks
-    the whole catalogue too)."""
-    from calc.catalogue import load
-
-    es, en = ({k for k in load(lang)["messages"] if k.startswith("chart.")} for lang in ("es", "en"))
-    return sorted(es ^ en)
-
-
 # ---------------------------------------------------------------- SVG building
-
-
-def _num(x: float) -> str:
-    """A coordinate with two decimals at most, no trailing zeros."""
-    return f"{x:.2f}".rstrip("0").rstrip(".") or "0"
-
-
-def _raw(value: float) -> str:
-    return repr(value) if isinstance(value, float) else str(value)
-
-
-def el(tag: str, attrs: dict | None = None, *children: str) -> str:
-    """One element; attribute values and text children are escaped by the caller's choice:
-    children are markup, so pass text through :func:`text_node`."""
-    parts = [tag]
-    for key, value in (attrs or {}).items():
-        if value is None:
-            continue
-        parts.append(f'{key}="{html.escape(str(value), quote=True)}"')
-    opening = "<" + " ".join(parts)
-    if not children:
-        return opening + "/>"
-    return opening + ">" + "".join(children) + f"</{tag}>"
-
-
-def text_node(value: str) -> str:
-    return html.escape(value, quote=False)
+# Charts are element trees (``calc_view.html``), written once by ``to_html`` in :func:`_wrap`.
 
 
 def _chart_id(name: str, payload: object) -> str:
     """An id stable across builds and distinct per chart on a page."""
-    digest = hashlib.sha1(_source_json(payload).encode()).hexdigest()[:8]
+    digest = hashlib.sha1(source_json(payload).encode()).hexdigest()[:8]
     return f"chart-{name}-{digest}"
 
 
-def _svg(chart_id: str, name: str, height: float, title: str, desc: str, body: list[str],
-         attrs: dict | None = None) -> str:
-    head = [el("title", {"id": chart_id + "-title"}, text_node(title)),
-            el("desc", {"id": chart_id + "-desc"}, text_node(desc))]
-    return el("svg", {"xmlns": SVG_NS, "class": "calc-svg", "viewBox": f"0 0 {_num(WIDTH)} {_num(height)}",
+def _svg(chart_id: str, name: str, height: float, title: str, desc: str, body: list,
+         attrs: dict | None = None) -> list:
+    head = [el("title", {"id": chart_id + "-title"}, title),
+            el("desc", {"id": chart_id + "-desc"}, desc)]
+    return el("svg", {"xmlns": SVG_NS, "class": "calc-svg", "viewBox": f"0 0 {svg_number(WIDTH)} {svg_number(height)}",
                       "width": "100%", "role": "img", "data-chart": name, "id": chart_id,
                       "aria-labelledby": f"{chart_id}-title {chart_id}-desc",
-                      "font-size": _num(FONT), **(attrs or {})}, *head, *body)
+                      "font-size": svg_number(FONT), **(attrs or {})}, *head, *body)
 
 
-def _legend(items: list[tuple[str, str]]) -> str:
+def _legend(items: list[tuple[str, str]]) -> list:
     """HTML legend: (css class of the swatch, label)."""
-    lis = "".join(
-        f'<li><span class="calc-swatch {html.escape(css)}" aria-hidden="true"></span>'
-        f"{html.escape(label)}</li>" for css, label in items)
-    return f'<ul class="calc-chart-legend">{lis}</ul>'
+    return el("ul", {"class": "calc-chart-legend"},
+              *(el("li", {}, el("span", {"class": f"calc-swatch {css}", "aria-hidden": "true"}), label)
+                for css, label in items))
 
 
-def _details(lang: str, tables: list[str], open_: bool = False) -> str:
-    return ("<details class=\"calc-chart-data\"" + (" open" if open_ else "") + ">"
-            f"<summary>{html.escape(t('data_summary', lang))}</summary>\n"
-            + "\n".join(tables) + "\n</details>")
+def _details(lang: str, tables: list) -> list:
+    """The chart's figures as tables (``macros.tables.table_node``), folded."""
+    return el("details", {"class": "calc-chart-data"}, el("summary", {}, t("data_summary", lang)),
+              *tables)
 
 
-def _wrap(name: str, parts: list[str]) -> str:
-    """One raw HTML block (no blank line, so Markdown leaves it alone). Kept out of the
-    search index: tick labels and a table of figures do not read as sentences in a snippet."""
-    body = "\n".join(p for p in parts if p)
-    return (f'<div class="calc-figure" data-figure="{html.escape(name)}" data-search-exclude>'
-            f'\n{body}\n</div>')
+def _wrap(name: str, parts: list) -> str:
+    """One raw HTML block (one line, so Markdown leaves it alone). Kept out of the search
+    index: tick labels and a table of figures do not read as sentences in a snippet."""
+    return to_html(el("div", {"class": "calc-figure", "data-figure": name,
+                              "data-search-exclude": True}, *parts))
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:
@@ -179,9 +139,9 @@ def memory_components_chart(lang: str, models: list[str], methods: list, **setup
     variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
     requests = [{"model": m, **setup, **v} for v in variants for m in models]
     responses = [calc.estimate(r) for r in requests]
-    found = {c for r in responses for c, v in r["components"].items() if v}
-    present = [c for c in COMPONENT_ORDER if c in found]
-    present += sorted(found - set(COMPONENT_ORDER))  # a component calc adds later still shows
+    # a component calc adds later still shows (after the known ones)
+    present = present_components([{f"components.{c}": v for r in responses
+                                   for c, v in r["components"].items() if v}])
     css = {c: _series_class(i) for i, c in enumerate(present)}
     n = len(models)
     panels = [_component_panel(lang, requests[i * n:(i + 1) * n], responses[i * n:(i + 1) * n],
@@ -194,7 +154,7 @@ def memory_components_chart(lang: str, models: list[str], methods: list, **setup
 
 
 def _component_panel(lang: str, requests: list[dict], responses: list[dict], present: list[str],
-                     css: dict, variant_text: str) -> str:
+                     css: dict, variant_text: str) -> list:
     left, right, top = 8.0, 14.0, 6.0
     label_h, bar_h, gap = 15.0, 16.0, 9.0
     row_h = label_h + bar_h + gap
@@ -205,19 +165,19 @@ def _component_panel(lang: str, requests: list[dict], responses: list[dict], pre
     n = len(requests)
     axis_y = top + n * row_h
     height = axis_y + 34.0
-    body: list[str] = []
+    body: list = []
     for tick in ticks:  # light vertical grid behind the bars
         x = left + tick * scale
-        body.append(el("line", {"class": "calc-grid", "x1": _num(x), "x2": _num(x),
-                                "y1": _num(top), "y2": _num(axis_y)}))
+        body.append(el("line", {"class": "calc-grid", "x1": svg_number(x), "x2": svg_number(x),
+                                "y1": svg_number(top), "y2": svg_number(axis_y)}))
     items = []
     for i, (req, resp) in enumerate(zip(requests, responses, strict=True)):
         y = top + i * row_h
         name = model_name(req["model"])
         total = resp["device_total_bytes"]
         total_text = format_kind(total, "gib", lang)
-        marks = [el("text", {"class": "calc-label", "x": _num(left), "y": _num(y + label_h - 4)},
-                    text_node(f"{name} · {total_text} GiB"))]
+        marks = [el("text", {"class": "calc-label", "x": svg_number(left), "y": svg_number(y + label_h - 4)},
+                    f"{name} · {total_text} GiB")]
         x = left
         parts = []
         for comp in present:
@@ -226,20 +186,20 @@ def _component_panel(lang: str, requests: list[dict], responses: list[dict], pre
             shown = format_kind(value, "gib", lang)
             if value:
                 parts.append(f"{_component_name(comp, lang).lower()} {shown}")
-            marks.append(el("rect", {"class": "calc-seg " + css[comp], "x": _num(x),
-                                     "y": _num(y + label_h), "width": _num(w), "height": _num(bar_h),
-                                     "data-series": comp, "data-y": _raw(value)},
-                            el("title", {}, text_node(f"{name}: {_component_name(comp, lang)} {shown} GiB"))))
+            marks.append(el("rect", {"class": "calc-seg " + css[comp], "x": svg_number(x),
+                                     "y": svg_number(y + label_h), "width": svg_number(w), "height": svg_number(bar_h),
+                                     "data-series": comp, "data-y": raw_number(value)},
+                            el("title", {}, f"{name}: {_component_name(comp, lang)} {shown} GiB")))
             x += w
         rest = total - resp["peak_allocated_bytes"]
         w = rest / GIB * scale
-        marks.append(el("rect", {"class": "calc-seg calc-reserve", "x": _num(x), "y": _num(y + label_h),
-                                 "width": _num(max(w, 0)), "height": _num(bar_h),
-                                 "data-series": "reserve_context", "data-y": _raw(rest)},
-                        el("title", {}, text_node(f"{name}: {t('reserve_context', lang)} "
-                                                  f"{format_kind(rest, 'gib', lang)} GiB"))))
-        body.append(el("g", {"data-category": req["model"], "data-total": _raw(total),
-                             "data-source": _source_json({"command": "estimate", "request": req})},
+        marks.append(el("rect", {"class": "calc-seg calc-reserve", "x": svg_number(x), "y": svg_number(y + label_h),
+                                 "width": svg_number(max(w, 0)), "height": svg_number(bar_h),
+                                 "data-series": "reserve_context", "data-y": raw_number(rest)},
+                        el("title", {}, f"{name}: {t('reserve_context', lang)} "
+                                                  f"{format_kind(rest, 'gib', lang)} GiB")))
+        body.append(el("g", {"data-category": req["model"], "data-total": raw_number(total),
+                             "data-source": source_json({"command": "estimate", "request": req})},
                        *marks))
         items.append(t("components.item", lang, model=name, total=total_text, parts=", ".join(parts)))
     body.append(_x_axis(lang, ticks, left, scale, axis_y, t("axis.gib", lang)))
@@ -247,38 +207,39 @@ def _component_panel(lang: str, requests: list[dict], responses: list[dict], pre
     desc = t("components.desc", lang, items="; ".join(items))
     chart_id = _chart_id("memory_components", requests)
     return el("figure", {"class": "calc-chart-panel"},
-              el("figcaption", {}, text_node(title)),
+              el("figcaption", {}, title),
               _svg(chart_id, "memory_components", height, title, desc, body))
 
 
 def _x_axis(lang: str, ticks: list[float], left: float, scale: float, y: float, label: str,
-            positions: list[float] | None = None) -> str:
-    parts = [el("line", {"class": "calc-axis", "x1": _num(left), "x2": _num(WIDTH - 8),
-                         "y1": _num(y), "y2": _num(y)})]
+            positions: list[float] | None = None) -> list:
+    parts = [el("line", {"class": "calc-axis", "x1": svg_number(left), "x2": svg_number(WIDTH - 8),
+                         "y1": svg_number(y), "y2": svg_number(y)})]
     for i, tick in enumerate(ticks):
         x = positions[i] if positions else left + tick * scale
         anchor = "start" if i == 0 and x - left < 10 else ("end" if x > WIDTH - 20 else "middle")
-        parts.append(el("text", {"class": "calc-tick", "x": _num(x), "y": _num(y + 13),
-                                 "text-anchor": anchor}, text_node(_tick_text(tick, lang))))
-    parts.append(el("text", {"class": "calc-axis-label", "x": _num(WIDTH - 8), "y": _num(y + 28),
-                             "text-anchor": "end"}, text_node(label)))
+        parts.append(el("text", {"class": "calc-tick", "x": svg_number(x), "y": svg_number(y + 13),
+                                 "text-anchor": anchor}, _tick_text(tick, lang)))
+    parts.append(el("text", {"class": "calc-axis-label", "x": svg_number(WIDTH - 8), "y": svg_number(y + 28),
+                             "text-anchor": "end"}, label))
     return el("g", {"class": "calc-x-axis", "aria-hidden": "true"}, *parts)
 
 
-def _components_table(lang: str, requests: list[dict], present: list[str]) -> str:
-    frame = _estimate_frame(requests)
-    frame["phase"] = frame["peak_phase"]
+def _components_table(lang: str, requests: list[dict], present: list[str]) -> list:
+    rows = estimate_rows(requests)
+    for row in rows:
+        row["phase"] = row["peak_phase"]
+        for comp in present:
+            row["components." + comp] = row.get("components." + comp) or 0
     cols = [Col("model_name", "col.model", "text", row_header=True),
             Col("req.method", "col.method", "code"),
             Col("req.precision", "col.precision", "code"),
             Col("phase", "col.peak_phase", "code", options="phase")]
     for comp in present:
-        field = "components." + comp
-        frame[field] = frame[field].fillna(0).astype("int64") if field in frame else 0
-        cols.append(Col(field, "col.component." + comp, "gib"))
+        cols.append(Col("components." + comp, "col.component." + comp, "gib"))
     cols += [Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
              Col("device_total_bytes", "col.device_total", "gib")]
-    return render(frame, cols, lang, "memory_components", "caption.memory_components")
+    return table_node(rows, cols, lang, "memory_components", "caption.memory_components")
 
 
 # ---------------------------------------------------------------- b. memory vs sequence and batch
@@ -324,17 +285,17 @@ def memory_seq_batch_chart(lang: str, model: str, method: str, seq_lens: list[in
         rows.append(row)
     cols = [Col("seq_len", "col.seq_len", "int", check="request.seq_len", row_header=True)]
     cols += [Col(f"b{b}", f"col.batch|{b}", "gib", check="device_total_bytes") for b in batches]
-    grid_table = render(pd.DataFrame(rows), cols, lang, "memory_seq_batch_chart", "caption.memory_seq_batch_chart")
-    card_frame = pd.DataFrame([{"name": n, "memory": m, SOURCE: {"command": "gpu", "id": g}}
-                               for g, n, m in cards])
-    card_table = render(card_frame, [Col("name", "col.gpu", "text", row_header=True),
+    grid_table = table_node(rows, cols, lang, "memory_seq_batch_chart", "caption.memory_seq_batch_chart")
+    card_rows = [{"name": n, "memory": m, SOURCE: {"command": "gpu", "id": g}} for g, n, m in cards]
+    card_table = table_node(card_rows, [Col("name", "col.gpu", "text", row_header=True),
                                      Col("memory", "col.gpu_memory", "gib", check="memory_bytes")],
                         lang, "chart_capacities", "caption.chart_capacities")
-    return _wrap("memory_seq_batch", [by_seq, by_batch, _details(lang, [grid_table, card_table])])
+    return _wrap("memory_seq_batch", [*by_seq, *by_batch, _details(lang, [grid_table, card_table])])
 
 
 def _line_panel(lang, name, title, xs, series, value, series_label, series_word, x_label, cards,
-                request, x_key, s_key) -> str:
+                request, x_key, s_key) -> tuple[list, list]:
+    """A panel of lines and its legend."""
     left, right, top, bottom = 40.0, 12.0, 22.0, 36.0
     plot_h = 240.0
     height = top + plot_h + bottom
@@ -354,14 +315,14 @@ def _line_panel(lang, name, title, xs, series, value, series_label, series_word,
     body = []
     for tick in ticks:
         y = y_of(tick)
-        body.append(el("line", {"class": "calc-grid", "x1": _num(left), "x2": _num(WIDTH - right),
-                                "y1": _num(y), "y2": _num(y)}))
-        body.append(el("text", {"class": "calc-tick", "x": _num(left - 4), "y": _num(y + 4),
+        body.append(el("line", {"class": "calc-grid", "x1": svg_number(left), "x2": svg_number(WIDTH - right),
+                                "y1": svg_number(y), "y2": svg_number(y)}))
+        body.append(el("text", {"class": "calc-tick", "x": svg_number(left - 4), "y": svg_number(y + 4),
                                 "text-anchor": "end", "aria-hidden": "true"},
-                       text_node(_tick_text(tick, lang))))
-    body.append(el("text", {"class": "calc-axis-label", "x": _num(4), "y": _num(top - 10),
+                       _tick_text(tick, lang)))
+    body.append(el("text", {"class": "calc-axis-label", "x": svg_number(4), "y": svg_number(top - 10),
                             "aria-hidden": "true"},
-                   text_node(t("axis.gib", lang))))
+                   t("axis.gib", lang)))
     # the cards' memory: dashed lines, named above the line; a label that would overlap the
     # previous one (lines close together) goes to the other end of its line
     placed: list[tuple[float, str]] = []
@@ -371,28 +332,28 @@ def _line_panel(lang, name, title, xs, series, value, series_label, series_word,
         anchor = "end" if clash and clash[-1] == "start" else "start"
         placed.append((y, anchor))
         body.append(el("g", {"class": "calc-capacity-line", "data-series": "capacity",
-                             "data-category": gpu_id, "data-y": _raw(memory),
-                             "data-source": _source_json({"command": "gpu", "id": gpu_id})},
-                       el("line", {"x1": _num(left), "x2": _num(WIDTH - right), "y1": _num(y),
-                                   "y2": _num(y)}),
+                             "data-category": gpu_id, "data-y": raw_number(memory),
+                             "data-source": source_json({"command": "gpu", "id": gpu_id})},
+                       el("line", {"x1": svg_number(left), "x2": svg_number(WIDTH - right), "y1": svg_number(y),
+                                   "y2": svg_number(y)}),
                        el("text", {"class": "calc-capacity-label", "text-anchor": anchor,
-                                   "x": _num(left + 4 if anchor == "start" else WIDTH - right - 4),
-                                   "y": _num(y - 3)},
-                          text_node(f"{card} · {format_kind(memory, 'gib', lang)} GiB"))))
+                                   "x": svg_number(left + 4 if anchor == "start" else WIDTH - right - 4),
+                                   "y": svg_number(y - 3)},
+                          f"{card} · {format_kind(memory, 'gib', lang)} GiB")))
     items = []
     for i, s in enumerate(series):
         css = _series_class(i)
         points = [(x, value(x, s)) for x in xs]
-        path = " ".join(f"{'M' if j == 0 else 'L'}{_num(x_of(x))},{_num(y_of(v / GIB))}"
+        path = " ".join(f"{'M' if j == 0 else 'L'}{svg_number(x_of(x))},{svg_number(y_of(v / GIB))}"
                         for j, (x, (_, v)) in enumerate(points))
         marks = [el("path", {"class": "calc-line " + css, "d": path})]
         for x, (_, v) in points:
-            marks.append(el("circle", {"class": "calc-point " + css, "cx": _num(x_of(x)),
-                                       "cy": _num(y_of(v / GIB)), "r": "3.2",
-                                       "data-series": str(s), "data-x": str(x), "data-y": _raw(v)},
-                            el("title", {}, text_node(
+            marks.append(el("circle", {"class": "calc-point " + css, "cx": svg_number(x_of(x)),
+                                       "cy": svg_number(y_of(v / GIB)), "r": "3.2",
+                                       "data-series": str(s), "data-x": str(x), "data-y": raw_number(v)},
+                            el("title", {}, 
                                 f"{series_label(s)}, {x_key_text(x_key, x, lang)}: "
-                                f"{format_kind(v, 'gib', lang)} GiB"))))
+                                f"{format_kind(v, 'gib', lang)} GiB")))
         body.append(el("g", {"data-series": str(s), "data-x-key": x_key, "data-series-key": s_key},
                        *marks))
         items.append(t("seq.item", lang, series=series_word, s=format_number(s, 0, lang),
@@ -407,9 +368,8 @@ def _line_panel(lang, name, title, xs, series, value, series_label, series_word,
     legend = _legend([(_series_class(i), series_label(s)) for i, s in enumerate(series)]
                      + [("calc-capacity", t("capacity", lang))])
     svg = _svg(chart_id, name, height, title, desc, body,
-               {"data-source": _source_json({"command": "estimate", "request": request})})
-    return el("figure", {"class": "calc-chart-panel"}, el("figcaption", {}, text_node(title)),
-              svg) + "\n" + legend
+               {"data-source": source_json({"command": "estimate", "request": request})})
+    return el("figure", {"class": "calc-chart-panel"}, el("figcaption", {}, title), svg), legend
 
 
 def x_key_text(key: str, x: int, lang: str) -> str:
@@ -418,9 +378,6 @@ def x_key_text(key: str, x: int, lang: str) -> str:
 
 
 # ---------------------------------------------------------------- c. time against cost
-
-
-REFERENCE_GPU = "h100-sxm"  # any card will do: the recommendations cover the whole catalogue
 
 
 def priced_configs(plan: dict) -> list[tuple[int, dict]]:
@@ -450,15 +407,6 @@ def time_cost_points(plan: dict) -> tuple[list[tuple[int, dict]], int, int]:
     return points, cheapest, fastest[0]
 
 
-def config_text(config: dict, lang: str) -> str:
-    from .plan_tables import gpu_name
-
-    text = f"{config['num_gpus']} × {gpu_name(config['gpu'])}"
-    if config["sharding"] != "none":
-        text += f" ({labels.option('sharding', config['sharding'], lang)})"
-    return text
-
-
 def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
     """Time against cost of every card for one job (log scales), the cheapest and the
     fastest configuration marked and named; the figures in the table below."""
@@ -485,18 +433,18 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
     body = []
     for tick in log_ticks(c_lo, c_hi):
         y = y_of(tick)
-        body.append(el("line", {"class": "calc-grid", "x1": _num(left), "x2": _num(WIDTH - right),
-                                "y1": _num(y), "y2": _num(y)}))
-        body.append(el("text", {"class": "calc-tick", "x": _num(left - 4), "y": _num(y + 4),
+        body.append(el("line", {"class": "calc-grid", "x1": svg_number(left), "x2": svg_number(WIDTH - right),
+                                "y1": svg_number(y), "y2": svg_number(y)}))
+        body.append(el("text", {"class": "calc-tick", "x": svg_number(left - 4), "y": svg_number(y + 4),
                                 "text-anchor": "end", "aria-hidden": "true"},
-                       text_node(_tick_text(tick, lang))))
+                       _tick_text(tick, lang)))
     x_ticks = log_ticks(t_lo, t_hi)
     for tick in x_ticks:
         x = x_of(tick)
-        body.append(el("line", {"class": "calc-grid", "x1": _num(x), "x2": _num(x),
-                                "y1": _num(top), "y2": _num(top + plot_h)}))
-    body.append(el("text", {"class": "calc-axis-label", "x": _num(4), "y": _num(top - 10),
-                            "aria-hidden": "true"}, text_node(t("axis.usd", lang))))
+        body.append(el("line", {"class": "calc-grid", "x1": svg_number(x), "x2": svg_number(x),
+                                "y1": svg_number(top), "y2": svg_number(top + plot_h)}))
+    body.append(el("text", {"class": "calc-axis-label", "x": svg_number(4), "y": svg_number(top - 10),
+                            "aria-hidden": "true"}, t("axis.usd", lang)))
     body.append(_x_axis(lang, x_ticks, left, 1.0, top + plot_h, t("axis.hours", lang),
                         [x_of(v) for v in x_ticks]))
     marks, labels_ = [], []
@@ -508,12 +456,12 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
         name = config_text(c, lang)
         tip = (f"{name}: {format_kind(c['time_hours'], 'hours', lang)} h, "
                f"{format_kind(c['cost_usd'], 'usd', lang)} USD")
-        shape = el("circle", {"class": f"calc-dot calc-dot-{role.split()[0]}", "cx": _num(x),
-                              "cy": _num(y), "r": "6" if role != "other" else "4",
+        shape = el("circle", {"class": f"calc-dot calc-dot-{role.split()[0]}", "cx": svg_number(x),
+                              "cy": svg_number(y), "r": "6" if role != "other" else "4",
                               "data-series": c["id"], "data-role": role,
                               "data-index": str(index),
-                              "data-x": _raw(c["time_hours"]), "data-y": _raw(c["cost_usd"])},
-                   el("title", {}, text_node(tip)))
+                              "data-x": raw_number(c["time_hours"]), "data-y": raw_number(c["cost_usd"])},
+                   el("title", {}, tip))
         (labels_ if role != "other" else marks).append(shape)
         for word in role.split():
             if word == "other":
@@ -526,10 +474,10 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
             y0 = min(max(y0, top + 10), top + plot_h - 20)
             labels_.append(el("text", {"class": "calc-dot-label", "text-anchor": anchor,
                                        "data-label": word},
-                              el("tspan", {"x": _num(x + dx), "y": _num(y0)},
-                                 text_node(t("cost." + word, lang) + ":")),
-                              el("tspan", {"x": _num(x + dx), "y": _num(y0 + 14)},
-                                 text_node(name))))
+                              el("tspan", {"x": svg_number(x + dx), "y": svg_number(y0)},
+                                 t("cost." + word, lang) + ":"),
+                              el("tspan", {"x": svg_number(x + dx), "y": svg_number(y0 + 14)},
+                                 name)))
     body += marks + labels_  # highlighted ones drawn last, on top
     cheap_c = plan["recommendations"]["configs"][cheapest]
     fast_c = plan["recommendations"]["configs"][fastest]
@@ -542,7 +490,7 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
              fast_usd=format_kind(fast_c["cost_usd"], "usd", lang))
     chart_id = _chart_id("time_cost", request)
     svg = _svg(chart_id, "time_cost", height, title, desc, body,
-               {"data-source": _source_json(source)})
+               {"data-source": source_json(source)})
     legend = _legend([("calc-dot-cheapest", t("cost.cheapest", lang)),
                       ("calc-dot-fastest", t("cost.fastest", lang)),
                       ("calc-dot-other", t("cost.other", lang))])
@@ -559,14 +507,13 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
                      "hour_check": f"recommendations.configs.{index}.per_hour_usd",
                      "highlight": " · ".join(t("cost." + w, lang) for w in role),
                      SOURCE: source})
-    frame = pd.DataFrame(rows)
     cols = [Col("config", "col.config", "ref", check="@field_id", row_header=True),
             Col("time", "col.time_hours", "hours", check="@time_check"),
             Col("cost", "col.cost_total", "usd", check="@cost_check"),
             Col("per_hour", "col.usd_per_hour_all", "usd", check="@hour_check"),
             Col("highlight", "col.highlight", "text")]
-    table = render(frame, cols, lang, "time_cost", "caption.time_cost")
-    figure = el("figure", {"class": "calc-chart-panel"}, el("figcaption", {}, text_node(title)), svg)
+    table = table_node(rows, cols, lang, "time_cost", "caption.time_cost")
+    figure = el("figure", {"class": "calc-chart-panel"}, el("figcaption", {}, title), svg)
     return _wrap("time_cost", [figure, legend, _details(lang, [table])])
 
 
@@ -574,6 +521,4 @@ MACROS = ("memory_components_chart", "memory_seq_batch_chart", "time_cost_chart"
 
 
 def register(env) -> None:
-    from .guides import bind_all
-
     bind_all(env, MACROS, globals())

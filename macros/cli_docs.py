@@ -81,7 +81,7 @@ def response_fields(env, command: str) -> str:
     from calc.cli.messages import Messages
 
     lang = page_language(env)
-    response = calc.estimate(REQUEST) if command == "estimate" else calc.plan(PLAN_REQUEST)
+    response = calc.estimate(REQUEST) if command == "estimate" else calc.plan_setup(PLAN_REQUEST)
     msg = Messages(lang)
     head = _head(lang)
     rows = [f"| {head[2]} | {head[3]} | {head[4]} |", "|---|---|---|"]
@@ -113,11 +113,11 @@ def _codes(section: str) -> list[str]:
     """Components and phases: the keys of a real estimate; warnings: every code the site
     translates (the calculator's tests keep that list equal to what calc can answer)."""
     import calc
-    from calc.catalogue import load
+    from calc.catalogue import catalogue
 
     if section in ("components", "phases"):
         return list(calc.estimate(REQUEST)[section])
-    return [key.split(".", 1)[1] for key in load("en")["messages"] if key.startswith("warning.")]
+    return list(catalogue("en").namespace("warning"))
 
 
 def schema_link(env, command: str) -> str:
@@ -135,7 +135,7 @@ def api_example(env) -> str:
     import calc
 
     est = calc.estimate(REQUEST)
-    result = calc.plan(PLAN_REQUEST)
+    result = calc.plan_setup(PLAN_REQUEST)
     return (f"{est['peak_allocated_bytes']} {est['peak_phase']}\n"
             f"{result['fits_selected_gpu']} {result['recommendations']['cheapest']}")
 

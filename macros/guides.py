@@ -1,5 +1,6 @@
 """One function per generated table of the guides. Each builds calc requests,
-calls calc, puts the responses in a DataFrame and hands it to the one renderer.
+calls calc, puts the responses in rows (``macros.rows``) and hands them to the one
+renderer (``macros.tables.render``).
 
 Every function takes the page language first; the Markdown calls them with
 the same arguments in both languages (a test checks it). Any calc error
@@ -8,57 +9,20 @@ propagates: the build fails instead of printing a broken table.
 
 from __future__ import annotations
 
-import pandas as pd
-
 import calc
 
 from . import labels
-from .methodology_text import translate_label
-from .site import page_language
-from .tables import CELL_SOURCE, SOURCE, Col, render
-
-# Components in the order the tables show them; others calc may add go after.
-COMPONENT_ORDER = ("weights", "lora_weights", "gradients", "optimizer", "optimizer_temporaries",
-                   "activations", "logits", "weight_copies", "gathered_weights",
-                   "dequant_buffer", "comm_buffers")
+from .labels import translate_label
+from .rows import REFERENCE_GPU, estimate_rows, gpu_name, gpu_rows, model_name, present_components
+from .site import bind_all
+from .tables import CELL_SOURCE, SOURCE, Col, inline, ref, render, resolve
 
 
-def _estimate_frame(requests: list[dict]) -> pd.DataFrame:
-    """Responses flattened to dotted columns (``components.weights``), which are
-    also the paths the tests resolve in a response."""
-    responses = [calc.estimate(req) for req in requests]
-    frame = pd.json_normalize(responses)
-    frame[SOURCE] = [{"command": "estimate", "request": req} for req in requests]
-    for key, values in _request_columns(requests).items():
-        frame[key] = values
-    return frame
-
-
-def _request_columns(requests: list[dict]) -> dict[str, list]:
-    keys = sorted({k for req in requests for k in req})
-    out = {"req." + k: [req.get(k) for req in requests] for k in keys}
-    if "req.model" in out:
-        out["model_name"] = [model_name(m) for m in out["req.model"]]
-    return out
-
-
-def model_name(preset_id: str) -> str:
-    """The preset's display name (``Llama 2 7B``); unknown ids fail the build."""
-    from calc import presets
-
-    names = {p["id"]: p["name"] for p in presets.presets_listing()}
-    return names[preset_id]
-
-
-def _component_cols(frame: pd.DataFrame) -> list[Col]:
-    present = [c[len("components."):] for c in frame.columns if c.startswith("components.")]
-    ordered = [c for c in COMPONENT_ORDER if c in present]
-    ordered += sorted(c for c in present if c not in COMPONENT_ORDER)
+def _component_cols(rows: list[dict]) -> list[Col]:
     cols = []
-    for name in ordered:
+    for name in present_components(rows):
         field = "components." + name
-        frame[field] = frame[field].fillna(0).astype("int64")
-        if (frame[field] == 0).all():
+        if not any(row[field] for row in rows):
             continue  # a component no row has would only add a column of zeros
         cols.append(Col(field, "col.component." + name, "gib"))
     return cols
@@ -85,28 +49,25 @@ def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
     if any(k in PLAN_FIELDS for k in setup):
         return _vram_by_model_plan(lang, models, variants, setup)
     requests = [{"model": m, **setup, **v} for m in models for v in variants]
-    frame = _estimate_frame(requests)
     cols = [Col("model_name", "col.model", "text", row_header=True),
             Col("req.method", "col.method", "code"),
             Col("req.precision", "col.precision", "code"),
             Col("device_total_bytes", "col.device_total", "gib")]
-    return render(frame, cols, lang, "vram_by_model", "caption.vram_by_model")
+    return render(estimate_rows(requests), cols, lang, "vram_by_model", "caption.vram_by_model")
 
 
 def _vram_by_model_plan(lang: str, models: list[str], variants: list[dict], setup: dict) -> str:
-    from .plan_tables import REFERENCE_GPU, _plan, _ref, gpu_name
-
     rows = []
     for model in models:
         for variant in variants:
             request = {"model": model, **setup, **variant, "gpu": setup.get("gpu", REFERENCE_GPU)}
-            plan = _plan(request)
+            plan = calc.plan_setup(request)
             single = plan["recommendations"]["smallest_single_gpu"]
             rows.append({
                 "model_name": model_name(model), "method": plan["memory"]["request"]["method"],
                 "precision": plan["memory"]["request"]["precision"],
                 "total": plan["memory"]["device_total_bytes"],
-                "single": _ref(single and single["gpu"],
+                "single": ref(single and single["gpu"],
                                gpu_name(single["gpu"]) if single else
                                labels.text("text.no_single_card", lang), **{"ref-kind": "gpu"}),
                 SOURCE: {"command": "plan", "request": request}})
@@ -115,7 +76,7 @@ def _vram_by_model_plan(lang: str, models: list[str], variants: list[dict], setu
             Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
             Col("single", "col.smallest_single_card", "ref",
                 check="recommendations.smallest_single_gpu.gpu")]
-    return render(pd.DataFrame(rows), cols, lang, "vram_by_model", "caption.vram_by_model")
+    return render(rows, cols, lang, "vram_by_model", "caption.vram_by_model")
 
 
 def memory_vs_seq_batch(lang: str, model: str, method: str, seq_lens: list[int],
@@ -123,20 +84,18 @@ def memory_vs_seq_batch(lang: str, model: str, method: str, seq_lens: list[int],
     """Peak allocated memory: rows are sequence lengths, columns micro-batch sizes."""
     rows = []
     for seq in seq_lens:
-        row = {"seq_len": seq}
+        # the row header number is the request's own value, checked against the cell sources
+        row = {"seq_len": seq, SOURCE: {"command": "request", "request": {"seq_len": seq}}}
         for batch in batches:
             req = {"model": model, "method": method, **setup,
                    "seq_len": seq, "micro_batch_size": batch}
             row[f"b{batch}"] = calc.estimate(req)["peak_allocated_bytes"]
             row[CELL_SOURCE + f"b{batch}"] = {"command": "estimate", "request": req}
         rows.append(row)
-    frame = pd.DataFrame(rows)
     cols = [Col("seq_len", "col.seq_len", "int", check="request.seq_len", row_header=True)]
     cols += [Col(f"b{b}", f"col.batch|{b}", "gib", check="peak_allocated_bytes")
              for b in batches]
-    # the row header number is the request's own value, checked against the cell sources
-    frame[SOURCE] = [{"command": "request", "request": {"seq_len": s}} for s in seq_lens]
-    return render(frame, cols, lang, "memory_vs_seq_batch", "caption.memory_vs_seq_batch")
+    return render(rows, cols, lang, "memory_vs_seq_batch", "caption.memory_vs_seq_batch")
 
 
 def per_gpu_memory(lang: str, model: str, method: str, gpu_counts: list[int],
@@ -145,13 +104,13 @@ def per_gpu_memory(lang: str, model: str, method: str, gpu_counts: list[int],
     requests = [{"model": model, "method": method, **setup, "num_gpus": 1, "sharding": "none"}]
     requests += [{"model": model, "method": method, **setup, "num_gpus": n, "sharding": s}
                  for s in shardings for n in gpu_counts if n > 1]
-    frame = _estimate_frame(requests)
+    rows = estimate_rows(requests)
     cols = [Col("req.sharding", "col.sharding", "code", row_header=True),
             Col("req.num_gpus", "col.num_gpus", "int", check="request.num_gpus")]
-    cols += _component_cols(frame)
+    cols += _component_cols(rows)
     cols += [Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
              Col("device_total_bytes", "col.device_total", "gib")]
-    return render(frame, cols, lang, "per_gpu_memory", "caption.per_gpu_memory")
+    return render(rows, cols, lang, "per_gpu_memory", "caption.per_gpu_memory")
 
 
 def bytes_per_param(lang: str, model: str, combos: list[list[str]], **setup) -> str:
@@ -159,34 +118,36 @@ def bytes_per_param(lang: str, model: str, combos: list[list[str]], **setup) -> 
     optimizer: calc's components divided by the parameter count."""
     requests = [{"model": model, "method": "full", **setup, "precision": p, "optimizer": o}
                 for p, o in combos]
-    frame = _estimate_frame(requests)
-    _component_cols(frame)  # fills absent components with 0
-    total = frame["params_total"]
+    rows = estimate_rows(requests)
+    present_components(rows)  # fills absent components with 0
     states = ("weights", "gradients", "optimizer")
     cols = [Col("req.precision", "col.precision", "code", row_header=True),
             Col("req.optimizer", "col.optimizer", "code")]
+    for row in rows:
+        row["bpp.total"] = sum(row["components." + n] for n in states) / row["params_total"]
+        for name in states:
+            row["bpp." + name] = row["components." + name] / row["params_total"]
     for name in states:
-        field = "components." + name
-        frame["bpp." + name] = frame[field] / total
         # the values are bytes per parameter, so not the components' GiB headers
-        cols.append(Col("bpp." + name, "col.bpp_" + name, "bpp", check=f"{field}/params_total"))
-    frame["bpp.total"] = sum(frame["components." + n] for n in states) / total
+        cols.append(Col("bpp." + name, "col.bpp_" + name, "bpp",
+                        check=f"components.{name}/params_total"))
     cols.append(Col("bpp.total", "col.bpp_total", "bpp",
                     check="+".join("components." + n for n in states) + "/params_total"))
-    return render(frame, cols, lang, "bytes_per_param", "caption.bytes_per_param")
+    return render(rows, cols, lang, "bytes_per_param", "caption.bytes_per_param")
 
 
 def weight_bytes(lang: str, model: str, variants: list[dict], **setup) -> str:
     """Bytes per parameter of the weights alone: 16-bit base vs 4-bit NF4."""
     requests = [{"model": model, **setup, **v} for v in variants]
-    frame = _estimate_frame(requests)
-    frame["bpp.weights"] = frame["components.weights"] / frame["params_total"]
-    frame["variant"] = [labels.variant(r, lang) for r in requests]
+    rows = estimate_rows(requests)
+    for row, request in zip(rows, requests, strict=True):
+        row["bpp.weights"] = row["components.weights"] / row["params_total"]
+        row["variant"] = labels.variant(request, lang)
     cols = [Col("variant", "col.variant", "text", row_header=True),
             Col("components.weights", "col.component.weights", "gib"),
             Col("bpp.weights", "col.bpp_weights", "bpp",
                 check="components.weights/params_total")]
-    return render(frame, cols, lang, "weight_bytes", "caption.weight_bytes")
+    return render(rows, cols, lang, "weight_bytes", "caption.weight_bytes")
 
 
 # The macros the pages may call; each gets the page language from the config.
@@ -194,21 +155,6 @@ MACROS = ("setup_list", "vram_by_model", "memory_vs_seq_batch", "per_gpu_memory"
           "bytes_per_param", "weight_bytes", "full_ft_sharded", "gib_note", "calc_value",
           "gpu_catalogue", "gpu_sources", "gpu_prices",
           "validation_memory_rows", "validation_memory_summary", "validation_memory_uncovered")
-
-
-def bind_all(env, names, namespace: dict) -> None:
-    """Declare each function ``names`` of ``namespace`` as a macro of ``env`` (mkdocs-macros),
-    with the page language as its first argument."""
-    import functools
-
-    def bind(fn):
-        @functools.wraps(fn)
-        def macro(*args, **kwargs):
-            return fn(page_language(env), *args, **kwargs)
-        return macro
-
-    for name in names:
-        env.macro(bind(namespace[name]), name)
 
 
 def register(env) -> None:
@@ -229,11 +175,10 @@ def full_ft_sharded(lang: str, models: list[str], gpu_counts: list[int], shardin
             row[f"n{n}"] = calc.estimate(req)["device_total_bytes"]
             row[CELL_SOURCE + f"n{n}"] = {"command": "estimate", "request": req}
         rows.append(row)
-    frame = pd.DataFrame(rows)
     cols = [Col("model", "col.model", "text", row_header=True)]
     cols += [Col(f"n{n}", f"col.per_gpu_of{'_one' if n == 1 else ''}|{n}", "gib",
                  check="device_total_bytes") for n in gpu_counts]
-    return render(frame, cols, lang, "full_ft_sharded", "caption.full_ft_sharded")
+    return render(rows, cols, lang, "full_ft_sharded", "caption.full_ft_sharded")
 
 
 def gib_note(lang: str) -> str:
@@ -248,65 +193,9 @@ def calc_value(lang: str, field: str, kind: str, **request) -> str:
                   {"command": "estimate", "request": request})
 
 
-def inline(lang: str, raw: float, kind: str, field: str, source: dict) -> str:
-    from calc_view.numfmt import format_kind
-    from .tables import _attr, _source_json
-
-    return (f'<span data-value="{_attr(raw)}" data-kind="{kind}" data-field="{_attr(field)}" '
-            f"data-source='{_attr(_source_json(source))}'>{format_kind(raw, kind, lang)}</span>")
-
-
-def resolve(field: str, response: dict, request: dict | None = None) -> float:
-    """The number a ``data-field`` names: a dotted path, or ``a+b/c`` (sum over a
-    divisor), ``a*100/c`` is written ``pct:a/c``. Paths starting ``request.`` read
-    the request; a component calc did not report is 0."""
-    pct = field.startswith("pct:")
-    body = field[4:] if pct else field
-    num, _, den = body.partition("/")
-
-    def get(path: str) -> float:
-        if path.startswith("request."):
-            return (request or {})[path[len("request."):]]
-        node: object = response
-        for part in path.split("."):
-            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-                continue
-            if not isinstance(node, dict) or part not in node:
-                if path.startswith("components."):
-                    return 0
-                raise KeyError(f"no {path!r} in the response")
-            node = node[part]
-        return node
-
-    value = sum(get(p) for p in num.split("+"))
-    if den:
-        value = value / get(den)
-    return value * 100 if pct else value
-
-
-def _gpu_frame(gpu_ids: list[str] | None) -> pd.DataFrame:
-    """Catalogue rows (``python -m calc gpus``), all of them or the named ones in that order."""
-    listing = {g["id"]: g for g in calc_gpus().gpus_listing()["gpus"]}
-    ids = list(listing) if gpu_ids is None else gpu_ids
-    unknown = [i for i in ids if i not in listing]
-    if unknown:
-        raise KeyError(f"unknown GPU ids {unknown}")
-    frame = pd.json_normalize([listing[i] for i in ids])
-    frame[SOURCE] = [{"command": "gpu", "id": i} for i in ids]
-    return frame
-
-
-def calc_gpus():
-    from calc import gpus
-
-    return gpus
-
-
 def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
     """The catalogue's hardware figures, one card per row."""
-    frame = _gpu_frame(gpu_ids)
-    frame["stack_label"] = frame["stack"]
+    rows = [{**row, "stack_label": row["stack"]} for row in gpu_rows(gpu_ids)]
     cols = [Col("name", "col.gpu", "text", row_header=True),
             Col("stack_label", "col.stack", "code", options="stack"),
             Col("memory_bytes", "col.gpu_memory", "gib"),
@@ -315,15 +204,16 @@ def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
             Col("memory_bandwidth_gb_per_s", "col.bandwidth", "gbps"),
             Col("nvlink_gb_per_s", "col.nvlink", "gbps"),
             Col("as_of", "col.as_of", "text")]
-    return render(frame, cols, lang, "gpu_catalogue", "caption.gpu_catalogue")
+    return render(rows, cols, lang, "gpu_catalogue", "caption.gpu_catalogue")
+
+
+GPU_SOURCE_COLS = [Col("name", "col.gpu", "text", row_header=True),
+                   Col("source", "col.source", "text"), Col("as_of", "col.as_of", "text")]
 
 
 def gpu_sources(lang: str, gpu_ids: list[str] | None = None) -> str:
     """Where each card's figures come from, and when."""
-    frame = _gpu_frame(gpu_ids)
-    cols = [Col("name", "col.gpu", "text", row_header=True),
-            Col("source", "col.source", "text"), Col("as_of", "col.as_of", "text")]
-    return render(frame, cols, lang, "gpu_sources", "caption.gpu_sources")
+    return render(gpu_rows(gpu_ids), GPU_SOURCE_COLS, lang, "gpu_sources", "caption.gpu_sources")
 
 
 def gpu_prices(lang: str, gpu_ids: list[str] | None = None, notes_id: str = "price-source") -> str:
@@ -332,40 +222,36 @@ def gpu_prices(lang: str, gpu_ids: list[str] | None = None, notes_id: str = "pri
     price and its date stay in view on a phone. A note shows the source's address only
     (``calc_view.render.citation``): the data's sources are recorded in English, and quoted
     whole on the methodology page (``macros/source_notes.py``)."""
-    import html as _html
-
+    from calc_view.html import el, to_html
     from calc_view.render import citation
 
-    from . import charts  # noqa: F401  (its module adds the labels of the notes)
-
     rows, sources = [], []
-    for _, gpu in _gpu_frame(gpu_ids).iterrows():
+    for gpu in gpu_rows(gpu_ids):
         for i, price in enumerate(gpu["prices"]):
             where = citation(price["source"])
             if where not in sources:
                 sources.append(where)
-            number = sources.index(where) + 1
+            number = str(sources.index(where) + 1)
             rows.append({"name": gpu["name"], "tier": price["tier"],
                          "capacity": ("interruptible" if price["interruptible"]
                                                     else "on_demand"),
                          "usd": price["usd"], "as_of": price["as_of"],
-                         "note": f'<a href="#{notes_id}-{number}" data-note="{number}">{number}</a>',
-                         SOURCE: {"command": "gpu", "id": gpu["id"]},
-                         "check": f"prices.{i}.usd"})
-    frame = pd.DataFrame(rows)
+                         "note": el("a", {"href": f"#{notes_id}-{number}", "data-note": number},
+                                    number),
+                         SOURCE: gpu[SOURCE], "check": f"prices.{i}.usd"})
     # the price and its date first: on a phone they stay in view next to the card's name
     cols = [Col("name", "col.gpu", "text", row_header=True),
             Col("usd", "col.usd_per_hour", "usd", check="@check"),
             Col("as_of", "col.as_of", "text"),
             Col("tier", "col.tier", "code", options="price_tier"), Col("capacity", "col.capacity", "code"),
-            Col("note", "col.source_note", "html")]
-    table = render(frame, cols, lang, "gpu_prices", "caption.gpu_prices")
-    notes = "".join(f'<li id="{notes_id}-{n}" data-note="{n}">{_html.escape(str(src))}</li>'
-                    for n, src in enumerate(sources, 1))
-    title = _html.escape(labels.text("caption.price_sources", lang))
-    return (f'{table}\n<div class="calc-notes" data-notes="gpu_prices" data-search-exclude>'
-            f'<p class="calc-notes-title">{title}</p>'
-            f'<ol class="calc-notes-list">{notes}</ol></div>')
+            Col("note", "col.source_note", "node")]
+    table = render(rows, cols, lang, "gpu_prices", "caption.gpu_prices")
+    notes = el("div", {"class": "calc-notes", "data-notes": "gpu_prices", "data-search-exclude": True},
+               el("p", {"class": "calc-notes-title"}, labels.text("caption.price_sources", lang)),
+               el("ol", {"class": "calc-notes-list"},
+                  *(el("li", {"id": f"{notes_id}-{n}", "data-note": str(n)}, src)
+                    for n, src in enumerate(sources, 1))))
+    return f"{table}\n{to_html(notes)}"
 
 
 def _validation():
@@ -377,12 +263,12 @@ def _validation():
 def validation_memory_rows(lang: str) -> str:
     """Every measured row the model covers: predicted vs measured and the error."""
     results = [r for r in _validation().compare_rows() if r.covered]
-    frame = pd.DataFrame([{
+    rows = [{
         "row": r.row_id, "source_name": r.source, "model": translate_label(r.model, lang),
         "method": labels.method_label(r.method, lang), "metric": r.metric, "measured_bytes": r.measured_bytes,
         "predicted_bytes": r.predicted_bytes, "error": r.error * 100,
         "flags": ", ".join(labels.option("flag", f, lang) for f in r.flags), SOURCE: {"command": "validation_memory", "row": r.row_id},
-    } for r in results])
+    } for r in results]
     cols = [Col("row", "col.row", "text", row_header=True),
             Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),
             Col("method", "col.method", "text"), Col("metric", "col.metric", "code"),
@@ -390,7 +276,7 @@ def validation_memory_rows(lang: str) -> str:
             Col("predicted_bytes", "col.predicted", "gib"),
             Col("error", "col.error_pct", "pct", check="pct:error"),
             Col("flags", "col.flags", "text")]
-    return render(frame, cols, lang, "validation_memory_rows", "caption.validation_rows")
+    return render(rows, cols, lang, "validation_memory_rows", "caption.validation_rows")
 
 
 def validation_memory_summary(lang: str) -> str:
@@ -406,24 +292,23 @@ def validation_memory_summary(lang: str) -> str:
                      "count": s.count, "median": s.median_abs_error * 100,
                      "p90": s.p90_abs_error * 100, "max": s.max_abs_error * 100,
                      SOURCE: {"command": "validation_memory_summary", "method": method}})
-    frame = pd.DataFrame(rows)
     cols = [Col("method", "col.method", "text", row_header=True),
             Col("count", "col.rows", "int"),
             Col("median", "col.median_error", "pct", check="pct:median_abs_error"),
             Col("p90", "col.p90_error", "pct", check="pct:p90_abs_error"),
             Col("max", "col.max_error", "pct", check="pct:max_abs_error")]
-    return render(frame, cols, lang, "validation_memory_summary", "caption.validation_summary")
+    return render(rows, cols, lang, "validation_memory_summary", "caption.validation_summary")
 
 
 def validation_memory_uncovered(lang: str) -> str:
     """Measured rows the request contract cannot express, with the reason code."""
     results = [r for r in _validation().compare_rows() if not r.covered]
-    frame = pd.DataFrame([{"row": r.row_id, "source_name": r.source,
+    rows = [{"row": r.row_id, "source_name": r.source,
                            "model": translate_label(r.model, lang),
                            "method": labels.method_label(r.method, lang),
                            "reason": labels.reason(r.reason, lang)}
-                          for r in results])
+                          for r in results]
     cols = [Col("row", "col.row", "text", row_header=True),
             Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),
             Col("method", "col.method", "text"), Col("reason", "col.reason", "text")]
-    return render(frame, cols, lang, "validation_memory_uncovered", "caption.validation_uncovered")
+    return render(rows, cols, lang, "validation_memory_uncovered", "caption.validation_uncovered")

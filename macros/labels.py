@@ -8,9 +8,10 @@ an error, so a new code in calc stops the build until it is translated there.
 
 from __future__ import annotations
 
-from calc.catalogue import catalogue
+import re
 
-from calc_view.numfmt import format_number
+from calc.catalogue import catalogue
+from calc.numfmt import format_number
 
 
 def text(key: str, lang: str, form: str = "short") -> str:
@@ -55,8 +56,6 @@ def value(field: str, val: object, lang: str) -> str:
 def method_label(raw: str, lang: str) -> str:
     """A method as a validation source wrote it (``full``, ``LoRA``, ``QLoRA (4-bit)``):
     the method's name in ``lang``, with the source's remark translated."""
-    from .methodology_text import translate_label
-
     head = raw.split(" ", 1)[0]
     return option("method", head.lower(), lang) + translate_label(raw, lang)[len(head):]
 
@@ -68,3 +67,39 @@ def variant(request: dict, lang: str) -> str:
         dq = request.get("qlora_double_quant", True)
         name += " " + text("variant.double_quant." + ("yes" if dq else "no"), lang)
     return name
+
+
+def translate_note(text: str, lang: str) -> str:
+    """A validation note or reason in ``lang``: ``"; "``-separated note ids, each ``id`` or
+    ``id:argument``, worded by the catalogue's ``validation_note.<id>`` (the CSVs hold ids, so
+    a wording is corrected in the catalogue alone)."""
+    if not text:
+        return ""
+    parts = []
+    for part in text.split("; "):
+        key, _, arg = part.partition(":")
+        words = catalogue(lang).message("validation_note." + key)
+        parts.append(words.format(arg=arg) if arg else words)
+    return "; ".join(parts)
+
+
+def translate_label(text: str, lang: str) -> str:
+    """A source's label of a card, model or method, its bracketed remark in ``lang``.
+
+    Validation rows name their card, method and model as the source labelled them, often
+    with a remark in brackets ("A100 (40/80GB not stated)"). The name is kept (or worded by
+    the catalogue's ``label_name`` where it has words of its own); the remark is worded by
+    ``label_remark``. A bracket that is a plain identifier (an instance type, a system name)
+    is kept as it is; any other unknown remark stops the build."""
+    cat = catalogue(lang)
+    match = re.fullmatch(r"(.*?)\s*\((.*)\)", text)
+    name, remark = (match.group(1), match.group(2)) if match else (text, None)
+    name = cat.get_option("label_name", name) or name
+    if remark is None:
+        return name
+    worded = cat.get_option("label_remark", remark)
+    if worded is not None:
+        remark = worded
+    elif not re.fullmatch(r"[\w.-]+", remark):
+        raise KeyError(f"no {lang!r} translation for the label remark {remark!r}")
+    return f"{name} ({remark})"

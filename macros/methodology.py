@@ -1,28 +1,30 @@
 """The methodology page's generated tables: calc's constants, limits, plan defaults and data
-columns in both languages (values read from calc, words from ``methodology_text``), and the
-time model's check against published throughput.
+columns in both languages (values read from calc; words from the message catalogue, its
+``constants`` section for what each constant means and where it comes from), and the time
+model's check against published throughput.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-import html
 import importlib
 import json
 from pathlib import Path
 
-import pandas as pd
-
 import calc
+from calc.catalogue import catalogue
 
 from . import labels
-from .methodology_text import (CONSTANTS, DATA_COLUMNS, PLAN_DEFAULTS, translate_label,
-                               translate_note)
-from calc_view.numfmt import format_kind
-from .tables import SOURCE, Col, _attr, _source_json, render
+from .labels import translate_label, translate_note
+from .site import bind_all
+from .tables import SOURCE, Col, inline, inline_node, render
+from .validation_loso import targets_sentence
+from calc_view.html import el
 
 CALC_DIR = Path(calc.__file__).resolve().parent
+# how the site writes numbers, not figures of the model (GIB, significant figures per kind)
+NOT_MODEL_CONSTANTS = ("calc.numfmt",)
 
 
 def _is_number(value: object) -> bool:
@@ -47,6 +49,8 @@ def numeric_constants() -> tuple[str, ...]:
     out = []
     for path in sorted(CALC_DIR.glob("*.py")):
         module = "calc." + path.stem
+        if module in NOT_MODEL_CONSTANTS:
+            continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = []
         for node in tree.body:
@@ -74,50 +78,57 @@ def _kind_of(value: float) -> str:
     return "factor" if round(value * 100, 9).is_integer() else "fraction3"
 
 
-def _value_span(value: float, lang: str, source: dict) -> str:
-    kind = _kind_of(value)
-    raw = repr(value) if isinstance(value, float) else str(value)
-    return (f'<span data-value="{_attr(raw)}" data-kind="{kind}" data-field="value" '
-            f"data-source='{_attr(_source_json(source))}'>{format_kind(value, kind, lang)}</span>")
+def _value_span(value: float, lang: str, source: dict) -> list:
+    return inline_node(lang, value, _kind_of(value), "value", source)
 
 
-def _key_text(key: object, lang: str) -> str:
+def _key_text(key: object) -> str:
     parts = key if isinstance(key, tuple) else (key,)
-    return ", ".join(html.escape(str(p)) for p in parts)
+    return ", ".join(str(p) for p in parts)
 
 
-def constant_value_html(key: str, lang: str) -> str:
+def constant_value(key: str, lang: str) -> tuple:
     """The constant's value read from calc: one checkable number, or one per entry."""
     module, name = key.rsplit(".", 1)
     value = getattr(importlib.import_module(module), name)
     base = {"command": "constant", "module": module, "name": name}
     if _is_number(value):
-        return _value_span(value, lang, base)
+        return (_value_span(value, lang, base),)
+    out: list = []
     if isinstance(value, dict):
-        items = [(k, v, list(k) if isinstance(k, tuple) else k) for k, v in value.items()]
-    else:
-        items = [(i, v, i) for i, v in enumerate(value)]
-        return ", ".join(_value_span(v, lang, {**base, "key": k}) for _, v, k in items)
-    return "<br>".join(f"<code>{_key_text(k, lang)}</code>: "
-                       f"{_value_span(v, lang, {**base, 'key': jk})}" for k, v, jk in items)
+        for k, v in value.items():
+            if out:
+                out.append(el("br"))
+            out += [el("code", {}, _key_text(k)), ": ",
+                    _value_span(v, lang, {**base, "key": list(k) if isinstance(k, tuple) else k})]
+        return tuple(out)
+    for i, v in enumerate(value):
+        if out:
+            out.append(", ")
+        out.append(_value_span(v, lang, {**base, "key": i}))
+    return tuple(out)
 
 
-def _source_text(entry: dict, lang: str) -> str:
-    source = entry["source"]
-    return source[lang] if isinstance(source, dict) else source
-
-
-def _constant_name(key: str) -> str:
+def _constant_name(key: str) -> list:
     """``module.NAME`` with break opportunities after the dot and the underscores only."""
     module, name = key.removeprefix("calc.").rsplit(".", 1)
-    parts = "_<wbr>".join(html.escape(p) for p in name.split("_"))
-    return f'<code data-constant="{_attr(key)}">{html.escape(module)}.<wbr>{parts}</code>'
+    parts: list = [module + ".", el("wbr")]
+    for i, part in enumerate(name.split("_")):
+        parts += ["_", el("wbr"), part] if i else [part]
+    return el("code", {"data-constant": key}, *parts)
 
 
-def _described(entry: dict, lang: str) -> str:
+def _described(key: str, lang: str) -> tuple:
     """Meaning, then the source on its own line."""
-    return (f"{html.escape(entry[lang])}<br><small>{html.escape(labels.text('col.source', lang))}: "
-            f"{html.escape(_source_text(entry, lang))}</small>")
+    meaning, source = catalogue(lang).constant(key)
+    return (meaning, el("br"), el("small", {}, f"{labels.text('col.source', lang)}: {source}"))
+
+
+def undescribed(keys: list[str]) -> list[str]:
+    """The constants of ``keys`` the catalogue does not describe in every language."""
+    from calc.catalogue import LANGS
+
+    return [k for k in keys if any(k not in catalogue(lang).constants() for lang in LANGS)]
 
 
 def calc_constants(lang: str, group: str) -> str:
@@ -127,16 +138,15 @@ def calc_constants(lang: str, group: str) -> str:
     if group not in ("model", "limits"):
         raise ValueError(f"unknown group {group!r}")
     keys = [k for k in numeric_constants() if is_limit(k) == (group == "limits")]
-    missing = [k for k in keys if k not in CONSTANTS]
+    missing = undescribed(keys)
     if missing:
-        raise KeyError(f"calc constants without a description in macros/methodology_text.py: "
-                       f"{missing}")
-    frame = pd.DataFrame([{
-        "name": _constant_name(k), "value": constant_value_html(k, lang),
-        "meaning": _described(CONSTANTS[k], lang)} for k in keys])
-    cols = [Col("name", "col.constant", "html", row_header=True),
-            Col("value", "col.value", "html"), Col("meaning", "col.meaning", "html")]
-    return render(frame, cols, lang, f"calc_constants_{group}", f"caption.constants_{group}")
+        raise KeyError(f"calc constants without a description in calc/data/messages "
+                       f"(constants): {missing}")
+    rows = [{"name": _constant_name(k), "value": constant_value(k, lang),
+             "meaning": _described(k, lang)} for k in keys]
+    cols = [Col("name", "col.constant", "node", row_header=True),
+            Col("value", "col.value", "node"), Col("meaning", "col.meaning", "node")]
+    return render(rows, cols, lang, f"calc_constants_{group}", f"caption.constants_{group}")
 
 
 def plan_defaults_table(lang: str) -> str:
@@ -144,18 +154,18 @@ def plan_defaults_table(lang: str) -> str:
     from calc.plan import PLAN_FIELDS
 
     keys = [k for k, (default, *_rest) in PLAN_FIELDS.items() if _is_number(default)]
-    missing = [k for k in keys if k not in PLAN_DEFAULTS]
+    missing = undescribed([f"default:{k}" for k in keys])
     if missing:
         raise KeyError(f"plan defaults without a description: {missing}")
-    frame = pd.DataFrame([{
-        "name": f'<code data-plan-default="{_attr(k)}">{html.escape(k)}</code>',
+    rows = [{
+        "name": el("code", {"data-plan-default": k}, k),
         "value": _value_span(PLAN_FIELDS[k][0], lang,
                              {"command": "plan_default", "key": k, "scale": 1}),
-        "meaning": _described(PLAN_DEFAULTS[k], lang),
-    } for k in keys])
-    cols = [Col("name", "col.request_key", "html", row_header=True),
-            Col("value", "col.default", "html"), Col("meaning", "col.meaning", "html")]
-    return render(frame, cols, lang, "plan_defaults", "caption.plan_defaults")
+        "meaning": _described(f"default:{k}", lang),
+    } for k in keys]
+    cols = [Col("name", "col.request_key", "node", row_header=True),
+            Col("value", "col.default", "node"), Col("meaning", "col.meaning", "node")]
+    return render(rows, cols, lang, "plan_defaults", "caption.plan_defaults")
 
 
 def data_file_columns(name: str) -> list[str]:
@@ -171,15 +181,11 @@ def data_file_columns(name: str) -> list[str]:
 def data_columns(lang: str, name: str) -> str:
     """Every column of a data file with its meaning and unit."""
     columns = data_file_columns(name)
-    missing = [c for c in columns if f"{name}:{c}" not in DATA_COLUMNS]
-    if missing:
-        raise KeyError(f"{name}: columns without a description: {missing}")
-    frame = pd.DataFrame([{"column": f'<code data-column="{_attr(name + ":" + c)}">{html.escape(c)}'
-                                     "</code>",
-                           "meaning": DATA_COLUMNS[f"{name}:{c}"][lang]} for c in columns])
-    cols = [Col("column", "col.column", "html", row_header=True),
+    rows = [{"column": el("code", {"data-column": f"{name}:{c}"}, c),
+             "meaning": labels.text(f"data_column.{name}:{c}", lang)} for c in columns]
+    cols = [Col("column", "col.column", "node", row_header=True),
             Col("meaning", "col.meaning", "text")]
-    return render(frame, cols, lang, "data_columns", f"caption.data_columns.{name}")
+    return render(rows, cols, lang, "data_columns", f"caption.data_columns.{name}")
 
 
 # --- the time model against published throughput ---------------------------------------------
@@ -193,13 +199,11 @@ def _throughput() -> dict:
 
 
 TIME_TARGETS = {"median": 15.0, "p90": 30.0, "max": 60.0}
-"""Issue 14's targets for the held-out error of tokens per second per GPU, in percent."""
+"""The targets for the held-out error of tokens per second per GPU, in percent."""
 
 
 def validation_time_targets(lang: str) -> str:
     """Which of :data:`TIME_TARGETS` the held-out figures on every covered row miss, in words."""
-    from .validation_loso import targets_sentence
-
     loso = _throughput()["summary"]["all"]["loso"]
     return targets_sentence(lang, {k: loso[k + "_abs_pct"] for k in TIME_TARGETS}, TIME_TARGETS)
 
@@ -210,7 +214,7 @@ def validation_time_rows(lang: str) -> str:
     rows = _throughput()["rows"]
     from calc import gpus
 
-    frame = pd.DataFrame([{
+    rows = [{
         "row": str(r["row_id"]), "source_name": r["source"].rstrip("/").rsplit("/", 1)[-1],
         "workload": r["workload"], "model": r["model"],
         "method": r["method"] + ("+fp8" if r["fp8"] else ""),
@@ -220,7 +224,7 @@ def validation_time_rows(lang: str) -> str:
         "loso": r["loso_error_pct"],
         "note": translate_note(r["note"], lang),
         SOURCE: {"command": "validation_throughput", "row": r["row_id"]},
-    } for r in rows])
+    } for r in rows]
     # the comparison first, so it shows without scrolling; where the row comes from after
     cols = [Col("row", "col.row", "text", row_header=True),
             Col("model", "col.model", "text"), Col("method", "col.method", "code"),
@@ -233,7 +237,7 @@ def validation_time_rows(lang: str) -> str:
             Col("loso", "col.loso_error_pct", "pct", check="loso_error_pct"),
             Col("workload", "col.workload", "code"), Col("source_name", "col.source", "text"),
             Col("note", "col.note", "text")]
-    return render(frame, cols, lang, "validation_time_rows", "caption.validation_time_rows")
+    return render(rows, cols, lang, "validation_time_rows", "caption.validation_time_rows")
 
 
 # summary groups in the order shown: fine-tuning per method first (the target), then the rest;
@@ -270,7 +274,6 @@ def validation_time_summary(lang: str) -> str:
                      "median": i["median_abs_pct"], "p90": i["p90_abs_pct"], "max": i["max_abs_pct"],
                      "lmedian": o["median_abs_pct"], "lp90": o["p90_abs_pct"], "lmax": o["max_abs_pct"],
                      SOURCE: {"command": "validation_throughput_summary", "group": group}})
-    frame = pd.DataFrame(rows)
     cols = [Col("group", "col.group", "text", row_header=True),
             Col("count", "col.rows", "int", check="rows"),
             Col("median", "col.median_error", "pct", check="in_sample.median_abs_pct"),
@@ -279,7 +282,7 @@ def validation_time_summary(lang: str) -> str:
             Col("lmedian", "col.loso_median_error", "pct", check="loso.median_abs_pct"),
             Col("lp90", "col.loso_p90_error", "pct", check="loso.p90_abs_pct"),
             Col("lmax", "col.loso_max_error", "pct", check="loso.max_abs_pct")]
-    return render(frame, cols, lang, "validation_time_summary", "caption.validation_time_summary")
+    return render(rows, cols, lang, "validation_time_summary", "caption.validation_time_summary")
 
 
 def validation_time_fit(lang: str) -> str:
@@ -294,59 +297,55 @@ def validation_time_fit(lang: str) -> str:
                      "count": len(b["sources"]),
                      "lmedian": s.get("median_abs_pct", 0.0), "lmax": s.get("max_abs_pct", 0.0),
                      SOURCE: {"command": "validation_throughput_fit", "constant": name}})
-    frame = pd.DataFrame(rows)
     cols = [Col("constant", "col.constant", "text", row_header=True),
             Col("value", "col.value", "factor", check="value"),
             Col("count", "col.source_count", "int", check="source_count"),
             Col("sources", "col.source", "text"),
             Col("lmedian", "col.loso_median_error", "pct", check="loso.median_abs_pct"),
             Col("lmax", "col.loso_max_error", "pct", check="loso.max_abs_pct")]
-    return render(frame, cols, lang, "validation_time_fit", "caption.validation_time_fit")
+    return render(rows, cols, lang, "validation_time_fit", "caption.validation_time_fit")
 
 
 def validation_time_uncovered(lang: str) -> str:
     """Rows with a throughput figure calc cannot express, with the reason."""
-    rows = _throughput()["not_covered"]
-    frame = pd.DataFrame([{"row": str(r["row_id"]), "model": translate_label(r["model"], lang),
-                           "method": labels.method_label(r["method"], lang),
-                           "gpu": translate_label(r["gpu"], lang),
-                           "reason": translate_note(r["reason"], lang)}
-                          for r in rows])
+    rows = [{"row": str(r["row_id"]), "model": translate_label(r["model"], lang),
+             "method": labels.method_label(r["method"], lang),
+             "gpu": translate_label(r["gpu"], lang),
+             "reason": translate_note(r["reason"], lang)}
+            for r in _throughput()["not_covered"]]
     cols = [Col("row", "col.row", "text", row_header=True), Col("model", "col.model", "text"),
             Col("method", "col.method", "text"), Col("gpu", "col.gpu", "text"),
             Col("reason", "col.reason", "text")]
-    return render(frame, cols, lang, "validation_time_uncovered",
+    return render(rows, cols, lang, "validation_time_uncovered",
                   "caption.validation_time_uncovered")
 
 
 def validation_qlora_ratio(lang: str) -> str:
     """Measured QLoRA/LoRA speed ratios against calc's (counted dequantisation)."""
     checks = [c for c in _throughput()["qlora_ratio_check"] if c["calc_ratio"] is not None]
-    frame = pd.DataFrame([{
+    rows = [{
         "rows": " / ".join(str(r) for r in c["rows"]), "model": c["model"],
         "gpu": translate_label(c["gpu"], lang),
         "measured": c["measured_ratio"], "calc": c["calc_ratio"],
         SOURCE: {"command": "validation_qlora_ratio", "rows": c["rows"]},
-    } for c in checks])
+    } for c in checks]
     cols = [Col("rows", "col.rows_pair", "text", row_header=True),
             Col("model", "col.model", "text"), Col("gpu", "col.gpu", "text"),
             Col("measured", "col.measured_ratio", "factor", check="measured_ratio"),
             Col("calc", "col.calc_ratio", "factor", check="calc_ratio")]
-    return render(frame, cols, lang, "validation_qlora_ratio", "caption.validation_qlora_ratio")
+    return render(rows, cols, lang, "validation_qlora_ratio", "caption.validation_qlora_ratio")
 
 
 def validation_figure(lang: str, model: str, stat: str = "median", group: str | None = None) -> str:
     """One accuracy figure inside running text: the ``stat`` ("median", "p90", "max")
     absolute error in percent of the memory model (``group``: a method, or None for all
     rows) or of the time model (``group``: a summary group, default fine-tuning)."""
-    from .guides import inline
-
     if stat not in ("median", "p90", "max"):
         raise ValueError(f"unknown statistic {stat!r}")
     if model == "memory":
         from accuracy import memory as v
 
-        # measured rows only: the ZeRO paper's analytic rows are no measurement (issue 13)
+        # measured rows only: the ZeRO paper's analytic rows are no measurement
         s = v.summary(v.compare_rows(), lambda r: r.metric != "model_states" and (group is None or r.method == group))
         field = f"pct:{stat}_abs_error"
         return inline(lang, getattr(s, f"{stat}_abs_error") * 100, "pct", field,
@@ -365,6 +364,4 @@ MACROS = ("validation_figure", "validation_time_targets", "calc_constants", "pla
 
 
 def register(env) -> None:
-    from .guides import bind_all
-
     bind_all(env, MACROS, globals())

@@ -1,4 +1,4 @@
-"""Methodology page: calc against the fake-tensor oracle (issue #12).
+"""Methodology page: calc against the fake-tensor oracle.
 
 Rendered from ``validation/oracle_sweep_summary.json``, which ``python -m
 benchmarks.oracle_sweep`` writes, so the site build never needs torch."""
@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
-
-from .guides import bind_all
+from .site import bind_all
 from .tables import SOURCE, Col, render
 
 SUMMARY_PATH = Path(__file__).resolve().parents[1] / "validation" / "oracle_sweep_summary.json"
@@ -26,13 +24,13 @@ def oracle_sweep_summary(lang: str) -> str:
     # labels of the measured-run validation's groups: "fine-tuning, all", "fine-tuning, LoRA"...
     groups = [("fine-tune", s, {})] + [(f"fine-tune/{m}", g, {"group": m})
                                              for m, g in s.get("groups", {}).items()]
-    frame = pd.DataFrame([{
+    rows = [{
         "group": name, "setups": g["setups"], "within_2pct": g["within_2pct"],
         "share": 100 * g["within_2pct"] / g["setups"], "within_5pct": g["within_5pct"],
         "median": 100 * g["median_abs_error"], "worst": 100 * g["worst_error"],
         "phases": g["phases_within_5pct"],
         SOURCE: {"command": "oracle_sweep_summary", **extra},
-    } for name, g, extra in groups])
+    } for name, g, extra in groups]
     cols = [Col("group", "label.method", "code", row_header=True, options="group"),
             Col("setups", "col.setups", "int"),
             Col("within_2pct", "col.within_2pct", "int", check="within_2pct"),
@@ -41,7 +39,7 @@ def oracle_sweep_summary(lang: str) -> str:
             Col("median", "col.median_error", "pct", check="pct:median_abs_error"),
             Col("worst", "col.worst_error", "pct", check="pct:worst_error"),
             Col("phases", "col.phases_within_5pct", "int", check="phases_within_5pct")]
-    return render(frame, cols, lang, "oracle_sweep_summary", "caption.oracle_sweep_summary")
+    return render(rows, cols, lang, "oracle_sweep_summary", "caption.oracle_sweep_summary")
 
 
 def oracle_sweep_misses(lang: str) -> str:
@@ -53,7 +51,7 @@ def oracle_sweep_misses(lang: str) -> str:
         return ""
     cols = [Col("setup", "col.setup", "text", row_header=True),
             Col("error", "col.error_pct", "pct", check="pct:error")]
-    return render(pd.DataFrame(rows), cols, lang, "oracle_sweep_misses", "caption.oracle_sweep_misses")
+    return render(rows, cols, lang, "oracle_sweep_misses", "caption.oracle_sweep_misses")
 
 
 MACROS = ("oracle_sweep_summary", "oracle_sweep_misses")

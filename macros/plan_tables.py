@@ -7,48 +7,17 @@ Every cell comes from a plan response; each row (or cell) carries the plan reque
 
 from __future__ import annotations
 
-import pandas as pd
-
 import calc
 
 from . import labels
-from .guides import inline, model_name, resolve
-from .tables import SOURCE, Col, render
-
-# Any catalogue card will do as the request's ``gpu`` when a table reads only what does
-# not depend on it (fits over the whole catalogue, recommendations): this one is named.
-REFERENCE_GPU = "h100-sxm"
-
-
-def _plan(request: dict) -> dict:
-    return calc.plan_setup(request)
-
-
-def gpu_name(gpu_id: str) -> str:
-    from calc import gpus
-
-    return gpus.get_gpu(gpu_id).name
-
-
-def _config_text(config: dict | None, lang: str) -> str:
-    """``2 × A10G (ZeRO-3 / FSDP FULL_SHARD)``; one unsharded card is just ``1 × A10G``."""
-    if config is None:  # nothing fits even the largest count the plan tries
-        from calc import recommend
-
-        return labels.text(f"text.no_config|{max(recommend.GPU_COUNTS)}", lang)
-    text = f"{config['num_gpus']} × {gpu_name(config['gpu'])}"
-    if config["sharding"] != "none":
-        text += f" ({labels.option('sharding', config['sharding'], lang)})"
-    return text
-
-
-def _ref(ref_id: str | None, text: str, **attrs: str) -> dict:
-    return {"id": ref_id, "text": text, "attrs": attrs}
+from .rows import REFERENCE_GPU, config_text, gpu_name, model_name, plan_source
+from .site import bind_all
+from .tables import SOURCE, Col, inline, ref, render, resolve
 
 
 def plan_value(lang: str, field: str, kind: str, **request) -> str:
     """One figure of ``calc.plan_setup`` inside running text, checkable like a table cell."""
-    return inline(lang, resolve(field, _plan(request), request), kind, field,
+    return inline(lang, resolve(field, calc.plan_setup(request), request), kind, field,
                   {"command": "plan", "request": request})
 
 
@@ -72,21 +41,20 @@ def cards_that_fit(lang: str, models: list[str], methods: list, **setup) -> str:
     for model in models:
         for variant in variants:
             request = {"model": model, **setup, **variant, "gpu": setup.get("gpu", REFERENCE_GPU)}
-            plan = _plan(request)
+            plan = calc.plan_setup(request)
             rec = plan["recommendations"]
             single, smallest = rec["smallest_single_gpu"], rec["smallest_config"]
             rows.append({
                 "model_name": model_name(model), "method": request["method"],
                 "total": plan["memory"]["device_total_bytes"],
                 "required": plan["fits"][request["gpu"]]["required_bytes"],
-                "single": _ref(single and single["gpu"],
+                "single": ref(single and single["gpu"],
                                gpu_name(single["gpu"]) if single else
                                labels.text("text.no_single_card", lang), **{"ref-kind": "gpu"}),
-                "smallest": _ref(smallest and smallest["id"], _config_text(smallest, lang),
+                "smallest": ref(smallest and smallest["id"], config_text(smallest, lang),
                                  **{"ref-kind": "config"}),
                 SOURCE: {"command": "plan", "request": request},
             })
-    frame = pd.DataFrame(rows)
     gpu = setup.get("gpu", REFERENCE_GPU)
     cols = [Col("model_name", "col.model", "text", row_header=True),
             Col("method", "col.method", "code"),
@@ -96,7 +64,7 @@ def cards_that_fit(lang: str, models: list[str], methods: list, **setup) -> str:
                 check="recommendations.smallest_single_gpu.gpu"),
             Col("smallest", "col.smallest_config", "ref",
                 check="recommendations.smallest_config.id")]
-    return render(frame, cols, lang, "cards_that_fit", "caption.cards_that_fit")
+    return render(rows, cols, lang, "cards_that_fit", "caption.cards_that_fit")
 
 
 def gpu_typical(lang: str, gpu_ids: list[str], models: list[str], methods: list, **setup) -> str:
@@ -109,7 +77,7 @@ def gpu_typical(lang: str, gpu_ids: list[str], models: list[str], methods: list,
     variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
     requests = {(m, i): {"model": m, **setup, **v, "gpu": setup.get("gpu", REFERENCE_GPU)}
                 for m in ordered for i, v in enumerate(variants)}
-    plans = {key: _plan(req) for key, req in requests.items()}
+    plans = {key: calc.plan_setup(req) for key, req in requests.items()}
     rows = []
     for gpu_id in gpu_ids:
         row = {"gpu": gpu_name(gpu_id), "memory": plans[(ordered[0], 0)]["fits"][gpu_id]["memory_bytes"],
@@ -122,24 +90,17 @@ def gpu_typical(lang: str, gpu_ids: list[str], models: list[str], methods: list,
                 (None if best else ordered[0])
             attrs = {"ref-kind": "model", "gpu": gpu_id}
             if best:
-                attrs["fits-source"] = _source_attr(requests[(best, i)])
+                attrs["fits-source"] = plan_source(requests[(best, i)])
             if above:
-                attrs["no-fit-source"] = _source_attr(requests[(above, i)])
-            row[f"m{i}"] = _ref(best, model_name(best) if best else
+                attrs["no-fit-source"] = plan_source(requests[(above, i)])
+            row[f"m{i}"] = ref(best, model_name(best) if best else
                                 labels.text("text.nothing_fits", lang), **attrs)
         rows.append(row)
-    frame = pd.DataFrame(rows)
     cols = [Col("gpu", "col.gpu", "text", row_header=True),
             Col("memory", "col.gpu_memory", "gib", check="memory_bytes")]
     cols += [Col(f"m{i}", "col.largest_fitting." + v["method"], "ref", check="fits")
              for i, v in enumerate(variants)]
-    return render(frame, cols, lang, "gpu_typical", "caption.gpu_typical")
-
-
-def _source_attr(request: dict) -> str:
-    from .tables import _source_json
-
-    return _source_json({"command": "plan", "request": request})
+    return render(rows, cols, lang, "gpu_typical", "caption.gpu_typical")
 
 
 def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[str],
@@ -151,14 +112,13 @@ def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[s
                  for s in shardings for n in gpu_counts if n > 1]
     rows = []
     for request in requests:
-        plan = _plan(request)
+        plan = calc.plan_setup(request)
         rows.append({"sharding": request["sharding"], "num_gpus": request["num_gpus"],
                      "total": plan["memory"]["device_total_bytes"],
                      "fits": ("yes" if plan["fits_selected_gpu"] else "no"),
                      "tps": plan["time"]["tokens_per_second"], "time": plan["time_hours"],
                      "cost": plan["cost_usd"]["total"],
                      SOURCE: {"command": "plan", "request": request}})
-    frame = pd.DataFrame(rows)
     cols = [Col("sharding", "col.sharding", "code", row_header=True),
             Col("num_gpus", "col.num_gpus", "int", check="request.num_gpus"),
             Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
@@ -166,7 +126,7 @@ def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[s
             Col("tps", "col.tokens_per_second", "int", check="time.tokens_per_second"),
             Col("time", "col.time_hours", "hours", check="time_hours"),
             Col("cost", "col.cost_total", "usd", check="cost_usd.total")]
-    return render(frame, cols, lang, "multi_gpu_plan", "caption.multi_gpu_plan|" + gpu_name(gpu))
+    return render(rows, cols, lang, "multi_gpu_plan", "caption.multi_gpu_plan|" + gpu_name(gpu))
 
 
 # --- what a run costs -----------------------------------------------------------------------
@@ -175,7 +135,7 @@ def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[s
 def _priced_single_cards(request: dict) -> dict[str, dict]:
     """The single-card configurations of the plan's recommendations that fit ``request``
     and are priced at its own kind of provider and capacity (no fallback price)."""
-    configs = _plan({**request, "gpu": REFERENCE_GPU})["recommendations"]["configs"]
+    configs = calc.plan_setup({**request, "gpu": REFERENCE_GPU})["recommendations"]["configs"]
     return {c["gpu"]: c for c in configs if c["num_gpus"] == 1 and c["sharding"] == "none"
             and not any(w.startswith("price_") for w in c["warnings"])}
 
@@ -210,7 +170,7 @@ def example_costs(lang: str, scenarios: list[dict], view: str, **setup) -> str:
     experimentation, storage) and its total. The build fails if a run does not fit its card."""
     rows = []
     for request in _scenario_requests(scenarios, setup):
-        plan = _plan(request)
+        plan = calc.plan_setup(request)
         if not plan["fits_selected_gpu"]:
             raise ValueError(f"scenario does not fit {request['gpu']}: {request}")
         cost = plan["cost_usd"]
@@ -229,7 +189,6 @@ def example_costs(lang: str, scenarios: list[dict], view: str, **setup) -> str:
             "total": cost["total"],
             SOURCE: {"command": "plan", "request": request},
         })
-    frame = pd.DataFrame(rows)
     cols = [Col("scenario", "col.scenario", "text", row_header=True)]
     if view == "time":
         cols += [Col("card", "col.card", "text"),Col("tokens_per_second", "col.tokens_per_second", "int",
@@ -251,17 +210,7 @@ def example_costs(lang: str, scenarios: list[dict], view: str, **setup) -> str:
         name, caption = "example_costs", "caption.example_costs"
     else:
         raise ValueError(f"unknown view {view!r}")
-    return render(frame, cols, lang, name, caption)
-
-
-MACROS = ("plan_value", "plan_default", "cards_that_fit", "gpu_typical", "example_costs",
-          "multi_gpu_plan")
-
-
-def register(env) -> None:
-    from .guides import bind_all
-
-    bind_all(env, MACROS, globals())
+    return render(rows, cols, lang, name, caption)
 
 
 # plan-only key -> (kind of number, unit label key or None)
@@ -287,4 +236,9 @@ def plan_defaults_list(lang: str, keys: list[str]) -> str:
     return "\n".join(lines)
 
 
-MACROS = (*MACROS, "plan_defaults_list")
+MACROS = ("plan_value", "plan_default", "cards_that_fit", "gpu_typical", "example_costs",
+          "multi_gpu_plan", "plan_defaults_list")
+
+
+def register(env) -> None:
+    bind_all(env, MACROS, globals())

@@ -1,4 +1,4 @@
-"""The reference setup on the pages (issue 17): stated once (``calc.reference``), quoted by
+"""The reference setup on the pages: stated once (``calc.reference``), quoted by
 every page through these macros.
 
 - ``reference_setup()``: the setup as a list, with its requests in ``data-reference-setup``;
@@ -17,7 +17,6 @@ tests recompute them. The words of this module are in the message catalogue.
 from __future__ import annotations
 
 import functools
-import html
 import json
 import posixpath
 from urllib.parse import quote
@@ -25,7 +24,12 @@ from urllib.parse import quote
 import calc
 from calc import reference
 
+from . import labels
+from .rows import gpu_name, model_name, plan_source
 from .site import page_language
+from .tables import inline, raw_number, ref, ref_node
+from calc_view.html import el, to_html
+from calc.numfmt import format_kind
 
 # The words of this module are messages of the catalogue (calc/data/messages).
 
@@ -40,27 +44,13 @@ def text(key: str, lang: str) -> str:
     return catalogue(lang).message(key)
 
 
-def _attr(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _source(request: dict) -> str:
-    from .tables import _source_json
-
-    return _source_json({"command": "plan", "request": request})
-
-
 def _number(raw: float, kind: str, field: str, lang: str, source: dict | None = None,
-            inner: str | None = None) -> str:
-    """The data-* attributes of a checkable number (``inner``: its shown markup)."""
-    from calc_view.numfmt import format_kind
-
-    attrs = f'data-value="{_attr(repr(raw) if isinstance(raw, float) else raw)}" ' \
-            f'data-kind="{kind}" data-field="{_attr(field)}"'
-    if source is not None:
-        attrs += f" data-source='{_attr(_source(source))}'"
+             link: str | None = None) -> list:
+    """A checkable number as a table cell; ``link``: the shown figure opens that URL."""
+    attrs = {"data-value": raw_number(raw), "data-kind": kind, "data-field": field,
+             "data-source": None if source is None else plan_source(source)}
     shown = format_kind(raw, kind, lang)
-    return attrs, (inner or "{}").format(shown)
+    return el("td", attrs, _link(link, shown, lang) if link else shown)
 
 
 # --- requests -------------------------------------------------------------------------------
@@ -137,9 +127,8 @@ def calculator_href(request: dict, lang: str, page_url: str) -> str:
     return target + ("?" + "&".join(parts) if parts else "")
 
 
-def _link(href: str, inner: str, lang: str) -> str:
-    return (f'<a href="{_attr(href)}" title="{_attr(text("link.title", lang))}">'
-            f"{inner}</a>")
+def _link(href: str, shown: str, lang: str) -> list:
+    return el("a", {"href": href, "title": text("link.title", lang)}, shown)
 
 
 # --- the summary matrix ---------------------------------------------------------------------
@@ -147,8 +136,6 @@ def _link(href: str, inner: str, lang: str) -> str:
 
 def config_text(config: dict) -> str:
     """``2 × H200 · ZeRO-3``; one unsharded card is ``1 × RTX A6000``."""
-    from .plan_tables import gpu_name
-
     out = f"{config['num_gpus']}\u00a0× {gpu_name(config['gpu'])}"
     short = SHARDING_SHORT[config["sharding"]]
     return out + (f" · {short}" if short else "")
@@ -178,14 +165,11 @@ def matrix_cell(size: str, method: str) -> dict:
 def summary_matrix(lang: str, page_url: str, memory: bool = False) -> str:
     """One small table per model size (three narrow tables read on a phone without scrolling
     sideways): method, what to rent, [memory per GPU,] hours, cost on demand and interruptible."""
-    from .guides import model_name
-
     out = []
     for size, model in reference.MODELS.items():
         caption = f"{model_name(model)} ({text('size.' + size, lang)}; {text('caption.costs', lang)})"
         heads = ["col.method", "col.rent"] + (["col.memory"] if memory else []) + \
             ["col.hours", "col.on_demand", "col.interruptible"]
-        head = "".join(f'<th scope="col">{_attr(text(h, lang))}</th>' for h in heads)
         rows = []
         for method in reference.METHODS:
             cell = matrix_cell(size, method)
@@ -193,32 +177,29 @@ def summary_matrix(lang: str, page_url: str, memory: bool = False) -> str:
             href = calculator_href(cell["on_demand"], lang, page_url)
             href_int = calculator_href(cell["interruptible"], lang, page_url)
             config = cell["config"]
-            cells = [f'<th scope="row">{_attr(text("method." + method, lang))}</th>']
-            cells.append(
-                f'<td data-ref="{_attr(config["id"])}" data-ref-kind="config" '
-                f'data-field="recommendations.configs.{cell["index"]}.id">'
-                f'{_link(href, html.escape(config_text(config)), lang)}</td>')
+            cells = [el("th", {"scope": "row"}, text("method." + method, lang)),
+                     el("td", {"data-ref": config["id"], "data-ref-kind": "config",
+                               "data-field": f"recommendations.configs.{cell['index']}.id"},
+                        _link(href, config_text(config), lang))]
             if memory:
-                attrs, shown = _number(plan["memory"]["device_total_bytes"], "gib",
-                                       "memory.device_total_bytes", lang)
-                cells.append(f"<td {attrs}>{shown}</td>")
-            attrs, shown = _number(plan["time_hours"], "hours", "time_hours", lang)
-            cells.append(f"<td {attrs}>{shown}</td>")
-            attrs, shown = _number(plan["cost_usd"]["total"], "usd_approx", "cost_usd.total", lang)
-            cells.append(f"<td {attrs}>{_link(href, shown, lang)}</td>")
-            attrs, shown = _number(plan_int["cost_usd"]["total"], "usd_approx", "cost_usd.total",
-                                   lang, source=cell["interruptible"])
-            cells.append(f"<td {attrs}>{_link(href_int, shown, lang)}</td>")
-            rows.append(f"<tr data-source='{_attr(_source(cell['on_demand']))}' "
-                        f'data-size="{size}" data-method="{method}">{"".join(cells)}</tr>')
-        out.append("\n".join([
-            f'<div class="calc-table ref-matrix" role="region" tabindex="0" '
-            f'aria-label="{_attr(caption)}" style="overflow-x:auto;max-width:100%">',
-            f'<table class="calc-table__table" data-table="reference_matrix" '
-            f'data-size="{size}" data-model="{model}" data-lang="{lang}">',
-            f"<caption>{html.escape(caption)}</caption>",
-            f"<thead><tr>{head}</tr></thead>", "<tbody>", *rows, "</tbody>", "</table>",
-            "</div>"]))
+                cells.append(_number(plan["memory"]["device_total_bytes"], "gib",
+                                     "memory.device_total_bytes", lang))
+            cells.append(_number(plan["time_hours"], "hours", "time_hours", lang))
+            cells.append(_number(plan["cost_usd"]["total"], "usd_approx", "cost_usd.total", lang,
+                                 link=href))
+            cells.append(_number(plan_int["cost_usd"]["total"], "usd_approx", "cost_usd.total",
+                                 lang, source=cell["interruptible"], link=href_int))
+            rows.append(el("tr", {"data-source": plan_source(cell["on_demand"]), "data-size": size,
+                                  "data-method": method}, *cells))
+        table = el("table", {"class": "calc-table__table", "data-table": "reference_matrix",
+                             "data-size": size, "data-model": model, "data-lang": lang},
+                   el("caption", {}, caption),
+                   el("thead", {}, el("tr", {}, *(el("th", {"scope": "col"}, text(h, lang))
+                                                  for h in heads))),
+                   el("tbody", {}, *rows))
+        out.append(to_html(el("div", {"class": "calc-table ref-matrix", "role": "region",
+                                      "tabindex": "0", "aria-label": caption,
+                                      "style": "overflow-x:auto;max-width:100%"}, table)))
     return "\n".join(out)
 
 
@@ -228,9 +209,6 @@ def summary_matrix(lang: str, page_url: str, memory: bool = False) -> str:
 def reference_setup(lang: str) -> str:
     """The reference setup as a list, generated from ``calc.reference`` (so the words cannot
     drift from the requests); ``data-reference-setup`` carries the setup for the tests."""
-    from . import labels
-    from .guides import model_name
-
     s = reference.SETUP
     models = ", ".join(f"{model_name(m)} ({text('size.' + size, lang)})"
                        for size, m in reference.MODELS.items())
@@ -244,14 +222,15 @@ def reference_setup(lang: str) -> str:
     items.append((text("setup.dataset", lang), ref_run_text(lang)))
     items.append((text("setup.prices", lang), text("setup.prices_value", lang)))
     data = {"models": reference.MODELS, "precision": reference.PRECISION, "setup": s}
-    lis = "".join(f"<li>{html.escape(k)}: {_inline_code(v)}</li>" for k, v in items)
-    return (f"<ul class=\"reference-setup\" data-reference-setup='"
-            f"{_attr(json.dumps(data, sort_keys=True, separators=(',', ':')))}'>{lis}</ul>")
+    return to_html(el("ul", {"class": "reference-setup",
+                             "data-reference-setup": json.dumps(data, sort_keys=True,
+                                                                separators=(",", ":"))},
+                      *(el("li", {}, f"{k}: ", *_inline_code(v)) for k, v in items)))
 
 
 def ref_run_text(lang: str) -> str:
     """The run of the reference setup in words: ``100 million tokens, 1 epoch``."""
-    from calc_view.numfmt import format_number
+    from calc.numfmt import format_number
 
     s = reference.SETUP
     return text("setup.dataset_value", lang).format(
@@ -259,10 +238,9 @@ def ref_run_text(lang: str) -> str:
         epochs=format_number(s["epochs"], 0, lang))
 
 
-def _inline_code(value: str) -> str:
+def _inline_code(value: str) -> list:
     """``labels.value`` writes enum values as Markdown code: inside HTML it becomes <code>."""
-    parts = html.escape(value).split("`")
-    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+    return [el("code", {}, p) if i % 2 else p for i, p in enumerate(value.split("`")) if p or i % 2]
 
 
 # --- inline references ----------------------------------------------------------------------
@@ -271,21 +249,17 @@ def _inline_code(value: str) -> str:
 def ref_card(lang: str, field: str, **request) -> str:
     """The card a plan names at ``field`` (e.g. ``recommendations.smallest_single_gpu.gpu``),
     by name, checkable like a table's card cell."""
-    from .plan_tables import gpu_name
-
     node: object = _plan(request)
     for part in field.split("."):
-        node = node[part]
+        node = node[part]  # type: ignore[index]
     gpu_id = str(node)
-    return (f'<span data-ref="{_attr(gpu_id)}" data-ref-kind="gpu" data-field="{_attr(field)}" '
-            f"data-source='{_attr(_source(request))}'>{html.escape(gpu_name(gpu_id))}</span>")
+    value = ref(gpu_id, gpu_name(gpu_id), **{"ref-kind": "gpu", "source": plan_source(request)})
+    return to_html(ref_node("span", value, field))
 
 
 def preset_value(lang: str, model: str, field: str, kind: str) -> str:
     """A figure of a model preset (``python -m calc presets``), e.g. its ``vocab``."""
     from calc import presets
-
-    from .guides import inline
 
     row = next(p for p in presets.presets_listing() if p["id"] == model)
     return inline(lang, row[field], kind, field, {"command": "preset", "id": model})

@@ -1,9 +1,8 @@
-"""Helpers every macros module shares: the page language."""
+"""Helpers every macros module shares: the page language, and declaring macros."""
 
 from __future__ import annotations
 
-#: Languages of the site, default first (mirrors ``plugins.i18n`` in mkdocs.yml).
-LANGUAGES = ("es", "en")
+from calc.languages import LANGS
 
 
 def page_language(env) -> str:
@@ -15,6 +14,21 @@ def page_language(env) -> str:
     renders; read in ``define_env`` it returns the previous build's language.
     """
     language = env.conf["theme"]["language"]
-    if language not in LANGUAGES:
+    if language not in LANGS:
         raise ValueError(f"unsupported page language {language!r}")
     return language
+
+
+def bind_all(env, names, namespace: dict) -> None:
+    """Declare each function ``names`` of ``namespace`` as a macro of ``env`` (mkdocs-macros),
+    with the page language as its first argument."""
+    import functools
+
+    def bind(fn):
+        @functools.wraps(fn)
+        def macro(*args, **kwargs):
+            return fn(page_language(env), *args, **kwargs)
+        return macro
+
+    for name in names:
+        env.macro(bind(namespace[name]), name)

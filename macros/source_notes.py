@@ -11,56 +11,42 @@ quoted sources from the page's own prose.
 
 from __future__ import annotations
 
-import pandas as pd
-
-from . import labels
-from .guides import _gpu_frame, bind_all, gpu_sources
-from .tables import SOURCE, Col, render
+from .guides import GPU_SOURCE_COLS
+from .rows import gpu_rows
+from .site import bind_all
+from .tables import SOURCE, Col, table_node
+from calc_view.html import el, to_html
 
 # This module's words are in the message catalogue (calc/data/messages).
 
 
-def _raw_block(html: str) -> str:
-    return f'<div class="calc-raw-sources" data-raw-sources="en">\n{html}\n</div>'
+def _raw_block(table: list) -> str:
+    return to_html(el("div", {"class": "calc-raw-sources", "data-raw-sources": "en"}, table))
 
 
 def raw_gpu_sources(lang: str) -> str:
     """Every card's source as recorded (the GPU catalogue's source column)."""
-    return _raw_block(gpu_sources(lang).replace(
-        labels.text("caption.gpu_sources", lang), labels.text("caption.gpu_sources_raw", lang)))
+    return _raw_block(table_node(gpu_rows(None), GPU_SOURCE_COLS, lang, "gpu_sources",
+                                 "caption.gpu_sources_raw"))
 
 
 def raw_price_sources(lang: str) -> str:
     """Every dated price row's source and note as recorded."""
     rows = []
-    for _, gpu in _gpu_frame(None).iterrows():
+    for gpu in gpu_rows(None):
         for i, price in enumerate(gpu["prices"]):
             rows.append({"name": gpu["name"], "tier": price["tier"],
                          "capacity": ("interruptible" if price["interruptible"]
                                                     else "on_demand"),
                          "usd": price["usd"], "source": price["source"],
                          "note": price.get("note") or "", "as_of": price["as_of"],
-                         SOURCE: {"command": "gpu", "id": gpu["id"]},
-                         "check": f"prices.{i}.usd"})
-    frame = pd.DataFrame(rows)
+                         SOURCE: gpu[SOURCE], "check": f"prices.{i}.usd"})
     cols = [Col("name", "col.gpu", "text", row_header=True),
             Col("tier", "col.tier", "code", options="price_tier"), Col("capacity", "col.capacity", "code"),
             Col("usd", "col.usd_per_hour", "usd", check="@check"),
             Col("as_of", "col.as_of", "text"), Col("source", "col.source", "text"),
             Col("note", "col.price_note", "text")]
-    return _raw_block(render(frame, cols, lang, "price_sources", "caption.price_sources_raw"))
-
-
-def english_notes() -> list[str]:
-    """Every source and note string of the GPU and price data (the tests look for them)."""
-    from calc import gpus
-
-    out = []
-    for gpu in gpus.gpus_listing()["gpus"]:
-        out.append(gpu["source"])
-        for price in gpu["prices"]:
-            out += [price["source"], price.get("note") or ""]
-    return [s for s in out if s]
+    return _raw_block(table_node(rows, cols, lang, "price_sources", "caption.price_sources_raw"))
 
 
 MACROS = ("raw_gpu_sources", "raw_price_sources")

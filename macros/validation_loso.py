@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import functools
 
-import pandas as pd
-
 from . import labels
-from .tables import SOURCE, Col, render
+from .site import bind_all
+from .tables import SOURCE, Col, inline, render
 
 HEADLINE_GROUPS = ("measured", "measured_unfitted", "metric_stated")
 
@@ -68,7 +67,7 @@ def validation_loso_table(lang: str) -> str:
     cols = [Col("group", "col.group", "text", row_header=True), Col("count", "col.rows", "int")]
     cols += [Col(k, "col." + k, "pct", check="pct:" + k)
              for k in ("in_median", "in_p90", "in_max", "loso_median", "loso_p90", "loso_max")]
-    return render(pd.DataFrame(rows), cols, lang, "validation_loso", "caption.validation_loso")
+    return render(rows, cols, lang, "validation_loso", "caption.validation_loso")
 
 
 def validation_bands_table(lang: str) -> str:
@@ -85,14 +84,12 @@ def validation_bands_table(lang: str) -> str:
             Col("low", "col.band_low", "pct", check="pct:low"),
             Col("high", "col.band_high", "pct", check="pct:high"),
             Col("coverage", "col.coverage", "pct", check="pct:coverage")]
-    return render(pd.DataFrame(rows), cols, lang, "validation_bands", "caption.validation_bands")
+    return render(rows, cols, lang, "validation_bands", "caption.validation_bands")
 
 
 def validation_loso_figure(lang: str, stat: str, group: str = "measured", fit: str = "loso") -> str:
     """One figure in running text: ``stat`` (median, p90, max) of ``group`` in-sample
     (``fit="in"``) or held out (``"loso"``), in percent."""
-    from .guides import inline
-
     if stat not in ("median", "p90", "max") or fit not in ("in", "loso"):
         raise ValueError(f"unknown statistic {fit}_{stat}")
     key = f"{fit}_{stat}"
@@ -101,7 +98,7 @@ def validation_loso_figure(lang: str, stat: str, group: str = "measured", fit: s
 
 
 MEMORY_TARGETS = {"median": 0.08, "p90": 0.18, "max": 0.35}
-"""Issue 13's targets for the held-out error on measured rows."""
+"""The targets for the held-out error on measured rows, as fractions."""
 
 
 def targets_sentence(lang: str, figures: dict[str, float], targets: dict[str, float]) -> str:
@@ -125,8 +122,6 @@ def validation_loso_targets(lang: str, group: str = "measured") -> str:
 
 def validation_coverage_figure(lang: str, group: str = "all") -> str:
     """Share of held-out rows inside the band computed without their source, in percent."""
-    from .guides import inline
-
     return inline(lang, coverage()[group]["share"] * 100, "pct", "pct:share",
                   {"command": "validation_memory_coverage", "group": group})
 
@@ -146,7 +141,7 @@ def framework_profiles_table(lang: str) -> str:
                          SOURCE: {"command": "framework_profile", "framework": fw.value, "key": key}})
     cols = [Col("framework", "col.framework", "text", row_header=True), Col("key", "col.request_key", "text"),
             Col("value", "col.value", "text"), Col("source", "col.source", "text")]
-    return render(pd.DataFrame(rows), cols, lang, "framework_profiles", "caption.framework_profiles")
+    return render(rows, cols, lang, "framework_profiles", "caption.framework_profiles")
 
 
 MACROS = ("framework_profiles_table", "validation_loso_table", "validation_bands_table", "validation_loso_figure",
@@ -154,6 +149,4 @@ MACROS = ("framework_profiles_table", "validation_loso_table", "validation_bands
 
 
 def register(env) -> None:
-    from .guides import bind_all
-
     bind_all(env, MACROS, globals())

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-KEYWORDS = {"$schema", "$id", "title", "description", "default", "type", "enum", "minimum",
+# annotations (no effect on validity): title, description, default, examples
+KEYWORDS = {"$schema", "$id", "title", "description", "default", "examples", "type", "enum", "minimum",
             "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern", "items", "minItems",
             "properties", "required", "additionalProperties", "oneOf", "anyOf",
             "deprecated"}  # an annotation: nothing to check

@@ -13,6 +13,7 @@ import pytest
 from calc.arch import LinearLayer, ModelArch
 from calc.errors import ConfigError
 from calc.hf_config import arch_from_hf_config
+from calc.states import quantized_weight_params
 
 
 def dense(model_type, h, heads, kv, inter, layers, vocab, tie=False, **extra):
@@ -155,13 +156,13 @@ def test_moe_active_params(cfg, active):
     arch = arch_from_hf_config(cfg)
     assert arch.params_active == active
     assert arch.params_active < arch.params_total
-    assert arch.is_moe
+    assert arch.num_experts > 0
 
 
 def test_dense_active_equals_total():
     arch = arch_from_hf_config(TOTALS[0][1])
     assert arch.params_active == arch.params_total
-    assert not arch.is_moe and arch.num_experts == 0 and arch.experts_per_token == 0
+    assert arch.num_experts == 0 and arch.experts_per_token == 0
 
 
 def test_falcon_40b_new_decoder_architecture():
@@ -182,23 +183,16 @@ def test_llama_2_7b_breakdown():
     assert arch.embedding_params == 32000 * 4096
     assert arch.lm_head_params == 32000 * 4096
     assert arch.block_params == 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096
-    assert arch.quantizable_params == 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
-    assert arch.largest_linear_params == 32000 * 4096  # the untied LM head
+    assert quantized_weight_params(arch) == 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
     assert arch.linear_names() == ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
                                    "up_proj", "down_proj")
 
 
-def test_tied_largest_linear_excludes_head():
-    arch = arch_from_hf_config(dense("qwen2", 896, 14, 2, 4864, 24, 151936, True))
-    assert arch.lm_head_params == 0
-    assert arch.largest_linear_params == 896 * 4864
-
-
 def test_router_not_quantizable():
     arch = arch_from_hf_config(MIXTRAL_8X7B)
-    gate = arch.linears_named("gate")[0]
+    (gate,) = [l for l in arch.linears if l.name == "gate"]
     assert (gate.d_in, gate.d_out, gate.count, gate.quantizable, gate.role) == (4096, 8, 1, False, "router")
-    assert arch.quantizable_params == arch.num_layers * sum(
+    assert quantized_weight_params(arch) == arch.num_layers * sum(
         l.params for l in arch.linears if l.name != "gate")
 
 
@@ -257,7 +251,7 @@ def test_model_arch_small_hand_count():
 
 
 def test_moe_time_uses_active_parameters_dense_of_same_total_does_not():
-    """Issue 15: memory holds every expert, compute runs the top-k. A Mixtral-shaped model and a
+    """Mixture of experts: memory holds every expert, compute runs the top-k. A Mixtral-shaped model and a
     dense model with the same expert width in one MLP hold the same parameters (to the router's
     hidden*experts per block) but an MoE token multiplies through 2 of its 8 experts."""
     from calc.memory import estimate_dict

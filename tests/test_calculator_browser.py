@@ -93,11 +93,11 @@ PLAN_VARIATIONS = [
     {"experiment_multiplier": "3", "safety_margin": "0.1"},
     {"mfu": "0.35", "method": "qlora", "qlora_speed_factor": "0.5"},
     {"scaling_efficiency": "0.8", "num_gpus": "4", "sharding": "zero2", "gpu": "a100-40gb-sxm"},
-    # issue 15: current presets, a mixture of experts, new cards and an unpriced owner's card
+    # current presets, a mixture of experts, new cards and an unpriced owner's card
     {"model": "qwen3-30b-a3b", "method": "lora", "gpu": "rtx-pro-6000"},
     {"model": "gpt-oss-20b", "method": "qlora", "gpu": "h100-nvl"},
     {"model": "gemma-3-4b", "method": "qlora", "gpu": "t4"},
-    # the training-library section (issue 13's profiles) and its behaviours
+    # the training-library section (its profiles) and its behaviours
     {"framework": "hf-trainer", "lora_adapter_dtype": "fp32"},
     # transformers 5's 3-D MoE experts under peft (calc.lora.fused_expert_adapters)
     {"model": "qwen3-30b-a3b", "moe_expert_layout": "fused-3d", "lora_adapter_dtype": "fp32"},
@@ -119,7 +119,7 @@ PLAN_VARIATIONS = [
      "model": "gemma-2-2b", "num_gpus": "2", "sharding": "zero3"},
     {"framework": "unsloth", "method": "qlora", "qlora_quant_state_replicated": "true",
      "num_gpus": "2", "sharding": "zero3"},
-    # issue 14: FP8 compute on a card that has it
+    # FP8 compute on a card that has it
     {"fp8_compute": "true", "gpu": "h100-sxm", "method": "full", "model": "llama-3.2-1b"},
     # peft's modules_to_save: the embedding and / or the output layer trained in full
     {"lora_modules_to_save": "embed_tokens+lm_head", "model": "llama-3.2-1b", "gpu": "l4"},
@@ -473,7 +473,7 @@ def test_an_unknown_model_id_asks_for_its_config(calc_page):
     assert calc_page.page.locator("#calc-hf_config").is_visible()  # the box to paste it in
     response = calc_run(calculator.COMMAND, request_for({"model": "someone/Some-Model-7B"}))
     suggested = response["error"].get("suggestions") or []
-    for item in suggested[:5]:  # calc's nearest presets, when it names any (issue 15)
+    for item in suggested[:5]:  # calc's nearest presets, when it names any
         assert (item["id"] if isinstance(item, dict) else item) in text
 
 

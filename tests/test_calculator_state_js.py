@@ -1,7 +1,8 @@
 """The calculator's DOM-free modules (``docs/assets/calculator/``: the state machine
 ``state.js``, the form's state ``form-state.js``, the messages ``messages.js`` and
 ``format.js``, the worker's client ``worker-client.js``), tested under Node's built-in test
-runner (``tests/js/*.test.mjs``); this test runs each file so that the project's one test
+runner (``tests/js/*.test.mjs``; ``numfmt.test.mjs`` checks the page's copies of calc's number
+format and limits on a table Python writes); this test runs each file so that the project's one test
 command covers them, and fails when any of them fails."""
 
 from __future__ import annotations

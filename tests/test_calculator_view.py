@@ -87,6 +87,16 @@ def test_script_content_cannot_close_the_element():
     assert json.loads(html[html.index(">") + 1: html.rindex("<")]) == {"a": "</script><x>"}
 
 
+def test_element_builder_the_guides_share():
+    """``el`` leaves out an attribute that is None or False and writes True bare (``=""``);
+    ``svg_number`` writes a coordinate with two decimals at most."""
+    from calc_view.html import el, svg_number
+
+    node = el("details", {"open": True, "hidden": False, "id": None, "class": "x"}, "a", el("br"))
+    assert view.to_html(node) == '<details open="" class="x">a<br></details>'
+    assert [svg_number(x) for x in (0, 1.0, 2.345, 10.5, 3.10)] == ["0", "1", "2.35", "10.5", "3.1"]
+
+
 
 
 CHANGES = [
@@ -295,7 +305,8 @@ def test_text_that_is_not_json_is_an_internal_error():
     """The page sends JSON.stringify's text: anything else is the page's bug, not input."""
     out = json.loads(view.Session("en", STRINGS["en"]).handle(calculator.COMMAND, "{model:"))
     assert out["internal_error"]["stage"] == "decode"
-    assert out["internal_error"]["where"].startswith("calc_view/session.py:")
+    # the strict decoder (duplicate keys refused) is calc's: the frame named is where it raised
+    assert out["internal_error"]["where"].startswith("calc/strict_json.py:")
 
 
 def test_the_package_needs_only_the_standard_library_and_calc():
@@ -385,7 +396,7 @@ def test_bundle_is_deterministic_and_holds_the_package_and_the_renderer():
     members = calc_bundle.bundle_members()
     names = [name for name, _ in members]
     assert {"calc/__init__.py", "calc_view/__init__.py", "calc_view/render.py",
-            "calc_view/numfmt.py", "calc_view/session.py"} <= set(names)
+            "calc/numfmt.py", "calc_view/session.py"} <= set(names)
     assert any(name.startswith("calc/data/") for name in names)
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
     first = calc_bundle.build_bundle(members)
@@ -479,7 +490,7 @@ def test_every_bad_field_is_named_by_calc_in_one_pass(bad, fields):
     ({"seq_len": 0}, {"minimum": 1, "maximum": 4_194_304, "integer": True}),
     ({"lora_dropout": 1.0}, {"minimum": 0.0, "maximum": 1.0, "maximum_exclusive": True}),
     ({"safety_margin": 2}, {"minimum": 0.0, "maximum": 1.0}),
-    ({"dataset_tokens": 0}, {"minimum": 0.0, "minimum_exclusive": True}),
+    ({"dataset_tokens": 0.5}, {"minimum": 1.0}),  # less than one token: a typo
     ({"method": "bogus"}, {"allowed": ["full", "lora", "qlora"]}),
     ({"price_tier": "cheap"}, {"allowed": ["marketplace", "managed"]}),
     ({"gradient_checkpointing": "maybe"}, {"allowed": [True, False]}),
@@ -544,7 +555,7 @@ def test_fractions_shown_as_percentages_drop_the_typing_hint(lang):
         assert s["labels"][key + "_shown"] in html and "0–1" not in s["labels"][key + "_shown"]
 
 
-# ---------------------------------------------------------------- verdict (issue 16)
+# ---------------------------------------------------------------- verdict
 
 
 @pytest.mark.parametrize(("value", "unit", "lang", "expected"), [
@@ -592,7 +603,7 @@ def test_verdict_state_from_the_engine_else_from_the_booleans(fits, without_marg
     result = calc.run("plan", dict(calculator.default_request(), gpu="rtx-4090"))["result"]
     fit = result["fits"]["rtx-4090"]
     fit.update(fits=fits, fits_without_margin=without_margin)
-    fit.pop("verdict", None)  # the engine's, when it has one (issue 13)
+    fit.pop("verdict", None)  # the engine's, when it has one
     if engine is not None:
         fit["verdict"] = engine
     renderer = view.Renderer(result, "es", STRINGS["es"])
@@ -600,7 +611,7 @@ def test_verdict_state_from_the_engine_else_from_the_booleans(fits, without_marg
     assert STRINGS["es"]["ui"]["verdict_" + expected] in _verdict_text(result, "es")
 
 
-# ---------------------------------------------------------------- recommendations (issue 16)
+# ---------------------------------------------------------------- recommendations
 
 
 def test_recommendations_show_one_row_per_card_with_equal_shardings_merged():

@@ -1,6 +1,7 @@
 """The message catalogue (``calc/data/messages/{es,en}.json``, read through ``calc.catalogue``):
 both languages hold the same entries, every entry is read by something, every value of a
-closed request field has its name, and option names depend on their field."""
+closed request field has its name, option names depend on their field, every constant of calc
+is described, and the site, the CLI and the catalogue list the same languages."""
 
 from __future__ import annotations
 
@@ -23,15 +24,17 @@ CATALOGUE_DIR = ROOT / "calc" / "data" / "messages"
 # they name (the catalogue itself is not scanned: an entry cannot vouch for itself).
 CODE_DIRS = ("calc", "calc_view", "accuracy", "macros", "hooks", "benchmarks", "tools")
 FRONT_END = ROOT / "docs" / "assets"
+THEME = ROOT / "overrides"  # the theme's templates: ``message("site.not_found_title", ...)``
 DATA_DIRS = (ROOT / "validation", ROOT / "calc" / "data")
 
 
 def _entries(lang: str) -> dict[str, object]:
-    """Every entry as ``{"m:<id>" | "o:<field>:<code>": text}``."""
+    """Every entry as ``{"m:<id>" | "o:<field>:<code>" | "c:<constant>": text}``."""
     data = load(lang)
     out = {f"m:{key}": v for key, v in data["messages"].items()}
     out.update({f"o:{field}:{code}": v for field, codes in data["options"].items()
                 for code, v in codes.items()})
+    out.update({f"c:{key}": v for key, v in data["constants"].items()})
     return out
 
 
@@ -66,6 +69,7 @@ def _source_files():
                 yield path
     yield from FRONT_END.rglob("*.js")
     yield from (ROOT / "docs").rglob("*.md")
+    yield from THEME.rglob("*.html")
 
 
 def _json_strings(value) -> set[str]:
@@ -105,9 +109,13 @@ def scan() -> set[str]:
                 continue
             if path.suffix == ".csv":
                 rows = csv.reader(io.StringIO(path.read_text(encoding="utf-8")))
+                cells = [cell for row in rows for cell in row]
                 # a notes cell holds "; "-separated ids, each ``id`` or ``id:argument``
-                parts = {p.strip() for row in rows for cell in row for p in cell.split("; ")}
+                parts = {p.strip() for cell in cells for p in cell.split("; ")}
                 found |= parts | {p.partition(":")[0] for p in parts}
+                # a source's label, "name (remark)": the remark and the name are worded
+                labelled = filter(None, (re.fullmatch(r"(.*?)\s*\((.*)\)", c) for c in cells))
+                found |= {part for match in labelled for part in match.groups() if part}
             elif path.suffix == ".json":
                 found |= _json_strings(json.loads(path.read_text(encoding="utf-8")))
     return {s for s in found if s}
@@ -166,6 +174,8 @@ def unused_entries(entries: dict[str, object], literals: set[str]) -> list[str]:
     unused = []
     for key in entries:
         kind, _, rest = key.partition(":")
+        if kind == "c":
+            continue  # a constant's description: checked against calc's constants below
         if kind == "m":
             # the whole id, or what follows any of its dots (``import.notes.file_read``: the
             # front end reads ``t.notes[code]`` with the code calc wrote)
@@ -193,14 +203,30 @@ def test_both_languages_hold_the_same_entries():
     assert sorted(set(es) ^ set(en)) == [], "entries missing in one language"
     for key in es:
         for lang, value in (("es", es[key]), ("en", en[key])):
+            if key.startswith("c:"):  # a constant: what it means and its source
+                assert isinstance(value, dict) and sorted(value) == ["source", "text"], (lang, key)
+                assert all(isinstance(v, str) and v.strip() for v in value.values()), (lang, key)
+                continue
             assert isinstance(value, str) or sorted(value) == ["long", "short"], (lang, key)
             for form in ("short", "long"):
                 assert pick(value, form).strip(), f"{key} is empty in {lang}"
 
 
+def test_an_entry_missing_in_one_language_is_caught():
+    """The comparison above is a set difference per kind of entry: a constant, a message and
+    an option missing in English are each found."""
+    es, en = _entries("es"), _entries("en")
+    for probe in ("c:calc.states.FP32_BYTES", "m:ui.status_ready", "o:sharding:none"):
+        assert probe in es and probe in en
+        shorter = {k: v for k, v in en.items() if k != probe}
+        assert sorted(set(es) ^ set(shorter)) == [probe]
+
+
 def test_every_entry_is_read_somewhere():
     literals = scan()
     assert {"status_ready", "unknown_preset", "sharding_on_single_gpu"} <= literals
+    # a source many constants share is a ``source.*`` message, read through the constant
+    literals |= {entry["source"] for entry in load("en")["constants"].values()}
     unused = unused_entries(_entries("en"), literals)
     assert unused == [], f"entries nothing reads (remove them from calc/data/messages): {unused}"
 
@@ -280,7 +306,7 @@ def test_the_page_the_guides_and_the_cli_say_the_same_words():
 
 def test_a_validation_note_is_an_id_worded_in_each_language():
     """The throughput CSV holds note ids, not prose: a wording is fixed in the catalogue."""
-    from macros.methodology_text import translate_note
+    from macros.labels import translate_note
 
     note = "tensor_parallelism:FSDP 8 × TP 8; long_context"
     assert translate_note(note, "en") == ("tensor parallelism (FSDP 8 × TP 8) is not a calc "
@@ -288,3 +314,86 @@ def test_a_validation_note_is_an_id_worded_in_each_language():
     assert translate_note(note, "es").startswith("paralelismo de tensor (FSDP 8 × TP 8)")
     with pytest.raises(KeyError):
         translate_note("tensor parallelism (FSDP 8 × TP 8) is not a calc sharding", "en")
+
+
+# --------------------------------------------------------------------- constants
+
+
+def described_constants() -> dict[str, set[str]]:
+    """What must be described (calc's numeric constants, ``default:<field>`` for each number a
+    plan request defaults to) and what the catalogue describes, per language."""
+    from calc.plan import PLAN_FIELDS
+    from macros.methodology import numeric_constants
+
+    wanted = set(numeric_constants()) | {
+        f"default:{k}" for k, (default, *_rest) in PLAN_FIELDS.items()
+        if isinstance(default, (int, float)) and not isinstance(default, bool)}
+    return {"wanted": wanted, **{lang: set(load(lang)["constants"]) for lang in LANGS}}
+
+
+def constant_gaps(wanted: set[str], described: set[str]) -> tuple[list[str], list[str]]:
+    """(constants without a description, descriptions of constants calc does not have)."""
+    return sorted(wanted - described), sorted(described - wanted)
+
+
+def test_every_constant_of_calc_is_described_once_in_each_language():
+    """The methodology page renders every constant from the catalogue: each has its meaning
+    and its source in both languages, and no description is left for a constant calc no
+    longer has."""
+    found = described_constants()
+    assert len(found["wanted"]) > 70, "the scan of calc's constants found too little"
+    for lang in LANGS:
+        assert constant_gaps(found["wanted"], found[lang]) == ([], []), lang
+    for key in found["wanted"]:
+        (es_text, es_source), (en_text, en_source) = (Catalogue(lang).constant(key) for lang in LANGS)
+        assert es_text != en_text, key
+        assert not es_source.startswith("source.") and not en_source.startswith("source."), key
+
+
+def test_a_constant_without_a_description_is_caught():
+    """A new constant of calc that nobody described: the check names it, and the
+    methodology page's build stops on it."""
+    from macros import methodology
+
+    found = described_constants()
+    new = "calc.memory.A_CONSTANT_NOBODY_DESCRIBED"
+    assert constant_gaps(found["wanted"] | {new}, found["en"]) == ([new], [])
+    assert constant_gaps(found["wanted"] - {"calc.states.FP32_BYTES"}, found["en"]) == \
+        ([], ["calc.states.FP32_BYTES"])
+    assert methodology.undescribed(["calc.states.FP32_BYTES", new]) == [new]
+    with pytest.raises(KeyError, match="no 'es' description"):
+        Catalogue("es").constant(new)
+
+
+# --------------------------------------------------------------------- languages
+
+
+def _mkdocs_languages() -> list[tuple[str, bool]]:
+    """(locale, default) of ``plugins.i18n.languages`` in mkdocs.yml, in its order."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)  # !ENV and friends
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader)
+    i18n = next(p["i18n"] for p in config["plugins"] if isinstance(p, dict) and "i18n" in p)
+    return [(lang["locale"], bool(lang.get("default"))) for lang in i18n["languages"]]
+
+
+def test_the_site_the_cli_and_the_catalogue_list_the_same_languages():
+    """One list (``calc.languages.LANGS``, the default first): the catalogue files, the number
+    format, the macros and the CLI's ``--lang`` read it; mkdocs.yml cannot, so it is compared."""
+    from cli_run import run_main
+
+    from calc import numfmt
+    from macros import site
+
+    assert _mkdocs_languages() == [(lang, i == 0) for i, lang in enumerate(LANGS)]
+    assert sorted(p.stem for p in CATALOGUE_DIR.glob("*.json")) == sorted(LANGS)
+    assert numfmt.LANGS is site.LANGS is LANGS
+    for command in (["estimate"], ["import", "-"]):
+        code, out, _err = run_main([*command, "--lang", "xx"])
+        detail = json.loads(out)["error"]["detail"]
+        assert code == 2 and "--lang" in detail, detail
+        assert re.findall(r"\w+", detail.partition("choose from")[2]) == list(LANGS), detail

@@ -36,7 +36,7 @@ def test_response_tables_list_every_key_with_its_text(lang):
 
     cat = catalogue(lang)
     for command, response in (("estimate", calc.estimate(cli_docs.REQUEST)),
-                              ("plan", calc.plan(cli_docs.PLAN_REQUEST))):
+                              ("plan", calc.plan_setup(cli_docs.PLAN_REQUEST))):
         table = cli_docs.response_fields(env(lang), command)
         texts = cat.namespace("api." + command)
         for key in response:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,20 +27,22 @@ ESTIMATE = {
     "peak_allocated_bytes": int(17.6 * GIB), "peak_reserved_bytes": int(19.5 * GIB),
     "device_total_bytes": int(20.04 * GIB), "peak_phase": "forward_end", "host_bytes": 0,
     "warnings": ["seq_len_above_max_positions"],
-    "request": {"model": "llama-3.1-8b", "method": "qlora", "seq_len": 4096, "micro_batch_size": 2,
-                "num_gpus": 1, "sharding": "none"},
+    "request": {"model": "llama-3.1-8b", "method": "qlora", "precision": "bf16-mixed", "seq_len": 4096,
+                "micro_batch_size": 2, "num_gpus": 1, "sharding": "none", "framework": "hf-trainer"},
 }
 PLAN = {
-    "gpu": "rtx-4090", "num_gpus": 1, "sharding": "none", "safety_margin": 0.25,
+    "gpu": "rtx-4090", "num_gpus": 2, "sharding": "zero2", "safety_margin": 0.25,
     "memory": {**ESTIMATE, "peak_allocated_range_bytes": [int(16.1 * GIB), int(19.2 * GIB)],
-               "peak_reserved_range_bytes": [int(17.9 * GIB), int(21.3 * GIB)], "warnings": []},
+               "peak_reserved_range_bytes": [int(17.9 * GIB), int(21.3 * GIB)], "warnings": [],
+               "request": {**ESTIMATE["request"], "num_gpus": 2, "sharding": "zero2"}},
     "fits": {"rtx-4090": {"fits": False, "fits_without_margin": True, "memory_bytes": int(23.99 * GIB),
                           "required_bytes": int(25.05 * GIB), "verdict": "borderline"}},
     "time_hours": 15.46, "time": {"tokens_per_second": 12345.6},
     "cost_usd": {"total": 1234.5, "final_run": 10.56},
     "recommendations": {"configs": [
-        {"id": "h100-sxmx1-none", "cost_usd": 15.76, "time_hours": 3.4},
-        {"id": "l4x1-none", "cost_usd": 16.1, "time_hours": 13.9}]},
+        {"id": "h100-sxmx4-zero3", "gpu": "h100-sxm", "num_gpus": 4, "sharding": "zero3", "cost_usd": 15.76,
+         "time_hours": 3.4},
+        {"id": "l4x1-none", "gpu": "l4", "num_gpus": 1, "sharding": "none", "cost_usd": 16.1, "time_hours": 13.9}]},
     "warnings": ["does_not_fit_selected_gpu"],
 }
 REQUEST = {"model": "llama-3.1-8b", "method": "qlora", "seq_len": 4096, "micro_batch_size": 2}
@@ -149,15 +152,81 @@ def test_a_real_terminal_gets_a_table_and_a_pipe_gets_json():
     finally:
         os.close(leader)
     text = b"".join(chunks).decode().replace("\r\n", "\n")
-    assert proc.returncode == 0 and text.startswith("Setup: llama-3.1-8b") and "Peak allocated" in text
+    assert proc.returncode == 0 and text.startswith("Setup: Llama 3.1 8B") and "Peak allocated" in text
     piped = subprocess.run(argv, capture_output=True, cwd=ROOT, timeout=60)
     assert json.loads(piped.stdout)["peak_allocated_bytes"] > 0
 
 
-def test_listings_stay_json_on_a_terminal():
+@pytest.mark.parametrize("command", ["presets", "gpus"])
+def test_listings_are_tables_on_a_terminal_and_todays_json_for_scripts(command):
+    """A table on a terminal (or with --table); piped or with --json the JSON of before, byte
+    for byte (scripts read it: ``python -m calc gpus | jq``)."""
+    from calc.gpus import gpus_listing
     from calc.presets import presets_listing
-    rc, out, _ = run_main(["presets"], tty=True)
-    assert rc == 0 and out == json.dumps(presets_listing(), indent=2, ensure_ascii=False) + "\n"
+    listing = presets_listing() if command == "presets" else gpus_listing()
+    expected = json.dumps(listing, indent=2, ensure_ascii=False) + "\n"
+    assert run_main([command]) == (0, expected, "")
+    assert run_main([command, "--json"], tty=True) == (0, expected, "")
+    rows = listing if command == "presets" else listing["gpus"]
+    for lang in ("es", "en"):
+        rc, table, _ = run_main([command, "--lang", lang], tty=True)
+        assert rc == 0 and run_main([command, "--table", "--lang", lang])[1] == table
+        lines = table.splitlines()
+        assert set(lines[1]) == {"-", " "} and len(lines) == len(rows) + 3  # header, rule, rows, footer
+        for row, line in zip(rows, lines[2:], strict=False):
+            assert line.startswith(row["id"] + " ") and row["name"] in line
+        assert str(len(rows)) in lines[-1] and "--json" in lines[-1]
+
+
+def test_presets_table_shows_size_context_and_active_parameters():
+    from calc.cli.table import render_presets
+    from calc.presets import presets_listing
+    rows = {line.split()[0]: line for line in render_presets(presets_listing(), Messages("en")).splitlines()}
+    assert rows["llama-3.1-8b"].split()[-4:] == ["8.0B", "131,072", "32", "4,096"]
+    assert "30.5B (3.4B active)" in rows["qwen3-30b-a3b"]
+    es = {line.split()[0]: line for line in render_presets(presets_listing(), Messages("es")).splitlines()}
+    cells = re.split(" {2,}", es["llama-3.1-8b"])  # a Spanish thousands separator is a space
+    assert cells == ["llama-3.1-8b", "Llama 3.1 8B", "8,0B", "131\u202f072", "32", "4096"] and "Parámetros" in es["id"]
+
+
+def test_gpus_table_shows_memory_speed_and_the_lowest_price():
+    from calc.cli.table import render_gpus
+    from calc.gpus import gpus_listing
+    listing = gpus_listing()
+    rows = {line.split()[0]: line for line in render_gpus(listing, Messages("en")).splitlines()}
+    card = next(g for g in listing["gpus"] if g["id"] == "rtx-4090")
+    lowest = min(p["usd"] for p in card["prices"])
+    assert rows["rtx-4090"].split()[-4:] == ["24.0", "165", "1,008", f"{lowest:.2f}"]
+    assert rows["rtx-4090"].startswith("rtx-4090") and "GeForce RTX 4090" in rows["rtx-4090"]
+    unpriced = next(g["id"] for g in listing["gpus"] if not g["prices"])
+    assert rows[unpriced].endswith("–")
+
+
+def test_setup_line_names_the_model_framework_precision_and_gpus():
+    from calc.cli.table import _setup_line
+    request = {"model": "llama-3.1-8b", "method": "lora", "precision": "bf16-true", "framework": "torchtune",
+               "seq_len": 2048, "micro_batch_size": 1, "num_gpus": 8, "sharding": "zero3"}
+    assert _setup_line(request, Messages("en")) == (
+        "Llama 3.1 8B · LoRA · pure bf16 · library: torchtune · 2048 tokens × 1 per micro-batch · 8 GPUs · ZeRO-3")
+    assert _setup_line(request, Messages("es")).endswith("· 8 GPU · ZeRO-3")  # siglas: sin plural escrito
+    one = {**request, "num_gpus": 1, "sharding": "none", "model": "hf_config:qwen3"}
+    assert _setup_line(one, Messages("en")).startswith("config.json (qwen3) · ")
+    assert _setup_line(one, Messages("en")).endswith("· 1 GPU")
+    assert _setup_line(one, Messages("es")).endswith("· 1 GPU")
+
+
+def test_setups_and_cards_are_named_not_ids():
+    from calc.cli.table import gpu_name, setup_name
+    config = {"id": "h100-sxmx4-zero3", "gpu": "h100-sxm", "num_gpus": 4, "sharding": "zero3"}
+    assert setup_name(config, Messages("en")) == "4 × H100 SXM5 · ZeRO-3"
+    assert setup_name({**config, "num_gpus": 1, "sharding": "none"}, Messages("es")) == "1 × H100 SXM5"
+    assert gpu_name("rtx-4090") == "GeForce RTX 4090" and gpu_name("no-such-card") == "no-such-card"
+    text = render_plan(PLAN, Messages("en"))
+    assert "4 × H100 SXM5 · ZeRO-3" in text and "h100-sxmx4-zero3" not in text
+    assert "2 × GeForce RTX 4090 · ZeRO-2" in text and "2 GPUs · ZeRO-2" in text
+    rc, sweep, _ = run_main(["sweep", "--model", "llama-3.1-8b", "--seq-len", "1024,2048", "--gpu", "rtx-4090",
+                             "--lang", "en"], tty=True)
+    assert rc == 0 and "Verdict (GeForce RTX 4090)" in sweep.splitlines()[0] and "rtx-4090" not in sweep
 
 
 def test_table_in_an_ascii_terminal_has_no_traceback():
@@ -172,4 +241,18 @@ def test_estimate_against_every_card():
     from calc.gpus import all_gpus
     rc, out, _ = run_main(["estimate", "--model", "llama-3.1-8b", "--gpu", "all", "--lang", "en"], tty=True)
     lines = out.split("Verdict")[1].splitlines()[1:]
-    assert rc == 0 and [line.split()[0] for line in lines[:len(all_gpus())]] == [g.id for g in all_gpus()]
+    names = [line.strip().split("  ")[0] for line in lines[:len(all_gpus())]]
+    assert rc == 0 and names == [g.name for g in all_gpus()]
+
+
+@pytest.mark.parametrize("lang, words", [("en", "is not installed"), ("es", "no está instalado")])
+def test_yaml_unavailable_says_how_to_install_it(lang, words, monkeypatch):
+    """Without PyYAML (a wheel installed without its yaml extra) a YAML config is refused with
+    one line that names the extra to install."""
+    from calc.config_import import loading
+    monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml -> ImportError
+    monkeypatch.setattr(loading, "_loader_class", None)
+    config = str(ROOT / "tests" / "configs" / "axolotl" / "qlora.yml")
+    rc, out, err = run_main(["estimate", "--config", config, "--lang", lang], tty=True)
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "[yaml_unavailable]" in err and words in err
+    assert "pip install 'gpu-finetune-calc[yaml]'" in err

@@ -115,3 +115,23 @@ def test_unknown_model_keeps_the_form_model_and_offers_presets(calc_page):
     picks.nth(other).click()
     calc_page.settle()
     assert page.input_value("#calc-model") == ids[other]
+
+
+def test_refused_values_are_shown_in_words_and_the_defaults_used(calc_page):
+    """A value the tool would refuse is a row marked invalid that says the value, why, what is
+    accepted and the default used instead, in the page's language (the catalogue's words)."""
+    from calc.catalogue import catalogue
+
+    path = CONFIGS / "invalid" / "axolotl_issue.yml"
+    paste_and_import(calc_page, path.read_text())
+    page = calc_page.page
+    cat = catalogue(calc_page.lang)
+    row = page.locator('#calc .calc-import-report tr[data-key="lora_r"]')
+    assert row.get_attribute("data-status") == "invalid"
+    text = row.inner_text()
+    for words in ("-5", cat.get("import.invalid.out_of_range"), cat.get("import.status.invalid"), "65536"):
+        assert words in text, words
+    assert cat.get("import.invalid_count").split("{invalid}")[1].strip()[:20] in page.inner_text(
+        "#calc .calc-import-message")
+    query = dict(parse_qsl(urlsplit(page.url).query))
+    assert request_for(query)["lora_rank"] == 8  # peft's default in place of -5

@@ -19,7 +19,7 @@ CONTRACT_IDS = [
     "a100-40gb-pcie", "a100-80gb-pcie", "a100-40gb-sxm", "a100-80gb-sxm", "h100-pcie", "h100-sxm",
     "h200", "b200", "mi300x",
 ]
-# Issue 15's cards (contract ids). Those with no dated public rental price are planned for their
+# The newer cards (contract ids). Those with no dated public rental price are planned for their
 # owners (warning price_is_none) instead of being priced.
 NEW_IDS = ["t4", "rtx-4060-ti-16gb", "rtx-4080", "rtx-5080", "rtx-pro-6000", "h100-nvl", "gh200",
            "b300", "mi325x", "mi355x"]

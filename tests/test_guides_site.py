@@ -14,7 +14,7 @@ import pytest
 import calc
 from calc import gpus
 from conftest import REPO_ROOT, parse_page, site_pages
-from calc_view.numfmt import KINDS, parse_number, shown_value
+from calc.numfmt import KINDS, parse_number, shown_value
 from page_numbers import expected_raw, response_for
 
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"

@@ -122,19 +122,7 @@ def test_figure_pattern(text, hit):
     assert bool(FIGURE.search(text)) is hit
 
 
-# --- the methodology's descriptions of calc's constants ------------------------------------
-
-
-def test_every_calc_constant_is_described():
-    """Each numeric module-level constant of calc has a description in both languages and a
-    source; no description is left over for a constant that no longer exists."""
-    from macros.methodology import numeric_constants
-    from macros.methodology_text import CONSTANTS
-
-    found = set(numeric_constants())
-    assert found, "no constants found: the scan is broken"
-    assert found - set(CONSTANTS) == set(), "undocumented constants"
-    assert set(CONSTANTS) - found == set(), "descriptions of constants calc no longer has"
+# --- the methodology's constants (their descriptions: tests/test_catalogue.py) ------------
 
 
 @pytest.mark.parametrize(
@@ -148,22 +136,9 @@ def test_numeric_constant_rule(value, numeric):
     assert is_numeric_constant(value) is numeric
 
 
-def test_methodology_texts_complete():
-    from macros.methodology_text import CONSTANTS, DATA_COLUMNS, PLAN_DEFAULTS
-
-    for table in (CONSTANTS, PLAN_DEFAULTS):
-        for key, entry in table.items():
-            assert entry["es"] and entry["en"] and entry["es"] != entry["en"], key
-            source = entry["source"]
-            assert source if isinstance(source, str) else (source["es"] and source["en"]), key
-    for table in (DATA_COLUMNS,):
-        for key, entry in table.items():
-            assert set(entry) == {"es", "en"} and all(entry.values()), key
-
-
 def test_every_validation_note_is_translated():
     from accuracy import throughput
-    from macros.methodology_text import translate_note
+    from macros.labels import translate_note
 
     result = throughput.compare()
     texts = [r["note"] for r in result["rows"]] + [r["reason"] for r in result["not_covered"]]

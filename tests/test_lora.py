@@ -7,14 +7,22 @@ from hypothesis import given, strategies as st
 
 from calc.errors import InputError
 from calc.hf_config import arch_from_hf_config
-from calc.lora import adapted_linears, lora_params_per_layer, lora_trainable_params
+from calc.lora import ALL_LINEAR, PER_EXPERT_MODULES, adapted_linears, adapter_params
 from calc.memory import estimate_dict
 from calc.presets import get_preset
+from calc.request import parse_estimate_request
+from calc.states import param_layout, quantized_weight_params
+
+def lora_trainable_params(arch, rank: int, targets: object = ALL_LINEAR,
+                          layout: str = PER_EXPERT_MODULES) -> int:
+    """The adapters' parameters as calc.states.param_layout counts them."""
+    return adapter_params(adapted_linears(arch, targets, layout), rank)
+
 
 GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "vocab_size": 50257}
 
 CASES = [
-    # LitGPT / the issue: 32 * 2 * 8 * (4096 + 4096)
+    # LitGPT: 32 * 2 * 8 * (4096 + 4096)
     ("llama-2-7b", 8, ("q_proj", "v_proj"), 4_194_304),
     # peft's print_trainable_parameters for Llama-2-7B, r=16, all-linear:
     # 32 * 16 * (4*(4096+4096) + 2*(4096+11008) + (11008+4096))
@@ -33,6 +41,9 @@ CASES = [
 @pytest.mark.parametrize("preset_id,rank,targets,expected", CASES)
 def test_lora_params(preset_id, rank, targets, expected):
     assert lora_trainable_params(get_preset(preset_id), rank, targets) == expected
+    request = parse_estimate_request({"model": preset_id, "method": "lora", "lora_rank": rank,
+                                      "lora_targets": list(targets) if isinstance(targets, tuple) else targets})
+    assert param_layout(request).adapter == expected
 
 
 def test_gpt2_c_proj_adapts_both_modules():
@@ -46,7 +57,7 @@ def test_qwen_moe_gate_proj_adapts_experts_and_shared_expert():
     arch = get_preset("qwen1.5-moe-a2.7b")
     adapted = adapted_linears(arch, ("gate_proj",))
     assert [(a.count, a.active, a.d_out) for a in adapted] == [(60, 4, 1408), (1, 1, 5632)]
-    assert lora_params_per_layer(arch, 2, ("gate_proj",)) == 2 * (60 * (2048 + 1408) + 2048 + 5632)
+    assert sum(a.params(2) for a in adapted) == 2 * (60 * (2048 + 1408) + 2048 + 5632)
     # "gate" is the router only, never gate_proj or shared_expert_gate
     assert [a.name for a in adapted_linears(arch, ("gate",))] == ["gate"]
 
@@ -67,7 +78,7 @@ def test_all_linear_excludes_lm_head_and_covers_every_block_linear():
 ])
 def test_bad_targets(targets, code, value):
     with pytest.raises(InputError) as err:
-        lora_trainable_params(get_preset("llama-2-7b"), 8, targets)
+        adapted_linears(get_preset("llama-2-7b"), targets)
     assert (err.value.code, err.value.field, err.value.value) == (code, "lora_targets", value)
 
 
@@ -75,7 +86,7 @@ def test_bad_targets(targets, code, value):
                                        (1.5, "not_integer"), (True, "not_integer")])
 def test_bad_rank(rank, code):
     with pytest.raises(InputError) as err:
-        lora_trainable_params(get_preset("llama-2-7b"), rank, "all-linear")
+        parse_estimate_request({"model": "llama-2-7b", "method": "lora", "lora_rank": rank})
     assert err.value.code == code and err.value.field == "lora_rank"
 
 
@@ -95,7 +106,7 @@ def test_subset_never_exceeds_all_linear(targets):
     assert 0 < lora_trainable_params(arch, 8, targets) <= lora_trainable_params(arch, 8, "all-linear")
 
 
-# ---- mixture of experts (issue 15): attention only vs experts, by hand and against peft ----------
+# ---- mixture of experts: attention only vs experts, by hand and against peft --------------------
 
 TINY_GPT_OSS = {"model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 48,
                 "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -235,7 +246,7 @@ def test_fused_3d_refuses_half_of_gate_up(targets, missing):
 def test_fused_3d_trainable_counts_equal_peft(hf_stack, cfg, lora, targets):
     """peft 0.21 on transformers 5.17 converts transformers-4 expert targets to the 3-D
     expert tensors (``_convert_peft_config_moe``): calc's ``fused-3d`` layout counts exactly
-    what it trains (the former known difference of ``2 r E I`` per block is gone)."""
+    what it trains."""
     assert _peft_trainable(hf_stack, cfg, **lora) == lora_trainable_params(
         arch_from_hf_config(cfg), 4, targets, "fused-3d")
 
@@ -284,7 +295,7 @@ def test_fused_3d_qlora_leaves_the_experts_in_16_bits():
     base = {"model": "qwen3-30b-a3b", "method": "qlora"}
     modules = parse_estimate_request(base).model
     fused = parse_estimate_request({**base, "moe_expert_layout": "fused-3d"}).model
-    assert modules.quantizable_params - fused.quantizable_params == experts
+    assert quantized_weight_params(modules) - quantized_weight_params(fused) == experts
     w_modules = estimate_dict(base)["components"]["weights"]
     w_fused = estimate_dict({**base, "moe_expert_layout": "fused-3d"})["components"]["weights"]
     # each expert weight goes from NF4 (double quantised by default) to 2 bytes

@@ -78,7 +78,7 @@ def test_grid_models_have_the_real_architecture(preset_id, params):
 
 
 @pytest.mark.parametrize("hf_config, rank, targets, expected", [
-    # Llama-2-7B, r=8 on q,v: 32 layers * 2 * 8 * (4096 + 4096) (issue 3)
+    # Llama-2-7B, r=8 on q,v: 32 layers * 2 * 8 * (4096 + 4096)
     ({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
       "num_attention_heads": 32, "vocab_size": 32000}, 8, "q_proj,v_proj", 4_194_304),
     # tiny llama, r=16 all-linear: 2 * 16 * (128+96+96+128+192+192+192)

@@ -1,4 +1,5 @@
-"""Number formatting per page language (calc_view/numfmt.py): exact strings, strict parsing."""
+"""Number formatting per page language (calc/numfmt.py): exact strings, strict parsing, and
+the table the page's JavaScript copy is checked on (tests/js/numfmt_cases.json)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calc_view.numfmt import KINDS, NNBSP, format_kind, format_number, parse_number, shown_value
+from calc.numfmt import (KINDS, NNBSP, NUMBER_RE, format_kind, format_number, format_shortest,
+                         parse_number, shown_value)
 
 CASES = [
     # value, decimals, es, en
@@ -92,9 +94,47 @@ def test_every_kind_has_positive_divisor():
      (7.26, "7,3", "7.3", 7.3), (12_345.0, f"12{NNBSP}000", "12,000", 12_000.0)],
 )
 def test_costs_in_prose_are_rounded_to_two_figures(raw, es, en, shown):
-    """``usd_approx``: a cost in running text shows two significant figures (issue 17), and
+    """``usd_approx``: a cost in running text shows two significant figures, and
     the browser tests' parser reads back exactly that value."""
     assert format_kind(raw, "usd_approx", "es") == es
     assert format_kind(raw, "usd_approx", "en") == en
     assert shown_value(raw, "usd_approx") == shown
     assert parse_number(es, "es") == shown == parse_number(en, "en")
+
+
+@pytest.mark.parametrize(
+    ("value", "es", "en"),
+    [(1234.5, "1234,5", "1,234.5"), (12345.5, f"12{NNBSP}345,5", "12,345.5"),
+     (-1_000_000, f"-1{NNBSP}000{NNBSP}000", "-1,000,000"), (0.1 + 0.2, "0,3", "0.3"),
+     (0.9, "0,9", "0.9"), (-0.0, "0", "0"), (1e-6, "0,000001", "0.000001"),
+     (1e15, f"1{NNBSP}000{NNBSP}000{NNBSP}000{NNBSP}000{NNBSP}000", "1,000,000,000,000,000"),
+     # twelve significant figures, a tie rounded away from zero (as JavaScript's toPrecision)
+     (1_234_567_890_125, f"1{NNBSP}234{NNBSP}567{NNBSP}890{NNBSP}130", "1,234,567,890,130"),
+     (-1_234_567_890_125, f"-1{NNBSP}234{NNBSP}567{NNBSP}890{NNBSP}130", "-1,234,567,890,130")],
+)
+def test_format_shortest(value, es, en):
+    """The bounds an error message quotes: no more digits than the number needs."""
+    assert format_shortest(value, "es") == es
+    assert format_shortest(value, "en") == en
+
+
+@pytest.mark.parametrize("value", [1e21, -1e22, 1e-7, float("inf"), float("nan")])
+def test_format_shortest_refuses_what_javascript_writes_with_an_exponent(value):
+    with pytest.raises(ValueError):
+        format_shortest(value, "en")
+
+
+@pytest.mark.parametrize(("text", "number"), [("2.5e+10", True), (".5", True), ("1,5", False),
+                                              ("\uff11\uff12", False), ("\u0661", False)])
+def test_number_pattern_reads_ascii_digits_only(text, number):
+    """A number as typed, as the calculator's form reads it: JavaScript's ``\\d`` is ASCII."""
+    assert (NUMBER_RE.fullmatch(text) is not None) is number
+
+
+def test_the_javascript_table_is_what_calc_writes_now():
+    """tests/js/numfmt.test.mjs checks format.js, NUMBER_RE and the config import's limits
+    against this file; it must be what calc gives today."""
+    import numfmt_cases
+
+    assert numfmt_cases.PATH.read_text(encoding="utf-8") == numfmt_cases.text(), \
+        "tests/js/numfmt_cases.json is stale: run .venv/bin/python tests/numfmt_cases.py"

@@ -1,4 +1,4 @@
-"""calc against the fake-tensor oracle on a pinned handful of setups (issue #12).
+"""calc against the fake-tensor oracle on a pinned handful of setups.
 
 Each setup traces two real training steps of a reduced-size transformers model (with
 PEFT, checkpointing and AdamW as configured) under FakeTensorMode and asserts that

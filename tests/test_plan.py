@@ -10,16 +10,12 @@ from pathlib import Path
 
 import pytest
 
-import importlib
-
-from calc import gpus, recommend, timing
+from calc import gpus, plan, recommend, timing
 from calc.errors import InputError
 from hand_counts import ELEMENTWISE_FWD_7B
 from plan_fakes import ACT_BYTES_PER_TOKEN, CONTEXT_BYTES, GIB, fake_estimate
 
 ROOT = Path(__file__).resolve().parents[1]
-# calc.plan is also the name of a function in calc/__init__.py, so take the module itself.
-plan = importlib.import_module("calc.plan")
 BASE = {"model": "llama-2-7b", "dataset_tokens": 1e9, "gpu": "a100-80gb-sxm"}
 
 
@@ -67,7 +63,7 @@ def test_defaults():
     _, options = plan.parse_plan_request(BASE)
     assert (options.epochs, options.safety_margin, options.experiment_multiplier, options.price_tier,
             options.starts, options.startup_minutes, options.interruptible) == \
-        (1.0, 0.0, 2.0, "marketplace", 1, 10.0, False)  # margin off by default since issue 13
+        (1.0, 0.0, 2.0, "marketplace", 1, 10.0, False)  # no margin by default
 
 
 def test_time_and_cost_hand_computed():
@@ -98,7 +94,7 @@ def test_time_and_cost_hand_computed():
 
 
 def test_fits_every_card():
-    # a user margin (off by default since issue 13) multiplies the estimate; the fake estimate
+    # a user margin (none by default) multiplies the estimate; the fake estimate
     # has no calibrated range, so its range is the point itself
     out = _plan(method="full", gradient_checkpointing=False, seq_len=8192, safety_margin=0.25)
     total = 16 * GIB + 8192 * ACT_BYTES_PER_TOKEN + CONTEXT_BYTES  # 18.5 GiB
@@ -122,7 +118,7 @@ def test_recommendations_ranked_and_all_fit():
     assert rec["count"] == len(configs) > 0
     # by cost within each group: comparable prices first, other-rate prices after; cards with
     # no rental price (price_is_none) last, fastest first (ranked for their owners)
-    # (issue 16) among runs that show the same cost (time) to two significant figures, one
+    # among runs that show the same cost (time) to two significant figures, one
     # with a caveat (ROCm, an uncertain price) ranks after one without
     def level(c, key):
         return (recommend.estimate_level(c[key]), recommend.has_caveat(c), c[key])

@@ -15,7 +15,7 @@ from calc.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The ids issue 3 names (a contract: exactly these spellings).
+# The first presets' ids (a contract: exactly these spellings).
 REQUIRED_IDS = [
     "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b",
     "llama-3.1-405b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "mixtral-8x7b",
@@ -104,9 +104,9 @@ def test_data_file_header_states_units_and_rows():
     assert len(data["models"]) == len(ALL_IDS)
 
 
-# ---- issue 15: current presets ----------------------------------------------------------------
+# ---- current presets ------------------------------------------------------------------------
 
-ISSUE15_IDS = [
+CURRENT_IDS = [
     "llama-3.3-70b", "llama-4-scout", "llama-4-maverick", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
     "qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gemma-3-1b",
     "gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "phi-4", "phi-4-mini", "mistral-small-24b",
@@ -188,8 +188,8 @@ def _count(arch, what):
             "active_non_embedding": arch.params_active - arch.embedding_params}[what]
 
 
-def test_issue15_ids_present():
-    assert set(ISSUE15_IDS) <= set(ALL_IDS)
+def test_current_ids_present():
+    assert set(CURRENT_IDS) <= set(ALL_IDS)
     assert set(REQUIRED_IDS) <= set(ALL_IDS)  # the old presets stay
 
 
@@ -228,7 +228,7 @@ def test_gemma3_text_presets_read_through_text_config():
     assert (arch.vocab_size, arch.num_heads, arch.num_kv_heads, arch.head_dim) == (262_208, 8, 4, 256)
 
 
-# ---- models by name (issue 16): Hugging Face ids and aliases ------------------------------------
+# ---- models by name: Hugging Face ids and aliases ----------------------------------------------
 
 @pytest.mark.parametrize("hf_id, preset_id", [
     ("Qwen/Qwen3-8B", "qwen3-8b"), ("qwen/qwen3-8b", "qwen3-8b"), ("Qwen/Qwen3-8B-Base", "qwen3-8b"),

@@ -69,7 +69,7 @@ def test_configurations():
     configs = recommend.configurations(req)
     assert configs[0] == (1, "none")
     assert len(configs) == 1 + 6 * 3
-    assert {n for n, _ in configs} == {1, 2, 4, 8, 16, 32, 64}  # up to 8 nodes (issue 16)
+    assert {n for n, _ in configs} == {1, 2, 4, 8, 16, 32, 64}  # up to 8 nodes
     own = recommend.configurations(parse_estimate_request({"model": "llama-2-7b", "num_gpus": 12,
                                                            "sharding": "zero1"}))
     assert own[-1] == (12, "zero1") and len(own) == 20

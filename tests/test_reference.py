@@ -1,4 +1,4 @@
-"""The site's one reference setup (``calc.reference``, issue 17): what it is, the configuration
+"""The site's one reference setup (``calc.reference``): what it is, the configuration
 the summary matrix names for each cell, and that every page quotes that setup (the built site)."""
 
 from __future__ import annotations
@@ -145,13 +145,13 @@ def test_calculator_first_view_is_the_reference_setup():
 
 # --- the built pages ----------------------------------------------------------------------------
 
-SOURCE = re.compile(r"data-source='([^']*)'")
+SOURCE = re.compile(r'data-source="([^"]*)"')
 MATRIX = re.compile(r'<table class="calc-table__table" data-table="reference_matrix".*?</table>', re.S)
-ROW = re.compile(r"<tr data-source='([^']*)' data-size=\"(\w+)\" data-method=\"(\w+)\">(.*?)</tr>", re.S)
+ROW = re.compile(r'<tr data-source="([^"]*)" data-size="(\w+)" data-method="(\w+)">(.*?)</tr>', re.S)
 CELL = re.compile(r"<td ([^>]*)>(.*?)</td>", re.S)
 HREF = re.compile(r'<a href="([^"]*)"')
 INLINE = re.compile(r'<span data-value="([^"]*)" data-kind="([^"]*)" data-field="([^"]*)" '
-                    r"data-source='([^']*)'>([^<]*)</span>")
+                    r'data-source="([^"]*)">([^<]*)</span>')
 PAGES = ["index.html", "guides/vram/index.html", "guides/cloud/index.html"]
 
 
@@ -229,7 +229,7 @@ def test_every_page_quotes_the_reference_setup(built_site, prefix):
     the guides quote runs the reference's data (no more 50 M x 3 against 100 M x 1), and the
     calculator's first view is the same setup."""
     home = _read(built_site, prefix + "index.html")
-    stated = re.search(r"data-reference-setup='([^']*)'", home)
+    stated = re.search(r'data-reference-setup="([^"]*)"', home)
     assert stated, "no reference setup on the home page"
     assert json.loads(html.unescape(stated.group(1))) == {
         "models": reference.MODELS, "precision": reference.PRECISION, "setup": reference.SETUP}
@@ -267,7 +267,7 @@ def test_home_and_calculator_quote_the_error_by_method(built_site, prefix):
         assert 'data-field="loso.median_abs_pct"' in text and 'data-field="pct:loso_median"' in text
 
     # the calculator page is outside the guides' browser check: its quoted figures here
-    from calc_view.numfmt import parse_number, shown_value
+    from calc.numfmt import parse_number, shown_value
     from page_numbers import expected_raw, response_for
 
     text = _read(built_site, prefix + "calculator/index.html")

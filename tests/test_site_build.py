@@ -85,6 +85,12 @@ def test_every_page_exists_in_both_languages(built_site):
 def test_not_found_page_per_language(built_site, rel_path, language):
     # GitHub Pages serves the root 404.html: it must be the default language's.
     assert parse_page(built_site / rel_path).html_lang == language
+    # its words come from the message catalogue (hooks/theme_words.py)
+    from calc.catalogue import catalogue
+
+    text = (built_site / rel_path).read_text(encoding="utf-8")
+    for key, tag in (("site.not_found_title", "h1"), ("site.not_found_text", "p")):
+        assert f"<{tag}>{catalogue(language).message(key)}</{tag}>" in text, key
 
 
 def test_theme_toggle_speaks_the_page_language(built_site):

@@ -56,7 +56,10 @@ def test_wheel_holds_calc_and_its_metadata_only(wheel):
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             assert rows[name] == [f"sha256={digest}", str(len(data))], name
         metadata = archive.read(f"{info}/METADATA").decode()
-        assert "Name: gpu-finetune-calc" in metadata and "Requires-Dist" not in metadata
+        assert "Name: gpu-finetune-calc" in metadata
+        # nothing required; PyYAML only with the yaml extra (YAML training configs)
+        requires = [line for line in metadata.splitlines() if line.startswith(("Requires-Dist", "Provides-Extra"))]
+        assert requires == ["Provides-Extra: yaml", 'Requires-Dist: PyYAML>=6.0; extra == "yaml"']
         assert archive.read(f"{info}/entry_points.txt").decode() == (
             "[console_scripts]\ngpu-finetune-calc = calc.cli:entry_point\n")
 
@@ -114,6 +117,26 @@ def test_installed_entry_point_in_a_bare_venv(wheel, tmp_path):
     assert where.stdout.decode().startswith(str(site))
     schema = run("schema", "plan")
     assert json.loads(schema.stdout)["required"] == ["model", "dataset_tokens", "gpu"]
+    import calc
+    from calc.cli.app import DIST_NAME
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.decode() == f"{ENTRY} {calc.__version__}\n"
+    assert DIST_NAME == ENTRY
+    # no PyYAML in this venv: a YAML config is refused, and the line says how to get the reader
+    config = ROOT / "tests" / "configs" / "axolotl" / "qlora.yml"
+    assert subprocess.run([str(python), "-c", "import yaml"], capture_output=True, env=env).returncode == 1
+    for lang, words in (("en", "is not installed"), ("es", "no está instalado")):
+        failed = run("estimate", "--config", str(config), "--table", "--lang", lang)
+        line = failed.stderr.decode()
+        assert failed.returncode == 2 and "[yaml_unavailable]" in line and words in line, line
+        assert "pip install 'gpu-finetune-calc[yaml]'" in line and "Traceback" not in line
+    piped = run("import", str(config))
+    assert piped.returncode == 2 and json.loads(piped.stdout)["error"]["code"] == "yaml_unavailable"
+    # the yaml extra names PyYAML: offline, pip finds the wheel and then asks for PyYAML
+    extra = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index",
+                            "--dry-run", "--disable-pip-version-check", f"{ENTRY}[yaml] @ {wheel.as_uri()}"],
+                           capture_output=True, timeout=300)
+    assert extra.returncode != 0 and b"pyyaml>=6.0" in extra.stderr.lower(), extra.stderr.decode()
 
 
 def test_sdist_rebuilds_the_same_wheel(wheel, tmp_path):

@@ -92,7 +92,7 @@ CSV_COLUMNS = (
 ATTN_IMPLEMENTATIONS = {"sdpa": "sdpa", "eager": "eager", "flash": "flash_attention_2"}
 
 # Time model for --dry-run and the budget (rough, on purpose; see tools/README.md).
-# 790 TFLOP/s is the planning figure of issue 7's brief; NVIDIA's H200 SXM datasheet lists
+# 790 TFLOP/s is a cautious planning figure; NVIDIA's H200 SXM datasheet lists
 # 1,979 TFLOP/s BF16 with sparsity, i.e. ~989 dense, so the estimate errs on the slow side.
 H200_BF16_DENSE_FLOPS = 790e12
 H200_FP32_FLOPS = 67e12         # NVIDIA H200 datasheet, FP32 (non tensor core)

@@ -14,9 +14,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry_point() -> int:
     """The wheel's console script ``gpu-finetune-calc``: the same CLI under its own name."""
-    from .app import main as run
+    from .app import DIST_NAME, main as run
 
-    return run(None, prog="gpu-finetune-calc")
+    return run(None, prog=DIST_NAME)
 
 
 __all__ = ["entry_point", "main"]

@@ -2,12 +2,15 @@
 
 Output: a short table on a terminal; JSON when piped or with ``--json`` (today's bytes, so
 scripts keep working). Bad input: exit 2 with ``{"error": {code, field, value}}`` on stdout in
-JSON mode, or one translated line on stderr with the table; never a traceback.
+JSON mode, or one line on stderr in the reader's language on a terminal (every command's,
+``import`` and the listings too, unless ``--json``): the field, the value and what is accepted
+(:mod:`calc.cli.error_line`); never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any, NoReturn
 
@@ -17,6 +20,8 @@ from .messages import LANGS, Messages, default_lang
 from .registry import COMMANDS, Context
 
 PROG = "python -m calc"
+_NEGATIVE_NUMBER = re.compile(r"^-[\d_]*(\d\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+DIST_NAME = "gpu-finetune-calc"  # the wheel's distribution and console command (packaging/calc)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,6 +31,9 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        # a value that reads as a number (-1e8, -.5, -2_048) is a value, not an option, as
+        # the flags' own number pattern reads it; argparse alone knows only -5 and -0.5
+        self._negative_number_matcher = _NEGATIVE_NUMBER
 
     def error(self, message: str) -> NoReturn:
         raise InputError("bad_arguments", "argv", None, message)
@@ -67,22 +75,29 @@ def _is_terminal() -> bool:
 def build_parser(msg: Messages, prog: str = PROG, only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only``, just that subcommand gets its options (the others are listed
     but not configured: building every flag of every command would cost start-up time)."""
-    from .helptext import epilog
+    from .helptext import HelpFormatter, epilog
 
     parser = _Parser(prog=prog, description=msg.text("description"), epilog=epilog(msg, prog),
-                     formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+                     formatter_class=HelpFormatter, add_help=False)
     _add_help(parser, msg)
     from .. import __version__
-    parser.add_argument("--version", action="version", version=f"calc {__version__}")
+    parser.add_argument("--version", action="version", version=version_text(__version__, prog),
+                        help=msg.text("opt.version"))
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in sorted(COMMANDS, key=lambda c: c.order):
         cmd = sub.add_parser(command.name, help=msg.text(command.help_key),
-                             description=msg.text(command.help_key), epilog=epilog(msg, prog),
-                             formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+                             description=msg.text(command.help_key), epilog=epilog(msg, prog, command.name),
+                             formatter_class=HelpFormatter, add_help=False)
         _add_help(cmd, msg)
         if only is None or command.name == only:
             command.configure(cmd, msg)
     return parser
+
+
+def version_text(version: str, prog: str) -> str:
+    """``gpu-finetune-calc 0.1.0``: the distribution's name, which ``pip`` knows; run other than
+    as the console command (``python -m calc``), that way of running it too."""
+    return f"{DIST_NAME} {version}" if prog == DIST_NAME else f"{DIST_NAME} {version} ({prog})"
 
 
 def _add_help(parser: argparse.ArgumentParser, msg: Messages) -> None:
@@ -95,16 +110,6 @@ def _option_strings(parser: argparse.ArgumentParser, command: str | None) -> lis
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
             parser = action.choices[command]
     return [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
-
-
-def _near_flags(detail: str, flags: list[str]) -> list[str]:
-    import difflib
-
-    near: list[str] = []
-    for word in detail.split():
-        if word.startswith("--"):
-            near += difflib.get_close_matches(word.split("=")[0], flags, n=2, cutoff=0.75)
-    return list(dict.fromkeys(near))
 
 
 def _allowed(err: CalcError) -> list[str] | None:
@@ -122,12 +127,20 @@ def _allowed(err: CalcError) -> list[str] | None:
     return list(spec.choices) if spec is not None and spec.choices else None
 
 
-def _report(err: CalcError, ctx: Context) -> None:
+def _errors_as_json(argv: list[str], mode: str) -> bool:
+    """Errors as JSON where the output is JSON, except a listing's or ``import``'s (JSON
+    whatever the terminal) on a terminal without ``--json``: there a person reads the line."""
+    return mode == "json" and ("--json" in argv or not _is_terminal())
+
+
+def _report(err: CalcError, ctx: Context, as_json: bool | None = None) -> None:
     out = err.to_dict()
     allowed = _allowed(err)
     if allowed is not None and err.code == "unknown_value":
         out["allowed"] = allowed  # additive: today's keys are unchanged
-    if ctx.mode == "json":
+    if as_json is None:
+        as_json = ctx.mode == "json"
+    if as_json:
         context = getattr(err, "request_context", None)
         if context is None:
             io.emit_json({"error": out})
@@ -138,25 +151,12 @@ def _report(err: CalcError, ctx: Context) -> None:
         response["errors"][0] = out
         io.emit_json(response)
         return
-    msg = ctx.msg
-    field = f"{msg.label(err.field)} ({err.field}): " if err.field and err.field != "argv" else ""
-    text = msg.message("error." + err.code, err.code)
-    line = f"{msg.text('error.prefix')} [{err.code}]: {field}{text}"
-    if err.value is not None:
-        line += f" {out['value']!r}"
-    if err.detail and err.code in ("bad_arguments", "request_not_json"):
-        line += f" ({err.detail})"
-    near = _near_flags(err.detail, ctx.flags) if err.code == "bad_arguments" else []
-    if near:
-        line += "; " + msg.text("error.near", values=", ".join(near))
-    if allowed is not None:
-        if len(allowed) > 12:
-            import difflib
-            near = difflib.get_close_matches(str(err.value), allowed, n=5, cutoff=0.5)
-            hint = msg.text("error.see_presets" if err.code == "unknown_preset" else "error.see_gpus")
-            line += f"; {msg.text('error.near', values=', '.join(near))}; {hint}" if near else f"; {hint}"
-        else:
-            line += "; " + msg.text("error.allowed", values=", ".join(allowed))
+    from .error_line import error_line
+
+    shown = dict(out)
+    if allowed is not None and err.code != "unknown_preset":
+        shown.setdefault("allowed", allowed)
+    line = error_line(err, shown, ctx.msg, ctx.flags)
     io.write(line + "\n", sys.stderr)
 
 
@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         command = next(c for c in COMMANDS if c.name == args.command)
         return command.run(args, ctx)
     except CalcError as err:
-        _report(err, ctx)
+        _report(err, ctx, _errors_as_json(argv, mode))
         return 2
     except RecursionError:  # absurdly nested JSON
-        _report(InputError("request_too_deep", "request", None), ctx)
+        _report(InputError("request_too_deep", "request", None), ctx, _errors_as_json(argv, mode))
         return 2

@@ -7,16 +7,18 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..config_import.cli import add_config_warnings
 from ..errors import CalcError, InputError
 from ..fields import with_changes
 from ..jsontypes import JsonObject
+from ..languages import LANGS
 from . import io
 from .fields import FieldSpec, field_specs
 from .flags import add_field_flags, flag_overrides, parse_number
-from .helptext import field_help
+from .helptext import api_url, behaviour_help, field_help, field_sentences, usage
 from .messages import Messages
 from .registry import Command, Context, RequestSource, REQUEST_SOURCES, register, register_source
-from .table import render_estimate, render_plan
+from .table import render_estimate, render_gpus, render_plan, render_presets
 
 if TYPE_CHECKING:  # annotations only: the catalogue is imported when a verdict is asked
     from ..gpus import Gpu
@@ -36,24 +38,34 @@ def _load_request_option(args: argparse.Namespace) -> object:
 register_source(RequestSource("request", _add_request_option, _load_request_option))
 
 
-def add_request_arguments(parser: argparse.ArgumentParser, msg: Messages, specs: list[FieldSpec]) -> None:
-    """The sources of a request, then one flag per key, estimate's and plan's keys apart."""
+def add_request_arguments(parser: argparse.ArgumentParser, msg: Messages, specs: list[FieldSpec],
+                          help_for: Callable[[FieldSpec], str] | None = None) -> None:
+    """The sources of a request, then one flag per key: estimate's, plan's, and last the
+    library behaviours that ``--framework`` sets (one short line each)."""
+    from ..frameworks import profile_keys
+
     source = parser.add_argument_group(msg.text("group.output"))
     for src in REQUEST_SOURCES:
         src.add_arguments(source, msg)
     source.add_argument("--hf-config", metavar="FILE", help=msg.text("opt.hf_config"))
     add_output_arguments(source, msg)
+    behaviours = set(profile_keys())
     for table in ("estimate", "plan"):
-        mine = [s for s in specs if s.table == table]
+        mine = [s for s in specs if s.table == table and s.key not in behaviours]
         if mine:
             group = parser.add_argument_group(msg.text("group." + table))
-            add_field_flags(group, mine, lambda spec: field_help(spec, msg))
+            add_field_flags(group, mine, help_for or (lambda spec: field_help(spec, msg)))
+    mine = [s for s in specs if s.key in behaviours]
+    if mine:
+        group = parser.add_argument_group(msg.text("group.behaviours"),
+                                          msg.text("group.behaviours_text", url=api_url(msg)))
+        add_field_flags(group, mine, lambda spec: behaviour_help(spec, msg))
 
 
 def add_output_arguments(group: argparse._ArgumentGroup, msg: Messages) -> None:
     group.add_argument("--json", action="store_true", help=msg.text("opt.json"))
     group.add_argument("--table", action="store_true", help=msg.text("opt.table"))
-    group.add_argument("--lang", choices=("es", "en"), help=msg.text("opt.lang"))
+    group.add_argument("--lang", choices=LANGS, help=msg.text("opt.lang"))
 
 
 def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
@@ -70,7 +82,7 @@ def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
     if hf_path is not None:
         if "model" in overrides:
             raise InputError("bad_arguments", "model", None, "--model and --hf-config together")
-        config = io.read_request(hf_path)
+        config = io.read_request(hf_path, "hf_config")
         overrides["model"] = {"hf_config": config}
     if base is None:
         return overrides
@@ -82,6 +94,7 @@ def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
 # --- estimate -------------------------------------------------------------------------------------
 
 def _configure_estimate(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    parser.usage = usage("estimate", parser.prog)
     add_request_arguments(parser, msg, field_specs("estimate"))
     add_verdict_arguments(parser, msg)
 
@@ -105,8 +118,10 @@ class PlanDefault:
 def add_verdict_arguments(parser: argparse.ArgumentParser, msg: Messages) -> None:
     group = parser.add_argument_group(msg.text("table.verdict"))
     group.add_argument("--gpu", dest="show_gpu", metavar="ID[,ID...]", help=msg.text("opt.show_gpu"))
-    group.add_argument("--safety-margin", dest="show_margin", metavar="X",
-                       default=PlanDefault("safety_margin"), help=msg.text("opt.show_margin"))
+    margin = next(spec for spec in field_specs("plan") if spec.key == "safety_margin")
+    text = " ".join([msg.text("opt.show_margin"), *field_sentences(margin, msg)[1:]])
+    group.add_argument("--safety-margin", dest="show_margin", metavar="P",
+                       default=PlanDefault("safety_margin"), help=text.replace("%", "%%"))
 
 
 def verdict_cards(args: argparse.Namespace) -> tuple[list[Gpu], float]:
@@ -155,6 +170,7 @@ def _run_estimate(args: argparse.Namespace, ctx: Context) -> int:
 
     cards, margin = verdict_cards(args)
     est = _computed("estimate", estimate_dict, build_request(args, field_specs("estimate")))
+    add_config_warnings(est, args)
     if ctx.mode == "json":
         io.emit_json(est)
     else:
@@ -165,6 +181,7 @@ def _run_estimate(args: argparse.Namespace, ctx: Context) -> int:
 # --- plan -----------------------------------------------------------------------------------------
 
 def _configure_plan(parser: argparse.ArgumentParser, msg: Messages) -> None:
+    parser.usage = usage("plan", parser.prog)
     add_request_arguments(parser, msg, field_specs("plan"))
 
 
@@ -172,6 +189,7 @@ def _run_plan(args: argparse.Namespace, ctx: Context) -> int:
     from ..plan import plan_dict
 
     result = _computed("plan", plan_dict, build_request(args, field_specs("plan")))
+    add_config_warnings(result, args)
     if ctx.mode == "json":
         io.emit_json(result)
     else:
@@ -183,26 +201,36 @@ def _run_plan(args: argparse.Namespace, ctx: Context) -> int:
 
 def _configure_listing(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.add_argument("--json", action="store_true", help=msg.text("opt.json"))
-    parser.add_argument("--lang", choices=("es", "en"), help=msg.text("opt.lang"))
+    parser.add_argument("--table", action="store_true", help=msg.text("opt.table"))
+    parser.add_argument("--lang", choices=LANGS, help=msg.text("opt.lang"))
 
 
 def _run_presets(args: argparse.Namespace, ctx: Context) -> int:
+    """The presets: a table on a terminal, today's JSON piped or with ``--json``."""
     from ..presets import presets_listing
 
-    io.emit_json(presets_listing())
+    if ctx.mode == "json":
+        io.emit_json(presets_listing())
+    else:
+        io.write(render_presets(presets_listing(), ctx.msg))
     return 0
 
 
 def _run_gpus(args: argparse.Namespace, ctx: Context) -> int:
+    """The GPU catalogue: a table on a terminal, today's JSON piped or with ``--json``."""
     from ..gpus import gpus_listing
 
-    io.emit_json(gpus_listing())
+    if ctx.mode == "json":
+        io.emit_json(gpus_listing())
+    else:
+        io.write(render_gpus(gpus_listing(), ctx.msg))
     return 0
 
 
 def _configure_schema(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.add_argument("request_kind", choices=("estimate", "plan"), help=msg.text("opt.schema_kind"))
-    _configure_listing(parser, msg)
+    parser.add_argument("--json", action="store_true", help=msg.text("opt.json"))  # it is JSON anyway
+    parser.add_argument("--lang", choices=LANGS, help=msg.text("opt.lang"))
 
 
 def _run_schema(args: argparse.Namespace, ctx: Context) -> int:
@@ -214,6 +242,6 @@ def _run_schema(args: argparse.Namespace, ctx: Context) -> int:
 
 register(Command("estimate", "cmd.estimate", _configure_estimate, _run_estimate, order=10))
 register(Command("plan", "cmd.plan", _configure_plan, _run_plan, order=20))
-register(Command("presets", "cmd.presets", _configure_listing, _run_presets, json_only=True, order=40))
-register(Command("gpus", "cmd.gpus", _configure_listing, _run_gpus, json_only=True, order=50))
+register(Command("presets", "cmd.presets", _configure_listing, _run_presets, order=40))
+register(Command("gpus", "cmd.gpus", _configure_listing, _run_gpus, order=50))
 register(Command("schema", "cmd.schema", _configure_schema, _run_schema, json_only=True, order=60))

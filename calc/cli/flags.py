@@ -17,10 +17,9 @@ from collections.abc import Callable
 
 from ..errors import InputError
 from ..jsontypes import JsonObject
+from ..numfmt import NUMBER_RE as _NUMBER_RE  # the calculator form's pattern too
 from .fields import FieldSpec
 
-# the calculator page's NUMBER_RE (docs/assets/calculator/calculator.js)
-_NUMBER_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _MAX_EXACT = 2 ** 53  # a JavaScript number is exact up to here, and so is the page's request
 _NULL_WORDS = ("", "null", "none", "default")
 

@@ -7,11 +7,14 @@ import os
 import sys
 from typing import TextIO
 
+from .. import strict_json
 from ..errors import InputError
 
 
-def read_request(path: str) -> object:
-    """The JSON in ``path`` (``-``: standard input), as raw Python data."""
+def read_request(path: str, field: str = "request") -> object:
+    """The JSON in ``path`` (``-``: standard input), as raw Python data; a key repeated in an
+    object is refused (``duplicate_key``). ``field``: the option the file came from
+    (``request``, ``hf_config``), named by its errors."""
     # bytes, decoded here: stdin's text layer would follow the locale (a C locale
     # lets invalid bytes through as surrogates), and Windows editors add a BOM
     try:
@@ -21,15 +24,17 @@ def read_request(path: str) -> object:
             with open(path, "rb") as handle:
                 raw = handle.read()
     except OSError as err:
-        raise InputError("request_unreadable", "request", path, type(err).__name__) from None
+        raise InputError("request_unreadable", field, path, type(err).__name__) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise InputError("request_not_utf8", "request", path) from None
+        raise InputError("request_not_utf8", field, path) from None
     try:
-        return json.loads(text)
+        return strict_json.loads(text, field)
+    except InputError:
+        raise
     except ValueError as err:
-        raise InputError("request_not_json", "request", path, str(err)[:120]) from None
+        raise InputError("request_not_json", field, path, str(err)[:120]) from None
 
 
 def write(text: str, stream: TextIO | None = None) -> None:

@@ -28,9 +28,10 @@ def default_lang(environ: Mapping[str, str] | None = None) -> str:
 
 
 class Messages:
-    """Lookups by message id (``text``: the CLI's own, ``message``: any), by field (``label``,
-    ``help``, ``unit``) and by (field, code) (``option``). The long form where there are two,
-    as the calculator's form shows them."""
+    """The CLI's adapter over :class:`calc.catalogue.Catalogue`: lookups by message id
+    (``text``: the CLI's own, ``message``: any), by field (``label``, ``help``, ``unit``) and by
+    (field, code) (``option``), in the long form where there are two (as the calculator's form
+    shows them) and with the code as fallback."""
 
     def __init__(self, lang: str) -> None:
         if lang not in LANGS:
@@ -47,6 +48,11 @@ class Messages:
 
     def option(self, field: str, code: str) -> str:
         name = self._cat.get_option(field, code, "long")
+        return code if name is None else name
+
+    def short_option(self, field: str, code: str) -> str:
+        """The short form of a value's name (``Hugging Face Trainer``), as tables show it."""
+        name = self._cat.get_option(field, code, "short")
         return code if name is None else name
 
     def label(self, field: str) -> str:

@@ -47,7 +47,7 @@ class Command:
     help_key: str  # message id of its one-line help (``cli`` section of the catalogue)
     configure: Callable[[argparse.ArgumentParser, Messages], None]
     run: Callable[[argparse.Namespace, Context], int]
-    json_only: bool = False  # listings: always JSON, whatever the terminal
+    json_only: bool = False  # always JSON, whatever the terminal (schema, import)
     order: int = 100  # place in --help (lower first)
 
 

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
+from ..config_import.cli import add_config_warnings, config_warning_lines
 from ..errors import InputError
 from ..jsontypes import JsonObject
 from . import io
 from .commands import add_request_arguments, build_request, estimate_verdicts
 from .fields import FieldSpec, field_specs
 from .flags import flag_value
+from .helptext import sweep_field_help, usage
 from .messages import Messages
 from .registry import Command, Context, register
-from .table import Formatter, verdict_text
+from .table import Formatter, gpu_name, verdict_text
 
 MAX_VALUES = 10_000
 _RANGE_RE = re.compile(r"\s*(\d+)\s*\.\.\s*(\d+)\s*(?::\s*(\d+)\s*)?")
@@ -50,7 +53,8 @@ def sweep_values(spec: FieldSpec, text: str) -> list[object] | None:
 
 
 def _configure(parser: argparse.ArgumentParser, msg: Messages) -> None:
-    add_request_arguments(parser, msg, field_specs("plan"))
+    parser.usage = usage("sweep", parser.prog)
+    add_request_arguments(parser, msg, field_specs("plan"), help_for=lambda spec: sweep_field_help(spec, msg))
     parser.add_argument("--csv", action="store_true", help=msg.text("opt.csv"))
 
 
@@ -115,6 +119,10 @@ def _verdict(response: JsonObject, command: str) -> tuple[str, JsonObject] | Non
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     key, values, responses, command, margin = plan_sweep(args)
+    for response in responses:  # --config --lenient: the values replaced, with every run
+        add_config_warnings(response, args)
+    if ctx.mode != "json":
+        io.write(config_warning_lines(args, ctx.msg), sys.stderr)
     if ctx.mode == "json":
         # an estimate run is the estimate's own response (a verdict, when asked, beside it)
         io.emit_json({"field": key, "command": command,
@@ -175,7 +183,8 @@ def render_table(key: str, values: list[object], responses: list[JsonObject], co
     verdicts = [v for v in (_verdict(r, command) for r in responses) if v is not None]
     if verdicts:
         gpu = verdicts[0][0]
-        header.append(f"{msg.text('table.verdict')} ({gpu if command != 'plan' or key != 'gpu' else msg.label('gpu')})")
+        card = gpu_name(gpu) if command != "plan" or key != "gpu" else msg.label("gpu")
+        header.append(f"{msg.text('table.verdict')} ({card})")
     if command == "plan":
         header += [msg.text("table.time"), msg.text("table.cost")]
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]

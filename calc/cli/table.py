@@ -6,22 +6,9 @@ no-break space between thousands from 10 000 up; English: decimal point, comma g
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
+from ..numfmt import GIB
+from ..numfmt import format_number as number
 from .messages import Messages
-
-GIB = 2 ** 30
-NNBSP = "\u202f"
-
-
-def number(value: float, decimals: int, lang: str) -> str:
-    """The site's number format (``calc_view/numfmt.py``), which the wheel does not ship."""
-    text = f"{abs(value):,.{decimals}f}"
-    int_part, _, frac = text.partition(".")
-    negative = value < 0 and float(text.replace(",", "")) != 0.0
-    if lang == "es":
-        digits = int_part.replace(",", "")
-        int_part = int_part.replace(",", NNBSP) if len(digits) >= 5 else digits
-        text = int_part + ("," + frac if frac else "")
-    return ("-" if negative else "") + text
 
 
 class Formatter:
@@ -71,17 +58,66 @@ def _rows(rows: list[tuple[str, str]], indent: str = "  ") -> list[str]:
     return [f"{indent}{label.ljust(width)}  {value}" for label, value in rows]
 
 
+def _short(name: str) -> str:
+    """A value's name without its parenthesis, for a one-line summary: ``ZeRO-3 (FSDP
+    FULL_SHARD)`` -> ``ZeRO-3``."""
+    return name.split(" (")[0]
+
+
+def gpu_count(n: int, msg: Messages) -> str:
+    """``1 GPU``, ``8 GPUs`` (Spanish: ``8 GPU``, an acronym takes no plural ending)."""
+    return msg.text("table.gpus_one" if n == 1 else "table.gpus_other", n=n)
+
+
+def gpu_name(gpu_id: str) -> str:
+    """The catalogue's name of a card (``rtx-4090`` -> ``GeForce RTX 4090``); an id the
+    catalogue does not hold stays as it is."""
+    from ..gpus import gpus_listing
+
+    names = {g["id"]: g["name"] for g in gpus_listing()["gpus"]}
+    return str(names.get(gpu_id, gpu_id))
+
+
+def model_name(model: object, msg: Messages) -> str:
+    """A preset's name (``llama-3.1-8b`` -> ``Llama 3.1 8B``); a pasted config.json as
+    ``config.json (llama)``, from the echoed id ``hf_config:<family>``."""
+    if not isinstance(model, str):
+        return msg.text("table.hf_model", family="?")
+    if model.startswith("hf_config:"):
+        return msg.text("table.hf_model", family=model.partition(":")[2])
+    from ..presets import preset_ids, preset_row
+
+    return str(preset_row(model)["name"]) if model in preset_ids() else model
+
+
+def setup_name(config: JsonObject, msg: Messages) -> str:
+    """A setup of the plan's ranking for people: ``h100-sxmx4-zero3`` -> ``4 × H100 SXM5 ·
+    ZeRO-3``; the sharding left out when there is none."""
+    if not all(k in config for k in ("gpu", "num_gpus")):
+        return str(config.get("id"))
+    text = msg.text("table.gpus_count", n=config["num_gpus"], gpu=gpu_name(str(config["gpu"])))
+    sharding = str(config.get("sharding", "none"))
+    return text if sharding == "none" else f"{text} · {_short(msg.option('sharding', sharding))}"
+
+
 def _setup_line(request: JsonObject, msg: Messages) -> str:
-    """``llama-3.1-8b · QLoRA · 2048 tokens × 1 · 1 GPU (none)``, from the echoed request."""
-    model = request.get("model")
-    parts = [model if isinstance(model, str) else "hf_config"]
+    """``Llama 3.1 8B · QLoRA · pure bf16 · library: generic · 2048 tokens × 1 per micro-batch
+    · 1 GPU``, from the echoed request (a key it lacks is left out)."""
+    parts = [model_name(request.get("model"), msg)]
     if "method" in request:
         parts.append(msg.option("method", str(request["method"])))
+    if "precision" in request:
+        parts.append(_short(msg.short_option("precision", str(request["precision"]))))
+    if "framework" in request:
+        parts.append(msg.text("table.framework",
+                              name=msg.short_option("framework", str(request["framework"]))))
     if "seq_len" in request and "micro_batch_size" in request:
         parts.append(msg.text("table.shape", seq=request["seq_len"], mb=request["micro_batch_size"]))
     if "num_gpus" in request:
+        parts.append(gpu_count(int(request["num_gpus"]), msg))
         sharding = str(request.get("sharding", "none"))
-        parts.append(msg.text("table.gpus", n=request["num_gpus"], sharding=msg.option("sharding", sharding)))
+        if sharding != "none" or request["num_gpus"] != 1:
+            parts.append(_short(msg.option("sharding", sharding)))
     return " · ".join(parts)
 
 
@@ -129,10 +165,14 @@ def verdict_heading(msg: Messages, margin: float) -> str:
     return msg.text("table.verdict_margin", margin=Formatter(msg).percent(margin))
 
 
-def _warnings(codes: list[str], msg: Messages) -> list[str]:
+def _warnings(codes: list[str], msg: Messages, config: list[JsonObject] | None = None) -> list[str]:
     if not codes:
         return []
-    return [msg.text("table.warnings")] + [f"  - {msg.message('warning.' + str(c), str(c))}" for c in codes]
+    lines = [msg.text("table.warnings")] + [f"  - {msg.message('warning.' + str(c), str(c))}" for c in codes]
+    if config:  # --lenient: each refused config value and what was used instead
+        from ..config_import.cli import invalid_text
+        lines += [f"    {invalid_text(entry, msg, replaced=True)}" for entry in config]
+    return lines
 
 
 def render_estimate(est: JsonObject, msg: Messages, verdicts: dict[str, JsonObject] | None = None,
@@ -143,8 +183,8 @@ def render_estimate(est: JsonObject, msg: Messages, verdicts: dict[str, JsonObje
     lines += _rows(memory_rows(est, fmt))
     if verdicts:
         lines.append(verdict_heading(msg, margin))
-        lines += _rows([(gpu, verdict_text(entry, fmt, margin)) for gpu, entry in verdicts.items()])
-    lines += _warnings(est.get("warnings", []), msg)
+        lines += _rows([(gpu_name(gpu), verdict_text(entry, fmt, margin)) for gpu, entry in verdicts.items()])
+    lines += _warnings(est.get("warnings", []), msg, est.get("config_warnings"))
     lines.append(msg.text("table.more", url=msg.methodology_url()))
     return "\n".join(lines) + "\n"
 
@@ -156,7 +196,8 @@ def render_plan(plan: JsonObject, msg: Messages) -> str:
     lines = [f"{msg.text('table.setup')}: {_setup_line(est.get('request', {}), msg)}",
              msg.text("table.memory")]
     lines += _rows(memory_rows(est, fmt))
-    card = msg.text("table.gpus_count", n=plan["num_gpus"], gpu=plan["gpu"])
+    card = setup_name({"gpu": plan["gpu"], "num_gpus": plan["num_gpus"],
+                       "sharding": plan.get("sharding", "none")}, msg)
     lines.append(verdict_heading(msg, margin))
     lines += _rows([(card, verdict_text(plan["fits"][plan["gpu"]], fmt, margin))])
     cost = plan["cost_usd"]
@@ -168,8 +209,56 @@ def render_plan(plan: JsonObject, msg: Messages) -> str:
     configs = plan.get("recommendations", {}).get("configs", [])[:3]
     if configs:
         lines.append(msg.text("table.cheapest"))
-        lines += _rows([(c["id"], f"{fmt.usd(c['cost_usd'])} · {fmt.hours(c['time_hours'])}")
+        lines += _rows([(setup_name(c, msg), f"{fmt.usd(c['cost_usd'])} · {fmt.hours(c['time_hours'])}")
                         for c in configs])
-    lines += _warnings(plan.get("warnings", []), msg)
+    lines += _warnings(plan.get("warnings", []), msg, plan.get("config_warnings"))
     lines.append(msg.text("table.more", url=msg.methodology_url()))
+    return "\n".join(lines) + "\n"
+
+
+def _grid(header: list[str], body: list[list[str]], right: set[int]) -> list[str]:
+    """Columns padded to their widest cell; numbers (the ``right`` columns) right-aligned."""
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.rjust(w) if i in right else cell.ljust(w)
+                       for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+             for row in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def _billions(count: float, msg: Messages) -> str:
+    return msg.text("listing.billions", n=number(count / 1e9, 1, msg.lang))
+
+
+def render_presets(listing: list[JsonObject], msg: Messages) -> str:
+    """``presets`` on a terminal: id, name, parameters (active ones of a mixture of experts),
+    context, layers and hidden size; the rest (shapes, Hugging Face ids, sources) in ``--json``."""
+    header = [msg.text("listing.id"), msg.text("listing.name"), msg.text("listing.params"),
+              msg.text("listing.context"), msg.text("listing.layers"), msg.text("listing.hidden")]
+    body = []
+    for row in listing:
+        params = _billions(row["params_total"], msg)
+        if row["params_active"] != row["params_total"]:
+            params = msg.text("listing.active", total=params, active=_billions(row["params_active"], msg))
+        body.append([str(row["id"]), str(row["name"]), params, number(row["max_position_embeddings"], 0, msg.lang),
+                     number(row["layers"], 0, msg.lang), number(row["hidden"], 0, msg.lang)])
+    lines = _grid(header, body, {3, 4, 5})
+    lines.append(msg.text("listing.presets_footer", n=len(listing)))
+    return "\n".join(lines) + "\n"
+
+
+def render_gpus(listing: JsonObject, msg: Messages) -> str:
+    """``gpus`` on a terminal: id, name, memory the driver reports, dense bf16 TFLOPS, memory
+    bandwidth and the lowest price per GPU-hour of the catalogue; sources in ``--json``."""
+    header = [msg.text("listing.id"), msg.text("listing.name"), msg.text("listing.memory"),
+              msg.text("listing.bf16"), msg.text("listing.bandwidth"), msg.text("listing.price")]
+    body = []
+    for gpu in listing["gpus"]:
+        prices = [p["usd"] for p in gpu["prices"] if p.get("unit") == "usd_per_gpu_hour"]
+        body.append([str(gpu["id"]), str(gpu["name"]), number(gpu["memory_bytes"] / GIB, 1, msg.lang),
+                     number(gpu["bf16_dense_tflops"], 0, msg.lang),
+                     number(gpu["memory_bandwidth_gb_per_s"], 0, msg.lang),
+                     number(min(prices), 2, msg.lang) if prices else "–"])
+    lines = _grid(header, body, {2, 3, 4, 5})
+    lines.append(msg.text("listing.gpus_footer", n=len(listing["gpus"])))
     return "\n".join(lines) + "\n"

@@ -3,9 +3,12 @@ accelerate) into an estimate/plan request, key by key, and export a request back
 
 ``import_config(text, fmt="auto")`` returns ``{"format", "tool", "request", "keys",
 "defaults", "notes"}`` (plus ``"plan"`` with ``epochs`` / ``dataset_tokens`` for the plan
-command): ``keys`` lists every key of the file as ``used`` (with the ``field`` it set),
-``ignored`` (no effect on memory or time) or ``unknown``; ``defaults`` names each field
-filled from the tool's own default at a stated version. ``export_config(request, fmt)``
+command): ``keys`` lists every key of the file as ``used`` (with the ``field`` it set and its
+``value``), ``invalid`` (a value the tool would refuse: ``value``, ``reason``, ``accepted``;
+see :mod:`calc.config_import.report`), ``ignored`` (no effect on memory or time) or
+``unknown``; ``defaults`` names each field filled from the tool's own default at a stated
+version (also in place of an invalid value). A ``fmt`` the file's keys contradict raises
+``config_format_mismatch``. ``export_config(request, fmt)``
 writes the keys calc models in that format. Bad input raises a coded
 :class:`~calc.errors.InputError`.
 """
@@ -23,7 +26,7 @@ from .loading import load_text
 if TYPE_CHECKING:
     from .common import ReadFile
 
-__all__ = ["FORMATS", "detect_format", "export_config", "import_config", "import_data"]
+__all__ = ["FORMATS", "check_format", "detect_format", "export_config", "import_config", "import_data"]
 
 
 def detect_format(data: JsonObject) -> str:
@@ -48,6 +51,23 @@ def detect_format(data: JsonObject) -> str:
     raise InputError("config_format_unknown", "format", None)
 
 
+# (detected, asked): a LLaMA-Factory file with only Trainer keys reads as TRL's
+_COMPATIBLE = {("trl", "llamafactory")}
+
+
+def check_format(data: JsonObject, fmt: str) -> None:
+    """Refuse a file that another format's keys mark as that format (an axolotl file read
+    as torchtune would give a request of defaults only). A file no format claims (a few
+    keys every format shares) is read as asked."""
+    try:
+        detected = detect_format(data)
+    except InputError:
+        return
+    if detected != fmt and (detected, fmt) not in _COMPATIBLE:
+        raise InputError("config_format_mismatch", "format", fmt,
+                         f"the file looks like {detected}", extra={"detected": detected})
+
+
 def _importer(fmt: str) -> Callable[..., JsonObject]:
     if fmt == "axolotl":
         from .axolotl import import_axolotl as fn
@@ -68,13 +88,16 @@ def _importer(fmt: str) -> Callable[..., JsonObject]:
 
 def import_data(data: JsonObject, fmt: str = "auto", model: object = None,
                 read_file: ReadFile | None = None) -> JsonObject:
-    """Map an already parsed config. ``model``: a preset id or ``{"hf_config": ...}`` that
+    """Map an already parsed config (a ``fmt`` other than "auto" must not contradict the
+    file's own keys: :func:`check_format`). ``model``: a preset id or ``{"hf_config": ...}`` that
     replaces the file's model (the calculator's current model, or a pasted config.json);
     ``read_file(path) -> dict | None`` lets the CLI read a DeepSpeed file the config names."""
     if not isinstance(data, dict):
         raise InputError("config_not_mapping", "config", type(data).__name__)
     if fmt == "auto":
         fmt = detect_format(data)
+    else:
+        check_format(data, fmt)
     result = _importer(fmt)(data, model=model, read_file=read_file)
     result["detected"] = fmt
     return result

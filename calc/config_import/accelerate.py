@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
-from . import common
+from . import common, keys
 from .report import Report
 
 TOOL = "accelerate 1.15.0"
@@ -20,6 +20,62 @@ IGNORED = {"compute_environment", "debug", "machine_rank", "main_training_functi
            "same_network", "tpu_env", "tpu_use_cluster", "tpu_use_sudo", "use_cpu", "main_process_ip",
            "main_process_port", "gpu_ids", "downcast_bf16", "enable_cpu_affinity", "dynamo_config"}
 _STAGES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
+_DISTRIBUTED = ("NO", "MULTI_GPU", "FSDP", "DEEPSPEED")
+# accelerate 1.15.0 ``DistributedType`` members calc does not model
+_DIST_NOT_MODELLED = ("MULTI_CPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU",
+                      "MULTI_HPU", "XLA", "MEGATRON_LM")
+
+
+def _distributed_type(rep: Report, key: str, value: object, ctx: JsonObject) -> None:
+    if common.choice(rep, key, str(value).upper(), _DISTRIBUTED, "sharding", _DIST_NOT_MODELLED) is not None:
+        rep.mark_used(key, ["sharding"])
+        # FSDP and DeepSpeed: their own sections decide
+        sharding = {"MULTI_GPU": "ddp", "NO": "none"}.get(ctx["dist"])
+        if sharding is not None:
+            rep.use(key, "sharding", sharding)
+
+
+def _count(name: str) -> keys.Reader:
+    """num_processes x num_machines GPUs, multiplied once both are read."""
+    def read(rep: Report, key: str, value: object, ctx: JsonObject) -> None:
+        ctx[name] = common.integer(rep, key, value, "num_gpus")
+        if ctx[name]:
+            rep.mark_used(key, ["num_gpus"])
+    return read
+
+
+def _fsdp_config(rep: Report, key: str, value: object, ctx: JsonObject) -> None:
+    if not isinstance(value, dict):
+        rep.unknown(key)
+    elif ctx["dist"] == "FSDP":
+        common.fsdp_section(rep, value, key + ".")
+    else:
+        rep.ignore(key, "distributed_type_is_not_fsdp")
+
+
+def _deepspeed_config(rep: Report, key: str, value: object, ctx: JsonObject) -> None:
+    if not isinstance(value, dict):
+        rep.unknown(key)
+    elif ctx["dist"] == "DEEPSPEED":
+        stage = common.positive_int(value.get("zero_stage")) if value.get("zero_stage") != 0 else 0
+        keys.read_keys(rep, value, DEEPSPEED_PLUGIN, {**ctx, "cfg": value, "stage": stage}, key + ".")
+    else:
+        rep.ignore(key, "distributed_type_is_not_deepspeed")
+
+
+KEYS: dict[str, keys.Key] = {
+    # listed first: an explicit entry below overrides them
+    **{name: keys.ignored() for name in sorted(IGNORED)},
+    "distributed_type": keys.Key(_distributed_type, ("sharding",)),
+    "num_processes": keys.Key(_count("procs"), ("num_gpus",)),
+    "num_machines": keys.Key(_count("machines"), ("num_gpus",)),
+    # autocast over fp32 weights: "-mixed"
+    "mixed_precision": keys.mapped("precision", {"no": "fp32", "bf16": "bf16-mixed", "fp16": "fp16-mixed"},
+                                   ("fp8",), lambda value: str(value).lower()),
+    "fsdp_config": keys.Key(_fsdp_config, ("sharding", "cpu_offload", "frozen_weight_grads"),
+                            "FSDP version 1 unless fsdp_version: 2"),
+    "deepspeed_config": keys.Key(_deepspeed_config, ("sharding", "cpu_offload", "gradient_accumulation_steps")),
+}
 
 
 def import_accelerate(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
@@ -27,46 +83,10 @@ def import_accelerate(data: JsonObject, model: object = None, read_file: common.
     if model is not None:
         rep.request["model"] = model
     dist = str(data.get("distributed_type", "NO")).upper()
-    procs = machines = None
-    for key, value in data.items():
-        key = str(key)
-        if key == "distributed_type":
-            if dist in ("NO", "MULTI_GPU", "FSDP", "DEEPSPEED"):
-                rep.mark_used(key, ["sharding"])
-                if dist == "MULTI_GPU":
-                    rep.use(key, "sharding", "ddp")
-                elif dist == "NO":
-                    rep.use(key, "sharding", "none")
-            else:
-                rep.unknown(key, "not_modelled")
-        elif key == "num_processes":
-            procs = common.positive_int(value)
-            rep.mark_used(key, ["num_gpus"]) if procs else rep.unknown(key, "not_a_positive_integer")
-        elif key == "num_machines":
-            machines = common.positive_int(value)
-            rep.mark_used(key, ["num_gpus"]) if machines else rep.unknown(key, "not_a_positive_integer")
-        elif key == "mixed_precision":
-            precision = {"no": "fp32", "bf16": "bf16-mixed", "fp16": "fp16-mixed"}.get(str(value).lower())
-            if precision is None:
-                rep.unknown(key, "not_modelled")
-            else:
-                rep.use(key, "precision", precision)
-        elif key == "fsdp_config" and isinstance(value, dict):
-            if dist == "FSDP":
-                common.fsdp_section(rep, value, key + ".")
-            else:
-                rep.ignore(key, "distributed_type_is_not_fsdp")
-        elif key == "deepspeed_config" and isinstance(value, dict):
-            if dist == "DEEPSPEED":
-                _deepspeed_plugin(rep, value, key + ".", read_file)
-            else:
-                rep.ignore(key, "distributed_type_is_not_deepspeed")
-        elif key in IGNORED:
-            rep.ignore(key)
-        else:
-            rep.unknown(key)
-    if procs:
-        rep.request["num_gpus"] = procs * (machines or 1)
+    ctx: JsonObject = {"dist": dist, "read_file": read_file, "procs": None, "machines": None}
+    keys.read_keys(rep, data, KEYS, ctx)
+    if ctx["procs"]:
+        rep.request["num_gpus"] = ctx["procs"] * (ctx["machines"] or 1)
     rep.default("num_gpus", 1, TOOL + ": num_processes 1")
     rep.default("precision", "fp32", TOOL + ": mixed_precision no")
     if dist == "FSDP":
@@ -75,41 +95,50 @@ def import_accelerate(data: JsonObject, model: object = None, read_file: common.
     return rep.result()
 
 
-def _deepspeed_plugin(rep: Report, cfg: JsonObject, prefix: str, read_file: common.ReadFile | None) -> None:
-    stage = common.positive_int(cfg.get("zero_stage")) if cfg.get("zero_stage") != 0 else 0
-    for key, value in cfg.items():
-        path = prefix + str(key)
-        if key == "zero_stage":
-            if stage in _STAGES:
-                rep.use(path, "sharding", _STAGES[stage])
-                rep.use(path, "sync_each_micro_batch", stage >= 2)
-            else:
-                rep.unknown(path)
-        elif key == "offload_optimizer_device":
-            if value in ("cpu", "nvme"):
-                rep.use(path, "cpu_offload", "optimizer+params"
-                        if cfg.get("offload_param_device") in ("cpu", "nvme") and stage == 3 else "optimizer")
-            else:
-                rep.ignore(path)
-        elif key == "offload_param_device":
-            if value in ("cpu", "nvme") and stage == 3:
-                rep.use(path, "cpu_offload", "optimizer+params")
-            elif value in ("cpu", "nvme"):
-                rep.unknown(path, "param_offload_needs_stage_3")
-            else:
-                rep.ignore(path)
-        elif key == "gradient_accumulation_steps":
-            common.set_int(rep, path, "gradient_accumulation_steps", value)
-        elif key == "deepspeed_config_file":
-            data = read_file(value) if read_file is not None and isinstance(value, str) else None
-            if isinstance(data, dict):
-                rep.mark_used(path, ["sharding"], "file_read")
-                common.deepspeed_section(rep, data, path + ".")
-            elif isinstance(value, str):
-                common.deepspeed_from_name(rep, path, value)
-            else:
-                rep.unknown(path)
-        elif key in ("zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher"):
-            rep.ignore(path)
-        else:
-            rep.unknown(path)
+# -- deepspeed_config: accelerate's DeepSpeed plugin --------------------------------------------
+def _zero_stage(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    stage = ctx["stage"]
+    if common.choice(rep, path, value, tuple(_STAGES), "sharding") is not None and stage is not None:
+        rep.use(path, "sharding", _STAGES[stage])
+        rep.use(path, "sync_each_micro_batch", stage >= 2)
+
+
+def _offload_optimizer(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    if value in ("cpu", "nvme"):
+        params = ctx["cfg"].get("offload_param_device") in ("cpu", "nvme") and ctx["stage"] == 3
+        rep.use(path, "cpu_offload", "optimizer+params" if params else "optimizer")
+    elif common.choice(rep, path, value, ("cpu", "nvme", "none"), "cpu_offload") is not None:
+        rep.ignore(path)
+
+
+def _offload_params(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    if value in ("cpu", "nvme") and ctx["stage"] == 3:
+        rep.use(path, "cpu_offload", "optimizer+params")
+    elif value in ("cpu", "nvme"):
+        rep.unknown(path, "param_offload_needs_stage_3")
+    else:
+        rep.ignore(path)
+
+
+def _config_file(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    read_file = ctx["read_file"]
+    data = read_file(value) if read_file is not None and isinstance(value, str) else None
+    if isinstance(data, dict):
+        rep.mark_used(path, ["sharding"], "file_read")
+        common.deepspeed_section(rep, data, path + ".")
+    elif isinstance(value, str):
+        common.deepspeed_from_name(rep, path, value)
+    else:
+        rep.unknown(path)
+
+
+DEEPSPEED_PLUGIN: dict[str, keys.Key] = {
+    "zero_stage": keys.Key(_zero_stage, ("sharding", "sync_each_micro_batch"),
+                           "ZeRO-2/3 reduce-scatter the gradients at every micro-batch"),
+    "offload_optimizer_device": keys.Key(_offload_optimizer, ("cpu_offload",), "nvme counted as cpu"),
+    "offload_param_device": keys.Key(_offload_params, ("cpu_offload",), "needs ZeRO-3"),
+    "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
+    "deepspeed_config_file": keys.Key(_config_file, common.DEEPSPEED_FIELDS,
+                                      "read when it exists, else stage and offload from its name"),
+    **{name: keys.ignored() for name in ("zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher")},
+}

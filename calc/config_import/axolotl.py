@@ -13,7 +13,7 @@ per-model table (:mod:`calc.config_import.hf`).
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
-from . import common, hf
+from . import common, hf, keys
 from .models import resolve_model
 from .report import Report
 
@@ -68,6 +68,145 @@ CHUNKED_LOSS = {"cut_cross_entropy", "liger_fused_linear_cross_entropy", "chunke
                 "unsloth_cross_entropy_loss", "liger_cross_entropy"}
 
 
+def _adapter(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if value in ("lora", "qlora"):
+        st["adapter"] = value
+        rep.mark_used(key, ["method"])
+    elif value in (None, ""):
+        rep.mark_used(key, ["method"])
+    elif isinstance(value, str):
+        rep.unknown(key, "adapter_not_modelled")
+    else:
+        rep.invalid(key, value, "not_allowed", {"allowed": ["lora", "qlora", None]}, "method")
+
+
+def _autocast_adapter(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if value is None:
+        rep.ignore(key)
+    else:
+        upcast = common.flag(rep, key, value, "lora_adapter_dtype")
+        rep.use(key, "lora_adapter_dtype", "fp32" if upcast else "base")
+
+
+def _target_linear(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if common.flag(rep, key, value, "lora_targets") is True:
+        st["targets_key"] = (key, "all-linear")
+    else:
+        rep.ignore(key)
+
+
+def _precision_flag(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    # bf16: true, false or "auto"; "full" also reads as bf16 weights (axolotl's ``bf16: full``
+    # examples); tf32: true, false or "auto"
+    also = {"bf16": ("auto", "full"), "tf32": ("auto",)}.get(key, ())
+    st[key] = common.flag(rep, key, value, "precision", also)
+    if key == "tf32":
+        rep.ignore(key, "fp32_matmul_speed_not_modelled")
+    else:
+        rep.mark_used(key, ["precision"])
+
+
+def _checkpointing(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if value in ("offload", "offload_disk"):
+        rep.use(key, "gradient_checkpointing", True)
+        rep.use(key, "activation_offload", True, "disk_counted_as_cpu" if value == "offload_disk" else None)
+    else:
+        rep.use(key, "gradient_checkpointing",
+                common.flag(rep, key, value, "gradient_checkpointing", ("offload", "offload_disk")))
+
+
+def _activation_offloading(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    offload = False if value is None else common.flag(rep, key, value, "activation_offload", ("legacy", "disk"))
+    if offload is not None:
+        rep.use(key, "activation_offload", offload is not False)
+
+
+def _batch_size(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    # accumulation = batch_size / micro_batch_size, once both are read
+    st["batch_size"] = common.integer(rep, key, value, "gradient_accumulation_steps", maximum=2 ** 62)
+
+
+def _attention_switch(name: str) -> keys.Key:
+    """``flash_attention: true`` and the like: ``name`` when on."""
+    def read(rep: Report, key: str, value: object, st: JsonObject) -> None:
+        if common.flag(rep, key, value, "attention") is True:
+            common.set_attention(rep, key, name)
+        else:
+            rep.ignore(key)
+    return keys.Key(read, ("attention",))
+
+
+def _attention_not_modelled(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if common.flag(rep, key, value, "attention") is True:
+        rep.unknown(key, "attention_not_modelled")
+    else:
+        rep.ignore(key)
+
+
+def _chunked_loss(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    chunked = common.flag(rep, key, value, "chunked_loss")
+    rep.use(key, "chunked_loss", True) if chunked is True else rep.ignore(key)
+
+
+def _fsdp_version(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    rep.mark_used(key, ["sharding"])
+
+
+def _torch_compile(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    compile_ = common.flag(rep, key, value, "torch_compile", ("auto",))
+    if isinstance(compile_, bool):
+        rep.use(key, "torch_compile", compile_)
+    elif compile_ == "auto":
+        rep.unknown(key, "auto_depends_on_torch_version")
+
+
+KEYS: dict[str, keys.Key] = {
+    # listed first: an explicit entry below overrides them
+    **{name: keys.ignored() for name in sorted(IGNORED)},
+    **{name: keys.not_modelled() for name in sorted(NOT_MODELLED)},
+    "base_model": keys.Key(lambda rep, key, value, st: None, ("model",), "read first: the model's shapes"),
+    "adapter": keys.Key(_adapter, ("method",)),
+    "load_in_4bit": keys.Key(hf.read_load_in, ("method",)),
+    "load_in_8bit": keys.Key(hf.read_load_in, ("method",), "int8 base weights not modelled"),
+    "peft_autocast_adapter_dtype": keys.Key(_autocast_adapter, ("lora_adapter_dtype",)),
+    "lora_modules_to_save": keys.call(hf.set_modules_to_save, "lora_modules_to_save"),
+    "lora_r": keys.whole("lora_rank"),
+    "lora_dropout": keys.call(hf.set_dropout, "lora_dropout"),
+    "lora_target_modules": keys.Key(hf.read_targets, ("lora_targets",)),
+    "lora_target_linear": keys.Key(_target_linear, ("lora_targets",)),
+    "bnb_config_kwargs": keys.dict_only(lambda rep, key, value, st: hf.bnb_section(rep, value, key + "."),
+                                        "qlora_double_quant"),
+    **{name: keys.Key(_precision_flag, ("precision",)) for name in ("bf16", "fp16", "bfloat16", "float16", "float32")},
+    "tf32": keys.Key(_precision_flag, (), "fp32 matmul speed not modelled"),
+    "gradient_checkpointing": keys.Key(_checkpointing, ("gradient_checkpointing", "activation_offload")),
+    "gradient_checkpointing_kwargs": keys.dict_only(
+        lambda rep, key, value, st: hf.checkpointing_kwargs(rep, value, key + ".")),
+    "activation_offloading": keys.Key(_activation_offloading, ("activation_offload",)),
+    "micro_batch_size": keys.whole("micro_batch_size"),
+    "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
+    "batch_size": keys.Key(_batch_size, ("gradient_accumulation_steps",)),
+    "sequence_len": keys.whole("seq_len"),
+    "sample_packing": keys.Key(hf.read_packing, (), "packed sequences fill seq_len"),
+    "flash_attention": _attention_switch("flash"),
+    "sdp_attention": _attention_switch("sdpa"),
+    "eager_attention": _attention_switch("eager"),
+    **{name: keys.Key(_attention_not_modelled) for name in ("xformers_attention", "flex_attention", "sage_attention")},
+    "attn_implementation": keys.call(common.set_attention, "attention"),
+    **{name: keys.Key(_chunked_loss, ("chunked_loss",)) for name in sorted(CHUNKED_LOSS)},
+    "optimizer": keys.call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
+    "deepspeed": keys.Key(lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st["read_file"]),
+                          common.DEEPSPEED_FIELDS),
+    "fsdp": keys.call(common.fsdp_trainer_option, "sharding", "cpu_offload"),
+    "fsdp_config": keys.dict_only(
+        lambda rep, key, value, st: common.fsdp_section(rep, value, key + ".", version=st["fsdp_version"]),
+        "sharding", "cpu_offload", "frozen_weight_grads"),
+    "fsdp_version": keys.Key(_fsdp_version, ("sharding",)),
+    "torch_compile": keys.Key(_torch_compile, ("torch_compile",)),
+    "num_epochs": keys.call(hf.set_epochs, "epochs"),
+    "max_steps": keys.Key(hf.read_max_steps, ("dataset_tokens",)),
+}
+
+
 def import_axolotl(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
     rep = Report("axolotl", TOOL)
     st: JsonObject = {}
@@ -76,123 +215,9 @@ def import_axolotl(data: JsonObject, model: object = None, read_file: common.Rea
         arch = resolve_model(rep, "base_model", data["base_model"], model)
     elif model is not None:
         arch = resolve_model(rep, "(model)", None, model)
-    for key, value in data.items():
-        key = str(key)
-        if key == "base_model":
-            continue
-        if key == "adapter":
-            if value in ("lora", "qlora"):
-                st["adapter"] = value
-                rep.mark_used(key, ["method"])
-            elif value in (None, ""):
-                rep.mark_used(key, ["method"])
-            else:
-                rep.unknown(key, "adapter_not_modelled")
-        elif key in ("load_in_4bit", "load_in_8bit"):
-            st[key] = common.is_true(value)
-            if key == "load_in_8bit" and st[key]:
-                rep.unknown(key, "int8_base_weights_not_modelled")
-            else:
-                rep.mark_used(key, ["method"])
-        elif key == "peft_autocast_adapter_dtype":
-            if value is None:
-                rep.ignore(key)
-            else:
-                rep.use(key, "lora_adapter_dtype", "fp32" if common.is_true(value) else "base")
-        elif key == "lora_modules_to_save":
-            hf.set_modules_to_save(rep, key, value)
-        elif key == "lora_r":
-            common.set_int(rep, key, "lora_rank", value)
-        elif key == "lora_dropout":
-            hf.set_dropout(rep, key, value)
-        elif key == "lora_target_modules":
-            if value is None:
-                rep.ignore(key)
-            else:
-                st["targets_key"] = (key, value)
-        elif key == "lora_target_linear":
-            if common.is_true(value):
-                st["targets_key"] = (key, "all-linear")
-            else:
-                rep.ignore(key)
-        elif key == "bnb_config_kwargs" and isinstance(value, dict):
-            hf.bnb_section(rep, value, key + ".")
-        elif key in ("bf16", "fp16", "bfloat16", "float16", "float32", "tf32"):
-            st[key] = value
-            if key == "tf32":
-                rep.ignore(key, "fp32_matmul_speed_not_modelled")
-            else:
-                rep.mark_used(key, ["precision"])
-        elif key == "gradient_checkpointing":
-            if value in ("offload", "offload_disk"):
-                rep.use(key, "gradient_checkpointing", True)
-                rep.use(key, "activation_offload", True,
-                        "disk_counted_as_cpu" if value == "offload_disk" else None)
-            elif isinstance(value, bool):
-                rep.use(key, "gradient_checkpointing", value)
-            else:
-                rep.unknown(key)
-        elif key == "gradient_checkpointing_kwargs" and isinstance(value, dict):
-            hf.checkpointing_kwargs(rep, value, key + ".")
-        elif key == "activation_offloading":
-            if value is True or value in ("legacy", "disk"):
-                rep.use(key, "activation_offload", True)
-            elif value is False or value is None:
-                rep.use(key, "activation_offload", False)
-            else:
-                rep.unknown(key, "not_modelled")
-        elif key == "micro_batch_size":
-            common.set_int(rep, key, "micro_batch_size", value)
-        elif key == "gradient_accumulation_steps":
-            common.set_int(rep, key, "gradient_accumulation_steps", value)
-        elif key == "batch_size":
-            st["batch_size"] = common.positive_int(value)
-        elif key == "sequence_len":
-            common.set_int(rep, key, "seq_len", value)
-        elif key == "sample_packing":
-            st["packing"] = common.is_true(value)
-            rep.ignore(key, "packing_fills_seq_len")
-        elif key in ("flash_attention", "sdp_attention", "eager_attention"):
-            if common.is_true(value):
-                common.set_attention(rep, key, {"flash_attention": "flash", "sdp_attention": "sdpa",
-                                                "eager_attention": "eager"}[key])
-            else:
-                rep.ignore(key)
-        elif key in ("xformers_attention", "flex_attention", "sage_attention"):
-            if common.is_true(value):
-                rep.unknown(key, "attention_not_modelled")
-            else:
-                rep.ignore(key)
-        elif key == "attn_implementation":
-            common.set_attention(rep, key, value)
-        elif key in CHUNKED_LOSS:
-            rep.use(key, "chunked_loss", common.is_true(value)) if common.is_true(value) else rep.ignore(key)
-        elif key == "optimizer":
-            common.set_optimizer_hf(rep, key, value)
-        elif key == "deepspeed":
-            hf.deepspeed_value(rep, key, value, read_file)
-        elif key == "fsdp":
-            common.fsdp_trainer_option(rep, key, value)
-        elif key == "fsdp_config" and isinstance(value, dict):
-            common.fsdp_section(rep, value, key + ".", version=data.get("fsdp_version"))
-        elif key == "fsdp_version":
-            st["fsdp_version"] = value
-            rep.mark_used(key, ["sharding"])
-        elif key == "torch_compile":
-            if isinstance(value, bool):
-                rep.use(key, "torch_compile", value)
-            else:
-                rep.unknown(key, "auto_depends_on_torch_version")
-        elif key == "num_epochs":
-            hf.set_epochs(rep, key, value)
-        elif key == "max_steps":
-            st["max_steps"] = (key, value)
-        elif key in NOT_MODELLED:
-            rep.unknown(key, "not_modelled")
-        elif key in IGNORED:
-            rep.ignore(key)
-        else:
-            rep.unknown(key)
+    st["read_file"] = read_file
+    st["fsdp_version"] = data.get("fsdp_version")  # read by fsdp_config wherever it stands
+    keys.read_keys(rep, data, KEYS, st)
 
     # method: adapter + 4-bit loading (axolotl's "qlora" adapter loads in 4 bits)
     peft = st.get("adapter")

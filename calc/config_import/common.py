@@ -84,32 +84,172 @@ TORCHTUNE_TO_HF = {
 
 
 def is_true(value: object) -> bool:
+    """A value already read as a boolean (by :func:`flag`), or a text the key's tool takes."""
     return value is True or (isinstance(value, str) and value.lower() in ("true", "yes", "1"))
+
+
+# -- values the tool itself would refuse ----------------------------------------------------
+# Each converter returns the value to use, or None after reporting the key ``invalid`` (the
+# value, a coded reason, what is accepted, the request field it was meant for).
+
+# The text forms of a boolean each tool's own parser turns into true/false; YAML's and
+# JSON's true/false are booleans everywhere, any other text is refused.
+# - pydantic 2 in lax mode (axolotl 0.18.0's config schema, DeepSpeed's config models):
+#   "true/false", "t/f", "yes/no", "y/n", "on/off", "1/0", any case, and the integers 0, 1;
+# - ``trl sft --config``: TrlParser sets the file's values as argparse defaults, so text goes
+#   through transformers 5.17.0 ``hf_argparser.string_to_bool``: "yes/no", "true/false",
+#   "t/f", "y/n", "1/0", any case;
+# - an FSDP section (accelerate's ``fsdp_config``, the Trainer's): accelerate 1.15.0 turns it
+#   into environment variables read by ``utils.environment.str_to_bool``: the same forms;
+# - LLaMA-Factory (``HfArgumentParser.parse_dict``), torchtune (OmegaConf) and accelerate's
+#   top level (``ClusterConfig(**yaml)``) pass the value on unconverted: only a real boolean.
+_PYDANTIC_TEXT = {**dict.fromkeys(("true", "t", "yes", "y", "on", "1"), True),
+                  **dict.fromkeys(("false", "f", "no", "n", "off", "0"), False)}
+_ARGPARSE_TEXT = {**dict.fromkeys(("yes", "true", "t", "y", "1"), True),
+                  **dict.fromkeys(("no", "false", "f", "n", "0"), False)}
+BOOL_TEXT: dict[str, dict[str, bool]] = {
+    "axolotl": _PYDANTIC_TEXT, "deepspeed": _PYDANTIC_TEXT, "fsdp": _PYDANTIC_TEXT, "trl": _ARGPARSE_TEXT,
+    "llamafactory": {}, "torchtune": {}, "accelerate": {},
+}
+_PYDANTIC_INTS = ("axolotl", "deepspeed")  # pydantic's lax mode also reads 0 and 1
+# Whole numbers written as text ("8"): read by pydantic (axolotl) and by argparse's int (trl
+# sft --config); the others pass the text on (DeepSpeed's batch keys through
+# ``get_scalar_param``), where it fails, so it is refused.
+TEXT_INTS = ("axolotl", "trl")
+
+
+def _whole(value: object, as_text: bool = True) -> int | None:
+    """An integer written as one (8, 8.0, and with ``as_text`` "8", "-5"); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and as_text:
+        text = value.strip()
+        digits = text[1:] if text[:1] in "+-" else text
+        return int(text) if digits.isdigit() and digits.isascii() else None
+    return value if isinstance(value, int) else None
 
 
 def positive_int(value: object) -> int | None:
     """An int > 0 (also "8" as text), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return value if isinstance(value, int) and value > 0 else None
+    number = _whole(value)
+    return number if number is not None and number > 0 else None
 
 
-def set_int(rep: Report, key: str, field: str, value: object) -> bool:
-    number = positive_int(value)
+def _field_maximum(field: str | None) -> int | None:
+    from ..request import ESTIMATE_FIELDS
+
+    spec = ESTIMATE_FIELDS.get(field) if field else None
+    return spec[2] if spec is not None and spec[1] == "int" and isinstance(spec[2], int) else None
+
+
+def integer(rep: Report, key: str, value: object, field: str | None = None, minimum: int = 1,
+            maximum: int | None = None, reader: str | None = None) -> int | None:
+    """A whole number from ``minimum`` to ``maximum`` (by default the request field's own
+    maximum), as text too where the reader takes it (:data:`TEXT_INTS`; ``reader``: the
+    format whose parser reads the key, by default the file's); else the key is reported
+    ``invalid``."""
+    maximum = maximum if maximum is not None else _field_maximum(field)
+    accepted: JsonObject = {"type": "integer", "minimum": minimum}
+    if maximum is not None:
+        accepted["maximum"] = maximum
+    number = _whole(value, (reader or rep.format) in TEXT_INTS)
     if number is None:
-        rep.unknown(key, "not_a_positive_integer")
+        rep.invalid(key, value, "not_an_integer", accepted, field)
+    elif number < minimum or (maximum is not None and number > maximum):
+        rep.invalid(key, value, "out_of_range", accepted, field)
+    else:
+        return number
+    return None
+
+
+def set_int(rep: Report, key: str, field: str, value: object, reader: str | None = None) -> bool:
+    number = integer(rep, key, value, field, reader=reader)
+    if number is None:
         return False
     rep.use(key, field, number)
     return True
 
 
+def number(rep: Report, key: str, value: object, field: str | None, minimum: float,
+           maximum: float | None = None, minimum_exclusive: bool = False,
+           maximum_exclusive: bool = False) -> float | None:
+    """A number (int or float, not a boolean, not text) within the bounds; else ``invalid``."""
+    accepted: JsonObject = {"type": "number", "minimum": minimum}
+    if minimum_exclusive:
+        accepted["minimum_exclusive"] = True
+    if maximum is not None:
+        accepted["maximum"] = maximum
+        if maximum_exclusive:
+            accepted["maximum_exclusive"] = True
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        rep.invalid(key, value, "not_a_number", accepted, field)
+        return None
+    low = value <= minimum if minimum_exclusive else value < minimum
+    high = maximum is not None and (value >= maximum if maximum_exclusive else value > maximum)
+    if low or high:
+        rep.invalid(key, value, "out_of_range", accepted, field)
+        return None
+    return value
+
+
+def flag(rep: Report, key: str, value: object, field: str | None = None,
+         also: tuple[str, ...] = (), reader: str | None = None) -> bool | str | None:
+    """A boolean as the tool reads one (:data:`BOOL_TEXT`; ``reader``: the format whose
+    parser reads the key, by default the file's), or one of the words ``also`` (axolotl's
+    ``bf16: auto``) returned as written; else the key is reported ``invalid``."""
+    if isinstance(value, bool) or value is None:  # None: the key left unset (``fp16:``)
+        return value
+    if isinstance(value, str) and value in also:
+        return value
+    reader = reader or rep.format
+    texts = BOOL_TEXT.get(reader, {})
+    if isinstance(value, str) and value.strip().lower() in texts:
+        return texts[value.strip().lower()]
+    if reader in _PYDANTIC_INTS and isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    allowed: list[object] = [True, False, *also, *sorted(texts)]
+    rep.invalid(key, value, "not_a_boolean", {"type": "boolean", "allowed": allowed}, field)
+    return None
+
+
+def choice(rep: Report, key: str, value: object, allowed: tuple[object, ...] | list[object],
+           field: str | None = None, not_modelled: tuple[object, ...] = ()) -> object:
+    """One of the tool's own names for the key: a name calc models is returned; one the tool
+    takes but calc does not model is reported ``unknown`` (``not_modelled``) and None
+    returned; anything else is ``invalid``."""
+    if value in allowed and not isinstance(value, bool):
+        return value
+    if value in not_modelled and not isinstance(value, bool):
+        rep.unknown(key, "not_modelled")
+        return None
+    rep.invalid(key, value, "not_allowed", {"allowed": [*allowed, *not_modelled]}, field)
+    return None
+
+
+# transformers 5.17.0 ``OptimizerNames`` calc does not model, and axolotl 0.18.0's own
+# optimizer names (``CustomSupportedOptimizers``): a real name, reported ``unknown``
+HF_OPTIMIZERS_NOT_MODELLED = (
+    "adamw_anyprecision", "adamw_torch_4bit", "ademamix", "adagrad", "ademamix_8bit", "lion_8bit",
+    "lion_32bit", "paged_ademamix_32bit", "paged_ademamix_8bit", "paged_lion_32bit", "paged_lion_8bit",
+    "rmsprop", "rmsprop_bnb", "rmsprop_bnb_8bit", "rmsprop_bnb_32bit", "galore_adamw",
+    "galore_adamw_8bit", "galore_adafactor", "galore_adamw_layerwise", "galore_adamw_8bit_layerwise",
+    "galore_adafactor_layerwise", "lomo", "adalomo", "grokadamw", "schedule_free_radam",
+    "schedule_free_adamw", "schedule_free_sgd", "apollo_adamw", "apollo_adamw_layerwise",
+    "stable_adamw", "optimi_adamw", "ao_adamw_4bit", "ao_adamw_fp8", "adopt_adamw", "came_pytorch",
+    "muon", "dion",
+)
+
+
 def set_optimizer_hf(rep: Report, key: str, name: object) -> None:
     if not isinstance(name, str) or name.lower() not in HF_OPTIMIZERS:
-        rep.unknown(key, "optimizer_not_modelled")
+        known = name.lower() if isinstance(name, str) else None
+        if known in HF_OPTIMIZERS_NOT_MODELLED:
+            rep.unknown(key, "optimizer_not_modelled")
+        else:
+            rep.invalid(key, name, "not_allowed",
+                        {"allowed": sorted(HF_OPTIMIZERS) + list(HF_OPTIMIZERS_NOT_MODELLED)}, "optimizer")
         return
     optimizer, fused = HF_OPTIMIZERS[name.lower()]
     rep.use(key, "optimizer", optimizer)
@@ -117,8 +257,12 @@ def set_optimizer_hf(rep: Report, key: str, name: object) -> None:
 
 
 def set_attention(rep: Report, key: str, name: object) -> None:
-    value = ATTENTION_NAMES.get(name.lower()) if isinstance(name, str) else None
+    if not isinstance(name, str):
+        rep.invalid(key, name, "not_allowed", {"allowed": sorted(ATTENTION_NAMES)}, "attention")
+        return
+    value = ATTENTION_NAMES.get(name.lower())
     if value is None:
+        # transformers also takes flex/paged attention and Hub kernels ("org/kernel")
         rep.unknown(key, "attention_not_modelled")
     else:
         rep.use(key, "attention", value)
@@ -139,7 +283,7 @@ def normalise_targets(rep: Report, key: str, names: object, arch: ModelArch | No
             return
         names = [part.strip() for part in names.split(",") if part.strip()]
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        rep.unknown(key, "not_a_target_list")
+        rep.invalid(key, names, "not_a_list_of_names", {"type": "list", "allowed": ["all-linear"]}, "lora_targets")
         return
     names = list(dict.fromkeys(names))
     if arch is None:
@@ -175,6 +319,9 @@ _DS_ZERO_IGNORED = {"overlap_comm", "contiguous_gradients", "round_robin_gradien
                     "gather_16bit_weights_on_model_save", "load_from_fp32_weights",
                     "elastic_checkpoint", "ignore_unused_parameters"}
 _DS_STAGE = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
+# what a DeepSpeed config (or its file name) can set
+DEEPSPEED_FIELDS = ("sharding", "sync_each_micro_batch", "cpu_offload", "precision", "micro_batch_size",
+                    "gradient_accumulation_steps", "num_gpus", "optimizer")
 
 
 def deepspeed_section(rep: Report, ds: JsonObject, prefix: str = "") -> None:
@@ -195,14 +342,12 @@ def deepspeed_section(rep: Report, ds: JsonObject, prefix: str = "") -> None:
                 if sub == "enabled":
                     if item == "auto":
                         rep.ignore(subpath, "auto_from_trainer")
-                    elif item is True:
+                    elif (enabled := flag(rep, subpath, item, "precision", reader="deepspeed")) is True:
                         # ZeRO keeps fp32 master weights and fp32 optimizer states and
                         # computes in 16 bits: Lightning's "-mixed"
                         rep.use(subpath, "precision", "bf16-mixed" if key == "bf16" else "fp16-mixed")
-                    elif item is False:
+                    elif enabled is False:
                         rep.ignore(subpath)
-                    else:
-                        rep.unknown(subpath)
                 elif key == "fp16" and sub in ("loss_scale", "loss_scale_window", "initial_scale_power",
                                                  "hysteresis", "min_loss_scale", "auto_cast"):
                     rep.ignore(subpath)
@@ -211,15 +356,15 @@ def deepspeed_section(rep: Report, ds: JsonObject, prefix: str = "") -> None:
                 else:
                     rep.unknown(subpath)
         elif key == "train_micro_batch_size_per_gpu":
-            micro = positive_int(value)
-            set_int(rep, path, "micro_batch_size", value)
+            micro = integer(rep, path, value, "micro_batch_size", reader="deepspeed")
+            if micro is not None:
+                rep.use(path, "micro_batch_size", micro)
         elif key == "gradient_accumulation_steps":
-            gas = positive_int(value)
-            set_int(rep, path, "gradient_accumulation_steps", value)
+            gas = integer(rep, path, value, "gradient_accumulation_steps", reader="deepspeed")
+            if gas is not None:
+                rep.use(path, "gradient_accumulation_steps", gas)
         elif key == "train_batch_size":
-            total = positive_int(value)
-            if total is None:
-                rep.unknown(path, "not_a_positive_integer")
+            total = integer(rep, path, value, "num_gpus", maximum=2 ** 62, reader="deepspeed")
         elif key == "optimizer" and isinstance(value, dict):
             kind = value.get("type")
             for sub in value:
@@ -258,12 +403,11 @@ def _deepspeed_zero(rep: Report, zero: JsonObject, prefix: str) -> None:
         if key == "stage":
             if value == "auto":
                 rep.ignore(path, "auto_from_trainer")
-            elif value in _DS_STAGE:
+            elif choice(rep, path, value, tuple(_DS_STAGE), "sharding") is not None:
+                assert isinstance(value, int)
                 rep.use(path, "sharding", _DS_STAGE[value])
                 # ZeRO-2/3 reduce-scatter the gradients at every micro-batch
                 rep.use(path, "sync_each_micro_batch", value >= 2)
-            else:
-                rep.unknown(path, "unknown_stage")
         elif key in ("offload_optimizer", "offload_param") and isinstance(value, dict):
             for sub, item in value.items():
                 subpath = f"{path}.{sub}"
@@ -283,7 +427,7 @@ def _deepspeed_zero(rep: Report, zero: JsonObject, prefix: str) -> None:
                     elif item in ("none", None):
                         rep.ignore(subpath)
                     else:
-                        rep.unknown(subpath)
+                        choice(rep, subpath, item, ("cpu", "nvme", "none"), "cpu_offload")
                 elif sub in ("pin_memory", "nvme_path", "buffer_count", "buffer_size",
                              "max_in_cpu", "fast_init", "ratio"):
                     rep.ignore(subpath)
@@ -349,31 +493,40 @@ def fsdp_section(rep: Report, cfg: JsonObject, prefix: str = "", strip: str = "f
         if name == "sharding_strategy":
             strategy = _FSDP_STRATEGY.get(str(value).upper())
             if strategy is None:
-                rep.unknown(path, "unknown_strategy")
+                rep.invalid(path, value, "not_allowed", {"allowed": list(_FSDP_STRATEGY)}, "sharding")
             else:
                 rep.use(path, "sharding", strategy,
                         "hybrid_counted_within_node" if "HYBRID" in str(value).upper() or str(value) in ("4", "5") else None)
         elif name == "reshard_after_forward":
+            # accelerate 1.15.0 also takes an FSDP1 strategy name here
+            reshard = (_FSDP_STRATEGY[value.upper()] == "zero3"
+                       if isinstance(value, str) and value.upper() in _FSDP_STRATEGY
+                       else flag(rep, path, value, "sharding", reader="fsdp"))
+            if reshard is None:
+                continue
             if version >= 2 or "sharding_strategy" not in plain:
-                rep.use(path, "sharding", "zero3" if is_true(value) else "zero2")
+                rep.use(path, "sharding", "zero3" if reshard is True else "zero2")
             else:
                 rep.ignore(path)
         elif name == "offload_params":
-            if is_true(value):
+            offload = flag(rep, path, value, "cpu_offload", reader="fsdp")
+            if offload is True:
                 rep.use(path, "cpu_offload", "optimizer+params")
-            else:
+            elif offload is False:
                 rep.mark_used(path, ["cpu_offload"])
                 rep.request.setdefault("cpu_offload", "none")
         elif name == "activation_checkpointing":
-            if is_true(value):
+            checkpointing = flag(rep, path, value, "gradient_checkpointing", reader="fsdp")
+            if checkpointing is True:
                 rep.use(path, "gradient_checkpointing", True)
-            else:
+            elif checkpointing is False:
                 rep.ignore(path, "does_not_disable_model_checkpointing")
         elif name == "use_orig_params":
             # FSDP1 + use_orig_params keeps gradient memory for frozen weights in mixed
             # wrap units (PyTorch FSDP docs); FSDP2 has no such flag
+            orig = flag(rep, path, value, "frozen_weight_grads", reader="fsdp")
             if version == 1:
-                rep.use(path, "frozen_weight_grads", is_true(value))
+                rep.use(path, "frozen_weight_grads", orig is True)
             else:
                 rep.ignore(path)
         elif name == "version":

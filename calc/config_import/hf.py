@@ -38,10 +38,9 @@ def adapter_dtype_default(rep: Report, fp32: bool, source: str) -> None:
 
 
 def set_dropout(rep: Report, key: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        rep.unknown(key, "not_a_dropout_rate")
-    else:
-        rep.use(key, "lora_dropout", float(value))
+    rate = common.number(rep, key, value, "lora_dropout", 0.0, 1.0, maximum_exclusive=True)
+    if rate is not None:
+        rep.use(key, "lora_dropout", float(rate))
 
 
 def bnb_section(rep: Report, cfg: JsonObject, prefix: str = "", st: JsonObject | None = None) -> None:
@@ -49,9 +48,9 @@ def bnb_section(rep: Report, cfg: JsonObject, prefix: str = "", st: JsonObject |
     for key, value in cfg.items():
         path = prefix + str(key)
         if key == "bnb_4bit_use_double_quant":
-            rep.use(path, "qlora_double_quant", common.is_true(value))
+            rep.use(path, "qlora_double_quant", common.flag(rep, path, value, "qlora_double_quant"))
         elif key in ("load_in_4bit", "load_in_8bit") and st is not None:
-            st[key] = common.is_true(value)
+            st[key] = common.flag(rep, path, value, "method")
             if key == "load_in_8bit" and st[key]:
                 rep.unknown(path, "int8_base_weights_not_modelled")
             else:
@@ -98,10 +97,9 @@ def deepspeed_value(rep: Report, key: str, value: object, read_file: common.Read
 
 
 def set_epochs(rep: Report, key: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        rep.unknown(key, "not_a_positive_number")
-    else:
-        rep.use_plan(key, "epochs", value)
+    epochs = common.number(rep, key, value, "epochs", 0.0, minimum_exclusive=True)
+    if epochs is not None:
+        rep.use_plan(key, "epochs", epochs)
 
 
 def finish_targets(rep: Report, targets_key: tuple[str, object] | None, arch: ModelArch | None, tool: str) -> None:
@@ -129,11 +127,12 @@ def finish_common(rep: Report, st: JsonObject, tool: str, packing: bool, default
     steps_key = st.get("max_steps")
     if steps_key is not None:
         key, value = steps_key
-        steps = common.positive_int(value)
+        # -1: the Trainer's "no step limit"
+        steps = None if value in (-1, None) else common.integer(rep, key, value, "dataset_tokens", maximum=2 ** 62)
         if value in (-1, None):
             rep.ignore(key)
         elif steps is None:
-            rep.unknown(key, "not_a_positive_integer")
+            pass
         elif packing:
             req = rep.request
             tokens = (steps * req.get("micro_batch_size", 1) * req.get("gradient_accumulation_steps", 1)
@@ -155,10 +154,37 @@ def set_modules_to_save(rep: Report, key: str, value: object) -> None:
         return
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        rep.unknown(key, "not_modelled")
+        rep.invalid(key, value, "not_a_list_of_names", {"type": "list", "allowed": ["embed_tokens", "lm_head"]},
+                    "lora_modules_to_save")
         return
     short = {n.rsplit(".", 1)[-1] for n in names}
     if not short <= {"embed_tokens", "lm_head"}:
         rep.unknown(key, "not_modelled")
         return
     rep.use(key, "lora_modules_to_save", "+".join(n for n in ("embed_tokens", "lm_head") if n in short))
+
+
+# -- readers shared by the Trainer-based formats' key tables (calc.config_import.keys) ----------
+def read_packing(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st["packing"] = common.flag(rep, key, value)
+    rep.ignore(key, "packing_fills_seq_len")
+
+
+def read_targets(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if value is None:
+        rep.ignore(key)
+    else:
+        st["targets_key"] = (key, value)  # checked against the model once it is known
+
+
+def read_load_in(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``load_in_4bit`` / ``load_in_8bit``: the method, decided once every key is read."""
+    st[key] = common.flag(rep, key, value, "method")
+    if key == "load_in_8bit" and st[key]:
+        rep.unknown(key, "int8_base_weights_not_modelled")
+    else:
+        rep.mark_used(key, ["method"])
+
+
+def read_max_steps(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st["max_steps"] = (key, value)  # tokens once the batch shape is known (finish_common)

@@ -16,7 +16,7 @@ LoRA keeps bf16 base weights (``bf16-true``; the fp32 adapters are small).
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
-from . import common, hf, trl
+from . import common, hf, keys, trl
 from .models import resolve_model
 from .report import Report
 
@@ -53,85 +53,116 @@ NOT_MODELLED = {
 _FLASH = {"auto": "sdpa", "disabled": "eager", "sdpa": "sdpa", "fa2": "flash", "fa3": "flash"}
 
 
+def _finetuning_type(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if value in ("freeze", "oft"):
+        rep.unknown(key, "finetuning_type_not_modelled")
+    elif common.choice(rep, key, value, ("lora", "full"), "method", ("freeze", "oft")) is not None:
+        rep.mark_used(key, ["method"])
+
+
+def _quantization_bit(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st["bits"] = value
+    if value == 4:
+        rep.mark_used(key, ["method"])
+    elif value is None:
+        rep.ignore(key)
+    elif value in (2, 3, 5, 6, 8) and not isinstance(value, bool):
+        rep.unknown(key, "only_4bit_modelled")
+    else:
+        st["bits"] = None
+        rep.invalid(key, value, "not_allowed", {"allowed": [2, 3, 4, 5, 6, 8, None]}, "method")
+
+
+def _lora_target(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st["targets_key"] = (key, value)  # checked against the model once it is known
+
+
+def _flash_attn(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if common.choice(rep, key, value, tuple(_FLASH), "attention") is not None:
+        common.set_attention(rep, key, _FLASH[str(value)])
+
+
+def _switch(field: str, value: object, note: str | None = None) -> keys.Key:
+    """A key that, when true, sets ``field`` to ``value``; when false it changes nothing."""
+    def read(rep: Report, key: str, item: object, st: JsonObject) -> None:
+        if common.flag(rep, key, item, field) is True:
+            rep.use(key, field, value)
+        else:
+            rep.ignore(key)
+    return keys.Key(read, (field,), note)
+
+
+def _use_unsloth(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if common.flag(rep, key, value) is True:
+        st["unsloth"] = True
+        from ..request import ESTIMATE_FIELDS
+        if "framework" in ESTIMATE_FIELDS:
+            rep.use(key, "framework", "unsloth")
+        else:
+            rep.unknown(key, "framework_not_modelled")
+    else:
+        rep.ignore(key)
+
+
+def _disable_checkpointing(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    disable = common.flag(rep, key, value, "gradient_checkpointing")
+    rep.use(key, "gradient_checkpointing", None if disable is None else not disable)
+
+
+def _precision_flag(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st[key] = common.flag(rep, key, value, "precision")
+    rep.mark_used(key, ["precision"])
+
+
+def _trainer_key(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """A key LLaMA-Factory takes from the Trainer (read as :mod:`.trl` reads it), or one of
+    its own the estimate does not model, or ignores."""
+    if trl.training_arg(rep, st, key, value, st["read_file"]):
+        return
+    if key in NOT_MODELLED:
+        rep.unknown(key, "not_modelled")
+    elif key in IGNORED or key in trl.TRAINING_IGNORED:
+        rep.ignore(key)
+    else:
+        rep.unknown(key)
+
+
+# LLaMA-Factory's own keys; any other goes through _trainer_key
+KEYS: dict[str, keys.Key] = {
+    "model_name_or_path": keys.Key(lambda rep, key, value, st: None, ("model",), "read first: the model's shapes"),
+    "finetuning_type": keys.Key(_finetuning_type, ("method",)),
+    "quantization_bit": keys.Key(_quantization_bit, ("method",), "only 4 bits modelled"),
+    "double_quantization": keys.boolean("qlora_double_quant"),
+    "lora_rank": keys.whole("lora_rank"),
+    "lora_dropout": keys.call(hf.set_dropout, "lora_dropout"),
+    "lora_target": keys.Key(_lora_target, ("lora_targets",)),
+    "cutoff_len": keys.whole("seq_len"),
+    "packing": keys.Key(hf.read_packing, (), "packed sequences fill seq_len"),
+    "flash_attn": keys.Key(_flash_attn, ("attention",)),
+    "enable_liger_kernel": _switch("chunked_loss", True, "Liger's fused linear cross-entropy"),
+    "use_unsloth": keys.Key(_use_unsloth, ("framework",)),
+    # Unsloth's checkpointing offloads each block's input to the CPU
+    "use_unsloth_gc": _switch("activation_offload", True),
+    "disable_gradient_checkpointing": keys.Key(_disable_checkpointing, ("gradient_checkpointing",)),
+    **{name: keys.Key(_precision_flag, ("precision",)) for name in ("pure_bf16", "bf16", "fp16")},
+    # TRL's names, which LLaMA-Factory does not read
+    **{name: keys.Key(lambda rep, key, value, st: rep.unknown(key))
+       for name in ("max_length", "max_seq_length", "use_peft", "lora_r")},
+}
+
+
 def import_llamafactory(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
     rep = Report("llamafactory", TOOL)
     st: JsonObject = {}
     arch = None
-    if isinstance(data.get("model_name_or_path"), str) or model is not None:
+    if "model_name_or_path" in data or model is not None:
         arch = resolve_model(rep, "model_name_or_path" if "model_name_or_path" in data else "(model)",
                              data.get("model_name_or_path"), model)
     finetuning = data.get("finetuning_type", "lora")
-    for key, value in data.items():
-        key = str(key)
-        if key == "model_name_or_path":
-            continue
-        if key == "finetuning_type":
-            if value in ("lora", "full"):
-                rep.mark_used(key, ["method"])
-            else:
-                rep.unknown(key, "finetuning_type_not_modelled")
-        elif key == "quantization_bit":
-            st["bits"] = value
-            if value == 4:
-                rep.mark_used(key, ["method"])
-            elif value is None:
-                rep.ignore(key)
-            else:
-                rep.unknown(key, "only_4bit_modelled")
-        elif key == "double_quantization":
-            rep.use(key, "qlora_double_quant", common.is_true(value))
-        elif key == "lora_rank":
-            common.set_int(rep, key, "lora_rank", value)
-        elif key == "lora_dropout":
-            hf.set_dropout(rep, key, value)
-        elif key == "lora_target":
-            st["targets_key"] = (key, value)
-        elif key == "cutoff_len":
-            common.set_int(rep, key, "seq_len", value)
-        elif key == "packing":
-            st["packing"] = common.is_true(value)
-            rep.ignore(key, "packing_fills_seq_len")
-        elif key == "flash_attn":
-            common.set_attention(rep, key, _FLASH.get(str(value), str(value)))
-        elif key == "enable_liger_kernel":
-            if common.is_true(value):
-                rep.use(key, "chunked_loss", True)  # Liger's fused linear cross-entropy
-            else:
-                rep.ignore(key)
-        elif key == "use_unsloth":
-            if common.is_true(value):
-                st["unsloth"] = True
-                from ..request import ESTIMATE_FIELDS
-                if "framework" in ESTIMATE_FIELDS:
-                    rep.use(key, "framework", "unsloth")
-                else:
-                    rep.unknown(key, "framework_not_modelled")
-            else:
-                rep.ignore(key)
-        elif key == "use_unsloth_gc":
-            if common.is_true(value):
-                # Unsloth's checkpointing offloads each block's input to the CPU
-                rep.use(key, "activation_offload", True)
-            else:
-                rep.ignore(key)
-        elif key == "disable_gradient_checkpointing":
-            rep.use(key, "gradient_checkpointing", not common.is_true(value))
-        elif key == "pure_bf16":
-            st["pure_bf16"] = common.is_true(value)
-            rep.mark_used(key, ["precision"])
-        elif key in ("bf16", "fp16"):
-            st[key] = common.is_true(value)
-            rep.mark_used(key, ["precision"])
-        elif key in ("max_length", "max_seq_length", "packing", "use_peft", "lora_r"):
-            rep.unknown(key)
-        elif trl.training_arg(rep, st, key, value, read_file):
-            continue
-        elif key in NOT_MODELLED:
-            rep.unknown(key, "not_modelled")
-        elif key in IGNORED or key in trl.TRAINING_IGNORED:
-            rep.ignore(key)
-        else:
-            rep.unknown(key)
+    if finetuning not in ("lora", "full", "freeze", "oft"):
+        finetuning = "lora"  # refused below: LLaMA-Factory's default in its place
+    st["read_file"] = read_file
+    keys.read_keys(rep, data, KEYS, st, rest=keys.Key(_trainer_key))
 
     if finetuning in ("lora", "full"):
         method = "full" if finetuning == "full" else ("qlora" if st.get("bits") == 4 else "lora")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..arch import ModelArch
 from ..jsontypes import JsonObject
-from . import common
+from . import common, hf, keys
 from .models import arch_of, torchtune_builder
 from .report import Report
 
@@ -38,6 +38,81 @@ PLAIN_LOSSES = {"torch.nn.CrossEntropyLoss"}
 _MODEL_IGNORED = {"lora_alpha", "use_dora_magnitude", "max_seq_len"}
 
 
+def _max_seq_len(rep: Report, path: str, value: object, st: JsonObject) -> None:
+    if value is None:
+        rep.unknown(path, "no_truncation_length")
+    else:
+        common.set_int(rep, path, "seq_len", value)
+
+
+def _packed(rep: Report, path: str, value: object, st: JsonObject) -> None:
+    st["packing"] = common.flag(rep, path, value)
+    rep.ignore(path, "packing_fills_seq_len")
+
+
+def _epochs(rep: Report, path: str, value: object, st: JsonObject) -> None:
+    epochs = common.integer(rep, path, value, "epochs", maximum=2 ** 62)  # range(epochs)
+    if epochs is not None:
+        rep.use_plan(path, "epochs", epochs)
+
+
+def _max_steps(rep: Report, path: str, value: object, st: JsonObject) -> None:
+    if value is None:
+        rep.ignore(path)
+    else:
+        st["max_steps"] = common.integer(rep, path, value, "dataset_tokens", maximum=2 ** 62)
+
+
+def _loss_component(rep: Report, path: str, value: object, st: JsonObject) -> None:
+    if value in CHUNKED_LOSSES:
+        rep.use(path, "chunked_loss", True)
+    elif value in PLAIN_LOSSES:
+        rep.use(path, "chunked_loss", False)
+    else:
+        rep.unknown(path)
+
+
+def _compile(rep: Report, path: str, value: object, st: JsonObject) -> None:
+    # a dict of compile options compiles too
+    rep.use(path, "torch_compile", True if isinstance(value, dict) else common.flag(rep, path, value, "torch_compile"))
+
+
+def _optimizer_section(rep: Report, path: str, value: object, st: JsonObject) -> None:
+    if isinstance(value, dict):
+        _optimizer(rep, value)
+    else:
+        rep.unknown(path)
+
+
+KEYS: dict[str, keys.Key] = {
+    # listed first: an explicit entry below overrides them
+    **{name: keys.ignored() for name in sorted(IGNORED)},
+    **{name: keys.not_modelled() for name in sorted(NOT_MODELLED)},
+    "model": keys.Key(lambda rep, path, value, st: None, ("model", "method", "lora_targets"),
+                      "read first (_model): the builder names the preset and the method"),
+    "tokenizer": keys.section({"max_seq_len": keys.Key(_max_seq_len, ("seq_len",))}, ("seq_len",),
+                              rest=keys.ignored()),
+    "dataset": keys.section({"packed": keys.Key(_packed)}, otherwise="ignored", rest=keys.ignored()),
+    "batch_size": keys.whole("micro_batch_size"),
+    "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
+    "epochs": keys.Key(_epochs, ("epochs",), "a whole number: the recipes loop over range(epochs)"),
+    "max_steps_per_epoch": keys.Key(_max_steps, ("dataset_tokens",), "tokens only over packed sequences"),
+    "optimizer": keys.Key(_optimizer_section, ("optimizer", "optimizer_fused")),
+    "optimizer_in_bwd": keys.boolean("optimizer_in_backward"),
+    "loss": keys.section({"_component_": keys.Key(_loss_component, ("chunked_loss",)),
+                          "num_output_chunks": keys.ignored()}, ("chunked_loss",)),
+    # torchtune 0.7.0 training.precision: fp16, bf16, fp32, fp64 (fp16 and fp64 not modelled)
+    "dtype": keys.mapped("precision", {"bf16": "bf16-true", "fp32": "fp32"}, ("fp16", "fp64")),
+    "enable_activation_checkpointing": keys.boolean("gradient_checkpointing"),
+    "enable_activation_offloading": keys.boolean("activation_offload"),
+    "compile": keys.Key(_compile, ("torch_compile",)),
+    "fsdp_cpu_offload": keys.state("distributed", True, keys.boolean("cpu_offload", ("none", "optimizer+params"))),
+    "fsdp_reshard_after_forward": keys.state("distributed", True, keys.boolean("sharding", ("zero2", "zero3"))),
+    "data_parallel_shard_dim": keys.state("distributed", True, keys.Key(
+        lambda rep, path, value, st: rep.mark_used(path, ["sharding"]), ("sharding",))),
+}
+
+
 def import_torchtune(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
     rep = Report("torchtune", TOOL)
     st: JsonObject = {}
@@ -48,85 +123,7 @@ def import_torchtune(data: JsonObject, model: object = None, read_file: common.R
         rep.request["model"] = model
     if "model" in data and not isinstance(spec, dict):
         rep.unknown("model", "not_a_component")
-    for key, value in data.items():
-        key = str(key)
-        if key == "model":
-            continue
-        if key == "tokenizer" and isinstance(value, dict):
-            for sub, item in value.items():
-                path = f"tokenizer.{sub}"
-                if sub == "max_seq_len":
-                    if item is None:
-                        rep.unknown(path, "no_truncation_length")
-                    else:
-                        common.set_int(rep, path, "seq_len", item)
-                else:
-                    rep.ignore(path)
-        elif key == "dataset" and isinstance(value, dict):
-            for sub, item in value.items():
-                path = f"dataset.{sub}"
-                if sub == "packed":
-                    st["packing"] = common.is_true(item)
-                    rep.ignore(path, "packing_fills_seq_len")
-                else:
-                    rep.ignore(path)
-        elif key == "dataset":
-            rep.ignore(key)
-        elif key == "batch_size":
-            common.set_int(rep, key, "micro_batch_size", value)
-        elif key == "gradient_accumulation_steps":
-            common.set_int(rep, key, "gradient_accumulation_steps", value)
-        elif key == "epochs":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                rep.unknown(key, "not_a_positive_number")
-            else:
-                rep.use_plan(key, "epochs", value)
-        elif key == "max_steps_per_epoch":
-            st["max_steps"] = value
-            if value is None:
-                rep.ignore(key)
-        elif key == "optimizer" and isinstance(value, dict):
-            _optimizer(rep, value)
-        elif key == "optimizer_in_bwd":
-            rep.use(key, "optimizer_in_backward", common.is_true(value))
-        elif key == "loss" and isinstance(value, dict):
-            for sub, item in value.items():
-                path = f"loss.{sub}"
-                if sub == "_component_" and item in CHUNKED_LOSSES:
-                    rep.use(path, "chunked_loss", True)
-                elif sub == "_component_" and item in PLAIN_LOSSES:
-                    rep.use(path, "chunked_loss", False)
-                elif sub == "num_output_chunks":
-                    rep.ignore(path)
-                else:
-                    rep.unknown(path)
-        elif key == "dtype":
-            precision = {"bf16": "bf16-true", "fp32": "fp32"}.get(str(value))
-            if precision is None:
-                rep.unknown(key, "dtype_not_modelled")
-            else:
-                rep.use(key, "precision", precision)
-        elif key == "enable_activation_checkpointing":
-            rep.use(key, "gradient_checkpointing", common.is_true(value))
-        elif key == "enable_activation_offloading":
-            rep.use(key, "activation_offload", common.is_true(value))
-        elif key == "compile":
-            rep.use(key, "torch_compile", common.is_true(value) if not isinstance(value, dict) else True)
-        elif key == "fsdp_cpu_offload":
-            st["distributed"] = True
-            rep.use(key, "cpu_offload", "optimizer+params" if common.is_true(value) else "none")
-        elif key == "fsdp_reshard_after_forward":
-            st["distributed"] = True
-            rep.use(key, "sharding", "zero3" if common.is_true(value) else "zero2")
-        elif key == "data_parallel_shard_dim":
-            st["distributed"] = True
-            rep.mark_used(key, ["sharding"])
-        elif key in NOT_MODELLED:
-            rep.unknown(key, "not_modelled")
-        elif key in IGNORED:
-            rep.ignore(key)
-        else:
-            rep.unknown(key)
+    keys.read_keys(rep, data, KEYS, st)
 
     if st.get("distributed"):
         rep.default("sharding", "zero3", TOOL + ": fsdp_reshard_after_forward true")
@@ -166,7 +163,7 @@ def import_torchtune(data: JsonObject, model: object = None, read_file: common.R
 def _model(rep: Report, spec: JsonObject, st: JsonObject, override: object) -> ModelArch | None:
     component = spec.get("_component_")
     preset_id, method = torchtune_builder(component) if isinstance(component, str) else (None, "full")
-    if common.is_true(spec.get("quantize_base")) and method == "lora":
+    if spec.get("quantize_base") is True and method == "lora":
         method = "qlora"
     if override is not None:
         rep.mark_used("model._component_", ["model", "method"], "model_given_separately")
@@ -190,24 +187,22 @@ def _model(rep: Report, spec: JsonObject, st: JsonObject, override: object) -> M
             else:
                 rep.unknown(path)
         elif key == "apply_lora_to_mlp":
-            if common.is_true(value):
+            if common.flag(rep, path, value, "lora_targets") is True:
                 targets += ["gate_proj", "down_proj", "up_proj"]
             rep.mark_used(path, ["lora_targets"])
         elif key == "apply_lora_to_output":
-            if common.is_true(value):
+            if common.flag(rep, path, value, "lora_targets") is True:
                 targets.append("lm_head")
             rep.mark_used(path, ["lora_targets"])
         elif key == "lora_rank":
             common.set_int(rep, path, "lora_rank", value)
         elif key == "lora_dropout":
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1:
-                rep.use(path, "lora_dropout", float(value))
-            else:
-                rep.unknown(path, "not_a_dropout_rate")
+            hf.set_dropout(rep, path, value)
         elif key == "quantize_base":
-            rep.mark_used(path, ["method"])
+            if common.flag(rep, path, value, "method") is not None:
+                rep.mark_used(path, ["method"])
         elif key == "use_dora":
-            rep.unknown(path, "not_modelled") if common.is_true(value) else rep.ignore(path)
+            rep.unknown(path, "not_modelled") if common.flag(rep, path, value) is True else rep.ignore(path)
         elif key in _MODEL_IGNORED:
             rep.ignore(path)
         else:
@@ -235,8 +230,9 @@ def _optimizer(rep: Report, cfg: JsonObject) -> None:
             else:
                 rep.use(path, "optimizer", name)
         elif key == "fused":
+            fused = common.flag(rep, path, value, "optimizer_fused")
             if component in ("torch.optim.AdamW", "torch.optim.Adam"):
-                rep.use(path, "optimizer_fused", common.is_true(value))
+                rep.use(path, "optimizer_fused", fused)
             else:
                 rep.ignore(path)
         elif key == "momentum":

@@ -18,7 +18,7 @@ the file and keeps calc's).
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
-from . import common, hf
+from . import common, hf, keys
 from .models import resolve_model
 from .report import Report
 
@@ -130,107 +130,145 @@ def import_trl(data: JsonObject, model: object = None, read_file: common.ReadFil
     return rep.result()
 
 
-def training_arg(rep: Report, st: JsonObject, key: str, value: object, read_file: common.ReadFile | None = None) -> bool:
-    """One key of TrainingArguments / SFTConfig / ModelConfig; False when not one of them."""
-    if key == "per_device_train_batch_size":
-        common.set_int(rep, key, "micro_batch_size", value)
-    elif key == "gradient_accumulation_steps":
-        common.set_int(rep, key, "gradient_accumulation_steps", value)
-    elif key in ("max_length", "max_seq_length"):
-        if value is None:
-            rep.unknown(key, "no_truncation_length")
-        else:
-            common.set_int(rep, key, "seq_len", value)
-    elif key == "packing":
-        st["packing"] = common.is_true(value)
-        rep.ignore(key, "packing_fills_seq_len")
-    elif key == "optim":
-        common.set_optimizer_hf(rep, key, value)
-    elif key == "gradient_checkpointing":
-        if isinstance(value, bool):
-            rep.use(key, "gradient_checkpointing", value)
-        else:
-            rep.unknown(key)
-    elif key == "gradient_checkpointing_kwargs":
-        if isinstance(value, dict):
-            hf.checkpointing_kwargs(rep, value, key + ".")
-        else:
-            rep.ignore(key)
-    elif key in ("bf16", "fp16", "tf32"):
-        st[key] = value
-        if key == "tf32":
-            rep.ignore(key, "fp32_matmul_speed_not_modelled")
-        else:
-            rep.mark_used(key, ["precision"])
-    elif key in ("dtype", "torch_dtype"):
-        st["dtype"] = value
+def _max_length(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if value is None:
+        rep.unknown(key, "no_truncation_length")
+    else:
+        common.set_int(rep, key, "seq_len", value)
+
+
+def _checkpointing_kwargs(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if isinstance(value, dict):
+        hf.checkpointing_kwargs(rep, value, key + ".")
+    else:
+        rep.ignore(key)
+
+
+def _precision_flag(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    # None: the Trainer's "not set" (tf32 and, in TRL, bf16)
+    flagged = None if value is None else common.flag(rep, key, value, "precision")
+    if flagged is not None or value is None:
+        st[key] = flagged
+    if key == "tf32":
+        rep.ignore(key, "fp32_matmul_speed_not_modelled")
+    else:
         rep.mark_used(key, ["precision"])
-    elif key == "attn_implementation":
-        if value is None:
-            rep.ignore(key)
-        else:
-            common.set_attention(rep, key, value)
-    elif key == "use_liger_kernel":
-        st["liger"] = common.is_true(value)
-        if st["liger"]:
-            rep.use(key, "chunked_loss", True)
-        else:
-            rep.ignore(key)
-    elif key == "loss_type":
-        st["loss_type"] = value
-        if value == "chunked_nll":
-            rep.use(key, "chunked_loss", True)
-        elif value in ("nll", "dft"):
-            rep.use(key, "chunked_loss", False)
-        else:
-            rep.unknown(key)
-    elif key == "activation_offloading":
-        rep.use(key, "activation_offload", common.is_true(value))
-    elif key == "torch_compile":
-        rep.use(key, "torch_compile", common.is_true(value))
-    elif key == "num_train_epochs":
-        hf.set_epochs(rep, key, value)
-    elif key == "max_steps":
-        st["max_steps"] = (key, value)
-    elif key == "deepspeed":
-        hf.deepspeed_value(rep, key, value, read_file)
-    elif key == "fsdp":
-        common.fsdp_trainer_option(rep, key, value)
-    elif key == "fsdp_config":
-        if isinstance(value, dict):
-            common.fsdp_section(rep, value, key + ".")
-        else:
-            rep.unknown(key, "fsdp_config_file_not_read")
-    elif key == "use_peft":
-        st["use_peft"] = common.is_true(value)
-        rep.mark_used(key, ["method"])
-    elif key == "lora_r":
-        common.set_int(rep, key, "lora_rank", value)
-    elif key == "lora_dropout":
-        hf.set_dropout(rep, key, value)
-    elif key == "lora_modules_to_save":
-        hf.set_modules_to_save(rep, key, value)
-    elif key == "lora_target_modules":
-        if value is None:
-            rep.ignore(key)
-        else:
-            st["targets_key"] = (key, value)
-    elif key in ("load_in_4bit", "load_in_8bit"):
-        st[key] = common.is_true(value)
-        if key == "load_in_8bit" and st[key]:
-            rep.unknown(key, "int8_base_weights_not_modelled")
-        else:
-            rep.mark_used(key, ["method"])
-    elif key == "use_bnb_nested_quant":
-        rep.use(key, "qlora_double_quant", common.is_true(value))
-    elif key in ("peft_config", "lora_config") and isinstance(value, dict):
+
+
+def _dtype(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    # TRL 1.9.0 ModelConfig.dtype choices (torch's names written out also load)
+    name = value.lower().replace("torch.", "") if isinstance(value, str) else value
+    dtype = None if value is None else common.choice(rep, key, name, _DTYPES, "precision")
+    if dtype is not None or value is None:
+        st["dtype"] = dtype
+    rep.mark_used(key, ["precision"])
+
+
+def _attention(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if value is None:
+        rep.ignore(key)
+    else:
+        common.set_attention(rep, key, value)
+
+
+def _liger(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st["liger"] = common.flag(rep, key, value, "chunked_loss")
+    if st["liger"] is True:
+        rep.use(key, "chunked_loss", True)
+    else:
+        rep.ignore(key)
+
+
+def _loss_type(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st["loss_type"] = value
+    if value == "chunked_nll":
+        rep.use(key, "chunked_loss", True)
+    elif value in ("nll", "dft"):
+        rep.use(key, "chunked_loss", False)
+    else:
+        rep.unknown(key)
+
+
+def _fsdp_config(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if isinstance(value, dict):
+        common.fsdp_section(rep, value, key + ".")
+    else:
+        rep.unknown(key, "fsdp_config_file_not_read")
+
+
+def _use_peft(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st["use_peft"] = common.flag(rep, key, value, "method")
+    rep.mark_used(key, ["method"])
+
+
+def _peft_config(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if isinstance(value, dict):
         st["use_peft"] = True
         _lora_config(rep, value, key + ".", st)
-    elif key in ("quantization_config", "bnb_config") and isinstance(value, dict):
+    else:
+        rep.unknown(key)
+
+
+def _bnb_config(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if isinstance(value, dict):
         hf.bnb_section(rep, value, key + ".", st)
     else:
+        rep.unknown(key)
+
+
+# TrainingArguments / SFTConfig / ModelConfig keys that change memory or time
+TRAINING_ARGS: dict[str, keys.Key] = {
+    "per_device_train_batch_size": keys.whole("micro_batch_size"),
+    "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
+    "max_length": keys.Key(_max_length, ("seq_len",)),
+    "max_seq_length": keys.Key(_max_length, ("seq_len",), "the name before TRL 0.20"),
+    "packing": keys.Key(hf.read_packing, (), "packed sequences fill seq_len"),
+    "optim": keys.call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
+    "gradient_checkpointing": keys.boolean("gradient_checkpointing"),
+    "gradient_checkpointing_kwargs": keys.Key(_checkpointing_kwargs),
+    "bf16": keys.Key(_precision_flag, ("precision",)),
+    "fp16": keys.Key(_precision_flag, ("precision",)),
+    "tf32": keys.Key(_precision_flag, (), "fp32 matmul speed not modelled"),
+    "dtype": keys.Key(_dtype, ("precision",)),
+    "torch_dtype": keys.Key(_dtype, ("precision",)),
+    "attn_implementation": keys.Key(_attention, ("attention",)),
+    "use_liger_kernel": keys.Key(_liger, ("chunked_loss",)),
+    "loss_type": keys.Key(_loss_type, ("chunked_loss",)),
+    "activation_offloading": keys.boolean("activation_offload"),
+    "torch_compile": keys.boolean("torch_compile"),
+    "num_train_epochs": keys.call(hf.set_epochs, "epochs"),
+    "max_steps": keys.Key(hf.read_max_steps, ("dataset_tokens",)),
+    "deepspeed": keys.Key(lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st.get("read_file")),
+                          common.DEEPSPEED_FIELDS),
+    "fsdp": keys.call(common.fsdp_trainer_option, "sharding", "cpu_offload"),
+    "fsdp_config": keys.Key(_fsdp_config, ("sharding", "cpu_offload", "frozen_weight_grads")),
+    "use_peft": keys.Key(_use_peft, ("method",)),
+    "lora_r": keys.whole("lora_rank"),
+    "lora_dropout": keys.call(hf.set_dropout, "lora_dropout"),
+    "lora_modules_to_save": keys.call(hf.set_modules_to_save, "lora_modules_to_save"),
+    "lora_target_modules": keys.Key(hf.read_targets, ("lora_targets",)),
+    "load_in_4bit": keys.Key(hf.read_load_in, ("method",)),
+    "load_in_8bit": keys.Key(hf.read_load_in, ("method",), "int8 base weights not modelled"),
+    "use_bnb_nested_quant": keys.boolean("qlora_double_quant"),
+    "peft_config": keys.Key(_peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets")),
+    "lora_config": keys.Key(_peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets")),
+    "quantization_config": keys.Key(_bnb_config, ("method", "qlora_double_quant")),
+    "bnb_config": keys.Key(_bnb_config, ("method", "qlora_double_quant")),
+}
+
+
+def training_arg(rep: Report, st: JsonObject, key: str, value: object, read_file: common.ReadFile | None = None) -> bool:
+    """One key of TrainingArguments / SFTConfig / ModelConfig (:data:`TRAINING_ARGS`); False
+    when not one of them."""
+    spec = TRAINING_ARGS.get(key)
+    if spec is None:
         return False
+    st["read_file"] = read_file
+    spec.read(rep, key, value, st)
     return True
+
+
+_DTYPES = ("auto", "bfloat16", "float16", "float32", "bf16", "fp16", "fp32")
 
 
 def _precision(st: JsonObject, sft: bool) -> str:

@@ -4,11 +4,12 @@ Why not setuptools: the project pins no build tool, Python 3.11's ``venv`` ships
 that cannot build wheels without the ``wheel`` package, and the test suite must build offline.
 A pure-Python wheel is a zip with a fixed layout (PEP 427, PEP 491; metadata per the core
 metadata spec 2.1; ``entry_points.txt`` for the console script), so this module writes it
-directly: every file under ``calc/`` except byte-code, a ``.dist-info`` with METADATA, WHEEL,
+directly: every file under ``calc/`` except byte-code, a ``.dist-info`` with METADATA (its
+``Requires-Dist`` and ``Provides-Extra`` from ``dependencies`` / ``optional-dependencies``), WHEEL,
 entry_points.txt and RECORD (sha256 of each file). Timestamps are fixed
 (``SOURCE_DATE_EPOCH`` if set), so the same sources give the same bytes.
 
-Name, summary, Python requirement and scripts come from ``pyproject.toml`` beside this file;
+Name, summary, Python requirement, extras and scripts come from ``pyproject.toml`` beside this file;
 the version is ``calc.__version__``, read from the source without importing it.
 
     python packaging/calc/calc_wheel.py --out dist/     # -> dist/gpu_finetune_calc-<v>-py3-none-any.whl
@@ -81,6 +82,11 @@ def _metadata(project: dict, version: str, readme: str | None) -> str:
     lines = ["Metadata-Version: 2.1", f"Name: {project['name']}", f"Version: {version}",
              f"Summary: {project['description']}", f"Requires-Python: {project['requires-python']}"]
     lines += [f"Classifier: {c}" for c in project.get("classifiers", [])]
+    lines += [f"Requires-Dist: {r}" for r in project.get("dependencies", [])]
+    for extra, requirements in project.get("optional-dependencies", {}).items():
+        # core metadata 2.1: the extra's name, then each requirement under its environment marker
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f'Requires-Dist: {r}; extra == "{extra}"' for r in requirements]
     if readme is not None:
         lines.append("Description-Content-Type: text/markdown")
         return "\n".join(lines) + "\n\n" + readme

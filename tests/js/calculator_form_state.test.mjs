@@ -2,7 +2,7 @@
 // plain objects with the properties of form controls. Run by tests/test_calculator_state_js.py.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { FormState, configTextFromUrl, parseNumber, splitList } from "../../docs/assets/calculator/form-state.js";
+import { FormState, configTextFromUrl, duplicateKey, parseNumber, splitList } from "../../docs/assets/calculator/form-state.js";
 
 // A control as the page renders it (macros/calculator.py): name, kind, default.
 function control(name, kind, def, extra = {}) {
@@ -148,4 +148,19 @@ test("applied changes set controls and clear a pasted config when a preset is ch
   f.reset();
   assert.equal(f.buildRequest().request.model, "llama-3.1-8b");
   assert.equal(f.queryString(false), "");
+});
+
+test("a config that names a key twice is refused, not read with the last value", () => {
+  assert.equal(duplicateKey('{"a": 1, "b": {"a": 2}, "c": [{"a": 3}, {"a": 4}]}'), null);
+  assert.equal(duplicateKey('{"a": 1, "b": 2, "a": 3}'), "a");
+  assert.equal(duplicateKey('{"x": {"k\\"": 1, "k\\"" : 2}}'), 'k"');
+  assert.equal(duplicateKey('{"a": "a", "b": ["a", "a"]}'), null); // values, not keys
+  const f = form();
+  f.configArea.value = '{"model_type": "llama", "model_type": "mistral"}';
+  const { request, errors } = f.buildRequest();
+  assert.deepEqual(errors.hf_config, { code: "duplicate_key", field: "hf_config", value: "model_type" });
+  assert.equal("model" in request, false);
+  // from the URL, the config keeps its text, so the form refuses it as calc would
+  const text = '{"hf_config": {"model_type": "llama", "model_type": "mistral"}}';
+  assert.equal(configTextFromUrl(text), text);
 });

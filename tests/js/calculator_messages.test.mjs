@@ -11,7 +11,7 @@ import { errorTarget, errorText, internalErrorText, internalReference, validText
 // (calc/data/messages); tests/test_calculator_state_js.py writes them and names the file
 const STRINGS = JSON.parse(readFileSync(process.env.CALC_PAGE_STRINGS, "utf8"));
 
-test("numbers quoted in messages follow the site's format (calc_view/numfmt.py)", () => {
+test("numbers quoted in messages follow the site's format (calc/numfmt.py)", () => {
   assert.equal(formatNumber(1234.5, "en"), "1,234.5");
   assert.equal(formatNumber(1234.5, "es"), "1234,5"); // no grouping below 10 000 in Spanish
   assert.equal(formatNumber(12345.5, "es"), "12\u202f345,5");

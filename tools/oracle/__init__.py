@@ -1,4 +1,4 @@
-"""An exact CPU oracle for the allocated peak of a training step (issue #12).
+"""An exact CPU oracle for the allocated peak of a training step.
 
 The model is built on the meta device from its Hugging Face config, PEFT and gradient
 checkpointing are applied, parameters and buffers become fake tensors

@@ -9,8 +9,10 @@
 //   apply(changes)      set form controls from {field: value} and recompute
 //   request() -> object the current request (for export)
 
-const FORMATS = ["auto", "axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate"];
-const MAX_BYTES = 256 * 1024; // = calc.config_import.loading.MAX_BYTES
+// "auto", then calc.config_import.FORMATS; calc.config_import.loading.MAX_BYTES
+// (tests/js/numfmt.test.mjs checks both against calc)
+export const FORMATS = ["auto", "axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate"];
+export const MAX_BYTES = 256 * 1024;
 
 export function initConfigImport(root, hooks) {
   const strings = JSON.parse(document.getElementById("calc-strings").textContent);
@@ -96,6 +98,30 @@ export function initConfigImport(root, hooks) {
     return (t.notes && t.notes[note]) || note;
   }
 
+  // A refused value in words (= calc.config_import.cli.invalid_text): the value, why, what
+  // the tool accepts, and the default the form got instead.
+  function acceptedText(accepted) {
+    const json = (v) => JSON.stringify(v);
+    if (Array.isArray(accepted.allowed)) {
+      const shown = accepted.allowed.slice(0, 16).map(json);
+      return shown.join(", ") + (accepted.allowed.length > 16 ? ", …" : "");
+    }
+    const kind = accepted.maximum === undefined ? (accepted.minimum_exclusive ? "above" : "at_least")
+      : (accepted.maximum_exclusive ? "below" : "range");
+    return (t.accepted[kind] || kind).replace("{low}", json(accepted.minimum)).replace("{high}", json(accepted.maximum));
+  }
+
+  function invalidText(entry) {
+    let text = t.invalid_key.replace("{key}", entry.key).replace("{value}", JSON.stringify(entry.value))
+      .replace("{reason}", t.invalid[entry.reason] || entry.reason)
+      .replace("{accepted}", acceptedText(entry.accepted || {}));
+    if ("used_instead" in entry) {
+      const source = t.source[entry.source] || entry.source;
+      text += "; " + t.used_instead.replace("{value}", JSON.stringify(entry.used_instead)).replace("{source}", source);
+    }
+    return text;
+  }
+
   function table(caption, heads, rows) {
     const head = el("tr", {}, ...heads.map((h) => el("th", { scope: "col" }, h)));
     const body = rows.map((cells) => el("tr", cells.attrs || {}, ...cells.map((c) => el("td", {}, c))));
@@ -104,16 +130,17 @@ export function initConfigImport(root, hooks) {
   }
 
   function showReport(result) {
-    const counts = { used: 0, ignored: 0, unknown: 0 };
+    const counts = { used: 0, ignored: 0, unknown: 0, invalid: 0 };
     for (const entry of result.keys) counts[entry.status] += 1;
     message.textContent = t.imported
       .replace("{format}", t.formats[result.format] || result.format)
       .replace("{tool}", result.tool)
       .replace("{used}", counts.used).replace("{ignored}", counts.ignored)
-      .replace("{unknown}", counts.unknown);
+      .replace("{unknown}", counts.unknown)
+      + (counts.invalid ? " " + t.invalid_count.replace("{invalid}", counts.invalid) : "");
     const rows = result.keys.map((entry) => {
       const fields = entry.fields ? entry.fields.join(", ") : entry.field || "";
-      const note = noteText(entry.note);
+      const note = entry.status === "invalid" ? invalidText(entry) : noteText(entry.note);
       const cells = [entry.key, t.status[entry.status] || entry.status,
                      [fields, note].filter(Boolean).join(" — ")];
       cells.attrs = { "data-key": entry.key, "data-status": entry.status };
@@ -156,7 +183,9 @@ export function initConfigImport(root, hooks) {
     root.dataset.importStatus = "working";
     send("import", { text, format: format.value, model: hooks.request().model }, (out) => {
       if ("error" in out) {
-        showError(out.error.code);
+        const detected = out.error.detected;
+        showError(out.error.code, detected && `${strings.errors[out.error.code]} ${
+          t.format_detected.replace("{detected}", t.formats[detected] || detected)}`);
         root.dataset.importStatus = "error";
         return;
       }

@@ -5,7 +5,8 @@
 
 export const MODE_PARAM = "mode"; // ?mode=advanced opens the advanced section
 
-const NUMBER_RE = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+// calc.numfmt.NUMBER_RE, which the CLI's flags use (tests/js/numfmt.test.mjs checks the copy)
+export const NUMBER_RE = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
 export function splitList(text) {
   return text.split(",").map((s) => s.trim()).filter(Boolean);
@@ -28,10 +29,42 @@ export function parseNumber(text, lang, percent = false) {
   return percent && (isPercent || value > 1) ? value / 100 : value;
 }
 
-// model={"hf_config": {...}} in the URL: the config box shows the config itself.
+// The first key that an object of this JSON text names twice, or null. JSON.parse keeps
+// the last of two equal keys without a word; calc refuses such a text (duplicate_key), and
+// so does the form. The text must be valid JSON (JSON.parse accepted it).
+export function duplicateKey(text) {
+  const stack = []; // per open object: the keys seen so far; per open array: null
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i];
+    if (c === '"') {
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === "\\" ? 2 : 1;
+      const raw = text.slice(i, j + 1);
+      i = j + 1;
+      const keys = stack[stack.length - 1];
+      while (i < text.length && /\s/.test(text[i])) i += 1;
+      if (keys && text[i] === ":") { // a key of the object being read
+        const key = JSON.parse(raw);
+        if (keys.has(key)) return key;
+        keys.add(key);
+      }
+      continue;
+    }
+    if (c === "{") stack.push(new Set());
+    else if (c === "[") stack.push(null);
+    else if (c === "}" || c === "]") stack.pop();
+    i += 1;
+  }
+  return null;
+}
+
+// model={"hf_config": {...}} in the URL: the config box shows the config itself (as it
+// came, when it names a key twice, so that the form refuses it as calc would).
 export function configTextFromUrl(value) {
   try {
     const parsed = JSON.parse(value);
+    if (duplicateKey(value) !== null) return value;
     if (parsed && typeof parsed === "object" && !Array.isArray(parsed) && "hf_config" in parsed) {
       return JSON.stringify(parsed.hf_config, null, 1);
     }
@@ -183,7 +216,10 @@ export class FormState {
         const text = configArea.value.trim();
         if (text) {
           try {
-            request.model = { hf_config: JSON.parse(text) };
+            const config = JSON.parse(text);
+            const repeated = duplicateKey(text);
+            if (repeated === null) request.model = { hf_config: config };
+            else errors.hf_config = { code: "duplicate_key", field: "hf_config", value: repeated };
           } catch (err) {
             errors.hf_config = { code: "config_json_invalid", field: "hf_config", value: null };
           }

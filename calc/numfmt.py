@@ -1,9 +1,13 @@
 """Numbers as each page language writes them, and back: the site's one number format.
 
-The guides' tables (``macros/``, at build time) and the calculator's results
-(:mod:`calc_view.render`, at build time and in the browser) both format with
-:func:`format_number`; the page's JavaScript mirrors it only for the ranges quoted
-in error messages (``docs/assets/calculator/format.js``).
+The guides' tables (``macros/``, at build time), the calculator's results
+(:mod:`calc_view.render`, at build time and in the browser) and the CLI's tables
+(:mod:`calc.cli.table`) all format with :func:`format_number`. The page's JavaScript
+formats only the bounds quoted in error messages, in the shortest form
+(:func:`format_shortest`, copied by ``docs/assets/calculator/format.js``); ``tests/js/``
+checks the copy on a table of numbers this module writes (``tests/js/numfmt_cases.json``).
+:data:`NUMBER_RE` is a number as a reader types it, the same pattern for the CLI's flags and
+the calculator's form (``docs/assets/calculator/form-state.js``).
 
 Decisions fixed for the whole site:
 
@@ -20,8 +24,13 @@ from __future__ import annotations
 
 import re
 
+from .languages import LANGS
+
 NNBSP = "\u202f"
-LANGS = ("es", "en")
+
+# a number as typed, once the page's decimal comma and digit separators are taken out; ASCII
+# digits only, as JavaScript's \d
+NUMBER_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", re.ASCII)
 
 _EN_RE = re.compile(r"-?\d{1,3}(?:,\d{3})*(?:\.\d+)?")
 _ES_RE = re.compile(r"-?\d+(?:\u202f\d{3})*(?:,\d+)?")
@@ -32,21 +41,52 @@ def _check_lang(lang: str) -> None:
         raise ValueError(f"unknown language {lang!r}")
 
 
+def _written(digits: str, frac: str, negative: bool, lang: str) -> str:
+    """An integer part (plain digits), a fractional part and a sign as ``lang`` writes them."""
+    if lang == "es":
+        whole = f"{int(digits):,}".replace(",", NNBSP) if len(digits) >= 5 else digits
+        point = ","
+    else:
+        whole, point = f"{int(digits):,}", "."
+    return ("-" if negative else "") + whole + (point + frac if frac else "")
+
+
 def format_number(value: float, decimals: int, lang: str) -> str:
     """``value`` rounded to ``decimals`` places (Python's ``format``: round half to
     even on the binary value) and written in ``lang``."""
     _check_lang(lang)
-    text = f"{abs(value):,.{decimals}f}"
-    int_part, _, frac = text.partition(".")
-    negative = value < 0 and float(text.replace(",", "")) != 0.0  # no "-0.0"
-    if lang == "es":
-        digits = int_part.replace(",", "")
-        if len(digits) >= 5:
-            int_part = int_part.replace(",", NNBSP)
-        else:
-            int_part = digits
-        text = int_part + ("," + frac if frac else "")
-    return ("-" if negative else "") + text
+    text = f"{abs(value):.{decimals}f}"
+    digits, _, frac = text.partition(".")
+    negative = value < 0 and float(text) != 0.0  # no "-0.0"
+    return _written(digits, frac, negative, lang)
+
+
+def format_shortest(value: float, lang: str) -> str:
+    """``value`` to twelve significant figures (half away from zero), written with no more
+    digits than it needs (``0.1 + 0.2`` -> ``0.3``): the form of the bounds an error message
+    quotes on the calculator page. Finite values from 1e-6 up to 1e21 in magnitude, or 0:
+    outside those JavaScript switches to exponents."""
+    from decimal import ROUND_HALF_UP, Decimal  # here: the page's figures never need it
+
+    _check_lang(lang)
+    if not -1e21 < value < 1e21:  # infinities and NaN too
+        raise ValueError(f"outside the range written without an exponent: {value!r}")
+    exact = Decimal(value)
+    if exact:
+        exact = exact.quantize(Decimal(1).scaleb(exact.adjusted() - 11), ROUND_HALF_UP)
+    shortest = float(exact)
+    if shortest and not 1e-6 <= abs(shortest) < 1e21:
+        raise ValueError(f"outside the range written without an exponent: {value!r}")
+    sign, digit_tuple, exponent = Decimal(repr(abs(shortest))).normalize().as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    assert isinstance(exponent, int), value  # finite
+    if exponent >= 0:
+        whole, frac = digits + "0" * exponent, ""
+    else:
+        point = len(digits) + exponent
+        whole = digits[:point] if point > 0 else "0"
+        frac = ("0" * -point if point < 0 else "") + digits[max(point, 0):]
+    return _written(whole, frac, value < 0, lang)
 
 
 def parse_number(text: str, lang: str) -> float:
@@ -89,9 +129,9 @@ KINDS: dict[str, tuple[float, int]] = {
 }
 
 # kind -> significant figures: the kinds shown rounded to a number of figures rather than
-# of decimals (issue 17: costs in prose are rounded, "about 40 $", not "38.47 $": the time
-# model's held-out error is tens of percent, so more figures would claim a precision calc
-# does not have).
+# of decimals (costs in prose are rounded, "about 40 $", not "38.47 $": the time model's
+# held-out error is tens of percent, so more figures would claim a precision calc does not
+# have).
 SIGNIFICANT: dict[str, int] = {"usd_approx": 2}
 
 
