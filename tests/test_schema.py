@@ -190,7 +190,7 @@ def test_a_whole_number_with_a_zero_fraction_is_an_integer_for_both(command):
     schema = SCHEMAS[command]
     whole = {**_base(command), "seq_len": 2048.0, "micro_batch_size": 2.0}
     assert errors(whole, schema) == [] and _accepts(command, whole)
-    call = calc.estimate if command == "estimate" else calc.plan
+    call = calc.estimate if command == "estimate" else calc.plan_setup
     assert call(whole) == call({**_base(command), "seq_len": 2048, "micro_batch_size": 2})
     fraction = {**_base(command), "seq_len": 2048.5}
     assert errors(fraction, schema) and not _accepts(command, fraction)
