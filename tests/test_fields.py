@@ -76,12 +76,12 @@ def test_the_older_tables_are_views_of_the_registry():
     assert PLAN_FIELDS == {k: BY_KEY[k].legacy() for k in keys(PLAN)}
     assert ESTIMATE_FIELDS["method"][1].__name__ == "Method" and issubclass(ESTIMATE_FIELDS["method"][1], Enum)
     assert PLAN_FIELDS["price_tier"][1] == "tier"
-    assert PLAN_FIELDS["dataset_tokens"][1:] == ("required_number", (0.0, 1e15, False))
+    assert PLAN_FIELDS["dataset_tokens"][1:] == ("required_number", (1.0, 1e15, True))
     assert ESTIMATE_FIELDS["seq_len"][2] == 4_194_304
 
 
 @pytest.mark.parametrize("key, value, code", [
-    ("seq_len", 0, "not_positive"), ("seq_len", 2.0, "not_integer"),
+    ("seq_len", 0, "not_positive"), ("seq_len", 2.5, "not_integer"),
     ("lora_dropout", 1.0, "out_of_range"), ("method", "dora", "unknown_value"),
     ("price_tier", 3, "wrong_type"), ("price_tier", "cheap", "unknown_value"),
     ("mfu", 0, "out_of_range"), ("dataset_tokens", None, "missing_field"),
@@ -95,6 +95,7 @@ def test_one_check_per_kind_names_the_key(key, value, code):
 
 def test_checked_values_take_the_registry_types():
     assert BY_KEY["method"].check("qlora").value == "qlora"
+    assert BY_KEY["seq_len"].check(2048.0) == 2048 and type(BY_KEY["seq_len"].check(2048.0)) is int
     assert BY_KEY["price_tier"].check("managed") == "managed"
     assert BY_KEY["mfu"].check(None) is None and BY_KEY["mfu"].check(1) == 1.0
     assert BY_KEY["lora_targets"].check("q_proj,v_proj") == "q_proj,v_proj"  # no model: as given
