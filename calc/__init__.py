@@ -10,7 +10,7 @@ plain JSON-compatible dicts:
 
 Bad input raises :class:`InputError` / :class:`ConfigError` (both :class:`CalcError`,
 with ``code``, ``field`` and ``value``). The request keys are described by
-:data:`calc.request.ESTIMATE_FIELDS` and :data:`calc.plan.PLAN_FIELDS`, and as JSON Schema
+:data:`calc.fields.FIELDS` (one registry of every key), and as JSON Schema
 by :func:`calc.schema.request_schema`.
 """
 

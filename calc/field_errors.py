@@ -17,9 +17,16 @@ from .jsontypes import JsonObject
 def field_errors(command: str, data: object) -> list[CalcError]:
     """The errors of each field of ``data`` checked on its own, in the order of the
     command's field table (unknown keys first)."""
+    from .fields import BEHAVIOUR, BEHAVIOUR_OBJECT, BY_KEY, migrate_request
     from .request import ESTIMATE_FIELDS, check_estimate_field, resolve_model
 
-    if not isinstance(data, dict) or command not in ("estimate", "plan"):
+    if command not in ("estimate", "plan"):
+        return []
+    try:
+        data = migrate_request(data)
+    except CalcError as err:
+        return [err]
+    if not isinstance(data, dict):
         return []
     if command == "plan":
         from .plan import PLAN_FIELDS, PLAN_REQUEST_FIELDS, check_plan_field
@@ -28,7 +35,15 @@ def field_errors(command: str, data: object) -> list[CalcError]:
     else:
         fields, plan_fields = ESTIMATE_FIELDS, {}
     errors: list[CalcError] = [InputError("unknown_key", str(key), None)
-                               for key in data if key not in fields]
+                               for key in data if key not in fields and key != BEHAVIOUR_OBJECT]
+    nested = data.get(BEHAVIOUR_OBJECT, {})
+    if isinstance(nested, dict):
+        known = {k: v for k, v in nested.items() if k in BY_KEY and BY_KEY[k].group == BEHAVIOUR}
+        errors += [InputError("unknown_key", f"{BEHAVIOUR_OBJECT}.{key}", None) for key in nested
+                   if key not in known]
+        data = {**{k: v for k, v in data.items() if k != BEHAVIOUR_OBJECT}, **known}
+    else:
+        errors.append(InputError("wrong_type", BEHAVIOUR_OBJECT, nested))
     arch = None
     if "model" not in data:
         errors.append(InputError("missing_field", "model", None))

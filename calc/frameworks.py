@@ -25,6 +25,7 @@ whose behaviour changed since (``accuracy/memory.py``).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from enum import Enum
 
 from .jsontypes import JsonObject
@@ -243,11 +244,12 @@ Outside those setups the key keeps its own default (no warning for a choice the 
 not make)."""
 
 
-def apply_profile(values: JsonObject, explicit: object, framework: Framework) -> JsonObject:
+def apply_profile(values: JsonObject, explicit: Collection[str], framework: Framework) -> JsonObject:
     """``values`` (every key, defaults filled) with the profile's entries for the keys not
-    in ``explicit`` (the request as the caller wrote it), where :data:`APPLIES_WHEN` allows."""
+    in ``explicit`` (the keys the request gives, behaviours included), where
+    :data:`APPLIES_WHEN` allows."""
     for key, value in PROFILES[framework].items():
-        if key not in values or key in explicit:  # type: ignore[operator]  # a dict: parse_fields checked it
+        if key not in values or key in explicit:
             continue
         condition = APPLIES_WHEN.get(key)
         if condition is None or condition(values):

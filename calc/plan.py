@@ -1,53 +1,8 @@
 """The plan command: memory, time, cost, cards that fit, recommendations, solvers, suggestions.
 
-``python -m calc plan --request FILE|-`` takes every key of the estimate request plus the keys of
-:data:`PLAN_FIELDS` (defaults shown there; ``dataset_tokens`` and ``gpu`` are required):
-
-====================================  =============  ==============================================
-key                                   default        meaning
-====================================  =============  ==============================================
-dataset_tokens                        (required)     training tokens in one epoch (>= 1)
-epochs                                1              passes over the dataset (> 0, may be fractional)
-gpu                                   (required)     catalogue id of the card to plan for
-price_per_gpu_hour                    null           USD per GPU-hour; null = catalogue price
-price_tier                            "marketplace"  marketplace | managed (catalogue price tier)
-interruptible                         false          spot/interruptible capacity: cheaper rate,
-                                                     checkpoint overhead, lost work
-checkpoint_interval_minutes           30             minutes between checkpoints (interruptible)
-checkpoint_minutes                    2              minutes one checkpoint takes (interruptible)
-interruptions_per_day                 2              expected interruptions per day (interruptible)
-startup_minutes                       10             environment + model download, billed per start
-starts                                1              planned starts of the final run (>= 1)
-storage_gb                            null           persistent disk; null = base model +
-                                                     2 checkpoints + dataset + environment
-storage_price_per_gb_month            null           USD per GB-month; null = catalogue price
-months_kept                           1              months the storage is kept
-experiment_multiplier                 2.0            GPU time of trials and failed runs, as a
-                                                     multiple of the final run (>= 1; seed 004)
-safety_margin                         0              user margin over the calibrated range
-                                                     (0-1; off by default, calc.calibration)
-mfu                                   null           single-GPU utilisation; null = default for
-                                                     the card class and method (calc.timing)
-qlora_speed_factor                    null           QLoRA/LoRA speed ratio; null = counted
-                                                     dequantisation (calc.timing)
-scaling_efficiency                    null           per-GPU multi-GPU efficiency; null = the
-                                                     communication model (calc.timing)
-fp8_compute                           false          the decoder blocks' linears run in FP8
-                                                     (torchao float8 / Transformer Engine) on
-                                                     cards with FP8 tensor cores
-====================================  =============  ==============================================
-
-Where the defaults come from: ``safety_margin`` 0 because the verdict already compares the
-calibrated range of the estimate (:mod:`calc.calibration`: the middle 80 % of the memory model's
-held-out error) against the card; a margin set by the user multiplies both ends of that range
-(until issue 13 the default was 0.25, the middle of seed 004's "20-30 %", applied to the point
-estimate). Each ``fits`` entry carries ``verdict`` (``fits`` | ``borderline`` |
-``does_not_fit``), ``device_range_bytes`` and ``fits`` (``verdict == "fits"``);
-``experiment_multiplier`` 2.0 is the least the seed's "trials and failed runs often cost more
-than the final run" implies; ``startup_minutes`` 10 stands for the seed's "several minutes per
-start" of environment set-up and model download; ``checkpoint_interval_minutes`` 30,
-``checkpoint_minutes`` 2 and ``interruptions_per_day`` 2 are assumptions to be replaced by the
-user's own figures (marketplace interruptible instances can be pre-empted at any time).
+``python -m calc plan --request FILE|-`` takes every key of the estimate request plus the plan's
+own (:data:`calc.fields.FIELDS`, group ``plan``: their defaults, bounds and sources are there, and
+their meaning in the catalogue's ``help.<key>``; ``dataset_tokens`` and ``gpu`` are required).
 
 The response adds to the estimate's fields (under ``"memory"``): ``time_hours`` (wall-clock of
 the final run), ``time`` (breakdown and factors), ``cost_usd`` (total, breakdown, per hour,
@@ -67,44 +22,24 @@ from . import gpus as gpu_catalogue
 from . import recommend
 from .cost import CostEstimate, CostInputs, default_storage_gb, estimate_cost
 from .errors import InputError
+from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
-from .request import (ESTIMATE_FIELDS, FieldSpec, MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
-                      check_bool, check_int, check_number, parse_estimate_request, parse_fields)
+from .request import (ESTIMATE_FIELDS, MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
+                      parse_estimate_request, parse_fields)
 from .timing import TimeEstimate, default_mfu, estimate_time
 
-MAX_DATASET_TOKENS = 1e15  # beyond every published training corpus: a typo
-MAX_STARTS = 100_000
-
-# key -> (default, kind, (minimum, maximum, minimum allowed?))
-PLAN_FIELDS: dict[str, FieldSpec] = {
-    # at least one token: fewer is a typo (1e-300), not a dataset
-    "dataset_tokens": (None, "required_number", (1.0, MAX_DATASET_TOKENS, True)),
-    "epochs": (1, "number", (0.0, 10_000.0, False)),
-    "gpu": (None, "gpu", None),
-    "price_per_gpu_hour": (None, "optional_number", (0.0, 10_000.0, True)),
-    "price_tier": ("marketplace", "tier", None),
-    "interruptible": (False, "bool", None),
-    "checkpoint_interval_minutes": (30, "number", (0.0, 1e6, False)),
-    "checkpoint_minutes": (2, "number", (0.0, 1e4, True)),
-    "interruptions_per_day": (2, "number", (0.0, 1440.0, True)),
-    "startup_minutes": (10, "number", (0.0, 1e4, True)),
-    "starts": (1, "int", MAX_STARTS),
-    "storage_gb": (None, "optional_number", (0.0, 1e9, True)),
-    "storage_price_per_gb_month": (None, "optional_number", (0.0, 1e4, True)),
-    "months_kept": (1, "number", (0.0, 1200.0, True)),
-    "experiment_multiplier": (2.0, "number", (1.0, 1000.0, True)),
-    "safety_margin": (0.0, "number", (0.0, 1.0, True)),
-    "mfu": (None, "optional_number", (0.0, 1.0, False)),
-    "qlora_speed_factor": (None, "optional_number", (0.0, 1.0, False)),
-    "scaling_efficiency": (None, "optional_number", (0.0, 1.0, False)),
-    "fp8_compute": (False, "bool", None),
-}
+PLAN_FIELDS = {spec.key: spec.legacy() for spec in field_specs("plan") if spec.group == PLAN}
+"""``key -> (default, kind, extra)`` of the plan's own keys, read from :data:`calc.fields.FIELDS`
+(older callers); new code reads the specs there."""
 
 PLAN_REQUEST_FIELDS = {**ESTIMATE_FIELDS, **PLAN_FIELDS}
 
 
 @dataclass(frozen=True)
 class PlanOptions:
+    """The plan's own keys, checked: one attribute per key of group ``plan`` in
+    :data:`calc.fields.FIELDS` (their defaults are there; :func:`parse_plan_options` fills them)."""
+
     dataset_tokens: float
     epochs: float
     gpu: gpu_catalogue.Gpu
@@ -124,7 +59,7 @@ class PlanOptions:
     mfu: float | None
     qlora_speed_factor: float | None
     scaling_efficiency: float | None
-    fp8_compute: bool = False
+    fp8_compute: bool
 
     @property
     def total_tokens(self) -> float:
@@ -133,44 +68,20 @@ class PlanOptions:
 
 def parse_plan_options(data: object) -> PlanOptions:
     """Validate the plan-only keys (the estimate keys are checked by ``parse_estimate_request``)."""
-    values = parse_fields(data, PLAN_REQUEST_FIELDS)
-    out: JsonObject = {key: check_plan_field(key, values[key]) for key in PLAN_FIELDS}
+    fields = {spec.key: spec for spec in field_specs("plan")}
+    values = parse_fields(data, fields)
+    out: JsonObject = {key: spec.check(values[key]) for key, spec in fields.items() if spec.group == PLAN}
     return PlanOptions(**out)
 
 
 def check_plan_field(key: str, value: object) -> object:
     """One plan-only field, checked on its own (``None`` = left out)."""
-    default, kind, extra = PLAN_FIELDS[key]
-    if kind in ("required_number", "gpu") and value is None:
-        raise InputError("missing_field", key, None)
-    if kind == "gpu":
-        try:
-            return gpu_catalogue.get_gpu(value, key)
-        except InputError as err:  # say which cards there are
-            ids = [g["id"] for g in gpu_catalogue.gpus_listing()["gpus"]]
-            raise InputError(err.code, key, value, extra={"allowed": ids}) from None
-    if kind == "tier":
-        valid = {"allowed": list(gpu_catalogue.TIERS)}
-        if not isinstance(value, str):
-            raise InputError("wrong_type", key, value, extra=valid)
-        if value not in gpu_catalogue.TIERS:
-            raise InputError("unknown_value", key, value, extra=valid)
-        return value
-    if kind == "bool":
-        return check_bool(key, value)
-    if kind == "int":
-        assert not isinstance(extra, tuple), extra  # an int's extra is its maximum
-        return check_int(key, value, extra)
-    if kind == "optional_number" and value is None:
-        return None
-    assert isinstance(extra, tuple), extra  # a number's extra is its range
-    lo, hi, allow_lo = extra
-    return float(check_number(key, value, lo, hi, allow_equal_min=allow_lo))
+    return BY_KEY[key].check(value)
 
 
 def parse_plan_request(data: object) -> tuple[EstimateRequest, PlanOptions]:
     options = parse_plan_options(data)
-    return parse_estimate_request(data, fields=PLAN_REQUEST_FIELDS), options
+    return parse_estimate_request(data, "plan"), options
 
 
 # --- pieces of the plan ---------------------------------------------------------------------------

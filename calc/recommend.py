@@ -60,11 +60,10 @@ class Estimator:
                  for k, v in changes.items()}
         out = dataclasses.replace(self.request, **fixed)
         if out.profile_keys:  # the library's setup-dependent behaviours follow the new setup
+            from .fields import defaults
             from .frameworks import reapplied
-            from .request import ESTIMATE_FIELDS
 
-            again = reapplied(out.to_dict(), out.profile_keys, out.framework,
-                              {k: spec[0] for k, spec in ESTIMATE_FIELDS.items()})
+            again = reapplied(out.to_dict(), out.profile_keys, out.framework, defaults("estimate"))
             out = dataclasses.replace(out, **{k: v for k, v in again.items() if k not in fixed})
         return out
 

@@ -12,7 +12,7 @@ Why these values:
   ``calc/data/models.json``);
 - ``seq_len`` 2048, micro-batch 1, no gradient accumulation, gradient checkpointing, SDPA
   attention, AdamW, LoRA rank 16 on every linear layer: the request's own defaults
-  (:data:`calc.request.ESTIMATE_FIELDS`), so a page's setup is what the CLI and the
+  (:data:`calc.fields.FIELDS`), so a page's setup is what the CLI and the
   calculator do when told nothing;
 - precision per method: PyTorch AMP mixed precision (``bf16-mixed``, fp32 master weights)
   for full fine-tuning, as Hugging Face's Trainer does with ``bf16=True``; pure bf16

@@ -1,10 +1,9 @@
 """JSON Schema (draft 2020-12) of the estimate and plan requests, generated from the field tables.
 
-Every property comes from :data:`calc.request.ESTIMATE_FIELDS` / :data:`calc.plan.PLAN_FIELDS`
-through :func:`calc.cli.fields.field_specs` (the same description the CLI's flags are built
-from), with the English help text of the CLI as its ``description``; preset and card ids come
-from the catalogues. ``model`` is one of three forms, as calc reads it: a preset id, a Hugging
-Face id of the alias table (a pattern generated from that table, so it matches exactly the ids
+Every property comes from the request's field registry (:data:`calc.fields.FIELDS`, which the
+CLI's flags are built from too), with the English help text of the message catalogue as its
+``description``; preset and card ids come from the catalogues. ``model`` is one of three forms,
+as calc reads it: a preset id, a Hugging Face id of the alias table (a pattern generated from that table, so it matches exactly the ids
 :func:`calc.presets.resolve_preset_id` resolves: any letter case, spaces around, an
 ``https://huggingface.co/`` address; the ids themselves listed in ``examples``), or
 ``{"hf_config": {...}}``. ``python -m calc schema estimate|plan`` prints them; the site
@@ -16,6 +15,8 @@ A whole number may be written with a zero fraction: ``2048.0`` is 2048 for the s
 What a schema cannot say, and the parser still checks:
 
 - ``lora_targets`` must name linear modules of the chosen model (``unknown_lora_target``);
+- a library behaviour given both on top (as older requests do) and under ``behaviour`` must have
+  one value (``key_given_twice``);
 - ``model.hf_config`` must be a config.json calc can read (``calc.hf_config``): the schema only
   says it is an object;
 - the memory model may still refuse a valid request it cannot estimate.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cli.fields import FieldSpec, field_specs
+from .fields import BEHAVIOUR, BEHAVIOUR_OBJECT, FieldSpec, field_specs
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 FILE_NAMES = {"estimate": "estimate-request.schema.json", "plan": "plan-request.schema.json"}
@@ -117,24 +118,31 @@ def request_schema(command: str) -> dict[str, Any]:
     if command not in FILE_NAMES:
         raise ValueError(command)
     from . import __version__
-    from .cli.helptext import default_text
-    from .cli.messages import Messages
+    from .catalogue import catalogue
 
-    msg = Messages("en")
+    words = catalogue("en")
     properties: dict[str, Any] = {}
+    behaviours: dict[str, Any] = {}  # filled as the keys come
     required = []
     for spec in field_specs(command):
-        prop = {"description": msg.help(spec.key) or msg.label(spec.key), **property_schema(spec)}
-        unit = msg.unit(spec.key)
+        description = words.get(spec.help_id, None, "long") or words.get(spec.label_id, spec.key, "long")
+        prop = {"description": description, **property_schema(spec)}
+        unit = words.get(spec.unit_id, None, "long")
         if unit:
             prop["description"] += f" Unit: {unit}."
         if spec.required:
             required.append(spec.key)
-        elif spec.default is not None or spec.optional:
+        else:  # a key without a default is required or optional (null: calc picks)
+            assert spec.default is not None or spec.optional, spec.key
             prop["default"] = spec.default
-        elif spec.kind not in ("model", "gpu"):
-            prop["description"] += f" Default: {default_text(spec, msg)}."
+        if spec.group == BEHAVIOUR:  # its place is the behaviour object; on top it still works
+            behaviours[spec.key] = prop
+            prop = {**prop, "deprecated": True}
         properties[spec.key] = prop
+        if spec.key == "framework":  # the object the framework's profile fills, next to it
+            properties[BEHAVIOUR_OBJECT] = {
+                "description": words.message("help.behaviour", "long"), "type": "object",
+                "additionalProperties": False, "properties": behaviours}
     return {
         "$schema": DIALECT,
         "$id": FILE_NAMES[command],

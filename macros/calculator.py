@@ -1,7 +1,7 @@
 """The calculator page, rendered at build time.
 
 ``{{ calculator() }}`` writes the form (controls named after the request keys,
-with their kinds and defaults from ``calc``'s own field tables) and the result
+with their kinds and defaults from ``calc``'s field registry, :mod:`calc.fields`) and the result
 of the default setup, computed now by CPython's ``calc`` and drawn by
 ``calc_view`` — the same renderer the browser's worker runs. The page so
 shows numbers before Pyodide has loaded (``data-calc-state="static"``).
@@ -18,6 +18,7 @@ import calc
 import calc_view as view
 from calc import reference as _reference
 from calc.catalogue import LANGS, catalogue
+from calc.fields import BEHAVIOUR, FieldSpec, keys, spec_by_key
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,21 +34,16 @@ PAGE_DEFAULTS = {"model": _reference.MODELS["small"],
                  "price_tier": _reference.SETUP["price_tier"]}
 COMMAND = "plan"  # one round trip: the plan response includes the memory estimate
 
-# Form sections: (legend key, request keys). Keys calc adds later land in the last one.
-# The first is the basic form (shown); the others are the advanced options, folded in one
-# <details> whose open state is the URL's mode=advanced.
+# Form sections: (legend key, request keys). Reader and plan keys calc adds later land in the
+# last one. The first is the basic form (shown); the others are the advanced options, folded in
+# one <details> whose open state is the URL's mode=advanced.
 GROUPS = (
     ("legend_basic", ("model", "method", "gpu", "num_gpus", "seq_len", "micro_batch_size",
                       "dataset_tokens", "epochs")),
-    # the training library first: its profile (calc.frameworks) sets the behaviours below it,
+    # the training library first: its profile (calc.frameworks) sets the library behaviours
+    # (every key of group "behaviour" in calc.fields, added by form()) below it,
     # each of which stays adjustable for a version that differs
-    ("legend_library", ("framework", "lora_adapter_dtype", "qlora_keeps_inputs",
-                        "qlora_unchunked_quantization", "qlora_quant_state_replicated",
-                        "optimizer_fused", "attention_keeps_fused_qkv", "attention_grouped_kv",
-                        "loss_outputs_kept", "sync_each_micro_batch", "frozen_weight_grads",
-                        "moe_expert_layout", "previous_outputs_kept", "qlora_output_layer_quantized",
-                        "qlora_dequant_fp16", "fsdp_flat_parameters", "fsdp_wrap_floor",
-                        "logits_upcast_in_model", "chunked_loss_keeps_fp32")),
+    ("legend_library", ("framework",)),
     ("legend_method", ("lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
                        "precision", "optimizer", "optimizer_in_backward", "lora_modules_to_save")),
     ("legend_batch", ("gradient_accumulation_steps", "gradient_checkpointing", "attention",
@@ -58,16 +54,6 @@ GROUPS = (
 )
 BASIC = "legend_basic"
 LIBRARY = "legend_library"
-# Options that only mean something for some methods: hidden for the others (calculator.css
-# reads data-applies against the root's data-method).
-APPLIES = {"lora_rank": "lora qlora", "lora_targets": "lora qlora", "lora_dropout": "lora qlora",
-           "frozen_weight_grads": "lora qlora", "qlora_double_quant": "qlora",
-           "qlora_keeps_inputs": "qlora", "qlora_unchunked_quantization": "qlora",
-           "qlora_speed_factor": "qlora", "qlora_quant_state_replicated": "qlora",
-           "lora_adapter_dtype": "lora qlora", "moe_expert_layout": "lora qlora",
-           "qlora_output_layer_quantized": "qlora", "qlora_dequant_fp16": "qlora",
-           "fsdp_flat_parameters": "full", "lora_modules_to_save": "lora qlora"}
-PERCENT_FIELDS = ("safety_margin",)  # shares the reader may also write as percentages
 
 
 # The page's words, taken from the message catalogue (calc/data/messages): section of the
@@ -79,8 +65,7 @@ PAGE_SECTIONS = {"ui": "ui", "units": "unit", "labels": "label", "components": "
 
 def option_fields() -> list[str]:
     """The request keys with a closed set of values the form offers (a <select>)."""
-    return [key for key, (_default, kind, _extra) in request_fields().items()
-            if kind == "tier" or (isinstance(kind, type) and issubclass(kind, Enum))]
+    return [key for key, spec in request_fields().items() if spec.kind == "enum"]
 
 
 def page_strings(lang: str) -> dict:
@@ -112,14 +97,14 @@ def load_gpu_names() -> dict[str, str]:
     return {g["id"]: g.get("name") or g["id"] for g in gpus}
 
 
-def request_fields() -> dict[str, tuple]:
-    """Every request key of the command with ``(default, kind, extra)``, as calc declares it."""
-    from calc.request import ESTIMATE_FIELDS
+def request_fields() -> dict[str, FieldSpec]:
+    """Every request key of the command, as calc's field registry declares it."""
+    return spec_by_key(COMMAND)
 
-    fields = dict(ESTIMATE_FIELDS)
-    if COMMAND == "plan":  # calc.plan is also a function of the package: import the module
-        fields.update(importlib.import_module("calc.plan").PLAN_FIELDS)
-    return fields
+
+def behaviour_order() -> tuple[str, ...]:
+    """The library behaviours (group ``behaviour``), in the registry's order."""
+    return keys(BEHAVIOUR)
 
 
 def profile_keys() -> tuple[str, ...]:
@@ -135,10 +120,10 @@ def default_request() -> dict:
     library profile sets are left to the profile, as the form leaves them (calculator.js)."""
     out = {}
     governed = set(profile_keys())
-    for key, (default, _kind, _extra) in request_fields().items():
+    for key, spec in request_fields().items():
         if key in governed and key not in PAGE_DEFAULTS:
             continue
-        value = PAGE_DEFAULTS.get(key, default)
+        value = PAGE_DEFAULTS.get(key, spec.default)
         if value is not None:
             out[key] = value
     return out
@@ -153,30 +138,23 @@ def compute(request: dict) -> dict:
 
 # ---------------------------------------------------------------- form
 
-# calc's field kinds -> the form's: how a control reads and writes its value.
-_INPUT_KINDS = {"int": "int", "number": "number", "required_number": "number",
-                "optional_number": "number", "fraction": "number", "bool": "bool",
-                "targets": "targets", "model": "model", "gpu": "enum", "tier": "enum"}
+# calc's field kinds (calc.fields.KINDS) -> the form's: how a control reads and writes its value.
+_INPUT_KINDS = {"int": "int", "number": "number", "fraction": "number", "bool": "bool",
+                "targets": "targets", "model": "model", "gpu": "enum", "enum": "enum"}
 
 
-def input_kind(kind: object) -> str:
+def input_kind(spec: FieldSpec) -> str:
     """A kind calc adds later stops the build here, rather than becoming a text box that
     sends the wrong type."""
-    if isinstance(kind, type) and issubclass(kind, Enum):
-        return "enum"
-    if str(kind) not in _INPUT_KINDS:
-        raise ValueError(f"calculator: no form control for request field kind {kind!r}")
-    return _INPUT_KINDS[str(kind)]
+    if spec.kind not in _INPUT_KINDS:
+        raise ValueError(f"calculator: no form control for request field kind {spec.kind!r}")
+    return _INPUT_KINDS[spec.kind]
 
 
-def _choices(key: str, kind: object, strings: dict, gpus: list) -> list[tuple[str, str]]:
-    if key == "gpu":
+def _choices(spec: FieldSpec, strings: dict, gpus: list) -> list[tuple[str, str]]:
+    if spec.kind == "gpu":
         return [(g["id"], g.get("name") or g["id"]) for g in gpus]
-    if kind == "tier":
-        from calc.gpus import TIERS
-
-        return [(t, view.option(key, t, strings)) for t in TIERS]
-    return [(m.value, view.option(key, m.value, strings)) for m in kind]
+    return [(value, view.option(spec.key, value, strings)) for value in spec.choices or ()]
 
 
 def _field_wrap(key: str, strings: dict, control: list, hint: str | None = None,
@@ -218,11 +196,11 @@ def _url_text(value: object) -> str:
     return str(value)
 
 
-def _control(key: str, spec: tuple, value: object, strings: dict, presets: list, gpus: list,
+def _control(spec: FieldSpec, value: object, strings: dict, presets: list, gpus: list,
              placeholders: dict) -> list:
-    default, kind, _extra = spec
-    page_default = PAGE_DEFAULTS.get(key, default)
-    kind_name = input_kind(kind)
+    key = spec.key
+    page_default = PAGE_DEFAULTS.get(key, spec.default)
+    kind_name = input_kind(spec)
     if kind_name == "model":
         options = ["datalist", {"id": "calc-model-list"}] + [
             ["option", {"value": p["id"]}, p.get("name") or p["id"]] for p in presets]
@@ -250,7 +228,7 @@ def _control(key: str, spec: tuple, value: object, strings: dict, presets: list,
     if kind_name == "enum":
         select = ["select", {"id": f"calc-{key}", "name": key, "data-kind": "enum",
                              "data-default": _url_text(page_default)}]
-        for val, text in _choices(key, kind, strings, gpus):
+        for val, text in _choices(spec, strings, gpus):
             attrs = {"value": val}
             if val == _url_text(value):
                 attrs["selected"] = "selected"
@@ -261,7 +239,7 @@ def _control(key: str, spec: tuple, value: object, strings: dict, presets: list,
                            strings["ui"]["targets_hint"])
     hint = strings["ui"]["optional_hint"] if page_default is None else None
     extra = {"placeholder": placeholders[key]} if key in placeholders else {}
-    if key in PERCENT_FIELDS:  # 25, "25 %" and 0.25 all mean a quarter (calculator.js)
+    if spec.percent:  # 25, "25 %" and 0.25 all mean a quarter (calculator.js)
         extra["data-percent"] = "true"
         hint = strings["ui"]["margin_hint"]
     return _field_wrap(key, strings, _text_input(key, value, kind_name, page_default, **extra), hint)
@@ -289,11 +267,13 @@ def _dataset_helper(strings: dict) -> list:
 def form(strings: dict, presets: list, gpus: list, placeholders: dict) -> list:
     fields = request_fields()
     request = default_request()
-    placed = {k for _, keys in GROUPS for k in keys}
+    sections = [(legend, names + behaviour_order() if legend == LIBRARY else names)
+                for legend, names in GROUPS]
+    placed = {k for _, names in sections for k in names}
     node = ["form", {"class": "calc-form", "novalidate": "novalidate", "autocomplete": "off"}]
     advanced = ["div", {"class": "calc-advanced-body"}]
-    for legend, keys in GROUPS:
-        keys = keys or tuple(k for k in fields if k not in placed)
+    for legend, names in sections:
+        names = names or tuple(k for k in fields if k not in placed)
         fieldset = ["fieldset", {}, ["legend", {}, strings["ui"][legend]]]
         # the library's behaviours fold under its choice: the profile sets them, and a reader
         # opens them only to match another version (calculator.js opens them when the URL
@@ -301,12 +281,12 @@ def form(strings: dict, presets: list, gpus: list, placeholders: dict) -> list:
         behaviours = (["details", {"class": "calc-library-behaviours"},
                        ["summary", {}, strings["ui"]["library_behaviours_summary"]]]
                       if legend == LIBRARY else None)
-        for key in keys:
+        for key in names:
             if key in fields:
-                control = _control(key, fields[key], request.get(key), strings, presets, gpus,
-                                   placeholders)
-                if key in APPLIES:
-                    control[1]["data-applies"] = APPLIES[key]
+                spec = fields[key]
+                control = _control(spec, request.get(key), strings, presets, gpus, placeholders)
+                if spec.methods:  # shown for these methods only (calculator.css, data-method)
+                    control[1]["data-applies"] = " ".join(spec.methods)
                 if key == "dataset_tokens":
                     fieldset.append(_dataset_helper(strings))
                 (behaviours if behaviours is not None and key != "framework" else fieldset).append(control)

@@ -85,7 +85,7 @@ def request_for(query: dict) -> dict:
     for key, text in query.items():
         if key in PAGE_ONLY_PARAMS:
             continue
-        kind = calculator.input_kind(FIELDS[key][1])
+        kind = calculator.input_kind(FIELDS[key])
         if key == "model" and text.startswith("{"):
             request[key] = json.loads(text)
         elif kind in ("int", "number"):

@@ -9,7 +9,8 @@ import re
 # annotations (no effect on validity): title, description, default, examples
 KEYWORDS = {"$schema", "$id", "title", "description", "default", "examples", "type", "enum", "minimum",
             "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern", "items", "minItems",
-            "properties", "required", "additionalProperties", "oneOf", "anyOf"}
+            "properties", "required", "additionalProperties", "oneOf", "anyOf",
+            "deprecated"}  # an annotation: nothing to check
 
 _TYPES = {
     "object": lambda v: isinstance(v, dict),

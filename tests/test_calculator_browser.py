@@ -242,10 +242,10 @@ def test_enough_variations_cover_every_option():
     assert len(ALL_VARIATIONS) >= 30
     used = {key for query in ALL_VARIATIONS for key in query}
     assert set(FIELDS) <= used
-    for key, (default, kind, _extra) in FIELDS.items():
-        if isinstance(kind, type) and calculator.input_kind(kind) == "enum":
-            seen = {q[key] for q in ALL_VARIATIONS if key in q} | {str(default)}
-            assert seen >= {m.value for m in kind}, key
+    for key, spec in FIELDS.items():
+        if spec.enum is not None and calculator.input_kind(spec) == "enum":
+            seen = {q[key] for q in ALL_VARIATIONS if key in q} | {str(spec.default)}
+            assert seen >= set(spec.choices or ()), key
 
 
 class _StaticOutputs(html.parser.HTMLParser):

@@ -7,7 +7,8 @@ import pytest
 from calc.errors import InputError
 from calc.frameworks import APPLIES_WHEN, PROFILES, SOURCES, Framework
 from calc.memory import estimate_dict
-from calc.request import ESTIMATE_FIELDS, parse_estimate_request
+from calc.fields import BEHAVIOUR, BY_KEY, READER, field_specs, keys, spec_by_key
+from calc.request import parse_estimate_request
 
 FRAMEWORKS = [f.value for f in Framework]
 
@@ -16,21 +17,25 @@ def _resolved(**request) -> dict:
     return parse_estimate_request(request).to_dict()
 
 
-def test_framework_follows_every_key_it_profiles_and_generic_by_default():
-    # keys added later come after it, as every new key does (moe_expert_layout); the profiled
-    # ones among them (LitGPT's loop and Lightning's 4-bit layers, torchtune's fp32 logits and
-    # eager chunked loss) sit at the end: the profile is applied once every key is parsed
-    order = list(ESTIMATE_FIELDS)
+def test_profiles_set_library_behaviours_and_a_few_reader_defaults():
+    # a profile sets the library behaviours (group "behaviour"), and of the reader's choices
+    # only those a library makes for its users unless told otherwise; which keys a profile sets
+    # is what the registry says, not where the keys stand in it
     profiled = {key for profile in PROFILES.values() for key in profile}
-    later = {key for key in profiled if order.index(key) > order.index("framework")}
-    assert later == {"previous_outputs_kept", "qlora_output_layer_quantized", "qlora_dequant_fp16",
-                     "fsdp_flat_parameters", "logits_upcast_in_model", "chunked_loss_keeps_fp32"}
-    assert set(order[-len(later):]) == later
+    assert {BY_KEY[key].group for key in profiled} == {BEHAVIOUR, READER}
+    assert {key for key in profiled if BY_KEY[key].group == READER} == {
+        "chunked_loss", "lora_dropout", "activation_offload"}
+    assert set(keys(BEHAVIOUR)) - profiled == {"moe_expert_layout"}  # set by the model's version
+    for key in profiled:
+        assert BY_KEY[key].profiles == tuple(fw for fw in Framework if key in PROFILES[fw]), key
+    assert BY_KEY["moe_expert_layout"].profiles == ()
+    # a profile's entry applies wherever its key stands among the fields
     assert _resolved(model="llama-3.1-8b", framework="torchtune")["logits_upcast_in_model"] is True
+    assert _resolved(model="llama-3.1-8b", framework="torchtune")["qlora_unchunked_quantization"] is False
     assert _resolved(model="llama-3.1-8b")["logits_upcast_in_model"] is False
     assert _resolved(model="llama-3.1-8b", framework="torchtune", logits_upcast_in_model=False)[
         "logits_upcast_in_model"] is False
-    assert ESTIMATE_FIELDS["framework"][0] == "generic"
+    assert BY_KEY["framework"].default == "generic" and BY_KEY["framework"].group == READER
     assert _resolved(model="llama-3.1-8b")["framework"] == "generic"
 
 
@@ -38,16 +43,16 @@ def test_generic_keeps_every_default():
     base = {"model": "llama-3.1-8b", "method": "qlora", "num_gpus": 4, "sharding": "zero3"}
     assert estimate_dict(base) == estimate_dict({**base, "framework": "generic"})
     resolved = _resolved(**base)
-    for key, (default, _kind, _extra) in ESTIMATE_FIELDS.items():
-        if key not in base and key != "framework" and not isinstance(default, (str, type(None))):
-            assert resolved[key] == default, key
+    for spec in field_specs("estimate"):
+        if spec.key not in base and spec.key != "framework" and not isinstance(spec.default, (str, type(None))):
+            assert resolved[spec.key] == spec.default, spec.key
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_every_profile_entry_cites_its_source(framework):
     fw = Framework(framework)
     entries = PROFILES[fw]
-    assert set(entries) <= set(ESTIMATE_FIELDS) - {"model", "method", "framework"}
+    assert set(entries) <= set(spec_by_key("estimate")) - {"model", "method", "framework"}
     for key in entries:
         text = SOURCES[fw][key]
         assert len(text) > 20 and any(ch.isdigit() for ch in text) or text.startswith("as "), (framework, key)

@@ -170,12 +170,12 @@ def _link_request(href: str) -> dict:
     out = default_request()
     fields = request_fields()
     for key, text in parse_qsl(urlsplit(html.unescape(href)).query):
-        kind = fields[key][1]
+        kind = fields[key].kind
         if text in ("true", "false"):
             out[key] = text == "true"
         elif kind == "int":
             out[key] = int(text)
-        elif kind in ("number", "required_number", "optional_number"):
+        elif kind == "number":
             out[key] = float(text)
         else:
             out[key] = text

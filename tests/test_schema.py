@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import calc
 from calc.errors import CalcError
+from calc.fields import BEHAVIOUR, BY_KEY
 from calc.plan import PLAN_FIELDS, parse_plan_request
 from calc.presets import get_preset, resolve_preset_id
 from calc.request import ESTIMATE_FIELDS, parse_estimate_request
@@ -34,12 +35,20 @@ def _accepts(command: str, request: dict) -> bool:
 def test_schema_has_every_key_of_the_field_tables(command):
     schema = SCHEMAS[command]
     keys = list(ESTIMATE_FIELDS) + (list(PLAN_FIELDS) if command == "plan" else [])
-    assert list(schema["properties"]) == keys
+    framework = keys.index("framework")
+    assert list(schema["properties"]) == [*keys[:framework + 1], "behaviour", *keys[framework + 1:]]
+    properties = dict(schema["properties"])
+    behaviour = properties.pop("behaviour")
+    assert behaviour["type"] == "object" and behaviour["additionalProperties"] is False
+    assert list(behaviour["properties"]) == [k for k in keys if BY_KEY[k].group == BEHAVIOUR]
+    for key, prop in behaviour["properties"].items():  # on top they still work, as before
+        assert properties[key] == {**prop, "deprecated": True}
     assert schema["additionalProperties"] is False
     assert set(schema["required"]) == ({"model", "dataset_tokens", "gpu"} if command == "plan" else {"model"})
     assert keywords(schema) <= KEYWORDS, keywords(schema) - KEYWORDS
-    for key, prop in schema["properties"].items():
+    for key, prop in properties.items():
         assert prop["description"], key
+        assert prop.get("deprecated", False) == (BY_KEY[key].group == BEHAVIOUR), key
         if key not in schema["required"] and "default" in prop:
             default = (ESTIMATE_FIELDS.get(key) or PLAN_FIELDS[key])[0]
             assert prop["default"] == default
@@ -85,7 +94,9 @@ def valid_requests(draw, command: str):
                 st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True).map(",".join)))
             continue
         strategy = _strategy(prop)
-        if strategy is not None:
+        if strategy is not None and prop.get("deprecated") and draw(st.booleans()):
+            out.setdefault("behaviour", {})[key] = draw(strategy)  # a behaviour in its place
+        elif strategy is not None:
             out[key] = draw(strategy)
     return out
 
@@ -156,6 +167,11 @@ def test_requests_that_break_the_schema_are_refused(command):
         assert errors(request, schema) and not _accepts(command, request)
     request = {**_base(command), "no_such_key": 1}
     assert errors(request, schema) and not _accepts(command, request)
+    for behaviour in (3, {"no_such_key": 1}, {"seq_len": 1024}, {"qlora_keeps_inputs": 1},
+                      {"moe_expert_layout": "no-such-value"}):
+        request = {**_base(command), "behaviour": behaviour}
+        assert errors(request, schema), behaviour
+        assert not _accepts(command, request), behaviour
     assert checked > 60
 
 

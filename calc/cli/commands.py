@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..config_import.cli import add_config_warnings
 from ..errors import CalcError, InputError
+from ..fields import with_changes
 from ..jsontypes import JsonObject
 from ..languages import LANGS
 from . import io
@@ -75,7 +76,7 @@ def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
         loaded = source.load(args)
         if loaded is None:
             continue
-        base = {**base, **loaded} if isinstance(base, dict) and isinstance(loaded, dict) else loaded
+        base = with_changes(base, loaded) if isinstance(base, dict) and isinstance(loaded, dict) else loaded
     overrides = flag_overrides(args, specs)
     hf_path = getattr(args, "hf_config", None)
     if hf_path is not None:
@@ -87,7 +88,7 @@ def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
         return overrides
     if not overrides or not isinstance(base, dict):
         return base  # a request that is not an object: calc names the problem
-    return {**base, **overrides}
+    return with_changes(base, overrides)
 
 
 # --- estimate -------------------------------------------------------------------------------------

@@ -1,0 +1,720 @@
+"""The request's fields, defined once: name, kind, default, bounds or choices, group, words.
+
+Every key of the ``estimate`` and ``plan`` requests is one :class:`FieldSpec` in
+:data:`FIELDS`. The rest is read from it: the request's defaults, parsing and checks
+(:mod:`calc.request`, :mod:`calc.plan`), the CLI's flags and ``--help``
+(:mod:`calc.cli.flags`, :mod:`calc.cli.helptext`), the JSON Schema (:mod:`calc.schema`), the
+calculator's controls and URL keys (``macros/calculator.py``; a control and its URL
+parameter carry the key's name) and the help texts, which the message catalogue holds under
+the spec's ``label_id``, ``help_id`` and ``unit_id``.
+
+``group`` says what a key is:
+
+- ``reader``: a choice the reader makes about the run (model, method, batch, GPUs...);
+- ``behaviour``: how a library version behaves (a quirk of bitsandbytes, peft, FSDP...), which
+  the training library's profile (``framework``, :mod:`calc.frameworks`) sets and the reader
+  overrides only to match another version;
+- ``plan``: a key of the plan request only (dataset, card, prices, time factors).
+
+The order of :data:`FIELDS` is only the order keys are shown in (``--help``, the schema, the
+request echoed in a response); it means nothing else. A profile may also set a reader key
+(its usual choice, such as torchtune's chunked loss): :attr:`FieldSpec.profiles` says which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, TypeVar
+
+from .errors import InputError
+from .frameworks import PROFILES, Framework
+from .gpus import TIERS
+from .jsontypes import JsonObject
+
+if TYPE_CHECKING:
+    from .arch import ModelArch
+
+READER = "reader"
+BEHAVIOUR = "behaviour"
+PLAN = "plan"
+GROUPS = (READER, BEHAVIOUR, PLAN)
+KINDS = ("model", "int", "number", "fraction", "bool", "enum", "targets", "gpu")
+
+
+class Method(str, Enum):
+    FULL = "full"
+    LORA = "lora"
+    QLORA = "qlora"
+
+
+class Precision(str, Enum):
+    """Lightning's names. ``bf16-true``: weights, grads and optimizer states in
+    bf16. ``*-mixed``: fp32 master weights and fp32 optimizer states, 16-bit
+    compute. ``fp32``: everything in fp32."""
+
+    BF16_TRUE = "bf16-true"
+    BF16_MIXED = "bf16-mixed"
+    FP16_MIXED = "fp16-mixed"
+    FP32 = "fp32"
+
+
+class Optimizer(str, Enum):
+    ADAMW = "adamw"
+    ADAMW_8BIT = "adamw-8bit"
+    PAGED_ADAMW = "paged-adamw"
+    PAGED_ADAMW_8BIT = "paged-adamw-8bit"
+    ADAFACTOR = "adafactor"
+    SGD = "sgd"
+    SGD_MOMENTUM = "sgd-momentum"
+
+
+class Attention(str, Enum):
+    SDPA = "sdpa"
+    FLASH = "flash"
+    EAGER = "eager"
+
+
+class AdapterDtype(str, Enum):
+    """dtype of the LoRA adapters: the base weights' (``base``) or ``fp32``."""
+
+    BASE = "base"
+    FP32 = "fp32"
+
+
+class MoeExpertLayout(str, Enum):
+    """How a MoE model stores its experts, which decides how peft adapts them (see
+    :mod:`calc.lora`): one ``nn.Linear`` per expert matrix (transformers 4) or one 3-D
+    tensor per expert stack adapted through peft's ``target_parameters`` (transformers 5)."""
+
+    PER_EXPERT_MODULES = "per-expert-modules"
+    FUSED_3D = "fused-3d"
+
+
+class ModulesToSave(str, Enum):
+    """Modules LoRA / QLoRA trains in full beside the adapters (peft ``modules_to_save``)."""
+
+    NONE = "none"
+    EMBED_TOKENS = "embed_tokens"
+    LM_HEAD = "lm_head"
+    EMBED_TOKENS_LM_HEAD = "embed_tokens+lm_head"
+    EMBED_TOKENS_LM_HEAD_TIED = "embed_tokens+lm_head-tied"  # peft ensure_weight_tying=True
+
+
+class Sharding(str, Enum):
+    """FSDP FULL_SHARD = zero3, SHARD_GRAD_OP = zero2."""
+
+    NONE = "none"
+    DDP = "ddp"
+    ZERO1 = "zero1"
+    ZERO2 = "zero2"
+    ZERO3 = "zero3"
+
+
+class CpuOffload(str, Enum):
+    NONE = "none"
+    OPTIMIZER = "optimizer"
+    OPTIMIZER_PARAMS = "optimizer+params"
+
+
+# Upper bounds: beyond them a value is a typo, not a training run.
+MAX_SEQ_LEN = 4_194_304  # 4M tokens, above the longest published context windows
+MAX_MICRO_BATCH = 65_536
+MAX_LORA_RANK = 65_536
+MAX_GPUS = 65_536
+MAX_ACCUMULATION = 65_536
+MAX_DATASET_TOKENS = 1e15  # beyond every published training corpus: a typo
+MAX_STARTS = 100_000
+
+E = TypeVar("E", bound=Enum)
+
+
+# --- checks ---------------------------------------------------------------------------------------
+
+def int_range(maximum: int | None) -> JsonObject:
+    """What :func:`check_int` accepts, for the error's ``extra`` (the form says it)."""
+    out: JsonObject = {"integer": True, "minimum": 1}
+    if maximum is not None:
+        out["maximum"] = maximum
+    return out
+
+
+def check_int(field: str, value: object, maximum: int | None = None) -> int:
+    """A positive integer, at most ``maximum``. A float with no fraction counts as that
+    integer (``2048.0`` is 2048), as JSON Schema and the calculator's form count it."""
+    valid = int_range(maximum)
+    number = int(value) if isinstance(value, float) and value.is_integer() else value
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise InputError("not_integer", field, value, extra=valid)
+    if number <= 0:
+        raise InputError("not_positive", field, value, extra=valid)
+    if maximum is not None and number > maximum:
+        raise InputError("out_of_range", field, value, extra=valid)
+    return number
+
+
+def number_range(minimum: float, maximum: float | None, allow_equal_min: bool = True,
+                 maximum_exclusive: bool = False) -> JsonObject:
+    """What :func:`check_number` accepts, for the error's ``extra``."""
+    out: JsonObject = {"minimum": minimum}
+    if not allow_equal_min:
+        out["minimum_exclusive"] = True
+    if maximum is not None:
+        out["maximum"] = maximum
+        if maximum_exclusive:
+            out["maximum_exclusive"] = True
+    return out
+
+
+def check_number(field: str, value: object, minimum: float = 0.0, maximum: float | None = None,
+                 allow_equal_min: bool = True) -> float:
+    """A finite real number in range (for prices, token counts, fractions)."""
+    valid = number_range(minimum, maximum, allow_equal_min)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError("not_number", field, value, extra=valid)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InputError("not_number", field, value, extra=valid)
+    if value < minimum or (not allow_equal_min and value == minimum):
+        raise InputError("out_of_range", field, value, extra=valid)
+    if maximum is not None and value > maximum:
+        raise InputError("out_of_range", field, value, extra=valid)
+    return value
+
+
+def check_fraction(field: str, value: object) -> float:
+    """A probability ``0 <= p < 1`` (a dropout rate of 1 drops everything)."""
+    valid = number_range(0.0, 1.0, maximum_exclusive=True)
+    try:
+        value = check_number(field, value, 0.0, 1.0)
+    except InputError as err:
+        raise InputError(err.code, field, value, extra=valid) from None
+    if value >= 1.0:
+        raise InputError("out_of_range", field, value, extra=valid)
+    return float(value)
+
+
+def check_bool(field: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InputError("not_boolean", field, value, extra={"allowed": [True, False]})
+    return value
+
+
+def check_choice(field: str, value: object, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (the error names them all)."""
+    valid = {"allowed": list(choices)}
+    if not isinstance(value, str):
+        raise InputError("wrong_type", field, value, extra=valid)
+    if value not in choices:
+        raise InputError("unknown_value", field, value, extra=valid)
+    return value
+
+
+def check_enum(field: str, value: object, enum: type[E]) -> E:
+    return enum(check_choice(field, value, tuple(m.value for m in enum)))
+
+
+def check_targets(value: object, arch: ModelArch) -> tuple[str, ...] | str:
+    """``"all-linear"``, or linear module names of ``arch`` (a list, or comma-separated as in
+    the URL form), repeats dropped, order kept."""
+    if value == "all-linear":
+        return "all-linear"
+    if isinstance(value, str):  # "q_proj,v_proj" as in the URL form
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    valid = {"allowed": ["all-linear", *dict.fromkeys(arch.linear_names())]}
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise InputError("wrong_type", "lora_targets", value, extra=valid)
+    known = set(arch.linear_names())
+    for name in value:
+        if name not in known:
+            raise InputError("unknown_lora_target", "lora_targets", name, extra=valid)
+    return tuple(dict.fromkeys(value))  # keep order, drop repeats
+
+
+# --- the spec ---------------------------------------------------------------------------------------
+
+LegacySpec = tuple[object, "str | type[Enum]", "int | tuple[float, float, bool] | None"]
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One request key. ``kind`` is one of :data:`KINDS`; ``minimum`` / ``maximum`` bound the
+    numbers (an ``int`` is at least 1); ``choices`` are an ``enum``'s values, and ``enum`` the
+    class a parsed value becomes (``None``: it stays text); ``methods`` the methods the key
+    means something for (``None``: all); ``percent``: the form also reads ``25 %`` as 0.25;
+    ``doc``: what the key stands for in the libraries, with sources (the reader's words are
+    in the catalogue, under :attr:`help_id`)."""
+
+    key: str
+    kind: str
+    default: object
+    group: str = READER
+    required: bool = False
+    optional: bool = False  # null allowed (calc picks its own value)
+    choices: tuple[str, ...] | None = None
+    enum: type[Enum] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    exclusive_maximum: bool = False
+    methods: tuple[str, ...] | None = None
+    percent: bool = False
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        assert self.kind in KINDS and self.group in GROUPS, (self.key, self.kind, self.group)
+
+    @property
+    def table(self) -> str:
+        """``"plan"`` for a plan-only key, else ``"estimate"`` (the CLI's flag groups)."""
+        return "plan" if self.group == PLAN else "estimate"
+
+    @property
+    def flag(self) -> str:
+        """The URL parameter's name with dashes: ``seq_len`` -> ``--seq-len``."""
+        return "--" + self.key.replace("_", "-")
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in ("int", "number", "fraction")
+
+    @property
+    def label_id(self) -> str:
+        return "label." + self.key
+
+    @property
+    def help_id(self) -> str:
+        return "help." + self.key
+
+    @property
+    def unit_id(self) -> str:
+        return "unit_of." + self.key
+
+    @property
+    def profiles(self) -> tuple[Framework, ...]:
+        """The training libraries whose profile sets this key when the request leaves it out."""
+        return tuple(fw for fw, entries in PROFILES.items() if self.key in entries)
+
+    def check(self, value: object, arch: ModelArch | None = None) -> object:
+        """The key's value checked on its own (not ``model``, which needs the catalogue):
+        coded :class:`~calc.errors.InputError` if bad. ``arch`` is needed for ``lora_targets``
+        only (``None``: not checked against a model). ``None`` stands for a left-out key."""
+        key, kind = self.key, self.kind
+        if self.required and value is None:
+            raise InputError("missing_field", key, None)
+        if kind == "gpu":
+            from . import gpus
+            try:
+                return gpus.get_gpu(value, key)
+            except InputError as err:  # say which cards there are
+                ids = [g["id"] for g in gpus.gpus_listing()["gpus"]]
+                raise InputError(err.code, key, value, extra={"allowed": ids}) from None
+        if kind == "enum":
+            assert self.choices is not None, key
+            if self.enum is not None:
+                return check_enum(key, value, self.enum)
+            return check_choice(key, value, self.choices)
+        if kind == "bool":
+            return check_bool(key, value)
+        if kind == "int":
+            return check_int(key, value, None if self.maximum is None else int(self.maximum))
+        if kind == "fraction":
+            return check_fraction(key, value)
+        if kind == "targets":
+            return check_targets(value, arch) if arch is not None else value
+        assert kind == "number" and self.minimum is not None, key  # "model" is not checked here
+        if self.optional and value is None:
+            return None
+        return float(check_number(key, value, self.minimum, self.maximum,
+                                  allow_equal_min=not self.exclusive_minimum))
+
+    def legacy(self) -> LegacySpec:
+        """``(default, kind, extra)``, the tuple of :data:`calc.request.ESTIMATE_FIELDS` and
+        :data:`calc.plan.PLAN_FIELDS` (kept for their callers): an Enum class as the kind of
+        an estimate choice, ``"tier"`` for the price tier; an int's maximum, or a plan
+        number's ``(minimum, maximum, minimum allowed)``, as ``extra``."""
+        if self.kind == "enum":
+            return self.default, self.enum if self.enum is not None else "tier", None
+        if self.kind == "int":
+            return self.default, "int", None if self.maximum is None else int(self.maximum)
+        if self.kind == "number":
+            assert self.minimum is not None and self.maximum is not None, self.key
+            kind = "required_number" if self.required else "optional_number" if self.optional else "number"
+            return self.default, kind, (self.minimum, self.maximum, not self.exclusive_minimum)
+        return self.default, self.kind, None
+
+
+def _int(key: str, default: int, maximum: int, group: str, **more: object) -> FieldSpec:
+    return FieldSpec(key, "int", default, group, minimum=1, maximum=maximum, **more)  # type: ignore[arg-type]
+
+
+def _bool(key: str, default: bool, group: str, **more: object) -> FieldSpec:
+    return FieldSpec(key, "bool", default, group, **more)  # type: ignore[arg-type]
+
+
+def _enum(key: str, enum: type[Enum], default: str, group: str, **more: object) -> FieldSpec:
+    return FieldSpec(key, "enum", default, group, choices=tuple(m.value for m in enum), enum=enum,
+                     **more)  # type: ignore[arg-type]
+
+
+def _number(key: str, default: float | None, minimum: float, maximum: float, minimum_allowed: bool,
+            **more: object) -> FieldSpec:
+    return FieldSpec(key, "number", default, PLAN, minimum=minimum, maximum=maximum,
+                     exclusive_minimum=not minimum_allowed, **more)  # type: ignore[arg-type]
+
+
+PEFT = ("lora", "qlora")  # methods with adapters
+QLORA = ("qlora",)
+FULL = ("full",)
+
+FIELDS: tuple[FieldSpec, ...] = (
+    FieldSpec("model", "model", None, READER, required=True),
+    _enum("method", Method, "lora", READER),
+    _int("lora_rank", 16, MAX_LORA_RANK, READER, methods=PEFT),
+    FieldSpec("lora_targets", "targets", "all-linear", READER, methods=PEFT),
+    _bool("qlora_double_quant", True, READER, methods=QLORA),
+    _enum("precision", Precision, "bf16-true", READER),
+    _enum("optimizer", Optimizer, "adamw", READER),
+    _bool("optimizer_in_backward", False, READER),
+    _int("micro_batch_size", 1, MAX_MICRO_BATCH, READER),
+    _int("seq_len", 2048, MAX_SEQ_LEN, READER),
+    _bool("gradient_checkpointing", True, READER),
+    _enum("attention", Attention, "sdpa", READER),
+    _bool("chunked_loss", False, READER),
+    _bool("activation_offload", False, READER),
+    _int("num_gpus", 1, MAX_GPUS, READER),
+    _enum("sharding", Sharding, "none", READER),
+    _enum("cpu_offload", CpuOffload, "none", READER),
+    FieldSpec("lora_dropout", "fraction", 0.0, READER, minimum=0.0, maximum=1.0, exclusive_maximum=True,
+              methods=PEFT, doc=(
+            "dropout on the adapter's input, ``0 <= p < 1``; peft's default "
+            "``LoraConfig.lora_dropout = 0.0``. Above 0 each adapter keeps its dropout output and "
+            "mask for backward (:mod:`calc.activations`).")),
+    _int("gradient_accumulation_steps", 1, MAX_ACCUMULATION, READER, doc=(
+            "micro-batches per optimizer step. Above 1 the gradients of the earlier micro-batches "
+            "stay alive through the forward and backward of the next ones; with FSDP / ZeRO-2/3 "
+            "on several GPUs, accumulation under ``no_sync`` keeps them unsharded "
+            "(:func:`calc.states.accumulates_unsharded_gradients`).")),
+    _bool("qlora_keeps_inputs", False, BEHAVIOUR, methods=QLORA, doc=(
+            "the 4-bit linears keep their input alive for backward, as bitsandbytes < 0.43.2 did "
+            "(``MatMul4Bit.forward`` stored ``ctx.tensors = (A, B)``; removed by bitsandbytes PR "
+            "#1270, July 2024). Default False: bitsandbytes >= 0.43.2 and torchao's NF4 keep only "
+            "the weight.")),
+    _bool("frozen_weight_grads", False, BEHAVIOUR, methods=PEFT, doc=(
+            "LoRA / QLoRA where gradient memory is allocated for the frozen weights of the "
+            "decoder blocks too: PyTorch FSDP (v1) with ``use_orig_params=True`` and wrap units "
+            "that mix frozen and trainable parameters, whose gradient memory the PyTorch FSDP "
+            "docs (``FullyShardedDataParallel``, ``use_orig_params``) describe as that of an "
+            "unfrozen model; torchtune's ``lora_fsdp_wrap_policy`` exists to avoid it. E.g. "
+            "LitGPT's ``auto_wrap_policy={Block}``. Default False: FSDP2, or wrap policies that "
+            "give the adapters their own units (torchtune ``lora_fsdp_wrap_policy``).")),
+    _bool("sync_each_micro_batch", False, BEHAVIOUR, doc=(
+            "gradients are reduce-scattered after every micro-batch (accelerate "
+            "``GradientAccumulationPlugin(sync_each_batch=True)``, DeepSpeed ZeRO, torchtune's "
+            "recipes); default False, accelerate's default, which uses ``no_sync``.")),
+    _bool("qlora_unchunked_quantization", False, BEHAVIOUR, methods=QLORA, doc=(
+            "the base weights are quantized to NF4 on the GPU in one pass per weight, as torchao "
+            "before v0.2.0 did (``NF4Tensor.quantize_tensor_nearest`` on the whole flattened "
+            "weight); the blocks that pass frees stay in PyTorch's cache and set a floor under "
+            "the reserved memory of the whole run "
+            "(:func:`calc.memory.quantization_reserved_bytes`). Default False: torchao >= 0.2.0 "
+            "quantizes 1,048,576 elements at a time (torchao PR #196), and bitsandbytes quantizes "
+            "in a CUDA kernel without full-size temporaries.")),
+    _bool("attention_keeps_fused_qkv", False, BEHAVIOUR, doc=(
+            "the attention keeps the whole output of a fused q/k/v projection alive until its "
+            "backward, where every query head has its own k/v head. LitGPT "
+            "(``CausalSelfAttention.forward``, 2023 through Sep 2024) reshapes the fused output "
+            "into q, k, v; with one query per group the reshape of ``v`` is a view, and SDPA "
+            "saves that view, which holds the whole fused tensor (:mod:`calc.activations`). "
+            "Default False: separate q, k, v projections (Hugging Face, torchtune), or grouped "
+            "k/v heads, whose expand-and-reshape makes copies.")),
+    _bool("optimizer_fused", False, BEHAVIOUR, doc=(
+            "torch's AdamW runs its fused kernel (``torch.optim.AdamW(..., fused=True)``; Hugging "
+            "Face ``optim=\"adamw_torch_fused\"``), which updates every tensor in place without the "
+            "step's state-sized temporary (:func:`calc.states.optimizer_step_temp_bytes`). "
+            "Default False: torch picks the multi-tensor (foreach) path on CUDA when neither flag "
+            "is set. Only ``adamw`` has the choice; with another optimizer the key adds the "
+            "warning ``optimizer_fused_ignored``.")),
+    _bool("torch_compile", False, READER, doc=(
+            "the decoder blocks run under ``torch.compile``, whose backward recomputes part of "
+            "the pointwise work instead of saving it. A fitted share "
+            "(:data:`calc.activations.COMPILE_KEPT_FRACTION`) of what could be recomputed stays; "
+            "less certain than the rest of the model (methodology page). Default False: eager.")),
+    _enum("lora_adapter_dtype", AdapterDtype, "base", BEHAVIOUR, methods=PEFT, doc=(
+            "``\"fp32\"`` keeps the LoRA / QLoRA adapters in fp32 when the base is 16-bit, as peft "
+            "does by default (peft 0.21.0 ``get_peft_model(..., autocast_adapter_dtype=True)`` -> "
+            "``tuners_utils.cast_adapter_dtype`` upcasts bf16/fp16 adapter weights to float32). "
+            "The adapters, their gradients and optimizer states are then fp32 (4 bytes each), and "
+            "each adapted linear casts its input to fp32 before ``lora_A`` "
+            "(``LoraLayer._cast_input_dtype(x, lora_A.weight.dtype)`` in "
+            "``peft/tuners/lora/layer.py`` ``Linear.forward``), which ``lora_A`` saves for "
+            "backward, with the fp32 rank intermediate (:mod:`calc.activations`). Default "
+            "``\"base\"``: adapters in the base weights' dtype (torchtune, LitGPT, peft with "
+            "``autocast_adapter_dtype=False``).")),
+    _bool("attention_grouped_kv", False, BEHAVIOUR, doc=(
+            "torch SDPA keeps grouped k/v at kv-head size and saves them so for backward: "
+            "transformers 5.17 ``integrations/sdpa_attention.py`` passes ``enable_gqa=True`` "
+            "instead of ``repeat_kv`` when ``use_gqa_in_sdpa`` holds (no attention mask, head_dim "
+            "<= 256: causal training without padding). Default False: k/v expanded to every query "
+            "head before SDPA (transformers before ``enable_gqa``, torchtune, LitGPT).")),
+    _bool("loss_outputs_kept", False, BEHAVIOUR, doc=(
+            "the training loop holds the model's output object through ``loss.backward()`` "
+            "(``outputs = model(...); outputs.loss.backward()``), so the output layer's logits "
+            "stay alive at the start of the loss backward. Default False: the loop keeps only the "
+            "loss (Hugging Face ``Trainer.compute_loss`` returns the loss alone when "
+            "``return_outputs=False``, and ``training_step`` drops the rest).")),
+    _bool("qlora_quant_state_replicated", False, BEHAVIOUR, methods=QLORA, doc=(
+            "QLoRA under ZeRO-3 / FSDP on several GPUs keeps the quantization statistics of every "
+            "4-bit weight (absmax, and with double quantization its 8-bit absmax and their fp32 "
+            "scales) whole on every GPU: bitsandbytes keeps them in ``Params4bit.quant_state``, a "
+            "plain attribute that FSDP and ZeRO-3 do not shard (they shard parameters; "
+            "bitsandbytes PR #970, v0.43.0, FSDP-QLoRA). Only the packed 4-bit data is sharded "
+            "(:func:`calc.memory.model_states`). Default False: torchao's ``NF4Tensor`` shards "
+            "its scalers with its data.")),
+    _bool("fsdp_wrap_floor", False, BEHAVIOUR, doc=(
+            "the model is loaded on the CPU and wrapped by FSDP1 (``FullyShardedDataParallel`` "
+            "with ``device_id``, flat parameters, ``sync_module_states``), as Answer.AI's "
+            "``fsdp_qlora/train.py`` does. On several GPUs with a sharding other than ``none``, "
+            "the reserved memory is at least what the wrapping leaves cached (the rank-0 copies "
+            "of one block's and of the root's parameters, their broadcast buckets and flat "
+            "parameters, freed but kept by PyTorch's caching allocator) plus the all-gather "
+            "stream's own blocks, and the step's allocator slack is FSDP1's "
+            "(:func:`calc.memory.fsdp_wrap_reserved_bytes`, "
+            ":data:`calc.memory.FSDP1_ALLOCATOR_SLACK_FRACTION`). Default False: no such floor, "
+            "the generic slack.")),
+    _enum("framework", Framework, "generic", READER, doc=(
+            "the training library, a profile of the library behaviours (and of a few reader "
+            "keys: :attr:`FieldSpec.profiles`; :mod:`calc.frameworks`): ``generic`` (default: no "
+            "profile, every key at its own default), ``hf-trainer``, ``hf-custom-loop``, "
+            "``torchtune``, ``litgpt``, ``unsloth``. The profile fills only keys the request "
+            "leaves out.")),
+    _enum("moe_expert_layout", MoeExpertLayout, "per-expert-modules", BEHAVIOUR, methods=PEFT, doc=(
+            "how MoE experts are stored, which decides what peft's LoRA does to them "
+            "(:mod:`calc.lora`). ``\"per-expert-modules\"`` (default, today's behaviour): one "
+            "``nn.Linear`` per expert matrix, as in transformers 4, each with its own adapter. "
+            "``\"fused-3d\"``: the expert stacks are 3-D tensors (transformers 5.17 "
+            "``Qwen3MoeExperts``, ``MixtralExperts``), which peft 0.21 adapts through "
+            "``target_parameters`` (``peft/utils/transformers_weight_conversion.py`` "
+            "``_convert_peft_config_moe``): ``gate_proj`` + ``up_proj`` become one "
+            "``gate_up_proj`` adapter of rank ``2r``, the router keeps an adapter of rank ``r`` "
+            "(Qwen3-MoE, Mixtral; Qwen2-MoE is not converted: only its shared expert is adapted, "
+            ":data:`calc.lora.CONVERTED_FAMILIES`), and each step builds ``W + B\u00b7A`` for every "
+            "adapted expert stack, saved for backward (``peft/tuners/lora/layer.py`` "
+            "``ParamWrapper._activate_lora`` / ``_LoraFactorsProxy``). With QLoRA the 3-D experts "
+            "also stay in 16 bits (:func:`calc.lora.as_stored_3d`: bitsandbytes quantises "
+            "``nn.Linear`` modules only). No effect on dense models, nor on gpt-oss / Llama 4, "
+            "whose 3-D experts calc names directly.")),
+    _enum("lora_modules_to_save", ModulesToSave, "none", READER, methods=PEFT, doc=(
+            "LoRA / QLoRA also trains the embedding, the output layer or both in full (peft "
+            "``LoraConfig(modules_to_save=[...])``, axolotl ``lora_modules_to_save``), as runs "
+            "that add chat tokens do. peft 0.21.0 ``utils/other.py`` ``ModulesToSaveWrapper`` "
+            "keeps the original module, frozen, and trains a ``copy.deepcopy`` of it in the "
+            "module's own dtype (``cast_adapter_dtype`` upcasts only adapter layers): the table "
+            "is held twice, and the copy has a gradient and optimizer states "
+            "(:func:`calc.states.saved_module_params`). Tied embeddings are untied by the copy "
+            "(``ensure_weight_tying`` off, its default). ``\"embed_tokens+lm_head-tied\"`` is both "
+            "with ``LoraConfig(ensure_weight_tying=True)``: on a model whose tables are tied, "
+            "peft 0.21.0 (``tuners/lora/model.py`` ``_add_modules_to_save_to_tie``) copies the "
+            "embedding alone and gives the output layer's wrapper a ``Linear`` whose weight is "
+            "that copy (``ModulesToSaveWrapper.update(tied_module= ...)``): one trainable table, "
+            "both gradients summed into it; on an untied model it is ``\"embed_tokens+lm_head\"`` "
+            "(peft only warns). Default ``\"none\"``: adapters only.")),
+    _bool("previous_outputs_kept", False, BEHAVIOUR, doc=(
+            "the training loop holds the previous micro-batch's output (the logits) until the "
+            "next forward returns, as LitGPT's ``finetune/*.py`` loops do (``logits = "
+            "model(...)`` is rebound only after the call): during the forward the previous 16-bit "
+            "logits are still alive, and with ``qlora_keeps_inputs`` so are the inputs that "
+            "bitsandbytes < 0.43.2 stored in ``MatMul4Bit``'s ``ctx.tensors``, a Python attribute "
+            "of the backward node that ``backward()`` does not release (saved tensors it does "
+            "release), reachable from the held logits through their autograd graph "
+            "(:func:`calc.memory.previous_micro_batch_bytes`). Default False: the loop keeps only "
+            "the loss, or a detached copy (Hugging Face ``Trainer.training_step``, torchtune).")),
+    _bool("qlora_output_layer_quantized", False, BEHAVIOUR, methods=QLORA, doc=(
+            "QLoRA stores the output layer in 4 bits too, as Lightning's "
+            "``BitsandbytesPrecision`` does (it replaces every ``torch.nn.Linear`` built under "
+            "``fabric.init_module``; LitGPT passes no ``ignore_modules``): its weight counts as "
+            "NF4, its input is kept with ``qlora_keeps_inputs``, and its matmul dequantizes the "
+            "whole ``vocab x hidden`` weight while every saved activation is alive. Only for an "
+            "output layer not tied to the embedding. Default False: transformers 5.17 keeps the "
+            "output embedding in 16 bits (``quantizers/base.py`` ``get_keys_to_not_convert``), "
+            "torchtune quantizes block linears only.")),
+    _bool("qlora_dequant_fp16", False, BEHAVIOUR, methods=QLORA, doc=(
+            "the 4-bit weights were quantized from an fp16 copy (Lightning "
+            "``_Linear4bit.quantize``: ``weight.to(dtype=torch.half)``), so ``dequantize_4bit`` "
+            "writes fp16 (its ``quant_state.dtype``) and ``MatMul4Bit`` casts it to the bf16 "
+            "compute dtype (``.to(A.dtype)``): two weight-sized buffers for a moment "
+            "(:data:`calc.memory.DEQUANT_BYTES` each). No effect with fp16 compute. Default "
+            "False: transformers quantizes the weights in the dtype they were loaded in, the "
+            "compute dtype.")),
+    _bool("fsdp_flat_parameters", False, BEHAVIOUR, methods=FULL, doc=(
+            "FSDP (v1) keeps each wrapped unit's parameters in one flat parameter and hands the "
+            "modules views of it made by ``torch.split`` then ``view`` (torch "
+            "``distributed/fsdp/_flat_param.py`` ``_get_unflat_views_unaligned``; Lightning's "
+            "``FSDPStrategy`` sets ``use_orig_params=True``). In full fine-tuning the root unit's "
+            "gradient (embedding, final norm, output layer) is built by ``split``'s backward only "
+            "once every view's gradient exists, at the end of the backward: the output layer's "
+            "gradient waits from the start of the backward, and the concatenated flat gradient is "
+            "written while the per-view ones are alive (:func:`calc.memory.root_gradient_bytes`). "
+            "Only with ZeRO-3 / FSDP on several GPUs. Default False: FSDP2 (``fully_shard``) "
+            "shards each parameter on its own, DeepSpeed partitions gradients as they come.")),
+    _bool("logits_upcast_in_model", False, BEHAVIOUR, doc=(
+            "the model's forward returns fp32 logits (its last op is ``self.output(h).float()``: "
+            "torchtune ``modules/transformer.py`` ``TransformerDecoder`` from 86c23185f, "
+            "2024-01-10, on its unchunked path), so logits the loop keeps through the backward "
+            "(``loss_outputs_kept``) are ``4 V`` bytes per token instead of the compute dtype's. "
+            "Without ``loss_outputs_kept``, or with a chunked loss (16-bit chunks), it changes "
+            "nothing: the 16-bit logits are freed by the upcast and the loss counts its fp32 "
+            "tensors anyway. Default False: transformers 5.17 returns 16-bit logits and upcasts "
+            "in the loss.")),
+    _bool("chunked_loss_keeps_fp32", False, BEHAVIOUR, doc=(
+            "the chunked loss upcasts each chunk to fp32 and, run eagerly (``torch_compile`` "
+            "off), every chunk's ``log_softmax`` saves its fp32 output for backward: torchtune's "
+            "``CEWithChunkedOutputLoss`` (``modules/loss/ce_chunked_output_loss.py`` at "
+            "30b8519e8, ``F.cross_entropy(logits.float(), ...)`` per chunk; its docstring says "
+            "the gains come only with ``compile_loss``, which compiles that call). Default False: "
+            "the chunked loss holds only the 16-bit logits (compiled, or a fused kernel).")),
+    # at least one token: fewer is a typo (1e-300), not a dataset
+    _number("dataset_tokens", None, 1.0, MAX_DATASET_TOKENS, True, required=True),
+    _number("epochs", 1, 0.0, 10_000.0, False),
+    FieldSpec("gpu", "gpu", None, PLAN, required=True),
+    _number("price_per_gpu_hour", None, 0.0, 10_000.0, True, optional=True),
+    FieldSpec("price_tier", "enum", "marketplace", PLAN, choices=TIERS),
+    _bool("interruptible", False, PLAN),
+    _number("checkpoint_interval_minutes", 30, 0.0, 1e6, False, doc=(
+            "Interruptible capacity only. 30 minutes between checkpoints, 2 minutes per "
+            "checkpoint and 2 interruptions a day are assumptions to be replaced by the user's "
+            "own figures (marketplace interruptible instances can be pre-empted at any time).")),
+    _number("checkpoint_minutes", 2, 0.0, 10_000.0, True, doc=(
+            "Interruptible capacity only. 30 minutes between checkpoints, 2 minutes per "
+            "checkpoint and 2 interruptions a day are assumptions to be replaced by the user's "
+            "own figures (marketplace interruptible instances can be pre-empted at any time).")),
+    _number("interruptions_per_day", 2, 0.0, 1440.0, True, doc=(
+            "Interruptible capacity only. 30 minutes between checkpoints, 2 minutes per "
+            "checkpoint and 2 interruptions a day are assumptions to be replaced by the user's "
+            "own figures (marketplace interruptible instances can be pre-empted at any time).")),
+    _number("startup_minutes", 10, 0.0, 10_000.0, True, doc=(
+            "Environment set-up and model download, billed per start: 10 stands for the seed's "
+            "\"several minutes per start\".")),
+    _int("starts", 1, MAX_STARTS, PLAN),
+    _number("storage_gb", None, 0.0, 1e9, True, optional=True),
+    _number("storage_price_per_gb_month", None, 0.0, 10_000.0, True, optional=True),
+    _number("months_kept", 1, 0.0, 1200.0, True),
+    _number("experiment_multiplier", 2.0, 1.0, 1000.0, True, doc=(
+            "GPU time of trials and failed runs, as a multiple of the final run. 2.0 is the least "
+            "that the seed's \"trials and failed runs often cost more than the final run\" implies.")),
+    _number("safety_margin", 0.0, 0.0, 1.0, True, percent=True, doc=(
+            "0: the verdict already compares the calibrated range of the estimate "
+            "(calc.calibration: the middle 80 % of the memory model's held-out error) against the "
+            "card; a margin set by the user multiplies both ends of that range. Each ``fits`` "
+            "entry of the plan carries ``verdict`` (``fits`` | ``borderline`` | "
+            "``does_not_fit``), ``device_range_bytes`` and ``fits`` (``verdict == \"fits\"``).")),
+    _number("mfu", None, 0.0, 1.0, False, optional=True),
+    _number("qlora_speed_factor", None, 0.0, 1.0, False, optional=True, methods=QLORA),
+    _number("scaling_efficiency", None, 0.0, 1.0, False, optional=True),
+    _bool("fp8_compute", False, PLAN),
+)
+"""Every request key, estimate's then plan's."""
+
+BY_KEY: dict[str, FieldSpec] = {spec.key: spec for spec in FIELDS}
+_BEHAVIOUR_KEYS = frozenset(spec.key for spec in FIELDS if spec.group == BEHAVIOUR)
+
+
+def field_specs(command: str) -> list[FieldSpec]:
+    """The keys of a ``command``'s request (``"estimate"``: reader and behaviour keys;
+    ``"plan"``: those and the plan's own), in :data:`FIELDS` order."""
+    if command not in ("estimate", "plan"):
+        raise ValueError(command)
+    return [spec for spec in FIELDS if command == "plan" or spec.group != PLAN]
+
+
+def spec_by_key(command: str) -> dict[str, FieldSpec]:
+    return {spec.key: spec for spec in field_specs(command)}
+
+
+def keys(group: str) -> tuple[str, ...]:
+    """The keys of one :data:`GROUPS` entry, in :data:`FIELDS` order."""
+    return tuple(spec.key for spec in FIELDS if spec.group == group)
+
+
+BEHAVIOUR_OBJECT = "behaviour"
+"""The request key that holds the library behaviours:
+``{"model": ..., "framework": "hf-trainer", "behaviour": {"qlora_keeps_inputs": true}}``."""
+
+
+def _same(a: object, b: object) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def migrate_request(data: object) -> object:
+    """A request in its current shape: every library behaviour (group ``behaviour``) under
+    :data:`BEHAVIOUR_OBJECT`, the reader's and the plan's keys on top.
+
+    The one rule for older requests and older shared links, which give behaviours as top-level
+    keys (as the CLI's flags, the config importers and the calculator's URL still name them):
+    such a key moves into the object. A key given both ways with two different values is
+    refused (``key_given_twice``): calc does not guess which one was meant. Anything else is
+    returned unchanged, for the parser to judge (not an object, ``behaviour`` not an object)."""
+    if not isinstance(data, dict):
+        return data
+    moved = {key: value for key, value in data.items() if key in _BEHAVIOUR_KEYS}
+    if not moved:
+        return data
+    nested = data.get(BEHAVIOUR_OBJECT, {})
+    if not isinstance(nested, dict):
+        return data
+    for key, value in moved.items():
+        if key in nested and not _same(nested[key], value):
+            raise InputError("key_given_twice", key, value, extra={"behaviour": nested[key]})
+    out = {key: value for key, value in data.items() if key not in moved and key != BEHAVIOUR_OBJECT}
+    out[BEHAVIOUR_OBJECT] = {**nested, **moved}
+    return out
+
+
+def given_fields(data: object, fields: dict[str, FieldSpec]) -> JsonObject:
+    """The keys a request gives, behaviours taken out of their object, checked against
+    ``fields`` (unknown keys, a missing model; values are checked later, one by one):
+    ``{key: value}``, in the request's order."""
+    data = migrate_request(data)
+    if not isinstance(data, dict):
+        raise InputError("request_not_object", None, type(data).__name__)
+    given: JsonObject = {}
+    for key, value in data.items():
+        if key == BEHAVIOUR_OBJECT:
+            if not isinstance(value, dict):
+                raise InputError("wrong_type", BEHAVIOUR_OBJECT, value)
+            for inner, inner_value in value.items():
+                if inner not in _BEHAVIOUR_KEYS or inner not in fields:
+                    raise InputError("unknown_key", f"{BEHAVIOUR_OBJECT}.{inner}", None)
+                given[inner] = inner_value
+        elif key not in fields:
+            raise InputError("unknown_key", str(key), None)
+        else:
+            given[key] = value
+    if "model" in fields and "model" not in given:
+        raise InputError("missing_field", "model", None)
+    return given
+
+
+def with_changes(request: JsonObject, changes: JsonObject) -> JsonObject:
+    """``request`` with ``changes`` winning over what it says, key by key, behaviours included,
+    whichever shape each is in (a request file, then a config import, then flags)."""
+    before, after = migrate_request(request), migrate_request(changes)
+    assert isinstance(before, dict) and isinstance(after, dict), (request, changes)
+    out = {**before, **after}
+    inner, outer = before.get(BEHAVIOUR_OBJECT), after.get(BEHAVIOUR_OBJECT)
+    if isinstance(inner, dict) and isinstance(outer, dict):
+        out[BEHAVIOUR_OBJECT] = {**inner, **outer}
+    return out
+
+
+def defaults(command: str) -> JsonObject:
+    """``{key: default}`` of a command's request (``None`` where calc picks or the key is required)."""
+    return {spec.key: spec.default for spec in field_specs(command)}
+
+
+__all__ = [
+    "AdapterDtype", "Attention", "BEHAVIOUR", "BEHAVIOUR_OBJECT", "BY_KEY", "CpuOffload", "FIELDS", "FieldSpec",
+    "GROUPS",
+    "KINDS", "Method", "ModulesToSave", "MoeExpertLayout", "Optimizer", "PLAN", "Precision", "READER",
+    "Sharding", "check_bool", "check_enum", "check_fraction", "check_int", "check_number",
+    "defaults", "field_specs", "given_fields", "keys", "migrate_request", "spec_by_key", "with_changes",
+]
