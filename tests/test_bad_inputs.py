@@ -157,16 +157,16 @@ def test_worker_json_entry(case_id):
 
 def _form_controls() -> list[dict]:
     """The page's form controls (macros/calculator.py) as plain objects, with their defaults."""
-    from calc.gpus import TIERS, gpus_listing
+    from calc.gpus import gpus_listing
     from macros import calculator as page
 
     values = page.default_request()
     controls = []
-    for key, (default, kind, _extra) in page.request_fields().items():
-        name = page.input_kind(kind)
-        page_default = page.PAGE_DEFAULTS.get(key, default)
+    for key, spec in page.request_fields().items():
+        name = page.input_kind(spec)
+        page_default = page.PAGE_DEFAULTS.get(key, spec.default)
         dataset = {"kind": name, "default": "" if page_default is None else page._url_text(page_default)}
-        if key in page.PERCENT_FIELDS:
+        if spec.percent:
             dataset["percent"] = "true"
         value = values.get(key)
         control = {"name": key, "tagName": "INPUT", "type": "text", "dataset": dataset, "options": [],
@@ -177,7 +177,7 @@ def _form_controls() -> list[dict]:
             if key == "gpu":
                 choices = [g["id"] for g in gpus_listing()["gpus"]]
             else:
-                choices = list(TIERS) if kind == "tier" else [m.value for m in kind]
+                choices = list(spec.choices or ())
             control.update(tagName="SELECT", type=None, options=[{"value": c} for c in choices])
         controls.append(control)
     for name in ("examples", "example_tokens"):
