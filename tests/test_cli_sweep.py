@@ -138,3 +138,16 @@ def test_any_sweep_equals_its_single_runs(request, data):
     else:  # the first failing value stops the sweep with its error
         first = next(s for s in singles if s[0] != 0)
         assert rc == 2 and json.loads(out) == json.loads(first[1])
+
+
+def test_sweeping_a_behaviour_the_request_file_sets_under_behaviour(tmp_path):
+    """The swept value wins over the file's, whichever shape the file uses (nested or flat)."""
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps({"model": "qwen1.5-moe-a2.7b", "behaviour": {"moe_expert_layout": "fused-3d"}}))
+    rc, out, err = run_main(["sweep", "--request", str(path), "--moe-expert-layout",
+                             "per-expert-modules,fused-3d", "--json"])
+    assert rc == 0, err
+    runs = json.loads(out)["runs"]
+    for run, layout in zip(runs, ("per-expert-modules", "fused-3d"), strict=True):
+        single = estimate_dict({"model": "qwen1.5-moe-a2.7b", "moe_expert_layout": layout})
+        assert run["value"] == layout and run["response"] == single

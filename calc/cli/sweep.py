@@ -76,6 +76,7 @@ def plan_sweep(args: argparse.Namespace) -> tuple[str, list[object], list[JsonOb
     if not isinstance(base, dict):  # the code calc gives such a request
         raise InputError("request_not_object", None, type(base).__name__)
     command = "plan" if "dataset_tokens" in base else "estimate"
+    from ..fields import with_changes
     from ..memory import estimate_dict
     from ..plan import PLAN_FIELDS, plan_dict
     from ..request import check_number
@@ -84,7 +85,7 @@ def plan_sweep(args: argparse.Namespace) -> tuple[str, list[object], list[JsonOb
     assert isinstance(margin, float), margin
     responses = []
     for value in values:
-        request = {**base, spec.key: value}
+        request = with_changes(base, {spec.key: value})  # a behaviour may sit in "behaviour"
         if command == "plan":
             responses.append(plan_dict(request))
             continue
