@@ -160,7 +160,9 @@ ALL = "all"
 def summary(rows: list[dict] | None = None) -> dict[str, dict]:
     """First-contact figures per source (the CSV's ``source``, one publication or one folder of
     example READMEs) and over all rows (key :data:`ALL`), from the recorded errors; each also
-    says how many of the source's rows are not covered (``not_covered``)."""
+    says how many of the source's rows are not covered (``not_covered``). :data:`ALL` adds
+    ``median_of_sources``, the median of the sources' medians (one vote per source, so that one
+    long table does not outvote the others)."""
     rows = load_rows() if rows is None else rows
     contacts = first_contacts(rows)
     out: dict[str, dict] = {}
@@ -168,8 +170,10 @@ def summary(rows: list[dict] | None = None) -> dict[str, dict]:
         errs = [c.error for c in contacts if c.source == source]
         out[source] = {**stats(errs), "not_covered": sum(1 for r in rows if r["source"] == source
                                                          and not r["first_contact_error"])}
+    medians = [f["median"] for f in out.values() if f["count"]]
     out[ALL] = {**stats([c.error for c in contacts]),
-                "not_covered": sum(1 for r in rows if not r["first_contact_error"])}
+                "not_covered": sum(1 for r in rows if not r["first_contact_error"]),
+                "median_of_sources": statistics.median(medians) if medians else float("nan")}
     return out
 
 

@@ -124,6 +124,7 @@ def _print_first_contact(results) -> None:
         print(f"  {label[:60]:<60} {f['count']:>3} {f['not_covered']:>8}  "
               f"{100 * f['median']:5.1f} / {100 * f['p90']:5.1f} / {100 * f['max']:5.1f} %  "
               f"{100 * f['median_signed']:+9.1f} %  {100 * t['median']:5.1f} / {100 * t['p90']:5.1f} %")
+    print(f"  one vote per source: median of the sources' medians {100 * first[fc.ALL]['median_of_sources']:.1f} %")
     commits = sorted({c.commit[:10] for c in fc.first_contacts()})
     print(f"  judged at calc commit {', '.join(commits)}")
     print(f"  beside: measured rows in-sample {_trio(head, 'in')}, leave-one-source-out {_trio(head, 'loso')}")

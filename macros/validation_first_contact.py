@@ -48,11 +48,12 @@ def validation_first_contact_table(lang: str) -> str:
 
 def validation_first_contact_figure(lang: str, stat: str, source: str = "all") -> str:
     """One first-contact figure in running text: ``stat`` (median, p90, max, median_signed) of
-    ``source`` (a CSV ``source``, or ``all``), in percent; ``count`` gives the rows judged."""
+    ``source`` (a CSV ``source``, or ``all``), in percent; ``count`` gives the rows judged and
+    ``median_of_sources`` (``all`` only) the median of the sources' medians."""
     if stat == "count":
         return inline(lang, summary()[source]["count"], "int", "count",
                       {"command": "validation_memory_first_contact", "source": source})
-    if stat not in STATS:
+    if stat not in (*STATS, "median_of_sources"):
         raise ValueError(f"unknown statistic {stat}")
     return inline(lang, summary()[source][stat] * 100, "pct", "pct:" + stat,
                   {"command": "validation_memory_first_contact", "source": source})

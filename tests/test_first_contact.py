@@ -109,6 +109,8 @@ def test_summary_recomputed_from_the_file(rows):
         for key, value in _expected(errs).items():
             assert got[source][key] == pytest.approx(value, rel=1e-12), (source, key)
     assert got[fc.ALL]["not_covered"] == sum(1 for r in rows if not r["first_contact_error"])
+    medians = sorted(_expected(errs)["median"] for errs in by_source.values())
+    assert got[fc.ALL]["median_of_sources"] == pytest.approx(statistics.median(medians), rel=1e-12)
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
