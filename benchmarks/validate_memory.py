@@ -5,8 +5,9 @@ Per row: predicted, measured, signed error; then per method, per source, and ove
 the median and 90th-percentile absolute error; the fits of the allocator slack, of the FSDP1
 slack (with its per-row spread) and of torch.compile's kept share; leave-one-source-out (every fitted constant refitted without
 each source) in-sample and held-out errors by method, framework, metric and source; the
-calibrated bands of calc's ranges and their held-out coverage; then the rows not covered
-and why.
+calibrated bands of calc's ranges and their held-out coverage; first contact (sources calc had
+never seen, judged before any change: validation/first_contact_peaks.csv) per source beside the
+in-sample and held-out headline; then the rows not covered and why.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def main() -> int:
           f"{cfit.removable / GIB:.2f} removable): {cfit.kept:.3f}")
     print(_fmt_summary("  compiled rows not fitted", cfit.test_summary) + f"  rows {','.join(cfit.test_rows)}")
     _print_loso(results)
+    _print_first_contact(results)
     print()
     print("not covered:")
     for r in results:
@@ -102,6 +104,30 @@ def _print_loso(results) -> None:
         print(f"  {group:<6} {hit}/{n} = {100 * hit / n:.0f} %")
     rules = lm.coverage_by_rule(loso)
     print("  rules compared: " + ", ".join(f"{k} {h}/{n} = {100 * h / n:.0f} %" for k, (h, n) in rules.items()))
+
+
+def _print_first_contact(results) -> None:
+    """First contact per source (recorded once, accuracy/first_contact.py), beside the in-sample
+    and leave-one-source-out figures of the measured rows, and calc's figures on the same rows today."""
+    from accuracy import first_contact as fc
+    from accuracy import memory_loso as lm
+
+    head = lm.report(lm.run(results))["measured"]
+    first = fc.summary()
+    today = fc.now_beside_first()
+    print()
+    print("first contact: sources calc had never seen, judged before any change (validation/first_contact_peaks.csv)")
+    print(f"  {'source':<60} {'n':>3} {'not cov.':>8}  {'med / p90 / max abs':>23}  {'med signed':>10}  {'today med / p90':>16}")
+    for source, f in first.items():
+        label = "all first-contact rows" if source == fc.ALL else source.replace("github.com/", "")
+        t = today[source]
+        print(f"  {label[:60]:<60} {f['count']:>3} {f['not_covered']:>8}  "
+              f"{100 * f['median']:5.1f} / {100 * f['p90']:5.1f} / {100 * f['max']:5.1f} %  "
+              f"{100 * f['median_signed']:+9.1f} %  {100 * t['median']:5.1f} / {100 * t['p90']:5.1f} %")
+    print(f"  one vote per source: median of the sources' medians {100 * first[fc.ALL]['median_of_sources']:.1f} %")
+    commits = sorted({c.commit[:10] for c in fc.first_contacts()})
+    print(f"  judged at calc commit {', '.join(commits)}")
+    print(f"  beside: measured rows in-sample {_trio(head, 'in')}, leave-one-source-out {_trio(head, 'loso')}")
 
 
 GROUP_LABELS = {"measured": "measured rows (headline)",

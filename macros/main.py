@@ -25,7 +25,7 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
 import calc  # noqa: E402
 from macros import (calculator, card_advice, charts, cli_docs, config_import_docs, guides,  # noqa: E402
                     methodology, oracle_sweep, plan_tables, reference_pages, source_notes,
-                    validation_loso)
+                    validation_first_contact, validation_loso)
 
 
 def _register_core(env) -> None:
@@ -47,6 +47,7 @@ def define_env(env) -> None:
     oracle_sweep.register(env)
     calculator.register(env)
     validation_loso.register(env)
+    validation_first_contact.register(env)
     cli_docs.register(env)
     config_import_docs.register(env)
     source_notes.register(env)

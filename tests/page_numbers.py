@@ -56,6 +56,10 @@ def response_for(source: dict) -> tuple[dict, dict]:
             method = key.split("/")[0]
             return {**vl.bands()[key], "coverage": vl.coverage()[method]["share"]}, request
         return vl.coverage()[source["group"]], request
+    if command == "validation_memory_first_contact":
+        from accuracy import first_contact as fc
+
+        return fc.summary()[source["source"]], request
     if command == "constant":
         import importlib
 
