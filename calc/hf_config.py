@@ -330,6 +330,10 @@ def _gpt_oss(k: _Keys, family: str, name: str) -> ModelArch:
         num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
         intermediate_size=inter, linears=linears, num_experts=experts, experts_per_token=top_k,
         block_extra_params=heads,  # attention sinks
+        # what its code saves for backward (calc.activations): GptOssRMSNorm scales in fp32,
+        # ``(self.weight * hidden_states).to(input_dtype)``; eager attention with the sink
+        # column and a softmax in the logits' dtype; the experts' clamped gate (6 widths)
+        extra={"norm_scale_fp32": True, "eager_softmax_sinks": True, "glu_saved_widths": 6},
     )
 
 
