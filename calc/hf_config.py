@@ -598,6 +598,11 @@ _READERS = {
 }
 
 
+MODEL_TYPES = tuple(_READERS)
+"""Every ``model_type`` calc reads (a multimodal config is read through its ``text_config``,
+whose ``model_type`` is one of these)."""
+
+
 def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     """Build a ModelArch from a parsed ``config.json`` dict."""
     if not isinstance(cfg, dict):
