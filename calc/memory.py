@@ -20,6 +20,7 @@ Entry points: :func:`estimate_request` (typed) and :func:`estimate_dict` (JSON).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import activations as act
 from . import calibration
@@ -28,6 +29,9 @@ from .arch import LinearLayer, ModelArch
 from .jsontypes import JsonObject
 from .request import (Attention, CpuOffload, EstimateRequest, Method, Precision, Sharding,
                       parse_estimate_request, request_warnings)
+
+if TYPE_CHECKING:  # for annotations only, as in calc.states
+    from .lora import AdaptedLinear
 
 ALLOCATOR_SLACK_FRACTION = 0.102
 """Caching-allocator slack: ``reserved = allocated * (1 + f)``.
@@ -618,9 +622,13 @@ def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -
         return 0
     weight = reg.weight_bytes
     factors = st.adapter_regime(req, reg).weight_bytes != weight
-    hidden = req.model.hidden_size
     attn_trains = any(a.role == "attn" for a in adapted)
-    gate_up_trains = any(a.fused and a.role != "router" and a.d_in == hidden for a in fused)
+    # a stack reads the MLP norm's output unless it is the experts' down projection (by
+    # module name: widths cannot tell where intermediate == hidden)
+    def reads_norm(a: AdaptedLinear) -> bool:
+        return not any(c.mlp_output for c in a.covers)
+
+    gate_up_trains = any(a.role != "router" and reads_norm(a) for a in fused)
     total = 0
     for a in fused:
         merged = a.count * a.d_in * a.d_out * weight
@@ -630,7 +638,7 @@ def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -
             continue
         saved_blocks = a.blocks
         if (not attn_trains and a.blocks == req.model.num_layers
-                and (a.d_in == hidden or not gate_up_trains)):
+                and (reads_norm(a) or not gate_up_trains)):
             saved_blocks -= 1  # block 0's merged weight: its matmul input needs no gradient
         total += merged * saved_blocks + copies * a.blocks
     return total
