@@ -83,6 +83,8 @@ def page_strings(lang: str) -> dict:
             strings["config_import"][key] = text
     strings["phases"] = cat.options("phase", "long")
     strings["enums"] = {field: cat.options(field, "long") for field in option_fields()}
+    # the short names the verdict line uses for what it assumes (method, precision, library)
+    strings["short_enums"] = {field: cat.options(field, "short") for field in ("method", "precision", "framework")}
     return strings
 
 

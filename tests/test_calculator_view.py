@@ -584,10 +584,18 @@ def test_verdict_line_names_the_card_and_answers_first():
     assert tree[2][1]["class"].startswith("calc-verdict")  # first child of the results
     text = _verdict_text(result, "en")
     fit = result["fits"]["l40s"]
-    used = view.format_number(fit["device_total_bytes"] / view.GIB, 1, "en")
-    assert text.startswith(f"1 × L40S: fits ({used} of ")
-    assert text.endswith(" · " + view.format_estimate(result["cost_usd"]["total"], "usd", "en",
-                                                      STRINGS["en"]))
+    low, high = (view.format_number(b / view.GIB, 1, "en") for b in fit["device_range_bytes"])
+    assert text.startswith(f"1 × L40S: fits ({low}–{high} of ")  # the range the verdict judged
+    cost = view.format_estimate(result["cost_usd"]["total"], "usd", "en", STRINGS["en"])
+    # then what it assumes: method, precision, library and data, as calc used them
+    assert text.endswith(f" · {cost} · LoRA · pure bf16 · generic · 2,048 tokens per sequence")
+    assert "margin" not in text  # no margin set: none named
+
+
+def test_verdict_line_names_the_margin_only_when_set():
+    request = dict(calculator.default_request(), gpu="l40s", safety_margin=0.1)
+    text = _verdict_text(calc.run("plan", request)["result"], "en")
+    assert "with your 10.0% margin" in text
 
 
 @pytest.mark.parametrize(("fits", "without_margin", "engine", "expected"), [

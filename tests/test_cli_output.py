@@ -43,7 +43,7 @@ PLAN = {
         {"id": "h100-sxmx4-zero3", "gpu": "h100-sxm", "num_gpus": 4, "sharding": "zero3", "cost_usd": 15.76,
          "time_hours": 3.4},
         {"id": "l4x1-none", "gpu": "l4", "num_gpus": 1, "sharding": "none", "cost_usd": 16.1, "time_hours": 13.9}]},
-    "warnings": ["does_not_fit_selected_gpu"],
+    "warnings": ["borderline_selected_gpu"],
 }
 REQUEST = {"model": "llama-3.1-8b", "method": "qlora", "seq_len": 4096, "micro_batch_size": 2}
 PLAN_REQUEST = {**REQUEST, "dataset_tokens": 5e7, "gpu": "rtx-4090"}
