@@ -35,7 +35,7 @@ def plan_default(lang: str, key: str, kind: str) -> str:
 
 
 def cards_that_fit(lang: str, models: list[str], methods: list, **setup) -> str:
-    """Per model x method: memory with the safety margin, the smallest single card that fits
+    """Per model x method: memory and what "fits" requires, the smallest single card that fits
     and the smallest configuration of any size (``recommendations`` of the plan)."""
     variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
     rows = []
@@ -176,8 +176,9 @@ def plan_verdict(lang: str, **request) -> str:
 
 def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[str],
                    **setup) -> str:
-    """The same job on 1..N cards of one kind: memory per GPU, whether it fits with the
-    margin, speed, wall-clock and cost (``calc.plan_setup`` with that count and strategy)."""
+    """The same job on 1..N cards of one kind: memory per GPU, its verdict on the card (fits,
+    borderline, does not fit), speed, wall-clock and cost (``calc.plan_setup`` with that count
+    and strategy)."""
     requests = [{**setup, "gpu": gpu, "num_gpus": 1, "sharding": "none"}]
     requests += [{**setup, "gpu": gpu, "num_gpus": n, "sharding": s}
                  for s in shardings for n in gpu_counts if n > 1]
@@ -186,14 +187,14 @@ def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[s
         plan = calc.plan_setup(request)
         rows.append({"sharding": request["sharding"], "num_gpus": request["num_gpus"],
                      "total": plan["memory"]["device_total_bytes"],
-                     "fits": ("yes" if plan["fits_selected_gpu"] else "no"),
+                     "fits": plan["fits"][gpu]["verdict"],
                      "tps": plan["time"]["tokens_per_second"], "time": plan["time_hours"],
                      "cost": plan["cost_usd"]["total"],
                      SOURCE: {"command": "plan", "request": request}})
     cols = [Col("sharding", "col.sharding", "code", row_header=True),
             Col("num_gpus", "col.num_gpus", "int", check="request.num_gpus"),
             Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
-            Col("fits", "col.fits_with_margin", "code", options="fits"),
+            Col("fits", "col.fits", "code", options="fits"),
             Col("tps", "col.tokens_per_second", "int", check="time.tokens_per_second"),
             Col("time", "col.time_hours", "hours", check="time_hours"),
             Col("cost", "col.cost_total", "usd", check="cost_usd.total")]
