@@ -376,6 +376,8 @@ class Renderer:
         for key in ("method", "precision", "framework"):
             if key in used:
                 parts.append(short.get(key, {}).get(str(used[key])) or option(key, used[key], self.s))
+        if "framework" in used:
+            parts[-1] = self.s["ui"]["verdict_framework"].replace("{}", parts[-1])
         if _is_number(used.get("seq_len")):
             parts.append(self.s["ui"]["verdict_data"].replace(
                 "{}", format_number(used["seq_len"], 0, self.lang)))

@@ -588,7 +588,7 @@ def test_verdict_line_names_the_card_and_answers_first():
     assert text.startswith(f"1 × L40S: fits ({low}–{high} of ")  # the range the verdict judged
     cost = view.format_estimate(result["cost_usd"]["total"], "usd", "en", STRINGS["en"])
     # then what it assumes: method, precision, library and data, as calc used them
-    assert text.endswith(f" · {cost} · LoRA · pure bf16 · generic · 2,048 tokens per sequence")
+    assert text.endswith(f" · {cost} · LoRA · pure bf16 · library: generic · 2,048 tokens per sequence")
     assert "margin" not in text  # no margin set: none named
 
 
