@@ -34,18 +34,25 @@ PAGE_DEFAULTS = {"model": _reference.MODELS["small"],
                  "price_tier": _reference.SETUP["price_tier"]}
 COMMAND = "plan"  # one round trip: the plan response includes the memory estimate
 
+# Request keys whose default depends on the method: the site's one precision per method
+# (calc.reference.PRECISION, what the guides and the home page quote). The form follows the
+# method with them until the reader picks a value (form-state.js).
+METHOD_DEFAULTS = {"precision": dict(_reference.PRECISION)}
+
 # Form sections: (legend key, request keys). Reader and plan keys calc adds later land in the
 # last one. The first is the basic form (shown); the others are the advanced options, folded in
 # one <details> whose open state is the URL's mode=advanced.
 GROUPS = (
-    ("legend_basic", ("model", "method", "gpu", "num_gpus", "seq_len", "micro_batch_size",
-                      "dataset_tokens", "epochs")),
+    # the precision beside the method: its default depends on it (METHOD_DEFAULTS), and the
+    # verdict line names it
+    ("legend_basic", ("model", "method", "precision", "gpu", "num_gpus", "seq_len",
+                      "micro_batch_size", "dataset_tokens", "epochs")),
     # the training library first: its profile (calc.frameworks) sets the library behaviours
     # (every key of group "behaviour" in calc.fields, added by form()) below it,
     # each of which stays adjustable for a version that differs
     ("legend_library", ("framework",)),
     ("legend_method", ("lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
-                       "precision", "optimizer", "optimizer_in_backward", "lora_modules_to_save")),
+                       "optimizer", "optimizer_in_backward", "lora_modules_to_save")),
     ("legend_batch", ("gradient_accumulation_steps", "gradient_checkpointing", "attention",
                       "torch_compile", "chunked_loss", "activation_offload")),
     ("legend_parallel", ("sharding", "cpu_offload")),
@@ -83,6 +90,8 @@ def page_strings(lang: str) -> dict:
             strings["config_import"][key] = text
     strings["phases"] = cat.options("phase", "long")
     strings["enums"] = {field: cat.options(field, "long") for field in option_fields()}
+    # the short names the verdict line uses for what it assumes (method, precision, library)
+    strings["short_enums"] = {field: cat.options(field, "short") for field in ("method", "precision", "framework")}
     return strings
 
 
@@ -126,6 +135,8 @@ def default_request() -> dict:
         value = PAGE_DEFAULTS.get(key, spec.default)
         if value is not None:
             out[key] = value
+    for key, by_method in METHOD_DEFAULTS.items():
+        out[key] = by_method[str(out["method"])]
     return out
 
 
@@ -322,6 +333,7 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
                     "data-method": str(request["method"]),
                     "data-static-request": json.dumps(request, separators=(",", ":")),
                     "data-profile-keys": json.dumps(list(profile_keys()), separators=(",", ":")),
+                    "data-method-defaults": json.dumps(METHOD_DEFAULTS, separators=(",", ":")),
                     "data-command": COMMAND, "data-worker": urls["worker"],
                     "data-pyodide": urls["pyodide"], "data-bundle": urls["bundle"],
                     "data-snapshot": urls["snapshot"]},

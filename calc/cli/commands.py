@@ -144,15 +144,12 @@ def verdict_cards(args: argparse.Namespace) -> tuple[list[Gpu], float]:
 
 
 def estimate_verdicts(est: JsonObject, cards: list[Gpu], margin: float) -> dict[str, JsonObject]:
-    """Each card against the estimate, as ``plan`` judges its cards (``calc.recommend``); where
-    calc gives the estimate a device range (``recommend.device_range``), the range is judged."""
+    """Each card against the estimate: the one verdict plan gives its cards
+    (:func:`calc.recommend.judge` of what the estimate needs, :func:`calc.recommend.need_of`)."""
     from .. import recommend
 
-    extra = {}
-    if hasattr(recommend, "device_range"):
-        extra["device_range_bytes"] = recommend.device_range(est)
-    return {card.id: recommend.fit_entry(est["device_total_bytes"], card.memory_bytes, margin, **extra)
-            for card in cards}
+    need = recommend.need_of(est)
+    return {card.id: recommend.judge(need, card.memory_bytes, margin).to_dict() for card in cards}
 
 
 def _computed(command: str, compute: Callable[[object], JsonObject], request: object) -> JsonObject:
