@@ -227,6 +227,8 @@ def run_steps(req: dict, options: dict) -> dict:
 
     model, config = build_meta_model(req, options)
     tracker = LiveStorageTracker(debug=bool(options.get("debug")))
+    if options.get("record_events"):
+        tracker.events = []
     qlora.CURRENT["tracker"] = tracker
     counter = {"step": 0}
     mixed = req["precision"] == "bf16-mixed"
@@ -296,7 +298,7 @@ def run_steps(req: dict, options: dict) -> dict:
             for (cat, op), n in agg.most_common(40):
                 print(f"  {n:>12,d} {cat:22s} {op}")
     return {"phases": phases, "components": components, "params_total": params_total,
-            "params_trainable": trainable, "config": config}
+            "params_trainable": trainable, "config": config, "events": tracker.events}
 
 
 def _logical_params(model) -> int:
