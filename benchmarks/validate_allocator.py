@@ -5,8 +5,9 @@ validation/measured_peaks.csv whose statistic is reserved (stated ``max_memory_r
 and separately those where reserved is only assumed): the median and p90 of ``|error|`` of
 today's ``peak_reserved_bytes`` (allocated x (1 + slack), floors) and of the simulated
 reserved (``calc.allocator.replay`` of ``calc.step_events.step_events`` over a few steps at
-the row's length, with the same floors), per row with ``--rows``; and the median time of
-building and replaying one estimate's sequence and of ``min_device_bytes``.
+the row's length, with the same floors), per row with ``--rows``; and the median times of
+today's estimate, of building and replaying one step's sequence, of ``min_device_bytes`` and
+of :func:`calc.step_events.simulate`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import time
 from accuracy import memory as acc
 from accuracy.stats import percentile
 from calc import allocator as al
-from calc.memory import CUDA_CONTEXT_BYTES, NCCL_BUFFER_BYTES
+from calc.memory import estimate_dict
 from calc.request import parse_estimate_request
-from calc.step_events import step_events
+from calc.step_events import simulate, step_events
 
 STEPS = 3
 """Optimizer steps replayed per row: the first creates the optimizer states in the cache that
@@ -51,21 +52,26 @@ def _stats(errs: list[float]) -> str:
     return f"n={len(errs)} median {statistics.median(errs):.1%} p90 {percentile(errs, 90):.1%}"
 
 
-def timing(body: dict, repeats: int = 7) -> tuple[float, float]:
-    """Median ms of (sequence + replay of one step, min_device_bytes) for one request."""
+def timing(body: dict, repeats: int = 9) -> tuple[float, float, float, float]:
+    """Median ms of today's ``estimate``, of building and replaying one optimizer step's
+    sequence, of ``min_device_bytes`` on it, and of :func:`calc.step_events.simulate` (both)."""
     req = parse_estimate_request(body)
-    a, b = [], []
+    runs: list[list[float]] = [[], [], [], []]
     for _ in range(repeats):
         t0 = time.perf_counter()
-        events = step_events(req)
-        al.replay(events)
+        estimate_dict(body)
         t1 = time.perf_counter()
-        al.min_device_bytes(events, outside_allocator_bytes=CUDA_CONTEXT_BYTES
-                            + (NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0))
+        events = step_events(req)
+        unlimited = al.replay(events)
         t2 = time.perf_counter()
-        a.append((t1 - t0) * 1e3)
-        b.append((t2 - t1) * 1e3)
-    return statistics.median(a), statistics.median(b)
+        al.min_device_bytes(events, unlimited=unlimited)
+        t3 = time.perf_counter()
+        simulate(req)
+        t4 = time.perf_counter()
+        for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            runs[i].append(dt * 1e3)
+    m = [statistics.median(r) for r in runs]
+    return m[0], m[1], m[2], m[3]
 
 
 def main() -> None:
@@ -85,8 +91,9 @@ def main() -> None:
     for body in ({"model": "llama-3.1-8b", "method": "lora"},
                  {"model": "llama-3.1-8b", "method": "qlora", "micro_batch_size": 4},
                  {"model": "llama-3.2-1b", "method": "full"}):
-        seq_ms, min_ms = timing(body)
-        print(f"timing {body}: sequence + replay {seq_ms:.1f} ms, min_device_bytes {min_ms:.1f} ms (median)")
+        est_ms, seq_ms, min_ms, sim_ms = timing(body)
+        print(f"timing {body}: estimate {est_ms:.2f} ms; sequence + replay {seq_ms:.1f} ms, "
+              f"min_device_bytes {min_ms:.1f} ms, simulate {sim_ms:.1f} ms (medians)")
 
 
 if __name__ == "__main__":

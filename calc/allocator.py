@@ -186,6 +186,8 @@ class CachingAllocator:
         # of 1 1/8 of the device: ``find_expandable_block``; here unbounded)
         self._tail: list[_Block | None] = [None, None]
         self._base = [0, 0]
+        self._mss = config.max_split
+        self._plain_rounding = config.roundup_power2_divisions <= 1
 
     # ---- malloc ----------------------------------------------------------------------
     def malloc(self, nbytes: int) -> _Block:
@@ -193,8 +195,11 @@ class CachingAllocator:
         allocate a segment; else release oversize cached blocks and retry
         (``release_available_cached_blocks``); else release every unsplit cached block and
         retry (``release_cached_blocks``, counted in ``num_alloc_retries``); else out of memory."""
-        size = round_size(nbytes, self.config)
-        small = is_small(size)
+        if self._plain_rounding and nbytes >= MIN_BLOCK_BYTES:
+            size = -(-nbytes // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
+        else:
+            size = round_size(nbytes, self.config)
+        small = size <= SMALL_SIZE_BYTES
         pool = self.pools[small]
         block = self._get_free_block(pool, size)
         if block is None:
@@ -211,35 +216,27 @@ class CachingAllocator:
                 block = self._alloc_block(pool, size, alloc)
             if block is None:
                 raise OutOfMemory(size)
-        if self._should_split(block, size):
-            block = self._split(pool, block, size)
+        remaining = block.size - size
+        if (remaining >= MIN_BLOCK_BYTES if small or block.expandable
+                else size < self._mss and remaining > SMALL_SIZE_BYTES):
+            self._split(pool, block, size)
         block.allocated = True
         self.allocated += block.size
         if self.allocated > self.peak_allocated:
             self.peak_allocated = self.allocated
         return block
 
-    def _should_split(self, block: _Block, size: int) -> bool:
-        """``should_split``: small pool or expandable segments: a remainder of 512 bytes or
-        more; large pool: a request under ``max_split_size`` and a remainder over 1 MiB."""
-        remaining = block.size - size
-        if block.small or self.config.expandable_segments:
-            return remaining >= MIN_BLOCK_BYTES
-        return size < self.config.max_split and remaining > SMALL_SIZE_BYTES
-
-    def _split(self, pool: _Pool, block: _Block, size: int) -> _Block:
+    @staticmethod
+    def _split(pool: _Pool, block: _Block, size: int) -> None:
         """``alloc_found_block``: the front ``size`` bytes are handed out, the rest goes back
         to the pool as a block of the same segment."""
         rest = _Block(block.size - size, block.addr + size, block.small, block.expandable)
-        head = _Block(size, block.addr, block.small, block.expandable)
-        head.prev, head.next = block.prev, rest
-        if block.prev is not None:
-            block.prev.next = head
-        rest.prev, rest.next = head, block.next
+        rest.prev, rest.next = block, block.next
         if block.next is not None:
             block.next.prev = rest
+        block.next = rest
+        block.size = size
         pool.insert(rest)
-        return head
 
     def _get_free_block(self, pool: _Pool, size: int) -> _Block | None:
         """``get_free_block``: the smallest cached block of at least ``size`` bytes (lowest
@@ -475,7 +472,7 @@ def replay(events: Iterable[Event], capacity_bytes: int | None = UNLIMITED,
 
 
 def min_device_bytes(events: Sequence[Event], config: AllocatorConfig = DEFAULT_CONFIG,
-                     outside_allocator_bytes: int = 0) -> int:
+                     outside_allocator_bytes: int = 0, unlimited: Replay | None = None) -> int:
     """The smallest device memory on which ``events`` run without out-of-memory:
     ``outside_allocator_bytes`` (CUDA context, driver reserve, communication buffers: the
     caller counts and cites them) plus the smallest allocator capacity that fits.
@@ -487,8 +484,8 @@ def min_device_bytes(events: Sequence[Event], config: AllocatorConfig = DEFAULT_
     whole cached segments) plus the new segment. The floor is tried first (one replay); when
     it does not fit, the search bisects over whole 2 MiB steps above it, treating "fits" as
     monotone in the capacity (a pathological sequence could fit at one capacity and not at a
-    slightly larger one)."""
-    free_run = replay(events, None, config)
+    slightly larger one). ``unlimited``: the replay with no limit, when the caller has it."""
+    free_run = unlimited or replay(events, None, config)
     step = ROUND_LARGE_BYTES
     hi = -(-free_run.peak_reserved_bytes // step)
     lo = min(hi, -(-max(_live_floor(events, config), free_run.segment_need_bytes) // step))

@@ -28,14 +28,17 @@ adapter ``r x d`` factors) but not every tensor of the real trace.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Iterator, Sequence
 
 from . import activations as act
 from . import memory as mem
 from . import states as st
+from . import allocator as al
 from .allocator import SMALL_SIZE_BYTES, Event
+from .jsontypes import JsonObject
 from .request import EstimateRequest, Method
+from .states import FP32_BYTES
 
 MAX_TENSORS_PER_BLOCK = 16
 """At most this many saved tensors per block in the synthetic sequence (a Llama block saves
@@ -78,21 +81,34 @@ def _pack(sizes: Sequence[int]) -> list[int]:
 
 def _saved_tensors(total: int, tokens: int, req: EstimateRequest, act_bytes: int) -> list[int]:
     """One block's saved bytes as tensors: up to :data:`MLP_INTERMEDIATES` of ``tokens x
-    intermediate``, hidden-width ones ``tokens x hidden`` while they fit, the rest as one."""
+    intermediate`` (at ``act_bytes``), one fp32 ``tokens x hidden`` per RMSNorm (its upcast
+    input, :func:`calc.activations.norm_bytes`), hidden-width ones at ``act_bytes`` while they
+    fit, the rest as one."""
     arch = req.model
     wide = tokens * arch.intermediate_size * act_bytes
+    upcast = tokens * arch.hidden_size * FP32_BYTES if arch.norm_kind == "rms" else 0
     narrow = tokens * arch.hidden_size * act_bytes
     out: list[int] = []
     left = total
-    while wide and left >= wide and len(out) < MLP_INTERMEDIATES:
-        out.append(wide)
-        left -= wide
-    while narrow and left >= narrow and len(out) < MAX_TENSORS_PER_BLOCK - 1:
-        out.append(narrow)
-        left -= narrow
+    for unit, most in ((wide, MLP_INTERMEDIATES), (upcast, arch.norms_per_layer),
+                       (narrow, MAX_TENSORS_PER_BLOCK)):
+        taken = 0
+        while unit and left >= unit and taken < most and len(out) < MAX_TENSORS_PER_BLOCK - 1:
+            out.append(unit)
+            left -= unit
+            taken += 1
     if left > 0:
         out.append(left)
     return out
+
+
+def _norm_transients(tokens: int, req: EstimateRequest) -> list[int]:
+    """Tensors an RMSNorm's forward makes and frees at once: ``hidden.pow(2)`` and ``hidden *
+    torch.rsqrt(variance + eps)``, fp32 ``tokens x hidden`` each (transformers 5.17
+    ``LlamaRMSNorm.forward``); none for LayerNorm (one fused kernel)."""
+    if req.model.norm_kind != "rms":
+        return []
+    return [tokens * req.model.hidden_size * FP32_BYTES] * 2
 
 
 def _trainable_shares(req: EstimateRequest) -> tuple[list[int], int]:
@@ -132,6 +148,50 @@ class _Ids:
     def new(self) -> int:
         self.n += 1
         return self.n
+
+
+def lengths_of(req: EstimateRequest, micro_batch_tokens: Sequence[int]) -> list[int]:
+    """Padded length of each micro-batch from its token count (``micro_batch_size`` rows,
+    each padded to the batch's longest sample): ``ceil(tokens / micro_batch_size)``."""
+    return [-(-int(t) // req.micro_batch_size) for t in micro_batch_tokens]
+
+
+@dataclass(frozen=True)
+class AllocatorEstimate:
+    """The replayed step sequence, in bytes: peaks with an unlimited device (the cache as on
+    a large card), the smallest allocator capacity that runs it, and the memory outside the
+    allocator added to that for the device."""
+
+    simulated_allocated_bytes: int
+    simulated_reserved_bytes: int
+    min_allocator_bytes: int
+    cuda_context_bytes: int
+    comm_buffer_bytes: int
+    driver_reserve_bytes: int
+    min_device_bytes: int
+
+    def to_dict(self) -> JsonObject:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def simulate(req: EstimateRequest, micro_batch_tokens: Sequence[int] | None = None,
+             config: al.AllocatorConfig = al.DEFAULT_CONFIG, driver_reserve_bytes: int = 0) -> AllocatorEstimate:
+    """Replay the steps of ``micro_batch_tokens`` (tokens per micro-batch; default one
+    optimizer step at ``micro_batch_size x seq_len``) through :mod:`calc.allocator`.
+
+    Outside the allocator: :data:`calc.memory.CUDA_CONTEXT_BYTES` (context and kernel images,
+    cited there), :data:`calc.memory.NCCL_BUFFER_BYTES` on several GPUs (cited there), and
+    ``driver_reserve_bytes``: memory the driver keeps on the card that nvidia-smi's
+    ``memory.total`` still counts (an input: calc has no cited figure for it, so 0 unless the
+    caller gives one)."""
+    lengths = lengths_of(req, micro_batch_tokens) if micro_batch_tokens else None
+    events = step_events(req, lengths)
+    run = al.replay(events, None, config)
+    capacity = al.min_device_bytes(events, config, unlimited=run)
+    comm = mem.NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0
+    return AllocatorEstimate(run.peak_allocated_bytes, run.peak_reserved_bytes, capacity,
+                             mem.CUDA_CONTEXT_BYTES, comm, driver_reserve_bytes,
+                             capacity + mem.CUDA_CONTEXT_BYTES + comm + driver_reserve_bytes)
 
 
 def step_events(req: EstimateRequest, seq_lens: Sequence[int] | None = None) -> list[Event]:
@@ -201,7 +261,9 @@ def _events(req: EstimateRequest, seq_lens: list[int]) -> Iterator[Event]:
         on_gpu = min(layers, 2) if req.activation_offload else layers
         head = max(0, acts.saved_all - on_gpu * per_layer)
         saved: list[list[int]] = []
+        transients = _norm_transients(tokens, req)
         for _layer in range(layers):
+            free([alloc(n) for n in transients])
             if ckpt:
                 inner = [alloc(n) for n in _saved_tensors(acts.last_block, tokens, req, cb)]
                 saved.append([alloc(per_layer)])
@@ -213,13 +275,29 @@ def _events(req: EstimateRequest, seq_lens: list[int]) -> Iterator[Event]:
                 saved[-on_gpu - 1] = []
         head_keys = [alloc(head)] if head else []
         kept = min(acts.kept_logits, acts.logits)
-        logit_unit = tokens * arch.vocab_size * cb
-        loss_keys = [alloc(n) for n in _saved_tensors_of(acts.logits - kept, logit_unit)]
-        kept_keys = [alloc(kept)] if kept else []
+        rows = tokens * arch.vocab_size
+        loss_total = acts.logits - kept
+        loss_grads: list[int] = []
+        if not req.chunked_loss and loss_total >= 3 * FP32_BYTES * rows:
+            # transformers' ForCausalLMLoss: the output layer's 16-bit logits (the model's
+            # output, kept or not), their fp32 upcast (freed once log_softmax has read it), the
+            # fp32 log-softmax the loss saves, and at the start of its backward two fp32
+            # gradients (activations.logits_bytes_per_token)
+            kept_keys = [alloc(kept)] if kept else [alloc(rows * cb)]
+            upcast = [alloc(rows * FP32_BYTES)] if kept < rows * FP32_BYTES else []
+            if not kept:
+                free(kept_keys)
+                kept_keys = []
+            loss_keys = [alloc(n) for n in (rows * FP32_BYTES, loss_total - 3 * FP32_BYTES * rows) if n]
+            free(upcast)
+            loss_grads = [rows * FP32_BYTES] * 2
+        else:
+            loss_keys = [alloc(n) for n in _logit_tensors(loss_total, rows, cb)]
+            kept_keys = [alloc(kept)] if kept else []
         yield from events
         events.clear()
         # 3. backward
-        free(loss_keys)
+        free([alloc(n) for n in loss_grads] + loss_keys)
         g_layers, g_rest = _layered(s.grads_all, block, rest, layers) if first else ([], [])
         if first:
             grads += [alloc(n) for n in _pack(g_rest)]
@@ -256,14 +334,16 @@ def _events(req: EstimateRequest, seq_lens: list[int]) -> Iterator[Event]:
         events.clear()
 
 
-def _saved_tensors_of(total: int, unit: int) -> list[int]:
-    """``total`` as tensors of ``unit`` bytes (the logits' width) and one remainder."""
-    if total <= 0:
-        return []
-    if unit <= 0:
-        return [total]
-    out = [unit] * min(total // unit, MAX_TENSORS_PER_BLOCK)
-    left = total - sum(out)
-    if left:
+def _logit_tensors(total: int, rows: int, act_bytes: int) -> list[int]:
+    """The loss's tensors (:func:`calc.activations.logits_bytes_per_token`): fp32 ``tokens x
+    vocab`` ones (log-softmax and the gradients of its backward) while they fit, then
+    ``act_bytes`` ones (the 16-bit logits), the rest as one."""
+    out: list[int] = []
+    left = total
+    for unit in (rows * FP32_BYTES, rows * act_bytes):
+        while unit and left >= unit and len(out) < MAX_TENSORS_PER_BLOCK:
+            out.append(unit)
+            left -= unit
+    if left > 0:
         out.append(left)
     return out

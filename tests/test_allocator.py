@@ -9,7 +9,7 @@ import pytest
 from calc import allocator as al
 from calc import memory as mem
 from calc.request import parse_estimate_request
-from calc.step_events import step_events
+from calc.step_events import lengths_of, simulate, step_events
 
 MiB = 1024 ** 2
 
@@ -246,3 +246,33 @@ def test_a_longer_batch_after_shorter_ones_reserves_more_than_alone():
     alone = al.replay(step_events(req, [4096, 4096])).peak_reserved_bytes
     mixed = al.replay(step_events(req, [700, 1500, 2900, 4096])).peak_reserved_bytes
     assert mixed > alone
+
+
+def test_micro_batch_tokens_become_padded_lengths():
+    req = parse_estimate_request({"model": "llama-3.2-1b", "method": "lora", "micro_batch_size": 4})
+    assert lengths_of(req, [4096, 4097, 8]) == [1024, 1025, 2]
+
+
+def test_simulate_adds_the_memory_outside_the_allocator():
+    """min_device_bytes = smallest allocator capacity + CUDA context (+ NCCL buffers on
+    several GPUs, + a driver reserve when given); the capacity runs the sequence and is at
+    most the unlimited replay's reserved peak."""
+    one = parse_estimate_request({"model": "llama-3.2-1b", "method": "lora"})
+    out = simulate(one, [2048, 1024])
+    assert out.min_device_bytes == out.min_allocator_bytes + mem.CUDA_CONTEXT_BYTES
+    assert out.min_allocator_bytes <= out.simulated_reserved_bytes
+    assert al.replay(step_events(one, [2048, 1024]), out.min_allocator_bytes).fits
+    two = parse_estimate_request({"model": "llama-3.2-1b", "method": "lora", "num_gpus": 2,
+                                  "sharding": "ddp"})
+    out2 = simulate(two, driver_reserve_bytes=300 * MiB)
+    assert out2.min_device_bytes == (out2.min_allocator_bytes + mem.CUDA_CONTEXT_BYTES
+                                     + mem.NCCL_BUFFER_BYTES + 300 * MiB)
+    assert set(out2.to_dict()) >= {"simulated_reserved_bytes", "min_device_bytes"}
+
+
+def test_a_smaller_card_needs_less_than_the_cache_of_a_large_one():
+    """The release-and-retry rule: with lengths that vary, the device that suffices is below
+    the reserved peak an unlimited card shows."""
+    req = parse_estimate_request({"model": "llama-3.2-1b", "method": "lora", "seq_len": 4096})
+    out = simulate(req, [700, 1500, 2900, 4096, 1200, 4000])
+    assert out.min_allocator_bytes < out.simulated_reserved_bytes

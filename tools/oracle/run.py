@@ -256,8 +256,12 @@ def run_steps(req: dict, options: dict) -> dict:
         optimizer = make_optimizer(req, params)
         ids = torch.zeros((b, s), dtype=torch.long)
         labels = torch.zeros((b, s), dtype=torch.long)  # a collator's copy of input_ids
+        lengths = options.get("seq_lens")  # a padded length per step (record_events runs)
         for step in range(1, options["steps"] + 1):
             counter["step"] = step
+            if lengths:
+                ids = torch.zeros((b, lengths[step - 1]), dtype=torch.long)
+                labels = torch.zeros((b, lengths[step - 1]), dtype=torch.long)
             last = step == options["steps"]
             tracker.context = "activations"
             if last:
