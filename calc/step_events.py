@@ -40,7 +40,7 @@ from .jsontypes import JsonObject
 from .request import EstimateRequest, Method
 from .states import FP32_BYTES
 
-MAX_TENSORS_PER_BLOCK = 16
+SAVED_TENSORS_PER_BLOCK = 16
 """At most this many saved tensors per block in the synthetic sequence (a Llama block saves
 about 14 under SDPA: norms' inputs and statistics, q/k/v, attention output and its
 statistics, the MLP's three intermediates, the residuals)."""
@@ -91,9 +91,9 @@ def _saved_tensors(total: int, tokens: int, req: EstimateRequest, act_bytes: int
     out: list[int] = []
     left = total
     for unit, most in ((wide, MLP_INTERMEDIATES), (upcast, arch.norms_per_layer),
-                       (narrow, MAX_TENSORS_PER_BLOCK)):
+                       (narrow, SAVED_TENSORS_PER_BLOCK)):
         taken = 0
-        while unit and left >= unit and taken < most and len(out) < MAX_TENSORS_PER_BLOCK - 1:
+        while unit and left >= unit and taken < most and len(out) < SAVED_TENSORS_PER_BLOCK - 1:
             out.append(unit)
             left -= unit
             taken += 1
@@ -341,7 +341,7 @@ def _logit_tensors(total: int, rows: int, act_bytes: int) -> list[int]:
     out: list[int] = []
     left = total
     for unit in (rows * FP32_BYTES, rows * act_bytes):
-        while unit and left >= unit and len(out) < MAX_TENSORS_PER_BLOCK:
+        while unit and left >= unit and len(out) < SAVED_TENSORS_PER_BLOCK:
             out.append(unit)
             left -= unit
     if left > 0:
