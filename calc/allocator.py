@@ -1,8 +1,9 @@
 """A deterministic model of PyTorch's CUDA caching allocator, replayed over alloc/free events.
 
-Every rule is read from torch 2.13.0's ``c10/cuda/CUDACachingAllocator.cpp`` (class
-``DeviceCachingAllocator``; the stored copy read is pytorch/pytorch at 001074d2) and cited
-where it is applied. What the model keeps:
+Every rule is read from ``c10/cuda/CUDACachingAllocator.cpp`` (class
+``DeviceCachingAllocator``) at pytorch/pytorch commit 001074d2, the copy at hand for the
+torch 2.13.0 the project pins (tools/requirements-measure.txt), and cited where it is
+applied. What the model keeps:
 
 - one stream (the default one): blocks freed on a stream serve only that stream, and a
   training step in one stream never meets the rule; no CUDA graphs, no cross-stream events;
