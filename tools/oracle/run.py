@@ -227,6 +227,8 @@ def run_steps(req: dict, options: dict) -> dict:
 
     model, config = build_meta_model(req, options)
     tracker = LiveStorageTracker(debug=bool(options.get("debug")))
+    if options.get("record_events"):
+        tracker.events = []
     qlora.CURRENT["tracker"] = tracker
     counter = {"step": 0}
     mixed = req["precision"] == "bf16-mixed"
@@ -254,8 +256,12 @@ def run_steps(req: dict, options: dict) -> dict:
         optimizer = make_optimizer(req, params)
         ids = torch.zeros((b, s), dtype=torch.long)
         labels = torch.zeros((b, s), dtype=torch.long)  # a collator's copy of input_ids
+        lengths = options.get("seq_lens")  # a padded length per step (record_events runs)
         for step in range(1, options["steps"] + 1):
             counter["step"] = step
+            if lengths:
+                ids = torch.zeros((b, lengths[step - 1]), dtype=torch.long)
+                labels = torch.zeros((b, lengths[step - 1]), dtype=torch.long)
             last = step == options["steps"]
             tracker.context = "activations"
             if last:
@@ -296,7 +302,7 @@ def run_steps(req: dict, options: dict) -> dict:
             for (cat, op), n in agg.most_common(40):
                 print(f"  {n:>12,d} {cat:22s} {op}")
     return {"phases": phases, "components": components, "params_total": params_total,
-            "params_trainable": trainable, "config": config}
+            "params_trainable": trainable, "config": config, "events": tracker.events}
 
 
 def _logical_params(model) -> int:
