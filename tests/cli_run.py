@@ -11,7 +11,7 @@ import sys
 from hypothesis import strategies as st
 
 import calc.cli.app as app
-from calc.cli.fields import FieldSpec, field_specs
+from calc.fields import FieldSpec, field_specs
 from calc.gpus import gpus_listing
 
 PRESETS = ["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "gemma-2-2b", "phi-2",

@@ -117,7 +117,7 @@ def test_json_is_todays_bytes(command, request_obj, compute):
     expected = json.dumps(compute(request_obj), indent=2, ensure_ascii=False) + "\n"
     assert run_main([command, "--request", "-"], stdin=dumps(request_obj))[1] == expected
     assert run_main([command, "--request", "-", "--json"], tty=True, stdin=dumps(request_obj))[1] == expected
-    from calc.cli.fields import field_specs
+    from calc.fields import field_specs
     from calc.cli.flags import flags_for_request
     flags = flags_for_request(request_obj, field_specs(command))
     assert run_main([command, *flags, "--json", "--lang", "es"], tty=True)[1] == expected

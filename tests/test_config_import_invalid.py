@@ -259,12 +259,12 @@ def _tables():
 def test_key_tables_name_the_fields_their_keys_set(fmt):
     """A table's ``fields`` are what the fixtures' top-level keys really set."""
     from calc.config_import.cli import import_file
-    from calc.request import ESTIMATE_FIELDS
+    from calc.fields import spec_by_key
 
     tables = _tables()[fmt]
     for table in tables:
         for spec in table.values():
-            assert set(spec.fields) <= set(ESTIMATE_FIELDS) | {"epochs", "dataset_tokens"}
+            assert set(spec.fields) <= set(spec_by_key("estimate")) | {"epochs", "dataset_tokens"}
     for path in sorted((ROOT / "tests" / "configs" / fmt).iterdir()):
         if path.name.startswith("ds_z"):
             continue

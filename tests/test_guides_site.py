@@ -148,7 +148,7 @@ def test_methodology_documents_every_constant_and_column(built_site, prefix):
     column appears on the methodology page in both languages (an undocumented one fails)."""
     import re
 
-    from calc.plan import PLAN_FIELDS
+    from calc.fields import BY_KEY, PLAN, keys
     from macros.methodology import data_file_columns, is_numeric_constant, numeric_constants
 
     text = (built_site / prefix / "methodology" / "index.html").read_text(encoding="utf-8")
@@ -156,7 +156,7 @@ def test_methodology_documents_every_constant_and_column(built_site, prefix):
     assert shown == set(numeric_constants())
     assert len(shown) >= 30
     defaults = set(re.findall(r'data-plan-default="([^"]+)"', text))
-    assert defaults == {k for k, v in PLAN_FIELDS.items() if is_numeric_constant(v[0])}
+    assert defaults == {k for k in keys(PLAN) if is_numeric_constant(BY_KEY[k].default)}
     columns = set(re.findall(r'data-column="([^"]+)"', text))
     assert columns == {f"{name}:{c}" for name in ("gpus.csv", "prices.csv", "models.json")
                        for c in data_file_columns(name)}

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from ..errors import InputError
 from ..jsontypes import JsonObject
 from ..numfmt import NUMBER_RE as _NUMBER_RE  # the calculator form's pattern too
-from .fields import FieldSpec
+from ..fields import FieldSpec
 
 _MAX_EXACT = 2 ** 53  # a JavaScript number is exact up to here, and so is the page's request
 _NULL_WORDS = ("", "null", "none", "default")

@@ -138,10 +138,10 @@ def positive_int(value: object) -> int | None:
 
 
 def _field_maximum(field: str | None) -> int | None:
-    from ..request import ESTIMATE_FIELDS
+    from ..fields import spec_by_key
 
-    spec = ESTIMATE_FIELDS.get(field) if field else None
-    return spec[2] if spec is not None and spec[1] == "int" and isinstance(spec[2], int) else None
+    spec = spec_by_key("estimate").get(field) if field else None
+    return int(spec.maximum) if spec is not None and spec.kind == "int" and spec.maximum is not None else None
 
 
 def integer(rep: Report, key: str, value: object, field: str | None = None, minimum: int = 1,

@@ -20,21 +20,14 @@ PEFT_DEFAULT_TARGETS = {
 
 
 def set_framework(rep: Report, value: str) -> None:
-    """``framework`` exists once the framework issue's key is in the request; until then it
-    is left out so the request stays valid."""
-    from ..request import ESTIMATE_FIELDS
-
-    if "framework" in ESTIMATE_FIELDS:
-        rep.request.setdefault("framework", value)
+    """The training library the file is for, unless the file named another."""
+    rep.request.setdefault("framework", value)
 
 
 def adapter_dtype_default(rep: Report, fp32: bool, source: str) -> None:
     """peft upcasts 16-bit adapters to fp32 unless told not to (peft 0.21.0
-    ``get_peft_model(autocast_adapter_dtype=True)``); the key exists once main's request has it."""
-    from ..request import ESTIMATE_FIELDS
-
-    if "lora_adapter_dtype" in ESTIMATE_FIELDS:
-        rep.default("lora_adapter_dtype", "fp32" if fp32 else "base", source)
+    ``get_peft_model(autocast_adapter_dtype=True)``)."""
+    rep.default("lora_adapter_dtype", "fp32" if fp32 else "base", source)
 
 
 def set_dropout(rep: Report, key: str, value: object) -> None:

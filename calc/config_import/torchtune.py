@@ -154,9 +154,7 @@ def import_torchtune(data: JsonObject, model: object = None, read_file: common.R
             rep.unknown("max_steps_per_epoch", "dataset_tokens_need_packing")
     rep.default("epochs", 1, TOOL, plan=True)
     rep.default("num_gpus", 1, TOOL + ": tune run without --nproc_per_node")
-    from ..request import ESTIMATE_FIELDS
-    if "framework" in ESTIMATE_FIELDS:
-        rep.request.setdefault("framework", "torchtune")
+    rep.request.setdefault("framework", "torchtune")
     return rep.result()
 
 
