@@ -176,8 +176,8 @@ def _field_wrap(key: str, strings: dict, control: list, hint: str | None = None,
 
 def _text_input(key: str, value: object, kind: str, default: object, **extra: str) -> list:
     attrs = {"id": f"calc-{key}", "name": key, "type": "text", "data-kind": kind,
-             "data-default": "" if default is None else _url_text(default),
-             "value": "" if value is None else _url_text(value), "autocomplete": "off",
+             "data-default": "" if default is None else url_text(default),
+             "value": "" if value is None else url_text(value), "autocomplete": "off",
              "spellcheck": "false"}
     if kind in ("int", "number"):
         attrs["inputmode"] = "numeric" if kind == "int" else "decimal"
@@ -185,7 +185,7 @@ def _text_input(key: str, value: object, kind: str, default: object, **extra: st
     return ["input", attrs]
 
 
-def _url_text(value: object) -> str:
+def url_text(value: object) -> str:
     """A value as it appears in the URL and the form (booleans true/false, lists comma-joined)."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -221,16 +221,16 @@ def _control(spec: FieldSpec, value: object, strings: dict, presets: list, gpus:
         return node
     if kind_name == "bool":
         attrs = {"id": f"calc-{key}", "name": key, "type": "checkbox", "data-kind": "bool",
-                 "data-default": _url_text(page_default)}
+                 "data-default": url_text(page_default)}
         if value:
             attrs["checked"] = "checked"
         return _field_wrap(key, strings, ["input", attrs], checkbox=True)
     if kind_name == "enum":
         select = ["select", {"id": f"calc-{key}", "name": key, "data-kind": "enum",
-                             "data-default": _url_text(page_default)}]
+                             "data-default": url_text(page_default)}]
         for val, text in _choices(spec, strings, gpus):
             attrs = {"value": val}
-            if val == _url_text(value):
+            if val == url_text(value):
                 attrs["selected"] = "selected"
             select.append(["option", attrs, text])
         return _field_wrap(key, strings, select)
