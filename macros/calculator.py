@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # every other default comes from calc's field tables.
 # The default card is priced at managed clouds only: the default tier follows it, so the
 # first view carries no "price from the other kind of provider" warning.
-# The workload is the site's reference setup (calc.reference, issue 17): the small model, the
+# The workload is the site's reference setup (calc.reference): the small model, the
 # request's default method (LoRA), 100 M tokens x 1 epoch at managed-cloud prices, so the first
 # view answers for the same setup as the home page's matrix and the guides.
 PAGE_DEFAULTS = {"model": _reference.MODELS["small"],
@@ -91,10 +91,11 @@ def load_strings() -> dict:
     return {lang: page_strings(lang) for lang in LANGS}
 
 
-def load_gpu_names() -> dict[str, str]:
-    """Card id -> name, as the results show them."""
-    gpus = importlib.import_module("calc.gpus").gpus_listing()["gpus"]
-    return {g["id"]: g.get("name") or g["id"] for g in gpus}
+def results_strings(lang: str, gpus: list) -> dict:
+    """The strings the results are rendered with: the page's, plus the cards' names and
+    stacks (the response names cards by id)."""
+    return dict(page_strings(lang), gpus={g["id"]: g.get("name") or g["id"] for g in gpus},
+                gpu_stacks={g["id"]: g.get("stack") or "cuda" for g in gpus})
 
 
 def request_fields() -> dict[str, FieldSpec]:
@@ -117,7 +118,7 @@ def profile_keys() -> tuple[str, ...]:
 
 def default_request() -> dict:
     """The page's default request: calc's defaults, plus the page's choices. The keys a
-    library profile sets are left to the profile, as the form leaves them (calculator.js)."""
+    library profile sets are left to the profile, as the form leaves them (form-state.js)."""
     out = {}
     governed = set(profile_keys())
     for key, spec in request_fields().items():
@@ -239,7 +240,7 @@ def _control(spec: FieldSpec, value: object, strings: dict, presets: list, gpus:
                            strings["ui"]["targets_hint"])
     hint = strings["ui"]["optional_hint"] if page_default is None else None
     extra = {"placeholder": placeholders[key]} if key in placeholders else {}
-    if spec.percent:  # 25, "25 %" and 0.25 all mean a quarter (calculator.js)
+    if spec.percent:  # 25, "25 %" and 0.25 all mean a quarter (form-state.js parseNumber)
         extra["data-percent"] = "true"
         hint = strings["ui"]["margin_hint"]
     return _field_wrap(key, strings, _text_input(key, value, kind_name, page_default, **extra), hint)
@@ -311,13 +312,11 @@ def _json_script(element_id: str, data: object) -> list:
 def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) -> str:
     """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, boot,
     js (each relative to the page)."""
-    # the page's strings, plus the cards' names for the results (ids in the response)
-    strings = dict(page_strings(lang), gpus={g["id"]: g.get("name") or g["id"] for g in gpus},
-                   gpu_stacks={g["id"]: g.get("stack") or "cuda" for g in gpus})
+    strings = results_strings(lang, gpus)
     request = default_request()
     result = compute(request)
     # data-static-request: the request of the build-time result; the page shows that result
-    # as the form's only while the form holds this very request (calculator.js).
+    # as the form's only while the form holds this very request (state.js, CalcMachine's shownKey).
     root = ["div", {"class": "calc", "id": "calc", "data-calc-state": "static", "data-lang": lang,
                     "data-method": str(request["method"]),
                     "data-static-request": json.dumps(request, separators=(",", ":")),

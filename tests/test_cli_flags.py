@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calc.cli.flags import parse_number
 from calc.fields import field_specs
-from calc.cli.flags import flags_for_request, parse_number
-from cli_run import dumps, requests, run_main
+from cli_run import dumps, flags_for_request, requests, run_main
 
 
 def test_every_request_key_has_its_flag():

@@ -109,8 +109,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from calc.fields import field_specs  # noqa: E402
-from calc.cli.flags import flags_for_request  # noqa: E402
-from cli_run import requests  # noqa: E402
+from cli_run import flags_for_request, requests  # noqa: E402
 
 _SWEEPABLE = [s for s in field_specs("estimate") if s.kind in ("int", "enum")]
 
