@@ -314,3 +314,17 @@ def test_nested_sections_are_key_tables_naming_the_fields_they_set(fmt):
                 assert set(spec.fields) <= set(spec_by_key("estimate")) | {"epochs", "dataset_tokens"}
                 assert set(entry.get("fields") or [entry["field"]]) <= set(spec.fields), (path.name, entry, spec)
     assert nested
+
+
+def test_torchtune_components_of_the_wrong_type_are_reported_not_raised():
+    """A loss component that is not a name, and an SGD momentum written as text, are keys
+    the file gets wrong: reported, and the import goes on."""
+    text = ("model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\n"
+            "loss:\n  _component_: [torchtune.modules.loss.CEWithChunkedOutputLoss]\n"
+            "optimizer:\n  _component_: torch.optim.SGD\n  momentum: high\n")
+    result = import_config(text, "torchtune")
+    statuses = {e["key"]: e for e in result["keys"]}
+    assert statuses["loss._component_"]["status"] == "unknown"
+    assert statuses["optimizer.momentum"]["status"] == "invalid"
+    assert statuses["optimizer.momentum"]["reason"] == "not_a_number"
+    assert result["request"]["optimizer"] == "sgd" and result["request"]["chunked_loss"] is False

@@ -64,7 +64,9 @@ def _max_steps(rep: Report, path: str, value: object, st: JsonObject) -> None:
 
 
 def _loss_component(rep: Report, path: str, value: object, st: JsonObject) -> None:
-    if value in CHUNKED_LOSSES:
+    if not isinstance(value, str):  # a list or a mapping names no loss
+        rep.unknown(path)
+    elif value in CHUNKED_LOSSES:
         rep.use(path, "chunked_loss", True)
     elif value in PLAIN_LOSSES:
         rep.use(path, "chunked_loss", False)
@@ -125,7 +127,8 @@ the LoRA targets they name."""
 # -- optimizer ----------------------------------------------------------------------------------
 def _optimizer_component(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
     name = common.COMPONENT_OPTIMIZERS.get(str(value))
-    if name == "sgd" and (ctx["momentum"] or 0) > 0:
+    momentum = ctx["momentum"] if isinstance(ctx["momentum"], (int, float)) else 0  # text: refused below
+    if name == "sgd" and momentum > 0:
         name = "sgd-momentum"
     if name is None:
         rep.unknown(path, "optimizer_not_modelled")
@@ -141,13 +144,20 @@ def _optimizer_fused(rep: Report, path: str, value: object, ctx: JsonObject) -> 
         rep.ignore(path)
 
 
+def _momentum(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    if value is None or isinstance(value, (int, float)):
+        rep.mark_used(path, ["optimizer"])
+    else:  # torch.optim.SGD compares it with 0: text fails there
+        rep.invalid(path, value, "not_a_number", {"type": "number", "minimum": 0.0}, "optimizer")
+
+
 OPTIMIZER: dict[str, keys.Key] = {
     **{name: keys.ignored() for name in ("lr", "weight_decay", "betas", "eps", "amsgrad", "foreach", "nesterov",
                                          "optim_bits", "min_8bit_size", "percentile_clipping", "block_wise",
                                          "dampening")},
     "_component_": keys.Key(_optimizer_component, ("optimizer",), "SGD with momentum > 0: sgd-momentum"),
     "fused": keys.Key(_optimizer_fused, ("optimizer_fused",), "torch's AdamW / Adam only"),
-    "momentum": keys.Key(lambda rep, path, value, ctx: rep.mark_used(path, ["optimizer"]), ("optimizer",)),
+    "momentum": keys.Key(_momentum, ("optimizer",)),
 }
 """The ``optimizer`` component's arguments; ``ctx`` holds the component and its momentum."""
 
