@@ -232,9 +232,6 @@ def check_targets(value: object, arch: ModelArch) -> tuple[str, ...] | str:
 
 # --- the spec ---------------------------------------------------------------------------------------
 
-LegacySpec = tuple[object, "str | type[Enum]", "int | tuple[float, float, bool] | None"]
-
-
 @dataclass(frozen=True)
 class FieldSpec:
     """One request key. ``kind`` is one of :data:`KINDS`; ``minimum`` / ``maximum`` bound the
@@ -326,21 +323,6 @@ class FieldSpec:
             return None
         return float(check_number(key, value, self.minimum, self.maximum,
                                   allow_equal_min=not self.exclusive_minimum))
-
-    def legacy(self) -> LegacySpec:
-        """``(default, kind, extra)``, the tuple of :data:`calc.request.ESTIMATE_FIELDS` and
-        :data:`calc.plan.PLAN_FIELDS` (kept for their callers): an Enum class as the kind of
-        an estimate choice, ``"tier"`` for the price tier; an int's maximum, or a plan
-        number's ``(minimum, maximum, minimum allowed)``, as ``extra``."""
-        if self.kind == "enum":
-            return self.default, self.enum if self.enum is not None else "tier", None
-        if self.kind == "int":
-            return self.default, "int", None if self.maximum is None else int(self.maximum)
-        if self.kind == "number":
-            assert self.minimum is not None and self.maximum is not None, self.key
-            kind = "required_number" if self.required else "optional_number" if self.optional else "number"
-            return self.default, kind, (self.minimum, self.maximum, not self.exclusive_minimum)
-        return self.default, self.kind, None
 
 
 def _int(key: str, default: int, maximum: int, group: str, **more: object) -> FieldSpec:

@@ -24,15 +24,9 @@ from .cost import CostEstimate, CostInputs, default_storage_gb, estimate_cost
 from .errors import InputError
 from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
-from .request import (ESTIMATE_FIELDS, MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
+from .request import (MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
                       parse_estimate_request, parse_fields)
 from .timing import TimeEstimate, default_mfu, estimate_time
-
-PLAN_FIELDS = {spec.key: spec.legacy() for spec in field_specs("plan") if spec.group == PLAN}
-"""``key -> (default, kind, extra)`` of the plan's own keys, read from :data:`calc.fields.FIELDS`
-(older callers); new code reads the specs there."""
-
-PLAN_REQUEST_FIELDS = {**ESTIMATE_FIELDS, **PLAN_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -474,5 +468,4 @@ def plan_dict(data: object) -> JsonObject:
     return plan_request(request, options)
 
 
-__all__ = ["PLAN_FIELDS", "PLAN_REQUEST_FIELDS", "PlanOptions", "Planner", "parse_plan_options",
-           "parse_plan_request", "plan_dict", "plan_request"]
+__all__ = ["PlanOptions", "Planner", "parse_plan_options", "parse_plan_request", "plan_dict", "plan_request"]

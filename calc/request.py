@@ -14,17 +14,12 @@ from enum import Enum
 from .arch import ModelArch
 from .errors import CalcError, ConfigError, InputError
 from .fields import (BY_KEY, MAX_ACCUMULATION, MAX_GPUS, MAX_LORA_RANK, MAX_MICRO_BATCH, MAX_SEQ_LEN,
-                     PLAN, AdapterDtype, Attention, CpuOffload, FieldSpec, LegacySpec, Method,
+                     PLAN, AdapterDtype, Attention, CpuOffload, FieldSpec, Method,
                      ModulesToSave, MoeExpertLayout, Optimizer, Precision, Sharding, check_bool,
                      check_enum, check_fraction, check_int, check_number, field_specs, given_fields,
                      int_range, number_range)
 from .frameworks import PROFILES, Framework, apply_profile
 from .jsontypes import JsonObject
-
-ESTIMATE_FIELDS: dict[str, LegacySpec] = {spec.key: spec.legacy() for spec in field_specs("estimate")}
-"""``key -> (default, kind, extra)``, read from :data:`calc.fields.FIELDS` (older callers);
-new code reads the specs there."""
-
 
 @dataclass(frozen=True)
 class EstimateRequest:
@@ -83,7 +78,8 @@ class EstimateRequest:
     def to_dict(self) -> JsonObject:
         """The request in its JSON form (model as its id)."""
         out = {}
-        for key in ESTIMATE_FIELDS:
+        for spec in field_specs("estimate"):
+            key = spec.key
             value = getattr(self, key)
             if key == "model":
                 value = self.model_id
@@ -173,7 +169,7 @@ def request_warnings(req: EstimateRequest) -> list[str]:
 
 
 __all__ = [
-    "AdapterDtype", "Attention", "CalcError", "ConfigError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest",
+    "AdapterDtype", "Attention", "CalcError", "ConfigError", "CpuOffload", "EstimateRequest",
     "Framework", "MAX_ACCUMULATION", "MAX_GPUS", "MAX_LORA_RANK", "MAX_MICRO_BATCH", "MAX_SEQ_LEN", "Method",
     "ModulesToSave", "MoeExpertLayout", "Optimizer", "Precision", "Sharding", "check_bool", "check_fraction",
     "check_int", "check_number", "int_range", "number_range", "parse_estimate_request", "request_warnings",

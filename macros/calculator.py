@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # every other default comes from calc's field tables.
 # The default card is priced at managed clouds only: the default tier follows it, so the
 # first view carries no "price from the other kind of provider" warning.
-# The workload is the site's reference setup (calc.reference, issue 17): the small model, the
+# The workload is the site's reference setup (calc.reference): the small model, the
 # request's default method (LoRA), 100 M tokens x 1 epoch at managed-cloud prices, so the first
 # view answers for the same setup as the home page's matrix and the guides.
 PAGE_DEFAULTS = {"model": _reference.MODELS["small"],
@@ -100,10 +100,11 @@ def load_strings() -> dict:
     return {lang: page_strings(lang) for lang in LANGS}
 
 
-def load_gpu_names() -> dict[str, str]:
-    """Card id -> name, as the results show them."""
-    gpus = importlib.import_module("calc.gpus").gpus_listing()["gpus"]
-    return {g["id"]: g.get("name") or g["id"] for g in gpus}
+def results_strings(lang: str, gpus: list) -> dict:
+    """The strings the results are rendered with: the page's, plus the cards' names and
+    stacks (the response names cards by id)."""
+    return dict(page_strings(lang), gpus={g["id"]: g.get("name") or g["id"] for g in gpus},
+                gpu_stacks={g["id"]: g.get("stack") or "cuda" for g in gpus})
 
 
 def request_fields() -> dict[str, FieldSpec]:
@@ -126,7 +127,7 @@ def profile_keys() -> tuple[str, ...]:
 
 def default_request() -> dict:
     """The page's default request: calc's defaults, plus the page's choices. The keys a
-    library profile sets are left to the profile, as the form leaves them (calculator.js)."""
+    library profile sets are left to the profile, as the form leaves them (form-state.js)."""
     out = {}
     governed = set(profile_keys())
     for key, spec in request_fields().items():
@@ -187,8 +188,8 @@ def _field_wrap(key: str, strings: dict, control: list, hint: str | None = None,
 
 def _text_input(key: str, value: object, kind: str, default: object, **extra: str) -> list:
     attrs = {"id": f"calc-{key}", "name": key, "type": "text", "data-kind": kind,
-             "data-default": "" if default is None else _url_text(default),
-             "value": "" if value is None else _url_text(value), "autocomplete": "off",
+             "data-default": "" if default is None else url_text(default),
+             "value": "" if value is None else url_text(value), "autocomplete": "off",
              "spellcheck": "false"}
     if kind in ("int", "number"):
         attrs["inputmode"] = "numeric" if kind == "int" else "decimal"
@@ -196,7 +197,7 @@ def _text_input(key: str, value: object, kind: str, default: object, **extra: st
     return ["input", attrs]
 
 
-def _url_text(value: object) -> str:
+def url_text(value: object) -> str:
     """A value as it appears in the URL and the form (booleans true/false, lists comma-joined)."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -232,16 +233,16 @@ def _control(spec: FieldSpec, value: object, strings: dict, presets: list, gpus:
         return node
     if kind_name == "bool":
         attrs = {"id": f"calc-{key}", "name": key, "type": "checkbox", "data-kind": "bool",
-                 "data-default": _url_text(page_default)}
+                 "data-default": url_text(page_default)}
         if value:
             attrs["checked"] = "checked"
         return _field_wrap(key, strings, ["input", attrs], checkbox=True)
     if kind_name == "enum":
         select = ["select", {"id": f"calc-{key}", "name": key, "data-kind": "enum",
-                             "data-default": _url_text(page_default)}]
+                             "data-default": url_text(page_default)}]
         for val, text in _choices(spec, strings, gpus):
             attrs = {"value": val}
-            if val == _url_text(value):
+            if val == url_text(value):
                 attrs["selected"] = "selected"
             select.append(["option", attrs, text])
         return _field_wrap(key, strings, select)
@@ -250,7 +251,7 @@ def _control(spec: FieldSpec, value: object, strings: dict, presets: list, gpus:
                            strings["ui"]["targets_hint"])
     hint = strings["ui"]["optional_hint"] if page_default is None else None
     extra = {"placeholder": placeholders[key]} if key in placeholders else {}
-    if spec.percent:  # 25, "25 %" and 0.25 all mean a quarter (calculator.js)
+    if spec.percent:  # 25, "25 %" and 0.25 all mean a quarter (form-state.js parseNumber)
         extra["data-percent"] = "true"
         hint = strings["ui"]["margin_hint"]
     return _field_wrap(key, strings, _text_input(key, value, kind_name, page_default, **extra), hint)
@@ -322,13 +323,11 @@ def _json_script(element_id: str, data: object) -> list:
 def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) -> str:
     """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, boot,
     js (each relative to the page)."""
-    # the page's strings, plus the cards' names for the results (ids in the response)
-    strings = dict(page_strings(lang), gpus={g["id"]: g.get("name") or g["id"] for g in gpus},
-                   gpu_stacks={g["id"]: g.get("stack") or "cuda" for g in gpus})
+    strings = results_strings(lang, gpus)
     request = default_request()
     result = compute(request)
     # data-static-request: the request of the build-time result; the page shows that result
-    # as the form's only while the form holds this very request (calculator.js).
+    # as the form's only while the form holds this very request (state.js, CalcMachine's shownKey).
     root = ["div", {"class": "calc", "id": "calc", "data-calc-state": "static", "data-lang": lang,
                     "data-method": str(request["method"]),
                     "data-static-request": json.dumps(request, separators=(",", ":")),

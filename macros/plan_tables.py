@@ -23,10 +23,10 @@ def plan_value(lang: str, field: str, kind: str, **request) -> str:
 
 
 def plan_default(lang: str, key: str, kind: str) -> str:
-    """The default of a plan-only request key (``calc.plan.PLAN_FIELDS``), as the page shows it."""
-    from calc.plan import PLAN_FIELDS
+    """The default of a plan-only request key (:data:`calc.fields.FIELDS`), as the page shows it."""
+    from calc.fields import BY_KEY
 
-    default = PLAN_FIELDS[key][0]
+    default = BY_KEY[key].default
     if default is None or isinstance(default, (bool, str)):
         raise ValueError(f"{key} has no numeric default")
     scale = 100 if kind.startswith("pct") else 1
@@ -299,7 +299,7 @@ DEFAULT_KINDS = {
 
 
 def plan_defaults_list(lang: str, keys: list[str]) -> str:
-    """A Markdown list of plan defaults (``calc.plan.PLAN_FIELDS``), each a checkable figure."""
+    """A Markdown list of plan defaults (:data:`calc.fields.FIELDS`), each a checkable figure."""
     lines = []
     for key in keys:
         kind, unit = DEFAULT_KINDS[key]

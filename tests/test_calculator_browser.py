@@ -221,7 +221,9 @@ def test_shared_link_never_shows_foreign_numbers(browser, site_server, lang, que
     assert calc.state() == "ready"
     assert_parity(calc.outputs(), expected, lang)
     # the verdict line, first in the results, says what the CLI's answer says
-    strings = dict(STRINGS[lang], gpus=calculator.load_gpu_names())
+    from calc.gpus import gpus_listing
+
+    strings = calculator.results_strings(lang, gpus_listing()["gpus"])
     line = view.to_html(view.Renderer(expected, lang, strings).verdict())
     verdict = page.locator("#calc .calc-results-slot .calc-verdict")
     assert verdict.text_content() == html.unescape(re.sub(r"<[^>]+>", "", line))

@@ -168,10 +168,10 @@ def test_suggested_changes_are_shown_in_words_not_codes(lang):
 def test_every_choice_of_every_list_has_a_name(lang):
     """The form's lists show names (pure bf16, paged 8-bit AdamW), never a bare code, in
     both languages."""
-    from calc.request import ESTIMATE_FIELDS
+    from calc.fields import field_specs
 
-    enums = {key: kind for key, (_, kind, _) in ESTIMATE_FIELDS.items() if isinstance(kind, type)}
-    codes = {(key, m.value) for key, kind in enums.items() for m in kind}
+    codes = {(spec.key, code) for spec in field_specs("estimate") if spec.enum is not None
+             for code in spec.choices or ()}
     assert {("precision", "bf16-true"), ("optimizer", "paged-adamw-8bit"), ("attention", "flash"),
             ("sharding", "zero3"), ("cpu_offload", "none")} <= codes
     missing = {(key, code) for key, code in codes if code not in STRINGS[lang]["enums"].get(key, {})}

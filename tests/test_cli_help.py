@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from calc.cli.fields import field_specs
+from calc.fields import field_specs
 from calc.cli.helptext import examples, field_help
 from calc.cli.messages import Messages, default_lang
 from cli_run import run_main

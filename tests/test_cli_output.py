@@ -17,7 +17,7 @@ from calc.cli.messages import Messages
 from calc.cli.table import render_estimate, render_plan
 from calc.memory import estimate_dict
 from calc.plan import plan_dict
-from cli_run import dumps, run_main
+from cli_run import dumps, flags_for_request, run_main
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
@@ -143,8 +143,7 @@ def test_json_is_todays_bytes(command, request_obj, compute):
     expected = json.dumps(compute(request_obj), indent=2, ensure_ascii=False) + "\n"
     assert run_main([command, "--request", "-"], stdin=dumps(request_obj))[1] == expected
     assert run_main([command, "--request", "-", "--json"], tty=True, stdin=dumps(request_obj))[1] == expected
-    from calc.cli.fields import field_specs
-    from calc.cli.flags import flags_for_request
+    from calc.fields import field_specs
     flags = flags_for_request(request_obj, field_specs(command))
     assert run_main([command, *flags, "--json", "--lang", "es"], tty=True)[1] == expected
 

@@ -15,7 +15,7 @@ import pytest
 import calc
 from calc import gpus
 from conftest import REPO_ROOT, parse_page, site_pages
-from calc.numfmt import KINDS, parse_number, shown_value
+from calc.numfmt import KINDS, format_kind, parse_number
 from page_numbers import expected_raw, response_for
 
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
@@ -69,7 +69,8 @@ def test_generated_numbers_equal_calc(page, site_server, pages):
             response, request = cache[cell["source"]]
             raw = expected_raw(cell["field"], response, request)
             shown = parse_number(cell["text"], lang)
-            assert shown == shown_value(raw, cell["kind"]), f"{where}: {cell['text']!r} vs {raw}"
+            rounded = parse_number(format_kind(raw, cell["kind"], lang), lang)  # as calc shows it
+            assert shown == rounded, f"{where}: {cell['text']!r} vs {raw}"
             assert float(cell["value"]) == pytest.approx(raw, rel=1e-12), where
             checked[url] = checked.get(url, 0) + 1
     for guide in GUIDES:
@@ -244,7 +245,7 @@ def test_methodology_documents_every_constant_and_column(built_site, prefix):
     column appears on the methodology page in both languages (an undocumented one fails)."""
     import re
 
-    from calc.plan import PLAN_FIELDS
+    from calc.fields import BY_KEY, PLAN, keys
     from macros.methodology import data_file_columns, is_numeric_constant, numeric_constants
 
     text = (built_site / prefix / "methodology" / "index.html").read_text(encoding="utf-8")
@@ -252,7 +253,7 @@ def test_methodology_documents_every_constant_and_column(built_site, prefix):
     assert shown == set(numeric_constants())
     assert len(shown) >= 30
     defaults = set(re.findall(r'data-plan-default="([^"]+)"', text))
-    assert defaults == {k for k, v in PLAN_FIELDS.items() if is_numeric_constant(v[0])}
+    assert defaults == {k for k in keys(PLAN) if is_numeric_constant(BY_KEY[k].default)}
     columns = set(re.findall(r'data-column="([^"]+)"', text))
     assert columns == {f"{name}:{c}" for name in ("gpus.csv", "prices.csv", "models.json")
                        for c in data_file_columns(name)}

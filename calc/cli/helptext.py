@@ -1,12 +1,12 @@
 """``--help`` that teaches: each key's meaning, unit, default and allowed values, from the
-field tables (:mod:`calc.cli.fields`) and the message catalogue; examples; where the method is."""
+field tables (:mod:`calc.fields`) and the message catalogue; examples; where the method is."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..numfmt import format_number as number
-from .fields import FieldSpec
+from ..fields import FieldSpec
 from .messages import Messages
 
 

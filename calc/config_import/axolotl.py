@@ -13,7 +13,7 @@ per-model table (:mod:`calc.config_import.hf`).
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
-from . import common, hf, keys
+from . import common, hf, keys, sections
 from .models import resolve_model
 from .report import Report
 
@@ -174,13 +174,11 @@ KEYS: dict[str, keys.Key] = {
     "lora_dropout": keys.call(hf.set_dropout, "lora_dropout"),
     "lora_target_modules": keys.Key(hf.read_targets, ("lora_targets",)),
     "lora_target_linear": keys.Key(_target_linear, ("lora_targets",)),
-    "bnb_config_kwargs": keys.dict_only(lambda rep, key, value, st: hf.bnb_section(rep, value, key + "."),
-                                        "qlora_double_quant"),
+    "bnb_config_kwargs": keys.section(hf.BNB, ("qlora_double_quant",)),
     **{name: keys.Key(_precision_flag, ("precision",)) for name in ("bf16", "fp16", "bfloat16", "float16", "float32")},
     "tf32": keys.Key(_precision_flag, (), "fp32 matmul speed not modelled"),
     "gradient_checkpointing": keys.Key(_checkpointing, ("gradient_checkpointing", "activation_offload")),
-    "gradient_checkpointing_kwargs": keys.dict_only(
-        lambda rep, key, value, st: hf.checkpointing_kwargs(rep, value, key + ".")),
+    "gradient_checkpointing_kwargs": keys.section(hf.CHECKPOINTING_KWARGS),
     "activation_offloading": keys.Key(_activation_offloading, ("activation_offload",)),
     "micro_batch_size": keys.whole("micro_batch_size"),
     "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
@@ -195,11 +193,11 @@ KEYS: dict[str, keys.Key] = {
     **{name: keys.Key(_chunked_loss, ("chunked_loss",)) for name in sorted(CHUNKED_LOSS)},
     "optimizer": keys.call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
     "deepspeed": keys.Key(lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st["read_file"]),
-                          common.DEEPSPEED_FIELDS),
+                          common.DEEPSPEED_FIELDS, table=sections.DEEPSPEED),
     "fsdp": keys.call(common.fsdp_trainer_option, "sharding", "cpu_offload"),
     "fsdp_config": keys.dict_only(
-        lambda rep, key, value, st: common.fsdp_section(rep, value, key + ".", version=st["fsdp_version"]),
-        "sharding", "cpu_offload", "frozen_weight_grads"),
+        lambda rep, key, value, st: sections.fsdp_section(rep, value, key + ".", version=st["fsdp_version"]),
+        *sections.FSDP_FIELDS, table=sections.FSDP),
     "fsdp_version": keys.Key(_fsdp_version, ("sharding",)),
     "torch_compile": keys.Key(_torch_compile, ("torch_compile",)),
     "num_epochs": keys.call(hf.set_epochs, "epochs"),

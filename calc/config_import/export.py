@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from ..jsontypes import JsonObject
-from ..request import ESTIMATE_FIELDS
+from ..fields import defaults
 from .models import TORCHTUNE_PRESETS
 
 _HF_OPTIM = {("adamw", True): "adamw_torch_fused", ("adamw", False): "adamw_torch",
@@ -28,7 +28,7 @@ FORMATS = ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelera
 
 
 def _full(request: JsonObject) -> JsonObject:
-    out = {key: spec[0] for key, spec in ESTIMATE_FIELDS.items()}
+    out = defaults("estimate")
     out.update(request)
     return out
 

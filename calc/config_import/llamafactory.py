@@ -95,11 +95,7 @@ def _switch(field: str, value: object, note: str | None = None) -> keys.Key:
 def _use_unsloth(rep: Report, key: str, value: object, st: JsonObject) -> None:
     if common.flag(rep, key, value) is True:
         st["unsloth"] = True
-        from ..request import ESTIMATE_FIELDS
-        if "framework" in ESTIMATE_FIELDS:
-            rep.use(key, "framework", "unsloth")
-        else:
-            rep.unknown(key, "framework_not_modelled")
+        rep.use(key, "framework", "unsloth")
     else:
         rep.ignore(key)
 

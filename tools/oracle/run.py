@@ -56,7 +56,8 @@ def versions() -> dict:
 
 def normalise(request: dict) -> tuple[dict, dict]:
     """The request with calc's defaults filled (validated by calc), and the oracle options."""
-    from calc.request import ESTIMATE_FIELDS, parse_estimate_request
+    from calc.fields import field_specs
+    from calc.request import parse_estimate_request
 
     req = dict(request)
     options = dict(ORACLE_DEFAULTS, **req.pop("oracle", {}))
@@ -65,7 +66,8 @@ def normalise(request: dict) -> tuple[dict, dict]:
     framework = parsed.get("framework", "generic")
     if framework not in TRACED_FRAMEWORKS:
         raise Unsupported(f"framework {framework}: the oracle runs transformers and peft")
-    for key, (default, _kind, _extra) in ESTIMATE_FIELDS.items():
+    for spec in field_specs("estimate"):
+        key, default = spec.key, spec.default
         value = parsed[key]
         if key in HANDLED_KEYS or key not in req and key == "qlora_quant_state_replicated":
             continue  # a QLoRA-only setting a Hugging Face profile fills in
