@@ -49,9 +49,13 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 from .errors import InputError
 from .jsontypes import JsonObject
+
+if TYPE_CHECKING:
+    from .request import EstimateRequest
 
 PARTS = ("mean", "p90", "max")
 """The keys of ``length_stats``, tokens per sample."""
@@ -289,22 +293,20 @@ def data_shape(stats: LengthStats, batching: Batching, seq_len: int, micro_batch
     return DataShape(batching, micro_batch_size, tuple(tokens), exact)
 
 
-def request_shape(req: object) -> DataShape | None:
+def request_shape(req: EstimateRequest) -> DataShape | None:
     """The data shape of an estimate request, ``None`` without ``length_stats``."""
-    stats = getattr(req, "length_stats", None)
-    if stats is None:
+    if req.length_stats is None:
         return None
-    return data_shape(stats, getattr(req, "batching"), getattr(req, "seq_len"),
-                      getattr(req, "micro_batch_size"))
+    return data_shape(req.length_stats, req.batching, req.seq_len, req.micro_batch_size)
 
 
-def micro_batch_tokens(req: object) -> list[int]:
+def micro_batch_tokens(req: EstimateRequest) -> list[int]:
     """The tokens each micro-batch of the request's step sequence puts on the GPU (padding
     included), in order: ``micro_batch_size * seq_len`` each without ``length_stats``."""
     shape = request_shape(req)
     if shape is None:
-        full = getattr(req, "micro_batch_size") * getattr(req, "seq_len")
-        return [full] * max(1, SAMPLES // getattr(req, "micro_batch_size"))
+        full = req.micro_batch_size * req.seq_len
+        return [full] * max(1, SAMPLES // req.micro_batch_size)
     return [padded for _, padded in shape.tokens]
 
 
