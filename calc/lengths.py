@@ -220,16 +220,16 @@ def fit(stats: LengthStats, top: int) -> tuple[float, float, bool]:
 
 @dataclass(frozen=True)
 class DataShape:
-    """The step sequence of a request's data and what follows from it."""
+    """The step sequence of a request's data and what follows from it (the sums are kept:
+    a plan asks for them once per card and setup)."""
 
     batching: Batching
     micro_batch_size: int
     tokens: tuple[tuple[int, int], ...]  # (real, padded) tokens per micro-batch
     exact: bool  # the fitted distribution meets the stats (else: length_stats_approximated)
-
-    @property
-    def peak_batch_tokens(self) -> int:
-        return max(padded for _, padded in self.tokens)
+    peak_batch_tokens: int  # padded tokens of the longest micro-batch
+    real_total: int
+    padded_total: int
 
     @property
     def peak_length(self) -> int:
@@ -239,22 +239,20 @@ class DataShape:
     @property
     def padding_ratio(self) -> float:
         """Padded tokens per real token over the sequence (1: no padding)."""
-        return sum(p for _, p in self.tokens) / sum(r for r, _ in self.tokens)
+        return self.padded_total / self.real_total
 
     @property
     def mean_padded_length(self) -> int:
         """Padded tokens per sample on average: the time model's ``seq_len``."""
-        padded = sum(p for _, p in self.tokens)
-        return max(1, round(padded / (len(self.tokens) * self.micro_batch_size)))
+        return max(1, round(self.padded_total / (len(self.tokens) * self.micro_batch_size)))
 
     def to_dict(self) -> JsonObject:
-        real = sum(r for r, _ in self.tokens)
         return {
             "batching": self.batching.value,
             "micro_batches_drawn": len(self.tokens),
             "peak_batch_tokens": self.peak_batch_tokens,
             "peak_sample_tokens": self.peak_length,
-            "mean_sample_tokens": real / (len(self.tokens) * self.micro_batch_size),
+            "mean_sample_tokens": self.real_total / (len(self.tokens) * self.micro_batch_size),
             "mean_padded_sample_tokens": self.mean_padded_length,
             "padding_ratio": self.padding_ratio,
         }
@@ -283,14 +281,19 @@ def data_shape(stats: LengthStats, batching: Batching, seq_len: int, micro_batch
     batches = max(1, SAMPLES // micro_batch_size)
     if batching is Batching.PACKED:
         full = micro_batch_size * seq_len
-        return DataShape(batching, micro_batch_size, ((full, full),) * batches, True)
+        return DataShape(batching, micro_batch_size, ((full, full),) * batches, True, full,
+                         full * batches, full * batches)
     lengths, exact = sample_lengths(stats, seq_len, batches * micro_batch_size)
-    tokens = []
-    for i in range(batches):
-        batch = lengths[i * micro_batch_size:(i + 1) * micro_batch_size]
-        width = seq_len if batching is Batching.PAD_MAX else max(batch)
-        tokens.append((sum(batch), micro_batch_size * width))
-    return DataShape(batching, micro_batch_size, tuple(tokens), exact)
+    if micro_batch_size == 1:
+        tokens = tuple((n, seq_len if batching is Batching.PAD_MAX else n) for n in lengths)
+    else:
+        groups = zip(*[iter(lengths)] * micro_batch_size, strict=True)  # consecutive micro-batches
+        if batching is Batching.PAD_MAX:
+            tokens = tuple((sum(g), micro_batch_size * seq_len) for g in groups)
+        else:
+            tokens = tuple((sum(g), micro_batch_size * max(g)) for g in groups)
+    return DataShape(batching, micro_batch_size, tokens, exact, max(p for _, p in tokens),
+                     sum(lengths), sum(p for _, p in tokens))
 
 
 def request_shape(req: EstimateRequest) -> DataShape | None:
