@@ -3,6 +3,7 @@ the estimate and the plan; without length_stats nothing changes."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -143,3 +144,23 @@ def test_trl_packing_and_padding_free():
     alone = import_config('{"model_name_or_path": "meta-llama/Llama-3.1-8B", "padding_free": true}', "trl")
     entry = {e["key"]: e for e in alone["keys"]}["padding_free"]
     assert entry["status"] == "unknown" and entry["note"] == "padding_free_counted_as_pad_longest"
+
+
+def test_schema_and_cli_flag_take_both_forms():
+    from cli_run import run_main
+    from schema_check import errors
+
+    from calc.cli.flags import flags_for_request
+    from calc.fields import field_specs
+    from calc.schema import request_schema
+
+    schema = request_schema("estimate")
+    for good in ({"mean": 900, "p90": 2000}, "mean:900,p90:2000", None):
+        assert not errors({"model": "llama-3.1-8b", "length_stats": good}, schema), good
+    for bad in ([900], 900, {"median": 700}, {"mean": 0}, {"mean": 1.5}):
+        assert errors({"model": "llama-3.1-8b", "length_stats": bad}, schema), bad
+    request = {"model": "llama-3.1-8b", "length_stats": {"mean": 900, "p90": 2000}, "batching": "pad-max"}
+    argv = flags_for_request(request, field_specs("estimate"))
+    assert "--length-stats=mean:900,p90:2000" in argv
+    rc, out, _ = run_main(["estimate", *argv, "--json"], tty=False)
+    assert rc == 0 and json.loads(out) == calc.estimate(request)
