@@ -3,7 +3,9 @@
 Usage: ``python -m benchmarks.bench_lengths``. Target: <= 5 ms median. Two figures per request:
 ``drawn`` clears calc.lengths' caches before each call, so every call fits the distribution
 and draws its 4,096 samples again (a request the calculator has not seen); ``cached`` is a
-repeated request (the plan's variants, a recompute of the same form).
+repeated request (the plan's variants, a recompute of the same form). Then one ``plan`` with and
+without a length distribution (p90 of fresh requests; the plan's target is <= 100 ms p90): its
+solvers draw a sequence for each micro-batch size and sequence length they try.
 """
 
 from __future__ import annotations
@@ -34,11 +36,29 @@ def time_estimates(request: dict, drawn: bool, runs: int = 500) -> float:
     for _ in range(runs):
         if drawn:
             lengths.data_shape.cache_clear()
+            lengths._lengths.cache_clear()
             lengths.fit.cache_clear()
         start = time.perf_counter()
         estimate_dict(request)
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def time_plans(with_lengths: bool, runs: int = 20) -> float:
+    """p90 seconds of ``calc.plan_setup`` on requests calc has not seen (each a new mean)."""
+    from calc import plan_setup
+
+    base = {"model": "llama-3.1-8b", "gpu": "rtx-4090", "dataset_tokens": 1e8, "seq_len": 8192,
+            "micro_batch_size": 8}
+    plan_setup(base)  # warm
+    samples = []
+    for i in range(runs):
+        request = {**base, "length_stats": {"mean": 3000 + i, "p90": 6000}} if with_lengths \
+            else {**base, "lora_rank": 16 + i}
+        start = time.perf_counter()
+        plan_setup(request)
+        samples.append(time.perf_counter() - start)
+    return statistics.quantiles(samples, n=10)[-1]
 
 
 def main() -> int:
@@ -47,6 +67,8 @@ def main() -> int:
         drawn, cached = time_estimates(request, True), time_estimates(request, False)
         print(f"estimate {label:<46} drawn {1e3 * drawn:6.3f} ms  cached {1e3 * cached:6.3f} ms"
               "  (target <= 5 ms)")
+    print(f"plan rtx-4090 8B mbs 8 seq 8192, p90: without lengths {1e3 * time_plans(False):6.1f} ms, "
+          f"with lengths {1e3 * time_plans(True):6.1f} ms  (plan target <= 100 ms p90)")
     return 0
 
 

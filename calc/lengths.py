@@ -16,14 +16,17 @@ lacks. Clipping rather than truncation: a trainer cuts a sample longer than its 
 length down to it, so the mass above ``max`` lands on ``max``. ``seq_len`` stays the cap: a
 ``max`` above it is cut to ``seq_len`` too. With ``mean`` alone or ``p90`` alone, ``sigma``
 is :data:`DEFAULT_SIGMA` (an assumption; giving both replaces it). With neither, every sample
-is ``max`` long. A ``mean`` the clipped log-normal cannot reach with ``p90`` (a mean near or
-above ``p90``, or far below it) gets the nearest one it can, and the warning
+is ``max`` long. A ``mean`` the clipped log-normal cannot reach with ``p90`` (a mean above ``p90``,
+or far below it) gets the nearest one it can, and the warning
 ``length_stats_approximated``.
 
-**The step sequence.** :func:`micro_batches` draws micro-batches of ``micro_batch_size``
-samples with ``random.Random(SEED)`` (deterministic: the same request draws the same
-sequence) by inverse transform sampling, :data:`SAMPLES` samples in all, at least one
-micro-batch. Each micro-batch is ``(real_tokens, padded_tokens)``:
+**The step sequence.** :func:`data_shape` cuts :data:`SAMPLES` sample lengths (at least one
+micro-batch) into micro-batches of ``micro_batch_size`` samples, in the order drawn. The
+lengths come from standard normal draws of ``random.Random(SEED)`` by inverse transform
+(deterministic: the same request gets the same sequence), drawn once and shared by every
+request, so that two requests that differ in one value (a solver's steps, a plan's variants)
+see the same samples, scaled. Each micro-batch is ``(real_tokens, padded_tokens)``;
+:func:`micro_batch_tokens` lists the padded ones, the tokens each micro-batch puts on the GPU:
 
 - ``pad-longest`` (the Hugging Face collators' default padding): every sample padded to the
   longest of its micro-batch, ``padded = micro_batch_size * longest``;
@@ -36,8 +39,9 @@ The memory peak is the longest micro-batch's (its padded length stands for ``seq
 and the time model runs at the mean padded length and counts real tokens only
 (``padding_ratio = padded / real`` over the sequence). Why :data:`SAMPLES` = 4,096: the
 peak of a run is set by its longest micro-batch, and a run meets thousands of samples; the
-longest of 4,096 draws is about the 99.98th percentile of the lengths, and drawing 4,096
-costs about half a millisecond in CPython, inside the estimate's time budget.
+longest of 4,096 draws is about the 99.98th percentile of the lengths, and a sequence of
+4,096 costs about a millisecond in CPython (``python -m benchmarks.bench_lengths``), inside the
+estimate's time budget of 5 ms.
 """
 
 from __future__ import annotations
@@ -258,21 +262,35 @@ class DataShape:
         }
 
 
+@lru_cache(maxsize=4)
+def _normal_draws(count: int, seed: int = SEED) -> tuple[float, ...]:
+    """``count`` standard normal draws of ``random.Random(seed)`` by inverse transform, drawn
+    once: every request shares them, so two requests that differ in one value (a solver's
+    steps, a plan's variants) see the same samples, longer or shorter."""
+    rng = random.Random(seed)
+    draw, inv = rng.random, _NORMAL.inv_cdf
+    return tuple(inv(draw() or 1e-300) for _ in range(count))
+
+
 def sample_lengths(stats: LengthStats, seq_len: int, count: int, seed: int = SEED) -> tuple[list[int], bool]:
     """``count`` sample lengths drawn from ``stats`` (clipped at ``max``, then at ``seq_len``),
     and whether the fit is exact."""
+    lengths, exact = _lengths(stats, seq_len, max(count, SAMPLES), seed)
+    return list(lengths[:count]), exact
+
+
+@lru_cache(maxsize=64)
+def _lengths(stats: LengthStats, seq_len: int, count: int, seed: int) -> tuple[tuple[int, ...], bool]:
+    """The lengths of :func:`sample_lengths`, kept for the other micro-batch sizes of a request
+    (the plan's solver tries several)."""
     top = stats.max if stats.max is not None else seq_len
     cap = min(top, seq_len)
     if stats.mean is None and stats.p90 is None:
-        return [cap] * count, True
+        return (cap,) * count, True
     mu, sigma, exact = fit(stats, top)
-    rng = random.Random(seed)
-    draw, inv, exp = rng.random, _NORMAL.inv_cdf, math.exp
-    out = []
-    for _ in range(count):
-        length = int(exp(mu + sigma * inv(draw() or 1e-300)) + 0.5)
-        out.append(cap if length > cap else length if length > 1 else 1)
-    return out, exact
+    exp = math.exp
+    lengths = [int(exp(mu + sigma * z) + 0.5) for z in _normal_draws(count, seed)]
+    return tuple(cap if n > cap else n if n > 1 else 1 for n in lengths), exact
 
 
 @lru_cache(maxsize=256)
@@ -285,15 +303,18 @@ def data_shape(stats: LengthStats, batching: Batching, seq_len: int, micro_batch
                          full * batches, full * batches)
     lengths, exact = sample_lengths(stats, seq_len, batches * micro_batch_size)
     if micro_batch_size == 1:
-        tokens = tuple((n, seq_len if batching is Batching.PAD_MAX else n) for n in lengths)
+        reals = lengths
+    else:  # consecutive micro-batches (built-in loops: this runs once per request)
+        groups = list(zip(*[iter(lengths)] * micro_batch_size, strict=True))
+        reals = list(map(sum, groups))
+    if batching is Batching.PAD_MAX:
+        padded = [micro_batch_size * seq_len] * batches
+    elif micro_batch_size == 1:
+        padded = lengths
     else:
-        groups = zip(*[iter(lengths)] * micro_batch_size, strict=True)  # consecutive micro-batches
-        if batching is Batching.PAD_MAX:
-            tokens = tuple((sum(g), micro_batch_size * seq_len) for g in groups)
-        else:
-            tokens = tuple((sum(g), micro_batch_size * max(g)) for g in groups)
-    return DataShape(batching, micro_batch_size, tokens, exact, max(p for _, p in tokens),
-                     sum(lengths), sum(p for _, p in tokens))
+        padded = [micro_batch_size * width for width in map(max, groups)]
+    return DataShape(batching, micro_batch_size, tuple(zip(reals, padded, strict=True)), exact, max(padded),
+                     sum(reals), sum(padded))
 
 
 def request_shape(req: EstimateRequest) -> DataShape | None:
