@@ -31,6 +31,8 @@ from .errors import InputError
 from .frameworks import PROFILES, Framework
 from .gpus import TIERS
 from .jsontypes import JsonObject
+from .lengths import PARTS as LENGTH_PARTS
+from .lengths import Batching, check_length_stats
 
 if TYPE_CHECKING:
     from .arch import ModelArch
@@ -39,7 +41,10 @@ READER = "reader"
 BEHAVIOUR = "behaviour"
 PLAN = "plan"
 GROUPS = (READER, BEHAVIOUR, PLAN)
-KINDS = ("model", "int", "number", "fraction", "bool", "enum", "targets", "gpu")
+KINDS = ("model", "int", "number", "fraction", "bool", "enum", "targets", "gpu", "stats")
+"""``stats``: an object of named whole numbers (:attr:`FieldSpec.parts`), or ``null``; its text
+form, in the URL and on the command line, is ``name:value`` pairs joined by commas
+(``mean:900,p90:2000``)."""
 
 
 class Method(str, Enum):
@@ -239,7 +244,8 @@ class FieldSpec:
     class a parsed value becomes (``None``: it stays text); ``methods`` the methods the key
     means something for (``None``: all); ``percent``: the form also reads ``25 %`` as 0.25;
     ``doc``: what the key stands for in the libraries, with sources (the reader's words are
-    in the catalogue, under :attr:`help_id`)."""
+    in the catalogue, under :attr:`help_id`); ``parts``: a ``stats`` key's names, each a whole
+    number from 1 to ``maximum``."""
 
     key: str
     kind: str
@@ -256,6 +262,7 @@ class FieldSpec:
     methods: tuple[str, ...] | None = None
     percent: bool = False
     doc: str = ""
+    parts: tuple[str, ...] | None = None  # a ``stats`` key's names, each a whole number
 
     def __post_init__(self) -> None:
         assert self.kind in KINDS and self.group in GROUPS, (self.key, self.kind, self.group)
@@ -318,6 +325,9 @@ class FieldSpec:
             return check_fraction(key, value)
         if kind == "targets":
             return check_targets(value, arch) if arch is not None else value
+        if kind == "stats":
+            assert self.maximum is not None, key
+            return check_length_stats(value, int(self.maximum))
         assert kind == "number" and self.minimum is not None, key  # "model" is not checked here
         if self.optional and value is None:
             return None
@@ -359,6 +369,21 @@ FIELDS: tuple[FieldSpec, ...] = (
     _bool("optimizer_in_backward", False, READER),
     _int("micro_batch_size", 1, MAX_MICRO_BATCH, READER),
     _int("seq_len", 2048, MAX_SEQ_LEN, READER),
+    FieldSpec("length_stats", "stats", None, READER, optional=True, minimum=1, maximum=MAX_SEQ_LEN,
+              parts=LENGTH_PARTS, doc=(
+            "tokens per sample of the reader's data: ``mean``, ``p90`` (90 % of the samples are "
+            "at most this long) and ``max`` (default ``seq_len``, which stays the cap), any of "
+            "them. calc draws a seeded sequence of micro-batches from a log-normal distribution "
+            "fitted to them (:mod:`calc.lengths`): the memory peak is the longest micro-batch's, "
+            "and time counts the padded tokens as compute and the real ones as progress. "
+            "Default ``null``: every sample fills ``seq_len``.")),
+    _enum("batching", Batching, "pad-longest", READER, doc=(
+            "how samples become micro-batches: ``pad-longest``, each padded to the longest of its "
+            "micro-batch (the Hugging Face collators' default, ``padding=True``); ``pad-max``, "
+            "padded to ``seq_len`` (``padding=\"max_length\"``, axolotl ``pad_to_sequence_len``); "
+            "``packed``, rows of ``seq_len`` tokens of real data (TRL / LLaMA-Factory ``packing``, "
+            "axolotl ``sample_packing``). Read only with ``length_stats``: without it every sample "
+            "fills ``seq_len`` and the three are the same.")),
     _bool("gradient_checkpointing", True, READER),
     _enum("attention", Attention, "sdpa", READER),
     _bool("chunked_loss", False, READER),
@@ -694,7 +719,7 @@ def defaults(command: str) -> JsonObject:
 
 
 __all__ = [
-    "AdapterDtype", "Attention", "BEHAVIOUR", "BEHAVIOUR_OBJECT", "BY_KEY", "CpuOffload", "FIELDS", "FieldSpec",
+    "AdapterDtype", "Attention", "BEHAVIOUR", "Batching", "BEHAVIOUR_OBJECT", "BY_KEY", "CpuOffload", "FIELDS", "FieldSpec",
     "GROUPS",
     "KINDS", "Method", "ModulesToSave", "MoeExpertLayout", "Optimizer", "PLAN", "Precision", "READER",
     "Sharding", "check_bool", "check_enum", "check_fraction", "check_int", "check_number",

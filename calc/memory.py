@@ -19,7 +19,7 @@ Entry points: :func:`estimate_request` (typed) and :func:`estimate_dict` (JSON).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from . import activations as act
@@ -27,6 +27,7 @@ from . import calibration
 from . import states as st
 from .arch import LinearLayer, ModelArch
 from .jsontypes import JsonObject
+from .lengths import request_shape
 from .request import (Attention, CpuOffload, EstimateRequest, Method, Precision, Sharding,
                       parse_estimate_request, request_warnings)
 
@@ -157,6 +158,7 @@ class MemoryEstimate:
     params_active: int = 0  # parameters one token passes through (MoE: top-k + shared)
     fsdp_wrap_reserved_bytes: int = 0  # reserved floor of FSDP1's wrapping (fsdp_wrap_floor)
     allocator_slack_fraction: float = ALLOCATOR_SLACK_FRACTION  # the slack the reserved figure used
+    data: JsonObject | None = None  # the data's step sequence (calc.lengths), with length_stats only
 
     def __post_init__(self) -> None:
         if sum(self.components.values()) != self.peak_allocated_bytes:
@@ -185,6 +187,7 @@ class MemoryEstimate:
             "peak_reserved_range_bytes": list(self.peak_reserved_range_bytes),
             "fsdp_wrap_reserved_bytes": self.fsdp_wrap_reserved_bytes,
             "allocator_slack_fraction": self.allocator_slack_fraction,
+            **({} if self.data is None else {"data": dict(self.data)}),
         }
 
 
@@ -791,7 +794,19 @@ def embedding_grad_bytes(req: EstimateRequest, reg: st.Regime) -> int:
 
 
 def estimate_request(req: EstimateRequest) -> MemoryEstimate:
-    """Peak memory per GPU for a validated request."""
+    """Peak memory per GPU for a validated request. With ``length_stats``, at the longest
+    micro-batch of the data's step sequence (:mod:`calc.lengths`): its padded length per sample
+    stands for ``seq_len``; the response echoes the request as given and adds ``data``."""
+    shape = request_shape(req)
+    if shape is None:
+        return _estimate_at(req)
+    est = _estimate_at(replace(req, seq_len=shape.peak_length))
+    warnings = est.warnings if shape.exact else (*est.warnings, "length_stats_approximated")
+    return replace(est, request=req.to_dict(), data=shape.to_dict(), warnings=warnings)
+
+
+def _estimate_at(req: EstimateRequest) -> MemoryEstimate:
+    """Peak memory per GPU of micro-batches of ``micro_batch_size`` x ``seq_len`` tokens."""
     reg = st.regime(req.precision, req.sharding)
     layout = st.param_layout(req)
     states = model_states(req, layout, reg)

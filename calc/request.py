@@ -20,6 +20,7 @@ from .fields import (BY_KEY, MAX_ACCUMULATION, MAX_GPUS, MAX_LORA_RANK, MAX_MICR
                      int_range, number_range)
 from .frameworks import PROFILES, Framework, apply_profile
 from .jsontypes import JsonObject
+from .lengths import Batching, LengthStats, check_consistent
 
 @dataclass(frozen=True)
 class EstimateRequest:
@@ -37,6 +38,8 @@ class EstimateRequest:
     optimizer_in_backward: bool
     micro_batch_size: int
     seq_len: int
+    length_stats: LengthStats | None
+    batching: Batching
     gradient_checkpointing: bool
     attention: Attention
     chunked_loss: bool
@@ -87,6 +90,8 @@ class EstimateRequest:
                 value = value.value
             elif isinstance(value, tuple):
                 value = list(value)
+            elif isinstance(value, LengthStats):
+                value = value.to_dict()
             out[key] = value
         return out
 
@@ -133,6 +138,8 @@ def parse_estimate_request(data: object, command: str = "estimate") -> EstimateR
     for key, spec in fields.items():
         if key != "model" and spec.group != PLAN:
             kwargs[key] = spec.check(values[key], arch)
+    if kwargs["length_stats"] is not None:  # its parts against each other and seq_len
+        check_consistent(kwargs["length_stats"], kwargs["seq_len"])
     if kwargs["moe_expert_layout"] is MoeExpertLayout.FUSED_3D:
         from .lora import as_stored_3d  # experts as 3-D tensors: QLoRA leaves them in 16 bits
 
@@ -169,7 +176,7 @@ def request_warnings(req: EstimateRequest) -> list[str]:
 
 
 __all__ = [
-    "AdapterDtype", "Attention", "CalcError", "ConfigError", "CpuOffload", "EstimateRequest",
+    "AdapterDtype", "Attention", "Batching", "CalcError", "ConfigError", "CpuOffload", "EstimateRequest",
     "Framework", "MAX_ACCUMULATION", "MAX_GPUS", "MAX_LORA_RANK", "MAX_MICRO_BATCH", "MAX_SEQ_LEN", "Method",
     "ModulesToSave", "MoeExpertLayout", "Optimizer", "Precision", "Sharding", "check_bool", "check_fraction",
     "check_int", "check_number", "int_range", "number_range", "parse_estimate_request", "request_warnings",

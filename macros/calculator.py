@@ -50,6 +50,8 @@ GROUPS = (
     # the training library first: its profile (calc.frameworks) sets the library behaviours
     # (every key of group "behaviour" in calc.fields, added by form()) below it,
     # each of which stays adjustable for a version that differs
+    # what the data looks like: sample lengths and how they are batched (calc.lengths)
+    ("legend_data", ("length_stats", "batching")),
     ("legend_library", ("framework",)),
     ("legend_method", ("lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
                        "optimizer", "optimizer_in_backward", "lora_modules_to_save")),
@@ -152,7 +154,7 @@ def compute(request: dict) -> dict:
 
 # calc's field kinds (calc.fields.KINDS) -> the form's: how a control reads and writes its value.
 _INPUT_KINDS = {"int": "int", "number": "number", "fraction": "number", "bool": "bool",
-                "targets": "targets", "model": "model", "gpu": "enum", "enum": "enum"}
+                "targets": "targets", "model": "model", "gpu": "enum", "enum": "enum", "stats": "stats"}
 
 
 def input_kind(spec: FieldSpec) -> str:
@@ -203,6 +205,8 @@ def url_text(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
+    if isinstance(value, dict):  # a "stats" value: name:value pairs
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     if isinstance(value, Enum):
         return str(value.value)
     return str(value)
@@ -249,6 +253,10 @@ def _control(spec: FieldSpec, value: object, strings: dict, presets: list, gpus:
     if kind_name == "targets":
         return _field_wrap(key, strings, _text_input(key, value, "targets", page_default),
                            strings["ui"]["targets_hint"])
+    if kind_name == "stats":  # "mean:900,p90:2000", sent as written: calc reads it (calc.lengths)
+        return _field_wrap(key, strings, _text_input(key, value, "stats", page_default,
+                                                     placeholder="mean:900,p90:2000"),
+                           strings["ui"]["stats_hint"])
     hint = strings["ui"]["optional_hint"] if page_default is None else None
     extra = {"placeholder": placeholders[key]} if key in placeholders else {}
     if spec.percent:  # 25, "25 %" and 0.25 all mean a quarter (form-state.js parseNumber)

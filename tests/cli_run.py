@@ -99,6 +99,8 @@ def flags_for_request(request: dict, specs: list[FieldSpec]) -> list[str]:
             continue
         if value is None:
             text = "null"
+        elif isinstance(value, dict) and spec.kind == "stats":
+            text = ",".join(f"{name}:{number}" for name, number in value.items())
         elif isinstance(value, (dict, bool)):
             text = json.dumps(value)
         elif isinstance(value, list):

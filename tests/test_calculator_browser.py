@@ -126,6 +126,10 @@ PLAN_VARIATIONS = [
     {"lora_modules_to_save": "embed_tokens", "method": "qlora", "lora_adapter_dtype": "fp32"},
     {"lora_modules_to_save": "lm_head", "model": "gemma-3-4b", "method": "lora"},
     {"lora_modules_to_save": "embed_tokens+lm_head-tied", "model": "qwen3-0.6b"},
+    # the reader's data: sample lengths (name:value pairs in the URL) and how they are batched
+    {"length_stats": "mean:900,p90:2000", "micro_batch_size": "4", "seq_len": "4096"},
+    {"length_stats": "mean:600,max:1024", "batching": "pad-max", "gpu": "l4"},
+    {"length_stats": "p90:1500", "batching": "packed", "micro_batch_size": "2"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 

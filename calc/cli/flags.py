@@ -59,6 +59,10 @@ def flag_value(spec: FieldSpec, text: object) -> object:
         return text.strip()
     if spec.kind in ("enum", "gpu"):
         return text.strip()
+    if spec.kind == "stats":  # "mean:900,p90:2000" as the URL writes it (calc reads it), or JSON
+        if text.strip().startswith("{"):
+            return _any_value(text)
+        return text.strip()
     return _any_value(text)
 
 
@@ -86,6 +90,8 @@ def add_field_flags(group: argparse._ArgumentGroup, specs: list[FieldSpec],
 def _metavar(spec: FieldSpec) -> str:
     if spec.kind == "enum" and spec.choices:
         return "{" + ",".join(spec.choices) + "}"
+    if spec.kind == "stats" and spec.parts:
+        return ",".join(f"{part}:N" for part in spec.parts)
     return {"int": "N", "number": "X", "fraction": "P", "model": "ID|JSON", "gpu": "ID",
             "targets": "LIST"}.get(spec.kind, "VALUE")
 

@@ -43,6 +43,10 @@ def allowed_text(spec: FieldSpec, msg: Messages) -> str | None:
         return msg.text("help.catalogue_id")
     if spec.kind == "targets":
         return msg.text("help.targets")
+    if spec.kind == "stats":
+        assert spec.minimum is not None and spec.maximum is not None and spec.parts, spec
+        return msg.text("help.stats", parts=", ".join(spec.parts), min=_number(spec.minimum, msg.lang),
+                        max=_number(spec.maximum, msg.lang))
     return None
 
 

@@ -26,7 +26,7 @@ IGNORED = {
     "is_falcon_derived_model", "strict", "datasets", "test_datasets", "val_set_size",
     "dataset_prepared_path", "push_dataset_to_hub", "dataset_processes", "dataset_num_proc",
     "shuffle_merged_datasets", "chat_template", "chat_template_jinja", "default_system_message",
-    "special_tokens", "tokens", "added_tokens_overrides", "train_on_inputs", "group_by_length",
+    "special_tokens", "tokens", "added_tokens_overrides", "train_on_inputs",
     "output_dir", "hub_model_id", "hub_strategy", "hf_use_auth_token", "wandb_project",
     "wandb_entity", "wandb_name", "wandb_watch", "wandb_log_model", "wandb_run_id", "mlflow_tracking_uri",
     "mlflow_experiment_name", "use_wandb", "use_mlflow", "comet_project_name", "use_tensorboard",
@@ -40,7 +40,7 @@ IGNORED = {
     "logging_dir", "loss_watchdog_threshold", "loss_watchdog_patience", "gc_steps",
     "ddp_timeout", "ddp_bucket_cap_mb", "ddp_broadcast_buffers", "ddp_find_unused_parameters",
     "dataloader_pin_memory", "dataloader_num_workers", "dataloader_prefetch_factor",
-    "dataloader_drop_last", "pad_to_sequence_len", "eval_sample_packing", "sample_packing_eff_est",
+    "dataloader_drop_last", "eval_sample_packing", "sample_packing_eff_est",
     "sample_packing_group_size", "sample_packing_bin_size", "sample_packing_sequentially",
     "remove_unused_columns", "lora_alpha", "lora_fan_in_fan_out", "lora_model_dir",
     "peft_use_rslora", "loraplus_lr_ratio", "loraplus_lr_embedding", "merge_lora",
@@ -126,6 +126,10 @@ def _batch_size(rep: Report, key: str, value: object, st: JsonObject) -> None:
     st["batch_size"] = common.integer(rep, key, value, "gradient_accumulation_steps", maximum=2 ** 62)
 
 
+def _pad_to_sequence_len(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st["pad_to_sequence_len"] = (key, common.flag(rep, key, value, "batching"))  # packing decides
+
+
 def _attention_switch(name: str) -> keys.Key:
     """``flash_attention: true`` and the like: ``name`` when on."""
     def read(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -184,7 +188,9 @@ KEYS: dict[str, keys.Key] = {
     "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
     "batch_size": keys.Key(_batch_size, ("gradient_accumulation_steps",)),
     "sequence_len": keys.whole("seq_len"),
-    "sample_packing": keys.Key(hf.read_packing, (), "packed sequences fill seq_len"),
+    "sample_packing": keys.Key(hf.read_packing, ("batching",), "packed sequences fill seq_len"),
+    "pad_to_sequence_len": keys.Key(_pad_to_sequence_len, ("batching",)),
+    "group_by_length": keys.Key(hf.read_group_by_length),
     "flash_attention": _attention_switch("flash"),
     "sdp_attention": _attention_switch("sdpa"),
     "eager_attention": _attention_switch("eager"),
@@ -254,9 +260,25 @@ def import_axolotl(data: JsonObject, model: object = None, read_file: common.Rea
     rep.default("optimizer_fused", True, TOOL + ": adamw_torch_fused")
     rep.default("gradient_checkpointing", False, TOOL)
     rep.default("attention", "sdpa", "transformers 5.17.0: sdpa when no attention is chosen")
+    _finish_padding(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False))
     hf.set_framework(rep, "hf-trainer")
     return rep.result()
+
+
+def _finish_padding(rep: Report, st: JsonObject) -> None:
+    """``pad_to_sequence_len``: every sample padded to ``sequence_len`` (``pad-max``); packed
+    rows are full anyway."""
+    entry = st.get("pad_to_sequence_len")
+    if entry is None or entry[1] is None:
+        return
+    key, flag = entry
+    if st.get("packing"):
+        rep.ignore(key, "packing_fills_seq_len")
+    elif flag:
+        rep.use(key, "batching", "pad-max")
+    else:
+        rep.ignore(key)
 
 
 def _precision(st: JsonObject) -> str | None:

@@ -174,8 +174,55 @@ def set_modules_to_save(rep: Report, key: str, value: object) -> None:
 
 # -- readers shared by the Trainer-based formats' key tables (calc.config_import.keys) ----------
 def read_packing(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    st["packing"] = common.flag(rep, key, value)
-    rep.ignore(key, "packing_fills_seq_len")
+    """``packing`` / ``sample_packing``: packed rows (``batching`` ``packed``), else each
+    micro-batch padded to its longest sample (the collators' default, ``pad-longest``)."""
+    flag = common.flag(rep, key, value, "batching")
+    if flag is False and st.get("packing"):  # neat_packing has turned it on
+        rep.ignore(key)
+        return
+    st["packing"] = flag
+    if flag is not None:
+        rep.use(key, "batching", "packed" if flag else "pad-longest",
+                "packing_fills_seq_len" if flag else None)
+
+
+def read_neat_packing(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """LLaMA-Factory ``neat_packing``: packing without attention across the packed samples,
+    which turns ``packing`` on (``DataArguments.__post_init__``); the rows are as full."""
+    if common.flag(rep, key, value, "batching") is True:
+        st["packing"] = True
+        rep.use(key, "batching", "packed", "packing_fills_seq_len")
+    else:
+        rep.ignore(key)
+
+
+def read_group_by_length(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``group_by_length``: micro-batches of samples of like length, less padding than the
+    random draw of ``pad-longest``, which calc does not model (its padding is an upper bound)."""
+    if common.flag(rep, key, value) is True:
+        rep.unknown(key, "group_by_length_not_modelled")
+    else:
+        rep.ignore(key)
+
+
+def read_padding_free(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """TRL ``padding_free``: the micro-batch is its samples end to end, no padding at all. With
+    ``packing`` the rows are full (``packed``); without it calc counts the micro-batch padded to
+    its longest sample, an upper bound of its memory and time."""
+    if common.flag(rep, key, value) is True:
+        st["padding_free"] = key
+    else:
+        rep.ignore(key)
+
+
+def finish_padding_free(rep: Report, st: JsonObject) -> None:
+    key = st.get("padding_free")
+    if key is None:
+        return
+    if st.get("packing"):
+        rep.mark_used(key, ["batching"])
+    else:
+        rep.unknown(key, "padding_free_counted_as_pad_longest")
 
 
 def read_targets(rep: Report, key: str, value: object, st: JsonObject) -> None:

@@ -46,8 +46,11 @@ def _max_seq_len(rep: Report, path: str, value: object, st: JsonObject) -> None:
 
 
 def _packed(rep: Report, path: str, value: object, st: JsonObject) -> None:
-    st["packing"] = common.flag(rep, path, value)
-    rep.ignore(path, "packing_fills_seq_len")
+    st["packing"] = common.flag(rep, path, value, "batching")
+    if st["packing"]:  # PackedDataset rows of max_seq_len tokens
+        rep.use(path, "batching", "packed", "packing_fills_seq_len")
+    else:
+        rep.ignore(path)
 
 
 def _epochs(rep: Report, path: str, value: object, st: JsonObject) -> None:

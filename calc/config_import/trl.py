@@ -46,7 +46,7 @@ TRAINING_IGNORED = {
     "ddp_broadcast_buffers", "ddp_static_graph", "ddp_backend", "ddp_timeout", "debug",
     "skip_memory_metrics", "do_train", "do_eval", "do_predict", "resume_from_checkpoint",
     "local_rank", "bf16_full_eval", "fp16_full_eval", "torch_compile_backend", "torch_compile_mode",
-    "group_by_length", "overwrite_output_dir", "logging_dir", "save_safetensors",
+    "overwrite_output_dir", "logging_dir", "save_safetensors",
     # SFTConfig
     "model_init_kwargs", "router_aux_loss_coef", "trust_remote_code", "chat_template_path",
     "dataset_text_field", "dataset_kwargs", "dataset_num_proc", "eos_token", "truncation_mode",
@@ -61,7 +61,7 @@ TRAINING_IGNORED = {
 NOT_MODELLED = {
     "torch_empty_cache_steps", "auto_find_batch_size", "optim_target_modules", "ddp_bucket_cap_mb",
     "use_dora", "lora_target_parameters", "accelerator_config",
-    "parallelism_config", "liger_kernel_config", "padding_free", "use_cpu",
+    "parallelism_config", "liger_kernel_config", "use_cpu",
 }
 SFT_ONLY = {"max_length", "max_seq_length", "packing", "loss_type", "activation_offloading",
             "dataset_text_field", "completion_only_loss", "assistant_only_loss", "padding_free",
@@ -125,6 +125,7 @@ def import_trl(data: JsonObject, model: object = None, read_file: common.ReadFil
     rep.default("optimizer", "adamw", "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
     rep.default("optimizer_fused", True, "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
     rep.default("attention", "sdpa", "transformers 5.17.0: sdpa when no attention is chosen")
+    hf.finish_padding_free(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False), default_epochs=3.0)
     hf.set_framework(rep, "hf-trainer")
     return rep.result()
@@ -224,7 +225,9 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
     "max_length": keys.Key(_max_length, ("seq_len",)),
     "max_seq_length": keys.Key(_max_length, ("seq_len",), "the name before TRL 0.20"),
-    "packing": keys.Key(hf.read_packing, (), "packed sequences fill seq_len"),
+    "packing": keys.Key(hf.read_packing, ("batching",), "packed sequences fill seq_len"),
+    "padding_free": keys.Key(hf.read_padding_free, ("batching",)),
+    "group_by_length": keys.Key(hf.read_group_by_length),
     "optim": keys.call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
     "gradient_checkpointing": keys.boolean("gradient_checkpointing"),
     "gradient_checkpointing_kwargs": keys.section(hf.CHECKPOINTING_KWARGS, otherwise="ignored"),

@@ -195,3 +195,16 @@ test("the precision follows the method until the reader picks one", () => {
   state.followMethod();
   assert.equal(state.buildRequest().request.precision, "bf16-true");
 });
+
+test("sample lengths travel as name:value pairs, in the URL and to calc", () => {
+  const controls = [control("model", "model", "llama-3.1-8b"), control("length_stats", "stats", ""),
+                    control("hf_config", "config", "")];
+  const state = new FormState({ controls, lang: "es" });
+  state.readQuery("?length_stats=mean:900,p90:2000", dom());
+  assert.equal(state.queryString(false), "?length_stats=mean:900,p90:2000");
+  assert.deepEqual(state.buildRequest().request, { model: "llama-3.1-8b", length_stats: "mean:900,p90:2000" });
+  state.applyChanges({ length_stats: { mean: 700, max: 4096 } }, () => {});
+  assert.equal(state.queryString(false), "?length_stats=mean:700,max:4096");
+  state.applyChanges({ length_stats: null }, () => {});
+  assert.deepEqual(state.buildRequest().request, { model: "llama-3.1-8b" });
+});

@@ -74,6 +74,11 @@ export function configTextFromUrl(value) {
   return value;
 }
 
+// Sample lengths (data-kind "stats") as name:value pairs, the URL's form of an object.
+export function statsText(value) {
+  return Object.entries(value).map(([name, number]) => `${name}:${number}`).join(",");
+}
+
 export class FormState {
   // controls: the form's named controls; profileKeys: the keys a training library's
   // profile sets (calc.frameworks); methodDefaults: {key: {method: value}}, the keys whose
@@ -215,7 +220,8 @@ export class FormState {
       // a behaviour the reader set stays in the URL while a library's profile could change it;
       // a key with a default per method is compared with the chosen method's
       if (text === this.urlDefault(el) && !(this.profileKeys.has(el.name) && this.libraryChosen())) continue;
-      const encoded = encodeURIComponent(text).replace(/%2C/gi, ",");
+      let encoded = encodeURIComponent(text).replace(/%2C/gi, ",");
+      if (el.dataset.kind === "stats") encoded = encoded.replace(/%3A/gi, ":"); // mean:900,p90:2000
       parts.push(`${encodeURIComponent(el.name)}=${encoded}`);
     }
     return parts.length ? `?${parts.join("&")}` : "";
@@ -265,7 +271,7 @@ export class FormState {
         if (kind === "int" || kind === "number") {
           request[key] = parseNumber(text, this.lang, el.dataset.percent === "true");
         } else if (kind === "targets") request[key] = text === "all-linear" ? text : splitList(text);
-        else request[key] = text;
+        else request[key] = text; // a model id; sample lengths as written (calc reads mean:900,p90:2000)
       }
     }
     for (const el of this.helpers) {
@@ -296,6 +302,7 @@ export class FormState {
       this.overrides.delete(key);
       this.chosen.add(key);
       if (el.type === "checkbox") el.checked = value === true;
+      else if (value !== null && typeof value === "object" && !Array.isArray(value)) el.value = statsText(value);
       else el.value = Array.isArray(value) ? value.join(",") : value === null ? "" : String(value);
       reveal(el);
     }
