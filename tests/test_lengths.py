@@ -150,7 +150,7 @@ def test_schema_and_cli_flag_take_both_forms():
     from cli_run import run_main
     from schema_check import errors
 
-    from calc.cli.flags import flags_for_request
+    from cli_run import flags_for_request
     from calc.fields import field_specs
     from calc.schema import request_schema
 
