@@ -459,7 +459,7 @@ TORCHTUNE_OUTPUT_CHUNKS = 8
 
 def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
                            outputs_kept: bool = False, upcast_in_model: bool = False,
-                           chunks_keep_fp32: bool = False) -> int:
+                           chunks_keep_fp32: bool = False, loss_on_logits_dtype: bool = False) -> int:
     """Logits and loss per token, at the loss's peak (the start of its backward).
 
     Unchunked (transformers 5.17 ``ForCausalLMLoss``: ``logits.float()`` then
@@ -481,13 +481,20 @@ def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
     Gemma-2's final soft-capping (``arch.extra["final_logit_softcapping"]``; transformers
     5.17 ``Gemma2ForCausalLM.forward``: ``logits / cap``, ``tanh``, ``* cap``) saves the
     ``tanh`` output for backward: ``+ act * V``.
+    Cross-entropy on the model's 16-bit logits (``loss_on_logits_dtype``, a loop calling
+    ``F.cross_entropy(outputs.logits...)`` with no upcast): torch's ``log_softmax`` keeps the
+    input's dtype (``half_to_float=False``) and saves its output, ``nll_loss_backward``
+    writes the gradient of that output and ``_log_softmax_backward_data`` the logits'
+    gradient, each ``act * V``: ``3 act V`` instead of ``12 V``. Logits that are fp32 already
+    (``upcast_in_model``, fp32 activations) make the two the same.
     """
     v = arch.vocab_size
     if chunked:
         fp32 = v * FP32_BYTES + v * FP32_BYTES // TORCHTUNE_OUTPUT_CHUNKS if chunks_keep_fp32 else 0
         return v * act_bytes + fp32
     capped = act_bytes if arch.extra.get("final_logit_softcapping") else 0
-    return v * (3 * FP32_BYTES + capped) + kept_logits_bytes_per_token(arch, act_bytes, chunked,
+    loss = act_bytes if loss_on_logits_dtype and not upcast_in_model else FP32_BYTES
+    return v * (3 * loss + capped) + kept_logits_bytes_per_token(arch, act_bytes, chunked,
                                                                        outputs_kept, upcast_in_model)
 
 

@@ -666,7 +666,8 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         workspace=act.backward_workspace_bytes_per_token(arch, cfg) * tokens,
         logits=act.logits_bytes_per_token(arch, reg.compute_bytes, req.chunked_loss,
                                           req.loss_outputs_kept, req.logits_upcast_in_model,
-                                          req.chunked_loss_keeps_fp32 and not req.torch_compile) * tokens,
+                                          req.chunked_loss_keeps_fp32 and not req.torch_compile,
+                                          req.loss_on_16bit_logits) * tokens,
         kept_logits=act.kept_logits_bytes_per_token(arch, reg.compute_bytes, req.chunked_loss,
                                                     req.loss_outputs_kept,
                                                     req.logits_upcast_in_model) * tokens,
@@ -784,7 +785,7 @@ def embedding_grad_bytes(req: EstimateRequest, reg: st.Regime) -> int:
 
 def estimate_request(req: EstimateRequest) -> MemoryEstimate:
     """Peak memory per GPU for a validated request."""
-    reg = st.regime(req.precision, req.sharding)
+    reg = st.request_regime(req)
     layout = st.param_layout(req)
     states = model_states(req, layout, reg)
     acts = activation_bytes(req, reg)

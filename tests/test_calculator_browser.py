@@ -126,6 +126,10 @@ PLAN_VARIATIONS = [
     {"lora_modules_to_save": "embed_tokens", "method": "qlora", "lora_adapter_dtype": "fp32"},
     {"lora_modules_to_save": "lm_head", "model": "gemma-3-4b", "method": "lora"},
     {"lora_modules_to_save": "embed_tokens+lm_head-tied", "model": "qwen3-0.6b"},
+    # peft's prepare_model_for_kbit_training (fp32 outside the 4-bit weights), and a loop's loss
+    # on the model's 16-bit logits
+    {"method": "qlora", "model": "llama-3.1-8b", "qlora_prepare_kbit": "true", "lora_adapter_dtype": "fp32"},
+    {"model": "llama-3.2-1b", "loss_on_16bit_logits": "true", "seq_len": "4096"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 
