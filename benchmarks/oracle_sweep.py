@@ -108,7 +108,7 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
 # peft puts adapters in the 4-bit layer's bf16 compute dtype and, by default
 # (autocast_adapter_dtype=True), upcasts them to fp32: lora_adapter_dtype "fp32" ("base" with
 # autocast_adapter_dtype=False); precision "fp32" is what peft's prepare_model_for_kbit_training
-# makes of a bf16 model (non-quantized parameters in fp32).
+# makes of a bf16 model (non-quantized parameters in fp32), "bf16-mixed" the same under autocast.
 QLORA_VARIANTS: dict[str, tuple[dict, dict]] = {
     "qlora-r16": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32"}, {}),
     "qlora-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
@@ -126,6 +126,11 @@ QLORA_VARIANTS: dict[str, tuple[dict, dict]] = {
     "qlora-kbit-ckpt-reentrant": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
                                    "qlora_prepare_kbit": True, "gradient_checkpointing": True},
                                   {"reentrant": True}),
+    # the same fp32 parameters under autocast (calc's bf16-mixed: 4-bit outputs in fp32)
+    "qlora-mixed": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                     "precision": "bf16-mixed"}, {}),
+    "qlora-mixed-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                          "precision": "bf16-mixed", "gradient_checkpointing": True}, {}),
 }
 # a few more on one family: the prepare_model_for_kbit_training call itself, batch, dropout, eager
 QLORA_EXTRA: dict[str, tuple[dict, dict]] = {

@@ -94,6 +94,9 @@ class ActConfig:
     # the output layer is a 4-bit linear that keeps its input (qlora_output_layer_quantized
     # with qlora_keeps_inputs): the final norm's output is saved
     head_keeps_input: bool = False
+    # 4-bit linears read fp32 norm outputs under autocast (QLoRA with fp32 norm weights,
+    # *-mixed): bitsandbytes returns their output in that fp32 (mlp_unit_bytes)
+    quant_outputs_fp32: bool = False
 
     @property
     def adapter_copies(self) -> bool:
@@ -252,13 +255,24 @@ def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: t
     Gated: ``act * 3m``; plain: ``act * m``; plus ``act * m`` when the down projection
     saves its input. Routed experts (``count > 1``) add the gathered input (when their
     input projections save it) and the output the routing weight multiplies: ``act * h``
-    each."""
+    each.
+
+    QLoRA under autocast with fp32 norm weights (``quant_outputs_fp32``: calc's ``*-mixed``
+    regime, which is what peft's ``prepare_model_for_kbit_training`` makes of the
+    non-quantized parameters): the norm returns ``self.weight * hidden_states.to(input_dtype)``,
+    fp32 (transformers 5.17 ``LlamaRMSNorm.forward``; a ``mul`` is no autocast op), and
+    bitsandbytes 0.49.2 ``Linear4bit.forward`` casts its result back to that input's dtype
+    (``out.to(inp_dtype)``), so a dense unit's gate and up outputs, the activation's output (or
+    a plain MLP's activation input) are saved in fp32: ``4 * 3m`` (``4 * m``). The down
+    projection's adapter still saves autocast's 16-bit cast of its input. Routed experts are
+    left at the compute dtype (not traced by the oracle)."""
     m, a = down.d_in, cfg.act_bytes
-    per = a * (3 * m if arch.mlp_gated else m)
+    siblings = [l for l in mlp_in if l.count == down.count]
+    fp32 = cfg.quant_outputs_fp32 and down.count == 1 and bool(siblings) and all(l.quantizable for l in siblings)
+    per = (FP32_BYTES if fp32 else a) * (3 * m if arch.mlp_gated else m)
     if _saves_input(down, cfg):
         per += a * m
     if down.count > 1:
-        siblings = [l for l in mlp_in if l.count == down.count]
         if any(_saves_input(l, cfg) for l in siblings):
             per += a * arch.hidden_size
         per += a * arch.hidden_size

@@ -572,6 +572,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
                                         if req.is_peft and not reg.casts_weights else None),
                          grouped_kv=req.attention_grouped_kv, fused=fused,
                          # a trainable output layer saves its input for its weight's gradient
+                         quant_outputs_fp32=req.method is Method.QLORA and reg.casts_weights,
                          head_keeps_input=(req.method is Method.QLORA and req.qlora_keeps_inputs
                                            and st.output_layer_quantized_params(req) > 0
                                            or st.trained_output_layer_params(req) > 0))

@@ -122,7 +122,9 @@ def request_regime(req: EstimateRequest) -> Regime:
 
     What stays 16-bit: the dequantized weight and the gradients around each 4-bit matmul.
     Under ``*-mixed`` precision calc's regime already holds the non-quantized parameters in
-    fp32, and under ``fp32`` everything: the key changes neither. Checked against the
+    fp32 (and counts the 4-bit linears' fp32 outputs that autocast leaves in the MLP,
+    :func:`calc.activations.mlp_unit_bytes`), and under ``fp32`` everything: the key changes
+    neither. Checked against the
     oracle's trace of that function (tools/oracle, ``*/qlora-prepare-kbit*``)."""
     reg = regime(req.precision, req.sharding)
     if req.method is Method.QLORA and req.qlora_prepare_kbit and req.precision is Precision.BF16_TRUE:

@@ -845,3 +845,23 @@ def test_loss_on_16bit_logits_keeps_three_bf16_vocabulary_tensors():
     # a chunked loss computes its own chunks: the key changes nothing
     chunked = dict(base, chunked_loss=True)
     assert est(**chunked, loss_on_16bit_logits=True)["phases"] == est(**chunked)["phases"]
+
+
+def test_autocast_qlora_keeps_the_mlp_of_fp32_4bit_outputs():
+    # *-mixed QLoRA: the norm weights are fp32 (what prepare_model_for_kbit_training leaves), so
+    # each norm returns self.weight * hidden_states.to(input_dtype) in fp32 (a mul is no autocast
+    # op) and bitsandbytes Linear4bit.forward casts its matmul back to that input's dtype
+    # (out.to(inp_dtype)): gate, up and act(gate) are saved in fp32 (4 * 3m); the down adapter
+    # saves autocast's bf16 cast of its input (2m). A LoRA base nn.Linear returns bf16 under
+    # autocast: 2 * 3m + 2m.
+    arch = get_preset("llama-3.1-8b")
+    m = 14336
+    down = act.block_parts(arch).mlp_down[0]
+    for method, per_token in (("qlora", 4 * 3 * m + 2 * m), ("lora", 2 * 3 * m + 2 * m)):
+        r = req(model="llama-3.1-8b", method=method, precision="bf16-mixed", lora_adapter_dtype="fp32")
+        cfg = memory.act_config(r, states.request_regime(r))
+        assert act.mlp_unit_bytes(arch, cfg, down, act.block_parts(arch).mlp_in) == per_token, method
+    # bf16-true QLoRA: the 4-bit outputs follow the bf16 norm outputs
+    r = req(model="llama-3.1-8b", method="qlora", lora_adapter_dtype="fp32")
+    cfg = memory.act_config(r, states.request_regime(r))
+    assert act.mlp_unit_bytes(arch, cfg, down, act.block_parts(arch).mlp_in) == 2 * 3 * m

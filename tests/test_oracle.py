@@ -74,7 +74,7 @@ def test_unsupported_settings_are_refused_not_approximated():
     from tools.oracle import Unsupported
 
     setup = _BY_ID["llama/full"]
-    for extra in ({"method": "qlora", "precision": "bf16-mixed"}, {"attention": "flash"}, {"sharding": "zero3", "num_gpus": 2},
+    for extra in ({"method": "qlora", "precision": "fp16-mixed"}, {"attention": "flash"}, {"sharding": "zero3", "num_gpus": 2},
                   {"chunked_loss": True}, {"framework": "torchtune"},
                   {"method": "qlora", "qlora_prepare_kbit": True, "precision": "fp32"}):
         with pytest.raises(Unsupported):

@@ -229,7 +229,7 @@ def lora_layer_class():
 
 def unsupported_reason(req: dict, options: dict) -> str | None:
     """Why a QLoRA request cannot be traced faithfully, or None."""
-    if req["precision"] not in ("bf16-true", "fp32"):
+    if req["precision"] not in ("bf16-true", "bf16-mixed", "fp32"):
         return (f"QLoRA with {req['precision']}: modelled with bf16 or fp32 non-quantized "
                 "parameters and a bf16 compute dtype only")
     if options.get("prepare_kbit") and req["precision"] != "fp32":
@@ -253,6 +253,9 @@ def load_in_4bit(model: nn.Module, req: dict, options: dict) -> nn.Module:
       The weights are packed in uint8, bitsandbytes' default ``quant_storage``.
     - ``qlora_prepare_kbit`` (``bf16-true``): the model built in bf16, then peft's
       ``prepare_model_for_kbit_training`` itself (the same as the option ``prepare_kbit``).
+    - ``precision="bf16-mixed"``: the model built in fp32 as below (calc's AMP regime: what
+      ``prepare_model_for_kbit_training`` leaves) and run under CPU autocast; the norms'
+      fp32 outputs make the 4-bit linears return fp32.
     - ``precision="fp32"``: every non-quantized parameter in fp32, what
       ``prepare_model_for_kbit_training`` makes of a bf16 model (with ``prepare_kbit`` the
       model is built in bf16 and that function itself does the casting) (it casts each fp16/bf16
