@@ -196,13 +196,16 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     # the library profiles of calc.frameworks that describe this code, keys left to them
     "full-hf-trainer": ({"method": "full", "framework": "hf-trainer"}, {}),
     "lora-hf-custom-loop": ({"method": "lora", "lora_rank": 16, "framework": "hf-custom-loop"}, {}),
+    # a hand-written loop's cross-entropy on the model's bf16 logits (loss_on_16bit_logits)
+    "lora-loss16": ({"method": "lora", "lora_rank": 16, "loss_on_16bit_logits": True}, {}),
+    "full-loss16-outputs-kept": ({"method": "full", "loss_on_16bit_logits": True, "loss_outputs_kept": True}, {}),
 }
 
 # QLoRA (tools/oracle/qlora.py: a model of bitsandbytes 0.49.2's Linear4bit, not the kernel).
 # peft puts adapters in the 4-bit layer's bf16 compute dtype and, by default
 # (autocast_adapter_dtype=True), upcasts them to fp32: lora_adapter_dtype "fp32" ("base" with
 # autocast_adapter_dtype=False); precision "fp32" is what peft's prepare_model_for_kbit_training
-# makes of a bf16 model (non-quantized parameters in fp32).
+# makes of a bf16 model (non-quantized parameters in fp32), "bf16-mixed" the same under autocast.
 QLORA_VARIANTS: dict[str, tuple[dict, dict]] = {
     "qlora-r16": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32"}, {}),
     "qlora-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
@@ -214,6 +217,17 @@ QLORA_VARIANTS: dict[str, tuple[dict, dict]] = {
     "qlora-prepared-ckpt-reentrant": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
                                        "precision": "fp32", "gradient_checkpointing": True},
                                       {"reentrant": True}),
+    # peft's prepare_model_for_kbit_training on the bf16 model itself (qlora_prepare_kbit)
+    "qlora-kbit": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                    "qlora_prepare_kbit": True}, {}),
+    "qlora-kbit-ckpt-reentrant": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                                   "qlora_prepare_kbit": True, "gradient_checkpointing": True},
+                                  {"reentrant": True}),
+    # the same fp32 parameters under autocast (calc's bf16-mixed: 4-bit outputs in fp32)
+    "qlora-mixed": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                     "precision": "bf16-mixed"}, {}),
+    "qlora-mixed-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                          "precision": "bf16-mixed", "gradient_checkpointing": True}, {}),
 }
 # a few more on one family: the prepare_model_for_kbit_training call itself, batch, dropout, eager
 QLORA_EXTRA: dict[str, tuple[dict, dict]] = {
@@ -223,6 +237,12 @@ QLORA_EXTRA: dict[str, tuple[dict, dict]] = {
                           "micro_batch_size": 2, "lora_dropout": 0.05}, {}),
     "qlora-eager-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
                           "attention": "eager", "gradient_checkpointing": True}, {}),
+    "qlora-kbit-bf16-adapters-loss16": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "base",
+                                         "qlora_prepare_kbit": True, "loss_on_16bit_logits": True}, {}),
+    "qlora-kbit-b2-ckpt": ({"method": "qlora", "lora_rank": 8, "lora_adapter_dtype": "fp32",
+                            "qlora_prepare_kbit": True, "micro_batch_size": 2,
+                            "gradient_checkpointing": True}, {}),
+    "qlora-hf-custom-loop": ({"method": "qlora", "lora_rank": 16, "framework": "hf-custom-loop"}, {}),
 }
 QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
 

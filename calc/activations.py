@@ -97,6 +97,9 @@ class ActConfig:
     # the output layer is a 4-bit linear that keeps its input (qlora_output_layer_quantized
     # with qlora_keeps_inputs): the final norm's output is saved
     head_keeps_input: bool = False
+    # 4-bit linears read fp32 norm outputs under autocast (QLoRA with fp32 norm weights,
+    # *-mixed): bitsandbytes returns their output in that fp32 (mlp_unit_bytes)
+    quant_outputs_fp32: bool = False
 
     @property
     def adapter_copies(self) -> bool:
@@ -265,13 +268,24 @@ def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: t
     Gated: ``act * 3m``; plain: ``act * m``; plus ``act * m`` when the down projection
     saves its input. Routed experts (``count > 1``) add the gathered input (when their
     input projections save it) and the output the routing weight multiplies: ``act * h``
-    each."""
+    each.
+
+    QLoRA under autocast with fp32 norm weights (``quant_outputs_fp32``: calc's ``*-mixed``
+    regime, which is what peft's ``prepare_model_for_kbit_training`` makes of the
+    non-quantized parameters): the norm returns ``self.weight * hidden_states.to(input_dtype)``,
+    fp32 (transformers 5.17 ``LlamaRMSNorm.forward``; a ``mul`` is no autocast op), and
+    bitsandbytes 0.49.2 ``Linear4bit.forward`` casts its result back to that input's dtype
+    (``out.to(inp_dtype)``), so a dense unit's gate and up outputs, the activation's output (or
+    a plain MLP's activation input) are saved in fp32: ``4 * 3m`` (``4 * m``). The down
+    projection's adapter still saves autocast's 16-bit cast of its input. Routed experts are
+    left at the compute dtype (not traced by the oracle)."""
     m, a = down.d_in, cfg.act_bytes
-    per = a * (_glu_saved_widths(arch) * m if arch.mlp_gated else m)
+    siblings = [l for l in mlp_in if l.count == down.count]
+    fp32 = cfg.quant_outputs_fp32 and down.count == 1 and bool(siblings) and all(l.quantizable for l in siblings)
+    per = (FP32_BYTES if fp32 else a) * (_glu_saved_widths(arch) * m if arch.mlp_gated else m)
     if _saves_input(down, cfg):
         per += a * m
     if down.count > 1:
-        siblings = [l for l in mlp_in if l.count == down.count]
         if any(_saves_input(l, cfg) for l in siblings):
             per += a * arch.hidden_size
         per += a * arch.hidden_size
@@ -485,7 +499,7 @@ TORCHTUNE_OUTPUT_CHUNKS = 8
 
 def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
                            outputs_kept: bool = False, upcast_in_model: bool = False,
-                           chunks_keep_fp32: bool = False) -> int:
+                           chunks_keep_fp32: bool = False, loss_on_logits_dtype: bool = False) -> int:
     """Logits and loss per token, at the loss's peak (the start of its backward).
 
     Unchunked (transformers 5.17 ``ForCausalLMLoss``: ``logits.float()`` then
@@ -507,13 +521,20 @@ def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
     Gemma-2's final soft-capping (``arch.extra["final_logit_softcapping"]``; transformers
     5.17 ``Gemma2ForCausalLM.forward``: ``logits / cap``, ``tanh``, ``* cap``) saves the
     ``tanh`` output for backward: ``+ act * V``.
+    Cross-entropy on the model's 16-bit logits (``loss_on_logits_dtype``, a loop calling
+    ``F.cross_entropy(outputs.logits...)`` with no upcast): torch's ``log_softmax`` keeps the
+    input's dtype (``half_to_float=False``) and saves its output, ``nll_loss_backward``
+    writes the gradient of that output and ``_log_softmax_backward_data`` the logits'
+    gradient, each ``act * V``: ``3 act V`` instead of ``12 V``. Logits that are fp32 already
+    (``upcast_in_model``, fp32 activations) make the two the same.
     """
     v = arch.vocab_size
     if chunked:
         fp32 = v * FP32_BYTES + v * FP32_BYTES // TORCHTUNE_OUTPUT_CHUNKS if chunks_keep_fp32 else 0
         return v * act_bytes + fp32
     capped = act_bytes if arch.extra.get("final_logit_softcapping") else 0
-    return v * (3 * FP32_BYTES + capped) + kept_logits_bytes_per_token(arch, act_bytes, chunked,
+    loss = act_bytes if loss_on_logits_dtype and not upcast_in_model else FP32_BYTES
+    return v * (3 * loss + capped) + kept_logits_bytes_per_token(arch, act_bytes, chunked,
                                                                        outputs_kept, upcast_in_model)
 
 

@@ -552,6 +552,30 @@ FIELDS: tuple[FieldSpec, ...] = (
             "(:data:`calc.memory.DEQUANT_BYTES` each). No effect with fp16 compute. Default "
             "False: transformers quantizes the weights in the dtype they were loaded in, the "
             "compute dtype.")),
+    _bool("qlora_prepare_kbit", False, BEHAVIOUR, methods=QLORA, doc=(
+            "peft's ``prepare_model_for_kbit_training`` ran on the 4-bit model (peft 0.21.0 "
+            "``utils/other.py``, as peft's quantization guide and loops written after it call "
+            "it) and no autocast runs (precision ``bf16-true``): it casts every fp16 / bf16 parameter "
+            "whose class is not ``Params4bit`` to fp32 (``param.data = param.data.to("
+            "torch.float32)``): the embedding, the norms, biases and the output layer. The "
+            "embedding then writes an fp32 residual stream; transformers 5.17 "
+            "``LlamaRMSNorm.forward`` returns ``self.weight * hidden_states.to(input_dtype)``, "
+            "fp32 weight times fp32 input, so every norm output is fp32; bitsandbytes 0.49.2 "
+            "``Linear4bit.forward`` casts its input to the bf16 compute dtype and its output "
+            "back to the input's dtype (``out.to(inp_dtype)``), so q, k, v, the attention, the "
+            "MLP and the output layer's logits are fp32 too; only the dequantized weights and "
+            "the gradients inside each 4-bit matmul stay 16-bit (:data:`calc.memory.DEQUANT_BYTES`). "
+            "Counted as the fp32 regime for everything but the 4-bit weights "
+            "(:func:`calc.states.request_regime`). The function also enables checkpointing "
+            "(``gradient_checkpointing`` stays the reader's key) and, for reentrant "
+            "checkpointing, input gradients, which change no saved tensor under checkpointing. "
+            "No effect with ``*-mixed`` or ``fp32`` precision, whose non-quantized parameters "
+            "are fp32 already (under autocast calc counts the 4-bit linears' fp32 outputs in the "
+            "MLP, :func:`calc.activations.mlp_unit_bytes`). TRL's ``SFTTrainer`` calls it too (``_prepare_peft_model``: "
+            "``is_qlora and not is_sharded_qlora``), but with ``bf16`` then casts the embedding "
+            "and output layer back to bf16 (``peft_module_casting_to_bf16``) and trains under "
+            "autocast: not what this key counts. Default False: the non-quantized parameters "
+            "keep the model's 16-bit dtype (transformers' ``from_pretrained`` alone).")),
     _bool("fsdp_flat_parameters", False, BEHAVIOUR, methods=FULL, doc=(
             "FSDP (v1) keeps each wrapped unit's parameters in one flat parameter and hands the "
             "modules views of it made by ``torch.split`` then ``view`` (torch "
@@ -579,6 +603,19 @@ FIELDS: tuple[FieldSpec, ...] = (
             "30b8519e8, ``F.cross_entropy(logits.float(), ...)`` per chunk; its docstring says "
             "the gains come only with ``compile_loss``, which compiles that call). Default False: "
             "the chunked loss holds only the 16-bit logits (compiled, or a fused kernel).")),
+    _bool("loss_on_16bit_logits", False, BEHAVIOUR, doc=(
+            "the loss runs cross-entropy on the logits as the model returns them, 16-bit, as "
+            "hand-written loops that call ``nn.CrossEntropyLoss`` / ``F.cross_entropy`` on "
+            "``outputs.logits`` do: ``log_softmax`` keeps a 16-bit output for backward, and "
+            "``nll_loss_backward`` and ``_log_softmax_backward_data`` write 16-bit gradients: "
+            "``3 act V`` bytes per token at the start of the loss backward instead of the "
+            "``12 V`` of transformers 5.17 ``loss/loss_utils.py`` ``ForCausalLMLoss``, which "
+            "upcasts first (``logits = logits.float()``) "
+            "(:func:`calc.activations.logits_bytes_per_token`). No effect when the logits are "
+            "fp32 already (``fp32`` precision, ``qlora_prepare_kbit``, "
+            "``logits_upcast_in_model``), nor with a chunked loss. Default False: the model "
+            "computes its own loss from ``labels`` (the Hugging Face Trainer, accelerate's and "
+            "peft's example loops with ``outputs.loss``).")),
     # at least one token: fewer is a typo (1e-300), not a dataset
     _number("dataset_tokens", None, 1.0, MAX_DATASET_TOKENS, True, required=True),
     _number("epochs", 1, 0.0, 10_000.0, False),

@@ -56,7 +56,9 @@ PROFILES: dict[Framework, dict[str, object]] = {
     Framework.GENERIC: {},
     Framework.HF_TRAINER: {**_HF_COMMON, "optimizer_fused": True, "loss_outputs_kept": False},
     Framework.HF_CUSTOM_LOOP: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": True,
-                               "fsdp_wrap_floor": True},
+                               "fsdp_wrap_floor": True,
+                               "qlora_prepare_kbit": True,
+                               "loss_on_16bit_logits": False},
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": True,
         "chunked_loss": True,
@@ -146,6 +148,16 @@ SOURCES: dict[Framework, dict[str, str]] = {
                            "sync_module_states=True, use_orig_params=False); no empty_cache after the "
                            "wrap. hf-trainer leaves it off: accelerate 1.15.0 FSDP1 defaults to "
                            "sync_module_states=False and offers FSDP2, which shards parameter by parameter",
+        "qlora_prepare_kbit": "peft docs/source/developer_guides/quantization.md (007b249c): a 4-bit model "
+                              "goes through prepare_model_for_kbit_training (utils/other.py: every "
+                              "non-Params4bit fp16/bf16 parameter cast to fp32) before get_peft_model; "
+                              "on one GPU only: the several-GPU loop this profile cites, Answer.AI "
+                              "train.py (50efa1e), wraps a bf16 model in FSDP (NO_SHARD for DDP) and "
+                              "never calls it, and TRL sft_trainer.py _prepare_peft_model skips it "
+                              "for sharded QLoRA (is_sharded_qlora)",
+        "loss_on_16bit_logits": "the loop's loss is outputs.loss, computed by the model from labels "
+                                "(accelerate 1.15.0 examples, Answer.AI train.py): transformers 5.17.0 "
+                                "ForCausalLMLoss upcasts with logits.float()",
     },
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": "torchtune recipes/*_distributed.py (2024): no no_sync, gradients "
@@ -233,13 +245,19 @@ def _several_sharded(values: JsonObject) -> bool:
             and not isinstance(gpus, bool) and gpus > 1)
 
 
+def _one_gpu(values: JsonObject) -> bool:
+    return values.get("num_gpus") == 1
+
+
 APPLIES_WHEN = {
     "optimizer_fused": lambda values: values.get("optimizer") == "adamw",
     "frozen_weight_grads": _several_sharded,
     "fsdp_flat_parameters": _several_sharded,
+    "qlora_prepare_kbit": _one_gpu,
 }
 """Profile entries that describe a code path taken only in some setups: LitGPT's FSDP wrap
-policy exists only under FSDP on several GPUs, and only torch's AdamW has a fused kernel.
+policy exists only under FSDP on several GPUs, and only torch's AdamW has a fused kernel;
+the several-GPU QLoRA loops the profiles cite do not call ``prepare_model_for_kbit_training``.
 Outside those setups the key keeps its own default (no warning for a choice the user did
 not make)."""
 

@@ -579,6 +579,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
                                         if req.is_peft and not reg.casts_weights else None),
                          grouped_kv=req.attention_grouped_kv, fused=fused,
                          # a trainable output layer saves its input for its weight's gradient
+                         quant_outputs_fp32=req.method is Method.QLORA and reg.casts_weights,
                          head_keeps_input=(req.method is Method.QLORA and req.qlora_keeps_inputs
                                            and st.output_layer_quantized_params(req) > 0
                                            or st.trained_output_layer_params(req) > 0))
@@ -677,7 +678,8 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         workspace=act.backward_workspace_bytes_per_token(arch, cfg) * tokens,
         logits=act.logits_bytes_per_token(arch, reg.compute_bytes, req.chunked_loss,
                                           req.loss_outputs_kept, req.logits_upcast_in_model,
-                                          req.chunked_loss_keeps_fp32 and not req.torch_compile) * tokens,
+                                          req.chunked_loss_keeps_fp32 and not req.torch_compile,
+                                          req.loss_on_16bit_logits) * tokens,
         kept_logits=act.kept_logits_bytes_per_token(arch, reg.compute_bytes, req.chunked_loss,
                                                     req.loss_outputs_kept,
                                                     req.logits_upcast_in_model) * tokens,
@@ -807,7 +809,7 @@ def estimate_request(req: EstimateRequest) -> MemoryEstimate:
 
 def _estimate_at(req: EstimateRequest) -> MemoryEstimate:
     """Peak memory per GPU of micro-batches of ``micro_batch_size`` x ``seq_len`` tokens."""
-    reg = st.regime(req.precision, req.sharding)
+    reg = st.request_regime(req)
     layout = st.param_layout(req)
     states = model_states(req, layout, reg)
     acts = activation_bytes(req, reg)

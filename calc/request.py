@@ -65,10 +65,12 @@ class EstimateRequest:
     previous_outputs_kept: bool
     qlora_output_layer_quantized: bool
     qlora_dequant_fp16: bool
+    qlora_prepare_kbit: bool
     fsdp_flat_parameters: bool
     fsdp_wrap_floor: bool
     logits_upcast_in_model: bool
     chunked_loss_keeps_fp32: bool
+    loss_on_16bit_logits: bool
     lora_modules_to_save: ModulesToSave
     # keys the framework profile filled (not part of the JSON form): a variant of this request
     # re-evaluates the conditional ones (calc.frameworks.reapplied)

@@ -92,13 +92,62 @@ def regime(precision: Precision, sharding: Sharding) -> Regime:
     return Regime("mixed-amp", FP32_BYTES, BF16_BYTES, FP32_BYTES, 0, FP32_BYTES, True)
 
 
+KBIT_FP32 = Regime("kbit-fp32", FP32_BYTES, FP32_BYTES, FP32_BYTES, 0, FP32_BYTES, False)
+"""QLoRA after peft's ``prepare_model_for_kbit_training`` without autocast
+(``qlora_prepare_kbit``): every parameter that is not 4-bit, its gradient, states and every
+activation in fp32; the 4-bit matmuls still dequantize to the bf16 compute dtype
+(:data:`calc.memory.DEQUANT_BYTES`)."""
+
+
+def request_regime(req: EstimateRequest) -> Regime:
+    """The byte sizes of one request: :func:`regime` of its precision, except QLoRA prepared by
+    peft's ``prepare_model_for_kbit_training`` on a bf16 model (``qlora_prepare_kbit`` with
+    ``bf16-true``): :data:`KBIT_FP32`.
+
+    peft 0.21.0 ``utils/other.py`` ``prepare_model_for_kbit_training`` casts each fp16 / bf16
+    parameter whose class is not ``Params4bit`` to fp32. Per block, as the code then runs
+    (transformers 5.17 ``modeling_llama.py``, bitsandbytes 0.49.2 ``nn/modules.py``):
+
+    - the embedding (fp32 table) writes the fp32 residual stream, and RoPE's cos / sin follow
+      it (``LlamaRotaryEmbedding.forward``: ``cos.to(dtype=x.dtype)``);
+    - ``LlamaRMSNorm.forward`` upcasts (a no-op), scales and returns ``self.weight *
+      hidden_states.to(input_dtype)``: fp32 weight times fp32, an fp32 output;
+    - each ``Linear4bit.forward`` casts its input to the compute dtype (bf16, ``x.to(
+      self.compute_dtype)``, saved by nothing: ``MatMul4Bit`` keeps no input), multiplies with
+      the bf16 dequantized weight and returns ``out.to(inp_dtype)``: q, k, v, the attention
+      output, gate, up and down projections are fp32, and so is what SDPA, the activation and
+      the LoRA adapters (fp32, their input already fp32: no cast copy) save;
+    - the output layer (fp32 weight) writes fp32 logits, whose ``logits.float()`` in the loss
+      is a no-op.
+
+    What stays 16-bit: the dequantized weight and the gradients around each 4-bit matmul.
+    Under ``*-mixed`` precision calc's regime already holds the non-quantized parameters in
+    fp32 (and counts the 4-bit linears' fp32 outputs that autocast leaves in the MLP,
+    :func:`calc.activations.mlp_unit_bytes`), and under ``fp32`` everything: the key changes
+    neither. Checked against the
+    oracle's trace of that function (tools/oracle, ``*/qlora-prepare-kbit*``)."""
+    reg = regime(req.precision, req.sharding)
+    if req.method is Method.QLORA and req.qlora_prepare_kbit and req.precision is Precision.BF16_TRUE:
+        return KBIT_FP32
+    return reg
+
+
 def adapter_regime(req: EstimateRequest, reg: Regime) -> Regime:
     """The byte sizes of the trainable parameters: ``reg`` itself, except LoRA / QLoRA with
     ``lora_adapter_dtype="fp32"`` on a 16-bit base, where peft 0.21.0 upcasts the adapters
     to float32 (``get_peft_model(..., autocast_adapter_dtype=True)``, the default, ->
     ``tuners_utils.cast_adapter_dtype``: bf16 and fp16 adapter weights become float32).
     Their gradients have their dtype and torch's optimizer states follow the parameter:
-    4 bytes each, no separate master copy."""
+    4 bytes each, no separate master copy. After ``prepare_model_for_kbit_training``
+    (:data:`KBIT_FP32`) with ``"base"`` (``autocast_adapter_dtype=False``) the adapters keep
+    the bf16 that peft gives an adapter on a 4-bit layer, its compute dtype, on fp32
+    activations: 2 bytes each, and each adapted linear casts its fp32 input to bf16 for
+    ``lora_A`` (:func:`calc.activations.lora_input_copy_bytes`)."""
+    if reg is KBIT_FP32 and req.lora_adapter_dtype is AdapterDtype.BASE:
+        # peft gives adapters on a 4-bit layer its bf16 compute dtype
+        # (BaseTunerLayer._get_base_layer_device_and_dtype), and no upcast follows
+        return Regime(reg.name + "+bf16-adapters", BF16_BYTES, reg.compute_bytes, BF16_BYTES, 0,
+                      BF16_BYTES, False)
     if not req.is_peft or req.lora_adapter_dtype is not AdapterDtype.FP32 or reg.weight_bytes >= FP32_BYTES:
         return reg
     return Regime(reg.name + "+fp32-adapters", FP32_BYTES, reg.compute_bytes, FP32_BYTES, 0,

@@ -130,6 +130,10 @@ PLAN_VARIATIONS = [
     {"length_stats": "mean:900,p90:2000", "micro_batch_size": "4", "seq_len": "4096"},
     {"length_stats": "mean:600,max:1024", "batching": "pad-max", "gpu": "l4"},
     {"length_stats": "p90:1500", "batching": "packed", "micro_batch_size": "2"},
+    # peft's prepare_model_for_kbit_training (fp32 outside the 4-bit weights), and a loop's loss
+    # on the model's 16-bit logits
+    {"method": "qlora", "model": "llama-3.1-8b", "qlora_prepare_kbit": "true", "lora_adapter_dtype": "fp32"},
+    {"model": "llama-3.2-1b", "loss_on_16bit_logits": "true", "seq_len": "4096"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 

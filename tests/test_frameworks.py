@@ -377,3 +377,41 @@ def test_fsdp1_root_gradient_of_two_vocabulary_tables():
             == estimate_dict(lora)["phases"])
     assert _resolved(model="gemma-2b", framework="litgpt")["fsdp_flat_parameters"] is False
     assert _resolved(model="gemma-2b", framework="litgpt", num_gpus=4, sharding="zero3")["fsdp_flat_parameters"] is True
+
+
+# ---- peft's prepare_model_for_kbit_training in a hand-written QLoRA loop --------------------
+
+def test_custom_loop_prepares_a_4bit_model_on_one_gpu_only():
+    # peft's quantization guide calls prepare_model_for_kbit_training before get_peft_model; the
+    # several-GPU loop the profile cites (Answer.AI's train.py, FSDP even for DDP) does not
+    one = {"model": "llama-3.1-8b", "method": "qlora", "framework": "hf-custom-loop"}
+    assert _resolved(**one)["qlora_prepare_kbit"] is True
+    assert _resolved(**one, num_gpus=2, sharding="zero3")["qlora_prepare_kbit"] is False
+    assert _resolved(**one, num_gpus=2, sharding="ddp")["qlora_prepare_kbit"] is False
+    assert _resolved(**one, qlora_prepare_kbit=False)["qlora_prepare_kbit"] is False
+    for fw in ("generic", "hf-trainer", "torchtune", "litgpt", "unsloth"):
+        assert _resolved(**dict(one, framework=fw))["qlora_prepare_kbit"] is False, fw
+    # the loop's own loss is the model's (outputs.loss): fp32 upcast, as without the profile
+    assert _resolved(**one)["loss_on_16bit_logits"] is False
+    # a recommendation's sharded variant drops the profile's value, a 1-GPU one keeps it
+    from calc import recommend
+
+    est = recommend.Estimator(parse_estimate_request(one))
+    assert est.get(num_gpus=2, sharding="zero3")["request"]["qlora_prepare_kbit"] is False
+    assert est.get()["request"]["qlora_prepare_kbit"] is True
+
+
+def test_prepared_4bit_model_costs_the_fp32_residual_stream_in_the_custom_loop():
+    # Llama-3.1-8B QLoRA, 2 x 8192 tokens, checkpointing, the loop holding the output: at the end
+    # of the forward the 1,050,939,392 parameters outside the 4-bit blocks weigh 4 bytes, not 2;
+    # each of the 32 checkpointed blocks keeps its fp32 input (4 h, not 2 h); RoPE's cos / sin
+    # follow the fp32 hidden states (2 * 2 * 128 more); the output layer's kept logits are fp32
+    # (4 V, not 2 V); the loss's fp32 tensors are 12 V either way
+    req = {"model": "llama-3.1-8b", "method": "qlora", "micro_batch_size": 2, "seq_len": 8192,
+           "framework": "hf-custom-loop"}
+    prepared, plain = estimate_dict(req), estimate_dict({**req, "qlora_prepare_kbit": False})
+    dense = 8_030_261_248 - 6_979_321_856
+    assert prepared["components"]["weights"] - plain["components"]["weights"] == 2 * dense
+    per_token = 32 * 2 * 4096 + 2 * 2 * 128 + 2 * LLAMA31_8B_VOCAB
+    assert (prepared["phases"]["forward_end"] - plain["phases"]["forward_end"]
+            == 2 * dense + 2 * 8192 * per_token == 10_607_927_296)

@@ -824,3 +824,104 @@ def test_tied_saved_copy_is_one_table_on_a_tied_model_and_two_on_an_untied_one()
     both = memory.estimate_dict({**mistral, "lora_modules_to_save": "embed_tokens+lm_head"})
     assert untied["params_trainable"] == both["params_trainable"]
     assert untied["peak_allocated_bytes"] == both["peak_allocated_bytes"]
+
+
+# ---- peft's prepare_model_for_kbit_training and the loss on 16-bit logits ------------------
+
+# Llama-3.1-8B block, per token (h = q_dim 4096, 32 heads, 8 k/v heads expanded to 32 before SDPA,
+# MLP 14336), QLoRA r 16 on all seven linears with peft's fp32 adapters.
+_H, _HEADS, _M, _R = 4096, 32, 14336, 16
+# bf16 model: each RMSNorm saves its fp32 upcast and rsqrt (transformers 5.17 LlamaRMSNorm.forward:
+# hidden_states.to(torch.float32), torch.rsqrt); SDPA saves q, k, v expanded and its output (bf16)
+# and an fp32 logsumexp per head; the MLP saves gate, up and act(gate) (bf16); each fp32 adapter
+# casts its bf16 input to fp32 for lora_A (peft lora/bnb.py Linear4bit.forward: x =
+# self._cast_input_dtype(x, lora_A.weight.dtype)) and lora_B saves the fp32 rank intermediate.
+QLORA_BLOCK_BF16 = (2 * (4 * _H + 4) + 2 * 4 * _H + 4 * _HEADS + 2 * 3 * _M
+                    + 4 * (4 * _H + 2 * _H + _M) + 7 * 4 * _R)
+# prepare_model_for_kbit_training (peft 0.21.0 utils/other.py: every non-Params4bit bf16 parameter
+# to fp32): the fp32 embedding makes the residual stream fp32; RMSNorm returns self.weight *
+# hidden_states.to(input_dtype), fp32; bitsandbytes Linear4bit.forward returns out.to(inp_dtype),
+# fp32. Everything above is fp32 (4 bytes), and the adapters read an fp32 input, no cast copy: the
+# attention and MLP norm outputs (saved once each, for q/k/v and gate/up), SDPA's q, k, v, output
+# and the o_proj input (the contiguous copy of SDPA's transposed output), gate, up, act(gate) and
+# down's input.
+QLORA_BLOCK_KBIT = (2 * (4 * _H + 4) + 2 * 4 * _H + 4 * 4 * _H + 4 * _HEADS + 4 * _H
+                    + 4 * 3 * _M + 4 * _M + 7 * 4 * _R)
+
+
+def test_prepare_kbit_makes_every_activation_of_a_qlora_block_fp32():
+    base = dict(model="llama-3.1-8b", method="qlora", lora_rank=16, lora_adapter_dtype="fp32")
+    assert QLORA_BLOCK_BF16 == 307_784 and QLORA_BLOCK_KBIT == 377_416
+    assert est(**base)["activations_per_token_bytes"] == QLORA_BLOCK_BF16
+    assert est(**base, qlora_prepare_kbit=True)["activations_per_token_bytes"] == QLORA_BLOCK_KBIT
+    # with mixed precision the non-quantized parameters are fp32 already: no change
+    mixed = dict(base, precision="bf16-mixed")
+    assert est(**mixed, qlora_prepare_kbit=True) == est(**mixed) | {
+        "request": est(**mixed, qlora_prepare_kbit=True)["request"]}
+    # LoRA has no 4-bit model to prepare
+    lora = dict(base, method="lora")
+    assert est(**lora, qlora_prepare_kbit=True)["peak_allocated_bytes"] == est(**lora)["peak_allocated_bytes"]
+
+
+def test_prepare_kbit_holds_non_quantized_weights_and_logits_in_fp32():
+    # Llama-2-7B: 6,476,005,376 NF4 block weights; the other 262,410,240 parameters (embedding,
+    # output layer, norms) go from 2 to 4 bytes; the logits the output layer writes are fp32
+    # and the loss's logits.float() is a no-op: 12 V per token either way at the loss backward.
+    base = dict(method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"], lora_adapter_dtype="fp32")
+    dense = LLAMA2_7B - LLAMA2_7B_QUANTIZED
+    plain, kbit = est(**base), est(**base, qlora_prepare_kbit=True)
+    assert kbit["components"]["weights"] - plain["components"]["weights"] == 2 * dense == 524_820_480
+    r = req(**base, qlora_prepare_kbit=True)
+    reg = states.request_regime(r)
+    assert reg is states.KBIT_FP32 and memory.DEQUANT_BYTES == 2
+    assert memory.activation_bytes(r, reg).logits == 12 * 32000 * 2048
+    # bf16 adapters (autocast_adapter_dtype=False): peft gives them the 4-bit layer's bf16
+    # compute dtype, so each adapter casts its fp32 input to bf16 for lora_A (2 d_in) and its
+    # rank intermediate is bf16: q, v adapters 2 * (2 * 4096 + 2 * 8) per token, not 4 * 4096.
+    bf16_adapters = est(**dict(base, lora_adapter_dtype="base"), qlora_prepare_kbit=True)
+    assert (kbit["activations_per_token_bytes"] - bf16_adapters["activations_per_token_bytes"]
+            == 4 * 4096 + 2 * 4 * 8 - 2 * (2 * 4096 + 2 * 8))
+    assert bf16_adapters["components"]["lora_weights"] * 2 == kbit["components"]["lora_weights"]
+
+
+def test_loss_on_16bit_logits_keeps_three_bf16_vocabulary_tensors():
+    # F.cross_entropy on bf16 logits: log_softmax saves its bf16 output, nll_loss_backward and
+    # _log_softmax_backward_data write bf16 gradients (3 * 2 V) where transformers 5.17
+    # ForCausalLMLoss's logits.float() makes them fp32 (3 * 4 V): 6 V less per token.
+    llama3 = get_preset("llama-3.1-8b")
+    v = llama3.vocab_size
+    assert act.logits_bytes_per_token(llama3, 2, False, loss_on_logits_dtype=True) == 6 * v
+    assert act.logits_bytes_per_token(llama3, 2, False) == 12 * v
+    # fp32 logits already (the model upcasts, or fp32 activations): nothing changes
+    assert act.logits_bytes_per_token(llama3, 2, False, upcast_in_model=True, loss_on_logits_dtype=True) == 12 * v
+    assert act.logits_bytes_per_token(llama3, 4, False, loss_on_logits_dtype=True) == 12 * v
+    base = dict(model="llama-3.1-8b", method="lora", micro_batch_size=2, seq_len=8192)
+    tokens = 2 * 8192
+    assert (est(**base)["phases"]["forward_end"] - est(**base, loss_on_16bit_logits=True)["phases"]["forward_end"]
+            == 6 * v * tokens)
+    # the loop holding the output keeps the bf16 logits on top (loss_outputs_kept): 2 V more
+    kept = est(**base, loss_on_16bit_logits=True, loss_outputs_kept=True)["phases"]["forward_end"]
+    assert kept - est(**base, loss_on_16bit_logits=True)["phases"]["forward_end"] == 2 * v * tokens
+    # a chunked loss computes its own chunks: the key changes nothing
+    chunked = dict(base, chunked_loss=True)
+    assert est(**chunked, loss_on_16bit_logits=True)["phases"] == est(**chunked)["phases"]
+
+
+def test_autocast_qlora_keeps_the_mlp_of_fp32_4bit_outputs():
+    # *-mixed QLoRA: the norm weights are fp32 (what prepare_model_for_kbit_training leaves), so
+    # each norm returns self.weight * hidden_states.to(input_dtype) in fp32 (a mul is no autocast
+    # op) and bitsandbytes Linear4bit.forward casts its matmul back to that input's dtype
+    # (out.to(inp_dtype)): gate, up and act(gate) are saved in fp32 (4 * 3m); the down adapter
+    # saves autocast's bf16 cast of its input (2m). A LoRA base nn.Linear returns bf16 under
+    # autocast: 2 * 3m + 2m.
+    arch = get_preset("llama-3.1-8b")
+    m = 14336
+    down = act.block_parts(arch).mlp_down[0]
+    for method, per_token in (("qlora", 4 * 3 * m + 2 * m), ("lora", 2 * 3 * m + 2 * m)):
+        r = req(model="llama-3.1-8b", method=method, precision="bf16-mixed", lora_adapter_dtype="fp32")
+        cfg = memory.act_config(r, states.request_regime(r))
+        assert act.mlp_unit_bytes(arch, cfg, down, act.block_parts(arch).mlp_in) == per_token, method
+    # bf16-true QLoRA: the 4-bit outputs follow the bf16 norm outputs
+    r = req(model="llama-3.1-8b", method="qlora", lora_adapter_dtype="fp32")
+    cfg = memory.act_config(r, states.request_regime(r))
+    assert act.mlp_unit_bytes(arch, cfg, down, act.block_parts(arch).mlp_in) == 2 * 3 * m

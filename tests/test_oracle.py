@@ -38,6 +38,8 @@ PINNED = (
     "llama3-gqa-tied/lora-save-both-fp32",  # peft modules_to_save on a tied table, fp32 adapters
     "llama/qlora-save-both-ckpt",    # QLoRA with the embedding and output layer trained in full
     "llama3-gqa-tied/lora-save-both-tied",  # peft ensure_weight_tying: one copy for both tables
+    "qwen3/qlora-kbit",              # prepare_model_for_kbit_training on the bf16 model: fp32 stream
+    "gemma2/lora-loss16",            # a loop's cross-entropy on the soft-capped bf16 logits
 )
 
 _BY_ID = {s["id"]: s for s in setups()}
@@ -72,7 +74,8 @@ def test_unsupported_settings_are_refused_not_approximated():
     from tools.oracle import Unsupported
 
     setup = _BY_ID["llama/full"]
-    for extra in ({"method": "qlora", "precision": "bf16-mixed"}, {"attention": "flash"}, {"sharding": "zero3", "num_gpus": 2},
-                  {"chunked_loss": True}, {"framework": "torchtune"}):
+    for extra in ({"method": "qlora", "precision": "fp16-mixed"}, {"attention": "flash"}, {"sharding": "zero3", "num_gpus": 2},
+                  {"chunked_loss": True}, {"framework": "torchtune"},
+                  {"method": "qlora", "qlora_prepare_kbit": True, "precision": "fp32"}):
         with pytest.raises(Unsupported):
             oracle_estimate(dict(setup["request"], **extra))

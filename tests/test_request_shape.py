@@ -39,6 +39,8 @@ OLD_LINKS = [
     "?framework=unsloth&method=qlora&qlora_quant_state_replicated=true&num_gpus=2&sharding=zero3",
     "?framework=litgpt&num_gpus=2&sharding=zero3&gpu=h100-sxm&dataset_tokens=100000000",
     "?mode=advanced&framework=litgpt&qlora_keeps_inputs=false&method=qlora",
+    "?method=qlora&model=llama-3.1-8b&qlora_prepare_kbit=true&lora_adapter_dtype=fp32",
+    "?model=llama-3.2-1b&loss_on_16bit_logits=true&seq_len=4096",
 ]
 
 

@@ -229,11 +229,13 @@ def lora_layer_class():
 
 def unsupported_reason(req: dict, options: dict) -> str | None:
     """Why a QLoRA request cannot be traced faithfully, or None."""
-    if req["precision"] not in ("bf16-true", "fp32"):
+    if req["precision"] not in ("bf16-true", "bf16-mixed", "fp32"):
         return (f"QLoRA with {req['precision']}: modelled with bf16 or fp32 non-quantized "
                 "parameters and a bf16 compute dtype only")
     if options.get("prepare_kbit") and req["precision"] != "fp32":
         return "prepare_kbit leaves the non-quantized parameters in fp32: ask for precision fp32"
+    if req.get("qlora_prepare_kbit") and req["precision"] != "bf16-true":
+        return "qlora_prepare_kbit is traced on a bf16 model without autocast (precision bf16-true)"
     return None
 
 
@@ -249,6 +251,11 @@ def load_in_4bit(model: nn.Module, req: dict, options: dict) -> nn.Module:
       packed weight's storage dtype; ``get_peft_model(autocast_adapter_dtype=True)``, the
       default, then upcasts them to fp32 (``"fp32"``); with False they stay bf16 (``"base"``).
       The weights are packed in uint8, bitsandbytes' default ``quant_storage``.
+    - ``qlora_prepare_kbit`` (``bf16-true``): the model built in bf16, then peft's
+      ``prepare_model_for_kbit_training`` itself (the same as the option ``prepare_kbit``).
+    - ``precision="bf16-mixed"``: the model built in fp32 as below (calc's AMP regime: what
+      ``prepare_model_for_kbit_training`` leaves) and run under CPU autocast; the norms'
+      fp32 outputs make the 4-bit linears return fp32.
     - ``precision="fp32"``: every non-quantized parameter in fp32, what
       ``prepare_model_for_kbit_training`` makes of a bf16 model (with ``prepare_kbit`` the
       model is built in bf16 and that function itself does the casting) (it casts each fp16/bf16
@@ -257,7 +264,7 @@ def load_in_4bit(model: nn.Module, req: dict, options: dict) -> nn.Module:
       bf16 and cast their outputs back to fp32 (``Linear4bit.forward``).
     """
     quantize_linears(model, req["qlora_double_quant"], torch.uint8)
-    if options.get("prepare_kbit"):
+    if options.get("prepare_kbit") or req.get("qlora_prepare_kbit"):
         from peft import prepare_model_for_kbit_training
 
         model = prepare_model_for_kbit_training(

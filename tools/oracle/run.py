@@ -2,7 +2,8 @@
 
 ``oracle_estimate(request)`` takes the JSON of ``calc.estimate``'s request (plus an
 optional ``"oracle"`` object: ``steps``, ``reentrant``, ``lora_alpha``, ``prepare_kbit``:
-QLoRA through peft's ``prepare_model_for_kbit_training``, see ``qlora.load_in_4bit``) and
+QLoRA through peft's ``prepare_model_for_kbit_training`` with ``precision="fp32"``, as the
+request key ``qlora_prepare_kbit`` does with ``bf16-true``, see ``qlora.load_in_4bit``) and
 returns a
 response with ``estimate``'s field names where they mean the same thing
 (``peak_allocated_bytes``, ``peak_phase``, ``phases``, ``components``,
@@ -36,6 +37,7 @@ HANDLED_KEYS = {
     "seq_len", "gradient_checkpointing", "attention", "num_gpus", "lora_dropout",
     "optimizer_fused", "lora_adapter_dtype", "attention_grouped_kv", "loss_outputs_kept",
     "sharding", "cpu_offload", "framework", "qlora_double_quant", "lora_modules_to_save",
+    "qlora_prepare_kbit", "loss_on_16bit_logits",
 }
 # Library profiles (calc.frameworks) whose code the oracle runs: transformers + peft.
 TRACED_FRAMEWORKS = ("generic", "hf-trainer", "hf-custom-loop")
@@ -125,7 +127,7 @@ def build_meta_model(req: dict, options: dict):
     config = AutoConfig.for_model(model_type, **hf)
     config.use_cache = False
     dtype = torch.bfloat16 if req["precision"] == "bf16-true" else torch.float32
-    if req["method"] == "qlora" and options["prepare_kbit"]:
+    if req["method"] == "qlora" and (options["prepare_kbit"] or req["qlora_prepare_kbit"]):
         dtype = torch.bfloat16  # loaded in bf16; prepare_model_for_kbit_training casts to fp32
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=req["attention"])
@@ -271,8 +273,13 @@ def run_steps(req: dict, options: dict) -> dict:
                 tracker.set_phase("forward_end")
             autocast = torch.autocast("cpu", dtype=torch.bfloat16) if mixed else contextlib.nullcontext()
             with autocast:
-                outputs = model(input_ids=ids, labels=labels)
-            loss = outputs.loss
+                if req["loss_on_16bit_logits"]:
+                    # a hand-written loop's loss on the logits as the model returns them
+                    outputs = model(input_ids=ids)
+                    loss = torch.nn.functional.cross_entropy(outputs.logits.flatten(0, 1), labels.flatten())
+                else:
+                    outputs = model(input_ids=ids, labels=labels)
+                    loss = outputs.loss
             if not req["loss_outputs_kept"]:
                 outputs = None
             loss.backward()
