@@ -320,8 +320,8 @@ _DS_ZERO_IGNORED = {"overlap_comm", "contiguous_gradients", "round_robin_gradien
                     "elastic_checkpoint", "ignore_unused_parameters"}
 _DS_STAGE = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
 # what a DeepSpeed config (or its file name) can set
-DEEPSPEED_FIELDS = ("sharding", "sync_each_micro_batch", "cpu_offload", "precision", "micro_batch_size",
-                    "gradient_accumulation_steps", "num_gpus", "optimizer")
+DEEPSPEED_FIELDS = ("sharding", "sync_each_micro_batch", "sharding_engine", "cpu_offload", "precision",
+                    "micro_batch_size", "gradient_accumulation_steps", "num_gpus", "optimizer")
 
 
 def deepspeed_section(rep: Report, ds: JsonObject, prefix: str = "") -> None:
@@ -408,6 +408,8 @@ def _deepspeed_zero(rep: Report, zero: JsonObject, prefix: str) -> None:
                 rep.use(path, "sharding", _DS_STAGE[value])
                 # ZeRO-2/3 reduce-scatter the gradients at every micro-batch
                 rep.use(path, "sync_each_micro_batch", value >= 2)
+                if value >= 1:
+                    rep.use(path, "sharding_engine", "deepspeed")
         elif key in ("offload_optimizer", "offload_param") and isinstance(value, dict):
             for sub, item in value.items():
                 subpath = f"{path}.{sub}"
@@ -455,6 +457,8 @@ def deepspeed_from_name(rep: Report, key: str, name: str) -> bool:
     stage = int(match.group(1))
     rep.use(key, "sharding", _DS_STAGE[stage], "inferred_from_file_name")
     rep.use(key, "sync_each_micro_batch", stage >= 2)
+    if stage >= 1:
+        rep.use(key, "sharding_engine", "deepspeed", "inferred_from_file_name")
     if "offload" in base:
         params = stage == 3 and ("all" in base or "param" in base or "ds_z3_offload" in base)
         rep.use(key, "cpu_offload", "optimizer+params" if params else "optimizer")
