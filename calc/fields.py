@@ -589,14 +589,14 @@ FIELDS: tuple[FieldSpec, ...] = (
             "config). With ZeRO-2/3, accelerate 1.15.0 ``Accelerator.no_sync`` gives DeepSpeed a "
             "``nullcontext`` (DeepSpeed 0.16.5 ``engine.no_sync`` refuses ZeRO 2/3): every "
             "micro-batch's gradients are reduced into the GPU's partition, so they stay sharded "
-            "whatever ``sync_each_micro_batch`` says. With ZeRO-3 the step runs one sub-group of "
-            "at most ``sub_group_size`` (1e9) elements at a time (``stage3.py`` ``step``: "
-            "``_prepare_fp32_grad_for_sub_group`` flattens the sub-group's 16-bit gradients and "
-            "casts them to an fp32 copy, the optimizer steps that flat fp32 partition, "
-            "``_release_sub_group`` frees the copy): the step's temporaries are one sub-group's, "
-            "not the whole partition's (:func:`calc.states.zero3_step_temp_bytes`); and the reduce "
-            "bucket (``reduce_bucket_size`` elements of the 16-bit dtype, ``hidden x hidden`` when "
-            "the Hugging Face Trainer fills ``auto``) is allocated for the whole run.")),
+            "whatever ``sync_each_micro_batch`` says. The step casts the 16-bit gradient partition "
+            "to an fp32 copy and steps the flat fp32 master partition with it, once per parameter "
+            "group (ZeRO-1/2, ``stage_1_and_2.py`` ``step``) or one sub-group of at most "
+            "``sub_group_size`` (1e9) elements at a time (ZeRO-3, ``stage3.py`` ``step``): the "
+            "step's temporaries are that copy and the optimizer's own on one such partition "
+            "(:func:`calc.states.deepspeed_step_temp_bytes`). ZeRO-3's reduce bucket "
+            "(``reduce_bucket_size`` elements of the 16-bit dtype, ``hidden x hidden`` when the "
+            "Hugging Face Trainer fills ``auto``) is allocated for the whole run.")),
     # at least one token: fewer is a typo (1e-300), not a dataset
     _number("dataset_tokens", None, 1.0, MAX_DATASET_TOKENS, True, required=True),
     _number("epochs", 1, 0.0, 10_000.0, False),

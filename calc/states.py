@@ -382,9 +382,9 @@ def zero3_sub_group_elements(req: EstimateRequest, layout: ParamLayout) -> int:
     return max(largest, current)
 
 
-def zero3_step_temp_bytes(req: EstimateRequest, layout: ParamLayout, reg: Regime) -> int:
-    """Temporaries of DeepSpeed's ZeRO-3 step on one GPU, which runs sub-group by sub-group
-    (DeepSpeed 0.16.5 ``runtime/zero/stage3.py`` ``step``):
+def deepspeed_step_temp_bytes(req: EstimateRequest, layout: ParamLayout, reg: Regime) -> int:
+    """Temporaries of DeepSpeed's ZeRO step on one GPU, per GPU. ZeRO-3 runs it sub-group by
+    sub-group (DeepSpeed 0.16.5 ``runtime/zero/stage3.py`` ``step``):
 
     - ``_prepare_fp32_grad_for_sub_group``: ``self.flatten(averaged_gradients)`` concatenates
       the sub-group's 16-bit gradient partitions into a new flat tensor, ``.to(fp32)`` copies
@@ -394,10 +394,18 @@ def zero3_step_temp_bytes(req: EstimateRequest, layout: ParamLayout, reg: Regime
       are those of one sub-group, beside the fp32 gradient;
     - ``_release_sub_group`` sets that gradient to ``None`` before the next sub-group.
 
-    The larger of the two moments, for the largest sub-group (:func:`zero3_sub_group_elements`),
-    in bytes per GPU. The flat master partition is fp32 under mixed precision (else the
-    parameters' dtype)."""
-    elems = zero3_sub_group_elements(req, layout)
+    ZeRO-1/2 do the same once per parameter group on the group's whole partition
+    (``stage_1_and_2.py`` ``step``: ``single_grad_partition = self.flatten(...).to(fp32)``,
+    ``_optimizer_step(i)``, then ``single_partition_of_fp32_groups[i].grad = None``).
+
+    The larger of the two moments, for the largest sub-group (:func:`zero3_sub_group_elements`)
+    or the partition of the trainable parameters (ZeRO-1/2; the Trainer's no-decay group of
+    norms and biases is counted in it). The flat master partition is fp32 under mixed precision
+    (else the parameters' dtype)."""
+    if req.sharding is Sharding.ZERO3:
+        elems = zero3_sub_group_elements(req, layout)
+    else:
+        elems = sum(ceil_div(rows * cols, req.num_gpus) * copies for rows, cols, copies in layout.tensors)
     flat_bytes = reg.master_bytes or reg.weight_bytes
     flat = ParamLayout(elems, 0, elems, elems, 0, elems, ((elems, 1, 1),))
     state_reg = Regime(reg.name, flat_bytes, reg.compute_bytes, flat_bytes, 0, flat_bytes, False)

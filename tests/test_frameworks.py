@@ -487,3 +487,13 @@ def test_deepspeed_zero3_sub_groups_bound_the_step():
     # the engine changes nothing without ZeRO
     single = {**ZERO3, "num_gpus": 1, "sharding": "none"}
     assert estimate_dict({**single, "sharding_engine": "deepspeed"})["phases"] == estimate_dict(single)["phases"]
+
+
+def test_deepspeed_zero2_steps_each_parameter_group_partition_in_fp32():
+    # stage_1_and_2.py step: the group's gradient partition flattened and cast to fp32 (4 S,
+    # S = P / 2), stepped with torch's foreach sqrt beside it (4 S); FSDP's count has the sqrt only
+    z2 = {**ZERO3, "sharding": "zero2"}
+    half = estimate_dict(z2)["params_trainable"] // 2
+    deepspeed = estimate_dict({**z2, "sharding_engine": "deepspeed"})
+    assert deepspeed["phases"]["optimizer_step"] - estimate_dict(z2)["phases"]["optimizer_step"] == 8 * half - 4 * half
+    assert deepspeed["components"]["comm_buffers"] == estimate_dict(z2)["components"]["comm_buffers"]  # no ZeRO-3 bucket
