@@ -375,10 +375,13 @@ def zero3_sub_group_elements(req: EstimateRequest, layout: ParamLayout) -> int:
     largest = current = 0
     for rows, cols, copies in layout.tensors:
         part = ceil_div(rows * cols, n)
-        for _ in range(copies):
-            current += part
-            if current >= DEEPSPEED_SUB_GROUP_SIZE:
-                largest, current = max(largest, current), 0
+        while copies:  # the walk over ``copies`` equal parameters, a sub-group at a time
+            closing = ceil_div(DEEPSPEED_SUB_GROUP_SIZE - current, part)  # parameters that close it
+            if closing > copies:
+                current += copies * part
+                break
+            largest, current = max(largest, current + closing * part), 0
+            copies -= closing
     return max(largest, current)
 
 

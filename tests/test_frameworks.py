@@ -497,3 +497,23 @@ def test_deepspeed_zero2_steps_each_parameter_group_partition_in_fp32():
     deepspeed = estimate_dict({**z2, "sharding_engine": "deepspeed"})
     assert deepspeed["phases"]["optimizer_step"] - estimate_dict(z2)["phases"]["optimizer_step"] == 8 * half - 4 * half
     assert deepspeed["components"]["comm_buffers"] == estimate_dict(z2)["components"]["comm_buffers"]  # no ZeRO-3 bucket
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-30b-a3b", "llama-3.2-1b"])
+@pytest.mark.parametrize("gpus", [1, 2, 3, 8])
+def test_zero3_sub_groups_as_deepspeed_walks_the_parameters(model, gpus):
+    # stage3.py _create_fp16_sub_groups, one parameter at a time: a sub-group closes once it
+    # holds sub_group_size elements or more
+    from calc.states import DEEPSPEED_SUB_GROUP_SIZE, ceil_div, param_layout, zero3_sub_group_elements
+
+    req = parse_estimate_request({**ZERO3, "model": model, "num_gpus": gpus, "sharding_engine": "deepspeed"})
+    layout = param_layout(req)
+    groups, current = [], 0
+    for rows, cols, copies in layout.tensors:
+        for _ in range(copies):
+            current += ceil_div(rows * cols, gpus)
+            if current >= DEEPSPEED_SUB_GROUP_SIZE:
+                groups.append(current)
+                current = 0
+    groups.append(current)
+    assert zero3_sub_group_elements(req, layout) == max(groups)
