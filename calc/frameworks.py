@@ -62,7 +62,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
     Framework.HF_TRAINER: {**_HF_COMMON, "optimizer_fused": True, "loss_outputs_kept": False,
                            "moe_expert_layout": "fused-3d"},
     Framework.HF_CUSTOM_LOOP: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": True,
-                               "fsdp_wrap_floor": True},
+                               "fsdp_wrap_floor": True, "moe_expert_layout": "fused-3d"},
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": True,
         "chunked_loss": True,
@@ -157,6 +157,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
                            "sync_module_states=True, use_orig_params=False); no empty_cache after the "
                            "wrap. hf-trainer leaves it off: accelerate 1.15.0 FSDP1 defaults to "
                            "sync_module_states=False and offers FSDP2, which shards parameter by parameter",
+        "moe_expert_layout": "as hf-trainer (transformers 5.17.0 Qwen3MoeExperts, MixtralExperts: 3-D "
+                             "expert tensors)",
     },
     Framework.HF_TRAINER_4: {
         "optimizer_fused": "transformers 4.46-4.53 training_args.py: TrainingArguments.optim defaults to "

@@ -29,7 +29,8 @@ def test_profiles_set_library_behaviours_and_a_few_reader_defaults():
     assert set(keys(BEHAVIOUR)) - profiled == {"sharding_engine"}
     for key in profiled:
         assert BY_KEY[key].profiles == tuple(fw for fw in Framework if key in PROFILES[fw]), key
-    assert BY_KEY["moe_expert_layout"].profiles == (Framework.HF_TRAINER, Framework.HF_TRAINER_4)
+    assert BY_KEY["moe_expert_layout"].profiles == (Framework.HF_TRAINER, Framework.HF_CUSTOM_LOOP,
+                                                     Framework.HF_TRAINER_4)
     # a profile's entry applies wherever its key stands among the fields
     assert _resolved(model="llama-3.1-8b", framework="torchtune")["logits_upcast_in_model"] is True
     assert _resolved(model="llama-3.1-8b", framework="torchtune")["qlora_unchunked_quantization"] is False
@@ -402,6 +403,7 @@ def test_hf_trainer_profiles_pin_their_transformers_generation():
     # transformers 5 stores a block's experts as 3-D tensors, transformers 4 as one module each
     five = _resolved(**MOE, framework="hf-trainer")
     four = _resolved(**MOE, framework="hf-trainer-4")
+    assert _resolved(**MOE, framework="hf-custom-loop")["moe_expert_layout"] == "fused-3d"  # transformers 5 too
     assert five["moe_expert_layout"] == "fused-3d" and four["moe_expert_layout"] == "per-expert-modules"
     # the rest of the generation: unfused AdamW and k/v repeated before SDPA before 4.54
     assert (five["optimizer_fused"], five["attention_grouped_kv"]) == (True, True)
