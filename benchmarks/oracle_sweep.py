@@ -7,8 +7,11 @@ Each setup is one estimate request (calc's vocabulary, with the keys that descri
 traced code: Hugging Face transformers 5.17 + peft 0.21 + torch 2.13, so
 ``attention_grouped_kv`` is true for SDPA) plus the oracle's own options
 (``reentrant`` checkpointing). The models are the families' real layer structure at
-reduced depth and width (2 blocks, hidden 448-512), so every mechanism runs while a
-step takes about a second on one core. Oracle results are cached under
+reduced depth and width (2 blocks, hidden 448-640), so every mechanism runs while a
+step takes about a second on one core. Every ``model_type`` that ``calc.hf_config`` reads is
+swept (``FAMILIES`` on every variant, ``ACCEPTED_FAMILIES`` on ``ACCEPTED_VARIANTS``); the
+summary lists them under ``model_types`` and each family's figures under ``per_family``.
+A setup the library refuses or fails on is printed as unsupported, never compared. Oracle results are cached under
 ``.cache/oracle_sweep/`` by a hash of the setup and the library versions, so a rerun
 only traces what changed.
 
@@ -72,6 +75,100 @@ FAMILIES: dict[str, dict] = {
 }
 
 ATTENTION_ONLY = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+# Every other model_type calc.hf_config reads, at the same reduced size with its real structure,
+# swept on fewer variants (ACCEPTED_VARIANTS). Falcon's remote-code names RefinedWeb and
+# RefinedWebModel are the falcon reader under another name (FAMILY_ALIASES).
+ACCEPTED_FAMILIES: dict[str, dict] = {
+    "gemma": {"model_type": "gemma", "hidden_size": 512, "intermediate_size": 1536,
+              "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 128,
+              "num_hidden_layers": 2, "vocab_size": 16000, "max_position_embeddings": 8192},
+    "granite": {"model_type": "granite", "hidden_size": 512, "intermediate_size": 1536,
+                "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2,
+                "vocab_size": 8000, "max_position_embeddings": 4096, "tie_word_embeddings": True,
+                "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+                "attention_multiplier": 0.015625, "logits_scaling": 8.0},
+    "smollm3": {"model_type": "smollm3", "hidden_size": 512, "intermediate_size": 1376,
+                "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2,
+                "vocab_size": 8000, "max_position_embeddings": 8192, "tie_word_embeddings": True,
+                "no_rope_layer_interval": 2, "pad_token_id": 0},
+    "olmo": {"model_type": "olmo", "hidden_size": 512, "intermediate_size": 1376,
+             "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 2,
+             "vocab_size": 8000, "max_position_embeddings": 4096, "clip_qkv": 8.0},
+    "olmo2": {"model_type": "olmo2", "hidden_size": 512, "intermediate_size": 1376,
+              "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 2,
+              "vocab_size": 8000, "max_position_embeddings": 4096},
+    "stablelm": {"model_type": "stablelm", "hidden_size": 512, "intermediate_size": 1376,
+                 "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 2,
+                 "vocab_size": 8000, "max_position_embeddings": 4096, "partial_rotary_factor": 0.25,
+                 "use_qkv_bias": True},
+    "mixtral": {"model_type": "mixtral", "hidden_size": 512, "intermediate_size": 768,
+                "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2,
+                "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 8000,
+                "max_position_embeddings": 8192, "sliding_window": None},
+    "qwen2_moe": {"model_type": "qwen2_moe", "hidden_size": 512, "intermediate_size": 1376,
+                  "moe_intermediate_size": 192, "shared_expert_intermediate_size": 768,
+                  "num_experts": 8, "num_experts_per_tok": 2, "num_attention_heads": 8,
+                  "num_key_value_heads": 8, "num_hidden_layers": 2, "vocab_size": 15200,
+                  "max_position_embeddings": 8192, "decoder_sparse_step": 1, "mlp_only_layers": []},
+    # intermediate_size == hidden_size, as in gpt-oss-20b and -120b (2880)
+    "gpt_oss": {"model_type": "gpt_oss", "hidden_size": 512, "intermediate_size": 512,
+                "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+                "num_hidden_layers": 2, "num_local_experts": 8, "num_experts_per_tok": 2,
+                "vocab_size": 8000, "max_position_embeddings": 4096, "sliding_window": 128,
+                "layer_types": ["sliding_attention", "full_attention"], "pad_token_id": 0},
+    "llama4_text": {"model_type": "llama4_text", "hidden_size": 512, "intermediate_size": 256,
+                    "intermediate_size_mlp": 1024, "num_attention_heads": 8,
+                    "num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 2,
+                    "num_local_experts": 4, "num_experts_per_tok": 1,
+                    "interleave_moe_layer_step": 1, "vocab_size": 8000,
+                    "max_position_embeddings": 8192, "pad_token_id": 0},
+    # Phi-2's head_dim 80, so that its partial rotary factor 0.4 spans a whole 32 dimensions
+    "phi": {"model_type": "phi", "hidden_size": 640, "intermediate_size": 2560,
+            "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 8000,
+            "max_position_embeddings": 2048, "partial_rotary_factor": 0.4, "resid_pdrop": 0.1},
+    "gpt_neox": {"model_type": "gpt_neox", "hidden_size": 512, "intermediate_size": 2048,
+                 "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 8000,
+                 "max_position_embeddings": 2048, "rotary_pct": 0.25},
+    "falcon": {"model_type": "falcon", "hidden_size": 512, "num_attention_heads": 8,
+               "num_hidden_layers": 2, "vocab_size": 8000, "multi_query": True,
+               "parallel_attn": True, "bias": False},
+    "bloom": {"model_type": "bloom", "hidden_size": 512, "n_head": 8, "n_layer": 2,
+              "vocab_size": 8000},
+    "gpt2": {"model_type": "gpt2", "n_embd": 512, "n_head": 8, "n_layer": 2, "vocab_size": 8000,
+             "n_positions": 1024},
+}
+FAMILY_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
+"""model_types calc reads with another family's reader (Falcon's remote-code names): swept
+through that family."""
+
+# attention-only LoRA targets by the family's module names (q, k, v, o or fused qkv, output)
+ATTENTION_TARGETS = {
+    "phi3": ["qkv_proj", "o_proj"], "phi": ["q_proj", "k_proj", "v_proj", "dense"],
+    "gpt_neox": ["query_key_value", "dense"], "falcon": ["query_key_value", "dense"],
+    "bloom": ["query_key_value", "dense"], "gpt2": ["c_attn"],
+}
+# "all-linear" where peft cannot take it: peft 0.21 wraps Llama 4's router (an nn.Linear whose
+# forward returns a tuple) and fails in its forward (lora/layer.py: ``result.dtype`` of a
+# tuple, AttributeError); every other linear of the block instead
+ALL_LINEAR_TARGETS = {
+    "llama4_text": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+}
+# transformers 5.17 runs these only with eager attention (``_supports_sdpa`` is False:
+# GptOssPreTrainedModel, learned attention sinks; BloomPreTrainedModel, ALiBi)
+EAGER_ONLY = ("gpt_oss", "bloom")
+# setups where the saved activations set the peak, on families whose count has traits of its
+# own (gpt-oss: clamped expert gate, eager softmax with a sink column, fp32 norm scaling)
+ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
+    "gpt_oss": {
+        "lora-r8-attn-s2048": ({"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY,
+                                "seq_len": 2048}, {}),
+        "lora-r16-all-linear-b2-s1024": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
+                                          "micro_batch_size": 2, "seq_len": 1024}, {}),
+        "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
+    },
+}
+MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "llama4_text")
 
 # name -> (request overrides, oracle options)
 VARIANTS: dict[str, tuple[dict, dict]] = {
@@ -174,6 +271,24 @@ MODULES_TO_SAVE_VARIANTS: dict[str, tuple[dict, dict]] = {
 }
 MODULES_TO_SAVE_FAMILIES = ("llama", "llama3-gqa-tied", "qwen3")
 
+# the variants every accepted family gets: full, LoRA (calc's default targets: all-linear; and
+# attention only), QLoRA, checkpointing, eager attention
+ACCEPTED_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "full": ({"method": "full"}, {}),
+    "full-ckpt": ({"method": "full", "gradient_checkpointing": True}, {}),
+    "full-eager": ({"method": "full", "attention": "eager"}, {}),
+    "lora-r16-all-linear": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear"}, {}),
+    "lora-r8-attn": ({"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY}, {}),
+    "lora-ckpt": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
+                   "gradient_checkpointing": True}, {}),
+    "lora-eager": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
+                    "attention": "eager"}, {}),
+    "qlora-r16": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                   "lora_targets": "all-linear"}, {}),
+    "qlora-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
+                    "lora_targets": "all-linear", "gradient_checkpointing": True}, {}),
+}
+
 BASE_REQUEST = {"micro_batch_size": 1, "seq_len": 256, "gradient_checkpointing": False,
                 "attention": "sdpa", "attention_grouped_kv": True}
 
@@ -208,7 +323,28 @@ def setups() -> list[dict]:
             if family == "phi3" and request.get("lora_targets") == ATTENTION_ONLY:
                 request["lora_targets"] = ["qkv_proj", "o_proj"]
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
+    for family, cfg in ACCEPTED_FAMILIES.items():
+        for variant, (overrides, options) in {**ACCEPTED_VARIANTS, **ACTIVATION_HEAVY.get(family, {})}.items():
+            request = _accepted_request(family, cfg, overrides)
+            if request is not None:
+                out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     return out
+
+
+def _accepted_request(family: str, cfg: dict, overrides: dict) -> dict | None:
+    """One ACCEPTED_VARIANTS setup for ``family``, in its own module names; None where the
+    variant does not apply (the eager twin of a family that runs eager only)."""
+    if family in EAGER_ONLY and overrides.get("attention") == "eager":
+        return None  # every setup of the family is eager already
+    request = dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
+    if family in EAGER_ONLY:
+        request["attention"] = "eager"
+    if request.get("lora_targets") == ATTENTION_ONLY:
+        request["lora_targets"] = ATTENTION_TARGETS.get(family, ATTENTION_ONLY)
+    if family in MOE_FAMILIES and request.get("lora_targets") == "all-linear":
+        request["moe_expert_layout"] = "fused-3d"  # the experts as transformers 5 stores them
+        request["lora_targets"] = ALL_LINEAR_TARGETS.get(family, "all-linear")
+    return request
 
 
 def _cache_key(setup: dict, versions: dict) -> str:
@@ -253,7 +389,9 @@ def run_oracle(setup: dict, versions: dict) -> dict:
         result.pop("request", None)
     except Unsupported as exc:
         result = {"unsupported": str(exc)}
-    except RuntimeError as exc:  # an op the fake CPU run cannot take the CUDA path of
+    except (RuntimeError, ValueError, NotImplementedError, AttributeError, TypeError) as exc:
+        # an op the fake CPU run cannot take the CUDA path of, or a setup the library refuses
+        # or fails on (listed as unsupported, never compared)
         result = {"unsupported": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result))
@@ -271,11 +409,18 @@ def compare(setup: dict, oracle: dict) -> dict:
         c = calc["phases"].get(phase)
         if o and c is not None:
             phases[phase] = {"calc": c, "oracle": o, "error": c / o - 1}
-    return {"id": setup["id"], "calc_peak": calc["peak_allocated_bytes"],
+    return {"id": setup["id"], "model_type": model_type_of(setup),
+            "calc_peak": calc["peak_allocated_bytes"],
             "oracle_peak": oracle["peak_allocated_bytes"],
             "peak_error": calc["peak_allocated_bytes"] / oracle["peak_allocated_bytes"] - 1,
             "calc_phase": calc["peak_phase"], "oracle_phase": oracle["peak_phase"],
             "phases": phases}
+
+
+def model_type_of(setup: dict) -> str:
+    """The ``model_type`` a setup's config holds (its ``text_config``'s for a multimodal one)."""
+    cfg = setup["request"]["model"]["hf_config"]
+    return cfg["model_type"] if "text_config" not in cfg else cfg["text_config"]["model_type"]
 
 
 def method_of(row: dict) -> str:
@@ -291,8 +436,20 @@ def summarise(rows: list[dict], versions: dict) -> dict:
     out["groups"] = {m: _figures([r for r in rows if method_of(r) == m])
                      for m in ("full", "lora", "qlora") if any(method_of(r) == m for r in rows)}
     out["families"] = sorted({r["id"].split("/")[0] for r in rows})
+    out["model_types"] = sorted({r["model_type"] for r in rows})
+    out["per_family"] = {f: _family_figures([r for r in rows if r["id"].split("/")[0] == f])
+                         for f in out["families"]}
     out["versions"] = versions
     return out
+
+
+def _family_figures(rows: list[dict]) -> dict:
+    """A family's share of setups within 2 % and 5 % and its worst setup."""
+    worst = max(rows, key=lambda r: abs(r["peak_error"]))
+    return {"setups": len(rows),
+            "within_2pct": sum(1 for r in rows if abs(r["peak_error"]) <= 0.02),
+            "within_5pct": sum(1 for r in rows if abs(r["peak_error"]) <= 0.05),
+            "worst_id": worst["id"], "worst_error": round(worst["peak_error"], 4)}
 
 
 def _figures(rows: list[dict]) -> dict:
@@ -360,6 +517,9 @@ def main(argv: list[str] | None = None) -> int:
     for method, g in s["groups"].items():
         print(f"  {method:<6} setups {g['setups']}: within 2 %: {g['within_2pct']}, within 5 %: "
               f"{g['within_5pct']}; worst {g['worst_id']} {_pct(g['worst_error'] or 0)}")
+    for family, g in s["per_family"].items():
+        print(f"  {family:<16} setups {g['setups']:>3}: within 2 %: {g['within_2pct']:>3}, within 5 %: "
+              f"{g['within_5pct']:>3}; worst {g['worst_id']} {_pct(g['worst_error'])}")
     print(f"phases within 5 %: {s['phases_within_5pct']} of {s['phases']}; "
           f"{time.perf_counter() - started:.0f} s; {versions}")
     if not args.only and not args.no_write:

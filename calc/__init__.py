@@ -39,7 +39,7 @@ def estimate(request: Mapping[str, Any] | object) -> dict[str, Any]:
 
 def plan_setup(request: Mapping[str, Any] | object) -> dict[str, Any]:
     """Time, cost, the cards that fit and recommendations for a plan request (the keys of
-    ``estimate`` plus :data:`calc.plan.PLAN_FIELDS`; see ``calc.plan``)."""
+    ``estimate`` plus those of group ``plan`` in :data:`calc.fields.FIELDS`; see ``calc.plan``)."""
     from .plan import plan_dict
 
     return plan_dict(request)

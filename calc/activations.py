@@ -17,7 +17,8 @@ page), per token of one block, for 16-bit compute unless the precision is fp32:
   Eager attention saves the fp32 softmax ``heads * s`` per token and its 16-bit copy
   (HF ``eager_attention_forward``) instead of the output.
 - Gated MLP (SwiGLU / GeGLU): the activation's input, its output and the up
-  projection (``3 * i``), plus the down projection's input when it saves it; plain
+  projection (``3 * i``; gpt-oss's clamped gate ``6 * i``), plus the down projection's
+  input when it saves it; plain
   MLP (GeLU): the activation's input (``i``) plus the second linear's input.
 - MoE: each token's ``k`` experts save their MLP tensors, plus the gathered input and
   the expert output that the routing weight multiplies (HF ``MixtralSparseMoeBlock``).
@@ -50,6 +51,8 @@ from .arch import LinearLayer, ModelArch
 from .request import Attention
 
 FP32_BYTES = 4
+INDEX_BYTES = 8
+"""int64 indices (what ``max(dim)`` keeps for its backward)."""
 LAYERNORM_STATS_BYTES = 8
 """fp32 mean and rstd per token saved by ``native_layer_norm`` (PyTorch ATen)."""
 
@@ -133,14 +136,15 @@ class BlockParts:
 
 
 def block_parts(arch: ModelArch) -> BlockParts:
-    """Split linears by role; the last attention linear is the output projection; an MLP
-    linear reading ``hidden`` is an input projection, any other one a down projection."""
+    """Split linears by role and name, never by width: the last attention linear is the
+    output projection (every reader lists it last); an MLP linear is an input or an output
+    projection by its module name (:data:`calc.arch.MLP_OUTPUT_NAMES`). gpt-oss reads
+    2880 values in both expert matrices (intermediate = hidden), so widths cannot tell."""
     attn = [l for l in arch.linears if l.role == "attn"]
     mlp = [l for l in arch.linears if l.role == "mlp"]
     routers = tuple(l for l in arch.linears if l.role == "router")
-    h = arch.hidden_size
-    return BlockParts(tuple(attn[:-1]), attn[-1], tuple(l for l in mlp if l.d_in == h),
-                      tuple(l for l in mlp if l.d_in != h), routers)
+    return BlockParts(tuple(attn[:-1]), attn[-1], tuple(l for l in mlp if not l.mlp_output),
+                      tuple(l for l in mlp if l.mlp_output), routers)
 
 
 def _group_input_bytes(consumers: tuple[LinearLayer, ...], width: int, cfg: ActConfig) -> int:
@@ -179,7 +183,13 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     ``MultiHeadAttention.forward``; LitGPT ``reshape``), which it saves when its input is
     saved: ``act * q_dim`` more. flash-attn returns ``(b, s, heads, d)``: a view.
     Eager: ``act * (q_dim + 2 kv_eff) + heads * s * (4 + act)`` (fp32 softmax and its
-    16-bit copy; only one fp32 copy at fp32) plus the output projection's input copy."""
+    16-bit copy; only one fp32 copy at fp32) plus the output projection's input copy.
+    gpt-oss (``arch.extra["eager_softmax_sinks"]``; transformers 5.17 ``modeling_gpt_oss``
+    ``eager_attention_forward``) appends one learned sink logit per head
+    (``torch.cat([attn_weights, sinks], dim=-1)``), subtracts the row maximum
+    (``combined_logits.max(dim=-1, keepdim=True)``, whose backward keeps the int64 indices)
+    and takes the softmax in the logits' own dtype (``F.softmax(..., dtype=combined_logits.dtype)``):
+    ``heads * ((s + 1) * act + 8)`` instead of the probabilities above."""
     q_dim = arch.num_heads * arch.head_dim
     kv_dim = arch.num_kv_heads * arch.head_dim
     grouped = cfg.attention is Attention.FLASH or (cfg.grouped_kv and cfg.attention is Attention.SDPA)
@@ -188,7 +198,10 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     a = cfg.act_bytes
     out_copy = a * q_dim if _saves_input(out_proj, cfg) else 0
     if cfg.attention is Attention.EAGER:
-        probs = arch.num_heads * cfg.seq_len * (FP32_BYTES + (a if a != FP32_BYTES else 0))
+        if arch.extra.get("eager_softmax_sinks"):
+            probs = arch.num_heads * ((cfg.seq_len + 1) * a + INDEX_BYTES)
+        else:
+            probs = arch.num_heads * cfg.seq_len * (FP32_BYTES + (a if a != FP32_BYTES else 0))
         return a * (q_dim + 2 * kv_eff) + probs + out_copy
     if cfg.attention is Attention.FLASH:
         out_copy = 0
@@ -254,7 +267,7 @@ def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: t
     input projections save it) and the output the routing weight multiplies: ``act * h``
     each."""
     m, a = down.d_in, cfg.act_bytes
-    per = a * (3 * m if arch.mlp_gated else m)
+    per = a * (_glu_saved_widths(arch) * m if arch.mlp_gated else m)
     if _saves_input(down, cfg):
         per += a * m
     if down.count > 1:
@@ -263,6 +276,19 @@ def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: t
             per += a * arch.hidden_size
         per += a * arch.hidden_size
     return _per_block(arch, down, down.active * per)
+
+
+def _glu_saved_widths(arch: ModelArch) -> int:
+    """Intermediate-width tensors a gated unit saves: 3 for ``act(gate) * up`` (the activation's
+    input, its output and ``up``; a fused gate_up output kept whole by the slices that read it
+    counts as its two halves); ``arch.extra["glu_saved_widths"]`` where the family's gate
+    saves more. gpt-oss, 6: transformers 5.17 ``GptOssExperts._apply_gate`` slices the fused
+    output (``gate_up[..., ::2]``, ``gate_up[..., 1::2]``), clamps both halves (``clamp`` saves
+    its input: the whole ``2m`` output), then ``glu = gate * torch.sigmoid(gate * alpha)``
+    saves the clamped gate and the sigmoid's output, and ``(up + 1) * glu`` saves both of its
+    factors: ``2m + m + m + m + m``."""
+    widths = arch.extra.get("glu_saved_widths", 3)
+    return widths if isinstance(widths, int) and not isinstance(widths, bool) and widths > 0 else 3
 
 
 def _token_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:

@@ -16,6 +16,30 @@ from .errors import ConfigError
 from .jsontypes import JsonObject
 
 
+# What each MLP module reads, by the name calc's readers give it (calc.hf_config), as the
+# families' transformers code calls them: an input projection reads the block's MLP input
+# (the norm's output, or a routed expert's gathered rows), an output projection reads the
+# unit's intermediate and writes back to the residual width. Read from the name, never from
+# the widths: gpt-oss has intermediate_size == hidden_size (2880), so both of its expert
+# matrices read 2880 values.
+MLP_INPUT_NAMES = frozenset({
+    "gate_proj", "up_proj",      # LlamaMLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x))
+    "gate_up_proj",              # Phi3MLP.forward: up_states = self.gate_up_proj(hidden_states)
+    "w1", "w3",                  # MixtralBlockSparseTop2MLP.forward: act_fn(w1(x)) * w3(x)
+    "fc1",                       # PhiMLP.forward: fc2(activation_fn(fc1(hidden_states)))
+    "c_fc",                      # GPT2MLP.forward: c_proj(act(c_fc(hidden_states)))
+    "dense_h_to_4h",             # GPTNeoXMLP / FalconMLP / BloomMLP
+    "experts.gate_up_proj",      # GptOssExperts / Llama4TextExperts: x @ gate_up_proj
+})
+MLP_OUTPUT_NAMES = frozenset({
+    "down_proj", "w2", "fc2", "c_proj", "dense_4h_to_h",
+    "experts.down_proj",         # GptOssExperts / Llama4TextExperts: (...) @ down_proj
+})
+ROUTER_NAMES = frozenset({"gate", "router"})
+"""MoE routers (hidden -> experts): Mixtral / Qwen-MoE ``gate``, gpt-oss / Llama 4 ``router``;
+Qwen2-MoE's ``shared_expert_gate`` (hidden -> 1) is a router-role module but no router."""
+
+
 @dataclass(frozen=True)
 class LinearLayer:
     """One linear module of a decoder block, as Hugging Face names it.
@@ -26,6 +50,8 @@ class LinearLayer:
     router stays in 16-bit.
     ``role``: ``"attn"`` (q, k, v, fused qkv, output projection), ``"mlp"`` (dense MLP,
     MoE experts and shared experts) or ``"router"`` (MoE gate and shared-expert gate).
+    An ``"mlp"`` module's name says what it reads (:data:`MLP_INPUT_NAMES`,
+    :data:`MLP_OUTPUT_NAMES`); a name in neither is refused.
     ``kind``: ``"linear"`` for an ``nn.Linear`` (what peft's ``target_modules`` and
     ``"all-linear"`` match, what bitsandbytes replaces with a 4-bit layer), ``"param"`` for
     a bare ``nn.Parameter`` such as the 3-D expert tensors of gpt-oss and Llama 4 in
@@ -59,6 +85,19 @@ class LinearLayer:
             raise ConfigError("config_invalid_value", "role", self.role)
         if self.kind not in ("linear", "param"):
             raise ConfigError("config_invalid_value", "kind", self.kind)
+        if self.role == "mlp" and self.name not in MLP_INPUT_NAMES | MLP_OUTPUT_NAMES:
+            raise ConfigError("config_invalid_value", "name", self.name)
+
+    @property
+    def mlp_output(self) -> bool:
+        """An MLP unit's output projection (down, w2, fc2, ...): it reads the unit's
+        intermediate, not the block's MLP input."""
+        return self.role == "mlp" and self.name in MLP_OUTPUT_NAMES
+
+    @property
+    def is_router(self) -> bool:
+        """The MoE router (hidden -> experts), not a shared expert's scalar gate."""
+        return self.role == "router" and self.name in ROUTER_NAMES
 
     @property
     def weight_params(self) -> int:

@@ -36,7 +36,7 @@ ENVIRONMENT_GB = 30.0
 
 @dataclass(frozen=True)
 class CostInputs:
-    """The cost-side inputs of a plan request, validated (see ``calc.plan.PLAN_FIELDS``)."""
+    """The cost-side inputs of a plan request, validated (their keys: group ``plan`` of :data:`calc.fields.FIELDS`)."""
 
     price_per_gpu_hour: float
     num_gpus: int

@@ -17,8 +17,8 @@ from .jsontypes import JsonObject
 def field_errors(command: str, data: object) -> list[CalcError]:
     """The errors of each field of ``data`` checked on its own, in the order of the
     command's field table (unknown keys first)."""
-    from .fields import BEHAVIOUR, BEHAVIOUR_OBJECT, BY_KEY, migrate_request
-    from .request import ESTIMATE_FIELDS, check_estimate_field, resolve_model
+    from .fields import BEHAVIOUR, BEHAVIOUR_OBJECT, BY_KEY, PLAN, migrate_request, spec_by_key
+    from .request import check_estimate_field, resolve_model
 
     if command not in ("estimate", "plan"):
         return []
@@ -28,12 +28,7 @@ def field_errors(command: str, data: object) -> list[CalcError]:
         return [err]
     if not isinstance(data, dict):
         return []
-    if command == "plan":
-        from .plan import PLAN_FIELDS, PLAN_REQUEST_FIELDS, check_plan_field
-
-        fields, plan_fields = PLAN_REQUEST_FIELDS, PLAN_FIELDS
-    else:
-        fields, plan_fields = ESTIMATE_FIELDS, {}
+    fields = spec_by_key(command)
     errors: list[CalcError] = [InputError("unknown_key", str(key), None)
                                for key in data if key not in fields and key != BEHAVIOUR_OBJECT]
     nested = data.get(BEHAVIOUR_OBJECT, {})
@@ -55,9 +50,11 @@ def field_errors(command: str, data: object) -> list[CalcError]:
     for key, spec in fields.items():
         if key == "model":
             continue
-        value = data.get(key, spec[0])
+        value = data.get(key, spec.default)
         try:
-            if key in plan_fields:
+            if spec.group == PLAN:
+                from .plan import check_plan_field
+
                 check_plan_field(key, value)
             else:
                 check_estimate_field(key, value, arch)

@@ -31,6 +31,8 @@ from .errors import InputError
 from .frameworks import PROFILES, Framework
 from .gpus import TIERS
 from .jsontypes import JsonObject
+from .lengths import PARTS as LENGTH_PARTS
+from .lengths import Batching, check_length_stats
 
 if TYPE_CHECKING:
     from .arch import ModelArch
@@ -39,7 +41,10 @@ READER = "reader"
 BEHAVIOUR = "behaviour"
 PLAN = "plan"
 GROUPS = (READER, BEHAVIOUR, PLAN)
-KINDS = ("model", "int", "number", "fraction", "bool", "enum", "targets", "gpu")
+KINDS = ("model", "int", "number", "fraction", "bool", "enum", "targets", "gpu", "stats")
+"""``stats``: an object of named whole numbers (:attr:`FieldSpec.parts`), or ``null``; its text
+form, in the URL and on the command line, is ``name:value`` pairs joined by commas
+(``mean:900,p90:2000``)."""
 
 
 class Method(str, Enum):
@@ -240,9 +245,6 @@ def check_targets(value: object, arch: ModelArch) -> tuple[str, ...] | str:
 
 # --- the spec ---------------------------------------------------------------------------------------
 
-LegacySpec = tuple[object, "str | type[Enum]", "int | tuple[float, float, bool] | None"]
-
-
 @dataclass(frozen=True)
 class FieldSpec:
     """One request key. ``kind`` is one of :data:`KINDS`; ``minimum`` / ``maximum`` bound the
@@ -250,7 +252,8 @@ class FieldSpec:
     class a parsed value becomes (``None``: it stays text); ``methods`` the methods the key
     means something for (``None``: all); ``percent``: the form also reads ``25 %`` as 0.25;
     ``doc``: what the key stands for in the libraries, with sources (the reader's words are
-    in the catalogue, under :attr:`help_id`)."""
+    in the catalogue, under :attr:`help_id`); ``parts``: a ``stats`` key's names, each a whole
+    number from 1 to ``maximum``."""
 
     key: str
     kind: str
@@ -267,6 +270,7 @@ class FieldSpec:
     methods: tuple[str, ...] | None = None
     percent: bool = False
     doc: str = ""
+    parts: tuple[str, ...] | None = None  # a ``stats`` key's names, each a whole number
 
     def __post_init__(self) -> None:
         assert self.kind in KINDS and self.group in GROUPS, (self.key, self.kind, self.group)
@@ -329,26 +333,14 @@ class FieldSpec:
             return check_fraction(key, value)
         if kind == "targets":
             return check_targets(value, arch) if arch is not None else value
+        if kind == "stats":
+            assert self.maximum is not None, key
+            return check_length_stats(value, int(self.maximum))
         assert kind == "number" and self.minimum is not None, key  # "model" is not checked here
         if self.optional and value is None:
             return None
         return float(check_number(key, value, self.minimum, self.maximum,
                                   allow_equal_min=not self.exclusive_minimum))
-
-    def legacy(self) -> LegacySpec:
-        """``(default, kind, extra)``, the tuple of :data:`calc.request.ESTIMATE_FIELDS` and
-        :data:`calc.plan.PLAN_FIELDS` (kept for their callers): an Enum class as the kind of
-        an estimate choice, ``"tier"`` for the price tier; an int's maximum, or a plan
-        number's ``(minimum, maximum, minimum allowed)``, as ``extra``."""
-        if self.kind == "enum":
-            return self.default, self.enum if self.enum is not None else "tier", None
-        if self.kind == "int":
-            return self.default, "int", None if self.maximum is None else int(self.maximum)
-        if self.kind == "number":
-            assert self.minimum is not None and self.maximum is not None, self.key
-            kind = "required_number" if self.required else "optional_number" if self.optional else "number"
-            return self.default, kind, (self.minimum, self.maximum, not self.exclusive_minimum)
-        return self.default, self.kind, None
 
 
 def _int(key: str, default: int, maximum: int, group: str, **more: object) -> FieldSpec:
@@ -385,6 +377,21 @@ FIELDS: tuple[FieldSpec, ...] = (
     _bool("optimizer_in_backward", False, READER),
     _int("micro_batch_size", 1, MAX_MICRO_BATCH, READER),
     _int("seq_len", 2048, MAX_SEQ_LEN, READER),
+    FieldSpec("length_stats", "stats", None, READER, optional=True, minimum=1, maximum=MAX_SEQ_LEN,
+              parts=LENGTH_PARTS, doc=(
+            "tokens per sample of the reader's data: ``mean``, ``p90`` (90 % of the samples are "
+            "at most this long) and ``max`` (default ``seq_len``, which stays the cap), any of "
+            "them. calc draws a seeded sequence of micro-batches from a log-normal distribution "
+            "fitted to them (:mod:`calc.lengths`): the memory peak is the longest micro-batch's, "
+            "and time counts the padded tokens as compute and the real ones as progress. "
+            "Default ``null``: every sample fills ``seq_len``.")),
+    _enum("batching", Batching, "pad-longest", READER, doc=(
+            "how samples become micro-batches: ``pad-longest``, each padded to the longest of its "
+            "micro-batch (the Hugging Face collators' default, ``padding=True``); ``pad-max``, "
+            "padded to ``seq_len`` (``padding=\"max_length\"``, axolotl ``pad_to_sequence_len``); "
+            "``packed``, rows of ``seq_len`` tokens of real data (TRL / LLaMA-Factory ``packing``, "
+            "axolotl ``sample_packing``). Read only with ``length_stats``: without it every sample "
+            "fills ``seq_len`` and the three are the same.")),
     _bool("gradient_checkpointing", True, READER),
     _enum("attention", Attention, "sdpa", READER),
     _bool("chunked_loss", False, READER),
@@ -737,7 +744,7 @@ def defaults(command: str) -> JsonObject:
 
 
 __all__ = [
-    "AdapterDtype", "Attention", "BEHAVIOUR", "BEHAVIOUR_OBJECT", "BY_KEY", "CpuOffload", "FIELDS", "FieldSpec",
+    "AdapterDtype", "Attention", "BEHAVIOUR", "Batching", "BEHAVIOUR_OBJECT", "BY_KEY", "CpuOffload", "FIELDS", "FieldSpec",
     "GROUPS",
     "KINDS", "Method", "ModulesToSave", "MoeExpertLayout", "Optimizer", "PLAN", "Precision", "READER",
     "Sharding", "ShardingEngine", "check_bool", "check_enum", "check_fraction", "check_int", "check_number",

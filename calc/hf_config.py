@@ -13,7 +13,12 @@ module path: ``q_proj``, ``query_key_value``, ``c_attn``, ``w1`` ...).
 
 Errors: a missing shape key is ``code="config_missing_key"`` with
 ``field="hf_config.<key>"``; a value of the wrong type, non-positive or
-inconsistent is ``config_invalid_value``; an unknown ``model_type`` is
+inconsistent is ``config_invalid_value``, except the inconsistencies that have their own
+code, naming the key: attention heads that do not divide the hidden size where the family
+derives ``head_dim`` from it (``config_heads_indivisible``), key/value heads that do not
+divide the attention heads (``config_kv_heads_indivisible``), ``layer_types`` not listing
+one type per layer (``config_layer_types_length``, value: its length) and more experts per
+token than experts (``config_top_k_above_experts``); an unknown ``model_type`` is
 ``unsupported_architecture``; a config that is not an object is
 ``config_not_object``. A multimodal config whose ``text_config`` holds a
 supported family is read through that ``text_config`` (the language model
@@ -80,6 +85,27 @@ class _Keys:
     def error(self, key: str, value: object) -> ConfigError:
         return ConfigError("config_invalid_value", self.prefix + key, value)
 
+    def heads_error(self, key: str, heads: object) -> ConfigError:
+        """The attention heads do not divide the hidden size, and the family (or a config
+        without ``head_dim``) takes ``head_dim = hidden / heads``."""
+        return ConfigError("config_heads_indivisible", self.prefix + key, heads)
+
+    def kv_error(self, key: str, kv: object) -> ConfigError:
+        """Grouped-query attention needs the key/value heads to divide the query heads."""
+        return ConfigError("config_kv_heads_indivisible", self.prefix + key, kv)
+
+    def layer_types(self, layers: object) -> None:
+        """``layer_types`` (transformers 5 configs: one attention kind per layer, e.g.
+        ``sliding_attention`` / ``full_attention``), when given: a list of strings, one per
+        layer, as transformers' ``layer_type_validation`` requires."""
+        value = self.cfg.get("layer_types")
+        if value is None:
+            return
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.error("layer_types", value)
+        if len(value) != layers:
+            raise ConfigError("config_layer_types_length", self.prefix + "layer_types", len(value))
+
 
 def _experts(k: _Keys, count_key: str) -> tuple[int, int]:
     """``(experts, top_k)`` of an MoE config: the expert count under ``count_key`` (its name
@@ -87,7 +113,7 @@ def _experts(k: _Keys, count_key: str) -> tuple[int, int]:
     experts = k.int(count_key)
     top_k = k.int("num_experts_per_tok")
     if top_k > experts:
-        raise k.error("num_experts_per_tok", top_k)
+        raise ConfigError("config_top_k_above_experts", k.prefix + "num_experts_per_tok", top_k)
     return experts, top_k
 
 
@@ -97,11 +123,11 @@ def _heads(k: _Keys, hidden: int, heads: int, *, kv_key: str = "num_key_value_he
     ``head_dim`` is explicit where the family allows, else ``hidden / heads``."""
     kv = k.int(kv_key, default=heads)
     if kv > heads or heads % kv:
-        raise k.error(kv_key, kv)
+        raise k.kv_error(kv_key, kv)
     head_dim = k.int("head_dim", default=head_dim_default or 0)
     if not head_dim:
         if hidden % heads:
-            raise k.error("num_attention_heads", heads)
+            raise k.heads_error("num_attention_heads", heads)
         head_dim = hidden // heads
     return kv, head_dim
 
@@ -330,6 +356,10 @@ def _gpt_oss(k: _Keys, family: str, name: str) -> ModelArch:
         num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
         intermediate_size=inter, linears=linears, num_experts=experts, experts_per_token=top_k,
         block_extra_params=heads,  # attention sinks
+        # what its code saves for backward (calc.activations): GptOssRMSNorm scales in fp32,
+        # ``(self.weight * hidden_states).to(input_dtype)``; eager attention with the sink
+        # column and a softmax in the logits' dtype; the experts' clamped gate (6 widths)
+        extra={"norm_scale_fp32": True, "eager_softmax_sinks": True, "glu_saved_widths": 6},
     )
 
 
@@ -453,7 +483,7 @@ def _gpt_neox(k: _Keys, family: str, name: str) -> ModelArch:
     h = k.int("hidden_size")
     heads = k.int("num_attention_heads")
     if h % heads:
-        raise k.error("num_attention_heads", heads)
+        raise k.heads_error("num_attention_heads", heads)
     inter = k.int("intermediate_size")
     linears = _plain_block(h, 3 * h, inter, True)
     if not k.bool("attention_bias", True):  # the MLP keeps its biases either way
@@ -478,14 +508,14 @@ def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
     h = k.int("hidden_size", "n_embed")
     heads = k.int("num_attention_heads", "n_head")
     if h % heads:
-        raise k.error("num_attention_heads", heads)
+        raise k.heads_error("num_attention_heads", heads)
     hd = h // heads
     new_arch = k.bool("new_decoder_architecture", False)
     parallel = k.bool("parallel_attn", True)
     if new_arch:
         kv = k.int("num_kv_heads", default=heads)
         if kv > heads or heads % kv:
-            raise k.error("num_kv_heads", kv)
+            raise k.kv_error("num_kv_heads", kv)
     else:
         kv = 1 if k.bool("multi_query", True) else heads
     ln_parallel = k.int("num_ln_in_parallel_attn", default=2 if new_arch else 1)
@@ -509,7 +539,7 @@ def _bloom(k: _Keys, family: str, name: str) -> ModelArch:
     h = k.int("hidden_size", "n_embed")
     heads = k.int("n_head", "num_attention_heads")
     if h % heads:
-        raise k.error("n_head", heads)
+        raise k.heads_error("n_head", heads)
     inter = 4 * h
     return ModelArch(
         name=name, family=family, vocab_size=k.int("vocab_size"),
@@ -528,7 +558,7 @@ def _gpt2(k: _Keys, family: str, name: str) -> ModelArch:
     h = k.int("n_embd", "hidden_size")
     heads = k.int("n_head", "num_attention_heads")
     if h % heads:
-        raise k.error("n_head", heads)
+        raise k.heads_error("n_head", heads)
     inter = k.int("n_inner", default=4 * h)
     positions = k.int("n_positions", "max_position_embeddings", default=1024)
     linears = (
@@ -568,6 +598,11 @@ _READERS = {
 }
 
 
+MODEL_TYPES = tuple(_READERS)
+"""Every ``model_type`` calc reads (a multimodal config is read through its ``text_config``,
+whose ``model_type`` is one of these)."""
+
+
 def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     """Build a ModelArch from a parsed ``config.json`` dict."""
     if not isinstance(cfg, dict):
@@ -589,7 +624,9 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     defaults = _FAMILY_DEFAULTS.get(model_type)
     if defaults:
         cfg = {**defaults, **{key: val for key, val in cfg.items() if val is not None}}
-    arch = reader(_Keys(cfg, prefix), family, name or family)
+    keys = _Keys(cfg, prefix)
+    arch = reader(keys, family, name or family)
+    keys.layer_types(arch.num_layers)
     if text_only:
         arch.extra["text_config_only"] = True
     return arch

@@ -162,7 +162,7 @@ def fused_expert_adapters(arch: ModelArch, selected: tuple[LinearLayer, ...]) ->
         # their names reach only the nn.Linear modules that share them (the shared expert)
         return tuple(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role, arch.blocks_of(l))
                      for l in selected if l not in experts and not _is_router(arch, l))
-    inputs = [l for l in experts if l.d_in == arch.hidden_size]   # gate, up
+    inputs = [l for l in experts if not l.mlp_output]   # gate, up (w1, w3)
     chosen_inputs = [l for l in inputs if l in selected]
     if chosen_inputs and len(chosen_inputs) < len(inputs):
         missing = sorted(l.name for l in inputs if l not in selected)
@@ -188,7 +188,7 @@ def fused_expert_adapters(arch: ModelArch, selected: tuple[LinearLayer, ...]) ->
 
 def _is_router(arch: ModelArch, l: LinearLayer) -> bool:
     """The MoE router (hidden -> experts), not a shared expert's scalar gate."""
-    return l.role == "router" and l.d_out == arch.num_experts
+    return l.is_router
 
 
 def adapter_params(adapted: Iterable[AdaptedLinear], rank: int) -> int:

@@ -19,15 +19,20 @@ Entry points: :func:`estimate_request` (typed) and :func:`estimate_dict` (JSON).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from . import activations as act
 from . import calibration
 from . import states as st
 from .arch import LinearLayer, ModelArch
 from .jsontypes import JsonObject
+from .lengths import request_shape
 from .request import (Attention, CpuOffload, EstimateRequest, Method, Precision, Sharding,
                       parse_estimate_request, request_warnings)
+
+if TYPE_CHECKING:  # for annotations only, as in calc.states
+    from .lora import AdaptedLinear
 
 ALLOCATOR_SLACK_FRACTION = 0.102
 """Caching-allocator slack: ``reserved = allocated * (1 + f)``.
@@ -153,6 +158,7 @@ class MemoryEstimate:
     params_active: int = 0  # parameters one token passes through (MoE: top-k + shared)
     fsdp_wrap_reserved_bytes: int = 0  # reserved floor of FSDP1's wrapping (fsdp_wrap_floor)
     allocator_slack_fraction: float = ALLOCATOR_SLACK_FRACTION  # the slack the reserved figure used
+    data: JsonObject | None = None  # the data's step sequence (calc.lengths), with length_stats only
 
     def __post_init__(self) -> None:
         if sum(self.components.values()) != self.peak_allocated_bytes:
@@ -181,6 +187,7 @@ class MemoryEstimate:
             "peak_reserved_range_bytes": list(self.peak_reserved_range_bytes),
             "fsdp_wrap_reserved_bytes": self.fsdp_wrap_reserved_bytes,
             "allocator_slack_fraction": self.allocator_slack_fraction,
+            **({} if self.data is None else {"data": dict(self.data)}),
         }
 
 
@@ -622,9 +629,13 @@ def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -
         return 0
     weight = reg.weight_bytes
     factors = st.adapter_regime(req, reg).weight_bytes != weight
-    hidden = req.model.hidden_size
     attn_trains = any(a.role == "attn" for a in adapted)
-    gate_up_trains = any(a.fused and a.role != "router" and a.d_in == hidden for a in fused)
+    # a stack reads the MLP norm's output unless it is the experts' down projection (by
+    # module name: widths cannot tell where intermediate == hidden)
+    def reads_norm(a: AdaptedLinear) -> bool:
+        return not any(c.mlp_output for c in a.covers)
+
+    gate_up_trains = any(a.role != "router" and reads_norm(a) for a in fused)
     total = 0
     for a in fused:
         merged = a.count * a.d_in * a.d_out * weight
@@ -634,7 +645,7 @@ def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -
             continue
         saved_blocks = a.blocks
         if (not attn_trains and a.blocks == req.model.num_layers
-                and (a.d_in == hidden or not gate_up_trains)):
+                and (reads_norm(a) or not gate_up_trains)):
             saved_blocks -= 1  # block 0's merged weight: its matmul input needs no gradient
         total += merged * saved_blocks + copies * a.blocks
     return total
@@ -787,7 +798,19 @@ def embedding_grad_bytes(req: EstimateRequest, reg: st.Regime) -> int:
 
 
 def estimate_request(req: EstimateRequest) -> MemoryEstimate:
-    """Peak memory per GPU for a validated request."""
+    """Peak memory per GPU for a validated request. With ``length_stats``, at the longest
+    micro-batch of the data's step sequence (:mod:`calc.lengths`): its padded length per sample
+    stands for ``seq_len``; the response echoes the request as given and adds ``data``."""
+    shape = request_shape(req)
+    if shape is None:
+        return _estimate_at(req)
+    est = _estimate_at(replace(req, seq_len=shape.peak_length))
+    warnings = est.warnings if shape.exact else (*est.warnings, "length_stats_approximated")
+    return replace(est, request=req.to_dict(), data=shape.to_dict(), warnings=warnings)
+
+
+def _estimate_at(req: EstimateRequest) -> MemoryEstimate:
+    """Peak memory per GPU of micro-batches of ``micro_batch_size`` x ``seq_len`` tokens."""
     reg = st.regime(req.precision, req.sharding)
     layout = st.param_layout(req)
     states = model_states(req, layout, reg)

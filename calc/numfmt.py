@@ -145,15 +145,6 @@ def _significant(value: float, figures: int) -> tuple[float, int]:
     return round(value, decimals), max(0, decimals)
 
 
-def shown_value(raw: float, kind: str) -> float:
-    """The number a cell of ``kind`` shows for the raw calc value, rounded as shown."""
-    divisor, decimals = KINDS[kind]
-    if kind in SIGNIFICANT:
-        value, decimals = _significant(raw / divisor, SIGNIFICANT[kind])
-        return float(f"{value:.{decimals}f}")
-    return float(f"{raw / divisor:.{decimals}f}")
-
-
 def format_kind(raw: float, kind: str, lang: str) -> str:
     divisor, decimals = KINDS[kind]
     if kind in SIGNIFICANT:

@@ -8,7 +8,7 @@ The response adds to the estimate's fields (under ``"memory"``): ``time_hours`` 
 the final run), ``time`` (breakdown and factors), ``cost_usd`` (total, breakdown, per hour,
 per month), ``fits`` (every catalogue card), ``recommendations``, ``solvers`` and, when the
 setup does not fit the chosen card, ``suggestions``. Errors are coded as for ``estimate``.
-Warning codes: the estimate's, plus ``does_not_fit_selected_gpu``, ``price_from_other_tier``,
+Warning codes: the estimate's, plus ``does_not_fit_selected_gpu`` or ``borderline_selected_gpu``, ``price_from_other_tier``,
 ``price_is_interruptible_rate`` / ``price_is_on_demand_rate`` and the ROCm caveats of
 :func:`calc.gpus.rocm_warnings`.
 """
@@ -24,15 +24,9 @@ from .cost import CostEstimate, CostInputs, default_storage_gb, estimate_cost
 from .errors import InputError
 from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
-from .request import (ESTIMATE_FIELDS, MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
+from .request import (MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
                       parse_estimate_request, parse_fields)
 from .timing import TimeEstimate, default_mfu, estimate_time
-
-PLAN_FIELDS = {spec.key: spec.legacy() for spec in field_specs("plan") if spec.group == PLAN}
-"""``key -> (default, kind, extra)`` of the plan's own keys, read from :data:`calc.fields.FIELDS`
-(older callers); new code reads the specs there."""
-
-PLAN_REQUEST_FIELDS = {**ESTIMATE_FIELDS, **PLAN_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -155,9 +149,13 @@ class Planner:
         )
         return estimate_cost(compute_hours, inputs)
 
+    def state(self, estimate: JsonObject | None, gpu: gpu_catalogue.Gpu) -> str:
+        """The one verdict (:func:`calc.recommend.judge`) of ``estimate`` on one ``gpu``, with
+        the user's margin: ``fits`` | ``borderline`` | ``does_not_fit``."""
+        return recommend.state_of(estimate, gpu.memory_bytes, self.options.safety_margin)
+
     def fits(self, estimate: JsonObject | None, gpu: gpu_catalogue.Gpu) -> bool:
-        return (estimate is not None and recommend.required_for(
-            estimate, self.options.safety_margin) <= gpu.memory_bytes)
+        return self.state(estimate, gpu) == "fits"
 
 
 def _recommendations(planner: Planner) -> JsonObject:
@@ -180,9 +178,10 @@ def _recommendations(planner: Planner) -> JsonObject:
         est = planner.estimator.get(**changes)
         if est is None:
             continue
-        need = recommend.required_for(est, planner.options.safety_margin)
+        need = recommend.need_of(est)
         for gpu in cards:
-            if need > gpu.memory_bytes or (multi_node and gpu.id in in_one_node):
+            verdict = recommend.judge(need, gpu.memory_bytes, planner.options.safety_margin)
+            if not verdict.fits or (multi_node and gpu.id in in_one_node):
                 continue
             if num_gpus <= recommend.GPU_COUNTS[3]:
                 in_one_node.add(gpu.id)
@@ -193,7 +192,7 @@ def _recommendations(planner: Planner) -> JsonObject:
                 "id": f"{gpu.id}x{num_gpus}-{sharding}",
                 "gpu": gpu.id, "num_gpus": num_gpus, "sharding": sharding,
                 "memory_bytes": gpu.memory_bytes,
-                "device_total_bytes": est["device_total_bytes"], "required_bytes": need,
+                "device_total_bytes": est["device_total_bytes"], "required_bytes": verdict.required_bytes,
                 "headroom_fraction": (gpu.memory_bytes - est["device_total_bytes"]) / gpu.memory_bytes,
                 "time_hours": cost.schedule.total_hours,
                 "tokens_per_second": time.tokens_per_second,
@@ -274,14 +273,24 @@ def _price_warnings(price: JsonObject, interruptible: bool) -> list[str]:
 
 def _solvers(planner: Planner) -> JsonObject:
     """Largest micro-batch and longest sequence that fit the chosen card (request's count and
-    sharding), by exponential search and bisection over the memory estimate."""
+    sharding), by exponential search and bisection over the memory estimate: ``value`` the
+    largest whose verdict is ``fits``; ``borderline_value``, when some larger value (or any,
+    when none fits) is ``borderline``, the largest not ruled out. So the solver answers with
+    the verdict of the request itself: a borderline setup is borderline here too."""
     req, gpu = planner.request, planner.options.gpu
 
     def solve(field: str, start: int, maximum: int) -> JsonObject:
-        value = recommend.largest_fitting(
-            lambda x: planner.fits(planner.estimator.get(**{field: x}) if x != start
-                                   else planner.base, gpu), start, maximum)
-        return {"found": False} if value is None else {"found": True, "value": value}
+        def state(x: int) -> str:
+            return planner.state(planner.estimator.get(**{field: x}) if x != start else planner.base, gpu)
+
+        value = recommend.largest_fitting(lambda x: state(x) == "fits", start, maximum)
+        out: JsonObject = {"found": False} if value is None else {"found": True, "value": value}
+        if value != maximum:
+            possible = recommend.largest_fitting(lambda x: state(x) != "does_not_fit",
+                                                 value or start, maximum)
+            if possible is not None and possible != value:
+                out["borderline_value"] = possible
+        return out
 
     seq = solve("seq_len", req.seq_len, MAX_SEQ_LEN)
     if seq["found"]:
@@ -306,6 +315,7 @@ def _suggestion(planner: Planner, action: str, changes: JsonObject, extra: JsonO
         "action": action,
         "changes": dict(changes),
         "fits": planner.fits(est, gpu),
+        "verdict": planner.state(est, gpu),
         "device_total_bytes": est["device_total_bytes"],
         "required_bytes": recommend.required_for(est, planner.options.safety_margin),
         "saved_bytes": planner.base["device_total_bytes"] - est["device_total_bytes"],
@@ -414,11 +424,12 @@ def plan_request(request: EstimateRequest, options: PlanOptions,
     fits = recommend.fits_table(base, gpu_catalogue.all_gpus(), options.safety_margin)
     solvers = _solvers(planner)
     selected_fits = fits[gpu.id]["fits"]
+    selected_state = fits[gpu.id]["verdict"]
     warnings = list(base.get("warnings", []))
     warnings += gpu_catalogue.rocm_warnings(gpu, request.method.value, request.attention.value)
     warnings += _price_warnings(price, options.interruptible)
-    if not selected_fits:
-        warnings.append("does_not_fit_selected_gpu")
+    if selected_state != "fits":
+        warnings.append(selected_state + "_selected_gpu")
     if options.dataset_tokens < step_tokens(request):
         warnings.append("dataset_tokens_below_one_step")
     cost_out = cost.to_dict()
@@ -457,5 +468,4 @@ def plan_dict(data: object) -> JsonObject:
     return plan_request(request, options)
 
 
-__all__ = ["PLAN_FIELDS", "PLAN_REQUEST_FIELDS", "PlanOptions", "Planner", "parse_plan_options",
-           "parse_plan_request", "plan_dict", "plan_request"]
+__all__ = ["PlanOptions", "Planner", "parse_plan_options", "parse_plan_request", "plan_dict", "plan_request"]

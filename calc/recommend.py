@@ -2,10 +2,17 @@
 
 The memory estimate does not depend on the card, only on the setup (GPU count, sharding and
 the rest of the request), so :class:`Estimator` computes each setup once and every card is
-compared against it. A setup fits a card when the upper end of its calibrated device range
-(what nvidia-smi would show, :func:`device_range`), times ``1 + safety_margin`` when the user
-sets a margin (default none), is at most the card's driver-reported memory
-(:mod:`calc.calibration`).
+compared against it.
+
+One verdict, everywhere: :func:`judge` compares what a run needs (:class:`Need`: the device
+bytes with their calibrated range, read from an estimate by :func:`need_of`, the one place
+that says which bytes are judged) with a card's driver-reported memory and answers
+``fits`` / ``borderline`` / ``does_not_fit`` (:func:`calc.calibration.verdict`): ``fits``
+when the upper end of the range, times ``1 + safety_margin`` when the user sets a margin
+(default none), is at most the card's memory; ``does_not_fit`` when the lower end is above
+it; ``borderline`` in between. The plan's card table, recommendations, solvers and
+suggestions, the CLI, the calculator and the guides all read this verdict; none decides fit
+on its own.
 """
 
 from __future__ import annotations
@@ -96,32 +103,110 @@ def device_range(estimate: JsonObject) -> tuple[int, int]:
     return rng[0] + extra, rng[1] + extra
 
 
+@dataclasses.dataclass(frozen=True)
+class Need:
+    """The device memory a run needs: a central figure and its calibrated range, in bytes
+    (``low_bytes <= central_bytes <= high_bytes`` for a calibrated estimate; all three equal
+    for a plain figure)."""
+
+    central_bytes: int
+    low_bytes: int
+    high_bytes: int
+
+    @classmethod
+    def exact(cls, nbytes: int) -> Need:
+        """A figure without a range (its own range)."""
+        return cls(nbytes, nbytes, nbytes)
+
+
+def need_of(estimate: JsonObject) -> Need:
+    """What the verdict judges of an estimate: the device total (what nvidia-smi would show)
+    and its calibrated range (:func:`device_range`). The one place that says which bytes a
+    run needs: a better figure (the smallest device the run fits) replaces this body only."""
+    low, high = device_range(estimate)
+    return Need(int(estimate["device_total_bytes"]), low, high)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """One run against one card: ``state`` (``fits`` | ``borderline`` | ``does_not_fit``,
+    :data:`calc.calibration.VERDICTS`), what the run needs, the card's memory and the user's
+    margin (0: none)."""
+
+    state: str
+    need: Need
+    memory_bytes: int
+    safety_margin: float
+
+    @property
+    def fits(self) -> bool:
+        return self.state == "fits"
+
+    @property
+    def possible(self) -> bool:
+        """Not ruled out: ``fits`` or ``borderline``."""
+        return self.state != "does_not_fit"
+
+    @property
+    def required_bytes(self) -> int:
+        """Memory a card must report for ``fits``: the upper end times ``1 + margin``."""
+        return required_bytes(self.need.high_bytes, self.safety_margin)
+
+    @property
+    def lower_bytes(self) -> int:
+        """The lower end times ``1 + margin``: above the card's memory, ``does_not_fit``."""
+        return required_bytes(self.need.low_bytes, self.safety_margin)
+
+    def to_dict(self) -> JsonObject:
+        """The card-table entry (``plan``'s ``fits``): ``verdict``, ``fits`` (``verdict ==
+        "fits"``), the range judged, what ``fits`` requires and the headroom of the central
+        figure (``headroom_*``, without the margin)."""
+        central = self.need.central_bytes
+        headroom = self.memory_bytes - central
+        return {
+            "fits": self.fits,
+            "fits_without_margin": central <= self.memory_bytes,
+            "memory_bytes": self.memory_bytes,
+            "device_total_bytes": central,
+            "required_bytes": self.required_bytes,
+            "headroom_bytes": headroom,
+            "headroom_fraction": headroom / self.memory_bytes,
+            "verdict": self.state,
+            "device_range_bytes": [self.need.low_bytes, self.need.high_bytes],
+        }
+
+
+def judge(need: Need, memory_bytes: int, safety_margin: float = 0.0) -> Verdict:
+    """The verdict of a run that needs ``need`` on a card of ``memory_bytes``
+    (:func:`calc.calibration.verdict`, each end of the range times ``1 + safety_margin``)."""
+    state = calibration.verdict(need.low_bytes, need.high_bytes, memory_bytes, safety_margin)
+    return Verdict(state, need, memory_bytes, safety_margin)
+
+
+def verdict_of(estimate: JsonObject | None, memory_bytes: int, safety_margin: float = 0.0) -> Verdict | None:
+    """:func:`judge` of an estimate response; ``None`` when the memory model rejected the
+    setup (nothing to judge: it runs nowhere)."""
+    if estimate is None:
+        return None
+    return judge(need_of(estimate), memory_bytes, safety_margin)
+
+
+def state_of(estimate: JsonObject | None, memory_bytes: int, safety_margin: float = 0.0) -> str:
+    """The verdict's state; ``does_not_fit`` for a setup the memory model rejected."""
+    found = verdict_of(estimate, memory_bytes, safety_margin)
+    return "does_not_fit" if found is None else found.state
+
+
 def required_for(estimate: JsonObject, safety_margin: float) -> int:
-    """Memory a card must report for the verdict ``fits``: the upper end of the device range
-    times ``1 + safety_margin``."""
-    return required_bytes(device_range(estimate)[1], safety_margin)
+    """Memory a card must report for the verdict ``fits`` (:attr:`Verdict.required_bytes`)."""
+    return required_bytes(need_of(estimate).high_bytes, safety_margin)
 
 
 def fit_entry(device_total_bytes: int, memory_bytes: int, safety_margin: float,
               device_range_bytes: tuple[int, int] | None = None) -> JsonObject:
-    """One card against one estimate. ``headroom_*`` are measured from the point estimate
-    without the margin; ``verdict`` (:func:`calc.calibration.verdict`) compares the device
-    range, each end times ``1 + safety_margin``; ``fits`` is ``verdict == "fits"``."""
+    """One card against one figure and its range (:meth:`Verdict.to_dict` of :func:`judge`)."""
     low, high = device_range_bytes or (device_total_bytes, device_total_bytes)
-    need = required_bytes(high, safety_margin)
-    headroom = memory_bytes - device_total_bytes
-    verdict = calibration.verdict(low, high, memory_bytes, safety_margin)
-    return {
-        "fits": verdict == "fits",
-        "fits_without_margin": device_total_bytes <= memory_bytes,
-        "memory_bytes": memory_bytes,
-        "device_total_bytes": device_total_bytes,
-        "required_bytes": need,
-        "headroom_bytes": headroom,
-        "headroom_fraction": headroom / memory_bytes,
-        "verdict": verdict,
-        "device_range_bytes": [low, high],
-    }
+    return judge(Need(device_total_bytes, low, high), memory_bytes, safety_margin).to_dict()
 
 
 def fits_table(estimate: JsonObject | None, gpus: Iterable[Gpu], safety_margin: float) -> JsonObject:
@@ -133,8 +218,7 @@ def fits_table(estimate: JsonObject | None, gpus: Iterable[Gpu], safety_margin: 
             out[gpu.id] = {"fits": False, "fits_without_margin": False, "memory_bytes": gpu.memory_bytes,
                            "verdict": "does_not_fit"}
         else:
-            out[gpu.id] = fit_entry(estimate["device_total_bytes"], gpu.memory_bytes, safety_margin,
-                                    device_range(estimate))
+            out[gpu.id] = judge(need_of(estimate), gpu.memory_bytes, safety_margin).to_dict()
     return out
 
 
@@ -197,6 +281,6 @@ def estimate_level(value: float, figures: int = 2) -> float:
     return round(value, figures - 1 - math.floor(math.log10(abs(value))))
 
 
-__all__ = ["Estimator", "GPU_COUNTS", "MULTI_GPU_SHARDINGS", "configurations", "device_range",
-           "estimate_level", "fit_entry", "fits_table", "has_caveat", "largest_fitting",
-           "required_bytes", "required_for"]
+__all__ = ["Estimator", "GPU_COUNTS", "MULTI_GPU_SHARDINGS", "Need", "Verdict", "configurations",
+           "device_range", "estimate_level", "fit_entry", "fits_table", "has_caveat", "judge",
+           "largest_fitting", "need_of", "required_bytes", "required_for", "state_of", "verdict_of"]

@@ -14,17 +14,14 @@ from enum import Enum
 from .arch import ModelArch
 from .errors import CalcError, ConfigError, InputError
 from .fields import (BY_KEY, MAX_ACCUMULATION, MAX_GPUS, MAX_LORA_RANK, MAX_MICRO_BATCH, MAX_SEQ_LEN,
-                     PLAN, AdapterDtype, Attention, CpuOffload, FieldSpec, LegacySpec, Method,
-                     ModulesToSave, MoeExpertLayout, Optimizer, Precision, Sharding, ShardingEngine, check_bool,
+                     PLAN, AdapterDtype, Attention, CpuOffload, FieldSpec, Method,
+                     ModulesToSave, MoeExpertLayout, Optimizer, Precision, Sharding, ShardingEngine,
+                     check_bool,
                      check_enum, check_fraction, check_int, check_number, field_specs, given_fields,
                      int_range, number_range)
 from .frameworks import PROFILES, Framework, apply_profile
 from .jsontypes import JsonObject
-
-ESTIMATE_FIELDS: dict[str, LegacySpec] = {spec.key: spec.legacy() for spec in field_specs("estimate")}
-"""``key -> (default, kind, extra)``, read from :data:`calc.fields.FIELDS` (older callers);
-new code reads the specs there."""
-
+from .lengths import Batching, LengthStats, check_consistent
 
 @dataclass(frozen=True)
 class EstimateRequest:
@@ -42,6 +39,8 @@ class EstimateRequest:
     optimizer_in_backward: bool
     micro_batch_size: int
     seq_len: int
+    length_stats: LengthStats | None
+    batching: Batching
     gradient_checkpointing: bool
     attention: Attention
     chunked_loss: bool
@@ -84,7 +83,8 @@ class EstimateRequest:
     def to_dict(self) -> JsonObject:
         """The request in its JSON form (model as its id)."""
         out = {}
-        for key in ESTIMATE_FIELDS:
+        for spec in field_specs("estimate"):
+            key = spec.key
             value = getattr(self, key)
             if key == "model":
                 value = self.model_id
@@ -92,6 +92,8 @@ class EstimateRequest:
                 value = value.value
             elif isinstance(value, tuple):
                 value = list(value)
+            elif isinstance(value, LengthStats):
+                value = value.to_dict()
             out[key] = value
         return out
 
@@ -138,6 +140,8 @@ def parse_estimate_request(data: object, command: str = "estimate") -> EstimateR
     for key, spec in fields.items():
         if key != "model" and spec.group != PLAN:
             kwargs[key] = spec.check(values[key], arch)
+    if kwargs["length_stats"] is not None:  # its parts against each other and seq_len
+        check_consistent(kwargs["length_stats"], kwargs["seq_len"])
     if kwargs["moe_expert_layout"] is MoeExpertLayout.FUSED_3D:
         from .lora import as_stored_3d  # experts as 3-D tensors: QLoRA leaves them in 16 bits
 
@@ -174,7 +178,7 @@ def request_warnings(req: EstimateRequest) -> list[str]:
 
 
 __all__ = [
-    "AdapterDtype", "Attention", "CalcError", "ConfigError", "CpuOffload", "ESTIMATE_FIELDS", "EstimateRequest",
+    "AdapterDtype", "Attention", "Batching", "CalcError", "ConfigError", "CpuOffload", "EstimateRequest",
     "Framework", "MAX_ACCUMULATION", "MAX_GPUS", "MAX_LORA_RANK", "MAX_MICRO_BATCH", "MAX_SEQ_LEN", "Method",
     "ModulesToSave", "MoeExpertLayout", "Optimizer", "Precision", "Sharding", "ShardingEngine", "check_bool", "check_fraction",
     "check_int", "check_number", "int_range", "number_range", "parse_estimate_request", "request_warnings",

@@ -15,6 +15,9 @@ A whole number may be written with a zero fraction: ``2048.0`` is 2048 for the s
 What a schema cannot say, and the parser still checks:
 
 - ``lora_targets`` must name linear modules of the chosen model (``unknown_lora_target``);
+- ``length_stats``: its text form must be ``name:value`` pairs, and its parts must agree with
+  each other and with ``seq_len`` (``mean`` and ``p90`` at most ``max``, ``mean`` in the
+  range ``p90`` leaves: :func:`calc.lengths.check_consistent`);
 - a library behaviour given both on top (as older requests do) and under ``behaviour`` must have
   one value (``key_given_twice``);
 - ``model.hf_config`` must be a config.json calc can read (``calc.hf_config``): the schema only
@@ -110,6 +113,11 @@ def property_schema(spec: FieldSpec) -> dict[str, Any]:
             {"type": "string", "pattern": "[^,\\s]"},
             {"type": "array", "items": {"type": "string"}, "minItems": 1},
         ]}
+    if spec.kind == "stats":
+        # an object of whole numbers, its text form "mean:900,p90:2000" (the URL's), or null
+        part = {"type": "integer", **_number_bounds(spec)}
+        return {"type": ["object", "string", "null"], "additionalProperties": False,
+                "properties": {name: part for name in spec.parts or ()}}
     return {}  # a kind this module does not know yet: any value, the parser decides
 
 

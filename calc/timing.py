@@ -33,6 +33,7 @@ from .gpus import Gpu
 from .flops import (CAUSAL_ATTENTION_FRACTION, FlopsPerToken, attention_forward_flops_per_token,
                     block_linear_params, matmul_params, training_flops_per_token)
 from .jsontypes import JsonObject
+from .lengths import request_shape
 from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
@@ -580,6 +581,7 @@ class TimeEstimate:
     total_tokens: float
     link: comm.Link
     fp8_compute: bool = False
+    padding_ratio: float | None = None  # padded tokens per real token (with length_stats only)
 
     @property
     def step_seconds(self) -> float:
@@ -600,8 +602,10 @@ class TimeEstimate:
 
     @property
     def effective_utilisation(self) -> float:
-        """Achieved FLOP rate (FLOPs executed, recomputation included) over the BF16 peak."""
-        return self.flops_per_token.total * self.tokens_per_second_per_gpu / self.peak_flops_per_gpu
+        """Achieved FLOP rate (FLOPs executed, recomputation and padding included) over the BF16
+        peak."""
+        padded = self.tokens_per_second_per_gpu * (self.padding_ratio or 1.0)
+        return self.flops_per_token.total * padded / self.peak_flops_per_gpu
 
     def _share_left(self, key: str) -> float:
         part: float = getattr(self.breakdown, key)
@@ -635,6 +639,7 @@ class TimeEstimate:
             },
             "steady_state_tokens_per_second": self.tokens_per_second,
             "steady_state_tokens_per_second_per_gpu": self.tokens_per_second_per_gpu,
+            **({} if self.padding_ratio is None else {"padding_ratio": self.padding_ratio}),
         }
 
 
@@ -649,9 +654,16 @@ def estimate_time(req: EstimateRequest, gpu: Gpu, total_tokens: float, *, num_gp
     Overrides kept from the factor model: ``mfu`` replaces the class efficiency;
     ``qlora_speed_factor`` (QLoRA) sets the step to the same step without dequantisation
     divided by it; ``scaling_efficiency`` (several GPUs) sets the step to the one-GPU step
-    divided by it. What an override adds goes to the part of the breakdown it stands for."""
+    divided by it. What an override adds goes to the part of the breakdown it stands for.
+
+    With ``length_stats`` (:mod:`calc.lengths`) the micro-step runs at the data's mean padded
+    length per sample (padded tokens cost compute), and the tokens counted per step, and so
+    tokens/s and the hours of ``total_tokens``, are the real ones: ``padded / padding_ratio``."""
     n = req.num_gpus if num_gpus is None else num_gpus
     shard = req.sharding if sharding is None else Sharding(sharding)
+    shape = request_shape(req)
+    if shape is not None:
+        req = replace(req, seq_len=shape.mean_padded_length)
     c = counts(req, shard, trainable_params)
     eff = default_mfu(gpu.utilisation_class) if mfu is None else mfu
     kw: dict[str, Any] = dict(cpu_offload=req.cpu_offload, efficiency=eff, half_tokens=half_tokens, fp8=fp8_compute,
@@ -668,11 +680,14 @@ def estimate_time(req: EstimateRequest, gpu: Gpu, total_tokens: float, *, num_gp
         b = _replace(b, exposed_communication=max(0.0, one.step_seconds / scaling_efficiency - rest))
     sat = c.tokens_micro / (c.tokens_micro + (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens)
                             * (SATURATION_REFERENCE_HIDDEN / c.hidden) ** 2)
+    step_tokens = c.tokens_micro * c.accumulation
+    ratio = None if shape is None else shape.padding_ratio
     return TimeEstimate(flops_per_token=c.flops, peak_flops_per_gpu=gpu.bf16_dense_flops, utilisation=eff,
                         batch_saturation=sat, breakdown=b,
-                        tokens_per_step_per_gpu=c.tokens_micro * c.accumulation, num_gpus=n,
-                        total_tokens=total_tokens, link=rates.link,
-                        fp8_compute=fp8_compute and getattr(gpu, "fp8_dense_tflops", 0.0) > 0)
+                        tokens_per_step_per_gpu=step_tokens if ratio is None else round(step_tokens / ratio),
+                        num_gpus=n, total_tokens=total_tokens, link=rates.link,
+                        fp8_compute=fp8_compute and getattr(gpu, "fp8_dense_tflops", 0.0) > 0,
+                        padding_ratio=ratio)
 
 
 def paged_overflow_bytes(memory: JsonObject | None, gpu: Gpu) -> float:

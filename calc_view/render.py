@@ -306,23 +306,49 @@ class Renderer:
             return "fits"
         return "borderline" if fit.get("fits_without_margin") else "does_not_fit"
 
+    def verdict_word(self, state: str) -> str:
+        """The one word of a verdict state, wherever a verdict is shown."""
+        return self.s["ui"]["verdict_" + state]
+
+    def margin_text(self) -> str | None:
+        """"with your 10 % margin" when the reader set a margin; ``None`` without one (the
+        verdict then judges the calibrated range alone, and says nothing of a margin)."""
+        margin = self.result.get("safety_margin")
+        if not _is_number(margin) or not margin:
+            return None
+        return self.s["ui"]["verdict_margin"].replace(
+            "{}", format_value("safety_margin", margin, self.lang, self.s))
+
+    def used_range(self, gpu: str, fit: dict) -> list:
+        """What the verdict judged: the device range "19.2–26.0" (the central figure when
+        the response has no range), as numbers with their paths."""
+        rng = fit.get("device_range_bytes")
+        if isinstance(rng, list) and len(rng) == 2 and rng[0] != rng[1]:
+            ends = [["span", {"class": "calc-num", "data-output": f"fits.{gpu}.device_range_bytes.{i}",
+                              "data-value": raw_value(v)}, format_number(v / GIB, 1, self.lang)]
+                    for i, v in enumerate(rng)]
+            return [ends[0], "–", ends[1]]
+        return [["span", {"class": "calc-num", "data-output": f"fits.{gpu}.device_total_bytes",
+                          "data-value": raw_value(fit["device_total_bytes"])},
+                 format_number(fit["device_total_bytes"] / GIB, 1, self.lang)]]
+
     def verdict_items(self) -> list:
-        """The answer in one line: "1 × RTX 4090: fits (20.7 of 24.0 GiB) · 20 h · US$ 33"."""
+        """The answer in one line: "1 × RTX 4090: fits (19.2–20.9 of 24.0 GiB) · 20 h · US$ 33"."""
         r = self.result
         gpu = r["gpu"]
         fit = r["fits"][gpu]
         state = self.verdict_state()
         card = f"{r['num_gpus']} × {self.gpu_name(gpu)}: "
-        word = ["strong", {"class": "calc-verdict-word"}, self.s["ui"]["verdict_" + state]]
+        word = ["strong", {"class": "calc-verdict-word"}, self.verdict_word(state)]
         head = ["span", {"class": "calc-verdict-fit"}, card, word]
         if _is_number(fit.get("device_total_bytes")):
-            used = ["span", {"class": "calc-num", "data-output": f"fits.{gpu}.device_total_bytes",
-                             "data-value": raw_value(fit["device_total_bytes"])},
-                    format_number(fit["device_total_bytes"] / GIB, 1, self.lang)]
             of = self.num(f"fits.{gpu}.memory_bytes", fit["memory_bytes"])
             before, _, after = self.s["ui"]["verdict_memory"].partition("{used}")
             middle, _, end = after.partition("{card}")
-            head += [before, used, middle, of, end]
+            head += [before, *self.used_range(gpu, fit), middle, of, end]
+        margin = self.margin_text()
+        if margin:
+            head.append(margin)
         return [head,
                 self.estimate("time_hours", r["time_hours"], "hours"),
                 self.estimate("cost_usd.total", r["cost_usd"]["total"], "usd")]
@@ -334,17 +360,39 @@ class Renderer:
             if i:
                 line.append(["span", {"class": "calc-sep", "aria-hidden": "true"}, " · "])
             line.append(item)
+        setup = self.setup_text()
+        if setup:
+            line += [["span", {"class": "calc-sep", "aria-hidden": "true"}, " · "],
+                     ["span", {"class": "calc-verdict-setup"}, setup]]
         return line
+
+    def setup_text(self) -> str:
+        """What the verdict assumes, in one line: method, precision, training library and
+        the data ("LoRA · pure bf16 · Hugging Face Trainer · 2048 tokens per sequence"), from
+        the request calc echoes (what it used, profile and method defaults included)."""
+        used = self.memory.get("request") or {}
+        short = self.s.get("short_enums", {})
+        parts = []
+        for key in ("method", "precision", "framework"):
+            if key in used:
+                parts.append(short.get(key, {}).get(str(used[key])) or option(key, used[key], self.s))
+        if "framework" in used:
+            parts[-1] = self.s["ui"]["verdict_framework"].replace("{}", parts[-1])
+        if _is_number(used.get("seq_len")):
+            parts.append(self.s["ui"]["verdict_data"].replace(
+                "{}", format_number(used["seq_len"], 0, self.lang)))
+        return " · ".join(parts)
 
     def plan_summary(self) -> list:
         r = self.result
         gpu = r["gpu"]
         fit = r["fits"][gpu]
-        fits_text = self.s["ui"]["fits_yes" if r["fits_selected_gpu"] else "fits_no"]
+        state = self.verdict_state()
         kpis = ["div", {"class": "calc-kpis"},
-                self.kpi("fits_selected_gpu", ["span", {"class": "calc-num calc-fit-" + (
-                    "yes" if r["fits_selected_gpu"] else "no"), "data-output": "fits_selected_gpu",
-                    "data-value": raw_value(r["fits_selected_gpu"])}, fits_text]),
+                self.kpi("fits_selected_gpu", ["span", {"class": "calc-num " + self.fit_class(state),
+                                                        "data-output": "fits_selected_gpu",
+                                                        "data-value": raw_value(r["fits_selected_gpu"])},
+                                               self.verdict_word(state)]),
                 self.headroom_kpi(gpu, fit),
                 self.kpi("time_hours", self.estimate("time_hours", r["time_hours"], "hours")),
                 self.kpi("cost_total", self.estimate("cost_usd.total", r["cost_usd"]["total"], "usd")),
@@ -365,10 +413,15 @@ class Renderer:
         multi_node = self.multi_node_note()
         if multi_node:
             section.append(multi_node)
-        if not r["fits_selected_gpu"]:  # time and cost of a run that cannot start: say so
+        if state != "fits":  # time and cost of a run that may not start: say so
             section.append(["p", {"class": "calc-note calc-not-fit-note", "role": "note"},
-                            self.s["ui"]["not_fit_note"]])
+                            self.s["ui"]["not_fit_note" if state == "does_not_fit" else "borderline_note"]])
         return section
+
+    @staticmethod
+    def fit_class(state: str) -> str:
+        """The CSS class of a verdict word: ``calc-fit-yes`` | ``-borderline`` | ``-no``."""
+        return "calc-fit-" + {"fits": "yes", "borderline": "borderline"}.get(state, "no")
 
     def multi_node_note(self) -> list | None:
         """More GPUs than one node holds: say it is several nodes, and what link the time
@@ -456,12 +509,22 @@ class Renderer:
         return "(" + " · ".join(p for p in parts if p) + ")"
 
     def solvers(self) -> list:
+        """The largest value that fits, and how far it stays borderline beyond it: the
+        verdict of each value, as the headline judges the request's own."""
         solvers = self.result["solvers"]
         kpis = ["div", {"class": "calc-kpis"}]
         for key in ("max_micro_batch_size", "max_seq_len"):
             found = solvers.get(key, {})
-            node = (self.num(f"solvers.{key}.value", found["value"], "x_count") if found.get("found")
-                    else self.text(None, self.s["ui"]["not_found"]))
+            parts: list = []
+            if found.get("found"):
+                parts.append(self.num(f"solvers.{key}.value", found["value"], "x_count"))
+            if _is_number(found.get("borderline_value")):
+                before, _, after = self.s["ui"]["solver_borderline"].partition("{}")
+                if parts:
+                    parts.append(" ")
+                parts += [before, self.num(f"solvers.{key}.borderline_value", found["borderline_value"],
+                                           "x_count"), after]
+            node = (["span", {}, *parts] if parts else self.text(None, self.s["ui"]["not_found"]))
             kpis.append(self.kpi("solver_" + key, node))
         return ["div", {"class": "calc-group"}, self.heading(4, "solvers_heading"), kpis]
 
@@ -475,12 +538,14 @@ class Renderer:
             change_text = ", ".join(f"{self.label(k)} = {self.change_value(k, v)}"
                                     for k, v in changes.items())
             fits = item.get("fits")
+            state = item.get("verdict") or ("fits" if fits else "does_not_fit")
             rows.append(["tr", {},
                          ["td", {}, translate("actions", item["action"], self.s)],
                          ["td", {}, change_text],
-                         ["td", {}, ["span", {"class": "calc-num", "data-output": f"suggestions.{i}.fits",
+                         ["td", {}, ["span", {"class": "calc-num " + self.fit_class(state),
+                                              "data-output": f"suggestions.{i}.fits",
                                               "data-value": raw_value(fits)},
-                                     self.s["ui"]["yes" if fits else "no"]]],
+                                     self.verdict_word(state)]],
                          ["td", {}, self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])],
                          ["td", {}] + ([self.num(f"suggestions.{i}.host_bytes", item["host_bytes"])]
                                        if _is_number(item.get("host_bytes")) else []),
@@ -505,15 +570,24 @@ class Renderer:
                          ["td", {}, self.num(f"fits.{gpu}.memory_bytes", fit["memory_bytes"])],
                          ["td", {}, self.num(f"fits.{gpu}.required_bytes", fit["required_bytes"])],
                          ["td", {}, self.headroom_cell(gpu, fit)],
-                         ["td", {}, ["span", {"class": "calc-num calc-fit-" + ("yes" if fit["fits"] else "no"),
-                                              "data-output": f"fits.{gpu}.fits",
-                                              "data-value": raw_value(fit["fits"])},
-                                     self.s["ui"]["yes" if fit["fits"] else "no"]]]])
-        margin = self.s["ui"]["margin_note"].replace(
-            "{}", format_value("safety_margin", r["safety_margin"], self.lang, self.s))
+                         ["td", {}, self.fit_word(gpu, fit)]])
+        note = self.s["ui"]["verdict_rule"]
+        margin = self.margin_text()
+        if margin:
+            note += " " + self.s["ui"]["margin_note"].replace(
+                "{}", format_value("safety_margin", r["safety_margin"], self.lang, self.s))
         return ["div", {"class": "calc-group"}, self.heading(4, "fits_heading"),
-                ["p", {"class": "calc-note"}, margin],
+                ["p", {"class": "calc-note"}, note],
                 self.table(["gpu", "memory_bytes", "required_bytes", "headroom_fraction", "fits"], rows)]
+
+    def fit_word(self, gpu: str, fit: dict) -> list:
+        """A card's verdict word in the cards table (``fits.<gpu>.fits`` as its data)."""
+        state = fit.get("verdict")
+        if state not in ("fits", "borderline", "does_not_fit"):
+            state = "fits" if fit.get("fits") else "does_not_fit"
+        return ["span", {"class": "calc-num " + self.fit_class(state), "data-output": f"fits.{gpu}.fits",
+                         "data-value": raw_value(fit["fits"]), "data-verdict": state},
+                self.verdict_word(state)]
 
     def recommendations(self) -> list:
         rec = self.result["recommendations"]

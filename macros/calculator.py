@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # every other default comes from calc's field tables.
 # The default card is priced at managed clouds only: the default tier follows it, so the
 # first view carries no "price from the other kind of provider" warning.
-# The workload is the site's reference setup (calc.reference, issue 17): the small model, the
+# The workload is the site's reference setup (calc.reference): the small model, the
 # request's default method (LoRA), 100 M tokens x 1 epoch at managed-cloud prices, so the first
 # view answers for the same setup as the home page's matrix and the guides.
 PAGE_DEFAULTS = {"model": _reference.MODELS["small"],
@@ -34,18 +34,27 @@ PAGE_DEFAULTS = {"model": _reference.MODELS["small"],
                  "price_tier": _reference.SETUP["price_tier"]}
 COMMAND = "plan"  # one round trip: the plan response includes the memory estimate
 
+# Request keys whose default depends on the method: the site's one precision per method
+# (calc.reference.PRECISION, what the guides and the home page quote). The form follows the
+# method with them until the reader picks a value (form-state.js).
+METHOD_DEFAULTS = {"precision": dict(_reference.PRECISION)}
+
 # Form sections: (legend key, request keys). Reader and plan keys calc adds later land in the
 # last one. The first is the basic form (shown); the others are the advanced options, folded in
 # one <details> whose open state is the URL's mode=advanced.
 GROUPS = (
-    ("legend_basic", ("model", "method", "gpu", "num_gpus", "seq_len", "micro_batch_size",
-                      "dataset_tokens", "epochs")),
+    # the precision beside the method: its default depends on it (METHOD_DEFAULTS), and the
+    # verdict line names it
+    ("legend_basic", ("model", "method", "precision", "gpu", "num_gpus", "seq_len",
+                      "micro_batch_size", "dataset_tokens", "epochs")),
     # the training library first: its profile (calc.frameworks) sets the library behaviours
     # (every key of group "behaviour" in calc.fields, added by form()) below it,
     # each of which stays adjustable for a version that differs
+    # what the data looks like: sample lengths and how they are batched (calc.lengths)
+    ("legend_data", ("length_stats", "batching")),
     ("legend_library", ("framework",)),
     ("legend_method", ("lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
-                       "precision", "optimizer", "optimizer_in_backward", "lora_modules_to_save")),
+                       "optimizer", "optimizer_in_backward", "lora_modules_to_save")),
     ("legend_batch", ("gradient_accumulation_steps", "gradient_checkpointing", "attention",
                       "torch_compile", "chunked_loss", "activation_offload")),
     ("legend_parallel", ("sharding", "cpu_offload")),
@@ -83,6 +92,8 @@ def page_strings(lang: str) -> dict:
             strings["config_import"][key] = text
     strings["phases"] = cat.options("phase", "long")
     strings["enums"] = {field: cat.options(field, "long") for field in option_fields()}
+    # the short names the verdict line uses for what it assumes (method, precision, library)
+    strings["short_enums"] = {field: cat.options(field, "short") for field in ("method", "precision", "framework")}
     return strings
 
 
@@ -91,10 +102,11 @@ def load_strings() -> dict:
     return {lang: page_strings(lang) for lang in LANGS}
 
 
-def load_gpu_names() -> dict[str, str]:
-    """Card id -> name, as the results show them."""
-    gpus = importlib.import_module("calc.gpus").gpus_listing()["gpus"]
-    return {g["id"]: g.get("name") or g["id"] for g in gpus}
+def results_strings(lang: str, gpus: list) -> dict:
+    """The strings the results are rendered with: the page's, plus the cards' names and
+    stacks (the response names cards by id)."""
+    return dict(page_strings(lang), gpus={g["id"]: g.get("name") or g["id"] for g in gpus},
+                gpu_stacks={g["id"]: g.get("stack") or "cuda" for g in gpus})
 
 
 def request_fields() -> dict[str, FieldSpec]:
@@ -117,7 +129,7 @@ def profile_keys() -> tuple[str, ...]:
 
 def default_request() -> dict:
     """The page's default request: calc's defaults, plus the page's choices. The keys a
-    library profile sets are left to the profile, as the form leaves them (calculator.js)."""
+    library profile sets are left to the profile, as the form leaves them (form-state.js)."""
     out = {}
     governed = set(profile_keys())
     for key, spec in request_fields().items():
@@ -126,6 +138,8 @@ def default_request() -> dict:
         value = PAGE_DEFAULTS.get(key, spec.default)
         if value is not None:
             out[key] = value
+    for key, by_method in METHOD_DEFAULTS.items():
+        out[key] = by_method[str(out["method"])]
     return out
 
 
@@ -140,7 +154,7 @@ def compute(request: dict) -> dict:
 
 # calc's field kinds (calc.fields.KINDS) -> the form's: how a control reads and writes its value.
 _INPUT_KINDS = {"int": "int", "number": "number", "fraction": "number", "bool": "bool",
-                "targets": "targets", "model": "model", "gpu": "enum", "enum": "enum"}
+                "targets": "targets", "model": "model", "gpu": "enum", "enum": "enum", "stats": "stats"}
 
 
 def input_kind(spec: FieldSpec) -> str:
@@ -176,8 +190,8 @@ def _field_wrap(key: str, strings: dict, control: list, hint: str | None = None,
 
 def _text_input(key: str, value: object, kind: str, default: object, **extra: str) -> list:
     attrs = {"id": f"calc-{key}", "name": key, "type": "text", "data-kind": kind,
-             "data-default": "" if default is None else _url_text(default),
-             "value": "" if value is None else _url_text(value), "autocomplete": "off",
+             "data-default": "" if default is None else url_text(default),
+             "value": "" if value is None else url_text(value), "autocomplete": "off",
              "spellcheck": "false"}
     if kind in ("int", "number"):
         attrs["inputmode"] = "numeric" if kind == "int" else "decimal"
@@ -185,12 +199,14 @@ def _text_input(key: str, value: object, kind: str, default: object, **extra: st
     return ["input", attrs]
 
 
-def _url_text(value: object) -> str:
+def url_text(value: object) -> str:
     """A value as it appears in the URL and the form (booleans true/false, lists comma-joined)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
+    if isinstance(value, dict):  # a "stats" value: name:value pairs
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     if isinstance(value, Enum):
         return str(value.value)
     return str(value)
@@ -221,25 +237,29 @@ def _control(spec: FieldSpec, value: object, strings: dict, presets: list, gpus:
         return node
     if kind_name == "bool":
         attrs = {"id": f"calc-{key}", "name": key, "type": "checkbox", "data-kind": "bool",
-                 "data-default": _url_text(page_default)}
+                 "data-default": url_text(page_default)}
         if value:
             attrs["checked"] = "checked"
         return _field_wrap(key, strings, ["input", attrs], checkbox=True)
     if kind_name == "enum":
         select = ["select", {"id": f"calc-{key}", "name": key, "data-kind": "enum",
-                             "data-default": _url_text(page_default)}]
+                             "data-default": url_text(page_default)}]
         for val, text in _choices(spec, strings, gpus):
             attrs = {"value": val}
-            if val == _url_text(value):
+            if val == url_text(value):
                 attrs["selected"] = "selected"
             select.append(["option", attrs, text])
         return _field_wrap(key, strings, select)
     if kind_name == "targets":
         return _field_wrap(key, strings, _text_input(key, value, "targets", page_default),
                            strings["ui"]["targets_hint"])
+    if kind_name == "stats":  # "mean:900,p90:2000", sent as written: calc reads it (calc.lengths)
+        return _field_wrap(key, strings, _text_input(key, value, "stats", page_default,
+                                                     placeholder="mean:900,p90:2000"),
+                           strings["ui"]["stats_hint"])
     hint = strings["ui"]["optional_hint"] if page_default is None else None
     extra = {"placeholder": placeholders[key]} if key in placeholders else {}
-    if spec.percent:  # 25, "25 %" and 0.25 all mean a quarter (calculator.js)
+    if spec.percent:  # 25, "25 %" and 0.25 all mean a quarter (form-state.js parseNumber)
         extra["data-percent"] = "true"
         hint = strings["ui"]["margin_hint"]
     return _field_wrap(key, strings, _text_input(key, value, kind_name, page_default, **extra), hint)
@@ -311,17 +331,16 @@ def _json_script(element_id: str, data: object) -> list:
 def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) -> str:
     """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, boot,
     js (each relative to the page)."""
-    # the page's strings, plus the cards' names for the results (ids in the response)
-    strings = dict(page_strings(lang), gpus={g["id"]: g.get("name") or g["id"] for g in gpus},
-                   gpu_stacks={g["id"]: g.get("stack") or "cuda" for g in gpus})
+    strings = results_strings(lang, gpus)
     request = default_request()
     result = compute(request)
     # data-static-request: the request of the build-time result; the page shows that result
-    # as the form's only while the form holds this very request (calculator.js).
+    # as the form's only while the form holds this very request (state.js, CalcMachine's shownKey).
     root = ["div", {"class": "calc", "id": "calc", "data-calc-state": "static", "data-lang": lang,
                     "data-method": str(request["method"]),
                     "data-static-request": json.dumps(request, separators=(",", ":")),
                     "data-profile-keys": json.dumps(list(profile_keys()), separators=(",", ":")),
+                    "data-method-defaults": json.dumps(METHOD_DEFAULTS, separators=(",", ":")),
                     "data-command": COMMAND, "data-worker": urls["worker"],
                     "data-pyodide": urls["pyodide"], "data-bundle": urls["bundle"],
                     "data-snapshot": urls["snapshot"]},

@@ -2,7 +2,7 @@
 the links to the published JSON Schemas, all generated from calc at build time.
 
 The flags table is built from the same field specs the CLI builds its options from
-(:mod:`calc.cli.fields`), with the CLI's help texts in the page language; the example answer is
+(:mod:`calc.fields`), with the CLI's help texts in the page language; the example answer is
 the CLI itself, run in this process with ``--table``; the response tables list every top-level
 key of a real response, so a key calc adds appears here without an edit (its description falls
 back to the calculator's label until it gets one below).
@@ -59,7 +59,7 @@ def cli_example(env, command: str) -> str:
 
 def cli_flags_table(env, command: str) -> str:
     """Every request flag of ``command`` with its meaning, default and allowed values."""
-    from calc.cli.fields import field_specs
+    from calc.fields import field_specs
     from calc.cli.helptext import field_sentences
     from calc.cli.messages import Messages
 

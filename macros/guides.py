@@ -40,13 +40,13 @@ def setup_list(lang: str, **setup) -> str:
 def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
     """Memory on one GPU for each model x method, cut to what a reader compares: the total
     (what decides the card) and, when the setup is a run (it has ``dataset_tokens``), the
-    smallest single card it fits with the margin. The peak allocated, its phase and the
+    smallest single card it fits (the verdict ``fits``). The peak allocated, its phase and the
     components are in the chart of ``macros.charts.memory_components_chart`` and its table.
     A method is a name or a dict of request keys that override the setup (its precision)."""
-    from calc.plan import PLAN_FIELDS
+    from calc.fields import PLAN, keys
 
     variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
-    if any(k in PLAN_FIELDS for k in setup):
+    if any(k in keys(PLAN) for k in setup):
         return _vram_by_model_plan(lang, models, variants, setup)
     requests = [{"model": m, **setup, **v} for m in models for v in variants]
     cols = [Col("model_name", "col.model", "text", row_header=True),

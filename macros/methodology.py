@@ -150,16 +150,18 @@ def calc_constants(lang: str, group: str) -> str:
 
 
 def plan_defaults_table(lang: str) -> str:
-    """Numeric defaults of the plan request (``calc.plan.PLAN_FIELDS``), with their sources."""
-    from calc.plan import PLAN_FIELDS
+    """Numeric defaults of the plan request (group ``plan`` of :data:`calc.fields.FIELDS`), with
+    their sources."""
+    from calc.fields import BY_KEY, PLAN
+    from calc.fields import keys as group_keys
 
-    keys = [k for k, (default, *_rest) in PLAN_FIELDS.items() if _is_number(default)]
+    keys = [k for k in group_keys(PLAN) if _is_number(BY_KEY[k].default)]
     missing = undescribed([f"default:{k}" for k in keys])
     if missing:
         raise KeyError(f"plan defaults without a description: {missing}")
     rows = [{
         "name": el("code", {"data-plan-default": k}, k),
-        "value": _value_span(PLAN_FIELDS[k][0], lang,
+        "value": _value_span(BY_KEY[k].default, lang,
                              {"command": "plan_default", "key": k, "scale": 1}),
         "meaning": _described(f"default:{k}", lang),
     } for k in keys]

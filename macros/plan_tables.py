@@ -8,11 +8,12 @@ Every cell comes from a plan response; each row (or cell) carries the plan reque
 from __future__ import annotations
 
 import calc
+from calc_view.html import el, to_html
 
 from . import labels
 from .rows import REFERENCE_GPU, config_text, gpu_name, model_name, plan_source
 from .site import bind_all
-from .tables import SOURCE, Col, inline, ref, render, resolve
+from .tables import SOURCE, Col, inline, ref, ref_node, render, resolve, source_json
 
 
 def plan_value(lang: str, field: str, kind: str, **request) -> str:
@@ -22,10 +23,10 @@ def plan_value(lang: str, field: str, kind: str, **request) -> str:
 
 
 def plan_default(lang: str, key: str, kind: str) -> str:
-    """The default of a plan-only request key (``calc.plan.PLAN_FIELDS``), as the page shows it."""
-    from calc.plan import PLAN_FIELDS
+    """The default of a plan-only request key (:data:`calc.fields.FIELDS`), as the page shows it."""
+    from calc.fields import BY_KEY
 
-    default = PLAN_FIELDS[key][0]
+    default = BY_KEY[key].default
     if default is None or isinstance(default, (bool, str)):
         raise ValueError(f"{key} has no numeric default")
     scale = 100 if kind.startswith("pct") else 1
@@ -34,7 +35,7 @@ def plan_default(lang: str, key: str, kind: str) -> str:
 
 
 def cards_that_fit(lang: str, models: list[str], methods: list, **setup) -> str:
-    """Per model x method: memory with the safety margin, the smallest single card that fits
+    """Per model x method: memory and what "fits" requires, the smallest single card that fits
     and the smallest configuration of any size (``recommendations`` of the plan)."""
     variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
     rows = []
@@ -67,34 +68,65 @@ def cards_that_fit(lang: str, models: list[str], methods: list, **setup) -> str:
     return render(rows, cols, lang, "cards_that_fit", "caption.cards_that_fit")
 
 
-def gpu_typical(lang: str, gpu_ids: list[str], models: list[str], methods: list, **setup) -> str:
-    """Per card: the largest of ``models`` that fits one card with the margin, per method
-    (``fits`` of the plan), and the card's memory."""
-    from calc import presets
+class _Largest:
+    """The largest of ``models`` (ordered by size) whose verdict on a card is ``fits``, per
+    method variant, from one plan per (model, variant): the plan's ``fits`` table holds every
+    card's verdict (:func:`calc.recommend.judge`), so a card is read, never judged here."""
 
-    sizes = {p["id"]: p["params_total"] for p in presets.presets_listing()}
-    ordered = sorted(models, key=lambda m: sizes[m])
-    variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
-    requests = {(m, i): {"model": m, **setup, **v, "gpu": setup.get("gpu", REFERENCE_GPU)}
-                for m in ordered for i, v in enumerate(variants)}
-    plans = {key: calc.plan_setup(req) for key, req in requests.items()}
+    def __init__(self, models: list[str], methods: list, setup: dict) -> None:
+        from calc import presets
+
+        sizes = {p["id"]: p["params_total"] for p in presets.presets_listing()}
+        self.ordered = sorted(models, key=lambda m: sizes[m])
+        self.variants = [m if isinstance(m, dict) else {"method": m} for m in methods]
+        self.requests = {(m, i): {"model": m, **setup, **v, "gpu": setup.get("gpu", REFERENCE_GPU)}
+                         for m in self.ordered for i, v in enumerate(self.variants)}
+        self.plans = {key: calc.plan_setup(req) for key, req in self.requests.items()}
+
+    def state(self, model: str, i: int, gpu_id: str) -> str:
+        return str(self.plans[(model, i)]["fits"][gpu_id]["verdict"])
+
+    def best(self, i: int, gpu_id: str) -> tuple[str | None, str | None]:
+        """(largest model that fits, the next larger one), either ``None``."""
+        fitting = [m for m in self.ordered if self.state(m, i, gpu_id) == "fits"]
+        best = fitting[-1] if fitting else None
+        above = self.ordered[self.ordered.index(best) + 1] if best and best != self.ordered[-1] else \
+            (None if best else self.ordered[0])
+        return best, above
+
+    def ref(self, i: int, gpu_id: str, lang: str) -> dict:
+        """A ``ref`` naming the largest model that fits; the tests check both sides of the
+        boundary (it fits, the next larger does not)."""
+        best, above = self.best(i, gpu_id)
+        attrs = {"ref-kind": "model", "gpu": gpu_id}
+        if best:
+            attrs["fits-source"] = plan_source(self.requests[(best, i)])
+        if above:
+            attrs["no-fit-source"] = plan_source(self.requests[(above, i)])
+        return ref(best, model_name(best) if best else labels.text("text.nothing_fits", lang), **attrs)
+
+    def borderline_ref(self, i: int, gpu_id: str) -> dict | None:
+        """The next larger model when its verdict is ``borderline`` (a ``ref`` the tests
+        check is borderline), else ``None``."""
+        _, above = self.best(i, gpu_id)
+        if above is None or self.state(above, i, gpu_id) != "borderline":
+            return None
+        return ref(above, model_name(above), **{"ref-kind": "model-borderline", "gpu": gpu_id,
+                                                 "fits-source": plan_source(self.requests[(above, i)])})
+
+
+def gpu_typical(lang: str, gpu_ids: list[str], models: list[str], methods: list, **setup) -> str:
+    """Per card: the largest of ``models`` that fits one card, per method (the verdict
+    ``fits`` of the plan), and the card's memory."""
+    largest = _Largest(models, methods, setup)
+    variants = largest.variants
     rows = []
     for gpu_id in gpu_ids:
-        row = {"gpu": gpu_name(gpu_id), "memory": plans[(ordered[0], 0)]["fits"][gpu_id]["memory_bytes"],
+        row = {"gpu": gpu_name(gpu_id),
+               "memory": largest.plans[(largest.ordered[0], 0)]["fits"][gpu_id]["memory_bytes"],
                SOURCE: {"command": "gpu", "id": gpu_id}}
         for i, _ in enumerate(variants):
-            fitting = [m for m in ordered if plans[(m, i)]["fits"][gpu_id]["fits"]]
-            best = fitting[-1] if fitting else None
-            # the next larger model must not fit: the tests check both sides of the boundary
-            above = ordered[ordered.index(best) + 1] if best and best != ordered[-1] else \
-                (None if best else ordered[0])
-            attrs = {"ref-kind": "model", "gpu": gpu_id}
-            if best:
-                attrs["fits-source"] = plan_source(requests[(best, i)])
-            if above:
-                attrs["no-fit-source"] = plan_source(requests[(above, i)])
-            row[f"m{i}"] = ref(best, model_name(best) if best else
-                                labels.text("text.nothing_fits", lang), **attrs)
+            row[f"m{i}"] = largest.ref(i, gpu_id, lang)
         rows.append(row)
     cols = [Col("gpu", "col.gpu", "text", row_header=True),
             Col("memory", "col.gpu_memory", "gib", check="memory_bytes")]
@@ -103,10 +135,50 @@ def gpu_typical(lang: str, gpu_ids: list[str], models: list[str], methods: list,
     return render(rows, cols, lang, "gpu_typical", "caption.gpu_typical")
 
 
+def card_class(lang: str, gpu_ids: list[str], models: list[str], methods: list, **setup) -> str:
+    """What a class of cards fits, in words computed from calc: the cards' names, then per
+    method the largest of ``models`` whose verdict is ``fits`` on the class's smallest card
+    (so on every card of the class), and the next larger model when it is borderline there.
+    The same plans and verdicts as :func:`gpu_typical`'s table."""
+    from calc import gpus
+
+    largest = _Largest(models, methods, setup)
+    cards = [gpus.get_gpu(g) for g in gpu_ids]
+    smallest = min(cards, key=lambda g: g.memory_bytes).id
+    parts = []
+    for i, variant in enumerate(largest.variants):
+        method = variant["method"]
+        found = largest.ref(i, smallest, lang)
+        node = ref_node("span", found, "fits")
+        if found["id"] is None:  # the ref still marks the boundary: the smallest does not fit
+            before, _, after = labels.text("text.class_fits_none." + method, lang).partition("{model}")
+        else:
+            before, _, after = labels.text("text.class_fits." + method, lang).partition("{model}")
+        sentence = before + to_html(node) + after
+        edge = largest.borderline_ref(i, smallest)
+        if edge is not None:
+            b_before, _, b_after = labels.text("text.class_borderline", lang).partition("{model}")
+            sentence += b_before + to_html(ref_node("span", edge, "fits")) + b_after
+        parts.append(sentence)
+    names = ", ".join(g.name for g in cards)
+    return f"({names}): " + "; ".join(parts)
+
+
+def plan_verdict(lang: str, **request) -> str:
+    """The one verdict (``fits`` / ``borderline`` / ``does_not_fit``) of a plan on its
+    chosen card, as a word inside running text, with its source for the tests."""
+    plan = calc.plan_setup(request)
+    state = plan["fits"][request["gpu"]]["verdict"]
+    return to_html(el("span", {"data-verdict": state, "data-field": f"fits.{request['gpu']}.verdict",
+                               "data-source": source_json({"command": "plan", "request": request})},
+                      labels.text("ui.verdict_" + state, lang)))
+
+
 def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[str],
                    **setup) -> str:
-    """The same job on 1..N cards of one kind: memory per GPU, whether it fits with the
-    margin, speed, wall-clock and cost (``calc.plan_setup`` with that count and strategy)."""
+    """The same job on 1..N cards of one kind: memory per GPU, its verdict on the card (fits,
+    borderline, does not fit), speed, wall-clock and cost (``calc.plan_setup`` with that count
+    and strategy)."""
     requests = [{**setup, "gpu": gpu, "num_gpus": 1, "sharding": "none"}]
     requests += [{**setup, "gpu": gpu, "num_gpus": n, "sharding": s}
                  for s in shardings for n in gpu_counts if n > 1]
@@ -115,14 +187,14 @@ def multi_gpu_plan(lang: str, gpu: str, gpu_counts: list[int], shardings: list[s
         plan = calc.plan_setup(request)
         rows.append({"sharding": request["sharding"], "num_gpus": request["num_gpus"],
                      "total": plan["memory"]["device_total_bytes"],
-                     "fits": ("yes" if plan["fits_selected_gpu"] else "no"),
+                     "fits": plan["fits"][gpu]["verdict"],
                      "tps": plan["time"]["tokens_per_second"], "time": plan["time_hours"],
                      "cost": plan["cost_usd"]["total"],
                      SOURCE: {"command": "plan", "request": request}})
     cols = [Col("sharding", "col.sharding", "code", row_header=True),
             Col("num_gpus", "col.num_gpus", "int", check="request.num_gpus"),
             Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
-            Col("fits", "col.fits_with_margin", "code", options="fits"),
+            Col("fits", "col.fits", "code", options="fits"),
             Col("tps", "col.tokens_per_second", "int", check="time.tokens_per_second"),
             Col("time", "col.time_hours", "hours", check="time_hours"),
             Col("cost", "col.cost_total", "usd", check="cost_usd.total")]
@@ -227,7 +299,7 @@ DEFAULT_KINDS = {
 
 
 def plan_defaults_list(lang: str, keys: list[str]) -> str:
-    """A Markdown list of plan defaults (``calc.plan.PLAN_FIELDS``), each a checkable figure."""
+    """A Markdown list of plan defaults (:data:`calc.fields.FIELDS`), each a checkable figure."""
     lines = []
     for key in keys:
         kind, unit = DEFAULT_KINDS[key]
@@ -236,8 +308,8 @@ def plan_defaults_list(lang: str, keys: list[str]) -> str:
     return "\n".join(lines)
 
 
-MACROS = ("plan_value", "plan_default", "cards_that_fit", "gpu_typical", "example_costs",
-          "multi_gpu_plan", "plan_defaults_list")
+MACROS = ("plan_value", "plan_default", "cards_that_fit", "gpu_typical", "card_class", "plan_verdict",
+          "example_costs", "multi_gpu_plan", "plan_defaults_list")
 
 
 def register(env) -> None:

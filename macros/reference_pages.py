@@ -111,14 +111,14 @@ def calculator_href(request: dict, lang: str, page_url: str) -> str:
     """The calculator's URL for ``request``, relative to the page: every key whose value
     differs from the calculator's first view, as its URL parameters (the calculator reads
     ``?key=value``; lists comma-joined, booleans true/false)."""
-    from .calculator import _url_text, default_request
+    from .calculator import default_request, url_text
 
     defaults = default_request()
     parts = []
     for key, value in request.items():
-        if key in defaults and _url_text(defaults[key]) == _url_text(value):
+        if key in defaults and url_text(defaults[key]) == url_text(value):
             continue
-        parts.append(f"{quote(key)}={quote(_url_text(value), safe=',')}")
+        parts.append(f"{quote(key)}={quote(url_text(value), safe=',')}")
     prefix = "en/" if lang == "en" else ""
     base = page_url.rstrip("/") or "."
     if base.endswith(".html"):

@@ -96,6 +96,10 @@ def request_for(query: dict) -> dict:
             request[key] = text if text == "all-linear" else text.split(",")
         else:
             request[key] = text
+    # a key with a default per method follows the method the query sets (form-state.js)
+    for key, by_method in calculator.METHOD_DEFAULTS.items():
+        if key not in query and request.get("method") in by_method:
+            request[key] = by_method[request["method"]]
     return request
 
 

@@ -11,7 +11,7 @@ import sys
 from hypothesis import strategies as st
 
 import calc.cli.app as app
-from calc.cli.fields import FieldSpec, field_specs
+from calc.fields import FieldSpec, field_specs
 from calc.gpus import gpus_listing
 
 PRESETS = ["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "gemma-2-2b", "phi-2",
@@ -85,3 +85,27 @@ def requests(draw, command: str = "estimate"):
 
 def dumps(obj) -> bytes:
     return json.dumps(obj).encode()
+
+
+def flags_for_request(request: dict, specs: list[FieldSpec]) -> list[str]:
+    """The command-line flags that stand for ``request`` (its keys must be fields): the inverse
+    of :func:`calc.cli.flags.flag_overrides`."""
+    by_key = {spec.key: spec for spec in specs}
+    argv: list[str] = []
+    for key, value in request.items():
+        spec = by_key[key]
+        if isinstance(value, bool) and spec.kind == "bool":
+            argv.append(spec.flag if value else "--no-" + spec.flag[2:])
+            continue
+        if value is None:
+            text = "null"
+        elif isinstance(value, dict) and spec.kind == "stats":
+            text = ",".join(f"{name}:{number}" for name, number in value.items())
+        elif isinstance(value, (dict, bool)):
+            text = json.dumps(value)
+        elif isinstance(value, list):
+            text = ",".join(value)
+        else:
+            text = repr(value) if isinstance(value, float) else str(value)
+        argv.append(f"{spec.flag}={text}")  # "=": a value may start with "-"
+    return argv

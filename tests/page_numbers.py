@@ -26,9 +26,9 @@ def response_for(source: dict) -> tuple[dict, dict]:
 
         return next(p for p in presets.presets_listing() if p["id"] == source["id"]), request
     if command == "plan_default":
-        from calc.plan import PLAN_FIELDS
+        from calc.fields import BY_KEY
 
-        return {"value": PLAN_FIELDS[source["key"]][0] * source["scale"]}, request
+        return {"value": BY_KEY[source["key"]].default * source["scale"]}, request
     if command in ("validation_memory", "validation_memory_summary"):
         from accuracy import memory as v
 

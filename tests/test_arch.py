@@ -218,7 +218,7 @@ def test_linear_layer_counts_bias_per_copy():
     ({"d_in": True}, "d_in"),
 ])
 def test_linear_layer_rejects_bad_shapes(kwargs, field):
-    base = {"name": "x", "d_in": 4, "d_out": 4}
+    base = {"name": "up_proj", "d_in": 4, "d_out": 4}
     with pytest.raises(ConfigError) as err:
         LinearLayer(**{**base, **kwargs})
     assert err.value.code == "config_invalid_value" and err.value.field == field
@@ -227,7 +227,7 @@ def test_linear_layer_rejects_bad_shapes(kwargs, field):
 def _arch(**overrides):
     base = dict(name="t", family="llama", vocab_size=10, hidden_size=8, num_layers=2,
                 num_heads=2, num_kv_heads=1, head_dim=4, intermediate_size=16,
-                max_position_embeddings=32, linears=(LinearLayer("q_proj", 8, 8),))
+                max_position_embeddings=32, linears=(LinearLayer("q_proj", 8, 8, role="attn"),))
     return ModelArch(**{**base, **overrides})
 
 

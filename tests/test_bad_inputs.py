@@ -165,12 +165,12 @@ def _form_controls() -> list[dict]:
     for key, spec in page.request_fields().items():
         name = page.input_kind(spec)
         page_default = page.PAGE_DEFAULTS.get(key, spec.default)
-        dataset = {"kind": name, "default": "" if page_default is None else page._url_text(page_default)}
+        dataset = {"kind": name, "default": "" if page_default is None else page.url_text(page_default)}
         if spec.percent:
             dataset["percent"] = "true"
         value = values.get(key)
         control = {"name": key, "tagName": "INPUT", "type": "text", "dataset": dataset, "options": [],
-                   "value": "" if value is None else page._url_text(value), "checked": False}
+                   "value": "" if value is None else page.url_text(value), "checked": False}
         if name == "bool":
             control.update(type="checkbox", value="on", checked=bool(value))
         elif name == "enum":

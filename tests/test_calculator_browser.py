@@ -129,6 +129,10 @@ PLAN_VARIATIONS = [
     {"lora_modules_to_save": "embed_tokens", "method": "qlora", "lora_adapter_dtype": "fp32"},
     {"lora_modules_to_save": "lm_head", "model": "gemma-3-4b", "method": "lora"},
     {"lora_modules_to_save": "embed_tokens+lm_head-tied", "model": "qwen3-0.6b"},
+    # the reader's data: sample lengths (name:value pairs in the URL) and how they are batched
+    {"length_stats": "mean:900,p90:2000", "micro_batch_size": "4", "seq_len": "4096"},
+    {"length_stats": "mean:600,max:1024", "batching": "pad-max", "gpu": "l4"},
+    {"length_stats": "p90:1500", "batching": "packed", "micro_batch_size": "2"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 
@@ -224,7 +228,9 @@ def test_shared_link_never_shows_foreign_numbers(browser, site_server, lang, que
     assert calc.state() == "ready"
     assert_parity(calc.outputs(), expected, lang)
     # the verdict line, first in the results, says what the CLI's answer says
-    strings = dict(STRINGS[lang], gpus=calculator.load_gpu_names())
+    from calc.gpus import gpus_listing
+
+    strings = calculator.results_strings(lang, gpus_listing()["gpus"])
     line = view.to_html(view.Renderer(expected, lang, strings).verdict())
     verdict = page.locator("#calc .calc-results-slot .calc-verdict")
     assert verdict.text_content() == html.unescape(re.sub(r"<[^>]+>", "", line))

@@ -168,10 +168,10 @@ def test_suggested_changes_are_shown_in_words_not_codes(lang):
 def test_every_choice_of_every_list_has_a_name(lang):
     """The form's lists show names (pure bf16, paged 8-bit AdamW), never a bare code, in
     both languages."""
-    from calc.request import ESTIMATE_FIELDS
+    from calc.fields import field_specs
 
-    enums = {key: kind for key, (_, kind, _) in ESTIMATE_FIELDS.items() if isinstance(kind, type)}
-    codes = {(key, m.value) for key, kind in enums.items() for m in kind}
+    codes = {(spec.key, code) for spec in field_specs("estimate") if spec.enum is not None
+             for code in spec.choices or ()}
     assert {("precision", "bf16-true"), ("optimizer", "paged-adamw-8bit"), ("attention", "flash"),
             ("sharding", "zero3"), ("cpu_offload", "none")} <= codes
     missing = {(key, code) for key, code in codes if code not in STRINGS[lang]["enums"].get(key, {})}
@@ -584,10 +584,18 @@ def test_verdict_line_names_the_card_and_answers_first():
     assert tree[2][1]["class"].startswith("calc-verdict")  # first child of the results
     text = _verdict_text(result, "en")
     fit = result["fits"]["l40s"]
-    used = view.format_number(fit["device_total_bytes"] / view.GIB, 1, "en")
-    assert text.startswith(f"1 × L40S: fits ({used} of ")
-    assert text.endswith(" · " + view.format_estimate(result["cost_usd"]["total"], "usd", "en",
-                                                      STRINGS["en"]))
+    low, high = (view.format_number(b / view.GIB, 1, "en") for b in fit["device_range_bytes"])
+    assert text.startswith(f"1 × L40S: fits ({low}–{high} of ")  # the range the verdict judged
+    cost = view.format_estimate(result["cost_usd"]["total"], "usd", "en", STRINGS["en"])
+    # then what it assumes: method, precision, library and data, as calc used them
+    assert text.endswith(f" · {cost} · LoRA · pure bf16 · library: generic · 2,048 tokens per sequence")
+    assert "margin" not in text  # no margin set: none named
+
+
+def test_verdict_line_names_the_margin_only_when_set():
+    request = dict(calculator.default_request(), gpu="l40s", safety_margin=0.1)
+    text = _verdict_text(calc.run("plan", request)["result"], "en")
+    assert "with your 10.0% margin" in text
 
 
 @pytest.mark.parametrize(("fits", "without_margin", "engine", "expected"), [
@@ -636,3 +644,111 @@ def test_ranking_tables_have_one_row_per_card_and_a_cuda_filter():
         cards = re.findall(r'<tr data-stack="(\w+)"><td>.*?</td><td>(.*?) ×', table)
         assert len({name for _, name in cards}) == len(cards) > 0
     assert 'data-stack="rocm"' in html
+
+
+# ---------------------------------------------------------------- one verdict everywhere
+
+# Models around the 24, 48 and 80 GB boundaries, every method, cards of three classes: the
+# grid holds each verdict state (checked below), so every agreement is tested on each.
+VERDICT_GRID = [(model, method, gpu)
+                for model in ("qwen3-4b", "llama-3.1-8b", "qwen3-14b")
+                for method in ("full", "lora", "qlora")
+                for gpu in ("rtx-4090", "l40s", "h100-sxm")]
+WORDS = {lang: {state: STRINGS[lang]["ui"]["verdict_" + state]
+                for state in ("fits", "borderline", "does_not_fit")} for lang in ("es", "en")}
+
+
+def _walk(node):
+    if isinstance(node, list):
+        yield node
+        for child in node[2:]:
+            yield from _walk(child)
+
+
+def _text(node) -> str:
+    return node if isinstance(node, str) else "".join(_text(c) for c in node[2:])
+
+
+def _find(tree, pred):
+    return [n for n in _walk(tree) if isinstance(n[1], dict) and pred(n[1])]
+
+
+def _grid_plan(model, method, gpu, **more):
+    request = dict(calculator.default_request(), model=model, method=method, gpu=gpu, **more)
+    request["precision"] = calculator.METHOD_DEFAULTS["precision"][method]
+    return calc.run("plan", request)["result"]
+
+
+def test_the_grid_holds_every_verdict():
+    states = {_grid_plan(*cell)["fits"][cell[2]]["verdict"] for cell in VERDICT_GRID}
+    assert states == {"fits", "borderline", "does_not_fit"}
+
+
+@pytest.mark.parametrize(("model", "method", "gpu"), VERDICT_GRID)
+def test_headline_body_cards_table_and_solvers_say_one_verdict(model, method, gpu):
+    """The headline, the "fits the chosen card?" figure, the notes and warnings of the body,
+    the cards table's row of the chosen card and the max micro-batch all say the verdict
+    calc's plan gives the chosen card, in both languages; no margin is named when none is set."""
+    result = _grid_plan(model, method, gpu)
+    state = result["fits"][gpu]["verdict"]
+    mb = result["memory"]["request"]["micro_batch_size"]
+    for lang in ("es", "en"):
+        tree = view.render_results(result, lang, STRINGS[lang])
+        words = WORDS[lang]
+        headline = _find(tree, lambda a: "calc-verdict" in a.get("class", "").split())
+        assert [h[1]["data-verdict"] for h in headline] == [state]
+        word = _find(headline[0], lambda a: a.get("class") == "calc-verdict-word")
+        assert _text(word[0]) == words[state]
+        kpi = _find(tree, lambda a: a.get("data-output") == "fits_selected_gpu")
+        assert [_text(k) for k in kpi] == [words[state]]
+        row = _find(tree, lambda a: a.get("data-output") == f"fits.{gpu}.fits")
+        assert [r[1]["data-verdict"] for r in row] == [state] and _text(row[0]) == words[state]
+        # the body: the note under the plan and the warning say the same state
+        codes = result["warnings"]
+        assert ("does_not_fit_selected_gpu" in codes) == (state == "does_not_fit")
+        assert ("borderline_selected_gpu" in codes) == (state == "borderline")
+        notes = _find(tree, lambda a: "calc-not-fit-note" in a.get("class", ""))
+        expected_note = {"fits": [], "borderline": [STRINGS[lang]["ui"]["borderline_note"]],
+                         "does_not_fit": [STRINGS[lang]["ui"]["not_fit_note"]]}[state]
+        assert [_text(n) for n in notes] == expected_note
+        # the max micro-batch agrees with the request's own micro-batch
+        solver = result["solvers"]["max_micro_batch_size"]
+        fits_up_to = solver["value"] if solver["found"] else 0
+        possible_up_to = solver.get("borderline_value", fits_up_to)
+        assert (fits_up_to >= mb) == (state == "fits")
+        assert (possible_up_to >= mb) == (state != "does_not_fit")
+        label = view.label("solver_max_micro_batch_size", STRINGS[lang])
+        kpi = [k for k in _find(tree, lambda a: a.get("class") == "calc-kpi") if _text(k[2]) == label]
+        shown = _text(kpi[0][3])
+        assert (STRINGS[lang]["ui"]["not_found"] in shown) == (possible_up_to == 0)
+        # no "safety margin" wording: the margin is 0
+        text = _text(tree).lower()
+        assert "margen de seguridad" not in text and "safety margin" not in text
+
+
+@pytest.mark.parametrize(("model", "method", "gpu"), [("llama-3.1-8b", "lora", "rtx-4090"),
+                                                      ("llama-3.1-8b", "full", "h100-sxm")])
+def test_what_to_change_says_what_the_changed_setup_gets(model, method, gpu):
+    """Each suggestion's verdict is the verdict calc gives the request with its changes
+    applied (what the calculator shows after "apply")."""
+    result = _grid_plan(model, method, gpu)
+    assert result["suggestions"]
+    base = dict(result["memory"]["request"], model=model, gpu=gpu,
+                dataset_tokens=calculator.PAGE_DEFAULTS["dataset_tokens"])
+    base.pop("profile_keys", None)
+    for item in result["suggestions"][:4]:
+        applied = calc.run("plan", dict(base, **item["changes"]))["result"]
+        assert item["verdict"] == applied["fits"][gpu]["verdict"], item["action"]
+        assert item["fits"] == (item["verdict"] == "fits")
+
+
+def test_the_reported_contradictions_are_gone():
+    """Llama 3.1 8B LoRA on an RTX 4090: borderline in the headline, the body, the cards
+    table and the max micro-batch (not "does not fit ... even with 1")."""
+    result = _grid_plan("llama-3.1-8b", "lora", "rtx-4090")
+    assert result["fits"]["rtx-4090"]["verdict"] == "borderline"
+    tree = view.render_results(result, "es", STRINGS["es"])
+    text = _text(tree)
+    assert "no cabe ni con 1" not in text
+    assert "al límite hasta" in text
+    assert "No cabe en la tarjeta elegida" not in text

@@ -6,11 +6,9 @@ is described, and the site, the CLI and the catalogue list the same languages.""
 from __future__ import annotations
 
 import csv
-import importlib
 import io
 import json
 import re
-from enum import Enum
 from pathlib import Path
 
 import pytest
@@ -40,18 +38,9 @@ def _entries(lang: str) -> dict[str, object]:
 
 def closed_fields() -> dict[str, set[str]]:
     """Every request key of ``estimate`` and ``plan`` with a closed set of values."""
-    from calc.gpus import TIERS
-    from calc.request import ESTIMATE_FIELDS
+    from calc.fields import field_specs
 
-    fields = dict(ESTIMATE_FIELDS)
-    fields.update(importlib.import_module("calc.plan").PLAN_FIELDS)
-    out = {}
-    for key, (_default, kind, _extra) in fields.items():
-        if isinstance(kind, type) and issubclass(kind, Enum):
-            out[key] = {m.value for m in kind}
-        elif kind == "tier":
-            out[key] = set(TIERS)
-    return out
+    return {spec.key: set(spec.choices) for spec in field_specs("plan") if spec.choices is not None}
 
 
 # --------------------------------------------------------------------- the scan
@@ -322,12 +311,12 @@ def test_a_validation_note_is_an_id_worded_in_each_language():
 def described_constants() -> dict[str, set[str]]:
     """What must be described (calc's numeric constants, ``default:<field>`` for each number a
     plan request defaults to) and what the catalogue describes, per language."""
-    from calc.plan import PLAN_FIELDS
+    from calc.fields import BY_KEY, PLAN, keys
     from macros.methodology import numeric_constants
 
     wanted = set(numeric_constants()) | {
-        f"default:{k}" for k, (default, *_rest) in PLAN_FIELDS.items()
-        if isinstance(default, (int, float)) and not isinstance(default, bool)}
+        f"default:{k}" for k in keys(PLAN)
+        if isinstance(BY_KEY[k].default, (int, float)) and not isinstance(BY_KEY[k].default, bool)}
     return {"wanted": wanted, **{lang: set(load(lang)["constants"]) for lang in LANGS}}
 
 

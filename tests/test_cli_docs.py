@@ -8,8 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 import calc
-from calc.plan import PLAN_FIELDS
-from calc.request import ESTIMATE_FIELDS
+from calc.fields import PLAN, field_specs, keys
 from macros import cli_docs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,9 +22,9 @@ def env(lang: str, url: str = "api/"):
 def test_flags_tables_list_every_key(lang):
     estimate = cli_docs.cli_flags_table(env(lang), "estimate")
     plan = cli_docs.cli_flags_table(env(lang), "plan")
-    for key in ESTIMATE_FIELDS:
+    for key in [spec.key for spec in field_specs("estimate")]:
         assert f"`--{key.replace('_', '-')}`" in estimate
-    for key in PLAN_FIELDS:
+    for key in keys(PLAN):
         assert f"`--{key.replace('_', '-')}`" in plan
     assert "`--no-gradient-checkpointing`" in estimate
 
@@ -92,6 +91,6 @@ def test_browser_bundle_leaves_the_command_line_out(tmp_path):
     with zipfile.ZipFile(io.BytesIO(calc_bundle.build_bundle(calc_bundle.bundle_members()))) as archive:
         archive.extractall(tmp_path)
     code = ("import sys; sys.path.insert(0, '.'); import calc; assert calc.__file__.startswith(sys.argv[1]); r = calc.run('plan', {'model': 'llama-3.2-1b', 'dataset_tokens': 1e6, 'gpu': 'l4'});"
-            "assert 'result' in r; assert calc.plan.PLAN_FIELDS; print('ok')")
+            "assert 'result' in r; assert calc.plan.PlanOptions; print('ok')")
     proc = subprocess.run([sys.executable, "-I", "-c", code, str(tmp_path)], cwd=tmp_path, capture_output=True, timeout=60)
     assert proc.stdout.decode().strip() == "ok", proc.stderr.decode()

@@ -8,17 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calc.cli.fields import field_specs
-from calc.cli.flags import flags_for_request, parse_number
-from calc.plan import PLAN_FIELDS
-from calc.request import ESTIMATE_FIELDS
-from cli_run import dumps, requests, run_main
+from calc.cli.flags import parse_number
+from calc.fields import field_specs
+from cli_run import dumps, flags_for_request, requests, run_main
 
 
 def test_every_request_key_has_its_flag():
     rc, out, _ = run_main(["plan", "--help", "--lang", "en"])
     assert rc == 0
-    for key, (_, kind, _) in {**ESTIMATE_FIELDS, **PLAN_FIELDS}.items():
+    for key, kind in ((spec.key, spec.kind) for spec in field_specs("plan")):
         flag = "--" + key.replace("_", "-")
         if kind == "bool":  # --help writes the pair --key / --no-key as --[no-]key
             assert "--[no-]" + key.replace("_", "-") in out, flag

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from calc.cli.fields import field_specs
+from calc.fields import field_specs
 from calc.cli.helptext import examples, field_help
 from calc.cli.messages import Messages, default_lang
 from cli_run import run_main
@@ -111,7 +111,9 @@ def test_estimate_help_is_short_and_groups_the_library_behaviours():
     for lang, heading in (("en", "library behaviours"), ("es", "comportamientos de la biblioteca")):
         rc, out, _ = run_main(["estimate", "--help", "--lang", lang])
         lines = out.splitlines()
-        assert rc == 0 and len(lines) < 250, len(lines)  # 334 (en) and 363 (es) with every flag alike
+        # 334 (en) and 363 (es) with every flag alike; the data's two flags (sample lengths,
+        # batching) take 20 lines in Spanish
+        assert rc == 0 and len(lines) < 275, len(lines)
         assert lines[0].startswith("usage: python -m calc estimate [") and lines[3] == ""
         head = next(i for i, line in enumerate(lines) if line.startswith(heading))
         tail = next(i for i in range(head + 1, len(lines)) if lines[i] and not lines[i].startswith(" "))

@@ -17,7 +17,7 @@ from calc.cli.messages import Messages
 from calc.cli.table import render_estimate, render_plan
 from calc.memory import estimate_dict
 from calc.plan import plan_dict
-from cli_run import dumps, run_main
+from cli_run import dumps, flags_for_request, run_main
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
@@ -43,7 +43,7 @@ PLAN = {
         {"id": "h100-sxmx4-zero3", "gpu": "h100-sxm", "num_gpus": 4, "sharding": "zero3", "cost_usd": 15.76,
          "time_hours": 3.4},
         {"id": "l4x1-none", "gpu": "l4", "num_gpus": 1, "sharding": "none", "cost_usd": 16.1, "time_hours": 13.9}]},
-    "warnings": ["does_not_fit_selected_gpu"],
+    "warnings": ["borderline_selected_gpu"],
 }
 REQUEST = {"model": "llama-3.1-8b", "method": "qlora", "seq_len": 4096, "micro_batch_size": 2}
 PLAN_REQUEST = {**REQUEST, "dataset_tokens": 5e7, "gpu": "rtx-4090"}
@@ -92,22 +92,48 @@ def test_no_margin_no_margin_words():
     assert "Verdict\n" in text and "margin" not in text.split("Verdict")[1].split("\n")[1]
 
 
-def test_estimate_verdict_judges_the_device_range_when_calc_has_one(monkeypatch):
-    """calc.recommend may give an estimate a device range (device_range); the CLI then passes
-    it to fit_entry as plan does."""
+def test_estimate_verdict_is_the_one_verdict(monkeypatch):
+    """``estimate --gpu`` judges with calc.recommend.judge on need_of(estimate), as plan does:
+    replacing what a run needs (need_of) changes the CLI's verdict too."""
     from calc import recommend
     from calc.cli.commands import estimate_verdicts
     from calc.gpus import get_gpu
-    seen = {}
 
-    def fake_fit(total, memory, margin, device_range_bytes=None):
-        seen["range"] = device_range_bytes
-        return {"fits": True, "verdict": "borderline", "required_bytes": 1, "memory_bytes": memory}
+    card = get_gpu("l4")
+    monkeypatch.setattr(recommend, "need_of", lambda est: recommend.Need(5, card.memory_bytes - 1,
+                                                                          card.memory_bytes + 1))
+    out = estimate_verdicts({"device_total_bytes": 5}, [card], 0.0)
+    assert out["l4"]["verdict"] == "borderline" and out["l4"]["device_range_bytes"] == [
+        card.memory_bytes - 1, card.memory_bytes + 1]
 
-    monkeypatch.setattr(recommend, "device_range", lambda est: (1, 2), raising=False)
-    monkeypatch.setattr(recommend, "fit_entry", fake_fit)
-    out = estimate_verdicts({"device_total_bytes": 5}, [get_gpu("l4")], 0.0)
-    assert seen["range"] == (1, 2) and out["l4"]["verdict"] == "borderline"
+
+@pytest.mark.parametrize("model, method, gpu", [
+    (model, method, gpu) for model in ("qwen3-4b", "llama-3.1-8b", "qwen3-14b")
+    for method in ("full", "lora", "qlora") for gpu in ("rtx-4090", "l40s", "h100-sxm")])
+def test_cli_verdicts_say_what_the_plan_says(model, method, gpu):
+    """The verdict line of ``plan --table`` and of ``estimate --gpu --table`` name the state the
+    plan's cards table holds for that card, in both languages, and no margin unless one is set."""
+    from calc.cli.commands import estimate_verdicts
+    from calc.gpus import get_gpu
+    from calc.reference import PRECISION
+
+    request = {"model": model, "method": method, "precision": PRECISION[method], "gpu": gpu,
+               "dataset_tokens": 1e8}
+    plan = plan_dict(request)
+    state = plan["fits"][gpu]["verdict"]
+    est = estimate_dict({k: v for k, v in request.items() if k not in ("gpu", "dataset_tokens")})
+    entry = estimate_verdicts(est, [get_gpu(gpu)], 0.0)[gpu]
+    assert entry["verdict"] == state
+    for lang in ("es", "en"):
+        msg = Messages(lang)
+        word = msg.message("cli.verdict." + state, state)
+        others = [msg.message("cli.verdict." + s, s) for s in ("fits", "borderline", "does_not_fit")
+                  if s != state]
+        for text in (render_plan(plan, msg), render_estimate(est, msg, {gpu: entry}, 0.0)):
+            line = next(x for x in text.splitlines() if get_gpu(gpu).name in x and "GiB" in x)
+            verdict = line.split(get_gpu(gpu).name, 1)[1].strip()
+            assert verdict.startswith(word) and not any(verdict.startswith(o + " ") for o in others)
+            assert "margen" not in line and "margin" not in line
 
 
 @pytest.mark.parametrize("command, request_obj, compute", [
@@ -117,8 +143,7 @@ def test_json_is_todays_bytes(command, request_obj, compute):
     expected = json.dumps(compute(request_obj), indent=2, ensure_ascii=False) + "\n"
     assert run_main([command, "--request", "-"], stdin=dumps(request_obj))[1] == expected
     assert run_main([command, "--request", "-", "--json"], tty=True, stdin=dumps(request_obj))[1] == expected
-    from calc.cli.fields import field_specs
-    from calc.cli.flags import flags_for_request
+    from calc.fields import field_specs
     flags = flags_for_request(request_obj, field_specs(command))
     assert run_main([command, *flags, "--json", "--lang", "es"], tty=True)[1] == expected
 

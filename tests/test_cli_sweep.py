@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from calc.cli.fields import spec_by_key
+from calc.fields import spec_by_key
 from calc.cli.sweep import sweep_values
 from calc.memory import estimate_dict
 from calc.plan import plan_dict
@@ -108,9 +108,8 @@ def test_sweep_values():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from calc.cli.fields import field_specs  # noqa: E402
-from calc.cli.flags import flags_for_request  # noqa: E402
-from cli_run import requests  # noqa: E402
+from calc.fields import field_specs  # noqa: E402
+from cli_run import flags_for_request, requests  # noqa: E402
 
 _SWEEPABLE = [s for s in field_specs("estimate") if s.kind in ("int", "enum")]
 

@@ -14,12 +14,14 @@ import pytest
 from calc.config_import import detect_format, export_config, import_config
 from calc.config_import.cli import import_file
 from calc.errors import InputError
-from calc.request import ESTIMATE_FIELDS, parse_estimate_request
+from calc.fields import spec_by_key
+from calc.request import parse_estimate_request
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "tests" / "configs"
 FIXTURES = sorted(p for p in CONFIGS.glob("*/*") if not p.name.startswith("ds_z") and p.parent.name != "invalid")
 FORMATS = ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate")
+ESTIMATE_KEYS = spec_by_key("estimate")
 
 
 def _normal(request: dict) -> dict:
@@ -52,7 +54,7 @@ def test_fixture_imports_to_valid_request_and_is_detected(path):
         assert entry["status"] in ("used", "ignored", "unknown")
         assert (entry["field"] is not None) == (entry["status"] == "used")
         if entry["status"] == "used":
-            assert entry["field"] in ESTIMATE_FIELDS or entry["field"] in ("epochs", "dataset_tokens")
+            assert entry["field"] in ESTIMATE_KEYS or entry["field"] in ("epochs", "dataset_tokens")
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -205,23 +207,15 @@ def test_torchtune_values():
 
 
 @pytest.mark.parametrize("fmt", ["axolotl", "trl", "llamafactory", "torchtune"])
-def test_framework_key_when_the_request_has_it(fmt, monkeypatch):
+def test_framework_key_names_the_files_training_library(fmt):
     path = next(p for p in FIXTURES if p.parent.name == fmt)
-    without = import_file(str(path))["request"]
-    if "framework" in ESTIMATE_FIELDS:
-        assert without["framework"] == ("torchtune" if fmt == "torchtune" else "hf-trainer")
-    else:
-        assert "framework" not in without
-        monkeypatch.setitem(ESTIMATE_FIELDS, "framework", ("hf-trainer", "str", None))
-        got = import_file(str(path))["request"]["framework"]
-        assert got == ("torchtune" if fmt == "torchtune" else "hf-trainer")
+    got = import_file(str(path))["request"]["framework"]
+    assert got == ("torchtune" if fmt == "torchtune" else "hf-trainer")
 
 
-def test_llamafactory_unsloth_sets_framework(monkeypatch):
+def test_llamafactory_unsloth_sets_framework():
     text = "model_name_or_path: meta-llama/Llama-3.1-8B\nfinetuning_type: lora\nuse_unsloth: true\n"
-    if "framework" not in ESTIMATE_FIELDS:
-        assert _keys(import_config(text))["use_unsloth"]["status"] == "unknown"
-        monkeypatch.setitem(ESTIMATE_FIELDS, "framework", ("hf-trainer", "str", None))
+    assert _keys(import_config(text))["use_unsloth"]["status"] == "used"
     assert import_config(text)["request"]["framework"] == "unsloth"
 
 
@@ -339,7 +333,7 @@ def test_browser_entry_never_raises_and_fills_the_whole_form():
 
     out = json.loads(handle("import", json.dumps({"text": (CONFIGS / "trl/lora.json").read_text()})))
     form = out["result"]["form"]
-    assert set(form) >= set(ESTIMATE_FIELDS) - {"model"}
+    assert set(form) >= set(ESTIMATE_KEYS) - {"model"}
     assert form["lora_rank"] == 32 and form["epochs"] == 2
     exported = json.loads(handle("export", json.dumps({"request": out["result"]["request"], "format": "axolotl"})))
     assert exported["result"]["text"] == export_config(out["result"]["request"], "axolotl")

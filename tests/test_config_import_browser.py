@@ -16,7 +16,7 @@ from calculator_page import assert_parity, request_for
 
 from calc.config_import import export_config
 from calc.config_import.cli import import_file
-from calc.plan import PLAN_FIELDS
+from calc.fields import PLAN, keys
 from macros import calculator
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -51,7 +51,7 @@ def test_pasted_config_gives_the_cli_numbers(calc_page, name):
     paste_and_import(calc_page, path.read_text())
     result = import_file(str(path))
     defaults = calculator.default_request()
-    overrides = {k: v for k, v in defaults.items() if k in PLAN_FIELDS and k not in result.get("plan", {})}
+    overrides = {k: v for k, v in defaults.items() if k in keys(PLAN) and k not in result.get("plan", {})}
     response = cli_plan(path, overrides)
     assert_parity(calc_page.outputs(), response, calc_page.lang)
     page = calc_page.page
@@ -77,7 +77,7 @@ def test_export_buttons_write_the_formats(calc_page):
     page = calc_page.page
     query = dict(parse_qsl(urlsplit(page.url).query))
     # the page sends its whole plan request; the exporters write the estimate keys and epochs
-    request = {k: v for k, v in request_for(query).items() if k not in PLAN_FIELDS or k == "epochs"}
+    request = {k: v for k, v in request_for(query).items() if k not in keys(PLAN) or k == "epochs"}
     for fmt in ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate"):
         page.click(f'#calc button.calc-export[data-format="{fmt}"]')
         page.wait_for_function("f => document.getElementById('calc').dataset.exportStatus === f", arg=fmt)

@@ -259,12 +259,12 @@ def _tables():
 def test_key_tables_name_the_fields_their_keys_set(fmt):
     """A table's ``fields`` are what the fixtures' top-level keys really set."""
     from calc.config_import.cli import import_file
-    from calc.request import ESTIMATE_FIELDS
+    from calc.fields import spec_by_key
 
     tables = _tables()[fmt]
     for table in tables:
         for spec in table.values():
-            assert set(spec.fields) <= set(ESTIMATE_FIELDS) | {"epochs", "dataset_tokens"}
+            assert set(spec.fields) <= set(spec_by_key("estimate")) | {"epochs", "dataset_tokens"}
     for path in sorted((ROOT / "tests" / "configs" / fmt).iterdir()):
         if path.name.startswith("ds_z"):
             continue
@@ -273,3 +273,58 @@ def test_key_tables_name_the_fields_their_keys_set(fmt):
             spec = next((t[top] for t in tables if top in t), None)
             if entry["status"] == "used" and spec is not None and "." not in entry["key"]:
                 assert set(entry.get("fields") or [entry["field"]]) <= set(spec.fields), (path.name, entry)
+
+
+def _nested_keys(key, fmt):
+    """The key-table entries a dotted key goes through, outermost first (FSDP names also
+    without their ``fsdp_`` prefix); stops where an entry has no table of its own."""
+    from calc.config_import import sections
+
+    tables = [sections.DEEPSPEED] if fmt == "deepspeed" else _tables()[fmt]
+    parts = key.split(".")
+    spec = next((t[parts[0]] for t in tables if parts[0] in t), None)
+    found = [spec] if spec is not None else []
+    for part in parts[1:]:
+        if spec is None or spec.table is None:
+            return found, False
+        spec = spec.table.get(part) or spec.table.get(part.removeprefix("fsdp_"))
+        if spec is None:
+            return found, False
+        found.append(spec)
+    return found, True
+
+
+@pytest.mark.parametrize("fmt", ["axolotl", "trl", "torchtune", "accelerate", "deepspeed"])
+def test_nested_sections_are_key_tables_naming_the_fields_they_set(fmt):
+    """DeepSpeed's ``zero_optimization``, an FSDP config, bitsandbytes' and peft's configs and
+    torchtune's components are read through tables: every key of theirs a fixture uses is an
+    entry of its section's table, whose ``fields``, and each enclosing entry's, name what it set."""
+    from calc.config_import.cli import import_file
+    from calc.fields import spec_by_key
+
+    nested = 0
+    for path in sorted((ROOT / "tests" / "configs" / fmt).iterdir()):
+        for entry in import_file(str(path))["keys"]:
+            if entry["status"] != "used" or "." not in entry["key"]:
+                continue
+            specs, complete = _nested_keys(entry["key"], fmt)
+            assert complete, (path.name, entry["key"])
+            nested += 1
+            for spec in specs:
+                assert set(spec.fields) <= set(spec_by_key("estimate")) | {"epochs", "dataset_tokens"}
+                assert set(entry.get("fields") or [entry["field"]]) <= set(spec.fields), (path.name, entry, spec)
+    assert nested
+
+
+def test_torchtune_components_of_the_wrong_type_are_reported_not_raised():
+    """A loss component that is not a name, and an SGD momentum written as text, are keys
+    the file gets wrong: reported, and the import goes on."""
+    text = ("model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\n"
+            "loss:\n  _component_: [torchtune.modules.loss.CEWithChunkedOutputLoss]\n"
+            "optimizer:\n  _component_: torch.optim.SGD\n  momentum: high\n")
+    result = import_config(text, "torchtune")
+    statuses = {e["key"]: e for e in result["keys"]}
+    assert statuses["loss._component_"]["status"] == "unknown"
+    assert statuses["optimizer.momentum"]["status"] == "invalid"
+    assert statuses["optimizer.momentum"]["reason"] == "not_a_number"
+    assert result["request"]["optimizer"] == "sgd" and result["request"]["chunked_loss"] is False

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-from enum import Enum
 
 import pytest
 
@@ -14,8 +13,8 @@ from calc.catalogue import LANGS, catalogue
 from calc.errors import InputError
 from calc.fields import (BEHAVIOUR, BY_KEY, FIELDS, GROUPS, KINDS, PLAN, READER, field_specs, keys,
                          spec_by_key)
-from calc.plan import PLAN_FIELDS, PlanOptions
-from calc.request import ESTIMATE_FIELDS, EstimateRequest, parse_estimate_request
+from calc.plan import PlanOptions
+from calc.request import EstimateRequest, parse_estimate_request
 
 
 def test_each_key_once_in_a_known_group_and_kind():
@@ -71,15 +70,6 @@ def test_the_request_classes_carry_exactly_the_registry_keys():
             assert value == spec.default or spec.key in ("lora_targets",), spec.key
 
 
-def test_the_older_tables_are_views_of_the_registry():
-    assert ESTIMATE_FIELDS == {s.key: s.legacy() for s in field_specs("estimate")}
-    assert PLAN_FIELDS == {k: BY_KEY[k].legacy() for k in keys(PLAN)}
-    assert ESTIMATE_FIELDS["method"][1].__name__ == "Method" and issubclass(ESTIMATE_FIELDS["method"][1], Enum)
-    assert PLAN_FIELDS["price_tier"][1] == "tier"
-    assert PLAN_FIELDS["dataset_tokens"][1:] == ("required_number", (1.0, 1e15, True))
-    assert ESTIMATE_FIELDS["seq_len"][2] == 4_194_304
-
-
 @pytest.mark.parametrize("key, value, code", [
     ("seq_len", 0, "not_positive"), ("seq_len", 2.5, "not_integer"),
     ("lora_dropout", 1.0, "out_of_range"), ("method", "dora", "unknown_value"),
@@ -105,13 +95,6 @@ def test_the_schema_does_not_need_the_cli():
     code = "import sys, calc.schema; calc.schema.request_schema('plan'); print('calc.cli' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-
-
-def test_cli_specs_are_the_registry():
-    from calc.cli import fields as cli_fields
-
-    assert cli_fields.field_specs("plan") == field_specs("plan")
-    assert cli_fields.spec_by_key("estimate") == spec_by_key("estimate")
 
 
 def test_help_of_mfu_says_what_the_default_depends_on():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -14,7 +15,7 @@ import pytest
 import calc
 from calc import gpus
 from conftest import REPO_ROOT, parse_page, site_pages
-from calc.numfmt import KINDS, parse_number, shown_value
+from calc.numfmt import KINDS, format_kind, parse_number
 from page_numbers import expected_raw, response_for
 
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
@@ -68,7 +69,8 @@ def test_generated_numbers_equal_calc(page, site_server, pages):
             response, request = cache[cell["source"]]
             raw = expected_raw(cell["field"], response, request)
             shown = parse_number(cell["text"], lang)
-            assert shown == shown_value(raw, cell["kind"]), f"{where}: {cell['text']!r} vs {raw}"
+            rounded = parse_number(format_kind(raw, cell["kind"], lang), lang)  # as calc shows it
+            assert shown == rounded, f"{where}: {cell['text']!r} vs {raw}"
             assert float(cell["value"]) == pytest.approx(raw, rel=1e-12), where
             checked[url] = checked.get(url, 0) + 1
     for guide in GUIDES:
@@ -123,6 +125,10 @@ def test_named_cards_and_models_equal_calc(page, site_server, pages):
                 if got:
                     gpu_id = got if kind == "gpu" else got.rsplit("x", 1)[0]
                     assert names[gpu_id] in cell["text"], where
+            elif kind == "model-borderline":  # named as borderline: calc says so
+                assert plan_of(cell["fits"])["fits"][cell["gpu"]]["verdict"] == "borderline", where
+                assert cell["text"] == model_names[cell["ref"]], where
+                continue
             elif kind == "model":
                 gpu_id = cell["gpu"]
                 if cell["ref"]:
@@ -142,13 +148,104 @@ def test_named_cards_and_models_equal_calc(page, site_server, pages):
 # --- static checks of the built HTML -----------------------------------------
 
 
+class _VerdictParser(HTMLParser):
+    """Elements that state a verdict or name the largest model that fits (``data-ref`` of kind
+    ``model`` / ``model-borderline``, ``data-verdict`` with a source), in document order, with
+    the table they sit in (``None`` in running text) and the card-class list item they sit in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[dict] = []
+        self.table: list[str | None] = []
+        self.items: list[str] = []
+        self.text_of_item = ""
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table":
+            self.table.append(a.get("data-table"))
+        if tag == "li":
+            self.items.append("")
+        kind = a.get("data-ref-kind")
+        if kind in ("model", "model-borderline") or ("data-verdict" in a and "data-source" in a):
+            self.found.append({**a, "table": self.table[-1] if self.table else None,
+                               "item": len(self.items) if self.items else None})
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self.table:
+            self.table.pop()
+
+
+def _verdict_elements(built_site: Path, rel: str) -> list[dict]:
+    parser = _VerdictParser()
+    parser.feed((built_site / rel).read_text(encoding="utf-8"))
+    return parser.found
+
+
+@pytest.mark.parametrize("prefix", ["", "en/"])
+def test_guides_prose_states_calcs_verdicts_and_agrees_with_the_tables(built_site, prefix):
+    """The VRAM guide's verdicts in running text (card classes, inline verdict words) are
+    calc's: each inline verdict equals the plan's verdict for its card; each class names, per
+    method, a model whose verdict is fits on the class's smallest card, the next larger is not
+    fits, a model named borderline is borderline; and the class sentences never claim more than
+    the per-card table below them (a card with at least the class's memory fits at least as
+    large a model)."""
+    from calc import presets
+
+    sizes = {p["id"]: p["params_total"] for p in presets.presets_listing()}
+    memory = {g.id: g.memory_bytes for g in gpus.all_gpus()}
+    plans: dict[str, dict] = {}
+
+    def plan_of(source: str) -> dict:
+        if source not in plans:
+            plans[source] = calc.plan_setup(json.loads(source)["request"])
+        return plans[source]
+
+    found = _verdict_elements(built_site, prefix + "guides/vram/index.html")
+    prose = [f for f in found if f["table"] is None]
+    table = [f for f in found if f["table"] == "gpu_typical" and f.get("data-ref-kind") == "model"]
+    inline = [f for f in prose if "data-verdict" in f]
+    assert len(inline) >= 5 and table
+    for f in inline:
+        request = json.loads(f["data-source"])["request"]
+        assert plan_of(f["data-source"])["fits"][request["gpu"]]["verdict"] == f["data-verdict"]
+    classes = [f for f in prose if f.get("data-ref-kind") == "model"]
+    assert len(classes) >= 12  # four classes x three methods
+    def method_of(f: dict) -> tuple:
+        source = f.get("data-fits-source") or f.get("data-no-fit-source")
+        request = json.loads(source)["request"]
+        return request["method"], request.get("precision")
+
+    for f in classes:
+        gpu = f["data-gpu"]
+        if f.get("data-fits-source"):
+            assert plan_of(f["data-fits-source"])["fits"][gpu]["verdict"] == "fits"
+        if f.get("data-no-fit-source"):
+            assert plan_of(f["data-no-fit-source"])["fits"][gpu]["verdict"] != "fits"
+        for t in table:
+            if method_of(t) == method_of(f) and memory[t["data-gpu"]] >= memory[gpu]:
+                assert sizes.get(t["data-ref"], 0) >= sizes.get(f["data-ref"], 0), (gpu, t["data-gpu"])
+    for f in (f for f in prose if f.get("data-ref-kind") == "model-borderline"):
+        assert plan_of(f["data-fits-source"])["fits"][f["data-gpu"]]["verdict"] == "borderline"
+
+
+@pytest.mark.parametrize("rel", ["guides/vram/index.html", "guides/cloud/index.html",
+                                 "en/guides/vram/index.html", "en/guides/cloud/index.html"])
+def test_guides_add_no_margin_on_top_of_the_range(built_site, rel):
+    """The guides do not tell readers to add 20-30 % to a figure that carries its range."""
+    import re
+
+    text = re.sub(r"<[^>]+>", " ", (built_site / rel).read_text(encoding="utf-8"))
+    assert not re.search(r"20\s*[-–]\s*30\s*%", text), rel
+
+
 @pytest.mark.parametrize("prefix", ["", "en/"])
 def test_methodology_documents_every_constant_and_column(built_site, prefix):
     """Every numeric module-level constant of calc, every numeric plan default and every data
     column appears on the methodology page in both languages (an undocumented one fails)."""
     import re
 
-    from calc.plan import PLAN_FIELDS
+    from calc.fields import BY_KEY, PLAN, keys
     from macros.methodology import data_file_columns, is_numeric_constant, numeric_constants
 
     text = (built_site / prefix / "methodology" / "index.html").read_text(encoding="utf-8")
@@ -156,7 +253,7 @@ def test_methodology_documents_every_constant_and_column(built_site, prefix):
     assert shown == set(numeric_constants())
     assert len(shown) >= 30
     defaults = set(re.findall(r'data-plan-default="([^"]+)"', text))
-    assert defaults == {k for k, v in PLAN_FIELDS.items() if is_numeric_constant(v[0])}
+    assert defaults == {k for k in keys(PLAN) if is_numeric_constant(BY_KEY[k].default)}
     columns = set(re.findall(r'data-column="([^"]+)"', text))
     assert columns == {f"{name}:{c}" for name in ("gpus.csv", "prices.csv", "models.json")
                        for c in data_file_columns(name)}

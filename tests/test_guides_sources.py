@@ -156,9 +156,9 @@ def test_every_validation_note_is_translated():
 
 def test_every_request_key_has_a_label():
     """Setup lists name request keys: every key of the estimate and plan requests has one."""
-    from calc.plan import PLAN_REQUEST_FIELDS
+    from calc.fields import spec_by_key
 
-    missing = [k for k in PLAN_REQUEST_FIELDS if k != "model" and not _has_label("label." + k)]
+    missing = [k for k in spec_by_key("plan") if k != "model" and not _has_label("label." + k)]
     assert missing == []
 
 

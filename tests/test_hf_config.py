@@ -225,7 +225,7 @@ INVALID = [
     ("hidden_size", "4096"), ("hidden_size", -4096), ("hidden_size", 0), ("hidden_size", 4096.0),
     ("hidden_size", True), ("num_hidden_layers", [32]), ("vocab_size", {"n": 1}),
     ("tie_word_embeddings", "yes"), ("tie_word_embeddings", 1), ("attention_bias", "false"),
-    ("num_key_value_heads", 5), ("num_key_value_heads", 64),
+    ("layer_types", "full_attention"), ("layer_types", [1] * 32), ("layer_types", [""] * 32),
 ]
 
 
@@ -238,17 +238,55 @@ def test_invalid_value(key, value):
     json.dumps(err.value.to_dict())
 
 
-@pytest.mark.parametrize("cfg,key,value", [
-    (MIXTRAL, "num_experts_per_tok", 9),
-    (FALCON, "num_attention_heads", 70),
-    ({**FALCON, "new_decoder_architecture": True, "num_kv_heads": 3}, "num_kv_heads", 3),
-    (GPT2, "n_head", 7),
-    ({k: v for k, v in LLAMA.items() if k != "num_key_value_heads"}, "num_attention_heads", 31),
-])
-def test_invalid_family_values(cfg, key, value):
+# Shapes that contradict each other: each its own code, naming the key (catalogue words in
+# both languages: tests/test_catalogue.py). A family that derives head_dim from hidden / heads
+# needs the heads to divide the hidden size; grouped-query attention needs the key/value heads
+# to divide the heads; transformers 5 ``layer_type_validation`` needs one layer type per layer;
+# a router cannot pick more experts than it has.
+INCONSISTENT = [
+    (MIXTRAL, "num_experts_per_tok", 9, "config_top_k_above_experts", 9),
+    (QWEN_MOE, "num_experts_per_tok", 61, "config_top_k_above_experts", 61),
+    (FALCON, "num_attention_heads", 70, "config_heads_indivisible", 70),
+    (NEOX, "num_attention_heads", 7, "config_heads_indivisible", 7),
+    (BLOOM, "n_head", 6, "config_heads_indivisible", 6),
+    (GPT2, "n_head", 7, "config_heads_indivisible", 7),
+    ({k: v for k, v in LLAMA.items() if k != "num_key_value_heads"}, "num_attention_heads", 31,
+     "config_heads_indivisible", 31),
+    (PHI, "num_attention_heads", 30, "config_heads_indivisible", 30),
+    (LLAMA, "num_key_value_heads", 5, "config_kv_heads_indivisible", 5),
+    (LLAMA, "num_key_value_heads", 64, "config_kv_heads_indivisible", 64),
+    ({**FALCON, "new_decoder_architecture": True, "num_kv_heads": 3}, "num_kv_heads", 3,
+     "config_kv_heads_indivisible", 3),
+    (LLAMA, "layer_types", ["full_attention"] * 31, "config_layer_types_length", 31),
+    (GEMMA2, "layer_types", ["sliding_attention", "full_attention"] * 14, "config_layer_types_length", 28),
+]
+
+
+@pytest.mark.parametrize("cfg,key,value,code,shown", INCONSISTENT,
+                         ids=[f"{c['model_type']}-{k}={v if not isinstance(v, list) else len(v)}"
+                              for c, k, v, _, _ in INCONSISTENT])
+def test_inconsistent_shapes_get_their_own_code(cfg, key, value, code, shown):
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config({**cfg, key: value})
-    assert (err.value.code, err.value.field) == ("config_invalid_value", f"hf_config.{key}")
+    assert (err.value.code, err.value.field, err.value.value) == (code, f"hf_config.{key}", shown)
+    json.dumps(err.value.to_dict())
+
+
+def test_inconsistent_shapes_of_a_text_config_name_its_key():
+    cfg = {"model_type": "gemma3", "text_config": {**GEMMA3, "layer_types": ["full_attention"]}}
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(cfg)
+    assert (err.value.code, err.value.field) == ("config_layer_types_length",
+                                                 "hf_config.text_config.layer_types")
+
+
+def test_consistent_layer_types_and_explicit_head_dim_are_read():
+    # one type per layer is read; Gemma's explicit head_dim needs no division of hidden
+    arch = arch_from_hf_config({**GEMMA2, "layer_types": ["sliding_attention", "full_attention"]
+                                * (GEMMA2["num_hidden_layers"] // 2)})
+    assert arch.num_layers == GEMMA2["num_hidden_layers"]
+    assert arch_from_hf_config({**LLAMA, "num_attention_heads": 31, "num_key_value_heads": 31,
+                                "head_dim": 128}).head_dim == 128
 
 
 @pytest.mark.parametrize("key,value", [("mlp_only_layers", [0, 1]), ("decoder_sparse_step", 2)])
@@ -320,7 +358,7 @@ _KEYS = sorted({k for base in _BASES for k in base} | {
     "new_decoder_architecture", "num_kv_heads", "parallel_attn", "bias", "ffn_hidden_size",
     "num_ln_in_parallel_attn", "n_inner", "n_positions", "mlp_only_layers",
     "decoder_sparse_step", "use_parallel_residual", "qk_layernorm", "n_embed", "text_config",
-    "use_qkv_bias"})
+    "use_qkv_bias", "layer_types"})
 
 
 @given(base=st.sampled_from(_BASES),
@@ -334,7 +372,9 @@ def test_any_mutation_gives_arch_or_config_error(base, changes, drop):
         arch = arch_from_hf_config(cfg)
     except ConfigError as err:
         assert err.code in {"config_missing_key", "config_invalid_value",
-                            "unsupported_architecture", "config_not_object"}
+                            "unsupported_architecture", "config_not_object",
+                            "config_heads_indivisible", "config_kv_heads_indivisible",
+                            "config_layer_types_length", "config_top_k_above_experts"}
         assert err.field.startswith("hf_config")
         json.dumps(err.to_dict(), allow_nan=False)
     else:
@@ -452,11 +492,18 @@ def test_new_families_missing_key(name, key):
     assert (err.value.code, err.value.field) == ("config_missing_key", "hf_config." + key)
 
 
-@pytest.mark.parametrize("name, key, value", [("gpt_oss", "num_experts_per_tok", 5),
-                                              ("llama4_text", "num_experts_per_tok", 9),
-                                              ("gpt_oss", "attention_bias", "yes"),
-                                              ("gpt_oss", "num_key_value_heads", 3)])
-def test_new_families_invalid_value(name, key, value):
+@pytest.mark.parametrize("name, key, value, code", [
+    ("gpt_oss", "num_experts_per_tok", 5, "config_top_k_above_experts"),
+    ("llama4_text", "num_experts_per_tok", 9, "config_top_k_above_experts"),
+    ("qwen3_moe", "num_experts_per_tok", 5, "config_top_k_above_experts"),
+    ("gpt_oss", "attention_bias", "yes", "config_invalid_value"),
+    ("gpt_oss", "num_key_value_heads", 3, "config_kv_heads_indivisible"),
+    ("gpt_oss", "layer_types", ["sliding_attention", "full_attention", "sliding_attention"],
+     "config_layer_types_length"),
+    ("qwen3", "layer_types", ["full_attention"], "config_layer_types_length"),
+    ("smollm3", "num_attention_heads", 6, "config_heads_indivisible"),  # 64 / 6, kv 2 divides 6
+])
+def test_new_families_invalid_value(name, key, value, code):
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config({**NEW_FAMILIES[name], key: value})
-    assert (err.value.code, err.value.field) == ("config_invalid_value", "hf_config." + key)
+    assert (err.value.code, err.value.field) == (code, "hf_config." + key)

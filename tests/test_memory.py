@@ -443,6 +443,66 @@ def test_moe_activations_follow_top_k(method, per_expert):
     assert block[2] == act.block_bytes_per_token(r.model, _cfg(r))  # the preset is that config
 
 
+# gpt-oss-20b: hidden 2880 = intermediate 2880, 64 heads of 64, 8 kv heads, 32 experts, top 4.
+# Its two expert matrices both read 2880 values: which one is the output projection comes from
+# the module names (transformers 5.17 modeling_gpt_oss / integrations/moe.py), not the widths.
+GPT_OSS_H = GPT_OSS_M = 2880
+
+
+def test_gpt_oss_block_bytes_lora_attention_flash():
+    r = req(model="gpt-oss-20b", method="lora", lora_rank=16, attention="flash",
+            lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"])
+    h, m, a = GPT_OSS_H, GPT_OSS_M, 2
+    norms = 2 * (4 * h + 4)  # GptOssRMSNorm: hidden_states.to(torch.float32); * torch.rsqrt(...)
+    qkv_input = a * h        # q_proj/k_proj/v_proj(hidden_states): one saved input for the adapters
+    flash = a * (2 * 4096 + 2 * 512) + 4 * 64  # q, out at 64 heads, k, v at 8, fp32 lse
+    # per routed expert (grouped_mm_experts_forward): GptOssExperts._apply_gate keeps the fused
+    # 2m output (gate_up[..., ::2].clamp saves its input), sigmoid's output, the clamped gate,
+    # (up + 1) and glu (6m); weighted_out = proj_out * sample_weights_g saves proj_out (h)
+    experts = 4 * a * (6 * m + h)
+    router = 4 * 32          # calc's fp32 routing probabilities
+    rank = 4 * a * 16        # lora_B saves lora_A's output, q, k, v, o
+    expected = norms + qkv_input + flash + experts + router + rank
+    assert expected == 209_032
+    assert act.block_bytes_per_token(r.model, _cfg(r)) == expected
+
+
+def test_gpt_oss_block_bytes_full_eager():
+    # transformers 5.17 runs gpt-oss with eager attention (GptOssPreTrainedModel._supports_sdpa
+    # is False); s = 4096
+    r = req(model="gpt-oss-20b", method="full", attention="eager", seq_len=4096)
+    h, m, a, s = GPT_OSS_H, GPT_OSS_M, 2, 4096
+    # (self.weight * hidden_states).to(input_dtype): the weight's mul saves the fp32 normalised input
+    norms = 2 * (4 * h + 4 + 4 * h)
+    inputs = a * h + a * h   # the two norms' outputs, read by q/k/v and by router + experts
+    # eager_attention_forward: q and repeat_kv'd k, v for the two matmuls; softmax over
+    # s + 1 columns (the sink, torch.cat([attn_weights, sinks])) in bf16, and the int64
+    # indices of combined_logits.max(dim=-1, keepdim=True); o_proj's contiguous input copy
+    attention = a * 3 * 4096 + 64 * ((s + 1) * a + 8) + a * 4096
+    # per routed expert: the gathered rows hidden_states[perm // num_top_k] (up grouped_mm
+    # input), the gate's 6m, gated_output (down grouped_mm input), proj_out (routing mul)
+    experts = 4 * a * (h + 6 * m + m + h)
+    expected = norms + inputs + attention + experts + 4 * 32
+    assert expected == 822_792
+    assert act.block_bytes_per_token(r.model, _cfg(r)) == expected
+
+
+def test_mlp_roles_come_from_names_where_widths_are_equal():
+    arch = get_preset("gpt-oss-120b")
+    assert arch.hidden_size == arch.intermediate_size
+    parts = act.block_parts(arch)
+    assert [l.name for l in parts.mlp_in] == ["experts.gate_up_proj"]
+    assert [l.name for l in parts.mlp_down] == ["experts.down_proj"]
+    # the same holds for a family whose widths happen to match in a pasted config
+    square = req(model={"hf_config": {"model_type": "mixtral", "hidden_size": 1024,
+                                      "intermediate_size": 1024, "num_attention_heads": 8,
+                                      "num_hidden_layers": 2, "vocab_size": 1000,
+                                      "num_local_experts": 4, "num_experts_per_tok": 2}},
+                 method="full")
+    parts = act.block_parts(square.model)
+    assert [l.name for l in parts.mlp_in] == ["w1", "w3"] and [l.name for l in parts.mlp_down] == ["w2"]
+
+
 # ---- response ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("model", ["llama-2-7b", "llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "phi-3-mini",

@@ -334,3 +334,23 @@ def test_moe_qlora_leaves_the_48_gb_class_on_transformers_5():
     assert v4["fits"]["l40s"]["verdict"] == "fits"
     assert v5["fits"]["l40s"]["verdict"] == "does_not_fit"
     assert v5["memory"]["device_total_bytes"] > 2 * v4["memory"]["device_total_bytes"]
+
+
+def test_solvers_recommendations_and_warning_follow_the_one_verdict():
+    """Llama 3.1 8B LoRA on an RTX 4090 is borderline: the solvers find no micro-batch that
+    fits but one that is borderline (not "does not fit even with 1"), the sequence length that
+    fits is shorter than the request's and the borderline one longer; the warning says
+    borderline; the one-GPU recommendations are exactly the cards whose verdict is fits."""
+    out = plan.plan_dict({"model": "llama-3.1-8b", "method": "lora", "gpu": "rtx-4090",
+                          "dataset_tokens": 1e8})
+    assert out["fits"]["rtx-4090"]["verdict"] == "borderline" and not out["fits_selected_gpu"]
+    mb = out["solvers"]["max_micro_batch_size"]
+    assert not mb["found"] and mb["borderline_value"] >= 1
+    seq = out["solvers"]["max_seq_len"]
+    assert seq["found"] and seq["value"] < 2048 < seq["borderline_value"]
+    assert "borderline_selected_gpu" in out["warnings"]
+    assert "does_not_fit_selected_gpu" not in out["warnings"]
+    single = {c["gpu"] for c in out["recommendations"]["configs"]
+              if c["num_gpus"] == 1 and c["sharding"] == "none"}
+    assert single == {g for g, e in out["fits"].items() if e["verdict"] == "fits"}
+    assert all(s["verdict"] in ("fits", "borderline", "does_not_fit") for s in out["suggestions"])

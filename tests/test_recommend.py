@@ -90,3 +90,33 @@ def test_estimator_memoises_variants():
     b = est.get(sharding="zero3", num_gpus=4)
     assert a is b and est.calls == 1
     assert a["components"]["states"] == 4 * 2**30  # 16 GiB sharded over 4
+
+
+@pytest.mark.parametrize("low, high, memory, margin, state", [
+    (10, 20, 20, 0.0, "fits"),            # the upper end within the card
+    (10, 20, 19, 0.0, "borderline"),      # the card inside the range
+    (10, 20, 10, 0.0, "borderline"),
+    (10, 20, 9, 0.0, "does_not_fit"),     # not even the lower end
+    (10, 20, 21, 0.1, "borderline"),      # a margin the user sets multiplies both ends: 22
+    (10, 20, 10, 0.1, "does_not_fit"),    # 11 > 10
+])
+def test_judge_hand_computed(low, high, memory, margin, state):
+    verdict = recommend.judge(recommend.Need(15, low, high), memory, margin)
+    assert verdict.state == state
+    assert verdict.fits == (state == "fits") and verdict.possible == (state != "does_not_fit")
+    entry = verdict.to_dict()
+    assert entry["verdict"] == state and entry["fits"] == verdict.fits
+    assert entry["required_bytes"] == math.ceil(high * (1 + margin))
+    assert entry["device_range_bytes"] == [low, high] and entry["headroom_bytes"] == memory - 15
+
+
+def test_need_of_is_the_device_range_and_fit_entry_is_judge():
+    est = {"device_total_bytes": 110, "peak_reserved_bytes": 100, "peak_reserved_range_bytes": [90, 120]}
+    assert recommend.need_of(est) == recommend.Need(110, 100, 130)
+    assert recommend.need_of({"device_total_bytes": 7}) == recommend.Need.exact(7)
+    assert recommend.fit_entry(110, 125, 0.0, (100, 130)) == recommend.judge(
+        recommend.need_of(est), 125).to_dict()
+    assert recommend.verdict_of(None, 125) is None and recommend.state_of(None, 125) == "does_not_fit"
+    table = recommend.fits_table(est, gpus.all_gpus(), 0.0)
+    assert all(e == recommend.judge(recommend.need_of(est), g.memory_bytes).to_dict()
+               for g, e in zip(gpus.all_gpus(), table.values(), strict=True))

@@ -12,8 +12,7 @@ import pytest
 
 import calc
 from calc import gpus, presets, recommend, reference
-from calc.plan import PLAN_FIELDS
-from calc.request import ESTIMATE_FIELDS
+from calc.fields import BY_KEY, PLAN, keys, spec_by_key
 
 CELLS = [(size, method) for size in reference.MODELS for method in reference.METHODS]
 
@@ -40,11 +39,11 @@ def test_setup_is_the_requests_own_defaults():
     """The docstring's claim: every estimate key of the setup is the request's default, and
     the run is one epoch (the plan's default), so a page's setup is what the CLI does."""
     for key, value in reference.SETUP.items():
-        if key in ESTIMATE_FIELDS:
-            assert ESTIMATE_FIELDS[key][0] == value, key
-    assert PLAN_FIELDS["epochs"][0] == reference.SETUP["epochs"]
-    assert reference.PRECISION["lora"] == ESTIMATE_FIELDS["precision"][0]
-    assert set(reference.RUN_KEYS) <= set(PLAN_FIELDS)
+        if key in spec_by_key("estimate"):
+            assert BY_KEY[key].default == value, key
+    assert BY_KEY["epochs"].default == reference.SETUP["epochs"]
+    assert reference.PRECISION["lora"] == BY_KEY["precision"].default
+    assert set(reference.RUN_KEYS) <= set(keys(PLAN))
 
 
 def test_matrix_quotes_hours_per_hundred_million_tokens():
@@ -140,7 +139,7 @@ def test_calculator_first_view_is_the_reference_setup():
     expected = {**reference.estimate_setup(first["method"]),
                 **{k: reference.SETUP[k] for k in reference.RUN_KEYS}}
     for key, value in expected.items():
-        assert first.get(key, ESTIMATE_FIELDS.get(key, PLAN_FIELDS.get(key, (None,)))[0]) == value, key
+        assert first.get(key, BY_KEY[key].default if key in BY_KEY else None) == value, key
 
 
 # --- the built pages ----------------------------------------------------------------------------
@@ -242,9 +241,9 @@ def test_every_page_quotes_the_reference_setup(built_site, prefix):
             if data.get("command") != "plan":
                 continue
             for key, value in run.items():
-                assert request.get(key, PLAN_FIELDS[key][0]) == value, (page, request)
+                assert request.get(key, BY_KEY[key].default) == value, (page, request)
             for key in ("seq_len", "micro_batch_size", "gradient_checkpointing", "attention"):
-                assert request.get(key, ESTIMATE_FIELDS[key][0]) == reference.SETUP[key], (page, key)
+                assert request.get(key, BY_KEY[key].default) == reference.SETUP[key], (page, key)
             checked += 1
     assert checked >= 50
     calculator = _read(built_site, prefix + "calculator/index.html")
@@ -267,7 +266,7 @@ def test_home_and_calculator_quote_the_error_by_method(built_site, prefix):
         assert 'data-field="loso.median_abs_pct"' in text and 'data-field="pct:loso_median"' in text
 
     # the calculator page is outside the guides' browser check: its quoted figures here
-    from calc.numfmt import parse_number, shown_value
+    from calc.numfmt import format_kind, parse_number
     from page_numbers import expected_raw, response_for
 
     text = _read(built_site, prefix + "calculator/index.html")
@@ -277,7 +276,8 @@ def test_home_and_calculator_quote_the_error_by_method(built_site, prefix):
         response, request = response_for(json.loads(html.unescape(source)))
         raw = expected_raw(html.unescape(field), response, request)
         assert float(value) == pytest.approx(raw, rel=1e-12), field
-        assert parse_number(shown, "en" if prefix else "es") == shown_value(raw, kind), field
+        lang = "en" if prefix else "es"
+        assert parse_number(shown, lang) == parse_number(format_kind(raw, kind, lang), lang), field
 
 
 @pytest.mark.parametrize("url", ["", "en/", "guides/vram/", "en/guides/vram/"])

@@ -6,7 +6,8 @@ import pytest
 
 from calc import memory
 from calc.errors import CalcError, ConfigError, InputError
-from calc.request import ESTIMATE_FIELDS, parse_estimate_request
+from calc.fields import spec_by_key
+from calc.request import parse_estimate_request
 
 OK = {"model": "llama-2-7b"}
 
@@ -73,7 +74,7 @@ def test_bad_input_code_and_field(request_obj, code, field):
 def test_defaults_fill_every_field():
     req = parse_estimate_request(OK)
     echoed = req.to_dict()
-    assert set(echoed) == set(ESTIMATE_FIELDS)
+    assert set(echoed) == set(spec_by_key("estimate"))
     assert echoed["method"] == "lora" and echoed["lora_rank"] == 16 and echoed["seq_len"] == 2048
     assert echoed["gradient_checkpointing"] is True and echoed["precision"] == "bf16-true"
     # keys added later default to modern behaviour

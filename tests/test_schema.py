@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 import calc
 from calc.errors import CalcError
-from calc.fields import BEHAVIOUR, BY_KEY
-from calc.plan import PLAN_FIELDS, parse_plan_request
+from calc.fields import BEHAVIOUR, BY_KEY, field_specs
+from calc.plan import parse_plan_request
 from calc.presets import get_preset, resolve_preset_id
-from calc.request import ESTIMATE_FIELDS, parse_estimate_request
+from calc.request import parse_estimate_request
 from calc.schema import FILE_NAMES, request_schema, schema_files
 from schema_check import KEYWORDS, errors, keywords
 
@@ -34,7 +34,7 @@ def _accepts(command: str, request: dict) -> bool:
 @pytest.mark.parametrize("command", list(FILE_NAMES))
 def test_schema_has_every_key_of_the_field_tables(command):
     schema = SCHEMAS[command]
-    keys = list(ESTIMATE_FIELDS) + (list(PLAN_FIELDS) if command == "plan" else [])
+    keys = [spec.key for spec in field_specs(command)]
     framework = keys.index("framework")
     assert list(schema["properties"]) == [*keys[:framework + 1], "behaviour", *keys[framework + 1:]]
     properties = dict(schema["properties"])
@@ -50,8 +50,7 @@ def test_schema_has_every_key_of_the_field_tables(command):
         assert prop["description"], key
         assert prop.get("deprecated", False) == (BY_KEY[key].group == BEHAVIOUR), key
         if key not in schema["required"] and "default" in prop:
-            default = (ESTIMATE_FIELDS.get(key) or PLAN_FIELDS[key])[0]
-            assert prop["default"] == default
+            assert prop["default"] == BY_KEY[key].default
 
 
 def _strategy(schema: dict):
@@ -248,7 +247,7 @@ def _command_lines() -> list[list[str]]:
 def _request_of(argv: list[str]) -> tuple[str, dict]:
     """(estimate or plan, the request) that the CLI builds from ``argv``; a sweep's first run."""
     from calc.cli import app, commands, sweep  # importing commands and sweep registers them
-    from calc.cli.fields import field_specs, spec_by_key
+    from calc.fields import field_specs, spec_by_key
     from calc.cli.messages import Messages
     from calc.config_import.cli import register_cli
 

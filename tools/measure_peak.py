@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 # The settings of one configuration, named and defaulted as in calc's estimate
-# request (calc/request.py ESTIMATE_FIELDS), in the same order. "model" is the
+# request (calc/fields.py FIELDS), in the same order. "model" is the
 # preset id; the inline config travels in the "hf_config" column.
 REQUEST_DEFAULTS: dict[str, object] = {
     "model": None,

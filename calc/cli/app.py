@@ -122,7 +122,7 @@ def _allowed(err: CalcError) -> list[str] | None:
     if err.code == "unknown_gpu":
         from ..gpus import gpus_listing
         return [g["id"] for g in gpus_listing()["gpus"]]
-    from .fields import spec_by_key
+    from ..fields import spec_by_key
     spec = spec_by_key("plan").get(err.field)
     return list(spec.choices) if spec is not None and spec.choices else None
 

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from ..config_import.cli import add_config_warnings
 from ..errors import CalcError, InputError
-from ..fields import with_changes
+from ..fields import BY_KEY, with_changes
 from ..jsontypes import JsonObject
 from ..languages import LANGS
 from . import io
-from .fields import FieldSpec, field_specs
+from ..fields import FieldSpec, field_specs
 from .flags import add_field_flags, flag_overrides, parse_number
 from .helptext import api_url, behaviour_help, field_help, field_sentences, usage
 from .messages import Messages
@@ -100,16 +100,14 @@ def _configure_estimate(parser: argparse.ArgumentParser, msg: Messages) -> None:
 
 
 class PlanDefault:
-    """The default of a plan key, read from :data:`calc.plan.PLAN_FIELDS` only when used or
-    shown (``%(default)s`` in a help text): ``estimate`` need not import the planner."""
+    """The default of a plan key (:data:`calc.fields.FIELDS`), read when used or shown
+    (``%(default)s`` in a help text); its type tells a margin left out from one given."""
 
     def __init__(self, key: str) -> None:
         self.key = key
 
     def value(self) -> object:
-        from ..plan import PLAN_FIELDS
-
-        return PLAN_FIELDS[self.key][0]
+        return BY_KEY[self.key].default
 
     def __str__(self) -> str:
         return str(self.value())
@@ -130,7 +128,7 @@ def verdict_cards(args: argparse.Namespace) -> tuple[list[Gpu], float]:
     margin = getattr(args, "show_margin", None)
     if isinstance(margin, PlanDefault) or margin is None:
         default = PlanDefault("safety_margin").value()
-        assert isinstance(default, float), default  # PLAN_FIELDS' default margin
+        assert isinstance(default, float), default  # the plan's default margin
         margin = default if ids else 0.0
     else:
         from ..request import check_number
@@ -144,15 +142,12 @@ def verdict_cards(args: argparse.Namespace) -> tuple[list[Gpu], float]:
 
 
 def estimate_verdicts(est: JsonObject, cards: list[Gpu], margin: float) -> dict[str, JsonObject]:
-    """Each card against the estimate, as ``plan`` judges its cards (``calc.recommend``); where
-    calc gives the estimate a device range (``recommend.device_range``), the range is judged."""
+    """Each card against the estimate: the one verdict plan gives its cards
+    (:func:`calc.recommend.judge` of what the estimate needs, :func:`calc.recommend.need_of`)."""
     from .. import recommend
 
-    extra = {}
-    if hasattr(recommend, "device_range"):
-        extra["device_range_bytes"] = recommend.device_range(est)
-    return {card.id: recommend.fit_entry(est["device_total_bytes"], card.memory_bytes, margin, **extra)
-            for card in cards}
+    need = recommend.need_of(est)
+    return {card.id: recommend.judge(need, card.memory_bytes, margin).to_dict() for card in cards}
 
 
 def _computed(command: str, compute: Callable[[object], JsonObject], request: object) -> JsonObject:

@@ -16,9 +16,9 @@ import re
 from collections.abc import Callable
 
 from ..errors import InputError
+from ..fields import FieldSpec
 from ..jsontypes import JsonObject
 from ..numfmt import NUMBER_RE as _NUMBER_RE  # the calculator form's pattern too
-from .fields import FieldSpec
 
 _MAX_EXACT = 2 ** 53  # a JavaScript number is exact up to here, and so is the page's request
 _NULL_WORDS = ("", "null", "none", "default")
@@ -59,11 +59,15 @@ def flag_value(spec: FieldSpec, text: object) -> object:
         return text.strip()
     if spec.kind in ("enum", "gpu"):
         return text.strip()
+    if spec.kind == "stats":  # "mean:900,p90:2000" as the URL writes it (calc reads it), or JSON
+        if text.strip().startswith("{"):
+            return _any_value(text)
+        return text.strip()
     return _any_value(text)
 
 
 def _any_value(text: str) -> object:
-    """A key of a kind added after this module: a JSON literal if the text is one, else text."""
+    """A key of a kind not named above: a JSON literal if the text is one, else text."""
     try:
         return json.loads(text)
     except ValueError:
@@ -86,6 +90,8 @@ def add_field_flags(group: argparse._ArgumentGroup, specs: list[FieldSpec],
 def _metavar(spec: FieldSpec) -> str:
     if spec.kind == "enum" and spec.choices:
         return "{" + ",".join(spec.choices) + "}"
+    if spec.kind == "stats" and spec.parts:
+        return ",".join(f"{part}:N" for part in spec.parts)
     return {"int": "N", "number": "X", "fraction": "P", "model": "ID|JSON", "gpu": "ID",
             "targets": "LIST"}.get(spec.kind, "VALUE")
 
@@ -98,25 +104,3 @@ def flag_overrides(args: argparse.Namespace, specs: list[FieldSpec]) -> JsonObje
         if text is not None:
             out[spec.key] = flag_value(spec, text)
     return out
-
-
-def flags_for_request(request: JsonObject, specs: list[FieldSpec]) -> list[str]:
-    """The command-line flags that stand for ``request`` (its keys must be fields): the inverse
-    of :func:`flag_overrides`, for examples, tests and ``--help``."""
-    by_key = {spec.key: spec for spec in specs}
-    argv: list[str] = []
-    for key, value in request.items():
-        spec = by_key[key]
-        if isinstance(value, bool) and spec.kind == "bool":
-            argv.append(spec.flag if value else "--no-" + spec.flag[2:])
-            continue
-        if value is None:
-            text = "null"
-        elif isinstance(value, (dict, bool)):
-            text = json.dumps(value)
-        elif isinstance(value, list):
-            text = ",".join(value)
-        else:
-            text = repr(value) if isinstance(value, float) else str(value)
-        argv.append(f"{spec.flag}={text}")  # "=": a value may start with "-"
-    return argv

@@ -1,12 +1,12 @@
 """``--help`` that teaches: each key's meaning, unit, default and allowed values, from the
-field tables (:mod:`calc.cli.fields`) and the message catalogue; examples; where the method is."""
+field tables (:mod:`calc.fields`) and the message catalogue; examples; where the method is."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..numfmt import format_number as number
-from .fields import FieldSpec
+from ..fields import FieldSpec
 from .messages import Messages
 
 
@@ -43,6 +43,10 @@ def allowed_text(spec: FieldSpec, msg: Messages) -> str | None:
         return msg.text("help.catalogue_id")
     if spec.kind == "targets":
         return msg.text("help.targets")
+    if spec.kind == "stats":
+        assert spec.minimum is not None and spec.maximum is not None and spec.parts, spec
+        return msg.text("help.stats", parts=", ".join(spec.parts), min=_number(spec.minimum, msg.lang),
+                        max=_number(spec.maximum, msg.lang))
     return None
 
 

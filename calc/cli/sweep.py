@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..jsontypes import JsonObject
 from . import io
 from .commands import add_request_arguments, build_request, estimate_verdicts
-from .fields import FieldSpec, field_specs
+from ..fields import FieldSpec, field_specs
 from .flags import flag_value
 from .helptext import sweep_field_help, usage
 from .messages import Messages
@@ -76,12 +76,12 @@ def plan_sweep(args: argparse.Namespace) -> tuple[str, list[object], list[JsonOb
     if not isinstance(base, dict):  # the code calc gives such a request
         raise InputError("request_not_object", None, type(base).__name__)
     command = "plan" if "dataset_tokens" in base else "estimate"
-    from ..fields import with_changes
+    from ..fields import BY_KEY, with_changes
     from ..memory import estimate_dict
-    from ..plan import PLAN_FIELDS, plan_dict
+    from ..plan import plan_dict
     from ..request import check_number
 
-    margin = PLAN_FIELDS["safety_margin"][0]
+    margin = BY_KEY["safety_margin"].default
     assert isinstance(margin, float), margin
     responses = []
     for value in values:

@@ -143,8 +143,10 @@ def memory_rows(est: JsonObject, fmt: Formatter) -> list[tuple[str, str]]:
 
 
 def verdict_text(entry: JsonObject, fmt: Formatter, margin: float) -> str:
-    """A card's verdict: calc's own ``verdict`` code when the response has one, else fits /
-    fits only without the margin / does not fit; with what it needs and what it has."""
+    """A card's verdict: calc's own ``verdict`` code when the response has one (the one
+    verdict, :func:`calc.recommend.judge`), else fits / fits only without the margin / does
+    not fit; with the device range it judged (or what it needs) and what the card has; the
+    margin named only when one is set."""
     msg = fmt.msg
     code = entry.get("verdict")
     if not isinstance(code, str):
@@ -153,7 +155,14 @@ def verdict_text(entry: JsonObject, fmt: Formatter, margin: float) -> str:
     word = msg.message("cli.verdict." + code, code)
     if "required_bytes" not in entry or "memory_bytes" not in entry:
         return word
-    need, has = fmt.gib(entry["required_bytes"]), fmt.gib(entry["memory_bytes"])
+    has = fmt.gib(entry["memory_bytes"])
+    rng = _range_pair(entry.get("device_range_bytes"))
+    if rng is not None and rng[0] != rng[1]:  # what the verdict judged: the range, and the margin set
+        judged = fmt.gib_range(rng)
+        detail = (msg.text("table.range_has_margin", range=judged, margin=fmt.percent(margin), has=has)
+                  if margin else msg.text("table.range_has", range=judged, has=has))
+        return f"{word} ({detail})"
+    need = fmt.gib(entry["required_bytes"])
     detail = (msg.text("table.needs", need=need, margin=fmt.percent(margin), has=has) if margin
               else msg.text("table.needs_no_margin", need=need, has=has))
     return f"{word} ({detail})"
@@ -176,7 +185,7 @@ def _warnings(codes: list[str], msg: Messages, config: list[JsonObject] | None =
 
 
 def render_estimate(est: JsonObject, msg: Messages, verdicts: dict[str, JsonObject] | None = None,
-                    margin: float = 0.25) -> str:
+                    margin: float = 0.0) -> str:
     fmt = Formatter(msg)
     lines = [f"{msg.text('table.setup')}: {_setup_line(est.get('request', {}), msg)}",
              msg.text("table.memory")]
@@ -192,7 +201,7 @@ def render_estimate(est: JsonObject, msg: Messages, verdicts: dict[str, JsonObje
 def render_plan(plan: JsonObject, msg: Messages) -> str:
     fmt = Formatter(msg)
     est = plan["memory"]
-    margin = plan.get("safety_margin", 0.25)
+    margin = plan.get("safety_margin", 0.0)
     lines = [f"{msg.text('table.setup')}: {_setup_line(est.get('request', {}), msg)}",
              msg.text("table.memory")]
     lines += _rows(memory_rows(est, fmt))

@@ -3,7 +3,7 @@
 (``commands/config/cluster.py``, ``utils/dataclasses.py``): ``distributed_type``
 (NO, MULTI_GPU, FSDP, DEEPSPEED), ``num_processes`` x ``num_machines`` GPUs,
 ``mixed_precision`` (no, bf16, fp16: autocast over fp32 weights, so "-mixed"),
-``fsdp_config`` (:func:`calc.config_import.common.fsdp_section`; FSDP version 1 unless
+``fsdp_config`` (:func:`calc.config_import.sections.fsdp_section`; FSDP version 1 unless
 ``fsdp_version: 2``) and ``deepspeed_config`` (``zero_stage``, ``offload_optimizer_device``,
 ``offload_param_device``, ``gradient_accumulation_steps``, or ``deepspeed_config_file``).
 """
@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
-from . import common, keys
+from . import common, keys, sections
 from .report import Report
 
 TOOL = "accelerate 1.15.0"
@@ -48,7 +48,7 @@ def _fsdp_config(rep: Report, key: str, value: object, ctx: JsonObject) -> None:
     if not isinstance(value, dict):
         rep.unknown(key)
     elif ctx["dist"] == "FSDP":
-        common.fsdp_section(rep, value, key + ".")
+        sections.fsdp_section(rep, value, key + ".")
     else:
         rep.ignore(key, "distributed_type_is_not_fsdp")
 
@@ -61,39 +61,6 @@ def _deepspeed_config(rep: Report, key: str, value: object, ctx: JsonObject) -> 
         keys.read_keys(rep, value, DEEPSPEED_PLUGIN, {**ctx, "cfg": value, "stage": stage}, key + ".")
     else:
         rep.ignore(key, "distributed_type_is_not_deepspeed")
-
-
-KEYS: dict[str, keys.Key] = {
-    # listed first: an explicit entry below overrides them
-    **{name: keys.ignored() for name in sorted(IGNORED)},
-    "distributed_type": keys.Key(_distributed_type, ("sharding",)),
-    "num_processes": keys.Key(_count("procs"), ("num_gpus",)),
-    "num_machines": keys.Key(_count("machines"), ("num_gpus",)),
-    # autocast over fp32 weights: "-mixed"
-    "mixed_precision": keys.mapped("precision", {"no": "fp32", "bf16": "bf16-mixed", "fp16": "fp16-mixed"},
-                                   ("fp8",), lambda value: str(value).lower()),
-    "fsdp_config": keys.Key(_fsdp_config, ("sharding", "cpu_offload", "frozen_weight_grads"),
-                            "FSDP version 1 unless fsdp_version: 2"),
-    "deepspeed_config": keys.Key(_deepspeed_config, ("sharding", "sync_each_micro_batch", "sharding_engine",
-                                                     "cpu_offload", "gradient_accumulation_steps")),
-}
-
-
-def import_accelerate(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
-    rep = Report("accelerate", TOOL)
-    if model is not None:
-        rep.request["model"] = model
-    dist = str(data.get("distributed_type", "NO")).upper()
-    ctx: JsonObject = {"dist": dist, "read_file": read_file, "procs": None, "machines": None}
-    keys.read_keys(rep, data, KEYS, ctx)
-    if ctx["procs"]:
-        rep.request["num_gpus"] = ctx["procs"] * (ctx["machines"] or 1)
-    rep.default("num_gpus", 1, TOOL + ": num_processes 1")
-    rep.default("precision", "fp32", TOOL + ": mixed_precision no")
-    if dist == "FSDP":
-        rep.default("sharding", "zero3", TOOL + ": FULL_SHARD")
-    rep.default("cpu_offload", "none", TOOL)
-    return rep.result()
 
 
 # -- deepspeed_config: accelerate's DeepSpeed plugin --------------------------------------------
@@ -128,7 +95,7 @@ def _config_file(rep: Report, path: str, value: object, ctx: JsonObject) -> None
     data = read_file(value) if read_file is not None and isinstance(value, str) else None
     if isinstance(data, dict):
         rep.mark_used(path, ["sharding"], "file_read")
-        common.deepspeed_section(rep, data, path + ".")
+        sections.deepspeed_section(rep, data, path + ".")
     elif isinstance(value, str):
         common.deepspeed_from_name(rep, path, value)
     else:
@@ -142,6 +109,39 @@ DEEPSPEED_PLUGIN: dict[str, keys.Key] = {
     "offload_param_device": keys.Key(_offload_params, ("cpu_offload",), "needs ZeRO-3"),
     "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
     "deepspeed_config_file": keys.Key(_config_file, common.DEEPSPEED_FIELDS,
-                                      "read when it exists, else stage and offload from its name"),
+                                      "read when it exists, else stage and offload from its name",
+                                      sections.DEEPSPEED),
     **{name: keys.ignored() for name in ("zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher")},
 }
+
+
+KEYS: dict[str, keys.Key] = {
+    # listed first: an explicit entry below overrides them
+    **{name: keys.ignored() for name in sorted(IGNORED)},
+    "distributed_type": keys.Key(_distributed_type, ("sharding",)),
+    "num_processes": keys.Key(_count("procs"), ("num_gpus",)),
+    "num_machines": keys.Key(_count("machines"), ("num_gpus",)),
+    # autocast over fp32 weights: "-mixed"
+    "mixed_precision": keys.mapped("precision", {"no": "fp32", "bf16": "bf16-mixed", "fp16": "fp16-mixed"},
+                                   ("fp8",), lambda value: str(value).lower()),
+    "fsdp_config": keys.Key(_fsdp_config, sections.FSDP_FIELDS, "FSDP version 1 unless fsdp_version: 2",
+                            sections.FSDP),
+    "deepspeed_config": keys.Key(_deepspeed_config, common.DEEPSPEED_FIELDS, table=DEEPSPEED_PLUGIN),
+}
+
+
+def import_accelerate(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
+    rep = Report("accelerate", TOOL)
+    if model is not None:
+        rep.request["model"] = model
+    dist = str(data.get("distributed_type", "NO")).upper()
+    ctx: JsonObject = {"dist": dist, "read_file": read_file, "procs": None, "machines": None}
+    keys.read_keys(rep, data, KEYS, ctx)
+    if ctx["procs"]:
+        rep.request["num_gpus"] = ctx["procs"] * (ctx["machines"] or 1)
+    rep.default("num_gpus", 1, TOOL + ": num_processes 1")
+    rep.default("precision", "fp32", TOOL + ": mixed_precision no")
+    if dist == "FSDP":
+        rep.default("sharding", "zero3", TOOL + ": FULL_SHARD")
+    rep.default("cpu_offload", "none", TOOL)
+    return rep.result()

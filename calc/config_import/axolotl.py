@@ -13,7 +13,7 @@ per-model table (:mod:`calc.config_import.hf`).
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
-from . import common, hf, keys
+from . import common, hf, keys, sections
 from .models import resolve_model
 from .report import Report
 
@@ -26,7 +26,7 @@ IGNORED = {
     "is_falcon_derived_model", "strict", "datasets", "test_datasets", "val_set_size",
     "dataset_prepared_path", "push_dataset_to_hub", "dataset_processes", "dataset_num_proc",
     "shuffle_merged_datasets", "chat_template", "chat_template_jinja", "default_system_message",
-    "special_tokens", "tokens", "added_tokens_overrides", "train_on_inputs", "group_by_length",
+    "special_tokens", "tokens", "added_tokens_overrides", "train_on_inputs",
     "output_dir", "hub_model_id", "hub_strategy", "hf_use_auth_token", "wandb_project",
     "wandb_entity", "wandb_name", "wandb_watch", "wandb_log_model", "wandb_run_id", "mlflow_tracking_uri",
     "mlflow_experiment_name", "use_wandb", "use_mlflow", "comet_project_name", "use_tensorboard",
@@ -40,7 +40,7 @@ IGNORED = {
     "logging_dir", "loss_watchdog_threshold", "loss_watchdog_patience", "gc_steps",
     "ddp_timeout", "ddp_bucket_cap_mb", "ddp_broadcast_buffers", "ddp_find_unused_parameters",
     "dataloader_pin_memory", "dataloader_num_workers", "dataloader_prefetch_factor",
-    "dataloader_drop_last", "pad_to_sequence_len", "eval_sample_packing", "sample_packing_eff_est",
+    "dataloader_drop_last", "eval_sample_packing", "sample_packing_eff_est",
     "sample_packing_group_size", "sample_packing_bin_size", "sample_packing_sequentially",
     "remove_unused_columns", "lora_alpha", "lora_fan_in_fan_out", "lora_model_dir",
     "peft_use_rslora", "loraplus_lr_ratio", "loraplus_lr_embedding", "merge_lora",
@@ -126,6 +126,10 @@ def _batch_size(rep: Report, key: str, value: object, st: JsonObject) -> None:
     st["batch_size"] = common.integer(rep, key, value, "gradient_accumulation_steps", maximum=2 ** 62)
 
 
+def _pad_to_sequence_len(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    st["pad_to_sequence_len"] = (key, common.flag(rep, key, value, "batching"))  # packing decides
+
+
 def _attention_switch(name: str) -> keys.Key:
     """``flash_attention: true`` and the like: ``name`` when on."""
     def read(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -174,19 +178,19 @@ KEYS: dict[str, keys.Key] = {
     "lora_dropout": keys.call(hf.set_dropout, "lora_dropout"),
     "lora_target_modules": keys.Key(hf.read_targets, ("lora_targets",)),
     "lora_target_linear": keys.Key(_target_linear, ("lora_targets",)),
-    "bnb_config_kwargs": keys.dict_only(lambda rep, key, value, st: hf.bnb_section(rep, value, key + "."),
-                                        "qlora_double_quant"),
+    "bnb_config_kwargs": keys.section(hf.BNB, ("qlora_double_quant",)),
     **{name: keys.Key(_precision_flag, ("precision",)) for name in ("bf16", "fp16", "bfloat16", "float16", "float32")},
     "tf32": keys.Key(_precision_flag, (), "fp32 matmul speed not modelled"),
     "gradient_checkpointing": keys.Key(_checkpointing, ("gradient_checkpointing", "activation_offload")),
-    "gradient_checkpointing_kwargs": keys.dict_only(
-        lambda rep, key, value, st: hf.checkpointing_kwargs(rep, value, key + ".")),
+    "gradient_checkpointing_kwargs": keys.section(hf.CHECKPOINTING_KWARGS),
     "activation_offloading": keys.Key(_activation_offloading, ("activation_offload",)),
     "micro_batch_size": keys.whole("micro_batch_size"),
     "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
     "batch_size": keys.Key(_batch_size, ("gradient_accumulation_steps",)),
     "sequence_len": keys.whole("seq_len"),
-    "sample_packing": keys.Key(hf.read_packing, (), "packed sequences fill seq_len"),
+    "sample_packing": keys.Key(hf.read_packing, ("batching",), "packed sequences fill seq_len"),
+    "pad_to_sequence_len": keys.Key(_pad_to_sequence_len, ("batching",)),
+    "group_by_length": keys.Key(hf.read_group_by_length),
     "flash_attention": _attention_switch("flash"),
     "sdp_attention": _attention_switch("sdpa"),
     "eager_attention": _attention_switch("eager"),
@@ -195,11 +199,11 @@ KEYS: dict[str, keys.Key] = {
     **{name: keys.Key(_chunked_loss, ("chunked_loss",)) for name in sorted(CHUNKED_LOSS)},
     "optimizer": keys.call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
     "deepspeed": keys.Key(lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st["read_file"]),
-                          common.DEEPSPEED_FIELDS),
+                          common.DEEPSPEED_FIELDS, table=sections.DEEPSPEED),
     "fsdp": keys.call(common.fsdp_trainer_option, "sharding", "cpu_offload"),
     "fsdp_config": keys.dict_only(
-        lambda rep, key, value, st: common.fsdp_section(rep, value, key + ".", version=st["fsdp_version"]),
-        "sharding", "cpu_offload", "frozen_weight_grads"),
+        lambda rep, key, value, st: sections.fsdp_section(rep, value, key + ".", version=st["fsdp_version"]),
+        *sections.FSDP_FIELDS, table=sections.FSDP),
     "fsdp_version": keys.Key(_fsdp_version, ("sharding",)),
     "torch_compile": keys.Key(_torch_compile, ("torch_compile",)),
     "num_epochs": keys.call(hf.set_epochs, "epochs"),
@@ -256,9 +260,25 @@ def import_axolotl(data: JsonObject, model: object = None, read_file: common.Rea
     rep.default("optimizer_fused", True, TOOL + ": adamw_torch_fused")
     rep.default("gradient_checkpointing", False, TOOL)
     rep.default("attention", "sdpa", "transformers 5.17.0: sdpa when no attention is chosen")
+    _finish_padding(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False))
     hf.set_framework(rep, "hf-trainer")
     return rep.result()
+
+
+def _finish_padding(rep: Report, st: JsonObject) -> None:
+    """``pad_to_sequence_len``: every sample padded to ``sequence_len`` (``pad-max``); packed
+    rows are full anyway."""
+    entry = st.get("pad_to_sequence_len")
+    if entry is None or entry[1] is None:
+        return
+    key, flag = entry
+    if st.get("packing"):
+        rep.ignore(key, "packing_fills_seq_len")
+    elif flag:
+        rep.use(key, "batching", "pad-max")
+    else:
+        rep.ignore(key)
 
 
 def _precision(st: JsonObject) -> str | None:

@@ -13,7 +13,7 @@ import json
 
 from ..errors import CalcError, InputError
 from ..jsontypes import JsonObject
-from ..request import ESTIMATE_FIELDS
+from ..fields import defaults
 
 
 def _form(result: JsonObject, page_model: object = None) -> JsonObject:
@@ -29,7 +29,7 @@ def _form(result: JsonObject, page_model: object = None) -> JsonObject:
     try:
         form = parse_estimate_request(request).to_dict()
     except CalcError:
-        form = {key: spec[0] for key, spec in ESTIMATE_FIELDS.items()}
+        form = defaults("estimate")
         form.update(result["request"])
     if "model" not in result["request"]:
         form.pop("model", None)

@@ -1,17 +1,11 @@
 """Mappings shared by the importers: optimizer, attention and precision names, LoRA target
-lists, and the DeepSpeed and FSDP sections that several formats embed.
+lists, checked values, DeepSpeed file names and the Trainer's ``fsdp`` option (the DeepSpeed
+and FSDP sections several formats embed: :mod:`calc.config_import.sections`).
 
 Sources (read at the stated versions):
 
 - Hugging Face optimizer names: ``transformers.training_args.OptimizerNames``, v5.17.0.
 - FSDP options of the Trainer: ``transformers.trainer_utils.FSDPOption``, v5.17.0.
-- FSDP sharding strategies: ``torch.distributed.fsdp.ShardingStrategy`` (FULL_SHARD=1,
-  SHARD_GRAD_OP=2, NO_SHARD=3, HYBRID_SHARD=4), as numbered in accelerate 1.15.0's
-  config; FSDP2 expresses the same choice as ``reshard_after_forward``.
-- DeepSpeed config: ``zero_optimization.stage``, ``offload_optimizer``/``offload_param``
-  ``.device``, ``bf16``/``fp16`` ``.enabled``, ``train_micro_batch_size_per_gpu``,
-  ``gradient_accumulation_steps``, ``train_batch_size`` = micro x accumulation x GPUs
-  (DeepSpeed configuration JSON documentation, v0.17).
 """
 
 from __future__ import annotations
@@ -138,10 +132,10 @@ def positive_int(value: object) -> int | None:
 
 
 def _field_maximum(field: str | None) -> int | None:
-    from ..request import ESTIMATE_FIELDS
+    from ..fields import spec_by_key
 
-    spec = ESTIMATE_FIELDS.get(field) if field else None
-    return spec[2] if spec is not None and spec[1] == "int" and isinstance(spec[2], int) else None
+    spec = spec_by_key("estimate").get(field) if field else None
+    return int(spec.maximum) if spec is not None and spec.kind == "int" and spec.maximum is not None else None
 
 
 def integer(rep: Report, key: str, value: object, field: str | None = None, minimum: int = 1,
@@ -308,141 +302,11 @@ def normalise_targets(rep: Report, key: str, names: object, arch: ModelArch | No
 
 
 # -- DeepSpeed --------------------------------------------------------------------------
-_DS_IGNORED = {
-    "steps_per_print", "wall_clock_breakdown", "gradient_clipping", "prescale_gradients",
-    "zero_allow_untested_optimizer", "scheduler", "tensorboard", "wandb", "csv_monitor",
-    "comms_logger", "flops_profiler", "dump_state", "zero_force_ds_cpu_optimizer",
-    "checkpoint", "seed", "memory_breakdown", "gradient_predivide_factor",
-}
-_DS_ZERO_IGNORED = {"overlap_comm", "contiguous_gradients", "round_robin_gradients",
-                    "stage3_gather_16bit_weights_on_model_save",
-                    "gather_16bit_weights_on_model_save", "load_from_fp32_weights",
-                    "elastic_checkpoint", "ignore_unused_parameters"}
-_DS_STAGE = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
+# (the config's sections: :mod:`calc.config_import.sections`)
+DEEPSPEED_STAGES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
 # what a DeepSpeed config (or its file name) can set
 DEEPSPEED_FIELDS = ("sharding", "sync_each_micro_batch", "sharding_engine", "cpu_offload", "precision",
                     "micro_batch_size", "gradient_accumulation_steps", "num_gpus", "optimizer")
-
-
-def deepspeed_section(rep: Report, ds: JsonObject, prefix: str = "") -> None:
-    """Map a DeepSpeed config dict. ``auto`` values are filled by the Hugging Face
-    Trainer from its own arguments, so they are reported ``ignored`` (the Trainer's key
-    sets the field)."""
-    micro = gas = total = None
-    for key, value in ds.items():
-        path = prefix + str(key)
-        if value == "auto":
-            rep.ignore(path, "auto_from_trainer")
-            continue
-        if key == "zero_optimization" and isinstance(value, dict):
-            _deepspeed_zero(rep, value, path + ".")
-        elif key in ("bf16", "fp16") and isinstance(value, dict):
-            for sub, item in value.items():
-                subpath = f"{path}.{sub}"
-                if sub == "enabled":
-                    if item == "auto":
-                        rep.ignore(subpath, "auto_from_trainer")
-                    elif (enabled := flag(rep, subpath, item, "precision", reader="deepspeed")) is True:
-                        # ZeRO keeps fp32 master weights and fp32 optimizer states and
-                        # computes in 16 bits: Lightning's "-mixed"
-                        rep.use(subpath, "precision", "bf16-mixed" if key == "bf16" else "fp16-mixed")
-                    elif enabled is False:
-                        rep.ignore(subpath)
-                elif key == "fp16" and sub in ("loss_scale", "loss_scale_window", "initial_scale_power",
-                                                 "hysteresis", "min_loss_scale", "auto_cast"):
-                    rep.ignore(subpath)
-                elif sub == "immediate_grad_update":
-                    rep.unknown(subpath, "not_modelled")
-                else:
-                    rep.unknown(subpath)
-        elif key == "train_micro_batch_size_per_gpu":
-            micro = integer(rep, path, value, "micro_batch_size", reader="deepspeed")
-            if micro is not None:
-                rep.use(path, "micro_batch_size", micro)
-        elif key == "gradient_accumulation_steps":
-            gas = integer(rep, path, value, "gradient_accumulation_steps", reader="deepspeed")
-            if gas is not None:
-                rep.use(path, "gradient_accumulation_steps", gas)
-        elif key == "train_batch_size":
-            total = integer(rep, path, value, "num_gpus", maximum=2 ** 62, reader="deepspeed")
-        elif key == "optimizer" and isinstance(value, dict):
-            kind = value.get("type")
-            for sub in value:
-                subpath = f"{path}.{sub}"
-                if sub == "type":
-                    name = str(kind).lower()
-                    if name in ("adam", "adamw", "fusedadam", "cpuadam", "deepspeedcpuadam"):
-                        rep.use(subpath, "optimizer", "adamw")
-                    elif name == "sgd":
-                        rep.use(subpath, "optimizer", "sgd")
-                    else:
-                        rep.unknown(subpath, "optimizer_not_modelled")
-                elif sub == "params":
-                    rep.ignore(subpath)
-                else:
-                    rep.unknown(subpath)
-        elif key in _DS_IGNORED:
-            rep.ignore(path)
-        elif key == "activation_checkpointing":
-            # deepspeed.checkpointing is used by Megatron-style models; Hugging Face
-            # models checkpoint through gradient_checkpointing instead
-            rep.unknown(path, "not_modelled")
-        else:
-            rep.unknown(path)
-    if total is not None:
-        if micro and gas and total % (micro * gas) == 0:
-            rep.use(prefix + "train_batch_size", "num_gpus", total // (micro * gas))
-        else:
-            rep.unknown(prefix + "train_batch_size", "num_gpus_not_derivable")
-
-
-def _deepspeed_zero(rep: Report, zero: JsonObject, prefix: str) -> None:
-    stage = zero.get("stage")
-    for key, value in zero.items():
-        path = prefix + str(key)
-        if key == "stage":
-            if value == "auto":
-                rep.ignore(path, "auto_from_trainer")
-            elif choice(rep, path, value, tuple(_DS_STAGE), "sharding") is not None:
-                assert isinstance(value, int)
-                rep.use(path, "sharding", _DS_STAGE[value])
-                # ZeRO-2/3 reduce-scatter the gradients at every micro-batch
-                rep.use(path, "sync_each_micro_batch", value >= 2)
-                if value >= 1:
-                    rep.use(path, "sharding_engine", "deepspeed")
-        elif key in ("offload_optimizer", "offload_param") and isinstance(value, dict):
-            for sub, item in value.items():
-                subpath = f"{path}.{sub}"
-                if sub == "device":
-                    if item in ("cpu", "nvme"):
-                        current = rep.request.get("cpu_offload", "none")
-                        if key == "offload_param":
-                            if stage == 3:
-                                rep.use(subpath, "cpu_offload", "optimizer+params",
-                                        "nvme_counted_as_cpu" if item == "nvme" else None)
-                            else:
-                                rep.unknown(subpath, "param_offload_needs_stage_3")
-                        else:
-                            rep.use(subpath, "cpu_offload",
-                                    "optimizer+params" if current == "optimizer+params" else "optimizer",
-                                    "nvme_counted_as_cpu" if item == "nvme" else None)
-                    elif item in ("none", None):
-                        rep.ignore(subpath)
-                    else:
-                        choice(rep, subpath, item, ("cpu", "nvme", "none"), "cpu_offload")
-                elif sub in ("pin_memory", "nvme_path", "buffer_count", "buffer_size",
-                             "max_in_cpu", "fast_init", "ratio"):
-                    rep.ignore(subpath)
-                else:
-                    rep.unknown(subpath)
-        elif key in _DS_ZERO_IGNORED:
-            rep.ignore(path)
-        elif value == "auto":
-            rep.ignore(path, "auto_from_trainer")
-        else:
-            # bucket sizes, prefetch and persistence thresholds set communication buffers
-            # on the GPU, which the estimate does not model
-            rep.unknown(path, "not_modelled")
 
 
 def deepspeed_from_name(rep: Report, key: str, name: str) -> bool:
@@ -455,7 +319,7 @@ def deepspeed_from_name(rep: Report, key: str, name: str) -> bool:
         rep.unknown(key, "deepspeed_file_not_read")
         return False
     stage = int(match.group(1))
-    rep.use(key, "sharding", _DS_STAGE[stage], "inferred_from_file_name")
+    rep.use(key, "sharding", DEEPSPEED_STAGES[stage], "inferred_from_file_name")
     rep.use(key, "sync_each_micro_batch", stage >= 2)
     if stage >= 1:
         rep.use(key, "sharding_engine", "deepspeed", "inferred_from_file_name")
@@ -467,83 +331,7 @@ def deepspeed_from_name(rep: Report, key: str, name: str) -> bool:
     return True
 
 
-# -- FSDP ---------------------------------------------------------------------------------
-_FSDP_STRATEGY = {
-    "FULL_SHARD": "zero3", "1": "zero3", "SHARD_GRAD_OP": "zero2", "2": "zero2",
-    "NO_SHARD": "ddp", "3": "ddp", "HYBRID_SHARD": "zero3", "4": "zero3",
-    "_HYBRID_SHARD_ZERO2": "zero2", "HYBRID_SHARD_ZERO2": "zero2", "5": "zero2",
-}
-_FSDP_IGNORED = {
-    "auto_wrap_policy", "transformer_layer_cls_to_wrap", "backward_prefetch",
-    "forward_prefetch", "state_dict_type", "sync_module_states", "cpu_ram_efficient_loading",
-    "limit_all_gathers", "min_num_params", "final_state_dict_type", "cpu_offload_pin_memory",
-    "xla", "xla_fsdp_settings", "xla_fsdp_grad_ckpt", "use_orig_params", "version",
-    "reshard_after_forward", "sharding_strategy", "offload_params", "activation_checkpointing",
-    "mixed_precision_policy",
-}
-
-
-def fsdp_section(rep: Report, cfg: JsonObject, prefix: str = "", strip: str = "fsdp_", version: object = None) -> None:
-    """An FSDP config dict (accelerate's ``fsdp_config`` with ``fsdp_`` names, the
-    Trainer's ``fsdp_config`` with or without them, axolotl's without). ``version``: the
-    FSDP version when the file states it outside the dict (axolotl's ``fsdp_version``)."""
-    plain = {}
-    for key, value in cfg.items():
-        name = str(key)
-        plain[name[len(strip):] if name.startswith(strip) else name] = (key, value)
-    version = positive_int(plain.get("version", (None, version))[1]) or 1
-    for name, (key, value) in plain.items():
-        path = prefix + str(key)
-        if name == "sharding_strategy":
-            strategy = _FSDP_STRATEGY.get(str(value).upper())
-            if strategy is None:
-                rep.invalid(path, value, "not_allowed", {"allowed": list(_FSDP_STRATEGY)}, "sharding")
-            else:
-                rep.use(path, "sharding", strategy,
-                        "hybrid_counted_within_node" if "HYBRID" in str(value).upper() or str(value) in ("4", "5") else None)
-        elif name == "reshard_after_forward":
-            # accelerate 1.15.0 also takes an FSDP1 strategy name here
-            reshard = (_FSDP_STRATEGY[value.upper()] == "zero3"
-                       if isinstance(value, str) and value.upper() in _FSDP_STRATEGY
-                       else flag(rep, path, value, "sharding", reader="fsdp"))
-            if reshard is None:
-                continue
-            if version >= 2 or "sharding_strategy" not in plain:
-                rep.use(path, "sharding", "zero3" if reshard is True else "zero2")
-            else:
-                rep.ignore(path)
-        elif name == "offload_params":
-            offload = flag(rep, path, value, "cpu_offload", reader="fsdp")
-            if offload is True:
-                rep.use(path, "cpu_offload", "optimizer+params")
-            elif offload is False:
-                rep.mark_used(path, ["cpu_offload"])
-                rep.request.setdefault("cpu_offload", "none")
-        elif name == "activation_checkpointing":
-            checkpointing = flag(rep, path, value, "gradient_checkpointing", reader="fsdp")
-            if checkpointing is True:
-                rep.use(path, "gradient_checkpointing", True)
-            elif checkpointing is False:
-                rep.ignore(path, "does_not_disable_model_checkpointing")
-        elif name == "use_orig_params":
-            # FSDP1 + use_orig_params keeps gradient memory for frozen weights in mixed
-            # wrap units (PyTorch FSDP docs); FSDP2 has no such flag
-            orig = flag(rep, path, value, "frozen_weight_grads", reader="fsdp")
-            if version == 1:
-                rep.use(path, "frozen_weight_grads", orig is True)
-            else:
-                rep.ignore(path)
-        elif name == "version":
-            rep.mark_used(path, ["sharding"])
-        elif name in _FSDP_IGNORED:
-            rep.ignore(path)
-        else:
-            rep.unknown(path)
-    if "sharding_strategy" not in plain and "reshard_after_forward" not in plain:
-        # FULL_SHARD is the default strategy of torch FSDP and of accelerate 1.15.0
-        rep.default("sharding", "zero3", "torch FSDP default FULL_SHARD")
-
-
+# -- FSDP (an FSDP config section: :mod:`calc.config_import.sections`) --------------------------
 def fsdp_trainer_option(rep: Report, key: str, value: object) -> None:
     """The Trainer's ``fsdp`` argument: "full_shard auto_wrap offload" or a list."""
     if isinstance(value, str):

@@ -1,11 +1,11 @@
 """A DeepSpeed config JSON on its own -> the sharding/offload part of a request
-(:func:`calc.config_import.common.deepspeed_section`). ``auto`` values are the Trainer's
+(:func:`calc.config_import.sections.deepspeed_section`). ``auto`` values are the Trainer's
 and stay out; the rest of the request keeps calc's defaults."""
 
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
-from . import common
+from . import common, sections
 from .report import Report
 
 TOOL = "DeepSpeed 0.17 config"
@@ -15,7 +15,7 @@ def import_deepspeed(data: JsonObject, model: object = None, read_file: common.R
     rep = Report("deepspeed", TOOL)
     if model is not None:
         rep.request["model"] = model
-    common.deepspeed_section(rep, data)
+    sections.deepspeed_section(rep, data)
     if "zero_optimization" not in data:
         rep.default("sharding", "ddp", TOOL + ": no zero_optimization = ZeRO stage 0")
     rep.default("cpu_offload", "none", TOOL)

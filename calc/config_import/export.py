@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from ..jsontypes import JsonObject
-from ..request import ESTIMATE_FIELDS
+from ..fields import defaults
 from .models import TORCHTUNE_PRESETS
 
 _HF_OPTIM = {("adamw", True): "adamw_torch_fused", ("adamw", False): "adamw_torch",
@@ -28,7 +28,7 @@ FORMATS = ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelera
 
 
 def _full(request: JsonObject) -> JsonObject:
-    out = {key: spec[0] for key, spec in ESTIMATE_FIELDS.items()}
+    out = defaults("estimate")
     out.update(request)
     return out
 
@@ -162,6 +162,10 @@ def export_axolotl(request: JsonObject) -> str:
     out["micro_batch_size"] = req["micro_batch_size"]
     out["gradient_accumulation_steps"] = req["gradient_accumulation_steps"]
     out["sequence_len"] = req["seq_len"]
+    if req.get("batching") == "packed":
+        out["sample_packing"] = True
+    elif req.get("batching") == "pad-max":
+        out["pad_to_sequence_len"] = True
     if req["activation_offload"] and req["gradient_checkpointing"]:
         out["gradient_checkpointing"] = "offload"
     else:
@@ -213,6 +217,8 @@ def export_trl(request: JsonObject) -> str:
     out["per_device_train_batch_size"] = req["micro_batch_size"]
     out["gradient_accumulation_steps"] = req["gradient_accumulation_steps"]
     out["max_length"] = req["seq_len"]
+    if req.get("batching") == "packed":
+        out["packing"] = True
     out["gradient_checkpointing"] = req["gradient_checkpointing"]
     out["activation_offloading"] = req["activation_offload"]
     name = _optim(req, notes)
@@ -257,6 +263,8 @@ def export_llamafactory(request: JsonObject) -> str:
     else:  # LoRA: pure_bf16 keeps the adapters in bf16 instead of fp32
         out["pure_bf16"] = req.get("lora_adapter_dtype", "fp32") == "base" and precision == "bf16-true"
     out["cutoff_len"] = req["seq_len"]
+    if req.get("batching") == "packed":
+        out["packing"] = True
     out["per_device_train_batch_size"] = req["micro_batch_size"]
     out["gradient_accumulation_steps"] = req["gradient_accumulation_steps"]
     out["disable_gradient_checkpointing"] = not req["gradient_checkpointing"]
@@ -298,6 +306,8 @@ def export_torchtune(request: JsonObject) -> str:
     if model:
         out["model"] = model
     out["tokenizer"] = {"max_seq_len": req["seq_len"]}
+    if req.get("batching") == "packed":
+        out["dataset"] = {"packed": True}
     out["batch_size"] = req["micro_batch_size"]
     out["gradient_accumulation_steps"] = req["gradient_accumulation_steps"]
     optim: JsonObject = {"_component_": _TT_OPTIM.get(req["optimizer"], "torch.optim.AdamW")}

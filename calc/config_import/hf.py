@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..arch import ModelArch
 from ..jsontypes import JsonObject
-from . import common
+from . import common, keys, sections
 from .report import Report
 
 # peft 0.21.0 ``peft/utils/constants.py`` TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING:
@@ -20,21 +20,14 @@ PEFT_DEFAULT_TARGETS = {
 
 
 def set_framework(rep: Report, value: str) -> None:
-    """``framework`` exists once the framework issue's key is in the request; until then it
-    is left out so the request stays valid."""
-    from ..request import ESTIMATE_FIELDS
-
-    if "framework" in ESTIMATE_FIELDS:
-        rep.request.setdefault("framework", value)
+    """The training library the file is for, unless the file named another."""
+    rep.request.setdefault("framework", value)
 
 
 def adapter_dtype_default(rep: Report, fp32: bool, source: str) -> None:
     """peft upcasts 16-bit adapters to fp32 unless told not to (peft 0.21.0
-    ``get_peft_model(autocast_adapter_dtype=True)``); the key exists once main's request has it."""
-    from ..request import ESTIMATE_FIELDS
-
-    if "lora_adapter_dtype" in ESTIMATE_FIELDS:
-        rep.default("lora_adapter_dtype", "fp32" if fp32 else "base", source)
+    ``get_peft_model(autocast_adapter_dtype=True)``)."""
+    rep.default("lora_adapter_dtype", "fp32" if fp32 else "base", source)
 
 
 def set_dropout(rep: Report, key: str, value: object) -> None:
@@ -43,50 +36,65 @@ def set_dropout(rep: Report, key: str, value: object) -> None:
         rep.use(key, "lora_dropout", float(rate))
 
 
+def _double_quant(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    rep.use(path, "qlora_double_quant", common.flag(rep, path, value, "qlora_double_quant"))
+
+
+def _load_in(name: str) -> keys.Key:
+    """``load_in_4bit`` / ``load_in_8bit`` inside the config: the method, decided by the
+    importer once every key is read (``ctx[name]``)."""
+    def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+        ctx[name] = common.flag(rep, path, value, "method")
+        if name == "load_in_8bit" and ctx[name]:
+            rep.unknown(path, "int8_base_weights_not_modelled")
+        else:
+            rep.mark_used(path, ["method"])
+    return keys.Key(read, ("method",))
+
+
+BNB: dict[str, keys.Key] = {
+    "bnb_4bit_use_double_quant": keys.Key(_double_quant, ("qlora_double_quant",)),
+    # nf4 and fp4 both store 4 bits + one absmax per 64 weights
+    **{name: keys.ignored() for name in ("bnb_4bit_quant_type", "bnb_4bit_compute_dtype", "quant_method",
+                                         "bnb_4bit_quant_storage", "llm_int8_threshold",
+                                         "llm_int8_skip_modules")},
+}
+"""bitsandbytes ``BitsAndBytesConfig`` keys (transformers 5.17.0)."""
+
+BNB_WITH_METHOD: dict[str, keys.Key] = {**BNB, "load_in_4bit": _load_in("load_in_4bit"),
+                                        "load_in_8bit": _load_in("load_in_8bit")}
+""":data:`BNB` where the config's ``load_in_*`` choose the method (TRL's ``quantization_config``)."""
+
+
 def bnb_section(rep: Report, cfg: JsonObject, prefix: str = "", st: JsonObject | None = None) -> None:
-    """bitsandbytes ``BitsAndBytesConfig`` keys (transformers 5.17.0)."""
-    for key, value in cfg.items():
-        path = prefix + str(key)
-        if key == "bnb_4bit_use_double_quant":
-            rep.use(path, "qlora_double_quant", common.flag(rep, path, value, "qlora_double_quant"))
-        elif key in ("load_in_4bit", "load_in_8bit") and st is not None:
-            st[key] = common.flag(rep, path, value, "method")
-            if key == "load_in_8bit" and st[key]:
-                rep.unknown(path, "int8_base_weights_not_modelled")
-            else:
-                rep.mark_used(path, ["method"])
-        elif key in ("bnb_4bit_quant_type", "bnb_4bit_compute_dtype", "quant_method",
-                     "bnb_4bit_quant_storage", "llm_int8_threshold", "llm_int8_skip_modules"):
-            # nf4 and fp4 both store 4 bits + one absmax per 64 weights
-            rep.ignore(path)
-        else:
-            rep.unknown(path)
+    """A ``BitsAndBytesConfig`` dict through :data:`BNB`, or :data:`BNB_WITH_METHOD` when the
+    importer's state ``st`` takes the ``load_in_*`` choice (else they are ``unknown``)."""
+    if st is None:
+        keys.read_keys(rep, cfg, BNB, {}, prefix)
+    else:
+        keys.read_keys(rep, cfg, BNB_WITH_METHOD, st, prefix)
 
 
-def checkpointing_kwargs(rep: Report, cfg: JsonObject, prefix: str) -> None:
-    for key in cfg:
-        path = prefix + str(key)
-        if key == "use_reentrant":
-            # both variants keep each block's input and recompute it in backward
-            rep.ignore(path, "same_saved_tensors")
-        elif key == "preserve_rng_state":
-            rep.ignore(path)
-        else:
-            rep.unknown(path)
+CHECKPOINTING_KWARGS: dict[str, keys.Key] = {
+    # both variants keep each block's input and recompute it in backward
+    "use_reentrant": keys.ignored("same_saved_tensors"),
+    "preserve_rng_state": keys.ignored(),
+}
+"""``gradient_checkpointing_kwargs`` (transformers 5.17.0, passed to ``torch.utils.checkpoint``)."""
 
 
 def deepspeed_value(rep: Report, key: str, value: object, read_file: common.ReadFile | None = None) -> None:
     """``deepspeed``: an inline dict, or a path (read through ``read_file`` when the CLI can,
     else stage and offload inferred from the file name)."""
     if isinstance(value, dict):
-        common.deepspeed_section(rep, value, key + ".")
+        sections.deepspeed_section(rep, value, key + ".")
     elif isinstance(value, str) and value:
         data = None
         if read_file is not None:
             data = read_file(value)
         if isinstance(data, dict):
             rep.mark_used(key, ["sharding"], "file_read")
-            common.deepspeed_section(rep, data, key + ".")
+            sections.deepspeed_section(rep, data, key + ".")
         else:
             common.deepspeed_from_name(rep, key, value)
     elif value in (None, ""):
@@ -166,8 +174,55 @@ def set_modules_to_save(rep: Report, key: str, value: object) -> None:
 
 # -- readers shared by the Trainer-based formats' key tables (calc.config_import.keys) ----------
 def read_packing(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    st["packing"] = common.flag(rep, key, value)
-    rep.ignore(key, "packing_fills_seq_len")
+    """``packing`` / ``sample_packing``: packed rows (``batching`` ``packed``), else each
+    micro-batch padded to its longest sample (the collators' default, ``pad-longest``)."""
+    flag = common.flag(rep, key, value, "batching")
+    if flag is False and st.get("packing"):  # neat_packing has turned it on
+        rep.ignore(key)
+        return
+    st["packing"] = flag
+    if flag is not None:
+        rep.use(key, "batching", "packed" if flag else "pad-longest",
+                "packing_fills_seq_len" if flag else None)
+
+
+def read_neat_packing(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """LLaMA-Factory ``neat_packing``: packing without attention across the packed samples,
+    which turns ``packing`` on (``DataArguments.__post_init__``); the rows are as full."""
+    if common.flag(rep, key, value, "batching") is True:
+        st["packing"] = True
+        rep.use(key, "batching", "packed", "packing_fills_seq_len")
+    else:
+        rep.ignore(key)
+
+
+def read_group_by_length(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``group_by_length``: micro-batches of samples of like length, less padding than the
+    random draw of ``pad-longest``, which calc does not model (its padding is an upper bound)."""
+    if common.flag(rep, key, value) is True:
+        rep.unknown(key, "group_by_length_not_modelled")
+    else:
+        rep.ignore(key)
+
+
+def read_padding_free(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """TRL ``padding_free``: the micro-batch is its samples end to end, no padding at all. With
+    ``packing`` the rows are full (``packed``); without it calc counts the micro-batch padded to
+    its longest sample, an upper bound of its memory and time."""
+    if common.flag(rep, key, value) is True:
+        st["padding_free"] = key
+    else:
+        rep.ignore(key)
+
+
+def finish_padding_free(rep: Report, st: JsonObject) -> None:
+    key = st.get("padding_free")
+    if key is None:
+        return
+    if st.get("packing"):
+        rep.mark_used(key, ["batching"])
+    else:
+        rep.unknown(key, "padding_free_counted_as_pad_longest")
 
 
 def read_targets(rep: Report, key: str, value: object, st: JsonObject) -> None:

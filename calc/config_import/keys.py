@@ -8,6 +8,10 @@ A reader is ``read(rep, path, value, ctx)``: it reports the key (``used``, ``inv
 ``ignored``, ``unknown``) and sets what it decides; ``ctx`` is the importer's state for
 choices that depend on other keys (accelerate's ``distributed_type`` decides whether its
 ``fsdp_config`` counts).
+
+A nested section (DeepSpeed's ``zero_optimization``, an FSDP config, bitsandbytes' and peft's
+configs, torchtune's components) is a table too, read the same way with dotted paths; the
+entry that holds it names it in :attr:`Key.table` (:func:`section` does so itself).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class Key:
     read: Reader
     fields: tuple[str, ...] = ()  # the request fields the key can set
     note: str | None = None  # why it is read so (a version, a source)
+    table: dict[str, Key] | None = None  # a nested section's own keys (:func:`section`)
 
 
 def read_keys(rep: Report, data: JsonObject, table: dict[str, Key], ctx: JsonObject, prefix: str = "",
@@ -79,19 +84,21 @@ def not_modelled(note: str = "not_modelled") -> Key:
     return Key(lambda rep, path, value, ctx: rep.unknown(path, note), note=note)
 
 
-def section(table: dict[str, Key], fields: tuple[str, ...] = (), otherwise: str = "unknown",
-            rest: Key | None = None) -> Key:
+def section(table: dict[str, Key], fields: tuple[str, ...] = (), otherwise: str | Key = "unknown",
+            rest: Key | None = None, note: str | None = None) -> Key:
     """A nested mapping read through its own table (keys reported by dotted path, those it
-    lacks through ``rest``); any other value is ``unknown``, or ``ignored`` with
-    ``otherwise="ignored"``."""
+    lacks through ``rest``); any other value is ``unknown``, ``ignored`` with
+    ``otherwise="ignored"``, or read by ``otherwise`` when it is a :class:`Key`."""
     def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
         if isinstance(value, dict):
             read_keys(rep, value, table, ctx, path + ".", rest)
+        elif isinstance(otherwise, Key):
+            otherwise.read(rep, path, value, ctx)
         elif otherwise == "ignored":
             rep.ignore(path)
         else:
             rep.unknown(path)
-    return Key(read, fields)
+    return Key(read, fields, note, table)
 
 
 def state(name: str, value: object, key: Key) -> Key:
@@ -108,11 +115,13 @@ def call(reader: Callable[[Report, str, object], None], *fields: str) -> Key:
     return Key(lambda rep, path, value, ctx: reader(rep, path, value), fields)
 
 
-def dict_only(read: Callable[[Report, str, JsonObject, JsonObject], None], *fields: str) -> Key:
-    """``read`` for a mapping; any other value is ``unknown``."""
+def dict_only(read: Callable[[Report, str, JsonObject, JsonObject], None], *fields: str,
+              table: dict[str, Key] | None = None) -> Key:
+    """``read`` for a mapping (``table``: the mapping's own keys, when ``read`` walks a table);
+    any other value is ``unknown``."""
     def entry(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
         if isinstance(value, dict):
             read(rep, path, value, ctx)
         else:
             rep.unknown(path)
-    return Key(entry, fields)
+    return Key(entry, fields, table=table)

@@ -41,7 +41,6 @@ IGNORED = {
     "freeze_language_model", "swanlab_project", "swanlab_run_name", "use_swanlab", "ray_run_name",
     "ray_storage_path", "ray_num_workers", "resources_per_worker", "placement_strategy",
     "low_cpu_mem_usage", "offload_folder", "use_kv_cache", "infer_dtype", "disable_shuffling",
-    "neat_packing",
 }
 NOT_MODELLED = {
     "use_dora", "additional_target", "pissa_init", "pissa_iter", "pissa_convert", "use_galore",
@@ -95,11 +94,7 @@ def _switch(field: str, value: object, note: str | None = None) -> keys.Key:
 def _use_unsloth(rep: Report, key: str, value: object, st: JsonObject) -> None:
     if common.flag(rep, key, value) is True:
         st["unsloth"] = True
-        from ..request import ESTIMATE_FIELDS
-        if "framework" in ESTIMATE_FIELDS:
-            rep.use(key, "framework", "unsloth")
-        else:
-            rep.unknown(key, "framework_not_modelled")
+        rep.use(key, "framework", "unsloth")
     else:
         rep.ignore(key)
 
@@ -137,7 +132,8 @@ KEYS: dict[str, keys.Key] = {
     "lora_dropout": keys.call(hf.set_dropout, "lora_dropout"),
     "lora_target": keys.Key(_lora_target, ("lora_targets",)),
     "cutoff_len": keys.whole("seq_len"),
-    "packing": keys.Key(hf.read_packing, (), "packed sequences fill seq_len"),
+    "packing": keys.Key(hf.read_packing, ("batching",), "packed sequences fill seq_len"),
+    "neat_packing": keys.Key(hf.read_neat_packing, ("batching",), "packing without cross-attention"),
     "flash_attn": keys.Key(_flash_attn, ("attention",)),
     "enable_liger_kernel": _switch("chunked_loss", True, "Liger's fused linear cross-entropy"),
     "use_unsloth": keys.Key(_use_unsloth, ("framework",)),
@@ -193,6 +189,7 @@ def import_llamafactory(data: JsonObject, model: object = None, read_file: commo
     rep.default("optimizer", "adamw", "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
     rep.default("optimizer_fused", True, "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
     rep.default("chunked_loss", False, TOOL)
+    hf.finish_padding_free(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False), default_epochs=3.0)
     if not st.get("unsloth"):
         hf.set_framework(rep, "hf-trainer")

@@ -160,7 +160,7 @@ class Report:
 
 def _calc_default(field: str) -> object:
     """calc's own default of a request field (the importer filled none)."""
-    from ..request import ESTIMATE_FIELDS
+    from ..fields import spec_by_key
 
-    spec = ESTIMATE_FIELDS.get(field)
-    return spec[0] if spec is not None else None
+    spec = spec_by_key("estimate").get(field)
+    return spec.default if spec is not None else None

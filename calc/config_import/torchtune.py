@@ -46,8 +46,11 @@ def _max_seq_len(rep: Report, path: str, value: object, st: JsonObject) -> None:
 
 
 def _packed(rep: Report, path: str, value: object, st: JsonObject) -> None:
-    st["packing"] = common.flag(rep, path, value)
-    rep.ignore(path, "packing_fills_seq_len")
+    st["packing"] = common.flag(rep, path, value, "batching")
+    if st["packing"]:  # PackedDataset rows of max_seq_len tokens
+        rep.use(path, "batching", "packed", "packing_fills_seq_len")
+    else:
+        rep.ignore(path)
 
 
 def _epochs(rep: Report, path: str, value: object, st: JsonObject) -> None:
@@ -64,7 +67,9 @@ def _max_steps(rep: Report, path: str, value: object, st: JsonObject) -> None:
 
 
 def _loss_component(rep: Report, path: str, value: object, st: JsonObject) -> None:
-    if value in CHUNKED_LOSSES:
+    if not isinstance(value, str):  # a list or a mapping names no loss
+        rep.unknown(path)
+    elif value in CHUNKED_LOSSES:
         rep.use(path, "chunked_loss", True)
     elif value in PLAIN_LOSSES:
         rep.use(path, "chunked_loss", False)
@@ -75,6 +80,89 @@ def _loss_component(rep: Report, path: str, value: object, st: JsonObject) -> No
 def _compile(rep: Report, path: str, value: object, st: JsonObject) -> None:
     # a dict of compile options compiles too
     rep.use(path, "torch_compile", True if isinstance(value, dict) else common.flag(rep, path, value, "torch_compile"))
+
+
+# -- model: the builder's arguments (the builder itself is read first, by _model) ------------------
+def _lora_attn_modules(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    if isinstance(value, list):
+        ctx["targets"] += [common.TORCHTUNE_TO_HF.get(str(v), str(v)) for v in value]
+        rep.mark_used(path, ["lora_targets"])
+    else:
+        rep.unknown(path)
+
+
+def _lora_to(names: list[str]) -> keys.Key:
+    """``apply_lora_to_mlp`` / ``apply_lora_to_output``: ``names`` join the targets when true."""
+    def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+        if common.flag(rep, path, value, "lora_targets") is True:
+            ctx["targets"] += names
+        rep.mark_used(path, ["lora_targets"])
+    return keys.Key(read, ("lora_targets",))
+
+
+def _quantize_base(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    if common.flag(rep, path, value, "method") is not None:
+        rep.mark_used(path, ["method"])
+
+
+def _use_dora(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    if common.flag(rep, path, value) is True:
+        rep.unknown(path, "not_modelled")
+    else:
+        rep.ignore(path)
+
+
+MODEL: dict[str, keys.Key] = {
+    **{name: keys.ignored() for name in sorted(_MODEL_IGNORED)},
+    "_component_": keys.Key(lambda rep, path, value, ctx: None, ("model", "method"), "read first, by _model"),
+    "lora_attn_modules": keys.Key(_lora_attn_modules, ("lora_targets",), "torchtune names, as Hugging Face's"),
+    "apply_lora_to_mlp": _lora_to(["gate_proj", "down_proj", "up_proj"]),
+    "apply_lora_to_output": _lora_to(["lm_head"]),
+    "lora_rank": keys.whole("lora_rank"),
+    "lora_dropout": keys.call(hf.set_dropout, "lora_dropout"),
+    "quantize_base": keys.Key(_quantize_base, ("method",), "lora builders with quantize_base: QLoRA"),
+    "use_dora": keys.Key(_use_dora),
+}
+"""The ``model`` component's arguments (torchtune 0.7.0 builders); ``ctx["targets"]`` gathers
+the LoRA targets they name."""
+
+
+# -- optimizer ----------------------------------------------------------------------------------
+def _optimizer_component(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    name = common.COMPONENT_OPTIMIZERS.get(str(value))
+    momentum = ctx["momentum"] if isinstance(ctx["momentum"], (int, float)) else 0  # text: refused below
+    if name == "sgd" and momentum > 0:
+        name = "sgd-momentum"
+    if name is None:
+        rep.unknown(path, "optimizer_not_modelled")
+    else:
+        rep.use(path, "optimizer", name)
+
+
+def _optimizer_fused(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    fused = common.flag(rep, path, value, "optimizer_fused")
+    if ctx["component"] in ("torch.optim.AdamW", "torch.optim.Adam"):
+        rep.use(path, "optimizer_fused", fused)
+    else:
+        rep.ignore(path)
+
+
+def _momentum(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    if value is None or isinstance(value, (int, float)):
+        rep.mark_used(path, ["optimizer"])
+    else:  # torch.optim.SGD compares it with 0: text fails there
+        rep.invalid(path, value, "not_a_number", {"type": "number", "minimum": 0.0}, "optimizer")
+
+
+OPTIMIZER: dict[str, keys.Key] = {
+    **{name: keys.ignored() for name in ("lr", "weight_decay", "betas", "eps", "amsgrad", "foreach", "nesterov",
+                                         "optim_bits", "min_8bit_size", "percentile_clipping", "block_wise",
+                                         "dampening")},
+    "_component_": keys.Key(_optimizer_component, ("optimizer",), "SGD with momentum > 0: sgd-momentum"),
+    "fused": keys.Key(_optimizer_fused, ("optimizer_fused",), "torch's AdamW / Adam only"),
+    "momentum": keys.Key(_momentum, ("optimizer",)),
+}
+"""The ``optimizer`` component's arguments; ``ctx`` holds the component and its momentum."""
 
 
 def _optimizer_section(rep: Report, path: str, value: object, st: JsonObject) -> None:
@@ -88,8 +176,9 @@ KEYS: dict[str, keys.Key] = {
     # listed first: an explicit entry below overrides them
     **{name: keys.ignored() for name in sorted(IGNORED)},
     **{name: keys.not_modelled() for name in sorted(NOT_MODELLED)},
-    "model": keys.Key(lambda rep, path, value, st: None, ("model", "method", "lora_targets"),
-                      "read first (_model): the builder names the preset and the method"),
+    "model": keys.Key(lambda rep, path, value, st: None, ("model", "method", "lora_targets", "lora_rank",
+                                                          "lora_dropout"),
+                      "read first (_model): the builder names the preset and the method", MODEL),
     "tokenizer": keys.section({"max_seq_len": keys.Key(_max_seq_len, ("seq_len",))}, ("seq_len",),
                               rest=keys.ignored()),
     "dataset": keys.section({"packed": keys.Key(_packed)}, otherwise="ignored", rest=keys.ignored()),
@@ -97,7 +186,7 @@ KEYS: dict[str, keys.Key] = {
     "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
     "epochs": keys.Key(_epochs, ("epochs",), "a whole number: the recipes loop over range(epochs)"),
     "max_steps_per_epoch": keys.Key(_max_steps, ("dataset_tokens",), "tokens only over packed sequences"),
-    "optimizer": keys.Key(_optimizer_section, ("optimizer", "optimizer_fused")),
+    "optimizer": keys.Key(_optimizer_section, ("optimizer", "optimizer_fused"), table=OPTIMIZER),
     "optimizer_in_bwd": keys.boolean("optimizer_in_backward"),
     "loss": keys.section({"_component_": keys.Key(_loss_component, ("chunked_loss",)),
                           "num_output_chunks": keys.ignored()}, ("chunked_loss",)),
@@ -154,9 +243,7 @@ def import_torchtune(data: JsonObject, model: object = None, read_file: common.R
             rep.unknown("max_steps_per_epoch", "dataset_tokens_need_packing")
     rep.default("epochs", 1, TOOL, plan=True)
     rep.default("num_gpus", 1, TOOL + ": tune run without --nproc_per_node")
-    from ..request import ESTIMATE_FIELDS
-    if "framework" in ESTIMATE_FIELDS:
-        rep.request.setdefault("framework", "torchtune")
+    rep.request.setdefault("framework", "torchtune")
     return rep.result()
 
 
@@ -175,38 +262,9 @@ def _model(rep: Report, spec: JsonObject, st: JsonObject, override: object) -> M
     if isinstance(component, str):
         rep.use("model._component_", "method", method)
     arch = arch_of(rep.request.get("model"))
-    targets = []
-    for key, value in spec.items():
-        path = f"model.{key}"
-        if key == "_component_":
-            continue
-        if key == "lora_attn_modules":
-            if isinstance(value, list):
-                targets += [common.TORCHTUNE_TO_HF.get(str(v), str(v)) for v in value]
-                rep.mark_used(path, ["lora_targets"])
-            else:
-                rep.unknown(path)
-        elif key == "apply_lora_to_mlp":
-            if common.flag(rep, path, value, "lora_targets") is True:
-                targets += ["gate_proj", "down_proj", "up_proj"]
-            rep.mark_used(path, ["lora_targets"])
-        elif key == "apply_lora_to_output":
-            if common.flag(rep, path, value, "lora_targets") is True:
-                targets.append("lm_head")
-            rep.mark_used(path, ["lora_targets"])
-        elif key == "lora_rank":
-            common.set_int(rep, path, "lora_rank", value)
-        elif key == "lora_dropout":
-            hf.set_dropout(rep, path, value)
-        elif key == "quantize_base":
-            if common.flag(rep, path, value, "method") is not None:
-                rep.mark_used(path, ["method"])
-        elif key == "use_dora":
-            rep.unknown(path, "not_modelled") if common.flag(rep, path, value) is True else rep.ignore(path)
-        elif key in _MODEL_IGNORED:
-            rep.ignore(path)
-        else:
-            rep.unknown(path)
+    ctx: JsonObject = {"targets": []}
+    keys.read_keys(rep, spec, MODEL, ctx, "model.")
+    targets = ctx["targets"]
     if targets:
         if arch is not None and "lm_head" in targets:
             rep.note("lora_on_output_not_modelled")
@@ -218,27 +276,5 @@ def _model(rep: Report, spec: JsonObject, st: JsonObject, override: object) -> M
 
 
 def _optimizer(rep: Report, cfg: JsonObject) -> None:
-    component = cfg.get("_component_")
-    for key, value in cfg.items():
-        path = f"optimizer.{key}"
-        if key == "_component_":
-            name = common.COMPONENT_OPTIMIZERS.get(str(value))
-            if name == "sgd" and (cfg.get("momentum") or 0) > 0:
-                name = "sgd-momentum"
-            if name is None:
-                rep.unknown(path, "optimizer_not_modelled")
-            else:
-                rep.use(path, "optimizer", name)
-        elif key == "fused":
-            fused = common.flag(rep, path, value, "optimizer_fused")
-            if component in ("torch.optim.AdamW", "torch.optim.Adam"):
-                rep.use(path, "optimizer_fused", fused)
-            else:
-                rep.ignore(path)
-        elif key == "momentum":
-            rep.mark_used(path, ["optimizer"])
-        elif key in ("lr", "weight_decay", "betas", "eps", "amsgrad", "foreach", "nesterov",
-                     "optim_bits", "min_8bit_size", "percentile_clipping", "block_wise", "dampening"):
-            rep.ignore(path)
-        else:
-            rep.unknown(path)
+    keys.read_keys(rep, cfg, OPTIMIZER, {"component": cfg.get("_component_"), "momentum": cfg.get("momentum")},
+                   "optimizer.")

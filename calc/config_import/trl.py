@@ -18,7 +18,7 @@ the file and keeps calc's).
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
-from . import common, hf, keys
+from . import common, hf, keys, sections
 from .models import resolve_model
 from .report import Report
 
@@ -46,7 +46,7 @@ TRAINING_IGNORED = {
     "ddp_broadcast_buffers", "ddp_static_graph", "ddp_backend", "ddp_timeout", "debug",
     "skip_memory_metrics", "do_train", "do_eval", "do_predict", "resume_from_checkpoint",
     "local_rank", "bf16_full_eval", "fp16_full_eval", "torch_compile_backend", "torch_compile_mode",
-    "group_by_length", "overwrite_output_dir", "logging_dir", "save_safetensors",
+    "overwrite_output_dir", "logging_dir", "save_safetensors",
     # SFTConfig
     "model_init_kwargs", "router_aux_loss_coef", "trust_remote_code", "chat_template_path",
     "dataset_text_field", "dataset_kwargs", "dataset_num_proc", "eos_token", "truncation_mode",
@@ -61,7 +61,7 @@ TRAINING_IGNORED = {
 NOT_MODELLED = {
     "torch_empty_cache_steps", "auto_find_batch_size", "optim_target_modules", "ddp_bucket_cap_mb",
     "use_dora", "lora_target_parameters", "accelerator_config",
-    "parallelism_config", "liger_kernel_config", "padding_free", "use_cpu",
+    "parallelism_config", "liger_kernel_config", "use_cpu",
 }
 SFT_ONLY = {"max_length", "max_seq_length", "packing", "loss_type", "activation_offloading",
             "dataset_text_field", "completion_only_loss", "assistant_only_loss", "padding_free",
@@ -125,6 +125,7 @@ def import_trl(data: JsonObject, model: object = None, read_file: common.ReadFil
     rep.default("optimizer", "adamw", "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
     rep.default("optimizer_fused", True, "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
     rep.default("attention", "sdpa", "transformers 5.17.0: sdpa when no attention is chosen")
+    hf.finish_padding_free(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False), default_epochs=3.0)
     hf.set_framework(rep, "hf-trainer")
     return rep.result()
@@ -135,13 +136,6 @@ def _max_length(rep: Report, key: str, value: object, st: JsonObject) -> None:
         rep.unknown(key, "no_truncation_length")
     else:
         common.set_int(rep, key, "seq_len", value)
-
-
-def _checkpointing_kwargs(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    if isinstance(value, dict):
-        hf.checkpointing_kwargs(rep, value, key + ".")
-    else:
-        rep.ignore(key)
 
 
 def _precision_flag(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -191,7 +185,7 @@ def _loss_type(rep: Report, key: str, value: object, st: JsonObject) -> None:
 
 def _fsdp_config(rep: Report, key: str, value: object, st: JsonObject) -> None:
     if isinstance(value, dict):
-        common.fsdp_section(rep, value, key + ".")
+        sections.fsdp_section(rep, value, key + ".")
     else:
         rep.unknown(key, "fsdp_config_file_not_read")
 
@@ -201,17 +195,26 @@ def _use_peft(rep: Report, key: str, value: object, st: JsonObject) -> None:
     rep.mark_used(key, ["method"])
 
 
+def _target_modules(rep: Report, path: str, value: object, st: JsonObject) -> None:
+    st["targets_key"] = (path, value)  # checked against the model once it is known
+
+
+LORA_CONFIG: dict[str, keys.Key] = {
+    **{name: keys.ignored() for name in sorted(_LORA_CONFIG_IGNORED)},
+    "r": keys.whole("lora_rank"),
+    "lora_dropout": keys.call(hf.set_dropout, "lora_dropout"),
+    "target_modules": keys.Key(_target_modules, ("lora_targets",)),
+    "modules_to_save": keys.call(hf.set_modules_to_save, "lora_modules_to_save"),
+    **{name: keys.not_modelled() for name in ("use_dora", "layers_to_transform", "rank_pattern")},
+}
+"""peft ``LoraConfig`` keys (``peft_config`` / ``lora_config``, peft 0.21.0)."""
+
+
 def _peft_config(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """A ``LoraConfig`` given inline: LoRA (or QLoRA with 4-bit loading), read by :data:`LORA_CONFIG`."""
     if isinstance(value, dict):
         st["use_peft"] = True
-        _lora_config(rep, value, key + ".", st)
-    else:
-        rep.unknown(key)
-
-
-def _bnb_config(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    if isinstance(value, dict):
-        hf.bnb_section(rep, value, key + ".", st)
+        keys.read_keys(rep, value, LORA_CONFIG, st, key + ".")
     else:
         rep.unknown(key)
 
@@ -222,10 +225,12 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
     "max_length": keys.Key(_max_length, ("seq_len",)),
     "max_seq_length": keys.Key(_max_length, ("seq_len",), "the name before TRL 0.20"),
-    "packing": keys.Key(hf.read_packing, (), "packed sequences fill seq_len"),
+    "packing": keys.Key(hf.read_packing, ("batching",), "packed sequences fill seq_len"),
+    "padding_free": keys.Key(hf.read_padding_free, ("batching",)),
+    "group_by_length": keys.Key(hf.read_group_by_length),
     "optim": keys.call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
     "gradient_checkpointing": keys.boolean("gradient_checkpointing"),
-    "gradient_checkpointing_kwargs": keys.Key(_checkpointing_kwargs),
+    "gradient_checkpointing_kwargs": keys.section(hf.CHECKPOINTING_KWARGS, otherwise="ignored"),
     "bf16": keys.Key(_precision_flag, ("precision",)),
     "fp16": keys.Key(_precision_flag, ("precision",)),
     "tf32": keys.Key(_precision_flag, (), "fp32 matmul speed not modelled"),
@@ -239,9 +244,9 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "num_train_epochs": keys.call(hf.set_epochs, "epochs"),
     "max_steps": keys.Key(hf.read_max_steps, ("dataset_tokens",)),
     "deepspeed": keys.Key(lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st.get("read_file")),
-                          common.DEEPSPEED_FIELDS),
+                          common.DEEPSPEED_FIELDS, table=sections.DEEPSPEED),
     "fsdp": keys.call(common.fsdp_trainer_option, "sharding", "cpu_offload"),
-    "fsdp_config": keys.Key(_fsdp_config, ("sharding", "cpu_offload", "frozen_weight_grads")),
+    "fsdp_config": keys.Key(_fsdp_config, sections.FSDP_FIELDS, table=sections.FSDP),
     "use_peft": keys.Key(_use_peft, ("method",)),
     "lora_r": keys.whole("lora_rank"),
     "lora_dropout": keys.call(hf.set_dropout, "lora_dropout"),
@@ -250,10 +255,12 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "load_in_4bit": keys.Key(hf.read_load_in, ("method",)),
     "load_in_8bit": keys.Key(hf.read_load_in, ("method",), "int8 base weights not modelled"),
     "use_bnb_nested_quant": keys.boolean("qlora_double_quant"),
-    "peft_config": keys.Key(_peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets")),
-    "lora_config": keys.Key(_peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets")),
-    "quantization_config": keys.Key(_bnb_config, ("method", "qlora_double_quant")),
-    "bnb_config": keys.Key(_bnb_config, ("method", "qlora_double_quant")),
+    "peft_config": keys.Key(_peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets"),
+                            table=LORA_CONFIG),
+    "lora_config": keys.Key(_peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets"),
+                            table=LORA_CONFIG),
+    "quantization_config": keys.section(hf.BNB_WITH_METHOD, ("method", "qlora_double_quant")),
+    "bnb_config": keys.section(hf.BNB_WITH_METHOD, ("method", "qlora_double_quant")),
 }
 
 
@@ -286,22 +293,3 @@ def _precision(st: JsonObject, sft: bool) -> str:
     if dtype in ("bfloat16", "bf16", "auto"):
         return "bf16-true"
     return "bf16-mixed" if bf16 else "fp32"
-
-
-def _lora_config(rep: Report, cfg: JsonObject, prefix: str, st: JsonObject) -> None:
-    for key, value in cfg.items():
-        path = prefix + str(key)
-        if key == "r":
-            common.set_int(rep, path, "lora_rank", value)
-        elif key == "lora_dropout":
-            hf.set_dropout(rep, path, value)
-        elif key == "target_modules":
-            st["targets_key"] = (path, value)
-        elif key in _LORA_CONFIG_IGNORED:
-            rep.ignore(path)
-        elif key == "modules_to_save":
-            hf.set_modules_to_save(rep, path, value)
-        elif key in ("use_dora", "layers_to_transform", "rank_pattern"):
-            rep.unknown(path, "not_modelled")
-        else:
-            rep.unknown(path)

@@ -164,3 +164,47 @@ test("a config that names a key twice is refused, not read with the last value",
   const text = '{"hf_config": {"model_type": "llama", "model_type": "mistral"}}';
   assert.equal(configTextFromUrl(text), text);
 });
+
+test("the precision follows the method until the reader picks one", () => {
+  const controls = [
+    control("model", "model", "llama-3.1-8b"),
+    control("method", "enum", "lora", { options: [{ value: "full" }, { value: "lora" }] }),
+    control("precision", "enum", "bf16-true", { options: [{ value: "bf16-true" }, { value: "bf16-mixed" }] }),
+    control("hf_config", "config", ""),
+  ];
+  const methodDefaults = { precision: { full: "bf16-mixed", lora: "bf16-true" } };
+  const make = () => new FormState({ controls, lang: "en", methodDefaults });
+  let state = make();
+  state.byName.get("method").value = "full";
+  state.followMethod();
+  assert.equal(state.buildRequest().request.precision, "bf16-mixed");
+  assert.equal(state.queryString(false), "?method=full"); // implied by the method, not in the URL
+  state.byName.get("precision").value = "bf16-true"; // the reader picks pure bf16
+  state.edited("precision");
+  state.followMethod();
+  assert.equal(state.buildRequest().request.precision, "bf16-true");
+  assert.equal(state.queryString(false), "?method=full&precision=bf16-true");
+  // a shared link without a precision gets the method's; one with a precision keeps it
+  state = make();
+  state.reset();
+  state.readQuery("?method=full", dom());
+  state.followMethod();
+  assert.equal(state.buildRequest().request.precision, "bf16-mixed");
+  state.reset();
+  state.readQuery("?method=full&precision=bf16-true", dom());
+  state.followMethod();
+  assert.equal(state.buildRequest().request.precision, "bf16-true");
+});
+
+test("sample lengths travel as name:value pairs, in the URL and to calc", () => {
+  const controls = [control("model", "model", "llama-3.1-8b"), control("length_stats", "stats", ""),
+                    control("hf_config", "config", "")];
+  const state = new FormState({ controls, lang: "es" });
+  state.readQuery("?length_stats=mean:900,p90:2000", dom());
+  assert.equal(state.queryString(false), "?length_stats=mean:900,p90:2000");
+  assert.deepEqual(state.buildRequest().request, { model: "llama-3.1-8b", length_stats: "mean:900,p90:2000" });
+  state.applyChanges({ length_stats: { mean: 700, max: 4096 } }, () => {});
+  assert.equal(state.queryString(false), "?length_stats=mean:700,max:4096");
+  state.applyChanges({ length_stats: null }, () => {});
+  assert.deepEqual(state.buildRequest().request, { model: "llama-3.1-8b" });
+});

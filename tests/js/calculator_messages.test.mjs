@@ -61,3 +61,15 @@ test("an internal error asks for a report, quoting only calc_view.session's own 
   assert.ok(hostile.length < 140);
   assert.equal(internalReference(undefined), "internal_error");
 });
+
+test("an error inside a control's object goes to the control and names the part", () => {
+  const s = STRINGS.en;
+  const has = (name) => name === "length_stats";
+  assert.equal(errorTarget({ field: "length_stats.mean" }, { has, configFilled: false }), "length_stats");
+  const text = errorText({ code: "out_of_range", field: "length_stats.mean", value: 5000, integer: true,
+                           minimum: 1, maximum: 4000 }, { strings: s, lang: "en" });
+  assert.ok(text.includes("(mean: 5000)") && text.includes("4,000"), text);
+  const unknown = errorText({ code: "unknown_key", field: "length_stats.median", value: null,
+                              allowed: ["mean", "p90", "max"] }, { strings: s, lang: "en" });
+  assert.ok(unknown.includes("(median)"), unknown);
+});

@@ -56,7 +56,8 @@ def versions() -> dict:
 
 def normalise(request: dict) -> tuple[dict, dict]:
     """The request with calc's defaults filled (validated by calc), and the oracle options."""
-    from calc.request import ESTIMATE_FIELDS, parse_estimate_request
+    from calc.fields import field_specs
+    from calc.request import parse_estimate_request
 
     req = dict(request)
     options = dict(ORACLE_DEFAULTS, **req.pop("oracle", {}))
@@ -66,7 +67,8 @@ def normalise(request: dict) -> tuple[dict, dict]:
     if framework not in TRACED_FRAMEWORKS:
         raise Unsupported(f"framework {framework}: the oracle runs transformers 5 and peft as installed "
                           f"({', '.join(TRACED_FRAMEWORKS)}), not that library or generation")
-    for key, (default, _kind, _extra) in ESTIMATE_FIELDS.items():
+    for spec in field_specs("estimate"):
+        key, default = spec.key, spec.default
         value = parsed[key]
         if key in HANDLED_KEYS or key not in req and key == "qlora_quant_state_replicated":
             continue  # a QLoRA-only setting a Hugging Face profile fills in
@@ -230,6 +232,8 @@ def run_steps(req: dict, options: dict) -> dict:
 
     model, config = build_meta_model(req, options)
     tracker = LiveStorageTracker(debug=bool(options.get("debug")))
+    if options.get("record_events"):
+        tracker.events = []
     qlora.CURRENT["tracker"] = tracker
     counter = {"step": 0}
     mixed = req["precision"] == "bf16-mixed"
@@ -257,8 +261,12 @@ def run_steps(req: dict, options: dict) -> dict:
         optimizer = make_optimizer(req, params)
         ids = torch.zeros((b, s), dtype=torch.long)
         labels = torch.zeros((b, s), dtype=torch.long)  # a collator's copy of input_ids
+        lengths = options.get("seq_lens")  # a padded length per step (record_events runs)
         for step in range(1, options["steps"] + 1):
             counter["step"] = step
+            if lengths:
+                ids = torch.zeros((b, lengths[step - 1]), dtype=torch.long)
+                labels = torch.zeros((b, lengths[step - 1]), dtype=torch.long)
             last = step == options["steps"]
             tracker.context = "activations"
             if last:
@@ -299,7 +307,7 @@ def run_steps(req: dict, options: dict) -> dict:
             for (cat, op), n in agg.most_common(40):
                 print(f"  {n:>12,d} {cat:22s} {op}")
     return {"phases": phases, "components": components, "params_total": params_total,
-            "params_trainable": trainable, "config": config}
+            "params_trainable": trainable, "config": config, "events": tracker.events}
 
 
 def _logical_params(model) -> int:

@@ -41,11 +41,17 @@ class LiveStorageTracker(TorchDispatchMode):
         self.phase: str | None = None
         self.peaks: dict[str, tuple[int, dict]] = {}
         self.param_storages: set[int] = set()
+        # with ``events`` a list: each storage's allocation and free, in order, as
+        # ("alloc", n, nbytes) / ("free", n): the sequence calc.allocator replays
+        self.events: list | None = None
+        self._serial = 0
 
     # ---- bookkeeping -----------------------------------------------------------------
     def _freed(self, key: int, _ref) -> None:
         entry = self.live.pop(key, None)
         if entry is not None:
+            if self.events is not None and len(entry) > 4:
+                self.events.append(("free", entry[4]))
             self.total -= entry[0]
             self.by_category[entry[1]] -= entry[0]
 
@@ -61,6 +67,10 @@ class LiveStorageTracker(TorchDispatchMode):
             cat = category or self.context
             self.live[key] = [nbytes, cat, weakref.ref(st, lambda r, k=key: self._freed(k, r)),
                               self.op + " " + str(tuple(t.shape)) + " " + str(t.dtype)]
+            if self.events is not None:
+                self._serial += 1
+                self.live[key].append(self._serial)
+                self.events.append(("alloc", self._serial, nbytes))
             self.total += nbytes
             self.by_category[cat] += nbytes
             self._update_peak()

@@ -31,7 +31,8 @@ function main(root) {
   const lang = root.dataset.lang;
   const controls = [...form.querySelectorAll("[name]")];
   const advanced = form.querySelector("details[data-mode]"); // open = advanced mode
-  const state = new FormState({ controls, lang, profileKeys: JSON.parse(root.dataset.profileKeys || "[]") });
+  const state = new FormState({ controls, lang, profileKeys: JSON.parse(root.dataset.profileKeys || "[]"),
+                                methodDefaults: JSON.parse(root.dataset.methodDefaults || "{}") });
   const { byName, configArea, helpers } = state;
   let machine = null; // CalcMachine, made once the form has read the URL
   let ownShown = false;
@@ -264,6 +265,7 @@ function main(root) {
 
   function update() {
     root.dataset.method = byName.get("method").value; // options of other methods hide (CSS)
+    state.followMethod(); // the precision of the method, until the reader picks one
     syncUrl();
     const { request, errors } = state.buildRequest();
     let key = null;

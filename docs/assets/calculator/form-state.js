@@ -74,10 +74,16 @@ export function configTextFromUrl(value) {
   return value;
 }
 
+// Sample lengths (data-kind "stats") as name:value pairs, the URL's form of an object.
+export function statsText(value) {
+  return Object.entries(value).map(([name, number]) => `${name}:${number}`).join(",");
+}
+
 export class FormState {
   // controls: the form's named controls; profileKeys: the keys a training library's
-  // profile sets (calc.frameworks).
-  constructor({ controls, lang, profileKeys = [] }) {
+  // profile sets (calc.frameworks); methodDefaults: {key: {method: value}}, the keys whose
+  // default depends on the method (the precision: calc.reference.PRECISION).
+  constructor({ controls, lang, profileKeys = [], methodDefaults = {} }) {
     this.controls = controls;
     this.lang = lang;
     this.byName = new Map(controls.map((el) => [el.name, el]));
@@ -87,6 +93,9 @@ export class FormState {
     // value (an edit, the URL, an imported config); until then the chosen library decides
     // them, and the control shows what calc used.
     this.profileKeys = new Set(profileKeys);
+    // A key with a default per method follows the method until the reader chooses its
+    // value (an edit, the URL, an imported config or a suggestion).
+    this.methodDefaults = methodDefaults;
     this.chosen = new Set();
     // Values from the URL that no control can hold (e.g. method=bogus): sent as they are,
     // so calc names the problem; dropped as soon as the reader edits that field.
@@ -103,10 +112,33 @@ export class FormState {
     return Boolean(el) && el.value !== el.dataset.default;
   }
 
-  // The reader edited control `name`: its URL value goes, and a profile key is now theirs.
+  // The reader edited control `name`: its URL value goes, and a profile key (or a key with a
+  // default per method) is now theirs.
   edited(name) {
     this.overrides.delete(name);
-    if (this.profileKeys.has(name)) this.chosen.add(name);
+    if (this.profileKeys.has(name) || name in this.methodDefaults) this.chosen.add(name);
+  }
+
+  followsMethod(key) {
+    return key in this.methodDefaults && !this.chosen.has(key) && !this.overrides.has(key);
+  }
+
+  // What a control holds when the URL leaves it out: its default, or the method's.
+  urlDefault(el) {
+    const byMethod = this.methodDefaults[el.name];
+    const method = this.byName.get("method")?.value;
+    return byMethod && method in byMethod ? byMethod[method] : el.dataset.default;
+  }
+
+  // The keys that follow the method take the chosen method's default (call before reading
+  // the request).
+  followMethod() {
+    const method = this.byName.get("method")?.value;
+    for (const [key, byMethod] of Object.entries(this.methodDefaults)) {
+      const el = this.byName.get(key);
+      if (!el || !this.followsMethod(key) || !(method in byMethod)) continue;
+      el.value = byMethod[method];
+    }
   }
 
   // Reads a query string into the controls. dom: what only the page can do, called back:
@@ -182,12 +214,14 @@ export class FormState {
     if (advancedOpen) parts.push(`${MODE_PARAM}=advanced`); // basic is the default
     for (const el of this.controls) {
       if (el === this.configArea) continue;
-      if (this.leftToProfile(el.name)) continue;
+      if (this.leftToProfile(el.name) || this.followsMethod(el.name)) continue; // implied
       let text = this.controlText(el);
       if (el.name === "model" && this.configArea.value.trim()) text = this.modelTextForUrl();
-      // a behaviour the reader set stays in the URL while a library's profile could change it
-      if (text === el.dataset.default && !(this.profileKeys.has(el.name) && this.libraryChosen())) continue;
-      const encoded = encodeURIComponent(text).replace(/%2C/gi, ",");
+      // a behaviour the reader set stays in the URL while a library's profile could change it;
+      // a key with a default per method is compared with the chosen method's
+      if (text === this.urlDefault(el) && !(this.profileKeys.has(el.name) && this.libraryChosen())) continue;
+      let encoded = encodeURIComponent(text).replace(/%2C/gi, ",");
+      if (el.dataset.kind === "stats") encoded = encoded.replace(/%3A/gi, ":"); // mean:900,p90:2000
       parts.push(`${encodeURIComponent(el.name)}=${encoded}`);
     }
     return parts.length ? `?${parts.join("&")}` : "";
@@ -237,7 +271,7 @@ export class FormState {
         if (kind === "int" || kind === "number") {
           request[key] = parseNumber(text, this.lang, el.dataset.percent === "true");
         } else if (kind === "targets") request[key] = text === "all-linear" ? text : splitList(text);
-        else request[key] = text;
+        else request[key] = text; // a model id; sample lengths as written (calc reads mean:900,p90:2000)
       }
     }
     for (const el of this.helpers) {
@@ -268,6 +302,7 @@ export class FormState {
       this.overrides.delete(key);
       this.chosen.add(key);
       if (el.type === "checkbox") el.checked = value === true;
+      else if (value !== null && typeof value === "object" && !Array.isArray(value)) el.value = statsText(value);
       else el.value = Array.isArray(value) ? value.join(",") : value === null ? "" : String(value);
       reveal(el);
     }

@@ -27,8 +27,13 @@ export function errorText(error, { strings, lang, isPercent = () => false }) {
   const base = strings.errors[error.code] || strings.errors.generic;
   const field = String(error.field || "");
   let detail = "";
+  // a key inside a control's object (length_stats.mean) is named with its value
+  const part = field.includes(".") && !field.startsWith("model.") ? field.slice(field.indexOf(".") + 1) : "";
+  const given = typeof error.value === "string" || typeof error.value === "number";
   if (field.startsWith("hf_config.") && error.code !== "unsupported_architecture") detail = field.slice("hf_config.".length);
-  else if (typeof error.value === "string" || typeof error.value === "number") detail = String(error.value);
+  else if (part && given) detail = `${part}: ${error.value}`;
+  else if (given) detail = String(error.value);
+  else if (part) detail = part;
   if (detail.length > DETAIL_MAX) detail = `${detail.slice(0, DETAIL_MAX - 3)}…`;
   const text = detail ? `${base} (${detail})` : base;
   if (error.code === "unknown_preset") return `${text} ${presetHelp(error, strings)}`;

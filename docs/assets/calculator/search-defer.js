@@ -3,7 +3,7 @@
 // the search index only when the reader opens search, or once the calculator is live
 // (data-calc-state ready or error) and has been left alone for QUIET_MS. Building the index
 // (a few hundred ms on a 2-core machine) beside Pyodide's start, or beside the first edits, slows the
-// calculator on small machines; search itself works as before.
+// calculator on small machines; search itself works as on every other page.
 (function () {
   "use strict";
   var QUIET_MS = 2000; // no new result for this long: the reader is not editing

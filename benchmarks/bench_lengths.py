@@ -1,0 +1,76 @@
+"""Speed of ``estimate`` with a length distribution (``length_stats``): median, CPython.
+
+Usage: ``python -m benchmarks.bench_lengths``. Target: <= 5 ms median. Two figures per request:
+``drawn`` clears calc.lengths' caches before each call, so every call fits the distribution
+and draws its 4,096 samples again (a request the calculator has not seen); ``cached`` is a
+repeated request (the plan's variants, a recompute of the same form). Then one ``plan`` with and
+without a length distribution (p90 of fresh requests; the plan's target is <= 100 ms p90): its
+solvers draw a sequence for each micro-batch size and sequence length they try.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+REQUESTS = {
+    "lora mean+p90, mbs 1 (llama-3.1-8b)": {"model": "llama-3.1-8b",
+                                            "length_stats": {"mean": 900, "p90": 2000}},
+    "lora mean+p90+max, mbs 8 (llama-3.1-8b)": {"model": "llama-3.1-8b", "micro_batch_size": 8,
+                                                "seq_len": 4096,
+                                                "length_stats": {"mean": 700, "p90": 1800, "max": 4096}},
+    "full zero3 mean only, 8 GPUs (llama-3.1-70b)": {"model": "llama-3.1-70b", "method": "full",
+                                                     "num_gpus": 8, "sharding": "zero3",
+                                                     "length_stats": {"mean": 1200}},
+}
+
+
+def time_estimates(request: dict, drawn: bool, runs: int = 500) -> float:
+    """Median seconds of ``calc.memory.estimate_dict`` (validation, draw, model, serialisation)."""
+    from calc import lengths
+    from calc.memory import estimate_dict
+
+    estimate_dict(request)  # warm: presets loaded once
+    samples = []
+    for _ in range(runs):
+        if drawn:
+            lengths.data_shape.cache_clear()
+            lengths._lengths.cache_clear()
+            lengths.fit.cache_clear()
+        start = time.perf_counter()
+        estimate_dict(request)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def time_plans(with_lengths: bool, runs: int = 20) -> float:
+    """p90 seconds of ``calc.plan_setup`` on requests calc has not seen (each a new mean)."""
+    from calc import plan_setup
+
+    base = {"model": "llama-3.1-8b", "gpu": "rtx-4090", "dataset_tokens": 1e8, "seq_len": 8192,
+            "micro_batch_size": 8}
+    plan_setup(base)  # warm
+    samples = []
+    for i in range(runs):
+        request = {**base, "length_stats": {"mean": 3000 + i, "p90": 6000}} if with_lengths \
+            else {**base, "lora_rank": 16 + i}
+        start = time.perf_counter()
+        plan_setup(request)
+        samples.append(time.perf_counter() - start)
+    return statistics.quantiles(samples, n=10)[-1]
+
+
+def main() -> int:
+    print(f"python {sys.version.split()[0]}")
+    for label, request in REQUESTS.items():
+        drawn, cached = time_estimates(request, True), time_estimates(request, False)
+        print(f"estimate {label:<46} drawn {1e3 * drawn:6.3f} ms  cached {1e3 * cached:6.3f} ms"
+              "  (target <= 5 ms)")
+    print(f"plan rtx-4090 8B mbs 8 seq 8192, p90: without lengths {1e3 * time_plans(False):6.1f} ms, "
+          f"with lengths {1e3 * time_plans(True):6.1f} ms  (plan target <= 100 ms p90)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,516 @@
+"""A deterministic model of PyTorch's CUDA caching allocator, replayed over alloc/free events.
+
+Every rule is read from ``c10/cuda/CUDACachingAllocator.cpp`` (class
+``DeviceCachingAllocator``) at pytorch/pytorch commit 001074d2, the copy at hand for the
+torch 2.13.0 the project pins (tools/requirements-measure.txt), and cited where it is
+applied. What the model keeps:
+
+- one stream (the default one): blocks freed on a stream serve only that stream, and a
+  training step in one stream never meets the rule; no CUDA graphs, no cross-stream events;
+- the small pool (requests of at most 1 MiB, 2 MiB segments) and the large pool (20 MiB
+  segments for requests under 10 MiB, 2 MiB-rounded segments above);
+- best fit, with the smallest address among equal sizes (``BlockComparatorSize``); block
+  splitting and merging of free neighbours; ``max_split_size_mb``;
+- on a failed device allocation: release the cached oversize blocks (only with
+  ``max_split_size_mb``), then every cached unsplit segment, then retry; out of memory only
+  when that retry fails;
+- ``expandable_segments``: one growing segment per pool, mapped in 2 MiB (small) or 20 MiB
+  (large) pages, whose fully free pages are unmapped before out of memory.
+
+Addresses are counters: a new segment gets the next free address, so ties between equal
+sizes break in allocation order (real addresses differ; best fit decides on size first).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+MIN_BLOCK_BYTES = 512
+"""``kMinBlockSize``: every request is rounded up to a multiple of 512 bytes (``round_size``)."""
+
+SMALL_SIZE_BYTES = 1024 ** 2
+"""``kSmallSize``: requests of at most 1 MiB go to the small pool (``get_pool``)."""
+
+SMALL_BUFFER_BYTES = 2 * 1024 ** 2
+"""``kSmallBuffer``: small requests are packed into 2 MiB segments (``get_allocation_size``);
+also the page of a small-pool expandable segment (``find_expandable_block``)."""
+
+MIN_LARGE_ALLOC_BYTES = 10 * 1024 ** 2
+"""``kMinLargeAlloc``: requests under 10 MiB get a 20 MiB segment (``get_allocation_size``)."""
+
+LARGE_BUFFER_BYTES = 20 * 1024 ** 2
+"""``kLargeBuffer``: the 20 MiB segment of 1-10 MiB requests; also the page of a large-pool
+expandable segment and the slack an oversize block may exceed a request by
+(``get_free_block``)."""
+
+ROUND_LARGE_BYTES = 2 * 1024 ** 2
+"""``kRoundLarge``: larger requests get a segment rounded up to 2 MiB (``get_allocation_size``)."""
+
+UNLIMITED = None
+
+
+@dataclass(frozen=True)
+class AllocatorConfig:
+    """The ``PYTORCH_CUDA_ALLOC_CONF`` settings the model follows (``CUDAAllocatorConfig``).
+
+    ``max_split_size_bytes``: ``max_split_size_mb`` in bytes; ``None`` is the default
+    (``std::numeric_limits<size_t>::max()``: any block may be split). The config parser
+    raises values under 20 MiB to ``kLargeBuffer``. ``roundup_power2_divisions``: 0 (the
+    default) rounds to 512 bytes only; ``n > 1`` rounds every request to the next of ``n``
+    divisions between powers of two (``roundup_power2_next_division``)."""
+
+    max_split_size_bytes: int | None = None
+    expandable_segments: bool = False
+    roundup_power2_divisions: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_split_size_bytes is not None and self.max_split_size_bytes < LARGE_BUFFER_BYTES:
+            object.__setattr__(self, "max_split_size_bytes", LARGE_BUFFER_BYTES)
+
+    @property
+    def max_split(self) -> int:
+        """``max_split_size()``: a huge number when unset."""
+        return self.max_split_size_bytes if self.max_split_size_bytes is not None else 1 << 62
+
+
+DEFAULT_CONFIG = AllocatorConfig()
+
+
+def round_size(nbytes: int, config: AllocatorConfig = DEFAULT_CONFIG) -> int:
+    """``DeviceCachingAllocator::round_size``: under 512 bytes -> 512; else, with
+    ``roundup_power2_divisions`` ``d > 1`` and a size above ``512 d``, the next of ``d`` equal
+    steps between the powers of two around it (``roundup_power2_next_division``; a power of
+    two stays); else the next multiple of 512."""
+    if nbytes < MIN_BLOCK_BYTES:
+        return MIN_BLOCK_BYTES
+    d = config.roundup_power2_divisions
+    if d > 1 and nbytes > MIN_BLOCK_BYTES * d:
+        if nbytes & (nbytes - 1) == 0:
+            return nbytes
+        floor = 1 << (nbytes.bit_length() - 1)
+        step = floor >> (d.bit_length() - 1)
+        if step == 0:
+            return floor << 1
+        low = nbytes & ~(step - 1)
+        return nbytes if low == nbytes else low + step
+    return -(-nbytes // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
+
+
+def is_small(size: int) -> bool:
+    """``get_pool``: the small pool for rounded sizes of at most ``kSmallSize``."""
+    return size <= SMALL_SIZE_BYTES
+
+
+def allocation_size(size: int) -> int:
+    """``get_allocation_size``: the segment ``cudaMalloc`` gets for a rounded request that no
+    cached block serves: 2 MiB (small), 20 MiB (under 10 MiB), else the size rounded up to 2 MiB."""
+    if size <= SMALL_SIZE_BYTES:
+        return SMALL_BUFFER_BYTES
+    if size < MIN_LARGE_ALLOC_BYTES:
+        return LARGE_BUFFER_BYTES
+    return -(-size // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES
+
+
+class OutOfMemory(Exception):
+    """The allocation failed after releasing the cache and retrying (``malloc``'s
+    ``OutOfMemoryError``)."""
+
+
+class _Block:
+    __slots__ = ("size", "addr", "allocated", "prev", "next", "small", "mapped", "expandable")
+
+    def __init__(self, size: int, addr: int, small: bool, expandable: bool = False) -> None:
+        self.size = size
+        self.addr = addr
+        self.allocated = False
+        self.prev: _Block | None = None
+        self.next: _Block | None = None
+        self.small = small
+        self.mapped = True
+        self.expandable = expandable
+
+    def is_split(self) -> bool:
+        return self.prev is not None or self.next is not None
+
+
+class _Pool:
+    """Cached free blocks ordered by (size, address): ``BlockPool::blocks`` with
+    ``BlockComparatorSize`` (one stream)."""
+
+    __slots__ = ("keys", "blocks", "small", "whole")
+
+    def __init__(self, small: bool) -> None:
+        self.keys: list[tuple[int, int]] = []
+        self.blocks: dict[int, _Block] = {}
+        self.small = small
+        self.whole = 0  # bytes of cached blocks that are whole segments (releasable)
+
+    def insert(self, b: _Block) -> None:
+        bisect.insort(self.keys, (b.size, b.addr))
+        self.blocks[b.addr] = b
+        if b.prev is None and b.next is None and not b.expandable:
+            self.whole += b.size
+
+    def remove(self, b: _Block) -> None:
+        i = bisect.bisect_left(self.keys, (b.size, b.addr))
+        del self.keys[i]
+        del self.blocks[b.addr]
+        if b.prev is None and b.next is None and not b.expandable:
+            self.whole -= b.size
+
+
+class CachingAllocator:
+    """One device's caching allocator. ``capacity_bytes``: the memory ``cudaMalloc`` can
+    hand out (``None``: unlimited, the cache as on a large card).
+
+    ``malloc(nbytes)`` returns a handle; ``free(handle)`` returns the block to the cache.
+    Statistics follow ``DeviceStats``: ``allocated`` counts block sizes (rounded, and the
+    whole block when the remainder is not split off), ``reserved`` the segments held."""
+
+    def __init__(self, capacity_bytes: int | None = UNLIMITED,
+                 config: AllocatorConfig = DEFAULT_CONFIG) -> None:
+        self.capacity = capacity_bytes
+        self.config = config
+        self.pools = (_Pool(small=False), _Pool(small=True))
+        self.allocated = 0
+        self.reserved = 0
+        self.peak_allocated = 0
+        self.peak_reserved = 0
+        self.num_alloc_retries = 0
+        self.num_device_alloc = 0
+        self.num_device_free = 0
+        self.segment_need = 0  # largest reserved-but-unreleasable + new segment, over device allocations
+        self._next_addr = 0
+        # expandable segments: the unmapped tail block of each pool's segment (address space
+        # of 1 1/8 of the device: ``find_expandable_block``; here unbounded)
+        self._tail: list[_Block | None] = [None, None]
+        self._base = [0, 0]
+        self._mss = config.max_split
+        self._plain_rounding = config.roundup_power2_divisions <= 1
+
+    # ---- malloc ----------------------------------------------------------------------
+    def malloc(self, nbytes: int) -> _Block:
+        """``DeviceCachingAllocator::malloc``: round, pick the pool, search the cache; else
+        allocate a segment; else release oversize cached blocks and retry
+        (``release_available_cached_blocks``); else release every unsplit cached block and
+        retry (``release_cached_blocks``, counted in ``num_alloc_retries``); else out of memory."""
+        if self._plain_rounding and nbytes >= MIN_BLOCK_BYTES:
+            size = -(-nbytes // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
+        else:
+            size = round_size(nbytes, self.config)
+        small = size <= SMALL_SIZE_BYTES
+        pool = self.pools[small]
+        block = self._get_free_block(pool, size)
+        if block is None:
+            alloc = allocation_size(size)
+            need = self.reserved - self.pools[0].whole - self.pools[1].whole + alloc
+            if need > self.segment_need:
+                self.segment_need = need
+            block = self._alloc_block(pool, size, alloc)
+            if block is None and self._release_available_cached_blocks(pool, size):
+                block = self._alloc_block(pool, size, alloc)
+            if block is None:
+                self.num_alloc_retries += 1
+                self._release_cached_blocks()
+                block = self._alloc_block(pool, size, alloc)
+            if block is None:
+                raise OutOfMemory(size)
+        remaining = block.size - size
+        if (remaining >= MIN_BLOCK_BYTES if small or block.expandable
+                else size < self._mss and remaining > SMALL_SIZE_BYTES):
+            self._split(pool, block, size)
+        block.allocated = True
+        self.allocated += block.size
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
+        return block
+
+    @staticmethod
+    def _split(pool: _Pool, block: _Block, size: int) -> None:
+        """``alloc_found_block``: the front ``size`` bytes are handed out, the rest goes back
+        to the pool as a block of the same segment."""
+        rest = _Block(block.size - size, block.addr + size, block.small, block.expandable)
+        rest.prev, rest.next = block, block.next
+        if block.next is not None:
+            block.next.prev = rest
+        block.next = rest
+        block.size = size
+        pool.insert(rest)
+
+    def _get_free_block(self, pool: _Pool, size: int) -> _Block | None:
+        """``get_free_block``: the smallest cached block of at least ``size`` bytes (lowest
+        address among equals). An oversize block (``>= max_split_size``) never serves a
+        smaller request, and serves a larger one only within ``kLargeBuffer`` (20 MiB) of it.
+        With expandable segments a block that can still grow (followed by unmapped space)
+        counts as that larger size, so a block that fits as it is wins."""
+        keys = pool.keys
+        i = bisect.bisect_left(keys, (size, -1))
+        if i == len(keys):
+            return None
+        block = pool.blocks[keys[i][1]]
+        if block.expandable and self.config.expandable_segments:
+            def grow(b: _Block) -> int:
+                return b.size + (b.next.size if b.next is not None and not b.next.mapped else 0)
+            j = i + 1
+            while block.expandable and j < len(keys):
+                nxt = pool.blocks[keys[j][1]]
+                if grow(nxt) >= grow(block):
+                    break
+                block, j = nxt, j + 1
+        mss = self.config.max_split
+        if size < mss and block.size >= mss:
+            return None
+        if size >= mss and block.size >= size + LARGE_BUFFER_BYTES:
+            return None
+        pool.remove(block)
+        return block
+
+    def _fits(self, nbytes: int) -> bool:
+        return self.capacity is None or self.reserved + nbytes <= self.capacity
+
+    def _alloc_block(self, pool: _Pool, size: int, alloc: int) -> _Block | None:
+        """``alloc_block``: ``cudaMalloc`` of ``alloc`` bytes (fails past the capacity), or with
+        expandable segments ``try_allocate_expandable_block``."""
+        if self.config.expandable_segments:
+            return self._alloc_expandable(pool, size)
+        if not self._fits(alloc):
+            return None
+        block = _Block(alloc, self._next_addr, pool.small)
+        self._next_addr += alloc
+        self._reserve(alloc)
+        return block
+
+    def _reserve(self, nbytes: int) -> None:
+        self.reserved += nbytes
+        self.num_device_alloc += 1
+        if self.reserved > self.peak_reserved:
+            self.peak_reserved = self.reserved
+
+    # ---- expandable segments ---------------------------------------------------------
+    def _alloc_expandable(self, pool: _Pool, size: int) -> _Block | None:
+        """``try_allocate_expandable_block``: at the lowest address with room (a free block
+        just before the unmapped space, then the unmapped space), map whole pages
+        (``ExpandableSegment::map``: 2 MiB small pool, 20 MiB large) until the block holds
+        ``size``; a page that does not fit the device fails the allocation."""
+        page = SMALL_BUFFER_BYTES if pool.small else LARGE_BUFFER_BYTES
+        tail = self._tail[pool.small]
+        if tail is None:
+            tail = _Block(1 << 60, self._next_addr, pool.small, expandable=True)
+            tail.mapped = False
+            self._base[pool.small] = tail.addr
+            self._next_addr += 1 << 60
+            self._tail[pool.small] = tail
+        start = tail.prev if tail.prev is not None and not tail.prev.allocated else None
+        have = start.size if start is not None else 0
+        pages = -(-(size - have) // page)
+        if pages <= 0 and start is not None:
+            pool.remove(start)
+            return start
+        if not self._fits(pages * page):
+            return None
+        self._reserve(pages * page)
+        block = _Block(pages * page, tail.addr, pool.small, expandable=True)
+        block.prev, block.next = tail.prev, tail
+        if tail.prev is not None:
+            tail.prev.next = block
+        tail.prev = block
+        tail.addr += pages * page
+        tail.size -= pages * page
+        if start is not None:
+            pool.remove(start)
+            self._merge(block, start)
+        return block
+
+    def _unmap_free(self, block: _Block, pool: _Pool) -> None:
+        """``unmap_block``: the whole pages inside a free block are returned to the device;
+        partial pages at either end stay mapped as free blocks."""
+        page = SMALL_BUFFER_BYTES if pool.small else LARGE_BUFFER_BYTES
+        tail = self._tail[pool.small]
+        assert tail is not None
+        base = self._base[pool.small]  # pages are counted from the segment's start
+        lo = -(-(block.addr - base) // page) * page + base
+        hi = (block.addr + block.size - base) // page * page + base
+        if hi <= lo:
+            return
+        self.reserved -= hi - lo
+        self.num_device_free += 1
+        if hi == block.addr + block.size and block.next is tail:
+            # the unmapped range joins the tail
+            pool.remove(block)
+            tail.addr -= hi - lo
+            tail.size += hi - lo
+            if lo > block.addr:
+                block.size = lo - block.addr
+                pool.insert(block)
+            else:
+                tail.prev = block.prev
+                if block.prev is not None:
+                    block.prev.next = tail
+            return
+        # an unmapped hole inside the segment: the block keeps its place in the address space
+        # but counts as reserved no more (a later mapping fills the hole before the tail in
+        # PyTorch; here the hole stays unused, which can only overstate reserved memory)
+        pool.remove(block)
+        block.allocated = True  # never handed out again
+        block.mapped = False
+
+    # ---- free ------------------------------------------------------------------------
+    def free(self, block: _Block) -> None:
+        """``free`` -> ``free_block``: the block is merged with free neighbours of its segment
+        (``try_merge_blocks``) and cached in its pool; nothing returns to the device."""
+        block.allocated = False
+        self.allocated -= block.size
+        pool = self.pools[block.small]
+        for other in (block.prev, block.next):
+            if other is not None and not other.allocated and other.mapped:
+                pool.remove(other)
+                self._merge(block, other)
+        pool.insert(block)
+
+    @staticmethod
+    def _merge(dst: _Block, src: _Block) -> None:
+        if dst.prev is src:
+            dst.addr = src.addr
+            dst.prev = src.prev
+            if src.prev is not None:
+                src.prev.next = dst
+        else:
+            dst.next = src.next
+            if src.next is not None:
+                src.next.prev = dst
+        dst.size += src.size
+
+    # ---- releasing the cache ---------------------------------------------------------
+    def _release_block(self, pool: _Pool, block: _Block) -> None:
+        """``release_block``: ``cudaFree`` of a cached unsplit segment."""
+        pool.remove(block)
+        self.reserved -= block.size
+        self.num_device_free += 1
+
+    def _release_available_cached_blocks(self, pool: _Pool, size: int) -> bool:
+        """``release_available_cached_blocks``: only with ``max_split_size_mb``: free the
+        smallest cached oversize block of at least ``max(size, max_split_size)``; if none,
+        free oversize blocks from the largest down until that much is released."""
+        if self.config.max_split_size_bytes is None:
+            return False
+        mss = self.config.max_split
+        key = max(size, mss)
+        candidates = [pool.blocks[a] for _s, a in pool.keys]
+        unsplit = [b for b in candidates if not b.is_split() and not b.expandable]
+        fit = [b for b in unsplit if b.size >= key]
+        if fit:
+            self._release_block(pool, fit[0])
+            return True
+        released = 0
+        for b in reversed(unsplit):
+            if released >= key or b.size < mss:
+                break
+            released += b.size
+            self._release_block(pool, b)
+        return released >= key
+
+    def _release_cached_blocks(self) -> None:
+        """``release_cached_blocks`` -> ``release_blocks``: every cached block that is a whole
+        segment (not split) is freed, large pool then small; expandable segments unmap their
+        free pages."""
+        for pool in self.pools:
+            for _s, addr in list(pool.keys):
+                block = pool.blocks[addr]
+                if block.expandable:
+                    self._unmap_free(block, pool)
+                elif not block.is_split():
+                    self._release_block(pool, block)
+
+    def empty_cache(self) -> None:
+        """``torch.cuda.empty_cache()`` (``emptyCache`` -> ``release_cached_blocks``)."""
+        self._release_cached_blocks()
+
+
+# ---- replay ------------------------------------------------------------------------------
+
+Event = tuple[Any, ...]
+"""``("alloc", key, nbytes)``, ``("free", key)`` or ``("mark",)`` (resets the peaks, as
+``torch.cuda.reset_peak_memory_stats`` does before a measured step)."""
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What one replay of an event sequence gives, in bytes."""
+
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+    fits: bool
+    alloc_retries: int
+    failed_at: int  # index of the event that ran out of memory; -1 when it fits
+    segment_need_bytes: int = 0  # see CachingAllocator.segment_need
+
+
+def replay(events: Iterable[Event], capacity_bytes: int | None = UNLIMITED,
+           config: AllocatorConfig = DEFAULT_CONFIG) -> Replay:
+    """Run ``events`` through a fresh allocator of ``capacity_bytes`` usable device memory."""
+    a = CachingAllocator(capacity_bytes, config)
+    live: dict[object, _Block] = {}
+    malloc, free = a.malloc, a.free
+    for i, ev in enumerate(events):
+        kind = ev[0]
+        if kind == "alloc":
+            if ev[2] <= 0:
+                continue
+            try:
+                live[ev[1]] = malloc(ev[2])
+            except OutOfMemory:
+                return Replay(a.peak_allocated, a.peak_reserved, False, a.num_alloc_retries, i,
+                              a.segment_need)
+        elif kind == "free":
+            block = live.pop(ev[1], None)
+            if block is not None:
+                free(block)
+        elif kind == "mark":
+            a.peak_allocated, a.peak_reserved = a.allocated, a.reserved
+    return Replay(a.peak_allocated, a.peak_reserved, True, a.num_alloc_retries, -1, a.segment_need)
+
+
+def min_device_bytes(events: Sequence[Event], config: AllocatorConfig = DEFAULT_CONFIG,
+                     outside_allocator_bytes: int = 0, unlimited: Replay | None = None) -> int:
+    """The smallest device memory on which ``events`` run without out-of-memory:
+    ``outside_allocator_bytes`` (CUDA context, driver reserve, communication buffers: the
+    caller counts and cites them) plus the smallest allocator capacity that fits.
+
+    The capacity lies between a floor and the peak reserved with no limit (the replay is
+    then the unlimited one, which fits). The floor is the larger of the largest rounded live
+    total and the unlimited replay's ``segment_need``: at each device allocation, the memory
+    held in segments the release rule cannot free (``release_cached_blocks`` frees only
+    whole cached segments) plus the new segment. The floor is tried first (one replay); when
+    it does not fit, the search bisects over whole 2 MiB steps above it, treating "fits" as
+    monotone in the capacity (a pathological sequence could fit at one capacity and not at a
+    slightly larger one). ``unlimited``: the replay with no limit, when the caller has it."""
+    free_run = unlimited or replay(events, None, config)
+    step = ROUND_LARGE_BYTES
+    hi = -(-free_run.peak_reserved_bytes // step)
+    lo = min(hi, -(-max(_live_floor(events, config), free_run.segment_need_bytes) // step))
+    if lo < hi and not replay(events, lo * step, config).fits:
+        lo += 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if replay(events, mid * step, config).fits:
+                hi = mid
+            else:
+                lo = mid + 1
+    return lo * step + outside_allocator_bytes
+
+
+def _live_floor(events: Iterable[Event], config: AllocatorConfig) -> int:
+    """The largest total of rounded live requests: no capacity below it can work."""
+    live: dict[object, int] = {}
+    total = best = 0
+    for ev in events:
+        if ev[0] == "alloc" and ev[2] > 0:
+            size = round_size(ev[2], config)
+            live[ev[1]] = size
+            total += size
+            best = max(best, total)
+        elif ev[0] == "free":
+            total -= live.pop(ev[1], 0)
+    return best

@@ -1,0 +1,339 @@
+"""What the data looks like: sample lengths, how they are batched, and the step sequence.
+
+A request may say how long its samples are (``length_stats``: ``mean``, ``p90``, ``max`` tokens
+per sample, any of them) and how they are batched (``batching``). Without ``length_stats``
+every sample fills ``seq_len``, as calc has always assumed, and nothing here runs.
+
+**The distribution.** Sample lengths follow a log-normal distribution clipped at ``max``
+(``max`` defaults to ``seq_len``): ``L = min(max, max(1, round(exp(mu + sigma * Z))))``,
+``Z`` standard normal. Log-normal because text lengths are positive and right-skewed, and
+because its quantiles are closed-form (:class:`statistics.NormalDist`, standard library), so
+``p90`` is matched exactly (``mu = ln p90 - z90 * sigma``, ``z90 = 1.2816``) and only
+``sigma`` is solved for, by bisection, so that the clipped mean is ``mean``
+(``E[min(X, M)] = e^(mu + sigma^2/2) Phi(a - sigma) + M (1 - Phi(a))``, ``a = (ln M - mu) /
+sigma``). A gamma distribution would need its quantile function, which the standard library
+lacks. Clipping rather than truncation: a trainer cuts a sample longer than its maximum
+length down to it, so the mass above ``max`` lands on ``max``. ``seq_len`` stays the cap: a
+``max`` above it is cut to ``seq_len`` too. With ``mean`` alone or ``p90`` alone, ``sigma``
+is :data:`DEFAULT_SIGMA` (an assumption; giving both replaces it). With neither, every sample
+is ``max`` long. A ``mean`` the clipped log-normal cannot reach with ``p90`` (a mean above ``p90``,
+or far below it) gets the nearest one it can, and the warning
+``length_stats_approximated``.
+
+**The step sequence.** :func:`data_shape` cuts :data:`SAMPLES` sample lengths (at least one
+micro-batch) into micro-batches of ``micro_batch_size`` samples, in the order drawn. The
+lengths come from standard normal draws of ``random.Random(SEED)`` by inverse transform
+(deterministic: the same request gets the same sequence), drawn once and shared by every
+request, so that two requests that differ in one value (a solver's steps, a plan's variants)
+see the same samples, scaled. Each micro-batch is ``(real_tokens, padded_tokens)``;
+:func:`micro_batch_tokens` lists the padded ones, the tokens each micro-batch puts on the GPU:
+
+- ``pad-longest`` (the Hugging Face collators' default padding): every sample padded to the
+  longest of its micro-batch, ``padded = micro_batch_size * longest``;
+- ``pad-max`` (``padding="max_length"``, axolotl ``pad_to_sequence_len``): padded to
+  ``seq_len``, ``padded = micro_batch_size * seq_len``;
+- ``packed`` (packing): every row is ``seq_len`` tokens of real data, ``real = padded =
+  micro_batch_size * seq_len``, as calc's figures without ``length_stats``.
+
+The memory peak is the longest micro-batch's (its padded length stands for ``seq_len``),
+and the time model runs at the mean padded length and counts real tokens only
+(``padding_ratio = padded / real`` over the sequence). Why :data:`SAMPLES` = 4,096: the
+peak of a run is set by its longest micro-batch, and a run meets thousands of samples; the
+longest of 4,096 draws is about the 99.98th percentile of the lengths, and a sequence of
+4,096 costs about a millisecond in CPython (``python -m benchmarks.bench_lengths``), inside the
+estimate's time budget of 5 ms.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+from statistics import NormalDist
+from typing import TYPE_CHECKING
+
+from .errors import InputError
+from .jsontypes import JsonObject
+
+if TYPE_CHECKING:
+    from .request import EstimateRequest
+
+PARTS = ("mean", "p90", "max")
+"""The keys of ``length_stats``, tokens per sample."""
+
+SEED = 0
+"""The seed of :class:`random.Random` that draws every step sequence."""
+
+SAMPLES = 4096
+"""Samples drawn per step sequence (at least one micro-batch): see the module docstring."""
+
+DEFAULT_SIGMA = 1.0
+"""The log-normal's ``sigma`` when ``mean`` or ``p90`` is missing: an assumption (p90 about
+3.6 times the median), a wide spread, which keeps the longest micro-batch near ``max``."""
+
+_NORMAL = NormalDist()
+_Z90 = _NORMAL.inv_cdf(0.9)
+_SIGMA_MIN = 1e-6
+_SIGMA_GRID = tuple(0.01 * 1.1 ** i for i in range(72))  # 0.01 .. about 8.8
+
+
+class Batching(str, Enum):
+    PAD_LONGEST = "pad-longest"
+    PAD_MAX = "pad-max"
+    PACKED = "packed"
+
+
+@dataclass(frozen=True)
+class LengthStats:
+    """Tokens per sample; ``None`` where the request leaves a part out."""
+
+    mean: int | None = None
+    p90: int | None = None
+    max: int | None = None
+
+    def to_dict(self) -> JsonObject:
+        return {part: getattr(self, part) for part in PARTS if getattr(self, part) is not None}
+
+
+# --- checks ---------------------------------------------------------------------------------------
+
+def _part_range(maximum: int) -> JsonObject:
+    return {"integer": True, "minimum": 1, "maximum": maximum}
+
+
+def parse_text(text: str) -> object:
+    """The URL's and the CLI's form, ``mean:900,p90:2000``, as an object (the values as
+    numbers where they are; anything else is left for :func:`check_length_stats` to refuse).
+    Empty text: ``None`` (no statistics)."""
+    if not text.strip():
+        return None
+    out: JsonObject = {}
+    for item in text.split(","):
+        name, colon, value = item.partition(":")
+        name, value = name.strip(), value.strip()
+        if not colon:
+            raise InputError("wrong_type", "length_stats", text, extra={"allowed": list(PARTS)})
+        try:
+            number: object = int(value)
+        except ValueError:
+            try:
+                number = float(value)
+            except ValueError:
+                number = value
+        out[name] = number
+    return out
+
+
+def check_length_stats(value: object, maximum: int) -> LengthStats | None:
+    """``length_stats`` on its own: an object (or its text form) of the :data:`PARTS`, each a
+    whole number of tokens from 1 to ``maximum``; ``None`` stays ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = parse_text(value)
+        if value is None:
+            return None
+    if not isinstance(value, dict):
+        raise InputError("wrong_type", "length_stats", value, extra={"allowed": list(PARTS)})
+    parts: dict[str, int] = {}
+    for name, number in value.items():
+        field = f"length_stats.{name}"
+        if name not in PARTS:
+            raise InputError("unknown_key", field, None, extra={"allowed": list(PARTS)})
+        whole = int(number) if isinstance(number, float) and number.is_integer() else number
+        if isinstance(whole, bool) or not isinstance(whole, int):
+            raise InputError("not_integer", field, number, extra=_part_range(maximum))
+        if whole <= 0:
+            raise InputError("not_positive", field, number, extra=_part_range(maximum))
+        if whole > maximum:
+            raise InputError("out_of_range", field, number, extra=_part_range(maximum))
+        parts[name] = whole
+    return LengthStats(**parts)
+
+
+def check_consistent(stats: LengthStats, seq_len: int) -> None:
+    """Parts that no distribution of lengths has: ``mean`` or ``p90`` above ``max`` (which
+    defaults to ``seq_len``), or a ``mean`` that ``p90`` rules out: at least 90 % of the
+    samples are at most ``p90`` long and the rest at most ``max``, so ``mean <= 0.9 p90 +
+    0.1 max``; at least 10 % are ``p90`` long or more and none is shorter than 1, so
+    ``mean >= 0.1 p90 + 0.9``. The error names the part and the range it may take."""
+    top = stats.max if stats.max is not None else seq_len
+    for name in ("p90", "mean"):
+        number = getattr(stats, name)
+        if number is not None and number > top:
+            raise InputError("out_of_range", f"length_stats.{name}", number, extra=_part_range(top))
+    if stats.mean is not None and stats.p90 is not None:
+        low = math.ceil(0.1 * stats.p90 + 0.9)
+        high = math.floor(0.9 * stats.p90 + 0.1 * top)
+        if not low <= stats.mean <= high:
+            raise InputError("out_of_range", "length_stats.mean", stats.mean,
+                             extra={"integer": True, "minimum": low, "maximum": high})
+
+
+# --- the distribution -----------------------------------------------------------------------------
+
+def _clipped_mean(mu: float, sigma: float, top: float) -> float:
+    """``E[min(X, top)]`` of a log-normal ``X`` (``mu``, ``sigma``)."""
+    a = (math.log(top) - mu) / sigma
+    return math.exp(mu + sigma * sigma / 2) * _NORMAL.cdf(a - sigma) + top * (1.0 - _NORMAL.cdf(a))
+
+
+def _bisect(f: Callable[[float], float], lo: float, hi: float, target: float, increasing: bool) -> float:
+    """``x`` in ``[lo, hi]`` with ``f(x) = target``, ``f`` monotonic there."""
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        above = f(mid) > target
+        if above == increasing:
+            hi = mid
+        else:
+            lo = mid
+    return (lo + hi) / 2
+
+
+@lru_cache(maxsize=256)
+def fit(stats: LengthStats, top: int) -> tuple[float, float, bool]:
+    """``(mu, sigma, exact)`` of the clipped log-normal for ``stats`` clipped at ``top``;
+    ``exact`` is False where ``mean`` could not be met (the nearest mean is used)."""
+    mean, p90 = stats.mean, stats.p90
+    if p90 is not None and mean is not None:
+        def at(sigma: float) -> float:
+            return _clipped_mean(math.log(p90) - _Z90 * sigma, sigma, top)
+        # the clipped mean falls from p90 as sigma grows from 0, down to a least value (then
+        # rises again when max is far above p90): the falling branch is searched
+        means = [at(s) for s in _SIGMA_GRID]
+        lowest = min(range(len(means)), key=means.__getitem__)
+        narrowest = at(_SIGMA_MIN)
+        if narrowest >= mean >= means[lowest]:
+            sigma = _bisect(at, _SIGMA_MIN, _SIGMA_GRID[lowest], mean, False)
+            return math.log(p90) - _Z90 * sigma, sigma, True
+        sigma = _SIGMA_MIN if mean > narrowest else _SIGMA_GRID[lowest]
+        return math.log(p90) - _Z90 * sigma, sigma, False
+    sigma = DEFAULT_SIGMA
+    if p90 is not None:
+        return math.log(p90) - _Z90 * sigma, sigma, True
+    assert mean is not None
+    mu = _bisect(lambda m: _clipped_mean(m, sigma, top), math.log(mean) - 20.0, math.log(top) + 20.0,
+                 mean, True)
+    return mu, sigma, True
+
+
+# --- the step sequence ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DataShape:
+    """The step sequence of a request's data and what follows from it (the sums are kept:
+    a plan asks for them once per card and setup)."""
+
+    batching: Batching
+    micro_batch_size: int
+    tokens: tuple[tuple[int, int], ...]  # (real, padded) tokens per micro-batch
+    exact: bool  # the fitted distribution meets the stats (else: length_stats_approximated)
+    peak_batch_tokens: int  # padded tokens of the longest micro-batch
+    real_total: int
+    padded_total: int
+
+    @property
+    def peak_length(self) -> int:
+        """Padded tokens per sample of the longest micro-batch: the memory model's ``seq_len``."""
+        return self.peak_batch_tokens // self.micro_batch_size
+
+    @property
+    def padding_ratio(self) -> float:
+        """Padded tokens per real token over the sequence (1: no padding)."""
+        return self.padded_total / self.real_total
+
+    @property
+    def mean_padded_length(self) -> int:
+        """Padded tokens per sample on average: the time model's ``seq_len``."""
+        return max(1, round(self.padded_total / (len(self.tokens) * self.micro_batch_size)))
+
+    def to_dict(self) -> JsonObject:
+        return {
+            "batching": self.batching.value,
+            "micro_batches_drawn": len(self.tokens),
+            "peak_batch_tokens": self.peak_batch_tokens,
+            "peak_sample_tokens": self.peak_length,
+            "mean_sample_tokens": self.real_total / (len(self.tokens) * self.micro_batch_size),
+            "mean_padded_sample_tokens": self.mean_padded_length,
+            "padding_ratio": self.padding_ratio,
+        }
+
+
+@lru_cache(maxsize=4)
+def _normal_draws(count: int, seed: int = SEED) -> tuple[float, ...]:
+    """``count`` standard normal draws of ``random.Random(seed)`` by inverse transform, drawn
+    once: every request shares them, so two requests that differ in one value (a solver's
+    steps, a plan's variants) see the same samples, longer or shorter."""
+    rng = random.Random(seed)
+    draw, inv = rng.random, _NORMAL.inv_cdf
+    return tuple(inv(draw() or 1e-300) for _ in range(count))
+
+
+def sample_lengths(stats: LengthStats, seq_len: int, count: int, seed: int = SEED) -> tuple[list[int], bool]:
+    """``count`` sample lengths drawn from ``stats`` (clipped at ``max``, then at ``seq_len``),
+    and whether the fit is exact."""
+    lengths, exact = _lengths(stats, seq_len, max(count, SAMPLES), seed)
+    return list(lengths[:count]), exact
+
+
+@lru_cache(maxsize=64)
+def _lengths(stats: LengthStats, seq_len: int, count: int, seed: int) -> tuple[tuple[int, ...], bool]:
+    """The lengths of :func:`sample_lengths`, kept for the other micro-batch sizes of a request
+    (the plan's solver tries several)."""
+    top = stats.max if stats.max is not None else seq_len
+    cap = min(top, seq_len)
+    if stats.mean is None and stats.p90 is None:
+        return (cap,) * count, True
+    mu, sigma, exact = fit(stats, top)
+    exp = math.exp
+    lengths = [int(exp(mu + sigma * z) + 0.5) for z in _normal_draws(count, seed)]
+    return tuple(cap if n > cap else n if n > 1 else 1 for n in lengths), exact
+
+
+@lru_cache(maxsize=256)
+def data_shape(stats: LengthStats, batching: Batching, seq_len: int, micro_batch_size: int) -> DataShape:
+    """The step sequence of the data (see the module docstring)."""
+    batches = max(1, SAMPLES // micro_batch_size)
+    if batching is Batching.PACKED:
+        full = micro_batch_size * seq_len
+        return DataShape(batching, micro_batch_size, ((full, full),) * batches, True, full,
+                         full * batches, full * batches)
+    lengths, exact = sample_lengths(stats, seq_len, batches * micro_batch_size)
+    if micro_batch_size == 1:
+        reals = lengths
+    else:  # consecutive micro-batches (built-in loops: this runs once per request)
+        groups = list(zip(*[iter(lengths)] * micro_batch_size, strict=True))
+        reals = list(map(sum, groups))
+    if batching is Batching.PAD_MAX:
+        padded = [micro_batch_size * seq_len] * batches
+    elif micro_batch_size == 1:
+        padded = lengths
+    else:
+        padded = [micro_batch_size * width for width in map(max, groups)]
+    return DataShape(batching, micro_batch_size, tuple(zip(reals, padded, strict=True)), exact, max(padded),
+                     sum(reals), sum(padded))
+
+
+def request_shape(req: EstimateRequest) -> DataShape | None:
+    """The data shape of an estimate request, ``None`` without ``length_stats``."""
+    if req.length_stats is None:
+        return None
+    return data_shape(req.length_stats, req.batching, req.seq_len, req.micro_batch_size)
+
+
+def micro_batch_tokens(req: EstimateRequest) -> list[int]:
+    """The tokens each micro-batch of the request's step sequence puts on the GPU (padding
+    included), in order: ``micro_batch_size * seq_len`` each without ``length_stats``."""
+    shape = request_shape(req)
+    if shape is None:
+        full = req.micro_batch_size * req.seq_len
+        return [full] * max(1, SAMPLES // req.micro_batch_size)
+    return [padded for _, padded in shape.tokens]
+
+
+__all__ = ["Batching", "DEFAULT_SIGMA", "DataShape", "LengthStats", "PARTS", "SAMPLES", "SEED",
+           "check_consistent", "check_length_stats", "data_shape", "fit", "micro_batch_tokens",
+           "parse_text", "request_shape", "sample_lengths"]

@@ -1,0 +1,59 @@
+"""Every family calc accepts is held to the oracle: each ``model_type`` that ``calc.hf_config``
+reads has setups in ``benchmarks.oracle_sweep`` and was swept for real
+(``validation/oracle_sweep_summary.json`` lists it under ``model_types``).
+
+Needs no torch: it reads the sweep's setups and the summary its last run wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import oracle_sweep as sweep
+from calc.hf_config import MODEL_TYPES
+
+SUMMARY = Path(__file__).resolve().parents[1] / "validation" / "oracle_sweep_summary.json"
+
+
+def swept_as(model_type: str) -> str:
+    """The model_type a family is swept under (Falcon's remote-code names: falcon)."""
+    return sweep.FAMILY_ALIASES.get(model_type, model_type)
+
+
+def missing(readable: tuple[str, ...], swept: list[str]) -> list[str]:
+    return sorted(t for t in readable if swept_as(t) not in swept)
+
+
+def test_every_readable_model_type_has_sweep_setups():
+    in_setups = sorted({sweep.model_type_of(s) for s in sweep.setups()})
+    assert missing(MODEL_TYPES, in_setups) == []
+
+
+def test_every_readable_model_type_was_swept():
+    summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
+    assert missing(MODEL_TYPES, summary["model_types"]) == [], (
+        "run python -m benchmarks.oracle_sweep to sweep the families calc now reads")
+
+
+def test_a_family_missing_from_the_summary_is_caught():
+    summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
+    assert missing(MODEL_TYPES + ("qwen9_next",), summary["model_types"]) == ["qwen9_next"]
+    swept = [t for t in summary["model_types"] if t != "gpt_oss"]
+    assert missing(MODEL_TYPES, swept) == ["gpt_oss"]
+    # an alias is covered by its family, and only by it
+    assert missing(("RefinedWeb",), ["falcon"]) == []
+    assert missing(("RefinedWeb",), ["llama"]) == ["RefinedWeb"]
+
+
+@pytest.mark.parametrize("family", sorted(sweep.ACCEPTED_FAMILIES))
+def test_accepted_family_setups_cover_the_methods(family):
+    """Full, LoRA (all-linear and attention only), QLoRA and checkpointing for every family;
+    eager attention on top of SDPA where the family has both."""
+    ids = {s["id"].split("/", 1)[1] for s in sweep.setups() if s["id"].split("/")[0] == family}
+    assert {"full", "full-ckpt", "lora-r16-all-linear", "lora-r8-attn", "lora-ckpt",
+            "qlora-r16", "qlora-ckpt"} <= ids
+    attention = {s["request"]["attention"] for s in sweep.setups() if s["id"].split("/")[0] == family}
+    assert attention == ({"eager"} if family in sweep.EAGER_ONLY else {"sdpa", "eager"})
