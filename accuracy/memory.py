@@ -353,6 +353,8 @@ def row_request(row: dict) -> dict:
         req.update(PEFT_FSDP_CONFIG if "huggingface/peft" in row["source"] and row["sharding"].startswith("FSDP") else {})
         # DeepSpeed's engine reduce-scatters every micro-batch; accelerate's FSDP uses no_sync
         req["sync_each_micro_batch"] = "DeepSpeed" in row["sharding"]
+        if "DeepSpeed" in row["sharding"]:
+            req["sharding_engine"] = "deepspeed"  # the row's stated engine (sub-group step, reduce bucket)
     if "fsdp_qlora" in row["source"]:
         req.update(ANSWERAI_TRAIN_DEFAULTS)
     if source == "litgpt":

@@ -266,6 +266,9 @@ MOE_FUSED_VARIANTS: dict[str, tuple[dict, dict]] = {
                                            "lora_targets": ["gate", "gate_proj", "up_proj", "down_proj"],
                                            "lora_adapter_dtype": "fp32", "micro_batch_size": 2,
                                            "gradient_checkpointing": True}, {}),
+    # the hf-trainer profile (transformers 5) sets the layout itself: no key in the request
+    "lora-all-linear-hf-trainer": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
+                                    "framework": "hf-trainer"}, {}),
 }
 
 # LoRA / QLoRA that also trains the embedding and / or the output layer in full (peft

@@ -116,6 +116,14 @@ class Sharding(str, Enum):
     ZERO3 = "zero3"
 
 
+class ShardingEngine(str, Enum):
+    """What runs ZeRO-1/2/3: PyTorch FSDP (with accelerate's ``no_sync`` while accumulating) or
+    DeepSpeed's ZeRO optimizer (:func:`calc.states.deepspeed_zero`)."""
+
+    FSDP = "fsdp"
+    DEEPSPEED = "deepspeed"
+
+
 class CpuOffload(str, Enum):
     NONE = "none"
     OPTIMIZER = "optimizer"
@@ -490,14 +498,16 @@ FIELDS: tuple[FieldSpec, ...] = (
             "the generic slack.")),
     _enum("framework", Framework, "generic", READER, doc=(
             "the training library, a profile of the library behaviours (and of a few reader "
-            "keys: :attr:`FieldSpec.profiles`; :mod:`calc.frameworks`): ``generic`` (default: no "
-            "profile, every key at its own default), ``hf-trainer``, ``hf-custom-loop``, "
-            "``torchtune``, ``litgpt``, ``unsloth``. The profile fills only keys the request "
-            "leaves out.")),
+            "keys: :attr:`FieldSpec.profiles`; :mod:`calc.frameworks`), one generation of its "
+            "libraries each: ``generic`` (default: no profile, every key at its own default), "
+            "``hf-trainer`` (transformers 5), ``hf-trainer-4`` (transformers 4.46-4.53), "
+            "``hf-custom-loop``, ``torchtune``, ``litgpt``, ``unsloth``. The profile fills only "
+            "keys the request leaves out.")),
     _enum("moe_expert_layout", MoeExpertLayout, "per-expert-modules", BEHAVIOUR, methods=PEFT, doc=(
             "how MoE experts are stored, which decides what peft's LoRA does to them "
-            "(:mod:`calc.lora`). ``\"per-expert-modules\"`` (default, today's behaviour): one "
-            "``nn.Linear`` per expert matrix, as in transformers 4, each with its own adapter. "
+            "(:mod:`calc.lora`). ``\"per-expert-modules\"`` (the key's default, and the "
+            "``hf-trainer-4`` profile's): one ``nn.Linear`` per expert matrix, as in transformers "
+            "4, each with its own adapter. The ``hf-trainer`` profile sets ``\"fused-3d\"``. "
             "``\"fused-3d\"``: the expert stacks are 3-D tensors (transformers 5.17 "
             "``Qwen3MoeExperts``, ``MixtralExperts``), which peft 0.21 adapts through "
             "``target_parameters`` (``peft/utils/transformers_weight_conversion.py`` "
@@ -616,6 +626,21 @@ FIELDS: tuple[FieldSpec, ...] = (
             "``logits_upcast_in_model``), nor with a chunked loss. Default False: the model "
             "computes its own loss from ``labels`` (the Hugging Face Trainer, accelerate's and "
             "peft's example loops with ``outputs.loss``).")),
+    _enum("sharding_engine", ShardingEngine, "fsdp", BEHAVIOUR, doc=(
+            "what runs ``zero1`` / ``zero2`` / ``zero3``. ``\"fsdp\"`` (default): PyTorch FSDP, "
+            "under which accelerate accumulates with ``no_sync`` (``sync_each_micro_batch``). "
+            "``\"deepspeed\"``: DeepSpeed's ZeRO optimizer (config import sets it from a DeepSpeed "
+            "config). With ZeRO-2/3, accelerate 1.15.0 ``Accelerator.no_sync`` gives DeepSpeed a "
+            "``nullcontext`` (DeepSpeed 0.16.5 ``engine.no_sync`` refuses ZeRO 2/3): every "
+            "micro-batch's gradients are reduced into the GPU's partition, so they stay sharded "
+            "whatever ``sync_each_micro_batch`` says. The step casts the 16-bit gradient partition "
+            "to an fp32 copy and steps the flat fp32 master partition with it, once per parameter "
+            "group (ZeRO-1/2, ``stage_1_and_2.py`` ``step``) or one sub-group of at most "
+            "``sub_group_size`` (1e9) elements at a time (ZeRO-3, ``stage3.py`` ``step``): the "
+            "step's temporaries are that copy and the optimizer's own on one such partition "
+            "(:func:`calc.states.deepspeed_step_temp_bytes`). ZeRO-3's reduce bucket "
+            "(``reduce_bucket_size`` elements of the 16-bit dtype, ``hidden x hidden`` when the "
+            "Hugging Face Trainer fills ``auto``) is allocated for the whole run.")),
     # at least one token: fewer is a typo (1e-300), not a dataset
     _number("dataset_tokens", None, 1.0, MAX_DATASET_TOKENS, True, required=True),
     _number("epochs", 1, 0.0, 10_000.0, False),
@@ -759,6 +784,6 @@ __all__ = [
     "AdapterDtype", "Attention", "BEHAVIOUR", "Batching", "BEHAVIOUR_OBJECT", "BY_KEY", "CpuOffload", "FIELDS", "FieldSpec",
     "GROUPS",
     "KINDS", "Method", "ModulesToSave", "MoeExpertLayout", "Optimizer", "PLAN", "Precision", "READER",
-    "Sharding", "check_bool", "check_enum", "check_fraction", "check_int", "check_number",
+    "Sharding", "ShardingEngine", "check_bool", "check_enum", "check_fraction", "check_int", "check_number",
     "defaults", "field_specs", "given_fields", "keys", "migrate_request", "spec_by_key", "with_changes",
 ]

@@ -12,7 +12,11 @@ the batch or the GPUs: only what the library decides for the user.
 
 - ``hf-trainer``: a transformers model trained by ``transformers.Trainer`` (and what is
   built on it: TRL's ``SFTTrainer``, axolotl, LLaMA-Factory), PEFT adapters,
-  bitsandbytes 4-bit, accelerate for FSDP / DeepSpeed.
+  bitsandbytes 4-bit, accelerate for FSDP / DeepSpeed: the transformers 5 generation
+  (5.17, peft 0.21, accelerate 1.15, torch >= 2.8), MoE experts as 3-D tensors.
+- ``hf-trainer-4``: the same stack one generation back, transformers 4.46 to 4.53 (peft
+  0.13-0.16, accelerate 1.x, torch 2.4-2.7): unfused AdamW, k/v repeated before SDPA, one
+  module per MoE expert.
 - ``hf-custom-loop``: the same model and libraries in the user's own loop (accelerate or a
   plain FSDP script) with ``torch.optim.AdamW`` built by hand.
 - ``torchtune``: torchtune's recipes and configs (from Sep 2024, v0.3 on).
@@ -38,6 +42,7 @@ class Framework(str, Enum):
     TORCHTUNE = "torchtune"
     LITGPT = "litgpt"
     UNSLOTH = "unsloth"
+    HF_TRAINER_4 = "hf-trainer-4"
 
 
 _HF_COMMON = {
@@ -54,9 +59,10 @@ _HF_COMMON = {
 
 PROFILES: dict[Framework, dict[str, object]] = {
     Framework.GENERIC: {},
-    Framework.HF_TRAINER: {**_HF_COMMON, "optimizer_fused": True, "loss_outputs_kept": False},
+    Framework.HF_TRAINER: {**_HF_COMMON, "optimizer_fused": True, "loss_outputs_kept": False,
+                           "moe_expert_layout": "fused-3d"},
     Framework.HF_CUSTOM_LOOP: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": True,
-                               "fsdp_wrap_floor": True,
+                               "fsdp_wrap_floor": True, "moe_expert_layout": "fused-3d",
                                "qlora_prepare_kbit": True,
                                "loss_on_16bit_logits": False},
     Framework.TORCHTUNE: {
@@ -101,6 +107,8 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "attention_keeps_fused_qkv": False,
         "loss_outputs_kept": False,
     },
+    Framework.HF_TRAINER_4: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": False,
+                             "attention_grouped_kv": False, "moe_expert_layout": "per-expert-modules"},
 }
 """``framework -> {request key: value}``; the citation of every entry is in :data:`SOURCES`."""
 
@@ -127,6 +135,9 @@ SOURCES: dict[Framework, dict[str, str]] = {
                                 "instead of repeat_kv (no mask, head_dim <= 256)",
         "loss_outputs_kept": "transformers 5.17.0 Trainer.compute_loss returns the loss alone "
                              "(return_outputs=False); training_step drops the outputs",
+        "moe_expert_layout": "transformers 5.17.0 models/qwen3_moe/modeling_qwen3_moe.py Qwen3MoeExperts "
+                             "and models/mixtral/modeling_mixtral.py MixtralExperts: the experts of a "
+                             "block are two nn.Parameter 3-D tensors (gate_up_proj, down_proj)",
     },
     Framework.HF_CUSTOM_LOOP: {
         "optimizer_fused": "torch.optim.AdamW with neither foreach nor fused set takes the "
@@ -158,6 +169,39 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "loss_on_16bit_logits": "the loop's loss is outputs.loss, computed by the model from labels "
                                 "(accelerate 1.15.0 examples, Answer.AI train.py): transformers 5.17.0 "
                                 "ForCausalLMLoss upcasts with logits.float()",
+        "moe_expert_layout": "as hf-trainer (transformers 5.17.0 Qwen3MoeExperts, MixtralExperts: 3-D "
+                             "expert tensors)",
+    },
+    Framework.HF_TRAINER_4: {
+        "optimizer_fused": "transformers 4.46-4.53 training_args.py: TrainingArguments.optim defaults to "
+                           "'adamw_torch' (PR #25109, v4.32); 'adamw_torch_fused' became the default only "
+                           "with PR #37358 (July 2025) and torch >= 2.8. torch.optim.AdamW then takes "
+                           "the foreach path (torch 2.x optim/optimizer.py _default_to_fused_or_foreach)",
+        "qlora_keeps_inputs": "bitsandbytes >= 0.43.2 (PR #1270, Jul 2024), the releases beside "
+                              "transformers 4.46 (Oct 2024) on: MatMul4Bit saves no input",
+        "qlora_quant_state_replicated": "as hf-trainer (bitsandbytes 0.43.0 PR #970: quant_state "
+                                        "is a plain attribute)",
+        "sync_each_micro_batch": "accelerate 1.0-1.8 GradientAccumulationPlugin.sync_each_batch=False: "
+                                 "no_sync between micro-batches (FSDP; DeepSpeed ZeRO-2/3 gets a "
+                                 "nullcontext, see sharding_engine)",
+        "chunked_loss": "transformers 4.46 loss/loss_utils.py ForCausalLMLoss: cross-entropy on the "
+                        "whole logits, up-cast with logits.float()",
+        "lora_dropout": "peft 0.13.0 tuners/lora/config.py: LoraConfig.lora_dropout = 0.0",
+        "frozen_weight_grads": "transformers Trainer with FSDP and PEFT (PR #29587, v4.39) sets "
+                               "peft.utils.other.fsdp_auto_wrap_policy: adapters wrapped apart",
+        "attention_keeps_fused_qkv": "transformers 4.46 models/llama/modeling_llama.py "
+                                     "LlamaSdpaAttention: separate q_proj, k_proj, v_proj",
+        "lora_adapter_dtype": "peft 0.12.0 (Jul 2024) on: get_peft_model(autocast_adapter_dtype=True) "
+                              "upcasts bf16/fp16 adapters to fp32",
+        "attention_grouped_kv": "transformers 4.46-4.53 integrations/sdpa_attention.py (and 4.46's "
+                                "LlamaSdpaAttention): repeat_kv expands k, v to every query head before "
+                                "SDPA; enable_gqa came with PR #39412 (July 2025, v4.54)",
+        "loss_outputs_kept": "transformers 4.46 Trainer.compute_loss returns the loss alone "
+                             "(return_outputs=False); training_step drops the outputs",
+        "moe_expert_layout": "transformers 4.46-4.57 models/qwen3_moe/modeling_qwen3_moe.py "
+                             "Qwen3MoeSparseMoeBlock (nn.ModuleList of Qwen3MoeMLP) and "
+                             "models/mixtral/modeling_mixtral.py MixtralSparseMoeBlock (ModuleList of "
+                             "MixtralBlockSparseTop2MLP): one nn.Linear per expert matrix",
     },
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": "torchtune recipes/*_distributed.py (2024): no no_sync, gradients "

@@ -235,6 +235,9 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
         host += unified
     temp = st.ceil_div(st.optimizer_step_temp_bytes(req, main, areg)
                        + (st.optimizer_step_temp_bytes(req, saved, reg) if saved.trainable else 0), div.optimizer)
+    if st.deepspeed_zero(req):
+        # DeepSpeed steps a flat fp32 partition (ZeRO-3: one sub-group) at a time; per GPU already
+        temp = st.deepspeed_step_temp_bytes(req, layout, reg)
     if req.optimizer_in_backward:
         grads_all = max(main.largest_trainable_tensor * areg.grad_bytes,
                         saved.largest_trainable_tensor * reg.grad_bytes)
@@ -259,6 +262,7 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
         host += weights_gpu - replicated + lora_gpu
         weights_gpu, lora_gpu = replicated, 0
     comm_static = grads if req.sharding is Sharding.DDP else 0
+    comm_static += st.deepspeed_reduce_bucket_bytes(req, reg)
     multi = req.num_gpus > 1 and req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
     comm_backward = unit_grads if multi else 0
     return States(weights_gpu, lora_gpu, opt_gpu, grads_all, temp, comm_static, comm_backward,

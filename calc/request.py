@@ -15,7 +15,8 @@ from .arch import ModelArch
 from .errors import CalcError, ConfigError, InputError
 from .fields import (BY_KEY, MAX_ACCUMULATION, MAX_GPUS, MAX_LORA_RANK, MAX_MICRO_BATCH, MAX_SEQ_LEN,
                      PLAN, AdapterDtype, Attention, CpuOffload, FieldSpec, Method,
-                     ModulesToSave, MoeExpertLayout, Optimizer, Precision, Sharding, check_bool,
+                     ModulesToSave, MoeExpertLayout, Optimizer, Precision, Sharding, ShardingEngine,
+                     check_bool,
                      check_enum, check_fraction, check_int, check_number, field_specs, given_fields,
                      int_range, number_range)
 from .frameworks import PROFILES, Framework, apply_profile
@@ -72,6 +73,7 @@ class EstimateRequest:
     chunked_loss_keeps_fp32: bool
     loss_on_16bit_logits: bool
     lora_modules_to_save: ModulesToSave
+    sharding_engine: ShardingEngine
     # keys the framework profile filled (not part of the JSON form): a variant of this request
     # re-evaluates the conditional ones (calc.frameworks.reapplied)
     profile_keys: tuple[str, ...] = ()
@@ -180,6 +182,6 @@ def request_warnings(req: EstimateRequest) -> list[str]:
 __all__ = [
     "AdapterDtype", "Attention", "Batching", "CalcError", "ConfigError", "CpuOffload", "EstimateRequest",
     "Framework", "MAX_ACCUMULATION", "MAX_GPUS", "MAX_LORA_RANK", "MAX_MICRO_BATCH", "MAX_SEQ_LEN", "Method",
-    "ModulesToSave", "MoeExpertLayout", "Optimizer", "Precision", "Sharding", "check_bool", "check_fraction",
+    "ModulesToSave", "MoeExpertLayout", "Optimizer", "Precision", "Sharding", "ShardingEngine", "check_bool", "check_fraction",
     "check_int", "check_number", "int_range", "number_range", "parse_estimate_request", "request_warnings",
 ]

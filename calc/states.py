@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .arch import ModelArch
-from .request import AdapterDtype, EstimateRequest, Method, ModulesToSave, Optimizer, Precision, Sharding
+from .request import (AdapterDtype, EstimateRequest, Method, ModulesToSave, Optimizer, Precision, Sharding,
+                      ShardingEngine)
 
 if TYPE_CHECKING:  # for annotations only: adapted() imports calc.lora when called
     from .lora import AdaptedLinear
@@ -232,11 +233,11 @@ def trainer_32bit_embedding_params(req: EstimateRequest) -> int:
     registers ``GlobalOptimManager.register_module_override(module, "weight", {"optim_bits":
     32})`` for every ``nn.Embedding`` when the optimizer is a bitsandbytes one with
     ``optim_bits=8`` (``trainer_optimizer.py``: ``adamw_bnb_8bit``, ``paged_adamw_8bit``).
-    Only the ``hf-trainer`` profile, only for the trainable embedding copy of
+    Only the ``hf-trainer`` profiles (the override is in transformers 4 too), only for the trainable embedding copy of
     ``lora_modules_to_save`` (full fine-tuning's embedding is left as before)."""
     from .frameworks import Framework
 
-    if req.framework is not Framework.HF_TRAINER or req.optimizer not in (Optimizer.ADAMW_8BIT,
+    if req.framework not in (Framework.HF_TRAINER, Framework.HF_TRAINER_4) or req.optimizer not in (Optimizer.ADAMW_8BIT,
                                                                            Optimizer.PAGED_ADAMW_8BIT):
         return 0
     return saved_module_params(req)[0]
@@ -377,9 +378,18 @@ def is_paged(opt: Optimizer) -> bool:
 def optimizer_step_temp_bytes(req: EstimateRequest, layout: ParamLayout, reg: Regime) -> int:
     """Temporaries of the optimizer step.
 
-    torch AdamW's default multi-tensor (foreach) path computes ``sqrt(v)`` for all
-    parameters of a group at once: one extra state-sized tensor,
-    ``state_bytes * P`` (torch/optim/adamw.py, ``_multi_tensor_adamw``). Its fused path
+    torch AdamW's default multi-tensor (foreach) path (torch 2.13.0 ``torch/optim/adam.py``
+    ``_multi_tensor_adam``, the same lines in 2.5.1): every ``torch._foreach_*`` op on the
+    states and gradients is in place (``_foreach_lerp_``, ``_foreach_mul_``,
+    ``_foreach_addcmul_``, ``_foreach_addcdiv_``); decoupled weight decay multiplies the
+    parameters in place. The one list it allocates is ``exp_avg_sq_sqrt =
+    torch._foreach_sqrt(device_exp_avg_sqs)``: a copy of every second moment of the group at
+    once, in the state's dtype, ``state_bytes * P``. It is made per (device, dtype) group of
+    a parameter group (``Optimizer._group_tensors_by_device_and_dtype``) and bound to a local
+    name, so the previous group's list is alive while the next one is allocated (fp32
+    adapters and 16-bit ``modules_to_save`` copies: both, the caller adds them), and freed
+    when ``adam()`` returns for the parameter group. Gradient clipping
+    (``clip_grad_norm_``, ``_foreach_norm``) keeps one scalar per tensor. Its fused path
     (``optimizer_fused``; ``_fused_adamw`` -> ``torch._fused_adamw_``) updates weights and
     states in place inside one kernel: none.
     bitsandbytes updates tensor by tensor: the largest tensor's size.
@@ -393,6 +403,78 @@ def optimizer_step_temp_bytes(req: EstimateRequest, layout: ParamLayout, reg: Re
     if opt in (Optimizer.SGD, Optimizer.SGD_MOMENTUM):
         return 0
     return FP32_BYTES * layout.largest_trainable_tensor
+
+
+DEEPSPEED_SUB_GROUP_SIZE = 10 ** 9
+"""DeepSpeed 0.16.5 ``runtime/zero/config.py``: ``sub_group_size`` defaults to 1e9 elements
+(the value the Hugging Face examples' and Qwen's ``ds_config_zero3.json`` write too)."""
+
+
+def deepspeed_zero(req: EstimateRequest) -> bool:
+    """ZeRO-1/2/3 run by DeepSpeed (``sharding_engine="deepspeed"``)."""
+    return req.sharding_engine is ShardingEngine.DEEPSPEED and req.sharding in ZERO_STAGES
+
+
+def zero3_sub_group_elements(req: EstimateRequest, layout: ParamLayout) -> int:
+    """Elements of this GPU's largest ZeRO-3 sub-group: DeepSpeed 0.16.5 ``stage3.py``
+    ``_create_fp16_sub_groups`` walks a parameter group's parameters adding each one's
+    partition (``ceil(numel / N)``) until the sum reaches ``sub_group_size``, then starts a
+    new sub-group; a group smaller than that is one sub-group."""
+    n = req.num_gpus
+    largest = current = 0
+    for rows, cols, copies in layout.tensors:
+        part = ceil_div(rows * cols, n)
+        while copies:  # the walk over ``copies`` equal parameters, a sub-group at a time
+            closing = ceil_div(DEEPSPEED_SUB_GROUP_SIZE - current, part)  # parameters that close it
+            if closing > copies:
+                current += copies * part
+                break
+            largest, current = max(largest, current + closing * part), 0
+            copies -= closing
+    return max(largest, current)
+
+
+def deepspeed_step_temp_bytes(req: EstimateRequest, layout: ParamLayout, reg: Regime) -> int:
+    """Temporaries of DeepSpeed's ZeRO step on one GPU, per GPU. ZeRO-3 runs it sub-group by
+    sub-group (DeepSpeed 0.16.5 ``runtime/zero/stage3.py`` ``step``):
+
+    - ``_prepare_fp32_grad_for_sub_group``: ``self.flatten(averaged_gradients)`` concatenates
+      the sub-group's 16-bit gradient partitions into a new flat tensor, ``.to(fp32)`` copies
+      it into the fp32 gradient of the flat master partition; for a moment both exist;
+    - ``_optimizer_step``: the optimizer steps that one flat partition (``param_groups[...]
+      ['params'] = [fp32_param]``), so its own temporaries (:func:`optimizer_step_temp_bytes`)
+      are those of one sub-group, beside the fp32 gradient;
+    - ``_release_sub_group`` sets that gradient to ``None`` before the next sub-group.
+
+    ZeRO-1/2 do the same once per parameter group on the group's whole partition
+    (``stage_1_and_2.py`` ``step``: ``single_grad_partition = self.flatten(...).to(fp32)``,
+    ``_optimizer_step(i)``, then ``single_partition_of_fp32_groups[i].grad = None``).
+
+    The larger of the two moments, for the largest sub-group (:func:`zero3_sub_group_elements`)
+    or the partition of the trainable parameters (ZeRO-1/2; the Trainer's no-decay group of
+    norms and biases is counted in it). The flat master partition is fp32 under mixed precision
+    (else the parameters' dtype)."""
+    if req.sharding is Sharding.ZERO3:
+        elems = zero3_sub_group_elements(req, layout)
+    else:
+        elems = sum(ceil_div(rows * cols, req.num_gpus) * copies for rows, cols, copies in layout.tensors)
+    flat_bytes = reg.master_bytes or reg.weight_bytes
+    flat = ParamLayout(elems, 0, elems, elems, 0, elems, ((elems, 1, 1),))
+    state_reg = Regime(reg.name, flat_bytes, reg.compute_bytes, flat_bytes, 0, flat_bytes, False)
+    cast = elems * (reg.grad_bytes + flat_bytes)
+    step = elems * flat_bytes + optimizer_step_temp_bytes(req, flat, state_reg)
+    return max(cast, step)
+
+
+def deepspeed_reduce_bucket_bytes(req: EstimateRequest, reg: Regime) -> int:
+    """ZeRO-3's reduce bucket, allocated once (DeepSpeed 0.16.5 ``stage3.py``:
+    ``torch.empty(self.reduce_bucket_size, dtype=self.dtype)`` with ``contiguous_gradients``,
+    its default): ``reduce_bucket_size`` elements of the 16-bit dtype, ``hidden x hidden`` as the
+    Hugging Face Trainer fills ``"auto"`` (transformers 5.17.0 ``integrations/deepspeed.py``
+    ``trainer_config_finalize``). 0 outside DeepSpeed's ZeRO-3 on several GPUs."""
+    if not deepspeed_zero(req) or req.sharding is not Sharding.ZERO3 or req.num_gpus < 2:
+        return 0
+    return req.model.hidden_size ** 2 * reg.grad_bytes
 
 
 # ---- sharding ------------------------------------------------------------------------------
@@ -437,9 +519,12 @@ def accumulates_unsharded_gradients(req: EstimateRequest) -> bool:
     until the synchronising micro-batch. Hugging Face accelerate does so by default
     (``GradientAccumulationPlugin.sync_each_batch=False``) and LitGPT through Fabric's
     ``no_backward_sync``. DeepSpeed and torchtune reduce every micro-batch into sharded
-    gradients: ``sync_each_micro_batch``."""
+    gradients: ``sync_each_micro_batch``, and DeepSpeed's ZeRO-2/3 whatever that key says
+    (``sharding_engine="deepspeed"``: accelerate 1.15.0 ``Accelerator.no_sync`` gives it a
+    ``nullcontext``, and DeepSpeed 0.16.5 ``stage3.py`` ``partition_grads`` adds each
+    micro-batch's reduced partition into its flat gradient buffer)."""
     return (accumulates_gradients(req) and req.num_gpus > 1 and not req.sync_each_micro_batch
-            and req.sharding in (Sharding.ZERO2, Sharding.ZERO3))
+            and req.sharding in (Sharding.ZERO2, Sharding.ZERO3) and not deepspeed_zero(req))
 
 
 def accumulates_gradients(req: EstimateRequest) -> bool:

@@ -102,6 +102,9 @@ PLAN_VARIATIONS = [
     # transformers 5's 3-D MoE experts under peft (calc.lora.fused_expert_adapters)
     {"model": "qwen3-30b-a3b", "moe_expert_layout": "fused-3d", "lora_adapter_dtype": "fp32"},
     {"framework": "hf-custom-loop", "loss_outputs_kept": "true", "attention_grouped_kv": "true"},
+    # the transformers 4 generation of the Trainer, and DeepSpeed's ZeRO accumulating sharded
+    {"framework": "hf-trainer-4", "model": "qwen3-30b-a3b", "num_gpus": "2", "sharding": "zero3",
+     "sharding_engine": "deepspeed", "gradient_accumulation_steps": "4"},
     # FSDP1's wrap floor and slack (fsdp_wrap_floor, set by hf-custom-loop on several GPUs)
     {"framework": "hf-custom-loop", "method": "qlora", "num_gpus": "2", "sharding": "zero3",
      "gpu": "rtx-3090"},

@@ -171,15 +171,20 @@ def test_deepspeed_values_and_gpus():
     req = import_file(str(CONFIGS / "deepspeed/zero3_offload.json"))["request"]
     assert req["sharding"] == "zero3" and req["cpu_offload"] == "optimizer+params"
     assert req["num_gpus"] == 8 and req["precision"] == "bf16-mixed"
+    # a DeepSpeed config says who runs ZeRO: DeepSpeed, not FSDP
+    assert req["sharding_engine"] == "deepspeed"
+    stage0 = import_config('{"zero_optimization": {"stage": 0}}', "deepspeed")["request"]
+    assert stage0["sharding"] == "ddp" and "sharding_engine" not in stage0
 
 
 def test_deepspeed_file_named_by_path_read_or_inferred():
     read = import_file(str(CONFIGS / "llamafactory/offload.yaml"))
     assert _keys(read)["deepspeed"].get("note") == "file_read"
     assert read["request"]["cpu_offload"] == "optimizer+params"
+    assert read["request"]["sharding_engine"] == "deepspeed"
     named = import_file(str(CONFIGS / "llamafactory/multigpu.yaml"))
     assert _keys(named)["deepspeed"]["note"] == "inferred_from_file_name"
-    assert named["request"]["sharding"] == "zero2"
+    assert named["request"]["sharding"] == "zero2" and named["request"]["sharding_engine"] == "deepspeed"
 
 
 def test_accelerate_gpus_and_fsdp():
@@ -187,6 +192,9 @@ def test_accelerate_gpus_and_fsdp():
     assert req["num_gpus"] == 16 and req["sharding"] == "ddp" and req["precision"] == "fp16-mixed"
     fsdp1 = import_file(str(CONFIGS / "accelerate/fsdp1_offload.yaml"))["request"]
     assert fsdp1["frozen_weight_grads"] is True and fsdp1["cpu_offload"] == "optimizer+params"
+    assert "sharding_engine" not in fsdp1
+    deepspeed = import_file(str(CONFIGS / "accelerate/deepspeed_offload.yaml"))["request"]
+    assert deepspeed["sharding_engine"] == "deepspeed"
 
 
 def test_torchtune_values():

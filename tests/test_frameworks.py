@@ -25,10 +25,12 @@ def test_profiles_set_library_behaviours_and_a_few_reader_defaults():
     assert {BY_KEY[key].group for key in profiled} == {BEHAVIOUR, READER}
     assert {key for key in profiled if BY_KEY[key].group == READER} == {
         "chunked_loss", "lora_dropout", "activation_offload"}
-    assert set(keys(BEHAVIOUR)) - profiled == {"moe_expert_layout"}  # set by the model's version
+    # which engine runs ZeRO is the reader's launch, not the library's generation
+    assert set(keys(BEHAVIOUR)) - profiled == {"sharding_engine"}
     for key in profiled:
         assert BY_KEY[key].profiles == tuple(fw for fw in Framework if key in PROFILES[fw]), key
-    assert BY_KEY["moe_expert_layout"].profiles == ()
+    assert BY_KEY["moe_expert_layout"].profiles == (Framework.HF_TRAINER, Framework.HF_CUSTOM_LOOP,
+                                                     Framework.HF_TRAINER_4)
     # a profile's entry applies wherever its key stands among the fields
     assert _resolved(model="llama-3.1-8b", framework="torchtune")["logits_upcast_in_model"] is True
     assert _resolved(model="llama-3.1-8b", framework="torchtune")["qlora_unchunked_quantization"] is False
@@ -64,6 +66,8 @@ def test_unknown_framework_is_a_coded_error():
     with pytest.raises(InputError) as err:
         parse_estimate_request({"model": "llama-3.1-8b", "framework": "keras"})
     assert err.value.code == "unknown_value" and err.value.field == "framework"
+    # the error lists every profile, the transformers 4 generation included
+    assert err.value.extra["allowed"] == FRAMEWORKS and "hf-trainer-4" in FRAMEWORKS
     with pytest.raises(InputError) as err:
         parse_estimate_request({"model": "llama-3.1-8b", "framework": 3})
     assert err.value.code == "wrong_type"
@@ -74,6 +78,17 @@ def test_explicit_keys_override_the_profile():
     assert _resolved(model="llama-3.1-8b", framework="torchtune", chunked_loss=False)["chunked_loss"] is False
     assert _resolved(model="llama-3.1-8b", framework="litgpt", lora_dropout=0.1)["lora_dropout"] == 0.1
     assert _resolved(model="llama-3.1-8b", framework="hf-trainer", optimizer_fused=False)["optimizer_fused"] is False
+    # every profile leaves every key the request gives as given, in either request shape
+    for fw in FRAMEWORKS:
+        for key, value in PROFILES[Framework(fw)].items():
+            other = {True: False, False: True}.get(value) if isinstance(value, bool) else None
+            if other is None:
+                choices = BY_KEY[key].choices or ()
+                other = next((c for c in choices if c != value), None)
+            if other is None:
+                continue
+            for shape in ({key: other}, {"behaviour": {key: other}} if BY_KEY[key].group == BEHAVIOUR else {key: other}):
+                assert _resolved(model="qwen3-30b-a3b", method="lora", framework=fw, **shape)[key] == other, (fw, key)
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-2-7b", "mistral-7b", "gemma-2b", "phi-2",
@@ -415,3 +430,128 @@ def test_prepared_4bit_model_costs_the_fp32_residual_stream_in_the_custom_loop()
     per_token = 32 * 2 * 4096 + 2 * 2 * 128 + 2 * LLAMA31_8B_VOCAB
     assert (prepared["phases"]["forward_end"] - plain["phases"]["forward_end"]
             == 2 * dense + 2 * 8192 * per_token == 10_607_927_296)
+# ---- one library generation per profile ---------------------------------------------------------
+
+MOE = {"model": "qwen3-30b-a3b", "method": "lora", "lora_rank": 16, "lora_targets": "all-linear"}
+
+
+def test_hf_trainer_profiles_pin_their_transformers_generation():
+    # transformers 5 stores a block's experts as 3-D tensors, transformers 4 as one module each
+    five = _resolved(**MOE, framework="hf-trainer")
+    four = _resolved(**MOE, framework="hf-trainer-4")
+    assert _resolved(**MOE, framework="hf-custom-loop")["moe_expert_layout"] == "fused-3d"  # transformers 5 too
+    assert five["moe_expert_layout"] == "fused-3d" and four["moe_expert_layout"] == "per-expert-modules"
+    # the rest of the generation: unfused AdamW and k/v repeated before SDPA before 4.54
+    assert (five["optimizer_fused"], five["attention_grouped_kv"]) == (True, True)
+    assert (four["optimizer_fused"], four["attention_grouped_kv"]) == (False, False)
+    # the profile's layout is the key's own behaviour, and the user's layout wins
+    assert (estimate_dict({**MOE, "framework": "hf-trainer"})
+            == estimate_dict({**MOE, "framework": "hf-trainer", "moe_expert_layout": "fused-3d"}))
+    assert (estimate_dict({**MOE, "framework": "hf-trainer", "moe_expert_layout": "per-expert-modules"})["params_trainable"]
+            == estimate_dict({**MOE, "framework": "hf-trainer-4"})["params_trainable"])
+    # different adapters: peft 0.21 fuses gate+up into one rank-2r adapter on the 3-D stacks
+    assert (estimate_dict({**MOE, "framework": "hf-trainer"})["params_trainable"]
+            != estimate_dict({**MOE, "framework": "hf-trainer-4"})["params_trainable"])
+    # a dense model has no experts: the layout changes nothing there
+    dense = {"model": "llama-3.1-8b", "method": "lora", "optimizer_fused": True, "attention_grouped_kv": True}
+    assert (estimate_dict({**dense, "framework": "hf-trainer"})["phases"]
+            == estimate_dict({**dense, "framework": "hf-trainer-4"})["phases"])
+
+
+# ---- DeepSpeed's ZeRO under the Hugging Face Trainer ----------------------------------------
+
+ZERO3 = {"model": "llama-3.2-1b", "method": "full", "precision": "bf16-mixed", "num_gpus": 2,
+         "sharding": "zero3", "framework": "hf-trainer", "optimizer_fused": False}
+
+
+def test_deepspeed_keeps_accumulated_gradients_sharded():
+    # accelerate skips no_sync for DeepSpeed ZeRO-2/3: each micro-batch's gradients are reduced
+    # into the partition, so accumulation holds 2 bytes x P / N, not the unsharded 2 x P
+    accum = {**ZERO3, "gradient_accumulation_steps": 8}
+    fsdp = estimate_dict(accum)
+    deepspeed = estimate_dict({**accum, "sharding_engine": "deepspeed"})
+    params = fsdp["params_trainable"]
+    assert fsdp["phases"]["backward"] - estimate_dict({**accum, "sync_each_micro_batch": True})["phases"][
+        "backward"] == 2 * params - 2 * params // 2
+    synced = estimate_dict({**accum, "sync_each_micro_batch": True, "sharding_engine": "deepspeed"})
+    assert deepspeed["phases"]["backward"] == synced["phases"]["backward"]
+    for phase in ("forward_end", "backward"):
+        assert deepspeed["phases"][phase] < fsdp["phases"][phase]
+    # ZeRO-2 too; ZeRO-1 never sharded the gradients, DDP has no engine to choose
+    for sharding in ("zero2",):
+        z = {**accum, "sharding": sharding}
+        assert (estimate_dict({**z, "sharding_engine": "deepspeed"})["phases"]["backward"]
+                < estimate_dict(z)["phases"]["backward"])
+    ddp = {**accum, "sharding": "ddp"}
+    assert estimate_dict({**ddp, "sharding_engine": "deepspeed"})["phases"] == estimate_dict(ddp)["phases"]
+
+
+def test_deepspeed_zero3_step_is_one_sub_group_at_a_time():
+    # Llama 3.2 1B on 2 GPUs: a 0.62 G-element partition, under sub_group_size (1e9): one
+    # sub-group S = P / 2 (every tensor has an even size). stage3.py step: the flat 16-bit
+    # gradients (2 S) and their fp32 copy (4 S) for a moment, then the fp32 gradient (4 S)
+    # beside torch's foreach sqrt of the fp32 second moments (4 S): 8 S; fused AdamW: 6 S
+    ds = {**ZERO3, "sharding_engine": "deepspeed"}
+    params = estimate_dict(ds)["params_trainable"]
+    half = params // 2
+    assert params % 2 == 0
+    temp = estimate_dict(ds)
+    fused = estimate_dict({**ds, "optimizer_fused": True})
+    parts = {e["peak_phase"] for e in (temp, fused)}
+    assert parts == {"optimizer_step"}
+    assert temp["components"]["optimizer_temporaries"] == 8 * half
+    assert fused["components"]["optimizer_temporaries"] == 6 * half
+    # FSDP's count: the foreach sqrt over this GPU's shard of the states, 4 bytes x P / 2; and
+    # DeepSpeed's reduce bucket, hidden x hidden bf16 elements (the Trainer's "auto"), all run long
+    bucket = 2048 ** 2 * 2
+    assert temp["components"]["comm_buffers"] - bucket == estimate_dict(ZERO3)["components"]["comm_buffers"]
+    assert (temp["phases"]["optimizer_step"] - estimate_dict(ZERO3)["phases"]["optimizer_step"]
+            == 8 * half - 4 * half + bucket)
+
+
+def test_deepspeed_zero3_sub_groups_bound_the_step():
+    # Llama 3.1 8B on 2 GPUs: a 4.0 G-element partition in sub-groups that close once they
+    # reach 1e9 elements, so the largest is 1e9 plus at most one tensor's partition (the
+    # 128256 x 4096 embedding's half, 262,668,288) and the step's temporaries 8 S
+    from calc.states import DEEPSPEED_SUB_GROUP_SIZE, param_layout, zero3_sub_group_elements
+
+    req = parse_estimate_request({**ZERO3, "model": "llama-3.1-8b", "sharding_engine": "deepspeed"})
+    sub = zero3_sub_group_elements(req, param_layout(req))
+    assert DEEPSPEED_SUB_GROUP_SIZE <= sub < DEEPSPEED_SUB_GROUP_SIZE + 128_256 * 4096 // 2
+    est = estimate_dict({**ZERO3, "model": "llama-3.1-8b", "sharding_engine": "deepspeed"})
+    assert est["components"]["optimizer_temporaries"] == 8 * sub
+    whole = estimate_dict({**ZERO3, "model": "llama-3.1-8b"})
+    assert est["components"]["optimizer_temporaries"] < 2 * whole["components"]["optimizer_temporaries"]
+    # the engine changes nothing without ZeRO
+    single = {**ZERO3, "num_gpus": 1, "sharding": "none"}
+    assert estimate_dict({**single, "sharding_engine": "deepspeed"})["phases"] == estimate_dict(single)["phases"]
+
+
+def test_deepspeed_zero2_steps_each_parameter_group_partition_in_fp32():
+    # stage_1_and_2.py step: the group's gradient partition flattened and cast to fp32 (4 S,
+    # S = P / 2), stepped with torch's foreach sqrt beside it (4 S); FSDP's count has the sqrt only
+    z2 = {**ZERO3, "sharding": "zero2"}
+    half = estimate_dict(z2)["params_trainable"] // 2
+    deepspeed = estimate_dict({**z2, "sharding_engine": "deepspeed"})
+    assert deepspeed["phases"]["optimizer_step"] - estimate_dict(z2)["phases"]["optimizer_step"] == 8 * half - 4 * half
+    assert deepspeed["components"]["comm_buffers"] == estimate_dict(z2)["components"]["comm_buffers"]  # no ZeRO-3 bucket
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-30b-a3b", "llama-3.2-1b"])
+@pytest.mark.parametrize("gpus", [1, 2, 3, 8])
+def test_zero3_sub_groups_as_deepspeed_walks_the_parameters(model, gpus):
+    # stage3.py _create_fp16_sub_groups, one parameter at a time: a sub-group closes once it
+    # holds sub_group_size elements or more
+    from calc.states import DEEPSPEED_SUB_GROUP_SIZE, ceil_div, param_layout, zero3_sub_group_elements
+
+    req = parse_estimate_request({**ZERO3, "model": model, "num_gpus": gpus, "sharding_engine": "deepspeed"})
+    layout = param_layout(req)
+    groups, current = [], 0
+    for rows, cols, copies in layout.tensors:
+        for _ in range(copies):
+            current += ceil_div(rows * cols, gpus)
+            if current >= DEEPSPEED_SUB_GROUP_SIZE:
+                groups.append(current)
+                current = 0
+    groups.append(current)
+    assert zero3_sub_group_elements(req, layout) == max(groups)

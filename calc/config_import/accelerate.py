@@ -69,6 +69,8 @@ def _zero_stage(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
     if common.choice(rep, path, value, tuple(_STAGES), "sharding") is not None and stage is not None:
         rep.use(path, "sharding", _STAGES[stage])
         rep.use(path, "sync_each_micro_batch", stage >= 2)
+        if stage >= 1:
+            rep.use(path, "sharding_engine", "deepspeed")
 
 
 def _offload_optimizer(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
@@ -101,7 +103,7 @@ def _config_file(rep: Report, path: str, value: object, ctx: JsonObject) -> None
 
 
 DEEPSPEED_PLUGIN: dict[str, keys.Key] = {
-    "zero_stage": keys.Key(_zero_stage, ("sharding", "sync_each_micro_batch"),
+    "zero_stage": keys.Key(_zero_stage, ("sharding", "sync_each_micro_batch", "sharding_engine"),
                            "ZeRO-2/3 reduce-scatter the gradients at every micro-batch"),
     "offload_optimizer_device": keys.Key(_offload_optimizer, ("cpu_offload",), "nvme counted as cpu"),
     "offload_param_device": keys.Key(_offload_params, ("cpu_offload",), "needs ZeRO-3"),

@@ -77,7 +77,8 @@ def import_file(path: str, fmt: str = "auto", model: object = None) -> JsonObjec
 # the GPUs and how they share the states; the rest (precision above all: the Trainer's
 # bf16/fp16 override accelerate's mixed_precision) is the training file's
 LAUNCH_FORMATS = ("accelerate", "deepspeed")
-LAUNCH_FIELDS = ("num_gpus", "sharding", "cpu_offload", "frozen_weight_grads", "sync_each_micro_batch")
+LAUNCH_FIELDS = ("num_gpus", "sharding", "cpu_offload", "frozen_weight_grads", "sync_each_micro_batch",
+                 "sharding_engine")
 
 
 def combine(results: list[JsonObject]) -> JsonObject:

@@ -305,8 +305,8 @@ def normalise_targets(rep: Report, key: str, names: object, arch: ModelArch | No
 # (the config's sections: :mod:`calc.config_import.sections`)
 DEEPSPEED_STAGES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
 # what a DeepSpeed config (or its file name) can set
-DEEPSPEED_FIELDS = ("sharding", "sync_each_micro_batch", "cpu_offload", "precision", "micro_batch_size",
-                    "gradient_accumulation_steps", "num_gpus", "optimizer")
+DEEPSPEED_FIELDS = ("sharding", "sync_each_micro_batch", "sharding_engine", "cpu_offload", "precision",
+                    "micro_batch_size", "gradient_accumulation_steps", "num_gpus", "optimizer")
 
 
 def deepspeed_from_name(rep: Report, key: str, name: str) -> bool:
@@ -321,6 +321,8 @@ def deepspeed_from_name(rep: Report, key: str, name: str) -> bool:
     stage = int(match.group(1))
     rep.use(key, "sharding", DEEPSPEED_STAGES[stage], "inferred_from_file_name")
     rep.use(key, "sync_each_micro_batch", stage >= 2)
+    if stage >= 1:
+        rep.use(key, "sharding_engine", "deepspeed", "inferred_from_file_name")
     if "offload" in base:
         params = stage == 3 and ("all" in base or "param" in base or "ds_z3_offload" in base)
         rep.use(key, "cpu_offload", "optimizer+params" if params else "optimizer")

@@ -114,7 +114,7 @@ def _uses_deepspeed(req: JsonObject) -> bool:
     if req["sharding"] not in ("zero1", "zero2", "zero3"):
         return False
     return (req["sharding"] == "zero1" or req["cpu_offload"] == "optimizer"
-            or bool(req["sync_each_micro_batch"]))
+            or bool(req["sync_each_micro_batch"]) or req.get("sharding_engine") == "deepspeed")
 
 
 def _fsdp_dict(req: JsonObject, prefix: str = "") -> JsonObject:

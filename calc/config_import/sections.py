@@ -94,6 +94,8 @@ def _zero_stage(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
         rep.use(path, "sharding", common.DEEPSPEED_STAGES[value])
         # ZeRO-2/3 reduce-scatter the gradients at every micro-batch
         rep.use(path, "sync_each_micro_batch", value >= 2)
+        if value >= 1:
+            rep.use(path, "sharding_engine", "deepspeed")
 
 
 def _offload_device(params: bool) -> Key:
@@ -135,7 +137,7 @@ def _offload(params: bool) -> Key:
 
 DEEPSPEED_ZERO: dict[str, Key] = {
     **{name: keys.ignored() for name in _DS_ZERO_IGNORED},
-    "stage": Key(_zero_stage, ("sharding", "sync_each_micro_batch")),
+    "stage": Key(_zero_stage, ("sharding", "sync_each_micro_batch", "sharding_engine")),
     "offload_optimizer": _offload(params=False),
     "offload_param": _offload(params=True),
 }
@@ -152,7 +154,7 @@ def _zero_section(rep: Report, path: str, value: object, ctx: JsonObject) -> Non
 
 DEEPSPEED: dict[str, Key] = {key: _trainer_auto(entry) for key, entry in {
     **{name: keys.ignored() for name in _DS_IGNORED},
-    "zero_optimization": Key(_zero_section, ("sharding", "sync_each_micro_batch", "cpu_offload"),
+    "zero_optimization": Key(_zero_section, ("sharding", "sync_each_micro_batch", "sharding_engine", "cpu_offload"),
                              table=DEEPSPEED_ZERO),
     "bf16": keys.section({"enabled": _ds_enabled("bf16-mixed"),
                           "immediate_grad_update": keys.not_modelled()}, ("precision",)),

@@ -67,7 +67,8 @@ def normalise(request: dict) -> tuple[dict, dict]:
     parsed["model"] = req["model"]
     framework = parsed.get("framework", "generic")
     if framework not in TRACED_FRAMEWORKS:
-        raise Unsupported(f"framework {framework}: the oracle runs transformers and peft")
+        raise Unsupported(f"framework {framework}: the oracle runs transformers 5 and peft as installed "
+                          f"({', '.join(TRACED_FRAMEWORKS)}), not that library or generation")
     for spec in field_specs("estimate"):
         key, default = spec.key, spec.default
         value = parsed[key]
@@ -75,6 +76,8 @@ def normalise(request: dict) -> tuple[dict, dict]:
             continue  # a QLoRA-only setting a Hugging Face profile fills in
         if key == "fsdp_wrap_floor" and key not in req:
             continue  # set by hf-custom-loop; it changes reserved memory only, which the oracle does not trace
+        if key == "moe_expert_layout" and value == "fused-3d":
+            continue  # set by hf-trainer: what the installed transformers 5 builds (3-D expert tensors)
         if value != default and not (isinstance(value, list) and tuple(value) == default):
             raise Unsupported(f"{key}={value!r} is not reproduced by the oracle")
     if parsed["method"] not in SUPPORTED_METHODS:
