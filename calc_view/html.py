@@ -3,6 +3,8 @@ with ``createElement`` and ``textContent`` instead: ``docs/assets/calculator/tre
 
 from __future__ import annotations
 
+from .render import Node
+
 _VOID = {"input", "br", "meta", "link", "img", "hr", "source", "col", "wbr", "area", "base"}
 
 
@@ -11,7 +13,7 @@ def _esc(text: str, quote: bool) -> str:
     return text.replace('"', "&quot;") if quote else text
 
 
-def to_html(node: object) -> str:
+def to_html(node: Node | str) -> str:
     """Serialise a tree; every text and attribute is escaped."""
     if isinstance(node, str):
         return _esc(node, False)
