@@ -132,6 +132,26 @@ def test_site_url_sub_path_reaches_the_switcher(tmp_path):
         assert targets == {"es": "/gpu-site/", "en": "/gpu-site/en/"}
 
 
+def test_serve_watches_all_code_and_data_the_build_reads():
+    # `mkdocs serve` rebuilds on a change under a watched path: every project package the
+    # macros and hooks import (calc, calc_view, accuracy...) and the measurements accuracy reads
+    import ast
+
+    import yaml
+
+    imported = set()
+    for path in [*(REPO_ROOT / "macros").glob("*.py"), *(REPO_ROOT / "hooks").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    own = {name for name in imported if (REPO_ROOT / name / "__init__.py").exists()}
+    assert {"calc", "calc_view", "accuracy"} <= own
+    config = yaml.load((REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
+    assert own | {"macros", "hooks", "validation"} <= set(config["watch"])
+
+
 def test_macro_output_comes_from_calc(built_site):
     for rel_path in ("index.html", "en/index.html"):
         text = (built_site / rel_path).read_text(encoding="utf-8")
