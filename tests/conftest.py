@@ -13,6 +13,7 @@ Fixtures (reuse them; don't build or serve the site yourself):
 
 Helpers (import from ``conftest``): :func:`run_mkdocs_build`,
 :func:`site_pages`, :func:`parse_page`, :func:`pyodide_info`, :func:`watch_offline`,
+:func:`settle_page`,
 :class:`PageProblems`.
 
 Markers (pyproject.toml): ``browser`` for Playwright tests, ``build`` for
@@ -56,8 +57,23 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-#: Time a built page gets to settle after its last request (scripts run), in ms.
-PAGE_SETTLE_MS = 300
+#: A built page has settled: loaded; Material's search index built (its results line has
+#: turned from "initialising" to the "type to search" prompt); on the calculator page, the
+#: worker up (or failed), the form's answer on show and no answer still to come.
+PAGE_SETTLED_JS = """() => {
+    if (document.readyState !== "complete") return false;
+    const meta = document.querySelector(".md-search-result__meta");
+    const config = document.getElementById("__config");
+    if (meta && config) {
+        const prompt = JSON.parse(config.textContent).translations["search.result.placeholder"];
+        if (meta.textContent.trim() !== prompt) return false;
+    }
+    const calc = document.getElementById("calc");
+    if (!calc) return true;
+    const d = calc.dataset;
+    return ["up", "failed"].includes(d.calcWorker) && d.calcPending !== "true"
+        && ["ready", "invalid", "error"].includes(d.calcState);
+}"""
 
 
 # --- building ---------------------------------------------------------------
@@ -305,6 +321,13 @@ def watch_offline(page, origin: str) -> PageProblems:
     return found
 
 
+def settle_page(page, timeout_ms: float = 90_000) -> None:
+    """Wait until a built page has settled (:data:`PAGE_SETTLED_JS`) and the network is
+    idle again (what it fetched once settled: the calculator's snapshot, search's lunr)."""
+    page.wait_for_function(PAGE_SETTLED_JS, timeout=timeout_ms)
+    page.wait_for_load_state("networkidle", timeout=timeout_ms)
+
+
 @pytest.fixture
 def offline_page(page, site_server: SiteServer):
     """``(page, problems)``: a fresh Playwright page, offline except for ``site_server``.
@@ -334,9 +357,21 @@ def pyodide_smoke_dir(built_site: Path) -> Path:
 
 # --- the calculator page, shared by the browser tests (tests/calculator_page.py) -------------
 
+@pytest.fixture
+def context(context):
+    """pytest-playwright's context, its waits bounded by ``STATE_TIMEOUT_MS`` (tests wait
+    for states; the bound only turns a state that never comes into a failure)."""
+    from calculator_page import STATE_TIMEOUT_MS
+
+    context.set_default_timeout(STATE_TIMEOUT_MS)
+    return context
+
+
 @pytest.fixture(scope="module")
 def shared_context(browser, site_server):
-    context = browser.new_context()
+    from calculator_page import new_context
+
+    context = new_context(browser)
     yield context
     context.close()
 
