@@ -104,20 +104,88 @@ def run_mkdocs_build(
     )
 
 
+# The site is built once per test run, in the background from the moment the tests are
+# collected: the tests that do not need it run meanwhile (they are ordered first), so the
+# build's minute or two overlaps them instead of adding to the run. Under pytest-xdist
+# (``-n``) the workers share that one build: it writes into the run's common temporary
+# directory while holding a lock there, and ``built_site`` waits on the lock.
+
+_BUILD_PY = """import subprocess, sys
+site, done, failed, *cmd = sys.argv[1:]
+run = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+if run.returncode == 0:
+    open(done, "w").close()
+else:
+    with open(failed, "w", encoding="utf-8") as log:
+        log.write(run.stdout + "\\n" + run.stderr)
+"""
+
+
+def _shared_build_paths(config: pytest.Config) -> tuple[Path, Path, Path, Path]:
+    """(site, lock, done marker, failure log) in the directory this run's workers share."""
+    root = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    if hasattr(config, "workerinput"):  # xdist: basetemp is this worker's, under the run's
+        root = root.parent
+    return root / "site", root / "site.lock", root / "site.built", root / "site.failed"
+
+
+def _needs_site(item: pytest.Item) -> bool:
+    return "built_site" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    """Tests that need the built site go last (stable order otherwise), and the build starts
+    now, in the background, if any test needs it and no other worker has started it."""
+    items.sort(key=_needs_site)
+    if not any(_needs_site(item) for item in items) or config.getoption("collectonly"):
+        return
+    import fcntl
+
+    site, lock_path, done, failed = _shared_build_paths(config)
+    lock = open(lock_path, "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # another worker is building
+        lock.close()
+        return
+    if done.exists() or failed.exists():  # another worker has built it already
+        lock.close()
+        return
+    env = {k: v for k, v in os.environ.items() if k != "SITE_URL"}
+    env["NO_MKDOCS_2_WARNING"] = "1"
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
+           str(REPO_ROOT / "mkdocs.yml"), "--site-dir", str(site)]
+    # the builder inherits the locked file and holds the lock until it has written a marker
+    subprocess.Popen([sys.executable, "-c", _BUILD_PY, str(site), str(done), str(failed), *cmd],
+                     cwd=REPO_ROOT, env=env, pass_fds=(lock.fileno(),),
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lock.close()
+
+
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site built once per test session (``mkdocs build --strict``).
+def built_site(request: pytest.FixtureRequest) -> Path:
+    """The site built once per test run (``mkdocs build --strict``).
 
     Returns the site directory (``index.html`` = Spanish home,
     ``en/index.html`` = English home). Fails every test that uses it, with the
     build log, if the build fails. Treat it as read-only, except under a
     directory whose name starts with ``_test`` (ignored by :func:`site_pages`).
     """
-    site_dir = tmp_path_factory.mktemp("site")
-    result = run_mkdocs_build(site_dir)
-    if result.returncode != 0:
-        pytest.fail(f"mkdocs build failed:\n{result.stdout}\n{result.stderr}", pytrace=False)
-    return site_dir
+    import fcntl
+
+    site, lock_path, done, failed = _shared_build_paths(request.config)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waits for a build in progress; released on close
+        if not done.exists() and not failed.exists():  # none started (e.g. one test by id)
+            result = run_mkdocs_build(site)
+            if result.returncode == 0:
+                done.touch()
+            else:
+                failed.write_text(f"{result.stdout}\n{result.stderr}", encoding="utf-8")
+    if failed.exists():
+        pytest.fail("mkdocs build failed:\n" + failed.read_text(encoding="utf-8"), pytrace=False)
+    return site
 
 
 class PageParser(HTMLParser):
