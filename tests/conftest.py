@@ -130,7 +130,9 @@ def _shared_build_paths(config: pytest.Config) -> tuple[Path, Path, Path, Path]:
 
 
 def _needs_site(item: pytest.Item) -> bool:
-    return "built_site" in getattr(item, "fixturenames", ())
+    """Uses the built site, or builds a site of its own (marker ``build``): those go after
+    the background build has warmed the caches every build reads (the Pyodide snapshot)."""
+    return "built_site" in getattr(item, "fixturenames", ()) or item.get_closest_marker("build") is not None
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
