@@ -135,6 +135,7 @@ def _needs_site(item: pytest.Item) -> bool:
     return "built_site" in getattr(item, "fixturenames", ()) or item.get_closest_marker("build") is not None
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected: only the tests that run
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     """Tests that need the built site go last (stable order otherwise), and the build starts
