@@ -14,7 +14,7 @@ Each file has two parts:
 
 A text is a string, or ``{"short": ..., "long": ...}`` where two forms are in use: the
 short one in tables and lists, the long one where there is room for it (the calculator's
-options). ``tests/test_catalogue.py`` fails on an id missing in one language, on an id
+options). ``tests/calc/test_catalogue.py`` fails on an id missing in one language, on an id
 nothing reads, and on a value of a closed request field without its name.
 
 Standard library only; read by ``macros/`` at build time and by ``calc.cli``. The browser

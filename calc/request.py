@@ -135,11 +135,11 @@ ESTIMATE_FIELDS: dict[str, FieldSpec] = {
     "attention_grouped_kv": (False, "bool", None),
     "loss_outputs_kept": (False, "bool", None),
     "qlora_quant_state_replicated": (False, "bool", None),
-    # a key a profile sets comes before "framework" (tests/test_frameworks.py)
+    # a key a profile sets comes before "framework" (tests/calc/test_frameworks.py)
     "fsdp_wrap_floor": (False, "bool", None),
     "framework": ("generic", Framework, None),
     "moe_expert_layout": ("per-expert-modules", MoeExpertLayout, None),
-    # a key no profile sets: before the profiled block that ends the list (tests/test_frameworks.py)
+    # a key no profile sets: before the profiled block that ends the list (tests/calc/test_frameworks.py)
     "lora_modules_to_save": ("none", ModulesToSave, None),
     "previous_outputs_kept": (False, "bool", None),
     "qlora_output_layer_quantized": (False, "bool", None),

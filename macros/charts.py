@@ -48,7 +48,7 @@ def t(key: str, lang: str, **fill: object) -> str:
 
 
 def strings_complete() -> list[str]:
-    """Chart keys one language lacks (the tests require none; tests/test_catalogue.py checks
+    """Chart keys one language lacks (the tests require none; tests/calc/test_catalogue.py checks
     the whole catalogue too)."""
     from calc.catalogue import load
 

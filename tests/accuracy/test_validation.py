@@ -340,9 +340,9 @@ def _imported_modules(path) -> set:
     ("calc", "benchmarks"),
 ])
 def test_validation_layering(package, forbidden):
-    from pathlib import Path
+    from conftest import REPO_ROOT
 
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     files = sorted((root / package).rglob("*.py"))
     assert files, package
     offenders = {str(f.relative_to(root)): sorted(m for m in _imported_modules(f)
@@ -353,9 +353,9 @@ def test_validation_layering(package, forbidden):
 
 def test_validation_scripts_compute_nothing():
     """benchmarks/validate_*.py print what accuracy/ computes: neither reads a CSV itself."""
-    from pathlib import Path
+    from conftest import REPO_ROOT
 
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     for script in ("validate_memory.py", "validate_throughput.py"):
         imported = _imported_modules(root / "benchmarks" / script)
         assert any(m.startswith("accuracy") for m in imported), script

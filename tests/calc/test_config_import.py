@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,9 @@ from calc.config_import import detect_format, export_config, import_config
 from calc.config_import.cli import import_file
 from calc.errors import InputError
 from calc.request import ESTIMATE_FIELDS, parse_estimate_request
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 CONFIGS = ROOT / "tests" / "configs"
 FIXTURES = sorted(p for p in CONFIGS.glob("*/*") if not p.name.startswith("ds_z"))
 FORMATS = ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate")

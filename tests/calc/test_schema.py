@@ -16,6 +16,7 @@ from calc.presets import get_preset
 from calc.request import ESTIMATE_FIELDS, parse_estimate_request
 from calc.schema import FILE_NAMES, request_schema, schema_files
 from schema_check import KEYWORDS, errors, keywords
+from conftest import REPO_ROOT
 
 PARSERS = {"estimate": parse_estimate_request, "plan": parse_plan_request}
 SCHEMAS = {command: request_schema(command) for command in FILE_NAMES}
@@ -165,9 +166,8 @@ def test_schema_files_and_cli_print_the_same(tmp_path):
 
 def test_site_hook_writes_the_schema_files(tmp_path):
     import importlib.util
-    from pathlib import Path
     from types import SimpleNamespace
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     spec = importlib.util.spec_from_file_location("schema_hook", root / "hooks" / "schema_files.py")
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)

@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 from calculator_page import STRINGS, tree_outputs
@@ -21,8 +20,9 @@ from hooks import calc_bundle
 import calc
 import calc_view as view
 from macros import calculator
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 @pytest.mark.parametrize(("value", "decimals", "lang", "expected"), [

@@ -1,5 +1,5 @@
 // The calculator's state machine (docs/assets/calculator/state.js), without a browser.
-// Run by tests/test_calculator_state_js.py (node --test), so the project's one test command
+// Run by tests/js/test_calculator_state_js.py (node --test), so the project's one test command
 // covers it.
 import { test } from "node:test";
 import assert from "node:assert/strict";

@@ -11,8 +11,9 @@ import calc
 from calc.plan import PLAN_FIELDS
 from calc.request import ESTIMATE_FIELDS
 from macros import cli_docs
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 def env(lang: str, url: str = "api/"):
