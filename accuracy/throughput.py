@@ -22,7 +22,10 @@ import csv
 import io
 import json
 import math
+import os
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -384,22 +387,49 @@ def compare(path: Path = CSV_PATH) -> dict:
     """Every row: measured vs predicted tokens/s/GPU (calc's constants, in-sample fit, LOSO
     fit), the summaries, the fits, and the rows not covered with their reason. The fits take
     tens of seconds, so the result is kept in ``.cache/validate_throughput/`` under a digest of
-    every input (the CSV, calc, this module): any change recomputes it."""
+    every input (the CSV, calc, this module): any change recomputes it. Processes that need
+    it at once (a site build beside test workers) compute it once: the others wait for the
+    first one's result (a lock file beside the cache, where the platform has ``fcntl``)."""
     cache = CACHE_DIR / f"{_inputs_digest(Path(path))}.json"
-    if cache.exists():
+    found = _read_cached(cache)
+    if found is not None:
+        return found
+    with _cache_lock(cache.with_suffix(".lock")):
+        found = _read_cached(cache)  # computed by the process that held the lock
+        if found is not None:
+            return found
+        result = _compare_cached(str(path))
         try:
-            return json.loads(cache.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            CACHE_DIR.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(result), encoding="utf-8")
+            tmp.replace(cache)
+        except OSError:
             pass
-    result = _compare_cached(str(path))
-    try:
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result), encoding="utf-8")
-        tmp.replace(cache)
-    except OSError:
-        pass
     return json.loads(json.dumps(result))
+
+
+def _read_cached(cache: Path) -> dict | None:
+    try:
+        found: dict = json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found
+
+
+@contextmanager
+def _cache_lock(path: Path) -> Iterator[None]:
+    """Held while one process computes the comparison; none where it cannot be taken."""
+    try:
+        import fcntl
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path, "a")
+    except (ImportError, OSError):
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def qlora_ratio_check(rows: dict[int, dict]) -> list[dict]:

@@ -18,7 +18,7 @@ Each file has three parts:
 
 A text is a string, or ``{"short": ..., "long": ...}`` where two forms are in use: the
 short one in tables and lists, the long one where there is room for it (the calculator's
-options). ``tests/test_catalogue.py`` fails on an id missing in one language, on an id
+options). ``tests/calc/test_catalogue.py`` fails on an id missing in one language, on an id
 nothing reads, on a value of a closed request field without its name, and on a constant of
 calc without its description (or a description of a constant calc no longer has).
 

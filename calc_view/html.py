@@ -10,6 +10,12 @@ is escaped here, so no caller writes markup by hand and no input can inject any.
 
 from __future__ import annotations
 
+from typing import Any, TypeAlias
+
+#: A node of the tree, ``[tag, {attr: value}, child, ...]`` (a child is a node or a string):
+#: a list of mixed items, so its items are typed ``Any``.
+Node: TypeAlias = list[Any]
+
 SVG_NS = "http://www.w3.org/2000/svg"
 
 _VOID = {"input", "br", "meta", "link", "img", "hr", "source", "col", "wbr", "area", "base"}
@@ -25,7 +31,7 @@ def svg_number(x: float) -> str:
     return f"{x:.2f}".rstrip("0").rstrip(".") or "0"
 
 
-def el(tag: str, attrs: dict | None = None, *children: object) -> list:
+def el(tag: str, attrs: dict[str, object] | None = None, *children: object) -> Node:
     """A node; attributes whose value is None are left out, True is a bare attribute
     (written ``name=""``, which HTML reads the same)."""
     kept = {k: ("" if v is True else v) for k, v in (attrs or {}).items()
@@ -33,7 +39,7 @@ def el(tag: str, attrs: dict | None = None, *children: object) -> list:
     return [tag, kept, *children]
 
 
-def to_html(node: object) -> str:
+def to_html(node: Node | str) -> str:
     """Serialise a tree; every text and attribute is escaped."""
     if isinstance(node, str):
         return _esc(node, False)

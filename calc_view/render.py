@@ -20,9 +20,16 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import Any, TypeAlias
 
 from calc import numfmt
-from .html import SVG_NS, svg_number
+from .html import SVG_NS, Node, svg_number
+
+#: A calc response, or a part of one: a JSON object (as ``calc.jsontypes.JsonObject``).
+JsonObject: TypeAlias = dict[str, Any]
+#: The page's words for one language (``macros.calculator.load_strings``): groups of texts
+#: keyed by id, a few groups nested one level more (``enums``: field -> code -> text).
+Strings: TypeAlias = dict[str, Any]
 
 GIB = numfmt.GIB  # memory is shown in GiB (2^30 bytes), as the page states
 
@@ -43,11 +50,11 @@ def raw_value(value: object) -> str:
     return str(value)
 
 
-def format_value(key: str, value: object, lang: str, strings: dict) -> str:
+def format_value(key: str, value: object, lang: str, strings: Strings) -> str:
     """Format by the unit in the field's name (the project's naming rule)."""
-    units = strings["units"]
+    units: dict[str, str] = strings["units"]
     if isinstance(value, bool):
-        return strings["ui"]["yes" if value else "no"]
+        return str(strings["ui"]["yes" if value else "no"])
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return str(value)
     if key.endswith("_bytes"):
@@ -77,38 +84,38 @@ def format_value(key: str, value: object, lang: str, strings: dict) -> str:
 ESTIMATE_FIGURES = 2
 
 
-def format_estimate(value: float, unit: str, lang: str, strings: dict) -> str:
+def format_estimate(value: float, unit: str, lang: str, strings: Strings) -> str:
     """An estimated cost (``unit`` "usd") or time ("hours") to two significant figures:
     33.09 -> 33, 1,234 -> 1,200, 0.437 -> 0.44."""
     if not _is_number(value) or not math.isfinite(value):
         return format_value("x", value, lang, strings)
     digits = ESTIMATE_FIGURES - 1 - math.floor(math.log10(abs(value))) if value else 0
-    return strings["units"][unit].replace(
-        "{}", format_number(round(value, digits), max(0, digits), lang))
+    text: str = strings["units"][unit]
+    return text.replace("{}", format_number(round(value, digits), max(0, digits), lang))
 
 
-def label(key: str, strings: dict) -> str:
-    return strings["labels"].get(key) or key.replace("_", " ")
+def label(key: str, strings: Strings) -> str:
+    return str(strings["labels"].get(key) or key.replace("_", " "))
 
 
-def translate(kind: str, code: object, strings: dict) -> str:
+def translate(kind: str, code: object, strings: Strings) -> str:
     """Text for a code (phase, warning, action); the code itself when untranslated."""
-    return strings.get(kind, {}).get(str(code), str(code))
+    return str(strings.get(kind, {}).get(str(code), str(code)))
 
 
-def option(field: str, code: object, strings: dict) -> str:
+def option(field: str, code: object, strings: Strings) -> str:
     """The name of value ``code`` of the request field ``field``; the code when unnamed."""
-    return strings.get("enums", {}).get(field, {}).get(str(code), str(code))
+    return str(strings.get("enums", {}).get(field, {}).get(str(code), str(code)))
 
 
 # ---------------------------------------------------------------- paths
 
-def resolve(response: dict, path: str) -> object:
+def resolve(response: JsonObject, path: str) -> object:
     """The value a ``data-output`` path names. Memory fields keep the estimate's own names
     (``peak_allocated_bytes``, ``components.weights``) even inside a plan response, where
     they live under ``memory``; list items are addressed by index."""
     parts = path.split(".")
-    node: object = response
+    node: Any = response
     if isinstance(response.get("memory"), dict) and parts[0] not in response:
         node = response["memory"]
     for part in parts:
@@ -138,7 +145,7 @@ def _is_number(value: object) -> bool:
 class Renderer:
     """Draws one response (estimate or plan) in one language."""
 
-    def __init__(self, result: dict, lang: str, strings: dict) -> None:
+    def __init__(self, result: JsonObject, lang: str, strings: Strings) -> None:
         self.result, self.lang, self.s = result, lang, strings
         self.plan = isinstance(result.get("memory"), dict)
         self.memory = result["memory"] if self.plan else result
@@ -149,12 +156,12 @@ class Renderer:
         """Path of a memory field: its estimate name unless the plan has that key too."""
         return f"memory.{key}" if self.plan and key in self.result else key
 
-    def num(self, path: str, value: object, unit_key: str | None = None) -> list:
+    def num(self, path: str, value: object, unit_key: str | None = None) -> Node:
         key = unit_key or path.rsplit(".", 1)[-1]
         return ["span", {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
                 format_value(key, value, self.lang, self.s)]
 
-    def estimate(self, path: str, value: object, unit: str) -> list:
+    def estimate(self, path: str, value: float, unit: str) -> Node:
         """A number shown rounded to what the estimate justifies (see ESTIMATE_FIGURES)."""
         return ["span", {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
                 format_estimate(value, unit, self.lang, self.s)]
@@ -174,44 +181,46 @@ class Renderer:
             return option(key, value, self.s)
         return format_value(key, value, self.lang, self.s)
 
-    def kpi(self, label_key: str, content: list) -> list:
+    def kpi(self, label_key: str, content: Node) -> Node:
         return ["div", {"class": "calc-kpi"},
                 ["span", {"class": "calc-kpi-label"}, self.label(label_key)], content]
 
-    def text(self, path: str | None, text: str) -> list:
+    def text(self, path: str | None, text: str) -> Node:
         attrs = {"class": "calc-text"}
         if path:
             attrs["data-output"] = path
         return ["span", attrs, text]
 
-    def rows(self, rows: list) -> list:
+    def rows(self, rows: list[tuple[str, Node]]) -> Node:
         """A two-column table: label, value."""
-        body = ["tbody", {}] + [["tr", {}, ["th", {"scope": "row"}, text], ["td", {}, node]]
-                                for text, node in rows]
+        body: Node = ["tbody", {}]
+        body += [["tr", {}, ["th", {"scope": "row"}, text], ["td", {}, node]] for text, node in rows]
         return ["table", {"class": "calc-table calc-rows"}, body]
 
-    def table(self, head: list, rows: list) -> list:
-        thead = ["thead", {}, ["tr", {}] + [["th", {"scope": "col"}, self.label(h)] for h in head]]
-        body = ["tbody", {}] + rows
+    def table(self, head: list[str], rows: list[Node]) -> Node:
+        header: Node = ["tr", {}]
+        header += [["th", {"scope": "col"}, self.label(h)] for h in head]
+        thead: Node = ["thead", {}, header]
+        body: Node = ["tbody", {}, *rows]
         return ["div", {"class": "calc-table-wrap"},
                 ["table", {"class": "calc-table"}, thead, body]]
 
     def gpu_name(self, gpu_id: str) -> str:
-        return self.s.get("gpus", {}).get(gpu_id, gpu_id)
+        return str(self.s.get("gpus", {}).get(gpu_id, gpu_id))
 
-    def config_text(self, config: dict, shardings: list | None = None) -> str:
+    def config_text(self, config: JsonObject, shardings: list[str] | None = None) -> str:
         """"RTX 4090 × 2 · DDP", or "… · DDP / ZeRO-2" when several shardings give the same
         time and cost."""
         names = [option("sharding", s, self.s) for s in (shardings or [config["sharding"]])]
         sharding = " / ".join(names)
         return f"{self.gpu_name(config['gpu'])} × {config['num_gpus']} · {sharding}"
 
-    def heading(self, level: int, key: str) -> list:
+    def heading(self, level: int, key: str) -> Node:
         return [f"h{level}", {}, self.s["ui"][key]]
 
     # -- memory
 
-    def memory_section(self) -> list:
+    def memory_section(self) -> Node:
         m = self.memory
         kpis = ["div", {"class": "calc-kpis"}]
         for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes"):
@@ -221,7 +230,7 @@ class Renderer:
         for key in ("params_total", "params_trainable", "host_bytes"):
             if _is_number(m.get(key)):
                 kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))
-        section = ["section", {"class": "calc-section calc-memory"},
+        section: Node = ["section", {"class": "calc-section calc-memory"},
                    self.heading(3, "memory_heading"),
                    ["p", {"class": "calc-note"}, self.s["ui"]["gib_note"]], kpis,
                    self.memory_chart()]
@@ -234,7 +243,7 @@ class Renderer:
                             ["summary", {}, self.s["ui"]["phases_heading"]], self.rows(rows)])
         return section
 
-    def memory_chart(self) -> list:
+    def memory_chart(self) -> Node:
         """One stacked bar: the components up to the allocated peak, then what the allocator
         reserves on top, then CUDA context and communication buffers up to the device total."""
         m = self.memory
@@ -250,7 +259,9 @@ class Renderer:
                     for i, (name, value) in enumerate(components.items())]
         extras = [(None, "reserved_extra", reserved - allocated, "calc-seg-reserved"),
                   (None, "context_extra", total - reserved, "calc-seg-context")]
-        rects, legend, x = [], [], 0.0
+        rects: list[Node] = []
+        legend: list[Node] = []
+        x = 0.0
         for path, name, value, css in segments + [e for e in extras if e[2] > 0]:
             w = width * max(value, 0) / scale_max
             text = self.s["components"].get(name) or name.replace("_", " ")
@@ -283,7 +294,7 @@ class Renderer:
         return ["figure", {"class": "calc-chart"}, svg,
                 ["figcaption", {}, ["ul", {"class": "calc-legend"}] + legend]]
 
-    def warnings_section(self) -> list | None:
+    def warnings_section(self) -> Node | None:
         codes = list(dict.fromkeys(self.result.get("warnings", [])))
         if not codes:
             return None
@@ -301,14 +312,14 @@ class Renderer:
         fit = self.result["fits"][self.result["gpu"]]
         found = fit.get("verdict")
         if found in ("fits", "borderline", "does_not_fit"):
-            return found
+            return str(found)
         if fit.get("fits"):
             return "fits"
         return "borderline" if fit.get("fits_without_margin") else "does_not_fit"
 
     def verdict_word(self, state: str) -> str:
         """The one word of a verdict state, wherever a verdict is shown."""
-        return self.s["ui"]["verdict_" + state]
+        return str(self.s["ui"]["verdict_" + state])
 
     def margin_text(self) -> str | None:
         """"with your 10 % margin" when the reader set a margin; ``None`` without one (the
@@ -316,10 +327,10 @@ class Renderer:
         margin = self.result.get("safety_margin")
         if not _is_number(margin) or not margin:
             return None
-        return self.s["ui"]["verdict_margin"].replace(
+        return str(self.s["ui"]["verdict_margin"]).replace(
             "{}", format_value("safety_margin", margin, self.lang, self.s))
 
-    def used_range(self, gpu: str, fit: dict) -> list:
+    def used_range(self, gpu: str, fit: JsonObject) -> Node:
         """What the verdict judged: the device range "19.2–26.0" (the central figure when
         the response has no range), as numbers with their paths."""
         rng = fit.get("device_range_bytes")
@@ -332,7 +343,7 @@ class Renderer:
                           "data-value": raw_value(fit["device_total_bytes"])},
                  format_number(fit["device_total_bytes"] / GIB, 1, self.lang)]]
 
-    def verdict_items(self) -> list:
+    def verdict_items(self) -> Node:
         """The answer in one line: "1 × RTX 4090: fits (19.2–20.9 of 24.0 GiB) · 20 h · US$ 33"."""
         r = self.result
         gpu = r["gpu"]
@@ -353,8 +364,8 @@ class Renderer:
                 self.estimate("time_hours", r["time_hours"], "hours"),
                 self.estimate("cost_usd.total", r["cost_usd"]["total"], "usd")]
 
-    def verdict(self) -> list:
-        line = ["p", {"class": "calc-verdict calc-verdict-" + self.verdict_state(),
+    def verdict(self) -> Node:
+        line: Node = ["p", {"class": "calc-verdict calc-verdict-" + self.verdict_state(),
                       "data-verdict": self.verdict_state()}]
         for i, item in enumerate(self.verdict_items()):
             if i:
@@ -383,7 +394,7 @@ class Renderer:
                 "{}", format_number(used["seq_len"], 0, self.lang)))
         return " · ".join(parts)
 
-    def plan_summary(self) -> list:
+    def plan_summary(self) -> Node:
         r = self.result
         gpu = r["gpu"]
         fit = r["fits"][gpu]
@@ -423,7 +434,7 @@ class Renderer:
         """The CSS class of a verdict word: ``calc-fit-yes`` | ``-borderline`` | ``-no``."""
         return "calc-fit-" + {"fits": "yes", "borderline": "borderline"}.get(state, "no")
 
-    def multi_node_note(self) -> list | None:
+    def multi_node_note(self) -> Node | None:
         """More GPUs than one node holds: say it is several nodes, and what link the time
         assumes inside and between them (calc.timing's own constants)."""
         from calc import comm
@@ -444,7 +455,7 @@ class Renderer:
                 .replace("{network}", format_number(network, 0, self.lang)))
         return ["p", {"class": "calc-note calc-multi-node", "role": "note"}, text]
 
-    def headroom_kpi(self, gpu: str, fit: dict) -> list:
+    def headroom_kpi(self, gpu: str, fit: JsonObject) -> Node:
         """Free share of the card; when the setup is larger than the card, what is missing
         (a percentage like -2,942 % says nothing a reader can act on)."""
         if fit.get("headroom_bytes", 0) >= 0:
@@ -452,19 +463,19 @@ class Renderer:
         return self.kpi("shortfall_bytes", self.shortfall(
             gpu, fit, format_value("shortfall_bytes", -fit["headroom_bytes"], self.lang, self.s)))
 
-    def headroom_cell(self, gpu: str, fit: dict) -> list:
+    def headroom_cell(self, gpu: str, fit: JsonObject) -> Node:
         """A card's free share, or for a card too small, the GiB it lacks."""
         if fit.get("headroom_bytes", 0) >= 0:
             return self.num(f"fits.{gpu}.headroom_fraction", fit["headroom_fraction"])
         lacking = format_number(-fit["headroom_bytes"] / GIB, 1, self.lang)
         return self.shortfall(gpu, fit, self.s["units"]["short_gib"].replace("{}", lacking))
 
-    def shortfall(self, gpu: str, fit: dict, text: str) -> list:
+    def shortfall(self, gpu: str, fit: JsonObject, text: str) -> Node:
         """What a too-small card lacks: the raw (negative) headroom as data, ``text`` shown."""
         return ["span", {"class": "calc-num", "data-output": f"fits.{gpu}.headroom_bytes",
                          "data-value": raw_value(fit["headroom_bytes"])}, text]
 
-    def time_and_cost(self) -> list:
+    def time_and_cost(self) -> Node:
         r = self.result
         schedule = r["time"]["schedule"]
         time_rows = [(self.label(k), self.num(f"time.schedule.{k}", schedule[k]))
@@ -500,7 +511,7 @@ class Renderer:
                 ["div", {}, self.heading(4, "time_heading"), self.rows(time_rows)],
                 ["div", {}, self.heading(4, "cost_heading"), self.rows(cost_rows)]]
 
-    def _price_note(self, price: dict) -> str:
+    def _price_note(self, price: JsonObject) -> str:
         tier = option("price_tier", price.get("tier", ""), self.s)
         if price.get("source_kind") == "user":
             return f"({self.s['ui']['price_yours']})"
@@ -508,14 +519,14 @@ class Renderer:
         parts = [tier, citation(str(price.get("source", ""))), str(price.get("as_of", ""))]
         return "(" + " · ".join(p for p in parts if p) + ")"
 
-    def solvers(self) -> list:
+    def solvers(self) -> Node:
         """The largest value that fits, and how far it stays borderline beyond it: the
         verdict of each value, as the headline judges the request's own."""
         solvers = self.result["solvers"]
         kpis = ["div", {"class": "calc-kpis"}]
         for key in ("max_micro_batch_size", "max_seq_len"):
             found = solvers.get(key, {})
-            parts: list = []
+            parts: Node = []
             if found.get("found"):
                 parts.append(self.num(f"solvers.{key}.value", found["value"], "x_count"))
             if _is_number(found.get("borderline_value")):
@@ -528,11 +539,11 @@ class Renderer:
             kpis.append(self.kpi("solver_" + key, node))
         return ["div", {"class": "calc-group"}, self.heading(4, "solvers_heading"), kpis]
 
-    def suggestions(self) -> list | None:
+    def suggestions(self) -> Node | None:
         items = self.result.get("suggestions") or []
         if not items:
             return None
-        rows = []
+        rows: list[Node] = []
         for i, item in enumerate(items):
             changes = item.get("changes", {})
             change_text = ", ".join(f"{self.label(k)} = {self.change_value(k, v)}"
@@ -560,9 +571,9 @@ class Renderer:
                             "cost_usd", "apply"],
                            rows)]
 
-    def fits_table(self) -> list:
+    def fits_table(self) -> Node:
         r = self.result
-        rows = []
+        rows: list[Node] = []
         for gpu, fit in r["fits"].items():
             css = "calc-selected" if gpu == r["gpu"] else ""
             rows.append(["tr", {"class": css} if css else {},
@@ -580,7 +591,7 @@ class Renderer:
                 ["p", {"class": "calc-note"}, note],
                 self.table(["gpu", "memory_bytes", "required_bytes", "headroom_fraction", "fits"], rows)]
 
-    def fit_word(self, gpu: str, fit: dict) -> list:
+    def fit_word(self, gpu: str, fit: JsonObject) -> Node:
         """A card's verdict word in the cards table (``fits.<gpu>.fits`` as its data)."""
         state = fit.get("verdict")
         if state not in ("fits", "borderline", "does_not_fit"):
@@ -589,15 +600,16 @@ class Renderer:
                          "data-value": raw_value(fit["fits"]), "data-verdict": state},
                 self.verdict_word(state)]
 
-    def recommendations(self) -> list:
+    def recommendations(self) -> Node:
         rec = self.result["recommendations"]
         configs = rec.get("configs", [])
         index = {c["id"]: i for i, c in enumerate(configs)}
-        group = ["div", {"class": "calc-group calc-recommendations"}, self.heading(4, "recommendations_heading")]
+        group: Node = ["div", {"class": "calc-group calc-recommendations"},
+                       self.heading(4, "recommendations_heading")]
         if not configs:
             group.append(["p", {"class": "calc-empty"}, self.s["ui"]["nothing_fits"]])
             return group
-        highlights = ["ul", {"class": "calc-highlights"}]
+        highlights: Node = ["ul", {"class": "calc-highlights"}]
         for key in ("smallest_card", "cheapest", "fastest", "smallest_config"):
             ref = rec.get(key)
             ref_id = ref.get("id") if isinstance(ref, dict) else ref
@@ -614,7 +626,7 @@ class Renderer:
                           ["span", {}, self.s["ui"]["cuda_only"]]])
         for order, rank_key in (("by_cost", "rank_by_cost"), ("by_time", "rank_by_time")):
             ranked = [configs[index[i]] for i in rec.get(order, []) if i in index]
-            rows = []
+            rows: list[Node] = []
             for c, same in self.best_per_card(ranked)[:TOP_CONFIGS]:
                 i = index[c["id"]]
                 p = f"recommendations.configs.{i}"
@@ -635,16 +647,16 @@ class Renderer:
         return group
 
     @staticmethod
-    def best_per_card(ranked: list) -> list:
+    def best_per_card(ranked: list[JsonObject]) -> list[tuple[JsonObject, list[str]]]:
         """One row per card model: its best configuration in this ranking, with the
         shardings of the other configurations of that card and GPU count that show the same
         time and cost (DDP and ZeRO-2 often do), merged into it."""
         from calc.recommend import estimate_level
 
-        def shown(c: dict) -> tuple:
+        def shown(c: JsonObject) -> tuple[int, float, float]:
             return (c["num_gpus"], estimate_level(c["time_hours"]), estimate_level(c["cost_usd"]))
 
-        best: dict = {}
+        best: dict[str, tuple[JsonObject, list[str]]] = {}
         for c in ranked:
             if c["gpu"] not in best:
                 best[c["gpu"]] = (c, [c["sharding"]])
@@ -652,7 +664,7 @@ class Renderer:
                 best[c["gpu"]][1].append(c["sharding"])
         return list(best.values())
 
-    def config_caveats(self, config: dict, brief: bool = False) -> list:
+    def config_caveats(self, config: JsonObject, brief: bool = False) -> Node:
         """A configuration's own warnings (ROCm caveats, a price at another rate), as a small
         note after its name: a cheap AMD card is not a drop-in for QLoRA. ``brief`` (ranking
         tables) keeps only those that change the decision, not the price-tier fallback."""
@@ -663,7 +675,7 @@ class Renderer:
         return [["small", {"class": "calc-caveat", "data-warnings": " ".join(codes)},
                  " (" + "; ".join(translate("warnings", c, self.s) for c in codes) + ")"]]
 
-    def notes(self) -> list | None:
+    def notes(self) -> Node | None:
         codes = self.result.get("notes") or []
         if not codes:
             return None
@@ -671,13 +683,13 @@ class Renderer:
             ["p", {"class": "calc-note", "data-note": str(c)}, translate("notes", c, self.s)]
             for c in codes]
 
-    def peek(self) -> list:
+    def peek(self) -> Node:
         """The headline figures in one line, pinned to the bottom of a phone's screen (CSS), with
         a link to the results: the form is long there."""
         m = self.memory
         items = (self.verdict_items() if self.plan
                  else [self.num(self.mpath("peak_allocated_bytes"), m["peak_allocated_bytes"])])
-        line = ["a", {"class": "calc-peek", "href": "#calc-results-heading"}]
+        line: Node = ["a", {"class": "calc-peek", "href": "#calc-results-heading"}]
         for i, item in enumerate(items):
             if i:
                 line.append(["span", {"aria-hidden": "true"}, "·"])
@@ -686,7 +698,7 @@ class Renderer:
         line.append(["span", {"class": "calc-peek-error"}, self.s["ui"]["peek_error"]])
         return line
 
-    def defaults_used(self) -> dict:
+    def defaults_used(self) -> dict[str, str]:
         """What calc used for the optional inputs left empty (shown as the fields'
         placeholders), as raw JSON numbers."""
         if not self.plan:
@@ -700,7 +712,7 @@ class Renderer:
                  "scaling_efficiency": factors.get("scaling_efficiency")}
         return {k: raw_value(v) for k, v in found.items() if _is_number(v)}
 
-    def profile_values(self) -> dict:
+    def profile_values(self) -> JsonObject:
         """The values calc used for the keys a training library's profile sets (the form
         shows them on the controls the reader left to the profile)."""
         from calc.frameworks import profile_keys
@@ -708,7 +720,7 @@ class Renderer:
         used = self.memory.get("request") or {}
         return {key: used[key] for key in profile_keys() if key in used}
 
-    def render(self) -> list:
+    def render(self) -> Node:
         root = ["div", {"class": "calc-results-body",
                         "data-defaults": json.dumps(self.defaults_used(), sort_keys=True),
                         "data-profile-values": json.dumps(self.profile_values(), sort_keys=True)}]
@@ -729,6 +741,6 @@ class Renderer:
         return root
 
 
-def render_results(result: dict, lang: str, strings: dict) -> list:
+def render_results(result: JsonObject, lang: str, strings: Strings) -> Node:
     """The results tree of an estimate or plan response."""
     return Renderer(result, lang, strings).render()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import traceback
 
-from .render import render_results
+from .render import JsonObject, Strings, render_results
 
 # The packages whose frames may name where a bug is (the only paths a report shows).
 _OWN_PACKAGES = ("calc/", "calc_view/")
@@ -28,7 +28,7 @@ _OWN_PACKAGES = ("calc/", "calc_view/")
 class Session:
     """One page's worker: its language and its strings, fixed when the worker starts."""
 
-    def __init__(self, lang: str, strings: dict) -> None:
+    def __init__(self, lang: str, strings: Strings) -> None:
         self.lang = lang
         self.strings = strings
 
@@ -37,7 +37,7 @@ class Session:
         """What the worker calls, with the page's strings as JSON text."""
         return cls(lang, json.loads(strings_json))
 
-    def answer(self, command: str, request: object) -> dict:
+    def answer(self, command: str, request: object) -> JsonObject:
         """The answer to one request as a dict (see the module's docstring)."""
         import calc
 
@@ -73,10 +73,11 @@ class Session:
             return json.dumps(internal_error("encode", exc))
 
 
-def internal_error(stage: str, exc: BaseException) -> dict:
+def internal_error(stage: str, exc: BaseException) -> JsonObject:
     """``{"internal_error": {code, stage, exception, where, calc_version}}`` for an
     unexpected exception: ``stage`` is what was running (``decode``, ``calc``, ``view``,
     ``encode``)."""
+    version: str | None
     try:
         from calc import __version__ as version
     except Exception:  # calc itself fails to import: still answer

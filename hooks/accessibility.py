@@ -5,7 +5,7 @@ accessible name (axe rule ``aria-dialog-name``). The dialog gets an
 ``aria-label`` in the page's language. The edit matches Material's markup
 exactly; a page or 404 template without that markup stops the build
 (``PluginError``) instead of shipping an unnamed dialog: Material changed, and
-this hook must follow it (tests/test_hooks.py).
+this hook must follow it (tests/site/test_hooks.py).
 
 (The other finding, the low-contrast "Made with Material for MkDocs"
 footer line, is turned off with ``extra.generator: false``.)

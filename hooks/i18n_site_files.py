@@ -22,7 +22,7 @@ mkdocs-static-i18n runs one build per language into the same ``site_dir``
 
 The two edits of the rendered HTML match the plugins' markup exactly; markup they
 do not recognise stops the build (``PluginError``) rather than shipping a page
-the edit silently missed (tests/test_hooks.py).
+the edit silently missed (tests/site/test_hooks.py).
 """
 
 from __future__ import annotations

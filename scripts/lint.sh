@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The linters, each on its whole tree; run by scripts/test.sh before pytest, so a lint
-# failure fails the test command (and CI) before the long tests start.
-#   ruff   all Python          (rules: [tool.ruff.lint] in pyproject.toml)
-#   mypy   calc/, strict       ([tool.mypy] in pyproject.toml)
-#   eslint the front end's JS  (eslint.config.mjs)
+# The linters, each once on its whole tree; run by scripts/test.sh before pytest, so a lint
+# failure fails the test command (and CI) before the long tests start. tests/test_lint.py
+# does not run them again: it checks their settings and that each catches a broken file.
+#   ruff   all Python                   (rules: [tool.ruff.lint] in pyproject.toml)
+#   mypy   calc/ and calc_view/, strict ([tool.mypy] in pyproject.toml)
+#   eslint the front end's JS           (eslint.config.mjs)
 # Needs what scripts/setup.sh installs (.venv, node_modules). Runs all three, then fails
 # if any failed, so one run shows every finding.
 set -uo pipefail

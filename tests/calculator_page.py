@@ -17,13 +17,29 @@ import calc_view as view
 from macros import calculator
 
 READY_TIMEOUT_MS = 90_000
+#: Upper bound of any wait on a page's state (the calculator's, Material's search, a worker's
+#: request). Tests wait for a state, never for a time; this bound only turns a state that
+#: never comes into a failure, so it is generous: a loaded 2-core machine is slow, not wrong.
+STATE_TIMEOUT_MS = READY_TIMEOUT_MS
 STATE = "document.getElementById('calc').dataset.calcState"
 # The page's public signal: "ready" = every number on show belongs to the form's request;
 # "invalid" = the form's errors are all on show. Tests wait for it alone.
 SETTLED = f"['ready', 'invalid'].includes({STATE})"
 WORKER_UP = "document.getElementById('calc').dataset.calcWorker === 'up'"  # private
+# Private: no request in flight or queued, so no answer can still arrive and change the page.
+NOTHING_PENDING = "document.getElementById('calc').dataset.calcPending === 'false'"
 OUTPUTS_JS = """() => [...document.querySelectorAll('#calc [data-output][data-value]')]
     .map(el => [el.dataset.output, el.dataset.value, el.textContent])"""
+
+CACHED_SNAPSHOT_JS = """async ([part, timeoutMs]) => {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+        const cache = await caches.open("calc-pyodide-snapshot");  // the worker's cache
+        const urls = (await cache.keys()).map((r) => r.url);
+        if (urls.some((u) => u.includes(part)) || performance.now() > deadline) return urls;
+        await new Promise((resolve) => setTimeout(resolve, 50));  // next look, not a wait
+    }
+}"""
 
 FIELDS = calculator.request_fields()
 STRINGS = calculator.load_strings()
@@ -150,6 +166,17 @@ class Calc:
     def wait_worker(self) -> None:
         self.page.wait_for_function(WORKER_UP, timeout=READY_TIMEOUT_MS)
 
+    def wait_quiet(self) -> None:
+        """Ready, the worker up and nothing pending: no answer can still change the page."""
+        self.page.wait_for_function(f"{STATE} === 'ready' && {WORKER_UP} && {NOTHING_PENDING}",
+                                    timeout=READY_TIMEOUT_MS)
+
+    def wait_cached_snapshot(self, part: str) -> list[str]:
+        """The URLs in the worker's snapshot cache once one contains ``part`` (the worker
+        stores the snapshot after it has started and posts nothing when done, so Cache
+        Storage itself is polled, in the page); whatever is there after the bound, if not."""
+        return self.page.evaluate(CACHED_SNAPSHOT_JS, [part, STATE_TIMEOUT_MS])
+
     def navigate(self, query: dict) -> None:
         """Go to a query the way the back button does: no reload."""
         self.page.evaluate("""q => {
@@ -167,6 +194,14 @@ class Calc:
 
     def state(self) -> str:
         return self.page.evaluate(STATE)
+
+
+def new_context(browser, **options):
+    """A fresh browser context whose waits are bounded by ``STATE_TIMEOUT_MS``, not by
+    Playwright's 30 s default: every wait in these tests is for a state."""
+    context = browser.new_context(**options)
+    context.set_default_timeout(STATE_TIMEOUT_MS)
+    return context
 
 
 def close_calculator_page(page) -> None:

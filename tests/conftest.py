@@ -13,6 +13,7 @@ Fixtures (reuse them; don't build or serve the site yourself):
 
 Helpers (import from ``conftest``): :func:`run_mkdocs_build`,
 :func:`site_pages`, :func:`parse_page`, :func:`pyodide_info`, :func:`watch_offline`,
+:func:`settle_page`,
 :class:`PageProblems`.
 
 Markers (pyproject.toml): ``browser`` for Playwright tests, ``build`` for
@@ -56,8 +57,23 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-#: Time a built page gets to settle after its last request (scripts run), in ms.
-PAGE_SETTLE_MS = 300
+#: A built page has settled: loaded; Material's search index built (its results line has
+#: turned from "initialising" to the "type to search" prompt); on the calculator page, the
+#: worker up (or failed), the form's answer on show and no answer still to come.
+PAGE_SETTLED_JS = """() => {
+    if (document.readyState !== "complete") return false;
+    const meta = document.querySelector(".md-search-result__meta");
+    const config = document.getElementById("__config");
+    if (meta && config) {
+        const prompt = JSON.parse(config.textContent).translations["search.result.placeholder"];
+        if (meta.textContent.trim() !== prompt) return false;
+    }
+    const calc = document.getElementById("calc");
+    if (!calc) return true;
+    const d = calc.dataset;
+    return ["up", "failed"].includes(d.calcWorker) && d.calcPending !== "true"
+        && ["ready", "invalid", "error"].includes(d.calcState);
+}"""
 
 
 # --- building ---------------------------------------------------------------
@@ -88,20 +104,91 @@ def run_mkdocs_build(
     )
 
 
+# The site is built once per test run, in the background from the moment the tests are
+# collected: the tests that do not need it run meanwhile (they are ordered first), so the
+# build's minute or two overlaps them instead of adding to the run. Under pytest-xdist
+# (``-n``) the workers share that one build: it writes into the run's common temporary
+# directory while holding a lock there, and ``built_site`` waits on the lock.
+
+_BUILD_PY = """import subprocess, sys
+site, done, failed, *cmd = sys.argv[1:]
+run = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+if run.returncode == 0:
+    open(done, "w").close()
+else:
+    with open(failed, "w", encoding="utf-8") as log:
+        log.write(run.stdout + "\\n" + run.stderr)
+"""
+
+
+def _shared_build_paths(config: pytest.Config) -> tuple[Path, Path, Path, Path]:
+    """(site, lock, done marker, failure log) in the directory this run's workers share."""
+    root = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    if hasattr(config, "workerinput"):  # xdist: basetemp is this worker's, under the run's
+        root = root.parent
+    return root / "site", root / "site.lock", root / "site.built", root / "site.failed"
+
+
+def _needs_site(item: pytest.Item) -> bool:
+    """Uses the built site, or builds a site of its own (marker ``build``): those go after
+    the background build has warmed the caches every build reads (the Pyodide snapshot)."""
+    return "built_site" in getattr(item, "fixturenames", ()) or item.get_closest_marker("build") is not None
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected: only the tests that run
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    """Tests that need the built site go last (stable order otherwise), and the build starts
+    now, in the background, if any test needs it and no other worker has started it."""
+    items.sort(key=_needs_site)
+    if not any(_needs_site(item) for item in items) or config.getoption("collectonly"):
+        return
+    import fcntl
+
+    site, lock_path, done, failed = _shared_build_paths(config)
+    lock = open(lock_path, "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # another worker is building
+        lock.close()
+        return
+    if done.exists() or failed.exists():  # another worker has built it already
+        lock.close()
+        return
+    env = {k: v for k, v in os.environ.items() if k != "SITE_URL"}
+    env["NO_MKDOCS_2_WARNING"] = "1"
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
+           str(REPO_ROOT / "mkdocs.yml"), "--site-dir", str(site)]
+    # the builder inherits the locked file and holds the lock until it has written a marker
+    subprocess.Popen([sys.executable, "-c", _BUILD_PY, str(site), str(done), str(failed), *cmd],
+                     cwd=REPO_ROOT, env=env, pass_fds=(lock.fileno(),),
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lock.close()
+
+
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site built once per test session (``mkdocs build --strict``).
+def built_site(request: pytest.FixtureRequest) -> Path:
+    """The site built once per test run (``mkdocs build --strict``).
 
     Returns the site directory (``index.html`` = Spanish home,
     ``en/index.html`` = English home). Fails every test that uses it, with the
     build log, if the build fails. Treat it as read-only, except under a
     directory whose name starts with ``_test`` (ignored by :func:`site_pages`).
     """
-    site_dir = tmp_path_factory.mktemp("site")
-    result = run_mkdocs_build(site_dir)
-    if result.returncode != 0:
-        pytest.fail(f"mkdocs build failed:\n{result.stdout}\n{result.stderr}", pytrace=False)
-    return site_dir
+    import fcntl
+
+    site, lock_path, done, failed = _shared_build_paths(request.config)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waits for a build in progress; released on close
+        if not done.exists() and not failed.exists():  # none started (e.g. one test by id)
+            result = run_mkdocs_build(site)
+            if result.returncode == 0:
+                done.touch()
+            else:
+                failed.write_text(f"{result.stdout}\n{result.stderr}", encoding="utf-8")
+    if failed.exists():
+        pytest.fail("mkdocs build failed:\n" + failed.read_text(encoding="utf-8"), pytrace=False)
+    return site
 
 
 class PageParser(HTMLParser):
@@ -305,6 +392,13 @@ def watch_offline(page, origin: str) -> PageProblems:
     return found
 
 
+def settle_page(page, timeout_ms: float = 90_000) -> None:
+    """Wait until a built page has settled (:data:`PAGE_SETTLED_JS`) and the network is
+    idle again (what it fetched once settled: the calculator's snapshot, search's lunr)."""
+    page.wait_for_function(PAGE_SETTLED_JS, timeout=timeout_ms)
+    page.wait_for_load_state("networkidle", timeout=timeout_ms)
+
+
 @pytest.fixture
 def offline_page(page, site_server: SiteServer):
     """``(page, problems)``: a fresh Playwright page, offline except for ``site_server``.
@@ -334,9 +428,21 @@ def pyodide_smoke_dir(built_site: Path) -> Path:
 
 # --- the calculator page, shared by the browser tests (tests/calculator_page.py) -------------
 
+@pytest.fixture
+def context(context):
+    """pytest-playwright's context, its waits bounded by ``STATE_TIMEOUT_MS`` (tests wait
+    for states; the bound only turns a state that never comes into a failure)."""
+    from calculator_page import STATE_TIMEOUT_MS
+
+    context.set_default_timeout(STATE_TIMEOUT_MS)
+    return context
+
+
 @pytest.fixture(scope="module")
 def shared_context(browser, site_server):
-    context = browser.new_context()
+    from calculator_page import new_context
+
+    context = new_context(browser)
     yield context
     context.close()
 

@@ -1,7 +1,7 @@
 """The table the page's JavaScript copies of calc are checked on (``tests/js/numfmt.test.mjs``):
 numbers written by :func:`calc.numfmt.format_shortest` in each language, text that
 :data:`calc.numfmt.NUMBER_RE` accepts or not, and the config import's limits
-(``calc.config_import``). Python writes it; ``tests/test_numfmt.py`` fails when the file
+(``calc.config_import``). Python writes it; ``tests/calc_view/test_numfmt.py`` fails when the file
 differs from what this writes now. Rewrite it with ``.venv/bin/python tests/numfmt_cases.py``."""
 
 from __future__ import annotations

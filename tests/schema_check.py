@@ -1,5 +1,5 @@
 """A small JSON Schema validator for exactly the keywords :mod:`calc.schema` emits (jsonschema
-is not a dependency of this project). :data:`KEYWORDS` lists them; ``tests/test_schema.py``
+is not a dependency of this project). :data:`KEYWORDS` lists them; ``tests/calc/test_schema.py``
 fails if the generated schemas use any other, so this validator never silently ignores one."""
 
 from __future__ import annotations

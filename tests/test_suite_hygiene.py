@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-TEST_MODULES = sorted(TESTS.glob("test_*.py"))
+TEST_MODULES = sorted(TESTS.rglob("test_*.py"))
+#: Where test modules live: the tree mirrors the project's packages (tests/calc/cli tests
+#: calc/cli, ...), plus the built site (its pages, hooks and macros), the browser and the
+#: front end's Node tests; tests/ itself holds only the suite's own checks.
+TEST_FOLDERS = {"calc", "calc/cli", "calc_view", "accuracy", "tools", "site", "browser", "js"}
 
 
 def _imports(path: Path):
@@ -20,6 +24,20 @@ def _imports(path: Path):
             yield from (a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             yield node.module
+
+
+def test_tests_mirror_the_packages():
+    assert len(TEST_MODULES) > 40  # rglob found the tree (48 modules)
+    folders = {path.parent.relative_to(TESTS).as_posix() for path in TEST_MODULES}
+    assert folders <= TEST_FOLDERS | {"."}, sorted(folders - TEST_FOLDERS)
+    assert {p.name for p in TEST_MODULES if p.parent == TESTS} == {"test_lint.py",
+                                                                    "test_suite_hygiene.py"}
+    # a folder named after a package tests that package, which exists
+    for folder in TEST_FOLDERS - {"site", "browser", "js"}:
+        assert (TESTS.parent / folder / "__init__.py").is_file(), folder
+    # module names are unique: pytest imports test modules by their file name alone
+    names = [p.name for p in TEST_MODULES]
+    assert len(names) == len(set(names))
 
 
 @pytest.mark.parametrize("path", TEST_MODULES, ids=lambda p: p.name)

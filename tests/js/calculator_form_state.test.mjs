@@ -1,5 +1,5 @@
 // The form's state without a browser (docs/assets/calculator/form-state.js): controls are
-// plain objects with the properties of form controls. Run by tests/test_calculator_state_js.py.
+// plain objects with the properties of form controls. Run by tests/js/test_calculator_state_js.py.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { FormState, configTextFromUrl, duplicateKey, parseNumber, splitList } from "../../docs/assets/calculator/form-state.js";

@@ -1,6 +1,6 @@
 // Messages for answers that are not results (docs/assets/calculator/messages.js) and the
 // number format they quote (format.js), without a browser. Run by
-// tests/test_calculator_state_js.py.
+// tests/js/test_calculator_state_js.py.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -8,7 +8,7 @@ import { formatNumber } from "../../docs/assets/calculator/format.js";
 import { errorTarget, errorText, internalErrorText, internalReference, validText } from "../../docs/assets/calculator/messages.js";
 
 // the page's strings as macros/calculator.py embeds them, from the message catalogue
-// (calc/data/messages); tests/test_calculator_state_js.py writes them and names the file
+// (calc/data/messages); tests/js/test_calculator_state_js.py writes them and names the file
 const STRINGS = JSON.parse(readFileSync(process.env.CALC_PAGE_STRINGS, "utf8"));
 
 test("numbers quoted in messages follow the site's format (calc/numfmt.py)", () => {

@@ -1,5 +1,5 @@
 // The calculator's state machine (docs/assets/calculator/state.js), without a browser.
-// Run by tests/test_calculator_state_js.py (node --test), so the project's one test command
+// Run by tests/js/test_calculator_state_js.py (node --test), so the project's one test command
 // covers it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -92,6 +92,23 @@ test("back to the request on show: ready at once, a late answer is ignored", () 
   assert.deepEqual(m.answer(send.id, RESULT), []);
   assert.equal(m.shownKey, DEFAULT);
   assert.deepEqual(m.answer(999, RESULT), []); // unknown id
+});
+
+test("pending: an answer is still to come while a request is queued or in flight", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(DEFAULT);
+  assert.equal(m.pending, false); // the build-time result is the form's: nothing to compute
+  m.setForm(LINK);
+  assert.equal(m.pending, true); // queued until the worker is up
+  const [send] = m.workerUp();
+  assert.equal(m.pending, true); // in flight
+  const [resend] = sends(m.answer(send.id, RESULT).concat(m.setForm(OTHER)));
+  m.setForm(LINK); // back to the numbers on show while OTHER is in flight: ready, not settled
+  assert.equal(m.state, "ready");
+  assert.equal(m.pending, true);
+  m.answer(resend.id, RESULT);
+  assert.equal(m.pending, false);
+  assert.equal(m.shownKey, LINK);
 });
 
 test("calc's errors: invalid, the last good numbers kept and marked", () => {

@@ -1,6 +1,6 @@
 // The page's side of the worker (docs/assets/calculator/worker-client.js) with fake workers
 // and fake timers: adoption of boot.js's worker, restarts, give-up, time-outs. Run by
-// tests/test_calculator_state_js.py.
+// tests/js/test_calculator_state_js.py.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { COMPUTE_TIMEOUT_MS, MAX_RESTARTS, START_TIMEOUT_MS, WorkerClient } from "../../docs/assets/calculator/worker-client.js";

@@ -1,5 +1,5 @@
 // The requests the calculator's form builds from URL queries (docs/assets/calculator/form-state.js),
-// for tests/test_bad_inputs.py: `node form_requests.mjs INPUT.json` with
+// for tests/calc/test_bad_inputs.py: `node form_requests.mjs INPUT.json` with
 // {controls, profileKeys, lang, cases: [{id, url}]} prints {id: {request, errors}}.
 // The controls are plain objects with the properties of the page's form controls.
 import { readFileSync } from "node:fs";

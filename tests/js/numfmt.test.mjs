@@ -2,7 +2,7 @@
 // (tests/js/numfmt_cases.json, from tests/numfmt_cases.py): the number format of the bounds
 // quoted in error messages (format.js = calc.numfmt.format_shortest), the pattern of a typed
 // number (form-state.js = calc.numfmt.NUMBER_RE) and the config import's formats and size
-// limit (config-import.js = calc.config_import). Run by tests/test_calculator_state_js.py.
+// limit (config-import.js = calc.config_import). Run by tests/js/test_calculator_state_js.py.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";

@@ -1,6 +1,6 @@
 """What the fake CPU run changes so that it allocates what a CUDA run allocates.
 
-Each function is one named, tested workaround (tests/test_oracle_workarounds.py):
+Each function is one named, tested workaround (tests/tools/test_oracle_workarounds.py):
 
 - :func:`cuda_default_adamw`: torch picks AdamW's multi-tensor (foreach) path when every
   parameter is a CUDA tensor (``torch/optim/optimizer.py`` ``_default_to_fused_or_foreach``,

@@ -251,6 +251,8 @@ function main(root) {
     } else if (now === "invalid") {
       setStatus("status_invalid");
     }
+    // private (tests): "true" while an answer is still to come (a request in flight or queued)
+    root.dataset.calcPending = String(machine.pending);
     root.dataset.calcState = now;
     if (now === "ready" && !ownShown) {
       ownShown = true;

@@ -137,6 +137,12 @@ export class CalcMachine {
     return "computing";
   }
 
+  // A request is in flight or waits for the worker: an answer is still to come. When false,
+  // nothing the worker says can change what is on show until the form changes.
+  get pending() {
+    return Boolean(this.inFlight || this.queued);
+  }
+
   // The form's request met a bug in the calculator (state "error" while the worker is up).
   get internal() {
     return Boolean(this.form && !this.form.blocked && this.internalKey === this.form.key);

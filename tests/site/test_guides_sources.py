@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from macros import labels
+from conftest import REPO_ROOT
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = REPO_ROOT / "docs"
 # The calculator page belongs to the calculator's own tests; the rest are the guides'.
 OWNED_BY_OTHERS = {"calculator.md"}
 PAGES = sorted(
@@ -122,7 +123,7 @@ def test_figure_pattern(text, hit):
     assert bool(FIGURE.search(text)) is hit
 
 
-# --- the methodology's constants (their descriptions: tests/test_catalogue.py) ------------
+# --- the methodology's constants (their descriptions: tests/calc/test_catalogue.py) ------------
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +13,7 @@ from calc import allocator as al
 from calc import memory as mem
 from calc.request import parse_estimate_request
 from calc.step_events import lengths_of, simulate, step_events
+from conftest import REPO_ROOT
 
 MiB = 1024 ** 2
 
@@ -282,7 +282,7 @@ def test_a_smaller_card_needs_less_than_the_cache_of_a_large_one():
     assert out.min_allocator_bytes < out.simulated_reserved_bytes
 
 
-SEQUENCES = sorted((Path(__file__).resolve().parents[1] / "validation" / "allocator_sequences").glob("*.json.gz"))
+SEQUENCES = sorted((REPO_ROOT / "validation" / "allocator_sequences").glob("*.json.gz"))
 
 
 @pytest.mark.parametrize("path", SEQUENCES, ids=lambda p: p.name.removesuffix(".json.gz"))

@@ -7,7 +7,6 @@ import json
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,9 @@ from calc.fields import field_specs
 from calc.cli.helptext import examples, field_help
 from calc.cli.messages import Messages, default_lang
 from cli_run import run_main
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -196,7 +196,7 @@ def test_default_language_follows_the_locale():
 
 
 def test_every_cli_message_the_code_asks_for_exists():
-    """The CLI's own words are ``cli.*`` ids of the catalogue (``tests/test_catalogue.py``
+    """The CLI's own words are ``cli.*`` ids of the catalogue (``tests/calc/test_catalogue.py``
     checks both languages hold the same ids)."""
     import re
 

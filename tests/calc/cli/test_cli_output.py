@@ -18,8 +18,9 @@ from calc.cli.table import render_estimate, render_plan
 from calc.memory import estimate_dict
 from calc.plan import plan_dict
 from cli_run import dumps, flags_for_request, run_main
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 GIB = 2 ** 30
 

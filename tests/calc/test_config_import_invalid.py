@@ -6,7 +6,6 @@ defaults used and said), standard input, and the calculator's import entry."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from cli_run import run_main
@@ -16,8 +15,9 @@ from calc.config_import.browser import handle
 from calc.config_import.loading import load_text
 from calc.errors import InputError
 from calc.request import parse_estimate_request
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 INVALID = ROOT / "tests" / "configs" / "invalid"
 EXPECTED = {name: case for name, case in json.loads((INVALID / "expected.json").read_text()).items()
             if not name.startswith("_")}

@@ -6,14 +6,14 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from calc import presets
 from calc.errors import InputError
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 # The first presets' ids (a contract: exactly these spellings).
 REQUIRED_IDS = [

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,9 @@ from calc.config_import.cli import import_file
 from calc.errors import InputError
 from calc.fields import spec_by_key
 from calc.request import parse_estimate_request
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 CONFIGS = ROOT / "tests" / "configs"
 FIXTURES = sorted(p for p in CONFIGS.glob("*/*") if not p.name.startswith("ds_z") and p.parent.name != "invalid")
 FORMATS = ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from calc import gpus
 from calc.errors import InputError
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 CONTRACT_IDS = [
     "rtx-3090", "rtx-4090", "rtx-5090", "l4", "a10g", "a40", "l40s", "rtx-a6000", "rtx-6000-ada",

@@ -15,8 +15,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 PACKAGING = ROOT / "packaging" / "calc"
 ENTRY = "gpu-finetune-calc"
 

@@ -6,6 +6,7 @@ import pytest
 
 from accuracy import memory as vm
 from accuracy.stats import percentile
+from conftest import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -334,9 +335,9 @@ def _imported_modules(path) -> set:
     ("calc", "benchmarks"),
 ])
 def test_validation_layering(package, forbidden):
-    from pathlib import Path
+    from conftest import REPO_ROOT
 
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     files = sorted((root / package).rglob("*.py"))
     assert files, package
     offenders = {str(f.relative_to(root)): sorted(m for m in _imported_modules(f)
@@ -349,9 +350,8 @@ def _package_imports(package: str) -> dict[str, set[tuple[str, str]]]:
     """Per module of ``package``: (module of the same package, name) it imports, at module
     level or inside a function."""
     import ast
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent / package
+    root = REPO_ROOT / package
     modules = {p.stem for p in root.glob("*.py")}
     out: dict[str, set[tuple[str, str]]] = {}
     for path in sorted(root.glob("*.py")):
@@ -388,9 +388,9 @@ def test_no_import_circles_and_no_private_names(package):
 
 def test_validation_scripts_compute_nothing():
     """benchmarks/validate_*.py print what accuracy/ computes: neither reads a CSV itself."""
-    from pathlib import Path
+    from conftest import REPO_ROOT
 
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     for script in ("validate_memory.py", "validate_throughput.py"):
         imported = _imported_modules(root / "benchmarks" / script)
         assert any(m.startswith("accuracy") for m in imported), script

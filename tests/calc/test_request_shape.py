@@ -4,7 +4,6 @@ object. Older requests and shared links, with behaviours on top, go through one 
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import parse_qsl
 
 import pytest
@@ -15,8 +14,9 @@ from calc.errors import InputError
 from calc.fields import BEHAVIOUR, BY_KEY, keys, migrate_request, with_changes
 from calc.memory import estimate_dict
 from calc.request import parse_estimate_request
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 # Shared links of the calculator as they have been made (the browser tests' variations that set a
 # behaviour, the page's own library section): the URL names every key at the top.

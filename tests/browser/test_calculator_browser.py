@@ -17,8 +17,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-from calculator_page import (FIELDS, READY_TIMEOUT_MS, STATE, STRINGS, Calc, assert_clean, assert_parity, assert_raw_equals,
-                             close_calculator_page, request_for, tree_outputs)
+from calculator_page import (FIELDS, READY_TIMEOUT_MS, STATE, STATE_TIMEOUT_MS, STRINGS, Calc, assert_clean, assert_parity, assert_raw_equals,
+                             close_calculator_page, new_context, request_for, tree_outputs)
 from conftest import REPO_ROOT, watch_offline
 
 from calc import run as calc_run
@@ -213,14 +213,13 @@ def cli_plan(request: dict) -> dict:
 
 @pytest.mark.parametrize(("lang", "query"), SHARED_LINKS, ids=lambda x: str(x)[:50])
 def test_shared_link_never_shows_foreign_numbers(browser, site_server, lang, query):
-    context = browser.new_context()
+    context = new_context(browser)
     page = context.new_page()
     page.add_init_script(WATCH_JS)
     problems = watch_offline(page, site_server.origin)
     calc = Calc(page, site_server, lang)
     calc.open(query)
-    calc.wait_worker()
-    page.wait_for_timeout(300)  # an answer arriving late would show here
+    calc.wait_quiet()  # every answer the page asked for is in: a late one would show here
     log = page.evaluate("window.__calcLog")
     expected = cli_plan(request_for(query))
     assert log["ready"], log["states"]
@@ -545,7 +544,7 @@ def test_unknown_query_parameters_are_named_and_ignored(calc_page):
 
 
 def test_worker_crash_is_reported_and_the_worker_restarted(browser, site_server):
-    context = browser.new_context()
+    context = new_context(browser)
     page = context.new_page()
     calc = Calc(page, site_server, "en")
     calc.open()
@@ -593,7 +592,7 @@ def test_a_bug_in_calc_is_reported_as_a_bug_not_as_bad_input(browser, site_serve
     the message), no field marked, the last figures kept; the next edit computes again."""
     (bundle,) = (built_site / "assets" / "calc").glob("calc-*.zip")
     patched = _bundle_with_a_bug(bundle.read_bytes())
-    context = browser.new_context()  # fresh storage: no cached snapshot, the bundle is fetched
+    context = new_context(browser)  # fresh storage: no cached snapshot, the bundle is fetched
     page = context.new_page()
     problems = watch_offline(page, site_server.origin)
     # registered last, so it answers before the offline watcher's route
@@ -755,7 +754,7 @@ def test_language_switch_keeps_the_state(shared_context, site_server):
 
 
 def test_offline_from_the_start_and_after_load(browser, site_server):
-    context = browser.new_context()
+    context = new_context(browser)
     page = context.new_page()
     problems = watch_offline(page, site_server.origin)  # every non-localhost request aborted
     fetched = []
@@ -793,7 +792,7 @@ def test_guide_pages_load_no_pyodide_bytes(shared_context, site_server, path):
 
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_phone_width_layout(browser, site_server, lang):
-    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1)
+    context = new_context(browser, viewport={"width": 390, "height": 844}, device_scale_factor=1)
     page = context.new_page()
     calc = Calc(page, site_server, lang)
     calc.open()
@@ -821,7 +820,7 @@ def test_no_axe_violations(browser, site_server, lang, color_scheme):
     """The page with results, suggestions and an input error on show, in both schemes."""
     from axe_playwright_python.sync_playwright import Axe
 
-    context = browser.new_context()
+    context = new_context(browser)
     page = context.new_page()
     page.emulate_media(color_scheme=color_scheme)
     calc = Calc(page, site_server, lang)
@@ -844,12 +843,12 @@ NO_WORKER_JS = {
 @pytest.mark.parametrize("how", sorted(NO_WORKER_JS))
 @pytest.mark.parametrize("query", [{}, {"seq_len": "4096"}], ids=["default", "shared-link"])
 def test_without_module_workers_the_page_ends_in_error(browser, site_server, how, query):
-    context = browser.new_context()
+    context = new_context(browser)
     page = context.new_page()
     page.add_init_script(NO_WORKER_JS[how])
     calc = Calc(page, site_server, "en")
     page.goto(calc.url(query))
-    page.wait_for_function(f"{STATE} === 'error'", timeout=30_000)
+    page.wait_for_function(f"{STATE} === 'error'", timeout=READY_TIMEOUT_MS)
     status = page.locator("#calc .calc-status")
     visible = page.locator("#calc [data-output]").evaluate_all(
         "els => els.filter(e => e.checkVisibility()).length")
@@ -864,7 +863,7 @@ def test_without_module_workers_the_page_ends_in_error(browser, site_server, how
 
 
 def test_when_pyodide_cannot_start_the_static_result_stays(browser, site_server):
-    context = browser.new_context()
+    context = new_context(browser)
     context.route("**/assets/calc/*.zip", lambda route: route.abort())
     page = context.new_page()
     calc = Calc(page, site_server, "en")
@@ -880,7 +879,7 @@ def _timings(page) -> dict:
     return json.loads(page.evaluate("document.getElementById('calc').dataset.calcTimings || '{}'"))
 
 
-def _snapshot_fetched(fetched: list, page, wait_ms: int = 20_000) -> bool:
+def _snapshot_fetched(fetched: list, page, wait_ms: int = STATE_TIMEOUT_MS) -> bool:
     """Whether the build's snapshot was downloaded, waiting up to ``wait_ms`` for it."""
     if fetched:
         return True
@@ -895,7 +894,7 @@ def _snapshot_fetched(fetched: list, page, wait_ms: int = 20_000) -> bool:
 def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
     # First visit: Python starts the ordinary way, then the worker caches the build's
     # snapshot (Python started, calc imported); the next visit restores it from the cache.
-    context = browser.new_context()
+    context = new_context(browser)
     page = context.new_page()
     fetched = []
     page.on("requestfinished",
@@ -907,13 +906,9 @@ def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
     assert _snapshot_fetched(fetched, page)
     snapshot = page.evaluate("document.getElementById('calc').dataset.snapshot")
     assert fetched[0].endswith(snapshot.split("/")[-1])
-    stored = """async () => { const c = await caches.open("calc-pyodide-snapshot");
-                                return (await c.keys()).map((r) => r.url); }"""
-    for _ in range(50):  # the fetch finishes, then the worker stores it (no event tells)
-        if page.evaluate(stored):
-            break
-        page.wait_for_timeout(100)
-    assert [u.split("/")[-1] for u in page.evaluate(stored)] == [snapshot.split("/")[-1]]
+    # the fetch finishes, then the worker stores it
+    stored = calc.wait_cached_snapshot(snapshot.split("/")[-1])
+    assert [u.split("/")[-1] for u in stored] == [snapshot.split("/")[-1]]
     calc.open({"method": "qlora", "seq_len": "4096"})
     calc.wait_worker()
     assert _timings(page)["snapshot"] is True
@@ -958,17 +953,12 @@ def test_a_broken_cached_snapshot_falls_back_to_an_ordinary_start(browser, site_
     folder.mkdir(exist_ok=True)
     body = b"not a gzip stream" if content == "garbage" else gzip.compress(b"\0" * 65536)
     (folder / f"{content}.snapshot.gz").write_bytes(body)
-    context = browser.new_context()
+    context = new_context(browser)
     page = context.new_page()
     calc = Calc(page, site_server, "en")
     calc.open()
     # the page's own worker stores this build's snapshot (dropping any other entry) first
-    stored = """async () => (await (await caches.open("calc-pyodide-snapshot")).keys())
-                .some((r) => r.url.includes("/assets/calc/"))"""
-    for _ in range(300):  # a poll of Cache Storage: no event tells when the worker stored it
-        if page.evaluate(stored):
-            break
-        page.wait_for_timeout(100)
+    assert any("/assets/calc/" in u for u in calc.wait_cached_snapshot("/assets/calc/"))
     request = calculator.default_request()
     out = page.evaluate(WORKER_WITH_SNAPSHOT_JS, [f"/_test_snapshot/{content}.snapshot.gz", request])
     assert out["ready"]["type"] == "ready" and out["ready"]["timings"]["snapshot"] is False

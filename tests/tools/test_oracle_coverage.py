@@ -8,14 +8,14 @@ Needs no torch: it reads the sweep's setups and the summary its last run wrote.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from benchmarks import oracle_sweep as sweep
 from calc.hf_config import MODEL_TYPES
+from conftest import REPO_ROOT
 
-SUMMARY = Path(__file__).resolve().parents[1] / "validation" / "oracle_sweep_summary.json"
+SUMMARY = REPO_ROOT / "validation" / "oracle_sweep_summary.json"
 
 
 def swept_as(model_type: str) -> str:

@@ -10,8 +10,9 @@ import pytest
 import calc
 from calc.fields import PLAN, field_specs, keys
 from macros import cli_docs
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 def env(lang: str, url: str = "api/"):

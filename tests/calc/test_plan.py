@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,9 @@ from calc import gpus, plan, recommend, timing
 from calc.errors import InputError
 from hand_counts import ELEMENTWISE_FWD_7B
 from plan_fakes import ACT_BYTES_PER_TOKEN, CONTEXT_BYTES, GIB, fake_estimate
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 BASE = {"model": "llama-2-7b", "dataset_tokens": 1e9, "gpu": "a100-80gb-sxm"}
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from calculator_page import STATE_TIMEOUT_MS
 from conftest import parse_page, site_pages
 from hooks.search_i18n import exclude_from_search, language_base, split_index
 
@@ -180,7 +181,7 @@ def test_search_box_finds_own_language_only(offline_page, site_server, path, own
         page.keyboard.type(query, delay=30)
 
     search(own)
-    page.wait_for_selector(HITS, timeout=30_000)
+    page.wait_for_selector(HITS, timeout=STATE_TIMEOUT_MS)
     hrefs = page.eval_on_selector_all(HITS, "els => els.map(a => a.href)")
     assert hrefs
     root = site_server.url("en/")
@@ -196,8 +197,12 @@ def test_search_box_finds_own_language_only(offline_page, site_server, path, own
     page.goto(site_server.url(path))
     page.wait_for_load_state("networkidle")
     search(other)
-    page.wait_for_function(f"document.querySelector('{META}').textContent.trim().length > 0",
-                           timeout=30_000)
-    page.wait_for_timeout(500)
+    # Material's own state: the results line says "no matching documents" for the query.
+    # Search matches prefixes, so once a typed prefix finds nothing, the whole word finds
+    # nothing too: this line is the final answer, not a passing one.
+    none = page.evaluate("JSON.parse(document.getElementById('__config').textContent)"
+                         ".translations['search.result.none']")
+    page.wait_for_function(f"none => document.querySelector('{META}').textContent.trim() === none",
+                           arg=none, timeout=STATE_TIMEOUT_MS)
     assert page.locator(HITS).count() == 0
     problems.assert_clean()

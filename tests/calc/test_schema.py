@@ -18,6 +18,7 @@ from calc.presets import get_preset, resolve_preset_id
 from calc.request import parse_estimate_request
 from calc.schema import FILE_NAMES, request_schema, schema_files
 from schema_check import KEYWORDS, errors, keywords
+from conftest import REPO_ROOT
 
 PARSERS = {"estimate": parse_estimate_request, "plan": parse_plan_request}
 SCHEMAS = {command: request_schema(command) for command in FILE_NAMES}
@@ -206,9 +207,8 @@ def test_schema_files_and_cli_print_the_same(tmp_path):
 
 def test_site_hook_writes_the_schema_files(tmp_path):
     import importlib.util
-    from pathlib import Path
     from types import SimpleNamespace
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     spec = importlib.util.spec_from_file_location("schema_hook", root / "hooks" / "schema_files.py")
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)
@@ -220,7 +220,7 @@ def test_site_hook_writes_the_schema_files(tmp_path):
 
 # --- the published schema against every request the project documents -----------------------------
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 DOCUMENTED_IN = ["README.md", "packaging/calc/README.md", "docs/en/api.md", "docs/es/api.md"]
 
 

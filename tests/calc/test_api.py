@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 REQUEST = {"model": "llama-3.1-8b", "method": "qlora", "dataset_tokens": 1e7, "gpu": "l4"}
 
 

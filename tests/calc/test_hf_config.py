@@ -239,7 +239,7 @@ def test_invalid_value(key, value):
 
 
 # Shapes that contradict each other: each its own code, naming the key (catalogue words in
-# both languages: tests/test_catalogue.py). A family that derives head_dim from hidden / heads
+# both languages: tests/calc/test_catalogue.py). A family that derives head_dim from hidden / heads
 # needs the heads to divide the hidden size; grouped-query attention needs the key/value heads
 # to divide the heads; transformers 5 ``layer_type_validation`` needs one layer type per layer;
 # a router cannot pick more experts than it has.

@@ -129,13 +129,33 @@ def test_language_switcher_stays_on_the_same_page(built_site):
 def test_site_url_sub_path_reaches_the_switcher(tmp_path):
     # GitHub Pages serves a project site under /<repo>/: the home links of
     # the switcher must carry it (the Pages workflow sets SITE_URL).
-    result = run_mkdocs_build(
-        tmp_path / "site", extra_env={"SITE_URL": "https://example.org/gpu-site/"}
-    )
-    assert result.returncode == 0, result.stderr
+    project = make_probe_project(tmp_path, "ok", "ok")
+    result = run_mkdocs_build(project / "site", config_file=project / "mkdocs.yml",
+                              extra_env={"SITE_URL": "https://example.org/gpu-site/"})
+    assert result.returncode == 0, result.stdout + result.stderr
     for rel_path in ("index.html", "en/index.html"):
-        targets = switcher_targets(tmp_path / "site", rel_path)
+        targets = switcher_targets(project / "site", rel_path)
         assert targets == {"es": "/gpu-site/", "en": "/gpu-site/en/"}
+
+
+def test_serve_watches_all_code_and_data_the_build_reads():
+    # `mkdocs serve` rebuilds on a change under a watched path: every project package the
+    # macros and hooks import (calc, calc_view, accuracy...) and the measurements accuracy reads
+    import ast
+
+    import yaml
+
+    imported = set()
+    for path in [*(REPO_ROOT / "macros").glob("*.py"), *(REPO_ROOT / "hooks").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    own = {name for name in imported if (REPO_ROOT / name / "__init__.py").exists()}
+    assert {"calc", "calc_view", "accuracy"} <= own
+    config = yaml.load((REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
+    assert own | {"macros", "hooks", "validation"} <= set(config["watch"])
 
 
 def test_macro_output_comes_from_calc(built_site):
@@ -219,25 +239,36 @@ def define_env(env):
 def make_probe_project(
     tmp_path: Path, es_body: str, en_body: str, *, node_modules: bool = True
 ) -> Path:
-    """A copy of the project in ``tmp_path`` with a ``probe/`` page per language.
+    """A small copy of the project in ``tmp_path``: per language a plain home page and a
+    ``probe/`` page, with the site's configuration, theme, hooks and macros.
 
-    The docs are copied (the real ``docs/`` is never touched); code and
+    The docs' assets are copied (the real ``docs/`` is never touched), not its pages: the
+    guides' tables make a whole build take minutes, and what a probe checks (macros,
+    page language, switcher, strict mode, the hooks) needs none of them. Code and
     ``node_modules`` are symlinked. ``probe_macros.py`` loads the site's
     ``macros/main.py`` and adds ``probe_language()`` and ``probe_boom()``.
     """
     project = tmp_path / "project"
-    shutil.copytree(REPO_ROOT / "docs", project / "docs")
+    shutil.copytree(REPO_ROOT / "docs", project / "docs", ignore=shutil.ignore_patterns("*.md"))
     for language, body in (("es", es_body), ("en", en_body)):
+        home = project / "docs" / language / "index.md"
+        home.write_text(f"---\ntitle: Home {language}\n---\n\n# Home {language}\n", encoding="utf-8")
         probe = project / "docs" / language / "probe" / "index.md"
         probe.parent.mkdir(parents=True)
         probe.write_text(f"---\ntitle: Probe\n---\n\n{body}\n", encoding="utf-8")
-    links = ["macros", "hooks", "calc", "overrides"] + (["node_modules"] if node_modules else [])
+    # the code the build imports and the paths `mkdocs serve` watches (which must exist)
+    links = ["macros", "hooks", "calc", "calc_view", "accuracy", "validation", "overrides"]
+    links += ["node_modules"] if node_modules else []
     for name in links:
         (project / name).symlink_to(REPO_ROOT / name, target_is_directory=True)
     (project / "probe_macros.py").write_text(PROBE_MACROS, encoding="utf-8")
     config = (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     assert "module_name: macros/main" in config
     config = config.replace("module_name: macros/main", "module_name: probe_macros")
+    # the nav names the site's pages, which the copy leaves out: the home page alone
+    nav = re.search(r"^nav:\n(?:  .*\n)+", config, re.M)
+    assert nav and "- index.md" in nav.group(0)
+    config = config.replace(nav.group(0), "nav:\n  - index.md\n")
     # The probe page is deliberately outside the nav; strict mode would refuse it otherwise.
     config += "\nnot_in_nav: |\n  probe/\n"
     (project / "mkdocs.yml").write_text(config, encoding="utf-8")

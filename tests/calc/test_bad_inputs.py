@@ -17,8 +17,9 @@ from cli_run import run_main
 
 import calc
 from calc.errors import CalcError
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 CASES = json.loads((ROOT / "tests" / "data" / "bad_inputs.json").read_text(encoding="utf-8"))["cases"]
 BY_ID = {case["id"]: case for case in CASES}
 

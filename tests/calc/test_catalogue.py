@@ -9,13 +9,13 @@ import csv
 import io
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from calc.catalogue import LANGS, Catalogue, load, pick
+from conftest import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 CATALOGUE_DIR = ROOT / "calc" / "data" / "messages"
 
 # Where the words are asked for: code, templates, the front end, and the data whose codes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import PAGE_SETTLE_MS, pyodide_info, site_pages
+from conftest import pyodide_info, settle_page, site_pages
 
 pytestmark = pytest.mark.browser
 
@@ -19,11 +19,10 @@ def test_every_page_loads_offline_without_errors(offline_page, site_server):
     by_page = {}
     for rel_path in pages:
         before = {name: len(items) for name, items in problems.problems().items()}
-        # networkidle: leaving a page while its search index or Pyodide is still
-        # loading would abort those requests and blame the next page for them. Then a
-        # moment for what a page does after its last request (no event marks its end).
-        page.goto(site_server.url(rel_path), wait_until="networkidle")
-        page.wait_for_timeout(PAGE_SETTLE_MS)
+        # settled: leaving a page while its search index or Pyodide is still loading
+        # would abort those requests and blame the next page for them
+        page.goto(site_server.url(rel_path))
+        settle_page(page)
         found = {
             name: items[before.get(name, 0) :]
             for name, items in problems.problems().items()
