@@ -45,8 +45,8 @@ CSV_PATH = DATA_DIR / "first_contact_peaks.csv"
 
 JUDGED_COLUMNS = ("judged_at_commit", "first_contact_predicted_gib", "first_contact_error")
 EXTRA_COLUMNS = ("calc_request", "calc_not_covered", *JUDGED_COLUMNS)
-UNIT_BYTES = {"GB": 10 ** 9, "GiB": 2 ** 30}
-GIB = 2 ** 30
+UNIT_BYTES = {"GB": 10**9, "GiB": 2**30}
+GIB = 2**30
 
 
 def load_rows(path: Path = CSV_PATH) -> list[dict]:
@@ -83,7 +83,11 @@ def measured_bytes(row: dict) -> int:
     return int(round(value))
 
 
-FIELD = {"allocated": "peak_allocated_bytes", "reserved": "peak_reserved_bytes", "device": "device_total_bytes"}
+FIELD = {
+    "allocated": "peak_allocated_bytes",
+    "reserved": "peak_reserved_bytes",
+    "device": "device_total_bytes",
+}
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,12 @@ def judge(row: dict) -> Judgement:
     """``calc``'s prediction for ``row`` today: the request's field of the row's metric, or the
     reason the row is not covered (the CSV's, or a measurement below the model states or the
     stated setup's floor, :func:`accuracy.memory.configured_floor_bytes`)."""
-    base = {"row_id": row["id"], "source": row["source"], "method": row["method"], "metric": metric(row["memory_metric"])}
+    base = {
+        "row_id": row["id"],
+        "source": row["source"],
+        "method": row["method"],
+        "metric": metric(row["memory_metric"]),
+    }
     if row["calc_not_covered"]:
         return Judgement(**base, measured_bytes=0, covered=False, reason=row["calc_not_covered"])
     measured = measured_bytes(row)
@@ -113,14 +122,24 @@ def judge(row: dict) -> Judgement:
     try:
         est = memory.estimate_dict(request)
     except CalcError as err:
-        return Judgement(**base, measured_bytes=measured, covered=False, reason="calc_error:" + err.code)
+        return Judgement(
+            **base, measured_bytes=measured, covered=False, reason="calc_error:" + err.code
+        )
     if measured < est["model_states_bytes"]:
-        return Judgement(**base, measured_bytes=measured, covered=False, reason="measured_below_model_states")
+        return Judgement(
+            **base, measured_bytes=measured, covered=False, reason="measured_below_model_states"
+        )
     if measured < configured_floor_bytes(request, est):
-        return Judgement(**base, measured_bytes=measured, covered=False, reason="measured_below_configured_floor")
+        return Judgement(
+            **base, measured_bytes=measured, covered=False, reason="measured_below_configured_floor"
+        )
     predicted = est[FIELD[base["metric"]]]
-    return Judgement(**base, measured_bytes=measured, predicted_bytes=predicted,
-                     error=(predicted - measured) / measured)
+    return Judgement(
+        **base,
+        measured_bytes=measured,
+        predicted_bytes=predicted,
+        error=(predicted - measured) / measured,
+    )
 
 
 @dataclass(frozen=True)
@@ -138,9 +157,18 @@ class FirstContact:
 def first_contacts(rows: list[dict] | None = None) -> list[FirstContact]:
     """The recorded first contacts of the covered rows (those with a recorded error)."""
     rows = load_rows() if rows is None else rows
-    return [FirstContact(r["id"], r["source"], r["method"], r["judged_at_commit"],
-                         float(r["first_contact_predicted_gib"]), float(r["first_contact_error"]))
-            for r in rows if r["first_contact_error"]]
+    return [
+        FirstContact(
+            r["id"],
+            r["source"],
+            r["method"],
+            r["judged_at_commit"],
+            float(r["first_contact_predicted_gib"]),
+            float(r["first_contact_error"]),
+        )
+        for r in rows
+        if r["first_contact_error"]
+    ]
 
 
 def stats(errors: list[float]) -> dict:
@@ -148,10 +176,20 @@ def stats(errors: list[float]) -> dict:
     (fractions)."""
     absolute = [abs(e) for e in errors]
     if not errors:
-        return {"count": 0, "median": float("nan"), "p90": float("nan"), "max": float("nan"),
-                "median_signed": float("nan")}
-    return {"count": len(errors), "median": statistics.median(absolute), "p90": percentile(absolute, 90),
-            "max": max(absolute), "median_signed": statistics.median(errors)}
+        return {
+            "count": 0,
+            "median": float("nan"),
+            "p90": float("nan"),
+            "max": float("nan"),
+            "median_signed": float("nan"),
+        }
+    return {
+        "count": len(errors),
+        "median": statistics.median(absolute),
+        "p90": percentile(absolute, 90),
+        "max": max(absolute),
+        "median_signed": statistics.median(errors),
+    }
 
 
 ALL = "all"
@@ -168,12 +206,18 @@ def summary(rows: list[dict] | None = None) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for source in dict.fromkeys(r["source"] for r in rows):
         errs = [c.error for c in contacts if c.source == source]
-        out[source] = {**stats(errs), "not_covered": sum(1 for r in rows if r["source"] == source
-                                                         and not r["first_contact_error"])}
+        out[source] = {
+            **stats(errs),
+            "not_covered": sum(
+                1 for r in rows if r["source"] == source and not r["first_contact_error"]
+            ),
+        }
     medians = [f["median"] for f in out.values() if f["count"]]
-    out[ALL] = {**stats([c.error for c in contacts]),
-                "not_covered": sum(1 for r in rows if not r["first_contact_error"]),
-                "median_of_sources": statistics.median(medians) if medians else float("nan")}
+    out[ALL] = {
+        **stats([c.error for c in contacts]),
+        "not_covered": sum(1 for r in rows if not r["first_contact_error"]),
+        "median_of_sources": statistics.median(medians) if medians else float("nan"),
+    }
     return out
 
 
@@ -183,14 +227,17 @@ def now_beside_first(rows: list[dict] | None = None) -> dict[str, dict]:
     rows = load_rows() if rows is None else rows
     recorded = {c.row_id for c in first_contacts(rows)}
     today = [j for j in (judge(r) for r in rows if r["id"] in recorded) if j.covered]
-    return {source: stats([j.error for j in today if j.source == source])
-            for source in dict.fromkeys(r["source"] for r in rows)} | {ALL: stats([j.error for j in today])}
+    return {
+        source: stats([j.error for j in today if j.source == source])
+        for source in dict.fromkeys(r["source"] for r in rows)
+    } | {ALL: stats([j.error for j in today])}
 
 
 def head_commit() -> str:
     """The commit ``calc`` is judged at: ``git rev-parse HEAD`` of this checkout."""
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def record(path: Path = CSV_PATH, commit: str | None = None) -> int:

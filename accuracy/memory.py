@@ -70,19 +70,33 @@ from calc.request import Sharding, parse_estimate_request
 CSV_PATH = DATA_DIR / "measured_peaks.csv"
 
 MODEL_IDS = {
-    "Llama-2-7B": "llama-2-7b", "Llama-2-13B": "llama-2-13b", "Llama-2-70B": "llama-2-70b",
-    "Llama-3-8B": "llama-3-8b", "Llama-3.1-8B": "llama-3.1-8b", "Llama-3.1-70B": "llama-3.1-70b",
-    "Llama-3.1-405B": "llama-3.1-405b", "Llama-3.2-1B": "llama-3.2-1b",
-    "Llama-3.2-3B": "llama-3.2-3b", "Mistral-7B": "mistral-7b", "TinyLlama-1.1B": "tinyllama-1.1b",
-    "gemma-2b": "gemma-2b", "phi-1.5": "phi-1.5", "phi-2": "phi-2",
+    "Llama-2-7B": "llama-2-7b",
+    "Llama-2-13B": "llama-2-13b",
+    "Llama-2-70B": "llama-2-70b",
+    "Llama-3-8B": "llama-3-8b",
+    "Llama-3.1-8B": "llama-3.1-8b",
+    "Llama-3.1-70B": "llama-3.1-70b",
+    "Llama-3.1-405B": "llama-3.1-405b",
+    "Llama-3.2-1B": "llama-3.2-1b",
+    "Llama-3.2-3B": "llama-3.2-3b",
+    "Mistral-7B": "mistral-7b",
+    "TinyLlama-1.1B": "tinyllama-1.1b",
+    "gemma-2b": "gemma-2b",
+    "phi-1.5": "phi-1.5",
+    "phi-2": "phi-2",
     "StableLM-base-alpha-3B": "stablelm-base-alpha-3b",
 }
 """CSV model names -> preset ids (calc/data/models.json)."""
 
-UNIT_BYTES = {"GB": 10 ** 9, "GiB": 2 ** 30}
+UNIT_BYTES = {"GB": 10**9, "GiB": 2**30}
 
-ALL_LINEAR_TARGETS = ("all-linear", "q,k,v,o + MLP", "q,k,v,o + MLP (w1,w2,w3)",
-                      "q,k,v,o + MLP + output proj (all layers)", "all layers (q,k,v,o, MLP, output)")
+ALL_LINEAR_TARGETS = (
+    "all-linear",
+    "q,k,v,o + MLP",
+    "q,k,v,o + MLP (w1,w2,w3)",
+    "q,k,v,o + MLP + output proj (all layers)",
+    "all layers (q,k,v,o, MLP, output)",
+)
 """Target lists meaning every block linear (the output layer's adapter, where listed,
 is not expressible; it adds ``r * (h + V)`` parameters, under 0.1 % of any row)."""
 
@@ -137,7 +151,11 @@ uses: ``fsdp_cpu_ram_efficient_loading: true``, ``fsdp_sync_module_states: true`
 ``fsdp_use_orig_params: false``: accelerate's FSDP1 wraps a model loaded on rank 0's CPU, as
 ``fsdp_wrap_floor`` describes (the Trainer drops the outputs, so the slack stays generic)."""
 
-ANSWERAI_TRAIN_DEFAULTS = {"lora_dropout": 0.1, "lora_adapter_dtype": "base", "attention_grouped_kv": False}
+ANSWERAI_TRAIN_DEFAULTS = {
+    "lora_dropout": 0.1,
+    "lora_adapter_dtype": "base",
+    "attention_grouped_kv": False,
+}
 """Settings of Answer.AI's ``fsdp_qlora/train.py`` (``main`` at 50efa1e, 2024-03-26) that the
 CSV columns do not hold, where they differ from today's ``hf-custom-loop`` profile:
 ``lora_dropout: float = 0.1`` (rank 64, alpha 16 and the targets ``k, q, v, up, down, gate``
@@ -186,8 +204,12 @@ multi-GPU rows set ``fsdp_wrap_floor``."""
 TORCHTUNE_DROPOUT_ZERO_FROM = "2024-09-11"
 """torchtune commit d7fae9677 set the LoRA builders' ``lora_dropout`` default to 0.0."""
 
-SHORT_TARGETS = {"q,v": ("q", "v"), "q,k,v": ("q", "k", "v"), "q,v,o + MLP": ("q", "v", "o", "mlp"),
-                 "q,k,v + MLP": ("q", "k", "v", "mlp")}
+SHORT_TARGETS = {
+    "q,v": ("q", "v"),
+    "q,k,v": ("q", "k", "v"),
+    "q,v,o + MLP": ("q", "v", "o", "mlp"),
+    "q,k,v + MLP": ("q", "k", "v", "mlp"),
+}
 
 ZERO_SHARDING = {"DDP": "ddp", "ZeRO-1": "zero1", "ZeRO-2": "zero2", "ZeRO-3": "zero3"}
 
@@ -200,19 +222,19 @@ class RowResult:
     source: str
     model: str
     method: str
-    metric: str                 # allocated | reserved | model_states
+    metric: str  # allocated | reserved | model_states
     measured_bytes: int
     predicted_bytes: int = 0
-    error: float = 0.0          # (predicted - measured) / measured
+    error: float = 0.0  # (predicted - measured) / measured
     covered: bool = True
     reason: str = ""
     flags: tuple = ()
     request: dict = field(default_factory=dict)
-    allocated_bytes: int = 0    # predicted peak_allocated_bytes (for the slack fit)
+    allocated_bytes: int = 0  # predicted peak_allocated_bytes (for the slack fit)
     reserved_floor_bytes: int = 0  # predicted reserved floor: quantization or FSDP1 wrap (idem)
-    device_extra_bytes: int = 0    # device_total_bytes - peak_reserved_bytes (CUDA context, NCCL)
-    source_key: str = ""        # the publication (:func:`source_key`)
-    fsdp1: bool = False         # the FSDP1 slack applies (calc.memory.fsdp1_slack_applies)
+    device_extra_bytes: int = 0  # device_total_bytes - peak_reserved_bytes (CUDA context, NCCL)
+    source_key: str = ""  # the publication (:func:`source_key`)
+    fsdp1: bool = False  # the FSDP1 slack applies (calc.memory.fsdp1_slack_applies)
 
 
 class NotCovered(Exception):
@@ -313,13 +335,19 @@ def row_request(row: dict) -> dict:
     source = _source(row)
     opts = row["_opts"].lower()
     req = {
-        "model": model, "method": method, "precision": _precision(row["compute_precision"]),
-        "optimizer": optimizer, "optimizer_in_backward": in_bwd,
-        "micro_batch_size": int(row["micro_batch_size"]), "seq_len": int(seq),
+        "model": model,
+        "method": method,
+        "precision": _precision(row["compute_precision"]),
+        "optimizer": optimizer,
+        "optimizer_in_backward": in_bwd,
+        "micro_batch_size": int(row["micro_batch_size"]),
+        "seq_len": int(seq),
         "gradient_checkpointing": _checkpointing(row["grad_checkpointing"]),
-        "attention": "sdpa", "chunked_loss": "chunked" in opts,
+        "attention": "sdpa",
+        "chunked_loss": "chunked" in opts,
         "activation_offload": "activation offloading" in opts,
-        "num_gpus": gpus, "sharding": sharding,
+        "num_gpus": gpus,
+        "sharding": sharding,
         "cpu_offload": "optimizer+params" if row["cpu_offload"].startswith("yes") else "none",
     }
     req["gradient_accumulation_steps"] = _accumulation(row, source)
@@ -327,7 +355,8 @@ def row_request(row: dict) -> dict:
     req["torch_compile"] = "compile" in opts
     if optimizer == "adamw":
         req["optimizer_fused"] = "fused=True" in row["optimizer"] or (
-            source == "torchtune" and _row_date(row) >= TORCHTUNE_FUSED_ADAMW_FROM)
+            source == "torchtune" and _row_date(row) >= TORCHTUNE_FUSED_ADAMW_FROM
+        )
     if method != "full":
         from calc.presets import get_preset
 
@@ -339,9 +368,12 @@ def row_request(row: dict) -> dict:
         if method == "qlora":
             fmt = row["base_weight_format"]
             req["qlora_double_quant"] = "torchao" in fmt or "double quant" in fmt
-            req["qlora_keeps_inputs"] = "bitsandbytes" in fmt and (source == "litgpt" or _bnb_before_fix(fmt))
-            req["qlora_unchunked_quantization"] = ("torchao" in fmt and source == "torchtune"
-                                                   and _row_date(row) < TORCHAO_CHUNKED_FROM)
+            req["qlora_keeps_inputs"] = "bitsandbytes" in fmt and (
+                source == "litgpt" or _bnb_before_fix(fmt)
+            )
+            req["qlora_unchunked_quantization"] = (
+                "torchao" in fmt and source == "torchtune" and _row_date(row) < TORCHAO_CHUNKED_FROM
+            )
     if source == "torchtune":
         req.update(TORCHTUNE_CONFIGS.get((row["model"], row["method"]), {}))
         if _row_date(row) < TORCHTUNE_DEL_LOGITS_FROM:
@@ -350,18 +382,28 @@ def row_request(row: dict) -> dict:
             req["fsdp_wrap_floor"] = True
     if source == "hf-trainer":
         req.update(PEFT_SFT_EXAMPLE if "huggingface/peft" in row["source"] else {})
-        req.update(PEFT_FSDP_CONFIG if "huggingface/peft" in row["source"] and row["sharding"].startswith("FSDP") else {})
+        req.update(
+            PEFT_FSDP_CONFIG
+            if "huggingface/peft" in row["source"] and row["sharding"].startswith("FSDP")
+            else {}
+        )
         # DeepSpeed's engine reduce-scatters every micro-batch; accelerate's FSDP uses no_sync
         req["sync_each_micro_batch"] = "DeepSpeed" in row["sharding"]
         if "DeepSpeed" in row["sharding"]:
-            req["sharding_engine"] = "deepspeed"  # the row's stated engine (sub-group step, reduce bucket)
+            req["sharding_engine"] = (
+                "deepspeed"  # the row's stated engine (sub-group step, reduce bucket)
+            )
     if "fsdp_qlora" in row["source"]:
         req.update(ANSWERAI_TRAIN_DEFAULTS)
     if source == "litgpt":
         req["model"] = _litgpt_model(model)
         if LONGEST_FIRST_NOTE in row["notes"]:
             req["previous_outputs_kept"] = False  # the peak is iteration 0's: nothing before it
-        req.update(LITGPT_CONFIG_HUB.get((row["model"], row["method"]), {}) if "config_hub" in row["source"] else {})
+        req.update(
+            LITGPT_CONFIG_HUB.get((row["model"], row["method"]), {})
+            if "config_hub" in row["source"]
+            else {}
+        )
     if req["num_gpus"] == 1:
         req["gradient_accumulation_steps"] = max(1, req["gradient_accumulation_steps"])
     return req
@@ -401,8 +443,11 @@ def _accumulation(row: dict, source: str) -> int:
 
 def _row_date(row: dict) -> str:
     """The first ISO date in ``source_version`` (the commit's date), else ``""``."""
-    dates = [part for part in row["source_version"].replace("(", " ").replace(",", " ").split()
-             if part[:2] == "20" and part.count("-") == 2]
+    dates = [
+        part
+        for part in row["source_version"].replace("(", " ").replace(",", " ").split()
+        if part[:2] == "20" and part.count("-") == 2
+    ]
     return dates[0] if dates else ""
 
 
@@ -435,8 +480,15 @@ def _zero_paper_states(row: dict) -> int:
     """Model states of the ZeRO paper's generic 7.5B model (mixed precision Adam)."""
     params = int(float(row["params"].rstrip("B")) * 1e9)
     sharding, gpus = _sharding(row)
-    req = parse_estimate_request({"model": "llama-2-7b", "method": "full", "precision": "fp16-mixed",
-                                  "num_gpus": gpus, "sharding": sharding})
+    req = parse_estimate_request(
+        {
+            "model": "llama-2-7b",
+            "method": "full",
+            "precision": "fp16-mixed",
+            "num_gpus": gpus,
+            "sharding": sharding,
+        }
+    )
     layout = states.ParamLayout(params, 0, params, params, 0, 0, ((params, 1, 1),))
     reg = states.regime(req.precision, req.sharding)
     return memory.model_states_total(memory.model_states(req, layout, reg))
@@ -450,7 +502,11 @@ def source_key(row: dict) -> str:
     if "torchtune" in src and "tutorials" in src:
         return "torchtune tutorial " + first.split()[0].rstrip(",")
     if "torchtune" in src and "README" in src:
-        return "torchtune README " + version.split()[1] if version.startswith("commit") else "torchtune README"
+        return (
+            "torchtune README " + version.split()[1]
+            if version.startswith("commit")
+            else "torchtune README"
+        )
     if "litgpt" in src.lower():
         return "litgpt " + src.split(" ", 1)[1].strip()
     if "ZeRO" in src:
@@ -461,8 +517,16 @@ def source_key(row: dict) -> str:
 def compare_row(row: dict) -> RowResult:
     measured = int(round(float(row["peak_value"]) * UNIT_BYTES[row["peak_unit"]]))
     metric = _metric(row["memory_metric"])
-    base = dict(row_id=row["id"], source=_source(row), source_key=source_key(row), model=row["model"],
-                method=row["method"], metric=metric, measured_bytes=measured, flags=_flags(row))
+    base = dict(
+        row_id=row["id"],
+        source=_source(row),
+        source_key=source_key(row),
+        model=row["model"],
+        method=row["method"],
+        metric=metric,
+        measured_bytes=measured,
+        flags=_flags(row),
+    )
     try:
         if metric == "model_states":
             predicted, allocated, floor, extra, req, est = _zero_paper_states(row), 0, 0, 0, {}, {}
@@ -477,15 +541,22 @@ def compare_row(row: dict) -> RowResult:
             if measured < configured_floor_bytes(req, est):
                 raise NotCovered("measured_below_configured_floor")
             predicted = {"allocated": allocated, "device": est["device_total_bytes"]}.get(
-                metric, est["peak_reserved_bytes"])
+                metric, est["peak_reserved_bytes"]
+            )
     except NotCovered as reason:
         return RowResult(**base, covered=False, reason=str(reason))
     except CalcError as err:
         return RowResult(**base, covered=False, reason="calc_error:" + err.code)
-    return RowResult(**base, predicted_bytes=predicted, error=(predicted - measured) / measured,
-                     request=req, allocated_bytes=allocated, reserved_floor_bytes=floor,
-                     device_extra_bytes=extra,
-                     fsdp1=bool(req) and memory.fsdp1_slack_applies(parse_estimate_request(req)))
+    return RowResult(
+        **base,
+        predicted_bytes=predicted,
+        error=(predicted - measured) / measured,
+        request=req,
+        allocated_bytes=allocated,
+        reserved_floor_bytes=floor,
+        device_extra_bytes=extra,
+        fsdp1=bool(req) and memory.fsdp1_slack_applies(parse_estimate_request(req)),
+    )
 
 
 def reserved_floor_of(est: dict) -> int:
@@ -501,8 +572,12 @@ def configured_floor_bytes(request: dict, est: dict) -> int:
     r = parse_estimate_request(request)
     reg = states.regime(r.precision, r.sharding)
     grads = memory.model_states(r, states.param_layout(r), reg).grads_all
-    return (est["model_states_bytes"] - grads + max(grads, activation_floor_bytes(request))
-            + fsdp_root_bytes(r, reg))
+    return (
+        est["model_states_bytes"]
+        - grads
+        + max(grads, activation_floor_bytes(request))
+        + fsdp_root_bytes(r, reg)
+    )
 
 
 def fsdp_root_bytes(r, reg) -> int:
@@ -576,7 +651,6 @@ def compare_rows(path: Path = CSV_PATH) -> list[RowResult]:
     return [compare_row(row) for row in load_rows(path)]
 
 
-
 @dataclass(frozen=True)
 class Summary:
     count: int
@@ -593,8 +667,9 @@ def summary(results: list[RowResult], keep=lambda r: True) -> Summary:
     if not rows:
         return Summary(0, float("nan"), float("nan"), float("nan"), "")
     worst = max(rows, key=lambda r: abs(r.error))
-    return Summary(len(rows), statistics.median(errs), percentile(errs, 90), abs(worst.error),
-                   worst.row_id)
+    return Summary(
+        len(rows), statistics.median(errs), percentile(errs, 90), abs(worst.error), worst.row_id
+    )
 
 
 @dataclass(frozen=True)
@@ -611,8 +686,12 @@ class SlackFit:
 def _stated_reserved(r: RowResult) -> bool:
     """A covered row whose metric is a stated ``max_memory_reserved``, settings unambiguous:
     the rows a slack is fitted on."""
-    return (r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags
-            and "ambiguous" not in r.flags)
+    return (
+        r.covered
+        and r.metric == "reserved"
+        and "metric_assumed" not in r.flags
+        and "ambiguous" not in r.flags
+    )
 
 
 def _row_slack(r: RowResult) -> float:
@@ -657,11 +736,26 @@ def fit_allocator_slack(results: list[RowResult]) -> SlackFit:
     on the covered rows whose reserved metric is only assumed (``floor``: the reserved memory a
     one-pass NF4 quantization leaves, as in :mod:`calc.memory`)."""
     fit = [r for r in results if _stated_reserved(r)]
-    test = [r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" in r.flags]
+    test = [
+        r for r in results if r.covered and r.metric == "reserved" and "metric_assumed" in r.flags
+    ]
     fraction = fit_slack_fraction(fit) or 0.0
-    refit = [RowResult(**{**r.__dict__, "error": (max(r.allocated_bytes * (1 + fraction), r.reserved_floor_bytes)
-                                                   - r.measured_bytes) / r.measured_bytes}) for r in test]
-    return SlackFit(fraction, tuple(r.row_id for r in fit), tuple(r.row_id for r in test), summary(refit))
+    refit = [
+        RowResult(
+            **{
+                **r.__dict__,
+                "error": (
+                    max(r.allocated_bytes * (1 + fraction), r.reserved_floor_bytes)
+                    - r.measured_bytes
+                )
+                / r.measured_bytes,
+            }
+        )
+        for r in test
+    ]
+    return SlackFit(
+        fraction, tuple(r.row_id for r in fit), tuple(r.row_id for r in test), summary(refit)
+    )
 
 
 COMPILE_FIT_ROWS = ("22", "23")
@@ -691,9 +785,18 @@ def fit_compile_kept(results: list[RowResult]) -> CompileFit:
     eager, compiled = (by_id[i] for i in COMPILE_FIT_ROWS)
     r = parse_estimate_request(compiled.request)
     cfg = memory.act_config(r, states.regime(r.precision, r.sharding))
-    removable = (activations.compile_removable_bytes_per_token(r.model, cfg) * r.model.num_layers
-                 * r.micro_batch_size * r.seq_len)
+    removable = (
+        activations.compile_removable_bytes_per_token(r.model, cfg)
+        * r.model.num_layers
+        * r.micro_batch_size
+        * r.seq_len
+    )
     saving = eager.measured_bytes - compiled.measured_bytes
-    test = [x for x in results if x.covered and "compile" in x.flags and x.row_id not in COMPILE_FIT_ROWS]
-    return CompileFit(1 - saving / removable, saving, removable, tuple(x.row_id for x in test),
-                      summary(test))
+    test = [
+        x
+        for x in results
+        if x.covered and "compile" in x.flags and x.row_id not in COMPILE_FIT_ROWS
+    ]
+    return CompileFit(
+        1 - saving / removable, saving, removable, tuple(x.row_id for x in test), summary(test)
+    )

@@ -46,7 +46,7 @@ class Constants:
     compile_kept: float
     slack_rows: tuple = ()
     compile_rows: tuple = ()
-    compile_rule: str = "pair"   # "pair" (rows 22 -> 23) or "grid" (pair held out)
+    compile_rule: str = "pair"  # "pair" (rows 22 -> 23) or "grid" (pair held out)
     slack_fsdp1: float = memory.FSDP1_ALLOCATOR_SLACK_FRACTION
     slack_fsdp1_rows: tuple = ()
 
@@ -79,20 +79,32 @@ def predict(result: vm.RowResult, constants: Constants) -> vm.RowResult:
             est = memory.estimate_dict(result.request)
         allocated, floor = est["peak_allocated_bytes"], vm.reserved_floor_of(est)
     slack = constants.slack_fsdp1 if result.fsdp1 else constants.slack
-    predicted = allocated if result.metric == "allocated" else reserved_from(allocated, floor, slack)
+    predicted = (
+        allocated if result.metric == "allocated" else reserved_from(allocated, floor, slack)
+    )
     if result.metric == "device":
         predicted += result.device_extra_bytes
-    return replace(result, predicted_bytes=predicted, allocated_bytes=allocated,
-                   reserved_floor_bytes=floor,
-                   error=(predicted - result.measured_bytes) / result.measured_bytes)
+    return replace(
+        result,
+        predicted_bytes=predicted,
+        allocated_bytes=allocated,
+        reserved_floor_bytes=floor,
+        error=(predicted - result.measured_bytes) / result.measured_bytes,
+    )
 
 
 def _fit_slack(train: list) -> tuple[float, tuple]:
     """calc's rule (:func:`accuracy.memory.fit_slack_fraction`): per publication,
     the median of ``measured / allocated - 1`` over rows that state ``max_memory_reserved``;
     then the median over publications. Without any such row, calc's value."""
-    rows = [r for r in train if r.covered and r.metric == "reserved" and "metric_assumed" not in r.flags
-            and "ambiguous" not in r.flags]
+    rows = [
+        r
+        for r in train
+        if r.covered
+        and r.metric == "reserved"
+        and "metric_assumed" not in r.flags
+        and "ambiguous" not in r.flags
+    ]
     fraction = vm.fit_slack_fraction(rows)
     if fraction is None:
         return memory.ALLOCATOR_SLACK_FRACTION, ()
@@ -110,12 +122,20 @@ def _fit_compile(train: list, slack: float) -> tuple[float, tuple, str]:
     ids = {r.row_id for r in train}
     if set(vm.COMPILE_FIT_ROWS) <= ids:
         return vm.fit_compile_kept(train).kept, vm.COMPILE_FIT_ROWS, "pair"
-    compiled = [r for r in train if r.covered and "compile" in r.flags and is_measured(r)
-                and "ambiguous" not in r.flags]
+    compiled = [
+        r
+        for r in train
+        if r.covered and "compile" in r.flags and is_measured(r) and "ambiguous" not in r.flags
+    ]
     if not compiled:
         return activations.COMPILE_KEPT_FRACTION, (), "none"
-    best = min(GRID, key=lambda k: (statistics.median(
-        abs(predict(r, Constants(slack, k)).error) for r in compiled), abs(k - 0.5)))
+    best = min(
+        GRID,
+        key=lambda k: (
+            statistics.median(abs(predict(r, Constants(slack, k)).error) for r in compiled),
+            abs(k - 0.5),
+        ),
+    )
     return best, tuple(r.row_id for r in compiled), "grid"
 
 
@@ -126,15 +146,16 @@ def fit_constants(results: list, held_out: str | None = None) -> Constants:
     fsdp1 = vm.fit_fsdp1_slack(train)
     fsdp1_rows = tuple(vm.fsdp1_slack_values(train))
     kept, compile_rows, rule = _fit_compile(train, slack)
-    return Constants(slack, kept, slack_rows, compile_rows, rule,
-                     slack if fsdp1 is None else fsdp1, fsdp1_rows)
+    return Constants(
+        slack, kept, slack_rows, compile_rows, rule, slack if fsdp1 is None else fsdp1, fsdp1_rows
+    )
 
 
 @dataclass(frozen=True)
 class Loso:
-    in_sample: list        # calc as shipped, every row
-    held_out: list         # each row predicted with constants fitted without its source
-    folds: dict            # source -> Constants fitted without it
+    in_sample: list  # calc as shipped, every row
+    held_out: list  # each row predicted with constants fitted without its source
+    folds: dict  # source -> Constants fitted without it
     fitted_rows: frozenset  # rows some in-sample constant was fitted on
 
 
@@ -151,7 +172,11 @@ def run(results: list | None = None) -> Loso:
     order = {r.row_id: i for i, r in enumerate(results)}
     held.sort(key=lambda r: order[r.row_id])
     full = fit_constants(results)
-    fitted = frozenset(full.slack_rows) | frozenset(full.slack_fsdp1_rows) | frozenset(vm.COMPILE_FIT_ROWS)
+    fitted = (
+        frozenset(full.slack_rows)
+        | frozenset(full.slack_fsdp1_rows)
+        | frozenset(vm.COMPILE_FIT_ROWS)
+    )
     return Loso(results, held, folds, fitted)
 
 
@@ -164,6 +189,7 @@ def framework_of(result: vm.RowResult) -> str:
 
 
 # ---- ranges ---------------------------------------------------------------------------------
+
 
 def band(errors: list) -> tuple[float, float]:
     """The 10th and 90th percentiles of signed errors, rounded to 0.001."""
@@ -184,7 +210,11 @@ def bands(rows: list) -> dict:
     out = {}
     for metric in calibration.METRICS:
         for method in calibration.METHODS:
-            cell = [r.error for r in measured if _band_metric(r) == metric and r.method.lower() == method]
+            cell = [
+                r.error
+                for r in measured
+                if _band_metric(r) == metric and r.method.lower() == method
+            ]
             lo, hi = band(cell) if len(cell) >= calibration.MIN_ROWS else (p_lo, p_hi)
             out[(method, metric)] = (min(lo, p_lo), max(hi, p_hi))
     return out
@@ -205,7 +235,11 @@ def coverage_by_rule(loso: "Loso") -> dict:
         train = [r for r in held if r.source_key != source and "ambiguous" not in r.flags]
         pooled = band([r.error for r in train])
         for r in (x for x in held if x.source_key == source):
-            errs = [x.error for x in train if _band_metric(x) == _band_metric(r) and x.method == r.method]
+            errs = [
+                x.error
+                for x in train
+                if _band_metric(x) == _band_metric(r) and x.method == r.method
+            ]
             cell = band(errs) if len(errs) >= calibration.MIN_ROWS else pooled
             wider = (min(cell[0], pooled[0]), max(cell[1], pooled[1]))
             for rule, b in (("cell", cell), ("pooled", pooled), ("wider", wider)):
@@ -241,19 +275,30 @@ def range_coverage(loso: Loso) -> dict:
 
 # ---- the report (benchmark script, methodology page and its tests read the same figures) ----
 
+
 def groups(loso: Loso) -> list:
     """``[(group_id, keep)]``: the headline (measured rows), the measured rows no constant was
     fitted on, then by method, framework, metric and source."""
     results = loso.in_sample
-    out = [("measured", is_measured),
-           ("measured_unfitted", lambda r: is_measured(r) and r.row_id not in loso.fitted_rows)]
-    out += [(f"method:{m}", lambda r, m=m: is_measured(r) and r.method == m) for m in ("full", "LoRA", "QLoRA")]
+    out = [
+        ("measured", is_measured),
+        ("measured_unfitted", lambda r: is_measured(r) and r.row_id not in loso.fitted_rows),
+    ]
+    out += [
+        (f"method:{m}", lambda r, m=m: is_measured(r) and r.method == m)
+        for m in ("full", "LoRA", "QLoRA")
+    ]
     frameworks = sorted({framework_of(r) for r in results if r.covered})
     out += [(f"framework:{f}", lambda r, f=f: framework_of(r) == f) for f in frameworks]
-    out += [(f"metric:{m}", lambda r, m=m: r.metric == m) for m in ("allocated", "reserved", "device", "model_states")]
+    out += [
+        (f"metric:{m}", lambda r, m=m: r.metric == m)
+        for m in ("allocated", "reserved", "device", "model_states")
+    ]
     out += [("metric_stated", lambda r: is_measured(r) and "metric_assumed" not in r.flags)]
-    out += [(f"source:{k}", lambda r, k=k: r.source_key == k)
-            for k in dict.fromkeys(r.source_key for r in results)]
+    out += [
+        (f"source:{k}", lambda r, k=k: r.source_key == k)
+        for k in dict.fromkeys(r.source_key for r in results)
+    ]
     return out
 
 
@@ -265,11 +310,31 @@ def report(loso: Loso | None = None) -> dict:
     for gid, keep in groups(loso):
         a, b = vm.summary(loso.in_sample, keep), vm.summary(loso.held_out, keep)
         if a.count:
-            out[gid] = {"count": a.count, "in_median": a.median_abs_error, "in_p90": a.p90_abs_error,
-                        "in_max": a.max_abs_error, "loso_median": b.median_abs_error,
-                        "loso_p90": b.p90_abs_error, "loso_max": b.max_abs_error}
+            out[gid] = {
+                "count": a.count,
+                "in_median": a.median_abs_error,
+                "in_p90": a.p90_abs_error,
+                "in_max": a.max_abs_error,
+                "loso_median": b.median_abs_error,
+                "loso_p90": b.p90_abs_error,
+                "loso_max": b.max_abs_error,
+            }
     return out
 
 
-__all__ = ["Constants", "Loso", "band", "bands", "fit_constants", "framework_of", "coverage_by_rule", "groups", "inside",
-           "is_measured", "predict", "range_coverage", "report", "run"]
+__all__ = [
+    "Constants",
+    "Loso",
+    "band",
+    "bands",
+    "fit_constants",
+    "framework_of",
+    "coverage_by_rule",
+    "groups",
+    "inside",
+    "is_measured",
+    "predict",
+    "range_coverage",
+    "report",
+    "run",
+]

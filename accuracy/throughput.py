@@ -43,27 +43,55 @@ CSV_PATH = DATA_DIR / "measured_throughput.csv"
 def _qwen1(hidden: int, layers: int, heads: int, ffn: int, vocab: int = 151936) -> dict:
     """Qwen (1.x) has llama's shapes with fused c_attn; its config's intermediate_size is twice
     the per-matrix width (Qwen-7B: 22016 -> 11008)."""
-    return {"hf_config": {"model_type": "llama", "hidden_size": hidden, "num_hidden_layers": layers,
-                          "num_attention_heads": heads, "num_key_value_heads": heads,
-                          "intermediate_size": ffn, "vocab_size": vocab, "max_position_embeddings": 32768}}
+    return {
+        "hf_config": {
+            "model_type": "llama",
+            "hidden_size": hidden,
+            "num_hidden_layers": layers,
+            "num_attention_heads": heads,
+            "num_key_value_heads": heads,
+            "intermediate_size": ffn,
+            "vocab_size": vocab,
+            "max_position_embeddings": 32768,
+        }
+    }
 
 
 def _mpt(hidden: int, layers: int, heads: int) -> dict:
     """MPT blocks: attention plus a plain 4h MLP, tied embeddings, vocab 50432 (MPT model cards).
     calc reads no "mpt" family; gpt_neox with the same shapes has the same matmul FLOPs."""
-    return {"hf_config": {"model_type": "gpt_neox", "hidden_size": hidden, "num_hidden_layers": layers,
-                          "num_attention_heads": heads, "intermediate_size": 4 * hidden,
-                          "vocab_size": 50432, "max_position_embeddings": 8192,
-                          "tie_word_embeddings": True, "use_parallel_residual": False}}
+    return {
+        "hf_config": {
+            "model_type": "gpt_neox",
+            "hidden_size": hidden,
+            "num_hidden_layers": layers,
+            "num_attention_heads": heads,
+            "intermediate_size": 4 * hidden,
+            "vocab_size": 50432,
+            "max_position_embeddings": 8192,
+            "tie_word_embeddings": True,
+            "use_parallel_residual": False,
+        }
+    }
 
 
 def _qwen3(hidden: int, layers: int, heads: int, ffn: int, tied: bool) -> dict:
     """Qwen3 dense models (config.json of Qwen/Qwen3-*: 8 k/v heads, head_dim 128, vocab
     151936, q/k norms)."""
-    return {"hf_config": {"model_type": "qwen3", "hidden_size": hidden, "num_hidden_layers": layers,
-                          "num_attention_heads": heads, "num_key_value_heads": 8, "head_dim": 128,
-                          "intermediate_size": ffn, "vocab_size": 151936,
-                          "max_position_embeddings": 40960, "tie_word_embeddings": tied}}
+    return {
+        "hf_config": {
+            "model_type": "qwen3",
+            "hidden_size": hidden,
+            "num_hidden_layers": layers,
+            "num_attention_heads": heads,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "intermediate_size": ffn,
+            "vocab_size": 151936,
+            "max_position_embeddings": 40960,
+            "tie_word_embeddings": tied,
+        }
+    }
 
 
 MODELS = {  # shapes of models calc has no preset for (from their model cards / configs)
@@ -151,17 +179,38 @@ def cases(rows: dict[int, dict]) -> list[Case]:
         req, opts = parse_plan_request(data)
         c = timing.counts(req, req.sharding)
         mem = estimate_request(req)
-        overflow = timing.paged_overflow_bytes({"unified_memory_bytes": mem.unified_memory_bytes,
-                                                "device_total_bytes": mem.device_total_bytes}, opts.gpu)
-        out.append(Case(
-            row_id=row_id, source=row["source_repo_or_site"], workload=row["workload"],
-            method=req.method.value, gpu=opts.gpu.id, card_class=opts.gpu.utilisation_class,
-            num_gpus=req.num_gpus, measured=float(measured), counts=c,
-            rates=timing.card_rates(opts.gpu, req.num_gpus), sharding=req.sharding,
-            kwargs=(("cpu_offload", req.cpu_offload), ("sync_each_micro_batch", req.sync_each_micro_batch),
-                    ("paged_overflow_bytes", overflow)),
-            fp8=opts.fp8_compute, note=row.get("calc_note", ""), model=row["model"],
-            fitted=not NOT_FITTED_NOTES & set(row.get("calc_note", "").replace(" ", "").split(";"))))
+        overflow = timing.paged_overflow_bytes(
+            {
+                "unified_memory_bytes": mem.unified_memory_bytes,
+                "device_total_bytes": mem.device_total_bytes,
+            },
+            opts.gpu,
+        )
+        out.append(
+            Case(
+                row_id=row_id,
+                source=row["source_repo_or_site"],
+                workload=row["workload"],
+                method=req.method.value,
+                gpu=opts.gpu.id,
+                card_class=opts.gpu.utilisation_class,
+                num_gpus=req.num_gpus,
+                measured=float(measured),
+                counts=c,
+                rates=timing.card_rates(opts.gpu, req.num_gpus),
+                sharding=req.sharding,
+                kwargs=(
+                    ("cpu_offload", req.cpu_offload),
+                    ("sync_each_micro_batch", req.sync_each_micro_batch),
+                    ("paged_overflow_bytes", overflow),
+                ),
+                fp8=opts.fp8_compute,
+                note=row.get("calc_note", ""),
+                model=row["model"],
+                fitted=not NOT_FITTED_NOTES
+                & set(row.get("calc_note", "").replace(" ", "").split(";")),
+            )
+        )
     return out
 
 
@@ -177,16 +226,34 @@ class Params:
         return dict(self.efficiency).get(card_class, self.pooled)
 
     def to_dict(self) -> dict:
-        return {"matmul_efficiency": dict(self.efficiency), "matmul_efficiency_pooled": self.pooled,
-                "matmul_half_tokens": self.half_tokens, "fp8_matmul_efficiency": self.fp8,
-                "dispatch_seconds_per_kernel": self.dispatch}
+        return {
+            "matmul_efficiency": dict(self.efficiency),
+            "matmul_efficiency_pooled": self.pooled,
+            "matmul_half_tokens": self.half_tokens,
+            "fp8_matmul_efficiency": self.fp8,
+            "dispatch_seconds_per_kernel": self.dispatch,
+        }
 
 
-def predict(case: Case, eff: float, half_tokens: float, fp8_eff: float,
-            dispatch: float = timing.DISPATCH_SECONDS_PER_KERNEL) -> float:
-    b = timing.step_breakdown(case.counts, case.rates, num_gpus=case.num_gpus, sharding=case.sharding,
-                              efficiency=eff, half_tokens=half_tokens, fp8=case.fp8,
-                              fp8_efficiency=fp8_eff, dispatch_seconds=dispatch, **dict(case.kwargs))
+def predict(
+    case: Case,
+    eff: float,
+    half_tokens: float,
+    fp8_eff: float,
+    dispatch: float = timing.DISPATCH_SECONDS_PER_KERNEL,
+) -> float:
+    b = timing.step_breakdown(
+        case.counts,
+        case.rates,
+        num_gpus=case.num_gpus,
+        sharding=case.sharding,
+        efficiency=eff,
+        half_tokens=half_tokens,
+        fp8=case.fp8,
+        fp8_efficiency=fp8_eff,
+        dispatch_seconds=dispatch,
+        **dict(case.kwargs),
+    )
     return case.counts.tokens_micro * case.counts.accumulation / b.step_seconds
 
 
@@ -241,8 +308,13 @@ def fit(train: list[Case], fallback: Params | None = None) -> Params:
         effs, total = {}, 0.0
         for cls in classes:
             rows, w = by_class[cls], class_weight[cls]
-            e = _golden(lambda x, rows=rows, w=w: _loss((predict(c, x, half, 0.3, dispatch), c, w[c.source])
-                                                        for c in rows), 0.05, 1.0)
+            e = _golden(
+                lambda x, rows=rows, w=w: _loss(
+                    (predict(c, x, half, 0.3, dispatch), c, w[c.source]) for c in rows
+                ),
+                0.05,
+                1.0,
+            )
             effs[cls] = e
             total += _loss((predict(c, e, half, 0.3, dispatch), c, weight[c.source]) for c in rows)
         return total, effs
@@ -253,11 +325,26 @@ def fit(train: list[Case], fallback: Params | None = None) -> Params:
         dispatch = min(DISPATCH_GRID, key=lambda d: class_fit(half, d)[0])
     _, effs = class_fit(half, dispatch)
     bf16_weight, fp8_weight = _source_weights(bf16), _source_weights(fp8_rows)
-    pooled = _golden(lambda x: _loss((predict(c, x, half, 0.3, dispatch), c, bf16_weight[c.source])
-                                     for c in bf16), 0.05, 1.0)
+    pooled = _golden(
+        lambda x: _loss(
+            (predict(c, x, half, 0.3, dispatch), c, bf16_weight[c.source]) for c in bf16
+        ),
+        0.05,
+        1.0,
+    )
     if fp8_rows:
-        fp8 = _golden(lambda x: _loss((predict(c, effs.get(c.card_class, pooled), half, x, dispatch), c,
-                                       fp8_weight[c.source]) for c in fp8_rows), 0.05, 1.0)
+        fp8 = _golden(
+            lambda x: _loss(
+                (
+                    predict(c, effs.get(c.card_class, pooled), half, x, dispatch),
+                    c,
+                    fp8_weight[c.source],
+                )
+                for c in fp8_rows
+            ),
+            0.05,
+            1.0,
+        )
     else:
         fp8 = fallback.fp8 if fallback else timing.FP8_MATMUL_EFFICIENCY
     return Params(tuple(sorted(effs.items())), pooled, half, fp8, dispatch)
@@ -278,8 +365,13 @@ def _best_half(class_fit, dispatch: float) -> tuple:
 
 def calc_params() -> Params:
     """The constants calc ships (timing.py)."""
-    return Params(tuple(sorted(timing.MATMUL_EFFICIENCY.items())), timing.MATMUL_EFFICIENCY_POOLED,
-                  timing.MATMUL_HALF_TOKENS, timing.FP8_MATMUL_EFFICIENCY, timing.DISPATCH_SECONDS_PER_KERNEL)
+    return Params(
+        tuple(sorted(timing.MATMUL_EFFICIENCY.items())),
+        timing.MATMUL_EFFICIENCY_POOLED,
+        timing.MATMUL_HALF_TOKENS,
+        timing.FP8_MATMUL_EFFICIENCY,
+        timing.DISPATCH_SECONDS_PER_KERNEL,
+    )
 
 
 def _predict_with(case: Case, p: Params) -> float:
@@ -290,16 +382,26 @@ def _stats(errors: list[float]) -> dict:
     if not errors:
         return {"rows": 0}
     a = [abs(e) for e in errors]
-    return {"rows": len(a), "median_abs_pct": statistics.median(a), "p90_abs_pct": percentile(a, 90),
-            "max_abs_pct": max(a), "mean_signed_pct": statistics.fmean(errors)}
+    return {
+        "rows": len(a),
+        "median_abs_pct": statistics.median(a),
+        "p90_abs_pct": percentile(a, 90),
+        "max_abs_pct": max(a),
+        "mean_signed_pct": statistics.fmean(errors),
+    }
 
 
 def _groups(case: Case) -> list[str]:
     """Summary groups of a row: all, workload, workload/method (``+fp8`` for FP8 rows), card
     class, source."""
     method = case.method + ("+fp8" if case.fp8 else "")
-    return ["all", case.workload, f"{case.workload}/{method}", "class:" + case.card_class,
-            "source:" + case.source]
+    return [
+        "all",
+        case.workload,
+        f"{case.workload}/{method}",
+        "class:" + case.card_class,
+        "source:" + case.source,
+    ]
 
 
 @lru_cache(maxsize=4)
@@ -319,16 +421,26 @@ def _compare_cached(path: str) -> dict:
         pred_in = _predict_with(c, in_fit)
         pred_loso = _predict_with(c, held)
         pred_calc = _predict_with(c, shipped)
-        out_rows.append({
-            "row_id": c.row_id, "source": c.source, "workload": c.workload, "model": c.model,
-            "method": c.method, "fp8": c.fp8, "gpu": c.gpu, "card_class": c.card_class,
-            "num_gpus": c.num_gpus, "measured_tokens_per_second_per_gpu": c.measured,
-            "predicted_tokens_per_second_per_gpu": pred_calc,
-            "error_pct": 100.0 * (pred_calc - c.measured) / c.measured,
-            "in_sample_error_pct": 100.0 * (pred_in - c.measured) / c.measured,
-            "loso_error_pct": 100.0 * (pred_loso - c.measured) / c.measured,
-            "note": c.note, "fitted": c.fitted,
-        })
+        out_rows.append(
+            {
+                "row_id": c.row_id,
+                "source": c.source,
+                "workload": c.workload,
+                "model": c.model,
+                "method": c.method,
+                "fp8": c.fp8,
+                "gpu": c.gpu,
+                "card_class": c.card_class,
+                "num_gpus": c.num_gpus,
+                "measured_tokens_per_second_per_gpu": c.measured,
+                "predicted_tokens_per_second_per_gpu": pred_calc,
+                "error_pct": 100.0 * (pred_calc - c.measured) / c.measured,
+                "in_sample_error_pct": 100.0 * (pred_in - c.measured) / c.measured,
+                "loso_error_pct": 100.0 * (pred_loso - c.measured) / c.measured,
+                "note": c.note,
+                "fitted": c.fitted,
+            }
+        )
     # summary[group]: calc as shipped (top level), the in-sample fit and the LOSO fit
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(all_cases):
@@ -337,35 +449,74 @@ def _compare_cached(path: str) -> dict:
     summary: dict = {}
     for g in sorted(groups, key=lambda k: (k != "all", ":" in k, k)):
         idx = groups[g]
-        summary[g] = {**_stats([out_rows[i]["error_pct"] for i in idx]),
-                      "in_sample": _stats([out_rows[i]["in_sample_error_pct"] for i in idx]),
-                      "loso": _stats([out_rows[i]["loso_error_pct"] for i in idx])}
+        summary[g] = {
+            **_stats([out_rows[i]["error_pct"] for i in idx]),
+            "in_sample": _stats([out_rows[i]["in_sample_error_pct"] for i in idx]),
+            "loso": _stats([out_rows[i]["loso_error_pct"] for i in idx]),
+        }
     # which fitted constant rests on which sources
     basis = {}
     for cls in sorted({c.card_class for c in all_cases if not c.fp8}):
         srcs = sorted({c.source for c in fit_cases if c.card_class == cls and not c.fp8})
-        errs = [r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if c.card_class == cls and not c.fp8]
-        basis["matmul_efficiency." + cls] = {"value": shipped.eff(cls), "sources": srcs,
-                                             "single_source": len(srcs) == 1, "loso": _stats(errs)}
+        errs = [
+            r["loso_error_pct"]
+            for r, c in zip(out_rows, all_cases, strict=True)
+            if c.card_class == cls and not c.fp8
+        ]
+        basis["matmul_efficiency." + cls] = {
+            "value": shipped.eff(cls),
+            "sources": srcs,
+            "single_source": len(srcs) == 1,
+            "loso": _stats(errs),
+        }
     srcs = sorted({c.source for c in fit_cases if c.fp8})
-    basis["fp8_matmul_efficiency"] = {"value": shipped.fp8, "sources": srcs, "single_source": len(srcs) == 1,
-                                      "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if c.fp8])}
+    basis["fp8_matmul_efficiency"] = {
+        "value": shipped.fp8,
+        "sources": srcs,
+        "single_source": len(srcs) == 1,
+        "loso": _stats(
+            [r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if c.fp8]
+        ),
+    }
     srcs = sorted({c.source for c in fit_cases if not c.fp8})
-    basis["dispatch_seconds_per_kernel"] = {"value": shipped.dispatch, "sources": srcs,
-                                            "single_source": len(srcs) == 1,
-                                            "loso": _stats([r["loso_error_pct"] for r in out_rows])}
-    basis["matmul_half_tokens"] = {"value": shipped.half_tokens, "sources": srcs, "single_source": len(srcs) == 1,
-                                   "loso": _stats([r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if not c.fp8])}
+    basis["dispatch_seconds_per_kernel"] = {
+        "value": shipped.dispatch,
+        "sources": srcs,
+        "single_source": len(srcs) == 1,
+        "loso": _stats([r["loso_error_pct"] for r in out_rows]),
+    }
+    basis["matmul_half_tokens"] = {
+        "value": shipped.half_tokens,
+        "sources": srcs,
+        "single_source": len(srcs) == 1,
+        "loso": _stats(
+            [r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if not c.fp8]
+        ),
+    }
     for b in basis.values():
         b["source_count"] = len(b["sources"])
-    not_covered = [{"row_id": rid, "model": r["model"], "method": r["method"], "gpu": r["gpu_type"],
-                    "reason": r.get("calc_not_covered") or "no_tokens_per_second"}
-                   for rid, r in rows.items()
-                   if r.get("calc_not_covered") or not (r.get("calc_request") and r.get("tokens_per_second_per_gpu"))]
-    return {"rows": out_rows, "summary": summary, "fit": in_fit.to_dict(),
-            "loso_fits": {s: p.to_dict() for s, p in loso_fits.items()}, "shipped": shipped.to_dict(),
-            "constant_basis": basis, "not_covered": not_covered,
-            "qlora_ratio_check": qlora_ratio_check(rows)}
+    not_covered = [
+        {
+            "row_id": rid,
+            "model": r["model"],
+            "method": r["method"],
+            "gpu": r["gpu_type"],
+            "reason": r.get("calc_not_covered") or "no_tokens_per_second",
+        }
+        for rid, r in rows.items()
+        if r.get("calc_not_covered")
+        or not (r.get("calc_request") and r.get("tokens_per_second_per_gpu"))
+    ]
+    return {
+        "rows": out_rows,
+        "summary": summary,
+        "fit": in_fit.to_dict(),
+        "loso_fits": {s: p.to_dict() for s, p in loso_fits.items()},
+        "shipped": shipped.to_dict(),
+        "constant_basis": basis,
+        "not_covered": not_covered,
+        "qlora_ratio_check": qlora_ratio_check(rows),
+    }
 
 
 CACHE_DIR = ROOT / ".cache" / "validate_throughput"
@@ -377,7 +528,9 @@ def _inputs_digest(path: Path) -> str:
 
     h = hashlib.sha256(path.read_bytes())
     files = [f for f in (ROOT / "calc").rglob("*") if f.is_file() and "__pycache__" not in f.parts]
-    for f in sorted([*files, Path(__file__).resolve(), Path(percentile.__code__.co_filename).resolve()]):
+    for f in sorted(
+        [*files, Path(__file__).resolve(), Path(percentile.__code__.co_filename).resolve()]
+    ):
         h.update(f.name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:32]
@@ -422,6 +575,7 @@ def _cache_lock(path: Path) -> Iterator[None]:
     """Held while one process computes the comparison; none where it cannot be taken."""
     try:
         import fcntl
+
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = open(path, "a")
     except (ImportError, OSError):
@@ -445,23 +599,40 @@ def qlora_ratio_check(rows: dict[int, dict]) -> list[dict]:
         if a.get("tokens_per_second_per_gpu") and b.get("tokens_per_second_per_gpu"):
             ratio = float(b["tokens_per_second_per_gpu"]) / float(a["tokens_per_second_per_gpu"])
         else:
+
             def sps(row):
                 for text in (row.get("flags_notes", ""), row.get("published_figure", "")):
-                    m = re.search(r"samples/s = ([0-9]+(?:\.[0-9]+)?)", text) or re.search(r"([0-9]+(?:\.[0-9]+)?) samples/s", text)
+                    m = re.search(r"samples/s = ([0-9]+(?:\.[0-9]+)?)", text) or re.search(
+                        r"([0-9]+(?:\.[0-9]+)?) samples/s", text
+                    )
                     if m:
                         return float(m.group(1))
                 return None
+
             sa, sb = sps(a), sps(b)
             if not sa or not sb:
                 continue
             ratio = sb / sa
-        out.append({"rows": [lora_id, qlora_id], "model": a["model"], "gpu": a["gpu_type"],
-                    "measured_ratio": ratio, "calc_ratio": _calc_qlora_ratio(a, b)})
+        out.append(
+            {
+                "rows": [lora_id, qlora_id],
+                "model": a["model"],
+                "gpu": a["gpu_type"],
+                "measured_ratio": ratio,
+                "calc_ratio": _calc_qlora_ratio(a, b),
+            }
+        )
     return out
 
 
-_PAIR_MODELS = {"Llama-3.1-8B": "llama-3.1-8b", "Llama-2-7B": "llama-2-7b", "Mistral-7B-v0.1": "mistral-7b",
-                "Llama-2-13B": "llama-2-13b", "OpenLLaMA-7B": "llama-2-7b", "Llama-3.2-3B": "llama-3.2-3b"}
+_PAIR_MODELS = {
+    "Llama-3.1-8B": "llama-3.1-8b",
+    "Llama-2-7B": "llama-2-7b",
+    "Mistral-7B-v0.1": "mistral-7b",
+    "Llama-2-13B": "llama-2-13b",
+    "OpenLLaMA-7B": "llama-2-7b",
+    "Llama-3.2-3B": "llama-3.2-3b",
+}
 _PAIR_GPUS = {"A10G": "a10g", "A100 40GB SXM4": "a100-40gb-sxm"}
 
 
@@ -470,6 +641,7 @@ def _pair_request(row: dict, method: str) -> dict | None:
     from its model, card and micro-batch at :data:`QLORA_PAIR_MEAN_TOKENS` tokens; a QLoRA row
     stated as plain ``bnb.nf4`` (LitGPT's precision without ``-dq``) has no double quantisation."""
     from calc import presets
+
     if row.get("calc_request"):
         return {**row_request(row), "method": method}
     model = _PAIR_MODELS.get(row["model"])
@@ -477,8 +649,15 @@ def _pair_request(row: dict, method: str) -> dict | None:
     if not (model and gpu_id and model in presets.preset_ids()):
         return None
     mb = int((row["micro_batch_per_gpu"] or "1").split()[0])
-    data = {"model": model, "gpu": gpu_id, "micro_batch_size": mb, "seq_len": QLORA_PAIR_MEAN_TOKENS,
-            "gradient_checkpointing": False, "dataset_tokens": 1e9, "method": method}
+    data = {
+        "model": model,
+        "gpu": gpu_id,
+        "micro_batch_size": mb,
+        "seq_len": QLORA_PAIR_MEAN_TOKENS,
+        "gradient_checkpointing": False,
+        "dataset_tokens": 1e9,
+        "method": method,
+    }
     if method == "qlora" and "nf4" in row["method"] and "dq" not in row["method"]:
         data["qlora_double_quant"] = False
     return data

@@ -42,9 +42,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `accuracy` importable
     sys.path.insert(0, str(ROOT))
 from accuracy.stats import percentile  # noqa: E402
+
 CHROMIUM = Path(os.environ.get("SYSTEM_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 READY_TIMEOUT_MS = 120_000
 # A shared link (not the build-time setup): its own numbers need the worker.
 SHARED_LINK = "model=llama-2-7b&method=qlora&micro_batch_size=2&seq_len=4096"
@@ -87,9 +94,13 @@ RECOMPUTE_JS = """async (n) => {
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
-                      ".mjs": "text/javascript", ".js": "text/javascript",
-                      ".wasm": "application/wasm", ".json": "application/json"}
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".mjs": "text/javascript",
+        ".js": "text/javascript",
+        ".wasm": "application/wasm",
+        ".json": "application/json",
+    }
 
     def log_message(self, *args) -> None:
         pass
@@ -98,8 +109,13 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 def build_site(target: Path) -> None:
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     env.pop("SITE_URL", None)
-    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
-                   cwd=ROOT, env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
 
 
 def add_bare_page(site: Path) -> str:
@@ -109,7 +125,6 @@ def add_bare_page(site: Path) -> str:
     (bare / "index.html").write_text(BARE_HTML.replace("VERSION", version), encoding="utf-8")
     (bare / "bare-worker.js").write_text(BARE_WORKER, encoding="utf-8")
     return "_bench/"
-
 
 
 def _is_snapshot(url: str) -> bool:
@@ -135,9 +150,11 @@ def measure_calculator(page, url: str) -> dict:
     }""")
     # the worker is up (a private signal: data-calc-state is about the numbers, see state.js),
     # and the page shows the form's own numbers
-    page.wait_for_function("document.getElementById('calc').dataset.calcWorker === 'up' && "
-                           "document.getElementById('calc').dataset.calcState === 'ready'",
-                           timeout=READY_TIMEOUT_MS)
+    page.wait_for_function(
+        "document.getElementById('calc').dataset.calcWorker === 'up' && "
+        "document.getElementById('calc').dataset.calcState === 'ready'",
+        timeout=READY_TIMEOUT_MS,
+    )
     perf = page.evaluate("""() => ({
         own: performance.getEntriesByName("calc-own-numbers")[0].startTime,
         fcp: (performance.getEntriesByName("first-contentful-paint")[0] || {}).startTime,
@@ -145,9 +162,14 @@ def measure_calculator(page, url: str) -> dict:
         start: performance.getEntriesByName("calc-worker-start")[0].startTime,
         timings: JSON.parse(document.getElementById("calc").dataset.calcTimings || "{}"),
     })""")
-    return {"fcp_ms": perf["fcp"], "ready_ms": perf["ready"], "start_ms": perf["start"],
-            "own_ms": perf["own"],
-            "static_in_dom": static_at_dcl, "worker": perf["timings"]}
+    return {
+        "fcp_ms": perf["fcp"],
+        "ready_ms": perf["ready"],
+        "start_ms": perf["start"],
+        "own_ms": perf["own"],
+        "static_in_dom": static_at_dcl,
+        "worker": perf["timings"],
+    }
 
 
 def measure_bare(page, url: str) -> dict:
@@ -178,7 +200,9 @@ def transferred(browser, url: str) -> dict:
     page = context.new_page()
     page.goto(url)
     if "calculator" in url:
-        page.wait_for_function("document.getElementById('calc').dataset.calcWorker === 'up'", timeout=READY_TIMEOUT_MS)
+        page.wait_for_function(
+            "document.getElementById('calc').dataset.calcWorker === 'up'", timeout=READY_TIMEOUT_MS
+        )
     page.wait_for_load_state("networkidle")
     if "calculator" in url:
         wait_snapshot_cached(page)
@@ -191,7 +215,8 @@ def run(site: Path, runs: int, changes: int) -> None:
 
     bare_path = add_bare_page(site)
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(site)))
+        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(site))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     origin = f"http://127.0.0.1:{server.server_port}"
     calc_url, bare_url = f"{origin}/calculator/", f"{origin}/{bare_path}"
@@ -212,11 +237,15 @@ def run(site: Path, runs: int, changes: int) -> None:
                     if cache == "warm":
                         page.goto(url)  # fill the HTTP and code caches first
                         if kind != "bare":
-                            page.wait_for_function("document.getElementById('calc').dataset.calcWorker === 'up'", timeout=READY_TIMEOUT_MS)
+                            page.wait_for_function(
+                                "document.getElementById('calc').dataset.calcWorker === 'up'",
+                                timeout=READY_TIMEOUT_MS,
+                            )
                             wait_snapshot_cached(page)
                         else:
-                            page.wait_for_function("document.body.dataset.ready === '1'",
-                                                   timeout=READY_TIMEOUT_MS)
+                            page.wait_for_function(
+                                "document.body.dataset.ready === '1'", timeout=READY_TIMEOUT_MS
+                            )
                     if kind != "bare":
                         rows[kind].append(measure_calculator(page, url))
                     else:
@@ -228,8 +257,10 @@ def run(site: Path, runs: int, changes: int) -> None:
         latencies = page.evaluate(RECOMPUTE_JS, changes)
         context.close()
         guide_bytes = {path: transferred(browser, f"{origin}/{path}") for path in ("", "en/")}
-        calc_bytes = {path: transferred(browser, f"{origin}/{path}")
-                      for path in ("calculator/", "en/calculator/")}
+        calc_bytes = {
+            path: transferred(browser, f"{origin}/{path}")
+            for path in ("calculator/", "en/calculator/")
+        }
         browser.close()
     server.shutdown()
     report(results, latencies, guide_bytes, calc_bytes)
@@ -248,32 +279,47 @@ def report(results: dict, latencies: list, guide_bytes: dict, calc_bytes: dict) 
         static = all(r["static_in_dom"] for r in calc)
         pyodide = med(r["worker"].get("pyodide_ms", float("nan")) for r in calc)
         calc_ms = med(r["worker"].get("calc_ms", float("nan")) for r in calc)
-        print(f"  {cache:4s}: first numbers (FCP, static result in DOM: {static}) {fcp:7.0f} ms | "
-              f"ready {ready:7.0f} ms | bare Pyodide ready {bare_ms:7.0f} ms | "
-              f"gap {ready - bare_ms:+6.0f} ms (target <= 300)  [n={len(calc)}]")
+        print(
+            f"  {cache:4s}: first numbers (FCP, static result in DOM: {static}) {fcp:7.0f} ms | "
+            f"ready {ready:7.0f} ms | bare Pyodide ready {bare_ms:7.0f} ms | "
+            f"gap {ready - bare_ms:+6.0f} ms (target <= 300)  [n={len(calc)}]"
+        )
         # each round loads the bare page and then the calculator under the same load: the
         # per-round difference is steadier than the difference of the two medians
         paired = [c["ready_ms"] - b["ready_ms"] for b, c in zip(bare, calc, strict=True)]
         link = rows["link"]
-        print(f"        own numbers on show (data-calc-state ready): default setup "
-              f"{med(r['own_ms'] for r in calc):.0f} ms (the build-time result); shared link "
-              f"{med(r['own_ms'] for r in link):.0f} ms (worker ready at "
-              f"{med(r['ready_ms'] for r in link):.0f} ms)")
-        print(f"        gap per round (calculator - bare, same round): median {med(paired):+.0f} ms, "
-              f"min {min(paired):+.0f}, max {max(paired):+.0f}")
+        print(
+            f"        own numbers on show (data-calc-state ready): default setup "
+            f"{med(r['own_ms'] for r in calc):.0f} ms (the build-time result); shared link "
+            f"{med(r['own_ms'] for r in link):.0f} ms (worker ready at "
+            f"{med(r['ready_ms'] for r in link):.0f} ms)"
+        )
+        print(
+            f"        gap per round (calculator - bare, same round): median {med(paired):+.0f} ms, "
+            f"min {min(paired):+.0f}, max {max(paired):+.0f}"
+        )
         restored = sum(1 for r in calc if r["worker"].get("snapshot"))
-        print(f"        worker started at {start:.0f} ms (bare page: {bare_start:.0f} ms); in the "
-              f"worker: Pyodide {pyodide:.0f} ms, then calc unpack + import {calc_ms:.0f} ms; "
-              f"snapshot restored in {restored} of {len(calc)}")
-    print(f"  recompute latency over {len(latencies)} input changes: "
-          f"p50 {percentile(latencies, 50):.1f} ms, p95 {percentile(latencies, 95):.1f} ms, "
-          f"max {max(latencies):.1f} ms (target p95 <= 50)")
+        print(
+            f"        worker started at {start:.0f} ms (bare page: {bare_start:.0f} ms); in the "
+            f"worker: Pyodide {pyodide:.0f} ms, then calc unpack + import {calc_ms:.0f} ms; "
+            f"snapshot restored in {restored} of {len(calc)}"
+        )
+    print(
+        f"  recompute latency over {len(latencies)} input changes: "
+        f"p50 {percentile(latencies, 50):.1f} ms, p95 {percentile(latencies, 95):.1f} ms, "
+        f"max {max(latencies):.1f} ms (target p95 <= 50)"
+    )
     for label, table in (("guide page", guide_bytes), ("calculator page", calc_bytes)):
         for path, s in table.items():
-            after = (f"; then, after ready, the snapshot for the next visit {s['snapshot'] / 1e6:.2f} MB"
-                     if s["snapshot"] else "")
-            print(f"  {label} /{path}: {s['total'] / 1e6:.2f} MB in {s['requests']} requests, "
-                  f"of which Pyodide {s['pyodide'] / 1e6:.2f} MB{after}")
+            after = (
+                f"; then, after ready, the snapshot for the next visit {s['snapshot'] / 1e6:.2f} MB"
+                if s["snapshot"]
+                else ""
+            )
+            print(
+                f"  {label} /{path}: {s['total'] / 1e6:.2f} MB in {s['requests']} requests, "
+                f"of which Pyodide {s['pyodide'] / 1e6:.2f} MB{after}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,7 +38,11 @@ def config_200_lines() -> str:
     lines.append("datasets_extra_note: padding for the benchmark")
     lines.append("test_datasets:")
     while len(lines) < 200:
-        lines += [f"  - path: org/dataset-{i}", "    type: chat_template", f"    split: train[:{i}%]"]
+        lines += [
+            f"  - path: org/dataset-{i}",
+            "    type: chat_template",
+            f"    split: train[:{i}%]",
+        ]
         i += 1
     return "\n".join(lines[:200]) + "\n"
 
@@ -65,7 +69,8 @@ def main() -> None:
     # CPU time of this process: what the import costs when the machine is shared
     cpu = sorted(timed(lambda: import_config(text), args.runs, time.process_time))
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8))
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)
+    )
 
     def refuse():
         try:
@@ -86,25 +91,45 @@ def main() -> None:
 
     deep_times = sorted(timed(refuse_deep, 50))
     p95 = lambda xs: xs[int(0.95 * (len(xs) - 1))]  # noqa: E731
-    print(f"import of a 200-line axolotl config ({len(text)} bytes), {args.runs} runs, CPython {sys.version.split()[0]}")
-    print(f"  parse + map: median {statistics.median(full):.2f} ms, p95 {p95(full):.2f} ms (target <= 20 ms)")
+    print(
+        f"import of a 200-line axolotl config ({len(text)} bytes), {args.runs} runs, CPython {sys.version.split()[0]}"
+    )
+    print(
+        f"  parse + map: median {statistics.median(full):.2f} ms, p95 {p95(full):.2f} ms (target <= 20 ms)"
+    )
     print(f"  parse + map, CPU time: median {statistics.median(cpu):.2f} ms, p95 {p95(cpu):.2f} ms")
     print(f"  parse only:  median {statistics.median(parse):.2f} ms, p95 {p95(parse):.2f} ms")
-    print(f"  billion laughs refused: median {statistics.median(laughs):.3f} ms, worst {laughs[-1]:.3f} ms")
-    print(f"  5000-deep flow nesting refused: median {statistics.median(deep_times):.3f} ms, "
-          f"worst {deep_times[-1]:.3f} ms")
+    print(
+        f"  billion laughs refused: median {statistics.median(laughs):.3f} ms, worst {laughs[-1]:.3f} ms"
+    )
+    print(
+        f"  5000-deep flow nesting refused: median {statistics.median(deep_times):.3f} ms, "
+        f"worst {deep_times[-1]:.3f} ms"
+    )
     if args.pyodide:
         with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as handle:
             handle.write(text)
-        out = subprocess.run(["node", str(ROOT / "benchmarks" / "bench_config_import_pyodide.mjs"),
-                              args.pyodide, handle.name, "100"], capture_output=True, text=True, cwd=ROOT)
+        out = subprocess.run(
+            [
+                "node",
+                str(ROOT / "benchmarks" / "bench_config_import_pyodide.mjs"),
+                args.pyodide,
+                handle.name,
+                "100",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
         if out.returncode != 0:
             print("  pyodide: failed:", out.stderr.strip()[-300:])
             return
         data = json.loads(out.stdout.strip().splitlines()[-1])
         same = data["result"] == import_config(text)
-        print(f"  in Pyodide (Node, PyYAML {data['yaml']}, libyaml {data['libyaml']}): median "
-              f"{data['median_ms']:.2f} ms, p95 {data['p95_ms']:.2f} ms; same result as CPython: {same}")
+        print(
+            f"  in Pyodide (Node, PyYAML {data['yaml']}, libyaml {data['libyaml']}): median "
+            f"{data['median_ms']:.2f} ms, p95 {data['p95_ms']:.2f} ms; same result as CPython: {same}"
+        )
 
 
 if __name__ == "__main__":

@@ -13,10 +13,19 @@ import time
 
 REQUESTS = {
     "lora default (llama-3.1-8b)": {"model": "llama-3.1-8b"},
-    "qlora list targets (llama-2-7b)": {"model": "llama-2-7b", "method": "qlora", "lora_rank": 8,
-                                        "lora_targets": ["q_proj", "v_proj"]},
-    "full zero3 8 GPUs (llama-3.1-70b)": {"model": "llama-3.1-70b", "method": "full", "num_gpus": 8,
-                                          "sharding": "zero3", "optimizer": "adamw-8bit"},
+    "qlora list targets (llama-2-7b)": {
+        "model": "llama-2-7b",
+        "method": "qlora",
+        "lora_rank": 8,
+        "lora_targets": ["q_proj", "v_proj"],
+    },
+    "full zero3 8 GPUs (llama-3.1-70b)": {
+        "model": "llama-3.1-70b",
+        "method": "full",
+        "num_gpus": 8,
+        "sharding": "zero3",
+        "optimizer": "adamw-8bit",
+    },
     "moe lora (mixtral-8x7b)": {"model": "mixtral-8x7b", "attention": "eager", "seq_len": 4096},
 }
 
@@ -40,7 +49,9 @@ def time_import(runs: int = 7) -> float:
     """Median seconds of ``import calc`` in a fresh interpreter."""
     out = []
     for _ in range(runs):
-        proc = subprocess.run([sys.executable, "-c", IMPORT_SNIPPET], capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", IMPORT_SNIPPET], capture_output=True, text=True, check=True
+        )
         out.append(float(proc.stdout))
     return statistics.median(out)
 
@@ -48,7 +59,9 @@ def time_import(runs: int = 7) -> float:
 def main() -> int:
     print(f"python {sys.version.split()[0]}")
     for label, request in REQUESTS.items():
-        print(f"estimate {label:<36} median {1e3 * time_estimates(request):7.3f} ms  (target <= 1 ms)")
+        print(
+            f"estimate {label:<36} median {1e3 * time_estimates(request):7.3f} ms  (target <= 1 ms)"
+        )
     print(f"import calc{'':<36} median {1e3 * time_import():7.2f} ms  (target <= 50 ms)")
     return 0
 

@@ -15,14 +15,23 @@ import sys
 import time
 
 REQUESTS = {
-    "lora mean+p90, mbs 1 (llama-3.1-8b)": {"model": "llama-3.1-8b",
-                                            "length_stats": {"mean": 900, "p90": 2000}},
-    "lora mean+p90+max, mbs 8 (llama-3.1-8b)": {"model": "llama-3.1-8b", "micro_batch_size": 8,
-                                                "seq_len": 4096,
-                                                "length_stats": {"mean": 700, "p90": 1800, "max": 4096}},
-    "full zero3 mean only, 8 GPUs (llama-3.1-70b)": {"model": "llama-3.1-70b", "method": "full",
-                                                     "num_gpus": 8, "sharding": "zero3",
-                                                     "length_stats": {"mean": 1200}},
+    "lora mean+p90, mbs 1 (llama-3.1-8b)": {
+        "model": "llama-3.1-8b",
+        "length_stats": {"mean": 900, "p90": 2000},
+    },
+    "lora mean+p90+max, mbs 8 (llama-3.1-8b)": {
+        "model": "llama-3.1-8b",
+        "micro_batch_size": 8,
+        "seq_len": 4096,
+        "length_stats": {"mean": 700, "p90": 1800, "max": 4096},
+    },
+    "full zero3 mean only, 8 GPUs (llama-3.1-70b)": {
+        "model": "llama-3.1-70b",
+        "method": "full",
+        "num_gpus": 8,
+        "sharding": "zero3",
+        "length_stats": {"mean": 1200},
+    },
 }
 
 
@@ -48,13 +57,21 @@ def time_plans(with_lengths: bool, runs: int = 20) -> float:
     """p90 seconds of ``calc.plan_setup`` on requests calc has not seen (each a new mean)."""
     from calc import plan_setup
 
-    base = {"model": "llama-3.1-8b", "gpu": "rtx-4090", "dataset_tokens": 1e8, "seq_len": 8192,
-            "micro_batch_size": 8}
+    base = {
+        "model": "llama-3.1-8b",
+        "gpu": "rtx-4090",
+        "dataset_tokens": 1e8,
+        "seq_len": 8192,
+        "micro_batch_size": 8,
+    }
     plan_setup(base)  # warm
     samples = []
     for i in range(runs):
-        request = {**base, "length_stats": {"mean": 3000 + i, "p90": 6000}} if with_lengths \
+        request = (
+            {**base, "length_stats": {"mean": 3000 + i, "p90": 6000}}
+            if with_lengths
             else {**base, "lora_rank": 16 + i}
+        )
         start = time.perf_counter()
         plan_setup(request)
         samples.append(time.perf_counter() - start)
@@ -65,10 +82,14 @@ def main() -> int:
     print(f"python {sys.version.split()[0]}")
     for label, request in REQUESTS.items():
         drawn, cached = time_estimates(request, True), time_estimates(request, False)
-        print(f"estimate {label:<46} drawn {1e3 * drawn:6.3f} ms  cached {1e3 * cached:6.3f} ms"
-              "  (target <= 5 ms)")
-    print(f"plan rtx-4090 8B mbs 8 seq 8192, p90: without lengths {1e3 * time_plans(False):6.1f} ms, "
-          f"with lengths {1e3 * time_plans(True):6.1f} ms  (plan target <= 100 ms p90)")
+        print(
+            f"estimate {label:<46} drawn {1e3 * drawn:6.3f} ms  cached {1e3 * cached:6.3f} ms"
+            "  (target <= 5 ms)"
+        )
+    print(
+        f"plan rtx-4090 8B mbs 8 seq 8192, p90: without lengths {1e3 * time_plans(False):6.1f} ms, "
+        f"with lengths {1e3 * time_plans(True):6.1f} ms  (plan target <= 100 ms p90)"
+    )
     return 0
 
 

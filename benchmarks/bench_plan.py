@@ -24,14 +24,32 @@ from calc import plan, recommend  # noqa: E402
 
 REQUESTS = {
     "llama-3.1-8b lora, fits most cards": {
-        "model": "llama-3.1-8b", "method": "lora", "micro_batch_size": 4, "seq_len": 2048,
-        "dataset_tokens": 50_000_000, "epochs": 3, "gpu": "rtx-4090"},
+        "model": "llama-3.1-8b",
+        "method": "lora",
+        "micro_batch_size": 4,
+        "seq_len": 2048,
+        "dataset_tokens": 50_000_000,
+        "epochs": 3,
+        "gpu": "rtx-4090",
+    },
     "llama-2-70b full, needs sharding": {
-        "model": "llama-2-70b", "method": "full", "precision": "bf16-true", "micro_batch_size": 1,
-        "seq_len": 4096, "dataset_tokens": 100_000_000, "gpu": "h100-sxm"},
+        "model": "llama-2-70b",
+        "method": "full",
+        "precision": "bf16-true",
+        "micro_batch_size": 1,
+        "seq_len": 4096,
+        "dataset_tokens": 100_000_000,
+        "gpu": "h100-sxm",
+    },
     "qwen2.5-7b qlora, interruptible": {
-        "model": "qwen2.5-7b", "method": "qlora", "micro_batch_size": 2, "seq_len": 4096,
-        "dataset_tokens": 20_000_000, "gpu": "l4", "interruptible": True},
+        "model": "qwen2.5-7b",
+        "method": "qlora",
+        "micro_batch_size": 2,
+        "seq_len": 4096,
+        "dataset_tokens": 20_000_000,
+        "gpu": "l4",
+        "interruptible": True,
+    },
 }
 
 
@@ -70,10 +88,14 @@ def main(argv: list[str]) -> int:
         rec_times, (rec_calls, configs) = _timed(recommendation, repeats)
         plan_times, (plan_calls, _) = _timed(whole_plan, repeats)
         print(f"{name}:")
-        print(f"  recommendation  median {statistics.median(rec_times):7.2f}  p90 {_p90(rec_times):7.2f}"
-              f"  ({rec_calls} memory estimates, {configs} fitting configurations)")
-        print(f"  whole plan      median {statistics.median(plan_times):7.2f}  p90 {_p90(plan_times):7.2f}"
-              f"  ({plan_calls} memory estimates)")
+        print(
+            f"  recommendation  median {statistics.median(rec_times):7.2f}  p90 {_p90(rec_times):7.2f}"
+            f"  ({rec_calls} memory estimates, {configs} fitting configurations)"
+        )
+        print(
+            f"  whole plan      median {statistics.median(plan_times):7.2f}  p90 {_p90(plan_times):7.2f}"
+            f"  ({plan_calls} memory estimates)"
+        )
     return 0
 
 

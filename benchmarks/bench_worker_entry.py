@@ -26,10 +26,12 @@ def main() -> None:
     runs = parser.parse_args().runs
     session = Session("en", calculator.load_strings()["en"])
     good = calculator.default_request()
-    cases = {"good": good,
-             "1 bad field": good | {"seq_len": -1},
-             "4 bad fields": good | {"seq_len": -1, "micro_batch_size": "x", "lora_rank": 0,
-                                     "gpu": "gtx-480"}}
+    cases = {
+        "good": good,
+        "1 bad field": good | {"seq_len": -1},
+        "4 bad fields": good
+        | {"seq_len": -1, "micro_batch_size": "x", "lora_rank": 0, "gpu": "gtx-480"},
+    }
     counts = {"parse": 0, "check": 0}
     parse, check = calc.request.parse_estimate_request, calc.request.check_estimate_field
 
@@ -54,8 +56,10 @@ def main() -> None:
             start = time.perf_counter()
             session.handle("plan", text)
             times.append((time.perf_counter() - start) * 1000)
-        print(f"{name:14} {parses:>11} {checks:>12} {len(out.get('errors', [])):>6} "
-              f"{statistics.median(times):>9.1f}")
+        print(
+            f"{name:14} {parses:>11} {checks:>12} {len(out.get('errors', [])):>6} "
+            f"{statistics.median(times):>9.1f}"
+        )
 
 
 if __name__ == "__main__":

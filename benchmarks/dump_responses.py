@@ -30,8 +30,16 @@ BAD_REQUESTS = (
 )
 BAD_PLANS = (
     {"model": "llama-3.1-8b"},
-    {"model": "llama-3.1-8b", "gpu": "h100-sxm", "dataset_tokens": -1, "epochs": 0, "mfu": 2,
-     "price_tier": "cheap", "starts": 0, "storage_gb": "x"},
+    {
+        "model": "llama-3.1-8b",
+        "gpu": "h100-sxm",
+        "dataset_tokens": -1,
+        "epochs": 0,
+        "mfu": 2,
+        "price_tier": "cheap",
+        "starts": 0,
+        "storage_gb": "x",
+    },
     {"model": "llama-3.1-8b", "gpu": "nope", "dataset_tokens": 1e8, "safety_margin": 1.5},
 )
 
@@ -44,29 +52,74 @@ def _cases() -> Iterator[tuple[str, str, dict]]:
     for preset in presets_listing():
         for method in METHODS:
             for framework in frameworks:
-                yield "estimate", "estimate", {"model": preset["id"], "method": method,
-                                               "framework": framework}
+                yield (
+                    "estimate",
+                    "estimate",
+                    {"model": preset["id"], "method": method, "framework": framework},
+                )
     for model in PLAN_MODELS:
         for method in METHODS:
             for framework in frameworks:
                 base = {"model": model, "method": method, "framework": framework}
-                yield "estimate", "estimate", {**base, "num_gpus": 4, "sharding": "zero3",
-                                               "gradient_accumulation_steps": 4}
-                yield "estimate", "estimate", {**base, "num_gpus": 2, "sharding": "zero2",
-                                               "optimizer": "adamw-8bit", "seq_len": 4096,
-                                               "micro_batch_size": 2, "torch_compile": True}
-                yield "estimate", "estimate", {**base, "qlora_keeps_inputs": True,
-                                               "lora_modules_to_save": "embed_tokens+lm_head",
-                                               "lora_targets": ["q_proj", "v_proj"]}
+                yield (
+                    "estimate",
+                    "estimate",
+                    {**base, "num_gpus": 4, "sharding": "zero3", "gradient_accumulation_steps": 4},
+                )
+                yield (
+                    "estimate",
+                    "estimate",
+                    {
+                        **base,
+                        "num_gpus": 2,
+                        "sharding": "zero2",
+                        "optimizer": "adamw-8bit",
+                        "seq_len": 4096,
+                        "micro_batch_size": 2,
+                        "torch_compile": True,
+                    },
+                )
+                yield (
+                    "estimate",
+                    "estimate",
+                    {
+                        **base,
+                        "qlora_keeps_inputs": True,
+                        "lora_modules_to_save": "embed_tokens+lm_head",
+                        "lora_targets": ["q_proj", "v_proj"],
+                    },
+                )
     for model in PLAN_MODELS:
         for card in PLAN_CARDS:
             for method in ("lora", "qlora"):
-                yield "plan", "plan", {"model": model, "method": method, "gpu": card,
-                                       "dataset_tokens": 1e8, "framework": "hf-trainer"}
-        yield "plan", "plan", {"model": model, "gpu": "h100-sxm", "dataset_tokens": 5e8,
-                               "epochs": 2, "interruptible": True, "price_tier": "managed",
-                               "mfu": 0.4, "safety_margin": 0.1, "num_gpus": 2,
-                               "sharding": "zero3", "framework": "torchtune"}
+                yield (
+                    "plan",
+                    "plan",
+                    {
+                        "model": model,
+                        "method": method,
+                        "gpu": card,
+                        "dataset_tokens": 1e8,
+                        "framework": "hf-trainer",
+                    },
+                )
+        yield (
+            "plan",
+            "plan",
+            {
+                "model": model,
+                "gpu": "h100-sxm",
+                "dataset_tokens": 5e8,
+                "epochs": 2,
+                "interruptible": True,
+                "price_tier": "managed",
+                "mfu": 0.4,
+                "safety_margin": 0.1,
+                "num_gpus": 2,
+                "sharding": "zero3",
+                "framework": "torchtune",
+            },
+        )
     for bad in BAD_REQUESTS:
         yield "estimate", "estimate", bad
     for bad in BAD_PLANS:
@@ -103,8 +156,10 @@ def _pages() -> Iterator[tuple[str, str]]:
             yield f"help {command} {lang}", _cli([command, "--help", "--lang", lang])
     urls = {k: k for k in ("worker", "js", "boot", "css", "pyodide", "bundle", "snapshot")}
     for lang in ("es", "en"):
-        yield "calculator " + lang, calculator.calculator_html(lang, urls, presets_listing(),
-                                                                gpus_listing()["gpus"])
+        yield (
+            "calculator " + lang,
+            calculator.calculator_html(lang, urls, presets_listing(), gpus_listing()["gpus"]),
+        )
 
         class Env:
             conf = {"theme": {"language": lang}}
@@ -114,11 +169,15 @@ def _pages() -> Iterator[tuple[str, str]]:
     from calc.field_errors import field_errors
 
     for bad in BAD_REQUESTS:
-        yield "field_errors estimate " + json.dumps(bad), json.dumps(
-            [e.to_dict() for e in field_errors("estimate", bad)])
+        yield (
+            "field_errors estimate " + json.dumps(bad),
+            json.dumps([e.to_dict() for e in field_errors("estimate", bad)]),
+        )
     for bad in BAD_PLANS:
-        yield "field_errors plan " + json.dumps(bad), json.dumps(
-            [e.to_dict() for e in field_errors("plan", bad)])
+        yield (
+            "field_errors plan " + json.dumps(bad),
+            json.dumps([e.to_dict() for e in field_errors("plan", bad)]),
+        )
 
 
 def main(argv: list[str]) -> int:
@@ -131,8 +190,12 @@ def main(argv: list[str]) -> int:
             if quick and i % 7:
                 continue
             answer = calc.run(command, request)
-            out.write(json.dumps({"case": label, "request": request, "answer": answer},
-                                 ensure_ascii=False) + "\n")
+            out.write(
+                json.dumps(
+                    {"case": label, "request": request, "answer": answer}, ensure_ascii=False
+                )
+                + "\n"
+            )
         for label, text in _pages():
             out.write(json.dumps({"case": label, "text": text}, ensure_ascii=False) + "\n")
     return 0

@@ -25,12 +25,22 @@ from calc.memory import estimate_dict
 from calc.request import parse_estimate_request
 from calc.step_events import step_events
 
-DEFAULT_IDS = ("llama/full", "mistral/lora-ckpt-reentrant", "qwen3/lora-r16-fp32", "llama/qlora-ckpt")
+DEFAULT_IDS = (
+    "llama/full",
+    "mistral/lora-ckpt-reentrant",
+    "qwen3/lora-r16-fp32",
+    "llama/qlora-ckpt",
+)
 STEPS = 3
 
 
-def compare(setup: dict, lengths: list[int] | None = None, micro_batch: int | None = None,
-            save: str = "", label: str = "held_out") -> dict:
+def compare(
+    setup: dict,
+    lengths: list[int] | None = None,
+    micro_batch: int | None = None,
+    save: str = "",
+    label: str = "held_out",
+) -> dict:
     from tools.oracle.run import normalise, run_steps
 
     request = dict(setup["request"])
@@ -45,17 +55,27 @@ def compare(setup: dict, lengths: list[int] | None = None, micro_batch: int | No
     if save:
         name = setup["id"].replace("/", "_") + ("-var" if lengths and len(set(lengths)) > 1 else "")
         Path(save).mkdir(parents=True, exist_ok=True)
-        kept = {"request": request, "lengths": lengths, "steps": steps, "set": label, "events": events}
+        kept = {
+            "request": request,
+            "lengths": lengths,
+            "steps": steps,
+            "set": label,
+            "events": events,
+        }
         with gzip.open(Path(save) / f"{name}.json.gz", "wt", compresslevel=9) as handle:
             handle.write(json.dumps(kept, separators=(",", ":")))
     real = al.replay(events)
     calc_req = parse_estimate_request(request)
     synth = al.replay(step_events(calc_req, lengths or [calc_req.seq_len] * steps))
-    return {"id": setup["id"], "real_allocated": real.peak_allocated_bytes,
-            "real_reserved": real.peak_reserved_bytes, "synthetic_allocated": synth.peak_allocated_bytes,
-            "synthetic_reserved": synth.peak_reserved_bytes,
-            "reserved_error": synth.peak_reserved_bytes / real.peak_reserved_bytes - 1,
-            "slack_error": estimate_dict(request)["peak_reserved_bytes"] / real.peak_reserved_bytes - 1}
+    return {
+        "id": setup["id"],
+        "real_allocated": real.peak_allocated_bytes,
+        "real_reserved": real.peak_reserved_bytes,
+        "synthetic_allocated": synth.peak_allocated_bytes,
+        "synthetic_reserved": synth.peak_reserved_bytes,
+        "reserved_error": synth.peak_reserved_bytes / real.peak_reserved_bytes - 1,
+        "slack_error": estimate_dict(request)["peak_reserved_bytes"] / real.peak_reserved_bytes - 1,
+    }
 
 
 def compare_saved(path: Path) -> dict:
@@ -65,18 +85,28 @@ def compare_saved(path: Path) -> dict:
     real = al.replay([tuple(e) for e in data["events"]])
     calc_req = parse_estimate_request(data["request"])
     synth = al.replay(step_events(calc_req, data["lengths"] or [calc_req.seq_len] * data["steps"]))
-    return {"id": path.name.removesuffix(".json.gz"), "set": data["set"], "real_allocated": real.peak_allocated_bytes,
-            "real_reserved": real.peak_reserved_bytes, "synthetic_allocated": synth.peak_allocated_bytes,
-            "synthetic_reserved": synth.peak_reserved_bytes,
-            "reserved_error": synth.peak_reserved_bytes / real.peak_reserved_bytes - 1,
-            "slack_error": estimate_dict(data["request"])["peak_reserved_bytes"] / real.peak_reserved_bytes - 1}
+    return {
+        "id": path.name.removesuffix(".json.gz"),
+        "set": data["set"],
+        "real_allocated": real.peak_allocated_bytes,
+        "real_reserved": real.peak_reserved_bytes,
+        "synthetic_allocated": synth.peak_allocated_bytes,
+        "synthetic_reserved": synth.peak_reserved_bytes,
+        "reserved_error": synth.peak_reserved_bytes / real.peak_reserved_bytes - 1,
+        "slack_error": estimate_dict(data["request"])["peak_reserved_bytes"]
+        / real.peak_reserved_bytes
+        - 1,
+    }
 
 
 def _print(r: dict) -> None:
-    mib = 2 ** 20
-    print(f"{r.get('set', ''):8s} {r['id']:34s} real alloc {r['real_allocated'] / mib:8.1f} res {r['real_reserved'] / mib:8.1f} MiB | "
-          f"synthetic alloc {r['synthetic_allocated'] / mib:8.1f} res {r['synthetic_reserved'] / mib:8.1f} MiB | "
-          f"synthetic {r['reserved_error']:+.1%}, today's slack {r['slack_error']:+.1%}", flush=True)
+    mib = 2**20
+    print(
+        f"{r.get('set', ''):8s} {r['id']:34s} real alloc {r['real_allocated'] / mib:8.1f} res {r['real_reserved'] / mib:8.1f} MiB | "
+        f"synthetic alloc {r['synthetic_allocated'] / mib:8.1f} res {r['synthetic_reserved'] / mib:8.1f} MiB | "
+        f"synthetic {r['reserved_error']:+.1%}, today's slack {r['slack_error']:+.1%}",
+        flush=True,
+    )
 
 
 def main() -> int:
@@ -95,7 +125,9 @@ def main() -> int:
         for label in sorted({r["set"] for r in results}):
             for key in ("reserved_error", "slack_error"):
                 errs = [abs(r[key]) for r in results if r["set"] == label]
-                print(f"{label} {key}: n={len(errs)} median {statistics.median(errs):.1%} max {max(errs):.1%}")
+                print(
+                    f"{label} {key}: n={len(errs)} median {statistics.median(errs):.1%} max {max(errs):.1%}"
+                )
         return 0
     from benchmarks.oracle_sweep import setups
 

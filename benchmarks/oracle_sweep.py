@@ -38,40 +38,114 @@ PHASES = ("forward_end", "backward", "optimizer_step")
 # Reduced-size configs with each family's real structure (module names, norms, GQA ratio,
 # head_dim, biases, tying, soft-capping, q/k norms, MoE routing).
 FAMILIES: dict[str, dict] = {
-    "llama": {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1376,
-              "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 2,
-              "vocab_size": 8000, "max_position_embeddings": 4096},
-    "llama3-gqa-tied": {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1792,
-                        "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2,
-                        "vocab_size": 16000, "max_position_embeddings": 8192,
-                        "tie_word_embeddings": True},
-    "mistral": {"model_type": "mistral", "hidden_size": 512, "intermediate_size": 1792,
-                "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
-                "num_hidden_layers": 2, "vocab_size": 8000, "max_position_embeddings": 8192,
-                "sliding_window": None},
-    "qwen2": {"model_type": "qwen2", "hidden_size": 448, "intermediate_size": 2368,
-              "num_attention_heads": 7, "num_key_value_heads": 1, "num_hidden_layers": 2,
-              "vocab_size": 15200, "max_position_embeddings": 8192, "tie_word_embeddings": False},
-    "qwen3": {"model_type": "qwen3", "hidden_size": 512, "intermediate_size": 1536,
-              "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
-              "num_hidden_layers": 2, "vocab_size": 15200, "max_position_embeddings": 8192,
-              "tie_word_embeddings": False},
-    "gemma2": {"model_type": "gemma2", "hidden_size": 448, "intermediate_size": 1792,
-               "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128,
-               "num_hidden_layers": 2, "vocab_size": 16000, "max_position_embeddings": 8192,
-               "sliding_window": 4096},
-    "gemma3": {"model_type": "gemma3_text", "hidden_size": 512, "intermediate_size": 2048,
-               "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 128,
-               "num_hidden_layers": 2, "vocab_size": 16000, "max_position_embeddings": 8192,
-               "sliding_window": 4096},
-    "phi3": {"model_type": "phi3", "hidden_size": 512, "intermediate_size": 1376,
-             "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 2,
-             "vocab_size": 8064, "max_position_embeddings": 4096, "pad_token_id": 0},
-    "qwen3_moe": {"model_type": "qwen3_moe", "hidden_size": 512, "intermediate_size": 1536,
-                  "moe_intermediate_size": 192, "num_experts": 8, "num_experts_per_tok": 2,
-                  "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
-                  "num_hidden_layers": 2, "vocab_size": 15200, "max_position_embeddings": 8192,
-                  "tie_word_embeddings": False, "decoder_sparse_step": 1, "mlp_only_layers": []},
+    "llama": {
+        "model_type": "llama",
+        "hidden_size": 512,
+        "intermediate_size": 1376,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 2,
+        "vocab_size": 8000,
+        "max_position_embeddings": 4096,
+    },
+    "llama3-gqa-tied": {
+        "model_type": "llama",
+        "hidden_size": 512,
+        "intermediate_size": 1792,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+    },
+    "mistral": {
+        "model_type": "mistral",
+        "hidden_size": 512,
+        "intermediate_size": 1792,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "num_hidden_layers": 2,
+        "vocab_size": 8000,
+        "max_position_embeddings": 8192,
+        "sliding_window": None,
+    },
+    "qwen2": {
+        "model_type": "qwen2",
+        "hidden_size": 448,
+        "intermediate_size": 2368,
+        "num_attention_heads": 7,
+        "num_key_value_heads": 1,
+        "num_hidden_layers": 2,
+        "vocab_size": 15200,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": False,
+    },
+    "qwen3": {
+        "model_type": "qwen3",
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "num_hidden_layers": 2,
+        "vocab_size": 15200,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": False,
+    },
+    "gemma2": {
+        "model_type": "gemma2",
+        "hidden_size": 448,
+        "intermediate_size": 1792,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "num_hidden_layers": 2,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+        "sliding_window": 4096,
+    },
+    "gemma3": {
+        "model_type": "gemma3_text",
+        "hidden_size": 512,
+        "intermediate_size": 2048,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 128,
+        "num_hidden_layers": 2,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+        "sliding_window": 4096,
+    },
+    "phi3": {
+        "model_type": "phi3",
+        "hidden_size": 512,
+        "intermediate_size": 1376,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 2,
+        "vocab_size": 8064,
+        "max_position_embeddings": 4096,
+        "pad_token_id": 0,
+    },
+    "qwen3_moe": {
+        "model_type": "qwen3_moe",
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "moe_intermediate_size": 192,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "num_hidden_layers": 2,
+        "vocab_size": 15200,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": False,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+    },
 }
 
 ATTENTION_ONLY = ["q_proj", "k_proj", "v_proj", "o_proj"]
@@ -80,63 +154,187 @@ ATTENTION_ONLY = ["q_proj", "k_proj", "v_proj", "o_proj"]
 # swept on fewer variants (ACCEPTED_VARIANTS). Falcon's remote-code names RefinedWeb and
 # RefinedWebModel are the falcon reader under another name (FAMILY_ALIASES).
 ACCEPTED_FAMILIES: dict[str, dict] = {
-    "gemma": {"model_type": "gemma", "hidden_size": 512, "intermediate_size": 1536,
-              "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 128,
-              "num_hidden_layers": 2, "vocab_size": 16000, "max_position_embeddings": 8192},
-    "granite": {"model_type": "granite", "hidden_size": 512, "intermediate_size": 1536,
-                "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2,
-                "vocab_size": 8000, "max_position_embeddings": 4096, "tie_word_embeddings": True,
-                "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
-                "attention_multiplier": 0.015625, "logits_scaling": 8.0},
-    "smollm3": {"model_type": "smollm3", "hidden_size": 512, "intermediate_size": 1376,
-                "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2,
-                "vocab_size": 8000, "max_position_embeddings": 8192, "tie_word_embeddings": True,
-                "no_rope_layer_interval": 2, "pad_token_id": 0},
-    "olmo": {"model_type": "olmo", "hidden_size": 512, "intermediate_size": 1376,
-             "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 2,
-             "vocab_size": 8000, "max_position_embeddings": 4096, "clip_qkv": 8.0},
-    "olmo2": {"model_type": "olmo2", "hidden_size": 512, "intermediate_size": 1376,
-              "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 2,
-              "vocab_size": 8000, "max_position_embeddings": 4096},
-    "stablelm": {"model_type": "stablelm", "hidden_size": 512, "intermediate_size": 1376,
-                 "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 2,
-                 "vocab_size": 8000, "max_position_embeddings": 4096, "partial_rotary_factor": 0.25,
-                 "use_qkv_bias": True},
-    "mixtral": {"model_type": "mixtral", "hidden_size": 512, "intermediate_size": 768,
-                "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2,
-                "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 8000,
-                "max_position_embeddings": 8192, "sliding_window": None},
-    "qwen2_moe": {"model_type": "qwen2_moe", "hidden_size": 512, "intermediate_size": 1376,
-                  "moe_intermediate_size": 192, "shared_expert_intermediate_size": 768,
-                  "num_experts": 8, "num_experts_per_tok": 2, "num_attention_heads": 8,
-                  "num_key_value_heads": 8, "num_hidden_layers": 2, "vocab_size": 15200,
-                  "max_position_embeddings": 8192, "decoder_sparse_step": 1, "mlp_only_layers": []},
+    "gemma": {
+        "model_type": "gemma",
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 128,
+        "num_hidden_layers": 2,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+    },
+    "granite": {
+        "model_type": "granite",
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "vocab_size": 8000,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": True,
+        "embedding_multiplier": 12.0,
+        "residual_multiplier": 0.22,
+        "attention_multiplier": 0.015625,
+        "logits_scaling": 8.0,
+    },
+    "smollm3": {
+        "model_type": "smollm3",
+        "hidden_size": 512,
+        "intermediate_size": 1376,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "vocab_size": 8000,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+        "no_rope_layer_interval": 2,
+        "pad_token_id": 0,
+    },
+    "olmo": {
+        "model_type": "olmo",
+        "hidden_size": 512,
+        "intermediate_size": 1376,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 2,
+        "vocab_size": 8000,
+        "max_position_embeddings": 4096,
+        "clip_qkv": 8.0,
+    },
+    "olmo2": {
+        "model_type": "olmo2",
+        "hidden_size": 512,
+        "intermediate_size": 1376,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 2,
+        "vocab_size": 8000,
+        "max_position_embeddings": 4096,
+    },
+    "stablelm": {
+        "model_type": "stablelm",
+        "hidden_size": 512,
+        "intermediate_size": 1376,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 2,
+        "vocab_size": 8000,
+        "max_position_embeddings": 4096,
+        "partial_rotary_factor": 0.25,
+        "use_qkv_bias": True,
+    },
+    "mixtral": {
+        "model_type": "mixtral",
+        "hidden_size": 512,
+        "intermediate_size": 768,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "vocab_size": 8000,
+        "max_position_embeddings": 8192,
+        "sliding_window": None,
+    },
+    "qwen2_moe": {
+        "model_type": "qwen2_moe",
+        "hidden_size": 512,
+        "intermediate_size": 1376,
+        "moe_intermediate_size": 192,
+        "shared_expert_intermediate_size": 768,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 2,
+        "vocab_size": 15200,
+        "max_position_embeddings": 8192,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+    },
     # intermediate_size == hidden_size, as in gpt-oss-20b and -120b (2880)
-    "gpt_oss": {"model_type": "gpt_oss", "hidden_size": 512, "intermediate_size": 512,
-                "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
-                "num_hidden_layers": 2, "num_local_experts": 8, "num_experts_per_tok": 2,
-                "vocab_size": 8000, "max_position_embeddings": 4096, "sliding_window": 128,
-                "layer_types": ["sliding_attention", "full_attention"], "pad_token_id": 0},
-    "llama4_text": {"model_type": "llama4_text", "hidden_size": 512, "intermediate_size": 256,
-                    "intermediate_size_mlp": 1024, "num_attention_heads": 8,
-                    "num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 2,
-                    "num_local_experts": 4, "num_experts_per_tok": 1,
-                    "interleave_moe_layer_step": 1, "vocab_size": 8000,
-                    "max_position_embeddings": 8192, "pad_token_id": 0},
+    "gpt_oss": {
+        "model_type": "gpt_oss",
+        "hidden_size": 512,
+        "intermediate_size": 512,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "num_hidden_layers": 2,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "vocab_size": 8000,
+        "max_position_embeddings": 4096,
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "pad_token_id": 0,
+    },
+    "llama4_text": {
+        "model_type": "llama4_text",
+        "hidden_size": 512,
+        "intermediate_size": 256,
+        "intermediate_size_mlp": 1024,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "num_hidden_layers": 2,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 1,
+        "vocab_size": 8000,
+        "max_position_embeddings": 8192,
+        "pad_token_id": 0,
+    },
     # Phi-2's head_dim 80, so that its partial rotary factor 0.4 spans a whole 32 dimensions
-    "phi": {"model_type": "phi", "hidden_size": 640, "intermediate_size": 2560,
-            "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 8000,
-            "max_position_embeddings": 2048, "partial_rotary_factor": 0.4, "resid_pdrop": 0.1},
-    "gpt_neox": {"model_type": "gpt_neox", "hidden_size": 512, "intermediate_size": 2048,
-                 "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 8000,
-                 "max_position_embeddings": 2048, "rotary_pct": 0.25},
-    "falcon": {"model_type": "falcon", "hidden_size": 512, "num_attention_heads": 8,
-               "num_hidden_layers": 2, "vocab_size": 8000, "multi_query": True,
-               "parallel_attn": True, "bias": False},
-    "bloom": {"model_type": "bloom", "hidden_size": 512, "n_head": 8, "n_layer": 2,
-              "vocab_size": 8000},
-    "gpt2": {"model_type": "gpt2", "n_embd": 512, "n_head": 8, "n_layer": 2, "vocab_size": 8000,
-             "n_positions": 1024},
+    "phi": {
+        "model_type": "phi",
+        "hidden_size": 640,
+        "intermediate_size": 2560,
+        "num_attention_heads": 8,
+        "num_hidden_layers": 2,
+        "vocab_size": 8000,
+        "max_position_embeddings": 2048,
+        "partial_rotary_factor": 0.4,
+        "resid_pdrop": 0.1,
+    },
+    "gpt_neox": {
+        "model_type": "gpt_neox",
+        "hidden_size": 512,
+        "intermediate_size": 2048,
+        "num_attention_heads": 8,
+        "num_hidden_layers": 2,
+        "vocab_size": 8000,
+        "max_position_embeddings": 2048,
+        "rotary_pct": 0.25,
+    },
+    "falcon": {
+        "model_type": "falcon",
+        "hidden_size": 512,
+        "num_attention_heads": 8,
+        "num_hidden_layers": 2,
+        "vocab_size": 8000,
+        "multi_query": True,
+        "parallel_attn": True,
+        "bias": False,
+    },
+    "bloom": {
+        "model_type": "bloom",
+        "hidden_size": 512,
+        "n_head": 8,
+        "n_layer": 2,
+        "vocab_size": 8000,
+    },
+    "gpt2": {
+        "model_type": "gpt2",
+        "n_embd": 512,
+        "n_head": 8,
+        "n_layer": 2,
+        "vocab_size": 8000,
+        "n_positions": 1024,
+    },
 }
 FAMILY_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
 """model_types calc reads with another family's reader (Falcon's remote-code names): swept
@@ -144,9 +342,12 @@ through that family."""
 
 # attention-only LoRA targets by the family's module names (q, k, v, o or fused qkv, output)
 ATTENTION_TARGETS = {
-    "phi3": ["qkv_proj", "o_proj"], "phi": ["q_proj", "k_proj", "v_proj", "dense"],
-    "gpt_neox": ["query_key_value", "dense"], "falcon": ["query_key_value", "dense"],
-    "bloom": ["query_key_value", "dense"], "gpt2": ["c_attn"],
+    "phi3": ["qkv_proj", "o_proj"],
+    "phi": ["q_proj", "k_proj", "v_proj", "dense"],
+    "gpt_neox": ["query_key_value", "dense"],
+    "falcon": ["query_key_value", "dense"],
+    "bloom": ["query_key_value", "dense"],
+    "gpt2": ["c_attn"],
 }
 # "all-linear" where peft cannot take it: peft 0.21 wraps Llama 4's router (an nn.Linear whose
 # forward returns a tuple) and fails in its forward (lora/layer.py: ``result.dtype`` of a
@@ -161,10 +362,20 @@ EAGER_ONLY = ("gpt_oss", "bloom")
 # own (gpt-oss: clamped expert gate, eager softmax with a sink column, fp32 norm scaling)
 ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
     "gpt_oss": {
-        "lora-r8-attn-s2048": ({"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY,
-                                "seq_len": 2048}, {}),
-        "lora-r16-all-linear-b2-s1024": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
-                                          "micro_batch_size": 2, "seq_len": 1024}, {}),
+        "lora-r8-attn-s2048": (
+            {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
+            {},
+        ),
+        "lora-r16-all-linear-b2-s1024": (
+            {
+                "method": "lora",
+                "lora_rank": 16,
+                "lora_targets": "all-linear",
+                "micro_batch_size": 2,
+                "seq_len": 1024,
+            },
+            {},
+        ),
         "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
     },
 }
@@ -174,7 +385,10 @@ MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "llama4_text")
 VARIANTS: dict[str, tuple[dict, dict]] = {
     "full": ({"method": "full"}, {}),
     "full-ckpt": ({"method": "full", "gradient_checkpointing": True}, {}),
-    "full-ckpt-reentrant": ({"method": "full", "gradient_checkpointing": True}, {"reentrant": True}),
+    "full-ckpt-reentrant": (
+        {"method": "full", "gradient_checkpointing": True},
+        {"reentrant": True},
+    ),
     "full-mixed": ({"method": "full", "precision": "bf16-mixed"}, {}),
     "full-eager": ({"method": "full", "attention": "eager"}, {}),
     "full-b2-s512": ({"method": "full", "micro_batch_size": 2, "seq_len": 512}, {}),
@@ -182,23 +396,38 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "full-fused-adamw": ({"method": "full", "optimizer_fused": True}, {}),
     "lora-r16": ({"method": "lora", "lora_rank": 16}, {}),
     "lora-r16-fp32": ({"method": "lora", "lora_rank": 16, "lora_adapter_dtype": "fp32"}, {}),
-    "lora-r64-fp32-s512": ({"method": "lora", "lora_rank": 64, "lora_adapter_dtype": "fp32",
-                            "seq_len": 512}, {}),
+    "lora-r64-fp32-s512": (
+        {"method": "lora", "lora_rank": 64, "lora_adapter_dtype": "fp32", "seq_len": 512},
+        {},
+    ),
     "lora-r8-attn": ({"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY}, {}),
     "lora-dropout": ({"method": "lora", "lora_rank": 16, "lora_dropout": 0.1}, {}),
     "lora-ckpt": ({"method": "lora", "lora_rank": 16, "gradient_checkpointing": True}, {}),
-    "lora-ckpt-reentrant": ({"method": "lora", "lora_rank": 16, "gradient_checkpointing": True},
-                            {"reentrant": True}),
+    "lora-ckpt-reentrant": (
+        {"method": "lora", "lora_rank": 16, "gradient_checkpointing": True},
+        {"reentrant": True},
+    ),
     "lora-mixed": ({"method": "lora", "lora_rank": 16, "precision": "bf16-mixed"}, {}),
     "lora-eager": ({"method": "lora", "lora_rank": 16, "attention": "eager"}, {}),
-    "lora-fp32-ckpt-b2": ({"method": "lora", "lora_rank": 32, "lora_adapter_dtype": "fp32",
-                           "gradient_checkpointing": True, "micro_batch_size": 2}, {}),
+    "lora-fp32-ckpt-b2": (
+        {
+            "method": "lora",
+            "lora_rank": 32,
+            "lora_adapter_dtype": "fp32",
+            "gradient_checkpointing": True,
+            "micro_batch_size": 2,
+        },
+        {},
+    ),
     # the library profiles of calc.frameworks that describe this code, keys left to them
     "full-hf-trainer": ({"method": "full", "framework": "hf-trainer"}, {}),
     "lora-hf-custom-loop": ({"method": "lora", "lora_rank": 16, "framework": "hf-custom-loop"}, {}),
     # a hand-written loop's cross-entropy on the model's bf16 logits (loss_on_16bit_logits)
     "lora-loss16": ({"method": "lora", "lora_rank": 16, "loss_on_16bit_logits": True}, {}),
-    "full-loss16-outputs-kept": ({"method": "full", "loss_on_16bit_logits": True, "loss_outputs_kept": True}, {}),
+    "full-loss16-outputs-kept": (
+        {"method": "full", "loss_on_16bit_logits": True, "loss_outputs_kept": True},
+        {},
+    ),
 }
 
 # QLoRA (tools/oracle/qlora.py: a model of bitsandbytes 0.49.2's Linear4bit, not the kernel).
@@ -208,86 +437,275 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
 # makes of a bf16 model (non-quantized parameters in fp32), "bf16-mixed" the same under autocast.
 QLORA_VARIANTS: dict[str, tuple[dict, dict]] = {
     "qlora-r16": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32"}, {}),
-    "qlora-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                    "gradient_checkpointing": True}, {}),
-    "qlora-r64-nodq-s512": ({"method": "qlora", "lora_rank": 64, "lora_adapter_dtype": "fp32",
-                             "qlora_double_quant": False, "seq_len": 512}, {}),
-    "qlora-r8-attn-bf16-adapters": ({"method": "qlora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY,
-                                     "lora_adapter_dtype": "base"}, {}),
-    "qlora-prepared-ckpt-reentrant": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                                       "precision": "fp32", "gradient_checkpointing": True},
-                                      {"reentrant": True}),
+    "qlora-ckpt": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "gradient_checkpointing": True,
+        },
+        {},
+    ),
+    "qlora-r64-nodq-s512": (
+        {
+            "method": "qlora",
+            "lora_rank": 64,
+            "lora_adapter_dtype": "fp32",
+            "qlora_double_quant": False,
+            "seq_len": 512,
+        },
+        {},
+    ),
+    "qlora-r8-attn-bf16-adapters": (
+        {
+            "method": "qlora",
+            "lora_rank": 8,
+            "lora_targets": ATTENTION_ONLY,
+            "lora_adapter_dtype": "base",
+        },
+        {},
+    ),
+    "qlora-prepared-ckpt-reentrant": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "precision": "fp32",
+            "gradient_checkpointing": True,
+        },
+        {"reentrant": True},
+    ),
     # peft's prepare_model_for_kbit_training on the bf16 model itself (qlora_prepare_kbit)
-    "qlora-kbit": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                    "qlora_prepare_kbit": True}, {}),
-    "qlora-kbit-ckpt-reentrant": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                                   "qlora_prepare_kbit": True, "gradient_checkpointing": True},
-                                  {"reentrant": True}),
+    "qlora-kbit": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "qlora_prepare_kbit": True,
+        },
+        {},
+    ),
+    "qlora-kbit-ckpt-reentrant": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "qlora_prepare_kbit": True,
+            "gradient_checkpointing": True,
+        },
+        {"reentrant": True},
+    ),
     # the same fp32 parameters under autocast (calc's bf16-mixed: 4-bit outputs in fp32)
-    "qlora-mixed": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                     "precision": "bf16-mixed"}, {}),
-    "qlora-mixed-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                          "precision": "bf16-mixed", "gradient_checkpointing": True}, {}),
+    "qlora-mixed": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "precision": "bf16-mixed",
+        },
+        {},
+    ),
+    "qlora-mixed-ckpt": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "precision": "bf16-mixed",
+            "gradient_checkpointing": True,
+        },
+        {},
+    ),
 }
 # a few more on one family: the prepare_model_for_kbit_training call itself, batch, dropout, eager
 QLORA_EXTRA: dict[str, tuple[dict, dict]] = {
-    "qlora-prepare-kbit": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                            "precision": "fp32"}, {"prepare_kbit": True}),
-    "qlora-b2-dropout": ({"method": "qlora", "lora_rank": 32, "lora_adapter_dtype": "fp32",
-                          "micro_batch_size": 2, "lora_dropout": 0.05}, {}),
-    "qlora-eager-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                          "attention": "eager", "gradient_checkpointing": True}, {}),
-    "qlora-kbit-bf16-adapters-loss16": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "base",
-                                         "qlora_prepare_kbit": True, "loss_on_16bit_logits": True}, {}),
-    "qlora-kbit-b2-ckpt": ({"method": "qlora", "lora_rank": 8, "lora_adapter_dtype": "fp32",
-                            "qlora_prepare_kbit": True, "micro_batch_size": 2,
-                            "gradient_checkpointing": True}, {}),
-    "qlora-hf-custom-loop": ({"method": "qlora", "lora_rank": 16, "framework": "hf-custom-loop"}, {}),
+    "qlora-prepare-kbit": (
+        {"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32", "precision": "fp32"},
+        {"prepare_kbit": True},
+    ),
+    "qlora-b2-dropout": (
+        {
+            "method": "qlora",
+            "lora_rank": 32,
+            "lora_adapter_dtype": "fp32",
+            "micro_batch_size": 2,
+            "lora_dropout": 0.05,
+        },
+        {},
+    ),
+    "qlora-eager-ckpt": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "attention": "eager",
+            "gradient_checkpointing": True,
+        },
+        {},
+    ),
+    "qlora-kbit-bf16-adapters-loss16": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "base",
+            "qlora_prepare_kbit": True,
+            "loss_on_16bit_logits": True,
+        },
+        {},
+    ),
+    "qlora-kbit-b2-ckpt": (
+        {
+            "method": "qlora",
+            "lora_rank": 8,
+            "lora_adapter_dtype": "fp32",
+            "qlora_prepare_kbit": True,
+            "micro_batch_size": 2,
+            "gradient_checkpointing": True,
+        },
+        {},
+    ),
+    "qlora-hf-custom-loop": (
+        {"method": "qlora", "lora_rank": 16, "framework": "hf-custom-loop"},
+        {},
+    ),
 }
 QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
 
 # MoE LoRA on the experts as transformers 5 stores them (3-D tensors, peft target_parameters):
 # calc's "fused-3d" expert layout (calc/lora.py).
 MOE_FUSED_VARIANTS: dict[str, tuple[dict, dict]] = {
-    "lora-all-linear-fused": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
-                               "lora_adapter_dtype": "fp32", "moe_expert_layout": "fused-3d"}, {}),
-    "lora-all-linear-fused-ckpt": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
-                                    "lora_adapter_dtype": "fp32", "moe_expert_layout": "fused-3d",
-                                    "gradient_checkpointing": True}, {}),
-    "lora-mlp-fused-bf16": ({"method": "lora", "lora_rank": 8, "moe_expert_layout": "fused-3d",
-                             "lora_targets": ["gate_proj", "up_proj", "down_proj"],
-                             "lora_adapter_dtype": "base"}, {}),
-    "lora-mlp-fused-fp32": ({"method": "lora", "lora_rank": 8, "moe_expert_layout": "fused-3d",
-                             "lora_targets": ["gate_proj", "up_proj", "down_proj"],
-                             "lora_adapter_dtype": "fp32"}, {}),
-    "lora-all-linear-fused-bf16": ({"method": "lora", "lora_rank": 8, "lora_targets": "all-linear",
-                                    "lora_adapter_dtype": "base", "moe_expert_layout": "fused-3d"}, {}),
-    "lora-experts-router-fused-b2-ckpt": ({"method": "lora", "lora_rank": 32, "moe_expert_layout": "fused-3d",
-                                           "lora_targets": ["gate", "gate_proj", "up_proj", "down_proj"],
-                                           "lora_adapter_dtype": "fp32", "micro_batch_size": 2,
-                                           "gradient_checkpointing": True}, {}),
+    "lora-all-linear-fused": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "lora_adapter_dtype": "fp32",
+            "moe_expert_layout": "fused-3d",
+        },
+        {},
+    ),
+    "lora-all-linear-fused-ckpt": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "lora_adapter_dtype": "fp32",
+            "moe_expert_layout": "fused-3d",
+            "gradient_checkpointing": True,
+        },
+        {},
+    ),
+    "lora-mlp-fused-bf16": (
+        {
+            "method": "lora",
+            "lora_rank": 8,
+            "moe_expert_layout": "fused-3d",
+            "lora_targets": ["gate_proj", "up_proj", "down_proj"],
+            "lora_adapter_dtype": "base",
+        },
+        {},
+    ),
+    "lora-mlp-fused-fp32": (
+        {
+            "method": "lora",
+            "lora_rank": 8,
+            "moe_expert_layout": "fused-3d",
+            "lora_targets": ["gate_proj", "up_proj", "down_proj"],
+            "lora_adapter_dtype": "fp32",
+        },
+        {},
+    ),
+    "lora-all-linear-fused-bf16": (
+        {
+            "method": "lora",
+            "lora_rank": 8,
+            "lora_targets": "all-linear",
+            "lora_adapter_dtype": "base",
+            "moe_expert_layout": "fused-3d",
+        },
+        {},
+    ),
+    "lora-experts-router-fused-b2-ckpt": (
+        {
+            "method": "lora",
+            "lora_rank": 32,
+            "moe_expert_layout": "fused-3d",
+            "lora_targets": ["gate", "gate_proj", "up_proj", "down_proj"],
+            "lora_adapter_dtype": "fp32",
+            "micro_batch_size": 2,
+            "gradient_checkpointing": True,
+        },
+        {},
+    ),
     # the hf-trainer profile (transformers 5) sets the layout itself: no key in the request
-    "lora-all-linear-hf-trainer": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
-                                    "framework": "hf-trainer"}, {}),
+    "lora-all-linear-hf-trainer": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "framework": "hf-trainer",
+        },
+        {},
+    ),
 }
 
 # LoRA / QLoRA that also trains the embedding and / or the output layer in full (peft
 # modules_to_save: a trainable deep copy beside the frozen original), on an untied, a tied and
 # a q/k-norm family.
 MODULES_TO_SAVE_VARIANTS: dict[str, tuple[dict, dict]] = {
-    "lora-save-both": ({"method": "lora", "lora_rank": 16, "lora_modules_to_save": "embed_tokens+lm_head"}, {}),
-    "lora-save-both-fp32": ({"method": "lora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                             "lora_modules_to_save": "embed_tokens+lm_head"}, {}),
-    "lora-save-embed-ckpt": ({"method": "lora", "lora_rank": 16, "lora_modules_to_save": "embed_tokens",
-                              "gradient_checkpointing": True}, {}),
-    "lora-save-head-mixed": ({"method": "lora", "lora_rank": 16, "lora_modules_to_save": "lm_head",
-                              "precision": "bf16-mixed"}, {}),
-    "qlora-save-both": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                         "lora_modules_to_save": "embed_tokens+lm_head"}, {}),
-    "lora-save-both-tied": ({"method": "lora", "lora_rank": 16,
-                             "lora_modules_to_save": "embed_tokens+lm_head-tied"}, {}),
-    "qlora-save-both-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                              "lora_modules_to_save": "embed_tokens+lm_head", "gradient_checkpointing": True}, {}),
+    "lora-save-both": (
+        {"method": "lora", "lora_rank": 16, "lora_modules_to_save": "embed_tokens+lm_head"},
+        {},
+    ),
+    "lora-save-both-fp32": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "lora_modules_to_save": "embed_tokens+lm_head",
+        },
+        {},
+    ),
+    "lora-save-embed-ckpt": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_modules_to_save": "embed_tokens",
+            "gradient_checkpointing": True,
+        },
+        {},
+    ),
+    "lora-save-head-mixed": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_modules_to_save": "lm_head",
+            "precision": "bf16-mixed",
+        },
+        {},
+    ),
+    "qlora-save-both": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "lora_modules_to_save": "embed_tokens+lm_head",
+        },
+        {},
+    ),
+    "lora-save-both-tied": (
+        {"method": "lora", "lora_rank": 16, "lora_modules_to_save": "embed_tokens+lm_head-tied"},
+        {},
+    ),
+    "qlora-save-both-ckpt": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "lora_modules_to_save": "embed_tokens+lm_head",
+            "gradient_checkpointing": True,
+        },
+        {},
+    ),
 }
 MODULES_TO_SAVE_FAMILIES = ("llama", "llama3-gqa-tied", "qwen3")
 
@@ -299,18 +717,47 @@ ACCEPTED_VARIANTS: dict[str, tuple[dict, dict]] = {
     "full-eager": ({"method": "full", "attention": "eager"}, {}),
     "lora-r16-all-linear": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear"}, {}),
     "lora-r8-attn": ({"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY}, {}),
-    "lora-ckpt": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
-                   "gradient_checkpointing": True}, {}),
-    "lora-eager": ({"method": "lora", "lora_rank": 16, "lora_targets": "all-linear",
-                    "attention": "eager"}, {}),
-    "qlora-r16": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                   "lora_targets": "all-linear"}, {}),
-    "qlora-ckpt": ({"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32",
-                    "lora_targets": "all-linear", "gradient_checkpointing": True}, {}),
+    "lora-ckpt": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "gradient_checkpointing": True,
+        },
+        {},
+    ),
+    "lora-eager": (
+        {"method": "lora", "lora_rank": 16, "lora_targets": "all-linear", "attention": "eager"},
+        {},
+    ),
+    "qlora-r16": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "lora_targets": "all-linear",
+        },
+        {},
+    ),
+    "qlora-ckpt": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "lora_targets": "all-linear",
+            "gradient_checkpointing": True,
+        },
+        {},
+    ),
 }
 
-BASE_REQUEST = {"micro_batch_size": 1, "seq_len": 256, "gradient_checkpointing": False,
-                "attention": "sdpa", "attention_grouped_kv": True}
+BASE_REQUEST = {
+    "micro_batch_size": 1,
+    "seq_len": 256,
+    "gradient_checkpointing": False,
+    "attention": "sdpa",
+    "attention_grouped_kv": True,
+}
 
 
 def setups() -> list[dict]:
@@ -324,7 +771,11 @@ def setups() -> list[dict]:
                 del request["attention_grouped_kv"]  # left to the profile
             if family == "phi3" and request.get("lora_targets") == ATTENTION_ONLY:
                 request["lora_targets"] = ["qkv_proj", "o_proj"]  # Phi-3's fused projections
-            if family == "qwen3_moe" and request["method"] == "lora" and "lora_targets" not in overrides:
+            if (
+                family == "qwen3_moe"
+                and request["method"] == "lora"
+                and "lora_targets" not in overrides
+            ):
                 request["lora_targets"] = ATTENTION_ONLY
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     for variant, (overrides, options) in MOE_FUSED_VARIANTS.items():
@@ -344,10 +795,15 @@ def setups() -> list[dict]:
                 request["lora_targets"] = ["qkv_proj", "o_proj"]
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     for family, cfg in ACCEPTED_FAMILIES.items():
-        for variant, (overrides, options) in {**ACCEPTED_VARIANTS, **ACTIVATION_HEAVY.get(family, {})}.items():
+        for variant, (overrides, options) in {
+            **ACCEPTED_VARIANTS,
+            **ACTIVATION_HEAVY.get(family, {}),
+        }.items():
             request = _accepted_request(family, cfg, overrides)
             if request is not None:
-                out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
+                out.append(
+                    {"id": f"{family}/{variant}", "request": request, "oracle": dict(options)}
+                )
     return out
 
 
@@ -369,8 +825,9 @@ def _accepted_request(family: str, cfg: dict, overrides: dict) -> dict | None:
 
 def _cache_key(setup: dict, versions: dict) -> str:
     qlora = setup["request"].get("method") == "qlora"
-    text = json.dumps({"setup": setup, "versions": versions, "oracle": _oracle_source_hash(qlora)},
-                      sort_keys=True)
+    text = json.dumps(
+        {"setup": setup, "versions": versions, "oracle": _oracle_source_hash(qlora)}, sort_keys=True
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -429,12 +886,16 @@ def compare(setup: dict, oracle: dict) -> dict:
         c = calc["phases"].get(phase)
         if o and c is not None:
             phases[phase] = {"calc": c, "oracle": o, "error": c / o - 1}
-    return {"id": setup["id"], "model_type": model_type_of(setup),
-            "calc_peak": calc["peak_allocated_bytes"],
-            "oracle_peak": oracle["peak_allocated_bytes"],
-            "peak_error": calc["peak_allocated_bytes"] / oracle["peak_allocated_bytes"] - 1,
-            "calc_phase": calc["peak_phase"], "oracle_phase": oracle["peak_phase"],
-            "phases": phases}
+    return {
+        "id": setup["id"],
+        "model_type": model_type_of(setup),
+        "calc_peak": calc["peak_allocated_bytes"],
+        "oracle_peak": oracle["peak_allocated_bytes"],
+        "peak_error": calc["peak_allocated_bytes"] / oracle["peak_allocated_bytes"] - 1,
+        "calc_phase": calc["peak_phase"],
+        "oracle_phase": oracle["peak_phase"],
+        "phases": phases,
+    }
 
 
 def model_type_of(setup: dict) -> str:
@@ -453,12 +914,16 @@ def summarise(rows: list[dict], versions: dict) -> dict:
     """Shares within 2 % and 5 % (allocated peak), the worst peak and phase errors, over all
     rows and per method (``groups``)."""
     out = _figures(rows)
-    out["groups"] = {m: _figures([r for r in rows if method_of(r) == m])
-                     for m in ("full", "lora", "qlora") if any(method_of(r) == m for r in rows)}
+    out["groups"] = {
+        m: _figures([r for r in rows if method_of(r) == m])
+        for m in ("full", "lora", "qlora")
+        if any(method_of(r) == m for r in rows)
+    }
     out["families"] = sorted({r["id"].split("/")[0] for r in rows})
     out["model_types"] = sorted({r["model_type"] for r in rows})
-    out["per_family"] = {f: _family_figures([r for r in rows if r["id"].split("/")[0] == f])
-                         for f in out["families"]}
+    out["per_family"] = {
+        f: _family_figures([r for r in rows if r["id"].split("/")[0] == f]) for f in out["families"]
+    }
     out["versions"] = versions
     return out
 
@@ -466,10 +931,13 @@ def summarise(rows: list[dict], versions: dict) -> dict:
 def _family_figures(rows: list[dict]) -> dict:
     """A family's share of setups within 2 % and 5 % and its worst setup."""
     worst = max(rows, key=lambda r: abs(r["peak_error"]))
-    return {"setups": len(rows),
-            "within_2pct": sum(1 for r in rows if abs(r["peak_error"]) <= 0.02),
-            "within_5pct": sum(1 for r in rows if abs(r["peak_error"]) <= 0.05),
-            "worst_id": worst["id"], "worst_error": round(worst["peak_error"], 4)}
+    return {
+        "setups": len(rows),
+        "within_2pct": sum(1 for r in rows if abs(r["peak_error"]) <= 0.02),
+        "within_5pct": sum(1 for r in rows if abs(r["peak_error"]) <= 0.05),
+        "worst_id": worst["id"],
+        "worst_error": round(worst["peak_error"], 4),
+    }
 
 
 def _figures(rows: list[dict]) -> dict:
@@ -486,9 +954,11 @@ def _figures(rows: list[dict]) -> dict:
         "worst_error": worst["peak_error"] if worst else None,
         "phases_within_5pct": sum(1 for e in phase_errors if e <= 0.05),
         "phases": len(phase_errors),
-        "beyond_2pct": [{"id": r["id"], "error": round(r["peak_error"], 4)}
-                        for r in sorted(rows, key=lambda r: -abs(r["peak_error"]))
-                        if abs(r["peak_error"]) > 0.02],
+        "beyond_2pct": [
+            {"id": r["id"], "error": round(r["peak_error"], 4)}
+            for r in sorted(rows, key=lambda r: -abs(r["peak_error"]))
+            if abs(r["peak_error"]) > 0.02
+        ],
     }
 
 
@@ -503,6 +973,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         from tools.oracle.run import versions as library_versions
+
         versions = library_versions()
     except ImportError as exc:
         print(f"oracle_sweep needs torch, transformers and peft: {exc}", file=sys.stderr)
@@ -516,32 +987,49 @@ def main(argv: list[str] | None = None) -> int:
             unsupported.append((setup["id"], oracle["unsupported"]))
             continue
         rows.append(compare(setup, oracle))
-        print(f"[{i}/{len(chosen)}] {setup['id']:<40} {_pct(rows[-1]['peak_error'])}",
-              file=sys.stderr, flush=True)
+        print(
+            f"[{i}/{len(chosen)}] {setup['id']:<40} {_pct(rows[-1]['peak_error'])}",
+            file=sys.stderr,
+            flush=True,
+        )
     rows.sort(key=lambda r: -abs(r["peak_error"]))
-    print(f"{'setup':<40} {'peak calc/oracle MiB':>22} {'peak':>9}   "
-          + "   ".join(f"{p:>16}" for p in PHASES))
+    print(
+        f"{'setup':<40} {'peak calc/oracle MiB':>22} {'peak':>9}   "
+        + "   ".join(f"{p:>16}" for p in PHASES)
+    )
     for r in rows:
-        phases = "   ".join(f"{_pct(r['phases'][p]['error']):>16}" if p in r["phases"] else f"{'-':>16}"
-                           for p in PHASES)
-        print(f"{r['id']:<40} {r['calc_peak'] / 2**20:10.1f} / {r['oracle_peak'] / 2**20:9.1f} "
-              f"{_pct(r['peak_error'])}   {phases}")
+        phases = "   ".join(
+            f"{_pct(r['phases'][p]['error']):>16}" if p in r["phases"] else f"{'-':>16}"
+            for p in PHASES
+        )
+        print(
+            f"{r['id']:<40} {r['calc_peak'] / 2**20:10.1f} / {r['oracle_peak'] / 2**20:9.1f} "
+            f"{_pct(r['peak_error'])}   {phases}"
+        )
     for sid, why in unsupported:
         print(f"{sid:<40} unsupported: {why}")
     s = summarise(rows, versions)
     print()
-    print(f"setups {s['setups']}: allocated peak within 2 %: {s['within_2pct']} "
-          f"({100 * s['within_2pct'] / max(1, s['setups']):.1f} %), within 5 %: {s['within_5pct']}; "
-          f"median |error| {100 * (s['median_abs_error'] or 0):.2f} %; worst {s['worst_id']} "
-          f"{_pct(s['worst_error'] or 0)}")
+    print(
+        f"setups {s['setups']}: allocated peak within 2 %: {s['within_2pct']} "
+        f"({100 * s['within_2pct'] / max(1, s['setups']):.1f} %), within 5 %: {s['within_5pct']}; "
+        f"median |error| {100 * (s['median_abs_error'] or 0):.2f} %; worst {s['worst_id']} "
+        f"{_pct(s['worst_error'] or 0)}"
+    )
     for method, g in s["groups"].items():
-        print(f"  {method:<6} setups {g['setups']}: within 2 %: {g['within_2pct']}, within 5 %: "
-              f"{g['within_5pct']}; worst {g['worst_id']} {_pct(g['worst_error'] or 0)}")
+        print(
+            f"  {method:<6} setups {g['setups']}: within 2 %: {g['within_2pct']}, within 5 %: "
+            f"{g['within_5pct']}; worst {g['worst_id']} {_pct(g['worst_error'] or 0)}"
+        )
     for family, g in s["per_family"].items():
-        print(f"  {family:<16} setups {g['setups']:>3}: within 2 %: {g['within_2pct']:>3}, within 5 %: "
-              f"{g['within_5pct']:>3}; worst {g['worst_id']} {_pct(g['worst_error'])}")
-    print(f"phases within 5 %: {s['phases_within_5pct']} of {s['phases']}; "
-          f"{time.perf_counter() - started:.0f} s; {versions}")
+        print(
+            f"  {family:<16} setups {g['setups']:>3}: within 2 %: {g['within_2pct']:>3}, within 5 %: "
+            f"{g['within_5pct']:>3}; worst {g['worst_id']} {_pct(g['worst_error'])}"
+        )
+    print(
+        f"phases within 5 %: {s['phases_within_5pct']} of {s['phases']}; "
+        f"{time.perf_counter() - started:.0f} s; {versions}"
+    )
     if not args.only and not args.no_write:
         SUMMARY_PATH.write_text(json.dumps(s, indent=1) + "\n")
         print(f"summary written to {SUMMARY_PATH.relative_to(ROOT)}")

@@ -86,14 +86,20 @@ def main() -> None:
         print(f"{label}: today (slack) {_stats(today)}; simulated {_stats(sim)}")
         if args.rows:
             for r, s in data:
-                print(f"  {r.row_id:>4} {r.source_key[:38]:38s} measured {r.measured_bytes / 2**30:7.2f} "
-                      f"today {r.error:+6.1%} simulated {(s - r.measured_bytes) / r.measured_bytes:+6.1%}")
-    for body in ({"model": "llama-3.1-8b", "method": "lora"},
-                 {"model": "llama-3.1-8b", "method": "qlora", "micro_batch_size": 4},
-                 {"model": "llama-3.2-1b", "method": "full"}):
+                print(
+                    f"  {r.row_id:>4} {r.source_key[:38]:38s} measured {r.measured_bytes / 2**30:7.2f} "
+                    f"today {r.error:+6.1%} simulated {(s - r.measured_bytes) / r.measured_bytes:+6.1%}"
+                )
+    for body in (
+        {"model": "llama-3.1-8b", "method": "lora"},
+        {"model": "llama-3.1-8b", "method": "qlora", "micro_batch_size": 4},
+        {"model": "llama-3.2-1b", "method": "full"},
+    ):
         est_ms, seq_ms, min_ms, sim_ms = timing(body)
-        print(f"timing {body}: estimate {est_ms:.2f} ms; sequence + replay {seq_ms:.1f} ms, "
-              f"min_device_bytes {min_ms:.1f} ms, simulate {sim_ms:.1f} ms (medians)")
+        print(
+            f"timing {body}: estimate {est_ms:.2f} ms; sequence + replay {seq_ms:.1f} ms, "
+            f"min_device_bytes {min_ms:.1f} ms, simulate {sim_ms:.1f} ms (medians)"
+        )
 
 
 if __name__ == "__main__":

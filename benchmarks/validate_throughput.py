@@ -25,24 +25,33 @@ from accuracy.throughput import compare  # noqa: E402
 
 def _print_stats(name: str, s: dict) -> None:
     if s.get("rows"):
-        print(f"  {name:44} rows {s['rows']:>3}  median {s['median_abs_pct']:5.1f} %  "
-              f"p90 {s['p90_abs_pct']:5.1f} %  max {s['max_abs_pct']:5.1f} %  signed {s['mean_signed_pct']:+6.1f} %")
+        print(
+            f"  {name:44} rows {s['rows']:>3}  median {s['median_abs_pct']:5.1f} %  "
+            f"p90 {s['p90_abs_pct']:5.1f} %  max {s['max_abs_pct']:5.1f} %  signed {s['mean_signed_pct']:+6.1f} %"
+        )
 
 
 def main() -> int:
     result = compare()
-    print(f"{'row':>4} {'workload':9} {'model':16} {'method':6} {'gpu':15} {'n':>3} "
-          f"{'meas tok/s':>10} {'calc tok/s':>10} {'calc %':>7} {'in %':>7} {'LOSO %':>7}  note")
+    print(
+        f"{'row':>4} {'workload':9} {'model':16} {'method':6} {'gpu':15} {'n':>3} "
+        f"{'meas tok/s':>10} {'calc tok/s':>10} {'calc %':>7} {'in %':>7} {'LOSO %':>7}  note"
+    )
     for r in result["rows"]:
         m = r["method"] + ("+fp8" if r["fp8"] else "")
-        print(f"{r['row_id']:>4} {r['workload']:9} {r['model'][:16]:16} {m:6} {r['gpu']:15} "
-              f"{r['num_gpus']:>3} {r['measured_tokens_per_second_per_gpu']:>10.0f} "
-              f"{r['predicted_tokens_per_second_per_gpu']:>10.0f} {r['error_pct']:>+7.1f} "
-              f"{r['in_sample_error_pct']:>+7.1f} {r['loso_error_pct']:>+7.1f}  {r['note']}")
+        print(
+            f"{r['row_id']:>4} {r['workload']:9} {r['model'][:16]:16} {m:6} {r['gpu']:15} "
+            f"{r['num_gpus']:>3} {r['measured_tokens_per_second_per_gpu']:>10.0f} "
+            f"{r['predicted_tokens_per_second_per_gpu']:>10.0f} {r['error_pct']:>+7.1f} "
+            f"{r['in_sample_error_pct']:>+7.1f} {r['loso_error_pct']:>+7.1f}  {r['note']}"
+        )
     print("\nfitted on all covered rows (in-sample):", json.dumps(result["fit"]))
     print("shipped in calc/timing.py:            ", json.dumps(result["shipped"]))
-    for kind, title in (("in_sample", "IN-SAMPLE fit"), ("loso", "LEAVE-ONE-SOURCE-OUT fit"),
-                        (None, "calc's shipped constants")):
+    for kind, title in (
+        ("in_sample", "IN-SAMPLE fit"),
+        ("loso", "LEAVE-ONE-SOURCE-OUT fit"),
+        (None, "calc's shipped constants"),
+    ):
         print(f"\nabsolute % error of tokens/s per GPU, {title}:")
         for name, s in result["summary"].items():
             _print_stats(name, s[kind] if kind else s)
@@ -50,13 +59,20 @@ def main() -> int:
     for name, b in result["constant_basis"].items():
         flag = "SINGLE SOURCE" if b["single_source"] else f"{len(b['sources'])} sources"
         s = b["loso"]
-        tail = (f"LOSO median {s['median_abs_pct']:.1f} %, p90 {s['p90_abs_pct']:.1f} %, max {s['max_abs_pct']:.1f} %"
-                if s.get("rows") else "no rows")
-        print(f"  {name:32} {flag:14} {tail}  ({', '.join(x.replace('github.com/', '') for x in b['sources'])})")
+        tail = (
+            f"LOSO median {s['median_abs_pct']:.1f} %, p90 {s['p90_abs_pct']:.1f} %, max {s['max_abs_pct']:.1f} %"
+            if s.get("rows")
+            else "no rows"
+        )
+        print(
+            f"  {name:32} {flag:14} {tail}  ({', '.join(x.replace('github.com/', '') for x in b['sources'])})"
+        )
     print("\nQLoRA / LoRA speed, measured vs calc's counted dequantisation:")
     for q in result["qlora_ratio_check"]:
         calc_r = "n/a" if q["calc_ratio"] is None else f"{q['calc_ratio']:.2f}"
-        print(f"  rows {q['rows']}: {q['model']} on {q['gpu']}: measured {q['measured_ratio']:.2f}, calc {calc_r}")
+        print(
+            f"  rows {q['rows']}: {q['model']} on {q['gpu']}: measured {q['measured_ratio']:.2f}, calc {calc_r}"
+        )
     print(f"\nnot covered ({len(result['not_covered'])} rows):")
     for r in result["not_covered"]:
         print(f"  {r['row_id']:>4} {r['model'][:22]:22} {r['gpu'][:28]:28} {r['reason']}")

@@ -60,5 +60,4 @@ def run(command: str, request: object) -> dict[str, Any]:
         return error_response(command, request, err)
 
 
-__all__ = ["CalcError", "ConfigError", "InputError", "__version__", "estimate", "plan_setup",
-           "run"]
+__all__ = ["CalcError", "ConfigError", "InputError", "__version__", "estimate", "plan_setup", "run"]

@@ -131,10 +131,10 @@ def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:
 class BlockParts:
     """A block's linears sorted by what they read."""
 
-    attn_in: tuple[LinearLayer, ...]    # q, k, v or fused qkv: read the attention norm
-    attn_out: LinearLayer               # output projection: reads the attention output
-    mlp_in: tuple[LinearLayer, ...]     # gate/up/fc1 (and experts'): read the MLP norm
-    mlp_down: tuple[LinearLayer, ...]   # down/fc2 of each MLP unit
+    attn_in: tuple[LinearLayer, ...]  # q, k, v or fused qkv: read the attention norm
+    attn_out: LinearLayer  # output projection: reads the attention output
+    mlp_in: tuple[LinearLayer, ...]  # gate/up/fc1 (and experts'): read the MLP norm
+    mlp_down: tuple[LinearLayer, ...]  # down/fc2 of each MLP unit
     routers: tuple[LinearLayer, ...]
 
 
@@ -146,8 +146,13 @@ def block_parts(arch: ModelArch) -> BlockParts:
     attn = [l for l in arch.linears if l.role == "attn"]
     mlp = [l for l in arch.linears if l.role == "mlp"]
     routers = tuple(l for l in arch.linears if l.role == "router")
-    return BlockParts(tuple(attn[:-1]), attn[-1], tuple(l for l in mlp if not l.mlp_output),
-                      tuple(l for l in mlp if l.mlp_output), routers)
+    return BlockParts(
+        tuple(attn[:-1]),
+        attn[-1],
+        tuple(l for l in mlp if not l.mlp_output),
+        tuple(l for l in mlp if l.mlp_output),
+        routers,
+    )
 
 
 def _group_input_bytes(consumers: tuple[LinearLayer, ...], width: int, cfg: ActConfig) -> int:
@@ -195,7 +200,9 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     ``heads * ((s + 1) * act + 8)`` instead of the probabilities above."""
     q_dim = arch.num_heads * arch.head_dim
     kv_dim = arch.num_kv_heads * arch.head_dim
-    grouped = cfg.attention is Attention.FLASH or (cfg.grouped_kv and cfg.attention is Attention.SDPA)
+    grouped = cfg.attention is Attention.FLASH or (
+        cfg.grouped_kv and cfg.attention is Attention.SDPA
+    )
     expands = not grouped and arch.num_kv_heads < arch.num_heads
     kv_eff = q_dim if expands else kv_dim
     a = cfg.act_bytes
@@ -246,7 +253,9 @@ def fused_qkv_kept_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     (grouped heads expanded: eager, or SDPA without ``enable_gqa``)."""
     width = cfg.act_bytes * (arch.num_heads + arch.num_kv_heads) * arch.head_dim
     if arch.extra.get("fused_qkv_view"):
-        grouped = cfg.attention is Attention.FLASH or (cfg.grouped_kv and cfg.attention is Attention.SDPA)
+        grouped = cfg.attention is Attention.FLASH or (
+            cfg.grouped_kv and cfg.attention is Attention.SDPA
+        )
         return width if arch.num_kv_heads == arch.num_heads or grouped else 0
     if not cfg.keeps_fused_qkv or arch.num_kv_heads != arch.num_heads:
         return 0
@@ -261,7 +270,9 @@ def _per_block(arch: ModelArch, lin: LinearLayer, nbytes: int) -> int:
     return nbytes if held == blocks else nbytes * held // blocks
 
 
-def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: tuple[LinearLayer, ...]) -> int:
+def mlp_unit_bytes(
+    arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: tuple[LinearLayer, ...]
+) -> int:
     """Saved tensors per token of one MLP unit (dense MLP, an expert, a shared expert),
     times the copies a token passes through (``down.active``).
 
@@ -281,7 +292,12 @@ def mlp_unit_bytes(arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: t
     left at the compute dtype (not traced by the oracle)."""
     m, a = down.d_in, cfg.act_bytes
     siblings = [l for l in mlp_in if l.count == down.count]
-    fp32 = cfg.quant_outputs_fp32 and down.count == 1 and bool(siblings) and all(l.quantizable for l in siblings)
+    fp32 = (
+        cfg.quant_outputs_fp32
+        and down.count == 1
+        and bool(siblings)
+        and all(l.quantizable for l in siblings)
+    )
     per = (FP32_BYTES if fp32 else a) * (_glu_saved_widths(arch) * m if arch.mlp_gated else m)
     if _saves_input(down, cfg):
         per += a * m
@@ -315,8 +331,10 @@ def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     adapter's dtype (``lora_B`` saves ``lora_A``'s output)."""
     if not cfg.adapted:
         return 0
-    return sum(_per_block(arch, l, cfg.lora_bytes * cfg.rank * l.active)
-               for l in _token_adapters(arch, cfg))
+    return sum(
+        _per_block(arch, l, cfg.lora_bytes * cfg.rank * l.active)
+        for l in _token_adapters(arch, cfg)
+    )
 
 
 def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -326,8 +344,10 @@ def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     linear; peft casts the input to the adapter's dtype first)."""
     if not (cfg.lora_dropout and cfg.adapted):
         return 0
-    return sum(_per_block(arch, l, (cfg.lora_bytes + 1) * l.d_in * l.active)
-               for l in _token_adapters(arch, cfg))
+    return sum(
+        _per_block(arch, l, (cfg.lora_bytes + 1) * l.d_in * l.active)
+        for l in _token_adapters(arch, cfg)
+    )
 
 
 def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -339,8 +359,9 @@ def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     then saved by nothing (the base weight is frozen)."""
     if not (cfg.adapter_copies and cfg.adapted) or cfg.lora_dropout:
         return 0
-    return sum(_per_block(arch, l, cfg.lora_bytes * l.d_in * l.active)
-               for l in _token_adapters(arch, cfg))
+    return sum(
+        _per_block(arch, l, cfg.lora_bytes * l.d_in * l.active) for l in _token_adapters(arch, cfg)
+    )
 
 
 def router_bytes(arch: ModelArch, parts: BlockParts) -> int:
@@ -354,8 +375,9 @@ def norm_output_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int
     h = arch.hidden_size
     if arch.parallel_block and arch.norms_per_layer == 1:
         return _group_input_bytes(parts.attn_in + parts.mlp_in + parts.routers, h, cfg)
-    return (_group_input_bytes(parts.attn_in, h, cfg)
-            + _group_input_bytes(parts.mlp_in + parts.routers, h, cfg))
+    return _group_input_bytes(parts.attn_in, h, cfg) + _group_input_bytes(
+        parts.mlp_in + parts.routers, h, cfg
+    )
 
 
 def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
@@ -390,8 +412,11 @@ def compile_removable_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     removable = 0
     if arch.norm_kind == "rms":
         kept = cfg.resid_bytes * h + FP32_BYTES
-        removable += max(0, arch.norms_per_layer * (norm_bytes(arch, cfg) - kept)
-                         + norm_output_bytes(arch, cfg, parts))
+        removable += max(
+            0,
+            arch.norms_per_layer * (norm_bytes(arch, cfg) - kept)
+            + norm_output_bytes(arch, cfg, parts),
+        )
     for down in parts.mlp_down:
         per = a * down.d_in if arch.mlp_gated else 0
         if _saves_input(down, cfg):
@@ -421,8 +446,12 @@ def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     input when its weight trains, RoPE's cos/sin (:func:`rope_bytes_per_token`) and the
     batch (:data:`BATCH_BYTES_PER_TOKEN`)."""
     saves_input = cfg.full or cfg.head_keeps_input
-    return (norm_bytes(arch, cfg) + (cfg.act_bytes * arch.hidden_size if saves_input else 0)
-            + rope_bytes_per_token(arch, cfg) + BATCH_BYTES_PER_TOKEN)
+    return (
+        norm_bytes(arch, cfg)
+        + (cfg.act_bytes * arch.hidden_size if saves_input else 0)
+        + rope_bytes_per_token(arch, cfg)
+        + BATCH_BYTES_PER_TOKEN
+    )
 
 
 def quant_inputs_bytes_per_token(arch: ModelArch, act_bytes: int) -> int:
@@ -472,9 +501,13 @@ def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     before_mlp = {2: 2, 4: 3}.get(arch.norms_per_layer)
     if attn_trains or arch.parallel_block or before_mlp is None:
         return norm_bytes(arch, cfg)
-    return (before_mlp * norm_bytes(arch, cfg) + _group_input_bytes(parts.attn_in, arch.hidden_size, cfg)
-            + attention_core_bytes(arch, cfg, parts.attn_out) + fused_qkv_kept_bytes(arch, cfg)
-            + qk_norm_bytes(arch, cfg))
+    return (
+        before_mlp * norm_bytes(arch, cfg)
+        + _group_input_bytes(parts.attn_in, arch.hidden_size, cfg)
+        + attention_core_bytes(arch, cfg, parts.attn_out)
+        + fused_qkv_kept_bytes(arch, cfg)
+        + qk_norm_bytes(arch, cfg)
+    )
 
 
 def checkpoint_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
@@ -497,9 +530,15 @@ TORCHTUNE_OUTPUT_CHUNKS = 8
 1814feb17; the recipes pass it to ``model.set_num_output_chunks``)."""
 
 
-def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
-                           outputs_kept: bool = False, upcast_in_model: bool = False,
-                           chunks_keep_fp32: bool = False, loss_on_logits_dtype: bool = False) -> int:
+def logits_bytes_per_token(
+    arch: ModelArch,
+    act_bytes: int,
+    chunked: bool,
+    outputs_kept: bool = False,
+    upcast_in_model: bool = False,
+    chunks_keep_fp32: bool = False,
+    loss_on_logits_dtype: bool = False,
+) -> int:
     """Logits and loss per token, at the loss's peak (the start of its backward).
 
     Unchunked (transformers 5.17 ``ForCausalLMLoss``: ``logits.float()`` then
@@ -534,12 +573,18 @@ def logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
         return v * act_bytes + fp32
     capped = act_bytes if arch.extra.get("final_logit_softcapping") else 0
     loss = act_bytes if loss_on_logits_dtype and not upcast_in_model else FP32_BYTES
-    return v * (3 * loss + capped) + kept_logits_bytes_per_token(arch, act_bytes, chunked,
-                                                                       outputs_kept, upcast_in_model)
+    return v * (3 * loss + capped) + kept_logits_bytes_per_token(
+        arch, act_bytes, chunked, outputs_kept, upcast_in_model
+    )
 
 
-def kept_logits_bytes_per_token(arch: ModelArch, act_bytes: int, chunked: bool,
-                                outputs_kept: bool, upcast_in_model: bool = False) -> int:
+def kept_logits_bytes_per_token(
+    arch: ModelArch,
+    act_bytes: int,
+    chunked: bool,
+    outputs_kept: bool,
+    upcast_in_model: bool = False,
+) -> int:
     """Logits the training loop holds through the whole backward (``loss_outputs_kept``):
     ``act * V`` per token; none with a chunked loss, which returns no full logits.
 

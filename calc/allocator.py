@@ -30,22 +30,22 @@ from typing import Any, Iterable, Sequence
 MIN_BLOCK_BYTES = 512
 """``kMinBlockSize``: every request is rounded up to a multiple of 512 bytes (``round_size``)."""
 
-SMALL_SIZE_BYTES = 1024 ** 2
+SMALL_SIZE_BYTES = 1024**2
 """``kSmallSize``: requests of at most 1 MiB go to the small pool (``get_pool``)."""
 
-SMALL_BUFFER_BYTES = 2 * 1024 ** 2
+SMALL_BUFFER_BYTES = 2 * 1024**2
 """``kSmallBuffer``: small requests are packed into 2 MiB segments (``get_allocation_size``);
 also the page of a small-pool expandable segment (``find_expandable_block``)."""
 
-MIN_LARGE_ALLOC_BYTES = 10 * 1024 ** 2
+MIN_LARGE_ALLOC_BYTES = 10 * 1024**2
 """``kMinLargeAlloc``: requests under 10 MiB get a 20 MiB segment (``get_allocation_size``)."""
 
-LARGE_BUFFER_BYTES = 20 * 1024 ** 2
+LARGE_BUFFER_BYTES = 20 * 1024**2
 """``kLargeBuffer``: the 20 MiB segment of 1-10 MiB requests; also the page of a large-pool
 expandable segment and the slack an oversize block may exceed a request by
 (``get_free_block``)."""
 
-ROUND_LARGE_BYTES = 2 * 1024 ** 2
+ROUND_LARGE_BYTES = 2 * 1024**2
 """``kRoundLarge``: larger requests get a segment rounded up to 2 MiB (``get_allocation_size``)."""
 
 UNLIMITED = None
@@ -169,8 +169,9 @@ class CachingAllocator:
     Statistics follow ``DeviceStats``: ``allocated`` counts block sizes (rounded, and the
     whole block when the remainder is not split off), ``reserved`` the segments held."""
 
-    def __init__(self, capacity_bytes: int | None = UNLIMITED,
-                 config: AllocatorConfig = DEFAULT_CONFIG) -> None:
+    def __init__(
+        self, capacity_bytes: int | None = UNLIMITED, config: AllocatorConfig = DEFAULT_CONFIG
+    ) -> None:
         self.capacity = capacity_bytes
         self.config = config
         self.pools = (_Pool(small=False), _Pool(small=True))
@@ -181,7 +182,9 @@ class CachingAllocator:
         self.num_alloc_retries = 0
         self.num_device_alloc = 0
         self.num_device_free = 0
-        self.segment_need = 0  # largest reserved-but-unreleasable + new segment, over device allocations
+        self.segment_need = (
+            0  # largest reserved-but-unreleasable + new segment, over device allocations
+        )
         self._next_addr = 0
         # expandable segments: the unmapped tail block of each pool's segment (address space
         # of 1 1/8 of the device: ``find_expandable_block``; here unbounded)
@@ -218,8 +221,11 @@ class CachingAllocator:
             if block is None:
                 raise OutOfMemory(size)
         remaining = block.size - size
-        if (remaining >= MIN_BLOCK_BYTES if small or block.expandable
-                else size < self._mss and remaining > SMALL_SIZE_BYTES):
+        if (
+            remaining >= MIN_BLOCK_BYTES
+            if small or block.expandable
+            else size < self._mss and remaining > SMALL_SIZE_BYTES
+        ):
             self._split(pool, block, size)
         block.allocated = True
         self.allocated += block.size
@@ -251,8 +257,10 @@ class CachingAllocator:
             return None
         block = pool.blocks[keys[i][1]]
         if block.expandable and self.config.expandable_segments:
+
             def grow(b: _Block) -> int:
                 return b.size + (b.next.size if b.next is not None and not b.next.mapped else 0)
+
             j = i + 1
             while block.expandable and j < len(keys):
                 nxt = pool.blocks[keys[j][1]]
@@ -447,8 +455,11 @@ class Replay:
     segment_need_bytes: int = 0  # see CachingAllocator.segment_need
 
 
-def replay(events: Iterable[Event], capacity_bytes: int | None = UNLIMITED,
-           config: AllocatorConfig = DEFAULT_CONFIG) -> Replay:
+def replay(
+    events: Iterable[Event],
+    capacity_bytes: int | None = UNLIMITED,
+    config: AllocatorConfig = DEFAULT_CONFIG,
+) -> Replay:
     """Run ``events`` through a fresh allocator of ``capacity_bytes`` usable device memory."""
     a = CachingAllocator(capacity_bytes, config)
     live: dict[object, _Block] = {}
@@ -461,8 +472,9 @@ def replay(events: Iterable[Event], capacity_bytes: int | None = UNLIMITED,
             try:
                 live[ev[1]] = malloc(ev[2])
             except OutOfMemory:
-                return Replay(a.peak_allocated, a.peak_reserved, False, a.num_alloc_retries, i,
-                              a.segment_need)
+                return Replay(
+                    a.peak_allocated, a.peak_reserved, False, a.num_alloc_retries, i, a.segment_need
+                )
         elif kind == "free":
             block = live.pop(ev[1], None)
             if block is not None:
@@ -472,8 +484,12 @@ def replay(events: Iterable[Event], capacity_bytes: int | None = UNLIMITED,
     return Replay(a.peak_allocated, a.peak_reserved, True, a.num_alloc_retries, -1, a.segment_need)
 
 
-def min_device_bytes(events: Sequence[Event], config: AllocatorConfig = DEFAULT_CONFIG,
-                     outside_allocator_bytes: int = 0, unlimited: Replay | None = None) -> int:
+def min_device_bytes(
+    events: Sequence[Event],
+    config: AllocatorConfig = DEFAULT_CONFIG,
+    outside_allocator_bytes: int = 0,
+    unlimited: Replay | None = None,
+) -> int:
     """The smallest device memory on which ``events`` run without out-of-memory:
     ``outside_allocator_bytes`` (CUDA context, driver reserve, communication buffers: the
     caller counts and cites them) plus the smallest allocator capacity that fits.

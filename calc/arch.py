@@ -22,19 +22,29 @@ from .jsontypes import JsonObject
 # unit's intermediate and writes back to the residual width. Read from the name, never from
 # the widths: gpt-oss has intermediate_size == hidden_size (2880), so both of its expert
 # matrices read 2880 values.
-MLP_INPUT_NAMES = frozenset({
-    "gate_proj", "up_proj",      # LlamaMLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x))
-    "gate_up_proj",              # Phi3MLP.forward: up_states = self.gate_up_proj(hidden_states)
-    "w1", "w3",                  # MixtralBlockSparseTop2MLP.forward: act_fn(w1(x)) * w3(x)
-    "fc1",                       # PhiMLP.forward: fc2(activation_fn(fc1(hidden_states)))
-    "c_fc",                      # GPT2MLP.forward: c_proj(act(c_fc(hidden_states)))
-    "dense_h_to_4h",             # GPTNeoXMLP / FalconMLP / BloomMLP
-    "experts.gate_up_proj",      # GptOssExperts / Llama4TextExperts: x @ gate_up_proj
-})
-MLP_OUTPUT_NAMES = frozenset({
-    "down_proj", "w2", "fc2", "c_proj", "dense_4h_to_h",
-    "experts.down_proj",         # GptOssExperts / Llama4TextExperts: (...) @ down_proj
-})
+MLP_INPUT_NAMES = frozenset(
+    {
+        "gate_proj",
+        "up_proj",  # LlamaMLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x))
+        "gate_up_proj",  # Phi3MLP.forward: up_states = self.gate_up_proj(hidden_states)
+        "w1",
+        "w3",  # MixtralBlockSparseTop2MLP.forward: act_fn(w1(x)) * w3(x)
+        "fc1",  # PhiMLP.forward: fc2(activation_fn(fc1(hidden_states)))
+        "c_fc",  # GPT2MLP.forward: c_proj(act(c_fc(hidden_states)))
+        "dense_h_to_4h",  # GPTNeoXMLP / FalconMLP / BloomMLP
+        "experts.gate_up_proj",  # GptOssExperts / Llama4TextExperts: x @ gate_up_proj
+    }
+)
+MLP_OUTPUT_NAMES = frozenset(
+    {
+        "down_proj",
+        "w2",
+        "fc2",
+        "c_proj",
+        "dense_4h_to_h",
+        "experts.down_proj",  # GptOssExperts / Llama4TextExperts: (...) @ down_proj
+    }
+)
 ROUTER_NAMES = frozenset({"gate", "router"})
 """MoE routers (hidden -> experts): Mixtral / Qwen-MoE ``gate``, gpt-oss / Llama 4 ``router``;
 Qwen2-MoE's ``shared_expert_gate`` (hidden -> 1) is a router-role module but no router."""
@@ -142,8 +152,15 @@ class ModelArch:
     block_counts: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
-        for key in ("vocab_size", "hidden_size", "num_layers", "num_heads",
-                    "num_kv_heads", "head_dim", "intermediate_size"):
+        for key in (
+            "vocab_size",
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "intermediate_size",
+        ):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError("config_invalid_value", key, value)
@@ -153,8 +170,14 @@ class ModelArch:
             raise ConfigError("config_invalid_value", "linears", self.linears)
         if self.norm_kind not in ("rms", "layer", "none"):
             raise ConfigError("config_invalid_value", "norm_kind", self.norm_kind)
-        for key in ("norms_per_layer", "learned_positions", "num_experts", "experts_per_token",
-                    "shared_expert_intermediate_size", "block_extra_params"):
+        for key in (
+            "norms_per_layer",
+            "learned_positions",
+            "num_experts",
+            "experts_per_token",
+            "shared_expert_intermediate_size",
+            "block_extra_params",
+        ):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError("config_invalid_value", key, value)
@@ -197,15 +220,17 @@ class ModelArch:
     def block_params(self) -> int:
         """One decoder block: its linears (all copies), its norms and any small extras (the
         largest block of a mixed stack)."""
-        return (sum(l.params for l in self.block_linears) + self.norms_per_layer * self.norm_params
-                + self.block_extra_params)
+        return (
+            sum(l.params for l in self.block_linears)
+            + self.norms_per_layer * self.norm_params
+            + self.block_extra_params
+        )
 
     @cached_property
     def stack_params(self) -> int:
         """Every decoder block together (``num_layers * block_params`` for a uniform stack)."""
         per_block = self.norms_per_layer * self.norm_params + self.block_extra_params
-        return (sum(self.blocks_of(l) * l.params for l in self.linears)
-                + self.num_layers * per_block)
+        return sum(self.blocks_of(l) * l.params for l in self.linears) + self.num_layers * per_block
 
     @cached_property
     def embedding_params(self) -> int:
@@ -221,14 +246,17 @@ class ModelArch:
     @cached_property
     def params_total(self) -> int:
         """Every parameter held in memory (all MoE experts included)."""
-        return (self.embedding_params + self.stack_params
-                + self.norm_params + self.lm_head_params)
+        return self.embedding_params + self.stack_params + self.norm_params + self.lm_head_params
 
     @cached_property
     def params_active(self) -> int:
         """Parameters a token passes through (MoE: top-k experts only)."""
-        inactive = sum(self.blocks_of(l) * (l.count - l.active)
-                       * (l.weight_params + (l.d_out if l.bias else 0)) for l in self.linears)
+        inactive = sum(
+            self.blocks_of(l)
+            * (l.count - l.active)
+            * (l.weight_params + (l.d_out if l.bias else 0))
+            for l in self.linears
+        )
         return self.params_total - inactive
 
     def linear_names(self) -> tuple[str, ...]:
@@ -239,4 +267,3 @@ class ModelArch:
         adapts every module with that name, as peft does, so the name appears once.
         """
         return tuple(dict.fromkeys(l.name for l in self.linears))
-

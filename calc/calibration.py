@@ -50,7 +50,9 @@ def range_bytes(value: int, method: str, metric: str) -> list[int]:
     return [min(low, high), max(low, high)]
 
 
-def verdict(device_low: int, device_high: int, memory_bytes: int, safety_margin: float = 0.0) -> str:
+def verdict(
+    device_low: int, device_high: int, memory_bytes: int, safety_margin: float = 0.0
+) -> str:
     """``fits`` | ``borderline`` | ``does_not_fit`` of a device range against a card."""
     factor = 1.0 + safety_margin
     if math.ceil(device_high * factor) <= memory_bytes:

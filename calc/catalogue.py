@@ -102,7 +102,9 @@ class Catalogue:
         try:
             return pick(self._options[field][code], form)
         except KeyError:
-            raise KeyError(f"no {self.lang!r} name for {field}={code!r} in calc/data/messages") from None
+            raise KeyError(
+                f"no {self.lang!r} name for {field}={code!r} in calc/data/messages"
+            ) from None
 
     def get_option(self, field: str, code: str, form: str = "short") -> str | None:
         entry = self._options.get(field, {}).get(code)
@@ -116,7 +118,9 @@ class Catalogue:
         try:
             entry = self._constants[key]
         except KeyError:
-            raise KeyError(f"no {self.lang!r} description of {key!r} in calc/data/messages") from None
+            raise KeyError(
+                f"no {self.lang!r} description of {key!r} in calc/data/messages"
+            ) from None
         source = entry["source"]
         if source.startswith("source.") and source in self._messages:
             source = self.message(source)
@@ -129,8 +133,11 @@ class Catalogue:
     def namespace(self, prefix: str, form: str = "short") -> dict[str, str]:
         """Every message ``prefix.name`` as ``{name: text}``."""
         start = prefix + "."
-        return {key[len(start):]: pick(entry, form) for key, entry in self._messages.items()
-                if key.startswith(start)}
+        return {
+            key[len(start) :]: pick(entry, form)
+            for key, entry in self._messages.items()
+            if key.startswith(start)
+        }
 
 
 _CATALOGUES: dict[str, Catalogue] = {}

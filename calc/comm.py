@@ -28,8 +28,15 @@ PCIE_GB_PER_S_PER_DIRECTION = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
 encoding / 8 bits (PCI-SIG PCI Express Base Specification 3.0, 4.0, 5.0); 6.0 runs 64 GT/s
 with PAM4 and FLIT encoding (242/256): 64 x 16 x 242/256 / 8 = 121 GB/s."""
 
-NETWORK_GB_PER_S_PER_GPU = {"ampere": 25.0, "hopper": 50.0, "blackwell": 50.0, "cdna3": 50.0,
-                            "cdna4": 50.0, "ada": 12.5, "turing": 12.5}
+NETWORK_GB_PER_S_PER_GPU = {
+    "ampere": 25.0,
+    "hopper": 50.0,
+    "blackwell": 50.0,
+    "cdna3": 50.0,
+    "cdna4": 50.0,
+    "ada": 12.5,
+    "turing": 12.5,
+}
 """Cluster network adapter per GPU when a job spans servers: DGX A100 has one 200 Gb/s HDR
 InfiniBand adapter per GPU (25 GB/s; NVIDIA DGX A100 datasheet), DGX H100 and DGX B200 one
 400 Gb/s NDR adapter per GPU (50 GB/s; DGX H100 / B200 datasheets); MI300X platforms are sold
@@ -80,15 +87,18 @@ def collective_link(gpu: Gpu, num_gpus: int) -> Link:
     - PCIe otherwise within one server (the slot's rate, one direction).
     - Beyond one server (``GPUS_PER_NODE``): the cluster network, when it is slower.
     """
-    intra_nvlink = gpu.nvlink_gb_per_s > 0 and (num_gpus <= gpu.nvlink_max_gpus
-                                                or (gpu.nvlink_max_gpus >= GPUS_PER_NODE
-                                                    and num_gpus > GPUS_PER_NODE))
+    intra_nvlink = gpu.nvlink_gb_per_s > 0 and (
+        num_gpus <= gpu.nvlink_max_gpus
+        or (gpu.nvlink_max_gpus >= GPUS_PER_NODE and num_gpus > GPUS_PER_NODE)
+    )
     if intra_nvlink:
         kind, rate = "nvlink", gpu.nvlink_gb_per_s / 2.0
     else:
         kind, rate = "pcie", PCIE_GB_PER_S_PER_DIRECTION[gpu.pcie_gen]
     if num_gpus > GPUS_PER_NODE:
-        net = GPUS_PER_NODE * NETWORK_GB_PER_S_PER_GPU.get(gpu.architecture, NETWORK_GB_PER_S_PER_GPU["ada"])
+        net = GPUS_PER_NODE * NETWORK_GB_PER_S_PER_GPU.get(
+            gpu.architecture, NETWORK_GB_PER_S_PER_GPU["ada"]
+        )
         if net < rate:
             kind, rate = "network", net
     return Link(kind, rate * 1e9 * LINK_EFFICIENCY)
@@ -106,6 +116,16 @@ def all_gather_bytes(size: float, n: int) -> float:
 
 reduce_scatter_bytes = all_gather_bytes
 
-__all__ = ["GPUS_PER_NODE", "HOST_LINK_EFFICIENCY", "LINK_EFFICIENCY", "Link",
-           "NETWORK_GB_PER_S_PER_GPU", "PCIE_GB_PER_S_PER_DIRECTION", "all_gather_bytes",
-           "all_reduce_bytes", "collective_link", "host_link_bytes_per_s", "reduce_scatter_bytes"]
+__all__ = [
+    "GPUS_PER_NODE",
+    "HOST_LINK_EFFICIENCY",
+    "LINK_EFFICIENCY",
+    "Link",
+    "NETWORK_GB_PER_S_PER_GPU",
+    "PCIE_GB_PER_S_PER_DIRECTION",
+    "all_gather_bytes",
+    "all_reduce_bytes",
+    "collective_link",
+    "host_link_bytes_per_s",
+    "reduce_scatter_bytes",
+]

@@ -64,12 +64,19 @@ class Schedule:
 
     @property
     def total_hours(self) -> float:
-        return self.compute_hours + self.startup_hours + self.checkpoint_hours + self.lost_work_hours
+        return (
+            self.compute_hours + self.startup_hours + self.checkpoint_hours + self.lost_work_hours
+        )
 
     def to_dict(self) -> JsonObject:
-        return {"compute_hours": self.compute_hours, "startup_hours": self.startup_hours,
-                "checkpoint_hours": self.checkpoint_hours, "lost_work_hours": self.lost_work_hours,
-                "expected_interruptions": self.interruptions, "total_hours": self.total_hours}
+        return {
+            "compute_hours": self.compute_hours,
+            "startup_hours": self.startup_hours,
+            "checkpoint_hours": self.checkpoint_hours,
+            "lost_work_hours": self.lost_work_hours,
+            "expected_interruptions": self.interruptions,
+            "total_hours": self.total_hours,
+        }
 
 
 def schedule(compute_hours: float, c: CostInputs) -> Schedule:
@@ -90,13 +97,17 @@ def schedule(compute_hours: float, c: CostInputs) -> Schedule:
     return Schedule(compute_hours, startup, ckpt, lost, interruptions)
 
 
-def default_storage_gb(params_total: int, params_trainable: int, dataset_tokens: float,
-                       checkpoints_kept: int = 2) -> JsonObject:
+def default_storage_gb(
+    params_total: int, params_trainable: int, dataset_tokens: float, checkpoints_kept: int = 2
+) -> JsonObject:
     """Persistent disk when the request gives no ``storage_gb``: base model download,
     ``checkpoints_kept`` resumable checkpoints, the tokenised dataset and the environment."""
     parts = {
         "base_model": params_total * BASE_MODEL_BYTES_PER_PARAM / BYTES_PER_GB,
-        "checkpoints": checkpoints_kept * params_trainable * CHECKPOINT_BYTES_PER_TRAINABLE_PARAM / BYTES_PER_GB,
+        "checkpoints": checkpoints_kept
+        * params_trainable
+        * CHECKPOINT_BYTES_PER_TRAINABLE_PARAM
+        / BYTES_PER_GB,
         "dataset": dataset_tokens * DATASET_BYTES_PER_TOKEN / BYTES_PER_GB,
         "environment": ENVIRONMENT_GB,
     }
@@ -132,7 +143,11 @@ class CostEstimate:
 
     @property
     def storage_usd(self) -> float:
-        return self.inputs.storage_gb * self.inputs.storage_price_per_gb_month * self.inputs.months_kept
+        return (
+            self.inputs.storage_gb
+            * self.inputs.storage_price_per_gb_month
+            * self.inputs.months_kept
+        )
 
     @property
     def total_usd(self) -> float:
@@ -141,8 +156,10 @@ class CostEstimate:
     @property
     def per_month_usd(self) -> float:
         """Keeping the GPUs rented around the clock for a month, plus a month of storage."""
-        return (self.per_hour_usd * HOURS_PER_MONTH
-                + self.inputs.storage_gb * self.inputs.storage_price_per_gb_month)
+        return (
+            self.per_hour_usd * HOURS_PER_MONTH
+            + self.inputs.storage_gb * self.inputs.storage_price_per_gb_month
+        )
 
     def to_dict(self) -> JsonObject:
         s = self.schedule
@@ -170,5 +187,12 @@ def estimate_cost(compute_hours: float, inputs: CostInputs) -> CostEstimate:
     return CostEstimate(schedule(compute_hours, inputs), inputs)
 
 
-__all__ = ["CostEstimate", "CostInputs", "HOURS_PER_MONTH", "Schedule", "default_storage_gb",
-           "estimate_cost", "schedule"]
+__all__ = [
+    "CostEstimate",
+    "CostInputs",
+    "HOURS_PER_MONTH",
+    "Schedule",
+    "default_storage_gb",
+    "estimate_cost",
+    "schedule",
+]

@@ -24,8 +24,15 @@ class CalcError(Exception):
     # (command, request) of the CLI run that raised it, for its JSON report (calc.cli)
     request_context: tuple[str, object] | None = None
 
-    def __init__(self, code: str | None = None, field: str | None = None,
-                 value: object = None, detail: str = "", *, extra: JsonObject | None = None) -> None:
+    def __init__(
+        self,
+        code: str | None = None,
+        field: str | None = None,
+        value: object = None,
+        detail: str = "",
+        *,
+        extra: JsonObject | None = None,
+    ) -> None:
         self.code = code or type(self).code
         self.field = field
         self.value = value
@@ -41,8 +48,9 @@ class CalcError(Exception):
         if self.detail:
             out["detail"] = self.detail
         for key, val in self.extra.items():  # lists whole: "allowed" may be long
-            out.setdefault(key, [_jsonable(v) for v in val] if isinstance(val, list)
-                           else _jsonable(val))
+            out.setdefault(
+                key, [_jsonable(v) for v in val] if isinstance(val, list) else _jsonable(val)
+            )
         return out
 
 

@@ -29,13 +29,19 @@ def field_errors(command: str, data: object) -> list[CalcError]:
     if not isinstance(data, dict):
         return []
     fields = spec_by_key(command)
-    errors: list[CalcError] = [InputError("unknown_key", str(key), None)
-                               for key in data if key not in fields and key != BEHAVIOUR_OBJECT]
+    errors: list[CalcError] = [
+        InputError("unknown_key", str(key), None)
+        for key in data
+        if key not in fields and key != BEHAVIOUR_OBJECT
+    ]
     nested = data.get(BEHAVIOUR_OBJECT, {})
     if isinstance(nested, dict):
         known = {k: v for k, v in nested.items() if k in BY_KEY and BY_KEY[k].group == BEHAVIOUR}
-        errors += [InputError("unknown_key", f"{BEHAVIOUR_OBJECT}.{key}", None) for key in nested
-                   if key not in known]
+        errors += [
+            InputError("unknown_key", f"{BEHAVIOUR_OBJECT}.{key}", None)
+            for key in nested
+            if key not in known
+        ]
         data = {**{k: v for k, v in data.items() if k != BEHAVIOUR_OBJECT}, **known}
     else:
         errors.append(InputError("wrong_type", BEHAVIOUR_OBJECT, nested))

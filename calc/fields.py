@@ -144,6 +144,7 @@ E = TypeVar("E", bound=Enum)
 
 # --- checks ---------------------------------------------------------------------------------------
 
+
 def int_range(maximum: int | None) -> JsonObject:
     """What :func:`check_int` accepts, for the error's ``extra`` (the form says it)."""
     out: JsonObject = {"integer": True, "minimum": 1}
@@ -166,8 +167,12 @@ def check_int(field: str, value: object, maximum: int | None = None) -> int:
     return number
 
 
-def number_range(minimum: float, maximum: float | None, allow_equal_min: bool = True,
-                 maximum_exclusive: bool = False) -> JsonObject:
+def number_range(
+    minimum: float,
+    maximum: float | None,
+    allow_equal_min: bool = True,
+    maximum_exclusive: bool = False,
+) -> JsonObject:
     """What :func:`check_number` accepts, for the error's ``extra``."""
     out: JsonObject = {"minimum": minimum}
     if not allow_equal_min:
@@ -179,8 +184,13 @@ def number_range(minimum: float, maximum: float | None, allow_equal_min: bool = 
     return out
 
 
-def check_number(field: str, value: object, minimum: float = 0.0, maximum: float | None = None,
-                 allow_equal_min: bool = True) -> float:
+def check_number(
+    field: str,
+    value: object,
+    minimum: float = 0.0,
+    maximum: float | None = None,
+    allow_equal_min: bool = True,
+) -> float:
     """A finite real number in range (for prices, token counts, fractions)."""
     valid = number_range(minimum, maximum, allow_equal_min)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -244,6 +254,7 @@ def check_targets(value: object, arch: ModelArch) -> tuple[str, ...] | str:
 
 
 # --- the spec ---------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class FieldSpec:
@@ -315,6 +326,7 @@ class FieldSpec:
             raise InputError("missing_field", key, None)
         if kind == "gpu":
             from . import gpus
+
             try:
                 return gpus.get_gpu(value, key)
             except InputError as err:  # say which cards there are
@@ -339,8 +351,11 @@ class FieldSpec:
         assert kind == "number" and self.minimum is not None, key  # "model" is not checked here
         if self.optional and value is None:
             return None
-        return float(check_number(key, value, self.minimum, self.maximum,
-                                  allow_equal_min=not self.exclusive_minimum))
+        return float(
+            check_number(
+                key, value, self.minimum, self.maximum, allow_equal_min=not self.exclusive_minimum
+            )
+        )
 
 
 def _int(key: str, default: int, maximum: int, group: str, **more: object) -> FieldSpec:
@@ -352,14 +367,20 @@ def _bool(key: str, default: bool, group: str, **more: object) -> FieldSpec:
 
 
 def _enum(key: str, enum: type[Enum], default: str, group: str, **more: object) -> FieldSpec:
-    return FieldSpec(key, "enum", default, group, choices=tuple(m.value for m in enum), enum=enum,
-                     **more)  # type: ignore[arg-type]
+    choices = tuple(m.value for m in enum)
+    return FieldSpec(key, "enum", default, group, choices=choices, enum=enum, **more)  # type: ignore[arg-type]
 
 
-def _number(key: str, default: float | None, minimum: float, maximum: float, minimum_allowed: bool,
-            **more: object) -> FieldSpec:
-    return FieldSpec(key, "number", default, PLAN, minimum=minimum, maximum=maximum,
-                     exclusive_minimum=not minimum_allowed, **more)  # type: ignore[arg-type]
+def _number(
+    key: str,
+    default: float | None,
+    minimum: float,
+    maximum: float,
+    minimum_allowed: bool,
+    **more: object,
+) -> FieldSpec:
+    bounds = {"minimum": minimum, "maximum": maximum, "exclusive_minimum": not minimum_allowed}
+    return FieldSpec(key, "number", default, PLAN, **bounds, **more)  # type: ignore[arg-type]
 
 
 PEFT = ("lora", "qlora")  # methods with adapters
@@ -377,21 +398,38 @@ FIELDS: tuple[FieldSpec, ...] = (
     _bool("optimizer_in_backward", False, READER),
     _int("micro_batch_size", 1, MAX_MICRO_BATCH, READER),
     _int("seq_len", 2048, MAX_SEQ_LEN, READER),
-    FieldSpec("length_stats", "stats", None, READER, optional=True, minimum=1, maximum=MAX_SEQ_LEN,
-              parts=LENGTH_PARTS, doc=(
+    FieldSpec(
+        "length_stats",
+        "stats",
+        None,
+        READER,
+        optional=True,
+        minimum=1,
+        maximum=MAX_SEQ_LEN,
+        parts=LENGTH_PARTS,
+        doc=(
             "tokens per sample of the reader's data: ``mean``, ``p90`` (90 % of the samples are "
             "at most this long) and ``max`` (default ``seq_len``, which stays the cap), any of "
             "them. calc draws a seeded sequence of micro-batches from a log-normal distribution "
             "fitted to them (:mod:`calc.lengths`): the memory peak is the longest micro-batch's, "
             "and time counts the padded tokens as compute and the real ones as progress. "
-            "Default ``null``: every sample fills ``seq_len``.")),
-    _enum("batching", Batching, "pad-longest", READER, doc=(
+            "Default ``null``: every sample fills ``seq_len``."
+        ),
+    ),
+    _enum(
+        "batching",
+        Batching,
+        "pad-longest",
+        READER,
+        doc=(
             "how samples become micro-batches: ``pad-longest``, each padded to the longest of its "
             "micro-batch (the Hugging Face collators' default, ``padding=True``); ``pad-max``, "
-            "padded to ``seq_len`` (``padding=\"max_length\"``, axolotl ``pad_to_sequence_len``); "
+            'padded to ``seq_len`` (``padding="max_length"``, axolotl ``pad_to_sequence_len``); '
             "``packed``, rows of ``seq_len`` tokens of real data (TRL / LLaMA-Factory ``packing``, "
             "axolotl ``sample_packing``). Read only with ``length_stats``: without it every sample "
-            "fills ``seq_len`` and the three are the same.")),
+            "fills ``seq_len`` and the three are the same."
+        ),
+    ),
     _bool("gradient_checkpointing", True, READER),
     _enum("attention", Attention, "sdpa", READER),
     _bool("chunked_loss", False, READER),
@@ -399,63 +437,131 @@ FIELDS: tuple[FieldSpec, ...] = (
     _int("num_gpus", 1, MAX_GPUS, READER),
     _enum("sharding", Sharding, "none", READER),
     _enum("cpu_offload", CpuOffload, "none", READER),
-    FieldSpec("lora_dropout", "fraction", 0.0, READER, minimum=0.0, maximum=1.0, exclusive_maximum=True,
-              methods=PEFT, doc=(
+    FieldSpec(
+        "lora_dropout",
+        "fraction",
+        0.0,
+        READER,
+        minimum=0.0,
+        maximum=1.0,
+        exclusive_maximum=True,
+        methods=PEFT,
+        doc=(
             "dropout on the adapter's input, ``0 <= p < 1``; peft's default "
             "``LoraConfig.lora_dropout = 0.0``. Above 0 each adapter keeps its dropout output and "
-            "mask for backward (:mod:`calc.activations`).")),
-    _int("gradient_accumulation_steps", 1, MAX_ACCUMULATION, READER, doc=(
+            "mask for backward (:mod:`calc.activations`)."
+        ),
+    ),
+    _int(
+        "gradient_accumulation_steps",
+        1,
+        MAX_ACCUMULATION,
+        READER,
+        doc=(
             "micro-batches per optimizer step. Above 1 the gradients of the earlier micro-batches "
             "stay alive through the forward and backward of the next ones; with FSDP / ZeRO-2/3 "
             "on several GPUs, accumulation under ``no_sync`` keeps them unsharded "
-            "(:func:`calc.states.accumulates_unsharded_gradients`).")),
-    _bool("qlora_keeps_inputs", False, BEHAVIOUR, methods=QLORA, doc=(
+            "(:func:`calc.states.accumulates_unsharded_gradients`)."
+        ),
+    ),
+    _bool(
+        "qlora_keeps_inputs",
+        False,
+        BEHAVIOUR,
+        methods=QLORA,
+        doc=(
             "the 4-bit linears keep their input alive for backward, as bitsandbytes < 0.43.2 did "
             "(``MatMul4Bit.forward`` stored ``ctx.tensors = (A, B)``; removed by bitsandbytes PR "
             "#1270, July 2024). Default False: bitsandbytes >= 0.43.2 and torchao's NF4 keep only "
-            "the weight.")),
-    _bool("frozen_weight_grads", False, BEHAVIOUR, methods=PEFT, doc=(
+            "the weight."
+        ),
+    ),
+    _bool(
+        "frozen_weight_grads",
+        False,
+        BEHAVIOUR,
+        methods=PEFT,
+        doc=(
             "LoRA / QLoRA where gradient memory is allocated for the frozen weights of the "
             "decoder blocks too: PyTorch FSDP (v1) with ``use_orig_params=True`` and wrap units "
             "that mix frozen and trainable parameters, whose gradient memory the PyTorch FSDP "
             "docs (``FullyShardedDataParallel``, ``use_orig_params``) describe as that of an "
             "unfrozen model; torchtune's ``lora_fsdp_wrap_policy`` exists to avoid it. E.g. "
             "LitGPT's ``auto_wrap_policy={Block}``. Default False: FSDP2, or wrap policies that "
-            "give the adapters their own units (torchtune ``lora_fsdp_wrap_policy``).")),
-    _bool("sync_each_micro_batch", False, BEHAVIOUR, doc=(
+            "give the adapters their own units (torchtune ``lora_fsdp_wrap_policy``)."
+        ),
+    ),
+    _bool(
+        "sync_each_micro_batch",
+        False,
+        BEHAVIOUR,
+        doc=(
             "gradients are reduce-scattered after every micro-batch (accelerate "
             "``GradientAccumulationPlugin(sync_each_batch=True)``, DeepSpeed ZeRO, torchtune's "
-            "recipes); default False, accelerate's default, which uses ``no_sync``.")),
-    _bool("qlora_unchunked_quantization", False, BEHAVIOUR, methods=QLORA, doc=(
+            "recipes); default False, accelerate's default, which uses ``no_sync``."
+        ),
+    ),
+    _bool(
+        "qlora_unchunked_quantization",
+        False,
+        BEHAVIOUR,
+        methods=QLORA,
+        doc=(
             "the base weights are quantized to NF4 on the GPU in one pass per weight, as torchao "
             "before v0.2.0 did (``NF4Tensor.quantize_tensor_nearest`` on the whole flattened "
             "weight); the blocks that pass frees stay in PyTorch's cache and set a floor under "
             "the reserved memory of the whole run "
             "(:func:`calc.memory.quantization_reserved_bytes`). Default False: torchao >= 0.2.0 "
             "quantizes 1,048,576 elements at a time (torchao PR #196), and bitsandbytes quantizes "
-            "in a CUDA kernel without full-size temporaries.")),
-    _bool("attention_keeps_fused_qkv", False, BEHAVIOUR, doc=(
+            "in a CUDA kernel without full-size temporaries."
+        ),
+    ),
+    _bool(
+        "attention_keeps_fused_qkv",
+        False,
+        BEHAVIOUR,
+        doc=(
             "the attention keeps the whole output of a fused q/k/v projection alive until its "
             "backward, where every query head has its own k/v head. LitGPT "
             "(``CausalSelfAttention.forward``, 2023 through Sep 2024) reshapes the fused output "
             "into q, k, v; with one query per group the reshape of ``v`` is a view, and SDPA "
             "saves that view, which holds the whole fused tensor (:mod:`calc.activations`). "
             "Default False: separate q, k, v projections (Hugging Face, torchtune), or grouped "
-            "k/v heads, whose expand-and-reshape makes copies.")),
-    _bool("optimizer_fused", False, BEHAVIOUR, doc=(
+            "k/v heads, whose expand-and-reshape makes copies."
+        ),
+    ),
+    _bool(
+        "optimizer_fused",
+        False,
+        BEHAVIOUR,
+        doc=(
             "torch's AdamW runs its fused kernel (``torch.optim.AdamW(..., fused=True)``; Hugging "
-            "Face ``optim=\"adamw_torch_fused\"``), which updates every tensor in place without the "
+            'Face ``optim="adamw_torch_fused"``), which updates every tensor in place without the '
             "step's state-sized temporary (:func:`calc.states.optimizer_step_temp_bytes`). "
             "Default False: torch picks the multi-tensor (foreach) path on CUDA when neither flag "
             "is set. Only ``adamw`` has the choice; with another optimizer the key adds the "
-            "warning ``optimizer_fused_ignored``.")),
-    _bool("torch_compile", False, READER, doc=(
+            "warning ``optimizer_fused_ignored``."
+        ),
+    ),
+    _bool(
+        "torch_compile",
+        False,
+        READER,
+        doc=(
             "the decoder blocks run under ``torch.compile``, whose backward recomputes part of "
             "the pointwise work instead of saving it. A fitted share "
             "(:data:`calc.activations.COMPILE_KEPT_FRACTION`) of what could be recomputed stays; "
-            "less certain than the rest of the model (methodology page). Default False: eager.")),
-    _enum("lora_adapter_dtype", AdapterDtype, "base", BEHAVIOUR, methods=PEFT, doc=(
-            "``\"fp32\"`` keeps the LoRA / QLoRA adapters in fp32 when the base is 16-bit, as peft "
+            "less certain than the rest of the model (methodology page). Default False: eager."
+        ),
+    ),
+    _enum(
+        "lora_adapter_dtype",
+        AdapterDtype,
+        "base",
+        BEHAVIOUR,
+        methods=PEFT,
+        doc=(
+            '``"fp32"`` keeps the LoRA / QLoRA adapters in fp32 when the base is 16-bit, as peft '
             "does by default (peft 0.21.0 ``get_peft_model(..., autocast_adapter_dtype=True)`` -> "
             "``tuners_utils.cast_adapter_dtype`` upcasts bf16/fp16 adapter weights to float32). "
             "The adapters, their gradients and optimizer states are then fp32 (4 bytes each), and "
@@ -463,29 +569,54 @@ FIELDS: tuple[FieldSpec, ...] = (
             "(``LoraLayer._cast_input_dtype(x, lora_A.weight.dtype)`` in "
             "``peft/tuners/lora/layer.py`` ``Linear.forward``), which ``lora_A`` saves for "
             "backward, with the fp32 rank intermediate (:mod:`calc.activations`). Default "
-            "``\"base\"``: adapters in the base weights' dtype (torchtune, LitGPT, peft with "
-            "``autocast_adapter_dtype=False``).")),
-    _bool("attention_grouped_kv", False, BEHAVIOUR, doc=(
+            '``"base"``: adapters in the base weights\' dtype (torchtune, LitGPT, peft with '
+            "``autocast_adapter_dtype=False``)."
+        ),
+    ),
+    _bool(
+        "attention_grouped_kv",
+        False,
+        BEHAVIOUR,
+        doc=(
             "torch SDPA keeps grouped k/v at kv-head size and saves them so for backward: "
             "transformers 5.17 ``integrations/sdpa_attention.py`` passes ``enable_gqa=True`` "
             "instead of ``repeat_kv`` when ``use_gqa_in_sdpa`` holds (no attention mask, head_dim "
             "<= 256: causal training without padding). Default False: k/v expanded to every query "
-            "head before SDPA (transformers before ``enable_gqa``, torchtune, LitGPT).")),
-    _bool("loss_outputs_kept", False, BEHAVIOUR, doc=(
+            "head before SDPA (transformers before ``enable_gqa``, torchtune, LitGPT)."
+        ),
+    ),
+    _bool(
+        "loss_outputs_kept",
+        False,
+        BEHAVIOUR,
+        doc=(
             "the training loop holds the model's output object through ``loss.backward()`` "
             "(``outputs = model(...); outputs.loss.backward()``), so the output layer's logits "
             "stay alive at the start of the loss backward. Default False: the loop keeps only the "
             "loss (Hugging Face ``Trainer.compute_loss`` returns the loss alone when "
-            "``return_outputs=False``, and ``training_step`` drops the rest).")),
-    _bool("qlora_quant_state_replicated", False, BEHAVIOUR, methods=QLORA, doc=(
+            "``return_outputs=False``, and ``training_step`` drops the rest)."
+        ),
+    ),
+    _bool(
+        "qlora_quant_state_replicated",
+        False,
+        BEHAVIOUR,
+        methods=QLORA,
+        doc=(
             "QLoRA under ZeRO-3 / FSDP on several GPUs keeps the quantization statistics of every "
             "4-bit weight (absmax, and with double quantization its 8-bit absmax and their fp32 "
             "scales) whole on every GPU: bitsandbytes keeps them in ``Params4bit.quant_state``, a "
             "plain attribute that FSDP and ZeRO-3 do not shard (they shard parameters; "
             "bitsandbytes PR #970, v0.43.0, FSDP-QLoRA). Only the packed 4-bit data is sharded "
             "(:func:`calc.memory.model_states`). Default False: torchao's ``NF4Tensor`` shards "
-            "its scalers with its data.")),
-    _bool("fsdp_wrap_floor", False, BEHAVIOUR, doc=(
+            "its scalers with its data."
+        ),
+    ),
+    _bool(
+        "fsdp_wrap_floor",
+        False,
+        BEHAVIOUR,
+        doc=(
             "the model is loaded on the CPU and wrapped by FSDP1 (``FullyShardedDataParallel`` "
             "with ``device_id``, flat parameters, ``sync_module_states``), as Answer.AI's "
             "``fsdp_qlora/train.py`` does. On several GPUs with a sharding other than ``none``, "
@@ -495,20 +626,35 @@ FIELDS: tuple[FieldSpec, ...] = (
             "stream's own blocks, and the step's allocator slack is FSDP1's "
             "(:func:`calc.memory.fsdp_wrap_reserved_bytes`, "
             ":data:`calc.memory.FSDP1_ALLOCATOR_SLACK_FRACTION`). Default False: no such floor, "
-            "the generic slack.")),
-    _enum("framework", Framework, "generic", READER, doc=(
+            "the generic slack."
+        ),
+    ),
+    _enum(
+        "framework",
+        Framework,
+        "generic",
+        READER,
+        doc=(
             "the training library, a profile of the library behaviours (and of a few reader "
             "keys: :attr:`FieldSpec.profiles`; :mod:`calc.frameworks`), one generation of its "
             "libraries each: ``generic`` (default: no profile, every key at its own default), "
             "``hf-trainer`` (transformers 5), ``hf-trainer-4`` (transformers 4.46-4.53), "
             "``hf-custom-loop``, ``torchtune``, ``litgpt``, ``unsloth``. The profile fills only "
-            "keys the request leaves out.")),
-    _enum("moe_expert_layout", MoeExpertLayout, "per-expert-modules", BEHAVIOUR, methods=PEFT, doc=(
+            "keys the request leaves out."
+        ),
+    ),
+    _enum(
+        "moe_expert_layout",
+        MoeExpertLayout,
+        "per-expert-modules",
+        BEHAVIOUR,
+        methods=PEFT,
+        doc=(
             "how MoE experts are stored, which decides what peft's LoRA does to them "
-            "(:mod:`calc.lora`). ``\"per-expert-modules\"`` (the key's default, and the "
+            '(:mod:`calc.lora`). ``"per-expert-modules"`` (the key\'s default, and the '
             "``hf-trainer-4`` profile's): one ``nn.Linear`` per expert matrix, as in transformers "
-            "4, each with its own adapter. The ``hf-trainer`` profile sets ``\"fused-3d\"``. "
-            "``\"fused-3d\"``: the expert stacks are 3-D tensors (transformers 5.17 "
+            '4, each with its own adapter. The ``hf-trainer`` profile sets ``"fused-3d"``. '
+            '``"fused-3d"``: the expert stacks are 3-D tensors (transformers 5.17 '
             "``Qwen3MoeExperts``, ``MixtralExperts``), which peft 0.21 adapts through "
             "``target_parameters`` (``peft/utils/transformers_weight_conversion.py`` "
             "``_convert_peft_config_moe``): ``gate_proj`` + ``up_proj`` become one "
@@ -519,8 +665,16 @@ FIELDS: tuple[FieldSpec, ...] = (
             "``ParamWrapper._activate_lora`` / ``_LoraFactorsProxy``). With QLoRA the 3-D experts "
             "also stay in 16 bits (:func:`calc.lora.as_stored_3d`: bitsandbytes quantises "
             "``nn.Linear`` modules only). No effect on dense models, nor on gpt-oss / Llama 4, "
-            "whose 3-D experts calc names directly.")),
-    _enum("lora_modules_to_save", ModulesToSave, "none", READER, methods=PEFT, doc=(
+            "whose 3-D experts calc names directly."
+        ),
+    ),
+    _enum(
+        "lora_modules_to_save",
+        ModulesToSave,
+        "none",
+        READER,
+        methods=PEFT,
+        doc=(
             "LoRA / QLoRA also trains the embedding, the output layer or both in full (peft "
             "``LoraConfig(modules_to_save=[...])``, axolotl ``lora_modules_to_save``), as runs "
             "that add chat tokens do. peft 0.21.0 ``utils/other.py`` ``ModulesToSaveWrapper`` "
@@ -528,14 +682,20 @@ FIELDS: tuple[FieldSpec, ...] = (
             "module's own dtype (``cast_adapter_dtype`` upcasts only adapter layers): the table "
             "is held twice, and the copy has a gradient and optimizer states "
             "(:func:`calc.states.saved_module_params`). Tied embeddings are untied by the copy "
-            "(``ensure_weight_tying`` off, its default). ``\"embed_tokens+lm_head-tied\"`` is both "
+            '(``ensure_weight_tying`` off, its default). ``"embed_tokens+lm_head-tied"`` is both '
             "with ``LoraConfig(ensure_weight_tying=True)``: on a model whose tables are tied, "
             "peft 0.21.0 (``tuners/lora/model.py`` ``_add_modules_to_save_to_tie``) copies the "
             "embedding alone and gives the output layer's wrapper a ``Linear`` whose weight is "
             "that copy (``ModulesToSaveWrapper.update(tied_module= ...)``): one trainable table, "
-            "both gradients summed into it; on an untied model it is ``\"embed_tokens+lm_head\"`` "
-            "(peft only warns). Default ``\"none\"``: adapters only.")),
-    _bool("previous_outputs_kept", False, BEHAVIOUR, doc=(
+            'both gradients summed into it; on an untied model it is ``"embed_tokens+lm_head"`` '
+            '(peft only warns). Default ``"none"``: adapters only.'
+        ),
+    ),
+    _bool(
+        "previous_outputs_kept",
+        False,
+        BEHAVIOUR,
+        doc=(
             "the training loop holds the previous micro-batch's output (the logits) until the "
             "next forward returns, as LitGPT's ``finetune/*.py`` loops do (``logits = "
             "model(...)`` is rebound only after the call): during the forward the previous 16-bit "
@@ -544,8 +704,15 @@ FIELDS: tuple[FieldSpec, ...] = (
             "of the backward node that ``backward()`` does not release (saved tensors it does "
             "release), reachable from the held logits through their autograd graph "
             "(:func:`calc.memory.previous_micro_batch_bytes`). Default False: the loop keeps only "
-            "the loss, or a detached copy (Hugging Face ``Trainer.training_step``, torchtune).")),
-    _bool("qlora_output_layer_quantized", False, BEHAVIOUR, methods=QLORA, doc=(
+            "the loss, or a detached copy (Hugging Face ``Trainer.training_step``, torchtune)."
+        ),
+    ),
+    _bool(
+        "qlora_output_layer_quantized",
+        False,
+        BEHAVIOUR,
+        methods=QLORA,
+        doc=(
             "QLoRA stores the output layer in 4 bits too, as Lightning's "
             "``BitsandbytesPrecision`` does (it replaces every ``torch.nn.Linear`` built under "
             "``fabric.init_module``; LitGPT passes no ``ignore_modules``): its weight counts as "
@@ -553,16 +720,30 @@ FIELDS: tuple[FieldSpec, ...] = (
             "whole ``vocab x hidden`` weight while every saved activation is alive. Only for an "
             "output layer not tied to the embedding. Default False: transformers 5.17 keeps the "
             "output embedding in 16 bits (``quantizers/base.py`` ``get_keys_to_not_convert``), "
-            "torchtune quantizes block linears only.")),
-    _bool("qlora_dequant_fp16", False, BEHAVIOUR, methods=QLORA, doc=(
+            "torchtune quantizes block linears only."
+        ),
+    ),
+    _bool(
+        "qlora_dequant_fp16",
+        False,
+        BEHAVIOUR,
+        methods=QLORA,
+        doc=(
             "the 4-bit weights were quantized from an fp16 copy (Lightning "
             "``_Linear4bit.quantize``: ``weight.to(dtype=torch.half)``), so ``dequantize_4bit`` "
             "writes fp16 (its ``quant_state.dtype``) and ``MatMul4Bit`` casts it to the bf16 "
             "compute dtype (``.to(A.dtype)``): two weight-sized buffers for a moment "
             "(:data:`calc.memory.DEQUANT_BYTES` each). No effect with fp16 compute. Default "
             "False: transformers quantizes the weights in the dtype they were loaded in, the "
-            "compute dtype.")),
-    _bool("qlora_prepare_kbit", False, BEHAVIOUR, methods=QLORA, doc=(
+            "compute dtype."
+        ),
+    ),
+    _bool(
+        "qlora_prepare_kbit",
+        False,
+        BEHAVIOUR,
+        methods=QLORA,
+        doc=(
             "peft's ``prepare_model_for_kbit_training`` ran on the 4-bit model (peft 0.21.0 "
             "``utils/other.py``, as peft's quantization guide and loops written after it call "
             "it) and no autocast runs (precision ``bf16-true``): it casts every fp16 / bf16 parameter "
@@ -585,8 +766,15 @@ FIELDS: tuple[FieldSpec, ...] = (
             "``is_qlora and not is_sharded_qlora``), but with ``bf16`` then casts the embedding "
             "and output layer back to bf16 (``peft_module_casting_to_bf16``) and trains under "
             "autocast: not what this key counts. Default False: the non-quantized parameters "
-            "keep the model's 16-bit dtype (transformers' ``from_pretrained`` alone).")),
-    _bool("fsdp_flat_parameters", False, BEHAVIOUR, methods=FULL, doc=(
+            "keep the model's 16-bit dtype (transformers' ``from_pretrained`` alone)."
+        ),
+    ),
+    _bool(
+        "fsdp_flat_parameters",
+        False,
+        BEHAVIOUR,
+        methods=FULL,
+        doc=(
             "FSDP (v1) keeps each wrapped unit's parameters in one flat parameter and hands the "
             "modules views of it made by ``torch.split`` then ``view`` (torch "
             "``distributed/fsdp/_flat_param.py`` ``_get_unflat_views_unaligned``; Lightning's "
@@ -596,8 +784,14 @@ FIELDS: tuple[FieldSpec, ...] = (
             "gradient waits from the start of the backward, and the concatenated flat gradient is "
             "written while the per-view ones are alive (:func:`calc.memory.root_gradient_bytes`). "
             "Only with ZeRO-3 / FSDP on several GPUs. Default False: FSDP2 (``fully_shard``) "
-            "shards each parameter on its own, DeepSpeed partitions gradients as they come.")),
-    _bool("logits_upcast_in_model", False, BEHAVIOUR, doc=(
+            "shards each parameter on its own, DeepSpeed partitions gradients as they come."
+        ),
+    ),
+    _bool(
+        "logits_upcast_in_model",
+        False,
+        BEHAVIOUR,
+        doc=(
             "the model's forward returns fp32 logits (its last op is ``self.output(h).float()``: "
             "torchtune ``modules/transformer.py`` ``TransformerDecoder`` from 86c23185f, "
             "2024-01-10, on its unchunked path), so logits the loop keeps through the backward "
@@ -605,15 +799,27 @@ FIELDS: tuple[FieldSpec, ...] = (
             "Without ``loss_outputs_kept``, or with a chunked loss (16-bit chunks), it changes "
             "nothing: the 16-bit logits are freed by the upcast and the loss counts its fp32 "
             "tensors anyway. Default False: transformers 5.17 returns 16-bit logits and upcasts "
-            "in the loss.")),
-    _bool("chunked_loss_keeps_fp32", False, BEHAVIOUR, doc=(
+            "in the loss."
+        ),
+    ),
+    _bool(
+        "chunked_loss_keeps_fp32",
+        False,
+        BEHAVIOUR,
+        doc=(
             "the chunked loss upcasts each chunk to fp32 and, run eagerly (``torch_compile`` "
             "off), every chunk's ``log_softmax`` saves its fp32 output for backward: torchtune's "
             "``CEWithChunkedOutputLoss`` (``modules/loss/ce_chunked_output_loss.py`` at "
             "30b8519e8, ``F.cross_entropy(logits.float(), ...)`` per chunk; its docstring says "
             "the gains come only with ``compile_loss``, which compiles that call). Default False: "
-            "the chunked loss holds only the 16-bit logits (compiled, or a fused kernel).")),
-    _bool("loss_on_16bit_logits", False, BEHAVIOUR, doc=(
+            "the chunked loss holds only the 16-bit logits (compiled, or a fused kernel)."
+        ),
+    ),
+    _bool(
+        "loss_on_16bit_logits",
+        False,
+        BEHAVIOUR,
+        doc=(
             "the loss runs cross-entropy on the logits as the model returns them, 16-bit, as "
             "hand-written loops that call ``nn.CrossEntropyLoss`` / ``F.cross_entropy`` on "
             "``outputs.logits`` do: ``log_softmax`` keeps a 16-bit output for backward, and "
@@ -625,11 +831,18 @@ FIELDS: tuple[FieldSpec, ...] = (
             "fp32 already (``fp32`` precision, ``qlora_prepare_kbit``, "
             "``logits_upcast_in_model``), nor with a chunked loss. Default False: the model "
             "computes its own loss from ``labels`` (the Hugging Face Trainer, accelerate's and "
-            "peft's example loops with ``outputs.loss``).")),
-    _enum("sharding_engine", ShardingEngine, "fsdp", BEHAVIOUR, doc=(
-            "what runs ``zero1`` / ``zero2`` / ``zero3``. ``\"fsdp\"`` (default): PyTorch FSDP, "
+            "peft's example loops with ``outputs.loss``)."
+        ),
+    ),
+    _enum(
+        "sharding_engine",
+        ShardingEngine,
+        "fsdp",
+        BEHAVIOUR,
+        doc=(
+            'what runs ``zero1`` / ``zero2`` / ``zero3``. ``"fsdp"`` (default): PyTorch FSDP, '
             "under which accelerate accumulates with ``no_sync`` (``sync_each_micro_batch``). "
-            "``\"deepspeed\"``: DeepSpeed's ZeRO optimizer (config import sets it from a DeepSpeed "
+            '``"deepspeed"``: DeepSpeed\'s ZeRO optimizer (config import sets it from a DeepSpeed '
             "config). With ZeRO-2/3, accelerate 1.15.0 ``Accelerator.no_sync`` gives DeepSpeed a "
             "``nullcontext`` (DeepSpeed 0.16.5 ``engine.no_sync`` refuses ZeRO 2/3): every "
             "micro-batch's gradients are reduced into the GPU's partition, so they stay sharded "
@@ -640,7 +853,9 @@ FIELDS: tuple[FieldSpec, ...] = (
             "step's temporaries are that copy and the optimizer's own on one such partition "
             "(:func:`calc.states.deepspeed_step_temp_bytes`). ZeRO-3's reduce bucket "
             "(``reduce_bucket_size`` elements of the 16-bit dtype, ``hidden x hidden`` when the "
-            "Hugging Face Trainer fills ``auto``) is allocated for the whole run.")),
+            "Hugging Face Trainer fills ``auto``) is allocated for the whole run."
+        ),
+    ),
     # at least one token: fewer is a typo (1e-300), not a dataset
     _number("dataset_tokens", None, 1.0, MAX_DATASET_TOKENS, True, required=True),
     _number("epochs", 1, 0.0, 10_000.0, False),
@@ -648,34 +863,83 @@ FIELDS: tuple[FieldSpec, ...] = (
     _number("price_per_gpu_hour", None, 0.0, 10_000.0, True, optional=True),
     FieldSpec("price_tier", "enum", "marketplace", PLAN, choices=TIERS),
     _bool("interruptible", False, PLAN),
-    _number("checkpoint_interval_minutes", 30, 0.0, 1e6, False, doc=(
+    _number(
+        "checkpoint_interval_minutes",
+        30,
+        0.0,
+        1e6,
+        False,
+        doc=(
             "Interruptible capacity only. 30 minutes between checkpoints, 2 minutes per "
             "checkpoint and 2 interruptions a day are assumptions to be replaced by the user's "
-            "own figures (marketplace interruptible instances can be pre-empted at any time).")),
-    _number("checkpoint_minutes", 2, 0.0, 10_000.0, True, doc=(
+            "own figures (marketplace interruptible instances can be pre-empted at any time)."
+        ),
+    ),
+    _number(
+        "checkpoint_minutes",
+        2,
+        0.0,
+        10_000.0,
+        True,
+        doc=(
             "Interruptible capacity only. 30 minutes between checkpoints, 2 minutes per "
             "checkpoint and 2 interruptions a day are assumptions to be replaced by the user's "
-            "own figures (marketplace interruptible instances can be pre-empted at any time).")),
-    _number("interruptions_per_day", 2, 0.0, 1440.0, True, doc=(
+            "own figures (marketplace interruptible instances can be pre-empted at any time)."
+        ),
+    ),
+    _number(
+        "interruptions_per_day",
+        2,
+        0.0,
+        1440.0,
+        True,
+        doc=(
             "Interruptible capacity only. 30 minutes between checkpoints, 2 minutes per "
             "checkpoint and 2 interruptions a day are assumptions to be replaced by the user's "
-            "own figures (marketplace interruptible instances can be pre-empted at any time).")),
-    _number("startup_minutes", 10, 0.0, 10_000.0, True, doc=(
+            "own figures (marketplace interruptible instances can be pre-empted at any time)."
+        ),
+    ),
+    _number(
+        "startup_minutes",
+        10,
+        0.0,
+        10_000.0,
+        True,
+        doc=(
             "Environment set-up and model download, billed per start: 10 stands for the seed's "
-            "\"several minutes per start\".")),
+            '"several minutes per start".'
+        ),
+    ),
     _int("starts", 1, MAX_STARTS, PLAN),
     _number("storage_gb", None, 0.0, 1e9, True, optional=True),
     _number("storage_price_per_gb_month", None, 0.0, 10_000.0, True, optional=True),
     _number("months_kept", 1, 0.0, 1200.0, True),
-    _number("experiment_multiplier", 2.0, 1.0, 1000.0, True, doc=(
+    _number(
+        "experiment_multiplier",
+        2.0,
+        1.0,
+        1000.0,
+        True,
+        doc=(
             "GPU time of trials and failed runs, as a multiple of the final run. 2.0 is the least "
-            "that the seed's \"trials and failed runs often cost more than the final run\" implies.")),
-    _number("safety_margin", 0.0, 0.0, 1.0, True, percent=True, doc=(
+            'that the seed\'s "trials and failed runs often cost more than the final run" implies.'
+        ),
+    ),
+    _number(
+        "safety_margin",
+        0.0,
+        0.0,
+        1.0,
+        True,
+        percent=True,
+        doc=(
             "0: the verdict already compares the calibrated range of the estimate "
             "(calc.calibration: the middle 80 % of the memory model's held-out error) against the "
             "card; a margin set by the user multiplies both ends of that range. Each ``fits`` "
             "entry of the plan carries ``verdict`` (``fits`` | ``borderline`` | "
-            "``does_not_fit``), ``device_range_bytes`` and ``fits`` (``verdict == \"fits\"``).")),
+            '``does_not_fit``), ``device_range_bytes`` and ``fits`` (``verdict == "fits"``).'
+        ),
+    ),
     _number("mfu", None, 0.0, 1.0, False, optional=True),
     _number("qlora_speed_factor", None, 0.0, 1.0, False, optional=True, methods=QLORA),
     _number("scaling_efficiency", None, 0.0, 1.0, False, optional=True),
@@ -733,7 +997,9 @@ def migrate_request(data: object) -> object:
     for key, value in moved.items():
         if key in nested and not _same(nested[key], value):
             raise InputError("key_given_twice", key, value, extra={"behaviour": nested[key]})
-    out = {key: value for key, value in data.items() if key not in moved and key != BEHAVIOUR_OBJECT}
+    out = {
+        key: value for key, value in data.items() if key not in moved and key != BEHAVIOUR_OBJECT
+    }
     out[BEHAVIOUR_OBJECT] = {**nested, **moved}
     return out
 
@@ -781,9 +1047,36 @@ def defaults(command: str) -> JsonObject:
 
 
 __all__ = [
-    "AdapterDtype", "Attention", "BEHAVIOUR", "Batching", "BEHAVIOUR_OBJECT", "BY_KEY", "CpuOffload", "FIELDS", "FieldSpec",
+    "AdapterDtype",
+    "Attention",
+    "BEHAVIOUR",
+    "Batching",
+    "BEHAVIOUR_OBJECT",
+    "BY_KEY",
+    "CpuOffload",
+    "FIELDS",
+    "FieldSpec",
     "GROUPS",
-    "KINDS", "Method", "ModulesToSave", "MoeExpertLayout", "Optimizer", "PLAN", "Precision", "READER",
-    "Sharding", "ShardingEngine", "check_bool", "check_enum", "check_fraction", "check_int", "check_number",
-    "defaults", "field_specs", "given_fields", "keys", "migrate_request", "spec_by_key", "with_changes",
+    "KINDS",
+    "Method",
+    "ModulesToSave",
+    "MoeExpertLayout",
+    "Optimizer",
+    "PLAN",
+    "Precision",
+    "READER",
+    "Sharding",
+    "ShardingEngine",
+    "check_bool",
+    "check_enum",
+    "check_fraction",
+    "check_int",
+    "check_number",
+    "defaults",
+    "field_specs",
+    "given_fields",
+    "keys",
+    "migrate_request",
+    "spec_by_key",
+    "with_changes",
 ]

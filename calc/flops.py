@@ -33,7 +33,9 @@ Dao 2023, arXiv:2307.08691, sec. 3.1; PyTorch SDPA dispatches to them) skip the 
 the diagonal, about half; eager attention computes the full matrix and masks it."""
 
 
-def attention_forward_flops_per_token(arch: ModelArch, seq_len: int, attention: str = "eager") -> float:
+def attention_forward_flops_per_token(
+    arch: ModelArch, seq_len: int, attention: str = "eager"
+) -> float:
     """Score and value matmuls of self-attention, forward, per token:
     ``4 * layers * seq_len * heads * head_dim`` (2 FLOPs per multiply-add, QK^T and AV) for the
     full matrix (PaLM's MFU count, Chowdhery et al. 2022, arXiv:2204.02311, app. B), times the
@@ -64,14 +66,23 @@ class FlopsPerToken:
         return self.linear_forward + self.linear_backward + self.linear_recompute
 
     def to_dict(self) -> JsonObject:
-        return {"forward": self.forward, "backward": self.backward,
-                "recompute": self.recompute, "total": self.total,
-                "block_linears": self.linear_total}
+        return {
+            "forward": self.forward,
+            "backward": self.backward,
+            "recompute": self.recompute,
+            "total": self.total,
+            "block_linears": self.linear_total,
+        }
 
 
-def training_flops_per_token(arch: ModelArch, method: str, seq_len: int,
-                             gradient_checkpointing: bool, trainable_params: int,
-                             attention: str = "eager") -> FlopsPerToken:
+def training_flops_per_token(
+    arch: ModelArch,
+    method: str,
+    seq_len: int,
+    gradient_checkpointing: bool,
+    trainable_params: int,
+    attention: str = "eager",
+) -> FlopsPerToken:
     """FLOPs one training token costs.
 
     - Forward: ``2*N`` for the matmuls (N = :func:`matmul_params`) plus attention.
@@ -96,9 +107,21 @@ def training_flops_per_token(arch: ModelArch, method: str, seq_len: int,
         bwd = 2.0 * n + 4.0 * a + 2.0 * attn
         lin_bwd = lin  # input gradients only
     recompute = fwd if gradient_checkpointing else 0.0
-    return FlopsPerToken(forward=fwd, backward=bwd, recompute=recompute, linear_forward=lin,
-                         linear_backward=lin_bwd, linear_recompute=lin if gradient_checkpointing else 0.0)
+    return FlopsPerToken(
+        forward=fwd,
+        backward=bwd,
+        recompute=recompute,
+        linear_forward=lin,
+        linear_backward=lin_bwd,
+        linear_recompute=lin if gradient_checkpointing else 0.0,
+    )
 
 
-__all__ = ["CAUSAL_ATTENTION_FRACTION", "FlopsPerToken", "attention_forward_flops_per_token",
-           "block_linear_params", "matmul_params", "training_flops_per_token"]
+__all__ = [
+    "CAUSAL_ATTENTION_FRACTION",
+    "FlopsPerToken",
+    "attention_forward_flops_per_token",
+    "block_linear_params",
+    "matmul_params",
+    "training_flops_per_token",
+]

@@ -59,12 +59,21 @@ _HF_COMMON = {
 
 PROFILES: dict[Framework, dict[str, object]] = {
     Framework.GENERIC: {},
-    Framework.HF_TRAINER: {**_HF_COMMON, "optimizer_fused": True, "loss_outputs_kept": False,
-                           "moe_expert_layout": "fused-3d"},
-    Framework.HF_CUSTOM_LOOP: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": True,
-                               "fsdp_wrap_floor": True, "moe_expert_layout": "fused-3d",
-                               "qlora_prepare_kbit": True,
-                               "loss_on_16bit_logits": False},
+    Framework.HF_TRAINER: {
+        **_HF_COMMON,
+        "optimizer_fused": True,
+        "loss_outputs_kept": False,
+        "moe_expert_layout": "fused-3d",
+    },
+    Framework.HF_CUSTOM_LOOP: {
+        **_HF_COMMON,
+        "optimizer_fused": False,
+        "loss_outputs_kept": True,
+        "fsdp_wrap_floor": True,
+        "moe_expert_layout": "fused-3d",
+        "qlora_prepare_kbit": True,
+        "loss_on_16bit_logits": False,
+    },
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": True,
         "chunked_loss": True,
@@ -107,41 +116,46 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "attention_keeps_fused_qkv": False,
         "loss_outputs_kept": False,
     },
-    Framework.HF_TRAINER_4: {**_HF_COMMON, "optimizer_fused": False, "loss_outputs_kept": False,
-                             "attention_grouped_kv": False, "moe_expert_layout": "per-expert-modules"},
+    Framework.HF_TRAINER_4: {
+        **_HF_COMMON,
+        "optimizer_fused": False,
+        "loss_outputs_kept": False,
+        "attention_grouped_kv": False,
+        "moe_expert_layout": "per-expert-modules",
+    },
 }
 """``framework -> {request key: value}``; the citation of every entry is in :data:`SOURCES`."""
 
 SOURCES: dict[Framework, dict[str, str]] = {
     Framework.HF_TRAINER: {
         "optimizer_fused": "transformers 5.17.0 training_args.py: TrainingArguments.optim defaults to "
-                           "'adamw_torch_fused' when torch >= 2.8 ('adamw_torch' before)",
+        "'adamw_torch_fused' when torch >= 2.8 ('adamw_torch' before)",
         "qlora_keeps_inputs": "bitsandbytes >= 0.43.2 (PR #1270, Jul 2024): MatMul4Bit saves no input",
         "qlora_quant_state_replicated": "bitsandbytes 0.43.0 PR #970 (FSDP-QLoRA): Params4bit keeps "
-                                        "absmax/code in the quant_state dict, not a parameter or "
-                                        "buffer, so FSDP and ZeRO-3 shard only the packed 4-bit data",
+        "absmax/code in the quant_state dict, not a parameter or "
+        "buffer, so FSDP and ZeRO-3 shard only the packed 4-bit data",
         "sync_each_micro_batch": "accelerate 1.15.0 GradientAccumulationPlugin.sync_each_batch=False: "
-                                 "no_sync between micro-batches",
+        "no_sync between micro-batches",
         "chunked_loss": "transformers 5.17.0 loss/loss_utils.py ForCausalLMLoss: cross-entropy on "
-                        "the whole logits, up-cast with logits.float()",
+        "the whole logits, up-cast with logits.float()",
         "lora_dropout": "peft 0.21.0 tuners/lora/config.py: LoraConfig.lora_dropout = 0.0",
         "frozen_weight_grads": "transformers Trainer with FSDP and PEFT (PR #29587, v4.39) sets "
-                               "peft.utils.other.fsdp_auto_wrap_policy: adapters wrapped apart",
+        "peft.utils.other.fsdp_auto_wrap_policy: adapters wrapped apart",
         "attention_keeps_fused_qkv": "transformers 5.17.0 models/llama/modeling_llama.py LlamaAttention: "
-                                     "separate q_proj, k_proj, v_proj",
+        "separate q_proj, k_proj, v_proj",
         "lora_adapter_dtype": "peft 0.21.0 get_peft_model(autocast_adapter_dtype=True) -> "
-                              "tuners_utils.cast_adapter_dtype: bf16/fp16 adapters upcast to fp32",
+        "tuners_utils.cast_adapter_dtype: bf16/fp16 adapters upcast to fp32",
         "attention_grouped_kv": "transformers 5.17.0 integrations/sdpa_attention.py: enable_gqa=True "
-                                "instead of repeat_kv (no mask, head_dim <= 256)",
+        "instead of repeat_kv (no mask, head_dim <= 256)",
         "loss_outputs_kept": "transformers 5.17.0 Trainer.compute_loss returns the loss alone "
-                             "(return_outputs=False); training_step drops the outputs",
+        "(return_outputs=False); training_step drops the outputs",
         "moe_expert_layout": "transformers 5.17.0 models/qwen3_moe/modeling_qwen3_moe.py Qwen3MoeExperts "
-                             "and models/mixtral/modeling_mixtral.py MixtralExperts: the experts of a "
-                             "block are two nn.Parameter 3-D tensors (gate_up_proj, down_proj)",
+        "and models/mixtral/modeling_mixtral.py MixtralExperts: the experts of a "
+        "block are two nn.Parameter 3-D tensors (gate_up_proj, down_proj)",
     },
     Framework.HF_CUSTOM_LOOP: {
         "optimizer_fused": "torch.optim.AdamW with neither foreach nor fused set takes the "
-                           "foreach path on CUDA (torch 2.x optim/adamw.py, _default_to_fused_or_foreach)",
+        "foreach path on CUDA (torch 2.x optim/adamw.py, _default_to_fused_or_foreach)",
         "qlora_keeps_inputs": "as hf-trainer (bitsandbytes >= 0.43.2)",
         "qlora_quant_state_replicated": "as hf-trainer (bitsandbytes PR #970)",
         "sync_each_micro_batch": "as hf-trainer (accelerate no_sync)",
@@ -152,123 +166,123 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "lora_adapter_dtype": "as hf-trainer (peft 0.21.0 autocast_adapter_dtype=True)",
         "attention_grouped_kv": "as hf-trainer (transformers 5.17.0 SDPA enable_gqa)",
         "loss_outputs_kept": "the usual loop 'outputs = model(**batch); outputs.loss.backward()' "
-                             "(accelerate 1.15.0 examples, Answer.AI fsdp_qlora train.py 2024) holds "
-                             "the output object, logits included, through the backward",
+        "(accelerate 1.15.0 examples, Answer.AI fsdp_qlora train.py 2024) holds "
+        "the output object, logits included, through the backward",
         "fsdp_wrap_floor": "Answer.AI fsdp_qlora train.py (50efa1e, 2024-03-26): the model loaded on "
-                           "rank 0's CPU (low_memory), then FSDP1 FullyShardedDataParallel(device_id, "
-                           "sync_module_states=True, use_orig_params=False); no empty_cache after the "
-                           "wrap. hf-trainer leaves it off: accelerate 1.15.0 FSDP1 defaults to "
-                           "sync_module_states=False and offers FSDP2, which shards parameter by parameter",
+        "rank 0's CPU (low_memory), then FSDP1 FullyShardedDataParallel(device_id, "
+        "sync_module_states=True, use_orig_params=False); no empty_cache after the "
+        "wrap. hf-trainer leaves it off: accelerate 1.15.0 FSDP1 defaults to "
+        "sync_module_states=False and offers FSDP2, which shards parameter by parameter",
         "qlora_prepare_kbit": "peft docs/source/developer_guides/quantization.md (007b249c): a 4-bit model "
-                              "goes through prepare_model_for_kbit_training (utils/other.py: every "
-                              "non-Params4bit fp16/bf16 parameter cast to fp32) before get_peft_model; "
-                              "on one GPU only: the several-GPU loop this profile cites, Answer.AI "
-                              "train.py (50efa1e), wraps a bf16 model in FSDP (NO_SHARD for DDP) and "
-                              "never calls it, and TRL sft_trainer.py _prepare_peft_model skips it "
-                              "for sharded QLoRA (is_sharded_qlora)",
+        "goes through prepare_model_for_kbit_training (utils/other.py: every "
+        "non-Params4bit fp16/bf16 parameter cast to fp32) before get_peft_model; "
+        "on one GPU only: the several-GPU loop this profile cites, Answer.AI "
+        "train.py (50efa1e), wraps a bf16 model in FSDP (NO_SHARD for DDP) and "
+        "never calls it, and TRL sft_trainer.py _prepare_peft_model skips it "
+        "for sharded QLoRA (is_sharded_qlora)",
         "loss_on_16bit_logits": "the loop's loss is outputs.loss, computed by the model from labels "
-                                "(accelerate 1.15.0 examples, Answer.AI train.py): transformers 5.17.0 "
-                                "ForCausalLMLoss upcasts with logits.float()",
+        "(accelerate 1.15.0 examples, Answer.AI train.py): transformers 5.17.0 "
+        "ForCausalLMLoss upcasts with logits.float()",
         "moe_expert_layout": "as hf-trainer (transformers 5.17.0 Qwen3MoeExperts, MixtralExperts: 3-D "
-                             "expert tensors)",
+        "expert tensors)",
     },
     Framework.HF_TRAINER_4: {
         "optimizer_fused": "transformers 4.46-4.53 training_args.py: TrainingArguments.optim defaults to "
-                           "'adamw_torch' (PR #25109, v4.32); 'adamw_torch_fused' became the default only "
-                           "with PR #37358 (July 2025) and torch >= 2.8. torch.optim.AdamW then takes "
-                           "the foreach path (torch 2.x optim/optimizer.py _default_to_fused_or_foreach)",
+        "'adamw_torch' (PR #25109, v4.32); 'adamw_torch_fused' became the default only "
+        "with PR #37358 (July 2025) and torch >= 2.8. torch.optim.AdamW then takes "
+        "the foreach path (torch 2.x optim/optimizer.py _default_to_fused_or_foreach)",
         "qlora_keeps_inputs": "bitsandbytes >= 0.43.2 (PR #1270, Jul 2024), the releases beside "
-                              "transformers 4.46 (Oct 2024) on: MatMul4Bit saves no input",
+        "transformers 4.46 (Oct 2024) on: MatMul4Bit saves no input",
         "qlora_quant_state_replicated": "as hf-trainer (bitsandbytes 0.43.0 PR #970: quant_state "
-                                        "is a plain attribute)",
+        "is a plain attribute)",
         "sync_each_micro_batch": "accelerate 1.0-1.8 GradientAccumulationPlugin.sync_each_batch=False: "
-                                 "no_sync between micro-batches (FSDP; DeepSpeed ZeRO-2/3 gets a "
-                                 "nullcontext, see sharding_engine)",
+        "no_sync between micro-batches (FSDP; DeepSpeed ZeRO-2/3 gets a "
+        "nullcontext, see sharding_engine)",
         "chunked_loss": "transformers 4.46 loss/loss_utils.py ForCausalLMLoss: cross-entropy on the "
-                        "whole logits, up-cast with logits.float()",
+        "whole logits, up-cast with logits.float()",
         "lora_dropout": "peft 0.13.0 tuners/lora/config.py: LoraConfig.lora_dropout = 0.0",
         "frozen_weight_grads": "transformers Trainer with FSDP and PEFT (PR #29587, v4.39) sets "
-                               "peft.utils.other.fsdp_auto_wrap_policy: adapters wrapped apart",
+        "peft.utils.other.fsdp_auto_wrap_policy: adapters wrapped apart",
         "attention_keeps_fused_qkv": "transformers 4.46 models/llama/modeling_llama.py "
-                                     "LlamaSdpaAttention: separate q_proj, k_proj, v_proj",
+        "LlamaSdpaAttention: separate q_proj, k_proj, v_proj",
         "lora_adapter_dtype": "peft 0.12.0 (Jul 2024) on: get_peft_model(autocast_adapter_dtype=True) "
-                              "upcasts bf16/fp16 adapters to fp32",
+        "upcasts bf16/fp16 adapters to fp32",
         "attention_grouped_kv": "transformers 4.46-4.53 integrations/sdpa_attention.py (and 4.46's "
-                                "LlamaSdpaAttention): repeat_kv expands k, v to every query head before "
-                                "SDPA; enable_gqa came with PR #39412 (July 2025, v4.54)",
+        "LlamaSdpaAttention): repeat_kv expands k, v to every query head before "
+        "SDPA; enable_gqa came with PR #39412 (July 2025, v4.54)",
         "loss_outputs_kept": "transformers 4.46 Trainer.compute_loss returns the loss alone "
-                             "(return_outputs=False); training_step drops the outputs",
+        "(return_outputs=False); training_step drops the outputs",
         "moe_expert_layout": "transformers 4.46-4.57 models/qwen3_moe/modeling_qwen3_moe.py "
-                             "Qwen3MoeSparseMoeBlock (nn.ModuleList of Qwen3MoeMLP) and "
-                             "models/mixtral/modeling_mixtral.py MixtralSparseMoeBlock (ModuleList of "
-                             "MixtralBlockSparseTop2MLP): one nn.Linear per expert matrix",
+        "Qwen3MoeSparseMoeBlock (nn.ModuleList of Qwen3MoeMLP) and "
+        "models/mixtral/modeling_mixtral.py MixtralSparseMoeBlock (ModuleList of "
+        "MixtralBlockSparseTop2MLP): one nn.Linear per expert matrix",
     },
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": "torchtune recipes/*_distributed.py (2024): no no_sync, gradients "
-                                 "reduced every micro-batch",
+        "reduced every micro-batch",
         "chunked_loss": "torchtune recipes/configs llama3_1, llama3_2 (Sep 2024 on): "
-                        "loss: CEWithChunkedOutputLoss",
+        "loss: CEWithChunkedOutputLoss",
         "optimizer_fused": "torchtune commit cca50f02e (2024-09-14): fused: True on every torch AdamW",
         "lora_dropout": "torchtune commit d7fae9677 (2024-09-11): LoRA builders lora_dropout=0.0",
         "qlora_keeps_inputs": "torchao >= 0.3 (pinned by torchtune from 2024-06-26) linear_nf4 saves only the weight",
         "qlora_unchunked_quantization": "torchtune pins torchao >= 0.3 from c1c9f308a (2024-06-26); "
-                                        "torchao PR #196 (v0.2.0) quantizes in 1 Mi-element chunks",
+        "torchao PR #196 (v0.2.0) quantizes in 1 Mi-element chunks",
         "qlora_quant_state_replicated": "torchao NF4Tensor shards its scalers with its data under "
-                                        "FSDP2 (fsdp_pre_all_gather / fsdp_post_all_gather)",
+        "FSDP2 (fsdp_pre_all_gather / fsdp_post_all_gather)",
         "frozen_weight_grads": "torchtune v0.3 (2024) FSDP2 shard_model, or lora_fsdp_wrap_policy before it",
         "attention_keeps_fused_qkv": "torchtune modules/attention.py MultiHeadAttention (v0.3, 2024): separate q, k, v projections",
         "lora_adapter_dtype": "torchtune v0.3 (2024) LoRALinear builds lora_a / lora_b in the model dtype",
         "attention_grouped_kv": "torchtune v0.3 (2024) MultiHeadAttention expands k, v to every query "
-                                "head before scaled_dot_product_attention",
+        "head before scaled_dot_product_attention",
         "loss_outputs_kept": "torchtune v0.3 (2024) recipes compute the loss from the logits and "
-                             "delete them before loss.backward() ('del logits')",
+        "delete them before loss.backward() ('del logits')",
         "logits_upcast_in_model": "torchtune modules/transformer.py TransformerDecoder.forward "
-                                  "(86c23185f 2024-01-10 through 30b8519e8 2024-09-24): "
-                                  "output = self.output(h).float() unless the output is chunked",
+        "(86c23185f 2024-01-10 through 30b8519e8 2024-09-24): "
+        "output = self.output(h).float() unless the output is chunked",
         "chunked_loss_keeps_fp32": "torchtune modules/loss/ce_chunked_output_loss.py (4fba6cd44 "
-                                   "2024-08-28 through 1814feb17): F.cross_entropy(logits.float()) "
-                                   "per chunk; only training.compile_loss (compile: True) fuses it",
+        "2024-08-28 through 1814feb17): F.cross_entropy(logits.float()) "
+        "per chunk; only training.compile_loss (compile: True) fuses it",
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": "LitGPT litgpt/model.py CausalSelfAttention.forward (5895df10, "
-                                     "00af8b0d, 2024): fused qkv split by views",
+        "00af8b0d, 2024): fused qkv split by views",
         "frozen_weight_grads": "LitGPT finetune/lora.py: FSDPStrategy(auto_wrap_policy={Block}), "
-                               "frozen and adapter weights in one FSDP1 unit",
+        "frozen and adapter weights in one FSDP1 unit",
         "lora_dropout": "LitGPT config_hub/finetune/*/lora.yaml (2024): lora_dropout: 0.05",
         "chunked_loss": "LitGPT finetune/lora.py (2024): chunked_cross_entropy, lm_head_chunk_size=128",
         "qlora_keeps_inputs": "LitGPT pyproject.toml pinned bitsandbytes==0.42.0 through Sep 2024 "
-                              "(< 0.43.2: MatMul4Bit saved its input)",
+        "(< 0.43.2: MatMul4Bit saved its input)",
         "sync_each_micro_batch": "LitGPT finetune/lora.py (2024): fabric.no_backward_sync while accumulating",
         "optimizer_fused": "LitGPT 0.4 (2024) config_hub: torch.optim.AdamW without fused=True",
         "lora_adapter_dtype": "LitGPT 0.4 (2024) lora.py: LoRALinear adapters follow the model's "
-                              "dtype (fabric precision bf16-true)",
+        "dtype (fabric precision bf16-true)",
         "attention_grouped_kv": "LitGPT 0.4 (2024) model.py CausalSelfAttention expands k, v to "
-                                "every query head before SDPA",
+        "every query head before SDPA",
         "loss_outputs_kept": "LitGPT 0.4 (2024) finetune/lora.py: the loss is computed from the "
-                             "logits inside the step; no output object is kept",
+        "logits inside the step; no output object is kept",
         "previous_outputs_kept": "LitGPT finetune/lora.py (5895df10 line 276, 00af8b0d line 304) and "
-                                 "full.py: 'logits = model(...)' keeps the previous micro-batch's "
-                                 "logits, and their autograd graph, until the next forward returns",
+        "full.py: 'logits = model(...)' keeps the previous micro-batch's "
+        "logits, and their autograd graph, until the next forward returns",
         "qlora_output_layer_quantized": "lightning 2.3.0.dev20240328 (pinned by LitGPT 5895df10) "
-                                        "BitsandbytesPrecision.module_init_context replaces every "
-                                        "torch.nn.Linear; LitGPT finetune/lora.py passes no "
-                                        "ignore_modules, so lm_head.linear is 4-bit",
+        "BitsandbytesPrecision.module_init_context replaces every "
+        "torch.nn.Linear; LitGPT finetune/lora.py passes no "
+        "ignore_modules, so lm_head.linear is 4-bit",
         "qlora_dequant_fp16": "lightning 2.3.0.dev20240328 fabric/plugins/precision/bitsandbytes.py "
-                              "_Linear4bit.quantize: weight.to(dtype=torch.half) before quantize_4bit; "
-                              "bitsandbytes 0.42.0 MatMul4Bit casts the fp16 dequantization to bf16",
+        "_Linear4bit.quantize: weight.to(dtype=torch.half) before quantize_4bit; "
+        "bitsandbytes 0.42.0 MatMul4Bit casts the fp16 dequantization to bf16",
         "fsdp_flat_parameters": "LitGPT finetune/full.py (5895df10): lightning FSDPStrategy (FSDP1; "
-                                "2.3.0.dev20240328 sets use_orig_params=True), whose flat parameters "
-                                "give modules torch.split views",
+        "2.3.0.dev20240328 sets use_orig_params=True), whose flat parameters "
+        "give modules torch.split views",
     },
     Framework.UNSLOTH: {
         "chunked_loss": "Unsloth (2025.x) fast_cross_entropy_loss: fused, chunked over the vocabulary",
         "activation_offload": "Unsloth (from 2024.4) use_gradient_checkpointing='unsloth', as its README "
-                              "example sets it: Unsloth_Offloaded_Gradient_Checkpointer moves each "
-                              "checkpointed block input to host RAM",
+        "example sets it: Unsloth_Offloaded_Gradient_Checkpointer moves each "
+        "checkpointed block input to host RAM",
         "lora_dropout": "Unsloth get_peft_model: lora_dropout=0 (its fast path needs it)",
         "qlora_keeps_inputs": "Unsloth requires bitsandbytes >= 0.43.3",
         "optimizer_fused": "Unsloth trains through transformers' Trainer (TRL SFTTrainer): "
-                           "optim default adamw_torch_fused (transformers 5.17.0, torch >= 2.8)",
+        "optim default adamw_torch_fused (transformers 5.17.0, torch >= 2.8)",
         "sync_each_micro_batch": "as hf-trainer (accelerate no_sync)",
         "attention_keeps_fused_qkv": "Unsloth (2025.x) patches transformers models, which keep separate q, k, v",
         "loss_outputs_kept": "as hf-trainer (transformers 5.17.0 Trainer.compute_loss)",
@@ -285,8 +299,12 @@ def profile_keys() -> tuple[str, ...]:
 
 def _several_sharded(values: JsonObject) -> bool:
     gpus = values.get("num_gpus")
-    return (values.get("sharding") in ("zero2", "zero3") and isinstance(gpus, int)
-            and not isinstance(gpus, bool) and gpus > 1)
+    return (
+        values.get("sharding") in ("zero2", "zero3")
+        and isinstance(gpus, int)
+        and not isinstance(gpus, bool)
+        and gpus > 1
+    )
 
 
 def _one_gpu(values: JsonObject) -> bool:
@@ -306,7 +324,9 @@ Outside those setups the key keeps its own default (no warning for a choice the 
 not make)."""
 
 
-def apply_profile(values: JsonObject, explicit: Collection[str], framework: Framework) -> JsonObject:
+def apply_profile(
+    values: JsonObject, explicit: Collection[str], framework: Framework
+) -> JsonObject:
     """``values`` (every key, defaults filled) with the profile's entries for the keys not
     in ``explicit`` (the keys the request gives, behaviours included), where
     :data:`APPLIES_WHEN` allows."""
@@ -319,7 +339,9 @@ def apply_profile(values: JsonObject, explicit: Collection[str], framework: Fram
     return values
 
 
-def reapplied(values: JsonObject, profile_keys: tuple[str, ...], framework: Framework, defaults: JsonObject) -> JsonObject:
+def reapplied(
+    values: JsonObject, profile_keys: tuple[str, ...], framework: Framework, defaults: JsonObject
+) -> JsonObject:
     """``{key: value}`` for the conditional entries (:data:`APPLIES_WHEN`) that the profile
     filled (``profile_keys``), evaluated again on ``values`` (a request changed after parsing,
     e.g. a recommendation's variant with more GPUs): the profile's value where the condition

@@ -43,7 +43,9 @@ class Gpu:
     memory_mib: int
     memory_gb_marketed: int
     bf16_dense_tflops: float
-    fp8_dense_tflops: float  # dense FP8 tensor peak, FP32 accumulate, not sparse; 0 without FP8 tensor cores
+    fp8_dense_tflops: (
+        float  # dense FP8 tensor peak, FP32 accumulate, not sparse; 0 without FP8 tensor cores
+    )
     memory_bandwidth_gb_per_s: float
     form_factor: str
     pcie_gen: int
@@ -86,15 +88,24 @@ class Gpu:
 
     def to_dict(self) -> JsonObject:
         return {
-            "id": self.id, "name": self.name, "vendor": self.vendor, "stack": self.stack,
-            "architecture": self.architecture, "memory_bytes": self.memory_bytes,
-            "memory_mib": self.memory_mib, "memory_gb_marketed": self.memory_gb_marketed,
+            "id": self.id,
+            "name": self.name,
+            "vendor": self.vendor,
+            "stack": self.stack,
+            "architecture": self.architecture,
+            "memory_bytes": self.memory_bytes,
+            "memory_mib": self.memory_mib,
+            "memory_gb_marketed": self.memory_gb_marketed,
             "bf16_dense_tflops": self.bf16_dense_tflops,
             "fp8_dense_tflops": self.fp8_dense_tflops,
             "memory_bandwidth_gb_per_s": self.memory_bandwidth_gb_per_s,
-            "form_factor": self.form_factor, "pcie_gen": self.pcie_gen,
-            "nvlink_gb_per_s": self.nvlink_gb_per_s, "nvlink_max_gpus": self.nvlink_max_gpus,
-            "utilisation_class": self.utilisation_class, "source": self.source, "as_of": self.as_of,
+            "form_factor": self.form_factor,
+            "pcie_gen": self.pcie_gen,
+            "nvlink_gb_per_s": self.nvlink_gb_per_s,
+            "nvlink_max_gpus": self.nvlink_max_gpus,
+            "utilisation_class": self.utilisation_class,
+            "source": self.source,
+            "as_of": self.as_of,
         }
 
 
@@ -120,8 +131,15 @@ class Price:
             raise ValueError(f"prices.csv {self.item}: usd, source and as_of are required")
 
     def to_dict(self) -> JsonObject:
-        return {"tier": self.tier, "interruptible": self.interruptible, "usd": self.usd,
-                "unit": self.unit, "source": self.source, "as_of": self.as_of, "note": self.note}
+        return {
+            "tier": self.tier,
+            "interruptible": self.interruptible,
+            "usd": self.usd,
+            "unit": self.unit,
+            "source": self.source,
+            "as_of": self.as_of,
+            "note": self.note,
+        }
 
 
 @dataclass(frozen=True)
@@ -137,15 +155,22 @@ class PriceQuote:
     fallback: bool
 
     def to_dict(self) -> JsonObject:
-        return {"usd_per_gpu_hour": self.usd_per_gpu_hour, "tier": self.tier,
-                "interruptible": self.interruptible, "source": self.source,
-                "as_of": self.as_of, "fallback": self.fallback}
+        return {
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
+            "tier": self.tier,
+            "interruptible": self.interruptible,
+            "source": self.source,
+            "as_of": self.as_of,
+            "fallback": self.fallback,
+        }
 
 
 def _rows(name: str) -> list[JsonObject]:
     """Rows of a data file: ``#`` comment lines first, then a CSV header and rows."""
     text = (_DATA_DIR / name).read_text(encoding="utf-8")
-    body = "\n".join(line for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    body = "\n".join(
+        line for line in text.splitlines() if line.strip() and not line.startswith("#")
+    )
     return list(csv.DictReader(io.StringIO(body)))
 
 
@@ -157,16 +182,23 @@ def _catalogue() -> dict[str, Gpu]:
         gpus = {}
         for row in _rows("gpus.csv"):
             gpu = Gpu(
-                id=row["id"], name=row["name"], vendor=row["vendor"], stack=row["stack"],
-                architecture=row["architecture"], memory_mib=int(row["memory_mib"]),
+                id=row["id"],
+                name=row["name"],
+                vendor=row["vendor"],
+                stack=row["stack"],
+                architecture=row["architecture"],
+                memory_mib=int(row["memory_mib"]),
                 memory_gb_marketed=int(row["memory_gb_marketed"]),
                 bf16_dense_tflops=float(row["bf16_dense_tflops"]),
                 fp8_dense_tflops=float(row["fp8_dense_tflops"]),
                 memory_bandwidth_gb_per_s=float(row["memory_bandwidth_gb_per_s"]),
-                form_factor=row["form_factor"], pcie_gen=int(row["pcie_gen"]),
+                form_factor=row["form_factor"],
+                pcie_gen=int(row["pcie_gen"]),
                 nvlink_gb_per_s=float(row["nvlink_gb_per_s"]),
                 nvlink_max_gpus=int(row["nvlink_max_gpus"]),
-                utilisation_class=row["utilisation_class"], source=row["source"], as_of=row["as_of"],
+                utilisation_class=row["utilisation_class"],
+                source=row["source"],
+                as_of=row["as_of"],
             )
             gpus[gpu.id] = gpu
         _CACHE["gpus"] = gpus
@@ -176,9 +208,16 @@ def _catalogue() -> dict[str, Gpu]:
 def _prices() -> list[Price]:
     if "prices" not in _CACHE:
         _CACHE["prices"] = [
-            Price(item=row["item"], tier=row["tier"], interruptible=row["interruptible"] == "true",
-                  usd=float(row["usd"]), unit=row["unit"], source=row["source"],
-                  as_of=row["as_of"], note=row.get("note") or "")
+            Price(
+                item=row["item"],
+                tier=row["tier"],
+                interruptible=row["interruptible"] == "true",
+                usd=float(row["usd"]),
+                unit=row["unit"],
+                source=row["source"],
+                as_of=row["as_of"],
+                note=row.get("note") or "",
+            )
             for row in _rows("prices.csv")
         ]
     return _CACHE["prices"]  # type: ignore[return-value]  # the list built just above
@@ -214,12 +253,24 @@ def price_quote(gpu_id: str, tier: str, interruptible: bool) -> PriceQuote:
     first choice was missing."""
     rows = prices_for(gpu_id)
     other = TIERS[1] if tier == TIERS[0] else TIERS[0]
-    order = [(tier, interruptible), (other, interruptible), (tier, False), (other, False),
-             (tier, True), (other, True)]
+    order = [
+        (tier, interruptible),
+        (other, interruptible),
+        (tier, False),
+        (other, False),
+        (tier, True),
+        (other, True),
+    ]
     for rank, (want_tier, want_int) in enumerate(order):
         for row in rows:
-            if row.tier == want_tier and row.interruptible == want_int and row.unit == "usd_per_gpu_hour":
-                return PriceQuote(row.usd, row.tier, row.interruptible, row.source, row.as_of, rank > 0)
+            if (
+                row.tier == want_tier
+                and row.interruptible == want_int
+                and row.unit == "usd_per_gpu_hour"
+            ):
+                return PriceQuote(
+                    row.usd, row.tier, row.interruptible, row.source, row.as_of, rank > 0
+                )
     raise InputError("no_price_for_gpu", "gpu", gpu_id)
 
 
@@ -255,10 +306,24 @@ def gpus_listing() -> JsonObject:
     return {
         "gpus": out,
         "storage_prices": [p.to_dict() for p in _prices() if p.item == "storage"],
-        "notes": ["prices_move_override_with_price_per_gpu_hour", "memory_is_driver_reported_total",
-                  "rocm_qlora_and_flash_attention_need_extra_work"],
+        "notes": [
+            "prices_move_override_with_price_per_gpu_hour",
+            "memory_is_driver_reported_total",
+            "rocm_qlora_and_flash_attention_need_extra_work",
+        ],
     }
 
 
-__all__ = ["Gpu", "Price", "PriceQuote", "all_gpus", "get_gpu", "gpu_ids", "gpus_listing",
-           "price_quote", "prices_for", "rocm_warnings", "storage_price"]
+__all__ = [
+    "Gpu",
+    "Price",
+    "PriceQuote",
+    "all_gpus",
+    "get_gpu",
+    "gpu_ids",
+    "gpus_listing",
+    "price_quote",
+    "prices_for",
+    "rocm_warnings",
+    "storage_price",
+]

@@ -37,7 +37,9 @@ _REQUIRED = ...  # sentinel: the key has no default
 # layers, hidden 25,600, vocab 256k, 10M positions), low enough that a typo (an extra
 # digit run) is refused instead of producing a meaningless, astronomically large estimate.
 _INT_LIMITS = {
-    "max_position_embeddings": 1 << 30, "n_positions": 1 << 30, "n_ctx": 1 << 30,
+    "max_position_embeddings": 1 << 30,
+    "n_positions": 1 << 30,
+    "n_ctx": 1 << 30,
     "vocab_size": 1 << 24,
 }
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
@@ -117,8 +119,14 @@ def _experts(k: _Keys, count_key: str) -> tuple[int, int]:
     return experts, top_k
 
 
-def _heads(k: _Keys, hidden: int, heads: int, *, kv_key: str = "num_key_value_heads",
-           head_dim_default: int | None = None) -> tuple[int, int]:
+def _heads(
+    k: _Keys,
+    hidden: int,
+    heads: int,
+    *,
+    kv_key: str = "num_key_value_heads",
+    head_dim_default: int | None = None,
+) -> tuple[int, int]:
     """(kv_heads, head_dim): kv defaults to ``heads`` (multi-head attention);
     ``head_dim`` is explicit where the family allows, else ``hidden / heads``."""
     kv = k.int(kv_key, default=heads)
@@ -132,7 +140,9 @@ def _heads(k: _Keys, hidden: int, heads: int, *, kv_key: str = "num_key_value_he
     return kv, head_dim
 
 
-def _attention(h: int, heads: int, kv: int, hd: int, qkv_bias: bool, o_bias: bool) -> tuple[LinearLayer, ...]:
+def _attention(
+    h: int, heads: int, kv: int, hd: int, qkv_bias: bool, o_bias: bool
+) -> tuple[LinearLayer, ...]:
     return (
         LinearLayer("q_proj", h, heads * hd, qkv_bias, role="attn"),
         LinearLayer("k_proj", h, kv * hd, qkv_bias, role="attn"),
@@ -141,8 +151,14 @@ def _attention(h: int, heads: int, kv: int, hd: int, qkv_bias: bool, o_bias: boo
     )
 
 
-def _gated_mlp(h: int, inter: int, bias: bool = False, count: int = 1, active: int = 1,
-               names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> tuple[LinearLayer, ...]:
+def _gated_mlp(
+    h: int,
+    inter: int,
+    bias: bool = False,
+    count: int = 1,
+    active: int = 1,
+    names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj"),
+) -> tuple[LinearLayer, ...]:
     gate, up, down = names
     return (
         LinearLayer(gate, h, inter, bias, count, active, role="mlp"),
@@ -151,7 +167,9 @@ def _gated_mlp(h: int, inter: int, bias: bool = False, count: int = 1, active: i
     )
 
 
-def _common(k: _Keys, family: str, name: str, max_pos_default: int, tie_default: bool) -> JsonObject:
+def _common(
+    k: _Keys, family: str, name: str, max_pos_default: int, tie_default: bool
+) -> JsonObject:
     return {
         "name": name,
         "family": family,
@@ -202,9 +220,16 @@ def _dense(k: _Keys, family: str, name: str) -> ModelArch:
     linears = _attention(h, heads, kv, hd, qkv_bias, attention_bias)
     linears += _gated_mlp(h, inter, k.bool("mlp_bias", False))
     arch = ModelArch(
-        **_common(k, family, name, max_pos, tie), hidden_size=h,
-        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
-        intermediate_size=inter, linears=linears, norm_kind="rms", norms_per_layer=norms,
+        **_common(k, family, name, max_pos, tie),
+        hidden_size=h,
+        num_layers=k.int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=linears,
+        norm_kind="rms",
+        norms_per_layer=norms,
         block_extra_params=2 * hd if qk_norm else 0,
     )
     _saved_tensor_traits(arch, k, family, qk_norm)
@@ -241,10 +266,16 @@ def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
     bias = k.bool("attention_bias", False)
     olmo2 = family == "olmo2"
     return ModelArch(
-        **_common(k, family, name, 2048, False), hidden_size=h,
-        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
-        intermediate_size=inter, linears=_attention(h, heads, kv, hd, bias, bias) + _gated_mlp(h, inter),
-        norm_kind="rms" if olmo2 else "none", norms_per_layer=2,
+        **_common(k, family, name, 2048, False),
+        hidden_size=h,
+        num_layers=k.int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=_attention(h, heads, kv, hd, bias, bias) + _gated_mlp(h, inter),
+        norm_kind="rms" if olmo2 else "none",
+        norms_per_layer=2,
         block_extra_params=(heads + kv) * hd if olmo2 else 0,
     )
 
@@ -259,11 +290,18 @@ def _stablelm(k: _Keys, family: str, name: str) -> ModelArch:
     inter = k.int("intermediate_size")
     parallel = k.bool("use_parallel_residual", False)
     return ModelArch(
-        **_common(k, family, name, 4096, False), hidden_size=h,
-        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
+        **_common(k, family, name, 4096, False),
+        hidden_size=h,
+        num_layers=k.int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
         intermediate_size=inter,
-        linears=_attention(h, heads, kv, hd, k.bool("use_qkv_bias", False), False) + _gated_mlp(h, inter),
-        norm_kind="layer", norms_per_layer=1 if parallel else 2, parallel_block=parallel,
+        linears=_attention(h, heads, kv, hd, k.bool("use_qkv_bias", False), False)
+        + _gated_mlp(h, inter),
+        norm_kind="layer",
+        norms_per_layer=1 if parallel else 2,
+        parallel_block=parallel,
         block_extra_params=(heads + kv) * hd if k.bool("qk_layernorm", False) else 0,
     )
 
@@ -281,9 +319,16 @@ def _mixtral(k: _Keys, family: str, name: str) -> ModelArch:
     linears += _gated_mlp(h, inter, False, experts, top_k, ("w1", "w3", "w2"))
     linears += (LinearLayer("gate", h, experts, quantizable=False, role="router"),)
     return ModelArch(
-        **_common(k, family, name, 4096 * 32, False), hidden_size=h,
-        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
-        intermediate_size=inter, linears=linears, num_experts=experts, experts_per_token=top_k,
+        **_common(k, family, name, 4096 * 32, False),
+        hidden_size=h,
+        num_layers=k.int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=linears,
+        num_experts=experts,
+        experts_per_token=top_k,
     )
 
 
@@ -308,8 +353,7 @@ def _qwen_moe(k: _Keys, family: str, name: str) -> ModelArch:
     if dense_layers:
         raise ConfigError("unsupported_architecture", k.prefix + "mlp_only_layers", dense_layers)
     attention_bias = k.bool("attention_bias", False)
-    linears = _attention(h, heads, kv, hd, attention_bias or not qwen3,
-                         attention_bias and qwen3)
+    linears = _attention(h, heads, kv, hd, attention_bias or not qwen3, attention_bias and qwen3)
     linears += _gated_mlp(h, moe_inter, False, experts, top_k)
     linears += (LinearLayer("gate", h, experts, quantizable=False, role="router"),)
     shared = 0
@@ -318,10 +362,17 @@ def _qwen_moe(k: _Keys, family: str, name: str) -> ModelArch:
         linears += _gated_mlp(h, shared)
         linears += (LinearLayer("shared_expert_gate", h, 1, quantizable=False, role="router"),)
     return ModelArch(
-        **_common(k, family, name, 32768, False), hidden_size=h,
-        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
-        intermediate_size=moe_inter, linears=linears, num_experts=experts,
-        experts_per_token=top_k, shared_expert_intermediate_size=shared,
+        **_common(k, family, name, 32768, False),
+        hidden_size=h,
+        num_layers=k.int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=moe_inter,
+        linears=linears,
+        num_experts=experts,
+        experts_per_token=top_k,
+        shared_expert_intermediate_size=shared,
         block_extra_params=2 * hd if qwen3 else 0,
         extra={"qk_norm_per_head": True} if qwen3 else {},
     )
@@ -346,15 +397,31 @@ def _gpt_oss(k: _Keys, family: str, name: str) -> ModelArch:
     linears = _attention(h, heads, kv, hd, bias, bias)
     linears += (
         LinearLayer("router", h, experts, True, quantizable=False, role="router", kind="param"),
-        LinearLayer("experts.gate_up_proj", h, 2 * inter, True, experts, top_k,
-                    quantizable=False, kind="param"),
-        LinearLayer("experts.down_proj", inter, h, True, experts, top_k,
-                    quantizable=False, kind="param"),
+        LinearLayer(
+            "experts.gate_up_proj",
+            h,
+            2 * inter,
+            True,
+            experts,
+            top_k,
+            quantizable=False,
+            kind="param",
+        ),
+        LinearLayer(
+            "experts.down_proj", inter, h, True, experts, top_k, quantizable=False, kind="param"
+        ),
     )
     return ModelArch(
-        **_common(k, family, name, 131072, False), hidden_size=h,
-        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
-        intermediate_size=inter, linears=linears, num_experts=experts, experts_per_token=top_k,
+        **_common(k, family, name, 131072, False),
+        hidden_size=h,
+        num_layers=k.int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=linears,
+        num_experts=experts,
+        experts_per_token=top_k,
         block_extra_params=heads,  # attention sinks
         # what its code saves for backward (calc.activations): GptOssRMSNorm scales in fp32,
         # ``(self.weight * hidden_states).to(input_dtype)``; eager attention with the sink
@@ -384,9 +451,13 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
     moe_layers = k.cfg.get("moe_layers")
     if moe_layers is None:
         moe_layers = list(range(step - 1, layers, step))
-    if (not isinstance(moe_layers, list) or len(set(map(repr, moe_layers))) != len(moe_layers)
-            or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers
-                   for i in moe_layers)):
+    if (
+        not isinstance(moe_layers, list)
+        or len(set(map(repr, moe_layers))) != len(moe_layers)
+        or any(
+            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers for i in moe_layers
+        )
+    ):
         raise k.error("moe_layers", moe_layers)
     n_moe = len(moe_layers)
     n_dense = layers - n_moe
@@ -398,25 +469,54 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
         # before bitsandbytes quantizes (quantizers/base.py MODULES_TO_PATCH_FOR_QUANTIZATION),
         # so the experts are stored in NF4; gpt-oss's 3-D experts have no such patch.
         linears += (
-            LinearLayer("router", h, experts, quantizable=False, role="router", block_kind=moe_kind),
-            LinearLayer("experts.gate_up_proj", h, 2 * inter, False, experts, top_k, kind="param",
-                        block_kind=moe_kind),
-            LinearLayer("experts.down_proj", inter, h, False, experts, top_k, kind="param",
-                        block_kind=moe_kind),
+            LinearLayer(
+                "router", h, experts, quantizable=False, role="router", block_kind=moe_kind
+            ),
+            LinearLayer(
+                "experts.gate_up_proj",
+                h,
+                2 * inter,
+                False,
+                experts,
+                top_k,
+                kind="param",
+                block_kind=moe_kind,
+            ),
+            LinearLayer(
+                "experts.down_proj",
+                inter,
+                h,
+                False,
+                experts,
+                top_k,
+                kind="param",
+                block_kind=moe_kind,
+            ),
         )
-        linears += tuple(LinearLayer(l.name, l.d_in, l.d_out, role="mlp", block_kind=moe_kind)
-                         for l in _gated_mlp(h, inter))  # shared expert
+        linears += tuple(
+            LinearLayer(l.name, l.d_in, l.d_out, role="mlp", block_kind=moe_kind)
+            for l in _gated_mlp(h, inter)
+        )  # shared expert
     if n_dense:
         dense = k.int("intermediate_size_mlp", default=16384)
-        linears += tuple(LinearLayer(l.name, l.d_in, l.d_out, role="mlp", block_kind=dense_kind)
-                         for l in _gated_mlp(h, dense))
+        linears += tuple(
+            LinearLayer(l.name, l.d_in, l.d_out, role="mlp", block_kind=dense_kind)
+            for l in _gated_mlp(h, dense)
+        )
     counts = (("moe", n_moe), ("dense", n_dense)) if n_dense and n_moe else ()
     return ModelArch(
-        **_common(k, family, name, 4096 * 32, False), hidden_size=h, num_layers=layers,
-        num_heads=heads, num_kv_heads=kv, head_dim=hd, intermediate_size=inter,
-        linears=linears, num_experts=experts if n_moe else 0,
+        **_common(k, family, name, 4096 * 32, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=linears,
+        num_experts=experts if n_moe else 0,
         experts_per_token=top_k if n_moe else 0,
-        shared_expert_intermediate_size=inter if n_moe else 0, block_counts=counts,
+        shared_expert_intermediate_size=inter if n_moe else 0,
+        block_counts=counts,
     )
 
 
@@ -436,9 +536,15 @@ def _phi3(k: _Keys, family: str, name: str) -> ModelArch:
     # v is a slice of qkv_proj's output (transformers 5.17 Phi3Attention.forward): see
     # calc.activations.fused_qkv_kept_bytes
     return ModelArch(
-        **_common(k, family, name, 4096, False), hidden_size=h,
-        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
-        intermediate_size=inter, linears=linears, extra={"fused_qkv_view": True},
+        **_common(k, family, name, 4096, False),
+        hidden_size=h,
+        num_layers=k.int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=linears,
+        extra={"fused_qkv_view": True},
     )
 
 
@@ -460,10 +566,20 @@ def _phi(k: _Keys, family: str, name: str) -> ModelArch:
     )
     qk_norm = 2 * 2 * hd if k.bool("qk_layernorm", False) else 0
     return ModelArch(
-        **_common(k, family, name, 2048, False), hidden_size=h,
-        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=kv, head_dim=hd,
-        intermediate_size=inter, linears=linears, norm_kind="layer", norms_per_layer=1,
-        parallel_block=True, mlp_gated=False, lm_head_bias=True, block_extra_params=qk_norm,
+        **_common(k, family, name, 2048, False),
+        hidden_size=h,
+        num_layers=k.int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=linears,
+        norm_kind="layer",
+        norms_per_layer=1,
+        parallel_block=True,
+        mlp_gated=False,
+        lm_head_bias=True,
+        block_extra_params=qk_norm,
     )
 
 
@@ -487,13 +603,23 @@ def _gpt_neox(k: _Keys, family: str, name: str) -> ModelArch:
     inter = k.int("intermediate_size")
     linears = _plain_block(h, 3 * h, inter, True)
     if not k.bool("attention_bias", True):  # the MLP keeps its biases either way
-        linears = (LinearLayer("query_key_value", h, 3 * h, role="attn"),
-                   LinearLayer("dense", h, h, role="attn")) + linears[2:]
+        linears = (
+            LinearLayer("query_key_value", h, 3 * h, role="attn"),
+            LinearLayer("dense", h, h, role="attn"),
+        ) + linears[2:]
     return ModelArch(
-        **_common(k, family, name, 2048, False), hidden_size=h,
-        num_layers=k.int("num_hidden_layers"), num_heads=heads, num_kv_heads=heads,
-        head_dim=h // heads, intermediate_size=inter, linears=linears, norm_kind="layer",
-        norms_per_layer=2, parallel_block=k.bool("use_parallel_residual", True), mlp_gated=False,
+        **_common(k, family, name, 2048, False),
+        hidden_size=h,
+        num_layers=k.int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=h // heads,
+        intermediate_size=inter,
+        linears=linears,
+        norm_kind="layer",
+        norms_per_layer=2,
+        parallel_block=k.bool("use_parallel_residual", True),
+        mlp_gated=False,
     )
 
 
@@ -525,10 +651,18 @@ def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
     inter = k.int("ffn_hidden_size", default=4 * h)
     linears = _plain_block(h, (heads + 2 * kv) * hd, inter, k.bool("bias", False))
     return ModelArch(
-        **_common(k, family, name, 2048, True), hidden_size=h,
-        num_layers=k.int("num_hidden_layers", "n_layer"), num_heads=heads, num_kv_heads=kv,
-        head_dim=hd, intermediate_size=inter, linears=linears, norm_kind="layer",
-        norms_per_layer=norms, parallel_block=parallel or new_arch, mlp_gated=False,
+        **_common(k, family, name, 2048, True),
+        hidden_size=h,
+        num_layers=k.int("num_hidden_layers", "n_layer"),
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=linears,
+        norm_kind="layer",
+        norms_per_layer=norms,
+        parallel_block=parallel or new_arch,
+        mlp_gated=False,
     )
 
 
@@ -542,12 +676,22 @@ def _bloom(k: _Keys, family: str, name: str) -> ModelArch:
         raise k.heads_error("n_head", heads)
     inter = 4 * h
     return ModelArch(
-        name=name, family=family, vocab_size=k.int("vocab_size"),
+        name=name,
+        family=family,
+        vocab_size=k.int("vocab_size"),
         max_position_embeddings=k.int("seq_length", default=2048),
-        tie_word_embeddings=k.bool("tie_word_embeddings", True), hidden_size=h, num_layers=k.int("n_layer", "num_hidden_layers"),
-        num_heads=heads, num_kv_heads=heads, head_dim=h // heads, intermediate_size=inter,
-        linears=_plain_block(h, 3 * h, inter, True), norm_kind="layer", norms_per_layer=2,
-        embedding_norm=True, mlp_gated=False,
+        tie_word_embeddings=k.bool("tie_word_embeddings", True),
+        hidden_size=h,
+        num_layers=k.int("n_layer", "num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=h // heads,
+        intermediate_size=inter,
+        linears=_plain_block(h, 3 * h, inter, True),
+        norm_kind="layer",
+        norms_per_layer=2,
+        embedding_norm=True,
+        mlp_gated=False,
     )
 
 
@@ -568,11 +712,21 @@ def _gpt2(k: _Keys, family: str, name: str) -> ModelArch:
         LinearLayer("c_proj", inter, h, True, role="mlp"),
     )
     return ModelArch(
-        name=name, family=family, vocab_size=k.int("vocab_size"), hidden_size=h,
-        num_layers=k.int("n_layer", "num_hidden_layers"), num_heads=heads, num_kv_heads=heads,
-        head_dim=h // heads, intermediate_size=inter, max_position_embeddings=positions,
-        linears=linears, norm_kind="layer", norms_per_layer=2,
-        tie_word_embeddings=k.bool("tie_word_embeddings", True), learned_positions=positions,
+        name=name,
+        family=family,
+        vocab_size=k.int("vocab_size"),
+        hidden_size=h,
+        num_layers=k.int("n_layer", "num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=h // heads,
+        intermediate_size=inter,
+        max_position_embeddings=positions,
+        linears=linears,
+        norm_kind="layer",
+        norms_per_layer=2,
+        tie_word_embeddings=k.bool("tie_word_embeddings", True),
+        learned_positions=positions,
         mlp_gated=False,
     )
 
@@ -612,7 +766,12 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     text = cfg.get("text_config")
     text_only = False
     if not _supported(model_type) and isinstance(text, dict) and _supported(text.get("model_type")):
-        cfg, prefix, model_type, text_only = text, "hf_config.text_config.", text["model_type"], True
+        cfg, prefix, model_type, text_only = (
+            text,
+            "hf_config.text_config.",
+            text["model_type"],
+            True,
+        )
     if model_type is None:
         raise ConfigError("config_missing_key", "hf_config.model_type", None)
     if not isinstance(model_type, str):
@@ -634,4 +793,3 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
 
 def _supported(model_type: object) -> bool:
     return isinstance(model_type, str) and model_type in _READERS
-

@@ -77,7 +77,7 @@ DEFAULT_SIGMA = 1.0
 _NORMAL = NormalDist()
 _Z90 = _NORMAL.inv_cdf(0.9)
 _SIGMA_MIN = 1e-6
-_SIGMA_GRID = tuple(0.01 * 1.1 ** i for i in range(72))  # 0.01 .. about 8.8
+_SIGMA_GRID = tuple(0.01 * 1.1**i for i in range(72))  # 0.01 .. about 8.8
 
 
 class Batching(str, Enum):
@@ -99,6 +99,7 @@ class LengthStats:
 
 
 # --- checks ---------------------------------------------------------------------------------------
+
 
 def _part_range(maximum: int) -> JsonObject:
     return {"integer": True, "minimum": 1, "maximum": maximum}
@@ -169,11 +170,16 @@ def check_consistent(stats: LengthStats, seq_len: int) -> None:
         low = math.ceil(0.1 * stats.p90 + 0.9)
         high = math.floor(0.9 * stats.p90 + 0.1 * top)
         if not low <= stats.mean <= high:
-            raise InputError("out_of_range", "length_stats.mean", stats.mean,
-                             extra={"integer": True, "minimum": low, "maximum": high})
+            raise InputError(
+                "out_of_range",
+                "length_stats.mean",
+                stats.mean,
+                extra={"integer": True, "minimum": low, "maximum": high},
+            )
 
 
 # --- the distribution -----------------------------------------------------------------------------
+
 
 def _clipped_mean(mu: float, sigma: float, top: float) -> float:
     """``E[min(X, top)]`` of a log-normal ``X`` (``mu``, ``sigma``)."""
@@ -181,7 +187,9 @@ def _clipped_mean(mu: float, sigma: float, top: float) -> float:
     return math.exp(mu + sigma * sigma / 2) * _NORMAL.cdf(a - sigma) + top * (1.0 - _NORMAL.cdf(a))
 
 
-def _bisect(f: Callable[[float], float], lo: float, hi: float, target: float, increasing: bool) -> float:
+def _bisect(
+    f: Callable[[float], float], lo: float, hi: float, target: float, increasing: bool
+) -> float:
     """``x`` in ``[lo, hi]`` with ``f(x) = target``, ``f`` monotonic there."""
     for _ in range(60):
         mid = (lo + hi) / 2
@@ -199,8 +207,10 @@ def fit(stats: LengthStats, top: int) -> tuple[float, float, bool]:
     ``exact`` is False where ``mean`` could not be met (the nearest mean is used)."""
     mean, p90 = stats.mean, stats.p90
     if p90 is not None and mean is not None:
+
         def at(sigma: float) -> float:
             return _clipped_mean(math.log(p90) - _Z90 * sigma, sigma, top)
+
         # the clipped mean falls from p90 as sigma grows from 0, down to a least value (then
         # rises again when max is far above p90): the falling branch is searched
         means = [at(s) for s in _SIGMA_GRID]
@@ -215,12 +225,18 @@ def fit(stats: LengthStats, top: int) -> tuple[float, float, bool]:
     if p90 is not None:
         return math.log(p90) - _Z90 * sigma, sigma, True
     assert mean is not None
-    mu = _bisect(lambda m: _clipped_mean(m, sigma, top), math.log(mean) - 20.0, math.log(top) + 20.0,
-                 mean, True)
+    mu = _bisect(
+        lambda m: _clipped_mean(m, sigma, top),
+        math.log(mean) - 20.0,
+        math.log(top) + 20.0,
+        mean,
+        True,
+    )
     return mu, sigma, True
 
 
 # --- the step sequence ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DataShape:
@@ -272,7 +288,9 @@ def _normal_draws(count: int, seed: int = SEED) -> tuple[float, ...]:
     return tuple(inv(draw() or 1e-300) for _ in range(count))
 
 
-def sample_lengths(stats: LengthStats, seq_len: int, count: int, seed: int = SEED) -> tuple[list[int], bool]:
+def sample_lengths(
+    stats: LengthStats, seq_len: int, count: int, seed: int = SEED
+) -> tuple[list[int], bool]:
     """``count`` sample lengths drawn from ``stats`` (clipped at ``max``, then at ``seq_len``),
     and whether the fit is exact."""
     lengths, exact = _lengths(stats, seq_len, max(count, SAMPLES), seed)
@@ -280,7 +298,9 @@ def sample_lengths(stats: LengthStats, seq_len: int, count: int, seed: int = SEE
 
 
 @lru_cache(maxsize=64)
-def _lengths(stats: LengthStats, seq_len: int, count: int, seed: int) -> tuple[tuple[int, ...], bool]:
+def _lengths(
+    stats: LengthStats, seq_len: int, count: int, seed: int
+) -> tuple[tuple[int, ...], bool]:
     """The lengths of :func:`sample_lengths`, kept for the other micro-batch sizes of a request
     (the plan's solver tries several)."""
     top = stats.max if stats.max is not None else seq_len
@@ -294,13 +314,22 @@ def _lengths(stats: LengthStats, seq_len: int, count: int, seed: int) -> tuple[t
 
 
 @lru_cache(maxsize=256)
-def data_shape(stats: LengthStats, batching: Batching, seq_len: int, micro_batch_size: int) -> DataShape:
+def data_shape(
+    stats: LengthStats, batching: Batching, seq_len: int, micro_batch_size: int
+) -> DataShape:
     """The step sequence of the data (see the module docstring)."""
     batches = max(1, SAMPLES // micro_batch_size)
     if batching is Batching.PACKED:
         full = micro_batch_size * seq_len
-        return DataShape(batching, micro_batch_size, ((full, full),) * batches, True, full,
-                         full * batches, full * batches)
+        return DataShape(
+            batching,
+            micro_batch_size,
+            ((full, full),) * batches,
+            True,
+            full,
+            full * batches,
+            full * batches,
+        )
     lengths, exact = sample_lengths(stats, seq_len, batches * micro_batch_size)
     if micro_batch_size == 1:
         reals = lengths
@@ -313,8 +342,15 @@ def data_shape(stats: LengthStats, batching: Batching, seq_len: int, micro_batch
         padded = lengths
     else:
         padded = [micro_batch_size * width for width in map(max, groups)]
-    return DataShape(batching, micro_batch_size, tuple(zip(reals, padded, strict=True)), exact, max(padded),
-                     sum(reals), sum(padded))
+    return DataShape(
+        batching,
+        micro_batch_size,
+        tuple(zip(reals, padded, strict=True)),
+        exact,
+        max(padded),
+        sum(reals),
+        sum(padded),
+    )
 
 
 def request_shape(req: EstimateRequest) -> DataShape | None:
@@ -334,6 +370,20 @@ def micro_batch_tokens(req: EstimateRequest) -> list[int]:
     return [padded for _, padded in shape.tokens]
 
 
-__all__ = ["Batching", "DEFAULT_SIGMA", "DataShape", "LengthStats", "PARTS", "SAMPLES", "SEED",
-           "check_consistent", "check_length_stats", "data_shape", "fit", "micro_batch_tokens",
-           "parse_text", "request_shape", "sample_lengths"]
+__all__ = [
+    "Batching",
+    "DEFAULT_SIGMA",
+    "DataShape",
+    "LengthStats",
+    "PARTS",
+    "SAMPLES",
+    "SEED",
+    "check_consistent",
+    "check_length_stats",
+    "data_shape",
+    "fit",
+    "micro_batch_tokens",
+    "parse_text",
+    "request_shape",
+    "sample_lengths",
+]

@@ -97,8 +97,9 @@ PER_EXPERT_MODULES = "per-expert-modules"
 FUSED_3D = "fused-3d"
 
 
-def adapted_linears(arch: ModelArch, targets: object,
-                    layout: str = PER_EXPERT_MODULES) -> tuple[AdaptedLinear, ...]:
+def adapted_linears(
+    arch: ModelArch, targets: object, layout: str = PER_EXPERT_MODULES
+) -> tuple[AdaptedLinear, ...]:
     """The linear modules of one decoder block that get an adapter, in block order.
 
     ``targets`` is ``"all-linear"`` or a sequence of HF module names (see the module doc).
@@ -108,8 +109,10 @@ def adapted_linears(arch: ModelArch, targets: object,
     selected = _selected(arch, targets)
     if layout == FUSED_3D and _routed_experts(arch):
         return fused_expert_adapters(arch, selected)
-    return tuple(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role,
-                               arch.blocks_of(l)) for l in selected)
+    return tuple(
+        AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role, arch.blocks_of(l))
+        for l in selected
+    )
 
 
 def _routed_experts(arch: ModelArch) -> tuple[LinearLayer, ...]:
@@ -127,8 +130,10 @@ def as_stored_3d(arch: ModelArch) -> ModelArch:
     experts = set(_routed_experts(arch))
     if not experts:
         return arch
-    return replace(arch, linears=tuple(replace(l, quantizable=False) if l in experts else l
-                                       for l in arch.linears))
+    return replace(
+        arch,
+        linears=tuple(replace(l, quantizable=False) if l in experts else l for l in arch.linears),
+    )
 
 
 CONVERTED_FAMILIES = frozenset({"mixtral", "qwen3_moe"})
@@ -139,7 +144,9 @@ families that borrow its pattern are): on transformers 5.17 its 3-D experts and 
 get no adapter from module names, while its shared expert keeps its own."""
 
 
-def fused_expert_adapters(arch: ModelArch, selected: tuple[LinearLayer, ...]) -> tuple[AdaptedLinear, ...]:
+def fused_expert_adapters(
+    arch: ModelArch, selected: tuple[LinearLayer, ...]
+) -> tuple[AdaptedLinear, ...]:
     """What peft 0.21.0 adapts on transformers 5.17, where the experts are 3-D tensors
     (``Qwen3MoeExperts.gate_up_proj``: ``experts x 2*width x hidden``, ``down_proj``:
     ``experts x hidden x width``; ``MixtralExperts`` alike).
@@ -160,9 +167,12 @@ def fused_expert_adapters(arch: ModelArch, selected: tuple[LinearLayer, ...]) ->
     if arch.family not in CONVERTED_FAMILIES:
         # no conversion: the routed experts and the router are not nn.Linear any more, so
         # their names reach only the nn.Linear modules that share them (the shared expert)
-        return tuple(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role, arch.blocks_of(l))
-                     for l in selected if l not in experts and not _is_router(arch, l))
-    inputs = [l for l in experts if not l.mlp_output]   # gate, up (w1, w3)
+        return tuple(
+            AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role, arch.blocks_of(l))
+            for l in selected
+            if l not in experts and not _is_router(arch, l)
+        )
+    inputs = [l for l in experts if not l.mlp_output]  # gate, up (w1, w3)
     chosen_inputs = [l for l in inputs if l in selected]
     if chosen_inputs and len(chosen_inputs) < len(inputs):
         missing = sorted(l.name for l in inputs if l not in selected)
@@ -170,19 +180,54 @@ def fused_expert_adapters(arch: ModelArch, selected: tuple[LinearLayer, ...]) ->
     out = []
     if chosen_inputs:
         first = chosen_inputs[0]
-        out.append(AdaptedLinear("experts.gate_up_proj", first.d_in, sum(l.d_out for l in chosen_inputs),
-                                 first.count, first.active, "mlp", arch.blocks_of(first),
-                                 rank_factor=len(chosen_inputs), fused=True, covers=tuple(chosen_inputs)))
+        out.append(
+            AdaptedLinear(
+                "experts.gate_up_proj",
+                first.d_in,
+                sum(l.d_out for l in chosen_inputs),
+                first.count,
+                first.active,
+                "mlp",
+                arch.blocks_of(first),
+                rank_factor=len(chosen_inputs),
+                fused=True,
+                covers=tuple(chosen_inputs),
+            )
+        )
     for l in selected:
         if l in experts and l not in inputs:
-            out.append(AdaptedLinear("experts." + ("down_proj" if l.name == "w2" else l.name), l.d_in, l.d_out,
-                                     l.count, l.active, "mlp", arch.blocks_of(l), fused=True, covers=(l,)))
+            out.append(
+                AdaptedLinear(
+                    "experts." + ("down_proj" if l.name == "w2" else l.name),
+                    l.d_in,
+                    l.d_out,
+                    l.count,
+                    l.active,
+                    "mlp",
+                    arch.blocks_of(l),
+                    fused=True,
+                    covers=(l,),
+                )
+            )
         elif _is_router(arch, l):
             # the router's 2-D weight: one ParamWrapper "expert", W + B·A built per forward
-            out.append(AdaptedLinear(l.name, l.d_in, l.d_out, 1, 1, l.role, arch.blocks_of(l),
-                                     fused=True, covers=(l,)))
+            out.append(
+                AdaptedLinear(
+                    l.name,
+                    l.d_in,
+                    l.d_out,
+                    1,
+                    1,
+                    l.role,
+                    arch.blocks_of(l),
+                    fused=True,
+                    covers=(l,),
+                )
+            )
         elif l not in experts and l.name not in expert_names:
-            out.append(AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role, arch.blocks_of(l)))
+            out.append(
+                AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role, arch.blocks_of(l))
+            )
     return tuple(out)
 
 

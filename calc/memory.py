@@ -28,8 +28,16 @@ from . import states as st
 from .arch import LinearLayer, ModelArch
 from .jsontypes import JsonObject
 from .lengths import request_shape
-from .request import (Attention, CpuOffload, EstimateRequest, Method, Precision, Sharding,
-                      parse_estimate_request, request_warnings)
+from .request import (
+    Attention,
+    CpuOffload,
+    EstimateRequest,
+    Method,
+    Precision,
+    Sharding,
+    parse_estimate_request,
+    request_warnings,
+)
 
 if TYPE_CHECKING:  # for annotations only, as in calc.states
     from .lora import AdaptedLinear
@@ -71,7 +79,7 @@ publication, leave-one-source-out cannot test it: holding that publication out f
 :data:`ALLOCATOR_SLACK_FRACTION`, and ``python -m benchmarks.validate_memory`` prints both
 figures and the per-row spread."""
 
-FSDP1_BROADCAST_BUCKET_BYTES = 250 * 1024 ** 2
+FSDP1_BROADCAST_BUCKET_BYTES = 250 * 1024**2
 """``sync_module_states`` broadcasts a unit's parameters and buffers from rank 0 in buckets of
 at most 250 MiB (torch 2.13.0 ``torch/distributed/fsdp/_init_utils.py``
 ``PARAM_BROADCAST_BUCKET_SIZE``, the same value since torch 2.0), two buckets in flight
@@ -79,7 +87,7 @@ at most 250 MiB (torch 2.13.0 ``torch/distributed/fsdp/_init_utils.py``
 bucket of two or more tensors is a new flat copy (``flatten_dense_tensors``: ``torch.cat``), a
 bucket of one is a view."""
 
-ALLOCATOR_SEGMENT_BYTES = 2 * 1024 ** 2
+ALLOCATOR_SEGMENT_BYTES = 2 * 1024**2
 """PyTorch's caching allocator reserves large blocks in 2 MiB segments (PyTorch docs, "CUDA
 semantics: memory management"): every reserved figure is a whole number of them."""
 
@@ -89,13 +97,13 @@ def whole_segments(nbytes: int) -> int:
     return -(-nbytes // ALLOCATOR_SEGMENT_BYTES) * ALLOCATOR_SEGMENT_BYTES
 
 
-CUDA_CONTEXT_BYTES = 512 * 1024 ** 2
+CUDA_CONTEXT_BYTES = 512 * 1024**2
 """CUDA context and kernel images outside PyTorch's allocator: 512 MiB, inside the
 0.3-1.5 GB range that nvidia-smi shows for an idle PyTorch process (PyTorch docs,
 "CUDA semantics", notes that the context is not counted by the allocator; lazy module
 loading since CUDA 11.7 keeps it near the low end)."""
 
-NCCL_BUFFER_BYTES = 2 * 32 * 4 * 1024 ** 2
+NCCL_BUFFER_BYTES = 2 * 32 * 4 * 1024**2
 """NCCL communication buffers on multi-GPU runs: ``NCCL_BUFFSIZE`` (4 MiB default)
 for each of send/receive on up to 32 channels (NCCL docs, environment variables
 ``NCCL_BUFFSIZE`` and ``NCCL_MAX_NCHANNELS``): 256 MiB."""
@@ -126,9 +134,19 @@ casts every 16-bit parameter that is not a ``Params4bit`` to fp32: calc's ``fp32
 precision for QLoRA) the matmul still runs in bf16 and only its output is cast back.
 torchao's NF4 (torchtune) dequantizes to the bf16 of its input."""
 
-COMPONENTS = ("weights", "lora_weights", "gradients", "optimizer", "optimizer_temporaries",
-              "activations", "logits", "weight_copies", "gathered_weights", "dequant_buffer",
-              "comm_buffers")
+COMPONENTS = (
+    "weights",
+    "lora_weights",
+    "gradients",
+    "optimizer",
+    "optimizer_temporaries",
+    "activations",
+    "logits",
+    "weight_copies",
+    "gathered_weights",
+    "dequant_buffer",
+    "comm_buffers",
+)
 """Stable component names of the response (all present, zeros included)."""
 
 PHASES = ("forward_end", "backward", "optimizer_step")
@@ -158,7 +176,9 @@ class MemoryEstimate:
     params_active: int = 0  # parameters one token passes through (MoE: top-k + shared)
     fsdp_wrap_reserved_bytes: int = 0  # reserved floor of FSDP1's wrapping (fsdp_wrap_floor)
     allocator_slack_fraction: float = ALLOCATOR_SLACK_FRACTION  # the slack the reserved figure used
-    data: JsonObject | None = None  # the data's step sequence (calc.lengths), with length_stats only
+    data: JsonObject | None = (
+        None  # the data's step sequence (calc.lengths), with length_stats only
+    )
 
     def __post_init__(self) -> None:
         if sum(self.components.values()) != self.peak_allocated_bytes:
@@ -193,6 +213,7 @@ class MemoryEstimate:
 
 # ---- the pieces -------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class States:
     """Model states resident on one GPU, and what goes to host RAM."""
@@ -200,10 +221,10 @@ class States:
     weights: int
     lora_weights: int
     optimizer: int
-    grads_all: int        # gradients alive after a full backward
+    grads_all: int  # gradients alive after a full backward
     optimizer_temp: int
-    comm_static: int      # DDP gradient buckets
-    comm_backward: int    # unsharded gradients of one unit before reduce-scatter
+    comm_static: int  # DDP gradient buckets
+    comm_backward: int  # unsharded gradients of one unit before reduce-scatter
     host: int
     unified: int
 
@@ -223,8 +244,11 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     lora = layout.adapter * areg.weight_bytes
     # modules_to_save copies (in ``base``, dense) train in the module's dtype, not the adapters'
     main, saved = st.saved_part(layout)
-    grads = (main.trainable * areg.grad_bytes + saved.trainable * reg.grad_bytes
-             + (st.gradient_params(req, layout) - layout.trainable) * reg.grad_bytes)
+    grads = (
+        main.trainable * areg.grad_bytes
+        + saved.trainable * reg.grad_bytes
+        + (st.gradient_params(req, layout) - layout.trainable) * reg.grad_bytes
+    )
     states = st.optimizer_state_bytes(req, main, areg) + st.optimizer_state_bytes(req, saved, reg)
     master = main.trainable * areg.master_bytes + saved.trainable * reg.master_bytes
     paged = st.is_paged(req.optimizer)
@@ -233,14 +257,19 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     if paged:
         unified = st.ceil_div(states, div.optimizer)
         host += unified
-    temp = st.ceil_div(st.optimizer_step_temp_bytes(req, main, areg)
-                       + (st.optimizer_step_temp_bytes(req, saved, reg) if saved.trainable else 0), div.optimizer)
+    temp = st.ceil_div(
+        st.optimizer_step_temp_bytes(req, main, areg)
+        + (st.optimizer_step_temp_bytes(req, saved, reg) if saved.trainable else 0),
+        div.optimizer,
+    )
     if st.deepspeed_zero(req):
         # DeepSpeed steps a flat fp32 partition (ZeRO-3: one sub-group) at a time; per GPU already
         temp = st.deepspeed_step_temp_bytes(req, layout, reg)
     if req.optimizer_in_backward:
-        grads_all = max(main.largest_trainable_tensor * areg.grad_bytes,
-                        saved.largest_trainable_tensor * reg.grad_bytes)
+        grads_all = max(
+            main.largest_trainable_tensor * areg.grad_bytes,
+            saved.largest_trainable_tensor * reg.grad_bytes,
+        )
         temp = 0
     elif st.accumulates_unsharded_gradients(req):
         grads_all = grads
@@ -265,12 +294,14 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     comm_static += st.deepspeed_reduce_bucket_bytes(req, reg)
     multi = req.num_gpus > 1 and req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
     comm_backward = unit_grads if multi else 0
-    return States(weights_gpu, lora_gpu, opt_gpu, grads_all, temp, comm_static, comm_backward,
-                  host, unified)
+    return States(
+        weights_gpu, lora_gpu, opt_gpu, grads_all, temp, comm_static, comm_backward, host, unified
+    )
 
 
-def quant_state_replicated_bytes(req: EstimateRequest, layout: st.ParamLayout, weight_divisor: int,
-                                 offloads_params: bool = False) -> int:
+def quant_state_replicated_bytes(
+    req: EstimateRequest, layout: st.ParamLayout, weight_divisor: int, offloads_params: bool = False
+) -> int:
     """Quantization statistics that stay whole on every GPU when the weights are sharded or
     offloaded (``qlora_quant_state_replicated``, bitsandbytes under FSDP / ZeRO-3, whose
     sharding and CPU offload move parameters only): the NF4 storage beyond its 4 bits per
@@ -317,7 +348,11 @@ def gathered_weight_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, in
     if req.method is Method.QLORA:
         quant = sum(l.count * l.weight_params for l in arch.block_linears if l.quantizable)
         # replicated statistics are resident already: only the packed 4-bit data is gathered
-        packed = quant // 2 if req.qlora_quant_state_replicated and sharded else st.quantized_bytes(quant, req.qlora_double_quant)
+        packed = (
+            quant // 2
+            if req.qlora_quant_state_replicated and sharded
+            else st.quantized_bytes(quant, req.qlora_double_quant)
+        )
         block = packed + (arch.block_params - quant) * reg.weight_bytes
     else:
         block = arch.block_params * reg.weight_bytes
@@ -350,8 +385,12 @@ def root_gradient_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     flat_param._numels)`` then ``.view(shape)``): twice the root's parameters at the
     gradient dtype. ``AccumulateGrad`` then adds the flat gradient into the one accumulated
     so far and frees it. 0 otherwise."""
-    if (not req.fsdp_flat_parameters or req.method is not Method.FULL or req.sharding is not Sharding.ZERO3
-            or req.num_gpus <= 1):
+    if (
+        not req.fsdp_flat_parameters
+        or req.method is not Method.FULL
+        or req.sharding is not Sharding.ZERO3
+        or req.num_gpus <= 1
+    ):
         return 0
     return 2 * _root_params(req.model) * reg.grad_bytes
 
@@ -365,15 +404,18 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
         return 0
     arch = req.model
     quantized = req.method is Method.QLORA
+
     def copied(l: LinearLayer) -> bool:
         return not (quantized and l.quantizable)
 
     head = arch.vocab_size * arch.hidden_size
     if one_layer:
-        return reg.compute_bytes * (sum(l.count * l.weight_params for l in arch.block_linears
-                                        if copied(l)) + head)
-    return reg.compute_bytes * (sum(arch.blocks_of(l) * l.count * l.weight_params
-                                    for l in arch.linears if copied(l)) + head)
+        return reg.compute_bytes * (
+            sum(l.count * l.weight_params for l in arch.block_linears if copied(l)) + head
+        )
+    return reg.compute_bytes * (
+        sum(arch.blocks_of(l) * l.count * l.weight_params for l in arch.linears if copied(l)) + head
+    )
 
 
 def dequant_matmul_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int]:
@@ -402,7 +444,9 @@ def dequant_matmul_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int
         grads = DEQUANT_BYTES * rows * (l.d_in + l.d_out)
         # with an fp16 dequantization (qlora_dequant_fp16) the fp16 buffer and its cast
         # are both alive before the matmul writes the input's gradient
-        weight = DEQUANT_BYTES * l.weight_params + max(0, cast * l.weight_params - DEQUANT_BYTES * rows * l.d_in)
+        weight = DEQUANT_BYTES * l.weight_params + max(
+            0, cast * l.weight_params - DEQUANT_BYTES * rows * l.d_in
+        )
         if grads + weight > sum(best):
             best = (grads, weight)
     return best
@@ -417,7 +461,11 @@ def dequant_cast_bytes(req: EstimateRequest) -> int:
     quant_state.shape, dtype=quant_state.dtype)``), fp16 when Lightning quantized an fp16
     copy. The fp16 buffer is freed once the cast returns. 0 with fp16 compute (the cast is
     a no-op) or without the key."""
-    if req.method is not Method.QLORA or not req.qlora_dequant_fp16 or req.precision is Precision.FP16_MIXED:
+    if (
+        req.method is not Method.QLORA
+        or not req.qlora_dequant_fp16
+        or req.precision is Precision.FP16_MIXED
+    ):
         return 0
     return DEQUANT_BYTES
 
@@ -508,7 +556,9 @@ def _broadcast_copy_bytes(sizes: list[int]) -> int:
     return max((a + b for a, b in zip(copies, copies[1:] + [0], strict=True)), default=0)
 
 
-def _wrap_transient_bytes(sizes: list[int], num_gpus: int, sharded: bool, resident_shard: bool) -> int:
+def _wrap_transient_bytes(
+    sizes: list[int], num_gpus: int, sharded: bool, resident_shard: bool
+) -> int:
     """Bytes one FSDP1 unit's wrapping adds on rank 0 beyond what it leaves allocated (torch
     2.13.0 ``_init_utils.py`` ``_init_param_handle_from_module``): its parameters moved from
     the CPU (``U``), the broadcast's bucket copies (``B``), freed before ``flatten_tensors``
@@ -554,51 +604,74 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
     arch = req.model
     wb = reg.weight_bytes
     quantized = req.method is Method.QLORA
-    block = [l.weight_params // 2 if quantized and l.quantizable else l.weight_params * wb
-             for l in arch.block_linears for _ in range(l.count)]
+    block = [
+        l.weight_params // 2 if quantized and l.quantizable else l.weight_params * wb
+        for l in arch.block_linears
+        for _ in range(l.count)
+    ]
     block.append((arch.block_params - sum(l.params for l in arch.block_linears)) * wb)
     root = [arch.embedding_params * wb, arch.norm_params * wb, arch.lm_head_params * wb]
     sharded = req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
     resident = req.cpu_offload is not CpuOffload.OPTIMIZER_PARAMS
-    floor = (s.weights + s.lora_weights
-             + _wrap_transient_bytes([b for b in block if b], req.num_gpus, sharded, resident)
-             + _wrap_transient_bytes([r for r in root if r], req.num_gpus, sharded, resident))
+    floor = (
+        s.weights
+        + s.lora_weights
+        + _wrap_transient_bytes([b for b in block if b], req.num_gpus, sharded, resident)
+        + _wrap_transient_bytes([r for r in root if r], req.num_gpus, sharded, resident)
+    )
     pool = gathered_weight_bytes(req, reg)[1]
     return whole_segments(floor + pool)
 
 
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
     adapters = st.adapted(req)
-    fused = frozenset((l.name, l.d_in, l.d_out, l.role) for a in adapters if a.fused for l in a.covers)
+    fused = frozenset(
+        (l.name, l.d_in, l.d_out, l.role) for a in adapters if a.fused for l in a.covers
+    )
     adapted = frozenset((a.name, a.d_in, a.d_out, a.role) for a in adapters if not a.fused) | fused
     resid = st.FP32_BYTES if reg.casts_weights else reg.compute_bytes
-    return act.ActConfig(reg.compute_bytes, resid, req.method is Method.FULL, adapted,
-                         req.lora_rank, req.attention, req.seq_len, reg.casts_weights,
-                         lora_dropout=req.is_peft and req.lora_dropout > 0,
-                         quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs,
-                         keeps_fused_qkv=req.attention_keeps_fused_qkv,
-                         compile_kept=act.COMPILE_KEPT_FRACTION if req.torch_compile else None,
-                         # under autocast the adapters' matmuls cast their inputs to 16 bits
-                         adapter_bytes=(st.adapter_regime(req, reg).weight_bytes
-                                        if req.is_peft and not reg.casts_weights else None),
-                         grouped_kv=req.attention_grouped_kv, fused=fused,
-                         # a trainable output layer saves its input for its weight's gradient
-                         quant_outputs_fp32=req.method is Method.QLORA and reg.casts_weights,
-                         head_keeps_input=(req.method is Method.QLORA and req.qlora_keeps_inputs
-                                           and st.output_layer_quantized_params(req) > 0
-                                           or st.trained_output_layer_params(req) > 0))
+    return act.ActConfig(
+        reg.compute_bytes,
+        resid,
+        req.method is Method.FULL,
+        adapted,
+        req.lora_rank,
+        req.attention,
+        req.seq_len,
+        reg.casts_weights,
+        lora_dropout=req.is_peft and req.lora_dropout > 0,
+        quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs,
+        keeps_fused_qkv=req.attention_keeps_fused_qkv,
+        compile_kept=act.COMPILE_KEPT_FRACTION if req.torch_compile else None,
+        # under autocast the adapters' matmuls cast their inputs to 16 bits
+        adapter_bytes=(
+            st.adapter_regime(req, reg).weight_bytes
+            if req.is_peft and not reg.casts_weights
+            else None
+        ),
+        grouped_kv=req.attention_grouped_kv,
+        fused=fused,
+        # a trainable output layer saves its input for its weight's gradient
+        quant_outputs_fp32=req.method is Method.QLORA and reg.casts_weights,
+        head_keeps_input=(
+            req.method is Method.QLORA
+            and req.qlora_keeps_inputs
+            and st.output_layer_quantized_params(req) > 0
+            or st.trained_output_layer_params(req) > 0
+        ),
+    )
 
 
 @dataclass(frozen=True)
 class Activations:
     """Activation bytes at the moments that matter."""
 
-    saved_all: int        # everything saved for backward at the end of the forward
-    recompute: int        # one block recomputed during backward (checkpointing)
-    last_block: int       # what the first block keeps during its own backward
-    workspace: int        # gradients in flight inside one block
+    saved_all: int  # everything saved for backward at the end of the forward
+    recompute: int  # one block recomputed during backward (checkpointing)
+    last_block: int  # what the first block keeps during its own backward
+    workspace: int  # gradients in flight inside one block
     logits: int
-    kept_logits: int      # logits the loop holds through the backward (loss_outputs_kept)
+    kept_logits: int  # logits the loop holds through the backward (loss_outputs_kept)
     per_token_block: int
     host: int
 
@@ -631,6 +704,7 @@ def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -
     weight = reg.weight_bytes
     factors = st.adapter_regime(req, reg).weight_bytes != weight
     attn_trains = any(a.role == "attn" for a in adapted)
+
     # a stack reads the MLP norm's output unless it is the experts' down projection (by
     # module name: widths cannot tell where intermediate == hidden)
     def reads_norm(a: AdaptedLinear) -> bool:
@@ -645,8 +719,11 @@ def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -
             total += merged + copies
             continue
         saved_blocks = a.blocks
-        if (not attn_trains and a.blocks == req.model.num_layers
-                and (reads_norm(a) or not gate_up_trains)):
+        if (
+            not attn_trains
+            and a.blocks == req.model.num_layers
+            and (reads_norm(a) or not gate_up_trains)
+        ):
             saved_blocks -= 1  # block 0's merged weight: its matmul input needs no gradient
         total += merged * saved_blocks + copies * a.blocks
     return total
@@ -671,7 +748,11 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         on_gpu_layers = min(layers, 2)
         host = (layers - on_gpu_layers) * per_layer
     head = act.head_bytes_per_token(arch, cfg) * tokens
-    if not req.gradient_checkpointing and not req.activation_offload and not st.saved_module_params(req)[0]:
+    if (
+        not req.gradient_checkpointing
+        and not req.activation_offload
+        and not st.saved_module_params(req)[0]
+    ):
         # (a trainable embedding copy makes the first block's input require grad)
         head -= act.first_norm_unsaved_bytes_per_token(arch, cfg) * tokens
     recompute = block if req.gradient_checkpointing else 0
@@ -680,19 +761,31 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         recompute=recompute,
         last_block=block,
         workspace=act.backward_workspace_bytes_per_token(arch, cfg) * tokens,
-        logits=act.logits_bytes_per_token(arch, reg.compute_bytes, req.chunked_loss,
-                                          req.loss_outputs_kept, req.logits_upcast_in_model,
-                                          req.chunked_loss_keeps_fp32 and not req.torch_compile,
-                                          req.loss_on_16bit_logits) * tokens,
-        kept_logits=act.kept_logits_bytes_per_token(arch, reg.compute_bytes, req.chunked_loss,
-                                                    req.loss_outputs_kept,
-                                                    req.logits_upcast_in_model) * tokens,
+        logits=act.logits_bytes_per_token(
+            arch,
+            reg.compute_bytes,
+            req.chunked_loss,
+            req.loss_outputs_kept,
+            req.logits_upcast_in_model,
+            req.chunked_loss_keeps_fp32 and not req.torch_compile,
+            req.loss_on_16bit_logits,
+        )
+        * tokens,
+        kept_logits=act.kept_logits_bytes_per_token(
+            arch,
+            reg.compute_bytes,
+            req.chunked_loss,
+            req.loss_outputs_kept,
+            req.logits_upcast_in_model,
+        )
+        * tokens,
         per_token_block=act.block_bytes_per_token(arch, cfg),
         host=host,
     )
 
 
 # ---- phases and peak ----------------------------------------------------------------------
+
 
 def _phase(**parts: int) -> JsonObject:
     return {name: int(parts.get(name, 0)) for name in COMPONENTS}
@@ -721,16 +814,27 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # the loop may still hold the previous micro-batch's logits and, through their graph, its
     # 4-bit inputs (previous_outputs_kept)
     prev_acts, prev_logits = previous_micro_batch_bytes(req, reg)
-    forward_end = _phase(**common, activations=a.saved_all + prev_acts, logits=a.logits + prev_logits,
-                         gradients=held, weight_copies=copies_all + merged_fwd, gathered_weights=gathered_fwd,
-                         comm_buffers=s.comm_static)
+    forward_end = _phase(
+        **common,
+        activations=a.saved_all + prev_acts,
+        logits=a.logits + prev_logits,
+        gradients=held,
+        weight_copies=copies_all + merged_fwd,
+        gathered_weights=gathered_fwd,
+        comm_buffers=s.comm_static,
+    )
     head_dequant = output_layer_dequant_bytes(req)
     if head_dequant:
         # a 4-bit output layer's matmul: its dequantized weight with the 16-bit logits written
         # so far, before the loss (whose own peak is the moment above)
         tokens = req.micro_batch_size * req.seq_len
-        head = _phase(**{**forward_end, "logits": req.model.vocab_size * reg.compute_bytes * tokens + prev_logits,
-                         "dequant_buffer": head_dequant})
+        head = _phase(
+            **{
+                **forward_end,
+                "logits": req.model.vocab_size * reg.compute_bytes * tokens + prev_logits,
+                "dequant_buffer": head_dequant,
+            }
+        )
         forward_end = max(forward_end, head, key=lambda parts: sum(parts.values()))
     # a trainable output layer copy (lora_modules_to_save) has its gradient from the start
     # ... and autocast's 16-bit copy of it, saved by its matmul, is freed by that matmul's
@@ -738,20 +842,30 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     head_copy = st.trained_output_layer_params(req)
     head_grad = 0 if held else head_copy * reg.grad_bytes
     head_cast = reg.compute_bytes * head_copy if reg.casts_weights else 0
-    first_block = _phase(**common, activations=a.saved_all + a.recompute + in_flight,
-                         logits=a.kept_logits, gradients=held + head_grad,
-                         weight_copies=copies_all + merged_first - head_cast,
-                         gathered_weights=gathered,
-                         dequant_buffer=dequant, comm_buffers=s.comm_static)
+    first_block = _phase(
+        **common,
+        activations=a.saved_all + a.recompute + in_flight,
+        logits=a.kept_logits,
+        gradients=held + head_grad,
+        weight_copies=copies_all + merged_first - head_cast,
+        gathered_weights=gathered,
+        dequant_buffer=dequant,
+        comm_buffers=s.comm_static,
+    )
     table = embedding_grad_bytes(req, reg)
     # full fine-tuning of a tied table (or peft's shared copy): the output layer's gradient is
     # the embedding's
     tied = req.model.tie_word_embeddings and req.method is Method.FULL or st.saved_copy_tied(req)
-    last_block = _phase(**common, activations=a.last_block + in_flight,
-                        gradients=s.grads_all - (0 if tied else table),
-                        logits=a.kept_logits,
-                        weight_copies=copies_one + merged_one, gathered_weights=gathered,
-                        dequant_buffer=dequant, comm_buffers=s.comm_static + s.comm_backward)
+    last_block = _phase(
+        **common,
+        activations=a.last_block + in_flight,
+        gradients=s.grads_all - (0 if tied else table),
+        logits=a.kept_logits,
+        weight_copies=copies_one + merged_one,
+        gathered_weights=gathered,
+        dequant_buffer=dequant,
+        comm_buffers=s.comm_static + s.comm_backward,
+    )
     candidates = [first_block, last_block]
     if table:
         # the embedding's backward, after every block's: all gradients; tied to the output
@@ -759,24 +873,40 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         # sums them out of place: two more tables for a moment
         extra = 2 * table if tied else 0
         # autocast's weight copies are freed with the backward of the matmuls that saved them
-        candidates.append(_phase(**common, gradients=s.grads_all + extra, logits=a.kept_logits,
-                                 gathered_weights=gathered,
-                                 comm_buffers=s.comm_static + s.comm_backward))
+        candidates.append(
+            _phase(
+                **common,
+                gradients=s.grads_all + extra,
+                logits=a.kept_logits,
+                gathered_weights=gathered,
+                comm_buffers=s.comm_static + s.comm_backward,
+            )
+        )
     root_grads = root_gradient_bytes(req, reg)
     if root_grads:
         # FSDP1's root unit: its flat gradient assembled at the end of the backward, every
         # block's gradient done, the root still gathered (root_gradient_bytes)
-        candidates.append(_phase(**common, gradients=s.grads_all, logits=a.kept_logits,
-                                 gathered_weights=root_unit_bytes(req, reg),
-                                 comm_buffers=s.comm_static + root_grads))
+        candidates.append(
+            _phase(
+                **common,
+                gradients=s.grads_all,
+                logits=a.kept_logits,
+                gathered_weights=root_unit_bytes(req, reg),
+                comm_buffers=s.comm_static + root_grads,
+            )
+        )
     backward = max(candidates, key=lambda parts: sum(parts.values()))
     phases = {"forward_end": forward_end, "backward": backward}
     if not req.optimizer_in_backward:
         # the step runs while the loop holds this micro-batch's logits (previous_outputs_kept)
-        phases["optimizer_step"] = _phase(**common, gradients=s.grads_all,
-                                          optimizer_temporaries=s.optimizer_temp,
-                                          activations=prev_acts, logits=prev_logits,
-                                          comm_buffers=s.comm_static)
+        phases["optimizer_step"] = _phase(
+            **common,
+            gradients=s.grads_all,
+            optimizer_temporaries=s.optimizer_temp,
+            activations=prev_acts,
+            logits=prev_logits,
+            comm_buffers=s.comm_static,
+        )
     return phases
 
 
@@ -793,8 +923,13 @@ def embedding_grad_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     LoRA / QLoRA with the embedding in ``lora_modules_to_save``: the same for its trainable
     copy, which no output layer shares (peft's copy unties it), at the copy's dtype: the
     base weights' (oracle: ``*/lora-save-*``)."""
-    if ((req.method is not Method.FULL and not st.saved_module_params(req)[0]) or req.optimizer_in_backward
-            or req.num_gpus > 1 or req.cpu_offload is not CpuOffload.NONE or st.accumulates_gradients(req)):
+    if (
+        (req.method is not Method.FULL and not st.saved_module_params(req)[0])
+        or req.optimizer_in_backward
+        or req.num_gpus > 1
+        or req.cpu_offload is not CpuOffload.NONE
+        or st.accumulates_gradients(req)
+    ):
         return 0
     return req.model.vocab_size * req.model.hidden_size * reg.grad_bytes
 
@@ -845,8 +980,12 @@ def _estimate_at(req: EstimateRequest) -> MemoryEstimate:
         fsdp_wrap_reserved_bytes=wrap_reserved,
         allocator_slack_fraction=slack,
         # calibrated ranges: the held-out error of this method and metric (calc.calibration)
-        peak_allocated_range_bytes=tuple(calibration.range_bytes(allocated, req.method.value, "allocated")),
-        peak_reserved_range_bytes=tuple(calibration.range_bytes(reserved, req.method.value, "reserved")),
+        peak_allocated_range_bytes=tuple(
+            calibration.range_bytes(allocated, req.method.value, "allocated")
+        ),
+        peak_reserved_range_bytes=tuple(
+            calibration.range_bytes(reserved, req.method.value, "reserved")
+        ),
         params_active=req.model.params_active,
     )
 
@@ -860,7 +999,9 @@ def model_states_total(s: States) -> int:
 def reserved_bytes(allocated: int, slack: float | None = None) -> int:
     """``allocated * (1 + slack)`` (default :data:`ALLOCATOR_SLACK_FRACTION`), rounded up to
     whole 2 MiB segments."""
-    return whole_segments(int(allocated * (1 + (ALLOCATOR_SLACK_FRACTION if slack is None else slack))))
+    return whole_segments(
+        int(allocated * (1 + (ALLOCATOR_SLACK_FRACTION if slack is None else slack)))
+    )
 
 
 def warnings_for(req: EstimateRequest) -> list[str]:

@@ -85,7 +85,7 @@ def format_shortest(value: float, lang: str) -> str:
     else:
         point = len(digits) + exponent
         whole = digits[:point] if point > 0 else "0"
-        frac = ("0" * -point if point < 0 else "") + digits[max(point, 0):]
+        frac = ("0" * -point if point < 0 else "") + digits[max(point, 0) :]
     return _written(whole, frac, value < 0, lang)
 
 
@@ -112,20 +112,20 @@ GIB = 2**30  # the site shows memory in GiB: 1 GiB = 2^30 bytes
 
 # kind -> (divisor from the raw calc value to the shown value, decimals shown)
 KINDS: dict[str, tuple[float, int]] = {
-    "gib": (GIB, 1),        # bytes -> GiB
+    "gib": (GIB, 1),  # bytes -> GiB
     "hours": (1, 1),
     "usd": (1, 2),
-    "pct": (1, 1),          # already in percent
-    "pct0": (1, 0),         # already in percent, whole
-    "bpp": (1, 2),          # bytes per parameter
-    "billions": (1e9, 2),   # parameter counts
+    "pct": (1, 1),  # already in percent
+    "pct0": (1, 0),  # already in percent, whole
+    "bpp": (1, 2),  # bytes per parameter
+    "billions": (1e9, 2),  # parameter counts
     "millions": (1e6, 1),
     "tflops": (1, 0),
-    "gbps": (1, 0),         # GB/s (10^9 bytes per second, as datasheets give it)
+    "gbps": (1, 0),  # GB/s (10^9 bytes per second, as datasheets give it)
     "int": (1, 0),
     "factor": (1, 2),
-    "fraction3": (1, 3),    # constants that need three decimals (e.g. 4.127 bits)
-    "usd_approx": (1, 0),   # a cost in running text, to SIGNIFICANT["usd_approx"] figures
+    "fraction3": (1, 3),  # constants that need three decimals (e.g. 4.127 bits)
+    "usd_approx": (1, 0),  # a cost in running text, to SIGNIFICANT["usd_approx"] figures
 }
 
 # kind -> significant figures: the kinds shown rounded to a number of figures rather than

@@ -24,8 +24,13 @@ from .cost import CostEstimate, CostInputs, default_storage_gb, estimate_cost
 from .errors import InputError
 from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
-from .request import (MAX_MICRO_BATCH, MAX_SEQ_LEN, EstimateRequest,
-                      parse_estimate_request, parse_fields)
+from .request import (
+    MAX_MICRO_BATCH,
+    MAX_SEQ_LEN,
+    EstimateRequest,
+    parse_estimate_request,
+    parse_fields,
+)
 from .timing import TimeEstimate, default_mfu, estimate_time
 
 
@@ -64,7 +69,9 @@ def parse_plan_options(data: object) -> PlanOptions:
     """Validate the plan-only keys (the estimate keys are checked by ``parse_estimate_request``)."""
     fields = {spec.key: spec for spec in field_specs("plan")}
     values = parse_fields(data, fields)
-    out: JsonObject = {key: spec.check(values[key]) for key, spec in fields.items() if spec.group == PLAN}
+    out: JsonObject = {
+        key: spec.check(values[key]) for key, spec in fields.items() if spec.group == PLAN
+    }
     return PlanOptions(**out)
 
 
@@ -84,22 +91,34 @@ def parse_plan_request(data: object) -> tuple[EstimateRequest, PlanOptions]:
 class Planner:
     """Time and cost of any (card, count, sharding) for one request; memoises the estimates."""
 
-    def __init__(self, request: EstimateRequest, options: PlanOptions,
-                 estimator: recommend.Estimator | None = None) -> None:
+    def __init__(
+        self,
+        request: EstimateRequest,
+        options: PlanOptions,
+        estimator: recommend.Estimator | None = None,
+    ) -> None:
         self.request = request
         self.options = options
         self.estimator = estimator or recommend.Estimator(request)
         base = self.estimator.get()
         if base is None:  # the request itself is rejected by the memory model: re-raise it
             from .memory import estimate_request
+
             estimate_request(request)
             raise InputError("estimate_failed", None, None)
         self.base: JsonObject = base
-        self.storage = (default_storage_gb(self.base["params_total"], self.base["params_trainable"],
-                                           options.dataset_tokens)
-                        if options.storage_gb is None else {"total": options.storage_gb})
-        self.storage_price = (gpu_catalogue.storage_price().usd if options.storage_price_per_gb_month is None
-                              else options.storage_price_per_gb_month)
+        self.storage = (
+            default_storage_gb(
+                self.base["params_total"], self.base["params_trainable"], options.dataset_tokens
+            )
+            if options.storage_gb is None
+            else {"total": options.storage_gb}
+        )
+        self.storage_price = (
+            gpu_catalogue.storage_price().usd
+            if options.storage_price_per_gb_month is None
+            else options.storage_price_per_gb_month
+        )
         self._prices: dict[str, JsonObject] = {}
 
     def price(self, gpu: gpu_catalogue.Gpu) -> JsonObject:
@@ -112,40 +131,77 @@ class Planner:
     def _price(self, gpu: gpu_catalogue.Gpu) -> JsonObject:
         o = self.options
         if gpu.id == o.gpu.id and o.price_per_gpu_hour is not None:
-            return {"usd_per_gpu_hour": o.price_per_gpu_hour, "source": "request", "tier": o.price_tier,
-                    "interruptible": o.interruptible, "as_of": None, "fallback": False}
+            return {
+                "usd_per_gpu_hour": o.price_per_gpu_hour,
+                "source": "request",
+                "tier": o.price_tier,
+                "interruptible": o.interruptible,
+                "as_of": None,
+                "fallback": False,
+            }
         if not gpu_catalogue.prices_for(gpu.id):
             # A card nobody rents publicly (a desktop card, a new accelerator): still planned
             # for its owner, at no rental price; warning "price_is_none" says so and ranks it
             # after the priced ones by cost.
-            return {"usd_per_gpu_hour": 0.0, "source": None, "tier": o.price_tier,
-                    "interruptible": o.interruptible, "as_of": None, "fallback": False,
-                    "source_kind": "none", "no_price": True}
+            return {
+                "usd_per_gpu_hour": 0.0,
+                "source": None,
+                "tier": o.price_tier,
+                "interruptible": o.interruptible,
+                "as_of": None,
+                "fallback": False,
+                "source_kind": "none",
+                "no_price": True,
+            }
         quote = gpu_catalogue.price_quote(gpu.id, o.price_tier, o.interruptible)
         out = quote.to_dict()
         out["source_kind"] = "catalogue"
         return out
 
-    def time(self, gpu: gpu_catalogue.Gpu, num_gpus: int, sharding: str, changes: JsonObject | None = None) -> TimeEstimate:
+    def time(
+        self,
+        gpu: gpu_catalogue.Gpu,
+        num_gpus: int,
+        sharding: str,
+        changes: JsonObject | None = None,
+    ) -> TimeEstimate:
         """Training time of the request (with ``changes`` applied) on ``num_gpus`` x ``gpu``."""
         changes = changes or {}
         req = self.estimator.variant(**changes) if changes else self.request
         est = self.estimator.get(**changes) if changes else self.base
         trainable = est["params_trainable"] if est else self.base["params_trainable"]
         o = self.options
-        return estimate_time(req, gpu, o.total_tokens, num_gpus=num_gpus, sharding=sharding, mfu=o.mfu,
-                             qlora_speed_factor=o.qlora_speed_factor, scaling_efficiency=o.scaling_efficiency,
-                             fp8_compute=o.fp8_compute, trainable_params=trainable, memory=est)
+        return estimate_time(
+            req,
+            gpu,
+            o.total_tokens,
+            num_gpus=num_gpus,
+            sharding=sharding,
+            mfu=o.mfu,
+            qlora_speed_factor=o.qlora_speed_factor,
+            scaling_efficiency=o.scaling_efficiency,
+            fp8_compute=o.fp8_compute,
+            trainable_params=trainable,
+            memory=est,
+        )
 
-    def cost(self, gpu: gpu_catalogue.Gpu, num_gpus: int, compute_hours: float, price: JsonObject) -> CostEstimate:
+    def cost(
+        self, gpu: gpu_catalogue.Gpu, num_gpus: int, compute_hours: float, price: JsonObject
+    ) -> CostEstimate:
         o = self.options
         inputs = CostInputs(
-            price_per_gpu_hour=price["usd_per_gpu_hour"], num_gpus=num_gpus,
-            storage_gb=self.storage["total"], storage_price_per_gb_month=self.storage_price,
-            months_kept=o.months_kept, startup_minutes=o.startup_minutes, starts=o.starts,
-            experiment_multiplier=o.experiment_multiplier, interruptible=o.interruptible,
+            price_per_gpu_hour=price["usd_per_gpu_hour"],
+            num_gpus=num_gpus,
+            storage_gb=self.storage["total"],
+            storage_price_per_gb_month=self.storage_price,
+            months_kept=o.months_kept,
+            startup_minutes=o.startup_minutes,
+            starts=o.starts,
+            experiment_multiplier=o.experiment_multiplier,
+            interruptible=o.interruptible,
             checkpoint_interval_minutes=o.checkpoint_interval_minutes,
-            checkpoint_minutes=o.checkpoint_minutes, interruptions_per_day=o.interruptions_per_day,
+            checkpoint_minutes=o.checkpoint_minutes,
+            interruptions_per_day=o.interruptions_per_day,
         )
         return estimate_cost(compute_hours, inputs)
 
@@ -173,8 +229,11 @@ def _recommendations(planner: Planner) -> JsonObject:
         multi_node = num_gpus > recommend.GPU_COUNTS[3] and (num_gpus, sharding) != own_pair
         if multi_node and all(gpu.id in in_one_node for gpu in cards):
             continue
-        changes = {} if (num_gpus == req.num_gpus and sharding == req.sharding.value) else \
-            {"num_gpus": num_gpus, "sharding": sharding}
+        changes = (
+            {}
+            if (num_gpus == req.num_gpus and sharding == req.sharding.value)
+            else {"num_gpus": num_gpus, "sharding": sharding}
+        )
         est = planner.estimator.get(**changes)
         if est is None:
             continue
@@ -188,29 +247,36 @@ def _recommendations(planner: Planner) -> JsonObject:
             time = planner.time(gpu, num_gpus, sharding)
             price = planner.price(gpu)
             cost = planner.cost(gpu, num_gpus, time.compute_hours, price)
-            configs.append({
-                "id": f"{gpu.id}x{num_gpus}-{sharding}",
-                "gpu": gpu.id, "num_gpus": num_gpus, "sharding": sharding,
-                "memory_bytes": gpu.memory_bytes,
-                "device_total_bytes": est["device_total_bytes"], "required_bytes": verdict.required_bytes,
-                "headroom_fraction": (gpu.memory_bytes - est["device_total_bytes"]) / gpu.memory_bytes,
-                "time_hours": cost.schedule.total_hours,
-                "tokens_per_second": time.tokens_per_second,
-                "cost_usd": cost.total_usd,
-                "per_hour_usd": cost.per_hour_usd,
-                "price_per_gpu_hour": price["usd_per_gpu_hour"],
-                "price_tier": price["tier"], "price_fallback": price["fallback"],
-                "warnings": _price_warnings(price, planner.options.interruptible)
-                + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value),
-            })
+            configs.append(
+                {
+                    "id": f"{gpu.id}x{num_gpus}-{sharding}",
+                    "gpu": gpu.id,
+                    "num_gpus": num_gpus,
+                    "sharding": sharding,
+                    "memory_bytes": gpu.memory_bytes,
+                    "device_total_bytes": est["device_total_bytes"],
+                    "required_bytes": verdict.required_bytes,
+                    "headroom_fraction": (gpu.memory_bytes - est["device_total_bytes"])
+                    / gpu.memory_bytes,
+                    "time_hours": cost.schedule.total_hours,
+                    "tokens_per_second": time.tokens_per_second,
+                    "cost_usd": cost.total_usd,
+                    "per_hour_usd": cost.per_hour_usd,
+                    "price_per_gpu_hour": price["usd_per_gpu_hour"],
+                    "price_tier": price["tier"],
+                    "price_fallback": price["fallback"],
+                    "warnings": _price_warnings(price, planner.options.interruptible)
+                    + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value),
+                }
+            )
+
     # A price at another rate than asked (an interruptible-only listing when on-demand was
     # asked, or the reverse) or from the other kind of provider (a managed-cloud price when
     # marketplace prices were asked, or the reverse) is not like for like: such
     # configurations rank after the others by cost, so the cost ranking and the "cheapest"
     # pick never disagree.
     def rate_mismatch(c: JsonObject) -> bool:
-        return any(w.startswith("price_is_") or w == "price_from_other_tier"
-                   for w in c["warnings"])
+        return any(w.startswith("price_is_") or w == "price_from_other_tier" for w in c["warnings"])
 
     # Cards with no rental price come last, fastest first: ranked for their owners.
     def unpriced(c: JsonObject) -> bool:
@@ -222,24 +288,50 @@ def _recommendations(planner: Planner) -> JsonObject:
         key: float = c["time_hours"] if unpriced(c) else c["cost_usd"]
         return key
 
-    configs.sort(key=lambda c: (unpriced(c), rate_mismatch(c), recommend.estimate_level(cost_key(c)),
-                                recommend.has_caveat(c), cost_key(c), c["time_hours"], c["id"]))
-    by_time = sorted(configs, key=lambda c: (recommend.estimate_level(c["time_hours"]),
-                                             recommend.has_caveat(c), c["time_hours"],
-                                             c["cost_usd"], c["id"]))
+    configs.sort(
+        key=lambda c: (
+            unpriced(c),
+            rate_mismatch(c),
+            recommend.estimate_level(cost_key(c)),
+            recommend.has_caveat(c),
+            cost_key(c),
+            c["time_hours"],
+            c["id"],
+        )
+    )
+    by_time = sorted(
+        configs,
+        key=lambda c: (
+            recommend.estimate_level(c["time_hours"]),
+            recommend.has_caveat(c),
+            c["time_hours"],
+            c["cost_usd"],
+            c["id"],
+        ),
+    )
     for rank, c in enumerate(configs, 1):
         c["rank_by_cost"] = rank
     for rank, c in enumerate(by_time, 1):
         c["rank_by_time"] = rank
+
     def pick(candidates: Iterable[JsonObject]) -> JsonObject | None:
         # least memory in total (8 small cards are not "smaller" than one large one); among
         # cards of one class (an H100's 79.6 GiB vs an A100's 80 GiB) the cheaper run wins
-        best = min(candidates, key=lambda c: (
-            c["num_gpus"] * gpu_catalogue.get_gpu(c["gpu"]).memory_gb_marketed,
-            rate_mismatch(c), c["cost_usd"], c["num_gpus"]), default=None)
+        best = min(
+            candidates,
+            key=lambda c: (
+                c["num_gpus"] * gpu_catalogue.get_gpu(c["gpu"]).memory_gb_marketed,
+                rate_mismatch(c),
+                c["cost_usd"],
+                c["num_gpus"],
+            ),
+            default=None,
+        )
         return None if best is None else {k: best[k] for k in ("id", "gpu", "num_gpus", "sharding")}
 
-    own = [c for c in configs if c["num_gpus"] == req.num_gpus and c["sharding"] == req.sharding.value]
+    own = [
+        c for c in configs if c["num_gpus"] == req.num_gpus and c["sharding"] == req.sharding.value
+    ]
     return {
         "count": len(configs),
         "configs": configs,
@@ -247,8 +339,10 @@ def _recommendations(planner: Planner) -> JsonObject:
         "by_time": [c["id"] for c in by_time],
         # a card priced only at another rate (e.g. interruptible-only listings) is ranked but
         # not named cheapest
-        "cheapest": next((c["id"] for c in configs if not rate_mismatch(c)),
-                         configs[0]["id"] if configs else None),
+        "cheapest": next(
+            (c["id"] for c in configs if not rate_mismatch(c)),
+            configs[0]["id"] if configs else None,
+        ),
         "fastest": by_time[0]["id"] if by_time else None,
         # seed 004: start with the smallest card that fits your configuration, move up only when
         # time per step is the bottleneck
@@ -267,7 +361,11 @@ def _price_warnings(price: JsonObject, interruptible: bool) -> list[str]:
     if price.get("fallback"):
         out.append("price_from_other_tier")
     if price.get("interruptible") != interruptible:
-        out.append("price_is_interruptible_rate" if price.get("interruptible") else "price_is_on_demand_rate")
+        out.append(
+            "price_is_interruptible_rate"
+            if price.get("interruptible")
+            else "price_is_on_demand_rate"
+        )
     return out
 
 
@@ -281,13 +379,16 @@ def _solvers(planner: Planner) -> JsonObject:
 
     def solve(field: str, start: int, maximum: int) -> JsonObject:
         def state(x: int) -> str:
-            return planner.state(planner.estimator.get(**{field: x}) if x != start else planner.base, gpu)
+            return planner.state(
+                planner.estimator.get(**{field: x}) if x != start else planner.base, gpu
+            )
 
         value = recommend.largest_fitting(lambda x: state(x) == "fits", start, maximum)
         out: JsonObject = {"found": False} if value is None else {"found": True, "value": value}
         if value != maximum:
-            possible = recommend.largest_fitting(lambda x: state(x) != "does_not_fit",
-                                                 value or start, maximum)
+            possible = recommend.largest_fitting(
+                lambda x: state(x) != "does_not_fit", value or start, maximum
+            )
             if possible is not None and possible != value:
                 out["borderline_value"] = possible
         return out
@@ -296,13 +397,17 @@ def _solvers(planner: Planner) -> JsonObject:
     if seq["found"]:
         seq["above_max_position_embeddings"] = seq["value"] > req.model.max_position_embeddings
     return {
-        "gpu": gpu.id, "num_gpus": req.num_gpus, "sharding": req.sharding.value,
+        "gpu": gpu.id,
+        "num_gpus": req.num_gpus,
+        "sharding": req.sharding.value,
         "max_micro_batch_size": solve("micro_batch_size", req.micro_batch_size, MAX_MICRO_BATCH),
         "max_seq_len": seq,
     }
 
 
-def _suggestion(planner: Planner, action: str, changes: JsonObject, extra: JsonObject | None = None) -> JsonObject | None:
+def _suggestion(
+    planner: Planner, action: str, changes: JsonObject, extra: JsonObject | None = None
+) -> JsonObject | None:
     est = planner.estimator.get(**changes)
     if est is None:
         return None
@@ -343,10 +448,17 @@ def _suggestions(planner: Planner, solvers: JsonObject) -> list[JsonObject]:
         mb = solvers["max_micro_batch_size"]
         new_mb = mb["value"] if mb["found"] else 1
         accumulation = -(-req.micro_batch_size // new_mb)  # keeps the effective batch
-        out.append(_suggestion(planner, "smaller_micro_batch_with_accumulation",
-                               {"micro_batch_size": new_mb},
-                               {"gradient_accumulation_steps": accumulation,
-                                "effective_batch_per_gpu": new_mb * accumulation}))
+        out.append(
+            _suggestion(
+                planner,
+                "smaller_micro_batch_with_accumulation",
+                {"micro_batch_size": new_mb},
+                {
+                    "gradient_accumulation_steps": accumulation,
+                    "effective_batch_per_gpu": new_mb * accumulation,
+                },
+            )
+        )
     if not req.gradient_checkpointing:
         out.append(_suggestion(planner, "gradient_checkpointing", {"gradient_checkpointing": True}))
     if not req.chunked_loss:
@@ -386,8 +498,15 @@ def _suggestions(planner: Planner, solvers: JsonObject) -> list[JsonObject]:
 
 # Changes that keep the training task as it is (same data, same effective batch), in the
 # order they are tried together when no single one is enough.
-_COMBINABLE = ("gradient_checkpointing", "chunked_loss", "lora_to_qlora", "full_to_lora",
-               "optimizer_8bit", "zero3_over_n_gpus", "cpu_offload")
+_COMBINABLE = (
+    "gradient_checkpointing",
+    "chunked_loss",
+    "lora_to_qlora",
+    "full_to_lora",
+    "optimizer_8bit",
+    "zero3_over_n_gpus",
+    "cpu_offload",
+)
 
 
 def _combined_suggestion(planner: Planner, single: list[JsonObject]) -> JsonObject | None:
@@ -408,12 +527,17 @@ def _combined_suggestion(planner: Planner, single: list[JsonObject]) -> JsonObje
 def step_tokens(request: EstimateRequest) -> int:
     """Tokens one optimizer step takes: micro-batch x sequence length x accumulation steps x
     GPUs. A dataset smaller than that is not one step of training: a typo in its size."""
-    return (request.micro_batch_size * request.seq_len * request.gradient_accumulation_steps
-            * request.num_gpus)
+    return (
+        request.micro_batch_size
+        * request.seq_len
+        * request.gradient_accumulation_steps
+        * request.num_gpus
+    )
 
 
-def plan_request(request: EstimateRequest, options: PlanOptions,
-                 estimator: recommend.Estimator | None = None) -> JsonObject:
+def plan_request(
+    request: EstimateRequest, options: PlanOptions, estimator: recommend.Estimator | None = None
+) -> JsonObject:
     """The plan for a validated request (see the module docstring for the response)."""
     planner = Planner(request, options, estimator)
     gpu = options.gpu
@@ -438,7 +562,9 @@ def plan_request(request: EstimateRequest, options: PlanOptions,
     time_out["schedule"] = cost.schedule.to_dict()
     time_out["mfu_default"] = default_mfu(gpu.utilisation_class, request.method.value)
     # start-up, checkpoints and lost work, apart from the steady-state rate above
-    time_out["startup_and_checkpoint_hours"] = cost.schedule.total_hours - cost.schedule.compute_hours
+    time_out["startup_and_checkpoint_hours"] = (
+        cost.schedule.total_hours - cost.schedule.compute_hours
+    )
     if options.fp8_compute and not time_out["step"]["fp8_compute"]:
         warnings.append("fp8_compute_unavailable_on_gpu")
     return {
@@ -468,4 +594,11 @@ def plan_dict(data: object) -> JsonObject:
     return plan_request(request, options)
 
 
-__all__ = ["PlanOptions", "Planner", "parse_plan_options", "parse_plan_request", "plan_dict", "plan_request"]
+__all__ = [
+    "PlanOptions",
+    "Planner",
+    "parse_plan_options",
+    "parse_plan_request",
+    "plan_dict",
+    "plan_request",
+]

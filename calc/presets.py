@@ -95,12 +95,13 @@ def resolve_preset_id(value: object) -> str:
             return value
         key = value.strip().lower()
         if key.startswith(HF_URL_PREFIX):
-            key = key[len(HF_URL_PREFIX):].strip("/")
+            key = key[len(HF_URL_PREFIX) :].strip("/")
         found = alias_table().get(key)
         if found is not None:
             return found
-    raise InputError("unknown_preset", "model", value,
-                     extra={"suggestions": suggest_presets(value)})
+    raise InputError(
+        "unknown_preset", "model", value, extra={"suggestions": suggest_presets(value)}
+    )
 
 
 def suggest_presets(value: object, limit: int = MAX_SUGGESTIONS) -> list[str]:
@@ -113,8 +114,13 @@ def suggest_presets(value: object, limit: int = MAX_SUGGESTIONS) -> list[str]:
         candidates.setdefault(preset_id, preset_id)
     for hf_id, preset_id in alias_table().items():
         candidates.setdefault(hf_id.rsplit("/", 1)[-1], preset_id)
-    scored = sorted(((difflib.SequenceMatcher(None, name, cand).ratio(), preset_id)
-                     for cand, preset_id in candidates.items()), reverse=True)
+    scored = sorted(
+        (
+            (difflib.SequenceMatcher(None, name, cand).ratio(), preset_id)
+            for cand, preset_id in candidates.items()
+        ),
+        reverse=True,
+    )
     out: list[str] = []
     for ratio, preset_id in scored:
         if ratio < 0.5 or len(out) >= limit:
@@ -139,27 +145,32 @@ def presets_listing() -> list[JsonObject]:
     out = []
     for preset_id, row in _load_rows().items():
         arch = get_preset(preset_id)
-        out.append({
-            "id": preset_id,
-            "name": row["name"],
-            "family": arch.family,
-            "hf_repo": row["hf_repo"],
-            "aliases": list(row.get("aliases", ())),
-            "params_total": arch.params_total,
-            "params_active": arch.params_active,
-            "layers": arch.num_layers,
-            "hidden": arch.hidden_size,
-            "heads": arch.num_heads,
-            "kv_heads": arch.num_kv_heads,
-            "head_dim": arch.head_dim,
-            "intermediate": arch.intermediate_size,
-            "vocab": arch.vocab_size,
-            "num_experts": arch.num_experts,
-            "experts_per_token": arch.experts_per_token,
-            "tie_word_embeddings": arch.tie_word_embeddings,
-            "max_position_embeddings": arch.max_position_embeddings,
-            "mxfp4_experts": (row["config"].get("quantization_config") or {}).get("quant_method") == "mxfp4",
-            "source": row["source"],
-            "as_of": row["as_of"],
-        })
+        out.append(
+            {
+                "id": preset_id,
+                "name": row["name"],
+                "family": arch.family,
+                "hf_repo": row["hf_repo"],
+                "aliases": list(row.get("aliases", ())),
+                "params_total": arch.params_total,
+                "params_active": arch.params_active,
+                "layers": arch.num_layers,
+                "hidden": arch.hidden_size,
+                "heads": arch.num_heads,
+                "kv_heads": arch.num_kv_heads,
+                "head_dim": arch.head_dim,
+                "intermediate": arch.intermediate_size,
+                "vocab": arch.vocab_size,
+                "num_experts": arch.num_experts,
+                "experts_per_token": arch.experts_per_token,
+                "tie_word_embeddings": arch.tie_word_embeddings,
+                "max_position_embeddings": arch.max_position_embeddings,
+                "mxfp4_experts": (row["config"].get("quantization_config") or {}).get(
+                    "quant_method"
+                )
+                == "mxfp4",
+                "source": row["source"],
+                "as_of": row["as_of"],
+            }
+        )
     return out

@@ -30,9 +30,18 @@ from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
 GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 """GPU counts the recommendation explores: one node's 1-8, then 2, 4 and 8 nodes of 8, so
 that a 70B full fine-tuning has an answer (more than 8 spans nodes: calc.timing)."""
-MULTI_GPU_SHARDINGS = ("ddp", "zero2", "zero3")  # zero1 needs more memory than zero2 at the same speed
+MULTI_GPU_SHARDINGS = (
+    "ddp",
+    "zero2",
+    "zero3",
+)  # zero1 needs more memory than zero2 at the same speed
 
-_ENUM_FIELDS = {"method": Method, "optimizer": Optimizer, "sharding": Sharding, "cpu_offload": CpuOffload}
+_ENUM_FIELDS = {
+    "method": Method,
+    "optimizer": Optimizer,
+    "sharding": Sharding,
+    "cpu_offload": CpuOffload,
+}
 
 
 def _as_dict(result: object) -> JsonObject:
@@ -51,8 +60,11 @@ class Estimator:
     ``get(num_gpus=2, sharding="zero3")`` returns the estimate response dict of the request with
     those fields replaced, or ``None`` when the memory model rejects that variant."""
 
-    def __init__(self, request: EstimateRequest,
-                 estimate_fn: Callable[[EstimateRequest], object] | None = None) -> None:
+    def __init__(
+        self,
+        request: EstimateRequest,
+        estimate_fn: Callable[[EstimateRequest], object] | None = None,
+    ) -> None:
         if estimate_fn is None:
             from .memory import estimate_request
 
@@ -63,8 +75,10 @@ class Estimator:
         self.calls = 0
 
     def variant(self, **changes: object) -> EstimateRequest:
-        fixed: JsonObject = {k: (_ENUM_FIELDS[k](v) if k in _ENUM_FIELDS and isinstance(v, str) else v)
-                 for k, v in changes.items()}
+        fixed: JsonObject = {
+            k: (_ENUM_FIELDS[k](v) if k in _ENUM_FIELDS and isinstance(v, str) else v)
+            for k, v in changes.items()
+        }
         out = dataclasses.replace(self.request, **fixed)
         if out.profile_keys:  # the library's setup-dependent behaviours follow the new setup
             from .fields import defaults
@@ -183,7 +197,9 @@ def judge(need: Need, memory_bytes: int, safety_margin: float = 0.0) -> Verdict:
     return Verdict(state, need, memory_bytes, safety_margin)
 
 
-def verdict_of(estimate: JsonObject | None, memory_bytes: int, safety_margin: float = 0.0) -> Verdict | None:
+def verdict_of(
+    estimate: JsonObject | None, memory_bytes: int, safety_margin: float = 0.0
+) -> Verdict | None:
     """:func:`judge` of an estimate response; ``None`` when the memory model rejected the
     setup (nothing to judge: it runs nowhere)."""
     if estimate is None:
@@ -202,21 +218,31 @@ def required_for(estimate: JsonObject, safety_margin: float) -> int:
     return required_bytes(need_of(estimate).high_bytes, safety_margin)
 
 
-def fit_entry(device_total_bytes: int, memory_bytes: int, safety_margin: float,
-              device_range_bytes: tuple[int, int] | None = None) -> JsonObject:
+def fit_entry(
+    device_total_bytes: int,
+    memory_bytes: int,
+    safety_margin: float,
+    device_range_bytes: tuple[int, int] | None = None,
+) -> JsonObject:
     """One card against one figure and its range (:meth:`Verdict.to_dict` of :func:`judge`)."""
     low, high = device_range_bytes or (device_total_bytes, device_total_bytes)
     return judge(Need(device_total_bytes, low, high), memory_bytes, safety_margin).to_dict()
 
 
-def fits_table(estimate: JsonObject | None, gpus: Iterable[Gpu], safety_margin: float) -> JsonObject:
+def fits_table(
+    estimate: JsonObject | None, gpus: Iterable[Gpu], safety_margin: float
+) -> JsonObject:
     """``{gpu_id: fit_entry}`` for every catalogue card (``fits: false`` and ``does_not_fit``
     everywhere when the memory model rejected the setup)."""
     out = {}
     for gpu in gpus:
         if estimate is None:
-            out[gpu.id] = {"fits": False, "fits_without_margin": False, "memory_bytes": gpu.memory_bytes,
-                           "verdict": "does_not_fit"}
+            out[gpu.id] = {
+                "fits": False,
+                "fits_without_margin": False,
+                "memory_bytes": gpu.memory_bytes,
+                "verdict": "does_not_fit",
+            }
         else:
             out[gpu.id] = judge(need_of(estimate), gpu.memory_bytes, safety_margin).to_dict()
     return out
@@ -268,8 +294,10 @@ def largest_fitting(fits: Callable[[int], bool], start: int, maximum: int) -> in
 def has_caveat(config: JsonObject) -> bool:
     """A configuration with a warning of its own (ROCm caveats, a price at another rate or
     from the other kind of provider): ranked after an equal one without."""
-    return any(isinstance(w, str) and (w.startswith(("rocm_", "price_")))
-               for w in config.get("warnings", ()))
+    return any(
+        isinstance(w, str) and (w.startswith(("rocm_", "price_")))
+        for w in config.get("warnings", ())
+    )
 
 
 def estimate_level(value: float, figures: int = 2) -> float:
@@ -281,6 +309,23 @@ def estimate_level(value: float, figures: int = 2) -> float:
     return round(value, figures - 1 - math.floor(math.log10(abs(value))))
 
 
-__all__ = ["Estimator", "GPU_COUNTS", "MULTI_GPU_SHARDINGS", "Need", "Verdict", "configurations",
-           "device_range", "estimate_level", "fit_entry", "fits_table", "has_caveat", "judge",
-           "largest_fitting", "need_of", "required_bytes", "required_for", "state_of", "verdict_of"]
+__all__ = [
+    "Estimator",
+    "GPU_COUNTS",
+    "MULTI_GPU_SHARDINGS",
+    "Need",
+    "Verdict",
+    "configurations",
+    "device_range",
+    "estimate_level",
+    "fit_entry",
+    "fits_table",
+    "has_caveat",
+    "judge",
+    "largest_fitting",
+    "need_of",
+    "required_bytes",
+    "required_for",
+    "state_of",
+    "verdict_of",
+]

@@ -83,8 +83,12 @@ def estimate_setup(method: str) -> JsonObject:
 def request(model: str, method: str, **changes: object) -> JsonObject:
     """The reference plan request of ``model`` x ``method`` (``gpu`` = :data:`PLAN_GPU`
     unless ``changes`` name one); ``changes`` override any key."""
-    out = {"model": model, **estimate_setup(method),
-           **{k: SETUP[k] for k in RUN_KEYS}, "gpu": PLAN_GPU}
+    out = {
+        "model": model,
+        **estimate_setup(method),
+        **{k: SETUP[k] for k in RUN_KEYS},
+        "gpu": PLAN_GPU,
+    }
     out.update(changes)
     return out
 
@@ -109,36 +113,70 @@ def pick(plan: JsonObject, tier: str | None = None) -> JsonObject | None:
     from . import gpus
 
     wanted = str(tier or SETUP["price_tier"])
-    candidates: list[JsonObject] = [c for c in plan["recommendations"]["configs"]
-                                    if not c["warnings"] and priced_both_ways(c["gpu"], wanted)]
+    candidates: list[JsonObject] = [
+        c
+        for c in plan["recommendations"]["configs"]
+        if not c["warnings"] and priced_both_ways(c["gpu"], wanted)
+    ]
     if not candidates:
         return None
-    return min(candidates, key=lambda c: (
-        c["num_gpus"] * gpus.get_gpu(c["gpu"]).memory_gb_marketed,
-        c["cost_usd"], c["time_hours"], c["id"]))
+    return min(
+        candidates,
+        key=lambda c: (
+            c["num_gpus"] * gpus.get_gpu(c["gpu"]).memory_gb_marketed,
+            c["cost_usd"],
+            c["time_hours"],
+            c["id"],
+        ),
+    )
 
 
-def config_request(model: str, method: str, config: JsonObject,
-                   **changes: object) -> JsonObject:
+def config_request(model: str, method: str, config: JsonObject, **changes: object) -> JsonObject:
     """The plan request of ``model`` x ``method`` on a picked configuration (its card,
     count and sharding): what the matrix cell's figures and calculator link are."""
-    return request(model, method, gpu=config["gpu"], num_gpus=config["num_gpus"],
-                   sharding=config["sharding"], **changes)
+    return request(
+        model,
+        method,
+        gpu=config["gpu"],
+        num_gpus=config["num_gpus"],
+        sharding=config["sharding"],
+        **changes,
+    )
 
 
-def smallest_count(plan_fn: Callable[[JsonObject], JsonObject], model: str, method: str,
-                   gpu: str, sharding: str, counts: tuple[int, ...],
-                   **changes: object) -> int | None:
+def smallest_count(
+    plan_fn: Callable[[JsonObject], JsonObject],
+    model: str,
+    method: str,
+    gpu: str,
+    sharding: str,
+    counts: tuple[int, ...],
+    **changes: object,
+) -> int | None:
     """Fewest of ``counts`` GPUs of ``gpu`` on which ``model`` x ``method`` fits with
     ``sharding`` (``plan_fn`` is ``calc.plan_setup``): the answer to "how many 80 GB cards"."""
     for n in counts:
-        req = request(model, method, gpu=gpu, num_gpus=n,
-                      sharding=sharding if n > 1 else "none", **changes)
+        req = request(
+            model, method, gpu=gpu, num_gpus=n, sharding=sharding if n > 1 else "none", **changes
+        )
         if plan_fn(req)["fits_selected_gpu"]:
             return n
     return None
 
 
-__all__ = ["METHODS", "MODELS", "OFFLOAD_CARD", "PLAN_GPU", "PRECISION", "RUN_KEYS", "SETUP",
-           "VOCABULARY_PAIR", "config_request", "estimate_setup", "pick", "priced_both_ways",
-           "request", "smallest_count"]
+__all__ = [
+    "METHODS",
+    "MODELS",
+    "OFFLOAD_CARD",
+    "PLAN_GPU",
+    "PRECISION",
+    "RUN_KEYS",
+    "SETUP",
+    "VOCABULARY_PAIR",
+    "config_request",
+    "estimate_setup",
+    "pick",
+    "priced_both_ways",
+    "request",
+    "smallest_count",
+]

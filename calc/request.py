@@ -13,15 +13,39 @@ from enum import Enum
 
 from .arch import ModelArch
 from .errors import CalcError, ConfigError, InputError
-from .fields import (BY_KEY, MAX_ACCUMULATION, MAX_GPUS, MAX_LORA_RANK, MAX_MICRO_BATCH, MAX_SEQ_LEN,
-                     PLAN, AdapterDtype, Attention, CpuOffload, FieldSpec, Method,
-                     ModulesToSave, MoeExpertLayout, Optimizer, Precision, Sharding, ShardingEngine,
-                     check_bool,
-                     check_enum, check_fraction, check_int, check_number, field_specs, given_fields,
-                     int_range, number_range)
+from .fields import (
+    BY_KEY,
+    MAX_ACCUMULATION,
+    MAX_GPUS,
+    MAX_LORA_RANK,
+    MAX_MICRO_BATCH,
+    MAX_SEQ_LEN,
+    PLAN,
+    AdapterDtype,
+    Attention,
+    CpuOffload,
+    FieldSpec,
+    Method,
+    ModulesToSave,
+    MoeExpertLayout,
+    Optimizer,
+    Precision,
+    Sharding,
+    ShardingEngine,
+    check_bool,
+    check_enum,
+    check_fraction,
+    check_int,
+    check_number,
+    field_specs,
+    given_fields,
+    int_range,
+    number_range,
+)
 from .frameworks import PROFILES, Framework, apply_profile
 from .jsontypes import JsonObject
 from .lengths import Batching, LengthStats, check_consistent
+
 
 @dataclass(frozen=True)
 class EstimateRequest:
@@ -117,7 +141,9 @@ def resolve_model(value: object) -> tuple[ModelArch, str]:
         cfg = value["hf_config"]
         if isinstance(cfg, dict) and "model_type" in cfg and not isinstance(cfg["model_type"], str):
             raise ConfigError("config_invalid_value", "hf_config.model_type", cfg["model_type"])
-        arch = arch_from_hf_config(cfg, value.get("name") if isinstance(value.get("name"), str) else None)
+        arch = arch_from_hf_config(
+            cfg, value.get("name") if isinstance(value.get("name"), str) else None
+        )
         return arch, "hf_config:" + arch.family
     raise InputError("wrong_type", "model", value)
 
@@ -163,16 +189,27 @@ def request_warnings(req: EstimateRequest) -> list[str]:
     out = []
     if req.seq_len > req.model.max_position_embeddings:
         out.append("seq_len_above_max_positions")
-    if req.num_gpus == 1 and req.sharding in (Sharding.DDP, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3):
+    if req.num_gpus == 1 and req.sharding in (
+        Sharding.DDP,
+        Sharding.ZERO1,
+        Sharding.ZERO2,
+        Sharding.ZERO3,
+    ):
         out.append("sharding_on_single_gpu")
     if req.num_gpus > 1 and req.sharding is Sharding.NONE:
         out.append("multi_gpu_without_sharding")
-    if req.method is Method.FULL and (req.lora_targets != "all-linear" or req.lora_dropout > 0
-                                      or req.lora_modules_to_save is not ModulesToSave.NONE):
+    if req.method is Method.FULL and (
+        req.lora_targets != "all-linear"
+        or req.lora_dropout > 0
+        or req.lora_modules_to_save is not ModulesToSave.NONE
+    ):
         out.append("lora_options_ignored")
     if req.method is Method.QLORA and req.precision in (Precision.FP32,):
         out.append("qlora_with_fp32")
-    if req.cpu_offload is not CpuOffload.NONE and req.optimizer in (Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT):
+    if req.cpu_offload is not CpuOffload.NONE and req.optimizer in (
+        Optimizer.PAGED_ADAMW,
+        Optimizer.PAGED_ADAMW_8BIT,
+    ):
         out.append("paged_optimizer_with_cpu_offload")
     if req.optimizer_fused and req.optimizer is not Optimizer.ADAMW:
         out.append("optimizer_fused_ignored")
@@ -180,8 +217,32 @@ def request_warnings(req: EstimateRequest) -> list[str]:
 
 
 __all__ = [
-    "AdapterDtype", "Attention", "Batching", "CalcError", "ConfigError", "CpuOffload", "EstimateRequest",
-    "Framework", "MAX_ACCUMULATION", "MAX_GPUS", "MAX_LORA_RANK", "MAX_MICRO_BATCH", "MAX_SEQ_LEN", "Method",
-    "ModulesToSave", "MoeExpertLayout", "Optimizer", "Precision", "Sharding", "ShardingEngine", "check_bool", "check_fraction",
-    "check_int", "check_number", "int_range", "number_range", "parse_estimate_request", "request_warnings",
+    "AdapterDtype",
+    "Attention",
+    "Batching",
+    "CalcError",
+    "ConfigError",
+    "CpuOffload",
+    "EstimateRequest",
+    "Framework",
+    "MAX_ACCUMULATION",
+    "MAX_GPUS",
+    "MAX_LORA_RANK",
+    "MAX_MICRO_BATCH",
+    "MAX_SEQ_LEN",
+    "Method",
+    "ModulesToSave",
+    "MoeExpertLayout",
+    "Optimizer",
+    "Precision",
+    "Sharding",
+    "ShardingEngine",
+    "check_bool",
+    "check_fraction",
+    "check_int",
+    "check_number",
+    "int_range",
+    "number_range",
+    "parse_estimate_request",
+    "request_warnings",
 ]

@@ -76,19 +76,36 @@ def model_schema() -> dict[str, Any]:
 
     listing = presets_listing()
     hf_ids = [hf_id for p in listing for hf_id in (p["hf_repo"], *p["aliases"])]
-    return {"anyOf": [
-        {"title": "Preset id", "description": "One of calc's model presets (`python -m calc presets`).",
-         "type": "string", "enum": [p["id"] for p in listing]},
-        {"title": "Hugging Face id",
-         "description": ("A Hugging Face model id in calc's alias table (each preset's hf_repo and "
-                         "aliases, listed in examples), in any letter case, optionally as the address "
-                         "https://huggingface.co/<id>. Nothing is fetched from the Hub: an id calc "
-                         "does not know is refused (unknown_preset); pass its config.json instead."),
-         "type": "string", "pattern": hf_id_pattern(), "examples": hf_ids},
-        {"title": "config.json", "description": "A Hugging Face config.json, as an object.",
-         "type": "object", "required": ["hf_config"], "additionalProperties": False,
-         "properties": {"hf_config": {"type": "object"}, "name": {"type": "string"}}},
-    ]}
+    return {
+        "anyOf": [
+            {
+                "title": "Preset id",
+                "description": "One of calc's model presets (`python -m calc presets`).",
+                "type": "string",
+                "enum": [p["id"] for p in listing],
+            },
+            {
+                "title": "Hugging Face id",
+                "description": (
+                    "A Hugging Face model id in calc's alias table (each preset's hf_repo and "
+                    "aliases, listed in examples), in any letter case, optionally as the address "
+                    "https://huggingface.co/<id>. Nothing is fetched from the Hub: an id calc "
+                    "does not know is refused (unknown_preset); pass its config.json instead."
+                ),
+                "type": "string",
+                "pattern": hf_id_pattern(),
+                "examples": hf_ids,
+            },
+            {
+                "title": "config.json",
+                "description": "A Hugging Face config.json, as an object.",
+                "type": "object",
+                "required": ["hf_config"],
+                "additionalProperties": False,
+                "properties": {"hf_config": {"type": "object"}, "name": {"type": "string"}},
+            },
+        ]
+    }
 
 
 def property_schema(spec: FieldSpec) -> dict[str, Any]:
@@ -106,18 +123,24 @@ def property_schema(spec: FieldSpec) -> dict[str, Any]:
         return model_schema()
     if spec.kind == "gpu":
         from .gpus import gpus_listing
+
         return {"type": "string", "enum": [g["id"] for g in gpus_listing()["gpus"]]}
     if spec.kind == "targets":
         # "all-linear", "q_proj,v_proj" (the URL form) or a list of names
-        return {"anyOf": [
-            {"type": "string", "pattern": "[^,\\s]"},
-            {"type": "array", "items": {"type": "string"}, "minItems": 1},
-        ]}
+        return {
+            "anyOf": [
+                {"type": "string", "pattern": "[^,\\s]"},
+                {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            ]
+        }
     if spec.kind == "stats":
         # an object of whole numbers, its text form "mean:900,p90:2000" (the URL's), or null
         part = {"type": "integer", **_number_bounds(spec)}
-        return {"type": ["object", "string", "null"], "additionalProperties": False,
-                "properties": {name: part for name in spec.parts or ()}}
+        return {
+            "type": ["object", "string", "null"],
+            "additionalProperties": False,
+            "properties": {name: part for name in spec.parts or ()},
+        }
     return {}  # a kind this module does not know yet: any value, the parser decides
 
 
@@ -133,7 +156,9 @@ def request_schema(command: str) -> dict[str, Any]:
     behaviours: dict[str, Any] = {}  # filled as the keys come
     required = []
     for spec in field_specs(command):
-        description = words.get(spec.help_id, None, "long") or words.get(spec.label_id, spec.key, "long")
+        description = words.get(spec.help_id, None, "long") or words.get(
+            spec.label_id, spec.key, "long"
+        )
         prop = {"description": description, **property_schema(spec)}
         unit = words.get(spec.unit_id, None, "long")
         if unit:
@@ -149,14 +174,19 @@ def request_schema(command: str) -> dict[str, Any]:
         properties[spec.key] = prop
         if spec.key == "framework":  # the object the framework's profile fills, next to it
             properties[BEHAVIOUR_OBJECT] = {
-                "description": words.message("help.behaviour", "long"), "type": "object",
-                "additionalProperties": False, "properties": behaviours}
+                "description": words.message("help.behaviour", "long"),
+                "type": "object",
+                "additionalProperties": False,
+                "properties": behaviours,
+            }
     return {
         "$schema": DIALECT,
         "$id": FILE_NAMES[command],
         "title": f"calc {command} request",
-        "description": (f"Request of `python -m calc {command}` and of calc.{command}() "
-                        f"(calc {__version__}). Generated from the request's field table."),
+        "description": (
+            f"Request of `python -m calc {command}` and of calc.{command}() "
+            f"(calc {__version__}). Generated from the request's field table."
+        ),
         "type": "object",
         "required": required,
         "additionalProperties": False,
@@ -167,8 +197,18 @@ def request_schema(command: str) -> dict[str, Any]:
 def schema_files() -> dict[str, str]:
     """File name -> JSON text, as published with the site."""
     import json
-    return {FILE_NAMES[c]: json.dumps(request_schema(c), indent=2, ensure_ascii=False) + "\n"
-            for c in FILE_NAMES}
+
+    return {
+        FILE_NAMES[c]: json.dumps(request_schema(c), indent=2, ensure_ascii=False) + "\n"
+        for c in FILE_NAMES
+    }
 
 
-__all__ = ["FILE_NAMES", "hf_id_pattern", "model_schema", "property_schema", "request_schema", "schema_files"]
+__all__ = [
+    "FILE_NAMES",
+    "hf_id_pattern",
+    "model_schema",
+    "property_schema",
+    "request_schema",
+    "schema_files",
+]

@@ -24,8 +24,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .arch import ModelArch
-from .request import (AdapterDtype, EstimateRequest, Method, ModulesToSave, Optimizer, Precision, Sharding,
-                      ShardingEngine)
+from .request import (
+    AdapterDtype,
+    EstimateRequest,
+    Method,
+    ModulesToSave,
+    Optimizer,
+    Precision,
+    Sharding,
+    ShardingEngine,
+)
 
 if TYPE_CHECKING:  # for annotations only: adapted() imports calc.lora when called
     from .lora import AdaptedLinear
@@ -89,7 +97,9 @@ def regime(precision: Precision, sharding: Sharding) -> Regime:
     if precision is Precision.FP32:
         return Regime("fp32", FP32_BYTES, FP32_BYTES, FP32_BYTES, 0, FP32_BYTES, False)
     if sharding in ZERO_STAGES:
-        return Regime("mixed-zero", BF16_BYTES, BF16_BYTES, BF16_BYTES, FP32_BYTES, FP32_BYTES, False)
+        return Regime(
+            "mixed-zero", BF16_BYTES, BF16_BYTES, BF16_BYTES, FP32_BYTES, FP32_BYTES, False
+        )
     return Regime("mixed-amp", FP32_BYTES, BF16_BYTES, FP32_BYTES, 0, FP32_BYTES, True)
 
 
@@ -128,7 +138,11 @@ def request_regime(req: EstimateRequest) -> Regime:
     neither. Checked against the
     oracle's trace of that function (tools/oracle, ``*/qlora-prepare-kbit*``)."""
     reg = regime(req.precision, req.sharding)
-    if req.method is Method.QLORA and req.qlora_prepare_kbit and req.precision is Precision.BF16_TRUE:
+    if (
+        req.method is Method.QLORA
+        and req.qlora_prepare_kbit
+        and req.precision is Precision.BF16_TRUE
+    ):
         return KBIT_FP32
     return reg
 
@@ -147,15 +161,34 @@ def adapter_regime(req: EstimateRequest, reg: Regime) -> Regime:
     if reg is KBIT_FP32 and req.lora_adapter_dtype is AdapterDtype.BASE:
         # peft gives adapters on a 4-bit layer its bf16 compute dtype
         # (BaseTunerLayer._get_base_layer_device_and_dtype), and no upcast follows
-        return Regime(reg.name + "+bf16-adapters", BF16_BYTES, reg.compute_bytes, BF16_BYTES, 0,
-                      BF16_BYTES, False)
-    if not req.is_peft or req.lora_adapter_dtype is not AdapterDtype.FP32 or reg.weight_bytes >= FP32_BYTES:
+        return Regime(
+            reg.name + "+bf16-adapters",
+            BF16_BYTES,
+            reg.compute_bytes,
+            BF16_BYTES,
+            0,
+            BF16_BYTES,
+            False,
+        )
+    if (
+        not req.is_peft
+        or req.lora_adapter_dtype is not AdapterDtype.FP32
+        or reg.weight_bytes >= FP32_BYTES
+    ):
         return reg
-    return Regime(reg.name + "+fp32-adapters", FP32_BYTES, reg.compute_bytes, FP32_BYTES, 0,
-                  FP32_BYTES, reg.casts_weights)
+    return Regime(
+        reg.name + "+fp32-adapters",
+        FP32_BYTES,
+        reg.compute_bytes,
+        FP32_BYTES,
+        0,
+        FP32_BYTES,
+        reg.casts_weights,
+    )
 
 
 # ---- which parameters exist and which train ------------------------------------------
+
 
 @dataclass(frozen=True)
 class ParamLayout:
@@ -208,15 +241,21 @@ def saved_module_params(req: EstimateRequest) -> tuple[int, int]:
 def saved_copy_tied(req: EstimateRequest) -> bool:
     """``"embed_tokens+lm_head-tied"`` on a model whose tables are tied: one trainable copy
     that the embedding and the output layer share (peft ``ensure_weight_tying=True``)."""
-    return (req.is_peft and req.lora_modules_to_save is ModulesToSave.EMBED_TOKENS_LM_HEAD_TIED
-            and req.model.tie_word_embeddings)
+    return (
+        req.is_peft
+        and req.lora_modules_to_save is ModulesToSave.EMBED_TOKENS_LM_HEAD_TIED
+        and req.model.tie_word_embeddings
+    )
 
 
 def trained_output_layer_params(req: EstimateRequest) -> int:
     """Weights of the output layer that train under ``lora_modules_to_save`` (its own copy, or
     the shared one when tied): what its weight gradient, its saved input and its cast are
     counted on."""
-    if not req.is_peft or req.lora_modules_to_save in (ModulesToSave.NONE, ModulesToSave.EMBED_TOKENS):
+    if not req.is_peft or req.lora_modules_to_save in (
+        ModulesToSave.NONE,
+        ModulesToSave.EMBED_TOKENS,
+    ):
         return 0
     return _output_layer_copy_params(req.model)
 
@@ -237,8 +276,10 @@ def trainer_32bit_embedding_params(req: EstimateRequest) -> int:
     ``lora_modules_to_save`` (full fine-tuning's embedding is left as before)."""
     from .frameworks import Framework
 
-    if req.framework not in (Framework.HF_TRAINER, Framework.HF_TRAINER_4) or req.optimizer not in (Optimizer.ADAMW_8BIT,
-                                                                           Optimizer.PAGED_ADAMW_8BIT):
+    if req.framework not in (Framework.HF_TRAINER, Framework.HF_TRAINER_4) or req.optimizer not in (
+        Optimizer.ADAMW_8BIT,
+        Optimizer.PAGED_ADAMW_8BIT,
+    ):
         return 0
     return saved_module_params(req)[0]
 
@@ -246,12 +287,27 @@ def trainer_32bit_embedding_params(req: EstimateRequest) -> int:
 def saved_part(layout: ParamLayout) -> tuple[ParamLayout, ParamLayout]:
     """``layout`` split into (adapters or full weights, modules_to_save copies): the two
     train in different dtypes when the adapters are fp32 (:func:`adapter_regime`)."""
-    main_tensors = layout.tensors[:len(layout.tensors) - len(layout.saved_tensors)]
-    main = ParamLayout(layout.total, layout.quantized, layout.dense, layout.trainable - layout.saved,
-                       layout.adapter, max((r * c for r, c, _ in main_tensors), default=0), main_tensors)
-    saved = ParamLayout(layout.total, layout.quantized, layout.dense, layout.saved, 0,
-                        max((r * c for r, c, _ in layout.saved_tensors), default=0), layout.saved_tensors,
-                        layout.saved, layout.saved_tensors)
+    main_tensors = layout.tensors[: len(layout.tensors) - len(layout.saved_tensors)]
+    main = ParamLayout(
+        layout.total,
+        layout.quantized,
+        layout.dense,
+        layout.trainable - layout.saved,
+        layout.adapter,
+        max((r * c for r, c, _ in main_tensors), default=0),
+        main_tensors,
+    )
+    saved = ParamLayout(
+        layout.total,
+        layout.quantized,
+        layout.dense,
+        layout.saved,
+        0,
+        max((r * c for r, c, _ in layout.saved_tensors), default=0),
+        layout.saved_tensors,
+        layout.saved,
+        layout.saved_tensors,
+    )
     return main, saved
 
 
@@ -275,7 +331,11 @@ def output_layer_quantized_params(req: EstimateRequest) -> int:
     ``torch.nn.Linear``), ``vocab x hidden``; 0 when tied to the embedding (an
     ``nn.Embedding``, which no 4-bit layer replaces) or without QLoRA."""
     arch = req.model
-    if req.method is not Method.QLORA or not req.qlora_output_layer_quantized or arch.tie_word_embeddings:
+    if (
+        req.method is not Method.QLORA
+        or not req.qlora_output_layer_quantized
+        or arch.tie_word_embeddings
+    ):
         return 0
     return arch.vocab_size * arch.hidden_size
 
@@ -316,7 +376,7 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
     for lin in lins:
         copies = lin.blocks * lin.count
         r = rank * lin.rank_factor
-        tensors.append((r, lin.d_in, copies))   # A: r x d_in
+        tensors.append((r, lin.d_in, copies))  # A: r x d_in
         tensors.append((lin.d_out, r, copies))  # B: d_out x r
     adapter = adapter_params(lins, rank)
     embed, head = saved_module_params(req)
@@ -324,11 +384,21 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
     tensors.extend(saved_tensors)
     largest = max((r * c for r, c, _ in tensors), default=0)
     saved = embed + head
-    return ParamLayout(total + saved, quantized, total + saved - quantized, adapter + saved, adapter, largest,
-                       tuple(tensors), saved, saved_tensors)
+    return ParamLayout(
+        total + saved,
+        quantized,
+        total + saved - quantized,
+        adapter + saved,
+        adapter,
+        largest,
+        tuple(tensors),
+        saved,
+        saved_tensors,
+    )
 
 
 # ---- bytes per parameter -----------------------------------------------------------------
+
 
 def quantized_bytes(params: int, double_quant: bool) -> int:
     """NF4 storage: ``params * bits / 8`` bytes (4.127 bits with double quantization,
@@ -405,7 +475,7 @@ def optimizer_step_temp_bytes(req: EstimateRequest, layout: ParamLayout, reg: Re
     return FP32_BYTES * layout.largest_trainable_tensor
 
 
-DEEPSPEED_SUB_GROUP_SIZE = 10 ** 9
+DEEPSPEED_SUB_GROUP_SIZE = 10**9
 """DeepSpeed 0.16.5 ``runtime/zero/config.py``: ``sub_group_size`` defaults to 1e9 elements
 (the value the Hugging Face examples' and Qwen's ``ds_config_zero3.json`` write too)."""
 
@@ -457,7 +527,9 @@ def deepspeed_step_temp_bytes(req: EstimateRequest, layout: ParamLayout, reg: Re
     if req.sharding is Sharding.ZERO3:
         elems = zero3_sub_group_elements(req, layout)
     else:
-        elems = sum(ceil_div(rows * cols, req.num_gpus) * copies for rows, cols, copies in layout.tensors)
+        elems = sum(
+            ceil_div(rows * cols, req.num_gpus) * copies for rows, cols, copies in layout.tensors
+        )
     flat_bytes = reg.master_bytes or reg.weight_bytes
     flat = ParamLayout(elems, 0, elems, elems, 0, elems, ((elems, 1, 1),))
     state_reg = Regime(reg.name, flat_bytes, reg.compute_bytes, flat_bytes, 0, flat_bytes, False)
@@ -474,10 +546,11 @@ def deepspeed_reduce_bucket_bytes(req: EstimateRequest, reg: Regime) -> int:
     ``trainer_config_finalize``). 0 outside DeepSpeed's ZeRO-3 on several GPUs."""
     if not deepspeed_zero(req) or req.sharding is not Sharding.ZERO3 or req.num_gpus < 2:
         return 0
-    return req.model.hidden_size ** 2 * reg.grad_bytes
+    return req.model.hidden_size**2 * reg.grad_bytes
 
 
 # ---- sharding ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Divisors:
@@ -523,8 +596,13 @@ def accumulates_unsharded_gradients(req: EstimateRequest) -> bool:
     (``sharding_engine="deepspeed"``: accelerate 1.15.0 ``Accelerator.no_sync`` gives it a
     ``nullcontext``, and DeepSpeed 0.16.5 ``stage3.py`` ``partition_grads`` adds each
     micro-batch's reduced partition into its flat gradient buffer)."""
-    return (accumulates_gradients(req) and req.num_gpus > 1 and not req.sync_each_micro_batch
-            and req.sharding in (Sharding.ZERO2, Sharding.ZERO3) and not deepspeed_zero(req))
+    return (
+        accumulates_gradients(req)
+        and req.num_gpus > 1
+        and not req.sync_each_micro_batch
+        and req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
+        and not deepspeed_zero(req)
+    )
 
 
 def accumulates_gradients(req: EstimateRequest) -> bool:

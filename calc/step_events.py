@@ -90,8 +90,11 @@ def _saved_tensors(total: int, tokens: int, req: EstimateRequest, act_bytes: int
     narrow = tokens * arch.hidden_size * act_bytes
     out: list[int] = []
     left = total
-    for unit, most in ((wide, MLP_INTERMEDIATES), (upcast, arch.norms_per_layer),
-                       (narrow, SAVED_TENSORS_PER_BLOCK)):
+    for unit, most in (
+        (wide, MLP_INTERMEDIATES),
+        (upcast, arch.norms_per_layer),
+        (narrow, SAVED_TENSORS_PER_BLOCK),
+    ):
         taken = 0
         while unit and left >= unit and taken < most and len(out) < SAVED_TENSORS_PER_BLOCK - 1:
             out.append(unit)
@@ -130,7 +133,9 @@ def _trainable_shares(req: EstimateRequest) -> tuple[list[int], int]:
     return block, rest
 
 
-def _layered(total: int, block: list[int], rest: int, layers: int) -> tuple[list[list[int]], list[int]]:
+def _layered(
+    total: int, block: list[int], rest: int, layers: int
+) -> tuple[list[list[int]], list[int]]:
     """``total`` split over ``layers`` copies of ``block`` and one ``rest`` share: per-block
     tensor lists and the rest's tensors."""
     shares = block * layers + ([rest] if rest else [])
@@ -138,7 +143,7 @@ def _layered(total: int, block: list[int], rest: int, layers: int) -> tuple[list
     if len(parts) < len(shares):  # tiny totals: keep what there is as one tensor
         return [], parts
     n = len(block)
-    return [parts[i * n:(i + 1) * n] for i in range(layers)], parts[layers * n:]
+    return [parts[i * n : (i + 1) * n] for i in range(layers)], parts[layers * n :]
 
 
 class _Ids:
@@ -174,8 +179,12 @@ class AllocatorEstimate:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
-def simulate(req: EstimateRequest, micro_batch_tokens: Sequence[int] | None = None,
-             config: al.AllocatorConfig = al.DEFAULT_CONFIG, driver_reserve_bytes: int = 0) -> AllocatorEstimate:
+def simulate(
+    req: EstimateRequest,
+    micro_batch_tokens: Sequence[int] | None = None,
+    config: al.AllocatorConfig = al.DEFAULT_CONFIG,
+    driver_reserve_bytes: int = 0,
+) -> AllocatorEstimate:
     """Replay the steps of ``micro_batch_tokens`` (tokens per micro-batch; default one
     optimizer step at ``micro_batch_size x seq_len``) through :mod:`calc.allocator`.
 
@@ -189,16 +198,25 @@ def simulate(req: EstimateRequest, micro_batch_tokens: Sequence[int] | None = No
     run = al.replay(events, None, config)
     capacity = al.min_device_bytes(events, config, unlimited=run)
     comm = mem.NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0
-    return AllocatorEstimate(run.peak_allocated_bytes, run.peak_reserved_bytes, capacity,
-                             mem.CUDA_CONTEXT_BYTES, comm, driver_reserve_bytes,
-                             capacity + mem.CUDA_CONTEXT_BYTES + comm + driver_reserve_bytes)
+    return AllocatorEstimate(
+        run.peak_allocated_bytes,
+        run.peak_reserved_bytes,
+        capacity,
+        mem.CUDA_CONTEXT_BYTES,
+        comm,
+        driver_reserve_bytes,
+        capacity + mem.CUDA_CONTEXT_BYTES + comm + driver_reserve_bytes,
+    )
 
 
 def step_events(req: EstimateRequest, seq_lens: Sequence[int] | None = None) -> list[Event]:
     """Alloc/free events of the micro-batches ``seq_lens`` (padded length of each; default:
     one optimizer step of ``gradient_accumulation_steps`` micro-batches at ``seq_len``)."""
-    return list(_events(req, list(seq_lens) if seq_lens else
-                        [req.seq_len] * req.gradient_accumulation_steps))
+    return list(
+        _events(
+            req, list(seq_lens) if seq_lens else [req.seq_len] * req.gradient_accumulation_steps
+        )
+    )
 
 
 def _events(req: EstimateRequest, seq_lens: list[int]) -> Iterator[Event]:
@@ -222,7 +240,9 @@ def _events(req: EstimateRequest, seq_lens: list[int]) -> Iterator[Event]:
     # 1. resident: weights per block, then the rest; adapters; persistent buffers
     base_block = [l.count * l.weight_params for l in arch.block_linears]
     base_block.append(max(1, arch.block_params - sum(base_block)))
-    w_layers, w_rest = _layered(s.weights, base_block, arch.embedding_params + arch.lm_head_params, layers)
+    w_layers, w_rest = _layered(
+        s.weights, base_block, arch.embedding_params + arch.lm_head_params, layers
+    )
     lora_layers, lora_rest = _layered(s.lora_weights, block, rest, layers)
     for part in w_layers + [w_rest] + lora_layers + [lora_rest]:
         for nbytes in _pack(part):
@@ -250,8 +270,11 @@ def _events(req: EstimateRequest, seq_lens: list[int]) -> Iterator[Event]:
         cfg = mem.act_config(req if length == req.seq_len else replace(req, seq_len=length), reg)
         cb = cfg.act_bytes
         # peak-phase extras alive through the micro-batch (one tensor each)
-        extras = [alloc(peak[name]) for name in ("weight_copies", "gathered_weights", "dequant_buffer")
-                  if peak.get(name)]
+        extras = [
+            alloc(peak[name])
+            for name in ("weight_copies", "gathered_weights", "dequant_buffer")
+            if peak.get(name)
+        ]
         comm = max(0, peak.get("comm_buffers", 0) - s.comm_static)
         if comm:
             extras.append(alloc(comm))
@@ -288,7 +311,9 @@ def _events(req: EstimateRequest, seq_lens: list[int]) -> Iterator[Event]:
             if not kept:
                 free(kept_keys)
                 kept_keys = []
-            loss_keys = [alloc(n) for n in (rows * FP32_BYTES, loss_total - 3 * FP32_BYTES * rows) if n]
+            loss_keys = [
+                alloc(n) for n in (rows * FP32_BYTES, loss_total - 3 * FP32_BYTES * rows) if n
+            ]
             free(upcast)
             loss_grads = [rows * FP32_BYTES] * 2
         else:
@@ -302,10 +327,14 @@ def _events(req: EstimateRequest, seq_lens: list[int]) -> Iterator[Event]:
         if first:
             grads += [alloc(n) for n in _pack(g_rest)]
         free(head_keys)
-        work_sizes = ([tokens * arch.hidden_size * cb] * 2 + [tokens * arch.intermediate_size * cb] * 2)
+        work_sizes = [tokens * arch.hidden_size * cb] * 2 + [
+            tokens * arch.intermediate_size * cb
+        ] * 2
         work_sizes = _split(acts.workspace, work_sizes)
         for layer in reversed(range(layers)):
-            recompute = [alloc(n) for n in _saved_tensors(acts.recompute, tokens, req, cb)] if ckpt else []
+            recompute = (
+                [alloc(n) for n in _saved_tensors(acts.recompute, tokens, req, cb)] if ckpt else []
+            )
             work = [alloc(n) for n in work_sizes]
             if first and g_layers:
                 grads += [alloc(n) for n in _pack(g_layers[layer])]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # annotations only: typing costs milliseconds of start-up
 
 def _object(field: str) -> Callable[[list[tuple[str, object]]], dict[str, object]]:
     """A ``json`` ``object_pairs_hook`` that refuses a key seen twice in one object."""
+
     def build(pairs: list[tuple[str, object]]) -> dict[str, object]:
         out: dict[str, object] = {}
         for key, value in pairs:
@@ -27,6 +28,7 @@ def _object(field: str) -> Callable[[list[tuple[str, object]]], dict[str, object
                 raise InputError("duplicate_key", field, key)
             out[key] = value
         return out
+
     return build
 
 

@@ -30,8 +30,14 @@ from typing import Any
 from . import comm
 from . import states as st
 from .gpus import Gpu
-from .flops import (CAUSAL_ATTENTION_FRACTION, FlopsPerToken, attention_forward_flops_per_token,
-                    block_linear_params, matmul_params, training_flops_per_token)
+from .flops import (
+    CAUSAL_ATTENTION_FRACTION,
+    FlopsPerToken,
+    attention_forward_flops_per_token,
+    block_linear_params,
+    matmul_params,
+    training_flops_per_token,
+)
 from .jsontypes import JsonObject
 from .lengths import request_shape
 from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
@@ -121,6 +127,7 @@ def dequantisation_bytes_per_weight(double_quant: bool) -> float:
     (:data:`NESTED_ABSMAX_BYTES_PER_BLOCK`). 2.77 bytes per weight nested, 2.56 plain."""
     per_block = 4 + (NESTED_ABSMAX_BYTES_PER_BLOCK if double_quant else 0)
     return 0.5 + per_block / NF4_BLOCK + DEQUANT_WRITE_BYTES
+
 
 DISPATCH_SECONDS_PER_KERNEL = 32e-6
 """Host time to dispatch one op of the training step (Python, dispatcher, launch; module
@@ -253,8 +260,11 @@ def optimizer_step_bytes(req: EstimateRequest, trainable: int, reg: st.Regime) -
     :data:`_FOREACH_ADAMW`), a separate fp32 master copy (ZeRO mixed precision: read 4, write
     4, and the 16-bit copy written back), and gradient clipping (:data:`GRAD_CLIP_PASSES`)."""
     p_pass, g_pass, s_pass, _states = _optimizer_passes(req.optimizer, req.optimizer_fused)
-    state_bytes = {Optimizer.PAGED_ADAMW: 4, Optimizer.ADAMW_8BIT: 1,
-                   Optimizer.PAGED_ADAMW_8BIT: 1}.get(req.optimizer, reg.state_bytes)
+    state_bytes = {
+        Optimizer.PAGED_ADAMW: 4,
+        Optimizer.ADAMW_8BIT: 1,
+        Optimizer.PAGED_ADAMW_8BIT: 1,
+    }.get(req.optimizer, reg.state_bytes)
     weight = reg.master_bytes or reg.weight_bytes
     per_param = p_pass * weight + g_pass * reg.grad_bytes + s_pass * state_bytes
     if reg.master_bytes:
@@ -263,14 +273,18 @@ def optimizer_step_bytes(req: EstimateRequest, trainable: int, reg: st.Regime) -
     return float(per_param * trainable)
 
 
-def batch_saturation(micro_batch_size: int, seq_len: int,
-                     hidden_size: int = SATURATION_REFERENCE_HIDDEN,
-                     half_tokens: float | None = None) -> float:
+def batch_saturation(
+    micro_batch_size: int,
+    seq_len: int,
+    hidden_size: int = SATURATION_REFERENCE_HIDDEN,
+    half_tokens: float | None = None,
+) -> float:
     """``T / (T + T_half * (4096 / hidden)**2)``: the share of its large-step efficiency a
     micro-step of ``T`` tokens reaches."""
     tokens = micro_batch_size * seq_len
-    half = (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens) \
-        * (SATURATION_REFERENCE_HIDDEN / hidden_size) ** 2
+    half = (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens) * (
+        SATURATION_REFERENCE_HIDDEN / hidden_size
+    ) ** 2
     return tokens / (tokens + half)
 
 
@@ -297,7 +311,9 @@ class Counts:
     quantized_params: int
     quantized_bytes: float
     trainable: int
-    dequantisation_bytes: float  # read and written by one pass's dequantisation of every 4-bit weight
+    dequantisation_bytes: (
+        float  # read and written by one pass's dequantisation of every 4-bit weight
+    )
     grad_params: int
     reg: st.Regime
     passes: int  # forward + backward (+ recompute): weight uses per micro-step
@@ -334,9 +350,14 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     # matmul); the output layer's copy adds its weight gradient, 2 V h FLOPs per token
     embed_copy = st.saved_module_params(req)[0]
     head_copy = st.trained_output_layer_params(req)
-    fpt = training_flops_per_token(arch, req.method.value, req.seq_len, req.gradient_checkpointing,
-                                   trainable - layout.saved if trainable == layout.trainable else trainable,
-                                   req.attention.value)
+    fpt = training_flops_per_token(
+        arch,
+        req.method.value,
+        req.seq_len,
+        req.gradient_checkpointing,
+        trainable - layout.saved if trainable == layout.trainable else trainable,
+        req.attention.value,
+    )
     if head_copy:
         fpt = replace(fpt, backward=fpt.backward + 2.0 * head_copy)
     recompute = 1 if req.gradient_checkpointing else 0
@@ -346,13 +367,19 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     adapters = len(st.adapted(req)) if req.is_peft else 0
     other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
     # QLoRA: bitsandbytes wraps each 4-bit matmul in host ops of its own (dequantisation, casts)
-    quantized_linears = sum(l.active for l in arch.linears if l.quantizable) if req.method is Method.QLORA else 0
+    quantized_linears = (
+        sum(l.active for l in arch.linears if l.quantizable) if req.method is Method.QLORA else 0
+    )
     fwd_ops = arch.num_layers * (n_linears + other + LORA_OPS_PER_ADAPTER * adapters)
     dq = req.qlora_double_quant
-    bnb_fwd, bnb_bwd = ((DEQUANT_KERNELS[dq], DEQUANT_KERNELS[dq]) if req.torch_compile
-                        else (BNB_OPS_FORWARD[dq], BNB_OPS_BACKWARD[dq]))
-    kernels = fwd_ops * (1 + BACKWARD_OPS_FACTOR + recompute) \
-        + arch.num_layers * quantized_linears * (bnb_fwd * (1 + recompute) + bnb_bwd)
+    bnb_fwd, bnb_bwd = (
+        (DEQUANT_KERNELS[dq], DEQUANT_KERNELS[dq])
+        if req.torch_compile
+        else (BNB_OPS_FORWARD[dq], BNB_OPS_BACKWARD[dq])
+    )
+    kernels = fwd_ops * (
+        1 + BACKWARD_OPS_FACTOR + recompute
+    ) + arch.num_layers * quantized_linears * (bnb_fwd * (1 + recompute) + bnb_bwd)
     # FP8 casts per token: inputs (forward, recompute) and output gradients (backward)
     per_layer_in = sum(l.active * l.d_in for l in arch.linears if l.quantizable)
     per_layer_out = sum(l.active * l.d_out for l in arch.linears if l.quantizable)
@@ -361,33 +388,50 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     h = arch.hidden_size
     q_dim = arch.num_heads * arch.head_dim
     kv_dim = arch.num_kv_heads * arch.head_dim
-    ffn = (arch.experts_per_token or 1) * arch.intermediate_size + arch.shared_expert_intermediate_size
+    ffn = (
+        arch.experts_per_token or 1
+    ) * arch.intermediate_size + arch.shared_expert_intermediate_size
     act = MLP_ACT_BYTES_PER_ELEMENT[mode] if arch.mlp_gated else 4
     norm = NORM_BYTES_PER_ELEMENT[mode] if arch.norm_kind == "rms" else LAYER_NORM_BYTES_PER_ELEMENT
     rotary = ROTARY_BYTES_PER_ELEMENT[mode] if arch.learned_positions == 0 else 0
-    per_layer = (arch.norms_per_layer * norm * h
-                 + 2 * RESIDUAL_BYTES_PER_ELEMENT[mode] * h
-                 + rotary * (q_dim + kv_dim)
-                 + ATTENTION_IO_BYTES_PER_ELEMENT[mode] * (q_dim + 2 * kv_dim)
-                 + act * ffn
-                 + LORA_BYTES_PER_OUTPUT * sum(l.active * l.d_out for l in st.adapted(req)))
+    per_layer = (
+        arch.norms_per_layer * norm * h
+        + 2 * RESIDUAL_BYTES_PER_ELEMENT[mode] * h
+        + rotary * (q_dim + kv_dim)
+        + ATTENTION_IO_BYTES_PER_ELEMENT[mode] * (q_dim + 2 * kv_dim)
+        + act * ffn
+        + LORA_BYTES_PER_OUTPUT * sum(l.active * l.d_out for l in st.adapted(req))
+    )
     fwd_bytes = arch.num_layers * per_layer
-    elementwise: float = (fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
-                          + LOSS_BYTES_PER_LOGIT * arch.vocab_size)
+    elementwise: float = (
+        fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
+        + LOSS_BYTES_PER_LOGIT * arch.vocab_size
+    )
     if embed_copy:
         # the embedding copy's gradient: PyTorch's dense embedding backward zero-fills the
         # V x h table once per micro-step and scatter-adds each token's output gradient into
         # it (read h, read and write h): memory-bound, counted in bytes
-        elementwise += embed_copy * reg.grad_bytes / tokens + h * (reg.compute_bytes + 2 * reg.grad_bytes)
+        elementwise += embed_copy * reg.grad_bytes / tokens + h * (
+            reg.compute_bytes + 2 * reg.grad_bytes
+        )
     qbytes = st.quantized_bytes(layout.quantized, req.qlora_double_quant) if layout.quantized else 0
     return Counts(
-        flops=fpt, tokens_micro=tokens,
-        accumulation=req.gradient_accumulation_steps, hidden=arch.hidden_size,
-        layers=arch.num_layers, dense_params=layout.dense, quantized_params=layout.quantized,
-        quantized_bytes=float(qbytes), trainable=trainable,
-        dequantisation_bytes=layout.quantized * dequantisation_bytes_per_weight(req.qlora_double_quant),
+        flops=fpt,
+        tokens_micro=tokens,
+        accumulation=req.gradient_accumulation_steps,
+        hidden=arch.hidden_size,
+        layers=arch.num_layers,
+        dense_params=layout.dense,
+        quantized_params=layout.quantized,
+        quantized_bytes=float(qbytes),
+        trainable=trainable,
+        dequantisation_bytes=layout.quantized
+        * dequantisation_bytes_per_weight(req.qlora_double_quant),
         grad_params=st.gradient_params(req, layout) if trainable == layout.trainable else trainable,
-        reg=reg, passes=passes, kernels_per_micro=float(kernels), fp8_cast_elements_per_token=float(cast),
+        reg=reg,
+        passes=passes,
+        kernels_per_micro=float(kernels),
+        fp8_cast_elements_per_token=float(cast),
         block_weight_params=arch.num_layers * arch.block_params,
         optimizer_bytes_per_param=optimizer_step_bytes(req, 1, reg),
         elementwise_bytes_per_token=float(elementwise),
@@ -396,8 +440,16 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
 
 # --- the step ----------------------------------------------------------------------------------
 
-BREAKDOWN_KEYS = ("compute", "elementwise", "dequantisation", "fp8_casts", "exposed_communication",
-                  "exposed_transfer", "optimizer", "overheads")
+BREAKDOWN_KEYS = (
+    "compute",
+    "elementwise",
+    "dequantisation",
+    "fp8_casts",
+    "exposed_communication",
+    "exposed_transfer",
+    "optimizer",
+    "overheads",
+)
 
 
 @dataclass(frozen=True)
@@ -415,8 +467,16 @@ class StepBreakdown:
 
     @property
     def step_seconds(self) -> float:
-        return (self.compute + self.elementwise + self.dequantisation + self.fp8_casts
-                + self.exposed_communication + self.exposed_transfer + self.optimizer + self.overheads)
+        return (
+            self.compute
+            + self.elementwise
+            + self.dequantisation
+            + self.fp8_casts
+            + self.exposed_communication
+            + self.exposed_transfer
+            + self.optimizer
+            + self.overheads
+        )
 
     def to_dict(self) -> JsonObject:
         return {k: getattr(self, k) for k in BREAKDOWN_KEYS}
@@ -444,24 +504,39 @@ def card_rates(gpu: Gpu, num_gpus: int) -> Rates:
 
 
 def _card_rates(gpu: Gpu, num_gpus: int) -> Rates:
-    return Rates(peak_flops=gpu.bf16_dense_flops,
-                 fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12,
-                 memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
-                 link=comm.collective_link(gpu, num_gpus),
-                 host_bytes_per_s=comm.host_link_bytes_per_s(gpu.pcie_gen))
+    return Rates(
+        peak_flops=gpu.bf16_dense_flops,
+        fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12,
+        memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
+        link=comm.collective_link(gpu, num_gpus),
+        host_bytes_per_s=comm.host_link_bytes_per_s(gpu.pcie_gen),
+    )
 
 
-def step_breakdown(c: Counts, rates: Rates, *, num_gpus: int, sharding: Sharding,
-                   cpu_offload: CpuOffload, efficiency: float, half_tokens: float | None = None,
-                   fp8: bool = False, fp8_efficiency: float | None = None,
-                   sync_each_micro_batch: bool = False, paged_overflow_bytes: float = 0.0,
-                   dispatch_seconds: float | None = None) -> StepBreakdown:
+def step_breakdown(
+    c: Counts,
+    rates: Rates,
+    *,
+    num_gpus: int,
+    sharding: Sharding,
+    cpu_offload: CpuOffload,
+    efficiency: float,
+    half_tokens: float | None = None,
+    fp8: bool = False,
+    fp8_efficiency: float | None = None,
+    sync_each_micro_batch: bool = False,
+    paged_overflow_bytes: float = 0.0,
+    dispatch_seconds: float | None = None,
+) -> StepBreakdown:
     """One optimizer step on one GPU (see the module docstring for the equations)."""
     n = num_gpus
     T = c.tokens_micro
     A = c.accumulation
-    sat = T / (T + (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens)
-               * (SATURATION_REFERENCE_HIDDEN / c.hidden) ** 2)
+    sat = T / (
+        T
+        + (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens)
+        * (SATURATION_REFERENCE_HIDDEN / c.hidden) ** 2
+    )
     eff = efficiency * sat
     f = c.flops
     use_fp8 = fp8 and rates.fp8_peak_flops > 0
@@ -469,7 +544,10 @@ def step_breakdown(c: Counts, rates: Rates, *, num_gpus: int, sharding: Sharding
 
     def phase_compute(total: float, linear: float) -> float:
         if use_fp8:
-            return T * ((total - linear) / (rates.peak_flops * eff) + linear / (rates.fp8_peak_flops * fp8_eff))
+            return T * (
+                (total - linear) / (rates.peak_flops * eff)
+                + linear / (rates.fp8_peak_flops * fp8_eff)
+            )
         return T * total / (rates.peak_flops * eff)
 
     t_fwd = phase_compute(f.forward, f.linear_forward)
@@ -484,9 +562,15 @@ def step_breakdown(c: Counts, rates: Rates, *, num_gpus: int, sharding: Sharding
     # QLoRA: each pass that uses a frozen 4-bit weight dequantises it first
     dq_pass = c.dequantisation_bytes / rates.memory_bytes_per_s
     dq_fwd, dq_bwd = dq_pass, dq_pass * (c.passes - 1)
-    casts_micro = (FP8_CAST_BYTES_PER_ELEMENT * (T * c.fp8_cast_elements_per_token
-                                                 + c.passes * c.block_weight_params)
-                   / rates.memory_bytes_per_s) if use_fp8 else 0.0
+    casts_micro = (
+        (
+            FP8_CAST_BYTES_PER_ELEMENT
+            * (T * c.fp8_cast_elements_per_token + c.passes * c.block_weight_params)
+            / rates.memory_bytes_per_s
+        )
+        if use_fp8
+        else 0.0
+    )
     fwd_busy = t_fwd + dq_fwd
     bwd_busy = t_bwd + dq_bwd
 
@@ -508,7 +592,9 @@ def step_breakdown(c: Counts, rates: Rates, *, num_gpus: int, sharding: Sharding
                 comm_micro += max((ag + rs) / layers, ag + rs - bwd_busy)
             else:  # no_sync: gradients reduced once, with the last micro-step's backward
                 comm_micro += max(ag / layers, ag - bwd_busy)
-                comm_last += max((ag + rs) / layers, ag + rs - bwd_busy) - max(ag / layers, ag - bwd_busy)
+                comm_last += max((ag + rs) / layers, ag + rs - bwd_busy) - max(
+                    ag / layers, ag - bwd_busy
+                )
         else:
             if sharding in (Sharding.ZERO1, Sharding.ZERO2):
                 sync = comm.reduce_scatter_bytes(grad_bytes, n) / link
@@ -545,25 +631,38 @@ def step_breakdown(c: Counts, rates: Rates, *, num_gpus: int, sharding: Sharding
             # does: FSDP unshards a unit in its pre-backward hook and the checkpointed block
             # inside it recomputes from that copy (torch 2.13 FSDP, checkpoint_wrapper per block)
             stream = (param_bytes / div.weights) / host
-            transfer_micro = max(stream / layers, stream - fwd_busy) + max(stream / layers, stream - bwd_busy)
+            transfer_micro = max(stream / layers, stream - fwd_busy) + max(
+                stream / layers, stream - bwd_busy
+            )
     # paged optimizer states (bitsandbytes, CUDA unified memory) that do not fit on the card are
     # evicted to host memory and faulted back in by the step: in and out once per optimizer step
     transfer_after += 2.0 * paged_overflow_bytes / rates.host_bytes_per_s
 
     # the host dispatches every kernel; when that takes longer than the GPU's work, the GPU waits
-    gpu_micro = (compute_micro + elementwise_micro + dq_fwd + dq_bwd + casts_micro + comm_micro
-                 + transfer_micro)
+    gpu_micro = (
+        compute_micro
+        + elementwise_micro
+        + dq_fwd
+        + dq_bwd
+        + casts_micro
+        + comm_micro
+        + transfer_micro
+    )
     gpu_last = gpu_micro + comm_last + transfer_last
-    dispatch_micro = c.kernels_per_micro * (DISPATCH_SECONDS_PER_KERNEL if dispatch_seconds is None
-                                            else dispatch_seconds)
+    dispatch_micro = c.kernels_per_micro * (
+        DISPATCH_SECONDS_PER_KERNEL if dispatch_seconds is None else dispatch_seconds
+    )
     overheads = (A - 1) * max(0.0, dispatch_micro - gpu_micro) + max(0.0, dispatch_micro - gpu_last)
     return StepBreakdown(
-        compute=A * compute_micro, elementwise=A * elementwise_micro, dequantisation=A * (dq_fwd + dq_bwd), fp8_casts=A * casts_micro,
+        compute=A * compute_micro,
+        elementwise=A * elementwise_micro,
+        dequantisation=A * (dq_fwd + dq_bwd),
+        fp8_casts=A * casts_micro,
         exposed_communication=A * comm_micro + comm_last + comm_after,
         exposed_transfer=A * transfer_micro + transfer_last + transfer_after,
-        optimizer=optimizer, overheads=overheads,
+        optimizer=optimizer,
+        overheads=overheads,
     )
-
 
 
 # --- the estimate ------------------------------------------------------------------------------
@@ -643,12 +742,22 @@ class TimeEstimate:
         }
 
 
-def estimate_time(req: EstimateRequest, gpu: Gpu, total_tokens: float, *, num_gpus: int | None = None,
-                  sharding: Sharding | str | None = None, mfu: float | None = None,
-                  qlora_speed_factor: float | None = None, scaling_efficiency: float | None = None,
-                  fp8_compute: bool = False, trainable_params: int | None = None,
-                  half_tokens: float | None = None, fp8_efficiency: float | None = None,
-                  memory: JsonObject | None = None) -> TimeEstimate:
+def estimate_time(
+    req: EstimateRequest,
+    gpu: Gpu,
+    total_tokens: float,
+    *,
+    num_gpus: int | None = None,
+    sharding: Sharding | str | None = None,
+    mfu: float | None = None,
+    qlora_speed_factor: float | None = None,
+    scaling_efficiency: float | None = None,
+    fp8_compute: bool = False,
+    trainable_params: int | None = None,
+    half_tokens: float | None = None,
+    fp8_efficiency: float | None = None,
+    memory: JsonObject | None = None,
+) -> TimeEstimate:
     """Steady-state time of ``total_tokens`` on ``num_gpus`` x ``gpu`` (defaults: the request's).
 
     Overrides kept from the factor model: ``mfu`` replaces the class efficiency;
@@ -666,9 +775,15 @@ def estimate_time(req: EstimateRequest, gpu: Gpu, total_tokens: float, *, num_gp
         req = replace(req, seq_len=shape.mean_padded_length)
     c = counts(req, shard, trainable_params)
     eff = default_mfu(gpu.utilisation_class) if mfu is None else mfu
-    kw: dict[str, Any] = dict(cpu_offload=req.cpu_offload, efficiency=eff, half_tokens=half_tokens, fp8=fp8_compute,
-              fp8_efficiency=fp8_efficiency, sync_each_micro_batch=req.sync_each_micro_batch,
-              paged_overflow_bytes=paged_overflow_bytes(memory, gpu))
+    kw: dict[str, Any] = dict(
+        cpu_offload=req.cpu_offload,
+        efficiency=eff,
+        half_tokens=half_tokens,
+        fp8=fp8_compute,
+        fp8_efficiency=fp8_efficiency,
+        sync_each_micro_batch=req.sync_each_micro_batch,
+        paged_overflow_bytes=paged_overflow_bytes(memory, gpu),
+    )
     rates = card_rates(gpu, n)
     b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw)
     if qlora_speed_factor is not None and req.method is Method.QLORA:
@@ -677,17 +792,29 @@ def estimate_time(req: EstimateRequest, gpu: Gpu, total_tokens: float, *, num_gp
     if scaling_efficiency is not None and n > 1:
         one = step_breakdown(c, card_rates(gpu, 1), num_gpus=1, sharding=Sharding.NONE, **kw)
         rest = b.step_seconds - b.exposed_communication
-        b = _replace(b, exposed_communication=max(0.0, one.step_seconds / scaling_efficiency - rest))
-    sat = c.tokens_micro / (c.tokens_micro + (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens)
-                            * (SATURATION_REFERENCE_HIDDEN / c.hidden) ** 2)
+        b = _replace(
+            b, exposed_communication=max(0.0, one.step_seconds / scaling_efficiency - rest)
+        )
+    sat = c.tokens_micro / (
+        c.tokens_micro
+        + (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens)
+        * (SATURATION_REFERENCE_HIDDEN / c.hidden) ** 2
+    )
     step_tokens = c.tokens_micro * c.accumulation
     ratio = None if shape is None else shape.padding_ratio
-    return TimeEstimate(flops_per_token=c.flops, peak_flops_per_gpu=gpu.bf16_dense_flops, utilisation=eff,
-                        batch_saturation=sat, breakdown=b,
-                        tokens_per_step_per_gpu=step_tokens if ratio is None else round(step_tokens / ratio),
-                        num_gpus=n, total_tokens=total_tokens, link=rates.link,
-                        fp8_compute=fp8_compute and getattr(gpu, "fp8_dense_tflops", 0.0) > 0,
-                        padding_ratio=ratio)
+    return TimeEstimate(
+        flops_per_token=c.flops,
+        peak_flops_per_gpu=gpu.bf16_dense_flops,
+        utilisation=eff,
+        batch_saturation=sat,
+        breakdown=b,
+        tokens_per_step_per_gpu=step_tokens if ratio is None else round(step_tokens / ratio),
+        num_gpus=n,
+        total_tokens=total_tokens,
+        link=rates.link,
+        fp8_compute=fp8_compute and getattr(gpu, "fp8_dense_tflops", 0.0) > 0,
+        padding_ratio=ratio,
+    )
 
 
 def paged_overflow_bytes(memory: JsonObject | None, gpu: Gpu) -> float:
@@ -703,9 +830,26 @@ def _replace(b: StepBreakdown, **changes: float) -> StepBreakdown:
     return StepBreakdown(**{**b.to_dict(), **changes})
 
 
-__all__ = ["BREAKDOWN_KEYS", "CAUSAL_ATTENTION_FRACTION", "Counts", "FlopsPerToken", "MATMUL_EFFICIENCY",
-           "MATMUL_HALF_TOKENS", "Rates", "StepBreakdown", "TimeEstimate", "attention_forward_flops_per_token",
-           "batch_saturation", "block_linear_params", "card_rates", "counts", "default_mfu",
-           "dequantisation_bytes_per_weight",
-           "estimate_time", "matmul_params", "optimizer_step_bytes", "step_breakdown",
-           "training_flops_per_token"]
+__all__ = [
+    "BREAKDOWN_KEYS",
+    "CAUSAL_ATTENTION_FRACTION",
+    "Counts",
+    "FlopsPerToken",
+    "MATMUL_EFFICIENCY",
+    "MATMUL_HALF_TOKENS",
+    "Rates",
+    "StepBreakdown",
+    "TimeEstimate",
+    "attention_forward_flops_per_token",
+    "batch_saturation",
+    "block_linear_params",
+    "card_rates",
+    "counts",
+    "default_mfu",
+    "dequantisation_bytes_per_weight",
+    "estimate_time",
+    "matmul_params",
+    "optimizer_step_bytes",
+    "step_breakdown",
+    "training_flops_per_token",
+]

@@ -16,10 +16,33 @@ from __future__ import annotations
 from calc.numfmt import format_number
 
 from .html import to_html
-from .render import (GIB, Renderer, format_estimate, format_value, label, option, raw_value,
-                     render_results, resolve, translate)
+from .render import (
+    GIB,
+    Renderer,
+    format_estimate,
+    format_value,
+    label,
+    option,
+    raw_value,
+    render_results,
+    resolve,
+    translate,
+)
 from .session import Session, internal_error
 
-__all__ = ["GIB", "Renderer", "Session", "format_estimate", "format_number", "format_value",
-           "internal_error", "label", "option", "raw_value", "render_results", "resolve",
-           "to_html", "translate"]
+__all__ = [
+    "GIB",
+    "Renderer",
+    "Session",
+    "format_estimate",
+    "format_number",
+    "format_value",
+    "internal_error",
+    "label",
+    "option",
+    "raw_value",
+    "render_results",
+    "resolve",
+    "to_html",
+    "translate",
+]

@@ -34,8 +34,11 @@ def svg_number(x: float) -> str:
 def el(tag: str, attrs: dict[str, object] | None = None, *children: object) -> Node:
     """A node; attributes whose value is None are left out, True is a bare attribute
     (written ``name=""``, which HTML reads the same)."""
-    kept = {k: ("" if v is True else v) for k, v in (attrs or {}).items()
-            if v is not None and v is not False}
+    kept = {
+        k: ("" if v is True else v)
+        for k, v in (attrs or {}).items()
+        if v is not None and v is not False
+    }
     return [tag, kept, *children]
 
 

@@ -63,7 +63,10 @@ def format_value(key: str, value: object, lang: str, strings: Strings) -> str:
         return units["hours"].replace("{}", format_number(value, 1, lang))
     if key.endswith("_usd") or key.startswith("price") or key.startswith("cost"):
         return units["usd"].replace("{}", format_number(value, 2, lang))
-    if key.endswith(("_fraction", "_ratio", "utilisation", "_margin")) or key in ("mfu", "scaling_efficiency"):
+    if key.endswith(("_fraction", "_ratio", "utilisation", "_margin")) or key in (
+        "mfu",
+        "scaling_efficiency",
+    ):
         return units["percent"].replace("{}", format_number(value * 100, 1, lang))
     if key.endswith("_gb"):
         return units["gb"].replace("{}", format_number(value, 1, lang))
@@ -110,6 +113,7 @@ def option(field: str, code: object, strings: Strings) -> str:
 
 # ---------------------------------------------------------------- paths
 
+
 def resolve(response: JsonObject, path: str) -> object:
     """The value a ``data-output`` path names. Memory fields keep the estimate's own names
     (``peak_allocated_bytes``, ``components.weights``) even inside a plan response, where
@@ -142,6 +146,7 @@ def _is_number(value: object) -> bool:
 
 # ---------------------------------------------------------------- renderer
 
+
 class Renderer:
     """Draws one response (estimate or plan) in one language."""
 
@@ -158,13 +163,19 @@ class Renderer:
 
     def num(self, path: str, value: object, unit_key: str | None = None) -> Node:
         key = unit_key or path.rsplit(".", 1)[-1]
-        return ["span", {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
-                format_value(key, value, self.lang, self.s)]
+        return [
+            "span",
+            {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
+            format_value(key, value, self.lang, self.s),
+        ]
 
     def estimate(self, path: str, value: float, unit: str) -> Node:
         """A number shown rounded to what the estimate justifies (see ESTIMATE_FIGURES)."""
-        return ["span", {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
-                format_estimate(value, unit, self.lang, self.s)]
+        return [
+            "span",
+            {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
+            format_estimate(value, unit, self.lang, self.s),
+        ]
 
     def label(self, key: str) -> str:
         return label(key, self.s)
@@ -182,8 +193,12 @@ class Renderer:
         return format_value(key, value, self.lang, self.s)
 
     def kpi(self, label_key: str, content: Node) -> Node:
-        return ["div", {"class": "calc-kpi"},
-                ["span", {"class": "calc-kpi-label"}, self.label(label_key)], content]
+        return [
+            "div",
+            {"class": "calc-kpi"},
+            ["span", {"class": "calc-kpi-label"}, self.label(label_key)],
+            content,
+        ]
 
     def text(self, path: str | None, text: str) -> Node:
         attrs = {"class": "calc-text"}
@@ -194,7 +209,9 @@ class Renderer:
     def rows(self, rows: list[tuple[str, Node]]) -> Node:
         """A two-column table: label, value."""
         body: Node = ["tbody", {}]
-        body += [["tr", {}, ["th", {"scope": "row"}, text], ["td", {}, node]] for text, node in rows]
+        body += [
+            ["tr", {}, ["th", {"scope": "row"}, text], ["td", {}, node]] for text, node in rows
+        ]
         return ["table", {"class": "calc-table calc-rows"}, body]
 
     def table(self, head: list[str], rows: list[Node]) -> Node:
@@ -202,14 +219,17 @@ class Renderer:
         header += [["th", {"scope": "col"}, self.label(h)] for h in head]
         thead: Node = ["thead", {}, header]
         body: Node = ["tbody", {}, *rows]
-        return ["div", {"class": "calc-table-wrap"},
-                ["table", {"class": "calc-table"}, thead, body]]
+        return [
+            "div",
+            {"class": "calc-table-wrap"},
+            ["table", {"class": "calc-table"}, thead, body],
+        ]
 
     def gpu_name(self, gpu_id: str) -> str:
         return str(self.s.get("gpus", {}).get(gpu_id, gpu_id))
 
     def config_text(self, config: JsonObject, shardings: list[str] | None = None) -> str:
-        """"RTX 4090 × 2 · DDP", or "… · DDP / ZeRO-2" when several shardings give the same
+        """ "RTX 4090 × 2 · DDP", or "… · DDP / ZeRO-2" when several shardings give the same
         time and cost."""
         names = [option("sharding", s, self.s) for s in (shardings or [config["sharding"]])]
         sharding = " / ".join(names)
@@ -225,22 +245,41 @@ class Renderer:
         kpis = ["div", {"class": "calc-kpis"}]
         for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes"):
             kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))
-        kpis.append(self.kpi("peak_phase", self.text(self.mpath("peak_phase"),
-                                                     translate("phases", m["peak_phase"], self.s))))
+        kpis.append(
+            self.kpi(
+                "peak_phase",
+                self.text(self.mpath("peak_phase"), translate("phases", m["peak_phase"], self.s)),
+            )
+        )
         for key in ("params_total", "params_trainable", "host_bytes"):
             if _is_number(m.get(key)):
                 kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))
-        section: Node = ["section", {"class": "calc-section calc-memory"},
-                   self.heading(3, "memory_heading"),
-                   ["p", {"class": "calc-note"}, self.s["ui"]["gib_note"]], kpis,
-                   self.memory_chart()]
+        section: Node = [
+            "section",
+            {"class": "calc-section calc-memory"},
+            self.heading(3, "memory_heading"),
+            ["p", {"class": "calc-note"}, self.s["ui"]["gib_note"]],
+            kpis,
+            self.memory_chart(),
+        ]
         phases = m.get("phases")
         if isinstance(phases, dict) and phases:
-            rows = [(translate("phases", name, self.s),
-                     self.num(f"{self.mpath('phases')}.{name}", value, "x_bytes"))
-                    for name, value in phases.items() if _is_number(value)]
-            section.append(["details", {"class": "calc-phases"},
-                            ["summary", {}, self.s["ui"]["phases_heading"]], self.rows(rows)])
+            rows = [
+                (
+                    translate("phases", name, self.s),
+                    self.num(f"{self.mpath('phases')}.{name}", value, "x_bytes"),
+                )
+                for name, value in phases.items()
+                if _is_number(value)
+            ]
+            section.append(
+                [
+                    "details",
+                    {"class": "calc-phases"},
+                    ["summary", {}, self.s["ui"]["phases_heading"]],
+                    self.rows(rows),
+                ]
+            )
         return section
 
     def memory_chart(self) -> Node:
@@ -255,10 +294,14 @@ class Renderer:
         capacity = self.result["fits"][self.result["gpu"]]["memory_bytes"] if self.plan else 0
         scale_max = max(total, reserved, allocated, capacity, 1)
         width, height = 600.0, 32.0
-        segments = [(f"{self.mpath('components')}.{name}", name, value, f"calc-seg-{i % 10}")
-                    for i, (name, value) in enumerate(components.items())]
-        extras = [(None, "reserved_extra", reserved - allocated, "calc-seg-reserved"),
-                  (None, "context_extra", total - reserved, "calc-seg-context")]
+        segments = [
+            (f"{self.mpath('components')}.{name}", name, value, f"calc-seg-{i % 10}")
+            for i, (name, value) in enumerate(components.items())
+        ]
+        extras = [
+            (None, "reserved_extra", reserved - allocated, "calc-seg-reserved"),
+            (None, "context_extra", total - reserved, "calc-seg-context"),
+        ]
         rects: list[Node] = []
         legend: list[Node] = []
         x = 0.0
@@ -267,46 +310,100 @@ class Renderer:
             text = self.s["components"].get(name) or name.replace("_", " ")
             shown = format_value("x_bytes", value, self.lang, self.s)
             if w > 0:
-                rects.append(["rect", {"x": svg_number(x), "y": "0", "width": svg_number(w),
-                                       "height": svg_number(height), "class": "calc-seg " + css},
-                              ["title", {}, f"{text}: {shown}"]])
+                rects.append(
+                    [
+                        "rect",
+                        {
+                            "x": svg_number(x),
+                            "y": "0",
+                            "width": svg_number(w),
+                            "height": svg_number(height),
+                            "class": "calc-seg " + css,
+                        },
+                        ["title", {}, f"{text}: {shown}"],
+                    ]
+                )
             x += w
             if value == 0:  # a component this setup does not have: in the data, not the legend
                 continue
-            value_node = (self.num(path, value, "x_bytes") if path
-                          else ["span", {"class": "calc-num"}, shown])  # a difference, not a field
-            legend.append(["li", {}, ["span", {"class": "calc-swatch " + css, "aria-hidden": "true"}],
-                           ["span", {"class": "calc-legend-label"}, text], value_node])
+            value_node = (
+                self.num(path, value, "x_bytes") if path else ["span", {"class": "calc-num"}, shown]
+            )  # a difference, not a field
+            legend.append(
+                [
+                    "li",
+                    {},
+                    ["span", {"class": "calc-swatch " + css, "aria-hidden": "true"}],
+                    ["span", {"class": "calc-legend-label"}, text],
+                    value_node,
+                ]
+            )
         if capacity:
             cx = svg_number(width * capacity / scale_max - 1.5)
             card = self.s["ui"]["card_memory"].replace("{}", self.gpu_name(self.result["gpu"]))
             shown = format_value("x_bytes", capacity, self.lang, self.s)
-            rects.append(["rect", {"x": cx, "y": "0", "width": "3", "height": svg_number(height),
-                                   "class": "calc-capacity"}, ["title", {}, f"{card}: {shown}"]])
-            legend.append(["li", {}, ["span", {"class": "calc-swatch calc-capacity", "aria-hidden": "true"}],
-                           ["span", {"class": "calc-legend-label"}, card],
-                           self.num(f"fits.{self.result['gpu']}.memory_bytes", capacity, "x_bytes")])
+            rects.append(
+                [
+                    "rect",
+                    {
+                        "x": cx,
+                        "y": "0",
+                        "width": "3",
+                        "height": svg_number(height),
+                        "class": "calc-capacity",
+                    },
+                    ["title", {}, f"{card}: {shown}"],
+                ]
+            )
+            legend.append(
+                [
+                    "li",
+                    {},
+                    ["span", {"class": "calc-swatch calc-capacity", "aria-hidden": "true"}],
+                    ["span", {"class": "calc-legend-label"}, card],
+                    self.num(f"fits.{self.result['gpu']}.memory_bytes", capacity, "x_bytes"),
+                ]
+            )
         summary = self.s["ui"]["chart_summary"].replace(
-            "{}", format_value("x_bytes", allocated, self.lang, self.s))
-        svg = ["svg", {"xmlns": SVG_NS, "viewBox": f"0 0 {svg_number(width)} {svg_number(height)}",
-                       "preserveAspectRatio": "none", "class": "calc-bar", "role": "img",
-                       "aria-label": summary}] + rects
-        return ["figure", {"class": "calc-chart"}, svg,
-                ["figcaption", {}, ["ul", {"class": "calc-legend"}] + legend]]
+            "{}", format_value("x_bytes", allocated, self.lang, self.s)
+        )
+        svg = [
+            "svg",
+            {
+                "xmlns": SVG_NS,
+                "viewBox": f"0 0 {svg_number(width)} {svg_number(height)}",
+                "preserveAspectRatio": "none",
+                "class": "calc-bar",
+                "role": "img",
+                "aria-label": summary,
+            },
+        ] + rects
+        return [
+            "figure",
+            {"class": "calc-chart"},
+            svg,
+            ["figcaption", {}, ["ul", {"class": "calc-legend"}] + legend],
+        ]
 
     def warnings_section(self) -> Node | None:
         codes = list(dict.fromkeys(self.result.get("warnings", [])))
         if not codes:
             return None
-        items = [["li", {"data-warning": str(code)}, translate("warnings", code, self.s)]
-                 for code in codes]
-        return ["section", {"class": "calc-section calc-warnings", "role": "note"},
-                self.heading(3, "warnings_heading"), ["ul", {}] + items]
+        items = [
+            ["li", {"data-warning": str(code)}, translate("warnings", code, self.s)]
+            for code in codes
+        ]
+        return [
+            "section",
+            {"class": "calc-section calc-warnings", "role": "note"},
+            self.heading(3, "warnings_heading"),
+            ["ul", {}] + items,
+        ]
 
     # -- plan
 
     def verdict_state(self) -> str:
-        """"fits", "borderline" or "does_not_fit": the engine's own verdict when the response
+        """ "fits", "borderline" or "does_not_fit": the engine's own verdict when the response
         has one (its calibrated range), else from today's booleans: fits with the margin,
         fits only without it, or not at all."""
         fit = self.result["fits"][self.result["gpu"]]
@@ -322,26 +419,44 @@ class Renderer:
         return str(self.s["ui"]["verdict_" + state])
 
     def margin_text(self) -> str | None:
-        """"with your 10 % margin" when the reader set a margin; ``None`` without one (the
+        """ "with your 10 % margin" when the reader set a margin; ``None`` without one (the
         verdict then judges the calibrated range alone, and says nothing of a margin)."""
         margin = self.result.get("safety_margin")
         if not _is_number(margin) or not margin:
             return None
         return str(self.s["ui"]["verdict_margin"]).replace(
-            "{}", format_value("safety_margin", margin, self.lang, self.s))
+            "{}", format_value("safety_margin", margin, self.lang, self.s)
+        )
 
     def used_range(self, gpu: str, fit: JsonObject) -> Node:
         """What the verdict judged: the device range "19.2–26.0" (the central figure when
         the response has no range), as numbers with their paths."""
         rng = fit.get("device_range_bytes")
         if isinstance(rng, list) and len(rng) == 2 and rng[0] != rng[1]:
-            ends = [["span", {"class": "calc-num", "data-output": f"fits.{gpu}.device_range_bytes.{i}",
-                              "data-value": raw_value(v)}, format_number(v / GIB, 1, self.lang)]
-                    for i, v in enumerate(rng)]
+            ends = [
+                [
+                    "span",
+                    {
+                        "class": "calc-num",
+                        "data-output": f"fits.{gpu}.device_range_bytes.{i}",
+                        "data-value": raw_value(v),
+                    },
+                    format_number(v / GIB, 1, self.lang),
+                ]
+                for i, v in enumerate(rng)
+            ]
             return [ends[0], "–", ends[1]]
-        return [["span", {"class": "calc-num", "data-output": f"fits.{gpu}.device_total_bytes",
-                          "data-value": raw_value(fit["device_total_bytes"])},
-                 format_number(fit["device_total_bytes"] / GIB, 1, self.lang)]]
+        return [
+            [
+                "span",
+                {
+                    "class": "calc-num",
+                    "data-output": f"fits.{gpu}.device_total_bytes",
+                    "data-value": raw_value(fit["device_total_bytes"]),
+                },
+                format_number(fit["device_total_bytes"] / GIB, 1, self.lang),
+            ]
+        ]
 
     def verdict_items(self) -> Node:
         """The answer in one line: "1 × RTX 4090: fits (19.2–20.9 of 24.0 GiB) · 20 h · US$ 33"."""
@@ -360,21 +475,30 @@ class Renderer:
         margin = self.margin_text()
         if margin:
             head.append(margin)
-        return [head,
-                self.estimate("time_hours", r["time_hours"], "hours"),
-                self.estimate("cost_usd.total", r["cost_usd"]["total"], "usd")]
+        return [
+            head,
+            self.estimate("time_hours", r["time_hours"], "hours"),
+            self.estimate("cost_usd.total", r["cost_usd"]["total"], "usd"),
+        ]
 
     def verdict(self) -> Node:
-        line: Node = ["p", {"class": "calc-verdict calc-verdict-" + self.verdict_state(),
-                      "data-verdict": self.verdict_state()}]
+        line: Node = [
+            "p",
+            {
+                "class": "calc-verdict calc-verdict-" + self.verdict_state(),
+                "data-verdict": self.verdict_state(),
+            },
+        ]
         for i, item in enumerate(self.verdict_items()):
             if i:
                 line.append(["span", {"class": "calc-sep", "aria-hidden": "true"}, " · "])
             line.append(item)
         setup = self.setup_text()
         if setup:
-            line += [["span", {"class": "calc-sep", "aria-hidden": "true"}, " · "],
-                     ["span", {"class": "calc-verdict-setup"}, setup]]
+            line += [
+                ["span", {"class": "calc-sep", "aria-hidden": "true"}, " · "],
+                ["span", {"class": "calc-verdict-setup"}, setup],
+            ]
         return line
 
     def setup_text(self) -> str:
@@ -386,12 +510,17 @@ class Renderer:
         parts = []
         for key in ("method", "precision", "framework"):
             if key in used:
-                parts.append(short.get(key, {}).get(str(used[key])) or option(key, used[key], self.s))
+                parts.append(
+                    short.get(key, {}).get(str(used[key])) or option(key, used[key], self.s)
+                )
         if "framework" in used:
             parts[-1] = self.s["ui"]["verdict_framework"].replace("{}", parts[-1])
         if _is_number(used.get("seq_len")):
-            parts.append(self.s["ui"]["verdict_data"].replace(
-                "{}", format_number(used["seq_len"], 0, self.lang)))
+            parts.append(
+                self.s["ui"]["verdict_data"].replace(
+                    "{}", format_number(used["seq_len"], 0, self.lang)
+                )
+            )
         return " · ".join(parts)
 
     def plan_summary(self) -> Node:
@@ -399,34 +528,66 @@ class Renderer:
         gpu = r["gpu"]
         fit = r["fits"][gpu]
         state = self.verdict_state()
-        kpis = ["div", {"class": "calc-kpis"},
-                self.kpi("fits_selected_gpu", ["span", {"class": "calc-num " + self.fit_class(state),
-                                                        "data-output": "fits_selected_gpu",
-                                                        "data-value": raw_value(r["fits_selected_gpu"])},
-                                               self.verdict_word(state)]),
-                self.headroom_kpi(gpu, fit),
-                self.kpi("time_hours", self.estimate("time_hours", r["time_hours"], "hours")),
-                self.kpi("cost_total", self.estimate("cost_usd.total", r["cost_usd"]["total"], "usd")),
-                self.kpi("cost_final_run", self.estimate("cost_usd.final_run",
-                                                         r["cost_usd"]["final_run"], "usd")),
-                self.kpi("gpu_hours", self.estimate("cost_usd.gpu_hours", r["cost_usd"]["gpu_hours"],
-                                                    "hours")),
-                self.kpi("tokens_per_second", self.num("time.tokens_per_second",
-                                                       r["time"]["tokens_per_second"], "x_count"))]
+        kpis = [
+            "div",
+            {"class": "calc-kpis"},
+            self.kpi(
+                "fits_selected_gpu",
+                [
+                    "span",
+                    {
+                        "class": "calc-num " + self.fit_class(state),
+                        "data-output": "fits_selected_gpu",
+                        "data-value": raw_value(r["fits_selected_gpu"]),
+                    },
+                    self.verdict_word(state),
+                ],
+            ),
+            self.headroom_kpi(gpu, fit),
+            self.kpi("time_hours", self.estimate("time_hours", r["time_hours"], "hours")),
+            self.kpi("cost_total", self.estimate("cost_usd.total", r["cost_usd"]["total"], "usd")),
+            self.kpi(
+                "cost_final_run",
+                self.estimate("cost_usd.final_run", r["cost_usd"]["final_run"], "usd"),
+            ),
+            self.kpi(
+                "gpu_hours",
+                self.estimate("cost_usd.gpu_hours", r["cost_usd"]["gpu_hours"], "hours"),
+            ),
+            self.kpi(
+                "tokens_per_second",
+                self.num("time.tokens_per_second", r["time"]["tokens_per_second"], "x_count"),
+            ),
+        ]
         # what the hardware costs while it runs: below the run's own cost, not beside it
-        rates = ["div", {"class": "calc-kpis calc-rates"},
-                 self.kpi("per_hour", self.num("cost_usd.per_hour", r["cost_usd"]["per_hour"], "x_usd")),
-                 self.kpi("per_month", self.estimate("cost_usd.per_month", r["cost_usd"]["per_month"],
-                                                     "usd"))]
+        rates = [
+            "div",
+            {"class": "calc-kpis calc-rates"},
+            self.kpi("per_hour", self.num("cost_usd.per_hour", r["cost_usd"]["per_hour"], "x_usd")),
+            self.kpi(
+                "per_month", self.estimate("cost_usd.per_month", r["cost_usd"]["per_month"], "usd")
+            ),
+        ]
         setup = self.config_text({"gpu": gpu, "num_gpus": r["num_gpus"], "sharding": r["sharding"]})
-        section = ["section", {"class": "calc-section calc-plan"}, self.heading(3, "plan_heading"),
-                   ["p", {"class": "calc-setup"}, setup], kpis, rates]
+        section = [
+            "section",
+            {"class": "calc-section calc-plan"},
+            self.heading(3, "plan_heading"),
+            ["p", {"class": "calc-setup"}, setup],
+            kpis,
+            rates,
+        ]
         multi_node = self.multi_node_note()
         if multi_node:
             section.append(multi_node)
         if state != "fits":  # time and cost of a run that may not start: say so
-            section.append(["p", {"class": "calc-note calc-not-fit-note", "role": "note"},
-                            self.s["ui"]["not_fit_note" if state == "does_not_fit" else "borderline_note"]])
+            section.append(
+                [
+                    "p",
+                    {"class": "calc-note calc-not-fit-note", "role": "note"},
+                    self.s["ui"]["not_fit_note" if state == "does_not_fit" else "borderline_note"],
+                ]
+            )
         return section
 
     @staticmethod
@@ -448,11 +609,13 @@ class Renderer:
         link = gpu.link_for(n)
         # the rate collectives get across servers (calc.comm: the slowest link, usable share)
         network = comm.collective_link(gpu, n).bytes_per_s / 1e9
-        text = (self.s["ui"]["multi_node_note"]
-                .replace("{gpus}", format_number(n, 0, self.lang))
-                .replace("{nodes}", format_number(math.ceil(n / per_node), 0, self.lang))
-                .replace("{link}", self.s["ui"]["link_" + link])
-                .replace("{network}", format_number(network, 0, self.lang)))
+        text = (
+            self.s["ui"]["multi_node_note"]
+            .replace("{gpus}", format_number(n, 0, self.lang))
+            .replace("{nodes}", format_number(math.ceil(n / per_node), 0, self.lang))
+            .replace("{link}", self.s["ui"]["link_" + link])
+            .replace("{network}", format_number(network, 0, self.lang))
+        )
         return ["p", {"class": "calc-note calc-multi-node", "role": "note"}, text]
 
     def headroom_kpi(self, gpu: str, fit: JsonObject) -> Node:
@@ -460,8 +623,12 @@ class Renderer:
         (a percentage like -2,942 % says nothing a reader can act on)."""
         if fit.get("headroom_bytes", 0) >= 0:
             return self.kpi("headroom_fraction", self.headroom_cell(gpu, fit))
-        return self.kpi("shortfall_bytes", self.shortfall(
-            gpu, fit, format_value("shortfall_bytes", -fit["headroom_bytes"], self.lang, self.s)))
+        return self.kpi(
+            "shortfall_bytes",
+            self.shortfall(
+                gpu, fit, format_value("shortfall_bytes", -fit["headroom_bytes"], self.lang, self.s)
+            ),
+        )
 
     def headroom_cell(self, gpu: str, fit: JsonObject) -> Node:
         """A card's free share, or for a card too small, the GiB it lacks."""
@@ -472,44 +639,88 @@ class Renderer:
 
     def shortfall(self, gpu: str, fit: JsonObject, text: str) -> Node:
         """What a too-small card lacks: the raw (negative) headroom as data, ``text`` shown."""
-        return ["span", {"class": "calc-num", "data-output": f"fits.{gpu}.headroom_bytes",
-                         "data-value": raw_value(fit["headroom_bytes"])}, text]
+        return [
+            "span",
+            {
+                "class": "calc-num",
+                "data-output": f"fits.{gpu}.headroom_bytes",
+                "data-value": raw_value(fit["headroom_bytes"]),
+            },
+            text,
+        ]
 
     def time_and_cost(self) -> Node:
         r = self.result
         schedule = r["time"]["schedule"]
-        time_rows = [(self.label(k), self.num(f"time.schedule.{k}", schedule[k]))
-                     for k in ("compute_hours", "startup_hours", "checkpoint_hours", "lost_work_hours")
-                     if _is_number(schedule.get(k))]
-        time_rows += [(self.shown_label(k), self.num(f"time.factors.{k}", v, k))
-                      for k, v in r["time"]["factors"].items() if _is_number(v)]
+        time_rows = [
+            (self.label(k), self.num(f"time.schedule.{k}", schedule[k]))
+            for k in ("compute_hours", "startup_hours", "checkpoint_hours", "lost_work_hours")
+            if _is_number(schedule.get(k))
+        ]
+        time_rows += [
+            (self.shown_label(k), self.num(f"time.factors.{k}", v, k))
+            for k, v in r["time"]["factors"].items()
+            if _is_number(v)
+        ]
         # where the time of one step goes (calc.timing's roofline), as shares of the step
         if _is_number(r["time"].get("steady_state_tokens_per_second")):
-            time_rows.append((self.label("steady_state_tokens_per_second"),
-                              self.num("time.steady_state_tokens_per_second",
-                                       r["time"]["steady_state_tokens_per_second"], "x_count")))
+            time_rows.append(
+                (
+                    self.label("steady_state_tokens_per_second"),
+                    self.num(
+                        "time.steady_state_tokens_per_second",
+                        r["time"]["steady_state_tokens_per_second"],
+                        "x_count",
+                    ),
+                )
+            )
         shares = (r["time"].get("step") or {}).get("breakdown_fraction") or {}
-        time_rows += [(self.label("step_" + k), self.num(f"time.step.breakdown_fraction.{k}", v, "step_fraction"))
-                      for k, v in shares.items() if _is_number(v) and v > 0]
+        time_rows += [
+            (
+                self.label("step_" + k),
+                self.num(f"time.step.breakdown_fraction.{k}", v, "step_fraction"),
+            )
+            for k, v in shares.items()
+            if _is_number(v) and v > 0
+        ]
         cost = r["cost_usd"]
-        cost_rows = [(self.label("cost_" + k), self.estimate(f"cost_usd.breakdown.{k}", v, "usd"))
-                     for k, v in cost["breakdown"].items() if _is_number(v)]
+        cost_rows = [
+            (self.label("cost_" + k), self.estimate(f"cost_usd.breakdown.{k}", v, "usd"))
+            for k, v in cost["breakdown"].items()
+            if _is_number(v)
+        ]
         price = cost["price"]
-        cost_rows.append((self.label("price_per_gpu_hour"),
-                          ["span", {}, self.num("cost_usd.price.usd_per_gpu_hour",
-                                                price["usd_per_gpu_hour"], "x_usd"),
-                           ["small", {"class": "calc-source"}, " " + self._price_note(price)]]))
+        cost_rows.append(
+            (
+                self.label("price_per_gpu_hour"),
+                [
+                    "span",
+                    {},
+                    self.num("cost_usd.price.usd_per_gpu_hour", price["usd_per_gpu_hour"], "x_usd"),
+                    ["small", {"class": "calc-source"}, " " + self._price_note(price)],
+                ],
+            )
+        )
         storage = r.get("storage_gb")
         if isinstance(storage, dict) and _is_number(storage.get("total")):
-            cost_rows.append((self.label("storage_gb"), self.num("storage_gb.total", storage["total"],
-                                                                 "x_gb")))
+            cost_rows.append(
+                (self.label("storage_gb"), self.num("storage_gb.total", storage["total"], "x_gb"))
+            )
         if _is_number(r.get("storage_price_per_gb_month")):
-            cost_rows.append((self.label("storage_price_per_gb_month"),
-                              self.num("storage_price_per_gb_month",
-                                       r["storage_price_per_gb_month"], "x_usd")))
-        return ["div", {"class": "calc-columns"},
-                ["div", {}, self.heading(4, "time_heading"), self.rows(time_rows)],
-                ["div", {}, self.heading(4, "cost_heading"), self.rows(cost_rows)]]
+            cost_rows.append(
+                (
+                    self.label("storage_price_per_gb_month"),
+                    self.num(
+                        "storage_price_per_gb_month", r["storage_price_per_gb_month"], "x_usd"
+                    ),
+                )
+            )
+        return [
+            "div",
+            {"class": "calc-columns"},
+            ["div", {}, self.heading(4, "time_heading"), self.rows(time_rows)],
+            ["div", {}, self.heading(4, "cost_heading"), self.rows(cost_rows)],
+        ]
 
     def _price_note(self, price: JsonObject) -> str:
         tier = option("price_tier", price.get("tier", ""), self.s)
@@ -533,9 +744,14 @@ class Renderer:
                 before, _, after = self.s["ui"]["solver_borderline"].partition("{}")
                 if parts:
                     parts.append(" ")
-                parts += [before, self.num(f"solvers.{key}.borderline_value", found["borderline_value"],
-                                           "x_count"), after]
-            node = (["span", {}, *parts] if parts else self.text(None, self.s["ui"]["not_found"]))
+                parts += [
+                    before,
+                    self.num(
+                        f"solvers.{key}.borderline_value", found["borderline_value"], "x_count"
+                    ),
+                    after,
+                ]
+            node = ["span", {}, *parts] if parts else self.text(None, self.s["ui"]["not_found"])
             kpis.append(self.kpi("solver_" + key, node))
         return ["div", {"class": "calc-group"}, self.heading(4, "solvers_heading"), kpis]
 
@@ -546,66 +762,134 @@ class Renderer:
         rows: list[Node] = []
         for i, item in enumerate(items):
             changes = item.get("changes", {})
-            change_text = ", ".join(f"{self.label(k)} = {self.change_value(k, v)}"
-                                    for k, v in changes.items())
+            change_text = ", ".join(
+                f"{self.label(k)} = {self.change_value(k, v)}" for k, v in changes.items()
+            )
             fits = item.get("fits")
             state = item.get("verdict") or ("fits" if fits else "does_not_fit")
-            rows.append(["tr", {},
-                         ["td", {}, translate("actions", item["action"], self.s)],
-                         ["td", {}, change_text],
-                         ["td", {}, ["span", {"class": "calc-num " + self.fit_class(state),
-                                              "data-output": f"suggestions.{i}.fits",
-                                              "data-value": raw_value(fits)},
-                                     self.verdict_word(state)]],
-                         ["td", {}, self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])],
-                         ["td", {}] + ([self.num(f"suggestions.{i}.host_bytes", item["host_bytes"])]
-                                       if _is_number(item.get("host_bytes")) else []),
-                         ["td", {}, self.estimate(f"suggestions.{i}.time_hours", item["time_hours"],
-                                                  "hours")],
-                         ["td", {}, self.estimate(f"suggestions.{i}.cost_usd", item["cost_usd"], "usd")],
-                         ["td", {}, ["button", {"type": "button", "class": "calc-apply",
-                                                "data-changes": json.dumps(changes)},
-                                     self.s["ui"]["apply"]]]])
-        return ["div", {"class": "calc-group calc-suggestions"}, self.heading(4, "suggestions_heading"),
-                self.table(["action", "changes", "fits", "saved_bytes", "host_bytes", "time_hours",
-                            "cost_usd", "apply"],
-                           rows)]
+            rows.append(
+                [
+                    "tr",
+                    {},
+                    ["td", {}, translate("actions", item["action"], self.s)],
+                    ["td", {}, change_text],
+                    [
+                        "td",
+                        {},
+                        [
+                            "span",
+                            {
+                                "class": "calc-num " + self.fit_class(state),
+                                "data-output": f"suggestions.{i}.fits",
+                                "data-value": raw_value(fits),
+                            },
+                            self.verdict_word(state),
+                        ],
+                    ],
+                    ["td", {}, self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])],
+                    ["td", {}]
+                    + (
+                        [self.num(f"suggestions.{i}.host_bytes", item["host_bytes"])]
+                        if _is_number(item.get("host_bytes"))
+                        else []
+                    ),
+                    [
+                        "td",
+                        {},
+                        self.estimate(f"suggestions.{i}.time_hours", item["time_hours"], "hours"),
+                    ],
+                    ["td", {}, self.estimate(f"suggestions.{i}.cost_usd", item["cost_usd"], "usd")],
+                    [
+                        "td",
+                        {},
+                        [
+                            "button",
+                            {
+                                "type": "button",
+                                "class": "calc-apply",
+                                "data-changes": json.dumps(changes),
+                            },
+                            self.s["ui"]["apply"],
+                        ],
+                    ],
+                ]
+            )
+        return [
+            "div",
+            {"class": "calc-group calc-suggestions"},
+            self.heading(4, "suggestions_heading"),
+            self.table(
+                [
+                    "action",
+                    "changes",
+                    "fits",
+                    "saved_bytes",
+                    "host_bytes",
+                    "time_hours",
+                    "cost_usd",
+                    "apply",
+                ],
+                rows,
+            ),
+        ]
 
     def fits_table(self) -> Node:
         r = self.result
         rows: list[Node] = []
         for gpu, fit in r["fits"].items():
             css = "calc-selected" if gpu == r["gpu"] else ""
-            rows.append(["tr", {"class": css} if css else {},
-                         ["td", {}, self.gpu_name(gpu)],
-                         ["td", {}, self.num(f"fits.{gpu}.memory_bytes", fit["memory_bytes"])],
-                         ["td", {}, self.num(f"fits.{gpu}.required_bytes", fit["required_bytes"])],
-                         ["td", {}, self.headroom_cell(gpu, fit)],
-                         ["td", {}, self.fit_word(gpu, fit)]])
+            rows.append(
+                [
+                    "tr",
+                    {"class": css} if css else {},
+                    ["td", {}, self.gpu_name(gpu)],
+                    ["td", {}, self.num(f"fits.{gpu}.memory_bytes", fit["memory_bytes"])],
+                    ["td", {}, self.num(f"fits.{gpu}.required_bytes", fit["required_bytes"])],
+                    ["td", {}, self.headroom_cell(gpu, fit)],
+                    ["td", {}, self.fit_word(gpu, fit)],
+                ]
+            )
         note = self.s["ui"]["verdict_rule"]
         margin = self.margin_text()
         if margin:
             note += " " + self.s["ui"]["margin_note"].replace(
-                "{}", format_value("safety_margin", r["safety_margin"], self.lang, self.s))
-        return ["div", {"class": "calc-group"}, self.heading(4, "fits_heading"),
-                ["p", {"class": "calc-note"}, note],
-                self.table(["gpu", "memory_bytes", "required_bytes", "headroom_fraction", "fits"], rows)]
+                "{}", format_value("safety_margin", r["safety_margin"], self.lang, self.s)
+            )
+        return [
+            "div",
+            {"class": "calc-group"},
+            self.heading(4, "fits_heading"),
+            ["p", {"class": "calc-note"}, note],
+            self.table(
+                ["gpu", "memory_bytes", "required_bytes", "headroom_fraction", "fits"], rows
+            ),
+        ]
 
     def fit_word(self, gpu: str, fit: JsonObject) -> Node:
         """A card's verdict word in the cards table (``fits.<gpu>.fits`` as its data)."""
         state = fit.get("verdict")
         if state not in ("fits", "borderline", "does_not_fit"):
             state = "fits" if fit.get("fits") else "does_not_fit"
-        return ["span", {"class": "calc-num " + self.fit_class(state), "data-output": f"fits.{gpu}.fits",
-                         "data-value": raw_value(fit["fits"]), "data-verdict": state},
-                self.verdict_word(state)]
+        return [
+            "span",
+            {
+                "class": "calc-num " + self.fit_class(state),
+                "data-output": f"fits.{gpu}.fits",
+                "data-value": raw_value(fit["fits"]),
+                "data-verdict": state,
+            },
+            self.verdict_word(state),
+        ]
 
     def recommendations(self) -> Node:
         rec = self.result["recommendations"]
         configs = rec.get("configs", [])
         index = {c["id"]: i for i, c in enumerate(configs)}
-        group: Node = ["div", {"class": "calc-group calc-recommendations"},
-                       self.heading(4, "recommendations_heading")]
+        group: Node = [
+            "div",
+            {"class": "calc-group calc-recommendations"},
+            self.heading(4, "recommendations_heading"),
+        ]
         if not configs:
             group.append(["p", {"class": "calc-empty"}, self.s["ui"]["nothing_fits"]])
             return group
@@ -615,35 +899,71 @@ class Renderer:
             ref_id = ref.get("id") if isinstance(ref, dict) else ref
             if ref_id in index:
                 config = configs[index[ref_id]]
-                highlights.append(["li", {}, ["strong", {}, self.label("best_" + key) + ": "],
-                                   self.config_text(config)] + self.config_caveats(config))
+                highlights.append(
+                    [
+                        "li",
+                        {},
+                        ["strong", {}, self.label("best_" + key) + ": "],
+                        self.config_text(config),
+                    ]
+                    + self.config_caveats(config)
+                )
         group.append(highlights)
         stacks = self.s.get("gpu_stacks", {})
         if any(stacks.get(c["gpu"], "cuda") != "cuda" for c in configs):
             # CSS (:has) hides the other stacks' rows while it is checked
-            group.append(["label", {"class": "calc-check calc-cuda-only"},
-                          ["input", {"type": "checkbox", "class": "calc-cuda-only-box"}],
-                          ["span", {}, self.s["ui"]["cuda_only"]]])
+            group.append(
+                [
+                    "label",
+                    {"class": "calc-check calc-cuda-only"},
+                    ["input", {"type": "checkbox", "class": "calc-cuda-only-box"}],
+                    ["span", {}, self.s["ui"]["cuda_only"]],
+                ]
+            )
         for order, rank_key in (("by_cost", "rank_by_cost"), ("by_time", "rank_by_time")):
             ranked = [configs[index[i]] for i in rec.get(order, []) if i in index]
             rows: list[Node] = []
             for c, same in self.best_per_card(ranked)[:TOP_CONFIGS]:
                 i = index[c["id"]]
                 p = f"recommendations.configs.{i}"
-                rows.append(["tr", {"data-stack": stacks.get(c["gpu"], "cuda")},
-                             ["td", {}, self.num(f"{p}.{rank_key}", c[rank_key], "x_count")],
-                             ["td", {}, self.config_text(c, same)] + self.config_caveats(c, brief=True),
-                             ["td", {}, self.estimate(f"{p}.time_hours", c["time_hours"], "hours")],
-                             ["td", {}, self.estimate(f"{p}.cost_usd", c["cost_usd"], "usd")],
-                             ["td", {}, self.num(f"{p}.per_hour_usd", c["per_hour_usd"])],
-                             ["td", {}, self.num(f"{p}.headroom_fraction", c["headroom_fraction"])]])
-            group.append(["h5", {}, self.s["ui"][order + "_heading"] + " "
-                          + self.s["ui"]["one_per_card"]])
-            group.append(self.table(["rank", "config", "time_hours", "cost_usd", "per_hour_usd",
-                                     "headroom_fraction"], rows))
+                rows.append(
+                    [
+                        "tr",
+                        {"data-stack": stacks.get(c["gpu"], "cuda")},
+                        ["td", {}, self.num(f"{p}.{rank_key}", c[rank_key], "x_count")],
+                        ["td", {}, self.config_text(c, same)] + self.config_caveats(c, brief=True),
+                        ["td", {}, self.estimate(f"{p}.time_hours", c["time_hours"], "hours")],
+                        ["td", {}, self.estimate(f"{p}.cost_usd", c["cost_usd"], "usd")],
+                        ["td", {}, self.num(f"{p}.per_hour_usd", c["per_hour_usd"])],
+                        ["td", {}, self.num(f"{p}.headroom_fraction", c["headroom_fraction"])],
+                    ]
+                )
+            group.append(
+                ["h5", {}, self.s["ui"][order + "_heading"] + " " + self.s["ui"]["one_per_card"]]
+            )
+            group.append(
+                self.table(
+                    [
+                        "rank",
+                        "config",
+                        "time_hours",
+                        "cost_usd",
+                        "per_hour_usd",
+                        "headroom_fraction",
+                    ],
+                    rows,
+                )
+            )
         if _is_number(rec.get("count")):
-            group.append(["p", {"class": "calc-note"}, self.s["ui"]["configs_count"].replace(
-                "{}", format_value("x_count", rec["count"], self.lang, self.s))])
+            group.append(
+                [
+                    "p",
+                    {"class": "calc-note"},
+                    self.s["ui"]["configs_count"].replace(
+                        "{}", format_value("x_count", rec["count"], self.lang, self.s)
+                    ),
+                ]
+            )
         return group
 
     @staticmethod
@@ -668,12 +988,20 @@ class Renderer:
         """A configuration's own warnings (ROCm caveats, a price at another rate), as a small
         note after its name: a cheap AMD card is not a drop-in for QLoRA. ``brief`` (ranking
         tables) keeps only those that change the decision, not the price-tier fallback."""
-        codes = [c for c in config.get("warnings", []) if isinstance(c, str)
-                 and (not brief or c.startswith(("rocm_", "price_is_")))]
+        codes = [
+            c
+            for c in config.get("warnings", [])
+            if isinstance(c, str) and (not brief or c.startswith(("rocm_", "price_is_")))
+        ]
         if not codes:
             return []
-        return [["small", {"class": "calc-caveat", "data-warnings": " ".join(codes)},
-                 " (" + "; ".join(translate("warnings", c, self.s) for c in codes) + ")"]]
+        return [
+            [
+                "small",
+                {"class": "calc-caveat", "data-warnings": " ".join(codes)},
+                " (" + "; ".join(translate("warnings", c, self.s) for c in codes) + ")",
+            ]
+        ]
 
     def notes(self) -> Node | None:
         codes = self.result.get("notes") or []
@@ -681,14 +1009,18 @@ class Renderer:
             return None
         return ["div", {"class": "calc-notes"}] + [
             ["p", {"class": "calc-note", "data-note": str(c)}, translate("notes", c, self.s)]
-            for c in codes]
+            for c in codes
+        ]
 
     def peek(self) -> Node:
         """The headline figures in one line, pinned to the bottom of a phone's screen (CSS), with
         a link to the results: the form is long there."""
         m = self.memory
-        items = (self.verdict_items() if self.plan
-                 else [self.num(self.mpath("peak_allocated_bytes"), m["peak_allocated_bytes"])])
+        items = (
+            self.verdict_items()
+            if self.plan
+            else [self.num(self.mpath("peak_allocated_bytes"), m["peak_allocated_bytes"])]
+        )
         line: Node = ["a", {"class": "calc-peek", "href": "#calc-results-heading"}]
         for i, item in enumerate(items):
             if i:
@@ -705,11 +1037,14 @@ class Renderer:
             return {}
         r = self.result
         factors = r["time"]["factors"]
-        found = {"price_per_gpu_hour": r["cost_usd"]["price"]["usd_per_gpu_hour"],
-                 "storage_price_per_gb_month": r.get("storage_price_per_gb_month"),
-                 "storage_gb": (r.get("storage_gb") or {}).get("total"),
-                 "mfu": factors.get("mfu"), "qlora_speed_factor": factors.get("qlora_speed_factor"),
-                 "scaling_efficiency": factors.get("scaling_efficiency")}
+        found = {
+            "price_per_gpu_hour": r["cost_usd"]["price"]["usd_per_gpu_hour"],
+            "storage_price_per_gb_month": r.get("storage_price_per_gb_month"),
+            "storage_gb": (r.get("storage_gb") or {}).get("total"),
+            "mfu": factors.get("mfu"),
+            "qlora_speed_factor": factors.get("qlora_speed_factor"),
+            "scaling_efficiency": factors.get("scaling_efficiency"),
+        }
         return {k: raw_value(v) for k, v in found.items() if _is_number(v)}
 
     def profile_values(self) -> JsonObject:
@@ -721,9 +1056,14 @@ class Renderer:
         return {key: used[key] for key in profile_keys() if key in used}
 
     def render(self) -> Node:
-        root = ["div", {"class": "calc-results-body",
-                        "data-defaults": json.dumps(self.defaults_used(), sort_keys=True),
-                        "data-profile-values": json.dumps(self.profile_values(), sort_keys=True)}]
+        root = [
+            "div",
+            {
+                "class": "calc-results-body",
+                "data-defaults": json.dumps(self.defaults_used(), sort_keys=True),
+                "data-profile-values": json.dumps(self.profile_values(), sort_keys=True),
+            },
+        ]
         if self.plan:  # the answer first, on every width (sticky: calculator.css)
             root.append(self.verdict())
         root.append(self.memory_section())
@@ -733,8 +1073,14 @@ class Renderer:
         root.append(self.peek())
         if self.plan:
             plan = self.plan_summary()
-            for part in (self.suggestions(), self.time_and_cost(), self.solvers(),
-                         self.recommendations(), self.fits_table(), self.notes()):
+            for part in (
+                self.suggestions(),
+                self.time_and_cost(),
+                self.solvers(),
+                self.recommendations(),
+                self.fits_table(),
+                self.notes(),
+            ):
                 if part:
                     plan.append(part)
             root.append(plan)

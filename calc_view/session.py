@@ -82,9 +82,15 @@ def internal_error(stage: str, exc: BaseException) -> JsonObject:
         from calc import __version__ as version
     except Exception:  # calc itself fails to import: still answer
         version = None
-    return {"internal_error": {"code": "internal_error", "stage": stage,
-                               "exception": type(exc).__name__, "where": _where(exc),
-                               "calc_version": version}}
+    return {
+        "internal_error": {
+            "code": "internal_error",
+            "stage": stage,
+            "exception": type(exc).__name__,
+            "where": _where(exc),
+            "calc_version": version,
+        }
+    }
 
 
 def _where(exc: BaseException) -> str | None:
@@ -96,6 +102,6 @@ def _where(exc: BaseException) -> str | None:
         for package in _OWN_PACKAGES:
             at = path.rfind("/" + package)
             if at >= 0 or path.startswith(package):
-                found = f"{path[at + 1 if at >= 0 else 0:]}:{frame.lineno}"
+                found = f"{path[at + 1 if at >= 0 else 0 :]}:{frame.lineno}"
                 break
     return found

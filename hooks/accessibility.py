@@ -34,8 +34,10 @@ def search_label(lang: str) -> str:
 
 def _label_search_dialog(html: str, config: MkDocsConfig, where: str) -> str:
     if SEARCH_DIALOG not in html:
-        raise PluginError(f"hooks/accessibility.py: {where} has no {SEARCH_DIALOG!r}: Material's search "
-                          "markup changed, so its dialog would ship without a name; update SEARCH_DIALOG")
+        raise PluginError(
+            f"hooks/accessibility.py: {where} has no {SEARCH_DIALOG!r}: Material's search "
+            "markup changed, so its dialog would ship without a name; update SEARCH_DIALOG"
+        )
     label = search_label(config.theme["language"])
     labelled = SEARCH_DIALOG[:-1] + f' aria-label="{label}">'
     return html.replace(SEARCH_DIALOG, labelled, 1)

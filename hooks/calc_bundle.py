@@ -42,13 +42,13 @@ def calc_version(package: Path = PACKAGE) -> str:
     tree = ast.parse((package / "__init__.py").read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets):
+            isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets
+        ):
             return ast.literal_eval(node.value)
     raise ValueError("calc/__init__.py defines no __version__")
 
 
-def bundle_members(package: Path = PACKAGE, view: Path = VIEW_PACKAGE
-                   ) -> list[tuple[str, bytes]]:
+def bundle_members(package: Path = PACKAGE, view: Path = VIEW_PACKAGE) -> list[tuple[str, bytes]]:
     """(archive name, bytes), sorted: every file of the package, then of the view package."""
     members = []
     for root in (package, view):
@@ -70,11 +70,16 @@ def yaml_members() -> list[tuple[str, bytes]]:
 
     version = importlib.metadata.version("pyyaml")
     if version != YAML_VERSION:
-        raise RuntimeError(f"PyYAML {version} installed, {YAML_VERSION} pinned: run scripts/setup.sh")
+        raise RuntimeError(
+            f"PyYAML {version} installed, {YAML_VERSION} pinned: run scripts/setup.sh"
+        )
     spec = importlib.util.find_spec("yaml")
     package = Path(spec.origin).parent
-    out = [(f"yaml/{path.name}", path.read_bytes()) for path in sorted(package.glob("*.py"))
-           if path.name not in _YAML_SKIP]
+    out = [
+        (f"yaml/{path.name}", path.read_bytes())
+        for path in sorted(package.glob("*.py"))
+        if path.name not in _YAML_SKIP
+    ]
     dist = importlib.metadata.distribution("pyyaml")
     licence = next((f for f in dist.files or () if f.name == "LICENSE"), None)
     if licence is None:

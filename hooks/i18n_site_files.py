@@ -94,22 +94,28 @@ def on_post_template(output: str, template_name: str, config: MkDocsConfig) -> s
 
     fixed, count = _SWITCHER_LINK.subn(home, output)
     if not count:
-        raise PluginError("hooks/i18n_site_files.py: the 404 template has no language link "
-                          "(href=... hreflang=...): the i18n plugin's or Material's markup changed, "
-                          "so the 404 page's language switcher would keep another page's links")
+        raise PluginError(
+            "hooks/i18n_site_files.py: the 404 template has no language link "
+            "(href=... hreflang=...): the i18n plugin's or Material's markup changed, "
+            "so the 404 page's language switcher would keep another page's links"
+        )
     return fixed
 
 
 _HEAD_ALTERNATE = re.compile(r'[ \t]*<link rel="alternate" href="[^"]*" hreflang="[A-Za-z-]+">\n?')
 # Any hreflang alternate link, whatever the order or quoting of its attributes.
-_ANY_ALTERNATE = re.compile(r'<link\b(?=[^>]*\brel=["\']?alternate\b)(?=[^>]*\bhreflang=)[^>]*>', re.I)
+_ANY_ALTERNATE = re.compile(
+    r'<link\b(?=[^>]*\brel=["\']?alternate\b)(?=[^>]*\bhreflang=)[^>]*>', re.I
+)
 
 
 def on_post_page(output: str, page, config: MkDocsConfig) -> str:
     fixed = _HEAD_ALTERNATE.sub("", output)
     left = _ANY_ALTERNATE.findall(fixed)
     if left:
-        raise PluginError(f"hooks/i18n_site_files.py: page {page.file.src_uri} keeps {left[0]!r}: the "
-                          "alternate links' markup changed, and Material would fetch sitemap.xml "
-                          "under each of them (a 404); update _HEAD_ALTERNATE")
+        raise PluginError(
+            f"hooks/i18n_site_files.py: page {page.file.src_uri} keeps {left[0]!r}: the "
+            "alternate links' markup changed, and Material would fetch sitemap.xml "
+            "under each of them (a 404); update _HEAD_ALTERNATE"
+        )
     return fixed

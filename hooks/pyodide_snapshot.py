@@ -38,8 +38,9 @@ def snapshot_name(bundle_path: str, pyodide_version: str, script: bytes) -> str:
 
 @event_priority(-10)  # after calc_bundle and pyodide_assets have set their paths
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    name = snapshot_name(config.extra["calc_bundle"], config.extra["pyodide"]["version"],
-                         SCRIPT.read_bytes())
+    name = snapshot_name(
+        config.extra["calc_bundle"], config.extra["pyodide"]["version"], SCRIPT.read_bytes()
+    )
     config.extra["calc_snapshot"] = f"assets/calc/{name}"
     return config
 
@@ -49,8 +50,12 @@ def make_snapshot(pyodide_dir: Path, bundle: Path, out: Path) -> None:
     if node is None:
         raise PluginError("node is needed to build the Pyodide snapshot (install Node.js)")
     tmp = out.with_suffix(".tmp")
-    run = subprocess.run([node, str(SCRIPT), str(pyodide_dir), str(bundle), PACKAGE_DIR, str(tmp)],
-                         capture_output=True, text=True, timeout=TIMEOUT_S)
+    run = subprocess.run(
+        [node, str(SCRIPT), str(pyodide_dir), str(bundle), PACKAGE_DIR, str(tmp)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     if run.returncode != 0 or not tmp.is_file():
         raise PluginError("Pyodide snapshot failed: " + run.stderr[-2000:])
     tmp.replace(out)

@@ -52,8 +52,11 @@ def language_base(base: str, language: str) -> str:
     language's root, always with a trailing slash: Material resolves the index URL with
     ``new URL("search/search_index.json", base)``, which drops a last segment without one."""
     root = base.rstrip("/")
-    return f"{root}/{language}/" if root not in ("", ".") else (
-        f"/{language}/" if base.startswith("/") else f"{language}/")
+    return (
+        f"{root}/{language}/"
+        if root not in ("", ".")
+        else (f"/{language}/" if base.startswith("/") else f"{language}/")
+    )
 
 
 def _rebase(html: str, config: MkDocsConfig) -> str:
@@ -63,8 +66,9 @@ def _rebase(html: str, config: MkDocsConfig) -> str:
         return html
     start = html.index('id="__config"')
     end = html.index("</script>", start)
-    block = _BASE.sub(lambda m: f'{m.group(1)}"{language_base(m.group(2), language)}"',
-                      html[start:end], count=1)
+    block = _BASE.sub(
+        lambda m: f'{m.group(1)}"{language_base(m.group(2), language)}"', html[start:end], count=1
+    )
     return html[:start] + block + html[end:]
 
 
@@ -83,9 +87,11 @@ def on_post_template(output_content: str, template_name: str, config: MkDocsConf
 # an excluded element stops being skipped at the first nested element of the same tag: each
 # target below has no descendant of its own tag. A heading with the attribute drops its
 # whole section (``Section.is_excluded``), which is how the calculator's result goes.
-_EXCLUDED = re.compile(r'<(?:thead|tbody)(?=[\s>])|<div class="footnote"(?=[\s>])'
-                       r'|<form class="calc-form"(?=[\s>])|<p class="calc-status"(?=[\s>])'
-                       r'|<h2 id="calc-results-heading"(?=[\s>])')
+_EXCLUDED = re.compile(
+    r'<(?:thead|tbody)(?=[\s>])|<div class="footnote"(?=[\s>])'
+    r'|<form class="calc-form"(?=[\s>])|<p class="calc-status"(?=[\s>])'
+    r'|<h2 id="calc-results-heading"(?=[\s>])'
+)
 
 
 def exclude_from_search(html: str) -> str:
@@ -105,11 +111,17 @@ def split_index(index: dict, default: str, others: list[str]) -> dict[str, dict]
     for locale in [default, *others]:
         prefix = f"{locale}/"
         if locale == default:
-            docs = [d for d in index["docs"]
-                    if not any(d["location"].startswith(f"{o}/") for o in others)]
+            docs = [
+                d
+                for d in index["docs"]
+                if not any(d["location"].startswith(f"{o}/") for o in others)
+            ]
         else:
-            docs = [{**d, "location": d["location"][len(prefix):]}
-                    for d in index["docs"] if d["location"].startswith(prefix)]
+            docs = [
+                {**d, "location": d["location"][len(prefix) :]}
+                for d in index["docs"]
+                if d["location"].startswith(prefix)
+            ]
         out[locale] = {"config": {**index["config"], "lang": [locale]}, "docs": docs}
     return out
 
@@ -127,5 +139,6 @@ def on_post_build(config: MkDocsConfig) -> None:
     for locale, part in split_index(index, default, others).items():
         target = path if locale == default else site / locale / "search" / "search_index.json"
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(part, separators=(",", ":"), ensure_ascii=False),
-                          encoding="utf-8")
+        target.write_text(
+            json.dumps(part, separators=(",", ":"), ensure_ascii=False), encoding="utf-8"
+        )

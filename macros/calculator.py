@@ -29,9 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # The workload is the site's reference setup (calc.reference): the small model, the
 # request's default method (LoRA), 100 M tokens x 1 epoch at managed-cloud prices, so the first
 # view answers for the same setup as the home page's matrix and the guides.
-PAGE_DEFAULTS = {"model": _reference.MODELS["small"],
-                 "dataset_tokens": _reference.SETUP["dataset_tokens"], "gpu": "l40s",
-                 "price_tier": _reference.SETUP["price_tier"]}
+PAGE_DEFAULTS = {
+    "model": _reference.MODELS["small"],
+    "dataset_tokens": _reference.SETUP["dataset_tokens"],
+    "gpu": "l40s",
+    "price_tier": _reference.SETUP["price_tier"],
+}
 COMMAND = "plan"  # one round trip: the plan response includes the memory estimate
 
 # Request keys whose default depends on the method: the site's one precision per method
@@ -45,18 +48,49 @@ METHOD_DEFAULTS = {"precision": dict(_reference.PRECISION)}
 GROUPS = (
     # the precision beside the method: its default depends on it (METHOD_DEFAULTS), and the
     # verdict line names it
-    ("legend_basic", ("model", "method", "precision", "gpu", "num_gpus", "seq_len",
-                      "micro_batch_size", "dataset_tokens", "epochs")),
+    (
+        "legend_basic",
+        (
+            "model",
+            "method",
+            "precision",
+            "gpu",
+            "num_gpus",
+            "seq_len",
+            "micro_batch_size",
+            "dataset_tokens",
+            "epochs",
+        ),
+    ),
     # the training library first: its profile (calc.frameworks) sets the library behaviours
     # (every key of group "behaviour" in calc.fields, added by form()) below it,
     # each of which stays adjustable for a version that differs
     # what the data looks like: sample lengths and how they are batched (calc.lengths)
     ("legend_data", ("length_stats", "batching")),
     ("legend_library", ("framework",)),
-    ("legend_method", ("lora_rank", "lora_targets", "lora_dropout", "qlora_double_quant",
-                       "optimizer", "optimizer_in_backward", "lora_modules_to_save")),
-    ("legend_batch", ("gradient_accumulation_steps", "gradient_checkpointing", "attention",
-                      "torch_compile", "chunked_loss", "activation_offload")),
+    (
+        "legend_method",
+        (
+            "lora_rank",
+            "lora_targets",
+            "lora_dropout",
+            "qlora_double_quant",
+            "optimizer",
+            "optimizer_in_backward",
+            "lora_modules_to_save",
+        ),
+    ),
+    (
+        "legend_batch",
+        (
+            "gradient_accumulation_steps",
+            "gradient_checkpointing",
+            "attention",
+            "torch_compile",
+            "chunked_loss",
+            "activation_offload",
+        ),
+    ),
     ("legend_parallel", ("sharding", "cpu_offload")),
     ("legend_plan", ("price_tier", "price_per_gpu_hour", "interruptible", "safety_margin")),
     ("legend_advanced", ()),
@@ -67,9 +101,17 @@ LIBRARY = "legend_library"
 
 # The page's words, taken from the message catalogue (calc/data/messages): section of the
 # page's strings (what calculator_view and the front end read) -> namespace of message ids.
-PAGE_SECTIONS = {"ui": "ui", "units": "unit", "labels": "label", "components": "component",
-                 "warnings": "warning", "errors": "error", "actions": "action", "notes": "note",
-                 "config_import": "import"}
+PAGE_SECTIONS = {
+    "ui": "ui",
+    "units": "unit",
+    "labels": "label",
+    "components": "component",
+    "warnings": "warning",
+    "errors": "error",
+    "actions": "action",
+    "notes": "note",
+    "config_import": "import",
+}
 
 
 def option_fields() -> list[str]:
@@ -93,7 +135,9 @@ def page_strings(lang: str) -> dict:
     strings["phases"] = cat.options("phase", "long")
     strings["enums"] = {field: cat.options(field, "long") for field in option_fields()}
     # the short names the verdict line uses for what it assumes (method, precision, library)
-    strings["short_enums"] = {field: cat.options(field, "short") for field in ("method", "precision", "framework")}
+    strings["short_enums"] = {
+        field: cat.options(field, "short") for field in ("method", "precision", "framework")
+    }
     return strings
 
 
@@ -105,8 +149,11 @@ def load_strings() -> dict:
 def results_strings(lang: str, gpus: list) -> dict:
     """The strings the results are rendered with: the page's, plus the cards' names and
     stacks (the response names cards by id)."""
-    return dict(page_strings(lang), gpus={g["id"]: g.get("name") or g["id"] for g in gpus},
-                gpu_stacks={g["id"]: g.get("stack") or "cuda" for g in gpus})
+    return dict(
+        page_strings(lang),
+        gpus={g["id"]: g.get("name") or g["id"] for g in gpus},
+        gpu_stacks={g["id"]: g.get("stack") or "cuda" for g in gpus},
+    )
 
 
 def request_fields() -> dict[str, FieldSpec]:
@@ -153,8 +200,17 @@ def compute(request: dict) -> dict:
 # ---------------------------------------------------------------- form
 
 # calc's field kinds (calc.fields.KINDS) -> the form's: how a control reads and writes its value.
-_INPUT_KINDS = {"int": "int", "number": "number", "fraction": "number", "bool": "bool",
-                "targets": "targets", "model": "model", "gpu": "enum", "enum": "enum", "stats": "stats"}
+_INPUT_KINDS = {
+    "int": "int",
+    "number": "number",
+    "fraction": "number",
+    "bool": "bool",
+    "targets": "targets",
+    "model": "model",
+    "gpu": "enum",
+    "enum": "enum",
+    "stats": "stats",
+}
 
 
 def input_kind(spec: FieldSpec) -> str:
@@ -171,28 +227,39 @@ def _choices(spec: FieldSpec, strings: dict, gpus: list) -> list[tuple[str, str]
     return [(value, view.option(spec.key, value, strings)) for value in spec.choices or ()]
 
 
-def _field_wrap(key: str, strings: dict, control: list, hint: str | None = None,
-                checkbox: bool = False) -> list:
+def _field_wrap(
+    key: str, strings: dict, control: list, hint: str | None = None, checkbox: bool = False
+) -> list:
     text = view.label(key, strings)
     if checkbox:
-        head = ["label", {"class": "calc-check", "for": f"calc-{key}"}, control,
-                ["span", {}, text]]
+        head = ["label", {"class": "calc-check", "for": f"calc-{key}"}, control, ["span", {}, text]]
         node = ["div", {"class": "calc-field", "data-field": key}, head]
     else:
-        node = ["div", {"class": "calc-field", "data-field": key},
-                ["label", {"for": f"calc-{key}"}, text], control]
+        node = [
+            "div",
+            {"class": "calc-field", "data-field": key},
+            ["label", {"for": f"calc-{key}"}, text],
+            control,
+        ]
     if hint:
         node.append(["small", {"class": "calc-hint"}, hint])
-    node.append(["p", {"class": "calc-error", "data-error-for": key, "role": "alert",
-                       "hidden": "hidden"}])
+    node.append(
+        ["p", {"class": "calc-error", "data-error-for": key, "role": "alert", "hidden": "hidden"}]
+    )
     return node
 
 
 def _text_input(key: str, value: object, kind: str, default: object, **extra: str) -> list:
-    attrs = {"id": f"calc-{key}", "name": key, "type": "text", "data-kind": kind,
-             "data-default": "" if default is None else url_text(default),
-             "value": "" if value is None else url_text(value), "autocomplete": "off",
-             "spellcheck": "false"}
+    attrs = {
+        "id": f"calc-{key}",
+        "name": key,
+        "type": "text",
+        "data-kind": kind,
+        "data-default": "" if default is None else url_text(default),
+        "value": "" if value is None else url_text(value),
+        "autocomplete": "off",
+        "spellcheck": "false",
+    }
     if kind in ("int", "number"):
         attrs["inputmode"] = "numeric" if kind == "int" else "decimal"
     attrs.update(extra)
@@ -212,38 +279,73 @@ def url_text(value: object) -> str:
     return str(value)
 
 
-def _control(spec: FieldSpec, value: object, strings: dict, presets: list, gpus: list,
-             placeholders: dict) -> list:
+def _control(
+    spec: FieldSpec, value: object, strings: dict, presets: list, gpus: list, placeholders: dict
+) -> list:
     key = spec.key
     page_default = PAGE_DEFAULTS.get(key, spec.default)
     kind_name = input_kind(spec)
     if kind_name == "model":
         options = ["datalist", {"id": "calc-model-list"}] + [
-            ["option", {"value": p["id"]}, p.get("name") or p["id"]] for p in presets]
+            ["option", {"value": p["id"]}, p.get("name") or p["id"]] for p in presets
+        ]
         control = _text_input(key, value, "model", page_default, list="calc-model-list")
         node = _field_wrap(key, strings, control, strings["ui"]["preset_hint"])
         node.insert(3, options)
-        config = ["details", {"class": "calc-config"},
-                  ["summary", {}, strings["ui"]["config_summary"]],
-                  ["label", {"for": "calc-hf_config"}, view.label("hf_config", strings)],
-                  ["textarea", {"id": "calc-hf_config", "name": "hf_config", "data-kind": "config",
-                                "rows": "6", "spellcheck": "false",
-                                "aria-describedby": "calc-hf_config-hint"}],
-                  ["small", {"class": "calc-hint", "id": "calc-hf_config-hint"},
-                   strings["ui"]["config_hint"]],
-                  ["p", {"class": "calc-error", "data-error-for": "hf_config", "role": "alert",
-                         "hidden": "hidden"}]]
+        config = [
+            "details",
+            {"class": "calc-config"},
+            ["summary", {}, strings["ui"]["config_summary"]],
+            ["label", {"for": "calc-hf_config"}, view.label("hf_config", strings)],
+            [
+                "textarea",
+                {
+                    "id": "calc-hf_config",
+                    "name": "hf_config",
+                    "data-kind": "config",
+                    "rows": "6",
+                    "spellcheck": "false",
+                    "aria-describedby": "calc-hf_config-hint",
+                },
+            ],
+            [
+                "small",
+                {"class": "calc-hint", "id": "calc-hf_config-hint"},
+                strings["ui"]["config_hint"],
+            ],
+            [
+                "p",
+                {
+                    "class": "calc-error",
+                    "data-error-for": "hf_config",
+                    "role": "alert",
+                    "hidden": "hidden",
+                },
+            ],
+        ]
         node.append(config)
         return node
     if kind_name == "bool":
-        attrs = {"id": f"calc-{key}", "name": key, "type": "checkbox", "data-kind": "bool",
-                 "data-default": url_text(page_default)}
+        attrs = {
+            "id": f"calc-{key}",
+            "name": key,
+            "type": "checkbox",
+            "data-kind": "bool",
+            "data-default": url_text(page_default),
+        }
         if value:
             attrs["checked"] = "checked"
         return _field_wrap(key, strings, ["input", attrs], checkbox=True)
     if kind_name == "enum":
-        select = ["select", {"id": f"calc-{key}", "name": key, "data-kind": "enum",
-                             "data-default": url_text(page_default)}]
+        select = [
+            "select",
+            {
+                "id": f"calc-{key}",
+                "name": key,
+                "data-kind": "enum",
+                "data-default": url_text(page_default),
+            },
+        ]
         for val, text in _choices(spec, strings, gpus):
             attrs = {"value": val}
             if val == url_text(value):
@@ -251,18 +353,27 @@ def _control(spec: FieldSpec, value: object, strings: dict, presets: list, gpus:
             select.append(["option", attrs, text])
         return _field_wrap(key, strings, select)
     if kind_name == "targets":
-        return _field_wrap(key, strings, _text_input(key, value, "targets", page_default),
-                           strings["ui"]["targets_hint"])
+        return _field_wrap(
+            key,
+            strings,
+            _text_input(key, value, "targets", page_default),
+            strings["ui"]["targets_hint"],
+        )
     if kind_name == "stats":  # "mean:900,p90:2000", sent as written: calc reads it (calc.lengths)
-        return _field_wrap(key, strings, _text_input(key, value, "stats", page_default,
-                                                     placeholder="mean:900,p90:2000"),
-                           strings["ui"]["stats_hint"])
+        return _field_wrap(
+            key,
+            strings,
+            _text_input(key, value, "stats", page_default, placeholder="mean:900,p90:2000"),
+            strings["ui"]["stats_hint"],
+        )
     hint = strings["ui"]["optional_hint"] if page_default is None else None
     extra = {"placeholder": placeholders[key]} if key in placeholders else {}
     if spec.percent:  # 25, "25 %" and 0.25 all mean a quarter (form-state.js parseNumber)
         extra["data-percent"] = "true"
         hint = strings["ui"]["margin_hint"]
-    return _field_wrap(key, strings, _text_input(key, value, kind_name, page_default, **extra), hint)
+    return _field_wrap(
+        key, strings, _text_input(key, value, kind_name, page_default, **extra), hint
+    )
 
 
 def _dataset_helper(strings: dict) -> list:
@@ -271,24 +382,52 @@ def _dataset_helper(strings: dict) -> list:
     ui = strings["ui"]
     fields = ["div", {"class": "calc-dataset-helper"}]
     for name in ("examples", "example_tokens"):
-        fields.append(["div", {"class": "calc-field", "data-field": name},
-                       ["label", {"for": f"calc-{name}"}, ui["helper_" + name]],
-                       ["input", {"id": f"calc-{name}", "name": name, "type": "text",
-                                  "data-kind": "helper", "data-default": "", "value": "",
-                                  "inputmode": "numeric", "autocomplete": "off",
-                                  "spellcheck": "false"}],
-                       ["p", {"class": "calc-error", "data-error-for": name, "role": "alert",
-                              "hidden": "hidden"}]])
-    return ["details", {"class": "calc-dataset"},
-            ["summary", {}, ui["helper_summary"]], fields,
-            ["small", {"class": "calc-hint"}, ui["helper_hint"]]]
+        fields.append(
+            [
+                "div",
+                {"class": "calc-field", "data-field": name},
+                ["label", {"for": f"calc-{name}"}, ui["helper_" + name]],
+                [
+                    "input",
+                    {
+                        "id": f"calc-{name}",
+                        "name": name,
+                        "type": "text",
+                        "data-kind": "helper",
+                        "data-default": "",
+                        "value": "",
+                        "inputmode": "numeric",
+                        "autocomplete": "off",
+                        "spellcheck": "false",
+                    },
+                ],
+                [
+                    "p",
+                    {
+                        "class": "calc-error",
+                        "data-error-for": name,
+                        "role": "alert",
+                        "hidden": "hidden",
+                    },
+                ],
+            ]
+        )
+    return [
+        "details",
+        {"class": "calc-dataset"},
+        ["summary", {}, ui["helper_summary"]],
+        fields,
+        ["small", {"class": "calc-hint"}, ui["helper_hint"]],
+    ]
 
 
 def form(strings: dict, presets: list, gpus: list, placeholders: dict) -> list:
     fields = request_fields()
     request = default_request()
-    sections = [(legend, names + behaviour_order() if legend == LIBRARY else names)
-                for legend, names in GROUPS]
+    sections = [
+        (legend, names + behaviour_order() if legend == LIBRARY else names)
+        for legend, names in GROUPS
+    ]
     placed = {k for _, names in sections for k in names}
     node = ["form", {"class": "calc-form", "novalidate": "novalidate", "autocomplete": "off"}]
     advanced = ["div", {"class": "calc-advanced-body"}]
@@ -298,9 +437,15 @@ def form(strings: dict, presets: list, gpus: list, placeholders: dict) -> list:
         # the library's behaviours fold under its choice: the profile sets them, and a reader
         # opens them only to match another version (calculator.js opens them when the URL
         # sets one)
-        behaviours = (["details", {"class": "calc-library-behaviours"},
-                       ["summary", {}, strings["ui"]["library_behaviours_summary"]]]
-                      if legend == LIBRARY else None)
+        behaviours = (
+            [
+                "details",
+                {"class": "calc-library-behaviours"},
+                ["summary", {}, strings["ui"]["library_behaviours_summary"]],
+            ]
+            if legend == LIBRARY
+            else None
+        )
         for key in names:
             if key in fields:
                 spec = fields[key]
@@ -309,19 +454,28 @@ def form(strings: dict, presets: list, gpus: list, placeholders: dict) -> list:
                     control[1]["data-applies"] = " ".join(spec.methods)
                 if key == "dataset_tokens":
                     fieldset.append(_dataset_helper(strings))
-                (behaviours if behaviours is not None and key != "framework" else fieldset).append(control)
+                (behaviours if behaviours is not None and key != "framework" else fieldset).append(
+                    control
+                )
         if behaviours is not None:
             fieldset.append(behaviours)
         if legend == BASIC:
             node.append(fieldset)
         else:
             advanced.append(fieldset)
-    node.append(["details", {"class": "calc-advanced", "data-mode": "advanced"},
-                 ["summary", {}, strings["ui"]["advanced_summary"]], advanced])
+    node.append(
+        [
+            "details",
+            {"class": "calc-advanced", "data-mode": "advanced"},
+            ["summary", {}, strings["ui"]["advanced_summary"]],
+            advanced,
+        ]
+    )
     return node
 
 
 # ---------------------------------------------------------------- page
+
 
 def _json_script(element_id: str, data: object) -> list:
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -336,33 +490,65 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
     result = compute(request)
     # data-static-request: the request of the build-time result; the page shows that result
     # as the form's only while the form holds this very request (state.js, CalcMachine's shownKey).
-    root = ["div", {"class": "calc", "id": "calc", "data-calc-state": "static", "data-lang": lang,
-                    "data-method": str(request["method"]),
-                    "data-static-request": json.dumps(request, separators=(",", ":")),
-                    "data-profile-keys": json.dumps(list(profile_keys()), separators=(",", ":")),
-                    "data-method-defaults": json.dumps(METHOD_DEFAULTS, separators=(",", ":")),
-                    "data-command": COMMAND, "data-worker": urls["worker"],
-                    "data-pyodide": urls["pyodide"], "data-bundle": urls["bundle"],
-                    "data-snapshot": urls["snapshot"]},
-            ["link", {"rel": "stylesheet", "href": urls["css"]}],
-            ["script", {"src": urls["boot"]}],  # starts the worker now (see boot.js)
-            _json_script("calc-strings", strings),
-            ["p", {"class": "calc-status", "role": "status", "aria-live": "polite"},
-             strings["ui"]["status_static"]],
-            ["div", {"class": "calc-layout"},
-             form(strings, presets, gpus, view.Renderer(result, lang, strings).defaults_used()),
-             ["section", {"class": "calc-results", "aria-live": "polite"},
-              ["h2", {"id": "calc-results-heading"}, strings["ui"]["results_heading"]],
-              ["div", {"class": "calc-general", "data-error-for": "_general", "role": "alert",
-                       "hidden": "hidden"}],
-              ["p", {"class": "calc-stale-note", "hidden": "hidden"}, strings["ui"]["stale_note"]],
-              # shown instead of the results while they belong to another request (boot.js
-              # shows it at once for a shared link, before the build-time figures are drawn)
-              ["p", {"class": "calc-pending-note", "role": "status", "hidden": "hidden"},
-               strings["ui"]["pending_note"]],
-              ["div", {"class": "calc-results-slot"},
-               view.render_results(result, lang, strings)]]],
-            ["script", {"type": "module", "src": urls["js"]}]]
+    root = [
+        "div",
+        {
+            "class": "calc",
+            "id": "calc",
+            "data-calc-state": "static",
+            "data-lang": lang,
+            "data-method": str(request["method"]),
+            "data-static-request": json.dumps(request, separators=(",", ":")),
+            "data-profile-keys": json.dumps(list(profile_keys()), separators=(",", ":")),
+            "data-method-defaults": json.dumps(METHOD_DEFAULTS, separators=(",", ":")),
+            "data-command": COMMAND,
+            "data-worker": urls["worker"],
+            "data-pyodide": urls["pyodide"],
+            "data-bundle": urls["bundle"],
+            "data-snapshot": urls["snapshot"],
+        },
+        ["link", {"rel": "stylesheet", "href": urls["css"]}],
+        ["script", {"src": urls["boot"]}],  # starts the worker now (see boot.js)
+        _json_script("calc-strings", strings),
+        [
+            "p",
+            {"class": "calc-status", "role": "status", "aria-live": "polite"},
+            strings["ui"]["status_static"],
+        ],
+        [
+            "div",
+            {"class": "calc-layout"},
+            form(strings, presets, gpus, view.Renderer(result, lang, strings).defaults_used()),
+            [
+                "section",
+                {"class": "calc-results", "aria-live": "polite"},
+                ["h2", {"id": "calc-results-heading"}, strings["ui"]["results_heading"]],
+                [
+                    "div",
+                    {
+                        "class": "calc-general",
+                        "data-error-for": "_general",
+                        "role": "alert",
+                        "hidden": "hidden",
+                    },
+                ],
+                [
+                    "p",
+                    {"class": "calc-stale-note", "hidden": "hidden"},
+                    strings["ui"]["stale_note"],
+                ],
+                # shown instead of the results while they belong to another request (boot.js
+                # shows it at once for a shared link, before the build-time figures are drawn)
+                [
+                    "p",
+                    {"class": "calc-pending-note", "role": "status", "hidden": "hidden"},
+                    strings["ui"]["pending_note"],
+                ],
+                ["div", {"class": "calc-results-slot"}, view.render_results(result, lang, strings)],
+            ],
+        ],
+        ["script", {"type": "module", "src": urls["js"]}],
+    ]
     return view.to_html(root)
 
 
@@ -395,5 +581,6 @@ def register(env) -> None:
 
         lang = env.conf["theme"]["language"]
         urls = site_urls(env.conf, env.page.url)
-        return calculator_html(lang, urls, preset_module.presets_listing(),
-                               gpu_module.gpus_listing()["gpus"])
+        return calculator_html(
+            lang, urls, preset_module.presets_listing(), gpu_module.gpus_listing()["gpus"]
+        )

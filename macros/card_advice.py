@@ -29,29 +29,31 @@ from calc_view.html import el, to_html
 # much).
 
 
-def _largest(plans: dict, ordered: list[str], requests: dict, i: int, gpu_id: str,
-             lang: str) -> dict:
+def _largest(
+    plans: dict, ordered: list[str], requests: dict, i: int, gpu_id: str, lang: str
+) -> dict:
     """The largest of ``ordered`` that fits ``gpu_id`` with variant ``i`` (a ``ref`` cell
     with the plans that prove it and that the next larger model does not fit)."""
     fitting = [m for m in ordered if plans[(m, i)]["fits"][gpu_id]["fits"]]
     best = fitting[-1] if fitting else None
-    above = (ordered[ordered.index(best) + 1] if best != ordered[-1] else None) if best \
-        else ordered[0]
+    above = (
+        (ordered[ordered.index(best) + 1] if best != ordered[-1] else None) if best else ordered[0]
+    )
     attrs = {"ref-kind": "model", "gpu": gpu_id}
     if best:
         attrs["fits-source"] = plan_source(requests[(best, i)])
     if above:
         attrs["no-fit-source"] = plan_source(requests[(above, i)])
-    return ref(best, model_name(best) if best else labels.text("text.nothing_fits", lang),
-                **attrs)
+    return ref(best, model_name(best) if best else labels.text("text.nothing_fits", lang), **attrs)
 
 
 def _figure(lang: str, request: dict, field: str, kind: str, value) -> str:
     return inline(lang, value, kind, field, {"command": "plan", "request": request})
 
 
-def gpu_typical_use(lang: str, gpu_ids: list[str], models: list[str], reference_model: str,
-                    **setup) -> str:
+def gpu_typical_use(
+    lang: str, gpu_ids: list[str], models: list[str], reference_model: str, **setup
+) -> str:
     """Per card: its typical use, the largest of ``models`` that fits one card with LoRA
     and QLoRA (bf16 base), and for ``reference_model`` on that one card the hours and cost
     of the run ``setup`` describes (QLoRA everywhere it fits; LoRA where it fits) and the
@@ -63,10 +65,15 @@ def gpu_typical_use(lang: str, gpu_ids: list[str], models: list[str], reference_
         raise KeyError(f"no typical use written for {unknown}")
     sizes = {p["id"]: p["params_total"] for p in presets.presets_listing()}
     ordered = sorted(models, key=lambda m: sizes[m])
-    variants = [{"method": "lora", "precision": "bf16-true"},
-                {"method": "qlora", "precision": "bf16-true"}]
-    requests = {(m, i): {"model": m, **setup, **v, "gpu": REFERENCE_GPU}
-                for m in ordered for i, v in enumerate(variants)}
+    variants = [
+        {"method": "lora", "precision": "bf16-true"},
+        {"method": "qlora", "precision": "bf16-true"},
+    ]
+    requests = {
+        (m, i): {"model": m, **setup, **v, "gpu": REFERENCE_GPU}
+        for m in ordered
+        for i, v in enumerate(variants)
+    }
     plans = {key: calc.plan_setup(req) for key, req in requests.items()}
     ref_name = model_name(reference_model)
     items = []
@@ -83,13 +90,20 @@ def gpu_typical_use(lang: str, gpu_ids: list[str], models: list[str], reference_
                 hours=_figure(lang, request, "time_hours", "hours", plan["time_hours"]),
                 cost=_figure(lang, request, "cost_usd.total", "usd", plan["cost_usd"]["total"]),
                 seq=_figure(lang, request, "solvers.max_seq_len.value", "int", seq["value"])
-                if seq.get("found") else "?")
+                if seq.get("found")
+                else "?",
+            )
         figures = labels.text("advice.figures", lang).format(
             lora=_ref_span(_largest(plans, ordered, requests, 0, gpu_id, lang)),
             qlora=_ref_span(_largest(plans, ordered, requests, 1, gpu_id, lang)),
-            ref=html.escape(ref_name), q=runs["q"], l=runs["l"])
-        items.append(f'<li data-gpu="{html.escape(gpu_id)}"><strong>{html.escape(gpu_name(gpu_id))}'
-                     f'</strong>: {html.escape(labels.text("advice.use." + gpu_id, lang))} {figures}</li>')
+            ref=html.escape(ref_name),
+            q=runs["q"],
+            l=runs["l"],
+        )
+        items.append(
+            f'<li data-gpu="{html.escape(gpu_id)}"><strong>{html.escape(gpu_name(gpu_id))}'
+            f"</strong>: {html.escape(labels.text('advice.use.' + gpu_id, lang))} {figures}</li>"
+        )
     # one sentence per card, advice first and the figures after it: read on a phone as on a
     # desktop, no table to scroll sideways
     return '<ul class="calc-advice" data-table="gpu_typical_use">\n' + "\n".join(items) + "\n</ul>"
@@ -107,19 +121,26 @@ def provider_prices(lang: str, gpu_ids: list[str]) -> str:
     for gpu in gpu_rows(gpu_ids):
         row = {"gpu": gpu["name"], SOURCE: gpu[SOURCE]}
         for tier, interruptible in kinds:
-            found = [(i, p) for i, p in enumerate(gpu["prices"])
-                     if p["tier"] == tier and p["interruptible"] == interruptible]
+            found = [
+                (i, p)
+                for i, p in enumerate(gpu["prices"])
+                if p["tier"] == tier and p["interruptible"] == interruptible
+            ]
             key = f"{tier}|{str(interruptible).lower()}"
             if not found:
                 row[key] = labels.text("text.no_price", lang)
                 continue
             i, price = found[0]
-            row[key] = (inline_node(lang, price["usd"], "usd", f"prices.{i}.usd", gpu[SOURCE]),
-                        " ", el("small", {}, f"({price['as_of']})"))
+            row[key] = (
+                inline_node(lang, price["usd"], "usd", f"prices.{i}.usd", gpu[SOURCE]),
+                " ",
+                el("small", {}, f"({price['as_of']})"),
+            )
         rows.append(row)
     cols = [Col("gpu", "col.gpu", "text", row_header=True)]
-    cols += [Col(f"{t}|{str(x).lower()}", f"col.price_at.{t}.{str(x).lower()}", "node")
-             for t, x in kinds]
+    cols += [
+        Col(f"{t}|{str(x).lower()}", f"col.price_at.{t}.{str(x).lower()}", "node") for t, x in kinds
+    ]
     return render(rows, cols, lang, "provider_prices", "caption.provider_prices")
 
 
@@ -137,22 +158,37 @@ def provider_run(lang: str, gpu: str, **setup) -> str:
             if not plan["fits_selected_gpu"]:
                 raise ValueError(f"the provider example does not fit {gpu}: {request}")
             schedule = plan["time"]["schedule"]
-            kind = labels.option("price_tier", tier, lang) + " · " + labels.option(
-                "capacity", "interruptible" if interruptible else "on_demand", lang)
-            rows.append({"kind": kind, "usd": plan["cost_usd"]["price"]["usd_per_gpu_hour"],
-                         "as_of": plan["cost_usd"]["price"]["as_of"],
-                         "lost": schedule["checkpoint_hours"] + schedule["lost_work_hours"],
-                         "hours": plan["time_hours"], "total": plan["cost_usd"]["total"],
-                         SOURCE: {"command": "plan", "request": request}})
+            kind = (
+                labels.option("price_tier", tier, lang)
+                + " · "
+                + labels.option("capacity", "interruptible" if interruptible else "on_demand", lang)
+            )
+            rows.append(
+                {
+                    "kind": kind,
+                    "usd": plan["cost_usd"]["price"]["usd_per_gpu_hour"],
+                    "as_of": plan["cost_usd"]["price"]["as_of"],
+                    "lost": schedule["checkpoint_hours"] + schedule["lost_work_hours"],
+                    "hours": plan["time_hours"],
+                    "total": plan["cost_usd"]["total"],
+                    SOURCE: {"command": "plan", "request": request},
+                }
+            )
     if len(rows) < 2:
         raise ValueError(f"{gpu}: fewer than two kinds of provider priced; pick another card")
-    cols = [Col("kind", "col.where_rented", "text", row_header=True),
-            Col("usd", "col.usd_per_hour", "usd", check="cost_usd.price.usd_per_gpu_hour"),
-            Col("as_of", "col.price_date", "text"),
-            Col("lost", "col.lost_hours", "hours",
-                check="time.schedule.checkpoint_hours+time.schedule.lost_work_hours"),
-            Col("hours", "col.time_hours", "hours", check="time_hours"),
-            Col("total", "col.cost_total", "usd", check="cost_usd.total")]
+    cols = [
+        Col("kind", "col.where_rented", "text", row_header=True),
+        Col("usd", "col.usd_per_hour", "usd", check="cost_usd.price.usd_per_gpu_hour"),
+        Col("as_of", "col.price_date", "text"),
+        Col(
+            "lost",
+            "col.lost_hours",
+            "hours",
+            check="time.schedule.checkpoint_hours+time.schedule.lost_work_hours",
+        ),
+        Col("hours", "col.time_hours", "hours", check="time_hours"),
+        Col("total", "col.cost_total", "usd", check="cost_usd.total"),
+    ]
     return render(rows, cols, lang, "provider_run", "caption.provider_run|" + gpu_name(gpu))
 
 

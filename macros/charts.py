@@ -54,34 +54,67 @@ def _chart_id(name: str, payload: object) -> str:
     return f"chart-{name}-{digest}"
 
 
-def _svg(chart_id: str, name: str, height: float, title: str, desc: str, body: list,
-         attrs: dict | None = None) -> list:
-    head = [el("title", {"id": chart_id + "-title"}, title),
-            el("desc", {"id": chart_id + "-desc"}, desc)]
-    return el("svg", {"xmlns": SVG_NS, "class": "calc-svg", "viewBox": f"0 0 {svg_number(WIDTH)} {svg_number(height)}",
-                      "width": "100%", "role": "img", "data-chart": name, "id": chart_id,
-                      "aria-labelledby": f"{chart_id}-title {chart_id}-desc",
-                      "font-size": svg_number(FONT), **(attrs or {})}, *head, *body)
+def _svg(
+    chart_id: str,
+    name: str,
+    height: float,
+    title: str,
+    desc: str,
+    body: list,
+    attrs: dict | None = None,
+) -> list:
+    head = [
+        el("title", {"id": chart_id + "-title"}, title),
+        el("desc", {"id": chart_id + "-desc"}, desc),
+    ]
+    return el(
+        "svg",
+        {
+            "xmlns": SVG_NS,
+            "class": "calc-svg",
+            "viewBox": f"0 0 {svg_number(WIDTH)} {svg_number(height)}",
+            "width": "100%",
+            "role": "img",
+            "data-chart": name,
+            "id": chart_id,
+            "aria-labelledby": f"{chart_id}-title {chart_id}-desc",
+            "font-size": svg_number(FONT),
+            **(attrs or {}),
+        },
+        *head,
+        *body,
+    )
 
 
 def _legend(items: list[tuple[str, str]]) -> list:
     """HTML legend: (css class of the swatch, label)."""
-    return el("ul", {"class": "calc-chart-legend"},
-              *(el("li", {}, el("span", {"class": f"calc-swatch {css}", "aria-hidden": "true"}), label)
-                for css, label in items))
+    return el(
+        "ul",
+        {"class": "calc-chart-legend"},
+        *(
+            el("li", {}, el("span", {"class": f"calc-swatch {css}", "aria-hidden": "true"}), label)
+            for css, label in items
+        ),
+    )
 
 
 def _details(lang: str, tables: list) -> list:
     """The chart's figures as tables (``macros.tables.table_node``), folded."""
-    return el("details", {"class": "calc-chart-data"}, el("summary", {}, t("data_summary", lang)),
-              *tables)
+    return el(
+        "details", {"class": "calc-chart-data"}, el("summary", {}, t("data_summary", lang)), *tables
+    )
 
 
 def _wrap(name: str, parts: list) -> str:
     """One raw HTML block (one line, so Markdown leaves it alone). Kept out of the search
     index: tick labels and a table of figures do not read as sentences in a snippet."""
-    return to_html(el("div", {"class": "calc-figure", "data-figure": name,
-                              "data-search-exclude": True}, *parts))
+    return to_html(
+        el(
+            "div",
+            {"class": "calc-figure", "data-figure": name, "data-search-exclude": True},
+            *parts,
+        )
+    )
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:
@@ -99,9 +132,9 @@ def log_ticks(low: float, high: float) -> list[float]:
     """1, 2, 5 × 10^k between ``low`` and ``high`` (both > 0)."""
     out = []
     k = math.floor(math.log10(low))
-    while 10 ** k <= high * 10:
+    while 10**k <= high * 10:
         for m in (1, 2, 5):
-            v = m * 10 ** k
+            v = m * 10**k
             if low <= v <= high:
                 out.append(float(v))
         k += 1
@@ -109,7 +142,9 @@ def log_ticks(low: float, high: float) -> list[float]:
 
 
 def _tick_text(value: float, lang: str) -> str:
-    decimals = 0 if float(value).is_integer() else (1 if abs(value * 10 - round(value * 10)) < 1e-9 else 2)
+    decimals = (
+        0 if float(value).is_integer() else (1 if abs(value * 10 - round(value * 10)) < 1e-9 else 2)
+    )
     return format_number(value, decimals, lang)
 
 
@@ -140,21 +175,38 @@ def memory_components_chart(lang: str, models: list[str], methods: list, **setup
     requests = [{"model": m, **setup, **v} for v in variants for m in models]
     responses = [calc.estimate(r) for r in requests]
     # a component calc adds later still shows (after the known ones)
-    present = present_components([{f"components.{c}": v for r in responses
-                                   for c, v in r["components"].items() if v}])
+    present = present_components(
+        [{f"components.{c}": v for r in responses for c, v in r["components"].items() if v}]
+    )
     css = {c: _series_class(i) for i, c in enumerate(present)}
     n = len(models)
-    panels = [_component_panel(lang, requests[i * n:(i + 1) * n], responses[i * n:(i + 1) * n],
-                               present, css, _variant_text(variant, setup, lang))
-              for i, variant in enumerate(variants)]
-    legend = _legend([(css[c], _component_name(c, lang)) for c in present]
-                     + [("calc-reserve", t("reserve_context", lang))])
+    panels = [
+        _component_panel(
+            lang,
+            requests[i * n : (i + 1) * n],
+            responses[i * n : (i + 1) * n],
+            present,
+            css,
+            _variant_text(variant, setup, lang),
+        )
+        for i, variant in enumerate(variants)
+    ]
+    legend = _legend(
+        [(css[c], _component_name(c, lang)) for c in present]
+        + [("calc-reserve", t("reserve_context", lang))]
+    )
     table = _components_table(lang, requests, present)
     return _wrap("memory_components", [*panels, legend, _details(lang, [table])])
 
 
-def _component_panel(lang: str, requests: list[dict], responses: list[dict], present: list[str],
-                     css: dict, variant_text: str) -> list:
+def _component_panel(
+    lang: str,
+    requests: list[dict],
+    responses: list[dict],
+    present: list[str],
+    css: dict,
+    variant_text: str,
+) -> list:
     left, right, top = 8.0, 14.0, 6.0
     label_h, bar_h, gap = 15.0, 16.0, 9.0
     row_h = label_h + bar_h + gap
@@ -168,16 +220,31 @@ def _component_panel(lang: str, requests: list[dict], responses: list[dict], pre
     body: list = []
     for tick in ticks:  # light vertical grid behind the bars
         x = left + tick * scale
-        body.append(el("line", {"class": "calc-grid", "x1": svg_number(x), "x2": svg_number(x),
-                                "y1": svg_number(top), "y2": svg_number(axis_y)}))
+        body.append(
+            el(
+                "line",
+                {
+                    "class": "calc-grid",
+                    "x1": svg_number(x),
+                    "x2": svg_number(x),
+                    "y1": svg_number(top),
+                    "y2": svg_number(axis_y),
+                },
+            )
+        )
     items = []
     for i, (req, resp) in enumerate(zip(requests, responses, strict=True)):
         y = top + i * row_h
         name = model_name(req["model"])
         total = resp["device_total_bytes"]
         total_text = format_kind(total, "gib", lang)
-        marks = [el("text", {"class": "calc-label", "x": svg_number(left), "y": svg_number(y + label_h - 4)},
-                    f"{name} · {total_text} GiB")]
+        marks = [
+            el(
+                "text",
+                {"class": "calc-label", "x": svg_number(left), "y": svg_number(y + label_h - 4)},
+                f"{name} · {total_text} GiB",
+            )
+        ]
         x = left
         parts = []
         for comp in present:
@@ -186,42 +253,117 @@ def _component_panel(lang: str, requests: list[dict], responses: list[dict], pre
             shown = format_kind(value, "gib", lang)
             if value:
                 parts.append(f"{_component_name(comp, lang).lower()} {shown}")
-            marks.append(el("rect", {"class": "calc-seg " + css[comp], "x": svg_number(x),
-                                     "y": svg_number(y + label_h), "width": svg_number(w), "height": svg_number(bar_h),
-                                     "data-series": comp, "data-y": raw_number(value)},
-                            el("title", {}, f"{name}: {_component_name(comp, lang)} {shown} GiB")))
+            marks.append(
+                el(
+                    "rect",
+                    {
+                        "class": "calc-seg " + css[comp],
+                        "x": svg_number(x),
+                        "y": svg_number(y + label_h),
+                        "width": svg_number(w),
+                        "height": svg_number(bar_h),
+                        "data-series": comp,
+                        "data-y": raw_number(value),
+                    },
+                    el("title", {}, f"{name}: {_component_name(comp, lang)} {shown} GiB"),
+                )
+            )
             x += w
         rest = total - resp["peak_allocated_bytes"]
         w = rest / GIB * scale
-        marks.append(el("rect", {"class": "calc-seg calc-reserve", "x": svg_number(x), "y": svg_number(y + label_h),
-                                 "width": svg_number(max(w, 0)), "height": svg_number(bar_h),
-                                 "data-series": "reserve_context", "data-y": raw_number(rest)},
-                        el("title", {}, f"{name}: {t('reserve_context', lang)} "
-                                                  f"{format_kind(rest, 'gib', lang)} GiB")))
-        body.append(el("g", {"data-category": req["model"], "data-total": raw_number(total),
-                             "data-source": source_json({"command": "estimate", "request": req})},
-                       *marks))
-        items.append(t("components.item", lang, model=name, total=total_text, parts=", ".join(parts)))
+        marks.append(
+            el(
+                "rect",
+                {
+                    "class": "calc-seg calc-reserve",
+                    "x": svg_number(x),
+                    "y": svg_number(y + label_h),
+                    "width": svg_number(max(w, 0)),
+                    "height": svg_number(bar_h),
+                    "data-series": "reserve_context",
+                    "data-y": raw_number(rest),
+                },
+                el(
+                    "title",
+                    {},
+                    f"{name}: {t('reserve_context', lang)} {format_kind(rest, 'gib', lang)} GiB",
+                ),
+            )
+        )
+        body.append(
+            el(
+                "g",
+                {
+                    "data-category": req["model"],
+                    "data-total": raw_number(total),
+                    "data-source": source_json({"command": "estimate", "request": req}),
+                },
+                *marks,
+            )
+        )
+        items.append(
+            t("components.item", lang, model=name, total=total_text, parts=", ".join(parts))
+        )
     body.append(_x_axis(lang, ticks, left, scale, axis_y, t("axis.gib", lang)))
     title = t("components.title", lang, variant=variant_text)
     desc = t("components.desc", lang, items="; ".join(items))
     chart_id = _chart_id("memory_components", requests)
-    return el("figure", {"class": "calc-chart-panel"},
-              el("figcaption", {}, title),
-              _svg(chart_id, "memory_components", height, title, desc, body))
+    return el(
+        "figure",
+        {"class": "calc-chart-panel"},
+        el("figcaption", {}, title),
+        _svg(chart_id, "memory_components", height, title, desc, body),
+    )
 
 
-def _x_axis(lang: str, ticks: list[float], left: float, scale: float, y: float, label: str,
-            positions: list[float] | None = None) -> list:
-    parts = [el("line", {"class": "calc-axis", "x1": svg_number(left), "x2": svg_number(WIDTH - 8),
-                         "y1": svg_number(y), "y2": svg_number(y)})]
+def _x_axis(
+    lang: str,
+    ticks: list[float],
+    left: float,
+    scale: float,
+    y: float,
+    label: str,
+    positions: list[float] | None = None,
+) -> list:
+    parts = [
+        el(
+            "line",
+            {
+                "class": "calc-axis",
+                "x1": svg_number(left),
+                "x2": svg_number(WIDTH - 8),
+                "y1": svg_number(y),
+                "y2": svg_number(y),
+            },
+        )
+    ]
     for i, tick in enumerate(ticks):
         x = positions[i] if positions else left + tick * scale
         anchor = "start" if i == 0 and x - left < 10 else ("end" if x > WIDTH - 20 else "middle")
-        parts.append(el("text", {"class": "calc-tick", "x": svg_number(x), "y": svg_number(y + 13),
-                                 "text-anchor": anchor}, _tick_text(tick, lang)))
-    parts.append(el("text", {"class": "calc-axis-label", "x": svg_number(WIDTH - 8), "y": svg_number(y + 28),
-                             "text-anchor": "end"}, label))
+        parts.append(
+            el(
+                "text",
+                {
+                    "class": "calc-tick",
+                    "x": svg_number(x),
+                    "y": svg_number(y + 13),
+                    "text-anchor": anchor,
+                },
+                _tick_text(tick, lang),
+            )
+        )
+    parts.append(
+        el(
+            "text",
+            {
+                "class": "calc-axis-label",
+                "x": svg_number(WIDTH - 8),
+                "y": svg_number(y + 28),
+                "text-anchor": "end",
+            },
+            label,
+        )
+    )
     return el("g", {"class": "calc-x-axis", "aria-hidden": "true"}, *parts)
 
 
@@ -231,22 +373,33 @@ def _components_table(lang: str, requests: list[dict], present: list[str]) -> li
         row["phase"] = row["peak_phase"]
         for comp in present:
             row["components." + comp] = row.get("components." + comp) or 0
-    cols = [Col("model_name", "col.model", "text", row_header=True),
-            Col("req.method", "col.method", "code"),
-            Col("req.precision", "col.precision", "code"),
-            Col("phase", "col.peak_phase", "code", options="phase")]
+    cols = [
+        Col("model_name", "col.model", "text", row_header=True),
+        Col("req.method", "col.method", "code"),
+        Col("req.precision", "col.precision", "code"),
+        Col("phase", "col.peak_phase", "code", options="phase"),
+    ]
     for comp in present:
         cols.append(Col("components." + comp, "col.component." + comp, "gib"))
-    cols += [Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
-             Col("device_total_bytes", "col.device_total", "gib")]
+    cols += [
+        Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
+        Col("device_total_bytes", "col.device_total", "gib"),
+    ]
     return table_node(rows, cols, lang, "memory_components", "caption.memory_components")
 
 
 # ---------------------------------------------------------------- b. memory vs sequence and batch
 
 
-def memory_seq_batch_chart(lang: str, model: str, method: str, seq_lens: list[int],
-                           batches: list[int], gpu_ids: list[str], **setup) -> str:
+def memory_seq_batch_chart(
+    lang: str,
+    model: str,
+    method: str,
+    seq_lens: list[int],
+    batches: list[int],
+    gpu_ids: list[str],
+    **setup,
+) -> str:
     """Total memory on the GPU against the sequence length (a line per micro-batch) and
     against the micro-batch (a line per length), with the cards' memory as horizontal lines;
     below, the grid of figures and the cards' memory."""
@@ -255,8 +408,13 @@ def memory_seq_batch_chart(lang: str, model: str, method: str, seq_lens: list[in
     grid: dict[tuple[int, int], tuple[dict, float]] = {}
     for seq in seq_lens:
         for batch in batches:
-            req = {"model": model, "method": method, **setup, "seq_len": seq,
-                   "micro_batch_size": batch}
+            req = {
+                "model": model,
+                "method": method,
+                **setup,
+                "seq_len": seq,
+                "micro_batch_size": batch,
+            }
             grid[(seq, batch)] = (req, calc.estimate(req)["device_total_bytes"])
     listing = {g["id"]: g for g in gpus.gpus_listing()["gpus"]}
     cards = [(g, listing[g]["name"], listing[g]["memory_bytes"]) for g in gpu_ids]
@@ -264,17 +422,35 @@ def memory_seq_batch_chart(lang: str, model: str, method: str, seq_lens: list[in
     method_text = labels.option("method", method, lang)
     name = model_name(model)
     by_seq = _line_panel(
-        lang, "memory_vs_seq", t("seq.title_seq", lang, model=name, method=method_text),
-        xs=seq_lens, series=batches, value=lambda x, s: grid[(x, s)],
+        lang,
+        "memory_vs_seq",
+        t("seq.title_seq", lang, model=name, method=method_text),
+        xs=seq_lens,
+        series=batches,
+        value=lambda x, s: grid[(x, s)],
         series_label=lambda s: t("seq.legend_batch", lang, n=format_number(s, 0, lang)),
-        series_word=t("seq.series_batch", lang), x_label=t("axis.seq_len", lang), cards=cards,
-        request=request, x_key="seq_len", s_key="micro_batch_size")
+        series_word=t("seq.series_batch", lang),
+        x_label=t("axis.seq_len", lang),
+        cards=cards,
+        request=request,
+        x_key="seq_len",
+        s_key="micro_batch_size",
+    )
     by_batch = _line_panel(
-        lang, "memory_vs_batch", t("seq.title_batch", lang, model=name, method=method_text),
-        xs=batches, series=seq_lens, value=lambda x, s: grid[(s, x)],
+        lang,
+        "memory_vs_batch",
+        t("seq.title_batch", lang, model=name, method=method_text),
+        xs=batches,
+        series=seq_lens,
+        value=lambda x, s: grid[(s, x)],
         series_label=lambda s: t("seq.legend_seq", lang, n=format_number(s, 0, lang)),
-        series_word=t("seq.series_seq", lang), x_label=t("axis.micro_batch", lang), cards=cards,
-        request=request, x_key="micro_batch_size", s_key="seq_len")
+        series_word=t("seq.series_seq", lang),
+        x_label=t("axis.micro_batch", lang),
+        cards=cards,
+        request=request,
+        x_key="micro_batch_size",
+        s_key="seq_len",
+    )
     rows = []
     for seq in seq_lens:
         row = {"seq_len": seq, SOURCE: {"command": "request", "request": {"seq_len": seq}}}
@@ -285,16 +461,38 @@ def memory_seq_batch_chart(lang: str, model: str, method: str, seq_lens: list[in
         rows.append(row)
     cols = [Col("seq_len", "col.seq_len", "int", check="request.seq_len", row_header=True)]
     cols += [Col(f"b{b}", f"col.batch|{b}", "gib", check="device_total_bytes") for b in batches]
-    grid_table = table_node(rows, cols, lang, "memory_seq_batch_chart", "caption.memory_seq_batch_chart")
+    grid_table = table_node(
+        rows, cols, lang, "memory_seq_batch_chart", "caption.memory_seq_batch_chart"
+    )
     card_rows = [{"name": n, "memory": m, SOURCE: {"command": "gpu", "id": g}} for g, n, m in cards]
-    card_table = table_node(card_rows, [Col("name", "col.gpu", "text", row_header=True),
-                                     Col("memory", "col.gpu_memory", "gib", check="memory_bytes")],
-                        lang, "chart_capacities", "caption.chart_capacities")
+    card_table = table_node(
+        card_rows,
+        [
+            Col("name", "col.gpu", "text", row_header=True),
+            Col("memory", "col.gpu_memory", "gib", check="memory_bytes"),
+        ],
+        lang,
+        "chart_capacities",
+        "caption.chart_capacities",
+    )
     return _wrap("memory_seq_batch", [*by_seq, *by_batch, _details(lang, [grid_table, card_table])])
 
 
-def _line_panel(lang, name, title, xs, series, value, series_label, series_word, x_label, cards,
-                request, x_key, s_key) -> tuple[list, list]:
+def _line_panel(
+    lang,
+    name,
+    title,
+    xs,
+    series,
+    value,
+    series_label,
+    series_word,
+    x_label,
+    cards,
+    request,
+    x_key,
+    s_key,
+) -> tuple[list, list]:
     """A panel of lines and its legend."""
     left, right, top, bottom = 40.0, 12.0, 22.0, 36.0
     plot_h = 240.0
@@ -315,14 +513,43 @@ def _line_panel(lang, name, title, xs, series, value, series_label, series_word,
     body = []
     for tick in ticks:
         y = y_of(tick)
-        body.append(el("line", {"class": "calc-grid", "x1": svg_number(left), "x2": svg_number(WIDTH - right),
-                                "y1": svg_number(y), "y2": svg_number(y)}))
-        body.append(el("text", {"class": "calc-tick", "x": svg_number(left - 4), "y": svg_number(y + 4),
-                                "text-anchor": "end", "aria-hidden": "true"},
-                       _tick_text(tick, lang)))
-    body.append(el("text", {"class": "calc-axis-label", "x": svg_number(4), "y": svg_number(top - 10),
-                            "aria-hidden": "true"},
-                   t("axis.gib", lang)))
+        body.append(
+            el(
+                "line",
+                {
+                    "class": "calc-grid",
+                    "x1": svg_number(left),
+                    "x2": svg_number(WIDTH - right),
+                    "y1": svg_number(y),
+                    "y2": svg_number(y),
+                },
+            )
+        )
+        body.append(
+            el(
+                "text",
+                {
+                    "class": "calc-tick",
+                    "x": svg_number(left - 4),
+                    "y": svg_number(y + 4),
+                    "text-anchor": "end",
+                    "aria-hidden": "true",
+                },
+                _tick_text(tick, lang),
+            )
+        )
+    body.append(
+        el(
+            "text",
+            {
+                "class": "calc-axis-label",
+                "x": svg_number(4),
+                "y": svg_number(top - 10),
+                "aria-hidden": "true",
+            },
+            t("axis.gib", lang),
+        )
+    )
     # the cards' memory: dashed lines, named above the line; a label that would overlap the
     # previous one (lines close together) goes to the other end of its line
     placed: list[tuple[float, str]] = []
@@ -331,44 +558,101 @@ def _line_panel(lang, name, title, xs, series, value, series_label, series_word,
         clash = [a for py, a in placed if abs(py - y) < FONT + 1]
         anchor = "end" if clash and clash[-1] == "start" else "start"
         placed.append((y, anchor))
-        body.append(el("g", {"class": "calc-capacity-line", "data-series": "capacity",
-                             "data-category": gpu_id, "data-y": raw_number(memory),
-                             "data-source": source_json({"command": "gpu", "id": gpu_id})},
-                       el("line", {"x1": svg_number(left), "x2": svg_number(WIDTH - right), "y1": svg_number(y),
-                                   "y2": svg_number(y)}),
-                       el("text", {"class": "calc-capacity-label", "text-anchor": anchor,
-                                   "x": svg_number(left + 4 if anchor == "start" else WIDTH - right - 4),
-                                   "y": svg_number(y - 3)},
-                          f"{card} · {format_kind(memory, 'gib', lang)} GiB")))
+        body.append(
+            el(
+                "g",
+                {
+                    "class": "calc-capacity-line",
+                    "data-series": "capacity",
+                    "data-category": gpu_id,
+                    "data-y": raw_number(memory),
+                    "data-source": source_json({"command": "gpu", "id": gpu_id}),
+                },
+                el(
+                    "line",
+                    {
+                        "x1": svg_number(left),
+                        "x2": svg_number(WIDTH - right),
+                        "y1": svg_number(y),
+                        "y2": svg_number(y),
+                    },
+                ),
+                el(
+                    "text",
+                    {
+                        "class": "calc-capacity-label",
+                        "text-anchor": anchor,
+                        "x": svg_number(left + 4 if anchor == "start" else WIDTH - right - 4),
+                        "y": svg_number(y - 3),
+                    },
+                    f"{card} · {format_kind(memory, 'gib', lang)} GiB",
+                ),
+            )
+        )
     items = []
     for i, s in enumerate(series):
         css = _series_class(i)
         points = [(x, value(x, s)) for x in xs]
-        path = " ".join(f"{'M' if j == 0 else 'L'}{svg_number(x_of(x))},{svg_number(y_of(v / GIB))}"
-                        for j, (x, (_, v)) in enumerate(points))
+        path = " ".join(
+            f"{'M' if j == 0 else 'L'}{svg_number(x_of(x))},{svg_number(y_of(v / GIB))}"
+            for j, (x, (_, v)) in enumerate(points)
+        )
         marks = [el("path", {"class": "calc-line " + css, "d": path})]
         for x, (_, v) in points:
-            marks.append(el("circle", {"class": "calc-point " + css, "cx": svg_number(x_of(x)),
-                                       "cy": svg_number(y_of(v / GIB)), "r": "3.2",
-                                       "data-series": str(s), "data-x": str(x), "data-y": raw_number(v)},
-                            el("title", {}, 
-                                f"{series_label(s)}, {x_key_text(x_key, x, lang)}: "
-                                f"{format_kind(v, 'gib', lang)} GiB")))
-        body.append(el("g", {"data-series": str(s), "data-x-key": x_key, "data-series-key": s_key},
-                       *marks))
-        items.append(t("seq.item", lang, series=series_word, s=format_number(s, 0, lang),
-                       points=", ".join(t("seq.point", lang, x=format_number(x, 0, lang),
-                                          y=format_kind(v, "gib", lang)) for x, (_, v) in points)))
+            marks.append(
+                el(
+                    "circle",
+                    {
+                        "class": "calc-point " + css,
+                        "cx": svg_number(x_of(x)),
+                        "cy": svg_number(y_of(v / GIB)),
+                        "r": "3.2",
+                        "data-series": str(s),
+                        "data-x": str(x),
+                        "data-y": raw_number(v),
+                    },
+                    el(
+                        "title",
+                        {},
+                        f"{series_label(s)}, {x_key_text(x_key, x, lang)}: "
+                        f"{format_kind(v, 'gib', lang)} GiB",
+                    ),
+                )
+            )
+        body.append(
+            el("g", {"data-series": str(s), "data-x-key": x_key, "data-series-key": s_key}, *marks)
+        )
+        items.append(
+            t(
+                "seq.item",
+                lang,
+                series=series_word,
+                s=format_number(s, 0, lang),
+                points=", ".join(
+                    t("seq.point", lang, x=format_number(x, 0, lang), y=format_kind(v, "gib", lang))
+                    for x, (_, v) in points
+                ),
+            )
+        )
     axis_y = top + plot_h
     positions = [x_of(x) for x in xs]
     body.append(_x_axis(lang, [float(x) for x in xs], left, 1.0, axis_y, x_label, positions))
     cards_text = ", ".join(f"{c} ({format_kind(m, 'gib', lang)} GiB)" for _, c, m in cards)
     desc = t("seq.desc", lang, series=series_word, cards=cards_text, items="; ".join(items))
     chart_id = _chart_id(name, [request, xs, series])
-    legend = _legend([(_series_class(i), series_label(s)) for i, s in enumerate(series)]
-                     + [("calc-capacity", t("capacity", lang))])
-    svg = _svg(chart_id, name, height, title, desc, body,
-               {"data-source": source_json({"command": "estimate", "request": request})})
+    legend = _legend(
+        [(_series_class(i), series_label(s)) for i, s in enumerate(series)]
+        + [("calc-capacity", t("capacity", lang))]
+    )
+    svg = _svg(
+        chart_id,
+        name,
+        height,
+        title,
+        desc,
+        body,
+        {"data-source": source_json({"command": "estimate", "request": request})},
+    )
     return el("figure", {"class": "calc-chart-panel"}, el("figcaption", {}, title), svg), legend
 
 
@@ -383,9 +667,13 @@ def x_key_text(key: str, x: int, lang: str) -> str:
 def priced_configs(plan: dict) -> list[tuple[int, dict]]:
     """(index, config) of the plan's configurations priced at the request's own kind of
     provider and capacity (no fallback price, no missing price)."""
-    return [(i, c) for i, c in enumerate(plan["recommendations"]["configs"])
-            if c["cost_usd"] is not None and not c["price_fallback"]
-            and not any(w.startswith("price_") for w in c["warnings"])]
+    return [
+        (i, c)
+        for i, c in enumerate(plan["recommendations"]["configs"])
+        if c["cost_usd"] is not None
+        and not c["price_fallback"]
+        and not any(w.startswith("price_") for w in c["warnings"])
+    ]
 
 
 def time_cost_points(plan: dict) -> tuple[list[tuple[int, dict]], int, int]:
@@ -397,12 +685,17 @@ def time_cost_points(plan: dict) -> tuple[list[tuple[int, dict]], int, int]:
     best: dict[str, tuple[int, dict]] = {}
     for i, c in priced:
         key = (c["cost_usd"], c["time_hours"], c["id"])
-        if c["gpu"] not in best or key < (best[c["gpu"]][1]["cost_usd"],
-                                          best[c["gpu"]][1]["time_hours"], best[c["gpu"]][1]["id"]):
+        if c["gpu"] not in best or key < (
+            best[c["gpu"]][1]["cost_usd"],
+            best[c["gpu"]][1]["time_hours"],
+            best[c["gpu"]][1]["id"],
+        ):
             best[c["gpu"]] = (i, c)
     fastest = min(priced, key=lambda ic: (ic[1]["time_hours"], ic[1]["cost_usd"], ic[1]["id"]))
-    points = sorted({i: (i, c) for i, c in [*best.values(), fastest]}.values(),
-                    key=lambda ic: (ic[1]["cost_usd"], ic[1]["time_hours"]))
+    points = sorted(
+        {i: (i, c) for i, c in [*best.values(), fastest]}.values(),
+        key=lambda ic: (ic[1]["cost_usd"], ic[1]["time_hours"]),
+    )
     cheapest = min(points, key=lambda ic: (ic[1]["cost_usd"], ic[1]["time_hours"], ic[1]["id"]))[0]
     return points, cheapest, fastest[0]
 
@@ -433,35 +726,95 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
     body = []
     for tick in log_ticks(c_lo, c_hi):
         y = y_of(tick)
-        body.append(el("line", {"class": "calc-grid", "x1": svg_number(left), "x2": svg_number(WIDTH - right),
-                                "y1": svg_number(y), "y2": svg_number(y)}))
-        body.append(el("text", {"class": "calc-tick", "x": svg_number(left - 4), "y": svg_number(y + 4),
-                                "text-anchor": "end", "aria-hidden": "true"},
-                       _tick_text(tick, lang)))
+        body.append(
+            el(
+                "line",
+                {
+                    "class": "calc-grid",
+                    "x1": svg_number(left),
+                    "x2": svg_number(WIDTH - right),
+                    "y1": svg_number(y),
+                    "y2": svg_number(y),
+                },
+            )
+        )
+        body.append(
+            el(
+                "text",
+                {
+                    "class": "calc-tick",
+                    "x": svg_number(left - 4),
+                    "y": svg_number(y + 4),
+                    "text-anchor": "end",
+                    "aria-hidden": "true",
+                },
+                _tick_text(tick, lang),
+            )
+        )
     x_ticks = log_ticks(t_lo, t_hi)
     for tick in x_ticks:
         x = x_of(tick)
-        body.append(el("line", {"class": "calc-grid", "x1": svg_number(x), "x2": svg_number(x),
-                                "y1": svg_number(top), "y2": svg_number(top + plot_h)}))
-    body.append(el("text", {"class": "calc-axis-label", "x": svg_number(4), "y": svg_number(top - 10),
-                            "aria-hidden": "true"}, t("axis.usd", lang)))
-    body.append(_x_axis(lang, x_ticks, left, 1.0, top + plot_h, t("axis.hours", lang),
-                        [x_of(v) for v in x_ticks]))
+        body.append(
+            el(
+                "line",
+                {
+                    "class": "calc-grid",
+                    "x1": svg_number(x),
+                    "x2": svg_number(x),
+                    "y1": svg_number(top),
+                    "y2": svg_number(top + plot_h),
+                },
+            )
+        )
+    body.append(
+        el(
+            "text",
+            {
+                "class": "calc-axis-label",
+                "x": svg_number(4),
+                "y": svg_number(top - 10),
+                "aria-hidden": "true",
+            },
+            t("axis.usd", lang),
+        )
+    )
+    body.append(
+        _x_axis(
+            lang,
+            x_ticks,
+            left,
+            1.0,
+            top + plot_h,
+            t("axis.hours", lang),
+            [x_of(v) for v in x_ticks],
+        )
+    )
     marks, labels_ = [], []
     for index, c in points:
-        role = ("cheapest" if index == cheapest else "fastest" if index == fastest else "other")
+        role = "cheapest" if index == cheapest else "fastest" if index == fastest else "other"
         if index == cheapest and index == fastest:
             role = "cheapest fastest"
         x, y = x_of(c["time_hours"]), y_of(c["cost_usd"])
         name = config_text(c, lang)
-        tip = (f"{name}: {format_kind(c['time_hours'], 'hours', lang)} h, "
-               f"{format_kind(c['cost_usd'], 'usd', lang)} USD")
-        shape = el("circle", {"class": f"calc-dot calc-dot-{role.split()[0]}", "cx": svg_number(x),
-                              "cy": svg_number(y), "r": "6" if role != "other" else "4",
-                              "data-series": c["id"], "data-role": role,
-                              "data-index": str(index),
-                              "data-x": raw_number(c["time_hours"]), "data-y": raw_number(c["cost_usd"])},
-                   el("title", {}, tip))
+        tip = (
+            f"{name}: {format_kind(c['time_hours'], 'hours', lang)} h, "
+            f"{format_kind(c['cost_usd'], 'usd', lang)} USD"
+        )
+        shape = el(
+            "circle",
+            {
+                "class": f"calc-dot calc-dot-{role.split()[0]}",
+                "cx": svg_number(x),
+                "cy": svg_number(y),
+                "r": "6" if role != "other" else "4",
+                "data-series": c["id"],
+                "data-role": role,
+                "data-index": str(index),
+                "data-x": raw_number(c["time_hours"]),
+                "data-y": raw_number(c["cost_usd"]),
+            },
+            el("title", {}, tip),
+        )
         (labels_ if role != "other" else marks).append(shape)
         for word in role.split():
             if word == "other":
@@ -472,46 +825,73 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
             below = y < top + plot_h / 2 or (word == "cheapest" and "fastest" in role)
             y0 = y + 16 if below else y - 22
             y0 = min(max(y0, top + 10), top + plot_h - 20)
-            labels_.append(el("text", {"class": "calc-dot-label", "text-anchor": anchor,
-                                       "data-label": word},
-                              el("tspan", {"x": svg_number(x + dx), "y": svg_number(y0)},
-                                 t("cost." + word, lang) + ":"),
-                              el("tspan", {"x": svg_number(x + dx), "y": svg_number(y0 + 14)},
-                                 name)))
+            labels_.append(
+                el(
+                    "text",
+                    {"class": "calc-dot-label", "text-anchor": anchor, "data-label": word},
+                    el(
+                        "tspan",
+                        {"x": svg_number(x + dx), "y": svg_number(y0)},
+                        t("cost." + word, lang) + ":",
+                    ),
+                    el("tspan", {"x": svg_number(x + dx), "y": svg_number(y0 + 14)}, name),
+                )
+            )
     body += marks + labels_  # highlighted ones drawn last, on top
     cheap_c = plan["recommendations"]["configs"][cheapest]
     fast_c = plan["recommendations"]["configs"][fastest]
-    title = t("cost.title", lang, model=model_name(model), method=labels.option("method", method, lang))
-    desc = t("cost.desc", lang, cheapest=config_text(cheap_c, lang),
-             cheap_h=format_kind(cheap_c["time_hours"], "hours", lang),
-             cheap_usd=format_kind(cheap_c["cost_usd"], "usd", lang),
-             fastest=config_text(fast_c, lang),
-             fast_h=format_kind(fast_c["time_hours"], "hours", lang),
-             fast_usd=format_kind(fast_c["cost_usd"], "usd", lang))
+    title = t(
+        "cost.title", lang, model=model_name(model), method=labels.option("method", method, lang)
+    )
+    desc = t(
+        "cost.desc",
+        lang,
+        cheapest=config_text(cheap_c, lang),
+        cheap_h=format_kind(cheap_c["time_hours"], "hours", lang),
+        cheap_usd=format_kind(cheap_c["cost_usd"], "usd", lang),
+        fastest=config_text(fast_c, lang),
+        fast_h=format_kind(fast_c["time_hours"], "hours", lang),
+        fast_usd=format_kind(fast_c["cost_usd"], "usd", lang),
+    )
     chart_id = _chart_id("time_cost", request)
-    svg = _svg(chart_id, "time_cost", height, title, desc, body,
-               {"data-source": source_json(source)})
-    legend = _legend([("calc-dot-cheapest", t("cost.cheapest", lang)),
-                      ("calc-dot-fastest", t("cost.fastest", lang)),
-                      ("calc-dot-other", t("cost.other", lang))])
+    svg = _svg(
+        chart_id, "time_cost", height, title, desc, body, {"data-source": source_json(source)}
+    )
+    legend = _legend(
+        [
+            ("calc-dot-cheapest", t("cost.cheapest", lang)),
+            ("calc-dot-fastest", t("cost.fastest", lang)),
+            ("calc-dot-other", t("cost.other", lang)),
+        ]
+    )
     rows = []
     for index, c in points:
         role = [w for w, i in (("cheapest", cheapest), ("fastest", fastest)) if i == index]
-        rows.append({"config": {"id": c["id"], "text": config_text(c, lang),
-                                "attrs": {"ref-kind": "config"}},
-                     "field_id": f"recommendations.configs.{index}.id",
-                     "time": c["time_hours"], "cost": c["cost_usd"],
-                     "per_hour": c["per_hour_usd"],
-                     "time_check": f"recommendations.configs.{index}.time_hours",
-                     "cost_check": f"recommendations.configs.{index}.cost_usd",
-                     "hour_check": f"recommendations.configs.{index}.per_hour_usd",
-                     "highlight": " · ".join(t("cost." + w, lang) for w in role),
-                     SOURCE: source})
-    cols = [Col("config", "col.config", "ref", check="@field_id", row_header=True),
-            Col("time", "col.time_hours", "hours", check="@time_check"),
-            Col("cost", "col.cost_total", "usd", check="@cost_check"),
-            Col("per_hour", "col.usd_per_hour_all", "usd", check="@hour_check"),
-            Col("highlight", "col.highlight", "text")]
+        rows.append(
+            {
+                "config": {
+                    "id": c["id"],
+                    "text": config_text(c, lang),
+                    "attrs": {"ref-kind": "config"},
+                },
+                "field_id": f"recommendations.configs.{index}.id",
+                "time": c["time_hours"],
+                "cost": c["cost_usd"],
+                "per_hour": c["per_hour_usd"],
+                "time_check": f"recommendations.configs.{index}.time_hours",
+                "cost_check": f"recommendations.configs.{index}.cost_usd",
+                "hour_check": f"recommendations.configs.{index}.per_hour_usd",
+                "highlight": " · ".join(t("cost." + w, lang) for w in role),
+                SOURCE: source,
+            }
+        )
+    cols = [
+        Col("config", "col.config", "ref", check="@field_id", row_header=True),
+        Col("time", "col.time_hours", "hours", check="@time_check"),
+        Col("cost", "col.cost_total", "usd", check="@cost_check"),
+        Col("per_hour", "col.usd_per_hour_all", "usd", check="@hour_check"),
+        Col("highlight", "col.highlight", "text"),
+    ]
     table = table_node(rows, cols, lang, "time_cost", "caption.time_cost")
     figure = el("figure", {"class": "calc-chart-panel"}, el("figcaption", {}, title), svg)
     return _wrap("time_cost", [figure, legend, _details(lang, [table])])

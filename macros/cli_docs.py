@@ -20,8 +20,15 @@ from .site import page_language
 REQUEST = {"model": "llama-3.1-8b", "method": "qlora", "seq_len": 4096}
 PLAN_REQUEST = {**REQUEST, "dataset_tokens": 50_000_000, "gpu": "rtx-4090"}
 
-_TYPE = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-         float: "number", type(None): "null"}
+_TYPE = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    type(None): "null",
+}
 # the tables' headers, message ids of the catalogue (calc/data/messages)
 _HEAD = ("api.col.flag", "api.col.meaning", "api.col.key", "api.col.type", "api.col.holds")
 
@@ -102,9 +109,11 @@ def response_codes(env, section: str) -> str:
     msg = Messages(lang)
     head = (msg.message("api.col.code", "Code"), msg.message("api.col.code_meaning", "Meaning"))
     rows = [f"| {head[0]} | {head[1]} |", "|---|---|"]
-    words = {"components": lambda c: msg.message("component." + c, c),
-             "phases": lambda c: msg.option("phase", c),
-             "warnings": lambda c: msg.message("warning." + c, c)}[section]
+    words = {
+        "components": lambda c: msg.message("component." + c, c),
+        "phases": lambda c: msg.option("phase", c),
+        "warnings": lambda c: msg.message("warning." + c, c),
+    }[section]
     rows += [f"| `{code}` | {_cell(words(code))} |" for code in codes]
     return "\n".join(rows)
 
@@ -136,15 +145,25 @@ def api_example(env) -> str:
 
     est = calc.estimate(REQUEST)
     result = calc.plan_setup(PLAN_REQUEST)
-    return (f"{est['peak_allocated_bytes']} {est['peak_phase']}\n"
-            f"{result['fits_selected_gpu']} {result['recommendations']['cheapest']}")
+    return (
+        f"{est['peak_allocated_bytes']} {est['peak_phase']}\n"
+        f"{result['fits_selected_gpu']} {result['recommendations']['cheapest']}"
+    )
 
 
 def register(env) -> None:
-    for function in (cli_example, cli_flags_table, response_fields, response_codes, schema_link,
-                     api_example):
+    for function in (
+        cli_example,
+        cli_flags_table,
+        response_fields,
+        response_codes,
+        schema_link,
+        api_example,
+    ):
+
         def bound(*args, _f=function, **kwargs):
             return _f(env, *args, **kwargs)
+
         bound.__name__ = function.__name__
         bound.__doc__ = function.__doc__
         env.macro(bound, function.__name__)

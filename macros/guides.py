@@ -49,10 +49,12 @@ def vram_by_model(lang: str, models: list[str], methods: list, **setup) -> str:
     if any(k in keys(PLAN) for k in setup):
         return _vram_by_model_plan(lang, models, variants, setup)
     requests = [{"model": m, **setup, **v} for m in models for v in variants]
-    cols = [Col("model_name", "col.model", "text", row_header=True),
-            Col("req.method", "col.method", "code"),
-            Col("req.precision", "col.precision", "code"),
-            Col("device_total_bytes", "col.device_total", "gib")]
+    cols = [
+        Col("model_name", "col.model", "text", row_header=True),
+        Col("req.method", "col.method", "code"),
+        Col("req.precision", "col.precision", "code"),
+        Col("device_total_bytes", "col.device_total", "gib"),
+    ]
     return render(estimate_rows(requests), cols, lang, "vram_by_model", "caption.vram_by_model")
 
 
@@ -63,76 +65,116 @@ def _vram_by_model_plan(lang: str, models: list[str], variants: list[dict], setu
             request = {"model": model, **setup, **variant, "gpu": setup.get("gpu", REFERENCE_GPU)}
             plan = calc.plan_setup(request)
             single = plan["recommendations"]["smallest_single_gpu"]
-            rows.append({
-                "model_name": model_name(model), "method": plan["memory"]["request"]["method"],
-                "precision": plan["memory"]["request"]["precision"],
-                "total": plan["memory"]["device_total_bytes"],
-                "single": ref(single and single["gpu"],
-                               gpu_name(single["gpu"]) if single else
-                               labels.text("text.no_single_card", lang), **{"ref-kind": "gpu"}),
-                SOURCE: {"command": "plan", "request": request}})
-    cols = [Col("model_name", "col.model", "text", row_header=True),
-            Col("method", "col.method", "code"), Col("precision", "col.precision", "code"),
-            Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
-            Col("single", "col.smallest_single_card", "ref",
-                check="recommendations.smallest_single_gpu.gpu")]
+            rows.append(
+                {
+                    "model_name": model_name(model),
+                    "method": plan["memory"]["request"]["method"],
+                    "precision": plan["memory"]["request"]["precision"],
+                    "total": plan["memory"]["device_total_bytes"],
+                    "single": ref(
+                        single and single["gpu"],
+                        gpu_name(single["gpu"])
+                        if single
+                        else labels.text("text.no_single_card", lang),
+                        **{"ref-kind": "gpu"},
+                    ),
+                    SOURCE: {"command": "plan", "request": request},
+                }
+            )
+    cols = [
+        Col("model_name", "col.model", "text", row_header=True),
+        Col("method", "col.method", "code"),
+        Col("precision", "col.precision", "code"),
+        Col("total", "col.device_total", "gib", check="memory.device_total_bytes"),
+        Col(
+            "single",
+            "col.smallest_single_card",
+            "ref",
+            check="recommendations.smallest_single_gpu.gpu",
+        ),
+    ]
     return render(rows, cols, lang, "vram_by_model", "caption.vram_by_model")
 
 
-def memory_vs_seq_batch(lang: str, model: str, method: str, seq_lens: list[int],
-                        batches: list[int], **setup) -> str:
+def memory_vs_seq_batch(
+    lang: str, model: str, method: str, seq_lens: list[int], batches: list[int], **setup
+) -> str:
     """Peak allocated memory: rows are sequence lengths, columns micro-batch sizes."""
     rows = []
     for seq in seq_lens:
         # the row header number is the request's own value, checked against the cell sources
         row = {"seq_len": seq, SOURCE: {"command": "request", "request": {"seq_len": seq}}}
         for batch in batches:
-            req = {"model": model, "method": method, **setup,
-                   "seq_len": seq, "micro_batch_size": batch}
+            req = {
+                "model": model,
+                "method": method,
+                **setup,
+                "seq_len": seq,
+                "micro_batch_size": batch,
+            }
             row[f"b{batch}"] = calc.estimate(req)["peak_allocated_bytes"]
             row[CELL_SOURCE + f"b{batch}"] = {"command": "estimate", "request": req}
         rows.append(row)
     cols = [Col("seq_len", "col.seq_len", "int", check="request.seq_len", row_header=True)]
-    cols += [Col(f"b{b}", f"col.batch|{b}", "gib", check="peak_allocated_bytes")
-             for b in batches]
+    cols += [Col(f"b{b}", f"col.batch|{b}", "gib", check="peak_allocated_bytes") for b in batches]
     return render(rows, cols, lang, "memory_vs_seq_batch", "caption.memory_vs_seq_batch")
 
 
-def per_gpu_memory(lang: str, model: str, method: str, gpu_counts: list[int],
-                   shardings: list[str], **setup) -> str:
+def per_gpu_memory(
+    lang: str, model: str, method: str, gpu_counts: list[int], shardings: list[str], **setup
+) -> str:
     """Per-GPU memory when the same job is spread over N GPUs with each strategy."""
     requests = [{"model": model, "method": method, **setup, "num_gpus": 1, "sharding": "none"}]
-    requests += [{"model": model, "method": method, **setup, "num_gpus": n, "sharding": s}
-                 for s in shardings for n in gpu_counts if n > 1]
+    requests += [
+        {"model": model, "method": method, **setup, "num_gpus": n, "sharding": s}
+        for s in shardings
+        for n in gpu_counts
+        if n > 1
+    ]
     rows = estimate_rows(requests)
-    cols = [Col("req.sharding", "col.sharding", "code", row_header=True),
-            Col("req.num_gpus", "col.num_gpus", "int", check="request.num_gpus")]
+    cols = [
+        Col("req.sharding", "col.sharding", "code", row_header=True),
+        Col("req.num_gpus", "col.num_gpus", "int", check="request.num_gpus"),
+    ]
     cols += _component_cols(rows)
-    cols += [Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
-             Col("device_total_bytes", "col.device_total", "gib")]
+    cols += [
+        Col("peak_allocated_bytes", "col.peak_allocated", "gib"),
+        Col("device_total_bytes", "col.device_total", "gib"),
+    ]
     return render(rows, cols, lang, "per_gpu_memory", "caption.per_gpu_memory")
 
 
 def bytes_per_param(lang: str, model: str, combos: list[list[str]], **setup) -> str:
     """Model-state bytes per parameter of full fine-tuning, per precision and
     optimizer: calc's components divided by the parameter count."""
-    requests = [{"model": model, "method": "full", **setup, "precision": p, "optimizer": o}
-                for p, o in combos]
+    requests = [
+        {"model": model, "method": "full", **setup, "precision": p, "optimizer": o}
+        for p, o in combos
+    ]
     rows = estimate_rows(requests)
     present_components(rows)  # fills absent components with 0
     states = ("weights", "gradients", "optimizer")
-    cols = [Col("req.precision", "col.precision", "code", row_header=True),
-            Col("req.optimizer", "col.optimizer", "code")]
+    cols = [
+        Col("req.precision", "col.precision", "code", row_header=True),
+        Col("req.optimizer", "col.optimizer", "code"),
+    ]
     for row in rows:
         row["bpp.total"] = sum(row["components." + n] for n in states) / row["params_total"]
         for name in states:
             row["bpp." + name] = row["components." + name] / row["params_total"]
     for name in states:
         # the values are bytes per parameter, so not the components' GiB headers
-        cols.append(Col("bpp." + name, "col.bpp_" + name, "bpp",
-                        check=f"components.{name}/params_total"))
-    cols.append(Col("bpp.total", "col.bpp_total", "bpp",
-                    check="+".join("components." + n for n in states) + "/params_total"))
+        cols.append(
+            Col("bpp." + name, "col.bpp_" + name, "bpp", check=f"components.{name}/params_total")
+        )
+    cols.append(
+        Col(
+            "bpp.total",
+            "col.bpp_total",
+            "bpp",
+            check="+".join("components." + n for n in states) + "/params_total",
+        )
+    )
     return render(rows, cols, lang, "bytes_per_param", "caption.bytes_per_param")
 
 
@@ -143,18 +185,32 @@ def weight_bytes(lang: str, model: str, variants: list[dict], **setup) -> str:
     for row, request in zip(rows, requests, strict=True):
         row["bpp.weights"] = row["components.weights"] / row["params_total"]
         row["variant"] = labels.variant(request, lang)
-    cols = [Col("variant", "col.variant", "text", row_header=True),
-            Col("components.weights", "col.component.weights", "gib"),
-            Col("bpp.weights", "col.bpp_weights", "bpp",
-                check="components.weights/params_total")]
+    cols = [
+        Col("variant", "col.variant", "text", row_header=True),
+        Col("components.weights", "col.component.weights", "gib"),
+        Col("bpp.weights", "col.bpp_weights", "bpp", check="components.weights/params_total"),
+    ]
     return render(rows, cols, lang, "weight_bytes", "caption.weight_bytes")
 
 
 # The macros the pages may call; each gets the page language from the config.
-MACROS = ("setup_list", "vram_by_model", "memory_vs_seq_batch", "per_gpu_memory",
-          "bytes_per_param", "weight_bytes", "full_ft_sharded", "gib_note", "calc_value",
-          "gpu_catalogue", "gpu_sources", "gpu_prices",
-          "validation_memory_rows", "validation_memory_summary", "validation_memory_uncovered")
+MACROS = (
+    "setup_list",
+    "vram_by_model",
+    "memory_vs_seq_batch",
+    "per_gpu_memory",
+    "bytes_per_param",
+    "weight_bytes",
+    "full_ft_sharded",
+    "gib_note",
+    "calc_value",
+    "gpu_catalogue",
+    "gpu_sources",
+    "gpu_prices",
+    "validation_memory_rows",
+    "validation_memory_summary",
+    "validation_memory_uncovered",
+)
 
 
 def register(env) -> None:
@@ -162,22 +218,35 @@ def register(env) -> None:
     bind_all(env, MACROS, globals())
 
 
-def full_ft_sharded(lang: str, models: list[str], gpu_counts: list[int], sharding: str,
-                    **setup) -> str:
+def full_ft_sharded(
+    lang: str, models: list[str], gpu_counts: list[int], sharding: str, **setup
+) -> str:
     """Full fine-tuning: total memory per GPU (what nvidia-smi shows) for each model
     when its states are sharded over N GPUs."""
     rows = []
     for model in models:
         row = {"model": model_name(model)}
         for n in gpu_counts:
-            req = {"model": model, "method": "full", **setup, "num_gpus": n,
-                   "sharding": sharding if n > 1 else "none"}
+            req = {
+                "model": model,
+                "method": "full",
+                **setup,
+                "num_gpus": n,
+                "sharding": sharding if n > 1 else "none",
+            }
             row[f"n{n}"] = calc.estimate(req)["device_total_bytes"]
             row[CELL_SOURCE + f"n{n}"] = {"command": "estimate", "request": req}
         rows.append(row)
     cols = [Col("model", "col.model", "text", row_header=True)]
-    cols += [Col(f"n{n}", f"col.per_gpu_of{'_one' if n == 1 else ''}|{n}", "gib",
-                 check="device_total_bytes") for n in gpu_counts]
+    cols += [
+        Col(
+            f"n{n}",
+            f"col.per_gpu_of{'_one' if n == 1 else ''}|{n}",
+            "gib",
+            check="device_total_bytes",
+        )
+        for n in gpu_counts
+    ]
     return render(rows, cols, lang, "full_ft_sharded", "caption.full_ft_sharded")
 
 
@@ -189,26 +258,36 @@ def gib_note(lang: str) -> str:
 def calc_value(lang: str, field: str, kind: str, **request) -> str:
     """One figure from ``calc.estimate`` inside running text, as checkable as a table cell."""
     response = calc.estimate(request)
-    return inline(lang, resolve(field, response, request), kind, field,
-                  {"command": "estimate", "request": request})
+    return inline(
+        lang,
+        resolve(field, response, request),
+        kind,
+        field,
+        {"command": "estimate", "request": request},
+    )
 
 
 def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
     """The catalogue's hardware figures, one card per row."""
     rows = [{**row, "stack_label": row["stack"]} for row in gpu_rows(gpu_ids)]
-    cols = [Col("name", "col.gpu", "text", row_header=True),
-            Col("stack_label", "col.stack", "code", options="stack"),
-            Col("memory_bytes", "col.gpu_memory", "gib"),
-            Col("memory_gb_marketed", "col.memory_marketed", "int"),
-            Col("bf16_dense_tflops", "col.bf16_tflops", "tflops"),
-            Col("memory_bandwidth_gb_per_s", "col.bandwidth", "gbps"),
-            Col("nvlink_gb_per_s", "col.nvlink", "gbps"),
-            Col("as_of", "col.as_of", "text")]
+    cols = [
+        Col("name", "col.gpu", "text", row_header=True),
+        Col("stack_label", "col.stack", "code", options="stack"),
+        Col("memory_bytes", "col.gpu_memory", "gib"),
+        Col("memory_gb_marketed", "col.memory_marketed", "int"),
+        Col("bf16_dense_tflops", "col.bf16_tflops", "tflops"),
+        Col("memory_bandwidth_gb_per_s", "col.bandwidth", "gbps"),
+        Col("nvlink_gb_per_s", "col.nvlink", "gbps"),
+        Col("as_of", "col.as_of", "text"),
+    ]
     return render(rows, cols, lang, "gpu_catalogue", "caption.gpu_catalogue")
 
 
-GPU_SOURCE_COLS = [Col("name", "col.gpu", "text", row_header=True),
-                   Col("source", "col.source", "text"), Col("as_of", "col.as_of", "text")]
+GPU_SOURCE_COLS = [
+    Col("name", "col.gpu", "text", row_header=True),
+    Col("source", "col.source", "text"),
+    Col("as_of", "col.as_of", "text"),
+]
 
 
 def gpu_sources(lang: str, gpu_ids: list[str] | None = None) -> str:
@@ -232,25 +311,41 @@ def gpu_prices(lang: str, gpu_ids: list[str] | None = None, notes_id: str = "pri
             if where not in sources:
                 sources.append(where)
             number = str(sources.index(where) + 1)
-            rows.append({"name": gpu["name"], "tier": price["tier"],
-                         "capacity": ("interruptible" if price["interruptible"]
-                                                    else "on_demand"),
-                         "usd": price["usd"], "as_of": price["as_of"],
-                         "note": el("a", {"href": f"#{notes_id}-{number}", "data-note": number},
-                                    number),
-                         SOURCE: gpu[SOURCE], "check": f"prices.{i}.usd"})
+            rows.append(
+                {
+                    "name": gpu["name"],
+                    "tier": price["tier"],
+                    "capacity": ("interruptible" if price["interruptible"] else "on_demand"),
+                    "usd": price["usd"],
+                    "as_of": price["as_of"],
+                    "note": el("a", {"href": f"#{notes_id}-{number}", "data-note": number}, number),
+                    SOURCE: gpu[SOURCE],
+                    "check": f"prices.{i}.usd",
+                }
+            )
     # the price and its date first: on a phone they stay in view next to the card's name
-    cols = [Col("name", "col.gpu", "text", row_header=True),
-            Col("usd", "col.usd_per_hour", "usd", check="@check"),
-            Col("as_of", "col.as_of", "text"),
-            Col("tier", "col.tier", "code", options="price_tier"), Col("capacity", "col.capacity", "code"),
-            Col("note", "col.source_note", "node")]
+    cols = [
+        Col("name", "col.gpu", "text", row_header=True),
+        Col("usd", "col.usd_per_hour", "usd", check="@check"),
+        Col("as_of", "col.as_of", "text"),
+        Col("tier", "col.tier", "code", options="price_tier"),
+        Col("capacity", "col.capacity", "code"),
+        Col("note", "col.source_note", "node"),
+    ]
     table = render(rows, cols, lang, "gpu_prices", "caption.gpu_prices")
-    notes = el("div", {"class": "calc-notes", "data-notes": "gpu_prices", "data-search-exclude": True},
-               el("p", {"class": "calc-notes-title"}, labels.text("caption.price_sources", lang)),
-               el("ol", {"class": "calc-notes-list"},
-                  *(el("li", {"id": f"{notes_id}-{n}", "data-note": str(n)}, src)
-                    for n, src in enumerate(sources, 1))))
+    notes = el(
+        "div",
+        {"class": "calc-notes", "data-notes": "gpu_prices", "data-search-exclude": True},
+        el("p", {"class": "calc-notes-title"}, labels.text("caption.price_sources", lang)),
+        el(
+            "ol",
+            {"class": "calc-notes-list"},
+            *(
+                el("li", {"id": f"{notes_id}-{n}", "data-note": str(n)}, src)
+                for n, src in enumerate(sources, 1)
+            ),
+        ),
+    )
     return f"{table}\n{to_html(notes)}"
 
 
@@ -263,19 +358,32 @@ def _validation():
 def validation_memory_rows(lang: str) -> str:
     """Every measured row the model covers: predicted vs measured and the error."""
     results = [r for r in _validation().compare_rows() if r.covered]
-    rows = [{
-        "row": r.row_id, "source_name": r.source, "model": translate_label(r.model, lang),
-        "method": labels.method_label(r.method, lang), "metric": r.metric, "measured_bytes": r.measured_bytes,
-        "predicted_bytes": r.predicted_bytes, "error": r.error * 100,
-        "flags": ", ".join(labels.option("flag", f, lang) for f in r.flags), SOURCE: {"command": "validation_memory", "row": r.row_id},
-    } for r in results]
-    cols = [Col("row", "col.row", "text", row_header=True),
-            Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),
-            Col("method", "col.method", "text"), Col("metric", "col.metric", "code"),
-            Col("measured_bytes", "col.measured", "gib"),
-            Col("predicted_bytes", "col.predicted", "gib"),
-            Col("error", "col.error_pct", "pct", check="pct:error"),
-            Col("flags", "col.flags", "text")]
+    rows = [
+        {
+            "row": r.row_id,
+            "source_name": r.source,
+            "model": translate_label(r.model, lang),
+            "method": labels.method_label(r.method, lang),
+            "metric": r.metric,
+            "measured_bytes": r.measured_bytes,
+            "predicted_bytes": r.predicted_bytes,
+            "error": r.error * 100,
+            "flags": ", ".join(labels.option("flag", f, lang) for f in r.flags),
+            SOURCE: {"command": "validation_memory", "row": r.row_id},
+        }
+        for r in results
+    ]
+    cols = [
+        Col("row", "col.row", "text", row_header=True),
+        Col("source_name", "col.source", "text"),
+        Col("model", "col.model", "text"),
+        Col("method", "col.method", "text"),
+        Col("metric", "col.metric", "code"),
+        Col("measured_bytes", "col.measured", "gib"),
+        Col("predicted_bytes", "col.predicted", "gib"),
+        Col("error", "col.error_pct", "pct", check="pct:error"),
+        Col("flags", "col.flags", "text"),
+    ]
     return render(rows, cols, lang, "validation_memory_rows", "caption.validation_rows")
 
 
@@ -287,28 +395,48 @@ def validation_memory_summary(lang: str) -> str:
     rows = []
     for method in [*methods, None]:
         s = v.summary(results, (lambda r, m=method: m is None or r.method == m))
-        rows.append({"method": (labels.method_label(method, lang) if method
-                                else labels.text("row.all_methods", lang)),
-                     "count": s.count, "median": s.median_abs_error * 100,
-                     "p90": s.p90_abs_error * 100, "max": s.max_abs_error * 100,
-                     SOURCE: {"command": "validation_memory_summary", "method": method}})
-    cols = [Col("method", "col.method", "text", row_header=True),
-            Col("count", "col.rows", "int"),
-            Col("median", "col.median_error", "pct", check="pct:median_abs_error"),
-            Col("p90", "col.p90_error", "pct", check="pct:p90_abs_error"),
-            Col("max", "col.max_error", "pct", check="pct:max_abs_error")]
+        rows.append(
+            {
+                "method": (
+                    labels.method_label(method, lang)
+                    if method
+                    else labels.text("row.all_methods", lang)
+                ),
+                "count": s.count,
+                "median": s.median_abs_error * 100,
+                "p90": s.p90_abs_error * 100,
+                "max": s.max_abs_error * 100,
+                SOURCE: {"command": "validation_memory_summary", "method": method},
+            }
+        )
+    cols = [
+        Col("method", "col.method", "text", row_header=True),
+        Col("count", "col.rows", "int"),
+        Col("median", "col.median_error", "pct", check="pct:median_abs_error"),
+        Col("p90", "col.p90_error", "pct", check="pct:p90_abs_error"),
+        Col("max", "col.max_error", "pct", check="pct:max_abs_error"),
+    ]
     return render(rows, cols, lang, "validation_memory_summary", "caption.validation_summary")
 
 
 def validation_memory_uncovered(lang: str) -> str:
     """Measured rows the request contract cannot express, with the reason code."""
     results = [r for r in _validation().compare_rows() if not r.covered]
-    rows = [{"row": r.row_id, "source_name": r.source,
-                           "model": translate_label(r.model, lang),
-                           "method": labels.method_label(r.method, lang),
-                           "reason": labels.reason(r.reason, lang)}
-                          for r in results]
-    cols = [Col("row", "col.row", "text", row_header=True),
-            Col("source_name", "col.source", "text"), Col("model", "col.model", "text"),
-            Col("method", "col.method", "text"), Col("reason", "col.reason", "text")]
+    rows = [
+        {
+            "row": r.row_id,
+            "source_name": r.source,
+            "model": translate_label(r.model, lang),
+            "method": labels.method_label(r.method, lang),
+            "reason": labels.reason(r.reason, lang),
+        }
+        for r in results
+    ]
+    cols = [
+        Col("row", "col.row", "text", row_header=True),
+        Col("source_name", "col.source", "text"),
+        Col("model", "col.model", "text"),
+        Col("method", "col.method", "text"),
+        Col("reason", "col.reason", "text"),
+    ]
     return render(rows, cols, lang, "validation_memory_uncovered", "caption.validation_uncovered")

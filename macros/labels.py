@@ -57,7 +57,7 @@ def method_label(raw: str, lang: str) -> str:
     """A method as a validation source wrote it (``full``, ``LoRA``, ``QLoRA (4-bit)``):
     the method's name in ``lang``, with the source's remark translated."""
     head = raw.split(" ", 1)[0]
-    return option("method", head.lower(), lang) + translate_label(raw, lang)[len(head):]
+    return option("method", head.lower(), lang) + translate_label(raw, lang)[len(head) :]
 
 
 def variant(request: dict, lang: str) -> str:

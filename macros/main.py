@@ -23,9 +23,21 @@ for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
     del sys.modules[_name]
 
 import calc  # noqa: E402
-from macros import (calculator, card_advice, charts, cli_docs, config_import_docs, guides,  # noqa: E402
-                    methodology, oracle_sweep, plan_tables, reference_pages, source_notes,
-                    validation_first_contact, validation_loso)
+from macros import (  # noqa: E402
+    calculator,
+    card_advice,
+    charts,
+    cli_docs,
+    config_import_docs,
+    guides,
+    methodology,
+    oracle_sweep,
+    plan_tables,
+    reference_pages,
+    source_notes,
+    validation_first_contact,
+    validation_loso,
+)
 
 
 def _register_core(env) -> None:

@@ -54,15 +54,23 @@ def numeric_constants() -> tuple[str, ...]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = []
         for node in tree.body:
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, ast.AnnAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
             names += [t.id for t in targets if isinstance(t, ast.Name)]
         if not names:
             continue
         mod = importlib.import_module(module)
         for name in names:
-            if name.isupper() and not name.startswith("_") and \
-                    is_numeric_constant(getattr(mod, name)):
+            if (
+                name.isupper()
+                and not name.startswith("_")
+                and is_numeric_constant(getattr(mod, name))
+            ):
                 out.append(f"{module}.{name}")
     return tuple(dict.fromkeys(out))
 
@@ -99,8 +107,11 @@ def constant_value(key: str, lang: str) -> tuple:
         for k, v in value.items():
             if out:
                 out.append(el("br"))
-            out += [el("code", {}, _key_text(k)), ": ",
-                    _value_span(v, lang, {**base, "key": list(k) if isinstance(k, tuple) else k})]
+            out += [
+                el("code", {}, _key_text(k)),
+                ": ",
+                _value_span(v, lang, {**base, "key": list(k) if isinstance(k, tuple) else k}),
+            ]
         return tuple(out)
     for i, v in enumerate(value):
         if out:
@@ -140,12 +151,22 @@ def calc_constants(lang: str, group: str) -> str:
     keys = [k for k in numeric_constants() if is_limit(k) == (group == "limits")]
     missing = undescribed(keys)
     if missing:
-        raise KeyError(f"calc constants without a description in calc/data/messages "
-                       f"(constants): {missing}")
-    rows = [{"name": _constant_name(k), "value": constant_value(k, lang),
-             "meaning": _described(k, lang)} for k in keys]
-    cols = [Col("name", "col.constant", "node", row_header=True),
-            Col("value", "col.value", "node"), Col("meaning", "col.meaning", "node")]
+        raise KeyError(
+            f"calc constants without a description in calc/data/messages (constants): {missing}"
+        )
+    rows = [
+        {
+            "name": _constant_name(k),
+            "value": constant_value(k, lang),
+            "meaning": _described(k, lang),
+        }
+        for k in keys
+    ]
+    cols = [
+        Col("name", "col.constant", "node", row_header=True),
+        Col("value", "col.value", "node"),
+        Col("meaning", "col.meaning", "node"),
+    ]
     return render(rows, cols, lang, f"calc_constants_{group}", f"caption.constants_{group}")
 
 
@@ -159,14 +180,21 @@ def plan_defaults_table(lang: str) -> str:
     missing = undescribed([f"default:{k}" for k in keys])
     if missing:
         raise KeyError(f"plan defaults without a description: {missing}")
-    rows = [{
-        "name": el("code", {"data-plan-default": k}, k),
-        "value": _value_span(BY_KEY[k].default, lang,
-                             {"command": "plan_default", "key": k, "scale": 1}),
-        "meaning": _described(f"default:{k}", lang),
-    } for k in keys]
-    cols = [Col("name", "col.request_key", "node", row_header=True),
-            Col("value", "col.default", "node"), Col("meaning", "col.meaning", "node")]
+    rows = [
+        {
+            "name": el("code", {"data-plan-default": k}, k),
+            "value": _value_span(
+                BY_KEY[k].default, lang, {"command": "plan_default", "key": k, "scale": 1}
+            ),
+            "meaning": _described(f"default:{k}", lang),
+        }
+        for k in keys
+    ]
+    cols = [
+        Col("name", "col.request_key", "node", row_header=True),
+        Col("value", "col.default", "node"),
+        Col("meaning", "col.meaning", "node"),
+    ]
     return render(rows, cols, lang, "plan_defaults", "caption.plan_defaults")
 
 
@@ -183,10 +211,17 @@ def data_file_columns(name: str) -> list[str]:
 def data_columns(lang: str, name: str) -> str:
     """Every column of a data file with its meaning and unit."""
     columns = data_file_columns(name)
-    rows = [{"column": el("code", {"data-column": f"{name}:{c}"}, c),
-             "meaning": labels.text(f"data_column.{name}:{c}", lang)} for c in columns]
-    cols = [Col("column", "col.column", "node", row_header=True),
-            Col("meaning", "col.meaning", "text")]
+    rows = [
+        {
+            "column": el("code", {"data-column": f"{name}:{c}"}, c),
+            "meaning": labels.text(f"data_column.{name}:{c}", lang),
+        }
+        for c in columns
+    ]
+    cols = [
+        Col("column", "col.column", "node", row_header=True),
+        Col("meaning", "col.meaning", "text"),
+    ]
     return render(rows, cols, lang, "data_columns", f"caption.data_columns.{name}")
 
 
@@ -216,36 +251,53 @@ def validation_time_rows(lang: str) -> str:
     rows = _throughput()["rows"]
     from calc import gpus
 
-    rows = [{
-        "row": str(r["row_id"]), "source_name": r["source"].rstrip("/").rsplit("/", 1)[-1],
-        "workload": r["workload"], "model": r["model"],
-        "method": r["method"] + ("+fp8" if r["fp8"] else ""),
-        "gpus": f"{r['num_gpus']} × {gpus.get_gpu(r['gpu']).name}",
-        "measured": r["measured_tokens_per_second_per_gpu"],
-        "predicted": r["predicted_tokens_per_second_per_gpu"], "error": r["error_pct"],
-        "loso": r["loso_error_pct"],
-        "note": translate_note(r["note"], lang),
-        SOURCE: {"command": "validation_throughput", "row": r["row_id"]},
-    } for r in rows]
+    rows = [
+        {
+            "row": str(r["row_id"]),
+            "source_name": r["source"].rstrip("/").rsplit("/", 1)[-1],
+            "workload": r["workload"],
+            "model": r["model"],
+            "method": r["method"] + ("+fp8" if r["fp8"] else ""),
+            "gpus": f"{r['num_gpus']} × {gpus.get_gpu(r['gpu']).name}",
+            "measured": r["measured_tokens_per_second_per_gpu"],
+            "predicted": r["predicted_tokens_per_second_per_gpu"],
+            "error": r["error_pct"],
+            "loso": r["loso_error_pct"],
+            "note": translate_note(r["note"], lang),
+            SOURCE: {"command": "validation_throughput", "row": r["row_id"]},
+        }
+        for r in rows
+    ]
     # the comparison first, so it shows without scrolling; where the row comes from after
-    cols = [Col("row", "col.row", "text", row_header=True),
-            Col("model", "col.model", "text"), Col("method", "col.method", "code"),
-            Col("gpus", "col.card", "text"),
-            Col("measured", "col.measured_tps", "int",
-                check="measured_tokens_per_second_per_gpu"),
-            Col("predicted", "col.predicted_tps", "int",
-                check="predicted_tokens_per_second_per_gpu"),
-            Col("error", "col.error_pct", "pct", check="error_pct"),
-            Col("loso", "col.loso_error_pct", "pct", check="loso_error_pct"),
-            Col("workload", "col.workload", "code"), Col("source_name", "col.source", "text"),
-            Col("note", "col.note", "text")]
+    cols = [
+        Col("row", "col.row", "text", row_header=True),
+        Col("model", "col.model", "text"),
+        Col("method", "col.method", "code"),
+        Col("gpus", "col.card", "text"),
+        Col("measured", "col.measured_tps", "int", check="measured_tokens_per_second_per_gpu"),
+        Col("predicted", "col.predicted_tps", "int", check="predicted_tokens_per_second_per_gpu"),
+        Col("error", "col.error_pct", "pct", check="error_pct"),
+        Col("loso", "col.loso_error_pct", "pct", check="loso_error_pct"),
+        Col("workload", "col.workload", "code"),
+        Col("source_name", "col.source", "text"),
+        Col("note", "col.note", "text"),
+    ]
     return render(rows, cols, lang, "validation_time_rows", "caption.validation_time_rows")
 
 
 # summary groups in the order shown: fine-tuning per method first (the target), then the rest;
 # then by card class and by source (labelled by their own names)
-SUMMARY_GROUPS = ("fine-tune/full", "fine-tune/full+fp8", "fine-tune/lora", "fine-tune/qlora",
-                  "fine-tune", "pre-train/full", "pre-train/full+fp8", "pre-train", "all")
+SUMMARY_GROUPS = (
+    "fine-tune/full",
+    "fine-tune/full+fp8",
+    "fine-tune/lora",
+    "fine-tune/qlora",
+    "fine-tune",
+    "pre-train/full",
+    "pre-train/full+fp8",
+    "pre-train",
+    "all",
+)
 
 
 def _group_label(group: str, lang: str) -> str:
@@ -263,27 +315,40 @@ def validation_time_summary(lang: str) -> str:
     unknown = {g for g in summary if ":" not in g} - set(SUMMARY_GROUPS)
     if unknown:
         raise KeyError(f"throughput summary groups without a label: {sorted(unknown)}")
-    order = [g for g in SUMMARY_GROUPS if g in summary] + \
-        sorted(g for g in summary if g.startswith("class:")) + \
-        sorted(g for g in summary if g.startswith("source:"))
+    order = (
+        [g for g in SUMMARY_GROUPS if g in summary]
+        + sorted(g for g in summary if g.startswith("class:"))
+        + sorted(g for g in summary if g.startswith("source:"))
+    )
     rows = []
     for group in order:
         s = summary[group]
         if not s.get("rows"):
             continue
         i, o = s["in_sample"], s["loso"]
-        rows.append({"group": _group_label(group, lang), "count": s["rows"],
-                     "median": i["median_abs_pct"], "p90": i["p90_abs_pct"], "max": i["max_abs_pct"],
-                     "lmedian": o["median_abs_pct"], "lp90": o["p90_abs_pct"], "lmax": o["max_abs_pct"],
-                     SOURCE: {"command": "validation_throughput_summary", "group": group}})
-    cols = [Col("group", "col.group", "text", row_header=True),
-            Col("count", "col.rows", "int", check="rows"),
-            Col("median", "col.median_error", "pct", check="in_sample.median_abs_pct"),
-            Col("p90", "col.p90_error", "pct", check="in_sample.p90_abs_pct"),
-            Col("max", "col.max_error", "pct", check="in_sample.max_abs_pct"),
-            Col("lmedian", "col.loso_median_error", "pct", check="loso.median_abs_pct"),
-            Col("lp90", "col.loso_p90_error", "pct", check="loso.p90_abs_pct"),
-            Col("lmax", "col.loso_max_error", "pct", check="loso.max_abs_pct")]
+        rows.append(
+            {
+                "group": _group_label(group, lang),
+                "count": s["rows"],
+                "median": i["median_abs_pct"],
+                "p90": i["p90_abs_pct"],
+                "max": i["max_abs_pct"],
+                "lmedian": o["median_abs_pct"],
+                "lp90": o["p90_abs_pct"],
+                "lmax": o["max_abs_pct"],
+                SOURCE: {"command": "validation_throughput_summary", "group": group},
+            }
+        )
+    cols = [
+        Col("group", "col.group", "text", row_header=True),
+        Col("count", "col.rows", "int", check="rows"),
+        Col("median", "col.median_error", "pct", check="in_sample.median_abs_pct"),
+        Col("p90", "col.p90_error", "pct", check="in_sample.p90_abs_pct"),
+        Col("max", "col.max_error", "pct", check="in_sample.max_abs_pct"),
+        Col("lmedian", "col.loso_median_error", "pct", check="loso.median_abs_pct"),
+        Col("lp90", "col.loso_p90_error", "pct", check="loso.p90_abs_pct"),
+        Col("lmax", "col.loso_max_error", "pct", check="loso.max_abs_pct"),
+    ]
     return render(rows, cols, lang, "validation_time_summary", "caption.validation_time_summary")
 
 
@@ -294,47 +359,73 @@ def validation_time_fit(lang: str) -> str:
     rows = []
     for name, b in result["constant_basis"].items():
         s = b["loso"]
-        rows.append({"constant": name, "value": b["value"],
-                     "sources": ", ".join(x.replace("github.com/", "") for x in b["sources"]),
-                     "count": len(b["sources"]),
-                     "lmedian": s.get("median_abs_pct", 0.0), "lmax": s.get("max_abs_pct", 0.0),
-                     SOURCE: {"command": "validation_throughput_fit", "constant": name}})
-    cols = [Col("constant", "col.constant", "text", row_header=True),
-            Col("value", "col.value", "factor", check="value"),
-            Col("count", "col.source_count", "int", check="source_count"),
-            Col("sources", "col.source", "text"),
-            Col("lmedian", "col.loso_median_error", "pct", check="loso.median_abs_pct"),
-            Col("lmax", "col.loso_max_error", "pct", check="loso.max_abs_pct")]
+        rows.append(
+            {
+                "constant": name,
+                "value": b["value"],
+                "sources": ", ".join(x.replace("github.com/", "") for x in b["sources"]),
+                "count": len(b["sources"]),
+                "lmedian": s.get("median_abs_pct", 0.0),
+                "lmax": s.get("max_abs_pct", 0.0),
+                SOURCE: {"command": "validation_throughput_fit", "constant": name},
+            }
+        )
+    cols = [
+        Col("constant", "col.constant", "text", row_header=True),
+        Col("value", "col.value", "factor", check="value"),
+        Col("count", "col.source_count", "int", check="source_count"),
+        Col("sources", "col.source", "text"),
+        Col("lmedian", "col.loso_median_error", "pct", check="loso.median_abs_pct"),
+        Col("lmax", "col.loso_max_error", "pct", check="loso.max_abs_pct"),
+    ]
     return render(rows, cols, lang, "validation_time_fit", "caption.validation_time_fit")
 
 
 def validation_time_uncovered(lang: str) -> str:
     """Rows with a throughput figure calc cannot express, with the reason."""
-    rows = [{"row": str(r["row_id"]), "model": translate_label(r["model"], lang),
-             "method": labels.method_label(r["method"], lang),
-             "gpu": translate_label(r["gpu"], lang),
-             "reason": translate_note(r["reason"], lang)}
-            for r in _throughput()["not_covered"]]
-    cols = [Col("row", "col.row", "text", row_header=True), Col("model", "col.model", "text"),
-            Col("method", "col.method", "text"), Col("gpu", "col.gpu", "text"),
-            Col("reason", "col.reason", "text")]
-    return render(rows, cols, lang, "validation_time_uncovered",
-                  "caption.validation_time_uncovered")
+    rows = [
+        {
+            "row": str(r["row_id"]),
+            "model": translate_label(r["model"], lang),
+            "method": labels.method_label(r["method"], lang),
+            "gpu": translate_label(r["gpu"], lang),
+            "reason": translate_note(r["reason"], lang),
+        }
+        for r in _throughput()["not_covered"]
+    ]
+    cols = [
+        Col("row", "col.row", "text", row_header=True),
+        Col("model", "col.model", "text"),
+        Col("method", "col.method", "text"),
+        Col("gpu", "col.gpu", "text"),
+        Col("reason", "col.reason", "text"),
+    ]
+    return render(
+        rows, cols, lang, "validation_time_uncovered", "caption.validation_time_uncovered"
+    )
 
 
 def validation_qlora_ratio(lang: str) -> str:
     """Measured QLoRA/LoRA speed ratios against calc's (counted dequantisation)."""
     checks = [c for c in _throughput()["qlora_ratio_check"] if c["calc_ratio"] is not None]
-    rows = [{
-        "rows": " / ".join(str(r) for r in c["rows"]), "model": c["model"],
-        "gpu": translate_label(c["gpu"], lang),
-        "measured": c["measured_ratio"], "calc": c["calc_ratio"],
-        SOURCE: {"command": "validation_qlora_ratio", "rows": c["rows"]},
-    } for c in checks]
-    cols = [Col("rows", "col.rows_pair", "text", row_header=True),
-            Col("model", "col.model", "text"), Col("gpu", "col.gpu", "text"),
-            Col("measured", "col.measured_ratio", "factor", check="measured_ratio"),
-            Col("calc", "col.calc_ratio", "factor", check="calc_ratio")]
+    rows = [
+        {
+            "rows": " / ".join(str(r) for r in c["rows"]),
+            "model": c["model"],
+            "gpu": translate_label(c["gpu"], lang),
+            "measured": c["measured_ratio"],
+            "calc": c["calc_ratio"],
+            SOURCE: {"command": "validation_qlora_ratio", "rows": c["rows"]},
+        }
+        for c in checks
+    ]
+    cols = [
+        Col("rows", "col.rows_pair", "text", row_header=True),
+        Col("model", "col.model", "text"),
+        Col("gpu", "col.gpu", "text"),
+        Col("measured", "col.measured_ratio", "factor", check="measured_ratio"),
+        Col("calc", "col.calc_ratio", "factor", check="calc_ratio"),
+    ]
     return render(rows, cols, lang, "validation_qlora_ratio", "caption.validation_qlora_ratio")
 
 
@@ -348,21 +439,43 @@ def validation_figure(lang: str, model: str, stat: str = "median", group: str | 
         from accuracy import memory as v
 
         # measured rows only: the ZeRO paper's analytic rows are no measurement
-        s = v.summary(v.compare_rows(), lambda r: r.metric != "model_states" and (group is None or r.method == group))
+        s = v.summary(
+            v.compare_rows(),
+            lambda r: r.metric != "model_states" and (group is None or r.method == group),
+        )
         field = f"pct:{stat}_abs_error"
-        return inline(lang, getattr(s, f"{stat}_abs_error") * 100, "pct", field,
-                      {"command": "validation_memory_summary", "method": group, "measured": True})
+        return inline(
+            lang,
+            getattr(s, f"{stat}_abs_error") * 100,
+            "pct",
+            field,
+            {"command": "validation_memory_summary", "method": group, "measured": True},
+        )
     if model == "time":
         group = group or "fine-tune"
         field = f"loso.{stat}_abs_pct"  # the held-out figure: what a new setup can expect
-        return inline(lang, _throughput()["summary"][group]["loso"][f"{stat}_abs_pct"], "pct", field,
-                      {"command": "validation_throughput_summary", "group": group})
+        return inline(
+            lang,
+            _throughput()["summary"][group]["loso"][f"{stat}_abs_pct"],
+            "pct",
+            field,
+            {"command": "validation_throughput_summary", "group": group},
+        )
     raise ValueError(f"unknown model {model!r}")
 
 
-MACROS = ("validation_figure", "validation_time_targets", "calc_constants", "plan_defaults_table", "data_columns", "validation_time_rows",
-          "validation_time_summary", "validation_time_uncovered", "validation_qlora_ratio",
-          "validation_time_fit")
+MACROS = (
+    "validation_figure",
+    "validation_time_targets",
+    "calc_constants",
+    "plan_defaults_table",
+    "data_columns",
+    "validation_time_rows",
+    "validation_time_summary",
+    "validation_time_uncovered",
+    "validation_qlora_ratio",
+    "validation_time_fit",
+)
 
 
 def register(env) -> None:

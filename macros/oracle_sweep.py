@@ -13,6 +13,7 @@ from .tables import SOURCE, Col, render
 
 SUMMARY_PATH = Path(__file__).resolve().parents[1] / "validation" / "oracle_sweep_summary.json"
 
+
 def load_summary() -> dict:
     return json.loads(SUMMARY_PATH.read_text(encoding="utf-8"))
 
@@ -22,35 +23,53 @@ def oracle_sweep_summary(lang: str) -> str:
     setups, then each method (full, LoRA, QLoRA)."""
     s = load_summary()
     # labels of the measured-run validation's groups: "fine-tuning, all", "fine-tuning, LoRA"...
-    groups = [("fine-tune", s, {})] + [(f"fine-tune/{m}", g, {"group": m})
-                                             for m, g in s.get("groups", {}).items()]
-    rows = [{
-        "group": name, "setups": g["setups"], "within_2pct": g["within_2pct"],
-        "share": 100 * g["within_2pct"] / g["setups"], "within_5pct": g["within_5pct"],
-        "median": 100 * g["median_abs_error"], "worst": 100 * g["worst_error"],
-        "phases": g["phases_within_5pct"],
-        SOURCE: {"command": "oracle_sweep_summary", **extra},
-    } for name, g, extra in groups]
-    cols = [Col("group", "label.method", "code", row_header=True, options="group"),
-            Col("setups", "col.setups", "int"),
-            Col("within_2pct", "col.within_2pct", "int", check="within_2pct"),
-            Col("share", "col.within_2pct_share", "pct", check="pct:within_2pct/setups"),
-            Col("within_5pct", "col.within_5pct", "int", check="within_5pct"),
-            Col("median", "col.median_error", "pct", check="pct:median_abs_error"),
-            Col("worst", "col.worst_error", "pct", check="pct:worst_error"),
-            Col("phases", "col.phases_within_5pct", "int", check="phases_within_5pct")]
+    groups = [("fine-tune", s, {})] + [
+        (f"fine-tune/{m}", g, {"group": m}) for m, g in s.get("groups", {}).items()
+    ]
+    rows = [
+        {
+            "group": name,
+            "setups": g["setups"],
+            "within_2pct": g["within_2pct"],
+            "share": 100 * g["within_2pct"] / g["setups"],
+            "within_5pct": g["within_5pct"],
+            "median": 100 * g["median_abs_error"],
+            "worst": 100 * g["worst_error"],
+            "phases": g["phases_within_5pct"],
+            SOURCE: {"command": "oracle_sweep_summary", **extra},
+        }
+        for name, g, extra in groups
+    ]
+    cols = [
+        Col("group", "label.method", "code", row_header=True, options="group"),
+        Col("setups", "col.setups", "int"),
+        Col("within_2pct", "col.within_2pct", "int", check="within_2pct"),
+        Col("share", "col.within_2pct_share", "pct", check="pct:within_2pct/setups"),
+        Col("within_5pct", "col.within_5pct", "int", check="within_5pct"),
+        Col("median", "col.median_error", "pct", check="pct:median_abs_error"),
+        Col("worst", "col.worst_error", "pct", check="pct:worst_error"),
+        Col("phases", "col.phases_within_5pct", "int", check="phases_within_5pct"),
+    ]
     return render(rows, cols, lang, "oracle_sweep_summary", "caption.oracle_sweep_summary")
 
 
 def oracle_sweep_misses(lang: str) -> str:
     """Every setup whose allocated peak is beyond 2 %, with its signed error."""
     s = load_summary()
-    rows = [{"setup": m["id"], "error": 100 * m["error"],
-             SOURCE: {"command": "oracle_sweep_miss", "id": m["id"]}} for m in s["beyond_2pct"]]
+    rows = [
+        {
+            "setup": m["id"],
+            "error": 100 * m["error"],
+            SOURCE: {"command": "oracle_sweep_miss", "id": m["id"]},
+        }
+        for m in s["beyond_2pct"]
+    ]
     if not rows:
         return ""
-    cols = [Col("setup", "col.setup", "text", row_header=True),
-            Col("error", "col.error_pct", "pct", check="pct:error")]
+    cols = [
+        Col("setup", "col.setup", "text", row_header=True),
+        Col("error", "col.error_pct", "pct", check="pct:error"),
+    ]
     return render(rows, cols, lang, "oracle_sweep_misses", "caption.oracle_sweep_misses")
 
 

@@ -34,8 +34,7 @@ from calc.numfmt import format_kind
 # The words of this module are messages of the catalogue (calc/data/messages).
 
 # Shardings as a matrix cell names them (names of techniques, the same in both languages).
-SHARDING_SHORT = {"none": "", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2",
-                  "zero3": "ZeRO-3"}
+SHARDING_SHORT = {"none": "", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3"}
 
 
 def text(key: str, lang: str) -> str:
@@ -44,11 +43,21 @@ def text(key: str, lang: str) -> str:
     return catalogue(lang).message(key)
 
 
-def _number(raw: float, kind: str, field: str, lang: str, source: dict | None = None,
-             link: str | None = None) -> list:
+def _number(
+    raw: float,
+    kind: str,
+    field: str,
+    lang: str,
+    source: dict | None = None,
+    link: str | None = None,
+) -> list:
     """A checkable number as a table cell; ``link``: the shown figure opens that URL."""
-    attrs = {"data-value": raw_number(raw), "data-kind": kind, "data-field": field,
-             "data-source": None if source is None else plan_source(source)}
+    attrs = {
+        "data-value": raw_number(raw),
+        "data-kind": kind,
+        "data-field": field,
+        "data-source": None if source is None else plan_source(source),
+    }
     shown = format_kind(raw, kind, lang)
     return el("td", attrs, _link(link, shown, lang) if link else shown)
 
@@ -97,8 +106,9 @@ def ref_min_gpus(size_or_model: str, method: str, gpu: str, sharding: str, **cha
     """Fewest GPUs of ``gpu`` (among calc's counts, up to 8 nodes) the cell fits on."""
     from calc import recommend
 
-    n = reference.smallest_count(_plan, model_for(size_or_model), method, gpu, sharding,
-                                 recommend.GPU_COUNTS, **changes)
+    n = reference.smallest_count(
+        _plan, model_for(size_or_model), method, gpu, sharding, recommend.GPU_COUNTS, **changes
+    )
     if n is None:
         raise ValueError(f"{size_or_model} {method} fits no count of {gpu} with {sharding}")
     return n
@@ -155,11 +165,19 @@ def matrix_cell(size: str, method: str) -> dict:
     plan_int = _plan(interruptible)
     if not plan["fits_selected_gpu"]:  # pick() read the same estimate: never, unless calc drifts
         raise ValueError(f"{config['id']} does not fit {model} {method}")
-    index = next(i for i, c in enumerate(plan["recommendations"]["configs"])
-                 if c["id"] == config["id"])
-    return {"model": model, "method": method, "config": config, "index": index,
-            "on_demand": on_demand, "interruptible": interruptible, "plan": plan,
-            "plan_interruptible": plan_int}
+    index = next(
+        i for i, c in enumerate(plan["recommendations"]["configs"]) if c["id"] == config["id"]
+    )
+    return {
+        "model": model,
+        "method": method,
+        "config": config,
+        "index": index,
+        "on_demand": on_demand,
+        "interruptible": interruptible,
+        "plan": plan,
+        "plan_interruptible": plan_int,
+    }
 
 
 def summary_matrix(lang: str, page_url: str, memory: bool = False) -> str:
@@ -167,9 +185,14 @@ def summary_matrix(lang: str, page_url: str, memory: bool = False) -> str:
     sideways): method, what to rent, [memory per GPU,] hours, cost on demand and interruptible."""
     out = []
     for size, model in reference.MODELS.items():
-        caption = f"{model_name(model)} ({text('size.' + size, lang)}; {text('caption.costs', lang)})"
-        heads = ["col.method", "col.rent"] + (["col.memory"] if memory else []) + \
-            ["col.hours", "col.on_demand", "col.interruptible"]
+        caption = (
+            f"{model_name(model)} ({text('size.' + size, lang)}; {text('caption.costs', lang)})"
+        )
+        heads = (
+            ["col.method", "col.rent"]
+            + (["col.memory"] if memory else [])
+            + ["col.hours", "col.on_demand", "col.interruptible"]
+        )
         rows = []
         for method in reference.METHODS:
             cell = matrix_cell(size, method)
@@ -177,29 +200,84 @@ def summary_matrix(lang: str, page_url: str, memory: bool = False) -> str:
             href = calculator_href(cell["on_demand"], lang, page_url)
             href_int = calculator_href(cell["interruptible"], lang, page_url)
             config = cell["config"]
-            cells = [el("th", {"scope": "row"}, text("method." + method, lang)),
-                     el("td", {"data-ref": config["id"], "data-ref-kind": "config",
-                               "data-field": f"recommendations.configs.{cell['index']}.id"},
-                        _link(href, config_text(config), lang))]
+            cells = [
+                el("th", {"scope": "row"}, text("method." + method, lang)),
+                el(
+                    "td",
+                    {
+                        "data-ref": config["id"],
+                        "data-ref-kind": "config",
+                        "data-field": f"recommendations.configs.{cell['index']}.id",
+                    },
+                    _link(href, config_text(config), lang),
+                ),
+            ]
             if memory:
-                cells.append(_number(plan["memory"]["device_total_bytes"], "gib",
-                                     "memory.device_total_bytes", lang))
+                cells.append(
+                    _number(
+                        plan["memory"]["device_total_bytes"],
+                        "gib",
+                        "memory.device_total_bytes",
+                        lang,
+                    )
+                )
             cells.append(_number(plan["time_hours"], "hours", "time_hours", lang))
-            cells.append(_number(plan["cost_usd"]["total"], "usd_approx", "cost_usd.total", lang,
-                                 link=href))
-            cells.append(_number(plan_int["cost_usd"]["total"], "usd_approx", "cost_usd.total",
-                                 lang, source=cell["interruptible"], link=href_int))
-            rows.append(el("tr", {"data-source": plan_source(cell["on_demand"]), "data-size": size,
-                                  "data-method": method}, *cells))
-        table = el("table", {"class": "calc-table__table", "data-table": "reference_matrix",
-                             "data-size": size, "data-model": model, "data-lang": lang},
-                   el("caption", {}, caption),
-                   el("thead", {}, el("tr", {}, *(el("th", {"scope": "col"}, text(h, lang))
-                                                  for h in heads))),
-                   el("tbody", {}, *rows))
-        out.append(to_html(el("div", {"class": "calc-table ref-matrix", "role": "region",
-                                      "tabindex": "0", "aria-label": caption,
-                                      "style": "overflow-x:auto;max-width:100%"}, table)))
+            cells.append(
+                _number(plan["cost_usd"]["total"], "usd_approx", "cost_usd.total", lang, link=href)
+            )
+            cells.append(
+                _number(
+                    plan_int["cost_usd"]["total"],
+                    "usd_approx",
+                    "cost_usd.total",
+                    lang,
+                    source=cell["interruptible"],
+                    link=href_int,
+                )
+            )
+            rows.append(
+                el(
+                    "tr",
+                    {
+                        "data-source": plan_source(cell["on_demand"]),
+                        "data-size": size,
+                        "data-method": method,
+                    },
+                    *cells,
+                )
+            )
+        table = el(
+            "table",
+            {
+                "class": "calc-table__table",
+                "data-table": "reference_matrix",
+                "data-size": size,
+                "data-model": model,
+                "data-lang": lang,
+            },
+            el("caption", {}, caption),
+            el(
+                "thead",
+                {},
+                el("tr", {}, *(el("th", {"scope": "col"}, text(h, lang)) for h in heads)),
+            ),
+            el("tbody", {}, *rows),
+        )
+        out.append(
+            to_html(
+                el(
+                    "div",
+                    {
+                        "class": "calc-table ref-matrix",
+                        "role": "region",
+                        "tabindex": "0",
+                        "aria-label": caption,
+                        "style": "overflow-x:auto;max-width:100%",
+                    },
+                    table,
+                )
+            )
+        )
     return "\n".join(out)
 
 
@@ -210,22 +288,38 @@ def reference_setup(lang: str) -> str:
     """The reference setup as a list, generated from ``calc.reference`` (so the words cannot
     drift from the requests); ``data-reference-setup`` carries the setup for the tests."""
     s = reference.SETUP
-    models = ", ".join(f"{model_name(m)} ({text('size.' + size, lang)})"
-                       for size, m in reference.MODELS.items())
-    methods = "; ".join(f"{text('method.' + m, lang)}: "
-                        f"{text('setup.precision.' + reference.PRECISION[m], lang)}"
-                        for m in reference.METHODS)
+    models = ", ".join(
+        f"{model_name(m)} ({text('size.' + size, lang)})" for size, m in reference.MODELS.items()
+    )
+    methods = "; ".join(
+        f"{text('method.' + m, lang)}: {text('setup.precision.' + reference.PRECISION[m], lang)}"
+        for m in reference.METHODS
+    )
     items = [(text("setup.models", lang), models), (text("setup.methods", lang), methods)]
-    for key in ("seq_len", "micro_batch_size", "gradient_accumulation_steps",
-                "gradient_checkpointing", "attention", "optimizer", "lora_rank", "lora_targets"):
+    for key in (
+        "seq_len",
+        "micro_batch_size",
+        "gradient_accumulation_steps",
+        "gradient_checkpointing",
+        "attention",
+        "optimizer",
+        "lora_rank",
+        "lora_targets",
+    ):
         items.append((labels.text("label." + key, lang), labels.value(key, s[key], lang)))
     items.append((text("setup.dataset", lang), ref_run_text(lang)))
     items.append((text("setup.prices", lang), text("setup.prices_value", lang)))
     data = {"models": reference.MODELS, "precision": reference.PRECISION, "setup": s}
-    return to_html(el("ul", {"class": "reference-setup",
-                             "data-reference-setup": json.dumps(data, sort_keys=True,
-                                                                separators=(",", ":"))},
-                      *(el("li", {}, f"{k}: ", *_inline_code(v)) for k, v in items)))
+    return to_html(
+        el(
+            "ul",
+            {
+                "class": "reference-setup",
+                "data-reference-setup": json.dumps(data, sort_keys=True, separators=(",", ":")),
+            },
+            *(el("li", {}, f"{k}: ", *_inline_code(v)) for k, v in items),
+        )
+    )
 
 
 def ref_run_text(lang: str) -> str:
@@ -235,7 +329,8 @@ def ref_run_text(lang: str) -> str:
     s = reference.SETUP
     return text("setup.dataset_value", lang).format(
         tokens=format_number(s["dataset_tokens"] / 1e6, 0, lang),
-        epochs=format_number(s["epochs"], 0, lang))
+        epochs=format_number(s["epochs"], 0, lang),
+    )
 
 
 def _inline_code(value: str) -> list:
@@ -277,9 +372,13 @@ def variables() -> dict:
         # method entries set the method and, for LoRA and QLoRA, their precision)
         "base": {k: v for k, v in reference.estimate_setup("full").items() if k != "method"},
         "run": {k: reference.SETUP[k] for k in reference.RUN_KEYS},
-        "plan": {m: {**reference.estimate_setup(m),
-                     **{k: reference.SETUP[k] for k in reference.RUN_KEYS}}
-                 for m in reference.METHODS},
+        "plan": {
+            m: {
+                **reference.estimate_setup(m),
+                **{k: reference.SETUP[k] for k in reference.RUN_KEYS},
+            }
+            for m in reference.METHODS
+        },
         "vocabulary": list(reference.VOCABULARY_PAIR),
         "offload_card": reference.OFFLOAD_CARD,
         "plan_gpu": reference.PLAN_GPU,
@@ -293,6 +392,7 @@ def register(env) -> None:
         @functools.wraps(fn)
         def macro(*args, **kwargs):
             return fn(page_language(env), *args, **kwargs)
+
         return macro
 
     def matrix(memory: bool = False) -> str:

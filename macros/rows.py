@@ -12,9 +12,19 @@ from . import labels
 from .tables import SOURCE, source_json
 
 # Components in the order the tables and charts show them; others calc may add go after.
-COMPONENT_ORDER = ("weights", "lora_weights", "gradients", "optimizer", "optimizer_temporaries",
-                   "activations", "logits", "weight_copies", "gathered_weights",
-                   "dequant_buffer", "comm_buffers")
+COMPONENT_ORDER = (
+    "weights",
+    "lora_weights",
+    "gradients",
+    "optimizer",
+    "optimizer_temporaries",
+    "activations",
+    "logits",
+    "weight_copies",
+    "gathered_weights",
+    "dequant_buffer",
+    "comm_buffers",
+)
 
 # Any catalogue card will do as the request's ``gpu`` when a table reads only what does
 # not depend on it (fits over the whole catalogue, recommendations): this one is named.
@@ -83,7 +93,7 @@ def estimate_rows(requests: list[dict]) -> list[dict]:
 def present_components(rows: list[dict]) -> list[str]:
     """The components any row reports, in :data:`COMPONENT_ORDER`, then any other; a row
     that lacks one gets 0 for it."""
-    found = {k[len("components."):] for row in rows for k in row if k.startswith("components.")}
+    found = {k[len("components.") :] for row in rows for k in row if k.startswith("components.")}
     ordered = [c for c in COMPONENT_ORDER if c in found] + sorted(found - set(COMPONENT_ORDER))
     for row in rows:
         for name in ordered:

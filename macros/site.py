@@ -28,6 +28,7 @@ def bind_all(env, names, namespace: dict) -> None:
         @functools.wraps(fn)
         def macro(*args, **kwargs):
             return fn(page_language(env), *args, **kwargs)
+
         return macro
 
     for name in names:

@@ -26,8 +26,9 @@ def _raw_block(table: list) -> str:
 
 def raw_gpu_sources(lang: str) -> str:
     """Every card's source as recorded (the GPU catalogue's source column)."""
-    return _raw_block(table_node(gpu_rows(None), GPU_SOURCE_COLS, lang, "gpu_sources",
-                                 "caption.gpu_sources_raw"))
+    return _raw_block(
+        table_node(gpu_rows(None), GPU_SOURCE_COLS, lang, "gpu_sources", "caption.gpu_sources_raw")
+    )
 
 
 def raw_price_sources(lang: str) -> str:
@@ -35,17 +36,28 @@ def raw_price_sources(lang: str) -> str:
     rows = []
     for gpu in gpu_rows(None):
         for i, price in enumerate(gpu["prices"]):
-            rows.append({"name": gpu["name"], "tier": price["tier"],
-                         "capacity": ("interruptible" if price["interruptible"]
-                                                    else "on_demand"),
-                         "usd": price["usd"], "source": price["source"],
-                         "note": price.get("note") or "", "as_of": price["as_of"],
-                         SOURCE: gpu[SOURCE], "check": f"prices.{i}.usd"})
-    cols = [Col("name", "col.gpu", "text", row_header=True),
-            Col("tier", "col.tier", "code", options="price_tier"), Col("capacity", "col.capacity", "code"),
-            Col("usd", "col.usd_per_hour", "usd", check="@check"),
-            Col("as_of", "col.as_of", "text"), Col("source", "col.source", "text"),
-            Col("note", "col.price_note", "text")]
+            rows.append(
+                {
+                    "name": gpu["name"],
+                    "tier": price["tier"],
+                    "capacity": ("interruptible" if price["interruptible"] else "on_demand"),
+                    "usd": price["usd"],
+                    "source": price["source"],
+                    "note": price.get("note") or "",
+                    "as_of": price["as_of"],
+                    SOURCE: gpu[SOURCE],
+                    "check": f"prices.{i}.usd",
+                }
+            )
+    cols = [
+        Col("name", "col.gpu", "text", row_header=True),
+        Col("tier", "col.tier", "code", options="price_tier"),
+        Col("capacity", "col.capacity", "code"),
+        Col("usd", "col.usd_per_hour", "usd", check="@check"),
+        Col("as_of", "col.as_of", "text"),
+        Col("source", "col.source", "text"),
+        Col("note", "col.price_note", "text"),
+    ]
     return _raw_block(table_node(rows, cols, lang, "price_sources", "caption.price_sources_raw"))
 
 

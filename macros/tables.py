@@ -22,8 +22,8 @@ from . import labels
 from calc_view.html import el, to_html
 from calc.numfmt import KINDS, format_kind
 
-SOURCE = "_source"          # row key holding a row's source
-CELL_SOURCE = "_source:"    # prefix of row keys holding per-cell sources
+SOURCE = "_source"  # row key holding a row's source
+CELL_SOURCE = "_source:"  # prefix of row keys holding per-cell sources
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,16 @@ def ref_node(tag: str, value: dict, check: str) -> list:
 
 def inline_node(lang: str, raw: float, kind: str, field: str, source: object) -> list:
     """A figure inside running text, as checkable as a table cell."""
-    return el("span", {"data-value": raw_number(raw), "data-kind": kind, "data-field": field,
-                       "data-source": source_json(source)}, format_kind(raw, kind, lang))
+    return el(
+        "span",
+        {
+            "data-value": raw_number(raw),
+            "data-kind": kind,
+            "data-field": field,
+            "data-source": source_json(source),
+        },
+        format_kind(raw, kind, lang),
+    )
 
 
 def inline(lang: str, raw: float, kind: str, field: str, source: object) -> str:
@@ -93,7 +101,7 @@ def resolve(field: str, response: dict, request: dict | None = None) -> float:
 
     def get(path: str) -> float:
         if path.startswith("request."):
-            return (request or {})[path[len("request."):]]
+            return (request or {})[path[len("request.") :]]
         node: object = response
         for part in path.split("."):
             if isinstance(node, list) and part.isdigit() and int(part) < len(node):
@@ -158,9 +166,28 @@ def table_node(rows: Sequence[dict], cols: list[Col], lang: str, name: str, capt
                 check = row[check[1:]]
             cells.append(_cell(col, row[col.field], row.get(CELL_SOURCE + col.field), lang, check))
         row_source = row.get(SOURCE)
-        body.append(el("tr", {"data-source": None if row_source is None else source_json(row_source)},
-                       *cells))
-    table = el("table", {"class": "calc-table__table", "data-table": name, "data-lang": lang},
-               el("caption", {}, title), el("thead", {}, head), el("tbody", {}, *body))
-    return el("div", {"class": "calc-table", "role": "region", "tabindex": "0",
-                      "aria-label": title, "style": "overflow-x:auto;max-width:100%"}, table)
+        body.append(
+            el(
+                "tr",
+                {"data-source": None if row_source is None else source_json(row_source)},
+                *cells,
+            )
+        )
+    table = el(
+        "table",
+        {"class": "calc-table__table", "data-table": name, "data-lang": lang},
+        el("caption", {}, title),
+        el("thead", {}, head),
+        el("tbody", {}, *body),
+    )
+    return el(
+        "div",
+        {
+            "class": "calc-table",
+            "role": "region",
+            "tabindex": "0",
+            "aria-label": title,
+            "style": "overflow-x:auto;max-width:100%",
+        },
+        table,
+    )

@@ -36,12 +36,19 @@ def validation_first_contact_table(lang: str) -> str:
     first-contact error."""
     rows = []
     for source, f in summary().items():
-        row = {"source": source_label(source, lang), "count": f["count"], "not_covered": f["not_covered"],
-               SOURCE: {"command": "validation_memory_first_contact", "source": source}}
+        row = {
+            "source": source_label(source, lang),
+            "count": f["count"],
+            "not_covered": f["not_covered"],
+            SOURCE: {"command": "validation_memory_first_contact", "source": source},
+        }
         row |= {"fc_" + k: f[k] * 100 for k in STATS}
         rows.append(row)
-    cols = [Col("source", "col.source", "text", row_header=True), Col("count", "col.rows", "int"),
-            Col("not_covered", "col.rows_not_covered", "int")]
+    cols = [
+        Col("source", "col.source", "text", row_header=True),
+        Col("count", "col.rows", "int"),
+        Col("not_covered", "col.rows_not_covered", "int"),
+    ]
     cols += [Col("fc_" + k, "col.fc_" + k, "pct", check="pct:" + k) for k in STATS]
     return render(rows, cols, lang, "validation_first_contact", "caption.validation_first_contact")
 
@@ -51,12 +58,22 @@ def validation_first_contact_figure(lang: str, stat: str, source: str = "all") -
     ``source`` (a CSV ``source``, or ``all``), in percent; ``count`` gives the rows judged and
     ``median_of_sources`` (``all`` only) the median of the sources' medians."""
     if stat == "count":
-        return inline(lang, summary()[source]["count"], "int", "count",
-                      {"command": "validation_memory_first_contact", "source": source})
+        return inline(
+            lang,
+            summary()[source]["count"],
+            "int",
+            "count",
+            {"command": "validation_memory_first_contact", "source": source},
+        )
     if stat not in (*STATS, "median_of_sources"):
         raise ValueError(f"unknown statistic {stat}")
-    return inline(lang, summary()[source][stat] * 100, "pct", "pct:" + stat,
-                  {"command": "validation_memory_first_contact", "source": source})
+    return inline(
+        lang,
+        summary()[source][stat] * 100,
+        "pct",
+        "pct:" + stat,
+        {"command": "validation_memory_first_contact", "source": source},
+    )
 
 
 def validation_first_contact_commit(lang: str) -> str:
@@ -66,7 +83,11 @@ def validation_first_contact_commit(lang: str) -> str:
     return ", ".join(f"`{c}`" for c in sorted({x.commit[:10] for x in fc.first_contacts()}))
 
 
-MACROS = ("validation_first_contact_table", "validation_first_contact_figure", "validation_first_contact_commit")
+MACROS = (
+    "validation_first_contact_table",
+    "validation_first_contact_figure",
+    "validation_first_contact_commit",
+)
 
 
 def register(env) -> None:

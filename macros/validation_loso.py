@@ -30,13 +30,19 @@ def report() -> dict:
 def bands() -> dict:
     from accuracy import memory_loso as lm
 
-    return {f"{m}/{k}": {"low": lo, "high": hi} for (m, k), (lo, hi) in lm.bands(_loso().held_out).items()}
+    return {
+        f"{m}/{k}": {"low": lo, "high": hi}
+        for (m, k), (lo, hi) in lm.bands(_loso().held_out).items()
+    }
 
 
 def coverage() -> dict:
     from accuracy import memory_loso as lm
 
-    return {g: {"inside": a, "count": n, "share": a / n} for g, (a, n) in lm.range_coverage(_loso()).items()}
+    return {
+        g: {"inside": a, "count": n, "share": a / n}
+        for g, (a, n) in lm.range_coverage(_loso()).items()
+    }
 
 
 def group_label(gid: str, lang: str) -> str:
@@ -59,14 +65,19 @@ def validation_loso_table(lang: str) -> str:
     """In-sample and leave-one-source-out error per group."""
     rows = []
     for gid, f in report().items():
-        row = {"group": group_label(gid, lang), "count": f["count"],
-               SOURCE: {"command": "validation_memory_loso", "group": gid}}
+        row = {
+            "group": group_label(gid, lang),
+            "count": f["count"],
+            SOURCE: {"command": "validation_memory_loso", "group": gid},
+        }
         for key in ("in_median", "in_p90", "in_max", "loso_median", "loso_p90", "loso_max"):
             row[key] = f[key] * 100
         rows.append(row)
     cols = [Col("group", "col.group", "text", row_header=True), Col("count", "col.rows", "int")]
-    cols += [Col(k, "col." + k, "pct", check="pct:" + k)
-             for k in ("in_median", "in_p90", "in_max", "loso_median", "loso_p90", "loso_max")]
+    cols += [
+        Col(k, "col." + k, "pct", check="pct:" + k)
+        for k in ("in_median", "in_p90", "in_max", "loso_median", "loso_p90", "loso_max")
+    ]
     return render(rows, cols, lang, "validation_loso", "caption.validation_loso")
 
 
@@ -77,13 +88,23 @@ def validation_bands_table(lang: str) -> str:
     for key, b in bands().items():
         method, metric = key.split("/")
         c = cov.get(method, {"share": float("nan")})
-        rows.append({"method": labels.option("method", method, lang), "metric": metric,
-                     "low": b["low"] * 100, "high": b["high"] * 100, "coverage": c["share"] * 100,
-                     SOURCE: {"command": "validation_memory_bands", "key": key}})
-    cols = [Col("method", "col.method", "text", row_header=True), Col("metric", "col.metric", "code"),
-            Col("low", "col.band_low", "pct", check="pct:low"),
-            Col("high", "col.band_high", "pct", check="pct:high"),
-            Col("coverage", "col.coverage", "pct", check="pct:coverage")]
+        rows.append(
+            {
+                "method": labels.option("method", method, lang),
+                "metric": metric,
+                "low": b["low"] * 100,
+                "high": b["high"] * 100,
+                "coverage": c["share"] * 100,
+                SOURCE: {"command": "validation_memory_bands", "key": key},
+            }
+        )
+    cols = [
+        Col("method", "col.method", "text", row_header=True),
+        Col("metric", "col.metric", "code"),
+        Col("low", "col.band_low", "pct", check="pct:low"),
+        Col("high", "col.band_high", "pct", check="pct:high"),
+        Col("coverage", "col.coverage", "pct", check="pct:coverage"),
+    ]
     return render(rows, cols, lang, "validation_bands", "caption.validation_bands")
 
 
@@ -93,8 +114,13 @@ def validation_loso_figure(lang: str, stat: str, group: str = "measured", fit: s
     if stat not in ("median", "p90", "max") or fit not in ("in", "loso"):
         raise ValueError(f"unknown statistic {fit}_{stat}")
     key = f"{fit}_{stat}"
-    return inline(lang, report()[group][key] * 100, "pct", "pct:" + key,
-                  {"command": "validation_memory_loso", "group": group})
+    return inline(
+        lang,
+        report()[group][key] * 100,
+        "pct",
+        "pct:" + key,
+        {"command": "validation_memory_loso", "group": group},
+    )
 
 
 MEMORY_TARGETS = {"median": 0.08, "p90": 0.18, "max": 0.35}
@@ -104,8 +130,11 @@ MEMORY_TARGETS = {"median": 0.08, "p90": 0.18, "max": 0.35}
 def targets_sentence(lang: str, figures: dict[str, float], targets: dict[str, float]) -> str:
     """Which ``targets`` (statistic -> largest accepted error) ``figures`` (same keys) miss, in
     words; every statistic is named in the order of ``targets``."""
-    missed = [labels.text("validation.stat." + stat, lang)
-              for stat, target in targets.items() if figures[stat] > target]
+    missed = [
+        labels.text("validation.stat." + stat, lang)
+        for stat, target in targets.items()
+        if figures[stat] > target
+    ]
     if not missed:
         return labels.text("validation.targets_all_met", lang)
     if len(missed) == 1:
@@ -122,8 +151,13 @@ def validation_loso_targets(lang: str, group: str = "measured") -> str:
 
 def validation_coverage_figure(lang: str, group: str = "all") -> str:
     """Share of held-out rows inside the band computed without their source, in percent."""
-    return inline(lang, coverage()[group]["share"] * 100, "pct", "pct:share",
-                  {"command": "validation_memory_coverage", "group": group})
+    return inline(
+        lang,
+        coverage()[group]["share"] * 100,
+        "pct",
+        "pct:share",
+        {"command": "validation_memory_coverage", "group": group},
+    )
 
 
 def framework_profiles_table(lang: str) -> str:
@@ -134,18 +168,39 @@ def framework_profiles_table(lang: str) -> str:
     rows = []
     for fw, entries in PROFILES.items():
         for key, value in entries.items():
-            shown = (labels.yes_no(value, lang) if isinstance(value, bool)
-                     else str(value).replace(".", ",") if lang == "es" else str(value))
-            rows.append({"framework": labels.option("framework", fw.value, lang), "key": key, "value": shown,
-                         "source": SOURCES[fw][key],
-                         SOURCE: {"command": "framework_profile", "framework": fw.value, "key": key}})
-    cols = [Col("framework", "col.framework", "text", row_header=True), Col("key", "col.request_key", "text"),
-            Col("value", "col.value", "text"), Col("source", "col.source", "text")]
+            shown = (
+                labels.yes_no(value, lang)
+                if isinstance(value, bool)
+                else str(value).replace(".", ",")
+                if lang == "es"
+                else str(value)
+            )
+            rows.append(
+                {
+                    "framework": labels.option("framework", fw.value, lang),
+                    "key": key,
+                    "value": shown,
+                    "source": SOURCES[fw][key],
+                    SOURCE: {"command": "framework_profile", "framework": fw.value, "key": key},
+                }
+            )
+    cols = [
+        Col("framework", "col.framework", "text", row_header=True),
+        Col("key", "col.request_key", "text"),
+        Col("value", "col.value", "text"),
+        Col("source", "col.source", "text"),
+    ]
     return render(rows, cols, lang, "framework_profiles", "caption.framework_profiles")
 
 
-MACROS = ("framework_profiles_table", "validation_loso_table", "validation_bands_table", "validation_loso_figure",
-          "validation_coverage_figure", "validation_loso_targets")
+MACROS = (
+    "framework_profiles_table",
+    "validation_loso_table",
+    "validation_bands_table",
+    "validation_loso_figure",
+    "validation_coverage_figure",
+    "validation_loso_targets",
+)
 
 
 def register(env) -> None:

@@ -2,7 +2,8 @@
 # The linters, each once on its whole tree; run by scripts/test.sh before pytest, so a lint
 # failure fails the test command (and CI) before the long tests start. tests/test_lint.py
 # does not run them again: it checks their settings and that each catches a broken file.
-#   ruff   all Python                   (rules: [tool.ruff.lint] in pyproject.toml)
+#   ruff   all Python                   (rules: [tool.ruff.lint] in pyproject.toml;
+#          the layout: `ruff format`, [tool.ruff.format])
 #   mypy   calc/ and calc_view/, strict ([tool.mypy] in pyproject.toml)
 #   eslint the front end's JS           (eslint.config.mjs)
 # Needs what scripts/setup.sh installs (.venv, node_modules). Runs all three, then fails
@@ -22,6 +23,7 @@ run() {
     fi
 }
 run ruff .venv/bin/ruff check --quiet .
+run ruff-format .venv/bin/ruff format --check --quiet .
 run mypy .venv/bin/python -m mypy
 run eslint node_modules/.bin/eslint .
 if (( ${#failed[@]} )); then

@@ -68,8 +68,11 @@ def _cancelled_by_the_page(entry: str, origin: str | None) -> bool:
     """A request of this origin that the page (or a worker it terminated) cancelled itself
     (net::ERR_ABORTED): Pyodide's runtime download when a worker is stopped or its page left.
     Not a failure of the site; requests outside the origin are blocked and counted apart."""
-    return (entry.endswith(": net::ERR_ABORTED") and origin is not None
-            and entry.startswith(origin + "/assets/pyodide/"))
+    return (
+        entry.endswith(": net::ERR_ABORTED")
+        and origin is not None
+        and entry.startswith(origin + "/assets/pyodide/")
+    )
 
 
 def assert_clean(problems, what: str, origin: str | None = None) -> None:
@@ -81,7 +84,6 @@ def assert_clean(problems, what: str, origin: str | None = None) -> None:
         if line in problems.console_errors:
             problems.console_errors.remove(line)
     problems.assert_clean(what)
-
 
 
 # URL parameters of the page that are not request keys: the form's mode, and the dataset
@@ -121,7 +123,9 @@ def request_for(query: dict) -> dict:
 
 def assert_parity(page_outputs: list, response: dict, lang: str) -> None:
     assert page_outputs, "no data-output elements"
-    expected_paths = [p for p, _ in tree_outputs(view.render_results(response, lang, STRINGS[lang]))]
+    expected_paths = [
+        p for p, _ in tree_outputs(view.render_results(response, lang, STRINGS[lang]))
+    ]
     assert [p for p, _, _ in page_outputs] == expected_paths
     for path, raw, _text in page_outputs:
         assert_raw_equals(raw, view.resolve(response, path), path)
@@ -168,8 +172,9 @@ class Calc:
 
     def wait_quiet(self) -> None:
         """Ready, the worker up and nothing pending: no answer can still change the page."""
-        self.page.wait_for_function(f"{STATE} === 'ready' && {WORKER_UP} && {NOTHING_PENDING}",
-                                    timeout=READY_TIMEOUT_MS)
+        self.page.wait_for_function(
+            f"{STATE} === 'ready' && {WORKER_UP} && {NOTHING_PENDING}", timeout=READY_TIMEOUT_MS
+        )
 
     def wait_cached_snapshot(self, part: str) -> list[str]:
         """The URLs in the worker's snapshot cache once one contains ``part`` (the worker
@@ -179,10 +184,13 @@ class Calc:
 
     def navigate(self, query: dict) -> None:
         """Go to a query the way the back button does: no reload."""
-        self.page.evaluate("""q => {
+        self.page.evaluate(
+            """q => {
             history.pushState(null, '', location.pathname + q);
             window.dispatchEvent(new PopStateEvent('popstate'));
-        }""", "?" + urlencode(query) if query else "")
+        }""",
+            "?" + urlencode(query) if query else "",
+        )
         self.settle()
 
     def outputs(self) -> list:

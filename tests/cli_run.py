@@ -14,8 +14,16 @@ import calc.cli.app as app
 from calc.fields import FieldSpec, field_specs
 from calc.gpus import gpus_listing
 
-PRESETS = ["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "gemma-2-2b", "phi-2",
-           "tinyllama-1.1b", "mixtral-8x7b"]
+PRESETS = [
+    "llama-3.2-1b",
+    "llama-3.1-8b",
+    "qwen2.5-7b",
+    "mistral-7b",
+    "gemma-2-2b",
+    "phi-2",
+    "tinyllama-1.1b",
+    "mixtral-8x7b",
+]
 LLAMA_LINEARS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -55,8 +63,10 @@ def _value(spec: FieldSpec):
         values = st.floats(lo, hi, allow_nan=False, allow_infinity=False)
         return st.one_of(st.none(), values) if spec.optional else values
     if spec.kind == "targets":
-        return st.one_of(st.just("all-linear"),
-                         st.lists(st.sampled_from(LLAMA_LINEARS), min_size=1, max_size=4, unique=True))
+        return st.one_of(
+            st.just("all-linear"),
+            st.lists(st.sampled_from(LLAMA_LINEARS), min_size=1, max_size=4, unique=True),
+        )
     if spec.kind == "gpu":
         return st.sampled_from([g["id"] for g in gpus_listing()["gpus"]])
     return None
@@ -66,8 +76,13 @@ def _value(spec: FieldSpec):
 def requests(draw, command: str = "estimate"):
     """A random request of ``command`` (valid keys; the estimate may still refuse a setup, which
     the flags must then refuse identically)."""
-    out = {"model": draw(st.sampled_from([p for p in PRESETS if p != "mixtral-8x7b"]
-                                         if command == "plan" else PRESETS))}
+    out = {
+        "model": draw(
+            st.sampled_from(
+                [p for p in PRESETS if p != "mixtral-8x7b"] if command == "plan" else PRESETS
+            )
+        )
+    }
     for spec in field_specs(command):
         if spec.key == "model":
             continue
@@ -76,8 +91,18 @@ def requests(draw, command: str = "estimate"):
             continue
         if spec.required or draw(st.booleans()):
             value = draw(strategy)
-            if spec.key == "lora_targets" and isinstance(value, list) and out["model"] not in (
-                    "llama-3.1-8b", "llama-3.2-1b", "qwen2.5-7b", "mistral-7b", "tinyllama-1.1b"):
+            if (
+                spec.key == "lora_targets"
+                and isinstance(value, list)
+                and out["model"]
+                not in (
+                    "llama-3.1-8b",
+                    "llama-3.2-1b",
+                    "qwen2.5-7b",
+                    "mistral-7b",
+                    "tinyllama-1.1b",
+                )
+            ):
                 continue
             out[spec.key] = value
     return out

@@ -132,12 +132,16 @@ def _shared_build_paths(config: pytest.Config) -> tuple[Path, Path, Path, Path]:
 def _needs_site(item: pytest.Item) -> bool:
     """Uses the built site, or builds a site of its own (marker ``build``): those go after
     the background build has warmed the caches every build reads (the Pyodide snapshot)."""
-    return "built_site" in getattr(item, "fixturenames", ()) or item.get_closest_marker("build") is not None
+    return (
+        "built_site" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("build") is not None
+    )
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected: only the tests that run
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
-                                  items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     """Tests that need the built site go last (stable order otherwise), and the build starts
     now, in the background, if any test needs it and no other worker has started it."""
     items.sort(key=_needs_site)
@@ -157,12 +161,26 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     env = {k: v for k, v in os.environ.items() if k != "SITE_URL"}
     env["NO_MKDOCS_2_WARNING"] = "1"
-    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
-           str(REPO_ROOT / "mkdocs.yml"), "--site-dir", str(site)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mkdocs",
+        "build",
+        "--strict",
+        "--config-file",
+        str(REPO_ROOT / "mkdocs.yml"),
+        "--site-dir",
+        str(site),
+    ]
     # the builder inherits the locked file and holds the lock until it has written a marker
-    subprocess.Popen([sys.executable, "-c", _BUILD_PY, str(site), str(done), str(failed), *cmd],
-                     cwd=REPO_ROOT, env=env, pass_fds=(lock.fileno(),),
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.Popen(
+        [sys.executable, "-c", _BUILD_PY, str(site), str(done), str(failed), *cmd],
+        cwd=REPO_ROOT,
+        env=env,
+        pass_fds=(lock.fileno(),),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     lock.close()
 
 
@@ -427,6 +445,7 @@ def pyodide_smoke_dir(built_site: Path) -> Path:
 
 
 # --- the calculator page, shared by the browser tests (tests/calculator_page.py) -------------
+
 
 @pytest.fixture
 def context(context):

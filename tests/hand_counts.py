@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 # Llama-2-7B shapes: h 4096, MLP 11008, 32 layers, 32 heads (MHA), vocab 32000
-ELEMENTWISE_FWD_7B = 32 * (2 * 36 * 4096 + 2 * 6 * 4096 + 30 * (4096 + 4096) + 16 * (4096 + 2 * 4096)
-                           + 10 * 11008)
+ELEMENTWISE_FWD_7B = 32 * (
+    2 * 36 * 4096 + 2 * 6 * 4096 + 30 * (4096 + 4096) + 16 * (4096 + 2 * 4096) + 10 * 11008
+)
 
 # FSDP1 wrapping of Llama-2-7B QLoRA on 2 GPUs (calc.memory.fsdp_wrap_reserved_bytes), bytes.
 # A block unit: q, k, v, o packed to 4 bits (4096^2 / 2 each), gate, up, down (4096 * 11008 / 2
 # each) and the two RMSNorms (2 * 4096 * 2): U; one broadcast bucket of all (U < 250 MiB), a flat
 # copy; the shard (U / 2) reuses the freed bucket: 2U + U - U/2.
-FSDP1_BLOCK_UNIT_7B_QLORA = 4 * 4096 * 4096 // 2 + 3 * 4096 * 11008 // 2 + 2 * 4096 * 2  # 101,203,968
-FSDP1_BLOCK_TRANSIENT_7B_QLORA = 2 * FSDP1_BLOCK_UNIT_7B_QLORA + FSDP1_BLOCK_UNIT_7B_QLORA - FSDP1_BLOCK_UNIT_7B_QLORA // 2
+FSDP1_BLOCK_UNIT_7B_QLORA = (
+    4 * 4096 * 4096 // 2 + 3 * 4096 * 11008 // 2 + 2 * 4096 * 2
+)  # 101,203,968
+FSDP1_BLOCK_TRANSIENT_7B_QLORA = (
+    2 * FSDP1_BLOCK_UNIT_7B_QLORA + FSDP1_BLOCK_UNIT_7B_QLORA - FSDP1_BLOCK_UNIT_7B_QLORA // 2
+)
 # The root unit: embedding and output layer (32000 * 4096 * 2 each, the embedding exactly one
 # 250 MiB bucket, a view) and the final norm (4096 * 2), which joins the output layer's bucket
 # (a flat copy of 262,152,192); the shard (262,148,096) fits in that freed copy.
 FSDP1_ROOT_UNIT_7B = 2 * 32000 * 4096 * 2 + 4096 * 2  # 524,296,192
-FSDP1_ROOT_TRANSIENT_7B = 2 * FSDP1_ROOT_UNIT_7B + (32000 * 4096 * 2 + 4096 * 2) - FSDP1_ROOT_UNIT_7B // 2
+FSDP1_ROOT_TRANSIENT_7B = (
+    2 * FSDP1_ROOT_UNIT_7B + (32000 * 4096 * 2 + 4096 * 2) - FSDP1_ROOT_UNIT_7B // 2
+)

@@ -17,8 +17,10 @@ def need(name: str) -> ModuleType:
     except ImportError as exc:
         if os.environ.get("REQUIRE_ORACLE") == "1":
             pytest.fail(f"REQUIRE_ORACLE=1 but {name} is not importable: {exc}")
-        pytest.skip(f"the oracle needs {name} (pip install -r tools/requirements-measure.txt)",
-                    allow_module_level=True)
+        pytest.skip(
+            f"the oracle needs {name} (pip install -r tools/requirements-measure.txt)",
+            allow_module_level=True,
+        )
 
 
 def need_oracle_stack() -> ModuleType:

@@ -37,16 +37,22 @@ def response_for(source: dict) -> tuple[dict, dict]:
             row = next(r for r in results if r.row_id == source["row"])
             return vars(row), request
         method = source["method"]
-        keep = ((lambda r: r.metric != "model_states" and (method is None or r.method == method))
-                if command == "validation_memory_summary" and source.get("measured") else
-                (lambda r: method is None or r.method == method))
+        keep = (
+            (lambda r: r.metric != "model_states" and (method is None or r.method == method))
+            if command == "validation_memory_summary" and source.get("measured")
+            else (lambda r: method is None or r.method == method)
+        )
         s = v.summary(results, keep)
         return vars(s), request
     if command == "framework_profile":
         from calc.frameworks import PROFILES, Framework
 
         return {"value": PROFILES[Framework(source["framework"])][source["key"]]}, request
-    if command in ("validation_memory_loso", "validation_memory_bands", "validation_memory_coverage"):
+    if command in (
+        "validation_memory_loso",
+        "validation_memory_bands",
+        "validation_memory_coverage",
+    ):
         from macros import validation_loso as vl
 
         if command == "validation_memory_loso":

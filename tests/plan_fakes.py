@@ -10,7 +10,9 @@ CONTEXT_BYTES = GIB // 2
 ACT_BYTES_PER_TOKEN = 256 * KIB  # without checkpointing; a quarter with it
 
 
-def states_bytes(method: str, optimizer: str, num_gpus: int, sharding: str, cpu_offload: str) -> int:
+def states_bytes(
+    method: str, optimizer: str, num_gpus: int, sharding: str, cpu_offload: str
+) -> int:
     states = {"full": 16 * GIB, "lora": 4 * GIB, "qlora": 2 * GIB}[method]
     if optimizer.endswith("8bit"):
         states -= states // 4
@@ -22,16 +24,24 @@ def states_bytes(method: str, optimizer: str, num_gpus: int, sharding: str, cpu_
 
 
 def fake_estimate(req) -> dict:
-    states = states_bytes(req.method.value, req.optimizer.value, req.num_gpus, req.sharding.value,
-                          req.cpu_offload.value)
+    states = states_bytes(
+        req.method.value,
+        req.optimizer.value,
+        req.num_gpus,
+        req.sharding.value,
+        req.cpu_offload.value,
+    )
     per_token = ACT_BYTES_PER_TOKEN // 4 if req.gradient_checkpointing else ACT_BYTES_PER_TOKEN
     acts = req.micro_batch_size * req.seq_len * per_token
     allocated = states + acts
     return {
-        "peak_allocated_bytes": allocated, "peak_reserved_bytes": allocated,
+        "peak_allocated_bytes": allocated,
+        "peak_reserved_bytes": allocated,
         "device_total_bytes": allocated + CONTEXT_BYTES,
-        "components": {"states": states, "activations": acts}, "peak_phase": "backward",
+        "components": {"states": states, "activations": acts},
+        "peak_phase": "backward",
         "params_total": req.model.params_total,
         "params_trainable": req.model.params_total if req.method.value == "full" else 4_194_304,
-        "host_bytes": 0, "warnings": [],
+        "host_bytes": 0,
+        "warnings": [],
     }

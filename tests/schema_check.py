@@ -7,10 +7,29 @@ from __future__ import annotations
 import re
 
 # annotations (no effect on validity): title, description, default, examples
-KEYWORDS = {"$schema", "$id", "title", "description", "default", "examples", "type", "enum", "minimum",
-            "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern", "items", "minItems",
-            "properties", "required", "additionalProperties", "oneOf", "anyOf",
-            "deprecated"}  # an annotation: nothing to check
+KEYWORDS = {
+    "$schema",
+    "$id",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "type",
+    "enum",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "pattern",
+    "items",
+    "minItems",
+    "properties",
+    "required",
+    "additionalProperties",
+    "oneOf",
+    "anyOf",
+    "deprecated",
+}  # an annotation: nothing to check
 
 _TYPES = {
     "object": lambda v: isinstance(v, dict),
@@ -19,9 +38,15 @@ _TYPES = {
     "boolean": lambda v: isinstance(v, bool),
     "null": lambda v: v is None,
     # JSON Schema's integer is a number with no fraction: 2.0 is one
-    "integer": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer(),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
-    and v not in (float("inf"), float("-inf")),
+    "integer": lambda v: (
+        isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer()
+    ),
+    "number": lambda v: (
+        isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and v == v
+        and v not in (float("inf"), float("-inf"))
+    ),
 }
 
 
@@ -44,7 +69,11 @@ def errors(instance: object, schema: dict, path: str = "$") -> list[str]:
             out.append(f"{path}: > maximum")
         if "exclusiveMaximum" in schema and instance >= schema["exclusiveMaximum"]:
             out.append(f"{path}: >= exclusiveMaximum")
-    if isinstance(instance, str) and "pattern" in schema and not re.search(schema["pattern"], instance):
+    if (
+        isinstance(instance, str)
+        and "pattern" in schema
+        and not re.search(schema["pattern"], instance)
+    ):
         out.append(f"{path}: pattern")
     if isinstance(instance, list):
         if len(instance) < schema.get("minItems", 0):

@@ -30,8 +30,10 @@ def test_tests_mirror_the_packages():
     assert len(TEST_MODULES) > 40  # rglob found the tree (48 modules)
     folders = {path.parent.relative_to(TESTS).as_posix() for path in TEST_MODULES}
     assert folders <= TEST_FOLDERS | {"."}, sorted(folders - TEST_FOLDERS)
-    assert {p.name for p in TEST_MODULES if p.parent == TESTS} == {"test_lint.py",
-                                                                    "test_suite_hygiene.py"}
+    assert {p.name for p in TEST_MODULES if p.parent == TESTS} == {
+        "test_lint.py",
+        "test_suite_hygiene.py",
+    }
     # a folder named after a package tests that package, which exists
     for folder in TEST_FOLDERS - {"site", "browser", "js"}:
         assert (TESTS.parent / folder / "__init__.py").is_file(), folder
@@ -51,9 +53,13 @@ def test_own_code_is_never_importorskipped(path):
     own = ("calc", "macros", "hooks", "accuracy", "benchmarks", "tools")
     skipped = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "importorskip" and node.args
-                and isinstance(node.args[0], ast.Constant)
-                and str(node.args[0].value).split(".")[0] in own):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "importorskip"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).split(".")[0] in own
+        ):
             skipped.append(node.args[0].value)
     assert skipped == []

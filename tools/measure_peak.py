@@ -61,13 +61,18 @@ REQUEST_DEFAULTS: dict[str, object] = {
 }
 REQUEST_KEYS = tuple(REQUEST_DEFAULTS)
 INT_KEYS = ("lora_rank", "micro_batch_size", "seq_len", "num_gpus")
-BOOL_KEYS = ("qlora_double_quant", "optimizer_in_backward", "gradient_checkpointing",
-             "chunked_loss", "activation_offload")
+BOOL_KEYS = (
+    "qlora_double_quant",
+    "optimizer_in_backward",
+    "gradient_checkpointing",
+    "chunked_loss",
+    "activation_offload",
+)
 LORA_ONLY_KEYS = ("lora_rank", "lora_targets")
 
 # Settings the tool needs that calc's request does not have.
 EXTRA_DEFAULTS: dict[str, object] = {
-    "lora_alpha": None,          # None: twice the rank
+    "lora_alpha": None,  # None: twice the rank
     "optimizer_impl": "default",  # torch AdamW/SGD: default (foreach on CUDA) | fused | foreach | for-loop
     "learning_rate": 1e-5,
 }
@@ -78,15 +83,40 @@ CSV_COLUMNS = (
     ["config_id", "status", "failed_phase", "error"]
     + list(REQUEST_KEYS)
     + ["hf_config", "lora_alpha", "optimizer_impl", "optimizer_impl_used", "learning_rate"]
-    + ["device", "gpu_name", "gpu_total_bytes", "driver_version", "cuda_version",
-       "torch_version", "transformers_version", "peft_version", "bitsandbytes_version",
-       "python_version", "alloc_conf", "attn_impl_used", "started_utc"]
-    + ["params_total", "params_trainable", "weights_allocated_bytes",
-       "peak_allocated_first_step_bytes", "peak_reserved_first_step_bytes",
-       "peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes",
-       "device_used_before_build_bytes", "peak_allocated_at_failure_bytes", "alloc_retries",
-       "tokens_per_s", "step_time_s", "build_time_s", "config_time_s",
-       "estimated_time_s", "loss"]
+    + [
+        "device",
+        "gpu_name",
+        "gpu_total_bytes",
+        "driver_version",
+        "cuda_version",
+        "torch_version",
+        "transformers_version",
+        "peft_version",
+        "bitsandbytes_version",
+        "python_version",
+        "alloc_conf",
+        "attn_impl_used",
+        "started_utc",
+    ]
+    + [
+        "params_total",
+        "params_trainable",
+        "weights_allocated_bytes",
+        "peak_allocated_first_step_bytes",
+        "peak_reserved_first_step_bytes",
+        "peak_allocated_bytes",
+        "peak_reserved_bytes",
+        "device_used_bytes",
+        "device_used_before_build_bytes",
+        "peak_allocated_at_failure_bytes",
+        "alloc_retries",
+        "tokens_per_s",
+        "step_time_s",
+        "build_time_s",
+        "config_time_s",
+        "estimated_time_s",
+        "loss",
+    ]
 )
 
 ATTN_IMPLEMENTATIONS = {"sdpa": "sdpa", "eager": "eager", "flash": "flash_attention_2"}
@@ -95,13 +125,13 @@ ATTN_IMPLEMENTATIONS = {"sdpa": "sdpa", "eager": "eager", "flash": "flash_attent
 # 790 TFLOP/s is a cautious planning figure; NVIDIA's H200 SXM datasheet lists
 # 1,979 TFLOP/s BF16 with sparsity, i.e. ~989 dense, so the estimate errs on the slow side.
 H200_BF16_DENSE_FLOPS = 790e12
-H200_FP32_FLOPS = 67e12         # NVIDIA H200 datasheet, FP32 (non tensor core)
-H200_HBM_BYTES_PER_S = 4.8e12   # NVIDIA H200 datasheet, HBM3e bandwidth
-ASSUMED_MFU = 0.40              # model FLOPs utilisation assumed for dense bf16 training steps
-ASSUMED_BANDWIDTH_USE = 0.6     # share of HBM bandwidth reached by optimizer and softmax kernels
+H200_FP32_FLOPS = 67e12  # NVIDIA H200 datasheet, FP32 (non tensor core)
+H200_HBM_BYTES_PER_S = 4.8e12  # NVIDIA H200 datasheet, HBM3e bandwidth
+ASSUMED_MFU = 0.40  # model FLOPs utilisation assumed for dense bf16 training steps
+ASSUMED_BANDWIDTH_USE = 0.6  # share of HBM bandwidth reached by optimizer and softmax kernels
 STEPS = 3
-STARTUP_S = 25.0                # imports, CUDA context, first cuBLAS handles
-PER_CONFIG_OVERHEAD_S = 2.5     # build, optimizer creation, cleanup, first-step warm-up
+STARTUP_S = 25.0  # imports, CUDA context, first cuBLAS handles
+PER_CONFIG_OVERHEAD_S = 2.5  # build, optimizer creation, cleanup, first-step warm-up
 BUILD_S_PER_BILLION_PARAMS = 0.8  # random init on the GPU plus module construction
 STEP_LAUNCH_OVERHEAD_S_PER_LAYER = 0.002  # kernel launches, fwd+bwd+optimizer, per layer per step
 
@@ -113,6 +143,7 @@ class BudgetExceeded(Exception):
 # ---------------------------------------------------------------------------
 # Grid loading (stdlib only)
 # ---------------------------------------------------------------------------
+
 
 def _bool(value: object) -> bool:
     if isinstance(value, bool):
@@ -138,12 +169,20 @@ def config_id(cfg: dict) -> str:
     if cfg["method"] == "full":
         parts.append("full")
     else:
-        targets = "all" if cfg["lora_targets"] == "all-linear" else "".join(
-            t.split("_")[0][0] for t in cfg["lora_targets"].split(","))
+        targets = (
+            "all"
+            if cfg["lora_targets"] == "all-linear"
+            else "".join(t.split("_")[0][0] for t in cfg["lora_targets"].split(","))
+        )
         parts.append(f"{cfg['method']}-r{cfg['lora_rank']}-{targets}")
-    parts += [cfg["precision"], cfg["optimizer"], f"b{cfg['micro_batch_size']}",
-              f"s{cfg['seq_len']}", "gc" if cfg["gradient_checkpointing"] else "nogc",
-              cfg["attention"]]
+    parts += [
+        cfg["precision"],
+        cfg["optimizer"],
+        f"b{cfg['micro_batch_size']}",
+        f"s{cfg['seq_len']}",
+        "gc" if cfg["gradient_checkpointing"] else "nogc",
+        cfg["attention"],
+    ]
     for flag in ("optimizer_in_backward", "chunked_loss", "activation_offload"):
         if cfg[flag]:
             parts.append(flag.replace("_", "-"))
@@ -193,6 +232,7 @@ def load_grid(path: str | os.PathLike) -> list[dict]:
 # Sizes and the time estimate (stdlib only)
 # ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Dims:
     vocab: int
@@ -210,8 +250,11 @@ class Dims:
         """Llama / Mistral / Qwen2 key names (the families the grid uses)."""
         heads = cfg["num_attention_heads"]
         return cls(
-            vocab=cfg["vocab_size"], hidden=cfg["hidden_size"], layers=cfg["num_hidden_layers"],
-            heads=heads, kv_heads=cfg.get("num_key_value_heads") or heads,
+            vocab=cfg["vocab_size"],
+            hidden=cfg["hidden_size"],
+            layers=cfg["num_hidden_layers"],
+            heads=heads,
+            kv_heads=cfg.get("num_key_value_heads") or heads,
             head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
             intermediate=cfg["intermediate_size"],
             qkv_bias=cfg.get("model_type") == "qwen2" or bool(cfg.get("attention_bias", False)),
@@ -219,9 +262,21 @@ class Dims:
         )
 
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
-        h, q, kv, i = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim, self.intermediate
-        return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
-                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+        h, q, kv, i = (
+            self.hidden,
+            self.heads * self.head_dim,
+            self.kv_heads * self.head_dim,
+            self.intermediate,
+        )
+        return {
+            "q_proj": (h, q),
+            "k_proj": (h, kv),
+            "v_proj": (h, kv),
+            "o_proj": (q, h),
+            "gate_proj": (h, i),
+            "up_proj": (h, i),
+            "down_proj": (i, h),
+        }
 
     def block_linear_params(self) -> int:
         return sum(a * b for a, b in self.linear_shapes().values())
@@ -299,14 +354,17 @@ def dry_run_lines(configs: list[dict], budget_s: float | None) -> list[str]:
         predicted = calc_prediction(cfg)
         gib = f"{predicted['peak_allocated_bytes'] / 2**30:8.1f}" if predicted else f"{'-':>8}"
         lines.append(f"{n:>3} {est:7.1f} {total:7.1f} {gib}  {cfg['id']}{mark}")
-    lines.append(f"estimated total {total:.0f} s ({total / 60:.1f} min) for {len(configs)} configurations "
-                 f"on one H200 at {ASSUMED_MFU:.0%} MFU, including {STARTUP_S:.0f} s start-up")
+    lines.append(
+        f"estimated total {total:.0f} s ({total / 60:.1f} min) for {len(configs)} configurations "
+        f"on one H200 at {ASSUMED_MFU:.0%} MFU, including {STARTUP_S:.0f} s start-up"
+    )
     return lines
 
 
 # ---------------------------------------------------------------------------
 # Rows -> calc requests (stdlib only)
 # ---------------------------------------------------------------------------
+
 
 def row_to_request(row: dict, model_source: str = "hf_config") -> dict:
     """A ``python -m calc estimate`` request from one CSV row (strings, as csv reads them).
@@ -350,7 +408,12 @@ def read_rows(path: str | os.PathLike) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-MEASURED_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes", "gpu_total_bytes")
+MEASURED_KEYS = (
+    "peak_allocated_bytes",
+    "peak_reserved_bytes",
+    "device_used_bytes",
+    "gpu_total_bytes",
+)
 
 
 def write_requests(rows: Iterable[dict], out, model_source: str = "hf_config") -> int:
@@ -359,28 +422,42 @@ def write_requests(rows: Iterable[dict], out, model_source: str = "hf_config") -
     count = 0
     for row in rows:
         measured = {key: int(row[key]) for key in MEASURED_KEYS if row.get(key, "") != ""}
-        line = {"config_id": row["config_id"], "status": row["status"],
-                "request": row_to_request(row, model_source), "measured": measured}
+        line = {
+            "config_id": row["config_id"],
+            "status": row["status"],
+            "request": row_to_request(row, model_source),
+            "measured": measured,
+        }
         out.write(json.dumps(line, sort_keys=False) + "\n")
         count += 1
     return count
 
 
 # CSV column -> calc response field it is compared with
-COMPARED_METRICS = (("peak_allocated_bytes", "peak_allocated_bytes"),
-                    ("peak_reserved_bytes", "peak_reserved_bytes"),
-                    ("device_used_bytes", "device_total_bytes"))
+COMPARED_METRICS = (
+    ("peak_allocated_bytes", "peak_allocated_bytes"),
+    ("peak_reserved_bytes", "peak_reserved_bytes"),
+    ("device_used_bytes", "device_total_bytes"),
+)
 
 
-def compare_rows(rows: Iterable[dict], estimate: Callable[[dict], dict] | None = None,
-                 model_source: str = "hf_config") -> list[dict]:
+def compare_rows(
+    rows: Iterable[dict],
+    estimate: Callable[[dict], dict] | None = None,
+    model_source: str = "hf_config",
+) -> list[dict]:
     """Each measured row against calc: {"config_id", "status", "note", metric: (predicted,
     measured, error_pct)}; OOM rows say whether calc also exceeds the card's memory."""
     if estimate is None:
         from calc import estimate
     out = []
     for row in rows:
-        entry: dict = {"config_id": row["config_id"], "status": row["status"], "method": row["method"], "note": ""}
+        entry: dict = {
+            "config_id": row["config_id"],
+            "status": row["status"],
+            "method": row["method"],
+            "note": "",
+        }
         out.append(entry)
         if row["status"] not in ("ok", "oom"):
             entry["note"] = "not measured"
@@ -392,8 +469,11 @@ def compare_rows(rows: Iterable[dict], estimate: Callable[[dict], dict] | None =
             continue
         if row["status"] == "oom":
             total = int(row["gpu_total_bytes"]) if row.get("gpu_total_bytes") else None
-            entry["note"] = ("oom, calc agrees" if total and predicted["device_total_bytes"] > total
-                             else "oom, calc says it fits")
+            entry["note"] = (
+                "oom, calc agrees"
+                if total and predicted["device_total_bytes"] > total
+                else "oom, calc says it fits"
+            )
             continue
         for column, field_name in COMPARED_METRICS:
             if row.get(column, "") != "":
@@ -411,14 +491,18 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def comparison_lines(entries: list[dict]) -> list[str]:
-    lines = [f"{'alloc pred/meas GiB':>22} {'err%':>7} {'reserved err%':>13} {'used err%':>9}  config / note"]
-    gib = 2 ** 30
+    lines = [
+        f"{'alloc pred/meas GiB':>22} {'err%':>7} {'reserved err%':>13} {'used err%':>9}  config / note"
+    ]
+    gib = 2**30
     for e in entries:
         a = e.get("peak_allocated_bytes")
         left = f"{a[0] / gib:10.2f}/{a[1] / gib:<10.2f} {a[2]:+7.1f}" if a else f"{'':>30}"
         r, u = e.get("peak_reserved_bytes"), e.get("device_used_bytes")
-        lines.append(f"{left} {f'{r[2]:+.1f}' if r else '':>13} {f'{u[2]:+.1f}' if u else '':>9}  "
-                     f"{e['config_id']} {e['note']}".rstrip())
+        lines.append(
+            f"{left} {f'{r[2]:+.1f}' if r else '':>13} {f'{u[2]:+.1f}' if u else '':>9}  "
+            f"{e['config_id']} {e['note']}".rstrip()
+        )
     for column, _ in COMPARED_METRICS:
         groups: dict[str, list[float]] = {}
         for e in entries:
@@ -426,14 +510,17 @@ def comparison_lines(entries: list[dict]) -> list[str]:
                 groups.setdefault("all", []).append(abs(e[column][2]))
                 groups.setdefault(e["method"], []).append(abs(e[column][2]))
         for name, errs in sorted(groups.items()):
-            lines.append(f"{column} {name}: n={len(errs)} median |err| {_percentile(errs, 50):.1f} % "
-                         f"p90 {_percentile(errs, 90):.1f} % max {max(errs):.1f} %")
+            lines.append(
+                f"{column} {name}: n={len(errs)} median |err| {_percentile(errs, 50):.1f} % "
+                f"p90 {_percentile(errs, 90):.1f} % max {max(errs):.1f} %"
+            )
     return lines
 
 
 # ---------------------------------------------------------------------------
 # Measuring (torch, transformers, peft imported here only)
 # ---------------------------------------------------------------------------
+
 
 def _version(module: str) -> str:
     try:
@@ -445,9 +532,18 @@ def _version(module: str) -> str:
 
 def _driver_version() -> str:
     try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20, check=False)
-        return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else ""
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+        return (
+            done.stdout.strip().splitlines()[0]
+            if done.returncode == 0 and done.stdout.strip()
+            else ""
+        )
     except (OSError, subprocess.SubprocessError):
         return ""
 
@@ -456,12 +552,20 @@ def environment_info(device: str) -> dict:
     import torch
 
     info = {
-        "device": device, "gpu_name": "", "gpu_total_bytes": "", "driver_version": "",
-        "cuda_version": torch.version.cuda or "", "torch_version": torch.__version__,
-        "transformers_version": _version("transformers"), "peft_version": _version("peft"),
-        "bitsandbytes_version": _version("bitsandbytes"), "python_version": platform.python_version(),
+        "device": device,
+        "gpu_name": "",
+        "gpu_total_bytes": "",
+        "driver_version": "",
+        "cuda_version": torch.version.cuda or "",
+        "torch_version": torch.__version__,
+        "transformers_version": _version("transformers"),
+        "peft_version": _version("peft"),
+        "bitsandbytes_version": _version("bitsandbytes"),
+        "python_version": platform.python_version(),
         # expandable_segments and friends change what "reserved" means
-        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", "")),
+        "alloc_conf": os.environ.get(
+            "PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", "")
+        ),
     }
     if device == "cuda":
         info["gpu_name"] = torch.cuda.get_device_name(0)
@@ -511,7 +615,9 @@ def build_model(cfg: dict, device: str):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    hf = json.loads(json.dumps(cfg["hf_config"]))  # deep copy: transformers rewrites nested rope dicts
+    hf = json.loads(
+        json.dumps(cfg["hf_config"])
+    )  # deep copy: transformers rewrites nested rope dicts
     model_type = hf.pop("model_type")
     config = AutoConfig.for_model(model_type, **hf)
     config.use_cache = False  # training: no KV cache kept alive
@@ -535,12 +641,19 @@ def build_model(cfg: dict, device: str):
         from peft import LoraConfig, get_peft_model
 
         targets = cfg["lora_targets"]
-        lora = LoraConfig(r=cfg["lora_rank"], lora_alpha=cfg["lora_alpha"], lora_dropout=0.0,
-                          bias="none", task_type="CAUSAL_LM",
-                          target_modules="all-linear" if targets == "all-linear" else targets.split(","))
+        lora = LoraConfig(
+            r=cfg["lora_rank"],
+            lora_alpha=cfg["lora_alpha"],
+            lora_dropout=0.0,
+            bias="none",
+            task_type="CAUSAL_LM",
+            target_modules="all-linear" if targets == "all-linear" else targets.split(","),
+        )
         kw = {}
         if "autocast_adapter_dtype" in inspect.signature(get_peft_model).parameters:
-            kw["autocast_adapter_dtype"] = False  # bf16-true: adapters in bf16 too, as the vocabulary says
+            kw["autocast_adapter_dtype"] = (
+                False  # bf16-true: adapters in bf16 too, as the vocabulary says
+            )
         model = get_peft_model(model, lora, **kw)
     model.train()
     return model
@@ -574,8 +687,11 @@ def make_optimizer(cfg: dict, params: list):
             import bitsandbytes as bnb
         except Exception as exc:
             raise Unsupported(f"{name} needs bitsandbytes ({type(exc).__name__})") from None
-        cls = {"adamw-8bit": bnb.optim.AdamW8bit, "paged-adamw": bnb.optim.PagedAdamW,
-               "paged-adamw-8bit": bnb.optim.PagedAdamW8bit}[name]
+        cls = {
+            "adamw-8bit": bnb.optim.AdamW8bit,
+            "paged-adamw": bnb.optim.PagedAdamW,
+            "paged-adamw-8bit": bnb.optim.PagedAdamW8bit,
+        }[name]
         return cls(group, lr=lr)
 
     if not cfg["optimizer_in_backward"]:
@@ -594,7 +710,11 @@ def make_optimizer(cfg: dict, params: list):
 def optimizer_impl_used(optimizer) -> str:
     """fused, foreach or for-loop for torch optimizers (what actually runs: the foreach
     AdamW allocates temporaries the size of the parameters at the step, fused does not)."""
-    first = next(iter(optimizer.per_param.values())) if isinstance(optimizer, _StepsInBackward) else optimizer
+    first = (
+        next(iter(optimizer.per_param.values()))
+        if isinstance(optimizer, _StepsInBackward)
+        else optimizer
+    )
     if type(first).__module__.startswith("bitsandbytes"):
         return "bitsandbytes"
     defaults = getattr(first, "defaults", {})
@@ -656,8 +776,11 @@ def train_step(session: Session, input_ids) -> float:
     cfg, model = session.cfg, session.model
     mixed = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}.get(cfg["precision"])
     autocast = torch.autocast(session.device, dtype=mixed) if mixed else contextlib.nullcontext()
-    offload = (torch.autograd.graph.save_on_cpu(pin_memory=session.device == "cuda")
-               if cfg["activation_offload"] else contextlib.nullcontext())
+    offload = (
+        torch.autograd.graph.save_on_cpu(pin_memory=session.device == "cuda")
+        if cfg["activation_offload"]
+        else contextlib.nullcontext()
+    )
     with offload:
         with autocast:
             if cfg["chunked_loss"]:
@@ -712,8 +835,14 @@ class CudaStats:
         return self.cuda.memory_stats().get("num_alloc_retries", 0)
 
 
-def run_config(cfg: dict, device: str, progress: dict, clock: Callable[[], float],
-               deadline: float | None, stats: CudaStats | None = None) -> dict:
+def run_config(
+    cfg: dict,
+    device: str,
+    progress: dict,
+    clock: Callable[[], float],
+    deadline: float | None,
+    stats: CudaStats | None = None,
+) -> dict:
     """Build, step three times, measure. Raises on OOM and other failures;
     ``progress["phase"]`` says how far it got. ``stats`` is None on CPU."""
     import torch
@@ -727,7 +856,9 @@ def run_config(cfg: dict, device: str, progress: dict, clock: Callable[[], float
     torch.manual_seed(0)
     t_build = time.perf_counter()
     model = build_model(cfg, device)
-    out["attn_impl_used"] = getattr(getattr(model, "config", None), "_attn_implementation", "") or ""
+    out["attn_impl_used"] = (
+        getattr(getattr(model, "config", None), "_attn_implementation", "") or ""
+    )
     params = [p for p in model.parameters() if p.requires_grad]
     out["params_total"] = sum(p.numel() for p in model.parameters())
     out["params_trainable"] = sum(p.numel() for p in params)
@@ -735,8 +866,14 @@ def run_config(cfg: dict, device: str, progress: dict, clock: Callable[[], float
     optimizer = make_optimizer(cfg, params)
     out["optimizer_impl_used"] = optimizer_impl_used(optimizer)
     scaler = torch.amp.GradScaler(device) if cfg["precision"] == "fp16-mixed" else None
-    session = Session(cfg=cfg, device=device, model=model, optimizer=optimizer, scaler=scaler,
-                      vocab=cfg["hf_config"]["vocab_size"])
+    session = Session(
+        cfg=cfg,
+        device=device,
+        model=model,
+        optimizer=optimizer,
+        scaler=scaler,
+        vocab=cfg["hf_config"]["vocab_size"],
+    )
     sync()
     out["build_time_s"] = round(time.perf_counter() - t_build, 3)
     if stats:
@@ -790,7 +927,8 @@ def classify_error(exc: BaseException) -> str:
         pass
     text = str(exc).lower()
     if isinstance(exc, (RuntimeError, MemoryError)) and (
-            "out of memory" in text or "can't allocate memory" in text or isinstance(exc, MemoryError)):
+        "out of memory" in text or "can't allocate memory" in text or isinstance(exc, MemoryError)
+    ):
         return "oom"
     return "error"
 
@@ -815,10 +953,16 @@ def _settings_row(cfg: dict) -> dict:
     return row
 
 
-def run_grid(configs: list[dict], out_path: str | os.PathLike, device: str = "cuda",
-             time_budget_s: float | None = None, clock: Callable[[], float] = time.monotonic,
-             estimate: Callable[[dict], float] = estimate_config_seconds,
-             log=sys.stderr, stats: CudaStats | None = None) -> list[dict]:
+def run_grid(
+    configs: list[dict],
+    out_path: str | os.PathLike,
+    device: str = "cuda",
+    time_budget_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    estimate: Callable[[dict], float] = estimate_config_seconds,
+    log=sys.stderr,
+    stats: CudaStats | None = None,
+) -> list[dict]:
     """Measure each configuration and append its row to ``out_path`` as soon as it is known
     (a run killed midway keeps what it measured)."""
     import torch
@@ -864,10 +1008,13 @@ def run_grid(configs: list[dict], out_path: str | os.PathLike, device: str = "cu
             writer.writerow(row)
             fh.flush()
             rows.append(row)
-            print(f"[{n}/{len(configs)}] {row['status']:<11} {cfg['id']}  "
-                  f"alloc={row['peak_allocated_bytes']} reserved={row['peak_reserved_bytes']} "
-                  f"tok/s={row['tokens_per_s']} t={row['config_time_s']}s {row['error']}",
-                  file=log, flush=True)
+            print(
+                f"[{n}/{len(configs)}] {row['status']:<11} {cfg['id']}  "
+                f"alloc={row['peak_allocated_bytes']} reserved={row['peak_reserved_bytes']} "
+                f"tok/s={row['tokens_per_s']} t={row['config_time_s']}s {row['error']}",
+                file=log,
+                flush=True,
+            )
     return rows
 
 
@@ -885,22 +1032,40 @@ def select(configs: list[dict], only: str | None) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--grid", default=str(Path(__file__).with_name("measure_grid.json")))
-    parser.add_argument("--out", help="CSV to write (with --to-requests: JSON lines, default stdout)")
+    parser.add_argument(
+        "--out", help="CSV to write (with --to-requests: JSON lines, default stdout)"
+    )
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--only", help="first N configs, 1-based indices '3,7', or an id substring")
-    parser.add_argument("--time-budget-s", type=float, default=None,
-                        help="skip configs that would not finish within this many seconds of the start")
-    parser.add_argument("--dry-run", action="store_true", help="list configs with estimated times; run nothing")
-    parser.add_argument("--to-requests", metavar="CSV", help="convert a results CSV to calc requests (JSON lines)")
+    parser.add_argument(
+        "--time-budget-s",
+        type=float,
+        default=None,
+        help="skip configs that would not finish within this many seconds of the start",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="list configs with estimated times; run nothing"
+    )
+    parser.add_argument(
+        "--to-requests", metavar="CSV", help="convert a results CSV to calc requests (JSON lines)"
+    )
     parser.add_argument("--model-source", choices=("hf_config", "preset"), default="hf_config")
-    parser.add_argument("--compare", metavar="CSV", help="measured rows against calc's estimates (needs calc)")
+    parser.add_argument(
+        "--compare", metavar="CSV", help="measured rows against calc's estimates (needs calc)"
+    )
     args = parser.parse_args(argv)
     root = str(Path(__file__).resolve().parents[1])
     if root not in sys.path:  # calc, for --compare and the dry run's predictions
         sys.path.append(root)
 
     if args.compare:
-        print("\n".join(comparison_lines(compare_rows(read_rows(args.compare), model_source=args.model_source))))
+        print(
+            "\n".join(
+                comparison_lines(
+                    compare_rows(read_rows(args.compare), model_source=args.model_source)
+                )
+            )
+        )
         return 0
     if args.to_requests:
         rows = read_rows(args.to_requests)

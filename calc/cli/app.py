@@ -44,8 +44,11 @@ def _prescan(argv: list[str]) -> tuple[str, str]:
     errors already speak the chosen language in the chosen form."""
     lang = default_lang()
     for i, arg in enumerate(argv):
-        value = arg.split("=", 1)[1] if arg.startswith("--lang=") else (
-            argv[i + 1] if arg == "--lang" and i + 1 < len(argv) else None)
+        value = (
+            arg.split("=", 1)[1]
+            if arg.startswith("--lang=")
+            else (argv[i + 1] if arg == "--lang" and i + 1 < len(argv) else None)
+        )
         if value in LANGS:
             lang = value
     command = _command_name(argv)
@@ -72,22 +75,39 @@ def _is_terminal() -> bool:
         return False
 
 
-def build_parser(msg: Messages, prog: str = PROG, only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(
+    msg: Messages, prog: str = PROG, only: str | None = None
+) -> argparse.ArgumentParser:
     """The parser; with ``only``, just that subcommand gets its options (the others are listed
     but not configured: building every flag of every command would cost start-up time)."""
     from .helptext import HelpFormatter, epilog
 
-    parser = _Parser(prog=prog, description=msg.text("description"), epilog=epilog(msg, prog),
-                     formatter_class=HelpFormatter, add_help=False)
+    parser = _Parser(
+        prog=prog,
+        description=msg.text("description"),
+        epilog=epilog(msg, prog),
+        formatter_class=HelpFormatter,
+        add_help=False,
+    )
     _add_help(parser, msg)
     from .. import __version__
-    parser.add_argument("--version", action="version", version=version_text(__version__, prog),
-                        help=msg.text("opt.version"))
+
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=version_text(__version__, prog),
+        help=msg.text("opt.version"),
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in sorted(COMMANDS, key=lambda c: c.order):
-        cmd = sub.add_parser(command.name, help=msg.text(command.help_key),
-                             description=msg.text(command.help_key), epilog=epilog(msg, prog, command.name),
-                             formatter_class=HelpFormatter, add_help=False)
+        cmd = sub.add_parser(
+            command.name,
+            help=msg.text(command.help_key),
+            description=msg.text(command.help_key),
+            epilog=epilog(msg, prog, command.name),
+            formatter_class=HelpFormatter,
+            add_help=False,
+        )
         _add_help(cmd, msg)
         if only is None or command.name == only:
             command.configure(cmd, msg)
@@ -118,11 +138,14 @@ def _allowed(err: CalcError) -> list[str] | None:
         return None
     if err.code == "unknown_preset":
         from ..presets import presets_listing
+
         return [p["id"] for p in presets_listing()]
     if err.code == "unknown_gpu":
         from ..gpus import gpus_listing
+
         return [g["id"] for g in gpus_listing()["gpus"]]
     from ..fields import spec_by_key
+
     spec = spec_by_key("plan").get(err.field)
     return list(spec.choices) if spec is not None and spec.choices else None
 
@@ -146,6 +169,7 @@ def _report(err: CalcError, ctx: Context, as_json: bool | None = None) -> None:
             io.emit_json({"error": out})
             return
         from ..field_errors import error_response  # adds "errors": every bad field at once
+
         response = error_response(context[0], context[1], err)
         response["error"] = out
         response["errors"][0] = out

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # annotations only: the catalogue is imported when a verdict 
 
 # --- request sources ------------------------------------------------------------------------------
 
+
 def _add_request_option(group: argparse._ArgumentGroup, msg: Messages) -> None:
     group.add_argument("--request", metavar="FILE", help=msg.text("opt.request"))
 
@@ -38,8 +39,12 @@ def _load_request_option(args: argparse.Namespace) -> object:
 register_source(RequestSource("request", _add_request_option, _load_request_option))
 
 
-def add_request_arguments(parser: argparse.ArgumentParser, msg: Messages, specs: list[FieldSpec],
-                          help_for: Callable[[FieldSpec], str] | None = None) -> None:
+def add_request_arguments(
+    parser: argparse.ArgumentParser,
+    msg: Messages,
+    specs: list[FieldSpec],
+    help_for: Callable[[FieldSpec], str] | None = None,
+) -> None:
     """The sources of a request, then one flag per key: estimate's, plan's, and last the
     library behaviours that ``--framework`` sets (one short line each)."""
     from ..frameworks import profile_keys
@@ -57,8 +62,9 @@ def add_request_arguments(parser: argparse.ArgumentParser, msg: Messages, specs:
             add_field_flags(group, mine, help_for or (lambda spec: field_help(spec, msg)))
     mine = [s for s in specs if s.key in behaviours]
     if mine:
-        group = parser.add_argument_group(msg.text("group.behaviours"),
-                                          msg.text("group.behaviours_text", url=api_url(msg)))
+        group = parser.add_argument_group(
+            msg.text("group.behaviours"), msg.text("group.behaviours_text", url=api_url(msg))
+        )
         add_field_flags(group, mine, lambda spec: behaviour_help(spec, msg))
 
 
@@ -76,7 +82,11 @@ def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
         loaded = source.load(args)
         if loaded is None:
             continue
-        base = with_changes(base, loaded) if isinstance(base, dict) and isinstance(loaded, dict) else loaded
+        base = (
+            with_changes(base, loaded)
+            if isinstance(base, dict) and isinstance(loaded, dict)
+            else loaded
+        )
     overrides = flag_overrides(args, specs)
     hf_path = getattr(args, "hf_config", None)
     if hf_path is not None:
@@ -92,6 +102,7 @@ def build_request(args: argparse.Namespace, specs: list[FieldSpec]) -> object:
 
 
 # --- estimate -------------------------------------------------------------------------------------
+
 
 def _configure_estimate(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.usage = usage("estimate", parser.prog)
@@ -115,16 +126,25 @@ class PlanDefault:
 
 def add_verdict_arguments(parser: argparse.ArgumentParser, msg: Messages) -> None:
     group = parser.add_argument_group(msg.text("table.verdict"))
-    group.add_argument("--gpu", dest="show_gpu", metavar="ID[,ID...]", help=msg.text("opt.show_gpu"))
+    group.add_argument(
+        "--gpu", dest="show_gpu", metavar="ID[,ID...]", help=msg.text("opt.show_gpu")
+    )
     margin = next(spec for spec in field_specs("plan") if spec.key == "safety_margin")
     text = " ".join([msg.text("opt.show_margin"), *field_sentences(margin, msg)[1:]])
-    group.add_argument("--safety-margin", dest="show_margin", metavar="P",
-                       default=PlanDefault("safety_margin"), help=text.replace("%", "%%"))
+    group.add_argument(
+        "--safety-margin",
+        dest="show_margin",
+        metavar="P",
+        default=PlanDefault("safety_margin"),
+        help=text.replace("%", "%%"),
+    )
 
 
 def verdict_cards(args: argparse.Namespace) -> tuple[list[Gpu], float]:
     """The cards of ``--gpu`` (checked against the catalogue) and the margin of the verdict."""
-    ids = [part.strip() for part in (getattr(args, "show_gpu", None) or "").split(",") if part.strip()]
+    ids = [
+        part.strip() for part in (getattr(args, "show_gpu", None) or "").split(",") if part.strip()
+    ]
     margin = getattr(args, "show_margin", None)
     if isinstance(margin, PlanDefault) or margin is None:
         default = PlanDefault("safety_margin").value()
@@ -132,10 +152,12 @@ def verdict_cards(args: argparse.Namespace) -> tuple[list[Gpu], float]:
         margin = default if ids else 0.0
     else:
         from ..request import check_number
+
         margin = float(check_number("safety_margin", parse_number(margin), 0.0, 1.0))
     if not ids:
         return [], margin
     from .. import gpus
+
     if ids == ["all"]:
         return list(gpus.all_gpus()), margin
     return [gpus.get_gpu(i, "gpu") for i in ids], margin
@@ -175,6 +197,7 @@ def _run_estimate(args: argparse.Namespace, ctx: Context) -> int:
 
 # --- plan -----------------------------------------------------------------------------------------
 
+
 def _configure_plan(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.usage = usage("plan", parser.prog)
     add_request_arguments(parser, msg, field_specs("plan"))
@@ -193,6 +216,7 @@ def _run_plan(args: argparse.Namespace, ctx: Context) -> int:
 
 
 # --- listings -------------------------------------------------------------------------------------
+
 
 def _configure_listing(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.add_argument("--json", action="store_true", help=msg.text("opt.json"))
@@ -223,8 +247,12 @@ def _run_gpus(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _configure_schema(parser: argparse.ArgumentParser, msg: Messages) -> None:
-    parser.add_argument("request_kind", choices=("estimate", "plan"), help=msg.text("opt.schema_kind"))
-    parser.add_argument("--json", action="store_true", help=msg.text("opt.json"))  # it is JSON anyway
+    parser.add_argument(
+        "request_kind", choices=("estimate", "plan"), help=msg.text("opt.schema_kind")
+    )
+    parser.add_argument(
+        "--json", action="store_true", help=msg.text("opt.json")
+    )  # it is JSON anyway
     parser.add_argument("--lang", choices=LANGS, help=msg.text("opt.lang"))
 
 

@@ -19,8 +19,14 @@ from .messages import Messages
 # the codes whose value is a number outside what the field accepts
 RANGE_CODES = ("out_of_range", "not_positive", "not_integer", "not_number")
 # the codes whose message names a file and whose detail says why (a parser's message)
-DETAIL_CODES = ("bad_arguments", "request_not_json", "request_unreadable", "config_unreadable",
-                "config_invalid_values", "config_format_mismatch")
+DETAIL_CODES = (
+    "bad_arguments",
+    "request_not_json",
+    "request_unreadable",
+    "config_unreadable",
+    "config_invalid_values",
+    "config_format_mismatch",
+)
 # codes whose value is a list the detail spells out key by key
 LISTED_IN_DETAIL = ("config_invalid_values",)
 # more values than fit in a line: the closest ones and where to see them all
@@ -103,10 +109,16 @@ def _argv_text(detail: str, msg: Messages) -> str:
         match = re.fullmatch(pattern, detail.strip())
         if match:
             return msg.text(key, **{name: match.group(1)})
-    match = re.fullmatch(r"argument ([^:]+): invalid choice: (.+?) \(choose from (.+)\)", detail.strip())
+    match = re.fullmatch(
+        r"argument ([^:]+): invalid choice: (.+?) \(choose from (.+)\)", detail.strip()
+    )
     if match:
-        return msg.text("error.argv_choice", flag=match.group(1), value=match.group(2),
-                        values=match.group(3).replace("'", ""))
+        return msg.text(
+            "error.argv_choice",
+            flag=match.group(1),
+            value=match.group(2),
+            values=match.group(3).replace("'", ""),
+        )
     return detail
 
 
@@ -157,8 +169,9 @@ def _allowed_hints(err: CalcError, out: JsonObject, msg: Messages) -> list[str]:
     if len(names) <= MAX_LISTED:
         return [msg.text("error.allowed", values=", ".join(names))]
     near = closest(err.value, names, n=5)
-    hint = msg.text("error.see_gpus" if err.code == "unknown_gpu" else "error.allowed_many",
-                    count=len(names))
+    hint = msg.text(
+        "error.see_gpus" if err.code == "unknown_gpu" else "error.allowed_many", count=len(names)
+    )
     return ([msg.text("error.near", values=", ".join(near))] if near else []) + [hint]
 
 
@@ -167,7 +180,9 @@ def _near_flags(detail: str, flags: list[str]) -> list[str]:
     for word in detail.split():
         if word.startswith("--"):
             typed = word.split("=")[0]
-            near += [f for f in difflib.get_close_matches(typed, flags, n=2, cutoff=0.75) if f != typed]
+            near += [
+                f for f in difflib.get_close_matches(typed, flags, n=2, cutoff=0.75) if f != typed
+            ]
     return list(dict.fromkeys(near))
 
 

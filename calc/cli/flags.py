@@ -20,7 +20,7 @@ from ..fields import FieldSpec
 from ..jsontypes import JsonObject
 from ..numfmt import NUMBER_RE as _NUMBER_RE  # the calculator form's pattern too
 
-_MAX_EXACT = 2 ** 53  # a JavaScript number is exact up to here, and so is the page's request
+_MAX_EXACT = 2**53  # a JavaScript number is exact up to here, and so is the page's request
 _NULL_WORDS = ("", "null", "none", "default")
 
 
@@ -74,17 +74,24 @@ def _any_value(text: str) -> object:
         return text
 
 
-def add_field_flags(group: argparse._ArgumentGroup, specs: list[FieldSpec],
-                    help_for: Callable[[FieldSpec], str]) -> None:
+def add_field_flags(
+    group: argparse._ArgumentGroup, specs: list[FieldSpec], help_for: Callable[[FieldSpec], str]
+) -> None:
     """One option per key: ``--x VALUE``, or ``--x/--no-x`` for booleans. Unset flags stay
     ``None`` so that only what the user typed overrides ``--request``."""
     for spec in specs:
         if spec.kind == "bool":
-            group.add_argument(spec.flag, dest=spec.key, action=argparse.BooleanOptionalAction,
-                               default=None, help=help_for(spec))
+            group.add_argument(
+                spec.flag,
+                dest=spec.key,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_for(spec),
+            )
         else:
-            group.add_argument(spec.flag, dest=spec.key, default=None, metavar=_metavar(spec),
-                               help=help_for(spec))
+            group.add_argument(
+                spec.flag, dest=spec.key, default=None, metavar=_metavar(spec), help=help_for(spec)
+            )
 
 
 def _metavar(spec: FieldSpec) -> str:
@@ -92,8 +99,14 @@ def _metavar(spec: FieldSpec) -> str:
         return "{" + ",".join(spec.choices) + "}"
     if spec.kind == "stats" and spec.parts:
         return ",".join(f"{part}:N" for part in spec.parts)
-    return {"int": "N", "number": "X", "fraction": "P", "model": "ID|JSON", "gpu": "ID",
-            "targets": "LIST"}.get(spec.kind, "VALUE")
+    return {
+        "int": "N",
+        "number": "X",
+        "fraction": "P",
+        "model": "ID|JSON",
+        "gpu": "ID",
+        "targets": "LIST",
+    }.get(spec.kind, "VALUE")
 
 
 def flag_overrides(args: argparse.Namespace, specs: list[FieldSpec]) -> JsonObject:

@@ -33,8 +33,11 @@ def allowed_text(spec: FieldSpec, msg: Messages) -> str | None:
         return ", ".join(spec.choices)
     if spec.kind == "int":
         assert spec.minimum is not None and spec.maximum is not None, spec  # ints are bounded
-        return msg.text("help.int_range", min=_number(spec.minimum, msg.lang),
-                        max=_number(spec.maximum, msg.lang))
+        return msg.text(
+            "help.int_range",
+            min=_number(spec.minimum, msg.lang),
+            max=_number(spec.maximum, msg.lang),
+        )
     if spec.kind in ("number", "fraction"):
         return msg.text("help.number_range", range=range_text(spec, msg.lang))
     if spec.kind == "model":
@@ -45,8 +48,12 @@ def allowed_text(spec: FieldSpec, msg: Messages) -> str | None:
         return msg.text("help.targets")
     if spec.kind == "stats":
         assert spec.minimum is not None and spec.maximum is not None and spec.parts, spec
-        return msg.text("help.stats", parts=", ".join(spec.parts), min=_number(spec.minimum, msg.lang),
-                        max=_number(spec.maximum, msg.lang))
+        return msg.text(
+            "help.stats",
+            parts=", ".join(spec.parts),
+            min=_number(spec.minimum, msg.lang),
+            max=_number(spec.maximum, msg.lang),
+        )
     return None
 
 
@@ -73,8 +80,9 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def field_sentences(spec: FieldSpec, msg: Messages, name_values: bool = True,
-                    short_names: bool = False) -> list[str]:
+def field_sentences(
+    spec: FieldSpec, msg: Messages, name_values: bool = True, short_names: bool = False
+) -> list[str]:
     """What a key is (the site's label when the CLI has no text for a newer key), then its
     unit, default and allowed values, one sentence each (the values' short names with
     ``short_names``)."""
@@ -111,7 +119,9 @@ def field_help(spec: FieldSpec, msg: Messages) -> str:
     """One flag's ``--help`` text: brief where the explanation is long, the values' short names
     (the API page has the whole text and the long names)."""
     parts = field_sentences(spec, msg, short_names=True)
-    return " ".join([brief(parts[0], msg), *parts[1:]]).replace("%", "%%")  # argparse formats help with %
+    return " ".join([brief(parts[0], msg), *parts[1:]]).replace(
+        "%", "%%"
+    )  # argparse formats help with %
 
 
 def behaviour_help(spec: FieldSpec, msg: Messages) -> str:
@@ -119,7 +129,9 @@ def behaviour_help(spec: FieldSpec, msg: Messages) -> str:
     in detail is on the API page; ``--framework`` sets it anyway)."""
     parts = [msg.label(spec.key) + "."]
     if spec.kind == "bool":
-        parts.append(f"{_cap(msg.text('help.default'))}: {msg.text('help.on' if spec.default else 'help.off')}.")
+        parts.append(
+            f"{_cap(msg.text('help.default'))}: {msg.text('help.on' if spec.default else 'help.off')}."
+        )
     else:
         parts += field_sentences(spec, msg, name_values=False)[1:]
     return " ".join(parts).replace("%", "%%")
@@ -135,8 +147,10 @@ def sweep_field_help(spec: FieldSpec, msg: Messages) -> str:
     if spec.key not in SWEEP_OPTIONAL:
         return field_help(spec, msg)
     required = _cap(msg.text("help.required")) + "."
-    parts = [msg.text(SWEEP_OPTIONAL[spec.key]) if part == required else part
-             for part in field_sentences(spec, msg, short_names=True)]
+    parts = [
+        msg.text(SWEEP_OPTIONAL[spec.key]) if part == required else part
+        for part in field_sentences(spec, msg, short_names=True)
+    ]
     parts[0] = brief(parts[0], msg)
     return " ".join(parts).replace("%", "%%")
 
@@ -151,8 +165,10 @@ def usage(command: str, prog: str) -> str:
     }[command]
     output = "[--json | --table | --csv]" if command == "sweep" else "[--json | --table]"
     indent = " " * len(f"usage: {prog} ")
-    return (f"%(prog)s [--request FILE | --config FILE] [--hf-config FILE]\n"
-            f"{indent}{keys}\n{indent}{output} [--lang {{es,en}}]")
+    return (
+        f"%(prog)s [--request FILE | --config FILE] [--hf-config FILE]\n"
+        f"{indent}{keys}\n{indent}{output} [--lang {{es,en}}]"
+    )
 
 
 def api_url(msg: Messages) -> str:
@@ -163,19 +179,37 @@ def api_url(msg: Messages) -> str:
 # ``FILE.yml`` stands for the reader's training config (the tests run them on one of theirs).
 EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "estimate": [
-        ("epilog.example_qlora", "estimate --model llama-2-7b --method qlora --seq-len 2048 --gpu rtx-4090"),
-        ("epilog.example_zero3", "estimate --model llama-3.1-70b --method full --num-gpus 8 --sharding zero3 "
-                                 "--gpu h100-sxm"),
-        ("epilog.example_hf_id", "estimate --model Qwen/Qwen3-8B --framework hf-trainer --gpu l4,rtx-4090"),
+        (
+            "epilog.example_qlora",
+            "estimate --model llama-2-7b --method qlora --seq-len 2048 --gpu rtx-4090",
+        ),
+        (
+            "epilog.example_zero3",
+            "estimate --model llama-3.1-70b --method full --num-gpus 8 --sharding zero3 "
+            "--gpu h100-sxm",
+        ),
+        (
+            "epilog.example_hf_id",
+            "estimate --model Qwen/Qwen3-8B --framework hf-trainer --gpu l4,rtx-4090",
+        ),
     ],
     "plan": [
-        ("epilog.example_cheapest", "plan --model llama-3.1-8b --method qlora --dataset-tokens 50e6 --gpu rtx-4090"),
-        ("epilog.example_plan_multi", "plan --model qwen2.5-14b --method lora --dataset-tokens 2e8 --epochs 2 "
-                                      "--gpu a100-80gb-sxm --num-gpus 4 --sharding zero2"),
+        (
+            "epilog.example_cheapest",
+            "plan --model llama-3.1-8b --method qlora --dataset-tokens 50e6 --gpu rtx-4090",
+        ),
+        (
+            "epilog.example_plan_multi",
+            "plan --model qwen2.5-14b --method lora --dataset-tokens 2e8 --epochs 2 "
+            "--gpu a100-80gb-sxm --num-gpus 4 --sharding zero2",
+        ),
     ],
     "sweep": [
-        ("epilog.example_sweep", "sweep --model llama-3.1-8b --method qlora --seq-len 1024,2048,4096,8192 "
-                                 "--gpu rtx-4090"),
+        (
+            "epilog.example_sweep",
+            "sweep --model llama-3.1-8b --method qlora --seq-len 1024,2048,4096,8192 "
+            "--gpu rtx-4090",
+        ),
         ("epilog.example_sweep_csv", "sweep --model llama-3.1-8b --micro-batch-size 1..16 --csv"),
     ],
     "import": [
@@ -196,7 +230,12 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     ],
 }
 # the program's own --help: one example of each kind of question
-OVERVIEW = [EXAMPLES["estimate"][0], EXAMPLES["plan"][0], EXAMPLES["sweep"][0], EXAMPLES["import"][2]]
+OVERVIEW = [
+    EXAMPLES["estimate"][0],
+    EXAMPLES["plan"][0],
+    EXAMPLES["sweep"][0],
+    EXAMPLES["import"][2],
+]
 # subcommands whose answer is a table on a terminal and JSON otherwise
 _TABLES = ("estimate", "plan", "sweep", "presets", "gpus")
 
@@ -227,8 +266,13 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """argparse's layout with a wider flag column, and a yes/no key as one ``--[no-]key``
     instead of ``--key, --no-key`` (half the width: most of the keys are yes/no)."""
 
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 34,
-                 width: int | None = None) -> None:
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 34,
+        width: int | None = None,
+    ) -> None:
         super().__init__(prog, indent_increment, max_help_position, width)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
@@ -236,9 +280,12 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         example commands) kept as written, so that they can be copied."""
         import textwrap
 
-        return "\n".join(textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
-                         if line and not line.startswith(" ") else indent + line
-                         for line in text.splitlines())
+        return "\n".join(
+            textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
+            if line and not line.startswith(" ")
+            else indent + line
+            for line in text.splitlines()
+        )
 
     def _format_action_invocation(self, action: argparse.Action) -> str:
         if isinstance(action, argparse.BooleanOptionalAction) and len(action.option_strings) == 2:

@@ -54,7 +54,9 @@ def sweep_values(spec: FieldSpec, text: str) -> list[object] | None:
 
 def _configure(parser: argparse.ArgumentParser, msg: Messages) -> None:
     parser.usage = usage("sweep", parser.prog)
-    add_request_arguments(parser, msg, field_specs("plan"), help_for=lambda spec: sweep_field_help(spec, msg))
+    add_request_arguments(
+        parser, msg, field_specs("plan"), help_for=lambda spec: sweep_field_help(spec, msg)
+    )
     parser.add_argument("--csv", action="store_true", help=msg.text("opt.csv"))
 
 
@@ -95,9 +97,13 @@ def plan_sweep(args: argparse.Namespace) -> tuple[str, list[object], list[JsonOb
         est = estimate_dict(request)
         if gpu is not None:
             from ..gpus import get_gpu
+
             card = get_gpu(gpu, "gpu")
-            est = {"estimate": est, "verdict": estimate_verdicts(est, [card], margin)[card.id],
-                   "gpu": card.id}
+            est = {
+                "estimate": est,
+                "verdict": estimate_verdicts(est, [card], margin)[card.id],
+                "gpu": card.id,
+            }
         responses.append(est)
     return spec.key, values, responses, command, margin
 
@@ -126,8 +132,15 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         io.write(config_warning_lines(args, ctx.msg), sys.stderr)
     if ctx.mode == "json":
         # an estimate run is the estimate's own response (a verdict, when asked, beside it)
-        io.emit_json({"field": key, "command": command,
-                      "runs": [{"value": v, "response": r} for v, r in zip(values, responses, strict=True)]})
+        io.emit_json(
+            {
+                "field": key,
+                "command": command,
+                "runs": [
+                    {"value": v, "response": r} for v, r in zip(values, responses, strict=True)
+                ],
+            }
+        )
     elif ctx.mode == "csv":
         io.write(render_csv(key, values, responses, command))
     else:
@@ -137,16 +150,21 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
 def _row(key: str, value: object, response: JsonObject, command: str) -> JsonObject:
     est = _memory(response, command)
-    row = {key: value if not isinstance(value, dict) else "hf_config",
-           "peak_allocated_bytes": est["peak_allocated_bytes"],
-           "peak_reserved_bytes": est["peak_reserved_bytes"],
-           "device_total_bytes": est["device_total_bytes"], "peak_phase": est["peak_phase"]}
+    row = {
+        key: value if not isinstance(value, dict) else "hf_config",
+        "peak_allocated_bytes": est["peak_allocated_bytes"],
+        "peak_reserved_bytes": est["peak_reserved_bytes"],
+        "device_total_bytes": est["device_total_bytes"],
+        "peak_phase": est["peak_phase"],
+    }
     verdict = _verdict(response, command)
     if verdict is not None:
         gpu, entry = verdict
         row.update({"gpu": gpu, "fits": entry["fits"], "required_bytes": entry["required_bytes"]})
     if command == "plan":
-        row.update({"time_hours": response["time_hours"], "cost_usd": response["cost_usd"]["total"]})
+        row.update(
+            {"time_hours": response["time_hours"], "cost_usd": response["cost_usd"]["total"]}
+        )
     return row
 
 
@@ -162,22 +180,42 @@ def render_csv(key: str, values: list[object], responses: list[JsonObject], comm
     return out.getvalue()
 
 
-def render_table(key: str, values: list[object], responses: list[JsonObject], command: str, msg: Messages,
-                 margin: float) -> str:
+def render_table(
+    key: str,
+    values: list[object],
+    responses: list[JsonObject],
+    command: str,
+    msg: Messages,
+    margin: float,
+) -> str:
     fmt = Formatter(msg)
-    header = [msg.label(key), msg.text("table.allocated"), msg.text("table.reserved"),
-              msg.text("table.on_device"), msg.text("table.peak_phase")]
+    header = [
+        msg.label(key),
+        msg.text("table.allocated"),
+        msg.text("table.reserved"),
+        msg.text("table.on_device"),
+        msg.text("table.peak_phase"),
+    ]
     body = []
     for value, response in zip(values, responses, strict=True):
         est = _memory(response, command)
-        cells = [str(value) if not isinstance(value, float) else f"{value:g}",
-                 fmt.gib(est["peak_allocated_bytes"]), fmt.gib(est["peak_reserved_bytes"]),
-                 fmt.gib(est["device_total_bytes"]), msg.option("phase", str(est["peak_phase"]))]
+        cells = [
+            str(value) if not isinstance(value, float) else f"{value:g}",
+            fmt.gib(est["peak_allocated_bytes"]),
+            fmt.gib(est["peak_reserved_bytes"]),
+            fmt.gib(est["device_total_bytes"]),
+            msg.option("phase", str(est["peak_phase"])),
+        ]
         verdict = _verdict(response, command)
         if verdict is not None:
             gpu, entry = verdict
-            cells.append(verdict_text(entry, fmt, response.get("safety_margin", margin)
-                                      if command == "plan" else margin).split(" (")[0])
+            cells.append(
+                verdict_text(
+                    entry,
+                    fmt,
+                    response.get("safety_margin", margin) if command == "plan" else margin,
+                ).split(" (")[0]
+            )
         if command == "plan":
             cells += [fmt.hours(response["time_hours"]), fmt.usd(response["cost_usd"]["total"])]
         body.append(cells)
@@ -189,9 +227,13 @@ def render_table(key: str, values: list[object], responses: list[JsonObject], co
     if command == "plan":
         header += [msg.text("table.time"), msg.text("table.cost")]
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) if i == 0 or i >= 4 else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-             for r in [header, *body]]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i == 0 or i >= 4 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in [header, *body]
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines) + "\n"
 

@@ -29,15 +29,22 @@ class Formatter:
         return self.msg.message("unit.usd", "{}").format(number(value, 2, self.msg.lang))
 
     def percent(self, fraction: float) -> str:
-        return self.msg.message("unit.percent", "{}").format(number(fraction * 100, 0, self.msg.lang))
+        return self.msg.message("unit.percent", "{}").format(
+            number(fraction * 100, 0, self.msg.lang)
+        )
 
 
 def _range_pair(value: object) -> tuple[float, float] | None:
     """``peak_allocated_range_bytes`` as [low, high] or {name: bytes}; None when absent or odd."""
     if isinstance(value, dict):
-        value = [v for v in value.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if isinstance(value, (list, tuple)) and len(value) >= 2 and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        value = [
+            v for v in value.values() if isinstance(v, (int, float)) and not isinstance(v, bool)
+        ]
+    if (
+        isinstance(value, (list, tuple))
+        and len(value) >= 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    ):
         return min(value), max(value)
     return None
 
@@ -109,10 +116,15 @@ def _setup_line(request: JsonObject, msg: Messages) -> str:
     if "precision" in request:
         parts.append(_short(msg.short_option("precision", str(request["precision"]))))
     if "framework" in request:
-        parts.append(msg.text("table.framework",
-                              name=msg.short_option("framework", str(request["framework"]))))
+        parts.append(
+            msg.text(
+                "table.framework", name=msg.short_option("framework", str(request["framework"]))
+            )
+        )
     if "seq_len" in request and "micro_batch_size" in request:
-        parts.append(msg.text("table.shape", seq=request["seq_len"], mb=request["micro_batch_size"]))
+        parts.append(
+            msg.text("table.shape", seq=request["seq_len"], mb=request["micro_batch_size"])
+        )
     if "num_gpus" in request:
         parts.append(gpu_count(int(request["num_gpus"]), msg))
         sharding = str(request.get("sharding", "none"))
@@ -123,6 +135,7 @@ def _setup_line(request: JsonObject, msg: Messages) -> str:
 
 def memory_rows(est: JsonObject, fmt: Formatter) -> list[tuple[str, str]]:
     msg = fmt.msg
+
     def figure(key: str) -> str:
         """The estimate, and its calibrated range when the response has one (``<key>_range``)."""
         text = fmt.gib(est[key + "_bytes"])
@@ -133,10 +146,12 @@ def memory_rows(est: JsonObject, fmt: Formatter) -> list[tuple[str, str]]:
     device = _device_range(est)
     if device is not None:
         total = f"{total} ({fmt.gib_range(device)})"
-    rows = [(msg.text("table.allocated"), figure("peak_allocated")),
-            (msg.text("table.reserved"), figure("peak_reserved")),
-            (msg.text("table.on_device"), total),
-            (msg.text("table.peak_phase"), msg.option("phase", str(est.get("peak_phase"))))]
+    rows = [
+        (msg.text("table.allocated"), figure("peak_allocated")),
+        (msg.text("table.reserved"), figure("peak_reserved")),
+        (msg.text("table.on_device"), total),
+        (msg.text("table.peak_phase"), msg.option("phase", str(est.get("peak_phase")))),
+    ]
     if est.get("host_bytes"):
         rows.append((msg.text("table.host"), fmt.gib(est["host_bytes"])))
     return rows
@@ -150,21 +165,34 @@ def verdict_text(entry: JsonObject, fmt: Formatter, margin: float) -> str:
     msg = fmt.msg
     code = entry.get("verdict")
     if not isinstance(code, str):
-        code = ("fits" if entry["fits"] else
-                "fits_without_margin" if entry.get("fits_without_margin") else "does_not_fit")
+        code = (
+            "fits"
+            if entry["fits"]
+            else "fits_without_margin"
+            if entry.get("fits_without_margin")
+            else "does_not_fit"
+        )
     word = msg.message("cli.verdict." + code, code)
     if "required_bytes" not in entry or "memory_bytes" not in entry:
         return word
     has = fmt.gib(entry["memory_bytes"])
     rng = _range_pair(entry.get("device_range_bytes"))
-    if rng is not None and rng[0] != rng[1]:  # what the verdict judged: the range, and the margin set
+    if (
+        rng is not None and rng[0] != rng[1]
+    ):  # what the verdict judged: the range, and the margin set
         judged = fmt.gib_range(rng)
-        detail = (msg.text("table.range_has_margin", range=judged, margin=fmt.percent(margin), has=has)
-                  if margin else msg.text("table.range_has", range=judged, has=has))
+        detail = (
+            msg.text("table.range_has_margin", range=judged, margin=fmt.percent(margin), has=has)
+            if margin
+            else msg.text("table.range_has", range=judged, has=has)
+        )
         return f"{word} ({detail})"
     need = fmt.gib(entry["required_bytes"])
-    detail = (msg.text("table.needs", need=need, margin=fmt.percent(margin), has=has) if margin
-              else msg.text("table.needs_no_margin", need=need, has=has))
+    detail = (
+        msg.text("table.needs", need=need, margin=fmt.percent(margin), has=has)
+        if margin
+        else msg.text("table.needs_no_margin", need=need, has=has)
+    )
     return f"{word} ({detail})"
 
 
@@ -177,22 +205,33 @@ def verdict_heading(msg: Messages, margin: float) -> str:
 def _warnings(codes: list[str], msg: Messages, config: list[JsonObject] | None = None) -> list[str]:
     if not codes:
         return []
-    lines = [msg.text("table.warnings")] + [f"  - {msg.message('warning.' + str(c), str(c))}" for c in codes]
+    lines = [msg.text("table.warnings")] + [
+        f"  - {msg.message('warning.' + str(c), str(c))}" for c in codes
+    ]
     if config:  # --lenient: each refused config value and what was used instead
         from ..config_import.cli import invalid_text
+
         lines += [f"    {invalid_text(entry, msg, replaced=True)}" for entry in config]
     return lines
 
 
-def render_estimate(est: JsonObject, msg: Messages, verdicts: dict[str, JsonObject] | None = None,
-                    margin: float = 0.0) -> str:
+def render_estimate(
+    est: JsonObject,
+    msg: Messages,
+    verdicts: dict[str, JsonObject] | None = None,
+    margin: float = 0.0,
+) -> str:
     fmt = Formatter(msg)
-    lines = [f"{msg.text('table.setup')}: {_setup_line(est.get('request', {}), msg)}",
-             msg.text("table.memory")]
+    lines = [
+        f"{msg.text('table.setup')}: {_setup_line(est.get('request', {}), msg)}",
+        msg.text("table.memory"),
+    ]
     lines += _rows(memory_rows(est, fmt))
     if verdicts:
         lines.append(verdict_heading(msg, margin))
-        lines += _rows([(gpu_name(gpu), verdict_text(entry, fmt, margin)) for gpu, entry in verdicts.items()])
+        lines += _rows(
+            [(gpu_name(gpu), verdict_text(entry, fmt, margin)) for gpu, entry in verdicts.items()]
+        )
     lines += _warnings(est.get("warnings", []), msg, est.get("config_warnings"))
     lines.append(msg.text("table.more", url=msg.methodology_url()))
     return "\n".join(lines) + "\n"
@@ -202,24 +241,43 @@ def render_plan(plan: JsonObject, msg: Messages) -> str:
     fmt = Formatter(msg)
     est = plan["memory"]
     margin = plan.get("safety_margin", 0.0)
-    lines = [f"{msg.text('table.setup')}: {_setup_line(est.get('request', {}), msg)}",
-             msg.text("table.memory")]
+    lines = [
+        f"{msg.text('table.setup')}: {_setup_line(est.get('request', {}), msg)}",
+        msg.text("table.memory"),
+    ]
     lines += _rows(memory_rows(est, fmt))
-    card = setup_name({"gpu": plan["gpu"], "num_gpus": plan["num_gpus"],
-                       "sharding": plan.get("sharding", "none")}, msg)
+    card = setup_name(
+        {
+            "gpu": plan["gpu"],
+            "num_gpus": plan["num_gpus"],
+            "sharding": plan.get("sharding", "none"),
+        },
+        msg,
+    )
     lines.append(verdict_heading(msg, margin))
     lines += _rows([(card, verdict_text(plan["fits"][plan["gpu"]], fmt, margin))])
     cost = plan["cost_usd"]
     lines.append(msg.text("table.time_cost"))
-    lines += _rows([(msg.text("table.time"), fmt.hours(plan["time_hours"])),
-                    (msg.text("table.cost"), fmt.usd(cost["total"])),
-                    (msg.label("cost_final_run"), fmt.usd(cost["final_run"])),
-                    (msg.label("tokens_per_second"), number(plan["time"]["tokens_per_second"], 0, msg.lang))])
+    lines += _rows(
+        [
+            (msg.text("table.time"), fmt.hours(plan["time_hours"])),
+            (msg.text("table.cost"), fmt.usd(cost["total"])),
+            (msg.label("cost_final_run"), fmt.usd(cost["final_run"])),
+            (
+                msg.label("tokens_per_second"),
+                number(plan["time"]["tokens_per_second"], 0, msg.lang),
+            ),
+        ]
+    )
     configs = plan.get("recommendations", {}).get("configs", [])[:3]
     if configs:
         lines.append(msg.text("table.cheapest"))
-        lines += _rows([(setup_name(c, msg), f"{fmt.usd(c['cost_usd'])} · {fmt.hours(c['time_hours'])}")
-                        for c in configs])
+        lines += _rows(
+            [
+                (setup_name(c, msg), f"{fmt.usd(c['cost_usd'])} · {fmt.hours(c['time_hours'])}")
+                for c in configs
+            ]
+        )
     lines += _warnings(plan.get("warnings", []), msg, plan.get("config_warnings"))
     lines.append(msg.text("table.more", url=msg.methodology_url()))
     return "\n".join(lines) + "\n"
@@ -228,9 +286,13 @@ def render_plan(plan: JsonObject, msg: Messages) -> str:
 def _grid(header: list[str], body: list[list[str]], right: set[int]) -> list[str]:
     """Columns padded to their widest cell; numbers (the ``right`` columns) right-aligned."""
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.rjust(w) if i in right else cell.ljust(w)
-                       for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
-             for row in [header, *body]]
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in [header, *body]
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
 
@@ -242,15 +304,31 @@ def _billions(count: float, msg: Messages) -> str:
 def render_presets(listing: list[JsonObject], msg: Messages) -> str:
     """``presets`` on a terminal: id, name, parameters (active ones of a mixture of experts),
     context, layers and hidden size; the rest (shapes, Hugging Face ids, sources) in ``--json``."""
-    header = [msg.text("listing.id"), msg.text("listing.name"), msg.text("listing.params"),
-              msg.text("listing.context"), msg.text("listing.layers"), msg.text("listing.hidden")]
+    header = [
+        msg.text("listing.id"),
+        msg.text("listing.name"),
+        msg.text("listing.params"),
+        msg.text("listing.context"),
+        msg.text("listing.layers"),
+        msg.text("listing.hidden"),
+    ]
     body = []
     for row in listing:
         params = _billions(row["params_total"], msg)
         if row["params_active"] != row["params_total"]:
-            params = msg.text("listing.active", total=params, active=_billions(row["params_active"], msg))
-        body.append([str(row["id"]), str(row["name"]), params, number(row["max_position_embeddings"], 0, msg.lang),
-                     number(row["layers"], 0, msg.lang), number(row["hidden"], 0, msg.lang)])
+            params = msg.text(
+                "listing.active", total=params, active=_billions(row["params_active"], msg)
+            )
+        body.append(
+            [
+                str(row["id"]),
+                str(row["name"]),
+                params,
+                number(row["max_position_embeddings"], 0, msg.lang),
+                number(row["layers"], 0, msg.lang),
+                number(row["hidden"], 0, msg.lang),
+            ]
+        )
     lines = _grid(header, body, {3, 4, 5})
     lines.append(msg.text("listing.presets_footer", n=len(listing)))
     return "\n".join(lines) + "\n"
@@ -259,15 +337,27 @@ def render_presets(listing: list[JsonObject], msg: Messages) -> str:
 def render_gpus(listing: JsonObject, msg: Messages) -> str:
     """``gpus`` on a terminal: id, name, memory the driver reports, dense bf16 TFLOPS, memory
     bandwidth and the lowest price per GPU-hour of the catalogue; sources in ``--json``."""
-    header = [msg.text("listing.id"), msg.text("listing.name"), msg.text("listing.memory"),
-              msg.text("listing.bf16"), msg.text("listing.bandwidth"), msg.text("listing.price")]
+    header = [
+        msg.text("listing.id"),
+        msg.text("listing.name"),
+        msg.text("listing.memory"),
+        msg.text("listing.bf16"),
+        msg.text("listing.bandwidth"),
+        msg.text("listing.price"),
+    ]
     body = []
     for gpu in listing["gpus"]:
         prices = [p["usd"] for p in gpu["prices"] if p.get("unit") == "usd_per_gpu_hour"]
-        body.append([str(gpu["id"]), str(gpu["name"]), number(gpu["memory_bytes"] / GIB, 1, msg.lang),
-                     number(gpu["bf16_dense_tflops"], 0, msg.lang),
-                     number(gpu["memory_bandwidth_gb_per_s"], 0, msg.lang),
-                     number(min(prices), 2, msg.lang) if prices else "–"])
+        body.append(
+            [
+                str(gpu["id"]),
+                str(gpu["name"]),
+                number(gpu["memory_bytes"] / GIB, 1, msg.lang),
+                number(gpu["bf16_dense_tflops"], 0, msg.lang),
+                number(gpu["memory_bandwidth_gb_per_s"], 0, msg.lang),
+                number(min(prices), 2, msg.lang) if prices else "–",
+            ]
+        )
     lines = _grid(header, body, {2, 3, 4, 5})
     lines.append(msg.text("listing.gpus_footer", n=len(listing["gpus"])))
     return "\n".join(lines) + "\n"

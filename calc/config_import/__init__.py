@@ -26,7 +26,14 @@ from .loading import load_text
 if TYPE_CHECKING:
     from .common import ReadFile
 
-__all__ = ["FORMATS", "check_format", "detect_format", "export_config", "import_config", "import_data"]
+__all__ = [
+    "FORMATS",
+    "check_format",
+    "detect_format",
+    "export_config",
+    "import_config",
+    "import_data",
+]
 
 
 def detect_format(data: JsonObject) -> str:
@@ -34,19 +41,42 @@ def detect_format(data: JsonObject) -> str:
     keys = set(map(str, data))
     if "base_model" in keys:
         return "axolotl"
-    if isinstance(data.get("model"), dict) and "_component_" in data["model"] or any(
-            isinstance(v, dict) and "_component_" in v for v in data.values()):
+    if (
+        isinstance(data.get("model"), dict)
+        and "_component_" in data["model"]
+        or any(isinstance(v, dict) and "_component_" in v for v in data.values())
+    ):
         return "torchtune"
-    if keys & {"distributed_type", "compute_environment", "num_processes", "mixed_precision"} and not \
-            keys & {"per_device_train_batch_size", "model_name_or_path"}:
+    if keys & {
+        "distributed_type",
+        "compute_environment",
+        "num_processes",
+        "mixed_precision",
+    } and not keys & {"per_device_train_batch_size", "model_name_or_path"}:
         return "accelerate"
     if keys & {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size"}:
         return "deepspeed"
-    if "model_name_or_path" in keys and keys & {"finetuning_type", "stage", "template", "cutoff_len",
-                                                "lora_target", "quantization_bit", "flash_attn"}:
+    if "model_name_or_path" in keys and keys & {
+        "finetuning_type",
+        "stage",
+        "template",
+        "cutoff_len",
+        "lora_target",
+        "quantization_bit",
+        "flash_attn",
+    }:
         return "llamafactory"
-    if keys & {"per_device_train_batch_size", "output_dir", "optim", "max_length", "max_seq_length",
-               "gradient_accumulation_steps", "num_train_epochs", "model_name_or_path", "use_peft"}:
+    if keys & {
+        "per_device_train_batch_size",
+        "output_dir",
+        "optim",
+        "max_length",
+        "max_seq_length",
+        "gradient_accumulation_steps",
+        "num_train_epochs",
+        "model_name_or_path",
+        "use_peft",
+    }:
         return "trl"
     raise InputError("config_format_unknown", "format", None)
 
@@ -64,8 +94,13 @@ def check_format(data: JsonObject, fmt: str) -> None:
     except InputError:
         return
     if detected != fmt and (detected, fmt) not in _COMPATIBLE:
-        raise InputError("config_format_mismatch", "format", fmt,
-                         f"the file looks like {detected}", extra={"detected": detected})
+        raise InputError(
+            "config_format_mismatch",
+            "format",
+            fmt,
+            f"the file looks like {detected}",
+            extra={"detected": detected},
+        )
 
 
 def _importer(fmt: str) -> Callable[..., JsonObject]:
@@ -86,8 +121,9 @@ def _importer(fmt: str) -> Callable[..., JsonObject]:
     return fn
 
 
-def import_data(data: JsonObject, fmt: str = "auto", model: object = None,
-                read_file: ReadFile | None = None) -> JsonObject:
+def import_data(
+    data: JsonObject, fmt: str = "auto", model: object = None, read_file: ReadFile | None = None
+) -> JsonObject:
     """Map an already parsed config (a ``fmt`` other than "auto" must not contradict the
     file's own keys: :func:`check_format`). ``model``: a preset id or ``{"hf_config": ...}`` that
     replaces the file's model (the calculator's current model, or a pasted config.json);
@@ -103,8 +139,9 @@ def import_data(data: JsonObject, fmt: str = "auto", model: object = None,
     return result
 
 
-def import_config(text: str | bytes, fmt: str = "auto", model: object = None,
-                  read_file: ReadFile | None = None) -> JsonObject:
+def import_config(
+    text: str | bytes, fmt: str = "auto", model: object = None, read_file: ReadFile | None = None
+) -> JsonObject:
     """Parse ``text`` (str or bytes, YAML or JSON) and map it (see :func:`import_data`)."""
     if fmt != "auto" and fmt not in FORMATS:
         raise InputError("unknown_config_format", "format", fmt)

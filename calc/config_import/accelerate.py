@@ -16,18 +16,45 @@ from .report import Report
 
 TOOL = "accelerate 1.15.0"
 
-IGNORED = {"compute_environment", "debug", "machine_rank", "main_training_function", "rdzv_backend",
-           "same_network", "tpu_env", "tpu_use_cluster", "tpu_use_sudo", "use_cpu", "main_process_ip",
-           "main_process_port", "gpu_ids", "downcast_bf16", "enable_cpu_affinity", "dynamo_config"}
+IGNORED = {
+    "compute_environment",
+    "debug",
+    "machine_rank",
+    "main_training_function",
+    "rdzv_backend",
+    "same_network",
+    "tpu_env",
+    "tpu_use_cluster",
+    "tpu_use_sudo",
+    "use_cpu",
+    "main_process_ip",
+    "main_process_port",
+    "gpu_ids",
+    "downcast_bf16",
+    "enable_cpu_affinity",
+    "dynamo_config",
+}
 _STAGES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
 _DISTRIBUTED = ("NO", "MULTI_GPU", "FSDP", "DEEPSPEED")
 # accelerate 1.15.0 ``DistributedType`` members calc does not model
-_DIST_NOT_MODELLED = ("MULTI_CPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU",
-                      "MULTI_HPU", "XLA", "MEGATRON_LM")
+_DIST_NOT_MODELLED = (
+    "MULTI_CPU",
+    "MULTI_NPU",
+    "MULTI_MLU",
+    "MULTI_SDAA",
+    "MULTI_MUSA",
+    "MULTI_XPU",
+    "MULTI_HPU",
+    "XLA",
+    "MEGATRON_LM",
+)
 
 
 def _distributed_type(rep: Report, key: str, value: object, ctx: JsonObject) -> None:
-    if common.choice(rep, key, str(value).upper(), _DISTRIBUTED, "sharding", _DIST_NOT_MODELLED) is not None:
+    if (
+        common.choice(rep, key, str(value).upper(), _DISTRIBUTED, "sharding", _DIST_NOT_MODELLED)
+        is not None
+    ):
         rep.mark_used(key, ["sharding"])
         # FSDP and DeepSpeed: their own sections decide
         sharding = {"MULTI_GPU": "ddp", "NO": "none"}.get(ctx["dist"])
@@ -37,10 +64,12 @@ def _distributed_type(rep: Report, key: str, value: object, ctx: JsonObject) -> 
 
 def _count(name: str) -> keys.Reader:
     """num_processes x num_machines GPUs, multiplied once both are read."""
+
     def read(rep: Report, key: str, value: object, ctx: JsonObject) -> None:
         ctx[name] = common.integer(rep, key, value, "num_gpus")
         if ctx[name]:
             rep.mark_used(key, ["num_gpus"])
+
     return read
 
 
@@ -58,7 +87,9 @@ def _deepspeed_config(rep: Report, key: str, value: object, ctx: JsonObject) -> 
         rep.unknown(key)
     elif ctx["dist"] == "DEEPSPEED":
         stage = common.positive_int(value.get("zero_stage")) if value.get("zero_stage") != 0 else 0
-        keys.read_keys(rep, value, DEEPSPEED_PLUGIN, {**ctx, "cfg": value, "stage": stage}, key + ".")
+        keys.read_keys(
+            rep, value, DEEPSPEED_PLUGIN, {**ctx, "cfg": value, "stage": stage}, key + "."
+        )
     else:
         rep.ignore(key, "distributed_type_is_not_deepspeed")
 
@@ -66,7 +97,10 @@ def _deepspeed_config(rep: Report, key: str, value: object, ctx: JsonObject) -> 
 # -- deepspeed_config: accelerate's DeepSpeed plugin --------------------------------------------
 def _zero_stage(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
     stage = ctx["stage"]
-    if common.choice(rep, path, value, tuple(_STAGES), "sharding") is not None and stage is not None:
+    if (
+        common.choice(rep, path, value, tuple(_STAGES), "sharding") is not None
+        and stage is not None
+    ):
         rep.use(path, "sharding", _STAGES[stage])
         rep.use(path, "sync_each_micro_batch", stage >= 2)
         if stage >= 1:
@@ -103,15 +137,26 @@ def _config_file(rep: Report, path: str, value: object, ctx: JsonObject) -> None
 
 
 DEEPSPEED_PLUGIN: dict[str, keys.Key] = {
-    "zero_stage": keys.Key(_zero_stage, ("sharding", "sync_each_micro_batch", "sharding_engine"),
-                           "ZeRO-2/3 reduce-scatter the gradients at every micro-batch"),
-    "offload_optimizer_device": keys.Key(_offload_optimizer, ("cpu_offload",), "nvme counted as cpu"),
+    "zero_stage": keys.Key(
+        _zero_stage,
+        ("sharding", "sync_each_micro_batch", "sharding_engine"),
+        "ZeRO-2/3 reduce-scatter the gradients at every micro-batch",
+    ),
+    "offload_optimizer_device": keys.Key(
+        _offload_optimizer, ("cpu_offload",), "nvme counted as cpu"
+    ),
     "offload_param_device": keys.Key(_offload_params, ("cpu_offload",), "needs ZeRO-3"),
     "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
-    "deepspeed_config_file": keys.Key(_config_file, common.DEEPSPEED_FIELDS,
-                                      "read when it exists, else stage and offload from its name",
-                                      sections.DEEPSPEED),
-    **{name: keys.ignored() for name in ("zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher")},
+    "deepspeed_config_file": keys.Key(
+        _config_file,
+        common.DEEPSPEED_FIELDS,
+        "read when it exists, else stage and offload from its name",
+        sections.DEEPSPEED,
+    ),
+    **{
+        name: keys.ignored()
+        for name in ("zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher")
+    },
 }
 
 
@@ -122,15 +167,24 @@ KEYS: dict[str, keys.Key] = {
     "num_processes": keys.Key(_count("procs"), ("num_gpus",)),
     "num_machines": keys.Key(_count("machines"), ("num_gpus",)),
     # autocast over fp32 weights: "-mixed"
-    "mixed_precision": keys.mapped("precision", {"no": "fp32", "bf16": "bf16-mixed", "fp16": "fp16-mixed"},
-                                   ("fp8",), lambda value: str(value).lower()),
-    "fsdp_config": keys.Key(_fsdp_config, sections.FSDP_FIELDS, "FSDP version 1 unless fsdp_version: 2",
-                            sections.FSDP),
-    "deepspeed_config": keys.Key(_deepspeed_config, common.DEEPSPEED_FIELDS, table=DEEPSPEED_PLUGIN),
+    "mixed_precision": keys.mapped(
+        "precision",
+        {"no": "fp32", "bf16": "bf16-mixed", "fp16": "fp16-mixed"},
+        ("fp8",),
+        lambda value: str(value).lower(),
+    ),
+    "fsdp_config": keys.Key(
+        _fsdp_config, sections.FSDP_FIELDS, "FSDP version 1 unless fsdp_version: 2", sections.FSDP
+    ),
+    "deepspeed_config": keys.Key(
+        _deepspeed_config, common.DEEPSPEED_FIELDS, table=DEEPSPEED_PLUGIN
+    ),
 }
 
 
-def import_accelerate(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
+def import_accelerate(
+    data: JsonObject, model: object = None, read_file: common.ReadFile | None = None
+) -> JsonObject:
     rep = Report("accelerate", TOOL)
     if model is not None:
         rep.request["model"] = model

@@ -20,52 +20,187 @@ from .report import Report
 TOOL = "axolotl 0.18.0"
 
 IGNORED = {
-    "base_model_config", "base_model_ignore_patterns", "revision_of_model", "tokenizer_config",
-    "model_type", "tokenizer_type", "tokenizer_use_fast", "tokenizer_legacy", "trust_remote_code",
-    "is_llama_derived_model", "is_mistral_derived_model", "is_qwen_derived_model",
-    "is_falcon_derived_model", "strict", "datasets", "test_datasets", "val_set_size",
-    "dataset_prepared_path", "push_dataset_to_hub", "dataset_processes", "dataset_num_proc",
-    "shuffle_merged_datasets", "chat_template", "chat_template_jinja", "default_system_message",
-    "special_tokens", "tokens", "added_tokens_overrides", "train_on_inputs",
-    "output_dir", "hub_model_id", "hub_strategy", "hf_use_auth_token", "wandb_project",
-    "wandb_entity", "wandb_name", "wandb_watch", "wandb_log_model", "wandb_run_id", "mlflow_tracking_uri",
-    "mlflow_experiment_name", "use_wandb", "use_mlflow", "comet_project_name", "use_tensorboard",
-    "learning_rate", "lr_scheduler", "lr_scheduler_kwargs", "cosine_min_lr_ratio", "lr_div_factor",
-    "warmup_steps", "warmup_ratio", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
-    "max_grad_norm", "optim_args", "logging_steps", "save_steps", "eval_steps", "evals_per_epoch",
-    "saves_per_epoch", "save_strategy", "eval_strategy", "save_total_limit", "save_only_model",
-    "save_safetensors", "save_first_step", "eval_table_size", "eval_max_new_tokens",
-    "do_causal_lm_eval", "eval_causal_lm_metrics", "early_stopping_patience",
-    "resume_from_checkpoint", "auto_resume_from_checkpoints", "local_rank", "seed", "debug",
-    "logging_dir", "loss_watchdog_threshold", "loss_watchdog_patience", "gc_steps",
-    "ddp_timeout", "ddp_bucket_cap_mb", "ddp_broadcast_buffers", "ddp_find_unused_parameters",
-    "dataloader_pin_memory", "dataloader_num_workers", "dataloader_prefetch_factor",
-    "dataloader_drop_last", "eval_sample_packing", "sample_packing_eff_est",
-    "sample_packing_group_size", "sample_packing_bin_size", "sample_packing_sequentially",
-    "remove_unused_columns", "lora_alpha", "lora_fan_in_fan_out", "lora_model_dir",
-    "peft_use_rslora", "loraplus_lr_ratio", "loraplus_lr_embedding", "merge_lora",
-    "plugins", "neftune_noise_alpha", "flash_attn_cross_entropy", "flash_attn_rms_norm",
-    "flash_attn_fuse_qkv", "flash_attn_fuse_mlp", "liger_use_token_scaling", "excess_length_strategy",
-    "min_sample_len", "skip_prepare_dataset", "embeddings_skip_upcast", "train_on_eos",
-    "unfrozen_parameters", "max_memory", "gpu_memory_limit", "device_map", "torch_compile_backend",
-    "torch_compile_mode", "eval_batch_size", "auto_find_batch_size", "include_tokens_per_second",
-    "profiler_steps", "xformers_attention_kernel", "torchdistx_path", "pretraining_dataset",
-    "streaming", "shuffle_before_merging_datasets", "sequence_len_overflow_handling",
-    "deepcompile", "fp8_enable_fsdp_float8_all_gather", "fsdp_final_state_dict_type", "save_steps_ratio",
+    "base_model_config",
+    "base_model_ignore_patterns",
+    "revision_of_model",
+    "tokenizer_config",
+    "model_type",
+    "tokenizer_type",
+    "tokenizer_use_fast",
+    "tokenizer_legacy",
+    "trust_remote_code",
+    "is_llama_derived_model",
+    "is_mistral_derived_model",
+    "is_qwen_derived_model",
+    "is_falcon_derived_model",
+    "strict",
+    "datasets",
+    "test_datasets",
+    "val_set_size",
+    "dataset_prepared_path",
+    "push_dataset_to_hub",
+    "dataset_processes",
+    "dataset_num_proc",
+    "shuffle_merged_datasets",
+    "chat_template",
+    "chat_template_jinja",
+    "default_system_message",
+    "special_tokens",
+    "tokens",
+    "added_tokens_overrides",
+    "train_on_inputs",
+    "output_dir",
+    "hub_model_id",
+    "hub_strategy",
+    "hf_use_auth_token",
+    "wandb_project",
+    "wandb_entity",
+    "wandb_name",
+    "wandb_watch",
+    "wandb_log_model",
+    "wandb_run_id",
+    "mlflow_tracking_uri",
+    "mlflow_experiment_name",
+    "use_wandb",
+    "use_mlflow",
+    "comet_project_name",
+    "use_tensorboard",
+    "learning_rate",
+    "lr_scheduler",
+    "lr_scheduler_kwargs",
+    "cosine_min_lr_ratio",
+    "lr_div_factor",
+    "warmup_steps",
+    "warmup_ratio",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "max_grad_norm",
+    "optim_args",
+    "logging_steps",
+    "save_steps",
+    "eval_steps",
+    "evals_per_epoch",
+    "saves_per_epoch",
+    "save_strategy",
+    "eval_strategy",
+    "save_total_limit",
+    "save_only_model",
+    "save_safetensors",
+    "save_first_step",
+    "eval_table_size",
+    "eval_max_new_tokens",
+    "do_causal_lm_eval",
+    "eval_causal_lm_metrics",
+    "early_stopping_patience",
+    "resume_from_checkpoint",
+    "auto_resume_from_checkpoints",
+    "local_rank",
+    "seed",
+    "debug",
+    "logging_dir",
+    "loss_watchdog_threshold",
+    "loss_watchdog_patience",
+    "gc_steps",
+    "ddp_timeout",
+    "ddp_bucket_cap_mb",
+    "ddp_broadcast_buffers",
+    "ddp_find_unused_parameters",
+    "dataloader_pin_memory",
+    "dataloader_num_workers",
+    "dataloader_prefetch_factor",
+    "dataloader_drop_last",
+    "eval_sample_packing",
+    "sample_packing_eff_est",
+    "sample_packing_group_size",
+    "sample_packing_bin_size",
+    "sample_packing_sequentially",
+    "remove_unused_columns",
+    "lora_alpha",
+    "lora_fan_in_fan_out",
+    "lora_model_dir",
+    "peft_use_rslora",
+    "loraplus_lr_ratio",
+    "loraplus_lr_embedding",
+    "merge_lora",
+    "plugins",
+    "neftune_noise_alpha",
+    "flash_attn_cross_entropy",
+    "flash_attn_rms_norm",
+    "flash_attn_fuse_qkv",
+    "flash_attn_fuse_mlp",
+    "liger_use_token_scaling",
+    "excess_length_strategy",
+    "min_sample_len",
+    "skip_prepare_dataset",
+    "embeddings_skip_upcast",
+    "train_on_eos",
+    "unfrozen_parameters",
+    "max_memory",
+    "gpu_memory_limit",
+    "device_map",
+    "torch_compile_backend",
+    "torch_compile_mode",
+    "eval_batch_size",
+    "auto_find_batch_size",
+    "include_tokens_per_second",
+    "profiler_steps",
+    "xformers_attention_kernel",
+    "torchdistx_path",
+    "pretraining_dataset",
+    "streaming",
+    "shuffle_before_merging_datasets",
+    "sequence_len_overflow_handling",
+    "deepcompile",
+    "fp8_enable_fsdp_float8_all_gather",
+    "fsdp_final_state_dict_type",
+    "save_steps_ratio",
 }
 # understood, but what they change is not in the model (listed as unknown + not_modelled)
 NOT_MODELLED = {
-    "peft_use_dora", "lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel",
-    "lora_embedding_kernel", "liger_rope", "liger_rms_norm", "liger_rms_norm_gated", "liger_layer_norm",
-    "liger_swiglu", "liger_glu_activation", "unsloth_lora_mlp", "unsloth_lora_qkv", "unsloth_lora_o",
-    "unsloth_rms_norm", "unsloth_rope", "tiled_mlp", "tiled_mlp_num_shards", "selective_checkpointing",
-    "layer_offloading", "fp8", "gptq", "relora", "relora_steps", "lora_target_parameters",
-    "lora_rank_pattern", "lora_alpha_pattern", "sequence_parallel_degree", "context_parallel_size",
-    "tensor_parallel_size", "fp32_norms", "s2_attention", "chunked_cross_entropy_num_chunks",
+    "peft_use_dora",
+    "lora_mlp_kernel",
+    "lora_qkv_kernel",
+    "lora_o_kernel",
+    "lora_embedding_kernel",
+    "liger_rope",
+    "liger_rms_norm",
+    "liger_rms_norm_gated",
+    "liger_layer_norm",
+    "liger_swiglu",
+    "liger_glu_activation",
+    "unsloth_lora_mlp",
+    "unsloth_lora_qkv",
+    "unsloth_lora_o",
+    "unsloth_rms_norm",
+    "unsloth_rope",
+    "tiled_mlp",
+    "tiled_mlp_num_shards",
+    "selective_checkpointing",
+    "layer_offloading",
+    "fp8",
+    "gptq",
+    "relora",
+    "relora_steps",
+    "lora_target_parameters",
+    "lora_rank_pattern",
+    "lora_alpha_pattern",
+    "sequence_parallel_degree",
+    "context_parallel_size",
+    "tensor_parallel_size",
+    "fp32_norms",
+    "s2_attention",
+    "chunked_cross_entropy_num_chunks",
 }
 # chunked or fused loss kernels that never build the full logits tensor
-CHUNKED_LOSS = {"cut_cross_entropy", "liger_fused_linear_cross_entropy", "chunked_cross_entropy",
-                "unsloth_cross_entropy_loss", "liger_cross_entropy"}
+CHUNKED_LOSS = {
+    "cut_cross_entropy",
+    "liger_fused_linear_cross_entropy",
+    "chunked_cross_entropy",
+    "unsloth_cross_entropy_loss",
+    "liger_cross_entropy",
+}
 
 
 def _adapter(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -109,21 +244,33 @@ def _precision_flag(rep: Report, key: str, value: object, st: JsonObject) -> Non
 def _checkpointing(rep: Report, key: str, value: object, st: JsonObject) -> None:
     if value in ("offload", "offload_disk"):
         rep.use(key, "gradient_checkpointing", True)
-        rep.use(key, "activation_offload", True, "disk_counted_as_cpu" if value == "offload_disk" else None)
+        rep.use(
+            key,
+            "activation_offload",
+            True,
+            "disk_counted_as_cpu" if value == "offload_disk" else None,
+        )
     else:
-        rep.use(key, "gradient_checkpointing",
-                common.flag(rep, key, value, "gradient_checkpointing", ("offload", "offload_disk")))
+        rep.use(
+            key,
+            "gradient_checkpointing",
+            common.flag(rep, key, value, "gradient_checkpointing", ("offload", "offload_disk")),
+        )
 
 
 def _activation_offloading(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    offload = False if value is None else common.flag(rep, key, value, "activation_offload", ("legacy", "disk"))
+    offload = (
+        False
+        if value is None
+        else common.flag(rep, key, value, "activation_offload", ("legacy", "disk"))
+    )
     if offload is not None:
         rep.use(key, "activation_offload", offload is not False)
 
 
 def _batch_size(rep: Report, key: str, value: object, st: JsonObject) -> None:
     # accumulation = batch_size / micro_batch_size, once both are read
-    st["batch_size"] = common.integer(rep, key, value, "gradient_accumulation_steps", maximum=2 ** 62)
+    st["batch_size"] = common.integer(rep, key, value, "gradient_accumulation_steps", maximum=2**62)
 
 
 def _pad_to_sequence_len(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -132,11 +279,13 @@ def _pad_to_sequence_len(rep: Report, key: str, value: object, st: JsonObject) -
 
 def _attention_switch(name: str) -> keys.Key:
     """``flash_attention: true`` and the like: ``name`` when on."""
+
     def read(rep: Report, key: str, value: object, st: JsonObject) -> None:
         if common.flag(rep, key, value, "attention") is True:
             common.set_attention(rep, key, name)
         else:
             rep.ignore(key)
+
     return keys.Key(read, ("attention",))
 
 
@@ -168,7 +317,9 @@ KEYS: dict[str, keys.Key] = {
     # listed first: an explicit entry below overrides them
     **{name: keys.ignored() for name in sorted(IGNORED)},
     **{name: keys.not_modelled() for name in sorted(NOT_MODELLED)},
-    "base_model": keys.Key(lambda rep, key, value, st: None, ("model",), "read first: the model's shapes"),
+    "base_model": keys.Key(
+        lambda rep, key, value, st: None, ("model",), "read first: the model's shapes"
+    ),
     "adapter": keys.Key(_adapter, ("method",)),
     "load_in_4bit": keys.Key(hf.read_load_in, ("method",)),
     "load_in_8bit": keys.Key(hf.read_load_in, ("method",), "int8 base weights not modelled"),
@@ -179,9 +330,14 @@ KEYS: dict[str, keys.Key] = {
     "lora_target_modules": keys.Key(hf.read_targets, ("lora_targets",)),
     "lora_target_linear": keys.Key(_target_linear, ("lora_targets",)),
     "bnb_config_kwargs": keys.section(hf.BNB, ("qlora_double_quant",)),
-    **{name: keys.Key(_precision_flag, ("precision",)) for name in ("bf16", "fp16", "bfloat16", "float16", "float32")},
+    **{
+        name: keys.Key(_precision_flag, ("precision",))
+        for name in ("bf16", "fp16", "bfloat16", "float16", "float32")
+    },
     "tf32": keys.Key(_precision_flag, (), "fp32 matmul speed not modelled"),
-    "gradient_checkpointing": keys.Key(_checkpointing, ("gradient_checkpointing", "activation_offload")),
+    "gradient_checkpointing": keys.Key(
+        _checkpointing, ("gradient_checkpointing", "activation_offload")
+    ),
     "gradient_checkpointing_kwargs": keys.section(hf.CHECKPOINTING_KWARGS),
     "activation_offloading": keys.Key(_activation_offloading, ("activation_offload",)),
     "micro_batch_size": keys.whole("micro_batch_size"),
@@ -194,16 +350,26 @@ KEYS: dict[str, keys.Key] = {
     "flash_attention": _attention_switch("flash"),
     "sdp_attention": _attention_switch("sdpa"),
     "eager_attention": _attention_switch("eager"),
-    **{name: keys.Key(_attention_not_modelled) for name in ("xformers_attention", "flex_attention", "sage_attention")},
+    **{
+        name: keys.Key(_attention_not_modelled)
+        for name in ("xformers_attention", "flex_attention", "sage_attention")
+    },
     "attn_implementation": keys.call(common.set_attention, "attention"),
     **{name: keys.Key(_chunked_loss, ("chunked_loss",)) for name in sorted(CHUNKED_LOSS)},
     "optimizer": keys.call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
-    "deepspeed": keys.Key(lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st["read_file"]),
-                          common.DEEPSPEED_FIELDS, table=sections.DEEPSPEED),
+    "deepspeed": keys.Key(
+        lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st["read_file"]),
+        common.DEEPSPEED_FIELDS,
+        table=sections.DEEPSPEED,
+    ),
     "fsdp": keys.call(common.fsdp_trainer_option, "sharding", "cpu_offload"),
     "fsdp_config": keys.dict_only(
-        lambda rep, key, value, st: sections.fsdp_section(rep, value, key + ".", version=st["fsdp_version"]),
-        *sections.FSDP_FIELDS, table=sections.FSDP),
+        lambda rep, key, value, st: sections.fsdp_section(
+            rep, value, key + ".", version=st["fsdp_version"]
+        ),
+        *sections.FSDP_FIELDS,
+        table=sections.FSDP,
+    ),
     "fsdp_version": keys.Key(_fsdp_version, ("sharding",)),
     "torch_compile": keys.Key(_torch_compile, ("torch_compile",)),
     "num_epochs": keys.call(hf.set_epochs, "epochs"),
@@ -211,7 +377,9 @@ KEYS: dict[str, keys.Key] = {
 }
 
 
-def import_axolotl(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
+def import_axolotl(
+    data: JsonObject, model: object = None, read_file: common.ReadFile | None = None
+) -> JsonObject:
     rep = Report("axolotl", TOOL)
     st: JsonObject = {}
     arch = None
@@ -250,7 +418,9 @@ def import_axolotl(data: JsonObject, model: object = None, read_file: common.Rea
         hf.finish_targets(rep, st.get("targets_key"), arch, TOOL)
         rep.default("lora_rank", 8, "peft 0.21.0 LoraConfig.r (axolotl 0.18.0 sets none)")
         rep.default("lora_dropout", 0.0, TOOL)
-        hf.adapter_dtype_default(rep, True, "peft 0.21.0 autocast_adapter_dtype (axolotl 0.18.0 leaves it on)")
+        hf.adapter_dtype_default(
+            rep, True, "peft 0.21.0 autocast_adapter_dtype (axolotl 0.18.0 leaves it on)"
+        )
         if method == "qlora":
             rep.default("qlora_double_quant", True, TOOL + " loaders/model.py")
     rep.default("micro_batch_size", 1, TOOL)
@@ -289,4 +459,3 @@ def _precision(st: JsonObject) -> str | None:
     if st.get("bf16") is False or common.is_true(st.get("float32")):
         return "fp32"
     return None
-

@@ -77,8 +77,14 @@ def import_file(path: str, fmt: str = "auto", model: object = None) -> JsonObjec
 # the GPUs and how they share the states; the rest (precision above all: the Trainer's
 # bf16/fp16 override accelerate's mixed_precision) is the training file's
 LAUNCH_FORMATS = ("accelerate", "deepspeed")
-LAUNCH_FIELDS = ("num_gpus", "sharding", "cpu_offload", "frozen_weight_grads", "sync_each_micro_batch",
-                 "sharding_engine")
+LAUNCH_FIELDS = (
+    "num_gpus",
+    "sharding",
+    "cpu_offload",
+    "frozen_weight_grads",
+    "sync_each_micro_batch",
+    "sharding_engine",
+)
 
 
 def combine(results: list[JsonObject]) -> JsonObject:
@@ -150,7 +156,9 @@ def accepted_text(accepted: JsonObject, msg: Messages) -> str:
         key = "above" if accepted.get("minimum_exclusive") else "at_least"
     else:
         key = "below" if accepted.get("maximum_exclusive") else "range"
-    return msg.message("import.accepted." + key, "{low} {high}").format(low=_json(low), high=_json(high))
+    return msg.message("import.accepted." + key, "{low} {high}").format(
+        low=_json(low), high=_json(high)
+    )
 
 
 def invalid_text(entry: JsonObject, msg: Messages, replaced: bool = False) -> str:
@@ -158,20 +166,27 @@ def invalid_text(entry: JsonObject, msg: Messages, replaced: bool = False) -> st
     used instead."""
     reason = msg.message("import.invalid." + str(entry["reason"]), str(entry["reason"]))
     text = msg.message("import.invalid_key", "{key} = {value}: {reason} ({accepted})").format(
-        key=entry["key"], value=_json(entry.get("value")), reason=reason,
-        accepted=accepted_text(entry.get("accepted") or {}, msg))
+        key=entry["key"],
+        value=_json(entry.get("value")),
+        reason=reason,
+        accepted=accepted_text(entry.get("accepted") or {}, msg),
+    )
     if "file" in entry:
         text = f"{entry['file']}: {text}"
     if replaced and "used_instead" in entry:
         source = str(entry.get("source"))
-        source = msg.message("import.source." + source, source) if source in ("file", "calc") else source
+        source = (
+            msg.message("import.source." + source, source) if source in ("file", "calc") else source
+        )
         text += "; " + msg.message("import.used_instead", "{value} ({source})").format(
-            value=_json(entry["used_instead"]), source=source)
+            value=_json(entry["used_instead"]), source=source
+        )
     return text
 
 
-def import_files(paths: list[str], fmt: str = "auto", model: object = None,
-                 msg: Messages | None = None) -> list[JsonObject]:
+def import_files(
+    paths: list[str], fmt: str = "auto", model: object = None, msg: Messages | None = None
+) -> list[JsonObject]:
     """Each file imported; a format the file contradicts is refused with the detected format
     named in the reader's language when ``msg`` is given."""
     try:
@@ -179,13 +194,19 @@ def import_files(paths: list[str], fmt: str = "auto", model: object = None,
     except InputError as err:
         if err.code == "config_format_mismatch" and msg is not None:
             err.detail = msg.message("import.format_detected", "{detected}").format(
-                detected=err.extra.get("detected"))
+                detected=err.extra.get("detected")
+            )
         raise
 
 
-def request_from_config_file(path: str | list[str], fmt: str = "auto", plan: bool = False,
-                             model: object = None, lenient: bool = True,
-                             msg: Messages | None = None) -> JsonObject:
+def request_from_config_file(
+    path: str | list[str],
+    fmt: str = "auto",
+    plan: bool = False,
+    model: object = None,
+    lenient: bool = True,
+    msg: Messages | None = None,
+) -> JsonObject:
     """The request a config file gives (with ``epochs`` / ``dataset_tokens`` for a plan).
     ``path`` may be a list of files: a training file and the accelerate or DeepSpeed config
     it is launched with (see :func:`combine`). ``model``: the model given separately (a
@@ -204,8 +225,12 @@ def request_from_config_file(path: str | list[str], fmt: str = "auto", plan: boo
     if model is not None:
         request["model"] = model
     if "model" not in request:
-        raise InputError("config_model_unknown", "model", None,
-                         "the config's model is not a preset: give it with --model or --hf-config")
+        raise InputError(
+            "config_model_unknown",
+            "model",
+            None,
+            "the config's model is not a preset: give it with --model or --hf-config",
+        )
     return request
 
 
@@ -213,9 +238,12 @@ def request_from_config_file(path: str | list[str], fmt: str = "auto", plan: boo
 
 
 def _configure_import(parser: argparse.ArgumentParser, msg: Messages) -> None:
-    parser.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
-                        help=msg.text("opt.import_format"))
-    parser.add_argument("--export", choices=FORMATS, default=None, help=msg.text("opt.import_export"))
+    parser.add_argument(
+        "--format", default="auto", choices=("auto",) + FORMATS, help=msg.text("opt.import_format")
+    )
+    parser.add_argument(
+        "--export", choices=FORMATS, default=None, help=msg.text("opt.import_export")
+    )
     parser.add_argument("--lang", choices=LANGS, help=msg.text("opt.lang"))
     parser.add_argument("--lenient", action="store_true", help=msg.text("opt.lenient"))
     parser.add_argument("file", metavar="FILE", help=msg.text("opt.import_file"))
@@ -255,8 +283,12 @@ def run_import(args: argparse.Namespace, ctx: Context | None = None) -> int:
 
 def _add_config_option(group: argparse._ArgumentGroup, msg: Messages) -> None:
     group.add_argument("--config", metavar="FILE", action="append", help=msg.text("opt.config"))
-    group.add_argument("--config-format", default="auto", choices=("auto",) + FORMATS,
-                       help=msg.text("opt.config_format"))
+    group.add_argument(
+        "--config-format",
+        default="auto",
+        choices=("auto",) + FORMATS,
+        help=msg.text("opt.config_format"),
+    )
     group.add_argument("--lenient", action="store_true", help=msg.text("opt.lenient"))
 
 
@@ -281,8 +313,12 @@ def _load_config_option(args: argparse.Namespace) -> JsonObject | None:
             for key, value in result.get("plan", {}).items():
                 request.setdefault(key, value)
     if "model" not in request and not given:
-        raise InputError("config_model_unknown", "model", None,
-                         "the config's model is not a preset: give it with --model or --hf-config")
+        raise InputError(
+            "config_model_unknown",
+            "model",
+            None,
+            "the config's model is not a preset: give it with --model or --hf-config",
+        )
     return request
 
 
@@ -311,6 +347,8 @@ def register_cli() -> None:
     request source (so ``--request`` and the field flags override what the file says)."""
     from ..cli.registry import REQUEST_SOURCES, Command, RequestSource, register, register_source
 
-    register(Command("import", "cmd.import", _configure_import, run_import, json_only=True, order=35))
+    register(
+        Command("import", "cmd.import", _configure_import, run_import, json_only=True, order=35)
+    )
     register_source(RequestSource("config", _add_config_option, _load_config_option))
     REQUEST_SOURCES.sort(key=lambda source: source.name != "config")  # stable: config first

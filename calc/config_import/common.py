@@ -72,8 +72,14 @@ ATTENTION_NAMES: dict[str, str] = {
 # MLP's w1/w2/w3 are gate/down/up in Llama-style checkpoints, the convert functions of
 # torchtune.models.convert_weights)
 TORCHTUNE_TO_HF = {
-    "q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "output_proj": "o_proj",
-    "w1": "gate_proj", "w2": "down_proj", "w3": "up_proj", "output": "lm_head",
+    "q_proj": "q_proj",
+    "k_proj": "k_proj",
+    "v_proj": "v_proj",
+    "output_proj": "o_proj",
+    "w1": "gate_proj",
+    "w2": "down_proj",
+    "w3": "up_proj",
+    "output": "lm_head",
 }
 
 
@@ -97,13 +103,22 @@ def is_true(value: object) -> bool:
 #   into environment variables read by ``utils.environment.str_to_bool``: the same forms;
 # - LLaMA-Factory (``HfArgumentParser.parse_dict``), torchtune (OmegaConf) and accelerate's
 #   top level (``ClusterConfig(**yaml)``) pass the value on unconverted: only a real boolean.
-_PYDANTIC_TEXT = {**dict.fromkeys(("true", "t", "yes", "y", "on", "1"), True),
-                  **dict.fromkeys(("false", "f", "no", "n", "off", "0"), False)}
-_ARGPARSE_TEXT = {**dict.fromkeys(("yes", "true", "t", "y", "1"), True),
-                  **dict.fromkeys(("no", "false", "f", "n", "0"), False)}
+_PYDANTIC_TEXT = {
+    **dict.fromkeys(("true", "t", "yes", "y", "on", "1"), True),
+    **dict.fromkeys(("false", "f", "no", "n", "off", "0"), False),
+}
+_ARGPARSE_TEXT = {
+    **dict.fromkeys(("yes", "true", "t", "y", "1"), True),
+    **dict.fromkeys(("no", "false", "f", "n", "0"), False),
+}
 BOOL_TEXT: dict[str, dict[str, bool]] = {
-    "axolotl": _PYDANTIC_TEXT, "deepspeed": _PYDANTIC_TEXT, "fsdp": _PYDANTIC_TEXT, "trl": _ARGPARSE_TEXT,
-    "llamafactory": {}, "torchtune": {}, "accelerate": {},
+    "axolotl": _PYDANTIC_TEXT,
+    "deepspeed": _PYDANTIC_TEXT,
+    "fsdp": _PYDANTIC_TEXT,
+    "trl": _ARGPARSE_TEXT,
+    "llamafactory": {},
+    "torchtune": {},
+    "accelerate": {},
 }
 _PYDANTIC_INTS = ("axolotl", "deepspeed")  # pydantic's lax mode also reads 0 and 1
 # Whole numbers written as text ("8"): read by pydantic (axolotl) and by argparse's int (trl
@@ -135,11 +150,22 @@ def _field_maximum(field: str | None) -> int | None:
     from ..fields import spec_by_key
 
     spec = spec_by_key("estimate").get(field) if field else None
-    return int(spec.maximum) if spec is not None and spec.kind == "int" and spec.maximum is not None else None
+    return (
+        int(spec.maximum)
+        if spec is not None and spec.kind == "int" and spec.maximum is not None
+        else None
+    )
 
 
-def integer(rep: Report, key: str, value: object, field: str | None = None, minimum: int = 1,
-            maximum: int | None = None, reader: str | None = None) -> int | None:
+def integer(
+    rep: Report,
+    key: str,
+    value: object,
+    field: str | None = None,
+    minimum: int = 1,
+    maximum: int | None = None,
+    reader: str | None = None,
+) -> int | None:
     """A whole number from ``minimum`` to ``maximum`` (by default the request field's own
     maximum), as text too where the reader takes it (:data:`TEXT_INTS`; ``reader``: the
     format whose parser reads the key, by default the file's); else the key is reported
@@ -166,9 +192,16 @@ def set_int(rep: Report, key: str, field: str, value: object, reader: str | None
     return True
 
 
-def number(rep: Report, key: str, value: object, field: str | None, minimum: float,
-           maximum: float | None = None, minimum_exclusive: bool = False,
-           maximum_exclusive: bool = False) -> float | None:
+def number(
+    rep: Report,
+    key: str,
+    value: object,
+    field: str | None,
+    minimum: float,
+    maximum: float | None = None,
+    minimum_exclusive: bool = False,
+    maximum_exclusive: bool = False,
+) -> float | None:
     """A number (int or float, not a boolean, not text) within the bounds; else ``invalid``."""
     accepted: JsonObject = {"type": "number", "minimum": minimum}
     if minimum_exclusive:
@@ -188,8 +221,14 @@ def number(rep: Report, key: str, value: object, field: str | None, minimum: flo
     return value
 
 
-def flag(rep: Report, key: str, value: object, field: str | None = None,
-         also: tuple[str, ...] = (), reader: str | None = None) -> bool | str | None:
+def flag(
+    rep: Report,
+    key: str,
+    value: object,
+    field: str | None = None,
+    also: tuple[str, ...] = (),
+    reader: str | None = None,
+) -> bool | str | None:
     """A boolean as the tool reads one (:data:`BOOL_TEXT`; ``reader``: the format whose
     parser reads the key, by default the file's), or one of the words ``also`` (axolotl's
     ``bf16: auto``) returned as written; else the key is reported ``invalid``."""
@@ -208,8 +247,14 @@ def flag(rep: Report, key: str, value: object, field: str | None = None,
     return None
 
 
-def choice(rep: Report, key: str, value: object, allowed: tuple[object, ...] | list[object],
-           field: str | None = None, not_modelled: tuple[object, ...] = ()) -> object:
+def choice(
+    rep: Report,
+    key: str,
+    value: object,
+    allowed: tuple[object, ...] | list[object],
+    field: str | None = None,
+    not_modelled: tuple[object, ...] = (),
+) -> object:
     """One of the tool's own names for the key: a name calc models is returned; one the tool
     takes but calc does not model is reported ``unknown`` (``not_modelled``) and None
     returned; anything else is ``invalid``."""
@@ -225,14 +270,43 @@ def choice(rep: Report, key: str, value: object, allowed: tuple[object, ...] | l
 # transformers 5.17.0 ``OptimizerNames`` calc does not model, and axolotl 0.18.0's own
 # optimizer names (``CustomSupportedOptimizers``): a real name, reported ``unknown``
 HF_OPTIMIZERS_NOT_MODELLED = (
-    "adamw_anyprecision", "adamw_torch_4bit", "ademamix", "adagrad", "ademamix_8bit", "lion_8bit",
-    "lion_32bit", "paged_ademamix_32bit", "paged_ademamix_8bit", "paged_lion_32bit", "paged_lion_8bit",
-    "rmsprop", "rmsprop_bnb", "rmsprop_bnb_8bit", "rmsprop_bnb_32bit", "galore_adamw",
-    "galore_adamw_8bit", "galore_adafactor", "galore_adamw_layerwise", "galore_adamw_8bit_layerwise",
-    "galore_adafactor_layerwise", "lomo", "adalomo", "grokadamw", "schedule_free_radam",
-    "schedule_free_adamw", "schedule_free_sgd", "apollo_adamw", "apollo_adamw_layerwise",
-    "stable_adamw", "optimi_adamw", "ao_adamw_4bit", "ao_adamw_fp8", "adopt_adamw", "came_pytorch",
-    "muon", "dion",
+    "adamw_anyprecision",
+    "adamw_torch_4bit",
+    "ademamix",
+    "adagrad",
+    "ademamix_8bit",
+    "lion_8bit",
+    "lion_32bit",
+    "paged_ademamix_32bit",
+    "paged_ademamix_8bit",
+    "paged_lion_32bit",
+    "paged_lion_8bit",
+    "rmsprop",
+    "rmsprop_bnb",
+    "rmsprop_bnb_8bit",
+    "rmsprop_bnb_32bit",
+    "galore_adamw",
+    "galore_adamw_8bit",
+    "galore_adafactor",
+    "galore_adamw_layerwise",
+    "galore_adamw_8bit_layerwise",
+    "galore_adafactor_layerwise",
+    "lomo",
+    "adalomo",
+    "grokadamw",
+    "schedule_free_radam",
+    "schedule_free_adamw",
+    "schedule_free_sgd",
+    "apollo_adamw",
+    "apollo_adamw_layerwise",
+    "stable_adamw",
+    "optimi_adamw",
+    "ao_adamw_4bit",
+    "ao_adamw_fp8",
+    "adopt_adamw",
+    "came_pytorch",
+    "muon",
+    "dion",
 )
 
 
@@ -242,8 +316,13 @@ def set_optimizer_hf(rep: Report, key: str, name: object) -> None:
         if known in HF_OPTIMIZERS_NOT_MODELLED:
             rep.unknown(key, "optimizer_not_modelled")
         else:
-            rep.invalid(key, name, "not_allowed",
-                        {"allowed": sorted(HF_OPTIMIZERS) + list(HF_OPTIMIZERS_NOT_MODELLED)}, "optimizer")
+            rep.invalid(
+                key,
+                name,
+                "not_allowed",
+                {"allowed": sorted(HF_OPTIMIZERS) + list(HF_OPTIMIZERS_NOT_MODELLED)},
+                "optimizer",
+            )
         return
     optimizer, fused = HF_OPTIMIZERS[name.lower()]
     rep.use(key, "optimizer", optimizer)
@@ -277,7 +356,13 @@ def normalise_targets(rep: Report, key: str, names: object, arch: ModelArch | No
             return
         names = [part.strip() for part in names.split(",") if part.strip()]
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        rep.invalid(key, names, "not_a_list_of_names", {"type": "list", "allowed": ["all-linear"]}, "lora_targets")
+        rep.invalid(
+            key,
+            names,
+            "not_a_list_of_names",
+            {"type": "list", "allowed": ["all-linear"]},
+            "lora_targets",
+        )
         return
     names = list(dict.fromkeys(names))
     if arch is None:
@@ -285,8 +370,12 @@ def normalise_targets(rep: Report, key: str, names: object, arch: ModelArch | No
         kept = [n for n in names if n not in _NOT_BLOCK_LINEARS]
         dropped = [n for n in names if n in _NOT_BLOCK_LINEARS]
         if kept:
-            rep.use(key, "lora_targets", kept,
-                    "targets_not_modelled:" + ",".join(dropped) if dropped else None)
+            rep.use(
+                key,
+                "lora_targets",
+                kept,
+                "targets_not_modelled:" + ",".join(dropped) if dropped else None,
+            )
         else:
             rep.unknown(key, "no_target_in_model:" + ",".join(dropped))
         return
@@ -297,16 +386,26 @@ def normalise_targets(rep: Report, key: str, names: object, arch: ModelArch | No
         rep.unknown(key, "no_target_in_model:" + ",".join(dropped))
         return
     value = "all-linear" if set(kept) == set(known) else kept
-    rep.use(key, "lora_targets", value,
-            "targets_not_modelled:" + ",".join(dropped) if dropped else None)
+    rep.use(
+        key, "lora_targets", value, "targets_not_modelled:" + ",".join(dropped) if dropped else None
+    )
 
 
 # -- DeepSpeed --------------------------------------------------------------------------
 # (the config's sections: :mod:`calc.config_import.sections`)
 DEEPSPEED_STAGES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
 # what a DeepSpeed config (or its file name) can set
-DEEPSPEED_FIELDS = ("sharding", "sync_each_micro_batch", "sharding_engine", "cpu_offload", "precision",
-                    "micro_batch_size", "gradient_accumulation_steps", "num_gpus", "optimizer")
+DEEPSPEED_FIELDS = (
+    "sharding",
+    "sync_each_micro_batch",
+    "sharding_engine",
+    "cpu_offload",
+    "precision",
+    "micro_batch_size",
+    "gradient_accumulation_steps",
+    "num_gpus",
+    "optimizer",
+)
 
 
 def deepspeed_from_name(rep: Report, key: str, name: str) -> bool:
@@ -345,8 +444,13 @@ def fsdp_trainer_option(rep: Report, key: str, value: object) -> None:
         rep.unknown(key)
         return
     words = [w.lower() for w in words]
-    mapping = {"full_shard": "zero3", "hybrid_shard": "zero3", "shard_grad_op": "zero2",
-               "hybrid_shard_zero2": "zero2", "no_shard": "ddp"}
+    mapping = {
+        "full_shard": "zero3",
+        "hybrid_shard": "zero3",
+        "shard_grad_op": "zero2",
+        "hybrid_shard_zero2": "zero2",
+        "no_shard": "ddp",
+    }
     known = set(mapping) | {"offload", "auto_wrap"}
     if not words:
         rep.ignore(key)

@@ -11,7 +11,9 @@ from .report import Report
 TOOL = "DeepSpeed 0.17 config"
 
 
-def import_deepspeed(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
+def import_deepspeed(
+    data: JsonObject, model: object = None, read_file: common.ReadFile | None = None
+) -> JsonObject:
     rep = Report("deepspeed", TOOL)
     if model is not None:
         rep.request["model"] = model

@@ -13,14 +13,24 @@ from ..jsontypes import JsonObject
 from ..fields import defaults
 from .models import TORCHTUNE_PRESETS
 
-_HF_OPTIM = {("adamw", True): "adamw_torch_fused", ("adamw", False): "adamw_torch",
-             ("adamw-8bit", False): "adamw_bnb_8bit", ("paged-adamw", False): "paged_adamw_32bit",
-             ("paged-adamw-8bit", False): "paged_adamw_8bit", ("adafactor", False): "adafactor",
-             ("sgd", False): "sgd"}
+_HF_OPTIM = {
+    ("adamw", True): "adamw_torch_fused",
+    ("adamw", False): "adamw_torch",
+    ("adamw-8bit", False): "adamw_bnb_8bit",
+    ("paged-adamw", False): "paged_adamw_32bit",
+    ("paged-adamw-8bit", False): "paged_adamw_8bit",
+    ("adafactor", False): "adafactor",
+    ("sgd", False): "sgd",
+}
 _ATTN = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
-_TT_OPTIM = {"adamw": "torch.optim.AdamW", "adamw-8bit": "torchao.optim.AdamW8bit",
-             "paged-adamw": "bitsandbytes.optim.PagedAdamW", "paged-adamw-8bit": "bitsandbytes.optim.PagedAdamW8bit",
-             "sgd": "torch.optim.SGD", "sgd-momentum": "torch.optim.SGD"}
+_TT_OPTIM = {
+    "adamw": "torch.optim.AdamW",
+    "adamw-8bit": "torchao.optim.AdamW8bit",
+    "paged-adamw": "bitsandbytes.optim.PagedAdamW",
+    "paged-adamw-8bit": "bitsandbytes.optim.PagedAdamW8bit",
+    "sgd": "torch.optim.SGD",
+    "sgd-momentum": "torch.optim.SGD",
+}
 _HF_TO_TT = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "o_proj": "output_proj"}
 _STAGE = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3}
 
@@ -41,8 +51,9 @@ def _yaml(data: JsonObject) -> list[str]:
         from .loading import yaml_unavailable
 
         raise yaml_unavailable() from None
-    text: str = yaml.safe_dump(data, sort_keys=False, allow_unicode=True,
-                               default_flow_style=False, width=100)
+    text: str = yaml.safe_dump(
+        data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100
+    )
     return text.rstrip("\n").split("\n")
 
 
@@ -50,8 +61,10 @@ def _header(fmt: str, req: JsonObject, notes: list[str]) -> list[str]:
     from .. import __version__
 
     model = req.get("model")
-    lines = [f"# Exported by calc {__version__} ({fmt}): only the keys calc models.",
-             "# Merge into your own config; keys not listed here keep your values."]
+    lines = [
+        f"# Exported by calc {__version__} ({fmt}): only the keys calc models.",
+        "# Merge into your own config; keys not listed here keep your values.",
+    ]
     if isinstance(model, dict):
         lines.append("# model: pasted config.json (name your checkpoint in the model key)")
     if req.get("num_gpus", 1) > 1 and fmt not in ("accelerate",):
@@ -64,6 +77,7 @@ def _hf_repo(model: object) -> str | None:
     if not isinstance(model, str):
         return None
     from .. import presets
+
     try:
         repo: str | None = presets.preset_row(model)["hf_repo"]
         return repo
@@ -83,7 +97,9 @@ def _modules_to_save(req: JsonObject) -> list[str]:
 
 
 def _optim(req: JsonObject, notes: list[str]) -> str | None:
-    name = _HF_OPTIM.get((req["optimizer"], bool(req["optimizer_fused"]) and req["optimizer"] == "adamw"))
+    name = _HF_OPTIM.get(
+        (req["optimizer"], bool(req["optimizer_fused"]) and req["optimizer"] == "adamw")
+    )
     if name is None:
         notes.append(f"optimizer {req['optimizer']} has no Trainer name")
     return name
@@ -96,11 +112,15 @@ def _deepspeed_dict(req: JsonObject) -> JsonObject:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
         if req["cpu_offload"] == "optimizer+params" and stage == 3:
             zero["offload_param"] = {"device": "cpu", "pin_memory": True}
-    out: JsonObject = {"zero_optimization": zero,
-           "train_micro_batch_size_per_gpu": req["micro_batch_size"],
-           "gradient_accumulation_steps": req["gradient_accumulation_steps"]}
+    out: JsonObject = {
+        "zero_optimization": zero,
+        "train_micro_batch_size_per_gpu": req["micro_batch_size"],
+        "gradient_accumulation_steps": req["gradient_accumulation_steps"],
+    }
     if req["num_gpus"] > 1:
-        out["train_batch_size"] = req["micro_batch_size"] * req["gradient_accumulation_steps"] * req["num_gpus"]
+        out["train_batch_size"] = (
+            req["micro_batch_size"] * req["gradient_accumulation_steps"] * req["num_gpus"]
+        )
     if req["precision"] == "bf16-mixed":
         out["bf16"] = {"enabled": True}
     elif req["precision"] == "fp16-mixed":
@@ -113,15 +133,21 @@ def _uses_deepspeed(req: JsonObject) -> bool:
     the other sharded setups are written as FSDP."""
     if req["sharding"] not in ("zero1", "zero2", "zero3"):
         return False
-    return (req["sharding"] == "zero1" or req["cpu_offload"] == "optimizer"
-            or bool(req["sync_each_micro_batch"]) or req.get("sharding_engine") == "deepspeed")
+    return (
+        req["sharding"] == "zero1"
+        or req["cpu_offload"] == "optimizer"
+        or bool(req["sync_each_micro_batch"])
+        or req.get("sharding_engine") == "deepspeed"
+    )
 
 
 def _fsdp_dict(req: JsonObject, prefix: str = "") -> JsonObject:
     version = 1 if req["frozen_weight_grads"] else 2
     out: JsonObject = {prefix + "version": version}
     if version == 1:
-        out[prefix + "sharding_strategy"] = "FULL_SHARD" if req["sharding"] == "zero3" else "SHARD_GRAD_OP"
+        out[prefix + "sharding_strategy"] = (
+            "FULL_SHARD" if req["sharding"] == "zero3" else "SHARD_GRAD_OP"
+        )
         out[prefix + "use_orig_params"] = True
     else:
         out[prefix + "reshard_after_forward"] = req["sharding"] == "zero3"
@@ -155,7 +181,9 @@ def export_axolotl(request: JsonObject) -> str:
     out["bf16"] = precision in ("bf16-true", "bf16-mixed")
     out["fp16"] = precision == "fp16-mixed"
     if precision == "bf16-mixed" and not _uses_deepspeed(req):
-        notes.append("bf16-mixed (fp32 master weights) has no axolotl key; bf16: true loads bf16 weights")
+        notes.append(
+            "bf16-mixed (fp32 master weights) has no axolotl key; bf16: true loads bf16 weights"
+        )
     name = _optim(req, notes)
     if name:
         out["optimizer"] = name
@@ -182,7 +210,9 @@ def export_axolotl(request: JsonObject) -> str:
     return "\n".join(_header("axolotl", req, notes) + _yaml(out)) + "\n"
 
 
-def _sharding_hf(req: JsonObject, out: JsonObject, notes: list[str], fsdp_key: str, fsdp_prefix: str) -> None:
+def _sharding_hf(
+    req: JsonObject, out: JsonObject, notes: list[str], fsdp_key: str, fsdp_prefix: str
+) -> None:
     if _uses_deepspeed(req):
         out["deepspeed"] = _deepspeed_dict(req)
     elif req["sharding"] in ("zero2", "zero3"):
@@ -210,7 +240,9 @@ def export_trl(request: JsonObject) -> str:
         if saved := _modules_to_save(req):
             out["lora_modules_to_save"] = saved
         if req.get("lora_adapter_dtype") == "base":
-            notes.append("adapters in the base dtype: pass autocast_adapter_dtype=False to get_peft_model")
+            notes.append(
+                "adapters in the base dtype: pass autocast_adapter_dtype=False to get_peft_model"
+            )
         if req["method"] == "qlora":
             out["load_in_4bit"] = True
             out["use_bnb_nested_quant"] = req["qlora_double_quant"]
@@ -261,7 +293,9 @@ def export_llamafactory(request: JsonObject) -> str:
     if req["method"] == "full":
         out["pure_bf16"] = precision == "bf16-true" and not _uses_deepspeed(req)
     else:  # LoRA: pure_bf16 keeps the adapters in bf16 instead of fp32
-        out["pure_bf16"] = req.get("lora_adapter_dtype", "fp32") == "base" and precision == "bf16-true"
+        out["pure_bf16"] = (
+            req.get("lora_adapter_dtype", "fp32") == "base" and precision == "bf16-true"
+        )
     out["cutoff_len"] = req["seq_len"]
     if req.get("batching") == "packed":
         out["packing"] = True
@@ -296,8 +330,11 @@ def export_torchtune(request: JsonObject) -> str:
         model["_component_"] = f"torchtune.models.{family}.{prefix}{builder}"
     if req["method"] != "full":
         targets = _targets(req)
-        names = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "down_proj", "up_proj"] \
-            if targets == "all-linear" else targets
+        names = (
+            ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "down_proj", "up_proj"]
+            if targets == "all-linear"
+            else targets
+        )
         model["lora_attn_modules"] = [_HF_TO_TT[n] for n in names if n in _HF_TO_TT]
         model["apply_lora_to_mlp"] = any(n in ("gate_proj", "up_proj", "down_proj") for n in names)
         model["apply_lora_to_output"] = False
@@ -319,8 +356,11 @@ def export_torchtune(request: JsonObject) -> str:
         notes.append(f"optimizer {req['optimizer']} has no torchtune component here")
     out["optimizer"] = optim
     out["optimizer_in_bwd"] = req["optimizer_in_backward"]
-    out["loss"] = {"_component_": "torchtune.modules.loss.LinearCrossEntropyLoss" if req["chunked_loss"]
-                   else "torch.nn.CrossEntropyLoss"}
+    out["loss"] = {
+        "_component_": "torchtune.modules.loss.LinearCrossEntropyLoss"
+        if req["chunked_loss"]
+        else "torch.nn.CrossEntropyLoss"
+    }
     if req["precision"] in ("bf16-true", "fp32"):
         out["dtype"] = "bf16" if req["precision"] == "bf16-true" else "fp32"
     else:
@@ -338,7 +378,17 @@ def export_torchtune(request: JsonObject) -> str:
 
 
 def _tt_family(builder: str) -> str:
-    for family in ("llama3_1", "llama3_2", "llama3", "llama2", "qwen2_5", "gemma2", "gemma", "mistral", "phi3"):
+    for family in (
+        "llama3_1",
+        "llama3_2",
+        "llama3",
+        "llama2",
+        "qwen2_5",
+        "gemma2",
+        "gemma",
+        "mistral",
+        "phi3",
+    ):
         if builder.startswith(family + "_"):
             return family
     return builder.split("_")[0]
@@ -354,10 +404,14 @@ def export_accelerate(request: JsonObject) -> str:
     out: JsonObject = {"compute_environment": "LOCAL_MACHINE"}
     if req["sharding"] in ("zero1", "zero2", "zero3") and _uses_deepspeed(req):
         stage = _STAGE[req["sharding"]]
-        ds = {"zero_stage": stage,
-              "offload_optimizer_device": "cpu" if req["cpu_offload"] != "none" else "none",
-              "offload_param_device": "cpu" if req["cpu_offload"] == "optimizer+params" and stage == 3 else "none",
-              "gradient_accumulation_steps": req["gradient_accumulation_steps"]}
+        ds = {
+            "zero_stage": stage,
+            "offload_optimizer_device": "cpu" if req["cpu_offload"] != "none" else "none",
+            "offload_param_device": "cpu"
+            if req["cpu_offload"] == "optimizer+params" and stage == 3
+            else "none",
+            "gradient_accumulation_steps": req["gradient_accumulation_steps"],
+        }
         out["distributed_type"] = "DEEPSPEED"
         out["deepspeed_config"] = ds
     elif req["sharding"] in ("zero2", "zero3"):
@@ -367,7 +421,9 @@ def export_accelerate(request: JsonObject) -> str:
         out["distributed_type"] = "MULTI_GPU"
     else:
         out["distributed_type"] = "NO"
-    out["mixed_precision"] = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp32": "no"}.get(req["precision"], "bf16")
+    out["mixed_precision"] = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp32": "no"}.get(
+        req["precision"], "bf16"
+    )
     if req["precision"] == "bf16-true":
         notes.append("bf16-true: load the model in bf16; accelerate's mixed_precision bf16 written")
     out["num_machines"] = 1
@@ -375,5 +431,11 @@ def export_accelerate(request: JsonObject) -> str:
     return "\n".join(_header("accelerate", req, notes) + _yaml(out)) + "\n"
 
 
-EXPORTERS = {"axolotl": export_axolotl, "trl": export_trl, "llamafactory": export_llamafactory,
-             "torchtune": export_torchtune, "deepspeed": export_deepspeed, "accelerate": export_accelerate}
+EXPORTERS = {
+    "axolotl": export_axolotl,
+    "trl": export_trl,
+    "llamafactory": export_llamafactory,
+    "torchtune": export_torchtune,
+    "deepspeed": export_deepspeed,
+    "accelerate": export_accelerate,
+}

@@ -12,10 +12,17 @@ from .report import Report
 # peft 0.21.0 ``peft/utils/constants.py`` TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING:
 # the targets peft picks when a LoraConfig names none (families with presets)
 PEFT_DEFAULT_TARGETS = {
-    "llama": ["q_proj", "v_proj"], "mistral": ["q_proj", "v_proj"], "mixtral": ["q_proj", "v_proj"],
-    "qwen2": ["q_proj", "v_proj"], "gemma": ["q_proj", "v_proj"], "gemma2": ["q_proj", "v_proj"],
-    "phi": ["q_proj", "v_proj", "fc1", "fc2"], "falcon": ["query_key_value"],
-    "bloom": ["query_key_value"], "gpt_neox": ["query_key_value"], "gpt2": ["c_attn"],
+    "llama": ["q_proj", "v_proj"],
+    "mistral": ["q_proj", "v_proj"],
+    "mixtral": ["q_proj", "v_proj"],
+    "qwen2": ["q_proj", "v_proj"],
+    "gemma": ["q_proj", "v_proj"],
+    "gemma2": ["q_proj", "v_proj"],
+    "phi": ["q_proj", "v_proj", "fc1", "fc2"],
+    "falcon": ["query_key_value"],
+    "bloom": ["query_key_value"],
+    "gpt_neox": ["query_key_value"],
+    "gpt2": ["c_attn"],
 }
 
 
@@ -43,30 +50,45 @@ def _double_quant(rep: Report, path: str, value: object, ctx: JsonObject) -> Non
 def _load_in(name: str) -> keys.Key:
     """``load_in_4bit`` / ``load_in_8bit`` inside the config: the method, decided by the
     importer once every key is read (``ctx[name]``)."""
+
     def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
         ctx[name] = common.flag(rep, path, value, "method")
         if name == "load_in_8bit" and ctx[name]:
             rep.unknown(path, "int8_base_weights_not_modelled")
         else:
             rep.mark_used(path, ["method"])
+
     return keys.Key(read, ("method",))
 
 
 BNB: dict[str, keys.Key] = {
     "bnb_4bit_use_double_quant": keys.Key(_double_quant, ("qlora_double_quant",)),
     # nf4 and fp4 both store 4 bits + one absmax per 64 weights
-    **{name: keys.ignored() for name in ("bnb_4bit_quant_type", "bnb_4bit_compute_dtype", "quant_method",
-                                         "bnb_4bit_quant_storage", "llm_int8_threshold",
-                                         "llm_int8_skip_modules")},
+    **{
+        name: keys.ignored()
+        for name in (
+            "bnb_4bit_quant_type",
+            "bnb_4bit_compute_dtype",
+            "quant_method",
+            "bnb_4bit_quant_storage",
+            "llm_int8_threshold",
+            "llm_int8_skip_modules",
+        )
+    },
 }
 """bitsandbytes ``BitsAndBytesConfig`` keys (transformers 5.17.0)."""
 
-BNB_WITH_METHOD: dict[str, keys.Key] = {**BNB, "load_in_4bit": _load_in("load_in_4bit"),
-                                        "load_in_8bit": _load_in("load_in_8bit")}
+BNB_WITH_METHOD: dict[str, keys.Key] = {
+    **BNB,
+    "load_in_4bit": _load_in("load_in_4bit"),
+    "load_in_8bit": _load_in("load_in_8bit"),
+}
 """:data:`BNB` where the config's ``load_in_*`` choose the method (TRL's ``quantization_config``)."""
 
 
-def bnb_section(rep: Report, cfg: JsonObject, prefix: str = "", st: JsonObject | None = None) -> None:
+def bnb_section(
+    rep: Report, cfg: JsonObject, prefix: str = "", st: JsonObject | None = None
+) -> None:
     """A ``BitsAndBytesConfig`` dict through :data:`BNB`, or :data:`BNB_WITH_METHOD` when the
     importer's state ``st`` takes the ``load_in_*`` choice (else they are ``unknown``)."""
     if st is None:
@@ -83,7 +105,9 @@ CHECKPOINTING_KWARGS: dict[str, keys.Key] = {
 """``gradient_checkpointing_kwargs`` (transformers 5.17.0, passed to ``torch.utils.checkpoint``)."""
 
 
-def deepspeed_value(rep: Report, key: str, value: object, read_file: common.ReadFile | None = None) -> None:
+def deepspeed_value(
+    rep: Report, key: str, value: object, read_file: common.ReadFile | None = None
+) -> None:
     """``deepspeed``: an inline dict, or a path (read through ``read_file`` when the CLI can,
     else stage and offload inferred from the file name)."""
     if isinstance(value, dict):
@@ -110,7 +134,9 @@ def set_epochs(rep: Report, key: str, value: object) -> None:
         rep.use_plan(key, "epochs", epochs)
 
 
-def finish_targets(rep: Report, targets_key: tuple[str, object] | None, arch: ModelArch | None, tool: str) -> None:
+def finish_targets(
+    rep: Report, targets_key: tuple[str, object] | None, arch: ModelArch | None, tool: str
+) -> None:
     if targets_key is not None:
         common.normalise_targets(rep, targets_key[0], targets_key[1], arch)
         if "lora_targets" in rep.request:
@@ -118,17 +144,24 @@ def finish_targets(rep: Report, targets_key: tuple[str, object] | None, arch: Mo
     family: str | None = getattr(arch, "family", None)
     default = PEFT_DEFAULT_TARGETS.get(family) if family is not None else None
     if default is not None and arch is not None and all(n in arch.linear_names() for n in default):
-        rep.default("lora_targets", default, f"peft 0.21.0 default targets for {family} ({tool} names none)")
+        rep.default(
+            "lora_targets", default, f"peft 0.21.0 default targets for {family} ({tool} names none)"
+        )
     elif arch is not None:
         rep.note("peft_needs_target_modules")
 
 
-def finish_common(rep: Report, st: JsonObject, tool: str, packing: bool, default_epochs: float = 1.0) -> None:
+def finish_common(
+    rep: Report, st: JsonObject, tool: str, packing: bool, default_epochs: float = 1.0
+) -> None:
     """Steps -> dataset tokens, the epochs default, DeepSpeed's precision, and a
     placeholder key cleaned away."""
     ds = rep.request.pop("_deepspeed", False)
-    if ds and rep.request.get("precision") == "bf16-true" and rep.request.get("sharding") in (
-            "zero1", "zero2", "zero3", "ddp"):
+    if (
+        ds
+        and rep.request.get("precision") == "bf16-true"
+        and rep.request.get("sharding") in ("zero1", "zero2", "zero3", "ddp")
+    ):
         # ZeRO keeps fp32 master weights in its optimizer whatever the model's dtype
         rep.request["precision"] = "bf16-mixed"
         rep.note("deepspeed_keeps_fp32_master_weights")
@@ -136,15 +169,24 @@ def finish_common(rep: Report, st: JsonObject, tool: str, packing: bool, default
     if steps_key is not None:
         key, value = steps_key
         # -1: the Trainer's "no step limit"
-        steps = None if value in (-1, None) else common.integer(rep, key, value, "dataset_tokens", maximum=2 ** 62)
+        steps = (
+            None
+            if value in (-1, None)
+            else common.integer(rep, key, value, "dataset_tokens", maximum=2**62)
+        )
         if value in (-1, None):
             rep.ignore(key)
         elif steps is None:
             pass
         elif packing:
             req = rep.request
-            tokens = (steps * req.get("micro_batch_size", 1) * req.get("gradient_accumulation_steps", 1)
-                      * req.get("num_gpus", 1) * req.get("seq_len", 2048))
+            tokens = (
+                steps
+                * req.get("micro_batch_size", 1)
+                * req.get("gradient_accumulation_steps", 1)
+                * req.get("num_gpus", 1)
+                * req.get("seq_len", 2048)
+            )
             rep.use_plan(key, "dataset_tokens", tokens, "packed_sequences_fill_seq_len")
             rep.plan["epochs"] = 1
         else:
@@ -162,14 +204,21 @@ def set_modules_to_save(rep: Report, key: str, value: object) -> None:
         return
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        rep.invalid(key, value, "not_a_list_of_names", {"type": "list", "allowed": ["embed_tokens", "lm_head"]},
-                    "lora_modules_to_save")
+        rep.invalid(
+            key,
+            value,
+            "not_a_list_of_names",
+            {"type": "list", "allowed": ["embed_tokens", "lm_head"]},
+            "lora_modules_to_save",
+        )
         return
     short = {n.rsplit(".", 1)[-1] for n in names}
     if not short <= {"embed_tokens", "lm_head"}:
         rep.unknown(key, "not_modelled")
         return
-    rep.use(key, "lora_modules_to_save", "+".join(n for n in ("embed_tokens", "lm_head") if n in short))
+    rep.use(
+        key, "lora_modules_to_save", "+".join(n for n in ("embed_tokens", "lm_head") if n in short)
+    )
 
 
 # -- readers shared by the Trainer-based formats' key tables (calc.config_import.keys) ----------
@@ -182,8 +231,12 @@ def read_packing(rep: Report, key: str, value: object, st: JsonObject) -> None:
         return
     st["packing"] = flag
     if flag is not None:
-        rep.use(key, "batching", "packed" if flag else "pad-longest",
-                "packing_fills_seq_len" if flag else None)
+        rep.use(
+            key,
+            "batching",
+            "packed" if flag else "pad-longest",
+            "packing_fills_seq_len" if flag else None,
+        )
 
 
 def read_neat_packing(rep: Report, key: str, value: object, st: JsonObject) -> None:

@@ -23,31 +23,117 @@ from .report import Report
 TOOL = "LLaMA-Factory 0.9.6.dev0"
 
 IGNORED = {
-    "stage", "do_train", "do_eval", "do_predict", "dataset", "eval_dataset", "dataset_dir",
-    "media_dir", "template", "max_samples", "overwrite_cache", "preprocessing_num_workers",
-    "preprocessing_batch_size", "tokenized_path", "mix_strategy", "interleave_probs", "streaming",
-    "buffer_size", "train_on_prompt", "mask_history", "val_size", "eval_num_beams",
-    "ignore_pad_token_for_loss", "enable_thinking", "tool_format", "default_system",
-    "plot_loss", "overwrite_output_dir", "trust_remote_code", "use_fast_tokenizer",
-    "resize_vocab", "split_special_tokens", "new_special_tokens", "add_tokens",
-    "add_special_tokens", "model_revision", "hf_hub_token", "ms_hub_token", "om_hub_token",
-    "cache_dir", "print_param_status", "compute_accuracy", "include_effective_tokens_per_second",
-    "lora_alpha", "use_rslora", "loraplus_lr_ratio", "loraplus_lr_embedding", "create_new_adapter",
-    "adapter_name_or_path", "adapter_folder", "export_dir", "export_size", "export_device",
-    "export_quantization_bit", "export_legacy_format", "export_hub_model_id", "infer_backend",
-    "use_reentrant_gc", "quantization_method", "quantization_type", "image_max_pixels",
-    "image_min_pixels", "video_max_pixels", "video_min_pixels", "video_fps", "video_maxlen",
-    "audio_sampling_rate", "freeze_vision_tower", "freeze_multi_modal_projector",
-    "freeze_language_model", "swanlab_project", "swanlab_run_name", "use_swanlab", "ray_run_name",
-    "ray_storage_path", "ray_num_workers", "resources_per_worker", "placement_strategy",
-    "low_cpu_mem_usage", "offload_folder", "use_kv_cache", "infer_dtype", "disable_shuffling",
+    "stage",
+    "do_train",
+    "do_eval",
+    "do_predict",
+    "dataset",
+    "eval_dataset",
+    "dataset_dir",
+    "media_dir",
+    "template",
+    "max_samples",
+    "overwrite_cache",
+    "preprocessing_num_workers",
+    "preprocessing_batch_size",
+    "tokenized_path",
+    "mix_strategy",
+    "interleave_probs",
+    "streaming",
+    "buffer_size",
+    "train_on_prompt",
+    "mask_history",
+    "val_size",
+    "eval_num_beams",
+    "ignore_pad_token_for_loss",
+    "enable_thinking",
+    "tool_format",
+    "default_system",
+    "plot_loss",
+    "overwrite_output_dir",
+    "trust_remote_code",
+    "use_fast_tokenizer",
+    "resize_vocab",
+    "split_special_tokens",
+    "new_special_tokens",
+    "add_tokens",
+    "add_special_tokens",
+    "model_revision",
+    "hf_hub_token",
+    "ms_hub_token",
+    "om_hub_token",
+    "cache_dir",
+    "print_param_status",
+    "compute_accuracy",
+    "include_effective_tokens_per_second",
+    "lora_alpha",
+    "use_rslora",
+    "loraplus_lr_ratio",
+    "loraplus_lr_embedding",
+    "create_new_adapter",
+    "adapter_name_or_path",
+    "adapter_folder",
+    "export_dir",
+    "export_size",
+    "export_device",
+    "export_quantization_bit",
+    "export_legacy_format",
+    "export_hub_model_id",
+    "infer_backend",
+    "use_reentrant_gc",
+    "quantization_method",
+    "quantization_type",
+    "image_max_pixels",
+    "image_min_pixels",
+    "video_max_pixels",
+    "video_min_pixels",
+    "video_fps",
+    "video_maxlen",
+    "audio_sampling_rate",
+    "freeze_vision_tower",
+    "freeze_multi_modal_projector",
+    "freeze_language_model",
+    "swanlab_project",
+    "swanlab_run_name",
+    "use_swanlab",
+    "ray_run_name",
+    "ray_storage_path",
+    "ray_num_workers",
+    "resources_per_worker",
+    "placement_strategy",
+    "low_cpu_mem_usage",
+    "offload_folder",
+    "use_kv_cache",
+    "infer_dtype",
+    "disable_shuffling",
 }
 NOT_MODELLED = {
-    "use_dora", "additional_target", "pissa_init", "pissa_iter", "pissa_convert", "use_galore",
-    "use_apollo", "use_badam", "use_adam_mini", "use_muon", "upcast_layernorm", "upcast_lmhead_output",
-    "rope_scaling", "shift_attn", "mixture_of_depths", "moe_aux_loss_coef", "freeze_trainable_layers",
-    "freeze_trainable_modules", "freeze_extra_modules", "train_from_scratch", "fp8", "fp8_backend",
-    "enable_fsdp_cpu_offload", "use_llama_pro", "sequence_parallel_size", "block_diag_attn",
+    "use_dora",
+    "additional_target",
+    "pissa_init",
+    "pissa_iter",
+    "pissa_convert",
+    "use_galore",
+    "use_apollo",
+    "use_badam",
+    "use_adam_mini",
+    "use_muon",
+    "upcast_layernorm",
+    "upcast_lmhead_output",
+    "rope_scaling",
+    "shift_attn",
+    "mixture_of_depths",
+    "moe_aux_loss_coef",
+    "freeze_trainable_layers",
+    "freeze_trainable_modules",
+    "freeze_extra_modules",
+    "train_from_scratch",
+    "fp8",
+    "fp8_backend",
+    "enable_fsdp_cpu_offload",
+    "use_llama_pro",
+    "sequence_parallel_size",
+    "block_diag_attn",
 }
 _FLASH = {"auto": "sdpa", "disabled": "eager", "sdpa": "sdpa", "fa2": "flash", "fa3": "flash"}
 
@@ -83,11 +169,13 @@ def _flash_attn(rep: Report, key: str, value: object, st: JsonObject) -> None:
 
 def _switch(field: str, value: object, note: str | None = None) -> keys.Key:
     """A key that, when true, sets ``field`` to ``value``; when false it changes nothing."""
+
     def read(rep: Report, key: str, item: object, st: JsonObject) -> None:
         if common.flag(rep, key, item, field) is True:
             rep.use(key, field, value)
         else:
             rep.ignore(key)
+
     return keys.Key(read, (field,), note)
 
 
@@ -124,7 +212,9 @@ def _trainer_key(rep: Report, key: str, value: object, st: JsonObject) -> None:
 
 # LLaMA-Factory's own keys; any other goes through _trainer_key
 KEYS: dict[str, keys.Key] = {
-    "model_name_or_path": keys.Key(lambda rep, key, value, st: None, ("model",), "read first: the model's shapes"),
+    "model_name_or_path": keys.Key(
+        lambda rep, key, value, st: None, ("model",), "read first: the model's shapes"
+    ),
     "finetuning_type": keys.Key(_finetuning_type, ("method",)),
     "quantization_bit": keys.Key(_quantization_bit, ("method",), "only 4 bits modelled"),
     "double_quantization": keys.boolean("qlora_double_quant"),
@@ -133,7 +223,9 @@ KEYS: dict[str, keys.Key] = {
     "lora_target": keys.Key(_lora_target, ("lora_targets",)),
     "cutoff_len": keys.whole("seq_len"),
     "packing": keys.Key(hf.read_packing, ("batching",), "packed sequences fill seq_len"),
-    "neat_packing": keys.Key(hf.read_neat_packing, ("batching",), "packing without cross-attention"),
+    "neat_packing": keys.Key(
+        hf.read_neat_packing, ("batching",), "packing without cross-attention"
+    ),
     "flash_attn": keys.Key(_flash_attn, ("attention",)),
     "enable_liger_kernel": _switch("chunked_loss", True, "Liger's fused linear cross-entropy"),
     "use_unsloth": keys.Key(_use_unsloth, ("framework",)),
@@ -142,18 +234,26 @@ KEYS: dict[str, keys.Key] = {
     "disable_gradient_checkpointing": keys.Key(_disable_checkpointing, ("gradient_checkpointing",)),
     **{name: keys.Key(_precision_flag, ("precision",)) for name in ("pure_bf16", "bf16", "fp16")},
     # TRL's names, which LLaMA-Factory does not read
-    **{name: keys.Key(lambda rep, key, value, st: rep.unknown(key))
-       for name in ("max_length", "max_seq_length", "use_peft", "lora_r")},
+    **{
+        name: keys.Key(lambda rep, key, value, st: rep.unknown(key))
+        for name in ("max_length", "max_seq_length", "use_peft", "lora_r")
+    },
 }
 
 
-def import_llamafactory(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
+def import_llamafactory(
+    data: JsonObject, model: object = None, read_file: common.ReadFile | None = None
+) -> JsonObject:
     rep = Report("llamafactory", TOOL)
     st: JsonObject = {}
     arch = None
     if "model_name_or_path" in data or model is not None:
-        arch = resolve_model(rep, "model_name_or_path" if "model_name_or_path" in data else "(model)",
-                             data.get("model_name_or_path"), model)
+        arch = resolve_model(
+            rep,
+            "model_name_or_path" if "model_name_or_path" in data else "(model)",
+            data.get("model_name_or_path"),
+            model,
+        )
     finetuning = data.get("finetuning_type", "lora")
     if finetuning not in ("lora", "full", "freeze", "oft"):
         finetuning = "lora"  # refused below: LLaMA-Factory's default in its place
@@ -171,11 +271,19 @@ def import_llamafactory(data: JsonObject, model: object = None, read_file: commo
     if method != "full":
         if st.get("targets_key") is None:
             st["targets_key"] = ("lora_target", "all")
-            rep.defaults.append({"field": "lora_targets", "value": "all-linear", "source": TOOL + ": lora_target all"})
+            rep.defaults.append(
+                {
+                    "field": "lora_targets",
+                    "value": "all-linear",
+                    "source": TOOL + ": lora_target all",
+                }
+            )
         hf.finish_targets(rep, st["targets_key"], arch, TOOL)
         rep.default("lora_rank", 8, TOOL)
         # trainable parameters cast to fp32 unless pure_bf16 (model/adapter.py)
-        hf.adapter_dtype_default(rep, not st.get("pure_bf16"), TOOL + ": trainable parameters in fp32 unless pure_bf16")
+        hf.adapter_dtype_default(
+            rep, not st.get("pure_bf16"), TOOL + ": trainable parameters in fp32 unless pure_bf16"
+        )
         rep.default("lora_dropout", 0.0, TOOL)
         if method == "qlora":
             rep.default("qlora_double_quant", True, TOOL)

@@ -38,8 +38,9 @@ _loader_class: type[yaml.SafeLoader] | None = None
 
 def yaml_unavailable() -> InputError:
     """The coded error of a YAML read or write without PyYAML installed."""
-    return InputError("yaml_unavailable", "config", None,
-                      "PyYAML is not installed; paste JSON or install pyyaml")
+    return InputError(
+        "yaml_unavailable", "config", None, "PyYAML is not installed; paste JSON or install pyyaml"
+    )
 
 
 def _safe_loader() -> type[yaml.SafeLoader]:

@@ -44,7 +44,7 @@ def preset_for_id(model_id: str) -> tuple[str | None, str | None]:
     lowered = text.lower()
     for old, new in _RENAMES.items():
         if lowered.startswith(old):
-            lowered = new + lowered[len(old):]
+            lowered = new + lowered[len(old) :]
     if lowered in repos:
         return repos[lowered], None
     base = _VARIANT.sub("", lowered)
@@ -57,16 +57,33 @@ def preset_for_id(model_id: str) -> tuple[str | None, str | None]:
 
 # torchtune builder names (torchtune 0.6 ``torchtune.models.<family>.<builder>``) -> preset
 _TORCHTUNE_BUILDERS = {
-    "llama2_7b": "llama-2-7b", "llama2_13b": "llama-2-13b", "llama2_70b": "llama-2-70b",
-    "llama3_8b": "llama-3-8b", "llama3_1_8b": "llama-3.1-8b", "llama3_1_70b": "llama-3.1-70b",
-    "llama3_1_405b": "llama-3.1-405b", "llama3_2_1b": "llama-3.2-1b", "llama3_2_3b": "llama-3.2-3b",
-    "mistral_7b": "mistral-7b", "qwen2_5_0_5b": "qwen2.5-0.5b", "qwen2_5_1_5b_base": "qwen2.5-1.5b",
-    "qwen2_5_1_5b_instruct": "qwen2.5-1.5b", "qwen2_5_3b": None, "qwen2_5_7b_base": "qwen2.5-7b",
-    "qwen2_5_7b_instruct": "qwen2.5-7b", "qwen2_5_14b_base": "qwen2.5-14b",
-    "qwen2_5_14b_instruct": "qwen2.5-14b", "qwen2_5_32b_base": "qwen2.5-32b",
-    "qwen2_5_32b_instruct": "qwen2.5-32b", "qwen2_5_72b_base": "qwen2.5-72b",
-    "qwen2_5_72b_instruct": "qwen2.5-72b", "gemma_2b": "gemma-2b", "gemma_7b": "gemma-7b",
-    "gemma2_2b": "gemma-2-2b", "gemma2_9b": "gemma-2-9b", "gemma2_27b": "gemma-2-27b",
+    "llama2_7b": "llama-2-7b",
+    "llama2_13b": "llama-2-13b",
+    "llama2_70b": "llama-2-70b",
+    "llama3_8b": "llama-3-8b",
+    "llama3_1_8b": "llama-3.1-8b",
+    "llama3_1_70b": "llama-3.1-70b",
+    "llama3_1_405b": "llama-3.1-405b",
+    "llama3_2_1b": "llama-3.2-1b",
+    "llama3_2_3b": "llama-3.2-3b",
+    "mistral_7b": "mistral-7b",
+    "qwen2_5_0_5b": "qwen2.5-0.5b",
+    "qwen2_5_1_5b_base": "qwen2.5-1.5b",
+    "qwen2_5_1_5b_instruct": "qwen2.5-1.5b",
+    "qwen2_5_3b": None,
+    "qwen2_5_7b_base": "qwen2.5-7b",
+    "qwen2_5_7b_instruct": "qwen2.5-7b",
+    "qwen2_5_14b_base": "qwen2.5-14b",
+    "qwen2_5_14b_instruct": "qwen2.5-14b",
+    "qwen2_5_32b_base": "qwen2.5-32b",
+    "qwen2_5_32b_instruct": "qwen2.5-32b",
+    "qwen2_5_72b_base": "qwen2.5-72b",
+    "qwen2_5_72b_instruct": "qwen2.5-72b",
+    "gemma_2b": "gemma-2b",
+    "gemma_7b": "gemma-7b",
+    "gemma2_2b": "gemma-2-2b",
+    "gemma2_9b": "gemma-2-9b",
+    "gemma2_27b": "gemma-2-27b",
     "phi3_mini": "phi-3-mini",
 }
 TORCHTUNE_PRESETS = {v: k for k, v in _TORCHTUNE_BUILDERS.items() if v and "instruct" not in k}
@@ -77,13 +94,15 @@ def torchtune_builder(component: str) -> tuple[str | None, str]:
     name = component.rsplit(".", 1)[-1] if isinstance(component, str) else ""
     method = "full"
     if name.startswith("qlora_"):
-        method, name = "qlora", name[len("qlora_"):]
+        method, name = "qlora", name[len("qlora_") :]
     elif name.startswith("lora_"):
-        method, name = "lora", name[len("lora_"):]
+        method, name = "lora", name[len("lora_") :]
     return _TORCHTUNE_BUILDERS.get(name), method
 
 
-def resolve_model(rep: Report, key: str, value: object, override: object = None) -> ModelArch | None:
+def resolve_model(
+    rep: Report, key: str, value: object, override: object = None
+) -> ModelArch | None:
     """Set ``model`` from the config's id (or from ``override``, the caller's model);
     returns the architecture for target checks, or None."""
     if override is not None:

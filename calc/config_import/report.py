@@ -89,8 +89,9 @@ class Report:
     def unknown(self, key: str, note: str | None = None) -> None:
         self._entry(key, UNKNOWN, [], note)
 
-    def invalid(self, key: str, value: object, reason: str, accepted: JsonObject,
-                target: str | None = None) -> None:
+    def invalid(
+        self, key: str, value: object, reason: str, accepted: JsonObject, target: str | None = None
+    ) -> None:
         """``key``'s ``value`` is one the tool refuses: ``reason`` says why, ``accepted`` what
         it takes; ``target``: the request field it was meant to set. Final: the key then sets
         nothing, and the field keeps the tool's default (named in :meth:`result`)."""
@@ -109,7 +110,9 @@ class Report:
         return entry["status"] if entry else None
 
     # -- defaults -----------------------------------------------------------------------
-    def default(self, field: str, value: object, source: str | None = None, plan: bool = False) -> None:
+    def default(
+        self, field: str, value: object, source: str | None = None, plan: bool = False
+    ) -> None:
         """Fill ``field`` with the tool's default when no key set it."""
         target = self.plan if plan else self.request
         if field in target:

@@ -22,36 +22,71 @@ from .report import Report
 
 # -- DeepSpeed --------------------------------------------------------------------------------------
 _DS_IGNORED = (
-    "steps_per_print", "wall_clock_breakdown", "gradient_clipping", "prescale_gradients",
-    "zero_allow_untested_optimizer", "scheduler", "tensorboard", "wandb", "csv_monitor",
-    "comms_logger", "flops_profiler", "dump_state", "zero_force_ds_cpu_optimizer",
-    "checkpoint", "seed", "memory_breakdown", "gradient_predivide_factor",
+    "steps_per_print",
+    "wall_clock_breakdown",
+    "gradient_clipping",
+    "prescale_gradients",
+    "zero_allow_untested_optimizer",
+    "scheduler",
+    "tensorboard",
+    "wandb",
+    "csv_monitor",
+    "comms_logger",
+    "flops_profiler",
+    "dump_state",
+    "zero_force_ds_cpu_optimizer",
+    "checkpoint",
+    "seed",
+    "memory_breakdown",
+    "gradient_predivide_factor",
 )
-_DS_ZERO_IGNORED = ("overlap_comm", "contiguous_gradients", "round_robin_gradients",
-                    "stage3_gather_16bit_weights_on_model_save",
-                    "gather_16bit_weights_on_model_save", "load_from_fp32_weights",
-                    "elastic_checkpoint", "ignore_unused_parameters")
-_DS_OFFLOAD_IGNORED = ("pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "fast_init",
-                       "ratio")
-_FP16_IGNORED = ("loss_scale", "loss_scale_window", "initial_scale_power", "hysteresis", "min_loss_scale",
-                 "auto_cast")
+_DS_ZERO_IGNORED = (
+    "overlap_comm",
+    "contiguous_gradients",
+    "round_robin_gradients",
+    "stage3_gather_16bit_weights_on_model_save",
+    "gather_16bit_weights_on_model_save",
+    "load_from_fp32_weights",
+    "elastic_checkpoint",
+    "ignore_unused_parameters",
+)
+_DS_OFFLOAD_IGNORED = (
+    "pin_memory",
+    "nvme_path",
+    "buffer_count",
+    "buffer_size",
+    "max_in_cpu",
+    "fast_init",
+    "ratio",
+)
+_FP16_IGNORED = (
+    "loss_scale",
+    "loss_scale_window",
+    "initial_scale_power",
+    "hysteresis",
+    "min_loss_scale",
+    "auto_cast",
+)
 _DS_ADAM = ("adam", "adamw", "fusedadam", "cpuadam", "deepspeedcpuadam")
 
 
 def _trainer_auto(key: Key) -> Key:
     """``key``, unless the value is ``auto``: the Hugging Face Trainer fills it from its own
     arguments, so it is ``ignored`` (the Trainer's key sets the field)."""
+
     def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
         if value == "auto":
             rep.ignore(path, "auto_from_trainer")
         else:
             key.read(rep, path, value, ctx)
+
     return Key(read, key.fields, key.note, key.table)
 
 
 def _ds_enabled(precision: str) -> Key:
     """``bf16.enabled`` / ``fp16.enabled``: ZeRO keeps fp32 master weights and fp32 optimizer
     states and computes in 16 bits, Lightning's ``-mixed``."""
+
     def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
         if value == "auto":
             rep.ignore(path, "auto_from_trainer")
@@ -59,21 +94,24 @@ def _ds_enabled(precision: str) -> Key:
             rep.use(path, "precision", precision)
         elif enabled is False:
             rep.ignore(path)
+
     return Key(read, ("precision",))
 
 
 def _ds_batch(field: str, name: str) -> Key:
     """A batch size read as ``field`` and kept as ``ctx[name]`` for ``train_batch_size``."""
+
     def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
         ctx[name] = common.integer(rep, path, value, field, reader="deepspeed")
         if ctx[name] is not None:
             rep.use(path, field, ctx[name])
+
     return Key(read, (field,))
 
 
 def _ds_total(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
     """micro x accumulation x GPUs: the GPUs once the file is read (:func:`deepspeed_section`)."""
-    ctx["total"] = common.integer(rep, path, value, "num_gpus", maximum=2 ** 62, reader="deepspeed")
+    ctx["total"] = common.integer(rep, path, value, "num_gpus", maximum=2**62, reader="deepspeed")
 
 
 def _ds_optimizer_type(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
@@ -100,6 +138,7 @@ def _zero_stage(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
 
 def _offload_device(params: bool) -> Key:
     """``offload_param.device`` (``params``) or ``offload_optimizer.device``: cpu or nvme."""
+
     def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
         note = "nvme_counted_as_cpu" if value == "nvme" else None
         if value in ("cpu", "nvme"):
@@ -114,6 +153,7 @@ def _offload_device(params: bool) -> Key:
             rep.ignore(path)
         else:
             common.choice(rep, path, value, ("cpu", "nvme", "none"), "cpu_offload")
+
     return Key(read, ("cpu_offload",))
 
 
@@ -130,9 +170,14 @@ _ZERO_OTHER = Key(_zero_other)
 
 
 def _offload(params: bool) -> Key:
-    return keys.section({"device": _offload_device(params),
-                         **{name: keys.ignored() for name in _DS_OFFLOAD_IGNORED}},
-                        ("cpu_offload",), otherwise=_ZERO_OTHER)
+    return keys.section(
+        {
+            "device": _offload_device(params),
+            **{name: keys.ignored() for name in _DS_OFFLOAD_IGNORED},
+        },
+        ("cpu_offload",),
+        otherwise=_ZERO_OTHER,
+    )
 
 
 DEEPSPEED_ZERO: dict[str, Key] = {
@@ -147,29 +192,46 @@ is the section's stage wherever it stands (param offload needs ZeRO-3)."""
 
 def _zero_section(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
     if isinstance(value, dict):
-        keys.read_keys(rep, value, DEEPSPEED_ZERO, {"stage": value.get("stage")}, path + ".", _ZERO_OTHER)
+        keys.read_keys(
+            rep, value, DEEPSPEED_ZERO, {"stage": value.get("stage")}, path + ".", _ZERO_OTHER
+        )
     else:
         rep.unknown(path)
 
 
-DEEPSPEED: dict[str, Key] = {key: _trainer_auto(entry) for key, entry in {
-    **{name: keys.ignored() for name in _DS_IGNORED},
-    "zero_optimization": Key(_zero_section, ("sharding", "sync_each_micro_batch", "sharding_engine", "cpu_offload"),
-                             table=DEEPSPEED_ZERO),
-    "bf16": keys.section({"enabled": _ds_enabled("bf16-mixed"),
-                          "immediate_grad_update": keys.not_modelled()}, ("precision",)),
-    "fp16": keys.section({"enabled": _ds_enabled("fp16-mixed"),
-                          **{name: keys.ignored() for name in _FP16_IGNORED},
-                          "immediate_grad_update": keys.not_modelled()}, ("precision",)),
-    "train_micro_batch_size_per_gpu": _ds_batch("micro_batch_size", "micro"),
-    "gradient_accumulation_steps": _ds_batch("gradient_accumulation_steps", "gas"),
-    "train_batch_size": Key(_ds_total, ("num_gpus",), "micro x accumulation x GPUs"),
-    "optimizer": keys.section({"type": Key(_ds_optimizer_type, ("optimizer",)), "params": keys.ignored()},
-                              ("optimizer",)),
-    # deepspeed.checkpointing is used by Megatron-style models; Hugging Face models
-    # checkpoint through gradient_checkpointing instead
-    "activation_checkpointing": keys.not_modelled(),
-}.items()}
+DEEPSPEED: dict[str, Key] = {
+    key: _trainer_auto(entry)
+    for key, entry in {
+        **{name: keys.ignored() for name in _DS_IGNORED},
+        "zero_optimization": Key(
+            _zero_section,
+            ("sharding", "sync_each_micro_batch", "sharding_engine", "cpu_offload"),
+            table=DEEPSPEED_ZERO,
+        ),
+        "bf16": keys.section(
+            {"enabled": _ds_enabled("bf16-mixed"), "immediate_grad_update": keys.not_modelled()},
+            ("precision",),
+        ),
+        "fp16": keys.section(
+            {
+                "enabled": _ds_enabled("fp16-mixed"),
+                **{name: keys.ignored() for name in _FP16_IGNORED},
+                "immediate_grad_update": keys.not_modelled(),
+            },
+            ("precision",),
+        ),
+        "train_micro_batch_size_per_gpu": _ds_batch("micro_batch_size", "micro"),
+        "gradient_accumulation_steps": _ds_batch("gradient_accumulation_steps", "gas"),
+        "train_batch_size": Key(_ds_total, ("num_gpus",), "micro x accumulation x GPUs"),
+        "optimizer": keys.section(
+            {"type": Key(_ds_optimizer_type, ("optimizer",)), "params": keys.ignored()},
+            ("optimizer",),
+        ),
+        # deepspeed.checkpointing is used by Megatron-style models; Hugging Face models
+        # checkpoint through gradient_checkpointing instead
+        "activation_checkpointing": keys.not_modelled(),
+    }.items()
+}
 """A DeepSpeed config's top-level keys."""
 
 _DS_REST = _trainer_auto(Key(lambda rep, path, value, ctx: rep.unknown(path)))
@@ -190,15 +252,33 @@ def deepspeed_section(rep: Report, ds: JsonObject, prefix: str = "") -> None:
 
 # -- FSDP ---------------------------------------------------------------------------------------------
 _FSDP_STRATEGY = {
-    "FULL_SHARD": "zero3", "1": "zero3", "SHARD_GRAD_OP": "zero2", "2": "zero2",
-    "NO_SHARD": "ddp", "3": "ddp", "HYBRID_SHARD": "zero3", "4": "zero3",
-    "_HYBRID_SHARD_ZERO2": "zero2", "HYBRID_SHARD_ZERO2": "zero2", "5": "zero2",
+    "FULL_SHARD": "zero3",
+    "1": "zero3",
+    "SHARD_GRAD_OP": "zero2",
+    "2": "zero2",
+    "NO_SHARD": "ddp",
+    "3": "ddp",
+    "HYBRID_SHARD": "zero3",
+    "4": "zero3",
+    "_HYBRID_SHARD_ZERO2": "zero2",
+    "HYBRID_SHARD_ZERO2": "zero2",
+    "5": "zero2",
 }
 _FSDP_IGNORED = (
-    "auto_wrap_policy", "transformer_layer_cls_to_wrap", "backward_prefetch",
-    "forward_prefetch", "state_dict_type", "sync_module_states", "cpu_ram_efficient_loading",
-    "limit_all_gathers", "min_num_params", "final_state_dict_type", "cpu_offload_pin_memory",
-    "xla", "xla_fsdp_settings", "xla_fsdp_grad_ckpt",
+    "auto_wrap_policy",
+    "transformer_layer_cls_to_wrap",
+    "backward_prefetch",
+    "forward_prefetch",
+    "state_dict_type",
+    "sync_module_states",
+    "cpu_ram_efficient_loading",
+    "limit_all_gathers",
+    "min_num_params",
+    "final_state_dict_type",
+    "cpu_offload_pin_memory",
+    "xla",
+    "xla_fsdp_settings",
+    "xla_fsdp_grad_ckpt",
 )
 
 
@@ -213,9 +293,11 @@ def _sharding_strategy(rep: Report, path: str, value: object, ctx: JsonObject) -
 
 def _reshard_after_forward(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
     # accelerate 1.15.0 also takes an FSDP1 strategy name here
-    reshard = (_FSDP_STRATEGY[value.upper()] == "zero3"
-               if isinstance(value, str) and value.upper() in _FSDP_STRATEGY
-               else common.flag(rep, path, value, "sharding", reader="fsdp"))
+    reshard = (
+        _FSDP_STRATEGY[value.upper()] == "zero3"
+        if isinstance(value, str) and value.upper() in _FSDP_STRATEGY
+        else common.flag(rep, path, value, "sharding", reader="fsdp")
+    )
     if reshard is None:
         return
     if ctx["version"] >= 2 or not ctx["strategy_given"]:
@@ -253,9 +335,14 @@ def _use_orig_params(rep: Report, path: str, value: object, ctx: JsonObject) -> 
 
 FSDP: dict[str, Key] = {
     **{name: keys.ignored() for name in _FSDP_IGNORED},
-    "sharding_strategy": Key(_sharding_strategy, ("sharding",), "HYBRID_SHARD counted within one node"),
-    "reshard_after_forward": Key(_reshard_after_forward, ("sharding",),
-                                 "FSDP2's strategy; with FSDP1 only when no sharding_strategy is given"),
+    "sharding_strategy": Key(
+        _sharding_strategy, ("sharding",), "HYBRID_SHARD counted within one node"
+    ),
+    "reshard_after_forward": Key(
+        _reshard_after_forward,
+        ("sharding",),
+        "FSDP2's strategy; with FSDP1 only when no sharding_strategy is given",
+    ),
     "offload_params": Key(_offload_params, ("cpu_offload",)),
     "activation_checkpointing": Key(_activation_checkpointing, ("gradient_checkpointing",)),
     "use_orig_params": Key(_use_orig_params, ("frozen_weight_grads",), "FSDP1 only"),
@@ -267,7 +354,9 @@ FSDP_FIELDS = ("sharding", "cpu_offload", "frozen_weight_grads", "gradient_check
 """What an FSDP config can set."""
 
 
-def fsdp_section(rep: Report, cfg: JsonObject, prefix: str = "", strip: str = "fsdp_", version: object = None) -> None:
+def fsdp_section(
+    rep: Report, cfg: JsonObject, prefix: str = "", strip: str = "fsdp_", version: object = None
+) -> None:
     """An FSDP config dict (accelerate's ``fsdp_config`` with ``fsdp_`` names, the
     Trainer's ``fsdp_config`` with or without them, axolotl's without), through :data:`FSDP`.
     ``version``: the FSDP version when the file states it outside the dict (axolotl's
@@ -275,9 +364,11 @@ def fsdp_section(rep: Report, cfg: JsonObject, prefix: str = "", strip: str = "f
     plain = {}
     for key, value in cfg.items():
         name = str(key)
-        plain[name[len(strip):] if name.startswith(strip) else name] = (key, value)
-    ctx: JsonObject = {"version": common.positive_int(plain.get("version", (None, version))[1]) or 1,
-                       "strategy_given": "sharding_strategy" in plain}
+        plain[name[len(strip) :] if name.startswith(strip) else name] = (key, value)
+    ctx: JsonObject = {
+        "version": common.positive_int(plain.get("version", (None, version))[1]) or 1,
+        "strategy_given": "sharding_strategy" in plain,
+    }
     for name, (key, value) in plain.items():
         path = prefix + str(key)
         entry = FSDP.get(name)

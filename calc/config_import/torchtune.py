@@ -24,16 +24,47 @@ from .report import Report
 
 TOOL = "torchtune 0.7.0"
 
-IGNORED = {"output_dir", "checkpointer", "resume_from_checkpoint", "save_adapter_weights_only",
-           "seed", "shuffle", "lr_scheduler", "metric_logger", "log_every_n_steps",
-           "log_peak_memory_stats", "log_level", "profiler", "low_cpu_ram", "device", "clip_grad_norm",
-           "batch_size_val", "run_val_every_n_steps", "dataset_val", "collate_fn",
-           "cudnn_deterministic_mode", "enable_async_checkpointing", "custom_sharded_layers",
-           "resize_token_embeddings", "enable_kv_cache", "data_parallel_replicate_dim"}
-NOT_MODELLED = {"ac_mode", "ac_option", "enable_fp8_training", "fp8_recipe_name", "tensor_parallel_dim",
-                "tensor_parallel_plan", "context_parallel_dim"}
-CHUNKED_LOSSES = {"torchtune.modules.loss.LinearCrossEntropyLoss", "torchtune.modules.loss.CEWithChunkedOutputLoss",
-                  "torchtune.modules.loss.ChunkedCrossEntropyLoss"}
+IGNORED = {
+    "output_dir",
+    "checkpointer",
+    "resume_from_checkpoint",
+    "save_adapter_weights_only",
+    "seed",
+    "shuffle",
+    "lr_scheduler",
+    "metric_logger",
+    "log_every_n_steps",
+    "log_peak_memory_stats",
+    "log_level",
+    "profiler",
+    "low_cpu_ram",
+    "device",
+    "clip_grad_norm",
+    "batch_size_val",
+    "run_val_every_n_steps",
+    "dataset_val",
+    "collate_fn",
+    "cudnn_deterministic_mode",
+    "enable_async_checkpointing",
+    "custom_sharded_layers",
+    "resize_token_embeddings",
+    "enable_kv_cache",
+    "data_parallel_replicate_dim",
+}
+NOT_MODELLED = {
+    "ac_mode",
+    "ac_option",
+    "enable_fp8_training",
+    "fp8_recipe_name",
+    "tensor_parallel_dim",
+    "tensor_parallel_plan",
+    "context_parallel_dim",
+}
+CHUNKED_LOSSES = {
+    "torchtune.modules.loss.LinearCrossEntropyLoss",
+    "torchtune.modules.loss.CEWithChunkedOutputLoss",
+    "torchtune.modules.loss.ChunkedCrossEntropyLoss",
+}
 PLAIN_LOSSES = {"torch.nn.CrossEntropyLoss"}
 _MODEL_IGNORED = {"lora_alpha", "use_dora_magnitude", "max_seq_len"}
 
@@ -54,7 +85,7 @@ def _packed(rep: Report, path: str, value: object, st: JsonObject) -> None:
 
 
 def _epochs(rep: Report, path: str, value: object, st: JsonObject) -> None:
-    epochs = common.integer(rep, path, value, "epochs", maximum=2 ** 62)  # range(epochs)
+    epochs = common.integer(rep, path, value, "epochs", maximum=2**62)  # range(epochs)
     if epochs is not None:
         rep.use_plan(path, "epochs", epochs)
 
@@ -63,7 +94,7 @@ def _max_steps(rep: Report, path: str, value: object, st: JsonObject) -> None:
     if value is None:
         rep.ignore(path)
     else:
-        st["max_steps"] = common.integer(rep, path, value, "dataset_tokens", maximum=2 ** 62)
+        st["max_steps"] = common.integer(rep, path, value, "dataset_tokens", maximum=2**62)
 
 
 def _loss_component(rep: Report, path: str, value: object, st: JsonObject) -> None:
@@ -79,7 +110,11 @@ def _loss_component(rep: Report, path: str, value: object, st: JsonObject) -> No
 
 def _compile(rep: Report, path: str, value: object, st: JsonObject) -> None:
     # a dict of compile options compiles too
-    rep.use(path, "torch_compile", True if isinstance(value, dict) else common.flag(rep, path, value, "torch_compile"))
+    rep.use(
+        path,
+        "torch_compile",
+        True if isinstance(value, dict) else common.flag(rep, path, value, "torch_compile"),
+    )
 
 
 # -- model: the builder's arguments (the builder itself is read first, by _model) ------------------
@@ -93,10 +128,12 @@ def _lora_attn_modules(rep: Report, path: str, value: object, ctx: JsonObject) -
 
 def _lora_to(names: list[str]) -> keys.Key:
     """``apply_lora_to_mlp`` / ``apply_lora_to_output``: ``names`` join the targets when true."""
+
     def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
         if common.flag(rep, path, value, "lora_targets") is True:
             ctx["targets"] += names
         rep.mark_used(path, ["lora_targets"])
+
     return keys.Key(read, ("lora_targets",))
 
 
@@ -114,13 +151,19 @@ def _use_dora(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
 
 MODEL: dict[str, keys.Key] = {
     **{name: keys.ignored() for name in sorted(_MODEL_IGNORED)},
-    "_component_": keys.Key(lambda rep, path, value, ctx: None, ("model", "method"), "read first, by _model"),
-    "lora_attn_modules": keys.Key(_lora_attn_modules, ("lora_targets",), "torchtune names, as Hugging Face's"),
+    "_component_": keys.Key(
+        lambda rep, path, value, ctx: None, ("model", "method"), "read first, by _model"
+    ),
+    "lora_attn_modules": keys.Key(
+        _lora_attn_modules, ("lora_targets",), "torchtune names, as Hugging Face's"
+    ),
     "apply_lora_to_mlp": _lora_to(["gate_proj", "down_proj", "up_proj"]),
     "apply_lora_to_output": _lora_to(["lm_head"]),
     "lora_rank": keys.whole("lora_rank"),
     "lora_dropout": keys.call(hf.set_dropout, "lora_dropout"),
-    "quantize_base": keys.Key(_quantize_base, ("method",), "lora builders with quantize_base: QLoRA"),
+    "quantize_base": keys.Key(
+        _quantize_base, ("method",), "lora builders with quantize_base: QLoRA"
+    ),
     "use_dora": keys.Key(_use_dora),
 }
 """The ``model`` component's arguments (torchtune 0.7.0 builders); ``ctx["targets"]`` gathers
@@ -130,7 +173,9 @@ the LoRA targets they name."""
 # -- optimizer ----------------------------------------------------------------------------------
 def _optimizer_component(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
     name = common.COMPONENT_OPTIMIZERS.get(str(value))
-    momentum = ctx["momentum"] if isinstance(ctx["momentum"], (int, float)) else 0  # text: refused below
+    momentum = (
+        ctx["momentum"] if isinstance(ctx["momentum"], (int, float)) else 0
+    )  # text: refused below
     if name == "sgd" and momentum > 0:
         name = "sgd-momentum"
     if name is None:
@@ -155,10 +200,26 @@ def _momentum(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
 
 
 OPTIMIZER: dict[str, keys.Key] = {
-    **{name: keys.ignored() for name in ("lr", "weight_decay", "betas", "eps", "amsgrad", "foreach", "nesterov",
-                                         "optim_bits", "min_8bit_size", "percentile_clipping", "block_wise",
-                                         "dampening")},
-    "_component_": keys.Key(_optimizer_component, ("optimizer",), "SGD with momentum > 0: sgd-momentum"),
+    **{
+        name: keys.ignored()
+        for name in (
+            "lr",
+            "weight_decay",
+            "betas",
+            "eps",
+            "amsgrad",
+            "foreach",
+            "nesterov",
+            "optim_bits",
+            "min_8bit_size",
+            "percentile_clipping",
+            "block_wise",
+            "dampening",
+        )
+    },
+    "_component_": keys.Key(
+        _optimizer_component, ("optimizer",), "SGD with momentum > 0: sgd-momentum"
+    ),
     "fused": keys.Key(_optimizer_fused, ("optimizer_fused",), "torch's AdamW / Adam only"),
     "momentum": keys.Key(_momentum, ("optimizer",)),
 }
@@ -176,34 +237,58 @@ KEYS: dict[str, keys.Key] = {
     # listed first: an explicit entry below overrides them
     **{name: keys.ignored() for name in sorted(IGNORED)},
     **{name: keys.not_modelled() for name in sorted(NOT_MODELLED)},
-    "model": keys.Key(lambda rep, path, value, st: None, ("model", "method", "lora_targets", "lora_rank",
-                                                          "lora_dropout"),
-                      "read first (_model): the builder names the preset and the method", MODEL),
-    "tokenizer": keys.section({"max_seq_len": keys.Key(_max_seq_len, ("seq_len",))}, ("seq_len",),
-                              rest=keys.ignored()),
-    "dataset": keys.section({"packed": keys.Key(_packed, ("batching",))}, ("batching",), otherwise="ignored",
-                           rest=keys.ignored()),
+    "model": keys.Key(
+        lambda rep, path, value, st: None,
+        ("model", "method", "lora_targets", "lora_rank", "lora_dropout"),
+        "read first (_model): the builder names the preset and the method",
+        MODEL,
+    ),
+    "tokenizer": keys.section(
+        {"max_seq_len": keys.Key(_max_seq_len, ("seq_len",))}, ("seq_len",), rest=keys.ignored()
+    ),
+    "dataset": keys.section(
+        {"packed": keys.Key(_packed, ("batching",))},
+        ("batching",),
+        otherwise="ignored",
+        rest=keys.ignored(),
+    ),
     "batch_size": keys.whole("micro_batch_size"),
     "gradient_accumulation_steps": keys.whole("gradient_accumulation_steps"),
     "epochs": keys.Key(_epochs, ("epochs",), "a whole number: the recipes loop over range(epochs)"),
-    "max_steps_per_epoch": keys.Key(_max_steps, ("dataset_tokens",), "tokens only over packed sequences"),
+    "max_steps_per_epoch": keys.Key(
+        _max_steps, ("dataset_tokens",), "tokens only over packed sequences"
+    ),
     "optimizer": keys.Key(_optimizer_section, ("optimizer", "optimizer_fused"), table=OPTIMIZER),
     "optimizer_in_bwd": keys.boolean("optimizer_in_backward"),
-    "loss": keys.section({"_component_": keys.Key(_loss_component, ("chunked_loss",)),
-                          "num_output_chunks": keys.ignored()}, ("chunked_loss",)),
+    "loss": keys.section(
+        {
+            "_component_": keys.Key(_loss_component, ("chunked_loss",)),
+            "num_output_chunks": keys.ignored(),
+        },
+        ("chunked_loss",),
+    ),
     # torchtune 0.7.0 training.precision: fp16, bf16, fp32, fp64 (fp16 and fp64 not modelled)
     "dtype": keys.mapped("precision", {"bf16": "bf16-true", "fp32": "fp32"}, ("fp16", "fp64")),
     "enable_activation_checkpointing": keys.boolean("gradient_checkpointing"),
     "enable_activation_offloading": keys.boolean("activation_offload"),
     "compile": keys.Key(_compile, ("torch_compile",)),
-    "fsdp_cpu_offload": keys.state("distributed", True, keys.boolean("cpu_offload", ("none", "optimizer+params"))),
-    "fsdp_reshard_after_forward": keys.state("distributed", True, keys.boolean("sharding", ("zero2", "zero3"))),
-    "data_parallel_shard_dim": keys.state("distributed", True, keys.Key(
-        lambda rep, path, value, st: rep.mark_used(path, ["sharding"]), ("sharding",))),
+    "fsdp_cpu_offload": keys.state(
+        "distributed", True, keys.boolean("cpu_offload", ("none", "optimizer+params"))
+    ),
+    "fsdp_reshard_after_forward": keys.state(
+        "distributed", True, keys.boolean("sharding", ("zero2", "zero3"))
+    ),
+    "data_parallel_shard_dim": keys.state(
+        "distributed",
+        True,
+        keys.Key(lambda rep, path, value, st: rep.mark_used(path, ["sharding"]), ("sharding",)),
+    ),
 }
 
 
-def import_torchtune(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
+def import_torchtune(
+    data: JsonObject, model: object = None, read_file: common.ReadFile | None = None
+) -> JsonObject:
     rep = Report("torchtune", TOOL)
     st: JsonObject = {}
     spec = data.get("model")
@@ -238,8 +323,16 @@ def import_torchtune(data: JsonObject, model: object = None, read_file: common.R
     if steps is not None:
         if st.get("packing"):
             req = rep.request
-            tokens = steps * req["micro_batch_size"] * req["gradient_accumulation_steps"] * req.get("num_gpus", 1) * req["seq_len"]
-            rep.use_plan("max_steps_per_epoch", "dataset_tokens", tokens, "packed_sequences_fill_seq_len")
+            tokens = (
+                steps
+                * req["micro_batch_size"]
+                * req["gradient_accumulation_steps"]
+                * req.get("num_gpus", 1)
+                * req["seq_len"]
+            )
+            rep.use_plan(
+                "max_steps_per_epoch", "dataset_tokens", tokens, "packed_sequences_fill_seq_len"
+            )
         else:
             rep.unknown("max_steps_per_epoch", "dataset_tokens_need_packing")
     rep.default("epochs", 1, TOOL, plan=True)
@@ -250,7 +343,9 @@ def import_torchtune(data: JsonObject, model: object = None, read_file: common.R
 
 def _model(rep: Report, spec: JsonObject, st: JsonObject, override: object) -> ModelArch | None:
     component = spec.get("_component_")
-    preset_id, method = torchtune_builder(component) if isinstance(component, str) else (None, "full")
+    preset_id, method = (
+        torchtune_builder(component) if isinstance(component, str) else (None, "full")
+    )
     if spec.get("quantize_base") is True and method == "lora":
         method = "qlora"
     if override is not None:
@@ -271,11 +366,18 @@ def _model(rep: Report, spec: JsonObject, st: JsonObject, override: object) -> M
             rep.note("lora_on_output_not_modelled")
         kept = [t for t in dict.fromkeys(targets) if arch is None or t in arch.linear_names()]
         if kept:
-            value = "all-linear" if arch is not None and set(kept) == set(arch.linear_names()) else kept
+            value = (
+                "all-linear" if arch is not None and set(kept) == set(arch.linear_names()) else kept
+            )
             rep.request["lora_targets"] = value
     return arch
 
 
 def _optimizer(rep: Report, cfg: JsonObject) -> None:
-    keys.read_keys(rep, cfg, OPTIMIZER, {"component": cfg.get("_component_"), "momentum": cfg.get("momentum")},
-                   "optimizer.")
+    keys.read_keys(
+        rep,
+        cfg,
+        OPTIMIZER,
+        {"component": cfg.get("_component_"), "momentum": cfg.get("momentum")},
+        "optimizer.",
+    )

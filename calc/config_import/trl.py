@@ -25,58 +25,188 @@ from .report import Report
 TOOL = "TRL 1.9.0 / transformers 5.17.0"
 
 TRAINING_IGNORED = {
-    "output_dir", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps",
-    "warmup_ratio", "optim_args", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
-    "average_tokens_across_devices", "max_grad_norm", "label_smoothing_factor", "use_cache",
-    "neftune_noise_alpha", "logging_strategy", "logging_steps", "logging_first_step",
-    "log_on_each_node", "logging_nan_inf_filter", "include_num_input_tokens_seen", "log_level",
-    "log_level_replica", "disable_tqdm", "report_to", "run_name", "project", "trackio_space_id",
-    "trackio_bucket_id", "trackio_static_space_id", "eval_strategy", "evaluation_strategy",
-    "eval_steps", "eval_delay", "per_device_eval_batch_size", "prediction_loss_only",
-    "eval_on_start", "eval_do_concat_batches", "eval_use_gather_object", "eval_accumulation_steps",
-    "include_for_metrics", "batch_eval_metrics", "save_only_model", "save_strategy", "save_steps",
-    "save_on_each_node", "save_total_limit", "enable_jit_checkpoint", "push_to_hub", "hub_token",
-    "hub_private_repo", "hub_model_id", "hub_strategy", "hub_always_push", "hub_revision",
-    "load_best_model_at_end", "metric_for_best_model", "greater_is_better", "ignore_data_skip",
-    "restore_callback_states_from_checkpoint", "full_determinism", "seed", "data_seed",
-    "dataloader_drop_last", "dataloader_num_workers", "dataloader_pin_memory",
-    "dataloader_persistent_workers", "dataloader_prefetch_factor",
-    "dataloader_multiprocessing_context", "dataloader_in_order", "remove_unused_columns",
-    "label_names", "train_sampling_strategy", "length_column_name", "ddp_find_unused_parameters",
-    "ddp_broadcast_buffers", "ddp_static_graph", "ddp_backend", "ddp_timeout", "debug",
-    "skip_memory_metrics", "do_train", "do_eval", "do_predict", "resume_from_checkpoint",
-    "local_rank", "bf16_full_eval", "fp16_full_eval", "torch_compile_backend", "torch_compile_mode",
-    "overwrite_output_dir", "logging_dir", "save_safetensors",
+    "output_dir",
+    "learning_rate",
+    "lr_scheduler_type",
+    "lr_scheduler_kwargs",
+    "warmup_steps",
+    "warmup_ratio",
+    "optim_args",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "average_tokens_across_devices",
+    "max_grad_norm",
+    "label_smoothing_factor",
+    "use_cache",
+    "neftune_noise_alpha",
+    "logging_strategy",
+    "logging_steps",
+    "logging_first_step",
+    "log_on_each_node",
+    "logging_nan_inf_filter",
+    "include_num_input_tokens_seen",
+    "log_level",
+    "log_level_replica",
+    "disable_tqdm",
+    "report_to",
+    "run_name",
+    "project",
+    "trackio_space_id",
+    "trackio_bucket_id",
+    "trackio_static_space_id",
+    "eval_strategy",
+    "evaluation_strategy",
+    "eval_steps",
+    "eval_delay",
+    "per_device_eval_batch_size",
+    "prediction_loss_only",
+    "eval_on_start",
+    "eval_do_concat_batches",
+    "eval_use_gather_object",
+    "eval_accumulation_steps",
+    "include_for_metrics",
+    "batch_eval_metrics",
+    "save_only_model",
+    "save_strategy",
+    "save_steps",
+    "save_on_each_node",
+    "save_total_limit",
+    "enable_jit_checkpoint",
+    "push_to_hub",
+    "hub_token",
+    "hub_private_repo",
+    "hub_model_id",
+    "hub_strategy",
+    "hub_always_push",
+    "hub_revision",
+    "load_best_model_at_end",
+    "metric_for_best_model",
+    "greater_is_better",
+    "ignore_data_skip",
+    "restore_callback_states_from_checkpoint",
+    "full_determinism",
+    "seed",
+    "data_seed",
+    "dataloader_drop_last",
+    "dataloader_num_workers",
+    "dataloader_pin_memory",
+    "dataloader_persistent_workers",
+    "dataloader_prefetch_factor",
+    "dataloader_multiprocessing_context",
+    "dataloader_in_order",
+    "remove_unused_columns",
+    "label_names",
+    "train_sampling_strategy",
+    "length_column_name",
+    "ddp_find_unused_parameters",
+    "ddp_broadcast_buffers",
+    "ddp_static_graph",
+    "ddp_backend",
+    "ddp_timeout",
+    "debug",
+    "skip_memory_metrics",
+    "do_train",
+    "do_eval",
+    "do_predict",
+    "resume_from_checkpoint",
+    "local_rank",
+    "bf16_full_eval",
+    "fp16_full_eval",
+    "torch_compile_backend",
+    "torch_compile_mode",
+    "overwrite_output_dir",
+    "logging_dir",
+    "save_safetensors",
     # SFTConfig
-    "model_init_kwargs", "router_aux_loss_coef", "trust_remote_code", "chat_template_path",
-    "dataset_text_field", "dataset_kwargs", "dataset_num_proc", "eos_token", "truncation_mode",
-    "shuffle_dataset", "packing_strategy", "eval_packing", "completion_only_loss",
-    "assistant_only_loss", "pad_token", "pad_to_multiple_of",
+    "model_init_kwargs",
+    "router_aux_loss_coef",
+    "trust_remote_code",
+    "chat_template_path",
+    "dataset_text_field",
+    "dataset_kwargs",
+    "dataset_num_proc",
+    "eos_token",
+    "truncation_mode",
+    "shuffle_dataset",
+    "packing_strategy",
+    "eval_packing",
+    "completion_only_loss",
+    "assistant_only_loss",
+    "pad_token",
+    "pad_to_multiple_of",
     # ModelConfig / ScriptArguments
-    "model_revision", "lora_alpha", "lora_task_type", "use_rslora", "bnb_4bit_quant_type",
-    "bnb_4bit_quant_storage", "dataset_name", "dataset_config", "dataset_train_split",
-    "dataset_test_split", "dataset_streaming", "datasets", "streaming", "test_split_size",
-    "ignore_bias_buffers", "gradient_checkpointing_use_reentrant",
+    "model_revision",
+    "lora_alpha",
+    "lora_task_type",
+    "use_rslora",
+    "bnb_4bit_quant_type",
+    "bnb_4bit_quant_storage",
+    "dataset_name",
+    "dataset_config",
+    "dataset_train_split",
+    "dataset_test_split",
+    "dataset_streaming",
+    "datasets",
+    "streaming",
+    "test_split_size",
+    "ignore_bias_buffers",
+    "gradient_checkpointing_use_reentrant",
 }
 NOT_MODELLED = {
-    "torch_empty_cache_steps", "auto_find_batch_size", "optim_target_modules", "ddp_bucket_cap_mb",
-    "use_dora", "lora_target_parameters", "accelerator_config",
-    "parallelism_config", "liger_kernel_config", "use_cpu",
+    "torch_empty_cache_steps",
+    "auto_find_batch_size",
+    "optim_target_modules",
+    "ddp_bucket_cap_mb",
+    "use_dora",
+    "lora_target_parameters",
+    "accelerator_config",
+    "parallelism_config",
+    "liger_kernel_config",
+    "use_cpu",
 }
-SFT_ONLY = {"max_length", "max_seq_length", "packing", "loss_type", "activation_offloading",
-            "dataset_text_field", "completion_only_loss", "assistant_only_loss", "padding_free",
-            "model_init_kwargs", "packing_strategy", "use_peft", "lora_r", "model_name_or_path"}
-_LORA_CONFIG_IGNORED = {"lora_alpha", "task_type", "bias", "use_rslora", "fan_in_fan_out",
-                        "inference_mode", "init_lora_weights", "peft_type", "base_model_name_or_path",
-                        "revision", "r_alpha"}
+SFT_ONLY = {
+    "max_length",
+    "max_seq_length",
+    "packing",
+    "loss_type",
+    "activation_offloading",
+    "dataset_text_field",
+    "completion_only_loss",
+    "assistant_only_loss",
+    "padding_free",
+    "model_init_kwargs",
+    "packing_strategy",
+    "use_peft",
+    "lora_r",
+    "model_name_or_path",
+}
+_LORA_CONFIG_IGNORED = {
+    "lora_alpha",
+    "task_type",
+    "bias",
+    "use_rslora",
+    "fan_in_fan_out",
+    "inference_mode",
+    "init_lora_weights",
+    "peft_type",
+    "base_model_name_or_path",
+    "revision",
+    "r_alpha",
+}
 
 
-def import_trl(data: JsonObject, model: object = None, read_file: common.ReadFile | None = None) -> JsonObject:
+def import_trl(
+    data: JsonObject, model: object = None, read_file: common.ReadFile | None = None
+) -> JsonObject:
     rep = Report("trl", TOOL)
     st: JsonObject = {}
     sft = any(key in SFT_ONLY for key in data)
     arch = None
-    model_key = next((k for k in ("model_name_or_path", "model") if isinstance(data.get(k), str)), None)
+    model_key = next(
+        (k for k in ("model_name_or_path", "model") if isinstance(data.get(k), str)), None
+    )
     if model_key is not None:
         arch = resolve_model(rep, model_key, data[model_key], model)
     elif model is not None:
@@ -103,17 +233,36 @@ def import_trl(data: JsonObject, model: object = None, read_file: common.ReadFil
     if any(k in st for k in ("bf16", "fp16", "dtype")):
         rep.request.setdefault("precision", _precision(st, sft))
     else:
-        rep.default("precision", _precision(st, sft), "TRL 1.9.0: bf16 on, ModelConfig.dtype float32"
-                    if sft else "transformers 5.17.0: no autocast, weights loaded with dtype auto")
+        rep.default(
+            "precision",
+            _precision(st, sft),
+            "TRL 1.9.0: bf16 on, ModelConfig.dtype float32"
+            if sft
+            else "transformers 5.17.0: no autocast, weights loaded with dtype auto",
+        )
     if rep.request["method"] != "full":
         hf.finish_targets(rep, st.get("targets_key"), arch, TOOL)
-        rep.default("lora_rank", 16 if sft else 8, "TRL 1.9.0 ModelConfig.lora_r" if sft else "peft 0.21.0 LoraConfig.r")
-        rep.default("lora_dropout", 0.05 if sft else 0.0,
-                    "TRL 1.9.0 ModelConfig.lora_dropout" if sft else "peft 0.21.0 LoraConfig.lora_dropout")
-        hf.adapter_dtype_default(rep, True, "peft 0.21.0 get_peft_model autocast_adapter_dtype=True")
+        rep.default(
+            "lora_rank",
+            16 if sft else 8,
+            "TRL 1.9.0 ModelConfig.lora_r" if sft else "peft 0.21.0 LoraConfig.r",
+        )
+        rep.default(
+            "lora_dropout",
+            0.05 if sft else 0.0,
+            "TRL 1.9.0 ModelConfig.lora_dropout" if sft else "peft 0.21.0 LoraConfig.lora_dropout",
+        )
+        hf.adapter_dtype_default(
+            rep, True, "peft 0.21.0 get_peft_model autocast_adapter_dtype=True"
+        )
         if rep.request["method"] == "qlora":
-            rep.default("qlora_double_quant", False, "TRL 1.9.0 ModelConfig.use_bnb_nested_quant"
-                        if sft else "transformers 5.17.0 BitsAndBytesConfig")
+            rep.default(
+                "qlora_double_quant",
+                False,
+                "TRL 1.9.0 ModelConfig.use_bnb_nested_quant"
+                if sft
+                else "transformers 5.17.0 BitsAndBytesConfig",
+            )
     rep.default("micro_batch_size", 8, "transformers 5.17.0 TrainingArguments")
     rep.default("gradient_accumulation_steps", 1, "transformers 5.17.0 TrainingArguments")
     if sft:
@@ -243,8 +392,11 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "torch_compile": keys.boolean("torch_compile"),
     "num_train_epochs": keys.call(hf.set_epochs, "epochs"),
     "max_steps": keys.Key(hf.read_max_steps, ("dataset_tokens",)),
-    "deepspeed": keys.Key(lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st.get("read_file")),
-                          common.DEEPSPEED_FIELDS, table=sections.DEEPSPEED),
+    "deepspeed": keys.Key(
+        lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st.get("read_file")),
+        common.DEEPSPEED_FIELDS,
+        table=sections.DEEPSPEED,
+    ),
     "fsdp": keys.call(common.fsdp_trainer_option, "sharding", "cpu_offload"),
     "fsdp_config": keys.Key(_fsdp_config, sections.FSDP_FIELDS, table=sections.FSDP),
     "use_peft": keys.Key(_use_peft, ("method",)),
@@ -255,16 +407,20 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "load_in_4bit": keys.Key(hf.read_load_in, ("method",)),
     "load_in_8bit": keys.Key(hf.read_load_in, ("method",), "int8 base weights not modelled"),
     "use_bnb_nested_quant": keys.boolean("qlora_double_quant"),
-    "peft_config": keys.Key(_peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets"),
-                            table=LORA_CONFIG),
-    "lora_config": keys.Key(_peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets"),
-                            table=LORA_CONFIG),
+    "peft_config": keys.Key(
+        _peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets"), table=LORA_CONFIG
+    ),
+    "lora_config": keys.Key(
+        _peft_config, ("method", "lora_rank", "lora_dropout", "lora_targets"), table=LORA_CONFIG
+    ),
     "quantization_config": keys.section(hf.BNB_WITH_METHOD, ("method", "qlora_double_quant")),
     "bnb_config": keys.section(hf.BNB_WITH_METHOD, ("method", "qlora_double_quant")),
 }
 
 
-def training_arg(rep: Report, st: JsonObject, key: str, value: object, read_file: common.ReadFile | None = None) -> bool:
+def training_arg(
+    rep: Report, st: JsonObject, key: str, value: object, read_file: common.ReadFile | None = None
+) -> bool:
     """One key of TrainingArguments / SFTConfig / ModelConfig (:data:`TRAINING_ARGS`); False
     when not one of them."""
     spec = TRAINING_ARGS.get(key)

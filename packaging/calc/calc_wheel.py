@@ -52,8 +52,9 @@ def _source_root() -> Path:
 def _version(root: Path, package: str) -> str:
     tree = ast.parse((root / package / "__init__.py").read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__version__"
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets
+        ):
             return ast.literal_eval(node.value)
     raise ValueError("no __version__")
 
@@ -79,8 +80,13 @@ def package_files(root: Path, package: str) -> list[tuple[str, bytes]]:
 
 
 def _metadata(project: dict, version: str, readme: str | None) -> str:
-    lines = ["Metadata-Version: 2.1", f"Name: {project['name']}", f"Version: {version}",
-             f"Summary: {project['description']}", f"Requires-Python: {project['requires-python']}"]
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {project['name']}",
+        f"Version: {version}",
+        f"Summary: {project['description']}",
+        f"Requires-Python: {project['requires-python']}",
+    ]
     lines += [f"Classifier: {c}" for c in project.get("classifiers", [])]
     lines += [f"Requires-Dist: {r}" for r in project.get("dependencies", [])]
     for extra, requirements in project.get("optional-dependencies", {}).items():
@@ -107,12 +113,20 @@ def wheel_members(root: Path | None = None) -> tuple[str, list[tuple[str, bytes]
     version = _version(root, package)
     dist = _dist_name(project["name"])
     info = f"{dist}-{version}.dist-info"
-    readme_path = root / options["readme"] if (root / options["readme"]).is_file() else HERE / "README.md"
+    readme_path = (
+        root / options["readme"] if (root / options["readme"]).is_file() else HERE / "README.md"
+    )
     readme = readme_path.read_text(encoding="utf-8") if readme_path.is_file() else None
     members = package_files(root, package)
     members.append((f"{info}/METADATA", _metadata(project, version, readme).encode()))
-    members.append((f"{info}/WHEEL", (
-        "Wheel-Version: 1.0\nGenerator: calc_wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n").encode()))
+    members.append(
+        (
+            f"{info}/WHEEL",
+            (
+                "Wheel-Version: 1.0\nGenerator: calc_wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+            ).encode(),
+        )
+    )
     scripts = project.get("scripts", {})
     if scripts:
         text = "[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items())
@@ -133,6 +147,7 @@ def _write_zip(path: Path, members: list[tuple[str, bytes]]) -> None:
 
 
 # --- PEP 517 hooks --------------------------------------------------------------------------------
+
 
 def get_requires_for_build_wheel(config_settings=None) -> list[str]:
     return []
@@ -155,10 +170,15 @@ def build_sdist(sdist_directory, config_settings=None) -> str:
     config = _config()
     package = config["tool"]["calc-wheel"]["package"]
     base = f"{_dist_name(config['project']['name'])}-{_version(root, package)}"
-    files = [(f"{base}/{p.name}", p.read_bytes()) for p in (HERE / "pyproject.toml", HERE / "calc_wheel.py")]
+    files = [
+        (f"{base}/{p.name}", p.read_bytes())
+        for p in (HERE / "pyproject.toml", HERE / "calc_wheel.py")
+    ]
     files.append((f"{base}/packaging/calc/README.md", (HERE / "README.md").read_bytes()))
     files += [(f"{base}/{name}", data) for name, data in package_files(root, package)]
-    files.append((f"{base}/PKG-INFO", _metadata(config["project"], _version(root, package), None).encode()))
+    files.append(
+        (f"{base}/PKG-INFO", _metadata(config["project"], _version(root, package), None).encode())
+    )
     name = base + ".tar.gz"
     Path(sdist_directory).mkdir(parents=True, exist_ok=True)
     mtime = time.mktime(_timestamp() + (0, 0, -1))

@@ -33,7 +33,9 @@ def test_every_row_has_a_source_and_is_judged(rows):
         if r["calc_not_covered"]:
             assert not r["first_contact_error"] and not r["first_contact_predicted_gib"], r["id"]
         else:
-            assert r["calc_request"] and r["first_contact_error"] and r["first_contact_predicted_gib"], r["id"]
+            assert (
+                r["calc_request"] and r["first_contact_error"] and r["first_contact_predicted_gib"]
+            ), r["id"]
             assert isinstance(json.loads(r["calc_request"]), dict)
 
 
@@ -41,8 +43,10 @@ def test_recorded_error_is_the_recorded_prediction_against_the_measurement(rows)
     for r in rows:
         if r["first_contact_error"]:
             measured = fc.measured_bytes(r)
-            predicted = float(r["first_contact_predicted_gib"]) * 2 ** 30
-            assert float(r["first_contact_error"]) == pytest.approx((predicted - measured) / measured, abs=2e-5), r["id"]
+            predicted = float(r["first_contact_predicted_gib"]) * 2**30
+            assert float(r["first_contact_error"]) == pytest.approx(
+                (predicted - measured) / measured, abs=2e-5
+            ), r["id"]
 
 
 def test_at_least_four_sources_with_judged_rows(rows):
@@ -52,16 +56,24 @@ def test_at_least_four_sources_with_judged_rows(rows):
 
 
 def test_sum_over_gpus_is_compared_per_gpu():
-    row = {"peak_value": "139.2", "peak_unit": "GB", "per_gpu": "no (sum over the 2 GPUs)", "num_gpus": "2"}
+    row = {
+        "peak_value": "139.2",
+        "peak_unit": "GB",
+        "per_gpu": "no (sum over the 2 GPUs)",
+        "num_gpus": "2",
+    }
     assert fc.measured_bytes(row) == 69_600_000_000
 
 
-@pytest.mark.parametrize("text, metric", [
-    ("max_memory_reserved (swift's get_max_cuda_memory)", "reserved"),
-    ('not stated ("memory (GB)")', "reserved"),
-    ("max_memory_allocated", "allocated"),
-    ("nvidia-smi", "device"),
-])
+@pytest.mark.parametrize(
+    "text, metric",
+    [
+        ("max_memory_reserved (swift's get_max_cuda_memory)", "reserved"),
+        ('not stated ("memory (GB)")', "reserved"),
+        ("max_memory_allocated", "allocated"),
+        ("nvidia-smi", "device"),
+    ],
+)
 def test_metric_rule(text, metric):
     assert fc.metric(text) == metric
 
@@ -85,7 +97,11 @@ def test_record_fills_only_unjudged_rows(tmp_path, rows):
     after = {r["id"]: r for r in fc.load_rows(path)}
     assert after[target]["judged_at_commit"] == "f" * 40
     assert after[target]["first_contact_error"]
-    others = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith(target + ",")]
+    others = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if not line.startswith(target + ",")
+    ]
     assert others == [line for line in text.splitlines() if not line.startswith(target + ",")]
 
 
@@ -94,8 +110,13 @@ def _expected(errors):
     pos = (len(absolute) - 1) * 0.9
     low = int(pos)
     p90 = absolute[low] + (absolute[min(low + 1, len(absolute) - 1)] - absolute[low]) * (pos - low)
-    return {"count": len(errors), "median": statistics.median(absolute), "p90": p90, "max": absolute[-1],
-            "median_signed": statistics.median(errors)}
+    return {
+        "count": len(errors),
+        "median": statistics.median(absolute),
+        "p90": p90,
+        "max": absolute[-1],
+        "median_signed": statistics.median(errors),
+    }
 
 
 def test_summary_recomputed_from_the_file(rows):
@@ -129,7 +150,9 @@ def test_page_table_shows_the_recomputed_figures(lang, rows):
     for chunk in html.split('<tr data-source="')[1:]:
         src = json.loads(chunk.split('"', 1)[0].replace("&quot;", '"'))
         expected = _expected(by_source[src["source"]])
-        for value, field in re.findall(r'<td data-value="([^"]+)" data-kind="[^"]+" data-field="([^"]+)"', chunk):
+        for value, field in re.findall(
+            r'<td data-value="([^"]+)" data-kind="[^"]+" data-field="([^"]+)"', chunk
+        ):
             key = field.removeprefix("pct:")
             if key == "not_covered":
                 continue

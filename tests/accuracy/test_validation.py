@@ -27,58 +27,127 @@ def test_every_row_compared_or_explained(results):
             assert r.predicted_bytes > 0 and r.measured_bytes > 0
 
 
-@pytest.mark.parametrize("row_id, expected", [
-    ("2", {"model": "llama-2-7b", "method": "lora", "lora_rank": 8, "lora_targets": ["q_proj", "v_proj"],
-           "micro_batch_size": 4, "seq_len": 2048, "gradient_checkpointing": True, "optimizer": "adamw"}),
-    ("13", {"model": "llama-3.1-8b", "method": "full", "optimizer": "paged-adamw-8bit",
-            "optimizer_in_backward": True, "chunked_loss": True}),
-    ("18", {"num_gpus": 8, "sharding": "zero3", "cpu_offload": "optimizer+params", "optimizer": "adamw",
-            "optimizer_in_backward": False}),
-    ("28", {"optimizer": "adamw-8bit", "optimizer_in_backward": True, "activation_offload": True,
-            "chunked_loss": True, "gradient_checkpointing": True}),  # cumulative table
-    ("39", {"model": "stablelm-base-alpha-3b", "lora_targets": ["query_key_value"]}),
-    ("45", {"method": "qlora", "qlora_double_quant": True, "optimizer": "paged-adamw"}),
-    ("53", {"method": "qlora", "qlora_double_quant": False}),
-    ("51", {"precision": "bf16-mixed"}),
-    ("32", {"lora_targets": "all-linear"}),
-    # framework defaults of the row's version (module doc of accuracy/memory.py)
-    ("2", {"lora_dropout": 0.05, "gradient_accumulation_steps": 1}),           # torchtune May 2024
-    ("15", {"lora_dropout": 0.0}),                                            # torchtune Sep 2024
-    ("9", {"gradient_accumulation_steps": 32, "sync_each_micro_batch": True,  # torchtune: no no_sync
-           "frozen_weight_grads": False}),
-    ("17", {"qlora_keeps_inputs": False}),                                    # torchao NF4
-    ("44", {"qlora_keeps_inputs": True, "lora_dropout": 0.05}),               # bitsandbytes 0.41.1
-    ("48", {"frozen_weight_grads": True, "gradient_accumulation_steps": 128, "num_gpus": 2,
-            "sync_each_micro_batch": False}),
-    ("49", {"gradient_accumulation_steps": 32}),                              # 128 / mbs 4
-    ("63", {"lora_targets": "all-linear"}),                                   # tiny-llama/lora.yaml
-    ("65", {"num_gpus": 4, "gradient_accumulation_steps": 4}),                # gemma-2b/full.yaml
-    ("66", {"num_gpus": 2, "gradient_accumulation_steps": 1}),                # phi-2/full.yaml
-    ("8", {"qlora_unchunked_quantization": True}),                            # torchao==0.1 pin
-    ("1", {"qlora_unchunked_quantization": True}),
-    ("17", {"qlora_unchunked_quantization": False}),                          # pin gone, Sep 2024
-    ("20", {"chunked_loss": False, "micro_batch_size": 2, "seq_len": 2048}),  # 405B_qlora.yaml loss
-    ("15", {"chunked_loss": True}),
-    ("25", {"optimizer": "adamw", "optimizer_fused": True}),                  # fused: True, Sep 2024 on
-    ("22", {"optimizer_fused": True}),
-    ("5", {"optimizer": "adamw", "optimizer_fused": False}),                  # llama2 configs, May 2024
-    ("12", {"optimizer_fused": False}),
-    ("18", {"optimizer_fused": True}),                                        # CSV: AdamW(fused=True)
-    ("28", {"optimizer": "adamw-8bit"}),
-    ("23", {"torch_compile": True}),                                          # "+ Compile"
-    ("22", {"torch_compile": False}),
-    ("1", {"torch_compile": True}),
-    ("53", {"attention_keeps_fused_qkv": True}),                              # LitGPT attention
-    ("44", {"attention_keeps_fused_qkv": True}),
-    # Hugging Face stack (PEFT docs, TRL SFTTrainer): the hf-trainer profile plus the example's flags
-    ("123", {"framework": "hf-trainer", "method": "qlora", "sharding": "zero3", "num_gpus": 2,
-             "lora_targets": "all-linear", "lora_dropout": 0.1, "qlora_double_quant": True,
-             "qlora_keeps_inputs": True, "qlora_quant_state_replicated": True, "optimizer_fused": False,
-             "sync_each_micro_batch": True, "micro_batch_size": 2, "gradient_accumulation_steps": 2,
-             "cpu_offload": "none", "chunked_loss": False}),
-    ("124", {"cpu_offload": "optimizer+params", "sync_each_micro_batch": False}),
-    ("125", {"cpu_offload": "none", "sync_each_micro_batch": False}),
-])
+@pytest.mark.parametrize(
+    "row_id, expected",
+    [
+        (
+            "2",
+            {
+                "model": "llama-2-7b",
+                "method": "lora",
+                "lora_rank": 8,
+                "lora_targets": ["q_proj", "v_proj"],
+                "micro_batch_size": 4,
+                "seq_len": 2048,
+                "gradient_checkpointing": True,
+                "optimizer": "adamw",
+            },
+        ),
+        (
+            "13",
+            {
+                "model": "llama-3.1-8b",
+                "method": "full",
+                "optimizer": "paged-adamw-8bit",
+                "optimizer_in_backward": True,
+                "chunked_loss": True,
+            },
+        ),
+        (
+            "18",
+            {
+                "num_gpus": 8,
+                "sharding": "zero3",
+                "cpu_offload": "optimizer+params",
+                "optimizer": "adamw",
+                "optimizer_in_backward": False,
+            },
+        ),
+        (
+            "28",
+            {
+                "optimizer": "adamw-8bit",
+                "optimizer_in_backward": True,
+                "activation_offload": True,
+                "chunked_loss": True,
+                "gradient_checkpointing": True,
+            },
+        ),  # cumulative table
+        ("39", {"model": "stablelm-base-alpha-3b", "lora_targets": ["query_key_value"]}),
+        ("45", {"method": "qlora", "qlora_double_quant": True, "optimizer": "paged-adamw"}),
+        ("53", {"method": "qlora", "qlora_double_quant": False}),
+        ("51", {"precision": "bf16-mixed"}),
+        ("32", {"lora_targets": "all-linear"}),
+        # framework defaults of the row's version (module doc of accuracy/memory.py)
+        ("2", {"lora_dropout": 0.05, "gradient_accumulation_steps": 1}),  # torchtune May 2024
+        ("15", {"lora_dropout": 0.0}),  # torchtune Sep 2024
+        (
+            "9",
+            {
+                "gradient_accumulation_steps": 32,
+                "sync_each_micro_batch": True,  # torchtune: no no_sync
+                "frozen_weight_grads": False,
+            },
+        ),
+        ("17", {"qlora_keeps_inputs": False}),  # torchao NF4
+        ("44", {"qlora_keeps_inputs": True, "lora_dropout": 0.05}),  # bitsandbytes 0.41.1
+        (
+            "48",
+            {
+                "frozen_weight_grads": True,
+                "gradient_accumulation_steps": 128,
+                "num_gpus": 2,
+                "sync_each_micro_batch": False,
+            },
+        ),
+        ("49", {"gradient_accumulation_steps": 32}),  # 128 / mbs 4
+        ("63", {"lora_targets": "all-linear"}),  # tiny-llama/lora.yaml
+        ("65", {"num_gpus": 4, "gradient_accumulation_steps": 4}),  # gemma-2b/full.yaml
+        ("66", {"num_gpus": 2, "gradient_accumulation_steps": 1}),  # phi-2/full.yaml
+        ("8", {"qlora_unchunked_quantization": True}),  # torchao==0.1 pin
+        ("1", {"qlora_unchunked_quantization": True}),
+        ("17", {"qlora_unchunked_quantization": False}),  # pin gone, Sep 2024
+        (
+            "20",
+            {"chunked_loss": False, "micro_batch_size": 2, "seq_len": 2048},
+        ),  # 405B_qlora.yaml loss
+        ("15", {"chunked_loss": True}),
+        ("25", {"optimizer": "adamw", "optimizer_fused": True}),  # fused: True, Sep 2024 on
+        ("22", {"optimizer_fused": True}),
+        ("5", {"optimizer": "adamw", "optimizer_fused": False}),  # llama2 configs, May 2024
+        ("12", {"optimizer_fused": False}),
+        ("18", {"optimizer_fused": True}),  # CSV: AdamW(fused=True)
+        ("28", {"optimizer": "adamw-8bit"}),
+        ("23", {"torch_compile": True}),  # "+ Compile"
+        ("22", {"torch_compile": False}),
+        ("1", {"torch_compile": True}),
+        ("53", {"attention_keeps_fused_qkv": True}),  # LitGPT attention
+        ("44", {"attention_keeps_fused_qkv": True}),
+        # Hugging Face stack (PEFT docs, TRL SFTTrainer): the hf-trainer profile plus the example's flags
+        (
+            "123",
+            {
+                "framework": "hf-trainer",
+                "method": "qlora",
+                "sharding": "zero3",
+                "num_gpus": 2,
+                "lora_targets": "all-linear",
+                "lora_dropout": 0.1,
+                "qlora_double_quant": True,
+                "qlora_keeps_inputs": True,
+                "qlora_quant_state_replicated": True,
+                "optimizer_fused": False,
+                "sync_each_micro_batch": True,
+                "micro_batch_size": 2,
+                "gradient_accumulation_steps": 2,
+                "cpu_offload": "none",
+                "chunked_loss": False,
+            },
+        ),
+        ("124", {"cpu_offload": "optimizer+params", "sync_each_micro_batch": False}),
+        ("125", {"cpu_offload": "none", "sync_each_micro_batch": False}),
+    ],
+)
 def test_row_request_mapping(rows, row_id, expected):
     from calc.request import parse_estimate_request
 
@@ -93,15 +162,18 @@ def test_torchtune_rows_keep_separate_qkv(rows):
     assert "attention_keeps_fused_qkv" not in vm.row_request(rows["2"])
 
 
-@pytest.mark.parametrize("row_id, reason", [
-    ("21", "seq_len_upper_bound_only"),
-    ("16", "gradient_checkpointing_not_stated"),
-    ("59", "measured_below_model_states"),
-    ("58", "measured_below_model_states"),      # 1.5B untied params x 8 bytes > 8.7 GB
-    ("3", "measured_below_configured_floor"),   # no checkpointing, 8192 tokens x 32 layers
-    ("6", "measured_below_configured_floor"),   # checkpoints alone: 16384 x 80 x 16 KiB
-    ("20", "measured_below_configured_floor"),  # NF4 shard + 126 checkpoints + FSDP root
-])
+@pytest.mark.parametrize(
+    "row_id, reason",
+    [
+        ("21", "seq_len_upper_bound_only"),
+        ("16", "gradient_checkpointing_not_stated"),
+        ("59", "measured_below_model_states"),
+        ("58", "measured_below_model_states"),  # 1.5B untied params x 8 bytes > 8.7 GB
+        ("3", "measured_below_configured_floor"),  # no checkpointing, 8192 tokens x 32 layers
+        ("6", "measured_below_configured_floor"),  # checkpoints alone: 16384 x 80 x 16 KiB
+        ("20", "measured_below_configured_floor"),  # NF4 shard + 126 checkpoints + FSDP root
+    ],
+)
 def test_not_covered_reasons(results, row_id, reason):
     assert not results[row_id].covered and results[row_id].reason == reason
 
@@ -109,7 +181,12 @@ def test_not_covered_reasons(results, row_id, reason):
 def test_activation_floor_hand_value():
     # Llama-2-7B without checkpointing, 4 x 2048 tokens: per token and layer
     # 2 * (4096 input + 2 * 4096 q, out + 2 * 4096 k, v + 11008 SiLU input) = 62,976 bytes.
-    req = {"model": "llama-2-7b", "micro_batch_size": 4, "seq_len": 2048, "gradient_checkpointing": False}
+    req = {
+        "model": "llama-2-7b",
+        "micro_batch_size": 4,
+        "seq_len": 2048,
+        "gradient_checkpointing": False,
+    }
     assert vm.activation_floor_bytes(req) == 32 * 8192 * 62_976 == 16_508_780_544
     assert vm.activation_floor_bytes(dict(req, gradient_checkpointing=True)) == 32 * 8192 * 2 * 4096
     assert vm.activation_floor_bytes(dict(req, activation_offload=True)) == 0
@@ -122,6 +199,7 @@ def test_row_20_floor_counts_the_fsdp_root(rows):
     from calc.memory import estimate_dict
     from calc.request import parse_estimate_request
     from calc import states
+
     r = parse_estimate_request(req)
     root = vm.fsdp_root_bytes(r, states.regime(r.precision, r.sharding))
     assert root == 2 * (2 * 128_256 * 16_384 + 16_384)
@@ -131,20 +209,23 @@ def test_row_20_floor_counts_the_fsdp_root(rows):
     grads = est["params_trainable"] * 2 // 8  # bf16 adapter gradients, sharded; freed before
     assert floor == est["model_states_bytes"] - grads + checkpoints + root
     # 44.8 (GB as printed, GiB as torchtune's get_memory_stats computes) is below it either way.
-    assert 44.8 * 2 ** 30 < floor
+    assert 44.8 * 2**30 < floor
     single = dict(req, num_gpus=1, sharding="none")
     r1 = parse_estimate_request(single)
     assert vm.fsdp_root_bytes(r1, states.regime(r1.precision, r1.sharding)) == 0
 
 
-@pytest.mark.parametrize("text, metric", [
-    ('"memory consumed per GPU" (statistic not stated; nvidia-smi assumed)', "device"),
-    ('torch.cuda.max_memory_allocated()/1e9 ("Max GPU RAM")', "allocated"),
-    ("peak memory ACTIVE (torch.cuda.memory_stats active_bytes.all.peak), GiB", "allocated"),
-    ("peak memory RESERVED during training (torch.cuda.max_memory_reserved/1e9)", "reserved"),
-    ("torchtune get_memory_stats (GiB); which stat not stated", "reserved"),
-    ("formula", "model_states"),
-])
+@pytest.mark.parametrize(
+    "text, metric",
+    [
+        ('"memory consumed per GPU" (statistic not stated; nvidia-smi assumed)', "device"),
+        ('torch.cuda.max_memory_allocated()/1e9 ("Max GPU RAM")', "allocated"),
+        ("peak memory ACTIVE (torch.cuda.memory_stats active_bytes.all.peak), GiB", "allocated"),
+        ("peak memory RESERVED during training (torch.cuda.max_memory_reserved/1e9)", "reserved"),
+        ("torchtune get_memory_stats (GiB); which stat not stated", "reserved"),
+        ("formula", "model_states"),
+    ],
+)
 def test_metric_rule(text, metric):
     assert vm._metric(text) == metric
 
@@ -157,14 +238,17 @@ def test_zero_paper_rows_match_model_states(results):
 def test_units(results):
     # Row 20 prints GB (10^9), row 13 GiB (2^30).
     assert results["20"].measured_bytes == 44_800_000_000
-    assert results["13"].measured_bytes == round(18.9 * 2 ** 30)
+    assert results["13"].measured_bytes == round(18.9 * 2**30)
 
 
-@pytest.mark.parametrize("values, q, expected", [
-    ([1.0, 2.0, 3.0, 4.0], 50, 2.5),
-    ([0.0, 10.0], 90, 9.0),
-    ([5.0], 90, 5.0),
-])
+@pytest.mark.parametrize(
+    "values, q, expected",
+    [
+        ([1.0, 2.0, 3.0, 4.0], 50, 2.5),
+        ([0.0, 10.0], 90, 9.0),
+        ([5.0], 90, 5.0),
+    ],
+)
 def test_percentile(values, q, expected):
     assert percentile(values, q) == pytest.approx(expected)
 
@@ -174,7 +258,21 @@ def test_summary_and_slack_fit(results):
     assert s.count == sum(1 for r in results.values() if r.covered)
     assert 0 <= s.median_abs_error <= s.p90_abs_error <= s.max_abs_error
     fit = vm.fit_allocator_slack(list(results.values()))
-    answerai = {"126", "127", "128", "130", "132", "133", "134", "135", "136", "137", "138", "139", "140"}
+    answerai = {
+        "126",
+        "127",
+        "128",
+        "130",
+        "132",
+        "133",
+        "134",
+        "135",
+        "136",
+        "137",
+        "138",
+        "139",
+        "140",
+    }
     assert set(fit.fit_rows) == {"31", "32", "33", "34"} | answerai
     # one vote per publication: torchtune's two tutorials (0.103, 0.117) and Answer.AI's table
     per_source = vm.slack_by_source([r for r in results.values() if r.row_id in fit.fit_rows])
@@ -189,6 +287,7 @@ def test_litgpt_rows_untie_the_output_layer(rows):
     req = vm.row_request(rows["60"])
     assert req["model"]["hf_config"]["tie_word_embeddings"] is False
     from calc.memory import estimate_dict
+
     untied = estimate_dict({**req, "method": "full"})["params_total"]
     tied = estimate_dict({**req, "model": "llama-3.2-3b", "method": "full"})["params_total"]
     assert untied - tied == 128_256 * 3_072 == 394_002_432
@@ -198,8 +297,9 @@ def test_litgpt_rows_untie_the_output_layer(rows):
 
 def test_compile_share_is_the_fit(results):
     from calc.activations import COMPILE_KEPT_FRACTION
+
     fit = vm.fit_compile_kept(list(results.values()))
-    assert fit.measured_saving == round(60.0 * 2 ** 30) - round(51.0 * 2 ** 30)
+    assert fit.measured_saving == round(60.0 * 2**30) - round(51.0 * 2**30)
     assert abs(fit.kept - COMPILE_KEPT_FRACTION) < 0.005
     assert "23" not in fit.test_rows and "24" in fit.test_rows
 
@@ -242,6 +342,7 @@ def test_held_out_prediction_uses_its_fold(loso):
     constants = loso.folds[row.source_key]
     with lm.compile_kept(constants.compile_kept):
         from calc.memory import estimate_dict
+
         est = estimate_dict(row.request)
     assert row.metric == "allocated" and row.predicted_bytes == est["peak_allocated_bytes"]
     assert row.predicted_bytes != {r.row_id: r for r in loso.in_sample}["24"].predicted_bytes
@@ -249,20 +350,25 @@ def test_held_out_prediction_uses_its_fold(loso):
     constants = loso.folds[reserved.source_key]
     with lm.compile_kept(constants.compile_kept):
         est = estimate_dict(reserved.request)
-    assert reserved.predicted_bytes == lm.reserved_from(est["peak_allocated_bytes"],
-                                                        est["quantization_reserved_bytes"], constants.slack)
+    assert reserved.predicted_bytes == lm.reserved_from(
+        est["peak_allocated_bytes"], est["quantization_reserved_bytes"], constants.slack
+    )
     from calc import activations
+
     assert activations.COMPILE_KEPT_FRACTION == pytest.approx(0.395, abs=0.005)  # restored
 
 
 def test_calc_bands_are_the_loso_bands(loso):
     from calc.calibration import ERROR_BANDS
-    assert lm.bands(loso.held_out) == ERROR_BANDS, "rerun python -m benchmarks.validate_memory, update calc.calibration"
+
+    assert lm.bands(loso.held_out) == ERROR_BANDS, (
+        "rerun python -m benchmarks.validate_memory, update calc.calibration"
+    )
 
 
 def test_ranges_are_calibrated_on_held_out_sources(loso):
     inside, n = lm.range_coverage(loso)["all"]
-    assert n >= 50 and inside / n >= 0.75   # nominal 80 % (10th-90th percentile)
+    assert n >= 50 and inside / n >= 0.75  # nominal 80 % (10th-90th percentile)
 
 
 ACCEPTED_LOSO = {"median": 0.041, "p90": 0.184}
@@ -294,7 +400,9 @@ def test_ambiguous_rows_are_compared_but_never_fitted(loso, results):
     assert all(results[i].covered for i in ambiguous)
     assert all(results[i].metric == "device" for i in {"123", "124", "125"})
     for constants in loso.folds.values():
-        assert not ambiguous & set(constants.slack_rows) and not ambiguous & set(constants.compile_rows)
+        assert not ambiguous & set(constants.slack_rows) and not ambiguous & set(
+            constants.compile_rows
+        )
     # the bands ignore them: removing them changes nothing
     kept = [r for r in loso.held_out if r.row_id not in ambiguous]
     assert lm.bands(kept) == lm.bands(loso.held_out)
@@ -302,10 +410,11 @@ def test_ambiguous_rows_are_compared_but_never_fitted(loso, results):
 
 def test_device_rows_add_what_the_allocator_does_not_see(results):
     from calc.memory import estimate_dict
+
     r = results["125"]
     est = estimate_dict(r.request)
     assert r.predicted_bytes == est["device_total_bytes"]
-    assert r.device_extra_bytes == (512 + 256) * 2 ** 20  # CUDA context + NCCL buffers (2 GPUs)
+    assert r.device_extra_bytes == (512 + 256) * 2**20  # CUDA context + NCCL buffers (2 GPUs)
 
 
 def test_bitsandbytes_version_rule():
@@ -315,6 +424,7 @@ def test_bitsandbytes_version_rule():
 
 
 # --- where the validation lives -------------------------------------------------------------
+
 
 def _imported_modules(path) -> set:
     import ast
@@ -328,21 +438,27 @@ def _imported_modules(path) -> set:
     return names
 
 
-@pytest.mark.parametrize("package, forbidden", [
-    ("macros", "benchmarks"),    # the site renders the library, never a printing script
-    ("accuracy", "benchmarks"),  # the library does not lean on its printers
-    ("calc", "accuracy"),        # the engine never reads what it was checked against
-    ("calc", "benchmarks"),
-])
+@pytest.mark.parametrize(
+    "package, forbidden",
+    [
+        ("macros", "benchmarks"),  # the site renders the library, never a printing script
+        ("accuracy", "benchmarks"),  # the library does not lean on its printers
+        ("calc", "accuracy"),  # the engine never reads what it was checked against
+        ("calc", "benchmarks"),
+    ],
+)
 def test_validation_layering(package, forbidden):
     from conftest import REPO_ROOT
 
     root = REPO_ROOT
     files = sorted((root / package).rglob("*.py"))
     assert files, package
-    offenders = {str(f.relative_to(root)): sorted(m for m in _imported_modules(f)
-                                                  if m == forbidden or m.startswith(forbidden + "."))
-                 for f in files}
+    offenders = {
+        str(f.relative_to(root)): sorted(
+            m for m in _imported_modules(f) if m == forbidden or m.startswith(forbidden + ".")
+        )
+        for f in files
+    }
     assert not {f: m for f, m in offenders.items() if m}
 
 
@@ -374,14 +490,20 @@ def test_no_import_circles_and_no_private_names(package):
     """A module imports another's public names only, and no two modules import each other,
     directly or round a longer loop (the site's modules are loaded in any order)."""
     graph = _package_imports(package)
-    private = sorted(f"{m} <- {dep}.{name}" for m, deps in graph.items() for dep, name in deps
-                     if name.startswith("_") and dep != m and not name.startswith("__"))
+    private = sorted(
+        f"{m} <- {dep}.{name}"
+        for m, deps in graph.items()
+        for dep, name in deps
+        if name.startswith("_") and dep != m and not name.startswith("__")
+    )
     assert private == []
     edges = {m: {dep for dep, _ in deps if dep != m} for m, deps in graph.items()}
 
     def reaches(start: str, goal: str, seen: set[str]) -> bool:
-        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n}))
-                   for n in edges.get(start, ()))
+        return any(
+            n == goal or (n not in seen and reaches(n, goal, seen | {n}))
+            for n in edges.get(start, ())
+        )
 
     assert not [m for m in edges if reaches(m, m, {m})]
 
@@ -402,8 +524,21 @@ def test_fsdp1_slack_fit_and_its_fallback(results, loso):
 
     rows = list(results.values())
     values = vm.fsdp1_slack_values(rows)
-    assert set(values) == {"126", "127", "128", "130", "132", "133", "134", "135", "136", "137", "138",
-                           "139", "140"}
+    assert set(values) == {
+        "126",
+        "127",
+        "128",
+        "130",
+        "132",
+        "133",
+        "134",
+        "135",
+        "136",
+        "137",
+        "138",
+        "139",
+        "140",
+    }
     assert vm.fit_fsdp1_slack(rows) == pytest.approx(FSDP1_ALLOCATOR_SLACK_FRACTION, abs=0.0005)
     assert FSDP1_ALLOCATOR_SLACK_FRACTION > ALLOCATOR_SLACK_FRACTION
     # the one publication held out: no FSDP1 row left, the fold's generic slack stands in
@@ -414,14 +549,26 @@ def test_fsdp1_slack_fit_and_its_fallback(results, loso):
     assert set(values) <= loso.fitted_rows
 
 
-@pytest.mark.parametrize("figures, en, es", [
-    ({"loso_median": 0.05, "loso_p90": 0.17, "loso_max": 0.30}, "all three are met", "se cumplen los tres"),
-    ({"loso_median": 0.05, "loso_p90": 0.19, "loso_max": 0.30}, "the 90th percentile is not met",
-     "no se cumple el percentil 90"),
-    ({"loso_median": 0.09, "loso_p90": 0.19, "loso_max": 0.40},
-     "the median, the 90th percentile and the largest error are not met",
-     "no se cumplen la mediana, el percentil 90 y el error máximo"),
-])
+@pytest.mark.parametrize(
+    "figures, en, es",
+    [
+        (
+            {"loso_median": 0.05, "loso_p90": 0.17, "loso_max": 0.30},
+            "all three are met",
+            "se cumplen los tres",
+        ),
+        (
+            {"loso_median": 0.05, "loso_p90": 0.19, "loso_max": 0.30},
+            "the 90th percentile is not met",
+            "no se cumple el percentil 90",
+        ),
+        (
+            {"loso_median": 0.09, "loso_p90": 0.19, "loso_max": 0.40},
+            "the median, the 90th percentile and the largest error are not met",
+            "no se cumplen la mediana, el percentil 90 y el error máximo",
+        ),
+    ],
+)
 def test_methodology_says_which_memory_targets_are_missed(monkeypatch, figures, en, es):
     """The sentence after the held-out figures is computed from them, never typed."""
     from macros import validation_loso
@@ -436,7 +583,9 @@ def test_methodology_says_which_time_targets_are_missed(monkeypatch):
 
     loso = {"median_abs_pct": 9.5, "p90_abs_pct": 67.9, "max_abs_pct": 178.2}
     monkeypatch.setattr(methodology, "_throughput", lambda: {"summary": {"all": {"loso": loso}}})
-    assert methodology.validation_time_targets("en") == \
-        "the 90th percentile and the largest error are not met"
+    assert (
+        methodology.validation_time_targets("en")
+        == "the 90th percentile and the largest error are not met"
+    )
     loso.update(p90_abs_pct=29.0, max_abs_pct=59.0)
     assert methodology.validation_time_targets("es") == "se cumplen los tres"

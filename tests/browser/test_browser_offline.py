@@ -42,9 +42,7 @@ def test_request_outside_the_site_is_caught(offline_page, site_server):
     page, problems = offline_page
     page.goto(site_server.url(""), wait_until="load")
     with page.expect_event("requestfailed", lambda r: r.url == "https://example.com/cdn.js"):
-        page.evaluate(
-            "() => fetch('https://example.com/cdn.js').catch(() => null)"
-        )
+        page.evaluate("() => fetch('https://example.com/cdn.js').catch(() => null)")
     assert problems.aborted == ["https://example.com/cdn.js"]
     assert problems.problems().keys() >= {"aborted"}
 

@@ -13,8 +13,9 @@ pytestmark = pytest.mark.browser
 def test_worker_started_in_head_is_adopted(offline_page, site_server, path):
     page, problems = offline_page
     page.goto(site_server.url(path))
-    page.wait_for_function("document.getElementById('calc').dataset.calcWorker === 'up'",
-                           timeout=STATE_TIMEOUT_MS)
+    page.wait_for_function(
+        "document.getElementById('calc').dataset.calcWorker === 'up'", timeout=STATE_TIMEOUT_MS
+    )
     workers = page.evaluate("""() => performance.getEntriesByType('resource')
         .filter(e => new URL(e.name).pathname.endsWith('/worker.js')).length""")
     head_boot = page.evaluate("""() => [...document.head.querySelectorAll('script[data-worker]')]
@@ -64,13 +65,15 @@ def _real_worker_requested(problems) -> bool:
 
 
 @pytest.mark.parametrize("path, query", [("calculator/", "memoria"), ("en/calculator/", "memory")])
-def test_search_starts_once_the_calculator_is_ready_and_idle_and_works(offline_page, site_server,
-                                                                      path, query):
+def test_search_starts_once_the_calculator_is_ready_and_idle_and_works(
+    offline_page, site_server, path, query
+):
     page, problems = offline_page
     # untouched, search starts by itself: the stand-in fetches Material's worker (waited for
     # as an event from the start, so it cannot slip by between two looks)
-    with page.context.expect_event("request", lambda r: _is_real_worker(r.url),
-                                   timeout=STATE_TIMEOUT_MS):
+    with page.context.expect_event(
+        "request", lambda r: _is_real_worker(r.url), timeout=STATE_TIMEOUT_MS
+    ):
         page.goto(site_server.url(path))
         page.wait_for_function(READY, timeout=STATE_TIMEOUT_MS)
         page.wait_for_function(SEARCH_STARTED, timeout=STATE_TIMEOUT_MS)

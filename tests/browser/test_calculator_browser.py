@@ -17,8 +17,21 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-from calculator_page import (FIELDS, READY_TIMEOUT_MS, STATE, STATE_TIMEOUT_MS, STRINGS, Calc, assert_clean, assert_parity, assert_raw_equals,
-                             close_calculator_page, new_context, request_for, tree_outputs)
+from calculator_page import (
+    FIELDS,
+    READY_TIMEOUT_MS,
+    STATE,
+    STATE_TIMEOUT_MS,
+    STRINGS,
+    Calc,
+    assert_clean,
+    assert_parity,
+    assert_raw_equals,
+    close_calculator_page,
+    new_context,
+    request_for,
+    tree_outputs,
+)
 from conftest import REPO_ROOT, watch_offline
 
 from calc import run as calc_run
@@ -29,9 +42,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ARTIFACTS = REPO_ROOT / "artifacts"
 CUSTOM_CONFIG = {
-    "model_type": "llama", "hidden_size": 2048, "num_attention_heads": 16,
-    "num_key_value_heads": 4, "intermediate_size": 5632, "num_hidden_layers": 12,
-    "vocab_size": 32000, "max_position_embeddings": 8192,
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "intermediate_size": 5632,
+    "num_hidden_layers": 12,
+    "vocab_size": 32000,
+    "max_position_embeddings": 8192,
 }
 
 # Every option of the request appears at least once; both languages run all of them.
@@ -43,8 +61,13 @@ VARIATIONS = [
     {"method": "qlora", "model": "mixtral-8x7b"},
     {"lora_rank": "64", "lora_targets": "q_proj,v_proj"},
     {"lora_dropout": "0.05", "lora_rank": "8"},
-    {"gradient_accumulation_steps": "4", "num_gpus": "2", "sharding": "zero3",
-     "sync_each_micro_batch": "true", "method": "full"},
+    {
+        "gradient_accumulation_steps": "4",
+        "num_gpus": "2",
+        "sharding": "zero3",
+        "sync_each_micro_batch": "true",
+        "method": "full",
+    },
     {"method": "qlora", "qlora_keeps_inputs": "true", "model": "qwen2.5-7b"},
     {"frozen_weight_grads": "true", "num_gpus": "2", "sharding": "zero3"},
     {"method": "qlora", "qlora_unchunked_quantization": "true", "model": "llama-2-13b"},
@@ -86,8 +109,12 @@ PLAN_VARIATIONS = [
     {"gpu": "rtx-3090"},  # does not fit: suggestions
     {"gpu": "mi300x", "price_per_gpu_hour": "0.75", "num_gpus": "8", "sharding": "zero3"},
     {"price_tier": "managed", "gpu": "h100-sxm"},
-    {"interruptible": "true", "checkpoint_interval_minutes": "20", "checkpoint_minutes": "3",
-     "interruptions_per_day": "4"},
+    {
+        "interruptible": "true",
+        "checkpoint_interval_minutes": "20",
+        "checkpoint_minutes": "3",
+        "interruptions_per_day": "4",
+    },
     {"startup_minutes": "25", "starts": "3"},
     {"storage_gb": "200", "storage_price_per_gb_month": "0.1", "months_kept": "6"},
     {"experiment_multiplier": "3", "safety_margin": "0.1"},
@@ -103,25 +130,57 @@ PLAN_VARIATIONS = [
     {"model": "qwen3-30b-a3b", "moe_expert_layout": "fused-3d", "lora_adapter_dtype": "fp32"},
     {"framework": "hf-custom-loop", "loss_outputs_kept": "true", "attention_grouped_kv": "true"},
     # the transformers 4 generation of the Trainer, and DeepSpeed's ZeRO accumulating sharded
-    {"framework": "hf-trainer-4", "model": "qwen3-30b-a3b", "num_gpus": "2", "sharding": "zero3",
-     "sharding_engine": "deepspeed", "gradient_accumulation_steps": "4"},
+    {
+        "framework": "hf-trainer-4",
+        "model": "qwen3-30b-a3b",
+        "num_gpus": "2",
+        "sharding": "zero3",
+        "sharding_engine": "deepspeed",
+        "gradient_accumulation_steps": "4",
+    },
     # FSDP1's wrap floor and slack (fsdp_wrap_floor, set by hf-custom-loop on several GPUs)
-    {"framework": "hf-custom-loop", "method": "qlora", "num_gpus": "2", "sharding": "zero3",
-     "gpu": "rtx-3090"},
+    {
+        "framework": "hf-custom-loop",
+        "method": "qlora",
+        "num_gpus": "2",
+        "sharding": "zero3",
+        "gpu": "rtx-3090",
+    },
     {"framework": "torchtune", "method": "full", "model": "llama-3.2-1b"},
     # torchtune before July 2024: fp32 logits kept through backward; its eager chunked loss
-    {"framework": "torchtune", "model": "llama-3.2-1b", "chunked_loss": "false",
-     "loss_outputs_kept": "true", "logits_upcast_in_model": "true"},
+    {
+        "framework": "torchtune",
+        "model": "llama-3.2-1b",
+        "chunked_loss": "false",
+        "loss_outputs_kept": "true",
+        "logits_upcast_in_model": "true",
+    },
     {"model": "llama-3.2-1b", "chunked_loss": "true", "chunked_loss_keeps_fp32": "true"},
     {"framework": "litgpt", "num_gpus": "2", "sharding": "zero3"},
     # LitGPT's QLoRA behaviours (the previous micro-batch kept, 4-bit output layer, fp16
     # dequantisation) and FSDP1's flat parameters and wrap floor, set by hand outside their profiles
-    {"method": "qlora", "model": "llama-3.2-3b", "previous_outputs_kept": "true",
-     "qlora_output_layer_quantized": "true", "qlora_dequant_fp16": "true"},
-    {"fsdp_flat_parameters": "true", "fsdp_wrap_floor": "true", "method": "full",
-     "model": "gemma-2-2b", "num_gpus": "2", "sharding": "zero3"},
-    {"framework": "unsloth", "method": "qlora", "qlora_quant_state_replicated": "true",
-     "num_gpus": "2", "sharding": "zero3"},
+    {
+        "method": "qlora",
+        "model": "llama-3.2-3b",
+        "previous_outputs_kept": "true",
+        "qlora_output_layer_quantized": "true",
+        "qlora_dequant_fp16": "true",
+    },
+    {
+        "fsdp_flat_parameters": "true",
+        "fsdp_wrap_floor": "true",
+        "method": "full",
+        "model": "gemma-2-2b",
+        "num_gpus": "2",
+        "sharding": "zero3",
+    },
+    {
+        "framework": "unsloth",
+        "method": "qlora",
+        "qlora_quant_state_replicated": "true",
+        "num_gpus": "2",
+        "sharding": "zero3",
+    },
     # FP8 compute on a card that has it
     {"fp8_compute": "true", "gpu": "h100-sxm", "method": "full", "model": "llama-3.2-1b"},
     # peft's modules_to_save: the embedding and / or the output layer trained in full
@@ -135,7 +194,12 @@ PLAN_VARIATIONS = [
     {"length_stats": "p90:1500", "batching": "packed", "micro_batch_size": "2"},
     # peft's prepare_model_for_kbit_training (fp32 outside the 4-bit weights), and a loop's loss
     # on the model's 16-bit logits
-    {"method": "qlora", "model": "llama-3.1-8b", "qlora_prepare_kbit": "true", "lora_adapter_dtype": "fp32"},
+    {
+        "method": "qlora",
+        "model": "llama-3.1-8b",
+        "qlora_prepare_kbit": "true",
+        "lora_adapter_dtype": "fp32",
+    },
     {"model": "llama-3.2-1b", "loss_on_16bit_logits": "true", "seq_len": "4096"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
@@ -151,7 +215,8 @@ def test_page_matches_cpython(calc_page, query):
     assert calc_page.page.locator("#calc .calc-stale-note").is_hidden()
     assert_parity(calc_page.outputs(), response, calc_page.lang)
     warnings = calc_page.page.eval_on_selector_all(
-        "#calc [data-warning]", "els => els.map(e => e.dataset.warning)")
+        "#calc [data-warning]", "els => els.map(e => e.dataset.warning)"
+    )
     assert warnings == list(response.get("warnings", []))
 
 
@@ -188,14 +253,35 @@ WATCH_JS = """(() => {
 # Shared links, including one that differs from the default in every group of the form.
 SHARED_LINKS = [
     ("en", {"model": "llama-2-7b", "method": "qlora", "micro_batch_size": "2", "seq_len": "4096"}),
-    ("es", {"model": "mistral-7b",  # model
-            "method": "full", "optimizer": "adamw-8bit",  # method
-            "micro_batch_size": "2", "gradient_checkpointing": "false", "seq_len": "1024",  # batch
-            "num_gpus": "2", "sharding": "zero3",  # parallelism
-            "gpu": "a100-80gb-sxm", "dataset_tokens": "200000000", "epochs": "2",  # plan
-            "mfu": "0.35", "startup_minutes": "20"}),  # advanced
-    ("en", {"model": "qwen2.5-7b", "num_gpus": "4", "sharding": "zero2", "gpu": "rtx-4090",
-            "price_per_gpu_hour": "0.5", "safety_margin": "0.1"}),
+    (
+        "es",
+        {
+            "model": "mistral-7b",  # model
+            "method": "full",
+            "optimizer": "adamw-8bit",  # method
+            "micro_batch_size": "2",
+            "gradient_checkpointing": "false",
+            "seq_len": "1024",  # batch
+            "num_gpus": "2",
+            "sharding": "zero3",  # parallelism
+            "gpu": "a100-80gb-sxm",
+            "dataset_tokens": "200000000",
+            "epochs": "2",  # plan
+            "mfu": "0.35",
+            "startup_minutes": "20",
+        },
+    ),  # advanced
+    (
+        "en",
+        {
+            "model": "qwen2.5-7b",
+            "num_gpus": "4",
+            "sharding": "zero2",
+            "gpu": "rtx-4090",
+            "price_per_gpu_hour": "0.5",
+            "safety_margin": "0.1",
+        },
+    ),
     ("es", {"seq_len": "2048"}),  # spelled out, but the default setup: ready at once
 ]
 
@@ -205,9 +291,15 @@ def cli_plan(request: dict) -> dict:
     import subprocess
     import sys
 
-    run = subprocess.run([sys.executable, "-m", "calc", "plan", "--request", "-"],
-                         input=json.dumps(request), capture_output=True, text=True,
-                         cwd=REPO_ROOT, timeout=60, check=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "calc", "plan", "--request", "-"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=60,
+        check=True,
+    )
     return json.loads(run.stdout)
 
 
@@ -274,8 +366,9 @@ class _StaticOutputs(html.parser.HTMLParser):
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
-def test_static_result_is_in_the_html_and_equals_the_live_one(lang, built_site, shared_context,
-                                                              site_server):
+def test_static_result_is_in_the_html_and_equals_the_live_one(
+    lang, built_site, shared_context, site_server
+):
     path = built_site / ("calculator" if lang == "es" else "en/calculator") / "index.html"
     parser = _StaticOutputs()
     parser.feed(path.read_text(encoding="utf-8"))
@@ -305,8 +398,14 @@ def test_form_drives_the_same_numbers(calc_page):
     page.fill("#calc-micro_batch_size", "2")
     calc_page.settle()
     page.wait_for_function("() => location.search.includes('micro_batch_size=2')")
-    query = {"mode": "advanced", "seq_len": "3072", "method": "qlora", "chunked_loss": "true",
-             "lora_targets": "q_proj,v_proj", "micro_batch_size": "2"}
+    query = {
+        "mode": "advanced",
+        "seq_len": "3072",
+        "method": "qlora",
+        "chunked_loss": "true",
+        "lora_targets": "q_proj,v_proj",
+        "micro_batch_size": "2",
+    }
     assert dict(parse_qsl(urlsplit(page.url).query)) == query
     response = calc_run(calculator.COMMAND, request_for(query))["result"]
     assert_parity(calc_page.outputs(), response, calc_page.lang)
@@ -370,10 +469,13 @@ def test_pasted_config_drives_the_same_numbers(calc_page):
     page.click("#calc .calc-config summary")  # closed after a restore without a config
     page.fill("#calc-hf_config", json.dumps(CUSTOM_CONFIG, indent=2))
     calc_page.settle()
-    response = calc_run(calculator.COMMAND, request_for(
-        {"model": json.dumps({"hf_config": CUSTOM_CONFIG})}))["result"]
+    response = calc_run(
+        calculator.COMMAND, request_for({"model": json.dumps({"hf_config": CUSTOM_CONFIG})})
+    )["result"]
     assert_parity(calc_page.outputs(), response, calc_page.lang)
-    assert json.loads(dict(parse_qsl(urlsplit(page.url).query))["model"]) == {"hf_config": CUSTOM_CONFIG}
+    assert json.loads(dict(parse_qsl(urlsplit(page.url).query))["model"]) == {
+        "hf_config": CUSTOM_CONFIG
+    }
 
 
 def test_a_suggestion_applies_its_changes(calc_page):
@@ -407,10 +509,18 @@ BAD = [
     ({"lora_targets": "q_proj,nonexistent"}, "lora_targets", "unknown_lora_target"),
     ({"model": "no-such-model"}, "model", "unknown_preset"),
     ({"model": "{not json"}, "hf_config", "config_json_invalid"),
-    ({"model": json.dumps({"hf_config": {"model_type": "t5"}})}, "hf_config", "unsupported_architecture"),
-    ({"model": json.dumps({"hf_config": {"model_type": "llama"}})}, "hf_config", "config_missing_key"),
+    (
+        {"model": json.dumps({"hf_config": {"model_type": "t5"}})},
+        "hf_config",
+        "unsupported_architecture",
+    ),
+    (
+        {"model": json.dumps({"hf_config": {"model_type": "llama"}})},
+        "hf_config",
+        "config_missing_key",
+    ),
     ({"model": json.dumps({"hf_config": [1, 2]})}, "hf_config", "config_not_object"),
-    ({"model": '<script>window.__pwned=1</script>'}, "model", "unknown_preset"),
+    ({"model": "<script>window.__pwned=1</script>"}, "model", "unknown_preset"),
     ({"seq_len": '"><img src=x onerror="window.__pwned=1">'}, "seq_len", "not_integer"),
     ({"method": "'\"><svg onload=window.__pwned=1>"}, "method", "unknown_value"),
     ({"dataset_tokens": "0"}, "dataset_tokens", "out_of_range"),
@@ -425,18 +535,29 @@ BAD = [
 
 
 # errors about text the reader pasted or a model: no range to state
-ERRORS_WITHOUT_RANGE = {"empty_value", "config_json_invalid", "unsupported_architecture",
-                        "config_missing_key", "config_not_object", "unknown_preset"}
+ERRORS_WITHOUT_RANGE = {
+    "empty_value",
+    "config_json_invalid",
+    "unsupported_architecture",
+    "config_missing_key",
+    "config_not_object",
+    "unknown_preset",
+}
 
 
 def _valid_phrases(lang: str) -> list[str]:
     ui = STRINGS[lang]["ui"]
-    return [text.split("{")[0] for key, text in ui.items()
-            if key.startswith("valid_") and key not in ("valid_percent", "valid_whole")]
+    return [
+        text.split("{")[0]
+        for key, text in ui.items()
+        if key.startswith("valid_") and key not in ("valid_percent", "valid_whole")
+    ]
 
 
 @pytest.mark.parametrize(("query", "field", "code"), BAD, ids=lambda x: str(x)[:40])
-def test_bad_input_is_reported_at_its_field_and_keeps_the_last_result(calc_page, query, field, code):
+def test_bad_input_is_reported_at_its_field_and_keeps_the_last_result(
+    calc_page, query, field, code
+):
     calc_page.navigate({"seq_len": "1024"})
     good = calc_page.outputs()
     calc_page.navigate(query)
@@ -451,7 +572,10 @@ def test_bad_input_is_reported_at_its_field_and_keeps_the_last_result(calc_page,
     if code not in ERRORS_WITHOUT_RANGE:  # the message says what would be valid
         assert any(p in found[1] for p in _valid_phrases(calc_page.lang)), found[1]
     assert calc_page.page.evaluate("window.__pwned") is None
-    assert calc_page.page.locator("#calc script:not([type='application/json']):not([src])").count() == 0
+    assert (
+        calc_page.page.locator("#calc script:not([type='application/json']):not([src])").count()
+        == 0
+    )
     assert calc_page.page.locator("#calc img, #calc .calc-error svg").count() == 0
     calc_page.navigate({})  # and it recovers
     assert calc_page.error_for(field) is None
@@ -462,7 +586,9 @@ def test_an_unknown_value_in_the_url_is_shown_as_given(calc_page):
     page = calc_page.page
     assert page.input_value("#calc-method") == "bogus"  # not a valid one in its place
     assert calc_page.error_for("method")[0] == "unknown_value"
-    assert "full" in calc_page.error_for("method")[1] and "qlora" in calc_page.error_for("method")[1]
+    assert (
+        "full" in calc_page.error_for("method")[1] and "qlora" in calc_page.error_for("method")[1]
+    )
     page.select_option("#calc-method", "qlora")
     calc_page.settle()
     assert calc_page.state() == "ready"
@@ -471,7 +597,9 @@ def test_an_unknown_value_in_the_url_is_shown_as_given(calc_page):
 
 @pytest.mark.parametrize("text", ["25", "25 %", "0.25", "25%"])
 def test_the_margin_reads_percentages_and_shares(calc_page, text):
-    calc_page.navigate({"safety_margin": text.replace(".", ",") if calc_page.lang == "es" else text})
+    calc_page.navigate(
+        {"safety_margin": text.replace(".", ",") if calc_page.lang == "es" else text}
+    )
     assert calc_page.state() == "ready"
     key = json.loads(calc_page.page.evaluate("document.getElementById('calc').dataset.calcKey"))
     assert key["safety_margin"] == 0.25
@@ -506,8 +634,10 @@ def test_every_bad_field_gets_its_own_message(calc_page):
     assert calc_page.error_for("price_per_gpu_hour")[0] == "out_of_range"
     assert calc_page.outputs() == good
     calc_page.navigate({})
-    assert all(calc_page.error_for(f) is None
-               for f in ("micro_batch_size", "lora_rank", "price_per_gpu_hour"))
+    assert all(
+        calc_page.error_for(f) is None
+        for f in ("micro_batch_size", "lora_rank", "price_per_gpu_hour")
+    )
 
 
 def test_empty_field_and_calc_errors_show_together(calc_page):
@@ -596,8 +726,10 @@ def test_a_bug_in_calc_is_reported_as_a_bug_not_as_bad_input(browser, site_serve
     page = context.new_page()
     problems = watch_offline(page, site_server.origin)
     # registered last, so it answers before the offline watcher's route
-    context.route("**/assets/calc/*.zip",
-                  lambda route: route.fulfill(body=patched, content_type="application/zip"))
+    context.route(
+        "**/assets/calc/*.zip",
+        lambda route: route.fulfill(body=patched, content_type="application/zip"),
+    )
     calc = Calc(page, site_server, "en")
     calc.open()
     calc.wait_worker()
@@ -612,9 +744,12 @@ def test_a_bug_in_calc_is_reported_as_a_bug_not_as_bad_input(browser, site_serve
     head, _, tail = ui["internal_error_report"].partition("{}")
     text = message.text_content()
     assert text.startswith(head) and text.endswith(tail), text
-    reference = text[len(head):len(text) - len(tail)]
-    assert re.fullmatch(r"internal_error · ZeroDivisionError · calc/plan\.py:\d+ · calc "
-                        + re.escape(calc_module_version()), reference), reference
+    reference = text[len(head) : len(text) - len(tail)]
+    assert re.fullmatch(
+        r"internal_error · ZeroDivisionError · calc/plan\.py:\d+ · calc "
+        + re.escape(calc_module_version()),
+        reference,
+    ), reference
     assert page.evaluate("document.getElementById('calc').dataset.internalError") == reference
     # not an input error: no field blamed, no input-error marker, nothing from the message
     assert page.locator("#calc [aria-invalid]").count() == 0
@@ -630,7 +765,11 @@ def test_a_bug_in_calc_is_reported_as_a_bug_not_as_bad_input(browser, site_serve
     assert calc.state() == "ready"
     assert message.count() == 0
     assert page.evaluate("'internalError' in document.getElementById('calc').dataset") is False
-    assert_parity(calc.outputs(), calc_run(calculator.COMMAND, request_for({"seq_len": "1536"}))["result"], "en")
+    assert_parity(
+        calc.outputs(),
+        calc_run(calculator.COMMAND, request_for({"seq_len": "1536"}))["result"],
+        "en",
+    )
     calc.wait_worker()
     page.wait_for_load_state("networkidle")
     context.close()
@@ -653,8 +792,16 @@ def test_basic_and_advanced_modes_round_trip_through_the_url(shared_context, sit
     advanced = page.locator("#calc details[data-mode]")
     is_open = lambda: advanced.evaluate("d => d.open")  # noqa: E731
     assert not is_open()  # basic by default: the answer's inputs only
-    for key in ("model", "method", "gpu", "num_gpus", "seq_len", "micro_batch_size",
-                "dataset_tokens", "epochs"):
+    for key in (
+        "model",
+        "method",
+        "gpu",
+        "num_gpus",
+        "seq_len",
+        "micro_batch_size",
+        "dataset_tokens",
+        "epochs",
+    ):
         assert page.locator(f"#calc-{key}").is_visible(), key
     assert page.locator("#calc-lora_rank").is_hidden() and page.locator("#calc-mfu").is_hidden()
     page.click("#calc details[data-mode] > summary")
@@ -705,8 +852,13 @@ def test_url_round_trip(shared_context, site_server):
     page = shared_context.new_page()
     problems = watch_offline(page, site_server.origin)
     calc = Calc(page, site_server, "es")
-    query = {"model": "llama-3.1-8b", "method": "qlora", "seq_len": "4096",
-             "lora_targets": "q_proj,v_proj", "gradient_checkpointing": "false"}
+    query = {
+        "model": "llama-3.1-8b",
+        "method": "qlora",
+        "seq_len": "4096",
+        "lora_targets": "q_proj,v_proj",
+        "gradient_checkpointing": "false",
+    }
     calc.open(query)
     assert page.input_value("#calc-seq_len") == "4096"
     assert page.input_value("#calc-method") == "qlora"
@@ -737,17 +889,24 @@ def test_language_switch_keeps_the_state(shared_context, site_server):
     href = page.get_attribute('a[hreflang="en"]', "href")
     assert urlsplit(href).path.endswith("/en/calculator/")
     assert dict(parse_qsl(urlsplit(href).query)) == {
-        "mode": "advanced", "method": "full", "seq_len": "1024", "optimizer": "adamw-8bit"}
-    page.goto(site_server.url(href.lstrip("/")) if href.startswith("/") else
-              page.url.split("?")[0] + href)
+        "mode": "advanced",
+        "method": "full",
+        "seq_len": "1024",
+        "optimizer": "adamw-8bit",
+    }
+    page.goto(
+        site_server.url(href.lstrip("/")) if href.startswith("/") else page.url.split("?")[0] + href
+    )
     en = Calc(page, site_server, "en")
     en.wait_ready()
     assert page.input_value("#calc-optimizer") == "adamw-8bit"
     assert page.input_value("#calc-method") == "full"
     back = page.get_attribute('a[hreflang="es"]', "href")
     assert "optimizer=adamw-8bit" in back
-    response = calc_run(calculator.COMMAND, request_for(
-        {"method": "full", "seq_len": "1024", "optimizer": "adamw-8bit"}))["result"]
+    response = calc_run(
+        calculator.COMMAND,
+        request_for({"method": "full", "seq_len": "1024", "optimizer": "adamw-8bit"}),
+    )["result"]
     assert_parity(en.outputs(), response, "en")
     close_calculator_page(page)
     assert_clean(problems, "language switch")
@@ -758,8 +917,10 @@ def test_offline_from_the_start_and_after_load(browser, site_server):
     page = context.new_page()
     problems = watch_offline(page, site_server.origin)  # every non-localhost request aborted
     fetched = []
-    page.on("requestfinished",
-            lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(".snapshot.gz") else None)
+    page.on(
+        "requestfinished",
+        lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(".snapshot.gz") else None,
+    )
     calc = Calc(page, site_server, "en")
     calc.open()
     page.fill("#calc-seq_len", "1536")
@@ -783,8 +944,11 @@ def test_guide_pages_load_no_pyodide_bytes(shared_context, site_server, path):
     problems = watch_offline(page, site_server.origin)
     page.goto(site_server.url(path))
     page.wait_for_load_state("networkidle")
-    heavy = [u for u in problems.requested
-             if "/assets/pyodide/" in u or "/assets/calc/" in u or "/assets/calculator/" in u]
+    heavy = [
+        u
+        for u in problems.requested
+        if "/assets/pyodide/" in u or "/assets/calc/" in u or "/assets/calculator/" in u
+    ]
     assert heavy == []
     page.close()
     assert_clean(problems, f"guide page {path!r}")
@@ -851,7 +1015,8 @@ def test_without_module_workers_the_page_ends_in_error(browser, site_server, how
     page.wait_for_function(f"{STATE} === 'error'", timeout=READY_TIMEOUT_MS)
     status = page.locator("#calc .calc-status")
     visible = page.locator("#calc [data-output]").evaluate_all(
-        "els => els.filter(e => e.checkVisibility()).length")
+        "els => els.filter(e => e.checkVisibility()).length"
+    )
     if query:  # the default's figures are not passed off as the link's
         assert status.get_attribute("data-status") == "status_error_other"
         assert visible == 0
@@ -884,8 +1049,11 @@ def _snapshot_fetched(fetched: list, page, wait_ms: int = STATE_TIMEOUT_MS) -> b
     if fetched:
         return True
     try:
-        page.wait_for_event("requestfinished", lambda r: r.url.split("?")[0].endswith(".snapshot.gz"),
-                            timeout=wait_ms)
+        page.wait_for_event(
+            "requestfinished",
+            lambda r: r.url.split("?")[0].endswith(".snapshot.gz"),
+            timeout=wait_ms,
+        )
     except PlaywrightTimeoutError:
         return False
     return bool(fetched)
@@ -897,8 +1065,10 @@ def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
     context = new_context(browser)
     page = context.new_page()
     fetched = []
-    page.on("requestfinished",
-            lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(".snapshot.gz") else None)
+    page.on(
+        "requestfinished",
+        lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(".snapshot.gz") else None,
+    )
     calc = Calc(page, site_server, "en")
     calc.open()
     calc.wait_worker()
@@ -912,10 +1082,14 @@ def test_a_second_visit_restores_the_build_snapshot(browser, site_server):
     calc.open({"method": "qlora", "seq_len": "4096"})
     calc.wait_worker()
     assert _timings(page)["snapshot"] is True
-    response = calc_run(calculator.COMMAND, request_for({"method": "qlora", "seq_len": "4096"}))["result"]
+    response = calc_run(calculator.COMMAND, request_for({"method": "qlora", "seq_len": "4096"}))[
+        "result"
+    ]
     assert_parity(calc.outputs(), response, "en")
     calc.navigate({})
-    assert_parity(calc.outputs(), calc_run(calculator.COMMAND, calculator.default_request())["result"], "en")
+    assert_parity(
+        calc.outputs(), calc_run(calculator.COMMAND, calculator.default_request())["result"], "en"
+    )
     context.close()
 
 
@@ -949,6 +1123,7 @@ WORKER_WITH_SNAPSHOT_JS = """async ([snapshotPath, request]) => {
 @pytest.mark.parametrize("content", ["garbage", "zeros"])
 def test_a_broken_cached_snapshot_falls_back_to_an_ordinary_start(browser, site_server, content):
     import gzip
+
     folder = site_server.root / "_test_snapshot"
     folder.mkdir(exist_ok=True)
     body = b"not a gzip stream" if content == "garbage" else gzip.compress(b"\0" * 65536)
@@ -960,32 +1135,40 @@ def test_a_broken_cached_snapshot_falls_back_to_an_ordinary_start(browser, site_
     # the page's own worker stores this build's snapshot (dropping any other entry) first
     assert any("/assets/calc/" in u for u in calc.wait_cached_snapshot("/assets/calc/"))
     request = calculator.default_request()
-    out = page.evaluate(WORKER_WITH_SNAPSHOT_JS, [f"/_test_snapshot/{content}.snapshot.gz", request])
+    out = page.evaluate(
+        WORKER_WITH_SNAPSHOT_JS, [f"/_test_snapshot/{content}.snapshot.gz", request]
+    )
     assert out["ready"]["type"] == "ready" and out["ready"]["timings"]["snapshot"] is False
     assert out["kept"] is False  # a broken snapshot is dropped, not tried on every visit
     # one this browser could not restore is not downloaded again; a bad download may be
     assert out["marked"] is (content == "zeros")
     assert out["result"]["type"] == "result"
     expected = calc_run(calculator.COMMAND, request)["result"]
-    assert out["result"]["out"]["result"]["memory"]["peak_allocated_bytes"] == \
-        expected["memory"]["peak_allocated_bytes"]
+    assert (
+        out["result"]["out"]["result"]["memory"]["peak_allocated_bytes"]
+        == expected["memory"]["peak_allocated_bytes"]
+    )
     context.close()
 
 
-@pytest.mark.parametrize(("depth", "codes"), [
-    # JavaScript serialises it; in Pyodide, Python's parser either refuses it
-    # (request_too_deep: its recursion limit) or reads it and calc finds a list, not a config
-    (2_000, {"request_too_deep", "config_not_object"}),
-    # too deep for JavaScript to serialise: refused in the page, nothing is sent
-    (50_000, {"request_too_deep"}),
-])
+@pytest.mark.parametrize(
+    ("depth", "codes"),
+    [
+        # JavaScript serialises it; in Pyodide, Python's parser either refuses it
+        # (request_too_deep: its recursion limit) or reads it and calc finds a list, not a config
+        (2_000, {"request_too_deep", "config_not_object"}),
+        # too deep for JavaScript to serialise: refused in the page, nothing is sent
+        (50_000, {"request_too_deep"}),
+    ],
+)
 def test_absurdly_nested_config_is_refused_and_the_worker_survives(calc_page, depth, codes):
     calc_page.navigate({"seq_len": "1024"})
     good = calc_page.outputs()
     deep = '{"hf_config": ' + "[" * depth + "]" * depth + "}"
     calc_page.navigate({"model": deep})
     shown = calc_page.page.eval_on_selector_all(
-        "#calc [data-error-code]:not([hidden])", "els => els.map(e => e.dataset.errorCode)")
+        "#calc [data-error-code]:not([hidden])", "els => els.map(e => e.dataset.errorCode)"
+    )
     assert len(shown) == 1 and shown[0] in codes
     assert calc_page.outputs() == good
     calc_page.navigate({"seq_len": "1024"})

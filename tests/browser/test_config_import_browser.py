@@ -26,8 +26,13 @@ FILES = ["axolotl/qlora.yml", "torchtune/lora.yaml", "trl/lora.json", "llamafact
 
 
 def cli_plan(path, overrides: dict) -> dict:
-    out = subprocess.run([sys.executable, "-m", "calc", "plan", "--config", str(path), "--request", "-"],
-                         input=json.dumps(overrides), capture_output=True, text=True, cwd=REPO_ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "calc", "plan", "--config", str(path), "--request", "-"],
+        input=json.dumps(overrides),
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     return json.loads(out.stdout)
 
@@ -51,15 +56,22 @@ def test_pasted_config_gives_the_cli_numbers(calc_page, name):
     paste_and_import(calc_page, path.read_text())
     result = import_file(str(path))
     defaults = calculator.default_request()
-    overrides = {k: v for k, v in defaults.items() if k in keys(PLAN) and k not in result.get("plan", {})}
+    overrides = {
+        k: v for k, v in defaults.items() if k in keys(PLAN) and k not in result.get("plan", {})
+    }
     response = cli_plan(path, overrides)
     assert_parity(calc_page.outputs(), response, calc_page.lang)
     page = calc_page.page
     # every key of the report is shown, with its status
     rows = page.locator("#calc .calc-import-report tr[data-key]")
     assert rows.count() == len(result["keys"])
-    shown = dict(zip(rows.evaluate_all("els => els.map(e => e.dataset.key)"),
-                     rows.evaluate_all("els => els.map(e => e.dataset.status)"), strict=True))
+    shown = dict(
+        zip(
+            rows.evaluate_all("els => els.map(e => e.dataset.key)"),
+            rows.evaluate_all("els => els.map(e => e.dataset.status)"),
+            strict=True,
+        )
+    )
     assert shown == {e["key"]: e["status"] for e in result["keys"]}
     # the imported setup is in the URL: reloading it gives the same request
     query = dict(parse_qsl(urlsplit(page.url).query))
@@ -80,8 +92,12 @@ def test_export_buttons_write_the_formats(calc_page):
     request = {k: v for k, v in request_for(query).items() if k not in keys(PLAN) or k == "epochs"}
     for fmt in ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate"):
         page.click(f'#calc button.calc-export[data-format="{fmt}"]')
-        page.wait_for_function("f => document.getElementById('calc').dataset.exportStatus === f", arg=fmt)
-        page.wait_for_function("f => document.getElementById('calc-export-text').dataset.format === f", arg=fmt)
+        page.wait_for_function(
+            "f => document.getElementById('calc').dataset.exportStatus === f", arg=fmt
+        )
+        page.wait_for_function(
+            "f => document.getElementById('calc-export-text').dataset.format === f", arg=fmt
+        )
         assert page.input_value("#calc-export-text") == export_config(request, fmt)
 
 
@@ -92,17 +108,28 @@ def test_broken_config_is_reported_and_keeps_the_result(calc_page):
     before_outputs = calc_page.outputs()
     if not page.locator("#calc details.calc-import").evaluate("el => el.open"):
         page.click("#calc .calc-import summary")
-    page.fill("#calc-import-text", "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)))
+    page.fill(
+        "#calc-import-text",
+        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(
+            f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n"
+            for i in range(8)
+        ),
+    )
     page.click("#calc .calc-import-run")
     page.wait_for_function("document.getElementById('calc').dataset.importStatus === 'error'")
-    assert page.get_attribute("#calc .calc-import-error", "data-error-code") == "config_alias_expansion"
+    assert (
+        page.get_attribute("#calc .calc-import-error", "data-error-code")
+        == "config_alias_expansion"
+    )
     assert calc_page.outputs() == before_outputs
 
 
 def test_unknown_model_keeps_the_form_model_and_offers_presets(calc_page):
     page = calc_page.page
-    text = "base_model: someone/llama-3.1-8b-finetune\nadapter: lora\nlora_r: 64\nsequence_len: 1024\n"
+    text = (
+        "base_model: someone/llama-3.1-8b-finetune\nadapter: lora\nlora_r: 64\nsequence_len: 1024\n"
+    )
     paste_and_import(calc_page, text)
     assert page.locator("#calc .calc-import-model").is_visible()
     query = dict(parse_qsl(urlsplit(page.url).query))
@@ -129,9 +156,15 @@ def test_refused_values_are_shown_in_words_and_the_defaults_used(calc_page):
     row = page.locator('#calc .calc-import-report tr[data-key="lora_r"]')
     assert row.get_attribute("data-status") == "invalid"
     text = row.inner_text()
-    for words in ("-5", cat.get("import.invalid.out_of_range"), cat.get("import.status.invalid"), "65536"):
+    for words in (
+        "-5",
+        cat.get("import.invalid.out_of_range"),
+        cat.get("import.status.invalid"),
+        "65536",
+    ):
         assert words in text, words
     assert cat.get("import.invalid_count").split("{invalid}")[1].strip()[:20] in page.inner_text(
-        "#calc .calc-import-message")
+        "#calc .calc-import-message"
+    )
     query = dict(parse_qsl(urlsplit(page.url).query))
     assert request_for(query)["lora_rank"] == 8  # peft's default in place of -5

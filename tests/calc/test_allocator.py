@@ -15,7 +15,7 @@ from calc.request import parse_estimate_request
 from calc.step_events import lengths_of, simulate, step_events
 from conftest import REPO_ROOT
 
-MiB = 1024 ** 2
+MiB = 1024**2
 
 
 def run(sizes_and_frees, capacity=None, config=al.DEFAULT_CONFIG):
@@ -32,9 +32,17 @@ def run(sizes_and_frees, capacity=None, config=al.DEFAULT_CONFIG):
 
 # ---- round_size ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("request_bytes, rounded", [
-    (1, 512), (511, 512), (512, 512), (513, 1024), (MiB + 1, MiB + 512),
-])
+
+@pytest.mark.parametrize(
+    "request_bytes, rounded",
+    [
+        (1, 512),
+        (511, 512),
+        (512, 512),
+        (513, 1024),
+        (MiB + 1, MiB + 512),
+    ],
+)
 def test_requests_round_up_to_512_bytes(request_bytes, rounded):
     """``round_size``: ``kMinBlockSize`` (512) granularity, ``roundup_power2_divisions`` off."""
     assert al.round_size(request_bytes) == rounded
@@ -50,14 +58,18 @@ def test_power2_divisions_round_to_the_next_division():
 
 # ---- pools and segment sizes (get_pool, get_allocation_size) --------------------------------
 
-@pytest.mark.parametrize("request_bytes, segment", [
-    (100, 2 * MiB),                 # small pool: 2 MiB segment (kSmallBuffer)
-    (MiB, 2 * MiB),                 # 1 MiB is still small (size <= kSmallSize)
-    (MiB + 1, 20 * MiB),            # large, under 10 MiB: kLargeBuffer
-    (10 * MiB - 512, 20 * MiB),
-    (10 * MiB, 10 * MiB),           # from kMinLargeAlloc: rounded to 2 MiB (kRoundLarge)
-    (11 * MiB + 1, 12 * MiB),
-])
+
+@pytest.mark.parametrize(
+    "request_bytes, segment",
+    [
+        (100, 2 * MiB),  # small pool: 2 MiB segment (kSmallBuffer)
+        (MiB, 2 * MiB),  # 1 MiB is still small (size <= kSmallSize)
+        (MiB + 1, 20 * MiB),  # large, under 10 MiB: kLargeBuffer
+        (10 * MiB - 512, 20 * MiB),
+        (10 * MiB, 10 * MiB),  # from kMinLargeAlloc: rounded to 2 MiB (kRoundLarge)
+        (11 * MiB + 1, 12 * MiB),
+    ],
+)
 def test_segment_size_by_request(request_bytes, segment):
     result, _ = run([request_bytes])
     assert result.peak_reserved_bytes == segment
@@ -71,6 +83,7 @@ def test_small_requests_share_a_small_segment_and_large_ones_do_not():
 
 
 # ---- splitting (should_split, alloc_found_block) ---------------------------------------------
+
 
 def test_large_block_is_split_when_the_rest_exceeds_1_mib():
     """Two 4 MiB requests share one 20 MiB segment: the first's remainder (16 MiB) is split
@@ -103,6 +116,7 @@ def test_freed_neighbours_merge_back_into_the_segment():
 
 # ---- max_split_size_mb (oversize blocks) -----------------------------------------------------
 
+
 def test_oversize_block_does_not_serve_a_smaller_request():
     """With ``max_split_size_mb:40`` a cached 50 MiB block is oversize: a 30 MiB request
     opens its own segment instead of splitting it."""
@@ -128,6 +142,7 @@ def test_max_split_size_is_at_least_20_mib():
 
 
 # ---- free and retry before out of memory -----------------------------------------------------
+
 
 def test_cached_segments_are_released_and_the_allocation_retried():
     """``malloc``: ``alloc_block`` fails, ``release_cached_blocks`` frees the two cached 20 MiB
@@ -168,6 +183,7 @@ def test_a_partly_used_segment_is_not_released():
 
 # ---- expandable segments ---------------------------------------------------------------------
 
+
 def test_expandable_segment_grows_in_20_mib_pages_and_splits_finely():
     """``try_allocate_expandable_block``: a 30 MiB request maps two 20 MiB pages; the 10 MiB
     rest serves a 4 MiB request (``should_split``: remainder >= 512 B with expandable
@@ -195,6 +211,7 @@ def test_expandable_segment_unmaps_free_pages_before_out_of_memory():
 
 # ---- min_device_bytes ------------------------------------------------------------------------
 
+
 def test_min_device_bytes_counts_the_release_and_the_outside_memory():
     _, events = run([20 * MiB, 20 * MiB, "-0", "-1", 50 * MiB])
     assert al.min_device_bytes(events) == 50 * MiB
@@ -210,12 +227,21 @@ def test_min_device_bytes_is_the_smallest_capacity_that_fits():
 
 # ---- the step sequence from calc's counts ----------------------------------------------------
 
-@pytest.mark.parametrize("body", [
-    {"model": "llama-3.1-8b", "method": "lora"},
-    {"model": "llama-3.1-8b", "method": "qlora", "micro_batch_size": 2},
-    {"model": "qwen2.5-0.5b", "method": "full", "gradient_checkpointing": False, "seq_len": 512},
-    {"model": "llama-3.2-1b", "method": "full", "gradient_accumulation_steps": 2},
-])
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "llama-3.1-8b", "method": "lora"},
+        {"model": "llama-3.1-8b", "method": "qlora", "micro_batch_size": 2},
+        {
+            "model": "qwen2.5-0.5b",
+            "method": "full",
+            "gradient_checkpointing": False,
+            "seq_len": 512,
+        },
+        {"model": "llama-3.2-1b", "method": "full", "gradient_accumulation_steps": 2},
+    ],
+)
 def test_step_sequence_reaches_calcs_allocated_peak(body):
     """The synthetic sequence holds calc's own components: its replayed allocated peak is
     calc's within 1 % (the rest is 512-byte rounding and unsplit remainders)."""
@@ -239,7 +265,9 @@ def test_step_sequence_frees_all_but_the_resident_states():
     last_alloc = {ev[1]: ev[2] for ev in events if ev[0] == "alloc"}
     resident = sum(last_alloc[k] for k in live)
     est = mem.estimate_request(req)
-    states = est.components["weights"] + est.components["lora_weights"] + est.components["optimizer"]
+    states = (
+        est.components["weights"] + est.components["lora_weights"] + est.components["optimizer"]
+    )
     assert resident == states
 
 
@@ -266,11 +294,13 @@ def test_simulate_adds_the_memory_outside_the_allocator():
     assert out.min_device_bytes == out.min_allocator_bytes + mem.CUDA_CONTEXT_BYTES
     assert out.min_allocator_bytes <= out.simulated_reserved_bytes
     assert al.replay(step_events(one, [2048, 1024]), out.min_allocator_bytes).fits
-    two = parse_estimate_request({"model": "llama-3.2-1b", "method": "lora", "num_gpus": 2,
-                                  "sharding": "ddp"})
+    two = parse_estimate_request(
+        {"model": "llama-3.2-1b", "method": "lora", "num_gpus": 2, "sharding": "ddp"}
+    )
     out2 = simulate(two, driver_reserve_bytes=300 * MiB)
-    assert out2.min_device_bytes == (out2.min_allocator_bytes + mem.CUDA_CONTEXT_BYTES
-                                     + mem.NCCL_BUFFER_BYTES + 300 * MiB)
+    assert out2.min_device_bytes == (
+        out2.min_allocator_bytes + mem.CUDA_CONTEXT_BYTES + mem.NCCL_BUFFER_BYTES + 300 * MiB
+    )
     assert set(out2.to_dict()) >= {"simulated_reserved_bytes", "min_device_bytes"}
 
 

@@ -20,7 +20,9 @@ from calc.errors import CalcError
 from conftest import REPO_ROOT
 
 ROOT = REPO_ROOT
-CASES = json.loads((ROOT / "tests" / "data" / "bad_inputs.json").read_text(encoding="utf-8"))["cases"]
+CASES = json.loads((ROOT / "tests" / "data" / "bad_inputs.json").read_text(encoding="utf-8"))[
+    "cases"
+]
 BY_ID = {case["id"]: case for case in CASES}
 
 
@@ -85,8 +87,9 @@ def test_cli_flags_json(case_id, tmp_path):
 @pytest.mark.parametrize("case_id", sorted(set(_ids("request")) | set(_ids("request_text"))))
 def test_cli_request_json(case_id):
     case = BY_ID[case_id]
-    rc, out, err = run_main([case["command"], "--request", "-"], tty=False,
-                            stdin=_request_text(case).encode())
+    rc, out, err = run_main(
+        [case["command"], "--request", "-"], tty=False, stdin=_request_text(case).encode()
+    )
     assert "Traceback" not in err
     if "error" in case:
         assert rc == 2
@@ -104,8 +107,11 @@ def test_cli_terminal_words(case_id, tmp_path):
     if "argv" in case:
         rc, out, err = run_main([*_argv(case, tmp_path), "--lang", case["lang"]], tty=True)
     else:
-        rc, out, err = run_main([case["command"], "--request", "-", "--lang", case["lang"]], tty=True,
-                                stdin=_request_text(case).encode())
+        rc, out, err = run_main(
+            [case["command"], "--request", "-", "--lang", case["lang"]],
+            tty=True,
+            stdin=_request_text(case).encode(),
+        )
     if "error" in case:
         assert rc == 2 and out == ""
         assert err.count("\n") == 1 and err.endswith("\n"), err
@@ -146,7 +152,9 @@ def test_worker_json_entry(case_id):
     from macros.calculator import load_strings
 
     case = BY_ID[case_id]
-    answer = json.loads(Session("en", load_strings()["en"]).handle(case["command"], _request_text(case)))
+    answer = json.loads(
+        Session("en", load_strings()["en"]).handle(case["command"], _request_text(case))
+    )
     if "error" in case:
         _check_error(case, answer["error"])
     else:
@@ -166,12 +174,22 @@ def _form_controls() -> list[dict]:
     for key, spec in page.request_fields().items():
         name = page.input_kind(spec)
         page_default = page.PAGE_DEFAULTS.get(key, spec.default)
-        dataset = {"kind": name, "default": "" if page_default is None else page.url_text(page_default)}
+        dataset = {
+            "kind": name,
+            "default": "" if page_default is None else page.url_text(page_default),
+        }
         if spec.percent:
             dataset["percent"] = "true"
         value = values.get(key)
-        control = {"name": key, "tagName": "INPUT", "type": "text", "dataset": dataset, "options": [],
-                   "value": "" if value is None else page.url_text(value), "checked": False}
+        control = {
+            "name": key,
+            "tagName": "INPUT",
+            "type": "text",
+            "dataset": dataset,
+            "options": [],
+            "value": "" if value is None else page.url_text(value),
+            "checked": False,
+        }
         if name == "bool":
             control.update(type="checkbox", value="on", checked=bool(value))
         elif name == "enum":
@@ -182,10 +200,28 @@ def _form_controls() -> list[dict]:
             control.update(tagName="SELECT", type=None, options=[{"value": c} for c in choices])
         controls.append(control)
     for name in ("examples", "example_tokens"):
-        controls.append({"name": name, "tagName": "INPUT", "type": "text", "value": "", "checked": False,
-                         "dataset": {"kind": "helper", "default": ""}, "options": []})
-    controls.append({"name": "hf_config", "tagName": "TEXTAREA", "type": None, "value": "",
-                     "checked": False, "dataset": {"kind": "config"}, "options": []})
+        controls.append(
+            {
+                "name": name,
+                "tagName": "INPUT",
+                "type": "text",
+                "value": "",
+                "checked": False,
+                "dataset": {"kind": "helper", "default": ""},
+                "options": [],
+            }
+        )
+    controls.append(
+        {
+            "name": "hf_config",
+            "tagName": "TEXTAREA",
+            "type": None,
+            "value": "",
+            "checked": False,
+            "dataset": {"kind": "config"},
+            "options": [],
+        }
+    )
     return controls
 
 
@@ -196,12 +232,21 @@ def form_requests(tmp_path_factory) -> dict:
 
     node = shutil.which("node")
     assert node, "Node 20+ is required (README: requirements)"
-    data = {"controls": _form_controls(), "profileKeys": list(page.profile_keys()), "lang": "en",
-            "cases": [{"id": c["id"], "url": c["url"]} for c in CASES if "url" in c]}
+    data = {
+        "controls": _form_controls(),
+        "profileKeys": list(page.profile_keys()),
+        "lang": "en",
+        "cases": [{"id": c["id"], "url": c["url"]} for c in CASES if "url" in c],
+    }
     path = tmp_path_factory.mktemp("form") / "input.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    run = subprocess.run([node, str(ROOT / "tests" / "js" / "form_requests.mjs"), str(path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [node, str(ROOT / "tests" / "js" / "form_requests.mjs"), str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout)
 
@@ -226,11 +271,32 @@ def test_calculator_form(case_id, form_requests):
 
 def test_a_rank_at_the_hidden_size_and_a_dataset_of_one_step_warn_of_nothing():
     """The two warnings start just past their limits."""
-    base = {"model": "llama-3.1-8b", "gpu": "l4", "seq_len": 1024, "micro_batch_size": 2,
-            "gradient_accumulation_steps": 4}
-    assert "lora_rank_above_hidden" not in calc.estimate({"model": "llama-3.1-8b", "lora_rank": 4096})["warnings"]
-    assert "lora_rank_above_hidden" in calc.estimate({"model": "llama-3.1-8b", "lora_rank": 4097})["warnings"]
-    assert "lora_rank_above_hidden" not in calc.estimate({"model": "llama-3.1-8b", "method": "full",
-                                                          "lora_rank": 65536})["warnings"]
-    assert "dataset_tokens_below_one_step" not in calc.plan_setup({**base, "dataset_tokens": 8192})["warnings"]
-    assert "dataset_tokens_below_one_step" in calc.plan_setup({**base, "dataset_tokens": 8191})["warnings"]
+    base = {
+        "model": "llama-3.1-8b",
+        "gpu": "l4",
+        "seq_len": 1024,
+        "micro_batch_size": 2,
+        "gradient_accumulation_steps": 4,
+    }
+    assert (
+        "lora_rank_above_hidden"
+        not in calc.estimate({"model": "llama-3.1-8b", "lora_rank": 4096})["warnings"]
+    )
+    assert (
+        "lora_rank_above_hidden"
+        in calc.estimate({"model": "llama-3.1-8b", "lora_rank": 4097})["warnings"]
+    )
+    assert (
+        "lora_rank_above_hidden"
+        not in calc.estimate({"model": "llama-3.1-8b", "method": "full", "lora_rank": 65536})[
+            "warnings"
+        ]
+    )
+    assert (
+        "dataset_tokens_below_one_step"
+        not in calc.plan_setup({**base, "dataset_tokens": 8192})["warnings"]
+    )
+    assert (
+        "dataset_tokens_below_one_step"
+        in calc.plan_setup({**base, "dataset_tokens": 8191})["warnings"]
+    )

@@ -10,8 +10,8 @@ from calc import calibration, recommend
 from calc.memory import estimate_dict
 from calc.plan import plan_dict
 
-GIB = 2 ** 30
-MIB = 2 ** 20
+GIB = 2**30
+MIB = 2**20
 
 
 def test_range_hand_computed():
@@ -32,11 +32,14 @@ def test_every_band_brackets_a_plausible_error(method, metric):
     assert -0.5 < lo <= 0 <= hi < 0.5
 
 
-@pytest.mark.parametrize("request_", [
-    {"model": "llama-3.1-8b"},
-    {"model": "llama-3.1-8b", "method": "qlora", "framework": "hf-trainer"},
-    {"model": "llama-2-7b", "method": "full", "num_gpus": 4, "sharding": "zero3"},
-])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"model": "llama-3.1-8b"},
+        {"model": "llama-3.1-8b", "method": "qlora", "framework": "hf-trainer"},
+        {"model": "llama-2-7b", "method": "full", "num_gpus": 4, "sharding": "zero3"},
+    ],
+)
 def test_estimate_ranges_contain_the_estimate(request_):
     est = estimate_dict(request_)
     for name in ("allocated", "reserved"):
@@ -45,15 +48,18 @@ def test_estimate_ranges_contain_the_estimate(request_):
         assert low <= est[f"peak_{name}_bytes"] <= high
 
 
-@pytest.mark.parametrize("low, high, memory, margin, expected", [
-    (10, 20, 20, 0.0, "fits"),            # upper end inside (equal counts)
-    (10, 20, 19, 0.0, "borderline"),      # straddles
-    (10, 20, 10, 0.0, "borderline"),      # lower end exactly at the card: still possible
-    (10, 20, 9, 0.0, "does_not_fit"),     # lower end outside
-    (10, 20, 24, 0.25, "borderline"),     # 20 x 1.25 = 25 > 24
-    (10, 20, 25, 0.25, "fits"),
-    (10, 20, 12, 0.25, "does_not_fit"),   # 10 x 1.25 = 12.5 > 12
-])
+@pytest.mark.parametrize(
+    "low, high, memory, margin, expected",
+    [
+        (10, 20, 20, 0.0, "fits"),  # upper end inside (equal counts)
+        (10, 20, 19, 0.0, "borderline"),  # straddles
+        (10, 20, 10, 0.0, "borderline"),  # lower end exactly at the card: still possible
+        (10, 20, 9, 0.0, "does_not_fit"),  # lower end outside
+        (10, 20, 24, 0.25, "borderline"),  # 20 x 1.25 = 25 > 24
+        (10, 20, 25, 0.25, "fits"),
+        (10, 20, 12, 0.25, "does_not_fit"),  # 10 x 1.25 = 12.5 > 12
+    ],
+)
 def test_verdict(low, high, memory, margin, expected):
     assert calibration.verdict(low, high, memory, margin) == expected
 
@@ -80,7 +86,9 @@ def test_llama_8b_lora_on_a_24_gib_rtx_4090():
     assert low + context < 24564 * MIB < high + context
     assert entry["verdict"] == "borderline" and entry["fits"] is False
     assert entry["fits_without_margin"] is True
-    assert not recommend.required_bytes(est["device_total_bytes"], 0.25) <= 24564 * MIB  # the old answer
+    assert (
+        not recommend.required_bytes(est["device_total_bytes"], 0.25) <= 24564 * MIB
+    )  # the old answer
     # torchtune's chunked loss and fused AdamW lower the whole range; a 3B model fits outright
     tt = _fits({**req, "framework": "torchtune"}, "rtx-4090")
     assert tt["device_range_bytes"][1] < entry["device_range_bytes"][1]
@@ -105,6 +113,15 @@ def test_user_margin_multiplies_both_ends():
 
 def test_plan_keeps_its_fields():
     entry = _fits({"model": "llama-3.1-8b"}, "l40s")
-    assert {"fits", "fits_without_margin", "memory_bytes", "device_total_bytes", "required_bytes",
-            "headroom_bytes", "headroom_fraction", "verdict", "device_range_bytes"} <= set(entry)
+    assert {
+        "fits",
+        "fits_without_margin",
+        "memory_bytes",
+        "device_total_bytes",
+        "required_bytes",
+        "headroom_bytes",
+        "headroom_fraction",
+        "verdict",
+        "device_range_bytes",
+    } <= set(entry)
     assert entry["verdict"] in calibration.VERDICTS

@@ -30,8 +30,13 @@ def _entries(lang: str) -> dict[str, object]:
     """Every entry as ``{"m:<id>" | "o:<field>:<code>" | "c:<constant>": text}``."""
     data = load(lang)
     out = {f"m:{key}": v for key, v in data["messages"].items()}
-    out.update({f"o:{field}:{code}": v for field, codes in data["options"].items()
-                for code, v in codes.items()})
+    out.update(
+        {
+            f"o:{field}:{code}": v
+            for field, codes in data["options"].items()
+            for code, v in codes.items()
+        }
+    )
     out.update({f"c:{key}": v for key, v in data["constants"].items()})
     return out
 
@@ -127,14 +132,18 @@ def templates(literals: set[str]) -> list[list[str]]:
 def _fills(name: str, static: list[str], literals: set[str]) -> bool:
     """``name`` is the template ``static`` with every placeholder filled by a literal, or by
     nothing (``${flag ? "_above" : ""}``)."""
+
     def rest_fills(rest: str, i: int) -> bool:
         if not rest.startswith(static[i]):
             return False
-        rest = rest[len(static[i]):]
+        rest = rest[len(static[i]) :]
         if i == len(static) - 1:
             return rest == ""
-        return any((k == 0 or rest[:k] in literals) and rest_fills(rest[k:], i + 1)
-                   for k in range(len(rest) + 1))
+        return any(
+            (k == 0 or rest[:k] in literals) and rest_fills(rest[k:], i + 1)
+            for k in range(len(rest) + 1)
+        )
+
     return rest_fills(name, 0)
 
 
@@ -144,9 +153,9 @@ def _built(name: str, literals: set[str], affixes: list[str], patterns: list[lis
     if name in literals or any(_fills(name, p, literals) for p in patterns):
         return True
     for affix in affixes:
-        if name.startswith(affix) and name[len(affix):] in literals:
+        if name.startswith(affix) and name[len(affix) :] in literals:
             return True
-        if name.endswith(affix) and name[:-len(affix)] in literals:
+        if name.endswith(affix) and name[: -len(affix)] in literals:
             return True
     return False
 
@@ -156,8 +165,15 @@ def unused_entries(entries: dict[str, object], literals: set[str]) -> list[str]:
     is written, or built from a written prefix or suffix and a written code; an option
     ``(field, code)`` where ``code`` is allowed for the request field ``field``, or where
     ``field`` is named and ``code`` is written (in code or in the data)."""
-    affixes = sorted({s for s in literals if len(s) > 1 and (s[-1] in "._:" or s[0] in "._+")
-                      and re.fullmatch(r"[\w.:/+-]+", s)}, key=len, reverse=True)
+    affixes = sorted(
+        {
+            s
+            for s in literals
+            if len(s) > 1 and (s[-1] in "._:" or s[0] in "._+") and re.fullmatch(r"[\w.:/+-]+", s)
+        },
+        key=len,
+        reverse=True,
+    )
     patterns = templates(literals)
     closed = closed_fields()
     unused = []
@@ -224,23 +240,45 @@ def test_the_unused_check_catches_an_unread_entry():
     """The scan is not a tautology: an entry whose id and code appear nowhere is reported,
     as is an option of a field nothing names, and a value a closed field does not allow."""
     literals = scan()
-    probe = {"m:ui.never_asked_for_anywhere": "x", "o:sharding:zero9": "x",
-             "o:nowhere_field:generic": "x", "m:api.estimate.no_such_response_key": "x",
-             "m:ui.status_ready": "x", "o:cpu_offload:none": "x",
-             "m:api.estimate.peak_allocated_bytes": "x", "m:ui.valid_range_above_below": "x"}
-    assert unused_entries(probe, literals) == ["ui.never_asked_for_anywhere", "sharding=zero9",
-                                               "nowhere_field=generic",
-                                               "api.estimate.no_such_response_key"]
+    probe = {
+        "m:ui.never_asked_for_anywhere": "x",
+        "o:sharding:zero9": "x",
+        "o:nowhere_field:generic": "x",
+        "m:api.estimate.no_such_response_key": "x",
+        "m:ui.status_ready": "x",
+        "o:cpu_offload:none": "x",
+        "m:api.estimate.peak_allocated_bytes": "x",
+        "m:ui.valid_range_above_below": "x",
+    }
+    assert unused_entries(probe, literals) == [
+        "ui.never_asked_for_anywhere",
+        "sharding=zero9",
+        "nowhere_field=generic",
+        "api.estimate.no_such_response_key",
+    ]
 
 
 def test_every_value_of_every_closed_request_field_has_a_name():
     closed = closed_fields()
-    assert {"method", "precision", "optimizer", "attention", "sharding", "cpu_offload",
-            "lora_adapter_dtype", "framework", "price_tier"} <= set(closed)
+    assert {
+        "method",
+        "precision",
+        "optimizer",
+        "attention",
+        "sharding",
+        "cpu_offload",
+        "lora_adapter_dtype",
+        "framework",
+        "price_tier",
+    } <= set(closed)
     for lang in LANGS:
         options = load(lang)["options"]
-        missing = [(f, c) for f, codes in closed.items() for c in sorted(codes)
-                   if c not in options.get(f, {})]
+        missing = [
+            (f, c)
+            for f, codes in closed.items()
+            for c in sorted(codes)
+            if c not in options.get(f, {})
+        ]
         assert missing == [], f"{lang}: values without a name: {missing}"
 
 
@@ -288,8 +326,11 @@ def test_the_page_the_guides_and_the_cli_say_the_same_words():
         page, msg, cat = page_strings(lang), Messages(lang), Catalogue(lang)
         for field, codes in closed_fields().items():
             for code in codes:
-                assert page["enums"][field][code] == msg.option(field, code) \
+                assert (
+                    page["enums"][field][code]
+                    == msg.option(field, code)
                     == cat.option(field, code, "long")
+                )
         assert page["labels"]["num_gpus"] == msg.label("num_gpus")
 
 
@@ -298,8 +339,9 @@ def test_a_validation_note_is_an_id_worded_in_each_language():
     from macros.labels import translate_note
 
     note = "tensor_parallelism:FSDP 8 × TP 8; long_context"
-    assert translate_note(note, "en") == ("tensor parallelism (FSDP 8 × TP 8) is not a calc "
-                                          "sharding; long context")
+    assert translate_note(note, "en") == (
+        "tensor parallelism (FSDP 8 × TP 8) is not a calc sharding; long context"
+    )
     assert translate_note(note, "es").startswith("paralelismo de tensor (FSDP 8 × TP 8)")
     with pytest.raises(KeyError):
         translate_note("tensor parallelism (FSDP 8 × TP 8) is not a calc sharding", "en")
@@ -315,8 +357,10 @@ def described_constants() -> dict[str, set[str]]:
     from macros.methodology import numeric_constants
 
     wanted = set(numeric_constants()) | {
-        f"default:{k}" for k in keys(PLAN)
-        if isinstance(BY_KEY[k].default, (int, float)) and not isinstance(BY_KEY[k].default, bool)}
+        f"default:{k}"
+        for k in keys(PLAN)
+        if isinstance(BY_KEY[k].default, (int, float)) and not isinstance(BY_KEY[k].default, bool)
+    }
     return {"wanted": wanted, **{lang: set(load(lang)["constants"]) for lang in LANGS}}
 
 
@@ -334,7 +378,9 @@ def test_every_constant_of_calc_is_described_once_in_each_language():
     for lang in LANGS:
         assert constant_gaps(found["wanted"], found[lang]) == ([], []), lang
     for key in found["wanted"]:
-        (es_text, es_source), (en_text, en_source) = (Catalogue(lang).constant(key) for lang in LANGS)
+        (es_text, es_source), (en_text, en_source) = (
+            Catalogue(lang).constant(key) for lang in LANGS
+        )
         assert es_text != en_text, key
         assert not es_source.startswith("source.") and not en_source.startswith("source."), key
 
@@ -347,8 +393,10 @@ def test_a_constant_without_a_description_is_caught():
     found = described_constants()
     new = "calc.memory.A_CONSTANT_NOBODY_DESCRIBED"
     assert constant_gaps(found["wanted"] | {new}, found["en"]) == ([new], [])
-    assert constant_gaps(found["wanted"] - {"calc.states.FP32_BYTES"}, found["en"]) == \
-        ([], ["calc.states.FP32_BYTES"])
+    assert constant_gaps(found["wanted"] - {"calc.states.FP32_BYTES"}, found["en"]) == (
+        [],
+        ["calc.states.FP32_BYTES"],
+    )
     assert methodology.undescribed(["calc.states.FP32_BYTES", new]) == [new]
     with pytest.raises(KeyError, match="no 'es' description"):
         Catalogue("es").constant(new)

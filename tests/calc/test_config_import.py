@@ -19,7 +19,9 @@ from conftest import REPO_ROOT
 
 ROOT = REPO_ROOT
 CONFIGS = ROOT / "tests" / "configs"
-FIXTURES = sorted(p for p in CONFIGS.glob("*/*") if not p.name.startswith("ds_z") and p.parent.name != "invalid")
+FIXTURES = sorted(
+    p for p in CONFIGS.glob("*/*") if not p.name.startswith("ds_z") and p.parent.name != "invalid"
+)
 FORMATS = ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate")
 ESTIMATE_KEYS = spec_by_key("estimate")
 
@@ -46,6 +48,7 @@ def test_fixture_imports_to_valid_request_and_is_detected(path):
     _normal(result["request"])  # raises when a value is not a valid request value
     # every top-level key of the file is reported exactly once (nested ones by path)
     from calc.config_import.loading import load_text
+
     data = load_text(path.read_bytes())
     reported = {entry["key"].split(".")[0] for entry in result["keys"]}
     assert set(map(str, data)) <= reported
@@ -71,18 +74,30 @@ def test_round_trip_import_export_import(path):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("source", ["axolotl/qlora.yml", "torchtune/multigpu.yaml", "trl/offload.yaml"])
+@pytest.mark.parametrize(
+    "source", ["axolotl/qlora.yml", "torchtune/multigpu.yaml", "trl/offload.yaml"]
+)
 def test_cross_format_export_reimports(fmt, source):
     """A request from one tool, written for another, is read back the same where the other
     format can say it (the sharding/offload formats carry only their part)."""
     first = import_file(str(CONFIGS / source))["request"]
     second = import_config(export_config(first, fmt), fmt)["request"]
-    shared = {"deepspeed": ("sharding", "cpu_offload", "micro_batch_size", "gradient_accumulation_steps"),
-              "accelerate": ("sharding", "cpu_offload", "num_gpus")}.get(fmt)
+    shared = {
+        "deepspeed": ("sharding", "cpu_offload", "micro_batch_size", "gradient_accumulation_steps"),
+        "accelerate": ("sharding", "cpu_offload", "num_gpus"),
+    }.get(fmt)
     if shared is None:
         a, b = _normal(first), _normal(second)
-        for key in ("method", "lora_rank", "seq_len", "micro_batch_size", "gradient_accumulation_steps",
-                    "gradient_checkpointing", "optimizer", "model"):
+        for key in (
+            "method",
+            "lora_rank",
+            "seq_len",
+            "micro_batch_size",
+            "gradient_accumulation_steps",
+            "gradient_checkpointing",
+            "optimizer",
+            "model",
+        ):
             assert a[key] == b[key], key
     else:
         a, b = _normal(first), _normal(second)
@@ -108,14 +123,24 @@ def test_axolotl_values_and_report():
     assert {"key": "lora_r", "status": "used", "field": "lora_rank", "value": 16} == keys["lora_r"]
 
 
-@pytest.mark.parametrize(("fmt", "text", "want"), [
-    ("axolotl", "lora_modules_to_save:\n  - embed_tokens\n  - lm_head\n", "embed_tokens+lm_head"),
-    ("axolotl", "lora_modules_to_save: [model.embed_tokens]\n", "embed_tokens"),
-    ("trl", "use_peft: true\nlora_modules_to_save: [lm_head]\n", "lm_head"),
-])
+@pytest.mark.parametrize(
+    ("fmt", "text", "want"),
+    [
+        (
+            "axolotl",
+            "lora_modules_to_save:\n  - embed_tokens\n  - lm_head\n",
+            "embed_tokens+lm_head",
+        ),
+        ("axolotl", "lora_modules_to_save: [model.embed_tokens]\n", "embed_tokens"),
+        ("trl", "use_peft: true\nlora_modules_to_save: [lm_head]\n", "lm_head"),
+    ],
+)
 def test_modules_to_save_is_read_and_written_back(fmt, text, want):
-    base = "base_model: meta-llama/Llama-3.1-8B\nadapter: lora\n" if fmt == "axolotl" \
+    base = (
+        "base_model: meta-llama/Llama-3.1-8B\nadapter: lora\n"
+        if fmt == "axolotl"
         else "model_name_or_path: meta-llama/Llama-3.1-8B\n"
+    )
     result = import_config(base + text, fmt)
     assert result["request"]["lora_modules_to_save"] == want
     assert _keys(result)["lora_modules_to_save"]["status"] == "used"
@@ -124,14 +149,19 @@ def test_modules_to_save_is_read_and_written_back(fmt, text, want):
 
 
 def test_modules_to_save_beyond_embedding_and_output_layer_is_not_modelled():
-    result = import_config("base_model: meta-llama/Llama-3.1-8B\nadapter: lora\n"
-                           "lora_modules_to_save: [embed_tokens, score]\n", "axolotl")
+    result = import_config(
+        "base_model: meta-llama/Llama-3.1-8B\nadapter: lora\n"
+        "lora_modules_to_save: [embed_tokens, score]\n",
+        "axolotl",
+    )
     assert "lora_modules_to_save" not in result["request"]
     assert _keys(result)["lora_modules_to_save"]["status"] == "unknown"
 
 
 def test_axolotl_defaults_are_named_with_version():
-    result = import_config("base_model: meta-llama/Llama-3.1-8B\nadapter: lora\nlearning_rate: 0.0002\n")
+    result = import_config(
+        "base_model: meta-llama/Llama-3.1-8B\nadapter: lora\nlearning_rate: 0.0002\n"
+    )
     req = result["request"]
     assert req["micro_batch_size"] == 1 and req["seq_len"] == 512 and req["lora_rank"] == 8
     assert req["optimizer"] == "adamw" and req["optimizer_fused"] is True
@@ -141,7 +171,9 @@ def test_axolotl_defaults_are_named_with_version():
 
 
 def test_unknown_keys_are_listed_never_dropped():
-    result = import_config("base_model: meta-llama/Llama-3.1-8B\nmy_custom_flag: 3\nnested:\n  a: 1\n")
+    result = import_config(
+        "base_model: meta-llama/Llama-3.1-8B\nmy_custom_flag: 3\nnested:\n  a: 1\n"
+    )
     keys = _keys(result)
     assert keys["my_custom_flag"]["status"] == "unknown"
     assert keys["nested"]["status"] == "unknown"
@@ -152,7 +184,9 @@ def test_unknown_model_is_reported_with_hint_and_model_override():
     entry = _keys(result)["base_model"]
     assert entry["status"] == "unknown" and "paste_config_json" in entry["note"]
     assert "model" not in result["request"]
-    given = import_config("base_model: someone/private-model-7b\nadapter: lora\n", model="qwen2.5-7b")
+    given = import_config(
+        "base_model: someone/private-model-7b\nadapter: lora\n", model="qwen2.5-7b"
+    )
     assert given["request"]["model"] == "qwen2.5-7b"
     _normal(given["request"])
 
@@ -164,7 +198,12 @@ def test_trl_sft_defaults_and_plain_trainer_defaults():
     assert sft["micro_batch_size"] == 8 and sft["chunked_loss"] is True
     plain = import_config("output_dir: x\nper_device_train_batch_size: 2\n", "trl")["request"]
     assert plain["gradient_checkpointing"] is False and plain["precision"] == "bf16-true"
-    assert import_config("output_dir: x\nmax_steps: 10\nnum_train_epochs: 2\n", "trl")["plan"]["epochs"] == 2
+    assert (
+        import_config("output_dir: x\nmax_steps: 10\nnum_train_epochs: 2\n", "trl")["plan"][
+            "epochs"
+        ]
+        == 2
+    )
 
 
 def test_deepspeed_values_and_gpus():
@@ -184,7 +223,10 @@ def test_deepspeed_file_named_by_path_read_or_inferred():
     assert read["request"]["sharding_engine"] == "deepspeed"
     named = import_file(str(CONFIGS / "llamafactory/multigpu.yaml"))
     assert _keys(named)["deepspeed"]["note"] == "inferred_from_file_name"
-    assert named["request"]["sharding"] == "zero2" and named["request"]["sharding_engine"] == "deepspeed"
+    assert (
+        named["request"]["sharding"] == "zero2"
+        and named["request"]["sharding_engine"] == "deepspeed"
+    )
 
 
 def test_accelerate_gpus_and_fsdp():
@@ -200,7 +242,14 @@ def test_accelerate_gpus_and_fsdp():
 def test_torchtune_values():
     req = import_file(str(CONFIGS / "torchtune/lora.yaml"))["request"]
     assert req["method"] == "lora" and req["model"] == "llama-3.1-8b"
-    assert req["lora_targets"] == ["q_proj", "v_proj", "o_proj", "gate_proj", "down_proj", "up_proj"]
+    assert req["lora_targets"] == [
+        "q_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "down_proj",
+        "up_proj",
+    ]
     multi = import_file(str(CONFIGS / "torchtune/multigpu.yaml"))
     assert multi["request"]["sync_each_micro_batch"] is True
     assert multi["plan"]["dataset_tokens"] == 500 * 2 * 1 * 4096
@@ -227,14 +276,17 @@ def test_detect_format_refuses_unrelated_mapping():
 
 # ---- hostile and broken input --------------------------------------------------------
 BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8))
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)
+)
 HOSTILE = {
     "billion_laughs": (BILLION_LAUGHS, "config_alias_expansion"),
-    "huge_anchor": ("a: &a [" + ", ".join(["0123456789"] * 2000) + "]\nb: [" + ", ".join(["*a"] * 60) + "]\n",
-                    "config_alias_expansion"),
+    "huge_anchor": (
+        "a: &a [" + ", ".join(["0123456789"] * 2000) + "]\nb: [" + ", ".join(["*a"] * 60) + "]\n",
+        "config_alias_expansion",
+    ),
     "deep_flow": ("a: " + "[" * 5000 + "]" * 5000 + "\n", "config_too_deep"),
     "deep_block": ("".join(" " * i + f"k{i}:\n" for i in range(200)), "config_too_deep"),
-    "deep_json": ("{\"a\": " * 3000 + "1" + "}" * 3000, "config_too_deep"),
+    "deep_json": ('{"a": ' * 3000 + "1" + "}" * 3000, "config_too_deep"),
     "python_object": ("a: !!python/object/apply:os.system ['echo pwned']\n", "config_syntax"),
     "python_name": ("a: !!python/name:os.system\n", "config_syntax"),
     "binary_tag": ("a: !!binary aGVsbG8=\n", "config_unsupported_value"),
@@ -267,8 +319,20 @@ def test_hostile_files_fail_coded_and_fast(name, tmp_path):
 
 
 def test_cli_import_json_contract(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "calc", "import", "--format", "axolotl",
-                          str(CONFIGS / "axolotl/lora.yml")], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calc",
+            "import",
+            "--format",
+            "axolotl",
+            str(CONFIGS / "axolotl/lora.yml"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["format"] == "axolotl" and data["request"]["lora_rank"] == 32
@@ -280,18 +344,41 @@ def test_cli_estimate_config_equals_request(tmp_path):
     request = import_file(str(path))["request"]
     req_file = tmp_path / "r.json"
     req_file.write_text(json.dumps(request))
-    via_config = subprocess.run([sys.executable, "-m", "calc", "estimate", "--config", str(path)],
-                                capture_output=True, text=True, cwd=ROOT)
-    via_request = subprocess.run([sys.executable, "-m", "calc", "estimate", "--request", str(req_file)],
-                                 capture_output=True, text=True, cwd=ROOT)
-    assert via_config.returncode == 0 and json.loads(via_config.stdout) == json.loads(via_request.stdout)
+    via_config = subprocess.run(
+        [sys.executable, "-m", "calc", "estimate", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    via_request = subprocess.run(
+        [sys.executable, "-m", "calc", "estimate", "--request", str(req_file)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert via_config.returncode == 0 and json.loads(via_config.stdout) == json.loads(
+        via_request.stdout
+    )
 
 
 def test_cli_plan_config_with_overrides(tmp_path):
     over = tmp_path / "o.json"
     over.write_text(json.dumps({"gpu": "h100-sxm", "num_gpus": 8}))
-    out = subprocess.run([sys.executable, "-m", "calc", "plan", "--config", str(CONFIGS / "torchtune/multigpu.yaml"),
-                          "--request", str(over)], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calc",
+            "plan",
+            "--config",
+            str(CONFIGS / "torchtune/multigpu.yaml"),
+            "--request",
+            str(over),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stdout
     data = json.loads(out.stdout)
     assert data["num_gpus"] == 8
@@ -300,10 +387,18 @@ def test_cli_plan_config_with_overrides(tmp_path):
 def test_cli_bad_config_is_coded(tmp_path):
     bad = tmp_path / "bad.yml"
     bad.write_text(BILLION_LAUGHS)
-    out = subprocess.run([sys.executable, "-m", "calc", "import", str(bad)], capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 2 and json.loads(out.stdout)["error"]["code"] == "config_alias_expansion"
-    out = subprocess.run([sys.executable, "-m", "calc", "import", "--format", "nope", str(bad)],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "calc", "import", str(bad)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert (
+        out.returncode == 2 and json.loads(out.stdout)["error"]["code"] == "config_alias_expansion"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "calc", "import", "--format", "nope", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 2 and json.loads(out.stdout)["error"]["code"] == "bad_arguments"
 
 
@@ -314,14 +409,17 @@ def test_calc_imports_without_yaml(tmp_path):
         "import sys; sys.modules['yaml'] = None\n"
         "import calc, calc.config_import as ci\n"
         "print(ci.import_config('{\"zero_optimization\": {\"stage\": 2}}')['request']['sharding'])\n"
-        "try:\n    ci.import_config('a: 1')\nexcept calc.InputError as e:\n    print(e.code)\n")
+        "try:\n    ci.import_config('a: 1')\nexcept calc.InputError as e:\n    print(e.code)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.split() == ["zero2", "yaml_unavailable"], out.stderr
 
 
 def test_axolotl_fsdp_version_outside_the_fsdp_config():
-    text = ("base_model: meta-llama/Llama-3.1-8B\nadapter: lora\n{version}fsdp_config:\n"
-            "  use_orig_params: true\n  reshard_after_forward: true\n")
+    text = (
+        "base_model: meta-llama/Llama-3.1-8B\nadapter: lora\n{version}fsdp_config:\n"
+        "  use_orig_params: true\n  reshard_after_forward: true\n"
+    )
     v2 = import_config(text.format(version="fsdp_version: 2\n"))
     assert "frozen_weight_grads" not in v2["request"]  # FSDP2 has no flat-parameter units
     v1 = import_config(text.format(version=""))
@@ -331,21 +429,41 @@ def test_axolotl_fsdp_version_outside_the_fsdp_config():
 def test_browser_entry_never_raises_and_fills_the_whole_form():
     from calc.config_import.browser import handle
 
-    out = json.loads(handle("import", json.dumps({"text": (CONFIGS / "trl/lora.json").read_text()})))
+    out = json.loads(
+        handle("import", json.dumps({"text": (CONFIGS / "trl/lora.json").read_text()}))
+    )
     form = out["result"]["form"]
     assert set(form) >= set(ESTIMATE_KEYS) - {"model"}
     assert form["lora_rank"] == 32 and form["epochs"] == 2
-    exported = json.loads(handle("export", json.dumps({"request": out["result"]["request"], "format": "axolotl"})))
+    exported = json.loads(
+        handle("export", json.dumps({"request": out["result"]["request"], "format": "axolotl"}))
+    )
     assert exported["result"]["text"] == export_config(out["result"]["request"], "axolotl")
-    for action, payload in (("import", "not json"), ("import", "[1]"), ("import", json.dumps({"text": 3})),
-                            ("export", json.dumps({"request": {}, "format": "nope"})),
-                            ("bogus", json.dumps({}))):
+    for action, payload in (
+        ("import", "not json"),
+        ("import", "[1]"),
+        ("import", json.dumps({"text": 3})),
+        ("export", json.dumps({"request": {}, "format": "nope"})),
+        ("bogus", json.dumps({})),
+    ):
         assert "error" in json.loads(handle(action, payload))
 
 
 def test_cli_export_prints_the_format(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "calc", "import", "--export", "llamafactory",
-                          str(CONFIGS / "axolotl/lora.yml")], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calc",
+            "import",
+            "--export",
+            "llamafactory",
+            str(CONFIGS / "axolotl/lora.yml"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 0
     again = import_config(out.stdout, "llamafactory")["request"]
     first = import_file(str(CONFIGS / "axolotl/lora.yml"))["request"]
@@ -356,38 +474,95 @@ def test_cli_export_prints_the_format(tmp_path):
 def test_cli_combines_a_training_file_with_its_launch_config(tmp_path):
     train = CONFIGS / "axolotl/lora.yml"
     launch = CONFIGS / "accelerate/fsdp2.yaml"
-    out = subprocess.run([sys.executable, "-m", "calc", "estimate", "--config", str(train),
-                          "--config", str(launch)], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "calc", "estimate", "--config", str(train), "--config", str(launch)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stdout
     from calc.config_import.cli import request_from_config_file
+
     request = request_from_config_file([str(train), str(launch)])
-    assert request["num_gpus"] == 8 and request["sharding"] == "zero3" and request["lora_rank"] == 32
-    assert request["precision"] == "bf16-true"  # the Trainer's bf16 over accelerate's mixed_precision
+    assert (
+        request["num_gpus"] == 8 and request["sharding"] == "zero3" and request["lora_rank"] == 32
+    )
+    assert (
+        request["precision"] == "bf16-true"
+    )  # the Trainer's bf16 over accelerate's mixed_precision
     assert request_from_config_file([str(launch), str(train)]) == request  # order does not matter
-    direct = subprocess.run([sys.executable, "-m", "calc", "estimate", "--request", "-"],
-                            input=json.dumps(request), capture_output=True, text=True, cwd=ROOT)
+    direct = subprocess.run(
+        [sys.executable, "-m", "calc", "estimate", "--request", "-"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert json.loads(out.stdout) == json.loads(direct.stdout)
 
 
 def test_cli_flags_override_the_config_and_stand_in_for_an_unknown_model(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "calc", "plan", "--config", str(CONFIGS / "torchtune/lora.yaml"),
-                          "--gpu", "h100-sxm", "--num-gpus", "2", "--dataset-tokens", "1e8", "--json"], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calc",
+            "plan",
+            "--config",
+            str(CONFIGS / "torchtune/lora.yaml"),
+            "--gpu",
+            "h100-sxm",
+            "--num-gpus",
+            "2",
+            "--dataset-tokens",
+            "1e8",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout)["num_gpus"] == 2
     private = tmp_path / "private.yml"
     private.write_text("base_model: someone/private-7b\nadapter: lora\nlora_r: 8\n")
-    missing = subprocess.run([sys.executable, "-m", "calc", "estimate", "--config", str(private), "--json"],
-                             capture_output=True, text=True, cwd=ROOT)
-    assert missing.returncode == 2 and json.loads(missing.stdout)["error"]["code"] == "config_model_unknown"
-    given = subprocess.run([sys.executable, "-m", "calc", "estimate", "--config", str(private),
-                            "--model", "mistral-7b", "--json"], capture_output=True, text=True, cwd=ROOT)
+    missing = subprocess.run(
+        [sys.executable, "-m", "calc", "estimate", "--config", str(private), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert (
+        missing.returncode == 2
+        and json.loads(missing.stdout)["error"]["code"] == "config_model_unknown"
+    )
+    given = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calc",
+            "estimate",
+            "--config",
+            str(private),
+            "--model",
+            "mistral-7b",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert given.returncode == 0, given.stdout
 
 
 def test_tied_modules_to_save_exports_both_modules():
     """axolotl and TRL have no key for peft's ensure_weight_tying: the export names both
     modules, and reads back as the untied pair."""
-    req = {"model": "llama-3.2-1b", "method": "lora", "lora_modules_to_save": "embed_tokens+lm_head-tied"}
+    req = {
+        "model": "llama-3.2-1b",
+        "method": "lora",
+        "lora_modules_to_save": "embed_tokens+lm_head-tied",
+    }
     for fmt in ("axolotl", "trl"):
         again = import_config(export_config(req, fmt), fmt)["request"]
         assert again["lora_modules_to_save"] == "embed_tokens+lm_head"

@@ -10,17 +10,32 @@ from calc import cost
 
 
 def _inputs(**kw):
-    base = dict(price_per_gpu_hour=2.0, num_gpus=4, storage_gb=100.0, storage_price_per_gb_month=0.1,
-                months_kept=2.0, startup_minutes=12.0, starts=2, experiment_multiplier=3.0,
-                interruptible=False, checkpoint_interval_minutes=30.0, checkpoint_minutes=3.0,
-                interruptions_per_day=4.0)
+    base = dict(
+        price_per_gpu_hour=2.0,
+        num_gpus=4,
+        storage_gb=100.0,
+        storage_price_per_gb_month=0.1,
+        months_kept=2.0,
+        startup_minutes=12.0,
+        starts=2,
+        experiment_multiplier=3.0,
+        interruptible=False,
+        checkpoint_interval_minutes=30.0,
+        checkpoint_minutes=3.0,
+        interruptions_per_day=4.0,
+    )
     base.update(kw)
     return cost.CostInputs(**base)
 
 
 def test_on_demand_schedule_has_only_startups():
     s = cost.schedule(10.0, _inputs())
-    assert (s.compute_hours, s.startup_hours, s.checkpoint_hours, s.lost_work_hours) == (10.0, 0.4, 0.0, 0.0)
+    assert (s.compute_hours, s.startup_hours, s.checkpoint_hours, s.lost_work_hours) == (
+        10.0,
+        0.4,
+        0.0,
+        0.0,
+    )
     assert s.total_hours == pytest.approx(10.4)
 
 
@@ -54,18 +69,45 @@ def test_default_storage_breakdown():
     # 7e9 params -> 14 GB download; 2 checkpoints of 1e6 trainable x 6 B = 0.012 GB;
     # 1e9 tokens x 4 B = 4 GB; environment 30 GB.
     parts = cost.default_storage_gb(7_000_000_000, 1_000_000, 1e9)
-    assert parts == pytest.approx({"base_model": 14.0, "checkpoints": 0.012, "dataset": 4.0,
-                                   "environment": 30.0, "total": 48.012})
+    assert parts == pytest.approx(
+        {
+            "base_model": 14.0,
+            "checkpoints": 0.012,
+            "dataset": 4.0,
+            "environment": 30.0,
+            "total": 48.012,
+        }
+    )
 
 
 @settings(max_examples=200, deadline=None)
-@given(p1=st.floats(0.01, 50), p2=st.floats(0.01, 50), hours=st.floats(0.01, 1000),
-       n=st.sampled_from([1, 2, 4, 8]), interruptible=st.booleans(), mult=st.floats(1, 10))
+@given(
+    p1=st.floats(0.01, 50),
+    p2=st.floats(0.01, 50),
+    hours=st.floats(0.01, 1000),
+    n=st.sampled_from([1, 2, 4, 8]),
+    interruptible=st.booleans(),
+    mult=st.floats(1, 10),
+)
 def test_higher_price_never_cheaper(p1, p2, hours, n, interruptible, mult):
     lo, hi = sorted((p1, p2))
-    cheap = cost.estimate_cost(hours, _inputs(price_per_gpu_hour=lo, num_gpus=n, interruptible=interruptible,
-                                              experiment_multiplier=mult))
-    dear = cost.estimate_cost(hours, _inputs(price_per_gpu_hour=hi, num_gpus=n, interruptible=interruptible,
-                                             experiment_multiplier=mult))
+    cheap = cost.estimate_cost(
+        hours,
+        _inputs(
+            price_per_gpu_hour=lo,
+            num_gpus=n,
+            interruptible=interruptible,
+            experiment_multiplier=mult,
+        ),
+    )
+    dear = cost.estimate_cost(
+        hours,
+        _inputs(
+            price_per_gpu_hour=hi,
+            num_gpus=n,
+            interruptible=interruptible,
+            experiment_multiplier=mult,
+        ),
+    )
     assert dear.total_usd >= cheap.total_usd
     assert dear.per_month_usd >= cheap.per_month_usd

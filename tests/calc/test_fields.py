@@ -11,8 +11,18 @@ import pytest
 from calc import timing
 from calc.catalogue import LANGS, catalogue
 from calc.errors import InputError
-from calc.fields import (BEHAVIOUR, BY_KEY, FIELDS, GROUPS, KINDS, PLAN, READER, field_specs, keys,
-                         spec_by_key)
+from calc.fields import (
+    BEHAVIOUR,
+    BY_KEY,
+    FIELDS,
+    GROUPS,
+    KINDS,
+    PLAN,
+    READER,
+    field_specs,
+    keys,
+    spec_by_key,
+)
 from calc.plan import PlanOptions
 from calc.request import EstimateRequest, parse_estimate_request
 
@@ -70,13 +80,21 @@ def test_the_request_classes_carry_exactly_the_registry_keys():
             assert value == spec.default or spec.key in ("lora_targets",), spec.key
 
 
-@pytest.mark.parametrize("key, value, code", [
-    ("seq_len", 0, "not_positive"), ("seq_len", 2.5, "not_integer"),
-    ("lora_dropout", 1.0, "out_of_range"), ("method", "dora", "unknown_value"),
-    ("price_tier", 3, "wrong_type"), ("price_tier", "cheap", "unknown_value"),
-    ("mfu", 0, "out_of_range"), ("dataset_tokens", None, "missing_field"),
-    ("gpu", "h900", "unknown_gpu"), ("qlora_keeps_inputs", 1, "not_boolean"),
-])
+@pytest.mark.parametrize(
+    "key, value, code",
+    [
+        ("seq_len", 0, "not_positive"),
+        ("seq_len", 2.5, "not_integer"),
+        ("lora_dropout", 1.0, "out_of_range"),
+        ("method", "dora", "unknown_value"),
+        ("price_tier", 3, "wrong_type"),
+        ("price_tier", "cheap", "unknown_value"),
+        ("mfu", 0, "out_of_range"),
+        ("dataset_tokens", None, "missing_field"),
+        ("gpu", "h900", "unknown_gpu"),
+        ("qlora_keeps_inputs", 1, "not_boolean"),
+    ],
+)
 def test_one_check_per_kind_names_the_key(key, value, code):
     with pytest.raises(InputError) as err:
         BY_KEY[key].check(value)

@@ -24,19 +24,32 @@ def test_profiles_set_library_behaviours_and_a_few_reader_defaults():
     profiled = {key for profile in PROFILES.values() for key in profile}
     assert {BY_KEY[key].group for key in profiled} == {BEHAVIOUR, READER}
     assert {key for key in profiled if BY_KEY[key].group == READER} == {
-        "chunked_loss", "lora_dropout", "activation_offload"}
+        "chunked_loss",
+        "lora_dropout",
+        "activation_offload",
+    }
     # which engine runs ZeRO is the reader's launch, not the library's generation
     assert set(keys(BEHAVIOUR)) - profiled == {"sharding_engine"}
     for key in profiled:
         assert BY_KEY[key].profiles == tuple(fw for fw in Framework if key in PROFILES[fw]), key
-    assert BY_KEY["moe_expert_layout"].profiles == (Framework.HF_TRAINER, Framework.HF_CUSTOM_LOOP,
-                                                     Framework.HF_TRAINER_4)
+    assert BY_KEY["moe_expert_layout"].profiles == (
+        Framework.HF_TRAINER,
+        Framework.HF_CUSTOM_LOOP,
+        Framework.HF_TRAINER_4,
+    )
     # a profile's entry applies wherever its key stands among the fields
     assert _resolved(model="llama-3.1-8b", framework="torchtune")["logits_upcast_in_model"] is True
-    assert _resolved(model="llama-3.1-8b", framework="torchtune")["qlora_unchunked_quantization"] is False
+    assert (
+        _resolved(model="llama-3.1-8b", framework="torchtune")["qlora_unchunked_quantization"]
+        is False
+    )
     assert _resolved(model="llama-3.1-8b")["logits_upcast_in_model"] is False
-    assert _resolved(model="llama-3.1-8b", framework="torchtune", logits_upcast_in_model=False)[
-        "logits_upcast_in_model"] is False
+    assert (
+        _resolved(model="llama-3.1-8b", framework="torchtune", logits_upcast_in_model=False)[
+            "logits_upcast_in_model"
+        ]
+        is False
+    )
     assert BY_KEY["framework"].default == "generic" and BY_KEY["framework"].group == READER
     assert _resolved(model="llama-3.1-8b")["framework"] == "generic"
 
@@ -46,7 +59,11 @@ def test_generic_keeps_every_default():
     assert estimate_dict(base) == estimate_dict({**base, "framework": "generic"})
     resolved = _resolved(**base)
     for spec in field_specs("estimate"):
-        if spec.key not in base and spec.key != "framework" and not isinstance(spec.default, (str, type(None))):
+        if (
+            spec.key not in base
+            and spec.key != "framework"
+            and not isinstance(spec.default, (str, type(None)))
+        ):
             assert resolved[spec.key] == spec.default, spec.key
 
 
@@ -57,7 +74,10 @@ def test_every_profile_entry_cites_its_source(framework):
     assert set(entries) <= set(spec_by_key("estimate")) - {"model", "method", "framework"}
     for key in entries:
         text = SOURCES[fw][key]
-        assert len(text) > 20 and any(ch.isdigit() for ch in text) or text.startswith("as "), (framework, key)
+        assert len(text) > 20 and any(ch.isdigit() for ch in text) or text.startswith("as "), (
+            framework,
+            key,
+        )
     if fw is Framework.GENERIC:
         assert entries == {}
 
@@ -75,9 +95,19 @@ def test_unknown_framework_is_a_coded_error():
 
 def test_explicit_keys_override_the_profile():
     assert _resolved(model="llama-3.1-8b", framework="torchtune")["chunked_loss"] is True
-    assert _resolved(model="llama-3.1-8b", framework="torchtune", chunked_loss=False)["chunked_loss"] is False
-    assert _resolved(model="llama-3.1-8b", framework="litgpt", lora_dropout=0.1)["lora_dropout"] == 0.1
-    assert _resolved(model="llama-3.1-8b", framework="hf-trainer", optimizer_fused=False)["optimizer_fused"] is False
+    assert (
+        _resolved(model="llama-3.1-8b", framework="torchtune", chunked_loss=False)["chunked_loss"]
+        is False
+    )
+    assert (
+        _resolved(model="llama-3.1-8b", framework="litgpt", lora_dropout=0.1)["lora_dropout"] == 0.1
+    )
+    assert (
+        _resolved(model="llama-3.1-8b", framework="hf-trainer", optimizer_fused=False)[
+            "optimizer_fused"
+        ]
+        is False
+    )
     # every profile leaves every key the request gives as given, in either request shape
     for fw in FRAMEWORKS:
         for key, value in PROFILES[Framework(fw)].items():
@@ -87,27 +117,49 @@ def test_explicit_keys_override_the_profile():
                 other = next((c for c in choices if c != value), None)
             if other is None:
                 continue
-            for shape in ({key: other}, {"behaviour": {key: other}} if BY_KEY[key].group == BEHAVIOUR else {key: other}):
-                assert _resolved(model="qwen3-30b-a3b", method="lora", framework=fw, **shape)[key] == other, (fw, key)
+            for shape in (
+                {key: other},
+                {"behaviour": {key: other}} if BY_KEY[key].group == BEHAVIOUR else {key: other},
+            ):
+                assert (
+                    _resolved(model="qwen3-30b-a3b", method="lora", framework=fw, **shape)[key]
+                    == other
+                ), (fw, key)
 
 
-@pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-2-7b", "mistral-7b", "gemma-2b", "phi-2",
-                                   "llama-3.2-1b"])
+@pytest.mark.parametrize(
+    "model", ["llama-3.1-8b", "llama-2-7b", "mistral-7b", "gemma-2b", "phi-2", "llama-3.2-1b"]
+)
 @pytest.mark.parametrize("method", ["full", "lora", "qlora"])
 def test_switching_framework_never_changes_parameter_counts(model, method):
-    counts = {(e["params_total"], e["params_trainable"])
-              for e in (estimate_dict({"model": model, "method": method, "framework": f, "num_gpus": 2,
-                                       "sharding": "zero3"}) for f in FRAMEWORKS)}
+    counts = {
+        (e["params_total"], e["params_trainable"])
+        for e in (
+            estimate_dict(
+                {
+                    "model": model,
+                    "method": method,
+                    "framework": f,
+                    "num_gpus": 2,
+                    "sharding": "zero3",
+                }
+            )
+            for f in FRAMEWORKS
+        )
+    }
     assert len(counts) == 1
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-@pytest.mark.parametrize("setup", [
-    {"method": "lora", "seq_len": 4096, "micro_batch_size": 2},
-    {"method": "full", "precision": "bf16-mixed"},
-    {"method": "qlora", "gradient_checkpointing": False},
-    {"method": "lora", "num_gpus": 4, "sharding": "zero3", "gradient_accumulation_steps": 4},
-])
+@pytest.mark.parametrize(
+    "setup",
+    [
+        {"method": "lora", "seq_len": 4096, "micro_batch_size": 2},
+        {"method": "full", "precision": "bf16-mixed"},
+        {"method": "qlora", "gradient_checkpointing": False},
+        {"method": "lora", "num_gpus": 4, "sharding": "zero3", "gradient_accumulation_steps": 4},
+    ],
+)
 def test_a_chunked_loss_never_raises_the_peak(framework, setup):
     req = {"model": "llama-3.1-8b", "framework": framework, **setup}
     chunked = estimate_dict({**req, "chunked_loss": True})
@@ -132,22 +184,31 @@ def test_torchtune_chunked_loss_bytes():
     assert hf["components"]["logits"] == 2048 * LLAMA31_8B_VOCAB * 12 == 3_152_019_456
     for compiled, per_token in ((True, 2), (False, 2 + 4 + 4 / 8)):
         tt = estimate_dict({**req, "framework": "torchtune", "torch_compile": compiled})
-        tt_unchunked = estimate_dict({**req, "framework": "torchtune", "torch_compile": compiled,
-                                      "chunked_loss": False})
+        tt_unchunked = estimate_dict(
+            {**req, "framework": "torchtune", "torch_compile": compiled, "chunked_loss": False}
+        )
         assert tt["components"]["logits"] == 2048 * LLAMA31_8B_VOCAB * per_token
-        assert (tt_unchunked["phases"]["forward_end"] - tt["phases"]["forward_end"]
-                == 2048 * LLAMA31_8B_VOCAB * (12 - per_token))
+        assert tt_unchunked["phases"]["forward_end"] - tt["phases"][
+            "forward_end"
+        ] == 2048 * LLAMA31_8B_VOCAB * (12 - per_token)
     eager = estimate_dict({**req, "framework": "torchtune"})
-    assert eager["components"]["logits"] == 2048 * (2 * 128_256 + 4 * 128_256 + 64_128) == 1_707_343_872
+    assert (
+        eager["components"]["logits"]
+        == 2048 * (2 * 128_256 + 4 * 128_256 + 64_128)
+        == 1_707_343_872
+    )
     # a profile other than torchtune's keeps the 16-bit chunks only, compiled or not
     # (the key itself: 4.5 V more at the end of the forward, nothing once compiled)
     generic = {**req, "chunked_loss": True}
     eager_fp32 = estimate_dict({**generic, "chunked_loss_keeps_fp32": True})
-    assert (eager_fp32["phases"]["forward_end"] - estimate_dict(generic)["phases"]["forward_end"]
-            == 2048 * (4 * 128_256 + 64_128))
+    assert eager_fp32["phases"]["forward_end"] - estimate_dict(generic)["phases"][
+        "forward_end"
+    ] == 2048 * (4 * 128_256 + 64_128)
     compiled = {**generic, "torch_compile": True}
-    assert (estimate_dict({**compiled, "chunked_loss_keeps_fp32": True})["phases"]
-            == estimate_dict(compiled)["phases"])
+    assert (
+        estimate_dict({**compiled, "chunked_loss_keeps_fp32": True})["phases"]
+        == estimate_dict(compiled)["phases"]
+    )
 
 
 def test_custom_loop_keeps_the_logits():
@@ -155,7 +216,10 @@ def test_custom_loop_keeps_the_logits():
     req = {"model": "llama-3.1-8b", "seq_len": 2048, "lora_adapter_dtype": "base"}
     loop = estimate_dict({**req, "framework": "hf-custom-loop"})
     trainer = estimate_dict({**req, "framework": "hf-trainer"})
-    assert loop["phases"]["forward_end"] - trainer["phases"]["forward_end"] == 2048 * LLAMA31_8B_VOCAB * 2
+    assert (
+        loop["phases"]["forward_end"] - trainer["phases"]["forward_end"]
+        == 2048 * LLAMA31_8B_VOCAB * 2
+    )
 
 
 def test_torchtune_before_del_logits_keeps_fp32_logits():
@@ -164,8 +228,15 @@ def test_torchtune_before_del_logits_keeps_fp32_logits():
     # 2 x 512 tokens, unchunked loss: the loss's fp32 log-softmax and two gradients (12 V) plus
     # the kept fp32 logits (4 V) = 16 V per token at the loss; the kept 4 V stay through the
     # blocks' backward. A model returning 16-bit logits keeps 2 V instead.
-    req = {"model": "llama-2-7b", "method": "lora", "micro_batch_size": 2, "seq_len": 512,
-           "framework": "torchtune", "chunked_loss": False, "gradient_checkpointing": True}
+    req = {
+        "model": "llama-2-7b",
+        "method": "lora",
+        "micro_batch_size": 2,
+        "seq_len": 512,
+        "framework": "torchtune",
+        "chunked_loss": False,
+        "gradient_checkpointing": True,
+    }
     tokens, vocab = 1024, 32000
     dropped = estimate_dict(req)
     kept = estimate_dict({**req, "loss_outputs_kept": True})
@@ -178,8 +249,10 @@ def test_torchtune_before_del_logits_keeps_fp32_logits():
     # no kept output, or a chunked loss (16-bit chunks): the upcast changes nothing
     assert estimate_dict({**req, "logits_upcast_in_model": False})["phases"] == dropped["phases"]
     chunked = {**req, "chunked_loss": True, "loss_outputs_kept": True}
-    assert (estimate_dict(chunked)["phases"]
-            == estimate_dict({**chunked, "logits_upcast_in_model": False})["phases"])
+    assert (
+        estimate_dict(chunked)["phases"]
+        == estimate_dict({**chunked, "logits_upcast_in_model": False})["phases"]
+    )
 
 
 def test_hf_profiles_keep_peft_adapters_in_fp32():
@@ -198,9 +271,18 @@ def test_hf_trainer_fused_adamw_against_a_custom_loop():
     params = 1_235_814_400
     assert trainer["params_trainable"] == params
     assert loop["phases"]["optimizer_step"] - trainer["phases"]["optimizer_step"] == 2 * params
-    assert _resolved(model="llama-3.2-1b", framework="hf-trainer", optimizer="adamw-8bit")["optimizer_fused"] is False
-    assert "optimizer_fused_ignored" not in estimate_dict(
-        {**req, "framework": "hf-trainer", "optimizer": "adamw-8bit"})["warnings"]
+    assert (
+        _resolved(model="llama-3.2-1b", framework="hf-trainer", optimizer="adamw-8bit")[
+            "optimizer_fused"
+        ]
+        is False
+    )
+    assert (
+        "optimizer_fused_ignored"
+        not in estimate_dict({**req, "framework": "hf-trainer", "optimizer": "adamw-8bit"})[
+            "warnings"
+        ]
+    )
 
 
 def test_bitsandbytes_quant_state_stays_whole_on_every_gpu():
@@ -217,8 +299,10 @@ def test_bitsandbytes_quant_state_stays_whole_on_every_gpu():
     assert hf["components"]["weights"] - tt["components"]["weights"] == stats - -(-stats // 8)
     # one GPU: nothing is sharded, nothing changes
     one = {"model": "llama-3.1-70b", "method": "qlora"}
-    assert (estimate_dict({**one, "qlora_quant_state_replicated": True})["components"]["weights"]
-            == estimate_dict(one)["components"]["weights"])
+    assert (
+        estimate_dict({**one, "qlora_quant_state_replicated": True})["components"]["weights"]
+        == estimate_dict(one)["components"]["weights"]
+    )
 
 
 def test_parameter_offload_leaves_the_quant_state_on_the_gpu():
@@ -226,8 +310,13 @@ def test_parameter_offload_leaves_the_quant_state_on_the_gpu():
     # statistics (0.126953125 bits per quantized weight) do not.
     n = 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672)
     stats = int(n * (4 + 8 / 64 + 32 / 16384) / 8) - n // 2
-    req = {"model": "llama-2-70b", "method": "qlora", "num_gpus": 2, "sharding": "zero3",
-           "cpu_offload": "optimizer+params"}
+    req = {
+        "model": "llama-2-70b",
+        "method": "qlora",
+        "num_gpus": 2,
+        "sharding": "zero3",
+        "cpu_offload": "optimizer+params",
+    }
     assert estimate_dict({**req, "framework": "hf-trainer"})["components"]["weights"] == stats
     assert estimate_dict({**req, "framework": "torchtune"})["components"]["weights"] == 0
 
@@ -236,15 +325,26 @@ def test_litgpt_fsdp_wrap_allocates_gradients_for_frozen_block_weights():
     # Llama 2 7B LoRA on 2 GPUs, FSDP: LitGPT's {Block} wrap puts frozen weights and adapters
     # in one flat parameter, so each GPU holds bf16 gradients for half of the 32 blocks'
     # 202,383,360 weights each (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096 norms).
-    req = {"model": "llama-2-7b", "method": "lora", "num_gpus": 2, "sharding": "zero3",
-           "attention_keeps_fused_qkv": False, "lora_dropout": 0.0, "chunked_loss": False}
+    req = {
+        "model": "llama-2-7b",
+        "method": "lora",
+        "num_gpus": 2,
+        "sharding": "zero3",
+        "attention_keeps_fused_qkv": False,
+        "lora_dropout": 0.0,
+        "chunked_loss": False,
+    }
     lit = estimate_dict({**req, "framework": "litgpt"})
     gen = estimate_dict(req)
     assert lit["model_states_bytes"] - gen["model_states_bytes"] == 32 * 202_383_360 * 2 // 2
     # one GPU: no FSDP, the wrap policy does not exist, the key keeps its default
     assert _resolved(model="llama-2-7b", framework="litgpt")["frozen_weight_grads"] is False
-    assert _resolved(model="llama-2-7b", framework="litgpt", num_gpus=2,
-                     sharding="zero3")["frozen_weight_grads"] is True
+    assert (
+        _resolved(model="llama-2-7b", framework="litgpt", num_gpus=2, sharding="zero3")[
+            "frozen_weight_grads"
+        ]
+        is True
+    )
     assert set(APPLIES_WHEN) <= {k for p in PROFILES.values() for k in p}
 
 
@@ -260,17 +360,27 @@ def test_unsloth_offloads_the_checkpointed_inputs():
 def test_litgpt_fused_qkv_keeps_more_on_mha_models_only():
     mha = {"model": "llama-2-7b", "lora_dropout": 0.0, "chunked_loss": False}
     gqa = {"model": "llama-3.1-8b", "lora_dropout": 0.0, "chunked_loss": False}
-    assert (estimate_dict({**mha, "framework": "litgpt"})["activations_per_token_bytes"]
-            > estimate_dict(mha)["activations_per_token_bytes"])
-    assert (estimate_dict({**gqa, "framework": "litgpt"})["activations_per_token_bytes"]
-            == estimate_dict(gqa)["activations_per_token_bytes"])
+    assert (
+        estimate_dict({**mha, "framework": "litgpt"})["activations_per_token_bytes"]
+        > estimate_dict(mha)["activations_per_token_bytes"]
+    )
+    assert (
+        estimate_dict({**gqa, "framework": "litgpt"})["activations_per_token_bytes"]
+        == estimate_dict(gqa)["activations_per_token_bytes"]
+    )
 
 
 def test_plan_accepts_framework():
     from calc.plan import plan_dict
 
-    out = plan_dict({"model": "llama-3.1-8b", "framework": "torchtune", "gpu": "rtx-4090",
-                     "dataset_tokens": 1e6})
+    out = plan_dict(
+        {
+            "model": "llama-3.1-8b",
+            "framework": "torchtune",
+            "gpu": "rtx-4090",
+            "dataset_tokens": 1e6,
+        }
+    )
     assert out["memory"]["request"]["framework"] == "torchtune"
     assert out["memory"]["request"]["chunked_loss"] is True
 
@@ -287,17 +397,28 @@ def test_recommendation_variants_follow_the_library():
     assert est.get(num_gpus=2, sharding="zero3")["request"]["frozen_weight_grads"] is True
     assert est.get(num_gpus=2, sharding="ddp")["request"]["frozen_weight_grads"] is False
     # an explicit value is the user's: variants keep it
-    fixed = recommend.Estimator(parse_estimate_request({"model": "llama-2-7b", "framework": "litgpt",
-                                                        "frozen_weight_grads": False}))
+    fixed = recommend.Estimator(
+        parse_estimate_request(
+            {"model": "llama-2-7b", "framework": "litgpt", "frozen_weight_grads": False}
+        )
+    )
     assert fixed.get(num_gpus=2, sharding="zero3")["request"]["frozen_weight_grads"] is False
     assert "profile_keys" not in est.get()["request"]
 
 
 # ---- LitGPT 0.4 QLoRA: Lightning's 4-bit layers and the loop's held micro-batch ------------
 
-LLAMA2_7B_QLORA = {"model": "llama-2-7b", "method": "qlora", "micro_batch_size": 2, "seq_len": 512,
-                   "gradient_checkpointing": False, "chunked_loss": True, "qlora_double_quant": False,
-                   "qlora_output_layer_quantized": False, "qlora_dequant_fp16": False}
+LLAMA2_7B_QLORA = {
+    "model": "llama-2-7b",
+    "method": "qlora",
+    "micro_batch_size": 2,
+    "seq_len": 512,
+    "gradient_checkpointing": False,
+    "chunked_loss": True,
+    "qlora_double_quant": False,
+    "qlora_output_layer_quantized": False,
+    "qlora_dequant_fp16": False,
+}
 
 
 def test_litgpt_loop_holds_the_previous_logits_and_kept_4bit_inputs():
@@ -316,8 +437,11 @@ def test_litgpt_loop_holds_the_previous_logits_and_kept_4bit_inputs():
     assert held["optimizer_step"] - fresh["optimizer_step"] == logits + inputs
     # bitsandbytes >= 0.43.2 keeps no input: only the logits stay
     new_bnb = {**LLAMA2_7B_QLORA, "qlora_keeps_inputs": False}
-    assert (estimate_dict({**new_bnb, "previous_outputs_kept": True})["phases"]["forward_end"]
-            - estimate_dict({**new_bnb, "previous_outputs_kept": False})["phases"]["forward_end"] == logits)
+    assert (
+        estimate_dict({**new_bnb, "previous_outputs_kept": True})["phases"]["forward_end"]
+        - estimate_dict({**new_bnb, "previous_outputs_kept": False})["phases"]["forward_end"]
+        == logits
+    )
     assert _resolved(model="llama-2-7b", framework="litgpt")["previous_outputs_kept"] is True
     assert _resolved(model="llama-2-7b", framework="hf-trainer")["previous_outputs_kept"] is False
 
@@ -328,7 +452,12 @@ def test_lightning_plugin_quantizes_the_output_layer():
     # the whole weight into bf16 at the forward's end.
     n = 128_256 * 4096
     assert n == 525_336_576
-    req = {**LLAMA2_7B_QLORA, "model": "llama-3-8b", "micro_batch_size": 1, "qlora_keeps_inputs": False}
+    req = {
+        **LLAMA2_7B_QLORA,
+        "model": "llama-3-8b",
+        "micro_batch_size": 1,
+        "qlora_keeps_inputs": False,
+    }
     on = estimate_dict({**req, "qlora_output_layer_quantized": True})
     off = estimate_dict(req)
     weights = n * 9 // 16 - 2 * n
@@ -340,11 +469,17 @@ def test_lightning_plugin_quantizes_the_output_layer():
     assert fp16["phases"]["forward_end"] - on["phases"]["forward_end"] == 2 * n
     # with qlora_keeps_inputs the output layer keeps its bf16 input: 512 x 4096 x 2 more
     keep = {**req, "qlora_keeps_inputs": True}
-    assert (estimate_dict({**keep, "qlora_output_layer_quantized": True})["phases"]["forward_end"]
-            - estimate_dict(keep)["phases"]["forward_end"] == weights + 2 * n + 512 * 4096 * 2)
+    assert (
+        estimate_dict({**keep, "qlora_output_layer_quantized": True})["phases"]["forward_end"]
+        - estimate_dict(keep)["phases"]["forward_end"]
+        == weights + 2 * n + 512 * 4096 * 2
+    )
     # an output layer tied to the embedding is an nn.Embedding: nothing changes
     tied = {**req, "model": "llama-3.2-1b"}
-    quantized, plain = estimate_dict({**tied, "qlora_output_layer_quantized": True}), estimate_dict(tied)
+    quantized, plain = (
+        estimate_dict({**tied, "qlora_output_layer_quantized": True}),
+        estimate_dict(tied),
+    )
     assert quantized["phases"] == plain["phases"] and quantized["components"] == plain["components"]
 
 
@@ -376,25 +511,43 @@ def test_fsdp1_root_gradient_of_two_vocabulary_tables():
     from accuracy.memory import _litgpt_model
 
     root = 2 * 256_000 * 2048 + 2048
-    req = {"model": _litgpt_model("gemma-2b"), "method": "full", "num_gpus": 4, "sharding": "zero3",
-           "gradient_checkpointing": True, "gradient_accumulation_steps": 4, "seq_len": 512}
+    req = {
+        "model": _litgpt_model("gemma-2b"),
+        "method": "full",
+        "num_gpus": 4,
+        "sharding": "zero3",
+        "gradient_checkpointing": True,
+        "gradient_accumulation_steps": 4,
+        "seq_len": 512,
+    }
     on = estimate_dict({**req, "fsdp_flat_parameters": True})
     off = estimate_dict({**req, "fsdp_flat_parameters": False})
     assert on["peak_phase"] == "backward"
     assert on["components"]["comm_buffers"] == 2 * root * 2 == 4_194_312_192
     # weights, optimizer states, every accumulated unsharded gradient, the root gathered
-    assert on["components"]["gradients"] == off["model_states_bytes"] - off["components"]["weights"] - off["components"]["optimizer"]
+    assert (
+        on["components"]["gradients"]
+        == off["model_states_bytes"] - off["components"]["weights"] - off["components"]["optimizer"]
+    )
     assert on["components"]["gathered_weights"] == root * 2
     assert on["peak_allocated_bytes"] > off["peak_allocated_bytes"]
     # LoRA: the root is frozen, no gradient to assemble; one GPU: no FSDP
     lora = {**req, "method": "lora"}
-    assert (estimate_dict({**lora, "fsdp_flat_parameters": True})["phases"]
-            == estimate_dict(lora)["phases"])
+    assert (
+        estimate_dict({**lora, "fsdp_flat_parameters": True})["phases"]
+        == estimate_dict(lora)["phases"]
+    )
     assert _resolved(model="gemma-2b", framework="litgpt")["fsdp_flat_parameters"] is False
-    assert _resolved(model="gemma-2b", framework="litgpt", num_gpus=4, sharding="zero3")["fsdp_flat_parameters"] is True
+    assert (
+        _resolved(model="gemma-2b", framework="litgpt", num_gpus=4, sharding="zero3")[
+            "fsdp_flat_parameters"
+        ]
+        is True
+    )
 
 
 # ---- peft's prepare_model_for_kbit_training in a hand-written QLoRA loop --------------------
+
 
 def test_custom_loop_prepares_a_4bit_model_on_one_gpu_only():
     # peft's quantization guide calls prepare_model_for_kbit_training before get_peft_model; the
@@ -422,14 +575,24 @@ def test_prepared_4bit_model_costs_the_fp32_residual_stream_in_the_custom_loop()
     # each of the 32 checkpointed blocks keeps its fp32 input (4 h, not 2 h); RoPE's cos / sin
     # follow the fp32 hidden states (2 * 2 * 128 more); the output layer's kept logits are fp32
     # (4 V, not 2 V); the loss's fp32 tensors are 12 V either way
-    req = {"model": "llama-3.1-8b", "method": "qlora", "micro_batch_size": 2, "seq_len": 8192,
-           "framework": "hf-custom-loop"}
+    req = {
+        "model": "llama-3.1-8b",
+        "method": "qlora",
+        "micro_batch_size": 2,
+        "seq_len": 8192,
+        "framework": "hf-custom-loop",
+    }
     prepared, plain = estimate_dict(req), estimate_dict({**req, "qlora_prepare_kbit": False})
     dense = 8_030_261_248 - 6_979_321_856
     assert prepared["components"]["weights"] - plain["components"]["weights"] == 2 * dense
     per_token = 32 * 2 * 4096 + 2 * 2 * 128 + 2 * LLAMA31_8B_VOCAB
-    assert (prepared["phases"]["forward_end"] - plain["phases"]["forward_end"]
-            == 2 * dense + 2 * 8192 * per_token == 10_607_927_296)
+    assert (
+        prepared["phases"]["forward_end"] - plain["phases"]["forward_end"]
+        == 2 * dense + 2 * 8192 * per_token
+        == 10_607_927_296
+    )
+
+
 # ---- one library generation per profile ---------------------------------------------------------
 
 MOE = {"model": "qwen3-30b-a3b", "method": "lora", "lora_rank": 16, "lora_targets": "all-linear"}
@@ -439,29 +602,55 @@ def test_hf_trainer_profiles_pin_their_transformers_generation():
     # transformers 5 stores a block's experts as 3-D tensors, transformers 4 as one module each
     five = _resolved(**MOE, framework="hf-trainer")
     four = _resolved(**MOE, framework="hf-trainer-4")
-    assert _resolved(**MOE, framework="hf-custom-loop")["moe_expert_layout"] == "fused-3d"  # transformers 5 too
-    assert five["moe_expert_layout"] == "fused-3d" and four["moe_expert_layout"] == "per-expert-modules"
+    assert (
+        _resolved(**MOE, framework="hf-custom-loop")["moe_expert_layout"] == "fused-3d"
+    )  # transformers 5 too
+    assert (
+        five["moe_expert_layout"] == "fused-3d"
+        and four["moe_expert_layout"] == "per-expert-modules"
+    )
     # the rest of the generation: unfused AdamW and k/v repeated before SDPA before 4.54
     assert (five["optimizer_fused"], five["attention_grouped_kv"]) == (True, True)
     assert (four["optimizer_fused"], four["attention_grouped_kv"]) == (False, False)
     # the profile's layout is the key's own behaviour, and the user's layout wins
-    assert (estimate_dict({**MOE, "framework": "hf-trainer"})
-            == estimate_dict({**MOE, "framework": "hf-trainer", "moe_expert_layout": "fused-3d"}))
-    assert (estimate_dict({**MOE, "framework": "hf-trainer", "moe_expert_layout": "per-expert-modules"})["params_trainable"]
-            == estimate_dict({**MOE, "framework": "hf-trainer-4"})["params_trainable"])
+    assert estimate_dict({**MOE, "framework": "hf-trainer"}) == estimate_dict(
+        {**MOE, "framework": "hf-trainer", "moe_expert_layout": "fused-3d"}
+    )
+    assert (
+        estimate_dict(
+            {**MOE, "framework": "hf-trainer", "moe_expert_layout": "per-expert-modules"}
+        )["params_trainable"]
+        == estimate_dict({**MOE, "framework": "hf-trainer-4"})["params_trainable"]
+    )
     # different adapters: peft 0.21 fuses gate+up into one rank-2r adapter on the 3-D stacks
-    assert (estimate_dict({**MOE, "framework": "hf-trainer"})["params_trainable"]
-            != estimate_dict({**MOE, "framework": "hf-trainer-4"})["params_trainable"])
+    assert (
+        estimate_dict({**MOE, "framework": "hf-trainer"})["params_trainable"]
+        != estimate_dict({**MOE, "framework": "hf-trainer-4"})["params_trainable"]
+    )
     # a dense model has no experts: the layout changes nothing there
-    dense = {"model": "llama-3.1-8b", "method": "lora", "optimizer_fused": True, "attention_grouped_kv": True}
-    assert (estimate_dict({**dense, "framework": "hf-trainer"})["phases"]
-            == estimate_dict({**dense, "framework": "hf-trainer-4"})["phases"])
+    dense = {
+        "model": "llama-3.1-8b",
+        "method": "lora",
+        "optimizer_fused": True,
+        "attention_grouped_kv": True,
+    }
+    assert (
+        estimate_dict({**dense, "framework": "hf-trainer"})["phases"]
+        == estimate_dict({**dense, "framework": "hf-trainer-4"})["phases"]
+    )
 
 
 # ---- DeepSpeed's ZeRO under the Hugging Face Trainer ----------------------------------------
 
-ZERO3 = {"model": "llama-3.2-1b", "method": "full", "precision": "bf16-mixed", "num_gpus": 2,
-         "sharding": "zero3", "framework": "hf-trainer", "optimizer_fused": False}
+ZERO3 = {
+    "model": "llama-3.2-1b",
+    "method": "full",
+    "precision": "bf16-mixed",
+    "num_gpus": 2,
+    "sharding": "zero3",
+    "framework": "hf-trainer",
+    "optimizer_fused": False,
+}
 
 
 def test_deepspeed_keeps_accumulated_gradients_sharded():
@@ -471,8 +660,11 @@ def test_deepspeed_keeps_accumulated_gradients_sharded():
     fsdp = estimate_dict(accum)
     deepspeed = estimate_dict({**accum, "sharding_engine": "deepspeed"})
     params = fsdp["params_trainable"]
-    assert fsdp["phases"]["backward"] - estimate_dict({**accum, "sync_each_micro_batch": True})["phases"][
-        "backward"] == 2 * params - 2 * params // 2
+    assert (
+        fsdp["phases"]["backward"]
+        - estimate_dict({**accum, "sync_each_micro_batch": True})["phases"]["backward"]
+        == 2 * params - 2 * params // 2
+    )
     synced = estimate_dict({**accum, "sync_each_micro_batch": True, "sharding_engine": "deepspeed"})
     assert deepspeed["phases"]["backward"] == synced["phases"]["backward"]
     for phase in ("forward_end", "backward"):
@@ -480,10 +672,15 @@ def test_deepspeed_keeps_accumulated_gradients_sharded():
     # ZeRO-2 too; ZeRO-1 never sharded the gradients, DDP has no engine to choose
     for sharding in ("zero2",):
         z = {**accum, "sharding": sharding}
-        assert (estimate_dict({**z, "sharding_engine": "deepspeed"})["phases"]["backward"]
-                < estimate_dict(z)["phases"]["backward"])
+        assert (
+            estimate_dict({**z, "sharding_engine": "deepspeed"})["phases"]["backward"]
+            < estimate_dict(z)["phases"]["backward"]
+        )
     ddp = {**accum, "sharding": "ddp"}
-    assert estimate_dict({**ddp, "sharding_engine": "deepspeed"})["phases"] == estimate_dict(ddp)["phases"]
+    assert (
+        estimate_dict({**ddp, "sharding_engine": "deepspeed"})["phases"]
+        == estimate_dict(ddp)["phases"]
+    )
 
 
 def test_deepspeed_zero3_step_is_one_sub_group_at_a_time():
@@ -503,10 +700,15 @@ def test_deepspeed_zero3_step_is_one_sub_group_at_a_time():
     assert fused["components"]["optimizer_temporaries"] == 6 * half
     # FSDP's count: the foreach sqrt over this GPU's shard of the states, 4 bytes x P / 2; and
     # DeepSpeed's reduce bucket, hidden x hidden bf16 elements (the Trainer's "auto"), all run long
-    bucket = 2048 ** 2 * 2
-    assert temp["components"]["comm_buffers"] - bucket == estimate_dict(ZERO3)["components"]["comm_buffers"]
-    assert (temp["phases"]["optimizer_step"] - estimate_dict(ZERO3)["phases"]["optimizer_step"]
-            == 8 * half - 4 * half + bucket)
+    bucket = 2048**2 * 2
+    assert (
+        temp["components"]["comm_buffers"] - bucket
+        == estimate_dict(ZERO3)["components"]["comm_buffers"]
+    )
+    assert (
+        temp["phases"]["optimizer_step"] - estimate_dict(ZERO3)["phases"]["optimizer_step"]
+        == 8 * half - 4 * half + bucket
+    )
 
 
 def test_deepspeed_zero3_sub_groups_bound_the_step():
@@ -521,10 +723,16 @@ def test_deepspeed_zero3_sub_groups_bound_the_step():
     est = estimate_dict({**ZERO3, "model": "llama-3.1-8b", "sharding_engine": "deepspeed"})
     assert est["components"]["optimizer_temporaries"] == 8 * sub
     whole = estimate_dict({**ZERO3, "model": "llama-3.1-8b"})
-    assert est["components"]["optimizer_temporaries"] < 2 * whole["components"]["optimizer_temporaries"]
+    assert (
+        est["components"]["optimizer_temporaries"]
+        < 2 * whole["components"]["optimizer_temporaries"]
+    )
     # the engine changes nothing without ZeRO
     single = {**ZERO3, "num_gpus": 1, "sharding": "none"}
-    assert estimate_dict({**single, "sharding_engine": "deepspeed"})["phases"] == estimate_dict(single)["phases"]
+    assert (
+        estimate_dict({**single, "sharding_engine": "deepspeed"})["phases"]
+        == estimate_dict(single)["phases"]
+    )
 
 
 def test_deepspeed_zero2_steps_each_parameter_group_partition_in_fp32():
@@ -533,8 +741,13 @@ def test_deepspeed_zero2_steps_each_parameter_group_partition_in_fp32():
     z2 = {**ZERO3, "sharding": "zero2"}
     half = estimate_dict(z2)["params_trainable"] // 2
     deepspeed = estimate_dict({**z2, "sharding_engine": "deepspeed"})
-    assert deepspeed["phases"]["optimizer_step"] - estimate_dict(z2)["phases"]["optimizer_step"] == 8 * half - 4 * half
-    assert deepspeed["components"]["comm_buffers"] == estimate_dict(z2)["components"]["comm_buffers"]  # no ZeRO-3 bucket
+    assert (
+        deepspeed["phases"]["optimizer_step"] - estimate_dict(z2)["phases"]["optimizer_step"]
+        == 8 * half - 4 * half
+    )
+    assert (
+        deepspeed["components"]["comm_buffers"] == estimate_dict(z2)["components"]["comm_buffers"]
+    )  # no ZeRO-3 bucket
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-30b-a3b", "llama-3.2-1b"])
@@ -542,9 +755,16 @@ def test_deepspeed_zero2_steps_each_parameter_group_partition_in_fp32():
 def test_zero3_sub_groups_as_deepspeed_walks_the_parameters(model, gpus):
     # stage3.py _create_fp16_sub_groups, one parameter at a time: a sub-group closes once it
     # holds sub_group_size elements or more
-    from calc.states import DEEPSPEED_SUB_GROUP_SIZE, ceil_div, param_layout, zero3_sub_group_elements
+    from calc.states import (
+        DEEPSPEED_SUB_GROUP_SIZE,
+        ceil_div,
+        param_layout,
+        zero3_sub_group_elements,
+    )
 
-    req = parse_estimate_request({**ZERO3, "model": model, "num_gpus": gpus, "sharding_engine": "deepspeed"})
+    req = parse_estimate_request(
+        {**ZERO3, "model": model, "num_gpus": gpus, "sharding_engine": "deepspeed"}
+    )
     layout = param_layout(req)
     groups, current = [], 0
     for rows, cols, copies in layout.tensors:

@@ -15,14 +15,39 @@ from conftest import REPO_ROOT
 ROOT = REPO_ROOT
 
 CONTRACT_IDS = [
-    "rtx-3090", "rtx-4090", "rtx-5090", "l4", "a10g", "a40", "l40s", "rtx-a6000", "rtx-6000-ada",
-    "a100-40gb-pcie", "a100-80gb-pcie", "a100-40gb-sxm", "a100-80gb-sxm", "h100-pcie", "h100-sxm",
-    "h200", "b200", "mi300x",
+    "rtx-3090",
+    "rtx-4090",
+    "rtx-5090",
+    "l4",
+    "a10g",
+    "a40",
+    "l40s",
+    "rtx-a6000",
+    "rtx-6000-ada",
+    "a100-40gb-pcie",
+    "a100-80gb-pcie",
+    "a100-40gb-sxm",
+    "a100-80gb-sxm",
+    "h100-pcie",
+    "h100-sxm",
+    "h200",
+    "b200",
+    "mi300x",
 ]
 # The newer cards (contract ids). Those with no dated public rental price are planned for their
 # owners (warning price_is_none) instead of being priced.
-NEW_IDS = ["t4", "rtx-4060-ti-16gb", "rtx-4080", "rtx-5080", "rtx-pro-6000", "h100-nvl", "gh200",
-           "b300", "mi325x", "mi355x"]
+NEW_IDS = [
+    "t4",
+    "rtx-4060-ti-16gb",
+    "rtx-4080",
+    "rtx-5080",
+    "rtx-pro-6000",
+    "h100-nvl",
+    "gh200",
+    "b300",
+    "mi325x",
+    "mi355x",
+]
 UNPRICED = {"t4", "rtx-4060-ti-16gb", "rtx-4080", "rtx-5080", "mi355x"}
 
 
@@ -30,12 +55,21 @@ def test_catalogue_ids_are_the_contract():
     assert sorted(gpus.gpu_ids()) == sorted(CONTRACT_IDS + NEW_IDS)
 
 
-@pytest.mark.parametrize("gpu_id, mib", [
-    # nvidia-smi memory.total (rocm-smi VRAM total for the MI355X) in published outputs
-    ("t4", 15360), ("rtx-4060-ti-16gb", 16380), ("rtx-4080", 16376), ("rtx-5080", 16303),
-    ("rtx-pro-6000", 97887), ("h100-nvl", 95830), ("gh200", 97871), ("b300", 275040),
-    ("mi355x", 309_220_868_096 // 2**20),
-])
+@pytest.mark.parametrize(
+    "gpu_id, mib",
+    [
+        # nvidia-smi memory.total (rocm-smi VRAM total for the MI355X) in published outputs
+        ("t4", 15360),
+        ("rtx-4060-ti-16gb", 16380),
+        ("rtx-4080", 16376),
+        ("rtx-5080", 16303),
+        ("rtx-pro-6000", 97887),
+        ("h100-nvl", 95830),
+        ("gh200", 97871),
+        ("b300", 275040),
+        ("mi355x", 309_220_868_096 // 2**20),
+    ],
+)
 def test_new_cards_memory_is_driver_reported(gpu_id, mib):
     assert gpus.get_gpu(gpu_id).memory_mib == mib
 
@@ -48,17 +82,31 @@ def test_b200_is_180_gb_not_192():
     assert "192 GB" in b200.source and b200.memory_bytes < 180 * 10**9 * 1.1
 
 
-@pytest.mark.parametrize("gpu_id, tflops", [
-    ("rtx-3090", 0), ("a100-80gb-sxm", 0), ("t4", 0), ("rtx-4090", 330.3), ("l40s", 733),
-    ("h100-sxm", 1979), ("h100-pcie", 1513), ("b200", 4500), ("mi300x", 2614.9), ("mi355x", 5033.2),
-])
+@pytest.mark.parametrize(
+    "gpu_id, tflops",
+    [
+        ("rtx-3090", 0),
+        ("a100-80gb-sxm", 0),
+        ("t4", 0),
+        ("rtx-4090", 330.3),
+        ("l40s", 733),
+        ("h100-sxm", 1979),
+        ("h100-pcie", 1513),
+        ("b200", 4500),
+        ("mi300x", 2614.9),
+        ("mi355x", 5033.2),
+    ],
+)
 def test_fp8_dense_not_sparse(gpu_id, tflops):
     assert gpus.get_gpu(gpu_id).fp8_dense_tflops == tflops
 
 
 def test_fp8_column_is_right_after_bf16():
-    header = next(line for line in (ROOT / "calc/data/gpus.csv").read_text().splitlines()
-                  if line.startswith("id,"))
+    header = next(
+        line
+        for line in (ROOT / "calc/data/gpus.csv").read_text().splitlines()
+        if line.startswith("id,")
+    )
     cols = header.split(",")
     assert cols[cols.index("bf16_dense_tflops") + 1] == "fp8_dense_tflops"
     for gpu in gpus.all_gpus():  # FP8 tensor cores run at twice the BF16 rate where they exist
@@ -70,11 +118,21 @@ def test_unpriced_cards_are_exactly_those_listed():
     assert {g.id for g in gpus.all_gpus() if not gpus.prices_for(g.id)} == UNPRICED
 
 
-@pytest.mark.parametrize("gpu_id, mib", [
-    # nvidia-smi memory.total as published in the cited issues
-    ("a100-80gb-sxm", 81920), ("a100-40gb-pcie", 40960), ("h100-sxm", 81559), ("l40s", 46068),
-    ("l4", 23034), ("rtx-4090", 24564), ("rtx-3090", 24576), ("rtx-5090", 32607), ("b200", 183359),
-])
+@pytest.mark.parametrize(
+    "gpu_id, mib",
+    [
+        # nvidia-smi memory.total as published in the cited issues
+        ("a100-80gb-sxm", 81920),
+        ("a100-40gb-pcie", 40960),
+        ("h100-sxm", 81559),
+        ("l40s", 46068),
+        ("l4", 23034),
+        ("rtx-4090", 24564),
+        ("rtx-3090", 24576),
+        ("rtx-5090", 32607),
+        ("b200", 183359),
+    ],
+)
 def test_memory_is_driver_reported(gpu_id, mib):
     gpu = gpus.get_gpu(gpu_id)
     assert gpu.memory_mib == mib
@@ -85,10 +143,18 @@ def test_a100_80gb_bytes():
     assert gpus.get_gpu("a100-80gb-pcie").memory_bytes == 85_899_345_920
 
 
-@pytest.mark.parametrize("gpu_id, tflops", [
-    ("a100-80gb-sxm", 312), ("h100-sxm", 989), ("h100-pcie", 756), ("rtx-4090", 165.2),
-    ("rtx-3090", 71), ("mi300x", 1307.4), ("b200", 2250),
-])
+@pytest.mark.parametrize(
+    "gpu_id, tflops",
+    [
+        ("a100-80gb-sxm", 312),
+        ("h100-sxm", 989),
+        ("h100-pcie", 756),
+        ("rtx-4090", 165.2),
+        ("rtx-3090", 71),
+        ("mi300x", 1307.4),
+        ("b200", 2250),
+    ],
+)
 def test_dense_bf16_not_sparse(gpu_id, tflops):
     assert gpus.get_gpu(gpu_id).bf16_dense_tflops == tflops
 
@@ -107,15 +173,24 @@ def test_every_card_has_a_price():
                 assert gpus.price_quote(gpu_id, tier, interruptible).usd_per_gpu_hour > 0
 
 
-@pytest.mark.parametrize("gpu_id, tier, interruptible, usd, fallback", [
-    ("rtx-4090", "marketplace", False, 0.68, False),
-    ("rtx-4090", "managed", True, 0.34, False),
-    ("rtx-4090", "managed", False, 0.74, False),
-    ("l4", "marketplace", False, 0.44, True),  # no marketplace row: managed on-demand
-    ("mi300x", "managed", True, 1.50, True),  # no interruptible row: on-demand
-    ("rtx-5090", "managed", False, 0.87, True),  # derived on-demand row dropped: marketplace on-demand
-    ("a100-40gb-pcie", "managed", False, 0.40, True),  # only interruptible capacity is listed
-])
+@pytest.mark.parametrize(
+    "gpu_id, tier, interruptible, usd, fallback",
+    [
+        ("rtx-4090", "marketplace", False, 0.68, False),
+        ("rtx-4090", "managed", True, 0.34, False),
+        ("rtx-4090", "managed", False, 0.74, False),
+        ("l4", "marketplace", False, 0.44, True),  # no marketplace row: managed on-demand
+        ("mi300x", "managed", True, 1.50, True),  # no interruptible row: on-demand
+        (
+            "rtx-5090",
+            "managed",
+            False,
+            0.87,
+            True,
+        ),  # derived on-demand row dropped: marketplace on-demand
+        ("a100-40gb-pcie", "managed", False, 0.40, True),  # only interruptible capacity is listed
+    ],
+)
 def test_price_quote(gpu_id, tier, interruptible, usd, fallback):
     quote = gpus.price_quote(gpu_id, tier, interruptible)
     assert (quote.usd_per_gpu_hour, quote.fallback) == (usd, fallback)
@@ -141,8 +216,12 @@ def test_marketplace_not_dearer_than_managed():
     for gpu_id in CONTRACT_IDS:
         rows = gpus.prices_for(gpu_id)
         for interruptible in (False, True):
-            market = [p.usd for p in rows if p.tier == "marketplace" and p.interruptible == interruptible]
-            managed = [p.usd for p in rows if p.tier == "managed" and p.interruptible == interruptible]
+            market = [
+                p.usd for p in rows if p.tier == "marketplace" and p.interruptible == interruptible
+            ]
+            managed = [
+                p.usd for p in rows if p.tier == "managed" and p.interruptible == interruptible
+            ]
             if market and managed and min(market) > min(managed):
                 seen.add((gpu_id, interruptible))
     assert seen == MARKETPLACE_ABOVE_MANAGED
@@ -160,25 +239,37 @@ def test_no_serverless_or_derived_rows():
             assert "serverless" not in price.source and "runcomfy" not in price.source, gpu_id
 
 
-@pytest.mark.parametrize("value, code", [("a100", "unknown_gpu"), ("H100-SXM", "unknown_gpu"), (3, "wrong_type")])
+@pytest.mark.parametrize(
+    "value, code", [("a100", "unknown_gpu"), ("H100-SXM", "unknown_gpu"), (3, "wrong_type")]
+)
 def test_unknown_gpu(value, code):
     with pytest.raises(InputError) as err:
         gpus.get_gpu(value)
     assert (err.value.code, err.value.field, err.value.value) == (code, "gpu", value)
 
 
-@pytest.mark.parametrize("gpu_id, n, link", [
-    ("a100-80gb-sxm", 8, "nvlink"), ("a100-80gb-pcie", 2, "nvlink"), ("a100-80gb-pcie", 4, "pcie"),
-    ("rtx-4090", 2, "pcie"), ("mi300x", 8, "nvlink"), ("h100-sxm", 16, "nvlink"),
-    ("rtx-3090", 2, "nvlink"), ("rtx-3090", 4, "pcie"),
-])
+@pytest.mark.parametrize(
+    "gpu_id, n, link",
+    [
+        ("a100-80gb-sxm", 8, "nvlink"),
+        ("a100-80gb-pcie", 2, "nvlink"),
+        ("a100-80gb-pcie", 4, "pcie"),
+        ("rtx-4090", 2, "pcie"),
+        ("mi300x", 8, "nvlink"),
+        ("h100-sxm", 16, "nvlink"),
+        ("rtx-3090", 2, "nvlink"),
+        ("rtx-3090", 4, "pcie"),
+    ],
+)
 def test_link_for(gpu_id, n, link):
     assert gpus.get_gpu(gpu_id).link_for(n) == link
 
 
 def test_rocm_caveat_codes():
     assert gpus.rocm_warnings(gpus.get_gpu("mi300x"), "qlora", "flash") == [
-        "rocm_qlora_needs_extra_work", "rocm_flash_attention_needs_extra_work"]
+        "rocm_qlora_needs_extra_work",
+        "rocm_flash_attention_needs_extra_work",
+    ]
     assert gpus.rocm_warnings(gpus.get_gpu("mi300x"), "lora", "sdpa") == []
     assert gpus.rocm_warnings(gpus.get_gpu("h100-sxm"), "qlora", "flash") == []
 
@@ -188,8 +279,13 @@ def test_storage_price():
 
 
 def test_cli_gpus_lists_catalogue():
-    out = subprocess.run([sys.executable, "-m", "calc", "gpus"], cwd=ROOT, capture_output=True, text=True,
-                         check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "calc", "gpus"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert [g["id"] for g in data["gpus"]] == list(gpus.gpu_ids())
@@ -201,18 +297,30 @@ def test_cli_gpus_lists_catalogue():
 def test_unpriced_card_is_planned_for_its_owner():
     from calc.plan import plan_dict
 
-    out = plan_dict({"model": "qwen3-8b", "method": "qlora", "dataset_tokens": 20_000_000,
-                     "gpu": "rtx-4080"})
+    out = plan_dict(
+        {"model": "qwen3-8b", "method": "qlora", "dataset_tokens": 20_000_000, "gpu": "rtx-4080"}
+    )
     assert "price_is_none" in out["warnings"]
-    assert out["cost_usd"]["price"]["usd_per_gpu_hour"] == 0 and out["cost_usd"]["price"]["no_price"]
+    assert (
+        out["cost_usd"]["price"]["usd_per_gpu_hour"] == 0 and out["cost_usd"]["price"]["no_price"]
+    )
     assert out["time_hours"] > 0 and out["fits_selected_gpu"]
     configs = out["recommendations"]["configs"]
     unpriced = [c for c in configs if "price_is_none" in c["warnings"]]
-    assert {c["gpu"] for c in unpriced} <= UNPRICED and any(c["gpu"] == "rtx-4080" for c in unpriced)
-    assert configs[-len(unpriced):] == unpriced  # ranked after every priced configuration
+    assert {c["gpu"] for c in unpriced} <= UNPRICED and any(
+        c["gpu"] == "rtx-4080" for c in unpriced
+    )
+    assert configs[-len(unpriced) :] == unpriced  # ranked after every priced configuration
     cheapest = next(c for c in configs if c["id"] == out["recommendations"]["cheapest"])
     assert "price_is_none" not in cheapest["warnings"]
     # an owner who gives a price gets a priced plan
-    priced = plan_dict({"model": "qwen3-8b", "method": "qlora", "dataset_tokens": 20_000_000,
-                        "gpu": "rtx-4080", "price_per_gpu_hour": 0.2})
+    priced = plan_dict(
+        {
+            "model": "qwen3-8b",
+            "method": "qlora",
+            "dataset_tokens": 20_000_000,
+            "gpu": "rtx-4080",
+            "price_per_gpu_hour": 0.2,
+        }
+    )
     assert "price_is_none" not in priced["warnings"]

@@ -10,35 +10,106 @@ from hypothesis import given, strategies as st
 from calc.errors import ConfigError
 from calc.hf_config import arch_from_hf_config
 
-LLAMA = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
-         "num_key_value_heads": 32, "intermediate_size": 11008, "num_hidden_layers": 32,
-         "vocab_size": 32000, "max_position_embeddings": 4096}
-QWEN2 = {**LLAMA, "model_type": "qwen2", "hidden_size": 896, "num_attention_heads": 14,
-         "num_key_value_heads": 2, "intermediate_size": 4864, "num_hidden_layers": 24,
-         "vocab_size": 151936}
-GEMMA2 = {"model_type": "gemma2", "hidden_size": 2304, "num_attention_heads": 8,
-          "num_key_value_heads": 4, "head_dim": 256, "intermediate_size": 9216,
-          "num_hidden_layers": 26, "vocab_size": 256000}
-GEMMA3 = {"model_type": "gemma3_text", "hidden_size": 1152, "num_attention_heads": 4,
-          "num_key_value_heads": 1, "head_dim": 256, "intermediate_size": 6912,
-          "num_hidden_layers": 26, "vocab_size": 262144}
-PHI3 = {"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 32,
-        "num_key_value_heads": 32, "intermediate_size": 8192, "num_hidden_layers": 32,
-        "vocab_size": 32064}
-PHI = {"model_type": "phi", "hidden_size": 2560, "num_attention_heads": 32,
-       "intermediate_size": 10240, "num_hidden_layers": 32, "vocab_size": 51200}
-MIXTRAL = {**LLAMA, "model_type": "mixtral", "num_key_value_heads": 8, "intermediate_size": 14336,
-           "num_local_experts": 8, "num_experts_per_tok": 2}
-QWEN_MOE = {"model_type": "qwen2_moe", "hidden_size": 2048, "num_attention_heads": 16,
-            "num_key_value_heads": 16, "intermediate_size": 5632, "moe_intermediate_size": 1408,
-            "shared_expert_intermediate_size": 5632, "num_experts": 60,
-            "num_experts_per_tok": 4, "num_hidden_layers": 24, "vocab_size": 151936}
-NEOX = {"model_type": "gpt_neox", "hidden_size": 768, "num_attention_heads": 12,
-        "intermediate_size": 3072, "num_hidden_layers": 12, "vocab_size": 50304}
-FALCON = {"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71,
-          "num_hidden_layers": 32, "vocab_size": 65024}
-BLOOM = {"model_type": "bloom", "hidden_size": 1024, "n_head": 16, "n_layer": 24,
-         "vocab_size": 250880}
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+}
+QWEN2 = {
+    **LLAMA,
+    "model_type": "qwen2",
+    "hidden_size": 896,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "vocab_size": 151936,
+}
+GEMMA2 = {
+    "model_type": "gemma2",
+    "hidden_size": 2304,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "vocab_size": 256000,
+}
+GEMMA3 = {
+    "model_type": "gemma3_text",
+    "hidden_size": 1152,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "intermediate_size": 6912,
+    "num_hidden_layers": 26,
+    "vocab_size": 262144,
+}
+PHI3 = {
+    "model_type": "phi3",
+    "hidden_size": 3072,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 32,
+    "vocab_size": 32064,
+}
+PHI = {
+    "model_type": "phi",
+    "hidden_size": 2560,
+    "num_attention_heads": 32,
+    "intermediate_size": 10240,
+    "num_hidden_layers": 32,
+    "vocab_size": 51200,
+}
+MIXTRAL = {
+    **LLAMA,
+    "model_type": "mixtral",
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+}
+QWEN_MOE = {
+    "model_type": "qwen2_moe",
+    "hidden_size": 2048,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "intermediate_size": 5632,
+    "moe_intermediate_size": 1408,
+    "shared_expert_intermediate_size": 5632,
+    "num_experts": 60,
+    "num_experts_per_tok": 4,
+    "num_hidden_layers": 24,
+    "vocab_size": 151936,
+}
+NEOX = {
+    "model_type": "gpt_neox",
+    "hidden_size": 768,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 12,
+    "vocab_size": 50304,
+}
+FALCON = {
+    "model_type": "falcon",
+    "hidden_size": 4544,
+    "num_attention_heads": 71,
+    "num_hidden_layers": 32,
+    "vocab_size": 65024,
+}
+BLOOM = {
+    "model_type": "bloom",
+    "hidden_size": 1024,
+    "n_head": 16,
+    "n_layer": 24,
+    "vocab_size": 250880,
+}
 GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "vocab_size": 50257}
 
 NAMES = [
@@ -46,8 +117,20 @@ NAMES = [
     (PHI3, ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")),
     (PHI, ("q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2")),
     (MIXTRAL, ("q_proj", "k_proj", "v_proj", "o_proj", "w1", "w3", "w2", "gate")),
-    (QWEN_MOE, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
-                "gate", "shared_expert_gate")),
+    (
+        QWEN_MOE,
+        (
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+            "gate",
+            "shared_expert_gate",
+        ),
+    ),
     (NEOX, ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h")),
     (FALCON, ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h")),
     (BLOOM, ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h")),
@@ -62,10 +145,20 @@ def test_module_names(cfg, names):
 
 # HF config-class defaults of tie_word_embeddings when config.json leaves it out.
 TIE_DEFAULTS = [
-    (LLAMA, False), ({**LLAMA, "model_type": "mistral"}, False), (QWEN2, False),
-    (MIXTRAL, False), (QWEN_MOE, False), (PHI3, False), (PHI, False), (NEOX, False),
-    ({**LLAMA, "model_type": "gemma", "head_dim": 128}, True), (GEMMA2, True), (GEMMA3, True),
-    (FALCON, True), (BLOOM, True), (GPT2, True),
+    (LLAMA, False),
+    ({**LLAMA, "model_type": "mistral"}, False),
+    (QWEN2, False),
+    (MIXTRAL, False),
+    (QWEN_MOE, False),
+    (PHI3, False),
+    (PHI, False),
+    (NEOX, False),
+    ({**LLAMA, "model_type": "gemma", "head_dim": 128}, True),
+    (GEMMA2, True),
+    (GEMMA3, True),
+    (FALCON, True),
+    (BLOOM, True),
+    (GPT2, True),
 ]
 
 
@@ -74,7 +167,10 @@ def test_tie_defaults(cfg, tied):
     arch = arch_from_hf_config(cfg)
     assert arch.tie_word_embeddings is tied
     assert (arch.lm_head_params == 0) is tied
-    assert arch_from_hf_config({**cfg, "tie_word_embeddings": not tied}).tie_word_embeddings is not tied
+    assert (
+        arch_from_hf_config({**cfg, "tie_word_embeddings": not tied}).tie_word_embeddings
+        is not tied
+    )
 
 
 def _by_name(arch):
@@ -83,8 +179,13 @@ def _by_name(arch):
 
 def test_qwen2_bias_on_qkv_only():
     lin = _by_name(arch_from_hf_config(QWEN2))
-    assert [lin[n].bias for n in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj")] == \
-        [True, True, True, False, False]
+    assert [lin[n].bias for n in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
     assert (lin["k_proj"].d_in, lin["k_proj"].d_out) == (896, 2 * 64)
 
 
@@ -97,7 +198,10 @@ def test_llama_attention_bias_and_mlp_bias():
 
 
 def test_norm_kinds_and_counts():
-    assert (arch_from_hf_config(LLAMA).norm_kind, arch_from_hf_config(LLAMA).norms_per_layer) == ("rms", 2)
+    assert (arch_from_hf_config(LLAMA).norm_kind, arch_from_hf_config(LLAMA).norms_per_layer) == (
+        "rms",
+        2,
+    )
     assert arch_from_hf_config(GEMMA2).norms_per_layer == 4
     assert arch_from_hf_config(GPT2).norm_kind == "layer"
     assert arch_from_hf_config(PHI).norms_per_layer == 1
@@ -196,19 +300,34 @@ def test_text_config_nesting():
     assert arch.family == "llama" and arch.extra["text_config_only"] is True
     assert arch.params_total == 6_738_415_616
     with pytest.raises(ConfigError) as err:
-        arch_from_hf_config({"model_type": "llava",
-                             "text_config": {k: v for k, v in LLAMA.items() if k != "vocab_size"}})
+        arch_from_hf_config(
+            {
+                "model_type": "llava",
+                "text_config": {k: v for k, v in LLAMA.items() if k != "vocab_size"},
+            }
+        )
     assert err.value.field == "hf_config.text_config.vocab_size"
 
 
 MISSING = [
-    (LLAMA, "intermediate_size"), (LLAMA, "hidden_size"), (LLAMA, "num_hidden_layers"),
-    (LLAMA, "vocab_size"), (LLAMA, "num_attention_heads"),
-    (MIXTRAL, "num_local_experts"), (MIXTRAL, "num_experts_per_tok"),
-    (QWEN_MOE, "moe_intermediate_size"), (QWEN_MOE, "shared_expert_intermediate_size"),
-    (QWEN_MOE, "num_experts"), (PHI3, "intermediate_size"), (NEOX, "intermediate_size"),
-    (FALCON, "hidden_size"), (BLOOM, "hidden_size"), (BLOOM, "n_head"), (GPT2, "n_embd"),
-    (GPT2, "n_layer"), (GEMMA2, "num_hidden_layers"),
+    (LLAMA, "intermediate_size"),
+    (LLAMA, "hidden_size"),
+    (LLAMA, "num_hidden_layers"),
+    (LLAMA, "vocab_size"),
+    (LLAMA, "num_attention_heads"),
+    (MIXTRAL, "num_local_experts"),
+    (MIXTRAL, "num_experts_per_tok"),
+    (QWEN_MOE, "moe_intermediate_size"),
+    (QWEN_MOE, "shared_expert_intermediate_size"),
+    (QWEN_MOE, "num_experts"),
+    (PHI3, "intermediate_size"),
+    (NEOX, "intermediate_size"),
+    (FALCON, "hidden_size"),
+    (BLOOM, "hidden_size"),
+    (BLOOM, "n_head"),
+    (GPT2, "n_embd"),
+    (GPT2, "n_layer"),
+    (GEMMA2, "num_hidden_layers"),
 ]
 
 
@@ -217,15 +336,27 @@ def test_missing_key(cfg, key):
     broken = {k: v for k, v in cfg.items() if k != key}
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config(broken)
-    assert (err.value.code, err.value.field, err.value.value) == \
-        ("config_missing_key", f"hf_config.{key}", None)
+    assert (err.value.code, err.value.field, err.value.value) == (
+        "config_missing_key",
+        f"hf_config.{key}",
+        None,
+    )
 
 
 INVALID = [
-    ("hidden_size", "4096"), ("hidden_size", -4096), ("hidden_size", 0), ("hidden_size", 4096.0),
-    ("hidden_size", True), ("num_hidden_layers", [32]), ("vocab_size", {"n": 1}),
-    ("tie_word_embeddings", "yes"), ("tie_word_embeddings", 1), ("attention_bias", "false"),
-    ("layer_types", "full_attention"), ("layer_types", [1] * 32), ("layer_types", [""] * 32),
+    ("hidden_size", "4096"),
+    ("hidden_size", -4096),
+    ("hidden_size", 0),
+    ("hidden_size", 4096.0),
+    ("hidden_size", True),
+    ("num_hidden_layers", [32]),
+    ("vocab_size", {"n": 1}),
+    ("tie_word_embeddings", "yes"),
+    ("tie_word_embeddings", 1),
+    ("attention_bias", "false"),
+    ("layer_types", "full_attention"),
+    ("layer_types", [1] * 32),
+    ("layer_types", [""] * 32),
 ]
 
 
@@ -233,8 +364,11 @@ INVALID = [
 def test_invalid_value(key, value):
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config({**LLAMA, key: value})
-    assert (err.value.code, err.value.field, err.value.value) == \
-        ("config_invalid_value", f"hf_config.{key}", value)
+    assert (err.value.code, err.value.field, err.value.value) == (
+        "config_invalid_value",
+        f"hf_config.{key}",
+        value,
+    )
     json.dumps(err.value.to_dict())
 
 
@@ -250,21 +384,42 @@ INCONSISTENT = [
     (NEOX, "num_attention_heads", 7, "config_heads_indivisible", 7),
     (BLOOM, "n_head", 6, "config_heads_indivisible", 6),
     (GPT2, "n_head", 7, "config_heads_indivisible", 7),
-    ({k: v for k, v in LLAMA.items() if k != "num_key_value_heads"}, "num_attention_heads", 31,
-     "config_heads_indivisible", 31),
+    (
+        {k: v for k, v in LLAMA.items() if k != "num_key_value_heads"},
+        "num_attention_heads",
+        31,
+        "config_heads_indivisible",
+        31,
+    ),
     (PHI, "num_attention_heads", 30, "config_heads_indivisible", 30),
     (LLAMA, "num_key_value_heads", 5, "config_kv_heads_indivisible", 5),
     (LLAMA, "num_key_value_heads", 64, "config_kv_heads_indivisible", 64),
-    ({**FALCON, "new_decoder_architecture": True, "num_kv_heads": 3}, "num_kv_heads", 3,
-     "config_kv_heads_indivisible", 3),
+    (
+        {**FALCON, "new_decoder_architecture": True, "num_kv_heads": 3},
+        "num_kv_heads",
+        3,
+        "config_kv_heads_indivisible",
+        3,
+    ),
     (LLAMA, "layer_types", ["full_attention"] * 31, "config_layer_types_length", 31),
-    (GEMMA2, "layer_types", ["sliding_attention", "full_attention"] * 14, "config_layer_types_length", 28),
+    (
+        GEMMA2,
+        "layer_types",
+        ["sliding_attention", "full_attention"] * 14,
+        "config_layer_types_length",
+        28,
+    ),
 ]
 
 
-@pytest.mark.parametrize("cfg,key,value,code,shown", INCONSISTENT,
-                         ids=[f"{c['model_type']}-{k}={v if not isinstance(v, list) else len(v)}"
-                              for c, k, v, _, _ in INCONSISTENT])
+@pytest.mark.parametrize(
+    "cfg,key,value,code,shown",
+    INCONSISTENT,
+    ids=[
+        f"{c['model_type']}-{k}={v if not isinstance(v, list) else len(v)}"
+        for c, k, v, _, _ in INCONSISTENT
+    ],
+)
 def test_inconsistent_shapes_get_their_own_code(cfg, key, value, code, shown):
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config({**cfg, key: value})
@@ -276,17 +431,28 @@ def test_inconsistent_shapes_of_a_text_config_name_its_key():
     cfg = {"model_type": "gemma3", "text_config": {**GEMMA3, "layer_types": ["full_attention"]}}
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config(cfg)
-    assert (err.value.code, err.value.field) == ("config_layer_types_length",
-                                                 "hf_config.text_config.layer_types")
+    assert (err.value.code, err.value.field) == (
+        "config_layer_types_length",
+        "hf_config.text_config.layer_types",
+    )
 
 
 def test_consistent_layer_types_and_explicit_head_dim_are_read():
     # one type per layer is read; Gemma's explicit head_dim needs no division of hidden
-    arch = arch_from_hf_config({**GEMMA2, "layer_types": ["sliding_attention", "full_attention"]
-                                * (GEMMA2["num_hidden_layers"] // 2)})
+    arch = arch_from_hf_config(
+        {
+            **GEMMA2,
+            "layer_types": ["sliding_attention", "full_attention"]
+            * (GEMMA2["num_hidden_layers"] // 2),
+        }
+    )
     assert arch.num_layers == GEMMA2["num_hidden_layers"]
-    assert arch_from_hf_config({**LLAMA, "num_attention_heads": 31, "num_key_value_heads": 31,
-                                "head_dim": 128}).head_dim == 128
+    assert (
+        arch_from_hf_config(
+            {**LLAMA, "num_attention_heads": 31, "num_key_value_heads": 31, "head_dim": 128}
+        ).head_dim
+        == 128
+    )
 
 
 @pytest.mark.parametrize("key,value", [("mlp_only_layers", [0, 1]), ("decoder_sparse_step", 2)])
@@ -300,8 +466,11 @@ def test_qwen_moe_mixed_stack_refused(key, value):
 def test_unsupported_architecture(model_type):
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config({**LLAMA, "model_type": model_type})
-    assert (err.value.code, err.value.field, err.value.value) == \
-        ("unsupported_architecture", "hf_config.model_type", model_type)
+    assert (err.value.code, err.value.field, err.value.value) == (
+        "unsupported_architecture",
+        "hf_config.model_type",
+        model_type,
+    )
 
 
 def test_model_type_missing_or_not_string():
@@ -310,8 +479,11 @@ def test_model_type_missing_or_not_string():
     assert (err.value.code, err.value.field) == ("config_missing_key", "hf_config.model_type")
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config({**LLAMA, "model_type": 3})
-    assert (err.value.code, err.value.field, err.value.value) == \
-        ("config_invalid_value", "hf_config.model_type", 3)
+    assert (err.value.code, err.value.field, err.value.value) == (
+        "config_invalid_value",
+        "hf_config.model_type",
+        3,
+    )
 
 
 @pytest.mark.parametrize("cfg", [[LLAMA], "llama", None, 3, 2.5])
@@ -324,22 +496,54 @@ def test_not_an_object(cfg):
 def test_supported_families():
     from calc.hf_config import _READERS
 
-    assert {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma", "gemma2", "phi3",
-            "gpt_neox", "falcon", "bloom", "gpt2", "phi", "qwen3", "gemma3_text", "qwen3_moe",
-            "olmo", "olmo2", "stablelm", "granite"} <= set(_READERS)
+    assert {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "gemma",
+        "gemma2",
+        "phi3",
+        "gpt_neox",
+        "falcon",
+        "bloom",
+        "gpt2",
+        "phi",
+        "qwen3",
+        "gemma3_text",
+        "qwen3_moe",
+        "olmo",
+        "olmo2",
+        "stablelm",
+        "granite",
+    } <= set(_READERS)
 
 
-@given(h_per_head=st.integers(1, 64), heads_per_kv=st.integers(1, 8), kv=st.integers(1, 8),
-       inter=st.integers(1, 50_000), layers=st.integers(1, 128), vocab=st.integers(1, 300_000),
-       tie=st.booleans())
+@given(
+    h_per_head=st.integers(1, 64),
+    heads_per_kv=st.integers(1, 8),
+    kv=st.integers(1, 8),
+    inter=st.integers(1, 50_000),
+    layers=st.integers(1, 128),
+    vocab=st.integers(1, 300_000),
+    tie=st.booleans(),
+)
 def test_llama_closed_form(h_per_head, heads_per_kv, kv, inter, layers, vocab, tie):
     """params = V*h*(1 or 2) + L*(2*h*h + 2*h*kv*hd + 3*h*inter + 2h) + h."""
     heads = heads_per_kv * kv
     hd = h_per_head
     h = heads * hd
-    cfg = {"model_type": "llama", "hidden_size": h, "num_attention_heads": heads,
-           "num_key_value_heads": kv, "intermediate_size": inter, "num_hidden_layers": layers,
-           "vocab_size": vocab, "tie_word_embeddings": tie}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": h,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv,
+        "intermediate_size": inter,
+        "num_hidden_layers": layers,
+        "vocab_size": vocab,
+        "tie_word_embeddings": tie,
+    }
     arch = arch_from_hf_config(cfg)
     block = 2 * h * h + 2 * h * kv * hd + 3 * h * inter + 2 * h
     assert arch.params_total == vocab * h * (1 if tie else 2) + layers * block + h
@@ -347,23 +551,66 @@ def test_llama_closed_form(h_per_head, heads_per_kv, kv, inter, layers, vocab, t
     assert deeper.params_total - arch.params_total == block
 
 
-_JUNK = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
-                  st.text(max_size=5), st.lists(st.integers(0, 3), max_size=3),
-                  st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
-_BASES = [LLAMA, QWEN2, GEMMA2, GEMMA3, PHI3, PHI, MIXTRAL, QWEN_MOE, NEOX, FALCON, BLOOM, GPT2,
-          {**LLAMA, "model_type": "olmo2"}, {**LLAMA, "model_type": "stablelm"},
-          {**QWEN_MOE, "model_type": "qwen3_moe"}, {"model_type": "llava", "text_config": LLAMA}]
-_KEYS = sorted({k for base in _BASES for k in base} | {
-    "head_dim", "tie_word_embeddings", "attention_bias", "mlp_bias", "multi_query",
-    "new_decoder_architecture", "num_kv_heads", "parallel_attn", "bias", "ffn_hidden_size",
-    "num_ln_in_parallel_attn", "n_inner", "n_positions", "mlp_only_layers",
-    "decoder_sparse_step", "use_parallel_residual", "qk_layernorm", "n_embed", "text_config",
-    "use_qkv_bias", "layer_types"})
+_JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**6),
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.lists(st.integers(0, 3), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+_BASES = [
+    LLAMA,
+    QWEN2,
+    GEMMA2,
+    GEMMA3,
+    PHI3,
+    PHI,
+    MIXTRAL,
+    QWEN_MOE,
+    NEOX,
+    FALCON,
+    BLOOM,
+    GPT2,
+    {**LLAMA, "model_type": "olmo2"},
+    {**LLAMA, "model_type": "stablelm"},
+    {**QWEN_MOE, "model_type": "qwen3_moe"},
+    {"model_type": "llava", "text_config": LLAMA},
+]
+_KEYS = sorted(
+    {k for base in _BASES for k in base}
+    | {
+        "head_dim",
+        "tie_word_embeddings",
+        "attention_bias",
+        "mlp_bias",
+        "multi_query",
+        "new_decoder_architecture",
+        "num_kv_heads",
+        "parallel_attn",
+        "bias",
+        "ffn_hidden_size",
+        "num_ln_in_parallel_attn",
+        "n_inner",
+        "n_positions",
+        "mlp_only_layers",
+        "decoder_sparse_step",
+        "use_parallel_residual",
+        "qk_layernorm",
+        "n_embed",
+        "text_config",
+        "use_qkv_bias",
+        "layer_types",
+    }
+)
 
 
-@given(base=st.sampled_from(_BASES),
-       changes=st.dictionaries(st.sampled_from(_KEYS), _JUNK, max_size=4),
-       drop=st.lists(st.sampled_from(_KEYS), max_size=2))
+@given(
+    base=st.sampled_from(_BASES),
+    changes=st.dictionaries(st.sampled_from(_KEYS), _JUNK, max_size=4),
+    drop=st.lists(st.sampled_from(_KEYS), max_size=2),
+)
 def test_any_mutation_gives_arch_or_config_error(base, changes, drop):
     """Whatever a pasted config holds, the reader returns an architecture or a coded
     ConfigError naming an hf_config key; never another exception."""
@@ -371,24 +618,39 @@ def test_any_mutation_gives_arch_or_config_error(base, changes, drop):
     try:
         arch = arch_from_hf_config(cfg)
     except ConfigError as err:
-        assert err.code in {"config_missing_key", "config_invalid_value",
-                            "unsupported_architecture", "config_not_object",
-                            "config_heads_indivisible", "config_kv_heads_indivisible",
-                            "config_layer_types_length", "config_top_k_above_experts"}
+        assert err.code in {
+            "config_missing_key",
+            "config_invalid_value",
+            "unsupported_architecture",
+            "config_not_object",
+            "config_heads_indivisible",
+            "config_kv_heads_indivisible",
+            "config_layer_types_length",
+            "config_top_k_above_experts",
+        }
         assert err.field.startswith("hf_config")
         json.dumps(err.to_dict(), allow_nan=False)
     else:
         assert arch.params_total > 0 and arch.params_active <= arch.params_total
 
 
-@pytest.mark.parametrize("key, value", [
-    ("num_hidden_layers", 3_200_000_000),   # a typo, not a model
-    ("hidden_size", int("4" * 4000)),       # a 4000-digit width
-    ("vocab_size", 10 ** 9),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("num_hidden_layers", 3_200_000_000),  # a typo, not a model
+        ("hidden_size", int("4" * 4000)),  # a 4000-digit width
+        ("vocab_size", 10**9),
+    ],
+)
 def test_absurd_sizes_are_refused_with_the_key(key, value):
-    cfg = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
-           "intermediate_size": 11008, "num_hidden_layers": 32, "vocab_size": 32000}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "vocab_size": 32000,
+    }
     cfg[key] = value
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config(cfg)
@@ -398,33 +660,99 @@ def test_absurd_sizes_are_refused_with_the_key(key, value):
 # ---- newer families: qwen3, qwen3_moe, gemma3(_text), llama4 text, gpt_oss, phi3/phi4, smollm3 ----
 
 NEW_FAMILIES = {
-    "gpt_oss": {"model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 48,
-                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                "head_dim": 16, "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 100,
-                "tie_word_embeddings": False},
-    "llama4_text": {"model_type": "llama4_text", "hidden_size": 64, "intermediate_size": 32,
-                    "intermediate_size_mlp": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
-                    "num_key_value_heads": 2, "head_dim": 16, "num_local_experts": 4,
-                    "num_experts_per_tok": 1, "vocab_size": 100},
-    "qwen3": {"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96,
-              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "head_dim": 16, "vocab_size": 100, "tie_word_embeddings": True},
-    "qwen3_moe": {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128,
-                  "moe_intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-                  "num_key_value_heads": 2, "head_dim": 16, "num_experts": 4,
-                  "num_experts_per_tok": 2, "vocab_size": 100},
-    "smollm3": {"model_type": "smollm3", "hidden_size": 64, "intermediate_size": 96,
-                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                "vocab_size": 100, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
-    "gemma3_text": {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 96,
-                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                    "head_dim": 16, "vocab_size": 100},
-    "phi3-tied": {"model_type": "phi3", "hidden_size": 64, "intermediate_size": 96,
-                  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                  "vocab_size": 100, "tie_word_embeddings": True, "pad_token_id": 0},
-    "mistral": {"model_type": "mistral", "hidden_size": 64, "intermediate_size": 96,
-                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                "head_dim": 32, "vocab_size": 100},
+    "gpt_oss": {
+        "model_type": "gpt_oss",
+        "hidden_size": 64,
+        "intermediate_size": 48,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "vocab_size": 100,
+        "tie_word_embeddings": False,
+    },
+    "llama4_text": {
+        "model_type": "llama4_text",
+        "hidden_size": 64,
+        "intermediate_size": 32,
+        "intermediate_size_mlp": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "vocab_size": 100,
+    },
+    "qwen3": {
+        "model_type": "qwen3",
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": 100,
+        "tie_word_embeddings": True,
+    },
+    "qwen3_moe": {
+        "model_type": "qwen3_moe",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "moe_intermediate_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "vocab_size": 100,
+    },
+    "smollm3": {
+        "model_type": "smollm3",
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 100,
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+    },
+    "gemma3_text": {
+        "model_type": "gemma3_text",
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": 100,
+    },
+    "phi3-tied": {
+        "model_type": "phi3",
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 100,
+        "tie_word_embeddings": True,
+        "pad_token_id": 0,
+    },
+    "mistral": {
+        "model_type": "mistral",
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "vocab_size": 100,
+    },
 }
 
 
@@ -435,7 +763,9 @@ def test_new_families_count_what_transformers_builds(name):
     transformers = pytest.importorskip("transformers")
     cfg = NEW_FAMILIES[name]
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**cfg))
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(**cfg)
+        )
     assert arch_from_hf_config(cfg).params_total == sum(p.numel() for p in model.parameters())
 
 
@@ -449,8 +779,15 @@ def test_gpt_oss_shapes():
 
 
 def test_multimodal_configs_read_their_text_model():
-    gemma = {"model_type": "gemma3", "text_config": {"model_type": "gemma3_text",
-             "hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 34}}
+    gemma = {
+        "model_type": "gemma3",
+        "text_config": {
+            "model_type": "gemma3_text",
+            "hidden_size": 2560,
+            "intermediate_size": 10240,
+            "num_hidden_layers": 34,
+        },
+    }
     arch = arch_from_hf_config(gemma)
     assert arch.family == "gemma3_text" and arch.vocab_size == 262_208 and arch.num_heads == 8
     llama4 = {"model_type": "llama4", "text_config": {**NEW_FAMILIES["llama4_text"]}}
@@ -459,15 +796,20 @@ def test_multimodal_configs_read_their_text_model():
     assert arch_from_hf_config(mistral3).extra["text_config_only"]
 
 
-@pytest.mark.parametrize("extra", [{"interleave_moe_layer_step": 2}, {"moe_layers": [0, 3]},
-                                   {"moe_layers": []}], ids=["step2", "moe_layers", "all-dense"])
+@pytest.mark.parametrize(
+    "extra",
+    [{"interleave_moe_layer_step": 2}, {"moe_layers": [0, 3]}, {"moe_layers": []}],
+    ids=["step2", "moe_layers", "all-dense"],
+)
 def test_llama4_mixed_stack_counts_what_transformers_builds(extra):
     """Maverick alternates dense and MoE blocks: each block kind counted for its own blocks."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     cfg = {**NEW_FAMILIES["llama4_text"], "num_hidden_layers": 4, **extra}
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**cfg))
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(**cfg)
+        )
     arch = arch_from_hf_config(cfg)
     assert arch.params_total == sum(p.numel() for p in model.parameters())
     assert arch.params_active <= arch.params_total
@@ -475,16 +817,28 @@ def test_llama4_mixed_stack_counts_what_transformers_builds(extra):
 
 @pytest.mark.parametrize("value", [[0, 0], [9], [-1], "0,1", [True]])
 def test_llama4_bad_moe_layers(value):
-    cfg = {"model_type": "llama4", "text_config": {**NEW_FAMILIES["llama4_text"], "moe_layers": value}}
+    cfg = {
+        "model_type": "llama4",
+        "text_config": {**NEW_FAMILIES["llama4_text"], "moe_layers": value},
+    }
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config(cfg)
-    assert (err.value.code, err.value.field) == ("config_invalid_value",
-                                                 "hf_config.text_config.moe_layers")
+    assert (err.value.code, err.value.field) == (
+        "config_invalid_value",
+        "hf_config.text_config.moe_layers",
+    )
 
 
-@pytest.mark.parametrize("name, key", [("gpt_oss", "num_local_experts"), ("gpt_oss", "hidden_size"),
-                                       ("llama4_text", "num_experts_per_tok"),
-                                       ("smollm3", "num_attention_heads"), ("qwen3_moe", "num_experts")])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("gpt_oss", "num_local_experts"),
+        ("gpt_oss", "hidden_size"),
+        ("llama4_text", "num_experts_per_tok"),
+        ("smollm3", "num_attention_heads"),
+        ("qwen3_moe", "num_experts"),
+    ],
+)
 def test_new_families_missing_key(name, key):
     cfg = {k: v for k, v in NEW_FAMILIES[name].items() if k != key}
     with pytest.raises(ConfigError) as err:
@@ -492,17 +846,24 @@ def test_new_families_missing_key(name, key):
     assert (err.value.code, err.value.field) == ("config_missing_key", "hf_config." + key)
 
 
-@pytest.mark.parametrize("name, key, value, code", [
-    ("gpt_oss", "num_experts_per_tok", 5, "config_top_k_above_experts"),
-    ("llama4_text", "num_experts_per_tok", 9, "config_top_k_above_experts"),
-    ("qwen3_moe", "num_experts_per_tok", 5, "config_top_k_above_experts"),
-    ("gpt_oss", "attention_bias", "yes", "config_invalid_value"),
-    ("gpt_oss", "num_key_value_heads", 3, "config_kv_heads_indivisible"),
-    ("gpt_oss", "layer_types", ["sliding_attention", "full_attention", "sliding_attention"],
-     "config_layer_types_length"),
-    ("qwen3", "layer_types", ["full_attention"], "config_layer_types_length"),
-    ("smollm3", "num_attention_heads", 6, "config_heads_indivisible"),  # 64 / 6, kv 2 divides 6
-])
+@pytest.mark.parametrize(
+    "name, key, value, code",
+    [
+        ("gpt_oss", "num_experts_per_tok", 5, "config_top_k_above_experts"),
+        ("llama4_text", "num_experts_per_tok", 9, "config_top_k_above_experts"),
+        ("qwen3_moe", "num_experts_per_tok", 5, "config_top_k_above_experts"),
+        ("gpt_oss", "attention_bias", "yes", "config_invalid_value"),
+        ("gpt_oss", "num_key_value_heads", 3, "config_kv_heads_indivisible"),
+        (
+            "gpt_oss",
+            "layer_types",
+            ["sliding_attention", "full_attention", "sliding_attention"],
+            "config_layer_types_length",
+        ),
+        ("qwen3", "layer_types", ["full_attention"], "config_layer_types_length"),
+        ("smollm3", "num_attention_heads", 6, "config_heads_indivisible"),  # 64 / 6, kv 2 divides 6
+    ],
+)
 def test_new_families_invalid_value(name, key, value, code):
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config({**NEW_FAMILIES[name], key: value})

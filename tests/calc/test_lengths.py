@@ -10,8 +10,7 @@ import pytest
 
 import calc
 from calc.config_import import import_config
-from calc.lengths import (Batching, LengthStats, data_shape, fit, micro_batch_tokens,
-                          sample_lengths)
+from calc.lengths import Batching, LengthStats, data_shape, fit, micro_batch_tokens, sample_lengths
 from calc.request import parse_estimate_request
 
 BASE = {"model": "llama-3.1-8b", "micro_batch_size": 4, "seq_len": 4096}
@@ -28,7 +27,7 @@ def test_the_fit_meets_mean_and_p90():
     assert math.exp(mu + sigma * NormalDist().inv_cdf(0.9)) == pytest.approx(2000)
     a = (math.log(4096) - mu) / sigma
     n = NormalDist()
-    mean = math.exp(mu + sigma ** 2 / 2) * n.cdf(a - sigma) + 4096 * (1 - n.cdf(a))
+    mean = math.exp(mu + sigma**2 / 2) * n.cdf(a - sigma) + 4096 * (1 - n.cdf(a))
     assert mean == pytest.approx(900, rel=1e-6)
     drawn, _ = sample_lengths(stats, 4096, 4096)
     assert sum(drawn) / len(drawn) == pytest.approx(900, rel=0.05)
@@ -38,8 +37,10 @@ def test_the_fit_meets_mean_and_p90():
 def test_a_mean_out_of_the_family_s_reach_is_approximated_and_says_so():
     est = calc.estimate({**BASE, "length_stats": {"mean": 300, "p90": 2000}})
     assert "length_stats_approximated" in est["warnings"]
-    assert "length_stats_approximated" not in calc.estimate(
-        {**BASE, "length_stats": {"mean": 900, "p90": 2000}})["warnings"]
+    assert (
+        "length_stats_approximated"
+        not in calc.estimate({**BASE, "length_stats": {"mean": 900, "p90": 2000}})["warnings"]
+    )
 
 
 def test_hand_count_of_a_known_distribution():
@@ -58,13 +59,14 @@ def test_pad_longest_pads_each_micro_batch_to_its_longest_sample():
     stats = LengthStats(mean=900, p90=2000)
     lengths, _ = sample_lengths(stats, 4096, 4096)
     shape = data_shape(stats, Batching.PAD_LONGEST, 4096, 4)
-    batches = [lengths[i:i + 4] for i in range(0, 4096, 4)]
+    batches = [lengths[i : i + 4] for i in range(0, 4096, 4)]
     assert [t for t in shape.tokens] == [(sum(b), 4 * max(b)) for b in batches]
     padded = sum(4 * max(b) for b in batches)
     assert shape.padding_ratio == padded / sum(lengths)
     assert shape.peak_batch_tokens == 4 * max(lengths)
-    assert micro_batch_tokens(parse_estimate_request({**BASE, "length_stats": {"mean": 900, "p90": 2000}})) \
-        == [4 * max(b) for b in batches]
+    assert micro_batch_tokens(
+        parse_estimate_request({**BASE, "length_stats": {"mean": 900, "p90": 2000}})
+    ) == [4 * max(b) for b in batches]
 
 
 def test_the_sequence_is_seeded():
@@ -79,7 +81,10 @@ def test_the_peak_is_the_longest_micro_batch():
     est = calc.estimate({**BASE, "length_stats": {"mean": 1000, "p90": 1100, "max": 3000}})
     peak = est["data"]["peak_sample_tokens"]
     assert peak < 3000
-    assert est["peak_allocated_bytes"] == calc.estimate({**BASE, "seq_len": peak})["peak_allocated_bytes"]
+    assert (
+        est["peak_allocated_bytes"]
+        == calc.estimate({**BASE, "seq_len": peak})["peak_allocated_bytes"]
+    )
     assert est["peak_allocated_bytes"] < calc.estimate(BASE)["peak_allocated_bytes"]
 
 
@@ -95,7 +100,9 @@ def test_pad_max_and_packed_give_today_s_memory_and_step(batching):
         assert ratio == 1.0 and shaped["time"]["compute_hours"] == today["time"]["compute_hours"]
     else:  # every sample padded to seq_len: padded tokens cost compute, real ones count
         assert ratio == pytest.approx(4096 / shaped["memory"]["data"]["mean_sample_tokens"])
-        assert shaped["time"]["compute_hours"] == pytest.approx(today["time"]["compute_hours"] * ratio, rel=1e-3)
+        assert shaped["time"]["compute_hours"] == pytest.approx(
+            today["time"]["compute_hours"] * ratio, rel=1e-3
+        )
 
 
 def test_time_counts_real_tokens():
@@ -123,13 +130,35 @@ def test_the_text_form_is_the_object():
     assert a == b and a["request"]["length_stats"] == {"mean": 900, "p90": 2000}
 
 
-@pytest.mark.parametrize("text, fmt, batching, status", [
-    ("base_model: meta-llama/Llama-3.1-8B\nsequence_len: 2048\npad_to_sequence_len: true\n", "axolotl", "pad-max", "used"),
-    ("base_model: meta-llama/Llama-3.1-8B\nsample_packing: true\npad_to_sequence_len: true\n", "axolotl", "packed", "ignored"),
-    ("base_model: meta-llama/Llama-3.1-8B\ngroup_by_length: true\n", "axolotl", None, "unknown"),
-    ("model_name_or_path: meta-llama/Llama-3.1-8B\nstage: sft\nfinetuning_type: lora\nneat_packing: true\n",
-     "llamafactory", "packed", "used"),
-])
+@pytest.mark.parametrize(
+    "text, fmt, batching, status",
+    [
+        (
+            "base_model: meta-llama/Llama-3.1-8B\nsequence_len: 2048\npad_to_sequence_len: true\n",
+            "axolotl",
+            "pad-max",
+            "used",
+        ),
+        (
+            "base_model: meta-llama/Llama-3.1-8B\nsample_packing: true\npad_to_sequence_len: true\n",
+            "axolotl",
+            "packed",
+            "ignored",
+        ),
+        (
+            "base_model: meta-llama/Llama-3.1-8B\ngroup_by_length: true\n",
+            "axolotl",
+            None,
+            "unknown",
+        ),
+        (
+            "model_name_or_path: meta-llama/Llama-3.1-8B\nstage: sft\nfinetuning_type: lora\nneat_packing: true\n",
+            "llamafactory",
+            "packed",
+            "used",
+        ),
+    ],
+)
 def test_config_import_fills_batching(text, fmt, batching, status):
     result = import_config(text, fmt)
     assert result["request"].get("batching") == batching
@@ -138,10 +167,14 @@ def test_config_import_fills_batching(text, fmt, batching, status):
 
 
 def test_trl_packing_and_padding_free():
-    packed = import_config('{"model_name_or_path": "meta-llama/Llama-3.1-8B", "packing": true, '
-                           '"padding_free": true}', "trl")
+    packed = import_config(
+        '{"model_name_or_path": "meta-llama/Llama-3.1-8B", "packing": true, "padding_free": true}',
+        "trl",
+    )
     assert packed["request"]["batching"] == "packed"
-    alone = import_config('{"model_name_or_path": "meta-llama/Llama-3.1-8B", "padding_free": true}', "trl")
+    alone = import_config(
+        '{"model_name_or_path": "meta-llama/Llama-3.1-8B", "padding_free": true}', "trl"
+    )
     entry = {e["key"]: e for e in alone["keys"]}["padding_free"]
     assert entry["status"] == "unknown" and entry["note"] == "padding_free_counted_as_pad_longest"
 
@@ -159,7 +192,11 @@ def test_schema_and_cli_flag_take_both_forms():
         assert not errors({"model": "llama-3.1-8b", "length_stats": good}, schema), good
     for bad in ([900], 900, {"median": 700}, {"mean": 0}, {"mean": 1.5}):
         assert errors({"model": "llama-3.1-8b", "length_stats": bad}, schema), bad
-    request = {"model": "llama-3.1-8b", "length_stats": {"mean": 900, "p90": 2000}, "batching": "pad-max"}
+    request = {
+        "model": "llama-3.1-8b",
+        "length_stats": {"mean": 900, "p90": 2000},
+        "batching": "pad-max",
+    }
     argv = flags_for_request(request, field_specs("estimate"))
     assert "--length-stats=mean:900,p90:2000" in argv
     rc, out, _ = run_main(["estimate", *argv, "--json"], tty=False)

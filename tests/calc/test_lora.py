@@ -13,8 +13,10 @@ from calc.presets import get_preset
 from calc.request import parse_estimate_request
 from calc.states import param_layout, quantized_weight_params
 
-def lora_trainable_params(arch, rank: int, targets: object = ALL_LINEAR,
-                          layout: str = PER_EXPERT_MODULES) -> int:
+
+def lora_trainable_params(
+    arch, rank: int, targets: object = ALL_LINEAR, layout: str = PER_EXPERT_MODULES
+) -> int:
     """The adapters' parameters as calc.states.param_layout counts them."""
     return adapter_params(adapted_linears(arch, targets, layout), rank)
 
@@ -33,16 +35,21 @@ CASES = [
     # 32 * 8 * (2*(4096+4096) + 2*(4096+1024) + 8*3*(4096+14336) + (4096+8))
     ("mixtral-8x7b", 8, "all-linear", 32 * 8 * (2 * 8192 + 2 * 5120 + 24 * 18432 + 4104)),
     # Phi-3 fused modules: qkv 3072 -> 9216, gate_up 3072 -> 16384
-    ("phi-3-mini", 16, ("qkv_proj", "gate_up_proj"),
-     32 * 16 * ((3072 + 9216) + (3072 + 16384))),
+    ("phi-3-mini", 16, ("qkv_proj", "gate_up_proj"), 32 * 16 * ((3072 + 9216) + (3072 + 16384))),
 ]
 
 
 @pytest.mark.parametrize("preset_id,rank,targets,expected", CASES)
 def test_lora_params(preset_id, rank, targets, expected):
     assert lora_trainable_params(get_preset(preset_id), rank, targets) == expected
-    request = parse_estimate_request({"model": preset_id, "method": "lora", "lora_rank": rank,
-                                      "lora_targets": list(targets) if isinstance(targets, tuple) else targets})
+    request = parse_estimate_request(
+        {
+            "model": preset_id,
+            "method": "lora",
+            "lora_rank": rank,
+            "lora_targets": list(targets) if isinstance(targets, tuple) else targets,
+        }
+    )
     assert param_layout(request).adapter == expected
 
 
@@ -69,21 +76,26 @@ def test_all_linear_excludes_lm_head_and_covers_every_block_linear():
     assert "lm_head" not in names
 
 
-@pytest.mark.parametrize("targets,code,value", [
-    (("lm_head",), "unknown_lora_target", "lm_head"),
-    (("q_proj", "c_attn"), "unknown_lora_target", "c_attn"),
-    ((), "wrong_type", ()),
-    (None, "wrong_type", None),
-    ((3,), "wrong_type", 3),
-])
+@pytest.mark.parametrize(
+    "targets,code,value",
+    [
+        (("lm_head",), "unknown_lora_target", "lm_head"),
+        (("q_proj", "c_attn"), "unknown_lora_target", "c_attn"),
+        ((), "wrong_type", ()),
+        (None, "wrong_type", None),
+        ((3,), "wrong_type", 3),
+    ],
+)
 def test_bad_targets(targets, code, value):
     with pytest.raises(InputError) as err:
         adapted_linears(get_preset("llama-2-7b"), targets)
     assert (err.value.code, err.value.field, err.value.value) == (code, "lora_targets", value)
 
 
-@pytest.mark.parametrize("rank,code", [(0, "not_positive"), (-1, "not_positive"),
-                                       (1.5, "not_integer"), (True, "not_integer")])
+@pytest.mark.parametrize(
+    "rank,code",
+    [(0, "not_positive"), (-1, "not_positive"), (1.5, "not_integer"), (True, "not_integer")],
+)
 def test_bad_rank(rank, code):
     with pytest.raises(InputError) as err:
         parse_estimate_request({"model": "llama-2-7b", "method": "lora", "lora_rank": rank})
@@ -99,23 +111,50 @@ def test_linear_in_rank(r1, r2):
     assert (a <= b) == (r1 <= r2)
 
 
-@given(st.lists(st.sampled_from(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                 "up_proj", "down_proj"]), min_size=1, unique=True))
+@given(
+    st.lists(
+        st.sampled_from(
+            ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+        ),
+        min_size=1,
+        unique=True,
+    )
+)
 def test_subset_never_exceeds_all_linear(targets):
     arch = get_preset("llama-3.1-8b")
-    assert 0 < lora_trainable_params(arch, 8, targets) <= lora_trainable_params(arch, 8, "all-linear")
+    assert (
+        0 < lora_trainable_params(arch, 8, targets) <= lora_trainable_params(arch, 8, "all-linear")
+    )
 
 
 # ---- mixture of experts: attention only vs experts, by hand and against peft --------------------
 
-TINY_GPT_OSS = {"model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 48,
-                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                "head_dim": 16, "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 100,
-                "tie_word_embeddings": False}
-TINY_LLAMA4 = {"model_type": "llama4_text", "hidden_size": 64, "intermediate_size": 32,
-               "intermediate_size_mlp": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
-               "num_key_value_heads": 2, "head_dim": 16, "num_local_experts": 4,
-               "num_experts_per_tok": 1, "vocab_size": 100}
+TINY_GPT_OSS = {
+    "model_type": "gpt_oss",
+    "hidden_size": 64,
+    "intermediate_size": 48,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "vocab_size": 100,
+    "tie_word_embeddings": False,
+}
+TINY_LLAMA4 = {
+    "model_type": "llama4_text",
+    "hidden_size": 64,
+    "intermediate_size": 32,
+    "intermediate_size_mlp": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 1,
+    "vocab_size": 100,
+}
 ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 EXPERTS = ("experts.gate_up_proj", "experts.down_proj")
 
@@ -135,7 +174,9 @@ def test_gpt_oss_attention_only_vs_experts_by_hand():
     active = sum(a.active * r * (a.d_in + a.d_out) for a in adapted_linears(arch, EXPERTS))
     assert active == 2 * r * ((64 + 96) + (48 + 64))
     assert {a.name: (a.count, a.active) for a in adapted_linears(arch, EXPERTS)} == {
-        "experts.gate_up_proj": (4, 2), "experts.down_proj": (4, 2)}
+        "experts.gate_up_proj": (4, 2),
+        "experts.down_proj": (4, 2),
+    }
 
 
 def test_llama4_all_linear_adds_shared_expert_and_router_not_experts():
@@ -168,33 +209,73 @@ def _peft_trainable(hf_stack, cfg, **lora):
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-@pytest.mark.parametrize("cfg, lora, targets", [
-    (TINY_GPT_OSS, {"target_modules": list(ATTN)}, ATTN),
-    (TINY_GPT_OSS, {"target_modules": "all-linear"}, "all-linear"),
-    (TINY_GPT_OSS, {"target_parameters": list(EXPERTS)}, EXPERTS),
-    (TINY_LLAMA4, {"target_modules": "all-linear"}, "all-linear"),
-    (TINY_LLAMA4, {"target_parameters": list(EXPERTS)}, EXPERTS),
-    (TINY_LLAMA4, {"target_modules": ["gate_proj", "up_proj", "down_proj"]},
-     ("gate_proj", "up_proj", "down_proj")),
-], ids=["gpt_oss-attn", "gpt_oss-all-linear", "gpt_oss-experts", "llama4-all-linear",
-        "llama4-experts", "llama4-shared-expert"])
+@pytest.mark.parametrize(
+    "cfg, lora, targets",
+    [
+        (TINY_GPT_OSS, {"target_modules": list(ATTN)}, ATTN),
+        (TINY_GPT_OSS, {"target_modules": "all-linear"}, "all-linear"),
+        (TINY_GPT_OSS, {"target_parameters": list(EXPERTS)}, EXPERTS),
+        (TINY_LLAMA4, {"target_modules": "all-linear"}, "all-linear"),
+        (TINY_LLAMA4, {"target_parameters": list(EXPERTS)}, EXPERTS),
+        (
+            TINY_LLAMA4,
+            {"target_modules": ["gate_proj", "up_proj", "down_proj"]},
+            ("gate_proj", "up_proj", "down_proj"),
+        ),
+    ],
+    ids=[
+        "gpt_oss-attn",
+        "gpt_oss-all-linear",
+        "gpt_oss-experts",
+        "llama4-all-linear",
+        "llama4-experts",
+        "llama4-shared-expert",
+    ],
+)
 def test_moe_trainable_counts_equal_peft(hf_stack, cfg, lora, targets):
     """peft 0.21 on transformers 5.17 models built from the same config (CPU, tiny)."""
     assert _peft_trainable(hf_stack, cfg, **lora) == lora_trainable_params(
-        arch_from_hf_config(cfg), 4, targets)
+        arch_from_hf_config(cfg), 4, targets
+    )
 
 
-TINY_QWEN3_MOE = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128,
-                  "moe_intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-                  "num_key_value_heads": 2, "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
-                  "vocab_size": 100}
-TINY_QWEN2_MOE = {"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 128,
-                  "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48,
-                  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                  "num_experts": 4, "num_experts_per_tok": 2, "vocab_size": 100}
-TINY_MIXTRAL = {"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 32,
-                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 100}
+TINY_QWEN3_MOE = {
+    "model_type": "qwen3_moe",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "moe_intermediate_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+    "vocab_size": 100,
+}
+TINY_QWEN2_MOE = {
+    "model_type": "qwen2_moe",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 48,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+    "vocab_size": 100,
+}
+TINY_MIXTRAL = {
+    "model_type": "mixtral",
+    "hidden_size": 64,
+    "intermediate_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "vocab_size": 100,
+}
 MLP = ["gate_proj", "up_proj", "down_proj"]
 
 
@@ -212,49 +293,82 @@ def test_fused_3d_layout_by_hand():
     per_expert = lora_trainable_params(arch, r, "all-linear")
     assert per_expert == lora_trainable_params(arch, r, "all-linear", "per-expert-modules")
     # the known difference of the per-expert count: 2 r E I per block
-    assert lora_trainable_params(arch, r, "all-linear", "fused-3d") - per_expert == 2 * 2 * r * e * i
+    assert (
+        lora_trainable_params(arch, r, "all-linear", "fused-3d") - per_expert == 2 * 2 * r * e * i
+    )
     # Qwen2-MoE is not converted by peft 0.21: its shared expert keeps its adapters, the
     # 3-D experts and the router get none
-    qwen2 = {a.name: a for a in adapted_linears(arch_from_hf_config(TINY_QWEN2_MOE), "all-linear", "fused-3d")}
+    qwen2 = {
+        a.name: a
+        for a in adapted_linears(arch_from_hf_config(TINY_QWEN2_MOE), "all-linear", "fused-3d")
+    }
     assert {n: a.count for n, a in qwen2.items() if a.role != "attn"} == {
-        "gate_proj": 1, "up_proj": 1, "down_proj": 1, "shared_expert_gate": 1}
+        "gate_proj": 1,
+        "up_proj": 1,
+        "down_proj": 1,
+        "shared_expert_gate": 1,
+    }
     # a dense model has no experts to fuse
     dense = get_preset("llama-3.1-8b")
-    assert lora_trainable_params(dense, 8, "all-linear", "fused-3d") == lora_trainable_params(dense, 8)
+    assert lora_trainable_params(dense, 8, "all-linear", "fused-3d") == lora_trainable_params(
+        dense, 8
+    )
 
 
-@pytest.mark.parametrize("targets, missing", [(["gate_proj", "down_proj"], "up_proj"), (["w1"], "w3")])
+@pytest.mark.parametrize(
+    "targets, missing", [(["gate_proj", "down_proj"], "up_proj"), (["w1"], "w3")]
+)
 def test_fused_3d_refuses_half_of_gate_up(targets, missing):
     """peft raises ValueError when only one of the fused pair is named; calc a coded error."""
     arch = arch_from_hf_config(TINY_MIXTRAL if targets == ["w1"] else TINY_QWEN3_MOE)
     with pytest.raises(InputError) as info:
         adapted_linears(arch, targets, "fused-3d")
     assert (info.value.code, info.value.field, info.value.value) == (
-        "fused_target_incomplete", "lora_targets", missing)
+        "fused_target_incomplete",
+        "lora_targets",
+        missing,
+    )
 
 
-@pytest.mark.parametrize("cfg, lora, targets", [
-    (TINY_QWEN3_MOE, {"target_modules": list(ATTN)}, ATTN),
-    (TINY_QWEN3_MOE, {"target_modules": "all-linear"}, "all-linear"),
-    (TINY_QWEN3_MOE, {"target_modules": MLP}, MLP),
-    (TINY_QWEN2_MOE, {"target_modules": "all-linear"}, "all-linear"),
-    (TINY_QWEN2_MOE, {"target_modules": MLP}, MLP),
-    (TINY_MIXTRAL, {"target_modules": "all-linear"}, "all-linear"),
-    (TINY_MIXTRAL, {"target_modules": ["gate", "w1", "w3"]}, ("gate", "w1", "w3")),
-], ids=["qwen3_moe-attn", "qwen3_moe-all-linear", "qwen3_moe-mlp", "qwen2_moe-all-linear",
-        "qwen2_moe-mlp", "mixtral-all-linear", "mixtral-router-gate-up"])
+@pytest.mark.parametrize(
+    "cfg, lora, targets",
+    [
+        (TINY_QWEN3_MOE, {"target_modules": list(ATTN)}, ATTN),
+        (TINY_QWEN3_MOE, {"target_modules": "all-linear"}, "all-linear"),
+        (TINY_QWEN3_MOE, {"target_modules": MLP}, MLP),
+        (TINY_QWEN2_MOE, {"target_modules": "all-linear"}, "all-linear"),
+        (TINY_QWEN2_MOE, {"target_modules": MLP}, MLP),
+        (TINY_MIXTRAL, {"target_modules": "all-linear"}, "all-linear"),
+        (TINY_MIXTRAL, {"target_modules": ["gate", "w1", "w3"]}, ("gate", "w1", "w3")),
+    ],
+    ids=[
+        "qwen3_moe-attn",
+        "qwen3_moe-all-linear",
+        "qwen3_moe-mlp",
+        "qwen2_moe-all-linear",
+        "qwen2_moe-mlp",
+        "mixtral-all-linear",
+        "mixtral-router-gate-up",
+    ],
+)
 def test_fused_3d_trainable_counts_equal_peft(hf_stack, cfg, lora, targets):
     """peft 0.21 on transformers 5.17 converts transformers-4 expert targets to the 3-D
     expert tensors (``_convert_peft_config_moe``): calc's ``fused-3d`` layout counts exactly
     what it trains."""
     assert _peft_trainable(hf_stack, cfg, **lora) == lora_trainable_params(
-        arch_from_hf_config(cfg), 4, targets, "fused-3d")
+        arch_from_hf_config(cfg), 4, targets, "fused-3d"
+    )
 
 
-@pytest.mark.parametrize("setup_id", ["qwen3_moe/lora-all-linear-fused",
-                                      "qwen3_moe/lora-all-linear-fused-ckpt",
-                                      "qwen3_moe/lora-all-linear-fused-bf16",
-                                      "qwen3_moe/lora-mlp-fused-bf16"])
+@pytest.mark.parametrize(
+    "setup_id",
+    [
+        "qwen3_moe/lora-all-linear-fused",
+        "qwen3_moe/lora-all-linear-fused-ckpt",
+        "qwen3_moe/lora-all-linear-fused-bf16",
+        "qwen3_moe/lora-mlp-fused-bf16",
+    ],
+)
 def test_fused_3d_peak_agrees_with_the_oracle(hf_stack, setup_id):
     """The merged W + B·A of each expert stack and the 16-bit factor copies (calc.memory
     ``merged_expert_bytes``), traced by the fake-tensor oracle: trainable count exact,
@@ -269,11 +383,18 @@ def test_fused_3d_peak_agrees_with_the_oracle(hf_stack, setup_id):
     assert abs(row["peak_error"]) <= 0.02, row
 
 
-@pytest.mark.parametrize("lora, targets", [
-    ({"target_modules": "all-linear"}, "all-linear"),
-    ({"target_parameters": list(EXPERTS)}, EXPERTS),
-    ({"target_modules": ["gate_proj", "up_proj", "down_proj"]}, ("gate_proj", "up_proj", "down_proj")),
-], ids=["all-linear", "experts", "mlp-names"])
+@pytest.mark.parametrize(
+    "lora, targets",
+    [
+        ({"target_modules": "all-linear"}, "all-linear"),
+        ({"target_parameters": list(EXPERTS)}, EXPERTS),
+        (
+            {"target_modules": ["gate_proj", "up_proj", "down_proj"]},
+            ("gate_proj", "up_proj", "down_proj"),
+        ),
+    ],
+    ids=["all-linear", "experts", "mlp-names"],
+)
 def test_mixed_stack_trainable_counts_equal_peft(hf_stack, lora, targets):
     """Llama 4 Maverick's layout (dense and MoE blocks alternating), tiny: each adapter counted
     in the blocks that hold its module."""
@@ -301,8 +422,12 @@ def test_fused_3d_qlora_leaves_the_experts_in_16_bits():
     # each expert weight goes from NF4 (double quantised by default) to 2 bytes
     assert w_fused - w_modules == pytest.approx(experts * (2 - NF4_DOUBLE_QUANT_BITS / 8), rel=1e-6)
     lora = {"model": "qwen3-30b-a3b", "method": "lora"}
-    assert (estimate_dict({**lora, "moe_expert_layout": "fused-3d"})["components"]["weights"]
-            == estimate_dict(lora)["components"]["weights"])
+    assert (
+        estimate_dict({**lora, "moe_expert_layout": "fused-3d"})["components"]["weights"]
+        == estimate_dict(lora)["components"]["weights"]
+    )
     dense = {"model": "llama-3.1-8b", "method": "qlora"}
-    assert (estimate_dict({**dense, "moe_expert_layout": "fused-3d"})["components"]["weights"]
-            == estimate_dict(dense)["components"]["weights"])
+    assert (
+        estimate_dict({**dense, "moe_expert_layout": "fused-3d"})["components"]["weights"]
+        == estimate_dict(dense)["components"]["weights"]
+    )

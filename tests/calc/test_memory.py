@@ -11,7 +11,7 @@ from calc import memory, states
 from calc.presets import get_preset
 from calc.request import parse_estimate_request
 
-GIB = 2 ** 30
+GIB = 2**30
 LLAMA2_7B = 6_738_415_616
 # Llama-2-7B block linears: 4 * 4096^2 (q, k, v, o) + 3 * 4096 * 11008 (gate, up, down).
 LLAMA2_7B_BLOCK_LINEAR = 4 * 4096 * 4096 + 3 * 4096 * 11008
@@ -33,24 +33,31 @@ LLAMA2_7B_BLOCK = LLAMA2_7B_BLOCK_LINEAR + 2 * 4096  # plus two RMSNorm weights:
 
 # ---- model states -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("precision, bytes_per_param", [
-    ("bf16-true", 2 + 2 + 4),   # bf16 weights, grads, AdamW m and v
-    ("bf16-mixed", 4 + 4 + 8),  # AMP: fp32 weights, fp32 grads, fp32 m and v
-    ("fp32", 4 + 4 + 8),
-])
+
+@pytest.mark.parametrize(
+    "precision, bytes_per_param",
+    [
+        ("bf16-true", 2 + 2 + 4),  # bf16 weights, grads, AdamW m and v
+        ("bf16-mixed", 4 + 4 + 8),  # AMP: fp32 weights, fp32 grads, fp32 m and v
+        ("fp32", 4 + 4 + 8),
+    ],
+)
 def test_full_adamw_model_states_per_param(precision, bytes_per_param):
     out = est(method="full", precision=precision)
     assert out["model_states_bytes"] == LLAMA2_7B * bytes_per_param
     assert out["params_trainable"] == out["params_total"] == LLAMA2_7B
 
 
-@pytest.mark.parametrize("sharding, expected", [
-    # ZeRO paper sec. 5 with K = 12, Psi = 7.5e9, Nd = 64 (Figure 1).
-    ("ddp", (4 + 4 + 8) * 7_500_000_000),  # AMP: fp32 weights + fp32 grads + fp32 m, v
-    ("zero1", 4 * 7_500_000_000 + 12 * 7_500_000_000 // 64),
-    ("zero2", 2 * 7_500_000_000 + 14 * 7_500_000_000 // 64),
-    ("zero3", 16 * 7_500_000_000 // 64),
-])
+@pytest.mark.parametrize(
+    "sharding, expected",
+    [
+        # ZeRO paper sec. 5 with K = 12, Psi = 7.5e9, Nd = 64 (Figure 1).
+        ("ddp", (4 + 4 + 8) * 7_500_000_000),  # AMP: fp32 weights + fp32 grads + fp32 m, v
+        ("zero1", 4 * 7_500_000_000 + 12 * 7_500_000_000 // 64),
+        ("zero2", 2 * 7_500_000_000 + 14 * 7_500_000_000 // 64),
+        ("zero3", 16 * 7_500_000_000 // 64),
+    ],
+)
 def test_zero_stages_model_states(sharding, expected):
     p = 7_500_000_000
     r = req(method="full", precision="fp16-mixed", sharding=sharding, num_gpus=64)
@@ -59,10 +66,13 @@ def test_zero_stages_model_states(sharding, expected):
     assert memory.model_states_total(memory.model_states(r, layout, reg)) == expected
 
 
-@pytest.mark.parametrize("steps, grads", [
-    (1, LLAMA2_7B * 2 // 4),   # reduce-scattered every micro-batch: a quarter each
-    (4, LLAMA2_7B * 2),        # FSDP no_sync: every GPU holds all bf16 gradients
-])
+@pytest.mark.parametrize(
+    "steps, grads",
+    [
+        (1, LLAMA2_7B * 2 // 4),  # reduce-scattered every micro-batch: a quarter each
+        (4, LLAMA2_7B * 2),  # FSDP no_sync: every GPU holds all bf16 gradients
+    ],
+)
 def test_accumulation_under_zero3_keeps_unsharded_gradients(steps, grads):
     r = req(method="full", sharding="zero3", num_gpus=4, gradient_accumulation_steps=steps)
     s = memory.model_states(r, states.param_layout(r), states.regime(r.precision, r.sharding))
@@ -70,8 +80,13 @@ def test_accumulation_under_zero3_keeps_unsharded_gradients(steps, grads):
 
 
 def test_sync_each_micro_batch_keeps_gradients_sharded():
-    r = req(method="full", sharding="zero3", num_gpus=4, gradient_accumulation_steps=4,
-            sync_each_micro_batch=True)
+    r = req(
+        method="full",
+        sharding="zero3",
+        num_gpus=4,
+        gradient_accumulation_steps=4,
+        sync_each_micro_batch=True,
+    )
     s = memory.model_states(r, states.param_layout(r), states.regime(r.precision, r.sharding))
     assert s.grads_all == LLAMA2_7B * 2 // 4
 
@@ -90,8 +105,14 @@ def test_accumulated_gradients_alive_during_forward(steps, held):
 def test_frozen_weight_grads_cover_the_blocks():
     # Llama-2-7B, r=8 on q, v: 4,194,304 adapter params + 32 blocks of 202,383,360 params get
     # bf16 gradient storage, sharded over 2 GPUs.
-    r = req(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], sharding="zero3", num_gpus=2,
-            frozen_weight_grads=True)
+    r = req(
+        method="lora",
+        lora_rank=8,
+        lora_targets=["q_proj", "v_proj"],
+        sharding="zero3",
+        num_gpus=2,
+        frozen_weight_grads=True,
+    )
     s = memory.model_states(r, states.param_layout(r), states.regime(r.precision, r.sharding))
     assert s.grads_all == (4_194_304 + 32 * LLAMA2_7B_BLOCK) * 2 // 2 == 6_480_461_824
 
@@ -117,12 +138,15 @@ def test_lora_trainable_and_adapter_states():
     assert out["components"]["optimizer"] == 4 * 4_194_304  # bf16 m and v
 
 
-@pytest.mark.parametrize("optimizer, state_bytes", [
-    ("adamw", 2 * 2 * LLAMA2_7B),
-    ("adamw-8bit", 2 * LLAMA2_7B + 2 * 4 * -(-LLAMA2_7B // 2048)),  # + fp32 absmax per 2048
-    ("sgd-momentum", 2 * LLAMA2_7B),
-    ("sgd", 0),
-])
+@pytest.mark.parametrize(
+    "optimizer, state_bytes",
+    [
+        ("adamw", 2 * 2 * LLAMA2_7B),
+        ("adamw-8bit", 2 * LLAMA2_7B + 2 * 4 * -(-LLAMA2_7B // 2048)),  # + fp32 absmax per 2048
+        ("sgd-momentum", 2 * LLAMA2_7B),
+        ("sgd", 0),
+    ],
+)
 def test_optimizer_states_full_bf16(optimizer, state_bytes):
     out = est(method="full", optimizer=optimizer, optimizer_in_backward=True)
     assert out["components"]["optimizer"] == state_bytes
@@ -140,7 +164,9 @@ def test_adafactor_factored_second_moment_for_lora():
     r = req(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], optimizer="adafactor")
     reg = states.regime(r.precision, r.sharding)
     # Per adapted linear: A (8 x 4096) -> 8 + 4096, B (4096 x 8) -> 4096 + 8; 2 linears, 32 layers.
-    assert states.optimizer_state_bytes(r, states.param_layout(r), reg) == 4 * 32 * 2 * (4104 + 4104)
+    assert states.optimizer_state_bytes(r, states.param_layout(r), reg) == 4 * 32 * 2 * (
+        4104 + 4104
+    )
 
 
 def test_optimizer_in_backward_keeps_one_gradient():
@@ -206,6 +232,7 @@ def test_ddp_gradient_buckets():
 
 # ---- activations -------------------------------------------------------------------------
 
+
 def _cfg(r):
     return memory.act_config(r, states.regime(r.precision, r.sharding))
 
@@ -238,8 +265,10 @@ def test_lora_dropout_keeps_output_and_mask():
     r = req(**base, lora_dropout=0.1)
     cfg = memory.act_config(r, states.regime(r.precision, r.sharding))
     assert act.lora_dropout_bytes(get_preset("llama-2-7b"), cfg) == 2 * 3 * 4096
-    assert (est(**base, lora_dropout=0.1)["activations_per_token_bytes"]
-            - est(**base)["activations_per_token_bytes"]) == 16_384
+    assert (
+        est(**base, lora_dropout=0.1)["activations_per_token_bytes"]
+        - est(**base)["activations_per_token_bytes"]
+    ) == 16_384
 
 
 def test_qlora_keeps_inputs_of_4bit_linears():
@@ -247,11 +276,16 @@ def test_qlora_keeps_inputs_of_4bit_linears():
     # the inputs of o_proj (the contiguous copy of SDPA's transposed output, 2 * 4096),
     # gate/up (one shared 2 * 4096) and down (2 * 11008).
     base = dict(method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
-    delta = (est(**base, qlora_keeps_inputs=True)["activations_per_token_bytes"]
-             - est(**base)["activations_per_token_bytes"])
+    delta = (
+        est(**base, qlora_keeps_inputs=True)["activations_per_token_bytes"]
+        - est(**base)["activations_per_token_bytes"]
+    )
     assert delta == 2 * 4096 + 2 * 4096 + 2 * 11008 == 38_400
     lora = dict(base, method="lora")
-    assert est(**lora, qlora_keeps_inputs=True)["peak_allocated_bytes"] == est(**lora)["peak_allocated_bytes"]
+    assert (
+        est(**lora, qlora_keeps_inputs=True)["peak_allocated_bytes"]
+        == est(**lora)["peak_allocated_bytes"]
+    )
 
 
 def test_unchunked_nf4_quantization_sets_a_reserved_floor():
@@ -263,22 +297,36 @@ def test_unchunked_nf4_quantization_sets_a_reserved_floor():
     out = est(**base, qlora_unchunked_quantization=True)
     assert out["components"]["weights"] == 3_865_591_808
     assert memory.UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT * 4096 * 11008 == 3_066_036_224
-    assert out["quantization_reserved_bytes"] == 6_941_573_120 == 3310 * 2 * 1024 ** 2
+    assert out["quantization_reserved_bytes"] == 6_941_573_120 == 3310 * 2 * 1024**2
     assert out["peak_reserved_bytes"] == 6_941_573_120  # above allocated * 1.11 (about 4.3 GiB)
     assert out["peak_allocated_bytes"] == est(**base)["peak_allocated_bytes"]
     assert est(**base)["quantization_reserved_bytes"] == 0
-    assert est(**dict(base, method="lora"), qlora_unchunked_quantization=True)["quantization_reserved_bytes"] == 0
+    assert (
+        est(**dict(base, method="lora"), qlora_unchunked_quantization=True)[
+            "quantization_reserved_bytes"
+        ]
+        == 0
+    )
     # a training peak above the floor is left as it was
     big = dict(base, micro_batch_size=8, seq_len=4096, gradient_checkpointing=False)
-    assert est(**big, qlora_unchunked_quantization=True)["peak_reserved_bytes"] == est(**big)["peak_reserved_bytes"]
+    assert (
+        est(**big, qlora_unchunked_quantization=True)["peak_reserved_bytes"]
+        == est(**big)["peak_reserved_bytes"]
+    )
 
 
-@pytest.mark.parametrize("model, delta", [
-    ("llama-2-7b", 2 * (4096 + 4096)),  # fused q|k|v (3h) kept instead of v (h): + 2h at 2 bytes
-    ("phi-2", 2 * (2560 + 2560)),
-    ("llama-3.1-8b", 0),                # grouped k/v: LitGPT's reshape copies, nothing kept
-    ("gemma-2-2b", 0),
-])
+@pytest.mark.parametrize(
+    "model, delta",
+    [
+        (
+            "llama-2-7b",
+            2 * (4096 + 4096),
+        ),  # fused q|k|v (3h) kept instead of v (h): + 2h at 2 bytes
+        ("phi-2", 2 * (2560 + 2560)),
+        ("llama-3.1-8b", 0),  # grouped k/v: LitGPT's reshape copies, nothing kept
+        ("gemma-2-2b", 0),
+    ],
+)
 def test_fused_qkv_output_kept_on_mha_models(model, delta):
     base = dict(model=model, method="lora", lora_targets="all-linear")
     kept = est(**base, attention_keeps_fused_qkv=True)["activations_per_token_bytes"]
@@ -288,7 +336,9 @@ def test_fused_qkv_output_kept_on_mha_models(model, delta):
 def test_eager_attention_keeps_scores():
     sdpa = req(method="full", seq_len=2048)
     eager = req(method="full", seq_len=2048, attention="eager")
-    diff = act.block_bytes_per_token(eager.model, _cfg(eager)) - act.block_bytes_per_token(sdpa.model, _cfg(sdpa))
+    diff = act.block_bytes_per_token(eager.model, _cfg(eager)) - act.block_bytes_per_token(
+        sdpa.model, _cfg(sdpa)
+    )
     # eager: + fp32 softmax and bf16 copy (32 heads * 2048 * 6); both save o_proj's input
     # copy; SDPA's own output 2h and lse 4 * 32 are eager's less
     assert diff == 32 * 2048 * 6 - 2 * 4096 - 4 * 32
@@ -297,16 +347,24 @@ def test_eager_attention_keeps_scores():
 def test_flash_keeps_grouped_kv_unexpanded():
     sdpa = req(model="llama-3.1-8b", method="full", attention="sdpa")
     flash = req(model="llama-3.1-8b", method="full", attention="flash")
-    d = act.block_bytes_per_token(sdpa.model, _cfg(sdpa)) - act.block_bytes_per_token(flash.model, _cfg(flash))
+    d = act.block_bytes_per_token(sdpa.model, _cfg(sdpa)) - act.block_bytes_per_token(
+        flash.model, _cfg(flash)
+    )
     # k and v expanded from 8 to 32 heads; torch SDPA's output transposed into a copy 2h
     assert d == 2 * 2 * (4096 - 8 * 128) + 2 * 4096
     grouped = req(model="llama-3.1-8b", method="full", attention="sdpa", attention_grouped_kv=True)
-    d = act.block_bytes_per_token(sdpa.model, _cfg(sdpa)) - act.block_bytes_per_token(grouped.model, _cfg(grouped))
+    d = act.block_bytes_per_token(sdpa.model, _cfg(sdpa)) - act.block_bytes_per_token(
+        grouped.model, _cfg(grouped)
+    )
     assert d == 2 * 2 * (4096 - 8 * 128)  # enable_gqa: k, v saved at 8 heads
 
 
 def test_attention_grouped_kv_changes_nothing_without_groups_or_with_eager():
-    for model, attention in (("llama-2-7b", "sdpa"), ("llama-3.1-8b", "eager"), ("llama-3.1-8b", "flash")):
+    for model, attention in (
+        ("llama-2-7b", "sdpa"),
+        ("llama-3.1-8b", "eager"),
+        ("llama-3.1-8b", "flash"),
+    ):
         a = est(model=model, method="full", attention=attention)
         b = est(model=model, method="full", attention=attention, attention_grouped_kv=True)
         assert a["peak_allocated_bytes"] == b["peak_allocated_bytes"]
@@ -314,7 +372,9 @@ def test_attention_grouped_kv_changes_nothing_without_groups_or_with_eager():
 
 def test_fp32_adapters_on_bf16_base():
     # peft autocast_adapter_dtype=True: q, v adapters r=8 on Llama-2-7B, bf16-true.
-    base = dict(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], gradient_checkpointing=False)
+    base = dict(
+        method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], gradient_checkpointing=False
+    )
     a, b = est(**base), est(**base, lora_adapter_dtype="fp32")
     adapters = 4_194_304
     assert a["components"]["lora_weights"] == 2 * adapters
@@ -323,40 +383,75 @@ def test_fp32_adapters_on_bf16_base():
     # per token per block: two fp32 input copies (4h each) replace the shared bf16 input
     # (2h); rank intermediates 2 * 4r instead of 2 * 2r
     h, r = 4096, 8
-    assert b["activations_per_token_bytes"] - a["activations_per_token_bytes"] == 2 * 4 * h - 2 * h + 2 * 2 * r
+    assert (
+        b["activations_per_token_bytes"] - a["activations_per_token_bytes"]
+        == 2 * 4 * h - 2 * h + 2 * 2 * r
+    )
     # with adapter dropout the fp32 dropout output and mask replace the copy
     d = est(**base, lora_dropout=0.1, lora_adapter_dtype="fp32")
-    assert d["activations_per_token_bytes"] - a["activations_per_token_bytes"] == 2 * 5 * h - 2 * h + 2 * 2 * r
+    assert (
+        d["activations_per_token_bytes"] - a["activations_per_token_bytes"]
+        == 2 * 5 * h - 2 * h + 2 * 2 * r
+    )
     # fp32 and bf16-mixed bases: the adapters already have the weights' dtype
     for precision in ("fp32", "bf16-mixed"):
-        assert (est(**base, precision=precision)["peak_allocated_bytes"]
-                == est(**base, precision=precision, lora_adapter_dtype="fp32")["peak_allocated_bytes"])
+        assert (
+            est(**base, precision=precision)["peak_allocated_bytes"]
+            == est(**base, precision=precision, lora_adapter_dtype="fp32")["peak_allocated_bytes"]
+        )
 
 
 def test_family_traits_saved_tensors():
     from calc.hf_config import arch_from_hf_config
 
-    qwen3 = arch_from_hf_config({"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072,
-                                 "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
-                                 "num_hidden_layers": 2, "vocab_size": 1000})
+    qwen3 = arch_from_hf_config(
+        {
+            "model_type": "qwen3",
+            "hidden_size": 1024,
+            "intermediate_size": 3072,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "num_hidden_layers": 2,
+            "vocab_size": 1000,
+        }
+    )
     cfg_full = act.ActConfig(2, 2, True, frozenset(), 16, act.Attention.SDPA, 512, False)
     cfg_lora = act.ActConfig(2, 2, False, frozenset(), 16, act.Attention.SDPA, 512, False)
     width = (16 + 8) * 128
     # fp32 upcast of q and k + rsqrt per head; the bf16 normalised copy when the weights train
     assert act.qk_norm_bytes(qwen3, cfg_lora) == 4 * width + 4 * 24
     assert act.qk_norm_bytes(qwen3, cfg_full) == 6 * width + 4 * 24
-    gemma2 = arch_from_hf_config({"model_type": "gemma2", "hidden_size": 512, "intermediate_size": 2048,
-                                  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128,
-                                  "num_hidden_layers": 2, "vocab_size": 1000})
+    gemma2 = arch_from_hf_config(
+        {
+            "model_type": "gemma2",
+            "hidden_size": 512,
+            "intermediate_size": 2048,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 128,
+            "num_hidden_layers": 2,
+            "vocab_size": 1000,
+        }
+    )
     assert act.qk_norm_bytes(gemma2, cfg_full) == 0
     # Gemma's norm saves its fp32 normalised copy: 4h + 4 + 4h
     assert act.norm_bytes(gemma2, cfg_full) == 8 * 512 + 4
     # final soft-capping keeps tanh(logits / 30) in bf16: 12 + 2 bytes per vocabulary entry
     assert act.logits_bytes_per_token(gemma2, 2, False) == 1000 * 14
-    gemma2_nocap = arch_from_hf_config({"model_type": "gemma2", "hidden_size": 512, "intermediate_size": 2048,
-                                        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128,
-                                        "num_hidden_layers": 2, "vocab_size": 1000,
-                                        "final_logit_softcapping": None})
+    gemma2_nocap = arch_from_hf_config(
+        {
+            "model_type": "gemma2",
+            "hidden_size": 512,
+            "intermediate_size": 2048,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 128,
+            "num_hidden_layers": 2,
+            "vocab_size": 1000,
+            "final_logit_softcapping": None,
+        }
+    )
     assert act.logits_bytes_per_token(gemma2_nocap, 2, False) == 1000 * 12
 
 
@@ -373,15 +468,39 @@ def test_loss_outputs_kept_holds_logits_through_backward():
 
 @pytest.mark.parametrize("chunked, per_token", [(False, 32000 * (4 + 4 + 4)), (True, 32000 * 2)])
 def test_logits_bytes(chunked, per_token):
-    out = est(method="full", gradient_checkpointing=False, chunked_loss=chunked, micro_batch_size=2,
-              seq_len=1024, sharding="none")
-    phases = memory.phase_components(*_pieces(req(method="full", gradient_checkpointing=False,
-                                                  chunked_loss=chunked, micro_batch_size=2, seq_len=1024)))
+    out = est(
+        method="full",
+        gradient_checkpointing=False,
+        chunked_loss=chunked,
+        micro_batch_size=2,
+        seq_len=1024,
+        sharding="none",
+    )
+    phases = memory.phase_components(
+        *_pieces(
+            req(
+                method="full",
+                gradient_checkpointing=False,
+                chunked_loss=chunked,
+                micro_batch_size=2,
+                seq_len=1024,
+            )
+        )
+    )
     assert phases["forward_end"]["logits"] == per_token * 2 * 1024
     # the response's forward phase carries them: chunked keeps 2 bytes per vocabulary entry
-    chunked_out = est(method="full", gradient_checkpointing=False, chunked_loss=True, micro_batch_size=2,
-                      seq_len=1024, sharding="none")
-    assert out["phases"]["forward_end"] - chunked_out["phases"]["forward_end"] == (per_token - 32000 * 2) * 2048
+    chunked_out = est(
+        method="full",
+        gradient_checkpointing=False,
+        chunked_loss=True,
+        micro_batch_size=2,
+        seq_len=1024,
+        sharding="none",
+    )
+    assert (
+        out["phases"]["forward_end"] - chunked_out["phases"]["forward_end"]
+        == (per_token - 32000 * 2) * 2048
+    )
 
 
 def _pieces(r):
@@ -409,24 +528,39 @@ def test_activation_offload_keeps_two_layers():
 def test_mixed_precision_weight_copies():
     r = req(method="full", precision="bf16-mixed")
     reg = states.regime(r.precision, r.sharding)
-    assert memory.weight_copy_bytes(r, reg, one_layer=False) == 2 * (LLAMA2_7B_QUANTIZED + 32000 * 4096)
+    assert memory.weight_copy_bytes(r, reg, one_layer=False) == 2 * (
+        LLAMA2_7B_QUANTIZED + 32000 * 4096
+    )
 
 
 def _mixtral(top_k: int) -> dict:
     # Mixtral-8x7B's config.json with the router's top-k as given
-    return {"hf_config": {"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
-                          "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
-                          "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": top_k}}
+    return {
+        "hf_config": {
+            "model_type": "mixtral",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "num_hidden_layers": 32,
+            "vocab_size": 32000,
+            "num_local_experts": 8,
+            "num_experts_per_tok": top_k,
+        }
+    }
 
 
-@pytest.mark.parametrize("method, per_expert", [
-    # frozen experts (adapter on q_proj only): silu's input (w1's output), silu's output and
-    # w3's output, which the product saves (3 x 2m; frozen w2 needs no input), plus the
-    # expert output the routing weight multiplies (2h)
-    ("lora", 3 * 2 * 14336 + 2 * 4096),
-    # trained experts: w2 saves its input, the product (+2m); w1/w3 their gathered input (+2h)
-    ("full", 4 * 2 * 14336 + 2 * 4096 + 2 * 4096),
-])
+@pytest.mark.parametrize(
+    "method, per_expert",
+    [
+        # frozen experts (adapter on q_proj only): silu's input (w1's output), silu's output and
+        # w3's output, which the product saves (3 x 2m; frozen w2 needs no input), plus the
+        # expert output the routing weight multiplies (2h)
+        ("lora", 3 * 2 * 14336 + 2 * 4096),
+        # trained experts: w2 saves its input, the product (+2m); w1/w3 their gathered input (+2h)
+        ("full", 4 * 2 * 14336 + 2 * 4096 + 2 * 4096),
+    ],
+)
 def test_moe_activations_follow_top_k(method, per_expert):
     r = req(model="mixtral-8x7b", method=method, lora_targets=["q_proj"])
     parts = act.block_parts(r.model)
@@ -450,18 +584,23 @@ GPT_OSS_H = GPT_OSS_M = 2880
 
 
 def test_gpt_oss_block_bytes_lora_attention_flash():
-    r = req(model="gpt-oss-20b", method="lora", lora_rank=16, attention="flash",
-            lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"])
+    r = req(
+        model="gpt-oss-20b",
+        method="lora",
+        lora_rank=16,
+        attention="flash",
+        lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"],
+    )
     h, m, a = GPT_OSS_H, GPT_OSS_M, 2
     norms = 2 * (4 * h + 4)  # GptOssRMSNorm: hidden_states.to(torch.float32); * torch.rsqrt(...)
-    qkv_input = a * h        # q_proj/k_proj/v_proj(hidden_states): one saved input for the adapters
+    qkv_input = a * h  # q_proj/k_proj/v_proj(hidden_states): one saved input for the adapters
     flash = a * (2 * 4096 + 2 * 512) + 4 * 64  # q, out at 64 heads, k, v at 8, fp32 lse
     # per routed expert (grouped_mm_experts_forward): GptOssExperts._apply_gate keeps the fused
     # 2m output (gate_up[..., ::2].clamp saves its input), sigmoid's output, the clamped gate,
     # (up + 1) and glu (6m); weighted_out = proj_out * sample_weights_g saves proj_out (h)
     experts = 4 * a * (6 * m + h)
-    router = 4 * 32          # calc's fp32 routing probabilities
-    rank = 4 * a * 16        # lora_B saves lora_A's output, q, k, v, o
+    router = 4 * 32  # calc's fp32 routing probabilities
+    rank = 4 * a * 16  # lora_B saves lora_A's output, q, k, v, o
     expected = norms + qkv_input + flash + experts + router + rank
     assert expected == 209_032
     assert act.block_bytes_per_token(r.model, _cfg(r)) == expected
@@ -474,7 +613,7 @@ def test_gpt_oss_block_bytes_full_eager():
     h, m, a, s = GPT_OSS_H, GPT_OSS_M, 2, 4096
     # (self.weight * hidden_states).to(input_dtype): the weight's mul saves the fp32 normalised input
     norms = 2 * (4 * h + 4 + 4 * h)
-    inputs = a * h + a * h   # the two norms' outputs, read by q/k/v and by router + experts
+    inputs = a * h + a * h  # the two norms' outputs, read by q/k/v and by router + experts
     # eager_attention_forward: q and repeat_kv'd k, v for the two matmuls; softmax over
     # s + 1 columns (the sink, torch.cat([attn_weights, sinks])) in bf16, and the int64
     # indices of combined_logits.max(dim=-1, keepdim=True); o_proj's contiguous input copy
@@ -494,38 +633,76 @@ def test_mlp_roles_come_from_names_where_widths_are_equal():
     assert [l.name for l in parts.mlp_in] == ["experts.gate_up_proj"]
     assert [l.name for l in parts.mlp_down] == ["experts.down_proj"]
     # the same holds for a family whose widths happen to match in a pasted config
-    square = req(model={"hf_config": {"model_type": "mixtral", "hidden_size": 1024,
-                                      "intermediate_size": 1024, "num_attention_heads": 8,
-                                      "num_hidden_layers": 2, "vocab_size": 1000,
-                                      "num_local_experts": 4, "num_experts_per_tok": 2}},
-                 method="full")
+    square = req(
+        model={
+            "hf_config": {
+                "model_type": "mixtral",
+                "hidden_size": 1024,
+                "intermediate_size": 1024,
+                "num_attention_heads": 8,
+                "num_hidden_layers": 2,
+                "vocab_size": 1000,
+                "num_local_experts": 4,
+                "num_experts_per_tok": 2,
+            }
+        },
+        method="full",
+    )
     parts = act.block_parts(square.model)
-    assert [l.name for l in parts.mlp_in] == ["w1", "w3"] and [l.name for l in parts.mlp_down] == ["w2"]
+    assert [l.name for l in parts.mlp_in] == ["w1", "w3"] and [l.name for l in parts.mlp_down] == [
+        "w2"
+    ]
 
 
 # ---- response ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("model", ["llama-2-7b", "llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "phi-3-mini",
-                                   "qwen2.5-7b", "falcon-7b", "gpt2", "bloom-560m", "qwen1.5-moe-a2.7b",
-                                   "stablelm-base-alpha-3b", "phi-2"])
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "llama-2-7b",
+        "llama-3.1-8b",
+        "mixtral-8x7b",
+        "gemma-2-9b",
+        "phi-3-mini",
+        "qwen2.5-7b",
+        "falcon-7b",
+        "gpt2",
+        "bloom-560m",
+        "qwen1.5-moe-a2.7b",
+        "stablelm-base-alpha-3b",
+        "phi-2",
+    ],
+)
 @pytest.mark.parametrize("method", ["full", "lora", "qlora"])
 def test_response_contract(model, method):
     out = est(model=model, method=method, num_gpus=4, sharding="zero3")
     assert set(out["components"]) == set(memory.COMPONENTS)
     assert sum(out["components"].values()) == out["peak_allocated_bytes"]
     assert out["peak_phase"] in memory.PHASES
-    assert out["peak_allocated_bytes"] == out["phases"][out["peak_phase"]] == max(out["phases"].values())
+    assert (
+        out["peak_allocated_bytes"]
+        == out["phases"][out["peak_phase"]]
+        == max(out["phases"].values())
+    )
     assert out["peak_allocated_bytes"] <= out["peak_reserved_bytes"] < out["device_total_bytes"]
-    assert out["device_total_bytes"] == (out["peak_reserved_bytes"] + memory.CUDA_CONTEXT_BYTES
-                                         + memory.NCCL_BUFFER_BYTES)
-    for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes", "params_total",
-                "params_trainable", "host_bytes"):
+    assert out["device_total_bytes"] == (
+        out["peak_reserved_bytes"] + memory.CUDA_CONTEXT_BYTES + memory.NCCL_BUFFER_BYTES
+    )
+    for key in (
+        "peak_allocated_bytes",
+        "peak_reserved_bytes",
+        "device_total_bytes",
+        "params_total",
+        "params_trainable",
+        "host_bytes",
+    ):
         assert isinstance(out[key], int) and out[key] >= 0
 
 
 def test_reserved_rounds_to_segments():
     assert memory.reserved_bytes(0) == 0
-    assert memory.reserved_bytes(GIB) % (2 * 1024 ** 2) == 0
+    assert memory.reserved_bytes(GIB) % (2 * 1024**2) == 0
     assert memory.reserved_bytes(GIB) >= GIB * (1 + memory.ALLOCATOR_SLACK_FRACTION)
 
 
@@ -542,34 +719,53 @@ def test_warnings_are_codes():
 
 # ---- properties ----------------------------------------------------------------------------
 
-MODELS = ["llama-2-7b", "llama-3.2-1b", "mixtral-8x7b", "gemma-2-2b", "phi-2", "gpt2", "qwen2.5-0.5b"]
-setups = hs.fixed_dictionaries({
-    "model": hs.sampled_from(MODELS),
-    "method": hs.sampled_from(["full", "lora", "qlora"]),
-    "precision": hs.sampled_from(["bf16-true", "bf16-mixed", "fp16-mixed", "fp32"]),
-    "optimizer": hs.sampled_from(["adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit", "adafactor",
-                                  "sgd", "sgd-momentum"]),
-    "optimizer_in_backward": hs.booleans(),
-    "gradient_checkpointing": hs.booleans(),
-    "attention": hs.sampled_from(["sdpa", "flash", "eager"]),
-    "chunked_loss": hs.booleans(),
-    "activation_offload": hs.booleans(),
-    "num_gpus": hs.sampled_from([1, 2, 8]),
-    "sharding": hs.sampled_from(["none", "ddp", "zero1", "zero2", "zero3"]),
-    "cpu_offload": hs.sampled_from(["none", "optimizer", "optimizer+params"]),
-    "lora_rank": hs.integers(1, 256),
-    "micro_batch_size": hs.integers(1, 16),
-    "seq_len": hs.integers(1, 8192),
-    "lora_dropout": hs.sampled_from([0.0, 0.05, 0.5]),
-    "gradient_accumulation_steps": hs.sampled_from([1, 2, 16]),
-    "qlora_keeps_inputs": hs.booleans(),
-    "frozen_weight_grads": hs.booleans(),
-    "sync_each_micro_batch": hs.booleans(),
-    "qlora_unchunked_quantization": hs.booleans(),
-    "attention_keeps_fused_qkv": hs.booleans(),
-    "optimizer_fused": hs.booleans(),
-    "torch_compile": hs.booleans(),
-})
+MODELS = [
+    "llama-2-7b",
+    "llama-3.2-1b",
+    "mixtral-8x7b",
+    "gemma-2-2b",
+    "phi-2",
+    "gpt2",
+    "qwen2.5-0.5b",
+]
+setups = hs.fixed_dictionaries(
+    {
+        "model": hs.sampled_from(MODELS),
+        "method": hs.sampled_from(["full", "lora", "qlora"]),
+        "precision": hs.sampled_from(["bf16-true", "bf16-mixed", "fp16-mixed", "fp32"]),
+        "optimizer": hs.sampled_from(
+            [
+                "adamw",
+                "adamw-8bit",
+                "paged-adamw",
+                "paged-adamw-8bit",
+                "adafactor",
+                "sgd",
+                "sgd-momentum",
+            ]
+        ),
+        "optimizer_in_backward": hs.booleans(),
+        "gradient_checkpointing": hs.booleans(),
+        "attention": hs.sampled_from(["sdpa", "flash", "eager"]),
+        "chunked_loss": hs.booleans(),
+        "activation_offload": hs.booleans(),
+        "num_gpus": hs.sampled_from([1, 2, 8]),
+        "sharding": hs.sampled_from(["none", "ddp", "zero1", "zero2", "zero3"]),
+        "cpu_offload": hs.sampled_from(["none", "optimizer", "optimizer+params"]),
+        "lora_rank": hs.integers(1, 256),
+        "micro_batch_size": hs.integers(1, 16),
+        "seq_len": hs.integers(1, 8192),
+        "lora_dropout": hs.sampled_from([0.0, 0.05, 0.5]),
+        "gradient_accumulation_steps": hs.sampled_from([1, 2, 16]),
+        "qlora_keeps_inputs": hs.booleans(),
+        "frozen_weight_grads": hs.booleans(),
+        "sync_each_micro_batch": hs.booleans(),
+        "qlora_unchunked_quantization": hs.booleans(),
+        "attention_keeps_fused_qkv": hs.booleans(),
+        "optimizer_fused": hs.booleans(),
+        "torch_compile": hs.booleans(),
+    }
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -624,8 +820,12 @@ def test_compile_removable_bytes_hand_value():
     h, i = 3072, 8192
     removable = 2 * 6 * h + 2 * 2 * i
     assert act.compile_removable_bytes_per_token(r.model, _cfg(r)) == removable == 69_632
-    compiled = req(model="llama-3.2-3b", method="full", gradient_checkpointing=False, torch_compile=True)
-    saved = act.block_bytes_per_token(r.model, _cfg(r)) - act.block_bytes_per_token(compiled.model, _cfg(compiled))
+    compiled = req(
+        model="llama-3.2-3b", method="full", gradient_checkpointing=False, torch_compile=True
+    )
+    saved = act.block_bytes_per_token(r.model, _cfg(r)) - act.block_bytes_per_token(
+        compiled.model, _cfg(compiled)
+    )
     assert saved == int((1 - act.COMPILE_KEPT_FRACTION) * removable)
 
 
@@ -640,9 +840,17 @@ def test_phi3_fused_qkv_output_kept_by_its_v_slice():
     from calc.hf_config import arch_from_hf_config
 
     def phi3(kv):
-        return arch_from_hf_config({"model_type": "phi3", "hidden_size": 512, "intermediate_size": 1024,
-                                    "num_attention_heads": 8, "num_key_value_heads": kv,
-                                    "num_hidden_layers": 2, "vocab_size": 1000})
+        return arch_from_hf_config(
+            {
+                "model_type": "phi3",
+                "hidden_size": 512,
+                "intermediate_size": 1024,
+                "num_attention_heads": 8,
+                "num_key_value_heads": kv,
+                "num_hidden_layers": 2,
+                "vocab_size": 1000,
+            }
+        )
 
     def cfg(attention, grouped):
         return act.ActConfig(2, 2, True, frozenset(), 16, attention, 256, False, grouped_kv=grouped)
@@ -657,8 +865,15 @@ def test_phi3_fused_qkv_output_kept_by_its_v_slice():
 
 # ---- FSDP1's wrap floor (fsdp_wrap_floor) ----------------------------------------------------
 
-FSDP1_7B_QLORA = dict(method="qlora", lora_rank=64, num_gpus=2, sharding="zero3", micro_batch_size=1,
-                      seq_len=512, qlora_quant_state_replicated=True)
+FSDP1_7B_QLORA = dict(
+    method="qlora",
+    lora_rank=64,
+    num_gpus=2,
+    sharding="zero3",
+    micro_batch_size=1,
+    seq_len=512,
+    qlora_quant_state_replicated=True,
+)
 
 
 def test_fsdp1_wrap_transients_hand_counted():
@@ -675,8 +890,10 @@ def test_fsdp1_wrap_transients_hand_counted():
     # without sharding (FSDP NO_SHARD) the flat parameter stays: U + bucket copies
     assert memory._wrap_transient_bytes(root, 2, False, True) == hc.FSDP1_ROOT_UNIT_7B + 262_152_192
     # a shard offloaded to the CPU right after is transient too
-    assert (memory._wrap_transient_bytes(root, 2, True, False)
-            == hc.FSDP1_ROOT_TRANSIENT_7B + hc.FSDP1_ROOT_UNIT_7B // 2)
+    assert (
+        memory._wrap_transient_bytes(root, 2, True, False)
+        == hc.FSDP1_ROOT_TRANSIENT_7B + hc.FSDP1_ROOT_UNIT_7B // 2
+    )
 
 
 def test_fsdp1_wrap_floor_is_resident_plus_transients_plus_all_gather_pool():
@@ -687,8 +904,14 @@ def test_fsdp1_wrap_floor_is_resident_plus_transients_plus_all_gather_pool():
     reg = states.regime(r.precision, r.sharding)
     s = memory.model_states(r, states.param_layout(r), reg)
     pool = memory.gathered_weight_bytes(r, reg)[1]
-    raw = s.weights + s.lora_weights + hc.FSDP1_BLOCK_TRANSIENT_7B_QLORA + hc.FSDP1_ROOT_TRANSIENT_7B + pool
-    seg = 2 * 1024 ** 2
+    raw = (
+        s.weights
+        + s.lora_weights
+        + hc.FSDP1_BLOCK_TRANSIENT_7B_QLORA
+        + hc.FSDP1_ROOT_TRANSIENT_7B
+        + pool
+    )
+    seg = 2 * 1024**2
     assert out["fsdp_wrap_reserved_bytes"] == -(-raw // seg) * seg
     # the benchmark prints 3.72 GiB reserved after the wrap; the count before the pool is 3.19
     assert 3.1 * GIB < raw - pool < 3.72 * GIB
@@ -696,7 +919,7 @@ def test_fsdp1_wrap_floor_is_resident_plus_transients_plus_all_gather_pool():
 
 
 def test_fsdp1_wrap_floor_only_where_fsdp1_wraps():
-    assert est(**FSDP1_7B_QLORA)["fsdp_wrap_reserved_bytes"] == 0          # default off
+    assert est(**FSDP1_7B_QLORA)["fsdp_wrap_reserved_bytes"] == 0  # default off
     one_gpu = dict(FSDP1_7B_QLORA, num_gpus=1, sharding="none", fsdp_wrap_floor=True)
     assert est(**one_gpu)["fsdp_wrap_reserved_bytes"] == 0
     assert est(**one_gpu)["allocator_slack_fraction"] == memory.ALLOCATOR_SLACK_FRACTION
@@ -705,7 +928,10 @@ def test_fsdp1_wrap_floor_only_where_fsdp1_wraps():
     assert base["peak_reserved_bytes"] == memory.reserved_bytes(base["peak_allocated_bytes"])
     # NO_SHARD keeps whole weights: a larger floor than FULL_SHARD
     ddp = est(**dict(FSDP1_7B_QLORA, sharding="ddp"), fsdp_wrap_floor=True)
-    assert ddp["fsdp_wrap_reserved_bytes"] > est(**FSDP1_7B_QLORA, fsdp_wrap_floor=True)["fsdp_wrap_reserved_bytes"]
+    assert (
+        ddp["fsdp_wrap_reserved_bytes"]
+        > est(**FSDP1_7B_QLORA, fsdp_wrap_floor=True)["fsdp_wrap_reserved_bytes"]
+    )
 
 
 def test_fsdp1_slack_needs_the_kept_output():
@@ -713,29 +939,41 @@ def test_fsdp1_slack_needs_the_kept_output():
     dropped, kept = est(**on), est(**on, loss_outputs_kept=True)
     assert dropped["allocator_slack_fraction"] == memory.ALLOCATOR_SLACK_FRACTION
     assert kept["allocator_slack_fraction"] == memory.FSDP1_ALLOCATOR_SLACK_FRACTION
-    assert kept["peak_reserved_bytes"] == memory.reserved_bytes(kept["peak_allocated_bytes"],
-                                                                memory.FSDP1_ALLOCATOR_SLACK_FRACTION)
-    assert est(**on, loss_outputs_kept=True, chunked_loss=True)["allocator_slack_fraction"] == memory.ALLOCATOR_SLACK_FRACTION
+    assert kept["peak_reserved_bytes"] == memory.reserved_bytes(
+        kept["peak_allocated_bytes"], memory.FSDP1_ALLOCATOR_SLACK_FRACTION
+    )
+    assert (
+        est(**on, loss_outputs_kept=True, chunked_loss=True)["allocator_slack_fraction"]
+        == memory.ALLOCATOR_SLACK_FRACTION
+    )
     # hf-custom-loop sets both keys; hf-trainer neither
     plain = {k: v for k, v in on.items() if k != "fsdp_wrap_floor"}
-    assert est(**plain, framework="hf-custom-loop")["allocator_slack_fraction"] == memory.FSDP1_ALLOCATOR_SLACK_FRACTION
+    assert (
+        est(**plain, framework="hf-custom-loop")["allocator_slack_fraction"]
+        == memory.FSDP1_ALLOCATOR_SLACK_FRACTION
+    )
     assert est(**plain, framework="hf-trainer")["fsdp_wrap_reserved_bytes"] == 0
 
 
 # ---- lora_modules_to_save (peft modules_to_save) -----------------------------------------
+
 
 def _states(**kw):
     req = parse_estimate_request({"model": "llama-3.2-1b", **kw})
     return req, memory.estimate_request(req)
 
 
-@pytest.mark.parametrize("base", [
-    {"method": "lora"},
-    {"method": "lora", "lora_adapter_dtype": "fp32"},   # the copies keep the module's bf16
-    {"method": "qlora", "lora_adapter_dtype": "fp32"},  # neither table is 4-bit
-])
-@pytest.mark.parametrize(("which", "tables"), [("embed_tokens", 1), ("lm_head", 1),
-                                                ("embed_tokens+lm_head", 2)])
+@pytest.mark.parametrize(
+    "base",
+    [
+        {"method": "lora"},
+        {"method": "lora", "lora_adapter_dtype": "fp32"},  # the copies keep the module's bf16
+        {"method": "qlora", "lora_adapter_dtype": "fp32"},  # neither table is 4-bit
+    ],
+)
+@pytest.mark.parametrize(
+    ("which", "tables"), [("embed_tokens", 1), ("lm_head", 1), ("embed_tokens+lm_head", 2)]
+)
 def test_each_saved_module_adds_a_table_of_weights_gradients_and_states(base, which, tables):
     """Llama 3.2 1B ties its tables (V = 128256, h = 2048): each copy is V h = 262,668,288
     parameters, bf16 weight (2) + bf16 gradient (2) + AdamW's two bf16 states (4) = 8 bytes."""
@@ -763,10 +1001,14 @@ def test_hf_trainer_keeps_32_bit_states_for_the_embedding_copy_of_an_8_bit_optim
     _, embed = _states(**kw, lora_modules_to_save="embed_tokens")
     _, head = _states(**kw, lora_modules_to_save="lm_head")
     assert embed.unified_memory_bytes - none.unified_memory_bytes == 8 * table
-    assert head.unified_memory_bytes - none.unified_memory_bytes == 2 * table + 8 * (-(-table // 2048))
+    assert head.unified_memory_bytes - none.unified_memory_bytes == 2 * table + 8 * (
+        -(-table // 2048)
+    )
     _, generic = _states(**{**kw, "framework": "generic"}, lora_modules_to_save="embed_tokens")
     _, generic_none = _states(**{**kw, "framework": "generic"})
-    assert generic.unified_memory_bytes - generic_none.unified_memory_bytes == 2 * table + 8 * (-(-table // 2048))
+    assert generic.unified_memory_bytes - generic_none.unified_memory_bytes == 2 * table + 8 * (
+        -(-table // 2048)
+    )
 
 
 def test_saved_modules_are_ignored_by_full_fine_tuning_and_default_to_none():
@@ -774,7 +1016,10 @@ def test_saved_modules_are_ignored_by_full_fine_tuning_and_default_to_none():
     assert req.lora_modules_to_save.value == "none"
     _, full_saved = _states(method="full", lora_modules_to_save="embed_tokens+lm_head")
     assert full_saved.peak_allocated_bytes == full.peak_allocated_bytes
-    assert "lora_options_ignored" in full_saved.warnings and "lora_options_ignored" not in full.warnings
+    assert (
+        "lora_options_ignored" in full_saved.warnings
+        and "lora_options_ignored" not in full.warnings
+    )
 
 
 def test_output_layer_copy_adds_its_weight_gradient_flops_only():
@@ -784,13 +1029,17 @@ def test_output_layer_copy_adds_its_weight_gradient_flops_only():
     table = 128256 * 2048
     base = parse_estimate_request({"model": "llama-3.2-1b"})
     head = parse_estimate_request({"model": "llama-3.2-1b", "lora_modules_to_save": "lm_head"})
-    embed = parse_estimate_request({"model": "llama-3.2-1b", "lora_modules_to_save": "embed_tokens"})
+    embed = parse_estimate_request(
+        {"model": "llama-3.2-1b", "lora_modules_to_save": "embed_tokens"}
+    )
     f0, fh, fe = (timing.counts(r, Sharding.NONE).flops for r in (base, head, embed))
-    assert fh.forward == f0.forward and fe.forward == f0.forward   # the copy replaces the original
+    assert fh.forward == f0.forward and fe.forward == f0.forward  # the copy replaces the original
     assert fh.backward - f0.backward == 2 * table
-    assert fe.backward == f0.backward   # a scatter-add, counted in bytes
-    assert timing.counts(embed, Sharding.NONE).elementwise_bytes_per_token > \
-        timing.counts(base, Sharding.NONE).elementwise_bytes_per_token
+    assert fe.backward == f0.backward  # a scatter-add, counted in bytes
+    assert (
+        timing.counts(embed, Sharding.NONE).elementwise_bytes_per_token
+        > timing.counts(base, Sharding.NONE).elementwise_bytes_per_token
+    )
 
 
 def test_unknown_modules_to_save_value_is_a_coded_error():
@@ -804,8 +1053,14 @@ def test_unknown_modules_to_save_value_is_a_coded_error():
 def test_sharded_saved_copies_reduce_scatter_from_the_root_unit():
     """ZeRO-3 / FSDP on several GPUs: the copies sit in the root unit, whose unsharded
     gradients (both tables, bf16) are the largest unit's before the reduce-scatter."""
-    req = parse_estimate_request({"model": "llama-3.2-1b", "num_gpus": 4, "sharding": "zero3",
-                                  "lora_modules_to_save": "embed_tokens+lm_head"})
+    req = parse_estimate_request(
+        {
+            "model": "llama-3.2-1b",
+            "num_gpus": 4,
+            "sharding": "zero3",
+            "lora_modules_to_save": "embed_tokens+lm_head",
+        }
+    )
     reg = states.regime(req.precision, req.sharding)
     s = memory.model_states(req, states.param_layout(req), reg)
     assert s.comm_backward == 2 * 128256 * 2048 * 2
@@ -836,8 +1091,14 @@ _H, _HEADS, _M, _R = 4096, 32, 14336, 16
 # and an fp32 logsumexp per head; the MLP saves gate, up and act(gate) (bf16); each fp32 adapter
 # casts its bf16 input to fp32 for lora_A (peft lora/bnb.py Linear4bit.forward: x =
 # self._cast_input_dtype(x, lora_A.weight.dtype)) and lora_B saves the fp32 rank intermediate.
-QLORA_BLOCK_BF16 = (2 * (4 * _H + 4) + 2 * 4 * _H + 4 * _HEADS + 2 * 3 * _M
-                    + 4 * (4 * _H + 2 * _H + _M) + 7 * 4 * _R)
+QLORA_BLOCK_BF16 = (
+    2 * (4 * _H + 4)
+    + 2 * 4 * _H
+    + 4 * _HEADS
+    + 2 * 3 * _M
+    + 4 * (4 * _H + 2 * _H + _M)
+    + 7 * 4 * _R
+)
 # prepare_model_for_kbit_training (peft 0.21.0 utils/other.py: every non-Params4bit bf16 parameter
 # to fp32): the fp32 embedding makes the residual stream fp32; RMSNorm returns self.weight *
 # hidden_states.to(input_dtype), fp32; bitsandbytes Linear4bit.forward returns out.to(inp_dtype),
@@ -845,8 +1106,16 @@ QLORA_BLOCK_BF16 = (2 * (4 * _H + 4) + 2 * 4 * _H + 4 * _HEADS + 2 * 3 * _M
 # attention and MLP norm outputs (saved once each, for q/k/v and gate/up), SDPA's q, k, v, output
 # and the o_proj input (the contiguous copy of SDPA's transposed output), gate, up, act(gate) and
 # down's input.
-QLORA_BLOCK_KBIT = (2 * (4 * _H + 4) + 2 * 4 * _H + 4 * 4 * _H + 4 * _HEADS + 4 * _H
-                    + 4 * 3 * _M + 4 * _M + 7 * 4 * _R)
+QLORA_BLOCK_KBIT = (
+    2 * (4 * _H + 4)
+    + 2 * 4 * _H
+    + 4 * 4 * _H
+    + 4 * _HEADS
+    + 4 * _H
+    + 4 * 3 * _M
+    + 4 * _M
+    + 7 * 4 * _R
+)
 
 
 def test_prepare_kbit_makes_every_activation_of_a_qlora_block_fp32():
@@ -857,20 +1126,28 @@ def test_prepare_kbit_makes_every_activation_of_a_qlora_block_fp32():
     # with mixed precision the non-quantized parameters are fp32 already: no change
     mixed = dict(base, precision="bf16-mixed")
     assert est(**mixed, qlora_prepare_kbit=True) == est(**mixed) | {
-        "request": est(**mixed, qlora_prepare_kbit=True)["request"]}
+        "request": est(**mixed, qlora_prepare_kbit=True)["request"]
+    }
     # LoRA has no 4-bit model to prepare
     lora = dict(base, method="lora")
-    assert est(**lora, qlora_prepare_kbit=True)["peak_allocated_bytes"] == est(**lora)["peak_allocated_bytes"]
+    assert (
+        est(**lora, qlora_prepare_kbit=True)["peak_allocated_bytes"]
+        == est(**lora)["peak_allocated_bytes"]
+    )
 
 
 def test_prepare_kbit_holds_non_quantized_weights_and_logits_in_fp32():
     # Llama-2-7B: 6,476,005,376 NF4 block weights; the other 262,410,240 parameters (embedding,
     # output layer, norms) go from 2 to 4 bytes; the logits the output layer writes are fp32
     # and the loss's logits.float() is a no-op: 12 V per token either way at the loss backward.
-    base = dict(method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"], lora_adapter_dtype="fp32")
+    base = dict(
+        method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"], lora_adapter_dtype="fp32"
+    )
     dense = LLAMA2_7B - LLAMA2_7B_QUANTIZED
     plain, kbit = est(**base), est(**base, qlora_prepare_kbit=True)
-    assert kbit["components"]["weights"] - plain["components"]["weights"] == 2 * dense == 524_820_480
+    assert (
+        kbit["components"]["weights"] - plain["components"]["weights"] == 2 * dense == 524_820_480
+    )
     r = req(**base, qlora_prepare_kbit=True)
     reg = states.request_regime(r)
     assert reg is states.KBIT_FP32 and memory.DEQUANT_BYTES == 2
@@ -879,8 +1156,9 @@ def test_prepare_kbit_holds_non_quantized_weights_and_logits_in_fp32():
     # compute dtype, so each adapter casts its fp32 input to bf16 for lora_A (2 d_in) and its
     # rank intermediate is bf16: q, v adapters 2 * (2 * 4096 + 2 * 8) per token, not 4 * 4096.
     bf16_adapters = est(**dict(base, lora_adapter_dtype="base"), qlora_prepare_kbit=True)
-    assert (kbit["activations_per_token_bytes"] - bf16_adapters["activations_per_token_bytes"]
-            == 4 * 4096 + 2 * 4 * 8 - 2 * (2 * 4096 + 2 * 8))
+    assert kbit["activations_per_token_bytes"] - bf16_adapters[
+        "activations_per_token_bytes"
+    ] == 4 * 4096 + 2 * 4 * 8 - 2 * (2 * 4096 + 2 * 8)
     assert bf16_adapters["components"]["lora_weights"] * 2 == kbit["components"]["lora_weights"]
 
 
@@ -893,12 +1171,20 @@ def test_loss_on_16bit_logits_keeps_three_bf16_vocabulary_tensors():
     assert act.logits_bytes_per_token(llama3, 2, False, loss_on_logits_dtype=True) == 6 * v
     assert act.logits_bytes_per_token(llama3, 2, False) == 12 * v
     # fp32 logits already (the model upcasts, or fp32 activations): nothing changes
-    assert act.logits_bytes_per_token(llama3, 2, False, upcast_in_model=True, loss_on_logits_dtype=True) == 12 * v
+    assert (
+        act.logits_bytes_per_token(
+            llama3, 2, False, upcast_in_model=True, loss_on_logits_dtype=True
+        )
+        == 12 * v
+    )
     assert act.logits_bytes_per_token(llama3, 4, False, loss_on_logits_dtype=True) == 12 * v
     base = dict(model="llama-3.1-8b", method="lora", micro_batch_size=2, seq_len=8192)
     tokens = 2 * 8192
-    assert (est(**base)["phases"]["forward_end"] - est(**base, loss_on_16bit_logits=True)["phases"]["forward_end"]
-            == 6 * v * tokens)
+    assert (
+        est(**base)["phases"]["forward_end"]
+        - est(**base, loss_on_16bit_logits=True)["phases"]["forward_end"]
+        == 6 * v * tokens
+    )
     # the loop holding the output keeps the bf16 logits on top (loss_outputs_kept): 2 V more
     kept = est(**base, loss_on_16bit_logits=True, loss_outputs_kept=True)["phases"]["forward_end"]
     assert kept - est(**base, loss_on_16bit_logits=True)["phases"]["forward_end"] == 2 * v * tokens
@@ -918,9 +1204,13 @@ def test_autocast_qlora_keeps_the_mlp_of_fp32_4bit_outputs():
     m = 14336
     down = act.block_parts(arch).mlp_down[0]
     for method, per_token in (("qlora", 4 * 3 * m + 2 * m), ("lora", 2 * 3 * m + 2 * m)):
-        r = req(model="llama-3.1-8b", method=method, precision="bf16-mixed", lora_adapter_dtype="fp32")
+        r = req(
+            model="llama-3.1-8b", method=method, precision="bf16-mixed", lora_adapter_dtype="fp32"
+        )
         cfg = memory.act_config(r, states.request_regime(r))
-        assert act.mlp_unit_bytes(arch, cfg, down, act.block_parts(arch).mlp_in) == per_token, method
+        assert act.mlp_unit_bytes(arch, cfg, down, act.block_parts(arch).mlp_in) == per_token, (
+            method
+        )
     # bf16-true QLoRA: the 4-bit outputs follow the bf16 norm outputs
     r = req(model="llama-3.1-8b", method="qlora", lora_adapter_dtype="fp32")
     cfg = memory.act_config(r, states.request_regime(r))

@@ -25,26 +25,29 @@ def _plan(**kw):
     return plan.plan_request(req, options, recommend.Estimator(req, fake_estimate))
 
 
-@pytest.mark.parametrize("change, code, field", [
-    ({"gpu": "a100"}, "unknown_gpu", "gpu"),
-    ({"gpu": None}, "missing_field", "gpu"),
-    ({"dataset_tokens": None}, "missing_field", "dataset_tokens"),
-    ({"dataset_tokens": 0}, "out_of_range", "dataset_tokens"),
-    ({"dataset_tokens": -5}, "out_of_range", "dataset_tokens"),
-    ({"dataset_tokens": "many"}, "not_number", "dataset_tokens"),
-    ({"epochs": 0}, "out_of_range", "epochs"),
-    ({"price_tier": "cheap"}, "unknown_value", "price_tier"),
-    ({"price_per_gpu_hour": -1}, "out_of_range", "price_per_gpu_hour"),
-    ({"safety_margin": 1.5}, "out_of_range", "safety_margin"),
-    ({"mfu": 0}, "out_of_range", "mfu"),
-    ({"mfu": 1.2}, "out_of_range", "mfu"),
-    ({"starts": 0}, "not_positive", "starts"),
-    ({"starts": 1.5}, "not_integer", "starts"),
-    ({"interruptible": "yes"}, "not_boolean", "interruptible"),
-    ({"experiment_multiplier": 0.5}, "out_of_range", "experiment_multiplier"),
-    ({"gpus": "h100-sxm"}, "unknown_key", "gpus"),
-    ({"seq_len": 0}, "not_positive", "seq_len"),
-])
+@pytest.mark.parametrize(
+    "change, code, field",
+    [
+        ({"gpu": "a100"}, "unknown_gpu", "gpu"),
+        ({"gpu": None}, "missing_field", "gpu"),
+        ({"dataset_tokens": None}, "missing_field", "dataset_tokens"),
+        ({"dataset_tokens": 0}, "out_of_range", "dataset_tokens"),
+        ({"dataset_tokens": -5}, "out_of_range", "dataset_tokens"),
+        ({"dataset_tokens": "many"}, "not_number", "dataset_tokens"),
+        ({"epochs": 0}, "out_of_range", "epochs"),
+        ({"price_tier": "cheap"}, "unknown_value", "price_tier"),
+        ({"price_per_gpu_hour": -1}, "out_of_range", "price_per_gpu_hour"),
+        ({"safety_margin": 1.5}, "out_of_range", "safety_margin"),
+        ({"mfu": 0}, "out_of_range", "mfu"),
+        ({"mfu": 1.2}, "out_of_range", "mfu"),
+        ({"starts": 0}, "not_positive", "starts"),
+        ({"starts": 1.5}, "not_integer", "starts"),
+        ({"interruptible": "yes"}, "not_boolean", "interruptible"),
+        ({"experiment_multiplier": 0.5}, "out_of_range", "experiment_multiplier"),
+        ({"gpus": "h100-sxm"}, "unknown_key", "gpus"),
+        ({"seq_len": 0}, "not_positive", "seq_len"),
+    ],
+)
 def test_bad_input_is_coded(change, code, field):
     data = {**BASE, **change}
     data = {k: v for k, v in data.items() if v is not None}
@@ -61,9 +64,15 @@ def test_missing_model():
 
 def test_defaults():
     _, options = plan.parse_plan_request(BASE)
-    assert (options.epochs, options.safety_margin, options.experiment_multiplier, options.price_tier,
-            options.starts, options.startup_minutes, options.interruptible) == \
-        (1.0, 0.0, 2.0, "marketplace", 1, 10.0, False)  # no margin by default
+    assert (
+        options.epochs,
+        options.safety_margin,
+        options.experiment_multiplier,
+        options.price_tier,
+        options.starts,
+        options.startup_minutes,
+        options.interruptible,
+    ) == (1.0, 0.0, 2.0, "marketplace", 1, 10.0, False)  # no margin by default
 
 
 def test_time_and_cost_hand_computed():
@@ -71,8 +80,16 @@ def test_time_and_cost_hand_computed():
     # A100 SXM (312 TFLOP/s, 2039 GB/s), mfu 0.5, micro-batch 1 x 2048, 1 GPU, bf16-true with
     # torch AdamW (foreach), 2 USD/h, 10 min start-up. The step is the per-step roofline of
     # calc.timing: matmuls + element-wise kernels + optimizer, each a count over a rate.
-    out = _plan(method="full", gradient_checkpointing=False, attention="eager", epochs=2, mfu=0.5,
-                price_per_gpu_hour=2.0, storage_gb=100, storage_price_per_gb_month=0.1)
+    out = _plan(
+        method="full",
+        gradient_checkpointing=False,
+        attention="eager",
+        epochs=2,
+        mfu=0.5,
+        price_per_gpu_hour=2.0,
+        storage_gb=100,
+        storage_price_per_gb_month=0.1,
+    )
     flops = 42_865_287_168  # 6N + 12 L s d, see test_timing
     bw = 2039e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY
     sat = 2048 / (2048 + timing.MATMUL_HALF_TOKENS)
@@ -90,7 +107,9 @@ def test_time_and_cost_hand_computed():
     assert out["cost_usd"]["per_hour"] == 2.0
     assert out["cost_usd"]["per_month"] == pytest.approx(2.0 * 730 + 10)
     assert out["cost_usd"]["price"]["source"] == "request"
-    assert out["memory"]["device_total_bytes"] == 16 * GIB + 2048 * ACT_BYTES_PER_TOKEN + CONTEXT_BYTES
+    assert (
+        out["memory"]["device_total_bytes"] == 16 * GIB + 2048 * ACT_BYTES_PER_TOKEN + CONTEXT_BYTES
+    )
 
 
 def test_fits_every_card():
@@ -108,7 +127,10 @@ def test_fits_every_card():
     assert out["fits"]["rtx-4090"]["fits"] is True
     assert out["fits"]["l4"]["fits"] is False and out["fits"]["l4"]["fits_without_margin"] is True
     # no margin: 18.5 GiB fits the L4
-    assert _plan(method="full", gradient_checkpointing=False, seq_len=8192)["fits"]["l4"]["verdict"] == "fits"
+    assert (
+        _plan(method="full", gradient_checkpointing=False, seq_len=8192)["fits"]["l4"]["verdict"]
+        == "fits"
+    )
 
 
 def test_recommendations_ranked_and_all_fit():
@@ -116,6 +138,7 @@ def test_recommendations_ranked_and_all_fit():
     rec = out["recommendations"]
     configs = rec["configs"]
     assert rec["count"] == len(configs) > 0
+
     # by cost within each group: comparable prices first, other-rate prices after; cards with
     # no rental price (price_is_none) last, fastest first (ranked for their owners)
     # among runs that show the same cost (time) to two significant figures, one
@@ -124,20 +147,25 @@ def test_recommendations_ranked_and_all_fit():
         return (recommend.estimate_level(c[key]), recommend.has_caveat(c), c[key])
 
     priced = [c for c in configs if "price_is_none" not in c["warnings"]]
-    unpriced = configs[len(priced):]
-    assert configs[:len(priced)] == priced
-    assert [level(c, "time_hours") for c in unpriced] == sorted(level(c, "time_hours") for c in unpriced)
+    unpriced = configs[len(priced) :]
+    assert configs[: len(priced)] == priced
+    assert [level(c, "time_hours") for c in unpriced] == sorted(
+        level(c, "time_hours") for c in unpriced
+    )
     for mismatched in (False, True):
         costs = [level(c, "cost_usd") for c in priced if _not_like_for_like(c) is mismatched]
         assert costs == sorted(costs)
     by_id = {c["id"]: c for c in configs}
     times = [level(by_id[i], "time_hours") for i in rec["by_time"]]
     assert times == sorted(times)
-    assert [t[0] for t in times] == sorted(recommend.estimate_level(c["time_hours"]) for c in configs)
+    assert [t[0] for t in times] == sorted(
+        recommend.estimate_level(c["time_hours"]) for c in configs
+    )
     for c in configs:
         gpu = gpus.get_gpu(c["gpu"])
         assert c["required_bytes"] <= gpu.memory_bytes
         assert c["num_gpus"] in recommend.GPU_COUNTS
+
     def total_gb(c):  # memory class of the whole configuration
         return c["num_gpus"] * gpus.get_gpu(c["gpu"]).memory_gb_marketed
 
@@ -148,15 +176,23 @@ def test_recommendations_ranked_and_all_fit():
     card = next(c for c in own if c["id"] == rec["smallest_card"]["id"])
     assert total_gb(card) == min(total_gb(c) for c in own)
     same_class = [c for c in own if total_gb(c) == total_gb(card)]
-    assert card["cost_usd"] == min(c["cost_usd"] for c in same_class if not c["warnings"]
-                                   or card["warnings"])
+    assert card["cost_usd"] == min(
+        c["cost_usd"] for c in same_class if not c["warnings"] or card["warnings"]
+    )
 
 
 def test_when_nothing_fits_suggestions_save_memory_and_combine():
     from calc.plan import plan_dict
 
-    out = plan_dict({"model": "llama-3.1-70b", "method": "full", "dataset_tokens": 10_000_000,
-                     "epochs": 1, "gpu": "rtx-4090"})
+    out = plan_dict(
+        {
+            "model": "llama-3.1-70b",
+            "method": "full",
+            "dataset_tokens": 10_000_000,
+            "epochs": 1,
+            "gpu": "rtx-4090",
+        }
+    )
     suggestions = out["suggestions"]
     assert suggestions and all(s["saved_bytes"] > 0 for s in suggestions)
     assert "full_to_lora" in {s["action"] for s in suggestions}
@@ -180,8 +216,9 @@ def test_price_rate_mismatch_is_flagged():
 
 def _not_like_for_like(config: dict) -> bool:
     """Priced at another rate (on-demand / interruptible) or another kind of provider."""
-    return any(w.startswith("price_is_") or w == "price_from_other_tier"
-               for w in config["warnings"])
+    return any(
+        w.startswith("price_is_") or w == "price_from_other_tier" for w in config["warnings"]
+    )
 
 
 @pytest.mark.parametrize("tier", ["marketplace", "managed"])
@@ -190,14 +227,24 @@ def test_a_price_from_the_other_kind_of_provider_is_never_named_cheapest(tier):
     ranks after every like-for-like price."""
     from calc.plan import plan_dict
 
-    out = plan_dict({"model": "llama-3.1-8b", "method": "lora", "dataset_tokens": 100_000_000,
-                     "epochs": 1, "gpu": "l40s", "price_tier": tier})["recommendations"]
+    out = plan_dict(
+        {
+            "model": "llama-3.1-8b",
+            "method": "lora",
+            "dataset_tokens": 100_000_000,
+            "epochs": 1,
+            "gpu": "l40s",
+            "price_tier": tier,
+        }
+    )["recommendations"]
     flags = [_not_like_for_like(c) for c in out["configs"]]
     assert flags == sorted(flags)
     assert any("price_from_other_tier" in c["warnings"] for c in out["configs"])
     assert out["by_cost"][0] == out["cheapest"]
-    assert "price_from_other_tier" not in next(
-        c for c in out["configs"] if c["id"] == out["cheapest"])["warnings"]
+    assert (
+        "price_from_other_tier"
+        not in next(c for c in out["configs"] if c["id"] == out["cheapest"])["warnings"]
+    )
 
 
 def test_recommendation_estimates_each_setup_once():
@@ -213,8 +260,9 @@ def test_recommendation_estimates_each_setup_once():
 
 
 def test_multi_node_answers_for_cards_that_fit_no_node():
-    out = plan.plan_dict({"model": "llama-3.1-70b", "method": "full", "dataset_tokens": 1e8,
-                           "gpu": "h100-sxm"})
+    out = plan.plan_dict(
+        {"model": "llama-3.1-70b", "method": "full", "dataset_tokens": 1e8, "gpu": "h100-sxm"}
+    )
     rec = out["recommendations"]
     h100 = [c for c in rec["configs"] if c["gpu"] == "h100-sxm"]
     assert h100 and min(c["num_gpus"] for c in h100) == 16  # the answer: two nodes of 8
@@ -228,22 +276,41 @@ def test_solvers_hand_computed():
     out = _plan(gpu="rtx-4090", micro_batch_size=1, seq_len=2048, safety_margin=0.25)
     budget = 24564 * 2**20 / 1.25 - 4.5 * GIB
     per_token = ACT_BYTES_PER_TOKEN // 4
-    assert out["solvers"]["max_micro_batch_size"] == {"found": True, "value": int(budget // (2048 * per_token))}
-    assert out["solvers"]["max_seq_len"] == {"found": True, "value": int(budget // per_token),
-                                             "above_max_position_embeddings": True}
+    assert out["solvers"]["max_micro_batch_size"] == {
+        "found": True,
+        "value": int(budget // (2048 * per_token)),
+    }
+    assert out["solvers"]["max_seq_len"] == {
+        "found": True,
+        "value": int(budget // per_token),
+        "above_max_position_embeddings": True,
+    }
 
 
 def test_suggestions_when_nothing_fits():
     # 64 x 4096 tokens without checkpointing: 64 GiB of activations on a 24 GB card
-    out = _plan(method="full", gpu="rtx-4090", micro_batch_size=64, seq_len=4096,
-                gradient_checkpointing=False)
+    out = _plan(
+        method="full",
+        gpu="rtx-4090",
+        micro_batch_size=64,
+        seq_len=4096,
+        gradient_checkpointing=False,
+    )
     assert not out["fits_selected_gpu"]
     assert "does_not_fit_selected_gpu" in out["warnings"]
     actions = [s["action"] for s in out["suggestions"]]
-    assert actions[:4] == ["shorter_sequences", "smaller_micro_batch_with_accumulation",
-                           "gradient_checkpointing", "full_to_lora"]
-    assert "optimizer_8bit" in actions and "zero3_over_n_gpus" in actions and "cpu_offload" in actions
-    accum = next(s for s in out["suggestions"] if s["action"] == "smaller_micro_batch_with_accumulation")
+    assert actions[:4] == [
+        "shorter_sequences",
+        "smaller_micro_batch_with_accumulation",
+        "gradient_checkpointing",
+        "full_to_lora",
+    ]
+    assert (
+        "optimizer_8bit" in actions and "zero3_over_n_gpus" in actions and "cpu_offload" in actions
+    )
+    accum = next(
+        s for s in out["suggestions"] if s["action"] == "smaller_micro_batch_with_accumulation"
+    )
     assert accum["effective_batch_per_gpu"] >= 64 and accum["fits"]
     for s in out["suggestions"]:
         assert s["saved_bytes"] >= 0 and s["time_hours"] > 0
@@ -257,7 +324,9 @@ def test_no_suggestions_when_it_fits():
 def test_interruptible_uses_spot_price_and_adds_overheads():
     on = _plan(gpu="h100-sxm", price_tier="managed")
     spot = _plan(gpu="h100-sxm", price_tier="managed", interruptible=True)
-    assert spot["cost_usd"]["price"]["usd_per_gpu_hour"] < on["cost_usd"]["price"]["usd_per_gpu_hour"]
+    assert (
+        spot["cost_usd"]["price"]["usd_per_gpu_hour"] < on["cost_usd"]["price"]["usd_per_gpu_hour"]
+    )
     assert spot["time"]["schedule"]["checkpoint_hours"] > 0
     assert spot["time_hours"] > on["time_hours"]
 
@@ -268,15 +337,24 @@ def test_rocm_caveat_in_plan():
 
 
 def _cli(args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "calc", *args], cwd=ROOT, input=stdin,
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "calc", *args],
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
-@pytest.mark.parametrize("request_obj, code, field", [
-    ({**BASE, "gpu": "tpu-v5"}, "unknown_gpu", "gpu"),
-    ({**BASE, "epochs": -1}, "out_of_range", "epochs"),
-    ({"model": "llama-2-7b", "gpu": "l4"}, "missing_field", "dataset_tokens"),
-])
+@pytest.mark.parametrize(
+    "request_obj, code, field",
+    [
+        ({**BASE, "gpu": "tpu-v5"}, "unknown_gpu", "gpu"),
+        ({**BASE, "epochs": -1}, "out_of_range", "epochs"),
+        ({"model": "llama-2-7b", "gpu": "l4"}, "missing_field", "dataset_tokens"),
+    ],
+)
 def test_cli_bad_input_exit_2(request_obj, code, field):
     out = _cli(["plan", "--request", "-"], json.dumps(request_obj))
     assert out.returncode == 2
@@ -304,8 +382,15 @@ def test_cost_ranking_agrees_with_the_cheapest_pick():
     so the first of the cost ranking is the one named cheapest."""
     from calc.plan import plan_dict
 
-    out = plan_dict({"model": "llama-3.1-8b", "method": "qlora", "dataset_tokens": 100_000_000,
-                     "epochs": 1, "gpu": "l40s"})["recommendations"]
+    out = plan_dict(
+        {
+            "model": "llama-3.1-8b",
+            "method": "qlora",
+            "dataset_tokens": 100_000_000,
+            "epochs": 1,
+            "gpu": "l40s",
+        }
+    )["recommendations"]
     assert out["by_cost"][0] == out["cheapest"]
     flags = [_not_like_for_like(c) for c in out["configs"]]
     assert flags == sorted(flags)  # all comparable prices first
@@ -315,20 +400,36 @@ def test_cost_ranking_agrees_with_the_cheapest_pick():
 def test_chunked_loss_suggested_when_logits_set_the_peak():
     from calc.plan import plan_dict
 
-    out = plan_dict({"model": "llama-3.1-8b", "method": "lora", "seq_len": 8192,
-                     "micro_batch_size": 2, "dataset_tokens": 10_000_000, "epochs": 1,
-                     "gpu": "rtx-4090"})
+    out = plan_dict(
+        {
+            "model": "llama-3.1-8b",
+            "method": "lora",
+            "seq_len": 8192,
+            "micro_batch_size": 2,
+            "dataset_tokens": 10_000_000,
+            "epochs": 1,
+            "gpu": "rtx-4090",
+        }
+    )
     chunked = [s for s in out["suggestions"] if s["action"] == "chunked_loss"]
-    assert chunked and chunked[0]["saved_bytes"] > 2 * 1024 ** 3  # fp32 logits of 128k vocab
+    assert chunked and chunked[0]["saved_bytes"] > 2 * 1024**3  # fp32 logits of 128k vocab
 
 
 def test_moe_qlora_leaves_the_48_gb_class_on_transformers_5():
     """The VRAM guide's claim: QLoRA of Qwen3-30B-A3B fits a 48 GB card with one module per
     expert (transformers 4) and not with 3-D expert tensors (transformers 5), which
     bitsandbytes does not quantise."""
-    base = {"model": "qwen3-30b-a3b", "method": "qlora", "precision": "bf16-true",
-            "micro_batch_size": 1, "seq_len": 2048, "gradient_checkpointing": True,
-            "attention": "sdpa", "dataset_tokens": 100_000_000, "gpu": "l40s"}
+    base = {
+        "model": "qwen3-30b-a3b",
+        "method": "qlora",
+        "precision": "bf16-true",
+        "micro_batch_size": 1,
+        "seq_len": 2048,
+        "gradient_checkpointing": True,
+        "attention": "sdpa",
+        "dataset_tokens": 100_000_000,
+        "gpu": "l40s",
+    }
     v4 = plan.plan_dict(dict(base, moe_expert_layout="per-expert-modules"))
     v5 = plan.plan_dict(dict(base, moe_expert_layout="fused-3d"))
     assert v4["fits"]["l40s"]["verdict"] == "fits"
@@ -341,8 +442,9 @@ def test_solvers_recommendations_and_warning_follow_the_one_verdict():
     fits but one that is borderline (not "does not fit even with 1"), the sequence length that
     fits is shorter than the request's and the borderline one longer; the warning says
     borderline; the one-GPU recommendations are exactly the cards whose verdict is fits."""
-    out = plan.plan_dict({"model": "llama-3.1-8b", "method": "lora", "gpu": "rtx-4090",
-                          "dataset_tokens": 1e8})
+    out = plan.plan_dict(
+        {"model": "llama-3.1-8b", "method": "lora", "gpu": "rtx-4090", "dataset_tokens": 1e8}
+    )
     assert out["fits"]["rtx-4090"]["verdict"] == "borderline" and not out["fits_selected_gpu"]
     mb = out["solvers"]["max_micro_batch_size"]
     assert not mb["found"] and mb["borderline_value"] >= 1
@@ -350,7 +452,10 @@ def test_solvers_recommendations_and_warning_follow_the_one_verdict():
     assert seq["found"] and seq["value"] < 2048 < seq["borderline_value"]
     assert "borderline_selected_gpu" in out["warnings"]
     assert "does_not_fit_selected_gpu" not in out["warnings"]
-    single = {c["gpu"] for c in out["recommendations"]["configs"]
-              if c["num_gpus"] == 1 and c["sharding"] == "none"}
+    single = {
+        c["gpu"]
+        for c in out["recommendations"]["configs"]
+        if c["num_gpus"] == 1 and c["sharding"] == "none"
+    }
     assert single == {g for g, e in out["fits"].items() if e["verdict"] == "fits"}
     assert all(s["verdict"] in ("fits", "borderline", "does_not_fit") for s in out["suggestions"])

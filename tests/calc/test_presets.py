@@ -17,18 +17,43 @@ ROOT = REPO_ROOT
 
 # The first presets' ids (a contract: exactly these spellings).
 REQUIRED_IDS = [
-    "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b",
-    "llama-3.1-405b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "mixtral-8x7b",
-    "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b",
-    "gemma-2-2b", "gemma-2-9b", "gemma-2-27b", "phi-3-mini", "yi-34b", "tinyllama-1.1b",
+    "llama-2-7b",
+    "llama-2-13b",
+    "llama-2-70b",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "llama-3.2-1b",
+    "llama-3.2-3b",
+    "mistral-7b",
+    "mixtral-8x7b",
+    "qwen2.5-0.5b",
+    "qwen2.5-1.5b",
+    "qwen2.5-7b",
+    "qwen2.5-14b",
+    "qwen2.5-32b",
+    "qwen2.5-72b",
+    "gemma-2-2b",
+    "gemma-2-9b",
+    "gemma-2-27b",
+    "phi-3-mini",
+    "yi-34b",
+    "tinyllama-1.1b",
 ]
 
 # Published totals (HF Hub safetensors counts), independent of the data file's own column.
 PUBLISHED = {
-    "llama-2-7b": 6_738_415_616, "llama-3.1-8b": 8_030_261_248, "mistral-7b": 7_241_732_096,
-    "mixtral-8x7b": 46_702_792_704, "qwen2.5-0.5b": 494_032_768, "gemma-2-9b": 9_241_705_984,
-    "tinyllama-1.1b": 1_100_048_384, "phi-3-mini": 3_821_079_552, "gpt2": 124_439_808,
-    "llama-2-70b": 68_976_648_192, "llama-3.1-405b": 405_853_388_800,
+    "llama-2-7b": 6_738_415_616,
+    "llama-3.1-8b": 8_030_261_248,
+    "mistral-7b": 7_241_732_096,
+    "mixtral-8x7b": 46_702_792_704,
+    "qwen2.5-0.5b": 494_032_768,
+    "gemma-2-9b": 9_241_705_984,
+    "tinyllama-1.1b": 1_100_048_384,
+    "phi-3-mini": 3_821_079_552,
+    "gpt2": 124_439_808,
+    "llama-2-70b": 68_976_648_192,
+    "llama-3.1-405b": 405_853_388_800,
 }
 
 ALL_IDS = presets.preset_ids()
@@ -75,8 +100,21 @@ def test_unknown_preset(bad):
     assert (err.value.code, err.value.field, err.value.value) == ("unknown_preset", "model", bad)
 
 
-LISTING_KEYS = {"id", "name", "family", "params_total", "params_active", "layers", "hidden",
-                "heads", "kv_heads", "vocab", "max_position_embeddings", "source", "as_of"}
+LISTING_KEYS = {
+    "id",
+    "name",
+    "family",
+    "params_total",
+    "params_active",
+    "layers",
+    "hidden",
+    "heads",
+    "kv_heads",
+    "vocab",
+    "max_position_embeddings",
+    "source",
+    "as_of",
+}
 
 
 def test_listing_fields():
@@ -88,8 +126,13 @@ def test_listing_fields():
 
 
 def test_cli_presets_prints_json():
-    out = subprocess.run([sys.executable, "-m", "calc", "presets"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "calc", "presets"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     listing = json.loads(out.stdout)
     assert {p["id"] for p in listing} == set(ALL_IDS)
@@ -107,11 +150,30 @@ def test_data_file_header_states_units_and_rows():
 # ---- current presets ------------------------------------------------------------------------
 
 CURRENT_IDS = [
-    "llama-3.3-70b", "llama-4-scout", "llama-4-maverick", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
-    "qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gemma-3-1b",
-    "gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "phi-4", "phi-4-mini", "mistral-small-24b",
-    "mistral-nemo-12b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-r1-distill-qwen-7b",
-    "deepseek-r1-distill-llama-8b", "smollm3-3b",
+    "llama-3.3-70b",
+    "llama-4-scout",
+    "llama-4-maverick",
+    "qwen3-0.6b",
+    "qwen3-1.7b",
+    "qwen3-4b",
+    "qwen3-8b",
+    "qwen3-14b",
+    "qwen3-32b",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "gemma-3-1b",
+    "gemma-3-4b",
+    "gemma-3-12b",
+    "gemma-3-27b",
+    "phi-4",
+    "phi-4-mini",
+    "mistral-small-24b",
+    "mistral-nemo-12b",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "deepseek-r1-distill-qwen-7b",
+    "deepseek-r1-distill-llama-8b",
+    "smollm3-3b",
 ]
 # llama-4-maverick interleaves dense and MoE blocks: a mixed stack (ModelArch.block_counts).
 
@@ -154,10 +216,16 @@ STATED = {
     "qwen3-8b": [(8.2e9, "total", 0.01), (6.95e9, "non_embedding", 0.01)],
     "qwen3-14b": [(14.8e9, "total", 0.01), (13.2e9, "non_embedding", 0.01)],
     "qwen3-32b": [(32.8e9, "total", 0.01), (31.2e9, "non_embedding", 0.01)],
-    "qwen3-30b-a3b": [(30.5e9, "total", 0.01), (3.3e9, "active", 0.02),
-                      (29.9e9, "non_embedding", 0.01)],
-    "qwen3-235b-a22b": [(235e9, "total", 0.005), (22e9, "active", 0.01),
-                        (234e9, "non_embedding", 0.005)],
+    "qwen3-30b-a3b": [
+        (30.5e9, "total", 0.01),
+        (3.3e9, "active", 0.02),
+        (29.9e9, "non_embedding", 0.01),
+    ],
+    "qwen3-235b-a22b": [
+        (235e9, "total", 0.005),
+        (22e9, "active", 0.01),
+        (234e9, "non_embedding", 0.005),
+    ],
     # Gemma 3 technical report, table 1 (non-embedding parameters, millions)
     "gemma-3-1b": [(698e6, "non_embedding", 0.001)],
     "gemma-3-4b": [(3209e6, "non_embedding", 0.001)],
@@ -183,9 +251,12 @@ STATED = {
 
 def _count(arch, what):
     emb_head = arch.embedding_params + arch.lm_head_params
-    return {"total": arch.params_total, "active": arch.params_active,
-            "non_embedding": arch.params_total - emb_head,
-            "active_non_embedding": arch.params_active - arch.embedding_params}[what]
+    return {
+        "total": arch.params_total,
+        "active": arch.params_active,
+        "non_embedding": arch.params_total - emb_head,
+        "active_non_embedding": arch.params_active - arch.embedding_params,
+    }[what]
 
 
 def test_current_ids_present():
@@ -207,9 +278,14 @@ def test_totals_match_publishers(preset_id):
 
 
 def test_moe_presets_hold_every_expert_and_run_top_k():
-    for pid, experts, top_k in [("qwen3-30b-a3b", 128, 8), ("qwen3-235b-a22b", 128, 8),
-                                ("gpt-oss-20b", 32, 4), ("gpt-oss-120b", 128, 4),
-                                ("llama-4-scout", 16, 1), ("llama-4-maverick", 128, 1)]:
+    for pid, experts, top_k in [
+        ("qwen3-30b-a3b", 128, 8),
+        ("qwen3-235b-a22b", 128, 8),
+        ("gpt-oss-20b", 32, 4),
+        ("gpt-oss-120b", 128, 4),
+        ("llama-4-scout", 16, 1),
+        ("llama-4-maverick", 128, 1),
+    ]:
         arch = presets.get_preset(pid)
         assert (arch.num_experts, arch.experts_per_token) == (experts, top_k)
         assert arch.params_active < arch.params_total
@@ -225,18 +301,32 @@ def test_gemma3_text_presets_read_through_text_config():
     arch = presets.get_preset("gemma-3-4b")
     assert arch.family == "gemma3_text" and arch.extra.get("text_config_only")
     # Gemma3TextConfig defaults (transformers 5.17) fill what the published text_config omits
-    assert (arch.vocab_size, arch.num_heads, arch.num_kv_heads, arch.head_dim) == (262_208, 8, 4, 256)
+    assert (arch.vocab_size, arch.num_heads, arch.num_kv_heads, arch.head_dim) == (
+        262_208,
+        8,
+        4,
+        256,
+    )
 
 
 # ---- models by name: Hugging Face ids and aliases ----------------------------------------------
 
-@pytest.mark.parametrize("hf_id, preset_id", [
-    ("Qwen/Qwen3-8B", "qwen3-8b"), ("qwen/qwen3-8b", "qwen3-8b"), ("Qwen/Qwen3-8B-Base", "qwen3-8b"),
-    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("mistralai/Mistral-7B-v0.3", "mistral-7b-v0.3"),
-    ("mistralai/Mistral-7B-Instruct-v0.2", "mistral-7b"), ("openai/gpt-oss-20b", "gpt-oss-20b"),
-    ("https://huggingface.co/google/gemma-3-27b-it", "gemma-3-27b"),
-    ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"), ("llama-2-7b", "llama-2-7b"),
-])
+
+@pytest.mark.parametrize(
+    "hf_id, preset_id",
+    [
+        ("Qwen/Qwen3-8B", "qwen3-8b"),
+        ("qwen/qwen3-8b", "qwen3-8b"),
+        ("Qwen/Qwen3-8B-Base", "qwen3-8b"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+        ("mistralai/Mistral-7B-v0.3", "mistral-7b-v0.3"),
+        ("mistralai/Mistral-7B-Instruct-v0.2", "mistral-7b"),
+        ("openai/gpt-oss-20b", "gpt-oss-20b"),
+        ("https://huggingface.co/google/gemma-3-27b-it", "gemma-3-27b"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"),
+        ("llama-2-7b", "llama-2-7b"),
+    ],
+)
 def test_hugging_face_ids_resolve(hf_id, preset_id):
     assert presets.resolve_preset_id(hf_id) == preset_id
 
@@ -250,11 +340,14 @@ def test_every_alias_names_one_preset_and_every_repo_resolves():
             assert table[alias.lower()] == preset_id and alias != row["hf_repo"]
 
 
-@pytest.mark.parametrize("value, first", [
-    ("meta-llama/Llama-3.1-8B-Instruct-FP8", "llama-3.1-8b"),
-    ("Qwen/Qwen3-8B-AWQ", "qwen3-8b"),
-    ("google/gemma-3-12b-it-qat", "gemma-3-12b"),
-])
+@pytest.mark.parametrize(
+    "value, first",
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct-FP8", "llama-3.1-8b"),
+        ("Qwen/Qwen3-8B-AWQ", "qwen3-8b"),
+        ("google/gemma-3-12b-it-qat", "gemma-3-12b"),
+    ],
+)
 def test_unknown_hf_id_suggests_nearest(value, first):
     with pytest.raises(InputError) as err:
         presets.resolve_preset_id(value)
@@ -283,9 +376,14 @@ def test_request_accepts_hugging_face_id_and_reports_params_active():
 
 
 def test_cli_unknown_hf_id_prints_suggestions():
-    out = subprocess.run([sys.executable, "-m", "calc", "estimate", "--request", "-"], cwd=ROOT,
-                         input=json.dumps({"model": "Qwen/Qwen3-8B-GGUF"}), capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "calc", "estimate", "--request", "-"],
+        cwd=ROOT,
+        input=json.dumps({"model": "Qwen/Qwen3-8B-GGUF"}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     err = json.loads(out.stdout)["error"]
     assert err["code"] == "unknown_preset" and "qwen3-8b" in err["suggestions"]
@@ -296,6 +394,9 @@ def test_maverick_is_a_mixed_stack_of_dense_and_moe_blocks():
     assert dict(arch.block_counts) == {"moe": 24, "dense": 24}
     dense_mlp = [l for l in arch.linears if l.block_kind == "dense"]
     assert {(l.name, l.d_out if l.name != "down_proj" else l.d_in) for l in dense_mlp} == {
-        ("gate_proj", 16384), ("up_proj", 16384), ("down_proj", 16384)}
+        ("gate_proj", 16384),
+        ("up_proj", 16384),
+        ("down_proj", 16384),
+    }
     # the largest block (an MoE one) is what one FSDP unit gathers
     assert arch.block_params > arch.stack_params // arch.num_layers

@@ -15,9 +15,15 @@ from plan_fakes import fake_estimate
 MIB = 2**20
 
 
-@pytest.mark.parametrize("total, margin, expected", [
-    (100, 0.25, 125), (101, 0.25, 127), (80 * 2**30, 0.0, 80 * 2**30), (3, 0.2, 4),
-])
+@pytest.mark.parametrize(
+    "total, margin, expected",
+    [
+        (100, 0.25, 125),
+        (101, 0.25, 127),
+        (80 * 2**30, 0.0, 80 * 2**30),
+        (3, 0.2, 4),
+    ],
+)
 def test_required_bytes_rounds_up(total, margin, expected):
     assert recommend.required_bytes(total, margin) == expected
 
@@ -70,8 +76,9 @@ def test_configurations():
     assert configs[0] == (1, "none")
     assert len(configs) == 1 + 6 * 3
     assert {n for n, _ in configs} == {1, 2, 4, 8, 16, 32, 64}  # up to 8 nodes
-    own = recommend.configurations(parse_estimate_request({"model": "llama-2-7b", "num_gpus": 12,
-                                                           "sharding": "zero1"}))
+    own = recommend.configurations(
+        parse_estimate_request({"model": "llama-2-7b", "num_gpus": 12, "sharding": "zero1"})
+    )
     assert own[-1] == (12, "zero1") and len(own) == 20
 
 
@@ -92,14 +99,17 @@ def test_estimator_memoises_variants():
     assert a["components"]["states"] == 4 * 2**30  # 16 GiB sharded over 4
 
 
-@pytest.mark.parametrize("low, high, memory, margin, state", [
-    (10, 20, 20, 0.0, "fits"),            # the upper end within the card
-    (10, 20, 19, 0.0, "borderline"),      # the card inside the range
-    (10, 20, 10, 0.0, "borderline"),
-    (10, 20, 9, 0.0, "does_not_fit"),     # not even the lower end
-    (10, 20, 21, 0.1, "borderline"),      # a margin the user sets multiplies both ends: 22
-    (10, 20, 10, 0.1, "does_not_fit"),    # 11 > 10
-])
+@pytest.mark.parametrize(
+    "low, high, memory, margin, state",
+    [
+        (10, 20, 20, 0.0, "fits"),  # the upper end within the card
+        (10, 20, 19, 0.0, "borderline"),  # the card inside the range
+        (10, 20, 10, 0.0, "borderline"),
+        (10, 20, 9, 0.0, "does_not_fit"),  # not even the lower end
+        (10, 20, 21, 0.1, "borderline"),  # a margin the user sets multiplies both ends: 22
+        (10, 20, 10, 0.1, "does_not_fit"),  # 11 > 10
+    ],
+)
 def test_judge_hand_computed(low, high, memory, margin, state):
     verdict = recommend.judge(recommend.Need(15, low, high), memory, margin)
     assert verdict.state == state
@@ -111,12 +121,22 @@ def test_judge_hand_computed(low, high, memory, margin, state):
 
 
 def test_need_of_is_the_device_range_and_fit_entry_is_judge():
-    est = {"device_total_bytes": 110, "peak_reserved_bytes": 100, "peak_reserved_range_bytes": [90, 120]}
+    est = {
+        "device_total_bytes": 110,
+        "peak_reserved_bytes": 100,
+        "peak_reserved_range_bytes": [90, 120],
+    }
     assert recommend.need_of(est) == recommend.Need(110, 100, 130)
     assert recommend.need_of({"device_total_bytes": 7}) == recommend.Need.exact(7)
-    assert recommend.fit_entry(110, 125, 0.0, (100, 130)) == recommend.judge(
-        recommend.need_of(est), 125).to_dict()
-    assert recommend.verdict_of(None, 125) is None and recommend.state_of(None, 125) == "does_not_fit"
+    assert (
+        recommend.fit_entry(110, 125, 0.0, (100, 130))
+        == recommend.judge(recommend.need_of(est), 125).to_dict()
+    )
+    assert (
+        recommend.verdict_of(None, 125) is None and recommend.state_of(None, 125) == "does_not_fit"
+    )
     table = recommend.fits_table(est, gpus.all_gpus(), 0.0)
-    assert all(e == recommend.judge(recommend.need_of(est), g.memory_bytes).to_dict()
-               for g, e in zip(gpus.all_gpus(), table.values(), strict=True))
+    assert all(
+        e == recommend.judge(recommend.need_of(est), g.memory_bytes).to_dict()
+        for g, e in zip(gpus.all_gpus(), table.values(), strict=True)
+    )

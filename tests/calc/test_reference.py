@@ -20,8 +20,10 @@ CELLS = [(size, method) for size in reference.MODELS for method in reference.MET
 @pytest.fixture(scope="module")
 def plans() -> dict:
     """The reference plan of every matrix cell, computed once."""
-    return {cell: calc.plan_setup(reference.request(reference.MODELS[cell[0]], cell[1]))
-            for cell in CELLS}
+    return {
+        cell: calc.plan_setup(reference.request(reference.MODELS[cell[0]], cell[1]))
+        for cell in CELLS
+    }
 
 
 # --- the setup itself -------------------------------------------------------------------------
@@ -53,16 +55,30 @@ def test_matrix_quotes_hours_per_hundred_million_tokens():
 def test_vocabulary_pair_differs_only_in_vocabulary():
     rows = {p["id"]: p for p in presets.presets_listing()}
     a, b = (rows[i] for i in reference.VOCABULARY_PAIR)
-    for key in ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate",
-                "num_experts", "tie_word_embeddings"):
+    for key in (
+        "layers",
+        "hidden",
+        "heads",
+        "kv_heads",
+        "head_dim",
+        "intermediate",
+        "num_experts",
+        "tie_word_embeddings",
+    ):
         assert a[key] == b[key], key
     assert a["vocab"] < b["vocab"]
     # and what the vocabulary costs: more logits, a larger card
-    small, large = (calc.estimate({"model": m, **reference.estimate_setup("lora")})
-                    for m in reference.VOCABULARY_PAIR)
+    small, large = (
+        calc.estimate({"model": m, **reference.estimate_setup("lora")})
+        for m in reference.VOCABULARY_PAIR
+    )
     assert large["components"]["logits"] > 2 * small["components"]["logits"]
-    cards = [calc.plan_setup(reference.request(m, "lora"))["recommendations"]
-             ["smallest_single_gpu"]["gpu"] for m in reference.VOCABULARY_PAIR]
+    cards = [
+        calc.plan_setup(reference.request(m, "lora"))["recommendations"]["smallest_single_gpu"][
+            "gpu"
+        ]
+        for m in reference.VOCABULARY_PAIR
+    ]
     assert gpus.get_gpu(cards[0]).memory_bytes < gpus.get_gpu(cards[1]).memory_bytes
 
 
@@ -81,8 +97,11 @@ def test_pick_is_the_smallest_like_for_like_configuration(cell, plans):
     assert config in plan["recommendations"]["configs"]
     assert not config["warnings"]
     assert reference.priced_both_ways(config["gpu"], reference.SETUP["price_tier"])
-    others = [c for c in plan["recommendations"]["configs"]
-              if not c["warnings"] and reference.priced_both_ways(c["gpu"], "managed")]
+    others = [
+        c
+        for c in plan["recommendations"]["configs"]
+        if not c["warnings"] and reference.priced_both_ways(c["gpu"], "managed")
+    ]
     assert _total_memory(config) == min(_total_memory(c) for c in others)
 
 
@@ -99,8 +118,9 @@ def test_picked_configuration_fits_its_card(cell, plans):
     assert fit["device_range_bytes"][1] <= gpus.get_gpu(config["gpu"]).memory_bytes
     assert own["time_hours"] == pytest.approx(config["time_hours"], rel=1e-9)
     assert own["cost_usd"]["total"] == pytest.approx(config["cost_usd"], rel=1e-9)
-    interruptible = calc.plan_setup(reference.config_request(model, cell[1], config,
-                                                              interruptible=True))
+    interruptible = calc.plan_setup(
+        reference.config_request(model, cell[1], config, interruptible=True)
+    )
     assert not any(w.startswith("price_") for w in interruptible["warnings"])
     assert interruptible["cost_usd"]["per_gpu_hour"] < own["cost_usd"]["per_gpu_hour"]
 
@@ -117,15 +137,26 @@ def test_fewest_80gb_cards_for_large_full_fine_tuning(offload):
     """The home page's count of 80 GB cards is the fewest: it fits, half as many does not."""
     model, card = reference.MODELS["large"], reference.OFFLOAD_CARD
     assert gpus.get_gpu(card).memory_gb_marketed == 80
-    n = reference.smallest_count(calc.plan_setup, model, "full", card, "zero3",
-                                 recommend.GPU_COUNTS, cpu_offload=offload)
+    n = reference.smallest_count(
+        calc.plan_setup, model, "full", card, "zero3", recommend.GPU_COUNTS, cpu_offload=offload
+    )
     assert n is not None and n > 1
-    fits = calc.plan_setup(reference.request(model, "full", gpu=card, num_gpus=n,
-                                             sharding="zero3", cpu_offload=offload))
+    fits = calc.plan_setup(
+        reference.request(
+            model, "full", gpu=card, num_gpus=n, sharding="zero3", cpu_offload=offload
+        )
+    )
     assert fits["fits_selected_gpu"]
-    fewer = calc.plan_setup(reference.request(model, "full", gpu=card, num_gpus=n // 2,
-                                              sharding="zero3" if n // 2 > 1 else "none",
-                                              cpu_offload=offload))
+    fewer = calc.plan_setup(
+        reference.request(
+            model,
+            "full",
+            gpu=card,
+            num_gpus=n // 2,
+            sharding="zero3" if n // 2 > 1 else "none",
+            cpu_offload=offload,
+        )
+    )
     assert not fewer["fits_selected_gpu"]
     if offload == "none":
         assert n > 8  # across nodes: no single 8-GPU node of 80 GB cards holds it
@@ -136,8 +167,10 @@ def test_calculator_first_view_is_the_reference_setup():
 
     first = default_request()
     assert first["model"] == reference.MODELS["small"]
-    expected = {**reference.estimate_setup(first["method"]),
-                **{k: reference.SETUP[k] for k in reference.RUN_KEYS}}
+    expected = {
+        **reference.estimate_setup(first["method"]),
+        **{k: reference.SETUP[k] for k in reference.RUN_KEYS},
+    }
     for key, value in expected.items():
         assert first.get(key, BY_KEY[key].default if key in BY_KEY else None) == value, key
 
@@ -145,12 +178,18 @@ def test_calculator_first_view_is_the_reference_setup():
 # --- the built pages ----------------------------------------------------------------------------
 
 SOURCE = re.compile(r'data-source="([^"]*)"')
-MATRIX = re.compile(r'<table class="calc-table__table" data-table="reference_matrix".*?</table>', re.S)
-ROW = re.compile(r'<tr data-source="([^"]*)" data-size="(\w+)" data-method="(\w+)">(.*?)</tr>', re.S)
+MATRIX = re.compile(
+    r'<table class="calc-table__table" data-table="reference_matrix".*?</table>', re.S
+)
+ROW = re.compile(
+    r'<tr data-source="([^"]*)" data-size="(\w+)" data-method="(\w+)">(.*?)</tr>', re.S
+)
 CELL = re.compile(r"<td ([^>]*)>(.*?)</td>", re.S)
 HREF = re.compile(r'<a href="([^"]*)"')
-INLINE = re.compile(r'<span data-value="([^"]*)" data-kind="([^"]*)" data-field="([^"]*)" '
-                    r'data-source="([^"]*)">([^<]*)</span>')
+INLINE = re.compile(
+    r'<span data-value="([^"]*)" data-kind="([^"]*)" data-field="([^"]*)" '
+    r'data-source="([^"]*)">([^<]*)</span>'
+)
 PAGES = ["index.html", "guides/vram/index.html", "guides/cloud/index.html"]
 
 
@@ -231,7 +270,10 @@ def test_every_page_quotes_the_reference_setup(built_site, prefix):
     stated = re.search(r'data-reference-setup="([^"]*)"', home)
     assert stated, "no reference setup on the home page"
     assert json.loads(html.unescape(stated.group(1))) == {
-        "models": reference.MODELS, "precision": reference.PRECISION, "setup": reference.SETUP}
+        "models": reference.MODELS,
+        "precision": reference.PRECISION,
+        "setup": reference.SETUP,
+    }
     run = {k: reference.SETUP[k] for k in ("dataset_tokens", "epochs")}
     checked = 0
     for page in PAGES:
@@ -247,8 +289,9 @@ def test_every_page_quotes_the_reference_setup(built_site, prefix):
             checked += 1
     assert checked >= 50
     calculator = _read(built_site, prefix + "calculator/index.html")
-    first = json.loads(html.unescape(re.search(r"data-static-request=\"([^\"]*)\"",
-                                               calculator).group(1)))
+    first = json.loads(
+        html.unescape(re.search(r"data-static-request=\"([^\"]*)\"", calculator).group(1))
+    )
     assert first["model"] == reference.MODELS["small"]
     for key in ("dataset_tokens", "epochs", "price_tier", "seq_len", "micro_batch_size"):
         assert first.get(key) == reference.SETUP[key], key
@@ -285,7 +328,9 @@ def test_matrix_reads_on_a_phone_without_scrolling_sideways(page, site_server, u
     """At 390 px each of the matrix's tables fits its box: the whole answer is on screen."""
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(site_server.url(url))
-    widths = page.evaluate("Array.from(document.querySelectorAll('.ref-matrix'))"
-                           ".map(e => e.scrollWidth - e.clientWidth)")
+    widths = page.evaluate(
+        "Array.from(document.querySelectorAll('.ref-matrix'))"
+        ".map(e => e.scrollWidth - e.clientWidth)"
+    )
     assert len(widths) == len(reference.MODELS)
     assert max(widths) <= 0, widths

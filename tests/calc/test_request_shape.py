@@ -68,8 +68,16 @@ def _old_requests() -> list[dict]:
         except InputError:
             continue  # a DeepSpeed file that only makes sense inside another config
         out.append({"model": "llama-3.1-8b", **imported["request"]})
-    out.append({"model": "llama-3.1-8b", "framework": "torchtune", "chunked_loss": False,
-                "optimizer_fused": False, "qlora_keeps_inputs": True, "method": "qlora"})
+    out.append(
+        {
+            "model": "llama-3.1-8b",
+            "framework": "torchtune",
+            "chunked_loss": False,
+            "optimizer_fused": False,
+            "qlora_keeps_inputs": True,
+            "method": "qlora",
+        }
+    )
     return out
 
 
@@ -89,7 +97,8 @@ def _check_migration(old: dict) -> dict:
     behaviours = {k: v for k, v in old.items() if BY_KEY.get(k) and BY_KEY[k].group == BEHAVIOUR}
     assert new.get("behaviour", {}) == behaviours
     assert {k: v for k, v in new.items() if k != "behaviour"} == {
-        k: v for k, v in old.items() if k not in behaviours}
+        k: v for k, v in old.items() if k not in behaviours
+    }
     assert migrate_request(new) == new  # once migrated, nothing more to move
     return new
 
@@ -125,15 +134,25 @@ def test_a_profile_fills_what_the_behaviour_object_leaves_out():
     assert chosen == parse_estimate_request({**base, "qlora_keeps_inputs": False})
 
 
-@pytest.mark.parametrize("request_obj, code, field", [
-    ({"behaviour": 3}, "wrong_type", "behaviour"),
-    ({"behaviour": {"seq_len": 1024}}, "unknown_key", "behaviour.seq_len"),
-    ({"behaviour": {"no_such": True}}, "unknown_key", "behaviour.no_such"),
-    ({"behaviour": {"qlora_keeps_inputs": 1}}, "not_boolean", "qlora_keeps_inputs"),
-    ({"behaviour": {"qlora_keeps_inputs": True}, "qlora_keeps_inputs": False}, "key_given_twice",
-     "qlora_keeps_inputs"),
-    ({"behaviour": {"optimizer_fused": True}, "optimizer_fused": 1}, "key_given_twice", "optimizer_fused"),
-])
+@pytest.mark.parametrize(
+    "request_obj, code, field",
+    [
+        ({"behaviour": 3}, "wrong_type", "behaviour"),
+        ({"behaviour": {"seq_len": 1024}}, "unknown_key", "behaviour.seq_len"),
+        ({"behaviour": {"no_such": True}}, "unknown_key", "behaviour.no_such"),
+        ({"behaviour": {"qlora_keeps_inputs": 1}}, "not_boolean", "qlora_keeps_inputs"),
+        (
+            {"behaviour": {"qlora_keeps_inputs": True}, "qlora_keeps_inputs": False},
+            "key_given_twice",
+            "qlora_keeps_inputs",
+        ),
+        (
+            {"behaviour": {"optimizer_fused": True}, "optimizer_fused": 1},
+            "key_given_twice",
+            "optimizer_fused",
+        ),
+    ],
+)
 def test_a_bad_behaviour_object_is_a_coded_error(request_obj, code, field):
     request_obj = {"model": "llama-3.1-8b", **request_obj}
     with pytest.raises(InputError) as err:
@@ -145,19 +164,31 @@ def test_a_bad_behaviour_object_is_a_coded_error(request_obj, code, field):
 
 
 def test_the_same_value_given_both_ways_is_accepted():
-    request = {"model": "llama-3.1-8b", "torch_compile": True, "optimizer_fused": True,
-               "behaviour": {"optimizer_fused": True}}
+    request = {
+        "model": "llama-3.1-8b",
+        "torch_compile": True,
+        "optimizer_fused": True,
+        "behaviour": {"optimizer_fused": True},
+    }
     assert parse_estimate_request(request).optimizer_fused is True
 
 
 def test_changes_win_over_either_shape():
-    nested = {"model": "llama-3.1-8b", "behaviour": {"optimizer_fused": True, "loss_outputs_kept": True}}
+    nested = {
+        "model": "llama-3.1-8b",
+        "behaviour": {"optimizer_fused": True, "loss_outputs_kept": True},
+    }
     changed = with_changes(nested, {"optimizer_fused": False, "seq_len": 4096})
-    assert changed == {"model": "llama-3.1-8b", "seq_len": 4096,
-                       "behaviour": {"optimizer_fused": False, "loss_outputs_kept": True}}
+    assert changed == {
+        "model": "llama-3.1-8b",
+        "seq_len": 4096,
+        "behaviour": {"optimizer_fused": False, "loss_outputs_kept": True},
+    }
     flat = {"model": "llama-3.1-8b", "optimizer_fused": True}
     assert with_changes(flat, {"behaviour": {"optimizer_fused": False}}) == {
-        "model": "llama-3.1-8b", "behaviour": {"optimizer_fused": False}}
+        "model": "llama-3.1-8b",
+        "behaviour": {"optimizer_fused": False},
+    }
 
 
 def test_the_cli_flags_override_a_nested_request_file(tmp_path):

@@ -37,7 +37,11 @@ def test_schema_has_every_key_of_the_field_tables(command):
     schema = SCHEMAS[command]
     keys = [spec.key for spec in field_specs(command)]
     framework = keys.index("framework")
-    assert list(schema["properties"]) == [*keys[:framework + 1], "behaviour", *keys[framework + 1:]]
+    assert list(schema["properties"]) == [
+        *keys[: framework + 1],
+        "behaviour",
+        *keys[framework + 1 :],
+    ]
     properties = dict(schema["properties"])
     behaviour = properties.pop("behaviour")
     assert behaviour["type"] == "object" and behaviour["additionalProperties"] is False
@@ -45,7 +49,9 @@ def test_schema_has_every_key_of_the_field_tables(command):
     for key, prop in behaviour["properties"].items():  # on top they still work, as before
         assert properties[key] == {**prop, "deprecated": True}
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == ({"model", "dataset_tokens", "gpu"} if command == "plan" else {"model"})
+    assert set(schema["required"]) == (
+        {"model", "dataset_tokens", "gpu"} if command == "plan" else {"model"}
+    )
     assert keywords(schema) <= KEYWORDS, keywords(schema) - KEYWORDS
     for key, prop in properties.items():
         assert prop["description"], key
@@ -63,13 +69,21 @@ def _strategy(schema: dict):
     if types == ["boolean"]:
         return st.booleans()
     if "integer" in types:
-        return st.integers(schema.get("minimum", schema.get("exclusiveMinimum", -10**6 - 1) + 1),
-                           schema.get("maximum", 10**6))
+        return st.integers(
+            schema.get("minimum", schema.get("exclusiveMinimum", -(10**6) - 1) + 1),
+            schema.get("maximum", 10**6),
+        )
     if "number" in types:
         lo = schema.get("minimum", schema.get("exclusiveMinimum"))
         hi = schema.get("maximum", schema.get("exclusiveMaximum"))
-        values = st.floats(lo, hi, exclude_min="exclusiveMinimum" in schema,
-                           exclude_max="exclusiveMaximum" in schema, allow_nan=False, allow_infinity=False)
+        values = st.floats(
+            lo,
+            hi,
+            exclude_min="exclusiveMinimum" in schema,
+            exclude_max="exclusiveMaximum" in schema,
+            allow_nan=False,
+            allow_infinity=False,
+        )
         return st.one_of(st.none(), values) if "null" in types else values
     return None
 
@@ -80,8 +94,16 @@ def valid_requests(draw, command: str):
     # model: a preset id, or a Hugging Face id the schema lists, in any letter case (a
     # config.json's validity is beyond a schema; see calc.schema)
     presets, hf_ids, _ = schema["properties"]["model"]["anyOf"]
-    written = draw(st.one_of(st.sampled_from(presets["enum"]), st.sampled_from(hf_ids["examples"]).flatmap(
-        lambda hf_id: st.sampled_from([hf_id, hf_id.lower(), hf_id.upper(), f" https://HuggingFace.co/{hf_id}/ "]))))
+    written = draw(
+        st.one_of(
+            st.sampled_from(presets["enum"]),
+            st.sampled_from(hf_ids["examples"]).flatmap(
+                lambda hf_id: st.sampled_from(
+                    [hf_id, hf_id.lower(), hf_id.upper(), f" https://HuggingFace.co/{hf_id}/ "]
+                )
+            ),
+        )
+    )
     model = resolve_preset_id(written)
     out = {"model": written}
     for key, prop in schema["properties"].items():
@@ -89,9 +111,15 @@ def valid_requests(draw, command: str):
             continue
         if key == "lora_targets":  # names must be the model's (beyond a schema)
             names = get_preset(model).linear_names()
-            out[key] = draw(st.one_of(st.just("all-linear"), st.lists(
-                st.sampled_from(names), min_size=1, max_size=3, unique=True),
-                st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True).map(",".join)))
+            out[key] = draw(
+                st.one_of(
+                    st.just("all-linear"),
+                    st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True),
+                    st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True).map(
+                        ",".join
+                    ),
+                )
+            )
             continue
         strategy = _strategy(prop)
         if strategy is not None and prop.get("deprecated") and draw(st.booleans()):
@@ -111,7 +139,10 @@ def test_schema_valid_requests_are_accepted(command, data):
 
 
 def _base(command: str) -> dict:
-    return {"model": "llama-3.1-8b", **({"dataset_tokens": 1e7, "gpu": "l4"} if command == "plan" else {})}
+    return {
+        "model": "llama-3.1-8b",
+        **({"dataset_tokens": 1e7, "gpu": "l4"} if command == "plan" else {}),
+    }
 
 
 def _breaking_values(prop: dict) -> list:
@@ -144,11 +175,32 @@ def _breaking_values(prop: dict) -> list:
 
 # model values both the schema and calc refuse: near misses of each accepted form
 REFUSED_MODELS = [
-    7, None, True, [], ["llama-3.1-8b"], "", " ", "no-such-preset", "Llama-3.1-8B", " llama-3.1-8b",
-    "Qwen/NoSuchModel-8B", "Qwen/Qwen3-8B/", "/Qwen/Qwen3-8B", "Qwen/Qwen3-8B-extra", "Qwen//Qwen3-8B",
-    "huggingface.co/Qwen/Qwen3-8B", "http://huggingface.co/Qwen/Qwen3-8B", "https://huggingface.co/",
-    "https://huggingface.co/Qwen", "https://hf.co/Qwen/Qwen3-8B", "Qwen/Qwen3-8B\u0000", "gpt2/",
-    {"name": "x"}, {"hf_config": {}, "extra": 1}, {"hf_config": "config.json"}, {"hf_config": None},
+    7,
+    None,
+    True,
+    [],
+    ["llama-3.1-8b"],
+    "",
+    " ",
+    "no-such-preset",
+    "Llama-3.1-8B",
+    " llama-3.1-8b",
+    "Qwen/NoSuchModel-8B",
+    "Qwen/Qwen3-8B/",
+    "/Qwen/Qwen3-8B",
+    "Qwen/Qwen3-8B-extra",
+    "Qwen//Qwen3-8B",
+    "huggingface.co/Qwen/Qwen3-8B",
+    "http://huggingface.co/Qwen/Qwen3-8B",
+    "https://huggingface.co/",
+    "https://huggingface.co/Qwen",
+    "https://hf.co/Qwen/Qwen3-8B",
+    "Qwen/Qwen3-8B\u0000",
+    "gpt2/",
+    {"name": "x"},
+    {"hf_config": {}, "extra": 1},
+    {"hf_config": "config.json"},
+    {"hf_config": None},
 ]
 
 
@@ -167,8 +219,13 @@ def test_requests_that_break_the_schema_are_refused(command):
         assert errors(request, schema) and not _accepts(command, request)
     request = {**_base(command), "no_such_key": 1}
     assert errors(request, schema) and not _accepts(command, request)
-    for behaviour in (3, {"no_such_key": 1}, {"seq_len": 1024}, {"qlora_keeps_inputs": 1},
-                      {"moe_expert_layout": "no-such-value"}):
+    for behaviour in (
+        3,
+        {"no_such_key": 1},
+        {"seq_len": 1024},
+        {"qlora_keeps_inputs": 1},
+        {"moe_expert_layout": "no-such-value"},
+    ):
         request = {**_base(command), "behaviour": behaviour}
         assert errors(request, schema), behaviour
         assert not _accepts(command, request), behaviour
@@ -178,6 +235,7 @@ def test_requests_that_break_the_schema_are_refused(command):
 def test_what_a_schema_cannot_say_is_documented():
     """Lora target names depend on the model: the schema cannot list them."""
     import calc.schema
+
     schema = SCHEMAS["estimate"]
     request = {"model": "llama-3.1-8b", "lora_targets": ["no_such_proj"]}
     assert errors(request, schema) == [] and not _accepts("estimate", request)
@@ -198,6 +256,7 @@ def test_a_whole_number_with_a_zero_fraction_is_an_integer_for_both(command):
 
 def test_schema_files_and_cli_print_the_same(tmp_path):
     from cli_run import run_main
+
     files = schema_files()
     assert set(files) == {"estimate-request.schema.json", "plan-request.schema.json"}
     for command, name in FILE_NAMES.items():
@@ -208,6 +267,7 @@ def test_schema_files_and_cli_print_the_same(tmp_path):
 def test_site_hook_writes_the_schema_files(tmp_path):
     import importlib.util
     from types import SimpleNamespace
+
     root = REPO_ROOT
     spec = importlib.util.spec_from_file_location("schema_hook", root / "hooks" / "schema_files.py")
     hook = importlib.util.module_from_spec(spec)
@@ -231,6 +291,7 @@ def _command_lines() -> list[list[str]]:
     import shlex
 
     from calc.cli.helptext import examples
+
     config = str(ROOT / "tests" / "configs" / "axolotl" / "qlora.yml")  # the reader's FILE.yml
     lines = [shlex.split(example.replace("FILE.yml", config)) for example in examples()]
     lines = [argv for argv in lines if argv[0] in ("estimate", "plan", "sweep")]
@@ -238,7 +299,9 @@ def _command_lines() -> list[list[str]]:
         text = (ROOT / name).read_text(encoding="utf-8")
         lines += [shlex.split(m) for m in re.findall(r'cli_example\("([^"]+)"\)', text)]
         for line in text.splitlines():
-            found = re.match(r"\s*(?:python -m calc|gpu-finetune-calc) ((?:estimate|plan|sweep) .*)", line)
+            found = re.match(
+                r"\s*(?:python -m calc|gpu-finetune-calc) ((?:estimate|plan|sweep) .*)", line
+            )
             if found and "--help" not in found[1]:
                 lines.append(shlex.split(found[1].split("#")[0]))
     return lines
@@ -273,11 +336,18 @@ def _python_requests() -> list[tuple[str, dict]]:
     """``estimate({...})`` and ``plan({...})`` in the Python examples of the docs."""
     import ast
     import re
+
     out = []
     for name in DOCUMENTED_IN:
-        for block in re.findall(r"```python\n(.*?)```", (ROOT / name).read_text(encoding="utf-8"), re.S):
+        for block in re.findall(
+            r"```python\n(.*?)```", (ROOT / name).read_text(encoding="utf-8"), re.S
+        ):
             for node in ast.walk(ast.parse(block)):
-                if isinstance(node, ast.Call) and getattr(node.func, "id", None) in PARSERS and node.args:
+                if (
+                    isinstance(node, ast.Call)
+                    and getattr(node.func, "id", None) in PARSERS
+                    and node.args
+                ):
                     out.append((node.func.id, ast.literal_eval(node.args[0])))
     return out
 
@@ -285,10 +355,14 @@ def _python_requests() -> list[tuple[str, dict]]:
 def _piped_requests() -> list[tuple[str, dict]]:
     """``echo '{...}' | python -m calc estimate --request -`` in the READMEs."""
     import re
+
     out = []
     for name in DOCUMENTED_IN:
         text = (ROOT / name).read_text(encoding="utf-8")
-        out += [(c, json.loads(body)) for body, c in re.findall(r"echo '(\{.*?\})' \| python -m calc (\w+)", text)]
+        out += [
+            (c, json.loads(body))
+            for body, c in re.findall(r"echo '(\{.*?\})' \| python -m calc (\w+)", text)
+        ]
     return out
 
 
@@ -296,6 +370,7 @@ def _config_requests() -> list[tuple[str, dict]]:
     """What ``import`` makes of every example training config (an accelerate or DeepSpeed file
     alone names no model: it is launched with one, here the README's)."""
     from cli_run import run_main
+
     out = []
     for path in sorted((ROOT / "tests" / "configs").rglob("*")):
         if path.suffix not in (".json", ".yaml", ".yml") or "invalid" in path.parts:
@@ -307,8 +382,12 @@ def _config_requests() -> list[tuple[str, dict]]:
 
 
 def test_every_documented_request_is_valid_for_the_schema_and_for_calc():
-    documented = ([_request_of(argv) for argv in _command_lines()] + _python_requests()
-                  + _piped_requests() + _config_requests())
+    documented = (
+        [_request_of(argv) for argv in _command_lines()]
+        + _python_requests()
+        + _piped_requests()
+        + _config_requests()
+    )
     assert len(documented) > 40 and {c for c, _ in documented} == {"estimate", "plan"}
     assert any("/" in str(r.get("model")) for _, r in documented)  # a Hugging Face id among them
     for command, request in documented:
@@ -318,25 +397,43 @@ def test_every_documented_request_is_valid_for_the_schema_and_for_calc():
 
 def get_preset_config(preset_id: str) -> dict:
     from calc.presets import preset_row
+
     return preset_row(preset_id)["config"]
 
 
-@pytest.mark.parametrize("model", ["Qwen/Qwen3-8B", "qwen/qwen3-8b", "QWEN/QWEN3-8B", " Qwen/Qwen3-8B\n",
-                                   "https://huggingface.co/Qwen/Qwen3-8B", "HTTPS://HUGGINGFACE.CO//qwen/qwen3-8b/",
-                                   "gpt2", "meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b",
-                                   {"hf_config": get_preset_config("qwen3-8b")},
-                                   {"hf_config": get_preset_config("qwen3-8b"), "name": "mine"}])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "Qwen/Qwen3-8B",
+        "qwen/qwen3-8b",
+        "QWEN/QWEN3-8B",
+        " Qwen/Qwen3-8B\n",
+        "https://huggingface.co/Qwen/Qwen3-8B",
+        "HTTPS://HUGGINGFACE.CO//qwen/qwen3-8b/",
+        "gpt2",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "llama-3.1-8b",
+        {"hf_config": get_preset_config("qwen3-8b")},
+        {"hf_config": get_preset_config("qwen3-8b"), "name": "mine"},
+    ],
+)
 def test_model_forms_calc_reads_are_in_the_schema(model):
     for command in FILE_NAMES:
         request = {**_base(command), "model": model}
-        assert errors(request, SCHEMAS[command]) == [] and _accepts(command, request), (command, model)
+        assert errors(request, SCHEMAS[command]) == [] and _accepts(command, request), (
+            command,
+            model,
+        )
 
 
 @pytest.mark.parametrize("model", REFUSED_MODELS)
 def test_model_forms_calc_refuses_the_schema_refuses(model):
     for command in FILE_NAMES:
         request = {**_base(command), "model": model}
-        assert errors(request, SCHEMAS[command]) and not _accepts(command, request), (command, model)
+        assert errors(request, SCHEMAS[command]) and not _accepts(command, request), (
+            command,
+            model,
+        )
 
 
 def test_every_hugging_face_id_of_the_alias_table_and_no_other():
@@ -346,6 +443,7 @@ def test_every_hugging_face_id_of_the_alias_table_and_no_other():
 
     from calc.presets import alias_table
     from calc.schema import hf_id_pattern
+
     pattern = re.compile(hf_id_pattern())
     examples_ = SCHEMAS["estimate"]["properties"]["model"]["anyOf"][1]["examples"]
     assert {e.lower() for e in examples_} == set(alias_table())
@@ -365,14 +463,28 @@ def test_the_pattern_is_an_ecma_262_regular_expression():
     import subprocess
 
     from calc.schema import hf_id_pattern
+
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")
-    script = ("const r = new RegExp(process.argv[1], 'u');"
-              "console.log(JSON.stringify(JSON.parse(process.argv[2]).map(s => r.test(s))));")
-    probes = ["Qwen/Qwen3-8B", "qwen/QWEN3-8B", " https://HuggingFace.co/Qwen/Qwen3-8B/", "gpt2",
-              "Qwen/Qwen3-8B/", "Qwen/NoSuch", "llama-3.1-8b"]
-    proc = subprocess.run([node, "-e", script, hf_id_pattern(), json.dumps(probes)], capture_output=True,
-                          text=True, timeout=60)
+    script = (
+        "const r = new RegExp(process.argv[1], 'u');"
+        "console.log(JSON.stringify(JSON.parse(process.argv[2]).map(s => r.test(s))));"
+    )
+    probes = [
+        "Qwen/Qwen3-8B",
+        "qwen/QWEN3-8B",
+        " https://HuggingFace.co/Qwen/Qwen3-8B/",
+        "gpt2",
+        "Qwen/Qwen3-8B/",
+        "Qwen/NoSuch",
+        "llama-3.1-8b",
+    ]
+    proc = subprocess.run(
+        [node, "-e", script, hf_id_pattern(), json.dumps(probes)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [True, True, True, True, False, False, False]

@@ -41,20 +41,36 @@ def test_matmul_params_tied_embedding_still_computes_head():
 @pytest.mark.parametrize("attention, share", [("eager", 1.0), ("sdpa", 0.5), ("flash", 0.5)])
 def test_attention_flops(attention, share):
     # fused causal kernels skip the blocks above the diagonal
-    assert timing.attention_forward_flops_per_token(LLAMA2_7B, 2048, attention) == ATTN_FWD_7B_2048 * share
+    assert (
+        timing.attention_forward_flops_per_token(LLAMA2_7B, 2048, attention)
+        == ATTN_FWD_7B_2048 * share
+    )
 
 
-@pytest.mark.parametrize("method, checkpointing, trainable, expected_total", [
-    # full: 3 * (2N + attn) = 6N + 12*L*s*d
-    ("full", False, 6_738_415_616, 3 * (2 * N_7B + ATTN_FWD_7B_2048)),
-    # full + checkpointing: one more forward = 8N + 16*L*s*d
-    ("full", True, 6_738_415_616, 4 * (2 * N_7B + ATTN_FWD_7B_2048)),
-    # LoRA: fwd 2N + 2A + attn, bwd 2N + 4A + 2 attn, no weight gradients for the frozen base
-    ("lora", False, LORA_QV_R8, (2 * N_7B + 2 * LORA_QV_R8 + ATTN_FWD_7B_2048)
-     + (2 * N_7B + 4 * LORA_QV_R8 + 2 * ATTN_FWD_7B_2048)),
-    ("lora", True, LORA_QV_R8, 43_972_583_424),
-    ("qlora", True, LORA_QV_R8, 43_972_583_424),  # same FLOPs; the slowdown is a separate factor
-])
+@pytest.mark.parametrize(
+    "method, checkpointing, trainable, expected_total",
+    [
+        # full: 3 * (2N + attn) = 6N + 12*L*s*d
+        ("full", False, 6_738_415_616, 3 * (2 * N_7B + ATTN_FWD_7B_2048)),
+        # full + checkpointing: one more forward = 8N + 16*L*s*d
+        ("full", True, 6_738_415_616, 4 * (2 * N_7B + ATTN_FWD_7B_2048)),
+        # LoRA: fwd 2N + 2A + attn, bwd 2N + 4A + 2 attn, no weight gradients for the frozen base
+        (
+            "lora",
+            False,
+            LORA_QV_R8,
+            (2 * N_7B + 2 * LORA_QV_R8 + ATTN_FWD_7B_2048)
+            + (2 * N_7B + 4 * LORA_QV_R8 + 2 * ATTN_FWD_7B_2048),
+        ),
+        ("lora", True, LORA_QV_R8, 43_972_583_424),
+        (
+            "qlora",
+            True,
+            LORA_QV_R8,
+            43_972_583_424,
+        ),  # same FLOPs; the slowdown is a separate factor
+    ],
+)
 def test_training_flops_per_token(method, checkpointing, trainable, expected_total):
     fpt = timing.training_flops_per_token(LLAMA2_7B, method, 2048, checkpointing, trainable)
     assert fpt.total == expected_total
@@ -68,11 +84,16 @@ def test_full_fine_tuning_is_six_n_plus_attention():
 HALF = timing.MATMUL_HALF_TOKENS
 
 
-@pytest.mark.parametrize("tokens, hidden, expected", [
-    (HALF, 4096, 0.5), (3 * HALF, 4096, 0.75), (8192, 4096, 8192 / (8192 + HALF)),
-    (4 * HALF, 2048, 0.5),  # half-saturation grows as 1/hidden^2: T_half * 4 tokens
-    (HALF / 4, 8192, 0.5),
-])
+@pytest.mark.parametrize(
+    "tokens, hidden, expected",
+    [
+        (HALF, 4096, 0.5),
+        (3 * HALF, 4096, 0.75),
+        (8192, 4096, 8192 / (8192 + HALF)),
+        (4 * HALF, 2048, 0.5),  # half-saturation grows as 1/hidden^2: T_half * 4 tokens
+        (HALF / 4, 8192, 0.5),
+    ],
+)
 def test_batch_saturation(tokens, hidden, expected):
     # batch_saturation takes micro-batch and sequence length: T = 1 x tokens
     assert timing.batch_saturation(1, tokens, hidden) == pytest.approx(expected)
@@ -87,14 +108,24 @@ def test_default_mfu_is_what_the_measured_rows_of_the_class_give(validation):
     for cls in fitted:
         for method in ("full", "lora", "qlora"):
             assert timing.default_mfu(cls, method) == pytest.approx(fitted[cls], abs=0.01)
-    assert timing.default_mfu("cdna3", "full") == pytest.approx(result["fit"]["matmul_efficiency_pooled"], abs=0.01)
+    assert timing.default_mfu("cdna3", "full") == pytest.approx(
+        result["fit"]["matmul_efficiency_pooled"], abs=0.01
+    )
 
 
 def _req(**kw):
-    data = {"model": "llama-2-7b", "method": "full", "gpu": "a100-80gb-sxm", "dataset_tokens": 1e9,
-            "micro_batch_size": 1, "seq_len": 2048, "gradient_checkpointing": False, "attention": "eager", **kw}
+    data = {
+        "model": "llama-2-7b",
+        "method": "full",
+        "gpu": "a100-80gb-sxm",
+        "dataset_tokens": 1e9,
+        "micro_batch_size": 1,
+        "seq_len": 2048,
+        "gradient_checkpointing": False,
+        "attention": "eager",
+        **kw,
+    }
     return parse_plan_request(data)
-
 
 
 def test_step_hand_computed_full_fine_tuning():
@@ -122,7 +153,10 @@ def test_memory_bound_parts_follow_the_datasheet_bandwidth():
     req, opts = _req(method="qlora", gradient_checkpointing=True)
     a100 = timing.estimate_time(req, opts.gpu, 1e9).breakdown
     h100 = timing.estimate_time(req, gpus.get_gpu("h100-sxm"), 1e9).breakdown
-    assert (opts.gpu.memory_bandwidth_gb_per_s, gpus.get_gpu("h100-sxm").memory_bandwidth_gb_per_s) == (2039, 3350)
+    assert (
+        opts.gpu.memory_bandwidth_gb_per_s,
+        gpus.get_gpu("h100-sxm").memory_bandwidth_gb_per_s,
+    ) == (2039, 3350)
     for part in ("elementwise", "optimizer", "dequantisation"):
         assert getattr(a100, part) > 0
         assert getattr(a100, part) / getattr(h100, part) == pytest.approx(3350 / 2039)
@@ -150,16 +184,24 @@ def test_qlora_dequantisation_is_per_weight_not_per_token():
     assert timing.dequantisation_bytes_per_weight(True) == pytest.approx(per_weight)
     assert timing.dequantisation_bytes_per_weight(False) == pytest.approx(0.5 + 4 / 64 + 2)
     per_pass = per_weight * c.quantized_params / (2039e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY)
-    assert short.breakdown.dequantisation == pytest.approx(3 * per_pass)  # forward, recompute, backward
+    assert short.breakdown.dequantisation == pytest.approx(
+        3 * per_pass
+    )  # forward, recompute, backward
     assert long.breakdown.dequantisation == pytest.approx(short.breakdown.dequantisation)
-    assert long.breakdown.dequantisation / long.step_seconds < short.breakdown.dequantisation / short.step_seconds
+    assert (
+        long.breakdown.dequantisation / long.step_seconds
+        < short.breakdown.dequantisation / short.step_seconds
+    )
 
 
-@pytest.mark.parametrize(("double_quant", "compiled", "per_linear"), [
-    (True, False, 9 * 2 + 5),   # eager, nested: forward and recompute 9 ops each, backward 5
-    (False, False, 7 * 2 + 3),  # eager, plain absmax
-    (True, True, 3 * 2 + 3),    # compiled: only the 3 dequantisation kernels per pass
-])
+@pytest.mark.parametrize(
+    ("double_quant", "compiled", "per_linear"),
+    [
+        (True, False, 9 * 2 + 5),  # eager, nested: forward and recompute 9 ops each, backward 5
+        (False, False, 7 * 2 + 3),  # eager, plain absmax
+        (True, True, 3 * 2 + 3),  # compiled: only the 3 dequantisation kernels per pass
+    ],
+)
 def test_qlora_counts_bitsandbytes_host_ops(double_quant, compiled, per_linear):
     """bitsandbytes 0.49.2 wraps each 4-bit matmul in host ops of its own (Linear4bit.forward,
     MatMul4Bit, dequantize_4bit): QLoRA dispatches that many more ops than LoRA per micro-step,
@@ -167,7 +209,10 @@ def test_qlora_counts_bitsandbytes_host_ops(double_quant, compiled, per_linear):
     kw = dict(gradient_checkpointing=True, qlora_double_quant=double_quant, torch_compile=compiled)
     lora, _ = _req(method="lora", **kw)
     qlora, _ = _req(method="qlora", **kw)
-    extra = timing.counts(qlora, Sharding.NONE).kernels_per_micro - timing.counts(lora, Sharding.NONE).kernels_per_micro
+    extra = (
+        timing.counts(qlora, Sharding.NONE).kernels_per_micro
+        - timing.counts(lora, Sharding.NONE).kernels_per_micro
+    )
     assert extra == 32 * 7 * per_linear
 
 
@@ -176,7 +221,9 @@ def test_offloaded_weights_stream_in_twice_per_micro_step(gc):
     """With the weights offloaded, a micro-step brings them over the host link in forward and in
     backward, like FSDP's all-gather (the recompute reuses the backward's copy): a LoRA step
     too short to hide them exposes two streams less its GPU work, with or without checkpointing."""
-    req, _ = _req(method="lora", seq_len=16, gradient_checkpointing=gc, cpu_offload="optimizer+params")
+    req, _ = _req(
+        method="lora", seq_len=16, gradient_checkpointing=gc, cpu_offload="optimizer+params"
+    )
     gpu = gpus.get_gpu("rtx-4090")
     est = timing.estimate_time(req, gpu, 1e9)
     c = timing.counts(req, Sharding.NONE)
@@ -185,7 +232,9 @@ def test_offloaded_weights_stream_in_twice_per_micro_step(gc):
     upload = c.trainable * c.reg.compute_bytes / host  # the updated adapters after the step
     b = est.breakdown
     # each stream hides behind its own phase's GPU work only: forward + backward = the whole micro-step
-    assert b.exposed_transfer == pytest.approx(2 * stream + upload - b.compute - b.elementwise, rel=1e-6)
+    assert b.exposed_transfer == pytest.approx(
+        2 * stream + upload - b.compute - b.elementwise, rel=1e-6
+    )
     assert b.exposed_transfer > 1.9 * stream
 
 
@@ -199,7 +248,9 @@ def test_ddp_all_reduce_exposed_beyond_backward():
     assert link.kind == "pcie" and link.bytes_per_s == pytest.approx(31.5e9 * comm.LINK_EFFICIENCY)
     ar = comm.all_reduce_bytes(6_738_415_616 * 2, 4) / link.bytes_per_s
     assert est.breakdown.exposed_communication < ar  # part of it hides behind backward
-    assert est.breakdown.exposed_communication > ar - est.breakdown.compute - est.breakdown.elementwise
+    assert (
+        est.breakdown.exposed_communication > ar - est.breakdown.compute - est.breakdown.elementwise
+    )
 
 
 def test_link_kinds():
@@ -208,7 +259,9 @@ def test_link_kinds():
     assert comm.collective_link(gpus.get_gpu("rtx-3090"), 4).kind == "pcie"
     # 8 adapters of 200 Gb/s per A100 server: 200 GB/s, below NVLink's 300 per direction
     multi = comm.collective_link(gpus.get_gpu("a100-80gb-sxm"), 16)
-    assert multi.kind == "network" and multi.bytes_per_s == pytest.approx(200e9 * comm.LINK_EFFICIENCY)
+    assert multi.kind == "network" and multi.bytes_per_s == pytest.approx(
+        200e9 * comm.LINK_EFFICIENCY
+    )
 
 
 def test_fp8_uses_the_fp8_rate_only_where_the_card_has_it():
@@ -220,15 +273,19 @@ def test_fp8_uses_the_fp8_rate_only_where_the_card_has_it():
     assert fp8.breakdown.compute < bf16.breakdown.compute and fp8.breakdown.fp8_casts > 0
     a100 = gpus.get_gpu("a100-80gb-sxm")
     assert a100.fp8_dense_tflops == 0
-    assert timing.estimate_time(req, a100, 1e9, fp8_compute=True).step_seconds == \
-        timing.estimate_time(req, a100, 1e9).step_seconds
+    assert (
+        timing.estimate_time(req, a100, 1e9, fp8_compute=True).step_seconds
+        == timing.estimate_time(req, a100, 1e9).step_seconds
+    )
 
 
 def test_overrides_keep_their_meaning():
     req, opts = _req(method="qlora", gradient_checkpointing=True)
     plain = timing.estimate_time(req, opts.gpu, 1e9)
     forced = timing.estimate_time(req, opts.gpu, 1e9, qlora_speed_factor=0.5)
-    assert forced.step_seconds == pytest.approx((plain.step_seconds - plain.breakdown.dequantisation) / 0.5)
+    assert forced.step_seconds == pytest.approx(
+        (plain.step_seconds - plain.breakdown.dequantisation) / 0.5
+    )
     multi, _ = _req(num_gpus=4, sharding="zero3")
     one, _ = _req()
     scaled = timing.estimate_time(multi, opts.gpu, 1e9, scaling_efficiency=0.8)
@@ -239,19 +296,36 @@ def test_overrides_keep_their_meaning():
 # --- properties --------------------------------------------------------------------------------
 
 CARDS = [g.id for g in gpus.all_gpus()]
-SETUP = dict(method=st.sampled_from(["full", "lora", "qlora"]), gc=st.booleans(),
-             gpu=st.sampled_from(CARDS), n=st.sampled_from([1, 2, 4, 8, 16]),
-             sharding=st.sampled_from(["ddp", "zero1", "zero2", "zero3"]),
-             offload=st.sampled_from(["none", "optimizer", "optimizer+params"]),
-             accum=st.integers(1, 8), compile_=st.booleans(), fp8=st.booleans())
+SETUP = dict(
+    method=st.sampled_from(["full", "lora", "qlora"]),
+    gc=st.booleans(),
+    gpu=st.sampled_from(CARDS),
+    n=st.sampled_from([1, 2, 4, 8, 16]),
+    sharding=st.sampled_from(["ddp", "zero1", "zero2", "zero3"]),
+    offload=st.sampled_from(["none", "optimizer", "optimizer+params"]),
+    accum=st.integers(1, 8),
+    compile_=st.booleans(),
+    fp8=st.booleans(),
+)
 
 
 def _estimate(method, gc, gpu, n, sharding, offload, accum, compile_, fp8, mb=1, seq=1024, **extra):
-    req, opts = parse_plan_request({
-        "model": "llama-3.2-1b", "method": method, "gpu": gpu, "dataset_tokens": 1e9,
-        "micro_batch_size": mb, "seq_len": seq, "gradient_checkpointing": gc, "num_gpus": n,
-        "sharding": sharding if n > 1 else "none", "cpu_offload": offload,
-        "gradient_accumulation_steps": accum, "torch_compile": compile_})
+    req, opts = parse_plan_request(
+        {
+            "model": "llama-3.2-1b",
+            "method": method,
+            "gpu": gpu,
+            "dataset_tokens": 1e9,
+            "micro_batch_size": mb,
+            "seq_len": seq,
+            "gradient_checkpointing": gc,
+            "num_gpus": n,
+            "sharding": sharding if n > 1 else "none",
+            "cpu_offload": offload,
+            "gradient_accumulation_steps": accum,
+            "torch_compile": compile_,
+        }
+    )
     return req, opts, timing.estimate_time(req, opts.gpu, 1e9, fp8_compute=fp8, **extra)
 
 
@@ -262,30 +336,50 @@ def test_breakdown_adds_up_to_the_step(method, gc, gpu, n, sharding, offload, ac
     parts = est.to_dict()["step"]["breakdown_seconds"]
     assert all(v >= 0 for v in parts.values())
     assert sum(parts.values()) == pytest.approx(est.step_seconds, rel=1e-12)
-    assert est.step_seconds == pytest.approx(est.tokens_per_step_per_gpu / est.tokens_per_second_per_gpu)
+    assert est.step_seconds == pytest.approx(
+        est.tokens_per_step_per_gpu / est.tokens_per_second_per_gpu
+    )
 
 
 @settings(max_examples=150, deadline=None)
-@given(**SETUP, mb=st.integers(1, 16), seq=st.sampled_from([64, 256, 1024, 4096]), more=st.integers(1, 8))
-def test_more_tokens_never_lower_the_flop_rate(method, gc, gpu, n, sharding, offload, accum, compile_, fp8,
-                                              mb, seq, more):
+@given(
+    **SETUP,
+    mb=st.integers(1, 16),
+    seq=st.sampled_from([64, 256, 1024, 4096]),
+    more=st.integers(1, 8),
+)
+def test_more_tokens_never_lower_the_flop_rate(
+    method, gc, gpu, n, sharding, offload, accum, compile_, fp8, mb, seq, more
+):
     """Achieved FLOP rate = FLOPs of the step / step time; a larger micro-batch never lowers it."""
+
     def rate(m):
-        _, _, est = _estimate(method, gc, gpu, n, sharding, offload, accum, compile_, fp8, mb=m, seq=seq)
+        _, _, est = _estimate(
+            method, gc, gpu, n, sharding, offload, accum, compile_, fp8, mb=m, seq=seq
+        )
         return est.effective_utilisation
+
     assert rate(mb * (1 + more)) >= rate(mb) * (1 - 1e-9)
 
 
 @settings(max_examples=150, deadline=None)
 @given(**SETUP, factor=st.floats(1.0, 100.0))
-def test_faster_link_never_slows_a_step(method, gc, gpu, n, sharding, offload, accum, compile_, fp8, factor):
+def test_faster_link_never_slows_a_step(
+    method, gc, gpu, n, sharding, offload, accum, compile_, fp8, factor
+):
     req, opts, _ = _estimate(method, gc, gpu, n, sharding, offload, accum, compile_, fp8)
     c = timing.counts(req, req.sharding)
     rates = timing.card_rates(opts.gpu, n)
-    fast = timing.Rates(rates.peak_flops, rates.fp8_peak_flops, rates.memory_bytes_per_s,
-                        comm.Link(rates.link.kind, rates.link.bytes_per_s * factor),
-                        rates.host_bytes_per_s * factor)
-    kw = dict(num_gpus=n, sharding=req.sharding, cpu_offload=req.cpu_offload, efficiency=0.5, fp8=fp8)
+    fast = timing.Rates(
+        rates.peak_flops,
+        rates.fp8_peak_flops,
+        rates.memory_bytes_per_s,
+        comm.Link(rates.link.kind, rates.link.bytes_per_s * factor),
+        rates.host_bytes_per_s * factor,
+    )
+    kw = dict(
+        num_gpus=n, sharding=req.sharding, cpu_offload=req.cpu_offload, efficiency=0.5, fp8=fp8
+    )
     slow_s = timing.step_breakdown(c, rates, **kw).step_seconds
     fast_s = timing.step_breakdown(c, fast, **kw).step_seconds
     assert fast_s <= slow_s * (1 + 1e-12)
@@ -303,9 +397,11 @@ def test_offload_never_speeds_a_step(method, gc, gpu, n, sharding, offload, accu
 
 # --- validation (accuracy/throughput.py reads validation/measured_throughput.csv) ------------
 
+
 @pytest.fixture(scope="module")
 def validation():
     from accuracy import throughput as vt
+
     return vt, vt.compare(), vt.load_rows()
 
 
@@ -333,10 +429,14 @@ def test_shipped_constants_are_the_in_sample_fit(validation):
     fit, shipped = result["fit"], result["shipped"]
     for cls, value in fit["matmul_efficiency"].items():
         assert shipped["matmul_efficiency"][cls] == pytest.approx(value, abs=0.01)
-    assert shipped["matmul_efficiency_pooled"] == pytest.approx(fit["matmul_efficiency_pooled"], abs=0.01)
+    assert shipped["matmul_efficiency_pooled"] == pytest.approx(
+        fit["matmul_efficiency_pooled"], abs=0.01
+    )
     assert shipped["fp8_matmul_efficiency"] == pytest.approx(fit["fp8_matmul_efficiency"], abs=0.01)
     assert shipped["matmul_half_tokens"] == pytest.approx(fit["matmul_half_tokens"], rel=0.02)
-    assert shipped["dispatch_seconds_per_kernel"] == pytest.approx(fit["dispatch_seconds_per_kernel"], rel=0.02)
+    assert shipped["dispatch_seconds_per_kernel"] == pytest.approx(
+        fit["dispatch_seconds_per_kernel"], rel=0.02
+    )
 
 
 def test_loso_fit_never_sees_the_held_out_source(validation):
@@ -359,6 +459,8 @@ def test_whole_job_wall_time_rows_are_judged_not_fitted(validation):
     for r in judged:
         assert throughput.NOT_FITTED_NOTES & {n.strip() for n in r["note"].split(";")}
         assert r["loso_error_pct"] == pytest.approx(r["in_sample_error_pct"])
-    judged_sources = {r["source"] for r in judged} - {r["source"] for r in result["rows"] if r["fitted"]}
+    judged_sources = {r["source"] for r in judged} - {
+        r["source"] for r in result["rows"] if r["fitted"]
+    }
     for basis in result["constant_basis"].values():
         assert not judged_sources & set(basis["sources"])

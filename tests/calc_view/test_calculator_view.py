@@ -25,39 +25,45 @@ from conftest import REPO_ROOT
 ROOT = REPO_ROOT
 
 
-@pytest.mark.parametrize(("value", "decimals", "lang", "expected"), [
-    (0, 1, "es", "0,0"),
-    (1.25, 2, "es", "1,25"),
-    (9999.94, 1, "es", "9999,9"),  # no grouping below 10 000 in Spanish
-    (10000, 1, "es", "10\u202f000,0"),
-    (1234567.891, 2, "es", "1\u202f234\u202f567,89"),
-    (-12345, 0, "es", "-12\u202f345"),
-    (999, 0, "en", "999"),
-    (1000, 0, "en", "1,000"),
-    (9999.94, 1, "en", "9,999.9"),
-    (1234567.891, 2, "en", "1,234,567.89"),
-    (-0.04, 1, "en", "0.0"),  # rounds to zero: no "-0.0"
-    (16 * 2**30 / 2**30, 1, "en", "16.0"),
-])
+@pytest.mark.parametrize(
+    ("value", "decimals", "lang", "expected"),
+    [
+        (0, 1, "es", "0,0"),
+        (1.25, 2, "es", "1,25"),
+        (9999.94, 1, "es", "9999,9"),  # no grouping below 10 000 in Spanish
+        (10000, 1, "es", "10\u202f000,0"),
+        (1234567.891, 2, "es", "1\u202f234\u202f567,89"),
+        (-12345, 0, "es", "-12\u202f345"),
+        (999, 0, "en", "999"),
+        (1000, 0, "en", "1,000"),
+        (9999.94, 1, "en", "9,999.9"),
+        (1234567.891, 2, "en", "1,234,567.89"),
+        (-0.04, 1, "en", "0.0"),  # rounds to zero: no "-0.0"
+        (16 * 2**30 / 2**30, 1, "en", "16.0"),
+    ],
+)
 def test_format_number(value, decimals, lang, expected):
     assert view.format_number(value, decimals, lang) == expected
 
 
-@pytest.mark.parametrize(("key", "value", "lang", "expected"), [
-    ("peak_allocated_bytes", 17_179_869_184, "es", "16,0 GiB"),
-    ("peak_allocated_bytes", 17_179_869_184, "en", "16.0 GiB"),
-    ("host_bytes", 16_106_127_360_000, "es", "15\u202f000,0 GiB"),
-    ("time_hours", 3.25, "es", "3,2 h"),  # round half to even, as Python and toFixed agree here
-    ("time_hours", 1234.56, "en", "1,234.6 h"),
-    ("cost_usd", 1234.5, "es", "1234,50 US$"),
-    ("cost_usd", 1234.5, "en", "$1,234.50"),
-    ("params_total", 8_030_261_248, "es", "8\u202f030\u202f261\u202f248"),
-    ("params_total", 8_030_261_248, "en", "8,030,261,248"),
-    ("headroom_fraction", 0.2093, "en", "20.9%"),
-    ("fits", True, "es", "sí"),
-    ("safety_margin", 0.25, "es", "25,0 %"),
-    ("total_gb", 46.96, "en", "47.0 GB"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "lang", "expected"),
+    [
+        ("peak_allocated_bytes", 17_179_869_184, "es", "16,0 GiB"),
+        ("peak_allocated_bytes", 17_179_869_184, "en", "16.0 GiB"),
+        ("host_bytes", 16_106_127_360_000, "es", "15\u202f000,0 GiB"),
+        ("time_hours", 3.25, "es", "3,2 h"),  # round half to even, as Python and toFixed agree here
+        ("time_hours", 1234.56, "en", "1,234.6 h"),
+        ("cost_usd", 1234.5, "es", "1234,50 US$"),
+        ("cost_usd", 1234.5, "en", "$1,234.50"),
+        ("params_total", 8_030_261_248, "es", "8\u202f030\u202f261\u202f248"),
+        ("params_total", 8_030_261_248, "en", "8,030,261,248"),
+        ("headroom_fraction", 0.2093, "en", "20.9%"),
+        ("fits", True, "es", "sí"),
+        ("safety_margin", 0.25, "es", "25,0 %"),
+        ("total_gb", 46.96, "en", "47.0 GB"),
+    ],
+)
 def test_format_value(key, value, lang, expected):
     assert view.format_value(key, value, lang, STRINGS[lang]) == expected
 
@@ -77,14 +83,16 @@ HOSTILE = '<script>alert("x")</script>\'"&'
 def test_to_html_escapes_text_and_attributes():
     html = view.to_html(["div", {"title": HOSTILE}, HOSTILE, ["span", {}, "<b>"]])
     assert "<script>" not in html and "<b>" not in html
-    assert html == ('<div title="&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;\'&quot;&amp;">'
-                    "&lt;script&gt;alert(\"x\")&lt;/script&gt;'\"&amp;<span>&lt;b&gt;</span></div>")
+    assert html == (
+        '<div title="&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;\'&quot;&amp;">'
+        '&lt;script&gt;alert("x")&lt;/script&gt;\'"&amp;<span>&lt;b&gt;</span></div>'
+    )
 
 
 def test_script_content_cannot_close_the_element():
     html = view.to_html(["script", {"type": "application/json"}, json.dumps({"a": "</script><x>"})])
     assert html.count("</script>") == 1
-    assert json.loads(html[html.index(">") + 1: html.rindex("<")]) == {"a": "</script><x>"}
+    assert json.loads(html[html.index(">") + 1 : html.rindex("<")]) == {"a": "</script><x>"}
 
 
 def test_element_builder_the_guides_share():
@@ -97,18 +105,32 @@ def test_element_builder_the_guides_share():
     assert [svg_number(x) for x in (0, 1.0, 2.345, 10.5, 3.10)] == ["0", "1", "2.35", "10.5", "3.1"]
 
 
-
-
 CHANGES = [
-    {}, {"method": "qlora"}, {"method": "full", "optimizer": "adamw-8bit"},
-    {"num_gpus": 4, "sharding": "zero3"}, {"seq_len": 200_000}, {"gpu": "rtx-3090"},
+    {},
+    {"method": "qlora"},
+    {"method": "full", "optimizer": "adamw-8bit"},
+    {"num_gpus": 4, "sharding": "zero3"},
+    {"seq_len": 200_000},
+    {"gpu": "rtx-3090"},
     {"gpu": "mi300x", "method": "qlora", "attention": "flash", "interruptible": True},
     {"model": "llama-3.1-405b", "method": "full", "gpu": "l4"},
-    {"gradient_accumulation_steps": 4, "num_gpus": 2, "sharding": "zero3", "lora_dropout": 0.1,
-     "frozen_weight_grads": True, "sync_each_micro_batch": True},
+    {
+        "gradient_accumulation_steps": 4,
+        "num_gpus": 2,
+        "sharding": "zero3",
+        "lora_dropout": 0.1,
+        "frozen_weight_grads": True,
+        "sync_each_micro_batch": True,
+    },
     {"method": "qlora", "qlora_unchunked_quantization": True, "attention_keeps_fused_qkv": True},
-    {"method": "qlora", "qlora_keeps_inputs": True, "optimizer": "paged-adamw-8bit",
-     "cpu_offload": "optimizer", "activation_offload": True, "gradient_checkpointing": False},
+    {
+        "method": "qlora",
+        "qlora_keeps_inputs": True,
+        "optimizer": "paged-adamw-8bit",
+        "cpu_offload": "optimizer",
+        "activation_offload": True,
+        "gradient_checkpointing": False,
+    },
 ]
 
 
@@ -126,8 +148,16 @@ def test_every_shown_number_is_the_response_value(lang, changes):
     paths = {p for p, _ in pairs}
     memory = response["memory"]
     # memory fields keep the estimate's names, as the data-output contract says
-    assert {"peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes", "params_total",
-            "params_trainable", "time_hours", "cost_usd.total", "fits_selected_gpu"} <= paths
+    assert {
+        "peak_allocated_bytes",
+        "peak_reserved_bytes",
+        "device_total_bytes",
+        "params_total",
+        "params_trainable",
+        "time_hours",
+        "cost_usd.total",
+        "fits_selected_gpu",
+    } <= paths
     assert {f"components.{k}" for k, v in memory["components"].items() if v} <= paths
     for gpu, fit in response["fits"].items():  # a share, or the GiB a too-small card lacks
         key = "headroom_fraction" if fit["headroom_bytes"] >= 0 else "headroom_bytes"
@@ -143,22 +173,32 @@ def test_a_setup_that_does_not_fit_gets_suggestions_with_their_changes():
     html = view.to_html(view.render_results(response, "en", STRINGS["en"]))
     for item in response["suggestions"]:
         attr = view.to_html(["b", {"data-changes": json.dumps(item["changes"])}])
-        assert attr[len("<b"):-len("></b>")] in html
+        assert attr[len("<b") : -len("></b>")] in html
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_suggested_changes_are_shown_in_words_not_codes(lang):
     """A suggestion reads "Optimizer = 8-bit AdamW (bitsandbytes)", "... = yes": no Python
     ``True`` and no raw enum code reaches the reader."""
-    response = _plan({"model": "llama-3.1-8b", "method": "full", "gpu": "rtx-4090",
-                      "gradient_checkpointing": False, "micro_batch_size": 4})
+    response = _plan(
+        {
+            "model": "llama-3.1-8b",
+            "method": "full",
+            "gpu": "rtx-4090",
+            "gradient_checkpointing": False,
+            "micro_batch_size": 4,
+        }
+    )
     s = STRINGS[lang]
     html = view.to_html(view.render_results(response, lang, s))
     changed = [(k, v) for item in response["suggestions"] for k, v in item["changes"].items()]
     assert ("gradient_checkpointing", True) in changed and ("optimizer", "adamw-8bit") in changed
     for key, value in changed:
-        shown = (s["enums"][key][value] if isinstance(value, str)
-                 else view.format_value(key, value, lang, s))
+        shown = (
+            s["enums"][key][value]
+            if isinstance(value, str)
+            else view.format_value(key, value, lang, s)
+        )
         assert f"{view.label(key, s)} = {shown}" in html
     assert "= True" not in html and "= adamw-8bit" not in html
     assert f"= {s['ui']['yes']}" in html
@@ -170,11 +210,22 @@ def test_every_choice_of_every_list_has_a_name(lang):
     both languages."""
     from calc.fields import field_specs
 
-    codes = {(spec.key, code) for spec in field_specs("estimate") if spec.enum is not None
-             for code in spec.choices or ()}
-    assert {("precision", "bf16-true"), ("optimizer", "paged-adamw-8bit"), ("attention", "flash"),
-            ("sharding", "zero3"), ("cpu_offload", "none")} <= codes
-    missing = {(key, code) for key, code in codes if code not in STRINGS[lang]["enums"].get(key, {})}
+    codes = {
+        (spec.key, code)
+        for spec in field_specs("estimate")
+        if spec.enum is not None
+        for code in spec.choices or ()
+    }
+    assert {
+        ("precision", "bf16-true"),
+        ("optimizer", "paged-adamw-8bit"),
+        ("attention", "flash"),
+        ("sharding", "zero3"),
+        ("cpu_offload", "none"),
+    } <= codes
+    missing = {
+        (key, code) for key, code in codes if code not in STRINGS[lang]["enums"].get(key, {})
+    }
     assert not missing
 
 
@@ -201,23 +252,33 @@ def test_components_stack_to_the_allocated_peak_in_the_chart(gpu):
     scale = 600.0 / max(memory["device_total_bytes"], capacity)
     segments = [n for n in rects if "calc-seg" in n[1]["class"]]
     assert sum(float(n[1]["width"]) for n in segments) == pytest.approx(
-        scale * memory["device_total_bytes"], abs=0.05)
-    components = [float(n[1]["width"]) for n in segments
-                  if "calc-seg-reserved" not in n[1]["class"] and "calc-seg-context" not in n[1]["class"]]
+        scale * memory["device_total_bytes"], abs=0.05
+    )
+    components = [
+        float(n[1]["width"])
+        for n in segments
+        if "calc-seg-reserved" not in n[1]["class"] and "calc-seg-context" not in n[1]["class"]
+    ]
     assert sum(components) == pytest.approx(scale * memory["peak_allocated_bytes"], abs=0.05)
     (marker,) = [n for n in rects if n[1]["class"] == "calc-capacity"]
     assert float(marker[1]["x"]) + 1.5 == pytest.approx(scale * capacity, abs=0.01)
 
 
-@pytest.mark.parametrize(("changes", "code", "field"), [
-    ({"model": "no-such-model"}, "unknown_preset", "model"),
-    ({"seq_len": -1}, "not_positive", "seq_len"),
-    ({"seq_len": 1_000_000_000}, "out_of_range", "seq_len"),
-    ({"bogus": 1}, "unknown_key", "bogus"),
-    ({"gpu": "gtx-480"}, "unknown_gpu", "gpu"),
-    ({"model": {"hf_config": {"model_type": "t5"}}}, "unsupported_architecture",
-     "hf_config.model_type"),
-])
+@pytest.mark.parametrize(
+    ("changes", "code", "field"),
+    [
+        ({"model": "no-such-model"}, "unknown_preset", "model"),
+        ({"seq_len": -1}, "not_positive", "seq_len"),
+        ({"seq_len": 1_000_000_000}, "out_of_range", "seq_len"),
+        ({"bogus": 1}, "unknown_key", "bogus"),
+        ({"gpu": "gtx-480"}, "unknown_gpu", "gpu"),
+        (
+            {"model": {"hf_config": {"model_type": "t5"}}},
+            "unsupported_architecture",
+            "hf_config.model_type",
+        ),
+    ],
+)
 def test_worker_entry_answers_bad_input_with_a_code(changes, code, field):
     session = view.Session.from_json("es", json.dumps(STRINGS["es"]))
     request_json = json.dumps(calculator.default_request() | changes)
@@ -260,13 +321,17 @@ HOSTILE_MESSAGE = '<img src=x onerror="alert(1)">'
 def _raise(exc):
     def broken(*args, **kwargs):
         raise exc
+
     return broken
 
 
-@pytest.mark.parametrize(("target", "stage"), [
-    ("calc.plan.plan_dict", "calc"),
-    ("calc_view.session.render_results", "view"),
-])
+@pytest.mark.parametrize(
+    ("target", "stage"),
+    [
+        ("calc.plan.plan_dict", "calc"),
+        ("calc_view.session.render_results", "view"),
+    ],
+)
 def test_a_bug_is_an_internal_error_not_bad_input(monkeypatch, target, stage):
     """An exception that is not calc's input error (a bug in calc or in the view) comes back
     as ``internal_error``, apart from ``error``: the page must not blame a field for it. It
@@ -278,8 +343,11 @@ def test_a_bug_is_an_internal_error_not_bad_input(monkeypatch, target, stage):
     module, _, name = target.rpartition(".")
     owner = calc.plan if module == "calc.plan" else calc_view.session
     monkeypatch.setattr(owner, name, _raise(ZeroDivisionError(HOSTILE_MESSAGE)))
-    out = json.loads(view.Session("en", STRINGS["en"]).handle(
-        calculator.COMMAND, json.dumps(calculator.default_request())))
+    out = json.loads(
+        view.Session("en", STRINGS["en"]).handle(
+            calculator.COMMAND, json.dumps(calculator.default_request())
+        )
+    )
     assert set(out) == {"internal_error"}
     found = out["internal_error"]
     assert found["code"] == "internal_error"
@@ -293,10 +361,14 @@ def test_a_bug_is_an_internal_error_not_bad_input(monkeypatch, target, stage):
 def test_a_response_json_cannot_encode_is_an_internal_error(monkeypatch):
     import calc_view.session
 
-    monkeypatch.setattr(calc_view.session, "render_results",
-                        lambda result, lang, strings: ["span", {}, math.nan])
-    out = json.loads(view.Session("en", STRINGS["en"]).handle(
-        calculator.COMMAND, json.dumps(calculator.default_request())))
+    monkeypatch.setattr(
+        calc_view.session, "render_results", lambda result, lang, strings: ["span", {}, math.nan]
+    )
+    out = json.loads(
+        view.Session("en", STRINGS["en"]).handle(
+            calculator.COMMAND, json.dumps(calculator.default_request())
+        )
+    )
     assert out["internal_error"]["stage"] == "encode"
     assert out["internal_error"]["exception"] == "ValueError"
 
@@ -319,9 +391,21 @@ def test_the_package_needs_only_the_standard_library_and_calc():
         "stdlib = set(sys.stdlib_module_names)\n"
         "outside = sorted({m.split('.')[0] for m in sys.modules} - stdlib"
         " - {'calc', 'calc_view', '__main__'})\n"
-        "print(json.dumps(outside))\n")
-    run = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r})\n" + code],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+        "print(json.dumps(outside))\n"
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(ROOT)!r})\n" + code,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == []
 
@@ -351,14 +435,23 @@ def test_the_package_keeps_no_state_at_module_level():
 def _codes_raised_in_calc() -> set[str]:
     codes = set()
     for path in (ROOT / "calc").rglob("*.py"):
-        codes |= set(re.findall(r'(?:Input|Config|Calc)Error\(\s*"([a-z0-9_]+)"',
-                                path.read_text(encoding="utf-8")))
+        codes |= set(
+            re.findall(
+                r'(?:Input|Config|Calc)Error\(\s*"([a-z0-9_]+)"', path.read_text(encoding="utf-8")
+            )
+        )
     return codes
 
 
 # Codes that only the CLI raises (about files and argv): the page never sees them.
-CLI_ONLY = {"bad_arguments", "request_unreadable", "request_not_utf8", "request_not_json",
-            "bad_sweep_range", "sweep_needs_one_field"}  # the last two: python -m calc sweep
+CLI_ONLY = {
+    "bad_arguments",
+    "request_unreadable",
+    "request_not_utf8",
+    "request_not_json",
+    "bad_sweep_range",
+    "sweep_needs_one_field",
+}  # the last two: python -m calc sweep
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -387,9 +480,15 @@ def test_every_request_field_has_a_label_in_both_languages():
 # ---------------------------------------------------------------- page and bundle
 
 
-@pytest.mark.parametrize(("url", "root"), [
-    ("calculator/", "../"), ("en/calculator/", "../../"), ("", ""), ("a/b/c/", "../../../"),
-])
+@pytest.mark.parametrize(
+    ("url", "root"),
+    [
+        ("calculator/", "../"),
+        ("en/calculator/", "../../"),
+        ("", ""),
+        ("a/b/c/", "../../../"),
+    ],
+)
 def test_relative_root(url, root):
     assert calculator.relative_root(url) == root
 
@@ -397,8 +496,13 @@ def test_relative_root(url, root):
 def test_bundle_is_deterministic_and_holds_the_package_and_the_renderer():
     members = calc_bundle.bundle_members()
     names = [name for name, _ in members]
-    assert {"calc/__init__.py", "calc_view/__init__.py", "calc_view/render.py",
-            "calc/numfmt.py", "calc_view/session.py"} <= set(names)
+    assert {
+        "calc/__init__.py",
+        "calc_view/__init__.py",
+        "calc_view/render.py",
+        "calc/numfmt.py",
+        "calc_view/session.py",
+    } <= set(names)
     assert any(name.startswith("calc/data/") for name in names)
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
     first = calc_bundle.build_bundle(members)
@@ -424,12 +528,21 @@ def test_a_setup_larger_than_the_card_shows_what_is_missing():
     """-2,942 % of headroom means nothing to a reader; the missing GiB do."""
     import calc
 
-    response = calc.plan_setup({"model": "llama-3.1-70b", "method": "full", "gpu": "rtx-4090",
-                                "dataset_tokens": 1_000_000, "epochs": 1})
+    response = calc.plan_setup(
+        {
+            "model": "llama-3.1-70b",
+            "method": "full",
+            "gpu": "rtx-4090",
+            "dataset_tokens": 1_000_000,
+            "epochs": 1,
+        }
+    )
     fit = response["fits"]["rtx-4090"]
     assert fit["headroom_bytes"] < 0
     for lang in ("es", "en"):
-        _, _, label, value = view.Renderer(response, lang, STRINGS[lang]).headroom_kpi("rtx-4090", fit)
+        _, _, label, value = view.Renderer(response, lang, STRINGS[lang]).headroom_kpi(
+            "rtx-4090", fit
+        )
         assert label[2] == STRINGS[lang]["labels"]["shortfall_bytes"]
         assert value[1]["data-output"] == "fits.rtx-4090.headroom_bytes"
         assert float(value[1]["data-value"]) == fit["headroom_bytes"]
@@ -440,16 +553,24 @@ def test_recommended_configurations_carry_their_caveats():
     """An AMD card named cheapest for QLoRA shows the ROCm caveat next to its name."""
     import calc
 
-    response = calc.plan_setup({"model": "llama-3.1-8b", "method": "qlora", "gpu": "l40s",
-                                "dataset_tokens": 100_000_000, "epochs": 1})
+    response = calc.plan_setup(
+        {
+            "model": "llama-3.1-8b",
+            "method": "qlora",
+            "gpu": "l40s",
+            "dataset_tokens": 100_000_000,
+            "epochs": 1,
+        }
+    )
     amd = next(c for c in response["recommendations"]["configs"] if c["gpu"] == "mi300x")
     assert any(w.startswith("rocm_") for w in amd["warnings"])
     for lang in ("es", "en"):
         renderer = view.Renderer(response, lang, STRINGS[lang])
         (note,) = renderer.config_caveats(amd, brief=True)
         rocm = [w for w in amd["warnings"] if w.startswith("rocm_")]
-        assert note[1]["data-warnings"].split() == [w for w in amd["warnings"]
-                                                    if w.startswith(("rocm_", "price_is_"))]
+        assert note[1]["data-warnings"].split() == [
+            w for w in amd["warnings"] if w.startswith(("rocm_", "price_is_"))
+        ]
         assert all(STRINGS[lang]["warnings"][w] in note[2] for w in rocm)
 
 
@@ -461,7 +582,9 @@ def test_the_first_view_carries_no_warning():
 
 
 def _handle(request: dict) -> dict:
-    return json.loads(view.Session("en", STRINGS["en"]).handle(calculator.COMMAND, json.dumps(request)))
+    return json.loads(
+        view.Session("en", STRINGS["en"]).handle(calculator.COMMAND, json.dumps(request))
+    )
 
 
 def test_every_bad_field_is_named_at_once():
@@ -473,13 +596,18 @@ def test_every_bad_field_is_named_at_once():
     assert {e["code"] for e in out["errors"]} == {"not_positive", "not_integer", "out_of_range"}
 
 
-@pytest.mark.parametrize(("bad", "fields"), [
-    ({"dataset_tokens": 0, "seq_len": 0}, ["dataset_tokens", "seq_len"]),
-    # the other fields are checked next to a bad model (the LoRA targets need a model)
-    ({"model": "no-such-model", "seq_len": 0, "lora_targets": "nope"}, ["model", "seq_len"]),
-    ({"method": "bogus", "gpu": "gtx-480", "safety_margin": 2, "colour": 1},
-     ["colour", "method", "gpu", "safety_margin"]),
-])
+@pytest.mark.parametrize(
+    ("bad", "fields"),
+    [
+        ({"dataset_tokens": 0, "seq_len": 0}, ["dataset_tokens", "seq_len"]),
+        # the other fields are checked next to a bad model (the LoRA targets need a model)
+        ({"model": "no-such-model", "seq_len": 0, "lora_targets": "nope"}, ["model", "seq_len"]),
+        (
+            {"method": "bogus", "gpu": "gtx-480", "safety_margin": 2, "colour": 1},
+            ["colour", "method", "gpu", "safety_margin"],
+        ),
+    ],
+)
 def test_every_bad_field_is_named_by_calc_in_one_pass(bad, fields):
     out = _handle(calculator.default_request() | bad)
     found = [e["field"] for e in out["errors"]]
@@ -488,15 +616,18 @@ def test_every_bad_field_is_named_by_calc_in_one_pass(bad, fields):
     assert out["error"] == out["errors"][0]
 
 
-@pytest.mark.parametrize(("bad", "valid"), [
-    ({"seq_len": 0}, {"minimum": 1, "maximum": 4_194_304, "integer": True}),
-    ({"lora_dropout": 1.0}, {"minimum": 0.0, "maximum": 1.0, "maximum_exclusive": True}),
-    ({"safety_margin": 2}, {"minimum": 0.0, "maximum": 1.0}),
-    ({"dataset_tokens": 0.5}, {"minimum": 1.0}),  # less than one token: a typo
-    ({"method": "bogus"}, {"allowed": ["full", "lora", "qlora"]}),
-    ({"price_tier": "cheap"}, {"allowed": ["marketplace", "managed"]}),
-    ({"gradient_checkpointing": "maybe"}, {"allowed": [True, False]}),
-])
+@pytest.mark.parametrize(
+    ("bad", "valid"),
+    [
+        ({"seq_len": 0}, {"minimum": 1, "maximum": 4_194_304, "integer": True}),
+        ({"lora_dropout": 1.0}, {"minimum": 0.0, "maximum": 1.0, "maximum_exclusive": True}),
+        ({"safety_margin": 2}, {"minimum": 0.0, "maximum": 1.0}),
+        ({"dataset_tokens": 0.5}, {"minimum": 1.0}),  # less than one token: a typo
+        ({"method": "bogus"}, {"allowed": ["full", "lora", "qlora"]}),
+        ({"price_tier": "cheap"}, {"allowed": ["marketplace", "managed"]}),
+        ({"gradient_checkpointing": "maybe"}, {"allowed": [True, False]}),
+    ],
+)
 def test_every_field_error_says_what_is_valid(bad, valid):
     error = _handle(calculator.default_request() | bad)["error"]
     for key, value in valid.items():
@@ -517,8 +648,9 @@ def test_a_good_request_has_no_error_list():
 def test_a_setup_that_does_not_fit_says_its_time_and_cost_are_hypothetical(lang):
     s = STRINGS[lang]
     fits = view.to_html(view.render_results(_plan({}), lang, s))
-    too_big = view.to_html(view.render_results(
-        _plan({"model": "llama-3.1-70b", "method": "full"}), lang, s))
+    too_big = view.to_html(
+        view.render_results(_plan({"model": "llama-3.1-70b", "method": "full"}), lang, s)
+    )
     note = view.to_html(["p", {}, s["ui"]["not_fit_note"]])[3:-4]
     assert note not in fits and note in too_big
 
@@ -560,15 +692,18 @@ def test_fractions_shown_as_percentages_drop_the_typing_hint(lang):
 # ---------------------------------------------------------------- verdict
 
 
-@pytest.mark.parametrize(("value", "unit", "lang", "expected"), [
-    (33.0936, "usd", "en", "$33"),
-    (33.0936, "usd", "es", "33 US$"),
-    (1234.5, "usd", "en", "$1,200"),
-    (0.437, "usd", "es", "0,44 US$"),
-    (20.139, "hours", "en", "20 h"),
-    (9.24, "hours", "es", "9,2 h"),
-    (0, "usd", "en", "$0"),
-])
+@pytest.mark.parametrize(
+    ("value", "unit", "lang", "expected"),
+    [
+        (33.0936, "usd", "en", "$33"),
+        (33.0936, "usd", "es", "33 US$"),
+        (1234.5, "usd", "en", "$1,200"),
+        (0.437, "usd", "es", "0,44 US$"),
+        (20.139, "hours", "en", "20 h"),
+        (9.24, "hours", "es", "9,2 h"),
+        (0, "usd", "en", "$0"),
+    ],
+)
 def test_estimates_show_two_significant_figures(value, unit, lang, expected):
     assert view.format_estimate(value, unit, lang, STRINGS[lang]) == expected
 
@@ -590,7 +725,9 @@ def test_verdict_line_names_the_card_and_answers_first():
     assert text.startswith(f"1 × L40S: fits ({low}–{high} of ")  # the range the verdict judged
     cost = view.format_estimate(result["cost_usd"]["total"], "usd", "en", STRINGS["en"])
     # then what it assumes: method, precision, library and data, as calc used them
-    assert text.endswith(f" · {cost} · LoRA · pure bf16 · library: generic · 2,048 tokens per sequence")
+    assert text.endswith(
+        f" · {cost} · LoRA · pure bf16 · library: generic · 2,048 tokens per sequence"
+    )
     assert "margin" not in text  # no margin set: none named
 
 
@@ -600,16 +737,20 @@ def test_verdict_line_names_the_margin_only_when_set():
     assert "with your 10.0% margin" in text
 
 
-@pytest.mark.parametrize(("fits", "without_margin", "engine", "expected"), [
-    (True, True, None, "fits"),
-    (False, True, None, "borderline"),  # fits only without the safety margin
-    (False, False, None, "does_not_fit"),
-    (True, True, "borderline", "borderline"),  # the engine's calibrated verdict wins
-    (False, False, "fits", "fits"),
-    (True, True, "not-a-verdict", "fits"),
-])
-def test_verdict_state_from_the_engine_else_from_the_booleans(fits, without_margin, engine,
-                                                              expected):
+@pytest.mark.parametrize(
+    ("fits", "without_margin", "engine", "expected"),
+    [
+        (True, True, None, "fits"),
+        (False, True, None, "borderline"),  # fits only without the safety margin
+        (False, False, None, "does_not_fit"),
+        (True, True, "borderline", "borderline"),  # the engine's calibrated verdict wins
+        (False, False, "fits", "fits"),
+        (True, True, "not-a-verdict", "fits"),
+    ],
+)
+def test_verdict_state_from_the_engine_else_from_the_booleans(
+    fits, without_margin, engine, expected
+):
     result = calc.run("plan", dict(calculator.default_request(), gpu="rtx-4090"))["result"]
     fit = result["fits"]["rtx-4090"]
     fit.update(fits=fits, fits_without_margin=without_margin)
@@ -652,12 +793,19 @@ def test_ranking_tables_have_one_row_per_card_and_a_cuda_filter():
 
 # Models around the 24, 48 and 80 GB boundaries, every method, cards of three classes: the
 # grid holds each verdict state (checked below), so every agreement is tested on each.
-VERDICT_GRID = [(model, method, gpu)
-                for model in ("qwen3-4b", "llama-3.1-8b", "qwen3-14b")
-                for method in ("full", "lora", "qlora")
-                for gpu in ("rtx-4090", "l40s", "h100-sxm")]
-WORDS = {lang: {state: STRINGS[lang]["ui"]["verdict_" + state]
-                for state in ("fits", "borderline", "does_not_fit")} for lang in ("es", "en")}
+VERDICT_GRID = [
+    (model, method, gpu)
+    for model in ("qwen3-4b", "llama-3.1-8b", "qwen3-14b")
+    for method in ("full", "lora", "qlora")
+    for gpu in ("rtx-4090", "l40s", "h100-sxm")
+]
+WORDS = {
+    lang: {
+        state: STRINGS[lang]["ui"]["verdict_" + state]
+        for state in ("fits", "borderline", "does_not_fit")
+    }
+    for lang in ("es", "en")
+}
 
 
 def _walk(node):
@@ -710,8 +858,11 @@ def test_headline_body_cards_table_and_solvers_say_one_verdict(model, method, gp
         assert ("does_not_fit_selected_gpu" in codes) == (state == "does_not_fit")
         assert ("borderline_selected_gpu" in codes) == (state == "borderline")
         notes = _find(tree, lambda a: "calc-not-fit-note" in a.get("class", ""))
-        expected_note = {"fits": [], "borderline": [STRINGS[lang]["ui"]["borderline_note"]],
-                         "does_not_fit": [STRINGS[lang]["ui"]["not_fit_note"]]}[state]
+        expected_note = {
+            "fits": [],
+            "borderline": [STRINGS[lang]["ui"]["borderline_note"]],
+            "does_not_fit": [STRINGS[lang]["ui"]["not_fit_note"]],
+        }[state]
         assert [_text(n) for n in notes] == expected_note
         # the max micro-batch agrees with the request's own micro-batch
         solver = result["solvers"]["max_micro_batch_size"]
@@ -720,7 +871,9 @@ def test_headline_body_cards_table_and_solvers_say_one_verdict(model, method, gp
         assert (fits_up_to >= mb) == (state == "fits")
         assert (possible_up_to >= mb) == (state != "does_not_fit")
         label = view.label("solver_max_micro_batch_size", STRINGS[lang])
-        kpi = [k for k in _find(tree, lambda a: a.get("class") == "calc-kpi") if _text(k[2]) == label]
+        kpi = [
+            k for k in _find(tree, lambda a: a.get("class") == "calc-kpi") if _text(k[2]) == label
+        ]
         shown = _text(kpi[0][3])
         assert (STRINGS[lang]["ui"]["not_found"] in shown) == (possible_up_to == 0)
         # no "safety margin" wording: the margin is 0
@@ -728,15 +881,21 @@ def test_headline_body_cards_table_and_solvers_say_one_verdict(model, method, gp
         assert "margen de seguridad" not in text and "safety margin" not in text
 
 
-@pytest.mark.parametrize(("model", "method", "gpu"), [("llama-3.1-8b", "lora", "rtx-4090"),
-                                                      ("llama-3.1-8b", "full", "h100-sxm")])
+@pytest.mark.parametrize(
+    ("model", "method", "gpu"),
+    [("llama-3.1-8b", "lora", "rtx-4090"), ("llama-3.1-8b", "full", "h100-sxm")],
+)
 def test_what_to_change_says_what_the_changed_setup_gets(model, method, gpu):
     """Each suggestion's verdict is the verdict calc gives the request with its changes
     applied (what the calculator shows after "apply")."""
     result = _grid_plan(model, method, gpu)
     assert result["suggestions"]
-    base = dict(result["memory"]["request"], model=model, gpu=gpu,
-                dataset_tokens=calculator.PAGE_DEFAULTS["dataset_tokens"])
+    base = dict(
+        result["memory"]["request"],
+        model=model,
+        gpu=gpu,
+        dataset_tokens=calculator.PAGE_DEFAULTS["dataset_tokens"],
+    )
     base.pop("profile_keys", None)
     for item in result["suggestions"][:4]:
         applied = calc.run("plan", dict(base, **item["changes"]))["result"]

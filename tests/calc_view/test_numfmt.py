@@ -7,8 +7,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calc.numfmt import (KINDS, NNBSP, NUMBER_RE, format_kind, format_number, format_shortest,
-                         parse_number)
+from calc.numfmt import (
+    KINDS,
+    NNBSP,
+    NUMBER_RE,
+    format_kind,
+    format_number,
+    format_shortest,
+    parse_number,
+)
 
 CASES = [
     # value, decimals, es, en
@@ -89,8 +96,13 @@ def test_every_kind_has_positive_divisor():
 
 @pytest.mark.parametrize(
     ("raw", "es", "en", "shown"),
-    [(38.47, "38", "38", 38.0), (391.2, "390", "390", 390.0), (1834.0, "1800", "1,800", 1800.0),
-     (7.26, "7,3", "7.3", 7.3), (12_345.0, f"12{NNBSP}000", "12,000", 12_000.0)],
+    [
+        (38.47, "38", "38", 38.0),
+        (391.2, "390", "390", 390.0),
+        (1834.0, "1800", "1,800", 1800.0),
+        (7.26, "7,3", "7.3", 7.3),
+        (12_345.0, f"12{NNBSP}000", "12,000", 12_000.0),
+    ],
 )
 def test_costs_in_prose_are_rounded_to_two_figures(raw, es, en, shown):
     """``usd_approx``: a cost in running text shows two significant figures, and
@@ -102,13 +114,19 @@ def test_costs_in_prose_are_rounded_to_two_figures(raw, es, en, shown):
 
 @pytest.mark.parametrize(
     ("value", "es", "en"),
-    [(1234.5, "1234,5", "1,234.5"), (12345.5, f"12{NNBSP}345,5", "12,345.5"),
-     (-1_000_000, f"-1{NNBSP}000{NNBSP}000", "-1,000,000"), (0.1 + 0.2, "0,3", "0.3"),
-     (0.9, "0,9", "0.9"), (-0.0, "0", "0"), (1e-6, "0,000001", "0.000001"),
-     (1e15, f"1{NNBSP}000{NNBSP}000{NNBSP}000{NNBSP}000{NNBSP}000", "1,000,000,000,000,000"),
-     # twelve significant figures, a tie rounded away from zero (as JavaScript's toPrecision)
-     (1_234_567_890_125, f"1{NNBSP}234{NNBSP}567{NNBSP}890{NNBSP}130", "1,234,567,890,130"),
-     (-1_234_567_890_125, f"-1{NNBSP}234{NNBSP}567{NNBSP}890{NNBSP}130", "-1,234,567,890,130")],
+    [
+        (1234.5, "1234,5", "1,234.5"),
+        (12345.5, f"12{NNBSP}345,5", "12,345.5"),
+        (-1_000_000, f"-1{NNBSP}000{NNBSP}000", "-1,000,000"),
+        (0.1 + 0.2, "0,3", "0.3"),
+        (0.9, "0,9", "0.9"),
+        (-0.0, "0", "0"),
+        (1e-6, "0,000001", "0.000001"),
+        (1e15, f"1{NNBSP}000{NNBSP}000{NNBSP}000{NNBSP}000{NNBSP}000", "1,000,000,000,000,000"),
+        # twelve significant figures, a tie rounded away from zero (as JavaScript's toPrecision)
+        (1_234_567_890_125, f"1{NNBSP}234{NNBSP}567{NNBSP}890{NNBSP}130", "1,234,567,890,130"),
+        (-1_234_567_890_125, f"-1{NNBSP}234{NNBSP}567{NNBSP}890{NNBSP}130", "-1,234,567,890,130"),
+    ],
 )
 def test_format_shortest(value, es, en):
     """The bounds an error message quotes: no more digits than the number needs."""
@@ -122,8 +140,10 @@ def test_format_shortest_refuses_what_javascript_writes_with_an_exponent(value):
         format_shortest(value, "en")
 
 
-@pytest.mark.parametrize(("text", "number"), [("2.5e+10", True), (".5", True), ("1,5", False),
-                                              ("\uff11\uff12", False), ("\u0661", False)])
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [("2.5e+10", True), (".5", True), ("1,5", False), ("\uff11\uff12", False), ("\u0661", False)],
+)
 def test_number_pattern_reads_ascii_digits_only(text, number):
     """A number as typed, as the calculator's form reads it: JavaScript's ``\\d`` is ASCII."""
     assert (NUMBER_RE.fullmatch(text) is not None) is number
@@ -134,5 +154,6 @@ def test_the_javascript_table_is_what_calc_writes_now():
     against this file; it must be what calc gives today."""
     import numfmt_cases
 
-    assert numfmt_cases.PATH.read_text(encoding="utf-8") == numfmt_cases.text(), \
+    assert numfmt_cases.PATH.read_text(encoding="utf-8") == numfmt_cases.text(), (
         "tests/js/numfmt_cases.json is stale: run .venv/bin/python tests/numfmt_cases.py"
+    )

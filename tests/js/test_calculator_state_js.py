@@ -32,7 +32,13 @@ def test_node_test_runner_passes(path, tmp_path):
     strings = tmp_path / "page-strings.json"
     strings.write_text(json.dumps(load_strings(), ensure_ascii=False), encoding="utf-8")
     env = {**os.environ, "CALC_PAGE_STRINGS": str(strings)}
-    run = subprocess.run([node, "--test", str(path)], cwd=REPO_ROOT, capture_output=True,
-                         text=True, timeout=120, env=env)
+    run = subprocess.run(
+        [node, "--test", str(path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "# fail 0" in run.stdout and "# pass " in run.stdout

@@ -23,23 +23,23 @@ from benchmarks.oracle_sweep import compare, setups  # noqa: E402
 from tools.oracle import oracle_estimate  # noqa: E402
 
 PINNED = (
-    "llama/full",                    # full fine-tuning, MHA, untied
-    "llama3-gqa-tied/full-ckpt",     # GQA, tied embeddings, non-reentrant checkpointing
-    "mistral/lora-ckpt-reentrant",   # LoRA with reentrant checkpointing
-    "qwen3/lora-r16-fp32",           # peft's fp32 adapters on a bf16 base, q/k norms
-    "gemma2/full",                   # soft-capped logits, fp32 norm scaling, 4 norms
-    "phi3/lora-r8-attn",             # fused qkv_proj adapter
-    "qwen3_moe/full",                # MoE experts (grouped matmuls), router
-    "qwen2/lora-eager",              # eager attention probabilities, 7:1 GQA
-    "gemma3/lora-hf-custom-loop",    # calc's hf-custom-loop profile: fp32 adapters, logits kept
-    "llama/qlora-ckpt",              # QLoRA (model of bitsandbytes' Linear4bit), checkpointing
-    "qwen3/qlora-r16",               # QLoRA, fp32 adapters on uint8-packed weights, q/k norms
-    "gemma2/qlora-prepare-kbit",     # peft's prepare_model_for_kbit_training: fp32 non-quantized
+    "llama/full",  # full fine-tuning, MHA, untied
+    "llama3-gqa-tied/full-ckpt",  # GQA, tied embeddings, non-reentrant checkpointing
+    "mistral/lora-ckpt-reentrant",  # LoRA with reentrant checkpointing
+    "qwen3/lora-r16-fp32",  # peft's fp32 adapters on a bf16 base, q/k norms
+    "gemma2/full",  # soft-capped logits, fp32 norm scaling, 4 norms
+    "phi3/lora-r8-attn",  # fused qkv_proj adapter
+    "qwen3_moe/full",  # MoE experts (grouped matmuls), router
+    "qwen2/lora-eager",  # eager attention probabilities, 7:1 GQA
+    "gemma3/lora-hf-custom-loop",  # calc's hf-custom-loop profile: fp32 adapters, logits kept
+    "llama/qlora-ckpt",  # QLoRA (model of bitsandbytes' Linear4bit), checkpointing
+    "qwen3/qlora-r16",  # QLoRA, fp32 adapters on uint8-packed weights, q/k norms
+    "gemma2/qlora-prepare-kbit",  # peft's prepare_model_for_kbit_training: fp32 non-quantized
     "llama3-gqa-tied/lora-save-both-fp32",  # peft modules_to_save on a tied table, fp32 adapters
-    "llama/qlora-save-both-ckpt",    # QLoRA with the embedding and output layer trained in full
+    "llama/qlora-save-both-ckpt",  # QLoRA with the embedding and output layer trained in full
     "llama3-gqa-tied/lora-save-both-tied",  # peft ensure_weight_tying: one copy for both tables
-    "qwen3/qlora-kbit",              # prepare_model_for_kbit_training on the bf16 model: fp32 stream
-    "gemma2/lora-loss16",            # a loop's cross-entropy on the soft-capped bf16 logits
+    "qwen3/qlora-kbit",  # prepare_model_for_kbit_training on the bf16 model: fp32 stream
+    "gemma2/lora-loss16",  # a loop's cross-entropy on the soft-capped bf16 logits
 )
 
 _BY_ID = {s["id"]: s for s in setups()}
@@ -59,8 +59,14 @@ def test_calc_matches_oracle(setup_id):
 def test_oracle_response_speaks_the_estimate_vocabulary():
     setup = _BY_ID["llama/lora-r8-attn"]
     out = oracle_estimate(dict(setup["request"], oracle=setup["oracle"]))
-    for key in ("peak_allocated_bytes", "peak_phase", "phases", "components", "params_total",
-                "params_trainable"):
+    for key in (
+        "peak_allocated_bytes",
+        "peak_phase",
+        "phases",
+        "components",
+        "params_total",
+        "params_trainable",
+    ):
         assert key in out
     assert out["peak_allocated_bytes"] == max(out["phases"].values())
     assert out["peak_phase"] in out["phases"]
@@ -74,8 +80,13 @@ def test_unsupported_settings_are_refused_not_approximated():
     from tools.oracle import Unsupported
 
     setup = _BY_ID["llama/full"]
-    for extra in ({"method": "qlora", "precision": "fp16-mixed"}, {"attention": "flash"}, {"sharding": "zero3", "num_gpus": 2},
-                  {"chunked_loss": True}, {"framework": "torchtune"},
-                  {"method": "qlora", "qlora_prepare_kbit": True, "precision": "fp32"}):
+    for extra in (
+        {"method": "qlora", "precision": "fp16-mixed"},
+        {"attention": "flash"},
+        {"sharding": "zero3", "num_gpus": 2},
+        {"chunked_loss": True},
+        {"framework": "torchtune"},
+        {"method": "qlora", "qlora_prepare_kbit": True, "precision": "fp32"},
+    ):
         with pytest.raises(Unsupported):
             oracle_estimate(dict(setup["request"], **extra))

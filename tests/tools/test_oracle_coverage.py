@@ -35,7 +35,8 @@ def test_every_readable_model_type_has_sweep_setups():
 def test_every_readable_model_type_was_swept():
     summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
     assert missing(MODEL_TYPES, summary["model_types"]) == [], (
-        "run python -m benchmarks.oracle_sweep to sweep the families calc now reads")
+        "run python -m benchmarks.oracle_sweep to sweep the families calc now reads"
+    )
 
 
 def test_a_family_missing_from_the_summary_is_caught():
@@ -53,7 +54,16 @@ def test_accepted_family_setups_cover_the_methods(family):
     """Full, LoRA (all-linear and attention only), QLoRA and checkpointing for every family;
     eager attention on top of SDPA where the family has both."""
     ids = {s["id"].split("/", 1)[1] for s in sweep.setups() if s["id"].split("/")[0] == family}
-    assert {"full", "full-ckpt", "lora-r16-all-linear", "lora-r8-attn", "lora-ckpt",
-            "qlora-r16", "qlora-ckpt"} <= ids
-    attention = {s["request"]["attention"] for s in sweep.setups() if s["id"].split("/")[0] == family}
+    assert {
+        "full",
+        "full-ckpt",
+        "lora-r16-all-linear",
+        "lora-r8-attn",
+        "lora-ckpt",
+        "qlora-r16",
+        "qlora-ckpt",
+    } <= ids
+    attention = {
+        s["request"]["attention"] for s in sweep.setups() if s["id"].split("/")[0] == family
+    }
     assert attention == ({"eager"} if family in sweep.EAGER_ONLY else {"sdpa", "eager"})

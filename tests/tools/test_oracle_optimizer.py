@@ -20,9 +20,9 @@ from calc.states import ParamLayout, Regime, optimizer_step_temp_bytes  # noqa: 
 from calc.request import parse_estimate_request  # noqa: E402
 from tools.oracle.tracker import LiveStorageTracker  # noqa: E402
 
-BIG = ((1000, 1000), torch.bfloat16)     # 1e6 elements, 2 bytes
-SMALL = ((500, 500), torch.float32)      # 250,000 elements, 4 bytes
-NORM = ((1000,), torch.bfloat16)         # a no-decay group's vector
+BIG = ((1000, 1000), torch.bfloat16)  # 1e6 elements, 2 bytes
+SMALL = ((500, 500), torch.float32)  # 250,000 elements, 4 bytes
+NORM = ((1000,), torch.bfloat16)  # a no-decay group's vector
 
 
 def _step_temporaries(groups_spec: list, fused: bool = False) -> int:
@@ -42,12 +42,15 @@ def _step_temporaries(groups_spec: list, fused: bool = False) -> int:
     return tracker.peaks["optimizer_step"][1].get("optimizer_temporaries", 0)
 
 
-@pytest.mark.parametrize(("groups", "hand"), [
-    ([[BIG]], 2 * 10 ** 6),                              # the sqrt of every second moment
-    ([[BIG, SMALL]], 2 * 10 ** 6 + 4 * 250_000),         # two dtype groups: both lists alive
-    ([[SMALL, BIG]], 2 * 10 ** 6 + 4 * 250_000),         # whichever comes first
-    ([[BIG], [NORM]], 2 * 10 ** 6),                      # parameter groups: one at a time
-])
+@pytest.mark.parametrize(
+    ("groups", "hand"),
+    [
+        ([[BIG]], 2 * 10**6),  # the sqrt of every second moment
+        ([[BIG, SMALL]], 2 * 10**6 + 4 * 250_000),  # two dtype groups: both lists alive
+        ([[SMALL, BIG]], 2 * 10**6 + 4 * 250_000),  # whichever comes first
+        ([[BIG], [NORM]], 2 * 10**6),  # parameter groups: one at a time
+    ],
+)
 def test_foreach_adamw_allocates_one_sqrt_list_per_dtype_group(groups, hand):
     assert _step_temporaries(groups) == hand
 
@@ -59,7 +62,7 @@ def test_fused_adamw_allocates_none():
 def test_calc_counts_the_traced_bytes():
     # calc's count for one dtype group of P parameters: state_bytes x P, as traced above
     req = parse_estimate_request({"model": "llama-3.2-1b", "method": "full"})
-    p = 10 ** 6
+    p = 10**6
     layout = ParamLayout(p, 0, p, p, 0, p, ((1000, 1000, 1),))
     bf16 = Regime("bf16-true", 2, 2, 2, 0, 2, False)
     assert optimizer_step_temp_bytes(req, layout, bf16) == _step_temporaries([[BIG]])

@@ -18,8 +18,15 @@ from calc import states  # noqa: E402
 from tools.oracle import qlora  # noqa: E402
 from tools.oracle.tracker import LiveStorageTracker  # noqa: E402
 
-TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 256}
+TINY = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 256,
+}
 
 
 def _bytes(shapes: dict) -> int:
@@ -53,8 +60,9 @@ def test_matmul_saves_no_input_and_dequantizes_in_forward_and_backward():
     qlora.CURRENT["tracker"] = tracker
     try:
         with FakeTensorMode(), tracker:
-            layer = qlora.Linear4bitModel(256, 512, bias=False, dtype=torch.bfloat16, double_quant=True,
-                                          device="cpu")
+            layer = qlora.Linear4bitModel(
+                256, 512, bias=False, dtype=torch.bfloat16, double_quant=True, device="cpu"
+            )
             for t in list(layer.parameters()) + list(layer.buffers()):
                 tracker.track(t, "weights")
             leaf = torch.empty((8, 256), dtype=torch.bfloat16, requires_grad=True)
@@ -86,6 +94,7 @@ def _tiny_quantized(storage, prepare: bool):
     replaced = qlora.quantize_linears(model, True, storage)
     if prepare:
         from peft import prepare_model_for_kbit_training
+
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     lora = LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM")
     lora._register_custom_module({qlora.Linear4bitModel: qlora.lora_layer_class()})

@@ -78,8 +78,14 @@ def test_foreach_adamw_steps_fake_params_twice():
 def _llama_config():
     from transformers import LlamaConfig
 
-    return LlamaConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                       num_key_value_heads=2, num_hidden_layers=1, vocab_size=100)
+    return LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=1,
+        vocab_size=100,
+    )
 
 
 def test_real_causal_masks_drop_the_mask_as_on_gpu():
@@ -91,8 +97,13 @@ def test_real_causal_masks_drop_the_mask_as_on_gpu():
     def mask():
         embeds = torch.empty(1, 32, 64)
         pos = torch.arange(32).unsqueeze(0)
-        return create_causal_mask(config=config, inputs_embeds=embeds, attention_mask=None,
-                                  past_key_values=None, position_ids=pos)
+        return create_causal_mask(
+            config=config,
+            inputs_embeds=embeds,
+            attention_mask=None,
+            past_key_values=None,
+            position_ids=pos,
+        )
 
     assert mask() is None  # real tensors: SDPA gets is_causal and no mask
     with FakeTensorMode():
@@ -120,12 +131,19 @@ def test_flash_like_sdpa_saves_what_the_flash_kernel_saves():
     k = torch.randn(1, 2, 64, 16, requires_grad=True)
     v = torch.randn(1, 2, 64, 16, requires_grad=True)
     with wa.flash_like_sdpa():
-        out, shapes = _saved_shapes(lambda: torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, is_causal=True, enable_gqa=True))
+        out, shapes = _saved_shapes(
+            lambda: torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=True, enable_gqa=True
+            )
+        )
     # q, k and v at kv-head size, the output and an fp32 (b, heads, s) log-sum-exp
-    assert shapes == [((1, 8, 64, 16), torch.float32), ((1, 2, 64, 16), torch.float32),
-                      ((1, 2, 64, 16), torch.float32), ((1, 8, 64, 16), torch.float32),
-                      ((1, 8, 64), torch.float32)]
+    assert shapes == [
+        ((1, 8, 64, 16), torch.float32),
+        ((1, 2, 64, 16), torch.float32),
+        ((1, 2, 64, 16), torch.float32),
+        ((1, 8, 64, 16), torch.float32),
+        ((1, 8, 64), torch.float32),
+    ]
     out.sum().backward()
     assert k.grad.shape == k.shape and q.grad.shape == q.shape
     # no s x s tensor is saved, unlike the math path the CPU may pick
@@ -154,20 +172,33 @@ def test_peak_agrees_with_torch_memtracker():
     from tools.oracle import oracle_estimate
     from tools.oracle.run import build_meta_model, fake_parameters, make_optimizer, normalise
 
-    request = {"model": {"hf_config": FAMILIES["llama"]}, "method": "full", "seq_len": 128,
-               "gradient_checkpointing": False, "attention_grouped_kv": True}
+    request = {
+        "model": {"hf_config": FAMILIES["llama"]},
+        "method": "full",
+        "seq_len": 128,
+        "gradient_checkpointing": False,
+        "attention_grouped_kv": True,
+    }
     ours = oracle_estimate(dict(request))
     req, options = normalise(dict(request))
     model, _ = build_meta_model(req, options)
     counter = {"step": 0}
-    with FakeTensorMode(), wa.real_causal_masks(), wa.flash_like_sdpa(), \
-            wa.adam_step_value(counter), wa.cuda_dropout():
+    with (
+        FakeTensorMode(),
+        wa.real_causal_masks(),
+        wa.flash_like_sdpa(),
+        wa.adam_step_value(counter),
+        wa.cuda_dropout(),
+    ):
         fake_parameters(model, LiveStorageTracker())
         opt = make_optimizer(req, [p for p in model.parameters() if p.requires_grad])
         tracker = MemTracker()
         tracker.track_external(model, opt)
         with tracker:
-            ids, labels = torch.zeros((1, 128), dtype=torch.long), torch.zeros((1, 128), dtype=torch.long)
+            ids, labels = (
+                torch.zeros((1, 128), dtype=torch.long),
+                torch.zeros((1, 128), dtype=torch.long),
+            )
             for step in (1, 2):
                 counter["step"] = step
                 tracker.reset_mod_stats()

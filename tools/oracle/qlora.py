@@ -60,9 +60,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-BLOCKSIZE = 64            # bitsandbytes quantize_4bit: blocksize=None -> 64
-NESTED_BLOCKSIZE = 256    # quantize_4bit(compress_statistics=True): quantize_blockwise(..., blocksize=256)
-NF4_CODE_VALUES = 16      # get_4bit_type("nf4"): 16 fp32 values
+BLOCKSIZE = 64  # bitsandbytes quantize_4bit: blocksize=None -> 64
+NESTED_BLOCKSIZE = (
+    256  # quantize_4bit(compress_statistics=True): quantize_blockwise(..., blocksize=256)
+)
+NF4_CODE_VALUES = 16  # get_4bit_type("nf4"): 16 fp32 values
 DYNAMIC_CODE_VALUES = 256  # create_dynamic_map(): 256 fp32 values, copied per nested state
 
 # Set by the oracle's run to its tracker, so the dequantized weights are tagged as such.
@@ -76,13 +78,19 @@ def _tagged(category: str):
     return tracker.tagged(category) if tracker is not None else contextlib.nullcontext()
 
 
-def storage_shapes(out_features: int, in_features: int, double_quant: bool,
-                   quant_storage: torch.dtype = torch.uint8) -> dict:
+def storage_shapes(
+    out_features: int,
+    in_features: int,
+    double_quant: bool,
+    quant_storage: torch.dtype = torch.uint8,
+) -> dict:
     """Name -> (shape, dtype) of every tensor bitsandbytes 0.49.2 keeps for one 4-bit weight."""
     n = out_features * in_features
     blocks = -(-n // BLOCKSIZE)
-    shapes = {"weight": (((n + 1) // (quant_storage.itemsize * 2), 1), quant_storage),
-              "quant_code": ((NF4_CODE_VALUES,), torch.float32)}
+    shapes = {
+        "weight": (((n + 1) // (quant_storage.itemsize * 2), 1), quant_storage),
+        "quant_code": ((NF4_CODE_VALUES,), torch.float32),
+    }
     if double_quant:
         shapes["quant_absmax"] = ((blocks,), torch.uint8)
         shapes["quant_offset"] = ((), torch.float32)
@@ -107,8 +115,11 @@ def _dequantize(layer: "Linear4bitModel") -> torch.Tensor:
             blocks = layer.quant_absmax.shape[0]
             absmax = torch.empty((blocks,), dtype=torch.float32, device=layer.weight.device)
             absmax += layer.quant_offset  # in place, as dequantize_4bit does
-        w = torch.empty((layer.out_features, layer.in_features), dtype=layer.compute_dtype,
-                        device=layer.weight.device)
+        w = torch.empty(
+            (layer.out_features, layer.in_features),
+            dtype=layer.compute_dtype,
+            device=layer.weight.device,
+        )
         del absmax
     return w
 
@@ -140,25 +151,49 @@ class Linear4bitModel(nn.Linear):
     0.49.2, not its kernels (see the module doc). A subclass of ``nn.Linear`` as
     ``Linear4bit`` is, so peft's ``"all-linear"`` matches it."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool, dtype: torch.dtype,
-                 double_quant: bool, compute_dtype: torch.dtype = torch.bfloat16,
-                 quant_storage: torch.dtype = torch.uint8, device: str = "meta") -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool,
+        dtype: torch.dtype,
+        double_quant: bool,
+        compute_dtype: torch.dtype = torch.bfloat16,
+        quant_storage: torch.dtype = torch.uint8,
+        device: str = "meta",
+    ) -> None:
         nn.Module.__init__(self)
         self.in_features, self.out_features = in_features, out_features
         self.double_quant = double_quant
         self.compute_dtype = compute_dtype
         shapes = storage_shapes(out_features, in_features, double_quant, quant_storage)
         shape, st_dtype = shapes.pop("weight")
-        self.weight = Params4bit(torch.empty(shape, dtype=st_dtype, device=device), requires_grad=False)
-        self.bias = (nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False)
-                     if bias else None)
+        self.weight = Params4bit(
+            torch.empty(shape, dtype=st_dtype, device=device), requires_grad=False
+        )
+        self.bias = (
+            nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False)
+            if bias
+            else None
+        )
         for name, (shape, st_dtype) in shapes.items():
-            self.register_buffer(name, torch.empty(shape, dtype=st_dtype, device=device), persistent=False)
+            self.register_buffer(
+                name, torch.empty(shape, dtype=st_dtype, device=device), persistent=False
+            )
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, double_quant: bool, quant_storage: torch.dtype) -> "Linear4bitModel":
-        return cls(linear.in_features, linear.out_features, linear.bias is not None, linear.weight.dtype,
-                   double_quant, quant_storage=quant_storage, device=str(linear.weight.device))
+    def from_linear(
+        cls, linear: nn.Linear, double_quant: bool, quant_storage: torch.dtype
+    ) -> "Linear4bitModel":
+        return cls(
+            linear.in_features,
+            linear.out_features,
+            linear.bias is not None,
+            linear.weight.dtype,
+            double_quant,
+            quant_storage=quant_storage,
+            device=str(linear.weight.device),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # bitsandbytes casts the bias to the input's dtype once, in place (bias.data = ...)
@@ -185,7 +220,11 @@ def quantize_linears(model: nn.Module, double_quant: bool, quant_storage: torch.
         for child_name, child in list(module.named_children()):
             full = f"{name}.{child_name}" if name else child_name
             if type(child) is nn.Linear and full not in skip:
-                setattr(module, child_name, Linear4bitModel.from_linear(child, double_quant, quant_storage))
+                setattr(
+                    module,
+                    child_name,
+                    Linear4bitModel.from_linear(child, double_quant, quant_storage),
+                )
                 replaced.append(full)
     model.is_loaded_in_4bit = True
     return replaced
@@ -230,8 +269,10 @@ def lora_layer_class():
 def unsupported_reason(req: dict, options: dict) -> str | None:
     """Why a QLoRA request cannot be traced faithfully, or None."""
     if req["precision"] not in ("bf16-true", "bf16-mixed", "fp32"):
-        return (f"QLoRA with {req['precision']}: modelled with bf16 or fp32 non-quantized "
-                "parameters and a bf16 compute dtype only")
+        return (
+            f"QLoRA with {req['precision']}: modelled with bf16 or fp32 non-quantized "
+            "parameters and a bf16 compute dtype only"
+        )
     if options.get("prepare_kbit") and req["precision"] != "fp32":
         return "prepare_kbit leaves the non-quantized parameters in fp32: ask for precision fp32"
     if req.get("qlora_prepare_kbit") and req["precision"] != "bf16-true":
@@ -268,6 +309,8 @@ def load_in_4bit(model: nn.Module, req: dict, options: dict) -> nn.Module:
         from peft import prepare_model_for_kbit_training
 
         model = prepare_model_for_kbit_training(
-            model, use_gradient_checkpointing=req["gradient_checkpointing"],
-            gradient_checkpointing_kwargs={"use_reentrant": bool(options.get("reentrant"))})
+            model,
+            use_gradient_checkpointing=req["gradient_checkpointing"],
+            gradient_checkpointing_kwargs={"use_reentrant": bool(options.get("reentrant"))},
+        )
     return model

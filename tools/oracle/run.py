@@ -33,11 +33,29 @@ SUPPORTED_OPTIMIZERS = ("adamw", "sgd", "sgd-momentum")
 ORACLE_DEFAULTS = {"steps": 2, "reentrant": False, "lora_alpha": None, "prepare_kbit": False}
 # Request keys the oracle reads; every other key must keep calc's default.
 HANDLED_KEYS = {
-    "model", "method", "lora_rank", "lora_targets", "precision", "optimizer", "micro_batch_size",
-    "seq_len", "gradient_checkpointing", "attention", "num_gpus", "lora_dropout",
-    "optimizer_fused", "lora_adapter_dtype", "attention_grouped_kv", "loss_outputs_kept",
-    "sharding", "cpu_offload", "framework", "qlora_double_quant", "lora_modules_to_save",
-    "qlora_prepare_kbit", "loss_on_16bit_logits",
+    "model",
+    "method",
+    "lora_rank",
+    "lora_targets",
+    "precision",
+    "optimizer",
+    "micro_batch_size",
+    "seq_len",
+    "gradient_checkpointing",
+    "attention",
+    "num_gpus",
+    "lora_dropout",
+    "optimizer_fused",
+    "lora_adapter_dtype",
+    "attention_grouped_kv",
+    "loss_outputs_kept",
+    "sharding",
+    "cpu_offload",
+    "framework",
+    "qlora_double_quant",
+    "lora_modules_to_save",
+    "qlora_prepare_kbit",
+    "loss_on_16bit_logits",
 }
 # Library profiles (calc.frameworks) whose code the oracle runs: transformers + peft.
 TRACED_FRAMEWORKS = ("generic", "hf-trainer", "hf-custom-loop")
@@ -52,8 +70,11 @@ def versions() -> dict:
     import torch
     import transformers
 
-    return {"torch": torch.__version__, "transformers": transformers.__version__,
-            "peft": peft.__version__}
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "peft": peft.__version__,
+    }
 
 
 def normalise(request: dict) -> tuple[dict, dict]:
@@ -67,8 +88,10 @@ def normalise(request: dict) -> tuple[dict, dict]:
     parsed["model"] = req["model"]
     framework = parsed.get("framework", "generic")
     if framework not in TRACED_FRAMEWORKS:
-        raise Unsupported(f"framework {framework}: the oracle runs transformers 5 and peft as installed "
-                          f"({', '.join(TRACED_FRAMEWORKS)}), not that library or generation")
+        raise Unsupported(
+            f"framework {framework}: the oracle runs transformers 5 and peft as installed "
+            f"({', '.join(TRACED_FRAMEWORKS)}), not that library or generation"
+        )
     for spec in field_specs("estimate"):
         key, default = spec.key, spec.default
         value = parsed[key]
@@ -94,7 +117,11 @@ def normalise(request: dict) -> tuple[dict, dict]:
         raise Unsupported(f"attention {parsed['attention']}: flash-attn is not installed")
     if parsed["optimizer"] not in SUPPORTED_OPTIMIZERS:
         raise Unsupported(f"optimizer {parsed['optimizer']}")
-    if parsed["num_gpus"] != 1 or parsed["sharding"] not in ("none",) or parsed["cpu_offload"] != "none":
+    if (
+        parsed["num_gpus"] != 1
+        or parsed["sharding"] not in ("none",)
+        or parsed["cpu_offload"] != "none"
+    ):
         raise Unsupported("one GPU, no sharding, no offload")
     return parsed, options
 
@@ -133,10 +160,13 @@ def build_meta_model(req: dict, options: dict):
     if req["method"] == "qlora" and (options["prepare_kbit"] or req["qlora_prepare_kbit"]):
         dtype = torch.bfloat16  # loaded in bf16; prepare_model_for_kbit_training casts to fp32
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=req["attention"])
+        model = AutoModelForCausalLM.from_config(
+            config, dtype=dtype, attn_implementation=req["attention"]
+        )
     if req["gradient_checkpointing"]:
         model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": bool(options["reentrant"])})
+            gradient_checkpointing_kwargs={"use_reentrant": bool(options["reentrant"])}
+        )
     if req["method"] == "qlora":
         from .qlora import load_in_4bit
 
@@ -145,17 +175,23 @@ def build_meta_model(req: dict, options: dict):
         from peft import LoraConfig, get_peft_model
 
         targets = req["lora_targets"]
-        lora = LoraConfig(r=req["lora_rank"], lora_alpha=options["lora_alpha"] or 2 * req["lora_rank"],
-                          lora_dropout=req["lora_dropout"], bias="none", task_type="CAUSAL_LM",
-                          target_modules="all-linear" if targets == "all-linear" else list(targets),
-                          modules_to_save=modules_to_save(req),
-                          ensure_weight_tying=req.get("lora_modules_to_save", "").endswith("-tied"))
+        lora = LoraConfig(
+            r=req["lora_rank"],
+            lora_alpha=options["lora_alpha"] or 2 * req["lora_rank"],
+            lora_dropout=req["lora_dropout"],
+            bias="none",
+            task_type="CAUSAL_LM",
+            target_modules="all-linear" if targets == "all-linear" else list(targets),
+            modules_to_save=modules_to_save(req),
+            ensure_weight_tying=req.get("lora_modules_to_save", "").endswith("-tied"),
+        )
         if req["method"] == "qlora":
             from .qlora import Linear4bitModel, lora_layer_class
 
             lora._register_custom_module({Linear4bitModel: lora_layer_class()})
-        model = get_peft_model(model, lora,
-                               autocast_adapter_dtype=req["lora_adapter_dtype"] == "fp32")
+        model = get_peft_model(
+            model, lora, autocast_adapter_dtype=req["lora_adapter_dtype"] == "fp32"
+        )
         if req["gradient_checkpointing"] and options["reentrant"]:
             model.enable_input_require_grads()
     model.train()
@@ -250,12 +286,24 @@ def run_steps(req: dict, options: dict) -> dict:
 
     def head_pre(_module, args):
         tracker.context = "logits"
-        if torch.is_grad_enabled() and args and isinstance(args[0], torch.Tensor) and args[0].requires_grad:
+        if (
+            torch.is_grad_enabled()
+            and args
+            and isinstance(args[0], torch.Tensor)
+            and args[0].requires_grad
+        ):
             args[0].register_hook(to_backward)
 
     head.register_forward_pre_hook(head_pre)
-    with FakeTensorMode(allow_non_fake_inputs=False), tracker, \
-            real_causal_masks(), flash_like_sdpa(), adam_step_value(counter), cuda_dropout(), grouped:
+    with (
+        FakeTensorMode(allow_non_fake_inputs=False),
+        tracker,
+        real_causal_masks(),
+        flash_like_sdpa(),
+        adam_step_value(counter),
+        cuda_dropout(),
+        grouped,
+    ):
         fake_parameters(model, tracker)
         params = [p for p in model.parameters() if p.requires_grad]
         for p in params:
@@ -274,12 +322,16 @@ def run_steps(req: dict, options: dict) -> dict:
             if last:
                 tracker.peaks.clear()
                 tracker.set_phase("forward_end")
-            autocast = torch.autocast("cpu", dtype=torch.bfloat16) if mixed else contextlib.nullcontext()
+            autocast = (
+                torch.autocast("cpu", dtype=torch.bfloat16) if mixed else contextlib.nullcontext()
+            )
             with autocast:
                 if req["loss_on_16bit_logits"]:
                     # a hand-written loop's loss on the logits as the model returns them
                     outputs = model(input_ids=ids)
-                    loss = torch.nn.functional.cross_entropy(outputs.logits.flatten(0, 1), labels.flatten())
+                    loss = torch.nn.functional.cross_entropy(
+                        outputs.logits.flatten(0, 1), labels.flatten()
+                    )
                 else:
                     outputs = model(input_ids=ids, labels=labels)
                     loss = outputs.loss
@@ -306,6 +358,7 @@ def run_steps(req: dict, options: dict) -> dict:
     components = {name: dict(parts) for name, (_peak, parts) in tracker.peaks.items()}
     if tracker.debug:
         import collections
+
         for ph, items in tracker.peak_sets.items():
             agg = collections.Counter()
             for nbytes, cat, op in items:
@@ -313,8 +366,14 @@ def run_steps(req: dict, options: dict) -> dict:
             print("==", ph)
             for (cat, op), n in agg.most_common(40):
                 print(f"  {n:>12,d} {cat:22s} {op}")
-    return {"phases": phases, "components": components, "params_total": params_total,
-            "params_trainable": trainable, "config": config, "events": tracker.events}
+    return {
+        "phases": phases,
+        "components": components,
+        "params_total": params_total,
+        "params_trainable": trainable,
+        "config": config,
+        "events": tracker.events,
+    }
 
 
 def _logical_params(model) -> int:
@@ -364,7 +423,11 @@ def oracle_estimate(request: dict) -> dict:
         "components": result["components"][peak_phase],
         "params_total": result["params_total"],
         "params_trainable": result["params_trainable"],
-        "oracle": {"phase_components": result["components"], "options": options,
-                   "versions": versions(), "seconds": round(time.perf_counter() - started, 2)},
+        "oracle": {
+            "phase_components": result["components"],
+            "options": options,
+            "versions": versions(),
+            "seconds": round(time.perf_counter() - started, 2),
+        },
         "request": {k: v for k, v in req.items()},
     }

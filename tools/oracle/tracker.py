@@ -34,7 +34,7 @@ class LiveStorageTracker(TorchDispatchMode):
         self.debug = debug  # keep the creating op of each storage and the live set at each peak
         self.op = ""
         self.peak_sets: dict[str, list] = {}
-        self.live: dict[int, list] = {}   # id(storage) -> [nbytes, category, weakref]
+        self.live: dict[int, list] = {}  # id(storage) -> [nbytes, category, weakref]
         self.total = 0
         self.by_category: dict[str, int] = defaultdict(int)
         self.context = "activations"
@@ -65,8 +65,12 @@ class LiveStorageTracker(TorchDispatchMode):
         if entry is None:
             nbytes = st.nbytes()
             cat = category or self.context
-            self.live[key] = [nbytes, cat, weakref.ref(st, lambda r, k=key: self._freed(k, r)),
-                              self.op + " " + str(tuple(t.shape)) + " " + str(t.dtype)]
+            self.live[key] = [
+                nbytes,
+                cat,
+                weakref.ref(st, lambda r, k=key: self._freed(k, r)),
+                self.op + " " + str(tuple(t.shape)) + " " + str(t.dtype),
+            ]
             if self.events is not None:
                 self._serial += 1
                 self.live[key].append(self._serial)

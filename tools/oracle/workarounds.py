@@ -137,8 +137,9 @@ def _autocast_dtype(t: torch.Tensor):
     return dtype if t.dtype != dtype else None
 
 
-def flash_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-               enable_gqa=False):
+def flash_sdpa(
+    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
+):
     """Drop-in for ``F.scaled_dot_product_attention`` with the flash kernel's memory.
 
     Without ``enable_gqa`` grouped k/v must already be expanded (as torch requires); with

@@ -15,10 +15,12 @@ ROOT = REPO_ROOT
 def run_cli(stdin: str | bytes, *args: str) -> subprocess.CompletedProcess:
     argv = args or ("estimate", "--request", "-")
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    proc = subprocess.run([sys.executable, "-m", "calc", *argv], input=data, capture_output=True,
-                          cwd=ROOT, timeout=60)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(),
-                                       proc.stderr.decode(errors="replace"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "calc", *argv], input=data, capture_output=True, cwd=ROOT, timeout=60
+    )
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode(errors="replace")
+    )
 
 
 def test_estimate_prints_response():
@@ -35,21 +37,28 @@ def test_estimate_from_file(tmp_path):
     assert proc.returncode == 0 and json.loads(proc.stdout)["params_total"] == 1_100_048_384
 
 
-@pytest.mark.parametrize("stdin, code", [
-    ("not json", "request_not_json"),
-    ("[1, 2]", "request_not_object"),
-    ('{"model": "llama-2-7b", "seq_len": NaN}', "not_integer"),
-    ('{"model": "llama-2-7b", "seq_len": 1e999}', "not_integer"),
-    ('{"model": "llama-2-7b", "seq_len": 2.5}', "not_integer"),
-    ('{"model": "llama-2-7b", "seq_len": 512, "seq_len": 4096}', "duplicate_key"),
-    ('{"model": "llama-2-7b", "micro_batch_size": 99999999999999999999999999}', "out_of_range"),
-    ('{"model": "llama-2-7b", "lora_dropout": 1}', "out_of_range"),
-    ('{"model": "llama-2-7b", "lora_dropout": NaN}', "not_number"),
-    ('{"model": {"hf_config": {"model_type": [[[]]]}}}', "config_invalid_value"),
-    ('{"model": {"hf_config": {"model_type": "llama", "hidden_size": "4096"}}}', "config_invalid_value"),
-    ('{"model": "llama-2-7b", "nested": {"a": [1, {"b": null}]}}', "unknown_key"),
-    ("[" * 100000 + "]" * 100000, "request_too_deep"),
-], ids=lambda v: repr(v)[:40])
+@pytest.mark.parametrize(
+    "stdin, code",
+    [
+        ("not json", "request_not_json"),
+        ("[1, 2]", "request_not_object"),
+        ('{"model": "llama-2-7b", "seq_len": NaN}', "not_integer"),
+        ('{"model": "llama-2-7b", "seq_len": 1e999}', "not_integer"),
+        ('{"model": "llama-2-7b", "seq_len": 2.5}', "not_integer"),
+        ('{"model": "llama-2-7b", "seq_len": 512, "seq_len": 4096}', "duplicate_key"),
+        ('{"model": "llama-2-7b", "micro_batch_size": 99999999999999999999999999}', "out_of_range"),
+        ('{"model": "llama-2-7b", "lora_dropout": 1}', "out_of_range"),
+        ('{"model": "llama-2-7b", "lora_dropout": NaN}', "not_number"),
+        ('{"model": {"hf_config": {"model_type": [[[]]]}}}', "config_invalid_value"),
+        (
+            '{"model": {"hf_config": {"model_type": "llama", "hidden_size": "4096"}}}',
+            "config_invalid_value",
+        ),
+        ('{"model": "llama-2-7b", "nested": {"a": [1, {"b": null}]}}', "unknown_key"),
+        ("[" * 100000 + "]" * 100000, "request_too_deep"),
+    ],
+    ids=lambda v: repr(v)[:40],
+)
 def test_bad_requests_exit_2_without_traceback(stdin, code):
     proc = run_cli(stdin)
     assert proc.returncode == 2
@@ -79,8 +88,13 @@ def test_utf8_bom_is_accepted():
 
 def test_closed_pipe_shows_no_traceback():
     # `python -m calc gpus | head -c 1`: the reader leaves before the output ends
-    proc = subprocess.run(f"'{sys.executable}' -m calc gpus | head -c 1", shell=True, cwd=ROOT,
-                          capture_output=True, timeout=60)
+    proc = subprocess.run(
+        f"'{sys.executable}' -m calc gpus | head -c 1",
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
     assert b"Traceback" not in proc.stderr and proc.stdout == b"{"
 
 

@@ -32,27 +32,47 @@ def test_help_lines_say_default_and_allowed_values():
     msg = Messages("en")
     specs = {s.key: s for s in field_specs("plan")}
     assert field_help(specs["seq_len"], msg).endswith(
-        "Unit: tokens. Default: 2,048. Allowed: whole number 1-4,194,304.")
+        "Unit: tokens. Default: 2,048. Allowed: whole number 1-4,194,304."
+    )
     assert "Default: --gradient-checkpointing." in field_help(specs["gradient_checkpointing"], msg)
     assert "Allowed: full, lora, qlora." in field_help(specs["method"], msg)
     # --help names the values briefly; the API page (field_sentences) has the long names
     assert "adamw-8bit (8-bit AdamW)," in field_help(specs["optimizer"], msg)
     from calc.cli.helptext import field_sentences
-    assert "adamw-8bit (8-bit AdamW (bitsandbytes))" in " ".join(field_sentences(specs["optimizer"], msg))
+
+    assert "adamw-8bit (8-bit AdamW (bitsandbytes))" in " ".join(
+        field_sentences(specs["optimizer"], msg)
+    )
     assert "Allowed: number 0 <= x <= 1." in field_help(specs["safety_margin"], msg)
     import dataclasses
-    assert "Default: 0.25." in field_help(dataclasses.replace(specs["safety_margin"], default=0.25), msg)
+
+    assert "Default: 0.25." in field_help(
+        dataclasses.replace(specs["safety_margin"], default=0.25), msg
+    )
     assert "Required." in field_help(specs["dataset_tokens"], msg)
     es = field_help(specs["lora_dropout"], Messages("es"))
     assert "Por defecto: 0." in es and "0 <= x < 1" in es
 
 
-@pytest.mark.parametrize("lang, command, words", [
-    ("en", "estimate", ["examples:", "7B QLoRA on a 24 GB card", "ZeRO-3", "/en/methodology/"]),
-    ("es", "estimate", ["ejemplos:", "QLoRA de un modelo de 7B", "ZeRO-3", "/methodology/", "muestra esta ayuda"]),
-    ("en", "plan", ["examples:", "cheapest", "/en/methodology/"]),
-    ("es", "plan", ["ejemplos:", "más barata", "/methodology/"]),
-])
+@pytest.mark.parametrize(
+    "lang, command, words",
+    [
+        ("en", "estimate", ["examples:", "7B QLoRA on a 24 GB card", "ZeRO-3", "/en/methodology/"]),
+        (
+            "es",
+            "estimate",
+            [
+                "ejemplos:",
+                "QLoRA de un modelo de 7B",
+                "ZeRO-3",
+                "/methodology/",
+                "muestra esta ayuda",
+            ],
+        ),
+        ("en", "plan", ["examples:", "cheapest", "/en/methodology/"]),
+        ("es", "plan", ["ejemplos:", "más barata", "/methodology/"]),
+    ],
+)
 def test_help_has_examples_and_the_methodology(lang, command, words):
     rc, out, _ = run_main([command, "--help", "--lang", lang])
     assert rc == 0 and all(w in out for w in words)
@@ -62,6 +82,7 @@ def _commands():
     from calc.cli import commands, sweep  # noqa: F401  (they register the subcommands)
     from calc.cli.registry import COMMANDS
     from calc.config_import.cli import register_cli
+
     register_cli()
     return sorted(c.name for c in COMMANDS)
 
@@ -72,6 +93,7 @@ def test_each_subcommand_has_examples_of_its_own(lang):
     share their examples, and each one's are in its --help (the program's --help has one of
     each kind)."""
     from calc.cli.helptext import EXAMPLES
+
     names = _commands()
     assert set(EXAMPLES) == set(names)
     seen: dict[str, str] = {}
@@ -85,13 +107,18 @@ def test_each_subcommand_has_examples_of_its_own(lang):
         others = [a for n in names if n != name for a in examples(n)]
         assert not any(f"python -m calc {a}\n" in out for a in others if a not in mine), name
     _, top, _ = run_main(["--help", "--lang", lang])
-    assert {a.split()[0] for a in examples() if f"python -m calc {a}\n" in top} >= {"estimate", "plan", "sweep"}
+    assert {a.split()[0] for a in examples() if f"python -m calc {a}\n" in top} >= {
+        "estimate",
+        "plan",
+        "sweep",
+    }
 
 
 @pytest.mark.parametrize("example", examples())
 def test_examples_run(example, tmp_path, monkeypatch):
     """Every example of every --help runs; ``FILE.yml`` is one of the tests' axolotl configs."""
     import shutil
+
     shutil.copy(ROOT / "tests" / "configs" / "axolotl" / "qlora.yml", tmp_path / "FILE.yml")
     monkeypatch.chdir(tmp_path)
     argv = shlex.split(example)
@@ -107,6 +134,7 @@ def test_estimate_help_is_short_and_groups_the_library_behaviours():
     """One usage of three lines (argparse's listed every flag: 45 lines), and every key a
     --framework profile sets under one heading, one line each for a yes/no one."""
     from calc.frameworks import profile_keys
+
     specs = {s.key: s for s in field_specs("estimate")}
     for lang, heading in (("en", "library behaviours"), ("es", "comportamientos de la biblioteca")):
         rc, out, _ = run_main(["estimate", "--help", "--lang", lang])
@@ -116,35 +144,51 @@ def test_estimate_help_is_short_and_groups_the_library_behaviours():
         assert rc == 0 and len(lines) < 290, len(lines)
         assert lines[0].startswith("usage: python -m calc estimate [") and lines[3] == ""
         head = next(i for i, line in enumerate(lines) if line.startswith(heading))
-        tail = next(i for i in range(head + 1, len(lines)) if lines[i] and not lines[i].startswith(" "))
+        tail = next(
+            i for i in range(head + 1, len(lines)) if lines[i] and not lines[i].startswith(" ")
+        )
         block = "\n".join(lines[head:tail])
         for key in profile_keys():
             flag = specs[key].flag
             if specs[key].kind == "bool":
-                at = next(i for i in range(head, tail) if lines[i].startswith(f"  --[no-]{flag[2:]}"))
+                at = next(
+                    i for i in range(head, tail) if lines[i].startswith(f"  --[no-]{flag[2:]}")
+                )
                 # its name on the same line or the next one, and its default within three lines
-                assert Messages(lang).label(key)[:12] in " ".join(" ".join(lines[at:at + 2]).split()), key
-                assert any(w in " ".join(" ".join(lines[at:at + 4]).split())
-                           for w in ("Default: off", "Por defecto: no")), key
+                assert Messages(lang).label(key)[:12] in " ".join(
+                    " ".join(lines[at : at + 2]).split()
+                ), key
+                assert any(
+                    w in " ".join(" ".join(lines[at : at + 4]).split())
+                    for w in ("Default: off", "Por defecto: no")
+                ), key
             else:
                 assert f"  {flag} " in block, flag
         before = "\n".join(lines[:head])
-        assert not any(f"--[no-]{specs[k].flag[2:]}" in before or f"  {specs[k].flag} " in before
-                       for k in profile_keys())
+        assert not any(
+            f"--[no-]{specs[k].flag[2:]}" in before or f"  {specs[k].flag} " in before
+            for k in profile_keys()
+        )
 
 
 def test_sweep_help_does_not_mark_gpu_or_dataset_tokens_required():
     """A sweep runs estimate without them; plan needs both."""
-    for lang, required, optional in (("en", "Required.", "Optional in a sweep"),
-                                     ("es", "Obligatorio.", "Opcional en un barrido")):
+    for lang, required, optional in (
+        ("en", "Required.", "Optional in a sweep"),
+        ("es", "Obligatorio.", "Opcional en un barrido"),
+    ):
         _, sweep, _ = run_main(["sweep", "--help", "--lang", lang])
         _, plan, _ = run_main(["plan", "--help", "--lang", lang])
         for flag in ("--gpu ID ", "--dataset-tokens X "):
             sweep_text = sweep.split("\n  " + flag)[1].split("\n  --")[0]
             plan_text = plan.split("\n  " + flag)[1].split("\n  --")[0]
-            assert required not in " ".join(sweep_text.split()) and optional in " ".join(sweep_text.split())
+            assert required not in " ".join(sweep_text.split()) and optional in " ".join(
+                sweep_text.split()
+            )
             assert required in " ".join(plan_text.split())
-    rc, out, err = run_main(["sweep", "--model", "llama-3.1-8b", "--seq-len", "1024,2048", "--json"])
+    rc, out, err = run_main(
+        ["sweep", "--model", "llama-3.1-8b", "--seq-len", "1024,2048", "--json"]
+    )
     assert rc == 0 and json.loads(out)["command"] == "estimate"
 
 
@@ -154,10 +198,13 @@ def test_every_numeric_flag_says_its_unit(lang, unit):
     import argparse
 
     from calc.cli.app import build_parser
+
     numeric = {s.key for s in field_specs("plan") if s.numeric} | {"show_margin"}
     for command in ("estimate", "plan", "sweep"):
         parser = build_parser(Messages(lang), only=command)
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[
+            command
+        ]
         checked = [a for a in sub._actions if a.dest in numeric]
         assert len(checked) >= (6 if command == "estimate" else 20)
         for action in checked:
@@ -170,10 +217,12 @@ def test_every_numeric_flag_says_its_unit(lang, unit):
 def test_version_names_the_distribution():
     import calc
     from calc.cli.app import main
+
     rc, out, _ = run_main(["--version"])
     assert rc == 0 and out == f"gpu-finetune-calc {calc.__version__} (python -m calc)\n"
     import contextlib
     import io
+
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer), pytest.raises(SystemExit):
         main(["--version"], prog="gpu-finetune-calc")
@@ -184,8 +233,13 @@ def test_version_names_the_distribution():
 
 def test_help_subprocess_in_spanish_from_the_locale():
     env = {"PATH": "/usr/bin:/bin", "LANG": "es_ES.UTF-8", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "calc", "plan", "--help"], capture_output=True,
-                          cwd=ROOT, env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "calc", "plan", "--help"],
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 0 and "Tokens de entrenamiento en una época" in proc.stdout.decode()
 
 
@@ -208,5 +262,6 @@ def test_every_cli_message_the_code_asks_for_exists():
         used |= set(re.findall(r'msg\.text\("([a-z_.]+[a-z])"', path.read_text(encoding="utf-8")))
     from calc.cli import commands, sweep  # noqa: F401  (they register the subcommands)
     from calc.cli.registry import COMMANDS
+
     used |= {command.help_key for command in COMMANDS}
     assert len(COMMANDS) >= 6 and used and not used - have, used - have

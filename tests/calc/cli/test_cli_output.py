@@ -22,28 +22,70 @@ from conftest import REPO_ROOT
 
 ROOT = REPO_ROOT
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
-GIB = 2 ** 30
+GIB = 2**30
 
 ESTIMATE = {
-    "peak_allocated_bytes": int(17.6 * GIB), "peak_reserved_bytes": int(19.5 * GIB),
-    "device_total_bytes": int(20.04 * GIB), "peak_phase": "forward_end", "host_bytes": 0,
+    "peak_allocated_bytes": int(17.6 * GIB),
+    "peak_reserved_bytes": int(19.5 * GIB),
+    "device_total_bytes": int(20.04 * GIB),
+    "peak_phase": "forward_end",
+    "host_bytes": 0,
     "warnings": ["seq_len_above_max_positions"],
-    "request": {"model": "llama-3.1-8b", "method": "qlora", "precision": "bf16-mixed", "seq_len": 4096,
-                "micro_batch_size": 2, "num_gpus": 1, "sharding": "none", "framework": "hf-trainer"},
+    "request": {
+        "model": "llama-3.1-8b",
+        "method": "qlora",
+        "precision": "bf16-mixed",
+        "seq_len": 4096,
+        "micro_batch_size": 2,
+        "num_gpus": 1,
+        "sharding": "none",
+        "framework": "hf-trainer",
+    },
 }
 PLAN = {
-    "gpu": "rtx-4090", "num_gpus": 2, "sharding": "zero2", "safety_margin": 0.25,
-    "memory": {**ESTIMATE, "peak_allocated_range_bytes": [int(16.1 * GIB), int(19.2 * GIB)],
-               "peak_reserved_range_bytes": [int(17.9 * GIB), int(21.3 * GIB)], "warnings": [],
-               "request": {**ESTIMATE["request"], "num_gpus": 2, "sharding": "zero2"}},
-    "fits": {"rtx-4090": {"fits": False, "fits_without_margin": True, "memory_bytes": int(23.99 * GIB),
-                          "required_bytes": int(25.05 * GIB), "verdict": "borderline"}},
-    "time_hours": 15.46, "time": {"tokens_per_second": 12345.6},
+    "gpu": "rtx-4090",
+    "num_gpus": 2,
+    "sharding": "zero2",
+    "safety_margin": 0.25,
+    "memory": {
+        **ESTIMATE,
+        "peak_allocated_range_bytes": [int(16.1 * GIB), int(19.2 * GIB)],
+        "peak_reserved_range_bytes": [int(17.9 * GIB), int(21.3 * GIB)],
+        "warnings": [],
+        "request": {**ESTIMATE["request"], "num_gpus": 2, "sharding": "zero2"},
+    },
+    "fits": {
+        "rtx-4090": {
+            "fits": False,
+            "fits_without_margin": True,
+            "memory_bytes": int(23.99 * GIB),
+            "required_bytes": int(25.05 * GIB),
+            "verdict": "borderline",
+        }
+    },
+    "time_hours": 15.46,
+    "time": {"tokens_per_second": 12345.6},
     "cost_usd": {"total": 1234.5, "final_run": 10.56},
-    "recommendations": {"configs": [
-        {"id": "h100-sxmx4-zero3", "gpu": "h100-sxm", "num_gpus": 4, "sharding": "zero3", "cost_usd": 15.76,
-         "time_hours": 3.4},
-        {"id": "l4x1-none", "gpu": "l4", "num_gpus": 1, "sharding": "none", "cost_usd": 16.1, "time_hours": 13.9}]},
+    "recommendations": {
+        "configs": [
+            {
+                "id": "h100-sxmx4-zero3",
+                "gpu": "h100-sxm",
+                "num_gpus": 4,
+                "sharding": "zero3",
+                "cost_usd": 15.76,
+                "time_hours": 3.4,
+            },
+            {
+                "id": "l4x1-none",
+                "gpu": "l4",
+                "num_gpus": 1,
+                "sharding": "none",
+                "cost_usd": 16.1,
+                "time_hours": 13.9,
+            },
+        ]
+    },
     "warnings": ["borderline_selected_gpu"],
 }
 REQUEST = {"model": "llama-3.1-8b", "method": "qlora", "seq_len": 4096, "micro_batch_size": 2}
@@ -54,7 +96,9 @@ def _snapshot(name: str, text: str) -> None:
     path = SNAPSHOTS / name
     if os.environ.get("UPDATE_SNAPSHOTS") == "1":
         path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8"), f"{name} changed (UPDATE_SNAPSHOTS=1 to accept)"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{name} changed (UPDATE_SNAPSHOTS=1 to accept)"
+    )
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -63,11 +107,26 @@ def test_estimate_table_snapshot(lang):
     # fixed entries (not calc.recommend's), so the snapshot tests the rendering only: one without
     # calc's verdict code (the table derives it), two with it
     need = int(25.05 * GIB)
-    verdicts = {"rtx-4090": {"fits": False, "fits_without_margin": True, "memory_bytes": int(23.99 * GIB),
-                             "required_bytes": need},
-                "a100-80gb-sxm": {"fits": True, "verdict": "fits", "memory_bytes": 80 * GIB, "required_bytes": need},
-                "l4": {"fits": False, "verdict": "does_not_fit", "memory_bytes": int(22.5 * GIB),
-                       "required_bytes": need}}
+    verdicts = {
+        "rtx-4090": {
+            "fits": False,
+            "fits_without_margin": True,
+            "memory_bytes": int(23.99 * GIB),
+            "required_bytes": need,
+        },
+        "a100-80gb-sxm": {
+            "fits": True,
+            "verdict": "fits",
+            "memory_bytes": 80 * GIB,
+            "required_bytes": need,
+        },
+        "l4": {
+            "fits": False,
+            "verdict": "does_not_fit",
+            "memory_bytes": int(22.5 * GIB),
+            "required_bytes": need,
+        },
+    }
     _snapshot(f"cli_estimate_{lang}.txt", render_estimate(ESTIMATE, msg, verdicts, 0.25))
 
 
@@ -101,16 +160,27 @@ def test_estimate_verdict_is_the_one_verdict(monkeypatch):
     from calc.gpus import get_gpu
 
     card = get_gpu("l4")
-    monkeypatch.setattr(recommend, "need_of", lambda est: recommend.Need(5, card.memory_bytes - 1,
-                                                                          card.memory_bytes + 1))
+    monkeypatch.setattr(
+        recommend,
+        "need_of",
+        lambda est: recommend.Need(5, card.memory_bytes - 1, card.memory_bytes + 1),
+    )
     out = estimate_verdicts({"device_total_bytes": 5}, [card], 0.0)
     assert out["l4"]["verdict"] == "borderline" and out["l4"]["device_range_bytes"] == [
-        card.memory_bytes - 1, card.memory_bytes + 1]
+        card.memory_bytes - 1,
+        card.memory_bytes + 1,
+    ]
 
 
-@pytest.mark.parametrize("model, method, gpu", [
-    (model, method, gpu) for model in ("qwen3-4b", "llama-3.1-8b", "qwen3-14b")
-    for method in ("full", "lora", "qlora") for gpu in ("rtx-4090", "l40s", "h100-sxm")])
+@pytest.mark.parametrize(
+    "model, method, gpu",
+    [
+        (model, method, gpu)
+        for model in ("qwen3-4b", "llama-3.1-8b", "qwen3-14b")
+        for method in ("full", "lora", "qlora")
+        for gpu in ("rtx-4090", "l40s", "h100-sxm")
+    ],
+)
 def test_cli_verdicts_say_what_the_plan_says(model, method, gpu):
     """The verdict line of ``plan --table`` and of ``estimate --gpu --table`` name the state the
     plan's cards table holds for that card, in both languages, and no margin unless one is set."""
@@ -118,8 +188,13 @@ def test_cli_verdicts_say_what_the_plan_says(model, method, gpu):
     from calc.gpus import get_gpu
     from calc.reference import PRECISION
 
-    request = {"model": model, "method": method, "precision": PRECISION[method], "gpu": gpu,
-               "dataset_tokens": 1e8}
+    request = {
+        "model": model,
+        "method": method,
+        "precision": PRECISION[method],
+        "gpu": gpu,
+        "dataset_tokens": 1e8,
+    }
     plan = plan_dict(request)
     state = plan["fits"][gpu]["verdict"]
     est = estimate_dict({k: v for k, v in request.items() if k not in ("gpu", "dataset_tokens")})
@@ -128,8 +203,11 @@ def test_cli_verdicts_say_what_the_plan_says(model, method, gpu):
     for lang in ("es", "en"):
         msg = Messages(lang)
         word = msg.message("cli.verdict." + state, state)
-        others = [msg.message("cli.verdict." + s, s) for s in ("fits", "borderline", "does_not_fit")
-                  if s != state]
+        others = [
+            msg.message("cli.verdict." + s, s)
+            for s in ("fits", "borderline", "does_not_fit")
+            if s != state
+        ]
         for text in (render_plan(plan, msg), render_estimate(est, msg, {gpu: entry}, 0.0)):
             line = next(x for x in text.splitlines() if get_gpu(gpu).name in x and "GiB" in x)
             verdict = line.split(get_gpu(gpu).name, 1)[1].strip()
@@ -137,14 +215,20 @@ def test_cli_verdicts_say_what_the_plan_says(model, method, gpu):
             assert "margen" not in line and "margin" not in line
 
 
-@pytest.mark.parametrize("command, request_obj, compute", [
-    ("estimate", REQUEST, estimate_dict), ("plan", PLAN_REQUEST, plan_dict)])
+@pytest.mark.parametrize(
+    "command, request_obj, compute",
+    [("estimate", REQUEST, estimate_dict), ("plan", PLAN_REQUEST, plan_dict)],
+)
 def test_json_is_todays_bytes(command, request_obj, compute):
     """Piped, with --json, and from --request: json.dumps(indent=2, ensure_ascii=False) + newline."""
     expected = json.dumps(compute(request_obj), indent=2, ensure_ascii=False) + "\n"
     assert run_main([command, "--request", "-"], stdin=dumps(request_obj))[1] == expected
-    assert run_main([command, "--request", "-", "--json"], tty=True, stdin=dumps(request_obj))[1] == expected
+    assert (
+        run_main([command, "--request", "-", "--json"], tty=True, stdin=dumps(request_obj))[1]
+        == expected
+    )
     from calc.fields import field_specs
+
     flags = flags_for_request(request_obj, field_specs(command))
     assert run_main([command, *flags, "--json", "--lang", "es"], tty=True)[1] == expected
 
@@ -152,11 +236,17 @@ def test_json_is_todays_bytes(command, request_obj, compute):
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_terminal_gets_the_table_of_the_response(lang):
     est = estimate_dict(REQUEST)
-    rc, out, _ = run_main(["estimate", "--request", "-", "--lang", lang], tty=True, stdin=dumps(REQUEST))
+    rc, out, _ = run_main(
+        ["estimate", "--request", "-", "--lang", lang], tty=True, stdin=dumps(REQUEST)
+    )
     assert rc == 0 and out == render_estimate(est, Messages(lang), {}, 0.25)
-    rc, out, _ = run_main(["plan", "--request", "-", "--lang", lang], tty=True, stdin=dumps(PLAN_REQUEST))
+    rc, out, _ = run_main(
+        ["plan", "--request", "-", "--lang", lang], tty=True, stdin=dumps(PLAN_REQUEST)
+    )
     assert rc == 0 and out == render_plan(plan_dict(PLAN_REQUEST), Messages(lang))
-    rc, forced, _ = run_main(["plan", "--request", "-", "--lang", lang, "--table"], stdin=dumps(PLAN_REQUEST))
+    rc, forced, _ = run_main(
+        ["plan", "--request", "-", "--lang", lang, "--table"], stdin=dumps(PLAN_REQUEST)
+    )
     assert forced == out
 
 
@@ -178,7 +268,9 @@ def test_a_real_terminal_gets_a_table_and_a_pipe_gets_json():
     finally:
         os.close(leader)
     text = b"".join(chunks).decode().replace("\r\n", "\n")
-    assert proc.returncode == 0 and text.startswith("Setup: Llama 3.1 8B") and "Peak allocated" in text
+    assert (
+        proc.returncode == 0 and text.startswith("Setup: Llama 3.1 8B") and "Peak allocated" in text
+    )
     piped = subprocess.run(argv, capture_output=True, cwd=ROOT, timeout=60)
     assert json.loads(piped.stdout)["peak_allocated_bytes"] > 0
 
@@ -189,6 +281,7 @@ def test_listings_are_tables_on_a_terminal_and_todays_json_for_scripts(command):
     for byte (scripts read it: ``python -m calc gpus | jq``)."""
     from calc.gpus import gpus_listing
     from calc.presets import presets_listing
+
     listing = presets_listing() if command == "presets" else gpus_listing()
     expected = json.dumps(listing, indent=2, ensure_ascii=False) + "\n"
     assert run_main([command]) == (0, expected, "")
@@ -198,7 +291,9 @@ def test_listings_are_tables_on_a_terminal_and_todays_json_for_scripts(command):
         rc, table, _ = run_main([command, "--lang", lang], tty=True)
         assert rc == 0 and run_main([command, "--table", "--lang", lang])[1] == table
         lines = table.splitlines()
-        assert set(lines[1]) == {"-", " "} and len(lines) == len(rows) + 3  # header, rule, rows, footer
+        assert (
+            set(lines[1]) == {"-", " "} and len(lines) == len(rows) + 3
+        )  # header, rule, rows, footer
         for row, line in zip(rows, lines[2:], strict=False):
             assert line.startswith(row["id"] + " ") and row["name"] in line
         assert str(len(rows)) in lines[-1] and "--json" in lines[-1]
@@ -207,17 +302,28 @@ def test_listings_are_tables_on_a_terminal_and_todays_json_for_scripts(command):
 def test_presets_table_shows_size_context_and_active_parameters():
     from calc.cli.table import render_presets
     from calc.presets import presets_listing
-    rows = {line.split()[0]: line for line in render_presets(presets_listing(), Messages("en")).splitlines()}
+
+    rows = {
+        line.split()[0]: line
+        for line in render_presets(presets_listing(), Messages("en")).splitlines()
+    }
     assert rows["llama-3.1-8b"].split()[-4:] == ["8.0B", "131,072", "32", "4,096"]
     assert "30.5B (3.4B active)" in rows["qwen3-30b-a3b"]
-    es = {line.split()[0]: line for line in render_presets(presets_listing(), Messages("es")).splitlines()}
+    es = {
+        line.split()[0]: line
+        for line in render_presets(presets_listing(), Messages("es")).splitlines()
+    }
     cells = re.split(" {2,}", es["llama-3.1-8b"])  # a Spanish thousands separator is a space
-    assert cells == ["llama-3.1-8b", "Llama 3.1 8B", "8,0B", "131\u202f072", "32", "4096"] and "Parámetros" in es["id"]
+    assert (
+        cells == ["llama-3.1-8b", "Llama 3.1 8B", "8,0B", "131\u202f072", "32", "4096"]
+        and "Parámetros" in es["id"]
+    )
 
 
 def test_gpus_table_shows_memory_speed_and_the_lowest_price():
     from calc.cli.table import render_gpus
     from calc.gpus import gpus_listing
+
     listing = gpus_listing()
     rows = {line.split()[0]: line for line in render_gpus(listing, Messages("en")).splitlines()}
     card = next(g for g in listing["gpus"] if g["id"] == "rtx-4090")
@@ -230,11 +336,23 @@ def test_gpus_table_shows_memory_speed_and_the_lowest_price():
 
 def test_setup_line_names_the_model_framework_precision_and_gpus():
     from calc.cli.table import _setup_line
-    request = {"model": "llama-3.1-8b", "method": "lora", "precision": "bf16-true", "framework": "torchtune",
-               "seq_len": 2048, "micro_batch_size": 1, "num_gpus": 8, "sharding": "zero3"}
+
+    request = {
+        "model": "llama-3.1-8b",
+        "method": "lora",
+        "precision": "bf16-true",
+        "framework": "torchtune",
+        "seq_len": 2048,
+        "micro_batch_size": 1,
+        "num_gpus": 8,
+        "sharding": "zero3",
+    }
     assert _setup_line(request, Messages("en")) == (
-        "Llama 3.1 8B · LoRA · pure bf16 · library: torchtune · 2048 tokens × 1 per micro-batch · 8 GPUs · ZeRO-3")
-    assert _setup_line(request, Messages("es")).endswith("· 8 GPU · ZeRO-3")  # siglas: sin plural escrito
+        "Llama 3.1 8B · LoRA · pure bf16 · library: torchtune · 2048 tokens × 1 per micro-batch · 8 GPUs · ZeRO-3"
+    )
+    assert _setup_line(request, Messages("es")).endswith(
+        "· 8 GPU · ZeRO-3"
+    )  # siglas: sin plural escrito
     one = {**request, "num_gpus": 1, "sharding": "none", "model": "hf_config:qwen3"}
     assert _setup_line(one, Messages("en")).startswith("config.json (qwen3) · ")
     assert _setup_line(one, Messages("en")).endswith("· 1 GPU")
@@ -243,31 +361,70 @@ def test_setup_line_names_the_model_framework_precision_and_gpus():
 
 def test_setups_and_cards_are_named_not_ids():
     from calc.cli.table import gpu_name, setup_name
+
     config = {"id": "h100-sxmx4-zero3", "gpu": "h100-sxm", "num_gpus": 4, "sharding": "zero3"}
     assert setup_name(config, Messages("en")) == "4 × H100 SXM5 · ZeRO-3"
-    assert setup_name({**config, "num_gpus": 1, "sharding": "none"}, Messages("es")) == "1 × H100 SXM5"
+    assert (
+        setup_name({**config, "num_gpus": 1, "sharding": "none"}, Messages("es")) == "1 × H100 SXM5"
+    )
     assert gpu_name("rtx-4090") == "GeForce RTX 4090" and gpu_name("no-such-card") == "no-such-card"
     text = render_plan(PLAN, Messages("en"))
     assert "4 × H100 SXM5 · ZeRO-3" in text and "h100-sxmx4-zero3" not in text
     assert "2 × GeForce RTX 4090 · ZeRO-2" in text and "2 GPUs · ZeRO-2" in text
-    rc, sweep, _ = run_main(["sweep", "--model", "llama-3.1-8b", "--seq-len", "1024,2048", "--gpu", "rtx-4090",
-                             "--lang", "en"], tty=True)
-    assert rc == 0 and "Verdict (GeForce RTX 4090)" in sweep.splitlines()[0] and "rtx-4090" not in sweep
+    rc, sweep, _ = run_main(
+        [
+            "sweep",
+            "--model",
+            "llama-3.1-8b",
+            "--seq-len",
+            "1024,2048",
+            "--gpu",
+            "rtx-4090",
+            "--lang",
+            "en",
+        ],
+        tty=True,
+    )
+    assert (
+        rc == 0
+        and "Verdict (GeForce RTX 4090)" in sweep.splitlines()[0]
+        and "rtx-4090" not in sweep
+    )
 
 
 def test_table_in_an_ascii_terminal_has_no_traceback():
     env = {**os.environ, "PYTHONIOENCODING": "ascii"}
-    proc = subprocess.run([sys.executable, "-m", "calc", "estimate", "--model", "llama-3.1-8b", "--gpu", "l4",
-                           "--table", "--lang", "es"], capture_output=True, cwd=ROOT, env=env, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calc",
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "l4",
+            "--table",
+            "--lang",
+            "es",
+        ],
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 0 and b"Traceback" not in proc.stderr
     assert b"Configuraci?n" in proc.stdout
 
 
 def test_estimate_against_every_card():
     from calc.gpus import all_gpus
-    rc, out, _ = run_main(["estimate", "--model", "llama-3.1-8b", "--gpu", "all", "--lang", "en"], tty=True)
+
+    rc, out, _ = run_main(
+        ["estimate", "--model", "llama-3.1-8b", "--gpu", "all", "--lang", "en"], tty=True
+    )
     lines = out.split("Verdict")[1].splitlines()[1:]
-    names = [line.strip().split("  ")[0] for line in lines[:len(all_gpus())]]
+    names = [line.strip().split("  ")[0] for line in lines[: len(all_gpus())]]
     assert rc == 0 and names == [g.name for g in all_gpus()]
 
 
@@ -276,9 +433,16 @@ def test_yaml_unavailable_says_how_to_install_it(lang, words, monkeypatch):
     """Without PyYAML (a wheel installed without its yaml extra) a YAML config is refused with
     one line that names the extra to install."""
     from calc.config_import import loading
+
     monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml -> ImportError
     monkeypatch.setattr(loading, "_loader_class", None)
     config = str(ROOT / "tests" / "configs" / "axolotl" / "qlora.yml")
     rc, out, err = run_main(["estimate", "--config", config, "--lang", lang], tty=True)
-    assert rc == 2 and out == "" and err.count("\n") == 1 and "[yaml_unavailable]" in err and words in err
+    assert (
+        rc == 2
+        and out == ""
+        and err.count("\n") == 1
+        and "[yaml_unavailable]" in err
+        and words in err
+    )
     assert "pip install 'gpu-finetune-calc[yaml]'" in err

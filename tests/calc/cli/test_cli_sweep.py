@@ -36,13 +36,17 @@ def test_range_sweep_equals_single_runs_in_plan():
     argv = [*BASE, "--dataset-tokens", "1e7", "--gpu", "l4"]
     rc, out, _ = run_main(["sweep", *argv, "--micro-batch-size", "1..4"])
     data = json.loads(out)
-    assert rc == 0 and data["command"] == "plan" and [r["value"] for r in data["runs"]] == [1, 2, 3, 4]
+    assert (
+        rc == 0 and data["command"] == "plan" and [r["value"] for r in data["runs"]] == [1, 2, 3, 4]
+    )
     for run in data["runs"]:
         assert run["response"] == _single("plan", [*argv, "--micro-batch-size", str(run["value"])])
 
 
 def test_enum_sweep_and_csv_rows_match_single_runs():
-    rc, out, _ = run_main(["sweep", "--model", "llama-3.1-8b", "--method", "full,lora,qlora", "--csv"])
+    rc, out, _ = run_main(
+        ["sweep", "--model", "llama-3.1-8b", "--method", "full,lora,qlora", "--csv"]
+    )
     rows = list(csv.DictReader(io.StringIO(out)))
     assert rc == 0 and [r["method"] for r in rows] == ["full", "lora", "qlora"]
     for row in rows:
@@ -60,8 +64,19 @@ def test_gpu_verdict_in_an_estimate_sweep():
 
 def test_plan_sweep_csv_has_time_and_cost():
     request = {"model": "llama-3.1-8b", "method": "qlora", "dataset_tokens": 1e7, "gpu": "l4"}
-    rc, out, _ = run_main(["sweep", *BASE, "--dataset-tokens", "1e7", "--gpu", "l4",
-                           "--seq-len", "1024,2048", "--csv"])
+    rc, out, _ = run_main(
+        [
+            "sweep",
+            *BASE,
+            "--dataset-tokens",
+            "1e7",
+            "--gpu",
+            "l4",
+            "--seq-len",
+            "1024,2048",
+            "--csv",
+        ]
+    )
     rows = list(csv.DictReader(io.StringIO(out)))
     for row in rows:
         single = plan_dict({**request, "seq_len": int(row["seq_len"])})
@@ -69,22 +84,27 @@ def test_plan_sweep_csv_has_time_and_cost():
         assert float(row["cost_usd"]) == single["cost_usd"]["total"]
 
 
-@pytest.mark.parametrize("lang, words", [("en", ["Peak allocated", "GiB"]), ("es", ["Pico asignado", ","])])
+@pytest.mark.parametrize(
+    "lang, words", [("en", ["Peak allocated", "GiB"]), ("es", ["Pico asignado", ","])]
+)
 def test_sweep_table_on_a_terminal(lang, words):
     rc, out, _ = run_main(["sweep", *BASE, "--seq-len", "1024,2048", "--lang", lang], tty=True)
     assert rc == 0 and len(out.strip().splitlines()) == 4
     assert all(w in out for w in words)
 
 
-@pytest.mark.parametrize("argv, code", [
-    ([*BASE], "sweep_needs_one_field"),
-    ([*BASE, "--seq-len", "1,2", "--micro-batch-size", "1,2"], "sweep_needs_one_field"),
-    ([*BASE, "--seq-len", "8..2"], "bad_sweep_range"),
-    ([*BASE, "--seq-len", "1..100000"], "bad_sweep_range"),
-    ([*BASE, "--seq-len", "1..8:0"], "bad_sweep_range"),
-    ([*BASE, "--seq-len", "1024,abc"], "not_integer"),
-    ([*BASE, "--method", "lora,bogus"], "unknown_value"),
-])
+@pytest.mark.parametrize(
+    "argv, code",
+    [
+        ([*BASE], "sweep_needs_one_field"),
+        ([*BASE, "--seq-len", "1,2", "--micro-batch-size", "1,2"], "sweep_needs_one_field"),
+        ([*BASE, "--seq-len", "8..2"], "bad_sweep_range"),
+        ([*BASE, "--seq-len", "1..100000"], "bad_sweep_range"),
+        ([*BASE, "--seq-len", "1..8:0"], "bad_sweep_range"),
+        ([*BASE, "--seq-len", "1024,abc"], "not_integer"),
+        ([*BASE, "--method", "lora,bogus"], "unknown_value"),
+    ],
+)
 def test_bad_sweeps_are_coded_errors(argv, code):
     rc, out, err = run_main(["sweep", *argv])
     assert rc == 2 and json.loads(out)["error"]["code"] == code and "Traceback" not in err
@@ -94,7 +114,11 @@ def test_sweep_of_a_request_that_is_no_object(tmp_path):
     path = tmp_path / "req.json"
     path.write_text("[1, 2]")
     rc, out, err = run_main(["sweep", "--request", str(path), "--seq-len", "1,2"])
-    assert rc == 2 and json.loads(out)["error"]["code"] == "request_not_object" and "Traceback" not in err
+    assert (
+        rc == 2
+        and json.loads(out)["error"]["code"] == "request_not_object"
+        and "Traceback" not in err
+    )
 
 
 def test_sweep_values():
@@ -121,14 +145,18 @@ def test_any_sweep_equals_its_single_runs(request, data):
     response (or the error) of the single run with that value."""
     spec = data.draw(st.sampled_from(_SWEEPABLE))
     if spec.kind == "enum":
-        values = data.draw(st.lists(st.sampled_from(spec.choices), min_size=2, max_size=3, unique=True))
+        values = data.draw(
+            st.lists(st.sampled_from(spec.choices), min_size=2, max_size=3, unique=True)
+        )
     else:
         values = data.draw(st.lists(st.integers(1, 64), min_size=2, max_size=3, unique=True))
     base = {k: v for k, v in request.items() if k != spec.key}
     flags = flags_for_request(base, field_specs("estimate"))
     rc, out, _ = run_main(["sweep", *flags, f"{spec.flag}={','.join(map(str, values))}"])
-    singles = [run_main(["estimate", *flags_for_request({**base, spec.key: v}, field_specs("estimate"))])
-               for v in values]
+    singles = [
+        run_main(["estimate", *flags_for_request({**base, spec.key: v}, field_specs("estimate"))])
+        for v in values
+    ]
     if all(r[0] == 0 for r in singles):
         assert rc == 0
         runs = json.loads(out)["runs"]
@@ -142,9 +170,19 @@ def test_any_sweep_equals_its_single_runs(request, data):
 def test_sweeping_a_behaviour_the_request_file_sets_under_behaviour(tmp_path):
     """The swept value wins over the file's, whichever shape the file uses (nested or flat)."""
     path = tmp_path / "request.json"
-    path.write_text(json.dumps({"model": "qwen1.5-moe-a2.7b", "behaviour": {"moe_expert_layout": "fused-3d"}}))
-    rc, out, err = run_main(["sweep", "--request", str(path), "--moe-expert-layout",
-                             "per-expert-modules,fused-3d", "--json"])
+    path.write_text(
+        json.dumps({"model": "qwen1.5-moe-a2.7b", "behaviour": {"moe_expert_layout": "fused-3d"}})
+    )
+    rc, out, err = run_main(
+        [
+            "sweep",
+            "--request",
+            str(path),
+            "--moe-expert-layout",
+            "per-expert-modules,fused-3d",
+            "--json",
+        ]
+    )
     assert rc == 0, err
     runs = json.loads(out)["runs"]
     for run, layout in zip(runs, ("per-expert-modules", "fused-3d"), strict=True):
