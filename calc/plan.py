@@ -6,8 +6,12 @@ their meaning in the catalogue's ``help.<key>``; ``dataset_tokens`` and ``gpu`` 
 
 The response adds to the estimate's fields (under ``"memory"``): ``time_hours`` (wall-clock of
 the final run), ``time`` (breakdown and factors), ``cost_usd`` (total, breakdown, per hour,
-per month), ``fits`` (every catalogue card), ``recommendations``, ``solvers`` and, when the
-setup does not fit the chosen card, ``suggestions``. Errors are coded as for ``estimate``.
+per month; ``priced: false`` and ``unpriced_reason: "no_rental_price"`` when the card has no
+rental price: its figures then count storage only), ``fits`` (every catalogue card),
+``recommendations`` (each configuration with ``priced``, ``stack`` and its ranks within its
+stack; ``cheapest`` and ``fastest`` name priced runs only, and ``by_stack`` repeats the picks
+within each software stack), ``solvers`` and, when the setup does not fit the chosen card,
+``suggestions``. Errors are coded as for ``estimate``.
 Warning codes: the estimate's, plus ``does_not_fit_selected_gpu`` or ``borderline_selected_gpu``, ``price_from_other_tier``,
 ``price_is_interruptible_rate`` / ``price_is_on_demand_rate`` and the ROCm caveats of
 :func:`calc.gpus.rocm_warnings`.
@@ -138,6 +142,7 @@ class Planner:
                 "interruptible": o.interruptible,
                 "as_of": None,
                 "fallback": False,
+                "priced": True,
             }
         if not gpu_catalogue.prices_for(gpu.id):
             # A card nobody rents publicly (a desktop card, a new accelerator): still planned
@@ -152,10 +157,12 @@ class Planner:
                 "fallback": False,
                 "source_kind": "none",
                 "no_price": True,
+                "priced": False,
             }
         quote = gpu_catalogue.price_quote(gpu.id, o.price_tier, o.interruptible)
         out = quote.to_dict()
         out["source_kind"] = "catalogue"
+        out["priced"] = True
         return out
 
     def time(
@@ -265,6 +272,10 @@ def _recommendations(planner: Planner) -> JsonObject:
                     "price_per_gpu_hour": price["usd_per_gpu_hour"],
                     "price_tier": price["tier"],
                     "price_fallback": price["fallback"],
+                    # no rental price: cost_usd and per_hour_usd count storage only, and the
+                    # site shows "no rental price" instead of them
+                    "priced": price["priced"],
+                    "stack": gpu.stack,
                     "warnings": _price_warnings(price, planner.options.interruptible)
                     + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value),
                 }
@@ -313,6 +324,11 @@ def _recommendations(planner: Planner) -> JsonObject:
         c["rank_by_cost"] = rank
     for rank, c in enumerate(by_time, 1):
         c["rank_by_time"] = rank
+    # the same rankings within each software stack: what a reader who keeps to one stack sees
+    for stack in gpu_catalogue.STACKS:
+        for order, key in ((configs, "rank_by_cost_in_stack"), (by_time, "rank_by_time_in_stack")):
+            for rank, c in enumerate((c for c in order if c["stack"] == stack), 1):
+                c[key] = rank
 
     def pick(candidates: Iterable[JsonObject]) -> JsonObject | None:
         # least memory in total (8 small cards are not "smaller" than one large one); among
@@ -329,26 +345,42 @@ def _recommendations(planner: Planner) -> JsonObject:
         )
         return None if best is None else {k: best[k] for k in ("id", "gpu", "num_gpus", "sharding")}
 
-    own = [
-        c for c in configs if c["num_gpus"] == req.num_gpus and c["sharding"] == req.sharding.value
-    ]
+    def highlights(chosen: list[JsonObject]) -> JsonObject:
+        # "cheapest" and "fastest" name a run one can rent: a card without a rental price has
+        # no cost to compare. A price at another rate (e.g. interruptible-only listings) is
+        # ranked but named cheapest only when nothing else is priced.
+        priced = [c for c in chosen if c["priced"]]
+        ids = {c["id"] for c in chosen}
+        timed = [c for c in by_time if c["priced"] and c["id"] in ids]
+        own = [
+            c
+            for c in chosen
+            if c["num_gpus"] == req.num_gpus and c["sharding"] == req.sharding.value
+        ]
+        return {
+            "cheapest": next(
+                (c["id"] for c in priced if not rate_mismatch(c)),
+                priced[0]["id"] if priced else None,
+            ),
+            "fastest": timed[0]["id"] if timed else None,
+            # seed 004: start with the smallest card that fits your configuration, move up
+            # only when time per step is the bottleneck
+            "smallest_card": pick(own),
+            "smallest_single_gpu": pick(c for c in chosen if c["num_gpus"] == 1),
+            "smallest_config": pick(chosen),
+        }
+
     return {
         "count": len(configs),
         "configs": configs,
         "by_cost": [c["id"] for c in configs],
         "by_time": [c["id"] for c in by_time],
-        # a card priced only at another rate (e.g. interruptible-only listings) is ranked but
-        # not named cheapest
-        "cheapest": next(
-            (c["id"] for c in configs if not rate_mismatch(c)),
-            configs[0]["id"] if configs else None,
-        ),
-        "fastest": by_time[0]["id"] if by_time else None,
-        # seed 004: start with the smallest card that fits your configuration, move up only when
-        # time per step is the bottleneck
-        "smallest_card": pick(own),
-        "smallest_single_gpu": pick(c for c in configs if c["num_gpus"] == 1),
-        "smallest_config": pick(configs),
+        **highlights(configs),
+        # the same picks within each software stack (a ROCm card is no drop-in for a CUDA one)
+        "by_stack": {
+            stack: highlights([c for c in configs if c["stack"] == stack])
+            for stack in gpu_catalogue.STACKS
+        },
         "gpu_counts": list(recommend.GPU_COUNTS),
         "shardings": ["none", *recommend.MULTI_GPU_SHARDINGS],
     }
@@ -558,6 +590,10 @@ def plan_request(
         warnings.append("dataset_tokens_below_one_step")
     cost_out = cost.to_dict()
     cost_out["price"] = price
+    # no rental price: the figures above count storage only; the site shows "no rental price"
+    cost_out["priced"] = price["priced"]
+    if not price["priced"]:
+        cost_out["unpriced_reason"] = "no_rental_price"
     time_out = time.to_dict()
     time_out["schedule"] = cost.schedule.to_dict()
     time_out["mfu_default"] = default_mfu(gpu.utilisation_class, request.method.value)

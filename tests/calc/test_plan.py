@@ -459,3 +459,52 @@ def test_solvers_recommendations_and_warning_follow_the_one_verdict():
     }
     assert single == {g for g, e in out["fits"].items() if e["verdict"] == "fits"}
     assert all(s["verdict"] in ("fits", "borderline", "does_not_fit") for s in out["suggestions"])
+
+
+def test_a_card_without_rental_price_is_marked_unpriced_and_never_cheapest_or_fastest():
+    from calc.plan import plan_dict
+
+    out = plan_dict(
+        {"model": "llama-3.1-8b", "method": "lora", "dataset_tokens": 1e7, "gpu": "rtx-4060-ti-16gb"}
+    )
+    cost = out["cost_usd"]
+    assert cost["priced"] is False and cost["unpriced_reason"] == "no_rental_price"
+    assert cost["price"]["priced"] is False
+    rec = out["recommendations"]
+    by_id = {c["id"]: c for c in rec["configs"]}
+    assert any(not c["priced"] for c in rec["configs"])  # unpriced cards are still ranked
+    assert all(c["priced"] == ("price_is_none" not in c["warnings"]) for c in rec["configs"])
+    picks = [rec["cheapest"], rec["fastest"]]
+    picks += [p[k] for p in rec["by_stack"].values() for k in ("cheapest", "fastest") if p[k]]
+    assert all(by_id[i]["priced"] for i in picks)
+    # the fastest priced run: no priced configuration ranks before it by time
+    first_priced = next(i for i in rec["by_time"] if by_id[i]["priced"])
+    assert rec["fastest"] == first_priced
+    # a priced card says so
+    priced = plan_dict(
+        {"model": "llama-3.1-8b", "method": "lora", "dataset_tokens": 1e7, "gpu": "rtx-4090"}
+    )
+    assert priced["cost_usd"]["priced"] is True and "unpriced_reason" not in priced["cost_usd"]
+
+
+def test_recommendations_per_software_stack_with_ranks_within_the_stack():
+    out = _plan(method="lora")
+    rec = out["recommendations"]
+    configs = rec["configs"]
+    by_id = {c["id"]: c for c in configs}
+    assert set(rec["by_stack"]) == set(gpus.STACKS)
+    for stack, picks in rec["by_stack"].items():
+        mine = [c for c in configs if c["stack"] == stack]
+        assert all(gpus.get_gpu(c["gpu"]).stack == stack for c in mine)
+        for key in ("cheapest", "fastest"):
+            assert picks[key] is None or by_id[picks[key]]["stack"] == stack
+        for key in ("smallest_card", "smallest_config"):
+            assert picks[key] is None or by_id[picks[key]["id"]]["stack"] == stack
+        # ranks within the stack: 1, 2, 3... in the order of the overall rankings
+        in_cost = [c for c in configs if c["stack"] == stack]
+        assert [c["rank_by_cost_in_stack"] for c in in_cost] == list(range(1, len(in_cost) + 1))
+        in_time = [by_id[i] for i in rec["by_time"] if by_id[i]["stack"] == stack]
+        assert [c["rank_by_time_in_stack"] for c in in_time] == list(range(1, len(in_time) + 1))
+    cuda = rec["by_stack"]["cuda"]
+    assert cuda["cheapest"] is not None and by_id[cuda["cheapest"]]["stack"] == "cuda"
+    assert any(c["stack"] == "rocm" for c in configs)
