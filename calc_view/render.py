@@ -154,6 +154,9 @@ class Renderer:
         self.result, self.lang, self.s = result, lang, strings
         self.plan = isinstance(result.get("memory"), dict)
         self.memory = result["memory"] if self.plan else result
+        # the chosen card has a rental price (a plan for a card nobody rents publicly shows
+        # "no rental price" instead of its costs, which would count storage only)
+        self.priced = not self.plan or result["cost_usd"].get("priced", True) is not False
 
     # -- small pieces
 
@@ -176,6 +179,27 @@ class Renderer:
             {"class": "calc-num", "data-output": path, "data-value": raw_value(value)},
             format_estimate(value, unit, self.lang, self.s),
         ]
+
+    def unpriced(self, path: str, value: object) -> Node:
+        """A cost of a card with no rental price: the words "no rental price", never a figure
+        (it would count storage alone); ``data-value`` keeps what calc returned."""
+        return [
+            "span",
+            {
+                "class": "calc-num calc-unpriced",
+                "data-output": path,
+                "data-value": raw_value(value),
+                "data-priced": "false",
+            },
+            self.s["ui"]["no_rental_price"],
+        ]
+
+    def cost(self, path: str, value: float, priced: bool, unit: str | None = "usd") -> Node:
+        """A cost: an estimate (``unit``) or an exact rate (``unit`` None), or the words
+        "no rental price" when the card has none."""
+        if not priced:
+            return self.unpriced(path, value)
+        return self.estimate(path, value, unit) if unit else self.num(path, value, "x_usd")
 
     def label(self, key: str) -> str:
         return label(key, self.s)
@@ -478,7 +502,7 @@ class Renderer:
         return [
             head,
             self.estimate("time_hours", r["time_hours"], "hours"),
-            self.estimate("cost_usd.total", r["cost_usd"]["total"], "usd"),
+            self.cost("cost_usd.total", r["cost_usd"]["total"], self.priced),
         ]
 
     def verdict(self) -> Node:
@@ -545,10 +569,12 @@ class Renderer:
             ),
             self.headroom_kpi(gpu, fit),
             self.kpi("time_hours", self.estimate("time_hours", r["time_hours"], "hours")),
-            self.kpi("cost_total", self.estimate("cost_usd.total", r["cost_usd"]["total"], "usd")),
+            self.kpi(
+                "cost_total", self.cost("cost_usd.total", r["cost_usd"]["total"], self.priced)
+            ),
             self.kpi(
                 "cost_final_run",
-                self.estimate("cost_usd.final_run", r["cost_usd"]["final_run"], "usd"),
+                self.cost("cost_usd.final_run", r["cost_usd"]["final_run"], self.priced),
             ),
             self.kpi(
                 "gpu_hours",
@@ -563,9 +589,13 @@ class Renderer:
         rates = [
             "div",
             {"class": "calc-kpis calc-rates"},
-            self.kpi("per_hour", self.num("cost_usd.per_hour", r["cost_usd"]["per_hour"], "x_usd")),
             self.kpi(
-                "per_month", self.estimate("cost_usd.per_month", r["cost_usd"]["per_month"], "usd")
+                "per_hour",
+                self.cost("cost_usd.per_hour", r["cost_usd"]["per_hour"], self.priced, None),
+            ),
+            self.kpi(
+                "per_month",
+                self.cost("cost_usd.per_month", r["cost_usd"]["per_month"], self.priced),
             ),
         ]
         setup = self.config_text({"gpu": gpu, "num_gpus": r["num_gpus"], "sharding": r["sharding"]})
@@ -685,7 +715,11 @@ class Renderer:
         ]
         cost = r["cost_usd"]
         cost_rows = [
-            (self.label("cost_" + k), self.estimate(f"cost_usd.breakdown.{k}", v, "usd"))
+            (
+                self.label("cost_" + k),
+                # storage is billed whether or not the card is rented; the rest is GPU time
+                self.cost(f"cost_usd.breakdown.{k}", v, self.priced or k == "storage"),
+            )
             for k, v in cost["breakdown"].items()
             if _is_number(v)
         ]
@@ -696,7 +730,12 @@ class Renderer:
                 [
                     "span",
                     {},
-                    self.num("cost_usd.price.usd_per_gpu_hour", price["usd_per_gpu_hour"], "x_usd"),
+                    self.cost(
+                        "cost_usd.price.usd_per_gpu_hour",
+                        price["usd_per_gpu_hour"],
+                        self.priced,
+                        None,
+                    ),
                     ["small", {"class": "calc-source"}, " " + self._price_note(price)],
                 ],
             )
@@ -798,7 +837,11 @@ class Renderer:
                         {},
                         self.estimate(f"suggestions.{i}.time_hours", item["time_hours"], "hours"),
                     ],
-                    ["td", {}, self.estimate(f"suggestions.{i}.cost_usd", item["cost_usd"], "usd")],
+                    [
+                        "td",
+                        {},
+                        self.cost(f"suggestions.{i}.cost_usd", item["cost_usd"], self.priced),
+                    ],
                     [
                         "td",
                         {},
@@ -893,24 +936,14 @@ class Renderer:
         if not configs:
             group.append(["p", {"class": "calc-empty"}, self.s["ui"]["nothing_fits"]])
             return group
-        highlights: Node = ["ul", {"class": "calc-highlights"}]
-        for key in ("smallest_card", "cheapest", "fastest", "smallest_config"):
-            ref = rec.get(key)
-            ref_id = ref.get("id") if isinstance(ref, dict) else ref
-            if ref_id in index:
-                config = configs[index[ref_id]]
-                highlights.append(
-                    [
-                        "li",
-                        {},
-                        ["strong", {}, self.label("best_" + key) + ": "],
-                        self.config_text(config),
-                    ]
-                    + self.config_caveats(config)
-                )
-        group.append(highlights)
         stacks = self.s.get("gpu_stacks", {})
-        if any(stacks.get(c["gpu"], "cuda") != "cuda" for c in configs):
+
+        def stack_of(c: JsonObject) -> str:
+            return str(c.get("stack") or stacks.get(c["gpu"], "cuda"))
+
+        several = len({stack_of(c) for c in configs}) > 1
+        group.append(self.highlights(rec, configs, index, several))
+        if any(stack_of(c) != "cuda" for c in configs):
             # CSS (:has) hides the other stacks' rows while it is checked
             group.append(
                 [
@@ -923,18 +956,32 @@ class Renderer:
         for order, rank_key in (("by_cost", "rank_by_cost"), ("by_time", "rank_by_time")):
             ranked = [configs[index[i]] for i in rec.get(order, []) if i in index]
             rows: list[Node] = []
-            for c, same in self.best_per_card(ranked)[:TOP_CONFIGS]:
+            # the top rows of all stacks, and those of CUDA alone: the rows below the top
+            # that only CUDA's top holds are shown while the reader keeps to CUDA (CSS), and
+            # the other stacks' rows are hidden then
+            shown = self.best_per_card(ranked)
+            top = {c["id"] for c, _ in shown[:TOP_CONFIGS]}
+            cuda_top = {
+                c["id"] for c, _ in [x for x in shown if stack_of(x[0]) == "cuda"][:TOP_CONFIGS]
+            }
+            for c, same in shown:
+                if c["id"] not in top and c["id"] not in cuda_top:
+                    continue
                 i = index[c["id"]]
                 p = f"recommendations.configs.{i}"
+                priced = c.get("priced", True) is not False
+                attrs = {"data-stack": stack_of(c)}
+                if c["id"] not in top:
+                    attrs["data-cuda-top"] = "true"
                 rows.append(
                     [
                         "tr",
-                        {"data-stack": stacks.get(c["gpu"], "cuda")},
-                        ["td", {}, self.num(f"{p}.{rank_key}", c[rank_key], "x_count")],
+                        attrs,
+                        ["td", {}, self.rank_cell(p, rank_key, c, several)],
                         ["td", {}, self.config_text(c, same)] + self.config_caveats(c, brief=True),
                         ["td", {}, self.estimate(f"{p}.time_hours", c["time_hours"], "hours")],
-                        ["td", {}, self.estimate(f"{p}.cost_usd", c["cost_usd"], "usd")],
-                        ["td", {}, self.num(f"{p}.per_hour_usd", c["per_hour_usd"])],
+                        ["td", {}, self.cost(f"{p}.cost_usd", c["cost_usd"], priced)],
+                        ["td", {}, self.cost(f"{p}.per_hour_usd", c["per_hour_usd"], priced, None)],
                         ["td", {}, self.num(f"{p}.headroom_fraction", c["headroom_fraction"])],
                     ]
                 )
@@ -965,6 +1012,59 @@ class Renderer:
                 ]
             )
         return group
+
+    def highlights(
+        self, rec: JsonObject, configs: list[JsonObject], index: dict[str, int], several: bool
+    ) -> Node:
+        """The picks in a few lines. With cards of several software stacks among the
+        configurations, the picks of each stack: CUDA's four, then "cheapest" and "fastest" on
+        ROCm, named as such (a ROCm card is no drop-in for a CUDA one); each line carries its
+        stack, so that the "CUDA only" filter hides the others (CSS)."""
+        out: Node = ["ul", {"class": "calc-highlights"}]
+        keys = ("smallest_card", "cheapest", "fastest", "smallest_config")
+        by_stack = rec.get("by_stack") if several else None
+        if isinstance(by_stack, dict):
+            groups = [
+                (stack, by_stack.get(stack) or {}, keys if stack == "cuda" else keys[1:3])
+                for stack in sorted(by_stack, key=lambda st: (st != "cuda", st))
+            ]
+        else:
+            groups = [(None, rec, keys)]
+        for stack, picks, wanted in groups:
+            for key in wanted:
+                ref = picks.get(key)
+                ref_id = ref.get("id") if isinstance(ref, dict) else ref
+                if ref_id not in index:
+                    continue
+                config = configs[index[ref_id]]
+                name = self.label("best_" + key)
+                if stack is not None:
+                    name = (
+                        self.s["ui"]["best_in_stack"]
+                        .replace("{best}", name)
+                        .replace("{stack}", self.s["ui"]["stack_" + stack])
+                    )
+                attrs = (
+                    {"data-pick": key} if stack is None else {"data-pick": key, "data-stack": stack}
+                )
+                out.append(
+                    ["li", attrs, ["strong", {}, name + ": "], self.config_text(config)]
+                    + self.config_caveats(config)
+                )
+        return out
+
+    def rank_cell(self, path: str, rank_key: str, config: JsonObject, several: bool) -> Node:
+        """A configuration's rank among all, and, with several stacks, its rank within its
+        stack: shown instead while the "CUDA only" filter is on (CSS), so the ranks start at
+        1 whichever the reader sees."""
+        overall = self.num(f"{path}.{rank_key}", config[rank_key], "x_count")
+        in_stack = config.get(rank_key + "_in_stack")
+        if not several or not _is_number(in_stack):
+            return overall
+        overall[1]["class"] += " calc-rank-all"
+        own = self.num(f"{path}.{rank_key}_in_stack", in_stack, "x_count")
+        own[1]["class"] += " calc-rank-stack"
+        return ["span", {}, overall, own]
 
     @staticmethod
     def best_per_card(ranked: list[JsonObject]) -> list[tuple[JsonObject, list[str]]]:
@@ -1038,7 +1138,10 @@ class Renderer:
         r = self.result
         factors = r["time"]["factors"]
         found = {
-            "price_per_gpu_hour": r["cost_usd"]["price"]["usd_per_gpu_hour"],
+            # no rental price: the field stays empty rather than suggest a price of 0
+            "price_per_gpu_hour": r["cost_usd"]["price"]["usd_per_gpu_hour"]
+            if self.priced
+            else None,
             "storage_price_per_gb_month": r.get("storage_price_per_gb_month"),
             "storage_gb": (r.get("storage_gb") or {}).get("total"),
             "mfu": factors.get("mfu"),

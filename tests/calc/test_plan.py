@@ -465,7 +465,12 @@ def test_a_card_without_rental_price_is_marked_unpriced_and_never_cheapest_or_fa
     from calc.plan import plan_dict
 
     out = plan_dict(
-        {"model": "llama-3.1-8b", "method": "lora", "dataset_tokens": 1e7, "gpu": "rtx-4060-ti-16gb"}
+        {
+            "model": "llama-3.1-8b",
+            "method": "lora",
+            "dataset_tokens": 1e7,
+            "gpu": "rtx-4060-ti-16gb",
+        }
     )
     cost = out["cost_usd"]
     assert cost["priced"] is False and cost["unpriced_reason"] == "no_rental_price"

@@ -913,3 +913,69 @@ def test_the_reported_contradictions_are_gone():
     assert "no cabe ni con 1" not in text
     assert "al límite hasta" in text
     assert "No cabe en la tarjeta elegida" not in text
+
+
+# ---------------------------------------------------------------- prices and stacks
+
+
+def _plan_view(lang: str = "en", **changes):
+    from calc.gpus import gpus_listing
+
+    request = dict(calculator.default_request(), **changes)
+    result = calc.run("plan", request)["result"]
+    strings = calculator.results_strings(lang, gpus_listing()["gpus"])
+    return result, view.Renderer(result, lang, strings)
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_a_card_without_rental_price_shows_no_rental_price_instead_of_a_cost(lang):
+    result, r = _plan_view(lang, gpu="rtx-4060-ti-16gb", method="qlora")
+    assert result["cost_usd"]["priced"] is False
+    words = STRINGS[lang]["ui"]["no_rental_price"]
+    unit = STRINGS[lang]["units"]["usd"].replace("{}", "")
+    verdict = view.to_html(r.verdict())
+    assert words in verdict and unit.strip() not in verdict
+    summary = view.to_html(r.plan_summary())
+    for path in ("cost_usd.total", "cost_usd.final_run", "cost_usd.per_hour", "cost_usd.per_month"):
+        cell = re.search(rf'data-output="{re.escape(path)}"[^>]*>([^<]*)<', summary)
+        assert cell and cell.group(1) == words, path
+    # in the rankings, every unpriced configuration's cost and hourly rate are words
+    html = view.to_html(r.recommendations())
+    configs = result["recommendations"]["configs"]
+    unpriced = [i for i, c in enumerate(configs) if not c["priced"]]
+    assert unpriced
+    for i in unpriced:
+        for key in ("cost_usd", "per_hour_usd"):
+            for text in re.findall(
+                rf'data-output="recommendations\.configs\.{i}\.{key}"[^>]*>([^<]*)<', html
+            ):
+                assert text == words
+    # a priced card shows its cost
+    _, priced = _plan_view(lang, gpu="rtx-4090", method="qlora")
+    assert words not in view.to_html(priced.verdict())
+
+
+def test_recommendations_name_cheapest_and_fastest_per_stack_and_rank_within_the_stack():
+    result, r = _plan_view("en", model="llama-3.1-8b", method="lora")
+    rec = result["recommendations"]
+    assert {c["stack"] for c in rec["configs"]} == {"cuda", "rocm"}
+    html = view.to_html(r.recommendations())
+    picks = re.findall(r'<li data-pick="(\w+)" data-stack="(\w+)"><strong>([^<]*)</strong>', html)
+    assert ("cheapest", "cuda", "Cheapest on CUDA (NVIDIA): ") in picks
+    assert ("fastest", "rocm", "Fastest on ROCm (AMD): ") in picks
+    assert all(stack in ("cuda", "rocm") for _, stack, _ in picks)
+    # the CUDA line names the CUDA pick
+    cuda_cheapest = next(
+        c for c in rec["configs"] if c["id"] == rec["by_stack"]["cuda"]["cheapest"]
+    )
+    line = re.search(r'<li data-pick="cheapest" data-stack="cuda">(.*?)</li>', html).group(1)
+    assert r.config_text(cuda_cheapest) in line
+    # each table's CUDA rows carry their rank within CUDA: 1, then increasing
+    for table in re.findall(r"<tbody>(.*?)</tbody>", html):
+        ranks = [
+            int(x)
+            for x in re.findall(
+                r'<tr data-stack="cuda"[^>]*><td><span>.*?calc-rank-stack"[^>]*>(\d+)<', table
+            )
+        ]
+        assert ranks and ranks[0] == 1 and ranks == sorted(ranks)
