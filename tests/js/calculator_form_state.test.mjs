@@ -208,3 +208,25 @@ test("sample lengths travel as name:value pairs, in the URL and to calc", () => 
   state.applyChanges({ length_stats: null }, () => {});
   assert.deepEqual(state.buildRequest().request, { model: "llama-3.1-8b" });
 });
+
+test("the CUDA-only filter is kept in the URL as stack=cuda, and is no request key", () => {
+  const f = form();
+  assert.equal(f.stack, null); // an old link, without the key: every stack
+  f.readQuery("?seq_len=4096", dom());
+  assert.equal(f.stack, null);
+  f.readQuery("?stack=cuda&seq_len=4096", dom());
+  assert.equal(f.stack, "cuda");
+  assert.deepEqual(f.unknownParams, []);
+  assert.equal("stack" in f.buildRequest().request, false);
+  assert.equal(f.queryString(false), "?stack=cuda&seq_len=4096");
+  assert.equal(f.queryString(true), "?mode=advanced&stack=cuda&seq_len=4096");
+  f.stack = null; // the reader unticks the box
+  assert.equal(f.queryString(false), "?seq_len=4096");
+  // a value the filter does not know is named as an unknown parameter, not applied
+  const g = form();
+  g.readQuery("?stack=rocm-only", dom());
+  assert.equal(g.stack, null);
+  assert.deepEqual(g.unknownParams, ["stack"]);
+  f.reset();
+  assert.equal(f.stack, null);
+});

@@ -12,7 +12,7 @@
 import { initConfigImport } from "./config-import.js";
 import { FormState } from "./form-state.js";
 import { errorTarget, errorText, internalErrorText, internalReference } from "./messages.js";
-import { showResults } from "./results.js";
+import { setCudaOnly, showResults } from "./results.js";
 import { CalcMachine, requestKey } from "./state.js";
 import { WorkerClient } from "./worker-client.js";
 
@@ -149,7 +149,7 @@ function main(root) {
   // ------------------------------------------------------------ results
 
   function render(out) {
-    const { defaults, profileValues } = showResults(slot, out.view);
+    const { defaults, profileValues } = showResults(slot, out.view, state.stack === "cuda");
     // optional inputs left empty show what calc used instead
     for (const el of controls) {
       if (el.dataset.default === "" && el.dataset.kind !== "config") {
@@ -336,13 +336,22 @@ function main(root) {
     state.reset();
     for (const folded of form.querySelectorAll("details")) folded.open = false;
     state.readQuery(window.location.search, urlDom);
+    setCudaOnly(slot, state.stack === "cuda");
     clearErrors();
     update();
+  }
+
+  // The "CUDA only" filter (in the results): kept in the URL as stack=cuda.
+  function onFilter(event) {
+    if (!event.target.classList || !event.target.classList.contains("calc-cuda-only-box")) return;
+    state.stack = event.target.checked ? "cuda" : null;
+    syncUrl();
   }
 
   // ------------------------------------------------------------ start
 
   state.readQuery(window.location.search, urlDom);
+  setCudaOnly(slot, state.stack === "cuda"); // the build-time results too
   clearErrors();
   patchLanguageLinks(state.queryString(advanced.open));
   // The build-time result is the default setup's: the form's own when the form holds it.
@@ -357,6 +366,7 @@ function main(root) {
   form.addEventListener("change", onEdit);
   form.addEventListener("submit", (event) => event.preventDefault());
   slot.addEventListener("click", onApply);
+  slot.addEventListener("change", onFilter);
   window.addEventListener("popstate", restoreFromUrl);
   advanced.addEventListener("toggle", () => syncUrl()); // basic <-> advanced, in the URL
   // Client-side checks answer at once, before the worker is up.

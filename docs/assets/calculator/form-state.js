@@ -4,6 +4,10 @@
 // checked, dataset, options), so tests/js/ runs this under Node with plain objects.
 
 export const MODE_PARAM = "mode"; // ?mode=advanced opens the advanced section
+// ?stack=cuda: the recommendations keep to CUDA cards (the "CUDA only" filter); no
+// parameter: every stack. Not a request key: calc ranks every card either way.
+export const STACK_PARAM = "stack";
+export const STACK_FILTERS = ["cuda"];
 
 // calc.numfmt.NUMBER_RE, which the CLI's flags use (tests/js/numfmt.test.mjs checks the copy)
 export const NUMBER_RE = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
@@ -101,6 +105,7 @@ export class FormState {
     // so calc names the problem; dropped as soon as the reader edits that field.
     this.overrides = new Map();
     this.unknownParams = [];
+    this.stack = null; // the stack the recommendations keep to (STACK_PARAM); null: all
   }
 
   leftToProfile(key) {
@@ -150,6 +155,10 @@ export class FormState {
         dom.setMode(value === "advanced");
         continue;
       }
+      if (key === STACK_PARAM && STACK_FILTERS.includes(value)) {
+        this.stack = value;
+        continue;
+      }
       const el = this.byName.get(key);
       if (key === "hf_config" || !el) {
         this.unknownParams.push(key);
@@ -185,6 +194,7 @@ export class FormState {
     this.overrides.clear();
     this.chosen.clear();
     this.unknownParams = [];
+    this.stack = null;
     for (const el of this.controls) {
       if (el === this.configArea) el.value = "";
       else if (el.type === "checkbox") el.checked = el.dataset.default === "true";
@@ -212,6 +222,7 @@ export class FormState {
   queryString(advancedOpen) {
     const parts = [];
     if (advancedOpen) parts.push(`${MODE_PARAM}=advanced`); // basic is the default
+    if (this.stack) parts.push(`${STACK_PARAM}=${encodeURIComponent(this.stack)}`);
     for (const el of this.controls) {
       if (el === this.configArea) continue;
       if (this.leftToProfile(el.name) || this.followsMethod(el.name)) continue; // implied

@@ -25,15 +25,21 @@ function jsonData(el, key) {
   }
 }
 
+// The "CUDA only" filter lives in the results: sets it as the reader chose (the URL's
+// stack=cuda), so that the choice outlives a recompute.
+export function setCudaOnly(slot, on) {
+  const box = slot.querySelector(".calc-cuda-only-box");
+  if (box) box.checked = Boolean(on);
+}
+
 // Puts a result in the slot; returns {defaults, profileValues}: what calc used for the
-// optional inputs left empty, and for the keys left to the library's profile.
-export function showResults(slot, view) {
+// optional inputs left empty, and for the keys left to the library's profile. cudaOnly: the
+// filter's state (undefined: as the results on show had it).
+export function showResults(slot, view, cudaOnly) {
   const body = buildTree(view);
-  // the "CUDA only" filter lives in the results: the reader's choice outlives a recompute
-  const cudaOnly = slot.querySelector(".calc-cuda-only-box");
-  const keepCudaOnly = Boolean(cudaOnly && cudaOnly.checked);
+  const shown = slot.querySelector(".calc-cuda-only-box");
+  const keep = cudaOnly === undefined ? Boolean(shown && shown.checked) : cudaOnly;
   slot.replaceChildren(body);
-  const newBox = body.querySelector(".calc-cuda-only-box");
-  if (newBox) newBox.checked = keepCudaOnly;
+  setCudaOnly(body, keep);
   return { defaults: jsonData(body, "defaults"), profileValues: jsonData(body, "profileValues") };
 }
