@@ -460,7 +460,18 @@ def test_the_cuda_only_filter_outlives_a_recompute(calc_page):
     calc_page.settle()
     assert page.locator("#calc .calc-cuda-only-box").first.is_checked()
     assert page.locator('#calc tr[data-stack]:not([data-stack="cuda"])').first.is_hidden()
+    # every recommendation line keeps to CUDA, the filter is in the URL, ranks start at 1
+    assert page.locator('#calc .calc-highlights li[data-stack="rocm"]').first.is_hidden()
+    assert page.locator('#calc .calc-highlights li[data-stack="cuda"]').first.is_visible()
+    page.wait_for_function("() => location.search.includes('stack=cuda')")
+    first_rank = page.locator('#calc .calc-recommendations tbody tr:visible .calc-rank-stack')
+    assert first_rank.first.inner_text() == "1"
+    # a shared link with the filter opens with it on
+    calc_page.navigate({"stack": "cuda"})
+    assert page.locator("#calc .calc-cuda-only-box").first.is_checked()
+    assert page.locator('#calc .calc-highlights li[data-stack="rocm"]').first.is_hidden()
     calc_page.navigate({})
+    assert not page.locator("#calc .calc-cuda-only-box").first.is_checked()
 
 
 def test_pasted_config_drives_the_same_numbers(calc_page):
