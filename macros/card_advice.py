@@ -86,9 +86,13 @@ def gpu_typical_use(
                 runs[key] = labels.text("text.does_not_fit", lang)
                 continue
             seq = plan["solvers"]["max_seq_len"]
-            runs[key] = labels.text("advice.run", lang).format(
+            # a card nobody rents publicly: hours, and the words "no rental price", no cost
+            priced = plan["cost_usd"].get("priced") is not False
+            runs[key] = labels.text("advice.run" if priced else "advice.run_unpriced", lang).format(
                 hours=_figure(lang, request, "time_hours", "hours", plan["time_hours"]),
-                cost=_figure(lang, request, "cost_usd.total", "usd", plan["cost_usd"]["total"]),
+                cost=_figure(lang, request, "cost_usd.total", "usd", plan["cost_usd"]["total"])
+                if priced
+                else "",
                 seq=_figure(lang, request, "solvers.max_seq_len.value", "int", seq["value"])
                 if seq.get("found")
                 else "?",
@@ -153,7 +157,7 @@ def provider_run(lang: str, gpu: str, **setup) -> str:
         for interruptible in (False, True):
             request = {**setup, "gpu": gpu, "price_tier": tier, "interruptible": interruptible}
             plan = calc.plan_setup(request)
-            if plan["cost_usd"]["price"].get("fallback"):
+            if plan["cost_usd"]["price"].get("fallback") or plan["cost_usd"].get("priced") is False:
                 continue
             if not plan["fits_selected_gpu"]:
                 raise ValueError(f"the provider example does not fit {gpu}: {request}")

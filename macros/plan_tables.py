@@ -13,7 +13,17 @@ from calc_view.html import el, to_html
 from . import labels
 from .rows import REFERENCE_GPU, config_text, gpu_name, model_name, plan_source
 from .site import bind_all
-from .tables import SOURCE, Col, inline, ref, ref_node, render, resolve, source_json
+from .tables import (
+    SOURCE,
+    Col,
+    cost_or_unpriced,
+    inline,
+    ref,
+    ref_node,
+    render,
+    resolve,
+    source_json,
+)
 
 
 def plan_value(lang: str, field: str, kind: str, **request) -> str:
@@ -254,7 +264,7 @@ def multi_gpu_plan(
                 "fits": plan["fits"][gpu]["verdict"],
                 "tps": plan["time"]["tokens_per_second"],
                 "time": plan["time_hours"],
-                "cost": plan["cost_usd"]["total"],
+                "cost": cost_or_unpriced(plan, plan["cost_usd"]["total"]),
                 SOURCE: {"command": "plan", "request": request},
             }
         )
@@ -332,14 +342,14 @@ def example_costs(lang: str, scenarios: list[dict], view: str, **setup) -> str:
                 "tokens_per_second": plan["time"]["tokens_per_second"],
                 "time": plan["time_hours"],
                 "gpu_hours": cost["gpu_hours"],
-                "per_gpu_hour": cost["per_gpu_hour"],
-                "per_month": cost["per_month"],
-                "compute": b["gpu_compute"],
-                "startup": b["startup"],
-                "interruptions": b["checkpointing"] + b["lost_work"],
-                "experimentation": b["experimentation"],
+                "per_gpu_hour": cost_or_unpriced(plan, cost["per_gpu_hour"]),
+                "per_month": cost_or_unpriced(plan, cost["per_month"]),
+                "compute": cost_or_unpriced(plan, b["gpu_compute"]),
+                "startup": cost_or_unpriced(plan, b["startup"]),
+                "interruptions": cost_or_unpriced(plan, b["checkpointing"] + b["lost_work"]),
+                "experimentation": cost_or_unpriced(plan, b["experimentation"]),
                 "storage": b["storage"],
-                "total": cost["total"],
+                "total": cost_or_unpriced(plan, cost["total"]),
                 SOURCE: {"command": "plan", "request": request},
             }
         )

@@ -120,9 +120,27 @@ def resolve(field: str, response: dict, request: dict | None = None) -> float:
     return value * 100 if pct else value
 
 
+class _NoRentalPrice:
+    """The value of a cost cell for a card with no rental price (:func:`cost_or_unpriced`)."""
+
+    def __repr__(self) -> str:
+        return "NO_RENTAL_PRICE"
+
+
+NO_RENTAL_PRICE = _NoRentalPrice()
+
+
+def cost_or_unpriced(plan: dict, value: float) -> float | _NoRentalPrice:
+    """A cost figure of a plan, or :data:`NO_RENTAL_PRICE` when its card has no rental price
+    (calc's ``cost_usd.priced``): the figure would count storage alone."""
+    return NO_RENTAL_PRICE if plan["cost_usd"].get("priced") is False else value
+
+
 def _cell(col: Col, value: object, source: object, lang: str, check: str) -> list:
     tag = "th" if col.row_header else "td"
     attrs: dict = {"scope": "row"} if col.row_header else {}
+    if value is NO_RENTAL_PRICE:
+        return el(tag, attrs | {"data-priced": "false"}, labels.text("ui.no_rental_price", lang))
     if col.kind == "text":
         return el(tag, attrs, str(value))
     if col.kind == "code":

@@ -25,7 +25,11 @@ class Formatter:
     def hours(self, value: float) -> str:
         return self.msg.message("unit.hours", "{}").format(number(value, 1, self.msg.lang))
 
-    def usd(self, value: float) -> str:
+    def usd(self, value: float, priced: object = True) -> str:
+        """A cost, or "no rental price" for a card without one (``priced`` False: the figure
+        would count storage alone)."""
+        if priced is False:
+            return self.msg.message("ui.no_rental_price", "no rental price")
         return self.msg.message("unit.usd", "{}").format(number(value, 2, self.msg.lang))
 
     def percent(self, fraction: float) -> str:
@@ -261,8 +265,8 @@ def render_plan(plan: JsonObject, msg: Messages) -> str:
     lines += _rows(
         [
             (msg.text("table.time"), fmt.hours(plan["time_hours"])),
-            (msg.text("table.cost"), fmt.usd(cost["total"])),
-            (msg.label("cost_final_run"), fmt.usd(cost["final_run"])),
+            (msg.text("table.cost"), fmt.usd(cost["total"], cost.get("priced"))),
+            (msg.label("cost_final_run"), fmt.usd(cost["final_run"], cost.get("priced"))),
             (
                 msg.label("tokens_per_second"),
                 number(plan["time"]["tokens_per_second"], 0, msg.lang),
@@ -274,7 +278,10 @@ def render_plan(plan: JsonObject, msg: Messages) -> str:
         lines.append(msg.text("table.cheapest"))
         lines += _rows(
             [
-                (setup_name(c, msg), f"{fmt.usd(c['cost_usd'])} · {fmt.hours(c['time_hours'])}")
+                (
+                    setup_name(c, msg),
+                    f"{fmt.usd(c['cost_usd'], c.get('priced'))} · {fmt.hours(c['time_hours'])}",
+                )
                 for c in configs
             ]
         )

@@ -115,9 +115,18 @@ def test_no_hand_typed_figures(page, lang):
 
 @pytest.mark.parametrize(
     ("text", "hit"),
-    [("ocupa 14 GB", True), ("unos 3,5 GiB", True), ("cuesta $120", True), ("12 h", True),
-     ("1.5 hours", True), ("20 €", True), ("rango 16", False), ("Llama 2 7B", False),
-     ("2048 tokens", False), ("20-30 %", False)],
+    [
+        ("ocupa 14 GB", True),
+        ("unos 3,5 GiB", True),
+        ("cuesta $120", True),
+        ("12 h", True),
+        ("1.5 hours", True),
+        ("20 €", True),
+        ("rango 16", False),
+        ("Llama 2 7B", False),
+        ("2048 tokens", False),
+        ("20-30 %", False),
+    ],
 )
 def test_figure_pattern(text, hit):
     assert bool(FIGURE.search(text)) is hit
@@ -128,8 +137,17 @@ def test_figure_pattern(text, hit):
 
 @pytest.mark.parametrize(
     ("value", "numeric"),
-    [(4, True), (0.5, True), (True, False), ("a", False), ({"a": 0.5}, True),
-     ({"a": "x"}, False), ((1, 2), True), ((), False), ({(1, 2): 0.9}, True)],
+    [
+        (4, True),
+        (0.5, True),
+        (True, False),
+        ("a", False),
+        ({"a": 0.5}, True),
+        ({"a": "x"}, False),
+        ((1, 2), True),
+        ((), False),
+        ({(1, 2): 0.9}, True),
+    ],
 )
 def test_numeric_constant_rule(value, numeric):
     from macros.methodology import is_numeric_constant
@@ -145,7 +163,10 @@ def test_every_validation_note_is_translated():
     texts = [r["note"] for r in result["rows"]] + [r["reason"] for r in result["not_covered"]]
     assert all(r["reason"] for r in result["not_covered"]), "a row not covered without its reason"
     for text in filter(None, texts):
-        es, en = translate_note(text, "es"), translate_note(text, "en")  # raise on an untranslated part
+        es, en = (
+            translate_note(text, "es"),
+            translate_note(text, "en"),
+        )  # raise on an untranslated part
         # one translated part per "; "-separated part, none empty, and Spanish is not English
         for out in (es, en):
             assert out.count("; ") == text.count("; ") and all(out.split("; ")), (text, out)
@@ -169,3 +190,16 @@ def _has_label(key: str) -> bool:
     except KeyError:
         return False
     return True
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_a_guide_table_shows_no_rental_price_instead_of_a_cost(lang):
+    from macros.plan_tables import multi_gpu_plan
+
+    setup = {"model": "qwen3-1.7b", "method": "qlora", "dataset_tokens": 1e7}
+    words = labels.text("ui.no_rental_price", lang)
+    unpriced = multi_gpu_plan(lang, "rtx-4060-ti-16gb", [2], ["ddp"], **setup)
+    cells = re.findall(r'<td data-priced="false">([^<]*)</td>', unpriced)
+    assert cells and set(cells) == {words}
+    priced = multi_gpu_plan(lang, "rtx-4090", [2], ["ddp"], **setup)
+    assert 'data-priced="false"' not in priced and words not in priced

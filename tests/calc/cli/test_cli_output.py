@@ -446,3 +446,39 @@ def test_yaml_unavailable_says_how_to_install_it(lang, words, monkeypatch):
         and words in err
     )
     assert "pip install 'gpu-finetune-calc[yaml]'" in err
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_a_card_without_rental_price_shows_no_rental_price_in_the_table(lang):
+    from calc.plan import plan_dict
+
+    plan = plan_dict(
+        {
+            "model": "llama-3.1-8b",
+            "method": "qlora",
+            "dataset_tokens": 1e7,
+            "gpu": "rtx-4060-ti-16gb",
+        }
+    )
+    text = render_plan(plan, Messages(lang))
+    words = Messages(lang).message("ui.no_rental_price", "")
+    assert words
+    cost_lines = [
+        line
+        for line in text.splitlines()
+        if line.strip().startswith(
+            (Messages(lang).text("table.cost"), Messages(lang).label("cost_final_run"))
+        )
+    ]
+    assert len(cost_lines) == 2 and all(line.rstrip().endswith(words) for line in cost_lines)
+    # the same card with a price of its own is priced
+    priced = plan_dict(
+        {
+            "model": "llama-3.1-8b",
+            "method": "qlora",
+            "dataset_tokens": 1e7,
+            "gpu": "rtx-4060-ti-16gb",
+            "price_per_gpu_hour": 0.2,
+        }
+    )
+    assert words not in render_plan(priced, Messages(lang))
