@@ -483,7 +483,7 @@ class Renderer:
         ]
 
     def verdict_items(self) -> Node:
-        """The answer in one line: "1 × RTX 4090: fits (19.2–20.9 of 24.0 GiB) · 20 h · US$ 33"."""
+        """The answer in one line: "1 × RTX 4090: fits (19.2–20.9 of 24.0 GiB) · 20 h · 33 USD"."""
         r = self.result
         gpu = r["gpu"]
         fit = r["fits"][gpu]

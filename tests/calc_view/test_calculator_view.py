@@ -54,8 +54,8 @@ def test_format_number(value, decimals, lang, expected):
         ("host_bytes", 16_106_127_360_000, "es", "15\u202f000,0 GiB"),
         ("time_hours", 3.25, "es", "3,2 h"),  # round half to even, as Python and toFixed agree here
         ("time_hours", 1234.56, "en", "1,234.6 h"),
-        ("cost_usd", 1234.5, "es", "1234,50 US$"),
-        ("cost_usd", 1234.5, "en", "$1,234.50"),
+        ("cost_usd", 1234.5, "es", "1234,50 USD"),
+        ("cost_usd", 1234.5, "en", "1,234.50 USD"),
         ("params_total", 8_030_261_248, "es", "8\u202f030\u202f261\u202f248"),
         ("params_total", 8_030_261_248, "en", "8,030,261,248"),
         ("headroom_fraction", 0.2093, "en", "20.9%"),
@@ -695,13 +695,13 @@ def test_fractions_shown_as_percentages_drop_the_typing_hint(lang):
 @pytest.mark.parametrize(
     ("value", "unit", "lang", "expected"),
     [
-        (33.0936, "usd", "en", "$33"),
-        (33.0936, "usd", "es", "33 US$"),
-        (1234.5, "usd", "en", "$1,200"),
-        (0.437, "usd", "es", "0,44 US$"),
+        (33.0936, "usd", "en", "33 USD"),
+        (33.0936, "usd", "es", "33 USD"),
+        (1234.5, "usd", "en", "1,200 USD"),
+        (0.437, "usd", "es", "0,44 USD"),
         (20.139, "hours", "en", "20 h"),
         (9.24, "hours", "es", "9,2 h"),
-        (0, "usd", "en", "$0"),
+        (0, "usd", "en", "0 USD"),
     ],
 )
 def test_estimates_show_two_significant_figures(value, unit, lang, expected):
