@@ -59,6 +59,7 @@ def test_home_page_built_in_each_language(built_site, rel_path, language, front_
     )
     assert page.html_lang == language
     assert page.title.startswith(meta["title"])
+    assert page.title.count(meta["title"]) == 1  # the site's name once, not "name - name"
     assert page.meta["description"] == meta["description"]
 
 
