@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from enum import Enum
 from pathlib import Path
 
@@ -279,6 +280,16 @@ def url_text(value: object) -> str:
     return str(value)
 
 
+def model_order(preset: dict) -> list[tuple[int, int, str]]:
+    """The model list's order: by name, numbers by value ("Qwen3 4B" before "Qwen3 14B"),
+    so a family's models stand together, by version, then by size."""
+    name = str(preset.get("name") or preset["id"])
+    return [
+        (0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+        for part in re.findall(r"\d+|\D+", name)
+    ]
+
+
 def _control(
     spec: FieldSpec, value: object, strings: dict, presets: list, gpus: list, placeholders: dict
 ) -> list:
@@ -287,7 +298,8 @@ def _control(
     kind_name = input_kind(spec)
     if kind_name == "model":
         options = ["datalist", {"id": "calc-model-list"}] + [
-            ["option", {"value": p["id"]}, p.get("name") or p["id"]] for p in presets
+            ["option", {"value": p["id"]}, p.get("name") or p["id"]]
+            for p in sorted(presets, key=model_order)
         ]
         control = _text_input(key, value, "model", page_default, list="calc-model-list")
         node = _field_wrap(key, strings, control, strings["ui"]["preset_hint"])

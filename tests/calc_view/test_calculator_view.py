@@ -979,3 +979,26 @@ def test_recommendations_name_cheapest_and_fastest_per_stack_and_rank_within_the
             )
         ]
         assert ranks and ranks[0] == 1 and ranks == sorted(ranks)
+
+
+def test_the_model_list_is_grouped_by_family_and_sorted_by_size():
+    from calc.gpus import gpus_listing
+    from calc.presets import presets_listing
+
+    html = calculator.calculator_html(
+        "en",
+        {k: k for k in ("worker", "pyodide", "bundle", "snapshot", "css", "boot", "js")},
+        presets_listing(),
+        gpus_listing()["gpus"],
+    )
+    datalist = re.search(r'<datalist id="calc-model-list">(.*?)</datalist>', html, re.S).group(1)
+    names = re.findall(r"<option [^>]*>([^<]*)</option>", datalist)
+    assert len(names) == len(presets_listing())
+    for family in ("Llama ", "Qwen3 ", "Gemma 3 "):  # each family's models stand together
+        members = [n for n in names if n.startswith(family)]
+        first = names.index(members[0])
+        assert names[first : first + len(members)] == members, family
+    qwen3 = [n for n in names if re.fullmatch(r"Qwen3 [\d.]+B", n)]
+    assert qwen3 == ["Qwen3 0.6B", "Qwen3 1.7B", "Qwen3 4B", "Qwen3 8B", "Qwen3 14B", "Qwen3 32B"]
+    llama = [n for n in names if n.startswith("Llama 3.1 ")]
+    assert llama == ["Llama 3.1 8B", "Llama 3.1 70B", "Llama 3.1 405B"]
