@@ -464,7 +464,7 @@ def test_the_cuda_only_filter_outlives_a_recompute(calc_page):
     assert page.locator('#calc .calc-highlights li[data-stack="rocm"]').first.is_hidden()
     assert page.locator('#calc .calc-highlights li[data-stack="cuda"]').first.is_visible()
     page.wait_for_function("() => location.search.includes('stack=cuda')")
-    first_rank = page.locator('#calc .calc-recommendations tbody tr:visible .calc-rank-stack')
+    first_rank = page.locator("#calc .calc-recommendations tbody tr:visible .calc-rank-stack")
     assert first_rank.first.inner_text() == "1"
     # a shared link with the filter opens with it on
     calc_page.navigate({"stack": "cuda"})
