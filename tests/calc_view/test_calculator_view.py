@@ -961,8 +961,8 @@ def test_recommendations_name_cheapest_and_fastest_per_stack_and_rank_within_the
     assert {c["stack"] for c in rec["configs"]} == {"cuda", "rocm"}
     html = view.to_html(r.recommendations())
     picks = re.findall(r'<li data-pick="(\w+)" data-stack="(\w+)"><strong>([^<]*)</strong>', html)
-    assert ("cheapest", "cuda", "Cheapest on CUDA (NVIDIA): ") in picks
-    assert ("fastest", "rocm", "Fastest on ROCm (AMD): ") in picks
+    assert ("cheapest", "cuda", "Cheapest · CUDA (NVIDIA): ") in picks
+    assert ("fastest", "rocm", "Fastest · ROCm (AMD): ") in picks
     assert all(stack in ("cuda", "rocm") for _, stack, _ in picks)
     # the CUDA line names the CUDA pick
     cuda_cheapest = next(
