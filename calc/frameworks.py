@@ -147,7 +147,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "lora_adapter_dtype": "peft 0.21.0 get_peft_model(autocast_adapter_dtype=True) -> "
         "tuners_utils.cast_adapter_dtype: bf16/fp16 adapters upcast to fp32",
         "attention_grouped_kv": "transformers 5.17.0 integrations/sdpa_attention.py: enable_gqa=True "
-        "instead of repeat_kv (no mask, head_dim <= 256)",
+        "instead of repeat_kv (no mask, head_dim <= 256; use_gqa_in_sdpa is False with a mask "
+        "tensor, so not on padded batches)",
         "attention_mask": "transformers masking_utils.py (5.x; read on the main branch, not at the "
         "5.17.0 tag) sdpa_mask: _ignore_causal_mask_sdpa drops the mask (is_causal=True) only when "
         "the 2-D padding mask is all ones; a padded batch (DataCollatorWithPadding / "
@@ -330,18 +331,26 @@ def _padded_sdpa(values: JsonObject) -> bool:
     )
 
 
+def _no_mask_tensor(values: JsonObject) -> bool:
+    """transformers' ``use_gqa_in_sdpa`` passes ``enable_gqa`` only without a mask tensor; with
+    one, ``repeat_kv`` expands k/v to every query head."""
+    return values.get("attention_mask") != "padding" and not _padded_sdpa(values)
+
+
 APPLIES_WHEN = {
     "optimizer_fused": lambda values: values.get("optimizer") == "adamw",
     "frozen_weight_grads": _several_sharded,
     "fsdp_flat_parameters": _several_sharded,
     "qlora_prepare_kbit": _one_gpu,
     "attention_mask": _padded_sdpa,
+    "attention_grouped_kv": _no_mask_tensor,
 }
 """Profile entries that describe a code path taken only in some setups: LitGPT's FSDP wrap
 policy exists only under FSDP on several GPUs, and only torch's AdamW has a fused kernel;
 the several-GPU QLoRA loops the profiles cite do not call ``prepare_model_for_kbit_training``;
 transformers passes SDPA a mask tensor only when a micro-batch holds padding (every sample
-fills ``seq_len`` when ``length_stats`` is left out).
+fills ``seq_len`` when ``length_stats`` is left out), and then expands grouped k/v
+(``use_gqa_in_sdpa`` is False with a mask).
 Outside those setups the key keeps its own default (no warning for a choice the user did
 not make)."""
 

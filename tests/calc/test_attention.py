@@ -153,3 +153,15 @@ def test_profiles_set_the_mask_on_padded_sdpa_batches_only():
     # the request's own value wins over the profile
     mine = {**hf, **stats, "behaviour": {"attention_mask": "causal"}}
     assert parse_estimate_request(mine).attention_mask.value == "causal"
+
+
+def test_mask_tensor_expands_grouped_kv_in_the_transformers_profile():
+    # use_gqa_in_sdpa: enable_gqa only without a mask tensor; with one, repeat_kv
+    stats = {"length_stats": {"mean": 500, "max": 2048}, "seq_len": 2048}
+    hf = {"model": "llama-3.1-8b", "framework": "hf-trainer"}
+    assert parse_estimate_request(hf).attention_grouped_kv is True
+    assert parse_estimate_request({**hf, **stats}).attention_grouped_kv is False
+    given = {**hf, "behaviour": {"attention_mask": "padding"}}
+    assert parse_estimate_request(given).attention_grouped_kv is False
+    packed = {**hf, **stats, "batching": "packed"}
+    assert parse_estimate_request(packed).attention_grouped_kv is True
