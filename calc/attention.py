@@ -216,9 +216,10 @@ def attention_kernel(
             dropout=dropout,
             grouped_kv=grouped_kv,
         )
+    # transformers' flash_attention_2 unpads a padded batch: the causal skip holds either way
     fraction = (
-        CAUSAL_SKIP_FRACTION if backend == FLASH and attention == FLASH else None
-    ) or computed_fraction(backend, mask)
+        request_fraction(FLASH, mask) if attention == FLASH else computed_fraction(backend, mask)
+    )
     half = dtype in ("bf16", "fp16")
     tensor_cores = half or (backend == EFFICIENT and capability[0] >= 8)
     return AttentionKernel(

@@ -165,3 +165,32 @@ def test_mask_tensor_expands_grouped_kv_in_the_transformers_profile():
     assert parse_estimate_request(given).attention_grouped_kv is False
     packed = {**hf, **stats, "batching": "packed"}
     assert parse_estimate_request(packed).attention_grouped_kv is True
+
+
+def test_kernel_for_flash_and_eager_implementations():
+    flash = attention_kernel(
+        attention="flash", dtype="bf16", mask="padding", head_dim=128, capability=SM80
+    )
+    assert (flash.backend, flash.computed_fraction, flash.scores_materialised) == (
+        "flash",
+        0.5,
+        False,
+    )
+    eager = attention_kernel(
+        attention="eager", dtype="bf16", mask="causal", head_dim=128, capability=SM80
+    )
+    assert (eager.backend, eager.computed_fraction, eager.scores_materialised) == (
+        "eager",
+        1.0,
+        True,
+    )
+    # fp32 on sm80: memory-efficient on TF32 tensor cores; fp32 math below sm80 has none
+    fp32 = attention_kernel(
+        attention="sdpa", dtype="fp32", mask="padding", head_dim=128, capability=SM80
+    )
+    assert (fp32.backend, fp32.tensor_cores) == ("efficient", True)
+    fp32_t4 = attention_kernel(
+        attention="sdpa", dtype="fp32", mask="padding", head_dim=100, capability=SM75
+    )
+    assert fp32_t4.backend == "efficient"  # alignment 1 for fp32 below sm80
+    assert fp32_t4.tensor_cores is False
