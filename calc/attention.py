@@ -1,8 +1,9 @@
 """Attention as PyTorch dispatches it: which kernel ``torch.nn.functional.
 scaled_dot_product_attention`` (SDPA) runs for a training step, and what it costs.
 
-The dispatch follows ``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp`` (pytorch main
-at commit 001f694a, the 2.13 line; CUDA build): ``select_sdp_backend`` walks
+The dispatch follows ``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp`` (pytorch at
+commit 001f694a, read for the torch 2.13 the oracle pins, not checked against the v2.13.0 tag;
+CUDA build): ``select_sdp_backend`` walks
 ``priority_order`` (flash, memory-efficient, math; cuDNN first where
 ``check_prefer_cudnn_attention`` holds: sm90 / sm100 / sm103 with cuDNN > 9.15) and returns the
 first backend whose ``can_use_*_attention`` filters all pass:
