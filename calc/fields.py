@@ -80,6 +80,13 @@ class Attention(str, Enum):
     EAGER = "eager"
 
 
+class AttentionMask(str, Enum):
+    """What the loop passes to SDPA: ``is_causal`` alone, or an explicit mask tensor."""
+
+    CAUSAL = "causal"
+    PADDING = "padding"
+
+
 class AdapterDtype(str, Enum):
     """dtype of the LoRA adapters: the base weights' (``base``) or ``fp32``."""
 
@@ -585,6 +592,21 @@ FIELDS: tuple[FieldSpec, ...] = (
             "head before SDPA (transformers before ``enable_gqa``, torchtune, LitGPT)."
         ),
     ),
+    _enum(
+        "attention_mask",
+        AttentionMask,
+        "causal",
+        BEHAVIOUR,
+        doc=(
+            "what the loop hands torch's SDPA: ``causal``, ``is_causal=True`` and no mask tensor, "
+            "so the fused kernels (flash, cuDNN, memory-efficient) skip the key blocks above the "
+            "diagonal; ``padding``, an explicit mask tensor (a padded batch's 4-D mask), which "
+            "takes flash out of the choice and makes cuDNN or memory-efficient compute the whole "
+            "L x L square (:mod:`calc.attention`): twice the score and value matmuls. Read with "
+            "``attention`` ``sdpa`` only: ``eager`` always computes the square and ``flash`` "
+            "unpads the batch. Default ``causal``."
+        ),
+    ),
     _bool(
         "loss_outputs_kept",
         False,
@@ -1049,6 +1071,7 @@ def defaults(command: str) -> JsonObject:
 __all__ = [
     "AdapterDtype",
     "Attention",
+    "AttentionMask",
     "BEHAVIOUR",
     "Batching",
     "BEHAVIOUR_OBJECT",

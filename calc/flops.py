@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .arch import ModelArch
+from .attention import request_fraction
 from .jsontypes import JsonObject
 
 
@@ -34,13 +35,17 @@ the diagonal, about half; eager attention computes the full matrix and masks it.
 
 
 def attention_forward_flops_per_token(
-    arch: ModelArch, seq_len: int, attention: str = "eager"
+    arch: ModelArch, seq_len: int, attention: str = "eager", attention_mask: str = "causal"
 ) -> float:
     """Score and value matmuls of self-attention, forward, per token:
     ``4 * layers * seq_len * heads * head_dim`` (2 FLOPs per multiply-add, QK^T and AV) for the
     full matrix (PaLM's MFU count, Chowdhery et al. 2022, arXiv:2204.02311, app. B), times the
-    computed share :data:`CAUSAL_ATTENTION_FRACTION` for ``attention``."""
+    computed share :data:`CAUSAL_ATTENTION_FRACTION` for ``attention``. An explicit mask tensor
+    (``attention_mask="padding"``) makes SDPA compute the whole square
+    (:func:`calc.attention.request_fraction`)."""
     full = 4.0 * arch.num_layers * seq_len * arch.num_heads * arch.head_dim
+    if attention_mask != "causal":
+        return full * request_fraction(attention, attention_mask)
     return full * CAUSAL_ATTENTION_FRACTION[attention]
 
 
@@ -82,6 +87,7 @@ def training_flops_per_token(
     gradient_checkpointing: bool,
     trainable_params: int,
     attention: str = "eager",
+    attention_mask: str = "causal",
 ) -> FlopsPerToken:
     """FLOPs one training token costs.
 
@@ -96,7 +102,7 @@ def training_flops_per_token(
     """
     n = float(matmul_params(arch))
     lin = 2.0 * float(block_linear_params(arch))
-    attn = attention_forward_flops_per_token(arch, seq_len, attention)
+    attn = attention_forward_flops_per_token(arch, seq_len, attention, attention_mask)
     if method == "full":
         fwd = 2.0 * n + attn
         bwd = 2.0 * fwd

@@ -55,6 +55,7 @@ _HF_COMMON = {
     "attention_keeps_fused_qkv": False,
     "lora_adapter_dtype": "fp32",
     "attention_grouped_kv": True,
+    "attention_mask": "padding",
 }
 
 PROFILES: dict[Framework, dict[str, object]] = {
@@ -146,7 +147,13 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "lora_adapter_dtype": "peft 0.21.0 get_peft_model(autocast_adapter_dtype=True) -> "
         "tuners_utils.cast_adapter_dtype: bf16/fp16 adapters upcast to fp32",
         "attention_grouped_kv": "transformers 5.17.0 integrations/sdpa_attention.py: enable_gqa=True "
-        "instead of repeat_kv (no mask, head_dim <= 256)",
+        "instead of repeat_kv (no mask, head_dim <= 256; use_gqa_in_sdpa is False with a mask "
+        "tensor, so not on padded batches)",
+        "attention_mask": "transformers masking_utils.py (5.x; read on the main branch, not at the "
+        "5.17.0 tag) sdpa_mask: _ignore_causal_mask_sdpa drops the mask (is_causal=True) only when "
+        "the 2-D padding mask is all ones; a padded batch (DataCollatorWithPadding / "
+        "DataCollatorForLanguageModeling pad to the longest) gets a 4-D boolean mask tensor, "
+        "which torch 2.13 SDPA cannot hand to flash (sdp_utils.cpp check_for_attn_mask)",
         "loss_outputs_kept": "transformers 5.17.0 Trainer.compute_loss returns the loss alone "
         "(return_outputs=False); training_step drops the outputs",
         "moe_expert_layout": "transformers 5.17.0 models/qwen3_moe/modeling_qwen3_moe.py Qwen3MoeExperts "
@@ -165,6 +172,7 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "attention_keeps_fused_qkv": "as hf-trainer",
         "lora_adapter_dtype": "as hf-trainer (peft 0.21.0 autocast_adapter_dtype=True)",
         "attention_grouped_kv": "as hf-trainer (transformers 5.17.0 SDPA enable_gqa)",
+        "attention_mask": "as hf-trainer (transformers masking_utils.py sdpa_mask on a padded batch)",
         "loss_outputs_kept": "the usual loop 'outputs = model(**batch); outputs.loss.backward()' "
         "(accelerate 1.15.0 examples, Answer.AI fsdp_qlora train.py 2024) holds "
         "the output object, logits included, through the backward",
@@ -210,6 +218,9 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "attention_grouped_kv": "transformers 4.46-4.53 integrations/sdpa_attention.py (and 4.46's "
         "LlamaSdpaAttention): repeat_kv expands k, v to every query head before "
         "SDPA; enable_gqa came with PR #39412 (July 2025, v4.54)",
+        "attention_mask": "transformers 4.46 modeling_attn_mask_utils.py AttentionMaskConverter."
+        "_ignore_causal_mask_sdpa (LlamaModel._update_causal_mask): the 4-D mask is dropped for "
+        "is_causal only when no token is masked; a padded batch passes it to SDPA",
         "loss_outputs_kept": "transformers 4.46 Trainer.compute_loss returns the loss alone "
         "(return_outputs=False); training_step drops the outputs",
         "moe_expert_layout": "transformers 4.46-4.57 models/qwen3_moe/modeling_qwen3_moe.py "
@@ -311,15 +322,35 @@ def _one_gpu(values: JsonObject) -> bool:
     return values.get("num_gpus") == 1
 
 
+def _padded_sdpa(values: JsonObject) -> bool:
+    """SDPA on padded micro-batches: sample lengths given and not packed into full rows."""
+    return (
+        values.get("attention") == "sdpa"
+        and values.get("length_stats") is not None
+        and values.get("batching") != "packed"
+    )
+
+
+def _no_mask_tensor(values: JsonObject) -> bool:
+    """transformers' ``use_gqa_in_sdpa`` passes ``enable_gqa`` only without a mask tensor; with
+    one, ``repeat_kv`` expands k/v to every query head."""
+    return values.get("attention_mask") != "padding" and not _padded_sdpa(values)
+
+
 APPLIES_WHEN = {
     "optimizer_fused": lambda values: values.get("optimizer") == "adamw",
     "frozen_weight_grads": _several_sharded,
     "fsdp_flat_parameters": _several_sharded,
     "qlora_prepare_kbit": _one_gpu,
+    "attention_mask": _padded_sdpa,
+    "attention_grouped_kv": _no_mask_tensor,
 }
 """Profile entries that describe a code path taken only in some setups: LitGPT's FSDP wrap
 policy exists only under FSDP on several GPUs, and only torch's AdamW has a fused kernel;
-the several-GPU QLoRA loops the profiles cite do not call ``prepare_model_for_kbit_training``.
+the several-GPU QLoRA loops the profiles cite do not call ``prepare_model_for_kbit_training``;
+transformers passes SDPA a mask tensor only when a micro-batch holds padding (every sample
+fills ``seq_len`` when ``length_stats`` is left out), and then expands grouped k/v
+(``use_gqa_in_sdpa`` is False with a mask).
 Outside those setups the key keeps its own default (no warning for a choice the user did
 not make)."""
 

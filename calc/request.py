@@ -22,6 +22,7 @@ from .fields import (
     MAX_SEQ_LEN,
     PLAN,
     AdapterDtype,
+    AttentionMask,
     Attention,
     CpuOffload,
     FieldSpec,
@@ -83,6 +84,7 @@ class EstimateRequest:
     torch_compile: bool
     lora_adapter_dtype: AdapterDtype
     attention_grouped_kv: bool
+    attention_mask: AttentionMask
     loss_outputs_kept: bool
     qlora_quant_state_replicated: bool
     framework: Framework

@@ -357,6 +357,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         req.gradient_checkpointing,
         trainable - layout.saved if trainable == layout.trainable else trainable,
         req.attention.value,
+        req.attention_mask.value,
     )
     if head_copy:
         fpt = replace(fpt, backward=fpt.backward + 2.0 * head_copy)

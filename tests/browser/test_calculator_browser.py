@@ -86,6 +86,7 @@ VARIATIONS = [
     {"gradient_checkpointing": "false", "micro_batch_size": "2"},
     {"attention": "flash", "seq_len": "8192"},
     {"attention": "eager", "gradient_checkpointing": "false"},
+    {"attention_mask": "padding", "seq_len": "4096"},
     {"chunked_loss": "true", "model": "gemma-2-9b"},
     {"activation_offload": "true", "model": "phi-3-mini"},
     {"num_gpus": "4", "sharding": "ddp"},
