@@ -36,6 +36,15 @@ MULTI_GPU_SHARDINGS = (
     "zero3",
 )  # zero1 needs more memory than zero2 at the same speed
 
+
+def _typed(key: str, value: object) -> object:
+    """An enum field's value as its member (profiles and defaults hold the plain values)."""
+    from .fields import BY_KEY
+
+    enum = BY_KEY[key].enum
+    return enum(value) if enum is not None and isinstance(value, str) else value
+
+
 _ENUM_FIELDS = {
     "method": Method,
     "optimizer": Optimizer,
@@ -75,6 +84,8 @@ class Estimator:
         self.calls = 0
 
     def variant(self, **changes: object) -> EstimateRequest:
+        """The request with ``changes`` (enum fields given as their values or members), and the
+        library's setup-dependent behaviours evaluated again on the new setup."""
         fixed: JsonObject = {
             k: (_ENUM_FIELDS[k](v) if k in _ENUM_FIELDS and isinstance(v, str) else v)
             for k, v in changes.items()
@@ -85,7 +96,8 @@ class Estimator:
             from .frameworks import reapplied
 
             again = reapplied(out.to_dict(), out.profile_keys, out.framework, defaults("estimate"))
-            out = dataclasses.replace(out, **{k: v for k, v in again.items() if k not in fixed})
+            typed: JsonObject = {k: _typed(k, v) for k, v in again.items() if k not in fixed}
+            out = dataclasses.replace(out, **typed)
         return out
 
     def get(self, **changes: object) -> JsonObject | None:

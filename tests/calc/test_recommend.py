@@ -140,3 +140,15 @@ def test_need_of_is_the_device_range_and_fit_entry_is_judge():
         e == recommend.judge(recommend.need_of(est), g.memory_bytes).to_dict()
         for g, e in zip(gpus.all_gpus(), table.values(), strict=True)
     )
+
+
+def test_a_variant_re_evaluates_an_enum_behaviour_of_the_profile_as_its_member():
+    """The profile's setup-dependent values are plain strings; a variant's request holds the
+    enum member, as a parsed request does (a plan with a library profile and no sample lengths)."""
+    from calc.fields import AttentionMask
+    from calc.request import parse_estimate_request
+
+    req = parse_estimate_request({"model": "llama-3.2-1b", "framework": "hf-custom-loop"})
+    variant = recommend.Estimator(req).variant(num_gpus=2, sharding="zero3")
+    assert variant.attention_mask is AttentionMask.CAUSAL
+    assert recommend.Estimator(req).get(num_gpus=2, sharding="zero3") is not None
