@@ -522,10 +522,19 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
         ["link", {"rel": "stylesheet", "href": urls["css"]}],
         ["script", {"src": urls["boot"]}],  # starts the worker now (see boot.js)
         _json_script("calc-strings", strings),
+        # what the calculator is doing, on screen; not a live region: it changes with every
+        # keystroke ("Calculando…", "Listo")
+        ["p", {"class": "calc-status"}, strings["ui"]["status_static"]],
+        # what a screen reader hears: a new verdict once the answer settles, or a failure
+        # (calculator.js); empty until then, the build-time verdict is in the page
         [
             "p",
-            {"class": "calc-status", "role": "status", "aria-live": "polite"},
-            strings["ui"]["status_static"],
+            {
+                "class": "calc-announce",
+                "role": "status",
+                "aria-live": "polite",
+                "aria-atomic": "true",
+            },
         ],
         [
             "div",
@@ -533,7 +542,7 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
             form(strings, presets, gpus, view.Renderer(result, lang, strings).defaults_used()),
             [
                 "section",
-                {"class": "calc-results", "aria-live": "polite"},
+                {"class": "calc-results"},
                 ["h2", {"id": "calc-results-heading"}, strings["ui"]["results_heading"]],
                 [
                     "div",

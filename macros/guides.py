@@ -285,7 +285,7 @@ def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
 
 GPU_SOURCE_COLS = [
     Col("name", "col.gpu", "text", row_header=True),
-    Col("source", "col.source", "text"),
+    Col("source", "col.source", "text", recorded_in="en"),
     Col("as_of", "col.as_of", "text"),
 ]
 

@@ -55,8 +55,8 @@ def raw_price_sources(lang: str) -> str:
         Col("capacity", "col.capacity", "code"),
         Col("usd", "col.usd_per_hour", "usd", check="@check"),
         Col("as_of", "col.as_of", "text"),
-        Col("source", "col.source", "text"),
-        Col("note", "col.price_note", "text"),
+        Col("source", "col.source", "text", recorded_in="en"),
+        Col("note", "col.price_note", "text", recorded_in="en"),
     ]
     return _raw_block(table_node(rows, cols, lang, "price_sources", "caption.price_sources_raw"))
 

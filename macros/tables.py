@@ -35,7 +35,9 @@ class Col:
     or a tuple of nodes and strings; its numbers carry their own data-*) or a numeric kind;
     ``check`` is the path the tests resolve in the source's response (defaults
     to ``field``; ``"@column"`` reads it per row from that column); ``row_header`` marks the
-    cells that name the row."""
+    cells that name the row; ``recorded_in`` is the language a "text" column's data is written
+    in (the data's sources are quoted in English): on a page in another language its cells
+    say so (``lang``), so a screen reader reads them in that language."""
 
     field: str
     header: str
@@ -43,6 +45,7 @@ class Col:
     check: str | None = None
     row_header: bool = False
     options: str | None = None
+    recorded_in: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS and self.kind not in ("text", "code", "ref", "node"):
@@ -142,6 +145,8 @@ def _cell(col: Col, value: object, source: object, lang: str, check: str) -> lis
     if value is NO_RENTAL_PRICE:
         return el(tag, attrs | {"data-priced": "false"}, labels.text("ui.no_rental_price", lang))
     if col.kind == "text":
+        if col.recorded_in and col.recorded_in != lang and str(value):
+            attrs["lang"] = col.recorded_in
         return el(tag, attrs, str(value))
     if col.kind == "code":
         field = col.options or col.field.removeprefix("req.")

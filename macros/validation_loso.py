@@ -188,7 +188,8 @@ def framework_profiles_table(lang: str) -> str:
         Col("framework", "col.framework", "text", row_header=True),
         Col("key", "col.request_key", "text"),
         Col("value", "col.value", "text"),
-        Col("source", "col.source", "text"),
+        # the profiles' sources are quoted as recorded (calc.frameworks.SOURCES), in English
+        Col("source", "col.source", "text", recorded_in="en"),
     ]
     return render(rows, cols, lang, "framework_profiles", "caption.framework_profiles")
 

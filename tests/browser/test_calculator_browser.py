@@ -1008,6 +1008,86 @@ def test_no_axe_violations(browser, site_server, lang, color_scheme):
     assert results.violations_count == 0, results.generate_report()
 
 
+# The outline a focused control shows: width, style and colour as computed.
+OUTLINE_JS = """el => { const s = getComputedStyle(el);
+    return {visible: el.matches(':focus-visible'), width: parseFloat(s.outlineWidth),
+            style: s.outlineStyle, color: s.outlineColor}; }"""
+
+
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+def test_a_focused_control_shows_where_the_keyboard_is(browser, site_server, color_scheme):
+    """Every kind of control, the config import's included, draws a solid focus ring of
+    2px or more, in both schemes; the text input reached with Tab as a keyboard reader
+    reaches it."""
+    context = new_context(browser)
+    page = context.new_page()
+    page.emulate_media(color_scheme=color_scheme)
+    calc = Calc(page, site_server, "es")
+    calc.open()
+    page.evaluate("document.querySelectorAll('#calc details').forEach(d => d.open = true)")
+    page.focus("#calc-model")
+    page.keyboard.press("Tab")  # the control after the model (the config import's fold)
+    tabbed = page.evaluate("document.activeElement.closest('#calc') !== null")
+    selectors = [
+        "#calc-seq_len",
+        "#calc-method",
+        "#calc .calc-check input >> visible=true",
+        "#calc .calc-advanced > summary",
+        "#calc-import-text",
+        "#calc-import-format",
+        "#calc .calc-import-run",
+    ]
+    rings = {"(tab)": page.evaluate(f"() => ({OUTLINE_JS})(document.activeElement)")}
+    for selector in selectors:
+        control = page.locator(selector).first
+        control.focus()
+        rings[selector] = control.evaluate(OUTLINE_JS)
+    context.close()
+    assert tabbed
+    for selector, ring in rings.items():
+        assert ring["visible"], selector
+        assert ring["style"] == "solid" and ring["width"] >= 2, (selector, ring)
+        assert ring["color"] not in ("rgba(0, 0, 0, 0)", "transparent"), (selector, ring)
+
+
+# The verdict line as a screen reader hears it (spaces as shown).
+VERDICT_TEXT = (
+    "() => document.querySelector('#calc .calc-verdict').textContent.replace(/\\s+/g, ' ').trim()"
+)
+ANNOUNCED = "() => document.querySelector('#calc .calc-announce').textContent"
+
+
+def test_a_new_verdict_is_said_once_the_answers_settle(calc_page):
+    """The live region holds the new answer's verdict line, in the page's language, said
+    once after typing stops, not once per key; the status line is not a live region."""
+    page = calc_page.page
+    calc_page.navigate({})
+    calc_page.wait_quiet()
+    region = page.locator("#calc .calc-announce")
+    assert region.get_attribute("role") == "status"
+    assert page.locator("#calc .calc-status").get_attribute("aria-live") is None
+    assert page.locator("#calc .calc-status").get_attribute("role") is None
+    page.evaluate("""() => {
+        const region = document.querySelector('#calc .calc-announce');
+        window.calcSaid = [];
+        new MutationObserver(() => window.calcSaid.push(region.textContent))
+            .observe(region, {childList: true, characterData: true, subtree: true});
+    }""")
+    page.fill("#calc-seq_len", "")
+    page.locator("#calc-seq_len").press_sequentially("3584", delay=60)  # four answers
+    calc_page.wait_quiet()
+    page.wait_for_function(f"({ANNOUNCED})() === ({VERDICT_TEXT})()", timeout=5000)
+    verdict = page.evaluate(VERDICT_TEXT)
+    state = page.locator("#calc .calc-verdict").get_attribute("data-verdict")
+    assert STRINGS[calc_page.lang]["ui"]["verdict_" + state] in verdict  # the page's language
+    assert "3584" in verdict.replace(".", "").replace(",", "").replace("\u202f", "").replace(
+        "\xa0", ""
+    )
+    page.wait_for_timeout(1000)  # nothing more is said while the page stays as it is
+    assert page.evaluate("window.calcSaid") == [verdict]
+    calc_page.navigate({})
+
+
 NO_WORKER_JS = {
     "no Worker at all": "delete window.Worker;",
     # a browser that ignores {type: "module"} (it would run the worker as a classic script)

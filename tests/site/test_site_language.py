@@ -18,12 +18,37 @@ from conftest import REPO_ROOT, site_pages
 from calc.catalogue import load, pick
 from calc_view.render import citation
 
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
-        "source", "track", "wbr"}
+VOID = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "param",
+    "source",
+    "track",
+    "wbr",
+}
 # words of the other language that must not show in Spanish text (code spans aside)
-ANGLICISMS = [r"\bforward\b", r"\bbackward\b", r"respuesta corta", r"\bDERIVED\b",
-              r"found by text search", r"as transcribed", r"low end of", r"\buncertain\b",
-              r"\bnot found\b", r"\bdatasheet\b", r"\bwhitepaper\b", r"\bon-demand\b"]
+ANGLICISMS = [
+    r"\bforward\b",
+    r"\bbackward\b",
+    r"respuesta corta",
+    r"\bDERIVED\b",
+    r"found by text search",
+    r"as transcribed",
+    r"low end of",
+    r"\buncertain\b",
+    r"\bnot found\b",
+    r"\bdatasheet\b",
+    r"\bwhitepaper\b",
+    r"\bon-demand\b",
+]
 # identifiers, options, addresses and code (``loss.backward()``, ``--no-x-in-backward``)
 IDENTIFIER = re.compile(r"\S*[._(=/-]\S*|`[^`]*`")
 
@@ -41,9 +66,11 @@ class VisibleText(HTMLParser):
     def handle_starttag(self, tag, attrs):
         if tag in VOID:
             return
-        hidden = (tag in ("code", "pre", "script", "style", "kbd")
-                  or "data-raw-sources" in dict(attrs)
-                  or (self.skip_tables and tag == "table"))
+        hidden = (
+            tag in ("code", "pre", "script", "style", "kbd")
+            or "data-raw-sources" in dict(attrs)
+            or (self.skip_tables and tag == "table")
+        )
         self.stack.append((tag, hidden))
 
     def handle_endtag(self, tag):
@@ -98,15 +125,22 @@ def fragments(note: str) -> list[str]:
 # --- units -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("source", "expected"), [
-    ("runpod.io/pricing as transcribed in github.com/x/y (H100 SXM Secure Cloud)",
-     "runpod.io/pricing"),
-    ("deploybase.ai/articles/runpod-gpu-pricing (RunPod spot column)",
-     "deploybase.ai/articles/runpod-gpu-pricing"),
-    ("usagepricing.com/blueprint/vast-ai", "usagepricing.com/blueprint/vast-ai"),
-    ("NVIDIA T4 datasheet (65 TFLOPS)", ""),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "runpod.io/pricing as transcribed in github.com/x/y (H100 SXM Secure Cloud)",
+            "runpod.io/pricing",
+        ),
+        (
+            "deploybase.ai/articles/runpod-gpu-pricing (RunPod spot column)",
+            "deploybase.ai/articles/runpod-gpu-pricing",
+        ),
+        ("usagepricing.com/blueprint/vast-ai", "usagepricing.com/blueprint/vast-ai"),
+        ("NVIDIA T4 datasheet (65 TFLOPS)", ""),
+        ("", ""),
+    ],
+)
 def test_citation_is_the_leading_address(source, expected):
     assert citation(source) == expected
 
@@ -157,6 +191,59 @@ def _labels_only_in(lang: str) -> list[str]:
     return out
 
 
+class Cells(HTMLParser):
+    """Every table cell of a page: its ``lang`` attribute (None without one) and its text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: list[tuple[str | None, str]] = []
+        self._open: list[tuple[str | None, list[str]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("td", "th"):
+            self._open.append((dict(attrs).get("lang"), []))
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._open:
+            lang, parts = self._open.pop()
+            self.cells.append((lang, " ".join("".join(parts).split())))
+
+    def handle_data(self, data):
+        if self._open:
+            self._open[-1][1].append(data)
+
+
+def english_cells() -> set[str]:
+    """What the tables quote as recorded, in English: the cards' and prices' sources and
+    notes, and the training libraries' behaviours' sources."""
+    from calc.frameworks import SOURCES
+
+    quoted = set(english_notes())
+    quoted |= {text for per_key in SOURCES.values() for text in per_key.values()}
+    return {" ".join(text.split()) for text in quoted}
+
+
+def test_english_cells_on_spanish_pages_say_so(built_site):
+    """A screen reader reads a quoted English source in English on a Spanish page
+    (``lang="en"`` on its cell); on English pages the page's own language holds."""
+    english = english_cells()
+    marked = {"es": 0, "en": 0}
+    unmarked = []
+    for lang in ("es", "en"):
+        for path in language_pages(built_site, lang):
+            parser = Cells()
+            parser.feed(path.read_text(encoding="utf-8"))
+            for cell_lang, text in parser.cells:
+                if text not in english:
+                    continue
+                if lang == "es" and cell_lang != "en":
+                    unmarked.append(f"{path.relative_to(built_site)}: {text[:70]}")
+                marked[lang] += cell_lang == "en"
+    assert not unmarked, "\n".join(unmarked[:20])
+    assert marked["es"] > 100  # the methodology's quoted sources and the guides' card sources
+    assert marked["en"] == 0
+
+
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_no_label_of_the_other_language(built_site, lang):
     other = "en" if lang == "es" else "es"
@@ -179,7 +266,7 @@ def test_spanish_pages_avoid_anglicisms(built_site):
         text = IDENTIFIER.sub(" ", text)
         for pattern in ANGLICISMS:
             for m in re.finditer(pattern, text, re.I):
-                found.append(f"{rel}: …{text[max(0, m.start() - 50):m.end() + 30]}…")
+                found.append(f"{rel}: …{text[max(0, m.start() - 50) : m.end() + 30]}…")
     assert not found, "\n".join(found[:20])
 
 

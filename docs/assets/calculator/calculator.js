@@ -24,6 +24,7 @@ function main(root) {
   const form = root.querySelector(".calc-form");
   const slot = root.querySelector(".calc-results-slot");
   const status = root.querySelector(".calc-status");
+  const announcer = root.querySelector(".calc-announce");
   const staleNote = root.querySelector(".calc-stale-note");
   const pendingNote = root.querySelector(".calc-pending-note");
   const general = root.querySelector('[data-error-for="_general"]');
@@ -146,6 +147,36 @@ function main(root) {
     status.dataset.status = key;
   }
 
+  // ------------------------------------------------------------ what a screen reader hears
+
+  // The live region says what changed, once: the verdict line of a new answer (in the page's
+  // language, as the worker wrote it), or a failure. The verdict waits until the answers stop
+  // coming (typing "4096" computes four times), and a text already said is not said again.
+  const SETTLE_MS = 600;
+  let said = verdictText(); // the build-time verdict is on the page already
+  let settling = null;
+
+  function verdictText() {
+    const line = slot.querySelector(".calc-verdict");
+    return line ? line.textContent.replace(/\s+/g, " ").trim() : "";
+  }
+
+  function announce(text) {
+    if (!text || text === said) return;
+    said = text;
+    announcer.textContent = text;
+  }
+
+  function announceState(now) {
+    clearTimeout(settling);
+    settling = null;
+    if (now === "error") {
+      announce(status.textContent); // input errors are alerts at their fields already
+    } else if (now === "ready" && !machine.pending && root.dataset.calcWorker === "up") {
+      settling = setTimeout(() => announce(verdictText()), SETTLE_MS);
+    }
+  }
+
   // ------------------------------------------------------------ results
 
   function render(out) {
@@ -251,6 +282,7 @@ function main(root) {
     } else if (now === "invalid") {
       setStatus("status_invalid");
     }
+    announceState(now);
     // private (tests): "true" while an answer is still to come (a request in flight or queued)
     root.dataset.calcPending = String(machine.pending);
     root.dataset.calcState = now;
