@@ -41,6 +41,7 @@ OLD_LINKS = [
     "?mode=advanced&framework=litgpt&qlora_keeps_inputs=false&method=qlora",
     "?method=qlora&model=llama-3.1-8b&qlora_prepare_kbit=true&lora_adapter_dtype=fp32",
     "?model=llama-3.2-1b&loss_on_16bit_logits=true&seq_len=4096",
+    "?model=llama-3.1-8b&attention_mask=padding&seq_len=4096",
 ]
 
 
