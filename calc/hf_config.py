@@ -27,6 +27,8 @@ only; ``extra["text_config_only"]`` is then true).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .arch import LinearLayer, ModelArch
 from .errors import ConfigError
 from .jsontypes import JsonObject
@@ -649,7 +651,15 @@ def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
         raise k.error("num_ln_in_parallel_attn", ln_parallel)
     norms = 2 if not parallel else ln_parallel
     inter = k.int("ffn_hidden_size", default=4 * h)
-    linears = _plain_block(h, (heads + 2 * kv) * hd, inter, k.bool("bias", False))
+    # Every block linear is a ``FalconLinear`` (transformers 5.17 ``modeling_falcon.py`` lines
+    # 60, 247, 250, 531, 533), an ``nn.Linear`` subclass; ``replace_with_bnb_linear``
+    # (``integrations/bitsandbytes.py`` line 189) converts ``Conv1D`` or ``type(module) is
+    # nn.Linear`` only, so under QLoRA they stay 16-bit: their weights, and peft wraps them as
+    # plain ``lora.Linear`` (no dequantized copy, no defensive clone of the base output).
+    linears = tuple(
+        replace(l, quantizable=False)
+        for l in _plain_block(h, (heads + 2 * kv) * hd, inter, k.bool("bias", False))
+    )
     return ModelArch(
         **_common(k, family, name, 2048, True),
         hidden_size=h,

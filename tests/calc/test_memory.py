@@ -789,6 +789,7 @@ def test_zero3_more_gpus_never_more_model_states(setup, factor):
 def test_qlora_weights_below_lora_weights(setup):
     lora = est(**dict(setup, method="lora"))["components"]["weights"]
     qlora = est(**dict(setup, method="qlora"))["components"]["weights"]
+    # Falcon's FalconLinear stays 16-bit (none in MODELS), so every model here quantizes
     assert qlora < lora or lora == 0
 
 
@@ -1215,3 +1216,14 @@ def test_autocast_qlora_keeps_the_mlp_of_fp32_4bit_outputs():
     r = req(model="llama-3.1-8b", method="qlora", lora_adapter_dtype="fp32")
     cfg = memory.act_config(r, states.request_regime(r))
     assert act.mlp_unit_bytes(arch, cfg, down, act.block_parts(arch).mlp_in) == 2 * 3 * m
+
+
+def test_falcon_linears_stay_16_bit_under_qlora():
+    # Falcon's block linears are FalconLinear, an nn.Linear subclass that transformers'
+    # replace_with_bnb_linear leaves alone (it converts type(module) is nn.Linear and Conv1D
+    # only); the tied LM head is not converted either, so QLoRA holds the whole model in bf16:
+    # 2 bytes x 6,921,720,704 parameters, and the same step as LoRA's.
+    qlora = est(model="falcon-7b", method="qlora", precision="bf16-true")
+    assert qlora["components"]["weights"] == 2 * 6_921_720_704
+    lora = est(model="falcon-7b", method="lora", precision="bf16-true")
+    assert qlora["peak_allocated_bytes"] == lora["peak_allocated_bytes"]
