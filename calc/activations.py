@@ -298,7 +298,8 @@ def mlp_unit_bytes(
         and bool(siblings)
         and all(l.quantizable for l in siblings)
     )
-    per = (FP32_BYTES if fp32 else a) * (_glu_saved_widths(arch) * m if arch.mlp_gated else m)
+    widths = _glu_saved_widths(arch) if arch.mlp_gated else _plain_act_saved_widths(arch)
+    per = (FP32_BYTES if fp32 else a) * widths * m
     if _saves_input(down, cfg):
         per += a * m
     if down.count > 1:
@@ -319,6 +320,23 @@ def _glu_saved_widths(arch: ModelArch) -> int:
     factors: ``2m + m + m + m + m``."""
     widths = arch.extra.get("glu_saved_widths", 3)
     return widths if isinstance(widths, int) and not isinstance(widths, bool) and widths > 0 else 3
+
+
+def _plain_act_saved_widths(arch: ModelArch) -> int:
+    """Intermediate-width tensors a plain MLP's activation saves: 1 (``F.gelu`` saves its
+    input); ``arch.extra["plain_act_saved_widths"]`` where the family's activation is written
+    op by op (``gelu_new``, 4: its input, ``0.5 * input``, the ``tanh`` output and ``1 +
+    tanh``; see ``calc.hf_config``)."""
+    widths = arch.extra.get("plain_act_saved_widths", 1)
+    return widths if isinstance(widths, int) and not isinstance(widths, bool) and widths > 0 else 1
+
+
+def residual_dropout_bytes(arch: ModelArch) -> int:
+    """Dropout on the attention output and on the MLP output of a block
+    (``arch.extra["residual_dropout"]``: GPT-2, Phi with ``resid_pdrop > 0``): CUDA's
+    ``native_dropout`` saves a boolean mask of each, 1 byte per element: ``2 h`` per token.
+    Its output is not saved (the residual add that reads it needs no input)."""
+    return 2 * arch.hidden_size if arch.extra.get("residual_dropout") else 0
 
 
 def _token_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:
@@ -388,7 +406,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += qk_norm_bytes(arch, cfg)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
-    total += lora_input_copy_bytes(arch, cfg)
+    total += lora_input_copy_bytes(arch, cfg) + residual_dropout_bytes(arch)
     if cfg.compile_kept is not None:
         total -= int((1 - cfg.compile_kept) * compile_removable_bytes_per_token(arch, cfg))
     return total

@@ -257,6 +257,33 @@ def _saved_tensor_traits(arch: ModelArch, k: _Keys, family: str, qk_norm: bool) 
         arch.extra["final_logit_softcapping"] = float(cap)
 
 
+_TANH_GELU_SAVED_WIDTHS = 4
+"""Intermediate-width tensors ``gelu_new`` saves: transformers 5.17 ``activations.py`` line 66,
+``NewGELUActivation.forward``: ``0.5 * input * (1.0 + torch.tanh(c * (input + 0.044715 *
+torch.pow(input, 3.0))))``, written in Python, so autograd records each op: ``pow`` saves
+``input``, ``tanh`` its output, and the product of ``0.5 * input`` and ``1.0 + tanh(...)``
+saves both factors (the products by Python scalars and the sums save nothing). The
+``gelu`` of the other plain-MLP families (``F.gelu``, one op) saves its input only."""
+
+
+def _plain_mlp_traits(arch: ModelArch, k: _Keys, act_key: str, act_default: str) -> ModelArch:
+    """Traits of a plain-MLP family's block (GPT-2, Phi) in ``arch.extra``:
+    ``plain_act_saved_widths`` when the activation is ``gelu_new`` (see
+    :data:`_TANH_GELU_SAVED_WIDTHS`), and ``residual_dropout`` when ``resid_pdrop`` is above
+    0: the block drops out the attention output and the MLP output (GPT-2:
+    ``GPT2Attention.resid_dropout``, ``GPT2MLP.dropout``, ``modeling_gpt2.py`` lines 224,
+    242; Phi: ``PhiDecoderLayer.resid_dropout`` twice, ``modeling_phi.py`` lines 293, 295).
+    On CUDA ``F.dropout`` runs ``native_dropout`` (``p > 0``), which saves its boolean
+    mask, 1 byte per element; with ``p == 0`` it returns its input and saves nothing."""
+    act = k.cfg.get(act_key, act_default)
+    if act == "gelu_new":
+        arch.extra["plain_act_saved_widths"] = _TANH_GELU_SAVED_WIDTHS
+    p = k.cfg.get("resid_pdrop", 0.0)
+    if isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0:
+        arch.extra["residual_dropout"] = True
+    return arch
+
+
 def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
     """OLMo (v1, ``olmo``): Llama shapes without biases and with LayerNorms that hold no
     weights. OLMo 2 (``olmo2``): RMSNorm after attention and after the MLP (2 per block, none
@@ -567,7 +594,7 @@ def _phi(k: _Keys, family: str, name: str) -> ModelArch:
         LinearLayer("fc2", inter, h, True, role="mlp"),
     )
     qk_norm = 2 * 2 * hd if k.bool("qk_layernorm", False) else 0
-    return ModelArch(
+    arch = ModelArch(
         **_common(k, family, name, 2048, False),
         hidden_size=h,
         num_layers=k.int("num_hidden_layers"),
@@ -583,6 +610,8 @@ def _phi(k: _Keys, family: str, name: str) -> ModelArch:
         lm_head_bias=True,
         block_extra_params=qk_norm,
     )
+    # PhiConfig defaults (transformers 5.17): hidden_act "gelu_new", resid_pdrop 0.0
+    return _plain_mlp_traits(arch, k, "hidden_act", "gelu_new")
 
 
 def _plain_block(h: int, qkv_out: int, inter: int, bias: bool) -> tuple[LinearLayer, ...]:
@@ -721,7 +750,7 @@ def _gpt2(k: _Keys, family: str, name: str) -> ModelArch:
         LinearLayer("c_fc", h, inter, True, role="mlp"),
         LinearLayer("c_proj", inter, h, True, role="mlp"),
     )
-    return ModelArch(
+    arch = ModelArch(
         name=name,
         family=family,
         vocab_size=k.int("vocab_size"),
@@ -739,6 +768,10 @@ def _gpt2(k: _Keys, family: str, name: str) -> ModelArch:
         learned_positions=positions,
         mlp_gated=False,
     )
+    # GPT2Config defaults (transformers 5.17): activation_function "gelu_new", resid_pdrop 0.1
+    if "resid_pdrop" not in k.cfg:
+        k = _Keys({**k.cfg, "resid_pdrop": 0.1}, k.prefix)
+    return _plain_mlp_traits(arch, k, "activation_function", "gelu_new")
 
 
 _READERS = {

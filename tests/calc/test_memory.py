@@ -1227,3 +1227,38 @@ def test_falcon_linears_stay_16_bit_under_qlora():
     assert qlora["components"]["weights"] == 2 * 6_921_720_704
     lora = est(model="falcon-7b", method="lora", precision="bf16-true")
     assert qlora["peak_allocated_bytes"] == lora["peak_allocated_bytes"]
+
+
+def test_gelu_new_and_residual_dropout_saved_tensors():
+    from calc.hf_config import arch_from_hf_config
+
+    tiny = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 256}
+    gpt2 = arch_from_hf_config(tiny)
+    lora = act.ActConfig(2, 2, False, frozenset(), 16, act.Attention.SDPA, 512, False)
+    full = act.ActConfig(2, 2, True, frozenset(), 16, act.Attention.SDPA, 512, False)
+    parts = act.block_parts(gpt2)
+    (down,) = parts.mlp_down
+    # gelu_new written op by op: input (pow), 0.5 * input, tanh output, 1 + tanh: 4 x 256 bf16;
+    # full fine-tuning adds c_proj's input (the product)
+    assert act.mlp_unit_bytes(gpt2, lora, down, parts.mlp_in) == 2 * 4 * 256
+    assert act.mlp_unit_bytes(gpt2, full, down, parts.mlp_in) == 2 * 5 * 256
+    # resid_pdrop 0.1 (GPT2Config's default): the boolean masks of the attention output and
+    # of the MLP output, 1 byte x 64 each
+    assert act.residual_dropout_bytes(gpt2) == 2 * 64
+    plain = arch_from_hf_config({**tiny, "activation_function": "gelu", "resid_pdrop": 0.0})
+    (down,) = act.block_parts(plain).mlp_down
+    assert act.mlp_unit_bytes(plain, lora, down, parts.mlp_in) == 2 * 256
+    assert act.residual_dropout_bytes(plain) == 0
+    delta = act.block_bytes_per_token(gpt2, lora) - act.block_bytes_per_token(plain, lora)
+    assert delta == 2 * 3 * 256 + 2 * 64
+    # Phi: gelu_new by default, resid_pdrop 0.0 unless the config says otherwise
+    phi = {
+        "model_type": "phi",
+        "hidden_size": 64,
+        "intermediate_size": 256,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "vocab_size": 256,
+    }
+    assert act.residual_dropout_bytes(arch_from_hf_config(phi)) == 0
+    assert act.residual_dropout_bytes(arch_from_hf_config({**phi, "resid_pdrop": 0.1})) == 128
