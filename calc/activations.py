@@ -510,14 +510,29 @@ def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     residual stream that block 0's adapters made require grad, so they save everything.
     Found by the oracle (tools/oracle, qwen3_moe ``lora-mlp-fused-*``: calc +5.7 % before).
     Sequential blocks with two norms (pre-attention, pre-MLP) or Gemma's four (the
-    post-attention norm also precedes the MLP); other layouts keep the first norm only."""
+    post-attention norm also precedes the MLP); other layouts keep the first norm only.
+
+    A parallel block (NeoX, Falcon, Phi: attention and MLP read the same normalised input)
+    whose MLP holds no adapter: block 0's MLP reads only the frozen embedding's stream, so
+    it records no graph either: its activation's saved tensors (:func:`mlp_unit_bytes`) and
+    the mask of its output's dropout (Phi's ``resid_dropout(self.mlp(hidden_states))``,
+    ``modeling_phi.py`` line 295) are not kept."""
     if cfg.full:
         return 0
     parts = block_parts(arch)
     attention = (*parts.attn_in, parts.attn_out)
     attn_trains = any(_key(l) in cfg.adapted for l in attention)
     before_mlp = {2: 2, 4: 3}.get(arch.norms_per_layer)
-    if attn_trains or arch.parallel_block or before_mlp is None:
+    if arch.parallel_block:
+        mlp = (*parts.mlp_in, *parts.mlp_down)
+        if any(_key(l) in cfg.adapted for l in mlp):
+            return norm_bytes(arch, cfg)
+        return (
+            norm_bytes(arch, cfg)
+            + sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
+            + residual_dropout_bytes(arch) // 2
+        )
+    if attn_trains or before_mlp is None:
         return norm_bytes(arch, cfg)
     return (
         before_mlp * norm_bytes(arch, cfg)

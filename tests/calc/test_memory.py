@@ -1262,3 +1262,33 @@ def test_gelu_new_and_residual_dropout_saved_tensors():
     }
     assert act.residual_dropout_bytes(arch_from_hf_config(phi)) == 0
     assert act.residual_dropout_bytes(arch_from_hf_config({**phi, "resid_pdrop": 0.1})) == 128
+
+
+def test_parallel_block_first_mlp_records_no_graph_without_an_adapter():
+    # Phi's block 0 reads the frozen embedding's stream: with adapters on attention only its
+    # MLP records no graph (nothing of gelu_new's 4 x 256, nor its output's dropout mask);
+    # an adapter on fc1 makes it save again, and only the first norm goes unsaved.
+    from calc.hf_config import arch_from_hf_config
+
+    phi = arch_from_hf_config(
+        {
+            "model_type": "phi",
+            "hidden_size": 64,
+            "intermediate_size": 256,
+            "num_attention_heads": 4,
+            "num_hidden_layers": 2,
+            "vocab_size": 256,
+            "resid_pdrop": 0.1,
+        }
+    )
+
+    def cfg(*names):
+        keys = frozenset((l.name, l.d_in, l.d_out, l.role) for l in phi.linears if l.name in names)
+        return act.ActConfig(2, 2, False, keys, 16, act.Attention.SDPA, 512, False)
+
+    attn = cfg("q_proj", "v_proj")
+    assert act.first_norm_unsaved_bytes_per_token(phi, attn) == (
+        act.norm_bytes(phi, attn) + 2 * 4 * 256 + 64
+    )
+    mlp = cfg("q_proj", "fc1")
+    assert act.first_norm_unsaved_bytes_per_token(phi, mlp) == act.norm_bytes(phi, mlp)
