@@ -28,6 +28,7 @@ from . import states as st
 from .arch import LinearLayer, ModelArch
 from .jsontypes import JsonObject
 from .lengths import request_shape
+from .lora import library_rejections
 from .request import (
     Attention,
     CpuOffload,
@@ -1015,6 +1016,9 @@ def warnings_for(req: EstimateRequest) -> list[str]:
     if req.is_peft and req.lora_rank > req.model.hidden_size:
         # an adapter wider than the layer it adapts: a typo (65536 for 64), not a setup
         out.append("lora_rank_above_hidden")
+    out += library_rejections(
+        req.model, req.framework.value, req.attention.value, req.is_peft, req.lora_targets
+    )
     return out
 
 

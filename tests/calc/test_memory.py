@@ -1292,3 +1292,28 @@ def test_parallel_block_first_mlp_records_no_graph_without_an_adapter():
     )
     mlp = cfg("q_proj", "fc1")
     assert act.first_norm_unsaved_bytes_per_token(phi, mlp) == act.norm_bytes(phi, mlp)
+
+
+@pytest.mark.parametrize(
+    "request_, expected",
+    [
+        ({"model": "bloom-560m"}, ["attention_refused_by_transformers"]),  # sdpa by default
+        ({"model": "bloom-560m", "attention": "flash"}, ["attention_refused_by_transformers"]),
+        ({"model": "bloom-560m", "attention": "eager"}, []),
+        ({"model": "gpt-oss-20b", "attention": "sdpa"}, ["attention_refused_by_transformers"]),
+        ({"model": "gpt-oss-20b", "attention": "flash"}, []),
+        ({"model": "bloom-560m", "framework": "torchtune"}, []),  # not transformers' code
+        ({"model": "llama-4-scout", "method": "lora"}, ["lora_router_refused_by_peft"]),
+        (
+            {"model": "llama-4-scout", "method": "qlora", "lora_targets": ["q_proj", "router"]},
+            ["lora_router_refused_by_peft"],
+        ),
+        ({"model": "llama-4-scout", "method": "lora", "lora_targets": ["q_proj", "v_proj"]}, []),
+        ({"model": "llama-4-scout", "method": "full"}, []),
+        ({"model": "qwen3-30b-a3b", "method": "lora"}, []),  # an nn.Linear router peft wraps
+    ],
+)
+def test_setups_the_libraries_refuse_are_warned(request_, expected):
+    out = est(**request_)["warnings"]
+    refusals = {"attention_refused_by_transformers", "lora_router_refused_by_peft"}
+    assert [w for w in out if w in refusals] == expected
