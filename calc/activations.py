@@ -306,7 +306,16 @@ def mlp_unit_bytes(
         if any(_saves_input(l, cfg) for l in siblings):
             per += a * arch.hidden_size
         per += a * arch.hidden_size
-    return _per_block(arch, down, down.active * per)
+    return _per_block(arch, down, _expert_copies(arch, down) * per)
+
+
+def _expert_copies(arch: ModelArch, down: LinearLayer) -> int:
+    """Copies of a unit a token passes through: its routed top-k (``down.active``), or all
+    experts where the family runs them densely (``arch.extra["experts_run_densely"]``,
+    Llama 4 in transformers 5.17: see ``calc.hf_config``)."""
+    if down.count > 1 and arch.extra.get("experts_run_densely"):
+        return down.count
+    return down.active
 
 
 def _glu_saved_widths(arch: ModelArch) -> int:

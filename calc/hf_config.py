@@ -494,9 +494,12 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
     bias = k.bool("attention_bias", False)
     linears = _attention(h, heads, kv, hd, bias, bias)
     if n_moe:
-        # QLoRA: transformers 5.17 swaps Llama4TextExperts for one nn.Linear MLP per expert
-        # before bitsandbytes quantizes (quantizers/base.py MODULES_TO_PATCH_FOR_QUANTIZATION),
-        # so the experts are stored in NF4; gpt-oss's 3-D experts have no such patch.
+        # QLoRA: the experts stay 3-D 16-bit parameters. transformers 5.17 swaps
+        # Llama4TextExperts for one nn.Linear MLP per expert (MODULES_TO_PATCH_FOR_QUANTIZATION)
+        # only when the checkpoint is already quantized (quantizers/base.py lines 169-170:
+        # ``if self.pre_quantized: self._convert_model_for_quantization(model)``); QLoRA
+        # quantizes a 16-bit checkpoint on load, where replace_with_bnb_linear reaches
+        # nn.Linear modules only (integrations/bitsandbytes.py line 189).
         linears += (
             LinearLayer(
                 "router", h, experts, quantizable=False, role="router", block_kind=moe_kind
@@ -508,6 +511,7 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
                 False,
                 experts,
                 top_k,
+                quantizable=False,
                 kind="param",
                 block_kind=moe_kind,
             ),
@@ -518,6 +522,7 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
                 False,
                 experts,
                 top_k,
+                quantizable=False,
                 kind="param",
                 block_kind=moe_kind,
             ),
@@ -533,7 +538,7 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
             for l in _gated_mlp(h, dense)
         )
     counts = (("moe", n_moe), ("dense", n_dense)) if n_dense and n_moe else ()
-    return ModelArch(
+    arch = ModelArch(
         **_common(k, family, name, 4096 * 32, False),
         hidden_size=h,
         num_layers=layers,
@@ -547,6 +552,15 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
         shared_expert_intermediate_size=inter if n_moe else 0,
         block_counts=counts,
     )
+    # Every token passes through every expert: Llama4TextMoe.forward repeats the input once
+    # per expert and scales each copy by its router score (``hidden_states.repeat(experts,
+    # 1) * router_scores``, the non-selected scores being sigmoid(-inf) = 0), then
+    # Llama4TextExperts.forward runs ``bmm`` over all of them (transformers 5.17
+    # ``modeling_llama4.py`` lines 79-82, 169-171); under bitsandbytes the experts become
+    # SequentialLlama4TextExperts, one Llama4TextMLP per expert, each on all tokens
+    # (``quantizers/base.py`` lines 323-331). Saved tensors scale with all experts.
+    arch.extra["experts_run_densely"] = True
+    return arch
 
 
 def _phi3(k: _Keys, family: str, name: str) -> ModelArch:

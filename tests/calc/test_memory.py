@@ -1317,3 +1317,31 @@ def test_setups_the_libraries_refuse_are_warned(request_, expected):
     out = est(**request_)["warnings"]
     refusals = {"attention_refused_by_transformers", "lora_router_refused_by_peft"}
     assert [w for w in out if w in refusals] == expected
+
+
+def test_llama4_experts_run_densely_and_stay_16_bit():
+    from calc.hf_config import arch_from_hf_config
+
+    llama4 = arch_from_hf_config(
+        {
+            "model_type": "llama4_text",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "intermediate_size_mlp": 256,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "num_local_experts": 4,
+            "num_experts_per_tok": 1,
+            "num_hidden_layers": 2,
+            "vocab_size": 256,
+        }
+    )
+    lora = act.ActConfig(2, 2, False, frozenset(), 16, act.Attention.SDPA, 512, False)
+    parts = act.block_parts(llama4)
+    (experts,) = [d for d in parts.mlp_down if d.count > 1]
+    # all 4 experts, not the top 1: act(gate), its input and up (3 x 128), and the repeated
+    # input the router score multiplies (64), bf16
+    assert act.mlp_unit_bytes(llama4, lora, experts, parts.mlp_in) == 4 * 2 * (3 * 128 + 64)
+    # on-the-fly QLoRA leaves the 3-D expert parameters in 16 bits
+    assert [l.name for l in llama4.linears if l.kind == "param" and l.quantizable] == []
