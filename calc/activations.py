@@ -224,11 +224,16 @@ def qk_norm_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     fp32 upcast of q and k, ``4 (q_dim + kv_dim)``, and the fp32 ``rsqrt`` per head,
     ``4 (heads + kv_heads)``; with trainable norm weights also the normalised copy the
     weight's ``mul`` saves, at ``act`` bytes (Qwen3: ``weight * x.to(input_dtype)``) or fp32
-    (Gemma: :func:`norm_bytes`)."""
-    if not arch.extra.get("qk_norm_per_head"):
+    (Gemma: :func:`norm_bytes`).
+
+    OLMo 2 (``arch.extra["qk_norm_whole"]``) normalises each projection whole: one ``rsqrt``
+    per token for q and one for k, ``4 * 2``, and its trained weights save the fp32 copy."""
+    whole = bool(arch.extra.get("qk_norm_whole"))
+    if not (arch.extra.get("qk_norm_per_head") or whole):
         return 0
     width = (arch.num_heads + arch.num_kv_heads) * arch.head_dim
-    total = FP32_BYTES * width + FP32_BYTES * (arch.num_heads + arch.num_kv_heads)
+    rsqrt = 2 if whole else arch.num_heads + arch.num_kv_heads
+    total = FP32_BYTES * width + FP32_BYTES * rsqrt
     if cfg.full:
         total += (FP32_BYTES if arch.extra.get("norm_scale_fp32") else cfg.act_bytes) * width
     return total

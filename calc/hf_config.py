@@ -294,7 +294,7 @@ def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
     inter = k.int("intermediate_size")
     bias = k.bool("attention_bias", False)
     olmo2 = family == "olmo2"
-    return ModelArch(
+    arch = ModelArch(
         **_common(k, family, name, 2048, False),
         hidden_size=h,
         num_layers=k.int("num_hidden_layers"),
@@ -307,6 +307,15 @@ def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
         norms_per_layer=2,
         block_extra_params=(heads + kv) * hd if olmo2 else 0,
     )
+    if olmo2:
+        # Olmo2RMSNorm returns ``(self.weight * hidden_states).to(input_dtype)`` with
+        # ``hidden_states`` the fp32 normalised input (transformers 5.17 ``modeling_olmo2.py``
+        # line 65): a trained weight saves that fp32 copy. q_norm and k_norm are such norms
+        # over the whole q and k projections (lines 221-222, 235-236): one fp32 ``rsqrt``
+        # per token each, not one per head.
+        arch.extra["norm_scale_fp32"] = True
+        arch.extra["qk_norm_whole"] = True
+    return arch
 
 
 def _stablelm(k: _Keys, family: str, name: str) -> ModelArch:

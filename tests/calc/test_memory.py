@@ -1345,3 +1345,27 @@ def test_llama4_experts_run_densely_and_stay_16_bit():
     assert act.mlp_unit_bytes(llama4, lora, experts, parts.mlp_in) == 4 * 2 * (3 * 128 + 64)
     # on-the-fly QLoRA leaves the 3-D expert parameters in 16 bits
     assert [l.name for l in llama4.linears if l.kind == "param" and l.quantizable] == []
+
+
+def test_olmo2_qk_norm_over_the_whole_projection():
+    from calc.hf_config import arch_from_hf_config
+
+    olmo2 = arch_from_hf_config(
+        {
+            "model_type": "olmo2",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "num_hidden_layers": 2,
+            "vocab_size": 256,
+        }
+    )
+    lora = act.ActConfig(2, 2, False, frozenset(), 16, act.Attention.SDPA, 512, False)
+    full = act.ActConfig(2, 2, True, frozenset(), 16, act.Attention.SDPA, 512, False)
+    width = 64 + 32  # q (4 heads x 16) and k (2 x 16)
+    # fp32 upcast of q and k, one fp32 rsqrt per token for each; trained weights save the
+    # fp32 normalised copy, as the block's own norms do
+    assert act.qk_norm_bytes(olmo2, lora) == 4 * width + 4 * 2
+    assert act.qk_norm_bytes(olmo2, full) == 8 * width + 4 * 2
+    assert act.norm_bytes(olmo2, full) == 4 * 64 + 4 + 4 * 64
