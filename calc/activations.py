@@ -353,6 +353,20 @@ def residual_dropout_bytes(arch: ModelArch) -> int:
     return 2 * arch.hidden_size if arch.extra.get("residual_dropout") else 0
 
 
+def _clipped_projections(arch: ModelArch, parts: BlockParts) -> tuple[LinearLayer, ...]:
+    """q, k and v where the family clamps them in place (``arch.extra["clip_qkv"]``)."""
+    return parts.attn_in if arch.extra.get("clip_qkv") else ()
+
+
+def clip_qkv_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """OLMo's ``clip_qkv``: ``query_states.clamp_(...)`` and likewise k and v, in place
+    (transformers 5.17 ``modeling_olmo.py`` lines 245-248). ``clamp``'s backward needs the
+    unclamped input, which the in-place op overwrites, so autograd saves a clone of it
+    (``original_self = self.clone()`` in the generated in-place kernel): ``act * (q_dim +
+    2 kv_dim)`` per token."""
+    return sum(cfg.act_bytes * l.d_out for l in _clipped_projections(arch, block_parts(arch)))
+
+
 def _token_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:
     """Adapted linears whose tokens pass through ``A`` and ``B`` (all but the fused ones)."""
     return tuple(l for l in arch.linears if _key(l) in cfg.adapted and _key(l) not in cfg.fused)
@@ -421,6 +435,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
     total += lora_input_copy_bytes(arch, cfg) + residual_dropout_bytes(arch)
+    total += clip_qkv_bytes(arch, cfg)
     if cfg.compile_kept is not None:
         total -= int((1 - cfg.compile_kept) * compile_removable_bytes_per_token(arch, cfg))
     return total
@@ -536,6 +551,16 @@ def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     parts = block_parts(arch)
     attention = (*parts.attn_in, parts.attn_out)
     attn_trains = any(_key(l) in cfg.adapted for l in attention)
+    # OLMo's in-place clamp of q, k, v clones only the outputs that require grad: in block 0,
+    # those of adapted projections
+    clipped = _clipped_projections(arch, parts)
+    unclipped = sum(cfg.act_bytes * l.d_out for l in clipped if _key(l) not in cfg.adapted)
+    return unclipped + _first_block_unsaved(arch, cfg, parts, attn_trains)
+
+
+def _first_block_unsaved(
+    arch: ModelArch, cfg: ActConfig, parts: BlockParts, attn_trains: bool
+) -> int:
     before_mlp = {2: 2, 4: 3}.get(arch.norms_per_layer)
     if arch.parallel_block:
         mlp = (*parts.mlp_in, *parts.mlp_down)

@@ -307,6 +307,8 @@ def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
         norms_per_layer=2,
         block_extra_params=(heads + kv) * hd if olmo2 else 0,
     )
+    if k.cfg.get("clip_qkv") is not None and not olmo2:
+        arch.extra["clip_qkv"] = True  # q, k, v clamped in place (calc.activations.clip_qkv_bytes)
     if olmo2:
         # Olmo2RMSNorm returns ``(self.weight * hidden_states).to(input_dtype)`` with
         # ``hidden_states`` the fp32 normalised input (transformers 5.17 ``modeling_olmo2.py``

@@ -1369,3 +1369,32 @@ def test_olmo2_qk_norm_over_the_whole_projection():
     assert act.qk_norm_bytes(olmo2, lora) == 4 * width + 4 * 2
     assert act.qk_norm_bytes(olmo2, full) == 8 * width + 4 * 2
     assert act.norm_bytes(olmo2, full) == 4 * 64 + 4 + 4 * 64
+
+
+def test_olmo_clip_qkv_clones_the_projections_it_clamps_in_place():
+    from calc.hf_config import arch_from_hf_config
+
+    cfg = {
+        "model_type": "olmo",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "vocab_size": 256,
+    }
+    clipped, plain = arch_from_hf_config({**cfg, "clip_qkv": 8.0}), arch_from_hf_config(cfg)
+    q_v = frozenset(
+        (l.name, l.d_in, l.d_out, l.role) for l in clipped.linears if l.name in ("q_proj", "v_proj")
+    )
+    lora = act.ActConfig(2, 2, False, q_v, 16, act.Attention.SDPA, 512, False)
+    # a bf16 clone of q (64), k (32) and v (32) per token
+    assert act.clip_qkv_bytes(clipped, lora) == 2 * (64 + 32 + 32)
+    assert act.clip_qkv_bytes(plain, lora) == 0
+    assert act.block_bytes_per_token(clipped, lora) - act.block_bytes_per_token(plain, lora) == 256
+    # block 0 under LoRA: k's output needs no gradient (k_proj holds no adapter): no clone
+    assert (
+        act.first_norm_unsaved_bytes_per_token(clipped, lora)
+        - act.first_norm_unsaved_bytes_per_token(plain, lora)
+        == 2 * 32
+    )
