@@ -197,19 +197,28 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     (``torch.cat([attn_weights, sinks], dim=-1)``), subtracts the row maximum
     (``combined_logits.max(dim=-1, keepdim=True)``, whose backward keeps the int64 indices)
     and takes the softmax in the logits' own dtype (``F.softmax(..., dtype=combined_logits.dtype)``):
-    ``heads * ((s + 1) * act + 8)`` instead of the probabilities above."""
+    ``heads * ((s + 1) * act + 8)`` instead of the probabilities above.
+    Falcon's eager path (transformers 5.17 ``modeling_falcon.py`` lines 360-365) takes
+    ``F.softmax(..., dtype=hidden_states.dtype)``, one 16-bit tensor that the product with v
+    saves (``arch.extra["eager_softmax_act_dtype"]``: ``heads * s * act``), and with
+    ``multi_query`` multiplies by its single k/v head broadcast, unexpanded
+    (``arch.extra["eager_kv_broadcast"]``)."""
     q_dim = arch.num_heads * arch.head_dim
     kv_dim = arch.num_kv_heads * arch.head_dim
     grouped = cfg.attention is Attention.FLASH or (
         cfg.grouped_kv and cfg.attention is Attention.SDPA
     )
-    expands = not grouped and arch.num_kv_heads < arch.num_heads
+    eager = cfg.attention is Attention.EAGER
+    broadcast = eager and arch.extra.get("eager_kv_broadcast")
+    expands = not grouped and not broadcast and arch.num_kv_heads < arch.num_heads
     kv_eff = q_dim if expands else kv_dim
     a = cfg.act_bytes
     out_copy = a * q_dim if _saves_input(out_proj, cfg) else 0
-    if cfg.attention is Attention.EAGER:
+    if eager:
         if arch.extra.get("eager_softmax_sinks"):
             probs = arch.num_heads * ((cfg.seq_len + 1) * a + INDEX_BYTES)
+        elif arch.extra.get("eager_softmax_act_dtype"):
+            probs = arch.num_heads * cfg.seq_len * a
         else:
             probs = arch.num_heads * cfg.seq_len * (FP32_BYTES + (a if a != FP32_BYTES else 0))
         return a * (q_dim + 2 * kv_eff) + probs + out_copy

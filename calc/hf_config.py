@@ -714,7 +714,7 @@ def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
         replace(l, quantizable=False)
         for l in _plain_block(h, (heads + 2 * kv) * hd, inter, k.bool("bias", False))
     )
-    return ModelArch(
+    arch = ModelArch(
         **_common(k, family, name, 2048, True),
         hidden_size=h,
         num_layers=k.int("num_hidden_layers", "n_layer"),
@@ -728,6 +728,12 @@ def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
         parallel_block=parallel or new_arch,
         mlp_gated=False,
     )
+    # eager attention (calc.activations.attention_core_bytes): a 16-bit softmax, and the
+    # multi-query k/v head broadcast (new_decoder_architecture expands it in _split_heads)
+    arch.extra["eager_softmax_act_dtype"] = True
+    if not new_arch:
+        arch.extra["eager_kv_broadcast"] = True
+    return arch
 
 
 def _bloom(k: _Keys, family: str, name: str) -> ModelArch:

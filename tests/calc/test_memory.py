@@ -1398,3 +1398,26 @@ def test_olmo_clip_qkv_clones_the_projections_it_clamps_in_place():
         - act.first_norm_unsaved_bytes_per_token(plain, lora)
         == 2 * 32
     )
+
+
+def test_falcon_eager_softmax_in_16_bits_with_broadcast_kv():
+    from calc.hf_config import arch_from_hf_config
+
+    cfg = {
+        "model_type": "falcon",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "vocab_size": 256,
+    }
+    falcon = arch_from_hf_config(cfg)  # multi_query: one k/v head of 16
+    eager = act.ActConfig(2, 2, False, frozenset(), 16, act.Attention.EAGER, 512, False)
+    (out_proj,) = [l for l in falcon.linears if l.name == "dense"]
+    # q (64) and the unexpanded k, v (16 each) in bf16, the bf16 softmax of 4 heads x 512
+    assert act.attention_core_bytes(falcon, eager, out_proj) == 2 * (64 + 2 * 16) + 4 * 512 * 2
+    new_arch = arch_from_hf_config(
+        {**cfg, "new_decoder_architecture": True, "num_kv_heads": 2, "parallel_attn": True}
+    )
+    (out_proj,) = [l for l in new_arch.linears if l.name == "dense"]
+    # new_decoder_architecture broadcasts k, v to every head in _split_heads: expanded
+    assert act.attention_core_bytes(new_arch, eager, out_proj) == 2 * 3 * 64 + 4 * 512 * 2
