@@ -198,7 +198,8 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     (``combined_logits.max(dim=-1, keepdim=True)``, whose backward keeps the int64 indices)
     and takes the softmax in the logits' own dtype (``F.softmax(..., dtype=combined_logits.dtype)``):
     ``heads * ((s + 1) * act + 8)`` instead of the probabilities above.
-    Falcon's eager path (transformers 5.17 ``modeling_falcon.py`` lines 360-365) takes
+    Falcon's eager path (transformers 5.17 ``modeling_falcon.py`` lines 360-365; Llama 4's,
+    ``modeling_llama4.py`` line 275, alike) takes
     ``F.softmax(..., dtype=hidden_states.dtype)``, one 16-bit tensor that the product with v
     saves (``arch.extra["eager_softmax_act_dtype"]``: ``heads * s * act``), and with
     ``multi_query`` multiplies by its single k/v head broadcast, unexpanded
@@ -243,6 +244,12 @@ def qk_norm_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     width = (arch.num_heads + arch.num_kv_heads) * arch.head_dim
     rsqrt = 2 if whole else arch.num_heads + arch.num_kv_heads
     total = FP32_BYTES * width + FP32_BYTES * rsqrt
+    if arch.extra.get("qk_norm_unweighted"):
+        # Llama 4's L2 norm holds no weight; only ``qk_norm_layers`` of the blocks have it
+        # (its RoPE layers): the per-block average
+        layers = arch.extra.get("qk_norm_layers", arch.num_layers)
+        n = layers if isinstance(layers, int) and not isinstance(layers, bool) else 0
+        return total * n // arch.num_layers
     if cfg.full:
         total += (FP32_BYTES if arch.extra.get("norm_scale_fp32") else cfg.act_bytes) * width
     return total

@@ -571,6 +571,23 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
     # SequentialLlama4TextExperts, one Llama4TextMLP per expert, each on all tokens
     # (``quantizers/base.py`` lines 323-331). Saved tensors scale with all experts.
     arch.extra["experts_run_densely"] = True
+    # its eager_attention_forward takes the softmax in the scores' own dtype, no fp32 upcast
+    # (modeling_llama4.py line 275)
+    arch.extra["eager_softmax_act_dtype"] = True
+    if k.bool("use_qk_norm", True):
+        # Llama4TextL2Norm (modeling_llama4.py lines 106-115, applied at 362-364 on the layers
+        # that use RoPE): ``x.float()`` normalised per head, no weight. ``no_rope_layers``
+        # holds 1 for a RoPE layer; by default every ``no_rope_layer_interval``-th layer
+        # (4) has none (configuration_llama4.py lines 180-183).
+        interval = k.int("no_rope_layer_interval", default=4)
+        rope = k.cfg.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(layers)]
+        if not isinstance(rope, list) or len(rope) != layers or any(v not in (0, 1) for v in rope):
+            raise k.error("no_rope_layers", rope)
+        normed = sum(1 for v in rope if v)
+        if normed:
+            arch.extra["qk_norm_per_head"] = True
+            arch.extra["qk_norm_unweighted"] = True
+            arch.extra["qk_norm_layers"] = normed
     return arch
 
 

@@ -1421,3 +1421,31 @@ def test_falcon_eager_softmax_in_16_bits_with_broadcast_kv():
     (out_proj,) = [l for l in new_arch.linears if l.name == "dense"]
     # new_decoder_architecture broadcasts k, v to every head in _split_heads: expanded
     assert act.attention_core_bytes(new_arch, eager, out_proj) == 2 * 3 * 64 + 4 * 512 * 2
+
+
+def test_llama4_l2_qk_norm_on_rope_layers_and_16_bit_eager_softmax():
+    from calc.hf_config import arch_from_hf_config
+
+    cfg = {
+        "model_type": "llama4_text",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "num_hidden_layers": 4,
+        "vocab_size": 256,
+    }
+    llama4 = arch_from_hf_config(cfg)
+    full = act.ActConfig(2, 2, True, frozenset(), 16, act.Attention.EAGER, 512, False)
+    # L2 norm of q and k: fp32 upcast (4 x (64 + 32)) and an fp32 rsqrt per head (4 x 6), no
+    # weight even when everything trains; the 4th layer of 4 has no RoPE and no norm: 3/4
+    assert act.qk_norm_bytes(llama4, full) == (4 * 96 + 4 * 6) * 3 // 4
+    no_norm = arch_from_hf_config({**cfg, "use_qk_norm": False})
+    assert act.qk_norm_bytes(no_norm, full) == 0
+    (o_proj,) = [l for l in llama4.linears if l.name == "o_proj"]
+    # eager: q and repeat_kv-expanded k, v in bf16, a bf16 softmax (4 heads x 512), the
+    # contiguous output copy o_proj saves (64)
+    assert act.attention_core_bytes(llama4, full, o_proj) == 2 * 3 * 64 + 4 * 512 * 2 + 2 * 64
