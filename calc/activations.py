@@ -100,6 +100,9 @@ class ActConfig:
     # 4-bit linears read fp32 norm outputs under autocast (QLoRA with fp32 norm weights,
     # *-mixed): bitsandbytes returns their output in that fp32 (mlp_unit_bytes)
     quant_outputs_fp32: bool = False
+    # the model runs transformers' modeling code (not torchtune's or LitGPT's own): the
+    # family traits read from that code (gelu_new's op-by-op activation, residual dropout)
+    transformers_code: bool = True
 
     @property
     def adapter_copies(self) -> bool:
@@ -319,7 +322,7 @@ def mlp_unit_bytes(
         and bool(siblings)
         and all(l.quantizable for l in siblings)
     )
-    widths = _glu_saved_widths(arch) if arch.mlp_gated else _plain_act_saved_widths(arch)
+    widths = _glu_saved_widths(arch) if arch.mlp_gated else _plain_act_saved_widths(arch, cfg)
     per = (FP32_BYTES if fp32 else a) * widths * m
     if _saves_input(down, cfg):
         per += a * m
@@ -352,20 +355,26 @@ def _glu_saved_widths(arch: ModelArch) -> int:
     return widths if isinstance(widths, int) and not isinstance(widths, bool) and widths > 0 else 3
 
 
-def _plain_act_saved_widths(arch: ModelArch) -> int:
+def _plain_act_saved_widths(arch: ModelArch, cfg: ActConfig) -> int:
     """Intermediate-width tensors a plain MLP's activation saves: 1 (``F.gelu`` saves its
     input); ``arch.extra["plain_act_saved_widths"]`` where the family's activation is written
     op by op (``gelu_new``, 4: its input, ``0.5 * input``, the ``tanh`` output and ``1 +
-    tanh``; see ``calc.hf_config``)."""
+    tanh``; see ``calc.hf_config``) under transformers' code; LitGPT and torchtune call
+    ``F.gelu(approximate="tanh")``, one op."""
+    if not cfg.transformers_code:
+        return 1
     widths = arch.extra.get("plain_act_saved_widths", 1)
     return widths if isinstance(widths, int) and not isinstance(widths, bool) and widths > 0 else 1
 
 
-def residual_dropout_bytes(arch: ModelArch) -> int:
+def residual_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     """Dropout on the attention output and on the MLP output of a block
     (``arch.extra["residual_dropout"]``: GPT-2, Phi with ``resid_pdrop > 0``): CUDA's
     ``native_dropout`` saves a boolean mask of each, 1 byte per element: ``2 h`` per token.
-    Its output is not saved (the residual add that reads it needs no input)."""
+    Its output is not saved (the residual add that reads it needs no input). transformers'
+    code only: LitGPT's and torchtune's blocks have no dropout."""
+    if not cfg.transformers_code:
+        return 0
     return 2 * arch.hidden_size if arch.extra.get("residual_dropout") else 0
 
 
@@ -450,7 +459,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += qk_norm_bytes(arch, cfg)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
-    total += lora_input_copy_bytes(arch, cfg) + residual_dropout_bytes(arch)
+    total += lora_input_copy_bytes(arch, cfg) + residual_dropout_bytes(arch, cfg)
     total += clip_qkv_bytes(arch, cfg)
     if cfg.compile_kept is not None:
         total -= int((1 - cfg.compile_kept) * compile_removable_bytes_per_token(arch, cfg))
@@ -585,7 +594,7 @@ def _first_block_unsaved(
         return (
             norm_bytes(arch, cfg)
             + sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
-            + residual_dropout_bytes(arch) // 2
+            + residual_dropout_bytes(arch, cfg) // 2
         )
     if attn_trains or before_mlp is None:
         return norm_bytes(arch, cfg)

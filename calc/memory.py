@@ -28,7 +28,7 @@ from . import states as st
 from .arch import LinearLayer, ModelArch
 from .jsontypes import JsonObject
 from .lengths import request_shape
-from .lora import library_rejections
+from .lora import TRANSFORMERS_FRAMEWORKS, library_rejections
 from .request import (
     Attention,
     CpuOffload,
@@ -654,6 +654,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         fused=fused,
         # a trainable output layer saves its input for its weight's gradient
         quant_outputs_fp32=req.method is Method.QLORA and reg.casts_weights,
+        transformers_code=req.framework.value in TRANSFORMERS_FRAMEWORKS,
         head_keeps_input=(
             req.method is Method.QLORA
             and req.qlora_keeps_inputs

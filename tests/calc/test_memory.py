@@ -1244,11 +1244,11 @@ def test_gelu_new_and_residual_dropout_saved_tensors():
     assert act.mlp_unit_bytes(gpt2, full, down, parts.mlp_in) == 2 * 5 * 256
     # resid_pdrop 0.1 (GPT2Config's default): the boolean masks of the attention output and
     # of the MLP output, 1 byte x 64 each
-    assert act.residual_dropout_bytes(gpt2) == 2 * 64
+    assert act.residual_dropout_bytes(gpt2, lora) == 2 * 64
     plain = arch_from_hf_config({**tiny, "activation_function": "gelu", "resid_pdrop": 0.0})
     (down,) = act.block_parts(plain).mlp_down
     assert act.mlp_unit_bytes(plain, lora, down, parts.mlp_in) == 2 * 256
-    assert act.residual_dropout_bytes(plain) == 0
+    assert act.residual_dropout_bytes(plain, lora) == 0
     delta = act.block_bytes_per_token(gpt2, lora) - act.block_bytes_per_token(plain, lora)
     assert delta == 2 * 3 * 256 + 2 * 64
     # Phi: gelu_new by default, resid_pdrop 0.0 unless the config says otherwise
@@ -1260,8 +1260,15 @@ def test_gelu_new_and_residual_dropout_saved_tensors():
         "num_hidden_layers": 2,
         "vocab_size": 256,
     }
-    assert act.residual_dropout_bytes(arch_from_hf_config(phi)) == 0
-    assert act.residual_dropout_bytes(arch_from_hf_config({**phi, "resid_pdrop": 0.1})) == 128
+    assert act.residual_dropout_bytes(arch_from_hf_config(phi), lora) == 0
+    phi_dropout = arch_from_hf_config({**phi, "resid_pdrop": 0.1})
+    assert act.residual_dropout_bytes(phi_dropout, lora) == 128
+    # LitGPT's and torchtune's own blocks: one-op tanh GELU, no dropout
+    own_code = act.ActConfig(
+        2, 2, False, frozenset(), 16, act.Attention.SDPA, 512, False, transformers_code=False
+    )
+    assert act.residual_dropout_bytes(phi_dropout, own_code) == 0
+    assert act.mlp_unit_bytes(gpt2, own_code, down, parts.mlp_in) == 2 * 256
 
 
 def test_parallel_block_first_mlp_records_no_graph_without_an_adapter():
