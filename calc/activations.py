@@ -100,6 +100,9 @@ class ActConfig:
     # 4-bit linears read fp32 norm outputs under autocast (QLoRA with fp32 norm weights,
     # *-mixed): bitsandbytes returns their output in that fp32 (mlp_unit_bytes)
     quant_outputs_fp32: bool = False
+    # the model runs transformers' modeling code (not torchtune's or LitGPT's own): the
+    # family traits read from that code (gelu_new's op-by-op activation, residual dropout)
+    transformers_code: bool = True
 
     @property
     def adapter_copies(self) -> bool:
@@ -197,19 +200,29 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     (``torch.cat([attn_weights, sinks], dim=-1)``), subtracts the row maximum
     (``combined_logits.max(dim=-1, keepdim=True)``, whose backward keeps the int64 indices)
     and takes the softmax in the logits' own dtype (``F.softmax(..., dtype=combined_logits.dtype)``):
-    ``heads * ((s + 1) * act + 8)`` instead of the probabilities above."""
+    ``heads * ((s + 1) * act + 8)`` instead of the probabilities above.
+    Falcon's eager path (transformers 5.17 ``modeling_falcon.py`` lines 360-365; Llama 4's,
+    ``modeling_llama4.py`` line 275, alike) takes
+    ``F.softmax(..., dtype=hidden_states.dtype)``, one 16-bit tensor that the product with v
+    saves (``arch.extra["eager_softmax_act_dtype"]``: ``heads * s * act``), and with
+    ``multi_query`` multiplies by its single k/v head broadcast, unexpanded
+    (``arch.extra["eager_kv_broadcast"]``)."""
     q_dim = arch.num_heads * arch.head_dim
     kv_dim = arch.num_kv_heads * arch.head_dim
     grouped = cfg.attention is Attention.FLASH or (
         cfg.grouped_kv and cfg.attention is Attention.SDPA
     )
-    expands = not grouped and arch.num_kv_heads < arch.num_heads
+    eager = cfg.attention is Attention.EAGER
+    broadcast = eager and arch.extra.get("eager_kv_broadcast")
+    expands = not grouped and not broadcast and arch.num_kv_heads < arch.num_heads
     kv_eff = q_dim if expands else kv_dim
     a = cfg.act_bytes
     out_copy = a * q_dim if _saves_input(out_proj, cfg) else 0
-    if cfg.attention is Attention.EAGER:
+    if eager:
         if arch.extra.get("eager_softmax_sinks"):
             probs = arch.num_heads * ((cfg.seq_len + 1) * a + INDEX_BYTES)
+        elif arch.extra.get("eager_softmax_act_dtype"):
+            probs = arch.num_heads * cfg.seq_len * a
         else:
             probs = arch.num_heads * cfg.seq_len * (FP32_BYTES + (a if a != FP32_BYTES else 0))
         return a * (q_dim + 2 * kv_eff) + probs + out_copy
@@ -224,11 +237,22 @@ def qk_norm_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     fp32 upcast of q and k, ``4 (q_dim + kv_dim)``, and the fp32 ``rsqrt`` per head,
     ``4 (heads + kv_heads)``; with trainable norm weights also the normalised copy the
     weight's ``mul`` saves, at ``act`` bytes (Qwen3: ``weight * x.to(input_dtype)``) or fp32
-    (Gemma: :func:`norm_bytes`)."""
-    if not arch.extra.get("qk_norm_per_head"):
+    (Gemma: :func:`norm_bytes`).
+
+    OLMo 2 (``arch.extra["qk_norm_whole"]``) normalises each projection whole: one ``rsqrt``
+    per token for q and one for k, ``4 * 2``, and its trained weights save the fp32 copy."""
+    whole = bool(arch.extra.get("qk_norm_whole"))
+    if not (arch.extra.get("qk_norm_per_head") or whole):
         return 0
     width = (arch.num_heads + arch.num_kv_heads) * arch.head_dim
-    total = FP32_BYTES * width + FP32_BYTES * (arch.num_heads + arch.num_kv_heads)
+    rsqrt = 2 if whole else arch.num_heads + arch.num_kv_heads
+    total = FP32_BYTES * width + FP32_BYTES * rsqrt
+    if arch.extra.get("qk_norm_unweighted"):
+        # Llama 4's L2 norm holds no weight; only ``qk_norm_layers`` of the blocks have it
+        # (its RoPE layers): the per-block average
+        layers = arch.extra.get("qk_norm_layers", arch.num_layers)
+        n = layers if isinstance(layers, int) and not isinstance(layers, bool) else 0
+        return total * n // arch.num_layers
     if cfg.full:
         total += (FP32_BYTES if arch.extra.get("norm_scale_fp32") else cfg.act_bytes) * width
     return total
@@ -298,14 +322,24 @@ def mlp_unit_bytes(
         and bool(siblings)
         and all(l.quantizable for l in siblings)
     )
-    per = (FP32_BYTES if fp32 else a) * (_glu_saved_widths(arch) * m if arch.mlp_gated else m)
+    widths = _glu_saved_widths(arch) if arch.mlp_gated else _plain_act_saved_widths(arch, cfg)
+    per = (FP32_BYTES if fp32 else a) * widths * m
     if _saves_input(down, cfg):
         per += a * m
     if down.count > 1:
         if any(_saves_input(l, cfg) for l in siblings):
             per += a * arch.hidden_size
         per += a * arch.hidden_size
-    return _per_block(arch, down, down.active * per)
+    return _per_block(arch, down, _expert_copies(arch, down) * per)
+
+
+def _expert_copies(arch: ModelArch, down: LinearLayer) -> int:
+    """Copies of a unit a token passes through: its routed top-k (``down.active``), or all
+    experts where the family runs them densely (``arch.extra["experts_run_densely"]``,
+    Llama 4 in transformers 5.17: see ``calc.hf_config``)."""
+    if down.count > 1 and arch.extra.get("experts_run_densely"):
+        return down.count
+    return down.active
 
 
 def _glu_saved_widths(arch: ModelArch) -> int:
@@ -319,6 +353,43 @@ def _glu_saved_widths(arch: ModelArch) -> int:
     factors: ``2m + m + m + m + m``."""
     widths = arch.extra.get("glu_saved_widths", 3)
     return widths if isinstance(widths, int) and not isinstance(widths, bool) and widths > 0 else 3
+
+
+def _plain_act_saved_widths(arch: ModelArch, cfg: ActConfig) -> int:
+    """Intermediate-width tensors a plain MLP's activation saves: 1 (``F.gelu`` saves its
+    input); ``arch.extra["plain_act_saved_widths"]`` where the family's activation is written
+    op by op (``gelu_new``, 4: its input, ``0.5 * input``, the ``tanh`` output and ``1 +
+    tanh``; see ``calc.hf_config``) under transformers' code; LitGPT and torchtune call
+    ``F.gelu(approximate="tanh")``, one op."""
+    if not cfg.transformers_code:
+        return 1
+    widths = arch.extra.get("plain_act_saved_widths", 1)
+    return widths if isinstance(widths, int) and not isinstance(widths, bool) and widths > 0 else 1
+
+
+def residual_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """Dropout on the attention output and on the MLP output of a block
+    (``arch.extra["residual_dropout"]``: GPT-2, Phi with ``resid_pdrop > 0``): CUDA's
+    ``native_dropout`` saves a boolean mask of each, 1 byte per element: ``2 h`` per token.
+    Its output is not saved (the residual add that reads it needs no input). transformers'
+    code only: LitGPT's and torchtune's blocks have no dropout."""
+    if not cfg.transformers_code:
+        return 0
+    return 2 * arch.hidden_size if arch.extra.get("residual_dropout") else 0
+
+
+def _clipped_projections(arch: ModelArch, parts: BlockParts) -> tuple[LinearLayer, ...]:
+    """q, k and v where the family clamps them in place (``arch.extra["clip_qkv"]``)."""
+    return parts.attn_in if arch.extra.get("clip_qkv") else ()
+
+
+def clip_qkv_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """OLMo's ``clip_qkv``: ``query_states.clamp_(...)`` and likewise k and v, in place
+    (transformers 5.17 ``modeling_olmo.py`` lines 245-248). ``clamp``'s backward needs the
+    unclamped input, which the in-place op overwrites, so autograd saves a clone of it
+    (``original_self = self.clone()`` in the generated in-place kernel): ``act * (q_dim +
+    2 kv_dim)`` per token."""
+    return sum(cfg.act_bytes * l.d_out for l in _clipped_projections(arch, block_parts(arch)))
 
 
 def _token_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:
@@ -388,7 +459,8 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += qk_norm_bytes(arch, cfg)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
-    total += lora_input_copy_bytes(arch, cfg)
+    total += lora_input_copy_bytes(arch, cfg) + residual_dropout_bytes(arch, cfg)
+    total += clip_qkv_bytes(arch, cfg)
     if cfg.compile_kept is not None:
         total -= int((1 - cfg.compile_kept) * compile_removable_bytes_per_token(arch, cfg))
     return total
@@ -492,14 +564,39 @@ def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     residual stream that block 0's adapters made require grad, so they save everything.
     Found by the oracle (tools/oracle, qwen3_moe ``lora-mlp-fused-*``: calc +5.7 % before).
     Sequential blocks with two norms (pre-attention, pre-MLP) or Gemma's four (the
-    post-attention norm also precedes the MLP); other layouts keep the first norm only."""
+    post-attention norm also precedes the MLP); other layouts keep the first norm only.
+
+    A parallel block (NeoX, Falcon, Phi: attention and MLP read the same normalised input)
+    whose MLP holds no adapter: block 0's MLP reads only the frozen embedding's stream, so
+    it records no graph either: its activation's saved tensors (:func:`mlp_unit_bytes`) and
+    the mask of its output's dropout (Phi's ``resid_dropout(self.mlp(hidden_states))``,
+    ``modeling_phi.py`` line 295) are not kept."""
     if cfg.full:
         return 0
     parts = block_parts(arch)
     attention = (*parts.attn_in, parts.attn_out)
     attn_trains = any(_key(l) in cfg.adapted for l in attention)
+    # OLMo's in-place clamp of q, k, v clones only the outputs that require grad: in block 0,
+    # those of adapted projections
+    clipped = _clipped_projections(arch, parts)
+    unclipped = sum(cfg.act_bytes * l.d_out for l in clipped if _key(l) not in cfg.adapted)
+    return unclipped + _first_block_unsaved(arch, cfg, parts, attn_trains)
+
+
+def _first_block_unsaved(
+    arch: ModelArch, cfg: ActConfig, parts: BlockParts, attn_trains: bool
+) -> int:
     before_mlp = {2: 2, 4: 3}.get(arch.norms_per_layer)
-    if attn_trains or arch.parallel_block or before_mlp is None:
+    if arch.parallel_block:
+        mlp = (*parts.mlp_in, *parts.mlp_down)
+        if any(_key(l) in cfg.adapted for l in mlp):
+            return norm_bytes(arch, cfg)
+        return (
+            norm_bytes(arch, cfg)
+            + sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
+            + residual_dropout_bytes(arch, cfg) // 2
+        )
+    if attn_trains or before_mlp is None:
         return norm_bytes(arch, cfg)
     return (
         before_mlp * norm_bytes(arch, cfg)

@@ -27,6 +27,8 @@ only; ``extra["text_config_only"]`` is then true).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .arch import LinearLayer, ModelArch
 from .errors import ConfigError
 from .jsontypes import JsonObject
@@ -255,6 +257,33 @@ def _saved_tensor_traits(arch: ModelArch, k: _Keys, family: str, qk_norm: bool) 
         arch.extra["final_logit_softcapping"] = float(cap)
 
 
+_TANH_GELU_SAVED_WIDTHS = 4
+"""Intermediate-width tensors ``gelu_new`` saves: transformers 5.17 ``activations.py`` line 66,
+``NewGELUActivation.forward``: ``0.5 * input * (1.0 + torch.tanh(c * (input + 0.044715 *
+torch.pow(input, 3.0))))``, written in Python, so autograd records each op: ``pow`` saves
+``input``, ``tanh`` its output, and the product of ``0.5 * input`` and ``1.0 + tanh(...)``
+saves both factors (the products by Python scalars and the sums save nothing). The
+``gelu`` of the other plain-MLP families (``F.gelu``, one op) saves its input only."""
+
+
+def _plain_mlp_traits(arch: ModelArch, k: _Keys, act_key: str, act_default: str) -> ModelArch:
+    """Traits of a plain-MLP family's block (GPT-2, Phi) in ``arch.extra``:
+    ``plain_act_saved_widths`` when the activation is ``gelu_new`` (see
+    :data:`_TANH_GELU_SAVED_WIDTHS`), and ``residual_dropout`` when ``resid_pdrop`` is above
+    0: the block drops out the attention output and the MLP output (GPT-2:
+    ``GPT2Attention.resid_dropout``, ``GPT2MLP.dropout``, ``modeling_gpt2.py`` lines 224,
+    242; Phi: ``PhiDecoderLayer.resid_dropout`` twice, ``modeling_phi.py`` lines 293, 295).
+    On CUDA ``F.dropout`` runs ``native_dropout`` (``p > 0``), which saves its boolean
+    mask, 1 byte per element; with ``p == 0`` it returns its input and saves nothing."""
+    act = k.cfg.get(act_key, act_default)
+    if act == "gelu_new":
+        arch.extra["plain_act_saved_widths"] = _TANH_GELU_SAVED_WIDTHS
+    p = k.cfg.get("resid_pdrop", 0.0)
+    if isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0:
+        arch.extra["residual_dropout"] = True
+    return arch
+
+
 def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
     """OLMo (v1, ``olmo``): Llama shapes without biases and with LayerNorms that hold no
     weights. OLMo 2 (``olmo2``): RMSNorm after attention and after the MLP (2 per block, none
@@ -265,7 +294,7 @@ def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
     inter = k.int("intermediate_size")
     bias = k.bool("attention_bias", False)
     olmo2 = family == "olmo2"
-    return ModelArch(
+    arch = ModelArch(
         **_common(k, family, name, 2048, False),
         hidden_size=h,
         num_layers=k.int("num_hidden_layers"),
@@ -278,6 +307,17 @@ def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
         norms_per_layer=2,
         block_extra_params=(heads + kv) * hd if olmo2 else 0,
     )
+    if k.cfg.get("clip_qkv") is not None and not olmo2:
+        arch.extra["clip_qkv"] = True  # q, k, v clamped in place (calc.activations.clip_qkv_bytes)
+    if olmo2:
+        # Olmo2RMSNorm returns ``(self.weight * hidden_states).to(input_dtype)`` with
+        # ``hidden_states`` the fp32 normalised input (transformers 5.17 ``modeling_olmo2.py``
+        # line 65): a trained weight saves that fp32 copy. q_norm and k_norm are such norms
+        # over the whole q and k projections (lines 221-222, 235-236): one fp32 ``rsqrt``
+        # per token each, not one per head.
+        arch.extra["norm_scale_fp32"] = True
+        arch.extra["qk_norm_whole"] = True
+    return arch
 
 
 def _stablelm(k: _Keys, family: str, name: str) -> ModelArch:
@@ -465,9 +505,12 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
     bias = k.bool("attention_bias", False)
     linears = _attention(h, heads, kv, hd, bias, bias)
     if n_moe:
-        # QLoRA: transformers 5.17 swaps Llama4TextExperts for one nn.Linear MLP per expert
-        # before bitsandbytes quantizes (quantizers/base.py MODULES_TO_PATCH_FOR_QUANTIZATION),
-        # so the experts are stored in NF4; gpt-oss's 3-D experts have no such patch.
+        # QLoRA: the experts stay 3-D 16-bit parameters. transformers 5.17 swaps
+        # Llama4TextExperts for one nn.Linear MLP per expert (MODULES_TO_PATCH_FOR_QUANTIZATION)
+        # only when the checkpoint is already quantized (quantizers/base.py lines 169-170:
+        # ``if self.pre_quantized: self._convert_model_for_quantization(model)``); QLoRA
+        # quantizes a 16-bit checkpoint on load, where replace_with_bnb_linear reaches
+        # nn.Linear modules only (integrations/bitsandbytes.py line 189).
         linears += (
             LinearLayer(
                 "router", h, experts, quantizable=False, role="router", block_kind=moe_kind
@@ -479,6 +522,7 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
                 False,
                 experts,
                 top_k,
+                quantizable=False,
                 kind="param",
                 block_kind=moe_kind,
             ),
@@ -489,6 +533,7 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
                 False,
                 experts,
                 top_k,
+                quantizable=False,
                 kind="param",
                 block_kind=moe_kind,
             ),
@@ -504,7 +549,7 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
             for l in _gated_mlp(h, dense)
         )
     counts = (("moe", n_moe), ("dense", n_dense)) if n_dense and n_moe else ()
-    return ModelArch(
+    arch = ModelArch(
         **_common(k, family, name, 4096 * 32, False),
         hidden_size=h,
         num_layers=layers,
@@ -518,6 +563,32 @@ def _llama4_text(k: _Keys, family: str, name: str) -> ModelArch:
         shared_expert_intermediate_size=inter if n_moe else 0,
         block_counts=counts,
     )
+    # Every token passes through every expert: Llama4TextMoe.forward repeats the input once
+    # per expert and scales each copy by its router score (``hidden_states.repeat(experts,
+    # 1) * router_scores``, the non-selected scores being sigmoid(-inf) = 0), then
+    # Llama4TextExperts.forward runs ``bmm`` over all of them (transformers 5.17
+    # ``modeling_llama4.py`` lines 79-82, 169-171); under bitsandbytes the experts become
+    # SequentialLlama4TextExperts, one Llama4TextMLP per expert, each on all tokens
+    # (``quantizers/base.py`` lines 323-331). Saved tensors scale with all experts.
+    arch.extra["experts_run_densely"] = True
+    # its eager_attention_forward takes the softmax in the scores' own dtype, no fp32 upcast
+    # (modeling_llama4.py line 275)
+    arch.extra["eager_softmax_act_dtype"] = True
+    if k.bool("use_qk_norm", True):
+        # Llama4TextL2Norm (modeling_llama4.py lines 106-115, applied at 362-364 on the layers
+        # that use RoPE): ``x.float()`` normalised per head, no weight. ``no_rope_layers``
+        # holds 1 for a RoPE layer; by default every ``no_rope_layer_interval``-th layer
+        # (4) has none (configuration_llama4.py lines 180-183).
+        interval = k.int("no_rope_layer_interval", default=4)
+        rope = k.cfg.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(layers)]
+        if not isinstance(rope, list) or len(rope) != layers or any(v not in (0, 1) for v in rope):
+            raise k.error("no_rope_layers", rope)
+        normed = sum(1 for v in rope if v)
+        if normed:
+            arch.extra["qk_norm_per_head"] = True
+            arch.extra["qk_norm_unweighted"] = True
+            arch.extra["qk_norm_layers"] = normed
+    return arch
 
 
 def _phi3(k: _Keys, family: str, name: str) -> ModelArch:
@@ -565,7 +636,7 @@ def _phi(k: _Keys, family: str, name: str) -> ModelArch:
         LinearLayer("fc2", inter, h, True, role="mlp"),
     )
     qk_norm = 2 * 2 * hd if k.bool("qk_layernorm", False) else 0
-    return ModelArch(
+    arch = ModelArch(
         **_common(k, family, name, 2048, False),
         hidden_size=h,
         num_layers=k.int("num_hidden_layers"),
@@ -581,6 +652,8 @@ def _phi(k: _Keys, family: str, name: str) -> ModelArch:
         lm_head_bias=True,
         block_extra_params=qk_norm,
     )
+    # PhiConfig defaults (transformers 5.17): hidden_act "gelu_new", resid_pdrop 0.0
+    return _plain_mlp_traits(arch, k, "hidden_act", "gelu_new")
 
 
 def _plain_block(h: int, qkv_out: int, inter: int, bias: bool) -> tuple[LinearLayer, ...]:
@@ -649,8 +722,16 @@ def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
         raise k.error("num_ln_in_parallel_attn", ln_parallel)
     norms = 2 if not parallel else ln_parallel
     inter = k.int("ffn_hidden_size", default=4 * h)
-    linears = _plain_block(h, (heads + 2 * kv) * hd, inter, k.bool("bias", False))
-    return ModelArch(
+    # Every block linear is a ``FalconLinear`` (transformers 5.17 ``modeling_falcon.py`` lines
+    # 60, 247, 250, 531, 533), an ``nn.Linear`` subclass; ``replace_with_bnb_linear``
+    # (``integrations/bitsandbytes.py`` line 189) converts ``Conv1D`` or ``type(module) is
+    # nn.Linear`` only, so under QLoRA they stay 16-bit: their weights, and peft wraps them as
+    # plain ``lora.Linear`` (no dequantized copy, no defensive clone of the base output).
+    linears = tuple(
+        replace(l, quantizable=False)
+        for l in _plain_block(h, (heads + 2 * kv) * hd, inter, k.bool("bias", False))
+    )
+    arch = ModelArch(
         **_common(k, family, name, 2048, True),
         hidden_size=h,
         num_layers=k.int("num_hidden_layers", "n_layer"),
@@ -664,6 +745,12 @@ def _falcon(k: _Keys, family: str, name: str) -> ModelArch:
         parallel_block=parallel or new_arch,
         mlp_gated=False,
     )
+    # eager attention (calc.activations.attention_core_bytes): a 16-bit softmax, and the
+    # multi-query k/v head broadcast (new_decoder_architecture expands it in _split_heads)
+    arch.extra["eager_softmax_act_dtype"] = True
+    if not new_arch:
+        arch.extra["eager_kv_broadcast"] = True
+    return arch
 
 
 def _bloom(k: _Keys, family: str, name: str) -> ModelArch:
@@ -711,7 +798,7 @@ def _gpt2(k: _Keys, family: str, name: str) -> ModelArch:
         LinearLayer("c_fc", h, inter, True, role="mlp"),
         LinearLayer("c_proj", inter, h, True, role="mlp"),
     )
-    return ModelArch(
+    arch = ModelArch(
         name=name,
         family=family,
         vocab_size=k.int("vocab_size"),
@@ -729,6 +816,10 @@ def _gpt2(k: _Keys, family: str, name: str) -> ModelArch:
         learned_positions=positions,
         mlp_gated=False,
     )
+    # GPT2Config defaults (transformers 5.17): activation_function "gelu_new", resid_pdrop 0.1
+    if "resid_pdrop" not in k.cfg:
+        k = _Keys({**k.cfg, "resid_pdrop": 0.1}, k.prefix)
+    return _plain_mlp_traits(arch, k, "activation_function", "gelu_new")
 
 
 _READERS = {

@@ -243,3 +243,45 @@ def adapter_params(adapted: Iterable[AdaptedLinear], rank: int) -> int:
     Llama-2-7B, r=8 on q_proj and v_proj: ``32 * 2 * 8 * (4096 + 4096) = 4,194,304``.
     """
     return sum(a.blocks * a.params(rank) for a in adapted)
+
+
+TRANSFORMERS_FRAMEWORKS = frozenset(
+    {"generic", "hf-trainer", "hf-custom-loop", "hf-trainer-4", "unsloth"}
+)
+"""Training libraries that build the model with transformers' own modeling code."""
+
+ATTENTION_REFUSED = {"gpt_oss": frozenset({"sdpa"}), "bloom": frozenset({"sdpa", "flash"})}
+"""Attention implementations transformers 5.17 refuses per family: ``PreTrainedModel``
+defaults ``_supports_sdpa`` and ``_supports_flash_attn`` to False (``modeling_utils.py``
+lines 1131-1132) and raises ``ValueError`` ("does not support an attention implementation
+through torch.nn.functional.scaled_dot_product_attention yet", line 1669) when asked for
+one; ``GptOssPreTrainedModel`` sets ``_supports_sdpa = False``, ``_supports_flash_attn =
+True`` (``modeling_gpt_oss.py`` lines 386-387); ``BloomPreTrainedModel`` keeps both
+defaults."""
+
+ROUTER_MODULES_REFUSED = frozenset({"llama4_text"})
+"""Families whose router is an ``nn.Linear`` subclass that returns a tuple:
+``Llama4Router(nn.Linear).forward`` returns ``(router_scores, router_logits)``
+(transformers 5.17 ``modeling_llama4.py`` lines 141-152). peft matches it as a linear
+(by name, or as one of ``"all-linear"``) and its ``lora.Linear.forward`` adds the adapter's
+output to that tuple, a ``TypeError`` at the first forward."""
+
+
+def library_rejections(
+    arch: ModelArch, framework: str, attention: str, peft: bool, targets: object
+) -> list[str]:
+    """Warning codes for a setup the real libraries refuse (calc still estimates it):
+    ``attention_refused_by_transformers`` (see :data:`ATTENTION_REFUSED`) and
+    ``lora_router_refused_by_peft`` (see :data:`ROUTER_MODULES_REFUSED`)."""
+    if framework not in TRANSFORMERS_FRAMEWORKS:
+        return []
+    out = []
+    if attention in ATTENTION_REFUSED.get(arch.family, ()):
+        out.append("attention_refused_by_transformers")
+    if (
+        peft
+        and arch.family in ROUTER_MODULES_REFUSED
+        and any(l.is_router for l in _selected(arch, targets))
+    ):
+        out.append("lora_router_refused_by_peft")
+    return out

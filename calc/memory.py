@@ -28,6 +28,7 @@ from . import states as st
 from .arch import LinearLayer, ModelArch
 from .jsontypes import JsonObject
 from .lengths import request_shape
+from .lora import TRANSFORMERS_FRAMEWORKS, library_rejections
 from .request import (
     Attention,
     CpuOffload,
@@ -653,6 +654,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         fused=fused,
         # a trainable output layer saves its input for its weight's gradient
         quant_outputs_fp32=req.method is Method.QLORA and reg.casts_weights,
+        transformers_code=req.framework.value in TRANSFORMERS_FRAMEWORKS,
         head_keeps_input=(
             req.method is Method.QLORA
             and req.qlora_keeps_inputs
@@ -1015,6 +1017,9 @@ def warnings_for(req: EstimateRequest) -> list[str]:
     if req.is_peft and req.lora_rank > req.model.hidden_size:
         # an adapter wider than the layer it adapts: a typo (65536 for 64), not a setup
         out.append("lora_rank_above_hidden")
+    out += library_rejections(
+        req.model, req.framework.value, req.attention.value, req.is_peft, req.lora_targets
+    )
     return out
 
 

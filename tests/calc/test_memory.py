@@ -789,6 +789,7 @@ def test_zero3_more_gpus_never_more_model_states(setup, factor):
 def test_qlora_weights_below_lora_weights(setup):
     lora = est(**dict(setup, method="lora"))["components"]["weights"]
     qlora = est(**dict(setup, method="qlora"))["components"]["weights"]
+    # Falcon's FalconLinear stays 16-bit (none in MODELS), so every model here quantizes
     assert qlora < lora or lora == 0
 
 
@@ -1215,3 +1216,243 @@ def test_autocast_qlora_keeps_the_mlp_of_fp32_4bit_outputs():
     r = req(model="llama-3.1-8b", method="qlora", lora_adapter_dtype="fp32")
     cfg = memory.act_config(r, states.request_regime(r))
     assert act.mlp_unit_bytes(arch, cfg, down, act.block_parts(arch).mlp_in) == 2 * 3 * m
+
+
+def test_falcon_linears_stay_16_bit_under_qlora():
+    # Falcon's block linears are FalconLinear, an nn.Linear subclass that transformers'
+    # replace_with_bnb_linear leaves alone (it converts type(module) is nn.Linear and Conv1D
+    # only); the tied LM head is not converted either, so QLoRA holds the whole model in bf16:
+    # 2 bytes x 6,921,720,704 parameters, and the same step as LoRA's.
+    qlora = est(model="falcon-7b", method="qlora", precision="bf16-true")
+    assert qlora["components"]["weights"] == 2 * 6_921_720_704
+    lora = est(model="falcon-7b", method="lora", precision="bf16-true")
+    assert qlora["peak_allocated_bytes"] == lora["peak_allocated_bytes"]
+
+
+def test_gelu_new_and_residual_dropout_saved_tensors():
+    from calc.hf_config import arch_from_hf_config
+
+    tiny = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 256}
+    gpt2 = arch_from_hf_config(tiny)
+    lora = act.ActConfig(2, 2, False, frozenset(), 16, act.Attention.SDPA, 512, False)
+    full = act.ActConfig(2, 2, True, frozenset(), 16, act.Attention.SDPA, 512, False)
+    parts = act.block_parts(gpt2)
+    (down,) = parts.mlp_down
+    # gelu_new written op by op: input (pow), 0.5 * input, tanh output, 1 + tanh: 4 x 256 bf16;
+    # full fine-tuning adds c_proj's input (the product)
+    assert act.mlp_unit_bytes(gpt2, lora, down, parts.mlp_in) == 2 * 4 * 256
+    assert act.mlp_unit_bytes(gpt2, full, down, parts.mlp_in) == 2 * 5 * 256
+    # resid_pdrop 0.1 (GPT2Config's default): the boolean masks of the attention output and
+    # of the MLP output, 1 byte x 64 each
+    assert act.residual_dropout_bytes(gpt2, lora) == 2 * 64
+    plain = arch_from_hf_config({**tiny, "activation_function": "gelu", "resid_pdrop": 0.0})
+    (down,) = act.block_parts(plain).mlp_down
+    assert act.mlp_unit_bytes(plain, lora, down, parts.mlp_in) == 2 * 256
+    assert act.residual_dropout_bytes(plain, lora) == 0
+    delta = act.block_bytes_per_token(gpt2, lora) - act.block_bytes_per_token(plain, lora)
+    assert delta == 2 * 3 * 256 + 2 * 64
+    # Phi: gelu_new by default, resid_pdrop 0.0 unless the config says otherwise
+    phi = {
+        "model_type": "phi",
+        "hidden_size": 64,
+        "intermediate_size": 256,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "vocab_size": 256,
+    }
+    assert act.residual_dropout_bytes(arch_from_hf_config(phi), lora) == 0
+    phi_dropout = arch_from_hf_config({**phi, "resid_pdrop": 0.1})
+    assert act.residual_dropout_bytes(phi_dropout, lora) == 128
+    # LitGPT's and torchtune's own blocks: one-op tanh GELU, no dropout
+    own_code = act.ActConfig(
+        2, 2, False, frozenset(), 16, act.Attention.SDPA, 512, False, transformers_code=False
+    )
+    assert act.residual_dropout_bytes(phi_dropout, own_code) == 0
+    assert act.mlp_unit_bytes(gpt2, own_code, down, parts.mlp_in) == 2 * 256
+
+
+def test_parallel_block_first_mlp_records_no_graph_without_an_adapter():
+    # Phi's block 0 reads the frozen embedding's stream: with adapters on attention only its
+    # MLP records no graph (nothing of gelu_new's 4 x 256, nor its output's dropout mask);
+    # an adapter on fc1 makes it save again, and only the first norm goes unsaved.
+    from calc.hf_config import arch_from_hf_config
+
+    phi = arch_from_hf_config(
+        {
+            "model_type": "phi",
+            "hidden_size": 64,
+            "intermediate_size": 256,
+            "num_attention_heads": 4,
+            "num_hidden_layers": 2,
+            "vocab_size": 256,
+            "resid_pdrop": 0.1,
+        }
+    )
+
+    def cfg(*names):
+        keys = frozenset((l.name, l.d_in, l.d_out, l.role) for l in phi.linears if l.name in names)
+        return act.ActConfig(2, 2, False, keys, 16, act.Attention.SDPA, 512, False)
+
+    attn = cfg("q_proj", "v_proj")
+    assert act.first_norm_unsaved_bytes_per_token(phi, attn) == (
+        act.norm_bytes(phi, attn) + 2 * 4 * 256 + 64
+    )
+    mlp = cfg("q_proj", "fc1")
+    assert act.first_norm_unsaved_bytes_per_token(phi, mlp) == act.norm_bytes(phi, mlp)
+
+
+@pytest.mark.parametrize(
+    "request_, expected",
+    [
+        ({"model": "bloom-560m"}, ["attention_refused_by_transformers"]),  # sdpa by default
+        ({"model": "bloom-560m", "attention": "flash"}, ["attention_refused_by_transformers"]),
+        ({"model": "bloom-560m", "attention": "eager"}, []),
+        ({"model": "gpt-oss-20b", "attention": "sdpa"}, ["attention_refused_by_transformers"]),
+        ({"model": "gpt-oss-20b", "attention": "flash"}, []),
+        ({"model": "bloom-560m", "framework": "torchtune"}, []),  # not transformers' code
+        ({"model": "llama-4-scout", "method": "lora"}, ["lora_router_refused_by_peft"]),
+        (
+            {"model": "llama-4-scout", "method": "qlora", "lora_targets": ["q_proj", "router"]},
+            ["lora_router_refused_by_peft"],
+        ),
+        ({"model": "llama-4-scout", "method": "lora", "lora_targets": ["q_proj", "v_proj"]}, []),
+        ({"model": "llama-4-scout", "method": "full"}, []),
+        ({"model": "qwen3-30b-a3b", "method": "lora"}, []),  # an nn.Linear router peft wraps
+    ],
+)
+def test_setups_the_libraries_refuse_are_warned(request_, expected):
+    out = est(**request_)["warnings"]
+    refusals = {"attention_refused_by_transformers", "lora_router_refused_by_peft"}
+    assert [w for w in out if w in refusals] == expected
+
+
+def test_llama4_experts_run_densely_and_stay_16_bit():
+    from calc.hf_config import arch_from_hf_config
+
+    llama4 = arch_from_hf_config(
+        {
+            "model_type": "llama4_text",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "intermediate_size_mlp": 256,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "num_local_experts": 4,
+            "num_experts_per_tok": 1,
+            "num_hidden_layers": 2,
+            "vocab_size": 256,
+        }
+    )
+    lora = act.ActConfig(2, 2, False, frozenset(), 16, act.Attention.SDPA, 512, False)
+    parts = act.block_parts(llama4)
+    (experts,) = [d for d in parts.mlp_down if d.count > 1]
+    # all 4 experts, not the top 1: act(gate), its input and up (3 x 128), and the repeated
+    # input the router score multiplies (64), bf16
+    assert act.mlp_unit_bytes(llama4, lora, experts, parts.mlp_in) == 4 * 2 * (3 * 128 + 64)
+    # on-the-fly QLoRA leaves the 3-D expert parameters in 16 bits
+    assert [l.name for l in llama4.linears if l.kind == "param" and l.quantizable] == []
+
+
+def test_olmo2_qk_norm_over_the_whole_projection():
+    from calc.hf_config import arch_from_hf_config
+
+    olmo2 = arch_from_hf_config(
+        {
+            "model_type": "olmo2",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "num_hidden_layers": 2,
+            "vocab_size": 256,
+        }
+    )
+    lora = act.ActConfig(2, 2, False, frozenset(), 16, act.Attention.SDPA, 512, False)
+    full = act.ActConfig(2, 2, True, frozenset(), 16, act.Attention.SDPA, 512, False)
+    width = 64 + 32  # q (4 heads x 16) and k (2 x 16)
+    # fp32 upcast of q and k, one fp32 rsqrt per token for each; trained weights save the
+    # fp32 normalised copy, as the block's own norms do
+    assert act.qk_norm_bytes(olmo2, lora) == 4 * width + 4 * 2
+    assert act.qk_norm_bytes(olmo2, full) == 8 * width + 4 * 2
+    assert act.norm_bytes(olmo2, full) == 4 * 64 + 4 + 4 * 64
+
+
+def test_olmo_clip_qkv_clones_the_projections_it_clamps_in_place():
+    from calc.hf_config import arch_from_hf_config
+
+    cfg = {
+        "model_type": "olmo",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "vocab_size": 256,
+    }
+    clipped, plain = arch_from_hf_config({**cfg, "clip_qkv": 8.0}), arch_from_hf_config(cfg)
+    q_v = frozenset(
+        (l.name, l.d_in, l.d_out, l.role) for l in clipped.linears if l.name in ("q_proj", "v_proj")
+    )
+    lora = act.ActConfig(2, 2, False, q_v, 16, act.Attention.SDPA, 512, False)
+    # a bf16 clone of q (64), k (32) and v (32) per token
+    assert act.clip_qkv_bytes(clipped, lora) == 2 * (64 + 32 + 32)
+    assert act.clip_qkv_bytes(plain, lora) == 0
+    assert act.block_bytes_per_token(clipped, lora) - act.block_bytes_per_token(plain, lora) == 256
+    # block 0 under LoRA: k's output needs no gradient (k_proj holds no adapter): no clone
+    assert (
+        act.first_norm_unsaved_bytes_per_token(clipped, lora)
+        - act.first_norm_unsaved_bytes_per_token(plain, lora)
+        == 2 * 32
+    )
+
+
+def test_falcon_eager_softmax_in_16_bits_with_broadcast_kv():
+    from calc.hf_config import arch_from_hf_config
+
+    cfg = {
+        "model_type": "falcon",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "vocab_size": 256,
+    }
+    falcon = arch_from_hf_config(cfg)  # multi_query: one k/v head of 16
+    eager = act.ActConfig(2, 2, False, frozenset(), 16, act.Attention.EAGER, 512, False)
+    (out_proj,) = [l for l in falcon.linears if l.name == "dense"]
+    # q (64) and the unexpanded k, v (16 each) in bf16, the bf16 softmax of 4 heads x 512
+    assert act.attention_core_bytes(falcon, eager, out_proj) == 2 * (64 + 2 * 16) + 4 * 512 * 2
+    new_arch = arch_from_hf_config(
+        {**cfg, "new_decoder_architecture": True, "num_kv_heads": 2, "parallel_attn": True}
+    )
+    (out_proj,) = [l for l in new_arch.linears if l.name == "dense"]
+    # new_decoder_architecture broadcasts k, v to every head in _split_heads: expanded
+    assert act.attention_core_bytes(new_arch, eager, out_proj) == 2 * 3 * 64 + 4 * 512 * 2
+
+
+def test_llama4_l2_qk_norm_on_rope_layers_and_16_bit_eager_softmax():
+    from calc.hf_config import arch_from_hf_config
+
+    cfg = {
+        "model_type": "llama4_text",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "num_hidden_layers": 4,
+        "vocab_size": 256,
+    }
+    llama4 = arch_from_hf_config(cfg)
+    full = act.ActConfig(2, 2, True, frozenset(), 16, act.Attention.EAGER, 512, False)
+    # L2 norm of q and k: fp32 upcast (4 x (64 + 32)) and an fp32 rsqrt per head (4 x 6), no
+    # weight even when everything trains; the 4th layer of 4 has no RoPE and no norm: 3/4
+    assert act.qk_norm_bytes(llama4, full) == (4 * 96 + 4 * 6) * 3 // 4
+    no_norm = arch_from_hf_config({**cfg, "use_qk_norm": False})
+    assert act.qk_norm_bytes(no_norm, full) == 0
+    (o_proj,) = [l for l in llama4.linears if l.name == "o_proj"]
+    # eager: q and repeat_kv-expanded k, v in bf16, a bf16 softmax (4 heads x 512), the
+    # contiguous output copy o_proj saves (64)
+    assert act.attention_core_bytes(llama4, full, o_proj) == 2 * 3 * 64 + 4 * 512 * 2 + 2 * 64

@@ -117,3 +117,46 @@ def test_prepare_model_for_kbit_training_casts_all_but_the_4bit_weights_to_fp32(
     assert dtypes["base_model.model.lm_head.weight"] == torch.float32
     assert dtypes["base_model.model.model.embed_tokens.weight"] == torch.float32
     assert dtypes["base_model.model.model.norm.weight"] == torch.float32
+
+
+def _meta_model(cfg: dict):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = dict(cfg)
+    config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+
+
+def test_gpt2_conv1d_is_quantized_with_its_stored_widths():
+    """replace_with_bnb_linear converts Conv1D: c_attn (64 -> 192), attn.c_proj, c_fc
+    (64 -> 256) and mlp.c_proj (256 -> 64) of each block become 4-bit, the tied head not."""
+    model = _meta_model(
+        {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 256}
+    )
+    replaced = qlora.quantize_linears(model, True, torch.uint8)
+    assert len(replaced) == 2 * 4 and "lm_head" not in replaced
+    block = model.transformer.h[0]
+    widths = [
+        (m.in_features, m.out_features)
+        for m in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj)
+    ]
+    assert widths == [(64, 192), (64, 64), (64, 256), (256, 64)]
+    # packed nf4: half a byte per weight
+    assert block.mlp.c_fc.weight.numel() == 64 * 256 // 2
+
+
+def test_falcon_linear_subclass_stays_16_bit():
+    """FalconLinear subclasses nn.Linear; replace_with_bnb_linear asks type(module) is
+    nn.Linear, so no block linear of Falcon is quantized."""
+    model = _meta_model(
+        {
+            "model_type": "falcon",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_hidden_layers": 2,
+            "vocab_size": 256,
+        }
+    )
+    assert qlora.quantize_linears(model, True, torch.uint8) == []
+    assert model.transformer.h[0].mlp.dense_h_to_4h.weight.dtype == torch.bfloat16

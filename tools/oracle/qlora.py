@@ -195,6 +195,24 @@ class Linear4bitModel(nn.Linear):
             device=str(linear.weight.device),
         )
 
+    @classmethod
+    def from_conv1d(cls, conv, double_quant: bool, quant_storage: torch.dtype) -> "Linear4bitModel":
+        """A ``Conv1D`` (GPT-2's ``c_attn``, ``c_proj``, ``c_fc``) as transformers 5.17
+        quantizes it: ``replace_with_bnb_linear`` (``integrations/bitsandbytes.py`` lines
+        189-191) reads ``in_features, out_features = module.weight.shape`` (Conv1D stores
+        ``in x out``) and builds a ``Linear4bit`` of those widths; the quantize step
+        transposes the weight first (lines 52-54)."""
+        d_in, d_out = conv.weight.shape
+        return cls(
+            d_in,
+            d_out,
+            conv.bias is not None,
+            conv.weight.dtype,
+            double_quant,
+            quant_storage=quant_storage,
+            device=str(conv.weight.device),
+        )
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # bitsandbytes casts the bias to the input's dtype once, in place (bias.data = ...)
         if self.bias is not None and self.bias.dtype != x.dtype:
@@ -206,12 +224,15 @@ class Linear4bitModel(nn.Linear):
 
 
 def quantize_linears(model: nn.Module, double_quant: bool, quant_storage: torch.dtype) -> list[str]:
-    """Replace the ``nn.Linear`` modules transformers 5.17 quantizes with
-    ``load_in_4bit=True`` by :class:`Linear4bitModel`; the names replaced.
+    """Replace the modules transformers 5.17 quantizes with ``load_in_4bit=True`` by
+    :class:`Linear4bitModel`; the names replaced.
 
-    transformers' bitsandbytes quantizer converts every ``nn.Linear`` except
+    ``replace_with_bnb_linear`` (``integrations/bitsandbytes.py`` line 189) converts a module
+    when ``isinstance(module, Conv1D) or type(module) is nn.Linear``: GPT-2's ``Conv1D`` is
+    quantized, an ``nn.Linear`` subclass (Falcon's ``FalconLinear``) is not. It skips
     ``get_keys_to_not_convert(model)`` (``quantizers/base.py``): tied weights, the last
     parameter's module and the output embeddings (the LM head)."""
+    from transformers.pytorch_utils import Conv1D
     from transformers.quantizers.base import get_keys_to_not_convert
 
     skip = set(get_keys_to_not_convert(model))
@@ -219,13 +240,16 @@ def quantize_linears(model: nn.Module, double_quant: bool, quant_storage: torch.
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
             full = f"{name}.{child_name}" if name else child_name
-            if type(child) is nn.Linear and full not in skip:
-                setattr(
-                    module,
-                    child_name,
-                    Linear4bitModel.from_linear(child, double_quant, quant_storage),
-                )
-                replaced.append(full)
+            if full in skip:
+                continue
+            if isinstance(child, Conv1D):
+                quantized = Linear4bitModel.from_conv1d(child, double_quant, quant_storage)
+            elif type(child) is nn.Linear:
+                quantized = Linear4bitModel.from_linear(child, double_quant, quant_storage)
+            else:
+                continue
+            setattr(module, child_name, quantized)
+            replaced.append(full)
     model.is_loaded_in_4bit = True
     return replaced
 
