@@ -7,24 +7,13 @@ rows go to :func:`macros.tables.render`.
 from __future__ import annotations
 
 import calc
+from calc.memory import COMPONENTS
 
 from . import labels
 from .tables import SOURCE, source_json
 
-# Components in the order the tables and charts show them; others calc may add go after.
-COMPONENT_ORDER = (
-    "weights",
-    "lora_weights",
-    "gradients",
-    "optimizer",
-    "optimizer_temporaries",
-    "activations",
-    "logits",
-    "weight_copies",
-    "gathered_weights",
-    "dequant_buffer",
-    "comm_buffers",
-)
+# Components in the order the tables and charts show them: calc's own order.
+COMPONENT_ORDER = COMPONENTS
 
 # Any catalogue card will do as the request's ``gpu`` when a table reads only what does
 # not depend on it (fits over the whole catalogue, recommendations): this one is named.
