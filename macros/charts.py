@@ -148,6 +148,16 @@ def _tick_text(value: float, lang: str) -> str:
     return format_number(value, decimals, lang)
 
 
+def _y_gridline(y: float, left: float, right: float, label: str) -> list:
+    """A horizontal grid line across the plot at ``y`` and its tick label left of the axis."""
+    line = {"class": "calc-grid", "x1": svg_number(left), "x2": svg_number(WIDTH - right)}
+    tick = {"class": "calc-tick", "x": svg_number(left - 4), "y": svg_number(y + 4)}
+    return [
+        el("line", {**line, "y1": svg_number(y), "y2": svg_number(y)}),
+        el("text", {**tick, "text-anchor": "end", "aria-hidden": "true"}, label),
+    ]
+
+
 def _component_name(name: str, lang: str) -> str:
     """A component's name without the table header's unit (``Pesos (GiB)`` → ``Pesos``)."""
     label = labels.text("col.component." + name, lang)
@@ -513,31 +523,7 @@ def _line_panel(
     body = []
     for tick in ticks:
         y = y_of(tick)
-        body.append(
-            el(
-                "line",
-                {
-                    "class": "calc-grid",
-                    "x1": svg_number(left),
-                    "x2": svg_number(WIDTH - right),
-                    "y1": svg_number(y),
-                    "y2": svg_number(y),
-                },
-            )
-        )
-        body.append(
-            el(
-                "text",
-                {
-                    "class": "calc-tick",
-                    "x": svg_number(left - 4),
-                    "y": svg_number(y + 4),
-                    "text-anchor": "end",
-                    "aria-hidden": "true",
-                },
-                _tick_text(tick, lang),
-            )
-        )
+        body += _y_gridline(y, left, right, _tick_text(tick, lang))
     body.append(
         el(
             "text",
@@ -726,31 +712,7 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
     body = []
     for tick in log_ticks(c_lo, c_hi):
         y = y_of(tick)
-        body.append(
-            el(
-                "line",
-                {
-                    "class": "calc-grid",
-                    "x1": svg_number(left),
-                    "x2": svg_number(WIDTH - right),
-                    "y1": svg_number(y),
-                    "y2": svg_number(y),
-                },
-            )
-        )
-        body.append(
-            el(
-                "text",
-                {
-                    "class": "calc-tick",
-                    "x": svg_number(left - 4),
-                    "y": svg_number(y + 4),
-                    "text-anchor": "end",
-                    "aria-hidden": "true",
-                },
-                _tick_text(tick, lang),
-            )
-        )
+        body += _y_gridline(y, left, right, _tick_text(tick, lang))
     x_ticks = log_ticks(t_lo, t_hi)
     for tick in x_ticks:
         x = x_of(tick)
