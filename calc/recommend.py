@@ -23,9 +23,10 @@ from typing import Callable, Iterable
 
 from . import calibration
 from .errors import CalcError
+from .fields import BY_KEY
 from .gpus import Gpu
 from .jsontypes import JsonObject
-from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
+from .request import EstimateRequest
 
 GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 """GPU counts the recommendation explores: one node's 1-8, then 2, 4 and 8 nodes of 8, so
@@ -38,19 +39,10 @@ MULTI_GPU_SHARDINGS = (
 
 
 def _typed(key: str, value: object) -> object:
-    """An enum field's value as its member (profiles and defaults hold the plain values)."""
-    from .fields import BY_KEY
-
+    """An enum field's value as its member: a change may name it by its value, and profiles
+    and defaults hold the plain values."""
     enum = BY_KEY[key].enum
     return enum(value) if enum is not None and isinstance(value, str) else value
-
-
-_ENUM_FIELDS = {
-    "method": Method,
-    "optimizer": Optimizer,
-    "sharding": Sharding,
-    "cpu_offload": CpuOffload,
-}
 
 
 def _as_dict(result: object) -> JsonObject:
@@ -86,10 +78,7 @@ class Estimator:
     def variant(self, **changes: object) -> EstimateRequest:
         """The request with ``changes`` (enum fields given as their values or members), and the
         library's setup-dependent behaviours evaluated again on the new setup."""
-        fixed: JsonObject = {
-            k: (_ENUM_FIELDS[k](v) if k in _ENUM_FIELDS and isinstance(v, str) else v)
-            for k, v in changes.items()
-        }
+        fixed: JsonObject = {k: _typed(k, v) for k, v in changes.items()}
         out = dataclasses.replace(self.request, **fixed)
         if out.profile_keys:  # the library's setup-dependent behaviours follow the new setup
             from .fields import defaults
