@@ -180,10 +180,9 @@ def test_trl_packing_and_padding_free():
 
 
 def test_schema_and_cli_flag_take_both_forms():
-    from cli_run import run_main
+    from cli_run import flags_for_request, run_main
     from schema_check import errors
 
-    from cli_run import flags_for_request
     from calc.fields import field_specs
     from calc.schema import request_schema
 
