@@ -24,6 +24,7 @@ from typing import Any, TypeAlias
 
 from calc import numfmt
 from .html import SVG_NS, Node, svg_number
+from .palette import component_class
 
 #: A calc response, or a part of one: a JSON object (as ``calc.jsontypes.JsonObject``).
 JsonObject: TypeAlias = dict[str, Any]
@@ -319,12 +320,12 @@ class Renderer:
         scale_max = max(total, reserved, allocated, capacity, 1)
         width, height = 600.0, 32.0
         segments = [
-            (f"{self.mpath('components')}.{name}", name, value, f"calc-seg-{i % 10}")
-            for i, (name, value) in enumerate(components.items())
+            (f"{self.mpath('components')}.{name}", name, value, component_class(name))
+            for name, value in components.items()
         ]
         extras = [
-            (None, "reserved_extra", reserved - allocated, "calc-seg-reserved"),
-            (None, "context_extra", total - reserved, "calc-seg-context"),
+            (None, "reserved_extra", reserved - allocated, component_class("reserved_extra")),
+            (None, "context_extra", total - reserved, component_class("context_extra")),
         ]
         rects: list[Node] = []
         legend: list[Node] = []

@@ -12,21 +12,27 @@ a test recomputes each mark. Not ``data-value``: that attribute marks the number
 as text, which the site tests read with ``innerText`` (an SVG element has none).
 
 Colours are classes styled in ``docs/stylesheets/guides.css`` from CSS variables set for
-Material's light and dark palettes. The SVG scales to the column (``viewBox``, width 100 %);
+Material's light and dark palettes; a memory component's class comes from
+``calc_view.palette``, which the calculator's bar uses too (one colour per component on the
+whole site). Words inside a plot are placed by ``macros.chart_layout`` where they touch no
+point, no data line and no other word, and every point is named on the chart. The SVG scales to the column (``viewBox``, width 100 %);
 its legend is HTML below it so the words reflow on a phone instead of shrinking.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 
 import calc
 
 from . import labels
+from .chart_layout import ASCENT, DESCENT, Box, Layout, around, circle_box, nearest_edge, text_width
 from .rows import REFERENCE_GPU, config_text, estimate_rows, model_name, present_components
 from .site import bind_all
 from calc_view.html import SVG_NS, el, svg_number, to_html
+from calc_view.palette import component_class
 from calc.numfmt import GIB, format_kind, format_number
 from .tables import CELL_SOURCE, SOURCE, Col, raw_number, source_json, table_node
 
@@ -37,6 +43,11 @@ from .tables import CELL_SOURCE, SOURCE, Col, raw_number, source_json, table_nod
 # phone (it scales down little); the CSS caps its width on a desktop so they do not swell.
 WIDTH = 420.0
 FONT = 13.0
+# Words placed inside a plot (set on the element, so the layout's boxes hold) and marks.
+CAPACITY_FONT = 11.0
+DOT_LABEL_FONT = 12.0
+POINT_LABEL_FONT = 10.5
+POINT_R = 3.2
 
 
 def t(key: str, lang: str, **fill: object) -> str:
@@ -188,7 +199,7 @@ def memory_components_chart(lang: str, models: list[str], methods: list, **setup
     present = present_components(
         [{f"components.{c}": v for r in responses for c, v in r["components"].items() if v}]
     )
-    css = {c: _series_class(i) for i, c in enumerate(present)}
+    css = {c: component_class(c) for c in present}
     n = len(models)
     panels = [
         _component_panel(
@@ -203,7 +214,7 @@ def memory_components_chart(lang: str, models: list[str], methods: list, **setup
     ]
     legend = _legend(
         [(css[c], _component_name(c, lang)) for c in present]
-        + [("calc-reserve", t("reserve_context", lang))]
+        + [(component_class("reserve_context"), t("reserve_context", lang))]
     )
     table = _components_table(lang, requests, present)
     return _wrap("memory_components", [*panels, legend, _details(lang, [table])])
@@ -285,7 +296,7 @@ def _component_panel(
             el(
                 "rect",
                 {
-                    "class": "calc-seg calc-reserve",
+                    "class": "calc-seg " + component_class("reserve_context"),
                     "x": svg_number(x),
                     "y": svg_number(y + label_h),
                     "width": svg_number(max(w, 0)),
@@ -536,14 +547,11 @@ def _line_panel(
             t("axis.gib", lang),
         )
     )
-    # the cards' memory: dashed lines, named above the line; a label that would overlap the
-    # previous one (lines close together) goes to the other end of its line
-    placed: list[tuple[float, str]] = []
+    # the cards' memory: dashed lines behind the data; their names are drawn last, on top
+    capacity = []
     for gpu_id, card, memory in sorted(cards, key=lambda c: c[2]):
         y = y_of(memory / GIB)
-        clash = [a for py, a in placed if abs(py - y) < FONT + 1]
-        anchor = "end" if clash and clash[-1] == "start" else "start"
-        placed.append((y, anchor))
+        capacity.append((gpu_id, f"{card} · {format_kind(memory, 'gib', lang)} GiB", y))
         body.append(
             el(
                 "g",
@@ -563,18 +571,12 @@ def _line_panel(
                         "y2": svg_number(y),
                     },
                 ),
-                el(
-                    "text",
-                    {
-                        "class": "calc-capacity-label",
-                        "text-anchor": anchor,
-                        "x": svg_number(left + 4 if anchor == "start" else WIDTH - right - 4),
-                        "y": svg_number(y - 3),
-                    },
-                    f"{card} · {format_kind(memory, 'gib', lang)} GiB",
-                ),
             )
         )
+    layout = Layout(Box(left, top - FONT, WIDTH - right, top + plot_h))
+    layout.add_box(Box(0, 0, left + 30, top - 6))  # the unit above the axis
+    for _, _, y in capacity:
+        layout.add_path([(left, y), (WIDTH - right, y)])
     items = []
     for i, s in enumerate(series):
         css = _series_class(i)
@@ -584,7 +586,9 @@ def _line_panel(
             for j, (x, (_, v)) in enumerate(points)
         )
         marks = [el("path", {"class": "calc-line " + css, "d": path})]
+        layout.add_path([(x_of(x), y_of(v / GIB)) for x, (_, v) in points])
         for x, (_, v) in points:
+            layout.add_box(circle_box(x_of(x), y_of(v / GIB), POINT_R + 1))
             marks.append(
                 el(
                     "circle",
@@ -592,7 +596,7 @@ def _line_panel(
                         "class": "calc-point " + css,
                         "cx": svg_number(x_of(x)),
                         "cy": svg_number(y_of(v / GIB)),
-                        "r": "3.2",
+                        "r": svg_number(POINT_R),
                         "data-series": str(s),
                         "data-x": str(x),
                         "data-y": raw_number(v),
@@ -620,6 +624,7 @@ def _line_panel(
                 ),
             )
         )
+    body.append(_capacity_labels(layout, capacity, left, WIDTH - right))
     axis_y = top + plot_h
     positions = [x_of(x) for x in xs]
     body.append(_x_axis(lang, [float(x) for x in xs], left, 1.0, axis_y, x_label, positions))
@@ -640,6 +645,76 @@ def _line_panel(
         {"data-source": source_json({"command": "estimate", "request": request})},
     )
     return el("figure", {"class": "calc-chart-panel"}, el("figcaption", {}, title), svg), legend
+
+
+def _capacity_labels(
+    layout: Layout, capacity: list[tuple[str, str, float]], x_min: float, x_max: float
+) -> list:
+    """Each card's name and memory just above its dashed line (or just below it), at the
+    first place along the line where it touches no data line, point or other name."""
+    size = CAPACITY_FONT
+    h = (ASCENT + DESCENT) * size
+    texts = []
+    for gpu_id, text, y in capacity:
+        w = text_width(text, size)
+        xs = [x_min + 4, x_max - 4 - w]
+        step = x_min + 4 + 6
+        while step < x_max - 4 - w:
+            xs.append(step)
+            step += 6
+        beside = [Box(x, y0, x + w, y0 + h) for y0 in (y - 2.5 - h, y + 2.5) for x in xs]
+        # lines too close together: the name goes to the free place nearest its line, and a
+        # thin leader joins them
+        rows = []
+        y0 = layout.bounds.y0
+        while y0 + h <= layout.bounds.y1:
+            rows.append(y0)
+            y0 += 2.0
+        rows.sort(key=lambda r: min(abs(r - y), abs(r + h - y)))
+        away = (Box(x, r, x + w, r + h) for r in rows for x in sorted(xs))
+
+        def leader(box: Box, y: float = y) -> tuple[tuple[float, float], tuple[float, float]]:
+            edge = box.y1 if box.y1 < y else box.y0
+            return (box.x0 + 3, edge), (box.x0 + 3, y)
+
+        # a leader must not cross another card's name either
+        box = layout.place(
+            itertools.chain(
+                beside, (b for b in away if not any(o.crosses(*leader(b)) for o in layout.boxes))
+            )
+        )
+        if box is None:
+            raise ValueError(f"no room on the chart for the name of {gpu_id}")
+        if not (box.y1 <= y <= box.y1 + 3 or box.y0 - 3 <= y <= box.y0):
+            layout.add_path(leader(box))
+            edge = box.y1 if box.y1 < y else box.y0
+            lx = svg_number(box.x0 + 3)
+            texts.append(
+                el(
+                    "line",
+                    {
+                        "class": "calc-capacity-leader",
+                        "x1": lx,
+                        "x2": lx,
+                        "y1": svg_number(edge),
+                        "y2": svg_number(y),
+                    },
+                )
+            )
+        texts.append(
+            el(
+                "text",
+                {
+                    "class": "calc-capacity-label",
+                    "data-category": gpu_id,
+                    "x": svg_number(box.x0),
+                    "y": svg_number(box.y0 + ASCENT * size),
+                    "font-size": svg_number(size),
+                },
+                text,
+            )
+        )
+    return el("g", {"class": "calc-capacity-labels", "aria-hidden": "true"}, *texts)
 
 
 def x_key_text(key: str, x: int, lang: str) -> str:
@@ -684,6 +759,144 @@ def time_cost_points(plan: dict) -> tuple[list[tuple[int, dict]], int, int]:
     )
     cheapest = min(points, key=lambda ic: (ic[1]["cost_usd"], ic[1]["time_hours"], ic[1]["id"]))[0]
     return points, cheapest, fastest[0]
+
+
+def _roles(index: int, cheapest: int, fastest: int) -> list[str]:
+    return [w for w, i in (("cheapest", cheapest), ("fastest", fastest)) if i == index]
+
+
+def _time_cost_marks(
+    lang: str,
+    points: list[tuple[int, dict]],
+    cheapest: int,
+    fastest: int,
+    x_of,
+    y_of,
+    left: float,
+    top: float,
+    plot_w: float,
+    plot_h: float,
+) -> list:
+    """The points, each numbered (the key below the chart names the number), and the
+    cheapest and the fastest named in words; every word placed where it touches no point
+    and no other word, joined to its point by a thin line when it had to move away."""
+    layout = Layout(Box(left + 1, top, left + plot_w, top + plot_h - 1))
+    dots, words, leaders = [], [], []
+    placed = []
+    for n, (index, c) in enumerate(points, start=1):
+        roles = _roles(index, cheapest, fastest)
+        role = " ".join(roles) or "other"
+        x, y = x_of(c["time_hours"]), y_of(c["cost_usd"])
+        r = 6.0 if roles else 4.0
+        layout.add_box(circle_box(x, y, r + 1))
+        name = config_text(c, lang)
+        tip = (
+            f"{n}. {name}: {format_kind(c['time_hours'], 'hours', lang)} h, "
+            f"{format_kind(c['cost_usd'], 'usd', lang)} USD"
+        )
+        dots.append(
+            el(
+                "circle",
+                {
+                    "class": f"calc-dot calc-dot-{(roles or ['other'])[0]}",
+                    "cx": svg_number(x),
+                    "cy": svg_number(y),
+                    "r": svg_number(r),
+                    "data-series": c["id"],
+                    "data-role": role,
+                    "data-index": str(index),
+                    "data-point": str(n),
+                    "data-x": raw_number(c["time_hours"]),
+                    "data-y": raw_number(c["cost_usd"]),
+                },
+                el("title", {}, tip),
+            )
+        )
+        placed.append((n, index, x, y, r, roles, name))
+    # the named ones first (the longer words need the room), then the numbers
+    size, line = DOT_LABEL_FONT, DOT_LABEL_FONT + 2
+    for n, _index, x, y, r, roles, name in placed:
+        for word in roles:
+            head = t("cost." + word, lang) + ":"
+            w = max(text_width(head, size, bold=True), text_width(name, size, bold=True))
+            h = ASCENT * size + line + DESCENT * size
+            box = layout.place(around(x, y, w, h, r + 3, layout.bounds))
+            if box is None:
+                raise ValueError(f"no room on the time-cost chart for {word} {name}")
+            tx = svg_number(box.x0)
+            words.append(
+                el(
+                    "text",
+                    {
+                        "class": "calc-dot-label",
+                        "data-label": word,
+                        "data-point": str(n),
+                        "font-size": svg_number(size),
+                    },
+                    el("tspan", {"x": tx, "y": svg_number(box.y0 + ASCENT * size)}, head),
+                    el("tspan", {"x": tx, "y": svg_number(box.y0 + ASCENT * size + line)}, name),
+                )
+            )
+            leaders.append(_leader(box, x, y, r, 6.0))
+    size = POINT_LABEL_FONT
+    for n, _index, x, y, r, _roles_of, name in placed:
+        text = str(n)
+        w, h = text_width(text, size), (ASCENT + DESCENT) * size
+        box = layout.place(around(x, y, w, h, r + 1.5, layout.bounds))
+        if box is None:
+            raise ValueError(f"no room on the time-cost chart for point {n} ({name})")
+        words.append(
+            el(
+                "text",
+                {
+                    "class": "calc-point-label",
+                    "data-point": str(n),
+                    "text-anchor": "middle",
+                    "x": svg_number((box.x0 + box.x1) / 2),
+                    "y": svg_number(box.y0 + ASCENT * size),
+                    "font-size": svg_number(size),
+                },
+                text,
+            )
+        )
+        leaders.append(_leader(box, x, y, r, 4.0))
+    # the leaders under the points, the highlighted points over the others, words on top
+    dots.sort(key=lambda d: d[1]["data-role"] != "other")
+    return [*(ld for ld in leaders if ld), *dots, *words]
+
+
+def _leader(box: Box, x: float, y: float, r: float, near: float) -> list | None:
+    """A thin line from a point's edge to its label, when the label sits away from it."""
+    ex, ey = nearest_edge(box, x, y)
+    d = math.hypot(ex - x, ey - y)
+    if d <= r + near:
+        return None
+    fx, fy = x + (ex - x) * r / d, y + (ey - y) * r / d
+    return el(
+        "line",
+        {
+            "class": "calc-leader",
+            "x1": svg_number(fx),
+            "y1": svg_number(fy),
+            "x2": svg_number(ex),
+            "y2": svg_number(ey),
+        },
+    )
+
+
+def _time_cost_key(lang: str, points: list[tuple[int, dict]], cheapest: int, fastest: int):
+    """The numbered points' names, in the chart's numbering, beside the chart."""
+    items = []
+    for n, (index, c) in enumerate(points, start=1):
+        roles = [t("cost." + w, lang) for w in _roles(index, cheapest, fastest)]
+        items.append(
+            el(
+                "li",
+                {"data-point": str(n), "data-config": c["id"]},
+                config_text(c, lang) + (f" ({' · '.join(roles)})" if roles else ""),
+            )
+        )
+    return el("ol", {"class": "calc-chart-key", "aria-label": t("cost.key", lang)}, *items)
 
 
 def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
@@ -751,55 +964,7 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
             [x_of(v) for v in x_ticks],
         )
     )
-    marks, labels_ = [], []
-    for index, c in points:
-        role = "cheapest" if index == cheapest else "fastest" if index == fastest else "other"
-        if index == cheapest and index == fastest:
-            role = "cheapest fastest"
-        x, y = x_of(c["time_hours"]), y_of(c["cost_usd"])
-        name = config_text(c, lang)
-        tip = (
-            f"{name}: {format_kind(c['time_hours'], 'hours', lang)} h, "
-            f"{format_kind(c['cost_usd'], 'usd', lang)} USD"
-        )
-        shape = el(
-            "circle",
-            {
-                "class": f"calc-dot calc-dot-{role.split()[0]}",
-                "cx": svg_number(x),
-                "cy": svg_number(y),
-                "r": "6" if role != "other" else "4",
-                "data-series": c["id"],
-                "data-role": role,
-                "data-index": str(index),
-                "data-x": raw_number(c["time_hours"]),
-                "data-y": raw_number(c["cost_usd"]),
-            },
-            el("title", {}, tip),
-        )
-        (labels_ if role != "other" else marks).append(shape)
-        for word in role.split():
-            if word == "other":
-                continue
-            anchor = "end" if x > left + plot_w * 0.5 else "start"
-            dx = -9 if anchor == "end" else 9
-            # a point in the upper half gets its label below it, one in the lower half above
-            below = y < top + plot_h / 2 or (word == "cheapest" and "fastest" in role)
-            y0 = y + 16 if below else y - 22
-            y0 = min(max(y0, top + 10), top + plot_h - 20)
-            labels_.append(
-                el(
-                    "text",
-                    {"class": "calc-dot-label", "text-anchor": anchor, "data-label": word},
-                    el(
-                        "tspan",
-                        {"x": svg_number(x + dx), "y": svg_number(y0)},
-                        t("cost." + word, lang) + ":",
-                    ),
-                    el("tspan", {"x": svg_number(x + dx), "y": svg_number(y0 + 14)}, name),
-                )
-            )
-    body += marks + labels_  # highlighted ones drawn last, on top
+    body += _time_cost_marks(lang, points, cheapest, fastest, x_of, y_of, left, top, plot_w, plot_h)
     cheap_c = plan["recommendations"]["configs"][cheapest]
     fast_c = plan["recommendations"]["configs"][fastest]
     title = t(
@@ -828,7 +993,7 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
     )
     rows = []
     for index, c in points:
-        role = [w for w, i in (("cheapest", cheapest), ("fastest", fastest)) if i == index]
+        role = _roles(index, cheapest, fastest)
         rows.append(
             {
                 "config": {
@@ -856,7 +1021,8 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
     ]
     table = table_node(rows, cols, lang, "time_cost", "caption.time_cost")
     figure = el("figure", {"class": "calc-chart-panel"}, el("figcaption", {}, title), svg)
-    return _wrap("time_cost", [figure, legend, _details(lang, [table])])
+    key = _time_cost_key(lang, points, cheapest, fastest)
+    return _wrap("time_cost", [figure, key, legend, _details(lang, [table])])
 
 
 MACROS = ("memory_components_chart", "memory_seq_batch_chart", "time_cost_chart")

@@ -257,7 +257,8 @@ def test_components_stack_to_the_allocated_peak_in_the_chart(gpu):
     components = [
         float(n[1]["width"])
         for n in segments
-        if "calc-seg-reserved" not in n[1]["class"] and "calc-seg-context" not in n[1]["class"]
+        if "calc-comp-reserved-extra" not in n[1]["class"]
+        and "calc-comp-context-extra" not in n[1]["class"]
     ]
     assert sum(components) == pytest.approx(scale * memory["peak_allocated_bytes"], abs=0.05)
     (marker,) = [n for n in rects if n[1]["class"] == "calc-capacity"]
