@@ -82,7 +82,11 @@ def test_generated_numbers_equal_calc(page, site_server, pages):
         for prefix in ("", "en/"):
             assert checked.get(prefix + guide, 0) >= 20, f"{prefix + guide}: too few numbers"
     assert checked.get("gpus/", 0) >= 50 and checked.get("en/gpus/", 0) >= 50
-    assert checked.get("methodology/", 0) >= 300 and checked.get("en/methodology/", 0) >= 300
+    for prefix in ("", "en/"):  # the methodology's pages together
+        on_methodology = sum(
+            n for url, n in checked.items() if url.startswith(prefix + "methodology/")
+        )
+        assert on_methodology >= 300, prefix
 
 
 COLLECT_REFS_JS = """() => { """ + OPEN_DETAILS_JS + """ return Array.from(document.querySelectorAll('[data-ref]')).map(el => ({
@@ -247,13 +251,16 @@ def test_guides_add_no_margin_on_top_of_the_range(built_site, rel):
 @pytest.mark.parametrize("prefix", ["", "en/"])
 def test_methodology_documents_every_constant_and_column(built_site, prefix):
     """Every numeric module-level constant of calc, every numeric plan default and every data
-    column appears on the methodology page in both languages (an undocumented one fails)."""
+    column appears on the methodology's pages in both languages (an undocumented one fails)."""
     import re
 
     from calc.fields import BY_KEY, PLAN, keys
     from macros.methodology import data_file_columns, is_numeric_constant, numeric_constants
 
-    text = (built_site / prefix / "methodology" / "index.html").read_text(encoding="utf-8")
+    text = "".join(
+        p.read_text(encoding="utf-8")
+        for p in sorted((built_site / prefix / "methodology").rglob("index.html"))
+    )
     shown = set(re.findall(r'data-constant="([^"]+)"', text))
     assert shown == set(numeric_constants())
     assert len(shown) >= 30
@@ -266,6 +273,59 @@ def test_methodology_documents_every_constant_and_column(built_site, prefix):
                   "validation_qlora_ratio", "validation_time_fit", "validation_memory_rows"):
         assert f'data-table="{table}"' in text, table
 
+
+
+#: The anchors the methodology had when it was one page (/methodology/#memory ...): links
+#: shared before it was split must still land on the part they meant.
+OLD_METHODOLOGY_ANCHORS = (
+    "methodology",
+    "what-it-computes",
+    "memory",
+    "time-and-cost",
+    "time",
+    "cost",
+    "recommendation",
+    "models",
+    "not-modelled",
+    "config-import",
+    "formulas-and-constants",
+    "limits",
+    "data-files",
+    "data-sources",
+    "validation",
+    "validation-memory",
+    "validation-memory-loso",
+    "validation-memory-first-contact",
+    "validation-memory-ranges",
+    "training-libraries",
+    "validation-oracle",
+    "validation-time",
+)
+
+
+@pytest.mark.parametrize("prefix", ["", "en/"])
+def test_old_methodology_anchors_lead_to_their_part(built_site, prefix):
+    """/methodology/ is the overview; each anchor of the former single page is still an id
+    there: either its own section, or a link to the sub-page that now holds the section
+    under the same anchor."""
+    import re
+
+    overview = built_site / prefix / "methodology" / "index.html"
+    html = overview.read_text(encoding="utf-8")
+    ids = parse_page(overview).ids
+    moved = 0
+    for anchor in OLD_METHODOLOGY_ANCHORS:
+        assert anchor in ids, anchor
+        link = re.search(rf'<a href="([^"#]+)#{anchor}" id="{anchor}"', html)
+        if link is None:  # a section of the overview itself
+            assert re.search(rf'<h[1-6] id="{anchor}"', html), anchor
+            continue
+        target = built_site / prefix / "methodology" / link.group(1) / "index.html"
+        assert anchor in parse_page(target).ids, (anchor, link.group(1))
+        moved += 1
+    assert moved >= 15
+    # the overview is short: the parts are pages of their own
+    assert len(re.sub(r"<[^>]+>", "", html.split("<article", 1)[1])) < 12_000
 
 
 def html_files(site: Path) -> list[str]:

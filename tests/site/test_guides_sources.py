@@ -67,7 +67,13 @@ def read(lang: str, page: str) -> str:
 
 
 def test_guides_pages_present():
-    for page in ("index.md", "guides/vram.md", "guides/cloud.md", "methodology.md", "gpus.md"):
+    for page in (
+        "index.md",
+        "guides/vram.md",
+        "guides/cloud.md",
+        "methodology/index.md",
+        "gpus.md",
+    ):
         assert page in PAGES
 
 
