@@ -22,7 +22,6 @@ its legend is HTML below it so the words reflow on a phone instead of shrinking.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 
 import calc
@@ -651,52 +650,70 @@ def _capacity_labels(
     layout: Layout, capacity: list[tuple[str, str, float]], x_min: float, x_max: float
 ) -> list:
     """Each card's name and memory just above its dashed line (or just below it), at the
-    first place along the line where it touches no data line, point or other name."""
+    first place along the line where it touches no data line, point or other name. The
+    names that fit beside their line go first; a name whose line is crowded then goes to the
+    free place nearest its line, joined to it by a thin leader that crosses no other name."""
     size = CAPACITY_FONT
     h = (ASCENT + DESCENT) * size
-    texts = []
-    for gpu_id, text, y in capacity:
-        w = text_width(text, size)
+    placed: dict[str, tuple[Box, float | None]] = {}
+
+    def xs_for(w: float) -> list[float]:
         xs = [x_min + 4, x_max - 4 - w]
-        step = x_min + 4 + 6
+        step = x_min + 10
         while step < x_max - 4 - w:
             xs.append(step)
             step += 6
-        beside = [Box(x, y0, x + w, y0 + h) for y0 in (y - 2.5 - h, y + 2.5) for x in xs]
-        # lines too close together: the name goes to the free place nearest its line, and a
-        # thin leader joins them
+        return xs
+
+    for gpu_id, text, y in capacity:
+        w = text_width(text, size)
+        beside = [Box(x, y0, x + w, y0 + h) for y0 in (y - 2.5 - h, y + 2.5) for x in xs_for(w)]
+        box = layout.place(beside)
+        if box is not None:
+            placed[gpu_id] = (box, None)
+    for gpu_id, text, y in capacity:
+        if gpu_id in placed:
+            continue
+        w = text_width(text, size)
         rows = []
-        y0 = layout.bounds.y0
-        while y0 + h <= layout.bounds.y1:
-            rows.append(y0)
-            y0 += 2.0
+        r = layout.bounds.y0
+        while r + h <= layout.bounds.y1:
+            rows.append(r)
+            r += 2.0
         rows.sort(key=lambda r: min(abs(r - y), abs(r + h - y)))
-        away = (Box(x, r, x + w, r + h) for r in rows for x in sorted(xs))
-
-        def leader(box: Box, y: float = y) -> tuple[tuple[float, float], tuple[float, float]]:
-            edge = box.y1 if box.y1 < y else box.y0
-            return (box.x0 + 3, edge), (box.x0 + 3, y)
-
-        # a leader must not cross another card's name either
-        box = layout.place(
-            itertools.chain(
-                beside, (b for b in away if not any(o.crosses(*leader(b)) for o in layout.boxes))
-            )
-        )
-        if box is None:
+        found = None
+        for r in rows:
+            for x in sorted(xs_for(w)):
+                box = Box(x, r, x + w, r + h)
+                if not layout.free(box):
+                    continue
+                edge = box.y1 if box.y1 < y else box.y0
+                for lx in (box.x0 + 3, box.x1 - 3, (box.x0 + box.x1) / 2):
+                    if not any(o.crosses((lx, edge), (lx, y)) for o in layout.boxes):
+                        found = (box, lx)
+                        break
+                if found:
+                    break
+            if found:
+                break
+        if found is None:
             raise ValueError(f"no room on the chart for the name of {gpu_id}")
-        if not (box.y1 <= y <= box.y1 + 3 or box.y0 - 3 <= y <= box.y0):
-            layout.add_path(leader(box))
-            edge = box.y1 if box.y1 < y else box.y0
-            lx = svg_number(box.x0 + 3)
+        box, lx = found
+        layout.add_box(box)
+        layout.add_path([(lx, box.y1 if box.y1 < y else box.y0), (lx, y)])
+        placed[gpu_id] = found
+    texts = []
+    for gpu_id, text, y in capacity:
+        box, lx = placed[gpu_id]
+        if lx is not None:
             texts.append(
                 el(
                     "line",
                     {
                         "class": "calc-capacity-leader",
-                        "x1": lx,
-                        "x2": lx,
-                        "y1": svg_number(edge),
+                        "x1": svg_number(lx),
+                        "x2": svg_number(lx),
+                        "y1": svg_number(box.y1 if box.y1 < y else box.y0),
                         "y2": svg_number(y),
                     },
                 )
