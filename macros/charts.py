@@ -840,12 +840,16 @@ def _time_cost_marks(
             box = layout.place(around(x, y, w, h, r + 3, layout.bounds))
             if box is None:
                 raise ValueError(f"no room on the time-cost chart for {word} {name}")
-            tx = svg_number(box.x0)
+            # left of its point, the words end at the box's right edge: they hug the point
+            # whatever the face's real width
+            left_of = box.x1 <= x
+            tx = svg_number(box.x1 if left_of else box.x0)
             words.append(
                 el(
                     "text",
                     {
                         "class": "calc-dot-label",
+                        "text-anchor": "end" if left_of else "start",
                         "data-label": word,
                         "data-point": str(n),
                         "font-size": svg_number(size),
