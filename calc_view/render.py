@@ -795,10 +795,15 @@ class Renderer:
         return ["div", {"class": "calc-group"}, self.heading(4, "solvers_heading"), kpis]
 
     def suggestions(self) -> Node | None:
+        """What to change so the setup fits: the table lists the changes after which the verdict
+        is "fits" (each with its effect and an apply button); a change that alone leaves the
+        setup borderline or not fitting is not offered as a fix, only named below the table
+        with what it saves and that it is not enough on its own."""
         items = self.result.get("suggestions") or []
         if not items:
             return None
         rows: list[Node] = []
+        short: list[Node] = []
         for i, item in enumerate(items):
             changes = item.get("changes", {})
             change_text = ", ".join(
@@ -806,26 +811,40 @@ class Renderer:
             )
             fits = item.get("fits")
             state = item.get("verdict") or ("fits" if fits else "does_not_fit")
+            verdict = [
+                "span",
+                {
+                    "class": "calc-num " + self.fit_class(state),
+                    "data-output": f"suggestions.{i}.fits",
+                    "data-value": raw_value(fits),
+                },
+                self.verdict_word(state),
+            ]
+            saved = self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])
+            if state != "fits":
+                before, _, after = self.s["ui"]["suggestion_not_enough"].partition("{saved}")
+                middle, _, end = after.partition("{verdict}")
+                short.append(
+                    [
+                        "li",
+                        {"data-suggestion": item["action"]},
+                        f"{translate('actions', item['action'], self.s)} ({change_text}): ",
+                        before,
+                        saved,
+                        middle,
+                        verdict,
+                        end,
+                    ]
+                )
+                continue
             rows.append(
                 [
                     "tr",
                     {},
                     ["td", {}, translate("actions", item["action"], self.s)],
                     ["td", {}, change_text],
-                    [
-                        "td",
-                        {},
-                        [
-                            "span",
-                            {
-                                "class": "calc-num " + self.fit_class(state),
-                                "data-output": f"suggestions.{i}.fits",
-                                "data-value": raw_value(fits),
-                            },
-                            self.verdict_word(state),
-                        ],
-                    ],
-                    ["td", {}, self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])],
+                    ["td", {}, verdict],
+                    ["td", {}, saved],
                     ["td", {}]
                     + (
                         [self.num(f"suggestions.{i}.host_bytes", item["host_bytes"])]
@@ -857,24 +876,35 @@ class Renderer:
                     ],
                 ]
             )
-        return [
+        out: Node = [
             "div",
             {"class": "calc-group calc-suggestions"},
             self.heading(4, "suggestions_heading"),
-            self.table(
-                [
-                    "action",
-                    "changes",
-                    "fits",
-                    "saved_bytes",
-                    "host_bytes",
-                    "time_hours",
-                    "cost_usd",
-                    "apply",
-                ],
-                rows,
-            ),
         ]
+        if rows:
+            out.append(
+                self.table(
+                    [
+                        "action",
+                        "changes",
+                        "fits",
+                        "saved_bytes",
+                        "host_bytes",
+                        "time_hours",
+                        "cost_usd",
+                        "apply",
+                    ],
+                    rows,
+                )
+            )
+        else:
+            out.append(["p", {"class": "calc-note"}, self.s["ui"]["suggestions_none_fits"]])
+        if short:
+            out += [
+                ["p", {"class": "calc-note"}, self.s["ui"]["suggestions_not_enough_heading"]],
+                ["ul", {"class": "calc-suggestions-short"}, *short],
+            ]
+        return out
 
     def fits_table(self) -> Node:
         r = self.result

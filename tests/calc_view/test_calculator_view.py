@@ -168,12 +168,21 @@ def test_every_shown_number_is_the_response_value(lang, changes):
 
 
 def test_a_setup_that_does_not_fit_gets_suggestions_with_their_changes():
+    """Each change after which it fits gets an apply button; a change that is not enough on
+    its own (the 8-bit optimizer saving a tenth of a GiB) is no fix: it is named below, with
+    what it saves and its verdict, and has no button."""
     response = _plan({"gpu": "rtx-3090"})
     assert not response["fits_selected_gpu"] and response["suggestions"]
     html = view.to_html(view.render_results(response, "en", STRINGS["en"]))
+    fixes = [s for s in response["suggestions"] if s["verdict"] == "fits"]
+    others = [s for s in response["suggestions"] if s["verdict"] != "fits"]
+    assert fixes and "optimizer_8bit" in {s["action"] for s in others}
     for item in response["suggestions"]:
         attr = view.to_html(["b", {"data-changes": json.dumps(item["changes"])}])
-        assert attr[len("<b") : -len("></b>")] in html
+        assert (attr[len("<b") : -len("></b>")] in html) == (item in fixes), item["action"]
+    for item in others:
+        assert f'data-suggestion="{item["action"]}"' in html
+    assert STRINGS["en"]["ui"]["suggestions_not_enough_heading"] in html
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -1002,3 +1011,27 @@ def test_the_model_list_is_grouped_by_family_and_sorted_by_size():
     assert qwen3 == ["Qwen3 0.6B", "Qwen3 1.7B", "Qwen3 4B", "Qwen3 8B", "Qwen3 14B", "Qwen3 32B"]
     llama = [n for n in names if n.startswith("Llama 3.1 ")]
     assert llama == ["Llama 3.1 8B", "Llama 3.1 70B", "Llama 3.1 405B"]
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_mfu_names_the_achieved_utilisation_only(lang):
+    """ "MFU" is the step's achieved share of the peak (effective utilisation, 36 % on an L40S),
+    never the fitted large-step matmul efficiency beside it (1.0 for GDDR cards): a row reading
+    "MFU 100 %" next to "effective utilisation 36 %" contradicts itself."""
+    response = _plan({})
+    html = view.to_html(view.render_results(response, lang, STRINGS[lang]))
+
+    def row_label(path: str) -> str:
+        found = re.search(
+            r'<th scope="row">([^<]*)</th><td><span class="calc-num" data-output="'
+            + re.escape(path)
+            + '"',
+            html,
+        )
+        assert found, path
+        return found.group(1)
+
+    factors = response["time"]["factors"]
+    assert factors["mfu"] > factors["effective_utilisation"]
+    assert "MFU" in row_label("time.factors.effective_utilisation")
+    assert "MFU" not in row_label("time.factors.mfu")
