@@ -499,11 +499,23 @@ class Renderer:
         margin = self.margin_text()
         if margin:
             head.append(margin)
+        cost: Node = self.cost("cost_usd.total", r["cost_usd"]["total"], self.priced)
+        if r["cost_usd"].get("price", {}).get("source_kind") == "electricity":
+            # an owned card: the cost is its electricity, not a rent
+            cost = ["span", {}, cost, " " + str(self.s["ui"]["cost_electricity"])]
         return [
             head,
             self.estimate("time_hours", r["time_hours"], "hours"),
-            self.cost("cost_usd.total", r["cost_usd"]["total"], self.priced),
+            cost,
         ]
+
+    def electricity_text(self, price: JsonObject) -> str:
+        """An owned card's price in words: "electricity: 450 W × 0.17 USD/kWh"."""
+        return (
+            str(self.s["ui"]["price_electricity"])
+            .replace("{power}", format_number(price["board_power_w"], 0, self.lang))
+            .replace("{price}", format_number(price["electricity_price_per_kwh"], 2, self.lang))
+        )
 
     def verdict(self) -> Node:
         line: Node = [
@@ -763,6 +775,8 @@ class Renderer:
 
     def _price_note(self, price: JsonObject) -> str:
         tier = option("price_tier", price.get("tier", ""), self.s)
+        if price.get("source_kind") == "electricity":
+            return "(" + self.electricity_text(price) + ")"
         if price.get("source_kind") == "user":
             return f"({self.s['ui']['price_yours']})"
         # the source's site, not its English note (the whole note is on the methodology page)
@@ -1169,10 +1183,13 @@ class Renderer:
         factors = r["time"]["factors"]
         found = {
             # no rental price: the field stays empty rather than suggest a price of 0
+            # (nor for an owned card, whose price is its electricity, not a rate to type)
             "price_per_gpu_hour": r["cost_usd"]["price"]["usd_per_gpu_hour"]
-            if self.priced
+            if self.priced and r["cost_usd"]["price"].get("source_kind") != "electricity"
             else None,
             "storage_price_per_gb_month": r.get("storage_price_per_gb_month"),
+            # an owned card: the catalogue's board power the electricity is priced with
+            "board_power_w": r["cost_usd"]["price"].get("board_power_w"),
             "storage_gb": (r.get("storage_gb") or {}).get("total"),
             "mfu": factors.get("mfu"),
             "qlora_speed_factor": factors.get("qlora_speed_factor"),

@@ -1035,3 +1035,21 @@ def test_mfu_names_the_achieved_utilisation_only(lang):
     assert factors["mfu"] > factors["effective_utilisation"]
     assert "MFU" in row_label("time.factors.effective_utilisation")
     assert "MFU" not in row_label("time.factors.mfu")
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_an_owned_card_is_priced_as_electricity_in_the_result(lang):
+    """The verdict line says the cost is electricity; the price row names the board power and
+    the price per kWh; the board power field shows the catalogue's figure as its placeholder
+    and the price field none (an owned card has no rate to type)."""
+    response, renderer = _plan_view(lang, owned=True, electricity_price_per_kwh=0.2)
+    html = view.to_html(renderer.render())
+    ui = renderer.s["ui"]
+    verdict = html[html.index("calc-verdict") : html.index("</p>", html.index("calc-verdict"))]
+    assert ui["cost_electricity"] in verdict
+    assert renderer.electricity_text(response["cost_usd"]["price"]) in html
+    assert "350" in renderer.electricity_text(response["cost_usd"]["price"])  # the L40S's
+    defaults = renderer.defaults_used()
+    assert defaults["board_power_w"] == "350.0" and "price_per_gpu_hour" not in defaults
+    _, rented = _plan_view(lang)
+    assert ui["cost_electricity"] not in view.to_html(rented.render())
