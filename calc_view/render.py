@@ -238,14 +238,16 @@ class Renderer:
         ]
         return ["table", {"class": "calc-table calc-rows"}, body]
 
-    def table(self, head: list[str], rows: list[Node]) -> Node:
+    def table(self, head: list[str], rows: list[Node], name: str) -> Node:
+        """A table in a box that scrolls sideways on a narrow screen: the box is a named
+        region a keyboard can focus (and so scroll), named ``name``."""
         header: Node = ["tr", {}]
         header += [["th", {"scope": "col"}, self.label(h)] for h in head]
         thead: Node = ["thead", {}, header]
         body: Node = ["tbody", {}, *rows]
         return [
             "div",
-            {"class": "calc-table-wrap"},
+            {"class": "calc-table-wrap", "role": "region", "tabindex": "0", "aria-label": name},
             ["table", {"class": "calc-table"}, thead, body],
         ]
 
@@ -909,6 +911,7 @@ class Renderer:
                         "apply",
                     ],
                     rows,
+                    self.s["ui"]["suggestions_heading"],
                 )
             )
         else:
@@ -948,7 +951,9 @@ class Renderer:
             self.heading(4, "fits_heading"),
             ["p", {"class": "calc-note"}, note],
             self.table(
-                ["gpu", "memory_bytes", "required_bytes", "headroom_fraction", "fits"], rows
+                ["gpu", "memory_bytes", "required_bytes", "headroom_fraction", "fits"],
+                rows,
+                self.s["ui"]["fits_heading"],
             ),
         ]
 
@@ -1043,6 +1048,7 @@ class Renderer:
                         "headroom_fraction",
                     ],
                     rows,
+                    self.s["ui"][order + "_heading"],
                 )
             )
         if _is_number(rec.get("count")):

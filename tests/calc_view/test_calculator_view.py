@@ -1053,3 +1053,15 @@ def test_an_owned_card_is_priced_as_electricity_in_the_result(lang):
     assert defaults["board_power_w"] == "350.0" and "price_per_gpu_hour" not in defaults
     _, rented = _plan_view(lang)
     assert ui["cost_electricity"] not in view.to_html(rented.render())
+
+
+def test_tables_that_scroll_sideways_are_named_regions_a_keyboard_can_reach():
+    """On a phone the result's wide tables scroll in their box: each box is focusable (so the
+    keyboard scrolls it, axe's scrollable-region-focusable) and named."""
+    _, renderer = _plan_view("es", gpu="rtx-3090")
+    html = view.to_html(renderer.render())
+    boxes = re.findall(r'<div class="calc-table-wrap"[^>]*>', html)
+    assert len(boxes) >= 3
+    for box in boxes:
+        assert 'role="region"' in box and 'tabindex="0"' in box
+        assert re.search(r'aria-label="[^"]+"', box), box
