@@ -29,6 +29,23 @@ CHECKPOINT_BYTES_PER_TRAINABLE_PARAM = 6
 BASE_MODEL_BYTES_PER_PARAM = 2
 """The downloaded base model in bf16/fp16 safetensors."""
 
+ELECTRICITY_USD_PER_KWH = 0.17
+"""Default electricity price for a card one owns (request key ``electricity_price_per_kwh``):
+about the US residential average, 17 cents per kWh (EIA, Electric Power Monthly, table 5.6.A,
+2025). An assumption to replace with one's own tariff: prices per kWh differ several-fold
+between countries and contracts."""
+
+WATTS_PER_KW = 1000.0
+
+
+def electricity_usd_per_gpu_hour(board_power_w: float, usd_per_kwh: float) -> float:
+    """What an owned card costs per hour of work: its board power (watts, the vendor's TDP,
+    ``board_power_w`` in ``calc/data/gpus.csv``) drawn for an hour, at ``usd_per_kwh``:
+    ``board_power_w / 1000 * usd_per_kwh``. Full load is the working assumption of a training
+    run; the host around the card (CPU, fans, power supply losses) is not counted."""
+    return board_power_w / WATTS_PER_KW * usd_per_kwh
+
+
 ENVIRONMENT_GB = 30.0
 """Container image with CUDA, PyTorch and the training stack: assumption (common images are
 15-30 GB uncompressed)."""
@@ -192,7 +209,9 @@ __all__ = [
     "CostInputs",
     "HOURS_PER_MONTH",
     "Schedule",
+    "ELECTRICITY_USD_PER_KWH",
     "default_storage_gb",
+    "electricity_usd_per_gpu_hour",
     "estimate_cost",
     "schedule",
 ]

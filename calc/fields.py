@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
 
+from .cost import ELECTRICITY_USD_PER_KWH
 from .errors import InputError
 from .frameworks import PROFILES, Framework
 from .gpus import TIERS
@@ -885,6 +886,40 @@ FIELDS: tuple[FieldSpec, ...] = (
     _number("price_per_gpu_hour", None, 0.0, 10_000.0, True, optional=True),
     FieldSpec("price_tier", "enum", "marketplace", PLAN, choices=TIERS),
     _bool("interruptible", False, PLAN),
+    _bool(
+        "owned",
+        False,
+        PLAN,
+        doc=(
+            "The reader owns the cards: no rent, the GPU time is priced as electricity, "
+            "``board_power_w`` x hours x ``electricity_price_per_kwh`` (calc.cost."
+            "electricity_usd_per_gpu_hour), for every card of the plan; storage is the "
+            "reader's own disk (0 unless ``storage_price_per_gb_month`` is given). A "
+            "``price_per_gpu_hour`` still sets the chosen card's hourly cost (say, with the "
+            "card's depreciation); ``interruptible`` still adds checkpoints and lost work (a "
+            "shared machine that pre-empts jobs)."
+        ),
+    ),
+    _number(
+        "electricity_price_per_kwh",
+        ELECTRICITY_USD_PER_KWH,
+        0.0,
+        100.0,
+        True,
+        doc="USD per kWh, used when ``owned``: default about the US residential average (EIA).",
+    ),
+    _number(
+        "board_power_w",
+        None,
+        0.0,
+        100_000.0,
+        False,
+        optional=True,
+        doc=(
+            "Watts one card draws while training, used when ``owned``; empty: the chosen card's "
+            "board power in the GPU catalogue (``board_power_w`` of calc/data/gpus.csv)."
+        ),
+    ),
     _number(
         "checkpoint_interval_minutes",
         30,

@@ -54,6 +54,8 @@ class Gpu:
     utilisation_class: str
     source: str
     as_of: str
+    board_power_w: float  # the vendor's board power (TDP), watts: an owned card's electricity
+    board_power_source: str
 
     def __post_init__(self) -> None:
         if self.stack not in STACKS:
@@ -65,6 +67,8 @@ class Gpu:
             raise ValueError(f"gpus.csv {self.id}: fp8_dense_tflops must be 0 or positive")
         if not self.source or not self.as_of:
             raise ValueError(f"gpus.csv {self.id}: source and as_of are required")
+        if not self.board_power_w > 0 or not self.board_power_source:
+            raise ValueError(f"gpus.csv {self.id}: board_power_w and its source are required")
 
     @property
     def memory_bytes(self) -> int:
@@ -106,6 +110,8 @@ class Gpu:
             "utilisation_class": self.utilisation_class,
             "source": self.source,
             "as_of": self.as_of,
+            "board_power_w": self.board_power_w,
+            "board_power_source": self.board_power_source,
         }
 
 
@@ -199,6 +205,8 @@ def _catalogue() -> dict[str, Gpu]:
                 utilisation_class=row["utilisation_class"],
                 source=row["source"],
                 as_of=row["as_of"],
+                board_power_w=float(row["board_power_w"]),
+                board_power_source=row["board_power_source"],
             )
             gpus[gpu.id] = gpu
         _CACHE["gpus"] = gpus

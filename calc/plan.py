@@ -24,7 +24,13 @@ from typing import Iterable
 
 from . import gpus as gpu_catalogue
 from . import recommend
-from .cost import CostEstimate, CostInputs, default_storage_gb, estimate_cost
+from .cost import (
+    CostEstimate,
+    CostInputs,
+    default_storage_gb,
+    electricity_usd_per_gpu_hour,
+    estimate_cost,
+)
 from .errors import InputError
 from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
@@ -49,6 +55,9 @@ class PlanOptions:
     price_per_gpu_hour: float | None
     price_tier: str
     interruptible: bool
+    owned: bool
+    electricity_price_per_kwh: float
+    board_power_w: float | None
     checkpoint_interval_minutes: float
     checkpoint_minutes: float
     interruptions_per_day: float
@@ -119,9 +128,12 @@ class Planner:
             else {"total": options.storage_gb}
         )
         self.storage_price = (
-            gpu_catalogue.storage_price().usd
-            if options.storage_price_per_gb_month is None
-            else options.storage_price_per_gb_month
+            options.storage_price_per_gb_month
+            if options.storage_price_per_gb_month is not None
+            # an owner's disk is their own: no monthly rent unless they give one
+            else 0.0
+            if options.owned
+            else gpu_catalogue.storage_price().usd
         )
         self._prices: dict[str, JsonObject] = {}
 
@@ -142,6 +154,30 @@ class Planner:
                 "interruptible": o.interruptible,
                 "as_of": None,
                 "fallback": False,
+                "priced": True,
+            }
+        if o.owned:
+            # the reader's own cards: an hour of work costs the electricity the card draws
+            watts = (
+                o.board_power_w
+                if gpu.id == o.gpu.id and o.board_power_w is not None
+                else gpu.board_power_w
+            )
+            return {
+                "usd_per_gpu_hour": electricity_usd_per_gpu_hour(
+                    watts, o.electricity_price_per_kwh
+                ),
+                "source": None,
+                "tier": o.price_tier,
+                "interruptible": o.interruptible,
+                "as_of": None,
+                "fallback": False,
+                "source_kind": "electricity",
+                "board_power_w": watts,
+                "board_power_from": "request"
+                if gpu.id == o.gpu.id and o.board_power_w is not None
+                else "catalogue",
+                "electricity_price_per_kwh": o.electricity_price_per_kwh,
                 "priced": True,
             }
         if not gpu_catalogue.prices_for(gpu.id):

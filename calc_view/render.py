@@ -239,14 +239,16 @@ class Renderer:
         ]
         return ["table", {"class": "calc-table calc-rows"}, body]
 
-    def table(self, head: list[str], rows: list[Node]) -> Node:
+    def table(self, head: list[str], rows: list[Node], name: str) -> Node:
+        """A table in a box that scrolls sideways on a narrow screen: the box is a named
+        region a keyboard can focus (and so scroll), named ``name``."""
         header: Node = ["tr", {}]
         header += [["th", {"scope": "col"}, self.label(h)] for h in head]
         thead: Node = ["thead", {}, header]
         body: Node = ["tbody", {}, *rows]
         return [
             "div",
-            {"class": "calc-table-wrap"},
+            {"class": "calc-table-wrap", "role": "region", "tabindex": "0", "aria-label": name},
             ["table", {"class": "calc-table"}, thead, body],
         ]
 
@@ -500,11 +502,23 @@ class Renderer:
         margin = self.margin_text()
         if margin:
             head.append(margin)
+        cost: Node = self.cost("cost_usd.total", r["cost_usd"]["total"], self.priced)
+        if r["cost_usd"].get("price", {}).get("source_kind") == "electricity":
+            # an owned card: the cost is its electricity, not a rent
+            cost = ["span", {}, cost, " " + str(self.s["ui"]["cost_electricity"])]
         return [
             head,
             self.estimate("time_hours", r["time_hours"], "hours"),
-            self.cost("cost_usd.total", r["cost_usd"]["total"], self.priced),
+            cost,
         ]
+
+    def electricity_text(self, price: JsonObject) -> str:
+        """An owned card's price in words: "electricity: 450 W × 0.17 USD/kWh"."""
+        return (
+            str(self.s["ui"]["price_electricity"])
+            .replace("{power}", format_number(price["board_power_w"], 0, self.lang))
+            .replace("{price}", format_number(price["electricity_price_per_kwh"], 2, self.lang))
+        )
 
     def verdict(self) -> Node:
         line: Node = [
@@ -764,6 +778,8 @@ class Renderer:
 
     def _price_note(self, price: JsonObject) -> str:
         tier = option("price_tier", price.get("tier", ""), self.s)
+        if price.get("source_kind") == "electricity":
+            return "(" + self.electricity_text(price) + ")"
         if price.get("source_kind") == "user":
             return f"({self.s['ui']['price_yours']})"
         # the source's site, not its English note (the whole note is on the methodology page)
@@ -796,10 +812,15 @@ class Renderer:
         return ["div", {"class": "calc-group"}, self.heading(4, "solvers_heading"), kpis]
 
     def suggestions(self) -> Node | None:
+        """What to change so the setup fits: the table lists the changes after which the verdict
+        is "fits" (each with its effect and an apply button); a change that alone leaves the
+        setup borderline or not fitting is not offered as a fix, only named below the table
+        with what it saves and that it is not enough on its own."""
         items = self.result.get("suggestions") or []
         if not items:
             return None
         rows: list[Node] = []
+        short: list[Node] = []
         for i, item in enumerate(items):
             changes = item.get("changes", {})
             change_text = ", ".join(
@@ -807,26 +828,40 @@ class Renderer:
             )
             fits = item.get("fits")
             state = item.get("verdict") or ("fits" if fits else "does_not_fit")
+            verdict = [
+                "span",
+                {
+                    "class": "calc-num " + self.fit_class(state),
+                    "data-output": f"suggestions.{i}.fits",
+                    "data-value": raw_value(fits),
+                },
+                self.verdict_word(state),
+            ]
+            saved = self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])
+            if state != "fits":
+                before, _, after = self.s["ui"]["suggestion_not_enough"].partition("{saved}")
+                middle, _, end = after.partition("{verdict}")
+                short.append(
+                    [
+                        "li",
+                        {"data-suggestion": item["action"]},
+                        f"{translate('actions', item['action'], self.s)} ({change_text}): ",
+                        before,
+                        saved,
+                        middle,
+                        verdict,
+                        end,
+                    ]
+                )
+                continue
             rows.append(
                 [
                     "tr",
                     {},
                     ["td", {}, translate("actions", item["action"], self.s)],
                     ["td", {}, change_text],
-                    [
-                        "td",
-                        {},
-                        [
-                            "span",
-                            {
-                                "class": "calc-num " + self.fit_class(state),
-                                "data-output": f"suggestions.{i}.fits",
-                                "data-value": raw_value(fits),
-                            },
-                            self.verdict_word(state),
-                        ],
-                    ],
-                    ["td", {}, self.num(f"suggestions.{i}.saved_bytes", item["saved_bytes"])],
+                    ["td", {}, verdict],
+                    ["td", {}, saved],
                     ["td", {}]
                     + (
                         [self.num(f"suggestions.{i}.host_bytes", item["host_bytes"])]
@@ -858,24 +893,36 @@ class Renderer:
                     ],
                 ]
             )
-        return [
+        out: Node = [
             "div",
             {"class": "calc-group calc-suggestions"},
             self.heading(4, "suggestions_heading"),
-            self.table(
-                [
-                    "action",
-                    "changes",
-                    "fits",
-                    "saved_bytes",
-                    "host_bytes",
-                    "time_hours",
-                    "cost_usd",
-                    "apply",
-                ],
-                rows,
-            ),
         ]
+        if rows:
+            out.append(
+                self.table(
+                    [
+                        "action",
+                        "changes",
+                        "fits",
+                        "saved_bytes",
+                        "host_bytes",
+                        "time_hours",
+                        "cost_usd",
+                        "apply",
+                    ],
+                    rows,
+                    self.s["ui"]["suggestions_heading"],
+                )
+            )
+        else:
+            out.append(["p", {"class": "calc-note"}, self.s["ui"]["suggestions_none_fits"]])
+        if short:
+            out += [
+                ["p", {"class": "calc-note"}, self.s["ui"]["suggestions_not_enough_heading"]],
+                ["ul", {"class": "calc-suggestions-short"}, *short],
+            ]
+        return out
 
     def fits_table(self) -> Node:
         r = self.result
@@ -905,7 +952,9 @@ class Renderer:
             self.heading(4, "fits_heading"),
             ["p", {"class": "calc-note"}, note],
             self.table(
-                ["gpu", "memory_bytes", "required_bytes", "headroom_fraction", "fits"], rows
+                ["gpu", "memory_bytes", "required_bytes", "headroom_fraction", "fits"],
+                rows,
+                self.s["ui"]["fits_heading"],
             ),
         ]
 
@@ -1000,6 +1049,7 @@ class Renderer:
                         "headroom_fraction",
                     ],
                     rows,
+                    self.s["ui"][order + "_heading"],
                 )
             )
         if _is_number(rec.get("count")):
@@ -1140,10 +1190,13 @@ class Renderer:
         factors = r["time"]["factors"]
         found = {
             # no rental price: the field stays empty rather than suggest a price of 0
+            # (nor for an owned card, whose price is its electricity, not a rate to type)
             "price_per_gpu_hour": r["cost_usd"]["price"]["usd_per_gpu_hour"]
-            if self.priced
+            if self.priced and r["cost_usd"]["price"].get("source_kind") != "electricity"
             else None,
             "storage_price_per_gb_month": r.get("storage_price_per_gb_month"),
+            # an owned card: the catalogue's board power the electricity is priced with
+            "board_power_w": r["cost_usd"]["price"].get("board_power_w"),
             "storage_gb": (r.get("storage_gb") or {}).get("total"),
             "mfu": factors.get("mfu"),
             "qlora_speed_factor": factors.get("qlora_speed_factor"),

@@ -93,7 +93,18 @@ GROUPS = (
         ),
     ),
     ("legend_parallel", ("sharding", "cpu_offload")),
-    ("legend_plan", ("price_tier", "price_per_gpu_hour", "interruptible", "safety_margin")),
+    (
+        "legend_plan",
+        (
+            "price_tier",
+            "price_per_gpu_hour",
+            "interruptible",
+            "owned",
+            "electricity_price_per_kwh",
+            "board_power_w",
+            "safety_margin",
+        ),
+    ),
     ("legend_advanced", ()),
 )
 BASIC = "legend_basic"

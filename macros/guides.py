@@ -205,6 +205,7 @@ MACROS = (
     "gib_note",
     "calc_value",
     "gpu_catalogue",
+    "gpu_names",
     "gpu_sources",
     "gpu_prices",
     "validation_memory_rows",
@@ -281,6 +282,16 @@ def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
         Col("as_of", "col.as_of", "text"),
     ]
     return render(rows, cols, lang, "gpu_catalogue", "caption.gpu_catalogue")
+
+
+def gpu_names(lang: str) -> str:
+    """Every card of the catalogue by name, in one sentence: the tables are kept out of the
+    search index (``hooks/search_i18n.py``), so this is where a search for "4090" or "MI300X"
+    finds the catalogue page."""
+    from calc.gpus import gpus_listing
+
+    names = [g["name"] for g in gpus_listing()["gpus"]]
+    return labels.text("text.gpu_names", lang).format(count=len(names), names=", ".join(names))
 
 
 GPU_SOURCE_COLS = [

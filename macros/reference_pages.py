@@ -281,6 +281,122 @@ def summary_matrix(lang: str, page_url: str, memory: bool = False) -> str:
     return "\n".join(out)
 
 
+# --- the answer box -------------------------------------------------------------------------
+
+
+def answer_box(lang: str, page_url: str, size: str = "small", method: str = "lora") -> str:
+    """The page's answer at a glance, for the reference setup of ``size`` x ``method`` (the
+    matrix's cell, :func:`matrix_cell`): what to rent with calc's one verdict on it
+    (:func:`calc.recommend.judge`, read from the plan's ``fits``), the hours, and the cost on
+    demand and interruptible; the setup it answers for is named with the calculator's own words
+    (its verdict line, ``calc_view``), and a link opens the calculator on that very request."""
+    from calc import gpus
+    from calc_view.render import Renderer
+
+    from .calculator import results_strings
+
+    cell = matrix_cell(size, method)
+    plan, plan_int, config = cell["plan"], cell["plan_interruptible"], cell["config"]
+    href = calculator_href(cell["on_demand"], lang, page_url)
+    source = {"command": "plan", "request": cell["on_demand"]}
+    source_int = {"command": "plan", "request": cell["interruptible"]}
+    strings = results_strings(lang, gpus.gpus_listing()["gpus"])
+    view = Renderer(plan, lang, strings)
+    state = view.verdict_state()
+
+    def figure(raw: float, kind: str, field: str, src: dict) -> list:
+        return el(
+            "span",
+            {
+                "data-value": raw_number(raw),
+                "data-kind": kind,
+                "data-field": field,
+                "data-source": json.dumps(src, sort_keys=True, separators=(",", ":")),
+            },
+            format_kind(raw, kind, lang),
+        )
+
+    card = el(
+        "span",
+        {
+            "data-ref": config["id"],
+            "data-ref-kind": "config",
+            "data-field": f"recommendations.configs.{cell['index']}.id",
+            "data-source": plan_source(cell["on_demand"]),
+        },
+        config_text(config),
+    )
+    cost_before, _, rest = text("answer.cost_value", lang).partition("{on_demand}")
+    cost_middle, _, cost_end = rest.partition("{interruptible}")
+    lines = [
+        (
+            "card",
+            text("answer.card", lang),
+            [
+                card,
+                ": ",
+                el(
+                    "strong",
+                    {"data-verdict": state, "data-field": f"fits.{config['gpu']}.verdict"},
+                    view.verdict_word(state),
+                ),
+            ],
+        ),
+        (
+            "hours",
+            text("answer.hours", lang),
+            [figure(plan["time_hours"], "hours", "time_hours", source), " h"],
+        ),
+        (
+            "cost",
+            text("answer.cost", lang),
+            [
+                cost_before,
+                figure(plan["cost_usd"]["total"], "usd_approx", "cost_usd.total", source),
+                cost_middle,
+                figure(plan_int["cost_usd"]["total"], "usd_approx", "cost_usd.total", source_int),
+                cost_end,
+            ],
+        ),
+    ]
+    title = text("answer.title", lang).format(model=model_name(cell["model"]))
+    return to_html(
+        el(
+            "section",
+            {
+                "class": "answer-box",
+                "aria-label": title,
+                "data-answer": f"{size}/{method}",
+                "data-source": plan_source(cell["on_demand"]),
+            },
+            el(
+                "p", {"class": "answer-box__title"}, el("strong", {}, title), " ", view.setup_text()
+            ),
+            el(
+                "dl",
+                {"class": "answer-box__lines"},
+                *(
+                    node
+                    for key, label, value in lines
+                    for node in (
+                        el("dt", {"data-line": key}, label),
+                        el("dd", {"data-line": key}, *value),
+                    )
+                ),
+            ),
+            el(
+                "p",
+                {"class": "answer-box__link"},
+                el(
+                    "a",
+                    {"href": href, "title": text("link.title", lang)},
+                    text("answer.link", lang),
+                ),
+            ),
+        )
+    )
+
+
 # --- the setup, stated ----------------------------------------------------------------------
 
 
@@ -399,6 +515,11 @@ def register(env) -> None:
         return summary_matrix(page_language(env), env.page.url, memory=memory)
 
     env.macro(matrix, "summary_matrix")
+
+    def answer(size: str = "small", method: str = "lora") -> str:
+        return answer_box(page_language(env), env.page.url, size, method)
+
+    env.macro(answer, "answer_box")
     for fn in (reference_setup, ref_card, preset_value, ref_run_text):
         env.macro(with_lang(fn), fn.__name__)
     for fn in (ref_request, ref_estimate, ref_pick, ref_scenario, ref_min_gpus):

@@ -262,17 +262,30 @@ def render_plan(plan: JsonObject, msg: Messages) -> str:
     lines += _rows([(card, verdict_text(plan["fits"][plan["gpu"]], fmt, margin))])
     cost = plan["cost_usd"]
     lines.append(msg.text("table.time_cost"))
-    lines += _rows(
-        [
-            (msg.text("table.time"), fmt.hours(plan["time_hours"])),
-            (msg.text("table.cost"), fmt.usd(cost["total"], cost.get("priced"))),
-            (msg.label("cost_final_run"), fmt.usd(cost["final_run"], cost.get("priced"))),
+    rows = [
+        (msg.text("table.time"), fmt.hours(plan["time_hours"])),
+        (msg.text("table.cost"), fmt.usd(cost["total"], cost.get("priced"))),
+        (msg.label("cost_final_run"), fmt.usd(cost["final_run"], cost.get("priced"))),
+        (
+            msg.label("tokens_per_second"),
+            number(plan["time"]["tokens_per_second"], 0, msg.lang),
+        ),
+    ]
+    price = cost.get("price") or {}
+    if price.get("source_kind") == "electricity":
+        # an owned card: what its cost is made of, in the calculator's words
+        template = msg.message("ui.price_electricity", "{power} W x {price} USD/kWh")
+        power = number(price["board_power_w"], 0, msg.lang)
+        per_kwh = number(price["electricity_price_per_kwh"], 2, msg.lang)
+        rows.append(
             (
-                msg.label("tokens_per_second"),
-                number(plan["time"]["tokens_per_second"], 0, msg.lang),
-            ),
-        ]
-    )
+                msg.label("price_per_gpu_hour"),
+                f"{fmt.usd(price['usd_per_gpu_hour'])} ("
+                + template.replace("{power}", power).replace("{price}", per_kwh)
+                + ")",
+            )
+        )
+    lines += _rows(rows)
     configs = plan.get("recommendations", {}).get("configs", [])[:3]
     if configs:
         lines.append(msg.text("table.cheapest"))

@@ -494,7 +494,8 @@ def test_a_suggestion_applies_its_changes(calc_page):
     page = calc_page.page
     calc_page.navigate({"gpu": "rtx-3090"})
     response = calc_run(calculator.COMMAND, request_for({"gpu": "rtx-3090"}))["result"]
-    first = response["suggestions"][0]
+    # the first change after which it fits (only those get a button)
+    first = next(s for s in response["suggestions"] if s["verdict"] == "fits")
     page.locator("#calc button.calc-apply").first.click()
     calc_page.settle()
     query = {"gpu": "rtx-3090", **{k: str(v) for k, v in first["changes"].items()}}

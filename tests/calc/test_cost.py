@@ -111,3 +111,107 @@ def test_higher_price_never_cheaper(p1, p2, hours, n, interruptible, mult):
     )
     assert dear.total_usd >= cheap.total_usd
     assert dear.per_month_usd >= cheap.per_month_usd
+
+
+# --- a card one owns: electricity instead of rent -------------------------------------------
+
+OWNED = {
+    "model": "llama-3.1-8b",
+    "method": "qlora",
+    "dataset_tokens": 1e8,
+    "gpu": "rtx-4090",
+    "price_tier": "managed",
+}
+
+
+def test_electricity_per_gpu_hour_hand_computed():
+    # 450 W for an hour is 0.45 kWh; at 0.20 USD per kWh, 0.09 USD
+    assert cost.electricity_usd_per_gpu_hour(450.0, 0.20) == pytest.approx(0.09)
+
+
+def test_owned_card_costs_its_electricity_not_a_rent():
+    """Board power (the catalogue's) x hours x price per kWh, for the chosen card and for every
+    configuration ranked; storage is the owner's disk; a card without a rental price is priced."""
+    import calc
+    from calc import gpus
+
+    rented = calc.plan_setup(OWNED)
+    owned = calc.plan_setup({**OWNED, "owned": True, "electricity_price_per_kwh": 0.25})
+    assert owned["time_hours"] == rented["time_hours"]
+    price = owned["cost_usd"]["price"]
+    assert price["source_kind"] == "electricity" and price["board_power_w"] == 450.0
+    assert price["usd_per_gpu_hour"] == pytest.approx(0.45 * 0.25)
+    compute = owned["time"]["schedule"]["compute_hours"]
+    assert owned["cost_usd"]["breakdown"]["gpu_compute"] == pytest.approx(compute * 0.45 * 0.25)
+    assert owned["cost_usd"]["breakdown"]["storage"] == 0.0
+    assert owned["cost_usd"]["total"] < rented["cost_usd"]["total"]
+    for config in owned["recommendations"]["configs"]:
+        assert config["priced"]
+        per_gpu = gpus.get_gpu(config["gpu"]).board_power_w / 1000 * 0.25
+        assert config["price_per_gpu_hour"] == pytest.approx(per_gpu), config["id"]
+    unrented = calc.plan_setup({**OWNED, "gpu": "rtx-4060-ti-16gb", "owned": True})
+    assert unrented["cost_usd"]["priced"] and unrented["cost_usd"]["total"] > 0
+    assert unrented["cost_usd"]["price"]["board_power_w"] == 165.0
+
+
+def test_owned_board_power_is_editable_for_the_chosen_card():
+    import calc
+
+    plan = calc.plan_setup(
+        {**OWNED, "owned": True, "board_power_w": 300, "electricity_price_per_kwh": 0.1}
+    )
+    price = plan["cost_usd"]["price"]
+    assert (price["board_power_w"], price["board_power_from"]) == (300.0, "request")
+    assert price["usd_per_gpu_hour"] == pytest.approx(0.03)
+    other = next(c for c in plan["recommendations"]["configs"] if c["gpu"] == "l40s")
+    assert other["price_per_gpu_hour"] == pytest.approx(0.035)  # the catalogue's 350 W
+
+
+@pytest.mark.parametrize(
+    ("changes", "code", "field"),
+    [
+        (
+            {"owned": True, "electricity_price_per_kwh": -0.1},
+            "out_of_range",
+            "electricity_price_per_kwh",
+        ),
+        (
+            {"owned": True, "electricity_price_per_kwh": "cheap"},
+            "not_number",
+            "electricity_price_per_kwh",
+        ),
+        ({"owned": True, "board_power_w": 0}, "out_of_range", "board_power_w"),
+        ({"owned": "yes"}, "not_boolean", "owned"),
+    ],
+)
+def test_owned_bad_values_are_coded_errors(changes, code, field):
+    import calc
+
+    out = calc.run("plan", {**OWNED, **changes})
+    assert (out["error"]["code"], out["error"]["field"]) == (code, field)
+
+
+def test_every_catalogue_card_has_a_sourced_board_power():
+    from calc import gpus
+
+    for gpu in gpus.all_gpus():
+        assert 50 <= gpu.board_power_w <= 2000, gpu.id
+        assert f"{gpu.board_power_w:g} W" in gpu.board_power_source, gpu.id
+
+
+def test_owned_with_a_price_or_interruptions():
+    """A price per GPU-hour still sets the chosen card's (the owner's own figure, with
+    depreciation, say) and electricity prices the others; interruptions still add checkpoints
+    and lost work to the owner's electricity."""
+    import calc
+
+    priced = calc.plan_setup({**OWNED, "owned": True, "price_per_gpu_hour": 0.5})
+    assert priced["cost_usd"]["price"]["usd_per_gpu_hour"] == 0.5
+    other = next(c for c in priced["recommendations"]["configs"] if c["gpu"] == "l40s")
+    assert other["price_per_gpu_hour"] == pytest.approx(0.35 * 0.17)
+    steady = calc.plan_setup({**OWNED, "owned": True})
+    shared = calc.plan_setup({**OWNED, "owned": True, "interruptible": True})
+    assert shared["cost_usd"]["price"]["source_kind"] == "electricity"
+    assert shared["time"]["schedule"]["lost_work_hours"] > 0
+    assert shared["cost_usd"]["total"] > steady["cost_usd"]["total"]
+    assert not any(w.startswith("price_is_") for w in shared["warnings"])

@@ -261,6 +261,56 @@ def test_matrix_cells_equal_calc(built_site, prefix, page):
     assert seen == set(CELLS)
 
 
+ANSWER = re.compile(r'<section class="answer-box"(.*?)</section>', re.S)
+ANSWER_FIGURE = re.compile(
+    r'<span data-value="([^"]*)" data-kind="([^"]*)" data-field="([^"]*)" '
+    r'data-source="([^"]*)">([^<]*)</span>'
+)
+
+
+@pytest.mark.parametrize("prefix", ["", "en/"])
+@pytest.mark.parametrize("page", PAGES)
+def test_answer_box_opens_the_page_with_calcs_answer(built_site, prefix, page):
+    """The home page and each guide open with one answer box, before any section: the
+    configuration the matrix picks for the small model with LoRA, calc's verdict on it in the
+    catalogue's word, the hours and the cost on demand and interruptible (each figure calc's
+    for its request, shown as calc.numfmt writes it), and a link that opens the calculator on
+    that very request."""
+    from calc.catalogue import catalogue
+    from calc.numfmt import format_kind
+
+    lang = "en" if prefix else "es"
+    text = _read(built_site, prefix + page)
+    boxes = ANSWER.findall(text)
+    assert len(boxes) == 1, page
+    article = text[text.index('<article class="md-content__inner') :]
+    assert article.index('class="answer-box"') < article.index("<h2"), "the box comes first"
+    box = boxes[0]
+    model = reference.MODELS["small"]
+    config = reference.pick(calc.plan_setup(reference.request(model, "lora")))
+    request = reference.config_request(model, "lora", config)
+    plan = calc.plan_setup(request)
+    card = re.search(r'data-ref="([^"]*)"[^>]*>([^<]*)</span>', box)
+    assert card.group(1) == config["id"]
+    assert gpus.get_gpu(config["gpu"]).name in html.unescape(card.group(2))
+    state = plan["fits"][config["gpu"]]["verdict"]
+    verdict = re.search(r'<strong data-verdict="(\w+)"[^>]*>([^<]*)</strong>', box)
+    assert verdict.groups() == (state, catalogue(lang).message("ui.verdict_" + state))
+    figures = ANSWER_FIGURE.findall(box)
+    assert [f[2] for f in figures] == ["time_hours", "cost_usd.total", "cost_usd.total"]
+    for value, kind, field, source, shown in figures:
+        own = json.loads(html.unescape(source))["request"]
+        assert own in (request, {**request, "interruptible": True})
+        raw = calc.plan_setup(own)
+        for part in field.split("."):
+            raw = raw[part]
+        assert float(value) == pytest.approx(raw, rel=1e-12)
+        assert shown == format_kind(raw, kind, lang)
+    href = HREF.search(box.split('class="answer-box__link"')[1]).group(1)
+    got = _link_request(href)
+    assert {k: got[k] for k in request} == request, href
+
+
 @pytest.mark.parametrize("prefix", ["", "en/"])
 def test_every_page_quotes_the_reference_setup(built_site, prefix):
     """The home page states the setup calc.reference defines; every plan the home page and
@@ -313,7 +363,7 @@ def test_home_and_calculator_quote_the_error_by_method(built_site, prefix):
     from page_numbers import expected_raw, response_for
 
     text = _read(built_site, prefix + "calculator/index.html")
-    spans = INLINE.findall(text.split('id="calc"')[0])
+    spans = INLINE.findall(text)  # the prose around the form (its figures are data-output)
     assert len(spans) >= 9
     for value, kind, field, source, shown in spans:
         response, request = response_for(json.loads(html.unescape(source)))

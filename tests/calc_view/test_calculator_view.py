@@ -168,12 +168,21 @@ def test_every_shown_number_is_the_response_value(lang, changes):
 
 
 def test_a_setup_that_does_not_fit_gets_suggestions_with_their_changes():
+    """Each change after which it fits gets an apply button; a change that is not enough on
+    its own (the 8-bit optimizer saving a tenth of a GiB) is no fix: it is named below, with
+    what it saves and its verdict, and has no button."""
     response = _plan({"gpu": "rtx-3090"})
     assert not response["fits_selected_gpu"] and response["suggestions"]
     html = view.to_html(view.render_results(response, "en", STRINGS["en"]))
+    fixes = [s for s in response["suggestions"] if s["verdict"] == "fits"]
+    others = [s for s in response["suggestions"] if s["verdict"] != "fits"]
+    assert fixes and "optimizer_8bit" in {s["action"] for s in others}
     for item in response["suggestions"]:
         attr = view.to_html(["b", {"data-changes": json.dumps(item["changes"])}])
-        assert attr[len("<b") : -len("></b>")] in html
+        assert (attr[len("<b") : -len("></b>")] in html) == (item in fixes), item["action"]
+    for item in others:
+        assert f'data-suggestion="{item["action"]}"' in html
+    assert STRINGS["en"]["ui"]["suggestions_not_enough_heading"] in html
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -1003,3 +1012,57 @@ def test_the_model_list_is_grouped_by_family_and_sorted_by_size():
     assert qwen3 == ["Qwen3 0.6B", "Qwen3 1.7B", "Qwen3 4B", "Qwen3 8B", "Qwen3 14B", "Qwen3 32B"]
     llama = [n for n in names if n.startswith("Llama 3.1 ")]
     assert llama == ["Llama 3.1 8B", "Llama 3.1 70B", "Llama 3.1 405B"]
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_mfu_names_the_achieved_utilisation_only(lang):
+    """ "MFU" is the step's achieved share of the peak (effective utilisation, 36 % on an L40S),
+    never the fitted large-step matmul efficiency beside it (1.0 for GDDR cards): a row reading
+    "MFU 100 %" next to "effective utilisation 36 %" contradicts itself."""
+    response = _plan({})
+    html = view.to_html(view.render_results(response, lang, STRINGS[lang]))
+
+    def row_label(path: str) -> str:
+        found = re.search(
+            r'<th scope="row">([^<]*)</th><td><span class="calc-num" data-output="'
+            + re.escape(path)
+            + '"',
+            html,
+        )
+        assert found, path
+        return found.group(1)
+
+    factors = response["time"]["factors"]
+    assert factors["mfu"] > factors["effective_utilisation"]
+    assert "MFU" in row_label("time.factors.effective_utilisation")
+    assert "MFU" not in row_label("time.factors.mfu")
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_an_owned_card_is_priced_as_electricity_in_the_result(lang):
+    """The verdict line says the cost is electricity; the price row names the board power and
+    the price per kWh; the board power field shows the catalogue's figure as its placeholder
+    and the price field none (an owned card has no rate to type)."""
+    response, renderer = _plan_view(lang, owned=True, electricity_price_per_kwh=0.2)
+    html = view.to_html(renderer.render())
+    ui = renderer.s["ui"]
+    verdict = html[html.index("calc-verdict") : html.index("</p>", html.index("calc-verdict"))]
+    assert ui["cost_electricity"] in verdict
+    assert renderer.electricity_text(response["cost_usd"]["price"]) in html
+    assert "350" in renderer.electricity_text(response["cost_usd"]["price"])  # the L40S's
+    defaults = renderer.defaults_used()
+    assert defaults["board_power_w"] == "350.0" and "price_per_gpu_hour" not in defaults
+    _, rented = _plan_view(lang)
+    assert ui["cost_electricity"] not in view.to_html(rented.render())
+
+
+def test_tables_that_scroll_sideways_are_named_regions_a_keyboard_can_reach():
+    """On a phone the result's wide tables scroll in their box: each box is focusable (so the
+    keyboard scrolls it, axe's scrollable-region-focusable) and named."""
+    _, renderer = _plan_view("es", gpu="rtx-3090")
+    html = view.to_html(renderer.render())
+    boxes = re.findall(r'<div class="calc-table-wrap"[^>]*>', html)
+    assert len(boxes) >= 3
+    for box in boxes:
+        assert 'role="region"' in box and 'tabindex="0"' in box
+        assert re.search(r'aria-label="[^"]+"', box), box

@@ -90,9 +90,11 @@ def test_each_site_indexes_its_own_language_only(built_site, lang):
     built = {p for p in site_pages(built_site / ROOT[lang]) if not p.startswith("en/")
              and not p.startswith("assets/") and p != "404.html"}
     assert built == pages
-    # the calculator is found by its introduction, not by its form or pre-rendered result
-    calculator = [d for d in docs if d["location"].startswith("calculator/")]
-    assert len(calculator) == 1 and "sdpa" not in calculator[0]["text"]
+    # the calculator is found by its introduction and the notes below the form, not by its
+    # form or pre-rendered result
+    calculator = [d["location"] for d in docs if d["location"].startswith("calculator/")]
+    assert calculator == ["calculator/", "calculator/#about-these-figures"]
+    assert not any("sdpa" in d["text"] for d in docs if d["location"].startswith("calculator/"))
 
 
 def test_both_sites_index_the_same_sections(built_site):
@@ -155,6 +157,48 @@ def test_table_cells_and_source_notes_are_not_indexed(built_site):
                     assert cell not in text, f"{lang}/{rel}: cell indexed: {cell[:80]}"
                     checked += 1
     assert checked > 100  # the source tables alone have that many long cells
+
+
+def search_words(index: dict) -> dict[str, set[str]]:
+    """Each word Material's search worker indexes -> the pages that hold it: the text between
+    tags, split with the index's own ``separator`` (the worker runs it as one regular
+    expression over the whole text), lowercased; the pipeline has no trimmer, so punctuation
+    left on a word stays part of it."""
+    separator = re.compile(index["config"]["separator"])
+    out: dict[str, set[str]] = {}
+    for doc in index["docs"]:
+        plain = re.sub(r"<[^>]+>", " ", doc["title"] + " " + doc["text"])
+        for word in separator.split(plain):
+            if word:
+                out.setdefault(word.lower(), set()).add(doc["location"].split("#")[0])
+    return out
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_card_names_providers_and_spot_are_search_words(built_site, lang):
+    """A search for a card ("4090", "MI300X"), a provider ("Vast.ai", "RunPod") or "spot" finds
+    the pages about them: each query's words (split as the worker splits a query) are words of
+    the index on those pages, though the tables that list them are kept out of it."""
+    from calc.gpus import gpus_listing
+
+    index = load_index(built_site, lang)
+    words = search_words(index)
+    separator = re.compile(index["config"]["separator"])
+
+    def pages(query: str) -> set[str]:
+        # Material's worker appends "*" to each word of a query: a word matches as a prefix
+        found = [
+            set().union(*(where for word, where in words.items() if word.startswith(w.lower())))
+            for w in separator.split(query)
+            if w
+        ]
+        return set.intersection(*found) if found else set()
+
+    assert {"gpus/", "guides/cloud/"} <= pages("4090")
+    for query in ("Vast.ai", "RunPod", "spot"):
+        assert {"gpus/", "guides/cloud/"} <= pages(query), query
+    for gpu in gpus_listing()["gpus"]:
+        assert "gpus/" in pages(gpu["name"]), gpu["name"]
 
 
 # --- in a browser ------------------------------------------------------------------------------

@@ -482,3 +482,20 @@ def test_a_card_without_rental_price_shows_no_rental_price_in_the_table(lang):
         }
     )
     assert words not in render_plan(priced, Messages(lang))
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_plan_table_of_an_owned_card_says_its_electricity(lang):
+    """--owned prices the card's electricity: the table names the board power and the price
+    per kWh it multiplied, in the calculator's words; a rented card's table has no such line."""
+    argv = ["plan", "--model", "llama-3.1-8b", "--method", "qlora", "--gpu", "rtx-4090"]
+    argv += ["--dataset-tokens", "1e8", "--lang", lang, "--table"]
+    rc, table, _ = run_main([*argv, "--owned", "--electricity-price-per-kwh", "0.3"])
+    assert rc == 0
+    msg = Messages(lang)
+    shown = msg.message("ui.price_electricity", "").replace("{power}", "450")
+    shown = shown.replace("{price}", "0,30" if lang == "es" else "0.30")
+    assert shown in table
+    assert "450 W" not in run_main(argv)[1]
+    rc, _, err = run_main([*argv, "--owned", "--electricity-price-per-kwh", "-1"])
+    assert rc != 0 and "out_of_range" in err
