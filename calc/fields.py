@@ -661,8 +661,11 @@ FIELDS: tuple[FieldSpec, ...] = (
             "keys: :attr:`FieldSpec.profiles`; :mod:`calc.frameworks`), one generation of its "
             "libraries each: ``generic`` (default: no profile, every key at its own default), "
             "``hf-trainer`` (transformers 5), ``hf-trainer-4`` (transformers 4.46-4.53), "
-            "``hf-custom-loop``, ``torchtune``, ``litgpt``, ``unsloth``. The profile fills only "
-            "keys the request leaves out."
+            "``trl-sft``, ``axolotl``, ``llama-factory``, ``ms-swift`` (each on the transformers "
+            "5 Trainer), ``hf-custom-loop``, ``pytorch-loop`` (transformers 5) and "
+            "``pytorch-loop-4`` (transformers 4.46-4.53), ``torchtune``, ``litgpt``, "
+            "``unsloth``. The profile fills only keys the request leaves out; an unknown name "
+            "is refused with the list of known ones."
         ),
     ),
     _enum(
