@@ -13,7 +13,7 @@ the batch or the GPUs: only what the library decides for the user.
 - ``hf-trainer``: a transformers model trained by ``transformers.Trainer``, PEFT adapters,
   bitsandbytes 4-bit, accelerate for FSDP / DeepSpeed: the transformers 5 generation
   (5.17, peft 0.21, accelerate 1.15, torch >= 2.8), MoE experts as 3-D tensors.
-- ``trl-sft``: TRL 1.16's ``SFTTrainer`` on that Trainer: the loss from a fused, chunked LM
+- ``trl-sft``: TRL's ``SFTTrainer`` (1.9 to 1.16) on that Trainer: the loss from a fused, chunked LM
   head (no full logits), QLoRA adapters cast to bf16, no ``prepare_model_for_kbit_training``.
   Its data defaults are reader keys that config import reads: ``packing`` False (the
   collator pads to the longest: ``batching`` ``pad-longest``), ``packing=True`` with the
@@ -349,12 +349,15 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "chunked_loss": "TRL 1.16.0 trainer/sft_trainer.py: SFTTrainer.__init__ calls "
         "add_fused_lm_head(outputs=('log_probs', 'entropy', 'is_top1')) and compute_loss runs "
         "model(**inputs, fused_lm_head=True); trainer/utils.py _ChunkedLogProbFunction projects "
-        "the LM head tile by tile (_CHUNKED_LOGPROB_CHUNK_SIZE tokens), never the whole logits",
+        "the LM head tile by tile (_CHUNKED_LOGPROB_CHUNK_SIZE tokens), never the whole logits; "
+        "TRL 1.9.0 (f2cd577) sft_config.py: loss_type defaults to 'chunked_nll' (the lm_head "
+        "projection computed in chunks on the non-ignored tokens) unless use_liger_kernel",
         "loss_outputs_kept": "TRL 1.16.0 SFTTrainer.compute_loss keeps a FusedCausalLMOutput "
         "(per-token log-probs, entropy, top-1 flags), no logits",
         "lora_adapter_dtype": "peft 0.21.0 get_peft_model(autocast_adapter_dtype=True) keeps "
         "LoRA adapters in fp32; TRL 1.16.0 sft_trainer.py then casts every trainable parameter of "
-        "a quantized model to bf16 (QLoRA adapters in the base dtype) and passes "
+        "a quantized model to bf16 (QLoRA adapters in the base dtype; the same cast in 1.9.0, "
+        "f2cd577) and passes "
         "autocast_adapter_dtype=False under DeepSpeed ZeRO-3 on a model that is not quantized",
         "qlora_prepare_kbit": "TRL 1.16.0 SFTTrainer calls no prepare_model_for_kbit_training "
         "(removed from sft_trainer.py by PR #3882, 65d7894b6, 2025-08-12): the non-quantized "
