@@ -161,7 +161,12 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "attention_grouped_kv": False,
         "moe_expert_layout": "per-expert-modules",
     },
-    Framework.TRL_SFT: {**_HF_TRAINER_5, "chunked_loss": True, "qlora_prepare_kbit": False},
+    Framework.TRL_SFT: {
+        **_HF_TRAINER_5,
+        "chunked_loss": True,
+        "loss_fused_lm_head": True,
+        "qlora_prepare_kbit": False,
+    },
     Framework.AXOLOTL: {**_HF_TRAINER_5, "qlora_prepare_kbit": False},
     Framework.LLAMA_FACTORY: {**_HF_TRAINER_5, "qlora_prepare_kbit": False},
     Framework.MS_SWIFT: {**_HF_TRAINER_5, "lora_dropout": 0.05},
@@ -352,6 +357,11 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "the LM head tile by tile (_CHUNKED_LOGPROB_CHUNK_SIZE tokens), never the whole logits; "
         "TRL 1.9.0 (f2cd577) sft_config.py: loss_type defaults to 'chunked_nll' (the lm_head "
         "projection computed in chunks on the non-ignored tokens) unless use_liger_kernel",
+        "loss_fused_lm_head": "TRL 1.16.0 trainer/utils.py add_fused_lm_head: "
+        "_ChunkedLogProbFunction.apply(hidden_states[mask], lm_head.weight, ...) "
+        "(trl/kernels/chunked_logprob.py ChunkedLogProbFunction: [TOKEN_CHUNK_SIZE=4096, "
+        "chunk_size=32768] tiles in one mm_buf, saves hidden, targets, log_z, entropy; backward "
+        "accumulates grad_hidden in fp32)",
         "loss_outputs_kept": "TRL 1.16.0 SFTTrainer.compute_loss keeps a FusedCausalLMOutput "
         "(per-token log-probs, entropy, top-1 flags), no logits",
         "lora_adapter_dtype": "peft 0.21.0 get_peft_model(autocast_adapter_dtype=True) keeps "

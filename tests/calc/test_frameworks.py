@@ -824,15 +824,40 @@ def test_trl_sft_runs_its_chunked_lm_head_and_bf16_qlora_adapters():
                 **req,
                 "framework": "hf-trainer",
                 "chunked_loss": True,
+                "loss_fused_lm_head": True,
                 "lora_adapter_dtype": "base" if method == "qlora" else "fp32",
             }
         )
         assert trl["phases"] == hf["phases"], method
-    # the chunked head: the loss holds the 16-bit logits of a chunk, not 12 V fp32 bytes a token
-    tokens, v = 2 * 8192, LLAMA31_8B_VOCAB
+
+
+def test_fused_lm_head_holds_no_logits():
+    # Llama-3.1-8B LoRA, 2 x 8192 tokens, bf16. transformers' loss at the start of its backward:
+    # 12 V bytes a token (fp32 log-softmax and two fp32 gradients). TRL 1.16.0's
+    # ChunkedLogProbFunction.backward: its copy of the hidden states (2 h), grad_hidden in fp32
+    # (4 h) and its bf16 cast (2 h), targets int64 (8), log_z and entropy fp32 (4 + 4), the label
+    # mask (1), the log-probs' fp32 gradient (4); and one 4096 x 32768 bf16 tile (mm_buf)
+    tokens, v, h = 2 * 8192, LLAMA31_8B_VOCAB, 4096
+    fused = tokens * (2 * h + 4 * h + 2 * h + 8 + 4 + 4 + 1 + 4) + 4096 * 32768 * 2
+    assert fused == 805_650_432
     trainer = estimate_dict({**LLAMA_8B_LORA, "framework": "hf-trainer"})["phases"]
     trl = estimate_dict({**LLAMA_8B_LORA, "framework": "trl-sft"})["phases"]
-    assert trainer["forward_end"] - trl["forward_end"] == (12 - 2) * v * tokens
+    assert trainer["forward_end"] - trl["forward_end"] == 12 * v * tokens - fused
+    # a chunked loss that builds the 16-bit logits (torchtune, Unsloth) holds 2 V a token
+    chunked = estimate_dict({**LLAMA_8B_LORA, "framework": "hf-trainer", "chunked_loss": True})
+    assert chunked["phases"]["forward_end"] - trl["forward_end"] == 2 * v * tokens - fused
+    # full fine-tuning: the output layer's gradient accumulates in fp32 (4 V h) and is cast to
+    # bf16 (2 V h) inside the same backward
+    full = {**LLAMA_8B_LORA, "method": "full"}
+    trainer = estimate_dict({**full, "framework": "hf-trainer"})["phases"]
+    trl = estimate_dict({**full, "framework": "trl-sft"})["phases"]
+    assert trainer["forward_end"] - trl["forward_end"] == 12 * v * tokens - fused - 6 * v * h
+    # without the chunked loss the key reads nothing (use_liger_kernel, a compute_loss_func)
+    off = {**LLAMA_8B_LORA, "framework": "trl-sft", "chunked_loss": False}
+    assert (
+        estimate_dict(off)["phases"]
+        == estimate_dict({**off, "loss_fused_lm_head": False})["phases"]
+    )
 
 
 def test_llama_factory_keeps_zero3_adapters_in_the_base_dtype_unless_quantized():
