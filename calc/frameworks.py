@@ -474,6 +474,31 @@ _inherit(Framework.PYTORCH_LOOP, Framework.HF_CUSTOM_LOOP, "the same libraries, 
 _inherit(Framework.PYTORCH_LOOP_4, Framework.HF_TRAINER_4, "transformers 4.46-4.53 models")
 
 
+ORACLE_UNTRACED: dict[Framework, str] = {
+    Framework.TORCHTUNE: "torchtune builds its own modules (torchtune.models, modules/peft "
+    "LoRALinear, torchao NF4Tensor); the oracle runs transformers' models only",
+    Framework.LITGPT: "LitGPT builds its own modules (litgpt/model.py, lora.py) and quantizes "
+    "through Lightning's BitsandbytesPrecision; the oracle runs transformers' models only",
+    Framework.UNSLOTH: "Unsloth patches transformers with Triton kernels (fast_lora, its fused "
+    "cross-entropy) and offloads checkpoints to host memory; none run on the CPU",
+}
+"""Profiles the fake-tensor oracle (``tools/oracle``) cannot run, and why; every other profile
+has setups in ``benchmarks/oracle_sweep.py``."""
+
+ORACLE_UNTRACED_KEYS: dict[str, str] = {
+    "qlora_keeps_inputs": "bitsandbytes < 0.43.2 only; the oracle models 0.49.2",
+    "qlora_quant_state_replicated": "several GPUs (ZeRO-3 / FSDP); the oracle runs one process",
+    "sync_each_micro_batch": "several GPUs and gradient accumulation; the oracle runs one process",
+    "frozen_weight_grads": "several GPUs (FSDP wrap units); the oracle runs one process",
+    "fsdp_wrap_floor": "reserved memory of the FSDP1 wrap; the oracle counts allocated bytes",
+    "attention_keeps_fused_qkv": "LitGPT's attention; the oracle runs transformers' models",
+    "attention_mask": "padded micro-batches (length_stats); the oracle feeds full rows",
+    "moe_expert_layout": "the installed transformers 5 builds 3-D experts (fused-3d) itself",
+}
+"""Behaviour keys a traced profile sets that the oracle leaves at what the installed libraries
+do, and why (``tools/oracle/run.py`` reads every other key)."""
+
+
 HF_TRAINER_SUBCLASSES = frozenset(
     {
         Framework.HF_TRAINER,
@@ -604,6 +629,8 @@ __all__ = [
     "APPLIES_WHEN",
     "Framework",
     "HF_TRAINER_SUBCLASSES",
+    "ORACLE_UNTRACED",
+    "ORACLE_UNTRACED_KEYS",
     "PROFILES",
     "PROFILE_APPLIES_WHEN",
     "SOURCES",

@@ -111,6 +111,10 @@ def normalise(request: dict) -> tuple[dict, dict]:
     parsed = parse_estimate_request(req).to_dict()  # raises calc's coded errors
     parsed["model"] = req["model"]
     framework = parsed.get("framework", "generic")
+    from calc.frameworks import ORACLE_UNTRACED, Framework
+
+    if Framework(framework) in ORACLE_UNTRACED:
+        raise Unsupported(f"framework {framework}: {ORACLE_UNTRACED[Framework(framework)]}")
     if framework not in TRACED_FRAMEWORKS:
         raise Unsupported(
             f"framework {framework}: the oracle runs transformers, peft and TRL as installed "

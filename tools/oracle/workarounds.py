@@ -46,7 +46,9 @@ LIMITS = (
     "bitsandbytes 4-bit kernels are not run: QLoRA runs a model of bitsandbytes 0.49.2's Linear4bit "
     "(tools/oracle/qlora.py: its storages, statistics and dequantized buffers, not its kernels)",
     "fused / chunked losses of other frameworks (Liger, torchtune) are not run; TRL's fused LM "
-    "head runs with its Triton tile kernels replaced by in-place no-ops (triton_logprob_tiles)",
+    "head runs with its Triton tile kernels replaced by in-place no-ops (triton_logprob_tiles), "
+    "and on the CPU scores every position through a view of the hidden states (a copy with "
+    "micro-batches above 1) where CUDA gathers the labelled ones (hidden_states[mask], a copy)",
     "bf16-mixed uses CPU autocast's op lists, which differ from CUDA's in a few pointwise ops",
     "the caching allocator's rounding to 512 bytes and its cached blocks are not modelled (allocated bytes only)",
 )
