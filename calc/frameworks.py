@@ -338,11 +338,15 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "give modules torch.split views",
     },
     Framework.UNSLOTH: {
-        "chunked_loss": "Unsloth (2025.x) fast_cross_entropy_loss: fused, chunked over the vocabulary",
-        "activation_offload": "Unsloth (from 2024.4) use_gradient_checkpointing='unsloth', as its README "
-        "example sets it: Unsloth_Offloaded_Gradient_Checkpointer moves each "
-        "checkpointed block input to host RAM",
-        "lora_dropout": "Unsloth get_peft_model: lora_dropout=0 (its fast path needs it)",
+        "chunked_loss": "Unsloth 2026.8.19 (015bdef0d9) models/llama.py CausalLM_fast_forward: "
+        "unsloth_fused_ce_loss (unsloth_zoo.loss_utils), which never builds the whole logits; "
+        "its chunks are sized from free memory (target_gb), so calc counts a chunked loss's "
+        "16-bit logits, an upper bound (loss_fused_lm_head counts TRL's fixed tiles, not these)",
+        "activation_offload": "Unsloth 2026.8.19 models/llama.py FastLlamaModel.get_peft_model("
+        "use_gradient_checkpointing='unsloth') by default: models/_utils.py "
+        "Unsloth_Offloaded_Gradient_Checkpointer moves each checkpointed block input to host RAM",
+        "lora_dropout": "Unsloth 2026.8.19 models/llama.py FastLlamaModel.get_peft_model: "
+        "lora_dropout = 0.0 (its fast LoRA path needs it)",
         "qlora_keeps_inputs": "Unsloth requires bitsandbytes >= 0.43.3",
         "optimizer_fused": "Unsloth trains through transformers' Trainer (TRL SFTTrainer): "
         "optim default adamw_torch_fused (transformers 5.17.0, torch >= 2.8)",
