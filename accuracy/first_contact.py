@@ -42,6 +42,7 @@ from calc import memory
 from calc.errors import CalcError
 
 CSV_PATH = DATA_DIR / "first_contact_peaks.csv"
+STACKS_PATH = DATA_DIR / "first_contact_stacks.csv"
 
 JUDGED_COLUMNS = ("judged_at_commit", "first_contact_predicted_gib", "first_contact_error")
 EXTRA_COLUMNS = ("calc_request", "calc_not_covered", *JUDGED_COLUMNS)
@@ -105,7 +106,19 @@ class Judgement:
     reason: str = ""
 
 
-def judge(row: dict) -> Judgement:
+def stacks(path: Path = STACKS_PATH) -> dict[str, str]:
+    """``{source: framework}``: the profile of the stack a first-contact source ran, named once
+    a profile of that library and generation exists (``first_contact_stacks.csv``, with the
+    evidence). A recorded ``calc_request`` names the profile that was closest when it was
+    judged; :func:`judge` runs today's estimate under the source's own profile instead. The
+    keys the request states stay as stated (a profile never changes a given key)."""
+    if not path.exists():
+        return {}
+    with open(path, newline="", encoding="utf-8") as handle:
+        return {r["source"]: r["framework"] for r in csv.DictReader(handle)}
+
+
+def judge(row: dict, stack: dict[str, str] | None = None) -> Judgement:
     """``calc``'s prediction for ``row`` today: the request's field of the row's metric, or the
     reason the row is not covered (the CSV's, or a measurement below the model states or the
     stated setup's floor, :func:`accuracy.memory.configured_floor_bytes`)."""
@@ -119,6 +132,9 @@ def judge(row: dict) -> Judgement:
         return Judgement(**base, measured_bytes=0, covered=False, reason=row["calc_not_covered"])
     measured = measured_bytes(row)
     request = json.loads(row["calc_request"])
+    request["framework"] = (stacks() if stack is None else stack).get(
+        row["source"], request.get("framework", "generic")
+    )
     try:
         est = memory.estimate_dict(request)
     except CalcError as err:
@@ -226,7 +242,8 @@ def now_beside_first(rows: list[dict] | None = None) -> dict[str, dict]:
     to show what later changes did to these sources; the record itself stays."""
     rows = load_rows() if rows is None else rows
     recorded = {c.row_id for c in first_contacts(rows)}
-    today = [j for j in (judge(r) for r in rows if r["id"] in recorded) if j.covered]
+    stack = stacks()
+    today = [j for j in (judge(r, stack) for r in rows if r["id"] in recorded) if j.covered]
     return {
         source: stats([j.error for j in today if j.source == source])
         for source in dict.fromkeys(r["source"] for r in rows)
@@ -251,7 +268,7 @@ def record(path: Path = CSV_PATH, commit: str | None = None) -> int:
     for row in rows:
         if row["judged_at_commit"]:
             continue
-        j = judge(row)
+        j = judge(row, {})  # the request as written, whatever profile exists later
         row["judged_at_commit"] = commit
         if j.covered:
             row["first_contact_predicted_gib"] = f"{j.predicted_bytes / GIB:.4f}"

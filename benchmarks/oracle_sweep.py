@@ -422,6 +422,14 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     # the library profiles of calc.frameworks that describe this code, keys left to them
     "full-hf-trainer": ({"method": "full", "framework": "hf-trainer"}, {}),
     "lora-hf-custom-loop": ({"method": "lora", "lora_rank": 16, "framework": "hf-custom-loop"}, {}),
+    # the tools built on the Trainer, TRL's SFTTrainer (its fused LM head and preparation, run
+    # from the installed trl) and a hand-written PyTorch loop, keys left to their profiles
+    "lora-trl-sft": ({"method": "lora", "lora_rank": 16, "framework": "trl-sft"}, {}),
+    "full-trl-sft": ({"method": "full", "framework": "trl-sft"}, {}),
+    "lora-axolotl": ({"method": "lora", "lora_rank": 16, "framework": "axolotl"}, {}),
+    "lora-llama-factory": ({"method": "lora", "lora_rank": 16, "framework": "llama-factory"}, {}),
+    "lora-ms-swift": ({"method": "lora", "lora_rank": 16, "framework": "ms-swift"}, {}),
+    "lora-pytorch-loop": ({"method": "lora", "lora_rank": 16, "framework": "pytorch-loop"}, {}),
     # a hand-written loop's cross-entropy on the model's bf16 logits (loss_on_16bit_logits)
     "lora-loss16": ({"method": "lora", "lora_rank": 16, "loss_on_16bit_logits": True}, {}),
     "full-loss16-outputs-kept": (
@@ -567,7 +575,18 @@ QLORA_EXTRA: dict[str, tuple[dict, dict]] = {
         {"method": "qlora", "lora_rank": 16, "framework": "hf-custom-loop"},
         {},
     ),
+    "qlora-trl-sft": ({"method": "qlora", "lora_rank": 16, "framework": "trl-sft"}, {}),
+    "qlora-axolotl": ({"method": "qlora", "lora_rank": 16, "framework": "axolotl"}, {}),
+    "qlora-pytorch-loop": ({"method": "qlora", "lora_rank": 16, "framework": "pytorch-loop"}, {}),
 }
+
+GENERATION_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "lora-hf-trainer-4": ({"method": "lora", "lora_rank": 16, "framework": "hf-trainer-4"}, {}),
+    "lora-pytorch-loop-4": ({"method": "lora", "lora_rank": 16, "framework": "pytorch-loop-4"}, {}),
+}
+"""The transformers 4 profiles, on one family: traced in a venv of
+``tools/requirements-oracle-transformers4.txt``, listed as unsupported (with the reason) in the
+transformers 5 one."""
 QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
 
 # MoE LoRA on the experts as transformers 5 stores them (3-D tensors, peft target_parameters):
@@ -794,6 +813,10 @@ def setups() -> list[dict]:
             if family == "phi3" and request.get("lora_targets") == ATTENTION_ONLY:
                 request["lora_targets"] = ["qkv_proj", "o_proj"]
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
+    for variant, (overrides, options) in GENERATION_VARIANTS.items():
+        request = dict(BASE_REQUEST, model={"hf_config": FAMILIES["llama"]}, **overrides)
+        del request["attention_grouped_kv"]  # left to the profile
+        out.append({"id": f"llama/{variant}", "request": request, "oracle": dict(options)})
     for family, cfg in ACCEPTED_FAMILIES.items():
         for variant, (overrides, options) in {
             **ACCEPTED_VARIANTS,

@@ -190,6 +190,10 @@ def _print_first_contact(results) -> None:
     )
     commits = sorted({c.commit[:10] for c in fc.first_contacts()})
     print(f"  judged at calc commit {', '.join(commits)}")
+    for source, framework in fc.stacks().items():
+        print(
+            f"  today under its own profile ({fc.STACKS_PATH.name}): {source[11:60]} -> {framework}"
+        )
     print(
         f"  beside: measured rows in-sample {_trio(head, 'in')}, leave-one-source-out {_trio(head, 'loso')}"
     )

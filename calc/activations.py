@@ -675,6 +675,51 @@ def logits_bytes_per_token(
     )
 
 
+FUSED_HEAD_TOKEN_TILE = 4096
+"""Tokens per tile of TRL's fused LM head: ``TOKEN_CHUNK_SIZE`` (TRL 1.16.0
+``trl/kernels/chunked_logprob.py``)."""
+
+FUSED_HEAD_VOCAB_TILE = 32768
+"""Vocabulary entries per tile of TRL's fused LM head: ``_CHUNKED_LOGPROB_CHUNK_SIZE`` (TRL
+1.16.0 ``trl/trainer/utils.py``)."""
+
+FUSED_HEAD_SAVED_BYTES_PER_TOKEN = 8 + 4 + 4 + 1 + 4
+"""Per-token bytes of TRL's fused head besides the hidden states, at the start of its
+backward: the int64 targets (8), the fp32 log-normaliser and entropy it saves (4 + 4), the bool
+label mask ``masked_scatter`` saves (1) and the fp32 gradient of the log-probs (4)."""
+
+
+def fused_head_loss_bytes(
+    arch: ModelArch, act_bytes: int, tokens: int, head_trainable: bool = False
+) -> int:
+    """Loss of a fused LM head (``loss_fused_lm_head``, TRL 1.16.0 ``ChunkedLogProbFunction``)
+    at its peak, inside its backward, for ``tokens`` scored tokens, in bytes:
+
+    ``tokens * (2 act h + 4 h + 21) + min(tokens, 4096) * 32768 * act``
+
+    - ``act h``: the copy of the scored hidden states it saves (``hidden_states[mask]``);
+    - ``4 h``: ``grad_hidden``, accumulated in fp32 (``torch.zeros(..., dtype=torch.float32)``);
+    - ``act h``: ``grad_hidden.to(hidden.dtype)``, written while the fp32 one is alive;
+    - 21: :data:`FUSED_HEAD_SAVED_BYTES_PER_TOKEN`;
+    - the tile buffer ``mm_buf`` (:data:`FUSED_HEAD_TOKEN_TILE` x :data:`FUSED_HEAD_VOCAB_TILE`,
+      ``torch.empty((min(N, TOKEN_CHUNK_SIZE), chunk_size))``: the full chunk width even when the
+      vocabulary is smaller), into which each logits tile is recomputed and turned into its
+      gradient in place.
+
+    With a trainable output layer (``head_trainable``: full fine-tuning, or the output layer in
+    ``lora_modules_to_save``) the backward also accumulates the weight's gradient in fp32
+    (``grad_weight``, ``4 V h``) and returns its cast (``grad_weight.to(weight.dtype)``,
+    ``act V h``), written while the fp32 one is alive: ``+ (4 + act) V h``.
+
+    No ``tokens x V`` tensor exists: the 16-bit logits that a chunked loss otherwise holds
+    (:func:`logits_bytes_per_token`) are never built."""
+    h = arch.hidden_size
+    per_token = 2 * act_bytes * h + FP32_BYTES * h + FUSED_HEAD_SAVED_BYTES_PER_TOKEN
+    tile = min(tokens, FUSED_HEAD_TOKEN_TILE) * FUSED_HEAD_VOCAB_TILE
+    weight_grad = (FP32_BYTES + act_bytes) * arch.vocab_size * h if head_trainable else 0
+    return tokens * per_token + tile * act_bytes + weight_grad
+
+
 def kept_logits_bytes_per_token(
     arch: ModelArch,
     act_bytes: int,

@@ -662,8 +662,11 @@ FIELDS: tuple[FieldSpec, ...] = (
             "keys: :attr:`FieldSpec.profiles`; :mod:`calc.frameworks`), one generation of its "
             "libraries each: ``generic`` (default: no profile, every key at its own default), "
             "``hf-trainer`` (transformers 5), ``hf-trainer-4`` (transformers 4.46-4.53), "
-            "``hf-custom-loop``, ``torchtune``, ``litgpt``, ``unsloth``. The profile fills only "
-            "keys the request leaves out."
+            "``trl-sft``, ``axolotl``, ``llama-factory``, ``ms-swift`` (each on the transformers "
+            "5 Trainer), ``hf-custom-loop``, ``pytorch-loop`` (transformers 5) and "
+            "``pytorch-loop-4`` (transformers 4.46-4.53), ``torchtune``, ``litgpt``, "
+            "``unsloth``. The profile fills only keys the request leaves out; an unknown name "
+            "is refused with the list of known ones."
         ),
     ),
     _enum(
@@ -855,6 +858,26 @@ FIELDS: tuple[FieldSpec, ...] = (
             "``logits_upcast_in_model``), nor with a chunked loss. Default False: the model "
             "computes its own loss from ``labels`` (the Hugging Face Trainer, accelerate's and "
             "peft's example loops with ``outputs.loss``)."
+        ),
+    ),
+    _bool(
+        "loss_fused_lm_head",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "the chunked loss never builds the logits: the output layer and the cross-entropy "
+            "run together, tile by tile, as TRL 1.16.0's ``SFTTrainer`` does "
+            "(``trl/trainer/utils.py`` ``add_fused_lm_head``, ``trl/kernels/chunked_logprob.py`` "
+            "``ChunkedLogProbFunction``). At the start of the loss's backward the function holds "
+            "what it saved, per token: its own copy of the scored hidden states (``act h``: "
+            "``hidden_states[mask]``), the int64 targets (8), the fp32 log-normaliser and "
+            "entropy (4 + 4), the bool label mask (1) and the fp32 gradient of the log-probs "
+            "(4); its backward adds the fp32 gradient accumulator of the hidden states (``4 h``) "
+            "and, while that is alive, its cast to the compute dtype (``act h``); and one "
+            "``[min(tokens, 4096), 32768]`` tile of the compute dtype "
+            "(``TOKEN_CHUNK_SIZE``, ``_CHUNKED_LOGPROB_CHUNK_SIZE``) "
+            "(:func:`calc.activations.fused_head_loss_bytes`). Read with ``chunked_loss`` only. "
+            "Default False: the chunked loss holds the 16-bit logits (torchtune, Unsloth)."
         ),
     ),
     _enum(

@@ -10,10 +10,21 @@ the batch or the GPUs: only what the library decides for the user.
 ``generic`` (the default) sets nothing: every key keeps its own default, which is
 ``calc``'s behaviour before this key existed. The other profiles:
 
-- ``hf-trainer``: a transformers model trained by ``transformers.Trainer`` (and what is
-  built on it: TRL's ``SFTTrainer``, axolotl, LLaMA-Factory), PEFT adapters,
+- ``hf-trainer``: a transformers model trained by ``transformers.Trainer``, PEFT adapters,
   bitsandbytes 4-bit, accelerate for FSDP / DeepSpeed: the transformers 5 generation
   (5.17, peft 0.21, accelerate 1.15, torch >= 2.8), MoE experts as 3-D tensors.
+- ``trl-sft``: TRL's ``SFTTrainer`` (1.9 to 1.16) on that Trainer: the loss from a fused, chunked LM
+  head (no full logits), QLoRA adapters cast to bf16, no ``prepare_model_for_kbit_training``.
+  Its data defaults are reader keys that config import reads: ``packing`` False (the
+  collator pads to the longest: ``batching`` ``pad-longest``), ``packing=True`` with the
+  default ``bfd`` strategy turns ``padding_free`` on (``batching`` ``packed``),
+  ``max_length`` 1024, ``gradient_checkpointing`` and ``bf16`` True; a model given by name
+  loads in fp32 unless ``model_init_kwargs`` set a dtype (``bf16-mixed`` then).
+- ``axolotl`` (0.18), ``llama-factory`` (0.9.6.dev0), ``ms-swift`` (4.4.3): the same Trainer,
+  with each tool's own defaults (optimizer, dropout, which parameters are cast to fp32).
+- ``pytorch-loop`` / ``pytorch-loop-4``: a hand-written PyTorch loop on transformers 5.17 /
+  4.46-4.53 models: cross-entropy on the model's 16-bit logits, held through the backward,
+  torch's default (foreach) AdamW, no autocast (``precision`` ``bf16-true``, the key's default).
 - ``hf-trainer-4``: the same stack one generation back, transformers 4.46 to 4.53 (peft
   0.13-0.16, accelerate 1.x, torch 2.4-2.7): unfused AdamW, k/v repeated before SDPA, one
   module per MoE expert.
@@ -21,7 +32,15 @@ the batch or the GPUs: only what the library decides for the user.
   plain FSDP script) with ``torch.optim.AdamW`` built by hand.
 - ``torchtune``: torchtune's recipes and configs (from Sep 2024, v0.3 on).
 - ``litgpt``: LitGPT's ``finetune`` commands (2024, v0.4).
-- ``unsloth``: Unsloth's ``FastLanguageModel`` with its trainer (TRL, transformers).
+- ``unsloth``: Unsloth's ``FastLanguageModel`` with its trainer (TRL, transformers). Counted
+  with existing behaviours: its fused, chunked cross-entropy (``chunked_loss``) and its
+  offloaded gradient checkpointing (``activation_offload``). Not modelled: its hand-written
+  LoRA MLP / QKV autograd functions (``fast_lora``), which save fewer intermediates than
+  peft's modules, and its RMSNorm / RoPE kernels; calc counts peft's modules there.
+
+Behaviours the fake-tensor oracle (``tools/oracle``) cannot trace say so in their source:
+reserved-memory floors (``fsdp_wrap_floor``), several-GPU paths, and bitsandbytes' kernels,
+which the oracle replaces by their documented saved tensors.
 
 Profiles are data: validation rows of an older version of a library override the keys
 whose behaviour changed since (``accuracy/memory.py``).
@@ -29,7 +48,7 @@ whose behaviour changed since (``accuracy/memory.py``).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from enum import Enum
 
 from .jsontypes import JsonObject
@@ -43,6 +62,12 @@ class Framework(str, Enum):
     LITGPT = "litgpt"
     UNSLOTH = "unsloth"
     HF_TRAINER_4 = "hf-trainer-4"
+    TRL_SFT = "trl-sft"
+    AXOLOTL = "axolotl"
+    LLAMA_FACTORY = "llama-factory"
+    MS_SWIFT = "ms-swift"
+    PYTORCH_LOOP = "pytorch-loop"
+    PYTORCH_LOOP_4 = "pytorch-loop-4"
 
 
 _HF_COMMON = {
@@ -58,14 +83,26 @@ _HF_COMMON = {
     "attention_mask": "padding",
 }
 
+_HF_TRAINER_5 = {
+    **_HF_COMMON,
+    "optimizer_fused": True,
+    "loss_outputs_kept": False,
+    "moe_expert_layout": "fused-3d",
+}
+"""The HF Trainer on transformers 5: what the tools built on it inherit."""
+
+_PYTORCH_LOOP = {
+    **_HF_COMMON,
+    "optimizer_fused": False,
+    "loss_outputs_kept": True,
+    "moe_expert_layout": "fused-3d",
+    "qlora_prepare_kbit": True,
+    "loss_on_16bit_logits": True,
+}
+
 PROFILES: dict[Framework, dict[str, object]] = {
     Framework.GENERIC: {},
-    Framework.HF_TRAINER: {
-        **_HF_COMMON,
-        "optimizer_fused": True,
-        "loss_outputs_kept": False,
-        "moe_expert_layout": "fused-3d",
-    },
+    Framework.HF_TRAINER: dict(_HF_TRAINER_5),
     Framework.HF_CUSTOM_LOOP: {
         **_HF_COMMON,
         "optimizer_fused": False,
@@ -121,6 +158,21 @@ PROFILES: dict[Framework, dict[str, object]] = {
         **_HF_COMMON,
         "optimizer_fused": False,
         "loss_outputs_kept": False,
+        "attention_grouped_kv": False,
+        "moe_expert_layout": "per-expert-modules",
+    },
+    Framework.TRL_SFT: {
+        **_HF_TRAINER_5,
+        "chunked_loss": True,
+        "loss_fused_lm_head": True,
+        "qlora_prepare_kbit": False,
+    },
+    Framework.AXOLOTL: {**_HF_TRAINER_5, "qlora_prepare_kbit": False},
+    Framework.LLAMA_FACTORY: {**_HF_TRAINER_5, "qlora_prepare_kbit": False},
+    Framework.MS_SWIFT: {**_HF_TRAINER_5, "lora_dropout": 0.05},
+    Framework.PYTORCH_LOOP: dict(_PYTORCH_LOOP),
+    Framework.PYTORCH_LOOP_4: {
+        **_PYTORCH_LOOP,
         "attention_grouped_kv": False,
         "moe_expert_layout": "per-expert-modules",
     },
@@ -286,11 +338,15 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "give modules torch.split views",
     },
     Framework.UNSLOTH: {
-        "chunked_loss": "Unsloth (2025.x) fast_cross_entropy_loss: fused, chunked over the vocabulary",
-        "activation_offload": "Unsloth (from 2024.4) use_gradient_checkpointing='unsloth', as its README "
-        "example sets it: Unsloth_Offloaded_Gradient_Checkpointer moves each "
-        "checkpointed block input to host RAM",
-        "lora_dropout": "Unsloth get_peft_model: lora_dropout=0 (its fast path needs it)",
+        "chunked_loss": "Unsloth 2026.8.19 (015bdef0d9) models/llama.py CausalLM_fast_forward: "
+        "unsloth_fused_ce_loss (unsloth_zoo.loss_utils), which never builds the whole logits; "
+        "its chunks are sized from free memory (target_gb), so calc counts a chunked loss's "
+        "16-bit logits, an upper bound (loss_fused_lm_head counts TRL's fixed tiles, not these)",
+        "activation_offload": "Unsloth 2026.8.19 models/llama.py FastLlamaModel.get_peft_model("
+        "use_gradient_checkpointing='unsloth') by default: models/_utils.py "
+        "Unsloth_Offloaded_Gradient_Checkpointer moves each checkpointed block input to host RAM",
+        "lora_dropout": "Unsloth 2026.8.19 models/llama.py FastLlamaModel.get_peft_model: "
+        "lora_dropout = 0.0 (its fast LoRA path needs it)",
         "qlora_keeps_inputs": "Unsloth requires bitsandbytes >= 0.43.3",
         "optimizer_fused": "Unsloth trains through transformers' Trainer (TRL SFTTrainer): "
         "optim default adamw_torch_fused (transformers 5.17.0, torch >= 2.8)",
@@ -298,8 +354,167 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "attention_keeps_fused_qkv": "Unsloth (2025.x) patches transformers models, which keep separate q, k, v",
         "loss_outputs_kept": "as hf-trainer (transformers 5.17.0 Trainer.compute_loss)",
     },
+    Framework.TRL_SFT: {
+        "chunked_loss": "TRL 1.16.0 trainer/sft_trainer.py: SFTTrainer.__init__ calls "
+        "add_fused_lm_head(outputs=('log_probs', 'entropy', 'is_top1')) and compute_loss runs "
+        "model(**inputs, fused_lm_head=True); trainer/utils.py _ChunkedLogProbFunction projects "
+        "the LM head tile by tile (_CHUNKED_LOGPROB_CHUNK_SIZE tokens), never the whole logits; "
+        "TRL 1.9.0 (f2cd577) sft_config.py: loss_type defaults to 'chunked_nll' (the lm_head "
+        "projection computed in chunks on the non-ignored tokens) unless use_liger_kernel",
+        "loss_fused_lm_head": "TRL 1.16.0 trainer/utils.py add_fused_lm_head: "
+        "_ChunkedLogProbFunction.apply(hidden_states[mask], lm_head.weight, ...) "
+        "(trl/kernels/chunked_logprob.py ChunkedLogProbFunction: [TOKEN_CHUNK_SIZE=4096, "
+        "chunk_size=32768] tiles in one mm_buf, saves hidden, targets, log_z, entropy; backward "
+        "accumulates grad_hidden in fp32)",
+        "loss_outputs_kept": "TRL 1.16.0 SFTTrainer.compute_loss keeps a FusedCausalLMOutput "
+        "(per-token log-probs, entropy, top-1 flags), no logits",
+        "lora_adapter_dtype": "peft 0.21.0 get_peft_model(autocast_adapter_dtype=True) keeps "
+        "LoRA adapters in fp32; TRL 1.16.0 sft_trainer.py then casts every trainable parameter of "
+        "a quantized model to bf16 (QLoRA adapters in the base dtype; the same cast in 1.9.0, "
+        "f2cd577) and passes "
+        "autocast_adapter_dtype=False under DeepSpeed ZeRO-3 on a model that is not quantized",
+        "qlora_prepare_kbit": "TRL 1.16.0 SFTTrainer calls no prepare_model_for_kbit_training "
+        "(removed from sft_trainer.py by PR #3882, 65d7894b6, 2025-08-12): the non-quantized "
+        "parameters keep the dtype they were loaded in",
+    },
+    Framework.AXOLOTL: {
+        "optimizer_fused": "axolotl 0.18 (067b021c8) utils/schemas/training.py: optimizer "
+        "defaults to 'adamw_torch_fused', whatever the torch version",
+        "lora_dropout": "axolotl 0.18 (067b021c8) utils/schemas/peft.py: lora_dropout = 0.0",
+        "qlora_prepare_kbit": "axolotl 0.18 (067b021c8) loaders/model.py "
+        "_configure_embedding_dtypes: _prepare_model_for_quantization runs peft's "
+        "prepare_model_for_kbit_training on a 4-bit model, then, for any LoRA/QLoRA adapter, "
+        "_convert_embedding_modules_dtype(dist_dtype=cfg.torch_dtype) casts the norms and the "
+        "embedding modules back to the 16-bit dtype: no fp32 residual stream",
+    },
+    Framework.LLAMA_FACTORY: {
+        "lora_adapter_dtype": "LLaMA-Factory 0.9.6.dev0 (ff6d4d12e) model/adapter.py init_adapter: "
+        "cast_trainable_params_to_fp32 unless pure_bf16 or (DeepSpeed ZeRO-3 and no "
+        "quantization), passed to get_peft_model(autocast_adapter_dtype=...) and applied as "
+        "param.data.to(torch.float32)",
+        "lora_dropout": "LLaMA-Factory 0.9.6.dev0 (ff6d4d12e) hparams/finetuning_args.py: "
+        "lora_dropout default 0.0",
+        "qlora_prepare_kbit": "LLaMA-Factory 0.9.6.dev0 (ff6d4d12e) calls no "
+        "prepare_model_for_kbit_training; model_utils/checkpointing.py "
+        "prepare_model_for_training casts the norms to fp32 only with upcast_layernorm "
+        "(default False) and the logits only with upcast_lmhead_output (default False)",
+    },
+    Framework.MS_SWIFT: {
+        "lora_dropout": "ms-swift 4.4.3 (3602360a5) swift/arguments/tuner_args.py: "
+        "lora_dropout = 0.05",
+        "loss_outputs_kept": "ms-swift 4.4.3 trainers/seq2seq_trainer.py compute_loss: the "
+        "model's own loss (outputs['loss'], transformers ForCausalLMLoss) unless loss_scale, "
+        "and the outputs are returned only with return_outputs",
+    },
+    Framework.PYTORCH_LOOP: {
+        "loss_on_16bit_logits": "a hand-written loop's 'logits = model(input_ids).logits; loss = "
+        "F.cross_entropy(logits.view(-1, V), labels.view(-1))': transformers 5.17.0 "
+        "LlamaForCausalLM.forward returns the lm_head output in the model dtype and calls "
+        "self.loss_function (which upcasts) only when given labels",
+        "loss_outputs_kept": "the loop's 'logits' variable holds the logits through "
+        "loss.backward() (torch 2.x tutorials' loop shape)",
+        "optimizer_fused": "torch.optim.AdamW(model.parameters()) with neither foreach nor fused "
+        "takes the foreach path on CUDA (torch 2.x optim/optimizer.py "
+        "_default_to_fused_or_foreach)",
+        "qlora_prepare_kbit": "peft docs/source/developer_guides/quantization.md (007b249c): a "
+        "4-bit model goes through prepare_model_for_kbit_training (peft 0.21.0 utils/other.py) "
+        "before get_peft_model; one GPU only (APPLIES_WHEN)",
+        "lora_adapter_dtype": "peft 0.21.0 get_peft_model(autocast_adapter_dtype=True): adapters "
+        "in fp32",
+        "moe_expert_layout": "as hf-trainer (transformers 5.17.0 Qwen3MoeExperts, MixtralExperts: "
+        "3-D expert tensors)",
+    },
+    Framework.PYTORCH_LOOP_4: {
+        "loss_on_16bit_logits": "transformers 4.46-4.53 LlamaForCausalLM.forward: 'logits = "
+        "self.lm_head(hidden_states[:, -num_logits_to_keep:, :])', upcast only inside "
+        "self.loss_function when labels are given (4.45 and before always called .float()); "
+        "the loop's own F.cross_entropy then runs on 16-bit logits",
+        "loss_outputs_kept": "as pytorch-loop (the loop's 'logits' variable)",
+        "optimizer_fused": "as pytorch-loop (torch 2.4-2.7 AdamW: foreach)",
+        "qlora_prepare_kbit": "as pytorch-loop (peft 0.13-0.16 prepare_model_for_kbit_training, "
+        "same cast to fp32)",
+        "lora_adapter_dtype": "peft 0.12.0 (Jul 2024) on: get_peft_model(autocast_adapter_dtype=True)",
+        "attention_grouped_kv": "as hf-trainer-4 (transformers 4.46-4.53 repeat_kv before SDPA)",
+        "moe_expert_layout": "as hf-trainer-4 (transformers 4.46-4.57: one nn.Linear per expert "
+        "matrix)",
+    },
 }
 """Where each profile entry comes from (library, file, version or commit)."""
+
+
+def _inherit(framework: Framework, parent: Framework, via: str) -> None:
+    """Cite the entries ``framework`` takes unchanged from ``parent``: ``via`` says how the
+    library reaches ``parent``'s code (e.g. it subclasses transformers' Trainer)."""
+    own = SOURCES[framework]
+    for key in PROFILES[framework]:
+        if key not in own and key in SOURCES[parent]:
+            own[key] = f"as {parent.value} ({via}): {SOURCES[parent][key]}"
+
+
+_inherit(
+    Framework.TRL_SFT,
+    Framework.HF_TRAINER,
+    "TRL 1.16.0 SFTTrainer subclasses transformers 5.17 Trainer; sft_config.py SFTConfig "
+    "keeps TrainingArguments' optim",
+)
+_inherit(
+    Framework.AXOLOTL,
+    Framework.HF_TRAINER,
+    "axolotl 0.18 core/trainers AxolotlTrainer subclasses transformers' Trainer",
+)
+_inherit(
+    Framework.LLAMA_FACTORY,
+    Framework.HF_TRAINER,
+    "LLaMA-Factory 0.9.6.dev0 train/sft/trainer.py CustomSeq2SeqTrainer subclasses "
+    "transformers' Seq2SeqTrainer",
+)
+_inherit(
+    Framework.MS_SWIFT,
+    Framework.HF_TRAINER,
+    "ms-swift 4.4.3 trainers/seq2seq_trainer.py Seq2SeqTrainer subclasses transformers' "
+    "Seq2SeqTrainer",
+)
+_inherit(Framework.PYTORCH_LOOP, Framework.HF_CUSTOM_LOOP, "the same libraries, the user's loop")
+_inherit(Framework.PYTORCH_LOOP_4, Framework.HF_TRAINER_4, "transformers 4.46-4.53 models")
+
+
+ORACLE_UNTRACED: dict[Framework, str] = {
+    Framework.TORCHTUNE: "torchtune builds its own modules (torchtune.models, modules/peft "
+    "LoRALinear, torchao NF4Tensor); the oracle runs transformers' models only",
+    Framework.LITGPT: "LitGPT builds its own modules (litgpt/model.py, lora.py) and quantizes "
+    "through Lightning's BitsandbytesPrecision; the oracle runs transformers' models only",
+    Framework.UNSLOTH: "Unsloth patches transformers with Triton kernels (fast_lora, its fused "
+    "cross-entropy) and offloads checkpoints to host memory; none run on the CPU",
+}
+"""Profiles the fake-tensor oracle (``tools/oracle``) cannot run, and why; every other profile
+has setups in ``benchmarks/oracle_sweep.py``."""
+
+ORACLE_UNTRACED_KEYS: dict[str, str] = {
+    "qlora_keeps_inputs": "bitsandbytes < 0.43.2 only; the oracle models 0.49.2",
+    "qlora_quant_state_replicated": "several GPUs (ZeRO-3 / FSDP); the oracle runs one process",
+    "sync_each_micro_batch": "several GPUs and gradient accumulation; the oracle runs one process",
+    "frozen_weight_grads": "several GPUs (FSDP wrap units); the oracle runs one process",
+    "fsdp_wrap_floor": "reserved memory of the FSDP1 wrap; the oracle counts allocated bytes",
+    "attention_keeps_fused_qkv": "LitGPT's attention; the oracle runs transformers' models",
+    "attention_mask": "padded micro-batches (length_stats); the oracle feeds full rows",
+    "moe_expert_layout": "the installed transformers 5 builds 3-D experts (fused-3d) itself",
+}
+"""Behaviour keys a traced profile sets that the oracle leaves at what the installed libraries
+do, and why (``tools/oracle/run.py`` reads every other key)."""
+
+
+HF_TRAINER_SUBCLASSES = frozenset(
+    {
+        Framework.HF_TRAINER,
+        Framework.HF_TRAINER_4,
+        Framework.TRL_SFT,
+        Framework.AXOLOTL,
+        Framework.LLAMA_FACTORY,
+        Framework.MS_SWIFT,
+    }
+)
+"""Profiles whose loop is transformers' ``Trainer`` (or a subclass that keeps its
+``create_optimizer``)."""
 
 
 def profile_keys() -> tuple[str, ...]:
@@ -355,6 +570,34 @@ Outside those setups the key keeps its own default (no warning for a choice the 
 not make)."""
 
 
+def _deepspeed_zero3(values: JsonObject) -> bool:
+    return values.get("sharding") == "zero3" and values.get("sharding_engine") == "deepspeed"
+
+
+def _trl_fp32_adapters(values: JsonObject) -> bool:
+    """TRL 1.16.0 casts a quantized model's adapters to bf16 and builds them in the base dtype
+    under DeepSpeed ZeRO-3."""
+    return values.get("method") != "qlora" and not _deepspeed_zero3(values)
+
+
+def _llamafactory_fp32_adapters(values: JsonObject) -> bool:
+    """LLaMA-Factory leaves the trainable parameters in the base dtype under DeepSpeed ZeRO-3
+    without quantization."""
+    return values.get("method") == "qlora" or not _deepspeed_zero3(values)
+
+
+PROFILE_APPLIES_WHEN: dict[Framework, dict[str, Callable[[JsonObject], bool]]] = {
+    Framework.TRL_SFT: {"lora_adapter_dtype": _trl_fp32_adapters},
+    Framework.LLAMA_FACTORY: {"lora_adapter_dtype": _llamafactory_fp32_adapters},
+}
+"""Conditions of one profile's entry, in place of :data:`APPLIES_WHEN`'s for that key: where one
+library takes a code path only in some setups (outside them the key keeps its own default)."""
+
+
+def _condition(framework: Framework, key: str) -> Callable[[JsonObject], bool] | None:
+    return PROFILE_APPLIES_WHEN.get(framework, {}).get(key, APPLIES_WHEN.get(key))
+
+
 def apply_profile(
     values: JsonObject, explicit: Collection[str], framework: Framework
 ) -> JsonObject:
@@ -364,7 +607,7 @@ def apply_profile(
     for key, value in PROFILES[framework].items():
         if key not in values or key in explicit:
             continue
-        condition = APPLIES_WHEN.get(key)
+        condition = _condition(framework, key)
         if condition is None or condition(values):
             values[key] = value
     return values
@@ -378,10 +621,23 @@ def reapplied(
     e.g. a recommendation's variant with more GPUs): the profile's value where the condition
     now holds, the key's own default where it does not."""
     out = {}
-    for key, condition in APPLIES_WHEN.items():
-        if key in profile_keys and key in PROFILES[framework]:
+    own = [key for key in PROFILE_APPLIES_WHEN.get(framework, {}) if key not in APPLIES_WHEN]
+    for key in [*APPLIES_WHEN, *own]:
+        condition = _condition(framework, key)
+        if condition is not None and key in profile_keys and key in PROFILES[framework]:
             out[key] = PROFILES[framework][key] if condition(values) else defaults[key]
     return out
 
 
-__all__ = ["APPLIES_WHEN", "Framework", "PROFILES", "SOURCES", "apply_profile", "reapplied"]
+__all__ = [
+    "APPLIES_WHEN",
+    "Framework",
+    "HF_TRAINER_SUBCLASSES",
+    "ORACLE_UNTRACED",
+    "ORACLE_UNTRACED_KEYS",
+    "PROFILES",
+    "PROFILE_APPLIES_WHEN",
+    "SOURCES",
+    "apply_profile",
+    "reapplied",
+]

@@ -246,7 +246,19 @@ def adapter_params(adapted: Iterable[AdaptedLinear], rank: int) -> int:
 
 
 TRANSFORMERS_FRAMEWORKS = frozenset(
-    {"generic", "hf-trainer", "hf-custom-loop", "hf-trainer-4", "unsloth"}
+    {
+        "generic",
+        "hf-trainer",
+        "hf-custom-loop",
+        "hf-trainer-4",
+        "unsloth",
+        "trl-sft",
+        "axolotl",
+        "llama-factory",
+        "ms-swift",
+        "pytorch-loop",
+        "pytorch-loop-4",
+    }
 )
 """Training libraries that build the model with transformers' own modeling code."""
 

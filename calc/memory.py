@@ -763,7 +763,14 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         recompute=recompute,
         last_block=block,
         workspace=act.backward_workspace_bytes_per_token(arch, cfg) * tokens,
-        logits=act.logits_bytes_per_token(
+        logits=act.fused_head_loss_bytes(
+            arch,
+            reg.compute_bytes,
+            tokens,
+            req.method == Method.FULL or "lm_head" in req.lora_modules_to_save.value,
+        )
+        if req.chunked_loss and req.loss_fused_lm_head
+        else act.logits_bytes_per_token(
             arch,
             reg.compute_bytes,
             req.chunked_loss,

@@ -98,6 +98,7 @@ class EstimateRequest:
     logits_upcast_in_model: bool
     chunked_loss_keeps_fp32: bool
     loss_on_16bit_logits: bool
+    loss_fused_lm_head: bool
     lora_modules_to_save: ModulesToSave
     sharding_engine: ShardingEngine
     # keys the framework profile filled (not part of the JSON form): a variant of this request

@@ -272,11 +272,11 @@ def trainer_32bit_embedding_params(req: EstimateRequest) -> int:
     registers ``GlobalOptimManager.register_module_override(module, "weight", {"optim_bits":
     32})`` for every ``nn.Embedding`` when the optimizer is a bitsandbytes one with
     ``optim_bits=8`` (``trainer_optimizer.py``: ``adamw_bnb_8bit``, ``paged_adamw_8bit``).
-    Only the ``hf-trainer`` profiles (the override is in transformers 4 too), only for the trainable embedding copy of
+    Only the profiles whose loop is the Trainer (:data:`calc.frameworks.HF_TRAINER_SUBCLASSES`; the override is in transformers 4 too), only for the trainable embedding copy of
     ``lora_modules_to_save`` (full fine-tuning's embedding is left as before)."""
-    from .frameworks import Framework
+    from .frameworks import HF_TRAINER_SUBCLASSES
 
-    if req.framework not in (Framework.HF_TRAINER, Framework.HF_TRAINER_4) or req.optimizer not in (
+    if req.framework not in HF_TRAINER_SUBCLASSES or req.optimizer not in (
         Optimizer.ADAMW_8BIT,
         Optimizer.PAGED_ADAMW_8BIT,
     ):

@@ -83,7 +83,54 @@ def validation_first_contact_commit(lang: str) -> str:
     return ", ".join(f"`{c}`" for c in sorted({x.commit[:10] for x in fc.first_contacts()}))
 
 
+@functools.lru_cache(maxsize=1)
+def today() -> dict:
+    """:func:`accuracy.first_contact.now_beside_first`: today's figures on the recorded rows,
+    each source under its own stack's profile where one exists."""
+    from accuracy import first_contact as fc
+
+    return fc.now_beside_first()
+
+
+def validation_first_contact_today(lang: str) -> str:
+    """The first-contact sources judged again today, each under the profile of its own stack
+    where ``calc.frameworks`` has one (``validation/first_contact_stacks.csv``): a note and a
+    table of the recorded and today's median and p90."""
+    from accuracy import first_contact as fc
+    from calc_view.html import el, to_html
+
+    stacks = fc.stacks()
+    rows = []
+    for source, f in summary().items():
+        now = today()[source]
+        framework = stacks.get(source)
+        row = {
+            "source": source_label(source, lang),
+            "framework": labels.option("framework", framework, lang) if framework else "-",
+            "fc_median": f["median"] * 100,
+            "fc_p90": f["p90"] * 100,
+            "today_median": now["median"] * 100,
+            "today_p90": now["p90"] * 100,
+            SOURCE: {"command": "validation_memory_first_contact_today", "source": source},
+        }
+        rows.append(row)
+    cols = [
+        Col("source", "col.source", "text", row_header=True),
+        Col("framework", "col.framework_today", "text"),
+        Col("fc_median", "col.fc_median", "pct", check="pct:median"),
+        Col("fc_p90", "col.fc_p90", "pct", check="pct:p90"),
+        Col("today_median", "col.fc_today_median", "pct", check="pct:today_median"),
+        Col("today_p90", "col.fc_today_p90", "pct", check="pct:today_p90"),
+    ]
+    note = to_html(el("p", {}, labels.text("note.first_contact_today", lang)))
+    table = render(
+        rows, cols, lang, "validation_first_contact_today", "caption.validation_first_contact_today"
+    )
+    return note + table
+
+
 MACROS = (
+    "validation_first_contact_today",
     "validation_first_contact_table",
     "validation_first_contact_figure",
     "validation_first_contact_commit",

@@ -66,6 +66,12 @@ def response_for(source: dict) -> tuple[dict, dict]:
         from accuracy import first_contact as fc
 
         return fc.summary()[source["source"]], request
+    if command == "validation_memory_first_contact_today":
+        from accuracy import first_contact as fc
+
+        now = fc.now_beside_first()[source["source"]]
+        recorded = fc.summary()[source["source"]]
+        return {**recorded, "today_median": now["median"], "today_p90": now["p90"]}, request
     if command == "constant":
         import importlib
 

@@ -432,7 +432,7 @@ def import_axolotl(
     rep.default("attention", "sdpa", "transformers 5.17.0: sdpa when no attention is chosen")
     _finish_padding(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False))
-    hf.set_framework(rep, "hf-trainer")
+    hf.set_framework(rep, "axolotl")
     return rep.result()
 
 

@@ -300,7 +300,7 @@ def import_llamafactory(
     hf.finish_padding_free(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False), default_epochs=3.0)
     if not st.get("unsloth"):
-        hf.set_framework(rep, "hf-trainer")
+        hf.set_framework(rep, "llama-factory")
     return rep.result()
 
 

@@ -276,7 +276,8 @@ def import_trl(
     rep.default("attention", "sdpa", "transformers 5.17.0: sdpa when no attention is chosen")
     hf.finish_padding_free(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False), default_epochs=3.0)
-    hf.set_framework(rep, "hf-trainer")
+    # SFTTrainer prepares the model and computes the loss its own way (calc.frameworks)
+    hf.set_framework(rep, "trl-sft" if sft else "hf-trainer")
     return rep.result()
 
 

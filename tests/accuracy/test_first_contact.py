@@ -12,6 +12,8 @@ import pytest
 
 from accuracy import first_contact as fc
 from accuracy import memory as vm
+from calc.frameworks import Framework
+from calc.memory import estimate_dict
 
 
 @pytest.fixture(scope="module")
@@ -165,3 +167,21 @@ def test_page_table_shows_the_recomputed_figures(lang, rows):
 def test_today_is_reported_beside_the_record(rows):
     today = fc.now_beside_first(rows)
     assert today[fc.ALL]["count"] <= fc.summary(rows)[fc.ALL]["count"]
+
+
+def test_today_runs_each_source_under_its_own_stack(rows):
+    # a source whose stack has a profile now is judged under it; the keys its request states
+    # stay as stated, and the recorded first contact does not move
+    stack = fc.stacks()
+    assert stack, "first_contact_stacks.csv names at least one source's profile"
+    known = {f.value for f in Framework}
+    assert set(stack.values()) <= known and set(stack) <= {r["source"] for r in rows}
+    row = next(r for r in rows if r["source"] in stack and r["calc_request"])
+    own, written = fc.judge(row), fc.judge(row, {})
+    request = json.loads(row["calc_request"])
+    want = estimate_dict({**request, "framework": stack[row["source"]]})
+    assert own.predicted_bytes == want[fc.FIELD[own.metric]]
+    assert written.predicted_bytes == estimate_dict(request)[fc.FIELD[written.metric]]
+    # the hand-written loop's cross-entropy on 16-bit logits is what its LoRA rows lacked
+    lora = [r for r in rows if r["source"] in stack and r["method"] == "LoRA" and r["calc_request"]]
+    assert any(fc.judge(r).predicted_bytes < fc.judge(r, {}).predicted_bytes for r in lora)

@@ -259,7 +259,8 @@ def test_torchtune_values():
 def test_framework_key_names_the_files_training_library(fmt):
     path = next(p for p in FIXTURES if p.parent.name == fmt)
     got = import_file(str(path))["request"]["framework"]
-    assert got == ("torchtune" if fmt == "torchtune" else "hf-trainer")
+    want = {"axolotl": "axolotl", "llamafactory": "llama-factory", "torchtune": "torchtune"}
+    assert got == want.get(fmt, "trl-sft")
 
 
 def test_llamafactory_unsloth_sets_framework():
@@ -566,3 +567,10 @@ def test_tied_modules_to_save_exports_both_modules():
     for fmt in ("axolotl", "trl"):
         again = import_config(export_config(req, fmt), fmt)["request"]
         assert again["lora_modules_to_save"] == "embed_tokens+lm_head"
+
+
+def test_trl_file_without_sftconfig_keys_is_the_plain_trainer():
+    args = '{"per_device_train_batch_size": 2, "gradient_checkpointing": true}'
+    assert import_config(args, "trl")["request"]["framework"] == "hf-trainer"
+    sft = '{"per_device_train_batch_size": 2, "packing": false}'
+    assert import_config(sft, "trl")["request"]["framework"] == "trl-sft"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from calc.errors import InputError
-from calc.frameworks import APPLIES_WHEN, PROFILES, SOURCES, Framework
+from calc.frameworks import APPLIES_WHEN, PROFILES, SOURCES, Framework, reapplied
 from calc.memory import estimate_dict
-from calc.fields import BEHAVIOUR, BY_KEY, READER, field_specs, keys, spec_by_key
+from calc.fields import BEHAVIOUR, BY_KEY, READER, defaults, field_specs, keys, spec_by_key
 from calc.request import parse_estimate_request
 
 FRAMEWORKS = [f.value for f in Framework]
@@ -36,6 +36,12 @@ def test_profiles_set_library_behaviours_and_a_few_reader_defaults():
         Framework.HF_TRAINER,
         Framework.HF_CUSTOM_LOOP,
         Framework.HF_TRAINER_4,
+        Framework.TRL_SFT,
+        Framework.AXOLOTL,
+        Framework.LLAMA_FACTORY,
+        Framework.MS_SWIFT,
+        Framework.PYTORCH_LOOP,
+        Framework.PYTORCH_LOOP_4,
     )
     # a profile's entry applies wherever its key stands among the fields
     assert _resolved(model="llama-3.1-8b", framework="torchtune")["logits_upcast_in_model"] is True
@@ -112,6 +118,8 @@ def test_explicit_keys_override_the_profile():
     for fw in FRAMEWORKS:
         for key, value in PROFILES[Framework(fw)].items():
             other = {True: False, False: True}.get(value) if isinstance(value, bool) else None
+            if BY_KEY[key].kind == "fraction":
+                other = 0.0 if value else 0.1
             if other is None:
                 choices = BY_KEY[key].choices or ()
                 other = next((c for c in choices if c != value), None)
@@ -775,3 +783,133 @@ def test_zero3_sub_groups_as_deepspeed_walks_the_parameters(model, gpus):
                 current = 0
     groups.append(current)
     assert zero3_sub_group_elements(req, layout) == max(groups)
+
+
+# ---- libraries built on the Trainer, and hand-written loops --------------------------------------
+
+LLAMA_8B_LORA = {"model": "llama-3.1-8b", "method": "lora", "micro_batch_size": 2, "seq_len": 8192}
+ZERO3_DS = {"num_gpus": 4, "sharding": "zero3", "sharding_engine": "deepspeed"}
+
+
+def test_trl_sft_runs_its_chunked_lm_head_and_bf16_qlora_adapters():
+    lora = _resolved(**LLAMA_8B_LORA, framework="trl-sft")
+    qlora = _resolved(**{**LLAMA_8B_LORA, "method": "qlora"}, framework="trl-sft")
+    assert (lora["chunked_loss"], lora["lora_adapter_dtype"]) == (True, "fp32")
+    # sft_trainer.py casts a quantized model's trainable parameters to bf16, and prepares no
+    # fp32 copy of the non-quantized ones
+    assert (qlora["lora_adapter_dtype"], qlora["qlora_prepare_kbit"]) == ("base", False)
+    # ZeRO-3 on a model that is not quantized: autocast_adapter_dtype=False
+    assert _resolved(**LLAMA_8B_LORA, **ZERO3_DS, framework="trl-sft")["lora_adapter_dtype"] == (
+        "base"
+    )
+    assert (
+        _resolved(**LLAMA_8B_LORA, **{**ZERO3_DS, "sharding_engine": "fsdp"}, framework="trl-sft")[
+            "lora_adapter_dtype"
+        ]
+        == "fp32"
+    )
+    # the user's adapter dtype wins over the condition too
+    assert (
+        _resolved(
+            **{**LLAMA_8B_LORA, "method": "qlora"}, framework="trl-sft", lora_adapter_dtype="fp32"
+        )["lora_adapter_dtype"]
+        == "fp32"
+    )
+    # the profile is the Trainer's with those entries: no other key differs
+    for method in ("lora", "qlora"):
+        req = {**LLAMA_8B_LORA, "method": method}
+        trl = estimate_dict({**req, "framework": "trl-sft"})
+        hf = estimate_dict(
+            {
+                **req,
+                "framework": "hf-trainer",
+                "chunked_loss": True,
+                "loss_fused_lm_head": True,
+                "lora_adapter_dtype": "base" if method == "qlora" else "fp32",
+            }
+        )
+        assert trl["phases"] == hf["phases"], method
+
+
+def test_fused_lm_head_holds_no_logits():
+    # Llama-3.1-8B LoRA, 2 x 8192 tokens, bf16. transformers' loss at the start of its backward:
+    # 12 V bytes a token (fp32 log-softmax and two fp32 gradients). TRL 1.16.0's
+    # ChunkedLogProbFunction.backward: its copy of the hidden states (2 h), grad_hidden in fp32
+    # (4 h) and its bf16 cast (2 h), targets int64 (8), log_z and entropy fp32 (4 + 4), the label
+    # mask (1), the log-probs' fp32 gradient (4); and one 4096 x 32768 bf16 tile (mm_buf)
+    tokens, v, h = 2 * 8192, LLAMA31_8B_VOCAB, 4096
+    fused = tokens * (2 * h + 4 * h + 2 * h + 8 + 4 + 4 + 1 + 4) + 4096 * 32768 * 2
+    assert fused == 805_650_432
+    trainer = estimate_dict({**LLAMA_8B_LORA, "framework": "hf-trainer"})["phases"]
+    trl = estimate_dict({**LLAMA_8B_LORA, "framework": "trl-sft"})["phases"]
+    assert trainer["forward_end"] - trl["forward_end"] == 12 * v * tokens - fused
+    # a chunked loss that builds the 16-bit logits (torchtune, Unsloth) holds 2 V a token
+    chunked = estimate_dict({**LLAMA_8B_LORA, "framework": "hf-trainer", "chunked_loss": True})
+    assert chunked["phases"]["forward_end"] - trl["forward_end"] == 2 * v * tokens - fused
+    # full fine-tuning: the output layer's gradient accumulates in fp32 (4 V h) and is cast to
+    # bf16 (2 V h) inside the same backward
+    full = {**LLAMA_8B_LORA, "method": "full"}
+    trainer = estimate_dict({**full, "framework": "hf-trainer"})["phases"]
+    trl = estimate_dict({**full, "framework": "trl-sft"})["phases"]
+    assert trainer["forward_end"] - trl["forward_end"] == 12 * v * tokens - fused - 6 * v * h
+    # without the chunked loss the key reads nothing (use_liger_kernel, a compute_loss_func)
+    off = {**LLAMA_8B_LORA, "framework": "trl-sft", "chunked_loss": False}
+    assert (
+        estimate_dict(off)["phases"]
+        == estimate_dict({**off, "loss_fused_lm_head": False})["phases"]
+    )
+
+
+def test_llama_factory_keeps_zero3_adapters_in_the_base_dtype_unless_quantized():
+    assert _resolved(**LLAMA_8B_LORA, framework="llama-factory")["lora_adapter_dtype"] == "fp32"
+    assert (
+        _resolved(**LLAMA_8B_LORA, **ZERO3_DS, framework="llama-factory")["lora_adapter_dtype"]
+        == "base"
+    )
+    qlora = {**LLAMA_8B_LORA, "method": "qlora", **ZERO3_DS}
+    assert _resolved(**qlora, framework="llama-factory")["lora_adapter_dtype"] == "fp32"
+
+
+def test_trainer_tools_keep_their_own_defaults():
+    assert _resolved(**LLAMA_8B_LORA, framework="ms-swift")["lora_dropout"] == 0.05
+    assert _resolved(**LLAMA_8B_LORA, framework="axolotl")["lora_dropout"] == 0.0
+    qlora = {**LLAMA_8B_LORA, "method": "qlora"}
+    # axolotl casts the norms and embeddings back after prepare_model_for_kbit_training
+    assert _resolved(**qlora, framework="axolotl")["qlora_prepare_kbit"] is False
+    assert _resolved(**qlora, framework="pytorch-loop")["qlora_prepare_kbit"] is True
+    # axolotl on its own defaults runs the Trainer's code path
+    assert estimate_dict({**qlora, "framework": "axolotl"}) == {
+        **estimate_dict({**qlora, "framework": "hf-trainer"}),
+        "request": estimate_dict({**qlora, "framework": "axolotl"})["request"],
+    }
+
+
+def test_pytorch_loop_runs_cross_entropy_on_the_16bit_logits():
+    # Llama-3.1-8B LoRA, 2 x 8192 tokens: the loop holds its bf16 logits (2 V) either way; the
+    # model's own loss (hf-custom-loop, transformers' ForCausalLMLoss) adds 12 V of fp32
+    # tensors, the loop's F.cross_entropy on bf16 logits 3 x 2 V (log_softmax output, its
+    # gradient, the logits' gradient)
+    tokens, v = 2 * 8192, LLAMA31_8B_VOCAB
+    loop = estimate_dict({**LLAMA_8B_LORA, "framework": "pytorch-loop"})["phases"]
+    model_loss = estimate_dict({**LLAMA_8B_LORA, "framework": "hf-custom-loop"})["phases"]
+    assert (
+        model_loss["forward_end"] - loop["forward_end"] == (12 - 6) * v * tokens == 12_608_077_824
+    )
+    assert (model_loss["backward"], model_loss["optimizer_step"]) == (
+        loop["backward"],
+        loop["optimizer_step"],
+    )
+    four = _resolved(**MOE, framework="pytorch-loop-4")
+    assert (four["loss_on_16bit_logits"], four["moe_expert_layout"]) == (True, "per-expert-modules")
+    assert four["attention_grouped_kv"] is False
+
+
+def test_a_profile_condition_is_evaluated_again_on_a_changed_request():
+    values = dict(_resolved(**LLAMA_8B_LORA, framework="trl-sft"))
+    own = defaults("estimate")
+    assert reapplied({**values, **ZERO3_DS}, ("lora_adapter_dtype",), Framework.TRL_SFT, own) == {
+        "lora_adapter_dtype": "base"
+    }
+    assert reapplied(values, ("lora_adapter_dtype",), Framework.TRL_SFT, own) == {
+        "lora_adapter_dtype": "fp32"
+    }

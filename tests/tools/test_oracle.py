@@ -56,6 +56,18 @@ def test_calc_matches_oracle(setup_id):
         assert abs(values["error"]) <= 0.05, (phase, row)
 
 
+TRL_PINNED = (
+    "llama/qlora-trl-sft",  # TRL's QLoRA: adapters cast to bf16, its fused LM head
+    "qwen3/full-trl-sft",  # the fused head's fp32 weight-gradient accumulator
+)
+
+
+@pytest.mark.parametrize("setup_id", TRL_PINNED)
+def test_calc_matches_trl_sft_code_path(setup_id):
+    pytest.importorskip("trl")
+    test_calc_matches_oracle(setup_id)
+
+
 def test_oracle_response_speaks_the_estimate_vocabulary():
     setup = _BY_ID["llama/lora-r8-attn"]
     out = oracle_estimate(dict(setup["request"], oracle=setup["oracle"]))
@@ -86,6 +98,8 @@ def test_unsupported_settings_are_refused_not_approximated():
         {"sharding": "zero3", "num_gpus": 2},
         {"chunked_loss": True},
         {"framework": "torchtune"},
+        {"framework": "hf-trainer-4"},  # transformers 4: its own venv
+        {"chunked_loss": True, "framework": "hf-trainer"},  # only TRL's fused head is run
         {"method": "qlora", "qlora_prepare_kbit": True, "precision": "fp32"},
     ):
         with pytest.raises(Unsupported):

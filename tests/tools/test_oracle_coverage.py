@@ -67,3 +67,19 @@ def test_accepted_family_setups_cover_the_methods(family):
         s["request"]["attention"] for s in sweep.setups() if s["id"].split("/")[0] == family
     }
     assert attention == ({"eager"} if family in sweep.EAGER_ONLY else {"sdpa", "eager"})
+
+
+def test_every_profile_is_swept_or_says_why_not():
+    # each library profile runs its own code path in the sweep, or names why the oracle cannot
+    from calc.frameworks import ORACLE_UNTRACED, ORACLE_UNTRACED_KEYS, PROFILES, Framework
+    from tools.oracle.run import HANDLED_KEYS, TRACED_FRAMEWORKS
+
+    swept = {s["request"].get("framework", "generic") for s in sweep.setups()}
+    for fw in Framework:
+        if fw in ORACLE_UNTRACED:
+            assert fw.value not in swept and len(ORACLE_UNTRACED[fw]) > 30, fw
+            continue
+        assert fw.value in swept and fw.value in TRACED_FRAMEWORKS, fw
+        # every key the profile sets is traced, or the oracle says why not
+        for key in PROFILES[fw]:
+            assert key in HANDLED_KEYS or key in ORACLE_UNTRACED_KEYS, (fw, key)

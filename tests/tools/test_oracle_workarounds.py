@@ -209,3 +209,28 @@ def test_peak_agrees_with_torch_memtracker():
                 opt.zero_grad(set_to_none=True)
         peak = tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
     assert peak == ours["peak_allocated_bytes"]
+
+
+def test_trl_tile_kernels_allocate_nothing_as_on_cuda():
+    # TRL's fused LM head, forward and backward on fake tensors: with the Triton kernels as
+    # in-place no-ops, the peak is TRL's own buffers (the [N, 32768] bf16 tile, the fp32
+    # statistics, grad_hidden in fp32 and its cast), never an fp32 copy of a tile
+    pytest.importorskip("trl")
+    from trl.kernels import ChunkedLogProbFunction
+    import trl.kernels.chunked_logprob as cl
+
+    n, h, v = 64, 8, 32768  # a full-width tile
+    tracker = LiveStorageTracker()
+    tracker.set_phase("p")
+    original = cl._forward_tile
+    with FakeTensorMode(), tracker, wa.triton_logprob_tiles():
+        assert cl._forward_tile is not original
+        hidden = torch.empty(n, h, dtype=torch.bfloat16, requires_grad=True)
+        weight = torch.empty(v, h, dtype=torch.bfloat16)
+        targets = torch.zeros(n, dtype=torch.long)
+        out = ChunkedLogProbFunction.apply(hidden, weight, None, targets, 1.0, 32768, None, 1.0, ())
+        out[0].sum().backward()
+    assert cl._forward_tile is original
+    tile = n * 32768 * 2
+    fp32_tile = n * 32768 * 4
+    assert tile <= tracker.peaks["p"][0] < tile + fp32_tile

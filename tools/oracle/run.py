@@ -56,9 +56,26 @@ HANDLED_KEYS = {
     "lora_modules_to_save",
     "qlora_prepare_kbit",
     "loss_on_16bit_logits",
+    "chunked_loss",
+    "loss_fused_lm_head",
 }
-# Library profiles (calc.frameworks) whose code the oracle runs: transformers + peft.
-TRACED_FRAMEWORKS = ("generic", "hf-trainer", "hf-custom-loop")
+# Library profiles (calc.frameworks) whose code the oracle runs: transformers + peft (the Trainer
+# tools differ from hf-trainer only in keys the oracle reads), TRL's SFTTrainer preparation and
+# loss when trl is installed, and the transformers 4 profiles in a transformers 4 venv
+# (tools/requirements-oracle-transformers4.txt).
+TRACED_FRAMEWORKS = (
+    "generic",
+    "hf-trainer",
+    "hf-custom-loop",
+    "axolotl",
+    "llama-factory",
+    "ms-swift",
+    "pytorch-loop",
+    "trl-sft",
+    "hf-trainer-4",
+    "pytorch-loop-4",
+)
+TRANSFORMERS_4_FRAMEWORKS = ("hf-trainer-4", "pytorch-loop-4")
 
 
 class Unsupported(Exception):
@@ -70,11 +87,18 @@ def versions() -> dict:
     import torch
     import transformers
 
-    return {
+    out = {
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "peft": peft.__version__,
     }
+    try:
+        import trl
+
+        out["trl"] = trl.__version__
+    except ImportError:
+        pass
+    return out
 
 
 def normalise(request: dict) -> tuple[dict, dict]:
@@ -87,10 +111,21 @@ def normalise(request: dict) -> tuple[dict, dict]:
     parsed = parse_estimate_request(req).to_dict()  # raises calc's coded errors
     parsed["model"] = req["model"]
     framework = parsed.get("framework", "generic")
+    from calc.frameworks import ORACLE_UNTRACED, Framework
+
+    if Framework(framework) in ORACLE_UNTRACED:
+        raise Unsupported(f"framework {framework}: {ORACLE_UNTRACED[Framework(framework)]}")
     if framework not in TRACED_FRAMEWORKS:
         raise Unsupported(
-            f"framework {framework}: the oracle runs transformers 5 and peft as installed "
-            f"({', '.join(TRACED_FRAMEWORKS)}), not that library or generation"
+            f"framework {framework}: the oracle runs transformers, peft and TRL as installed "
+            f"({', '.join(TRACED_FRAMEWORKS)}), not that library's own modules"
+        )
+    reason = generation_reason(framework)
+    if reason:
+        raise Unsupported(reason)
+    if parsed["chunked_loss"] and not (framework == "trl-sft" and parsed["loss_fused_lm_head"]):
+        raise Unsupported(
+            "chunked_loss: the oracle runs TRL's fused LM head only (trl-sft, loss_fused_lm_head)"
         )
     for spec in field_specs("estimate"):
         key, default = spec.key, spec.default
@@ -124,6 +159,25 @@ def normalise(request: dict) -> tuple[dict, dict]:
     ):
         raise Unsupported("one GPU, no sharding, no offload")
     return parsed, options
+
+
+def generation_reason(framework: str) -> str | None:
+    """Why the installed libraries cannot run ``framework``'s generation, or None."""
+    import transformers
+
+    major = int(transformers.__version__.split(".")[0])
+    if (framework in TRANSFORMERS_4_FRAMEWORKS) != (major == 4):
+        want = "4.46-4.53" if framework in TRANSFORMERS_4_FRAMEWORKS else "5.x"
+        return (
+            f"framework {framework} is transformers {want}; installed {transformers.__version__} "
+            "(one venv per generation: tools/requirements-oracle-transformers*.txt)"
+        )
+    if framework == "trl-sft":
+        try:
+            import trl  # noqa: F401
+        except ImportError:
+            return "framework trl-sft: trl is not installed in the oracle venv"
+    return None
 
 
 def hf_config_of(model: object) -> dict:
@@ -189,11 +243,25 @@ def build_meta_model(req: dict, options: dict):
             from .qlora import Linear4bitModel, lora_layer_class
 
             lora._register_custom_module({Linear4bitModel: lora_layer_class()})
+        trl_qlora = req["framework"] == "trl-sft" and req["method"] == "qlora"
         model = get_peft_model(
-            model, lora, autocast_adapter_dtype=req["lora_adapter_dtype"] == "fp32"
+            model,
+            lora,
+            autocast_adapter_dtype=trl_qlora or req["lora_adapter_dtype"] == "fp32",
         )
+        if trl_qlora and req["lora_adapter_dtype"] == "base":
+            # TRL 1.16.0 sft_trainer.py: a quantized model's trainable parameters to bf16
+            for name, param in model.named_parameters():
+                if param.requires_grad and "lora_magnitude_vector" not in name:
+                    param.data = param.data.to(torch.bfloat16)
         if req["gradient_checkpointing"] and options["reentrant"]:
             model.enable_input_require_grads()
+    if req["framework"] == "trl-sft" and req["chunked_loss"] and req["loss_fused_lm_head"]:
+        from trl.trainer.utils import add_fused_lm_head
+
+        # SFTTrainer.__init__: the fused head on the base model, the metrics' outputs
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        add_fused_lm_head(base, outputs=("log_probs", "entropy", "is_top1"))
     model.train()
     return model, config
 
@@ -264,7 +332,13 @@ def run_steps(req: dict, options: dict) -> dict:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from .tracker import LiveStorageTracker
-    from .workarounds import adam_step_value, cuda_dropout, flash_like_sdpa, real_causal_masks
+    from .workarounds import (
+        adam_step_value,
+        cuda_dropout,
+        flash_like_sdpa,
+        real_causal_masks,
+        triton_logprob_tiles,
+    )
 
     from . import qlora
 
@@ -295,6 +369,15 @@ def run_steps(req: dict, options: dict) -> dict:
             args[0].register_hook(to_backward)
 
     head.register_forward_pre_hook(head_pre)
+    fused_head = req["framework"] == "trl-sft" and req["chunked_loss"] and req["loss_fused_lm_head"]
+    if fused_head:
+        # TRL's fused head reads the output layer's weight without calling the module: the
+        # loss begins where the backbone's output leaves it
+        def backbone_post(_module, _args, output):
+            head_pre(None, (output.last_hidden_state,))
+
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base.base_model.register_forward_hook(backbone_post)
     with (
         FakeTensorMode(allow_non_fake_inputs=False),
         tracker,
@@ -303,6 +386,7 @@ def run_steps(req: dict, options: dict) -> dict:
         adam_step_value(counter),
         cuda_dropout(),
         grouped,
+        triton_logprob_tiles() if fused_head else contextlib.nullcontext(),
     ):
         fake_parameters(model, tracker)
         params = [p for p in model.parameters() if p.requires_grad]
@@ -326,7 +410,13 @@ def run_steps(req: dict, options: dict) -> dict:
                 torch.autocast("cpu", dtype=torch.bfloat16) if mixed else contextlib.nullcontext()
             )
             with autocast:
-                if req["loss_on_16bit_logits"]:
+                if fused_head:
+                    # TRL 1.16.0 SFTTrainer.compute_loss (loss_type "nll")
+                    outputs = model(input_ids=ids, labels=labels, fused_lm_head=True)
+                    loss = -outputs.log_probs.sum() / outputs.label_mask.sum().clamp(min=1)
+                    metrics = (outputs.entropy.detach().sum(), outputs.is_top1.sum())
+                    del metrics
+                elif req["loss_on_16bit_logits"]:
                     # a hand-written loop's loss on the logits as the model returns them
                     outputs = model(input_ids=ids)
                     loss = torch.nn.functional.cross_entropy(

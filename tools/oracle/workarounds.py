@@ -45,7 +45,10 @@ LIMITS = (
     "kernel workspaces (cuBLAS, flash/efficient attention backward accumulators) are not allocated",
     "bitsandbytes 4-bit kernels are not run: QLoRA runs a model of bitsandbytes 0.49.2's Linear4bit "
     "(tools/oracle/qlora.py: its storages, statistics and dequantized buffers, not its kernels)",
-    "fused / chunked losses of other frameworks (Liger, torchtune) are not run",
+    "fused / chunked losses of other frameworks (Liger, torchtune) are not run; TRL's fused LM "
+    "head runs with its Triton tile kernels replaced by in-place no-ops (triton_logprob_tiles), "
+    "and on the CPU scores every position through a view of the hidden states (a copy with "
+    "micro-batches above 1) where CUDA gathers the labelled ones (hidden_states[mask], a copy)",
     "bf16-mixed uses CPU autocast's op lists, which differ from CUDA's in a few pointwise ops",
     "the caching allocator's rounding to 512 bytes and its cached blocks are not modelled (allocated bytes only)",
 )
@@ -185,3 +188,25 @@ def cuda_dropout():
         yield
     finally:
         F.dropout = original
+
+
+@contextmanager
+def triton_logprob_tiles():
+    """TRL 1.16.0's fused LM head (``trl/kernels/chunked_logprob.py``) as it runs on CUDA:
+    ``_forward_kernel`` / ``_backward_kernel`` are Triton programs that fold each
+    ``[TOKEN_CHUNK_SIZE, chunk_size]`` logits tile into the per-token fp32 statistics, and turn
+    it into the logits' gradient, in place and in registers. Without Triton (this CPU) TRL runs
+    ``_forward_tile`` / ``_backward_tile``, torch versions that materialise fp32 copies of the
+    whole tile; here they allocate nothing, as the kernels do. Likewise ``_addmm_fp32``, which
+    on CUDA with torch >= 2.8 is ``torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)``
+    (no copies) and elsewhere casts both operands to fp32 first. Everything around them (the
+    tile buffer, the statistics, the saved tensors, the fp32 gradient accumulators) is TRL's
+    own Python code, run as is."""
+    import trl.kernels.chunked_logprob as cl
+
+    saved = cl._forward_tile, cl._backward_tile, cl._addmm_fp32
+    cl._forward_tile = cl._backward_tile = cl._addmm_fp32 = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        cl._forward_tile, cl._backward_tile, cl._addmm_fp32 = saved
