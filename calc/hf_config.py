@@ -2,8 +2,11 @@
 
 Families: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2,
 gemma3_text, granite, olmo, olmo2, stablelm, phi, phi3 (Phi-3, Phi-4, Phi-4-mini), smollm3,
-gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2. Multimodal configs (``gemma3``,
-``llama4``, ``mistral3``) are read through their ``text_config`` (see below).
+gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2,
+and the hybrid linear-attention stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated
+DeltaNet blocks with a gated full-attention block every ``full_attention_interval``-th).
+Multimodal configs (``gemma3``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
+read through their ``text_config`` (see below).
 Each family is read with its own key names, and a key a config may leave out
 takes the default of that family's ``transformers`` config class (source:
 ``transformers/models/<family>/configuration_<family>.py``, v4.44-v4.48), e.g.
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .arch import LinearLayer, ModelArch
+from .arch import MIXER_KINDS, LinearAttention, LinearLayer, ModelArch
 from .errors import ConfigError
 from .jsontypes import JsonObject
 
@@ -822,6 +825,171 @@ def _gpt2(k: _Keys, family: str, name: str) -> ModelArch:
     return _plain_mlp_traits(arch, k, "activation_function", "gelu_new")
 
 
+# ---- hybrid linear attention: Gated DeltaNet + gated full attention ---------------------------
+_LEGACY_LAYER_TYPES = {"attention": "full_attention"}
+"""transformers 5.17 ``configuration_utils._LEGACY_LAYER_TYPE_REMAP`` (the names a Qwen
+hybrid can use; its ``mamba`` / ``conv`` entries belong to other families)."""
+
+
+def _mixer_kinds(k: _Keys, layers: int) -> list[str]:
+    """The mixer of each block: ``layer_types`` when given (one of :data:`MIXER_KINDS` per
+    layer), else ``linear_attention`` except every ``full_attention_interval``-th block
+    (default 4), as ``Qwen3NextConfig.__post_init__`` / ``Qwen3_5TextConfig.__post_init__``
+    build it (transformers 5.17 ``configuration_qwen3_next.py``, ``configuration_qwen3_5.py``)."""
+    value = k.cfg.get("layer_types")
+    if value is None:
+        interval = k.int("full_attention_interval", default=4)
+        return [
+            "linear_attention" if (i + 1) % interval else "full_attention" for i in range(layers)
+        ]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise k.error("layer_types", value)
+    if len(value) != layers:
+        raise ConfigError("config_layer_types_length", k.prefix + "layer_types", len(value))
+    kinds = [_LEGACY_LAYER_TYPES.get(v, v) for v in value]
+    unknown = sorted({v for v in kinds if v not in MIXER_KINDS})
+    if unknown:
+        raise ConfigError("config_invalid_value", k.prefix + "layer_types", unknown[0])
+    return kinds
+
+
+def _linear_attention(k: _Keys) -> LinearAttention:
+    """The Gated DeltaNet shapes (``linear_*`` keys; defaults of ``Qwen3NextConfig`` and
+    ``Qwen3_5TextConfig``, transformers 5.17: 16 key heads and 32 value heads of 128, kernel
+    4). The value heads must be a multiple of the key heads (q and k are repeated to them:
+    ``repeat_interleave(num_v_heads // num_k_heads)``)."""
+    key_heads = k.int("linear_num_key_heads", default=16)
+    value_heads = k.int("linear_num_value_heads", default=32)
+    if value_heads % key_heads:
+        raise k.kv_error("linear_num_key_heads", key_heads)
+    return LinearAttention(
+        key_heads=key_heads,
+        value_heads=value_heads,
+        key_head_dim=k.int("linear_key_head_dim", default=128),
+        value_head_dim=k.int("linear_value_head_dim", default=128),
+        conv_kernel=k.int("linear_conv_kernel_dim", default=4),
+    )
+
+
+def _rotary_dim(k: _Keys, head_dim: int, default_factor: float) -> int:
+    """Rotated dimensions per head: ``int(head_dim * partial_rotary_factor)``
+    (``modeling_rope_utils._compute_default_rope_parameters``); the factor is a top-level
+    key or one of ``rope_parameters`` (transformers 5 configs)."""
+    factor = k.cfg.get("partial_rotary_factor")
+    rope = k.cfg.get("rope_parameters")
+    if factor is None and isinstance(rope, dict):
+        factor = rope.get("partial_rotary_factor")
+    if factor is None:
+        factor = default_factor
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        raise k.error("partial_rotary_factor", factor)
+    return max(1, int(head_dim * factor))
+
+
+def _qwen_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
+    """Qwen3-Next (``qwen3_next``), Qwen3.5 (``qwen3_5_text``) and Qwen3.5-MoE
+    (``qwen3_5_moe_text``), transformers 5.17 ``modeling_qwen3_next.py`` /
+    ``modeling_qwen3_5.py`` / ``modeling_qwen3_5_moe.py``.
+
+    Each block holds one mixer (:func:`_mixer_kinds`) and one MLP, with two RMSNorms that
+    scale by ``1 + weight`` in fp32 (``Qwen3NextRMSNorm``):
+
+    - full attention (``Qwen3NextAttention``): ``q_proj`` of ``2 * heads * head_dim`` (the
+      query and a sigmoid output gate per head, ``attn_output * torch.sigmoid(gate)``),
+      ``k_proj``, ``v_proj``, ``o_proj`` (``attention_bias`` on all four), per-head q/k
+      RMSNorm (``head_dim`` weights each), RoPE on ``partial_rotary_factor`` of each head
+      (0.25 by default);
+    - Gated DeltaNet (``Qwen3NextGatedDeltaNet``: ``in_proj_qkvz`` hidden -> ``2 key_dim +
+      2 value_dim`` and ``in_proj_ba`` hidden -> ``2 value_heads``; ``Qwen3_5GatedDeltaNet``
+      splits them: ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``, ``in_proj_a``), a depthwise
+      ``nn.Conv1d`` (not an ``nn.Linear``: peft's ``all-linear`` and bitsandbytes leave it),
+      ``A_log``, ``dt_bias``, ``Qwen3NextRMSNormGated`` and ``out_proj``
+      (:class:`calc.arch.LinearAttention`);
+    - MLP: Qwen3.5's dense SwiGLU (``intermediate_size``), or the MoE of Qwen3-Next and
+      Qwen3.5-MoE (``Qwen3NextSparseMoeBlock``): ``num_experts`` experts of
+      ``moe_intermediate_size`` (3-D parameters in transformers 5: calc's ``fused-3d``
+      layout; not a peft-converted family, like ``qwen2_moe``), a router ``gate``, one shared
+      expert of ``shared_expert_intermediate_size`` and its scalar ``shared_expert_gate``.
+    """
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads, head_dim_default=256)
+    layers = k.int("num_hidden_layers")
+    kinds = _mixer_kinds(k, layers)
+    la = _linear_attention(k)
+    bias = k.bool("attention_bias", False)
+    full, lin = "full_attention", "linear_attention"
+    attention = (
+        LinearLayer("q_proj", h, 2 * heads * hd, bias, role="attn", block_kind=full),
+        LinearLayer("k_proj", h, kv * hd, bias, role="attn", block_kind=full),
+        LinearLayer("v_proj", h, kv * hd, bias, role="attn", block_kind=full),
+        LinearLayer("o_proj", heads * hd, h, bias, role="attn", block_kind=full),
+    )
+    if family == "qwen3_next":
+        projections: tuple[tuple[str, int], ...] = (
+            ("in_proj_qkvz", 2 * la.key_dim + 2 * la.value_dim),
+            ("in_proj_ba", 2 * la.value_heads),
+        )
+    else:
+        projections = (
+            ("in_proj_qkv", la.conv_dim),
+            ("in_proj_z", la.value_dim),
+            ("in_proj_b", la.value_heads),
+            ("in_proj_a", la.value_heads),
+        )
+    mixer = tuple(
+        LinearLayer(n, h, width, role="mixer", block_kind=lin) for n, width in projections
+    ) + (LinearLayer("out_proj", la.value_dim, h, role="mixer", block_kind=lin),)
+    moe = family != "qwen3_5_text"
+    experts = top_k = shared = 0
+    if moe:
+        if family == "qwen3_next":
+            # blocks listed in mlp_only_layers or skipped by decoder_sparse_step hold a dense
+            # MLP: refused rather than miscounted (no published checkpoint has them)
+            step = k.int("decoder_sparse_step", default=1)
+            if step != 1:
+                raise ConfigError("unsupported_architecture", k.prefix + "decoder_sparse_step", step)
+            dense_layers = k.cfg.get("mlp_only_layers") or []
+            if dense_layers:
+                raise ConfigError(
+                    "unsupported_architecture", k.prefix + "mlp_only_layers", dense_layers
+                )
+        experts, top_k = _experts(k, "num_experts")
+        inter = k.int("moe_intermediate_size")
+        shared = k.int("shared_expert_intermediate_size")
+        mlp = _gated_mlp(h, inter, False, experts, top_k)
+        mlp += (LinearLayer("gate", h, experts, quantizable=False, role="router"),)
+        mlp += _gated_mlp(h, shared)
+        mlp += (LinearLayer("shared_expert_gate", h, 1, quantizable=False, role="router"),)
+    else:
+        inter = k.int("intermediate_size")
+        mlp = _gated_mlp(h, inter)
+    n_full = kinds.count(full)
+    arch = ModelArch(
+        **_common(k, family, name, 32768, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=attention + mixer + mlp,
+        norm_kind="rms",
+        norms_per_layer=2,
+        num_experts=experts,
+        experts_per_token=top_k,
+        shared_expert_intermediate_size=shared,
+        block_counts=((full, n_full), (lin, layers - n_full)),
+        block_kind_params=((full, 2 * hd), (lin, la.own_params)),
+        linear_attention=la,
+    )
+    arch.extra["norm_scale_fp32"] = True  # Qwen3NextRMSNorm: output * (1.0 + weight.float())
+    arch.extra["qk_norm_per_head"] = True
+    arch.extra["attention_output_gate"] = True
+    arch.extra["rope_dim"] = _rotary_dim(k, hd, 0.25)
+    return arch
+
+
 _READERS = {
     **{family: _dense for family in _DENSE},
     "olmo": _olmo,
@@ -840,6 +1008,9 @@ _READERS = {
     "RefinedWebModel": _falcon,
     "bloom": _bloom,
     "gpt2": _gpt2,
+    "qwen3_next": _qwen_hybrid,
+    "qwen3_5_text": _qwen_hybrid,
+    "qwen3_5_moe_text": _qwen_hybrid,
 }
 
 
