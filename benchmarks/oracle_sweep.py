@@ -24,6 +24,7 @@ methodology page renders (the site build never needs torch).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import sys
@@ -335,6 +336,65 @@ ACCEPTED_FAMILIES: dict[str, dict] = {
         "vocab_size": 8000,
         "n_positions": 1024,
     },
+    # Hybrid linear attention: Gated DeltaNet blocks and gated full-attention blocks
+    # (layer_types). Qwen3.5 at its real 3:1 ratio (full_attention_interval 4, 4 blocks); the
+    # MoE ones one block of each kind. Linear-attention heads narrower than published (128)
+    # but with value heads a multiple of the key heads, as published.
+    "qwen3_5_text": {
+        "model_type": "qwen3_5_text",
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 128,
+        "linear_num_key_heads": 4,
+        "linear_num_value_heads": 8,
+        "linear_key_head_dim": 64,
+        "linear_value_head_dim": 64,
+        "num_hidden_layers": 4,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+    },
+    "qwen3_5_moe_text": {
+        "model_type": "qwen3_5_moe_text",
+        "hidden_size": 512,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 128,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "moe_intermediate_size": 192,
+        "shared_expert_intermediate_size": 192,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 2,
+        "layer_types": ["linear_attention", "full_attention"],
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+    },
+    "qwen3_next": {
+        "model_type": "qwen3_next",
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 128,
+        "linear_num_key_heads": 4,
+        "linear_num_value_heads": 8,
+        "linear_key_head_dim": 64,
+        "linear_value_head_dim": 64,
+        "moe_intermediate_size": 192,
+        "shared_expert_intermediate_size": 192,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 2,
+        "full_attention_interval": 2,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+    },
 }
 FAMILY_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
 """model_types calc reads with another family's reader (Falcon's remote-code names): swept
@@ -379,7 +439,37 @@ ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
         "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
     },
 }
-MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "llama4_text")
+HYBRID_FAMILIES = ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next")
+"""Families with Gated DeltaNet blocks: traced with the kernels' memory
+(tools/oracle/linear_attention.py), and swept where activations set the peak too."""
+_HYBRID_HEAVY = {
+    "lora-r8-attn-s2048": (
+        {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
+        {},
+    ),
+    "lora-r16-all-linear-b2-s1024": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "micro_batch_size": 2,
+            "seq_len": 1024,
+        },
+        {},
+    ),
+    "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
+    "full-ckpt-s2048": ({"method": "full", "seq_len": 2048, "gradient_checkpointing": True}, {}),
+}
+ACTIVATION_HEAVY.update({family: _HYBRID_HEAVY for family in HYBRID_FAMILIES})
+MOE_FAMILIES = (
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "gpt_oss",
+    "llama4_text",
+    "qwen3_5_moe_text",
+    "qwen3_next",
+)
 
 # name -> (request overrides, oracle options)
 VARIANTS: dict[str, tuple[dict, dict]] = {
@@ -826,22 +916,36 @@ def _accepted_request(family: str, cfg: dict, overrides: dict) -> dict | None:
 def _cache_key(setup: dict, versions: dict) -> str:
     qlora = setup["request"].get("method") == "qlora"
     text = json.dumps(
-        {"setup": setup, "versions": versions, "oracle": _oracle_source_hash(qlora)}, sort_keys=True
+        {
+            "setup": setup,
+            "versions": versions,
+            "oracle": _oracle_source_hash(qlora, is_hybrid(setup)),
+        },
+        sort_keys=True,
     )
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 QLORA_ONLY_SOURCES = ("qlora.py",)
 """Oracle modules only QLoRA setups run: a change to them retraces those setups only."""
+HYBRID_ONLY_SOURCES = ("linear_attention.py",)
+"""Oracle modules only the hybrid families' setups run (:func:`run_oracle` applies them)."""
 
 
-def _oracle_source_hash(qlora: bool = True) -> str:
+def _oracle_source_hash(qlora: bool = True, hybrid: bool = False) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
     for path in sorted((ROOT / "tools" / "oracle").glob("*.py")):
+        if path.name in HYBRID_ONLY_SOURCES and not hybrid:
+            continue
         if qlora or path.name not in QLORA_ONLY_SOURCES:
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def is_hybrid(setup: dict) -> bool:
+    """A setup of a family with Gated DeltaNet blocks."""
+    return model_type_of(setup) in HYBRID_FAMILIES
 
 
 def oracle_request(request: dict) -> dict:
@@ -861,8 +965,12 @@ def run_oracle(setup: dict, versions: dict) -> dict:
         return json.loads(path.read_text())
     from tools.oracle import Unsupported, oracle_estimate
 
+    from tools.oracle.linear_attention import linear_attention_kernels
+
+    kernels = linear_attention_kernels() if is_hybrid(setup) else contextlib.nullcontext()
     try:
-        result = oracle_estimate(dict(oracle_request(setup["request"]), oracle=setup["oracle"]))
+        with kernels:
+            result = oracle_estimate(dict(oracle_request(setup["request"]), oracle=setup["oracle"]))
         result.pop("request", None)
     except Unsupported as exc:
         result = {"unsupported": str(exc)}

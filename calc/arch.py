@@ -175,9 +175,8 @@ class LinearAttention:
         """The recurrent state of one sequence: ``value_heads x key_head_dim x
         value_head_dim`` (fp32 in the kernels), plus the conv state ``conv_dim x
         (kernel - 1)``."""
-        return (
-            self.value_heads * self.key_head_dim * self.value_head_dim
-            + self.conv_dim * (self.conv_kernel - 1)
+        return self.value_heads * self.key_head_dim * self.value_head_dim + self.conv_dim * (
+            self.conv_kernel - 1
         )
 
 

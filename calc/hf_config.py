@@ -948,7 +948,9 @@ def _qwen_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
             # MLP: refused rather than miscounted (no published checkpoint has them)
             step = k.int("decoder_sparse_step", default=1)
             if step != 1:
-                raise ConfigError("unsupported_architecture", k.prefix + "decoder_sparse_step", step)
+                raise ConfigError(
+                    "unsupported_architecture", k.prefix + "decoder_sparse_step", step
+                )
             dense_layers = k.cfg.get("mlp_only_layers") or []
             if dense_layers:
                 raise ConfigError(
@@ -987,6 +989,7 @@ def _qwen_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
     arch.extra["qk_norm_per_head"] = True
     arch.extra["attention_output_gate"] = True
     arch.extra["rope_dim"] = _rotary_dim(k, hd, 0.25)
+    arch.extra["mixer_order"] = list(kinds)
     return arch
 
 
