@@ -79,7 +79,7 @@ class ActConfig:
     act_bytes: int
     resid_bytes: int
     full: bool
-    adapted: frozenset[tuple[str, int, int, str]]
+    adapted: frozenset[tuple[str, int, int, str, int]]
     rank: int
     attention: Attention
     seq_len: int
@@ -93,7 +93,7 @@ class ActConfig:
     # adapted linears whose adapter peft folds into the weight (moe_expert_layout "fused-3d",
     # calc.lora.fused_expert_adapters): their weight W + B·A trains, so the input is saved
     # whatever the adapter's dtype or dropout, and no token passes through A and B
-    fused: frozenset[tuple[str, int, int, str]] = frozenset()
+    fused: frozenset[tuple[str, int, int, str, int]] = frozenset()
     # the output layer is a 4-bit linear that keeps its input (qlora_output_layer_quantized
     # with qlora_keeps_inputs): the final norm's output is saved
     head_keeps_input: bool = False
@@ -114,8 +114,11 @@ class ActConfig:
         return self.act_bytes if self.adapter_bytes is None else self.adapter_bytes
 
 
-def _key(lin: LinearLayer) -> tuple[str, int, int, str]:
-    return (lin.name, lin.d_in, lin.d_out, lin.role)
+def _key(lin: LinearLayer) -> tuple[str, int, int, str, int]:
+    """A linear's identity among the adapted ones: name, widths, role and copies (a routed
+    expert and a shared expert can share the other four: Qwen3.5-MoE's experts and shared
+    expert are both ``gate_proj`` of ``hidden x 512``)."""
+    return (lin.name, lin.d_in, lin.d_out, lin.role, lin.count)
 
 
 def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:
@@ -603,9 +606,20 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
     total += lora_input_copy_bytes(arch, cfg)
+    total += shared_expert_gate_bytes(arch, cfg)
     total += _share(arch, "full_attention", _attention_mixer_bytes(arch, cfg, parts))
     total += _share(arch, "linear_attention", gated_delta_net_bytes(arch, cfg))
     return total
+
+
+def shared_expert_gate_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """The shared expert's scalar gate (``arch.extra["shared_expert_gated"]``; transformers
+    5.17 ``Qwen3NextSparseMoeBlock.forward``: ``F.sigmoid(self.shared_expert_gate(x)) *
+    shared_expert_output``): the product saves the shared expert's output and the
+    ``sigmoid`` output (which ``sigmoid`` saves too): ``act * (h + 1)`` per token."""
+    if not arch.extra.get("shared_expert_gated"):
+        return 0
+    return cfg.act_bytes * (arch.hidden_size + 1)
 
 
 def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
@@ -626,7 +640,7 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
         "linear_attention": ((*mixer_in, out_proj), gated_delta_net_bytes(arch, cfg)),
     }
     mlp = sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
-    mlp += router_bytes(arch, parts)
+    mlp += router_bytes(arch, parts) + shared_expert_gate_bytes(arch, cfg)
     unsaved = 0
     for kind in kinds:
         linears, mixer_bytes = mixers[kind]

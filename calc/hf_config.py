@@ -990,6 +990,8 @@ def _qwen_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
     arch.extra["attention_output_gate"] = True
     arch.extra["rope_dim"] = _rotary_dim(k, hd, 0.25)
     arch.extra["mixer_order"] = list(kinds)
+    if moe:
+        arch.extra["shared_expert_gated"] = True  # sigmoid(shared_expert_gate(x)) * shared
     return arch
 
 
