@@ -1070,6 +1070,41 @@ def _figures(rows: list[dict]) -> dict:
     }
 
 
+def merge_summary(old: dict, rows: list[dict]) -> dict:
+    """``old`` (the summary of a whole sweep) with the rows of families it does not hold yet
+    (a ``--only`` run of newly swept families): counts, worst errors, misses, families,
+    ``model_types`` and ``per_family`` take the new rows in; the medians stay those of the
+    last whole sweep (one of its rows is not at hand). A family already in ``old`` is
+    refused: only a whole sweep replaces its figures."""
+    new = summarise(rows, old["versions"])
+    again = sorted(set(new["families"]) & set(old["families"]))
+    if again:
+        raise SystemExit(f"already in the summary, rerun the whole sweep: {', '.join(again)}")
+    out = dict(old)
+    _merge_figures(out, new)
+    out["groups"] = dict(old["groups"])
+    for method, g in new["groups"].items():
+        out["groups"][method] = dict(old["groups"].get(method, g))
+        if method in old["groups"]:
+            _merge_figures(out["groups"][method], g)
+    out["families"] = sorted(set(old["families"]) | set(new["families"]))
+    out["model_types"] = sorted(set(old["model_types"]) | set(new["model_types"]))
+    out["per_family"] = {**old["per_family"], **new["per_family"]}
+    out["per_family"] = {f: out["per_family"][f] for f in out["families"]}
+    return out
+
+
+def _merge_figures(out: dict, new: dict) -> None:
+    """Add ``new``'s counts to ``out`` (both :func:`_figures` dicts), in place."""
+    for key in ("setups", "within_2pct", "within_5pct", "phases_within_5pct", "phases"):
+        out[key] = out[key] + new[key]
+    if new["worst_error"] is not None and abs(new["worst_error"]) > abs(out["worst_error"]):
+        out["worst_id"], out["worst_error"] = new["worst_id"], new["worst_error"]
+    out["beyond_2pct"] = sorted(
+        out["beyond_2pct"] + new["beyond_2pct"], key=lambda r: -abs(r["error"])
+    )
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:+6.2f} %"
 
@@ -1078,6 +1113,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="run the setups whose id contains this text")
     parser.add_argument("--no-write", action="store_true", help="do not rewrite the summary file")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --only: add the families run (new to the summary) to the summary file",
+    )
     args = parser.parse_args(argv)
     try:
         from tools.oracle.run import versions as library_versions
@@ -1141,6 +1181,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.only and not args.no_write:
         SUMMARY_PATH.write_text(json.dumps(s, indent=1) + "\n")
         print(f"summary written to {SUMMARY_PATH.relative_to(ROOT)}")
+    elif args.merge and not args.no_write:
+        merged = merge_summary(json.loads(SUMMARY_PATH.read_text()), rows)
+        SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
+        print(f"{', '.join(s['families'])} merged into {SUMMARY_PATH.relative_to(ROOT)}")
     return 0
 
 

@@ -1023,6 +1023,10 @@ def warnings_for(req: EstimateRequest) -> list[str]:
     out += library_rejections(
         req.model, req.framework.value, req.attention.value, req.is_peft, req.lora_targets
     )
+    if req.model.linear_attention is not None and req.precision is Precision.FP32:
+        # flash-linear-attention's chunk_gated_delta_rule: ``assert q.dtype != torch.float32``
+        # (fla/ops/gated_delta_rule/chunk.py); calc counts that kernel's tensors
+        out.append("linear_attention_fp32_refused_by_fla")
     return out
 
 
