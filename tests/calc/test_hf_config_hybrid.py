@@ -1,0 +1,207 @@
+"""Hybrid linear-attention stacks (Qwen3-Next, Qwen3.5, Qwen3.5-MoE): reading, parameter
+counts, LoRA targets, saved activations against the oracle, FLOPs and coded errors."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from benchmarks.oracle_sweep import ACCEPTED_FAMILIES, BASE_REQUEST
+from calc.errors import ConfigError
+from calc.flops import attention_forward_flops_per_token, linear_attention_forward_flops_per_token
+from calc.hf_config import arch_from_hf_config
+from calc.lora import adapted_linears, adapter_params
+from calc.memory import estimate_dict
+from calc.presets import get_preset
+
+QWEN35 = ACCEPTED_FAMILIES["qwen3_5_text"]
+QWEN35_MOE = ACCEPTED_FAMILIES["qwen3_5_moe_text"]
+QWEN3_NEXT = ACCEPTED_FAMILIES["qwen3_next"]
+
+
+def config(base: dict, **changes: object) -> dict:
+    out = copy.deepcopy(base)
+    out.update(changes)
+    return out
+
+
+# Parameters of transformers 5.17's own model (AutoModelForCausalLM.from_config on the meta
+# device, summed over model.parameters()) for the same config.
+@pytest.mark.parametrize(
+    ("cfg", "params"),
+    [
+        (QWEN35, 21_734_384),
+        (QWEN35_MOE, 23_678_856),
+        (QWEN3_NEXT, 23_682_896),
+    ],
+)
+def test_reduced_configs_count_what_transformers_builds(cfg, params):
+    assert arch_from_hf_config(cfg).params_total == params
+
+
+@pytest.mark.parametrize(
+    ("preset", "total", "active"),
+    [
+        # transformers 5.17 Qwen3NextForCausalLM on the published shapes; the MTP layer of the
+        # checkpoint is not part of the model transformers builds
+        ("qwen3-next-80b-a3b", 79_674_391_296, 3_874_929_408),
+        # the language model of Qwen3_5ForConditionalGeneration (Qwen3_5ForCausalLM)
+        ("qwen3.5-9b", 8_953_803_264, 8_953_803_264),
+        ("qwen3.5-35b-a3b", 34_660_610_688, 3_454_988_928),
+    ],
+)
+def test_presets_count_the_language_model(preset, total, active):
+    arch = get_preset(preset)
+    assert (arch.params_total, arch.params_active) == (total, active)
+
+
+def test_layer_types_follow_the_full_attention_interval():
+    arch = arch_from_hf_config(config(QWEN35, num_hidden_layers=8))
+    assert dict(arch.block_counts) == {"full_attention": 2, "linear_attention": 6}
+    assert arch.extra["mixer_order"] == ["linear_attention"] * 3 + ["full_attention"] * 1 + [
+        "linear_attention"
+    ] * 3 + ["full_attention"]
+    every_other = arch_from_hf_config(config(QWEN35, full_attention_interval=2))
+    assert dict(every_other.block_counts) == {"full_attention": 2, "linear_attention": 2}
+
+
+def test_explicit_and_legacy_layer_types():
+    arch = arch_from_hf_config(
+        config(
+            QWEN35,
+            layer_types=["attention", "linear_attention", "full_attention", "linear_attention"],
+        )
+    )
+    assert dict(arch.block_counts) == {"full_attention": 2, "linear_attention": 2}
+    assert arch.extra["mixer_order"][0] == "full_attention"
+
+
+def test_the_multimodal_config_is_read_through_its_text_config():
+    text = config(QWEN35)
+    arch = arch_from_hf_config({"model_type": "qwen3_5", "text_config": text, "vision_config": {}})
+    assert arch.extra["text_config_only"] is True
+    assert arch.params_total == arch_from_hf_config(QWEN35).params_total
+
+
+@pytest.mark.parametrize(
+    ("changes", "code", "field"),
+    [
+        ({"layer_types": ["linear_attention"] * 3}, "config_layer_types_length", "layer_types"),
+        (
+            {"layer_types": ["linear_attention", "mamba", "x", "full_attention"]},
+            "config_invalid_value",
+            "layer_types",
+        ),
+        ({"linear_num_key_heads": 3}, "config_kv_heads_indivisible", "linear_num_key_heads"),
+        ({"num_key_value_heads": 3}, "config_kv_heads_indivisible", "num_key_value_heads"),
+        ({"linear_value_head_dim": 0}, "config_invalid_value", "linear_value_head_dim"),
+        ({"partial_rotary_factor": 1.5}, "config_invalid_value", "partial_rotary_factor"),
+    ],
+)
+def test_inconsistent_shapes_are_coded_errors(changes, code, field):
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(config(QWEN35, **changes))
+    assert (err.value.code, err.value.field) == (code, "hf_config." + field)
+
+
+def test_moe_errors_name_the_key():
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(config(QWEN35_MOE, num_experts_per_tok=9))
+    assert (err.value.code, err.value.field) == (
+        "config_top_k_above_experts",
+        "hf_config.num_experts_per_tok",
+    )
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(config(QWEN3_NEXT, mlp_only_layers=[0]))
+    assert err.value.code == "unsupported_architecture"
+
+
+def test_all_linear_reaches_the_mixer_projections_not_the_convolution():
+    arch = arch_from_hf_config(QWEN35)
+    names = {a.name for a in adapted_linears(arch, "all-linear")}
+    assert {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"} <= names
+    assert {"q_proj", "o_proj", "gate_proj", "down_proj"} <= names
+    assert not any("conv" in n for n in names)
+
+
+# peft 0.21 get_peft_model(r=16, target_modules="all-linear") on transformers 5.17's model:
+# trainable parameters. Qwen3-Next's experts are converted to target_parameters (its
+# model_type borrows qwen2_moe's conversion pattern), Qwen3.5-MoE's are not.
+@pytest.mark.parametrize(("cfg", "trainable"), [(QWEN35_MOE, 219_296), (QWEN3_NEXT, 791_072)])
+def test_all_linear_adapters_count_what_peft_builds(cfg, trainable):
+    arch = arch_from_hf_config(cfg)
+    assert adapter_params(adapted_linears(arch, "all-linear", "fused-3d"), 16) == trainable
+
+
+def sweep_request(cfg: dict, **overrides: object) -> dict:
+    return dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
+
+
+# Allocated peaks the oracle traced (benchmarks.oracle_sweep: transformers 5.17 + peft 0.21 on
+# fake tensors, with the causal-conv1d and flash-linear-attention kernels' saved tensors).
+@pytest.mark.parametrize(
+    ("cfg", "overrides", "oracle_peak"),
+    [
+        (QWEN35, {"method": "full", "seq_len": 2048}, 836_789_700),
+        (QWEN35, {"method": "full", "seq_len": 2048, "gradient_checkpointing": True}, 542_818_564),
+        # attention-only targets: the three Gated DeltaNet blocks before the first attention
+        # block hold no adapter and see a frozen input, so they save nothing
+        (
+            QWEN35,
+            {
+                "method": "lora",
+                "lora_rank": 8,
+                "seq_len": 2048,
+                "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj"],
+            },
+            483_527_816,
+        ),
+        (
+            QWEN35_MOE,
+            {
+                "method": "lora",
+                "lora_rank": 16,
+                "lora_targets": "all-linear",
+                "moe_expert_layout": "fused-3d",
+            },
+            110_427_184,
+        ),
+        (
+            QWEN3_NEXT,
+            {
+                "method": "lora",
+                "lora_rank": 16,
+                "lora_targets": "all-linear",
+                "moe_expert_layout": "fused-3d",
+                "micro_batch_size": 2,
+                "seq_len": 1024,
+            },
+            566_129_856,
+        ),
+    ],
+)
+def test_peaks_hold_to_the_oracle(cfg, overrides, oracle_peak):
+    peak = estimate_dict(sweep_request(cfg, **overrides))["peak_allocated_bytes"]
+    assert abs(peak / oracle_peak - 1) < 0.005
+
+
+def test_linear_attention_flops_are_chunked_and_attention_counts_its_blocks_only():
+    arch = get_preset("qwen3-next-80b-a3b")
+    per_head = 6 * 128 * 128 + 2 * 64 * (3 * 128 + 2 * 128) + 2 * 64 * 64 / 3
+    assert linear_attention_forward_flops_per_token(arch) == pytest.approx(36 * 32 * per_head)
+    attention = 4.0 * 12 * 4096 * 16 * 256 * 0.5
+    assert attention_forward_flops_per_token(arch, 4096, "sdpa") == pytest.approx(
+        attention + 36 * 32 * per_head
+    )
+    # independent of the sequence length, unlike attention
+    assert linear_attention_forward_flops_per_token(arch) == pytest.approx(
+        attention_forward_flops_per_token(arch, 1, "sdpa") - 4.0 * 12 * 16 * 256 * 0.5
+    )
+
+
+def test_fp32_training_is_flagged_as_refused_by_the_kernel():
+    warnings = estimate_dict(sweep_request(QWEN35, method="full", precision="fp32"))["warnings"]
+    assert "linear_attention_fp32_refused_by_fla" in warnings
+    bf16 = estimate_dict(sweep_request(QWEN35, method="full"))["warnings"]
+    assert "linear_attention_fp32_refused_by_fla" not in bf16
