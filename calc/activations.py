@@ -50,6 +50,9 @@ from dataclasses import dataclass
 from .arch import LinearLayer, ModelArch
 from .request import Attention
 
+AdaptedKey = tuple[str | int, ...]
+"""What :func:`linear_key` returns."""
+
 FP32_BYTES = 4
 INDEX_BYTES = 8
 """int64 indices (what ``max(dim)`` keeps for its backward)."""
@@ -79,7 +82,7 @@ class ActConfig:
     act_bytes: int
     resid_bytes: int
     full: bool
-    adapted: frozenset[tuple[str, int, int, str, int]]
+    adapted: frozenset[AdaptedKey]
     rank: int
     attention: Attention
     seq_len: int
@@ -93,7 +96,7 @@ class ActConfig:
     # adapted linears whose adapter peft folds into the weight (moe_expert_layout "fused-3d",
     # calc.lora.fused_expert_adapters): their weight W + B·A trains, so the input is saved
     # whatever the adapter's dtype or dropout, and no token passes through A and B
-    fused: frozenset[tuple[str, int, int, str, int]] = frozenset()
+    fused: frozenset[AdaptedKey] = frozenset()
     # the output layer is a 4-bit linear that keeps its input (qlora_output_layer_quantized
     # with qlora_keeps_inputs): the final norm's output is saved
     head_keeps_input: bool = False
@@ -114,11 +117,15 @@ class ActConfig:
         return self.act_bytes if self.adapter_bytes is None else self.adapter_bytes
 
 
-def _key(lin: LinearLayer) -> tuple[str, int, int, str, int]:
-    """A linear's identity among the adapted ones: name, widths, role and copies (a routed
-    expert and a shared expert can share the other four: Qwen3.5-MoE's experts and shared
-    expert are both ``gate_proj`` of ``hidden x 512``)."""
-    return (lin.name, lin.d_in, lin.d_out, lin.role, lin.count)
+def linear_key(name: str, d_in: int, d_out: int, role: str, count: int) -> AdaptedKey:
+    """A linear's identity among the adapted ones: name, widths and role, and the copy count
+    of a routed expert (a routed expert and a shared expert can share the other four:
+    Qwen3.5-MoE's experts and shared expert are both ``gate_proj`` of ``hidden x 512``)."""
+    return (name, d_in, d_out, role) + ((count,) if count > 1 else ())
+
+
+def _key(lin: LinearLayer) -> AdaptedKey:
+    return linear_key(lin.name, lin.d_in, lin.d_out, lin.role, lin.count)
 
 
 def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:

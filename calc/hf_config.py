@@ -846,7 +846,7 @@ def _mixer_kinds(k: _Keys, layers: int) -> list[str]:
         raise k.error("layer_types", value)
     if len(value) != layers:
         raise ConfigError("config_layer_types_length", k.prefix + "layer_types", len(value))
-    kinds = [_LEGACY_LAYER_TYPES.get(v, v) for v in value]
+    kinds = [_LEGACY_LAYER_TYPES.get(str(v), str(v)) for v in value]
     unknown = sorted({v for v in kinds if v not in MIXER_KINDS})
     if unknown:
         raise ConfigError("config_invalid_value", k.prefix + "layer_types", unknown[0])
