@@ -375,6 +375,20 @@ ACCEPTED_FAMILIES: dict[str, dict] = {
         "vocab_size": 16000,
         "max_position_embeddings": 8192,
     },
+    # LFM2: gated short convolutions, attention at full_attn_idxs (as LFM2-1.2B: the third
+    # block first); block_ff_dim auto-adjusted to 2/3, rounded to block_multiple_of
+    "lfm2": {
+        "model_type": "lfm2",
+        "hidden_size": 512,
+        "intermediate_size": 2304,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 4,
+        "full_attn_idxs": [2],
+        "conv_L_cache": 3,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+    },
     "qwen3_next": {
         "model_type": "qwen3_next",
         "hidden_size": 512,
@@ -402,6 +416,7 @@ through that family."""
 
 # attention-only LoRA targets by the family's module names (q, k, v, o or fused qkv, output)
 ATTENTION_TARGETS = {
+    "lfm2": ["q_proj", "k_proj", "v_proj", "out_proj"],
     "phi3": ["qkv_proj", "o_proj"],
     "phi": ["q_proj", "k_proj", "v_proj", "dense"],
     "gpt_neox": ["query_key_value", "dense"],
@@ -439,8 +454,8 @@ ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
         "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
     },
 }
-HYBRID_FAMILIES = ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next")
-"""Families with Gated DeltaNet blocks: traced with the kernels' memory
+HYBRID_FAMILIES = ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next", "lfm2")
+"""Families with Gated DeltaNet or short-convolution blocks: traced with the kernels' memory
 (tools/oracle/linear_attention.py), and swept where activations set the peak too."""
 _HYBRID_HEAVY = {
     "lora-r8-attn-s2048": (

@@ -463,7 +463,7 @@ def norm_output_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int
 
 def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Everything one decoder block saves for backward, per token, in bytes."""
-    if arch.linear_attention is not None:
+    if arch.hybrid:
         return hybrid_block_bytes_per_token(arch, cfg)
     parts = block_parts(arch)
     total = arch.norms_per_layer * norm_bytes(arch, cfg) + norm_output_bytes(arch, cfg, parts)
@@ -550,7 +550,9 @@ def gated_delta_net_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     without flash-linear-attention traces) saves far more: fp32 copies of q, k, v, the
     ``64 x 64`` decay and attention matrices of every chunk and the recurrent state of every
     chunk (``H dk dv`` fp32 per 64 tokens); calc does not count that path (see
-    ``benchmarks.oracle_sweep``, which traces a model of the kernels)."""
+    ``benchmarks.oracle_sweep``, which traces a model of the kernels). Traced on Qwen3.5-9B,
+    LoRA r16 on all linears, 1 x 2048 tokens: 15.1 GiB of saved activations with the kernels
+    (calc: the same), 26.2 GiB through the torch fallback; peaks 37.7 and 48.8 GiB."""
     la = arch.linear_attention
     if la is None:
         return 0
@@ -616,7 +618,29 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += shared_expert_gate_bytes(arch, cfg)
     total += _share(arch, "full_attention", _attention_mixer_bytes(arch, cfg, parts))
     total += _share(arch, "linear_attention", gated_delta_net_bytes(arch, cfg))
+    total += _share(arch, "conv", short_conv_bytes(arch, cfg))
     return total
+
+
+def short_conv_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """Saved tensors per token of one gated short-convolution mixer (transformers 5.17
+    ``Lfm2ShortConv.forward``: ``B, C, x = in_proj(h).transpose(-1, -2).chunk(3, dim=-2)``,
+    ``B * x``, ``causal_conv1d_fn``, ``C * conv``, ``out_proj`` of the contiguous product), on a
+    GPU with causal-conv1d installed:
+
+    - ``in_proj``'s input (the block's first norm output), by the rule on linears;
+    - ``B * x`` saves both factors, views of ``in_proj``'s output, which keeps all of it:
+      ``act * 3h``;
+    - causal-conv1d ``CausalConv1dFn`` saves its input ``B x`` (``act * h``; channels-last, not
+      copied) and fuses nothing else;
+    - ``C * conv`` saves the convolution's output (``act * h``; ``C`` is the view above);
+    - ``out_proj``'s input, the product made contiguous, when it saves it (``act * h``)."""
+    if not arch.short_conv_kernel:
+        return 0
+    a, h = cfg.act_bytes, arch.hidden_size
+    mixer_in, out_proj = _mixer_linears(arch)
+    total = _group_input_bytes(mixer_in, h, cfg) + a * 3 * h + a * h + a * h
+    return total + (a * h if _saves_input(out_proj, cfg) else 0)
 
 
 def shared_expert_gate_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -635,27 +659,36 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
     first one that holds an adapter has anything requiring grad, so it saves nothing (its
     norms, mixer and MLP; Qwen3.5 with attention-only targets: the three Gated DeltaNet
     blocks before the first attention block). In the first adapted block, the first norm
-    saves nothing, and when its mixer holds no adapter neither does anything before the MLP
-    (its two norms and the mixer)."""
+    saves nothing; when only the mixer's output projection holds an adapter (LFM2's
+    ``out_proj`` among attention targets), nothing of the mixer before it does either; when
+    the mixer holds none, neither does anything before the MLP (its two norms and the
+    mixer)."""
     order = arch.extra.get("mixer_order")
     kinds = [k for k in order if isinstance(k, str)] if isinstance(order, list) else []
     adapted_kinds = {l.block_kind for l in arch.linears if _key(l) in cfg.adapted}
-    attention = (*parts.attn_in, parts.attn_out)
     mixer_in, out_proj = _mixer_linears(arch)
     mixers = {
-        "full_attention": (attention, _attention_mixer_bytes(arch, cfg, parts)),
-        "linear_attention": ((*mixer_in, out_proj), gated_delta_net_bytes(arch, cfg)),
+        "full_attention": (parts.attn_in, parts.attn_out, _attention_mixer_bytes(arch, cfg, parts)),
+        "linear_attention": (mixer_in, out_proj, gated_delta_net_bytes(arch, cfg)),
+        "conv": (mixer_in, out_proj, short_conv_bytes(arch, cfg)),
     }
     mlp = sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     mlp += router_bytes(arch, parts) + shared_expert_gate_bytes(arch, cfg)
+    norm = norm_bytes(arch, cfg)
     unsaved = 0
     for kind in kinds:
-        linears, mixer_bytes = mixers[kind]
+        inputs, output, mixer_bytes = mixers[kind]
         if "" in adapted_kinds or kind in adapted_kinds:
-            if any(_key(l) in cfg.adapted for l in linears):
-                return unsaved + norm_bytes(arch, cfg)
-            return unsaved + 2 * norm_bytes(arch, cfg) + mixer_bytes
-        unsaved += 2 * norm_bytes(arch, cfg) + mixer_bytes + mlp
+            if any(_key(l) in cfg.adapted for l in inputs):
+                return unsaved + norm
+            if _key(output) in cfg.adapted:
+                # only the output projection trains: the mixer's tensors before it need no
+                # gradient; its adapter keeps its input, and the MLP norm reads a stream that
+                # requires grad
+                kept = cfg.act_bytes * output.d_in if _saves_input(output, cfg) else 0
+                return unsaved + norm + mixer_bytes - kept
+            return unsaved + 2 * norm + mixer_bytes
+        unsaved += 2 * norm + mixer_bytes + mlp
     return unsaved
 
 
@@ -770,7 +803,7 @@ def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     if cfg.full:
         return 0
     parts = block_parts(arch)
-    if arch.linear_attention is not None:
+    if arch.hybrid:
         return _hybrid_first_block_unsaved(arch, cfg, parts)
     attention = (*parts.attn_in, parts.attn_out)
     attn_trains = any(_key(l) in cfg.adapted for l in attention)

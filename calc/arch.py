@@ -45,9 +45,10 @@ MLP_OUTPUT_NAMES = frozenset(
         "experts.down_proj",  # GptOssExperts / Llama4TextExperts: (...) @ down_proj
     }
 )
-MIXER_KINDS = ("full_attention", "linear_attention")
+MIXER_KINDS = ("full_attention", "linear_attention", "conv")
 """Token mixers a hybrid stack's blocks hold, by transformers' ``layer_types`` names:
-softmax attention, or Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5)."""
+softmax attention, Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5) or a gated short
+convolution (LFM2)."""
 
 ROUTER_NAMES = frozenset({"gate", "router"})
 """MoE routers (hidden -> experts): Mixtral / Qwen-MoE ``gate``, gpt-oss / Llama 4 ``router``;
@@ -217,6 +218,8 @@ class ModelArch:
     block_kind_params: tuple[tuple[str, int], ...] = ()
     # The Gated DeltaNet shapes of a hybrid stack (block kinds of MIXER_KINDS); None else.
     linear_attention: LinearAttention | None = None
+    # Taps of the gated short convolution of a hybrid stack's "conv" blocks (LFM2); 0 else.
+    short_conv_kernel: int = 0
 
     def __post_init__(self) -> None:
         for key in (
@@ -244,6 +247,7 @@ class ModelArch:
             "experts_per_token",
             "shared_expert_intermediate_size",
             "block_extra_params",
+            "short_conv_kernel",
         ):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -259,8 +263,15 @@ class ModelArch:
         for kind, params in self.block_kind_params:
             if kind not in counts or not isinstance(params, int) or params < 0:
                 raise ConfigError("config_invalid_value", "block_kind_params", kind)
-        if self.linear_attention is not None and set(counts) != set(MIXER_KINDS):
+        if self.linear_attention is not None and set(counts) != set(MIXER_KINDS[:2]):
             raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
+        if self.short_conv_kernel and not set(counts) <= {"full_attention", "conv"}:
+            raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
+
+    @property
+    def hybrid(self) -> bool:
+        """Blocks of different token mixers (:data:`MIXER_KINDS`)."""
+        return self.linear_attention is not None or self.short_conv_kernel > 0
 
     # ---- mixed stacks -------------------------------------------------------
     def blocks_of(self, lin: LinearLayer) -> int:

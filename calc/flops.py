@@ -47,7 +47,7 @@ def attention_forward_flops_per_token(
     only, plus its Gated DeltaNet blocks' chunked recurrence
     (:func:`linear_attention_forward_flops_per_token`)."""
     layers = arch.num_layers
-    if arch.linear_attention is not None:  # a hybrid stack: its attention blocks only
+    if arch.hybrid:  # a hybrid stack: its attention blocks only
         layers = arch.kind_share("full_attention")[0]
     full = 4.0 * layers * seq_len * arch.num_heads * arch.head_dim
     linear = linear_attention_forward_flops_per_token(arch)

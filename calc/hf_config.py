@@ -3,8 +3,9 @@
 Families: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2,
 gemma3_text, granite, olmo, olmo2, stablelm, phi, phi3 (Phi-3, Phi-4, Phi-4-mini), smollm3,
 gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2,
-and the hybrid linear-attention stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated
-DeltaNet blocks with a gated full-attention block every ``full_attention_interval``-th).
+and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated DeltaNet blocks with
+a gated full-attention block every ``full_attention_interval``-th) and lfm2 (gated short
+convolutions and attention blocks).
 Multimodal configs (``gemma3``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
 read through their ``text_config`` (see below).
 Each family is read with its own key names, and a key a config may leave out
@@ -995,6 +996,103 @@ def _qwen_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
     return arch
 
 
+def _lfm2_ffn_width(k: _Keys) -> int:
+    """``Lfm2MLP``'s width (transformers 5.17 ``modeling_lfm2.py``): ``block_ff_dim`` when
+    given (``Lfm2Config.__post_init__`` pops it over ``intermediate_size``; LFM2-1.2B's
+    config.json holds both, 12288 and 8192), else ``intermediate_size``; with
+    ``block_auto_adjust_ff_dim``
+    (default true) ``int(2 * width / 3)``, times ``block_ffn_dim_multiplier`` (default 1.0),
+    rounded up to a multiple of ``block_multiple_of`` (default 256)."""
+    width = k.int("block_ff_dim", "intermediate_size")
+    if not k.bool("block_auto_adjust_ff_dim", True):
+        return width
+    width = int(2 * width / 3)
+    multiplier = k.cfg.get("block_ffn_dim_multiplier", 1.0)
+    if multiplier is not None:
+        if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)):
+            raise k.error("block_ffn_dim_multiplier", multiplier)
+        if multiplier <= 0:
+            raise k.error("block_ffn_dim_multiplier", multiplier)
+        multiple = k.int("block_multiple_of", default=256)
+        width = multiple * ((int(multiplier * width) + multiple - 1) // multiple)
+    if width <= 0:
+        raise k.error("intermediate_size", width)
+    return width
+
+
+def _lfm2_kinds(k: _Keys, layers: int) -> list[str]:
+    """Each block's mixer: ``layer_types`` (``full_attention`` or ``conv``) when given, else
+    ``full_attention`` at the indices of ``full_attn_idxs`` (default: every block) and
+    ``conv`` elsewhere (``Lfm2Config.__post_init__``)."""
+    value = k.cfg.get("layer_types")
+    if value is None:
+        idxs = k.cfg.get("full_attn_idxs")
+        if idxs is None:
+            return ["full_attention"] * layers
+        if not isinstance(idxs, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in idxs
+        ):
+            raise k.error("full_attn_idxs", idxs)
+        return ["full_attention" if i in idxs else "conv" for i in range(layers)]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise k.error("layer_types", value)
+    if len(value) != layers:
+        raise ConfigError("config_layer_types_length", k.prefix + "layer_types", len(value))
+    unknown = sorted({str(v) for v in value if v not in ("full_attention", "conv")})
+    if unknown:
+        raise ConfigError("config_invalid_value", k.prefix + "layer_types", unknown[0])
+    return [str(v) for v in value]
+
+
+def _lfm2(k: _Keys, family: str, name: str) -> ModelArch:
+    """LFM2 (``lfm2``; transformers 5.17 ``modeling_lfm2.py``): blocks of a gated short
+    convolution (``Lfm2ShortConv``: ``in_proj`` hidden -> 3 hidden, a depthwise ``nn.Conv1d``
+    of ``conv_L_cache`` taps, ``out_proj`` hidden -> hidden; ``conv_bias`` on all three) or
+    of attention (``Lfm2Attention``: ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``, no
+    biases, per-head RMSNorm ``q_layernorm`` / ``k_layernorm``), each with the SwiGLU
+    ``Lfm2MLP`` (``w1``, ``w3``, ``w2``, :func:`_lfm2_ffn_width`) and two RMSNorms
+    (``operator_norm``, ``ffn_norm``); the final norm is named ``embedding_norm``; the output
+    layer is tied by default. The convolution is not an ``nn.Linear`` (peft's ``all-linear``
+    and bitsandbytes leave it)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    layers = k.int("num_hidden_layers")
+    kinds = _lfm2_kinds(k, layers)
+    kernel = k.int("conv_L_cache", default=3)
+    bias = k.bool("conv_bias", False)
+    inter = _lfm2_ffn_width(k)
+    full = "full_attention"
+    counts = ((full, kinds.count(full)), ("conv", kinds.count("conv")))
+    attention = tuple(
+        replace(l, block_kind=full) for l in _attention(h, heads, kv, hd, False, False)
+    )
+    attention = attention[:3] + (replace(attention[3], name="out_proj"),)
+    conv = (
+        LinearLayer("in_proj", h, 3 * h, bias, role="mixer", block_kind="conv"),
+        LinearLayer("out_proj", h, h, bias, role="mixer", block_kind="conv"),
+    )
+    arch = ModelArch(
+        # the original checkpoints name the tying key tie_embedding (Lfm2Config reads both)
+        **_common(k, family, name, 128_000, k.bool("tie_embedding", True)),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=attention + conv + _gated_mlp(h, inter, names=("w1", "w3", "w2")),
+        norm_kind="rms",
+        norms_per_layer=2,
+        block_counts=counts,
+        block_kind_params=((full, 2 * hd), ("conv", h * kernel + (h if bias else 0))),
+        short_conv_kernel=kernel,
+    )
+    arch.extra["qk_norm_per_head"] = True
+    arch.extra["mixer_order"] = kinds
+    return arch
+
+
 _READERS = {
     **{family: _dense for family in _DENSE},
     "olmo": _olmo,
@@ -1016,6 +1114,7 @@ _READERS = {
     "qwen3_next": _qwen_hybrid,
     "qwen3_5_text": _qwen_hybrid,
     "qwen3_5_moe_text": _qwen_hybrid,
+    "lfm2": _lfm2,
 }
 
 

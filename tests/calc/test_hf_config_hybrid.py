@@ -205,3 +205,86 @@ def test_fp32_training_is_flagged_as_refused_by_the_kernel():
     assert "linear_attention_fp32_refused_by_fla" in warnings
     bf16 = estimate_dict(sweep_request(QWEN35, method="full"))["warnings"]
     assert "linear_attention_fp32_refused_by_fla" not in bf16
+
+
+# ---- LFM2: gated short convolutions beside attention blocks ---------------------------------
+LFM2 = ACCEPTED_FAMILIES["lfm2"]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "params"),
+    [
+        # transformers 5.17 Lfm2ForCausalLM on the meta device, parameters summed
+        (LFM2, 21_439_616),
+        (
+            config(LFM2, conv_bias=True, block_ffn_dim_multiplier=1.5, tie_word_embeddings=False),
+            34_357_888,
+        ),
+        (config(LFM2, full_attn_idxs=None, num_hidden_layers=3, vocab_size=1000), 9_559_936),
+    ],
+)
+def test_lfm2_counts_what_transformers_builds(cfg, params):
+    assert arch_from_hf_config(cfg).params_total == params
+
+
+@pytest.mark.parametrize(
+    ("preset", "total"), [("lfm2-350m", 354_483_968), ("lfm2-1.2b", 1_170_340_608)]
+)
+def test_lfm2_presets(preset, total):
+    arch = get_preset(preset)
+    assert arch.params_total == total
+    assert dict(arch.block_counts) == {"full_attention": 6, "conv": 10}
+
+
+def test_lfm2_reads_block_ff_dim_over_intermediate_size():
+    """LFM2-1.2B's config.json holds intermediate_size 8192 and block_ff_dim 12288;
+    Lfm2Config takes the latter and Lfm2MLP adjusts it to 2/3: 8192 wide."""
+    arch = arch_from_hf_config(
+        config(LFM2, hidden_size=2048, block_ff_dim=12288, intermediate_size=8192)
+    )
+    assert arch.intermediate_size == 8192
+
+
+def test_lfm2_all_linear_adapts_both_out_projections():
+    arch = arch_from_hf_config(LFM2)
+    adapted = {(a.name, a.role) for a in adapted_linears(arch, "all-linear")}
+    assert {("in_proj", "mixer"), ("out_proj", "mixer"), ("out_proj", "attn")} <= adapted
+    # peft 0.21 get_peft_model(r=16, "all-linear") on transformers 5.17's model
+    assert adapter_params(adapted_linears(arch, "all-linear"), 16) == 593_920
+
+
+@pytest.mark.parametrize(
+    ("changes", "code", "field"),
+    [
+        ({"layer_types": ["conv", "full_attention"]}, "config_layer_types_length", "layer_types"),
+        ({"layer_types": ["conv", "mamba", "conv", "conv"]}, "config_invalid_value", "layer_types"),
+        ({"full_attn_idxs": [7]}, "config_invalid_value", "full_attn_idxs"),
+        ({"num_attention_heads": 6}, "config_heads_indivisible", "num_attention_heads"),
+    ],
+)
+def test_lfm2_inconsistent_shapes_are_coded_errors(changes, code, field):
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(config(LFM2, **changes))
+    assert (err.value.code, err.value.field) == (code, "hf_config." + field)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "oracle_peak"),
+    [
+        ({"method": "full", "seq_len": 2048}, 751_746_204),
+        # attention targets name out_proj, which the convolution blocks hold too: their
+        # tensors before out_proj need no gradient in the first block
+        (
+            {
+                "method": "lora",
+                "lora_rank": 8,
+                "seq_len": 2048,
+                "lora_targets": ["q_proj", "k_proj", "v_proj", "out_proj"],
+            },
+            588_397_120,
+        ),
+    ],
+)
+def test_lfm2_peaks_hold_to_the_oracle(overrides, oracle_peak):
+    peak = estimate_dict(sweep_request(LFM2, **overrides))["peak_allocated_bytes"]
+    assert abs(peak / oracle_peak - 1) < 0.005

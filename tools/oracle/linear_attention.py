@@ -1,12 +1,13 @@
-"""What a GPU run of a Gated DeltaNet mixer saves, for the fake CPU run (a workaround in the
-manner of :mod:`tools.oracle.workarounds`).
+"""What a GPU run of a Gated DeltaNet or short-convolution mixer saves, for the fake CPU run
+(a workaround in the manner of :mod:`tools.oracle.workarounds`).
 
 transformers 5.17 runs a Gated DeltaNet mixer (Qwen3-Next, Qwen3.5, Qwen3.5-MoE) through
 ``causal_conv1d.causal_conv1d_fn`` and ``fla.chunk_gated_delta_rule`` when those packages are
 installed (``integrations/hub_kernels.py`` ``use_kernel_func_from_hub_with_fallback``), else
 through its torch reference code (``torch_chunk_gated_delta_rule``), which saves fp32 copies
 of q, k, v, per-chunk ``64 x 64`` matrices and the recurrent state of every chunk: memory a
-GPU run with the kernels never holds. Neither package runs on CPU; :func:`linear_attention_kernels`
+GPU run with the kernels never holds; LFM2's short convolution calls the same
+``causal_conv1d_fn``. Neither package runs on CPU; :func:`linear_attention_kernels`
 replaces both with autograd functions that have the kernels' saved tensors and gradient shapes
 (causal-conv1d ``CausalConv1dFn``; flash-linear-attention ``ChunkGatedDeltaRuleFunction`` with
 its ``input_guard`` contiguous copies and the chunk states its backward recomputes).
@@ -99,6 +100,7 @@ GATED_DELTA_MODULES = (
     "transformers.models.qwen3_next.modeling_qwen3_next",
     "transformers.models.qwen3_5.modeling_qwen3_5",
     "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe",
+    "transformers.models.lfm2.modeling_lfm2",  # causal_conv1d_fn only
 )
 
 
@@ -115,8 +117,9 @@ def linear_attention_kernels():
             ("causal_conv1d_fn", causal_conv1d_fn),
             ("torch_chunk_gated_delta_rule", chunk_gated_delta_rule),
         ):
-            saved.append((module, attr, getattr(module, attr)))
-            setattr(module, attr, fn)
+            if hasattr(module, attr):
+                saved.append((module, attr, getattr(module, attr)))
+                setattr(module, attr, fn)
     try:
         yield
     finally:
