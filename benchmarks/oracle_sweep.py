@@ -389,6 +389,21 @@ ACCEPTED_FAMILIES: dict[str, dict] = {
         "vocab_size": 16000,
         "max_position_embeddings": 8192,
     },
+    # OLMo Hybrid: Gated DeltaNet blocks and OLMo 2 attention blocks (every fourth)
+    "olmo_hybrid": {
+        "model_type": "olmo_hybrid",
+        "hidden_size": 512,
+        "intermediate_size": 1376,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "linear_num_key_heads": 4,
+        "linear_num_value_heads": 4,
+        "num_hidden_layers": 4,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+    },
     "qwen3_next": {
         "model_type": "qwen3_next",
         "hidden_size": 512,
@@ -454,7 +469,7 @@ ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
         "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
     },
 }
-HYBRID_FAMILIES = ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next", "lfm2")
+HYBRID_FAMILIES = ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next", "lfm2", "olmo_hybrid")
 """Families with Gated DeltaNet or short-convolution blocks: traced with the kernels' memory
 (tools/oracle/linear_attention.py), and swept where activations set the peak too."""
 _HYBRID_HEAVY = {

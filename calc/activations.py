@@ -563,11 +563,31 @@ def gated_delta_net_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     total += a * la.conv_dim  # causal_conv1d's x
     total += a * 2 * h * la.key_head_dim + FP32_BYTES * 2 * h  # l2-normalised q, k, rstd
     total += a * vd + FP32_BYTES * h + a * h + a * h * FLA_CHUNK  # v, g, beta, A
+    if arch.extra.get("gdn_beta_scaled"):
+        total += a * h  # OLMo Hybrid: beta = sigmoid(b) * 2.0, the sigmoid's output apart
     total += FP32_BYTES * h * (2 if cfg.full else 1)  # softplus input (and output)
     total += FP32_BYTES * vd + FP32_BYTES * h + (a * vd if cfg.full else 0)  # gated norm
     total += a * vd + 2 * FP32_BYTES * vd  # weighted output, silu input and output
     total += a * vd if _saves_input(out_proj, cfg) else 0
     return total
+
+
+def _frozen_gate_bytes(arch: ModelArch, cfg: ActConfig, inputs: tuple[LinearLayer, ...]) -> int:
+    """In the first adapted Gated DeltaNet block, what the output gate and the decay do not
+    save when the projections they come from hold no adapter (their outputs then need no
+    gradient): the gate's fp32 upcast that ``silu`` saves and the weighted output that the
+    gating product saves (``4 VD + act VD``), and the decay's ``softplus`` input (``4 H``).
+    The projections are named by ``arch.extra["gdn_gate_proj"]`` / ``["gdn_decay_proj"]``."""
+    la = arch.linear_attention
+    if la is None:
+        return 0
+    adapted = {l.name for l in inputs if _key(l) in cfg.adapted}
+    out = 0
+    if arch.extra.get("gdn_gate_proj") not in adapted:
+        out += (FP32_BYTES + cfg.act_bytes) * la.value_dim
+    if arch.extra.get("gdn_decay_proj") not in adapted:
+        out += FP32_BYTES * la.value_heads
+    return out
 
 
 def gated_delta_backward_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
@@ -680,7 +700,8 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
         inputs, output, mixer_bytes = mixers[kind]
         if "" in adapted_kinds or kind in adapted_kinds:
             if any(_key(l) in cfg.adapted for l in inputs):
-                return unsaved + norm
+                partial = _frozen_gate_bytes(arch, cfg, inputs) if kind == "linear_attention" else 0
+                return unsaved + norm + partial
             if _key(output) in cfg.adapted:
                 # only the output projection trains: the mixer's tensors before it need no
                 # gradient; its adapter keeps its input, and the MLP norm reads a stream that
@@ -735,6 +756,8 @@ def rope_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     (transformers 5.17 ``LlamaRotaryEmbedding.forward`` returns them ``.to(x.dtype)``).
     None for learned positions (GPT-2) and ALiBi (BLOOM)."""
     if arch.learned_positions or arch.family == "bloom":
+        return 0
+    if arch.extra.get("no_rope"):
         return 0
     rotary = arch.extra.get("rope_dim")  # partial rotary (Qwen3-Next: a quarter of head_dim)
     if isinstance(rotary, int) and not isinstance(rotary, bool) and rotary > 0:

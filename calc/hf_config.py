@@ -4,8 +4,8 @@ Families: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, ge
 gemma3_text, granite, olmo, olmo2, stablelm, phi, phi3 (Phi-3, Phi-4, Phi-4-mini), smollm3,
 gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2,
 and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated DeltaNet blocks with
-a gated full-attention block every ``full_attention_interval``-th) and lfm2 (gated short
-convolutions and attention blocks).
+a gated full-attention block every ``full_attention_interval``-th), olmo_hybrid (Gated DeltaNet
+and OLMo 2 attention blocks) and lfm2 (gated short convolutions and attention blocks).
 Multimodal configs (``gemma3``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
 read through their ``text_config`` (see below).
 Each family is read with its own key names, and a key a config may leave out
@@ -991,8 +991,90 @@ def _qwen_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
     arch.extra["attention_output_gate"] = True
     arch.extra["rope_dim"] = _rotary_dim(k, hd, 0.25)
     arch.extra["mixer_order"] = list(kinds)
+    # the projections the output gate z and the decay's a come from
+    arch.extra["gdn_gate_proj"] = "in_proj_qkvz" if family == "qwen3_next" else "in_proj_z"
+    arch.extra["gdn_decay_proj"] = "in_proj_ba" if family == "qwen3_next" else "in_proj_a"
     if moe:
         arch.extra["shared_expert_gated"] = True  # sigmoid(shared_expert_gate(x)) * shared
+    return arch
+
+
+def _olmo_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
+    """OLMo Hybrid (``olmo_hybrid``; transformers 5.17 ``modeling_olmo_hybrid.py``): OLMo 2
+    attention blocks (``OlmoHybridAttentionDecoderLayer``: q/k/v/o ``nn.Linear`` without
+    biases, RMSNorm over the whole q and k projections, norms after attention and after the
+    MLP) and Gated DeltaNet blocks (``OlmoHybridLinearAttentionDecoderLayer``: norms before
+    the mixer and the MLP; ``OlmoHybridGatedDeltaNet`` with separate ``q_proj``, ``k_proj``,
+    ``v_proj``, ``a_proj``, ``b_proj``, ``g_proj`` and ``o_proj``, a depthwise ``conv1d``
+    over q, k and v, ``A_log``, ``dt_bias``, a gated norm, and ``beta`` doubled with
+    ``linear_allow_neg_eigval``), each with a SwiGLU MLP. Every RMSNorm scales in fp32
+    (``(self.weight * hidden_states).to(input_dtype)``). Defaults of ``OlmoHybridConfig``:
+    attention every fourth block (at least the last one), linear heads as many as the
+    attention heads, key head width ``int(0.75 * hidden / key_heads)``, value heads twice as
+    wide; RoPE only with ``rope_parameters.rope_theta`` (on by default)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    layers = k.int("num_hidden_layers")
+    if k.cfg.get("layer_types") is None:
+        kinds = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(layers)]
+        if "full_attention" not in kinds:
+            kinds[-1] = "full_attention"
+    else:
+        kinds = _mixer_kinds(k, layers)
+    key_heads = k.int("linear_num_key_heads", default=heads)
+    value_heads = k.int("linear_num_value_heads", default=heads)
+    if value_heads % key_heads:
+        raise k.kv_error("linear_num_key_heads", key_heads)
+    key_dim = k.int("linear_key_head_dim", default=max(1, int(0.75 * h / key_heads)))
+    la = LinearAttention(
+        key_heads=key_heads,
+        value_heads=value_heads,
+        key_head_dim=key_dim,
+        value_head_dim=k.int("linear_value_head_dim", default=2 * key_dim),
+        conv_kernel=k.int("linear_conv_kernel_dim", default=4),
+    )
+    inter = k.int("intermediate_size")
+    full, lin = "full_attention", "linear_attention"
+    attention = tuple(
+        replace(l, block_kind=full) for l in _attention(h, heads, kv, hd, False, False)
+    )
+    mixer = tuple(
+        LinearLayer(n, h, width, role="mixer", block_kind=lin)
+        for n, width in (
+            ("q_proj", la.key_dim),
+            ("k_proj", la.key_dim),
+            ("v_proj", la.value_dim),
+            ("a_proj", la.value_heads),
+            ("b_proj", la.value_heads),
+            ("g_proj", la.value_dim),
+        )
+    ) + (LinearLayer("o_proj", la.value_dim, h, role="mixer", block_kind=lin),)
+    n_full = kinds.count(full)
+    arch = ModelArch(
+        **_common(k, family, name, 65536, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=attention + mixer + _gated_mlp(h, inter),
+        norm_kind="rms",
+        norms_per_layer=2,
+        block_counts=((full, n_full), (lin, layers - n_full)),
+        block_kind_params=((full, (heads + kv) * hd), (lin, la.own_params)),
+        linear_attention=la,
+    )
+    arch.extra["norm_scale_fp32"] = True
+    arch.extra["qk_norm_whole"] = True
+    arch.extra["mixer_order"] = kinds
+    arch.extra["gdn_gate_proj"], arch.extra["gdn_decay_proj"] = "g_proj", "a_proj"
+    if k.bool("linear_allow_neg_eigval", True):
+        arch.extra["gdn_beta_scaled"] = True  # beta = b_proj(x).sigmoid() * 2.0
+    rope = k.cfg.get("rope_parameters")
+    if isinstance(rope, dict) and rope.get("rope_theta") is None and "rope_theta" not in k.cfg:
+        arch.extra["no_rope"] = True  # OlmoHybridModel builds no rotary embedding
     return arch
 
 
@@ -1115,6 +1197,7 @@ _READERS = {
     "qwen3_5_text": _qwen_hybrid,
     "qwen3_5_moe_text": _qwen_hybrid,
     "lfm2": _lfm2,
+    "olmo_hybrid": _olmo_hybrid,
 }
 
 

@@ -288,3 +288,64 @@ def test_lfm2_inconsistent_shapes_are_coded_errors(changes, code, field):
 def test_lfm2_peaks_hold_to_the_oracle(overrides, oracle_peak):
     peak = estimate_dict(sweep_request(LFM2, **overrides))["peak_allocated_bytes"]
     assert abs(peak / oracle_peak - 1) < 0.005
+
+
+# ---- OLMo Hybrid: Gated DeltaNet blocks and OLMo 2 attention blocks -------------------------
+OLMO_HYBRID = ACCEPTED_FAMILIES["olmo_hybrid"]
+
+
+def test_olmo_hybrid_counts_what_transformers_builds():
+    """transformers 5.17 OlmoHybridForCausalLM on the meta device (default linear widths:
+    key heads = attention heads, key width int(0.75 * hidden / heads), values twice as wide;
+    attention every fourth block, at least the last)."""
+    arch = arch_from_hf_config(OLMO_HYBRID)
+    assert arch.params_total == 30_642_264
+    assert dict(arch.block_counts) == {"full_attention": 1, "linear_attention": 3}
+    three = config(
+        OLMO_HYBRID,
+        intermediate_size=1024,
+        num_key_value_heads=2,
+        num_hidden_layers=3,
+        vocab_size=1000,
+        linear_num_key_heads=None,
+        linear_num_value_heads=None,
+    )
+    arch = arch_from_hf_config(three)
+    assert arch.params_total == 9_576_800
+    assert arch.extra["mixer_order"] == ["linear_attention"] * 2 + ["full_attention"]
+
+
+def test_olmo_hybrid_attention_names_reach_both_mixers():
+    """q_proj, k_proj, v_proj and o_proj name the attention's and the Gated DeltaNet's
+    projections alike: peft adapts both (747,904 trainable at r=16 on all linears, peft 0.21)."""
+    arch = arch_from_hf_config(OLMO_HYBRID)
+    adapted = {(a.name, a.role) for a in adapted_linears(arch, ["q_proj", "o_proj"])}
+    assert adapted == {
+        ("q_proj", "attn"),
+        ("o_proj", "attn"),
+        ("q_proj", "mixer"),
+        ("o_proj", "mixer"),
+    }
+    assert adapter_params(adapted_linears(arch, "all-linear"), 16) == 747_904
+
+
+@pytest.mark.parametrize(
+    ("overrides", "oracle_peak"),
+    [
+        ({"method": "full", "seq_len": 2048}, 916_636_856),
+        # the Gated DeltaNet's gate and decay projections hold no adapter: in the first
+        # block their branches need no gradient
+        (
+            {
+                "method": "lora",
+                "lora_rank": 8,
+                "seq_len": 2048,
+                "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj"],
+            },
+            693_023_344,
+        ),
+    ],
+)
+def test_olmo_hybrid_peaks_hold_to_the_oracle(overrides, oracle_peak):
+    peak = estimate_dict(sweep_request(OLMO_HYBRID, **overrides))["peak_allocated_bytes"]
+    assert abs(peak / oracle_peak - 1) < 0.005

@@ -100,6 +100,7 @@ GATED_DELTA_MODULES = (
     "transformers.models.qwen3_next.modeling_qwen3_next",
     "transformers.models.qwen3_5.modeling_qwen3_5",
     "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe",
+    "transformers.models.olmo_hybrid.modeling_olmo_hybrid",
     "transformers.models.lfm2.modeling_lfm2",  # causal_conv1d_fn only
 )
 
