@@ -33,6 +33,11 @@ page), per token of one block, for 16-bit compute unless the precision is fp32:
 - Fused q/k/v output kept (``attention_keeps_fused_qkv``, LitGPT through Sep 2024): with
   one query head per k/v head, ``v`` reaches SDPA as a view into the fused projection's
   output, so the saved ``v`` holds all of it: ``act * (q_dim + kv_dim)`` more than ``v``.
+- Hybrid stacks (Qwen3-Next, Qwen3.5, OLMo Hybrid, LFM2): each block's mixer weighted by the
+  share of blocks of its kind. Gated DeltaNet and short convolutions are counted as the GPU
+  kernels users run save them (flash-linear-attention ``chunk_gated_delta_rule``,
+  causal-conv1d ``causal_conv1d_fn``), not as transformers' torch fallback, which keeps
+  far more (:func:`gated_delta_net_bytes`).
 - No dropout in the block (Llama-style models train without it).
 - ``torch.compile`` (``torch_compile``): AOTAutograd's min-cut partitioner may recompute
   pointwise work in the backward instead of saving it. What it could drop at most is

@@ -4,7 +4,11 @@ A :class:`ModelArch` is built from a preset (``calc.presets``) or from the
 contents of a Hugging Face ``config.json`` (``calc.hf_config``). Parameter
 counts are exact per module: grouped-query attention (k and v are
 ``hidden x kv_heads*head_dim``), explicit ``head_dim``, gated (3 matrices) or
-plain (2 matrices) MLP, biases, norms, tied embeddings and MoE experts.
+plain (2 matrices) MLP, biases, norms, tied embeddings and MoE experts. A hybrid stack
+(``block_counts`` over :data:`MIXER_KINDS`) holds attention blocks beside Gated DeltaNet
+(:class:`LinearAttention`) or short-convolution blocks, each kind with its own linears
+(``block_kind``) and parameters outside them (``block_kind_params``: conv weights, decays,
+gated norms, q/k norms).
 """
 
 from __future__ import annotations
