@@ -24,6 +24,7 @@ methodology page renders (the site build never needs torch).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import sys
@@ -335,6 +336,94 @@ ACCEPTED_FAMILIES: dict[str, dict] = {
         "vocab_size": 8000,
         "n_positions": 1024,
     },
+    # Hybrid linear attention: Gated DeltaNet blocks and gated full-attention blocks
+    # (layer_types). Qwen3.5 at its real 3:1 ratio (full_attention_interval 4, 4 blocks); the
+    # MoE ones one block of each kind. Linear-attention heads narrower than published (128)
+    # but with value heads a multiple of the key heads, as published.
+    "qwen3_5_text": {
+        "model_type": "qwen3_5_text",
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 128,
+        "linear_num_key_heads": 4,
+        "linear_num_value_heads": 8,
+        "linear_key_head_dim": 64,
+        "linear_value_head_dim": 64,
+        "num_hidden_layers": 4,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+    },
+    "qwen3_5_moe_text": {
+        "model_type": "qwen3_5_moe_text",
+        "hidden_size": 512,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 128,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "moe_intermediate_size": 192,
+        "shared_expert_intermediate_size": 192,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 2,
+        "layer_types": ["linear_attention", "full_attention"],
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+    },
+    # LFM2: gated short convolutions, attention at full_attn_idxs (as LFM2-1.2B: the third
+    # block first); block_ff_dim auto-adjusted to 2/3, rounded to block_multiple_of
+    "lfm2": {
+        "model_type": "lfm2",
+        "hidden_size": 512,
+        "intermediate_size": 2304,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 4,
+        "full_attn_idxs": [2],
+        "conv_L_cache": 3,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+    },
+    # OLMo Hybrid: Gated DeltaNet blocks and OLMo 2 attention blocks (every fourth)
+    "olmo_hybrid": {
+        "model_type": "olmo_hybrid",
+        "hidden_size": 512,
+        "intermediate_size": 1376,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "linear_num_key_heads": 4,
+        "linear_num_value_heads": 4,
+        "num_hidden_layers": 4,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+    },
+    "qwen3_next": {
+        "model_type": "qwen3_next",
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 128,
+        "linear_num_key_heads": 4,
+        "linear_num_value_heads": 8,
+        "linear_key_head_dim": 64,
+        "linear_value_head_dim": 64,
+        "moe_intermediate_size": 192,
+        "shared_expert_intermediate_size": 192,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 2,
+        "full_attention_interval": 2,
+        "vocab_size": 16000,
+        "max_position_embeddings": 8192,
+    },
 }
 FAMILY_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
 """model_types calc reads with another family's reader (Falcon's remote-code names): swept
@@ -342,6 +431,7 @@ through that family."""
 
 # attention-only LoRA targets by the family's module names (q, k, v, o or fused qkv, output)
 ATTENTION_TARGETS = {
+    "lfm2": ["q_proj", "k_proj", "v_proj", "out_proj"],
     "phi3": ["qkv_proj", "o_proj"],
     "phi": ["q_proj", "k_proj", "v_proj", "dense"],
     "gpt_neox": ["query_key_value", "dense"],
@@ -379,7 +469,37 @@ ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
         "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
     },
 }
-MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "llama4_text")
+HYBRID_FAMILIES = ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next", "lfm2", "olmo_hybrid")
+"""Families with Gated DeltaNet or short-convolution blocks: traced with the kernels' memory
+(tools/oracle/linear_attention.py), and swept where activations set the peak too."""
+_HYBRID_HEAVY = {
+    "lora-r8-attn-s2048": (
+        {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
+        {},
+    ),
+    "lora-r16-all-linear-b2-s1024": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "micro_batch_size": 2,
+            "seq_len": 1024,
+        },
+        {},
+    ),
+    "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
+    "full-ckpt-s2048": ({"method": "full", "seq_len": 2048, "gradient_checkpointing": True}, {}),
+}
+ACTIVATION_HEAVY.update({family: _HYBRID_HEAVY for family in HYBRID_FAMILIES})
+MOE_FAMILIES = (
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "gpt_oss",
+    "llama4_text",
+    "qwen3_5_moe_text",
+    "qwen3_next",
+)
 
 # name -> (request overrides, oracle options)
 VARIANTS: dict[str, tuple[dict, dict]] = {
@@ -849,22 +969,36 @@ def _accepted_request(family: str, cfg: dict, overrides: dict) -> dict | None:
 def _cache_key(setup: dict, versions: dict) -> str:
     qlora = setup["request"].get("method") == "qlora"
     text = json.dumps(
-        {"setup": setup, "versions": versions, "oracle": _oracle_source_hash(qlora)}, sort_keys=True
+        {
+            "setup": setup,
+            "versions": versions,
+            "oracle": _oracle_source_hash(qlora, is_hybrid(setup)),
+        },
+        sort_keys=True,
     )
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 QLORA_ONLY_SOURCES = ("qlora.py",)
 """Oracle modules only QLoRA setups run: a change to them retraces those setups only."""
+HYBRID_ONLY_SOURCES = ("linear_attention.py",)
+"""Oracle modules only the hybrid families' setups run (:func:`run_oracle` applies them)."""
 
 
-def _oracle_source_hash(qlora: bool = True) -> str:
+def _oracle_source_hash(qlora: bool = True, hybrid: bool = False) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
     for path in sorted((ROOT / "tools" / "oracle").glob("*.py")):
+        if path.name in HYBRID_ONLY_SOURCES and not hybrid:
+            continue
         if qlora or path.name not in QLORA_ONLY_SOURCES:
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def is_hybrid(setup: dict) -> bool:
+    """A setup of a family with Gated DeltaNet blocks."""
+    return model_type_of(setup) in HYBRID_FAMILIES
 
 
 def oracle_request(request: dict) -> dict:
@@ -884,8 +1018,12 @@ def run_oracle(setup: dict, versions: dict) -> dict:
         return json.loads(path.read_text())
     from tools.oracle import Unsupported, oracle_estimate
 
+    from tools.oracle.linear_attention import linear_attention_kernels
+
+    kernels = linear_attention_kernels() if is_hybrid(setup) else contextlib.nullcontext()
     try:
-        result = oracle_estimate(dict(oracle_request(setup["request"]), oracle=setup["oracle"]))
+        with kernels:
+            result = oracle_estimate(dict(oracle_request(setup["request"]), oracle=setup["oracle"]))
         result.pop("request", None)
     except Unsupported as exc:
         result = {"unsupported": str(exc)}
@@ -985,6 +1123,41 @@ def _figures(rows: list[dict]) -> dict:
     }
 
 
+def merge_summary(old: dict, rows: list[dict]) -> dict:
+    """``old`` (the summary of a whole sweep) with the rows of families it does not hold yet
+    (a ``--only`` run of newly swept families): counts, worst errors, misses, families,
+    ``model_types`` and ``per_family`` take the new rows in; the medians stay those of the
+    last whole sweep (one of its rows is not at hand). A family already in ``old`` is
+    refused: only a whole sweep replaces its figures."""
+    new = summarise(rows, old["versions"])
+    again = sorted(set(new["families"]) & set(old["families"]))
+    if again:
+        raise SystemExit(f"already in the summary, rerun the whole sweep: {', '.join(again)}")
+    out = dict(old)
+    _merge_figures(out, new)
+    out["groups"] = dict(old["groups"])
+    for method, g in new["groups"].items():
+        out["groups"][method] = dict(old["groups"].get(method, g))
+        if method in old["groups"]:
+            _merge_figures(out["groups"][method], g)
+    out["families"] = sorted(set(old["families"]) | set(new["families"]))
+    out["model_types"] = sorted(set(old["model_types"]) | set(new["model_types"]))
+    out["per_family"] = {**old["per_family"], **new["per_family"]}
+    out["per_family"] = {f: out["per_family"][f] for f in out["families"]}
+    return out
+
+
+def _merge_figures(out: dict, new: dict) -> None:
+    """Add ``new``'s counts to ``out`` (both :func:`_figures` dicts), in place."""
+    for key in ("setups", "within_2pct", "within_5pct", "phases_within_5pct", "phases"):
+        out[key] = out[key] + new[key]
+    if new["worst_error"] is not None and abs(new["worst_error"]) > abs(out["worst_error"]):
+        out["worst_id"], out["worst_error"] = new["worst_id"], new["worst_error"]
+    out["beyond_2pct"] = sorted(
+        out["beyond_2pct"] + new["beyond_2pct"], key=lambda r: -abs(r["error"])
+    )
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:+6.2f} %"
 
@@ -993,6 +1166,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="run the setups whose id contains this text")
     parser.add_argument("--no-write", action="store_true", help="do not rewrite the summary file")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --only: add the families run (new to the summary) to the summary file",
+    )
     args = parser.parse_args(argv)
     try:
         from tools.oracle.run import versions as library_versions
@@ -1056,6 +1234,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.only and not args.no_write:
         SUMMARY_PATH.write_text(json.dumps(s, indent=1) + "\n")
         print(f"summary written to {SUMMARY_PATH.relative_to(ROOT)}")
+    elif args.merge and not args.no_write:
+        merged = merge_summary(json.loads(SUMMARY_PATH.read_text()), rows)
+        SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
+        print(f"{', '.join(s['families'])} merged into {SUMMARY_PATH.relative_to(ROOT)}")
     return 0
 
 

@@ -33,6 +33,11 @@ page), per token of one block, for 16-bit compute unless the precision is fp32:
 - Fused q/k/v output kept (``attention_keeps_fused_qkv``, LitGPT through Sep 2024): with
   one query head per k/v head, ``v`` reaches SDPA as a view into the fused projection's
   output, so the saved ``v`` holds all of it: ``act * (q_dim + kv_dim)`` more than ``v``.
+- Hybrid stacks (Qwen3-Next, Qwen3.5, OLMo Hybrid, LFM2): each block's mixer weighted by the
+  share of blocks of its kind. Gated DeltaNet and short convolutions are counted as the GPU
+  kernels users run save them (flash-linear-attention ``chunk_gated_delta_rule``,
+  causal-conv1d ``causal_conv1d_fn``), not as transformers' torch fallback, which keeps
+  far more (:func:`gated_delta_net_bytes`).
 - No dropout in the block (Llama-style models train without it).
 - ``torch.compile`` (``torch_compile``): AOTAutograd's min-cut partitioner may recompute
   pointwise work in the backward instead of saving it. What it could drop at most is
@@ -49,6 +54,9 @@ from dataclasses import dataclass
 
 from .arch import LinearLayer, ModelArch
 from .request import Attention
+
+AdaptedKey = tuple[str | int, ...]
+"""What :func:`linear_key` returns."""
 
 FP32_BYTES = 4
 INDEX_BYTES = 8
@@ -79,7 +87,7 @@ class ActConfig:
     act_bytes: int
     resid_bytes: int
     full: bool
-    adapted: frozenset[tuple[str, int, int, str]]
+    adapted: frozenset[AdaptedKey]
     rank: int
     attention: Attention
     seq_len: int
@@ -93,7 +101,7 @@ class ActConfig:
     # adapted linears whose adapter peft folds into the weight (moe_expert_layout "fused-3d",
     # calc.lora.fused_expert_adapters): their weight W + B·A trains, so the input is saved
     # whatever the adapter's dtype or dropout, and no token passes through A and B
-    fused: frozenset[tuple[str, int, int, str]] = frozenset()
+    fused: frozenset[AdaptedKey] = frozenset()
     # the output layer is a 4-bit linear that keeps its input (qlora_output_layer_quantized
     # with qlora_keeps_inputs): the final norm's output is saved
     head_keeps_input: bool = False
@@ -114,8 +122,15 @@ class ActConfig:
         return self.act_bytes if self.adapter_bytes is None else self.adapter_bytes
 
 
-def _key(lin: LinearLayer) -> tuple[str, int, int, str]:
-    return (lin.name, lin.d_in, lin.d_out, lin.role)
+def linear_key(name: str, d_in: int, d_out: int, role: str, count: int) -> AdaptedKey:
+    """A linear's identity among the adapted ones: name, widths and role, and the copy count
+    of a routed expert (a routed expert and a shared expert can share the other four:
+    Qwen3.5-MoE's experts and shared expert are both ``gate_proj`` of ``hidden x 512``)."""
+    return (name, d_in, d_out, role) + ((count,) if count > 1 else ())
+
+
+def _key(lin: LinearLayer) -> AdaptedKey:
+    return linear_key(lin.name, lin.d_in, lin.d_out, lin.role, lin.count)
 
 
 def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:
@@ -453,6 +468,8 @@ def norm_output_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int
 
 def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Everything one decoder block saves for backward, per token, in bytes."""
+    if arch.hybrid:
+        return hybrid_block_bytes_per_token(arch, cfg)
     parts = block_parts(arch)
     total = arch.norms_per_layer * norm_bytes(arch, cfg) + norm_output_bytes(arch, cfg, parts)
     total += attention_core_bytes(arch, cfg, parts.attn_out) + fused_qkv_kept_bytes(arch, cfg)
@@ -464,6 +481,241 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     if cfg.compile_kept is not None:
         total -= int((1 - cfg.compile_kept) * compile_removable_bytes_per_token(arch, cfg))
     return total
+
+
+# ---- hybrid stacks: Gated DeltaNet blocks beside gated full-attention blocks ---------------
+FLA_CHUNK = 64
+"""Chunk length of flash-linear-attention's chunked kernels (``chunk_local_cumsum(g,
+chunk_size=64)``, ``fla/ops/gated_delta_rule/chunk.py``)."""
+
+
+def _share(arch: ModelArch, kind: str, nbytes: int) -> int:
+    """``nbytes`` of one block of ``kind``, averaged over all blocks of the stack."""
+    held, blocks = arch.kind_share(kind)
+    return nbytes * held // blocks
+
+
+def _mixer_linears(arch: ModelArch) -> tuple[tuple[LinearLayer, ...], LinearLayer]:
+    """A linear-attention mixer's input projections (they read the block's first norm) and
+    its output projection (listed last)."""
+    mixer = [l for l in arch.linears if l.role == "mixer"]
+    return tuple(mixer[:-1]), mixer[-1]
+
+
+def gated_attention_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer) -> int:
+    """What the output gate of a Qwen3-Next / Qwen3.5 attention block adds, per token
+    (transformers 5.17 ``Qwen3NextAttention.forward``: ``attn_output =
+    attn_output.reshape(*input_shape, -1).contiguous()``, then ``attn_output *
+    torch.sigmoid(gate)``, then ``o_proj``): ``sigmoid`` saves its output and the product
+    saves the attention output, ``act * q_dim`` each; ``o_proj`` saves the product instead
+    of the attention output when it saves its input. With flash-attn the attention output is
+    a view of what the kernel saves already."""
+    a, q_dim = cfg.act_bytes, arch.num_heads * arch.head_dim
+    flash = cfg.attention is Attention.FLASH
+    saves = _saves_input(out_proj, cfg)
+    # attention_core_bytes counted the contiguous output as o_proj's saved input
+    counted = a * q_dim if saves and not flash else 0
+    return a * q_dim + (0 if flash else a * q_dim) + (a * q_dim if saves else 0) - counted
+
+
+def gated_delta_net_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """Saved tensors per token of one Gated DeltaNet mixer, as it runs on a GPU with the
+    kernels transformers 5.17 dispatches to when they are installed
+    (``use_kernel_func_from_hub_with_fallback``: ``causal_conv1d.causal_conv1d_fn`` and
+    ``fla.chunk_gated_delta_rule``), for ``H`` value heads, key / value head widths
+    ``dk`` / ``dv``, ``KD = Hk dk``, ``VD = H dv``, ``CD = 2 KD + VD``:
+
+    - the input projections' shared input (the block's first norm output), by the rule on
+      linears;
+    - causal-conv1d 1.x ``CausalConv1dFn.forward`` (``causal_conv1d_interface.py``):
+      ``ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)``, ``x`` the
+      projected q, k, v (a channels-last view, not copied): ``act * CD``; the SiLU is fused
+      and its output not saved;
+    - flash-linear-attention ``ChunkGatedDeltaRuleFunction.forward``
+      (``fla/ops/gated_delta_rule/chunk.py``, with ``use_qk_l2norm_in_kernel=True``):
+      ``ctx.save_for_backward(q, q_rstd, k, k_rstd, v, g, beta, A, ...)``: the l2-normalised
+      q and k repeated to ``H`` heads (``act * 2 H dk``), their fp32 ``rstd`` (``4 * 2H``),
+      ``v`` (``input_guard`` makes the strided slice of the conv output contiguous: a copy,
+      ``act * VD``), the fp32 chunk-local cumulative decay (``4 H``), ``beta`` (the
+      ``sigmoid`` output, ``act * H``, which ``sigmoid`` saves too) and the WY matrix ``A``
+      of ``H x 64`` per token (``solve_tril(..., output_dtype=k.dtype)``). The per-chunk
+      recurrent states ``h`` are recomputed in the backward, never saved
+      (:func:`gated_delta_backward_bytes_per_token`);
+    - the decay ``g = -A_log.float().exp() * F.softplus(a.float() + dt_bias)``:
+      ``softplus`` saves its fp32 input (``4 H``), the product its output when ``A_log``
+      trains (``4 H``);
+    - ``Qwen3NextRMSNormGated.forward`` (torch code either way): the fp32 upcast of the
+      kernel output (``4 VD``, saved by ``pow`` and the ``rsqrt`` product), the fp32
+      ``rsqrt`` per head (``4 H``), the weight's 16-bit input when it trains (``act * VD``),
+      the weighted output and the fp32 ``silu`` output that the gating product saves
+      (``act * VD + 4 VD``), the fp32 upcast of the gate ``z`` that ``silu`` saves
+      (``4 VD``), and ``out_proj``'s input when it saves it (``act * VD``).
+
+    transformers' torch fallback (``torch_chunk_gated_delta_rule``, what a CPU run or a GPU
+    without flash-linear-attention traces) saves far more: fp32 copies of q, k, v, the
+    ``64 x 64`` decay and attention matrices of every chunk and the recurrent state of every
+    chunk (``H dk dv`` fp32 per 64 tokens); calc does not count that path (see
+    ``benchmarks.oracle_sweep``, which traces a model of the kernels). Traced on Qwen3.5-9B,
+    LoRA r16 on all linears, 1 x 2048 tokens: 15.1 GiB of saved activations with the kernels
+    (calc: the same), 26.2 GiB through the torch fallback; peaks 37.7 and 48.8 GiB."""
+    la = arch.linear_attention
+    if la is None:
+        return 0
+    a, h = cfg.act_bytes, la.value_heads
+    vd = la.value_dim
+    mixer_in, out_proj = _mixer_linears(arch)
+    total = _group_input_bytes(mixer_in, arch.hidden_size, cfg)
+    total += a * la.conv_dim  # causal_conv1d's x
+    total += a * 2 * h * la.key_head_dim + FP32_BYTES * 2 * h  # l2-normalised q, k, rstd
+    total += a * vd + FP32_BYTES * h + a * h + a * h * FLA_CHUNK  # v, g, beta, A
+    if arch.extra.get("gdn_beta_scaled"):
+        total += a * h  # OLMo Hybrid: beta = sigmoid(b) * 2.0, the sigmoid's output apart
+    total += FP32_BYTES * h * (2 if cfg.full else 1)  # softplus input (and output)
+    total += FP32_BYTES * vd + FP32_BYTES * h + (a * vd if cfg.full else 0)  # gated norm
+    total += a * vd + 2 * FP32_BYTES * vd  # weighted output, silu input and output
+    total += a * vd if _saves_input(out_proj, cfg) else 0
+    return total
+
+
+def _frozen_gate_bytes(arch: ModelArch, cfg: ActConfig, inputs: tuple[LinearLayer, ...]) -> int:
+    """In the first adapted Gated DeltaNet block, what the output gate and the decay do not
+    save when the projections they come from hold no adapter (their outputs then need no
+    gradient): the gate's fp32 upcast that ``silu`` saves and the weighted output that the
+    gating product saves (``4 VD + act VD``), and the decay's ``softplus`` input (``4 H``).
+    The projections are named by ``arch.extra["gdn_gate_proj"]`` / ``["gdn_decay_proj"]``."""
+    la = arch.linear_attention
+    if la is None:
+        return 0
+    adapted = {l.name for l in inputs if _key(l) in cfg.adapted}
+    out = 0
+    if arch.extra.get("gdn_gate_proj") not in adapted:
+        out += (FP32_BYTES + cfg.act_bytes) * la.value_dim
+    if arch.extra.get("gdn_decay_proj") not in adapted:
+        out += FP32_BYTES * la.value_heads
+    return out
+
+
+def gated_delta_backward_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Transient in one Gated DeltaNet layer's backward, per token: flash-linear-attention's
+    ``chunk_gated_delta_rule_bwd`` recomputes the chunk states ``h`` (``B x chunks x H x dk
+    x dv``, in k's dtype: ``chunk_gated_delta_rule_fwd_h``) and builds their gradients
+    ``dh`` alike (``chunk_gated_delta_rule_bwd_dhu``): ``2 act H dk dv / 64``."""
+    la = arch.linear_attention
+    if la is None:
+        return 0
+    return 2 * cfg.act_bytes * la.value_heads * la.key_head_dim * la.value_head_dim // FLA_CHUNK
+
+
+def _attention_mixer_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """One full-attention block's mixer: its norm output as q/k/v save it, the attention
+    kernel's tensors, the q/k norms and the output gate."""
+    return (
+        _group_input_bytes(parts.attn_in, arch.hidden_size, cfg)
+        + attention_core_bytes(arch, cfg, parts.attn_out)
+        + _qk_norm_block_bytes(arch, cfg)
+        + (
+            gated_attention_bytes(arch, cfg, parts.attn_out)
+            if arch.extra.get("attention_output_gate")
+            else 0
+        )
+    )
+
+
+def _qk_norm_block_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """:func:`qk_norm_bytes` of one attention block (not averaged over the stack)."""
+    return qk_norm_bytes(arch, cfg)
+
+
+def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Saved bytes per token of the average block of a hybrid stack
+    (``arch.linear_attention``): the parts every block holds (two norms, the MLP norm's
+    output, the MLP or MoE, LoRA tensors, routers, each linear weighted by the blocks that
+    hold it), the full-attention mixer (:func:`_attention_mixer_bytes`) times the share of
+    attention blocks and the Gated DeltaNet mixer (:func:`gated_delta_net_bytes`) times
+    the share of linear-attention blocks."""
+    parts = block_parts(arch)
+    h = arch.hidden_size
+    total = arch.norms_per_layer * norm_bytes(arch, cfg)
+    total += _group_input_bytes(parts.mlp_in + parts.routers, h, cfg)
+    total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
+    total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
+    total += lora_input_copy_bytes(arch, cfg)
+    total += shared_expert_gate_bytes(arch, cfg)
+    total += _share(arch, "full_attention", _attention_mixer_bytes(arch, cfg, parts))
+    total += _share(arch, "linear_attention", gated_delta_net_bytes(arch, cfg))
+    total += _share(arch, "conv", short_conv_bytes(arch, cfg))
+    return total
+
+
+def short_conv_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """Saved tensors per token of one gated short-convolution mixer (transformers 5.17
+    ``Lfm2ShortConv.forward``: ``B, C, x = in_proj(h).transpose(-1, -2).chunk(3, dim=-2)``,
+    ``B * x``, ``causal_conv1d_fn``, ``C * conv``, ``out_proj`` of the contiguous product), on a
+    GPU with causal-conv1d installed:
+
+    - ``in_proj``'s input (the block's first norm output), by the rule on linears;
+    - ``B * x`` saves both factors, views of ``in_proj``'s output, which keeps all of it:
+      ``act * 3h``;
+    - causal-conv1d ``CausalConv1dFn`` saves its input ``B x`` (``act * h``; channels-last, not
+      copied) and fuses nothing else;
+    - ``C * conv`` saves the convolution's output (``act * h``; ``C`` is the view above);
+    - ``out_proj``'s input, the product made contiguous, when it saves it (``act * h``)."""
+    if not arch.short_conv_kernel:
+        return 0
+    a, h = cfg.act_bytes, arch.hidden_size
+    mixer_in, out_proj = _mixer_linears(arch)
+    total = _group_input_bytes(mixer_in, h, cfg) + a * 3 * h + a * h + a * h
+    return total + (a * h if _saves_input(out_proj, cfg) else 0)
+
+
+def shared_expert_gate_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """The shared expert's scalar gate (``arch.extra["shared_expert_gated"]``; transformers
+    5.17 ``Qwen3NextSparseMoeBlock.forward``: ``F.sigmoid(self.shared_expert_gate(x)) *
+    shared_expert_output``): the product saves the shared expert's output and the
+    ``sigmoid`` output (which ``sigmoid`` saves too): ``act * (h + 1)`` per token."""
+    if not arch.extra.get("shared_expert_gated"):
+        return 0
+    return cfg.act_bytes * (arch.hidden_size + 1)
+
+
+def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """:func:`first_norm_unsaved_bytes_per_token` for a hybrid stack, in the order of its
+    mixers (``arch.extra["mixer_order"]``): with a frozen embedding, no block before the
+    first one that holds an adapter has anything requiring grad, so it saves nothing (its
+    norms, mixer and MLP; Qwen3.5 with attention-only targets: the three Gated DeltaNet
+    blocks before the first attention block). In the first adapted block, the first norm
+    saves nothing; when only the mixer's output projection holds an adapter (LFM2's
+    ``out_proj`` among attention targets), nothing of the mixer before it does either; when
+    the mixer holds none, neither does anything before the MLP (its two norms and the
+    mixer)."""
+    order = arch.extra.get("mixer_order")
+    kinds = [k for k in order if isinstance(k, str)] if isinstance(order, list) else []
+    adapted_kinds = {l.block_kind for l in arch.linears if _key(l) in cfg.adapted}
+    mixer_in, out_proj = _mixer_linears(arch)
+    mixers = {
+        "full_attention": (parts.attn_in, parts.attn_out, _attention_mixer_bytes(arch, cfg, parts)),
+        "linear_attention": (mixer_in, out_proj, gated_delta_net_bytes(arch, cfg)),
+        "conv": (mixer_in, out_proj, short_conv_bytes(arch, cfg)),
+    }
+    mlp = sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
+    mlp += router_bytes(arch, parts) + shared_expert_gate_bytes(arch, cfg)
+    norm = norm_bytes(arch, cfg)
+    unsaved = 0
+    for kind in kinds:
+        inputs, output, mixer_bytes = mixers[kind]
+        if "" in adapted_kinds or kind in adapted_kinds:
+            if any(_key(l) in cfg.adapted for l in inputs):
+                partial = _frozen_gate_bytes(arch, cfg, inputs) if kind == "linear_attention" else 0
+                return unsaved + norm + partial
+            if _key(output) in cfg.adapted:
+                # only the output projection trains: the mixer's tensors before it need no
+                # gradient; its adapter keeps its input, and the MLP norm reads a stream that
+                # requires grad
+                kept = cfg.act_bytes * output.d_in if _saves_input(output, cfg) else 0
+                return unsaved + norm + mixer_bytes - kept
+            return unsaved + 2 * norm + mixer_bytes
+        unsaved += 2 * norm + mixer_bytes + mlp
+    return unsaved
 
 
 def compile_removable_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
@@ -510,6 +762,11 @@ def rope_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     None for learned positions (GPT-2) and ALiBi (BLOOM)."""
     if arch.learned_positions or arch.family == "bloom":
         return 0
+    if arch.extra.get("no_rope"):
+        return 0
+    rotary = arch.extra.get("rope_dim")  # partial rotary (Qwen3-Next: a quarter of head_dim)
+    if isinstance(rotary, int) and not isinstance(rotary, bool) and rotary > 0:
+        return 2 * cfg.act_bytes * rotary
     return 2 * cfg.act_bytes * arch.head_dim
 
 
@@ -574,6 +831,8 @@ def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     if cfg.full:
         return 0
     parts = block_parts(arch)
+    if arch.hybrid:
+        return _hybrid_first_block_unsaved(arch, cfg, parts)
     attention = (*parts.attn_in, parts.attn_out)
     attn_trains = any(_key(l) in cfg.adapted for l in attention)
     # OLMo's in-place clamp of q, k, v clones only the outputs that require grad: in block 0,
@@ -618,7 +877,9 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     output and input (``2 h``) and of the widest MLP intermediate pair (``2 m``), at the
     compute dtype."""
     widest = max((d.d_in for d in block_parts(arch).mlp_down), default=arch.intermediate_size)
-    return cfg.act_bytes * (2 * arch.hidden_size + 2 * widest)
+    return cfg.act_bytes * (
+        2 * arch.hidden_size + 2 * widest
+    ) + gated_delta_backward_bytes_per_token(arch, cfg)
 
 
 TORCHTUNE_OUTPUT_CHUNKS = 8

@@ -4,7 +4,11 @@ A :class:`ModelArch` is built from a preset (``calc.presets``) or from the
 contents of a Hugging Face ``config.json`` (``calc.hf_config``). Parameter
 counts are exact per module: grouped-query attention (k and v are
 ``hidden x kv_heads*head_dim``), explicit ``head_dim``, gated (3 matrices) or
-plain (2 matrices) MLP, biases, norms, tied embeddings and MoE experts.
+plain (2 matrices) MLP, biases, norms, tied embeddings and MoE experts. A hybrid stack
+(``block_counts`` over :data:`MIXER_KINDS`) holds attention blocks beside Gated DeltaNet
+(:class:`LinearAttention`) or short-convolution blocks, each kind with its own linears
+(``block_kind``) and parameters outside them (``block_kind_params``: conv weights, decays,
+gated norms, q/k norms).
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ MLP_OUTPUT_NAMES = frozenset(
         "experts.down_proj",  # GptOssExperts / Llama4TextExperts: (...) @ down_proj
     }
 )
+MIXER_KINDS = ("full_attention", "linear_attention", "conv")
+"""Token mixers a hybrid stack's blocks hold, by transformers' ``layer_types`` names:
+softmax attention, Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5) or a gated short
+convolution (LFM2)."""
+
 ROUTER_NAMES = frozenset({"gate", "router"})
 """MoE routers (hidden -> experts): Mixtral / Qwen-MoE ``gate``, gpt-oss / Llama 4 ``router``;
 Qwen2-MoE's ``shared_expert_gate`` (hidden -> 1) is a router-role module but no router."""
@@ -59,7 +68,10 @@ class LinearLayer:
     ``quantizable``: QLoRA (bitsandbytes / torchao NF4) quantizes it; the MoE
     router stays in 16-bit.
     ``role``: ``"attn"`` (q, k, v, fused qkv, output projection), ``"mlp"`` (dense MLP,
-    MoE experts and shared experts) or ``"router"`` (MoE gate and shared-expert gate).
+    MoE experts and shared experts), ``"router"`` (MoE gate and shared-expert gate) or
+    ``"mixer"`` (the projections of a linear-attention mixer: Gated DeltaNet's
+    ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``, ``in_proj_a``, ``out_proj``; listed with
+    its output projection last).
     An ``"mlp"`` module's name says what it reads (:data:`MLP_INPUT_NAMES`,
     :data:`MLP_OUTPUT_NAMES`); a name in neither is refused.
     ``kind``: ``"linear"`` for an ``nn.Linear`` (what peft's ``target_modules`` and
@@ -91,7 +103,7 @@ class LinearLayer:
             raise ConfigError("config_invalid_value", "active", self.active)
         if not isinstance(self.block_kind, str):
             raise ConfigError("config_invalid_value", "block_kind", self.block_kind)
-        if self.role not in ("attn", "mlp", "router"):
+        if self.role not in ("attn", "mlp", "router", "mixer"):
             raise ConfigError("config_invalid_value", "role", self.role)
         if self.kind not in ("linear", "param"):
             raise ConfigError("config_invalid_value", "kind", self.kind)
@@ -117,6 +129,60 @@ class LinearLayer:
     def params(self) -> int:
         """Parameters of all ``count`` copies, bias included."""
         return self.count * (self.d_in * self.d_out + (self.d_out if self.bias else 0))
+
+
+@dataclass(frozen=True)
+class LinearAttention:
+    """Shapes of a Gated DeltaNet mixer (transformers 5.17 ``Qwen3NextGatedDeltaNet``,
+    ``Qwen3_5GatedDeltaNet``): ``key_heads`` q/k heads of ``key_head_dim``, ``value_heads``
+    v heads of ``value_head_dim`` (q and k are repeated to the value heads), a depthwise
+    causal ``conv1d`` of ``conv_kernel`` taps over q, k and v (no bias), one decay
+    (``A_log``) and one ``dt_bias`` per value head, and a gated RMSNorm of
+    ``value_head_dim`` weights on the output. Its recurrent state is ``value_heads x
+    key_head_dim x value_head_dim`` per sequence."""
+
+    key_heads: int
+    value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+
+    def __post_init__(self) -> None:
+        for key in ("key_heads", "value_heads", "key_head_dim", "value_head_dim", "conv_kernel"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError("config_invalid_value", key, value)
+        if self.value_heads % self.key_heads:
+            raise ConfigError("config_kv_heads_indivisible", "key_heads", self.key_heads)
+
+    @property
+    def key_dim(self) -> int:
+        return self.key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.value_heads * self.value_head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the short convolution: q, k and v concatenated."""
+        return 2 * self.key_dim + self.value_dim
+
+    @property
+    def own_params(self) -> int:
+        """Parameters of the mixer outside its linears: the depthwise conv weight
+        (``conv_dim x 1 x kernel``), ``A_log`` and ``dt_bias`` (one per value head each),
+        the gated norm's weight (``value_head_dim``)."""
+        return self.conv_dim * self.conv_kernel + 2 * self.value_heads + self.value_head_dim
+
+    @property
+    def state_elements(self) -> int:
+        """The recurrent state of one sequence: ``value_heads x key_head_dim x
+        value_head_dim`` (fp32 in the kernels), plus the conv state ``conv_dim x
+        (kernel - 1)``."""
+        return self.value_heads * self.key_head_dim * self.value_head_dim + self.conv_dim * (
+            self.conv_kernel - 1
+        )
 
 
 @dataclass(frozen=True)
@@ -150,6 +216,14 @@ class ModelArch:
     # A mixed stack (Llama 4 Maverick alternates dense and MoE blocks): how many blocks of each
     # kind, ((kind, count), ...), summing to num_layers; empty when every block is the same.
     block_counts: tuple[tuple[str, int], ...] = ()
+    # Parameters outside linears and full-width norms that only one kind of block holds,
+    # ((kind, params per block), ...): a hybrid stack's Gated DeltaNet conv / decay / gated
+    # norm, its attention blocks' q/k norms. Empty for a uniform stack.
+    block_kind_params: tuple[tuple[str, int], ...] = ()
+    # The Gated DeltaNet shapes of a hybrid stack (block kinds of MIXER_KINDS); None else.
+    linear_attention: LinearAttention | None = None
+    # Taps of the gated short convolution of a hybrid stack's "conv" blocks (LFM2); 0 else.
+    short_conv_kernel: int = 0
 
     def __post_init__(self) -> None:
         for key in (
@@ -177,6 +251,7 @@ class ModelArch:
             "experts_per_token",
             "shared_expert_intermediate_size",
             "block_extra_params",
+            "short_conv_kernel",
         ):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -189,11 +264,36 @@ class ModelArch:
         for lin in self.linears:
             if lin.block_kind and lin.block_kind not in counts:
                 raise ConfigError("config_invalid_value", "block_kind", lin.block_kind)
+        for kind, params in self.block_kind_params:
+            if kind not in counts or not isinstance(params, int) or params < 0:
+                raise ConfigError("config_invalid_value", "block_kind_params", kind)
+        if self.linear_attention is not None and set(counts) != set(MIXER_KINDS[:2]):
+            raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
+        if self.short_conv_kernel and not set(counts) <= {"full_attention", "conv"}:
+            raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
+
+    @property
+    def hybrid(self) -> bool:
+        """Blocks of different token mixers (:data:`MIXER_KINDS`)."""
+        return self.linear_attention is not None or self.short_conv_kernel > 0
 
     # ---- mixed stacks -------------------------------------------------------
     def blocks_of(self, lin: LinearLayer) -> int:
         """How many decoder blocks hold ``lin`` (all of them unless it belongs to one kind)."""
         return dict(self.block_counts)[lin.block_kind] if lin.block_kind else self.num_layers
+
+    def kind_share(self, kind: str) -> tuple[int, int]:
+        """(blocks of ``kind``, all blocks) in a mixed stack."""
+        return dict(self.block_counts).get(kind, 0), self.num_layers
+
+    @cached_property
+    def _largest_kind(self) -> str:
+        kinds = [k for k, n in self.block_counts if n > 0]
+        own = dict(self.block_kind_params)
+        return max(
+            kinds,
+            key=lambda k: sum(l.params for l in self.linears if l.block_kind == k) + own.get(k, 0),
+        )
 
     @cached_property
     def block_linears(self) -> tuple[LinearLayer, ...]:
@@ -201,9 +301,7 @@ class ModelArch:
         FSDP unit gathers or one checkpointed block recomputes at most."""
         if not self.block_counts:
             return self.linears
-        kinds = [k for k, n in self.block_counts if n > 0]
-        best = max(kinds, key=lambda k: sum(l.params for l in self.linears if l.block_kind == k))
-        return tuple(l for l in self.linears if l.block_kind in ("", best))
+        return tuple(l for l in self.linears if l.block_kind in ("", self._largest_kind))
 
     def block_share(self, lin: LinearLayer) -> tuple[int, int]:
         """(blocks holding ``lin``, all blocks): what a per-block average weighs it by."""
@@ -220,17 +318,25 @@ class ModelArch:
     def block_params(self) -> int:
         """One decoder block: its linears (all copies), its norms and any small extras (the
         largest block of a mixed stack)."""
+        own = dict(self.block_kind_params).get(self._largest_kind, 0) if self.block_counts else 0
         return (
             sum(l.params for l in self.block_linears)
             + self.norms_per_layer * self.norm_params
             + self.block_extra_params
+            + own
         )
 
     @cached_property
     def stack_params(self) -> int:
         """Every decoder block together (``num_layers * block_params`` for a uniform stack)."""
         per_block = self.norms_per_layer * self.norm_params + self.block_extra_params
-        return sum(self.blocks_of(l) * l.params for l in self.linears) + self.num_layers * per_block
+        counts = dict(self.block_counts)
+        own = sum(counts[kind] * params for kind, params in self.block_kind_params)
+        return (
+            sum(self.blocks_of(l) * l.params for l in self.linears)
+            + self.num_layers * per_block
+            + own
+        )
 
     @cached_property
     def embedding_params(self) -> int:

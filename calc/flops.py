@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .activations import FLA_CHUNK
 from .arch import ModelArch
 from .attention import request_fraction
 from .jsontypes import JsonObject
@@ -42,11 +43,42 @@ def attention_forward_flops_per_token(
     full matrix (PaLM's MFU count, Chowdhery et al. 2022, arXiv:2204.02311, app. B), times the
     computed share :data:`CAUSAL_ATTENTION_FRACTION` for ``attention``. An explicit mask tensor
     (``attention_mask="padding"``) makes SDPA compute the whole square
-    (:func:`calc.attention.request_fraction`)."""
-    full = 4.0 * arch.num_layers * seq_len * arch.num_heads * arch.head_dim
+    (:func:`calc.attention.request_fraction`). A hybrid stack counts its attention blocks
+    only, plus its Gated DeltaNet blocks' chunked recurrence
+    (:func:`linear_attention_forward_flops_per_token`)."""
+    layers = arch.num_layers
+    if arch.hybrid:  # a hybrid stack: its attention blocks only
+        layers = arch.kind_share("full_attention")[0]
+    full = 4.0 * layers * seq_len * arch.num_heads * arch.head_dim
+    linear = linear_attention_forward_flops_per_token(arch)
     if attention_mask != "causal":
-        return full * request_fraction(attention, attention_mask)
-    return full * CAUSAL_ATTENTION_FRACTION[attention]
+        return full * request_fraction(attention, attention_mask) + linear
+    return full * CAUSAL_ATTENTION_FRACTION[attention] + linear
+
+
+def linear_attention_forward_flops_per_token(arch: ModelArch) -> float:
+    """Forward FLOPs per token of the Gated DeltaNet blocks of a hybrid stack, beyond their
+    projections (counted with the linears): the chunked gated delta rule of
+    flash-linear-attention (``fla/ops/gated_delta_rule/chunk.py``; Yang et al. 2024, "Gated
+    Delta Networks", arXiv:2412.06464, sec. 3.3), per value head, with chunk ``C = 64``:
+
+    - within a chunk: ``A = beta K K^T`` (``2 C dk``), the triangular solve of ``A``
+      (``C^3 / 3`` multiply-adds per chunk: ``2 C^2 / 3`` per token), ``W = A K`` and
+      ``U = A V`` (``2 C dk + 2 C dv``), the output's ``Q K^T`` and its product with the new
+      values (``2 C dk + 2 C dv``);
+    - across chunks: the new values ``U - W S``, the state update ``S += K^T V_new`` and
+      the output's ``Q S`` (``3 * 2 dk dv``).
+
+    ``H (6 dk dv + 2 C (3 dk + 2 dv) + 2 C^2 / 3)`` per block, independent of the sequence
+    length. Its backward is counted as twice the forward like attention's (the kernel's
+    recomputation of the chunk states in its backward is left out)."""
+    la = arch.linear_attention
+    if la is None:
+        return 0.0
+    c = float(FLA_CHUNK)
+    dk, dv = float(la.key_head_dim), float(la.value_head_dim)
+    per_head = 6.0 * dk * dv + 2.0 * c * (3.0 * dk + 2.0 * dv) + 2.0 * c * c / 3.0
+    return arch.kind_share("linear_attention")[0] * la.value_heads * per_head
 
 
 @dataclass(frozen=True)
@@ -128,6 +160,7 @@ __all__ = [
     "FlopsPerToken",
     "attention_forward_flops_per_token",
     "block_linear_params",
+    "linear_attention_forward_flops_per_token",
     "matmul_params",
     "training_flops_per_token",
 ]

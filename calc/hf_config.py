@@ -2,8 +2,12 @@
 
 Families: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2,
 gemma3_text, granite, olmo, olmo2, stablelm, phi, phi3 (Phi-3, Phi-4, Phi-4-mini), smollm3,
-gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2. Multimodal configs (``gemma3``,
-``llama4``, ``mistral3``) are read through their ``text_config`` (see below).
+gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2,
+and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated DeltaNet blocks with
+a gated full-attention block every ``full_attention_interval``-th), olmo_hybrid (Gated DeltaNet
+and OLMo 2 attention blocks) and lfm2 (gated short convolutions and attention blocks).
+Multimodal configs (``gemma3``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
+read through their ``text_config`` (see below).
 Each family is read with its own key names, and a key a config may leave out
 takes the default of that family's ``transformers`` config class (source:
 ``transformers/models/<family>/configuration_<family>.py``, v4.44-v4.48), e.g.
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .arch import LinearLayer, ModelArch
+from .arch import MIXER_KINDS, LinearAttention, LinearLayer, ModelArch
 from .errors import ConfigError
 from .jsontypes import JsonObject
 
@@ -822,6 +826,355 @@ def _gpt2(k: _Keys, family: str, name: str) -> ModelArch:
     return _plain_mlp_traits(arch, k, "activation_function", "gelu_new")
 
 
+# ---- hybrid linear attention: Gated DeltaNet + gated full attention ---------------------------
+_LEGACY_LAYER_TYPES = {"attention": "full_attention"}
+"""transformers 5.17 ``configuration_utils._LEGACY_LAYER_TYPE_REMAP`` (the names a Qwen
+hybrid can use; its ``mamba`` / ``conv`` entries belong to other families)."""
+
+
+def _mixer_kinds(k: _Keys, layers: int) -> list[str]:
+    """The mixer of each block: ``layer_types`` when given (one of :data:`MIXER_KINDS` per
+    layer), else ``linear_attention`` except every ``full_attention_interval``-th block
+    (default 4), as ``Qwen3NextConfig.__post_init__`` / ``Qwen3_5TextConfig.__post_init__``
+    build it (transformers 5.17 ``configuration_qwen3_next.py``, ``configuration_qwen3_5.py``)."""
+    value = k.cfg.get("layer_types")
+    if value is None:
+        interval = k.int("full_attention_interval", default=4)
+        return [
+            "linear_attention" if (i + 1) % interval else "full_attention" for i in range(layers)
+        ]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise k.error("layer_types", value)
+    if len(value) != layers:
+        raise ConfigError("config_layer_types_length", k.prefix + "layer_types", len(value))
+    kinds = [_LEGACY_LAYER_TYPES.get(str(v), str(v)) for v in value]
+    unknown = sorted({v for v in kinds if v not in MIXER_KINDS})
+    if unknown:
+        raise ConfigError("config_invalid_value", k.prefix + "layer_types", unknown[0])
+    return kinds
+
+
+def _linear_attention(k: _Keys) -> LinearAttention:
+    """The Gated DeltaNet shapes (``linear_*`` keys; defaults of ``Qwen3NextConfig`` and
+    ``Qwen3_5TextConfig``, transformers 5.17: 16 key heads and 32 value heads of 128, kernel
+    4). The value heads must be a multiple of the key heads (q and k are repeated to them:
+    ``repeat_interleave(num_v_heads // num_k_heads)``)."""
+    key_heads = k.int("linear_num_key_heads", default=16)
+    value_heads = k.int("linear_num_value_heads", default=32)
+    if value_heads % key_heads:
+        raise k.kv_error("linear_num_key_heads", key_heads)
+    return LinearAttention(
+        key_heads=key_heads,
+        value_heads=value_heads,
+        key_head_dim=k.int("linear_key_head_dim", default=128),
+        value_head_dim=k.int("linear_value_head_dim", default=128),
+        conv_kernel=k.int("linear_conv_kernel_dim", default=4),
+    )
+
+
+def _rotary_dim(k: _Keys, head_dim: int, default_factor: float) -> int:
+    """Rotated dimensions per head: ``int(head_dim * partial_rotary_factor)``
+    (``modeling_rope_utils._compute_default_rope_parameters``); the factor is a top-level
+    key or one of ``rope_parameters`` (transformers 5 configs)."""
+    factor = k.cfg.get("partial_rotary_factor")
+    rope = k.cfg.get("rope_parameters")
+    if factor is None and isinstance(rope, dict):
+        factor = rope.get("partial_rotary_factor")
+    if factor is None:
+        factor = default_factor
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        raise k.error("partial_rotary_factor", factor)
+    return max(1, int(head_dim * factor))
+
+
+def _qwen_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
+    """Qwen3-Next (``qwen3_next``), Qwen3.5 (``qwen3_5_text``) and Qwen3.5-MoE
+    (``qwen3_5_moe_text``), transformers 5.17 ``modeling_qwen3_next.py`` /
+    ``modeling_qwen3_5.py`` / ``modeling_qwen3_5_moe.py``.
+
+    Each block holds one mixer (:func:`_mixer_kinds`) and one MLP, with two RMSNorms that
+    scale by ``1 + weight`` in fp32 (``Qwen3NextRMSNorm``):
+
+    - full attention (``Qwen3NextAttention``): ``q_proj`` of ``2 * heads * head_dim`` (the
+      query and a sigmoid output gate per head, ``attn_output * torch.sigmoid(gate)``),
+      ``k_proj``, ``v_proj``, ``o_proj`` (``attention_bias`` on all four), per-head q/k
+      RMSNorm (``head_dim`` weights each), RoPE on ``partial_rotary_factor`` of each head
+      (0.25 by default);
+    - Gated DeltaNet (``Qwen3NextGatedDeltaNet``: ``in_proj_qkvz`` hidden -> ``2 key_dim +
+      2 value_dim`` and ``in_proj_ba`` hidden -> ``2 value_heads``; ``Qwen3_5GatedDeltaNet``
+      splits them: ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``, ``in_proj_a``), a depthwise
+      ``nn.Conv1d`` (not an ``nn.Linear``: peft's ``all-linear`` and bitsandbytes leave it),
+      ``A_log``, ``dt_bias``, ``Qwen3NextRMSNormGated`` and ``out_proj``
+      (:class:`calc.arch.LinearAttention`);
+    - MLP: Qwen3.5's dense SwiGLU (``intermediate_size``), or the MoE of Qwen3-Next and
+      Qwen3.5-MoE (``Qwen3NextSparseMoeBlock``): ``num_experts`` experts of
+      ``moe_intermediate_size`` (3-D parameters in transformers 5: calc's ``fused-3d``
+      layout; not a peft-converted family, like ``qwen2_moe``), a router ``gate``, one shared
+      expert of ``shared_expert_intermediate_size`` and its scalar ``shared_expert_gate``.
+    """
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads, head_dim_default=256)
+    layers = k.int("num_hidden_layers")
+    kinds = _mixer_kinds(k, layers)
+    la = _linear_attention(k)
+    bias = k.bool("attention_bias", False)
+    full, lin = "full_attention", "linear_attention"
+    attention = (
+        LinearLayer("q_proj", h, 2 * heads * hd, bias, role="attn", block_kind=full),
+        LinearLayer("k_proj", h, kv * hd, bias, role="attn", block_kind=full),
+        LinearLayer("v_proj", h, kv * hd, bias, role="attn", block_kind=full),
+        LinearLayer("o_proj", heads * hd, h, bias, role="attn", block_kind=full),
+    )
+    if family == "qwen3_next":
+        projections: tuple[tuple[str, int], ...] = (
+            ("in_proj_qkvz", 2 * la.key_dim + 2 * la.value_dim),
+            ("in_proj_ba", 2 * la.value_heads),
+        )
+    else:
+        projections = (
+            ("in_proj_qkv", la.conv_dim),
+            ("in_proj_z", la.value_dim),
+            ("in_proj_b", la.value_heads),
+            ("in_proj_a", la.value_heads),
+        )
+    mixer = tuple(
+        LinearLayer(n, h, width, role="mixer", block_kind=lin) for n, width in projections
+    ) + (LinearLayer("out_proj", la.value_dim, h, role="mixer", block_kind=lin),)
+    moe = family != "qwen3_5_text"
+    experts = top_k = shared = 0
+    if moe:
+        if family == "qwen3_next":
+            # blocks listed in mlp_only_layers or skipped by decoder_sparse_step hold a dense
+            # MLP: refused rather than miscounted (no published checkpoint has them)
+            step = k.int("decoder_sparse_step", default=1)
+            if step != 1:
+                raise ConfigError(
+                    "unsupported_architecture", k.prefix + "decoder_sparse_step", step
+                )
+            dense_layers = k.cfg.get("mlp_only_layers") or []
+            if dense_layers:
+                raise ConfigError(
+                    "unsupported_architecture", k.prefix + "mlp_only_layers", dense_layers
+                )
+        experts, top_k = _experts(k, "num_experts")
+        inter = k.int("moe_intermediate_size")
+        shared = k.int("shared_expert_intermediate_size")
+        mlp = _gated_mlp(h, inter, False, experts, top_k)
+        mlp += (LinearLayer("gate", h, experts, quantizable=False, role="router"),)
+        mlp += _gated_mlp(h, shared)
+        mlp += (LinearLayer("shared_expert_gate", h, 1, quantizable=False, role="router"),)
+    else:
+        inter = k.int("intermediate_size")
+        mlp = _gated_mlp(h, inter)
+    n_full = kinds.count(full)
+    arch = ModelArch(
+        **_common(k, family, name, 32768, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=attention + mixer + mlp,
+        norm_kind="rms",
+        norms_per_layer=2,
+        num_experts=experts,
+        experts_per_token=top_k,
+        shared_expert_intermediate_size=shared,
+        block_counts=((full, n_full), (lin, layers - n_full)),
+        block_kind_params=((full, 2 * hd), (lin, la.own_params)),
+        linear_attention=la,
+    )
+    arch.extra["norm_scale_fp32"] = True  # Qwen3NextRMSNorm: output * (1.0 + weight.float())
+    arch.extra["qk_norm_per_head"] = True
+    arch.extra["attention_output_gate"] = True
+    arch.extra["rope_dim"] = _rotary_dim(k, hd, 0.25)
+    arch.extra["mixer_order"] = list(kinds)
+    # the projections the output gate z and the decay's a come from
+    arch.extra["gdn_gate_proj"] = "in_proj_qkvz" if family == "qwen3_next" else "in_proj_z"
+    arch.extra["gdn_decay_proj"] = "in_proj_ba" if family == "qwen3_next" else "in_proj_a"
+    if moe:
+        arch.extra["shared_expert_gated"] = True  # sigmoid(shared_expert_gate(x)) * shared
+    return arch
+
+
+def _olmo_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
+    """OLMo Hybrid (``olmo_hybrid``; transformers 5.17 ``modeling_olmo_hybrid.py``): OLMo 2
+    attention blocks (``OlmoHybridAttentionDecoderLayer``: q/k/v/o ``nn.Linear`` without
+    biases, RMSNorm over the whole q and k projections, norms after attention and after the
+    MLP) and Gated DeltaNet blocks (``OlmoHybridLinearAttentionDecoderLayer``: norms before
+    the mixer and the MLP; ``OlmoHybridGatedDeltaNet`` with separate ``q_proj``, ``k_proj``,
+    ``v_proj``, ``a_proj``, ``b_proj``, ``g_proj`` and ``o_proj``, a depthwise ``conv1d``
+    over q, k and v, ``A_log``, ``dt_bias``, a gated norm, and ``beta`` doubled with
+    ``linear_allow_neg_eigval``), each with a SwiGLU MLP. Every RMSNorm scales in fp32
+    (``(self.weight * hidden_states).to(input_dtype)``). Defaults of ``OlmoHybridConfig``:
+    attention every fourth block (at least the last one), linear heads as many as the
+    attention heads, key head width ``int(0.75 * hidden / key_heads)``, value heads twice as
+    wide; RoPE only with ``rope_parameters.rope_theta`` (on by default)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    layers = k.int("num_hidden_layers")
+    if k.cfg.get("layer_types") is None:
+        kinds = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(layers)]
+        if "full_attention" not in kinds:
+            kinds[-1] = "full_attention"
+    else:
+        kinds = _mixer_kinds(k, layers)
+    key_heads = k.int("linear_num_key_heads", default=heads)
+    value_heads = k.int("linear_num_value_heads", default=heads)
+    if value_heads % key_heads:
+        raise k.kv_error("linear_num_key_heads", key_heads)
+    key_dim = k.int("linear_key_head_dim", default=max(1, int(0.75 * h / key_heads)))
+    la = LinearAttention(
+        key_heads=key_heads,
+        value_heads=value_heads,
+        key_head_dim=key_dim,
+        value_head_dim=k.int("linear_value_head_dim", default=2 * key_dim),
+        conv_kernel=k.int("linear_conv_kernel_dim", default=4),
+    )
+    inter = k.int("intermediate_size")
+    full, lin = "full_attention", "linear_attention"
+    attention = tuple(
+        replace(l, block_kind=full) for l in _attention(h, heads, kv, hd, False, False)
+    )
+    mixer = tuple(
+        LinearLayer(n, h, width, role="mixer", block_kind=lin)
+        for n, width in (
+            ("q_proj", la.key_dim),
+            ("k_proj", la.key_dim),
+            ("v_proj", la.value_dim),
+            ("a_proj", la.value_heads),
+            ("b_proj", la.value_heads),
+            ("g_proj", la.value_dim),
+        )
+    ) + (LinearLayer("o_proj", la.value_dim, h, role="mixer", block_kind=lin),)
+    n_full = kinds.count(full)
+    arch = ModelArch(
+        **_common(k, family, name, 65536, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=attention + mixer + _gated_mlp(h, inter),
+        norm_kind="rms",
+        norms_per_layer=2,
+        block_counts=((full, n_full), (lin, layers - n_full)),
+        block_kind_params=((full, (heads + kv) * hd), (lin, la.own_params)),
+        linear_attention=la,
+    )
+    arch.extra["norm_scale_fp32"] = True
+    arch.extra["qk_norm_whole"] = True
+    arch.extra["mixer_order"] = kinds
+    arch.extra["gdn_gate_proj"], arch.extra["gdn_decay_proj"] = "g_proj", "a_proj"
+    if k.bool("linear_allow_neg_eigval", True):
+        arch.extra["gdn_beta_scaled"] = True  # beta = b_proj(x).sigmoid() * 2.0
+    rope = k.cfg.get("rope_parameters")
+    if isinstance(rope, dict) and rope.get("rope_theta") is None and "rope_theta" not in k.cfg:
+        arch.extra["no_rope"] = True  # OlmoHybridModel builds no rotary embedding
+    return arch
+
+
+def _lfm2_ffn_width(k: _Keys) -> int:
+    """``Lfm2MLP``'s width (transformers 5.17 ``modeling_lfm2.py``): ``block_ff_dim`` when
+    given (``Lfm2Config.__post_init__`` pops it over ``intermediate_size``; LFM2-1.2B's
+    config.json holds both, 12288 and 8192), else ``intermediate_size``; with
+    ``block_auto_adjust_ff_dim``
+    (default true) ``int(2 * width / 3)``, times ``block_ffn_dim_multiplier`` (default 1.0),
+    rounded up to a multiple of ``block_multiple_of`` (default 256)."""
+    width = k.int("block_ff_dim", "intermediate_size")
+    if not k.bool("block_auto_adjust_ff_dim", True):
+        return width
+    width = int(2 * width / 3)
+    multiplier = k.cfg.get("block_ffn_dim_multiplier", 1.0)
+    if multiplier is not None:
+        if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)):
+            raise k.error("block_ffn_dim_multiplier", multiplier)
+        if multiplier <= 0:
+            raise k.error("block_ffn_dim_multiplier", multiplier)
+        multiple = k.int("block_multiple_of", default=256)
+        width = multiple * ((int(multiplier * width) + multiple - 1) // multiple)
+    if width <= 0:
+        raise k.error("intermediate_size", width)
+    return width
+
+
+def _lfm2_kinds(k: _Keys, layers: int) -> list[str]:
+    """Each block's mixer: ``layer_types`` (``full_attention`` or ``conv``) when given, else
+    ``full_attention`` at the indices of ``full_attn_idxs`` (default: every block) and
+    ``conv`` elsewhere (``Lfm2Config.__post_init__``)."""
+    value = k.cfg.get("layer_types")
+    if value is None:
+        idxs = k.cfg.get("full_attn_idxs")
+        if idxs is None:
+            return ["full_attention"] * layers
+        if not isinstance(idxs, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in idxs
+        ):
+            raise k.error("full_attn_idxs", idxs)
+        return ["full_attention" if i in idxs else "conv" for i in range(layers)]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise k.error("layer_types", value)
+    if len(value) != layers:
+        raise ConfigError("config_layer_types_length", k.prefix + "layer_types", len(value))
+    unknown = sorted({str(v) for v in value if v not in ("full_attention", "conv")})
+    if unknown:
+        raise ConfigError("config_invalid_value", k.prefix + "layer_types", unknown[0])
+    return [str(v) for v in value]
+
+
+def _lfm2(k: _Keys, family: str, name: str) -> ModelArch:
+    """LFM2 (``lfm2``; transformers 5.17 ``modeling_lfm2.py``): blocks of a gated short
+    convolution (``Lfm2ShortConv``: ``in_proj`` hidden -> 3 hidden, a depthwise ``nn.Conv1d``
+    of ``conv_L_cache`` taps, ``out_proj`` hidden -> hidden; ``conv_bias`` on all three) or
+    of attention (``Lfm2Attention``: ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``, no
+    biases, per-head RMSNorm ``q_layernorm`` / ``k_layernorm``), each with the SwiGLU
+    ``Lfm2MLP`` (``w1``, ``w3``, ``w2``, :func:`_lfm2_ffn_width`) and two RMSNorms
+    (``operator_norm``, ``ffn_norm``); the final norm is named ``embedding_norm``; the output
+    layer is tied by default. The convolution is not an ``nn.Linear`` (peft's ``all-linear``
+    and bitsandbytes leave it)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    layers = k.int("num_hidden_layers")
+    kinds = _lfm2_kinds(k, layers)
+    kernel = k.int("conv_L_cache", default=3)
+    bias = k.bool("conv_bias", False)
+    inter = _lfm2_ffn_width(k)
+    full = "full_attention"
+    counts = ((full, kinds.count(full)), ("conv", kinds.count("conv")))
+    attention = tuple(
+        replace(l, block_kind=full) for l in _attention(h, heads, kv, hd, False, False)
+    )
+    attention = attention[:3] + (replace(attention[3], name="out_proj"),)
+    conv = (
+        LinearLayer("in_proj", h, 3 * h, bias, role="mixer", block_kind="conv"),
+        LinearLayer("out_proj", h, h, bias, role="mixer", block_kind="conv"),
+    )
+    arch = ModelArch(
+        # the original checkpoints name the tying key tie_embedding (Lfm2Config reads both)
+        **_common(k, family, name, 128_000, k.bool("tie_embedding", True)),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=attention + conv + _gated_mlp(h, inter, names=("w1", "w3", "w2")),
+        norm_kind="rms",
+        norms_per_layer=2,
+        block_counts=counts,
+        block_kind_params=((full, 2 * hd), ("conv", h * kernel + (h if bias else 0))),
+        short_conv_kernel=kernel,
+    )
+    arch.extra["qk_norm_per_head"] = True
+    arch.extra["mixer_order"] = kinds
+    return arch
+
+
 _READERS = {
     **{family: _dense for family in _DENSE},
     "olmo": _olmo,
@@ -840,6 +1193,11 @@ _READERS = {
     "RefinedWebModel": _falcon,
     "bloom": _bloom,
     "gpt2": _gpt2,
+    "qwen3_next": _qwen_hybrid,
+    "qwen3_5_text": _qwen_hybrid,
+    "qwen3_5_moe_text": _qwen_hybrid,
+    "lfm2": _lfm2,
+    "olmo_hybrid": _olmo_hybrid,
 }
 
 

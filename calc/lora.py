@@ -136,10 +136,11 @@ def as_stored_3d(arch: ModelArch) -> ModelArch:
     )
 
 
-CONVERTED_FAMILIES = frozenset({"mixtral", "qwen3_moe"})
+CONVERTED_FAMILIES = frozenset({"mixtral", "qwen3_moe", "qwen3_next"})
 """Families whose transformers-4 expert targets peft 0.21.0 converts: the model types of
 ``_MODEL_TO_CONVERSION_PATTERN`` (transformers 5.17 ``conversion_mapping.py``, plus
-``mixtral`` added by peft) that calc reads. ``qwen2_moe`` itself is not among them (only
+``mixtral`` added by peft) that calc reads (``qwen3_next`` maps to ``qwen2_moe``'s pattern;
+``qwen3_5_moe_text`` to ``qwen3_5_text``'s, which has no expert conversion). ``qwen2_moe`` itself is not among them (only
 families that borrow its pattern are): on transformers 5.17 its 3-D experts and its router
 get no adapter from module names, while its shared expert keeps its own."""
 

@@ -627,9 +627,19 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
     adapters = st.adapted(req)
     fused = frozenset(
-        (l.name, l.d_in, l.d_out, l.role) for a in adapters if a.fused for l in a.covers
+        act.linear_key(l.name, l.d_in, l.d_out, l.role, l.count)
+        for a in adapters
+        if a.fused
+        for l in a.covers
     )
-    adapted = frozenset((a.name, a.d_in, a.d_out, a.role) for a in adapters if not a.fused) | fused
+    adapted = (
+        frozenset(
+            act.linear_key(a.name, a.d_in, a.d_out, a.role, a.count)
+            for a in adapters
+            if not a.fused
+        )
+        | fused
+    )
     resid = st.FP32_BYTES if reg.casts_weights else reg.compute_bytes
     return act.ActConfig(
         reg.compute_bytes,
@@ -1027,6 +1037,10 @@ def warnings_for(req: EstimateRequest) -> list[str]:
     out += library_rejections(
         req.model, req.framework.value, req.attention.value, req.is_peft, req.lora_targets
     )
+    if req.model.linear_attention is not None and req.precision is Precision.FP32:
+        # flash-linear-attention's chunk_gated_delta_rule: ``assert q.dtype != torch.float32``
+        # (fla/ops/gated_delta_rule/chunk.py); calc counts that kernel's tensors
+        out.append("linear_attention_fp32_refused_by_fla")
     return out
 
 

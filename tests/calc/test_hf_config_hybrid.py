@@ -1,0 +1,351 @@
+"""Hybrid linear-attention stacks (Qwen3-Next, Qwen3.5, Qwen3.5-MoE): reading, parameter
+counts, LoRA targets, saved activations against the oracle, FLOPs and coded errors."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from benchmarks.oracle_sweep import ACCEPTED_FAMILIES, BASE_REQUEST
+from calc.errors import ConfigError
+from calc.flops import attention_forward_flops_per_token, linear_attention_forward_flops_per_token
+from calc.hf_config import arch_from_hf_config
+from calc.lora import adapted_linears, adapter_params
+from calc.memory import estimate_dict
+from calc.presets import get_preset
+
+QWEN35 = ACCEPTED_FAMILIES["qwen3_5_text"]
+QWEN35_MOE = ACCEPTED_FAMILIES["qwen3_5_moe_text"]
+QWEN3_NEXT = ACCEPTED_FAMILIES["qwen3_next"]
+
+
+def config(base: dict, **changes: object) -> dict:
+    out = copy.deepcopy(base)
+    out.update(changes)
+    return out
+
+
+# Parameters of transformers 5.17's own model (AutoModelForCausalLM.from_config on the meta
+# device, summed over model.parameters()) for the same config.
+@pytest.mark.parametrize(
+    ("cfg", "params"),
+    [
+        (QWEN35, 21_734_384),
+        (QWEN35_MOE, 23_678_856),
+        (QWEN3_NEXT, 23_682_896),
+    ],
+)
+def test_reduced_configs_count_what_transformers_builds(cfg, params):
+    assert arch_from_hf_config(cfg).params_total == params
+
+
+@pytest.mark.parametrize(
+    ("preset", "total", "active"),
+    [
+        # transformers 5.17 Qwen3NextForCausalLM on the published shapes; the MTP layer of the
+        # checkpoint is not part of the model transformers builds
+        ("qwen3-next-80b-a3b", 79_674_391_296, 3_874_929_408),
+        # the language model of Qwen3_5ForConditionalGeneration (Qwen3_5ForCausalLM)
+        ("qwen3.5-9b", 8_953_803_264, 8_953_803_264),
+        ("qwen3.5-35b-a3b", 34_660_610_688, 3_454_988_928),
+    ],
+)
+def test_presets_count_the_language_model(preset, total, active):
+    arch = get_preset(preset)
+    assert (arch.params_total, arch.params_active) == (total, active)
+
+
+def test_layer_types_follow_the_full_attention_interval():
+    arch = arch_from_hf_config(config(QWEN35, num_hidden_layers=8))
+    assert dict(arch.block_counts) == {"full_attention": 2, "linear_attention": 6}
+    assert arch.extra["mixer_order"] == ["linear_attention"] * 3 + ["full_attention"] * 1 + [
+        "linear_attention"
+    ] * 3 + ["full_attention"]
+    every_other = arch_from_hf_config(config(QWEN35, full_attention_interval=2))
+    assert dict(every_other.block_counts) == {"full_attention": 2, "linear_attention": 2}
+
+
+def test_explicit_and_legacy_layer_types():
+    arch = arch_from_hf_config(
+        config(
+            QWEN35,
+            layer_types=["attention", "linear_attention", "full_attention", "linear_attention"],
+        )
+    )
+    assert dict(arch.block_counts) == {"full_attention": 2, "linear_attention": 2}
+    assert arch.extra["mixer_order"][0] == "full_attention"
+
+
+def test_the_multimodal_config_is_read_through_its_text_config():
+    text = config(QWEN35)
+    arch = arch_from_hf_config({"model_type": "qwen3_5", "text_config": text, "vision_config": {}})
+    assert arch.extra["text_config_only"] is True
+    assert arch.params_total == arch_from_hf_config(QWEN35).params_total
+
+
+@pytest.mark.parametrize(
+    ("changes", "code", "field"),
+    [
+        ({"layer_types": ["linear_attention"] * 3}, "config_layer_types_length", "layer_types"),
+        (
+            {"layer_types": ["linear_attention", "mamba", "x", "full_attention"]},
+            "config_invalid_value",
+            "layer_types",
+        ),
+        ({"linear_num_key_heads": 3}, "config_kv_heads_indivisible", "linear_num_key_heads"),
+        ({"num_key_value_heads": 3}, "config_kv_heads_indivisible", "num_key_value_heads"),
+        ({"linear_value_head_dim": 0}, "config_invalid_value", "linear_value_head_dim"),
+        ({"partial_rotary_factor": 1.5}, "config_invalid_value", "partial_rotary_factor"),
+    ],
+)
+def test_inconsistent_shapes_are_coded_errors(changes, code, field):
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(config(QWEN35, **changes))
+    assert (err.value.code, err.value.field) == (code, "hf_config." + field)
+
+
+def test_moe_errors_name_the_key():
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(config(QWEN35_MOE, num_experts_per_tok=9))
+    assert (err.value.code, err.value.field) == (
+        "config_top_k_above_experts",
+        "hf_config.num_experts_per_tok",
+    )
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(config(QWEN3_NEXT, mlp_only_layers=[0]))
+    assert err.value.code == "unsupported_architecture"
+
+
+def test_all_linear_reaches_the_mixer_projections_not_the_convolution():
+    arch = arch_from_hf_config(QWEN35)
+    names = {a.name for a in adapted_linears(arch, "all-linear")}
+    assert {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"} <= names
+    assert {"q_proj", "o_proj", "gate_proj", "down_proj"} <= names
+    assert not any("conv" in n for n in names)
+
+
+# peft 0.21 get_peft_model(r=16, target_modules="all-linear") on transformers 5.17's model:
+# trainable parameters. Qwen3-Next's experts are converted to target_parameters (its
+# model_type borrows qwen2_moe's conversion pattern), Qwen3.5-MoE's are not.
+@pytest.mark.parametrize(("cfg", "trainable"), [(QWEN35_MOE, 219_296), (QWEN3_NEXT, 791_072)])
+def test_all_linear_adapters_count_what_peft_builds(cfg, trainable):
+    arch = arch_from_hf_config(cfg)
+    assert adapter_params(adapted_linears(arch, "all-linear", "fused-3d"), 16) == trainable
+
+
+def sweep_request(cfg: dict, **overrides: object) -> dict:
+    return dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
+
+
+# Allocated peaks the oracle traced (benchmarks.oracle_sweep: transformers 5.17 + peft 0.21 on
+# fake tensors, with the causal-conv1d and flash-linear-attention kernels' saved tensors).
+@pytest.mark.parametrize(
+    ("cfg", "overrides", "oracle_peak"),
+    [
+        (QWEN35, {"method": "full", "seq_len": 2048}, 836_789_700),
+        (QWEN35, {"method": "full", "seq_len": 2048, "gradient_checkpointing": True}, 542_818_564),
+        # attention-only targets: the three Gated DeltaNet blocks before the first attention
+        # block hold no adapter and see a frozen input, so they save nothing
+        (
+            QWEN35,
+            {
+                "method": "lora",
+                "lora_rank": 8,
+                "seq_len": 2048,
+                "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj"],
+            },
+            483_527_816,
+        ),
+        (
+            QWEN35_MOE,
+            {
+                "method": "lora",
+                "lora_rank": 16,
+                "lora_targets": "all-linear",
+                "moe_expert_layout": "fused-3d",
+            },
+            110_427_184,
+        ),
+        (
+            QWEN3_NEXT,
+            {
+                "method": "lora",
+                "lora_rank": 16,
+                "lora_targets": "all-linear",
+                "moe_expert_layout": "fused-3d",
+                "micro_batch_size": 2,
+                "seq_len": 1024,
+            },
+            566_129_856,
+        ),
+    ],
+)
+def test_peaks_hold_to_the_oracle(cfg, overrides, oracle_peak):
+    peak = estimate_dict(sweep_request(cfg, **overrides))["peak_allocated_bytes"]
+    assert abs(peak / oracle_peak - 1) < 0.005
+
+
+def test_linear_attention_flops_are_chunked_and_attention_counts_its_blocks_only():
+    arch = get_preset("qwen3-next-80b-a3b")
+    per_head = 6 * 128 * 128 + 2 * 64 * (3 * 128 + 2 * 128) + 2 * 64 * 64 / 3
+    assert linear_attention_forward_flops_per_token(arch) == pytest.approx(36 * 32 * per_head)
+    attention = 4.0 * 12 * 4096 * 16 * 256 * 0.5
+    assert attention_forward_flops_per_token(arch, 4096, "sdpa") == pytest.approx(
+        attention + 36 * 32 * per_head
+    )
+    # independent of the sequence length, unlike attention
+    assert linear_attention_forward_flops_per_token(arch) == pytest.approx(
+        attention_forward_flops_per_token(arch, 1, "sdpa") - 4.0 * 12 * 16 * 256 * 0.5
+    )
+
+
+def test_fp32_training_is_flagged_as_refused_by_the_kernel():
+    warnings = estimate_dict(sweep_request(QWEN35, method="full", precision="fp32"))["warnings"]
+    assert "linear_attention_fp32_refused_by_fla" in warnings
+    bf16 = estimate_dict(sweep_request(QWEN35, method="full"))["warnings"]
+    assert "linear_attention_fp32_refused_by_fla" not in bf16
+
+
+# ---- LFM2: gated short convolutions beside attention blocks ---------------------------------
+LFM2 = ACCEPTED_FAMILIES["lfm2"]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "params"),
+    [
+        # transformers 5.17 Lfm2ForCausalLM on the meta device, parameters summed
+        (LFM2, 21_439_616),
+        (
+            config(LFM2, conv_bias=True, block_ffn_dim_multiplier=1.5, tie_word_embeddings=False),
+            34_357_888,
+        ),
+        (config(LFM2, full_attn_idxs=None, num_hidden_layers=3, vocab_size=1000), 9_559_936),
+    ],
+)
+def test_lfm2_counts_what_transformers_builds(cfg, params):
+    assert arch_from_hf_config(cfg).params_total == params
+
+
+@pytest.mark.parametrize(
+    ("preset", "total"), [("lfm2-350m", 354_483_968), ("lfm2-1.2b", 1_170_340_608)]
+)
+def test_lfm2_presets(preset, total):
+    arch = get_preset(preset)
+    assert arch.params_total == total
+    assert dict(arch.block_counts) == {"full_attention": 6, "conv": 10}
+
+
+def test_lfm2_reads_block_ff_dim_over_intermediate_size():
+    """LFM2-1.2B's config.json holds intermediate_size 8192 and block_ff_dim 12288;
+    Lfm2Config takes the latter and Lfm2MLP adjusts it to 2/3: 8192 wide."""
+    arch = arch_from_hf_config(
+        config(LFM2, hidden_size=2048, block_ff_dim=12288, intermediate_size=8192)
+    )
+    assert arch.intermediate_size == 8192
+
+
+def test_lfm2_all_linear_adapts_both_out_projections():
+    arch = arch_from_hf_config(LFM2)
+    adapted = {(a.name, a.role) for a in adapted_linears(arch, "all-linear")}
+    assert {("in_proj", "mixer"), ("out_proj", "mixer"), ("out_proj", "attn")} <= adapted
+    # peft 0.21 get_peft_model(r=16, "all-linear") on transformers 5.17's model
+    assert adapter_params(adapted_linears(arch, "all-linear"), 16) == 593_920
+
+
+@pytest.mark.parametrize(
+    ("changes", "code", "field"),
+    [
+        ({"layer_types": ["conv", "full_attention"]}, "config_layer_types_length", "layer_types"),
+        ({"layer_types": ["conv", "mamba", "conv", "conv"]}, "config_invalid_value", "layer_types"),
+        ({"full_attn_idxs": [7]}, "config_invalid_value", "full_attn_idxs"),
+        ({"num_attention_heads": 6}, "config_heads_indivisible", "num_attention_heads"),
+    ],
+)
+def test_lfm2_inconsistent_shapes_are_coded_errors(changes, code, field):
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(config(LFM2, **changes))
+    assert (err.value.code, err.value.field) == (code, "hf_config." + field)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "oracle_peak"),
+    [
+        ({"method": "full", "seq_len": 2048}, 751_746_204),
+        # attention targets name out_proj, which the convolution blocks hold too: their
+        # tensors before out_proj need no gradient in the first block
+        (
+            {
+                "method": "lora",
+                "lora_rank": 8,
+                "seq_len": 2048,
+                "lora_targets": ["q_proj", "k_proj", "v_proj", "out_proj"],
+            },
+            588_397_120,
+        ),
+    ],
+)
+def test_lfm2_peaks_hold_to_the_oracle(overrides, oracle_peak):
+    peak = estimate_dict(sweep_request(LFM2, **overrides))["peak_allocated_bytes"]
+    assert abs(peak / oracle_peak - 1) < 0.005
+
+
+# ---- OLMo Hybrid: Gated DeltaNet blocks and OLMo 2 attention blocks -------------------------
+OLMO_HYBRID = ACCEPTED_FAMILIES["olmo_hybrid"]
+
+
+def test_olmo_hybrid_counts_what_transformers_builds():
+    """transformers 5.17 OlmoHybridForCausalLM on the meta device (default linear widths:
+    key heads = attention heads, key width int(0.75 * hidden / heads), values twice as wide;
+    attention every fourth block, at least the last)."""
+    arch = arch_from_hf_config(OLMO_HYBRID)
+    assert arch.params_total == 30_642_264
+    assert dict(arch.block_counts) == {"full_attention": 1, "linear_attention": 3}
+    three = config(
+        OLMO_HYBRID,
+        intermediate_size=1024,
+        num_key_value_heads=2,
+        num_hidden_layers=3,
+        vocab_size=1000,
+        linear_num_key_heads=None,
+        linear_num_value_heads=None,
+    )
+    arch = arch_from_hf_config(three)
+    assert arch.params_total == 9_576_800
+    assert arch.extra["mixer_order"] == ["linear_attention"] * 2 + ["full_attention"]
+
+
+def test_olmo_hybrid_attention_names_reach_both_mixers():
+    """q_proj, k_proj, v_proj and o_proj name the attention's and the Gated DeltaNet's
+    projections alike: peft adapts both (747,904 trainable at r=16 on all linears, peft 0.21)."""
+    arch = arch_from_hf_config(OLMO_HYBRID)
+    adapted = {(a.name, a.role) for a in adapted_linears(arch, ["q_proj", "o_proj"])}
+    assert adapted == {
+        ("q_proj", "attn"),
+        ("o_proj", "attn"),
+        ("q_proj", "mixer"),
+        ("o_proj", "mixer"),
+    }
+    assert adapter_params(adapted_linears(arch, "all-linear"), 16) == 747_904
+
+
+@pytest.mark.parametrize(
+    ("overrides", "oracle_peak"),
+    [
+        ({"method": "full", "seq_len": 2048}, 916_636_856),
+        # the Gated DeltaNet's gate and decay projections hold no adapter: in the first
+        # block their branches need no gradient
+        (
+            {
+                "method": "lora",
+                "lora_rank": 8,
+                "seq_len": 2048,
+                "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj"],
+            },
+            693_023_344,
+        ),
+    ],
+)
+def test_olmo_hybrid_peaks_hold_to_the_oracle(overrides, oracle_peak):
+    peak = estimate_dict(sweep_request(OLMO_HYBRID, **overrides))["peak_allocated_bytes"]
+    assert abs(peak / oracle_peak - 1) < 0.005

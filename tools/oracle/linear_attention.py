@@ -1,0 +1,128 @@
+"""What a GPU run of a Gated DeltaNet or short-convolution mixer saves, for the fake CPU run
+(a workaround in the manner of :mod:`tools.oracle.workarounds`).
+
+transformers 5.17 runs a Gated DeltaNet mixer (Qwen3-Next, Qwen3.5, Qwen3.5-MoE) through
+``causal_conv1d.causal_conv1d_fn`` and ``fla.chunk_gated_delta_rule`` when those packages are
+installed (``integrations/hub_kernels.py`` ``use_kernel_func_from_hub_with_fallback``), else
+through its torch reference code (``torch_chunk_gated_delta_rule``), which saves fp32 copies
+of q, k, v, per-chunk ``64 x 64`` matrices and the recurrent state of every chunk: memory a
+GPU run with the kernels never holds; LFM2's short convolution calls the same
+``causal_conv1d_fn``. Neither package runs on CPU; :func:`linear_attention_kernels`
+replaces both with autograd functions that have the kernels' saved tensors and gradient shapes
+(causal-conv1d ``CausalConv1dFn``; flash-linear-attention ``ChunkGatedDeltaRuleFunction`` with
+its ``input_guard`` contiguous copies and the chunk states its backward recomputes).
+``benchmarks.oracle_sweep`` applies it to the hybrid families' setups (and hashes this file
+into their cache keys only).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+
+
+FLA_CHUNK = 64
+
+
+class _CausalConv1d(torch.autograd.Function):
+    """causal-conv1d 1.x ``CausalConv1dFn``: ``x`` made contiguous only when neither its
+    channel nor its time axis is, ``out = torch.empty_like(x)`` (the CUDA op keeps ``x``'s
+    layout), ``ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        if x.stride(2) != 1 and x.stride(1) != 1:
+            x = x.contiguous()
+        ctx.save_for_backward(x, weight, *(() if bias is None else (bias,)))
+        ctx.has_bias = bias is not None
+        return torch.empty_like(x)
+
+    @staticmethod
+    def backward(ctx, dout):
+        x, weight = ctx.saved_tensors[:2]
+        dbias = torch.empty_like(ctx.saved_tensors[2]) if ctx.has_bias else None
+        return torch.empty_like(x), torch.empty_like(weight), dbias
+
+
+def causal_conv1d_fn(x, weight, bias=None, activation=None, **_kwargs):
+    """Drop-in for transformers' ``causal_conv1d_fn`` with causal-conv1d's memory."""
+    return _CausalConv1d.apply(x, weight, bias)
+
+
+class _ChunkGatedDeltaRule(torch.autograd.Function):
+    """flash-linear-attention ``ChunkGatedDeltaRuleFunction`` (``fla/ops/gated_delta_rule/
+    chunk.py``) with ``use_qk_l2norm_in_kernel``: saves the l2-normalised q and k, their fp32
+    ``rstd``, ``v``, the fp32 chunk-local cumulative decay, ``beta`` and ``A`` (``B x T x H x
+    64`` in k's dtype); the backward recomputes the chunk states ``h`` and builds ``dh``
+    (``B x chunks x H x K x V`` each)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, g, beta):
+        b, t, h, _ = q.shape
+        q_n, k_n = torch.empty_like(q), torch.empty_like(k)
+        rstd = [torch.empty((b, t, h), dtype=torch.float32) for _ in range(2)]
+        g_cum = torch.empty((b, t, h), dtype=torch.float32)
+        a = torch.empty((b, t, h, FLA_CHUNK), dtype=k.dtype)
+        ctx.save_for_backward(q_n, rstd[0], k_n, rstd[1], v, g_cum, beta, a)
+        ctx.g_dtype = g.dtype
+        return torch.empty(v.shape, dtype=q.dtype)
+
+    @staticmethod
+    def backward(ctx, do):
+        q, _, k, _, v, g_cum, beta, _ = ctx.saved_tensors
+        b, t, h, dk = k.shape
+        chunks = -(-t // FLA_CHUNK)
+        states = k.new_empty((b, chunks, h, dk, v.shape[-1]))  # recomputed h
+        d_states = q.new_empty((b, chunks, h, dk, v.shape[-1]))  # dh
+        grads = (
+            torch.empty_like(q),
+            torch.empty_like(k),
+            torch.empty_like(v),
+            torch.empty_like(g_cum).to(ctx.g_dtype),
+            torch.empty_like(beta),
+        )
+        del states, d_states
+        return grads
+
+
+def chunk_gated_delta_rule(query, key, value, g, beta, **_kwargs):
+    """Drop-in for transformers' ``torch_chunk_gated_delta_rule`` with the memory of
+    ``fla.chunk_gated_delta_rule``, which refuses fp32 inputs (``assert q.dtype !=
+    torch.float32``) and makes every tensor argument contiguous (``input_guard``)."""
+    if query.dtype == torch.float32:
+        raise ValueError("flash-linear-attention's chunk_gated_delta_rule refuses float32 inputs")
+    query, key, value, g, beta = (x.contiguous() for x in (query, key, value, g, beta))
+    return _ChunkGatedDeltaRule.apply(query, key, value, g, beta), None
+
+
+GATED_DELTA_MODULES = (
+    "transformers.models.qwen3_next.modeling_qwen3_next",
+    "transformers.models.qwen3_5.modeling_qwen3_5",
+    "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe",
+    "transformers.models.olmo_hybrid.modeling_olmo_hybrid",
+    "transformers.models.lfm2.modeling_lfm2",  # causal_conv1d_fn only
+)
+
+
+@contextmanager
+def linear_attention_kernels():
+    """The Gated DeltaNet modules call :func:`causal_conv1d_fn` and
+    :func:`chunk_gated_delta_rule` (they look both up as module globals at call time)."""
+    import importlib
+
+    saved = []
+    for name in GATED_DELTA_MODULES:
+        module = importlib.import_module(name)
+        for attr, fn in (
+            ("causal_conv1d_fn", causal_conv1d_fn),
+            ("torch_chunk_gated_delta_rule", chunk_gated_delta_rule),
+        ):
+            if hasattr(module, attr):
+                saved.append((module, attr, getattr(module, attr)))
+                setattr(module, attr, fn)
+    try:
+        yield
+    finally:
+        for module, attr, fn in saved:
+            setattr(module, attr, fn)
