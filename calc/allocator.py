@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 MIN_BLOCK_BYTES = 512
 """``kMinBlockSize``: every request is rounded up to a multiple of 512 bytes (``round_size``)."""
@@ -492,7 +492,19 @@ def min_device_bytes(
 ) -> int:
     """The smallest device memory on which ``events`` run without out-of-memory:
     ``outside_allocator_bytes`` (CUDA context, driver reserve, communication buffers: the
-    caller counts and cites them) plus the smallest allocator capacity that fits.
+    caller counts and cites them) plus the smallest allocator capacity that fits
+    (:func:`smallest_capacity`). ``unlimited``: the replay with no limit, when the caller
+    has it."""
+    free_run = unlimited or replay(events, None, config)
+    floor = max(_live_floor(events, config), free_run.segment_need_bytes)
+    capacity = smallest_capacity(
+        lambda c: replay(events, c, config).fits, free_run.peak_reserved_bytes, floor
+    )
+    return capacity + outside_allocator_bytes
+
+
+def smallest_capacity(fits: Callable[[int], bool], peak_reserved: int, floor: int) -> int:
+    """The smallest allocator capacity, in whole 2 MiB steps, at which ``fits`` holds.
 
     The capacity lies between a floor and the peak reserved with no limit (the replay is
     then the unlimited one, which fits). The floor is the larger of the largest rounded live
@@ -501,24 +513,31 @@ def min_device_bytes(
     whole cached segments) plus the new segment. The floor is tried first (one replay); when
     it does not fit, the search bisects over whole 2 MiB steps above it, treating "fits" as
     monotone in the capacity (a pathological sequence could fit at one capacity and not at a
-    slightly larger one). ``unlimited``: the replay with no limit, when the caller has it."""
-    free_run = unlimited or replay(events, None, config)
+    slightly larger one)."""
     step = ROUND_LARGE_BYTES
-    hi = -(-free_run.peak_reserved_bytes // step)
-    lo = min(hi, -(-max(_live_floor(events, config), free_run.segment_need_bytes) // step))
-    if lo < hi and not replay(events, lo * step, config).fits:
+    hi = -(-peak_reserved // step)
+    lo = min(hi, -(-floor // step))
+    if lo < hi and not fits(lo * step):
         lo += 1
         while lo < hi:
             mid = (lo + hi) // 2
-            if replay(events, mid * step, config).fits:
+            if fits(mid * step):
                 hi = mid
             else:
                 lo = mid + 1
-    return lo * step + outside_allocator_bytes
+    return lo * step
 
 
 def _live_floor(events: Iterable[Event], config: AllocatorConfig) -> int:
     """The largest total of rounded live requests: no capacity below it can work."""
+    return live_profile(events, config)[0]
+
+
+def live_profile(
+    events: Iterable[Event], config: AllocatorConfig = DEFAULT_CONFIG
+) -> tuple[int, int]:
+    """The largest total of rounded live requests over ``events``, counted from zero, and the
+    total they leave live at the end (0 when they free all they allocate)."""
     live: dict[object, int] = {}
     total = best = 0
     for ev in events:
@@ -529,4 +548,4 @@ def _live_floor(events: Iterable[Event], config: AllocatorConfig) -> int:
             best = max(best, total)
         elif ev[0] == "free":
             total -= live.pop(ev[1], 0)
-    return best
+    return best, total

@@ -12,7 +12,7 @@ import pytest
 from calc import allocator as al
 from calc import memory as mem
 from calc.request import parse_estimate_request
-from calc.step_events import lengths_of, simulate, step_events
+from calc.step_events import StepReplay, lengths_of, simulate, simulated_lengths, step_events
 from conftest import REPO_ROOT
 
 MiB = 1024**2
@@ -332,3 +332,139 @@ def test_synthetic_sequence_against_the_oracles_recorded_one(path):
 
 def test_recorded_sequences_are_there():
     assert len(SEQUENCES) == 16
+
+
+# ---- the step-skipping replay ----------------------------------------------------------------
+
+
+def _drawn(body, count):
+    """The first ``count`` padded micro-batch lengths of a request's drawn data."""
+    from calc.lengths import micro_batch_tokens
+
+    req = parse_estimate_request(body)
+    return req, lengths_of(req, micro_batch_tokens(req))[:count]
+
+
+@pytest.mark.parametrize(
+    "body, count",
+    [
+        # four micro-batches per step, short ones among them: a step of shorter micro-batches
+        # than one before it still opens a segment (its tensors fall in a smaller size class)
+        (
+            {
+                "model": "gpt2",
+                "method": "lora",
+                "micro_batch_size": 4,
+                "seq_len": 1024,
+                "gradient_accumulation_steps": 4,
+                "length_stats": {"mean": 400},
+            },
+            256,
+        ),
+        (
+            {
+                "model": "gpt2",
+                "method": "full",
+                "micro_batch_size": 8,
+                "seq_len": 1024,
+                "length_stats": {"mean": 300, "p90": 700},
+            },
+            256,
+        ),
+        (
+            {
+                "model": "llama-3.2-1b",
+                "method": "qlora",
+                "micro_batch_size": 8,
+                "seq_len": 4096,
+                "length_stats": {"p90": 2000},
+            },
+            128,
+        ),
+    ],
+)
+def test_step_replay_equals_the_full_replay(body, count):
+    """:class:`StepReplay` skips steps that cannot change the cache; its peaks are those of
+    replaying every event of the same micro-batches."""
+    req, lengths = _drawn(body, count)
+    full = al.replay(step_events(req, lengths))
+    fast = StepReplay(req, lengths).replay()
+    assert (fast.peak_allocated_bytes, fast.peak_reserved_bytes, fast.segment_need_bytes) == (
+        full.peak_allocated_bytes,
+        full.peak_reserved_bytes,
+        full.segment_need_bytes,
+    )
+
+
+@pytest.mark.parametrize(
+    "body, count",
+    [
+        (
+            {
+                "model": "qwen3-0.6b",
+                "method": "full",
+                "micro_batch_size": 16,
+                "seq_len": 2048,
+                "gradient_checkpointing": False,
+                "length_stats": {"mean": 500, "p90": 1200},
+            },
+            24,
+        ),
+        (
+            {
+                "model": "llama-3.2-1b",
+                "method": "lora",
+                "micro_batch_size": 16,
+                "seq_len": 2048,
+                "gradient_accumulation_steps": 2,
+                "length_stats": {"mean": 900, "p90": 1500},
+            },
+            16,
+        ),
+        ({"model": "llama-3.2-1b", "method": "full", "seq_len": 1024}, 0),
+    ],
+)
+def test_step_replay_min_capacity_equals_the_full_search(body, count):
+    """The smallest capacity from the step-skipping replays is the full replays' one."""
+    req, lengths = _drawn(body, count)
+    lengths = lengths or [req.seq_len] * 3
+    events = step_events(req, lengths)
+    steps = StepReplay(req, lengths)
+    assert steps.min_capacity() == al.min_device_bytes(events)
+
+
+def test_a_step_is_skipped_only_while_the_cache_is_unchanged():
+    """The skipping is real: of 64 identical steps three run (the first creates the optimizer
+    states, the second opens segments for what they displaced, the third finds the cache
+    unchanged and stands for the rest), and a longer step after them still opens segments."""
+    req = parse_estimate_request({"model": "gpt2", "method": "full", "seq_len": 1024})
+    same = [512] * 64
+    steps = StepReplay(req, same)
+    replayed = []
+    original = steps._events
+
+    def counted(index):
+        replayed.append(index)
+        return original(index)
+
+    steps._events = counted
+    assert (
+        steps.replay().peak_reserved_bytes == al.replay(step_events(req, same)).peak_reserved_bytes
+    )
+    assert replayed == [0, 1, 2]
+    longer = StepReplay(req, same + [1024]).replay()
+    assert longer.peak_reserved_bytes > steps.replay().peak_reserved_bytes
+
+
+def test_simulated_lengths_keep_the_growing_steps_then_one_more():
+    req = parse_estimate_request(
+        {"model": "gpt2", "seq_len": 1024, "length_stats": {"mean": 300, "p90": 700}}
+    )
+    lengths = simulated_lengths(req)
+    from calc.lengths import micro_batch_tokens
+
+    drawn = lengths_of(req, micro_batch_tokens(req))
+    records = [n for i, n in enumerate(drawn) if n > max(drawn[:i], default=0)]
+    assert lengths == records + [records[-1]]
+    fixed = parse_estimate_request({"model": "gpt2", "gradient_accumulation_steps": 2})
+    assert simulated_lengths(fixed) == [fixed.seq_len] * 4
