@@ -135,26 +135,34 @@ class _Block:
         return self.prev is not None or self.next is not None
 
 
+_ADDR_BITS = 64
+_ADDR_MASK = (1 << _ADDR_BITS) - 1
+
+
 class _Pool:
     """Cached free blocks ordered by (size, address): ``BlockPool::blocks`` with
-    ``BlockComparatorSize`` (one stream)."""
+    ``BlockComparatorSize`` (one stream). A key is ``size << 64 | address`` (addresses stay
+    below 2**64): an int that sorts as the pair does, and compares faster than a tuple."""
 
     __slots__ = ("keys", "blocks", "small", "whole")
 
     def __init__(self, small: bool) -> None:
-        self.keys: list[tuple[int, int]] = []
+        self.keys: list[int] = []
         self.blocks: dict[int, _Block] = {}
         self.small = small
         self.whole = 0  # bytes of cached blocks that are whole segments (releasable)
 
     def insert(self, b: _Block) -> None:
-        bisect.insort(self.keys, (b.size, b.addr))
+        bisect.insort(self.keys, b.size << _ADDR_BITS | b.addr)
         self.blocks[b.addr] = b
         if b.prev is None and b.next is None and not b.expandable:
             self.whole += b.size
 
     def remove(self, b: _Block) -> None:
-        i = bisect.bisect_left(self.keys, (b.size, b.addr))
+        self.remove_at(bisect.bisect_left(self.keys, b.size << _ADDR_BITS | b.addr), b)
+
+    def remove_at(self, i: int, b: _Block) -> None:
+        """Remove ``b``, whose key is at index ``i``."""
         del self.keys[i]
         del self.blocks[b.addr]
         if b.prev is None and b.next is None and not b.expandable:
@@ -252,10 +260,10 @@ class CachingAllocator:
         With expandable segments a block that can still grow (followed by unmapped space)
         counts as that larger size, so a block that fits as it is wins."""
         keys = pool.keys
-        i = bisect.bisect_left(keys, (size, -1))
+        i = bisect.bisect_left(keys, size << _ADDR_BITS)
         if i == len(keys):
             return None
-        block = pool.blocks[keys[i][1]]
+        block = pool.blocks[keys[i] & _ADDR_MASK]
         if block.expandable and self.config.expandable_segments:
 
             def grow(b: _Block) -> int:
@@ -263,16 +271,16 @@ class CachingAllocator:
 
             j = i + 1
             while block.expandable and j < len(keys):
-                nxt = pool.blocks[keys[j][1]]
+                nxt = pool.blocks[keys[j] & _ADDR_MASK]
                 if grow(nxt) >= grow(block):
                     break
-                block, j = nxt, j + 1
-        mss = self.config.max_split
+                block, i, j = nxt, j, j + 1
+        mss = self._mss
         if size < mss and block.size >= mss:
             return None
         if size >= mss and block.size >= size + LARGE_BUFFER_BYTES:
             return None
-        pool.remove(block)
+        pool.remove_at(i, block)
         return block
 
     def _fits(self, nbytes: int) -> bool:
@@ -405,7 +413,7 @@ class CachingAllocator:
             return False
         mss = self.config.max_split
         key = max(size, mss)
-        candidates = [pool.blocks[a] for _s, a in pool.keys]
+        candidates = [pool.blocks[k & _ADDR_MASK] for k in pool.keys]
         unsplit = [b for b in candidates if not b.is_split() and not b.expandable]
         fit = [b for b in unsplit if b.size >= key]
         if fit:
@@ -424,8 +432,8 @@ class CachingAllocator:
         segment (not split) is freed, large pool then small; expandable segments unmap their
         free pages."""
         for pool in self.pools:
-            for _s, addr in list(pool.keys):
-                block = pool.blocks[addr]
+            for key in list(pool.keys):
+                block = pool.blocks[key & _ADDR_MASK]
                 if block.expandable:
                     self._unmap_free(block, pool)
                 elif not block.is_split():
