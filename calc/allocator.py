@@ -215,19 +215,7 @@ class CachingAllocator:
         pool = self.pools[small]
         block = self._get_free_block(pool, size)
         if block is None:
-            alloc = allocation_size(size)
-            need = self.reserved - self.pools[0].whole - self.pools[1].whole + alloc
-            if need > self.segment_need:
-                self.segment_need = need
-            block = self._alloc_block(pool, size, alloc)
-            if block is None and self._release_available_cached_blocks(pool, size):
-                block = self._alloc_block(pool, size, alloc)
-            if block is None:
-                self.num_alloc_retries += 1
-                self._release_cached_blocks()
-                block = self._alloc_block(pool, size, alloc)
-            if block is None:
-                raise OutOfMemory(size)
+            block = self._device_block(pool, size)
         remaining = block.size - size
         if (
             remaining >= MIN_BLOCK_BYTES
@@ -239,6 +227,25 @@ class CachingAllocator:
         self.allocated += block.size
         if self.allocated > self.peak_allocated:
             self.peak_allocated = self.allocated
+        return block
+
+    def _device_block(self, pool: _Pool, size: int) -> _Block:
+        """No cached block serves ``size``: allocate a segment; else release oversize cached
+        blocks and retry; else release every unsplit cached block and retry; else raise
+        :class:`OutOfMemory`. Keeps :attr:`segment_need`."""
+        alloc = allocation_size(size)
+        need = self.reserved - self.pools[0].whole - self.pools[1].whole + alloc
+        if need > self.segment_need:
+            self.segment_need = need
+        block = self._alloc_block(pool, size, alloc)
+        if block is None and self._release_available_cached_blocks(pool, size):
+            block = self._alloc_block(pool, size, alloc)
+        if block is None:
+            self.num_alloc_retries += 1
+            self._release_cached_blocks()
+            block = self._alloc_block(pool, size, alloc)
+        if block is None:
+            raise OutOfMemory(size)
         return block
 
     @staticmethod
@@ -443,6 +450,128 @@ class CachingAllocator:
         """``torch.cuda.empty_cache()`` (``emptyCache`` -> ``release_cached_blocks``)."""
         self._release_cached_blocks()
 
+    # ---- running an event sequence ---------------------------------------------------
+    def run(self, events: Iterable[Event], live: dict[Any, _Block]) -> int:
+        """Apply ``events`` (see :data:`Event`), keeping the blocks they hold by key in
+        ``live``: -1, or the index of the allocation that ran out of memory (the events
+        before it applied). Without expandable segments and with the default rounding the
+        work of :meth:`malloc` and :meth:`free` is done inline (the replay's hot loop: the
+        same steps in the same order); otherwise through them."""
+        if self.config.expandable_segments or not self._plain_rounding:
+            return self._run_calls(events, live)
+        large, small = self.pools
+        bisect_left, insort = bisect.bisect_left, bisect.insort
+        mss = self._mss
+        pop = live.pop
+        allocated, peak = self.allocated, self.peak_allocated
+        try:
+            for i, ev in enumerate(events):
+                kind = ev[0]
+                if kind == "alloc":
+                    n = ev[2]
+                    if n <= 0:
+                        continue
+                    size = MIN_BLOCK_BYTES  # round_size
+                    if n > size:
+                        size = -(-n // size) * size
+                    pool = small if size <= SMALL_SIZE_BYTES else large
+                    keys = pool.keys
+                    j = bisect_left(keys, size << _ADDR_BITS)
+                    block = None
+                    if j < len(keys):
+                        key = keys[j]
+                        bsize = key >> _ADDR_BITS
+                        # get_free_block's oversize rules (see _get_free_block)
+                        if (size >= mss or bsize < mss) and (
+                            size < mss or bsize < size + LARGE_BUFFER_BYTES
+                        ):
+                            block = pool.blocks.pop(key & _ADDR_MASK)
+                            del keys[j]
+                            if block.prev is None and block.next is None:
+                                pool.whole -= bsize
+                    if block is None:
+                        try:
+                            block = self._device_block(pool, size)
+                        except OutOfMemory:
+                            return i
+                    bsize = block.size
+                    remaining = bsize - size
+                    if (
+                        remaining >= MIN_BLOCK_BYTES
+                        if pool is small
+                        else size < mss and remaining > SMALL_SIZE_BYTES
+                    ):
+                        # _split
+                        rest = _Block(remaining, block.addr + size, block.small)
+                        nxt = block.next
+                        rest.prev, rest.next = block, nxt
+                        if nxt is not None:
+                            nxt.prev = rest
+                        block.next = rest
+                        block.size = bsize = size
+                        insort(keys, remaining << _ADDR_BITS | rest.addr)
+                        pool.blocks[rest.addr] = rest
+                    block.allocated = True
+                    allocated += bsize
+                    if allocated > peak:
+                        peak = allocated
+                    live[ev[1]] = block
+                elif kind == "free":
+                    block = pop(ev[1], None)
+                    if block is None:
+                        continue
+                    block.allocated = False
+                    allocated -= block.size
+                    pool = small if block.small else large
+                    keys, blocks = pool.keys, pool.blocks
+                    prev, nxt = block.prev, block.next
+                    # try_merge_blocks with each free neighbour (neither is a whole segment)
+                    if prev is not None and not prev.allocated:
+                        del keys[bisect_left(keys, prev.size << _ADDR_BITS | prev.addr)]
+                        del blocks[prev.addr]
+                        block.addr = prev.addr
+                        block.prev = before = prev.prev
+                        if before is not None:
+                            before.next = block
+                        block.size += prev.size
+                    if nxt is not None and not nxt.allocated:
+                        del keys[bisect_left(keys, nxt.size << _ADDR_BITS | nxt.addr)]
+                        del blocks[nxt.addr]
+                        block.next = after = nxt.next
+                        if after is not None:
+                            after.prev = block
+                        block.size += nxt.size
+                    insort(keys, block.size << _ADDR_BITS | block.addr)
+                    blocks[block.addr] = block
+                    if block.prev is None and block.next is None:
+                        pool.whole += block.size
+                elif kind == "mark":
+                    peak = allocated
+                    self.peak_reserved = self.reserved
+        finally:
+            self.allocated, self.peak_allocated = allocated, peak
+        return -1
+
+    def _run_calls(self, events: Iterable[Event], live: dict[Any, _Block]) -> int:
+        """:meth:`run` through :meth:`malloc` and :meth:`free`."""
+        malloc, free = self.malloc, self.free
+        for i, ev in enumerate(events):
+            kind = ev[0]
+            if kind == "alloc":
+                if ev[2] <= 0:
+                    continue
+                try:
+                    live[ev[1]] = malloc(ev[2])
+                except OutOfMemory:
+                    return i
+            elif kind == "free":
+                block = live.pop(ev[1], None)
+                if block is not None:
+                    free(block)
+            elif kind == "mark":
+                self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
+        return -1
+
 
 # ---- replay ------------------------------------------------------------------------------
 
@@ -470,26 +599,15 @@ def replay(
 ) -> Replay:
     """Run ``events`` through a fresh allocator of ``capacity_bytes`` usable device memory."""
     a = CachingAllocator(capacity_bytes, config)
-    live: dict[object, _Block] = {}
-    malloc, free = a.malloc, a.free
-    for i, ev in enumerate(events):
-        kind = ev[0]
-        if kind == "alloc":
-            if ev[2] <= 0:
-                continue
-            try:
-                live[ev[1]] = malloc(ev[2])
-            except OutOfMemory:
-                return Replay(
-                    a.peak_allocated, a.peak_reserved, False, a.num_alloc_retries, i, a.segment_need
-                )
-        elif kind == "free":
-            block = live.pop(ev[1], None)
-            if block is not None:
-                free(block)
-        elif kind == "mark":
-            a.peak_allocated, a.peak_reserved = a.allocated, a.reserved
-    return Replay(a.peak_allocated, a.peak_reserved, True, a.num_alloc_retries, -1, a.segment_need)
+    failed_at = a.run(events, {})
+    return Replay(
+        a.peak_allocated,
+        a.peak_reserved,
+        failed_at < 0,
+        a.num_alloc_retries,
+        failed_at,
+        a.segment_need,
+    )
 
 
 def min_device_bytes(

@@ -346,22 +346,12 @@ class StepReplay:
         count as step 0). Unlimited, it also keeps the live floor of the steps it ran."""
         a = al.CachingAllocator(capacity_bytes, self.config)
         live: dict[object, object] = {}
-        malloc, free = a.malloc, a.free
+        run = a.run
         unlimited = capacity_bytes is None
         profiles: dict[int, tuple[int, int]] = {}
 
         def play(events: list[Event]) -> bool:
-            pop = live.pop
-            try:
-                for ev in events:
-                    if ev[0] == "alloc":
-                        if ev[2] > 0:
-                            live[ev[1]] = malloc(ev[2])
-                    else:
-                        block = pop(ev[1], None)
-                        if block is not None:
-                            free(block)  # type: ignore[arg-type]
-            except al.OutOfMemory:
+            if run(events, live) >= 0:  # type: ignore[arg-type]
                 return False
             if unlimited:
                 profiles.setdefault(id(events), al.live_profile(events, self.config))

@@ -468,3 +468,56 @@ def test_simulated_lengths_keep_the_growing_steps_then_one_more():
     assert lengths == records + [records[-1]]
     fixed = parse_estimate_request({"model": "gpt2", "gradient_accumulation_steps": 2})
     assert simulated_lengths(fixed) == [fixed.seq_len] * 4
+
+
+# ---- the inline event loop ---------------------------------------------------------------------
+
+
+def _random_events(seed, count=600):
+    """Allocations of every size class (small, under 10 MiB, large) and frees of live ones,
+    in a seeded random order; a ``mark`` in the middle."""
+    import random
+
+    rng = random.Random(seed)
+    events, live = [], []
+    for i in range(count):
+        if live and rng.random() < 0.45:
+            events.append(("free", live.pop(rng.randrange(len(live)))))
+        else:
+            size = rng.choice([rng.randint(1, 2 * MiB), rng.randint(MiB, 12 * MiB)])
+            size = rng.choice([size, rng.randint(10 * MiB, 90 * MiB), 0])
+            events.append(("alloc", i, size))
+            live.append(i)
+        if i == count // 2:
+            events.append(("mark",))
+    return events
+
+
+def _state(a):
+    return (
+        a.allocated,
+        a.reserved,
+        a.peak_allocated,
+        a.peak_reserved,
+        a.segment_need,
+        a.num_alloc_retries,
+        a.num_device_alloc,
+        a.num_device_free,
+        [list(p.keys) for p in a.pools],
+        [p.whole for p in a.pools],
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("mss", [None, 40 * MiB])
+def test_inline_loop_does_what_malloc_and_free_do(seed, mss):
+    """``CachingAllocator.run`` inlines ``malloc`` and ``free`` for the default rounding:
+    the same allocator state after each run as the calls give, unlimited and on a device
+    small enough to release and retry (or run out of memory at the same event)."""
+    cfg = al.AllocatorConfig(max_split_size_bytes=mss)
+    events = _random_events(seed)
+    peak = al.replay(events, None, cfg).peak_reserved_bytes
+    for capacity in (None, peak * 3 // 4, peak // 2):
+        inline, calls = al.CachingAllocator(capacity, cfg), al.CachingAllocator(capacity, cfg)
+        assert inline.run(events, {}) == calls._run_calls(events, {})
+        assert _state(inline) == _state(calls)
