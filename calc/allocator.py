@@ -665,13 +665,25 @@ def live_profile(
     """The largest total of rounded live requests over ``events``, counted from zero, and the
     total they leave live at the end (0 when they free all they allocate)."""
     live: dict[object, int] = {}
+    pop = live.pop
     total = best = 0
+    plain = config.roundup_power2_divisions <= 1
     for ev in events:
-        if ev[0] == "alloc" and ev[2] > 0:
-            size = round_size(ev[2], config)
+        kind = ev[0]
+        if kind == "alloc":
+            n = ev[2]
+            if n <= 0:
+                continue
+            if plain:
+                size = MIN_BLOCK_BYTES
+                if n > size:
+                    size = -(-n // size) * size
+            else:
+                size = round_size(n, config)
             live[ev[1]] = size
             total += size
-            best = max(best, total)
-        elif ev[0] == "free":
-            total -= live.pop(ev[1], 0)
+            if total > best:
+                best = total
+        elif kind == "free":
+            total -= pop(ev[1], 0)
     return best, total

@@ -29,6 +29,7 @@ adapter ``r x d`` factors) but not every tensor of the real trace.
 from __future__ import annotations
 
 import bisect
+import itertools
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -148,15 +149,6 @@ def _layered(
         return [], parts
     n = len(block)
     return [parts[i * n : (i + 1) * n] for i in range(layers)], parts[layers * n :]
-
-
-class _Ids:
-    def __init__(self) -> None:
-        self.n = 0
-
-    def new(self) -> int:
-        self.n += 1
-        return self.n
 
 
 def lengths_of(req: EstimateRequest, micro_batch_tokens: Sequence[int]) -> list[int]:
@@ -429,12 +421,12 @@ class _Builder:
         self.reg = st.regime(req.precision, req.sharding)
         self.s = mem.model_states(req, st.param_layout(req), self.reg)
         self.block, self.rest = _trainable_shares(req)
-        self.ids = _Ids()
+        self.ids = itertools.count(1)  # event keys, numbered across the steps
         self.states_made = False
         self._peaks: dict[int, tuple[mem.Activations, dict[str, int], act.ActConfig]] = {}
 
     def _alloc(self, events: list[Event], nbytes: int) -> int:
-        key = self.ids.new()
+        key = next(self.ids)
         events.append(("alloc", key, nbytes))
         return key
 
@@ -475,12 +467,20 @@ class _Builder:
         block, rest = self.block, self.rest
         layers = arch.num_layers
         events: list[Event] = []
+        add, ids = events.append, self.ids
 
         def alloc(nbytes: int) -> int:
-            return self._alloc(events, nbytes)
+            key = next(ids)
+            add(("alloc", key, nbytes))
+            return key
+
+        def allocs(sizes: list[int]) -> list[int]:
+            keys = list(itertools.islice(ids, len(sizes)))
+            events.extend(zip(itertools.repeat("alloc"), keys, sizes))
+            return keys
 
         def free(keys: list[int]) -> None:
-            events.extend(("free", k) for k in keys)
+            events.extend(zip(itertools.repeat("free"), keys))
 
         grads: list[int] = []
         for index, length in enumerate(lengths):
@@ -507,14 +507,15 @@ class _Builder:
             head = max(0, acts.saved_all - on_gpu * per_layer)
             saved: list[list[int]] = []
             transients = _norm_transients(tokens, req)
+            block_tensors = _saved_tensors(acts.last_block if ckpt else per_layer, tokens, req, cb)
             for _layer in range(layers):
-                free([alloc(n) for n in transients])
+                free(allocs(transients))
                 if ckpt:
-                    inner = [alloc(n) for n in _saved_tensors(acts.last_block, tokens, req, cb)]
+                    inner = allocs(block_tensors)
                     saved.append([alloc(per_layer)])
                     free(inner)
                 else:
-                    saved.append([alloc(n) for n in _saved_tensors(per_layer, tokens, req, cb)])
+                    saved.append(allocs(block_tensors))
                 if req.activation_offload and len(saved) > on_gpu:
                     free(saved[-on_gpu - 1])
                     saved[-on_gpu - 1] = []
@@ -551,15 +552,12 @@ class _Builder:
                 tokens * arch.intermediate_size * cb
             ] * 2
             work_sizes = _split(acts.workspace, work_sizes)
+            recompute_sizes = _saved_tensors(acts.recompute, tokens, req, cb) if ckpt else []
             for layer in reversed(range(layers)):
-                recompute = (
-                    [alloc(n) for n in _saved_tensors(acts.recompute, tokens, req, cb)]
-                    if ckpt
-                    else []
-                )
-                work = [alloc(n) for n in work_sizes]
+                recompute = allocs(recompute_sizes)
+                work = allocs(work_sizes)
                 if first and g_layers:
-                    grads += [alloc(n) for n in _pack(g_layers[layer])]
+                    grads += allocs(_pack(g_layers[layer]))
                 free(work)
                 free(recompute)
                 free(saved[layer])
