@@ -200,6 +200,11 @@ class CachingAllocator:
         self._base = [0, 0]
         self._mss = config.max_split
         self._plain_rounding = config.roundup_power2_divisions <= 1
+        # reserved + the new segment at each device allocation, when a list is given
+        self.device_needs: list[int] | None = None
+        # pause (as if out of memory, with ``paused`` set) before this device allocation
+        self.pause_before = -1
+        self.paused = False
 
     # ---- malloc ----------------------------------------------------------------------
     def malloc(self, nbytes: int) -> _Block:
@@ -234,6 +239,11 @@ class CachingAllocator:
         blocks and retry; else release every unsplit cached block and retry; else raise
         :class:`OutOfMemory`. Keeps :attr:`segment_need`."""
         alloc = allocation_size(size)
+        if self.num_device_alloc == self.pause_before:
+            self.paused = True
+            raise OutOfMemory(size)
+        if self.device_needs is not None:
+            self.device_needs.append(self.reserved + alloc)
         need = self.reserved - self.pools[0].whole - self.pools[1].whole + alloc
         if need > self.segment_need:
             self.segment_need = need
@@ -445,6 +455,41 @@ class CachingAllocator:
                     self._unmap_free(block, pool)
                 elif not block.is_split():
                     self._release_block(pool, block)
+
+    def copy(self, live: dict[Any, _Block]) -> tuple[CachingAllocator, dict[Any, _Block]]:
+        """An independent copy of this allocator and of ``live`` (the blocks held, by key;
+        they must be all the allocated blocks), to run on from the same state. Not with
+        expandable segments (their unmapped blocks are neither held nor cached)."""
+        if self.config.expandable_segments:
+            raise ValueError("copy: not with expandable segments")
+        new = object.__new__(CachingAllocator)
+        new.__dict__.update(self.__dict__)
+        blocks = list(live.values())
+        for pool in self.pools:
+            blocks += pool.blocks.values()
+        twins: dict[int, _Block] = {}
+        for b in blocks:
+            c = twins[id(b)] = _Block(b.size, b.addr, b.small)
+            c.allocated = b.allocated
+        twin = twins.__getitem__
+        for b in blocks:
+            c = twin(id(b))
+            if b.prev is not None:
+                c.prev = twin(id(b.prev))
+            if b.next is not None:
+                c.next = twin(id(b.next))
+        pools = []
+        for pool in self.pools:
+            copied = _Pool(pool.small)
+            copied.keys = list(pool.keys)
+            copied.blocks = {addr: twin(id(b)) for addr, b in pool.blocks.items()}
+            copied.whole = pool.whole
+            pools.append(copied)
+        new.pools = (pools[0], pools[1])
+        new._tail = [None, None]
+        new._base = list(self._base)
+        new.device_needs = None
+        return new, {key: twin(id(b)) for key, b in live.items()}
 
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()`` (``emptyCache`` -> ``release_cached_blocks``)."""

@@ -33,7 +33,7 @@ import itertools
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Sequence
+from typing import Any, Sequence
 
 from . import activations as act
 from . import memory as mem
@@ -302,6 +302,10 @@ class StepReplay:
             {} if self._builder.states_made else {self.groups[0]: self._first}
         )
         self._floor = 0
+        # CachingAllocator.device_needs of the unlimited replay, as a running maximum
+        self._needs: list[int] | None = None
+        # a replay paused before a device allocation (its index), for fits
+        self._start: tuple[int, _Progress] | None = None
         self._req = req
         self._bounds: list[float] | None = None  # built when a step first stands for another
         self._bands: dict[int, int] = {}
@@ -335,63 +339,156 @@ class StepReplay:
         """The replay on ``capacity_bytes`` usable device memory (``None``: unlimited), as
         :func:`calc.allocator.replay` of the whole sequence gives it; ``failed_at`` is the
         index of the optimizer step that ran out of memory (-1: it fits; the weights
-        count as step 0). Unlimited, it also keeps the live floor of the steps it ran."""
-        a = al.CachingAllocator(capacity_bytes, self.config)
-        live: dict[object, object] = {}
-        run = a.run
-        unlimited = capacity_bytes is None
+        count as step 0). Unlimited, it also keeps the live floor of the steps it ran and
+        what each device allocation needed (:meth:`min_capacity` starts from them)."""
+        run = _Progress(al.CachingAllocator(capacity_bytes, self.config))
+        if capacity_bytes is not None:
+            return self._result(run, self._advance(run))
+        order: list[list[Event]] = []
+        needs: list[int] = []
+        run.a.device_needs = needs
+        result = self._result(run, self._advance(run, order))
         profiles: dict[int, tuple[int, int]] = {}
+        base = best = 0
+        for events in order:
+            key = id(events)
+            if key not in profiles:
+                profiles[key] = al.live_profile(events, self.config)
+            excursion, net = profiles[key]
+            best = max(best, base + excursion)
+            base += net
+        self._floor = best
+        # the largest need so far, at each device allocation: sorted, so the first
+        # allocation that needs more than a capacity is a bisection away
+        self._needs = list(itertools.accumulate(needs, max))
+        self._start = None
+        return result
 
-        def play(events: list[Event]) -> bool:
-            if run(events, live) >= 0:  # type: ignore[arg-type]
-                return False
-            if unlimited:
-                profiles.setdefault(id(events), al.live_profile(events, self.config))
-                order.append(id(events))
-            return True
-
-        def failed(step: int) -> al.Replay:
-            return al.Replay(
-                a.peak_allocated, a.peak_reserved, False, a.num_alloc_retries, step, a.segment_need
-            )
-
-        order: list[int] = []
-        if not play(self._resident):
-            return failed(0)
-        witnesses: list[tuple[int, ...]] = []
-        since = -1
-        for index, group in enumerate(self.groups):
-            version = a.num_device_alloc + a.num_device_free
-            if index:
-                if version != since:
-                    witnesses, since = [], version
-                elif any(self._covers(w, group) for w in witnesses):
-                    continue
-            if not play(self._events(index)):
-                return failed(index)
-            if index and a.num_device_alloc + a.num_device_free == version:
-                witnesses = [w for w in witnesses if not self._covers(group, w)]
-                witnesses.append(group)
-        if unlimited:
-            base = best = 0
-            for key in order:
-                excursion, net = profiles[key]
-                best = max(best, base + excursion)
-                base += net
-            self._floor = best
+    @staticmethod
+    def _result(run: _Progress, failed_at: int) -> al.Replay:
+        a = run.a
         return al.Replay(
-            a.peak_allocated, a.peak_reserved, True, a.num_alloc_retries, -1, a.segment_need
+            a.peak_allocated,
+            a.peak_reserved,
+            failed_at < 0,
+            a.num_alloc_retries,
+            failed_at,
+            a.segment_need,
         )
+
+    def _advance(self, run: _Progress, order: list[list[Event]] | None = None) -> int:
+        """Run ``run`` on from where it stands to the end: -1 when it fits, else the index
+        of the step that ran out of memory (see :meth:`replay`), or :data:`_PAUSED` when
+        the allocator paused (``pause_before``; ``run`` then stands before that event).
+        ``order``: the event lists run are appended to it (for the live floor)."""
+        a, live = run.a, run.live
+        if run.index < 0:
+            events = self._resident
+            stop = a.run(events[run.offset :] if run.offset else events, live)
+            if stop >= 0:
+                run.offset += stop
+                return _PAUSED if a.paused else 0
+            if order is not None:
+                order.append(events)
+            run.index, run.offset = 0, 0
+        groups = self.groups
+        while run.index < len(groups):
+            index = run.index
+            group = groups[index]
+            if not run.offset:
+                version = a.num_device_alloc + a.num_device_free
+                if index:
+                    if version != run.since:
+                        run.witnesses, run.since = [], version
+                    elif any(self._covers(w, group) for w in run.witnesses):
+                        run.index += 1
+                        continue
+                run.version = version
+            events = self._events(index)
+            stop = a.run(events[run.offset :] if run.offset else events, live)
+            if stop >= 0:
+                run.offset += stop
+                return _PAUSED if a.paused else index
+            run.offset = 0
+            if order is not None:
+                order.append(events)
+            if index and a.num_device_alloc + a.num_device_free == run.version:
+                run.witnesses = [w for w in run.witnesses if not self._covers(group, w)]
+                run.witnesses.append(group)
+            run.index += 1
+        return -1
 
     def min_capacity(self, unlimited: al.Replay | None = None) -> int:
         """The smallest allocator capacity the sequence runs on
-        (:func:`calc.allocator.smallest_capacity`); ``unlimited``: :meth:`replay` with no
-        limit, when the caller has it (it must be this object's: it keeps the floor)."""
+        (:func:`calc.allocator.smallest_capacity` over :meth:`fits`); ``unlimited``:
+        :meth:`replay` with no limit, when the caller has it (it must be this object's: it
+        keeps the floor)."""
         free_run = unlimited or self.replay()
         floor = max(self._floor, free_run.segment_need_bytes)
-        return al.smallest_capacity(
-            lambda c: self.replay(c).fits, free_run.peak_reserved_bytes, floor
+        return al.smallest_capacity(self.fits, free_run.peak_reserved_bytes, floor)
+
+    def fits(self, capacity_bytes: int) -> bool:
+        """Whether the sequence runs on ``capacity_bytes``: :meth:`replay`'s ``fits``, from
+        the point where that replay can first differ from the unlimited one.
+
+        A replay on a capacity is the unlimited one until a device allocation would take
+        reserved memory past it (only then are cached segments released): when none does,
+        it fits; else the unlimited replay is run up to that allocation, and the capacity
+        runs on from a copy of it (:meth:`calc.allocator.CachingAllocator.copy`). The copy
+        serves every later capacity whose first such allocation is not earlier (the
+        capacity search's all are: it tries the floor first, then larger capacities)."""
+        if self._needs is None:
+            self.replay()
+        assert self._needs is not None
+        first = bisect.bisect_right(self._needs, capacity_bytes)
+        if first == len(self._needs):
+            return True
+        if self.config.expandable_segments:
+            return self.replay(capacity_bytes).fits
+        if self._start is None or self._start[0] > first:
+            start = _Progress(al.CachingAllocator(None, self.config))
+            start.a.pause_before = first
+            if self._advance(start) != _PAUSED:
+                raise AssertionError("the unlimited replay did not reach its own allocation")
+            start.a.pause_before, start.a.paused = -1, False
+            self._start = (first, start)
+        run = self._start[1].copy()
+        run.a.capacity = capacity_bytes
+        return self._advance(run) < 0
+
+
+_PAUSED = -2
+
+
+class _Progress:
+    """A replay under way: its allocator, the blocks held by event key, where it stands
+    (``index``: the step, -1 for the resident states; ``offset``: the next event in that
+    step's list) and the step skipping's state (see :meth:`StepReplay._advance`)."""
+
+    __slots__ = ("a", "live", "index", "offset", "witnesses", "since", "version")
+
+    def __init__(self, a: al.CachingAllocator) -> None:
+        self.a = a
+        self.live: dict[Any, Any] = {}
+        self.index = -1
+        self.offset = 0
+        self.witnesses: list[tuple[int, ...]] = []
+        self.since = -1
+        self.version = 0
+
+    def copy(self) -> _Progress:
+        """An independent copy (the allocator's blocks copied)."""
+        a, live = self.a.copy(self.live)
+        out = _Progress(a)
+        out.live = live
+        out.index, out.offset, out.since, out.version = (
+            self.index,
+            self.offset,
+            self.since,
+            self.version,
         )
+        out.witnesses = list(self.witnesses)
+        return out
 
 
 def step_events(req: EstimateRequest, seq_lens: Sequence[int] | None = None) -> list[Event]:

@@ -521,3 +521,71 @@ def test_inline_loop_does_what_malloc_and_free_do(seed, mss):
         inline, calls = al.CachingAllocator(capacity, cfg), al.CachingAllocator(capacity, cfg)
         assert inline.run(events, {}) == calls._run_calls(events, {})
         assert _state(inline) == _state(calls)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_copied_allocator_runs_on_as_the_original_does(seed):
+    """``CachingAllocator.copy``: after half the events, the copy and the original run the
+    rest to the same state (the copy on a capacity that makes it release and retry, as a
+    fresh allocator of that capacity would from there), and running the copy leaves the
+    original untouched."""
+    events = _random_events(seed)
+    half = len(events) // 2
+    original, live = al.CachingAllocator(), {}
+    assert original.run(events[:half], live) == -1
+    before = _state(original)
+    copy, copied_live = original.copy(live)
+    assert _state(copy) == before and copied_live.keys() == live.keys()
+    assert not set(map(id, copied_live.values())) & set(map(id, live.values()))
+    copy.capacity = original.reserved + 40 * MiB
+    copy.run(events[half:], copied_live)
+    assert _state(original) == before
+    fresh, fresh_live = al.CachingAllocator(copy.capacity), {}
+    fresh.run(events, fresh_live)
+    assert _state(copy) == _state(fresh) and copy.num_alloc_retries > 0
+    original.run(events[half:], live)
+    unlimited = al.CachingAllocator()
+    unlimited.run(events, {})
+    assert _state(original) == _state(unlimited)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {
+            "model": "llama-3.2-1b",
+            "method": "full",
+            "micro_batch_size": 4,
+            "seq_len": 4096,
+            "length_stats": {"mean": 400},
+        },
+        {
+            "model": "gpt2",
+            "method": "lora",
+            "micro_batch_size": 8,
+            "seq_len": 4096,
+            "length_stats": {"mean": 700, "p90": 1800, "max": 4096},
+        },
+    ],
+)
+def test_step_replay_fits_where_the_full_replay_fits(body):
+    """:meth:`StepReplay.fits` runs each capacity on from a copy of the unlimited replay
+    paused where the capacity can first matter; on capacities from the live floor to the
+    unlimited peak it says what the full replay of every event says. (On these sequences
+    "fits" is not monotone in the capacity: the search's answer depends on the capacities it
+    tries, so each must be the full replay's.)"""
+    req = parse_estimate_request(body)
+    lengths = simulated_lengths(req)
+    events = step_events(req, lengths)
+    steps = StepReplay(req, lengths)
+    unlimited = steps.replay()
+    low = al.live_profile(events)[0]
+    grid = [low + (unlimited.peak_reserved_bytes - low) * k // 24 for k in range(25)]
+    grid = sorted({-(-c // al.ROUND_LARGE_BYTES) * al.ROUND_LARGE_BYTES for c in grid})
+    grid.append(steps.min_capacity(unlimited) - al.ROUND_LARGE_BYTES)
+    full = [al.replay(events, c).fits for c in grid]
+    assert [steps.fits(c) for c in grid] == full
+    assert True in full and False in full
+    # from the largest down, the paused replay is rebuilt earlier as capacities need it
+    again = StepReplay(req, lengths)
+    assert [again.fits(c) for c in reversed(grid)] == full[::-1]
