@@ -549,26 +549,33 @@ def test_a_copied_allocator_runs_on_as_the_original_does(seed):
     assert _state(original) == _state(unlimited)
 
 
+GPT2_VARIED = {
+    "model": "gpt2",
+    "method": "lora",
+    "micro_batch_size": 8,
+    "seq_len": 4096,
+    "length_stats": {"mean": 700, "p90": 1800, "max": 4096},
+}
+
+
 @pytest.mark.parametrize(
-    "body",
+    "body, config",
     [
-        {
-            "model": "llama-3.2-1b",
-            "method": "full",
-            "micro_batch_size": 4,
-            "seq_len": 4096,
-            "length_stats": {"mean": 400},
-        },
-        {
-            "model": "gpt2",
-            "method": "lora",
-            "micro_batch_size": 8,
-            "seq_len": 4096,
-            "length_stats": {"mean": 700, "p90": 1800, "max": 4096},
-        },
+        (
+            {
+                "model": "llama-3.2-1b",
+                "method": "full",
+                "micro_batch_size": 4,
+                "seq_len": 4096,
+                "length_stats": {"mean": 400},
+            },
+            al.DEFAULT_CONFIG,
+        ),
+        (GPT2_VARIED, al.DEFAULT_CONFIG),
+        (GPT2_VARIED, al.AllocatorConfig(max_split_size_bytes=40 * MiB)),
     ],
 )
-def test_step_replay_fits_where_the_full_replay_fits(body):
+def test_step_replay_fits_where_the_full_replay_fits(body, config):
     """:meth:`StepReplay.fits` runs each capacity on from a copy of the unlimited replay
     paused where the capacity can first matter; on capacities from the live floor to the
     unlimited peak it says what the full replay of every event says. (On these sequences
@@ -577,15 +584,38 @@ def test_step_replay_fits_where_the_full_replay_fits(body):
     req = parse_estimate_request(body)
     lengths = simulated_lengths(req)
     events = step_events(req, lengths)
-    steps = StepReplay(req, lengths)
+    steps = StepReplay(req, lengths, config)
     unlimited = steps.replay()
-    low = al.live_profile(events)[0]
+    low = al.live_profile(events, config)[0]
     grid = [low + (unlimited.peak_reserved_bytes - low) * k // 24 for k in range(25)]
     grid = sorted({-(-c // al.ROUND_LARGE_BYTES) * al.ROUND_LARGE_BYTES for c in grid})
     grid.append(steps.min_capacity(unlimited) - al.ROUND_LARGE_BYTES)
-    full = [al.replay(events, c).fits for c in grid]
+    full = [al.replay(events, c, config).fits for c in grid]
     assert [steps.fits(c) for c in grid] == full
     assert True in full and False in full
     # from the largest down, the paused replay is rebuilt earlier as capacities need it
-    again = StepReplay(req, lengths)
+    again = StepReplay(req, lengths, config)
     assert [again.fits(c) for c in reversed(grid)] == full[::-1]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        al.AllocatorConfig(max_split_size_bytes=40 * MiB),
+        al.AllocatorConfig(expandable_segments=True),
+        al.AllocatorConfig(roundup_power2_divisions=4),
+    ],
+    ids=["max_split_size", "expandable", "power2_divisions"],
+)
+def test_step_replay_min_capacity_equals_the_full_search_under_allocator_settings(config):
+    """With ``PYTORCH_CUDA_ALLOC_CONF`` settings too (the inline loop and the copies serve
+    only the default rounding without expandable segments; the rest runs through the calls
+    and, with expandable segments, each capacity from the start)."""
+    req = parse_estimate_request(
+        {"model": "gpt2", "method": "full", "micro_batch_size": 4, "seq_len": 1024}
+    )
+    lengths = [300, 700, 1024, 500, 1024]
+    steps = StepReplay(req, lengths, config)
+    events = step_events(req, lengths)
+    assert steps.replay() == al.replay(events, None, config)
+    assert steps.min_capacity() == al.min_device_bytes(events, config)
