@@ -201,6 +201,7 @@ class CachingAllocator:
         self._mss = config.max_split
         self._plain_rounding = config.roundup_power2_divisions <= 1
         # reserved + the new segment at each device allocation, when a list is given
+        # (with expandable segments the pages mapped may be fewer)
         self.device_needs: list[int] | None = None
         # pause (as if out of memory, with ``paused`` set) before this device allocation
         self.pause_before = -1

@@ -437,14 +437,15 @@ class StepReplay:
         runs on from a copy of it (:meth:`calc.allocator.CachingAllocator.copy`). The copy
         serves every later capacity whose first such allocation is not earlier (the
         capacity search's all are: it tries the floor first, then larger capacities)."""
+        if self.config.expandable_segments:
+            # pages are mapped as needed, not whole segments: run from the start
+            return self.replay(capacity_bytes).fits
         if self._needs is None:
             self.replay()
         assert self._needs is not None
         first = bisect.bisect_right(self._needs, capacity_bytes)
         if first == len(self._needs):
             return True
-        if self.config.expandable_segments:
-            return self.replay(capacity_bytes).fits
         if self._start is None or self._start[0] > first:
             start = _Progress(al.CachingAllocator(None, self.config))
             start.a.pause_before = first
