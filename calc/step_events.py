@@ -304,8 +304,10 @@ class StepReplay:
         self._floor = 0
         # CachingAllocator.device_needs of the unlimited replay, as a running maximum
         self._needs: list[int] | None = None
-        # a replay paused before a device allocation (its index), for fits
+        # a replay paused before a device allocation (its index), and the states after
+        # the release there, for fits
         self._start: tuple[int, _Progress] | None = None
+        self._released: dict[int, _Released] = {}
         self._req = req
         self._bounds: list[float] | None = None  # built when a step first stands for another
         self._bands: dict[int, int] = {}
@@ -362,6 +364,7 @@ class StepReplay:
         # allocation that needs more than a capacity is a bisection away
         self._needs = list(itertools.accumulate(needs, max))
         self._start = None
+        self._released = {}
         return result
 
     @staticmethod
@@ -436,9 +439,21 @@ class StepReplay:
         it fits; else the unlimited replay is run up to that allocation, and the capacity
         runs on from a copy of it (:meth:`calc.allocator.CachingAllocator.copy`). The copy
         serves every later capacity whose first such allocation is not earlier (the
-        capacity search's all are: it tries the floor first, then larger capacities)."""
+        capacity search's all are: it tries the floor first, then larger capacities).
+
+        At that allocation a replay releases every cached whole segment and retries
+        (``release_cached_blocks``): out of memory when the retry needs more than the
+        capacity, else it goes on from a state that is the same for every capacity from
+        that need up to the allocation's first need, and is the unlimited replay run on
+        from there until a device allocation would exceed its capacity again. From the
+        second capacity that reaches the same allocation on, that state is kept with what
+        the device allocations of its unlimited continuation need (:class:`_Released`): a
+        capacity below the retry's need does not fit, one no continuation's allocation
+        exceeds fits, and only the others run on (from a copy of the state). Not with
+        ``max_split_size_mb`` (its release of oversize blocks first makes what follows
+        depend on the capacity) nor with expandable segments (pages, not segments, are
+        mapped: each capacity runs from the start)."""
         if self.config.expandable_segments:
-            # pages are mapped as needed, not whole segments: run from the start
             return self.replay(capacity_bytes).fits
         if self._needs is None:
             self.replay()
@@ -446,6 +461,7 @@ class StepReplay:
         first = bisect.bisect_right(self._needs, capacity_bytes)
         if first == len(self._needs):
             return True
+        again = self._start is not None and self._start[0] == first
         if self._start is None or self._start[0] > first:
             start = _Progress(al.CachingAllocator(None, self.config))
             start.a.pause_before = first
@@ -453,12 +469,59 @@ class StepReplay:
                 raise AssertionError("the unlimited replay did not reach its own allocation")
             start.a.pause_before, start.a.paused = -1, False
             self._start = (first, start)
-        run = self._start[1].copy()
+        if self.config.max_split_size_bytes is None and (again or first in self._released):
+            released = self._released.get(first)
+            if released is None:
+                released = self._released[first] = self._release(self._start[1])
+            if capacity_bytes < released.low:
+                return False
+            if capacity_bytes >= released.high:
+                return True
+            run = released.start.copy()
+        else:
+            run = self._start[1].copy()
         run.a.capacity = capacity_bytes
         return self._advance(run) < 0
 
+    def _release(self, paused: _Progress) -> _Released:
+        """The state a replay paused before a device allocation reaches on every capacity
+        below that allocation's need that lets its retry succeed (see :meth:`fits`)."""
+        run = paused.copy()
+        a = run.a
+        event = (self._resident if run.index < 0 else self._events(run.index))[run.offset]
+        cached = a.pools[0].whole + a.pools[1].whole
+        need = a.reserved + al.allocation_size(al.round_size(event[2], self.config))
+        if not cached:
+            # nothing to release: every capacity that comes here is below the need
+            return _Released(run, need, need)
+        a.capacity = need - cached  # the allocation fails, the release and retry succeed
+        retries = a.num_alloc_retries
+        if a.run([event], run.live) >= 0 or a.num_alloc_retries != retries + 1:
+            raise AssertionError("the retry after the release did not run as expected")
+        a.capacity = None
+        run.offset += 1
+        start = run.copy()
+        needs: list[int] = []
+        a.device_needs = needs
+        self._advance(run)
+        return _Released(start, need - cached, max(needs, default=0))
+
 
 _PAUSED = -2
+
+
+class _Released:
+    """A state every capacity from ``low`` up reaches after the release at one device
+    allocation (see :meth:`StepReplay.fits`): a replay standing there (not run on), and the
+    largest need of the device allocations of its unlimited continuation (``high``: every
+    capacity from it fits)."""
+
+    __slots__ = ("start", "low", "high")
+
+    def __init__(self, start: _Progress, low: int, high: int) -> None:
+        self.start = start
+        self.low = low
+        self.high = high
 
 
 class _Progress:

@@ -589,10 +589,22 @@ def test_step_replay_fits_where_the_full_replay_fits(body, config):
     low = al.live_profile(events, config)[0]
     grid = [low + (unlimited.peak_reserved_bytes - low) * k // 24 for k in range(25)]
     grid = sorted({-(-c // al.ROUND_LARGE_BYTES) * al.ROUND_LARGE_BYTES for c in grid})
-    grid.append(steps.min_capacity(unlimited) - al.ROUND_LARGE_BYTES)
+    least = steps.min_capacity(unlimited)
+    grid = sorted({*grid, *(least + k * al.ROUND_LARGE_BYTES for k in range(-8, 3))})
     full = [al.replay(events, c, config).fits for c in grid]
     assert [steps.fits(c) for c in grid] == full
     assert True in full and False in full
+    # around the retry's need and the continuation's largest need of each state kept
+    # after a release: out of memory below the one, fits from the other
+    edges = sorted(
+        {
+            c
+            for kept in steps._released.values()
+            for edge in (kept.low, kept.high)
+            for c in (edge - 1, edge, edge + al.ROUND_LARGE_BYTES)
+        }
+    )
+    assert [steps.fits(c) for c in edges] == [al.replay(events, c, config).fits for c in edges]
     # from the largest down, the paused replay is rebuilt earlier as capacities need it
     again = StepReplay(req, lengths, config)
     assert [again.fits(c) for c in reversed(grid)] == full[::-1]
