@@ -226,14 +226,20 @@ def simulated_lengths(req: EstimateRequest) -> list[int]:
     micro-batches lacks a block large enough and opens segments; the steps between them run
     on cached blocks (see :class:`StepReplay`). Without ``length_stats`` every micro-batch
     is ``seq_len`` long: one step, then one more."""
-    tokens = micro_batch_tokens(req)
-    groups = optimizer_steps(req, lengths_of(req, tokens))
+    lengths = lengths_of(req, micro_batch_tokens(req))
     kept: list[tuple[int, ...]] = []
     longest = 0
-    for group in groups:
-        if max(group) > longest:
-            longest = max(group)
-            kept.append(group)
+    if req.gradient_accumulation_steps <= 1:  # one micro-batch per step: no groups to build
+        for length in lengths:
+            if length > longest:
+                longest = length
+                kept.append((length,))
+    else:
+        for group in optimizer_steps(req, lengths):
+            top = max(group)
+            if top > longest:
+                longest = top
+                kept.append(group)
     kept += [kept[-1]] * STEADY_STEPS
     return [length for group in kept for length in group]
 
