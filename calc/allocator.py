@@ -203,7 +203,8 @@ class CachingAllocator:
         # reserved + the new segment at each device allocation, when a list is given
         # (with expandable segments the pages mapped may be fewer)
         self.device_needs: list[int] | None = None
-        # pause (as if out of memory, with ``paused`` set) before this device allocation
+        # stop (as if out of memory, with ``paused`` set) before the device allocation of
+        # this index (the count of device allocations made before it)
         self.pause_before = -1
         self.paused = False
 
@@ -499,8 +500,9 @@ class CachingAllocator:
     # ---- running an event sequence ---------------------------------------------------
     def run(self, events: Iterable[Event], live: dict[Any, _Block]) -> int:
         """Apply ``events`` (see :data:`Event`), keeping the blocks they hold by key in
-        ``live``: -1, or the index of the allocation that ran out of memory (the events
-        before it applied). Without expandable segments and with the default rounding the
+        ``live``: -1, or the index of the allocation that ran out of memory or paused
+        (:attr:`pause_before`, :attr:`paused` then set; the events before it applied).
+        Without expandable segments and with the default rounding the
         work of :meth:`malloc` and :meth:`free` is done inline (the replay's hot loop: the
         same steps in the same order); otherwise through them."""
         if self.config.expandable_segments or not self._plain_rounding:
