@@ -314,6 +314,8 @@ class StepReplay:
         # the release there, for fits
         self._start: tuple[int, _Progress] | None = None
         self._released: dict[int, _Released] = {}
+        # the unlimited replay copied at the start of its last steps (see _advance)
+        self._marks: list[tuple[int, _Progress]] = []
         self._req = req
         self._bounds: list[float] | None = None  # built when a step first stands for another
         self._bands: dict[int, int] = {}
@@ -355,7 +357,9 @@ class StepReplay:
         order: list[list[Event]] = []
         needs: list[int] = []
         run.a.device_needs = needs
-        result = self._result(run, self._advance(run, order))
+        self._marks = []
+        marks = None if self.config.expandable_segments else self._marks
+        result = self._result(run, self._advance(run, order, marks))
         profiles: dict[int, tuple[int, int]] = {}
         base = best = 0
         for events in order:
@@ -385,11 +389,18 @@ class StepReplay:
             a.segment_need,
         )
 
-    def _advance(self, run: _Progress, order: list[list[Event]] | None = None) -> int:
+    def _advance(
+        self,
+        run: _Progress,
+        order: list[list[Event]] | None = None,
+        marks: list[tuple[int, _Progress]] | None = None,
+    ) -> int:
         """Run ``run`` on from where it stands to the end: -1 when it fits, else the index
         of the step that ran out of memory (see :meth:`replay`), or :data:`_PAUSED` when
         the allocator paused (``pause_before``; ``run`` then stands before that event).
-        ``order``: the event lists run are appended to it (for the live floor)."""
+        ``order``: the event lists run are appended to it (for the live floor); ``marks``:
+        a copy of ``run`` at the start of each of the last :data:`MARKED_STEPS` steps it
+        runs (not the first), with the device allocations made before it."""
         a, live = run.a, run.live
         if run.index < 0:
             events = self._resident
@@ -413,6 +424,8 @@ class StepReplay:
                         run.index += 1
                         continue
                 run.version = version
+                if marks is not None and index >= max(1, len(groups) - MARKED_STEPS):
+                    marks.append((a.num_device_alloc, run.copy()))
             events = self._events(index)
             stop = a.run(events[run.offset :] if run.offset else events, live)
             if stop >= 0:
@@ -469,7 +482,16 @@ class StepReplay:
             return True
         again = self._start is not None and self._start[0] == first
         if self._start is None or self._start[0] > first:
-            start = _Progress(al.CachingAllocator(None, self.config))
+            # from the last copy the unlimited replay kept before that allocation (used
+            # up: it runs on), else from the beginning
+            at = len(self._marks)
+            while at and self._marks[at - 1][0] > first:
+                at -= 1
+            start = (
+                self._marks.pop(at - 1)[1]
+                if at
+                else _Progress(al.CachingAllocator(None, self.config))
+            )
             start.a.pause_before = first
             if self._advance(start) != _PAUSED:
                 raise AssertionError("the unlimited replay did not reach its own allocation")
@@ -514,6 +536,12 @@ class StepReplay:
 
 
 _PAUSED = -2
+
+
+MARKED_STEPS = 2
+"""The unlimited replay keeps a copy of itself at the start of each of its last this many
+steps (:meth:`StepReplay._advance`): the capacity search's replays first differ from it
+late (at one of the last device allocations, the largest), and run on from there."""
 
 
 class _Released:
