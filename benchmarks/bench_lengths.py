@@ -1,9 +1,11 @@
 """Speed of ``estimate`` with a length distribution (``length_stats``): median, CPython.
 
 Usage: ``python -m benchmarks.bench_lengths``. Target: <= 5 ms median. Two figures per request:
-``drawn`` clears calc.lengths' caches before each call, so every call fits the distribution
-and draws its 4,096 samples again (a request the calculator has not seen); ``cached`` is a
-repeated request (the plan's variants, a recompute of the same form). Then one ``plan`` with and
+``drawn`` clears calc.lengths' caches and the allocator replay's
+(:func:`calc.step_events.simulate_request`) before each call, so every call fits the
+distribution, draws its 4,096 samples and replays the allocator again (a request calc has not
+seen; fewer runs: the replay is slow); ``cached`` is a repeated request (a recompute of the
+same form). Then one ``plan`` with and
 without a length distribution (p90 of fresh requests; the plan's target is <= 100 ms p90): its
 solvers draw a sequence for each micro-batch size and sequence length they try.
 """
@@ -36,10 +38,13 @@ REQUESTS = {
 
 
 def time_estimates(request: dict, drawn: bool, runs: int = 500) -> float:
-    """Median seconds of ``calc.memory.estimate_dict`` (validation, draw, model, serialisation)."""
-    from calc import lengths
+    """Median seconds of ``calc.memory.estimate_dict`` (validation, draw, model, allocator
+    replay, serialisation)."""
+    from calc import lengths, step_events
     from calc.memory import estimate_dict
 
+    if drawn:
+        runs = min(runs, 15)
     estimate_dict(request)  # warm: presets loaded once
     samples = []
     for _ in range(runs):
@@ -47,6 +52,7 @@ def time_estimates(request: dict, drawn: bool, runs: int = 500) -> float:
             lengths.data_shape.cache_clear()
             lengths._lengths.cache_clear()
             lengths.fit.cache_clear()
+            step_events.simulate_request.cache_clear()
         start = time.perf_counter()
         estimate_dict(request)
         samples.append(time.perf_counter() - start)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 MIN_BLOCK_BYTES = 512
 """``kMinBlockSize``: every request is rounded up to a multiple of 512 bytes (``round_size``)."""
@@ -135,26 +135,34 @@ class _Block:
         return self.prev is not None or self.next is not None
 
 
+_ADDR_BITS = 64
+_ADDR_MASK = (1 << _ADDR_BITS) - 1
+
+
 class _Pool:
     """Cached free blocks ordered by (size, address): ``BlockPool::blocks`` with
-    ``BlockComparatorSize`` (one stream)."""
+    ``BlockComparatorSize`` (one stream). A key is ``size << 64 | address`` (addresses stay
+    below 2**64): an int that sorts as the pair does, and compares faster than a tuple."""
 
     __slots__ = ("keys", "blocks", "small", "whole")
 
     def __init__(self, small: bool) -> None:
-        self.keys: list[tuple[int, int]] = []
+        self.keys: list[int] = []
         self.blocks: dict[int, _Block] = {}
         self.small = small
         self.whole = 0  # bytes of cached blocks that are whole segments (releasable)
 
     def insert(self, b: _Block) -> None:
-        bisect.insort(self.keys, (b.size, b.addr))
+        bisect.insort(self.keys, b.size << _ADDR_BITS | b.addr)
         self.blocks[b.addr] = b
         if b.prev is None and b.next is None and not b.expandable:
             self.whole += b.size
 
     def remove(self, b: _Block) -> None:
-        i = bisect.bisect_left(self.keys, (b.size, b.addr))
+        self.remove_at(bisect.bisect_left(self.keys, b.size << _ADDR_BITS | b.addr), b)
+
+    def remove_at(self, i: int, b: _Block) -> None:
+        """Remove ``b``, whose key is at index ``i``."""
         del self.keys[i]
         del self.blocks[b.addr]
         if b.prev is None and b.next is None and not b.expandable:
@@ -192,6 +200,13 @@ class CachingAllocator:
         self._base = [0, 0]
         self._mss = config.max_split
         self._plain_rounding = config.roundup_power2_divisions <= 1
+        # reserved + the new segment at each device allocation, when a list is given
+        # (with expandable segments the pages mapped may be fewer)
+        self.device_needs: list[int] | None = None
+        # stop (as if out of memory, with ``paused`` set) before the device allocation of
+        # this index (the count of device allocations made before it)
+        self.pause_before = -1
+        self.paused = False
 
     # ---- malloc ----------------------------------------------------------------------
     def malloc(self, nbytes: int) -> _Block:
@@ -207,19 +222,7 @@ class CachingAllocator:
         pool = self.pools[small]
         block = self._get_free_block(pool, size)
         if block is None:
-            alloc = allocation_size(size)
-            need = self.reserved - self.pools[0].whole - self.pools[1].whole + alloc
-            if need > self.segment_need:
-                self.segment_need = need
-            block = self._alloc_block(pool, size, alloc)
-            if block is None and self._release_available_cached_blocks(pool, size):
-                block = self._alloc_block(pool, size, alloc)
-            if block is None:
-                self.num_alloc_retries += 1
-                self._release_cached_blocks()
-                block = self._alloc_block(pool, size, alloc)
-            if block is None:
-                raise OutOfMemory(size)
+            block = self._device_block(pool, size)
         remaining = block.size - size
         if (
             remaining >= MIN_BLOCK_BYTES
@@ -231,6 +234,30 @@ class CachingAllocator:
         self.allocated += block.size
         if self.allocated > self.peak_allocated:
             self.peak_allocated = self.allocated
+        return block
+
+    def _device_block(self, pool: _Pool, size: int) -> _Block:
+        """No cached block serves ``size``: allocate a segment; else release oversize cached
+        blocks and retry; else release every unsplit cached block and retry; else raise
+        :class:`OutOfMemory`. Keeps :attr:`segment_need`."""
+        alloc = allocation_size(size)
+        if self.num_device_alloc == self.pause_before:
+            self.paused = True
+            raise OutOfMemory(size)
+        if self.device_needs is not None:
+            self.device_needs.append(self.reserved + alloc)
+        need = self.reserved - self.pools[0].whole - self.pools[1].whole + alloc
+        if need > self.segment_need:
+            self.segment_need = need
+        block = self._alloc_block(pool, size, alloc)
+        if block is None and self._release_available_cached_blocks(pool, size):
+            block = self._alloc_block(pool, size, alloc)
+        if block is None:
+            self.num_alloc_retries += 1
+            self._release_cached_blocks()
+            block = self._alloc_block(pool, size, alloc)
+        if block is None:
+            raise OutOfMemory(size)
         return block
 
     @staticmethod
@@ -252,10 +279,10 @@ class CachingAllocator:
         With expandable segments a block that can still grow (followed by unmapped space)
         counts as that larger size, so a block that fits as it is wins."""
         keys = pool.keys
-        i = bisect.bisect_left(keys, (size, -1))
+        i = bisect.bisect_left(keys, size << _ADDR_BITS)
         if i == len(keys):
             return None
-        block = pool.blocks[keys[i][1]]
+        block = pool.blocks[keys[i] & _ADDR_MASK]
         if block.expandable and self.config.expandable_segments:
 
             def grow(b: _Block) -> int:
@@ -263,16 +290,16 @@ class CachingAllocator:
 
             j = i + 1
             while block.expandable and j < len(keys):
-                nxt = pool.blocks[keys[j][1]]
+                nxt = pool.blocks[keys[j] & _ADDR_MASK]
                 if grow(nxt) >= grow(block):
                     break
-                block, j = nxt, j + 1
-        mss = self.config.max_split
+                block, i, j = nxt, j, j + 1
+        mss = self._mss
         if size < mss and block.size >= mss:
             return None
         if size >= mss and block.size >= size + LARGE_BUFFER_BYTES:
             return None
-        pool.remove(block)
+        pool.remove_at(i, block)
         return block
 
     def _fits(self, nbytes: int) -> bool:
@@ -405,7 +432,7 @@ class CachingAllocator:
             return False
         mss = self.config.max_split
         key = max(size, mss)
-        candidates = [pool.blocks[a] for _s, a in pool.keys]
+        candidates = [pool.blocks[k & _ADDR_MASK] for k in pool.keys]
         unsplit = [b for b in candidates if not b.is_split() and not b.expandable]
         fit = [b for b in unsplit if b.size >= key]
         if fit:
@@ -424,16 +451,174 @@ class CachingAllocator:
         segment (not split) is freed, large pool then small; expandable segments unmap their
         free pages."""
         for pool in self.pools:
-            for _s, addr in list(pool.keys):
-                block = pool.blocks[addr]
+            for key in list(pool.keys):
+                block = pool.blocks[key & _ADDR_MASK]
                 if block.expandable:
                     self._unmap_free(block, pool)
                 elif not block.is_split():
                     self._release_block(pool, block)
 
+    def copy(self, live: dict[Any, _Block]) -> tuple[CachingAllocator, dict[Any, _Block]]:
+        """An independent copy of this allocator and of ``live`` (the blocks held, by key;
+        they must be all the allocated blocks), to run on from the same state. Not with
+        expandable segments (their unmapped blocks are neither held nor cached)."""
+        if self.config.expandable_segments:
+            raise ValueError("copy: not with expandable segments")
+        new = object.__new__(CachingAllocator)
+        new.__dict__.update(self.__dict__)
+        blocks = list(live.values())
+        for pool in self.pools:
+            blocks += pool.blocks.values()
+        twins: dict[int, _Block] = {}
+        for b in blocks:
+            c = twins[id(b)] = _Block(b.size, b.addr, b.small)
+            c.allocated = b.allocated
+        twin = twins.__getitem__
+        for b in blocks:
+            c = twin(id(b))
+            if b.prev is not None:
+                c.prev = twin(id(b.prev))
+            if b.next is not None:
+                c.next = twin(id(b.next))
+        pools = []
+        for pool in self.pools:
+            copied = _Pool(pool.small)
+            copied.keys = list(pool.keys)
+            copied.blocks = {addr: twin(id(b)) for addr, b in pool.blocks.items()}
+            copied.whole = pool.whole
+            pools.append(copied)
+        new.pools = (pools[0], pools[1])
+        new._tail = [None, None]
+        new._base = list(self._base)
+        new.device_needs = None
+        return new, {key: twin(id(b)) for key, b in live.items()}
+
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()`` (``emptyCache`` -> ``release_cached_blocks``)."""
         self._release_cached_blocks()
+
+    # ---- running an event sequence ---------------------------------------------------
+    def run(self, events: Iterable[Event], live: dict[Any, _Block]) -> int:
+        """Apply ``events`` (see :data:`Event`), keeping the blocks they hold by key in
+        ``live``: -1, or the index of the allocation that ran out of memory or paused
+        (:attr:`pause_before`, :attr:`paused` then set; the events before it applied).
+        Without expandable segments and with the default rounding the
+        work of :meth:`malloc` and :meth:`free` is done inline (the replay's hot loop: the
+        same steps in the same order); otherwise through them."""
+        if self.config.expandable_segments or not self._plain_rounding:
+            return self._run_calls(events, live)
+        large, small = self.pools
+        bisect_left, insort = bisect.bisect_left, bisect.insort
+        mss = self._mss
+        pop = live.pop
+        allocated, peak = self.allocated, self.peak_allocated
+        try:
+            for i, ev in enumerate(events):
+                kind = ev[0]
+                if kind == "alloc":
+                    n = ev[2]
+                    if n <= 0:
+                        continue
+                    size = MIN_BLOCK_BYTES  # round_size
+                    if n > size:
+                        size = -(-n // size) * size
+                    pool = small if size <= SMALL_SIZE_BYTES else large
+                    keys = pool.keys
+                    j = bisect_left(keys, size << _ADDR_BITS)
+                    block = None
+                    if j < len(keys):
+                        key = keys[j]
+                        bsize = key >> _ADDR_BITS
+                        # get_free_block's oversize rules (see _get_free_block)
+                        if (size >= mss or bsize < mss) and (
+                            size < mss or bsize < size + LARGE_BUFFER_BYTES
+                        ):
+                            block = pool.blocks.pop(key & _ADDR_MASK)
+                            del keys[j]
+                            if block.prev is None and block.next is None:
+                                pool.whole -= bsize
+                    if block is None:
+                        try:
+                            block = self._device_block(pool, size)
+                        except OutOfMemory:
+                            return i
+                    bsize = block.size
+                    remaining = bsize - size
+                    if (
+                        remaining >= MIN_BLOCK_BYTES
+                        if pool is small
+                        else size < mss and remaining > SMALL_SIZE_BYTES
+                    ):
+                        # _split
+                        rest = _Block(remaining, block.addr + size, block.small)
+                        nxt = block.next
+                        rest.prev, rest.next = block, nxt
+                        if nxt is not None:
+                            nxt.prev = rest
+                        block.next = rest
+                        block.size = bsize = size
+                        insort(keys, remaining << _ADDR_BITS | rest.addr)
+                        pool.blocks[rest.addr] = rest
+                    block.allocated = True
+                    allocated += bsize
+                    if allocated > peak:
+                        peak = allocated
+                    live[ev[1]] = block
+                elif kind == "free":
+                    block = pop(ev[1], None)
+                    if block is None:
+                        continue
+                    block.allocated = False
+                    allocated -= block.size
+                    pool = small if block.small else large
+                    keys, blocks = pool.keys, pool.blocks
+                    prev, nxt = block.prev, block.next
+                    # try_merge_blocks with each free neighbour (neither is a whole segment)
+                    if prev is not None and not prev.allocated:
+                        del keys[bisect_left(keys, prev.size << _ADDR_BITS | prev.addr)]
+                        del blocks[prev.addr]
+                        block.addr = prev.addr
+                        block.prev = before = prev.prev
+                        if before is not None:
+                            before.next = block
+                        block.size += prev.size
+                    if nxt is not None and not nxt.allocated:
+                        del keys[bisect_left(keys, nxt.size << _ADDR_BITS | nxt.addr)]
+                        del blocks[nxt.addr]
+                        block.next = after = nxt.next
+                        if after is not None:
+                            after.prev = block
+                        block.size += nxt.size
+                    insort(keys, block.size << _ADDR_BITS | block.addr)
+                    blocks[block.addr] = block
+                    if block.prev is None and block.next is None:
+                        pool.whole += block.size
+                elif kind == "mark":
+                    peak = allocated
+                    self.peak_reserved = self.reserved
+        finally:
+            self.allocated, self.peak_allocated = allocated, peak
+        return -1
+
+    def _run_calls(self, events: Iterable[Event], live: dict[Any, _Block]) -> int:
+        """:meth:`run` through :meth:`malloc` and :meth:`free`."""
+        malloc, free = self.malloc, self.free
+        for i, ev in enumerate(events):
+            kind = ev[0]
+            if kind == "alloc":
+                if ev[2] <= 0:
+                    continue
+                try:
+                    live[ev[1]] = malloc(ev[2])
+                except OutOfMemory:
+                    return i
+            elif kind == "free":
+                block = live.pop(ev[1], None)
+                if block is not None:
+                    free(block)
+            elif kind == "mark":
+                self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
+        return -1
 
 
 # ---- replay ------------------------------------------------------------------------------
@@ -462,26 +647,15 @@ def replay(
 ) -> Replay:
     """Run ``events`` through a fresh allocator of ``capacity_bytes`` usable device memory."""
     a = CachingAllocator(capacity_bytes, config)
-    live: dict[object, _Block] = {}
-    malloc, free = a.malloc, a.free
-    for i, ev in enumerate(events):
-        kind = ev[0]
-        if kind == "alloc":
-            if ev[2] <= 0:
-                continue
-            try:
-                live[ev[1]] = malloc(ev[2])
-            except OutOfMemory:
-                return Replay(
-                    a.peak_allocated, a.peak_reserved, False, a.num_alloc_retries, i, a.segment_need
-                )
-        elif kind == "free":
-            block = live.pop(ev[1], None)
-            if block is not None:
-                free(block)
-        elif kind == "mark":
-            a.peak_allocated, a.peak_reserved = a.allocated, a.reserved
-    return Replay(a.peak_allocated, a.peak_reserved, True, a.num_alloc_retries, -1, a.segment_need)
+    failed_at = a.run(events, {})
+    return Replay(
+        a.peak_allocated,
+        a.peak_reserved,
+        failed_at < 0,
+        a.num_alloc_retries,
+        failed_at,
+        a.segment_need,
+    )
 
 
 def min_device_bytes(
@@ -492,7 +666,19 @@ def min_device_bytes(
 ) -> int:
     """The smallest device memory on which ``events`` run without out-of-memory:
     ``outside_allocator_bytes`` (CUDA context, driver reserve, communication buffers: the
-    caller counts and cites them) plus the smallest allocator capacity that fits.
+    caller counts and cites them) plus the smallest allocator capacity that fits
+    (:func:`smallest_capacity`). ``unlimited``: the replay with no limit, when the caller
+    has it."""
+    free_run = unlimited or replay(events, None, config)
+    floor = max(_live_floor(events, config), free_run.segment_need_bytes)
+    capacity = smallest_capacity(
+        lambda c: replay(events, c, config).fits, free_run.peak_reserved_bytes, floor
+    )
+    return capacity + outside_allocator_bytes
+
+
+def smallest_capacity(fits: Callable[[int], bool], peak_reserved: int, floor: int) -> int:
+    """The smallest allocator capacity, in whole 2 MiB steps, at which ``fits`` holds.
 
     The capacity lies between a floor and the peak reserved with no limit (the replay is
     then the unlimited one, which fits). The floor is the larger of the largest rounded live
@@ -501,32 +687,51 @@ def min_device_bytes(
     whole cached segments) plus the new segment. The floor is tried first (one replay); when
     it does not fit, the search bisects over whole 2 MiB steps above it, treating "fits" as
     monotone in the capacity (a pathological sequence could fit at one capacity and not at a
-    slightly larger one). ``unlimited``: the replay with no limit, when the caller has it."""
-    free_run = unlimited or replay(events, None, config)
+    slightly larger one)."""
     step = ROUND_LARGE_BYTES
-    hi = -(-free_run.peak_reserved_bytes // step)
-    lo = min(hi, -(-max(_live_floor(events, config), free_run.segment_need_bytes) // step))
-    if lo < hi and not replay(events, lo * step, config).fits:
+    hi = -(-peak_reserved // step)
+    lo = min(hi, -(-floor // step))
+    if lo < hi and not fits(lo * step):
         lo += 1
         while lo < hi:
             mid = (lo + hi) // 2
-            if replay(events, mid * step, config).fits:
+            if fits(mid * step):
                 hi = mid
             else:
                 lo = mid + 1
-    return lo * step + outside_allocator_bytes
+    return lo * step
 
 
 def _live_floor(events: Iterable[Event], config: AllocatorConfig) -> int:
     """The largest total of rounded live requests: no capacity below it can work."""
+    return live_profile(events, config)[0]
+
+
+def live_profile(
+    events: Iterable[Event], config: AllocatorConfig = DEFAULT_CONFIG
+) -> tuple[int, int]:
+    """The largest total of rounded live requests over ``events``, counted from zero, and the
+    total they leave live at the end (0 when they free all they allocate)."""
     live: dict[object, int] = {}
+    pop = live.pop
     total = best = 0
+    plain = config.roundup_power2_divisions <= 1
     for ev in events:
-        if ev[0] == "alloc" and ev[2] > 0:
-            size = round_size(ev[2], config)
+        kind = ev[0]
+        if kind == "alloc":
+            n = ev[2]
+            if n <= 0:
+                continue
+            if plain:
+                size = MIN_BLOCK_BYTES
+                if n > size:
+                    size = -(-n // size) * size
+            else:
+                size = round_size(n, config)
             live[ev[1]] = size
             total += size
-            best = max(best, total)
-        elif ev[0] == "free":
-            total -= live.pop(ev[1], 0)
-    return best
+            if total > best:
+                best = total
+        elif kind == "free":
+            total -= pop(ev[1], 0)
+    return best, total

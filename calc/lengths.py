@@ -310,7 +310,7 @@ def _lengths(
     mu, sigma, exact = fit(stats, top)
     exp = math.exp
     lengths = [int(exp(mu + sigma * z) + 0.5) for z in _normal_draws(count, seed)]
-    return tuple(cap if n > cap else n if n > 1 else 1 for n in lengths), exact
+    return tuple([cap if n > cap else n if n > 1 else 1 for n in lengths]), exact
 
 
 @lru_cache(maxsize=256)

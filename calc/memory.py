@@ -1045,5 +1045,16 @@ def warnings_for(req: EstimateRequest) -> list[str]:
 
 
 def estimate_dict(request: object) -> JsonObject:
-    """JSON in, JSON out: validate the request, estimate, serialise."""
-    return estimate_request(parse_estimate_request(request)).to_dict()
+    """JSON in, JSON out: validate the request, estimate, serialise. With ``length_stats``
+    the response adds PyTorch's caching allocator replayed over the data's growing steps
+    (:func:`calc.step_events.simulate_request`): ``allocator`` and ``min_device_bytes``. Only
+    here: the plan's many variants and the guides' tables do not pay for the replay."""
+    req = parse_estimate_request(request)
+    out = estimate_request(req).to_dict()
+    if req.length_stats is not None:
+        from .step_events import simulate_request
+
+        simulated = simulate_request(req)
+        out["allocator"] = simulated.to_dict()
+        out["min_device_bytes"] = simulated.min_device_bytes
+    return out

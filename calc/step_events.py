@@ -28,8 +28,12 @@ adapter ``r x d`` factors) but not every tensor of the real trace.
 
 from __future__ import annotations
 
+import bisect
+import itertools
+
 from dataclasses import dataclass, replace
-from typing import Iterator, Sequence
+from functools import lru_cache
+from typing import Any, Sequence
 
 from . import activations as act
 from . import memory as mem
@@ -37,6 +41,7 @@ from . import states as st
 from . import allocator as al
 from .allocator import SMALL_SIZE_BYTES, Event
 from .jsontypes import JsonObject
+from .lengths import micro_batch_tokens
 from .request import EstimateRequest, Method
 from .states import FP32_BYTES
 
@@ -146,15 +151,6 @@ def _layered(
     return [parts[i * n : (i + 1) * n] for i in range(layers)], parts[layers * n :]
 
 
-class _Ids:
-    def __init__(self) -> None:
-        self.n = 0
-
-    def new(self) -> int:
-        self.n += 1
-        return self.n
-
-
 def lengths_of(req: EstimateRequest, micro_batch_tokens: Sequence[int]) -> list[int]:
     """Padded length of each micro-batch from its token count (``micro_batch_size`` rows,
     each padded to the batch's longest sample): ``ceil(tokens / micro_batch_size)``."""
@@ -186,17 +182,24 @@ def simulate(
     driver_reserve_bytes: int = 0,
 ) -> AllocatorEstimate:
     """Replay the steps of ``micro_batch_tokens`` (tokens per micro-batch; default one
-    optimizer step at ``micro_batch_size x seq_len``) through :mod:`calc.allocator`.
+    optimizer step at ``micro_batch_size x seq_len``) through :mod:`calc.allocator`
+    (:class:`StepReplay`: the same peaks and capacity as :func:`calc.allocator.replay` and
+    :func:`calc.allocator.min_device_bytes` of :func:`step_events`, without replaying the steps
+    that cannot change the cache).
 
     Outside the allocator: :data:`calc.memory.CUDA_CONTEXT_BYTES` (context and kernel images,
     cited there), :data:`calc.memory.NCCL_BUFFER_BYTES` on several GPUs (cited there), and
     ``driver_reserve_bytes``: memory the driver keeps on the card that nvidia-smi's
     ``memory.total`` still counts (an input: calc has no cited figure for it, so 0 unless the
     caller gives one)."""
-    lengths = lengths_of(req, micro_batch_tokens) if micro_batch_tokens else None
-    events = step_events(req, lengths)
-    run = al.replay(events, None, config)
-    capacity = al.min_device_bytes(events, config, unlimited=run)
+    lengths = (
+        lengths_of(req, micro_batch_tokens)
+        if micro_batch_tokens
+        else [req.seq_len] * req.gradient_accumulation_steps
+    )
+    steps = StepReplay(req, lengths, config)
+    run = steps.replay()
+    capacity = steps.min_capacity(run)
     comm = mem.NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0
     return AllocatorEstimate(
         run.peak_allocated_bytes,
@@ -209,158 +212,567 @@ def simulate(
     )
 
 
+STEADY_STEPS = 1
+"""Optimizer steps at the longest micro-batches replayed after the data's growing steps
+(:func:`simulated_lengths`): the first step creates the optimizer states in the cache its
+forward left, the next one shows the cache in its steady state."""
+
+
+def simulated_lengths(req: EstimateRequest) -> list[int]:
+    """The micro-batch lengths :func:`simulate_request` replays: the optimizer steps of the
+    data's step sequence (:func:`calc.lengths.micro_batch_tokens`, in drawn order) whose
+    longest micro-batch is longer than every one before it, then :data:`STEADY_STEPS` more
+    steps like the last of them. Those are the steps at which a cache grown on shorter
+    micro-batches lacks a block large enough and opens segments; the steps between them run
+    on cached blocks (see :class:`StepReplay`). Without ``length_stats`` every micro-batch
+    is ``seq_len`` long: one step, then one more."""
+    lengths = lengths_of(req, micro_batch_tokens(req))
+    kept: list[tuple[int, ...]] = []
+    longest = 0
+    if req.gradient_accumulation_steps <= 1:  # one micro-batch per step: no groups to build
+        for length in lengths:
+            if length > longest:
+                longest = length
+                kept.append((length,))
+    else:
+        for group in optimizer_steps(req, lengths):
+            top = max(group)
+            if top > longest:
+                longest = top
+                kept.append(group)
+    kept += [kept[-1]] * STEADY_STEPS
+    return [length for group in kept for length in group]
+
+
+@lru_cache(maxsize=64)
+def simulate_request(req: EstimateRequest) -> AllocatorEstimate:
+    """:func:`simulate` of the request's :func:`simulated_lengths` (kept for repeated
+    requests: a recompute, the CLI's sweep)."""
+    lengths = simulated_lengths(req)
+    return simulate(req, [req.micro_batch_size * n for n in lengths])
+
+
+def _class_bounds(req: EstimateRequest, longest: int) -> list[float]:
+    """The micro-batch lengths at which one of the step's length-dependent tensors crosses a
+    size class of the allocator: the small pool's 1 MiB (``kSmallSize``) and the 20 MiB
+    segment's 10 MiB (``kMinLargeAlloc``). A tensor is length-dependent when a micro-batch
+    of half the length lacks it; its size is taken as proportional to the length."""
+    scratch = _Builder(req)
+    scratch.states_made = True
+    half = max(1, longest // 2)
+    sizes = {}
+    for length in (longest, half):
+        sizes[length] = {e[2] for e in scratch.step((length,)) if e[0] == "alloc" and e[2] > 0}
+    out = set()
+    for length, other in ((longest, half), (half, longest)):
+        for size in sizes[length] - sizes[other]:
+            for threshold in (SMALL_SIZE_BYTES, al.MIN_LARGE_ALLOC_BYTES):
+                out.add(threshold * length / size)
+    return sorted(out)
+
+
+class StepReplay:
+    """The events of :func:`step_events` replayed optimizer step by optimizer step, skipping
+    the steps that cannot change the allocator.
+
+    Why a step can be skipped: every tensor a step allocates after the first (activations,
+    gradients, the optimizer's temporaries) is freed by its end, and a freed block merges
+    with its free neighbours (``free_block``), so a step that neither allocates nor frees
+    device memory (no ``cudaMalloc``, no ``cudaFree``, no page mapped or unmapped) leaves
+    every segment split exactly as it found it: the state after it is the state before it,
+    and replaying it again from that state repeats it. So a step is skipped when, since the
+    last device allocation or release, a step of the same micro-batch count with lengths at
+    least as long at every position ran without one (a step of the same lengths: the same
+    replay; shorter ones: its tensors are each at most as large, served from the same cache;
+    this second case assumes, as the capacity search does, that the allocator's outcome is
+    monotone in the sizes, which ``tests/calc/test_allocator.py`` checks against the full
+    replay). The first step (it creates the optimizer states, kept for good) always runs.
+
+    A step's events are built once per distinct lengths (its keys are its own: every key
+    it allocates it frees), so the capacity search's replays reuse them."""
+
+    def __init__(
+        self,
+        req: EstimateRequest,
+        seq_lens: Sequence[int],
+        config: al.AllocatorConfig = al.DEFAULT_CONFIG,
+    ) -> None:
+        self.config = config
+        self.groups = optimizer_steps(req, list(seq_lens)) or [()]
+        self._builder = _Builder(req)
+        self._resident = self._builder.resident()
+        self._first = self._builder.step(self.groups[0])
+        # the first step's events serve a later step of the same lengths only when they keep
+        # nothing (no optimizer states to create)
+        self._steps: dict[tuple[int, ...], list[Event]] = (
+            {} if self._builder.states_made else {self.groups[0]: self._first}
+        )
+        self._floor = 0
+        # CachingAllocator.device_needs of the unlimited replay, as a running maximum
+        self._needs: list[int] | None = None
+        # a replay paused before a device allocation (its index), and the states after
+        # the release there, for fits
+        self._start: tuple[int, _Progress] | None = None
+        self._released: dict[int, _Released] = {}
+        # the unlimited replay copied at the start of its last steps (see _advance)
+        self._marks: list[tuple[int, _Progress]] = []
+        self._req = req
+        self._bounds: list[float] | None = None  # built when a step first stands for another
+        self._bands: dict[int, int] = {}
+
+    def _band(self, length: int) -> int:
+        found = self._bands.get(length)
+        if found is None:
+            if self._bounds is None:
+                self._bounds = _class_bounds(self._req, max(max(g) for g in self.groups if g))
+            found = self._bands[length] = bisect.bisect_left(self._bounds, length)
+        return found
+
+    def _covers(self, seen: tuple[int, ...], group: tuple[int, ...]) -> bool:
+        """Whether a step of ``seen`` lengths stands for one of ``group``: as many
+        micro-batches, each at least as long and with its tensors in the same size classes."""
+        return len(seen) == len(group) and all(
+            x >= y and (x == y or self._band(x) == self._band(y))
+            for x, y in zip(seen, group, strict=True)
+        )
+
+    def _events(self, index: int) -> list[Event]:
+        if index == 0:
+            return self._first
+        group = self.groups[index]
+        found = self._steps.get(group)
+        if found is None:
+            found = self._steps[group] = self._builder.step(group)
+        return found
+
+    def replay(self, capacity_bytes: int | None = al.UNLIMITED) -> al.Replay:
+        """The replay on ``capacity_bytes`` usable device memory (``None``: unlimited), as
+        :func:`calc.allocator.replay` of the whole sequence gives it; ``failed_at`` is the
+        index of the optimizer step that ran out of memory (-1: it fits; the weights
+        count as step 0). Unlimited, it also keeps the live floor of the steps it ran and
+        what each device allocation needed (:meth:`min_capacity` starts from them)."""
+        run = _Progress(al.CachingAllocator(capacity_bytes, self.config))
+        if capacity_bytes is not None:
+            return self._result(run, self._advance(run))
+        order: list[list[Event]] = []
+        needs: list[int] = []
+        run.a.device_needs = needs
+        self._marks = []
+        marks = None if self.config.expandable_segments else self._marks
+        result = self._result(run, self._advance(run, order, marks))
+        profiles: dict[int, tuple[int, int]] = {}
+        base = best = 0
+        for events in order:
+            key = id(events)
+            if key not in profiles:
+                profiles[key] = al.live_profile(events, self.config)
+            excursion, net = profiles[key]
+            best = max(best, base + excursion)
+            base += net
+        self._floor = best
+        # the largest need so far, at each device allocation: sorted, so the first
+        # allocation that needs more than a capacity is a bisection away
+        self._needs = list(itertools.accumulate(needs, max))
+        self._start = None
+        self._released = {}
+        return result
+
+    @staticmethod
+    def _result(run: _Progress, failed_at: int) -> al.Replay:
+        a = run.a
+        return al.Replay(
+            a.peak_allocated,
+            a.peak_reserved,
+            failed_at < 0,
+            a.num_alloc_retries,
+            failed_at,
+            a.segment_need,
+        )
+
+    def _advance(
+        self,
+        run: _Progress,
+        order: list[list[Event]] | None = None,
+        marks: list[tuple[int, _Progress]] | None = None,
+    ) -> int:
+        """Run ``run`` on from where it stands to the end: -1 when it fits, else the index
+        of the step that ran out of memory (see :meth:`replay`), or :data:`_PAUSED` when
+        the allocator paused (``pause_before``; ``run`` then stands before that event).
+        ``order``: the event lists run are appended to it (for the live floor); ``marks``:
+        a copy of ``run`` at the start of each of the last :data:`MARKED_STEPS` steps it
+        runs (not the first), with the device allocations made before it."""
+        a, live = run.a, run.live
+        if run.index < 0:
+            events = self._resident
+            stop = a.run(events[run.offset :] if run.offset else events, live)
+            if stop >= 0:
+                run.offset += stop
+                return _PAUSED if a.paused else 0
+            if order is not None:
+                order.append(events)
+            run.index, run.offset = 0, 0
+        groups = self.groups
+        while run.index < len(groups):
+            index = run.index
+            group = groups[index]
+            if not run.offset:
+                version = a.num_device_alloc + a.num_device_free
+                if index:
+                    if version != run.since:
+                        run.witnesses, run.since = [], version
+                    elif any(self._covers(w, group) for w in run.witnesses):
+                        run.index += 1
+                        continue
+                run.version = version
+                if marks is not None and index >= max(1, len(groups) - MARKED_STEPS):
+                    marks.append((a.num_device_alloc, run.copy()))
+            events = self._events(index)
+            stop = a.run(events[run.offset :] if run.offset else events, live)
+            if stop >= 0:
+                run.offset += stop
+                return _PAUSED if a.paused else index
+            run.offset = 0
+            if order is not None:
+                order.append(events)
+            if index and a.num_device_alloc + a.num_device_free == run.version:
+                run.witnesses = [w for w in run.witnesses if not self._covers(group, w)]
+                run.witnesses.append(group)
+            run.index += 1
+        return -1
+
+    def min_capacity(self, unlimited: al.Replay | None = None) -> int:
+        """The smallest allocator capacity the sequence runs on
+        (:func:`calc.allocator.smallest_capacity` over :meth:`fits`); ``unlimited``:
+        :meth:`replay` with no limit, when the caller has it (it must be this object's: it
+        keeps the floor)."""
+        free_run = unlimited or self.replay()
+        floor = max(self._floor, free_run.segment_need_bytes)
+        return al.smallest_capacity(self.fits, free_run.peak_reserved_bytes, floor)
+
+    def fits(self, capacity_bytes: int) -> bool:
+        """Whether the sequence runs on ``capacity_bytes``: :meth:`replay`'s ``fits``, from
+        the point where that replay can first differ from the unlimited one.
+
+        A replay on a capacity is the unlimited one until a device allocation would take
+        reserved memory past it (only then are cached segments released): when none does,
+        it fits; else the unlimited replay is run up to that allocation, and the capacity
+        runs on from a copy of it (:meth:`calc.allocator.CachingAllocator.copy`). The copy
+        serves every later capacity whose first such allocation is not earlier (the
+        capacity search's all are: it tries the floor first, then larger capacities).
+
+        At that allocation a replay releases every cached whole segment and retries
+        (``release_cached_blocks``): out of memory when the retry needs more than the
+        capacity, else it goes on from a state that is the same for every capacity from
+        that need up to the allocation's first need, and is the unlimited replay run on
+        from there until a device allocation would exceed its capacity again. From the
+        second capacity that reaches the same allocation on, that state is kept with what
+        the device allocations of its unlimited continuation need (:class:`_Released`): a
+        capacity below the retry's need does not fit, one no continuation's allocation
+        exceeds fits, and only the others run on (from a copy of the state). Not with
+        ``max_split_size_mb`` (its release of oversize blocks first makes what follows
+        depend on the capacity) nor with expandable segments (pages, not segments, are
+        mapped: each capacity runs from the start)."""
+        if self.config.expandable_segments:
+            return self.replay(capacity_bytes).fits
+        if self._needs is None:
+            self.replay()
+        assert self._needs is not None
+        first = bisect.bisect_right(self._needs, capacity_bytes)
+        if first == len(self._needs):
+            return True
+        again = self._start is not None and self._start[0] == first
+        if self._start is None or self._start[0] > first:
+            # from the last copy the unlimited replay kept before that allocation (used
+            # up: it runs on), else from the beginning
+            at = len(self._marks)
+            while at and self._marks[at - 1][0] > first:
+                at -= 1
+            start = (
+                self._marks.pop(at - 1)[1]
+                if at
+                else _Progress(al.CachingAllocator(None, self.config))
+            )
+            start.a.pause_before = first
+            if self._advance(start) != _PAUSED:
+                raise AssertionError("the unlimited replay did not reach its own allocation")
+            start.a.pause_before, start.a.paused = -1, False
+            self._start = (first, start)
+        if self.config.max_split_size_bytes is None and (again or first in self._released):
+            released = self._released.get(first)
+            if released is None:
+                released = self._released[first] = self._release(self._start[1])
+            if capacity_bytes < released.low:
+                return False
+            if capacity_bytes >= released.high:
+                return True
+            run = released.start.copy()
+        else:
+            run = self._start[1].copy()
+        run.a.capacity = capacity_bytes
+        return self._advance(run) < 0
+
+    def _release(self, paused: _Progress) -> _Released:
+        """The state a replay paused before a device allocation reaches on every capacity
+        below that allocation's need that lets its retry succeed (see :meth:`fits`)."""
+        run = paused.copy()
+        a = run.a
+        event = (self._resident if run.index < 0 else self._events(run.index))[run.offset]
+        cached = a.pools[0].whole + a.pools[1].whole
+        need = a.reserved + al.allocation_size(al.round_size(event[2], self.config))
+        if not cached:
+            # nothing to release: every capacity that comes here is below the need
+            return _Released(run, need, need)
+        a.capacity = need - cached  # the allocation fails, the release and retry succeed
+        retries = a.num_alloc_retries
+        if a.run([event], run.live) >= 0 or a.num_alloc_retries != retries + 1:
+            raise AssertionError("the retry after the release did not run as expected")
+        a.capacity = None
+        run.offset += 1
+        start = run.copy()
+        needs: list[int] = []
+        a.device_needs = needs
+        self._advance(run)
+        return _Released(start, need - cached, max(needs, default=0))
+
+
+_PAUSED = -2
+
+
+MARKED_STEPS = 2
+"""The unlimited replay keeps a copy of itself at the start of each of its last this many
+steps (:meth:`StepReplay._advance`): the capacity search's replays first differ from it
+late (at one of the last device allocations, the largest), and run on from there."""
+
+
+class _Released:
+    """A state every capacity from ``low`` up reaches after the release at one device
+    allocation (see :meth:`StepReplay.fits`): a replay standing there (not run on), and the
+    largest need of the device allocations of its unlimited continuation (``high``: every
+    capacity from it fits)."""
+
+    __slots__ = ("start", "low", "high")
+
+    def __init__(self, start: _Progress, low: int, high: int) -> None:
+        self.start = start
+        self.low = low
+        self.high = high
+
+
+class _Progress:
+    """A replay under way: its allocator, the blocks held by event key, where it stands
+    (``index``: the step, -1 for the resident states; ``offset``: the next event in that
+    step's list) and the step skipping's state (see :meth:`StepReplay._advance`)."""
+
+    __slots__ = ("a", "live", "index", "offset", "witnesses", "since", "version")
+
+    def __init__(self, a: al.CachingAllocator) -> None:
+        self.a = a
+        self.live: dict[Any, Any] = {}
+        self.index = -1
+        self.offset = 0
+        self.witnesses: list[tuple[int, ...]] = []
+        self.since = -1
+        self.version = 0
+
+    def copy(self) -> _Progress:
+        """An independent copy (the allocator's blocks copied)."""
+        a, live = self.a.copy(self.live)
+        out = _Progress(a)
+        out.live = live
+        out.index, out.offset, out.since, out.version = (
+            self.index,
+            self.offset,
+            self.since,
+            self.version,
+        )
+        out.witnesses = list(self.witnesses)
+        return out
+
+
 def step_events(req: EstimateRequest, seq_lens: Sequence[int] | None = None) -> list[Event]:
     """Alloc/free events of the micro-batches ``seq_lens`` (padded length of each; default:
     one optimizer step of ``gradient_accumulation_steps`` micro-batches at ``seq_len``)."""
-    return list(
-        _events(
-            req, list(seq_lens) if seq_lens else [req.seq_len] * req.gradient_accumulation_steps
-        )
-    )
+    lengths = list(seq_lens) if seq_lens else [req.seq_len] * req.gradient_accumulation_steps
+    builder = _Builder(req)
+    events = builder.resident()
+    for group in optimizer_steps(req, lengths):
+        events += builder.step(group)
+    return events
 
 
-def _events(req: EstimateRequest, seq_lens: list[int]) -> Iterator[Event]:
-    reg = st.regime(req.precision, req.sharding)
-    layout = st.param_layout(req)
-    s = mem.model_states(req, layout, reg)
-    arch = req.model
-    layers = arch.num_layers
-    ids = _Ids()
-    block, rest = _trainable_shares(req)
+def optimizer_steps(req: EstimateRequest, seq_lens: Sequence[int]) -> list[tuple[int, ...]]:
+    """The micro-batch lengths grouped by optimizer step: ``gradient_accumulation_steps`` each,
+    the last group what is left."""
+    n = max(1, req.gradient_accumulation_steps)
+    return [tuple(seq_lens[i : i + n]) for i in range(0, len(seq_lens), n)]
 
-    def alloc(nbytes: int) -> int:
-        key = ids.new()
+
+class _Builder:
+    """The events of one request: :meth:`resident` once, then :meth:`step` per optimizer step,
+    in order (keys are numbered across them)."""
+
+    def __init__(self, req: EstimateRequest) -> None:
+        self.req = req
+        self.reg = st.regime(req.precision, req.sharding)
+        self.s = mem.model_states(req, st.param_layout(req), self.reg)
+        self.block, self.rest = _trainable_shares(req)
+        self.ids = itertools.count(1)  # event keys, numbered across the steps
+        self.states_made = False
+        self._peaks: dict[int, tuple[mem.Activations, dict[str, int], act.ActConfig]] = {}
+
+    def _alloc(self, events: list[Event], nbytes: int) -> int:
+        key = next(self.ids)
         events.append(("alloc", key, nbytes))
         return key
 
-    def free(keys: list[int]) -> None:
-        events.extend(("free", k) for k in keys)
+    def resident(self) -> list[Event]:
+        """Before the first step: weights per block, then the rest; adapters; persistent
+        buffers."""
+        s, arch = self.s, self.req.model
+        events: list[Event] = []
+        base_block = [l.count * l.weight_params for l in arch.block_linears]
+        base_block.append(max(1, arch.block_params - sum(base_block)))
+        w_layers, w_rest = _layered(
+            s.weights, base_block, arch.embedding_params + arch.lm_head_params, arch.num_layers
+        )
+        lora_layers, lora_rest = _layered(s.lora_weights, self.block, self.rest, arch.num_layers)
+        for part in w_layers + [w_rest] + lora_layers + [lora_rest]:
+            for nbytes in _pack(part):
+                self._alloc(events, nbytes)
+        if s.comm_static:
+            self._alloc(events, s.comm_static)
+        return events
 
-    events: list[Event] = []
-    # 1. resident: weights per block, then the rest; adapters; persistent buffers
-    base_block = [l.count * l.weight_params for l in arch.block_linears]
-    base_block.append(max(1, arch.block_params - sum(base_block)))
-    w_layers, w_rest = _layered(
-        s.weights, base_block, arch.embedding_params + arch.lm_head_params, layers
-    )
-    lora_layers, lora_rest = _layered(s.lora_weights, block, rest, layers)
-    for part in w_layers + [w_rest] + lora_layers + [lora_rest]:
-        for nbytes in _pack(part):
-            alloc(nbytes)
-    if s.comm_static:
-        alloc(s.comm_static)
-    yield from events
-    events.clear()
-
-    accumulation = max(1, req.gradient_accumulation_steps)
-    grads: list[int] = []
-    states_made = False
-    cache: dict[int, tuple[mem.Activations, dict[str, int]]] = {}
-    for index, length in enumerate(seq_lens):
-        first = index % accumulation == 0
-        last = index % accumulation == accumulation - 1 or index == len(seq_lens) - 1
-        if length not in cache:
+    def _at(self, length: int) -> tuple[mem.Activations, dict[str, int], act.ActConfig]:
+        """Activations, the peak phase's components and the activation configuration of
+        micro-batches of ``length`` (computed once per length)."""
+        if length not in self._peaks:
+            req = self.req
             r = req if length == req.seq_len else replace(req, seq_len=length)
-            acts = mem.activation_bytes(r, reg)
-            phases = mem.phase_components(r, reg, s, acts)
+            acts = mem.activation_bytes(r, self.reg)
+            phases = mem.phase_components(r, self.reg, self.s, acts)
             peak = max(phases.values(), key=lambda p: sum(p.values()))
-            cache[length] = (acts, peak)
-        acts, peak = cache[length]
-        tokens = req.micro_batch_size * length
-        cfg = mem.act_config(req if length == req.seq_len else replace(req, seq_len=length), reg)
-        cb = cfg.act_bytes
-        # peak-phase extras alive through the micro-batch (one tensor each)
-        extras = [
-            alloc(peak[name])
-            for name in ("weight_copies", "gathered_weights", "dequant_buffer")
-            if peak.get(name)
-        ]
-        comm = max(0, peak.get("comm_buffers", 0) - s.comm_static)
-        if comm:
-            extras.append(alloc(comm))
-        # 2. forward
-        ckpt = req.gradient_checkpointing
-        per_layer = act.checkpoint_bytes_per_token(arch, cfg) * tokens if ckpt else acts.last_block
-        on_gpu = min(layers, 2) if req.activation_offload else layers
-        head = max(0, acts.saved_all - on_gpu * per_layer)
-        saved: list[list[int]] = []
-        transients = _norm_transients(tokens, req)
-        for _layer in range(layers):
-            free([alloc(n) for n in transients])
-            if ckpt:
-                inner = [alloc(n) for n in _saved_tensors(acts.last_block, tokens, req, cb)]
-                saved.append([alloc(per_layer)])
-                free(inner)
-            else:
-                saved.append([alloc(n) for n in _saved_tensors(per_layer, tokens, req, cb)])
-            if req.activation_offload and len(saved) > on_gpu:
-                free(saved[-on_gpu - 1])
-                saved[-on_gpu - 1] = []
-        head_keys = [alloc(head)] if head else []
-        kept = min(acts.kept_logits, acts.logits)
-        rows = tokens * arch.vocab_size
-        loss_total = acts.logits - kept
-        loss_grads: list[int] = []
-        if not req.chunked_loss and loss_total >= 3 * FP32_BYTES * rows:
-            # transformers' ForCausalLMLoss: the output layer's 16-bit logits (the model's
-            # output, kept or not), their fp32 upcast (freed once log_softmax has read it), the
-            # fp32 log-softmax the loss saves, and at the start of its backward two fp32
-            # gradients (activations.logits_bytes_per_token)
-            kept_keys = [alloc(kept)] if kept else [alloc(rows * cb)]
-            upcast = [alloc(rows * FP32_BYTES)] if kept < rows * FP32_BYTES else []
-            if not kept:
-                free(kept_keys)
-                kept_keys = []
-            loss_keys = [
-                alloc(n) for n in (rows * FP32_BYTES, loss_total - 3 * FP32_BYTES * rows) if n
+            self._peaks[length] = (acts, peak, mem.act_config(r, self.reg))
+        return self._peaks[length]
+
+    def step(self, lengths: Sequence[int]) -> list[Event]:
+        """One optimizer step: its micro-batches of ``lengths`` (padded length each), then the
+        optimizer (its states on the first step) and the gradients freed."""
+        req, s, arch = self.req, self.s, self.req.model
+        block, rest = self.block, self.rest
+        layers = arch.num_layers
+        events: list[Event] = []
+        add, ids = events.append, self.ids
+
+        def alloc(nbytes: int) -> int:
+            key = next(ids)
+            add(("alloc", key, nbytes))
+            return key
+
+        def allocs(sizes: list[int]) -> list[int]:
+            keys = list(itertools.islice(ids, len(sizes)))
+            events.extend(zip(itertools.repeat("alloc"), keys, sizes))
+            return keys
+
+        def free(keys: list[int]) -> None:
+            events.extend(zip(itertools.repeat("free"), keys))
+
+        grads: list[int] = []
+        for index, length in enumerate(lengths):
+            first = index == 0
+            last = index == len(lengths) - 1
+            acts, peak, cfg = self._at(length)
+            cb = cfg.act_bytes
+            tokens = req.micro_batch_size * length
+            # peak-phase extras alive through the micro-batch (one tensor each)
+            extras = [
+                alloc(peak[name])
+                for name in ("weight_copies", "gathered_weights", "dequant_buffer")
+                if peak.get(name)
             ]
-            free(upcast)
-            loss_grads = [rows * FP32_BYTES] * 2
-        else:
-            loss_keys = [alloc(n) for n in _logit_tensors(loss_total, rows, cb)]
-            kept_keys = [alloc(kept)] if kept else []
-        yield from events
-        events.clear()
-        # 3. backward
-        free([alloc(n) for n in loss_grads] + loss_keys)
-        g_layers, g_rest = _layered(s.grads_all, block, rest, layers) if first else ([], [])
-        if first:
-            grads += [alloc(n) for n in _pack(g_rest)]
-        free(head_keys)
-        work_sizes = [tokens * arch.hidden_size * cb] * 2 + [
-            tokens * arch.intermediate_size * cb
-        ] * 2
-        work_sizes = _split(acts.workspace, work_sizes)
-        for layer in reversed(range(layers)):
-            recompute = (
-                [alloc(n) for n in _saved_tensors(acts.recompute, tokens, req, cb)] if ckpt else []
+            comm = max(0, peak.get("comm_buffers", 0) - s.comm_static)
+            if comm:
+                extras.append(alloc(comm))
+            # 2. forward
+            ckpt = req.gradient_checkpointing
+            per_layer = (
+                act.checkpoint_bytes_per_token(arch, cfg) * tokens if ckpt else acts.last_block
             )
-            work = [alloc(n) for n in work_sizes]
-            if first and g_layers:
-                grads += [alloc(n) for n in _pack(g_layers[layer])]
-            free(work)
-            free(recompute)
-            free(saved[layer])
-        free(kept_keys)
-        free(extras)
-        yield from events
-        events.clear()
-        # 4. optimizer step
-        if last and not req.optimizer_in_backward:
-            if not states_made and s.optimizer:
-                o_layers, o_rest = _layered(s.optimizer, block, rest, layers)
-                for part in o_layers + [o_rest]:
-                    for nbytes in _pack(part):
-                        alloc(nbytes)
-                states_made = True
-            t_layers, t_rest = _layered(s.optimizer_temp, block, rest, layers)
-            temps = [alloc(n) for part in t_layers + [t_rest] for n in _pack(part)]
-            free(temps)
-        if last:
-            free(grads)
-            grads = []
-        yield from events
-        events.clear()
+            on_gpu = min(layers, 2) if req.activation_offload else layers
+            head = max(0, acts.saved_all - on_gpu * per_layer)
+            saved: list[list[int]] = []
+            transients = _norm_transients(tokens, req)
+            block_tensors = _saved_tensors(acts.last_block if ckpt else per_layer, tokens, req, cb)
+            for _layer in range(layers):
+                free(allocs(transients))
+                if ckpt:
+                    inner = allocs(block_tensors)
+                    saved.append([alloc(per_layer)])
+                    free(inner)
+                else:
+                    saved.append(allocs(block_tensors))
+                if req.activation_offload and len(saved) > on_gpu:
+                    free(saved[-on_gpu - 1])
+                    saved[-on_gpu - 1] = []
+            head_keys = [alloc(head)] if head else []
+            kept = min(acts.kept_logits, acts.logits)
+            rows = tokens * arch.vocab_size
+            loss_total = acts.logits - kept
+            loss_grads: list[int] = []
+            if not req.chunked_loss and loss_total >= 3 * FP32_BYTES * rows:
+                # transformers' ForCausalLMLoss: the output layer's 16-bit logits (the model's
+                # output, kept or not), their fp32 upcast (freed once log_softmax has read it), the
+                # fp32 log-softmax the loss saves, and at the start of its backward two fp32
+                # gradients (activations.logits_bytes_per_token)
+                kept_keys = [alloc(kept)] if kept else [alloc(rows * cb)]
+                upcast = [alloc(rows * FP32_BYTES)] if kept < rows * FP32_BYTES else []
+                if not kept:
+                    free(kept_keys)
+                    kept_keys = []
+                loss_keys = [
+                    alloc(n) for n in (rows * FP32_BYTES, loss_total - 3 * FP32_BYTES * rows) if n
+                ]
+                free(upcast)
+                loss_grads = [rows * FP32_BYTES] * 2
+            else:
+                loss_keys = [alloc(n) for n in _logit_tensors(loss_total, rows, cb)]
+                kept_keys = [alloc(kept)] if kept else []
+            # 3. backward
+            free([alloc(n) for n in loss_grads] + loss_keys)
+            g_layers, g_rest = _layered(s.grads_all, block, rest, layers) if first else ([], [])
+            if first:
+                grads += [alloc(n) for n in _pack(g_rest)]
+            free(head_keys)
+            work_sizes = [tokens * arch.hidden_size * cb] * 2 + [
+                tokens * arch.intermediate_size * cb
+            ] * 2
+            work_sizes = _split(acts.workspace, work_sizes)
+            recompute_sizes = _saved_tensors(acts.recompute, tokens, req, cb) if ckpt else []
+            for layer in reversed(range(layers)):
+                recompute = allocs(recompute_sizes)
+                work = allocs(work_sizes)
+                if first and g_layers:
+                    grads += allocs(_pack(g_layers[layer]))
+                free(work)
+                free(recompute)
+                free(saved[layer])
+            free(kept_keys)
+            free(extras)
+            # 4. optimizer step
+            if last and not req.optimizer_in_backward:
+                if not self.states_made and s.optimizer:
+                    o_layers, o_rest = _layered(s.optimizer, block, rest, layers)
+                    for part in o_layers + [o_rest]:
+                        for nbytes in _pack(part):
+                            alloc(nbytes)
+                    self.states_made = True
+                t_layers, t_rest = _layered(s.optimizer_temp, block, rest, layers)
+                temps = [alloc(n) for part in t_layers + [t_rest] for n in _pack(part)]
+                free(temps)
+            if last:
+                free(grads)
+                grads = []
+        return events
 
 
 def _logit_tensors(total: int, rows: int, act_bytes: int) -> list[int]:

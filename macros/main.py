@@ -36,6 +36,7 @@ from macros import (  # noqa: E402
     reference_pages,
     source_notes,
     validation_first_contact,
+    validation_fit_boundaries,
     validation_loso,
 )
 
@@ -60,6 +61,7 @@ def define_env(env) -> None:
     calculator.register(env)
     validation_loso.register(env)
     validation_first_contact.register(env)
+    validation_fit_boundaries.register(env)
     cli_docs.register(env)
     config_import_docs.register(env)
     source_notes.register(env)

@@ -12,7 +12,7 @@ import pytest
 from calc import allocator as al
 from calc import memory as mem
 from calc.request import parse_estimate_request
-from calc.step_events import lengths_of, simulate, step_events
+from calc.step_events import StepReplay, lengths_of, simulate, simulated_lengths, step_events
 from conftest import REPO_ROOT
 
 MiB = 1024**2
@@ -332,3 +332,302 @@ def test_synthetic_sequence_against_the_oracles_recorded_one(path):
 
 def test_recorded_sequences_are_there():
     assert len(SEQUENCES) == 16
+
+
+# ---- the step-skipping replay ----------------------------------------------------------------
+
+
+def _drawn(body, count):
+    """The first ``count`` padded micro-batch lengths of a request's drawn data."""
+    from calc.lengths import micro_batch_tokens
+
+    req = parse_estimate_request(body)
+    return req, lengths_of(req, micro_batch_tokens(req))[:count]
+
+
+@pytest.mark.parametrize(
+    "body, count",
+    [
+        # four micro-batches per step, short ones among them: a step of shorter micro-batches
+        # than one before it still opens a segment (its tensors fall in a smaller size class)
+        (
+            {
+                "model": "gpt2",
+                "method": "lora",
+                "micro_batch_size": 4,
+                "seq_len": 1024,
+                "gradient_accumulation_steps": 4,
+                "length_stats": {"mean": 400},
+            },
+            256,
+        ),
+        (
+            {
+                "model": "gpt2",
+                "method": "full",
+                "micro_batch_size": 8,
+                "seq_len": 1024,
+                "length_stats": {"mean": 300, "p90": 700},
+            },
+            256,
+        ),
+        (
+            {
+                "model": "llama-3.2-1b",
+                "method": "qlora",
+                "micro_batch_size": 8,
+                "seq_len": 4096,
+                "length_stats": {"p90": 2000},
+            },
+            128,
+        ),
+    ],
+)
+def test_step_replay_equals_the_full_replay(body, count):
+    """:class:`StepReplay` skips steps that cannot change the cache; its peaks are those of
+    replaying every event of the same micro-batches."""
+    req, lengths = _drawn(body, count)
+    full = al.replay(step_events(req, lengths))
+    fast = StepReplay(req, lengths).replay()
+    assert (fast.peak_allocated_bytes, fast.peak_reserved_bytes, fast.segment_need_bytes) == (
+        full.peak_allocated_bytes,
+        full.peak_reserved_bytes,
+        full.segment_need_bytes,
+    )
+
+
+@pytest.mark.parametrize(
+    "body, count",
+    [
+        (
+            {
+                "model": "qwen3-0.6b",
+                "method": "full",
+                "micro_batch_size": 16,
+                "seq_len": 2048,
+                "gradient_checkpointing": False,
+                "length_stats": {"mean": 500, "p90": 1200},
+            },
+            24,
+        ),
+        (
+            {
+                "model": "llama-3.2-1b",
+                "method": "lora",
+                "micro_batch_size": 16,
+                "seq_len": 2048,
+                "gradient_accumulation_steps": 2,
+                "length_stats": {"mean": 900, "p90": 1500},
+            },
+            16,
+        ),
+        ({"model": "llama-3.2-1b", "method": "full", "seq_len": 1024}, 0),
+    ],
+)
+def test_step_replay_min_capacity_equals_the_full_search(body, count):
+    """The smallest capacity from the step-skipping replays is the full replays' one."""
+    req, lengths = _drawn(body, count)
+    lengths = lengths or [req.seq_len] * 3
+    events = step_events(req, lengths)
+    steps = StepReplay(req, lengths)
+    assert steps.min_capacity() == al.min_device_bytes(events)
+
+
+def test_a_step_is_skipped_only_while_the_cache_is_unchanged():
+    """The skipping is real: of 64 identical steps three run (the first creates the optimizer
+    states, the second opens segments for what they displaced, the third finds the cache
+    unchanged and stands for the rest), and a longer step after them still opens segments."""
+    req = parse_estimate_request({"model": "gpt2", "method": "full", "seq_len": 1024})
+    same = [512] * 64
+    steps = StepReplay(req, same)
+    replayed = []
+    original = steps._events
+
+    def counted(index):
+        replayed.append(index)
+        return original(index)
+
+    steps._events = counted
+    assert (
+        steps.replay().peak_reserved_bytes == al.replay(step_events(req, same)).peak_reserved_bytes
+    )
+    assert replayed == [0, 1, 2]
+    longer = StepReplay(req, same + [1024]).replay()
+    assert longer.peak_reserved_bytes > steps.replay().peak_reserved_bytes
+
+
+def test_simulated_lengths_keep_the_growing_steps_then_one_more():
+    req = parse_estimate_request(
+        {"model": "gpt2", "seq_len": 1024, "length_stats": {"mean": 300, "p90": 700}}
+    )
+    lengths = simulated_lengths(req)
+    from calc.lengths import micro_batch_tokens
+
+    drawn = lengths_of(req, micro_batch_tokens(req))
+    records = [n for i, n in enumerate(drawn) if n > max(drawn[:i], default=0)]
+    assert lengths == records + [records[-1]]
+    fixed = parse_estimate_request({"model": "gpt2", "gradient_accumulation_steps": 2})
+    assert simulated_lengths(fixed) == [fixed.seq_len] * 4
+
+
+# ---- the inline event loop ---------------------------------------------------------------------
+
+
+def _random_events(seed, count=600):
+    """Allocations of every size class (small, under 10 MiB, large) and frees of live ones,
+    in a seeded random order; a ``mark`` in the middle."""
+    import random
+
+    rng = random.Random(seed)
+    events, live = [], []
+    for i in range(count):
+        if live and rng.random() < 0.45:
+            events.append(("free", live.pop(rng.randrange(len(live)))))
+        else:
+            size = rng.choice([rng.randint(1, 2 * MiB), rng.randint(MiB, 12 * MiB)])
+            size = rng.choice([size, rng.randint(10 * MiB, 90 * MiB), 0])
+            events.append(("alloc", i, size))
+            live.append(i)
+        if i == count // 2:
+            events.append(("mark",))
+    return events
+
+
+def _state(a):
+    return (
+        a.allocated,
+        a.reserved,
+        a.peak_allocated,
+        a.peak_reserved,
+        a.segment_need,
+        a.num_alloc_retries,
+        a.num_device_alloc,
+        a.num_device_free,
+        [list(p.keys) for p in a.pools],
+        [p.whole for p in a.pools],
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("mss", [None, 40 * MiB])
+def test_inline_loop_does_what_malloc_and_free_do(seed, mss):
+    """``CachingAllocator.run`` inlines ``malloc`` and ``free`` for the default rounding:
+    the same allocator state after each run as the calls give, unlimited and on a device
+    small enough to release and retry (or run out of memory at the same event)."""
+    cfg = al.AllocatorConfig(max_split_size_bytes=mss)
+    events = _random_events(seed)
+    peak = al.replay(events, None, cfg).peak_reserved_bytes
+    for capacity in (None, peak * 3 // 4, peak // 2):
+        inline, calls = al.CachingAllocator(capacity, cfg), al.CachingAllocator(capacity, cfg)
+        assert inline.run(events, {}) == calls._run_calls(events, {})
+        assert _state(inline) == _state(calls)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_copied_allocator_runs_on_as_the_original_does(seed):
+    """``CachingAllocator.copy``: after half the events, the copy and the original run the
+    rest to the same state (the copy on a capacity that makes it release and retry, as a
+    fresh allocator of that capacity would from there), and running the copy leaves the
+    original untouched."""
+    events = _random_events(seed)
+    half = len(events) // 2
+    original, live = al.CachingAllocator(), {}
+    assert original.run(events[:half], live) == -1
+    before = _state(original)
+    copy, copied_live = original.copy(live)
+    assert _state(copy) == before and copied_live.keys() == live.keys()
+    assert not set(map(id, copied_live.values())) & set(map(id, live.values()))
+    copy.capacity = original.reserved + 40 * MiB
+    copy.run(events[half:], copied_live)
+    assert _state(original) == before
+    fresh, fresh_live = al.CachingAllocator(copy.capacity), {}
+    fresh.run(events, fresh_live)
+    assert _state(copy) == _state(fresh) and copy.num_alloc_retries > 0
+    original.run(events[half:], live)
+    unlimited = al.CachingAllocator()
+    unlimited.run(events, {})
+    assert _state(original) == _state(unlimited)
+
+
+GPT2_VARIED = {
+    "model": "gpt2",
+    "method": "lora",
+    "micro_batch_size": 8,
+    "seq_len": 4096,
+    "length_stats": {"mean": 700, "p90": 1800, "max": 4096},
+}
+
+
+@pytest.mark.parametrize(
+    "body, config",
+    [
+        (
+            {
+                "model": "llama-3.2-1b",
+                "method": "full",
+                "micro_batch_size": 4,
+                "seq_len": 4096,
+                "length_stats": {"mean": 400},
+            },
+            al.DEFAULT_CONFIG,
+        ),
+        (GPT2_VARIED, al.DEFAULT_CONFIG),
+        (GPT2_VARIED, al.AllocatorConfig(max_split_size_bytes=40 * MiB)),
+    ],
+)
+def test_step_replay_fits_where_the_full_replay_fits(body, config):
+    """:meth:`StepReplay.fits` runs each capacity on from a copy of the unlimited replay
+    paused where the capacity can first matter; on capacities from the live floor to the
+    unlimited peak it says what the full replay of every event says. (On these sequences
+    "fits" is not monotone in the capacity: the search's answer depends on the capacities it
+    tries, so each must be the full replay's.)"""
+    req = parse_estimate_request(body)
+    lengths = simulated_lengths(req)
+    events = step_events(req, lengths)
+    steps = StepReplay(req, lengths, config)
+    unlimited = steps.replay()
+    low = al.live_profile(events, config)[0]
+    grid = [low + (unlimited.peak_reserved_bytes - low) * k // 24 for k in range(25)]
+    grid = sorted({-(-c // al.ROUND_LARGE_BYTES) * al.ROUND_LARGE_BYTES for c in grid})
+    least = steps.min_capacity(unlimited)
+    grid = sorted({*grid, *(least + k * al.ROUND_LARGE_BYTES for k in range(-8, 3))})
+    full = [al.replay(events, c, config).fits for c in grid]
+    assert [steps.fits(c) for c in grid] == full
+    assert True in full and False in full
+    # around the retry's need and the continuation's largest need of each state kept
+    # after a release: out of memory below the one, fits from the other
+    edges = sorted(
+        {
+            c
+            for kept in steps._released.values()
+            for edge in (kept.low, kept.high)
+            for c in (edge - 1, edge, edge + al.ROUND_LARGE_BYTES)
+        }
+    )
+    assert [steps.fits(c) for c in edges] == [al.replay(events, c, config).fits for c in edges]
+    # from the largest down, the paused replay is rebuilt earlier as capacities need it
+    again = StepReplay(req, lengths, config)
+    assert [again.fits(c) for c in reversed(grid)] == full[::-1]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        al.AllocatorConfig(max_split_size_bytes=40 * MiB),
+        al.AllocatorConfig(expandable_segments=True),
+        al.AllocatorConfig(roundup_power2_divisions=4),
+    ],
+    ids=["max_split_size", "expandable", "power2_divisions"],
+)
+def test_step_replay_min_capacity_equals_the_full_search_under_allocator_settings(config):
+    """With ``PYTORCH_CUDA_ALLOC_CONF`` settings too (the inline loop and the copies serve
+    only the default rounding without expandable segments; the rest runs through the calls
+    and, with expandable segments, each capacity from the start)."""
+    req = parse_estimate_request(
+        {"model": "gpt2", "method": "full", "micro_batch_size": 4, "seq_len": 1024}
+    )
+    lengths = [300, 700, 1024, 500, 1024]
+    steps = StepReplay(req, lengths, config)
+    events = step_events(req, lengths)
+    assert steps.replay() == al.replay(events, None, config)
+    assert steps.min_capacity() == al.min_device_bytes(events, config)

@@ -200,3 +200,25 @@ def test_schema_and_cli_flag_take_both_forms():
     assert "--length-stats=mean:900,p90:2000" in argv
     rc, out, _ = run_main(["estimate", *argv, "--json"], tty=False)
     assert rc == 0 and json.loads(out) == calc.estimate(request)
+
+
+def test_estimate_with_lengths_adds_the_replayed_allocator():
+    """With ``length_stats`` the estimate adds the caching allocator replayed over the data's
+    growing steps; the figures it had stay, and without ``length_stats`` nothing is added."""
+    from calc.memory import CUDA_CONTEXT_BYTES
+    from calc.step_events import simulate, simulated_lengths
+
+    body = {"model": "gpt2", "seq_len": 1024, "length_stats": {"mean": 300, "p90": 700}}
+    out = calc.estimate(body)
+    req = parse_estimate_request(body)
+    replayed = simulate(req, [req.micro_batch_size * n for n in simulated_lengths(req)])
+    assert out["allocator"] == replayed.to_dict()
+    assert out["min_device_bytes"] == replayed.min_allocator_bytes + CUDA_CONTEXT_BYTES
+    assert replayed.min_allocator_bytes <= replayed.simulated_reserved_bytes
+    from calc.memory import estimate_request
+
+    assert {k: v for k, v in out.items() if k not in ("allocator", "min_device_bytes")} == (
+        estimate_request(req).to_dict()
+    )
+    plain = calc.estimate({"model": "gpt2", "seq_len": 1024})
+    assert "allocator" not in plain and "min_device_bytes" not in plain

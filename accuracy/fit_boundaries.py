@@ -1,0 +1,192 @@
+"""calc's verdict against published fit boundaries (validation/fit_boundaries.csv).
+
+:func:`judge_row` judges every row with the verdict the site
+uses (:func:`calc.recommend.judge` of :func:`calc.recommend.need_of`) on the row's card and
+prints, per row, the verdict at the published length, the verdict 25 % above it, calc's
+largest length that is not ``does_not_fit`` and whether the verdict agrees with the
+publication, then the share of rows that agree and the median and p90 of ``|error|`` of
+calc's largest length on the ``max_fits`` rows.
+
+A row agrees when:
+
+- ``max_fits`` (the largest length the publication fitted; 25 % more ran out of memory or was
+  not reached): the verdict at the length is not ``does_not_fit`` and 25 % above it is not
+  ``fits``;
+- ``fits`` (a run that fitted): the verdict at the length is not ``does_not_fit``;
+- ``oom`` (a run that ran out of memory): the verdict at the length is not ``fits``.
+
+:func:`record_first_contact` fills the first-contact columns of rows that have none (with the
+commit calc is at): rows already judged keep their columns (first contact is history).
+``python -m benchmarks.validate_fit_boundaries`` prints it all.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from accuracy.stats import percentile
+from calc.errors import CalcError
+from calc.gpus import gpu_ids, get_gpu
+from calc.memory import estimate_dict
+from calc.recommend import judge, largest_fitting, need_of
+
+CSV = Path(__file__).resolve().parent.parent / "validation" / "fit_boundaries.csv"
+ABOVE = 1.25
+"""The length, relative to a ``max_fits`` row's, that the publication did not fit."""
+
+FIRST_CONTACT = (
+    "judged_at_commit",
+    "first_contact_verdict",
+    "first_contact_verdict_above",
+    "first_contact_largest_seq_len",
+    "first_contact_error",
+    "first_contact_agrees",
+)
+
+
+@dataclass(frozen=True)
+class Judged:
+    row_id: str
+    outcome: str
+    seq_len: int
+    verdict: str
+    verdict_above: str
+    largest: int | None
+    agrees: bool
+
+    @property
+    def error(self) -> float | None:
+        """calc's largest possible length against the published largest (``max_fits`` rows)."""
+        if self.outcome != "max_fits" or self.largest is None:
+            return None
+        return self.largest / self.seq_len - 1
+
+
+def memory_bytes(row: dict[str, str]) -> int:
+    """The row's card: the catalogue's memory where the card is in it, else the stated GiB."""
+    if row["gpu"] in gpu_ids():
+        return get_gpu(row["gpu"]).memory_bytes
+    return int(float(row["card_memory_gib"]) * 2**30)
+
+
+def verdict(request: dict, seq_len: int, card: int) -> str:
+    try:
+        estimate = estimate_dict({**request, "seq_len": seq_len})
+    except CalcError:
+        return "does_not_fit"
+    return judge(need_of(estimate), card).state
+
+
+def min_device_verdict(request: dict, seq_len: int, card: int) -> str:
+    """The verdict if it judged ``min_device_bytes`` (the allocator replayed at the row's
+    fixed length: two optimizer steps) with the reserved range's relative spread."""
+    from calc.recommend import Need
+    from calc.request import parse_estimate_request
+    from calc.step_events import simulate_request
+
+    body = {**request, "seq_len": seq_len}
+    try:
+        estimate = estimate_dict(body)
+        need = simulate_request(parse_estimate_request(body)).min_device_bytes
+    except CalcError:
+        return "does_not_fit"
+    low, high = estimate["peak_reserved_range_bytes"]
+    reserved = estimate["peak_reserved_bytes"]
+    return judge(Need(need, int(need * low / reserved), int(need * high / reserved)), card).state
+
+
+def agrees(outcome: str, at: str, above: str) -> bool:
+    if outcome == "max_fits":
+        return at != "does_not_fit" and above != "fits"
+    if outcome == "fits":
+        return at != "does_not_fit"
+    return at != "fits"
+
+
+def judge_row(row: dict[str, str]) -> Judged:
+    request = json.loads(row["calc_request"])
+    card = memory_bytes(row)
+    seq_len = int(row["seq_len"])
+    at = verdict(request, seq_len, card)
+    above = verdict(request, int(seq_len * ABOVE), card)
+    largest = largest_fitting(
+        lambda n: verdict(request, n, card) != "does_not_fit", seq_len, 4 * seq_len
+    )
+    outcome = row["outcome"]
+    return Judged(row["id"], outcome, seq_len, at, above, largest, agrees(outcome, at, above))
+
+
+def load() -> list[dict[str, str]]:
+    with CSV.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def summary(judged: list[Judged]) -> str:
+    agree = sum(j.agrees for j in judged)
+    errs = [abs(j.error) for j in judged if j.error is not None]
+    text = f"fit boundaries: verdict agrees on {agree} of {len(judged)} ({agree / len(judged):.0%})"
+    if errs:
+        text += (
+            f"; largest length |error| (max_fits rows, n={len(errs)}): median "
+            f"{statistics.median(errs):.1%}, p90 {percentile(errs, 90):.1%}"
+        )
+    return text
+
+
+def record_first_contact(rows: list[dict[str, str]], judged: list[Judged]) -> None:
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    for row, j in zip(rows, judged, strict=True):
+        if row.get("judged_at_commit"):
+            continue
+        row.update(
+            {
+                "judged_at_commit": commit,
+                "first_contact_verdict": j.verdict,
+                "first_contact_verdict_above": j.verdict_above if j.outcome == "max_fits" else "",
+                "first_contact_largest_seq_len": "" if j.largest is None else str(j.largest),
+                "first_contact_error": "" if j.error is None else f"{j.error:.6f}",
+                "first_contact_agrees": "yes" if j.agrees else "no",
+            }
+        )
+    fields = list(rows[0])
+    fields += [f for f in FIRST_CONTACT if f not in fields]
+    with CSV.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def first_contact_counts(rows: list[dict[str, str]]) -> tuple[int, int]:
+    """The recorded first-contact agreement: rows that agreed, rows judged."""
+    judged = [r for r in rows if r.get("first_contact_agrees")]
+    return sum(r["first_contact_agrees"] == "yes" for r in judged), len(judged)
+
+
+def first_contact_summary(rows: list[dict[str, str]]) -> str:
+    agree, judged = first_contact_counts(rows)
+    return f"first contact: verdict agreed on {agree} of {judged}"
+
+
+def figures() -> dict[str, object]:
+    """What the methodology page publishes: rows, first-contact and today's agreement, the
+    median and p90 of today's ``|error|`` of the largest length, the commit(s) judged at."""
+    rows = load()
+    judged = [judge_row(r) for r in rows]
+    errs = [abs(j.error) for j in judged if j.error is not None]
+    fc_agree, fc_rows = first_contact_counts(rows)
+    return {
+        "rows": len(rows),
+        "first_contact_agree": fc_agree,
+        "first_contact_rows": fc_rows,
+        "agree": sum(j.agrees for j in judged),
+        "median": statistics.median(errs),
+        "p90": percentile(errs, 90),
+        "commits": sorted({r["judged_at_commit"][:10] for r in rows if r.get("judged_at_commit")}),
+    }
