@@ -10,6 +10,9 @@ publishes a step time), and
   settings and its library's documented defaults of that version;
 - ``calc_not_covered``: a reason id when the request contract cannot express the row (then
   ``calc_request`` is empty);
+- ``today_request_changes``, ``reading_note``: keys merged onto ``calc_request`` for today's
+  judgement where a setting was read wrong at first contact (the note says what and where it
+  was read); the recorded columns keep what was said;
 - ``judged_at_commit``, ``first_contact_predicted_tokens_per_second_per_gpu``,
   ``first_contact_error``: ``calc``'s steady-state tokens/s per GPU for the row (the plan's
   ``time.tokens_per_second_per_gpu``) and ``(predicted - measured) / measured``, recorded once by
@@ -88,8 +91,11 @@ def judge(row: dict) -> Judgement:
     measured = float(row["tokens_per_second_per_gpu"] or 0.0)
     if row["calc_not_covered"]:
         return Judgement(**base, measured=measured, covered=False, reason=row["calc_not_covered"])
+    request = json.loads(row["calc_request"])
+    if row.get("today_request_changes"):
+        request.update(json.loads(row["today_request_changes"]))
     try:
-        predicted = predict(json.loads(row["calc_request"]))
+        predicted = predict(request)
     except CalcError as err:
         return Judgement(**base, measured=measured, covered=False, reason="calc_error:" + err.code)
     return Judgement(

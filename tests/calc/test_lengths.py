@@ -200,3 +200,16 @@ def test_schema_and_cli_flag_take_both_forms():
     assert "--length-stats=mean:900,p90:2000" in argv
     rc, out, _ = run_main(["estimate", *argv, "--json"], tty=False)
     assert rc == 0 and json.loads(out) == calc.estimate(request)
+
+
+def test_time_reports_padded_tokens_beside_real_ones():
+    shaped = calc.plan_setup({**PLAN, "length_stats": {"mean": 900, "p90": 2000}})
+    time = shaped["time"]
+    ratio = time["padding_ratio"]
+    assert ratio > 1
+    assert time["padded_tokens_per_second_per_gpu"] == pytest.approx(
+        time["tokens_per_second_per_gpu"] * ratio
+    )
+    assert time["padded_tokens_per_second"] == pytest.approx(time["tokens_per_second"] * ratio)
+    # without length_stats every token is real: no padded figure
+    assert "padded_tokens_per_second_per_gpu" not in calc.plan_setup(PLAN)["time"]
