@@ -66,6 +66,10 @@ def response_for(source: dict) -> tuple[dict, dict]:
         from accuracy import first_contact as fc
 
         return fc.summary()[source["source"]], request
+    if command == "validation_time_first_contact":
+        from macros.validation_time_first_contact import summary
+
+        return summary()[source["source"]], request
     if command == "constant":
         import importlib
 
