@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .errors import InputError
 from .frameworks import PROFILES, Framework
+from .comm import CATALOGUE_NETWORK, NETWORKS
 from .gpus import TIERS
 from .jsontypes import JsonObject
 from .lengths import PARTS as LENGTH_PARTS
@@ -884,6 +885,21 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("gpu", "gpu", None, PLAN, required=True),
     _number("price_per_gpu_hour", None, 0.0, 10_000.0, True, optional=True),
     FieldSpec("price_tier", "enum", "marketplace", PLAN, choices=TIERS),
+    FieldSpec(
+        "network",
+        "enum",
+        CATALOGUE_NETWORK,
+        PLAN,
+        choices=(CATALOGUE_NETWORK, *NETWORKS),
+        doc=(
+            "the network between servers when a job spans more than one (more than "
+            "``calc.comm.GPUS_PER_NODE`` GPUs): ``catalogue``, the card's reference server (one "
+            "InfiniBand adapter per GPU, :data:`calc.comm.NETWORK_GB_PER_S_PER_GPU`, no latency "
+            "term), or a named network of :data:`calc.comm.NETWORKS` (its rate per server and its "
+            "latency per ring step). Read only beyond one server: figures on one server do not "
+            "change."
+        ),
+    ),
     _bool("interruptible", False, PLAN),
     _number(
         "checkpoint_interval_minutes",

@@ -63,6 +63,7 @@ class PlanOptions:
     qlora_speed_factor: float | None
     scaling_efficiency: float | None
     fp8_compute: bool
+    network: str
 
     @property
     def total_tokens(self) -> float:
@@ -190,6 +191,7 @@ class Planner:
             fp8_compute=o.fp8_compute,
             trainable_params=trainable,
             memory=est,
+            network=o.network,
         )
 
     def cost(

@@ -605,22 +605,22 @@ class Rates:
     capability: tuple[int, int] | None = None  # CUDA compute capability; None without CUDA
 
 
-_RATES: dict[tuple[Gpu, int], Rates] = {}
+_RATES: dict[tuple[Gpu, int, str], Rates] = {}
 
 
-def card_rates(gpu: Gpu, num_gpus: int) -> Rates:
-    key = (gpu, num_gpus)
+def card_rates(gpu: Gpu, num_gpus: int, network: str = comm.CATALOGUE_NETWORK) -> Rates:
+    key = (gpu, num_gpus, network)
     if key not in _RATES:
-        _RATES[key] = _card_rates(gpu, num_gpus)
+        _RATES[key] = _card_rates(gpu, num_gpus, network)
     return _RATES[key]
 
 
-def _card_rates(gpu: Gpu, num_gpus: int) -> Rates:
+def _card_rates(gpu: Gpu, num_gpus: int, network: str) -> Rates:
     return Rates(
         peak_flops=gpu.bf16_dense_flops,
         fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12,
         memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
-        link=comm.collective_link(gpu, num_gpus),
+        link=comm.collective_link(gpu, num_gpus, network),
         host_bytes_per_s=comm.host_link_bytes_per_s(gpu.pcie_gen),
         capability=attn_kernels.compute_capability(gpu.architecture, gpu.id)
         if gpu.stack == "cuda"
@@ -702,13 +702,16 @@ def step_breakdown(
     param_bytes = c.dense_params * reg.compute_bytes + c.quantized_bytes
     link = rates.link.bytes_per_s
     layers = max(c.layers, 1)
+    # ring steps across servers: n - 1 per all-gather or reduce-scatter (per unit under ZeRO-3,
+    # one unit per layer), 2 (n - 1) per all-reduce bucket; 0 on the catalogue's network
+    step_lat = rates.link.step_latency_s * (n - 1)
     # Exposed seconds: per ordinary micro-step, extra in the micro-step that synchronises the
     # gradients (the last one under no_sync accumulation), and after the optimizer step.
     comm_micro = comm_last = comm_after = 0.0
     if n > 1:
         if sharding is Sharding.ZERO3:
-            ag = comm.all_gather_bytes(param_bytes, n) / link
-            rs = comm.reduce_scatter_bytes(grad_bytes, n) / link
+            ag = comm.all_gather_bytes(param_bytes, n) / link + layers * step_lat
+            rs = comm.reduce_scatter_bytes(grad_bytes, n) / link + layers * step_lat
             comm_micro += max(ag / layers, ag - fwd_busy)
             if sync_each_micro_batch or A == 1:
                 comm_micro += max((ag + rs) / layers, ag + rs - bwd_busy)
@@ -726,6 +729,10 @@ def step_breakdown(
             else:  # DDP
                 sync = comm.all_reduce_bytes(grad_bytes, n) / link
                 bucket = comm.all_reduce_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / link
+            buckets = max(1.0, -(-grad_bytes // DDP_BUCKET_BYTES))
+            hops = 1 if sharding in (Sharding.ZERO1, Sharding.ZERO2) else 2
+            sync += buckets * hops * step_lat
+            bucket += hops * step_lat
             exposed_sync = max(bucket, sync - bwd_busy)
             if sync_each_micro_batch:
                 comm_micro += exposed_sync
@@ -890,8 +897,10 @@ def estimate_time(
     half_tokens: float | None = None,
     fp8_efficiency: float | None = None,
     memory: JsonObject | None = None,
+    network: str = comm.CATALOGUE_NETWORK,
 ) -> TimeEstimate:
-    """Steady-state time of ``total_tokens`` on ``num_gpus`` x ``gpu`` (defaults: the request's).
+    """Steady-state time of ``total_tokens`` on ``num_gpus`` x ``gpu`` (defaults: the request's),
+    servers joined by ``network`` (:data:`calc.comm.NETWORKS`) when the job spans several.
 
     Overrides kept from the factor model: ``mfu`` replaces the class efficiency;
     ``qlora_speed_factor`` (QLoRA) sets the step to the same step without dequantisation
@@ -917,7 +926,7 @@ def estimate_time(
         sync_each_micro_batch=req.sync_each_micro_batch,
         paged_overflow_bytes=paged_overflow_bytes(memory, gpu),
     )
-    rates = card_rates(gpu, n)
+    rates = card_rates(gpu, n, network)
     b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw)
     if qlora_speed_factor is not None and req.method is Method.QLORA:
         without = b.step_seconds - b.dequantisation

@@ -548,3 +548,77 @@ def test_slower_attention_kernel_adds_its_extra_time_to_compute():
 def test_lora_input_bytes(request_keys, expected):
     _, _, req = _counts_and_rates("a100-80gb-sxm", **request_keys)
     assert timing.lora_input_bytes(req) == expected
+
+
+NETWORK_PLAN = {
+    "model": "llama-2-70b",
+    "gpu": "a100-80gb-sxm",
+    "method": "full",
+    "precision": "bf16-mixed",
+    "micro_batch_size": 1,
+    "seq_len": 2048,
+    "sharding": "zero3",
+    "dataset_tokens": 1e9,
+}
+
+
+def _plan_time(**kw):
+    from calc.plan import plan_dict
+
+    return plan_dict({**NETWORK_PLAN, **kw})["time"]
+
+
+@pytest.mark.parametrize("network", sorted(comm.NETWORKS))
+def test_network_changes_nothing_on_one_server(network):
+    assert _plan_time(num_gpus=8, network=network) == _plan_time(num_gpus=8)
+
+
+def test_catalogue_network_is_the_default():
+    assert _plan_time(num_gpus=16, network="catalogue") == _plan_time(num_gpus=16)
+    assert "step_latency_us" not in _plan_time(num_gpus=16)["step"]["link"]
+
+
+def test_named_network_sets_the_rate_and_latency_across_servers():
+    efa = _plan_time(num_gpus=16, network="efa-400")
+    link = efa["step"]["link"]
+    assert link["gb_per_s"] == pytest.approx(400 / 8 * comm.LINK_EFFICIENCY)
+    assert link["step_latency_us"] == pytest.approx(comm.NETWORKS["efa-400"].step_latency_s * 1e6)
+    # a 70B ZeRO-3 step on one micro-batch of 2048 tokens cannot hide 400 Gb/s per server
+    assert (
+        efa["tokens_per_second_per_gpu"]
+        < 0.7 * _plan_time(num_gpus=16)["tokens_per_second_per_gpu"]
+    )
+
+
+def test_ring_latency_is_exposed_per_layer_under_zero3():
+    """Every layer's all-gather (forward, backward) and reduce-scatter crosses the servers in
+    n - 1 ring steps: with the rate held, the latency adds layers x steps x latency to the
+    exposed communication of a step whose compute cannot hide it."""
+    req, opts = parse_plan_request({**NETWORK_PLAN, "num_gpus": 16, "network": "ethernet-25"})
+    c = timing.counts(req, req.sharding)
+    rates = timing.card_rates(opts.gpu, 16, "ethernet-25")
+    no_lat = timing.Rates(
+        rates.peak_flops,
+        rates.fp8_peak_flops,
+        rates.memory_bytes_per_s,
+        comm.Link(rates.link.kind, rates.link.bytes_per_s),
+        rates.host_bytes_per_s,
+        rates.capability,
+    )
+    args = dict(
+        num_gpus=16, sharding=Sharding.ZERO3, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    with_lat = timing.step_breakdown(c, rates, **args).exposed_communication
+    without = timing.step_breakdown(c, no_lat, **args).exposed_communication
+    step = comm.NETWORKS["ethernet-25"].step_latency_s * 15
+    # forward all-gather, then all-gather + reduce-scatter in the backward (A = 1): 3 per layer
+    assert with_lat - without == pytest.approx(3 * c.layers * step)
+
+
+def test_unknown_network_is_a_coded_error_naming_the_field():
+    from calc.errors import InputError
+    from calc.plan import plan_dict
+
+    with pytest.raises(InputError) as err:
+        plan_dict({**NETWORK_PLAN, "num_gpus": 16, "network": "token-ring"})
+    assert (err.value.code, err.value.field) == ("unknown_value", "network")
