@@ -53,14 +53,25 @@ from .request import (
 
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
 
-MATMUL_EFFICIENCY = {"a100": 0.75, "blackwell": 0.38, "gddr": 1.00, "hopper": 0.60}
+MATMUL_EFFICIENCY = {
+    "a100": 0.75,
+    "blackwell": 0.38,
+    "gddr": 1.00,
+    "gddr-pro": 0.27,
+    "hopper": 0.60,
+}
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
 rows of the class, each source weighing the same among them; leave-one-source-out figures on
 the methodology page). ``hopper`` rests on four sources (Unsloth on the H100/H200 measured by
 the Surogate authors, llm-foundry, NeMo AutoModel's LoRA table, Answer.AI's 70B QLoRA on four
 H100), ``gddr`` on three (Unsloth on the RTX 5090, torchtune and Answer.AI's fsdp_qlora on the
-RTX 4090, the latter's rented RTX 6000 Ada too); Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
+RTX 4090); ``gddr-pro`` (workstation and data-centre GDDR cards, listed at their datasheets'
+full-rate FP32 accumulate, twice the GeForce rate per SM and clock, which their power limits do
+not sustain; ``gpus.csv`` header) on one: Answer.AI's rented RTX 6000 Ada; the L4 rows of Philipp
+Schmid's TRL table are judged, not fitted (power-limited card). Fitted on that one card, the class
+predicts the RTX PRO 6000 Blackwell rows of universal-llm-trainer (first contact, never fitted)
+within 15 %. Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
 are judged but not fitted on (their figure is a whole job's wall time, start-up included);
 ``blackwell`` on one (Unsloth on the B200): the other published B200 rows are FP8 and fit :data:`FP8_MATMUL_EFFICIENCY`. A
 class without rows (``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
