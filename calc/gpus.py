@@ -31,6 +31,16 @@ ROCM_CAVEAT_CODES = {
 }
 
 
+DERIVABLE = (
+    "memory_mib",
+    "bf16_dense_tflops",
+    "fp8_dense_tflops",
+    "memory_bandwidth_gb_per_s",
+    "nvlink_gb_per_s",
+)
+"""The figure columns of ``gpus.csv`` a row may mark as derived (its ``derived`` column)."""
+
+
 @dataclass(frozen=True)
 class Gpu:
     """One catalogue card. Units are in the field names; see ``calc/data/gpus.csv``'s header."""
@@ -54,8 +64,12 @@ class Gpu:
     utilisation_class: str
     source: str
     as_of: str
+    derived: tuple[str, ...] = ()  # rate columns computed rather than read off a datasheet
 
     def __post_init__(self) -> None:
+        for name in self.derived:
+            if name not in DERIVABLE:
+                raise ValueError(f"gpus.csv {self.id}: derived names {name!r}, not a figure column")
         if self.stack not in STACKS:
             raise ValueError(f"gpus.csv {self.id}: stack {self.stack!r}")
         for name in ("memory_mib", "bf16_dense_tflops", "memory_bandwidth_gb_per_s"):
@@ -106,6 +120,7 @@ class Gpu:
             "utilisation_class": self.utilisation_class,
             "source": self.source,
             "as_of": self.as_of,
+            "derived": list(self.derived),
         }
 
 
@@ -199,6 +214,7 @@ def _catalogue() -> dict[str, Gpu]:
                 utilisation_class=row["utilisation_class"],
                 source=row["source"],
                 as_of=row["as_of"],
+                derived=tuple(row["derived"].split()),
             )
             gpus[gpu.id] = gpu
         _CACHE["gpus"] = gpus
