@@ -431,11 +431,13 @@ FIELDS: tuple[FieldSpec, ...] = (
         READER,
         doc=(
             "how samples become micro-batches: ``pad-longest``, each padded to the longest of its "
-            "micro-batch (the Hugging Face collators' default, ``padding=True``); ``pad-max``, "
+            "micro-batch (the Hugging Face collators' default, ``padding=True``); ``grouped``, the "
+            "same with samples of like length batched together (transformers ``group_by_length``); "
+            "``pad-max``, "
             'padded to ``seq_len`` (``padding="max_length"``, axolotl ``pad_to_sequence_len``); '
             "``packed``, rows of ``seq_len`` tokens of real data (TRL / LLaMA-Factory ``packing``, "
             "axolotl ``sample_packing``). Read only with ``length_stats``: without it every sample "
-            "fills ``seq_len`` and the three are the same."
+            "fills ``seq_len`` and the four are the same."
         ),
     ),
     _bool("gradient_checkpointing", True, READER),
