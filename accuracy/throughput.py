@@ -197,7 +197,7 @@ def cases(rows: dict[int, dict]) -> list[Case]:
                 num_gpus=req.num_gpus,
                 measured=float(measured),
                 counts=c,
-                rates=timing.card_rates(opts.gpu, req.num_gpus),
+                rates=timing.card_rates(opts.gpu, req.num_gpus, opts.network),
                 sharding=req.sharding,
                 kwargs=(
                     ("cpu_offload", req.cpu_offload),

@@ -6,8 +6,10 @@ The figures come from :func:`accuracy.throughput.compare` (which reads
 ``validation/measured_throughput.csv``, fits the time model's constants in-sample and once per
 held-out source, and keeps the result in ``.cache/validate_throughput/``); this script prints
 the per-row table, the summaries in-sample, leave-one-source-out and with calc's shipped
-constants, which fitted constant rests on a single source, the QLoRA/LoRA pairs and the rows
-not covered.
+constants, which fitted constant rests on a single source, the QLoRA/LoRA pairs, the rows
+not covered, and first contact (sources calc had never compared, judged before any change:
+``validation/first_contact_throughput.csv``) per source, recorded and today, beside the
+in-sample and leave-one-source-out headline.
 """
 
 from __future__ import annotations
@@ -76,7 +78,47 @@ def main() -> int:
     print(f"\nnot covered ({len(result['not_covered'])} rows):")
     for r in result["not_covered"]:
         print(f"  {r['row_id']:>4} {r['model'][:22]:22} {r['gpu'][:28]:28} {r['reason']}")
+    _print_first_contact(result["summary"]["all"])
     return 0
+
+
+def _pct3(f: dict) -> str:
+    return f"{100 * f['median']:5.1f} / {100 * f['p90']:5.1f} / {100 * f['max']:6.1f} %"
+
+
+def _print_first_contact(headline: dict) -> None:
+    """First contact per source (recorded once, accuracy/first_contact_throughput.py), today's
+    figures on the same rows, and the measured rows' in-sample and LOSO headline beside them."""
+    from accuracy import first_contact_throughput as fc
+
+    first = fc.summary()
+    today = fc.now_beside_first()
+    print(
+        "\nfirst contact: sources calc had never compared, judged before any change "
+        "(validation/first_contact_throughput.csv)"
+    )
+    print(
+        f"  {'source':<58} {'n':>3} {'not cov.':>8}  {'recorded med / p90 / max':>26}  "
+        f"{'med signed':>10}  {'today med / p90 / max':>26}"
+    )
+    for source, f in first.items():
+        label = "all first-contact rows" if source == fc.ALL else source.replace("github.com/", "")
+        print(
+            f"  {label[:58]:<58} {f['count']:>3} {f['not_covered']:>8}  {_pct3(f):>26}  "
+            f"{100 * f['median_signed']:+9.1f} %  {_pct3(today[source]):>26}"
+        )
+    print(
+        "  one vote per source: median of the sources' medians "
+        f"{100 * first[fc.ALL]['median_of_sources']:.1f} %"
+    )
+    commits = sorted({c.commit[:10] for c in fc.first_contacts()})
+    print(f"  judged at calc commit {', '.join(commits)}")
+    i, lo = headline["in_sample"], headline["loso"]
+    print(
+        f"  beside: measured rows in-sample {i['median_abs_pct']:.1f} / {i['p90_abs_pct']:.1f} / "
+        f"{i['max_abs_pct']:.1f} %, leave-one-source-out {lo['median_abs_pct']:.1f} / "
+        f"{lo['p90_abs_pct']:.1f} / {lo['max_abs_pct']:.1f} %"
+    )
 
 
 if __name__ == "__main__":

@@ -49,6 +49,57 @@ servers on its own adapter, so a ring collective over several servers runs at th
 total network rate, ``GPUS_PER_NODE`` adapters (NCCL's rail-optimised rings; nccl-tests
 multi-node all-reduce bus bandwidth on DGX A100 is about 190 GB/s against 8 x 25 = 200)."""
 
+
+@dataclass(frozen=True)
+class Network:
+    """A cluster network between servers: its total rate per server (all adapters together,
+    Gb/s, one direction) and the latency of one step of a ring collective across it (seconds).
+    NCCL's rail rings run a collective over several servers at the server's total rate
+    (see :data:`NETWORK_GB_PER_S_PER_GPU`)."""
+
+    gbit_per_s_per_node: float
+    step_latency_s: float
+
+    @property
+    def gb_per_s_per_node(self) -> float:
+        return self.gbit_per_s_per_node / 8.0
+
+
+CATALOGUE_NETWORK = "catalogue"
+"""The ``network`` value that keeps the network of the card's reference server
+(:data:`NETWORK_GB_PER_S_PER_GPU` per GPU, no latency term): calc's figures before the key."""
+
+NETWORKS = {
+    "infiniband-3200": Network(3200.0, 5e-6),
+    "infiniband-1600": Network(1600.0, 5e-6),
+    "roce-3200": Network(3200.0, 7e-6),
+    "efa-3200": Network(3200.0, 15e-6),
+    "efa-400": Network(400.0, 15e-6),
+    "ethernet-100": Network(100.0, 50e-6),
+    "ethernet-25": Network(25.0, 50e-6),
+}
+"""Named cluster networks (``network`` request key): total Gb/s per 8-GPU server and the
+latency of one ring step.
+
+- ``infiniband-3200``: 8 x 400 Gb/s NDR InfiniBand, one adapter per GPU (NVIDIA DGX H100 / B200
+  datasheets; Azure ND H100 v5, 8 x 400 Gb/s, Azure ND-series documentation).
+- ``infiniband-1600``: 8 x 200 Gb/s HDR InfiniBand (NVIDIA DGX A100 datasheet; Azure ND A100 v4,
+  8 x 200 Gb/s, Azure ND-series documentation).
+- ``roce-3200``: 8 x 400 Gb/s RoCE Ethernet, the same rate as NDR over Ethernet (Meta's RoCE
+  training clusters, Gangidi et al., SIGCOMM 2024, "RDMA over Ethernet for Distributed Training at
+  Meta Scale": 400 Gb/s per GPU).
+- ``efa-3200``: AWS p5.48xlarge (8 x H100), 3,200 Gb/s of Elastic Fabric Adapter (AWS EC2 P5
+  instance page).
+- ``efa-400``: AWS p4d.24xlarge / p4de.24xlarge (8 x A100), 400 Gb/s of EFA (4 x 100 Gb/s; AWS EC2
+  P4 instance page).
+- ``ethernet-100`` / ``ethernet-25``: a plain 100 or 25 Gb/s Ethernet port per server, NCCL's
+  socket transport (assumption: the common rate of rented servers without a fabric).
+
+Latencies: NCCL's tuning model (``src/graph/tuning.cc``, ``hwLat[NCCL_HW_NET]``) charges a few
+microseconds per ring step over an RDMA network (InfiniBand 5, RoCE a little more); EFA's
+libfabric path and a TCP socket are slower (15 and 50 us: assumptions, stated, not fitted). A ring
+all-gather or reduce-scatter over ``n`` GPUs takes ``n - 1`` steps, an all-reduce ``2 (n - 1)``."""
+
 LINK_EFFICIENCY = 0.75
 """Share of a link's rate a large collective reaches. nccl-tests on 8x A100 SXM report
 all-reduce bus bandwidth of about 230 GB/s over NVLink's 300 GB/s per direction (0.77; NVIDIA
@@ -68,9 +119,13 @@ class Link:
 
     kind: str  # "nvlink" | "pcie" | "network"
     bytes_per_s: float
+    step_latency_s: float = 0.0  # per ring step across servers (named networks only)
 
     def to_dict(self) -> JsonObject:
-        return {"kind": self.kind, "gb_per_s": self.bytes_per_s / 1e9}
+        out: JsonObject = {"kind": self.kind, "gb_per_s": self.bytes_per_s / 1e9}
+        if self.step_latency_s:
+            out["step_latency_us"] = self.step_latency_s * 1e6
+        return out
 
 
 def host_link_bytes_per_s(pcie_gen: int) -> float:
@@ -78,14 +133,16 @@ def host_link_bytes_per_s(pcie_gen: int) -> float:
     return PCIE_GB_PER_S_PER_DIRECTION[pcie_gen] * 1e9 * HOST_LINK_EFFICIENCY
 
 
-def collective_link(gpu: Gpu, num_gpus: int) -> Link:
+def collective_link(gpu: Gpu, num_gpus: int, network: str = CATALOGUE_NETWORK) -> Link:
     """The slowest link a collective over ``num_gpus`` cards of ``gpu`` crosses.
 
     - NVLink / Infinity Fabric when every card of the job shares it: the catalogue's
       ``nvlink_gb_per_s`` is the total of both directions (A100: 12 links x 25 GB/s x 2 =
       600 GB/s), so one direction is half of it. A bridge (``nvlink_max_gpus`` = 2) joins 2 cards.
     - PCIe otherwise within one server (the slot's rate, one direction).
-    - Beyond one server (``GPUS_PER_NODE``): the cluster network, when it is slower.
+    - Beyond one server (``GPUS_PER_NODE``): the cluster network, when it is slower: the card's
+      reference server's (``network`` ``catalogue``) or a named one of :data:`NETWORKS`, whose
+      ring-step latency the link carries.
     """
     intra_nvlink = gpu.nvlink_gb_per_s > 0 and (
         num_gpus <= gpu.nvlink_max_gpus
@@ -95,13 +152,18 @@ def collective_link(gpu: Gpu, num_gpus: int) -> Link:
         kind, rate = "nvlink", gpu.nvlink_gb_per_s / 2.0
     else:
         kind, rate = "pcie", PCIE_GB_PER_S_PER_DIRECTION[gpu.pcie_gen]
+    latency = 0.0
     if num_gpus > GPUS_PER_NODE:
-        net = GPUS_PER_NODE * NETWORK_GB_PER_S_PER_GPU.get(
-            gpu.architecture, NETWORK_GB_PER_S_PER_GPU["ada"]
-        )
+        named = NETWORKS.get(network)
+        if named is None:
+            net = GPUS_PER_NODE * NETWORK_GB_PER_S_PER_GPU.get(
+                gpu.architecture, NETWORK_GB_PER_S_PER_GPU["ada"]
+            )
+        else:
+            net, latency = named.gb_per_s_per_node, named.step_latency_s
         if net < rate:
             kind, rate = "network", net
-    return Link(kind, rate * 1e9 * LINK_EFFICIENCY)
+    return Link(kind, rate * 1e9 * LINK_EFFICIENCY, latency)
 
 
 def all_reduce_bytes(size: float, n: int) -> float:
@@ -117,11 +179,14 @@ def all_gather_bytes(size: float, n: int) -> float:
 reduce_scatter_bytes = all_gather_bytes
 
 __all__ = [
+    "CATALOGUE_NETWORK",
     "GPUS_PER_NODE",
     "HOST_LINK_EFFICIENCY",
     "LINK_EFFICIENCY",
     "Link",
+    "NETWORKS",
     "NETWORK_GB_PER_S_PER_GPU",
+    "Network",
     "PCIE_GB_PER_S_PER_DIRECTION",
     "all_gather_bytes",
     "all_reduce_bytes",

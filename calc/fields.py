@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .cost import ELECTRICITY_USD_PER_KWH
 from .errors import InputError
 from .frameworks import PROFILES, Framework
+from .comm import CATALOGUE_NETWORK, NETWORKS
 from .gpus import TIERS
 from .jsontypes import JsonObject
 from .lengths import PARTS as LENGTH_PARTS
@@ -431,11 +432,13 @@ FIELDS: tuple[FieldSpec, ...] = (
         READER,
         doc=(
             "how samples become micro-batches: ``pad-longest``, each padded to the longest of its "
-            "micro-batch (the Hugging Face collators' default, ``padding=True``); ``pad-max``, "
+            "micro-batch (the Hugging Face collators' default, ``padding=True``); ``grouped``, the "
+            "same with samples of like length batched together (transformers ``group_by_length``); "
+            "``pad-max``, "
             'padded to ``seq_len`` (``padding="max_length"``, axolotl ``pad_to_sequence_len``); '
             "``packed``, rows of ``seq_len`` tokens of real data (TRL / LLaMA-Factory ``packing``, "
             "axolotl ``sample_packing``). Read only with ``length_stats``: without it every sample "
-            "fills ``seq_len`` and the three are the same."
+            "fills ``seq_len`` and the four are the same."
         ),
     ),
     _bool("gradient_checkpointing", True, READER),
@@ -908,6 +911,21 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("gpu", "gpu", None, PLAN, required=True),
     _number("price_per_gpu_hour", None, 0.0, 10_000.0, True, optional=True),
     FieldSpec("price_tier", "enum", "marketplace", PLAN, choices=TIERS),
+    FieldSpec(
+        "network",
+        "enum",
+        CATALOGUE_NETWORK,
+        PLAN,
+        choices=(CATALOGUE_NETWORK, *NETWORKS),
+        doc=(
+            "the network between servers when a job spans more than one (more than "
+            "``calc.comm.GPUS_PER_NODE`` GPUs): ``catalogue``, the card's reference server (one "
+            "InfiniBand adapter per GPU, :data:`calc.comm.NETWORK_GB_PER_S_PER_GPU`, no latency "
+            "term), or a named network of :data:`calc.comm.NETWORKS` (its rate per server and its "
+            "latency per ring step). Read only beyond one server: figures on one server do not "
+            "change."
+        ),
+    ),
     _bool("interruptible", False, PLAN),
     _bool(
         "owned",

@@ -93,6 +93,13 @@ class FlopsPerToken:
     linear_forward: float = 0.0
     linear_backward: float = 0.0
     linear_recompute: float = 0.0
+    attention_forward: float = 0.0  # the score and value matmuls, forward (inside ``forward``)
+
+    @property
+    def attention_total(self) -> float:
+        """The score and value matmuls over the step's passes: forward, backward (twice the
+        forward: gradients of Q, K and V) and the recomputation under checkpointing."""
+        return self.attention_forward * (3.0 + (1.0 if self.recompute else 0.0))
 
     @property
     def total(self) -> float:
@@ -152,6 +159,7 @@ def training_flops_per_token(
         linear_forward=lin,
         linear_backward=lin_bwd,
         linear_recompute=lin if gradient_checkpointing else 0.0,
+        attention_forward=attn,
     )
 
 

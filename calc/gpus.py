@@ -31,6 +31,16 @@ ROCM_CAVEAT_CODES = {
 }
 
 
+DERIVABLE = (
+    "memory_mib",
+    "bf16_dense_tflops",
+    "fp8_dense_tflops",
+    "memory_bandwidth_gb_per_s",
+    "nvlink_gb_per_s",
+)
+"""The figure columns of ``gpus.csv`` a row may mark as derived (its ``derived`` column)."""
+
+
 @dataclass(frozen=True)
 class Gpu:
     """One catalogue card. Units are in the field names; see ``calc/data/gpus.csv``'s header."""
@@ -56,8 +66,12 @@ class Gpu:
     as_of: str
     board_power_w: float  # the vendor's board power (TDP), watts: an owned card's electricity
     board_power_source: str
+    derived: tuple[str, ...] = ()  # rate columns computed rather than read off a datasheet
 
     def __post_init__(self) -> None:
+        for name in self.derived:
+            if name not in DERIVABLE:
+                raise ValueError(f"gpus.csv {self.id}: derived names {name!r}, not a figure column")
         if self.stack not in STACKS:
             raise ValueError(f"gpus.csv {self.id}: stack {self.stack!r}")
         for name in ("memory_mib", "bf16_dense_tflops", "memory_bandwidth_gb_per_s"):
@@ -112,6 +126,7 @@ class Gpu:
             "as_of": self.as_of,
             "board_power_w": self.board_power_w,
             "board_power_source": self.board_power_source,
+            "derived": list(self.derived),
         }
 
 
@@ -207,6 +222,7 @@ def _catalogue() -> dict[str, Gpu]:
                 as_of=row["as_of"],
                 board_power_w=float(row["board_power_w"]),
                 board_power_source=row["board_power_source"],
+                derived=tuple(row["derived"].split()),
             )
             gpus[gpu.id] = gpu
         _CACHE["gpus"] = gpus

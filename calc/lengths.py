@@ -30,6 +30,9 @@ see the same samples, scaled. Each micro-batch is ``(real_tokens, padded_tokens)
 
 - ``pad-longest`` (the Hugging Face collators' default padding): every sample padded to the
   longest of its micro-batch, ``padded = micro_batch_size * longest``;
+- ``grouped`` (transformers' ``group_by_length``, length-bucketed loops): as ``pad-longest``,
+  but the samples of each group of :data:`GROUP_MEGABATCH` micro-batches are sorted by length
+  first, so a micro-batch holds samples of like length;
 - ``pad-max`` (``padding="max_length"``, axolotl ``pad_to_sequence_len``): padded to
   ``seq_len``, ``padded = micro_batch_size * seq_len``;
 - ``packed`` (packing): every row is ``seq_len`` tokens of real data, ``real = padded =
@@ -82,8 +85,17 @@ _SIGMA_GRID = tuple(0.01 * 1.1**i for i in range(72))  # 0.01 .. about 8.8
 
 class Batching(str, Enum):
     PAD_LONGEST = "pad-longest"
+    GROUPED = "grouped"
     PAD_MAX = "pad-max"
     PACKED = "packed"
+
+
+GROUP_MEGABATCH = 50
+"""``grouped`` batching: micro-batches per group of samples sorted by length before they are cut
+into micro-batches. transformers' ``LengthGroupedSampler`` (``group_by_length=True``;
+``trainer_pt_utils.get_length_grouped_indices``, ``mega_batch_mult`` at most 50) sorts
+megabatches of 50 micro-batches by length, longest first; PEFT's method comparison
+(``BucketIterator``, ``bucket_factor`` 20) does the same with 20."""
 
 
 @dataclass(frozen=True)
@@ -331,6 +343,11 @@ def data_shape(
             full * batches,
         )
     lengths, exact = sample_lengths(stats, seq_len, batches * micro_batch_size)
+    if batching is Batching.GROUPED:  # samples of like length share a micro-batch
+        span = GROUP_MEGABATCH * micro_batch_size
+        lengths = [
+            n for i in range(0, len(lengths), span) for n in sorted(lengths[i : i + span])[::-1]
+        ]
     if micro_batch_size == 1:
         reals = lengths
     else:  # consecutive micro-batches (built-in loops: this runs once per request)
@@ -374,6 +391,7 @@ __all__ = [
     "Batching",
     "DEFAULT_SIGMA",
     "DataShape",
+    "GROUP_MEGABATCH",
     "LengthStats",
     "PARTS",
     "SAMPLES",

@@ -72,6 +72,7 @@ class PlanOptions:
     qlora_speed_factor: float | None
     scaling_efficiency: float | None
     fp8_compute: bool
+    network: str
 
     @property
     def total_tokens(self) -> float:
@@ -226,6 +227,7 @@ class Planner:
             fp8_compute=o.fp8_compute,
             trainable_params=trainable,
             memory=est,
+            network=o.network,
         )
 
     def cost(

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from . import attention as attn_kernels
 from . import comm
 from . import states as st
 from .gpus import Gpu
@@ -40,23 +41,42 @@ from .flops import (
 )
 from .jsontypes import JsonObject
 from .lengths import request_shape
-from .request import CpuOffload, EstimateRequest, Method, Optimizer, Sharding
+from .fields import AdapterDtype
+from .request import (
+    CpuOffload,
+    EstimateRequest,
+    Method,
+    Optimizer,
+    Precision,
+    Sharding,
+)
 
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
 
-MATMUL_EFFICIENCY = {"a100": 0.75, "blackwell": 0.38, "gddr": 1.00, "hopper": 0.58}
+MATMUL_EFFICIENCY = {
+    "a100": 0.75,
+    "blackwell": 0.38,
+    "gddr": 1.00,
+    "gddr-pro": 0.27,
+    "hopper": 0.60,
+}
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
 rows of the class, each source weighing the same among them; leave-one-source-out figures on
 the methodology page). ``hopper`` rests on four sources (Unsloth on the H100/H200 measured by
 the Surogate authors, llm-foundry, NeMo AutoModel's LoRA table, Answer.AI's 70B QLoRA on four
 H100), ``gddr`` on three (Unsloth on the RTX 5090, torchtune and Answer.AI's fsdp_qlora on the
-RTX 4090, the latter's rented RTX 6000 Ada too); Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
+RTX 4090); ``gddr-pro`` (workstation and data-centre GDDR cards, listed at their datasheets'
+full-rate FP32 accumulate, twice the GeForce rate per SM and clock, which their power limits do
+not sustain; ``gpus.csv`` header) on one: Answer.AI's rented RTX 6000 Ada; the L4 rows of Philipp
+Schmid's TRL table are judged, not fitted (power-limited card). Fitted on that one card, the class
+predicts the RTX PRO 6000 Blackwell rows of universal-llm-trainer (first contact, never fitted)
+within 15 %. Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
 are judged but not fitted on (their figure is a whole job's wall time, start-up included);
 ``blackwell`` on one (Unsloth on the B200): the other published B200 rows are FP8 and fit :data:`FP8_MATMUL_EFFICIENCY`. A
 class without rows (``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
 
-MATMUL_EFFICIENCY_POOLED = 0.76
+MATMUL_EFFICIENCY_POOLED = 0.77
 """The same fit with every covered row pooled in one class: the figure for card classes with no
 measured row (MI300X); FITTED."""
 
@@ -80,6 +100,34 @@ MEMORY_BANDWIDTH_EFFICIENCY = 0.8
 copy kernels measure about 1.7 TB/s on the A100 80GB (2.04 datasheet), 2.9-3.0 TB/s on the
 H100 SXM (3.35) and about 0.9 TB/s on the RTX 4090 (1.01): 0.8-0.9; 0.8 for element-wise
 optimizer and dequantisation kernels that do not reach copy speed."""
+
+ATTENTION_KERNEL_TIME = {
+    attn_kernels.FLASH: 1.0,
+    attn_kernels.CUDNN: 1.0,
+    attn_kernels.EFFICIENT: 2.0,
+    attn_kernels.MATH: 5.0,
+    attn_kernels.EAGER: 5.0,
+}
+"""Time of the score and value matmuls on each attention kernel, relative to the flash kernel
+at the same FLOPs (the matmul efficiency of the card class prices the flash kernel). Read off
+the FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, sec. 4.1, forward + backward on the
+A100): FlashAttention-2 reaches 50-73 % of the peak, about 2x FlashAttention-1, whose speed
+xformers' cutlass kernel (PyTorch's memory-efficient backend) matches, hence 2.0; it is 3-10x
+faster than the standard PyTorch implementation (the math backend and transformers' eager
+attention, which materialise the scores), hence 5.0, the middle of that range. cuDNN's fused
+attention is taken at flash speed (NVIDIA's cuDNN 9 figures put it level with or above
+FlashAttention-2 on the H100). Stated constants, not fitted."""
+
+FP32_ATTENTION_TIME = {"tf32x3": 6.0, "fp32": 16.0}
+"""Time of fp32 attention matmuls relative to bf16 ones. The memory-efficient kernel's fp32 path
+on sm80+ runs on tensor cores as CUTLASS's 3xTF32 (PyTorch
+``aten/src/ATen/native/transformers/cuda/mem_eff_attention/gemm_kernel_utils.h``,
+``DefaultGemmType<ArchTag >= 80, float>``: ``OpClassTensorOp`` with ``OpMultiplyAddFastF32``,
+three TF32 products per fp32 product), and the dense TF32 peak is half the dense BF16 peak on
+every sm80+ datasheet of the catalogue (A100 156 / 312, H100 SXM 495 / 989, L40S 183 / 366
+TFLOP/s): 3 x 2 = 6. Without tensor cores (the math backend's fp32 matmuls, cuBLAS with
+``allow_tf32`` off, its default) the A100's 19.5 and the H100 SXM's 67 TFLOP/s fp32 against their
+BF16 peaks give 15-16x."""
 
 DEQUANT_WRITE_BYTES = 2
 """bitsandbytes ``MatMul4Bit`` (bitsandbytes 0.49.2, ``autograd/_functions.py``) dequantises
@@ -187,6 +235,17 @@ MLP (no gate) has the activation only (4, fused 4)."""
 LORA_BYTES_PER_OUTPUT = 10
 """peft 0.21 ``lora.Linear.forward``: ``lora_B(lora_A(x)) * scaling`` (read 2, write 2) and the
 add to the base output (read 4, write 2): 10 bytes per output element of each adapted linear."""
+
+LORA_CAST_BYTES_PER_INPUT = 6
+"""peft 0.21 ``lora.Linear.forward`` casts the layer's input to the adapters' dtype
+(``_cast_input_dtype(x, lora_A.weight.dtype)``) before the adapter path: fp32 adapters on a
+16-bit input read 2 bytes and write 4 per input element of each adapted linear; the cast runs
+whether or not autocast is on (it is an explicit ``.to``)."""
+
+LORA_DROPOUT_BYTES_PER_INPUT = {"fp32": 9, "16bit": 5}
+"""``lora_dropout`` > 0: ``nn.Dropout`` on the (cast) input of each adapted linear reads it and
+writes it (4 + 4 bytes in fp32, 2 + 2 in 16-bit) and writes its mask (1 byte per element,
+torch's fused dropout keeps a bool mask for the backward)."""
 
 LOSS_BYTES_PER_LOGIT = 24
 """Cross-entropy on bf16 logits, forward and backward (transformers' ``ForCausalLMLoss``): upcast
@@ -322,6 +381,10 @@ class Counts:
     block_weight_params: int
     optimizer_bytes_per_param: float
     elementwise_bytes_per_token: float = 0.0  # forward + backward (+ recompute), whole model
+    attention_impl: str = "sdpa"  # the request's ``attention``
+    attention_mask: str = "causal"
+    attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
+    head_dim: int = 128
 
 
 _COUNTS: dict[tuple[int, Sharding, int | None], tuple[EstimateRequest, Counts]] = {}
@@ -402,6 +465,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         + ATTENTION_IO_BYTES_PER_ELEMENT[mode] * (q_dim + 2 * kv_dim)
         + act * ffn
         + LORA_BYTES_PER_OUTPUT * sum(l.active * l.d_out for l in st.adapted(req))
+        + lora_input_bytes(req) * sum(l.active * l.d_in for l in st.adapted(req) if not l.fused)
     )
     fwd_bytes = arch.num_layers * per_layer
     elementwise: float = (
@@ -436,7 +500,64 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         block_weight_params=arch.num_layers * arch.block_params,
         optimizer_bytes_per_param=optimizer_step_bytes(req, 1, reg),
         elementwise_bytes_per_token=float(elementwise),
+        attention_impl=req.attention.value,
+        attention_mask=req.attention_mask.value,
+        attention_dtype=attention_dtype(req),
+        head_dim=arch.head_dim,
     )
+
+
+def lora_input_bytes(req: EstimateRequest) -> float:
+    """Bytes per input element of each adapted linear that the adapter path moves before its
+    first matmul, forward: the cast to fp32 adapters (:data:`LORA_CAST_BYTES_PER_INPUT`, when the
+    input is 16-bit) and the dropout (:data:`LORA_DROPOUT_BYTES_PER_INPUT`, at the adapters'
+    dtype)."""
+    if not req.is_peft:
+        return 0.0
+    fp32_adapters = req.lora_adapter_dtype is AdapterDtype.FP32 or req.precision is Precision.FP32
+    cast = LORA_CAST_BYTES_PER_INPUT if fp32_adapters and attention_dtype(req) != "fp32" else 0
+    dropout = (
+        LORA_DROPOUT_BYTES_PER_INPUT["fp32" if fp32_adapters else "16bit"]
+        if req.lora_dropout > 0
+        else 0
+    )
+    return float(cast + dropout)
+
+
+def attention_dtype(req: EstimateRequest) -> str:
+    """The dtype q, k and v have when they reach attention: fp32 where the memory model says the
+    residual stream is fp32 and nothing casts it down (QLoRA after PEFT's
+    ``prepare_model_for_kbit_training`` in a loop without autocast, ``bf16-true``: the 4-bit
+    linears return their input's dtype; full fp32 training), else the 16-bit compute dtype."""
+    if req.precision is Precision.FP32:
+        return "fp32"
+    if (
+        req.method is Method.QLORA
+        and req.qlora_prepare_kbit
+        and req.precision is Precision.BF16_TRUE
+    ):
+        return "fp32"
+    return "fp16" if req.precision is Precision.FP16_MIXED else "bf16"
+
+
+def attention_time_factor(c: "Counts", capability: tuple[int, int] | None) -> float:
+    """Time of the attention matmuls relative to the same FLOPs on the flash kernel in bf16: the
+    kernel PyTorch dispatches (:func:`calc.attention.attention_kernel`) times its
+    :data:`ATTENTION_KERNEL_TIME`, times :data:`FP32_ATTENTION_TIME` for fp32 inputs. A card
+    without CUDA (AMD) keeps 1.0: the dispatch read here is CUDA's."""
+    if capability is None:
+        return 1.0
+    kernel = attn_kernels.attention_kernel(
+        attention=c.attention_impl,
+        dtype=c.attention_dtype,
+        mask=c.attention_mask,
+        head_dim=c.head_dim,
+        capability=capability,
+    )
+    factor = ATTENTION_KERNEL_TIME[kernel.backend]
+    if c.attention_dtype == "fp32":
+        factor *= FP32_ATTENTION_TIME["tf32x3" if kernel.tensor_cores else "fp32"]
+    return factor
 
 
 # --- the step ----------------------------------------------------------------------------------
@@ -492,25 +613,29 @@ class Rates:
     memory_bytes_per_s: float
     link: comm.Link
     host_bytes_per_s: float
+    capability: tuple[int, int] | None = None  # CUDA compute capability; None without CUDA
 
 
-_RATES: dict[tuple[Gpu, int], Rates] = {}
+_RATES: dict[tuple[Gpu, int, str], Rates] = {}
 
 
-def card_rates(gpu: Gpu, num_gpus: int) -> Rates:
-    key = (gpu, num_gpus)
+def card_rates(gpu: Gpu, num_gpus: int, network: str = comm.CATALOGUE_NETWORK) -> Rates:
+    key = (gpu, num_gpus, network)
     if key not in _RATES:
-        _RATES[key] = _card_rates(gpu, num_gpus)
+        _RATES[key] = _card_rates(gpu, num_gpus, network)
     return _RATES[key]
 
 
-def _card_rates(gpu: Gpu, num_gpus: int) -> Rates:
+def _card_rates(gpu: Gpu, num_gpus: int, network: str) -> Rates:
     return Rates(
         peak_flops=gpu.bf16_dense_flops,
         fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12,
         memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
-        link=comm.collective_link(gpu, num_gpus),
+        link=comm.collective_link(gpu, num_gpus, network),
         host_bytes_per_s=comm.host_link_bytes_per_s(gpu.pcie_gen),
+        capability=attn_kernels.compute_capability(gpu.architecture, gpu.id)
+        if gpu.stack == "cuda"
+        else None,
     )
 
 
@@ -553,6 +678,13 @@ def step_breakdown(
 
     t_fwd = phase_compute(f.forward, f.linear_forward)
     t_bwd = phase_compute(f.backward + f.recompute, f.linear_backward + f.linear_recompute)
+    # attention kernels slower than flash (mask tensor, eager, fp32 inputs): the extra time
+    slower = attention_time_factor(c, rates.capability) - 1.0
+    if slower and f.attention_forward:
+        extra = T * f.attention_total * slower / (rates.peak_flops * eff)
+        fwd_part = 1.0 / (3.0 + (1.0 if f.recompute else 0.0))
+        t_fwd += extra * fwd_part
+        t_bwd += extra * (1.0 - fwd_part)
     compute_micro = t_fwd + t_bwd
     # element-wise kernels run between the matmuls on the same stream: added, not overlapped
     elementwise_micro = T * c.elementwise_bytes_per_token / rates.memory_bytes_per_s
@@ -581,13 +713,16 @@ def step_breakdown(
     param_bytes = c.dense_params * reg.compute_bytes + c.quantized_bytes
     link = rates.link.bytes_per_s
     layers = max(c.layers, 1)
+    # ring steps across servers: n - 1 per all-gather or reduce-scatter (per unit under ZeRO-3,
+    # one unit per layer), 2 (n - 1) per all-reduce bucket; 0 on the catalogue's network
+    step_lat = rates.link.step_latency_s * (n - 1)
     # Exposed seconds: per ordinary micro-step, extra in the micro-step that synchronises the
     # gradients (the last one under no_sync accumulation), and after the optimizer step.
     comm_micro = comm_last = comm_after = 0.0
     if n > 1:
         if sharding is Sharding.ZERO3:
-            ag = comm.all_gather_bytes(param_bytes, n) / link
-            rs = comm.reduce_scatter_bytes(grad_bytes, n) / link
+            ag = comm.all_gather_bytes(param_bytes, n) / link + layers * step_lat
+            rs = comm.reduce_scatter_bytes(grad_bytes, n) / link + layers * step_lat
             comm_micro += max(ag / layers, ag - fwd_busy)
             if sync_each_micro_batch or A == 1:
                 comm_micro += max((ag + rs) / layers, ag + rs - bwd_busy)
@@ -605,6 +740,10 @@ def step_breakdown(
             else:  # DDP
                 sync = comm.all_reduce_bytes(grad_bytes, n) / link
                 bucket = comm.all_reduce_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / link
+            buckets = max(1.0, -(-grad_bytes // DDP_BUCKET_BYTES))
+            hops = 1 if sharding in (Sharding.ZERO1, Sharding.ZERO2) else 2
+            sync += buckets * hops * step_lat
+            bucket += hops * step_lat
             exposed_sync = max(bucket, sync - bwd_busy)
             if sync_each_micro_batch:
                 comm_micro += exposed_sync
@@ -739,7 +878,18 @@ class TimeEstimate:
             },
             "steady_state_tokens_per_second": self.tokens_per_second,
             "steady_state_tokens_per_second_per_gpu": self.tokens_per_second_per_gpu,
-            **({} if self.padding_ratio is None else {"padding_ratio": self.padding_ratio}),
+            **(
+                {}
+                if self.padding_ratio is None
+                else {
+                    "padding_ratio": self.padding_ratio,
+                    # what the GPU processes, padding included (the rates above count real data)
+                    "padded_tokens_per_second": self.tokens_per_second * self.padding_ratio,
+                    "padded_tokens_per_second_per_gpu": (
+                        self.tokens_per_second_per_gpu * self.padding_ratio
+                    ),
+                }
+            ),
         }
 
 
@@ -758,8 +908,10 @@ def estimate_time(
     half_tokens: float | None = None,
     fp8_efficiency: float | None = None,
     memory: JsonObject | None = None,
+    network: str = comm.CATALOGUE_NETWORK,
 ) -> TimeEstimate:
-    """Steady-state time of ``total_tokens`` on ``num_gpus`` x ``gpu`` (defaults: the request's).
+    """Steady-state time of ``total_tokens`` on ``num_gpus`` x ``gpu`` (defaults: the request's),
+    servers joined by ``network`` (:data:`calc.comm.NETWORKS`) when the job spans several.
 
     Overrides kept from the factor model: ``mfu`` replaces the class efficiency;
     ``qlora_speed_factor`` (QLoRA) sets the step to the same step without dequantisation
@@ -785,7 +937,7 @@ def estimate_time(
         sync_each_micro_batch=req.sync_each_micro_batch,
         paged_overflow_bytes=paged_overflow_bytes(memory, gpu),
     )
-    rates = card_rates(gpu, n)
+    rates = card_rates(gpu, n, network)
     b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw)
     if qlora_speed_factor is not None and req.method is Method.QLORA:
         without = b.step_seconds - b.dequantisation

@@ -270,7 +270,17 @@ def calc_value(lang: str, field: str, kind: str, **request) -> str:
 
 def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
     """The catalogue's hardware figures, one card per row."""
-    rows = [{**row, "stack_label": row["stack"]} for row in gpu_rows(gpu_ids)]
+    rows = [
+        {
+            **row,
+            "stack_label": row["stack"],
+            "derived_label": ", ".join(
+                labels.text("derived." + name, lang) for name in row["derived"]
+            )
+            or labels.text("derived.none", lang),
+        }
+        for row in gpu_rows(gpu_ids)
+    ]
     cols = [
         Col("name", "col.gpu", "text", row_header=True),
         Col("stack_label", "col.stack", "code", options="stack"),
@@ -279,6 +289,7 @@ def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
         Col("bf16_dense_tflops", "col.bf16_tflops", "tflops"),
         Col("memory_bandwidth_gb_per_s", "col.bandwidth", "gbps"),
         Col("nvlink_gb_per_s", "col.nvlink", "gbps"),
+        Col("derived_label", "col.derived_figures", "text"),
         Col("as_of", "col.as_of", "text"),
     ]
     return render(rows, cols, lang, "gpu_catalogue", "caption.gpu_catalogue")

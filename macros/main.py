@@ -18,8 +18,11 @@ if str(_ROOT) not in sys.path:
 
 # The plugin re-runs this file on every build (one per language, and on each
 # change under `mkdocs serve`): drop the cached engine and glue modules so a
-# rebuild sees edits to calc/ and macros/ without restarting the server.
-for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros")]:
+# rebuild sees edits to calc/ and macros/ without restarting the server. The
+# validation library (accuracy/) goes too: kept, it would hold the previous
+# build's calc modules while calc's lazy imports reach the new ones, and its
+# figures on the second language's pages would mix the two.
+for _name in [n for n in sys.modules if n.split(".")[0] in ("calc", "macros", "accuracy")]:
     del sys.modules[_name]
 
 import calc  # noqa: E402
@@ -38,6 +41,7 @@ from macros import (  # noqa: E402
     validation_first_contact,
     validation_fit_boundaries,
     validation_loso,
+    validation_time_first_contact,
 )
 
 
@@ -62,6 +66,7 @@ def define_env(env) -> None:
     validation_loso.register(env)
     validation_first_contact.register(env)
     validation_fit_boundaries.register(env)
+    validation_time_first_contact.register(env)
     cli_docs.register(env)
     config_import_docs.register(env)
     source_notes.register(env)

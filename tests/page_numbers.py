@@ -72,6 +72,10 @@ def response_for(source: dict) -> tuple[dict, dict]:
         now = fc.now_beside_first()[source["source"]]
         recorded = fc.summary()[source["source"]]
         return {**recorded, "today_median": now["median"], "today_p90": now["p90"]}, request
+    if command == "validation_time_first_contact":
+        from macros.validation_time_first_contact import summary
+
+        return summary()[source["source"]], request
     if command == "constant":
         import importlib
 

@@ -234,7 +234,7 @@ def read_packing(rep: Report, key: str, value: object, st: JsonObject) -> None:
         rep.use(
             key,
             "batching",
-            "packed" if flag else "pad-longest",
+            "packed" if flag else "grouped" if st.get("group_by_length") else "pad-longest",
             "packing_fills_seq_len" if flag else None,
         )
 
@@ -250,10 +250,15 @@ def read_neat_packing(rep: Report, key: str, value: object, st: JsonObject) -> N
 
 
 def read_group_by_length(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    """``group_by_length``: micro-batches of samples of like length, less padding than the
-    random draw of ``pad-longest``, which calc does not model (its padding is an upper bound)."""
-    if common.flag(rep, key, value) is True:
-        rep.unknown(key, "group_by_length_not_modelled")
+    """``group_by_length``: micro-batches of samples of like length (``batching`` ``grouped``,
+    transformers' ``LengthGroupedSampler``); packed rows have no padding to group, so under
+    packing the key changes nothing."""
+    if common.flag(rep, key, value, "batching") is True:
+        st["group_by_length"] = True
+        if st.get("packing"):
+            rep.ignore(key)
+        else:
+            rep.use(key, "batching", "grouped")
     else:
         rep.ignore(key)
 

@@ -324,3 +324,37 @@ def test_unpriced_card_is_planned_for_its_owner():
         }
     )
     assert "price_is_none" not in priced["warnings"]
+
+
+def test_gddr_cards_listed_at_full_rate_fp32_accumulate_have_a_class_of_their_own():
+    """GeForce cards are listed at half their FP16-accumulate tensor rate (FP32 accumulate), the
+    workstation and data-centre GDDR cards at the full rate their power limits do not sustain:
+    two classes, so one kind's measured rows do not set the other's efficiency."""
+    from calc import gpus, timing
+
+    geforce = {"rtx-3090", "rtx-4090", "rtx-5090", "rtx-4080", "rtx-5080", "rtx-4060-ti-16gb"}
+    pro = {"l4", "l40s", "rtx-6000-ada", "rtx-pro-6000", "rtx-a6000", "a40", "t4"}
+    assert {gpus.get_gpu(g).utilisation_class for g in geforce} == {"gddr"}
+    assert {gpus.get_gpu(g).utilisation_class for g in pro} == {"gddr-pro"}
+    assert timing.default_mfu("gddr-pro") < timing.default_mfu("gddr")
+
+
+def test_derived_rates_are_marked_in_the_catalogue_and_on_the_gpu_page():
+    """A figure computed from a published one (the source says DERIVED) is named in the row's
+    ``derived`` column, and the GPU page's catalogue table says which, in its language."""
+    from calc import gpus
+    from macros import guides
+
+    for gpu in gpus.all_gpus():
+        says = "BF16 w/ FP32 acc dense is DERIVED" in gpu.source or (
+            "dense BF16 w/ FP32 acc is DERIVED" in gpu.source
+        )
+        assert says <= ("bf16_dense_tflops" in gpu.derived), gpu.id
+    assert gpus.get_gpu("rtx-pro-6000").derived == ("bf16_dense_tflops", "fp8_dense_tflops")
+    assert gpus.get_gpu("h100-sxm").derived == ()
+    assert gpus.get_gpu("rtx-pro-6000").to_dict()["derived"] == [
+        "bf16_dense_tflops",
+        "fp8_dense_tflops",
+    ]
+    assert "dense BF16 rate, dense FP8 rate" in guides.gpu_catalogue("en")
+    assert "velocidad BF16 densa, velocidad FP8 densa" in guides.gpu_catalogue("es")

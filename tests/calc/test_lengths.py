@@ -148,8 +148,20 @@ def test_the_text_form_is_the_object():
         (
             "base_model: meta-llama/Llama-3.1-8B\ngroup_by_length: true\n",
             "axolotl",
-            None,
-            "unknown",
+            "grouped",
+            "used",
+        ),
+        (
+            "base_model: meta-llama/Llama-3.1-8B\nsample_packing: true\ngroup_by_length: true\n",
+            "axolotl",
+            "packed",
+            "ignored",
+        ),
+        (
+            "base_model: meta-llama/Llama-3.1-8B\ngroup_by_length: true\nsample_packing: false\n",
+            "axolotl",
+            "grouped",
+            "used",
         ),
         (
             "model_name_or_path: meta-llama/Llama-3.1-8B\nstage: sft\nfinetuning_type: lora\nneat_packing: true\n",
@@ -222,3 +234,43 @@ def test_estimate_with_lengths_adds_the_replayed_allocator():
     )
     plain = calc.estimate({"model": "gpt2", "seq_len": 1024})
     assert "allocator" not in plain and "min_device_bytes" not in plain
+
+
+def test_time_reports_padded_tokens_beside_real_ones():
+    shaped = calc.plan_setup({**PLAN, "length_stats": {"mean": 900, "p90": 2000}})
+    time = shaped["time"]
+    ratio = time["padding_ratio"]
+    assert ratio > 1
+    assert time["padded_tokens_per_second_per_gpu"] == pytest.approx(
+        time["tokens_per_second_per_gpu"] * ratio
+    )
+    assert time["padded_tokens_per_second"] == pytest.approx(time["tokens_per_second"] * ratio)
+    # without length_stats every token is real: no padded figure
+    assert "padded_tokens_per_second_per_gpu" not in calc.plan_setup(PLAN)["time"]
+
+
+def test_grouped_batching_pads_less_than_a_random_draw_and_keeps_the_real_tokens():
+    """transformers' group_by_length: the same samples, sorted by length within groups of
+    GROUP_MEGABATCH micro-batches before they are cut: the real tokens are the same, each
+    micro-batch pads to a like-length longest, so the padding falls (never below none)."""
+    from calc.lengths import GROUP_MEGABATCH, Batching, LengthStats, data_shape, sample_lengths
+
+    stats = LengthStats(mean=210, max=768)
+    drawn = data_shape(stats, Batching.PAD_LONGEST, 768, 4)
+    grouped = data_shape(stats, Batching.GROUPED, 768, 4)
+    assert grouped.real_total == drawn.real_total
+    assert 1.0 <= grouped.padding_ratio < drawn.padding_ratio
+    # recomputed by hand: sort each group of 50 micro-batches, pad each micro-batch to its longest
+    lengths, _ = sample_lengths(stats, 768, len(drawn.tokens) * 4)
+    span = GROUP_MEGABATCH * 4
+    ordered = [n for i in range(0, len(lengths), span) for n in sorted(lengths[i : i + span])[::-1]]
+    padded = sum(4 * max(ordered[i : i + 4]) for i in range(0, len(ordered), 4))
+    assert grouped.padded_total == padded
+
+
+def test_grouped_batching_is_faster_per_real_token():
+    base = {**PLAN, "length_stats": {"mean": 900, "p90": 2000}}
+    drawn = calc.plan_setup(base)["time"]
+    grouped = calc.plan_setup({**base, "batching": "grouped"})["time"]
+    assert grouped["padding_ratio"] < drawn["padding_ratio"]
+    assert grouped["tokens_per_second_per_gpu"] > drawn["tokens_per_second_per_gpu"]

@@ -136,7 +136,10 @@ def test_step_hand_computed_full_fine_tuning():
     b = est.breakdown
     bw = 2039e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY
     sat = 2048 / (2048 + HALF)
-    assert b.compute == pytest.approx(2048 * 42_865_287_168 / (312e12 * 0.5 * sat))
+    # eager attention: its score and value matmuls (3 passes of the forward's) take
+    # ATTENTION_KERNEL_TIME["eager"] times the flash kernel's time at the same FLOPs
+    attn_extra = 3 * ATTN_FWD_7B_2048 * (timing.ATTENTION_KERNEL_TIME["eager"] - 1)
+    assert b.compute == pytest.approx(2048 * (42_865_287_168 + attn_extra) / (312e12 * 0.5 * sat))
     elementwise_per_token = ELEMENTWISE_FWD_7B * 3 + 24 * 32000  # forward + 2x backward + loss
     assert b.elementwise == pytest.approx(2048 * elementwise_per_token / bw)
     # foreach AdamW: 4 weight + 2 grad + 12 state passes of 2 bytes, clipping 3 grad passes
@@ -464,3 +467,158 @@ def test_whole_job_wall_time_rows_are_judged_not_fitted(validation):
     }
     for basis in result["constant_basis"].values():
         assert not judged_sources & set(basis["sources"])
+
+
+def _counts_and_rates(gpu_id: str, **request):
+    req, opts = parse_plan_request(
+        {"model": "llama-2-7b", "gpu": gpu_id, "dataset_tokens": 1e9, **request}
+    )
+    return timing.counts(req, req.sharding), timing.card_rates(opts.gpu, 1), req
+
+
+@pytest.mark.parametrize(
+    "gpu_id, request_keys, factor",
+    [
+        # causal, no mask tensor: the flash kernel (cuDNN first on sm90), the reference rate
+        ("a100-80gb-sxm", {}, 1.0),
+        ("h100-sxm", {}, 1.0),
+        # a mask tensor on sm80: flash is out, the memory-efficient kernel runs
+        ("a100-80gb-sxm", {"attention_mask": "padding"}, timing.ATTENTION_KERNEL_TIME["efficient"]),
+        # on sm90 cuDNN takes the mask at flash speed
+        ("h100-sxm", {"attention_mask": "padding"}, timing.ATTENTION_KERNEL_TIME["cudnn"]),
+        # eager attention materialises the scores
+        ("a100-80gb-sxm", {"attention": "eager"}, timing.ATTENTION_KERNEL_TIME["eager"]),
+        # QLoRA after prepare_model_for_kbit_training, no autocast: q, k, v in fp32 reach the
+        # memory-efficient kernel's 3xTF32 path
+        (
+            "a100-80gb-sxm",
+            {"method": "qlora", "framework": "hf-custom-loop"},
+            timing.ATTENTION_KERNEL_TIME["efficient"] * timing.FP32_ATTENTION_TIME["tf32x3"],
+        ),
+        # the same under autocast-free bf16 mixed precision is 16-bit: no fp32 factor
+        (
+            "a100-80gb-sxm",
+            {"method": "qlora", "framework": "hf-custom-loop", "precision": "bf16-mixed"},
+            1.0,
+        ),
+        # no CUDA dispatch to read on AMD cards
+        ("mi300x", {"attention_mask": "padding"}, 1.0),
+    ],
+)
+def test_attention_kernel_time_factor(gpu_id, request_keys, factor):
+    c, rates, _ = _counts_and_rates(gpu_id, **request_keys)
+    assert timing.attention_time_factor(c, rates.capability) == factor
+
+
+def test_slower_attention_kernel_adds_its_extra_time_to_compute():
+    # the same FLOPs (both padded to the full square by the mask) on two kernels: eager's
+    # extra time over the memory-efficient one is the attention FLOPs over the card's rate
+    kw = {"seq_len": 4096, "micro_batch_size": 1, "attention_mask": "padding"}
+    c_eff, rates, _ = _counts_and_rates("a100-80gb-sxm", **kw)
+    c_eager, _, _ = _counts_and_rates("a100-80gb-sxm", attention="eager", **kw)
+    assert c_eff.flops.attention_total == c_eager.flops.attention_total > 0
+    args = dict(
+        num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    t_eff = timing.step_breakdown(c_eff, rates, **args).compute
+    t_eager = timing.step_breakdown(c_eager, rates, **args).compute
+    sat = c_eff.tokens_micro / (c_eff.tokens_micro + timing.MATMUL_HALF_TOKENS)
+    per_factor = c_eff.tokens_micro * c_eff.flops.attention_total / (rates.peak_flops * 0.5 * sat)
+    gap = timing.ATTENTION_KERNEL_TIME["eager"] - timing.ATTENTION_KERNEL_TIME["efficient"]
+    assert t_eager - t_eff == pytest.approx(per_factor * gap)
+
+
+@pytest.mark.parametrize(
+    "request_keys, expected",
+    [
+        ({"method": "full"}, 0.0),
+        # bf16 adapters, no dropout: the adapter reads the layer's input as it is
+        ({"method": "lora", "framework": "torchtune"}, 0.0),
+        # HF profiles: fp32 adapters on a bf16 input are cast first
+        ({"method": "lora", "framework": "hf-trainer"}, timing.LORA_CAST_BYTES_PER_INPUT),
+        # ... and dropout then runs on the fp32 copy
+        (
+            {"method": "lora", "framework": "hf-trainer", "lora_dropout": 0.05},
+            timing.LORA_CAST_BYTES_PER_INPUT + timing.LORA_DROPOUT_BYTES_PER_INPUT["fp32"],
+        ),
+        # LitGPT: adapters in the base dtype, dropout 0.05 in 16-bit
+        ({"method": "lora", "framework": "litgpt"}, timing.LORA_DROPOUT_BYTES_PER_INPUT["16bit"]),
+    ],
+)
+def test_lora_input_bytes(request_keys, expected):
+    _, _, req = _counts_and_rates("a100-80gb-sxm", **request_keys)
+    assert timing.lora_input_bytes(req) == expected
+
+
+NETWORK_PLAN = {
+    "model": "llama-2-70b",
+    "gpu": "a100-80gb-sxm",
+    "method": "full",
+    "precision": "bf16-mixed",
+    "micro_batch_size": 1,
+    "seq_len": 2048,
+    "sharding": "zero3",
+    "dataset_tokens": 1e9,
+}
+
+
+def _plan_time(**kw):
+    from calc.plan import plan_dict
+
+    return plan_dict({**NETWORK_PLAN, **kw})["time"]
+
+
+@pytest.mark.parametrize("network", sorted(comm.NETWORKS))
+def test_network_changes_nothing_on_one_server(network):
+    assert _plan_time(num_gpus=8, network=network) == _plan_time(num_gpus=8)
+
+
+def test_catalogue_network_is_the_default():
+    assert _plan_time(num_gpus=16, network="catalogue") == _plan_time(num_gpus=16)
+    assert "step_latency_us" not in _plan_time(num_gpus=16)["step"]["link"]
+
+
+def test_named_network_sets_the_rate_and_latency_across_servers():
+    efa = _plan_time(num_gpus=16, network="efa-400")
+    link = efa["step"]["link"]
+    assert link["gb_per_s"] == pytest.approx(400 / 8 * comm.LINK_EFFICIENCY)
+    assert link["step_latency_us"] == pytest.approx(comm.NETWORKS["efa-400"].step_latency_s * 1e6)
+    # a 70B ZeRO-3 step on one micro-batch of 2048 tokens cannot hide 400 Gb/s per server
+    assert (
+        efa["tokens_per_second_per_gpu"]
+        < 0.7 * _plan_time(num_gpus=16)["tokens_per_second_per_gpu"]
+    )
+
+
+def test_ring_latency_is_exposed_per_layer_under_zero3():
+    """Every layer's all-gather (forward, backward) and reduce-scatter crosses the servers in
+    n - 1 ring steps: with the rate held, the latency adds layers x steps x latency to the
+    exposed communication of a step whose compute cannot hide it."""
+    req, opts = parse_plan_request({**NETWORK_PLAN, "num_gpus": 16, "network": "ethernet-25"})
+    c = timing.counts(req, req.sharding)
+    rates = timing.card_rates(opts.gpu, 16, "ethernet-25")
+    no_lat = timing.Rates(
+        rates.peak_flops,
+        rates.fp8_peak_flops,
+        rates.memory_bytes_per_s,
+        comm.Link(rates.link.kind, rates.link.bytes_per_s),
+        rates.host_bytes_per_s,
+        rates.capability,
+    )
+    args = dict(
+        num_gpus=16, sharding=Sharding.ZERO3, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    with_lat = timing.step_breakdown(c, rates, **args).exposed_communication
+    without = timing.step_breakdown(c, no_lat, **args).exposed_communication
+    step = comm.NETWORKS["ethernet-25"].step_latency_s * 15
+    # forward all-gather, then all-gather + reduce-scatter in the backward (A = 1): 3 per layer
+    assert with_lat - without == pytest.approx(3 * c.layers * step)
+
+
+def test_unknown_network_is_a_coded_error_naming_the_field():
+    from calc.errors import InputError
+    from calc.plan import plan_dict
+
+    with pytest.raises(InputError) as err:
+        plan_dict({**NETWORK_PLAN, "num_gpus": 16, "network": "token-ring"})
+    assert (err.value.code, err.value.field) == ("unknown_value", "network")

@@ -1,0 +1,214 @@
+"""First contact for the time model: ``calc`` judged on throughput sources it had never compared.
+
+The design is :mod:`accuracy.first_contact`'s (memory), for tokens per second per GPU.
+``validation/first_contact_throughput.csv`` holds published throughput or step-time figures of
+sources that ``measured_throughput.csv`` does not use, each with its settings, the source's
+address and commit, the figure as tokens/s per GPU (``derivation`` says how, when the source
+publishes a step time), and
+
+- ``calc_request``: the row as a ``calc`` plan request (JSON), written from the source's stated
+  settings and its library's documented defaults of that version;
+- ``calc_not_covered``: a reason id when the request contract cannot express the row (then
+  ``calc_request`` is empty);
+- ``today_request_changes``, ``reading_note``: keys merged onto ``calc_request`` for today's
+  judgement where a setting was read wrong at first contact (the note says what and where it
+  was read); the recorded columns keep what was said;
+- ``judged_at_commit``, ``first_contact_predicted_tokens_per_second_per_gpu``,
+  ``first_contact_error``: ``calc``'s steady-state tokens/s per GPU for the row (the plan's
+  ``time.tokens_per_second_per_gpu``) and ``(predicted - measured) / measured``, recorded once by
+  :func:`record` at the commit named, and never rewritten.
+
+A row whose figure is a whole run's wall time (``notes`` holds
+``whole_run_time_includes_startup``) is judged like the others: calc's steady-state rate is
+what a reader would compare it with, and the gap says how much the run's start-up, evaluation
+and checkpoints took.
+
+``python -m accuracy.first_contact_throughput --record`` records the rows whose judged columns
+are empty.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from accuracy import DATA_DIR, ROOT
+from accuracy.stats import percentile
+from calc.errors import CalcError
+from calc.plan import Planner, parse_plan_request
+
+CSV_PATH = DATA_DIR / "first_contact_throughput.csv"
+
+JUDGED_COLUMNS = (
+    "judged_at_commit",
+    "first_contact_predicted_tokens_per_second_per_gpu",
+    "first_contact_error",
+)
+ALL = "all"
+
+
+def load_rows(path: Path = CSV_PATH) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def columns(path: Path = CSV_PATH) -> list[str]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return next(csv.reader(handle))
+
+
+def predict(request: dict) -> float:
+    """calc's steady-state tokens/s per GPU for a plan request (``dataset_tokens`` defaults to
+    10^9: the rate does not depend on it)."""
+    data = {"dataset_tokens": 1e9, **request}
+    req, opts = parse_plan_request(data)
+    planner = Planner(req, opts)
+    return planner.time(opts.gpu, req.num_gpus, req.sharding.value).tokens_per_second_per_gpu
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One row against ``calc`` as it is now; ``covered`` False comes with ``reason``."""
+
+    row_id: str
+    source: str
+    method: str
+    measured: float
+    predicted: float = 0.0
+    error: float = 0.0
+    covered: bool = True
+    reason: str = ""
+
+
+def judge(row: dict) -> Judgement:
+    """``calc``'s tokens/s per GPU for ``row`` today, or why the row is not covered."""
+    base = {"row_id": row["id"], "source": row["source"], "method": row["method"]}
+    measured = float(row["tokens_per_second_per_gpu"] or 0.0)
+    if row["calc_not_covered"]:
+        return Judgement(**base, measured=measured, covered=False, reason=row["calc_not_covered"])
+    request = json.loads(row["calc_request"])
+    if row.get("today_request_changes"):
+        request.update(json.loads(row["today_request_changes"]))
+    try:
+        predicted = predict(request)
+    except CalcError as err:
+        return Judgement(**base, measured=measured, covered=False, reason="calc_error:" + err.code)
+    return Judgement(
+        **base, measured=measured, predicted=predicted, error=(predicted - measured) / measured
+    )
+
+
+@dataclass(frozen=True)
+class FirstContact:
+    """A row's recorded first contact: what ``calc`` said at ``commit``, never recomputed."""
+
+    row_id: str
+    source: str
+    method: str
+    commit: str
+    predicted: float
+    error: float
+
+
+def first_contacts(rows: list[dict] | None = None) -> list[FirstContact]:
+    rows = load_rows() if rows is None else rows
+    return [
+        FirstContact(
+            r["id"],
+            r["source"],
+            r["method"],
+            r["judged_at_commit"],
+            float(r["first_contact_predicted_tokens_per_second_per_gpu"]),
+            float(r["first_contact_error"]),
+        )
+        for r in rows
+        if r["first_contact_error"]
+    ]
+
+
+def stats(errors: list[float]) -> dict:
+    """``count``, ``median`` / ``p90`` / ``max`` of ``|error|`` and ``median_signed`` (fractions)."""
+    if not errors:
+        nan = float("nan")
+        return {"count": 0, "median": nan, "p90": nan, "max": nan, "median_signed": nan}
+    absolute = [abs(e) for e in errors]
+    return {
+        "count": len(errors),
+        "median": statistics.median(absolute),
+        "p90": percentile(absolute, 90),
+        "max": max(absolute),
+        "median_signed": statistics.median(errors),
+    }
+
+
+def summary(rows: list[dict] | None = None) -> dict[str, dict]:
+    """Recorded first-contact figures per source and over all rows (key :data:`ALL`), each with
+    ``not_covered`` (rows of the source calc could not express); :data:`ALL` also carries
+    ``median_of_sources`` (one vote per source)."""
+    rows = load_rows() if rows is None else rows
+    judged = first_contacts(rows)
+    out: dict[str, dict] = {}
+    for source in sorted({r["source"] for r in rows}):
+        errs = [j.error for j in judged if j.source == source]
+        out[source] = {
+            **stats(errs),
+            "not_covered": sum(1 for r in rows if r["source"] == source and r["calc_not_covered"]),
+        }
+    out[ALL] = {
+        **stats([j.error for j in judged]),
+        "not_covered": sum(1 for r in rows if r["calc_not_covered"]),
+        "median_of_sources": statistics.median(v["median"] for k, v in out.items() if v["count"]),
+    }
+    return out
+
+
+def now_beside_first(rows: list[dict] | None = None) -> dict[str, dict]:
+    """Today's figures on the rows that have a recorded first contact, per source and overall."""
+    rows = load_rows() if rows is None else rows
+    recorded = {r["id"] for r in rows if r["first_contact_error"]}
+    today = [j for j in (judge(r) for r in rows if r["id"] in recorded) if j.covered]
+    out = {
+        source: stats([j.error for j in today if j.source == source])
+        for source in sorted({r["source"] for r in rows})
+    }
+    out[ALL] = stats([j.error for j in today])
+    return out
+
+
+def record(path: Path = CSV_PATH) -> int:
+    """Fill the judged columns of covered rows that have none, at the current commit; a judged
+    row is never touched. Returns the number of rows recorded."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    rows, cols = load_rows(path), columns(path)
+    done = 0
+    for row in rows:
+        if row["first_contact_error"] or row["calc_not_covered"]:
+            continue
+        j = judge(row)
+        if not j.covered:
+            row["calc_not_covered"] = j.reason
+            continue
+        row["judged_at_commit"] = commit
+        row["first_contact_predicted_tokens_per_second_per_gpu"] = f"{j.predicted:.1f}"
+        row["first_contact_error"] = f"{j.error:.6f}"
+        done += 1
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, cols, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return done
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--record"]:
+        print(f"recorded {record()} rows")
+    else:
+        for source, f in summary().items():
+            print(source, json.dumps(f))

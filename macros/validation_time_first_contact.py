@@ -1,0 +1,136 @@
+"""Methodology page: the time model's first contact (sources of throughput calc had never
+compared, judged before any change: ``accuracy/first_contact_throughput.py``,
+``validation/first_contact_throughput.csv``) beside today's figures on the same rows and the
+leave-one-source-out headline, and a line for every fitted constant of the time model that rests
+on one source. One macro renders the section in either language; every word comes from the
+message catalogue and every figure is read, never typed (each names its source so the site tests
+recompute it)."""
+
+from __future__ import annotations
+
+import functools
+
+from . import labels
+from .site import bind_all
+from .tables import SOURCE, Col, inline, render
+
+STATS = ("median", "p90", "max", "median_signed")
+COMMAND = "validation_time_first_contact"
+
+
+@functools.lru_cache(maxsize=1)
+def summary() -> dict:
+    """Per source and ``all``: the recorded first-contact figures
+    (:func:`accuracy.first_contact_throughput.summary`) with today's on the same rows under
+    ``today``."""
+    from accuracy import first_contact_throughput as fc
+
+    today = fc.now_beside_first()
+    return {k: {**v, "today": today[k]} for k, v in fc.summary().items()}
+
+
+def _source_label(source: str, lang: str) -> str:
+    from accuracy import first_contact_throughput as fc
+
+    if source == fc.ALL:
+        return labels.text("loso.group.first_contact_all", lang)
+    return source.replace("github.com/", "")
+
+
+def _pct(lang: str, value: float, field: str, source: str) -> str:
+    return inline(lang, value * 100, "pct", field, {"command": COMMAND, "source": source})
+
+
+def _table(lang: str) -> str:
+    rows = []
+    for source, f in summary().items():
+        row = {
+            "source": _source_label(source, lang),
+            "count": f["count"],
+            "not_covered": f["not_covered"],
+            "today_median": f["today"]["median"] * 100,
+            "today_p90": f["today"]["p90"] * 100,
+            SOURCE: {"command": COMMAND, "source": source},
+        }
+        row |= {"fc_" + k: f[k] * 100 for k in STATS}
+        rows.append(row)
+    cols = [
+        Col("source", "col.source", "text", row_header=True),
+        Col("count", "col.rows", "int"),
+        Col("not_covered", "col.rows_not_covered", "int"),
+    ]
+    cols += [Col("fc_" + k, "col.fc_" + k, "pct", check="pct:" + k) for k in STATS]
+    cols += [
+        Col("today_median", "col.today_median", "pct", check="pct:today.median"),
+        Col("today_p90", "col.today_p90", "pct", check="pct:today.p90"),
+    ]
+    return render(
+        rows, cols, lang, "validation_time_first_contact", "caption.validation_time_first_contact"
+    )
+
+
+def _single_source_lines(lang: str) -> list[str]:
+    """One sentence per fitted constant of the time model that rests on a single source."""
+    from accuracy import throughput as vt
+
+    out = []
+    for name, b in vt.compare()["constant_basis"].items():
+        if not b["single_source"]:
+            continue
+        loso = inline(
+            lang,
+            b["loso"]["median_abs_pct"],
+            "pct",
+            "loso" + ".median_abs_pct",  # a response path, not a message id
+            {"command": "validation_throughput_fit", "constant": name},
+        )
+        out.append(
+            labels.text("validation.time_single_source", lang).format(
+                constant=name, source=b["sources"][0].replace("github.com/", ""), loso=loso
+            )
+        )
+    return out
+
+
+def validation_time_first_contact_section(lang: str) -> str:
+    """The section: heading, what the rows are, the recorded and today's figures beside the
+    held-out headline, the table per source, and the single-source lines."""
+    from accuracy import first_contact_throughput as fc
+    from accuracy import throughput as vt
+
+    f = summary()[fc.ALL]
+    head = vt.compare()["summary"]["all"]["loso"]
+    loso = {
+        stat: inline(
+            lang,
+            head[stat + "_abs_pct"],
+            "pct",
+            "loso." + stat + "_abs_pct",
+            {"command": "validation_throughput_summary", "group": "all"},
+        )
+        for stat in ("median", "p90")
+    }
+    commits = ", ".join(f"`{c}`" for c in sorted({x.commit[:10] for x in fc.first_contacts()}))
+    text = labels.text("validation.time_first_contact", lang).format(
+        count=f["count"],
+        commits=commits,
+        median=_pct(lang, f["median"], "pct:median", fc.ALL),
+        p90=_pct(lang, f["p90"], "pct:p90", fc.ALL),
+        today_median=_pct(lang, f["today"]["median"], "pct:today.median", fc.ALL),
+        today_p90=_pct(lang, f["today"]["p90"], "pct:today.p90", fc.ALL),
+        loso_median=loso["median"],
+        loso_p90=loso["p90"],
+    )
+    heading = labels.text("validation.time_first_contact_heading", lang)
+    parts = [f"#### {heading} {{ #validation-time-first-contact }}", "", text, "", _table(lang)]
+    lines = _single_source_lines(lang)
+    if lines:
+        parts += ["", *(f"- {line}" for line in lines)]
+    return "\n".join(parts)
+
+
+MACROS = ("validation_time_first_contact_section",)
+
+
+def register(env) -> None:
+    bind_all(env, MACROS, globals())
