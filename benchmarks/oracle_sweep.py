@@ -336,7 +336,107 @@ ACCEPTED_FAMILIES: dict[str, dict] = {
         "n_positions": 1024,
     },
 }
-FAMILY_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
+# multi-head latent attention with q and kv ranks, a dense first block then an MoE block with a
+# shared expert and group-limited sigmoid routing (DeepSeek-V3's layout at reduced size)
+ACCEPTED_FAMILIES["deepseek_v3"] = {
+    "model_type": "deepseek_v3",
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "moe_intermediate_size": 192,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "q_lora_rank": 192,
+    "kv_lora_rank": 128,
+    "qk_nope_head_dim": 64,
+    "qk_rope_head_dim": 32,
+    "v_head_dim": 64,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "n_group": 2,
+    "topk_group": 1,
+    "first_k_dense_replace": 1,
+    "vocab_size": 8000,
+    "max_position_embeddings": 4096,
+    "pad_token_id": 0,
+}
+# GLM-4.5's block: q/k/v biases, per-head q/k norm, half-rotary heads, DeepSeek's MoE layout
+ACCEPTED_FAMILIES["glm4_moe"] = {
+    "model_type": "glm4_moe",
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "moe_intermediate_size": 192,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "partial_rotary_factor": 0.5,
+    "attention_bias": True,
+    "use_qk_norm": True,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "vocab_size": 8000,
+    "max_position_embeddings": 4096,
+    "pad_token_id": 0,
+}
+# MiniMax-M2: whole-projection q/k norms, sigmoid routing with a score-correction buffer
+ACCEPTED_FAMILIES["minimax_m2"] = {
+    "model_type": "minimax_m2",
+    "hidden_size": 512,
+    "intermediate_size": 192,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "vocab_size": 8000,
+    "max_position_embeddings": 4096,
+    "pad_token_id": 0,
+}
+# OLMo 3: OLMo 2's block with a sliding-window layer (window above the swept lengths)
+ACCEPTED_FAMILIES["olmo3"] = {
+    "model_type": "olmo3",
+    "hidden_size": 512,
+    "intermediate_size": 1376,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 8000,
+    "max_position_embeddings": 4096,
+    "sliding_window": 4096,
+    "layer_types": ["sliding_attention", "full_attention"],
+    "pad_token_id": 0,
+}
+ACCEPTED_FAMILIES["ministral3"] = {
+    "model_type": "ministral3",
+    "hidden_size": 512,
+    "intermediate_size": 1376,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_hidden_layers": 2,
+    "vocab_size": 8000,
+    "max_position_embeddings": 8192,
+    "pad_token_id": 0,
+}
+# Seed-OSS: q/k/v biases, residual and attention dropout 0.1 (its published configs)
+ACCEPTED_FAMILIES["seed_oss"] = {
+    "model_type": "seed_oss",
+    "hidden_size": 512,
+    "intermediate_size": 1376,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_hidden_layers": 2,
+    "vocab_size": 8000,
+    "max_position_embeddings": 8192,
+    "pad_token_id": 0,
+}
+FAMILY_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3"}
 """model_types calc reads with another family's reader (Falcon's remote-code names): swept
 through that family."""
 
@@ -348,6 +448,7 @@ ATTENTION_TARGETS = {
     "falcon": ["query_key_value", "dense"],
     "bloom": ["query_key_value", "dense"],
     "gpt2": ["c_attn"],
+    "deepseek_v3": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
 }
 # "all-linear" where peft cannot take it: peft 0.21 wraps Llama 4's router (an nn.Linear whose
 # forward returns a tuple) and fails in its forward (lora/layer.py: ``result.dtype`` of a
@@ -378,8 +479,49 @@ ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
         ),
         "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
     },
+    # multi-head latent attention's saved tensors (the kept kv_b_proj output, latent norms)
+    "deepseek_v3": {
+        "lora-r8-attn-s2048": (
+            {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
+            {},
+        ),
+        "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
+        "lora-r16-all-linear-eager-s1024": (
+            {
+                "method": "lora",
+                "lora_rank": 16,
+                "lora_targets": "all-linear",
+                "seq_len": 1024,
+                "attention": "eager",
+            },
+            {},
+        ),
+    },
+    # residual and attention-probability dropout
+    "seed_oss": {
+        "lora-r16-all-linear-eager-s1024": (
+            {
+                "method": "lora",
+                "lora_rank": 16,
+                "lora_targets": "all-linear",
+                "seq_len": 1024,
+                "attention": "eager",
+            },
+            {},
+        ),
+        "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
+    },
 }
-MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "llama4_text")
+MOE_FAMILIES = (
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "gpt_oss",
+    "llama4_text",
+    "deepseek_v3",
+    "glm4_moe",
+    "minimax_m2",
+)
 
 # name -> (request overrides, oracle options)
 VARIANTS: dict[str, tuple[dict, dict]] = {

@@ -44,6 +44,11 @@ def attention_forward_flops_per_token(
     (``attention_mask="padding"``) makes SDPA compute the whole square
     (:func:`calc.attention.request_fraction`)."""
     full = 4.0 * arch.num_layers * seq_len * arch.num_heads * arch.head_dim
+    if arch.mla:
+        # multi-head latent attention: QK^T over the q/k head width (qk_nope + qk_rope), AV over
+        # the value head width (transformers 5.17 DeepseekV3Attention: ``qk_head_dim``,
+        # ``v_head_dim``), ``2 * layers * s * heads * (qk + v)``
+        full = 2.0 * arch.num_layers * seq_len * arch.num_heads * (arch.head_dim + arch.v_head_dim)
     if attention_mask != "causal":
         return full * request_fraction(attention, attention_mask)
     return full * CAUSAL_ATTENTION_FRACTION[attention]
