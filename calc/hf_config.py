@@ -858,6 +858,7 @@ def _shared_expert_moe(
     dense_default: int,
     expert_names: tuple[str, str, str],
     shared: int,
+    count_keys: tuple[str, ...] = ("n_routed_experts", "num_local_experts"),
 ) -> tuple[tuple[LinearLayer, ...], tuple[tuple[str, int], ...], int, int, int]:
     """The MLP side of a DeepSeek-style stack: the first ``first_k_dense_replace`` blocks hold a
     dense MLP of width ``intermediate_size`` (``DeepseekV3DecoderLayer.__init__``: ``if
@@ -869,8 +870,9 @@ def _shared_expert_moe(
     ``moe_expert_layout`` mean; transformers 5.17 stores them as 3-D ``gate_up_proj`` /
     ``down_proj`` parameters, ``DeepseekV3Experts``). The router is a bare ``weight``
     parameter (``DeepseekV3TopkRouter``, ``MiniMaxM2TopKRouter``): no ``nn.Linear``, never
-    quantized. Returns (linears, block_counts, experts, top_k, moe width)."""
-    experts, top_k = _routed_experts(k, "n_routed_experts", "num_local_experts", "num_experts")
+    quantized. ``count_keys``: the expert count's names in the family's config, the first
+    named in a missing-key error. Returns (linears, block_counts, experts, top_k, moe width)."""
+    experts, top_k = _routed_experts(k, *count_keys)
     moe_inter = k.int("moe_intermediate_size") if shared or "moe_intermediate_size" in k.cfg else 0
     first_dense = k.cfg.get("first_k_dense_replace", dense_default)
     if first_dense is None:
@@ -1058,7 +1060,13 @@ def _minimax_m2(k: _Keys, family: str, name: str) -> ModelArch:
     layers = k.int("num_hidden_layers")
     cfg = {**k.cfg, "first_k_dense_replace": 0}
     mlp, _counts, experts, top_k, width = _shared_expert_moe(
-        _Keys(cfg, k.prefix), h, layers, 0, ("w1", "w3", "w2"), 0
+        _Keys(cfg, k.prefix),
+        h,
+        layers,
+        0,
+        ("w1", "w3", "w2"),
+        0,
+        ("num_local_experts", "num_experts"),
     )
     arch = ModelArch(
         **_common(k, family, name, 196608, False),
