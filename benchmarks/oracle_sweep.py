@@ -1082,6 +1082,85 @@ def _family_figures(rows: list[dict]) -> dict:
     }
 
 
+MERGED_COUNTS = ("setups", "within_2pct", "within_5pct", "phases_within_5pct", "phases")
+
+
+def merge_summary(old: dict, rows: list[dict], versions: dict) -> dict:
+    """The summary of the last full run with the families of ``rows`` (an ``--only`` run)
+    swept again: their ``per_family`` entries replaced, their counts (all setups, each method,
+    phases) taken out of the totals and the new ones added, ``model_types`` and ``families``
+    extended, their setups beyond 2 % replaced. Each merged family keeps its per-method counts
+    (``per_family[f]["methods"]``) so that a later merge can take them out again; a family of
+    the last full run without them cannot be merged (run the whole sweep). The medians stay
+    those of the last full run (a median needs every row), and the worst setup is the worst
+    of the families' worst setups. Versions must match the last run's."""
+    if old.get("versions") != versions:
+        raise ValueError(f"library versions {versions} differ from the summary's: run the sweep")
+    new = summarise(rows, versions)
+    out = json.loads(json.dumps(old))
+    for family, figures in new["per_family"].items():
+        mine = [r for r in rows if r["id"].split("/")[0] == family]
+        methods = {
+            m: _counts([r for r in mine if method_of(r) == m]) for m in ("full", "lora", "qlora")
+        }
+        previous = out["per_family"].get(family)
+        if previous is not None:
+            if "methods" not in previous:
+                raise ValueError(f"{family} was swept by a full run only: run the whole sweep")
+            _add(out, previous["methods"], -1)
+        _add(out, methods, 1)
+        out["per_family"][family] = dict(figures, methods=methods)
+    merged = set(new["per_family"])
+    out["per_family"] = dict(sorted(out["per_family"].items()))
+    out["families"] = sorted(out["per_family"])
+    out["model_types"] = sorted(set(out["model_types"]) | set(new["model_types"]))
+    kept = [m for m in out["beyond_2pct"] if m["id"].split("/")[0] not in merged]
+    out["beyond_2pct"] = sorted(kept + new["beyond_2pct"], key=lambda m: -abs(m["error"]))
+    for group, figures in out["groups"].items():
+        fresh = new["groups"].get(group)
+        if fresh and (
+            figures["worst_id"] is None
+            or abs(fresh["worst_error"]) > abs(figures["worst_error"])
+            or figures["worst_id"].split("/")[0] in merged
+        ):
+            figures["worst_id"], figures["worst_error"] = fresh["worst_id"], fresh["worst_error"]
+        figures["beyond_2pct"] = [
+            m for m in figures["beyond_2pct"] if m["id"].split("/")[0] not in merged
+        ] + new["groups"].get(group, {}).get("beyond_2pct", [])
+    fresh = new["worst_id"] if abs(new["worst_error"]) > abs(out["worst_error"]) else None
+    if out["worst_id"].split("/")[0] in merged:  # the old worst was swept again
+        worst = max(out["per_family"].values(), key=lambda f: abs(f["worst_error"]))
+        out["worst_id"], out["worst_error"] = worst["worst_id"], worst["worst_error"]
+    elif fresh:
+        out["worst_id"], out["worst_error"] = fresh, new["worst_error"]
+    return out
+
+
+def _counts(rows: list[dict]) -> dict:
+    figures = _figures(rows)
+    return {key: figures[key] for key in MERGED_COUNTS}
+
+
+def _add(summary: dict, methods: dict, sign: int) -> None:
+    """Add (``sign`` 1) or take out (-1) a family's per-method counts from the totals."""
+    for method, counts in methods.items():
+        if not counts["setups"]:
+            continue
+        group = summary["groups"].setdefault(
+            method,
+            {
+                **{key: 0 for key in MERGED_COUNTS},
+                "median_abs_error": None,
+                "worst_id": None,
+                "worst_error": None,
+                "beyond_2pct": [],
+            },
+        )
+        for key in MERGED_COUNTS:
+            group[key] += sign * counts[key]
+            summary[key] += sign * counts[key]
+
+
 def _figures(rows: list[dict]) -> dict:
     n = len(rows)
     peak = sorted(abs(r["peak_error"]) for r in rows)
@@ -1112,6 +1191,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="run the setups whose id contains this text")
     parser.add_argument("--no-write", action="store_true", help="do not rewrite the summary file")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --only: merge the families run into the summary of the last full run",
+    )
     args = parser.parse_args(argv)
     try:
         from tools.oracle.run import versions as library_versions
@@ -1175,6 +1259,17 @@ def main(argv: list[str] | None = None) -> int:
     if not args.only and not args.no_write:
         SUMMARY_PATH.write_text(json.dumps(s, indent=1) + "\n")
         print(f"summary written to {SUMMARY_PATH.relative_to(ROOT)}")
+    elif args.merge and rows and not args.no_write:
+        ran = {r["id"].split("/")[0] for r in rows}
+        partial = sorted(
+            f for f in ran if any(s["id"].split("/")[0] == f and s not in chosen for s in setups())
+        )
+        if partial:
+            print(f"not merged: --only left out setups of {partial}", file=sys.stderr)
+            return 2
+        merged = merge_summary(json.loads(SUMMARY_PATH.read_text()), rows, versions)
+        SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
+        print(f"families {sorted(s['per_family'])} merged into {SUMMARY_PATH.relative_to(ROOT)}")
     return 0
 
 

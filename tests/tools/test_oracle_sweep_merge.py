@@ -1,0 +1,56 @@
+"""``python -m benchmarks.oracle_sweep --only F --merge``: a family swept again is merged into
+the summary of the last full run without retracing the others (needs no torch)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import oracle_sweep as sweep
+
+VERSIONS = {"torch": "t", "transformers": "x", "peft": "p"}
+
+
+def _row(setup_id: str, error: float) -> dict:
+    phases = {p: {"calc": 1.0, "oracle": 1.0, "error": error} for p in sweep.PHASES}
+    return {
+        "id": setup_id,
+        "model_type": setup_id.split("/")[0],
+        "peak_error": error,
+        "phases": phases,
+    }
+
+
+OLD_ROWS = [_row("llama/full", 0.001), _row("llama/lora-r16", -0.03), _row("qwen3/qlora-r16", 0.0)]
+
+
+def test_merge_adds_a_new_family_and_keeps_the_others():
+    old = sweep.summarise(OLD_ROWS, VERSIONS)
+    new = [_row("glm4_moe/full", 0.002), _row("glm4_moe/lora-r8-attn", -0.025)]
+    merged = sweep.merge_summary(old, new, VERSIONS)
+    whole = sweep.summarise(OLD_ROWS + new, VERSIONS)
+    for key in ("setups", "within_2pct", "within_5pct", "phases", "phases_within_5pct"):
+        assert merged[key] == whole[key], key
+        for method in ("full", "lora", "qlora"):
+            assert merged["groups"][method][key] == whole["groups"][method][key], (method, key)
+    assert merged["model_types"] == whole["model_types"]
+    assert merged["per_family"]["llama"] == old["per_family"]["llama"]
+    assert [m["id"] for m in merged["beyond_2pct"]] == ["llama/lora-r16", "glm4_moe/lora-r8-attn"]
+    assert merged["worst_id"] == "llama/lora-r16"
+
+
+def test_merging_a_family_again_replaces_its_figures():
+    old = sweep.summarise(OLD_ROWS, VERSIONS)
+    first = sweep.merge_summary(old, [_row("glm4_moe/full", 0.04)], VERSIONS)
+    assert first["worst_id"] == "glm4_moe/full" and first["within_2pct"] == 2
+    again = sweep.merge_summary(first, [_row("glm4_moe/full", 0.001)], VERSIONS)
+    assert again["setups"] == 4 and again["within_2pct"] == 3
+    assert again["worst_id"] == "llama/lora-r16"
+    assert all(m["id"] != "glm4_moe/full" for m in again["beyond_2pct"])
+
+
+def test_merge_refuses_what_it_cannot_subtract_or_other_versions():
+    old = sweep.summarise(OLD_ROWS, VERSIONS)
+    with pytest.raises(ValueError):
+        sweep.merge_summary(old, [_row("llama/full", 0.0)], VERSIONS)  # no per-method counts
+    with pytest.raises(ValueError):
+        sweep.merge_summary(old, [_row("glm4_moe/full", 0.0)], {**VERSIONS, "torch": "other"})
