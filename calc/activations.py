@@ -595,7 +595,12 @@ def rope_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         return 0
     # multi-head latent attention rotates ``qk_rope_head_dim`` of each head (``DeepseekV3Config``
     # sets ``head_dim = qk_rope_head_dim`` for its rotary embedding)
-    return 2 * cfg.act_bytes * (arch.qk_rope_head_dim or arch.head_dim)
+    width = arch.qk_rope_head_dim or arch.head_dim
+    if arch.extra.get("rope_fp32"):
+        # Olmo3RotaryEmbedding.forward returns cos and sin in fp32 ("returns cos/sin in fp32
+        # without casting to x.dtype", transformers 5.17 modeling_olmo3.py)
+        return 2 * FP32_BYTES * width
+    return 2 * cfg.act_bytes * width
 
 
 def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
@@ -672,6 +677,18 @@ def _first_block_unsaved(
     arch: ModelArch, cfg: ActConfig, parts: BlockParts, attn_trains: bool
 ) -> int:
     before_mlp = {2: 2, 4: 3}.get(arch.norms_per_layer)
+    if arch.extra.get("norms_after_sublayers"):
+        # OLMo 3 (transformers 5.17 Olmo3DecoderLayer.forward): ``post_attention_layernorm``
+        # reads the attention's output, which requires grad once the attention trains, so it
+        # saves its tensors even in block 0; the attention reads the raw residual stream
+        if attn_trains:
+            return 0
+        return (
+            norm_bytes(arch, cfg)
+            + _group_input_bytes(parts.attn_in, arch.hidden_size, cfg)
+            + attention_core_bytes(arch, cfg, parts.attn_out)
+            + qk_norm_bytes(arch, cfg)
+        )
     if arch.parallel_block:
         mlp = (*parts.mlp_in, *parts.mlp_down)
         if any(_key(l) in cfg.adapted for l in mlp):

@@ -324,6 +324,12 @@ def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
         # per token each, not one per head.
         arch.extra["norm_scale_fp32"] = True
         arch.extra["qk_norm_whole"] = True
+    if family == "olmo3":
+        # what Olmo3's code saves beyond the norms' count (calc.activations): the norms follow
+        # the attention and the MLP (Olmo3DecoderLayer.forward), and its rotary embedding keeps
+        # cos and sin in fp32 (Olmo3RotaryEmbedding.forward)
+        arch.extra["norms_after_sublayers"] = True
+        arch.extra["rope_fp32"] = True
     return arch
 
 

@@ -184,7 +184,8 @@ def test_seed_oss_biases_and_dropout():
 def test_olmo3_is_olmo2s_block_and_ministral3_mistrals():
     olmo3 = arch_from_hf_config(OLMO3)
     olmo2 = arch_from_hf_config({**OLMO3, "model_type": "olmo2"})
-    assert olmo3.params_total == olmo2.params_total and olmo3.extra == olmo2.extra
+    assert olmo3.params_total == olmo2.params_total
+    assert olmo3.extra["qk_norm_whole"] and olmo3.extra["norm_scale_fp32"]
     m3 = arch_from_hf_config(MINISTRAL3)
     assert m3.head_dim == 128  # Ministral3Config.head_dim default, not hidden / heads
 
@@ -303,3 +304,22 @@ def test_q_lora_rank_absent_is_a_missing_key_but_null_is_a_plain_q_proj():
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config(cfg)
     assert (err.value.code, err.value.field) == ("config_missing_key", "hf_config.q_lora_rank")
+
+
+def test_olmo3_fp32_rope_and_post_norms_in_the_first_block():
+    """Olmo3RotaryEmbedding keeps cos and sin in fp32; the first block's post-attention norm
+    reads the attention output, which requires grad once the attention trains."""
+    olmo3 = arch_from_hf_config(OLMO3)
+    cfg = _cfg(act.Attention.SDPA)
+    assert act.rope_bytes_per_token(olmo3, cfg) == 2 * 4 * 64
+    q = next(l for l in olmo3.linears if l.name == "q_proj")
+    up = next(l for l in olmo3.linears if l.name == "up_proj")
+    attn = _cfg(act.Attention.SDPA, adapted=frozenset({(q.name, q.d_in, q.d_out, q.role)}))
+    assert act.first_norm_unsaved_bytes_per_token(olmo3, attn) == 0
+    mlp = _cfg(act.Attention.SDPA, adapted=frozenset({(up.name, up.d_in, up.d_out, up.role)}))
+    parts = act.block_parts(olmo3)
+    assert act.first_norm_unsaved_bytes_per_token(olmo3, mlp) == (
+        act.norm_bytes(olmo3, mlp)
+        + act.attention_core_bytes(olmo3, mlp, parts.attn_out)
+        + act.qk_norm_bytes(olmo3, mlp)
+    )
