@@ -361,6 +361,20 @@ ACCEPTED_FAMILIES["deepseek_v3"] = {
     "max_position_embeddings": 4096,
     "pad_token_id": 0,
 }
+# Mistral 4: DeepSeek-V3's latent attention and MoE with a softmax router, every block sparse
+ACCEPTED_FAMILIES["mistral4"] = {
+    **{k: v for k, v in ACCEPTED_FAMILIES["deepseek_v3"].items() if k != "first_k_dense_replace"},
+    "model_type": "mistral4",
+    "n_group": 1,
+}
+# GLM-4.7-Flash: latent attention without a q rank, dense and sparse blocks by mlp_layer_types
+ACCEPTED_FAMILIES["glm4_moe_lite"] = {
+    **{k: v for k, v in ACCEPTED_FAMILIES["deepseek_v3"].items() if k != "first_k_dense_replace"},
+    "model_type": "glm4_moe_lite",
+    "q_lora_rank": None,
+    "n_group": 1,
+    "mlp_layer_types": ["dense", "sparse"],
+}
 # GLM-4.5's block: q/k/v biases, per-head q/k norm, half-rotary heads, DeepSeek's MoE layout
 ACCEPTED_FAMILIES["glm4_moe"] = {
     "model_type": "glm4_moe",
@@ -449,6 +463,8 @@ ATTENTION_TARGETS = {
     "bloom": ["query_key_value", "dense"],
     "gpt2": ["c_attn"],
     "deepseek_v3": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
+    "mistral4": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
+    "glm4_moe_lite": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
 }
 # "all-linear" where peft cannot take it: peft 0.21 wraps Llama 4's router (an nn.Linear whose
 # forward returns a tuple) and fails in its forward (lora/layer.py: ``result.dtype`` of a
@@ -521,6 +537,8 @@ MOE_FAMILIES = (
     "deepseek_v3",
     "glm4_moe",
     "minimax_m2",
+    "mistral4",
+    "glm4_moe_lite",
 )
 
 # name -> (request overrides, oracle options)

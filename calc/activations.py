@@ -114,8 +114,19 @@ class ActConfig:
         return self.act_bytes if self.adapter_bytes is None else self.adapter_bytes
 
 
+def adapter_key(
+    name: str, d_in: int, d_out: int, role: str, count: int
+) -> tuple[str, int, int, str]:
+    """The identity ``ActConfig.adapted`` and ``fused`` hold for a linear: its name, widths and
+    role, the role marked ``/routed`` for routed experts (``count > 1``), so that a shared
+    expert or a dense MLP of the same name and widths is told apart from them (DeepSeek-V3:
+    one shared expert of ``moe_intermediate_size``, named ``gate_proj`` / ``up_proj`` /
+    ``down_proj`` like the experts; peft adapts one and not the other)."""
+    return (name, d_in, d_out, role if count == 1 else role + "/routed")
+
+
 def _key(lin: LinearLayer) -> tuple[str, int, int, str]:
-    return (lin.name, lin.d_in, lin.d_out, lin.role)
+    return adapter_key(lin.name, lin.d_in, lin.d_out, lin.role, lin.count)
 
 
 def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:

@@ -880,12 +880,7 @@ def _shared_expert_moe(
     named in a missing-key error. Returns (linears, block_counts, experts, top_k, moe width)."""
     experts, top_k = _routed_experts(k, *count_keys)
     moe_inter = k.int("moe_intermediate_size") if shared or "moe_intermediate_size" in k.cfg else 0
-    first_dense = k.cfg.get("first_k_dense_replace", dense_default)
-    if first_dense is None:
-        first_dense = 0
-    if isinstance(first_dense, bool) or not isinstance(first_dense, int) or first_dense < 0:
-        raise k.error("first_k_dense_replace", first_dense)
-    n_dense = min(first_dense, layers)
+    n_dense = _dense_blocks(k, layers, dense_default)
     n_moe = layers - n_dense
     moe_kind, dense_kind = ("moe", "dense") if n_dense and n_moe else ("", "")
     linears: tuple[LinearLayer, ...] = ()
@@ -906,6 +901,32 @@ def _shared_expert_moe(
         )
     counts = (("moe", n_moe), ("dense", n_dense)) if n_dense and n_moe else ()
     return linears, counts, experts if n_moe else 0, top_k if n_moe else 0, width
+
+
+def _dense_blocks(k: _Keys, layers: int, dense_default: int) -> int:
+    """How many blocks hold a dense MLP: ``mlp_layer_types`` where the family lists one kind
+    per block (GLM-4.7-Flash, transformers 5.17 ``Glm4MoeLiteDecoderLayer.__init__``:
+    ``Glm4MoeLiteMoE(config) if config.mlp_layer_types[layer_idx] == "sparse" else
+    Glm4MoeLiteMLP(config)``; ``dense_default`` < 0 marks such a family, whose default is one
+    dense block then sparse ones, ``Glm4MoeLiteConfig.__post_init__``), else the first
+    ``first_k_dense_replace`` blocks (``dense_default`` when absent)."""
+    if dense_default < 0:
+        kinds = k.cfg.get("mlp_layer_types")
+        if kinds is None:
+            return min(1, layers)
+        if (
+            not isinstance(kinds, list)
+            or len(kinds) != layers
+            or any(v not in ("dense", "sparse") for v in kinds)
+        ):
+            raise k.error("mlp_layer_types", kinds)
+        return sum(1 for v in kinds if v == "dense")
+    first_dense = k.cfg.get("first_k_dense_replace", dense_default)
+    if first_dense is None:
+        first_dense = 0
+    if isinstance(first_dense, bool) or not isinstance(first_dense, int) or first_dense < 0:
+        raise k.error("first_k_dense_replace", first_dense)
+    return min(first_dense, layers)
 
 
 def _mla_dims(k: _Keys) -> tuple[int, int, int, int, int]:
@@ -952,6 +973,18 @@ def _mla_attention(
     )
 
 
+# MLA + MoE families read by _deepseek_v3: (dense blocks by default, -1: ``mlp_layer_types``;
+# max_position_embeddings default; router casts its input to fp32). Sources: transformers 5.17
+# ``DeepseekV3Config`` (first_k_dense_replace 3, 4096), ``Mistral4Config`` (0, 1048576; its
+# ``Mistral4TopkRouter.forward``: ``F.linear(hidden_states, self.weight)``, softmax, no
+# correction bias), ``Glm4MoeLiteConfig`` (mlp_layer_types, 202752).
+_MLA_FAMILIES = {
+    "deepseek_v3": (3, 4096, True),
+    "mistral4": (0, 1048576, False),
+    "glm4_moe_lite": (-1, 202752, True),
+}
+
+
 def _deepseek_v3(k: _Keys, family: str, name: str) -> ModelArch:
     """DeepSeek-V3 / R1 and Kimi K2 (``deepseek_v3``; Kimi K2.5's ``text_config`` says
     ``kimi_k2``, which transformers 5.17 ``Kimi_K25Config`` reads as ``deepseek_v3``).
@@ -965,7 +998,12 @@ def _deepseek_v3(k: _Keys, family: str, name: str) -> ModelArch:
     ``first_k_dense_replace`` dense blocks (default 3, ``DeepseekV3Config``). The router's
     ``e_score_correction_bias`` is a buffer (``nn.Buffer``), not a parameter. The multi-token
     prediction layer of the checkpoints (``num_nextn_predict_layers``) is not built by
-    transformers (``_keys_to_ignore_on_load_unexpected``) and not counted."""
+    transformers (``_keys_to_ignore_on_load_unexpected``) and not counted.
+
+    Mistral 4 (``mistral4``, ``Mistral4Attention`` / ``Mistral4MoE``) and GLM-4.7-Flash
+    (``glm4_moe_lite``, ``Glm4MoeLiteAttention`` / ``Glm4MoeLiteMoE``) are the same modules
+    with other defaults and routers (:data:`_MLA_FAMILIES`); Mistral 4 scales q by Llama 4's
+    position factor (a product with a tensor that needs no gradient: nothing more saved)."""
     h = k.int("hidden_size")
     heads = k.int("num_attention_heads")
     kv = k.int("num_key_value_heads", default=heads)
@@ -978,13 +1016,14 @@ def _deepseek_v3(k: _Keys, family: str, name: str) -> ModelArch:
     if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
         raise k.error("n_shared_experts", shared)
     moe_inter = k.int("moe_intermediate_size")
+    dense_default, max_pos, router_fp32 = _MLA_FAMILIES[family]
     mlp, counts, experts, top_k, width = _shared_expert_moe(
-        k, h, layers, 3, ("gate_proj", "up_proj", "down_proj"), moe_inter * shared
+        k, h, layers, dense_default, ("gate_proj", "up_proj", "down_proj"), moe_inter * shared
     )
     if experts:
         _group_routing(k, experts)
     arch = ModelArch(
-        **_common(k, family, name, 4096, False),
+        **_common(k, family, name, max_pos, False),
         hidden_size=h,
         num_layers=layers,
         num_heads=heads,
@@ -1002,8 +1041,9 @@ def _deepseek_v3(k: _Keys, family: str, name: str) -> ModelArch:
         qk_rope_head_dim=rope,
         v_head_dim=v,
     )
-    # DeepseekV3TopkRouter.forward: ``F.linear(hidden_states.type(torch.float32), ...)``
-    arch.extra["router_fp32_input"] = True
+    if router_fp32:
+        # DeepseekV3TopkRouter.forward: ``F.linear(hidden_states.type(torch.float32), ...)``
+        arch.extra["router_fp32_input"] = True
     return arch
 
 
@@ -1156,6 +1196,8 @@ _READERS = {
     "gpt2": _gpt2,
     "deepseek_v3": _deepseek_v3,
     "kimi_k2": _deepseek_v3,  # Kimi K2.5's text_config (Kimi_K25Config reads it as deepseek_v3)
+    "mistral4": _deepseek_v3,
+    "glm4_moe_lite": _deepseek_v3,
     "glm4_moe": _glm4_moe,
     "minimax_m2": _minimax_m2,
     "olmo3": _olmo,

@@ -627,9 +627,19 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
     adapters = st.adapted(req)
     fused = frozenset(
-        (l.name, l.d_in, l.d_out, l.role) for a in adapters if a.fused for l in a.covers
+        act.adapter_key(l.name, l.d_in, l.d_out, l.role, l.count)
+        for a in adapters
+        if a.fused
+        for l in a.covers
     )
-    adapted = frozenset((a.name, a.d_in, a.d_out, a.role) for a in adapters if not a.fused) | fused
+    adapted = (
+        frozenset(
+            act.adapter_key(a.name, a.d_in, a.d_out, a.role, a.count)
+            for a in adapters
+            if not a.fused
+        )
+        | fused
+    )
     resid = st.FP32_BYTES if reg.casts_weights else reg.compute_bytes
     return act.ActConfig(
         reg.compute_bytes,

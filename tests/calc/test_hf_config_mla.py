@@ -92,15 +92,9 @@ MINISTRAL3 = {
 
 
 def test_model_types_read():
-    for t in (
-        "deepseek_v3",
-        "kimi_k2",
-        "glm4_moe",
-        "minimax_m2",
-        "olmo3",
-        "ministral3",
-        "seed_oss",
-    ):
+    for t in ("deepseek_v3", "kimi_k2", "mistral4", "glm4_moe_lite", "glm4_moe", "minimax_m2"):
+        assert t in MODEL_TYPES
+    for t in ("olmo3", "ministral3", "seed_oss"):
         assert t in MODEL_TYPES
 
 
@@ -134,6 +128,23 @@ def test_deepseek_v3_without_q_rank_has_a_plain_q_proj():
     names = [l.name for l in arch.linears if l.role == "attn"]
     assert names == ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"]
     assert arch.q_lora_rank == 0 and arch.block_extra_params == 128
+
+
+def test_mistral4_and_glm4_moe_lite_are_read_as_deepseek_v3s_modules():
+    m4 = arch_from_hf_config({**DEEPSEEK, "model_type": "mistral4", "n_group": 1})
+    assert m4.family == "mistral4" and "router_fp32_input" not in m4.extra
+    assert not arch_from_hf_config(
+        {k: v for k, v in DEEPSEEK.items() if k != "first_k_dense_replace"}
+        | {"model_type": "mistral4", "n_group": 1}
+    ).block_counts  # Mistral4Config.first_k_dense_replace 0: every block sparse
+    lite = {**DEEPSEEK, "model_type": "glm4_moe_lite", "num_hidden_layers": 3}
+    del lite["first_k_dense_replace"]
+    assert dict(arch_from_hf_config(lite).block_counts) == {"moe": 2, "dense": 1}
+    kinds = {**lite, "mlp_layer_types": ["dense", "dense", "sparse"]}
+    assert dict(arch_from_hf_config(kinds).block_counts) == {"moe": 1, "dense": 2}
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config({**lite, "mlp_layer_types": ["dense", "sparse"]})
+    assert err.value.field == "hf_config.mlp_layer_types"
 
 
 def test_every_block_dense_or_every_block_sparse():
@@ -323,3 +334,33 @@ def test_olmo3_fp32_rope_and_post_norms_in_the_first_block():
         + act.attention_core_bytes(olmo3, mlp, parts.attn_out)
         + act.qk_norm_bytes(olmo3, mlp)
     )
+
+
+def test_a_shared_expert_as_wide_as_the_routed_ones_keeps_its_own_adapter_identity():
+    """DeepSeek-style configs give the shared expert the routed experts' name and widths
+    (one shared expert of ``moe_intermediate_size``). Mistral 4's routed experts are 3-D
+    parameters peft does not convert, so "all-linear" adapts the shared expert only: the
+    routed experts must not count as adapted (they would save their inputs and rank-r
+    intermediates)."""
+    from calc import memory, states
+    from calc.request import parse_estimate_request
+
+    cfg = {**DEEPSEEK, "model_type": "mistral4", "n_group": 1, "first_k_dense_replace": 0}
+    req = parse_estimate_request(
+        {
+            "model": {"hf_config": cfg},
+            "method": "lora",
+            "lora_targets": "all-linear",
+            "moe_expert_layout": "fused-3d",
+            "seq_len": 256,
+        }
+    )
+    acfg = memory.act_config(req, states.regime(req.precision, req.sharding))
+    arch = req.model
+    shared = [l for l in arch.linears if l.name == "gate_proj" and l.count == 1]
+    routed = [l for l in arch.linears if l.name == "gate_proj" and l.count == 8]
+    assert shared and routed
+    key = act.adapter_key
+    assert key("gate_proj", 512, 192, "mlp", 1) in acfg.adapted
+    assert key("gate_proj", 512, 192, "mlp", 8) not in acfg.adapted
+    assert key("gate_proj", 512, 192, "mlp", 8) != key("gate_proj", 512, 192, "mlp", 1)
