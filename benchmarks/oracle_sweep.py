@@ -967,6 +967,49 @@ def setups() -> list[dict]:
     return out
 
 
+# Presets traced at their published size (fake tensors allocate nothing; a 671B model takes
+# minutes on one core): one setup each, LoRA on every linear with checkpointing, the experts as
+# transformers 5 stores them. Run with ``--presets``; the summary keeps them under ``presets``.
+PRESET_CHECKS = ("deepseek-v3", "kimi-k2", "glm-4.5-air", "glm-4.5", "minimax-m2", "seed-oss-36b")
+PRESET_TOLERANCE = 0.03
+
+
+def preset_setups() -> list[dict]:
+    """One full-size setup per preset of :data:`PRESET_CHECKS`."""
+    from calc.presets import get_preset
+
+    out = []
+    for preset_id in PRESET_CHECKS:
+        request = dict(
+            BASE_REQUEST,
+            model=preset_id,
+            method="lora",
+            lora_rank=16,
+            lora_targets="all-linear",
+            gradient_checkpointing=True,
+        )
+        if get_preset(preset_id).num_experts:
+            request["moe_expert_layout"] = "fused-3d"
+        out.append({"id": f"{preset_id}/lora-all-linear-ckpt", "request": request, "oracle": {}})
+    return out
+
+
+def merge_presets(old: dict, rows: list[dict]) -> dict:
+    """The summary with the full-size preset checks of ``rows`` set (by setup id) under
+    ``presets``; the other figures are left as they are."""
+    out = json.loads(json.dumps(old))
+    presets = out.setdefault("presets", {})
+    for r in rows:
+        presets[r["id"]] = {
+            "model_type": r["model_type"],
+            "calc_peak": r["calc_peak"],
+            "oracle_peak": r["oracle_peak"],
+            "error": round(r["peak_error"], 4),
+        }
+    out["presets"] = dict(sorted(presets.items()))
+    return out
+
+
 def _accepted_request(family: str, cfg: dict, overrides: dict) -> dict | None:
     """One ACCEPTED_VARIANTS setup for ``family``, in its own module names; None where the
     variant does not apply (the eager twin of a family that runs eager only)."""
@@ -1060,7 +1103,13 @@ def compare(setup: dict, oracle: dict) -> dict:
 
 def model_type_of(setup: dict) -> str:
     """The ``model_type`` a setup's config holds (its ``text_config``'s for a multimodal one)."""
-    cfg = setup["request"]["model"]["hf_config"]
+    model = setup["request"]["model"]
+    if isinstance(model, str):  # a preset id: its row's config
+        from calc.presets import preset_row
+
+        cfg = preset_row(model)["config"]
+    else:
+        cfg = model["hf_config"]
     return cfg["model_type"] if "text_config" not in cfg else cfg["text_config"]["model_type"]
 
 
@@ -1210,6 +1259,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="run the setups whose id contains this text")
     parser.add_argument("--no-write", action="store_true", help="do not rewrite the summary file")
     parser.add_argument(
+        "--presets",
+        action="store_true",
+        help="trace the full-size preset checks (PRESET_CHECKS) and record them in the summary",
+    )
+    parser.add_argument(
         "--merge",
         action="store_true",
         help="with --only: merge the families run into the summary of the last full run",
@@ -1222,7 +1276,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         print(f"oracle_sweep needs torch, transformers and peft: {exc}", file=sys.stderr)
         return 2
-    chosen = [s for s in setups() if not args.only or args.only in s["id"]]
+    pool = preset_setups() if args.presets else setups()
+    chosen = [s for s in pool if not args.only or args.only in s["id"]]
     rows, unsupported = [], []
     started = time.perf_counter()
     for i, setup in enumerate(chosen, 1):
@@ -1274,7 +1329,12 @@ def main(argv: list[str] | None = None) -> int:
         f"phases within 5 %: {s['phases_within_5pct']} of {s['phases']}; "
         f"{time.perf_counter() - started:.0f} s; {versions}"
     )
-    if not args.only and not args.no_write:
+    if args.presets:
+        if rows and not args.no_write:
+            merged = merge_presets(json.loads(SUMMARY_PATH.read_text()), rows)
+            SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
+            print(f"preset checks recorded in {SUMMARY_PATH.relative_to(ROOT)}")
+    elif not args.only and not args.no_write:
         SUMMARY_PATH.write_text(json.dumps(s, indent=1) + "\n")
         print(f"summary written to {SUMMARY_PATH.relative_to(ROOT)}")
     elif args.merge and rows and not args.no_write:

@@ -54,3 +54,42 @@ def test_merge_refuses_what_it_cannot_subtract_or_other_versions():
         sweep.merge_summary(old, [_row("llama/full", 0.0)], VERSIONS)  # no per-method counts
     with pytest.raises(ValueError):
         sweep.merge_summary(old, [_row("glm4_moe/full", 0.0)], {**VERSIONS, "torch": "other"})
+
+
+def test_preset_checks_are_recorded_by_setup_and_leave_the_rest():
+    old = sweep.summarise(OLD_ROWS, VERSIONS)
+    row = dict(_row("seed-oss-36b/lora-all-linear-ckpt", -0.001), calc_peak=2, oracle_peak=3)
+    row["model_type"] = "seed_oss"
+    merged = sweep.merge_presets(old, [row])
+    assert merged["presets"]["seed-oss-36b/lora-all-linear-ckpt"]["error"] == -0.001
+    assert {k: v for k, v in merged.items() if k != "presets"} == old
+    again = sweep.merge_presets(merged, [dict(row, peak_error=0.002)])
+    assert again["presets"]["seed-oss-36b/lora-all-linear-ckpt"]["error"] == 0.002
+
+
+def test_preset_setups_name_presets_and_their_model_types():
+    from calc.presets import preset_ids
+
+    ids = set(preset_ids())
+    for setup in sweep.preset_setups():
+        assert setup["request"]["model"] in ids
+        assert sweep.model_type_of(setup) in {sweep.model_type_of(s) for s in sweep.setups()}
+
+
+# the families whose presets are held at full size (the MLA and new MoE and dense families)
+FULL_SIZE_FAMILIES = ("deepseek_v3", "glm4_moe", "minimax_m2", "seed_oss", "olmo3", "ministral3")
+
+
+def test_every_preset_of_these_families_is_checked_at_full_size_within_3_percent():
+    import json
+
+    from calc.presets import get_preset, preset_ids
+    from conftest import REPO_ROOT
+
+    wanted = [p for p in preset_ids() if get_preset(p).family in FULL_SIZE_FAMILIES]
+    assert sorted(wanted) == sorted(sweep.PRESET_CHECKS)
+    summary = json.loads((REPO_ROOT / "validation" / "oracle_sweep_summary.json").read_text())
+    recorded = {k.split("/")[0]: v for k, v in summary.get("presets", {}).items()}
+    for preset_id in wanted:
+        assert preset_id in recorded, "run python -m benchmarks.oracle_sweep --presets"
+        assert abs(recorded[preset_id]["error"]) <= sweep.PRESET_TOLERANCE, preset_id
