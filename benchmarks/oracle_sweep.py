@@ -970,7 +970,16 @@ def setups() -> list[dict]:
 # Presets traced at their published size (fake tensors allocate nothing; a 671B model takes
 # minutes on one core): one setup each, LoRA on every linear with checkpointing, the experts as
 # transformers 5 stores them. Run with ``--presets``; the summary keeps them under ``presets``.
-PRESET_CHECKS = ("deepseek-v3", "kimi-k2", "glm-4.5-air", "glm-4.5", "minimax-m2", "seed-oss-36b")
+PRESET_CHECKS = (
+    "deepseek-v3",
+    "kimi-k2",
+    "glm-4.5-air",
+    "glm-4.5",
+    "minimax-m2",
+    "seed-oss-36b",
+    "olmo-3-7b",
+    "olmo-3-32b",
+)
 PRESET_TOLERANCE = 0.03
 
 

@@ -411,6 +411,8 @@ NEW_FAMILY_PINNED = {
     "glm-4.5": (352_797_814_784, 33_632_251_904),
     "minimax-m2": (228_689_748_992, 11_030_537_216),
     "seed-oss-36b": (36_151_104_512, 36_151_104_512),
+    "olmo-3-7b": (7_298_011_136, 7_298_011_136),
+    "olmo-3-32b": (32_233_522_176, 32_233_522_176),
 }
 
 # What the publishers' model cards state, as (total, active, what "active" counts, tolerance):
@@ -418,7 +420,7 @@ NEW_FAMILY_PINNED = {
 # 14B, outside both); Kimi K2 "1 trillion total parameters, 32 billion activated"; GLM-4.5
 # "355 billion total parameters and 32 billion active", GLM-4.5-Air "106 billion total, 12
 # billion active"; MiniMax-M2 "230 billion total parameters with 10 billion active"; Seed-OSS
-# "36B". GLM and MiniMax count the active parameters without the embedding and output layer.
+# "36B"; OLMo 3 "7B" and "32B". GLM and MiniMax count the active parameters without the embedding and output layer.
 NEW_FAMILY_STATED = {
     "deepseek-v3": (671e9, 37e9, "active", 0.02),
     "kimi-k2": (1.0e12, 32e9, "active", 0.03),
@@ -426,6 +428,9 @@ NEW_FAMILY_STATED = {
     "glm-4.5": (355e9, 32e9, "active_blocks", 0.01),
     "minimax-m2": (230e9, 10e9, "active_blocks", 0.03),
     "seed-oss-36b": (36e9, 36e9, "active", 0.01),
+    # allenai/Olmo-3-1025-7B states 7,298,011,136 parameters (its safetensors total)
+    "olmo-3-7b": (7_298_011_136, 7_298_011_136, "active", 0.0),
+    "olmo-3-32b": (32e9, 32e9, "active", 0.01),
 }
 
 
