@@ -425,7 +425,121 @@ ACCEPTED_FAMILIES: dict[str, dict] = {
         "max_position_embeddings": 8192,
     },
 }
-FAMILY_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
+# multi-head latent attention with q and kv ranks, a dense first block then an MoE block with a
+# shared expert and group-limited sigmoid routing (DeepSeek-V3's layout at reduced size)
+ACCEPTED_FAMILIES["deepseek_v3"] = {
+    "model_type": "deepseek_v3",
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "moe_intermediate_size": 192,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "q_lora_rank": 192,
+    "kv_lora_rank": 128,
+    "qk_nope_head_dim": 64,
+    "qk_rope_head_dim": 32,
+    "v_head_dim": 64,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "n_group": 2,
+    "topk_group": 1,
+    "first_k_dense_replace": 1,
+    "vocab_size": 8000,
+    "max_position_embeddings": 4096,
+    "pad_token_id": 0,
+}
+# Mistral 4: DeepSeek-V3's latent attention and MoE with a softmax router, every block sparse
+ACCEPTED_FAMILIES["mistral4"] = {
+    **{k: v for k, v in ACCEPTED_FAMILIES["deepseek_v3"].items() if k != "first_k_dense_replace"},
+    "model_type": "mistral4",
+    "n_group": 1,
+}
+# GLM-4.7-Flash: latent attention without a q rank, dense and sparse blocks by mlp_layer_types
+ACCEPTED_FAMILIES["glm4_moe_lite"] = {
+    **{k: v for k, v in ACCEPTED_FAMILIES["deepseek_v3"].items() if k != "first_k_dense_replace"},
+    "model_type": "glm4_moe_lite",
+    "q_lora_rank": None,
+    "n_group": 1,
+    "mlp_layer_types": ["dense", "sparse"],
+}
+# GLM-4.5's block: q/k/v biases, per-head q/k norm, half-rotary heads, DeepSeek's MoE layout
+ACCEPTED_FAMILIES["glm4_moe"] = {
+    "model_type": "glm4_moe",
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "moe_intermediate_size": 192,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "partial_rotary_factor": 0.5,
+    "attention_bias": True,
+    "use_qk_norm": True,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "vocab_size": 8000,
+    "max_position_embeddings": 4096,
+    "pad_token_id": 0,
+}
+# MiniMax-M2: whole-projection q/k norms, sigmoid routing with a score-correction buffer
+ACCEPTED_FAMILIES["minimax_m2"] = {
+    "model_type": "minimax_m2",
+    "hidden_size": 512,
+    "intermediate_size": 192,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "vocab_size": 8000,
+    "max_position_embeddings": 4096,
+    "pad_token_id": 0,
+}
+# OLMo 3: OLMo 2's block with a sliding-window layer (window above the swept lengths)
+ACCEPTED_FAMILIES["olmo3"] = {
+    "model_type": "olmo3",
+    "hidden_size": 512,
+    "intermediate_size": 1376,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 8000,
+    "max_position_embeddings": 4096,
+    "sliding_window": 4096,
+    "layer_types": ["sliding_attention", "full_attention"],
+    "pad_token_id": 0,
+}
+ACCEPTED_FAMILIES["ministral3"] = {
+    "model_type": "ministral3",
+    "hidden_size": 512,
+    "intermediate_size": 1376,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_hidden_layers": 2,
+    "vocab_size": 8000,
+    "max_position_embeddings": 8192,
+    "pad_token_id": 0,
+}
+# Seed-OSS: q/k/v biases, residual and attention dropout 0.1 (its published configs)
+ACCEPTED_FAMILIES["seed_oss"] = {
+    "model_type": "seed_oss",
+    "hidden_size": 512,
+    "intermediate_size": 1376,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_hidden_layers": 2,
+    "vocab_size": 8000,
+    "max_position_embeddings": 8192,
+    "pad_token_id": 0,
+}
+FAMILY_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3"}
 """model_types calc reads with another family's reader (Falcon's remote-code names): swept
 through that family."""
 
@@ -438,6 +552,9 @@ ATTENTION_TARGETS = {
     "falcon": ["query_key_value", "dense"],
     "bloom": ["query_key_value", "dense"],
     "gpt2": ["c_attn"],
+    "deepseek_v3": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
+    "mistral4": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
+    "glm4_moe_lite": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
 }
 # "all-linear" where peft cannot take it: peft 0.21 wraps Llama 4's router (an nn.Linear whose
 # forward returns a tuple) and fails in its forward (lora/layer.py: ``result.dtype`` of a
@@ -463,6 +580,38 @@ ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
                 "lora_targets": "all-linear",
                 "micro_batch_size": 2,
                 "seq_len": 1024,
+            },
+            {},
+        ),
+        "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
+    },
+    # multi-head latent attention's saved tensors (the kept kv_b_proj output, latent norms)
+    "deepseek_v3": {
+        "lora-r8-attn-s2048": (
+            {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
+            {},
+        ),
+        "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
+        "lora-r16-all-linear-eager-s1024": (
+            {
+                "method": "lora",
+                "lora_rank": 16,
+                "lora_targets": "all-linear",
+                "seq_len": 1024,
+                "attention": "eager",
+            },
+            {},
+        ),
+    },
+    # residual and attention-probability dropout
+    "seed_oss": {
+        "lora-r16-all-linear-eager-s1024": (
+            {
+                "method": "lora",
+                "lora_rank": 16,
+                "lora_targets": "all-linear",
+                "seq_len": 1024,
+                "attention": "eager",
             },
             {},
         ),
@@ -499,6 +648,11 @@ MOE_FAMILIES = (
     "llama4_text",
     "qwen3_5_moe_text",
     "qwen3_next",
+    "deepseek_v3",
+    "glm4_moe",
+    "minimax_m2",
+    "mistral4",
+    "glm4_moe_lite",
 )
 
 # name -> (request overrides, oracle options)
@@ -950,6 +1104,58 @@ def setups() -> list[dict]:
     return out
 
 
+# Presets traced at their published size (fake tensors allocate nothing; a 671B model takes
+# minutes on one core): one setup each, LoRA on every linear with checkpointing, the experts as
+# transformers 5 stores them. Run with ``--presets``; the summary keeps them under ``presets``.
+PRESET_CHECKS = (
+    "deepseek-v3",
+    "kimi-k2",
+    "glm-4.5-air",
+    "glm-4.5",
+    "minimax-m2",
+    "seed-oss-36b",
+    "olmo-3-7b",
+    "olmo-3-32b",
+)
+PRESET_TOLERANCE = 0.03
+
+
+def preset_setups() -> list[dict]:
+    """One full-size setup per preset of :data:`PRESET_CHECKS`."""
+    from calc.presets import get_preset
+
+    out = []
+    for preset_id in PRESET_CHECKS:
+        request = dict(
+            BASE_REQUEST,
+            model=preset_id,
+            method="lora",
+            lora_rank=16,
+            lora_targets="all-linear",
+            gradient_checkpointing=True,
+        )
+        if get_preset(preset_id).num_experts:
+            request["moe_expert_layout"] = "fused-3d"
+        out.append({"id": f"{preset_id}/lora-all-linear-ckpt", "request": request, "oracle": {}})
+    return out
+
+
+def merge_presets(old: dict, rows: list[dict]) -> dict:
+    """The summary with the full-size preset checks of ``rows`` set (by setup id) under
+    ``presets``; the other figures are left as they are."""
+    out = json.loads(json.dumps(old))
+    presets = out.setdefault("presets", {})
+    for r in rows:
+        presets[r["id"]] = {
+            "model_type": r["model_type"],
+            "calc_peak": r["calc_peak"],
+            "oracle_peak": r["oracle_peak"],
+            "error": round(r["peak_error"], 4),
+        }
+    out["presets"] = dict(sorted(presets.items()))
+    return out
+
+
 def _accepted_request(family: str, cfg: dict, overrides: dict) -> dict | None:
     """One ACCEPTED_VARIANTS setup for ``family``, in its own module names; None where the
     variant does not apply (the eager twin of a family that runs eager only)."""
@@ -1061,7 +1267,13 @@ def compare(setup: dict, oracle: dict) -> dict:
 
 def model_type_of(setup: dict) -> str:
     """The ``model_type`` a setup's config holds (its ``text_config``'s for a multimodal one)."""
-    cfg = setup["request"]["model"]["hf_config"]
+    model = setup["request"]["model"]
+    if isinstance(model, str):  # a preset id: its row's config
+        from calc.presets import preset_row
+
+        cfg = preset_row(model)["config"]
+    else:
+        cfg = model["hf_config"]
     return cfg["model_type"] if "text_config" not in cfg else cfg["text_config"]["model_type"]
 
 
@@ -1101,6 +1313,85 @@ def _family_figures(rows: list[dict]) -> dict:
     }
 
 
+MERGED_COUNTS = ("setups", "within_2pct", "within_5pct", "phases_within_5pct", "phases")
+
+
+def merge_summary(old: dict, rows: list[dict], versions: dict) -> dict:
+    """The summary of the last full run with the families of ``rows`` (an ``--only`` run)
+    swept again: their ``per_family`` entries replaced, their counts (all setups, each method,
+    phases) taken out of the totals and the new ones added, ``model_types`` and ``families``
+    extended, their setups beyond 2 % replaced. Each merged family keeps its per-method counts
+    (``per_family[f]["methods"]``) so that a later merge can take them out again; a family of
+    the last full run without them cannot be merged (run the whole sweep). The medians stay
+    those of the last full run (a median needs every row), and the worst setup is the worst
+    of the families' worst setups. Versions must match the last run's."""
+    if old.get("versions") != versions:
+        raise ValueError(f"library versions {versions} differ from the summary's: run the sweep")
+    new = summarise(rows, versions)
+    out = json.loads(json.dumps(old))
+    for family, figures in new["per_family"].items():
+        mine = [r for r in rows if r["id"].split("/")[0] == family]
+        methods = {
+            m: _counts([r for r in mine if method_of(r) == m]) for m in ("full", "lora", "qlora")
+        }
+        previous = out["per_family"].get(family)
+        if previous is not None:
+            if "methods" not in previous:
+                raise ValueError(f"{family} was swept by a full run only: run the whole sweep")
+            _add(out, previous["methods"], -1)
+        _add(out, methods, 1)
+        out["per_family"][family] = dict(figures, methods=methods)
+    merged = set(new["per_family"])
+    out["per_family"] = dict(sorted(out["per_family"].items()))
+    out["families"] = sorted(out["per_family"])
+    out["model_types"] = sorted(set(out["model_types"]) | set(new["model_types"]))
+    kept = [m for m in out["beyond_2pct"] if m["id"].split("/")[0] not in merged]
+    out["beyond_2pct"] = sorted(kept + new["beyond_2pct"], key=lambda m: -abs(m["error"]))
+    for group, figures in out["groups"].items():
+        fresh = new["groups"].get(group)
+        if fresh and (
+            figures["worst_id"] is None
+            or abs(fresh["worst_error"]) > abs(figures["worst_error"])
+            or figures["worst_id"].split("/")[0] in merged
+        ):
+            figures["worst_id"], figures["worst_error"] = fresh["worst_id"], fresh["worst_error"]
+        figures["beyond_2pct"] = [
+            m for m in figures["beyond_2pct"] if m["id"].split("/")[0] not in merged
+        ] + new["groups"].get(group, {}).get("beyond_2pct", [])
+    fresh = new["worst_id"] if abs(new["worst_error"]) > abs(out["worst_error"]) else None
+    if out["worst_id"].split("/")[0] in merged:  # the old worst was swept again
+        worst = max(out["per_family"].values(), key=lambda f: abs(f["worst_error"]))
+        out["worst_id"], out["worst_error"] = worst["worst_id"], worst["worst_error"]
+    elif fresh:
+        out["worst_id"], out["worst_error"] = fresh, new["worst_error"]
+    return out
+
+
+def _counts(rows: list[dict]) -> dict:
+    figures = _figures(rows)
+    return {key: figures[key] for key in MERGED_COUNTS}
+
+
+def _add(summary: dict, methods: dict, sign: int) -> None:
+    """Add (``sign`` 1) or take out (-1) a family's per-method counts from the totals."""
+    for method, counts in methods.items():
+        if not counts["setups"]:
+            continue
+        group = summary["groups"].setdefault(
+            method,
+            {
+                **{key: 0 for key in MERGED_COUNTS},
+                "median_abs_error": None,
+                "worst_id": None,
+                "worst_error": None,
+                "beyond_2pct": [],
+            },
+        )
+        for key in MERGED_COUNTS:
+            group[key] += sign * counts[key]
+            summary[key] += sign * counts[key]
+
+
 def _figures(rows: list[dict]) -> dict:
     n = len(rows)
     peak = sorted(abs(r["peak_error"]) for r in rows)
@@ -1123,41 +1414,6 @@ def _figures(rows: list[dict]) -> dict:
     }
 
 
-def merge_summary(old: dict, rows: list[dict]) -> dict:
-    """``old`` (the summary of a whole sweep) with the rows of families it does not hold yet
-    (a ``--only`` run of newly swept families): counts, worst errors, misses, families,
-    ``model_types`` and ``per_family`` take the new rows in; the medians stay those of the
-    last whole sweep (one of its rows is not at hand). A family already in ``old`` is
-    refused: only a whole sweep replaces its figures."""
-    new = summarise(rows, old["versions"])
-    again = sorted(set(new["families"]) & set(old["families"]))
-    if again:
-        raise SystemExit(f"already in the summary, rerun the whole sweep: {', '.join(again)}")
-    out = dict(old)
-    _merge_figures(out, new)
-    out["groups"] = dict(old["groups"])
-    for method, g in new["groups"].items():
-        out["groups"][method] = dict(old["groups"].get(method, g))
-        if method in old["groups"]:
-            _merge_figures(out["groups"][method], g)
-    out["families"] = sorted(set(old["families"]) | set(new["families"]))
-    out["model_types"] = sorted(set(old["model_types"]) | set(new["model_types"]))
-    out["per_family"] = {**old["per_family"], **new["per_family"]}
-    out["per_family"] = {f: out["per_family"][f] for f in out["families"]}
-    return out
-
-
-def _merge_figures(out: dict, new: dict) -> None:
-    """Add ``new``'s counts to ``out`` (both :func:`_figures` dicts), in place."""
-    for key in ("setups", "within_2pct", "within_5pct", "phases_within_5pct", "phases"):
-        out[key] = out[key] + new[key]
-    if new["worst_error"] is not None and abs(new["worst_error"]) > abs(out["worst_error"]):
-        out["worst_id"], out["worst_error"] = new["worst_id"], new["worst_error"]
-    out["beyond_2pct"] = sorted(
-        out["beyond_2pct"] + new["beyond_2pct"], key=lambda r: -abs(r["error"])
-    )
-
-
 def _pct(x: float) -> str:
     return f"{100 * x:+6.2f} %"
 
@@ -1167,9 +1423,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="run the setups whose id contains this text")
     parser.add_argument("--no-write", action="store_true", help="do not rewrite the summary file")
     parser.add_argument(
+        "--presets",
+        action="store_true",
+        help="trace the full-size preset checks (PRESET_CHECKS) and record them in the summary",
+    )
+    parser.add_argument(
         "--merge",
         action="store_true",
-        help="with --only: add the families run (new to the summary) to the summary file",
+        help="with --only: merge the families run into the summary of the last full run",
     )
     args = parser.parse_args(argv)
     try:
@@ -1179,7 +1440,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         print(f"oracle_sweep needs torch, transformers and peft: {exc}", file=sys.stderr)
         return 2
-    chosen = [s for s in setups() if not args.only or args.only in s["id"]]
+    pool = preset_setups() if args.presets else setups()
+    chosen = [s for s in pool if not args.only or args.only in s["id"]]
     rows, unsupported = [], []
     started = time.perf_counter()
     for i, setup in enumerate(chosen, 1):
@@ -1231,13 +1493,25 @@ def main(argv: list[str] | None = None) -> int:
         f"phases within 5 %: {s['phases_within_5pct']} of {s['phases']}; "
         f"{time.perf_counter() - started:.0f} s; {versions}"
     )
-    if not args.only and not args.no_write:
+    if args.presets:
+        if rows and not args.no_write:
+            merged = merge_presets(json.loads(SUMMARY_PATH.read_text()), rows)
+            SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
+            print(f"preset checks recorded in {SUMMARY_PATH.relative_to(ROOT)}")
+    elif not args.only and not args.no_write:
         SUMMARY_PATH.write_text(json.dumps(s, indent=1) + "\n")
         print(f"summary written to {SUMMARY_PATH.relative_to(ROOT)}")
-    elif args.merge and not args.no_write:
-        merged = merge_summary(json.loads(SUMMARY_PATH.read_text()), rows)
+    elif args.merge and rows and not args.no_write:
+        ran = {r["id"].split("/")[0] for r in rows}
+        partial = sorted(
+            f for f in ran if any(s["id"].split("/")[0] == f and s not in chosen for s in setups())
+        )
+        if partial:
+            print(f"not merged: --only left out setups of {partial}", file=sys.stderr)
+            return 2
+        merged = merge_summary(json.loads(SUMMARY_PATH.read_text()), rows, versions)
         SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
-        print(f"{', '.join(s['families'])} merged into {SUMMARY_PATH.relative_to(ROOT)}")
+        print(f"families {sorted(s['per_family'])} merged into {SUMMARY_PATH.relative_to(ROOT)}")
     return 0
 
 

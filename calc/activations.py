@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arch import LinearLayer, ModelArch
+from .arch import ATTN_INNER_NAMES, LinearLayer, ModelArch
 from .request import Attention
 
 AdaptedKey = tuple[str | int, ...]
@@ -154,6 +154,8 @@ class BlockParts:
     mlp_in: tuple[LinearLayer, ...]  # gate/up/fc1 (and experts'): read the MLP norm
     mlp_down: tuple[LinearLayer, ...]  # down/fc2 of each MLP unit
     routers: tuple[LinearLayer, ...]
+    # latent attention's up-projections (q_b_proj, kv_b_proj): read an attention intermediate
+    attn_inner: tuple[LinearLayer, ...] = ()
 
 
 def block_parts(arch: ModelArch) -> BlockParts:
@@ -165,11 +167,12 @@ def block_parts(arch: ModelArch) -> BlockParts:
     mlp = [l for l in arch.linears if l.role == "mlp"]
     routers = tuple(l for l in arch.linears if l.role == "router")
     return BlockParts(
-        tuple(attn[:-1]),
+        tuple(l for l in attn[:-1] if l.name not in ATTN_INNER_NAMES),
         attn[-1],
         tuple(l for l in mlp if not l.mlp_output),
         tuple(l for l in mlp if l.mlp_output),
         routers,
+        tuple(l for l in attn[:-1] if l.name in ATTN_INNER_NAMES),
     )
 
 
@@ -222,6 +225,8 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     saves (``arch.extra["eager_softmax_act_dtype"]``: ``heads * s * act``), and with
     ``multi_query`` multiplies by its single k/v head broadcast, unexpanded
     (``arch.extra["eager_kv_broadcast"]``)."""
+    if arch.mla:
+        return mla_attention_core_bytes(arch, cfg, out_proj)
     q_dim = arch.num_heads * arch.head_dim
     kv_dim = arch.num_kv_heads * arch.head_dim
     grouped = cfg.attention is Attention.FLASH or (
@@ -240,10 +245,87 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
             probs = arch.num_heads * cfg.seq_len * a
         else:
             probs = arch.num_heads * cfg.seq_len * (FP32_BYTES + (a if a != FP32_BYTES else 0))
-        return a * (q_dim + 2 * kv_eff) + probs + out_copy
+        return a * (q_dim + 2 * kv_eff) + probs + out_copy + eager_dropout_mask_bytes(arch, cfg)
     if cfg.attention is Attention.FLASH:
         out_copy = 0
     return a * (2 * q_dim + 2 * kv_eff) + FP32_BYTES * arch.num_heads + out_copy
+
+
+def eager_dropout_mask_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """Dropout on the eager attention's probabilities (``arch.extra["eager_attention_dropout"]``:
+    Seed-OSS, ``attention_dropout`` 0.1; transformers 5.17 ``modeling_seed_oss.py``
+    ``eager_attention_forward``: ``nn.functional.dropout(attn_weights, p=dropout, ...)`` after
+    the softmax's 16-bit copy): CUDA's ``native_dropout`` saves a boolean mask, 1 byte per
+    probability, ``heads * s`` per token; the product with v saves the dropout's output in place
+    of the 16-bit copy, which is freed (same size)."""
+    if cfg.attention is not Attention.EAGER or not arch.extra.get("eager_attention_dropout"):
+        return 0
+    return arch.num_heads * cfg.seq_len
+
+
+def mla_attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer) -> int:
+    """Multi-head latent attention's saved attention tensors per token (transformers 5.17
+    ``DeepseekV3Attention.forward`` and ``expand_kv``), with ``qk = qk_nope + qk_rope``
+    (``arch.head_dim``), ``v = v_head_dim`` and ``H`` heads:
+
+    - q: ``torch.cat((q_pass, q_rot))``, a new ``H * qk`` tensor; k: ``key_states``, filled by
+      two ``copy_`` into ``new_empty``, ``H * qk``;
+    - v: ``value_states`` is a slice of ``kv_b_proj``'s output (``torch.split(kv_nope,
+      [qk_nope, v])`` after ``view``/``transpose``), so the kernel (SDPA, or eager's product
+      with the probabilities) that saves it keeps that whole output alive:
+      ``H * (qk_nope + v)``. flash-attn takes v padded to the q/k width
+      (``integrations/flash_attention.py``: ``value = F.pad(value, [0, head_dim -
+      v_head_dim])``), a new ``H * qk`` tensor, and the projection's output is freed;
+    - the output: SDPA's ``H * v`` (flash-attn's padded ``H * qk``, cropped by a view) and an
+      fp32 log-sum-exp per head; eager saves the fp32 softmax and its 16-bit copy instead
+      (``heads * s * (4 + act)``);
+    - the output projection's input: ``transpose(1, 2).contiguous()`` (SDPA) or the
+      reshape of the cropped output (flash-attn), a copy of ``H * v``, when it saves its input.
+    """
+    heads, qk, v = arch.num_heads, arch.head_dim, arch.v_head_dim
+    nope = qk - arch.qk_rope_head_dim
+    a = cfg.act_bytes
+    out_copy = a * heads * v if _saves_input(out_proj, cfg) else 0
+    if cfg.attention is Attention.FLASH:
+        return a * heads * 4 * qk + FP32_BYTES * heads + out_copy
+    saved_v = heads * (nope + v)
+    if cfg.attention is Attention.EAGER:
+        probs = heads * cfg.seq_len * (FP32_BYTES + (a if a != FP32_BYTES else 0))
+        return a * (2 * heads * qk + saved_v) + probs + out_copy
+    return a * (2 * heads * qk + saved_v + heads * v) + FP32_BYTES * heads + out_copy
+
+
+def mla_latent_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """Multi-head latent attention's compressed path per token (transformers 5.17
+    ``DeepseekV3Attention.forward``): each latent RMSNorm (``q_a_layernorm`` over
+    ``q_lora_rank``, ``kv_a_layernorm`` over ``kv_lora_rank``; ``DeepseekV3RMSNorm`` is
+    Llama's) saves its fp32 upcast and rsqrt, ``4 * width + 4``, and, with a trained weight, the
+    normalised copy at the activation dtype; its output is the input of ``q_b_proj`` /
+    ``kv_b_proj``, saved when they save their input. The rotary halves (``k_rot`` and ``q_rot``,
+    slices of the projections' outputs) save only cos and sin (a product with a tensor that
+    needs no gradient saves that tensor alone), counted once per model
+    (:func:`rope_bytes_per_token`)."""
+    if not arch.mla:
+        return 0
+    ranks = [r for r in (arch.q_lora_rank, arch.kv_lora_rank) if r]
+    total = 0
+    for r in ranks:
+        total += FP32_BYTES * r + FP32_BYTES + (cfg.act_bytes * r if cfg.full else 0)
+    for lin in parts.attn_inner:
+        total += _group_input_bytes((lin,), lin.d_in, cfg)
+    return total
+
+
+def router_input_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """The router's fp32 input (``arch.extra["router_fp32_input"]``: DeepSeek-V3 and GLM-4.5,
+    transformers 5.17 ``DeepseekV3TopkRouter.forward``: ``F.linear(hidden_states.type(
+    torch.float32), self.weight.type(torch.float32))``): a new fp32 copy of the MLP input,
+    ``4 h`` per token, that the linear saves when the router's weight trains."""
+    if not (cfg.full and arch.extra.get("router_fp32_input")):
+        return 0
+    return sum(
+        _per_block(arch, l, FP32_BYTES * arch.hidden_size) for l in parts.routers if l.is_router
+    )
 
 
 def qk_norm_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -478,6 +560,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
     total += lora_input_copy_bytes(arch, cfg) + residual_dropout_bytes(arch, cfg)
     total += clip_qkv_bytes(arch, cfg)
+    total += mla_latent_bytes(arch, cfg, parts) + router_input_bytes(arch, cfg, parts)
     if cfg.compile_kept is not None:
         total -= int((1 - cfg.compile_kept) * compile_removable_bytes_per_token(arch, cfg))
     return total
@@ -764,10 +847,17 @@ def rope_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         return 0
     if arch.extra.get("no_rope"):
         return 0
+    # multi-head latent attention rotates ``qk_rope_head_dim`` of each head (``DeepseekV3Config``
+    # sets ``head_dim = qk_rope_head_dim`` for its rotary embedding)
+    width = arch.qk_rope_head_dim or arch.head_dim
     rotary = arch.extra.get("rope_dim")  # partial rotary (Qwen3-Next: a quarter of head_dim)
     if isinstance(rotary, int) and not isinstance(rotary, bool) and rotary > 0:
-        return 2 * cfg.act_bytes * rotary
-    return 2 * cfg.act_bytes * arch.head_dim
+        width = rotary
+    if arch.extra.get("rope_fp32"):
+        # Olmo3RotaryEmbedding.forward returns cos and sin in fp32 ("returns cos/sin in fp32
+        # without casting to x.dtype", transformers 5.17 modeling_olmo3.py)
+        return 2 * FP32_BYTES * width
+    return 2 * cfg.act_bytes * width
 
 
 def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
@@ -846,6 +936,18 @@ def _first_block_unsaved(
     arch: ModelArch, cfg: ActConfig, parts: BlockParts, attn_trains: bool
 ) -> int:
     before_mlp = {2: 2, 4: 3}.get(arch.norms_per_layer)
+    if arch.extra.get("norms_after_sublayers"):
+        # OLMo 3 (transformers 5.17 Olmo3DecoderLayer.forward): ``post_attention_layernorm``
+        # reads the attention's output, which requires grad once the attention trains, so it
+        # saves its tensors even in block 0; the attention reads the raw residual stream
+        if attn_trains:
+            return 0
+        return (
+            norm_bytes(arch, cfg)
+            + _group_input_bytes(parts.attn_in, arch.hidden_size, cfg)
+            + attention_core_bytes(arch, cfg, parts.attn_out)
+            + qk_norm_bytes(arch, cfg)
+        )
     if arch.parallel_block:
         mlp = (*parts.mlp_in, *parts.mlp_down)
         if any(_key(l) in cfg.adapted for l in mlp):
@@ -863,6 +965,7 @@ def _first_block_unsaved(
         + attention_core_bytes(arch, cfg, parts.attn_out)
         + fused_qkv_kept_bytes(arch, cfg)
         + qk_norm_bytes(arch, cfg)
+        + mla_latent_bytes(arch, cfg, parts)
     )
 
 

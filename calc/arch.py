@@ -54,6 +54,15 @@ MIXER_KINDS = ("full_attention", "linear_attention", "conv")
 softmax attention, Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5) or a gated short
 convolution (LFM2)."""
 
+ATTN_INNER_NAMES = frozenset(
+    {
+        "q_b_proj",  # DeepseekV3Attention.forward: q_b_proj(q_a_layernorm(q_a_proj(x)))
+        "kv_b_proj",  # DeepseekV3Attention.expand_kv: kv_b_proj(kv_a_layernorm(kv_nope))
+    }
+)
+"""Attention linears that read an intermediate of the attention (multi-head latent attention's
+up-projections from the compressed q and kv), not the block's normalised input (transformers
+5.17 ``models/deepseek_v3/modeling_deepseek_v3.py``)."""
 ROUTER_NAMES = frozenset({"gate", "router"})
 """MoE routers (hidden -> experts): Mixtral / Qwen-MoE ``gate``, gpt-oss / Llama 4 ``router``;
 Qwen2-MoE's ``shared_expert_gate`` (hidden -> 1) is a router-role module but no router."""
@@ -224,6 +233,15 @@ class ModelArch:
     linear_attention: LinearAttention | None = None
     # Taps of the gated short convolution of a hybrid stack's "conv" blocks (LFM2); 0 else.
     short_conv_kernel: int = 0
+    # Multi-head latent attention (DeepSeek-V3, Kimi K2; transformers 5.17 DeepseekV3Attention):
+    # 0 when the model has none. ``head_dim`` is then the q/k head width the attention kernel
+    # sees (``qk_nope_head_dim + qk_rope_head_dim``); ``v_head_dim`` the value head width;
+    # ``qk_rope_head_dim`` the rotary part (RoPE's cos/sin width); ``kv_lora_rank`` and
+    # ``q_lora_rank`` the compressed widths (``q_lora_rank`` 0: a plain ``q_proj``).
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
 
     def __post_init__(self) -> None:
         for key in (
@@ -252,12 +270,20 @@ class ModelArch:
             "shared_expert_intermediate_size",
             "block_extra_params",
             "short_conv_kernel",
+            "kv_lora_rank",
+            "q_lora_rank",
+            "qk_rope_head_dim",
+            "v_head_dim",
         ):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError("config_invalid_value", key, value)
         if self.experts_per_token > self.num_experts:
             raise ConfigError("config_invalid_value", "experts_per_token", self.experts_per_token)
+        if self.kv_lora_rank and not (
+            0 < self.qk_rope_head_dim < self.head_dim and self.v_head_dim
+        ):
+            raise ConfigError("config_invalid_value", "qk_rope_head_dim", self.qk_rope_head_dim)
         counts = dict(self.block_counts)
         if counts and (sum(counts.values()) != self.num_layers or min(counts.values()) < 0):
             raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
@@ -276,6 +302,11 @@ class ModelArch:
     def hybrid(self) -> bool:
         """Blocks of different token mixers (:data:`MIXER_KINDS`)."""
         return self.linear_attention is not None or self.short_conv_kernel > 0
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (compressed kv, split RoPE): see ``kv_lora_rank``."""
+        return self.kv_lora_rank > 0
 
     # ---- mixed stacks -------------------------------------------------------
     def blocks_of(self, lin: LinearLayer) -> int:

@@ -50,6 +50,11 @@ def attention_forward_flops_per_token(
     if arch.hybrid:  # a hybrid stack: its attention blocks only
         layers = arch.kind_share("full_attention")[0]
     full = 4.0 * layers * seq_len * arch.num_heads * arch.head_dim
+    if arch.mla:
+        # multi-head latent attention: QK^T over the q/k head width (qk_nope + qk_rope), AV over
+        # the value head width (transformers 5.17 DeepseekV3Attention: ``qk_head_dim``,
+        # ``v_head_dim``), ``2 * layers * s * heads * (qk + v)``
+        full = 2.0 * layers * seq_len * arch.num_heads * (arch.head_dim + arch.v_head_dim)
     linear = linear_attention_forward_flops_per_token(arch)
     if attention_mask != "causal":
         return full * request_fraction(attention, attention_mask) + linear

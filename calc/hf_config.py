@@ -1,9 +1,11 @@
 """Read a Hugging Face ``config.json`` into a :class:`~calc.arch.ModelArch`.
 
 Families: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2,
-gemma3_text, granite, olmo, olmo2, stablelm, phi, phi3 (Phi-3, Phi-4, Phi-4-mini), smollm3,
+gemma3_text, granite, olmo, olmo2, olmo3, stablelm, phi, phi3 (Phi-3, Phi-4, Phi-4-mini), smollm3,
 gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2,
-and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated DeltaNet blocks with
+ministral3, seed_oss, deepseek_v3 (multi-head latent attention, shared experts, dense-first
+blocks; also Kimi K2's ``kimi_k2`` text config, mistral4 and glm4_moe_lite), glm4_moe and
+minimax_m2, and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated DeltaNet blocks with
 a gated full-attention block every ``full_attention_interval``-th), olmo_hybrid (Gated DeltaNet
 and OLMo 2 attention blocks) and lfm2 (gated short convolutions and attention blocks).
 Multimodal configs (``gemma3``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
@@ -199,6 +201,9 @@ _DENSE = {
     "granite": (2048, False, None, 2, False),  # Llama shapes; its multipliers hold no weights
     # SmolLM3: Llama shapes; its NoPE layers drop RoPE, which holds no weights.
     "smollm3": (32768, True, None, 2, False),
+    # Ministral 3 (transformers 5.17 ``modeling_ministral3``): Mistral's block with
+    # ``head_dim`` 128 by default; its llama-4 attention scaling and sliding window hold no weights.
+    "ministral3": (262144, False, 128, 2, False),
 }
 
 # Keys a family's published config.json leaves out and transformers fills from its config
@@ -291,13 +296,15 @@ def _plain_mlp_traits(arch: ModelArch, k: _Keys, act_key: str, act_default: str)
 def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
     """OLMo (v1, ``olmo``): Llama shapes without biases and with LayerNorms that hold no
     weights. OLMo 2 (``olmo2``): RMSNorm after attention and after the MLP (2 per block, none
-    before) and q/k RMSNorm over the whole projection (``heads*head_dim`` + ``kv*head_dim``)."""
+    before) and q/k RMSNorm over the whole projection (``heads*head_dim`` + ``kv*head_dim``).
+    OLMo 3 (``olmo3``; transformers 5.17 ``modeling_olmo3``): OLMo 2's block, with sliding-window
+    attention on three layers in four (``Olmo3Config.layer_types``), which holds no weights."""
     h = k.int("hidden_size")
     heads = k.int("num_attention_heads")
     kv, hd = _heads(k, h, heads)
     inter = k.int("intermediate_size")
     bias = k.bool("attention_bias", False)
-    olmo2 = family == "olmo2"
+    olmo2 = family in ("olmo2", "olmo3")
     arch = ModelArch(
         **_common(k, family, name, 2048, False),
         hidden_size=h,
@@ -321,6 +328,12 @@ def _olmo(k: _Keys, family: str, name: str) -> ModelArch:
         # per token each, not one per head.
         arch.extra["norm_scale_fp32"] = True
         arch.extra["qk_norm_whole"] = True
+    if family == "olmo3":
+        # what Olmo3's code saves beyond the norms' count (calc.activations): the norms follow
+        # the attention and the MLP (Olmo3DecoderLayer.forward), and its rotary embedding keeps
+        # cos and sin in fp32 (Olmo3RotaryEmbedding.forward)
+        arch.extra["norms_after_sublayers"] = True
+        arch.extra["rope_fp32"] = True
     return arch
 
 
@@ -1175,6 +1188,347 @@ def _lfm2(k: _Keys, family: str, name: str) -> ModelArch:
     return arch
 
 
+def _routed_experts(k: _Keys, *count_keys: str) -> tuple[int, int]:
+    """``(experts, top_k)`` where the expert count has several names (``attribute_map`` of the
+    family's config class, e.g. ``num_local_experts`` -> ``n_routed_experts``)."""
+    experts = k.int(*count_keys)
+    top_k = k.int("num_experts_per_tok")
+    if top_k > experts:
+        raise ConfigError("config_top_k_above_experts", k.prefix + "num_experts_per_tok", top_k)
+    return experts, top_k
+
+
+def _group_routing(k: _Keys, experts: int) -> None:
+    """Group-limited routing (``DeepseekV3TopkRouter.forward``, ``Glm4MoeTopkRouter.forward``):
+    the scores are viewed as ``n_group`` groups of ``experts / n_group`` and each group scored by
+    its top 2 (``topk(2, dim=-1)``), then ``topk_group`` groups kept: ``n_group`` must divide
+    the experts into groups of at least 2, and ``topk_group`` cannot exceed ``n_group``."""
+    groups = k.int("n_group", default=1)
+    if experts % groups or experts // groups < 2:
+        raise k.error("n_group", groups)
+    if k.int("topk_group", default=1) > groups:
+        raise k.error("topk_group", k.cfg.get("topk_group"))
+
+
+def _shared_expert_moe(
+    k: _Keys,
+    h: int,
+    layers: int,
+    dense_default: int,
+    expert_names: tuple[str, str, str],
+    shared: int,
+    count_keys: tuple[str, ...] = ("n_routed_experts", "num_local_experts"),
+) -> tuple[tuple[LinearLayer, ...], tuple[tuple[str, int], ...], int, int, int]:
+    """The MLP side of a DeepSeek-style stack: the first ``first_k_dense_replace`` blocks hold a
+    dense MLP of width ``intermediate_size`` (``DeepseekV3DecoderLayer.__init__``: ``if
+    layer_idx >= config.first_k_dense_replace: self.mlp = DeepseekV3MoE(config)``), the others
+    the routed experts of width ``moe_intermediate_size``, the router ``gate`` and, when
+    ``shared`` is above 0, a shared expert of width ``shared`` that every token passes through.
+
+    The experts are named as in transformers 4 (what peft's target names and calc's
+    ``moe_expert_layout`` mean; transformers 5.17 stores them as 3-D ``gate_up_proj`` /
+    ``down_proj`` parameters, ``DeepseekV3Experts``). The router is a bare ``weight``
+    parameter (``DeepseekV3TopkRouter``, ``MiniMaxM2TopKRouter``): no ``nn.Linear``, never
+    quantized. ``count_keys``: the expert count's names in the family's config, the first
+    named in a missing-key error. Returns (linears, block_counts, experts, top_k, moe width)."""
+    experts, top_k = _routed_experts(k, *count_keys)
+    moe_inter = k.int("moe_intermediate_size") if shared or "moe_intermediate_size" in k.cfg else 0
+    n_dense = _dense_blocks(k, layers, dense_default)
+    n_moe = layers - n_dense
+    moe_kind, dense_kind = ("moe", "dense") if n_dense and n_moe else ("", "")
+    linears: tuple[LinearLayer, ...] = ()
+    width = moe_inter or k.int("intermediate_size")
+    if n_moe:
+        linears += tuple(
+            replace(l, block_kind=moe_kind)
+            for l in _gated_mlp(h, width, False, experts, top_k, expert_names)
+        )
+        linears += (
+            LinearLayer("gate", h, experts, quantizable=False, role="router", block_kind=moe_kind),
+        )
+        if shared:
+            linears += tuple(replace(l, block_kind=moe_kind) for l in _gated_mlp(h, shared))
+    if n_dense:
+        linears += tuple(
+            replace(l, block_kind=dense_kind) for l in _gated_mlp(h, k.int("intermediate_size"))
+        )
+    counts = (("moe", n_moe), ("dense", n_dense)) if n_dense and n_moe else ()
+    return linears, counts, experts if n_moe else 0, top_k if n_moe else 0, width
+
+
+def _dense_blocks(k: _Keys, layers: int, dense_default: int) -> int:
+    """How many blocks hold a dense MLP: ``mlp_layer_types`` where the family lists one kind
+    per block (GLM-4.7-Flash, transformers 5.17 ``Glm4MoeLiteDecoderLayer.__init__``:
+    ``Glm4MoeLiteMoE(config) if config.mlp_layer_types[layer_idx] == "sparse" else
+    Glm4MoeLiteMLP(config)``; ``dense_default`` < 0 marks such a family, whose default is one
+    dense block then sparse ones, ``Glm4MoeLiteConfig.__post_init__``), else the first
+    ``first_k_dense_replace`` blocks (``dense_default`` when absent)."""
+    if dense_default < 0:
+        kinds = k.cfg.get("mlp_layer_types")
+        if kinds is None:
+            return min(1, layers)
+        if (
+            not isinstance(kinds, list)
+            or len(kinds) != layers
+            or any(v not in ("dense", "sparse") for v in kinds)
+        ):
+            raise k.error("mlp_layer_types", kinds)
+        return sum(1 for v in kinds if v == "dense")
+    first_dense = k.cfg.get("first_k_dense_replace", dense_default)
+    if first_dense is None:
+        first_dense = 0
+    if isinstance(first_dense, bool) or not isinstance(first_dense, int) or first_dense < 0:
+        raise k.error("first_k_dense_replace", first_dense)
+    return min(first_dense, layers)
+
+
+def _mla_dims(k: _Keys) -> tuple[int, int, int, int, int]:
+    """(q_lora_rank or 0, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim) of
+    multi-head latent attention. Every width is required (a config of the family without its
+    latent widths is not one of its published shapes); ``q_lora_rank`` may be ``null``, which
+    means a plain ``q_proj`` (``DeepseekV3Attention.__init__``: ``if self.q_lora_rank is
+    None``)."""
+    if "q_lora_rank" not in k.cfg:
+        raise ConfigError("config_missing_key", k.prefix + "q_lora_rank", None)
+    q_rank = 0 if k.cfg["q_lora_rank"] is None else k.int("q_lora_rank")
+    return (
+        q_rank,
+        k.int("kv_lora_rank"),
+        k.int("qk_nope_head_dim"),
+        k.int("qk_rope_head_dim"),
+        k.int("v_head_dim"),
+    )
+
+
+def _mla_attention(
+    h: int, heads: int, dims: tuple[int, int, int, int, int], bias: bool
+) -> tuple[LinearLayer, ...]:
+    """Multi-head latent attention's linears (transformers 5.17 ``DeepseekV3Attention``):
+    ``q_a_proj`` (hidden -> q_lora_rank, bias with ``attention_bias``), ``q_b_proj``
+    (q_lora_rank -> heads * (nope + rope)), or one ``q_proj`` (hidden -> heads * (nope + rope))
+    without a q rank; ``kv_a_proj_with_mqa`` (hidden -> kv_lora_rank + rope, ``attention_bias``),
+    ``kv_b_proj`` (kv_lora_rank -> heads * (nope + v)), ``o_proj`` (heads * v -> hidden,
+    ``attention_bias``). The output projection is listed last (``calc.activations.block_parts``)."""
+    q_rank, kv_rank, nope, rope, v = dims
+    qk = nope + rope
+    q: tuple[LinearLayer, ...]
+    if q_rank:
+        q = (
+            LinearLayer("q_a_proj", h, q_rank, bias, role="attn"),
+            LinearLayer("q_b_proj", q_rank, heads * qk, role="attn"),
+        )
+    else:
+        q = (LinearLayer("q_proj", h, heads * qk, role="attn"),)
+    return q + (
+        LinearLayer("kv_a_proj_with_mqa", h, kv_rank + rope, bias, role="attn"),
+        LinearLayer("kv_b_proj", kv_rank, heads * (nope + v), role="attn"),
+        LinearLayer("o_proj", heads * v, h, bias, role="attn"),
+    )
+
+
+# MLA + MoE families read by _deepseek_v3: (dense blocks by default, -1: ``mlp_layer_types``;
+# max_position_embeddings default; router casts its input to fp32). Sources: transformers 5.17
+# ``DeepseekV3Config`` (first_k_dense_replace 3, 4096), ``Mistral4Config`` (0, 1048576; its
+# ``Mistral4TopkRouter.forward``: ``F.linear(hidden_states, self.weight)``, softmax, no
+# correction bias), ``Glm4MoeLiteConfig`` (mlp_layer_types, 202752).
+_MLA_FAMILIES = {
+    "deepseek_v3": (3, 4096, True),
+    "mistral4": (0, 1048576, False),
+    "glm4_moe_lite": (-1, 202752, True),
+}
+
+
+def _deepseek_v3(k: _Keys, family: str, name: str) -> ModelArch:
+    """DeepSeek-V3 / R1 and Kimi K2 (``deepseek_v3``; Kimi K2.5's ``text_config`` says
+    ``kimi_k2``, which transformers 5.17 ``Kimi_K25Config`` reads as ``deepseek_v3``).
+
+    Attention: multi-head latent attention (:func:`_mla_attention`) with RMSNorms of
+    ``q_lora_rank`` and ``kv_lora_rank`` weights (``q_a_layernorm``, ``kv_a_layernorm``).
+    ``num_key_value_heads`` (default: the heads) must divide the heads
+    (``num_key_value_groups``); k and v come out of ``kv_b_proj`` with one head per query head.
+    MLP: :func:`_shared_expert_moe` with ``n_shared_experts`` shared experts fused into one MLP
+    of width ``moe_intermediate_size * n_shared_experts`` (``DeepseekV3MoE.__init__``) and
+    ``first_k_dense_replace`` dense blocks (default 3, ``DeepseekV3Config``). The router's
+    ``e_score_correction_bias`` is a buffer (``nn.Buffer``), not a parameter. The multi-token
+    prediction layer of the checkpoints (``num_nextn_predict_layers``) is not built by
+    transformers (``_keys_to_ignore_on_load_unexpected``) and not counted.
+
+    Mistral 4 (``mistral4``, ``Mistral4Attention`` / ``Mistral4MoE``) and GLM-4.7-Flash
+    (``glm4_moe_lite``, ``Glm4MoeLiteAttention`` / ``Glm4MoeLiteMoE``) are the same modules
+    with other defaults and routers (:data:`_MLA_FAMILIES`); Mistral 4 scales q by Llama 4's
+    position factor (a product with a tensor that needs no gradient: nothing more saved)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv = k.int("num_key_value_heads", default=heads)
+    if kv > heads or heads % kv:
+        raise k.kv_error("num_key_value_heads", kv)
+    dims = _mla_dims(k)
+    q_rank, kv_rank, nope, rope, v = dims
+    layers = k.int("num_hidden_layers")
+    shared = k.cfg.get("n_shared_experts", 1)
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        raise k.error("n_shared_experts", shared)
+    moe_inter = k.int("moe_intermediate_size")
+    dense_default, max_pos, router_fp32 = _MLA_FAMILIES[family]
+    mlp, counts, experts, top_k, width = _shared_expert_moe(
+        k, h, layers, dense_default, ("gate_proj", "up_proj", "down_proj"), moe_inter * shared
+    )
+    if experts:
+        _group_routing(k, experts)
+    arch = ModelArch(
+        **_common(k, family, name, max_pos, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=nope + rope,
+        intermediate_size=width,
+        linears=_mla_attention(h, heads, dims, k.bool("attention_bias", False)) + mlp,
+        num_experts=experts,
+        experts_per_token=top_k,
+        shared_expert_intermediate_size=moe_inter * shared if experts else 0,
+        block_extra_params=q_rank + kv_rank,  # q_a_layernorm, kv_a_layernorm
+        block_counts=counts,
+        kv_lora_rank=kv_rank,
+        q_lora_rank=q_rank,
+        qk_rope_head_dim=rope,
+        v_head_dim=v,
+    )
+    if router_fp32:
+        # DeepseekV3TopkRouter.forward: ``F.linear(hidden_states.type(torch.float32), ...)``
+        arch.extra["router_fp32_input"] = True
+    return arch
+
+
+def _glm4_moe(k: _Keys, family: str, name: str) -> ModelArch:
+    """GLM-4.5 / 4.6 and GLM-4.5-Air (``glm4_moe``; transformers 5.17 ``modeling_glm4_moe``):
+    ``Glm4MoeAttention`` is Llama's with q/k/v biases under ``attention_bias`` (``o_proj``
+    never has one), explicit ``head_dim`` (default ``hidden / heads``), a partial rotary factor
+    (RoPE over part of each head: no weights) and, with ``use_qk_norm``, per-head RMSNorm of q
+    and k (``head_dim`` weights each). MLP: DeepSeek-V3's layout (``Glm4MoeMoE``: routed
+    experts, one shared MLP of width ``moe_intermediate_size * n_shared_experts``, router
+    ``Glm4MoeTopkRouter`` with group-limited sigmoid routing) after
+    ``first_k_dense_replace`` dense blocks (default 1, ``Glm4MoeConfig``)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads)
+    layers = k.int("num_hidden_layers")
+    shared = k.cfg.get("n_shared_experts", 1)
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        raise k.error("n_shared_experts", shared)
+    moe_inter = k.int("moe_intermediate_size")
+    mlp, counts, experts, top_k, width = _shared_expert_moe(
+        k, h, layers, 1, ("gate_proj", "up_proj", "down_proj"), moe_inter * shared
+    )
+    if experts:
+        _group_routing(k, experts)
+    qk_norm = k.bool("use_qk_norm", False)
+    arch = ModelArch(
+        **_common(k, family, name, 131072, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=width,
+        linears=_attention(h, heads, kv, hd, k.bool("attention_bias", False), False) + mlp,
+        num_experts=experts,
+        experts_per_token=top_k,
+        shared_expert_intermediate_size=moe_inter * shared if experts else 0,
+        block_extra_params=2 * hd if qk_norm else 0,
+        block_counts=counts,
+    )
+    if qk_norm:
+        arch.extra["qk_norm_per_head"] = True
+    arch.extra["router_fp32_input"] = True  # Glm4MoeTopkRouter.forward, as DeepSeek-V3's
+    return arch
+
+
+def _minimax_m2(k: _Keys, family: str, name: str) -> ModelArch:
+    """MiniMax-M2 (``minimax_m2``; transformers 5.17 ``modeling_minimax_m2``): Llama-shaped
+    attention without biases, explicit ``head_dim`` (default 128, ``MiniMaxM2Config``) and
+    RMSNorm of q and k over the whole projection (``MiniMaxM2Attention``: ``q_norm`` of
+    ``heads * head_dim`` weights, ``k_norm`` of ``kv_heads * head_dim``); every block sparse:
+    ``num_local_experts`` experts of width ``intermediate_size`` (named ``w1``/``w3``/``w2`` as
+    in transformers 4, whose peft targets transformers 5.17 converts with Mixtral's pattern,
+    ``conversion_mapping.py``), top ``num_experts_per_tok`` by sigmoid scores plus the
+    ``e_score_correction_bias`` buffer (``MiniMaxM2TopKRouter``), no shared expert."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads, head_dim_default=128)
+    layers = k.int("num_hidden_layers")
+    cfg = {**k.cfg, "first_k_dense_replace": 0}
+    mlp, _counts, experts, top_k, width = _shared_expert_moe(
+        _Keys(cfg, k.prefix),
+        h,
+        layers,
+        0,
+        ("w1", "w3", "w2"),
+        0,
+        ("num_local_experts", "num_experts"),
+    )
+    arch = ModelArch(
+        **_common(k, family, name, 196608, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=width,
+        linears=_attention(h, heads, kv, hd, False, False) + mlp,
+        num_experts=experts,
+        experts_per_token=top_k,
+        block_extra_params=(heads + kv) * hd,
+    )
+    # MiniMaxM2RMSNorm returns ``self.weight * hidden_states.to(input_dtype)`` (Llama's): the
+    # normalised copy at the activation dtype, one fp32 rsqrt per token for q and one for k
+    arch.extra["qk_norm_whole"] = True
+    return arch
+
+
+def _seed_oss(k: _Keys, family: str, name: str) -> ModelArch:
+    """Seed-OSS (``seed_oss``; transformers 5.17 ``modeling_seed_oss``): Llama shapes with
+    q/k/v biases (``attention_bias``, default true), an output-projection bias only with
+    ``attention_out_bias`` (default false), MLP biases with ``mlp_bias``, explicit ``head_dim``
+    (default 128). Dropout (``SeedOssConfig`` defaults 0.1, as the published configs): on the
+    attention output and the MLP output (``residual_dropout``: ``SeedOssAttention.forward``,
+    ``SeedOssMLP.forward``) and on the attention probabilities (``attention_dropout``, which the
+    eager path applies with ``nn.functional.dropout``)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv, hd = _heads(k, h, heads, head_dim_default=128)
+    inter = k.int("intermediate_size")
+    linears = _attention(
+        h, heads, kv, hd, k.bool("attention_bias", True), k.bool("attention_out_bias", False)
+    )
+    linears += _gated_mlp(h, inter, k.bool("mlp_bias", False))
+    arch = ModelArch(
+        **_common(k, family, name, 524288, False),
+        hidden_size=h,
+        num_layers=k.int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=linears,
+    )
+    if _positive_float(k, "residual_dropout", 0.1):
+        arch.extra["residual_dropout"] = True
+    if _positive_float(k, "attention_dropout", 0.1):
+        arch.extra["eager_attention_dropout"] = True
+    return arch
+
+
+def _positive_float(k: _Keys, key: str, default: float) -> bool:
+    """A dropout probability above 0 (the family's default where the key is absent)."""
+    value = k.cfg.get(key, default)
+    if value is None:
+        value = default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise k.error(key, value)
+    return value > 0
+
+
 _READERS = {
     **{family: _dense for family in _DENSE},
     "olmo": _olmo,
@@ -1198,6 +1552,14 @@ _READERS = {
     "qwen3_5_moe_text": _qwen_hybrid,
     "lfm2": _lfm2,
     "olmo_hybrid": _olmo_hybrid,
+    "deepseek_v3": _deepseek_v3,
+    "kimi_k2": _deepseek_v3,  # Kimi K2.5's text_config (Kimi_K25Config reads it as deepseek_v3)
+    "mistral4": _deepseek_v3,
+    "glm4_moe_lite": _deepseek_v3,
+    "glm4_moe": _glm4_moe,
+    "minimax_m2": _minimax_m2,
+    "olmo3": _olmo,
+    "seed_oss": _seed_oss,
 }
 
 
@@ -1228,7 +1590,7 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     reader = _READERS.get(model_type)
     if reader is None:
         raise ConfigError("unsupported_architecture", "hf_config.model_type", model_type)
-    family = "falcon" if reader is _falcon else model_type
+    family = "falcon" if reader is _falcon else _FAMILY_OF.get(model_type, model_type)
     defaults = _FAMILY_DEFAULTS.get(model_type)
     if defaults:
         cfg = {**defaults, **{key: val for key, val in cfg.items() if val is not None}}
@@ -1238,6 +1600,10 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     if text_only:
         arch.extra["text_config_only"] = True
     return arch
+
+
+_FAMILY_OF = {"kimi_k2": "deepseek_v3"}
+"""model_types read as another family (transformers builds that family's model for them)."""
 
 
 def _supported(model_type: object) -> bool:

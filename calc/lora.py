@@ -136,7 +136,9 @@ def as_stored_3d(arch: ModelArch) -> ModelArch:
     )
 
 
-CONVERTED_FAMILIES = frozenset({"mixtral", "qwen3_moe", "qwen3_next"})
+CONVERTED_FAMILIES = frozenset(
+    {"mixtral", "qwen3_moe", "qwen3_next", "deepseek_v3", "glm4_moe", "glm4_moe_lite", "minimax_m2"}
+)
 """Families whose transformers-4 expert targets peft 0.21.0 converts: the model types of
 ``_MODEL_TO_CONVERSION_PATTERN`` (transformers 5.17 ``conversion_mapping.py``, plus
 ``mixtral`` added by peft) that calc reads (``qwen3_next`` maps to ``qwen2_moe``'s pattern;

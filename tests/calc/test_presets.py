@@ -400,3 +400,62 @@ def test_maverick_is_a_mixed_stack_of_dense_and_moe_blocks():
     }
     # the largest block (an MoE one) is what one FSDP unit gathers
     assert arch.block_params > arch.stack_params // arch.num_layers
+
+
+# ---- multi-head latent attention and the new MoE layouts ------------------------------------
+
+NEW_FAMILY_PINNED = {
+    "deepseek-v3": (671_026_404_352, 37_552_282_624),
+    "kimi-k2": (1_026_408_209_408, 32_861_477_888),
+    "glm-4.5-air": (106_852_245_504, 13_424_123_904),
+    "glm-4.5": (352_797_814_784, 33_632_251_904),
+    "minimax-m2": (228_689_748_992, 11_030_537_216),
+    "seed-oss-36b": (36_151_104_512, 36_151_104_512),
+    "olmo-3-7b": (7_298_011_136, 7_298_011_136),
+    "olmo-3-32b": (32_233_522_176, 32_233_522_176),
+}
+
+# What the publishers' model cards state, as (total, active, what "active" counts, tolerance):
+# DeepSeek-V3 "671B total parameters with 37B activated" (the multi-token-prediction module,
+# 14B, outside both); Kimi K2 "1 trillion total parameters, 32 billion activated"; GLM-4.5
+# "355 billion total parameters and 32 billion active", GLM-4.5-Air "106 billion total, 12
+# billion active"; MiniMax-M2 "230 billion total parameters with 10 billion active"; Seed-OSS
+# "36B"; OLMo 3 "7B" and "32B". GLM and MiniMax count the active parameters without the embedding and output layer.
+NEW_FAMILY_STATED = {
+    "deepseek-v3": (671e9, 37e9, "active", 0.02),
+    "kimi-k2": (1.0e12, 32e9, "active", 0.03),
+    "glm-4.5-air": (106e9, 12e9, "active_blocks", 0.02),
+    "glm-4.5": (355e9, 32e9, "active_blocks", 0.01),
+    "minimax-m2": (230e9, 10e9, "active_blocks", 0.03),
+    "seed-oss-36b": (36e9, 36e9, "active", 0.01),
+    # allenai/Olmo-3-1025-7B states 7,298,011,136 parameters (its safetensors total)
+    "olmo-3-7b": (7_298_011_136, 7_298_011_136, "active", 0.0),
+    "olmo-3-32b": (32e9, 32e9, "active", 0.01),
+}
+
+
+@pytest.mark.parametrize("preset_id", sorted(NEW_FAMILY_PINNED))
+def test_new_family_pinned_totals(preset_id):
+    arch = presets.get_preset(preset_id)
+    assert (arch.params_total, arch.params_active) == NEW_FAMILY_PINNED[preset_id]
+
+
+@pytest.mark.parametrize("preset_id", sorted(NEW_FAMILY_STATED))
+def test_new_family_totals_match_publishers(preset_id):
+    arch = presets.get_preset(preset_id)
+    total, active, what, tol = NEW_FAMILY_STATED[preset_id]
+    counted = arch.params_active
+    if what == "active_blocks":
+        counted -= arch.embedding_params + arch.lm_head_params
+    assert arch.params_total == pytest.approx(total, rel=tol)
+    assert counted == pytest.approx(active, rel=tol)
+
+
+def test_deepseek_v3_preset_is_latent_attention_with_dense_first_blocks():
+    arch = presets.get_preset("deepseek-v3")
+    assert arch.mla and (arch.kv_lora_rank, arch.q_lora_rank) == (512, 1536)
+    assert (arch.head_dim, arch.v_head_dim, arch.qk_rope_head_dim) == (192, 128, 64)
+    assert dict(arch.block_counts) == {"moe": 58, "dense": 3}
+    assert (arch.num_experts, arch.experts_per_token) == (256, 8)
+    assert presets.resolve_preset_id("deepseek-ai/DeepSeek-R1") == "deepseek-v3"
+    assert presets.get_preset("glm-4.5").family == "glm4_moe"

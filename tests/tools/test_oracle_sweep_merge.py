@@ -1,5 +1,5 @@
-"""``benchmarks.oracle_sweep --only X --merge``: the figures of newly swept families join the
-summary of the last whole sweep; a family it holds already is refused."""
+"""``python -m benchmarks.oracle_sweep --only F --merge``: a family swept again is merged into
+the summary of the last full run without retracing the others (needs no torch)."""
 
 from __future__ import annotations
 
@@ -7,40 +7,89 @@ import pytest
 
 from benchmarks import oracle_sweep as sweep
 
+VERSIONS = {"torch": "t", "transformers": "x", "peft": "p"}
 
-def row(setup_id: str, error: float, model_type: str) -> dict:
+
+def _row(setup_id: str, error: float) -> dict:
+    phases = {p: {"calc": 1.0, "oracle": 1.0, "error": error} for p in sweep.PHASES}
     return {
         "id": setup_id,
-        "model_type": model_type,
+        "model_type": setup_id.split("/")[0],
         "peak_error": error,
-        "phases": {"forward_end": {"error": error}},
+        "phases": phases,
     }
 
 
-OLD = sweep.summarise(
-    [row("llama/full", 0.001, "llama"), row("llama/lora-r16", -0.03, "llama")],
-    {"torch": "x"},
-)
+OLD_ROWS = [_row("llama/full", 0.001), _row("llama/lora-r16", -0.03), _row("qwen3/qlora-r16", 0.0)]
 
 
-def test_new_families_are_added_to_every_figure():
-    merged = sweep.merge_summary(
-        OLD,
-        [
-            row("qwen3_next/full", 0.002, "qwen3_next"),
-            row("qwen3_next/lora-r8-attn", 0.05, "qwen3_next"),
-        ],
-    )
-    assert (merged["setups"], merged["within_2pct"], merged["within_5pct"]) == (4, 2, 4)
-    assert merged["worst_id"] == "qwen3_next/lora-r8-attn"
-    assert [m["id"] for m in merged["beyond_2pct"]] == ["qwen3_next/lora-r8-attn", "llama/lora-r16"]
-    assert merged["model_types"] == ["llama", "qwen3_next"]
-    assert merged["per_family"]["qwen3_next"]["setups"] == 2
-    assert merged["groups"]["full"]["setups"] == 2 and merged["groups"]["lora"]["setups"] == 2
-    assert (merged["phases"], merged["phases_within_5pct"]) == (4, 4)
-    assert merged["median_abs_error"] == OLD["median_abs_error"]
+def test_merge_adds_a_new_family_and_keeps_the_others():
+    old = sweep.summarise(OLD_ROWS, VERSIONS)
+    new = [_row("glm4_moe/full", 0.002), _row("glm4_moe/lora-r8-attn", -0.025)]
+    merged = sweep.merge_summary(old, new, VERSIONS)
+    whole = sweep.summarise(OLD_ROWS + new, VERSIONS)
+    for key in ("setups", "within_2pct", "within_5pct", "phases", "phases_within_5pct"):
+        assert merged[key] == whole[key], key
+        for method in ("full", "lora", "qlora"):
+            assert merged["groups"][method][key] == whole["groups"][method][key], (method, key)
+    assert merged["model_types"] == whole["model_types"]
+    assert merged["per_family"]["llama"] == old["per_family"]["llama"]
+    assert [m["id"] for m in merged["beyond_2pct"]] == ["llama/lora-r16", "glm4_moe/lora-r8-attn"]
+    assert merged["worst_id"] == "llama/lora-r16"
 
 
-def test_a_family_already_swept_is_refused():
-    with pytest.raises(SystemExit, match="llama"):
-        sweep.merge_summary(OLD, [row("llama/full-ckpt", 0.0, "llama")])
+def test_merging_a_family_again_replaces_its_figures():
+    old = sweep.summarise(OLD_ROWS, VERSIONS)
+    first = sweep.merge_summary(old, [_row("glm4_moe/full", 0.04)], VERSIONS)
+    assert first["worst_id"] == "glm4_moe/full" and first["within_2pct"] == 2
+    again = sweep.merge_summary(first, [_row("glm4_moe/full", 0.001)], VERSIONS)
+    assert again["setups"] == 4 and again["within_2pct"] == 3
+    assert again["worst_id"] == "llama/lora-r16"
+    assert all(m["id"] != "glm4_moe/full" for m in again["beyond_2pct"])
+
+
+def test_merge_refuses_what_it_cannot_subtract_or_other_versions():
+    old = sweep.summarise(OLD_ROWS, VERSIONS)
+    with pytest.raises(ValueError):
+        sweep.merge_summary(old, [_row("llama/full", 0.0)], VERSIONS)  # no per-method counts
+    with pytest.raises(ValueError):
+        sweep.merge_summary(old, [_row("glm4_moe/full", 0.0)], {**VERSIONS, "torch": "other"})
+
+
+def test_preset_checks_are_recorded_by_setup_and_leave_the_rest():
+    old = sweep.summarise(OLD_ROWS, VERSIONS)
+    row = dict(_row("seed-oss-36b/lora-all-linear-ckpt", -0.001), calc_peak=2, oracle_peak=3)
+    row["model_type"] = "seed_oss"
+    merged = sweep.merge_presets(old, [row])
+    assert merged["presets"]["seed-oss-36b/lora-all-linear-ckpt"]["error"] == -0.001
+    assert {k: v for k, v in merged.items() if k != "presets"} == old
+    again = sweep.merge_presets(merged, [dict(row, peak_error=0.002)])
+    assert again["presets"]["seed-oss-36b/lora-all-linear-ckpt"]["error"] == 0.002
+
+
+def test_preset_setups_name_presets_and_their_model_types():
+    from calc.presets import preset_ids
+
+    ids = set(preset_ids())
+    for setup in sweep.preset_setups():
+        assert setup["request"]["model"] in ids
+        assert sweep.model_type_of(setup) in {sweep.model_type_of(s) for s in sweep.setups()}
+
+
+# the families whose presets are held at full size (the MLA and new MoE and dense families)
+FULL_SIZE_FAMILIES = ("deepseek_v3", "glm4_moe", "minimax_m2", "seed_oss", "olmo3", "ministral3")
+
+
+def test_every_preset_of_these_families_is_checked_at_full_size_within_3_percent():
+    import json
+
+    from calc.presets import get_preset, preset_ids
+    from conftest import REPO_ROOT
+
+    wanted = [p for p in preset_ids() if get_preset(p).family in FULL_SIZE_FAMILIES]
+    assert sorted(wanted) == sorted(sweep.PRESET_CHECKS)
+    summary = json.loads((REPO_ROOT / "validation" / "oracle_sweep_summary.json").read_text())
+    recorded = {k.split("/")[0]: v for k, v in summary.get("presets", {}).items()}
+    for preset_id in wanted:
+        assert preset_id in recorded, "run python -m benchmarks.oracle_sweep --presets"
+        assert abs(recorded[preset_id]["error"]) <= sweep.PRESET_TOLERANCE, preset_id

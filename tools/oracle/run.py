@@ -214,8 +214,8 @@ def build_meta_model(req: dict, options: dict):
     if req["method"] == "qlora" and (options["prepare_kbit"] or req["qlora_prepare_kbit"]):
         dtype = torch.bfloat16  # loaded in bf16; prepare_model_for_kbit_training casts to fp32
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(
-            config, dtype=dtype, attn_implementation=req["attention"]
+        model = causal_lm_from_config(
+            AutoModelForCausalLM, config, dtype=dtype, attn_implementation=req["attention"]
         )
     if req["gradient_checkpointing"]:
         model.gradient_checkpointing_enable(
@@ -264,6 +264,23 @@ def build_meta_model(req: dict, options: dict):
         add_fused_lm_head(base, outputs=("log_probs", "entropy", "is_top1"))
     model.train()
     return model, config
+
+
+def causal_lm_from_config(auto, config, **kwargs):
+    """``AutoModelForCausalLM.from_config``, or the family's own ``<Family>ForCausalLM`` where
+    transformers ships one that the causal-LM auto mapping leaves out (5.17:
+    ``Mistral4ForCausalLM``, whose ``mistral4`` is mapped for pretraining and
+    image-text-to-text only, ``models/auto/modeling_auto.py``)."""
+    try:
+        return auto.from_config(config, **kwargs)
+    except ValueError:
+        import transformers
+
+        name = type(config).__name__.removesuffix("Config") + "ForCausalLM"
+        cls = getattr(transformers, name, None)
+        if cls is None:
+            raise
+        return cls._from_config(config, **kwargs)
 
 
 def modules_to_save(req: dict) -> list[str] | None:
