@@ -89,6 +89,7 @@ def test_time_and_cost_hand_computed():
         price_per_gpu_hour=2.0,
         storage_gb=100,
         storage_price_per_gb_month=0.1,
+        framework="generic",
     )
     flops = 42_865_287_168  # 6N + 12 L s d, see test_timing
     bw = 2039e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY

@@ -131,7 +131,7 @@ def _req(**kw):
 def test_step_hand_computed_full_fine_tuning():
     """Full FT, one A100 80GB SXM, 1 x 2048 tokens, no checkpointing, eager attention, bf16-true,
     torch AdamW (foreach), recomputed from the stated equations."""
-    req, opts = _req()
+    req, opts = _req(framework="generic")
     est = timing.estimate_time(req, opts.gpu, 1e9, mfu=0.5)
     b = est.breakdown
     bw = 2039e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY
