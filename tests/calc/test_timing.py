@@ -424,6 +424,23 @@ def test_csv_is_the_single_source(validation):
     assert not hasattr(vt, "COVERED") and not hasattr(vt, "NOT_COVERED")
 
 
+def test_rows_naming_no_library_are_judged_without_a_profile(validation):
+    """The rows come from many stacks (llm-foundry, torchtitan, Unsloth, the HF Trainer…) and
+    name no training library: each is judged with the keys it states and the rest at their
+    own defaults, not as a run of the request's default library."""
+    import json
+
+    vt, _, rows = validation
+    plain = [
+        r
+        for r in rows.values()
+        if r["calc_request"] and "framework" not in json.loads(r["calc_request"])
+    ]
+    assert len(plain) >= 50
+    for r in plain:
+        assert vt.row_request(r)["framework"] == "generic", r["row_id"]
+
+
 def test_shipped_constants_are_the_in_sample_fit(validation):
     _, result, _ = validation
     fit, shipped = result["fit"], result["shipped"]
