@@ -40,6 +40,7 @@ from accuracy.memory import configured_floor_bytes
 from accuracy.stats import percentile
 from calc import memory
 from calc.errors import CalcError
+from calc.fields import BY_KEY
 
 CSV_PATH = DATA_DIR / "first_contact_peaks.csv"
 STACKS_PATH = DATA_DIR / "first_contact_stacks.csv"
@@ -133,7 +134,7 @@ def judge(row: dict, stack: dict[str, str] | None = None) -> Judgement:
     measured = measured_bytes(row)
     request = json.loads(row["calc_request"])
     request["framework"] = (stacks() if stack is None else stack).get(
-        row["source"], request.get("framework", "generic")
+        row["source"], request.get("framework", BY_KEY["framework"].default)
     )
     try:
         est = memory.estimate_dict(request)

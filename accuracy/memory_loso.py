@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from accuracy import memory as vm
 from accuracy.stats import percentile
 from calc import activations, calibration, memory
+from calc.fields import BY_KEY
 
 
 def is_measured(result: vm.RowResult) -> bool:
@@ -185,7 +186,7 @@ def framework_of(result: vm.RowResult) -> str:
     ZeRO paper."""
     if not is_measured(result):
         return "analytic"
-    return str(result.request.get("framework", "generic"))
+    return str(result.request.get("framework", BY_KEY["framework"].default))
 
 
 # ---- ranges ---------------------------------------------------------------------------------

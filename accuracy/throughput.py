@@ -123,12 +123,20 @@ def load_rows(path: Path = CSV_PATH) -> dict[int, dict]:
     return {int(r["row_id"]): r for r in csv.DictReader(io.StringIO(text))}
 
 
+ROW_FRAMEWORK = "generic"
+"""The ``framework`` of a row whose request names none: the rows come from many stacks
+(llm-foundry, torchtitan, Megatron, Unsloth, Answer.AI's FSDP loop, the HF Trainer…), so
+each is judged with the keys its request states and every other key at its own default,
+not with the request's default library."""
+
+
 def row_request(row: dict) -> dict | None:
     """The row's calc plan request (``calc_request`` JSON), model names resolved."""
     text = (row.get("calc_request") or "").strip()
     if not text:
         return None
     req = json.loads(text)
+    req.setdefault("framework", ROW_FRAMEWORK)
     if req["model"] in MODELS:
         req["model"] = MODELS[req["model"]]
     req.setdefault("dataset_tokens", 1e9)
@@ -657,6 +665,7 @@ def _pair_request(row: dict, method: str) -> dict | None:
         "gradient_checkpointing": False,
         "dataset_tokens": 1e9,
         "method": method,
+        "framework": ROW_FRAMEWORK,
     }
     if method == "qlora" and "nf4" in row["method"] and "dq" not in row["method"]:
         data["qlora_double_quant"] = False

@@ -1101,6 +1101,9 @@ def setups() -> list[dict]:
                 out.append(
                     {"id": f"{family}/{variant}", "request": request, "oracle": dict(options)}
                 )
+    for setup in out:
+        # a setup that names no library traces each key as it states it: no profile
+        setup["request"].setdefault("framework", "generic")
     return out
 
 
@@ -1173,7 +1176,12 @@ def _accepted_request(family: str, cfg: dict, overrides: dict) -> dict | None:
 
 
 def _cache_key(setup: dict, versions: dict) -> str:
+    """``framework: generic`` is left out of the key: a setup without a profile is keyed by
+    the keys it states."""
     qlora = setup["request"].get("method") == "qlora"
+    if setup["request"].get("framework") == "generic":
+        request = {k: v for k, v in setup["request"].items() if k != "framework"}
+        setup = {**setup, "request": request}
     text = json.dumps(
         {
             "setup": setup,

@@ -658,14 +658,14 @@ FIELDS: tuple[FieldSpec, ...] = (
     _enum(
         "framework",
         Framework,
-        "generic",
+        "hf-trainer",
         READER,
         doc=(
             "the training library, a profile of the library behaviours (and of a few reader "
             "keys: :attr:`FieldSpec.profiles`; :mod:`calc.frameworks`), one generation of its "
-            "libraries each: ``generic`` (default: no profile, every key at its own default), "
-            "``hf-trainer`` (transformers 5), ``hf-trainer-4`` (transformers 4.46-4.53), "
-            "``trl-sft``, ``axolotl``, ``llama-factory``, ``ms-swift`` (each on the transformers "
+            "libraries each: ``hf-trainer`` (default: transformers' Trainer on transformers 5, "
+            "what most readers run), ``generic`` (no profile, every key at its own default), "
+            "``hf-trainer-4`` (transformers 4.46-4.53), ``trl-sft``, ``axolotl``, ``llama-factory``, ``ms-swift`` (each on the transformers "
             "5 Trainer), ``hf-custom-loop``, ``pytorch-loop`` (transformers 5) and "
             "``pytorch-loop-4`` (transformers 4.46-4.53), ``torchtune``, ``litgpt``, "
             "``unsloth``. The profile fills only keys the request leaves out; an unknown name "

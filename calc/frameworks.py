@@ -7,10 +7,11 @@ the profile to every key the request leaves out; a key the request states explic
 always wins over the profile. A profile never sets the shape of the model, the method,
 the batch or the GPUs: only what the library decides for the user.
 
-``generic`` (the default) sets nothing: every key keeps its own default, which is
-``calc``'s behaviour before this key existed. The other profiles:
+``hf-trainer`` is the default: what most readers run. ``generic`` sets nothing: every key
+keeps its own default, a stack no library runs as such (kept for requests that name it).
+The profiles:
 
-- ``hf-trainer``: a transformers model trained by ``transformers.Trainer``, PEFT adapters,
+- ``hf-trainer`` (the default): a transformers model trained by ``transformers.Trainer``, PEFT adapters,
   bitsandbytes 4-bit, accelerate for FSDP / DeepSpeed: the transformers 5 generation
   (5.17, peft 0.21, accelerate 1.15, torch >= 2.8), MoE experts as 3-D tensors.
 - ``trl-sft``: TRL's ``SFTTrainer`` (1.9 to 1.16) on that Trainer: the loss from a fused, chunked LM

@@ -14,6 +14,9 @@ Why these values:
   attention, AdamW, LoRA rank 16 on every linear layer: the request's own defaults
   (:data:`calc.fields.FIELDS`), so a page's setup is what the CLI and the
   calculator do when told nothing;
+- the training library: the HF Trainer on transformers 5 (``framework`` ``hf-trainer``, the
+  request's default), what most readers run; its profile (:mod:`calc.frameworks`) sets the
+  library behaviours (fused AdamW, fp32 adapters, MoE experts as 3-D tensors);
 - precision per method: PyTorch AMP mixed precision (``bf16-mixed``, fp32 master weights)
   for full fine-tuning, as Hugging Face's Trainer does with ``bf16=True``; pure bf16
   (``bf16-true``, the request's default) for LoRA and QLoRA, as torchtune and LitGPT do;
@@ -48,6 +51,7 @@ SETUP: JsonObject = {
     "optimizer": "adamw",
     "lora_rank": 16,
     "lora_targets": "all-linear",
+    "framework": "hf-trainer",
     "dataset_tokens": 100_000_000,
     "epochs": 1,
     "price_tier": "managed",

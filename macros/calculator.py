@@ -186,6 +186,14 @@ def profile_keys() -> tuple[str, ...]:
     return keys()
 
 
+def profileless_frameworks() -> list[str]:
+    """The training libraries whose profile sets no key (``generic``): under them a key the
+    reader set at its own default is what calc uses anyway, so the URL can leave it out."""
+    from calc.frameworks import PROFILES
+
+    return [fw.value for fw, entries in PROFILES.items() if not entries]
+
+
 def default_request() -> dict:
     """The page's default request: calc's defaults, plus the page's choices. The keys a
     library profile sets are left to the profile, as the form leaves them (form-state.js)."""
@@ -523,6 +531,7 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
             "data-method": str(request["method"]),
             "data-static-request": json.dumps(request, separators=(",", ":")),
             "data-profile-keys": json.dumps(list(profile_keys()), separators=(",", ":")),
+            "data-profileless": json.dumps(profileless_frameworks(), separators=(",", ":")),
             "data-method-defaults": json.dumps(METHOD_DEFAULTS, separators=(",", ":")),
             "data-command": COMMAND,
             "data-worker": urls["worker"],

@@ -146,7 +146,10 @@ def per_gpu_memory(
 
 def bytes_per_param(lang: str, model: str, combos: list[list[str]], **setup) -> str:
     """Model-state bytes per parameter of full fine-tuning, per precision and
-    optimizer: calc's components divided by the parameter count."""
+    optimizer: calc's model states divided by the parameter count, whether or not they
+    peak together (with a fused optimizer the peak can come before the last gradients
+    exist): weights and optimizer states as calc's components, the gradients the rest
+    of the model states."""
     requests = [
         {"model": model, "method": "full", **setup, "precision": p, "optimizer": o}
         for p, o in combos
@@ -158,23 +161,22 @@ def bytes_per_param(lang: str, model: str, combos: list[list[str]], **setup) -> 
         Col("req.precision", "col.precision", "code", row_header=True),
         Col("req.optimizer", "col.optimizer", "code"),
     ]
+    checks = {
+        "weights": "components.weights/params_total",
+        "gradients": "model_states_bytes+-components.weights+-components.optimizer/params_total",
+        "optimizer": "components.optimizer/params_total",
+    }
     for row in rows:
-        row["bpp.total"] = sum(row["components." + n] for n in states) / row["params_total"]
-        for name in states:
-            row["bpp." + name] = row["components." + name] / row["params_total"]
+        row["bpp.total"] = row["model_states_bytes"] / row["params_total"]
+        row["bpp.weights"] = row["components.weights"] / row["params_total"]
+        row["bpp.optimizer"] = row["components.optimizer"] / row["params_total"]
+        row["bpp.gradients"] = (
+            row["model_states_bytes"] - row["components.weights"] - row["components.optimizer"]
+        ) / row["params_total"]
     for name in states:
         # the values are bytes per parameter, so not the components' GiB headers
-        cols.append(
-            Col("bpp." + name, "col.bpp_" + name, "bpp", check=f"components.{name}/params_total")
-        )
-    cols.append(
-        Col(
-            "bpp.total",
-            "col.bpp_total",
-            "bpp",
-            check="+".join("components." + n for n in states) + "/params_total",
-        )
-    )
+        cols.append(Col("bpp." + name, "col.bpp_" + name, "bpp", check=checks[name]))
+    cols.append(Col("bpp.total", "col.bpp_total", "bpp", check="model_states_bytes/params_total"))
     return render(rows, cols, lang, "bytes_per_param", "caption.bytes_per_param")
 
 

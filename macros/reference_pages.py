@@ -421,6 +421,7 @@ def reference_setup(lang: str) -> str:
         "optimizer",
         "lora_rank",
         "lora_targets",
+        "framework",
     ):
         items.append((labels.text("label." + key, lang), labels.value(key, s[key], lang)))
     items.append((text("setup.dataset", lang), ref_run_text(lang)))

@@ -96,8 +96,9 @@ def inline(lang: str, raw: float, kind: str, field: str, source: object) -> str:
 
 def resolve(field: str, response: dict, request: dict | None = None) -> float:
     """The number a ``data-field`` names: a dotted path, or ``a+b/c`` (sum over a
-    divisor), ``a*100/c`` is written ``pct:a/c``. Paths starting ``request.`` read
-    the request; a component calc did not report is 0."""
+    divisor; a term written ``-x`` is subtracted: ``a+-b/c``), ``a*100/c`` is written
+    ``pct:a/c``. Paths starting ``request.`` read the request; a component calc did not
+    report is 0."""
     pct = field.startswith("pct:")
     body = field[4:] if pct else field
     num, _, den = body.partition("/")
@@ -117,7 +118,7 @@ def resolve(field: str, response: dict, request: dict | None = None) -> float:
             node = node[part]
         return node  # type: ignore[return-value]
 
-    value = sum(get(p) for p in num.split("+"))
+    value = sum(-get(p[1:]) if p.startswith("-") else get(p) for p in num.split("+"))
     if den:
         value = value / get(den)
     return value * 100 if pct else value

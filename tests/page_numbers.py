@@ -107,7 +107,8 @@ def response_for(source: dict) -> tuple[dict, dict]:
 
 def expected_raw(field: str, response: dict, request: dict) -> float:
     """The number a ``data-field`` names (independent of the macros' own resolver):
-    ``a.b`` paths, ``x+y/z`` sums over a divisor, ``pct:`` for percent, ``request.*``."""
+    ``a.b`` paths, ``x+y/z`` sums over a divisor (``-y`` subtracted), ``pct:`` for percent,
+    ``request.*``."""
     pct = field.startswith("pct:")  # stored as a fraction, shown in percent
     num, _, den = field.removeprefix("pct:").partition("/")
 
@@ -124,7 +125,7 @@ def expected_raw(field: str, response: dict, request: dict) -> float:
                 node = node[part]
         return node
 
-    value = sum(get(p) for p in num.split("+"))
+    value = sum(-get(p[1:]) if p.startswith("-") else get(p) for p in num.split("+"))
     if den:
         value /= get(den)
     return value * 100 if pct else value

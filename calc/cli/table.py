@@ -112,8 +112,8 @@ def setup_name(config: JsonObject, msg: Messages) -> str:
 
 
 def _setup_line(request: JsonObject, msg: Messages) -> str:
-    """``Llama 3.1 8B · QLoRA · pure bf16 · library: generic · 2048 tokens × 1 per micro-batch
-    · 1 GPU``, from the echoed request (a key it lacks is left out)."""
+    """``Llama 3.1 8B · QLoRA · pure bf16 · library: Hugging Face Trainer · 2048 tokens × 1 per
+    micro-batch · 1 GPU``, from the echoed request (a key it lacks is left out)."""
     parts = [model_name(request.get("model"), msg)]
     if "method" in request:
         parts.append(msg.option("method", str(request["method"])))

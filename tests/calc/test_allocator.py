@@ -12,6 +12,7 @@ import pytest
 from calc import allocator as al
 from calc import memory as mem
 from calc.request import parse_estimate_request
+from benchmarks.oracle_allocator import recorded_request
 from calc.step_events import StepReplay, lengths_of, simulate, simulated_lengths, step_events
 from conftest import REPO_ROOT
 
@@ -323,7 +324,7 @@ def test_synthetic_sequence_against_the_oracles_recorded_one(path):
     with gzip.open(path, "rt") as handle:
         data = json.load(handle)
     real = al.replay([tuple(e) for e in data["events"]])
-    req = parse_estimate_request(data["request"])
+    req = parse_estimate_request(recorded_request(data))
     synthetic = al.replay(step_events(req, data["lengths"] or [req.seq_len] * data["steps"]))
     bound = 0.05 if data["set"] == "shaping" else 0.15
     assert synthetic.peak_reserved_bytes == pytest.approx(real.peak_reserved_bytes, rel=bound)

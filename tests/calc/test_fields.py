@@ -74,9 +74,12 @@ def test_the_request_classes_carry_exactly_the_registry_keys():
     assert {f.name for f in dataclasses.fields(PlanOptions)} == set(keys(PLAN))
     echoed = parse_estimate_request({"model": "llama-3.1-8b"}).to_dict()
     assert list(echoed) == [s.key for s in field_specs("estimate")]
+    assert echoed["framework"] == "hf-trainer"
+    # without a library profile every key echoes its own default
+    bare = parse_estimate_request({"model": "llama-3.1-8b", "framework": "generic"}).to_dict()
     for spec in field_specs("estimate"):
-        if spec.key != "model":
-            value = echoed[spec.key]
+        if spec.key not in ("model", "framework"):
+            value = bare[spec.key]
             assert value == spec.default or spec.key in ("lora_targets",), spec.key
 
 

@@ -56,13 +56,30 @@ def test_profiles_set_library_behaviours_and_a_few_reader_defaults():
         ]
         is False
     )
-    assert BY_KEY["framework"].default == "generic" and BY_KEY["framework"].group == READER
-    assert _resolved(model="llama-3.1-8b")["framework"] == "generic"
+    assert BY_KEY["framework"].default == "hf-trainer" and BY_KEY["framework"].group == READER
+    assert _resolved(model="llama-3.1-8b")["framework"] == "hf-trainer"
+
+
+def test_the_default_library_is_the_hf_trainer():
+    # what most readers run: a request naming no library gets the hf-trainer profile
+    base = {"model": "qwen3-30b-a3b", "method": "qlora"}
+    assert estimate_dict(base) == estimate_dict({**base, "framework": "hf-trainer"})
+    assert estimate_dict(base) != estimate_dict({**base, "framework": "generic"})
+    resolved = _resolved(**base)
+    for key, value in PROFILES[Framework.HF_TRAINER].items():
+        condition = APPLIES_WHEN.get(key)
+        if condition is None or condition(resolved):
+            assert resolved[key] == value, key
 
 
 def test_generic_keeps_every_default():
-    base = {"model": "llama-3.1-8b", "method": "qlora", "num_gpus": 4, "sharding": "zero3"}
-    assert estimate_dict(base) == estimate_dict({**base, "framework": "generic"})
+    base = {
+        "model": "llama-3.1-8b",
+        "method": "qlora",
+        "num_gpus": 4,
+        "sharding": "zero3",
+        "framework": "generic",
+    }
     resolved = _resolved(**base)
     for spec in field_specs("estimate"):
         if (
@@ -343,7 +360,7 @@ def test_litgpt_fsdp_wrap_allocates_gradients_for_frozen_block_weights():
         "chunked_loss": False,
     }
     lit = estimate_dict({**req, "framework": "litgpt"})
-    gen = estimate_dict(req)
+    gen = estimate_dict({**req, "framework": "generic"})
     assert lit["model_states_bytes"] - gen["model_states_bytes"] == 32 * 202_383_360 * 2 // 2
     # one GPU: no FSDP, the wrap policy does not exist, the key keeps its default
     assert _resolved(model="llama-2-7b", framework="litgpt")["frozen_weight_grads"] is False
@@ -366,8 +383,18 @@ def test_unsloth_offloads_the_checkpointed_inputs():
 
 
 def test_litgpt_fused_qkv_keeps_more_on_mha_models_only():
-    mha = {"model": "llama-2-7b", "lora_dropout": 0.0, "chunked_loss": False}
-    gqa = {"model": "llama-3.1-8b", "lora_dropout": 0.0, "chunked_loss": False}
+    mha = {
+        "model": "llama-2-7b",
+        "lora_dropout": 0.0,
+        "chunked_loss": False,
+        "framework": "generic",
+    }
+    gqa = {
+        "model": "llama-3.1-8b",
+        "lora_dropout": 0.0,
+        "chunked_loss": False,
+        "framework": "generic",
+    }
     assert (
         estimate_dict({**mha, "framework": "litgpt"})["activations_per_token_bytes"]
         > estimate_dict(mha)["activations_per_token_bytes"]

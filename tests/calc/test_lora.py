@@ -48,6 +48,8 @@ def test_lora_params(preset_id, rank, targets, expected):
             "method": "lora",
             "lora_rank": rank,
             "lora_targets": list(targets) if isinstance(targets, tuple) else targets,
+            # the experts as transformers 4 stores them, one module each (no profile)
+            "framework": "generic",
         }
     )
     assert param_layout(request).adapter == expected
@@ -413,7 +415,7 @@ def test_fused_3d_qlora_leaves_the_experts_in_16_bits():
     from calc.states import NF4_DOUBLE_QUANT_BITS
 
     experts = 48 * 128 * 3 * 2048 * 768
-    base = {"model": "qwen3-30b-a3b", "method": "qlora"}
+    base = {"model": "qwen3-30b-a3b", "method": "qlora", "framework": "generic"}
     modules = parse_estimate_request(base).model
     fused = parse_estimate_request({**base, "moe_expert_layout": "fused-3d"}).model
     assert quantized_weight_params(modules) - quantized_weight_params(fused) == experts
@@ -421,13 +423,16 @@ def test_fused_3d_qlora_leaves_the_experts_in_16_bits():
     w_fused = estimate_dict({**base, "moe_expert_layout": "fused-3d"})["components"]["weights"]
     # each expert weight goes from NF4 (double quantised by default) to 2 bytes
     assert w_fused - w_modules == pytest.approx(experts * (2 - NF4_DOUBLE_QUANT_BITS / 8), rel=1e-6)
-    lora = {"model": "qwen3-30b-a3b", "method": "lora"}
+    lora = {"model": "qwen3-30b-a3b", "method": "lora", "framework": "generic"}
     assert (
         estimate_dict({**lora, "moe_expert_layout": "fused-3d"})["components"]["weights"]
         == estimate_dict(lora)["components"]["weights"]
     )
-    dense = {"model": "llama-3.1-8b", "method": "qlora"}
+    dense = {"model": "llama-3.1-8b", "method": "qlora", "framework": "generic"}
     assert (
         estimate_dict({**dense, "moe_expert_layout": "fused-3d"})["components"]["weights"]
         == estimate_dict(dense)["components"]["weights"]
     )
+    # the default library, the HF Trainer on transformers 5, stores the experts as 3-D tensors
+    default = {"model": "qwen3-30b-a3b", "method": "qlora"}
+    assert estimate_dict(default)["components"]["weights"] == w_fused

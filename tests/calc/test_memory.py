@@ -112,6 +112,7 @@ def test_frozen_weight_grads_cover_the_blocks():
         sharding="zero3",
         num_gpus=2,
         frozen_weight_grads=True,
+        framework="generic",
     )
     s = memory.model_states(r, states.param_layout(r), states.regime(r.precision, r.sharding))
     assert s.grads_all == (4_194_304 + 32 * LLAMA2_7B_BLOCK) * 2 // 2 == 6_480_461_824
@@ -132,7 +133,7 @@ def test_qlora_weight_bytes_without_double_quant():
 
 
 def test_lora_trainable_and_adapter_states():
-    out = est(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
+    out = est(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], framework="generic")
     assert out["params_trainable"] == 4_194_304  # 32 * 2 * 8 * (4096 + 4096)
     assert out["components"]["lora_weights"] == 2 * 4_194_304
     assert out["components"]["optimizer"] == 4 * 4_194_304  # bf16 m and v
@@ -213,8 +214,8 @@ def test_streamed_cpu_params_hold_two_of_the_largest_units():
 
 
 def test_fused_adamw_has_no_step_temporary():
-    foreach = est(method="full")
-    fused = est(method="full", optimizer_fused=True)
+    foreach = est(method="full", framework="generic")
+    fused = est(method="full", optimizer_fused=True, framework="generic")
     assert foreach["components"]["optimizer_temporaries"] == 2 * LLAMA2_7B  # bf16 sqrt(v)
     assert fused["components"]["optimizer_temporaries"] == 0
     assert fused["peak_allocated_bytes"] < foreach["peak_allocated_bytes"]
@@ -249,7 +250,7 @@ def test_block_bytes_llama2_full_sdpa():
 
 
 def test_block_bytes_llama2_lora_qv():
-    r = req(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
+    r = req(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], framework="generic")
     h, i = 4096, 11008
     # norms 2 * (4h + 4 rsqrt); one shared input of q/v adapters 2h; q, k, v, out 4 * 2h
     # + lse 128 (frozen o_proj: its input copy is not saved); frozen MLP: silu input, silu
@@ -261,7 +262,7 @@ def test_block_bytes_llama2_lora_qv():
 def test_lora_dropout_keeps_output_and_mask():
     # q and v adapters: each keeps its dropout output (2 * 4096) and bool mask (4096) instead
     # of the shared saved input (2 * 4096): +2 * 3 * 4096 - 2 * 4096 = +16,384 per token.
-    base = dict(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
+    base = dict(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], framework="generic")
     r = req(**base, lora_dropout=0.1)
     cfg = memory.act_config(r, states.regime(r.precision, r.sharding))
     assert act.lora_dropout_bytes(get_preset("llama-2-7b"), cfg) == 2 * 3 * 4096
@@ -275,7 +276,7 @@ def test_qlora_keeps_inputs_of_4bit_linears():
     # Adapters on q, v already save the attention norm's output; bitsandbytes < 0.43.2 adds
     # the inputs of o_proj (the contiguous copy of SDPA's transposed output, 2 * 4096),
     # gate/up (one shared 2 * 4096) and down (2 * 11008).
-    base = dict(method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
+    base = dict(method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"], framework="generic")
     delta = (
         est(**base, qlora_keeps_inputs=True)["activations_per_token_bytes"]
         - est(**base)["activations_per_token_bytes"]
@@ -293,7 +294,7 @@ def test_unchunked_nf4_quantization_sets_a_reserved_floor():
     # + 262,410,240 bf16 params (embedding, lm_head, norms) = 3,865,591,808; q, v adapters
     # r=8: 4,194,304 bf16 = 8,388,608; torchao 0.1 quantizing a 4096 x 11008 weight holds
     # 68 bytes per element = 3,066,036,224. Sum 6,940,016,640, in 2 MiB segments.
-    base = dict(method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"])
+    base = dict(method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"], framework="generic")
     out = est(**base, qlora_unchunked_quantization=True)
     assert out["components"]["weights"] == 3_865_591_808
     assert memory.UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT * 4096 * 11008 == 3_066_036_224
@@ -345,8 +346,8 @@ def test_eager_attention_keeps_scores():
 
 
 def test_flash_keeps_grouped_kv_unexpanded():
-    sdpa = req(model="llama-3.1-8b", method="full", attention="sdpa")
-    flash = req(model="llama-3.1-8b", method="full", attention="flash")
+    sdpa = req(model="llama-3.1-8b", method="full", attention="sdpa", framework="generic")
+    flash = req(model="llama-3.1-8b", method="full", attention="flash", framework="generic")
     d = act.block_bytes_per_token(sdpa.model, _cfg(sdpa)) - act.block_bytes_per_token(
         flash.model, _cfg(flash)
     )
@@ -373,7 +374,11 @@ def test_attention_grouped_kv_changes_nothing_without_groups_or_with_eager():
 def test_fp32_adapters_on_bf16_base():
     # peft autocast_adapter_dtype=True: q, v adapters r=8 on Llama-2-7B, bf16-true.
     base = dict(
-        method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], gradient_checkpointing=False
+        method="lora",
+        lora_rank=8,
+        lora_targets=["q_proj", "v_proj"],
+        gradient_checkpointing=False,
+        framework="generic",
     )
     a, b = est(**base), est(**base, lora_adapter_dtype="fp32")
     adapters = 4_194_304
@@ -590,6 +595,7 @@ def test_gpt_oss_block_bytes_lora_attention_flash():
         lora_rank=16,
         attention="flash",
         lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"],
+        framework="generic",
     )
     h, m, a = GPT_OSS_H, GPT_OSS_M, 2
     norms = 2 * (4 * h + 4)  # GptOssRMSNorm: hidden_states.to(torch.float32); * torch.rsqrt(...)
@@ -1060,6 +1066,7 @@ def test_sharded_saved_copies_reduce_scatter_from_the_root_unit():
             "num_gpus": 4,
             "sharding": "zero3",
             "lora_modules_to_save": "embed_tokens+lm_head",
+            "framework": "generic",
         }
     )
     reg = states.regime(req.precision, req.sharding)
@@ -1120,7 +1127,13 @@ QLORA_BLOCK_KBIT = (
 
 
 def test_prepare_kbit_makes_every_activation_of_a_qlora_block_fp32():
-    base = dict(model="llama-3.1-8b", method="qlora", lora_rank=16, lora_adapter_dtype="fp32")
+    base = dict(
+        model="llama-3.1-8b",
+        method="qlora",
+        lora_rank=16,
+        lora_adapter_dtype="fp32",
+        framework="generic",
+    )
     assert QLORA_BLOCK_BF16 == 307_784 and QLORA_BLOCK_KBIT == 377_416
     assert est(**base)["activations_per_token_bytes"] == QLORA_BLOCK_BF16
     assert est(**base, qlora_prepare_kbit=True)["activations_per_token_bytes"] == QLORA_BLOCK_KBIT

@@ -89,6 +89,7 @@ def test_time_and_cost_hand_computed():
         price_per_gpu_hour=2.0,
         storage_gb=100,
         storage_price_per_gb_month=0.1,
+        framework="generic",
     )
     flops = 42_865_287_168  # 6N + 12 L s d, see test_timing
     # eager attention's score and value matmuls (3 x 4 L s d) run ATTENTION_KERNEL_TIME["eager"]

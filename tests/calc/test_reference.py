@@ -343,8 +343,19 @@ def test_every_page_quotes_the_reference_setup(built_site, prefix):
         html.unescape(re.search(r"data-static-request=\"([^\"]*)\"", calculator).group(1))
     )
     assert first["model"] == reference.MODELS["small"]
-    for key in ("dataset_tokens", "epochs", "price_tier", "seq_len", "micro_batch_size"):
+    for key in (
+        "dataset_tokens",
+        "epochs",
+        "price_tier",
+        "seq_len",
+        "micro_batch_size",
+        "framework",
+    ):
         assert first.get(key) == reference.SETUP[key], key
+    # the libraries with no profile: under any other, the default one included, the form keeps
+    # a behaviour the reader set in the URL even at its own default
+    profileless = re.search(r"data-profileless=\"([^\"]*)\"", calculator).group(1)
+    assert json.loads(html.unescape(profileless)) == ["generic"]
 
 
 @pytest.mark.parametrize("prefix", ["", "en/"])

@@ -131,7 +131,7 @@ def _req(**kw):
 def test_step_hand_computed_full_fine_tuning():
     """Full FT, one A100 80GB SXM, 1 x 2048 tokens, no checkpointing, eager attention, bf16-true,
     torch AdamW (foreach), recomputed from the stated equations."""
-    req, opts = _req()
+    req, opts = _req(framework="generic")
     est = timing.estimate_time(req, opts.gpu, 1e9, mfu=0.5)
     b = est.breakdown
     bw = 2039e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY
@@ -425,6 +425,23 @@ def test_csv_is_the_single_source(validation):
     for r in rows.values():
         assert bool(r["calc_request"]) or bool(r["calc_not_covered"]), r["row_id"]
     assert not hasattr(vt, "COVERED") and not hasattr(vt, "NOT_COVERED")
+
+
+def test_rows_naming_no_library_are_judged_without_a_profile(validation):
+    """The rows come from many stacks (llm-foundry, torchtitan, Unsloth, the HF Trainer…) and
+    name no training library: each is judged with the keys it states and the rest at their
+    own defaults, not as a run of the request's default library."""
+    import json
+
+    vt, _, rows = validation
+    plain = [
+        r
+        for r in rows.values()
+        if r["calc_request"] and "framework" not in json.loads(r["calc_request"])
+    ]
+    assert len(plain) >= 50
+    for r in plain:
+        assert vt.row_request(r)["framework"] == "generic", r["row_id"]
 
 
 def test_shipped_constants_are_the_in_sample_fit(validation):

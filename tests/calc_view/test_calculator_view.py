@@ -736,7 +736,7 @@ def test_verdict_line_names_the_card_and_answers_first():
     cost = view.format_estimate(result["cost_usd"]["total"], "usd", "en", STRINGS["en"])
     # then what it assumes: method, precision, library and data, as calc used them
     assert text.endswith(
-        f" · {cost} · LoRA · pure bf16 · library: generic · 2,048 tokens per sequence"
+        f" · {cost} · LoRA · pure bf16 · library: Hugging Face Trainer · 2,048 tokens per sequence"
     )
     assert "margin" not in text  # no margin set: none named
 

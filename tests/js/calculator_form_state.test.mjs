@@ -20,7 +20,8 @@ function form(lang = "en") {
     control("safety_margin", "number", "0.1", { percent: "true" }),
     control("gradient_checkpointing", "bool", "true"),
     control("lora_targets", "targets", "all-linear"),
-    control("framework", "enum", "generic", { options: [{ value: "generic" }, { value: "axolotl" }] }),
+    control("framework", "enum", "hf-trainer",
+            { options: [{ value: "hf-trainer" }, { value: "generic" }, { value: "axolotl" }] }),
     control("optimizer", "enum", "adamw", { options: [{ value: "adamw" }, { value: "sgd" }] }),
     control("price_per_gpu_hour", "number", ""),
     control("examples", "helper", ""),
@@ -28,7 +29,7 @@ function form(lang = "en") {
     control("dataset_tokens", "number", "100000000"),
     control("hf_config", "config", ""),
   ];
-  return new FormState({ controls, lang, profileKeys: ["optimizer"] });
+  return new FormState({ controls, lang, profileKeys: ["optimizer"], profileless: ["generic"] });
 }
 
 const dom = () => {
@@ -69,7 +70,7 @@ test("the default form has an empty query and sends only what the profile does n
   assert.equal("examples" in request, false); // a helper, never sent
   assert.deepEqual(request, { model: "llama-3.1-8b", method: "qlora", seq_len: 2048, safety_margin: 0.1,
                               gradient_checkpointing: true, lora_targets: "all-linear",
-                              framework: "generic", dataset_tokens: 100000000 });
+                              framework: "hf-trainer", dataset_tokens: 100000000 });
 });
 
 test("a URL fills the controls; what no control can hold is sent as it is", () => {
@@ -120,12 +121,19 @@ test("examples × tokens per example fill the dataset size", () => {
   assert.equal(f.byName.get("dataset_tokens").value, "5125000");
 });
 
-test("a profile key set by the reader stays in the URL while a library is chosen", () => {
+test("a profile key set by the reader stays in the URL while a library's profile applies", () => {
   const f = form();
   f.edited("optimizer");
-  assert.equal(f.queryString(false), ""); // its default, and no library: nothing to keep
+  // the default library has a profile: the key's own default is the reader's choice, kept
+  assert.equal(f.queryString(false), "?optimizer=adamw");
+  f.byName.get("framework").value = "generic";
+  assert.equal(f.queryString(false), "?framework=generic"); // no profile: nothing to keep
   f.byName.get("framework").value = "axolotl";
   assert.equal(f.queryString(false), "?framework=axolotl&optimizer=adamw");
+  const r = form();
+  r.readQuery("?framework=generic", dom()); // an old link naming generic keeps it
+  assert.equal(r.buildRequest().request.framework, "generic");
+  assert.equal(r.queryString(false), "?framework=generic");
   const g = form();
   g.byName.get("framework").value = "axolotl";
   g.showProfileValues({ optimizer: "sgd" }); // what calc used: shown, not sent

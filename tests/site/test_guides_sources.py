@@ -4,7 +4,6 @@ figures, complete translations. No build needed."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -209,3 +208,29 @@ def test_a_guide_table_shows_no_rental_price_instead_of_a_cost(lang):
     assert cells and set(cells) == {words}
     priced = multi_gpu_plan(lang, "rtx-4090", [2], ["ddp"], **setup)
     assert 'data-priced="false"' not in priced and words not in priced
+
+
+def test_bytes_per_parameter_are_the_model_states_whatever_the_peak():
+    # Llama 3.1 8B, AMP AdamW under the default library (fused AdamW): the peak comes in the
+    # backward, before the embedding's fp32 gradient exists, yet weights, gradients and states
+    # are 4 + 4 + 8 bytes per parameter; a subtracted term resolves as the page tests read it
+    import html
+
+    from macros.guides import bytes_per_param
+    from macros.tables import resolve
+    from page_numbers import expected_raw
+
+    from calc.memory import estimate_dict
+
+    request = {"model": "llama-3.1-8b", "method": "full", "precision": "bf16-mixed"}
+    response = estimate_dict(request)
+    assert response["peak_phase"] == "backward"
+    assert response["components"]["gradients"] < 4 * response["params_total"]
+    table = bytes_per_param("en", "llama-3.1-8b", [["bf16-mixed", "adamw"]])
+    cells = re.findall(r'data-value="([^"]+)"[^>]*data-field="([^"]+)"', table)
+    values = {html.unescape(field): float(value) for value, field in cells}
+    grads = "model_states_bytes+-components.weights+-components.optimizer/params_total"
+    assert values[grads] == pytest.approx(4.0)
+    assert values["model_states_bytes/params_total"] == pytest.approx(16.0)
+    for field in (grads, "model_states_bytes/params_total"):
+        assert resolve(field, response) == expected_raw(field, response, request)

@@ -74,7 +74,7 @@ def test_every_profile_is_swept_or_says_why_not():
     from calc.frameworks import ORACLE_UNTRACED, ORACLE_UNTRACED_KEYS, PROFILES, Framework
     from tools.oracle.run import HANDLED_KEYS, TRACED_FRAMEWORKS
 
-    swept = {s["request"].get("framework", "generic") for s in sweep.setups()}
+    swept = {s["request"]["framework"] for s in sweep.setups()}
     for fw in Framework:
         if fw in ORACLE_UNTRACED:
             assert fw.value not in swept and len(ORACLE_UNTRACED[fw]) > 30, fw

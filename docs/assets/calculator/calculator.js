@@ -33,7 +33,8 @@ function main(root) {
   const controls = [...form.querySelectorAll("[name]")];
   const advanced = form.querySelector("details[data-mode]"); // open = advanced mode
   const state = new FormState({ controls, lang, profileKeys: JSON.parse(root.dataset.profileKeys || "[]"),
-                                methodDefaults: JSON.parse(root.dataset.methodDefaults || "{}") });
+                                methodDefaults: JSON.parse(root.dataset.methodDefaults || "{}"),
+                                profileless: JSON.parse(root.dataset.profileless || "[]") });
   const { byName, configArea, helpers } = state;
   let machine = null; // CalcMachine, made once the form has read the URL
   let ownShown = false;

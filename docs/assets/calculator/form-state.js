@@ -86,8 +86,9 @@ export function statsText(value) {
 export class FormState {
   // controls: the form's named controls; profileKeys: the keys a training library's
   // profile sets (calc.frameworks); methodDefaults: {key: {method: value}}, the keys whose
-  // default depends on the method (the precision: calc.reference.PRECISION).
-  constructor({ controls, lang, profileKeys = [], methodDefaults = {} }) {
+  // default depends on the method (the precision: calc.reference.PRECISION); profileless: the
+  // libraries whose profile sets nothing (calc.frameworks: generic).
+  constructor({ controls, lang, profileKeys = [], methodDefaults = {}, profileless = [] }) {
     this.controls = controls;
     this.lang = lang;
     this.byName = new Map(controls.map((el) => [el.name, el]));
@@ -97,6 +98,7 @@ export class FormState {
     // value (an edit, the URL, an imported config); until then the chosen library decides
     // them, and the control shows what calc used.
     this.profileKeys = new Set(profileKeys);
+    this.profileless = new Set(profileless);
     // A key with a default per method follows the method until the reader chooses its
     // value (an edit, the URL, an imported config or a suggestion).
     this.methodDefaults = methodDefaults;
@@ -112,9 +114,11 @@ export class FormState {
     return this.profileKeys.has(key) && !this.chosen.has(key);
   }
 
-  libraryChosen() {
+  // The chosen library has a profile (the default library has one too), so a key the reader
+  // set at its own default differs from what the profile would put there.
+  libraryProfiled() {
     const el = this.byName.get("framework");
-    return Boolean(el) && el.value !== el.dataset.default;
+    return Boolean(el) && !this.profileless.has(el.value);
   }
 
   // The reader edited control `name`: its URL value goes, and a profile key (or a key with a
@@ -230,7 +234,7 @@ export class FormState {
       if (el.name === "model" && this.configArea.value.trim()) text = this.modelTextForUrl();
       // a behaviour the reader set stays in the URL while a library's profile could change it;
       // a key with a default per method is compared with the chosen method's
-      if (text === this.urlDefault(el) && !(this.profileKeys.has(el.name) && this.libraryChosen())) continue;
+      if (text === this.urlDefault(el) && !(this.profileKeys.has(el.name) && this.libraryProfiled())) continue;
       let encoded = encodeURIComponent(text).replace(/%2C/gi, ",");
       if (el.dataset.kind === "stats") encoded = encoded.replace(/%3A/gi, ":"); // mean:900,p90:2000
       parts.push(`${encodeURIComponent(el.name)}=${encoded}`);
