@@ -7,6 +7,11 @@ largest length that is not ``does_not_fit`` and whether the verdict agrees with 
 publication, then the share of rows that agree and the median and p90 of ``|error|`` of
 calc's largest length on the ``max_fits`` rows.
 
+Today's verdicts run each row's request under the stack its source ran where that was
+mapped after first contact (``validation/fit_boundaries_stacks.csv``: the profile of the
+library generation and the behaviour keys the stack sets, keyed by ``source_section``;
+:func:`row_request`); the recorded first contact keeps the request as written.
+
 A row agrees when:
 
 - ``max_fits`` (the largest length the publication fitted; 25 % more ran out of memory or was
@@ -36,6 +41,7 @@ from calc.memory import estimate_dict
 from calc.recommend import judge, largest_fitting, need_of
 
 CSV = Path(__file__).resolve().parent.parent / "validation" / "fit_boundaries.csv"
+STACKS = CSV.parent / "fit_boundaries_stacks.csv"
 ABOVE = 1.25
 """The length, relative to a ``max_fits`` row's, that the publication did not fit."""
 
@@ -100,6 +106,32 @@ def min_device_verdict(request: dict, seq_len: int, card: int) -> str:
     return judge(Need(need, int(need * low / reserved), int(need * high / reserved)), card).state
 
 
+def stacks(path: Path = STACKS) -> dict[str, tuple[str, dict[str, object]]]:
+    """``{source_section: (framework, behaviour keys)}``: the stack a source's rows ran, named
+    after first contact with its evidence (``fit_boundaries_stacks.csv``)."""
+    if not path.exists():
+        return {}
+    with path.open(newline="") as handle:
+        return {
+            r["source_section"]: (r["framework"], json.loads(r["behaviour"] or "{}"))
+            for r in csv.DictReader(handle)
+        }
+
+
+def row_request(row: dict[str, str]) -> dict:
+    """The row's ``calc_request`` under its source's stack where :func:`stacks` names one: that
+    framework, and the stack's behaviour keys the request does not state (a key the request
+    states stays as stated)."""
+    request: dict = json.loads(row["calc_request"])
+    stack = stacks().get(row["source_section"])
+    if stack is not None:
+        framework, behaviour = stack
+        request["framework"] = framework
+        for key, value in behaviour.items():
+            request.setdefault(key, value)
+    return request
+
+
 def agrees(outcome: str, at: str, above: str) -> bool:
     if outcome == "max_fits":
         return at != "does_not_fit" and above != "fits"
@@ -109,7 +141,7 @@ def agrees(outcome: str, at: str, above: str) -> bool:
 
 
 def judge_row(row: dict[str, str]) -> Judged:
-    request = json.loads(row["calc_request"])
+    request = row_request(row)
     card = memory_bytes(row)
     seq_len = int(row["seq_len"])
     at = verdict(request, seq_len, card)

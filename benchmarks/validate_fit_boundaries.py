@@ -10,7 +10,6 @@ length and the recorded first-contact agreement. ``--min-device`` adds the verdi
 from __future__ import annotations
 
 import argparse
-import json
 
 from accuracy.fit_boundaries import (
     ABOVE,
@@ -21,6 +20,7 @@ from accuracy.fit_boundaries import (
     memory_bytes,
     min_device_verdict,
     record_first_contact,
+    row_request,
     summary,
 )
 
@@ -46,7 +46,7 @@ def main() -> int:
         count = 0
         for row in rows:
             request, card, n = (
-                json.loads(row["calc_request"]),
+                row_request(row),
                 memory_bytes(row),
                 int(row["seq_len"]),
             )

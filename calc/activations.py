@@ -111,6 +111,12 @@ class ActConfig:
     # the model runs transformers' modeling code (not torchtune's or LitGPT's own): the
     # family traits read from that code (gelu_new's op-by-op activation, residual dropout)
     transformers_code: bool = True
+    # hand-written kernels (fused_lora_kernels, Unsloth): each RMSNorm is one autograd function
+    # that saves its input and fp32 rstd (norm_kernel); the adapted linears in ``fast`` run as
+    # one autograd function per group (q/k/v, output projection, gated MLP) that saves only
+    # the group's input and, in the MLP, the gate and up outputs (:func:`fast_lora_groups`)
+    norm_kernel: bool = False
+    fast: frozenset[AdaptedKey] = frozenset()
 
     @property
     def adapter_copies(self) -> bool:
@@ -140,7 +146,7 @@ def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:
         return True
     if cfg.quant_keeps_inputs and lin.quantizable:
         return True
-    if _key(lin) in cfg.fused:
+    if _key(lin) in cfg.fused or _key(lin) in cfg.fast:
         return True
     return not cfg.lora_dropout and not cfg.adapter_copies and _key(lin) in cfg.adapted
 
@@ -177,11 +183,14 @@ def block_parts(arch: ModelArch) -> BlockParts:
 
 
 def _group_input_bytes(consumers: tuple[LinearLayer, ...], width: int, cfg: ActConfig) -> int:
-    """Saved input shared by ``consumers`` (one copy, or one cast per saving linear)."""
-    saving = sum(1 for l in consumers if _saves_input(l, cfg))
+    """Saved input shared by ``consumers`` (one copy, or one cast per saving linear; a group of
+    ``fast`` linears is one autograd function that saves the tensor it is given, once)."""
+    saving = [l for l in consumers if _saves_input(l, cfg)]
     if not saving:
         return 0
-    return cfg.act_bytes * width * (saving if cfg.per_linear_casts else 1)
+    slow = sum(1 for l in saving if _key(l) not in cfg.fast)
+    copies = slow + (1 if slow < len(saving) else 0) if cfg.per_linear_casts else 1
+    return cfg.act_bytes * width * copies
 
 
 def norm_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -193,10 +202,17 @@ def norm_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     Gemma's RMSNorm (``arch.extra["norm_scale_fp32"]``) scales in fp32,
     ``output * (1.0 + self.weight.float())`` (transformers 5.17 ``Gemma2RMSNorm``,
     ``Gemma3RMSNorm``): the normalised copy it saves is fp32, ``4h``.
-    LayerNorm: ``resid_bytes * h`` (input) + 8 (mean, rstd)."""
+    LayerNorm: ``resid_bytes * h`` (input) + 8 (mean, rstd).
+    Unsloth's RMSNorm kernel (``norm_kernel``; unsloth 2026.8.19 ``kernels/rms_layernorm.py``
+    ``Fast_RMS_Layernorm.forward``: ``ctx.save_for_backward(X, W, r)``, ``r`` an fp32 row
+    statistic ``torch.empty(n_rows, dtype=torch.float32)``): its input and 4 bytes,
+    ``resid_bytes * h + 4``, whether the weight trains or not (its backward computes no weight
+    gradient: ``# dW = X`` is commented out)."""
     h = arch.hidden_size
     if arch.norm_kind == "layer":
         return cfg.resid_bytes * h + LAYERNORM_STATS_BYTES
+    if cfg.norm_kernel:
+        return cfg.resid_bytes * h + FP32_BYTES
     normalised = FP32_BYTES if arch.extra.get("norm_scale_fp32") else cfg.resid_bytes
     return FP32_BYTES * h + FP32_BYTES + (normalised * h if cfg.full else 0)
 
@@ -410,8 +426,16 @@ def mlp_unit_bytes(
     (``out.to(inp_dtype)``), so a dense unit's gate and up outputs, the activation's output (or
     a plain MLP's activation input) are saved in fp32: ``4 * 3m`` (``4 * m``). The down
     projection's adapter still saves autocast's 16-bit cast of its input. Routed experts are
-    left at the compute dtype (not traced by the oracle)."""
+    left at the compute dtype (not traced by the oracle).
+
+    A ``fast`` gated unit (Unsloth's ``LoRA_MLP``, unsloth 2026.8.19 ``kernels/fast_lora.py``:
+    ``ctx.save_for_backward(gateA, gateB, upA, upB, downA, downB, X, e, g)``) keeps the gate
+    and up outputs ``e``, ``g``: ``act * 2m``; its input ``X`` is the MLP norm's output
+    (:func:`norm_output_bytes`); the activation's output ``h`` and the adapters' rank-``r``
+    products are temporaries of its forward, recomputed in its backward."""
     m, a = down.d_in, cfg.act_bytes
+    if _key(down) in cfg.fast:
+        return _per_block(arch, down, _expert_copies(arch, down) * a * 2 * m)
     siblings = [l for l in mlp_in if l.count == down.count]
     fp32 = (
         cfg.quant_outputs_fp32
@@ -490,8 +514,14 @@ def clip_qkv_bytes(arch: ModelArch, cfg: ActConfig) -> int:
 
 
 def _token_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:
-    """Adapted linears whose tokens pass through ``A`` and ``B`` (all but the fused ones)."""
-    return tuple(l for l in arch.linears if _key(l) in cfg.adapted and _key(l) not in cfg.fused)
+    """Adapted linears whose tokens pass through ``A`` and ``B`` as modules of their own (all but
+    the fused ones and those inside one of Unsloth's ``fast`` autograd functions, which save
+    no rank-``r`` product, no dropout and no cast copy of the input)."""
+    return tuple(
+        l
+        for l in arch.linears
+        if _key(l) in cfg.adapted and _key(l) not in cfg.fused and _key(l) not in cfg.fast
+    )
 
 
 def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -978,11 +1008,48 @@ def checkpoint_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
 def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Gradients in flight inside one block's backward: the gradient of the block's
     output and input (``2 h``) and of the widest MLP intermediate pair (``2 m``), at the
-    compute dtype."""
-    widest = max((d.d_in for d in block_parts(arch).mlp_down), default=arch.intermediate_size)
-    return cfg.act_bytes * (
-        2 * arch.hidden_size + 2 * widest
-    ) + gated_delta_backward_bytes_per_token(arch, cfg)
+    compute dtype.
+
+    A ``fast`` gated unit (Unsloth's ``LoRA_MLP.backward``, unsloth 2026.8.19
+    ``kernels/fast_lora.py``) allocates one intermediate-width gradient, ``DW``; its SwiGLU
+    backward (``kernels/swiglu.py`` ``_DWf_DW_dfg_kernel``) writes ``h``, ``df`` and ``de`` into
+    ``DW``, ``e`` and ``g`` in place, and ``torch.matmul(df, upW.t(), out=X)`` writes the input's
+    gradient into the saved ``X``: ``2 h + m``."""
+    parts = block_parts(arch)
+    widest = max((d.d_in for d in parts.mlp_down), default=arch.intermediate_size)
+    pair = 2 * widest
+    if parts.mlp_down and all(_key(d) in cfg.fast for d in parts.mlp_down):
+        pair = widest
+    return cfg.act_bytes * (2 * arch.hidden_size + pair) + gated_delta_backward_bytes_per_token(
+        arch, cfg
+    )
+
+
+def fast_lora_groups(arch: ModelArch, adapted: frozenset[AdaptedKey]) -> frozenset[AdaptedKey]:
+    """The adapted linears Unsloth runs inside its own autograd functions
+    (``fused_lora_kernels``): unsloth 2026.8.19 ``models/llama.py``
+    ``FastLlamaModel.patch_peft_model`` (with ``lora_dropout == 0`` and ``bias == "none"``)
+    replaces a layer's MLP by ``LoRA_MLP`` when ``gate_proj``, ``up_proj`` and ``down_proj``
+    all carry an adapter and no bias, its q/k/v by ``LoRA_QKV`` when all three do, and its
+    output projection by ``LoRA_W`` when it does. Dense units only (a routed expert is no
+    ``mlp.gate_proj``); a fused q/k/v projection has no such path."""
+    if arch.hybrid:
+        return frozenset()
+    parts = block_parts(arch)
+    out: set[AdaptedKey] = set()
+
+    def group(lins: tuple[LinearLayer, ...]) -> None:
+        if lins and all(_key(l) in adapted and not l.bias and l.count == 1 for l in lins):
+            out.update(_key(l) for l in lins)
+
+    names = {l.name for l in parts.attn_in}
+    if names == {"q_proj", "k_proj", "v_proj"}:
+        group(parts.attn_in)
+    group((parts.attn_out,))
+    # a MoE block's ``mlp`` is the sparse block, which has no ``gate_proj`` of its own
+    if arch.mlp_gated and len(parts.mlp_in) == 2 and len(parts.mlp_down) == 1:
+        group((*parts.mlp_in, *parts.mlp_down))
+    return frozenset(out)
 
 
 TORCHTUNE_OUTPUT_CHUNKS = 8
@@ -1082,6 +1149,40 @@ def fused_head_loss_bytes(
     tile = min(tokens, FUSED_HEAD_TOKEN_TILE) * FUSED_HEAD_VOCAB_TILE
     weight_grad = (FP32_BYTES + act_bytes) * arch.vocab_size * h if head_trainable else 0
     return tokens * per_token + tile * act_bytes + weight_grad
+
+
+GRAD_IN_FORWARD_CHUNK_FP32_BYTES = 4 * 2**30
+"""The most fp32 logits one chunk of Unsloth's fused loss holds, in bytes: unsloth_zoo
+2026.8.13 (ce232d6c) ``fused_losses/cross_entropy_loss.py`` ``_get_chunk_multiplier``,
+``target_gb = min(free_gb * 0.5, 4.0)`` (half the device memory free at its first call, capped
+at 4 GiB); on a card with less than 8 GiB free there the chunks are smaller."""
+
+
+def grad_in_forward_loss_bytes(arch: ModelArch, act_bytes: int, tokens: int) -> int:
+    """Loss that computes the hidden states' gradient chunk by chunk in its forward
+    (``loss_grad_in_forward``: unsloth_zoo 2026.8.13 ``fused_losses/cross_entropy_loss.py``
+    ``UnslothFusedLoss``), at its peak, for ``tokens`` tokens, in bytes:
+
+    ``tokens * 2 act h + ceil(tokens / n) * V * act``
+
+    - ``act h``: the hidden states it reads (the final norm's output), alive until it returns;
+    - ``act h``: ``grad_inputs = torch.empty_like(hidden_states)``, filled chunk by chunk
+      (``torch.func.grad_and_value`` of ``compute_fused_ce_loss`` per chunk) and the only
+      activation it saves (``ctx.save_for_backward(grad_inputs, grad_lm_head, ...)``);
+    - one chunk's logits, ``torch.chunk`` into ``n`` chunks (``get_chunk_size``: 1 when the
+      whole fp32 logits ``tokens * V * 4`` are at most the target, else that quotient rounded up
+      to a multiple of 4; target :data:`GRAD_IN_FORWARD_CHUNK_FP32_BYTES`, an upper bound),
+      counted as calc counts a compiled chunked loss (the chunk is ``torch.compile``'d): the
+      16-bit logits, then their gradient in their place.
+
+    No ``tokens x V`` tensor exists, and nothing of the loss is alive in the backward but
+    ``grad_inputs``, which its backward hands on (:func:`logits_bytes_per_token` counts the
+    whole 16-bit logits of a chunked loss instead)."""
+    v = arch.vocab_size
+    whole = tokens * v * FP32_BYTES
+    target = GRAD_IN_FORWARD_CHUNK_FP32_BYTES
+    chunks = 1 if whole <= target else -(-whole // (4 * target)) * 4
+    return tokens * 2 * act_bytes * arch.hidden_size + -(-tokens // chunks) * v * act_bytes
 
 
 def kept_logits_bytes_per_token(

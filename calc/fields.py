@@ -880,7 +880,47 @@ FIELDS: tuple[FieldSpec, ...] = (
             "``[min(tokens, 4096), 32768]`` tile of the compute dtype "
             "(``TOKEN_CHUNK_SIZE``, ``_CHUNKED_LOGPROB_CHUNK_SIZE``) "
             "(:func:`calc.activations.fused_head_loss_bytes`). Read with ``chunked_loss`` only. "
-            "Default False: the chunked loss holds the 16-bit logits (torchtune, Unsloth)."
+            "Default False: the chunked loss holds the 16-bit logits (torchtune)."
+        ),
+    ),
+    _bool(
+        "loss_grad_in_forward",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "the chunked loss computes the gradient of the hidden states in its forward, chunk "
+            "by chunk, and saves only that gradient, as Unsloth's fused cross-entropy does "
+            "(unsloth_zoo 2026.8.13 ``fused_losses/cross_entropy_loss.py`` ``UnslothFusedLoss``: "
+            "``torch.func.grad_and_value`` per chunk into ``grad_inputs``, "
+            "``ctx.save_for_backward(grad_inputs, ...)``). It holds, per token, the hidden "
+            "states it reads and their gradient (``2 act h``), and one chunk's 16-bit logits, "
+            "the chunks sized so that one chunk's fp32 logits stay under "
+            "``min(half the free memory, 4 GiB)`` (counted at 4 GiB: "
+            "``calc.activations.GRAD_IN_FORWARD_CHUNK_FP32_BYTES``; "
+            ":func:`calc.activations.grad_in_forward_loss_bytes`). Read with ``chunked_loss`` "
+            "only; ``loss_fused_lm_head`` wins when both are set. Default False: the chunked "
+            "loss holds the 16-bit logits (torchtune)."
+        ),
+    ),
+    _bool(
+        "fused_lora_kernels",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "the block runs Unsloth's hand-written autograd functions (unsloth 2026.8.19 "
+            "``kernels/fast_lora.py``, ``kernels/rms_layernorm.py``) instead of peft's and "
+            "transformers' modules, which save fewer tensors: each RMSNorm saves its input and "
+            "an fp32 statistic per token (``Fast_RMS_Layernorm``: ``resid h + 4`` instead of "
+            "``4 h + 4``); with adapters on q, k and v, ``LoRA_QKV`` saves only their input; with "
+            "one on the output projection, ``LoRA_W`` only its input; with adapters on gate, up "
+            "and down, ``LoRA_MLP`` saves its input and the gate and up outputs (``h + 2 m`` "
+            "instead of ``h + 4 m``) and its backward works in place (one ``m``-wide gradient "
+            "instead of two). None of them saves a rank-``r`` product, a dropout mask or an "
+            "fp32 copy of its input. A group applies only when every linear of it carries an "
+            "adapter without bias and ``lora_dropout`` is 0 (``FastLlamaModel.patch_peft_model``); "
+            "Unsloth's in-place RoPE saves nothing beyond the shared cos / sin, as calc counts "
+            "transformers' (:func:`calc.activations.fast_lora_groups`). Default False: peft's "
+            "``LoraLayer`` and transformers' ``RMSNorm``."
         ),
     ),
     _enum(

@@ -33,11 +33,12 @@ The profiles:
   plain FSDP script) with ``torch.optim.AdamW`` built by hand.
 - ``torchtune``: torchtune's recipes and configs (from Sep 2024, v0.3 on).
 - ``litgpt``: LitGPT's ``finetune`` commands (2024, v0.4).
-- ``unsloth``: Unsloth's ``FastLanguageModel`` with its trainer (TRL, transformers). Counted
-  with existing behaviours: its fused, chunked cross-entropy (``chunked_loss``) and its
-  offloaded gradient checkpointing (``activation_offload``). Not modelled: its hand-written
-  LoRA MLP / QKV autograd functions (``fast_lora``), which save fewer intermediates than
-  peft's modules, and its RMSNorm / RoPE kernels; calc counts peft's modules there.
+- ``unsloth``: Unsloth's ``FastLanguageModel`` with its trainer (TRL, transformers): its fused
+  cross-entropy, which computes the hidden states' gradient chunk by chunk in the forward
+  (``chunked_loss``, ``loss_grad_in_forward``), its offloaded gradient checkpointing
+  (``activation_offload``), and its hand-written LoRA q/k/v, output-projection and MLP
+  autograd functions and RMSNorm kernel (``fused_lora_kernels``), which save fewer tensors
+  than peft's and transformers' modules.
 
 Behaviours the fake-tensor oracle (``tools/oracle``) cannot trace say so in their source:
 reserved-memory floors (``fsdp_wrap_floor``), several-GPU paths, and bitsandbytes' kernels,
@@ -147,6 +148,8 @@ PROFILES: dict[Framework, dict[str, object]] = {
     },
     Framework.UNSLOTH: {
         "chunked_loss": True,
+        "loss_grad_in_forward": True,
+        "fused_lora_kernels": True,
         "activation_offload": True,
         "lora_dropout": 0.0,
         "qlora_keeps_inputs": False,
@@ -340,9 +343,22 @@ SOURCES: dict[Framework, dict[str, str]] = {
     },
     Framework.UNSLOTH: {
         "chunked_loss": "Unsloth 2026.8.19 (015bdef0d9) models/llama.py CausalLM_fast_forward: "
-        "unsloth_fused_ce_loss (unsloth_zoo.loss_utils), which never builds the whole logits; "
-        "its chunks are sized from free memory (target_gb), so calc counts a chunked loss's "
-        "16-bit logits, an upper bound (loss_fused_lm_head counts TRL's fixed tiles, not these)",
+        "with labels and more than 1024 tokens, unsloth_fused_ce_loss (unsloth_zoo), which never "
+        "builds the whole logits",
+        "loss_grad_in_forward": "unsloth_zoo 2026.8.13 (ce232d6c) fused_losses/"
+        "cross_entropy_loss.py UnslothFusedLoss.forward: torch.func.grad_and_value of "
+        "compute_fused_ce_loss per torch.chunk of the hidden states (get_chunk_size: one chunk's "
+        "fp32 logits at most min(free/2, 4 GiB)), written into grad_inputs = "
+        "torch.empty_like(hidden_states); ctx.save_for_backward(grad_inputs, grad_lm_head, "
+        "grad_lm_head_bias)",
+        "fused_lora_kernels": "Unsloth 2026.8.19 (015bdef0d9) kernels/fast_lora.py LoRA_MLP "
+        "(save_for_backward(gateA, gateB, upA, upB, downA, downB, X, e, g); backward in place: "
+        "kernels/swiglu.py _DWf_DW_dfg_kernel, torch.matmul(..., out=X)), LoRA_QKV "
+        "(save_for_backward(X, QA, QB, KA, KB, VA, VB)), LoRA_W (save_for_backward(A, B, X)); "
+        "kernels/rms_layernorm.py Fast_RMS_Layernorm (save_for_backward(X, W, r), r fp32 per "
+        "row); kernels/rope_embedding.py Fast_RoPE_Embedding_QK rotates q, k in place and keeps "
+        "only cos, sin; models/llama.py FastLlamaModel.patch_peft_model applies them with "
+        "lora_dropout == 0 and bias == 'none'",
         "activation_offload": "Unsloth 2026.8.19 models/llama.py FastLlamaModel.get_peft_model("
         "use_gradient_checkpointing='unsloth') by default: models/_utils.py "
         "Unsloth_Offloaded_Gradient_Checkpointer moves each checkpointed block input to host RAM",

@@ -662,6 +662,12 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         ),
         grouped_kv=req.attention_grouped_kv,
         fused=fused,
+        norm_kernel=req.fused_lora_kernels and req.model.norm_kind == "rms",
+        fast=(
+            act.fast_lora_groups(req.model, adapted - fused)
+            if req.fused_lora_kernels and req.is_peft and req.lora_dropout == 0
+            else frozenset()
+        ),
         # a trainable output layer saves its input for its weight's gradient
         quant_outputs_fp32=req.method is Method.QLORA and reg.casts_weights,
         transformers_code=req.framework.value in TRANSFORMERS_FRAMEWORKS,
@@ -780,6 +786,8 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
             req.method == Method.FULL or "lm_head" in req.lora_modules_to_save.value,
         )
         if req.chunked_loss and req.loss_fused_lm_head
+        else act.grad_in_forward_loss_bytes(arch, reg.compute_bytes, tokens)
+        if req.chunked_loss and req.loss_grad_in_forward
         else act.logits_bytes_per_token(
             arch,
             reg.compute_bytes,

@@ -99,6 +99,8 @@ class EstimateRequest:
     chunked_loss_keeps_fp32: bool
     loss_on_16bit_logits: bool
     loss_fused_lm_head: bool
+    loss_grad_in_forward: bool
+    fused_lora_kernels: bool
     lora_modules_to_save: ModulesToSave
     sharding_engine: ShardingEngine
     # keys the framework profile filled (not part of the JSON form): a variant of this request

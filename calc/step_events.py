@@ -160,8 +160,9 @@ def lengths_of(req: EstimateRequest, micro_batch_tokens: Sequence[int]) -> list[
 @dataclass(frozen=True)
 class AllocatorEstimate:
     """The replayed step sequence, in bytes: peaks with an unlimited device (the cache as on
-    a large card), the smallest allocator capacity that runs it, and the memory outside the
-    allocator added to that for the device."""
+    a large card), the allocator capacity from which it runs on every larger one too
+    (:meth:`StepReplay.capacity_threshold`), and the memory outside the allocator added to
+    that for the device."""
 
     simulated_allocated_bytes: int
     simulated_reserved_bytes: int
@@ -284,8 +285,7 @@ class StepReplay:
     last device allocation or release, a step of the same micro-batch count with lengths at
     least as long at every position ran without one (a step of the same lengths: the same
     replay; shorter ones: its tensors are each at most as large, served from the same cache;
-    this second case assumes, as the capacity search does, that the allocator's outcome is
-    monotone in the sizes, which ``tests/calc/test_allocator.py`` checks against the full
+    this second case assumes that the allocator's outcome is monotone in the sizes, which ``tests/calc/test_allocator.py`` checks against the full
     replay). The first step (it creates the optimizer states, kept for good) always runs.
 
     A step's events are built once per distinct lengths (its keys are its own: every key
@@ -307,7 +307,6 @@ class StepReplay:
         self._steps: dict[tuple[int, ...], list[Event]] = (
             {} if self._builder.states_made else {self.groups[0]: self._first}
         )
-        self._floor = 0
         # CachingAllocator.device_needs of the unlimited replay, as a running maximum
         self._needs: list[int] | None = None
         # a replay paused before a device allocation (its index), and the states after
@@ -349,27 +348,17 @@ class StepReplay:
         """The replay on ``capacity_bytes`` usable device memory (``None``: unlimited), as
         :func:`calc.allocator.replay` of the whole sequence gives it; ``failed_at`` is the
         index of the optimizer step that ran out of memory (-1: it fits; the weights
-        count as step 0). Unlimited, it also keeps the live floor of the steps it ran and
-        what each device allocation needed (:meth:`min_capacity` starts from them)."""
+        count as step 0). Unlimited, it also keeps what each device allocation needed and
+        copies of itself at the start of its last steps (:meth:`capacity_threshold` starts
+        from them)."""
         run = _Progress(al.CachingAllocator(capacity_bytes, self.config))
         if capacity_bytes is not None:
             return self._result(run, self._advance(run))
-        order: list[list[Event]] = []
         needs: list[int] = []
         run.a.device_needs = needs
         self._marks = []
         marks = None if self.config.expandable_segments else self._marks
-        result = self._result(run, self._advance(run, order, marks))
-        profiles: dict[int, tuple[int, int]] = {}
-        base = best = 0
-        for events in order:
-            key = id(events)
-            if key not in profiles:
-                profiles[key] = al.live_profile(events, self.config)
-            excursion, net = profiles[key]
-            best = max(best, base + excursion)
-            base += net
-        self._floor = best
+        result = self._result(run, self._advance(run, marks))
         # the largest need so far, at each device allocation: sorted, so the first
         # allocation that needs more than a capacity is a bisection away
         self._needs = list(itertools.accumulate(needs, max))
@@ -392,15 +381,13 @@ class StepReplay:
     def _advance(
         self,
         run: _Progress,
-        order: list[list[Event]] | None = None,
         marks: list[tuple[int, _Progress]] | None = None,
     ) -> int:
         """Run ``run`` on from where it stands to the end: -1 when it fits, else the index
         of the step that ran out of memory (see :meth:`replay`), or :data:`_PAUSED` when
         the allocator paused (``pause_before``; ``run`` then stands before that event).
-        ``order``: the event lists run are appended to it (for the live floor); ``marks``:
-        a copy of ``run`` at the start of each of the last :data:`MARKED_STEPS` steps it
-        runs (not the first), with the device allocations made before it."""
+        ``marks``: a copy of ``run`` at the start of each of the last :data:`MARKED_STEPS`
+        steps it runs (not the first), with the device allocations made before it."""
         a, live = run.a, run.live
         if run.index < 0:
             events = self._resident
@@ -408,8 +395,6 @@ class StepReplay:
             if stop >= 0:
                 run.offset += stop
                 return _PAUSED if a.paused else 0
-            if order is not None:
-                order.append(events)
             run.index, run.offset = 0, 0
         groups = self.groups
         while run.index < len(groups):
@@ -432,8 +417,6 @@ class StepReplay:
                 run.offset += stop
                 return _PAUSED if a.paused else index
             run.offset = 0
-            if order is not None:
-                order.append(events)
             if index and a.num_device_alloc + a.num_device_free == run.version:
                 run.witnesses = [w for w in run.witnesses if not self._covers(group, w)]
                 run.witnesses.append(group)
@@ -441,13 +424,65 @@ class StepReplay:
         return -1
 
     def min_capacity(self, unlimited: al.Replay | None = None) -> int:
-        """The smallest allocator capacity the sequence runs on
-        (:func:`calc.allocator.smallest_capacity` over :meth:`fits`); ``unlimited``:
-        :meth:`replay` with no limit, when the caller has it (it must be this object's: it
-        keeps the floor)."""
+        """The allocator capacity from which every larger one runs the sequence
+        (:meth:`capacity_threshold`); ``unlimited``: :meth:`replay` with no limit, when the
+        caller has it (it must be this object's: it keeps the needs and copies)."""
+        return self.capacity_threshold(unlimited)[0]
+
+    def capacity_threshold(self, unlimited: al.Replay | None = None) -> tuple[int, bool]:
+        """:func:`calc.allocator.capacity_threshold` of this replay, and whether it is exact
+        (else a proven upper bound). The walk starts from the unlimited replay (its needs,
+        its copies at the start of its last steps) and runs each band's continuation with
+        the step skipping of :meth:`_advance`. Where a release does not leave one state for
+        a band (:func:`calc.allocator.threshold_applies`), the unlimited peak reserved, a
+        bound."""
         free_run = unlimited or self.replay()
-        floor = max(self._floor, free_run.segment_need_bytes)
-        return al.smallest_capacity(self.fits, free_run.peak_reserved_bytes, floor)
+        if not al.threshold_applies(self.config):
+            return al.whole_steps(free_run.peak_reserved_bytes), False
+        if self._needs is None:
+            self.replay()
+        root = _Progress(al.CachingAllocator(None, self.config))
+        return al.capacity_threshold(root, self._continuation, self._pause, self._release_at)
+
+    def _continuation(self, state: _Progress) -> tuple[list[int], int]:
+        """The needs of the device allocations ``state`` makes on from where it stands with no
+        limit, and how many it made before."""
+        if state.index < 0 and not state.offset and not state.a.num_device_alloc:
+            assert self._needs is not None  # the unlimited replay from the start
+            return list(self._needs), 0
+        run = state.copy()
+        needs: list[int] = []
+        run.a.capacity, run.a.device_needs = None, needs
+        base = run.a.num_device_alloc
+        self._advance(run)
+        return needs, base
+
+    def _pause(self, state: _Progress, k: int) -> _Progress:
+        """A copy of ``state`` run on with no limit to just before its device allocation
+        ``k``; from the start, from the unlimited replay's last copy before it."""
+        start = state
+        if state.index < 0 and not state.offset and not state.a.num_device_alloc:
+            for count, mark in reversed(self._marks):
+                if count <= k:
+                    start = mark
+                    break
+        run = start.copy()
+        run.a.capacity, run.a.pause_before = None, k
+        if self._advance(run) != _PAUSED:
+            raise AssertionError("the unlimited replay did not reach its own allocation")
+        run.a.pause_before, run.a.paused = -1, False
+        return run
+
+    def _release_at(self, paused: _Progress) -> tuple[int, _Progress | None]:
+        """The release and retry at the device allocation ``paused`` stands before
+        (:func:`calc.allocator.release_and_retry`): the retry's need, and the state after it
+        (``paused`` itself, run on by one event; ``None`` when nothing was cached)."""
+        event = (self._resident if paused.index < 0 else self._events(paused.index))[paused.offset]
+        low, ran = al.release_and_retry(paused.a, paused.live, event, self.config)
+        if not ran:
+            return low, None
+        paused.offset += 1
+        return low, paused
 
     def fits(self, capacity_bytes: int) -> bool:
         """Whether the sequence runs on ``capacity_bytes``: :meth:`replay`'s ``fits``, from
@@ -457,8 +492,8 @@ class StepReplay:
         reserved memory past it (only then are cached segments released): when none does,
         it fits; else the unlimited replay is run up to that allocation, and the capacity
         runs on from a copy of it (:meth:`calc.allocator.CachingAllocator.copy`). The copy
-        serves every later capacity whose first such allocation is not earlier (the
-        capacity search's all are: it tries the floor first, then larger capacities).
+        serves every later capacity whose first such allocation is not earlier (from the
+        smallest capacity asked up; a smaller one after it rebuilds the copy).
 
         At that allocation a replay releases every cached whole segment and retries
         (``release_cached_blocks``): out of memory when the retry needs more than the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from accuracy import fit_boundaries as fb
@@ -41,3 +43,31 @@ def test_figures_count_today_s_verdicts():
     assert figures["agree"] == sum(j.agrees for j in today)
     assert figures["first_contact_rows"] == len(rows)
     assert 0 <= figures["median"] <= figures["p90"]
+
+
+def test_stacks_run_today_s_verdict_under_the_source_s_stack_only():
+    """``fit_boundaries_stacks.csv`` maps the Hugging Face + FA2 columns to the transformers 4
+    generation with TRL's prepare_model_for_kbit_training: today's request gets that framework
+    and the behaviour keys it does not state, the recorded ``calc_request`` stays as written."""
+    rows = {r["id"]: r for r in fb.load()}
+    stacks = fb.stacks()
+    hf = rows["ub-8b-hf-80"]
+    assert stacks[hf["source_section"]] == ("hf-trainer-4", {"qlora_prepare_kbit": True})
+    recorded = json.loads(hf["calc_request"])
+    today = fb.row_request(hf)
+    assert recorded["framework"] == "hf-trainer" and "qlora_prepare_kbit" not in recorded
+    assert today == {**recorded, "framework": "hf-trainer-4", "qlora_prepare_kbit": True}
+    # a key the request states stays as stated
+    stated = {**hf, "calc_request": json.dumps({**recorded, "qlora_prepare_kbit": False})}
+    assert fb.row_request(stated)["qlora_prepare_kbit"] is False
+    # a source without a mapped stack runs as recorded
+    unsloth = rows["ub-8b-unsloth-80"]
+    assert unsloth["source_section"] not in stacks
+    assert fb.row_request(unsloth) == json.loads(unsloth["calc_request"])
+    # every mapped section names rows of the CSV and a profile calc has
+    from calc.frameworks import Framework
+
+    sections = {r["source_section"] for r in rows.values()}
+    for section, (framework, _) in stacks.items():
+        assert section in sections
+        Framework(framework)

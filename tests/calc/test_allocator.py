@@ -226,6 +226,50 @@ def test_min_device_bytes_is_the_smallest_capacity_that_fits():
     assert not al.replay(events, need - al.ROUND_LARGE_BYTES).fits
 
 
+def test_min_device_bytes_is_the_capacity_from_which_every_larger_one_fits():
+    """ "Fits" is not monotone in the capacity. 4 MiB (a 20 MiB segment) and 50 MiB are freed and
+    cached, then 64, 30 and 22 MiB are requested. From 116 to 132 MiB the 64 MiB segment does
+    not fit beside the cache: the retry releases it, and 64 + 30 + 22 MiB fit. At 134 MiB it
+    fits beside the cache, so nothing is released; the 30 MiB request splits the cached 50 MiB
+    segment, and the 22 MiB one then needs 156 MiB, 136 after releasing the one whole cached
+    segment: out of memory. A user buying a card needs the capacity from which every larger
+    one fits: 136 MiB, not the smallest that fits."""
+    _, events = run([4 * MiB, "-0", 50 * MiB, "-2", 64 * MiB, 30 * MiB, 22 * MiB])
+    step = al.ROUND_LARGE_BYTES
+    peak = al.replay(events).peak_reserved_bytes
+    fits = {c: al.replay(events, c * step).fits for c in range(1, peak // step + 2)}
+    threshold = max(c for c, ok in fits.items() if not ok) + 1
+    assert fits[58] and not fits[57] and fits[66] and not fits[67] and threshold == 68
+    assert al.min_device_bytes(events) == threshold * step == 136 * MiB
+
+
+def test_step_replay_threshold_on_a_sequence_that_fits_below_it():
+    """llama-3.2-1b full, micro-batch 4, mean 400 (seq_len 4096): fits at 18,980 x 2 MiB, not
+    at 20,000, and from 20,470 on; with seq_len 2048 a bisection between the floor and the peak
+    lands on 11,310 (it fits), yet 11,824 to 12,151 run out of memory: the threshold is 12,152
+    (every capacity from it up to the unlimited peak checked by a full scan)."""
+    step = al.ROUND_LARGE_BYTES
+    body = {"model": "llama-3.2-1b", "method": "full", "micro_batch_size": 4}
+    req = parse_estimate_request({**body, "seq_len": 4096, "length_stats": {"mean": 400}})
+    steps = StepReplay(req, simulated_lengths(req))
+    unlimited = steps.replay()
+    assert steps.capacity_threshold(unlimited) == (20470 * step, True)
+    assert [steps.fits(c * step) for c in (18980, 20000, 20469, 20470)] == [
+        True,
+        False,
+        False,
+        True,
+    ]
+    req = parse_estimate_request({**body, "length_stats": {"mean": 400}})
+    steps = StepReplay(req, simulated_lengths(req))
+    unlimited = steps.replay()
+    assert steps.min_capacity(unlimited) == 12152 * step
+    assert steps.fits(11310 * step) and not steps.fits(11824 * step)
+    assert not steps.fits(12151 * step)
+    top = unlimited.peak_reserved_bytes // step + 1
+    assert all(steps.fits(c * step) for c in range(12152, top, 16))
+
+
 # ---- the step sequence from calc's counts ----------------------------------------------------
 
 

@@ -382,6 +382,93 @@ def test_unsloth_offloads_the_checkpointed_inputs():
     assert estimate_dict(req)["host_bytes"] == 0
 
 
+UNSLOTH_8B = {
+    "model": "llama-3.1-8b",
+    "method": "qlora",
+    "lora_rank": 32,
+    "attention": "flash",
+    "framework": "unsloth",
+    "seq_len": 21848,
+}
+"""The published Unsloth context-length row of Llama 3.1 8B on a 12 GB card."""
+
+
+def test_unsloth_fast_lora_saves_fewer_tensors_per_block():
+    # Llama 3.1 8B (h 4096, q 4096, k/v 1024, 32 heads, m 14336), QLoRA r32 on all linears,
+    # flash-attn, bf16: what one block saves per token under Unsloth 2026.8.19
+    h, q, kv, heads, m = 4096, 4096, 1024, 32, 14336
+    unsloth = (
+        2 * (2 * h + 4)  # kernels/rms_layernorm.py Fast_RMS_Layernorm: save_for_backward(X, W, r)
+        + 2 * h  # kernels/fast_lora.py LoRA_QKV: save_for_backward(X, QA, QB, KA, KB, VA, VB)
+        + 2 * (2 * q + 2 * kv)
+        + 4 * heads  # flash_attn_func: q, k, v, out, fp32 lse
+        + 0  # LoRA_W: save_for_backward(A, B, X), X a view of flash's output
+        + 2 * h
+        + 2 * 2 * m  # LoRA_MLP: save_for_backward(..., X, e, g)
+    )
+    assert unsloth == 110_728
+    # peft's LoraLayer and transformers' LlamaRMSNorm: each norm's fp32 upcast and rsqrt
+    # (4 h + 4), the two norm outputs, the MLP's gate, activation, up outputs and the down
+    # projection's input (4 m), one rank-r product per adapter (7 x 32 x 2)
+    peft = 2 * (4 * h + 4) + 2 * 2 * h + 2 * (2 * q + 2 * kv) + 4 * heads + 2 * 4 * m + 7 * 32 * 2
+    assert peft == 184_904
+    fast = estimate_dict(UNSLOTH_8B)
+    slow = estimate_dict({**UNSLOTH_8B, "fused_lora_kernels": False})
+    assert fast["activations_per_token_bytes"] == unsloth
+    assert slow["activations_per_token_bytes"] == peft
+    # the backward: one block recomputed, the final norm's saved tensors (4 h + 4 -> 2 h + 4),
+    # and LoRA_MLP.backward's one m-wide gradient (DW; swiglu's backward writes in place)
+    # instead of two
+    tokens = UNSLOTH_8B["seq_len"]
+    drop = tokens * ((peft - unsloth) + 2 * h + 2 * m)
+    assert slow["phases"]["backward"] - fast["phases"]["backward"] == drop
+
+
+def test_unsloth_fast_lora_groups_need_every_linear_adapted_without_dropout():
+    def per_token(**more: object) -> int:
+        return estimate_dict({**UNSLOTH_8B, **more})["activations_per_token_bytes"]
+
+    # with adapter dropout Unsloth keeps peft's modules: only the norm kernel differs
+    for targets in ("all-linear", "q_proj,v_proj"):
+        req = {"lora_dropout": 0.05, "lora_targets": targets}
+        assert per_token(**req) - per_token(**req, fused_lora_kernels=False) == 2 * ((2 - 4) * 4096)
+    # q and v without k: no LoRA_QKV, and no MLP or output projection adapted: the same
+    assert per_token(lora_targets="q_proj,v_proj") - per_token(
+        lora_targets="q_proj,v_proj", fused_lora_kernels=False
+    ) == 2 * ((2 - 4) * 4096)
+    # the MLP alone: LoRA_MLP saves X, e, g instead of 4 m and three rank-r products
+    mlp = "gate_proj,up_proj,down_proj"
+    assert (
+        per_token(lora_targets=mlp) - per_token(lora_targets=mlp, fused_lora_kernels=False)
+        == 2 * ((2 - 4) * 4096) - 2 * 2 * 14336 - 3 * 32 * 2
+    )
+
+
+def test_unsloth_loss_computes_its_gradient_in_the_forward():
+    # unsloth_zoo fused_losses/cross_entropy_loss.py: the hidden states and grad_inputs (2 x 2 h
+    # a token) and one chunk of bf16 logits; 21848 tokens of fp32 logits are 10.4 GiB, over the
+    # 4 GiB target: get_chunk_size rounds 10.4 / 4 up to 4 chunks of ceil(21848 / 4) tokens
+    tokens, v, h = 21848, LLAMA31_8B_VOCAB, 4096
+    assert tokens * v * 4 > 4 * 2**30
+    fused = tokens * 2 * 2 * h + 5462 * v * 2
+    assert fused == 1_759_026_176
+    on = estimate_dict(UNSLOTH_8B)["phases"]["forward_end"]
+    # the chunked loss without it: the whole bf16 logits (2 V a token)
+    off = estimate_dict({**UNSLOTH_8B, "loss_grad_in_forward": False})["phases"]["forward_end"]
+    assert off - on == tokens * v * 2 - fused
+    # 2972 tokens (1.5 GB of fp32 logits): one chunk, the whole logits' worth
+    short = {**UNSLOTH_8B, "seq_len": 2972}
+    on = estimate_dict(short)["phases"]["forward_end"]
+    off = estimate_dict({**short, "loss_grad_in_forward": False})["phases"]["forward_end"]
+    assert off - on == -2972 * 2 * 2 * h
+    # without the chunked loss the key reads nothing
+    plain = {**UNSLOTH_8B, "chunked_loss": False}
+    assert (
+        estimate_dict(plain)["phases"]
+        == estimate_dict({**plain, "loss_grad_in_forward": False})["phases"]
+    )
+
+
 def test_litgpt_fused_qkv_keeps_more_on_mha_models_only():
     mha = {
         "model": "llama-2-7b",

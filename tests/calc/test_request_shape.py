@@ -43,6 +43,8 @@ OLD_LINKS = [
     "?model=llama-3.2-1b&loss_on_16bit_logits=true&seq_len=4096",
     "?model=llama-3.1-8b&attention_mask=padding&seq_len=4096",
     "?model=llama-3.2-1b&chunked_loss=true&loss_fused_lm_head=true&seq_len=4096",
+    "?method=qlora&model=llama-3.1-8b&chunked_loss=true&loss_grad_in_forward=true"
+    "&fused_lora_kernels=true&seq_len=8192",
 ]
 
 
