@@ -73,9 +73,9 @@
     return;
   }
   // The service worker that keeps the runtime for repeat and offline visits (calc-sw.js at
-  // the site's root, its scope the whole site) is registered once the numbers are live and
-  // the page is idle: its downloads never compete with the first start, and mostly come
-  // from the HTTP cache then.
+  // the site's root, its scope the whole site) is registered once the numbers are live (the
+  // worker up, and a shared link's own numbers on show) and the page is idle: its downloads
+  // never compete with the first start, and mostly come from the HTTP cache then.
   function registerServiceWorker() {
     if (!root.dataset.sw || !("serviceWorker" in navigator) || !window.isSecureContext) return;
     var idle = window.requestIdleCallback || function (f) { setTimeout(f, 200); };
@@ -84,11 +84,11 @@
         .catch(function () { /* no service worker: every visit loads as the first */ });
     };
     var watch = new MutationObserver(function () {
-      if (root.dataset.calcWorker !== "up") return;
+      if (root.dataset.calcWorker !== "up" || root.dataset.calcState === "computing") return;
       watch.disconnect();
       idle(register);
     });
-    watch.observe(root, { attributes: true, attributeFilter: ["data-calc-worker"] });
+    watch.observe(root, { attributes: true, attributeFilter: ["data-calc-worker", "data-calc-state"] });
   }
   registerServiceWorker();
 
