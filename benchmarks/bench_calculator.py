@@ -232,14 +232,15 @@ LIVE_JS = (
 # The service worker, when the page registers one, installed (it is registered after the
 # live numbers, when the page is idle).
 SW_SETTLED_JS = """async () => {
-    if (!("serviceWorker" in navigator)) return "none";
-    const reg = await navigator.serviceWorker.getRegistration();
-    if (!reg) return "none";
-    const w = reg.installing || reg.waiting;
-    if (w) await new Promise((done) => w.addEventListener("statechange", () => {
-        if (w.state === "activated" || w.state === "redundant") done();
-    }));
-    return reg.active ? "active" : "none";
+    const calc = document.getElementById("calc");
+    if (!("serviceWorker" in navigator) || !calc.dataset.sw) return "none";
+    const deadline = performance.now() + 60000;
+    for (;;) {
+        const reg = await navigator.serviceWorker.getRegistration();
+        if (reg && reg.active && !reg.installing && !reg.waiting) return "active";
+        if (performance.now() > deadline) return "not active after 60 s";
+        await new Promise((resolve) => setTimeout(resolve, 100));
+    }
 }"""
 
 

@@ -50,8 +50,10 @@ async function networkFirst(request, path) {
     return response;
   } catch (err) {
     const cached = await caches.match(path, { cacheName: CACHE });
-    if (cached) return cached;
-    throw err;
+    if (!cached) throw err;
+    // A copy with no URL of its own: the page or worker keeps the URL it asked for, query
+    // included (a shared link's setup; the worker reads its runtime's URLs from its own).
+    return new Response(cached.body, cached);
   }
 }
 

@@ -937,9 +937,11 @@ def test_offline_from_the_start_and_after_load(browser, site_server):
     calc.open()
     page.fill("#calc-seq_len", "1536")
     calc.settle()
-    # loaded, and nothing more to come: a first visit only notes itself (no snapshot)
+    # loaded, and nothing more to come: a first visit only notes itself (no snapshot), and
+    # the service worker has kept the runtime
     assert any("calc-visited" in u for u in calc.wait_cached_snapshot("calc-visited"))
     assert fetched == []
+    assert calc.wait_service_worker() is not None
     context.set_offline(True)
     page.fill("#calc-seq_len", "2560")
     calc.settle()

@@ -22,21 +22,6 @@ from macros import calculator
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-# Once the numbers are live, boot.js registers the worker; it is done when it is active and
-# its cache (one per build) holds the runtime.
-SW_ACTIVE_JS = """async (timeoutMs) => {
-    const deadline = performance.now() + timeoutMs;
-    for (;;) {
-        const reg = await navigator.serviceWorker.getRegistration();
-        if (reg && reg.active) {
-            const names = (await caches.keys()).filter((n) => n.startsWith("calc-sw-"));
-            return { scope: reg.scope, caches: names };
-        }
-        if (performance.now() > deadline) return null;
-        await new Promise((resolve) => setTimeout(resolve, 50));  // next look, not a wait
-    }
-}"""
-
 
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_a_repeat_visit_with_the_network_off_shows_live_numbers(browser, site_server, lang):
@@ -46,7 +31,7 @@ def test_a_repeat_visit_with_the_network_off_shows_live_numbers(browser, site_se
     calc = Calc(page, site_server, lang)
     calc.open({"method": "qlora", "seq_len": "4096"})  # a shared link: numbers of its own
     calc.wait_worker()
-    sw = page.evaluate(SW_ACTIVE_JS, STATE_TIMEOUT_MS)
+    sw = calc.wait_service_worker()
     assert sw is not None, "no service worker became active after the numbers were live"
     assert sw["scope"] == site_server.url("")  # the site's root: both languages' pages
     assert len(sw["caches"]) == 1
@@ -92,7 +77,7 @@ def test_the_worker_keeps_only_this_site_and_loads_the_trimmed_standard_library(
     calc = Calc(page, site_server, "es")
     calc.open()
     calc.wait_worker()
-    assert page.evaluate(SW_ACTIVE_JS, STATE_TIMEOUT_MS) is not None
+    assert calc.wait_service_worker() is not None
     kept = page.evaluate("""async () => {
         const name = (await caches.keys()).find((n) => n.startsWith("calc-sw-"));
         return (await (await caches.open(name)).keys()).map((r) => r.url);
@@ -124,7 +109,7 @@ def test_a_shared_link_on_a_phone_says_calculating_until_its_own_numbers(
     page = context.new_page()
     problems = watch_offline(page, site_server.origin)
     held = []  # Pyodide's wasm, held back: the numbers cannot come until it is let go
-    context.route("**/pyodide.asm.wasm", held.append)
+    context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
     calc = Calc(page, site_server, lang)
     url = calc.url({"method": "qlora", "seq_len": "4096"})
     # in the HTML the server sends, not written by a script later
