@@ -7,7 +7,9 @@ Builds the site (``mkdocs build --strict``, unless ``--site`` points at a built 
 serves it on 127.0.0.1 the way GitHub Pages does: gzip on the fly for text, JSON and
 WebAssembly, nothing for archives (``--no-gzip``: plain files, as ``python -m http.server``).
 Every page gets Chromium's network throttling (CDP ``Network.emulateNetworkConditions``:
-``--down-mbps`` down, ``--latency-ms`` per request; 0 turns it off), in its workers too.
+``--down-mbps`` down, ``--latency-ms`` per request; 0 turns it off), in its dedicated
+workers too (not in the service worker's own fetches: before live numbers it only reads its
+cache, and on a first visit it is not installed yet).
 
 For the default setup (``calculator/``) and a shared link (``?SHARED_LINK``), each in a
 fresh browser context, it prints:
@@ -16,7 +18,8 @@ fresh browser context, it prints:
   numbers are live (the worker has Python and ``calc`` loaded: ``performance.mark(
   "calc-ready")``; for a shared link, its own numbers on show: ``"calc-own-numbers"``), and
   the bytes over the wire before that (bodies as sent, compressed where the server
-  compresses, plus headers), and after it (what the page fetches for later visits);
+  compresses, plus headers) and when the last of them came (the network's share of the
+  wait; the rest is CPU), and the bytes after it (what the page fetches for later visits);
 - repeat visit, same context: the same, from the browser's caches and the service worker;
 - repeat visit with the network off (``context.set_offline``): whether live numbers come;
 - bare Pyodide: a page that only starts Pyodide in a module worker, same server, first
@@ -211,13 +214,15 @@ class Traffic:
     def split(self, since: int, at_ms: float) -> dict:
         """Bytes and requests of the rows from index ``since``: finished before ``at_ms``,
         after it (the snapshot apart)."""
-        out = {"before": 0, "requests": 0, "after": 0, "snapshot": 0, "pyodide": 0}
+        out = {"before": 0, "requests": 0, "after": 0, "snapshot": 0, "pyodide": 0, "last": 0.0}
         for when, n, url in self.rows[since:]:
             if _is_snapshot(url):
                 out["snapshot"] += n
             elif when <= at_ms:
                 out["before"] += n
                 out["requests"] += 1
+                if n:  # over the wire, not from a cache
+                    out["last"] = max(out["last"], when)
                 if "/assets/pyodide/" in url:
                     out["pyodide"] += n
             else:
@@ -279,6 +284,7 @@ def measure_visit(page, url: str, traffic: Traffic, timeout_ms: int = READY_TIME
         "worker": perf["timings"],
         "service_worker": sw,
         "bytes": traffic.split(since, perf["origin"] + live),
+        "origin": perf["origin"],
     }
 
 
@@ -411,10 +417,14 @@ def report(
                 f"{med(x['worker'].get('calc_ms', float('nan')) for x in v):.0f} ms, snapshot "
                 f"restored {restored}/{len(v)})"
             )
+            # when the last of those bytes came: what the network alone costs (the rest of
+            # the wait is the machine's CPU, which a shared machine makes noisy)
+            wire = [x["bytes"]["last"] - x["origin"] for x in v if x["bytes"]["last"]]
+            wire_done = f", the last at {med(wire):.0f} ms" if wire else ""
             print(
                 f"            {b['before'] / 1e6:.2f} MB in {b['requests']:.0f} requests before "
-                f"live numbers (Pyodide {b['pyodide'] / 1e6:.2f} MB){after}; service worker: "
-                f"{', '.join(sorted({x['service_worker'] for x in v}))}"
+                f"live numbers{wire_done} (Pyodide {b['pyodide'] / 1e6:.2f} MB){after}; "
+                f"service worker: {', '.join(sorted({x['service_worker'] for x in v}))}"
             )
         off = [r["offline"] for r in rows]
         ok = [x["live_ms"] for x in off if "live_ms" in x]
