@@ -49,4 +49,9 @@ export default [
     files: ["{hooks,benchmarks,tools,scripts}/**/*.{js,mjs}", "tests/js/**/*.{js,mjs}", "*.config.mjs"],
     languageOptions: { globals: globals.node },
   },
+  {
+    // The calculator's service worker: a template under hooks/, run in the browser.
+    files: ["hooks/service_worker.js"],
+    languageOptions: { globals: globals.serviceworker },
+  },
 ];

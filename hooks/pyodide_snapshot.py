@@ -6,7 +6,8 @@ start (about 1.5 s of CPU on a slow machine). At build time ``hooks/make_snapsho
 the worker restores it instead (Pyodide's ``_makeSnapshot`` / ``_loadSnapshot``) and
 falls back to the ordinary start when it cannot.
 
-The file name hashes the calc bundle's name, the Pyodide version and the script, so a
+The file name hashes the calc bundle's name, the Pyodide version, the trimmed standard
+library's name (hooks/pyodide_stdlib.py: Python starts from it) and the script, so a
 snapshot is only ever used with the runtime and the ``calc`` it was made from. Made
 snapshots are kept in ``.cache/pyodide-snapshots/`` so repeated builds reuse them.
 The site-relative path goes in ``config.extra["calc_snapshot"]``.
@@ -31,27 +32,40 @@ PACKAGE_DIR = "/home/pyodide/calc-bundle"
 TIMEOUT_S = 300
 
 
-def snapshot_name(bundle_path: str, pyodide_version: str, script: bytes) -> str:
-    digest = hashlib.sha256(f"{bundle_path}\0{pyodide_version}\0{PACKAGE_DIR}\0".encode() + script)
+def snapshot_name(bundle_path: str, pyodide_version: str, script: bytes, stdlib: str) -> str:
+    key = f"{bundle_path}\0{pyodide_version}\0{PACKAGE_DIR}\0{stdlib}\0"
+    digest = hashlib.sha256(key.encode() + script)
     return f"pyodide-{pyodide_version}-{digest.hexdigest()[:12]}.snapshot.gz"
 
 
-@event_priority(-10)  # after calc_bundle and pyodide_assets have set their paths
+@event_priority(-10)  # after calc_bundle, pyodide_assets and pyodide_stdlib have set their paths
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
     name = snapshot_name(
-        config.extra["calc_bundle"], config.extra["pyodide"]["version"], SCRIPT.read_bytes()
+        config.extra["calc_bundle"],
+        config.extra["pyodide"]["version"],
+        SCRIPT.read_bytes(),
+        config.extra["pyodide_stdlib"],
     )
     config.extra["calc_snapshot"] = f"assets/calc/{name}"
     return config
 
 
-def make_snapshot(pyodide_dir: Path, bundle: Path, out: Path) -> None:
+def make_snapshot(pyodide_dir: Path, bundle: Path, out: Path, stdlib: Path, lock: Path) -> None:
     node = shutil.which("node")
     if node is None:
         raise PluginError("node is needed to build the Pyodide snapshot (install Node.js)")
     tmp = out.with_suffix(".tmp")
     run = subprocess.run(
-        [node, str(SCRIPT), str(pyodide_dir), str(bundle), PACKAGE_DIR, str(tmp)],
+        [
+            node,
+            str(SCRIPT),
+            str(pyodide_dir),
+            str(bundle),
+            PACKAGE_DIR,
+            str(tmp),
+            str(stdlib),
+            str(lock),
+        ],
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
@@ -71,6 +85,12 @@ def on_post_build(config: MkDocsConfig) -> None:
     if not cached.is_file():
         CACHE.mkdir(parents=True, exist_ok=True)
         pyodide_dir = site / config.extra["pyodide"]["path"]
-        make_snapshot(pyodide_dir, site / config.extra["calc_bundle"], cached)
+        make_snapshot(
+            pyodide_dir,
+            site / config.extra["calc_bundle"],
+            cached,
+            site / config.extra["pyodide_stdlib"],
+            site / config.extra["pyodide_lock"],
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(cached, target)

@@ -538,6 +538,9 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
             "data-pyodide": urls["pyodide"],
             "data-bundle": urls["bundle"],
             "data-snapshot": urls["snapshot"],
+            "data-stdlib": urls["stdlib"],
+            "data-lock": urls["lock"],
+            "data-sw": urls["sw"],
         },
         ["link", {"rel": "stylesheet", "href": urls["css"]}],
         ["script", {"src": urls["boot"]}],  # starts the worker now (see boot.js)
@@ -585,6 +588,14 @@ def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) 
                     {"class": "calc-pending-note", "role": "status", "hidden": "hidden"},
                     strings["ui"]["pending_note"],
                 ],
+                # on a phone, the bar pinned to the bottom says so from the first paint until
+                # a shared link's own figures come (calculator.css; the note above is what a
+                # screen reader hears)
+                [
+                    "p",
+                    {"class": "calc-peek-pending", "aria-hidden": "true"},
+                    strings["ui"]["peek_pending"],
+                ],
                 ["div", {"class": "calc-results-slot"}, view.render_results(result, lang, strings)],
             ],
         ],
@@ -609,6 +620,9 @@ def site_urls(conf: dict, page_url: str) -> dict[str, str]:
         "pyodide": root + extra["pyodide"]["path"].strip("/") + "/",
         "bundle": root + extra["calc_bundle"],
         "snapshot": root + extra["calc_snapshot"],
+        "stdlib": root + extra["pyodide_stdlib"],
+        "lock": root + extra["pyodide_lock"],
+        "sw": root + extra["calc_service_worker"],
     }
 
 

@@ -41,6 +41,21 @@ CACHED_SNAPSHOT_JS = """async ([part, timeoutMs]) => {
     }
 }"""
 
+# Once the numbers are live, boot.js registers the service worker (calc-sw.js); it is done
+# when it is active and its cache (one per build) holds the runtime. null after the bound.
+SW_ACTIVE_JS = """async (timeoutMs) => {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+        const reg = await navigator.serviceWorker.getRegistration();
+        if (reg && reg.active) {
+            const names = (await caches.keys()).filter((n) => n.startsWith("calc-sw-"));
+            return { scope: reg.scope, caches: names };
+        }
+        if (performance.now() > deadline) return null;
+        await new Promise((resolve) => setTimeout(resolve, 50));  // next look, not a wait
+    }
+}"""
+
 FIELDS = calculator.request_fields()
 STRINGS = calculator.load_strings()
 
@@ -181,6 +196,12 @@ class Calc:
         stores the snapshot after it has started and posts nothing when done, so Cache
         Storage itself is polled, in the page); whatever is there after the bound, if not."""
         return self.page.evaluate(CACHED_SNAPSHOT_JS, [part, STATE_TIMEOUT_MS])
+
+    def wait_service_worker(self) -> dict | None:
+        """The service worker's scope and caches once it is active (it installs after the
+        numbers are live, in the background: a test that then cuts the network or closes the
+        page waits for it, or its downloads would fail); None if it never becomes active."""
+        return self.page.evaluate(SW_ACTIVE_JS, STATE_TIMEOUT_MS)
 
     def navigate(self, query: dict) -> None:
         """Go to a query the way the back button does: no reload."""

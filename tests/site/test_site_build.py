@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shutil
 from pathlib import Path
@@ -96,8 +98,10 @@ def test_not_found_page_per_language(built_site, rel_path, language):
 
 def test_theme_toggle_speaks_the_page_language(built_site):
     """The light/dark switch is labelled in the page's language on every page (404 too)."""
-    labels = {"es": {"Cambiar a modo oscuro", "Cambiar a modo claro"},
-              "en": {"Switch to dark mode", "Switch to light mode"}}
+    labels = {
+        "es": {"Cambiar a modo oscuro", "Cambiar a modo claro"},
+        "en": {"Switch to dark mode", "Switch to light mode"},
+    }
     for rel_path in site_pages(built_site):
         html = (built_site / rel_path).read_text(encoding="utf-8")
         lang = parse_page(built_site / rel_path).html_lang
@@ -131,8 +135,11 @@ def test_site_url_sub_path_reaches_the_switcher(tmp_path):
     # GitHub Pages serves a project site under /<repo>/: the home links of
     # the switcher must carry it (the Pages workflow sets SITE_URL).
     project = make_probe_project(tmp_path, "ok", "ok")
-    result = run_mkdocs_build(project / "site", config_file=project / "mkdocs.yml",
-                              extra_env={"SITE_URL": "https://example.org/gpu-site/"})
+    result = run_mkdocs_build(
+        project / "site",
+        config_file=project / "mkdocs.yml",
+        extra_env={"SITE_URL": "https://example.org/gpu-site/"},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     for rel_path in ("index.html", "en/index.html"):
         targets = switcher_targets(project / "site", rel_path)
@@ -155,7 +162,9 @@ def test_serve_watches_all_code_and_data_the_build_reads():
                 imported.add(node.module.split(".")[0])
     own = {name for name in imported if (REPO_ROOT / name / "__init__.py").exists()}
     assert {"calc", "calc_view", "accuracy"} <= own
-    config = yaml.load((REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
+    config = yaml.load(
+        (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=yaml.BaseLoader
+    )
     assert own | {"macros", "hooks", "validation"} <= set(config["watch"])
 
 
@@ -178,7 +187,10 @@ def test_pyodide_runtime_copied_to_versioned_path(built_site):
 
 def test_pyodide_snapshot_built_for_this_runtime_and_calc(built_site):
     import importlib.util
-    spec = importlib.util.spec_from_file_location("snapshot_hook", REPO_ROOT / "hooks" / "pyodide_snapshot.py")
+
+    spec = importlib.util.spec_from_file_location(
+        "snapshot_hook", REPO_ROOT / "hooks" / "pyodide_snapshot.py"
+    )
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)
     info = pyodide_info()
@@ -188,17 +200,103 @@ def test_pyodide_snapshot_built_for_this_runtime_and_calc(built_site):
     assert data[:2] == b"\x1f\x8b" and len(data) > 1_000_000  # gzip of Pyodide's memory
     bundle = next((built_site / "assets" / "calc").glob("calc-*.zip")).relative_to(built_site)
     script = (REPO_ROOT / "hooks" / "make_snapshot.mjs").read_bytes()
-    name = hook.snapshot_name(bundle.as_posix(), info["version"], script)
+    stdlib = next((built_site / info["path"]).glob("python_stdlib-*.zip")).relative_to(built_site)
+    name = hook.snapshot_name(bundle.as_posix(), info["version"], script, stdlib.as_posix())
     assert snapshots[0].name == name
-    # another calc, runtime or script: another name, so a stale snapshot is never used
-    assert hook.snapshot_name("assets/calc/other.zip", info["version"], script) != name
-    assert hook.snapshot_name(bundle.as_posix(), "314.0.0", script) != name
-    assert hook.snapshot_name(bundle.as_posix(), info["version"], script + b" ") != name
+    # another calc, runtime, standard library or script: another name, so a stale snapshot
+    # is never used
+    stdlib = stdlib.as_posix()
+    assert hook.snapshot_name("assets/calc/other.zip", info["version"], script, stdlib) != name
+    assert hook.snapshot_name(bundle.as_posix(), "314.0.0", script, stdlib) != name
+    assert hook.snapshot_name(bundle.as_posix(), info["version"], script + b" ", stdlib) != name
+    assert hook.snapshot_name(bundle.as_posix(), info["version"], script, "other.zip") != name
     # the worker unpacks calc where the snapshot imported it from
-    worker = (REPO_ROOT / "docs" / "assets" / "calculator" / "worker.js").read_text(encoding="utf-8")
+    worker = (REPO_ROOT / "docs" / "assets" / "calculator" / "worker.js").read_text(
+        encoding="utf-8"
+    )
     assert f'const PACKAGE_DIR = "{hook.PACKAGE_DIR}";' in worker
     page = (built_site / "calculator" / "index.html").read_text(encoding="utf-8")
     assert f'data-snapshot="../assets/calc/{name}"' in page
+
+
+def _load_hook(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "hooks" / f"{name}.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    return hook
+
+
+def test_the_worker_gets_a_standard_library_cut_to_what_calc_needs(built_site):
+    import zipfile
+
+    info = pyodide_info()
+    folder = built_site / info["path"]
+    (trimmed,) = folder.glob("python_stdlib-*.zip")
+    full = zipfile.ZipFile(folder / "python_stdlib.zip")
+    cut = zipfile.ZipFile(trimmed)
+    assert trimmed.stat().st_size < 0.6 * (folder / "python_stdlib.zip").stat().st_size
+    names = set(cut.namelist())
+    # what calc, its view, the YAML parser and Pyodide's start read; not what none of them do
+    assert {"json/__init__.py", "dataclasses.py", "importlib/resources/__init__.py"} <= names
+    assert {"_pyodide/_base.py", "zipfile/__init__.py", "encodings/utf_8.py"} <= names
+    assert not {"sqlite3/__init__.py", "xml/__init__.py", "tomllib/__init__.py"} & names
+    assert {"sqlite3/__init__.py", "xml/__init__.py"} <= set(full.namelist())
+    for name in names:  # Pyodide's own files, unchanged
+        assert cut.read(name) == full.read(name), name
+    # named after its content: another cut, another URL
+    assert (
+        trimmed.name == f"python_stdlib-{hashlib.sha256(trimmed.read_bytes()).hexdigest()[:12]}.zip"
+    )
+    lock = json.loads((folder / "pyodide-lock-calc.json").read_text(encoding="utf-8"))
+    full_lock = json.loads((folder / "pyodide-lock.json").read_text(encoding="utf-8"))
+    assert lock == {"info": full_lock["info"], "packages": {}}
+    for page, up in (("calculator/index.html", "../"), ("en/calculator/index.html", "../../")):
+        html = (built_site / page).read_text(encoding="utf-8")
+        assert f'data-stdlib="{up}{info["path"]}{trimmed.name}"' in html
+        assert f'data-lock="{up}{info["path"]}pyodide-lock-calc.json"' in html
+
+
+def test_the_service_worker_keeps_the_runtime_and_the_calculator_pages_of_this_site(built_site):
+    hook = _load_hook("service_worker")
+    source = (built_site / hook.SW_PATH).read_text(encoding="utf-8")
+    lists = re.findall(r"new Set\((\[.*?\])\.map", source)
+    immutable, fresh = (json.loads(found) for found in lists)
+    info = pyodide_info()
+    stdlib = next((built_site / info["path"]).glob("python_stdlib-*.zip")).name
+    bundle = next((built_site / "assets" / "calc").glob("calc-*.zip")).name
+    assert {
+        info["path"] + "pyodide.asm.wasm",
+        info["path"] + stdlib,
+        "assets/calc/" + bundle,
+    } <= set(immutable)
+    assert {"calculator/", "en/calculator/", "assets/calculator/worker.js"} <= set(fresh)
+    for path in immutable + fresh:  # the site's own files, relative to the worker's scope
+        assert "://" not in path and not path.startswith("/"), path
+        assert (
+            built_site / path / "index.html" if path.endswith("/") else built_site / path
+        ).is_file()
+    assert not any(p.endswith((".snapshot.gz", "python_stdlib.zip")) for p in immutable + fresh)
+    build = re.search(r'const BUILD = "([0-9a-f]{12})";', source).group(1)
+    assert build == hook.build_id(
+        built_site, immutable + fresh, (REPO_ROOT / "hooks" / "service_worker.js").read_bytes()
+    )
+    for page, up in (("calculator/index.html", "../"), ("en/calculator/index.html", "../../")):
+        assert f'data-sw="{up}{hook.SW_PATH}"' in (built_site / page).read_text(encoding="utf-8")
+
+
+def test_a_changed_file_gives_the_service_worker_another_build(tmp_path):
+    hook = _load_hook("service_worker")
+    (tmp_path / "a.js").write_text("one", encoding="utf-8")
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "index.html").write_text("<p>", encoding="utf-8")
+    first = hook.build_id(tmp_path, ["a.js", "p/"], b"template")
+    (tmp_path / "p" / "index.html").write_text("<p>two", encoding="utf-8")
+    assert hook.build_id(tmp_path, ["a.js", "p/"], b"template") != first
+    assert hook.build_id(tmp_path, ["a.js", "p/"], b"template 2") != hook.build_id(
+        tmp_path, ["a.js", "p/"], b"template"
+    )
 
 
 def test_build_fails_clearly_without_pyodide(tmp_path):
@@ -253,7 +351,9 @@ def make_probe_project(
     shutil.copytree(REPO_ROOT / "docs", project / "docs", ignore=shutil.ignore_patterns("*.md"))
     for language, body in (("es", es_body), ("en", en_body)):
         home = project / "docs" / language / "index.md"
-        home.write_text(f"---\ntitle: Home {language}\n---\n\n# Home {language}\n", encoding="utf-8")
+        home.write_text(
+            f"---\ntitle: Home {language}\n---\n\n# Home {language}\n", encoding="utf-8"
+        )
         probe = project / "docs" / language / "probe" / "index.md"
         probe.parent.mkdir(parents=True)
         probe.write_text(f"---\ntitle: Probe\n---\n\n{body}\n", encoding="utf-8")
@@ -300,7 +400,9 @@ def test_probe_page_builds_with_page_language_and_switcher(tmp_path):
         pytest.param("{{ no_such_macro() }}", "ok", "no_such_macro", id="unknown-macro-es"),
         pytest.param("ok", "{{ no_such_macro() }}", "no_such_macro", id="unknown-macro-en"),
         pytest.param("{{ no_such_variable }}", "ok", "no_such_variable", id="undefined-variable"),
-        pytest.param("{{ probe_boom() }}", "ok", "probe macro failed on purpose", id="macro-raises"),
+        pytest.param(
+            "{{ probe_boom() }}", "ok", "probe macro failed on purpose", id="macro-raises"
+        ),
         pytest.param("ok", "{{ calc_version(1) }}", "TypeError", id="macro-bad-arguments-en"),
         pytest.param("[broken](missing.md)", "ok", "missing.md", id="broken-link"),
     ],

@@ -27,7 +27,10 @@
     // The worker starts Pyodide and fetches calc as soon as it runs, from these URLs.
     url.searchParams.set("pyodide", new URL(urls.pyodide, window.location.href).href);
     url.searchParams.set("bundle", new URL(urls.bundle, window.location.href).href);
-    if (urls.snapshot) url.searchParams.set("snapshot", new URL(urls.snapshot, window.location.href).href);
+    // the standard library and package lock cut to what calc needs (absent: Pyodide's own)
+    ["snapshot", "stdlib", "lock"].forEach(function (key) {
+      if (urls[key]) url.searchParams.set(key, new URL(urls[key], window.location.href).href);
+    });
     return url.href;
   }
 
@@ -69,6 +72,26 @@
     }
     return;
   }
+  // The service worker that keeps the runtime for repeat and offline visits (calc-sw.js at
+  // the site's root, its scope the whole site) is registered once the numbers are live (the
+  // worker up, and a shared link's own numbers on show) and the page is idle: its downloads
+  // never compete with the first start, and mostly come from the HTTP cache then.
+  function registerServiceWorker() {
+    if (!root.dataset.sw || !("serviceWorker" in navigator) || !window.isSecureContext) return;
+    var idle = window.requestIdleCallback || function (f) { setTimeout(f, 200); };
+    var register = function () {
+      navigator.serviceWorker.register(new URL(root.dataset.sw, window.location.href).href)
+        .catch(function () { /* no service worker: every visit loads as the first */ });
+    };
+    var watch = new MutationObserver(function () {
+      if (root.dataset.calcWorker !== "up" || root.dataset.calcState === "computing") return;
+      watch.disconnect();
+      idle(register);
+    });
+    watch.observe(root, { attributes: true, attributeFilter: ["data-calc-worker", "data-calc-state"] });
+  }
+  registerServiceWorker();
+
   root.calcStartWorker = function () {
     return start(root.dataset);
   };

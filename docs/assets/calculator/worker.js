@@ -1,6 +1,8 @@
 // Module Web Worker: runs the `calc` package in Pyodide, off the page's main thread.
 // It starts loading Pyodide and the calc bundle at once, from the URLs in its own query
-// (?pyodide=<dir>/&bundle=<zip>&snapshot=<gz>), so nothing waits for the page.
+// (?pyodide=<dir>/&bundle=<zip>&snapshot=<gz>&stdlib=<zip>&lock=<json>), so nothing waits
+// for the page. stdlib and lock: the standard library and package lock cut to what calc
+// needs (hooks/pyodide_stdlib.py); without them Pyodide loads its own, in full.
 // Messages in:  {type: "init", lang, strings}
 //               {type: "compute", id, command, request}  (request: JSON text)
 //               {type: "config", id, action, payload}  (config-import.js: import/export, JSON text)
@@ -18,9 +20,13 @@
 const PACKAGE_DIR = "/home/pyodide/calc-bundle"; // = hooks/pyodide_snapshot.py PACKAGE_DIR
 const SNAPSHOT_CACHE = "calc-pyodide-snapshot"; // Cache Storage name (see cachedSnapshot)
 const SNAPSHOT_PREFETCH_DELAY_MS = 1500; // after the first results, not during them
+// Cache Storage key (no request is ever made to it) that says this browser has run the
+// calculator before: the snapshot is fetched on the second visit, never on the first.
+const VISITED_KEY = new URL("calc-visited", self.location.href).href;
 const t0 = performance.now();
 const params = new URL(self.location.href).searchParams;
-const booting = boot(params.get("pyodide"), params.get("bundle"), params.get("snapshot"));
+const booting = boot(params.get("pyodide"), params.get("bundle"), params.get("snapshot"),
+                     params.get("stdlib"), params.get("lock"));
 booting.catch(() => {}); // handled when "init" arrives; not an unhandled rejection before
 let handle = null;
 
@@ -34,7 +40,9 @@ async function bytes(url) {
 // it skips Python's start-up and calc's import, most of the worker's start. It is used
 // only from this origin's Cache Storage: Pyodide waits for the snapshot before it even
 // fetches its wasm, so on a first visit downloading ~6 MB more would delay the start.
-// A first visit starts Python the ordinary way and then stores the snapshot for the next.
+// A first visit starts Python the ordinary way and fetches nothing more (a reader who
+// comes once pays for no snapshot); a second one, once its numbers are live, stores the
+// snapshot for the visits after it.
 async function cachedSnapshot(url) {
   try {
     if (typeof caches === "undefined") return null; // no Cache Storage (not https)
@@ -64,8 +72,9 @@ function unusableKey(url) {
   return key.href;
 }
 
-// After "ready": store the snapshot for the next visit (only this build's: older ones go),
-// unless the connection is slow or the reader saves data.
+// After "ready", on a repeat visit: store the snapshot for the next visit (only this
+// build's: older ones go), unless the connection is slow or the reader saves data. On a
+// first visit only the visit is noted.
 function cacheSnapshotLater(url) {
   const connection = self.navigator && self.navigator.connection;
   const slow = connection && (connection.saveData
@@ -75,9 +84,15 @@ function cacheSnapshotLater(url) {
     try {
       const cache = await caches.open(SNAPSHOT_CACHE);
       if (await cache.match(unusableKey(url))) return;
+      if (!(await cache.match(VISITED_KEY))) {
+        await cache.put(VISITED_KEY, new Response("1"));
+        return;
+      }
       const response = await fetch(url);
       if (!response.ok) return;
-      for (const key of await cache.keys()) if (key.url !== url) await cache.delete(key);
+      for (const key of await cache.keys()) {
+        if (key.url !== url && key.url !== VISITED_KEY) await cache.delete(key);
+      }
       await cache.put(url, response);
     } catch (err) {
       /* offline or out of quota: the next visit starts the ordinary way */
@@ -85,13 +100,15 @@ function cacheSnapshotLater(url) {
   }, SNAPSHOT_PREFETCH_DELAY_MS);
 }
 
-async function boot(pyodideUrl, bundleUrl, snapshotUrl) {
+async function boot(pyodideUrl, bundleUrl, snapshotUrl, stdlibUrl, lockUrl) {
   // The bundle downloads (and a cached snapshot is read) while Pyodide's script loads.
   const bundle = bytes(bundleUrl).then((response) => response.arrayBuffer());
   const usable = snapshotUrl && typeof DecompressionStream === "function";
   const [{ loadPyodide }, snapshot] = await Promise.all([
     import(pyodideUrl + "pyodide.mjs"), usable ? cachedSnapshot(snapshotUrl) : null]);
   const options = { indexURL: pyodideUrl, stdout: () => {}, stderr: () => {} };
+  if (stdlibUrl) options.stdLibURL = stdlibUrl;
+  if (lockUrl) options.lockFileURL = lockUrl;
   let pyodide = null;
   if (snapshot) {
     try {
