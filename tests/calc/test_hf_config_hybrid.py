@@ -135,7 +135,8 @@ def test_all_linear_adapters_count_what_peft_builds(cfg, trainable):
 
 
 def sweep_request(cfg: dict, **overrides: object) -> dict:
-    return dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
+    """A request as benchmarks.oracle_sweep.setups builds it: no profile, each key as stated."""
+    return dict(BASE_REQUEST, model={"hf_config": cfg}, framework="generic", **overrides)
 
 
 # Allocated peaks the oracle traced (benchmarks.oracle_sweep: transformers 5.17 + peft 0.21 on

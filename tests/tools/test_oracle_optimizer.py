@@ -61,7 +61,9 @@ def test_fused_adamw_allocates_none():
 
 def test_calc_counts_the_traced_bytes():
     # calc's count for one dtype group of P parameters: state_bytes x P, as traced above
-    req = parse_estimate_request({"model": "llama-3.2-1b", "method": "full"})
+    req = parse_estimate_request(
+        {"model": "llama-3.2-1b", "method": "full", "framework": "generic"}
+    )
     p = 10**6
     layout = ParamLayout(p, 0, p, p, 0, p, ((1000, 1000, 1),))
     bf16 = Regime("bf16-true", 2, 2, 2, 0, 2, False)
