@@ -514,8 +514,8 @@ def _json_script(element_id: str, data: object) -> list:
 
 
 def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) -> str:
-    """The whole calculator block for one language. ``urls``: worker, pyodide, bundle, css, boot,
-    js (each relative to the page)."""
+    """The whole calculator block for one language. ``urls``: worker, pyodide, stdlib, lock, sw,
+    bundle, snapshot, css, boot, js (each relative to the page)."""
     strings = results_strings(lang, gpus)
     request = default_request()
     result = compute(request)

@@ -839,6 +839,12 @@ def _time_cost_marks(
             h = ASCENT * size + line + DESCENT * size
             box = layout.place(around(x, y, w, h, r + 3, layout.bounds))
             if box is None:
+                # a long configuration name finds no free room: its number instead (the key
+                # below the chart names it)
+                name = str(n)
+                w = max(text_width(head, size, bold=True), text_width(name, size, bold=True))
+                box = layout.place(around(x, y, w, h, r + 3, layout.bounds))
+            if box is None:
                 raise ValueError(f"no room on the time-cost chart for {word} {name}")
             # left of its point, the words end at the box's right edge: they hug the point
             # whatever the face's real width

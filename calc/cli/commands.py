@@ -63,7 +63,12 @@ def add_request_arguments(
     mine = [s for s in specs if s.key in behaviours]
     if mine:
         group = parser.add_argument_group(
-            msg.text("group.behaviours"), msg.text("group.behaviours_text", url=api_url(msg))
+            msg.text("group.behaviours"),
+            msg.text(
+                "group.behaviours_text",
+                url=api_url(msg),
+                framework=str(BY_KEY["framework"].default),
+            ),
         )
         add_field_flags(group, mine, lambda spec: behaviour_help(spec, msg))
 

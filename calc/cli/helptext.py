@@ -4,9 +4,11 @@ field tables (:mod:`calc.fields`) and the message catalogue; examples; where the
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from ..numfmt import format_number as number
-from ..fields import FieldSpec
+from ..fields import BY_KEY, FieldSpec, defaults
+from ..frameworks import Framework, apply_profile
 from .messages import Messages
 
 
@@ -124,16 +126,25 @@ def field_help(spec: FieldSpec, msg: Messages) -> str:
     )  # argparse formats help with %
 
 
+def default_library_value(spec: FieldSpec) -> object:
+    """The value a request that gives no key gets: the default ``framework``'s profile entry
+    where that profile sets the key for the default setup, else the key's own default."""
+    values = defaults("estimate")
+    framework = Framework(str(BY_KEY["framework"].default))
+    return apply_profile(dict(values), (), framework).get(spec.key, spec.default)
+
+
 def behaviour_help(spec: FieldSpec, msg: Messages) -> str:
-    """A library behaviour's ``--help``: one short line, its name and default (what it does
-    in detail is on the API page; ``--framework`` sets it anyway)."""
+    """A library behaviour's ``--help``: one short line, its name and, for a switch, only when
+    the default library turns it on (off is what every other switch is; what it does in detail
+    is on the API page; ``--framework`` sets it anyway)."""
     parts = [msg.label(spec.key) + "."]
+    value = default_library_value(spec)
     if spec.kind == "bool":
-        parts.append(
-            f"{_cap(msg.text('help.default'))}: {msg.text('help.on' if spec.default else 'help.off')}."
-        )
+        if value:
+            parts.append(f"{_cap(msg.text('help.default'))}: {msg.text('help.on')}.")
     else:
-        parts += field_sentences(spec, msg, name_values=False)[1:]
+        parts += field_sentences(replace(spec, default=value), msg, name_values=False)[1:]
     return " ".join(parts).replace("%", "%%")
 
 

@@ -202,6 +202,31 @@ PLAN_VARIATIONS = [
         "lora_adapter_dtype": "fp32",
     },
     {"model": "llama-3.2-1b", "loss_on_16bit_logits": "true", "seq_len": "4096"},
+    # the libraries' own profiles, one generation each
+    {"framework": "generic", "method": "full", "model": "llama-3.2-1b"},
+    {"framework": "hf-trainer-4", "method": "qlora", "model": "qwen3-30b-a3b"},
+    {"framework": "trl-sft", "method": "qlora", "model": "llama-3.1-8b", "gpu": "rtx-4090"},
+    {"framework": "axolotl", "method": "lora", "model": "qwen3-8b"},
+    {"framework": "llama-factory", "method": "lora", "num_gpus": "2", "sharding": "zero3"},
+    {"framework": "ms-swift", "method": "lora", "model": "qwen3-4b"},
+    {"framework": "pytorch-loop", "method": "lora", "model": "llama-3.2-3b"},
+    {"framework": "pytorch-loop-4", "method": "full", "model": "llama-3.2-1b"},
+    # Unsloth's own kernels and its loss, and TRL's fused output layer, set by hand
+    {"fused_lora_kernels": "true", "loss_grad_in_forward": "true", "method": "qlora"},
+    {"loss_fused_lm_head": "true", "model": "llama-3.2-1b", "seq_len": "4096"},
+    # the network between servers (16 GPUs: two servers of eight)
+    {"network": "infiniband-3200", "num_gpus": "16", "sharding": "zero3", "gpu": "h100-sxm"},
+    {"network": "infiniband-1600", "num_gpus": "16", "sharding": "zero3", "gpu": "a100-80gb-sxm"},
+    {"network": "roce-3200", "num_gpus": "16", "sharding": "zero3", "gpu": "h100-sxm"},
+    {"network": "efa-3200", "num_gpus": "16", "sharding": "zero2", "gpu": "h100-sxm"},
+    {"network": "efa-400", "num_gpus": "16", "sharding": "zero3", "gpu": "a100-80gb-sxm"},
+    {"network": "ethernet-100", "num_gpus": "16", "sharding": "zero3", "gpu": "h100-sxm"},
+    {"network": "ethernet-25", "num_gpus": "16", "sharding": "ddp", "method": "lora"},
+    # samples of like length batched together (group_by_length)
+    {"length_stats": "mean:700,p90:1800", "batching": "grouped", "micro_batch_size": "4"},
+    # a card the reader owns: electricity instead of rent
+    {"owned": "true", "electricity_price_per_kwh": "0.3", "gpu": "rtx-4090", "method": "qlora"},
+    {"owned": "true", "board_power_w": "300", "gpu": "rtx-3090", "method": "lora"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 

@@ -249,7 +249,12 @@ def test_step_replay_threshold_on_a_sequence_that_fits_below_it():
     lands on 11,310 (it fits), yet 11,824 to 12,151 run out of memory: the threshold is 12,152
     (every capacity from it up to the unlimited peak checked by a full scan)."""
     step = al.ROUND_LARGE_BYTES
-    body = {"model": "llama-3.2-1b", "method": "full", "micro_batch_size": 4}
+    body = {
+        "model": "llama-3.2-1b",
+        "method": "full",
+        "micro_batch_size": 4,
+        "framework": "generic",
+    }
     req = parse_estimate_request({**body, "seq_len": 4096, "length_stats": {"mean": 400}})
     steps = StepReplay(req, simulated_lengths(req))
     unlimited = steps.replay()

@@ -997,7 +997,21 @@ def test_the_model_list_is_grouped_by_family_and_sorted_by_size():
 
     html = calculator.calculator_html(
         "en",
-        {k: k for k in ("worker", "pyodide", "bundle", "snapshot", "css", "boot", "js")},
+        {
+            k: k
+            for k in (
+                "worker",
+                "pyodide",
+                "stdlib",
+                "lock",
+                "sw",
+                "bundle",
+                "snapshot",
+                "css",
+                "boot",
+                "js",
+            )
+        },
         presets_listing(),
         gpus_listing()["gpus"],
     )

@@ -133,6 +133,7 @@ def test_examples_run(example, tmp_path, monkeypatch):
 def test_estimate_help_is_short_and_groups_the_library_behaviours():
     """One usage of three lines (argparse's listed every flag: 45 lines), and every key a
     --framework profile sets under one heading, one line each for a yes/no one."""
+    from calc.cli.helptext import default_library_value
     from calc.frameworks import profile_keys
 
     specs = {s.key: s for s in field_specs("estimate")}
@@ -158,10 +159,17 @@ def test_estimate_help_is_short_and_groups_the_library_behaviours():
                 assert Messages(lang).label(key)[:12] in " ".join(
                     " ".join(lines[at : at + 2]).split()
                 ), key
-                assert any(
-                    w in " ".join(" ".join(lines[at : at + 4]).split())
-                    for w in ("Default: off", "Por defecto: no")
-                ), key
+                # the default library's value: stated on the line when on; the heading says
+                # that every other switch is off
+                on = default_library_value(specs[key])
+                end = next(
+                    i for i in range(at + 1, tail + 1) if i == tail or lines[i][:4] == "  --"
+                )
+                stated = any(
+                    w in " ".join(" ".join(lines[at:end]).split())
+                    for w in ("Default: on", "Por defecto: sí")
+                )
+                assert stated == bool(on), key
             else:
                 assert f"  {flag} " in block, flag
         before = "\n".join(lines[:head])
