@@ -442,13 +442,14 @@ def test_the_training_library_sets_what_the_reader_left_to_it(calc_page):
     the reader did not touch show the profile's values, and the URL carries the choice only."""
     page = calc_page.page
     calc_page.navigate({"mode": "advanced"})
-    page.select_option("#calc-framework", "hf-trainer")
+    # the default library (hf-trainer) stays out of the URL: another one goes into it
+    page.select_option("#calc-framework", "trl-sft")
     calc_page.settle()
-    page.wait_for_function("() => location.search.includes('framework=hf-trainer')")
-    query = {"mode": "advanced", "framework": "hf-trainer"}
+    page.wait_for_function("() => location.search.includes('framework=trl-sft')")
+    query = {"mode": "advanced", "framework": "trl-sft"}
     assert dict(parse_qsl(urlsplit(page.url).query)) == query
     response = calc_run(calculator.COMMAND, request_for(query))["result"]
-    assert response["memory"]["request"]["lora_adapter_dtype"] == "fp32"  # PEFT's default
+    assert response["memory"]["request"]["lora_adapter_dtype"] == "fp32"  # TRL leaves LoRA adapters in fp32
     assert_parity(calc_page.outputs(), response, calc_page.lang)
     assert page.input_value("#calc-lora_adapter_dtype") == "fp32"
     # the behaviours fold under the library's choice, until the reader opens them
