@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .arch import MIXER_KINDS, LinearAttention, LinearLayer, ModelArch
+from .arch import MIXER_KINDS, LinearAttention, LinearLayer, Mamba2, ModelArch
 from .errors import ConfigError
 from .jsontypes import JsonObject
 
@@ -1188,6 +1188,129 @@ def _lfm2(k: _Keys, family: str, name: str) -> ModelArch:
     return arch
 
 
+# ---- Mamba-2 hybrids: one sublayer per block ------------------------------------------------
+_NEMOTRON_H_PATTERN = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
+"""``NemotronHConfig._pattern_to_list`` (transformers 5.17 ``configuration_nemotron_h.py``),
+with calc's kind names: its ``linear_attention`` (legacy ``mamba``) blocks are Mamba-2."""
+_NEMOTRON_H_TYPES = {
+    "linear_attention": "mamba",
+    "mamba": "mamba",
+    "full_attention": "full_attention",
+    "attention": "full_attention",
+    "mlp": "mlp",
+    "moe": "moe",
+}
+"""``layers_block_type`` names (and the legacy ones ``remap_legacy_layer_types`` maps)."""
+
+
+def _nemotron_h_kinds(k: _Keys) -> list[str]:
+    """Each block's sublayer: ``layers_block_type`` (``layer_types``) when given, else the
+    characters of ``hybrid_override_pattern`` (``M`` Mamba-2, ``*`` attention, ``-`` MLP,
+    ``E`` MoE). ``NemotronHConfig.num_hidden_layers`` is the list's length; a config that
+    states another ``num_hidden_layers`` is refused rather than read one way or the other
+    (transformers only logs a warning and builds the list's length)."""
+    value = k.cfg.get("layers_block_type", k.cfg.get("layer_types"))
+    key = "layers_block_type" if "layers_block_type" in k.cfg else "layer_types"
+    if value is None:
+        pattern = k.cfg.get("hybrid_override_pattern")
+        key = "hybrid_override_pattern"
+        if not isinstance(pattern, str) or not pattern:
+            raise ConfigError("config_missing_key", k.prefix + key, pattern)
+        unknown = sorted({c for c in pattern if c not in _NEMOTRON_H_PATTERN})
+        if unknown:
+            raise ConfigError("config_invalid_value", k.prefix + key, unknown[0])
+        kinds = [_NEMOTRON_H_PATTERN[c] for c in pattern]
+    else:
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise k.error(key, value)
+        unknown = sorted({str(v) for v in value if v not in _NEMOTRON_H_TYPES})
+        if unknown:
+            raise ConfigError("config_invalid_value", k.prefix + key, unknown[0])
+        kinds = [_NEMOTRON_H_TYPES[str(v)] for v in value]
+    if len(kinds) > _LAYER_LIMIT:
+        raise ConfigError("config_invalid_value", k.prefix + key, len(kinds), "out_of_range")
+    stated = k.int("num_hidden_layers", default=len(kinds))
+    if stated != len(kinds):
+        raise ConfigError("config_layer_types_length", k.prefix + key, len(kinds))
+    if "moe" in kinds:
+        # Nemotron 3's MoE blocks (NemotronHMoE: latent projections, non-gated 3-D experts):
+        # refused rather than miscounted
+        raise ConfigError("unsupported_architecture", k.prefix + key, "moe")
+    return kinds
+
+
+def _mamba2(k: _Keys) -> Mamba2:
+    """``NemotronHMamba2Mixer``'s shapes (defaults of ``NemotronHConfig``: 128 heads of 64, 8
+    groups, state 128, kernel 4, conv bias, chunk 128; the ``mamba_*`` names are the legacy
+    aliases ``__post_init__`` pops)."""
+    heads = k.int("mamba_num_heads", default=128)
+    groups = k.int("n_groups", "mamba_n_groups", default=8)
+    if heads % groups:
+        raise k.kv_error("n_groups", groups)
+    return Mamba2(
+        heads=heads,
+        head_dim=k.int("mamba_head_dim", default=64),
+        groups=groups,
+        state=k.int("ssm_state_size", default=128),
+        conv_kernel=k.int("conv_kernel", "mamba_d_conv", default=4),
+        conv_bias=k.bool("use_conv_bias", k.bool("mamba_conv_bias", True)),
+        chunk=k.int("chunk_size", "mamba_chunk_size", default=128),
+    )
+
+
+def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
+    """Nemotron-H (``nemotron_h``; transformers 5.17 ``modeling_nemotron_h.py``): each
+    ``NemotronHBlock`` is one RMSNorm, one sublayer and the residual add. The sublayer is a
+    Mamba-2 mixer (``NemotronHMamba2Mixer``: ``in_proj`` hidden -> z, x, B, C, dt; a depthwise
+    ``nn.Conv1d`` over x, B, C; ``dt_bias``, ``A_log``, ``D``; a gated RMSNorm; ``out_proj``;
+    ``use_bias`` on both linears), an attention (``NemotronHAttention``: q/k/v/o without
+    biases, ``head_dim`` 128 by default, no RoPE: ``NemotronHModel`` builds no rotary
+    embedding) or a plain MLP (``NemotronHMLP``: ``up_proj``, ``relu2``, ``down_proj``,
+    ``mlp_bias``). The final norm is ``norm_f``; the output layer is untied by default."""
+    h = k.int("hidden_size")
+    kinds = _nemotron_h_kinds(k)
+    layers = len(kinds)
+    heads = k.int("num_attention_heads", default=32)
+    kv, hd = _heads(k, h, heads, head_dim_default=128)
+    mamba = _mamba2(k)
+    inter = k.int("intermediate_size", default=21504)
+    bias = k.bool("use_bias", False)
+    mlp_bias = k.bool("mlp_bias", False)
+    full = "full_attention"
+    attention = tuple(
+        replace(l, block_kind=full) for l in _attention(h, heads, kv, hd, False, False)
+    )
+    mixer = (
+        LinearLayer("in_proj", h, mamba.in_proj_width, bias, role="mixer", block_kind="mamba"),
+        LinearLayer("out_proj", mamba.d_inner, h, bias, role="mixer", block_kind="mamba"),
+    )
+    mlp = (
+        LinearLayer("up_proj", h, inter, mlp_bias, role="mlp", block_kind="mlp"),
+        LinearLayer("down_proj", inter, h, mlp_bias, role="mlp", block_kind="mlp"),
+    )
+    counts = tuple((kind, kinds.count(kind)) for kind in ("mamba", full, "mlp"))
+    arch = ModelArch(
+        **_common(k, family, name, 4096, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=attention + mixer + mlp,
+        norm_kind="rms",
+        norms_per_layer=1,
+        mlp_gated=False,
+        block_counts=counts,
+        block_kind_params=(("mamba", mamba.own_params),),
+        mamba=mamba,
+    )
+    arch.extra["mixer_order"] = kinds
+    arch.extra["no_rope"] = True
+    arch.extra["one_sublayer_per_block"] = True
+    return arch
+
+
 def _routed_experts(k: _Keys, *count_keys: str) -> tuple[int, int]:
     """``(experts, top_k)`` where the expert count has several names (``attribute_map`` of the
     family's config class, e.g. ``num_local_experts`` -> ``n_routed_experts``)."""
@@ -1552,6 +1675,7 @@ _READERS = {
     "qwen3_5_moe_text": _qwen_hybrid,
     "lfm2": _lfm2,
     "olmo_hybrid": _olmo_hybrid,
+    "nemotron_h": _nemotron_h,
     "deepseek_v3": _deepseek_v3,
     "kimi_k2": _deepseek_v3,  # Kimi K2.5's text_config (Kimi_K25Config reads it as deepseek_v3)
     "mistral4": _deepseek_v3,
