@@ -425,6 +425,26 @@ ACCEPTED_FAMILIES: dict[str, dict] = {
         "max_position_embeddings": 8192,
     },
 }
+# Nemotron-H: one sublayer per block (Mamba-2 "M", attention "*", relu2 MLP "-"), the
+# published 8B's pattern start; Mamba-2 heads, groups and state narrower than published
+ACCEPTED_FAMILIES["nemotron_h"] = {
+    "model_type": "nemotron_h",
+    "hidden_size": 512,
+    "intermediate_size": 1536,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "mamba_num_heads": 16,
+    "mamba_head_dim": 64,
+    "n_groups": 2,
+    "ssm_state_size": 64,
+    "conv_kernel": 4,
+    "chunk_size": 128,
+    "hybrid_override_pattern": "M-M-M*-",
+    "num_hidden_layers": 7,
+    "vocab_size": 16000,
+    "max_position_embeddings": 8192,
+}
 # multi-head latent attention with q and kv ranks, a dense first block then an MoE block with a
 # shared expert and group-limited sigmoid routing (DeepSeek-V3's layout at reduced size)
 ACCEPTED_FAMILIES["deepseek_v3"] = {
@@ -561,6 +581,9 @@ ATTENTION_TARGETS = {
 # tuple, AttributeError); every other linear of the block instead
 ALL_LINEAR_TARGETS = {
     "llama4_text": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    # peft 0.21 refuses the Mamba-2 out_proj (_check_lora_target_modules_mamba), which
+    # "all-linear" includes: every other linear instead
+    "nemotron_h": ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj", "up_proj", "down_proj"],
 }
 # transformers 5.17 runs these only with eager attention (``_supports_sdpa`` is False:
 # GptOssPreTrainedModel, learned attention sinks; BloomPreTrainedModel, ALiBi)
@@ -618,7 +641,14 @@ ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
         "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
     },
 }
-HYBRID_FAMILIES = ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next", "lfm2", "olmo_hybrid")
+HYBRID_FAMILIES = (
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+    "qwen3_next",
+    "lfm2",
+    "olmo_hybrid",
+    "nemotron_h",
+)
 """Families with Gated DeltaNet or short-convolution blocks: traced with the kernels' memory
 (tools/oracle/linear_attention.py), and swept where activations set the peak too."""
 _HYBRID_HEAVY = {
@@ -1172,6 +1202,8 @@ def _accepted_request(family: str, cfg: dict, overrides: dict) -> dict | None:
     if family in MOE_FAMILIES and request.get("lora_targets") == "all-linear":
         request["moe_expert_layout"] = "fused-3d"  # the experts as transformers 5 stores them
         request["lora_targets"] = ALL_LINEAR_TARGETS.get(family, "all-linear")
+    elif request.get("lora_targets") == "all-linear" and family in ALL_LINEAR_TARGETS:
+        request["lora_targets"] = ALL_LINEAR_TARGETS[family]
     return request
 
 

@@ -408,7 +408,11 @@ def _per_block(arch: ModelArch, lin: LinearLayer, nbytes: int) -> int:
 
 
 def mlp_unit_bytes(
-    arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: tuple[LinearLayer, ...]
+    arch: ModelArch,
+    cfg: ActConfig,
+    down: LinearLayer,
+    mlp_in: tuple[LinearLayer, ...],
+    weighted: bool = True,
 ) -> int:
     """Saved tensors per token of one MLP unit (dense MLP, an expert, a shared expert),
     times the copies a token passes through (``down.active``).
@@ -451,7 +455,8 @@ def mlp_unit_bytes(
         if any(_saves_input(l, cfg) for l in siblings):
             per += a * arch.hidden_size
         per += a * arch.hidden_size
-    return _per_block(arch, down, _expert_copies(arch, down) * per)
+    per *= _expert_copies(arch, down)
+    return _per_block(arch, down, per) if weighted else per
 
 
 def _expert_copies(arch: ModelArch, down: LinearLayer) -> int:
@@ -520,8 +525,23 @@ def _token_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:
     return tuple(
         l
         for l in arch.linears
-        if _key(l) in cfg.adapted and _key(l) not in cfg.fused and _key(l) not in cfg.fast
+        if _key(l) in cfg.adapted
+        and _key(l) not in cfg.fused
+        and _key(l) not in cfg.fast
+        and not bypassed_adapter(arch, l)
     )
+
+
+def bypassed_adapter(arch: ModelArch, lin: LinearLayer) -> bool:
+    """A linear whose adapter never runs on a GPU: a Mamba-2 mixer's ``out_proj``. In
+    training, transformers 5.17 ``NemotronHMamba2Mixer.forward`` calls mamba-ssm's
+    ``mamba_split_conv1d_scan_combined(..., outproj_weight=self.out_proj.weight,
+    outproj_bias=self.out_proj.bias)`` and returns its output: the fused kernel multiplies by
+    the weight itself (``F.linear(out, outproj_weight, outproj_bias)`` in
+    ``MambaSplitConv1dScanCombinedFn.forward``, ``mamba_ssm/ops/triton/ssd_combined.py``),
+    and peft's ``lora.Linear.weight`` is its base layer's weight, so the module's
+    ``forward``, and the adapter with it, is never called."""
+    return arch.mamba is not None and lin.block_kind == "mamba" and lin.name == "out_proj"
 
 
 def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -747,6 +767,8 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     attention blocks and the Gated DeltaNet mixer (:func:`gated_delta_net_bytes`) times
     the share of linear-attention blocks."""
     parts = block_parts(arch)
+    if arch.mamba is not None:
+        return sublayer_block_bytes_per_token(arch, cfg, parts)
     h = arch.hidden_size
     total = arch.norms_per_layer * norm_bytes(arch, cfg)
     total += _group_input_bytes(parts.mlp_in + parts.routers, h, cfg)
@@ -758,6 +780,94 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += _share(arch, "linear_attention", gated_delta_net_bytes(arch, cfg))
     total += _share(arch, "conv", short_conv_bytes(arch, cfg))
     return total
+
+
+def mamba2_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """Saved tensors per token of one Mamba-2 mixer in training on a GPU with mamba-ssm and
+    causal-conv1d installed: transformers 5.17 ``NemotronHMamba2Mixer.forward`` runs
+    ``in_proj`` and hands its output ``zxbcdt`` to mamba-ssm's
+    ``mamba_split_conv1d_scan_combined``, one autograd function for the convolution, the
+    chunked scan, the gated RMSNorm and ``out_proj`` (``MambaSplitConv1dScanCombinedFn``,
+    ``mamba_ssm/ops/triton/ssd_combined.py``): ``ctx.save_for_backward(zxbcdt, conv1d_weight,
+    conv1d_bias, out_x, A, D, dt_bias, initial_states, seq_idx, rmsnorm_weight, rstd,
+    outproj_weight, outproj_bias)``. Per token:
+
+    - ``in_proj``'s input (the block's norm output), by the rule on linears;
+    - ``zxbcdt``, the whole projection (``act * (2 d_inner + 2 G N + H)``);
+    - ``out_x``, the scan's output before the gated norm (``act * d_inner``);
+    - ``rstd`` of the gated norm, fp32 per group (``4 G``).
+
+    The convolution's output, x, B, C, dt and the chunk states are recomputed in its
+    backward, and ``out_proj``'s input is rebuilt there (``recompute_output``), never saved;
+    an adapter on ``out_proj`` does not run (:func:`bypassed_adapter`). transformers' torch
+    path (a CPU run, or a GPU without mamba-ssm) keeps far more: the convolution's output,
+    fp32 ``dt``, the per-chunk ``L`` matrices and states of ``torch_chunk_scan``, the gated
+    norm's fp32 tensors and ``out_proj``'s input; calc does not count that path."""
+    m = arch.mamba
+    if m is None:
+        return 0
+    a = cfg.act_bytes
+    in_proj = next(l for l in arch.linears if l.block_kind == "mamba" and l.name == "in_proj")
+    total = _group_input_bytes((in_proj,), arch.hidden_size, cfg)
+    return total + a * m.in_proj_width + a * m.d_inner + FP32_BYTES * m.groups
+
+
+def _sublayer_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> dict[str, int]:
+    """Per block of each kind (not averaged): the sublayer's saved tensors, the norm's output
+    as its linears save it included, the norm's own tensors not."""
+    mlp = _group_input_bytes(parts.mlp_in, arch.hidden_size, cfg) + sum(
+        mlp_unit_bytes(arch, cfg, d, parts.mlp_in, weighted=False) for d in parts.mlp_down
+    )
+    return {
+        "mamba": mamba2_bytes(arch, cfg),
+        "full_attention": _attention_mixer_bytes(arch, cfg, parts),
+        "mlp": mlp,
+    }
+
+
+def sublayer_block_bytes_per_token(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """The average block of a stack with one sublayer per block (Nemotron-H,
+    ``arch.extra["one_sublayer_per_block"]``): its norm, each sublayer kind
+    (:func:`_sublayer_bytes`) times its share of blocks, and the LoRA tensors of the
+    adapters that run (each weighted by the blocks that hold it)."""
+    total = arch.norms_per_layer * norm_bytes(arch, cfg)
+    for kind, nbytes in _sublayer_bytes(arch, cfg, parts).items():
+        total += _share(arch, kind, nbytes)
+    total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg)
+    return total + lora_input_copy_bytes(arch, cfg)
+
+
+def _sublayer_first_blocks_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """:func:`first_norm_unsaved_bytes_per_token` for a stack with one sublayer per block: the
+    blocks before the first one holding an adapter that runs save nothing (their input and
+    weights need no gradient); in that block, the norm saves nothing, and when only its
+    output projection holds one (``o_proj``, ``down_proj``) nothing before it does either."""
+    order = arch.extra.get("mixer_order")
+    kinds = [k for k in order if isinstance(k, str)] if isinstance(order, list) else []
+    per = _sublayer_bytes(arch, cfg, parts)
+    groups = {
+        "full_attention": (parts.attn_in, parts.attn_out),
+        "mlp": (parts.mlp_in, parts.mlp_down[0] if parts.mlp_down else None),
+    }
+    norm = norm_bytes(arch, cfg)
+    unsaved = 0
+    for kind in kinds:
+        running = [
+            l
+            for l in arch.linears
+            if l.block_kind == kind and _key(l) in cfg.adapted and not bypassed_adapter(arch, l)
+        ]
+        if not running:
+            unsaved += norm + per[kind]
+            continue
+        inputs, output = groups.get(kind, ((), None))
+        if output is not None and running == [output] and not any(
+            _key(l) in cfg.adapted for l in inputs
+        ):
+            kept = cfg.act_bytes * output.d_in if _saves_input(output, cfg) else 0
+            return unsaved + norm + per[kind] - kept
+        return unsaved + norm
+    return unsaved
 
 
 def short_conv_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -801,6 +911,8 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
     ``out_proj`` among attention targets), nothing of the mixer before it does either; when
     the mixer holds none, neither does anything before the MLP (its two norms and the
     mixer)."""
+    if arch.mamba is not None:
+        return _sublayer_first_blocks_unsaved(arch, cfg, parts)
     order = arch.extra.get("mixer_order")
     kinds = [k for k in order if isinstance(k, str)] if isinstance(order, list) else []
     adapted_kinds = {l.block_kind for l in arch.linears if _key(l) in cfg.adapted}
