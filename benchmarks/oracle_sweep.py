@@ -1149,6 +1149,7 @@ PRESET_CHECKS = (
     "seed-oss-36b",
     "olmo-3-7b",
     "olmo-3-32b",
+    "nemotron-h-8b",
 )
 PRESET_TOLERANCE = 0.03
 
@@ -1167,8 +1168,11 @@ def preset_setups() -> list[dict]:
             lora_targets="all-linear",
             gradient_checkpointing=True,
         )
-        if get_preset(preset_id).num_experts:
+        arch = get_preset(preset_id)
+        if arch.num_experts:
             request["moe_expert_layout"] = "fused-3d"
+        if arch.family in ALL_LINEAR_TARGETS:
+            request["lora_targets"] = ALL_LINEAR_TARGETS[arch.family]
         out.append({"id": f"{preset_id}/lora-all-linear-ckpt", "request": request, "oracle": {}})
     return out
 

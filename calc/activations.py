@@ -812,6 +812,33 @@ def mamba2_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     return total + a * m.in_proj_width + a * m.d_inner + FP32_BYTES * m.groups
 
 
+def mamba2_backward_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Transient in one Mamba-2 mixer's backward, per token (``MambaSplitConv1dScanCombinedFn.
+    backward``, ``mamba_ssm/ops/triton/ssd_combined.py``): the recomputed norm output
+    (``out_recompute``, ``d_inner``) and convolution output (``xBC_conv``, ``conv_dim``),
+    ``dzxbcdt`` (the projection's width), ``dxBC`` (``conv_dim``) and ``dout`` taken through
+    ``outproj_weight`` (``d_inner``), at the compute dtype; and the chunk states that
+    ``_mamba_chunk_scan_combined_bwd`` recomputes beside their gradients, fp32 ``H x P x N``
+    each per chunk: ``2 * 4 H P N / chunk``."""
+    m = arch.mamba
+    if m is None:
+        return 0
+    widths = 2 * m.d_inner + 2 * m.conv_dim + m.in_proj_width
+    return cfg.act_bytes * widths + 2 * FP32_BYTES * m.heads * m.head_dim * m.state // m.chunk
+
+
+def _saved_after_last(arch: ModelArch, cfg: ActConfig, kind: str) -> int:
+    """What the blocks after the last block of ``kind`` save per token (their norms and
+    sublayers), in a stack with one sublayer per block."""
+    order = arch.extra.get("mixer_order")
+    kinds = [k for k in order if isinstance(k, str)] if isinstance(order, list) else []
+    if kind not in kinds:
+        return 0
+    after = kinds[len(kinds) - kinds[::-1].index(kind) :]
+    per = _sublayer_bytes(arch, cfg, block_parts(arch))
+    return sum(norm_bytes(arch, cfg) + per.get(k, 0) for k in after)
+
+
 def _sublayer_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> dict[str, int]:
     """Per block of each kind (not averaged): the sublayer's saved tensors, the norm's output
     as its linears save it included, the norm's own tensors not."""
@@ -1132,6 +1159,12 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     pair = 2 * widest
     if parts.mlp_down and all(_key(d) in cfg.fast for d in parts.mlp_down):
         pair = widest
+    if arch.mamba is not None:
+        # one sublayer per block: the MLP's and the Mamba-2 mixer's backward run in different
+        # blocks, never together; when the last Mamba-2 block's runs, the blocks after it have
+        # freed what they saved
+        mamba = mamba2_backward_bytes_per_token(arch, cfg) - _saved_after_last(arch, cfg, "mamba")
+        return cfg.act_bytes * 2 * arch.hidden_size + max(cfg.act_bytes * pair, mamba)
     return cfg.act_bytes * (2 * arch.hidden_size + pair) + gated_delta_backward_bytes_per_token(
         arch, cfg
     )

@@ -104,11 +104,13 @@ class _MambaSplitConv1dScanCombined(torch.autograd.Function):
     outproj_bias)``; ``ctx.save_for_backward(zxbcdt, conv1d_weight, conv1d_bias, out_x, A, D,
     dt_bias, initial_states, seq_idx, rmsnorm_weight, rstd, outproj_weight, outproj_bias)``,
     ``out_x`` the scan output (``B x T x d_inner`` in x's dtype) and ``rstd`` fp32 per row and
-    group. The backward builds ``dzxbcdt`` and recomputes the conv output and the norm's output
-    (``out_recompute``)."""
+    group. The backward builds ``dzxbcdt`` and ``dxBC``, recomputes the conv output and the
+    norm's output (``out_recompute``), takes ``dout`` through ``outproj_weight`` and, in
+    ``_mamba_chunk_scan_combined_bwd``, recomputes the fp32 chunk states beside their
+    gradients."""
 
     @staticmethod
-    def forward(ctx, zxbcdt, conv_w, conv_b, dt_bias, a, d, norm_w, out_w, out_b, groups):
+    def forward(ctx, zxbcdt, conv_w, conv_b, dt_bias, a, d, norm_w, out_w, out_b, groups, chunk):
         b, t, _ = zxbcdt.shape
         dim = norm_w.shape[0]
         out_x = zxbcdt.new_empty((b, t, dim))
@@ -116,13 +118,22 @@ class _MambaSplitConv1dScanCombined(torch.autograd.Function):
         out = F.linear(zxbcdt.new_empty((b, t, dim)), out_w, out_b)
         ctx.save_for_backward(zxbcdt, conv_w, conv_b, out_x, a, d, dt_bias, norm_w, rstd, out_w)
         ctx.has_out_b = out_b is not None
+        ctx.groups, ctx.chunk = groups, chunk
         return out
 
     @staticmethod
     def backward(ctx, dout):
         zxbcdt, conv_w, conv_b, out_x, a, d, dt_bias, norm_w, _, out_w = ctx.saved_tensors
+        b, t, _ = zxbcdt.shape
+        heads, dim = d.shape[0], out_x.shape[-1]
+        state = (conv_w.shape[0] - dim) // ctx.groups // 2
+        chunks = -(-t // ctx.chunk)
         recomputed = torch.empty_like(out_x)  # out_recompute
-        conv_out = zxbcdt.new_empty((*zxbcdt.shape[:2], conv_w.shape[0]))  # xBC_conv
+        conv_out = zxbcdt.new_empty((b, t, conv_w.shape[0]))  # xBC_conv, recomputed
+        d_conv = torch.empty_like(conv_out)  # dxBC
+        d_out = torch.empty_like(out_x)  # dout through outproj_weight
+        # _mamba_chunk_scan_combined_bwd: the chunk states recomputed and their gradients, fp32
+        states = [torch.empty((b, chunks, heads, dim // heads, state)) for _ in range(2)]
         grads = (
             torch.empty_like(zxbcdt),
             torch.empty_like(conv_w),
@@ -134,8 +145,9 @@ class _MambaSplitConv1dScanCombined(torch.autograd.Function):
             torch.empty_like(out_w),
             torch.empty(out_w.shape[0], dtype=out_w.dtype) if ctx.has_out_b else None,
             None,
+            None,
         )
-        del recomputed, conv_out
+        del recomputed, conv_out, d_conv, d_out, states
         return grads
 
 
@@ -167,6 +179,7 @@ def mamba_split_conv1d_scan_combined(
         outproj_weight,
         outproj_bias,
         ngroups,
+        chunk_size,
     )
 
 
