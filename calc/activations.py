@@ -888,8 +888,10 @@ def _sublayer_first_blocks_unsaved(arch: ModelArch, cfg: ActConfig, parts: Block
             unsaved += norm + per[kind]
             continue
         inputs, output = groups.get(kind, ((), None))
-        if output is not None and running == [output] and not any(
-            _key(l) in cfg.adapted for l in inputs
+        if (
+            output is not None
+            and running == [output]
+            and not any(_key(l) in cfg.adapted for l in inputs)
         ):
             kept = cfg.act_bytes * output.d_in if _saves_input(output, cfg) else 0
             return unsaved + norm + per[kind] - kept
