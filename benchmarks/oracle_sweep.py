@@ -649,7 +649,7 @@ HYBRID_FAMILIES = (
     "olmo_hybrid",
     "nemotron_h",
 )
-"""Families with Gated DeltaNet or short-convolution blocks: traced with the kernels' memory
+"""Families with Gated DeltaNet, short-convolution or Mamba-2 blocks: traced with the kernels' memory
 (tools/oracle/linear_attention.py), and swept where activations set the peak too."""
 _HYBRID_HEAVY = {
     "lora-r8-attn-s2048": (

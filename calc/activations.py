@@ -37,7 +37,9 @@ page), per token of one block, for 16-bit compute unless the precision is fp32:
   share of blocks of its kind. Gated DeltaNet and short convolutions are counted as the GPU
   kernels users run save them (flash-linear-attention ``chunk_gated_delta_rule``,
   causal-conv1d ``causal_conv1d_fn``), not as transformers' torch fallback, which keeps
-  far more (:func:`gated_delta_net_bytes`).
+  far more (:func:`gated_delta_net_bytes`). Nemotron-H's Mamba-2 blocks (one sublayer per
+  block) are counted as mamba-ssm's fused ``mamba_split_conv1d_scan_combined`` saves them
+  (:func:`mamba2_bytes`), its ``out_proj`` adapter as skipped (:func:`bypassed_adapter`).
 - No dropout in the block (Llama-style models train without it).
 - ``torch.compile`` (``torch_compile``): AOTAutograd's min-cut partitioner may recompute
   pointwise work in the backward instead of saving it. What it could drop at most is

@@ -7,7 +7,9 @@ ministral3, seed_oss, deepseek_v3 (multi-head latent attention, shared experts, 
 blocks; also Kimi K2's ``kimi_k2`` text config, mistral4 and glm4_moe_lite), glm4_moe and
 minimax_m2, and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated DeltaNet blocks with
 a gated full-attention block every ``full_attention_interval``-th), olmo_hybrid (Gated DeltaNet
-and OLMo 2 attention blocks) and lfm2 (gated short convolutions and attention blocks).
+and OLMo 2 attention blocks), lfm2 (gated short convolutions and attention blocks) and
+nemotron_h (one sublayer per block: Mamba-2, attention or MLP, by ``hybrid_override_pattern``;
+its MoE blocks are refused as ``unsupported_architecture``).
 Multimodal configs (``gemma3``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
 read through their ``text_config`` (see below).
 Each family is read with its own key names, and a key a config may leave out

@@ -11,6 +11,10 @@ GPU run with the kernels never holds; LFM2's short convolution calls the same
 replaces both with autograd functions that have the kernels' saved tensors and gradient shapes
 (causal-conv1d ``CausalConv1dFn``; flash-linear-attention ``ChunkGatedDeltaRuleFunction`` with
 its ``input_guard`` contiguous copies and the chunk states its backward recomputes).
+Nemotron-H's Mamba-2 mixer, in training, hands its projection to mamba-ssm's
+``mamba_split_conv1d_scan_combined`` (transformers' stand-in returns None without mamba-ssm,
+sending it down its torch path): :func:`mamba_split_conv1d_scan_combined` models that fused
+function (``MambaSplitConv1dScanCombinedFn``), output projection included.
 ``benchmarks.oracle_sweep`` applies it to the hybrid families' setups (and hashes this file
 into their cache keys only).
 """
