@@ -216,6 +216,9 @@ class Mamba2:
     conv_kernel: int
     conv_bias: bool = True
     chunk: int = 128
+    # the gated RMSNorm before out_proj (Falcon-H1's ``mamba_rms_norm`` may leave it out: the
+    # scan gates its output with ``z`` itself)
+    gated_norm: bool = True
 
     def __post_init__(self) -> None:
         for key in ("heads", "head_dim", "groups", "state", "conv_kernel", "chunk"):
@@ -244,7 +247,7 @@ class Mamba2:
         """Parameters of the mixer outside its linears: the conv weight (``conv_dim x 1 x
         kernel``) and bias, ``dt_bias``, ``A_log``, ``D``, the gated norm's weight."""
         conv = self.conv_dim * self.conv_kernel + (self.conv_dim if self.conv_bias else 0)
-        return conv + 3 * self.heads + self.d_inner
+        return conv + 3 * self.heads + (self.d_inner if self.gated_norm else 0)
 
 
 @dataclass(frozen=True)
@@ -286,7 +289,8 @@ class ModelArch:
     linear_attention: LinearAttention | None = None
     # Taps of the gated short convolution of a hybrid stack's "conv" blocks (LFM2); 0 else.
     short_conv_kernel: int = 0
-    # The Mamba-2 shapes of a hybrid stack's "mamba" blocks (Nemotron-H); None else.
+    # The Mamba-2 shapes of a hybrid stack's "mamba" blocks (Nemotron-H), or of the Mamba-2
+    # mixer every block runs beside its attention (Falcon-H1: no block_counts); None else.
     mamba: Mamba2 | None = None
     # Multi-head latent attention (DeepSeek-V3, Kimi K2; transformers 5.17 DeepseekV3Attention):
     # 0 when the model has none. ``head_dim`` is then the q/k head width the attention kernel
@@ -352,7 +356,7 @@ class ModelArch:
             raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
         if self.short_conv_kernel and not set(counts) <= {"full_attention", "conv"}:
             raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
-        if self.mamba is not None and "mamba" not in counts:
+        if self.mamba is not None and counts and "mamba" not in counts:
             raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
 
     @property

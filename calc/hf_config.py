@@ -1313,6 +1313,79 @@ def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
     return arch
 
 
+def _falcon_h1(k: _Keys, family: str, name: str) -> ModelArch:
+    """Falcon-H1 (``falcon_h1``; transformers 5.17 ``modeling_falcon_h1.py``): every
+    ``FalconH1DecoderLayer`` runs a Mamba-2 mixer (``FalconH1Mixer``) and an attention
+    (``FalconH1Attention``: q/k/v/o with ``attention_bias``, RoPE on the whole head) side by
+    side on the output of ``input_layernorm``, each on its own scaled copy of it
+    (``hidden_states * ssm_in_multiplier``, ``hidden_states * attention_in_multiplier``), then
+    ``pre_ff_layernorm`` and a SwiGLU MLP (``mlp_bias``). The mixer is Nemotron-H's with
+    ``mamba_d_ssm`` channels (``mamba_expand * hidden`` when null) in ``mamba_n_heads`` heads of
+    ``mamba_d_head`` (``"auto"``: ``d_ssm / heads``), ``mamba_proj_bias`` on ``in_proj``,
+    ``projectors_bias`` on ``out_proj`` and the gated RMSNorm only with ``mamba_rms_norm``.
+    The muP multipliers (``ssm_multipliers``' buffer, ``mlp_multipliers``, ``key_multiplier``,
+    ``embedding_multiplier``, ``lm_head_multiplier``) hold no weights and, as products by
+    Python floats or by a buffer, save nothing per token."""
+    h = k.int("hidden_size", default=4096)
+    layers = k.int("num_hidden_layers", default=32)
+    heads = k.int("num_attention_heads", default=32)
+    kv, hd = _heads(k, h, heads, head_dim_default=0)
+    inter = k.int("intermediate_size", default=14336)
+    m_heads = k.int("mamba_n_heads", default=128)
+    d_ssm = k.cfg.get("mamba_d_ssm", 1024)
+    if d_ssm is None:
+        d_ssm = k.int("mamba_expand", default=2) * h
+    else:
+        d_ssm = k.int("mamba_d_ssm")
+    head = k.cfg.get("mamba_d_head", "auto")
+    if head == "auto" or head is None:
+        if d_ssm % m_heads:
+            raise k.heads_error("mamba_n_heads", m_heads)
+        m_head = d_ssm // m_heads
+    else:
+        m_head = k.int("mamba_d_head")
+        if m_head * m_heads != d_ssm:
+            raise k.error("mamba_d_head", m_head)
+    groups = k.int("mamba_n_groups", default=1)
+    if m_heads % groups:
+        raise k.kv_error("mamba_n_groups", groups)
+    mamba = Mamba2(
+        heads=m_heads,
+        head_dim=m_head,
+        groups=groups,
+        state=k.int("mamba_d_state", default=256),
+        conv_kernel=k.int("mamba_d_conv", default=4),
+        conv_bias=k.bool("mamba_conv_bias", True),
+        chunk=k.int("mamba_chunk_size", default=256),
+        gated_norm=k.bool("mamba_rms_norm", False),
+    )
+    bias = k.bool("attention_bias", False)
+    mixer = (
+        LinearLayer(
+            "in_proj", h, mamba.in_proj_width, k.bool("mamba_proj_bias", False), role="mixer"
+        ),
+        LinearLayer("out_proj", mamba.d_inner, h, k.bool("projectors_bias", False), role="mixer"),
+    )
+    arch = ModelArch(
+        **_common(k, family, name, 8192, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=_attention(h, heads, kv, hd, bias, bias)
+        + mixer
+        + _gated_mlp(h, inter, k.bool("mlp_bias", False)),
+        norm_kind="rms",
+        norms_per_layer=2,
+        block_extra_params=mamba.own_params,
+        mamba=mamba,
+    )
+    arch.extra["parallel_mamba"] = True
+    return arch
+
+
 def _routed_experts(k: _Keys, *count_keys: str) -> tuple[int, int]:
     """``(experts, top_k)`` where the expert count has several names (``attribute_map`` of the
     family's config class, e.g. ``num_local_experts`` -> ``n_routed_experts``)."""
@@ -1678,6 +1751,7 @@ _READERS = {
     "lfm2": _lfm2,
     "olmo_hybrid": _olmo_hybrid,
     "nemotron_h": _nemotron_h,
+    "falcon_h1": _falcon_h1,
     "deepseek_v3": _deepseek_v3,
     "kimi_k2": _deepseek_v3,  # Kimi K2.5's text_config (Kimi_K25Config reads it as deepseek_v3)
     "mistral4": _deepseek_v3,
