@@ -445,6 +445,35 @@ ACCEPTED_FAMILIES["nemotron_h"] = {
     "vocab_size": 16000,
     "max_position_embeddings": 8192,
 }
+# Falcon-H1: a Mamba-2 mixer beside the attention in every block, with muP multipliers
+# that differ from 1 (they hold no weights and save nothing); narrower than published
+ACCEPTED_FAMILIES["falcon_h1"] = {
+    "model_type": "falcon_h1",
+    "hidden_size": 512,
+    "intermediate_size": 1536,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_hidden_layers": 2,
+    "mamba_d_ssm": 1024,
+    "mamba_n_heads": 16,
+    "mamba_d_head": 64,
+    "mamba_n_groups": 1,
+    "mamba_d_state": 64,
+    "mamba_d_conv": 4,
+    "mamba_chunk_size": 128,
+    "vocab_size": 16000,
+    "max_position_embeddings": 8192,
+    "key_multiplier": 0.5,
+    "attention_in_multiplier": 0.8,
+    "attention_out_multiplier": 0.9,
+    "ssm_in_multiplier": 1.25,
+    "ssm_out_multiplier": 0.7,
+    "ssm_multipliers": [0.5, 1.5, 0.25, 0.75, 2.0],
+    "mlp_multipliers": [0.5, 2.0],
+    "embedding_multiplier": 4.0,
+    "lm_head_multiplier": 0.125,
+}
 # multi-head latent attention with q and kv ranks, a dense first block then an MoE block with a
 # shared expert and group-limited sigmoid routing (DeepSeek-V3's layout at reduced size)
 ACCEPTED_FAMILIES["deepseek_v3"] = {
@@ -584,6 +613,16 @@ ALL_LINEAR_TARGETS = {
     # peft 0.21 refuses the Mamba-2 out_proj (_check_lora_target_modules_mamba), which
     # "all-linear" includes: every other linear instead
     "nemotron_h": ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj", "up_proj", "down_proj"],
+    "falcon_h1": [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "in_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ],
 }
 # transformers 5.17 runs these only with eager attention (``_supports_sdpa`` is False:
 # GptOssPreTrainedModel, learned attention sinks; BloomPreTrainedModel, ALiBi)
@@ -648,6 +687,7 @@ HYBRID_FAMILIES = (
     "lfm2",
     "olmo_hybrid",
     "nemotron_h",
+    "falcon_h1",
 )
 """Families with Gated DeltaNet, short-convolution or Mamba-2 blocks: traced with the kernels' memory
 (tools/oracle/linear_attention.py), and swept where activations set the peak too."""

@@ -543,7 +543,7 @@ def bypassed_adapter(arch: ModelArch, lin: LinearLayer) -> bool:
     ``MambaSplitConv1dScanCombinedFn.forward``, ``mamba_ssm/ops/triton/ssd_combined.py``),
     and peft's ``lora.Linear.weight`` is its base layer's weight, so the module's
     ``forward``, and the adapter with it, is never called."""
-    return arch.mamba is not None and lin.block_kind == "mamba" and lin.name == "out_proj"
+    return arch.mamba is not None and lin.role == "mixer" and lin.name == "out_proj"
 
 
 def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -769,6 +769,8 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     attention blocks and the Gated DeltaNet mixer (:func:`gated_delta_net_bytes`) times
     the share of linear-attention blocks."""
     parts = block_parts(arch)
+    if arch.mamba is not None and arch.extra.get("parallel_mamba"):
+        return parallel_mamba_block_bytes_per_token(arch, cfg, parts)
     if arch.mamba is not None:
         return sublayer_block_bytes_per_token(arch, cfg, parts)
     h = arch.hidden_size
@@ -797,7 +799,9 @@ def mamba2_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     - ``in_proj``'s input (the block's norm output), by the rule on linears;
     - ``zxbcdt``, the whole projection (``act * (2 d_inner + 2 G N + H)``);
     - ``out_x``, the scan's output before the gated norm (``act * d_inner``);
-    - ``rstd`` of the gated norm, fp32 per group (``4 G``).
+    - ``rstd`` of the gated norm, fp32 per group (``4 G``), when the mixer has that norm
+      (Falcon-H1 without ``mamba_rms_norm`` passes ``rmsnorm_weight=None``: the scan gates
+      by ``z`` itself and ``rstd`` is None).
 
     The convolution's output, x, B, C, dt and the chunk states are recomputed in its
     backward, and ``out_proj``'s input is rebuilt there (``recompute_output``), never saved;
@@ -809,9 +813,10 @@ def mamba2_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     if m is None:
         return 0
     a = cfg.act_bytes
-    in_proj = next(l for l in arch.linears if l.block_kind == "mamba" and l.name == "in_proj")
+    in_proj = next(l for l in arch.linears if l.role == "mixer" and l.name == "in_proj")
     total = _group_input_bytes((in_proj,), arch.hidden_size, cfg)
-    return total + a * m.in_proj_width + a * m.d_inner + FP32_BYTES * m.groups
+    rstd = FP32_BYTES * m.groups if m.gated_norm else 0
+    return total + a * m.in_proj_width + a * m.d_inner + rstd
 
 
 def mamba2_backward_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
@@ -864,6 +869,44 @@ def sublayer_block_bytes_per_token(arch: ModelArch, cfg: ActConfig, parts: Block
         total += _share(arch, kind, nbytes)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg)
     return total + lora_input_copy_bytes(arch, cfg)
+
+
+def parallel_mamba_block_bytes_per_token(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """A block that runs a Mamba-2 mixer beside its attention (Falcon-H1,
+    ``arch.extra["parallel_mamba"]``): its two norms, the attention (its own scaled copy of
+    the first norm's output as q/k/v save it, the attention kernel's tensors), the Mamba-2
+    mixer (:func:`mamba2_bytes`, with ``in_proj``'s own scaled copy), the MLP and the LoRA
+    tensors of the adapters that run."""
+    total = arch.norms_per_layer * norm_bytes(arch, cfg)
+    total += _attention_mixer_bytes(arch, cfg, parts) + mamba2_bytes(arch, cfg)
+    total += _group_input_bytes(parts.mlp_in, arch.hidden_size, cfg)
+    total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
+    total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg)
+    return total + lora_input_copy_bytes(arch, cfg)
+
+
+def _parallel_mamba_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """:func:`first_norm_unsaved_bytes_per_token` for a block running attention and a Mamba-2
+    mixer side by side: the first norm saves nothing; neither does a mixer none of whose
+    input projections holds an adapter (the attention's kernel keeps nothing when only
+    ``o_proj`` does, whose input is then saved); with no adapter in either mixer, the MLP's
+    norm reads a stream that needs no gradient and saves nothing either."""
+    norm = norm_bytes(arch, cfg)
+    attention = _attention_mixer_bytes(arch, cfg, parts)
+    mamba = mamba2_bytes(arch, cfg)
+    in_proj = [l for l in arch.linears if l.role == "mixer" and not bypassed_adapter(arch, l)]
+    attn_in = any(_key(l) in cfg.adapted for l in parts.attn_in)
+    mamba_in = any(_key(l) in cfg.adapted for l in in_proj)
+    attn_out = _key(parts.attn_out) in cfg.adapted
+    if not (attn_in or mamba_in or attn_out):
+        return 2 * norm + attention + mamba
+    unsaved = norm
+    if not attn_in:
+        kept = cfg.act_bytes * parts.attn_out.d_in if _saves_input(parts.attn_out, cfg) else 0
+        unsaved += attention - (kept if attn_out else 0)
+    if not mamba_in:
+        unsaved += mamba
+    return unsaved
 
 
 def _sublayer_first_blocks_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
@@ -942,6 +985,8 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
     ``out_proj`` among attention targets), nothing of the mixer before it does either; when
     the mixer holds none, neither does anything before the MLP (its two norms and the
     mixer)."""
+    if arch.mamba is not None and arch.extra.get("parallel_mamba"):
+        return _parallel_mamba_first_block_unsaved(arch, cfg, parts)
     if arch.mamba is not None:
         return _sublayer_first_blocks_unsaved(arch, cfg, parts)
     order = arch.extra.get("mixer_order")
@@ -1163,6 +1208,16 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     pair = 2 * widest
     if parts.mlp_down and all(_key(d) in cfg.fast for d in parts.mlp_down):
         pair = widest
+    if arch.mamba is not None and arch.extra.get("parallel_mamba"):
+        # in a block's backward the MLP's runs first, then the attention's (computed after the
+        # mixer in the forward), then the Mamba-2 mixer's: by then the block's MLP norm, MLP
+        # and attention have freed what they saved
+        parts = block_parts(arch)
+        freed = norm_bytes(arch, cfg) + _attention_mixer_bytes(arch, cfg, parts)
+        freed += _group_input_bytes(parts.mlp_in, arch.hidden_size, cfg)
+        freed += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
+        mamba = mamba2_backward_bytes_per_token(arch, cfg) - freed
+        return cfg.act_bytes * 2 * arch.hidden_size + max(cfg.act_bytes * pair, mamba)
     if arch.mamba is not None:
         # one sublayer per block: the MLP's and the Mamba-2 mixer's backward run in different
         # blocks, never together; when the last Mamba-2 block's runs, the blocks after it have

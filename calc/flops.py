@@ -47,7 +47,7 @@ def attention_forward_flops_per_token(
     only, plus its Gated DeltaNet blocks' chunked recurrence
     (:func:`linear_attention_forward_flops_per_token`)."""
     layers = arch.num_layers
-    if arch.hybrid:  # a hybrid stack: its attention blocks only
+    if arch.hybrid and arch.block_counts:  # a hybrid stack: its attention blocks only
         layers = arch.kind_share("full_attention")[0]
     full = 4.0 * layers * seq_len * arch.num_heads * arch.head_dim
     if arch.mla:
@@ -106,7 +106,8 @@ def mamba_forward_flops_per_token(arch: ModelArch) -> float:
         return 0.0
     q, p, n = float(m.chunk), float(m.head_dim), float(m.state)
     per_block = m.groups * 2.0 * q * n + m.heads * (2.0 * q * p + 4.0 * n * p)
-    return arch.kind_share("mamba")[0] * per_block
+    blocks = arch.kind_share("mamba")[0] if arch.block_counts else arch.num_layers
+    return blocks * per_block
 
 
 @dataclass(frozen=True)

@@ -281,7 +281,7 @@ ROUTER_MODULES_REFUSED = frozenset({"llama4_text"})
 (by name, or as one of ``"all-linear"``) and its ``lora.Linear.forward`` adds the adapter's
 output to that tuple, a ``TypeError`` at the first forward."""
 
-MAMBA_OUT_PROJ_REFUSED = frozenset({"nemotron_h"})
+MAMBA_OUT_PROJ_REFUSED = frozenset({"nemotron_h", "falcon_h1"})
 """Families whose Mamba-2 ``out_proj`` peft refuses to adapt: peft 0.21
 ``tuners/tuners_utils.py`` ``_check_lora_target_modules_mamba`` raises ``ValueError``
 ("Module 'out_proj' is incompatible with Mamba-based models") for a LoRA target named
@@ -312,7 +312,7 @@ def library_rejections(
     if (
         peft
         and arch.family in MAMBA_OUT_PROJ_REFUSED
-        and any(l.block_kind == "mamba" and l.name == "out_proj" for l in _selected(arch, targets))
+        and any(l.role == "mixer" and l.name == "out_proj" for l in _selected(arch, targets))
     ):
         out.append("lora_mamba_out_proj_refused_by_peft")
     return out

@@ -11,7 +11,7 @@ GPU run with the kernels never holds; LFM2's short convolution calls the same
 replaces both with autograd functions that have the kernels' saved tensors and gradient shapes
 (causal-conv1d ``CausalConv1dFn``; flash-linear-attention ``ChunkGatedDeltaRuleFunction`` with
 its ``input_guard`` contiguous copies and the chunk states its backward recomputes).
-Nemotron-H's Mamba-2 mixer, in training, hands its projection to mamba-ssm's
+Nemotron-H's and Falcon-H1's Mamba-2 mixers, in training, hands its projection to mamba-ssm's
 ``mamba_split_conv1d_scan_combined`` (transformers' stand-in returns None without mamba-ssm,
 sending it down its torch path): :func:`mamba_split_conv1d_scan_combined` models that fused
 function (``MambaSplitConv1dScanCombinedFn``), output projection included.
@@ -114,11 +114,13 @@ class _MambaSplitConv1dScanCombined(torch.autograd.Function):
     gradients."""
 
     @staticmethod
-    def forward(ctx, zxbcdt, conv_w, conv_b, dt_bias, a, d, norm_w, out_w, out_b, groups, chunk):
+    def forward(
+        ctx, zxbcdt, conv_w, conv_b, dt_bias, a, d, norm_w, out_w, out_b, groups, chunk, dim
+    ):
         b, t, _ = zxbcdt.shape
-        dim = norm_w.shape[0]
         out_x = zxbcdt.new_empty((b, t, dim))
-        rstd = torch.empty((b * t * groups,), dtype=torch.float32)
+        # without a gated norm (rmsnorm_weight None) the scan gates by z and rstd is None
+        rstd = None if norm_w is None else torch.empty((b * t * groups,), dtype=torch.float32)
         out = F.linear(zxbcdt.new_empty((b, t, dim)), out_w, out_b)
         ctx.save_for_backward(zxbcdt, conv_w, conv_b, out_x, a, d, dt_bias, norm_w, rstd, out_w)
         ctx.has_out_b = out_b is not None
@@ -145,9 +147,10 @@ class _MambaSplitConv1dScanCombined(torch.autograd.Function):
             torch.empty_like(dt_bias),
             torch.empty_like(a),
             torch.empty_like(d),
-            torch.empty_like(norm_w),
+            None if norm_w is None else torch.empty_like(norm_w),
             torch.empty_like(out_w),
             torch.empty(out_w.shape[0], dtype=out_w.dtype) if ctx.has_out_b else None,
+            None,
             None,
             None,
         )
@@ -166,6 +169,7 @@ def mamba_split_conv1d_scan_combined(
     rmsnorm_weight=None,
     outproj_weight=None,
     outproj_bias=None,
+    headdim=None,
     ngroups=1,
     **_kwargs,
 ):
@@ -184,10 +188,14 @@ def mamba_split_conv1d_scan_combined(
         outproj_bias,
         ngroups,
         chunk_size,
+        D.shape[0] * headdim,
     )
 
 
-MAMBA2_MODULES = ("transformers.models.nemotron_h.modeling_nemotron_h",)
+MAMBA2_MODULES = (
+    "transformers.models.nemotron_h.modeling_nemotron_h",
+    "transformers.models.falcon_h1.modeling_falcon_h1",
+)
 
 GATED_DELTA_MODULES = (
     "transformers.models.qwen3_next.modeling_qwen3_next",
