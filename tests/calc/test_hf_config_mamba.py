@@ -137,3 +137,98 @@ def test_flops_count_the_chunked_scan_and_the_attention_blocks_only():
     assert mamba_forward_flops_per_token(arch) == 3 * per_block
     sdpa = attention_forward_flops_per_token(arch, 1024, "sdpa")
     assert sdpa == 0.5 * 4 * 1 * 1024 * 8 * 64 + 3 * per_block
+
+
+FALCON_H1 = ACCEPTED_FAMILIES["falcon_h1"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "params"),
+    [
+        ({}, 25_720_672),
+        # the gated norm, every bias, no conv bias
+        (
+            {
+                "mamba_rms_norm": True,
+                "mamba_proj_bias": True,
+                "projectors_bias": True,
+                "attention_bias": True,
+                "mlp_bias": True,
+                "mamba_conv_bias": False,
+            },
+            25_735_552,
+        ),
+        # mamba_d_ssm null: mamba_expand * hidden; mamba_d_head "auto": d_ssm / heads
+        (
+            {"mamba_d_ssm": None, "mamba_d_head": "auto", "mamba_n_heads": 32, "mamba_n_groups": 2},
+            25_869_504,
+        ),
+    ],
+)
+def test_falcon_h1_counts_what_transformers_builds(changes, params):
+    # transformers 5.17 AutoModelForCausalLM.from_config on the meta device, same configs
+    arch = arch_from_hf_config({**FALCON_H1, **changes})
+    assert arch.params_total == params
+    assert not arch.block_counts and arch.norms_per_layer == 2
+
+
+@pytest.mark.parametrize(
+    ("changes", "code", "field"),
+    [
+        ({"mamba_d_head": 48}, "config_invalid_value", "mamba_d_head"),
+        (
+            {"mamba_d_head": "auto", "mamba_n_heads": 24},
+            "config_heads_indivisible",
+            "mamba_n_heads",
+        ),
+        ({"mamba_n_groups": 3}, "config_kv_heads_indivisible", "mamba_n_groups"),
+        ({"num_key_value_heads": 3}, "config_kv_heads_indivisible", "num_key_value_heads"),
+    ],
+)
+def test_falcon_h1_inconsistent_shapes_are_coded_errors(changes, code, field):
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config({**FALCON_H1, **changes})
+    assert (err.value.code, err.value.field) == (code, "hf_config." + field)
+
+
+def _falcon_bytes(**request: object) -> tuple[int, int]:
+    req = parse_estimate_request(dict(model={"hf_config": FALCON_H1}, seq_len=256, **request))
+    cfg = act_config(req, request_regime(req))
+    return (
+        act.block_bytes_per_token(req.model, cfg),
+        act.first_norm_unsaved_bytes_per_token(req.model, cfg),
+    )
+
+
+def test_falcon_h1_block_saves_both_mixers_each_on_its_own_copy():
+    full, _ = _falcon_bytes(method="full")
+    arch = arch_from_hf_config(FALCON_H1)
+    mamba = 2 * 512 + 2 * arch.mamba.in_proj_width + 2 * 1024  # no gated norm: no rstd
+    assert arch.mamba.gated_norm is False
+    assert act.mamba2_bytes(arch, act_config(*_req_reg(method="full"))) == mamba
+    # the Mamba-2 mixer's share: what the block saves beyond an attention-only count
+    assert full > mamba
+    in_proj, unsaved_in = _falcon_bytes(method="lora", lora_targets=["in_proj"])
+    both, _ = _falcon_bytes(method="lora", lora_targets=["in_proj", "out_proj"])
+    assert both == in_proj  # the fused kernel skips an out_proj adapter
+    # block 0 with only in_proj adapted: its norm and its attention save nothing
+    _, unsaved_mlp = _falcon_bytes(method="lora", lora_targets=["up_proj"])
+    assert unsaved_mlp > unsaved_in > 0
+
+
+def _req_reg(**request: object):
+    req = parse_estimate_request(dict(model={"hf_config": FALCON_H1}, seq_len=256, **request))
+    return req, request_regime(req)
+
+
+def test_falcon_h1_flops_count_every_block_s_attention_and_scan():
+    arch = arch_from_hf_config(FALCON_H1)
+    per_block = 2 * 1 * 128 * 64 + 16 * (2 * 128 * 64 + 4 * 64 * 64)
+    assert mamba_forward_flops_per_token(arch) == 2 * per_block
+    sdpa = attention_forward_flops_per_token(arch, 1024, "sdpa")
+    assert sdpa == 0.5 * 4 * 2 * 1024 * 8 * 64 + 2 * per_block
+
+
+def test_falcon_h1_out_proj_refused_like_nemotron_h():
+    out = estimate_dict(dict(model={"hf_config": FALCON_H1}, method="lora", seq_len=256))
+    assert "lora_mamba_out_proj_refused_by_peft" in out["warnings"]
