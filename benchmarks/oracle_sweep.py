@@ -474,6 +474,34 @@ ACCEPTED_FAMILIES["falcon_h1"] = {
     "embedding_multiplier": 4.0,
     "lm_head_multiplier": 0.125,
 }
+# Granite 4.0 hybrid (H-Tiny's layout): Mamba-2 and attention blocks (no RoPE), each with 3-D
+# routed experts beside a shared MLP; peft takes "all-linear" here, out_proj included, whose
+# adapter the fused Mamba-2 kernel skips
+ACCEPTED_FAMILIES["granitemoehybrid"] = {
+    "model_type": "granitemoehybrid",
+    "hidden_size": 512,
+    "intermediate_size": 256,
+    "shared_intermediate_size": 1024,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 4,
+    "layer_types": ["mamba", "mamba", "mamba", "attention"],
+    "mamba_n_heads": 16,
+    "mamba_d_head": 64,
+    "mamba_n_groups": 1,
+    "mamba_d_state": 64,
+    "mamba_d_conv": 4,
+    "mamba_chunk_size": 128,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "vocab_size": 16000,
+    "max_position_embeddings": 8192,
+    "position_embedding_type": "nope",
+    "embedding_multiplier": 12.0,
+    "residual_multiplier": 0.22,
+    "attention_multiplier": 0.0078125,
+    "logits_scaling": 4.0,
+}
 # multi-head latent attention with q and kv ranks, a dense first block then an MoE block with a
 # shared expert and group-limited sigmoid routing (DeepSeek-V3's layout at reduced size)
 ACCEPTED_FAMILIES["deepseek_v3"] = {
@@ -688,6 +716,7 @@ HYBRID_FAMILIES = (
     "olmo_hybrid",
     "nemotron_h",
     "falcon_h1",
+    "granitemoehybrid",
 )
 """Families with Gated DeltaNet, short-convolution or Mamba-2 blocks: traced with the kernels' memory
 (tools/oracle/linear_attention.py), and swept where activations set the peak too."""
@@ -723,6 +752,7 @@ MOE_FAMILIES = (
     "minimax_m2",
     "mistral4",
     "glm4_moe_lite",
+    "granitemoehybrid",
 )
 
 # name -> (request overrides, oracle options)

@@ -771,7 +771,7 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     parts = block_parts(arch)
     if arch.mamba is not None and arch.extra.get("parallel_mamba"):
         return parallel_mamba_block_bytes_per_token(arch, cfg, parts)
-    if arch.mamba is not None:
+    if arch.mamba is not None and arch.extra.get("one_sublayer_per_block"):
         return sublayer_block_bytes_per_token(arch, cfg, parts)
     h = arch.hidden_size
     total = arch.norms_per_layer * norm_bytes(arch, cfg)
@@ -783,6 +783,7 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += _share(arch, "full_attention", _attention_mixer_bytes(arch, cfg, parts))
     total += _share(arch, "linear_attention", gated_delta_net_bytes(arch, cfg))
     total += _share(arch, "conv", short_conv_bytes(arch, cfg))
+    total += _share(arch, "mamba", mamba2_bytes(arch, cfg))
     return total
 
 
@@ -987,16 +988,21 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
     mixer)."""
     if arch.mamba is not None and arch.extra.get("parallel_mamba"):
         return _parallel_mamba_first_block_unsaved(arch, cfg, parts)
-    if arch.mamba is not None:
+    if arch.mamba is not None and arch.extra.get("one_sublayer_per_block"):
         return _sublayer_first_blocks_unsaved(arch, cfg, parts)
     order = arch.extra.get("mixer_order")
     kinds = [k for k in order if isinstance(k, str)] if isinstance(order, list) else []
-    adapted_kinds = {l.block_kind for l in arch.linears if _key(l) in cfg.adapted}
+    adapted_kinds = {
+        l.block_kind
+        for l in arch.linears
+        if _key(l) in cfg.adapted and not bypassed_adapter(arch, l)
+    }
     mixer_in, out_proj = _mixer_linears(arch)
     mixers = {
         "full_attention": (parts.attn_in, parts.attn_out, _attention_mixer_bytes(arch, cfg, parts)),
         "linear_attention": (mixer_in, out_proj, gated_delta_net_bytes(arch, cfg)),
         "conv": (mixer_in, out_proj, short_conv_bytes(arch, cfg)),
+        "mamba": (mixer_in, out_proj, mamba2_bytes(arch, cfg)),
     }
     mlp = sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     mlp += router_bytes(arch, parts) + shared_expert_gate_bytes(arch, cfg)
@@ -1008,7 +1014,7 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
             if any(_key(l) in cfg.adapted for l in inputs):
                 partial = _frozen_gate_bytes(arch, cfg, inputs) if kind == "linear_attention" else 0
                 return unsaved + norm + partial
-            if _key(output) in cfg.adapted:
+            if _key(output) in cfg.adapted and not bypassed_adapter(arch, output):
                 # only the output projection trains: the mixer's tensors before it need no
                 # gradient; its adapter keeps its input, and the MLP norm reads a stream that
                 # requires grad
@@ -1216,6 +1222,18 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         freed = norm_bytes(arch, cfg) + _attention_mixer_bytes(arch, cfg, parts)
         freed += _group_input_bytes(parts.mlp_in, arch.hidden_size, cfg)
         freed += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
+        mamba = mamba2_backward_bytes_per_token(arch, cfg) - freed
+        return cfg.act_bytes * 2 * arch.hidden_size + max(cfg.act_bytes * pair, mamba)
+    if arch.mamba is not None and not arch.extra.get("one_sublayer_per_block"):
+        # a mixer and an MLP per block (Granite 4.0 hybrids): the MLP's backward runs first,
+        # then the Mamba-2 mixer's, once the MLP and its norm have freed what they saved
+        parts = block_parts(arch)
+        freed = norm_bytes(arch, cfg) + _group_input_bytes(
+            parts.mlp_in + parts.routers, arch.hidden_size, cfg
+        )
+        freed += sum(
+            mlp_unit_bytes(arch, cfg, d, parts.mlp_in, weighted=False) for d in parts.mlp_down
+        )
         mamba = mamba2_backward_bytes_per_token(arch, cfg) - freed
         return cfg.act_bytes * 2 * arch.hidden_size + max(cfg.act_bytes * pair, mamba)
     if arch.mamba is not None:

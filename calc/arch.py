@@ -36,6 +36,7 @@ MLP_INPUT_NAMES = frozenset(
         "fc1",  # PhiMLP.forward: fc2(activation_fn(fc1(hidden_states)))
         "c_fc",  # GPT2MLP.forward: c_proj(act(c_fc(hidden_states)))
         "dense_h_to_4h",  # GPTNeoXMLP / FalconMLP / BloomMLP
+        "input_linear",  # GraniteMoeHybridMLP: act(chunk 0) * chunk 1 of input_linear(x)
         "experts.gate_up_proj",  # GptOssExperts / Llama4TextExperts: x @ gate_up_proj
     }
 )
@@ -46,6 +47,7 @@ MLP_OUTPUT_NAMES = frozenset(
         "fc2",
         "c_proj",
         "dense_4h_to_h",
+        "output_linear",
         "experts.down_proj",  # GptOssExperts / Llama4TextExperts: (...) @ down_proj
     }
 )

@@ -1386,6 +1386,121 @@ def _falcon_h1(k: _Keys, family: str, name: str) -> ModelArch:
     return arch
 
 
+_GRANITE_HYBRID_TYPES = {
+    "mamba": "mamba",
+    "linear_attention": "mamba",
+    "attention": "full_attention",
+    "full_attention": "full_attention",
+}
+"""``layer_types`` names of Granite 4.0 hybrids (``remap_legacy_layer_types`` maps ``mamba``
+and ``attention`` to ``linear_attention`` / ``full_attention``), with calc's kind names."""
+
+
+def _granite_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
+    """Granite 4.0 hybrids (``granitemoehybrid``; transformers 5.17
+    ``modeling_granitemoehybrid.py``): each ``GraniteMoeHybridDecoderLayer`` holds a Mamba-2
+    mixer (``GraniteMoeHybridMambaLayer``: Nemotron-H's, ``mamba_expand * hidden`` channels,
+    ``mamba_proj_bias`` on ``in_proj`` and ``out_proj``, always a gated norm) or an attention
+    (``GraniteMoeHybridAttention``: q/k/v/o with ``attention_bias``, RoPE only with
+    ``position_embedding_type: "rope"``), by ``layer_types`` (all Mamba-2 when absent), then
+    the MoE (``num_local_experts`` 3-D SwiGLU experts ``experts.gate_up_proj`` /
+    ``experts.down_proj`` of ``intermediate_size``, top ``num_experts_per_tok``, a router
+    weight that is no ``nn.Linear``; none with 0 experts) beside the shared
+    ``GraniteMoeHybridMLP`` (``input_linear`` hidden -> 2 ``shared_intermediate_size``,
+    ``act(chunk 0) * chunk 1``, ``output_linear``); two RMSNorms. The multipliers
+    (``embedding_multiplier``, ``residual_multiplier``, ``attention_multiplier``,
+    ``logits_scaling``) are Python floats: no weights, nothing saved."""
+    h = k.int("hidden_size", default=4096)
+    layers = k.int("num_hidden_layers", default=32)
+    heads = k.int("num_attention_heads", default=32)
+    kv, hd = _heads(k, h, heads)
+    value = k.cfg.get("layer_types", k.cfg.get("layers_block_type"))
+    if value is None:
+        kinds = ["mamba"] * layers
+    else:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise k.error("layer_types", value)
+        if len(value) != layers:
+            raise ConfigError("config_layer_types_length", k.prefix + "layer_types", len(value))
+        unknown = sorted({str(v) for v in value if v not in _GRANITE_HYBRID_TYPES})
+        if unknown:
+            raise ConfigError("config_invalid_value", k.prefix + "layer_types", unknown[0])
+        kinds = [_GRANITE_HYBRID_TYPES[str(v)] for v in value]
+    d_ssm = k.int("mamba_expand", default=2) * h
+    m_heads = k.int("mamba_n_heads", default=128)
+    head = k.cfg.get("mamba_d_head", "auto")
+    if head == "auto" or head is None:
+        if d_ssm % m_heads:
+            raise k.heads_error("mamba_n_heads", m_heads)
+        m_head = d_ssm // m_heads
+    else:
+        m_head = k.int("mamba_d_head")
+        if m_head * m_heads != d_ssm:
+            raise k.error("mamba_d_head", m_head)
+    groups = k.int("mamba_n_groups", default=1)
+    if m_heads % groups:
+        raise k.kv_error("mamba_n_groups", groups)
+    mamba = Mamba2(
+        heads=m_heads,
+        head_dim=m_head,
+        groups=groups,
+        state=k.int("mamba_d_state", default=256),
+        conv_kernel=k.int("mamba_d_conv", default=4),
+        conv_bias=k.bool("mamba_conv_bias", True),
+        chunk=k.int("mamba_chunk_size", default=256),
+    )
+    full = "full_attention"
+    bias = k.bool("attention_bias", False)
+    attention = tuple(replace(l, block_kind=full) for l in _attention(h, heads, kv, hd, bias, bias))
+    proj_bias = k.bool("mamba_proj_bias", False)
+    mixer = (
+        LinearLayer("in_proj", h, mamba.in_proj_width, proj_bias, role="mixer", block_kind="mamba"),
+        LinearLayer("out_proj", mamba.d_inner, h, proj_bias, role="mixer", block_kind="mamba"),
+    )
+    shared = k.int("shared_intermediate_size", default=1024)
+    mlp: tuple[LinearLayer, ...] = ()
+    experts = top_k = 0
+    inter = shared
+    count = k.cfg.get("num_local_experts", 8)
+    if count != 0:
+        experts, top_k = _experts(k, "num_local_experts")
+        inter = k.int("intermediate_size", default=11008)
+        mlp = (
+            LinearLayer("router", h, experts, quantizable=False, role="router", kind="param"),
+            LinearLayer(
+                "experts.gate_up_proj", h, 2 * inter, False, experts, top_k, False, kind="param"
+            ),
+            LinearLayer("experts.down_proj", inter, h, False, experts, top_k, False, kind="param"),
+        )
+    mlp += (
+        LinearLayer("input_linear", h, 2 * shared, role="mlp"),
+        LinearLayer("output_linear", shared, h, role="mlp"),
+    )
+    n_full = kinds.count(full)
+    arch = ModelArch(
+        **_common(k, family, name, 2048, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=attention + mixer + mlp,
+        norm_kind="rms",
+        norms_per_layer=2,
+        num_experts=experts,
+        experts_per_token=top_k,
+        shared_expert_intermediate_size=shared if experts else 0,
+        block_counts=((full, n_full), ("mamba", layers - n_full)),
+        block_kind_params=(("mamba", mamba.own_params),),
+        mamba=mamba,
+    )
+    arch.extra["mixer_order"] = kinds
+    if k.cfg.get("position_embedding_type") != "rope":
+        arch.extra["no_rope"] = True  # GraniteMoeHybridModel builds no rotary embedding
+    return arch
+
+
 def _routed_experts(k: _Keys, *count_keys: str) -> tuple[int, int]:
     """``(experts, top_k)`` where the expert count has several names (``attribute_map`` of the
     family's config class, e.g. ``num_local_experts`` -> ``n_routed_experts``)."""
@@ -1752,6 +1867,7 @@ _READERS = {
     "olmo_hybrid": _olmo_hybrid,
     "nemotron_h": _nemotron_h,
     "falcon_h1": _falcon_h1,
+    "granitemoehybrid": _granite_hybrid,
     "deepseek_v3": _deepseek_v3,
     "kimi_k2": _deepseek_v3,  # Kimi K2.5's text_config (Kimi_K25Config reads it as deepseek_v3)
     "mistral4": _deepseek_v3,

@@ -297,7 +297,9 @@ def library_rejections(
     """Warning codes for a setup the real libraries refuse (calc still estimates it):
     ``attention_refused_by_transformers`` (see :data:`ATTENTION_REFUSED`) and
     ``lora_router_refused_by_peft`` (see :data:`ROUTER_MODULES_REFUSED`) and
-    ``lora_mamba_out_proj_refused_by_peft`` (see :data:`MAMBA_OUT_PROJ_REFUSED`)."""
+    ``lora_mamba_out_proj_refused_by_peft`` (see :data:`MAMBA_OUT_PROJ_REFUSED`), and
+    ``lora_mamba_out_proj_skipped`` where peft takes that adapter but the fused Mamba-2 kernel
+    never runs it (:func:`calc.activations.bypassed_adapter`: Granite 4.0 hybrids)."""
     if framework not in TRANSFORMERS_FRAMEWORKS:
         return []
     out = []
@@ -315,4 +317,10 @@ def library_rejections(
         and any(l.role == "mixer" and l.name == "out_proj" for l in _selected(arch, targets))
     ):
         out.append("lora_mamba_out_proj_refused_by_peft")
+    elif (
+        peft
+        and arch.mamba is not None
+        and any(l.role == "mixer" and l.name == "out_proj" for l in _selected(arch, targets))
+    ):
+        out.append("lora_mamba_out_proj_skipped")
     return out

@@ -11,7 +11,7 @@ GPU run with the kernels never holds; LFM2's short convolution calls the same
 replaces both with autograd functions that have the kernels' saved tensors and gradient shapes
 (causal-conv1d ``CausalConv1dFn``; flash-linear-attention ``ChunkGatedDeltaRuleFunction`` with
 its ``input_guard`` contiguous copies and the chunk states its backward recomputes).
-Nemotron-H's and Falcon-H1's Mamba-2 mixers, in training, hands its projection to mamba-ssm's
+The Mamba-2 mixers of Nemotron-H, Falcon-H1 and Granite 4.0, in training, hands its projection to mamba-ssm's
 ``mamba_split_conv1d_scan_combined`` (transformers' stand-in returns None without mamba-ssm,
 sending it down its torch path): :func:`mamba_split_conv1d_scan_combined` models that fused
 function (``MambaSplitConv1dScanCombinedFn``), output projection included.
@@ -195,6 +195,7 @@ def mamba_split_conv1d_scan_combined(
 MAMBA2_MODULES = (
     "transformers.models.nemotron_h.modeling_nemotron_h",
     "transformers.models.falcon_h1.modeling_falcon_h1",
+    "transformers.models.granitemoehybrid.modeling_granitemoehybrid",
 )
 
 GATED_DELTA_MODULES = (
