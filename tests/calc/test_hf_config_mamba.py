@@ -232,3 +232,69 @@ def test_falcon_h1_flops_count_every_block_s_attention_and_scan():
 def test_falcon_h1_out_proj_refused_like_nemotron_h():
     out = estimate_dict(dict(model={"hf_config": FALCON_H1}, method="lora", seq_len=256))
     assert "lora_mamba_out_proj_refused_by_peft" in out["warnings"]
+
+
+GRANITE = ACCEPTED_FAMILIES["granitemoehybrid"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "params"),
+    [
+        ({}, 40_894_992),
+        ({"num_local_experts": 0}, 28_295_696),  # a dense hybrid: the shared MLP alone
+        (
+            {
+                "attention_bias": True,
+                "mamba_proj_bias": True,
+                "mamba_conv_bias": False,
+                "mamba_n_groups": 2,
+                "mamba_d_head": "auto",
+                "mamba_n_heads": 32,
+            },
+            41_124_224,
+        ),
+    ],
+)
+def test_granite_hybrid_counts_what_transformers_builds(changes, params):
+    # transformers 5.17 AutoModelForCausalLM.from_config on the meta device, same configs
+    arch = arch_from_hf_config({**GRANITE, **changes})
+    assert arch.params_total == params
+    assert dict(arch.block_counts) == {"full_attention": 1, "mamba": 3}
+
+
+def test_granite_hybrid_without_layer_types_is_all_mamba():
+    cfg = {key: value for key, value in GRANITE.items() if key != "layer_types"}
+    assert dict(arch_from_hf_config(cfg).block_counts) == {"full_attention": 0, "mamba": 4}
+
+
+@pytest.mark.parametrize(
+    ("changes", "code", "field"),
+    [
+        ({"layer_types": ["mamba", "attention"]}, "config_layer_types_length", "layer_types"),
+        ({"layer_types": ["mamba"] * 3 + ["conv"]}, "config_invalid_value", "layer_types"),
+        ({"mamba_d_head": 32}, "config_invalid_value", "mamba_d_head"),
+        ({"mamba_n_groups": 3}, "config_kv_heads_indivisible", "mamba_n_groups"),
+        ({"num_experts_per_tok": 9}, "config_top_k_above_experts", "num_experts_per_tok"),
+    ],
+)
+def test_granite_hybrid_inconsistent_shapes_are_coded_errors(changes, code, field):
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config({**GRANITE, **changes})
+    assert (err.value.code, err.value.field) == (code, "hf_config." + field)
+
+
+def test_granite_out_proj_adapter_is_taken_by_peft_and_skipped_by_the_kernel():
+    def run(targets: object) -> tuple[list[str], int]:
+        request = dict(model={"hf_config": GRANITE}, method="lora", lora_targets=targets)
+        req = parse_estimate_request(dict(request, seq_len=256))
+        cfg = act_config(req, request_regime(req))
+        out = estimate_dict(dict(request, seq_len=256))
+        return out["warnings"], act.block_bytes_per_token(req.model, cfg)
+
+    warnings, all_linear = run("all-linear")
+    assert "lora_mamba_out_proj_skipped" in warnings
+    assert "lora_mamba_out_proj_refused_by_peft" not in warnings
+    names = ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj", "input_linear", "output_linear"]
+    warnings, without = run(names)
+    assert "lora_mamba_out_proj_skipped" not in warnings
+    assert all_linear == without
