@@ -425,6 +425,83 @@ ACCEPTED_FAMILIES: dict[str, dict] = {
         "max_position_embeddings": 8192,
     },
 }
+# Nemotron-H: one sublayer per block (Mamba-2 "M", attention "*", relu2 MLP "-"), the
+# published 8B's pattern start; Mamba-2 heads, groups and state narrower than published
+ACCEPTED_FAMILIES["nemotron_h"] = {
+    "model_type": "nemotron_h",
+    "hidden_size": 512,
+    "intermediate_size": 1536,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "mamba_num_heads": 16,
+    "mamba_head_dim": 64,
+    "n_groups": 2,
+    "ssm_state_size": 64,
+    "conv_kernel": 4,
+    "chunk_size": 128,
+    "hybrid_override_pattern": "M-M-M*-",
+    "num_hidden_layers": 7,
+    "vocab_size": 16000,
+    "max_position_embeddings": 8192,
+}
+# Falcon-H1: a Mamba-2 mixer beside the attention in every block, with muP multipliers
+# that differ from 1 (they hold no weights and save nothing); narrower than published
+ACCEPTED_FAMILIES["falcon_h1"] = {
+    "model_type": "falcon_h1",
+    "hidden_size": 512,
+    "intermediate_size": 1536,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_hidden_layers": 2,
+    "mamba_d_ssm": 1024,
+    "mamba_n_heads": 16,
+    "mamba_d_head": 64,
+    "mamba_n_groups": 1,
+    "mamba_d_state": 64,
+    "mamba_d_conv": 4,
+    "mamba_chunk_size": 128,
+    "vocab_size": 16000,
+    "max_position_embeddings": 8192,
+    "key_multiplier": 0.5,
+    "attention_in_multiplier": 0.8,
+    "attention_out_multiplier": 0.9,
+    "ssm_in_multiplier": 1.25,
+    "ssm_out_multiplier": 0.7,
+    "ssm_multipliers": [0.5, 1.5, 0.25, 0.75, 2.0],
+    "mlp_multipliers": [0.5, 2.0],
+    "embedding_multiplier": 4.0,
+    "lm_head_multiplier": 0.125,
+}
+# Granite 4.0 hybrid (H-Tiny's layout): Mamba-2 and attention blocks (no RoPE), each with 3-D
+# routed experts beside a shared MLP; peft takes "all-linear" here, out_proj included, whose
+# adapter the fused Mamba-2 kernel skips
+ACCEPTED_FAMILIES["granitemoehybrid"] = {
+    "model_type": "granitemoehybrid",
+    "hidden_size": 512,
+    "intermediate_size": 256,
+    "shared_intermediate_size": 1024,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 4,
+    "layer_types": ["mamba", "mamba", "mamba", "attention"],
+    "mamba_n_heads": 16,
+    "mamba_d_head": 64,
+    "mamba_n_groups": 1,
+    "mamba_d_state": 64,
+    "mamba_d_conv": 4,
+    "mamba_chunk_size": 128,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "vocab_size": 16000,
+    "max_position_embeddings": 8192,
+    "position_embedding_type": "nope",
+    "embedding_multiplier": 12.0,
+    "residual_multiplier": 0.22,
+    "attention_multiplier": 0.0078125,
+    "logits_scaling": 4.0,
+}
 # multi-head latent attention with q and kv ranks, a dense first block then an MoE block with a
 # shared expert and group-limited sigmoid routing (DeepSeek-V3's layout at reduced size)
 ACCEPTED_FAMILIES["deepseek_v3"] = {
@@ -561,6 +638,19 @@ ATTENTION_TARGETS = {
 # tuple, AttributeError); every other linear of the block instead
 ALL_LINEAR_TARGETS = {
     "llama4_text": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    # peft 0.21 refuses the Mamba-2 out_proj (_check_lora_target_modules_mamba), which
+    # "all-linear" includes: every other linear instead
+    "nemotron_h": ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj", "up_proj", "down_proj"],
+    "falcon_h1": [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "in_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ],
 }
 # transformers 5.17 runs these only with eager attention (``_supports_sdpa`` is False:
 # GptOssPreTrainedModel, learned attention sinks; BloomPreTrainedModel, ALiBi)
@@ -618,8 +708,17 @@ ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
         "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
     },
 }
-HYBRID_FAMILIES = ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next", "lfm2", "olmo_hybrid")
-"""Families with Gated DeltaNet or short-convolution blocks: traced with the kernels' memory
+HYBRID_FAMILIES = (
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+    "qwen3_next",
+    "lfm2",
+    "olmo_hybrid",
+    "nemotron_h",
+    "falcon_h1",
+    "granitemoehybrid",
+)
+"""Families with Gated DeltaNet, short-convolution or Mamba-2 blocks: traced with the kernels' memory
 (tools/oracle/linear_attention.py), and swept where activations set the peak too."""
 _HYBRID_HEAVY = {
     "lora-r8-attn-s2048": (
@@ -653,6 +752,7 @@ MOE_FAMILIES = (
     "minimax_m2",
     "mistral4",
     "glm4_moe_lite",
+    "granitemoehybrid",
 )
 
 # name -> (request overrides, oracle options)
@@ -1119,6 +1219,7 @@ PRESET_CHECKS = (
     "seed-oss-36b",
     "olmo-3-7b",
     "olmo-3-32b",
+    "nemotron-h-8b",
 )
 PRESET_TOLERANCE = 0.03
 
@@ -1137,8 +1238,11 @@ def preset_setups() -> list[dict]:
             lora_targets="all-linear",
             gradient_checkpointing=True,
         )
-        if get_preset(preset_id).num_experts:
+        arch = get_preset(preset_id)
+        if arch.num_experts:
             request["moe_expert_layout"] = "fused-3d"
+        if arch.family in ALL_LINEAR_TARGETS:
+            request["lora_targets"] = ALL_LINEAR_TARGETS[arch.family]
         out.append({"id": f"{preset_id}/lora-all-linear-ckpt", "request": request, "oracle": {}})
     return out
 
@@ -1172,6 +1276,8 @@ def _accepted_request(family: str, cfg: dict, overrides: dict) -> dict | None:
     if family in MOE_FAMILIES and request.get("lora_targets") == "all-linear":
         request["moe_expert_layout"] = "fused-3d"  # the experts as transformers 5 stores them
         request["lora_targets"] = ALL_LINEAR_TARGETS.get(family, "all-linear")
+    elif request.get("lora_targets") == "all-linear" and family in ALL_LINEAR_TARGETS:
+        request["lora_targets"] = ALL_LINEAR_TARGETS[family]
     return request
 
 

@@ -37,7 +37,9 @@ page), per token of one block, for 16-bit compute unless the precision is fp32:
   share of blocks of its kind. Gated DeltaNet and short convolutions are counted as the GPU
   kernels users run save them (flash-linear-attention ``chunk_gated_delta_rule``,
   causal-conv1d ``causal_conv1d_fn``), not as transformers' torch fallback, which keeps
-  far more (:func:`gated_delta_net_bytes`).
+  far more (:func:`gated_delta_net_bytes`). Nemotron-H's Mamba-2 blocks (one sublayer per
+  block) are counted as mamba-ssm's fused ``mamba_split_conv1d_scan_combined`` saves them
+  (:func:`mamba2_bytes`), its ``out_proj`` adapter as skipped (:func:`bypassed_adapter`).
 - No dropout in the block (Llama-style models train without it).
 - ``torch.compile`` (``torch_compile``): AOTAutograd's min-cut partitioner may recompute
   pointwise work in the backward instead of saving it. What it could drop at most is
@@ -408,7 +410,11 @@ def _per_block(arch: ModelArch, lin: LinearLayer, nbytes: int) -> int:
 
 
 def mlp_unit_bytes(
-    arch: ModelArch, cfg: ActConfig, down: LinearLayer, mlp_in: tuple[LinearLayer, ...]
+    arch: ModelArch,
+    cfg: ActConfig,
+    down: LinearLayer,
+    mlp_in: tuple[LinearLayer, ...],
+    weighted: bool = True,
 ) -> int:
     """Saved tensors per token of one MLP unit (dense MLP, an expert, a shared expert),
     times the copies a token passes through (``down.active``).
@@ -451,7 +457,8 @@ def mlp_unit_bytes(
         if any(_saves_input(l, cfg) for l in siblings):
             per += a * arch.hidden_size
         per += a * arch.hidden_size
-    return _per_block(arch, down, _expert_copies(arch, down) * per)
+    per *= _expert_copies(arch, down)
+    return _per_block(arch, down, per) if weighted else per
 
 
 def _expert_copies(arch: ModelArch, down: LinearLayer) -> int:
@@ -520,8 +527,23 @@ def _token_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:
     return tuple(
         l
         for l in arch.linears
-        if _key(l) in cfg.adapted and _key(l) not in cfg.fused and _key(l) not in cfg.fast
+        if _key(l) in cfg.adapted
+        and _key(l) not in cfg.fused
+        and _key(l) not in cfg.fast
+        and not bypassed_adapter(arch, l)
     )
+
+
+def bypassed_adapter(arch: ModelArch, lin: LinearLayer) -> bool:
+    """A linear whose adapter never runs on a GPU: a Mamba-2 mixer's ``out_proj``. In
+    training, transformers 5.17 ``NemotronHMamba2Mixer.forward`` calls mamba-ssm's
+    ``mamba_split_conv1d_scan_combined(..., outproj_weight=self.out_proj.weight,
+    outproj_bias=self.out_proj.bias)`` and returns its output: the fused kernel multiplies by
+    the weight itself (``F.linear(out, outproj_weight, outproj_bias)`` in
+    ``MambaSplitConv1dScanCombinedFn.forward``, ``mamba_ssm/ops/triton/ssd_combined.py``),
+    and peft's ``lora.Linear.weight`` is its base layer's weight, so the module's
+    ``forward``, and the adapter with it, is never called."""
+    return arch.mamba is not None and lin.role == "mixer" and lin.name == "out_proj"
 
 
 def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -747,6 +769,10 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     attention blocks and the Gated DeltaNet mixer (:func:`gated_delta_net_bytes`) times
     the share of linear-attention blocks."""
     parts = block_parts(arch)
+    if arch.mamba is not None and arch.extra.get("parallel_mamba"):
+        return parallel_mamba_block_bytes_per_token(arch, cfg, parts)
+    if arch.mamba is not None and arch.extra.get("one_sublayer_per_block"):
+        return sublayer_block_bytes_per_token(arch, cfg, parts)
     h = arch.hidden_size
     total = arch.norms_per_layer * norm_bytes(arch, cfg)
     total += _group_input_bytes(parts.mlp_in + parts.routers, h, cfg)
@@ -757,7 +783,166 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += _share(arch, "full_attention", _attention_mixer_bytes(arch, cfg, parts))
     total += _share(arch, "linear_attention", gated_delta_net_bytes(arch, cfg))
     total += _share(arch, "conv", short_conv_bytes(arch, cfg))
+    total += _share(arch, "mamba", mamba2_bytes(arch, cfg))
     return total
+
+
+def mamba2_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """Saved tensors per token of one Mamba-2 mixer in training on a GPU with mamba-ssm and
+    causal-conv1d installed: transformers 5.17 ``NemotronHMamba2Mixer.forward`` runs
+    ``in_proj`` and hands its output ``zxbcdt`` to mamba-ssm's
+    ``mamba_split_conv1d_scan_combined``, one autograd function for the convolution, the
+    chunked scan, the gated RMSNorm and ``out_proj`` (``MambaSplitConv1dScanCombinedFn``,
+    ``mamba_ssm/ops/triton/ssd_combined.py``): ``ctx.save_for_backward(zxbcdt, conv1d_weight,
+    conv1d_bias, out_x, A, D, dt_bias, initial_states, seq_idx, rmsnorm_weight, rstd,
+    outproj_weight, outproj_bias)``. Per token:
+
+    - ``in_proj``'s input (the block's norm output), by the rule on linears;
+    - ``zxbcdt``, the whole projection (``act * (2 d_inner + 2 G N + H)``);
+    - ``out_x``, the scan's output before the gated norm (``act * d_inner``);
+    - ``rstd`` of the gated norm, fp32 per group (``4 G``), when the mixer has that norm
+      (Falcon-H1 without ``mamba_rms_norm`` passes ``rmsnorm_weight=None``: the scan gates
+      by ``z`` itself and ``rstd`` is None).
+
+    The convolution's output, x, B, C, dt and the chunk states are recomputed in its
+    backward, and ``out_proj``'s input is rebuilt there (``recompute_output``), never saved;
+    an adapter on ``out_proj`` does not run (:func:`bypassed_adapter`). transformers' torch
+    path (a CPU run, or a GPU without mamba-ssm) keeps far more: the convolution's output,
+    fp32 ``dt``, the per-chunk ``L`` matrices and states of ``torch_chunk_scan``, the gated
+    norm's fp32 tensors and ``out_proj``'s input; calc does not count that path."""
+    m = arch.mamba
+    if m is None:
+        return 0
+    a = cfg.act_bytes
+    in_proj = next(l for l in arch.linears if l.role == "mixer" and l.name == "in_proj")
+    total = _group_input_bytes((in_proj,), arch.hidden_size, cfg)
+    rstd = FP32_BYTES * m.groups if m.gated_norm else 0
+    return total + a * m.in_proj_width + a * m.d_inner + rstd
+
+
+def mamba2_backward_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Transient in one Mamba-2 mixer's backward, per token (``MambaSplitConv1dScanCombinedFn.
+    backward``, ``mamba_ssm/ops/triton/ssd_combined.py``): the recomputed norm output
+    (``out_recompute``, ``d_inner``) and convolution output (``xBC_conv``, ``conv_dim``),
+    ``dzxbcdt`` (the projection's width), ``dxBC`` (``conv_dim``) and ``dout`` taken through
+    ``outproj_weight`` (``d_inner``), at the compute dtype; and the chunk states that
+    ``_mamba_chunk_scan_combined_bwd`` recomputes beside their gradients, fp32 ``H x P x N``
+    each per chunk: ``2 * 4 H P N / chunk``."""
+    m = arch.mamba
+    if m is None:
+        return 0
+    widths = 2 * m.d_inner + 2 * m.conv_dim + m.in_proj_width
+    return cfg.act_bytes * widths + 2 * FP32_BYTES * m.heads * m.head_dim * m.state // m.chunk
+
+
+def _saved_after_last(arch: ModelArch, cfg: ActConfig, kind: str) -> int:
+    """What the blocks after the last block of ``kind`` save per token (their norms and
+    sublayers), in a stack with one sublayer per block."""
+    order = arch.extra.get("mixer_order")
+    kinds = [k for k in order if isinstance(k, str)] if isinstance(order, list) else []
+    if kind not in kinds:
+        return 0
+    after = kinds[len(kinds) - kinds[::-1].index(kind) :]
+    per = _sublayer_bytes(arch, cfg, block_parts(arch))
+    return sum(norm_bytes(arch, cfg) + per.get(k, 0) for k in after)
+
+
+def _sublayer_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> dict[str, int]:
+    """Per block of each kind (not averaged): the sublayer's saved tensors, the norm's output
+    as its linears save it included, the norm's own tensors not."""
+    mlp = _group_input_bytes(parts.mlp_in, arch.hidden_size, cfg) + sum(
+        mlp_unit_bytes(arch, cfg, d, parts.mlp_in, weighted=False) for d in parts.mlp_down
+    )
+    return {
+        "mamba": mamba2_bytes(arch, cfg),
+        "full_attention": _attention_mixer_bytes(arch, cfg, parts),
+        "mlp": mlp,
+    }
+
+
+def sublayer_block_bytes_per_token(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """The average block of a stack with one sublayer per block (Nemotron-H,
+    ``arch.extra["one_sublayer_per_block"]``): its norm, each sublayer kind
+    (:func:`_sublayer_bytes`) times its share of blocks, and the LoRA tensors of the
+    adapters that run (each weighted by the blocks that hold it)."""
+    total = arch.norms_per_layer * norm_bytes(arch, cfg)
+    for kind, nbytes in _sublayer_bytes(arch, cfg, parts).items():
+        total += _share(arch, kind, nbytes)
+    total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg)
+    return total + lora_input_copy_bytes(arch, cfg)
+
+
+def parallel_mamba_block_bytes_per_token(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """A block that runs a Mamba-2 mixer beside its attention (Falcon-H1,
+    ``arch.extra["parallel_mamba"]``): its two norms, the attention (its own scaled copy of
+    the first norm's output as q/k/v save it, the attention kernel's tensors), the Mamba-2
+    mixer (:func:`mamba2_bytes`, with ``in_proj``'s own scaled copy), the MLP and the LoRA
+    tensors of the adapters that run."""
+    total = arch.norms_per_layer * norm_bytes(arch, cfg)
+    total += _attention_mixer_bytes(arch, cfg, parts) + mamba2_bytes(arch, cfg)
+    total += _group_input_bytes(parts.mlp_in, arch.hidden_size, cfg)
+    total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
+    total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg)
+    return total + lora_input_copy_bytes(arch, cfg)
+
+
+def _parallel_mamba_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """:func:`first_norm_unsaved_bytes_per_token` for a block running attention and a Mamba-2
+    mixer side by side: the first norm saves nothing; neither does a mixer none of whose
+    input projections holds an adapter (the attention's kernel keeps nothing when only
+    ``o_proj`` does, whose input is then saved); with no adapter in either mixer, the MLP's
+    norm reads a stream that needs no gradient and saves nothing either."""
+    norm = norm_bytes(arch, cfg)
+    attention = _attention_mixer_bytes(arch, cfg, parts)
+    mamba = mamba2_bytes(arch, cfg)
+    in_proj = [l for l in arch.linears if l.role == "mixer" and not bypassed_adapter(arch, l)]
+    attn_in = any(_key(l) in cfg.adapted for l in parts.attn_in)
+    mamba_in = any(_key(l) in cfg.adapted for l in in_proj)
+    attn_out = _key(parts.attn_out) in cfg.adapted
+    if not (attn_in or mamba_in or attn_out):
+        return 2 * norm + attention + mamba
+    unsaved = norm
+    if not attn_in:
+        kept = cfg.act_bytes * parts.attn_out.d_in if _saves_input(parts.attn_out, cfg) else 0
+        unsaved += attention - (kept if attn_out else 0)
+    if not mamba_in:
+        unsaved += mamba
+    return unsaved
+
+
+def _sublayer_first_blocks_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """:func:`first_norm_unsaved_bytes_per_token` for a stack with one sublayer per block: the
+    blocks before the first one holding an adapter that runs save nothing (their input and
+    weights need no gradient); in that block, the norm saves nothing, and when only its
+    output projection holds one (``o_proj``, ``down_proj``) nothing before it does either."""
+    order = arch.extra.get("mixer_order")
+    kinds = [k for k in order if isinstance(k, str)] if isinstance(order, list) else []
+    per = _sublayer_bytes(arch, cfg, parts)
+    groups = {
+        "full_attention": (parts.attn_in, parts.attn_out),
+        "mlp": (parts.mlp_in, parts.mlp_down[0] if parts.mlp_down else None),
+    }
+    norm = norm_bytes(arch, cfg)
+    unsaved = 0
+    for kind in kinds:
+        running = [
+            l
+            for l in arch.linears
+            if l.block_kind == kind and _key(l) in cfg.adapted and not bypassed_adapter(arch, l)
+        ]
+        if not running:
+            unsaved += norm + per[kind]
+            continue
+        inputs, output = groups.get(kind, ((), None))
+        if (
+            output is not None
+            and running == [output]
+            and not any(_key(l) in cfg.adapted for l in inputs)
+        ):
+            kept = cfg.act_bytes * output.d_in if _saves_input(output, cfg) else 0
+            return unsaved + norm + per[kind] - kept
+        return unsaved + norm
+    return unsaved
 
 
 def short_conv_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -801,14 +986,23 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
     ``out_proj`` among attention targets), nothing of the mixer before it does either; when
     the mixer holds none, neither does anything before the MLP (its two norms and the
     mixer)."""
+    if arch.mamba is not None and arch.extra.get("parallel_mamba"):
+        return _parallel_mamba_first_block_unsaved(arch, cfg, parts)
+    if arch.mamba is not None and arch.extra.get("one_sublayer_per_block"):
+        return _sublayer_first_blocks_unsaved(arch, cfg, parts)
     order = arch.extra.get("mixer_order")
     kinds = [k for k in order if isinstance(k, str)] if isinstance(order, list) else []
-    adapted_kinds = {l.block_kind for l in arch.linears if _key(l) in cfg.adapted}
+    adapted_kinds = {
+        l.block_kind
+        for l in arch.linears
+        if _key(l) in cfg.adapted and not bypassed_adapter(arch, l)
+    }
     mixer_in, out_proj = _mixer_linears(arch)
     mixers = {
         "full_attention": (parts.attn_in, parts.attn_out, _attention_mixer_bytes(arch, cfg, parts)),
         "linear_attention": (mixer_in, out_proj, gated_delta_net_bytes(arch, cfg)),
         "conv": (mixer_in, out_proj, short_conv_bytes(arch, cfg)),
+        "mamba": (mixer_in, out_proj, mamba2_bytes(arch, cfg)),
     }
     mlp = sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     mlp += router_bytes(arch, parts) + shared_expert_gate_bytes(arch, cfg)
@@ -820,7 +1014,7 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
             if any(_key(l) in cfg.adapted for l in inputs):
                 partial = _frozen_gate_bytes(arch, cfg, inputs) if kind == "linear_attention" else 0
                 return unsaved + norm + partial
-            if _key(output) in cfg.adapted:
+            if _key(output) in cfg.adapted and not bypassed_adapter(arch, output):
                 # only the output projection trains: the mixer's tensors before it need no
                 # gradient; its adapter keeps its input, and the MLP norm reads a stream that
                 # requires grad
@@ -1020,6 +1214,34 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     pair = 2 * widest
     if parts.mlp_down and all(_key(d) in cfg.fast for d in parts.mlp_down):
         pair = widest
+    if arch.mamba is not None and arch.extra.get("parallel_mamba"):
+        # in a block's backward the MLP's runs first, then the attention's (computed after the
+        # mixer in the forward), then the Mamba-2 mixer's: by then the block's MLP norm, MLP
+        # and attention have freed what they saved
+        parts = block_parts(arch)
+        freed = norm_bytes(arch, cfg) + _attention_mixer_bytes(arch, cfg, parts)
+        freed += _group_input_bytes(parts.mlp_in, arch.hidden_size, cfg)
+        freed += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
+        mamba = mamba2_backward_bytes_per_token(arch, cfg) - freed
+        return cfg.act_bytes * 2 * arch.hidden_size + max(cfg.act_bytes * pair, mamba)
+    if arch.mamba is not None and not arch.extra.get("one_sublayer_per_block"):
+        # a mixer and an MLP per block (Granite 4.0 hybrids): the MLP's backward runs first,
+        # then the Mamba-2 mixer's, once the MLP and its norm have freed what they saved
+        parts = block_parts(arch)
+        freed = norm_bytes(arch, cfg) + _group_input_bytes(
+            parts.mlp_in + parts.routers, arch.hidden_size, cfg
+        )
+        freed += sum(
+            mlp_unit_bytes(arch, cfg, d, parts.mlp_in, weighted=False) for d in parts.mlp_down
+        )
+        mamba = mamba2_backward_bytes_per_token(arch, cfg) - freed
+        return cfg.act_bytes * 2 * arch.hidden_size + max(cfg.act_bytes * pair, mamba)
+    if arch.mamba is not None:
+        # one sublayer per block: the MLP's and the Mamba-2 mixer's backward run in different
+        # blocks, never together; when the last Mamba-2 block's runs, the blocks after it have
+        # freed what they saved
+        mamba = mamba2_backward_bytes_per_token(arch, cfg) - _saved_after_last(arch, cfg, "mamba")
+        return cfg.act_bytes * 2 * arch.hidden_size + max(cfg.act_bytes * pair, mamba)
     return cfg.act_bytes * (2 * arch.hidden_size + pair) + gated_delta_backward_bytes_per_token(
         arch, cfg
     )

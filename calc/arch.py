@@ -36,6 +36,7 @@ MLP_INPUT_NAMES = frozenset(
         "fc1",  # PhiMLP.forward: fc2(activation_fn(fc1(hidden_states)))
         "c_fc",  # GPT2MLP.forward: c_proj(act(c_fc(hidden_states)))
         "dense_h_to_4h",  # GPTNeoXMLP / FalconMLP / BloomMLP
+        "input_linear",  # GraniteMoeHybridMLP: act(chunk 0) * chunk 1 of input_linear(x)
         "experts.gate_up_proj",  # GptOssExperts / Llama4TextExperts: x @ gate_up_proj
     }
 )
@@ -46,13 +47,19 @@ MLP_OUTPUT_NAMES = frozenset(
         "fc2",
         "c_proj",
         "dense_4h_to_h",
+        "output_linear",
         "experts.down_proj",  # GptOssExperts / Llama4TextExperts: (...) @ down_proj
     }
 )
 MIXER_KINDS = ("full_attention", "linear_attention", "conv")
 """Token mixers a hybrid stack's blocks hold, by transformers' ``layer_types`` names:
 softmax attention, Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5) or a gated short
-convolution (LFM2)."""
+convolution (LFM2). A Mamba-2 stack (:class:`Mamba2`) names its blocks ``mamba``,
+``full_attention`` and ``mlp`` (Nemotron-H: one sublayer per block, see
+:data:`SUBLAYER_KINDS`)."""
+SUBLAYER_KINDS = ("mamba", "full_attention", "mlp")
+"""Blocks of a stack that holds one sublayer per block (Nemotron-H's ``NemotronHBlock``: a
+norm, then a Mamba-2 mixer, an attention or an MLP, then the residual add)."""
 
 ATTN_INNER_NAMES = frozenset(
     {
@@ -195,6 +202,57 @@ class LinearAttention:
 
 
 @dataclass(frozen=True)
+class Mamba2:
+    """Shapes of a Mamba-2 mixer (transformers 5.17 ``NemotronHMamba2Mixer``): ``heads`` SSM
+    heads of ``head_dim`` (``d_inner = heads * head_dim``), ``groups`` groups of B and C of
+    ``state`` each, a depthwise causal ``conv1d`` of ``conv_kernel`` taps over x, B and C
+    (``conv_dim = d_inner + 2 * groups * state`` channels, with a bias when ``conv_bias``),
+    ``dt_bias``, ``A_log`` and ``D`` (one per head) and a gated RMSNorm of ``d_inner``
+    weights (normalised per group). ``in_proj`` writes ``2 * d_inner + 2 * groups * state +
+    heads`` values (z, x, B, C, dt); ``out_proj`` reads ``d_inner``."""
+
+    heads: int
+    head_dim: int
+    groups: int
+    state: int
+    conv_kernel: int
+    conv_bias: bool = True
+    chunk: int = 128
+    # the gated RMSNorm before out_proj (Falcon-H1's ``mamba_rms_norm`` may leave it out: the
+    # scan gates its output with ``z`` itself)
+    gated_norm: bool = True
+
+    def __post_init__(self) -> None:
+        for key in ("heads", "head_dim", "groups", "state", "conv_kernel", "chunk"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError("config_invalid_value", key, value)
+        if self.heads % self.groups:
+            raise ConfigError("config_kv_heads_indivisible", "n_groups", self.groups)
+
+    @property
+    def d_inner(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the short convolution: x, B and C concatenated."""
+        return self.d_inner + 2 * self.groups * self.state
+
+    @property
+    def in_proj_width(self) -> int:
+        """``in_proj``'s output: z, x, B, C and dt."""
+        return self.d_inner + self.conv_dim + self.heads
+
+    @property
+    def own_params(self) -> int:
+        """Parameters of the mixer outside its linears: the conv weight (``conv_dim x 1 x
+        kernel``) and bias, ``dt_bias``, ``A_log``, ``D``, the gated norm's weight."""
+        conv = self.conv_dim * self.conv_kernel + (self.conv_dim if self.conv_bias else 0)
+        return conv + 3 * self.heads + (self.d_inner if self.gated_norm else 0)
+
+
+@dataclass(frozen=True)
 class ModelArch:
     """Shapes of a decoder-only transformer. Sizes are element counts."""
 
@@ -233,6 +291,9 @@ class ModelArch:
     linear_attention: LinearAttention | None = None
     # Taps of the gated short convolution of a hybrid stack's "conv" blocks (LFM2); 0 else.
     short_conv_kernel: int = 0
+    # The Mamba-2 shapes of a hybrid stack's "mamba" blocks (Nemotron-H), or of the Mamba-2
+    # mixer every block runs beside its attention (Falcon-H1: no block_counts); None else.
+    mamba: Mamba2 | None = None
     # Multi-head latent attention (DeepSeek-V3, Kimi K2; transformers 5.17 DeepseekV3Attention):
     # 0 when the model has none. ``head_dim`` is then the q/k head width the attention kernel
     # sees (``qk_nope_head_dim + qk_rope_head_dim``); ``v_head_dim`` the value head width;
@@ -297,11 +358,17 @@ class ModelArch:
             raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
         if self.short_conv_kernel and not set(counts) <= {"full_attention", "conv"}:
             raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
+        if self.mamba is not None and counts and "mamba" not in counts:
+            raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
 
     @property
     def hybrid(self) -> bool:
         """Blocks of different token mixers (:data:`MIXER_KINDS`)."""
-        return self.linear_attention is not None or self.short_conv_kernel > 0
+        return (
+            self.linear_attention is not None
+            or self.short_conv_kernel > 0
+            or self.mamba is not None
+        )
 
     @property
     def mla(self) -> bool:

@@ -47,7 +47,7 @@ def attention_forward_flops_per_token(
     only, plus its Gated DeltaNet blocks' chunked recurrence
     (:func:`linear_attention_forward_flops_per_token`)."""
     layers = arch.num_layers
-    if arch.hybrid:  # a hybrid stack: its attention blocks only
+    if arch.hybrid and arch.block_counts:  # a hybrid stack: its attention blocks only
         layers = arch.kind_share("full_attention")[0]
     full = 4.0 * layers * seq_len * arch.num_heads * arch.head_dim
     if arch.mla:
@@ -55,7 +55,7 @@ def attention_forward_flops_per_token(
         # the value head width (transformers 5.17 DeepseekV3Attention: ``qk_head_dim``,
         # ``v_head_dim``), ``2 * layers * s * heads * (qk + v)``
         full = 2.0 * layers * seq_len * arch.num_heads * (arch.head_dim + arch.v_head_dim)
-    linear = linear_attention_forward_flops_per_token(arch)
+    linear = linear_attention_forward_flops_per_token(arch) + mamba_forward_flops_per_token(arch)
     if attention_mask != "causal":
         return full * request_fraction(attention, attention_mask) + linear
     return full * CAUSAL_ATTENTION_FRACTION[attention] + linear
@@ -84,6 +84,30 @@ def linear_attention_forward_flops_per_token(arch: ModelArch) -> float:
     dk, dv = float(la.key_head_dim), float(la.value_head_dim)
     per_head = 6.0 * dk * dv + 2.0 * c * (3.0 * dk + 2.0 * dv) + 2.0 * c * c / 3.0
     return arch.kind_share("linear_attention")[0] * la.value_heads * per_head
+
+
+def mamba_forward_flops_per_token(arch: ModelArch) -> float:
+    """Forward FLOPs per token of the Mamba-2 blocks of a hybrid stack, beyond their
+    projections: mamba-ssm's chunked state-space-dual scan (``_mamba_chunk_scan_combined_fwd``,
+    ``mamba_ssm/ops/triton/ssd_combined.py``; Dao and Gu 2024, "Transformers are SSMs",
+    arXiv:2405.21060, sec. 6), with chunk ``Q`` (``chunk_size``), head width ``P``, state
+    ``N``, ``G`` groups and ``H`` heads:
+
+    - ``C B^T`` within each chunk, once per group (``_bmm_chunk_fwd``): ``2 Q N``;
+    - per head, the chunk's output from it (``2 Q P``), the chunk's state ``B^T x``
+      (``_chunk_state_fwd``: ``2 N P``) and the output from the carried state (``C h``:
+      ``2 N P``).
+
+    ``G 2 Q N + H (2 Q P + 4 N P)`` per block; the depthwise convolution, the decays and the
+    gated norm are left out (a few FLOPs per channel). Its backward is counted as twice the
+    forward like attention's."""
+    m = arch.mamba
+    if m is None:
+        return 0.0
+    q, p, n = float(m.chunk), float(m.head_dim), float(m.state)
+    per_block = m.groups * 2.0 * q * n + m.heads * (2.0 * q * p + 4.0 * n * p)
+    blocks = arch.kind_share("mamba")[0] if arch.block_counts else arch.num_layers
+    return blocks * per_block
 
 
 @dataclass(frozen=True)
@@ -174,6 +198,7 @@ __all__ = [
     "attention_forward_flops_per_token",
     "block_linear_params",
     "linear_attention_forward_flops_per_token",
+    "mamba_forward_flops_per_token",
     "matmul_params",
     "training_flops_per_token",
 ]

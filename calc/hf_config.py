@@ -7,7 +7,9 @@ ministral3, seed_oss, deepseek_v3 (multi-head latent attention, shared experts, 
 blocks; also Kimi K2's ``kimi_k2`` text config, mistral4 and glm4_moe_lite), glm4_moe and
 minimax_m2, and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated DeltaNet blocks with
 a gated full-attention block every ``full_attention_interval``-th), olmo_hybrid (Gated DeltaNet
-and OLMo 2 attention blocks) and lfm2 (gated short convolutions and attention blocks).
+and OLMo 2 attention blocks), lfm2 (gated short convolutions and attention blocks) and
+nemotron_h (one sublayer per block: Mamba-2, attention or MLP, by ``hybrid_override_pattern``;
+its MoE blocks are refused as ``unsupported_architecture``).
 Multimodal configs (``gemma3``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
 read through their ``text_config`` (see below).
 Each family is read with its own key names, and a key a config may leave out
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .arch import MIXER_KINDS, LinearAttention, LinearLayer, ModelArch
+from .arch import MIXER_KINDS, LinearAttention, LinearLayer, Mamba2, ModelArch
 from .errors import ConfigError
 from .jsontypes import JsonObject
 
@@ -1188,6 +1190,317 @@ def _lfm2(k: _Keys, family: str, name: str) -> ModelArch:
     return arch
 
 
+# ---- Mamba-2 hybrids: one sublayer per block ------------------------------------------------
+_NEMOTRON_H_PATTERN = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
+"""``NemotronHConfig._pattern_to_list`` (transformers 5.17 ``configuration_nemotron_h.py``),
+with calc's kind names: its ``linear_attention`` (legacy ``mamba``) blocks are Mamba-2."""
+_NEMOTRON_H_TYPES = {
+    "linear_attention": "mamba",
+    "mamba": "mamba",
+    "full_attention": "full_attention",
+    "attention": "full_attention",
+    "mlp": "mlp",
+    "moe": "moe",
+}
+"""``layers_block_type`` names (and the legacy ones ``remap_legacy_layer_types`` maps)."""
+
+
+def _nemotron_h_kinds(k: _Keys) -> list[str]:
+    """Each block's sublayer: ``layers_block_type`` (``layer_types``) when given, else the
+    characters of ``hybrid_override_pattern`` (``M`` Mamba-2, ``*`` attention, ``-`` MLP,
+    ``E`` MoE). ``NemotronHConfig.num_hidden_layers`` is the list's length; a config that
+    states another ``num_hidden_layers`` is refused rather than read one way or the other
+    (transformers only logs a warning and builds the list's length)."""
+    value = k.cfg.get("layers_block_type", k.cfg.get("layer_types"))
+    key = "layers_block_type" if "layers_block_type" in k.cfg else "layer_types"
+    if value is None:
+        pattern = k.cfg.get("hybrid_override_pattern")
+        key = "hybrid_override_pattern"
+        if not isinstance(pattern, str) or not pattern:
+            raise ConfigError("config_missing_key", k.prefix + key, pattern)
+        unknown = sorted({c for c in pattern if c not in _NEMOTRON_H_PATTERN})
+        if unknown:
+            raise ConfigError("config_invalid_value", k.prefix + key, unknown[0])
+        kinds = [_NEMOTRON_H_PATTERN[c] for c in pattern]
+    else:
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise k.error(key, value)
+        unknown = sorted({str(v) for v in value if v not in _NEMOTRON_H_TYPES})
+        if unknown:
+            raise ConfigError("config_invalid_value", k.prefix + key, unknown[0])
+        kinds = [_NEMOTRON_H_TYPES[str(v)] for v in value]
+    if len(kinds) > _LAYER_LIMIT:
+        raise ConfigError("config_invalid_value", k.prefix + key, len(kinds), "out_of_range")
+    stated = k.int("num_hidden_layers", default=len(kinds))
+    if stated != len(kinds):
+        raise ConfigError("config_layer_types_length", k.prefix + key, len(kinds))
+    if "moe" in kinds:
+        # Nemotron 3's MoE blocks (NemotronHMoE: latent projections, non-gated 3-D experts):
+        # refused rather than miscounted
+        raise ConfigError("unsupported_architecture", k.prefix + key, "moe")
+    return kinds
+
+
+def _mamba2(k: _Keys) -> Mamba2:
+    """``NemotronHMamba2Mixer``'s shapes (defaults of ``NemotronHConfig``: 128 heads of 64, 8
+    groups, state 128, kernel 4, conv bias, chunk 128; the ``mamba_*`` names are the legacy
+    aliases ``__post_init__`` pops)."""
+    heads = k.int("mamba_num_heads", default=128)
+    groups = k.int("n_groups", "mamba_n_groups", default=8)
+    if heads % groups:
+        raise k.kv_error("n_groups", groups)
+    return Mamba2(
+        heads=heads,
+        head_dim=k.int("mamba_head_dim", default=64),
+        groups=groups,
+        state=k.int("ssm_state_size", default=128),
+        conv_kernel=k.int("conv_kernel", "mamba_d_conv", default=4),
+        conv_bias=k.bool("use_conv_bias", k.bool("mamba_conv_bias", True)),
+        chunk=k.int("chunk_size", "mamba_chunk_size", default=128),
+    )
+
+
+def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
+    """Nemotron-H (``nemotron_h``; transformers 5.17 ``modeling_nemotron_h.py``): each
+    ``NemotronHBlock`` is one RMSNorm, one sublayer and the residual add. The sublayer is a
+    Mamba-2 mixer (``NemotronHMamba2Mixer``: ``in_proj`` hidden -> z, x, B, C, dt; a depthwise
+    ``nn.Conv1d`` over x, B, C; ``dt_bias``, ``A_log``, ``D``; a gated RMSNorm; ``out_proj``;
+    ``use_bias`` on both linears), an attention (``NemotronHAttention``: q/k/v/o without
+    biases, ``head_dim`` 128 by default, no RoPE: ``NemotronHModel`` builds no rotary
+    embedding) or a plain MLP (``NemotronHMLP``: ``up_proj``, ``relu2``, ``down_proj``,
+    ``mlp_bias``). The final norm is ``norm_f``; the output layer is untied by default."""
+    h = k.int("hidden_size")
+    kinds = _nemotron_h_kinds(k)
+    layers = len(kinds)
+    heads = k.int("num_attention_heads", default=32)
+    kv, hd = _heads(k, h, heads, head_dim_default=128)
+    mamba = _mamba2(k)
+    inter = k.int("intermediate_size", default=21504)
+    bias = k.bool("use_bias", False)
+    mlp_bias = k.bool("mlp_bias", False)
+    full = "full_attention"
+    attention = tuple(
+        replace(l, block_kind=full) for l in _attention(h, heads, kv, hd, False, False)
+    )
+    mixer = (
+        LinearLayer("in_proj", h, mamba.in_proj_width, bias, role="mixer", block_kind="mamba"),
+        LinearLayer("out_proj", mamba.d_inner, h, bias, role="mixer", block_kind="mamba"),
+    )
+    mlp = (
+        LinearLayer("up_proj", h, inter, mlp_bias, role="mlp", block_kind="mlp"),
+        LinearLayer("down_proj", inter, h, mlp_bias, role="mlp", block_kind="mlp"),
+    )
+    counts = tuple((kind, kinds.count(kind)) for kind in ("mamba", full, "mlp"))
+    arch = ModelArch(
+        **_common(k, family, name, 4096, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=attention + mixer + mlp,
+        norm_kind="rms",
+        norms_per_layer=1,
+        mlp_gated=False,
+        block_counts=counts,
+        block_kind_params=(("mamba", mamba.own_params),),
+        mamba=mamba,
+    )
+    arch.extra["mixer_order"] = kinds
+    arch.extra["no_rope"] = True
+    arch.extra["one_sublayer_per_block"] = True
+    return arch
+
+
+def _falcon_h1(k: _Keys, family: str, name: str) -> ModelArch:
+    """Falcon-H1 (``falcon_h1``; transformers 5.17 ``modeling_falcon_h1.py``): every
+    ``FalconH1DecoderLayer`` runs a Mamba-2 mixer (``FalconH1Mixer``) and an attention
+    (``FalconH1Attention``: q/k/v/o with ``attention_bias``, RoPE on the whole head) side by
+    side on the output of ``input_layernorm``, each on its own scaled copy of it
+    (``hidden_states * ssm_in_multiplier``, ``hidden_states * attention_in_multiplier``), then
+    ``pre_ff_layernorm`` and a SwiGLU MLP (``mlp_bias``). The mixer is Nemotron-H's with
+    ``mamba_d_ssm`` channels (``mamba_expand * hidden`` when null) in ``mamba_n_heads`` heads of
+    ``mamba_d_head`` (``"auto"``: ``d_ssm / heads``), ``mamba_proj_bias`` on ``in_proj``,
+    ``projectors_bias`` on ``out_proj`` and the gated RMSNorm only with ``mamba_rms_norm``.
+    The muP multipliers (``ssm_multipliers``' buffer, ``mlp_multipliers``, ``key_multiplier``,
+    ``embedding_multiplier``, ``lm_head_multiplier``) hold no weights and, as products by
+    Python floats or by a buffer, save nothing per token."""
+    h = k.int("hidden_size", default=4096)
+    layers = k.int("num_hidden_layers", default=32)
+    heads = k.int("num_attention_heads", default=32)
+    kv, hd = _heads(k, h, heads, head_dim_default=0)
+    inter = k.int("intermediate_size", default=14336)
+    m_heads = k.int("mamba_n_heads", default=128)
+    d_ssm = k.cfg.get("mamba_d_ssm", 1024)
+    if d_ssm is None:
+        d_ssm = k.int("mamba_expand", default=2) * h
+    else:
+        d_ssm = k.int("mamba_d_ssm")
+    head = k.cfg.get("mamba_d_head", "auto")
+    if head == "auto" or head is None:
+        if d_ssm % m_heads:
+            raise k.heads_error("mamba_n_heads", m_heads)
+        m_head = d_ssm // m_heads
+    else:
+        m_head = k.int("mamba_d_head")
+        if m_head * m_heads != d_ssm:
+            raise k.error("mamba_d_head", m_head)
+    groups = k.int("mamba_n_groups", default=1)
+    if m_heads % groups:
+        raise k.kv_error("mamba_n_groups", groups)
+    mamba = Mamba2(
+        heads=m_heads,
+        head_dim=m_head,
+        groups=groups,
+        state=k.int("mamba_d_state", default=256),
+        conv_kernel=k.int("mamba_d_conv", default=4),
+        conv_bias=k.bool("mamba_conv_bias", True),
+        chunk=k.int("mamba_chunk_size", default=256),
+        gated_norm=k.bool("mamba_rms_norm", False),
+    )
+    bias = k.bool("attention_bias", False)
+    mixer = (
+        LinearLayer(
+            "in_proj", h, mamba.in_proj_width, k.bool("mamba_proj_bias", False), role="mixer"
+        ),
+        LinearLayer("out_proj", mamba.d_inner, h, k.bool("projectors_bias", False), role="mixer"),
+    )
+    arch = ModelArch(
+        **_common(k, family, name, 8192, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=_attention(h, heads, kv, hd, bias, bias)
+        + mixer
+        + _gated_mlp(h, inter, k.bool("mlp_bias", False)),
+        norm_kind="rms",
+        norms_per_layer=2,
+        block_extra_params=mamba.own_params,
+        mamba=mamba,
+    )
+    arch.extra["parallel_mamba"] = True
+    return arch
+
+
+_GRANITE_HYBRID_TYPES = {
+    "mamba": "mamba",
+    "linear_attention": "mamba",
+    "attention": "full_attention",
+    "full_attention": "full_attention",
+}
+"""``layer_types`` names of Granite 4.0 hybrids (``remap_legacy_layer_types`` maps ``mamba``
+and ``attention`` to ``linear_attention`` / ``full_attention``), with calc's kind names."""
+
+
+def _granite_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
+    """Granite 4.0 hybrids (``granitemoehybrid``; transformers 5.17
+    ``modeling_granitemoehybrid.py``): each ``GraniteMoeHybridDecoderLayer`` holds a Mamba-2
+    mixer (``GraniteMoeHybridMambaLayer``: Nemotron-H's, ``mamba_expand * hidden`` channels,
+    ``mamba_proj_bias`` on ``in_proj`` and ``out_proj``, always a gated norm) or an attention
+    (``GraniteMoeHybridAttention``: q/k/v/o with ``attention_bias``, RoPE only with
+    ``position_embedding_type: "rope"``), by ``layer_types`` (all Mamba-2 when absent), then
+    the MoE (``num_local_experts`` 3-D SwiGLU experts ``experts.gate_up_proj`` /
+    ``experts.down_proj`` of ``intermediate_size``, top ``num_experts_per_tok``, a router
+    weight that is no ``nn.Linear``; none with 0 experts) beside the shared
+    ``GraniteMoeHybridMLP`` (``input_linear`` hidden -> 2 ``shared_intermediate_size``,
+    ``act(chunk 0) * chunk 1``, ``output_linear``); two RMSNorms. The multipliers
+    (``embedding_multiplier``, ``residual_multiplier``, ``attention_multiplier``,
+    ``logits_scaling``) are Python floats: no weights, nothing saved."""
+    h = k.int("hidden_size", default=4096)
+    layers = k.int("num_hidden_layers", default=32)
+    heads = k.int("num_attention_heads", default=32)
+    kv, hd = _heads(k, h, heads)
+    value = k.cfg.get("layer_types", k.cfg.get("layers_block_type"))
+    if value is None:
+        kinds = ["mamba"] * layers
+    else:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise k.error("layer_types", value)
+        if len(value) != layers:
+            raise ConfigError("config_layer_types_length", k.prefix + "layer_types", len(value))
+        unknown = sorted({str(v) for v in value if v not in _GRANITE_HYBRID_TYPES})
+        if unknown:
+            raise ConfigError("config_invalid_value", k.prefix + "layer_types", unknown[0])
+        kinds = [_GRANITE_HYBRID_TYPES[str(v)] for v in value]
+    d_ssm = k.int("mamba_expand", default=2) * h
+    m_heads = k.int("mamba_n_heads", default=128)
+    head = k.cfg.get("mamba_d_head", "auto")
+    if head == "auto" or head is None:
+        if d_ssm % m_heads:
+            raise k.heads_error("mamba_n_heads", m_heads)
+        m_head = d_ssm // m_heads
+    else:
+        m_head = k.int("mamba_d_head")
+        if m_head * m_heads != d_ssm:
+            raise k.error("mamba_d_head", m_head)
+    groups = k.int("mamba_n_groups", default=1)
+    if m_heads % groups:
+        raise k.kv_error("mamba_n_groups", groups)
+    mamba = Mamba2(
+        heads=m_heads,
+        head_dim=m_head,
+        groups=groups,
+        state=k.int("mamba_d_state", default=256),
+        conv_kernel=k.int("mamba_d_conv", default=4),
+        conv_bias=k.bool("mamba_conv_bias", True),
+        chunk=k.int("mamba_chunk_size", default=256),
+    )
+    full = "full_attention"
+    bias = k.bool("attention_bias", False)
+    attention = tuple(replace(l, block_kind=full) for l in _attention(h, heads, kv, hd, bias, bias))
+    proj_bias = k.bool("mamba_proj_bias", False)
+    mixer = (
+        LinearLayer("in_proj", h, mamba.in_proj_width, proj_bias, role="mixer", block_kind="mamba"),
+        LinearLayer("out_proj", mamba.d_inner, h, proj_bias, role="mixer", block_kind="mamba"),
+    )
+    shared = k.int("shared_intermediate_size", default=1024)
+    mlp: tuple[LinearLayer, ...] = ()
+    experts = top_k = 0
+    inter = shared
+    count = k.cfg.get("num_local_experts", 8)
+    if count != 0:
+        experts, top_k = _experts(k, "num_local_experts")
+        inter = k.int("intermediate_size", default=11008)
+        mlp = (
+            LinearLayer("router", h, experts, quantizable=False, role="router", kind="param"),
+            LinearLayer(
+                "experts.gate_up_proj", h, 2 * inter, False, experts, top_k, False, kind="param"
+            ),
+            LinearLayer("experts.down_proj", inter, h, False, experts, top_k, False, kind="param"),
+        )
+    mlp += (
+        LinearLayer("input_linear", h, 2 * shared, role="mlp"),
+        LinearLayer("output_linear", shared, h, role="mlp"),
+    )
+    n_full = kinds.count(full)
+    arch = ModelArch(
+        **_common(k, family, name, 2048, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=attention + mixer + mlp,
+        norm_kind="rms",
+        norms_per_layer=2,
+        num_experts=experts,
+        experts_per_token=top_k,
+        shared_expert_intermediate_size=shared if experts else 0,
+        block_counts=((full, n_full), ("mamba", layers - n_full)),
+        block_kind_params=(("mamba", mamba.own_params),),
+        mamba=mamba,
+    )
+    arch.extra["mixer_order"] = kinds
+    if k.cfg.get("position_embedding_type") != "rope":
+        arch.extra["no_rope"] = True  # GraniteMoeHybridModel builds no rotary embedding
+    return arch
+
+
 def _routed_experts(k: _Keys, *count_keys: str) -> tuple[int, int]:
     """``(experts, top_k)`` where the expert count has several names (``attribute_map`` of the
     family's config class, e.g. ``num_local_experts`` -> ``n_routed_experts``)."""
@@ -1552,6 +1865,9 @@ _READERS = {
     "qwen3_5_moe_text": _qwen_hybrid,
     "lfm2": _lfm2,
     "olmo_hybrid": _olmo_hybrid,
+    "nemotron_h": _nemotron_h,
+    "falcon_h1": _falcon_h1,
+    "granitemoehybrid": _granite_hybrid,
     "deepseek_v3": _deepseek_v3,
     "kimi_k2": _deepseek_v3,  # Kimi K2.5's text_config (Kimi_K25Config reads it as deepseek_v3)
     "mistral4": _deepseek_v3,

@@ -281,13 +281,25 @@ ROUTER_MODULES_REFUSED = frozenset({"llama4_text"})
 (by name, or as one of ``"all-linear"``) and its ``lora.Linear.forward`` adds the adapter's
 output to that tuple, a ``TypeError`` at the first forward."""
 
+MAMBA_OUT_PROJ_REFUSED = frozenset({"nemotron_h", "falcon_h1"})
+"""Families whose Mamba-2 ``out_proj`` peft refuses to adapt: peft 0.21
+``tuners/tuners_utils.py`` ``_check_lora_target_modules_mamba`` raises ``ValueError``
+("Module 'out_proj' is incompatible with Mamba-based models") for a LoRA target named
+``out_proj`` or ``conv1d`` on the model types ``falcon_h1``, ``mamba``, ``mamba2``,
+``falcon_mamba`` and ``nemotron_h``, and ``"all-linear"`` expands to every linear's name,
+``out_proj`` among them. (On a GPU the adapter would not run anyway: see
+:func:`calc.activations.bypassed_adapter`.)"""
+
 
 def library_rejections(
     arch: ModelArch, framework: str, attention: str, peft: bool, targets: object
 ) -> list[str]:
     """Warning codes for a setup the real libraries refuse (calc still estimates it):
     ``attention_refused_by_transformers`` (see :data:`ATTENTION_REFUSED`) and
-    ``lora_router_refused_by_peft`` (see :data:`ROUTER_MODULES_REFUSED`)."""
+    ``lora_router_refused_by_peft`` (see :data:`ROUTER_MODULES_REFUSED`) and
+    ``lora_mamba_out_proj_refused_by_peft`` (see :data:`MAMBA_OUT_PROJ_REFUSED`), and
+    ``lora_mamba_out_proj_skipped`` where peft takes that adapter but the fused Mamba-2 kernel
+    never runs it (:func:`calc.activations.bypassed_adapter`: Granite 4.0 hybrids)."""
     if framework not in TRANSFORMERS_FRAMEWORKS:
         return []
     out = []
@@ -299,4 +311,16 @@ def library_rejections(
         and any(l.is_router for l in _selected(arch, targets))
     ):
         out.append("lora_router_refused_by_peft")
+    if (
+        peft
+        and arch.family in MAMBA_OUT_PROJ_REFUSED
+        and any(l.role == "mixer" and l.name == "out_proj" for l in _selected(arch, targets))
+    ):
+        out.append("lora_mamba_out_proj_refused_by_peft")
+    elif (
+        peft
+        and arch.mamba is not None
+        and any(l.role == "mixer" and l.name == "out_proj" for l in _selected(arch, targets))
+    ):
+        out.append("lora_mamba_out_proj_skipped")
     return out

@@ -1049,6 +1049,15 @@ def warnings_for(req: EstimateRequest) -> list[str]:
         # flash-linear-attention's chunk_gated_delta_rule: ``assert q.dtype != torch.float32``
         # (fla/ops/gated_delta_rule/chunk.py); calc counts that kernel's tensors
         out.append("linear_attention_fp32_refused_by_fla")
+    if (
+        req.model.mamba is not None
+        and req.method is Method.QLORA
+        and req.framework.value in TRANSFORMERS_FRAMEWORKS
+    ):
+        # NemotronHMamba2Mixer.forward hands mamba-ssm's fused function
+        # ``outproj_weight=self.out_proj.weight``, which bitsandbytes has packed into 4 bits:
+        # its ``F.linear`` fails on the packed shape (traced: tools/oracle)
+        out.append("qlora_mamba_out_proj_packed")
     return out
 
 

@@ -77,7 +77,15 @@ def test_preset_setups_name_presets_and_their_model_types():
 
 
 # the families whose presets are held at full size (the MLA and new MoE and dense families)
-FULL_SIZE_FAMILIES = ("deepseek_v3", "glm4_moe", "minimax_m2", "seed_oss", "olmo3", "ministral3")
+FULL_SIZE_FAMILIES = (
+    "deepseek_v3",
+    "glm4_moe",
+    "minimax_m2",
+    "seed_oss",
+    "olmo3",
+    "ministral3",
+    "nemotron_h",
+)
 
 
 def test_every_preset_of_these_families_is_checked_at_full_size_within_3_percent():

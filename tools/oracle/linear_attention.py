@@ -11,6 +11,10 @@ GPU run with the kernels never holds; LFM2's short convolution calls the same
 replaces both with autograd functions that have the kernels' saved tensors and gradient shapes
 (causal-conv1d ``CausalConv1dFn``; flash-linear-attention ``ChunkGatedDeltaRuleFunction`` with
 its ``input_guard`` contiguous copies and the chunk states its backward recomputes).
+The Mamba-2 mixers of Nemotron-H, Falcon-H1 and Granite 4.0, in training, hands its projection to mamba-ssm's
+``mamba_split_conv1d_scan_combined`` (transformers' stand-in returns None without mamba-ssm,
+sending it down its torch path): :func:`mamba_split_conv1d_scan_combined` models that fused
+function (``MambaSplitConv1dScanCombinedFn``), output projection included.
 ``benchmarks.oracle_sweep`` applies it to the hybrid families' setups (and hashes this file
 into their cache keys only).
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import torch
+import torch.nn.functional as F
 
 
 FLA_CHUNK = 64
@@ -96,6 +101,103 @@ def chunk_gated_delta_rule(query, key, value, g, beta, **_kwargs):
     return _ChunkGatedDeltaRule.apply(query, key, value, g, beta), None
 
 
+class _MambaSplitConv1dScanCombined(torch.autograd.Function):
+    """mamba-ssm ``MambaSplitConv1dScanCombinedFn`` (``mamba_ssm/ops/triton/ssd_combined.py``),
+    with a gated RMSNorm and an output projection as transformers calls it in training: the
+    convolution, chunked scan and gated norm run inside; ``out = F.linear(out, outproj_weight,
+    outproj_bias)``; ``ctx.save_for_backward(zxbcdt, conv1d_weight, conv1d_bias, out_x, A, D,
+    dt_bias, initial_states, seq_idx, rmsnorm_weight, rstd, outproj_weight, outproj_bias)``,
+    ``out_x`` the scan output (``B x T x d_inner`` in x's dtype) and ``rstd`` fp32 per row and
+    group. The backward builds ``dzxbcdt`` and ``dxBC``, recomputes the conv output and the
+    norm's output (``out_recompute``), takes ``dout`` through ``outproj_weight`` and, in
+    ``_mamba_chunk_scan_combined_bwd``, recomputes the fp32 chunk states beside their
+    gradients."""
+
+    @staticmethod
+    def forward(
+        ctx, zxbcdt, conv_w, conv_b, dt_bias, a, d, norm_w, out_w, out_b, groups, chunk, dim
+    ):
+        b, t, _ = zxbcdt.shape
+        out_x = zxbcdt.new_empty((b, t, dim))
+        # without a gated norm (rmsnorm_weight None) the scan gates by z and rstd is None
+        rstd = None if norm_w is None else torch.empty((b * t * groups,), dtype=torch.float32)
+        out = F.linear(zxbcdt.new_empty((b, t, dim)), out_w, out_b)
+        ctx.save_for_backward(zxbcdt, conv_w, conv_b, out_x, a, d, dt_bias, norm_w, rstd, out_w)
+        ctx.has_out_b = out_b is not None
+        ctx.groups, ctx.chunk = groups, chunk
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        zxbcdt, conv_w, conv_b, out_x, a, d, dt_bias, norm_w, _, out_w = ctx.saved_tensors
+        b, t, _ = zxbcdt.shape
+        heads, dim = d.shape[0], out_x.shape[-1]
+        state = (conv_w.shape[0] - dim) // ctx.groups // 2
+        chunks = -(-t // ctx.chunk)
+        recomputed = torch.empty_like(out_x)  # out_recompute
+        conv_out = zxbcdt.new_empty((b, t, conv_w.shape[0]))  # xBC_conv, recomputed
+        d_conv = torch.empty_like(conv_out)  # dxBC
+        d_out = torch.empty_like(out_x)  # dout through outproj_weight
+        # _mamba_chunk_scan_combined_bwd: the chunk states recomputed and their gradients, fp32
+        states = [torch.empty((b, chunks, heads, dim // heads, state)) for _ in range(2)]
+        grads = (
+            torch.empty_like(zxbcdt),
+            torch.empty_like(conv_w),
+            None if conv_b is None else torch.empty_like(conv_b),
+            torch.empty_like(dt_bias),
+            torch.empty_like(a),
+            torch.empty_like(d),
+            None if norm_w is None else torch.empty_like(norm_w),
+            torch.empty_like(out_w),
+            torch.empty(out_w.shape[0], dtype=out_w.dtype) if ctx.has_out_b else None,
+            None,
+            None,
+            None,
+        )
+        del recomputed, conv_out, d_conv, d_out, states
+        return grads
+
+
+def mamba_split_conv1d_scan_combined(
+    zxbcdt,
+    conv1d_weight,
+    conv1d_bias,
+    dt_bias,
+    A,
+    D,
+    chunk_size,
+    rmsnorm_weight=None,
+    outproj_weight=None,
+    outproj_bias=None,
+    headdim=None,
+    ngroups=1,
+    **_kwargs,
+):
+    """Drop-in for transformers' ``mamba2_split_conv1d_scan_combined`` (which returns None
+    without mamba-ssm, sending the mixer down its torch path) with the memory of mamba-ssm's
+    fused function."""
+    return _MambaSplitConv1dScanCombined.apply(
+        zxbcdt,
+        conv1d_weight,
+        conv1d_bias,
+        dt_bias,
+        A,
+        D,
+        rmsnorm_weight,
+        outproj_weight,
+        outproj_bias,
+        ngroups,
+        chunk_size,
+        D.shape[0] * headdim,
+    )
+
+
+MAMBA2_MODULES = (
+    "transformers.models.nemotron_h.modeling_nemotron_h",
+    "transformers.models.falcon_h1.modeling_falcon_h1",
+    "transformers.models.granitemoehybrid.modeling_granitemoehybrid",
+)
+
 GATED_DELTA_MODULES = (
     "transformers.models.qwen3_next.modeling_qwen3_next",
     "transformers.models.qwen3_5.modeling_qwen3_5",
@@ -121,6 +223,11 @@ def linear_attention_kernels():
             if hasattr(module, attr):
                 saved.append((module, attr, getattr(module, attr)))
                 setattr(module, attr, fn)
+    for name in MAMBA2_MODULES:
+        module = importlib.import_module(name)
+        attr = "mamba2_split_conv1d_scan_combined"
+        saved.append((module, attr, getattr(module, attr)))
+        setattr(module, attr, mamba_split_conv1d_scan_combined)
     try:
         yield
     finally:
