@@ -625,7 +625,8 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
 
 
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
-    adapters = st.adapted(req)
+    # adapters on a sparse-attention indexer run under torch.no_grad: they save nothing
+    adapters = tuple(a for a in st.adapted(req) if a.role != "indexer")
     fused = frozenset(
         act.linear_key(l.name, l.d_in, l.d_out, l.role, l.count)
         for a in adapters
@@ -692,6 +693,12 @@ class Activations:
     kept_logits: int  # logits the loop holds through the backward (loss_outputs_kept)
     per_token_block: int
     host: int
+    # DeepSeek sparse attention: the indexer's transient inside one block's forward, what
+    # that block has saved when it runs, and the causal mask the model builds once per forward
+    indexer_spike: int = 0
+    indexer_pre: int = 0
+    shared_mask: int = 0
+    head: int = 0  # saved after the last block (final norm, output layer input)
 
 
 def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
@@ -774,6 +781,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         # (a trainable embedding copy makes the first block's input require grad)
         head -= act.first_norm_unsaved_bytes_per_token(arch, cfg) * tokens
     recompute = block if req.gradient_checkpointing else 0
+    spike = act.indexer_transient_bytes_per_token(arch, cfg, req.micro_batch_size) * tokens
     return Activations(
         saved_all=on_gpu_layers * per_layer + head,
         recompute=recompute,
@@ -808,7 +816,24 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         * tokens,
         per_token_block=act.block_bytes_per_token(arch, cfg),
         host=host,
+        indexer_spike=spike,
+        head=head,
+        indexer_pre=act.sparse_attention_pre_indexer_bytes(arch, cfg) * tokens if spike else 0,
+        shared_mask=sparse_causal_mask_bytes(req, reg),
     )
+
+
+def sparse_causal_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """The causal mask a sparse-attention model builds once per forward, ``b x 1 x s x s``:
+    DeepSeek-V3.2 and GLM-5 ask for it even where SDPA could skip it
+    (``create_causal_mask(..., allow_is_causal_skip=False)``, transformers 5.17
+    ``DeepseekV32Model.forward``), boolean for SDPA and of the activation dtype for eager
+    attention. It lives through the forward and, with checkpointing, until the last block's
+    backward (each checkpointed block keeps it as an argument to recompute with)."""
+    if not req.model.sparse_attention:
+        return 0
+    per = 1 if req.attention is Attention.SDPA else reg.compute_bytes
+    return req.micro_batch_size * req.seq_len * req.seq_len * per
 
 
 # ---- phases and peak ----------------------------------------------------------------------
@@ -850,6 +875,20 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         gathered_weights=gathered_fwd,
         comm_buffers=s.comm_static,
     )
+    if a.indexer_spike:
+        # the last block's indexer: every earlier block's saved tensors, what that block has
+        # saved so far, the causal mask and the indexer's transient
+        before = a.saved_all - a.head
+        if not req.gradient_checkpointing:
+            before += a.indexer_pre - a.last_block
+        spike = _phase(
+            **{
+                **forward_end,
+                "activations": before + a.shared_mask + a.indexer_spike + prev_acts,
+                "logits": prev_logits,
+            }
+        )
+        forward_end = max(forward_end, spike, key=lambda parts: sum(parts.values()))
     head_dequant = output_layer_dequant_bytes(req)
     if head_dequant:
         # a 4-bit output layer's matmul: its dequantized weight with the 16-bit logits written
