@@ -886,6 +886,8 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
                 **forward_end,
                 "activations": before + a.shared_mask + a.indexer_spike + prev_acts,
                 "logits": prev_logits,
+                # the last block's merged expert stacks come after its attention
+                "weight_copies": copies_all + max(0, merged_fwd - merged_one),
             }
         )
         forward_end = max(forward_end, spike, key=lambda parts: sum(parts.values()))
@@ -933,6 +935,12 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         comm_buffers=s.comm_static + s.comm_backward,
     )
     candidates = [first_block, last_block]
+    if a.indexer_spike and req.gradient_checkpointing:
+        # each block's recompute runs its indexer again: at the first block recomputed (every
+        # checkpoint alive) and at the last one (every later block's gradient alive)
+        indexer = a.indexer_pre + a.indexer_spike + a.shared_mask
+        candidates.append({**first_block, "activations": a.saved_all + indexer})
+        candidates.append({**last_block, "activations": indexer + a.saved_all - a.head})
     if table:
         # the embedding's backward, after every block's: all gradients; tied to the output
         # layer, its gradient meets the output layer's in the engine's input buffer, which
