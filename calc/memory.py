@@ -1078,6 +1078,14 @@ def reserved_bytes(allocated: int, slack: float | None = None) -> int:
     )
 
 
+SPARSE_DENSE_MASK_SEQ_LEN = 4096
+"""Above this many tokens per sequence, transformers' torch path of DeepSeek sparse attention
+holds ``s x s`` tensors that outgrow the rest: a mask per block saved by SDPA
+(:func:`calc.activations.sparse_mask_bytes`) and the indexer's fp32 scores
+(:func:`calc.activations.indexer_transient_bytes_per_token`). DeepSeek-V3.2 at 4096 tokens:
+8 GiB of indexer scores and 2 GiB of masks per sequence, growing fourfold per doubling."""
+
+
 def warnings_for(req: EstimateRequest) -> list[str]:
     out = request_warnings(req)
     if st.is_paged(req.optimizer):
@@ -1086,6 +1094,12 @@ def warnings_for(req: EstimateRequest) -> list[str]:
         out.append("activation_offload_without_checkpointing")
     if req.attention is Attention.EAGER and req.seq_len > 8192:
         out.append("eager_attention_long_sequence")
+    if req.model.sparse_attention:
+        if req.attention is Attention.FLASH:
+            # DeepseekV32PreTrainedModel / GlmMoeDsaPreTrainedModel: _supports_flash_attn = False
+            out.append("sparse_attention_flash_refused")
+        elif req.seq_len > SPARSE_DENSE_MASK_SEQ_LEN:
+            out.append("sparse_attention_dense_mask_long_sequence")
     if req.is_peft and req.lora_rank > req.model.hidden_size:
         # an adapter wider than the layer it adapts: a typo (65536 for 64), not a setup
         out.append("lora_rank_above_hidden")
