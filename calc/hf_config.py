@@ -1432,9 +1432,7 @@ def _indexer_layers(k: _Keys, family: str, layers: int) -> int:
         offset = k.cfg.get("index_skip_topk_offset", 2)
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise k.error("index_skip_topk_offset", offset)
-        kinds = [
-            "full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)
-        ]
+        kinds = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)]
     if (
         not isinstance(kinds, list)
         or any(v not in ("full", "shared") for v in kinds)
