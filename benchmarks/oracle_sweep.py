@@ -1162,6 +1162,8 @@ def setups() -> list[dict]:
 # transformers 5 stores them. Run with ``--presets``; the summary keeps them under ``presets``.
 PRESET_CHECKS = (
     "deepseek-v3",
+    "deepseek-v3.2",
+    "glm-5",
     "kimi-k2",
     "glm-4.5-air",
     "glm-4.5",
