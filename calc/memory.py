@@ -866,9 +866,11 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # the loop may still hold the previous micro-batch's logits and, through their graph, its
     # 4-bit inputs (previous_outputs_kept)
     prev_acts, prev_logits = previous_micro_batch_bytes(req, reg)
+    # a sparse-attention model's causal mask, kept by every checkpointed block until its backward
+    held_mask = a.shared_mask if req.gradient_checkpointing else 0
     forward_end = _phase(
         **common,
-        activations=a.saved_all + prev_acts,
+        activations=a.saved_all + prev_acts + held_mask,
         logits=a.logits + prev_logits,
         gradients=held,
         weight_copies=copies_all + merged_fwd,
@@ -912,7 +914,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     head_cast = reg.compute_bytes * head_copy if reg.casts_weights else 0
     first_block = _phase(
         **common,
-        activations=a.saved_all + a.recompute + in_flight,
+        activations=a.saved_all + a.recompute + in_flight + held_mask,
         logits=a.kept_logits,
         gradients=held + head_grad,
         weight_copies=copies_all + merged_first - head_cast,
@@ -926,7 +928,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     tied = req.model.tie_word_embeddings and req.method is Method.FULL or st.saved_copy_tied(req)
     last_block = _phase(
         **common,
-        activations=a.last_block + in_flight,
+        activations=a.last_block + in_flight + held_mask,
         gradients=s.grads_all - (0 if tied else table),
         logits=a.kept_logits,
         weight_copies=copies_one + merged_one,
