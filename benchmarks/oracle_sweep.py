@@ -616,6 +616,26 @@ ACCEPTED_FAMILIES["seed_oss"] = {
     "max_position_embeddings": 8192,
     "pad_token_id": 0,
 }
+# DeepSeek sparse attention: DeepSeek-V3's reduced layout with a lightning indexer in every block
+# (index heads and width as published relative to the model: 64 x 128 on 128 heads), fewer
+# keys kept than the swept lengths
+ACCEPTED_FAMILIES["deepseek_v32"] = {
+    **ACCEPTED_FAMILIES["deepseek_v3"],
+    "model_type": "deepseek_v32",
+    "index_n_heads": 4,
+    "index_head_dim": 64,
+    "index_topk": 128,
+}
+# GLM-5: the same with a shared-indexer block (indexer_types), one dense block, no group routing
+ACCEPTED_FAMILIES["glm_moe_dsa"] = {
+    **{k: v for k, v in ACCEPTED_FAMILIES["deepseek_v32"].items() if k != "first_k_dense_replace"},
+    "model_type": "glm_moe_dsa",
+    "num_hidden_layers": 3,
+    "mlp_layer_types": ["dense", "sparse", "sparse"],
+    "indexer_types": ["full", "shared", "full"],
+    "n_group": 1,
+    "v_head_dim": 96,
+}
 FAMILY_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3"}
 """model_types calc reads with another family's reader (Falcon's remote-code names): swept
 through that family."""
@@ -632,6 +652,8 @@ ATTENTION_TARGETS = {
     "deepseek_v3": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
     "mistral4": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
     "glm4_moe_lite": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
+    "deepseek_v32": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
+    "glm_moe_dsa": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
 }
 # "all-linear" where peft cannot take it: peft 0.21 wraps Llama 4's router (an nn.Linear whose
 # forward returns a tuple) and fails in its forward (lora/layer.py: ``result.dtype`` of a
@@ -708,6 +730,32 @@ ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
         "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
     },
 }
+_SPARSE_HEAVY = {
+    "lora-r8-attn-s1024": (
+        {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 1024},
+        {},
+    ),
+    "full-s1024": ({"method": "full", "seq_len": 1024}, {}),
+    "full-ckpt-b2-s512": (
+        {"method": "full", "seq_len": 512, "micro_batch_size": 2, "gradient_checkpointing": True},
+        {},
+    ),
+    "lora-r16-all-linear-b2-s512": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "micro_batch_size": 2,
+            "seq_len": 512,
+        },
+        {},
+    ),
+}
+SPARSE_FAMILIES = ("deepseek_v32", "glm_moe_dsa")
+"""Families with DeepSeek sparse attention: traced with CUDA's SDPA mask conversion
+(tools/oracle/sparse_attention.py), and swept where the indexer and the s x s masks set the
+peak."""
+ACTIVATION_HEAVY.update({family: _SPARSE_HEAVY for family in SPARSE_FAMILIES})
 HYBRID_FAMILIES = (
     "qwen3_5_text",
     "qwen3_5_moe_text",
@@ -753,6 +801,8 @@ MOE_FAMILIES = (
     "mistral4",
     "glm4_moe_lite",
     "granitemoehybrid",
+    "deepseek_v32",
+    "glm_moe_dsa",
 )
 
 # name -> (request overrides, oracle options)
@@ -1212,6 +1262,8 @@ def setups() -> list[dict]:
 # transformers 5 stores them. Run with ``--presets``; the summary keeps them under ``presets``.
 PRESET_CHECKS = (
     "deepseek-v3",
+    "deepseek-v3.2",
+    "glm-5",
     "kimi-k2",
     "glm-4.5-air",
     "glm-4.5",
@@ -1292,7 +1344,7 @@ def _cache_key(setup: dict, versions: dict) -> str:
         {
             "setup": setup,
             "versions": versions,
-            "oracle": _oracle_source_hash(qlora, is_hybrid(setup)),
+            "oracle": _oracle_source_hash(qlora, is_hybrid(setup), is_sparse(setup)),
         },
         sort_keys=True,
     )
@@ -1303,13 +1355,17 @@ QLORA_ONLY_SOURCES = ("qlora.py",)
 """Oracle modules only QLoRA setups run: a change to them retraces those setups only."""
 HYBRID_ONLY_SOURCES = ("linear_attention.py",)
 """Oracle modules only the hybrid families' setups run (:func:`run_oracle` applies them)."""
+SPARSE_ONLY_SOURCES = ("sparse_attention.py",)
+"""Oracle modules only the sparse-attention families' setups run."""
 
 
-def _oracle_source_hash(qlora: bool = True, hybrid: bool = False) -> str:
+def _oracle_source_hash(qlora: bool = True, hybrid: bool = False, sparse: bool = False) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
     for path in sorted((ROOT / "tools" / "oracle").glob("*.py")):
         if path.name in HYBRID_ONLY_SOURCES and not hybrid:
+            continue
+        if path.name in SPARSE_ONLY_SOURCES and not sparse:
             continue
         if qlora or path.name not in QLORA_ONLY_SOURCES:
             digest.update(path.read_bytes())
@@ -1319,6 +1375,11 @@ def _oracle_source_hash(qlora: bool = True, hybrid: bool = False) -> str:
 def is_hybrid(setup: dict) -> bool:
     """A setup of a family with Gated DeltaNet blocks."""
     return model_type_of(setup) in HYBRID_FAMILIES
+
+
+def is_sparse(setup: dict) -> bool:
+    """A setup of a family with DeepSeek sparse attention."""
+    return model_type_of(setup) in SPARSE_FAMILIES
 
 
 def oracle_request(request: dict) -> dict:
@@ -1340,9 +1401,12 @@ def run_oracle(setup: dict, versions: dict) -> dict:
 
     from tools.oracle.linear_attention import linear_attention_kernels
 
+    from tools.oracle.sparse_attention import sdpa_boolean_masks_converted
+
     kernels = linear_attention_kernels() if is_hybrid(setup) else contextlib.nullcontext()
+    masks = sdpa_boolean_masks_converted() if is_sparse(setup) else contextlib.nullcontext()
     try:
-        with kernels:
+        with kernels, masks:
             result = oracle_estimate(dict(oracle_request(setup["request"]), oracle=setup["oracle"]))
         result.pop("request", None)
     except Unsupported as exc:

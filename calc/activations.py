@@ -334,6 +334,74 @@ def mla_latent_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
     return total
 
 
+def sparse_mask_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """DeepSeek sparse attention through torch SDPA, per token of one block: the indexer's
+    selection becomes a dense ``b x 1 x s x s`` boolean mask (transformers 5.17
+    ``DeepseekV32Attention.forward``: ``attention_mask & ~index_mask``) that SDPA receives.
+    On CUDA, ``scaled_dot_product_attention`` turns a boolean mask into an additive one of the
+    query's dtype before choosing a kernel (ATen ``transformers/attention.cpp``,
+    ``convert_boolean_attn_mask``) and the memory-efficient kernel saves it for backward (flash
+    attention takes no mask): ``act * s`` bytes per token, growing with ``s^2`` per block.
+    Eager attention adds the float mask to the scores, a sum that saves nothing."""
+    if not arch.sparse_attention or cfg.attention is not Attention.SDPA:
+        return 0
+    return cfg.act_bytes * cfg.seq_len
+
+
+def indexer_transient_bytes_per_token(arch: ModelArch, cfg: ActConfig, batch: int = 1) -> int:
+    """The lightning indexer's peak inside one block's forward, per token: tensors it
+    allocates under ``torch.no_grad`` and frees before the attention runs (transformers 5.17
+    ``DeepseekV32Indexer.forward``, ``GlmMoeDsaIndexer.forward``), with ``Hi`` index heads of
+    width ``D``, rotary width ``r`` and ``s`` keys:
+
+    - q: ``wq_b``'s output, its roped rotary part and their concatenation, ``act * Hi * (2D +
+      r)``; k: the key norm's output, its roped part and their concatenation, ``act * (2D + r)``;
+    - ``torch.matmul(q.float(), k.transpose(-1, -2).float().unsqueeze(1))``: the fp32 q
+      (``4 Hi D``) and fp32 k (``4 D``), the fp32 scores ``4 Hi s`` and, with more than one
+      sequence per micro-batch, inside ``matmul`` (ATen ``_matmul_impl``) the key broadcast
+      over the query positions made contiguous for ``bmm`` (``tensor2.expand(...).reshape(
+      ...)`` folds ``b x s`` batch dimensions; with ``b = 1`` that is a view of stride 0, with
+      more a copy: ``4 D s``); after it the scaling and the ``relu`` hold two score tensors,
+      ``8 Hi s``.
+    Under autocast (``*-mixed``) the matmul runs in 16 bits: its operands are cast copies and
+    the scores ``act``-sized. The scores are ``s`` wide whatever ``index_topk`` is: the torch
+    path scores every key, and the DeepSeek kernels users run on GPU (FP8 ``fp8_index``) score
+    them too, in 8 bits and in tiles."""
+    if not arch.sparse_attention:
+        return 0
+    a, hi, d, r, s = (
+        cfg.act_bytes,
+        arch.index_heads,
+        arch.index_head_dim,
+        arch.qk_rope_head_dim,
+        cfg.seq_len,
+    )
+    held = a * hi * (2 * d + r) + a * (2 * d + r)
+    if cfg.per_linear_casts:  # autocast: fp32 copies, then 16-bit casts into the matmul
+        score = a
+        operands = (FP32_BYTES + a) * (hi * d + d)
+    else:
+        score = FP32_BYTES
+        operands = FP32_BYTES * (hi * d + d)
+    at_bmm = operands + (score * d * s if batch > 1 else 0) + score * hi * s
+    return held + max(at_bmm, 2 * score * hi * s)
+
+
+def sparse_attention_pre_indexer_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """What one block has saved, per token, when its indexer runs: the input norm, its output
+    as the attention linears save it, the latent norms and up-projection inputs, and q, k and
+    v (made before the indexer is called, saved by the attention after it)."""
+    parts = block_parts(arch)
+    heads, qk, v = arch.num_heads, arch.head_dim, arch.v_head_dim
+    nope = qk - arch.qk_rope_head_dim
+    return (
+        norm_bytes(arch, cfg)
+        + _group_input_bytes(parts.attn_in, arch.hidden_size, cfg)
+        + mla_latent_bytes(arch, cfg, parts)
+        + cfg.act_bytes * (2 * heads * qk + heads * (nope + v))
+    )
+
+
 def router_input_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
     """The router's fp32 input (``arch.extra["router_fp32_input"]``: DeepSeek-V3 and GLM-4.5,
     transformers 5.17 ``DeepseekV3TopkRouter.forward``: ``F.linear(hidden_states.type(
@@ -613,6 +681,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += lora_input_copy_bytes(arch, cfg) + residual_dropout_bytes(arch, cfg)
     total += clip_qkv_bytes(arch, cfg)
     total += mla_latent_bytes(arch, cfg, parts) + router_input_bytes(arch, cfg, parts)
+    total += sparse_mask_bytes(arch, cfg)
     if cfg.compile_kept is not None:
         total -= int((1 - cfg.compile_kept) * compile_removable_bytes_per_token(arch, cfg))
     return total

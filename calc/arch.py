@@ -87,7 +87,10 @@ class LinearLayer:
     MoE experts and shared experts), ``"router"`` (MoE gate and shared-expert gate) or
     ``"mixer"`` (the projections of a linear-attention mixer: Gated DeltaNet's
     ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``, ``in_proj_a``, ``out_proj``; listed with
-    its output projection last).
+    its output projection last) or ``"indexer"`` (the lightning indexer of DeepSeek sparse
+    attention, ``wq_b``, ``wk``, ``weights_proj``: it runs under ``torch.no_grad``, so it
+    saves nothing, its weights and any adapter on them get no gradient, and only the blocks
+    that run an indexer hold it, ``ModelArch.indexer_layers``).
     An ``"mlp"`` module's name says what it reads (:data:`MLP_INPUT_NAMES`,
     :data:`MLP_OUTPUT_NAMES`); a name in neither is refused.
     ``kind``: ``"linear"`` for an ``nn.Linear`` (what peft's ``target_modules`` and
@@ -119,7 +122,7 @@ class LinearLayer:
             raise ConfigError("config_invalid_value", "active", self.active)
         if not isinstance(self.block_kind, str):
             raise ConfigError("config_invalid_value", "block_kind", self.block_kind)
-        if self.role not in ("attn", "mlp", "router", "mixer"):
+        if self.role not in ("attn", "mlp", "router", "mixer", "indexer"):
             raise ConfigError("config_invalid_value", "role", self.role)
         if self.kind not in ("linear", "param"):
             raise ConfigError("config_invalid_value", "kind", self.kind)
@@ -303,6 +306,15 @@ class ModelArch:
     q_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # DeepSeek sparse attention (DeepSeek-V3.2, GLM-5; transformers 5.17 DeepseekV32Indexer):
+    # the lightning indexer's heads and head width, the keys each query keeps (index_topk), and
+    # how many blocks run an indexer of their own (GLM-5's "shared" blocks reuse the previous
+    # one's selection); 0 when the model has none. Its linears have role "indexer"; its key
+    # LayerNorm (weight and bias, index_head_dim each) is counted here.
+    index_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
+    indexer_layers: int = 0
 
     def __post_init__(self) -> None:
         for key in (
@@ -335,6 +347,10 @@ class ModelArch:
             "q_lora_rank",
             "qk_rope_head_dim",
             "v_head_dim",
+            "index_heads",
+            "index_head_dim",
+            "index_topk",
+            "indexer_layers",
         ):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -345,6 +361,10 @@ class ModelArch:
             0 < self.qk_rope_head_dim < self.head_dim and self.v_head_dim
         ):
             raise ConfigError("config_invalid_value", "qk_rope_head_dim", self.qk_rope_head_dim)
+        if self.indexer_layers > self.num_layers or (
+            self.indexer_layers > 0 and not (self.index_heads and self.index_head_dim)
+        ):
+            raise ConfigError("config_invalid_value", "indexer_layers", self.indexer_layers)
         counts = dict(self.block_counts)
         if counts and (sum(counts.values()) != self.num_layers or min(counts.values()) < 0):
             raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
@@ -375,9 +395,34 @@ class ModelArch:
         """Multi-head latent attention (compressed kv, split RoPE): see ``kv_lora_rank``."""
         return self.kv_lora_rank > 0
 
+    @property
+    def sparse_attention(self) -> bool:
+        """DeepSeek sparse attention: a lightning indexer picks ``index_topk`` keys per query."""
+        return self.indexer_layers > 0
+
+    @property
+    def indexer_norm_params(self) -> int:
+        """The indexer's key ``LayerNorm`` (weight and bias of ``index_head_dim``) in every block
+        that runs an indexer (``DeepseekV32Indexer.k_norm``)."""
+        return 2 * self.index_head_dim * self.indexer_layers
+
+    @cached_property
+    def no_grad_params(self) -> int:
+        """Parameters that never get a gradient: the indexers' (their forward runs under
+        ``torch.no_grad``). They require grad, so the optimizer holds them, but torch's AdamW
+        makes states only for parameters whose ``.grad`` is set (``torch/optim/adamw.py``,
+        ``_init_group``: ``if p.grad is None: continue``)."""
+        return (
+            sum(self.blocks_of(l) * l.params for l in self.linears if l.role == "indexer")
+            + self.indexer_norm_params
+        )
+
     # ---- mixed stacks -------------------------------------------------------
     def blocks_of(self, lin: LinearLayer) -> int:
-        """How many decoder blocks hold ``lin`` (all of them unless it belongs to one kind)."""
+        """How many decoder blocks hold ``lin`` (all of them unless it belongs to one kind; an
+        indexer's linears: the blocks that run an indexer)."""
+        if lin.role == "indexer":
+            return self.indexer_layers
         return dict(self.block_counts)[lin.block_kind] if lin.block_kind else self.num_layers
 
     def kind_share(self, kind: str) -> tuple[int, int]:
@@ -422,6 +467,7 @@ class ModelArch:
             + self.norms_per_layer * self.norm_params
             + self.block_extra_params
             + own
+            + (2 * self.index_head_dim if self.indexer_layers else 0)
         )
 
     @cached_property
@@ -434,6 +480,7 @@ class ModelArch:
             sum(self.blocks_of(l) * l.params for l in self.linears)
             + self.num_layers * per_block
             + own
+            + self.indexer_norm_params
         )
 
     @cached_property

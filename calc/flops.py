@@ -56,6 +56,9 @@ def attention_forward_flops_per_token(
         # ``v_head_dim``), ``2 * layers * s * heads * (qk + v)``
         full = 2.0 * layers * seq_len * arch.num_heads * (arch.head_dim + arch.v_head_dim)
     linear = linear_attention_forward_flops_per_token(arch) + mamba_forward_flops_per_token(arch)
+    if arch.sparse_attention:
+        # the indexer's selection reaches SDPA as an explicit mask: the whole square is computed
+        attention_mask = "padding"
     if attention_mask != "causal":
         return full * request_fraction(attention, attention_mask) + linear
     return full * CAUSAL_ATTENTION_FRACTION[attention] + linear
@@ -108,6 +111,29 @@ def mamba_forward_flops_per_token(arch: ModelArch) -> float:
     per_block = m.groups * 2.0 * q * n + m.heads * (2.0 * q * p + 4.0 * n * p)
     blocks = arch.kind_share("mamba")[0] if arch.block_counts else arch.num_layers
     return blocks * per_block
+
+
+def indexer_forward_flops_per_token(arch: ModelArch, seq_len: int) -> float:
+    """DeepSeek sparse attention's lightning indexer beyond its linears, forward, per token, as
+    transformers 5.17 runs it (``DeepseekV32Indexer.forward``): every query scores every key,
+    ``q . k`` over ``index_head_dim`` for each index head (``2 Hi D s``), then the heads'
+    weighted sum (``2 Hi s``), in each block that runs an indexer. It runs under
+    ``torch.no_grad``: no backward, and with checkpointing it runs again in the recompute.
+
+    The attention itself then runs as dense SDPA under the selection mask (counted by
+    :func:`attention_forward_flops_per_token` as the whole square). DeepSeek's own kernels
+    (FlashMLA's sparse attention with the FP8 ``fp8_index`` indexer) score the causal keys
+    only and attend to ``index_topk`` keys per query: ``2 * heads * (qk + v) * index_topk``
+    instead of ``s``."""
+    if not arch.sparse_attention:
+        return 0.0
+    per_layer = 2.0 * arch.index_heads * (arch.index_head_dim + 1) * seq_len
+    return arch.indexer_layers * per_layer
+
+
+def indexer_linear_params(arch: ModelArch) -> int:
+    """Weights of the indexers' linears (no backward: their forward runs under no_grad)."""
+    return sum(arch.blocks_of(l) * l.weight_params for l in arch.linears if l.role == "indexer")
 
 
 @dataclass(frozen=True)
@@ -167,19 +193,25 @@ def training_flops_per_token(
       arXiv:2106.09685, sec. 4: no gradients for frozen weights). Attention backward is still
       twice its forward (Q, K and V all need gradients).
     - Gradient checkpointing recomputes the forward once (Chen et al. 2016, arXiv:1604.06174).
+    - DeepSeek sparse attention: the indexer's linears and scores run forward only
+      (:func:`indexer_forward_flops_per_token`).
     """
     n = float(matmul_params(arch))
     lin = 2.0 * float(block_linear_params(arch))
     attn = attention_forward_flops_per_token(arch, seq_len, attention, attention_mask)
+    # the sparse-attention indexer runs forward only (under no_grad): its linears and scores
+    # have no backward
+    idx_lin = 2.0 * float(indexer_linear_params(arch))
+    scores = indexer_forward_flops_per_token(arch, seq_len)
     if method == "full":
-        fwd = 2.0 * n + attn
-        bwd = 2.0 * fwd
-        lin_bwd = 2.0 * lin
+        fwd = 2.0 * n + attn + scores
+        bwd = 2.0 * (2.0 * n - idx_lin + attn)
+        lin_bwd = 2.0 * (lin - idx_lin)
     else:
         a = float(trainable_params)
-        fwd = 2.0 * n + 2.0 * a + attn
-        bwd = 2.0 * n + 4.0 * a + 2.0 * attn
-        lin_bwd = lin  # input gradients only
+        fwd = 2.0 * n + 2.0 * a + attn + scores
+        bwd = 2.0 * n - idx_lin + 4.0 * a + 2.0 * attn
+        lin_bwd = lin - idx_lin  # input gradients only
     recompute = fwd if gradient_checkpointing else 0.0
     return FlopsPerToken(
         forward=fwd,
@@ -197,6 +229,7 @@ __all__ = [
     "FlopsPerToken",
     "attention_forward_flops_per_token",
     "block_linear_params",
+    "indexer_forward_flops_per_token",
     "linear_attention_forward_flops_per_token",
     "mamba_forward_flops_per_token",
     "matmul_params",

@@ -4,7 +4,8 @@ Families: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, ge
 gemma3_text, granite, olmo, olmo2, olmo3, stablelm, phi, phi3 (Phi-3, Phi-4, Phi-4-mini), smollm3,
 gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2,
 ministral3, seed_oss, deepseek_v3 (multi-head latent attention, shared experts, dense-first
-blocks; also Kimi K2's ``kimi_k2`` text config, mistral4 and glm4_moe_lite), glm4_moe and
+blocks; also Kimi K2's ``kimi_k2`` text config, mistral4 and glm4_moe_lite), deepseek_v32 and
+glm_moe_dsa (DeepSeek-V3.2 and GLM-5: the same with DeepSeek sparse attention's indexer), glm4_moe and
 minimax_m2, and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated DeltaNet blocks with
 a gated full-attention block every ``full_attention_interval``-th), olmo_hybrid (Gated DeltaNet
 and OLMo 2 attention blocks), lfm2 (gated short convolutions and attention blocks) and
@@ -1713,6 +1714,101 @@ def _deepseek_v3(k: _Keys, family: str, name: str) -> ModelArch:
     return arch
 
 
+# DeepSeek sparse attention families: (max_position_embeddings default, index_n_heads default).
+# Sources: transformers 5.17 ``DeepseekV32Config`` (163840, 64) and ``GlmMoeDsaConfig``
+# (202752, 32); both default index_head_dim 128, index_topk 2048, first_k_dense_replace 3.
+_DSA_FAMILIES = {"deepseek_v32": (163840, 64), "glm_moe_dsa": (202752, 32)}
+
+
+def _indexer_layers(k: _Keys, family: str, layers: int) -> int:
+    """How many blocks run an indexer of their own. DeepSeek-V3.2: every block. GLM-5
+    (``GlmMoeDsaConfig.indexer_types``): ``"full"`` blocks run one, ``"shared"`` blocks hold
+    none and reuse the previous full block's selection (``GlmMoeDsaAttention.__init__``:
+    ``self.indexer = None if self.skip_topk else ...``); without the key, the pattern of
+    ``index_topk_pattern`` ("F"/"S" per block) or of ``index_topk_freq`` (default 1) and
+    ``index_skip_topk_offset`` (default 2): block ``i`` is full when ``max(i - offset + 1, 0)
+    % freq == 0``. The first block must be full (a shared one raises ``ValueError`` in
+    ``GlmMoeDsaAttention.forward``)."""
+    if family != "glm_moe_dsa":
+        return layers
+    kinds = k.cfg.get("indexer_types")
+    pattern = k.cfg.get("index_topk_pattern")
+    key = "indexer_types"
+    if kinds is None and pattern is not None:
+        key = "index_topk_pattern"
+        letters = {"F": "full", "S": "shared"}
+        if isinstance(pattern, str) and all(c in letters for c in pattern):
+            kinds = [letters[c] for c in pattern]
+        else:
+            kinds = pattern
+    if kinds is None:
+        freq = k.int("index_topk_freq", default=1)
+        offset = k.cfg.get("index_skip_topk_offset", 2)
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise k.error("index_skip_topk_offset", offset)
+        kinds = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)]
+    if (
+        not isinstance(kinds, list)
+        or any(v not in ("full", "shared") for v in kinds)
+        or not kinds
+        or kinds[0] != "full"
+    ):
+        raise k.error(key, kinds)
+    if len(kinds) != layers:
+        raise ConfigError("config_layer_types_length", k.prefix + key, len(kinds))
+    return sum(1 for v in kinds if v == "full")
+
+
+def _deepseek_v32(k: _Keys, family: str, name: str) -> ModelArch:
+    """DeepSeek-V3.2 (``deepseek_v32``; transformers 5.17 ``modeling_deepseek_v32``) and GLM-5
+    (``glm_moe_dsa``, ``modeling_glm_moe_dsa``): DeepSeek-V3's latent attention and MoE
+    (:func:`_deepseek_v3`) with DeepSeek sparse attention. Each block's attention
+    (``DeepseekV32Attention``) holds a lightning indexer (``DeepseekV32Indexer``): ``wq_b``
+    (``q_lora_rank -> index_n_heads * index_head_dim``, reading the normalised q latent, so a
+    q rank is required: ``q_a_proj`` is ``None`` without one and the forward fails), ``wk``
+    (``hidden -> index_head_dim``), ``k_norm`` (a LayerNorm of ``index_head_dim``, weight and
+    bias) and ``weights_proj`` (``hidden -> index_n_heads``), no biases. ``weights_proj`` is in
+    ``_keep_in_fp32_modules``, which the 4-bit quantizer leaves unquantized
+    (``quantizers/quantizer_bnb_4bit.py``: ``get_modules_to_not_convert(...,
+    model._keep_in_fp32_modules)``). The rotary part of the indexer's heads is
+    ``qk_rope_head_dim`` wide, so ``index_head_dim`` cannot be narrower. Dense blocks:
+    ``mlp_layer_types`` when given, else the first ``first_k_dense_replace`` (default 3).
+    GLM-5's shared blocks hold no indexer (:func:`_indexer_layers`)."""
+    if "mlp_layer_types" in k.cfg and k.cfg["mlp_layer_types"] is not None:
+        family_kind = "glm4_moe_lite"  # a list of "dense"/"sparse", one per block
+    else:
+        family_kind = "deepseek_v3"
+    if k.cfg.get("q_lora_rank", 0) is None:
+        raise k.error("q_lora_rank", None)
+    cfg = {**k.cfg, "first_k_dense_replace": k.cfg.get("first_k_dense_replace", 3)}
+    arch = _deepseek_v3(_Keys(cfg, k.prefix), family_kind, name)
+    max_pos_default, heads_default = _DSA_FAMILIES[family]
+    index_heads = k.int("index_n_heads", default=heads_default)
+    index_dim = k.int("index_head_dim", default=128)
+    topk = k.int("index_topk", default=2048)
+    if index_dim < arch.qk_rope_head_dim:
+        raise k.error("index_head_dim", index_dim)
+    h = arch.hidden_size
+    indexer = (
+        LinearLayer("wq_b", arch.q_lora_rank, index_heads * index_dim, role="indexer"),
+        LinearLayer("wk", h, index_dim, role="indexer"),
+        LinearLayer("weights_proj", h, index_heads, quantizable=False, role="indexer"),
+    )
+    attn = tuple(l for l in arch.linears if l.role == "attn")
+    rest = tuple(l for l in arch.linears if l.role != "attn")
+    return replace(
+        arch,
+        family=family,
+        max_position_embeddings=k.int("max_position_embeddings", default=max_pos_default),
+        # the indexer's linears before the output projection, which stays the last attention one
+        linears=attn[:-1] + indexer + attn[-1:] + rest,
+        index_heads=index_heads,
+        index_head_dim=index_dim,
+        index_topk=topk,
+        indexer_layers=_indexer_layers(k, family, arch.num_layers),
+    )
+
+
 def _glm4_moe(k: _Keys, family: str, name: str) -> ModelArch:
     """GLM-4.5 / 4.6 and GLM-4.5-Air (``glm4_moe``; transformers 5.17 ``modeling_glm4_moe``):
     ``Glm4MoeAttention`` is Llama's with q/k/v biases under ``attention_bias`` (``o_proj``
@@ -1872,6 +1968,8 @@ _READERS = {
     "kimi_k2": _deepseek_v3,  # Kimi K2.5's text_config (Kimi_K25Config reads it as deepseek_v3)
     "mistral4": _deepseek_v3,
     "glm4_moe_lite": _deepseek_v3,
+    "deepseek_v32": _deepseek_v32,
+    "glm_moe_dsa": _deepseek_v32,
     "glm4_moe": _glm4_moe,
     "minimax_m2": _minimax_m2,
     "olmo3": _olmo,

@@ -137,7 +137,17 @@ def as_stored_3d(arch: ModelArch) -> ModelArch:
 
 
 CONVERTED_FAMILIES = frozenset(
-    {"mixtral", "qwen3_moe", "qwen3_next", "deepseek_v3", "glm4_moe", "glm4_moe_lite", "minimax_m2"}
+    {
+        "mixtral",
+        "qwen3_moe",
+        "qwen3_next",
+        "deepseek_v3",
+        "deepseek_v32",
+        "glm4_moe",
+        "glm4_moe_lite",
+        "glm_moe_dsa",
+        "minimax_m2",
+    }
 )
 """Families whose transformers-4 expert targets peft 0.21.0 converts: the model types of
 ``_MODEL_TO_CONVERSION_PATTERN`` (transformers 5.17 ``conversion_mapping.py``, plus
@@ -237,6 +247,14 @@ def fused_expert_adapters(
 def _is_router(arch: ModelArch, l: LinearLayer) -> bool:
     """The MoE router (hidden -> experts), not a shared expert's scalar gate."""
     return l.is_router
+
+
+def gradless_adapter_params(adapted: Iterable[AdaptedLinear], rank: int) -> int:
+    """Adapter parameters on the sparse-attention indexer's linears (``"all-linear"`` reaches
+    ``wq_b``, ``wk`` and ``weights_proj``, which are ``nn.Linear``): they exist and require
+    grad, but the indexer runs under ``torch.no_grad`` (transformers 5.17
+    ``DeepseekV32Indexer.forward``), so they never get a gradient nor optimizer states."""
+    return sum(a.blocks * a.params(rank) for a in adapted if a.role == "indexer")
 
 
 def adapter_params(adapted: Iterable[AdaptedLinear], rank: int) -> int:

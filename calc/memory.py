@@ -625,7 +625,8 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
 
 
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
-    adapters = st.adapted(req)
+    # adapters on a sparse-attention indexer run under torch.no_grad: they save nothing
+    adapters = tuple(a for a in st.adapted(req) if a.role != "indexer")
     fused = frozenset(
         act.linear_key(l.name, l.d_in, l.d_out, l.role, l.count)
         for a in adapters
@@ -692,6 +693,12 @@ class Activations:
     kept_logits: int  # logits the loop holds through the backward (loss_outputs_kept)
     per_token_block: int
     host: int
+    # DeepSeek sparse attention: the indexer's transient inside one block's forward, what
+    # that block has saved when it runs, and the causal mask the model builds once per forward
+    indexer_spike: int = 0
+    indexer_pre: int = 0
+    shared_mask: int = 0
+    head: int = 0  # saved after the last block (final norm, output layer input)
 
 
 def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
@@ -774,6 +781,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         # (a trainable embedding copy makes the first block's input require grad)
         head -= act.first_norm_unsaved_bytes_per_token(arch, cfg) * tokens
     recompute = block if req.gradient_checkpointing else 0
+    spike = act.indexer_transient_bytes_per_token(arch, cfg, req.micro_batch_size) * tokens
     return Activations(
         saved_all=on_gpu_layers * per_layer + head,
         recompute=recompute,
@@ -808,7 +816,24 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         * tokens,
         per_token_block=act.block_bytes_per_token(arch, cfg),
         host=host,
+        indexer_spike=spike,
+        head=head,
+        indexer_pre=act.sparse_attention_pre_indexer_bytes(arch, cfg) * tokens if spike else 0,
+        shared_mask=sparse_causal_mask_bytes(req, reg),
     )
+
+
+def sparse_causal_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """The causal mask a sparse-attention model builds once per forward, ``b x 1 x s x s``:
+    DeepSeek-V3.2 and GLM-5 ask for it even where SDPA could skip it
+    (``create_causal_mask(..., allow_is_causal_skip=False)``, transformers 5.17
+    ``DeepseekV32Model.forward``), boolean for SDPA and of the activation dtype for eager
+    attention. It lives through the forward and, with checkpointing, until the last block's
+    backward (each checkpointed block keeps it as an argument to recompute with)."""
+    if not req.model.sparse_attention:
+        return 0
+    per = 1 if req.attention is Attention.SDPA else reg.compute_bytes
+    return req.micro_batch_size * req.seq_len * req.seq_len * per
 
 
 # ---- phases and peak ----------------------------------------------------------------------
@@ -841,15 +866,33 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # the loop may still hold the previous micro-batch's logits and, through their graph, its
     # 4-bit inputs (previous_outputs_kept)
     prev_acts, prev_logits = previous_micro_batch_bytes(req, reg)
+    # a sparse-attention model's causal mask, kept by every checkpointed block until its backward
+    held_mask = a.shared_mask if req.gradient_checkpointing else 0
     forward_end = _phase(
         **common,
-        activations=a.saved_all + prev_acts,
+        activations=a.saved_all + prev_acts + held_mask,
         logits=a.logits + prev_logits,
         gradients=held,
         weight_copies=copies_all + merged_fwd,
         gathered_weights=gathered_fwd,
         comm_buffers=s.comm_static,
     )
+    if a.indexer_spike:
+        # the last block's indexer: every earlier block's saved tensors, what that block has
+        # saved so far, the causal mask and the indexer's transient
+        before = a.saved_all - a.head
+        if not req.gradient_checkpointing:
+            before += a.indexer_pre - a.last_block
+        spike = _phase(
+            **{
+                **forward_end,
+                "activations": before + a.shared_mask + a.indexer_spike + prev_acts,
+                "logits": prev_logits,
+                # the last block's merged expert stacks come after its attention
+                "weight_copies": copies_all + max(0, merged_fwd - merged_one),
+            }
+        )
+        forward_end = max(forward_end, spike, key=lambda parts: sum(parts.values()))
     head_dequant = output_layer_dequant_bytes(req)
     if head_dequant:
         # a 4-bit output layer's matmul: its dequantized weight with the 16-bit logits written
@@ -871,7 +914,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     head_cast = reg.compute_bytes * head_copy if reg.casts_weights else 0
     first_block = _phase(
         **common,
-        activations=a.saved_all + a.recompute + in_flight,
+        activations=a.saved_all + a.recompute + in_flight + held_mask,
         logits=a.kept_logits,
         gradients=held + head_grad,
         weight_copies=copies_all + merged_first - head_cast,
@@ -885,7 +928,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     tied = req.model.tie_word_embeddings and req.method is Method.FULL or st.saved_copy_tied(req)
     last_block = _phase(
         **common,
-        activations=a.last_block + in_flight,
+        activations=a.last_block + in_flight + held_mask,
         gradients=s.grads_all - (0 if tied else table),
         logits=a.kept_logits,
         weight_copies=copies_one + merged_one,
@@ -894,6 +937,12 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         comm_buffers=s.comm_static + s.comm_backward,
     )
     candidates = [first_block, last_block]
+    if a.indexer_spike and req.gradient_checkpointing:
+        # each block's recompute runs its indexer again: at the first block recomputed (every
+        # checkpoint alive) and at the last one (every later block's gradient alive)
+        indexer = a.indexer_pre + a.indexer_spike + a.shared_mask
+        candidates.append({**first_block, "activations": a.saved_all + indexer})
+        candidates.append({**last_block, "activations": indexer + a.saved_all - a.head})
     if table:
         # the embedding's backward, after every block's: all gradients; tied to the output
         # layer, its gradient meets the output layer's in the engine's input buffer, which
@@ -1031,6 +1080,14 @@ def reserved_bytes(allocated: int, slack: float | None = None) -> int:
     )
 
 
+SPARSE_DENSE_MASK_SEQ_LEN = 4096
+"""Above this many tokens per sequence, transformers' torch path of DeepSeek sparse attention
+holds ``s x s`` tensors that outgrow the rest: a mask per block saved by SDPA
+(:func:`calc.activations.sparse_mask_bytes`) and the indexer's fp32 scores
+(:func:`calc.activations.indexer_transient_bytes_per_token`). DeepSeek-V3.2 at 4096 tokens:
+8 GiB of indexer scores and 2 GiB of masks per sequence, growing fourfold per doubling."""
+
+
 def warnings_for(req: EstimateRequest) -> list[str]:
     out = request_warnings(req)
     if st.is_paged(req.optimizer):
@@ -1039,6 +1096,12 @@ def warnings_for(req: EstimateRequest) -> list[str]:
         out.append("activation_offload_without_checkpointing")
     if req.attention is Attention.EAGER and req.seq_len > 8192:
         out.append("eager_attention_long_sequence")
+    if req.model.sparse_attention:
+        if req.attention is Attention.FLASH:
+            # DeepseekV32PreTrainedModel / GlmMoeDsaPreTrainedModel: _supports_flash_attn = False
+            out.append("sparse_attention_flash_refused")
+        elif req.seq_len > SPARSE_DENSE_MASK_SEQ_LEN:
+            out.append("sparse_attention_dense_mask_long_sequence")
     if req.is_peft and req.lora_rank > req.model.hidden_size:
         # an adapter wider than the layer it adapts: a typo (65536 for 64), not a setup
         out.append("lora_rank_above_hidden")

@@ -196,8 +196,9 @@ class ParamLayout:
 
     ``quantized``: weights stored in NF4 (QLoRA's block linears); ``dense``: every other
     base parameter (16/32-bit); ``trainable``: what the optimizer updates (all base
-    parameters for full fine-tuning, the adapters for LoRA/QLoRA); ``adapter``: LoRA
-    parameters (0 for full fine-tuning). ``tensors``: shapes ``(rows, cols)`` of the
+    parameters for full fine-tuning, the adapters for LoRA/QLoRA; neither the parameters of a
+    sparse-attention indexer nor adapters on them, which never get a gradient:
+    ``ModelArch.no_grad_params``); ``adapter``: LoRA parameters held (0 for full fine-tuning). ``tensors``: shapes ``(rows, cols)`` of the
     trainable tensors (cols = 1 for vectors), for Adafactor and per-tensor buffers.
     """
 
@@ -346,12 +347,15 @@ def _full_tensors(arch: ModelArch) -> tuple[tuple[int, int, int], ...]:
     if arch.lm_head_params >= arch.vocab_size * arch.hidden_size:
         out.append((arch.vocab_size, arch.hidden_size, 1))
     for lin in arch.linears:
+        if lin.role == "indexer":
+            continue  # never gets a gradient (ModelArch.no_grad_params)
         out.append((lin.d_out, lin.d_in, arch.blocks_of(lin) * lin.count))
         if lin.bias:
             out.append((lin.d_out, 1, arch.blocks_of(lin) * lin.count))
     matrices = sum(r * c * n for r, c, n in out if c > 1)
     biases = sum(r * n for r, c, n in out if c == 1)
-    rest = arch.params_total - matrices - biases  # norms, positions, small extras
+    # norms, positions, small extras (the indexers' key norms get no gradient either)
+    rest = arch.params_total - arch.no_grad_params - matrices - biases
     if rest > 0:
         out.append((rest, 1, 1))
     return tuple(out)
@@ -367,13 +371,15 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
     if req.method is Method.FULL:
         full = _full_tensors(arch)
         largest = max(r * c for r, c, _ in full)
-        return ParamLayout(total, 0, total, total, 0, largest, full)
+        return ParamLayout(total, 0, total, total - arch.no_grad_params, 0, largest, full)
     rank = req.lora_rank
     tensors: list[tuple[int, int, int]] = []
-    from .lora import adapter_params
+    from .lora import adapter_params, gradless_adapter_params
 
     lins = adapted(req)
     for lin in lins:
+        if lin.role == "indexer":
+            continue  # held, never trained (gradless_adapter_params)
         copies = lin.blocks * lin.count
         r = rank * lin.rank_factor
         tensors.append((r, lin.d_in, copies))  # A: r x d_in
@@ -388,7 +394,7 @@ def param_layout(req: EstimateRequest) -> ParamLayout:
         total + saved,
         quantized,
         total + saved - quantized,
-        adapter + saved,
+        adapter - gradless_adapter_params(lins, rank) + saved,
         adapter,
         largest,
         tuple(tensors),

@@ -406,6 +406,9 @@ def test_maverick_is_a_mixed_stack_of_dense_and_moe_blocks():
 
 NEW_FAMILY_PINNED = {
     "deepseek-v3": (671_026_404_352, 37_552_282_624),
+    # DeepseekV32ForCausalLM / GlmMoeDsaForCausalLM built on the meta device (transformers 5.17)
+    "deepseek-v3.2": (671_877_929_216, 38_403_807_488),
+    "glm-5": (743_911_199_232, 41_784_709_632),
     "kimi-k2": (1_026_408_209_408, 32_861_477_888),
     "glm-4.5-air": (106_852_245_504, 13_424_123_904),
     "glm-4.5": (352_797_814_784, 33_632_251_904),
@@ -423,6 +426,11 @@ NEW_FAMILY_PINNED = {
 # "36B"; OLMo 3 "7B" and "32B". GLM and MiniMax count the active parameters without the embedding and output layer.
 NEW_FAMILY_STATED = {
     "deepseek-v3": (671e9, 37e9, "active", 0.02),
+    # DeepSeek names V3.2's configuration "config_671B_v3.2" (DeepSeek-V3.2-Exp repository) and
+    # keeps V3.1-Terminus' 37B active, to which the indexers add 0.85B (61 x 14M)
+    "deepseek-v3.2": (671e9, 37e9, "active", 0.04),
+    # Z.ai: GLM-5 "744B parameters (40B active)"
+    "glm-5": (744e9, 40e9, "active_blocks", 0.01),
     "kimi-k2": (1.0e12, 32e9, "active", 0.03),
     "glm-4.5-air": (106e9, 12e9, "active_blocks", 0.02),
     "glm-4.5": (355e9, 32e9, "active_blocks", 0.01),

@@ -76,10 +76,13 @@ def test_preset_setups_name_presets_and_their_model_types():
         assert sweep.model_type_of(setup) in {sweep.model_type_of(s) for s in sweep.setups()}
 
 
-# the families whose presets are held at full size (the MLA and new MoE and dense families)
+# the families whose presets are held at full size (the MLA, sparse-attention and new MoE and
+# dense families)
 FULL_SIZE_FAMILIES = (
     "deepseek_v3",
+    "deepseek_v32",
     "glm4_moe",
+    "glm_moe_dsa",
     "minimax_m2",
     "seed_oss",
     "olmo3",
