@@ -50,7 +50,7 @@ with a 4h GeLU MLP and dropout; this module derives the count for the actual blo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .arch import ATTN_INNER_NAMES, LinearLayer, ModelArch
 from .request import Attention
@@ -582,6 +582,8 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Everything one decoder block saves for backward, per token, in bytes."""
     if arch.hybrid:
         return hybrid_block_bytes_per_token(arch, cfg)
+    if arch.extra.get("gemma4_layers"):
+        return gemma4_block_bytes_per_token(arch, cfg)
     parts = block_parts(arch)
     total = arch.norms_per_layer * norm_bytes(arch, cfg) + norm_output_bytes(arch, cfg, parts)
     total += attention_core_bytes(arch, cfg, parts.attn_out) + fused_qkv_kept_bytes(arch, cfg)
@@ -760,6 +762,108 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     return total
 
 
+# ---- Gemma 4: blocks of four kinds (sliding / full attention, own or shared keys and values) -
+def _gemma4_kind_view(arch: ModelArch, kind: str) -> ModelArch:
+    """One Gemma 4 block of ``kind`` as a uniform stack: its own linears and every block's,
+    its attention's ``head_dim`` and key/value heads (``arch.extra["gemma4_head_dims"]``)."""
+    dims = arch.extra["gemma4_head_dims"]["full" if kind.startswith("full") else "sliding"]
+    extra = {key: val for key, val in arch.extra.items() if not key.startswith("gemma4_")}
+    return replace(
+        arch,
+        linears=tuple(
+            replace(l, block_kind="") for l in arch.linears if l.block_kind in ("", kind)
+        ),
+        block_counts=(),
+        block_kind_params=(),
+        head_dim=int(dims[0]),
+        num_kv_heads=int(dims[1]),
+        extra=extra,
+    )
+
+
+def gemma4_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Saved bytes per token of the average Gemma 4 block (transformers 5.17
+    ``modeling_gemma4.py``): each kind of block (``arch.extra["gemma4_layers"]``) counted as a
+    uniform block of its own shapes (:func:`_gemma4_kind_view`), plus what the family's code
+    adds, weighted by the blocks of that kind:
+
+    - ``Gemma4TextAttention``: ``v_norm``, an RMSNorm without weight over v (its fp32 upcast,
+      ``4 kv_dim``, and one fp32 statistic per head); a block that shares keys and values
+      normalises q only (no ``k_norm``, ``v_norm``) and hands the earlier block's k and v to
+      the kernel: with grouped-query SDPA or heads not repeated, the same tensors, saved once;
+    - the per-layer input (``hidden_size_per_layer_input``): ``per_layer_input_gate`` reads the
+      block's output (saved where it trains or is adapted), ``gelu_pytorch_tanh`` saves its
+      input, the product with the per-layer input saves the activation's output, and
+      ``per_layer_projection`` saves the product where it trains or is adapted;
+    - the MoE block (``enable_moe_block``): the router's own RMSNorm without weight and, where
+      the router trains or is adapted, its scaled input (a tensor of its own: the router reads
+      the residual, not the MLP norm's output); with the router's ``scale`` trained, the
+      normalised input that product saves."""
+    order = arch.extra["gemma4_layers"]
+    a = cfg.act_bytes
+    h = arch.hidden_size
+    width = arch.extra.get("ple_width") or 0
+    grouped = cfg.attention is Attention.FLASH or (
+        cfg.grouped_kv and cfg.attention is Attention.SDPA
+    )
+    total = 0
+    for kind, n in arch.block_counts:
+        view = _gemma4_kind_view(arch, kind)
+        block = block_bytes_per_token(view, cfg)
+        kv_dim = view.num_kv_heads * view.head_dim
+        if kind.endswith("_shared"):
+            # q_norm only: the k half of qk_norm_bytes is not there
+            block -= FP32_BYTES * (kv_dim + view.num_kv_heads)
+            if cfg.full:
+                block -= FP32_BYTES * kv_dim
+            if grouped or view.num_kv_heads == view.num_heads:
+                block -= 2 * a * kv_dim
+        else:
+            block += FP32_BYTES * (kv_dim + view.num_kv_heads)  # v_norm
+        if width:
+            by_name = {l.name: l for l in view.linears if l.role == "ple"}
+            block += 2 * a * width  # gelu's input, its output (saved by the product)
+            if _saves_input(by_name["per_layer_input_gate"], cfg):
+                block += a * h
+            if _saves_input(by_name["per_layer_projection"], cfg):
+                block += a * width
+        for router in (l for l in view.linears if l.role == "router"):
+            block += FP32_BYTES * h + FP32_BYTES  # router.norm, no weight
+            if cfg.full:
+                block += a * h  # the normalised input, saved by ``* self.scale``
+            if _saves_input(router, cfg):
+                block += a * h
+        total += n * block
+    return total // len(order)
+
+
+def gemma4_outside_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Gemma 4's per-layer inputs, built once per forward (``Gemma4TextModel
+    .project_per_layer_inputs``): ``per_layer_model_projection`` saves the embedding's output
+    where it trains or is adapted, ``per_layer_projection_norm`` (RMSNorm over each block's
+    slice of ``width``: fp32 upcast and one statistic per slice, and the fp32 normalised copy
+    where its weight trains) and the combined per-layer inputs, ``layers * width`` at the
+    compute dtype, which every block's product keeps (each block reads a view of it). The
+    second rotary table (full-attention blocks: ``global_head_dim`` wide) is counted here."""
+    width = arch.extra.get("ple_width") or 0
+    a = cfg.act_bytes
+    dims = arch.extra["gemma4_head_dims"]
+    kinds = {kind.split("_")[0] for kind, _ in arch.block_counts}
+    total = 2 * a * int(dims["full"][0]) if kinds == {"sliding", "full"} else 0
+    if kinds == {"full"}:
+        total += 2 * a * (int(dims["full"][0]) - arch.head_dim)
+    if not width:
+        return total
+    layers = arch.num_layers
+    total += a * layers * width + FP32_BYTES * layers * (width + 1)
+    if cfg.full:
+        total += FP32_BYTES * layers * width
+    proj = next(l for l in arch.linears if l.name == "per_layer_model_projection")
+    if _saves_input(proj, cfg):
+        total += a * arch.hidden_size
+    return total
+
+
 def short_conv_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     """Saved tensors per token of one gated short-convolution mixer (transformers 5.17
     ``Lfm2ShortConv.forward``: ``B, C, x = in_proj(h).transpose(-1, -2).chunk(3, dim=-2)``,
@@ -900,6 +1004,7 @@ def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         + (cfg.act_bytes * arch.hidden_size if saves_input else 0)
         + rope_bytes_per_token(arch, cfg)
         + BATCH_BYTES_PER_TOKEN
+        + (gemma4_outside_bytes_per_token(arch, cfg) if arch.extra.get("gemma4_layers") else 0)
     )
 
 
