@@ -250,7 +250,9 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     )
     eager = cfg.attention is Attention.EAGER
     broadcast = eager and arch.extra.get("eager_kv_broadcast")
-    expands = not grouped and not broadcast and arch.num_kv_heads < arch.num_heads
+    # repeat_kv (``expand`` then ``reshape``) copies k and v, except from a single k/v head:
+    # the reshape merges a size-1 dimension with the stride-0 one, a view of the one head
+    expands = not grouped and not broadcast and 1 < arch.num_kv_heads < arch.num_heads
     kv_eff = q_dim if expands else kv_dim
     a = cfg.act_bytes
     out_copy = a * q_dim if _saves_input(out_proj, cfg) else 0
