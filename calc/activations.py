@@ -765,6 +765,21 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
 
 
 # ---- Gemma 4: blocks of four kinds (sliding / full attention, own or shared keys and values) -
+_PLE_MODEL_PROJECTION = "per_layer_model_projection"
+
+
+def _ple_projection(arch: ModelArch) -> LinearLayer:
+    return next(l for l in arch.linears if l.name == _PLE_MODEL_PROJECTION)
+
+
+def _ple_grad(arch: ModelArch, cfg: ActConfig) -> bool:
+    """Gradients reach Gemma 4's per-layer inputs: the embedding or the context projection
+    trains, or the projection is adapted. Else they are built from frozen weights and
+    nothing on their way saves a tensor."""
+    key = _key(_ple_projection(arch))
+    return cfg.full or key in cfg.adapted or key in cfg.fused or key in cfg.fast
+
+
 def _gemma4_kind_view(arch: ModelArch, kind: str) -> ModelArch:
     """One Gemma 4 block of ``kind`` as a uniform stack: its own linears and every block's,
     its attention's ``head_dim`` and key/value heads (``arch.extra["gemma4_head_dims"]``)."""
@@ -773,7 +788,9 @@ def _gemma4_kind_view(arch: ModelArch, kind: str) -> ModelArch:
     return replace(
         arch,
         linears=tuple(
-            replace(l, block_kind="") for l in arch.linears if l.block_kind in ("", kind)
+            replace(l, block_kind="")
+            for l in arch.linears
+            if l.block_kind in ("", kind) and l.name != _PLE_MODEL_PROJECTION
         ),
         block_counts=(),
         block_kind_params=(),
@@ -792,7 +809,8 @@ def gemma4_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     - ``Gemma4TextAttention``: ``v_norm``, an RMSNorm without weight over v (its fp32 upcast,
       ``4 kv_dim``, and one fp32 statistic per head); a block that shares keys and values
       normalises q only (no ``k_norm``, ``v_norm``) and hands the earlier block's k and v to
-      the kernel: with grouped-query SDPA or heads not repeated, the same tensors, saved once;
+      the kernel: with grouped-query SDPA or heads not repeated (one k/v head, or one per query
+      head: see :func:`attention_core_bytes`), the same tensors, saved once;
     - the per-layer input (``hidden_size_per_layer_input``): ``per_layer_input_gate`` reads the
       block's output (saved where it trains or is adapted), ``gelu_pytorch_tanh`` saves its
       input, the product with the per-layer input saves the activation's output, and
@@ -800,7 +818,10 @@ def gemma4_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     - the MoE block (``enable_moe_block``): the router's own RMSNorm without weight and, where
       the router trains or is adapted, its scaled input (a tensor of its own: the router reads
       the residual, not the MLP norm's output); with the router's ``scale`` trained, the
-      normalised input that product saves."""
+      normalised input that product saves; the routing indices and weights
+      (:func:`_gemma4_routing_bytes`);
+    - ``Gemma4RMSNorm`` takes ``torch.pow(mean_squared, -0.5)``, whose input is one more fp32
+      value per normalised row."""
     order = arch.extra["gemma4_layers"]
     a = cfg.act_bytes
     h = arch.hidden_size
@@ -818,18 +839,27 @@ def gemma4_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
             block -= FP32_BYTES * (kv_dim + view.num_kv_heads)
             if cfg.full:
                 block -= FP32_BYTES * kv_dim
-            if grouped or view.num_kv_heads == view.num_heads:
+            if grouped or view.num_kv_heads in (1, view.num_heads):
                 block -= 2 * a * kv_dim
         else:
             block += FP32_BYTES * (kv_dim + view.num_kv_heads)  # v_norm
         if width:
             by_name = {l.name: l for l in view.linears if l.role == "ple"}
-            block += 2 * a * width  # gelu's input, its output (saved by the product)
+            block += a * width  # gelu's input
+            if _ple_grad(arch, cfg):
+                block += a * width  # gelu's output, saved by the product with the input
             if _saves_input(by_name["per_layer_input_gate"], cfg):
                 block += a * h
             if _saves_input(by_name["per_layer_projection"], cfg):
                 block += a * width
+        # Gemma4RMSNorm takes ``torch.pow(mean_squared, -0.5)``: pow saves its input, one fp32
+        # value per normalised row beside the statistic every RMSNorm keeps (full-width
+        # norms, q per head, k and v per key/value head, the router's)
+        rows = arch.norms_per_layer + view.num_heads
+        rows += 0 if kind.endswith("_shared") else 2 * view.num_kv_heads
+        block += FP32_BYTES * rows
         for router in (l for l in view.linears if l.role == "router"):
+            block += FP32_BYTES + _gemma4_routing_bytes(arch, cfg)
             block += FP32_BYTES * h + FP32_BYTES  # router.norm, no weight
             if cfg.full:
                 block += a * h  # the normalised input, saved by ``* self.scale``
@@ -839,30 +869,57 @@ def gemma4_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     return total // len(order)
 
 
+def _gemma4_routing_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """The routing tensors of one Gemma 4 MoE block, per token (``k`` experts per token),
+    as traced through ``Gemma4TextRouter.forward`` and transformers 5.17's default
+    ``grouped_mm`` experts: the ``topk`` indices, the sum the top-k weights are divided by,
+    the normalised weights and the gathered ``per_expert_scale`` (their product saves
+    both; with the scale trained, the weights once more), and in the experts two int64
+    indices per routed copy (sort and gather), the scatter's index, a boolean mask and the
+    fp32 routing weight each copy's output is multiplied by."""
+    k = arch.experts_per_token
+    total = INDEX_BYTES * k * 4 + FP32_BYTES + FP32_BYTES * k + cfg.act_bytes * k
+    total += k + FP32_BYTES * k
+    return total + (FP32_BYTES * k if cfg.full else 0)
+
+
 def gemma4_outside_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Gemma 4's per-layer inputs, built once per forward (``Gemma4TextModel
     .project_per_layer_inputs``): ``per_layer_model_projection`` saves the embedding's output
     where it trains or is adapted, ``per_layer_projection_norm`` (RMSNorm over each block's
     slice of ``width``: fp32 upcast and one statistic per slice, and the fp32 normalised copy
-    where its weight trains) and the combined per-layer inputs, ``layers * width`` at the
-    compute dtype, which every block's product keeps (each block reads a view of it). The
+    where its weight trains), the context projection's adapter (one, read once per token) and
+    the combined per-layer inputs, ``layers * width`` at the compute dtype, which every block's
+    product keeps (each block reads a view of it); with frozen weights (:func:`_ple_grad`) only
+    those. The
     second rotary table (full-attention blocks: ``global_head_dim`` wide) is counted here."""
     width = arch.extra.get("ple_width") or 0
     a = cfg.act_bytes
     dims = arch.extra["gemma4_head_dims"]
+    final_norm_pow = FP32_BYTES  # the final norm's pow input (see gemma4_block_bytes_per_token)
     kinds = {kind.split("_")[0] for kind, _ in arch.block_counts}
-    total = 2 * a * int(dims["full"][0]) if kinds == {"sliding", "full"} else 0
+    total = final_norm_pow + (2 * a * int(dims["full"][0]) if kinds == {"sliding", "full"} else 0)
     if kinds == {"full"}:
         total += 2 * a * (int(dims["full"][0]) - arch.head_dim)
     if not width:
         return total
     layers = arch.num_layers
-    total += a * layers * width + FP32_BYTES * layers * (width + 1)
+    total += a * layers * width
+    if not _ple_grad(arch, cfg):
+        return total
+    total += FP32_BYTES * layers * (width + 2)
     if cfg.full:
         total += FP32_BYTES * layers * width
-    proj = next(l for l in arch.linears if l.name == "per_layer_model_projection")
+    proj = _ple_projection(arch)
     if _saves_input(proj, cfg):
         total += a * arch.hidden_size
+    if _key(proj) in cfg.adapted and _key(proj) not in cfg.fused | cfg.fast:
+        # one adapter, read once per token (not once per block)
+        total += cfg.lora_bytes * cfg.rank
+        if cfg.lora_dropout:
+            total += (cfg.lora_bytes + 1) * arch.hidden_size
+        elif cfg.adapter_copies:
+            total += cfg.lora_bytes * arch.hidden_size
     return total
 
 
