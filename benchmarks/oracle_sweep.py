@@ -1189,6 +1189,8 @@ PRESET_CHECKS = (
     "seed-oss-36b",
     "olmo-3-7b",
     "olmo-3-32b",
+    "gemma-4-26b-a4b",
+    "gemma-4-31b",
 )
 PRESET_TOLERANCE = 0.03
 
@@ -1209,6 +1211,9 @@ def preset_setups() -> list[dict]:
         )
         if get_preset(preset_id).num_experts:
             request["moe_expert_layout"] = "fused-3d"
+        # no library profile: each key traced as stated, as setups() does (a cached trace is
+        # keyed without it)
+        request["framework"] = "generic"
         out.append({"id": f"{preset_id}/lora-all-linear-ckpt", "request": request, "oracle": {}})
     return out
 
