@@ -77,8 +77,13 @@ def test_per_layer_inputs_and_kv_sharing_module_by_module():
     # where the block has its own keys
     norms = 5 * H
     blocks = (
-        sliding_attn + full_attn + shared_sliding_attn + shared_full_attn
-    ) + 2 * mlp + 2 * wide_mlp + L * (ple + norms) + (2 * HD + 2 * GHD) + (HD + GHD)
+        (sliding_attn + full_attn + shared_sliding_attn + shared_full_attn)
+        + 2 * mlp
+        + 2 * wide_mlp
+        + L * (ple + norms)
+        + (2 * HD + 2 * GHD)
+        + (HD + GHD)
+    )
     embedding = VOCAB * H + VOCAB_PLE * L * P + P  # tied output; per_layer_projection_norm
     assert arch.params_total == embedding + blocks + H  # final norm
     assert dict(arch.block_counts) == {
@@ -96,8 +101,10 @@ def test_per_layer_inputs_and_kv_sharing_module_by_module():
 def test_moe_block_beside_the_mlp_and_keys_as_values():
     arch = arch_from_hf_config(MOE_LIKE)
     attn = (
-        H * HEADS * HD * 2 + 2 * H * 2 * HD  # sliding: q, o, k, v of two kv heads
-        + H * HEADS * GHD * 2 + H * 1 * GHD  # full: q, o, k of one global kv head, no v
+        H * HEADS * HD * 2
+        + 2 * H * 2 * HD  # sliding: q, o, k, v of two kv heads
+        + H * HEADS * GHD * 2
+        + H * 1 * GHD  # full: q, o, k of one global kv head, no v
     )
     mlp = 2 * 3 * H * 768
     # Gemma4TextRouter: proj (hidden -> experts), scale (hidden), per_expert_scale (experts);
