@@ -5,10 +5,11 @@ gemma3_text, granite, olmo, olmo2, olmo3, stablelm, phi, phi3 (Phi-3, Phi-4, Phi
 gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2,
 ministral3, seed_oss, deepseek_v3 (multi-head latent attention, shared experts, dense-first
 blocks; also Kimi K2's ``kimi_k2`` text config, mistral4 and glm4_moe_lite), glm4_moe and
-minimax_m2, and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated DeltaNet blocks with
+minimax_m2, gemma4_text (Gemma 4: per-kind attention shapes, kv-shared blocks, per-layer inputs,
+an optional MoE block), and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated DeltaNet blocks with
 a gated full-attention block every ``full_attention_interval``-th), olmo_hybrid (Gated DeltaNet
 and OLMo 2 attention blocks) and lfm2 (gated short convolutions and attention blocks).
-Multimodal configs (``gemma3``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
+Multimodal configs (``gemma3``, ``gemma4``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
 read through their ``text_config`` (see below).
 Each family is read with its own key names, and a key a config may leave out
 takes the default of that family's ``transformers`` config class (source:
@@ -211,6 +212,8 @@ _DENSE = {
 # the text_config of google/gemma-3-4b-pt states neither). Applied before reading.
 _FAMILY_DEFAULTS = {
     "gemma3_text": {"vocab_size": 262_208, "num_attention_heads": 8, "num_key_value_heads": 4},
+    # transformers 5.17 Gemma4TextConfig
+    "gemma4_text": {"vocab_size": 262_144, "num_attention_heads": 8, "num_key_value_heads": 4},
 }
 
 
