@@ -603,6 +603,54 @@ ACCEPTED_FAMILIES["ministral3"] = {
     "max_position_embeddings": 8192,
     "pad_token_id": 0,
 }
+# Gemma 4 (transformers 5.17 modeling_gemma4): Gemma 3n-style per-layer inputs, the last two
+# blocks reading the keys and values of the first two with a double-wide MLP, sliding (head_dim
+# 64) and full (global_head_dim 128) blocks, final logit soft-capping (E2B / E4B's layout)
+ACCEPTED_FAMILIES["gemma4_text"] = {
+    "model_type": "gemma4_text",
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 64,
+    "global_head_dim": 128,
+    "num_hidden_layers": 4,
+    "layer_types": ["sliding_attention", "full_attention"] * 2,
+    "num_kv_shared_layers": 2,
+    "use_double_wide_mlp": True,
+    "hidden_size_per_layer_input": 64,
+    "vocab_size_per_layer_input": 8000,
+    "vocab_size": 8000,
+    "max_position_embeddings": 8192,
+    "sliding_window": 4096,
+    "final_logit_softcapping": 30.0,
+    "pad_token_id": 0,
+}
+# Gemma 4's MoE block beside the dense MLP, full blocks whose keys are the values (one global
+# kv head), no per-layer inputs (26B-A4B / 31B's layout)
+ACCEPTED_FAMILIES["gemma4_moe"] = {
+    "model_type": "gemma4_text",
+    "hidden_size": 512,
+    "intermediate_size": 768,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_global_key_value_heads": 1,
+    "attention_k_eq_v": True,
+    "head_dim": 64,
+    "global_head_dim": 128,
+    "num_hidden_layers": 2,
+    "layer_types": ["sliding_attention", "full_attention"],
+    "hidden_size_per_layer_input": 0,
+    "enable_moe_block": True,
+    "num_experts": 8,
+    "top_k_experts": 2,
+    "moe_intermediate_size": 192,
+    "vocab_size": 8000,
+    "max_position_embeddings": 8192,
+    "sliding_window": 4096,
+    "final_logit_softcapping": 30.0,
+    "pad_token_id": 0,
+}
 # Seed-OSS: q/k/v biases, residual and attention dropout 0.1 (its published configs)
 ACCEPTED_FAMILIES["seed_oss"] = {
     "model_type": "seed_oss",
@@ -756,6 +804,28 @@ SPARSE_FAMILIES = ("deepseek_v32", "glm_moe_dsa")
 (tools/oracle/sparse_attention.py), and swept where the indexer and the s x s masks set the
 peak."""
 ACTIVATION_HEAVY.update({family: _SPARSE_HEAVY for family in SPARSE_FAMILIES})
+# Gemma 4: the library's default LoRA targets, and lengths where the saved activations (the
+# per-layer inputs, the kv-shared blocks' attention, soft-capped logits) set the peak
+_GEMMA4_HEAVY = {
+    "lora-r16-default": ({"method": "lora", "lora_rank": 16}, {}),
+    "lora-r8-attn-s2048": (
+        {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
+        {},
+    ),
+    "lora-r16-all-linear-b2-s1024": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "micro_batch_size": 2,
+            "seq_len": 1024,
+        },
+        {},
+    ),
+    "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
+    "full-ckpt-s2048": ({"method": "full", "seq_len": 2048, "gradient_checkpointing": True}, {}),
+}
+ACTIVATION_HEAVY.update({"gemma4_text": _GEMMA4_HEAVY, "gemma4_moe": _GEMMA4_HEAVY})
 HYBRID_FAMILIES = (
     "qwen3_5_text",
     "qwen3_5_moe_text",
@@ -1272,6 +1342,8 @@ PRESET_CHECKS = (
     "olmo-3-7b",
     "olmo-3-32b",
     "nemotron-h-8b",
+    "gemma-4-26b-a4b",
+    "gemma-4-31b",
 )
 PRESET_TOLERANCE = 0.03
 
@@ -1295,6 +1367,9 @@ def preset_setups() -> list[dict]:
             request["moe_expert_layout"] = "fused-3d"
         if arch.family in ALL_LINEAR_TARGETS:
             request["lora_targets"] = ALL_LINEAR_TARGETS[arch.family]
+        # no library profile: each key traced as stated, as setups() does (a cached trace is
+        # keyed without it)
+        request["framework"] = "generic"
         out.append({"id": f"{preset_id}/lora-all-linear-ckpt", "request": request, "oracle": {}})
     return out
 

@@ -52,7 +52,7 @@ with a 4h GeLU MLP and dropout; this module derives the count for the actual blo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .arch import ATTN_INNER_NAMES, LinearLayer, ModelArch
 from .request import Attention
@@ -252,7 +252,9 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     )
     eager = cfg.attention is Attention.EAGER
     broadcast = eager and arch.extra.get("eager_kv_broadcast")
-    expands = not grouped and not broadcast and arch.num_kv_heads < arch.num_heads
+    # repeat_kv (``expand`` then ``reshape``) copies k and v, except from a single k/v head:
+    # the reshape merges a size-1 dimension with the stride-0 one, a view of the one head
+    expands = not grouped and not broadcast and 1 < arch.num_kv_heads < arch.num_heads
     kv_eff = q_dim if expands else kv_dim
     a = cfg.act_bytes
     out_copy = a * q_dim if _saves_input(out_proj, cfg) else 0
@@ -672,6 +674,8 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Everything one decoder block saves for backward, per token, in bytes."""
     if arch.hybrid:
         return hybrid_block_bytes_per_token(arch, cfg)
+    if arch.extra.get("gemma4_layers"):
+        return gemma4_block_bytes_per_token(arch, cfg)
     parts = block_parts(arch)
     total = arch.norms_per_layer * norm_bytes(arch, cfg) + norm_output_bytes(arch, cfg, parts)
     total += attention_core_bytes(arch, cfg, parts.attn_out) + fused_qkv_kept_bytes(arch, cfg)
@@ -1014,6 +1018,165 @@ def _sublayer_first_blocks_unsaved(arch: ModelArch, cfg: ActConfig, parts: Block
     return unsaved
 
 
+# ---- Gemma 4: blocks of four kinds (sliding / full attention, own or shared keys and values) -
+_PLE_MODEL_PROJECTION = "per_layer_model_projection"
+
+
+def _ple_projection(arch: ModelArch) -> LinearLayer:
+    return next(l for l in arch.linears if l.name == _PLE_MODEL_PROJECTION)
+
+
+def _ple_grad(arch: ModelArch, cfg: ActConfig) -> bool:
+    """Gradients reach Gemma 4's per-layer inputs: the embedding or the context projection
+    trains, or the projection is adapted. Else they are built from frozen weights and
+    nothing on their way saves a tensor."""
+    key = _key(_ple_projection(arch))
+    return cfg.full or key in cfg.adapted or key in cfg.fused or key in cfg.fast
+
+
+def _gemma4_kind_view(arch: ModelArch, kind: str) -> ModelArch:
+    """One Gemma 4 block of ``kind`` as a uniform stack: its own linears and every block's,
+    its attention's ``head_dim`` and key/value heads (``arch.extra["gemma4_head_dims"]``)."""
+    dims = arch.extra["gemma4_head_dims"]["full" if kind.startswith("full") else "sliding"]
+    extra = {key: val for key, val in arch.extra.items() if not key.startswith("gemma4_")}
+    return replace(
+        arch,
+        linears=tuple(
+            replace(l, block_kind="")
+            for l in arch.linears
+            if l.block_kind in ("", kind) and l.name != _PLE_MODEL_PROJECTION
+        ),
+        block_counts=(),
+        block_kind_params=(),
+        head_dim=int(dims[0]),
+        num_kv_heads=int(dims[1]),
+        extra=extra,
+    )
+
+
+def gemma4_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Saved bytes per token of the average Gemma 4 block (transformers 5.17
+    ``modeling_gemma4.py``): each kind of block (``arch.extra["gemma4_layers"]``) counted as a
+    uniform block of its own shapes (:func:`_gemma4_kind_view`), plus what the family's code
+    adds, weighted by the blocks of that kind:
+
+    - ``Gemma4TextAttention``: ``v_norm``, an RMSNorm without weight over v (its fp32 upcast,
+      ``4 kv_dim``, and one fp32 statistic per head); a block that shares keys and values
+      normalises q only (no ``k_norm``, ``v_norm``) and hands the earlier block's k and v to
+      the kernel: with grouped-query SDPA or heads not repeated (one k/v head, or one per query
+      head: see :func:`attention_core_bytes`), the same tensors, saved once;
+    - the per-layer input (``hidden_size_per_layer_input``): ``per_layer_input_gate`` reads the
+      block's output (saved where it trains or is adapted), ``gelu_pytorch_tanh`` saves its
+      input, the product with the per-layer input saves the activation's output, and
+      ``per_layer_projection`` saves the product where it trains or is adapted;
+    - the MoE block (``enable_moe_block``): the router's own RMSNorm without weight and, where
+      the router trains or is adapted, its scaled input (a tensor of its own: the router reads
+      the residual, not the MLP norm's output); with the router's ``scale`` trained, the
+      normalised input that product saves; the routing indices and weights
+      (:func:`_gemma4_routing_bytes`);
+    - ``Gemma4RMSNorm`` takes ``torch.pow(mean_squared, -0.5)``, whose input is one more fp32
+      value per normalised row."""
+    order = arch.extra["gemma4_layers"]
+    a = cfg.act_bytes
+    h = arch.hidden_size
+    width = arch.extra.get("ple_width") or 0
+    grouped = cfg.attention is Attention.FLASH or (
+        cfg.grouped_kv and cfg.attention is Attention.SDPA
+    )
+    total = 0
+    for kind, n in arch.block_counts:
+        view = _gemma4_kind_view(arch, kind)
+        block = block_bytes_per_token(view, cfg)
+        kv_dim = view.num_kv_heads * view.head_dim
+        if kind.endswith("_shared"):
+            # q_norm only: the k half of qk_norm_bytes is not there
+            block -= FP32_BYTES * (kv_dim + view.num_kv_heads)
+            if cfg.full:
+                block -= FP32_BYTES * kv_dim
+            if grouped or view.num_kv_heads in (1, view.num_heads):
+                block -= 2 * a * kv_dim
+        else:
+            block += FP32_BYTES * (kv_dim + view.num_kv_heads)  # v_norm
+        if width:
+            by_name = {l.name: l for l in view.linears if l.role == "ple"}
+            block += a * width  # gelu's input
+            if _ple_grad(arch, cfg):
+                block += a * width  # gelu's output, saved by the product with the input
+            if _saves_input(by_name["per_layer_input_gate"], cfg):
+                block += a * h
+            if _saves_input(by_name["per_layer_projection"], cfg):
+                block += a * width
+        # Gemma4RMSNorm takes ``torch.pow(mean_squared, -0.5)``: pow saves its input, one fp32
+        # value per normalised row beside the statistic every RMSNorm keeps (full-width
+        # norms, q per head, k and v per key/value head, the router's)
+        rows = arch.norms_per_layer + view.num_heads
+        rows += 0 if kind.endswith("_shared") else 2 * view.num_kv_heads
+        block += FP32_BYTES * rows
+        for router in (l for l in view.linears if l.role == "router"):
+            block += FP32_BYTES + _gemma4_routing_bytes(arch, cfg)
+            block += FP32_BYTES * h + FP32_BYTES  # router.norm, no weight
+            if cfg.full:
+                block += a * h  # the normalised input, saved by ``* self.scale``
+            if _saves_input(router, cfg):
+                block += a * h
+        total += n * block
+    return total // len(order)
+
+
+def _gemma4_routing_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """The routing tensors of one Gemma 4 MoE block, per token (``k`` experts per token),
+    as traced through ``Gemma4TextRouter.forward`` and transformers 5.17's default
+    ``grouped_mm`` experts: the ``topk`` indices, the sum the top-k weights are divided by,
+    the normalised weights and the gathered ``per_expert_scale`` (their product saves
+    both; with the scale trained, the weights once more), and in the experts two int64
+    indices per routed copy (sort and gather), the scatter's index, a boolean mask and the
+    fp32 routing weight each copy's output is multiplied by."""
+    k = arch.experts_per_token
+    total = INDEX_BYTES * k * 4 + FP32_BYTES + FP32_BYTES * k + cfg.act_bytes * k
+    total += k + FP32_BYTES * k
+    return total + (FP32_BYTES * k if cfg.full else 0)
+
+
+def gemma4_outside_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Gemma 4's per-layer inputs, built once per forward (``Gemma4TextModel
+    .project_per_layer_inputs``): ``per_layer_model_projection`` saves the embedding's output
+    where it trains or is adapted, ``per_layer_projection_norm`` (RMSNorm over each block's
+    slice of ``width``: fp32 upcast and one statistic per slice, and the fp32 normalised copy
+    where its weight trains), the context projection's adapter (one, read once per token) and
+    the combined per-layer inputs, ``layers * width`` at the compute dtype, which every block's
+    product keeps (each block reads a view of it); with frozen weights (:func:`_ple_grad`) only
+    those. The
+    second rotary table (full-attention blocks: ``global_head_dim`` wide) is counted here."""
+    width = arch.extra.get("ple_width") or 0
+    a = cfg.act_bytes
+    dims = arch.extra["gemma4_head_dims"]
+    final_norm_pow = FP32_BYTES  # the final norm's pow input (see gemma4_block_bytes_per_token)
+    kinds = {kind.split("_")[0] for kind, _ in arch.block_counts}
+    total = final_norm_pow + (2 * a * int(dims["full"][0]) if kinds == {"sliding", "full"} else 0)
+    if kinds == {"full"}:
+        total += 2 * a * (int(dims["full"][0]) - arch.head_dim)
+    if not width:
+        return total
+    layers = arch.num_layers
+    total += a * layers * width
+    if not _ple_grad(arch, cfg):
+        return total
+    total += FP32_BYTES * layers * (width + 2)
+    if cfg.full:
+        total += FP32_BYTES * layers * width
+    proj = _ple_projection(arch)
+    if _saves_input(proj, cfg):
+        total += a * arch.hidden_size
+    if _key(proj) in cfg.adapted and _key(proj) not in cfg.fused | cfg.fast:
+        # one adapter, read once per token (not once per block)
+        total += cfg.lora_bytes * cfg.rank
+        if cfg.lora_dropout:
+            total += (cfg.lora_bytes + 1) * arch.hidden_size
+        elif cfg.adapter_copies:
+            total += cfg.lora_bytes * arch.hidden_size
+    return total
+
+
 def short_conv_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     """Saved tensors per token of one gated short-convolution mixer (transformers 5.17
     ``Lfm2ShortConv.forward``: ``B, C, x = in_proj(h).transpose(-1, -2).chunk(3, dim=-2)``,
@@ -1163,6 +1326,7 @@ def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         + (cfg.act_bytes * arch.hidden_size if saves_input else 0)
         + rope_bytes_per_token(arch, cfg)
         + BATCH_BYTES_PER_TOKEN
+        + (gemma4_outside_bytes_per_token(arch, cfg) if arch.extra.get("gemma4_layers") else 0)
     )
 
 

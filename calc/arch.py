@@ -85,7 +85,7 @@ class LinearLayer:
     router stays in 16-bit.
     ``role``: ``"attn"`` (q, k, v, fused qkv, output projection), ``"mlp"`` (dense MLP,
     MoE experts and shared experts), ``"router"`` (MoE gate and shared-expert gate) or
-    ``"mixer"`` (the projections of a linear-attention mixer: Gated DeltaNet's
+    ``"ple"`` (Gemma 4's per-layer input projections) or ``"mixer"`` (the projections of a linear-attention mixer: Gated DeltaNet's
     ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``, ``in_proj_a``, ``out_proj``; listed with
     its output projection last) or ``"indexer"`` (the lightning indexer of DeepSeek sparse
     attention, ``wq_b``, ``wk``, ``weights_proj``: it runs under ``torch.no_grad``, so it
@@ -122,7 +122,7 @@ class LinearLayer:
             raise ConfigError("config_invalid_value", "active", self.active)
         if not isinstance(self.block_kind, str):
             raise ConfigError("config_invalid_value", "block_kind", self.block_kind)
-        if self.role not in ("attn", "mlp", "router", "mixer", "indexer"):
+        if self.role not in ("attn", "mlp", "router", "mixer", "indexer", "ple"):
             raise ConfigError("config_invalid_value", "role", self.role)
         if self.kind not in ("linear", "param"):
             raise ConfigError("config_invalid_value", "kind", self.kind)
@@ -315,6 +315,10 @@ class ModelArch:
     index_head_dim: int = 0
     index_topk: int = 0
     indexer_layers: int = 0
+    # Parameters outside the blocks that no token multiplies through (gathers, norms): Gemma 4's
+    # per-layer input table (``embed_tokens_per_layer``, ``vocab x layers*width``) and the norm of
+    # its context projection; counted with the embedding.
+    per_layer_embedding_params: int = 0
 
     def __post_init__(self) -> None:
         for key in (
@@ -351,6 +355,7 @@ class ModelArch:
             "index_head_dim",
             "index_topk",
             "indexer_layers",
+            "per_layer_embedding_params",
         ):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -486,6 +491,7 @@ class ModelArch:
     @cached_property
     def embedding_params(self) -> int:
         emb = self.vocab_size * self.hidden_size + self.learned_positions * self.hidden_size
+        emb += self.per_layer_embedding_params
         return emb + (self.norm_params if self.embedding_norm else 0)
 
     @cached_property

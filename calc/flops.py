@@ -45,11 +45,19 @@ def attention_forward_flops_per_token(
     (``attention_mask="padding"``) makes SDPA compute the whole square
     (:func:`calc.attention.request_fraction`). A hybrid stack counts its attention blocks
     only, plus its Gated DeltaNet blocks' chunked recurrence
-    (:func:`linear_attention_forward_flops_per_token`)."""
+    (:func:`linear_attention_forward_flops_per_token`); Gemma 4 sums each block's own head
+    width."""
     layers = arch.num_layers
     if arch.hybrid and arch.block_counts:  # a hybrid stack: its attention blocks only
         layers = arch.kind_share("full_attention")[0]
     full = 4.0 * layers * seq_len * arch.num_heads * arch.head_dim
+    order = arch.extra.get("gemma4_layers")
+    if isinstance(order, list):
+        # Gemma 4: sliding blocks of head_dim, full blocks of global_head_dim
+        # (transformers 5.17 Gemma4TextAttention: per_layer_config[layer_idx].head_dim)
+        dims = arch.extra["gemma4_head_dims"]
+        width = sum(int(dims["full" if k.startswith("full") else "sliding"][0]) for k in order)
+        full = 4.0 * seq_len * arch.num_heads * width
     if arch.mla:
         # multi-head latent attention: QK^T over the q/k head width (qk_nope + qk_rope), AV over
         # the value head width (transformers 5.17 DeepseekV3Attention: ``qk_head_dim``,

@@ -5,13 +5,15 @@ gemma3_text, granite, olmo, olmo2, olmo3, stablelm, phi, phi3 (Phi-3, Phi-4, Phi
 gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2,
 ministral3, seed_oss, deepseek_v3 (multi-head latent attention, shared experts, dense-first
 blocks; also Kimi K2's ``kimi_k2`` text config, mistral4 and glm4_moe_lite), deepseek_v32 and
-glm_moe_dsa (DeepSeek-V3.2 and GLM-5: the same with DeepSeek sparse attention's indexer), glm4_moe and
-minimax_m2, and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text (Gated DeltaNet blocks with
-a gated full-attention block every ``full_attention_interval``-th), olmo_hybrid (Gated DeltaNet
-and OLMo 2 attention blocks), lfm2 (gated short convolutions and attention blocks) and
-nemotron_h (one sublayer per block: Mamba-2, attention or MLP, by ``hybrid_override_pattern``;
-its MoE blocks are refused as ``unsupported_architecture``).
-Multimodal configs (``gemma3``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
+glm_moe_dsa (DeepSeek-V3.2 and GLM-5: the same with DeepSeek sparse attention's indexer), glm4_moe,
+minimax_m2, gemma4_text (Gemma 4: per-kind attention shapes, kv-shared blocks, per-layer inputs,
+an optional MoE block), and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text
+(Gated DeltaNet blocks with a gated full-attention block every ``full_attention_interval``-th),
+olmo_hybrid (Gated DeltaNet and OLMo 2 attention blocks), lfm2 (gated short convolutions and
+attention blocks), nemotron_h (one sublayer per block: Mamba-2, attention or MLP, by
+``hybrid_override_pattern``; its MoE blocks are refused as ``unsupported_architecture``),
+falcon_h1 and granitemoehybrid.
+Multimodal configs (``gemma3``, ``gemma4``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
 read through their ``text_config`` (see below).
 Each family is read with its own key names, and a key a config may leave out
 takes the default of that family's ``transformers`` config class (source:
@@ -214,6 +216,8 @@ _DENSE = {
 # the text_config of google/gemma-3-4b-pt states neither). Applied before reading.
 _FAMILY_DEFAULTS = {
     "gemma3_text": {"vocab_size": 262_208, "num_attention_heads": 8, "num_key_value_heads": 4},
+    # transformers 5.17 Gemma4TextConfig
+    "gemma4_text": {"vocab_size": 262_144, "num_attention_heads": 8, "num_key_value_heads": 4},
 }
 
 
@@ -250,7 +254,7 @@ def _dense(k: _Keys, family: str, name: str) -> ModelArch:
     return arch
 
 
-_GEMMA_NORMS = ("gemma", "gemma2", "gemma3_text")
+_GEMMA_NORMS = ("gemma", "gemma2", "gemma3_text", "gemma4_text")
 _SOFTCAP_DEFAULTS = {"gemma2": 30.0}  # transformers 5.17 Gemma2Config.final_logit_softcapping
 
 
@@ -1928,6 +1932,182 @@ def _seed_oss(k: _Keys, family: str, name: str) -> ModelArch:
     return arch
 
 
+_GEMMA4_KINDS = ("sliding", "full", "sliding_shared", "full_shared")
+"""Gemma 4's kinds of decoder block: the attention type of ``layer_types`` (sliding window or
+full) and whether the block reads the keys and values of an earlier block (the last
+``num_kv_shared_layers`` blocks)."""
+
+
+def _gemma4_layer_types(k: _Keys, layers: int) -> list[str]:
+    """``layer_types`` as ``Gemma4TextConfig.__post_init__`` fills it (transformers 5.17
+    ``configuration_gemma4.py``): five sliding blocks then a full one by default, and the last
+    block forced to ``full_attention``."""
+    value = k.cfg.get("layer_types")
+    if value is None:
+        value = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(layers)]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise k.error("layer_types", value)
+    if len(value) != layers:
+        raise ConfigError("config_layer_types_length", k.prefix + "layer_types", len(value))
+    unknown = sorted({v for v in value if v not in ("sliding_attention", "full_attention")})
+    if unknown:
+        raise ConfigError("config_invalid_value", k.prefix + "layer_types", unknown[0])
+    return [*value[:-1], "full_attention"]
+
+
+def _gemma4_text(k: _Keys, family: str, name: str) -> ModelArch:
+    """Gemma 4's language model (``gemma4_text``; the multimodal ``gemma4`` through its
+    ``text_config``), transformers 5.17 ``models/gemma4/modeling_gemma4.py``.
+
+    ``Gemma4TextAttention``: sliding blocks have ``head_dim`` and ``num_key_value_heads``;
+    full blocks ``global_head_dim`` (``Gemma4TextConfig.__post_init__`` pops it, default 512,
+    into ``per_layer_config``) and, with ``attention_k_eq_v``, ``num_global_key_value_heads``
+    and no ``v_proj`` (the keys are the values). The last ``num_kv_shared_layers`` blocks hold
+    no ``k_proj``, ``v_proj``, ``k_norm``: they read the keys and values of the last earlier
+    block of their type. q and k have per-head RMSNorms with weights, v one without.
+    ``Gemma4TextMLP``: gated, ``intermediate_size`` wide, twice that in the kv-shared blocks with
+    ``use_double_wide_mlp``. ``Gemma4TextDecoderLayer``: four RMSNorms; with
+    ``enable_moe_block`` a router (``router.proj``, an ``nn.Linear`` hidden -> experts, a
+    ``scale`` of hidden and a ``per_expert_scale``), ``num_experts`` experts as 3-D parameters
+    (``experts.gate_up_proj``, ``experts.down_proj`` of ``moe_intermediate_size``, top
+    ``top_k_experts``) beside the dense MLP, and three more norms; with
+    ``hidden_size_per_layer_input`` (default 256) the per-layer input (``per_layer_input_gate``
+    hidden -> width, ``per_layer_projection`` width -> hidden, one more norm). Outside the
+    blocks (``Gemma4TextModel``): the per-layer table ``embed_tokens_per_layer``
+    (``vocab_size_per_layer_input x layers*width``), ``per_layer_model_projection`` (an
+    ``nn.Linear`` hidden -> layers*width, counted here as one hidden -> width slice per block)
+    and its norm (width)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    layers = k.int("num_hidden_layers")
+    kv = k.int("num_key_value_heads", default=4)
+    if kv > heads or heads % kv:
+        raise k.kv_error("num_key_value_heads", kv)
+    hd = k.int("head_dim", default=256)
+    global_hd = k.int("global_head_dim", default=512)
+    k_eq_v = k.bool("attention_k_eq_v", False)
+    global_kv = k.int("num_global_key_value_heads", default=kv) if k_eq_v else kv
+    if global_kv > heads or heads % global_kv:
+        raise k.kv_error("num_global_key_value_heads", global_kv)
+    types = _gemma4_layer_types(k, layers)
+    shared = k.cfg.get("num_kv_shared_layers", 0)
+    if shared is None:
+        shared = 0
+    if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared < layers:
+        raise ConfigError(
+            "config_kv_shared_out_of_range", k.prefix + "num_kv_shared_layers", shared
+        )
+    first_shared = layers - shared
+    for i in range(first_shared, layers):
+        # Gemma4TextAttention.__init__: prev_layers[::-1].index(layer_type) finds the block
+        # whose keys and values a shared block reads; none of its type before: ValueError
+        if types[i] not in types[:first_shared]:
+            raise ConfigError(
+                "config_kv_shared_out_of_range", k.prefix + "num_kv_shared_layers", shared
+            )
+    inter = k.int("intermediate_size")
+    double = k.bool("use_double_wide_mlp", False)
+    bias = k.bool("attention_bias", False)
+    width = k.cfg.get("hidden_size_per_layer_input", 256)
+    if width is None:
+        width = 0
+    if isinstance(width, bool) or not isinstance(width, int) or width < 0:
+        raise k.error("hidden_size_per_layer_input", width)
+    moe = k.bool("enable_moe_block", False)
+    experts = top_k = moe_inter = 0
+    if moe:
+        experts = k.int("num_experts")
+        top_k = k.int("top_k_experts")
+        if top_k > experts:
+            raise ConfigError("config_top_k_above_experts", k.prefix + "top_k_experts", top_k)
+        moe_inter = k.int("moe_intermediate_size")
+
+    def kind_of(i: int) -> str:
+        base = "full" if types[i] == "full_attention" else "sliding"
+        return base + ("_shared" if i >= first_shared else "")
+
+    counts = {kind: 0 for kind in _GEMMA4_KINDS}
+    for i in range(layers):
+        counts[kind_of(i)] += 1
+    linears: list[LinearLayer] = []
+    kind_params = []
+    for kind in _GEMMA4_KINDS:
+        if not counts[kind]:
+            continue
+        full, is_shared = kind.startswith("full"), kind.endswith("_shared")
+        d, n_kv = (global_hd, global_kv) if full else (hd, kv)
+        linears.append(LinearLayer("q_proj", h, heads * d, bias, role="attn", block_kind=kind))
+        if not is_shared:
+            linears.append(LinearLayer("k_proj", h, n_kv * d, bias, role="attn", block_kind=kind))
+            if not (k_eq_v and full):
+                linears.append(
+                    LinearLayer("v_proj", h, n_kv * d, bias, role="attn", block_kind=kind)
+                )
+        linears.append(LinearLayer("o_proj", heads * d, h, bias, role="attn", block_kind=kind))
+        # Gemma4TextMLP.__init__: is_kv_shared_layer = layer_idx >= first_kv_shared_layer_idx > 0
+        wide = 2 if double and is_shared and first_shared > 0 else 1
+        linears += [
+            LinearLayer(l.name, l.d_in, l.d_out, role="mlp", block_kind=kind)
+            for l in _gated_mlp(h, inter * wide)
+        ]
+        kind_params.append((kind, d if is_shared else 2 * d))  # q_norm, k_norm weights
+    if moe:
+        linears.append(LinearLayer("proj", h, experts, role="router"))
+        linears += [
+            LinearLayer(
+                "experts.gate_up_proj",
+                h,
+                2 * moe_inter,
+                False,
+                experts,
+                top_k,
+                quantizable=False,
+                kind="param",
+            ),
+            LinearLayer(
+                "experts.down_proj",
+                moe_inter,
+                h,
+                False,
+                experts,
+                top_k,
+                quantizable=False,
+                kind="param",
+            ),
+        ]
+    if width:
+        linears += [
+            LinearLayer("per_layer_model_projection", h, width, role="ple"),
+            LinearLayer("per_layer_input_gate", h, width, role="ple"),
+            LinearLayer("per_layer_projection", width, h, role="ple"),
+        ]
+    vocab_ple = k.int("vocab_size_per_layer_input", default=262_144) if width else 0
+    kinds = tuple((kind, n) for kind, n in counts.items() if n)
+    arch = ModelArch(
+        **_common(k, family, name, 131_072, True),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hd,
+        intermediate_size=moe_inter if moe else inter,
+        linears=tuple(linears),
+        norm_kind="rms",
+        norms_per_layer=4 + (1 if width else 0) + (3 if moe else 0),
+        num_experts=experts,
+        experts_per_token=top_k,
+        block_extra_params=(h + experts) if moe else 0,  # router.scale, router.per_expert_scale
+        block_counts=kinds,
+        block_kind_params=tuple(kind_params),
+        per_layer_embedding_params=vocab_ple * layers * width + width,
+    )
+    _saved_tensor_traits(arch, k, family, True)
+    arch.extra["gemma4_layers"] = [kind_of(i) for i in range(layers)]
+    arch.extra["gemma4_head_dims"] = {"sliding": [hd, kv], "full": [global_hd, global_kv]}
+    arch.extra["ple_width"] = width
+    return arch
+
+
 def _positive_float(k: _Keys, key: str, default: float) -> bool:
     """A dropout probability above 0 (the family's default where the key is absent)."""
     value = k.cfg.get(key, default)
@@ -1974,6 +2154,7 @@ _READERS = {
     "minimax_m2": _minimax_m2,
     "olmo3": _olmo,
     "seed_oss": _seed_oss,
+    "gemma4_text": _gemma4_text,
 }
 
 

@@ -449,7 +449,9 @@ def test_the_training_library_sets_what_the_reader_left_to_it(calc_page):
     query = {"mode": "advanced", "framework": "trl-sft"}
     assert dict(parse_qsl(urlsplit(page.url).query)) == query
     response = calc_run(calculator.COMMAND, request_for(query))["result"]
-    assert response["memory"]["request"]["lora_adapter_dtype"] == "fp32"  # TRL leaves LoRA adapters in fp32
+    assert (
+        response["memory"]["request"]["lora_adapter_dtype"] == "fp32"
+    )  # TRL leaves LoRA adapters in fp32
     assert_parity(calc_page.outputs(), response, calc_page.lang)
     assert page.input_value("#calc-lora_adapter_dtype") == "fp32"
     # the behaviours fold under the library's choice, until the reader opens them

@@ -81,6 +81,18 @@ def test_published_totals(preset_id, total):
     assert presets.get_preset(preset_id).params_total == total
 
 
+# Gemma 4's model card states totals to 0.1B (billions: total, active), not safetensors counts;
+# the text model's, since the 26B-A4B and 31B cards count no encoder apart.
+GEMMA4_CARD = {"gemma-4-26b-a4b": (25.2, 3.8), "gemma-4-31b": (30.7, 30.7)}
+
+
+@pytest.mark.parametrize("preset_id,card", sorted(GEMMA4_CARD.items()))
+def test_gemma4_totals_round_to_the_model_card(preset_id, card):
+    arch = presets.get_preset(preset_id)
+    assert (round(arch.params_total / 1e9, 1), round(arch.params_active / 1e9, 1)) == card
+    assert arch.family == "gemma4_text" and arch.extra["text_config_only"]
+
+
 def test_families_of_presets():
     fam = {p: presets.get_preset(p).family for p in ALL_IDS}
     assert fam["mixtral-8x7b"] == "mixtral" and fam["phi-3-mini"] == "phi3"
