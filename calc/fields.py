@@ -612,6 +612,20 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "sdpa_cudnn_first",
+        True,
+        BEHAVIOUR,
+        doc=(
+            "torch's SDPA tries cuDNN attention before flash and memory-efficient on sm90 / "
+            "sm100 / sm103 (``check_prefer_cudnn_attention`` in ``sdp_utils.cpp``, torch 2.9 on, "
+            "pytorch PR #162073, gated on the bundled cuDNN > 9.15, which the wheels carry from "
+            "2.11), so a padded batch's mask tensor runs on cuDNN. False: cuDNN last in the "
+            "order, after math (torch 2.5.1 to 2.10: pytorch PR #138522, cherry-picked onto "
+            "release/2.5; torch 2.4 and before: cuDNN off unless ``TORCH_CUDNN_SDPA_ENABLED``), "
+            "so the mask tensor runs on the memory-efficient kernel. Default True (torch 2.13)."
+        ),
+    ),
+    _bool(
         "loss_outputs_kept",
         False,
         BEHAVIOUR,

@@ -384,6 +384,7 @@ class Counts:
     attention_impl: str = "sdpa"  # the request's ``attention``
     attention_mask: str = "causal"
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
+    sdpa_cudnn_first: bool = True  # torch's SDPA order: cuDNN first on sm90 / sm10x
     head_dim: int = 128
 
 
@@ -503,6 +504,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         attention_impl=req.attention.value,
         attention_mask=req.attention_mask.value,
         attention_dtype=attention_dtype(req),
+        sdpa_cudnn_first=req.sdpa_cudnn_first,
         head_dim=arch.head_dim,
     )
 
@@ -553,6 +555,7 @@ def attention_time_factor(c: "Counts", capability: tuple[int, int] | None) -> fl
         mask=c.attention_mask,
         head_dim=c.head_dim,
         capability=capability,
+        cudnn_first=c.sdpa_cudnn_first,
     )
     factor = ATTENTION_KERNEL_TIME[kernel.backend]
     if c.attention_dtype == "fp32":
