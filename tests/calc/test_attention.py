@@ -245,5 +245,7 @@ def test_older_torch_order_slows_a_padded_step_on_h100_only():
 
 def test_sdpa_cudnn_first_bad_value_is_a_coded_error():
     with pytest.raises(InputError) as err:
-        parse_estimate_request({"model": "llama-3.1-8b", "behaviour": {"sdpa_cudnn_first": "maybe"}})
+        parse_estimate_request(
+            {"model": "llama-3.1-8b", "behaviour": {"sdpa_cudnn_first": "maybe"}}
+        )
     assert err.value.field == "sdpa_cudnn_first"
