@@ -105,18 +105,41 @@ ATTENTION_KERNEL_TIME = {
     attn_kernels.FLASH: 1.0,
     attn_kernels.CUDNN: 1.0,
     attn_kernels.EFFICIENT: 2.0,
-    attn_kernels.MATH: 5.0,
-    attn_kernels.EAGER: 5.0,
 }
-"""Time of the score and value matmuls on each attention kernel, relative to the flash kernel
-at the same FLOPs (the matmul efficiency of the card class prices the flash kernel). Read off
-the FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, sec. 4.1, forward + backward on the
+"""Time of the score and value matmuls on each fused attention kernel, relative to the flash
+kernel at the same FLOPs (the matmul efficiency of the card class prices the flash kernel). Read
+off the FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, sec. 4.1, forward + backward on the
 A100): FlashAttention-2 reaches 50-73 % of the peak, about 2x FlashAttention-1, whose speed
-xformers' cutlass kernel (PyTorch's memory-efficient backend) matches, hence 2.0; it is 3-10x
-faster than the standard PyTorch implementation (the math backend and transformers' eager
-attention, which materialise the scores), hence 5.0, the middle of that range. cuDNN's fused
+xformers' cutlass kernel (PyTorch's memory-efficient backend) matches, hence 2.0. cuDNN's fused
 attention is taken at flash speed (NVIDIA's cuDNN 9 figures put it level with or above
-FlashAttention-2 on the H100). Stated constants, not fitted."""
+FlashAttention-2 on the H100). Stated constants, not fitted. The kernels that materialise the
+scores (the math backend, transformers' eager attention) are not priced by a factor: their
+matmuls run at the rate of their dtype and their score traffic is counted
+(:data:`SCORE_BYTES_PER_ELEMENT`)."""
+
+SCORE_BYTES_PER_ELEMENT = {
+    (attn_kernels.MATH, "forward"): 24,
+    (attn_kernels.MATH, "backward"): 28,
+    (attn_kernels.EAGER, "forward"): 24,
+    (attn_kernels.EAGER, "backward"): 28,
+}
+"""Bytes moved per element of the materialised L x L scores, (forward, backward), per layer,
+head and query token. The math backend (torch ``aten/src/ATen/native/transformers/
+attention.cpp`` ``_scaled_dot_product_attention_math``) upcasts 16-bit q, k, v to fp32 unless
+``allow_fp16_bf16_reduction_math_sdp`` is set (off by default, torch 2.5 on), so its scores are
+fp32 (4 bytes): forward, QK^T writes them (1 pass), the mask (a causal one is built as a tensor
+too) is added in place (read, write: 2), ``_safe_softmax`` reads and writes (2), AV reads (1):
+6 x 4 = 24; backward, dO V^T writes dP (1), the softmax gradient reads P and dP and writes dS
+(3), dQ and dK read dS (2), dV reads P (1): 7 x 4 = 28. transformers' eager attention
+(5.17 ``models/llama/modeling_llama.py`` ``eager_attention_forward``, 16-bit q, k, v): QK^T
+writes 2, ``* scaling`` reads and writes 2 + 2, the mask add 2 + 2, ``softmax(dtype=float32)``
+reads 2 and writes 4 (one kernel, ``half_to_float``), ``.to(query.dtype)`` reads 4 and writes 2,
+AV reads 2: 24; backward, dP 2, the cast's gradient 2 + 4, the softmax gradient reads output and
+gradient in fp32 and writes 16-bit (4 + 4 + 2), the scaling's gradient 2 + 2, dQ and dK read dS
+(2 + 2), dV reads P (2): 28. Dropout at p = 0 returns its input (ATen ``Dropout.cpp``
+``_dropout``); the catalogue's models train with ``attention_dropout`` 0. With fp32 q, k, v eager
+moves what math moves (24, 28). A checkpointed layer runs the forward again. Gemma-2's attention
+soft-capping (three more element-wise passes) is not counted."""
 
 FP32_ATTENTION_TIME = {"tf32x3": 6.0, "fp32": 16.0}
 """Time of fp32 attention matmuls relative to bf16 ones. The memory-efficient kernel's fp32 path
@@ -542,14 +565,8 @@ def attention_dtype(req: EstimateRequest) -> str:
     return "fp16" if req.precision is Precision.FP16_MIXED else "bf16"
 
 
-def attention_time_factor(c: "Counts", capability: tuple[int, int] | None) -> float:
-    """Time of the attention matmuls relative to the same FLOPs on the flash kernel in bf16: the
-    kernel PyTorch dispatches (:func:`calc.attention.attention_kernel`) times its
-    :data:`ATTENTION_KERNEL_TIME`, times :data:`FP32_ATTENTION_TIME` for fp32 inputs. A card
-    without CUDA (AMD) keeps 1.0: the dispatch read here is CUDA's."""
-    if capability is None:
-        return 1.0
-    kernel = attn_kernels.attention_kernel(
+def _kernel(c: "Counts", capability: tuple[int, int]) -> attn_kernels.AttentionKernel:
+    return attn_kernels.attention_kernel(
         attention=c.attention_impl,
         dtype=c.attention_dtype,
         mask=c.attention_mask,
@@ -557,10 +574,48 @@ def attention_time_factor(c: "Counts", capability: tuple[int, int] | None) -> fl
         capability=capability,
         cudnn_first=c.sdpa_cudnn_first,
     )
+
+
+def attention_time_factor(c: "Counts", capability: tuple[int, int] | None) -> float:
+    """Time of the attention matmuls relative to the same FLOPs on the flash kernel in bf16: the
+    kernel PyTorch dispatches (:func:`calc.attention.attention_kernel`) times its
+    :data:`ATTENTION_KERNEL_TIME`, times :data:`FP32_ATTENTION_TIME` for fp32 inputs. The math
+    backend runs fp32 matmuls whatever the input dtype (it upcasts: see
+    :data:`SCORE_BYTES_PER_ELEMENT`) and eager runs cuBLAS matmuls in the input dtype, both
+    without tensor cores in fp32 (``allow_tf32`` off by default). A card without CUDA (AMD)
+    keeps 1.0: the dispatch read here is CUDA's."""
+    if capability is None:
+        return 1.0
+    kernel = _kernel(c, capability)
+    if kernel.backend == attn_kernels.MATH or (
+        kernel.backend == attn_kernels.EAGER and c.attention_dtype == "fp32"
+    ):
+        return FP32_ATTENTION_TIME["fp32"]
+    if kernel.backend == attn_kernels.EAGER:
+        return 1.0
     factor = ATTENTION_KERNEL_TIME[kernel.backend]
     if c.attention_dtype == "fp32":
         factor *= FP32_ATTENTION_TIME["tf32x3" if kernel.tensor_cores else "fp32"]
     return factor
+
+
+def score_bytes_per_token(c: "Counts", capability: tuple[int, int] | None) -> tuple[float, float]:
+    """(forward, backward) bytes per token, whole model, of the materialised scores
+    (:data:`SCORE_BYTES_PER_ELEMENT` times ``heads * seq_len * layers`` score elements per token,
+    which is the full-square forward attention FLOPs over ``4 * head_dim``); a recomputed
+    forward counts again in the backward. (0, 0) for the fused kernels and for cards without
+    CUDA."""
+    if capability is None or not c.flops.attention_forward:
+        return 0.0, 0.0
+    kernel = _kernel(c, capability)
+    if not kernel.scores_materialised:
+        return 0.0, 0.0
+    key = attn_kernels.MATH if c.attention_dtype == "fp32" else kernel.backend
+    fwd = SCORE_BYTES_PER_ELEMENT[key, "forward"]
+    bwd = SCORE_BYTES_PER_ELEMENT[key, "backward"]
+    elements = c.flops.attention_forward / (4.0 * c.head_dim * kernel.computed_fraction)
+    recompute = 1.0 if c.flops.recompute else 0.0
+    return elements * fwd, elements * (bwd + recompute * fwd)
 
 
 # --- the step ----------------------------------------------------------------------------------
@@ -694,6 +749,11 @@ def step_breakdown(
     fwd_share = 1.0 / (1 + BACKWARD_ELEMENTWISE_FACTOR + (1 if c.passes == 3 else 0))
     t_fwd += elementwise_micro * fwd_share
     t_bwd += elementwise_micro * (1 - fwd_share)
+    # the math backend and eager attention write and read the L x L scores (element-wise too)
+    score_fwd, score_bwd = score_bytes_per_token(c, rates.capability)
+    t_fwd += T * score_fwd / rates.memory_bytes_per_s
+    t_bwd += T * score_bwd / rates.memory_bytes_per_s
+    elementwise_micro += T * (score_fwd + score_bwd) / rates.memory_bytes_per_s
 
     # QLoRA: each pass that uses a frozen 4-bit weight dequantises it first
     dq_pass = c.dequantisation_bytes / rates.memory_bytes_per_s
