@@ -141,6 +141,24 @@ gradient in fp32 and writes 16-bit (4 + 4 + 2), the scaling's gradient 2 + 2, dQ
 moves what math moves (24, 28). A checkpointed layer runs the forward again. Gemma-2's attention
 soft-capping (three more element-wise passes) is not counted."""
 
+MASK_READS = {
+    ("fused", "forward"): 1,
+    ("fused", "backward"): 1,
+    ("materialised", "forward"): 1,
+    ("materialised", "backward"): 0,
+}
+"""Passes over an explicit attention mask per head, per layer and query token (each pass reads
+``seq_len`` mask elements of the q dtype: transformers 4.x builds the 4-D padding mask as an
+additive float mask in the model dtype, and torch's SDPA turns a boolean mask into one of the
+query dtype, ``convert_boolean_attn_mask``). The mask is one ``batch x 1 x L x L`` tensor
+broadcast over the heads, and each head's blocks read their tile of it: the memory-efficient
+kernel (PyTorch ``mem_eff_attention/kernel_forward.h`` and ``kernel_backward.h``, ``kSupportsBias``:
+the forward adds the bias tile to the scores, the backward reloads it to recompute them) and
+cuDNN read it once forward and once backward. The math backend and eager attention read it in
+their mask add (forward; the add's gradient passes through). A mask of a few hundred MB per
+micro-batch does not stay in L2 across heads. Flash never takes a mask, and causal masking in the
+fused kernels is an index test, no tensor."""
+
 FP32_ATTENTION_TIME = {"tf32x3": 6.0, "fp32": 16.0}
 """Time of fp32 attention matmuls relative to bf16 ones. The memory-efficient kernel's fp32 path
 on sm80+ runs on tensor cores as CUTLASS's 3xTF32 (PyTorch
@@ -601,19 +619,30 @@ def attention_time_factor(c: "Counts", capability: tuple[int, int] | None) -> fl
 
 def score_bytes_per_token(c: "Counts", capability: tuple[int, int] | None) -> tuple[float, float]:
     """(forward, backward) bytes per token, whole model, of the materialised scores
-    (:data:`SCORE_BYTES_PER_ELEMENT` times ``heads * seq_len * layers`` score elements per token,
-    which is the full-square forward attention FLOPs over ``4 * head_dim``); a recomputed
-    forward counts again in the backward. (0, 0) for the fused kernels and for cards without
-    CUDA."""
+    (:data:`SCORE_BYTES_PER_ELEMENT`) and of the explicit mask's reads (:data:`MASK_READS`),
+    over ``heads * seq_len * layers`` elements per token (the full-square forward attention
+    FLOPs over ``4 * head_dim``); a recomputed forward counts again in the backward. (0, 0) for
+    the flash kernel, for fused kernels without a mask tensor and for cards without CUDA."""
     if capability is None or not c.flops.attention_forward:
         return 0.0, 0.0
     kernel = _kernel(c, capability)
-    if not kernel.scores_materialised:
-        return 0.0, 0.0
-    key = attn_kernels.MATH if c.attention_dtype == "fp32" else kernel.backend
-    fwd = SCORE_BYTES_PER_ELEMENT[key, "forward"]
-    bwd = SCORE_BYTES_PER_ELEMENT[key, "backward"]
     elements = c.flops.attention_forward / (4.0 * c.head_dim * kernel.computed_fraction)
+    mask_bytes = 4 if c.attention_dtype == "fp32" else 2
+    if kernel.scores_materialised:
+        key = attn_kernels.MATH if c.attention_dtype == "fp32" else kernel.backend
+        fwd = (
+            SCORE_BYTES_PER_ELEMENT[key, "forward"]
+            + mask_bytes * MASK_READS["materialised", "forward"]
+        )
+        bwd = (
+            SCORE_BYTES_PER_ELEMENT[key, "backward"]
+            + mask_bytes * MASK_READS["materialised", "backward"]
+        )
+    elif c.attention_mask != attn_kernels.MASK_CAUSAL and kernel.backend != attn_kernels.FLASH:
+        fwd = mask_bytes * MASK_READS["fused", "forward"]
+        bwd = mask_bytes * MASK_READS["fused", "backward"]
+    else:
+        return 0.0, 0.0
     recompute = 1.0 if c.flops.recompute else 0.0
     return elements * fwd, elements * (bwd + recompute * fwd)
 
@@ -749,7 +778,8 @@ def step_breakdown(
     fwd_share = 1.0 / (1 + BACKWARD_ELEMENTWISE_FACTOR + (1 if c.passes == 3 else 0))
     t_fwd += elementwise_micro * fwd_share
     t_bwd += elementwise_micro * (1 - fwd_share)
-    # the math backend and eager attention write and read the L x L scores (element-wise too)
+    # the math backend and eager attention write and read the L x L scores, and kernels
+    # given a mask tensor read it per head (element-wise too)
     score_fwd, score_bwd = score_bytes_per_token(c, rates.capability)
     t_fwd += T * score_fwd / rates.memory_bytes_per_s
     t_bwd += T * score_bwd / rates.memory_bytes_per_s

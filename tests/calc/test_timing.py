@@ -138,9 +138,9 @@ def test_step_hand_computed_full_fine_tuning():
     sat = 2048 / (2048 + HALF)
     # eager attention: its score and value matmuls run at the card's bf16 rate
     assert b.compute == pytest.approx(2048 * 42_865_287_168 / (312e12 * 0.5 * sat))
-    # ... and it moves its 2048 x 2048 scores: 24 bytes per element forward, 28 backward,
-    # 32 heads x 32 layers, no recompute
-    scores_per_token = 32 * 32 * 2048 * (24 + 28)
+    # ... and it moves its 2048 x 2048 scores: 24 bytes per element forward, 28 backward, and
+    # reads the bf16 causal mask tensor in its mask add (2); 32 heads x 32 layers, no recompute
+    scores_per_token = 32 * 32 * 2048 * (24 + 2 + 28)
     elementwise_per_token = ELEMENTWISE_FWD_7B * 3 + 24 * 32000 + scores_per_token
     assert b.elementwise == pytest.approx(2048 * elementwise_per_token / bw)
     # foreach AdamW: 4 weight + 2 grad + 12 state passes of 2 bytes, clipping 3 grad passes
@@ -550,15 +550,39 @@ def test_materialised_scores_are_counted_not_a_factor():
     sat = c_eff.tokens_micro / (c_eff.tokens_micro + timing.MATMUL_HALF_TOKENS)
     per_factor = c_eff.tokens_micro * c_eff.flops.attention_total / (rates.peak_flops * 0.5 * sat)
     assert eff.compute - eager.compute == pytest.approx(per_factor)
-    # llama-3.1-8b: 32 layers x 32 heads x 4096 keys per query token
+    # llama-2-7b: 32 layers x 32 heads x 4096 keys per query token; the bf16 padding mask
+    # (2 bytes) is read per head by eager's mask add (forward) and by the memory-efficient
+    # kernel forward and backward
     elements = 32 * 32 * 4096
     assert timing.score_bytes_per_token(c_eager, rates.capability) == (
-        elements * 24,
-        elements * (28 + 24),
+        elements * (24 + 2),
+        elements * (28 + 24 + 2),
     )
-    assert timing.score_bytes_per_token(c_eff, rates.capability) == (0.0, 0.0)
-    score_s = c_eager.tokens_micro * elements * (24 + 28 + 24) / rates.memory_bytes_per_s
+    assert timing.score_bytes_per_token(c_eff, rates.capability) == (elements * 2, elements * 4)
+    gap = (24 + 2 + 28 + 24 + 2) - (2 + 2 + 2)
+    score_s = c_eager.tokens_micro * elements * gap / rates.memory_bytes_per_s
     assert eager.elementwise - eff.elementwise == pytest.approx(score_s)
+
+
+@pytest.mark.parametrize(
+    "gpu_id, request_keys, masked",
+    [
+        # no mask tensor: flash or cuDNN mask causally by index, nothing to read
+        ("a100-80gb-sxm", {}, False),
+        ("h100-sxm", {}, False),
+        # a padding mask: the memory-efficient kernel (sm80) and cuDNN (sm90) read it per head
+        ("a100-80gb-sxm", {"attention_mask": "padding"}, True),
+        ("h100-sxm", {"attention_mask": "padding"}, True),
+        # flash_attention_2 unpads the batch: no mask tensor reaches the kernel
+        ("a100-80gb-sxm", {"attention_mask": "padding", "attention": "flash"}, False),
+    ],
+)
+def test_mask_tensor_is_read_per_head(gpu_id, request_keys, masked):
+    c, rates, _ = _counts_and_rates(gpu_id, seq_len=4096, micro_batch_size=1, **request_keys)
+    # llama-2-7b: 32 layers x 32 heads x 4096 keys; a bf16 mask (2 bytes) read once forward,
+    # once backward and once in the recomputed forward
+    per_pass = 32 * 32 * 4096 * 2 if masked else 0.0
+    assert timing.score_bytes_per_token(c, rates.capability) == (per_pass, 2 * per_pass)
 
 
 @pytest.mark.parametrize(
