@@ -168,7 +168,8 @@ three TF32 products per fp32 product), and the dense TF32 peak is half the dense
 every sm80+ datasheet of the catalogue (A100 156 / 312, H100 SXM 495 / 989, L40S 183 / 366
 TFLOP/s): 3 x 2 = 6. Without tensor cores (the math backend's fp32 matmuls, cuBLAS with
 ``allow_tf32`` off, its default) the A100's 19.5 and the H100 SXM's 67 TFLOP/s fp32 against their
-BF16 peaks give 15-16x."""
+BF16 peaks give 15-16x; the same ratio prices the other fp32 matmuls (the output layer on fp32
+weights and inputs after kbit preparation)."""
 
 DEQUANT_WRITE_BYTES = 2
 """bitsandbytes ``MatMul4Bit`` (bitsandbytes 0.49.2, ``autograd/_functions.py``) dequantises
@@ -292,6 +293,39 @@ LOSS_BYTES_PER_LOGIT = 24
 """Cross-entropy on bf16 logits, forward and backward (transformers' ``ForCausalLMLoss``): upcast
 to fp32 (read 2, write 4), log-softmax (read 4, write 4), its gradient (read 4, write 4) and the
 downcast of the logits' gradient (write 2): 24 bytes per logit per token."""
+
+FP32_ACTIVATION_BYTES_PER_ELEMENT = {
+    ("norm", "eager"): 28,
+    ("norm", "compiled"): 16,
+    ("residual", "eager"): 12,
+    ("residual", "compiled"): 0,
+    ("rotary", "eager"): 60,
+    ("rotary", "compiled"): 16,
+    ("attention_io", "eager"): 32,
+    ("attention_io", "compiled"): 16,
+    ("mlp_act", "eager"): 20,
+    ("mlp_act", "compiled"): 12,
+    ("lora_output", "eager"): 28,
+    ("lora_output", "compiled"): 28,
+    ("loss_logit", "eager"): 16,
+    ("loss_logit", "compiled"): 16,
+}
+"""The element-wise traffic of the tables above when the activations are fp32 (QLoRA after
+peft's ``prepare_model_for_kbit_training`` without autocast, :data:`calc.states.KBIT_FP32`), per
+element: RMSNorm's upcast and downcast are no-ops, ``pow`` (4 + 4), ``mean`` (4), the ``rsqrt``
+product (4 + 4) and the weight product (4 + 4): 28, fused 4 + 4 twice: 16; a residual add reads
+two and writes one fp32 tensor: 12; rotary's passes and the transposes around attention move 4
+bytes where the 16-bit tables move 2: 60 and 32 (fused 16, 16); the gated activation 20 (fused
+12); each adapted 4-bit linear's output, peft 0.21 ``tuners/lora/bnb.py`` ``Linear4bit.forward``:
+``result.clone()`` (4 + 4), ``* scaling`` (4 + 4) and the add (4 + 4 + 4): 28; the loss on fp32
+logits skips the upcast and the downcast: log-softmax (4 + 4) and its gradient (4 + 4): 16."""
+
+KBIT_CAST_BYTES_PER_ELEMENT = 6
+"""bitsandbytes 0.49.2 ``nn/modules.py`` ``Linear4bit.forward`` on an fp32 input: ``x.to(
+self.compute_dtype)`` reads 4 and writes 2 bytes per input element, ``out.to(inp_dtype)`` reads 2
+and writes 4 per output element; in the backward their gradients run the other way (4 + 2,
+2 + 4). 6 bytes per input and per output element of each 4-bit linear, per pass (forward,
+backward, recomputed forward)."""
 
 BACKWARD_ELEMENTWISE_FACTOR = 2
 """The backward of an element-wise op reads its saved input and the incoming gradient and writes
@@ -426,6 +460,7 @@ class Counts:
     attention_mask: str = "causal"
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
     sdpa_cudnn_first: bool = True  # torch's SDPA order: cuDNN first on sm90 / sm10x
+    fp32_matmul_flops_per_token: float = 0.0  # matmuls on fp32 weights and inputs, all passes
     head_dim: int = 128
 
 
@@ -500,19 +535,44 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     act = MLP_ACT_BYTES_PER_ELEMENT[mode] if arch.mlp_gated else 4
     norm = NORM_BYTES_PER_ELEMENT[mode] if arch.norm_kind == "rms" else LAYER_NORM_BYTES_PER_ELEMENT
     rotary = ROTARY_BYTES_PER_ELEMENT[mode] if arch.learned_positions == 0 else 0
+    residual = RESIDUAL_BYTES_PER_ELEMENT[mode]
+    attention_io = ATTENTION_IO_BYTES_PER_ELEMENT[mode]
+    lora_out = LORA_BYTES_PER_OUTPUT
+    loss = LOSS_BYTES_PER_LOGIT
+    kbit_casts = 0.0
+    if st.request_regime(req) is st.KBIT_FP32:
+        # fp32 activations: the same kernels move 4-byte elements; each 4-bit linear casts
+        # its input down and its output back up
+        fp32 = FP32_ACTIVATION_BYTES_PER_ELEMENT
+        norm = fp32["norm", mode] if arch.norm_kind == "rms" else 2 * norm
+        residual = fp32["residual", mode]
+        rotary = fp32["rotary", mode] if rotary else 0
+        attention_io = fp32["attention_io", mode]
+        act = fp32["mlp_act", mode] if arch.mlp_gated else 2 * act
+        lora_out = fp32["lora_output", mode]
+        loss = fp32["loss_logit", mode]
+        kbit_casts = (
+            KBIT_CAST_BYTES_PER_ELEMENT * arch.num_layers * (per_layer_in + per_layer_out) * passes
+        )
+    fp32_head_flops = 0.0
+    if st.request_regime(req) is st.KBIT_FP32 and not req.qlora_output_layer_quantized:
+        # the output layer's weight and input are fp32: 2 V h forward, 2 V h for the input
+        # gradient (the layer is frozen)
+        fp32_head_flops = 4.0 * arch.vocab_size * h
     per_layer = (
         arch.norms_per_layer * norm * h
-        + 2 * RESIDUAL_BYTES_PER_ELEMENT[mode] * h
+        + 2 * residual * h
         + rotary * (q_dim + kv_dim)
-        + ATTENTION_IO_BYTES_PER_ELEMENT[mode] * (q_dim + 2 * kv_dim)
+        + attention_io * (q_dim + 2 * kv_dim)
         + act * ffn
-        + LORA_BYTES_PER_OUTPUT * sum(l.active * l.d_out for l in st.adapted(req))
+        + lora_out * sum(l.active * l.d_out for l in st.adapted(req))
         + lora_input_bytes(req) * sum(l.active * l.d_in for l in st.adapted(req) if not l.fused)
     )
     fwd_bytes = arch.num_layers * per_layer
     elementwise: float = (
         fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
-        + LOSS_BYTES_PER_LOGIT * arch.vocab_size
+        + loss * arch.vocab_size
+        + kbit_casts
     )
     if embed_copy:
         # the embedding copy's gradient: PyTorch's dense embedding backward zero-fills the
@@ -546,6 +606,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         attention_mask=req.attention_mask.value,
         attention_dtype=attention_dtype(req),
         sdpa_cudnn_first=req.sdpa_cudnn_first,
+        fp32_matmul_flops_per_token=fp32_head_flops,
         head_dim=arch.head_dim,
     )
 
@@ -772,6 +833,17 @@ def step_breakdown(
         fwd_part = 1.0 / (3.0 + (1.0 if f.recompute else 0.0))
         t_fwd += extra * fwd_part
         t_bwd += extra * (1.0 - fwd_part)
+    # matmuls on fp32 weights and inputs (the output layer after kbit preparation) run on the
+    # CUDA cores: the extra time over the 16-bit rate the compute above priced them at
+    if c.fp32_matmul_flops_per_token and rates.capability is not None:
+        extra = (
+            T
+            * c.fp32_matmul_flops_per_token
+            * (FP32_ATTENTION_TIME["fp32"] - 1.0)
+            / (rates.peak_flops * eff)
+        )
+        t_fwd += extra / 2
+        t_bwd += extra / 2
     compute_micro = t_fwd + t_bwd
     # element-wise kernels run between the matmuls on the same stream: added, not overlapped
     elementwise_micro = T * c.elementwise_bytes_per_token / rates.memory_bytes_per_s

@@ -679,3 +679,40 @@ def test_unknown_network_is_a_coded_error_naming_the_field():
     with pytest.raises(InputError) as err:
         plan_dict({**NETWORK_PLAN, "num_gpus": 16, "network": "token-ring"})
     assert (err.value.code, err.value.field) == ("unknown_value", "network")
+
+
+def test_kbit_prepared_qlora_moves_fp32_activations_and_casts_each_4bit_linear():
+    # the same loop with and without prepare_model_for_kbit_training: fp32 activations move
+    # more element-wise bytes, and each 4-bit linear's input and output casts add 6 bytes per
+    # element per pass (forward, backward, recompute)
+    kw = {"method": "qlora", "framework": "pytorch-loop", "seq_len": 2048, "micro_batch_size": 1}
+    kbit, _, req = _counts_and_rates("a100-80gb-sxm", **kw)
+    plain, _, _ = _counts_and_rates("a100-80gb-sxm", **kw, behaviour={"qlora_prepare_kbit": False})
+    assert req.qlora_prepare_kbit and req.gradient_checkpointing
+    arch = req.model
+    io = sum(l.active * (l.d_in + l.d_out) for l in arch.linears if l.quantizable)
+    casts = timing.KBIT_CAST_BYTES_PER_ELEMENT * arch.num_layers * io * 3
+    assert kbit.elementwise_bytes_per_token - casts > plain.elementwise_bytes_per_token
+    # the output layer's matmul on fp32 weight and input: 2 V h forward, 2 V h backward
+    assert kbit.fp32_matmul_flops_per_token == 4.0 * arch.vocab_size * arch.hidden_size
+    assert plain.fp32_matmul_flops_per_token == 0.0
+
+
+def test_fp32_output_layer_runs_at_the_fp32_rate():
+    kw = {"method": "qlora", "framework": "pytorch-loop", "seq_len": 2048, "micro_batch_size": 1}
+    c, rates, _ = _counts_and_rates("a100-80gb-sxm", **kw)
+    args = dict(
+        num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    with_head = timing.step_breakdown(c, rates, **args).compute
+    from dataclasses import replace
+
+    without = timing.step_breakdown(replace(c, fp32_matmul_flops_per_token=0.0), rates, **args)
+    sat = c.tokens_micro / (c.tokens_micro + timing.MATMUL_HALF_TOKENS)
+    extra = (
+        c.tokens_micro
+        * c.fp32_matmul_flops_per_token
+        * (timing.FP32_ATTENTION_TIME["fp32"] - 1)
+        / (rates.peak_flops * 0.5 * sat)
+    )
+    assert with_head - without.compute == pytest.approx(extra)
