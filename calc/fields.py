@@ -612,17 +612,18 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
-        "sdpa_cudnn_first",
-        True,
+        "sdpa_cudnn_last",
+        False,
         BEHAVIOUR,
         doc=(
-            "torch's SDPA tries cuDNN attention before flash and memory-efficient on sm90 / "
-            "sm100 / sm103 (``check_prefer_cudnn_attention`` in ``sdp_utils.cpp``, torch 2.9 on, "
+            "torch's SDPA tries cuDNN attention last, after math, so it never runs: the order of "
+            "torch 2.5.1 to 2.10 (``sdp_utils.cpp`` ``priority_order``; pytorch PR #138522, "
+            "cherry-picked onto release/2.5; torch 2.4 and before had cuDNN off unless "
+            "``TORCH_CUDNN_SDPA_ENABLED`` was set). A padded batch's mask tensor then runs on the "
+            "memory-efficient kernel on every card. Default False: torch 2.11 on (2.13 here) "
+            "tries cuDNN first on sm90 / sm100 / sm103 (``check_prefer_cudnn_attention``, "
             "pytorch PR #162073, gated on the bundled cuDNN > 9.15, which the wheels carry from "
-            "2.11), so a padded batch's mask tensor runs on cuDNN. False: cuDNN last in the "
-            "order, after math (torch 2.5.1 to 2.10: pytorch PR #138522, cherry-picked onto "
-            "release/2.5; torch 2.4 and before: cuDNN off unless ``TORCH_CUDNN_SDPA_ENABLED``), "
-            "so the mask tensor runs on the memory-efficient kernel. Default True (torch 2.13)."
+            "2.11), so the mask runs on cuDNN there."
         ),
     ),
     _bool(

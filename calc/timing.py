@@ -459,7 +459,7 @@ class Counts:
     attention_impl: str = "sdpa"  # the request's ``attention``
     attention_mask: str = "causal"
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
-    sdpa_cudnn_first: bool = True  # torch's SDPA order: cuDNN first on sm90 / sm10x
+    sdpa_cudnn_last: bool = False  # torch 2.5.1-2.10 SDPA order: cuDNN after math
     fp32_matmul_flops_per_token: float = 0.0  # matmuls on fp32 weights and inputs, all passes
     head_dim: int = 128
 
@@ -605,7 +605,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         attention_impl=req.attention.value,
         attention_mask=req.attention_mask.value,
         attention_dtype=attention_dtype(req),
-        sdpa_cudnn_first=req.sdpa_cudnn_first,
+        sdpa_cudnn_last=req.sdpa_cudnn_last,
         fp32_matmul_flops_per_token=fp32_head_flops,
         head_dim=arch.head_dim,
     )
@@ -651,7 +651,7 @@ def _kernel(c: "Counts", capability: tuple[int, int]) -> attn_kernels.AttentionK
         mask=c.attention_mask,
         head_dim=c.head_dim,
         capability=capability,
-        cudnn_first=c.sdpa_cudnn_first,
+        cudnn_first=not c.sdpa_cudnn_last,
     )
 
 

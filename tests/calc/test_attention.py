@@ -213,13 +213,13 @@ def test_torch_before_2_9_runs_the_mask_on_the_memory_efficient_kernel():
 
 def test_torch_version_profiles_set_the_sdpa_order():
     base = {"model": "llama-3.1-8b"}
-    assert parse_estimate_request(base).sdpa_cudnn_first is True
+    assert parse_estimate_request(base).sdpa_cudnn_last is False
     for fw in ("hf-trainer", "hf-custom-loop", "pytorch-loop", "generic"):
-        assert parse_estimate_request({**base, "framework": fw}).sdpa_cudnn_first is True
+        assert parse_estimate_request({**base, "framework": fw}).sdpa_cudnn_last is False
     for fw in ("hf-trainer-4", "pytorch-loop-4"):
-        assert parse_estimate_request({**base, "framework": fw}).sdpa_cudnn_first is False
-    mine = {**base, "framework": "hf-trainer-4", "behaviour": {"sdpa_cudnn_first": True}}
-    assert parse_estimate_request(mine).sdpa_cudnn_first is True
+        assert parse_estimate_request({**base, "framework": fw}).sdpa_cudnn_last is True
+    mine = {**base, "framework": "hf-trainer-4", "behaviour": {"sdpa_cudnn_last": False}}
+    assert parse_estimate_request(mine).sdpa_cudnn_last is False
 
 
 def test_older_torch_order_slows_a_padded_step_on_h100_only():
@@ -233,7 +233,7 @@ def test_older_torch_order_slows_a_padded_step_on_h100_only():
                 "gpu": gpu,
                 "seq_len": 4096,
                 "dataset_tokens": 1e9,
-                "behaviour": {"attention_mask": "padding", "sdpa_cudnn_first": cudnn_first},
+                "behaviour": {"attention_mask": "padding", "sdpa_cudnn_last": not cudnn_first},
             }
         )
         t = Planner(req, opts).time(opts.gpu, req.num_gpus, req.sharding.value)
@@ -243,9 +243,7 @@ def test_older_torch_order_slows_a_padded_step_on_h100_only():
     assert tps("a100-80gb-sxm", False) == tps("a100-80gb-sxm", True)
 
 
-def test_sdpa_cudnn_first_bad_value_is_a_coded_error():
+def test_sdpa_cudnn_last_bad_value_is_a_coded_error():
     with pytest.raises(InputError) as err:
-        parse_estimate_request(
-            {"model": "llama-3.1-8b", "behaviour": {"sdpa_cudnn_first": "maybe"}}
-        )
-    assert err.value.field == "sdpa_cudnn_first"
+        parse_estimate_request({"model": "llama-3.1-8b", "behaviour": {"sdpa_cudnn_last": "maybe"}})
+    assert err.value.field == "sdpa_cudnn_last"
