@@ -127,16 +127,19 @@ def sdpa_backend(
     dropout: float = 0.0,
     grouped_kv: bool = False,
     training: bool = True,
+    cudnn_first: bool = True,
 ) -> str:
     """The SDPA backend torch 2.13 (CUDA) runs for q/k/v of ``dtype`` (``bf16``, ``fp16``,
     ``fp32``), ``mask`` (``causal``: ``is_causal=True``, no tensor; ``padding``: an explicit mask
     tensor), ``head_dim``, attention ``dropout``, on a card of compute ``capability``.
     ``grouped_kv`` (``enable_gqa=True``) changes nothing on CUDA: flash, cuDNN and
     memory-efficient all accept it (``check_batch_size_and_num_heads_dense<supports_gqa=true>``)
-    and math expands k/v itself."""
+    and math expands k/v itself. ``cudnn_first`` False is the order of torch 2.5.1 to 2.10
+    (pytorch PR #138522, cherry-picked onto release/2.5: cuDNN after math, so never reached
+    here); torch 2.4 and before had cuDNN off unless ``TORCH_CUDNN_SDPA_ENABLED`` was set."""
     del grouped_kv
     order = [FLASH, EFFICIENT, MATH]
-    if _cudnn_first(capability):
+    if cudnn_first and _cudnn_first(capability):
         order.insert(0, CUDNN)
     for backend in order:
         if backend == CUDNN and _can_cudnn(dtype, head_dim, dropout, capability):
@@ -201,6 +204,7 @@ def attention_kernel(
     capability: tuple[int, int],
     dropout: float = 0.0,
     grouped_kv: bool = False,
+    cudnn_first: bool = True,
 ) -> AttentionKernel:
     """The kernel a training step's attention runs (``attention``: ``sdpa``, ``eager``,
     ``flash``) and what it costs."""
@@ -216,6 +220,7 @@ def attention_kernel(
             capability=capability,
             dropout=dropout,
             grouped_kv=grouped_kv,
+            cudnn_first=cudnn_first,
         )
     # transformers' flash_attention_2 unpads a padded batch: the causal skip holds either way
     fraction = (

@@ -612,6 +612,21 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "sdpa_cudnn_last",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "torch's SDPA tries cuDNN attention last, after math, so it never runs: the order of "
+            "torch 2.5.1 to 2.10 (``sdp_utils.cpp`` ``priority_order``; pytorch PR #138522, "
+            "cherry-picked onto release/2.5; torch 2.4 and before had cuDNN off unless "
+            "``TORCH_CUDNN_SDPA_ENABLED`` was set). A padded batch's mask tensor then runs on the "
+            "memory-efficient kernel on every card. Default False: torch 2.11 on (2.13 here) "
+            "tries cuDNN first on sm90 / sm100 / sm103 (``check_prefer_cudnn_attention``, "
+            "pytorch PR #162073, gated on the bundled cuDNN > 9.15, which the wheels carry from "
+            "2.11), so the mask runs on cuDNN there."
+        ),
+    ),
+    _bool(
         "loss_outputs_kept",
         False,
         BEHAVIOUR,

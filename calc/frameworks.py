@@ -163,6 +163,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "optimizer_fused": False,
         "loss_outputs_kept": False,
         "attention_grouped_kv": False,
+        "sdpa_cudnn_last": True,
         "moe_expert_layout": "per-expert-modules",
     },
     Framework.TRL_SFT: {
@@ -178,6 +179,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
     Framework.PYTORCH_LOOP_4: {
         **_PYTORCH_LOOP,
         "attention_grouped_kv": False,
+        "sdpa_cudnn_last": True,
         "moe_expert_layout": "per-expert-modules",
     },
 }
@@ -277,6 +279,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "attention_mask": "transformers 4.46 modeling_attn_mask_utils.py AttentionMaskConverter."
         "_ignore_causal_mask_sdpa (LlamaModel._update_causal_mask): the 4-D mask is dropped for "
         "is_causal only when no token is masked; a padded batch passes it to SDPA",
+        "sdpa_cudnn_last": "torch 2.5.1 to 2.7 aten/src/ATen/native/transformers/cuda/sdp_utils.cpp "
+        "priority_order: flash, memory-efficient, math, cuDNN last (pytorch PR #138522, "
+        "cherry-picked onto release/2.5 after the 2.5.0 cuDNN bugs); torch 2.4: cuDNN attention "
+        "only with TORCH_CUDNN_SDPA_ENABLED=1 (PR #125343 reverted for 2.4 by PR #128539)",
         "loss_outputs_kept": "transformers 4.46 Trainer.compute_loss returns the loss alone "
         "(return_outputs=False); training_step drops the outputs",
         "moe_expert_layout": "transformers 4.46-4.57 models/qwen3_moe/modeling_qwen3_moe.py "
@@ -452,6 +458,7 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "same cast to fp32)",
         "lora_adapter_dtype": "peft 0.12.0 (Jul 2024) on: get_peft_model(autocast_adapter_dtype=True)",
         "attention_grouped_kv": "as hf-trainer-4 (transformers 4.46-4.53 repeat_kv before SDPA)",
+        "sdpa_cudnn_last": "as hf-trainer-4 (torch 2.4-2.7: cuDNN attention last or off)",
         "moe_expert_layout": "as hf-trainer-4 (transformers 4.46-4.57: one nn.Linear per expert "
         "matrix)",
     },

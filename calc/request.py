@@ -85,6 +85,7 @@ class EstimateRequest:
     lora_adapter_dtype: AdapterDtype
     attention_grouped_kv: bool
     attention_mask: AttentionMask
+    sdpa_cudnn_last: bool
     loss_outputs_kept: bool
     qlora_quant_state_replicated: bool
     framework: Framework

@@ -105,18 +105,59 @@ ATTENTION_KERNEL_TIME = {
     attn_kernels.FLASH: 1.0,
     attn_kernels.CUDNN: 1.0,
     attn_kernels.EFFICIENT: 2.0,
-    attn_kernels.MATH: 5.0,
-    attn_kernels.EAGER: 5.0,
 }
-"""Time of the score and value matmuls on each attention kernel, relative to the flash kernel
-at the same FLOPs (the matmul efficiency of the card class prices the flash kernel). Read off
-the FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, sec. 4.1, forward + backward on the
+"""Time of the score and value matmuls on each fused attention kernel, relative to the flash
+kernel at the same FLOPs (the matmul efficiency of the card class prices the flash kernel). Read
+off the FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, sec. 4.1, forward + backward on the
 A100): FlashAttention-2 reaches 50-73 % of the peak, about 2x FlashAttention-1, whose speed
-xformers' cutlass kernel (PyTorch's memory-efficient backend) matches, hence 2.0; it is 3-10x
-faster than the standard PyTorch implementation (the math backend and transformers' eager
-attention, which materialise the scores), hence 5.0, the middle of that range. cuDNN's fused
+xformers' cutlass kernel (PyTorch's memory-efficient backend) matches, hence 2.0. cuDNN's fused
 attention is taken at flash speed (NVIDIA's cuDNN 9 figures put it level with or above
-FlashAttention-2 on the H100). Stated constants, not fitted."""
+FlashAttention-2 on the H100). Stated constants, not fitted. The kernels that materialise the
+scores (the math backend, transformers' eager attention) are not priced by a factor: their
+matmuls run at the rate of their dtype and their score traffic is counted
+(:data:`SCORE_BYTES_PER_ELEMENT`)."""
+
+SCORE_BYTES_PER_ELEMENT = {
+    (attn_kernels.MATH, "forward"): 24,
+    (attn_kernels.MATH, "backward"): 28,
+    (attn_kernels.EAGER, "forward"): 24,
+    (attn_kernels.EAGER, "backward"): 28,
+}
+"""Bytes moved per element of the materialised L x L scores, (forward, backward), per layer,
+head and query token. The math backend (torch ``aten/src/ATen/native/transformers/
+attention.cpp`` ``_scaled_dot_product_attention_math``) upcasts 16-bit q, k, v to fp32 unless
+``allow_fp16_bf16_reduction_math_sdp`` is set (off by default, torch 2.5 on), so its scores are
+fp32 (4 bytes): forward, QK^T writes them (1 pass), the mask (a causal one is built as a tensor
+too) is added in place (read, write: 2), ``_safe_softmax`` reads and writes (2), AV reads (1):
+6 x 4 = 24; backward, dO V^T writes dP (1), the softmax gradient reads P and dP and writes dS
+(3), dQ and dK read dS (2), dV reads P (1): 7 x 4 = 28. transformers' eager attention
+(5.17 ``models/llama/modeling_llama.py`` ``eager_attention_forward``, 16-bit q, k, v): QK^T
+writes 2, ``* scaling`` reads and writes 2 + 2, the mask add 2 + 2, ``softmax(dtype=float32)``
+reads 2 and writes 4 (one kernel, ``half_to_float``), ``.to(query.dtype)`` reads 4 and writes 2,
+AV reads 2: 24; backward, dP 2, the cast's gradient 2 + 4, the softmax gradient reads output and
+gradient in fp32 and writes 16-bit (4 + 4 + 2), the scaling's gradient 2 + 2, dQ and dK read dS
+(2 + 2), dV reads P (2): 28. Dropout at p = 0 returns its input (ATen ``Dropout.cpp``
+``_dropout``); the catalogue's models train with ``attention_dropout`` 0. With fp32 q, k, v eager
+moves what math moves (24, 28). A checkpointed layer runs the forward again. Gemma-2's attention
+soft-capping (three more element-wise passes) is not counted."""
+
+MASK_READS = {
+    ("fused", "forward"): 1,
+    ("fused", "backward"): 1,
+    ("materialised", "forward"): 1,
+    ("materialised", "backward"): 0,
+}
+"""Passes over an explicit attention mask per head, per layer and query token (each pass reads
+``seq_len`` mask elements of the q dtype: transformers 4.x builds the 4-D padding mask as an
+additive float mask in the model dtype, and torch's SDPA turns a boolean mask into one of the
+query dtype, ``convert_boolean_attn_mask``). The mask is one ``batch x 1 x L x L`` tensor
+broadcast over the heads, and each head's blocks read their tile of it: the memory-efficient
+kernel (PyTorch ``mem_eff_attention/kernel_forward.h`` and ``kernel_backward.h``, ``kSupportsBias``:
+the forward adds the bias tile to the scores, the backward reloads it to recompute them) and
+cuDNN read it once forward and once backward. The math backend and eager attention read it in
+their mask add (forward; the add's gradient passes through). A mask of a few hundred MB per
+micro-batch does not stay in L2 across heads. Flash never takes a mask, and causal masking in the
+fused kernels is an index test, no tensor."""
 
 FP32_ATTENTION_TIME = {"tf32x3": 6.0, "fp32": 16.0}
 """Time of fp32 attention matmuls relative to bf16 ones. The memory-efficient kernel's fp32 path
@@ -127,7 +168,8 @@ three TF32 products per fp32 product), and the dense TF32 peak is half the dense
 every sm80+ datasheet of the catalogue (A100 156 / 312, H100 SXM 495 / 989, L40S 183 / 366
 TFLOP/s): 3 x 2 = 6. Without tensor cores (the math backend's fp32 matmuls, cuBLAS with
 ``allow_tf32`` off, its default) the A100's 19.5 and the H100 SXM's 67 TFLOP/s fp32 against their
-BF16 peaks give 15-16x."""
+BF16 peaks give 15-16x; the same ratio prices the other fp32 matmuls (the output layer on fp32
+weights and inputs after kbit preparation)."""
 
 DEQUANT_WRITE_BYTES = 2
 """bitsandbytes ``MatMul4Bit`` (bitsandbytes 0.49.2, ``autograd/_functions.py``) dequantises
@@ -251,6 +293,39 @@ LOSS_BYTES_PER_LOGIT = 24
 """Cross-entropy on bf16 logits, forward and backward (transformers' ``ForCausalLMLoss``): upcast
 to fp32 (read 2, write 4), log-softmax (read 4, write 4), its gradient (read 4, write 4) and the
 downcast of the logits' gradient (write 2): 24 bytes per logit per token."""
+
+FP32_ACTIVATION_BYTES_PER_ELEMENT = {
+    ("norm", "eager"): 28,
+    ("norm", "compiled"): 16,
+    ("residual", "eager"): 12,
+    ("residual", "compiled"): 0,
+    ("rotary", "eager"): 60,
+    ("rotary", "compiled"): 16,
+    ("attention_io", "eager"): 32,
+    ("attention_io", "compiled"): 16,
+    ("mlp_act", "eager"): 20,
+    ("mlp_act", "compiled"): 12,
+    ("lora_output", "eager"): 28,
+    ("lora_output", "compiled"): 28,
+    ("loss_logit", "eager"): 16,
+    ("loss_logit", "compiled"): 16,
+}
+"""The element-wise traffic of the tables above when the activations are fp32 (QLoRA after
+peft's ``prepare_model_for_kbit_training`` without autocast, :data:`calc.states.KBIT_FP32`), per
+element: RMSNorm's upcast and downcast are no-ops, ``pow`` (4 + 4), ``mean`` (4), the ``rsqrt``
+product (4 + 4) and the weight product (4 + 4): 28, fused 4 + 4 twice: 16; a residual add reads
+two and writes one fp32 tensor: 12; rotary's passes and the transposes around attention move 4
+bytes where the 16-bit tables move 2: 60 and 32 (fused 16, 16); the gated activation 20 (fused
+12); each adapted 4-bit linear's output, peft 0.21 ``tuners/lora/bnb.py`` ``Linear4bit.forward``:
+``result.clone()`` (4 + 4), ``* scaling`` (4 + 4) and the add (4 + 4 + 4): 28; the loss on fp32
+logits skips the upcast and the downcast: log-softmax (4 + 4) and its gradient (4 + 4): 16."""
+
+KBIT_CAST_BYTES_PER_ELEMENT = 6
+"""bitsandbytes 0.49.2 ``nn/modules.py`` ``Linear4bit.forward`` on an fp32 input: ``x.to(
+self.compute_dtype)`` reads 4 and writes 2 bytes per input element, ``out.to(inp_dtype)`` reads 2
+and writes 4 per output element; in the backward their gradients run the other way (4 + 2,
+2 + 4). 6 bytes per input and per output element of each 4-bit linear, per pass (forward,
+backward, recomputed forward)."""
 
 BACKWARD_ELEMENTWISE_FACTOR = 2
 """The backward of an element-wise op reads its saved input and the incoming gradient and writes
@@ -384,6 +459,8 @@ class Counts:
     attention_impl: str = "sdpa"  # the request's ``attention``
     attention_mask: str = "causal"
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
+    sdpa_cudnn_last: bool = False  # torch 2.5.1-2.10 SDPA order: cuDNN after math
+    fp32_matmul_flops_per_token: float = 0.0  # matmuls on fp32 weights and inputs, all passes
     head_dim: int = 128
 
 
@@ -458,19 +535,44 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     act = MLP_ACT_BYTES_PER_ELEMENT[mode] if arch.mlp_gated else 4
     norm = NORM_BYTES_PER_ELEMENT[mode] if arch.norm_kind == "rms" else LAYER_NORM_BYTES_PER_ELEMENT
     rotary = ROTARY_BYTES_PER_ELEMENT[mode] if arch.learned_positions == 0 else 0
+    residual = RESIDUAL_BYTES_PER_ELEMENT[mode]
+    attention_io = ATTENTION_IO_BYTES_PER_ELEMENT[mode]
+    lora_out = LORA_BYTES_PER_OUTPUT
+    loss = LOSS_BYTES_PER_LOGIT
+    kbit_casts = 0.0
+    if st.request_regime(req) is st.KBIT_FP32:
+        # fp32 activations: the same kernels move 4-byte elements; each 4-bit linear casts
+        # its input down and its output back up
+        fp32 = FP32_ACTIVATION_BYTES_PER_ELEMENT
+        norm = fp32["norm", mode] if arch.norm_kind == "rms" else 2 * norm
+        residual = fp32["residual", mode]
+        rotary = fp32["rotary", mode] if rotary else 0
+        attention_io = fp32["attention_io", mode]
+        act = fp32["mlp_act", mode] if arch.mlp_gated else 2 * act
+        lora_out = fp32["lora_output", mode]
+        loss = fp32["loss_logit", mode]
+        kbit_casts = (
+            KBIT_CAST_BYTES_PER_ELEMENT * arch.num_layers * (per_layer_in + per_layer_out) * passes
+        )
+    fp32_head_flops = 0.0
+    if st.request_regime(req) is st.KBIT_FP32 and not req.qlora_output_layer_quantized:
+        # the output layer's weight and input are fp32: 2 V h forward, 2 V h for the input
+        # gradient (the layer is frozen)
+        fp32_head_flops = 4.0 * arch.vocab_size * h
     per_layer = (
         arch.norms_per_layer * norm * h
-        + 2 * RESIDUAL_BYTES_PER_ELEMENT[mode] * h
+        + 2 * residual * h
         + rotary * (q_dim + kv_dim)
-        + ATTENTION_IO_BYTES_PER_ELEMENT[mode] * (q_dim + 2 * kv_dim)
+        + attention_io * (q_dim + 2 * kv_dim)
         + act * ffn
-        + LORA_BYTES_PER_OUTPUT * sum(l.active * l.d_out for l in st.adapted(req))
+        + lora_out * sum(l.active * l.d_out for l in st.adapted(req))
         + lora_input_bytes(req) * sum(l.active * l.d_in for l in st.adapted(req) if not l.fused)
     )
     fwd_bytes = arch.num_layers * per_layer
     elementwise: float = (
         fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
-        + LOSS_BYTES_PER_LOGIT * arch.vocab_size
+        + loss * arch.vocab_size
+        + kbit_casts
     )
     if embed_copy:
         # the embedding copy's gradient: PyTorch's dense embedding backward zero-fills the
@@ -503,6 +605,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         attention_impl=req.attention.value,
         attention_mask=req.attention_mask.value,
         attention_dtype=attention_dtype(req),
+        sdpa_cudnn_last=req.sdpa_cudnn_last,
+        fp32_matmul_flops_per_token=fp32_head_flops,
         head_dim=arch.head_dim,
     )
 
@@ -540,24 +644,68 @@ def attention_dtype(req: EstimateRequest) -> str:
     return "fp16" if req.precision is Precision.FP16_MIXED else "bf16"
 
 
-def attention_time_factor(c: "Counts", capability: tuple[int, int] | None) -> float:
-    """Time of the attention matmuls relative to the same FLOPs on the flash kernel in bf16: the
-    kernel PyTorch dispatches (:func:`calc.attention.attention_kernel`) times its
-    :data:`ATTENTION_KERNEL_TIME`, times :data:`FP32_ATTENTION_TIME` for fp32 inputs. A card
-    without CUDA (AMD) keeps 1.0: the dispatch read here is CUDA's."""
-    if capability is None:
-        return 1.0
-    kernel = attn_kernels.attention_kernel(
+def _kernel(c: "Counts", capability: tuple[int, int]) -> attn_kernels.AttentionKernel:
+    return attn_kernels.attention_kernel(
         attention=c.attention_impl,
         dtype=c.attention_dtype,
         mask=c.attention_mask,
         head_dim=c.head_dim,
         capability=capability,
+        cudnn_first=not c.sdpa_cudnn_last,
     )
+
+
+def attention_time_factor(c: "Counts", capability: tuple[int, int] | None) -> float:
+    """Time of the attention matmuls relative to the same FLOPs on the flash kernel in bf16: the
+    kernel PyTorch dispatches (:func:`calc.attention.attention_kernel`) times its
+    :data:`ATTENTION_KERNEL_TIME`, times :data:`FP32_ATTENTION_TIME` for fp32 inputs. The math
+    backend runs fp32 matmuls whatever the input dtype (it upcasts: see
+    :data:`SCORE_BYTES_PER_ELEMENT`) and eager runs cuBLAS matmuls in the input dtype, both
+    without tensor cores in fp32 (``allow_tf32`` off by default). A card without CUDA (AMD)
+    keeps 1.0: the dispatch read here is CUDA's."""
+    if capability is None:
+        return 1.0
+    kernel = _kernel(c, capability)
+    if kernel.backend == attn_kernels.MATH or (
+        kernel.backend == attn_kernels.EAGER and c.attention_dtype == "fp32"
+    ):
+        return FP32_ATTENTION_TIME["fp32"]
+    if kernel.backend == attn_kernels.EAGER:
+        return 1.0
     factor = ATTENTION_KERNEL_TIME[kernel.backend]
     if c.attention_dtype == "fp32":
         factor *= FP32_ATTENTION_TIME["tf32x3" if kernel.tensor_cores else "fp32"]
     return factor
+
+
+def score_bytes_per_token(c: "Counts", capability: tuple[int, int] | None) -> tuple[float, float]:
+    """(forward, backward) bytes per token, whole model, of the materialised scores
+    (:data:`SCORE_BYTES_PER_ELEMENT`) and of the explicit mask's reads (:data:`MASK_READS`),
+    over ``heads * seq_len * layers`` elements per token (the full-square forward attention
+    FLOPs over ``4 * head_dim``); a recomputed forward counts again in the backward. (0, 0) for
+    the flash kernel, for fused kernels without a mask tensor and for cards without CUDA."""
+    if capability is None or not c.flops.attention_forward:
+        return 0.0, 0.0
+    kernel = _kernel(c, capability)
+    elements = c.flops.attention_forward / (4.0 * c.head_dim * kernel.computed_fraction)
+    mask_bytes = 4 if c.attention_dtype == "fp32" else 2
+    if kernel.scores_materialised:
+        key = attn_kernels.MATH if c.attention_dtype == "fp32" else kernel.backend
+        fwd = (
+            SCORE_BYTES_PER_ELEMENT[key, "forward"]
+            + mask_bytes * MASK_READS["materialised", "forward"]
+        )
+        bwd = (
+            SCORE_BYTES_PER_ELEMENT[key, "backward"]
+            + mask_bytes * MASK_READS["materialised", "backward"]
+        )
+    elif c.attention_mask != attn_kernels.MASK_CAUSAL and kernel.backend != attn_kernels.FLASH:
+        fwd = mask_bytes * MASK_READS["fused", "forward"]
+        bwd = mask_bytes * MASK_READS["fused", "backward"]
+    else:
+        return 0.0, 0.0
+    recompute = 1.0 if c.flops.recompute else 0.0
+    return elements * fwd, elements * (bwd + recompute * fwd)
 
 
 # --- the step ----------------------------------------------------------------------------------
@@ -685,12 +833,29 @@ def step_breakdown(
         fwd_part = 1.0 / (3.0 + (1.0 if f.recompute else 0.0))
         t_fwd += extra * fwd_part
         t_bwd += extra * (1.0 - fwd_part)
+    # matmuls on fp32 weights and inputs (the output layer after kbit preparation) run on the
+    # CUDA cores: the extra time over the 16-bit rate the compute above priced them at
+    if c.fp32_matmul_flops_per_token and rates.capability is not None:
+        extra = (
+            T
+            * c.fp32_matmul_flops_per_token
+            * (FP32_ATTENTION_TIME["fp32"] - 1.0)
+            / (rates.peak_flops * eff)
+        )
+        t_fwd += extra / 2
+        t_bwd += extra / 2
     compute_micro = t_fwd + t_bwd
     # element-wise kernels run between the matmuls on the same stream: added, not overlapped
     elementwise_micro = T * c.elementwise_bytes_per_token / rates.memory_bytes_per_s
     fwd_share = 1.0 / (1 + BACKWARD_ELEMENTWISE_FACTOR + (1 if c.passes == 3 else 0))
     t_fwd += elementwise_micro * fwd_share
     t_bwd += elementwise_micro * (1 - fwd_share)
+    # the math backend and eager attention write and read the L x L scores, and kernels
+    # given a mask tensor read it per head (element-wise too)
+    score_fwd, score_bwd = score_bytes_per_token(c, rates.capability)
+    t_fwd += T * score_fwd / rates.memory_bytes_per_s
+    t_bwd += T * score_bwd / rates.memory_bytes_per_s
+    elementwise_micro += T * (score_fwd + score_bwd) / rates.memory_bytes_per_s
 
     # QLoRA: each pass that uses a frozen 4-bit weight dequantises it first
     dq_pass = c.dequantisation_bytes / rates.memory_bytes_per_s

@@ -194,3 +194,56 @@ def test_kernel_for_flash_and_eager_implementations():
     )
     assert fp32_t4.backend == "efficient"  # alignment 1 for fp32 below sm80
     assert fp32_t4.tensor_cores is False
+
+
+def test_torch_before_2_9_runs_the_mask_on_the_memory_efficient_kernel():
+    # torch 2.5.1-2.10 put cuDNN after math: sm90 keeps flash (causal) / efficient (mask)
+    for cc in (SM90, (10, 0)):
+        kw = {"dtype": "bf16", "head_dim": 128, "capability": cc, "cudnn_first": False}
+        assert sdpa_backend(mask="padding", **kw) == "efficient"
+        assert sdpa_backend(mask="causal", **kw) == "flash"
+    # cards where cuDNN never comes first dispatch the same either way
+    for cc in (SM80, SM86, (12, 0)):
+        for cudnn_first in (True, False):
+            got = sdpa_backend(
+                dtype="bf16", mask="padding", head_dim=128, capability=cc, cudnn_first=cudnn_first
+            )
+            assert got == "efficient"
+
+
+def test_torch_version_profiles_set_the_sdpa_order():
+    base = {"model": "llama-3.1-8b"}
+    assert parse_estimate_request(base).sdpa_cudnn_last is False
+    for fw in ("hf-trainer", "hf-custom-loop", "pytorch-loop", "generic"):
+        assert parse_estimate_request({**base, "framework": fw}).sdpa_cudnn_last is False
+    for fw in ("hf-trainer-4", "pytorch-loop-4"):
+        assert parse_estimate_request({**base, "framework": fw}).sdpa_cudnn_last is True
+    mine = {**base, "framework": "hf-trainer-4", "behaviour": {"sdpa_cudnn_last": False}}
+    assert parse_estimate_request(mine).sdpa_cudnn_last is False
+
+
+def test_older_torch_order_slows_a_padded_step_on_h100_only():
+    from calc.plan import Planner, parse_plan_request
+
+    def tps(gpu: str, cudnn_first: bool) -> float:
+        req, opts = parse_plan_request(
+            {
+                "model": "llama-3.1-8b",
+                "method": "full",
+                "gpu": gpu,
+                "seq_len": 4096,
+                "dataset_tokens": 1e9,
+                "behaviour": {"attention_mask": "padding", "sdpa_cudnn_last": not cudnn_first},
+            }
+        )
+        t = Planner(req, opts).time(opts.gpu, req.num_gpus, req.sharding.value)
+        return t.tokens_per_second_per_gpu
+
+    assert tps("h100-sxm", False) < tps("h100-sxm", True)
+    assert tps("a100-80gb-sxm", False) == tps("a100-80gb-sxm", True)
+
+
+def test_sdpa_cudnn_last_bad_value_is_a_coded_error():
+    with pytest.raises(InputError) as err:
+        parse_estimate_request({"model": "llama-3.1-8b", "behaviour": {"sdpa_cudnn_last": "maybe"}})
+    assert err.value.field == "sdpa_cudnn_last"

@@ -136,11 +136,12 @@ def test_step_hand_computed_full_fine_tuning():
     b = est.breakdown
     bw = 2039e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY
     sat = 2048 / (2048 + HALF)
-    # eager attention: its score and value matmuls (3 passes of the forward's) take
-    # ATTENTION_KERNEL_TIME["eager"] times the flash kernel's time at the same FLOPs
-    attn_extra = 3 * ATTN_FWD_7B_2048 * (timing.ATTENTION_KERNEL_TIME["eager"] - 1)
-    assert b.compute == pytest.approx(2048 * (42_865_287_168 + attn_extra) / (312e12 * 0.5 * sat))
-    elementwise_per_token = ELEMENTWISE_FWD_7B * 3 + 24 * 32000  # forward + 2x backward + loss
+    # eager attention: its score and value matmuls run at the card's bf16 rate
+    assert b.compute == pytest.approx(2048 * 42_865_287_168 / (312e12 * 0.5 * sat))
+    # ... and it moves its 2048 x 2048 scores: 24 bytes per element forward, 28 backward, and
+    # reads the bf16 causal mask tensor in its mask add (2); 32 heads x 32 layers, no recompute
+    scores_per_token = 32 * 32 * 2048 * (24 + 2 + 28)
+    elementwise_per_token = ELEMENTWISE_FWD_7B * 3 + 24 * 32000 + scores_per_token
     assert b.elementwise == pytest.approx(2048 * elementwise_per_token / bw)
     # foreach AdamW: 4 weight + 2 grad + 12 state passes of 2 bytes, clipping 3 grad passes
     assert b.optimizer == pytest.approx(6_738_415_616 * (4 * 2 + 2 * 2 + 12 * 2 + 3 * 2) / bw)
@@ -503,8 +504,12 @@ def _counts_and_rates(gpu_id: str, **request):
         ("a100-80gb-sxm", {"attention_mask": "padding"}, timing.ATTENTION_KERNEL_TIME["efficient"]),
         # on sm90 cuDNN takes the mask at flash speed
         ("h100-sxm", {"attention_mask": "padding"}, timing.ATTENTION_KERNEL_TIME["cudnn"]),
-        # eager attention materialises the scores
-        ("a100-80gb-sxm", {"attention": "eager"}, timing.ATTENTION_KERNEL_TIME["eager"]),
+        # eager attention's matmuls are cuBLAS bf16 matmuls on tensor cores; its score traffic
+        # is counted apart (score_bytes_per_token)
+        ("a100-80gb-sxm", {"attention": "eager"}, 1.0),
+        # sm75 has neither flash nor bf16 memory-efficient: the math backend, which upcasts
+        # to fp32 and runs without tensor cores
+        ("t4", {}, timing.FP32_ATTENTION_TIME["fp32"]),
         # QLoRA after prepare_model_for_kbit_training, no autocast: q, k, v in fp32 reach the
         # memory-efficient kernel's 3xTF32 path
         (
@@ -527,22 +532,57 @@ def test_attention_kernel_time_factor(gpu_id, request_keys, factor):
     assert timing.attention_time_factor(c, rates.capability) == factor
 
 
-def test_slower_attention_kernel_adds_its_extra_time_to_compute():
-    # the same FLOPs (both padded to the full square by the mask) on two kernels: eager's
-    # extra time over the memory-efficient one is the attention FLOPs over the card's rate
+def test_materialised_scores_are_counted_not_a_factor():
+    # the same FLOPs (both padded to the full square by the mask) on two kernels: eager runs
+    # its matmuls at the flash kernel's rate (the memory-efficient one takes twice as long) and
+    # moves its L x L scores: 24 bytes per score element forward, 28 backward, 24 again for
+    # the recomputed forward (checkpointing is on by default)
     kw = {"seq_len": 4096, "micro_batch_size": 1, "attention_mask": "padding"}
     c_eff, rates, _ = _counts_and_rates("a100-80gb-sxm", **kw)
     c_eager, _, _ = _counts_and_rates("a100-80gb-sxm", attention="eager", **kw)
     assert c_eff.flops.attention_total == c_eager.flops.attention_total > 0
+    assert c_eager.flops.recompute > 0
     args = dict(
         num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
     )
-    t_eff = timing.step_breakdown(c_eff, rates, **args).compute
-    t_eager = timing.step_breakdown(c_eager, rates, **args).compute
+    eff = timing.step_breakdown(c_eff, rates, **args)
+    eager = timing.step_breakdown(c_eager, rates, **args)
     sat = c_eff.tokens_micro / (c_eff.tokens_micro + timing.MATMUL_HALF_TOKENS)
     per_factor = c_eff.tokens_micro * c_eff.flops.attention_total / (rates.peak_flops * 0.5 * sat)
-    gap = timing.ATTENTION_KERNEL_TIME["eager"] - timing.ATTENTION_KERNEL_TIME["efficient"]
-    assert t_eager - t_eff == pytest.approx(per_factor * gap)
+    assert eff.compute - eager.compute == pytest.approx(per_factor)
+    # llama-2-7b: 32 layers x 32 heads x 4096 keys per query token; the bf16 padding mask
+    # (2 bytes) is read per head by eager's mask add (forward) and by the memory-efficient
+    # kernel forward and backward
+    elements = 32 * 32 * 4096
+    assert timing.score_bytes_per_token(c_eager, rates.capability) == (
+        elements * (24 + 2),
+        elements * (28 + 24 + 2),
+    )
+    assert timing.score_bytes_per_token(c_eff, rates.capability) == (elements * 2, elements * 4)
+    gap = (24 + 2 + 28 + 24 + 2) - (2 + 2 + 2)
+    score_s = c_eager.tokens_micro * elements * gap / rates.memory_bytes_per_s
+    assert eager.elementwise - eff.elementwise == pytest.approx(score_s)
+
+
+@pytest.mark.parametrize(
+    "gpu_id, request_keys, masked",
+    [
+        # no mask tensor: flash or cuDNN mask causally by index, nothing to read
+        ("a100-80gb-sxm", {}, False),
+        ("h100-sxm", {}, False),
+        # a padding mask: the memory-efficient kernel (sm80) and cuDNN (sm90) read it per head
+        ("a100-80gb-sxm", {"attention_mask": "padding"}, True),
+        ("h100-sxm", {"attention_mask": "padding"}, True),
+        # flash_attention_2 unpads the batch: no mask tensor reaches the kernel
+        ("a100-80gb-sxm", {"attention_mask": "padding", "attention": "flash"}, False),
+    ],
+)
+def test_mask_tensor_is_read_per_head(gpu_id, request_keys, masked):
+    c, rates, _ = _counts_and_rates(gpu_id, seq_len=4096, micro_batch_size=1, **request_keys)
+    # llama-2-7b: 32 layers x 32 heads x 4096 keys; a bf16 mask (2 bytes) read once forward,
+    # once backward and once in the recomputed forward
+    per_pass = 32 * 32 * 4096 * 2 if masked else 0.0
+    assert timing.score_bytes_per_token(c, rates.capability) == (per_pass, 2 * per_pass)
 
 
 @pytest.mark.parametrize(
@@ -639,3 +679,40 @@ def test_unknown_network_is_a_coded_error_naming_the_field():
     with pytest.raises(InputError) as err:
         plan_dict({**NETWORK_PLAN, "num_gpus": 16, "network": "token-ring"})
     assert (err.value.code, err.value.field) == ("unknown_value", "network")
+
+
+def test_kbit_prepared_qlora_moves_fp32_activations_and_casts_each_4bit_linear():
+    # the same loop with and without prepare_model_for_kbit_training: fp32 activations move
+    # more element-wise bytes, and each 4-bit linear's input and output casts add 6 bytes per
+    # element per pass (forward, backward, recompute)
+    kw = {"method": "qlora", "framework": "pytorch-loop", "seq_len": 2048, "micro_batch_size": 1}
+    kbit, _, req = _counts_and_rates("a100-80gb-sxm", **kw)
+    plain, _, _ = _counts_and_rates("a100-80gb-sxm", **kw, behaviour={"qlora_prepare_kbit": False})
+    assert req.qlora_prepare_kbit and req.gradient_checkpointing
+    arch = req.model
+    io = sum(l.active * (l.d_in + l.d_out) for l in arch.linears if l.quantizable)
+    casts = timing.KBIT_CAST_BYTES_PER_ELEMENT * arch.num_layers * io * 3
+    assert kbit.elementwise_bytes_per_token - casts > plain.elementwise_bytes_per_token
+    # the output layer's matmul on fp32 weight and input: 2 V h forward, 2 V h backward
+    assert kbit.fp32_matmul_flops_per_token == 4.0 * arch.vocab_size * arch.hidden_size
+    assert plain.fp32_matmul_flops_per_token == 0.0
+
+
+def test_fp32_output_layer_runs_at_the_fp32_rate():
+    kw = {"method": "qlora", "framework": "pytorch-loop", "seq_len": 2048, "micro_batch_size": 1}
+    c, rates, _ = _counts_and_rates("a100-80gb-sxm", **kw)
+    args = dict(
+        num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    with_head = timing.step_breakdown(c, rates, **args).compute
+    from dataclasses import replace
+
+    without = timing.step_breakdown(replace(c, fp32_matmul_flops_per_token=0.0), rates, **args)
+    sat = c.tokens_micro / (c.tokens_micro + timing.MATMUL_HALF_TOKENS)
+    extra = (
+        c.tokens_micro
+        * c.fp32_matmul_flops_per_token
+        * (timing.FP32_ATTENTION_TIME["fp32"] - 1)
+        / (rates.peak_flops * 0.5 * sat)
+    )
+    assert with_head - without.compute == pytest.approx(extra)
