@@ -1119,6 +1119,9 @@ PRESET_CHECKS = (
     "seed-oss-36b",
     "olmo-3-7b",
     "olmo-3-32b",
+    "ministral-3-3b",
+    "ministral-3-8b",
+    "ministral-3-14b",
 )
 PRESET_TOLERANCE = 0.03
 
