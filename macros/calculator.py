@@ -372,7 +372,7 @@ def _control(
         control = _text_input(key, value, "model", page_default, list="calc-model-list")
         node = _field_wrap(key, strings, control, strings["ui"]["preset_hint"])
         node.insert(3, options)
-        node.insert(4, _model_picker(strings, groups, value or page_default))
+        node.insert(len(node) - 1, _model_picker(strings, groups, value or page_default))
         config = [
             "details",
             {"class": "calc-config"},
