@@ -1344,6 +1344,9 @@ PRESET_CHECKS = (
     "nemotron-h-8b",
     "gemma-4-26b-a4b",
     "gemma-4-31b",
+    "ministral-3-3b",
+    "ministral-3-8b",
+    "ministral-3-14b",
 )
 PRESET_TOLERANCE = 0.03
 

@@ -150,6 +150,8 @@ def presets_listing() -> list[JsonObject]:
                 "id": preset_id,
                 "name": row["name"],
                 "family": arch.family,
+                "series": row["series"],
+                "released": row["released"],
                 "hf_repo": row["hf_repo"],
                 "aliases": list(row.get("aliases", ())),
                 "params_total": arch.params_total,

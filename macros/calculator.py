@@ -300,12 +300,59 @@ def url_text(value: object) -> str:
 
 
 def model_order(preset: dict) -> list[tuple[int, int, str]]:
-    """The model list's order: by name, numbers by value ("Qwen3 4B" before "Qwen3 14B"),
-    so a family's models stand together, by version, then by size."""
+    """Names in reading order, numbers by value ("Qwen3 4B" before "Qwen3 14B")."""
     name = str(preset.get("name") or preset["id"])
     return [
         (0, int(part), "") if part.isdigit() else (1, 0, part.lower())
         for part in re.findall(r"\d+|\D+", name)
+    ]
+
+
+def _newest_first(month: str) -> tuple[int, int]:
+    year, _, mm = month.partition("-")
+    return (-int(year), -int(mm))
+
+
+def model_groups(presets: list) -> list[tuple[str, list[dict]]]:
+    """The model list by family (``series``), the family with the newest release first; within
+    a family the newest release first, then by size (total parameters), then by name."""
+    by_series: dict[str, list[dict]] = {}
+    for p in presets:
+        by_series.setdefault(p["series"], []).append(p)
+    for members in by_series.values():
+        members.sort(
+            key=lambda p: (_newest_first(p["released"]), p["params_total"], model_order(p))
+        )
+    return sorted(
+        by_series.items(), key=lambda item: (_newest_first(item[1][0]["released"]), item[0])
+    )
+
+
+def _model_picker(strings: dict, groups: list[tuple[str, list[dict]]], current: object) -> list:
+    """A <select> of the presets in <optgroup>s by family. It has no name: it writes its choice
+    into the model field (calculator.js), which alone goes to the request and the URL."""
+    select: list = [
+        "select",
+        {"id": "calc-model-pick", "class": "calc-model-pick", "data-kind": "picker"},
+        ["option", {"value": ""}, strings["ui"]["model_pick_none"]],
+    ]
+    for series, members in groups:
+        select.append(
+            ["optgroup", {"label": strings["ui"]["family." + series]}]
+            + [
+                [
+                    "option",
+                    {"value": p["id"], **({"selected": "selected"} if p["id"] == current else {})},
+                    p.get("name") or p["id"],
+                ]
+                for p in members
+            ]
+        )
+    return [
+        "div",
+        {"class": "calc-model-pick-wrap"},
+        ["label", {"for": "calc-model-pick"}, strings["ui"]["model_pick"]],
+        select,
     ]
 
 
@@ -316,13 +363,16 @@ def _control(
     page_default = PAGE_DEFAULTS.get(key, spec.default)
     kind_name = input_kind(spec)
     if kind_name == "model":
+        groups = model_groups(presets)
         options = ["datalist", {"id": "calc-model-list"}] + [
             ["option", {"value": p["id"]}, p.get("name") or p["id"]]
-            for p in sorted(presets, key=model_order)
+            for _, members in groups
+            for p in members
         ]
         control = _text_input(key, value, "model", page_default, list="calc-model-list")
         node = _field_wrap(key, strings, control, strings["ui"]["preset_hint"])
         node.insert(3, options)
+        node.insert(len(node) - 1, _model_picker(strings, groups, value or page_default))
         config = [
             "details",
             {"class": "calc-config"},

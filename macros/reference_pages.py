@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import posixpath
+import re
 from urllib.parse import quote
 
 import calc
@@ -480,10 +481,21 @@ def preset_value(lang: str, model: str, field: str, kind: str) -> str:
 # --- registration ---------------------------------------------------------------------------
 
 
+def model_size(preset_id: str) -> str:
+    """The size a preset's name states ("70B" of "Llama 3.3 70B Instruct")."""
+    match = re.search(r"\b\d+(?:\.\d+)?[BM]\b", model_name(preset_id))
+    if match is None:
+        raise ValueError(f"{preset_id}: its name states no size")
+    return match.group(0)
+
+
 def variables() -> dict:
     """``ref`` in the pages: the setup's pieces, for the macros' keyword arguments."""
     return {
         "models": dict(reference.MODELS),
+        # the prose names the ladder from it, so the words follow a change of model
+        "names": {size: model_name(m) for size, m in reference.MODELS.items()},
+        "sizes": {size: model_size(m) for size, m in reference.MODELS.items()},
         "estimate": {m: reference.estimate_setup(m) for m in reference.METHODS},
         # the guides' shared setup: full fine-tuning's keys without the method (a table's
         # method entries set the method and, for LoRA and QLoRA, their precision)

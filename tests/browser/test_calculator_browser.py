@@ -894,7 +894,7 @@ def test_url_round_trip(shared_context, site_server):
     problems = watch_offline(page, site_server.origin)
     calc = Calc(page, site_server, "es")
     query = {
-        "model": "llama-3.1-8b",
+        "model": calculator.PAGE_DEFAULTS["model"],
         "method": "qlora",
         "seq_len": "4096",
         "lora_targets": "q_proj,v_proj",
@@ -917,6 +917,33 @@ def test_url_round_trip(shared_context, site_server):
     assert calc.outputs() == shown
     close_calculator_page(page)
     assert_clean(problems, "round trip")
+
+
+def test_the_family_picker_fills_the_model_field(shared_context, site_server):
+    """Choosing a preset in the family list types its id into the model field: the request,
+    the URL (model=...) and the figures follow; the picker itself is no URL parameter."""
+    page = shared_context.new_page()
+    problems = watch_offline(page, site_server.origin)
+    calc = Calc(page, site_server, "en")
+    calc.open({})
+    default = calculator.PAGE_DEFAULTS["model"]
+    assert page.input_value("#calc-model-pick") == default
+    assert page.locator("#calc-model-pick optgroup").first.get_attribute("label")
+    page.select_option("#calc-model-pick", "ministral-3-8b")
+    calc.settle()
+    page.wait_for_function("() => location.search.includes('model=ministral-3-8b')")
+    assert page.input_value("#calc-model") == "ministral-3-8b"
+    assert "pick" not in page.url
+    # typing an id (or a Hugging Face id) moves the picker with it; a pasted id of no preset
+    # leaves it on its placeholder
+    page.fill("#calc-model", default)
+    calc.settle()
+    assert page.input_value("#calc-model-pick") == default
+    page.fill("#calc-model", "Qwen/Qwen3-8B")
+    calc.settle()
+    assert page.input_value("#calc-model-pick") == ""
+    close_calculator_page(page)
+    assert_clean(problems, "family picker")
 
 
 def test_language_switch_keeps_the_state(shared_context, site_server):

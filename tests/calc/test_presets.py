@@ -479,3 +479,64 @@ def test_deepseek_v3_preset_is_latent_attention_with_dense_first_blocks():
     assert (arch.num_experts, arch.experts_per_token) == (256, 8)
     assert presets.resolve_preset_id("deepseek-ai/DeepSeek-R1") == "deepseek-v3"
     assert presets.get_preset("glm-4.5").family == "glm4_moe"
+
+
+# ---- Ministral 3, the other Qwen3.5 sizes, and the published sizes of the hybrid families ----
+
+LATEST_PINNED = {
+    "ministral-3-3b": (3_429_006_336, 3_429_006_336),
+    "ministral-3-8b": (8_489_553_920, 8_489_553_920),
+    "ministral-3-14b": (13_506_073_600, 13_506_073_600),
+    "qwen3.5-4b": (4_205_751_296, 4_205_751_296),
+}
+
+# The publishers' figures, as (total, relative tolerance of their rounding): Mistral's model
+# cards give the language model alone beside a 0.4B vision encoder ("3.4B Language Model",
+# "8.4B", "13.5B"; the presets are the language model); Qwen "9B", "35B-A3B", "80B-A3B";
+# Liquid AI "350M", "1.2B".
+LATEST_STATED = {
+    "ministral-3-3b": (3.4e9, 0.01),
+    "ministral-3-8b": (8.4e9, 0.015),
+    "ministral-3-14b": (13.5e9, 0.005),
+    "qwen3.5-9b": (9e9, 0.01),
+    "qwen3.5-35b-a3b": (35e9, 0.01),
+    "qwen3-next-80b-a3b": (80e9, 0.005),
+    "lfm2-350m": (350e6, 0.02),
+    "lfm2-1.2b": (1.2e9, 0.03),
+}
+
+
+@pytest.mark.parametrize("preset_id", sorted(LATEST_PINNED))
+def test_latest_pinned_totals(preset_id):
+    arch = presets.get_preset(preset_id)
+    assert (arch.params_total, arch.params_active) == LATEST_PINNED[preset_id]
+
+
+@pytest.mark.parametrize("preset_id", sorted(LATEST_STATED))
+def test_latest_totals_match_publishers(preset_id):
+    total, tol = LATEST_STATED[preset_id]
+    assert presets.get_preset(preset_id).params_total == pytest.approx(total, rel=tol)
+
+
+def test_ministral_3_presets_are_the_language_model_of_the_multimodal_checkpoint():
+    for pid, layers, tied in (("ministral-3-3b", 26, True), ("ministral-3-14b", 40, False)):
+        arch = presets.get_preset(pid)
+        assert arch.family == "ministral3" and arch.extra["text_config_only"]
+        assert (arch.num_layers, arch.num_heads, arch.num_kv_heads, arch.head_dim) == (
+            layers,
+            32,
+            8,
+            128,
+        )
+        assert arch.tie_word_embeddings is tied
+    assert presets.resolve_preset_id("mistralai/Ministral-3-8B-Instruct-2512") == "ministral-3-8b"
+
+
+def test_every_row_states_its_family_and_release_month():
+    listing = presets.presets_listing()
+    for p in listing:
+        assert re.fullmatch(r"[a-z0-9-]+", p["series"]), p["id"]
+        assert re.fullmatch(r"(19|20)\d\d-(0[1-9]|1[0-2])", p["released"]), p["id"]
+    by_id = {p["id"]: p for p in listing}
+    assert by_id["qwen3.5-9b"]["series"] == by_id["qwen2.5-7b"]["series"] == "qwen"
+    assert by_id["deepseek-r1-distill-llama-8b"]["series"] == "deepseek"

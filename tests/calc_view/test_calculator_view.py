@@ -991,12 +991,12 @@ def test_recommendations_name_cheapest_and_fastest_per_stack_and_rank_within_the
         assert ranks and ranks[0] == 1 and ranks == sorted(ranks)
 
 
-def test_the_model_list_is_grouped_by_family_and_sorted_by_size():
+def _calculator_page(lang):
     from calc.gpus import gpus_listing
     from calc.presets import presets_listing
 
-    html = calculator.calculator_html(
-        "en",
+    return calculator.calculator_html(
+        lang,
         {
             k: k
             for k in (
@@ -1015,17 +1015,48 @@ def test_the_model_list_is_grouped_by_family_and_sorted_by_size():
         presets_listing(),
         gpus_listing()["gpus"],
     )
+
+
+def _picker_groups(html):
+    select = re.search(r'<select id="calc-model-pick"[^>]*>(.*?)</select>', html, re.S).group(1)
+    return [
+        (label, re.findall(r'<option value="([^"]+)"', body))
+        for label, body in re.findall(r'<optgroup label="([^"]+)">(.*?)</optgroup>', select, re.S)
+    ]
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_the_model_list_is_grouped_by_family_newest_first(lang):
+    from calc import reference
+    from calc.catalogue import catalogue
+    from calc.presets import presets_listing
+
+    html = _calculator_page(lang)
+    rows = {p["id"]: p for p in presets_listing()}
+    groups = _picker_groups(html)
+    # every preset once, under its family's display name from the catalogue
+    assert sorted(i for _, ids in groups for i in ids) == sorted(rows)
+    for label, ids in groups:
+        assert {rows[i]["series"] for i in ids} == {rows[ids[0]]["series"]}
+        assert label == catalogue(lang).message("ui.family." + rows[ids[0]]["series"]), label
+    # families by their newest release, newest first
+    newest = [max(rows[i]["released"] for i in ids) for _, ids in groups]
+    assert newest == sorted(newest, reverse=True)
+    # within a family: newest release first, then by size
+    for _, ids in groups:
+        keys = [(rows[i]["released"], -rows[i]["params_total"]) for i in ids]
+        assert keys == sorted(keys, reverse=True), ids
+    qwen = dict(groups)[catalogue(lang).message("ui.family.qwen")]
+    assert qwen[:3] == ["qwen3.5-4b", "qwen3.5-9b", "qwen3.5-35b-a3b"]
+    assert qwen.index("qwen3-0.6b") < qwen.index("qwen3-8b") < qwen.index("qwen3-235b-a22b")
+    assert qwen.index("qwen3-next-80b-a3b") < qwen.index("qwen3-0.6b")  # 2025-09 before 2025-04
+    # the picker has no name (the model field alone is the request's and the URL's); the
+    # page's model is the one shown
+    assert re.search(r'<select id="calc-model-pick"[^>]*\bname=', html) is None
+    assert re.search(rf'<option value="{reference.MODELS["small"]}" selected', html)
+    # the type-ahead list keeps every preset id as its value, in the same order
     datalist = re.search(r'<datalist id="calc-model-list">(.*?)</datalist>', html, re.S).group(1)
-    names = re.findall(r"<option [^>]*>([^<]*)</option>", datalist)
-    assert len(names) == len(presets_listing())
-    for family in ("Llama ", "Qwen3 ", "Gemma 3 "):  # each family's models stand together
-        members = [n for n in names if n.startswith(family)]
-        first = names.index(members[0])
-        assert names[first : first + len(members)] == members, family
-    qwen3 = [n for n in names if re.fullmatch(r"Qwen3 [\d.]+B", n)]
-    assert qwen3 == ["Qwen3 0.6B", "Qwen3 1.7B", "Qwen3 4B", "Qwen3 8B", "Qwen3 14B", "Qwen3 32B"]
-    llama = [n for n in names if n.startswith("Llama 3.1 ")]
-    assert llama == ["Llama 3.1 8B", "Llama 3.1 70B", "Llama 3.1 405B"]
+    assert re.findall(r'<option value="([^"]+)"', datalist) == [i for _, ids in groups for i in ids]
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])

@@ -234,3 +234,27 @@ def test_bytes_per_parameter_are_the_model_states_whatever_the_peak():
     assert values["model_states_bytes/params_total"] == pytest.approx(16.0)
     for field in (grads, "model_states_bytes/params_total"):
         assert resolve(field, response) == expected_raw(field, response, request)
+
+
+def test_the_guides_name_the_reference_ladder_from_calc():
+    """The guides' words about the small / medium / large models come from calc.reference
+    (``ref.names``, ``ref.sizes``, ``ref.models``), so a change of model changes them too."""
+    from calc import reference
+    from macros.reference_pages import model_size, variables
+    from macros.rows import model_name
+
+    ref = variables()
+    for size, preset_id in reference.MODELS.items():
+        assert ref["names"][size] == model_name(preset_id)
+        assert ref["sizes"][size] == model_size(preset_id)
+        assert re.fullmatch(r"\d+(\.\d+)?[BM]", ref["sizes"][size])
+    assert model_size("llama-3.3-70b") == "70B"  # "Llama 3.3 70B Instruct": not the last word
+    for lang in ("es", "en"):
+        for page in ("guides/vram.md", "guides/cloud.md"):
+            text = (DOCS / lang / page).read_text(encoding="utf-8")
+            assert "{{ ref.sizes.medium }}" in text, (lang, page)
+            # a ladder model's id in the prose is written through ref.models, never by hand
+            for preset_id in reference.MODELS.values():
+                assert f"`{preset_id}`" not in text, (lang, page, preset_id)
+        vram = (DOCS / lang / "guides/vram.md").read_text(encoding="utf-8")
+        assert "{{ ref.names.small }}, {{ ref.names.medium }}" in vram

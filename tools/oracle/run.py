@@ -206,6 +206,10 @@ def build_meta_model(req: dict, options: dict):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     hf = hf_config_of(req["model"])
+    if isinstance(hf.get("text_config"), dict):
+        # a multimodal checkpoint (Ministral 3's mistral3): its language model, the part a text
+        # fine-tune trains and the one calc counts
+        hf = hf["text_config"]
     model_type = hf.pop("model_type")
     hf.pop("architectures", None)
     config = AutoConfig.for_model(model_type, **hf)

@@ -300,6 +300,7 @@ function main(root) {
 
   function update() {
     root.dataset.method = byName.get("method").value; // options of other methods hide (CSS)
+    syncPicker();
     state.followMethod(); // the precision of the method, until the reader picks one
     syncUrl();
     const { request, errors } = state.buildRequest();
@@ -381,6 +382,22 @@ function main(root) {
     syncUrl();
   }
 
+  // The presets by family (a <select> without a name): a choice is typed into the model field,
+  // which alone goes to the request and the URL; the picker shows the field's preset, if any.
+  const picker = form.querySelector("#calc-model-pick");
+  function syncPicker() {
+    if (!picker) return;
+    const value = byName.get("model").value.trim();
+    picker.value = [...picker.options].some((o) => o.value === value) ? value : "";
+  }
+  function onPick(event) {
+    event.stopPropagation(); // not a request control: onEdit sees the model field's input
+    if (!picker.value) return;
+    const model = byName.get("model");
+    model.value = picker.value;
+    model.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+
   // ------------------------------------------------------------ start
 
   state.readQuery(window.location.search, urlDom);
@@ -395,6 +412,10 @@ function main(root) {
     shownKey = null; // no build-time request: the figures on show count as no request's
   }
   machine = new CalcMachine({ shownKey });
+  if (picker) {
+    picker.addEventListener("change", onPick);
+    picker.addEventListener("input", (event) => event.stopPropagation());
+  }
   form.addEventListener("input", onEdit);
   form.addEventListener("change", onEdit);
   form.addEventListener("submit", (event) => event.preventDefault());
