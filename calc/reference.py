@@ -7,13 +7,16 @@ what :func:`pick` derives from calc's plan for it.
 
 Why these values:
 
-- three current models, one per size a reader asks about: ``small`` Qwen3 8B (the
+- three current models, one per size a reader asks about: ``small`` Llama 3.1 8B (the
   calculator's first model), ``medium`` Qwen3 32B, ``large`` Llama 3.3 70B (presets of
   ``calc/data/models.json``). Qwen is the family most fine-tuned on Hugging Face (over
   113,000 derivative models by mid-2025 against about 27,000 for Llama, in Hugging Face's
-  retrospective of February 2026 on open models since DeepSeek-R1), and Qwen3's dense 8B and
-  32B are its current transformer models at the small and medium sizes; Qwen3 has no dense 70B,
-  so the large model stays Llama 3.3 70B. The three are plain attention models with years of
+  retrospective of February 2026 on open models since DeepSeek-R1), so the medium model is
+  Qwen3 32B, its current dense transformer at that size. The small model stays Llama 3.1 8B
+  although Qwen3 8B is as current: the calculator opens on the small model, and a shared link
+  leaves out every value equal to the first view, so a link made since the first release
+  without ``model`` means Llama 3.1 8B and must keep meaning it. Qwen3 has no dense 70B, so
+  the large model stays Llama 3.3 70B. The three are plain attention models with years of
   fine-tuning tooling behind them; the newer hybrid models (Qwen3.5) are in the calculator's
   list, and the guides set a mixture of experts (Qwen3-30B-A3B) beside the three;
 - ``seq_len`` 2048, micro-batch 1, no gradient accumulation, gradient checkpointing, SDPA
@@ -40,7 +43,7 @@ from typing import Callable
 
 from .jsontypes import JsonObject
 
-MODELS = {"small": "qwen3-8b", "medium": "qwen3-32b", "large": "llama-3.3-70b"}
+MODELS = {"small": "llama-3.1-8b", "medium": "qwen3-32b", "large": "llama-3.3-70b"}
 """Size -> model preset id, smallest first."""
 
 METHODS = ("full", "lora", "qlora")
