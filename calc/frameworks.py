@@ -522,6 +522,8 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "attention_keeps_fused_qkv": "LitGPT's attention; the oracle runs transformers' models",
     "attention_mask": "padded micro-batches (length_stats); the oracle feeds full rows",
     "moe_expert_layout": "the installed transformers 5 builds 3-D experts (fused-3d) itself",
+    "sdpa_cudnn_last": "which SDPA kernel a torch version tries first: time only, the oracle "
+    "traces memory",
 }
 """Behaviour keys a traced profile sets that the oracle leaves at what the installed libraries
 do, and why (``tools/oracle/run.py`` reads every other key)."""

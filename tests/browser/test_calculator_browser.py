@@ -222,6 +222,8 @@ PLAN_VARIATIONS = [
     {"network": "efa-400", "num_gpus": "16", "sharding": "zero3", "gpu": "a100-80gb-sxm"},
     {"network": "ethernet-100", "num_gpus": "16", "sharding": "zero3", "gpu": "h100-sxm"},
     {"network": "ethernet-25", "num_gpus": "16", "sharding": "ddp", "method": "lora"},
+    # torch 2.5-2.10's SDPA order (cuDNN tried last), on a card where cuDNN would run first
+    {"sdpa_cudnn_last": "true", "gpu": "h100-sxm", "model": "llama-3.2-3b"},
     # samples of like length batched together (group_by_length)
     {"length_stats": "mean:700,p90:1800", "batching": "grouped", "micro_batch_size": "4"},
     # a card the reader owns: electricity instead of rent

@@ -88,6 +88,7 @@ FULL_SIZE_FAMILIES = (
     "olmo3",
     "ministral3",
     "nemotron_h",
+    "gemma4_text",
 )
 
 
