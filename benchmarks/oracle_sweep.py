@@ -1330,24 +1330,15 @@ def setups() -> list[dict]:
 # Presets traced at their published size (fake tensors allocate nothing; a 671B model takes
 # minutes on one core): one setup each, LoRA on every linear with checkpointing, the experts as
 # transformers 5 stores them. Run with ``--presets``; the summary keeps them under ``presets``.
-PRESET_CHECKS = (
-    "deepseek-v3",
-    "deepseek-v3.2",
-    "glm-5",
-    "kimi-k2",
-    "glm-4.5-air",
-    "glm-4.5",
-    "minimax-m2",
-    "seed-oss-36b",
-    "olmo-3-7b",
-    "olmo-3-32b",
-    "nemotron-h-8b",
-    "gemma-4-26b-a4b",
-    "gemma-4-31b",
-    "ministral-3-3b",
-    "ministral-3-8b",
-    "ministral-3-14b",
-)
+def _all_presets() -> tuple[str, ...]:
+    from calc.presets import preset_ids
+
+    return tuple(preset_ids())
+
+
+PRESET_CHECKS = _all_presets()
+"""Every preset, held at full size (LoRA on all linears with checkpointing, 256 tokens; eager
+attention for the families transformers refuses to run under SDPA, :data:`EAGER_ONLY`)."""
 PRESET_TOLERANCE = 0.03
 
 
@@ -1366,6 +1357,8 @@ def preset_setups() -> list[dict]:
             gradient_checkpointing=True,
         )
         arch = get_preset(preset_id)
+        if arch.family in EAGER_ONLY:
+            request["attention"] = "eager"
         if arch.num_experts:
             request["moe_expert_layout"] = "fused-3d"
         if arch.family in ALL_LINEAR_TARGETS:
