@@ -1265,6 +1265,36 @@ def _mamba2(k: _Keys) -> Mamba2:
     )
 
 
+def _mamba2_split(k: _Keys, d_ssm: int, gated_norm: bool) -> Mamba2:
+    """The Mamba-2 shapes Falcon-H1 and Granite 4's hybrids read under the same key names
+    (``FalconH1Config`` / ``GraniteMoeHybridConfig``, transformers 5.17): ``d_ssm`` channels in
+    ``mamba_n_heads`` heads (128) of ``mamba_d_head`` (``"auto"``: ``d_ssm / heads``),
+    ``mamba_n_groups`` groups (1), state 256, kernel 4, conv bias, chunk 256."""
+    m_heads = k.int("mamba_n_heads", default=128)
+    head = k.cfg.get("mamba_d_head", "auto")
+    if head == "auto" or head is None:
+        if d_ssm % m_heads:
+            raise k.heads_error("mamba_n_heads", m_heads)
+        m_head = d_ssm // m_heads
+    else:
+        m_head = k.int("mamba_d_head")
+        if m_head * m_heads != d_ssm:
+            raise k.error("mamba_d_head", m_head)
+    groups = k.int("mamba_n_groups", default=1)
+    if m_heads % groups:
+        raise k.kv_error("mamba_n_groups", groups)
+    return Mamba2(
+        heads=m_heads,
+        head_dim=m_head,
+        groups=groups,
+        state=k.int("mamba_d_state", default=256),
+        conv_kernel=k.int("mamba_d_conv", default=4),
+        conv_bias=k.bool("mamba_conv_bias", True),
+        chunk=k.int("mamba_chunk_size", default=256),
+        gated_norm=gated_norm,
+    )
+
+
 def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
     """Nemotron-H (``nemotron_h``; transformers 5.17 ``modeling_nemotron_h.py``): each
     ``NemotronHBlock`` is one RMSNorm, one sublayer and the residual add. The sublayer is a
@@ -1336,34 +1366,12 @@ def _falcon_h1(k: _Keys, family: str, name: str) -> ModelArch:
     heads = k.int("num_attention_heads", default=32)
     kv, hd = _heads(k, h, heads, head_dim_default=0)
     inter = k.int("intermediate_size", default=14336)
-    m_heads = k.int("mamba_n_heads", default=128)
     d_ssm = k.cfg.get("mamba_d_ssm", 1024)
     if d_ssm is None:
         d_ssm = k.int("mamba_expand", default=2) * h
     else:
         d_ssm = k.int("mamba_d_ssm")
-    head = k.cfg.get("mamba_d_head", "auto")
-    if head == "auto" or head is None:
-        if d_ssm % m_heads:
-            raise k.heads_error("mamba_n_heads", m_heads)
-        m_head = d_ssm // m_heads
-    else:
-        m_head = k.int("mamba_d_head")
-        if m_head * m_heads != d_ssm:
-            raise k.error("mamba_d_head", m_head)
-    groups = k.int("mamba_n_groups", default=1)
-    if m_heads % groups:
-        raise k.kv_error("mamba_n_groups", groups)
-    mamba = Mamba2(
-        heads=m_heads,
-        head_dim=m_head,
-        groups=groups,
-        state=k.int("mamba_d_state", default=256),
-        conv_kernel=k.int("mamba_d_conv", default=4),
-        conv_bias=k.bool("mamba_conv_bias", True),
-        chunk=k.int("mamba_chunk_size", default=256),
-        gated_norm=k.bool("mamba_rms_norm", False),
-    )
+    mamba = _mamba2_split(k, d_ssm, gated_norm=k.bool("mamba_rms_norm", False))
     bias = k.bool("attention_bias", False)
     mixer = (
         LinearLayer(
@@ -1431,29 +1439,7 @@ def _granite_hybrid(k: _Keys, family: str, name: str) -> ModelArch:
         if unknown:
             raise ConfigError("config_invalid_value", k.prefix + "layer_types", unknown[0])
         kinds = [_GRANITE_HYBRID_TYPES[str(v)] for v in value]
-    d_ssm = k.int("mamba_expand", default=2) * h
-    m_heads = k.int("mamba_n_heads", default=128)
-    head = k.cfg.get("mamba_d_head", "auto")
-    if head == "auto" or head is None:
-        if d_ssm % m_heads:
-            raise k.heads_error("mamba_n_heads", m_heads)
-        m_head = d_ssm // m_heads
-    else:
-        m_head = k.int("mamba_d_head")
-        if m_head * m_heads != d_ssm:
-            raise k.error("mamba_d_head", m_head)
-    groups = k.int("mamba_n_groups", default=1)
-    if m_heads % groups:
-        raise k.kv_error("mamba_n_groups", groups)
-    mamba = Mamba2(
-        heads=m_heads,
-        head_dim=m_head,
-        groups=groups,
-        state=k.int("mamba_d_state", default=256),
-        conv_kernel=k.int("mamba_d_conv", default=4),
-        conv_bias=k.bool("mamba_conv_bias", True),
-        chunk=k.int("mamba_chunk_size", default=256),
-    )
+    mamba = _mamba2_split(k, k.int("mamba_expand", default=2) * h, gated_norm=True)
     full = "full_attention"
     bias = k.bool("attention_bias", False)
     attention = tuple(replace(l, block_kind=full) for l in _attention(h, heads, kv, hd, bias, bias))
