@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from calc import activations as act
+from benchmarks.oracle_sweep import ACCEPTED_FAMILIES
 from calc.errors import ConfigError
 from calc.flops import (
     attention_forward_flops_per_token,
@@ -18,31 +19,8 @@ from calc.hf_config import MODEL_TYPES, arch_from_hf_config
 from calc.memory import SPARSE_DENSE_MASK_SEQ_LEN, estimate_dict
 from calc.request import Attention
 
-DSV32 = {
-    "model_type": "deepseek_v32",
-    "hidden_size": 512,
-    "intermediate_size": 1024,
-    "moe_intermediate_size": 192,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 8,
-    "q_lora_rank": 192,
-    "kv_lora_rank": 128,
-    "qk_nope_head_dim": 64,
-    "qk_rope_head_dim": 32,
-    "v_head_dim": 64,
-    "n_routed_experts": 8,
-    "num_experts_per_tok": 2,
-    "n_shared_experts": 1,
-    "n_group": 2,
-    "topk_group": 1,
-    "first_k_dense_replace": 1,
-    "vocab_size": 8000,
-    "max_position_embeddings": 4096,
-    "index_n_heads": 4,
-    "index_head_dim": 64,
-    "index_topk": 128,
-}
+# the sweep's reduced deepseek_v32 config (benchmarks.oracle_sweep), without the keys calc does not read
+DSV32 = {k: v for k, v in ACCEPTED_FAMILIES["deepseek_v32"].items() if k not in ("pad_token_id",)}
 GLM5 = {
     **{k: v for k, v in DSV32.items() if k != "first_k_dense_replace"},
     "model_type": "glm_moe_dsa",

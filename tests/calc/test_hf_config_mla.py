@@ -7,30 +7,16 @@ from __future__ import annotations
 import pytest
 
 from calc import activations as act
+from benchmarks.oracle_sweep import ACCEPTED_FAMILIES
 from calc.errors import ConfigError
 from calc.flops import attention_forward_flops_per_token
 from calc.hf_config import MODEL_TYPES, arch_from_hf_config
 
+# the sweep's reduced deepseek_v3 config (benchmarks.oracle_sweep), without the keys calc does not read
 DEEPSEEK = {
-    "model_type": "deepseek_v3",
-    "hidden_size": 512,
-    "intermediate_size": 1024,
-    "moe_intermediate_size": 192,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 8,
-    "q_lora_rank": 192,
-    "kv_lora_rank": 128,
-    "qk_nope_head_dim": 64,
-    "qk_rope_head_dim": 32,
-    "v_head_dim": 64,
-    "n_routed_experts": 8,
-    "num_experts_per_tok": 2,
-    "n_shared_experts": 1,
-    "n_group": 2,
-    "topk_group": 1,
-    "first_k_dense_replace": 1,
-    "vocab_size": 8000,
+    k: v
+    for k, v in ACCEPTED_FAMILIES["deepseek_v3"].items()
+    if k not in ("max_position_embeddings", "pad_token_id")
 }
 GLM = {
     "model_type": "glm4_moe",
