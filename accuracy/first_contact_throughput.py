@@ -32,13 +32,14 @@ from __future__ import annotations
 import csv
 import json
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from accuracy import DATA_DIR, ROOT
-from accuracy.stats import percentile
+from accuracy import DATA_DIR
+from accuracy.first_contact import ALL, head_commit, stats
+from accuracy.first_contact import columns as _columns
+from accuracy.first_contact import load_rows as _load_rows
 from calc.errors import CalcError
 from calc.plan import Planner, parse_plan_request
 
@@ -49,17 +50,14 @@ JUDGED_COLUMNS = (
     "first_contact_predicted_tokens_per_second_per_gpu",
     "first_contact_error",
 )
-ALL = "all"
 
 
 def load_rows(path: Path = CSV_PATH) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+    return _load_rows(path)
 
 
 def columns(path: Path = CSV_PATH) -> list[str]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        return next(csv.reader(handle))
+    return _columns(path)
 
 
 def predict(request: dict) -> float:
@@ -131,21 +129,6 @@ def first_contacts(rows: list[dict] | None = None) -> list[FirstContact]:
     ]
 
 
-def stats(errors: list[float]) -> dict:
-    """``count``, ``median`` / ``p90`` / ``max`` of ``|error|`` and ``median_signed`` (fractions)."""
-    if not errors:
-        nan = float("nan")
-        return {"count": 0, "median": nan, "p90": nan, "max": nan, "median_signed": nan}
-    absolute = [abs(e) for e in errors]
-    return {
-        "count": len(errors),
-        "median": statistics.median(absolute),
-        "p90": percentile(absolute, 90),
-        "max": max(absolute),
-        "median_signed": statistics.median(errors),
-    }
-
-
 def summary(rows: list[dict] | None = None) -> dict[str, dict]:
     """Recorded first-contact figures per source and over all rows (key :data:`ALL`), each with
     ``not_covered`` (rows of the source calc could not express); :data:`ALL` also carries
@@ -183,9 +166,7 @@ def now_beside_first(rows: list[dict] | None = None) -> dict[str, dict]:
 def record(path: Path = CSV_PATH) -> int:
     """Fill the judged columns of covered rows that have none, at the current commit; a judged
     row is never touched. Returns the number of rows recorded."""
-    commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    commit = head_commit()
     rows, cols = load_rows(path), columns(path)
     done = 0
     for row in rows:
