@@ -804,28 +804,6 @@ SPARSE_FAMILIES = ("deepseek_v32", "glm_moe_dsa")
 (tools/oracle/sparse_attention.py), and swept where the indexer and the s x s masks set the
 peak."""
 ACTIVATION_HEAVY.update({family: _SPARSE_HEAVY for family in SPARSE_FAMILIES})
-# Gemma 4: the library's default LoRA targets, and lengths where the saved activations (the
-# per-layer inputs, the kv-shared blocks' attention, soft-capped logits) set the peak
-_GEMMA4_HEAVY = {
-    "lora-r16-default": ({"method": "lora", "lora_rank": 16}, {}),
-    "lora-r8-attn-s2048": (
-        {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
-        {},
-    ),
-    "lora-r16-all-linear-b2-s1024": (
-        {
-            "method": "lora",
-            "lora_rank": 16,
-            "lora_targets": "all-linear",
-            "micro_batch_size": 2,
-            "seq_len": 1024,
-        },
-        {},
-    ),
-    "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
-    "full-ckpt-s2048": ({"method": "full", "seq_len": 2048, "gradient_checkpointing": True}, {}),
-}
-ACTIVATION_HEAVY.update({"gemma4_text": _GEMMA4_HEAVY, "gemma4_moe": _GEMMA4_HEAVY})
 HYBRID_FAMILIES = (
     "qwen3_5_text",
     "qwen3_5_moe_text",
@@ -857,6 +835,11 @@ _HYBRID_HEAVY = {
     "full-ckpt-s2048": ({"method": "full", "seq_len": 2048, "gradient_checkpointing": True}, {}),
 }
 ACTIVATION_HEAVY.update({family: _HYBRID_HEAVY for family in HYBRID_FAMILIES})
+# Gemma 4: the library's default LoRA targets, then the hybrids' lengths, where the saved
+# activations (the per-layer inputs, the kv-shared blocks' attention, soft-capped logits) set the
+# peak
+_GEMMA4_HEAVY = {"lora-r16-default": ({"method": "lora", "lora_rank": 16}, {}), **_HYBRID_HEAVY}
+ACTIVATION_HEAVY.update({"gemma4_text": _GEMMA4_HEAVY, "gemma4_moe": _GEMMA4_HEAVY})
 MOE_FAMILIES = (
     "mixtral",
     "qwen2_moe",
