@@ -168,6 +168,12 @@ def _y_gridline(y: float, left: float, right: float, label: str) -> list:
     ]
 
 
+def _x_gridline(x: float, top: float, bottom: float) -> list:
+    """A vertical grid line at ``x`` from ``top`` down to ``bottom`` (the plot's height)."""
+    attrs = {"class": "calc-grid", "x1": svg_number(x), "x2": svg_number(x)}
+    return el("line", {**attrs, "y1": svg_number(top), "y2": svg_number(bottom)})
+
+
 def _component_name(name: str, lang: str) -> str:
     """A component's name without the table header's unit (``Pesos (GiB)`` → ``Pesos``)."""
     label = labels.text("col.component." + name, lang)
@@ -239,19 +245,7 @@ def _component_panel(
     height = axis_y + 34.0
     body: list = []
     for tick in ticks:  # light vertical grid behind the bars
-        x = left + tick * scale
-        body.append(
-            el(
-                "line",
-                {
-                    "class": "calc-grid",
-                    "x1": svg_number(x),
-                    "x2": svg_number(x),
-                    "y1": svg_number(top),
-                    "y2": svg_number(axis_y),
-                },
-            )
-        )
+        body.append(_x_gridline(left + tick * scale, top, axis_y))
     items = []
     for i, (req, resp) in enumerate(zip(requests, responses, strict=True)):
         y = top + i * row_h
@@ -955,19 +949,7 @@ def time_cost_chart(lang: str, model: str, method: str, **setup) -> str:
         body += _y_gridline(y, left, right, _tick_text(tick, lang))
     x_ticks = log_ticks(t_lo, t_hi)
     for tick in x_ticks:
-        x = x_of(tick)
-        body.append(
-            el(
-                "line",
-                {
-                    "class": "calc-grid",
-                    "x1": svg_number(x),
-                    "x2": svg_number(x),
-                    "y1": svg_number(top),
-                    "y2": svg_number(top + plot_h),
-                },
-            )
-        )
+        body.append(_x_gridline(x_of(tick), top, top + plot_h))
     body.append(
         el(
             "text",
