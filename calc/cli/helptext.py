@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from functools import cache
 
 from ..numfmt import format_number as number
 from ..fields import BY_KEY, FieldSpec, defaults
@@ -126,12 +127,18 @@ def field_help(spec: FieldSpec, msg: Messages) -> str:
     )  # argparse formats help with %
 
 
+@cache
+def _default_request_values() -> dict[str, object]:
+    """An estimate request that gives no key, once the default ``framework``'s profile has
+    filled it (every parser build asks for it, once per behaviour flag)."""
+    framework = Framework(str(BY_KEY["framework"].default))
+    return apply_profile(dict(defaults("estimate")), (), framework)
+
+
 def default_library_value(spec: FieldSpec) -> object:
     """The value a request that gives no key gets: the default ``framework``'s profile entry
     where that profile sets the key for the default setup, else the key's own default."""
-    values = defaults("estimate")
-    framework = Framework(str(BY_KEY["framework"].default))
-    return apply_profile(dict(values), (), framework).get(spec.key, spec.default)
+    return _default_request_values().get(spec.key, spec.default)
 
 
 def behaviour_help(spec: FieldSpec, msg: Messages) -> str:
