@@ -81,12 +81,16 @@ def _browser_favicon(entry: str) -> bool:
 
 def _cancelled_by_the_page(entry: str, origin: str | None) -> bool:
     """A request of this origin that the page (or a worker it terminated) cancelled itself
-    (net::ERR_ABORTED): Pyodide's runtime download when a worker is stopped or its page left.
-    Not a failure of the site; requests outside the origin are blocked and counted apart."""
-    return (
-        entry.endswith(": net::ERR_ABORTED")
-        and origin is not None
-        and entry.startswith(origin + "/assets/pyodide/")
+    (net::ERR_ABORTED): Pyodide's runtime download when a worker is stopped or its page left,
+    or the snapshot a repeat visit's worker stores in the background once its numbers are live
+    (the page may be left or reloaded during that download; the next visit starts the ordinary
+    way and tries again). Not a failure of the site; requests outside the origin are blocked
+    and counted apart."""
+    if not entry.endswith(": net::ERR_ABORTED") or origin is None:
+        return False
+    url = entry.rsplit(": ", 1)[0]
+    return url.startswith(origin + "/assets/pyodide/") or (
+        url.startswith(origin + "/assets/calc/") and url.endswith(".snapshot.gz")
     )
 
 

@@ -367,7 +367,7 @@ def test_shared_link_never_shows_foreign_numbers(browser, site_server, lang, que
         # while computing, the results said so instead of showing the default's figures
         assert page.locator("#calc .calc-pending-note").is_hidden()
     context.close()
-    assert_clean(problems, f"shared link {query}")
+    assert_clean(problems, f"shared link {query}", site_server.origin)
 
 
 def test_enough_variations_cover_every_option():
@@ -918,7 +918,7 @@ def test_url_round_trip(shared_context, site_server):
     assert page.input_value("#calc-seq_len") == "8192"
     assert calc.outputs() == shown
     close_calculator_page(page)
-    assert_clean(problems, "round trip")
+    assert_clean(problems, "round trip", site_server.origin)
 
 
 def test_the_family_picker_fills_the_model_field(shared_context, site_server):
@@ -945,7 +945,7 @@ def test_the_family_picker_fills_the_model_field(shared_context, site_server):
     calc.settle()
     assert page.input_value("#calc-model-pick") == ""
     close_calculator_page(page)
-    assert_clean(problems, "family picker")
+    assert_clean(problems, "family picker", site_server.origin)
 
 
 def test_language_switch_keeps_the_state(shared_context, site_server):
@@ -979,7 +979,7 @@ def test_language_switch_keeps_the_state(shared_context, site_server):
     )["result"]
     assert_parity(en.outputs(), response, "en")
     close_calculator_page(page)
-    assert_clean(problems, "language switch")
+    assert_clean(problems, "language switch", site_server.origin)
 
 
 def test_offline_from_the_start_and_after_load(browser, site_server):
@@ -1008,7 +1008,7 @@ def test_offline_from_the_start_and_after_load(browser, site_server):
     assert_parity(calc.outputs(), response, "en")
     assert any("/assets/pyodide/" in url for url in problems.requested)
     context.close()
-    assert_clean(problems, "offline calculator")
+    assert_clean(problems, "offline calculator", site_server.origin)
 
 
 @pytest.mark.parametrize("path", ["", "en/"])
@@ -1024,7 +1024,7 @@ def test_guide_pages_load_no_pyodide_bytes(shared_context, site_server, path):
     ]
     assert heavy == []
     page.close()
-    assert_clean(problems, f"guide page {path!r}")
+    assert_clean(problems, f"guide page {path!r}", site_server.origin)
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
