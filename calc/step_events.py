@@ -444,18 +444,22 @@ class StepReplay:
         root = _Progress(al.CachingAllocator(None, self.config))
         return al.capacity_threshold(root, self._continuation, self._pause, self._release_at)
 
-    def _continuation(self, state: _Progress) -> tuple[list[int], int]:
+    def _continuation(self, state: _Progress, hi: int) -> tuple[list[int], int, _Progress | None]:
         """The needs of the device allocations ``state`` makes on from where it stands with no
-        limit, and how many it made before."""
+        limit, and how many it made before; stopped at the first that needs ``hi`` or more
+        (see :func:`calc.allocator.capacity_threshold`), the run then standing before it
+        (else ``None``)."""
         if state.index < 0 and not state.offset and not state.a.num_device_alloc:
             assert self._needs is not None  # the unlimited replay from the start
-            return list(self._needs), 0
+            return list(self._needs), 0, None
         run = state.copy()
+        a = run.a
         needs: list[int] = []
-        run.a.capacity, run.a.device_needs = None, needs
-        base = run.a.num_device_alloc
-        self._advance(run)
-        return needs, base
+        a.capacity, a.device_needs, a.need_limit = None, needs, hi
+        base = a.num_device_alloc
+        stopped = self._advance(run) == _PAUSED
+        a.device_needs, a.need_limit, a.paused = None, None, False
+        return needs, base, run if stopped else None
 
     def _pause(self, state: _Progress, k: int) -> _Progress:
         """A copy of ``state`` run on with no limit to just before its device allocation

@@ -483,6 +483,42 @@ def test_step_replay_min_capacity_equals_the_full_search(body, count):
     assert steps.min_capacity() == al.min_device_bytes(events)
 
 
+def test_continuations_stop_above_their_band_and_the_search_is_unchanged():
+    """A continuation stops at the first device allocation that needs as much as the top of
+    its band (the rest of the run lies above the band) and hands the walk the replay
+    standing there; the walk, its budget and its answer are the full search's (which runs
+    every continuation to the end), to the byte, exact or not."""
+    req, lengths = _drawn(
+        {
+            "model": "llama-3.2-1b",
+            "method": "lora",
+            "micro_batch_size": 16,
+            "seq_len": 2048,
+            "gradient_accumulation_steps": 2,
+            "length_stats": {"mean": 900, "p90": 1500},
+        },
+        16,
+    )
+    steps = StepReplay(req, lengths)
+    stopped = []
+    original = steps._continuation
+
+    def counted(state, hi):
+        needs, base, paused = original(state, hi)
+        stopped.append(paused is not None)
+        if paused is not None:
+            assert needs[-1] >= hi > max(needs[:-1], default=0)
+        return needs, base, paused
+
+    steps._continuation = counted
+    fast = steps.capacity_threshold()
+    events = step_events(req, lengths)
+    flat = al._FlatEvents(events, al.DEFAULT_CONFIG)
+    full = al.capacity_threshold(flat.root(), flat.continuation, flat.pause, flat.release)
+    assert fast == full
+    assert len(stopped) == al.THRESHOLD_REPLAYS and any(stopped)
+
+
 def test_a_step_is_skipped_only_while_the_cache_is_unchanged():
     """The skipping is real: of 64 identical steps three run (the first creates the optimizer
     states, the second opens segments for what they displaced, the third finds the cache
