@@ -483,11 +483,12 @@ def test_step_replay_min_capacity_equals_the_full_search(body, count):
     assert steps.min_capacity() == al.min_device_bytes(events)
 
 
-def test_continuations_stop_above_their_band_and_the_search_is_unchanged():
+def test_the_walks_shortcuts_leave_the_search_unchanged():
     """A continuation stops at the first device allocation that needs as much as the top of
     its band (the rest of the run lies above the band) and hands the walk the replay
-    standing there; the walk, its budget and its answer are the full search's (which runs
-    every continuation to the end), to the byte, exact or not."""
+    standing there; a pause of a state starts from the copy an earlier pause of it kept on
+    the way. The walk, its budget and its answer are the full search's (which runs every
+    continuation to the end and every pause from its state), to the byte, exact or not."""
     req, lengths = _drawn(
         {
             "model": "llama-3.2-1b",
@@ -511,12 +512,25 @@ def test_continuations_stop_above_their_band_and_the_search_is_unchanged():
         return needs, base, paused
 
     steps._continuation = counted
+    from_copies = []
+    pause = steps._pause
+
+    def counted_pause(state, k):
+        kept = steps._pause_copies.get(id(state))
+        from_copies.append(
+            kept is not None
+            and kept[0] is state
+            and any(c.a.num_device_alloc <= k for c in kept[1])
+        )
+        return pause(state, k)
+
+    steps._pause = counted_pause
     fast = steps.capacity_threshold()
     events = step_events(req, lengths)
     flat = al._FlatEvents(events, al.DEFAULT_CONFIG)
     full = al.capacity_threshold(flat.root(), flat.continuation, flat.pause, flat.release)
     assert fast == full
-    assert len(stopped) == al.THRESHOLD_REPLAYS and any(stopped)
+    assert len(stopped) == al.THRESHOLD_REPLAYS and any(stopped) and any(from_copies)
 
 
 def test_a_step_is_skipped_only_while_the_cache_is_unchanged():
