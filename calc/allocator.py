@@ -473,32 +473,39 @@ class CachingAllocator:
             raise ValueError("copy: not with expandable segments")
         new = object.__new__(CachingAllocator)
         new.__dict__.update(self.__dict__)
-        blocks = list(live.values())
-        for pool in self.pools:
-            blocks += pool.blocks.values()
+        # twins by address (every block held or cached has its own), then their links
+        block = _Block
         twins: dict[int, _Block] = {}
-        for b in blocks:
-            c = twins[id(b)] = _Block(b.size, b.addr, b.small)
-            c.allocated = b.allocated
-        twin = twins.__getitem__
-        for b in blocks:
-            c = twin(id(b))
-            if b.prev is not None:
-                c.prev = twin(id(b.prev))
-            if b.next is not None:
-                c.next = twin(id(b.next))
+        new_live: dict[Any, _Block] = {}
+        for key, b in live.items():
+            c = new_live[key] = twins[b.addr] = block(b.size, b.addr, b.small)
+            c.allocated = True
         pools = []
         for pool in self.pools:
             copied = _Pool(pool.small)
-            copied.keys = list(pool.keys)
-            copied.blocks = {addr: twin(id(b)) for addr, b in pool.blocks.items()}
+            copied.keys = pool.keys.copy()
+            small = pool.small
+            copied.blocks = {addr: block(b.size, addr, small) for addr, b in pool.blocks.items()}
+            twins.update(copied.blocks)
             copied.whole = pool.whole
             pools.append(copied)
+        twin = twins.__getitem__
+        for b in itertools.chain(
+            live.values(), self.pools[0].blocks.values(), self.pools[1].blocks.values()
+        ):
+            prev, nxt = b.prev, b.next
+            if prev is not None:
+                c = twin(b.addr)
+                c.prev = twin(prev.addr)
+                if nxt is not None:
+                    c.next = twin(nxt.addr)
+            elif nxt is not None:
+                twin(b.addr).next = twin(nxt.addr)
         new.pools = (pools[0], pools[1])
         new._tail = [None, None]
         new._base = list(self._base)
         new.device_needs = None
-        return new, {key: twin(id(b)) for key, b in live.items()}
+        return new, new_live
 
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()`` (``emptyCache`` -> ``release_cached_blocks``)."""
