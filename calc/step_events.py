@@ -199,7 +199,6 @@ def simulate(
         if micro_batch_tokens
         else [req.seq_len] * req.gradient_accumulation_steps
     )
-    steps = StepReplay(req, lengths, config)
     # the replays make and drop many blocks that link to each other (a segment's
     # neighbours, copied for each paused run): with the cyclic collector paused they are not
     # traversed again and again while the walk runs (a tenth of the estimate's time in
@@ -207,6 +206,7 @@ def simulate(
     collecting = gc.isenabled()
     gc.disable()
     try:
+        steps = StepReplay(req, lengths, config)
         run = steps.replay()
         capacity = steps.min_capacity(run)
     finally:

@@ -335,6 +335,39 @@ def test_micro_batch_tokens_become_padded_lengths():
     assert lengths_of(req, [4096, 4097, 8]) == [1024, 1025, 2]
 
 
+def test_simulate_runs_without_the_cyclic_collector_and_restores_it(monkeypatch):
+    """The replays' copied blocks link to each other; the collector is paused while the
+    replay and the threshold walk run (no collection starts during them) and is on again
+    afterwards."""
+    import gc
+
+    req = parse_estimate_request(
+        {"model": "llama-3.2-1b", "method": "lora", "micro_batch_size": 16, "seq_len": 2048}
+    )
+    started = []
+    during = []
+    walk = StepReplay.min_capacity
+
+    def watched(self, unlimited=None):
+        before = len(started)
+        out = walk(self, unlimited)
+        during.append((gc.isenabled(), len(started) - before))
+        return out
+
+    def count(phase, info):
+        if phase == "start":
+            started.append(info["generation"])
+
+    monkeypatch.setattr(StepReplay, "min_capacity", watched)
+    assert gc.isenabled()
+    gc.callbacks.append(count)
+    try:
+        simulate(req, [16 * n for n in (900, 1500, 2048, 2048)])
+    finally:
+        gc.callbacks.remove(count)
+    assert during == [(False, 0)] and gc.isenabled()
+
+
 def test_simulate_adds_the_memory_outside_the_allocator():
     """min_device_bytes = smallest allocator capacity + CUDA context (+ NCCL buffers on
     several GPUs, + a driver reserve when given); the capacity runs the sequence and is at
