@@ -208,6 +208,9 @@ class CachingAllocator:
         # this index (the count of device allocations made before it)
         self.pause_before = -1
         self.paused = False
+        # stop (as :attr:`pause_before` does, with ``paused`` set) at the first device
+        # allocation whose need reaches this many bytes, its need recorded in device_needs
+        self.need_limit: int | None = None
 
     # ---- malloc ----------------------------------------------------------------------
     def malloc(self, nbytes: int) -> _Block:
@@ -247,6 +250,9 @@ class CachingAllocator:
             raise OutOfMemory(size)
         if self.device_needs is not None:
             self.device_needs.append(self.reserved + alloc)
+        if self.need_limit is not None and self.reserved + alloc >= self.need_limit:
+            self.paused = True
+            raise OutOfMemory(size)
         need = self.reserved - self.pools[0].whole - self.pools[1].whole + alloc
         if need > self.segment_need:
             self.segment_need = need
@@ -467,32 +473,39 @@ class CachingAllocator:
             raise ValueError("copy: not with expandable segments")
         new = object.__new__(CachingAllocator)
         new.__dict__.update(self.__dict__)
-        blocks = list(live.values())
-        for pool in self.pools:
-            blocks += pool.blocks.values()
+        # twins by address (every block held or cached has its own), then their links
+        block = _Block
         twins: dict[int, _Block] = {}
-        for b in blocks:
-            c = twins[id(b)] = _Block(b.size, b.addr, b.small)
-            c.allocated = b.allocated
-        twin = twins.__getitem__
-        for b in blocks:
-            c = twin(id(b))
-            if b.prev is not None:
-                c.prev = twin(id(b.prev))
-            if b.next is not None:
-                c.next = twin(id(b.next))
+        new_live: dict[Any, _Block] = {}
+        for key, b in live.items():
+            c = new_live[key] = twins[b.addr] = block(b.size, b.addr, b.small)
+            c.allocated = True
         pools = []
         for pool in self.pools:
             copied = _Pool(pool.small)
-            copied.keys = list(pool.keys)
-            copied.blocks = {addr: twin(id(b)) for addr, b in pool.blocks.items()}
+            copied.keys = pool.keys.copy()
+            small = pool.small
+            copied.blocks = {addr: block(b.size, addr, small) for addr, b in pool.blocks.items()}
+            twins.update(copied.blocks)
             copied.whole = pool.whole
             pools.append(copied)
+        twin = twins.__getitem__
+        for b in itertools.chain(
+            live.values(), self.pools[0].blocks.values(), self.pools[1].blocks.values()
+        ):
+            prev, nxt = b.prev, b.next
+            if prev is not None:
+                c = twin(b.addr)
+                c.prev = twin(prev.addr)
+                if nxt is not None:
+                    c.next = twin(nxt.addr)
+            elif nxt is not None:
+                twin(b.addr).next = twin(nxt.addr)
         new.pools = (pools[0], pools[1])
         new._tail = [None, None]
         new._base = list(self._base)
         new.device_needs = None
-        return new, {key: twin(id(b)) for key, b in live.items()}
+        return new, new_live
 
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()`` (``emptyCache`` -> ``release_cached_blocks``)."""
@@ -703,7 +716,7 @@ def threshold_applies(config: AllocatorConfig) -> bool:
 
 def capacity_threshold(
     root: Any,
-    continuation: Callable[[Any], tuple[list[int], int]],
+    continuation: Callable[[Any, int], tuple[list[int], int, Any]],
     pause: Callable[[Any, int], Any],
     release: Callable[[Any], tuple[int, Any]],
     budget: int = THRESHOLD_REPLAYS,
@@ -728,11 +741,17 @@ def capacity_threshold(
     nothing retried), explored the same way, recursively. Bands are taken from the largest
     down and the walk stops at the first capacity found to fail: the answer is just above
     it. ``budget``: the continuations replayed at most; when they are used up, the bound
-    proven so far is returned (not exact)."""
+    proven so far is returned (not exact).
+
+    ``continuation(state, hi)`` may stop at the first device allocation whose need reaches
+    ``hi`` (that need the last of its list): the allocations after it need more still, so
+    they only lie above the band and the walk is the same. It then also returns the
+    replay standing before that allocation (what ``pause`` would give there, which the walk
+    then takes instead), else ``None``."""
     left = [budget]
 
     def explore(state: Any, lo: int, hi: int) -> tuple[int, bool]:
-        needs, base = continuation(state)
+        needs, base, stopped = continuation(state, hi)
         left[0] -= 1
         peaks = list(itertools.accumulate(needs, max))
         x = min(hi, max(lo, peaks[-1] if peaks else 0))
@@ -747,7 +766,11 @@ def capacity_threshold(
                 break  # the band lies below lo
             if left[0] <= 0:
                 return x, False
-            low, after = release(pause(state, base + j))
+            if stopped is not None and j == len(peaks) - 1:
+                paused, stopped = stopped, None
+            else:
+                paused = pause(state, base + j)
+            low, after = release(paused)
             if low >= b_hi or after is None:
                 return b_hi, True  # every capacity of the band runs out of memory
             y, exact = explore(after, max(b_lo, low), b_hi)
@@ -783,13 +806,16 @@ class _FlatEvents:
         a, live = state[0].copy(state[1])
         return a, live, state[2]
 
-    def continuation(self, state: FlatState) -> tuple[list[int], int]:
+    def continuation(
+        self, state: FlatState, hi: int = _TOP_CAPACITY
+    ) -> tuple[list[int], int, None]:
+        """The whole unlimited run on from ``state`` (never stopped at ``hi``)."""
         a, live, at = self._copy(state)
         needs: list[int] = []
         a.capacity, a.device_needs = None, needs
         base = a.num_device_alloc
         a.run(self.events[at:], live)
-        return needs, base
+        return needs, base, None
 
     def pause(self, state: FlatState, k: int) -> FlatState:
         a, live, at = self._copy(state)

@@ -29,6 +29,7 @@ adapter ``r x d`` factors) but not every tensor of the real trace.
 from __future__ import annotations
 
 import bisect
+import gc
 import itertools
 
 from dataclasses import dataclass, replace
@@ -198,9 +199,19 @@ def simulate(
         if micro_batch_tokens
         else [req.seq_len] * req.gradient_accumulation_steps
     )
-    steps = StepReplay(req, lengths, config)
-    run = steps.replay()
-    capacity = steps.min_capacity(run)
+    # the replays make and drop many blocks that link to each other (a segment's
+    # neighbours, copied for each paused run): with the cyclic collector paused they are not
+    # traversed again and again while the walk runs (a tenth of the estimate's time in
+    # CPython, more in its slowest runs); they are collected afterwards as usual
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        steps = StepReplay(req, lengths, config)
+        run = steps.replay()
+        capacity = steps.min_capacity(run)
+    finally:
+        if collecting:
+            gc.enable()
     comm = mem.NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0
     return AllocatorEstimate(
         run.peak_allocated_bytes,
@@ -318,6 +329,8 @@ class StepReplay:
         self._req = req
         self._bounds: list[float] | None = None  # built when a step first stands for another
         self._bands: dict[int, int] = {}
+        # copies kept by _pause, by the id of the state paused (kept with it)
+        self._pause_copies: dict[int, tuple[_Progress, list[_Progress]]] = {}
 
     def _band(self, length: int) -> int:
         found = self._bands.get(length)
@@ -442,32 +455,60 @@ class StepReplay:
         if self._needs is None:
             self.replay()
         root = _Progress(al.CachingAllocator(None, self.config))
-        return al.capacity_threshold(root, self._continuation, self._pause, self._release_at)
+        self._pause_copies = {}
+        try:
+            return al.capacity_threshold(root, self._continuation, self._pause, self._release_at)
+        finally:
+            self._pause_copies = {}
 
-    def _continuation(self, state: _Progress) -> tuple[list[int], int]:
+    def _continuation(self, state: _Progress, hi: int) -> tuple[list[int], int, _Progress | None]:
         """The needs of the device allocations ``state`` makes on from where it stands with no
-        limit, and how many it made before."""
+        limit, and how many it made before; stopped at the first that needs ``hi`` or more
+        (see :func:`calc.allocator.capacity_threshold`), the run then standing before it
+        (else ``None``)."""
         if state.index < 0 and not state.offset and not state.a.num_device_alloc:
             assert self._needs is not None  # the unlimited replay from the start
-            return list(self._needs), 0
+            return list(self._needs), 0, None
         run = state.copy()
+        a = run.a
         needs: list[int] = []
-        run.a.capacity, run.a.device_needs = None, needs
-        base = run.a.num_device_alloc
-        self._advance(run)
-        return needs, base
+        a.capacity, a.device_needs, a.need_limit = None, needs, hi
+        base = a.num_device_alloc
+        stopped = self._advance(run) == _PAUSED
+        a.device_needs, a.need_limit, a.paused = None, None, False
+        return needs, base, run if stopped else None
 
     def _pause(self, state: _Progress, k: int) -> _Progress:
         """A copy of ``state`` run on with no limit to just before its device allocation
-        ``k``; from the start, from the unlimited replay's last copy before it."""
+        ``k``; from the start, from the unlimited replay's last copy before it.
+
+        The walk pauses one state at one allocation after another, from the last down
+        (:func:`calc.allocator.capacity_threshold`): so on the way to ``k`` the run keeps a
+        copy of itself :data:`PAUSE_LEAD` device allocations earlier, and a later pause of
+        the same state at or after that one starts from the copy (the same replay, shorter)."""
         start = state
         if state.index < 0 and not state.offset and not state.a.num_device_alloc:
             for count, mark in reversed(self._marks):
                 if count <= k:
                     start = mark
                     break
+        kept = self._pause_copies.get(id(state))
+        if kept is not None and kept[0] is state:
+            for copy in kept[1]:
+                if start.a.num_device_alloc < copy.a.num_device_alloc <= k:
+                    start = copy
         run = start.copy()
-        run.a.capacity, run.a.pause_before = None, k
+        run.a.capacity = None
+        early = k - PAUSE_LEAD
+        if early > run.a.num_device_alloc:
+            run.a.pause_before = early
+            if self._advance(run) != _PAUSED:
+                raise AssertionError("the unlimited replay did not reach its own allocation")
+            run.a.paused = False
+            if kept is None or kept[0] is not state:
+                kept = self._pause_copies[id(state)] = (state, [])
+            kept[1].append(run.copy())
+        run.a.pause_before = k
         if self._advance(run) != _PAUSED:
             raise AssertionError("the unlimited replay did not reach its own allocation")
         run.a.pause_before, run.a.paused = -1, False
@@ -571,6 +612,12 @@ class StepReplay:
 
 
 _PAUSED = -2
+
+
+PAUSE_LEAD = 16
+"""How many device allocations before the one it pauses at :meth:`StepReplay._pause` keeps a
+copy of its run, for the walk's next pauses of the same state (each one allocation earlier
+than the last; chosen for time, the replays are the same)."""
 
 
 MARKED_STEPS = 2

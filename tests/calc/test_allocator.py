@@ -335,6 +335,39 @@ def test_micro_batch_tokens_become_padded_lengths():
     assert lengths_of(req, [4096, 4097, 8]) == [1024, 1025, 2]
 
 
+def test_simulate_runs_without_the_cyclic_collector_and_restores_it(monkeypatch):
+    """The replays' copied blocks link to each other; the collector is paused while the
+    replay and the threshold walk run (no collection starts during them) and is on again
+    afterwards."""
+    import gc
+
+    req = parse_estimate_request(
+        {"model": "llama-3.2-1b", "method": "lora", "micro_batch_size": 16, "seq_len": 2048}
+    )
+    started = []
+    during = []
+    walk = StepReplay.min_capacity
+
+    def watched(self, unlimited=None):
+        before = len(started)
+        out = walk(self, unlimited)
+        during.append((gc.isenabled(), len(started) - before))
+        return out
+
+    def count(phase, info):
+        if phase == "start":
+            started.append(info["generation"])
+
+    monkeypatch.setattr(StepReplay, "min_capacity", watched)
+    assert gc.isenabled()
+    gc.callbacks.append(count)
+    try:
+        simulate(req, [16 * n for n in (900, 1500, 2048, 2048)])
+    finally:
+        gc.callbacks.remove(count)
+    assert during == [(False, 0)] and gc.isenabled()
+
+
 def test_simulate_adds_the_memory_outside_the_allocator():
     """min_device_bytes = smallest allocator capacity + CUDA context (+ NCCL buffers on
     several GPUs, + a driver reserve when given); the capacity runs the sequence and is at
@@ -481,6 +514,56 @@ def test_step_replay_min_capacity_equals_the_full_search(body, count):
     events = step_events(req, lengths)
     steps = StepReplay(req, lengths)
     assert steps.min_capacity() == al.min_device_bytes(events)
+
+
+def test_the_walks_shortcuts_leave_the_search_unchanged():
+    """A continuation stops at the first device allocation that needs as much as the top of
+    its band (the rest of the run lies above the band) and hands the walk the replay
+    standing there; a pause of a state starts from the copy an earlier pause of it kept on
+    the way. The walk, its budget and its answer are the full search's (which runs every
+    continuation to the end and every pause from its state), to the byte, exact or not."""
+    req, lengths = _drawn(
+        {
+            "model": "llama-3.2-1b",
+            "method": "lora",
+            "micro_batch_size": 16,
+            "seq_len": 2048,
+            "gradient_accumulation_steps": 2,
+            "length_stats": {"mean": 900, "p90": 1500},
+        },
+        16,
+    )
+    steps = StepReplay(req, lengths)
+    stopped = []
+    original = steps._continuation
+
+    def counted(state, hi):
+        needs, base, paused = original(state, hi)
+        stopped.append(paused is not None)
+        if paused is not None:
+            assert needs[-1] >= hi > max(needs[:-1], default=0)
+        return needs, base, paused
+
+    steps._continuation = counted
+    from_copies = []
+    pause = steps._pause
+
+    def counted_pause(state, k):
+        kept = steps._pause_copies.get(id(state))
+        from_copies.append(
+            kept is not None
+            and kept[0] is state
+            and any(c.a.num_device_alloc <= k for c in kept[1])
+        )
+        return pause(state, k)
+
+    steps._pause = counted_pause
+    fast = steps.capacity_threshold()
+    events = step_events(req, lengths)
+    flat = al._FlatEvents(events, al.DEFAULT_CONFIG)
+    full = al.capacity_threshold(flat.root(), flat.continuation, flat.pause, flat.release)
+    assert fast == full
+    assert len(stopped) == al.THRESHOLD_REPLAYS and any(stopped) and any(from_copies)
 
 
 def test_a_step_is_skipped_only_while_the_cache_is_unchanged():
