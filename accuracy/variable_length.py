@@ -12,7 +12,9 @@ recorded. Errors are ``(predicted - measured) / measured``.
 The judged columns (``judged_at_commit``, ``first_contact_simulated_gib``,
 ``first_contact_error``, ``first_contact_estimate_gib``, ``first_contact_estimate_error``) are
 filled once by :func:`record_first_contact`, before anything in calc changes for these rows, and
-never rewritten.
+never rewritten. ``today_request_changes`` (a JSON object merged onto the request for today's
+figures) and ``reading_note`` record a setting read wrong at first contact; the recorded columns
+keep what was said.
 """
 
 from __future__ import annotations
@@ -67,11 +69,20 @@ def covered(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     return [r for r in rows if not r["calc_not_covered"]]
 
 
-def judge_row(row: dict[str, str]) -> Judged:
-    """calc's two reserved figures for a covered row, at today's code."""
+def row_request(row: dict[str, str], today: bool = True) -> dict[str, object]:
+    """The row's request: as recorded, or (``today``) with ``today_request_changes`` merged."""
+    request: dict[str, object] = json.loads(row["calc_request"])
+    if today and row.get("today_request_changes"):
+        request.update(json.loads(row["today_request_changes"]))
+    return request
+
+
+def judge_row(row: dict[str, str], today: bool = True) -> Judged:
+    """calc's two reserved figures for a covered row at today's code, for today's request or
+    (``today`` false) the request as recorded."""
     from calc.memory import estimate_dict
 
-    out = estimate_dict(json.loads(row["calc_request"]))
+    out = estimate_dict(row_request(row, today))
     allocator = out["allocator"]
     assert isinstance(allocator, dict)
     data = out["data"]
@@ -102,7 +113,7 @@ def record_first_contact(path: Path = CSV) -> int:
     for row in covered(rows):
         if row["judged_at_commit"]:
             continue
-        j = judge_row(row)
+        j = judge_row(row, today=False)
         row.update(
             {
                 "judged_at_commit": commit,
@@ -126,17 +137,23 @@ def abs_stats(errors: list[float]) -> tuple[float, float]:
     return statistics.median(values), percentile(values, 90)
 
 
-def figures(rows: list[dict[str, str]] | None = None) -> dict[str, object]:
+def figures(rows: list[dict[str, str]] | None = None, today: bool = True) -> dict[str, object]:
     """What the methodology page publishes: the recorded first contact of the replay's reserved
     peak (median and p90 of ``|error|``, signed median) and of the estimate's reserved figure,
-    the rows and sources behind them and the commit(s) they were judged at."""
+    the rows and sources behind them and the commit(s) they were judged at; with ``today``, the
+    replay's median and p90 of ``|error|`` today (today's requests) too."""
     rows = load() if rows is None else rows
     judged = [r for r in covered(rows) if r["judged_at_commit"]]
     errors = [float(r["first_contact_error"]) for r in judged]
     estimate = [float(r["first_contact_estimate_error"]) for r in judged]
     median, p90 = abs_stats(errors)
     est_median, est_p90 = abs_stats(estimate)
+    now: dict[str, object] = {}
+    if today:
+        now_median, now_p90 = abs_stats([judge_row(r).error for r in covered(rows)])
+        now = {"today_median": now_median, "today_p90": now_p90}
     return {
+        **now,
         "rows": len(rows),
         "judged": len(judged),
         "sources": len({r["source"] for r in judged}),
@@ -160,6 +177,8 @@ def report(rows: list[dict[str, str]] | None = None) -> list[str]:
         if row["calc_not_covered"]:
             lines.append(f"  {row['id']:7s} not covered: {row['calc_not_covered']}")
             continue
+        if row.get("today_request_changes"):
+            lines.append(f"  {row['id']:7s} read again today: {row['today_request_changes']}")
         j = judge_row(row)
         today.append(j)
         lines.append(
@@ -172,7 +191,7 @@ def report(rows: list[dict[str, str]] | None = None) -> list[str]:
         lines.append(
             f"  today: replay |error| median {median:.1%}, p90 {p90:.1%} over {len(today)} rows"
         )
-    f = figures(rows)
+    f = figures(rows, today=False)
     if f["judged"]:
         lines.append(
             f"  first contact (calc at {', '.join(f['commits'])}): replay |error| median "

@@ -22,7 +22,8 @@ def _figures() -> dict:
 
 def validation_variable_length(lang: str) -> str:
     """One paragraph: rows, sources, the recorded first-contact median and p90 of the replay's
-    ``|error|`` (and of the estimate's reserved figure), the commit judged at."""
+    ``|error|`` (and of the estimate's reserved figure), the commit judged at, and today's
+    median and p90 with the rows read again."""
     f = _figures()
     return (
         catalogue(lang)
@@ -38,6 +39,8 @@ def validation_variable_length(lang: str) -> str:
             + format_number(100 * f["signed_median"], 1, lang),
             estimate_median=format_number(100 * f["estimate_median"], 1, lang),
             estimate_p90=format_number(100 * f["estimate_p90"], 1, lang),
+            today_median=format_number(100 * f["today_median"], 1, lang),
+            today_p90=format_number(100 * f["today_p90"], 1, lang),
         )
     )
 

@@ -89,5 +89,16 @@ def test_record_first_contact_fills_new_rows_and_keeps_judged_ones(tmp_path):
     again = vl.load(path)
     assert {k: r[k] for r in again for k in vl.JUDGED if r["id"] != target["id"]} == kept
     judged = next(r for r in again if r["id"] == target["id"])
-    today = vl.judge_row(judged)
+    today = vl.judge_row(judged, today=False)
     assert float(judged["first_contact_error"]) == pytest.approx(today.error, abs=1e-6)
+
+
+def test_today_s_request_merges_the_reading_and_first_contact_keeps_the_recorded_one():
+    row = next(r for r in COVERED if r["today_request_changes"])
+    recorded = json.loads(row["calc_request"])
+    changes = json.loads(row["today_request_changes"])
+    assert vl.row_request(row, today=False) == recorded
+    assert vl.row_request(row) == {**recorded, **changes}
+    assert row["reading_note"]
+    # the recorded first contact is calc's answer to the request as written
+    assert vl.judge_row(row, today=False).error != vl.judge_row(row).error
