@@ -4,13 +4,16 @@ Prints, per row of validation/fit_boundaries.csv (:mod:`accuracy.fit_boundaries`
 at the published length, 25 % above it, calc's largest length that is not ``does_not_fit``
 and whether the verdict agrees; then the share of rows that agree, the error of the largest
 length and the recorded first-contact agreement. ``--min-device`` adds the verdict judged on
-``min_device_bytes``; ``--first-contact`` records the rows not yet judged.
+``min_device_bytes``; ``--first-contact`` records the rows not yet judged. Then the published
+reserved peaks of variable-length runs (:mod:`accuracy.variable_length`): each row today and the
+recorded first contact (median and p90 of ``|error|``).
 """
 
 from __future__ import annotations
 
 import argparse
 
+from accuracy import variable_length
 from accuracy.fit_boundaries import (
     ABOVE,
     agrees,
@@ -59,6 +62,7 @@ def main() -> int:
     if args.first_contact:
         record_first_contact(rows, judged)
     print(first_contact_summary(load()))
+    print("\n".join(variable_length.report()))
     return 0
 
 

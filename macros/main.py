@@ -40,6 +40,7 @@ from macros import (  # noqa: E402
     source_notes,
     validation_first_contact,
     validation_fit_boundaries,
+    validation_variable_length,
     validation_loso,
     validation_time_first_contact,
 )
@@ -66,6 +67,7 @@ def define_env(env) -> None:
     validation_loso.register(env)
     validation_first_contact.register(env)
     validation_fit_boundaries.register(env)
+    validation_variable_length.register(env)
     validation_time_first_contact.register(env)
     cli_docs.register(env)
     config_import_docs.register(env)

@@ -1,0 +1,203 @@
+"""Published reserved peaks of runs whose samples vary in length (no packing), against calc.
+
+Reads ``validation/variable_length_peaks.csv``: each row is a published reserved figure of a run
+padded to the longest sample of each batch, with the run's settings, a ``length_stats`` object
+whose source the row cites, and ``calc_request`` (an estimate request carrying that
+``length_stats`` and ``batching``). calc answers such a request with two reserved figures: the
+estimate's ``peak_reserved_bytes`` (the allocated peak of the longest micro-batch times the
+fitted slack) and the allocator replay's ``allocator.simulated_reserved_bytes``
+(:func:`calc.step_events.simulate_request`). The replay is what these rows validate; both are
+recorded. Errors are ``(predicted - measured) / measured``.
+
+The judged columns (``judged_at_commit``, ``first_contact_simulated_gib``,
+``first_contact_error``, ``first_contact_estimate_gib``, ``first_contact_estimate_error``) are
+filled once by :func:`record_first_contact`, before anything in calc changes for these rows, and
+never rewritten. ``today_request_changes`` (a JSON object merged onto the request for today's
+figures) and ``reading_note`` record a setting read wrong at first contact; the recorded columns
+keep what was said.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from accuracy.stats import percentile
+
+CSV = Path(__file__).resolve().parent.parent / "validation" / "variable_length_peaks.csv"
+GIB = 2**30
+JUDGED = (
+    "judged_at_commit",
+    "first_contact_simulated_gib",
+    "first_contact_error",
+    "first_contact_estimate_gib",
+    "first_contact_estimate_error",
+)
+BATCHINGS = ("pad-longest", "grouped", "pad-max")
+"""The ``batching`` of a request these rows may carry: every row is a run without packing."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    row_id: str
+    source: str
+    measured_gib: float
+    simulated_gib: float  # allocator.simulated_reserved_bytes
+    estimate_gib: float  # peak_reserved_bytes
+    allocated_gib: float  # peak_allocated_bytes
+    peak_batch_tokens: int
+
+    @property
+    def error(self) -> float:
+        return (self.simulated_gib - self.measured_gib) / self.measured_gib
+
+    @property
+    def estimate_error(self) -> float:
+        return (self.estimate_gib - self.measured_gib) / self.measured_gib
+
+
+def load(path: Path = CSV) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def covered(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [r for r in rows if not r["calc_not_covered"]]
+
+
+def row_request(row: dict[str, str], today: bool = True) -> dict[str, object]:
+    """The row's request: as recorded, or (``today``) with ``today_request_changes`` merged."""
+    request: dict[str, object] = json.loads(row["calc_request"])
+    if today and row.get("today_request_changes"):
+        request.update(json.loads(row["today_request_changes"]))
+    return request
+
+
+def judge_row(row: dict[str, str], today: bool = True) -> Judged:
+    """calc's two reserved figures for a covered row at today's code, for today's request or
+    (``today`` false) the request as recorded."""
+    from calc.memory import estimate_dict
+
+    out = estimate_dict(row_request(row, today))
+    allocator = out["allocator"]
+    assert isinstance(allocator, dict)
+    data = out["data"]
+    assert isinstance(data, dict)
+    return Judged(
+        row["id"],
+        row["source"],
+        float(row["peak_gib"]),
+        int(allocator["simulated_reserved_bytes"]) / GIB,
+        int(out["peak_reserved_bytes"]) / GIB,
+        int(out["peak_allocated_bytes"]) / GIB,
+        int(data["peak_batch_tokens"]),
+    )
+
+
+def head_commit() -> str:
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def record_first_contact(path: Path = CSV) -> int:
+    """Fill the judged columns of covered rows that have none; a judged row is never touched.
+    Returns how many rows were judged now."""
+    rows = load(path)
+    commit = head_commit()
+    count = 0
+    for row in covered(rows):
+        if row["judged_at_commit"]:
+            continue
+        j = judge_row(row, today=False)
+        row.update(
+            {
+                "judged_at_commit": commit,
+                "first_contact_simulated_gib": f"{j.simulated_gib:.4f}",
+                "first_contact_error": f"{j.error:.6f}",
+                "first_contact_estimate_gib": f"{j.estimate_gib:.4f}",
+                "first_contact_estimate_error": f"{j.estimate_error:.6f}",
+            }
+        )
+        count += 1
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return count
+
+
+def abs_stats(errors: list[float]) -> tuple[float, float]:
+    """Median and 90th percentile of ``|error|``."""
+    values = [abs(e) for e in errors]
+    return statistics.median(values), percentile(values, 90)
+
+
+def figures(rows: list[dict[str, str]] | None = None, today: bool = True) -> dict[str, object]:
+    """What the methodology page publishes: the recorded first contact of the replay's reserved
+    peak (median and p90 of ``|error|``, signed median) and of the estimate's reserved figure,
+    the rows and sources behind them and the commit(s) they were judged at; with ``today``, the
+    replay's median and p90 of ``|error|`` today (today's requests) too."""
+    rows = load() if rows is None else rows
+    judged = [r for r in covered(rows) if r["judged_at_commit"]]
+    errors = [float(r["first_contact_error"]) for r in judged]
+    estimate = [float(r["first_contact_estimate_error"]) for r in judged]
+    median, p90 = abs_stats(errors)
+    est_median, est_p90 = abs_stats(estimate)
+    now: dict[str, object] = {}
+    if today:
+        now_median, now_p90 = abs_stats([judge_row(r).error for r in covered(rows)])
+        now = {"today_median": now_median, "today_p90": now_p90}
+    return {
+        **now,
+        "rows": len(rows),
+        "judged": len(judged),
+        "sources": len({r["source"] for r in judged}),
+        "median": median,
+        "p90": p90,
+        "signed_median": statistics.median(errors),
+        "estimate_median": est_median,
+        "estimate_p90": est_p90,
+        "commits": sorted({r["judged_at_commit"][:10] for r in judged}),
+    }
+
+
+def report(rows: list[dict[str, str]] | None = None) -> list[str]:
+    """Lines for ``python -m benchmarks.validate_fit_boundaries``: each covered row today (the
+    replay's reserved peak, the estimate's, the allocated peak, the longest micro-batch) beside
+    the measured figure, rows not covered with their reason, and the recorded first contact."""
+    rows = load() if rows is None else rows
+    lines = ["variable-length reserved peaks (validation/variable_length_peaks.csv):"]
+    today = []
+    for row in rows:
+        if row["calc_not_covered"]:
+            lines.append(f"  {row['id']:7s} not covered: {row['calc_not_covered']}")
+            continue
+        if row.get("today_request_changes"):
+            lines.append(f"  {row['id']:7s} read again today: {row['today_request_changes']}")
+        j = judge_row(row)
+        today.append(j)
+        lines.append(
+            f"  {j.row_id:7s} measured {j.measured_gib:6.2f} GiB  replay {j.simulated_gib:6.2f} "
+            f"({j.error:+.1%})  estimate {j.estimate_gib:6.2f} ({j.estimate_error:+.1%})  "
+            f"allocated {j.allocated_gib:6.2f}  longest micro-batch {j.peak_batch_tokens} tokens"
+        )
+    if today:
+        median, p90 = abs_stats([j.error for j in today])
+        lines.append(
+            f"  today: replay |error| median {median:.1%}, p90 {p90:.1%} over {len(today)} rows"
+        )
+    f = figures(rows, today=False)
+    if f["judged"]:
+        lines.append(
+            f"  first contact (calc at {', '.join(f['commits'])}): replay |error| median "
+            f"{f['median']:.1%}, p90 {f['p90']:.1%} (signed median {f['signed_median']:+.1%}); "
+            f"estimate's reserved |error| median {f['estimate_median']:.1%}, p90 "
+            f"{f['estimate_p90']:.1%}; {f['judged']} rows, {f['sources']} sources "
+            "(target: median <= 10 %, p90 <= 25 %)"
+        )
+    return lines

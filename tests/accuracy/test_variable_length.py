@@ -1,0 +1,104 @@
+"""accuracy.variable_length: published reserved peaks of runs without packing."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import statistics
+
+import pytest
+
+from accuracy import variable_length as vl
+from accuracy.stats import percentile
+from calc.memory import parse_estimate_request
+
+ROWS = vl.load()
+COVERED = vl.covered(ROWS)
+
+
+def test_rows_are_well_formed():
+    assert len({r["id"] for r in ROWS}) == len(ROWS)
+    assert len(COVERED) >= 8 and len({r["source"] for r in COVERED}) >= 2
+    for row in ROWS:
+        for column in ("source", "source_url", "source_section", "source_version", "length_source"):
+            assert row[column].strip(), (row["id"], column)
+        stats = json.loads(row["length_stats"])
+        assert stats and set(stats) <= {"mean", "p90", "max"}
+        assert all(isinstance(v, int) and v > 0 for v in stats.values())
+        assert stats.get("mean", 0) <= stats.get("p90", stats["max"]) <= stats["max"]
+        assert stats["max"] <= int(row["seq_len"])
+        assert not row["batching"].startswith("packed")
+        assert row["memory_metric"].startswith(("max_memory_reserved", "memory_reserved"))
+        unit = {"GiB": 2**30, "bytes": 1}[row["peak_unit"]]
+        assert float(row["peak_gib"]) == pytest.approx(
+            float(row["peak_value"]) * unit / 2**30, 1e-3
+        )
+        assert bool(row["calc_request"]) != bool(row["calc_not_covered"])
+
+
+@pytest.mark.parametrize("row", COVERED, ids=[r["id"] for r in COVERED])
+def test_covered_requests_carry_the_row_s_lengths(row):
+    request = json.loads(row["calc_request"])
+    assert request["length_stats"] == json.loads(row["length_stats"])
+    assert request["batching"] in vl.BATCHINGS
+    assert request["seq_len"] == int(row["seq_len"])
+    parse_estimate_request(request)  # a request calc accepts
+
+
+def test_every_covered_row_was_judged_at_first_contact():
+    for row in COVERED:
+        assert re.fullmatch(r"[0-9a-f]{40}", row["judged_at_commit"])
+        measured = float(row["peak_gib"])
+        for gib, err in (
+            ("first_contact_simulated_gib", "first_contact_error"),
+            ("first_contact_estimate_gib", "first_contact_estimate_error"),
+        ):
+            assert float(row[err]) == pytest.approx(float(row[gib]) / measured - 1, abs=1e-4)
+
+
+def test_figures_are_computed_from_the_recorded_rows():
+    errors = [abs(float(r["first_contact_error"])) for r in COVERED]
+    figures = vl.figures()
+    assert figures["judged"] == len(COVERED)
+    assert figures["median"] == statistics.median(errors)
+    assert figures["p90"] == percentile(errors, 90)
+    # double every recorded error: the figures follow the rows, nothing is typed in
+    rows = [dict(r) for r in ROWS]
+    for row in vl.covered(rows):
+        row["first_contact_error"] = str(2 * float(row["first_contact_error"]))
+    doubled = vl.figures(rows)
+    assert doubled["median"] == pytest.approx(2 * figures["median"])
+    assert doubled["p90"] == pytest.approx(2 * figures["p90"])
+
+
+def test_record_first_contact_fills_new_rows_and_keeps_judged_ones(tmp_path):
+    path = tmp_path / "peaks.csv"
+    shutil.copy(vl.CSV, path)
+    rows = vl.load(path)
+    target = next(r for r in rows if r["id"] == COVERED[0]["id"])
+    kept = {k: r[k] for r in rows for k in vl.JUDGED if r is not target}
+    for column in vl.JUDGED:
+        target[column] = ""
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert vl.record_first_contact(path) == 1
+    again = vl.load(path)
+    assert {k: r[k] for r in again for k in vl.JUDGED if r["id"] != target["id"]} == kept
+    judged = next(r for r in again if r["id"] == target["id"])
+    today = vl.judge_row(judged, today=False)
+    assert float(judged["first_contact_error"]) == pytest.approx(today.error, abs=1e-6)
+
+
+def test_today_s_request_merges_the_reading_and_first_contact_keeps_the_recorded_one():
+    row = next(r for r in COVERED if r["today_request_changes"])
+    recorded = json.loads(row["calc_request"])
+    changes = json.loads(row["today_request_changes"])
+    assert vl.row_request(row, today=False) == recorded
+    assert vl.row_request(row) == {**recorded, **changes}
+    assert row["reading_note"]
+    # the recorded first contact is calc's answer to the request as written
+    assert vl.judge_row(row, today=False).error != vl.judge_row(row).error
