@@ -155,6 +155,7 @@ ANSWERAI_TRAIN_DEFAULTS = {
     "lora_dropout": 0.1,
     "lora_adapter_dtype": "base",
     "attention_grouped_kv": False,
+    "logits_upcast_in_model": True,
 }
 """Settings of Answer.AI's ``fsdp_qlora/train.py`` (``main`` at 50efa1e, 2024-03-26) that the
 CSV columns do not hold, where they differ from today's ``hf-custom-loop`` profile:
@@ -162,9 +163,10 @@ CSV columns do not hold, where they differ from today's ``hf-custom-loop`` profi
 for ``lora_target_modules="all"`` are in the rows); ``--precision bf16`` casts every parameter,
 adapters included, to bf16 (its README, "bf16": "sharded and unsharded params will be stored in
 bf16"), so no fp32 adapters; transformers of March 2024 (4.38) expanded k, v with ``repeat_kv``
-before SDPA (``enable_gqa`` came later). Not expressible: that transformers also up-cast the
-logits to fp32 inside the model (``logits = logits.float()``), so the output object the loop
-keeps holds ``4 V`` bytes per token where ``loss_outputs_kept`` counts ``2 V``."""
+before SDPA (``enable_gqa`` came later); and that transformers up-casts the logits to fp32
+inside the model (4.38.2 ``models/llama/modeling_llama.py`` line 1196, ``logits =
+logits.float()``, in every release from 4.31 to 4.44), so the output object the loop keeps
+holds ``4 V`` bytes per token (``logits_upcast_in_model``)."""
 
 TORCHAO_CHUNKED_FROM = "2024-06-26"
 """torchtune commit c1c9f308a ("Pin ao==0.3") replaced the ``torchao==0.1`` pin; torchao

@@ -520,9 +520,11 @@ FIELDS: tuple[FieldSpec, ...] = (
         doc=(
             "the base weights are quantized to NF4 on the GPU in one pass per weight, as torchao "
             "before v0.2.0 did (``NF4Tensor.quantize_tensor_nearest`` on the whole flattened "
-            "weight); the blocks that pass frees stay in PyTorch's cache and set a floor under "
-            "the reserved memory of the whole run "
-            "(:func:`calc.memory.quantization_reserved_bytes`). Default False: torchao >= 0.2.0 "
+            "weight), in torchtune's model build of that time (one layer built, deep-copied per "
+            "layer, then the checkpoint quantized in); the segments that build maps stay in "
+            "PyTorch's cache and set a floor under the reserved memory of the whole run "
+            "(:func:`calc.memory.quantization_reserved_bytes`, replayed by "
+            ":mod:`calc.nf4_build`). Default False: torchao >= 0.2.0 "
             "quantizes 1,048,576 elements at a time (torchao PR #196), and bitsandbytes quantizes "
             "in a CUDA kernel without full-size temporaries."
         ),

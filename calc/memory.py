@@ -51,7 +51,7 @@ and keeps freed blocks cached; fragmentation adds more (PyTorch docs, "CUDA sema
 memory management"). Fitted on the validation rows that state ``max_memory_reserved``: for
 each publication the median of ``measured_reserved / predicted_allocated - 1``, then the
 median over publications (one vote each): torchtune's QLoRA tutorial 0.088, its LoRA
-tutorial 0.102, Answer.AI's FSDP + QLoRA benchmark 0.299 (whose allocated figures agree
+tutorial 0.102, Answer.AI's FSDP + QLoRA benchmark 0.240 (whose allocated figures agree
 with ``calc`` within 1 % but whose reserved ones do not: an allocator behaviour of that
 stack, FSDP1 with CPU offload or large batches, that one fraction cannot carry: see
 :data:`FSDP1_ALLOCATOR_SLACK_FRACTION` and :func:`fsdp_wrap_reserved_bytes`). The torchtune
@@ -60,7 +60,7 @@ backward (``accuracy.memory.TORCHTUNE_DEL_LOGITS_FROM``; 0.098 and 0.112 before 
 ``python -m benchmarks.validate_memory`` prints the fit, its leave-one-source-out refits and
 the errors on the rows it was not fitted on."""
 
-FSDP1_ALLOCATOR_SLACK_FRACTION = 0.299
+FSDP1_ALLOCATOR_SLACK_FRACTION = 0.240
 """Caching-allocator slack of the FSDP1 step in a loop that keeps the model's output
 (``fsdp_wrap_floor`` with ``loss_outputs_kept``, :func:`fsdp1_slack_applies`): ``reserved =
 allocated x (1 + f)`` where the wrap's floor (:func:`fsdp_wrap_reserved_bytes`) does not bind. FSDP1
@@ -68,13 +68,14 @@ allocates its all-gather outputs on its own unshard stream, its reduce-scatter b
 post-backward stream and, with CPU offload, the host-to-device copies of the shards on a
 pre-unshard stream (torch 2.13.0 ``torch/distributed/fsdp/_runtime_utils.py`` ``_unshard``,
 ``_post_backward_hook``); the caching allocator serves a request only from blocks freed on
-the same stream, so each stream keeps a pool of its own beside the default stream's, which
-transformers before 4.46 fills with fp32 logits of ``4 V`` bytes per token (``logits =
-logits.float()`` in ``LlamaForCausalLM.forward``) and their shifted copies. Fitted like
+the same stream, so each stream keeps a pool of its own beside the default stream's. Fitted like
 :data:`ALLOCATOR_SLACK_FRACTION` (median over publications of each one's median of
 ``measured_reserved / predicted_allocated - 1``) on the stated ``max_memory_reserved`` rows of
 runs where it applies: Answer.AI's FSDP + QLoRA benchmark alone (13 rows, per-row values
-0.12 to 0.58, median 0.299). PEFT's accelerate FSDP1 example (Trainer, outputs dropped) shows
+0.11 to 0.48, median 0.240), its rows counted with the fp32 logits their transformers 4.38
+model returns and the loop keeps (``logits_upcast_in_model``: ``logits = logits.float()`` in
+``LlamaForCausalLM.forward``, 4.38.2 ``models/llama/modeling_llama.py`` line 1196; 0.299 when
+those logits were counted in 16 bits). PEFT's accelerate FSDP1 example (Trainer, outputs dropped) shows
 no such slack (its nvidia-smi rows 124-125), hence the condition on the kept output. With one
 publication, leave-one-source-out cannot test it: holding that publication out falls back to
 :data:`ALLOCATOR_SLACK_FRACTION`, and ``python -m benchmarks.validate_memory`` prints both
@@ -114,16 +115,6 @@ GATHERED_UNITS = 2
 unsharded in the backward, on top of the root unit (PyTorch FSDP
 ``BackwardPrefetch.BACKWARD_PRE``; FSDP2 ``FSDPState._lazy_init`` for the root; DeepSpeed
 ``stage3_prefetch_bucket_size``); see :func:`gathered_weight_bytes`."""
-
-UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT = 2 + 2 + 2 * 16 * 2
-"""Bytes per element of one weight alive at once while torchao before v0.2.0 quantizes it
-to NF4 (``torchao/dtypes/nf4tensor.py`` at tag v0.1, ``NF4Tensor.from_tensor``): the
-16-bit source (2), the scaled blocks ``blocks / scales`` (2), and in
-``quantize_tensor_nearest`` the difference of every element to the 16 NF4 code values,
-``value.unsqueeze(-1) - nf4``, a ``(numel, 16)`` 16-bit tensor (32), which ``.abs()``
-copies into a second one (32) before the first is freed: 68 bytes. torchao PR #196
-(commit 6081796, 2024-05-01, first released in v0.2.0) runs that step 1,048,576 elements
-at a time."""
 
 DEQUANT_BYTES = 2
 """Bytes per element of a dequantized 4-bit weight and of the gradients around its matmul:
@@ -509,26 +500,24 @@ def previous_micro_batch_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[in
     return per_token * tokens, logits
 
 
-def quantization_reserved_bytes(req: EstimateRequest, s: States) -> int:
+def quantization_reserved_bytes(req: EstimateRequest) -> int:
     """Reserved memory left by quantizing the base weights on the GPU in one pass per
-    weight (``qlora_unchunked_quantization``, torchao < 0.2.0): the weights and adapters
-    resident on the GPU plus ``UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT`` times the largest
-    quantized weight, in whole 2 MiB segments.
+    weight (``qlora_unchunked_quantization``, torchao < 0.2.0): the peak reserved memory of
+    torchtune's QLoRA model build replayed through the caching allocator
+    (:func:`calc.nf4_build.build_reserved_bytes`: one layer built, deep-copied per layer with
+    NF4's clone, then every weight quantized again by ``load_state_dict``).
 
-    torchtune (recipes/lora_finetune_single_device.py at fef3ed10d and 0217d44c2, which
-    pin ``torchao==0.1``) builds the model on the GPU, where ``LoRALinear.__init__`` calls
-    ``to_nf4``, then loads the checkpoint with ``load_state_dict``, whose NF4 ``copy_``
-    (torchtune/utils/_register_nf4_dispatch_ops.py) quantizes each weight again on the
-    GPU while every other weight is resident. PyTorch's caching allocator keeps the freed
-    blocks (no ``empty_cache`` in the recipe) and ``get_memory_stats`` /
-    ``memory_stats_log`` only reset the peak counters, so the reserved memory of the
-    whole run is at least this. torchtune's QLoRA tutorial at fef3ed10d shows the effect:
-    9.13 GB reserved after model init against 9.29 GB at the training peak."""
+    PyTorch's caching allocator keeps the freed blocks (no ``empty_cache`` in torchtune's
+    recipes at fef3ed10d and 0217d44c2, which pin ``torchao==0.1``) and ``get_memory_stats``
+    / ``memory_stats_log`` only reset the peak counters, so the reserved memory of the whole
+    run is at least this. torchtune's QLoRA tutorial at fef3ed10d shows the effect: 9.13 GB
+    reserved after model init against 9.29 GB at the training peak."""
     if req.method is not Method.QLORA or not req.qlora_unchunked_quantization:
         return 0
-    largest = max((l.weight_params for l in req.model.linears if l.quantizable), default=0)
-    resident = s.weights + s.lora_weights + UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT * largest
-    return whole_segments(resident)
+    from .nf4_build import build_reserved_bytes
+
+    adapted = {a.name for a in st.adapted(req)}
+    return build_reserved_bytes(req.model, req.lora_rank, adapted)
 
 
 def _fsdp1_applies(req: EstimateRequest) -> bool:
@@ -1032,7 +1021,7 @@ def _estimate_at(req: EstimateRequest) -> MemoryEstimate:
     totals = {name: sum(parts.values()) for name, parts in phases.items()}
     peak_phase = max(PHASES, key=lambda p: totals.get(p, -1))
     allocated = totals[peak_phase]
-    quant_reserved = quantization_reserved_bytes(req, states)
+    quant_reserved = quantization_reserved_bytes(req)
     wrap_reserved = fsdp_wrap_reserved_bytes(req, reg, states)
     slack = FSDP1_ALLOCATOR_SLACK_FRACTION if fsdp1_slack_applies(req) else ALLOCATOR_SLACK_FRACTION
     reserved = max(reserved_bytes(allocated, slack), quant_reserved, wrap_reserved)

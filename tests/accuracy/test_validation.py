@@ -523,6 +523,24 @@ def test_fsdp1_slack_fit_and_its_fallback(results, loso):
     assert set(values) <= loso.fitted_rows
 
 
+def test_answerai_rows_keep_the_fp32_logits_of_transformers_4_38(results):
+    # transformers 4.38.2 models/llama/modeling_llama.py line 1196, 'logits = logits.float()',
+    # and Answer.AI's train.py keeps the output object through the backward: the kept logits
+    # are 4 V bytes per token, not the 2 V of bf16. Row 131 (one sample of 2048 tokens,
+    # Llama-2's V = 32000, stated allocated) holds 2048 x 32000 x (4 - 2) bytes more.
+    from calc import memory
+
+    for row in ANSWERAI_STATED_ROWS | {"129", "131"}:
+        assert results[row].request["logits_upcast_in_model"] is True, row
+    request = results["131"].request
+    with_upcast = memory.estimate_dict(request)
+    without = memory.estimate_dict(dict(request, logits_upcast_in_model=False))
+    extra = 2048 * 32000 * (4 - 2)
+    assert with_upcast["components"]["logits"] - without["components"]["logits"] == extra
+    assert with_upcast["peak_allocated_bytes"] - without["peak_allocated_bytes"] == extra
+    assert abs(results["131"].error) < 0.01  # 9.24 GiB against 9.16 measured
+
+
 @pytest.mark.parametrize(
     "figures, en, es",
     [

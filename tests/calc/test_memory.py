@@ -291,15 +291,17 @@ def test_qlora_keeps_inputs_of_4bit_linears():
 
 def test_unchunked_nf4_quantization_sets_a_reserved_floor():
     # NF4 with double quantization of the 6,476,005,376 block weights (3,340,754,944 bytes)
-    # + 262,410,240 bf16 params (embedding, lm_head, norms) = 3,865,591,808; q, v adapters
-    # r=8: 4,194,304 bf16 = 8,388,608; torchao 0.1 quantizing a 4096 x 11008 weight holds
-    # 68 bytes per element = 3,066,036,224. Sum 6,940,016,640, in 2 MiB segments.
+    # + 262,410,240 bf16 params (embedding, lm_head, norms) = 3,865,591,808. torchtune's
+    # build with torchao 0.1 (calc.nf4_build: one layer, 32 deep copies, load_state_dict)
+    # leaves 4340 segments of 2 MiB reserved: 5.2 GiB above the resident weights, 1.9 GiB
+    # above weights + adapters + one pass over the largest weight (68 bytes per element).
     base = dict(method="qlora", lora_rank=8, lora_targets=["q_proj", "v_proj"], framework="generic")
     out = est(**base, qlora_unchunked_quantization=True)
     assert out["components"]["weights"] == 3_865_591_808
-    assert memory.UNCHUNKED_QUANTIZE_BYTES_PER_ELEMENT * 4096 * 11008 == 3_066_036_224
-    assert out["quantization_reserved_bytes"] == 6_941_573_120 == 3310 * 2 * 1024**2
-    assert out["peak_reserved_bytes"] == 6_941_573_120  # above allocated * 1.11 (about 4.3 GiB)
+    assert out["quantization_reserved_bytes"] == 9_101_639_680 == 4340 * 2 * 1024**2
+    one_pass = 3_865_591_808 + 8_388_608 + 68 * 4096 * 11008
+    assert out["quantization_reserved_bytes"] - one_pass > 1.9 * 2**30
+    assert out["peak_reserved_bytes"] == 9_101_639_680  # above allocated * 1.11 (about 4.3 GiB)
     assert out["peak_allocated_bytes"] == est(**base)["peak_allocated_bytes"]
     assert est(**base)["quantization_reserved_bytes"] == 0
     assert (
@@ -1469,3 +1471,44 @@ def test_llama4_l2_qk_norm_on_rope_layers_and_16_bit_eager_softmax():
     # eager: q and repeat_kv-expanded k, v in bf16, a bf16 softmax (4 heads x 512), the
     # contiguous output copy o_proj saves (64)
     assert act.attention_core_bytes(llama4, full, o_proj) == 2 * 3 * 64 + 4 * 512 * 2 + 2 * 64
+
+
+def test_one_torchao_01_quantization_pass_holds_68_bytes_per_element():
+    # torchao v0.1 torchao/dtypes/nf4tensor.py NF4Tensor.from_tensor on a resident bf16
+    # 4096 x 11008 weight (n = 45,088,768), at the moment quantize_tensor_nearest's
+    # ``diff = (value - nf4).abs()`` is written: the bf16 source (2 n), ``scaled_blocks =
+    # blocks / scales`` (2 n), ``value - nf4`` and its ``.abs()``, each (n, 16) bf16 (32 n
+    # each); besides them the kept scalers: ``quantization_factor`` (its [:, 0] view keeps
+    # the n / 64 bf16 of ``256 / (2 * scaler_absmax)``), the int8 ``quantized_scalers`` (n / 64)
+    # and convert_to_norm_float_weight's bf16 block absmax (n / 64).
+    from calc import allocator, nf4_build
+
+    n = 4096 * 11008
+    ev = nf4_build._Events()
+    source = ev.new(2 * n)
+    kept = nf4_build.quantize(ev, n)
+    assert (nf4_build.NF4_BLOCK_SIZE, nf4_build.NF4_CODE_VALUES) == (64, 16)
+    peak = allocator.replay(ev.events).peak_allocated_bytes
+    assert peak == 68 * n + 2 * n // 64 + n // 64 + 2 * n // 64 == 3_069_558_784
+    # what stays: the packed codes (n / 2), the int8 scalers, the factor's storage
+    ev.free(source)
+    live = allocator.CachingAllocator()
+    blocks: dict = {}
+    live.run(ev.events, blocks)
+    assert set(blocks) == set(kept)
+    assert live.allocated == n // 2 + n // 64 + 2 * n // 64
+
+
+def test_torchtune_nf4_build_matches_the_qlora_tutorial():
+    # torchtune's QLoRA tutorial at fef3ed10d (docs/source/tutorials/qlora_finetune.rst):
+    # 9.13 GB reserved after model init for Llama-2-7B, every block linear NF4 with an
+    # adapter (lora_attn_modules q, k, v, output_proj and apply_lora_to_mlp, rank 8).
+    out = est(
+        method="qlora",
+        lora_rank=8,
+        lora_targets="all-linear",
+        framework="generic",
+        qlora_unchunked_quantization=True,
+    )
+    assert out["quantization_reserved_bytes"] == 9_137_291_264
+    assert abs(out["quantization_reserved_bytes"] / 9.13e9 - 1) < 0.001
