@@ -540,3 +540,57 @@ def test_every_row_states_its_family_and_release_month():
     by_id = {p["id"]: p for p in listing}
     assert by_id["qwen3.5-9b"]["series"] == by_id["qwen2.5-7b"]["series"] == "qwen"
     assert by_id["deepseek-r1-distill-llama-8b"]["series"] == "deepseek"
+
+
+# ---- the Mamba-2 hybrids' published sizes: Falcon-H1 and Granite 4.0 H -----------------------
+
+# transformers 5.17 AutoModelForCausalLM.from_config on the meta device, summed over
+# model.parameters(), for each row's config (total, active)
+HYBRID_PINNED = {
+    "falcon-h1-3b": (3_149_256_192, 3_149_256_192),
+    "falcon-h1-7b": (7_585_513_568, 7_585_513_568),
+    "granite-4.0-h-1b": (1_461_538_368, 1_461_538_368),
+    "granite-4.0-h-tiny": (6_939_037_248, 1_465_470_528),
+    "granite-4.0-h-small": (32_207_337_984, 8_803_121_664),
+}
+
+# The publishers' figures, as (what, figure, relative tolerance of their rounding): IBM's
+# Granite 4.0 cards state "7B total parameters" (H Tiny; its "1B activated" is a size class, the
+# checkpoint runs 1.47B) and "32B total parameters, 9B activated" (H Small), the Granite 4.0
+# Nano announcement a "~1.5B parameter" H 1B. TII names Falcon-H1's sizes only ("3B", "7B"):
+# those presets are held by the pinned counts alone.
+HYBRID_STATED = {
+    "granite-4.0-h-1b": [("total", 1.5e9, 0.03)],
+    "granite-4.0-h-tiny": [("total", 7e9, 0.01)],
+    "granite-4.0-h-small": [("total", 32e9, 0.01), ("active", 9e9, 0.03)],
+}
+
+
+@pytest.mark.parametrize("preset_id", sorted(HYBRID_PINNED))
+def test_hybrid_pinned_totals(preset_id):
+    arch = presets.get_preset(preset_id)
+    assert (arch.params_total, arch.params_active) == HYBRID_PINNED[preset_id]
+
+
+@pytest.mark.parametrize("preset_id", sorted(HYBRID_STATED))
+def test_hybrid_totals_match_publishers(preset_id):
+    arch = presets.get_preset(preset_id)
+    for what, figure, tol in HYBRID_STATED[preset_id]:
+        assert _count(arch, what) == pytest.approx(figure, rel=tol), (what, figure)
+
+
+def test_hybrid_presets_read_their_mixers_from_the_config():
+    falcon = presets.get_preset("falcon-h1-7b")
+    assert falcon.family == "falcon_h1" and falcon.extra["parallel_mamba"]
+    assert falcon.mamba is not None
+    assert (falcon.mamba.heads, falcon.mamba.head_dim, falcon.mamba.state) == (24, 128, 256)
+    small = presets.get_preset("granite-4.0-h-small")
+    assert small.family == "granitemoehybrid" and small.extra["no_rope"]
+    assert dict(small.block_counts) == {"full_attention": 4, "mamba": 36}
+    assert (small.num_experts, small.experts_per_token) == (72, 10)
+    assert presets.get_preset("granite-4.0-h-1b").num_experts == 0
+    assert presets.resolve_preset_id("ibm-granite/granite-4.0-h-tiny-base") == "granite-4.0-h-tiny"
+    assert presets.resolve_preset_id("tiiuae/Falcon-H1-7B-Instruct") == "falcon-h1-7b"
+    listing = {p["id"]: p for p in presets.presets_listing()}
+    assert listing["granite-4.0-h-tiny"]["series"] == "granite"
+    assert listing["falcon-h1-3b"]["series"] == listing["falcon-7b"]["series"] == "falcon"
