@@ -920,16 +920,36 @@ def _saved_after_last(arch: ModelArch, cfg: ActConfig, kind: str) -> int:
     return sum(norm_bytes(arch, cfg) + per.get(k, 0) for k in after)
 
 
+def _feed_forward_sublayer_bytes(
+    arch: ModelArch, cfg: ActConfig, parts: BlockParts, kind: str
+) -> int:
+    """One ``mlp`` or ``moe`` sublayer of a stack with one sublayer per block: the norm's
+    output as its linears and router save it, each unit's tensors (the routed experts' top-k
+    copies, the shared expert), the router's fp32 scores and, where its weight trains, the
+    fp32 copy of its input (Nemotron-H, ``NemotronHTopkRouter.forward``)."""
+    h = arch.hidden_size
+    mlp_in = tuple(l for l in parts.mlp_in if l.block_kind == kind)
+    routers = tuple(l for l in parts.routers if l.block_kind == kind)
+    total = _group_input_bytes(mlp_in + routers, h, cfg)
+    total += sum(
+        mlp_unit_bytes(arch, cfg, d, mlp_in, weighted=False)
+        for d in parts.mlp_down
+        if d.block_kind == kind
+    )
+    total += sum(FP32_BYTES * l.d_out for l in routers)
+    if cfg.full and arch.extra.get("router_fp32_input"):
+        total += sum(FP32_BYTES * h for l in routers if l.is_router)
+    return total
+
+
 def _sublayer_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> dict[str, int]:
     """Per block of each kind (not averaged): the sublayer's saved tensors, the norm's output
     as its linears save it included, the norm's own tensors not."""
-    mlp = _group_input_bytes(parts.mlp_in, arch.hidden_size, cfg) + sum(
-        mlp_unit_bytes(arch, cfg, d, parts.mlp_in, weighted=False) for d in parts.mlp_down
-    )
     return {
         "mamba": mamba2_bytes(arch, cfg),
         "full_attention": _attention_mixer_bytes(arch, cfg, parts),
-        "mlp": mlp,
+        "mlp": _feed_forward_sublayer_bytes(arch, cfg, parts, "mlp"),
+        "moe": _feed_forward_sublayer_bytes(arch, cfg, parts, "moe"),
     }
 
 
@@ -991,10 +1011,15 @@ def _sublayer_first_blocks_unsaved(arch: ModelArch, cfg: ActConfig, parts: Block
     order = arch.extra.get("mixer_order")
     kinds = [k for k in order if isinstance(k, str)] if isinstance(order, list) else []
     per = _sublayer_bytes(arch, cfg, parts)
-    groups = {
+    groups: dict[str, tuple[tuple[LinearLayer, ...], LinearLayer | None]] = {
         "full_attention": (parts.attn_in, parts.attn_out),
-        "mlp": (parts.mlp_in, parts.mlp_down[0] if parts.mlp_down else None),
     }
+    for kind in ("mlp", "moe"):
+        downs = [l for l in parts.mlp_down if l.block_kind == kind]
+        groups[kind] = (
+            tuple(l for l in parts.mlp_in if l.block_kind == kind),
+            downs[0] if len(downs) == 1 else None,
+        )
     norm = norm_bytes(arch, cfg)
     unsaved = 0
     for kind in kinds:

@@ -38,6 +38,7 @@ MLP_INPUT_NAMES = frozenset(
         "dense_h_to_4h",  # GPTNeoXMLP / FalconMLP / BloomMLP
         "input_linear",  # GraniteMoeHybridMLP: act(chunk 0) * chunk 1 of input_linear(x)
         "experts.gate_up_proj",  # GptOssExperts / Llama4TextExperts: x @ gate_up_proj
+        "experts.up_proj",  # NemotronHExperts: down_proj(relu2(up_proj(x))), no gate
     }
 )
 MLP_OUTPUT_NAMES = frozenset(

@@ -1239,10 +1239,6 @@ def _nemotron_h_kinds(k: _Keys) -> list[str]:
     stated = k.int("num_hidden_layers", default=len(kinds))
     if stated != len(kinds):
         raise ConfigError("config_layer_types_length", k.prefix + key, len(kinds))
-    if "moe" in kinds:
-        # Nemotron 3's MoE blocks (NemotronHMoE: latent projections, non-gated 3-D experts):
-        # refused rather than miscounted
-        raise ConfigError("unsupported_architecture", k.prefix + key, "moe")
     return kinds
 
 
@@ -1325,7 +1321,9 @@ def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
         LinearLayer("up_proj", h, inter, mlp_bias, role="mlp", block_kind="mlp"),
         LinearLayer("down_proj", inter, h, mlp_bias, role="mlp", block_kind="mlp"),
     )
-    counts = tuple((kind, kinds.count(kind)) for kind in ("mamba", full, "mlp"))
+    moe, experts, top_k = _nemotron_h_moe(k, h, mlp_bias) if "moe" in kinds else ((), 0, 0)
+    counts = tuple((kind, kinds.count(kind)) for kind in ("mamba", full, "mlp", "moe"))
+    counts = tuple((kind, n) for kind, n in counts if n or kind != "moe")
     arch = ModelArch(
         **_common(k, family, name, 4096, False),
         hidden_size=h,
@@ -1334,10 +1332,15 @@ def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
         num_kv_heads=kv,
         head_dim=hd,
         intermediate_size=inter,
-        linears=attention + mixer + mlp,
+        linears=attention + mixer + mlp + moe,
         norm_kind="rms",
         norms_per_layer=1,
         mlp_gated=False,
+        num_experts=experts,
+        experts_per_token=top_k,
+        shared_expert_intermediate_size=k.int("moe_shared_expert_intermediate_size", default=7688)
+        if experts
+        else 0,
         block_counts=counts,
         block_kind_params=(("mamba", mamba.own_params),),
         mamba=mamba,
@@ -1345,7 +1348,61 @@ def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
     arch.extra["mixer_order"] = kinds
     arch.extra["no_rope"] = True
     arch.extra["one_sublayer_per_block"] = True
+    if experts:
+        # NemotronHTopkRouter.forward: F.linear(hidden_states.type(torch.float32), ...)
+        arch.extra["router_fp32_input"] = True
     return arch
+
+
+def _nemotron_h_moe(k: _Keys, h: int, bias: bool) -> tuple[tuple[LinearLayer, ...], int, int]:
+    """The sublayer of Nemotron-H's ``moe`` blocks (transformers 5.17 ``NemotronHMoE``): the
+    router ``gate`` (``NemotronHTopkRouter``: a bare ``weight`` of ``n_routed_experts`` rows
+    over the hidden width, sigmoid scores with DeepSeek's group-limited top
+    ``num_experts_per_tok``), the routed experts as 3-D parameters of non-gated units
+    (``NemotronHExperts``: ``up_proj`` hidden -> ``moe_intermediate_size``, ``relu2``,
+    ``down_proj``; no biases) and one shared expert (``shared_experts``, a ``NemotronHMLP`` of
+    width ``moe_shared_expert_intermediate_size`` with ``mlp_bias``), every token through it
+    (``n_shared_experts`` builds no more). A ``moe_latent_size`` (``fc1_latent_proj`` /
+    ``fc2_latent_proj`` around the experts) is refused rather than miscounted."""
+    latent = k.cfg.get("moe_latent_size")
+    if latent is not None:
+        raise ConfigError("unsupported_architecture", k.prefix + "moe_latent_size", latent)
+    experts, top_k = _routed_experts(k, "n_routed_experts", "num_local_experts")
+    _group_routing(k, experts)
+    inter = k.int("moe_intermediate_size", default=7688)
+    shared = k.int("moe_shared_expert_intermediate_size", default=7688)
+    moe = "moe"
+    return (
+        (
+            LinearLayer("gate", h, experts, quantizable=False, role="router", block_kind=moe),
+            LinearLayer(
+                "experts.up_proj",
+                h,
+                inter,
+                False,
+                experts,
+                top_k,
+                False,
+                kind="param",
+                block_kind=moe,
+            ),
+            LinearLayer(
+                "experts.down_proj",
+                inter,
+                h,
+                False,
+                experts,
+                top_k,
+                False,
+                kind="param",
+                block_kind=moe,
+            ),
+            LinearLayer("up_proj", h, shared, bias, role="mlp", block_kind=moe),
+            LinearLayer("down_proj", shared, h, bias, role="mlp", block_kind=moe),
+        ),
+        experts,
+        top_k,
+    )
 
 
 def _falcon_h1(k: _Keys, family: str, name: str) -> ModelArch:
