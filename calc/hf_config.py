@@ -1298,8 +1298,8 @@ def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
     ``nn.Conv1d`` over x, B, C; ``dt_bias``, ``A_log``, ``D``; a gated RMSNorm; ``out_proj``;
     ``use_bias`` on both linears), an attention (``NemotronHAttention``: q/k/v/o without
     biases, ``head_dim`` 128 by default, no RoPE: ``NemotronHModel`` builds no rotary
-    embedding) or a plain MLP (``NemotronHMLP``: ``up_proj``, ``relu2``, ``down_proj``,
-    ``mlp_bias``). The final norm is ``norm_f``; the output layer is untied by default."""
+    embedding), a plain MLP (``NemotronHMLP``: ``up_proj``, ``relu2``, ``down_proj``,
+    ``mlp_bias``) or routed experts beside a shared one (:func:`_nemotron_h_moe`). The final norm is ``norm_f``; the output layer is untied by default."""
     h = k.int("hidden_size")
     kinds = _nemotron_h_kinds(k)
     layers = len(kinds)
