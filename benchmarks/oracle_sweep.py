@@ -458,6 +458,24 @@ ACCEPTED_FAMILIES["nemotron_h_moe"] = {
     "n_group": 1,
     "topk_group": 1,
 }
+# LFM2-MoE (LFM2-8B-A1B's layout): short-convolution and attention blocks, dense MLPs in the
+# first num_dense_layers blocks, then 3-D routed SwiGLU experts behind a sigmoid router
+ACCEPTED_FAMILIES["lfm2_moe"] = {
+    "model_type": "lfm2_moe",
+    "hidden_size": 512,
+    "intermediate_size": 1536,
+    "moe_intermediate_size": 256,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 5,
+    "layer_types": ["conv", "conv", "full_attention", "conv", "full_attention"],
+    "num_dense_layers": 2,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "conv_L_cache": 3,
+    "vocab_size": 16000,
+    "max_position_embeddings": 8192,
+}
 # Falcon-H1: a Mamba-2 mixer beside the attention in every block, with muP multipliers
 # that differ from 1 (they hold no weights and save nothing); narrower than published
 ACCEPTED_FAMILIES["falcon_h1"] = {
@@ -704,6 +722,7 @@ through that family."""
 # attention-only LoRA targets by the family's module names (q, k, v, o or fused qkv, output)
 ATTENTION_TARGETS = {
     "lfm2": ["q_proj", "k_proj", "v_proj", "out_proj"],
+    "lfm2_moe": ["q_proj", "k_proj", "v_proj", "out_proj"],
     "phi3": ["qkv_proj", "o_proj"],
     "phi": ["q_proj", "k_proj", "v_proj", "dense"],
     "gpt_neox": ["query_key_value", "dense"],
@@ -823,6 +842,7 @@ HYBRID_FAMILIES = (
     "qwen3_5_moe_text",
     "qwen3_next",
     "lfm2",
+    "lfm2_moe",
     "olmo_hybrid",
     "nemotron_h",
     "falcon_h1",
@@ -872,6 +892,7 @@ MOE_FAMILIES = (
     "deepseek_v32",
     "glm_moe_dsa",
     "nemotron_h_moe",
+    "lfm2_moe",
 )
 
 # name -> (request overrides, oracle options)

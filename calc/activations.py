@@ -846,9 +846,8 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         return parallel_mamba_block_bytes_per_token(arch, cfg, parts)
     if arch.mamba is not None and arch.extra.get("one_sublayer_per_block"):
         return sublayer_block_bytes_per_token(arch, cfg, parts)
-    h = arch.hidden_size
     total = arch.norms_per_layer * norm_bytes(arch, cfg)
-    total += _group_input_bytes(parts.mlp_in + parts.routers, h, cfg)
+    total += _ffn_input_bytes(arch, cfg, parts)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
     total += lora_input_copy_bytes(arch, cfg)
@@ -858,6 +857,35 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += _share(arch, "conv", short_conv_bytes(arch, cfg))
     total += _share(arch, "mamba", mamba2_bytes(arch, cfg))
     return total
+
+
+def _ffn_input_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """The MLP norm's output as the MLP's linears and router save it, per block: with MLP kinds
+    apart from the mixers (``ffn_counts``, LFM2-MoE's dense first blocks and routed blocks),
+    each kind's own consumers, weighted by its share of blocks."""
+    h = arch.hidden_size
+    consumers = parts.mlp_in + parts.routers
+    if not arch.ffn_counts:
+        return _group_input_bytes(consumers, h, cfg)
+    return sum(
+        _group_input_bytes(tuple(l for l in consumers if l.block_kind in ("", kind)), h, cfg)
+        * n
+        // arch.num_layers
+        for kind, n in arch.ffn_counts
+    )
+
+
+def _ffn_block_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts, kind: str) -> int:
+    """One block's MLP units, router and shared-expert gate, not averaged, for a block whose
+    MLP kind is ``kind`` (``""``: every block's MLP is the same)."""
+    mlp_in = tuple(l for l in parts.mlp_in if l.block_kind in ("", kind))
+    total = sum(
+        mlp_unit_bytes(arch, cfg, d, mlp_in, weighted=False)
+        for d in parts.mlp_down
+        if d.block_kind in ("", kind)
+    )
+    total += sum(FP32_BYTES * l.d_out for l in parts.routers if l.block_kind in ("", kind))
+    return total + shared_expert_gate_bytes(arch, cfg)
 
 
 def mamba2_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -1263,11 +1291,17 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
     }
     mlp = sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     mlp += router_bytes(arch, parts) + shared_expert_gate_bytes(arch, cfg)
+    ffn_order = arch.extra.get("ffn_order")
+    ffns = [k for k in ffn_order if isinstance(k, str)] if isinstance(ffn_order, list) else []
     norm = norm_bytes(arch, cfg)
     unsaved = 0
-    for kind in kinds:
+    for i, kind in enumerate(kinds):
         inputs, output, mixer_bytes = mixers[kind]
-        if "" in adapted_kinds or kind in adapted_kinds:
+        ffn = ffns[i] if i < len(ffns) else ""
+        if ffn:
+            # a block of one MLP kind holds that kind's MLP, not the average block's
+            mlp = _ffn_block_bytes(arch, cfg, parts, ffn)
+        if "" in adapted_kinds or kind in adapted_kinds or (ffn and ffn in adapted_kinds):
             if any(_key(l) in cfg.adapted for l in inputs):
                 partial = _frozen_gate_bytes(arch, cfg, inputs) if kind == "linear_attention" else 0
                 return unsaved + norm + partial

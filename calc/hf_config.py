@@ -1160,10 +1160,14 @@ def _lfm2(k: _Keys, family: str, name: str) -> ModelArch:
     heads = k.int("num_attention_heads")
     kv, hd = _heads(k, h, heads)
     layers = k.int("num_hidden_layers")
+    moe = family == "lfm2_moe"
+    if moe and k.cfg.get("layer_types") is None:
+        # Lfm2MoeConfig builds no layer list from full_attn_idxs: the model indexes layer_types
+        raise ConfigError("config_missing_key", k.prefix + "layer_types", None)
     kinds = _lfm2_kinds(k, layers)
     kernel = k.int("conv_L_cache", default=3)
     bias = k.bool("conv_bias", False)
-    inter = _lfm2_ffn_width(k)
+    inter = k.int("intermediate_size", default=7168) if moe else _lfm2_ffn_width(k)
     full = "full_attention"
     counts = ((full, kinds.count(full)), ("conv", kinds.count("conv")))
     attention = tuple(
@@ -1174,6 +1178,11 @@ def _lfm2(k: _Keys, family: str, name: str) -> ModelArch:
         LinearLayer("in_proj", h, 3 * h, bias, role="mixer", block_kind="conv"),
         LinearLayer("out_proj", h, h, bias, role="mixer", block_kind="conv"),
     )
+    mlp = _gated_mlp(h, inter, names=("w1", "w3", "w2"))
+    ffn_counts: tuple[tuple[str, int], ...] = ()
+    experts = top_k = 0
+    if moe:
+        mlp, ffn_counts, experts, top_k = _lfm2_moe_mlp(k, h, layers, inter)
     arch = ModelArch(
         # the original checkpoints name the tying key tie_embedding (Lfm2Config reads both)
         **_common(k, family, name, 128_000, k.bool("tie_embedding", True)),
@@ -1183,16 +1192,85 @@ def _lfm2(k: _Keys, family: str, name: str) -> ModelArch:
         num_kv_heads=kv,
         head_dim=hd,
         intermediate_size=inter,
-        linears=attention + conv + _gated_mlp(h, inter, names=("w1", "w3", "w2")),
+        linears=attention + conv + mlp,
         norm_kind="rms",
         norms_per_layer=2,
+        num_experts=experts,
+        experts_per_token=top_k,
         block_counts=counts,
         block_kind_params=((full, 2 * hd), ("conv", h * kernel + (h if bias else 0))),
+        ffn_counts=ffn_counts,
         short_conv_kernel=kernel,
     )
     arch.extra["qk_norm_per_head"] = True
     arch.extra["mixer_order"] = kinds
+    if ffn_counts:
+        dense = dict(ffn_counts)["dense"]
+        arch.extra["ffn_order"] = ["dense"] * dense + ["moe"] * (layers - dense)
     return arch
+
+
+def _lfm2_moe_mlp(
+    k: _Keys, h: int, layers: int, inter: int
+) -> tuple[tuple[LinearLayer, ...], tuple[tuple[str, int], ...], int, int]:
+    """LFM2-MoE's MLPs (``lfm2_moe``; transformers 5.17 ``modeling_lfm2_moe.py``): the first
+    ``num_dense_layers`` blocks hold ``Lfm2MoeMLP`` (``w1``, ``w3``, ``w2`` of
+    ``intermediate_size``, no width adjustment), the others ``Lfm2MoeSparseMoeBlock``: the
+    router ``gate`` (``Lfm2MoeTopKRouter``, a bare ``weight`` of ``num_experts`` rows; sigmoid
+    scores, top ``num_experts_per_tok``; ``expert_bias`` is a buffer) and ``num_experts``
+    SwiGLU experts as 3-D parameters (``Qwen2MoeExperts``: ``gate_up_proj``, ``down_proj`` of
+    ``moe_intermediate_size``), no shared expert. Whichever its mixer, a block's MLP kind is
+    counted in ``ffn_counts`` (none when all blocks hold one kind). Returns (linears,
+    ffn_counts, experts, top_k)."""
+    dense = k.cfg.get("num_dense_layers", 2)
+    if isinstance(dense, bool) or not isinstance(dense, int) or dense < 0:
+        raise k.error("num_dense_layers", dense)
+    dense = min(dense, layers)  # Lfm2MoeDecoderLayer: dense where layer_idx < num_dense_layers
+    experts, top_k = _routed_experts(k, "num_experts")
+    width = k.int("moe_intermediate_size", default=1792)
+    dense_kind, moe_kind = ("dense", "moe") if dense and dense < layers else ("", "")
+    linears: tuple[LinearLayer, ...] = ()
+    if dense:
+        linears += tuple(
+            replace(l, block_kind=dense_kind)
+            for l in _gated_mlp(h, inter, names=("w1", "w3", "w2"))
+        )
+    if dense < layers:
+        linears += (
+            LinearLayer(
+                "gate",
+                h,
+                experts,
+                quantizable=False,
+                role="router",
+                kind="param",
+                block_kind=moe_kind,
+            ),
+            LinearLayer(
+                "experts.gate_up_proj",
+                h,
+                2 * width,
+                False,
+                experts,
+                top_k,
+                False,
+                kind="param",
+                block_kind=moe_kind,
+            ),
+            LinearLayer(
+                "experts.down_proj",
+                width,
+                h,
+                False,
+                experts,
+                top_k,
+                False,
+                kind="param",
+                block_kind=moe_kind,
+            ),
+        )
+    counts = (("dense", dense), ("moe", layers - dense)) if dense_kind else ()
+    return linears, counts, experts if dense < layers else 0, top_k if dense < layers else 0
 
 
 # ---- Mamba-2 hybrids: one sublayer per block ------------------------------------------------
@@ -2183,6 +2261,7 @@ _READERS = {
     "qwen3_5_text": _qwen_hybrid,
     "qwen3_5_moe_text": _qwen_hybrid,
     "lfm2": _lfm2,
+    "lfm2_moe": _lfm2,
     "olmo_hybrid": _olmo_hybrid,
     "nemotron_h": _nemotron_h,
     "falcon_h1": _falcon_h1,
