@@ -594,3 +594,27 @@ def test_hybrid_presets_read_their_mixers_from_the_config():
     listing = {p["id"]: p for p in presets.presets_listing()}
     assert listing["granite-4.0-h-tiny"]["series"] == "granite"
     assert listing["falcon-h1-3b"]["series"] == listing["falcon-7b"]["series"] == "falcon"
+
+
+# ---- Gemma 4 E2B and E4B: per-layer embeddings, kv-shared blocks --------------------------------
+
+# transformers 5.17 Gemma4ForCausalLM on the meta device, parameters summed, for each row's
+# text_config: the language model alone (the cards' totals add the vision and audio encoders)
+GEMMA4_E_PINNED = {"gemma-4-e2b": 4_628_569_344, "gemma-4-e4b": 7_463_013_376}
+
+# Google's model cards, in billions: "2.3B effective (5.1B with embeddings)" and "4.5B effective
+# (8B with embeddings)". Their difference is the embedding tables, the token embedding and the
+# per-layer embeddings (the encoders are in both figures), to the cards' 0.1B rounding.
+GEMMA4_E_CARD = {"gemma-4-e2b": (2.3, 5.1), "gemma-4-e4b": (4.5, 8.0)}
+
+
+@pytest.mark.parametrize("preset_id", sorted(GEMMA4_E_PINNED))
+def test_gemma4_e_presets_count_the_language_model(preset_id):
+    arch = presets.get_preset(preset_id)
+    assert arch.params_total == arch.params_active == GEMMA4_E_PINNED[preset_id]
+    assert arch.family == "gemma4_text" and arch.extra["text_config_only"]
+    effective, with_embeddings = GEMMA4_E_CARD[preset_id]
+    assert abs(arch.embedding_params - (with_embeddings - effective) * 1e9) <= 0.1e9
+    # a 256-wide table per block, and the per-layer projection's norm
+    assert arch.per_layer_embedding_params == arch.vocab_size * arch.num_layers * 256 + 256
+    assert presets.resolve_preset_id(f"google/gemma-4-{preset_id[-3:].upper()}") == preset_id
