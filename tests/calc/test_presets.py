@@ -618,3 +618,41 @@ def test_gemma4_e_presets_count_the_language_model(preset_id):
     # a 256-wide table per block, and the per-layer projection's norm
     assert arch.per_layer_embedding_params == arch.vocab_size * arch.num_layers * 256 + 256
     assert presets.resolve_preset_id(f"google/gemma-4-{preset_id[-3:].upper()}") == preset_id
+
+
+# ---- the hybrids' MoE sizes: LFM2-8B-A1B and Nemotron 3 Nano ------------------------------------
+
+# transformers 5.17 from_config on the meta device, parameters summed (total), and the active
+# count calc derives from the same shapes (top-k of the routed experts)
+HYBRID_MOE_PINNED = {
+    "lfm2-8b-a1b": (8_339_929_856, 1_557_740_288),
+    "nemotron-3-nano-30b-a3b": (31_577_937_344, 3_580_073_408),
+}
+
+# Liquid AI: "8.3B total parameters, 1.5B active"; NVIDIA: "31.6B total parameters,
+# approximately 3.2B active (3.6B including embeddings)", the 3.2B without the token embedding
+HYBRID_MOE_STATED = {
+    "lfm2-8b-a1b": [("total", 8.3e9, 0.005), ("active", 1.5e9, 0.04)],
+    "nemotron-3-nano-30b-a3b": [
+        ("total", 31.6e9, 0.002),
+        ("active", 3.6e9, 0.01),
+        ("active_non_embedding", 3.2e9, 0.015),
+    ],
+}
+
+
+@pytest.mark.parametrize("preset_id", sorted(HYBRID_MOE_PINNED))
+def test_hybrid_moe_pinned_totals(preset_id):
+    arch = presets.get_preset(preset_id)
+    assert (arch.params_total, arch.params_active) == HYBRID_MOE_PINNED[preset_id]
+    for what, figure, tol in HYBRID_MOE_STATED[preset_id]:
+        assert _count(arch, what) == pytest.approx(figure, rel=tol), (what, figure)
+
+
+def test_hybrid_moe_presets_hold_their_block_kinds():
+    lfm = presets.get_preset("lfm2-8b-a1b")
+    assert dict(lfm.ffn_counts) == {"dense": 2, "moe": 22}
+    assert dict(lfm.block_counts) == {"full_attention": 6, "conv": 18}
+    nano = presets.get_preset("nemotron-3-nano-30b-a3b")
+    assert dict(nano.block_counts) == {"mamba": 23, "full_attention": 6, "mlp": 0, "moe": 23}
+    assert (nano.num_experts, nano.experts_per_token) == (128, 6)
