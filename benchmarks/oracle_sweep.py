@@ -445,6 +445,37 @@ ACCEPTED_FAMILIES["nemotron_h"] = {
     "vocab_size": 16000,
     "max_position_embeddings": 8192,
 }
+# Nemotron-H's MoE blocks ("E", Nemotron 3's layout: 3-D non-gated relu2 experts beside a
+# shared expert, sigmoid router) among Mamba-2, attention and MLP blocks
+ACCEPTED_FAMILIES["nemotron_h_moe"] = {
+    **ACCEPTED_FAMILIES["nemotron_h"],
+    "hybrid_override_pattern": "MEM*E-",
+    "num_hidden_layers": 6,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 256,
+    "moe_shared_expert_intermediate_size": 512,
+    "n_group": 1,
+    "topk_group": 1,
+}
+# LFM2-MoE (LFM2-8B-A1B's layout): short-convolution and attention blocks, dense MLPs in the
+# first num_dense_layers blocks, then 3-D routed SwiGLU experts behind a sigmoid router
+ACCEPTED_FAMILIES["lfm2_moe"] = {
+    "model_type": "lfm2_moe",
+    "hidden_size": 512,
+    "intermediate_size": 1536,
+    "moe_intermediate_size": 256,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 5,
+    "layer_types": ["conv", "conv", "full_attention", "conv", "full_attention"],
+    "num_dense_layers": 2,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "conv_L_cache": 3,
+    "vocab_size": 16000,
+    "max_position_embeddings": 8192,
+}
 # Falcon-H1: a Mamba-2 mixer beside the attention in every block, with muP multipliers
 # that differ from 1 (they hold no weights and save nothing); narrower than published
 ACCEPTED_FAMILIES["falcon_h1"] = {
@@ -691,6 +722,7 @@ through that family."""
 # attention-only LoRA targets by the family's module names (q, k, v, o or fused qkv, output)
 ATTENTION_TARGETS = {
     "lfm2": ["q_proj", "k_proj", "v_proj", "out_proj"],
+    "lfm2_moe": ["q_proj", "k_proj", "v_proj", "out_proj"],
     "phi3": ["qkv_proj", "o_proj"],
     "phi": ["q_proj", "k_proj", "v_proj", "dense"],
     "gpt_neox": ["query_key_value", "dense"],
@@ -711,6 +743,7 @@ ALL_LINEAR_TARGETS = {
     # peft 0.21 refuses the Mamba-2 out_proj (_check_lora_target_modules_mamba), which
     # "all-linear" includes: every other linear instead
     "nemotron_h": ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj", "up_proj", "down_proj"],
+    "nemotron_h_moe": ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj", "up_proj", "down_proj"],
     "falcon_h1": [
         "q_proj",
         "k_proj",
@@ -809,6 +842,7 @@ HYBRID_FAMILIES = (
     "qwen3_5_moe_text",
     "qwen3_next",
     "lfm2",
+    "lfm2_moe",
     "olmo_hybrid",
     "nemotron_h",
     "falcon_h1",
@@ -835,6 +869,7 @@ _HYBRID_HEAVY = {
     "full-ckpt-s2048": ({"method": "full", "seq_len": 2048, "gradient_checkpointing": True}, {}),
 }
 ACTIVATION_HEAVY.update({family: _HYBRID_HEAVY for family in HYBRID_FAMILIES})
+ACTIVATION_HEAVY["nemotron_h_moe"] = _HYBRID_HEAVY
 # Gemma 4: the library's default LoRA targets, then the hybrids' lengths, where the saved
 # activations (the per-layer inputs, the kv-shared blocks' attention, soft-capped logits) set the
 # peak
@@ -856,6 +891,8 @@ MOE_FAMILIES = (
     "granitemoehybrid",
     "deepseek_v32",
     "glm_moe_dsa",
+    "nemotron_h_moe",
+    "lfm2_moe",
 )
 
 # name -> (request overrides, oracle options)

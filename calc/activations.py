@@ -846,9 +846,8 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         return parallel_mamba_block_bytes_per_token(arch, cfg, parts)
     if arch.mamba is not None and arch.extra.get("one_sublayer_per_block"):
         return sublayer_block_bytes_per_token(arch, cfg, parts)
-    h = arch.hidden_size
     total = arch.norms_per_layer * norm_bytes(arch, cfg)
-    total += _group_input_bytes(parts.mlp_in + parts.routers, h, cfg)
+    total += _ffn_input_bytes(arch, cfg, parts)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
     total += lora_input_copy_bytes(arch, cfg)
@@ -858,6 +857,35 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += _share(arch, "conv", short_conv_bytes(arch, cfg))
     total += _share(arch, "mamba", mamba2_bytes(arch, cfg))
     return total
+
+
+def _ffn_input_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
+    """The MLP norm's output as the MLP's linears and router save it, per block: with MLP kinds
+    apart from the mixers (``ffn_counts``, LFM2-MoE's dense first blocks and routed blocks),
+    each kind's own consumers, weighted by its share of blocks."""
+    h = arch.hidden_size
+    consumers = parts.mlp_in + parts.routers
+    if not arch.ffn_counts:
+        return _group_input_bytes(consumers, h, cfg)
+    return sum(
+        _group_input_bytes(tuple(l for l in consumers if l.block_kind in ("", kind)), h, cfg)
+        * n
+        // arch.num_layers
+        for kind, n in arch.ffn_counts
+    )
+
+
+def _ffn_block_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts, kind: str) -> int:
+    """One block's MLP units, router and shared-expert gate, not averaged, for a block whose
+    MLP kind is ``kind`` (``""``: every block's MLP is the same)."""
+    mlp_in = tuple(l for l in parts.mlp_in if l.block_kind in ("", kind))
+    total = sum(
+        mlp_unit_bytes(arch, cfg, d, mlp_in, weighted=False)
+        for d in parts.mlp_down
+        if d.block_kind in ("", kind)
+    )
+    total += sum(FP32_BYTES * l.d_out for l in parts.routers if l.block_kind in ("", kind))
+    return total + shared_expert_gate_bytes(arch, cfg)
 
 
 def mamba2_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -920,16 +948,36 @@ def _saved_after_last(arch: ModelArch, cfg: ActConfig, kind: str) -> int:
     return sum(norm_bytes(arch, cfg) + per.get(k, 0) for k in after)
 
 
+def _feed_forward_sublayer_bytes(
+    arch: ModelArch, cfg: ActConfig, parts: BlockParts, kind: str
+) -> int:
+    """One ``mlp`` or ``moe`` sublayer of a stack with one sublayer per block: the norm's
+    output as its linears and router save it, each unit's tensors (the routed experts' top-k
+    copies, the shared expert), the router's fp32 scores and, where its weight trains, the
+    fp32 copy of its input (Nemotron-H, ``NemotronHTopkRouter.forward``)."""
+    h = arch.hidden_size
+    mlp_in = tuple(l for l in parts.mlp_in if l.block_kind == kind)
+    routers = tuple(l for l in parts.routers if l.block_kind == kind)
+    total = _group_input_bytes(mlp_in + routers, h, cfg)
+    total += sum(
+        mlp_unit_bytes(arch, cfg, d, mlp_in, weighted=False)
+        for d in parts.mlp_down
+        if d.block_kind == kind
+    )
+    total += sum(FP32_BYTES * l.d_out for l in routers)
+    if cfg.full and arch.extra.get("router_fp32_input"):
+        total += sum(FP32_BYTES * h for l in routers if l.is_router)
+    return total
+
+
 def _sublayer_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> dict[str, int]:
     """Per block of each kind (not averaged): the sublayer's saved tensors, the norm's output
     as its linears save it included, the norm's own tensors not."""
-    mlp = _group_input_bytes(parts.mlp_in, arch.hidden_size, cfg) + sum(
-        mlp_unit_bytes(arch, cfg, d, parts.mlp_in, weighted=False) for d in parts.mlp_down
-    )
     return {
         "mamba": mamba2_bytes(arch, cfg),
         "full_attention": _attention_mixer_bytes(arch, cfg, parts),
-        "mlp": mlp,
+        "mlp": _feed_forward_sublayer_bytes(arch, cfg, parts, "mlp"),
+        "moe": _feed_forward_sublayer_bytes(arch, cfg, parts, "moe"),
     }
 
 
@@ -991,10 +1039,15 @@ def _sublayer_first_blocks_unsaved(arch: ModelArch, cfg: ActConfig, parts: Block
     order = arch.extra.get("mixer_order")
     kinds = [k for k in order if isinstance(k, str)] if isinstance(order, list) else []
     per = _sublayer_bytes(arch, cfg, parts)
-    groups = {
+    groups: dict[str, tuple[tuple[LinearLayer, ...], LinearLayer | None]] = {
         "full_attention": (parts.attn_in, parts.attn_out),
-        "mlp": (parts.mlp_in, parts.mlp_down[0] if parts.mlp_down else None),
     }
+    for kind in ("mlp", "moe"):
+        downs = [l for l in parts.mlp_down if l.block_kind == kind]
+        groups[kind] = (
+            tuple(l for l in parts.mlp_in if l.block_kind == kind),
+            downs[0] if len(downs) == 1 else None,
+        )
     norm = norm_bytes(arch, cfg)
     unsaved = 0
     for kind in kinds:
@@ -1238,11 +1291,17 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
     }
     mlp = sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     mlp += router_bytes(arch, parts) + shared_expert_gate_bytes(arch, cfg)
+    ffn_order = arch.extra.get("ffn_order")
+    ffns = [k for k in ffn_order if isinstance(k, str)] if isinstance(ffn_order, list) else []
     norm = norm_bytes(arch, cfg)
     unsaved = 0
-    for kind in kinds:
+    for i, kind in enumerate(kinds):
         inputs, output, mixer_bytes = mixers[kind]
-        if "" in adapted_kinds or kind in adapted_kinds:
+        ffn = ffns[i] if i < len(ffns) else ""
+        if ffn:
+            # a block of one MLP kind holds that kind's MLP, not the average block's
+            mlp = _ffn_block_bytes(arch, cfg, parts, ffn)
+        if "" in adapted_kinds or kind in adapted_kinds or (ffn and ffn in adapted_kinds):
             if any(_key(l) in cfg.adapted for l in inputs):
                 partial = _frozen_gate_bytes(arch, cfg, inputs) if kind == "linear_attention" else 0
                 return unsaved + norm + partial

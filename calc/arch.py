@@ -38,6 +38,7 @@ MLP_INPUT_NAMES = frozenset(
         "dense_h_to_4h",  # GPTNeoXMLP / FalconMLP / BloomMLP
         "input_linear",  # GraniteMoeHybridMLP: act(chunk 0) * chunk 1 of input_linear(x)
         "experts.gate_up_proj",  # GptOssExperts / Llama4TextExperts: x @ gate_up_proj
+        "experts.up_proj",  # NemotronHExperts: down_proj(relu2(up_proj(x))), no gate
     }
 )
 MLP_OUTPUT_NAMES = frozenset(
@@ -290,6 +291,11 @@ class ModelArch:
     # ((kind, params per block), ...): a hybrid stack's Gated DeltaNet conv / decay / gated
     # norm, its attention blocks' q/k norms. Empty for a uniform stack.
     block_kind_params: tuple[tuple[str, int], ...] = ()
+    # A hybrid stack whose blocks also differ by their MLP (LFM2-MoE: dense MLPs in the first
+    # blocks, routed experts after), whichever their mixer: how many blocks hold each MLP kind,
+    # ((kind, count), ...), summing to num_layers; a linear of one of these kinds is held by
+    # that many blocks. Empty when the MLP kinds are in ``block_counts`` or every block has one.
+    ffn_counts: tuple[tuple[str, int], ...] = ()
     # The Gated DeltaNet shapes of a hybrid stack (block kinds of MIXER_KINDS); None else.
     linear_attention: LinearAttention | None = None
     # Taps of the gated short convolution of a hybrid stack's "conv" blocks (LFM2); 0 else.
@@ -373,8 +379,13 @@ class ModelArch:
         counts = dict(self.block_counts)
         if counts and (sum(counts.values()) != self.num_layers or min(counts.values()) < 0):
             raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
+        ffn = dict(self.ffn_counts)
+        if ffn and (
+            sum(ffn.values()) != self.num_layers or min(ffn.values()) < 0 or set(ffn) & set(counts)
+        ):
+            raise ConfigError("config_invalid_value", "ffn_counts", self.ffn_counts)
         for lin in self.linears:
-            if lin.block_kind and lin.block_kind not in counts:
+            if lin.block_kind and lin.block_kind not in counts and lin.block_kind not in ffn:
                 raise ConfigError("config_invalid_value", "block_kind", lin.block_kind)
         for kind, params in self.block_kind_params:
             if kind not in counts or not isinstance(params, int) or params < 0:
@@ -428,15 +439,16 @@ class ModelArch:
         indexer's linears: the blocks that run an indexer)."""
         if lin.role == "indexer":
             return self.indexer_layers
-        return dict(self.block_counts)[lin.block_kind] if lin.block_kind else self.num_layers
+        if not lin.block_kind:
+            return self.num_layers
+        return dict(self.block_counts + self.ffn_counts)[lin.block_kind]
 
     def kind_share(self, kind: str) -> tuple[int, int]:
         """(blocks of ``kind``, all blocks) in a mixed stack."""
-        return dict(self.block_counts).get(kind, 0), self.num_layers
+        return dict(self.block_counts + self.ffn_counts).get(kind, 0), self.num_layers
 
-    @cached_property
-    def _largest_kind(self) -> str:
-        kinds = [k for k, n in self.block_counts if n > 0]
+    def _largest_of(self, counts: tuple[tuple[str, int], ...]) -> str:
+        kinds = [k for k, n in counts if n > 0]
         own = dict(self.block_kind_params)
         return max(
             kinds,
@@ -444,12 +456,22 @@ class ModelArch:
         )
 
     @cached_property
+    def _largest_kind(self) -> str:
+        return self._largest_of(self.block_counts)
+
+    @cached_property
     def block_linears(self) -> tuple[LinearLayer, ...]:
         """The linears of the largest block (every block's, for a uniform stack): what one
-        FSDP unit gathers or one checkpointed block recomputes at most."""
-        if not self.block_counts:
+        FSDP unit gathers or one checkpointed block recomputes at most. With ``ffn_counts``, the
+        largest mixer beside the largest MLP kind."""
+        if not self.block_counts and not self.ffn_counts:
             return self.linears
-        return tuple(l for l in self.linears if l.block_kind in ("", self._largest_kind))
+        kinds = {""}
+        if self.block_counts:
+            kinds.add(self._largest_kind)
+        if self.ffn_counts:
+            kinds.add(self._largest_of(self.ffn_counts))
+        return tuple(l for l in self.linears if l.block_kind in kinds)
 
     def block_share(self, lin: LinearLayer) -> tuple[int, int]:
         """(blocks holding ``lin``, all blocks): what a per-block average weighs it by."""

@@ -1160,10 +1160,14 @@ def _lfm2(k: _Keys, family: str, name: str) -> ModelArch:
     heads = k.int("num_attention_heads")
     kv, hd = _heads(k, h, heads)
     layers = k.int("num_hidden_layers")
+    moe = family == "lfm2_moe"
+    if moe and k.cfg.get("layer_types") is None:
+        # Lfm2MoeConfig builds no layer list from full_attn_idxs: the model indexes layer_types
+        raise ConfigError("config_missing_key", k.prefix + "layer_types", None)
     kinds = _lfm2_kinds(k, layers)
     kernel = k.int("conv_L_cache", default=3)
     bias = k.bool("conv_bias", False)
-    inter = _lfm2_ffn_width(k)
+    inter = k.int("intermediate_size", default=7168) if moe else _lfm2_ffn_width(k)
     full = "full_attention"
     counts = ((full, kinds.count(full)), ("conv", kinds.count("conv")))
     attention = tuple(
@@ -1174,6 +1178,11 @@ def _lfm2(k: _Keys, family: str, name: str) -> ModelArch:
         LinearLayer("in_proj", h, 3 * h, bias, role="mixer", block_kind="conv"),
         LinearLayer("out_proj", h, h, bias, role="mixer", block_kind="conv"),
     )
+    mlp = _gated_mlp(h, inter, names=("w1", "w3", "w2"))
+    ffn_counts: tuple[tuple[str, int], ...] = ()
+    experts = top_k = 0
+    if moe:
+        mlp, ffn_counts, experts, top_k = _lfm2_moe_mlp(k, h, layers, inter)
     arch = ModelArch(
         # the original checkpoints name the tying key tie_embedding (Lfm2Config reads both)
         **_common(k, family, name, 128_000, k.bool("tie_embedding", True)),
@@ -1183,16 +1192,85 @@ def _lfm2(k: _Keys, family: str, name: str) -> ModelArch:
         num_kv_heads=kv,
         head_dim=hd,
         intermediate_size=inter,
-        linears=attention + conv + _gated_mlp(h, inter, names=("w1", "w3", "w2")),
+        linears=attention + conv + mlp,
         norm_kind="rms",
         norms_per_layer=2,
+        num_experts=experts,
+        experts_per_token=top_k,
         block_counts=counts,
         block_kind_params=((full, 2 * hd), ("conv", h * kernel + (h if bias else 0))),
+        ffn_counts=ffn_counts,
         short_conv_kernel=kernel,
     )
     arch.extra["qk_norm_per_head"] = True
     arch.extra["mixer_order"] = kinds
+    if ffn_counts:
+        dense = dict(ffn_counts)["dense"]
+        arch.extra["ffn_order"] = ["dense"] * dense + ["moe"] * (layers - dense)
     return arch
+
+
+def _lfm2_moe_mlp(
+    k: _Keys, h: int, layers: int, inter: int
+) -> tuple[tuple[LinearLayer, ...], tuple[tuple[str, int], ...], int, int]:
+    """LFM2-MoE's MLPs (``lfm2_moe``; transformers 5.17 ``modeling_lfm2_moe.py``): the first
+    ``num_dense_layers`` blocks hold ``Lfm2MoeMLP`` (``w1``, ``w3``, ``w2`` of
+    ``intermediate_size``, no width adjustment), the others ``Lfm2MoeSparseMoeBlock``: the
+    router ``gate`` (``Lfm2MoeTopKRouter``, a bare ``weight`` of ``num_experts`` rows; sigmoid
+    scores, top ``num_experts_per_tok``; ``expert_bias`` is a buffer) and ``num_experts``
+    SwiGLU experts as 3-D parameters (``Qwen2MoeExperts``: ``gate_up_proj``, ``down_proj`` of
+    ``moe_intermediate_size``), no shared expert. Whichever its mixer, a block's MLP kind is
+    counted in ``ffn_counts`` (none when all blocks hold one kind). Returns (linears,
+    ffn_counts, experts, top_k)."""
+    dense = k.cfg.get("num_dense_layers", 2)
+    if isinstance(dense, bool) or not isinstance(dense, int) or dense < 0:
+        raise k.error("num_dense_layers", dense)
+    dense = min(dense, layers)  # Lfm2MoeDecoderLayer: dense where layer_idx < num_dense_layers
+    experts, top_k = _routed_experts(k, "num_experts")
+    width = k.int("moe_intermediate_size", default=1792)
+    dense_kind, moe_kind = ("dense", "moe") if dense and dense < layers else ("", "")
+    linears: tuple[LinearLayer, ...] = ()
+    if dense:
+        linears += tuple(
+            replace(l, block_kind=dense_kind)
+            for l in _gated_mlp(h, inter, names=("w1", "w3", "w2"))
+        )
+    if dense < layers:
+        linears += (
+            LinearLayer(
+                "gate",
+                h,
+                experts,
+                quantizable=False,
+                role="router",
+                kind="param",
+                block_kind=moe_kind,
+            ),
+            LinearLayer(
+                "experts.gate_up_proj",
+                h,
+                2 * width,
+                False,
+                experts,
+                top_k,
+                False,
+                kind="param",
+                block_kind=moe_kind,
+            ),
+            LinearLayer(
+                "experts.down_proj",
+                width,
+                h,
+                False,
+                experts,
+                top_k,
+                False,
+                kind="param",
+                block_kind=moe_kind,
+            ),
+        )
+    counts = (("dense", dense), ("moe", layers - dense)) if dense_kind else ()
+    return linears, counts, experts if dense < layers else 0, top_k if dense < layers else 0
 
 
 # ---- Mamba-2 hybrids: one sublayer per block ------------------------------------------------
@@ -1239,10 +1317,6 @@ def _nemotron_h_kinds(k: _Keys) -> list[str]:
     stated = k.int("num_hidden_layers", default=len(kinds))
     if stated != len(kinds):
         raise ConfigError("config_layer_types_length", k.prefix + key, len(kinds))
-    if "moe" in kinds:
-        # Nemotron 3's MoE blocks (NemotronHMoE: latent projections, non-gated 3-D experts):
-        # refused rather than miscounted
-        raise ConfigError("unsupported_architecture", k.prefix + key, "moe")
     return kinds
 
 
@@ -1302,8 +1376,8 @@ def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
     ``nn.Conv1d`` over x, B, C; ``dt_bias``, ``A_log``, ``D``; a gated RMSNorm; ``out_proj``;
     ``use_bias`` on both linears), an attention (``NemotronHAttention``: q/k/v/o without
     biases, ``head_dim`` 128 by default, no RoPE: ``NemotronHModel`` builds no rotary
-    embedding) or a plain MLP (``NemotronHMLP``: ``up_proj``, ``relu2``, ``down_proj``,
-    ``mlp_bias``). The final norm is ``norm_f``; the output layer is untied by default."""
+    embedding), a plain MLP (``NemotronHMLP``: ``up_proj``, ``relu2``, ``down_proj``,
+    ``mlp_bias``) or routed experts beside a shared one (:func:`_nemotron_h_moe`). The final norm is ``norm_f``; the output layer is untied by default."""
     h = k.int("hidden_size")
     kinds = _nemotron_h_kinds(k)
     layers = len(kinds)
@@ -1325,7 +1399,9 @@ def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
         LinearLayer("up_proj", h, inter, mlp_bias, role="mlp", block_kind="mlp"),
         LinearLayer("down_proj", inter, h, mlp_bias, role="mlp", block_kind="mlp"),
     )
-    counts = tuple((kind, kinds.count(kind)) for kind in ("mamba", full, "mlp"))
+    moe, experts, top_k = _nemotron_h_moe(k, h, mlp_bias) if "moe" in kinds else ((), 0, 0)
+    counts = tuple((kind, kinds.count(kind)) for kind in ("mamba", full, "mlp", "moe"))
+    counts = tuple((kind, n) for kind, n in counts if n or kind != "moe")
     arch = ModelArch(
         **_common(k, family, name, 4096, False),
         hidden_size=h,
@@ -1334,10 +1410,15 @@ def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
         num_kv_heads=kv,
         head_dim=hd,
         intermediate_size=inter,
-        linears=attention + mixer + mlp,
+        linears=attention + mixer + mlp + moe,
         norm_kind="rms",
         norms_per_layer=1,
         mlp_gated=False,
+        num_experts=experts,
+        experts_per_token=top_k,
+        shared_expert_intermediate_size=k.int("moe_shared_expert_intermediate_size", default=7688)
+        if experts
+        else 0,
         block_counts=counts,
         block_kind_params=(("mamba", mamba.own_params),),
         mamba=mamba,
@@ -1345,7 +1426,61 @@ def _nemotron_h(k: _Keys, family: str, name: str) -> ModelArch:
     arch.extra["mixer_order"] = kinds
     arch.extra["no_rope"] = True
     arch.extra["one_sublayer_per_block"] = True
+    if experts:
+        # NemotronHTopkRouter.forward: F.linear(hidden_states.type(torch.float32), ...)
+        arch.extra["router_fp32_input"] = True
     return arch
+
+
+def _nemotron_h_moe(k: _Keys, h: int, bias: bool) -> tuple[tuple[LinearLayer, ...], int, int]:
+    """The sublayer of Nemotron-H's ``moe`` blocks (transformers 5.17 ``NemotronHMoE``): the
+    router ``gate`` (``NemotronHTopkRouter``: a bare ``weight`` of ``n_routed_experts`` rows
+    over the hidden width, sigmoid scores with DeepSeek's group-limited top
+    ``num_experts_per_tok``), the routed experts as 3-D parameters of non-gated units
+    (``NemotronHExperts``: ``up_proj`` hidden -> ``moe_intermediate_size``, ``relu2``,
+    ``down_proj``; no biases) and one shared expert (``shared_experts``, a ``NemotronHMLP`` of
+    width ``moe_shared_expert_intermediate_size`` with ``mlp_bias``), every token through it
+    (``n_shared_experts`` builds no more). A ``moe_latent_size`` (``fc1_latent_proj`` /
+    ``fc2_latent_proj`` around the experts) is refused rather than miscounted."""
+    latent = k.cfg.get("moe_latent_size")
+    if latent is not None:
+        raise ConfigError("unsupported_architecture", k.prefix + "moe_latent_size", latent)
+    experts, top_k = _routed_experts(k, "n_routed_experts", "num_local_experts")
+    _group_routing(k, experts)
+    inter = k.int("moe_intermediate_size", default=7688)
+    shared = k.int("moe_shared_expert_intermediate_size", default=7688)
+    moe = "moe"
+    return (
+        (
+            LinearLayer("gate", h, experts, quantizable=False, role="router", block_kind=moe),
+            LinearLayer(
+                "experts.up_proj",
+                h,
+                inter,
+                False,
+                experts,
+                top_k,
+                False,
+                kind="param",
+                block_kind=moe,
+            ),
+            LinearLayer(
+                "experts.down_proj",
+                inter,
+                h,
+                False,
+                experts,
+                top_k,
+                False,
+                kind="param",
+                block_kind=moe,
+            ),
+            LinearLayer("up_proj", h, shared, bias, role="mlp", block_kind=moe),
+            LinearLayer("down_proj", shared, h, bias, role="mlp", block_kind=moe),
+        ),
+        experts,
+        top_k,
+    )
 
 
 def _falcon_h1(k: _Keys, family: str, name: str) -> ModelArch:
@@ -2126,6 +2261,7 @@ _READERS = {
     "qwen3_5_text": _qwen_hybrid,
     "qwen3_5_moe_text": _qwen_hybrid,
     "lfm2": _lfm2,
+    "lfm2_moe": _lfm2,
     "olmo_hybrid": _olmo_hybrid,
     "nemotron_h": _nemotron_h,
     "falcon_h1": _falcon_h1,

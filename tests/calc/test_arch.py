@@ -505,6 +505,13 @@ def _arch(**overrides):
         ({"norm_kind": "batch"}, "norm_kind"),
         ({"num_experts": 2, "experts_per_token": 3}, "experts_per_token"),
         ({"norms_per_layer": -1}, "norms_per_layer"),
+        # MLP kinds apart from the mixers: they sum to the blocks, and are not mixer kinds
+        ({"ffn_counts": (("dense", 1), ("moe", 2))}, "ffn_counts"),
+        (
+            {"block_counts": (("moe", 1), ("conv", 1)), "ffn_counts": (("dense", 1), ("moe", 1))},
+            "ffn_counts",
+        ),
+        ({"linears": (LinearLayer("q_proj", 8, 8, role="attn", block_kind="moe"),)}, "block_kind"),
     ],
 )
 def test_model_arch_validates(overrides, field):

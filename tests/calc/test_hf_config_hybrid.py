@@ -291,6 +291,91 @@ def test_lfm2_peaks_hold_to_the_oracle(overrides, oracle_peak):
     assert abs(peak / oracle_peak - 1) < 0.005
 
 
+# ---- LFM2-MoE: dense MLPs in the first blocks, routed experts after, whichever the mixer -----
+LFM2_MOE = ACCEPTED_FAMILIES["lfm2_moe"]
+
+
+def test_lfm2_moe_counts_what_transformers_builds():
+    # transformers 5.17 Lfm2MoeForCausalLM on the meta device, parameters summed
+    arch = arch_from_hf_config(LFM2_MOE)
+    assert arch.params_total == 26_827_008
+    assert dict(arch.block_counts) == {"full_attention": 2, "conv": 3}
+    assert dict(arch.ffn_counts) == {"dense": 2, "moe": 3}
+    assert arch.extra["ffn_order"] == ["dense", "dense", "moe", "moe", "moe"]
+    # the dense MLP keeps intermediate_size as given (no LFM2 2/3 adjustment)
+    dense = {l.name: l for l in arch.linears if l.block_kind == "dense"}
+    assert dense["w1"].d_out == 1536 and dense["w2"].d_in == 1536
+    # 3 blocks x 6 idle experts x 3 x 512 x 256
+    assert arch.params_total - arch.params_active == 3 * 6 * 3 * 512 * 256
+    # one FSDP unit: the largest mixer (the convolution's 3h + h projections) beside the
+    # routed experts, the largest MLP
+    names = {(l.name, l.block_kind) for l in arch.block_linears}
+    assert ("experts.gate_up_proj", "moe") in names and ("in_proj", "conv") in names
+    assert not any(kind in ("dense", "full_attention") for _, kind in names)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "oracle_peak"),
+    [
+        # the MLP norm's output is saved by the dense blocks' adapted w1 / w3 only: each MLP
+        # kind weighs its own inputs by its share of blocks
+        (
+            {
+                "method": "lora",
+                "lora_rank": 16,
+                "lora_targets": "all-linear",
+                "moe_expert_layout": "fused-3d",
+            },
+            131_027_048,
+        ),
+        # no adapter before the third block: the first two (convolution, dense MLP) save
+        # nothing, counted with the dense MLP they hold, not the average block's
+        (
+            {
+                "method": "lora",
+                "lora_rank": 8,
+                "seq_len": 2048,
+                "lora_targets": ["q_proj", "k_proj", "v_proj"],
+            },
+            541_029_368,
+        ),
+        ({"method": "full", "seq_len": 2048}, 816_781_448),
+    ],
+)
+def test_lfm2_moe_peaks_hold_to_the_oracle(overrides, oracle_peak):
+    peak = estimate_dict(sweep_request(LFM2_MOE, **overrides))["peak_allocated_bytes"]
+    assert abs(peak / oracle_peak - 1) < 0.002
+
+
+@pytest.mark.parametrize(
+    ("changes", "code", "field"),
+    [
+        ({"layer_types": None}, "config_missing_key", "layer_types"),
+        ({"num_dense_layers": -1}, "config_invalid_value", "num_dense_layers"),
+        ({"num_dense_layers": "2"}, "config_invalid_value", "num_dense_layers"),
+        ({"num_experts_per_tok": 9}, "config_top_k_above_experts", "num_experts_per_tok"),
+        ({"num_experts": None}, "config_missing_key", "num_experts"),
+    ],
+)
+def test_lfm2_moe_inconsistent_shapes_are_coded_errors(changes, code, field):
+    cfg = config(LFM2_MOE, **changes)
+    for key in [k for k, v in changes.items() if v is None]:
+        del cfg[key]
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(cfg)
+    assert (err.value.code, err.value.field) == (code, "hf_config." + field)
+
+
+def test_lfm2_moe_with_every_block_dense_or_routed_is_one_kind():
+    # transformers 5.17 builds 28,408,064 and 24,455,424 parameters for these
+    every = arch_from_hf_config(config(LFM2_MOE, num_dense_layers=0))
+    assert every.ffn_counts == () and every.num_experts == 8
+    assert every.params_total == 28_408_064
+    none = arch_from_hf_config(config(LFM2_MOE, num_dense_layers=9))
+    assert none.ffn_counts == () and none.num_experts == 0
+    assert none.params_total == none.params_active == 24_455_424
+
+
 # ---- OLMo Hybrid: Gated DeltaNet blocks and OLMo 2 attention blocks -------------------------
 OLMO_HYBRID = ACCEPTED_FAMILIES["olmo_hybrid"]
 

@@ -18,6 +18,7 @@ from calc.request import parse_estimate_request
 from calc.states import request_regime
 
 NEMOTRON_H = ACCEPTED_FAMILIES["nemotron_h"]
+NEMOTRON_H_MOE = ACCEPTED_FAMILIES["nemotron_h_moe"]
 
 
 def config(**changes: object) -> dict:
@@ -68,11 +69,6 @@ def test_layer_list_and_legacy_names_read_like_the_pattern():
         ({"num_hidden_layers": 8}, "config_layer_types_length", "hybrid_override_pattern"),
         ({"hybrid_override_pattern": "M-X"}, "config_invalid_value", "hybrid_override_pattern"),
         ({"hybrid_override_pattern": None}, "config_missing_key", "hybrid_override_pattern"),
-        (
-            {"hybrid_override_pattern": "M-ME*-E"},
-            "unsupported_architecture",
-            "hybrid_override_pattern",
-        ),
         ({"n_groups": 3}, "config_kv_heads_indivisible", "n_groups"),
         ({"num_key_value_heads": 3}, "config_kv_heads_indivisible", "num_key_value_heads"),
         ({"mamba_num_heads": 0}, "config_invalid_value", "mamba_num_heads"),
@@ -298,3 +294,76 @@ def test_granite_out_proj_adapter_is_taken_by_peft_and_skipped_by_the_kernel():
     warnings, without = run(names)
     assert "lora_mamba_out_proj_skipped" not in warnings
     assert all_linear == without
+
+
+# ---- Nemotron-H's MoE blocks ("E": Nemotron 3) ------------------------------------------------
+
+
+def moe_config(**changes: object) -> dict:
+    out = copy.deepcopy(NEMOTRON_H_MOE)
+    out.update(changes)
+    return out
+
+
+def test_moe_blocks_count_what_transformers_builds():
+    # transformers 5.17 AutoModelForCausalLM.from_config on the meta device, summed over
+    # model.parameters(), for the sweep's reduced config ("MEM*E-")
+    arch = arch_from_hf_config(NEMOTRON_H_MOE)
+    assert arch.params_total == 27_306_080
+    assert dict(arch.block_counts) == {"mamba": 2, "full_attention": 1, "mlp": 1, "moe": 2}
+    assert (arch.num_experts, arch.experts_per_token) == (8, 2)
+    moe = {l.name: l for l in arch.linears if l.block_kind == "moe"}
+    assert set(moe) == {"gate", "experts.up_proj", "experts.down_proj", "up_proj", "down_proj"}
+    # non-gated 3-D experts (NemotronHExperts: up_proj, relu2, down_proj), never quantized
+    up, down = moe["experts.up_proj"], moe["experts.down_proj"]
+    assert (up.d_in, up.d_out, up.count, up.active, up.kind) == (512, 256, 8, 2, "param")
+    assert not up.mlp_output and down.mlp_output and not up.quantizable
+    # the shared expert every token passes through, and the router over all experts
+    assert (moe["up_proj"].d_out, moe["gate"].d_out) == (512, 8)
+    # each MoE block holds 8 experts of 2 x 512 x 256, a 512 x 8 router and a 2 x 512 x 512
+    # shared expert; a token runs 2 of the experts
+    dense = arch_from_hf_config(moe_config(hybrid_override_pattern="MEM*E-".replace("E", "-")))
+    per_moe = 8 * 2 * 512 * 256 + 512 * 8 + 2 * 512 * 512
+    per_mlp = 2 * 512 * 1536
+    assert arch.params_total - dense.params_total == 2 * (per_moe - per_mlp)
+    assert arch.params_total - arch.params_active == 2 * 6 * 2 * 512 * 256
+
+
+def test_moe_blocks_save_their_routed_and_shared_units():
+    req = parse_estimate_request(dict(model={"hf_config": NEMOTRON_H_MOE}, seq_len=256))
+    cfg = act_config(req, request_regime(req))
+    per = act._sublayer_bytes(req.model, cfg, act.block_parts(req.model))
+    dense = arch_from_hf_config(moe_config(hybrid_override_pattern="M-M*--"))
+    assert per["moe"] > 0 and per["mlp"] > 0
+    assert act._sublayer_bytes(dense, cfg, act.block_parts(dense))["moe"] == 0
+
+
+@pytest.mark.parametrize(
+    ("changes", "code", "field"),
+    [
+        ({"moe_latent_size": 128}, "unsupported_architecture", "moe_latent_size"),
+        ({"num_experts_per_tok": 9}, "config_top_k_above_experts", "num_experts_per_tok"),
+        ({"n_routed_experts": None}, "config_missing_key", "n_routed_experts"),
+        ({"n_group": 3}, "config_invalid_value", "n_group"),
+    ],
+)
+def test_inconsistent_moe_shapes_are_coded_errors(changes, code, field):
+    cfg = moe_config(**changes)
+    if changes.get("n_routed_experts", 0) is None:
+        del cfg["n_routed_experts"]
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(cfg)
+    assert (err.value.code, err.value.field) == (code, "hf_config." + field)
+
+
+def test_moe_estimate_runs_and_warns_like_the_dense_stack():
+    out = estimate_dict(
+        dict(
+            model={"hf_config": NEMOTRON_H_MOE},
+            seq_len=256,
+            method="lora",
+            lora_targets="all-linear",
+        )
+    )
+    assert out["params_total"] == 27_306_080
+    assert "lora_mamba_out_proj_refused_by_peft" in out["warnings"]

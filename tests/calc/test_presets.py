@@ -540,3 +540,119 @@ def test_every_row_states_its_family_and_release_month():
     by_id = {p["id"]: p for p in listing}
     assert by_id["qwen3.5-9b"]["series"] == by_id["qwen2.5-7b"]["series"] == "qwen"
     assert by_id["deepseek-r1-distill-llama-8b"]["series"] == "deepseek"
+
+
+# ---- the Mamba-2 hybrids' published sizes: Falcon-H1 and Granite 4.0 H -----------------------
+
+# transformers 5.17 AutoModelForCausalLM.from_config on the meta device, summed over
+# model.parameters(), for each row's config (total, active)
+HYBRID_PINNED = {
+    "falcon-h1-3b": (3_149_256_192, 3_149_256_192),
+    "falcon-h1-7b": (7_585_513_568, 7_585_513_568),
+    "granite-4.0-h-1b": (1_461_538_368, 1_461_538_368),
+    "granite-4.0-h-tiny": (6_939_037_248, 1_465_470_528),
+    "granite-4.0-h-small": (32_207_337_984, 8_803_121_664),
+}
+
+# The publishers' figures, as (what, figure, relative tolerance of their rounding): IBM's
+# Granite 4.0 cards state "7B total parameters" (H Tiny; its "1B activated" is a size class, the
+# checkpoint runs 1.47B) and "32B total parameters, 9B activated" (H Small), the Granite 4.0
+# Nano announcement a "~1.5B parameter" H 1B. TII names Falcon-H1's sizes only ("3B", "7B"):
+# those presets are held by the pinned counts alone.
+HYBRID_STATED = {
+    "granite-4.0-h-1b": [("total", 1.5e9, 0.03)],
+    "granite-4.0-h-tiny": [("total", 7e9, 0.01)],
+    "granite-4.0-h-small": [("total", 32e9, 0.01), ("active", 9e9, 0.03)],
+}
+
+
+@pytest.mark.parametrize("preset_id", sorted(HYBRID_PINNED))
+def test_hybrid_pinned_totals(preset_id):
+    arch = presets.get_preset(preset_id)
+    assert (arch.params_total, arch.params_active) == HYBRID_PINNED[preset_id]
+
+
+@pytest.mark.parametrize("preset_id", sorted(HYBRID_STATED))
+def test_hybrid_totals_match_publishers(preset_id):
+    arch = presets.get_preset(preset_id)
+    for what, figure, tol in HYBRID_STATED[preset_id]:
+        assert _count(arch, what) == pytest.approx(figure, rel=tol), (what, figure)
+
+
+def test_hybrid_presets_read_their_mixers_from_the_config():
+    falcon = presets.get_preset("falcon-h1-7b")
+    assert falcon.family == "falcon_h1" and falcon.extra["parallel_mamba"]
+    assert falcon.mamba is not None
+    assert (falcon.mamba.heads, falcon.mamba.head_dim, falcon.mamba.state) == (24, 128, 256)
+    small = presets.get_preset("granite-4.0-h-small")
+    assert small.family == "granitemoehybrid" and small.extra["no_rope"]
+    assert dict(small.block_counts) == {"full_attention": 4, "mamba": 36}
+    assert (small.num_experts, small.experts_per_token) == (72, 10)
+    assert presets.get_preset("granite-4.0-h-1b").num_experts == 0
+    assert presets.resolve_preset_id("ibm-granite/granite-4.0-h-tiny-base") == "granite-4.0-h-tiny"
+    assert presets.resolve_preset_id("tiiuae/Falcon-H1-7B-Instruct") == "falcon-h1-7b"
+    listing = {p["id"]: p for p in presets.presets_listing()}
+    assert listing["granite-4.0-h-tiny"]["series"] == "granite"
+    assert listing["falcon-h1-3b"]["series"] == listing["falcon-7b"]["series"] == "falcon"
+
+
+# ---- Gemma 4 E2B and E4B: per-layer embeddings, kv-shared blocks --------------------------------
+
+# transformers 5.17 Gemma4ForCausalLM on the meta device, parameters summed, for each row's
+# text_config: the language model alone (the cards' totals add the vision and audio encoders)
+GEMMA4_E_PINNED = {"gemma-4-e2b": 4_628_569_344, "gemma-4-e4b": 7_463_013_376}
+
+# Google's model cards, in billions: "2.3B effective (5.1B with embeddings)" and "4.5B effective
+# (8B with embeddings)". Their difference is the embedding tables, the token embedding and the
+# per-layer embeddings (the encoders are in both figures), to the cards' 0.1B rounding.
+GEMMA4_E_CARD = {"gemma-4-e2b": (2.3, 5.1), "gemma-4-e4b": (4.5, 8.0)}
+
+
+@pytest.mark.parametrize("preset_id", sorted(GEMMA4_E_PINNED))
+def test_gemma4_e_presets_count_the_language_model(preset_id):
+    arch = presets.get_preset(preset_id)
+    assert arch.params_total == arch.params_active == GEMMA4_E_PINNED[preset_id]
+    assert arch.family == "gemma4_text" and arch.extra["text_config_only"]
+    effective, with_embeddings = GEMMA4_E_CARD[preset_id]
+    assert abs(arch.embedding_params - (with_embeddings - effective) * 1e9) <= 0.1e9
+    # a 256-wide table per block, and the per-layer projection's norm
+    assert arch.per_layer_embedding_params == arch.vocab_size * arch.num_layers * 256 + 256
+    assert presets.resolve_preset_id(f"google/gemma-4-{preset_id[-3:].upper()}") == preset_id
+
+
+# ---- the hybrids' MoE sizes: LFM2-8B-A1B and Nemotron 3 Nano ------------------------------------
+
+# transformers 5.17 from_config on the meta device, parameters summed (total), and the active
+# count calc derives from the same shapes (top-k of the routed experts)
+HYBRID_MOE_PINNED = {
+    "lfm2-8b-a1b": (8_339_929_856, 1_557_740_288),
+    "nemotron-3-nano-30b-a3b": (31_577_937_344, 3_580_073_408),
+}
+
+# Liquid AI: "8.3B total parameters, 1.5B active"; NVIDIA: "31.6B total parameters,
+# approximately 3.2B active (3.6B including embeddings)", the 3.2B without the token embedding
+HYBRID_MOE_STATED = {
+    "lfm2-8b-a1b": [("total", 8.3e9, 0.005), ("active", 1.5e9, 0.04)],
+    "nemotron-3-nano-30b-a3b": [
+        ("total", 31.6e9, 0.002),
+        ("active", 3.6e9, 0.01),
+        ("active_non_embedding", 3.2e9, 0.015),
+    ],
+}
+
+
+@pytest.mark.parametrize("preset_id", sorted(HYBRID_MOE_PINNED))
+def test_hybrid_moe_pinned_totals(preset_id):
+    arch = presets.get_preset(preset_id)
+    assert (arch.params_total, arch.params_active) == HYBRID_MOE_PINNED[preset_id]
+    for what, figure, tol in HYBRID_MOE_STATED[preset_id]:
+        assert _count(arch, what) == pytest.approx(figure, rel=tol), (what, figure)
+
+
+def test_hybrid_moe_presets_hold_their_block_kinds():
+    lfm = presets.get_preset("lfm2-8b-a1b")
+    assert dict(lfm.ffn_counts) == {"dense": 2, "moe": 22}
+    assert dict(lfm.block_counts) == {"full_attention": 6, "conv": 18}
+    nano = presets.get_preset("nemotron-3-nano-30b-a3b")
+    assert dict(nano.block_counts) == {"mamba": 23, "full_attention": 6, "mlp": 0, "moe": 23}
+    assert (nano.num_experts, nano.experts_per_token) == (128, 6)

@@ -204,6 +204,7 @@ GATED_DELTA_MODULES = (
     "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe",
     "transformers.models.olmo_hybrid.modeling_olmo_hybrid",
     "transformers.models.lfm2.modeling_lfm2",  # causal_conv1d_fn only
+    "transformers.models.lfm2_moe.modeling_lfm2_moe",  # causal_conv1d_fn only
 )
 
 
