@@ -159,17 +159,45 @@ their mask add (forward; the add's gradient passes through). A mask of a few hun
 micro-batch does not stay in L2 across heads. Flash never takes a mask, and causal masking in the
 fused kernels is an index test, no tensor."""
 
-FP32_ATTENTION_TIME = {"tf32x3": 6.0, "fp32": 16.0}
-"""Time of fp32 attention matmuls relative to bf16 ones. The memory-efficient kernel's fp32 path
-on sm80+ runs on tensor cores as CUTLASS's 3xTF32 (PyTorch
+FP32_ATTENTION_TIME = {"tf32x3": 6.0}
+"""Time of fp32 attention matmuls on tensor cores relative to bf16 ones. The memory-efficient
+kernel's fp32 path on sm80+ runs on tensor cores as CUTLASS's 3xTF32 (PyTorch
 ``aten/src/ATen/native/transformers/cuda/mem_eff_attention/gemm_kernel_utils.h``,
 ``DefaultGemmType<ArchTag >= 80, float>``: ``OpClassTensorOp`` with ``OpMultiplyAddFastF32``,
 three TF32 products per fp32 product), and the dense TF32 peak is half the dense BF16 peak on
 every sm80+ datasheet of the catalogue (A100 156 / 312, H100 SXM 495 / 989, L40S 183 / 366
-TFLOP/s): 3 x 2 = 6. Without tensor cores (the math backend's fp32 matmuls, cuBLAS with
-``allow_tf32`` off, its default) the A100's 19.5 and the H100 SXM's 67 TFLOP/s fp32 against their
-BF16 peaks give 15-16x; the same ratio prices the other fp32 matmuls (the output layer on fp32
-weights and inputs after kbit preparation)."""
+TFLOP/s): 3 x 2 = 6. fp32 matmuls without tensor cores (the math backend's, eager attention's
+on fp32 inputs, cuBLAS with ``allow_tf32`` off, its default, e.g. the output layer on fp32
+weights and inputs after kbit preparation) run at the card's own FP32 rate
+(``fp32_tflops`` in ``gpus.csv``, datasheets): :func:`fp32_time`."""
+
+
+def fp32_time(rates: "Rates") -> float:
+    """Time of an fp32 matmul on the CUDA cores relative to the same FLOPs on the card's BF16
+    tensor cores: ``bf16_dense_tflops / fp32_tflops`` from the card's datasheets (A100 312 / 19.5
+    = 16, H100 SXM 989 / 67 = 14.8, RTX 4090 165.2 / 82.6 = 2, RTX PRO 6000 503.8 / 126 = 4: the
+    GeForce and workstation cards keep full-rate FP32 lanes while their tensor rate is lower)."""
+    return rates.peak_flops / rates.fp32_flops
+
+
+AMPERE_KERNEL_PEAK_SHARE = {"hopper": 0.35}
+"""Share of the dense BF16 peak that attention kernels written for Ampere reach on a newer
+architecture, where the class efficiency (:data:`MATMUL_EFFICIENCY`, set by cuBLAS's GEMMs that
+use the architecture's own instructions) would overstate them. PyTorch's flash backend is
+FlashAttention-2 (its sources vendored under ``aten/src/ATen/native/transformers/cuda/flash_attn``)
+and its memory-efficient backend is xformers' CUTLASS kernel, built for ``cutlass::arch::Sm80``
+on every card of compute capability 8.0 and above (``mem_eff_attention/gemm_kernel_utils.h``,
+``DISPATCH_ARCHTAG``): both issue Ampere's ``mma.sync``, not Hopper's ``wgmma``. Hopper: 0.35,
+"FlashAttention-2 achieving only 35% utilization on the H100 GPU" (Shah et al. 2024,
+FlashAttention-3, arXiv:2407.08608, abstract); cuDNN's attention and FlashAttention-3 use
+``wgmma`` (the same abstract: 75 % of the peak) and keep the class efficiency. The
+memory-efficient kernel's :data:`ATTENTION_KERNEL_TIME` applies on top. The share applies to
+the kernels SDPA dispatches, whose code is PyTorch's own; the request's ``attention`` ``flash``
+names the FlashAttention package without its version (transformers' ``flash_attention_2`` or
+``flash_attention_3``, which uses ``wgmma``) and keeps the class efficiency. No published figure is
+read here for Ampere kernels on Blackwell: those cards keep the class efficiency. Stated from
+a source, not fitted."""
+
 
 DEQUANT_WRITE_BYTES = 2
 """bitsandbytes ``MatMul4Bit`` (bitsandbytes 0.49.2, ``autograd/_functions.py``) dequantises
@@ -655,26 +683,36 @@ def _kernel(c: "Counts", capability: tuple[int, int]) -> attn_kernels.AttentionK
     )
 
 
-def attention_time_factor(c: "Counts", capability: tuple[int, int] | None) -> float:
-    """Time of the attention matmuls relative to the same FLOPs on the flash kernel in bf16: the
-    kernel PyTorch dispatches (:func:`calc.attention.attention_kernel`) times its
-    :data:`ATTENTION_KERNEL_TIME`, times :data:`FP32_ATTENTION_TIME` for fp32 inputs. The math
-    backend runs fp32 matmuls whatever the input dtype (it upcasts: see
-    :data:`SCORE_BYTES_PER_ELEMENT`) and eager runs cuBLAS matmuls in the input dtype, both
-    without tensor cores in fp32 (``allow_tf32`` off by default). A card without CUDA (AMD)
-    keeps 1.0: the dispatch read here is CUDA's."""
+def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> float:
+    """Time of the attention matmuls relative to the same FLOPs at the card class's matmul
+    ``efficiency`` in bf16: the kernel PyTorch dispatches (:func:`calc.attention.attention_kernel`)
+    times its :data:`ATTENTION_KERNEL_TIME`, times :data:`FP32_ATTENTION_TIME` for fp32 inputs on
+    tensor cores, times ``efficiency / share`` where SDPA dispatches an Ampere-generation kernel
+    (flash, memory-efficient) on an architecture of :data:`AMPERE_KERNEL_PEAK_SHARE` and the share
+    is below the class efficiency. The math backend runs fp32 matmuls whatever the input dtype (it
+    upcasts: see :data:`SCORE_BYTES_PER_ELEMENT`) and eager runs cuBLAS matmuls in the input
+    dtype, both without tensor cores in fp32 (``allow_tf32`` off by default): the card's
+    :func:`fp32_time`. A card without CUDA (AMD) keeps 1.0: the dispatch read here is CUDA's."""
+    capability = rates.capability
     if capability is None:
         return 1.0
     kernel = _kernel(c, capability)
     if kernel.backend == attn_kernels.MATH or (
         kernel.backend == attn_kernels.EAGER and c.attention_dtype == "fp32"
     ):
-        return FP32_ATTENTION_TIME["fp32"]
+        return fp32_time(rates)
     if kernel.backend == attn_kernels.EAGER:
         return 1.0
     factor = ATTENTION_KERNEL_TIME[kernel.backend]
     if c.attention_dtype == "fp32":
-        factor *= FP32_ATTENTION_TIME["tf32x3" if kernel.tensor_cores else "fp32"]
+        factor *= FP32_ATTENTION_TIME["tf32x3"] if kernel.tensor_cores else fp32_time(rates)
+    share = AMPERE_KERNEL_PEAK_SHARE.get(rates.architecture, 1.0)
+    sdpa_ampere_kernel = c.attention_impl == "sdpa" and kernel.backend in (
+        attn_kernels.FLASH,
+        attn_kernels.EFFICIENT,
+    )
+    if sdpa_ampere_kernel and share < efficiency:
+        factor *= efficiency / share
     return factor
 
 
@@ -754,14 +792,17 @@ class StepBreakdown:
 
 @dataclass(frozen=True)
 class Rates:
-    """The rates of one card: peak FLOP/s, memory and link bandwidths (bytes/s)."""
+    """The rates of one card: peak FLOP/s (BF16 and FP8 tensor, FP32 without tensor cores),
+    memory and link bandwidths (bytes/s)."""
 
     peak_flops: float
     fp8_peak_flops: float
     memory_bytes_per_s: float
     link: comm.Link
     host_bytes_per_s: float
+    fp32_flops: float  # FP32 without tensor cores (gpus.csv fp32_tflops)
     capability: tuple[int, int] | None = None  # CUDA compute capability; None without CUDA
+    architecture: str = ""  # gpus.csv architecture: the key of AMPERE_KERNEL_PEAK_SHARE
 
 
 _RATES: dict[tuple[Gpu, int, str], Rates] = {}
@@ -781,9 +822,11 @@ def _card_rates(gpu: Gpu, num_gpus: int, network: str) -> Rates:
         memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
         link=comm.collective_link(gpu, num_gpus, network),
         host_bytes_per_s=comm.host_link_bytes_per_s(gpu.pcie_gen),
+        fp32_flops=gpu.fp32_flops,
         capability=attn_kernels.compute_capability(gpu.architecture, gpu.id)
         if gpu.stack == "cuda"
         else None,
+        architecture=gpu.architecture,
     )
 
 
@@ -827,7 +870,7 @@ def step_breakdown(
     t_fwd = phase_compute(f.forward, f.linear_forward)
     t_bwd = phase_compute(f.backward + f.recompute, f.linear_backward + f.linear_recompute)
     # attention kernels slower than flash (mask tensor, eager, fp32 inputs): the extra time
-    slower = attention_time_factor(c, rates.capability) - 1.0
+    slower = attention_time_factor(c, rates, efficiency) - 1.0
     if slower and f.attention_forward:
         extra = T * f.attention_total * slower / (rates.peak_flops * eff)
         fwd_part = 1.0 / (3.0 + (1.0 if f.recompute else 0.0))
@@ -837,10 +880,7 @@ def step_breakdown(
     # CUDA cores: the extra time over the 16-bit rate the compute above priced them at
     if c.fp32_matmul_flops_per_token and rates.capability is not None:
         extra = (
-            T
-            * c.fp32_matmul_flops_per_token
-            * (FP32_ATTENTION_TIME["fp32"] - 1.0)
-            / (rates.peak_flops * eff)
+            T * c.fp32_matmul_flops_per_token * (fp32_time(rates) - 1.0) / (rates.peak_flops * eff)
         )
         t_fwd += extra / 2
         t_bwd += extra / 2
