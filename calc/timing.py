@@ -206,6 +206,13 @@ and again in backward for the input gradient: per pass it writes 2 bytes per wei
 matmul then reads the 16-bit copy like any bf16 weight. What it reads is
 :func:`dequantisation_bytes_per_weight`."""
 
+FP32_DEQUANT_WRITE_BYTES = 4
+"""Bytes per weight of the dequantized copy when the 4-bit matmul computes in fp32
+(``qlora_compute_dtype_from_input`` on fp32 activations; bitsandbytes 0.45 ``MatMul4Bit``:
+``F.dequantize_4bit(B, quant_state).to(A.dtype)``): 4 instead of :data:`DEQUANT_WRITE_BYTES`.
+``dequantize_4bit`` writes ``quant_state.dtype``, fp32 for a model loaded in fp32; a model
+loaded in bf16 also casts its bf16 copy up (2 + 4 bytes more per weight), not counted."""
+
 NF4_BLOCK = 64
 """Weights per absmax block of bitsandbytes' 4-bit weights (``Linear4bit`` / ``Params4bit``
 default ``blocksize=64``, bitsandbytes 0.49.2)."""
@@ -568,9 +575,16 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     lora_out = LORA_BYTES_PER_OUTPUT
     loss = LOSS_BYTES_PER_LOGIT
     kbit_casts = 0.0
+    # bitsandbytes up to 0.46 computes each 4-bit matmul in its input's dtype: on fp32
+    # activations, fp32 dequantized weights and fp32 matmuls, with no cast around them
+    fp32_4bit = (
+        req.method is Method.QLORA
+        and req.qlora_compute_dtype_from_input
+        and attention_dtype(req) == "fp32"
+    )
     if st.request_regime(req) is st.KBIT_FP32:
         # fp32 activations: the same kernels move 4-byte elements; each 4-bit linear casts
-        # its input down and its output back up
+        # its input down and its output back up (not when it computes in fp32 itself)
         fp32 = FP32_ACTIVATION_BYTES_PER_ELEMENT
         norm = fp32["norm", mode] if arch.norm_kind == "rms" else 2 * norm
         residual = fp32["residual", mode]
@@ -580,13 +594,25 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         lora_out = fp32["lora_output", mode]
         loss = fp32["loss_logit", mode]
         kbit_casts = (
-            KBIT_CAST_BYTES_PER_ELEMENT * arch.num_layers * (per_layer_in + per_layer_out) * passes
+            0.0
+            if fp32_4bit
+            else KBIT_CAST_BYTES_PER_ELEMENT
+            * arch.num_layers
+            * (per_layer_in + per_layer_out)
+            * passes
         )
     fp32_head_flops = 0.0
     if st.request_regime(req) is st.KBIT_FP32 and not req.qlora_output_layer_quantized:
         # the output layer's weight and input are fp32: 2 V h forward, 2 V h for the input
         # gradient (the layer is frozen)
         fp32_head_flops = 4.0 * arch.vocab_size * h
+    if fp32_4bit:
+        # every 4-bit linear's matmul in fp32: 2 FLOPs per weight per pass (forward,
+        # recompute, the input gradient of the frozen weight)
+        quantized_per_layer = sum(
+            l.active * l.d_in * l.d_out for l in arch.linears if l.quantizable
+        )
+        fp32_head_flops += 2.0 * arch.num_layers * quantized_per_layer * passes
     per_layer = (
         arch.norms_per_layer * norm * h
         + 2 * residual * h
@@ -621,7 +647,10 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         quantized_bytes=float(qbytes),
         trainable=trainable,
         dequantisation_bytes=layout.quantized
-        * dequantisation_bytes_per_weight(req.qlora_double_quant),
+        * (
+            dequantisation_bytes_per_weight(req.qlora_double_quant)
+            + (FP32_DEQUANT_WRITE_BYTES - DEQUANT_WRITE_BYTES if fp32_4bit else 0)
+        ),
         grad_params=st.gradient_params(req, layout) if trainable == layout.trainable else trainable,
         reg=reg,
         passes=passes,

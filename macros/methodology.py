@@ -174,6 +174,7 @@ TIME_RATE_CONSTANTS = (
     "calc.timing.ATTENTION_KERNEL_TIME",
     "calc.timing.AMPERE_KERNEL_PEAK_SHARE",
     "calc.timing.FP32_ATTENTION_TIME",
+    "calc.timing.FP32_DEQUANT_WRITE_BYTES",
 )
 """The constants that price attention kernels and fp32 work, shown on the time page beside the
 cards' FP32 rates."""

@@ -765,3 +765,66 @@ def test_the_hopper_share_only_caps_a_higher_efficiency():
     c, rates, _ = _counts_and_rates("h100-sxm", sdpa_cudnn_last=True)
     assert timing.attention_time_factor(c, rates, 0.3) == 1.0
     assert timing.attention_time_factor(c, rates, 0.6) > 1.0
+
+
+def test_bitsandbytes_up_to_0_46_runs_4bit_matmuls_in_fp32_on_fp32_activations():
+    """bitsandbytes 0.45-0.46 take each 4-bit linear's compute dtype from its first input: on
+    fp32 activations (kbit preparation, no autocast) every 4-bit matmul is an fp32 matmul on
+    the CUDA cores, its dequantized weight is written in fp32 and the casts around it vanish."""
+    kw = {"method": "qlora", "framework": "pytorch-loop", "seq_len": 2048, "micro_batch_size": 1}
+    bf16, rates, req = _counts_and_rates("a100-80gb-sxm", **kw)
+    fp32, _, _ = _counts_and_rates("a100-80gb-sxm", **kw, qlora_compute_dtype_from_input=True)
+    arch = req.model
+    quantized = arch.num_layers * sum(
+        l.active * l.d_in * l.d_out for l in arch.linears if l.quantizable
+    )
+    # forward, recompute and the input gradient: 2 FLOPs per 4-bit weight each
+    assert req.gradient_checkpointing
+    assert fp32.fp32_matmul_flops_per_token - bf16.fp32_matmul_flops_per_token == pytest.approx(
+        2.0 * quantized * 3
+    )
+    # the dequantized copy is 4 bytes, not 2, per weight and pass
+    weights = fp32.quantized_params
+    assert fp32.dequantisation_bytes - bf16.dequantisation_bytes == pytest.approx(
+        weights * (timing.FP32_DEQUANT_WRITE_BYTES - timing.DEQUANT_WRITE_BYTES)
+    )
+    # the input and output casts of each 4-bit linear are gone
+    io = sum(l.active * (l.d_in + l.d_out) for l in arch.linears if l.quantizable)
+    casts = timing.KBIT_CAST_BYTES_PER_ELEMENT * arch.num_layers * io * 3
+    assert bf16.elementwise_bytes_per_token - fp32.elementwise_bytes_per_token == pytest.approx(
+        casts
+    )
+    args = dict(
+        num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    slow = timing.step_breakdown(fp32, rates, **args).step_seconds
+    fast = timing.step_breakdown(bf16, rates, **args).step_seconds
+    assert slow > 3 * fast  # an A100 runs fp32 matmuls 16x slower than bf16 ones
+
+
+@pytest.mark.parametrize(
+    "request_keys",
+    [
+        # 16-bit activations: the compute dtype stays 16-bit whatever bitsandbytes does
+        {"precision": "bf16-mixed"},
+        {"behaviour": {"qlora_prepare_kbit": False}},
+    ],
+)
+def test_the_input_dtype_rule_needs_fp32_activations(request_keys):
+    kw = {"method": "qlora", "framework": "pytorch-loop", "seq_len": 2048, "micro_batch_size": 1}
+    off, _, _ = _counts_and_rates("a100-80gb-sxm", **kw, **request_keys)
+    on, _, _ = _counts_and_rates(
+        "a100-80gb-sxm", **kw, **request_keys, qlora_compute_dtype_from_input=True
+    )
+    assert on == off
+
+
+def test_transformers_4_loops_take_bitsandbytes_0_45_compute_dtype_rule():
+    # the profile of hand-written loops on transformers 4.46-4.53 sets it; calc's default
+    # (bitsandbytes 0.49.2) and the transformers 5 loop do not
+    assert _counts_and_rates("a100-80gb-sxm", framework="pytorch-loop-4")[
+        2
+    ].qlora_compute_dtype_from_input
+    assert not _counts_and_rates("a100-80gb-sxm", framework="pytorch-loop")[
+        2
+    ].qlora_compute_dtype_from_input
