@@ -816,6 +816,25 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "qlora_compute_dtype_from_input",
+        False,
+        BEHAVIOUR,
+        methods=QLORA,
+        doc=(
+            "each 4-bit linear takes its compute dtype from its first input when that is fp32 "
+            "or bf16, whatever ``bnb_4bit_compute_dtype`` says: bitsandbytes up to 0.46 builds "
+            "``Linear4bit`` with ``compute_type_is_set = False`` and its first ``forward`` calls "
+            "``set_compute_type`` (``if x.dtype in [torch.float32, torch.bfloat16]: "
+            "self.compute_dtype = x.dtype``, ``nn/modules.py``, 0.45.0 to 0.46.1); 0.47.0 keeps a "
+            "compute dtype given (``compute_type_is_set = False if compute_dtype is None else "
+            "True``, commit 812ef06a). With fp32 activations (``qlora_prepare_kbit``, or a model "
+            "loaded in fp32) the 4-bit weights are dequantized to fp32 and every 4-bit matmul "
+            "runs in fp32, at the card's FP32 rate without tensor cores (``allow_tf32`` off), "
+            "and the input and output casts around it vanish. No effect with 16-bit "
+            "activations. Default False: calc reads bitsandbytes 0.49.2."
+        ),
+    ),
+    _bool(
         "fsdp_flat_parameters",
         False,
         BEHAVIOUR,

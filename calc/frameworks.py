@@ -181,6 +181,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "attention_grouped_kv": False,
         "sdpa_cudnn_last": True,
         "moe_expert_layout": "per-expert-modules",
+        "qlora_compute_dtype_from_input": True,
     },
 }
 """``framework -> {request key: value}``; the citation of every entry is in :data:`SOURCES`."""
@@ -456,6 +457,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "optimizer_fused": "as pytorch-loop (torch 2.4-2.7 AdamW: foreach)",
         "qlora_prepare_kbit": "as pytorch-loop (peft 0.13-0.16 prepare_model_for_kbit_training, "
         "same cast to fp32)",
+        "qlora_compute_dtype_from_input": "bitsandbytes 0.45.0-0.46.1 nn/modules.py (the releases "
+        "beside transformers 4.46-4.53): Linear4bit.__init__ sets compute_type_is_set = False, so "
+        "the first forward's set_compute_type switches compute_dtype to an fp32 or bf16 input's "
+        "dtype; 0.47.0 (commit 812ef06a) keeps a given bnb_4bit_compute_dtype",
         "lora_adapter_dtype": "peft 0.12.0 (Jul 2024) on: get_peft_model(autocast_adapter_dtype=True)",
         "attention_grouped_kv": "as hf-trainer-4 (transformers 4.46-4.53 repeat_kv before SDPA)",
         "sdpa_cudnn_last": "as hf-trainer-4 (torch 2.4-2.7: cuDNN attention last or off)",

@@ -37,6 +37,7 @@ DERIVABLE = (
     "fp8_dense_tflops",
     "memory_bandwidth_gb_per_s",
     "nvlink_gb_per_s",
+    "fp32_tflops",
 )
 """The figure columns of ``gpus.csv`` a row may mark as derived (its ``derived`` column)."""
 
@@ -67,6 +68,8 @@ class Gpu:
     board_power_w: float  # the vendor's board power (TDP), watts: an owned card's electricity
     board_power_source: str
     derived: tuple[str, ...] = ()  # rate columns computed rather than read off a datasheet
+    fp32_tflops: float = 0.0  # peak FP32 without tensor cores (CUDA cores / vector units)
+    fp32_source: str = ""
 
     def __post_init__(self) -> None:
         for name in self.derived:
@@ -83,6 +86,8 @@ class Gpu:
             raise ValueError(f"gpus.csv {self.id}: source and as_of are required")
         if not self.board_power_w > 0 or not self.board_power_source:
             raise ValueError(f"gpus.csv {self.id}: board_power_w and its source are required")
+        if not self.fp32_tflops > 0 or not self.fp32_source:
+            raise ValueError(f"gpus.csv {self.id}: fp32_tflops and its source are required")
 
     @property
     def memory_bytes(self) -> int:
@@ -93,6 +98,11 @@ class Gpu:
     def bf16_dense_flops(self) -> float:
         """Peak dense BF16 tensor throughput in FLOP/s."""
         return self.bf16_dense_tflops * 1e12
+
+    @property
+    def fp32_flops(self) -> float:
+        """Peak FP32 throughput without tensor cores in FLOP/s."""
+        return self.fp32_tflops * 1e12
 
     def link_for(self, num_gpus: int) -> str:
         """``"nvlink"`` when the cards of a job talk over the fast GPU link, else ``"pcie"``.
@@ -127,6 +137,8 @@ class Gpu:
             "board_power_w": self.board_power_w,
             "board_power_source": self.board_power_source,
             "derived": list(self.derived),
+            "fp32_tflops": self.fp32_tflops,
+            "fp32_source": self.fp32_source,
         }
 
 
@@ -223,6 +235,8 @@ def _catalogue() -> dict[str, Gpu]:
                 board_power_w=float(row["board_power_w"]),
                 board_power_source=row["board_power_source"],
                 derived=tuple(row["derived"].split()),
+                fp32_tflops=float(row["fp32_tflops"]),
+                fp32_source=row["fp32_source"],
             )
             gpus[gpu.id] = gpu
         _CACHE["gpus"] = gpus

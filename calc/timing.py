@@ -159,17 +159,45 @@ their mask add (forward; the add's gradient passes through). A mask of a few hun
 micro-batch does not stay in L2 across heads. Flash never takes a mask, and causal masking in the
 fused kernels is an index test, no tensor."""
 
-FP32_ATTENTION_TIME = {"tf32x3": 6.0, "fp32": 16.0}
-"""Time of fp32 attention matmuls relative to bf16 ones. The memory-efficient kernel's fp32 path
-on sm80+ runs on tensor cores as CUTLASS's 3xTF32 (PyTorch
+FP32_ATTENTION_TIME = {"tf32x3": 6.0}
+"""Time of fp32 attention matmuls on tensor cores relative to bf16 ones. The memory-efficient
+kernel's fp32 path on sm80+ runs on tensor cores as CUTLASS's 3xTF32 (PyTorch
 ``aten/src/ATen/native/transformers/cuda/mem_eff_attention/gemm_kernel_utils.h``,
 ``DefaultGemmType<ArchTag >= 80, float>``: ``OpClassTensorOp`` with ``OpMultiplyAddFastF32``,
 three TF32 products per fp32 product), and the dense TF32 peak is half the dense BF16 peak on
 every sm80+ datasheet of the catalogue (A100 156 / 312, H100 SXM 495 / 989, L40S 183 / 366
-TFLOP/s): 3 x 2 = 6. Without tensor cores (the math backend's fp32 matmuls, cuBLAS with
-``allow_tf32`` off, its default) the A100's 19.5 and the H100 SXM's 67 TFLOP/s fp32 against their
-BF16 peaks give 15-16x; the same ratio prices the other fp32 matmuls (the output layer on fp32
-weights and inputs after kbit preparation)."""
+TFLOP/s): 3 x 2 = 6. fp32 matmuls without tensor cores (the math backend's, eager attention's
+on fp32 inputs, cuBLAS with ``allow_tf32`` off, its default, e.g. the output layer on fp32
+weights and inputs after kbit preparation) run at the card's own FP32 rate
+(``fp32_tflops`` in ``gpus.csv``, datasheets): :func:`fp32_time`."""
+
+
+def fp32_time(rates: "Rates") -> float:
+    """Time of an fp32 matmul on the CUDA cores relative to the same FLOPs on the card's BF16
+    tensor cores: ``bf16_dense_tflops / fp32_tflops`` from the card's datasheets (A100 312 / 19.5
+    = 16, H100 SXM 989 / 67 = 14.8, RTX 4090 165.2 / 82.6 = 2, RTX PRO 6000 503.8 / 126 = 4: the
+    GeForce and workstation cards keep full-rate FP32 lanes while their tensor rate is lower)."""
+    return rates.peak_flops / rates.fp32_flops
+
+
+AMPERE_KERNEL_PEAK_SHARE = {"hopper": 0.35}
+"""Share of the dense BF16 peak that attention kernels written for Ampere reach on a newer
+architecture, where the class efficiency (:data:`MATMUL_EFFICIENCY`, set by cuBLAS's GEMMs that
+use the architecture's own instructions) would overstate them. PyTorch's flash backend is
+FlashAttention-2 (its sources vendored under ``aten/src/ATen/native/transformers/cuda/flash_attn``)
+and its memory-efficient backend is xformers' CUTLASS kernel, built for ``cutlass::arch::Sm80``
+on every card of compute capability 8.0 and above (``mem_eff_attention/gemm_kernel_utils.h``,
+``DISPATCH_ARCHTAG``): both issue Ampere's ``mma.sync``, not Hopper's ``wgmma``. Hopper: 0.35,
+"FlashAttention-2 achieving only 35% utilization on the H100 GPU" (Shah et al. 2024,
+FlashAttention-3, arXiv:2407.08608, abstract); cuDNN's attention and FlashAttention-3 use
+``wgmma`` (the same abstract: 75 % of the peak) and keep the class efficiency. The
+memory-efficient kernel's :data:`ATTENTION_KERNEL_TIME` applies on top. The share applies to
+the kernels SDPA dispatches, whose code is PyTorch's own; the request's ``attention`` ``flash``
+names the FlashAttention package without its version (transformers' ``flash_attention_2`` or
+``flash_attention_3``, which uses ``wgmma``) and keeps the class efficiency. No published figure is
+read here for Ampere kernels on Blackwell: those cards keep the class efficiency. Stated from
+a source, not fitted."""
+
 
 DEQUANT_WRITE_BYTES = 2
 """bitsandbytes ``MatMul4Bit`` (bitsandbytes 0.49.2, ``autograd/_functions.py``) dequantises
@@ -177,6 +205,13 @@ the whole NF4 weight to a 16-bit tensor (``dequantize_4bit``) before each matmul
 and again in backward for the input gradient: per pass it writes 2 bytes per weight; the
 matmul then reads the 16-bit copy like any bf16 weight. What it reads is
 :func:`dequantisation_bytes_per_weight`."""
+
+FP32_DEQUANT_WRITE_BYTES = 4
+"""Bytes per weight of the dequantized copy when the 4-bit matmul computes in fp32
+(``qlora_compute_dtype_from_input`` on fp32 activations; bitsandbytes 0.45 ``MatMul4Bit``:
+``F.dequantize_4bit(B, quant_state).to(A.dtype)``): 4 instead of :data:`DEQUANT_WRITE_BYTES`.
+``dequantize_4bit`` writes ``quant_state.dtype``, fp32 for a model loaded in fp32; a model
+loaded in bf16 also casts its bf16 copy up (2 + 4 bytes more per weight), not counted."""
 
 NF4_BLOCK = 64
 """Weights per absmax block of bitsandbytes' 4-bit weights (``Linear4bit`` / ``Params4bit``
@@ -540,9 +575,16 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     lora_out = LORA_BYTES_PER_OUTPUT
     loss = LOSS_BYTES_PER_LOGIT
     kbit_casts = 0.0
+    # bitsandbytes up to 0.46 computes each 4-bit matmul in its input's dtype: on fp32
+    # activations, fp32 dequantized weights and fp32 matmuls, with no cast around them
+    fp32_4bit = (
+        req.method is Method.QLORA
+        and req.qlora_compute_dtype_from_input
+        and attention_dtype(req) == "fp32"
+    )
     if st.request_regime(req) is st.KBIT_FP32:
         # fp32 activations: the same kernels move 4-byte elements; each 4-bit linear casts
-        # its input down and its output back up
+        # its input down and its output back up (not when it computes in fp32 itself)
         fp32 = FP32_ACTIVATION_BYTES_PER_ELEMENT
         norm = fp32["norm", mode] if arch.norm_kind == "rms" else 2 * norm
         residual = fp32["residual", mode]
@@ -552,13 +594,25 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         lora_out = fp32["lora_output", mode]
         loss = fp32["loss_logit", mode]
         kbit_casts = (
-            KBIT_CAST_BYTES_PER_ELEMENT * arch.num_layers * (per_layer_in + per_layer_out) * passes
+            0.0
+            if fp32_4bit
+            else KBIT_CAST_BYTES_PER_ELEMENT
+            * arch.num_layers
+            * (per_layer_in + per_layer_out)
+            * passes
         )
     fp32_head_flops = 0.0
     if st.request_regime(req) is st.KBIT_FP32 and not req.qlora_output_layer_quantized:
         # the output layer's weight and input are fp32: 2 V h forward, 2 V h for the input
         # gradient (the layer is frozen)
         fp32_head_flops = 4.0 * arch.vocab_size * h
+    if fp32_4bit:
+        # every 4-bit linear's matmul in fp32: 2 FLOPs per weight per pass (forward,
+        # recompute, the input gradient of the frozen weight)
+        quantized_per_layer = sum(
+            l.active * l.d_in * l.d_out for l in arch.linears if l.quantizable
+        )
+        fp32_head_flops += 2.0 * arch.num_layers * quantized_per_layer * passes
     per_layer = (
         arch.norms_per_layer * norm * h
         + 2 * residual * h
@@ -593,7 +647,10 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         quantized_bytes=float(qbytes),
         trainable=trainable,
         dequantisation_bytes=layout.quantized
-        * dequantisation_bytes_per_weight(req.qlora_double_quant),
+        * (
+            dequantisation_bytes_per_weight(req.qlora_double_quant)
+            + (FP32_DEQUANT_WRITE_BYTES - DEQUANT_WRITE_BYTES if fp32_4bit else 0)
+        ),
         grad_params=st.gradient_params(req, layout) if trainable == layout.trainable else trainable,
         reg=reg,
         passes=passes,
@@ -655,26 +712,36 @@ def _kernel(c: "Counts", capability: tuple[int, int]) -> attn_kernels.AttentionK
     )
 
 
-def attention_time_factor(c: "Counts", capability: tuple[int, int] | None) -> float:
-    """Time of the attention matmuls relative to the same FLOPs on the flash kernel in bf16: the
-    kernel PyTorch dispatches (:func:`calc.attention.attention_kernel`) times its
-    :data:`ATTENTION_KERNEL_TIME`, times :data:`FP32_ATTENTION_TIME` for fp32 inputs. The math
-    backend runs fp32 matmuls whatever the input dtype (it upcasts: see
-    :data:`SCORE_BYTES_PER_ELEMENT`) and eager runs cuBLAS matmuls in the input dtype, both
-    without tensor cores in fp32 (``allow_tf32`` off by default). A card without CUDA (AMD)
-    keeps 1.0: the dispatch read here is CUDA's."""
+def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> float:
+    """Time of the attention matmuls relative to the same FLOPs at the card class's matmul
+    ``efficiency`` in bf16: the kernel PyTorch dispatches (:func:`calc.attention.attention_kernel`)
+    times its :data:`ATTENTION_KERNEL_TIME`, times :data:`FP32_ATTENTION_TIME` for fp32 inputs on
+    tensor cores, times ``efficiency / share`` where SDPA dispatches an Ampere-generation kernel
+    (flash, memory-efficient) on an architecture of :data:`AMPERE_KERNEL_PEAK_SHARE` and the share
+    is below the class efficiency. The math backend runs fp32 matmuls whatever the input dtype (it
+    upcasts: see :data:`SCORE_BYTES_PER_ELEMENT`) and eager runs cuBLAS matmuls in the input
+    dtype, both without tensor cores in fp32 (``allow_tf32`` off by default): the card's
+    :func:`fp32_time`. A card without CUDA (AMD) keeps 1.0: the dispatch read here is CUDA's."""
+    capability = rates.capability
     if capability is None:
         return 1.0
     kernel = _kernel(c, capability)
     if kernel.backend == attn_kernels.MATH or (
         kernel.backend == attn_kernels.EAGER and c.attention_dtype == "fp32"
     ):
-        return FP32_ATTENTION_TIME["fp32"]
+        return fp32_time(rates)
     if kernel.backend == attn_kernels.EAGER:
         return 1.0
     factor = ATTENTION_KERNEL_TIME[kernel.backend]
     if c.attention_dtype == "fp32":
-        factor *= FP32_ATTENTION_TIME["tf32x3" if kernel.tensor_cores else "fp32"]
+        factor *= FP32_ATTENTION_TIME["tf32x3"] if kernel.tensor_cores else fp32_time(rates)
+    share = AMPERE_KERNEL_PEAK_SHARE.get(rates.architecture, 1.0)
+    sdpa_ampere_kernel = c.attention_impl == "sdpa" and kernel.backend in (
+        attn_kernels.FLASH,
+        attn_kernels.EFFICIENT,
+    )
+    if sdpa_ampere_kernel and share < efficiency:
+        factor *= efficiency / share
     return factor
 
 
@@ -754,14 +821,17 @@ class StepBreakdown:
 
 @dataclass(frozen=True)
 class Rates:
-    """The rates of one card: peak FLOP/s, memory and link bandwidths (bytes/s)."""
+    """The rates of one card: peak FLOP/s (BF16 and FP8 tensor, FP32 without tensor cores),
+    memory and link bandwidths (bytes/s)."""
 
     peak_flops: float
     fp8_peak_flops: float
     memory_bytes_per_s: float
     link: comm.Link
     host_bytes_per_s: float
+    fp32_flops: float  # FP32 without tensor cores (gpus.csv fp32_tflops)
     capability: tuple[int, int] | None = None  # CUDA compute capability; None without CUDA
+    architecture: str = ""  # gpus.csv architecture: the key of AMPERE_KERNEL_PEAK_SHARE
 
 
 _RATES: dict[tuple[Gpu, int, str], Rates] = {}
@@ -781,9 +851,11 @@ def _card_rates(gpu: Gpu, num_gpus: int, network: str) -> Rates:
         memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
         link=comm.collective_link(gpu, num_gpus, network),
         host_bytes_per_s=comm.host_link_bytes_per_s(gpu.pcie_gen),
+        fp32_flops=gpu.fp32_flops,
         capability=attn_kernels.compute_capability(gpu.architecture, gpu.id)
         if gpu.stack == "cuda"
         else None,
+        architecture=gpu.architecture,
     )
 
 
@@ -827,7 +899,7 @@ def step_breakdown(
     t_fwd = phase_compute(f.forward, f.linear_forward)
     t_bwd = phase_compute(f.backward + f.recompute, f.linear_backward + f.linear_recompute)
     # attention kernels slower than flash (mask tensor, eager, fp32 inputs): the extra time
-    slower = attention_time_factor(c, rates.capability) - 1.0
+    slower = attention_time_factor(c, rates, efficiency) - 1.0
     if slower and f.attention_forward:
         extra = T * f.attention_total * slower / (rates.peak_flops * eff)
         fwd_part = 1.0 / (3.0 + (1.0 if f.recompute else 0.0))
@@ -837,10 +909,7 @@ def step_breakdown(
     # CUDA cores: the extra time over the 16-bit rate the compute above priced them at
     if c.fp32_matmul_flops_per_token and rates.capability is not None:
         extra = (
-            T
-            * c.fp32_matmul_flops_per_token
-            * (FP32_ATTENTION_TIME["fp32"] - 1.0)
-            / (rates.peak_flops * eff)
+            T * c.fp32_matmul_flops_per_token * (fp32_time(rates) - 1.0) / (rates.peak_flops * eff)
         )
         t_fwd += extra / 2
         t_bwd += extra / 2

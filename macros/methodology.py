@@ -170,6 +170,49 @@ def calc_constants(lang: str, group: str) -> str:
     return render(rows, cols, lang, f"calc_constants_{group}", f"caption.constants_{group}")
 
 
+TIME_RATE_CONSTANTS = (
+    "calc.timing.ATTENTION_KERNEL_TIME",
+    "calc.timing.AMPERE_KERNEL_PEAK_SHARE",
+    "calc.timing.FP32_ATTENTION_TIME",
+    "calc.timing.FP32_DEQUANT_WRITE_BYTES",
+)
+"""The constants that price attention kernels and fp32 work, shown on the time page beside the
+cards' FP32 rates."""
+
+
+def time_rate_constants(lang: str) -> str:
+    """The attention kernels' and fp32 work's constants (:data:`TIME_RATE_CONSTANTS`): value
+    read from calc, meaning and source, as in the constants table."""
+    rows = [
+        {
+            "name": _constant_name(k),
+            "value": constant_value(k, lang),
+            "meaning": _described(k, lang),
+        }
+        for k in TIME_RATE_CONSTANTS
+    ]
+    cols = [
+        Col("name", "col.constant", "node", row_header=True),
+        Col("value", "col.value", "node"),
+        Col("meaning", "col.meaning", "node"),
+    ]
+    return render(rows, cols, lang, "time_rate_constants", "caption.time_rate_constants")
+
+
+def gpu_fp32_rates(lang: str) -> str:
+    """Each card's FP32 rate without tensor cores beside its dense BF16 rate, with the FP32
+    figure's source (the catalogue's ``fp32_tflops`` and ``fp32_source``)."""
+    from .rows import gpu_rows
+
+    cols = [
+        Col("name", "col.gpu", "text", row_header=True),
+        Col("bf16_dense_tflops", "col.bf16_tflops", "tflops"),
+        Col("fp32_tflops", "col.fp32_tflops", "tflops"),
+        Col("fp32_source", "col.fp32_source", "text", recorded_in="en"),
+    ]
+    return render(gpu_rows(None), cols, lang, "gpu_fp32_rates", "caption.gpu_fp32_rates")
+
+
 def plan_defaults_table(lang: str) -> str:
     """Numeric defaults of the plan request (group ``plan`` of :data:`calc.fields.FIELDS`), with
     their sources."""
@@ -475,6 +518,8 @@ MACROS = (
     "validation_time_uncovered",
     "validation_qlora_ratio",
     "validation_time_fit",
+    "time_rate_constants",
+    "gpu_fp32_rates",
 )
 
 

@@ -350,11 +350,33 @@ def test_derived_rates_are_marked_in_the_catalogue_and_on_the_gpu_page():
             "dense BF16 w/ FP32 acc is DERIVED" in gpu.source
         )
         assert says <= ("bf16_dense_tflops" in gpu.derived), gpu.id
-    assert gpus.get_gpu("rtx-pro-6000").derived == ("bf16_dense_tflops", "fp8_dense_tflops")
+        # the FP32 rate's own source says DERIVED exactly when the row marks it
+        assert gpu.fp32_source.startswith("DERIVED") == ("fp32_tflops" in gpu.derived), gpu.id
+    assert gpus.get_gpu("rtx-pro-6000").derived == (
+        "bf16_dense_tflops",
+        "fp8_dense_tflops",
+        "fp32_tflops",
+    )
     assert gpus.get_gpu("h100-sxm").derived == ()
     assert gpus.get_gpu("rtx-pro-6000").to_dict()["derived"] == [
         "bf16_dense_tflops",
         "fp8_dense_tflops",
+        "fp32_tflops",
     ]
-    assert "dense BF16 rate, dense FP8 rate" in guides.gpu_catalogue("en")
-    assert "velocidad BF16 densa, velocidad FP8 densa" in guides.gpu_catalogue("es")
+    assert "dense BF16 rate, dense FP8 rate, FP32 rate" in guides.gpu_catalogue("en")
+    assert "velocidad BF16 densa, velocidad FP8 densa, velocidad FP32" in guides.gpu_catalogue("es")
+
+
+def test_every_card_has_a_sourced_fp32_rate_below_its_tensor_rate():
+    """FP32 without tensor cores, from the datasheets (or DERIVED, saying how): the rate fp32
+    matmuls run at. NVIDIA cards: below the BF16 tensor rate (A100 19.5 against 312); the
+    GeForce and workstation cards keep full-rate FP32 lanes (RTX 4090 82.6 against 165.2)."""
+    from calc import gpus
+
+    for gpu in gpus.all_gpus():
+        assert 0 < gpu.fp32_tflops and gpu.fp32_source, gpu.id
+        if gpu.vendor == "nvidia":
+            assert gpu.fp32_tflops < gpu.bf16_dense_tflops, gpu.id
+    assert gpus.get_gpu("a100-80gb-sxm").fp32_tflops == 19.5
+    assert gpus.get_gpu("h100-sxm").fp32_tflops == 67
+    assert gpus.get_gpu("rtx-4090").fp32_flops == 82.6e12

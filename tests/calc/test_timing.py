@@ -3,6 +3,8 @@ from the stated equations), its properties, and the throughput validation (LOSO)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -374,12 +376,10 @@ def test_faster_link_never_slows_a_step(
     req, opts, _ = _estimate(method, gc, gpu, n, sharding, offload, accum, compile_, fp8)
     c = timing.counts(req, req.sharding)
     rates = timing.card_rates(opts.gpu, n)
-    fast = timing.Rates(
-        rates.peak_flops,
-        rates.fp8_peak_flops,
-        rates.memory_bytes_per_s,
-        comm.Link(rates.link.kind, rates.link.bytes_per_s * factor),
-        rates.host_bytes_per_s * factor,
+    fast = replace(
+        rates,
+        link=comm.Link(rates.link.kind, rates.link.bytes_per_s * factor),
+        host_bytes_per_s=rates.host_bytes_per_s * factor,
     )
     kw = dict(
         num_gpus=n, sharding=req.sharding, cpu_offload=req.cpu_offload, efficiency=0.5, fp8=fp8
@@ -508,8 +508,8 @@ def _counts_and_rates(gpu_id: str, **request):
         # is counted apart (score_bytes_per_token)
         ("a100-80gb-sxm", {"attention": "eager"}, 1.0),
         # sm75 has neither flash nor bf16 memory-efficient: the math backend, which upcasts
-        # to fp32 and runs without tensor cores
-        ("t4", {}, timing.FP32_ATTENTION_TIME["fp32"]),
+        # to fp32 and runs without tensor cores, at the T4's own FP32 rate (65 / 8.1)
+        ("t4", {}, 65 / 8.1),
         # QLoRA after prepare_model_for_kbit_training, no autocast: q, k, v in fp32 reach the
         # memory-efficient kernel's 3xTF32 path
         (
@@ -529,7 +529,8 @@ def _counts_and_rates(gpu_id: str, **request):
 )
 def test_attention_kernel_time_factor(gpu_id, request_keys, factor):
     c, rates, _ = _counts_and_rates(gpu_id, **request_keys)
-    assert timing.attention_time_factor(c, rates.capability) == factor
+    # at an efficiency below the Hopper share of Ampere-generation kernels: no share applies
+    assert timing.attention_time_factor(c, rates, 0.3) == pytest.approx(factor)
 
 
 def test_materialised_scores_are_counted_not_a_factor():
@@ -654,14 +655,7 @@ def test_ring_latency_is_exposed_per_layer_under_zero3():
     req, opts = parse_plan_request({**NETWORK_PLAN, "num_gpus": 16, "network": "ethernet-25"})
     c = timing.counts(req, req.sharding)
     rates = timing.card_rates(opts.gpu, 16, "ethernet-25")
-    no_lat = timing.Rates(
-        rates.peak_flops,
-        rates.fp8_peak_flops,
-        rates.memory_bytes_per_s,
-        comm.Link(rates.link.kind, rates.link.bytes_per_s),
-        rates.host_bytes_per_s,
-        rates.capability,
-    )
+    no_lat = replace(rates, link=comm.Link(rates.link.kind, rates.link.bytes_per_s))
     args = dict(
         num_gpus=16, sharding=Sharding.ZERO3, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
     )
@@ -698,9 +692,26 @@ def test_kbit_prepared_qlora_moves_fp32_activations_and_casts_each_4bit_linear()
     assert plain.fp32_matmul_flops_per_token == 0.0
 
 
-def test_fp32_output_layer_runs_at_the_fp32_rate():
+@pytest.mark.parametrize(
+    "gpu_id, fp32_time",
+    [
+        # datasheets: BF16 dense over FP32 without tensor cores
+        ("a100-80gb-sxm", 312 / 19.5),
+        ("h100-sxm", 989 / 67),
+        # the workstation Blackwell keeps full-rate FP32 lanes: 4x, not the A100's 16x
+        ("rtx-pro-6000", 503.8 / 126.0),
+        ("rtx-4090", 165.2 / 82.6),
+    ],
+)
+def test_fp32_time_is_each_cards_datasheet_ratio(gpu_id, fp32_time):
+    rates = timing.card_rates(gpus.get_gpu(gpu_id), 1)
+    assert timing.fp32_time(rates) == pytest.approx(fp32_time)
+
+
+@pytest.mark.parametrize("gpu_id", ["a100-80gb-sxm", "rtx-pro-6000"])
+def test_fp32_output_layer_runs_at_the_fp32_rate(gpu_id):
     kw = {"method": "qlora", "framework": "pytorch-loop", "seq_len": 2048, "micro_batch_size": 1}
-    c, rates, _ = _counts_and_rates("a100-80gb-sxm", **kw)
+    c, rates, _ = _counts_and_rates(gpu_id, **kw)
     args = dict(
         num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
     )
@@ -712,7 +723,108 @@ def test_fp32_output_layer_runs_at_the_fp32_rate():
     extra = (
         c.tokens_micro
         * c.fp32_matmul_flops_per_token
-        * (timing.FP32_ATTENTION_TIME["fp32"] - 1)
+        * (timing.fp32_time(rates) - 1)
         / (rates.peak_flops * 0.5 * sat)
     )
     assert with_head - without.compute == pytest.approx(extra)
+    # the fp32 FLOPs take the card's own FP32 time: FLOPs / (FP32 peak x efficiency)
+    fp32_seconds = c.tokens_micro * c.fp32_matmul_flops_per_token / (rates.fp32_flops * 0.5 * sat)
+    assert extra == pytest.approx(fp32_seconds - fp32_seconds * rates.fp32_flops / rates.peak_flops)
+
+
+@pytest.mark.parametrize(
+    "gpu_id, request_keys, factor",
+    [
+        # SDPA's flash backend (FlashAttention-2) on Hopper, chosen where cuDNN comes last
+        # (torch 2.5): Ampere's mma.sync, 35 % of the peak against the class's 60 %
+        ("h100-sxm", {"sdpa_cudnn_last": True}, 0.6 / 0.35),
+        # the FlashAttention package names no version (FA3 uses wgmma): the class efficiency
+        ("h100-sxm", {"attention": "flash"}, 1.0),
+        # torch 2.5's order (cuDNN last) sends a padding mask to the memory-efficient kernel,
+        # also Ampere code: twice flash's time, at the Hopper share
+        (
+            "h100-sxm",
+            {"attention_mask": "padding", "sdpa_cudnn_last": True},
+            timing.ATTENTION_KERNEL_TIME["efficient"] * 0.6 / 0.35,
+        ),
+        # cuDNN (wgmma) keeps the class efficiency on Hopper
+        ("h100-sxm", {"attention_mask": "padding"}, 1.0),
+        # on the A100 FlashAttention-2 is native: the class efficiency holds
+        ("a100-80gb-sxm", {"sdpa_cudnn_last": True}, 1.0),
+        # no published share for Ampere kernels on Blackwell: the class efficiency holds
+        ("b200", {"sdpa_cudnn_last": True}, 1.0),
+    ],
+)
+def test_ampere_attention_kernels_run_at_their_hopper_share(gpu_id, request_keys, factor):
+    c, rates, _ = _counts_and_rates(gpu_id, **request_keys)
+    assert timing.attention_time_factor(c, rates, 0.6) == pytest.approx(factor)
+
+
+def test_the_hopper_share_only_caps_a_higher_efficiency():
+    # a user's mfu below the share: the kernel is not slowed further
+    c, rates, _ = _counts_and_rates("h100-sxm", sdpa_cudnn_last=True)
+    assert timing.attention_time_factor(c, rates, 0.3) == 1.0
+    assert timing.attention_time_factor(c, rates, 0.6) > 1.0
+
+
+def test_bitsandbytes_up_to_0_46_runs_4bit_matmuls_in_fp32_on_fp32_activations():
+    """bitsandbytes 0.45-0.46 take each 4-bit linear's compute dtype from its first input: on
+    fp32 activations (kbit preparation, no autocast) every 4-bit matmul is an fp32 matmul on
+    the CUDA cores, its dequantized weight is written in fp32 and the casts around it vanish."""
+    kw = {"method": "qlora", "framework": "pytorch-loop", "seq_len": 2048, "micro_batch_size": 1}
+    bf16, rates, req = _counts_and_rates("a100-80gb-sxm", **kw)
+    fp32, _, _ = _counts_and_rates("a100-80gb-sxm", **kw, qlora_compute_dtype_from_input=True)
+    arch = req.model
+    quantized = arch.num_layers * sum(
+        l.active * l.d_in * l.d_out for l in arch.linears if l.quantizable
+    )
+    # forward, recompute and the input gradient: 2 FLOPs per 4-bit weight each
+    assert req.gradient_checkpointing
+    assert fp32.fp32_matmul_flops_per_token - bf16.fp32_matmul_flops_per_token == pytest.approx(
+        2.0 * quantized * 3
+    )
+    # the dequantized copy is 4 bytes, not 2, per weight and pass
+    weights = fp32.quantized_params
+    assert fp32.dequantisation_bytes - bf16.dequantisation_bytes == pytest.approx(
+        weights * (timing.FP32_DEQUANT_WRITE_BYTES - timing.DEQUANT_WRITE_BYTES)
+    )
+    # the input and output casts of each 4-bit linear are gone
+    io = sum(l.active * (l.d_in + l.d_out) for l in arch.linears if l.quantizable)
+    casts = timing.KBIT_CAST_BYTES_PER_ELEMENT * arch.num_layers * io * 3
+    assert bf16.elementwise_bytes_per_token - fp32.elementwise_bytes_per_token == pytest.approx(
+        casts
+    )
+    args = dict(
+        num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    slow = timing.step_breakdown(fp32, rates, **args).step_seconds
+    fast = timing.step_breakdown(bf16, rates, **args).step_seconds
+    assert slow > 3 * fast  # an A100 runs fp32 matmuls 16x slower than bf16 ones
+
+
+@pytest.mark.parametrize(
+    "request_keys",
+    [
+        # 16-bit activations: the compute dtype stays 16-bit whatever bitsandbytes does
+        {"precision": "bf16-mixed"},
+        {"behaviour": {"qlora_prepare_kbit": False}},
+    ],
+)
+def test_the_input_dtype_rule_needs_fp32_activations(request_keys):
+    kw = {"method": "qlora", "framework": "pytorch-loop", "seq_len": 2048, "micro_batch_size": 1}
+    off, _, _ = _counts_and_rates("a100-80gb-sxm", **kw, **request_keys)
+    on, _, _ = _counts_and_rates(
+        "a100-80gb-sxm", **kw, **request_keys, qlora_compute_dtype_from_input=True
+    )
+    assert on == off
+
+
+def test_transformers_4_loops_take_bitsandbytes_0_45_compute_dtype_rule():
+    # the profile of hand-written loops on transformers 4.46-4.53 sets it; calc's default
+    # (bitsandbytes 0.49.2) and the transformers 5 loop do not
+    assert _counts_and_rates("a100-80gb-sxm", framework="pytorch-loop-4")[
+        2
+    ].qlora_compute_dtype_from_input
+    assert not _counts_and_rates("a100-80gb-sxm", framework="pytorch-loop")[
+        2
+    ].qlora_compute_dtype_from_input
