@@ -18,7 +18,11 @@ length down to it, so the mass above ``max`` lands on ``max``. ``seq_len`` stays
 is :data:`DEFAULT_SIGMA` (an assumption; giving both replaces it). With neither, every sample
 is ``max`` long. A ``mean`` the clipped log-normal cannot reach with ``p90`` (a mean above ``p90``,
 or far below it) gets the nearest one it can, and the warning
-``length_stats_approximated``.
+``length_stats_approximated``. Two quantiles leave the tail to the family: on a published
+length histogram with a third one (AlpacaDataCleaned's p99), the log-normal's p99 lies well
+above the data's, and gamma's and Weibull's fitted to the same two less so
+(``python -m benchmarks.length_tail``); one histogram does not choose a family, so the
+log-normal stays, and its longest samples err long.
 
 **The step sequence.** :func:`data_shape` cuts :data:`SAMPLES` sample lengths (at least one
 micro-batch) into micro-batches of ``micro_batch_size`` samples, in the order drawn. The
