@@ -337,6 +337,7 @@ class DataShape:
     peak_batch_tokens: int  # padded tokens of the longest micro-batch
     real_total: int
     padded_total: int
+    samples: int | None = None  # samples the run sees (None: not said)
 
     @property
     def peak_length(self) -> int:
@@ -354,7 +355,7 @@ class DataShape:
         return max(1, round(self.padded_total / (len(self.tokens) * self.micro_batch_size)))
 
     def to_dict(self) -> JsonObject:
-        return {
+        out: JsonObject = {
             "batching": self.batching.value,
             "micro_batches_drawn": len(self.tokens),
             "peak_batch_tokens": self.peak_batch_tokens,
@@ -363,6 +364,9 @@ class DataShape:
             "mean_padded_sample_tokens": self.mean_padded_length,
             "padding_ratio": self.padding_ratio,
         }
+        if self.samples is not None:  # the run's length, where the request says it
+            out["samples_seen"] = self.samples
+        return out
 
 
 @lru_cache(maxsize=4)
@@ -422,6 +426,7 @@ def data_shape(
             full,
             full * batches,
             full * batches,
+            samples,
         )
     lengths, exact = sample_lengths(stats, seq_len, batches * micro_batch_size)
     if samples is not None:  # the run's longest sample: the expected longest of its samples
@@ -452,6 +457,7 @@ def data_shape(
         max(padded),
         sum(reals),
         sum(padded),
+        samples,
     )
 
 

@@ -330,9 +330,11 @@ def test_a_shorter_run_meets_a_shorter_longest_batch():
         peaks.append(est["data"]["peak_batch_tokens"])
         allocated.append(est["peak_allocated_bytes"])
         assert est["request"]["max_steps"] == steps
+        assert est["data"]["samples_seen"] == steps * 2 * 4
     assert peaks == sorted(peaks) and allocated == sorted(allocated)
     assert peaks[0] < peaks[2] < peaks[-1] == 2 * 1585
     default = calc.estimate(SHORT)
+    assert "samples_seen" not in default["data"]
     assert default["data"]["peak_batch_tokens"] == 2 * 1585  # no run length: SAMPLES draws
     # 60 steps of 2 x 4 samples: the expected longest of 480, each micro-batch padded to it
     from calc.lengths import expected_longest
