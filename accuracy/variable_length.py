@@ -70,10 +70,16 @@ def covered(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def row_request(row: dict[str, str], today: bool = True) -> dict[str, object]:
-    """The row's request: as recorded, or (``today``) with ``today_request_changes`` merged."""
+    """The row's request: as recorded, or (``today``) with ``today_request_changes`` merged and
+    the run's length the row records (its ``max_steps`` column), which calc reads as the number
+    of samples the run meets (``max_steps``, :func:`calc.lengths.samples_seen`): the recorded
+    requests predate that key, and their first contact stays as judged."""
     request: dict[str, object] = json.loads(row["calc_request"])
-    if today and row.get("today_request_changes"):
-        request.update(json.loads(row["today_request_changes"]))
+    if today:
+        if row.get("max_steps"):
+            request.setdefault("max_steps", int(row["max_steps"]))
+        if row.get("today_request_changes"):
+            request.update(json.loads(row["today_request_changes"]))
     return request
 
 

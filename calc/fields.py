@@ -145,6 +145,7 @@ MAX_MICRO_BATCH = 65_536
 MAX_LORA_RANK = 65_536
 MAX_GPUS = 65_536
 MAX_ACCUMULATION = 65_536
+MAX_STEPS = 1_000_000_000  # a billion optimizer steps: beyond every published run, a typo
 MAX_DATASET_TOKENS = 1e15  # beyond every published training corpus: a typo
 MAX_STARTS = 100_000
 
@@ -349,6 +350,8 @@ class FieldSpec:
         if kind == "bool":
             return check_bool(key, value)
         if kind == "int":
+            if self.optional and value is None:
+                return None
             return check_int(key, value, None if self.maximum is None else int(self.maximum))
         if kind == "fraction":
             return check_fraction(key, value)
@@ -473,6 +476,24 @@ FIELDS: tuple[FieldSpec, ...] = (
             "stay alive through the forward and backward of the next ones; with FSDP / ZeRO-2/3 "
             "on several GPUs, accumulation under ``no_sync`` keeps them unsharded "
             "(:func:`calc.states.accumulates_unsharded_gradients`)."
+        ),
+    ),
+    FieldSpec(
+        "max_steps",
+        "int",
+        None,
+        READER,
+        optional=True,
+        minimum=1,
+        maximum=MAX_STEPS,
+        doc=(
+            "optimizer steps the run takes (Hugging Face ``TrainingArguments.max_steps``, TRL "
+            "and axolotl ``max_steps``). With ``length_stats`` it says how many samples the run "
+            "meets, ``max_steps x micro_batch_size x gradient_accumulation_steps x num_gpus``, "
+            "and so how long its longest micro-batch is expected to be "
+            "(:func:`calc.lengths.expected_longest`): a short run meets a shorter longest sample "
+            "than a long one. Default ``null``: the plan derives the samples from "
+            "``dataset_tokens x epochs``, the estimate draws :data:`calc.lengths.SAMPLES`."
         ),
     ),
     _bool(

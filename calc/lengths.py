@@ -18,7 +18,11 @@ length down to it, so the mass above ``max`` lands on ``max``. ``seq_len`` stays
 is :data:`DEFAULT_SIGMA` (an assumption; giving both replaces it). With neither, every sample
 is ``max`` long. A ``mean`` the clipped log-normal cannot reach with ``p90`` (a mean above ``p90``,
 or far below it) gets the nearest one it can, and the warning
-``length_stats_approximated``.
+``length_stats_approximated``. Two quantiles leave the tail to the family: on a published
+length histogram with a third one (AlpacaDataCleaned's p99), the log-normal's p99 lies well
+above the data's, and gamma's and Weibull's fitted to the same two less so
+(``python -m benchmarks.length_tail``); one histogram does not choose a family, so the
+log-normal stays, and its longest samples err long.
 
 **The step sequence.** :func:`data_shape` cuts :data:`SAMPLES` sample lengths (at least one
 micro-batch) into micro-batches of ``micro_batch_size`` samples, in the order drawn. The
@@ -45,6 +49,20 @@ peak of a run is set by its longest micro-batch, and a run meets thousands of sa
 longest of 4,096 draws is about the 99.98th percentile of the lengths, and a sequence of
 4,096 costs about a millisecond in CPython (``python -m benchmarks.bench_lengths``), inside the
 estimate's time budget of 5 ms.
+
+**How long the run is.** The longest micro-batch a run meets depends on how many samples it
+sees: a 60-step run of 8 samples a step meets 480, one epoch over a 51k-sample dataset meets
+51k, and the longest of 480 is much shorter than the longest of 51k. Where the request says
+how many (:func:`samples_seen`: ``max_steps`` x ``micro_batch_size`` x
+``gradient_accumulation_steps`` x ``num_gpus``, every GPU's samples, since the run stops at
+the first GPU out of memory; or a plan's ``dataset_tokens x epochs`` over the mean sample
+length), the step sequence is the run's own: its first ``min(samples, SAMPLES)`` draws, in
+whole micro-batches, and its longest sample is :func:`expected_longest`, the expected value of
+the longest of ``samples`` lengths drawn from the fitted distribution (a deterministic figure,
+the same for every seed: a draw's own longest sample swings by the luck of the draw, most of
+all for a short run). A drawn sample above it is cut to it and the longest draw set to it, so
+the peak is that figure, rising with the run's length and never above ``max``. Where the request
+does not say, the sequence is the :data:`SAMPLES` draws as above.
 """
 
 from __future__ import annotations
@@ -247,6 +265,63 @@ def fit(stats: LengthStats, top: int) -> tuple[float, float, bool]:
     return mu, sigma, True
 
 
+_LONGEST_NODES = 512
+"""Quadrature nodes of :func:`expected_longest` (its figure moves by under a token beyond)."""
+
+
+@lru_cache(maxsize=256)
+def expected_longest(stats: LengthStats, seq_len: int, samples: int) -> int:
+    """The expected length of the longest of ``samples`` lengths drawn from ``stats`` (clipped
+    at ``max``, then at ``seq_len``), rounded to a whole token.
+
+    With ``L = g(Z) = min(cap, max(1, exp(mu + sigma Z)))`` increasing in ``Z``, the longest of
+    ``n`` is ``g(Z_(n))``, and ``Z_(n)`` has the distribution function ``Phi(z)^n``: with
+    ``v = Phi(z)^n`` uniform on ``[0, 1]``, ``E[g(Z_(n))] = int_0^1 g(Phi^-1(v^(1/n))) dv``.
+    The integrand rises steeply as ``v`` nears 1 (the tail), so the integral is taken in
+    ``w = sqrt(1 - v)`` (``dv = 2w dw``) by the midpoint rule on :data:`_LONGEST_NODES` nodes,
+    and ``Phi^-1(v^(1/n))`` as ``-Phi^-1(q)``, ``q = -expm1(ln(v) / n)``, which keeps its
+    precision for runs of billions of samples. Each node rises with ``n``, so the figure never
+    falls as the run grows; a run of one sample gets the distribution's mean."""
+    top = stats.max if stats.max is not None else seq_len
+    cap = min(top, seq_len)
+    if stats.mean is None and stats.p90 is None:
+        return cap
+    mu, sigma, _ = fit(stats, top)
+    inv, exp, log, expm1 = _NORMAL.inv_cdf, math.exp, math.log, math.expm1
+    k = _LONGEST_NODES
+    total = 0.0
+    for i in range(k):
+        w = (i + 0.5) / k
+        q = -expm1(log(1.0 - w * w) / samples)  # P(one sample is longer) at this node
+        z = -inv(q) if q < 1.0 else -40.0
+        total += min(cap, max(1.0, exp(min(mu + sigma * z, 700.0)))) * 2.0 * w
+    return min(cap, max(1, round(total / k)))
+
+
+def samples_seen(req: EstimateRequest) -> int | None:
+    """Samples the run sees on all its GPUs together: ``max_steps x micro_batch_size x
+    gradient_accumulation_steps x num_gpus`` where the request gives ``max_steps``, else the
+    count a plan derives from its dataset (:attr:`EstimateRequest.samples_seen`); ``None``
+    where nothing says how long the run is."""
+    if req.max_steps is not None:
+        return req.max_steps * req.micro_batch_size * req.gradient_accumulation_steps * req.num_gpus
+    return req.samples_seen
+
+
+def dataset_samples(stats: LengthStats, seq_len: int, tokens: float) -> int:
+    """Samples in ``tokens`` of data whose lengths follow ``stats``: ``ceil(tokens / mean)``,
+    ``mean`` the fitted distribution's, clipped as the samples are (at ``max``, then
+    ``seq_len``); at least one."""
+    top = stats.max if stats.max is not None else seq_len
+    cap = min(top, seq_len)
+    if stats.mean is None and stats.p90 is None:
+        mean = float(cap)
+    else:
+        mu, sigma, _ = fit(stats, top)
+        mean = _clipped_mean(mu, sigma, cap)
+    return max(1, math.ceil(tokens / mean))
+
+
 # --- the step sequence ------------------------------------------------------------------------------
 
 
@@ -262,6 +337,7 @@ class DataShape:
     peak_batch_tokens: int  # padded tokens of the longest micro-batch
     real_total: int
     padded_total: int
+    samples: int | None = None  # samples the run sees (None: not said)
 
     @property
     def peak_length(self) -> int:
@@ -279,7 +355,7 @@ class DataShape:
         return max(1, round(self.padded_total / (len(self.tokens) * self.micro_batch_size)))
 
     def to_dict(self) -> JsonObject:
-        return {
+        out: JsonObject = {
             "batching": self.batching.value,
             "micro_batches_drawn": len(self.tokens),
             "peak_batch_tokens": self.peak_batch_tokens,
@@ -288,6 +364,9 @@ class DataShape:
             "mean_padded_sample_tokens": self.mean_padded_length,
             "padding_ratio": self.padding_ratio,
         }
+        if self.samples is not None:  # the run's length, where the request says it
+            out["samples_seen"] = self.samples
+        return out
 
 
 @lru_cache(maxsize=4)
@@ -327,10 +406,16 @@ def _lengths(
 
 @lru_cache(maxsize=256)
 def data_shape(
-    stats: LengthStats, batching: Batching, seq_len: int, micro_batch_size: int
+    stats: LengthStats,
+    batching: Batching,
+    seq_len: int,
+    micro_batch_size: int,
+    samples: int | None = None,
 ) -> DataShape:
-    """The step sequence of the data (see the module docstring)."""
-    batches = max(1, SAMPLES // micro_batch_size)
+    """The step sequence of the data (see the module docstring); ``samples``: how many the
+    run sees (``None``: not said, :data:`SAMPLES` draws as they come)."""
+    drawn = SAMPLES if samples is None else min(samples, SAMPLES)
+    batches = max(1, drawn // micro_batch_size)
     if batching is Batching.PACKED:
         full = micro_batch_size * seq_len
         return DataShape(
@@ -341,8 +426,13 @@ def data_shape(
             full,
             full * batches,
             full * batches,
+            samples,
         )
     lengths, exact = sample_lengths(stats, seq_len, batches * micro_batch_size)
+    if samples is not None:  # the run's longest sample: the expected longest of its samples
+        longest = expected_longest(stats, seq_len, samples)
+        lengths = [n if n < longest else longest for n in lengths]
+        lengths[lengths.index(max(lengths))] = longest
     if batching is Batching.GROUPED:  # samples of like length share a micro-batch
         span = GROUP_MEGABATCH * micro_batch_size
         lengths = [
@@ -367,6 +457,7 @@ def data_shape(
         max(padded),
         sum(reals),
         sum(padded),
+        samples,
     )
 
 
@@ -374,7 +465,9 @@ def request_shape(req: EstimateRequest) -> DataShape | None:
     """The data shape of an estimate request, ``None`` without ``length_stats``."""
     if req.length_stats is None:
         return None
-    return data_shape(req.length_stats, req.batching, req.seq_len, req.micro_batch_size)
+    return data_shape(
+        req.length_stats, req.batching, req.seq_len, req.micro_batch_size, samples_seen(req)
+    )
 
 
 def micro_batch_tokens(req: EstimateRequest) -> list[int]:
@@ -399,9 +492,12 @@ __all__ = [
     "check_consistent",
     "check_length_stats",
     "data_shape",
+    "dataset_samples",
+    "expected_longest",
     "fit",
     "micro_batch_tokens",
     "parse_text",
     "request_shape",
     "sample_lengths",
+    "samples_seen",
 ]

@@ -19,7 +19,7 @@ Warning codes: the estimate's, plus ``does_not_fit_selected_gpu`` or ``borderlin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from . import gpus as gpu_catalogue
@@ -34,6 +34,7 @@ from .cost import (
 from .errors import InputError
 from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
+from .lengths import dataset_samples
 from .request import (
     MAX_MICRO_BATCH,
     MAX_SEQ_LEN,
@@ -95,8 +96,18 @@ def check_plan_field(key: str, value: object) -> object:
 
 
 def parse_plan_request(data: object) -> tuple[EstimateRequest, PlanOptions]:
+    """The estimate request and the plan's options. With ``length_stats`` and no ``max_steps``
+    the run's length is the dataset's: ``dataset_tokens x epochs`` over the mean sample length
+    (:func:`calc.lengths.dataset_samples`), the samples whose longest micro-batch sets the
+    memory peak (:func:`calc.lengths.samples_seen`)."""
     options = parse_plan_options(data)
-    return parse_estimate_request(data, "plan"), options
+    request = parse_estimate_request(data, "plan")
+    if request.length_stats is not None and request.max_steps is None:
+        seen = dataset_samples(
+            request.length_stats, request.seq_len, options.dataset_tokens * options.epochs
+        )
+        request = replace(request, samples_seen=seen)
+    return request, options
 
 
 # --- pieces of the plan ---------------------------------------------------------------------------

@@ -75,6 +75,7 @@ class EstimateRequest:
     cpu_offload: CpuOffload
     lora_dropout: float
     gradient_accumulation_steps: int
+    max_steps: int | None
     qlora_keeps_inputs: bool
     frozen_weight_grads: bool
     sync_each_micro_batch: bool
@@ -108,6 +109,9 @@ class EstimateRequest:
     # keys the framework profile filled (not part of the JSON form): a variant of this request
     # re-evaluates the conditional ones (calc.frameworks.reapplied)
     profile_keys: tuple[str, ...] = ()
+    # samples the run sees where a plan derives them from its dataset (not part of the JSON
+    # form; ``max_steps`` overrides it): calc.lengths.samples_seen
+    samples_seen: int | None = None
 
     @property
     def is_peft(self) -> bool:

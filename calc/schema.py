@@ -115,7 +115,7 @@ def property_schema(spec: FieldSpec) -> dict[str, Any]:
     if spec.kind == "enum":
         return {"type": "string", "enum": list(spec.choices or ())}
     if spec.kind == "int":
-        return {"type": "integer", **_number_bounds(spec)}
+        return {"type": ["integer", "null"] if spec.optional else "integer", **_number_bounds(spec)}
     if spec.kind in ("number", "fraction"):
         schema = {"type": ["number", "null"] if spec.optional else "number", **_number_bounds(spec)}
         return schema

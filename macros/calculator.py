@@ -67,7 +67,7 @@ GROUPS = (
     # (every key of group "behaviour" in calc.fields, added by form()) below it,
     # each of which stays adjustable for a version that differs
     # what the data looks like: sample lengths and how they are batched (calc.lengths)
-    ("legend_data", ("length_stats", "batching")),
+    ("legend_data", ("length_stats", "batching", "max_steps")),
     ("legend_library", ("framework",)),
     (
         "legend_method",

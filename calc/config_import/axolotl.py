@@ -373,7 +373,7 @@ KEYS: dict[str, keys.Key] = {
     "fsdp_version": keys.Key(_fsdp_version, ("sharding",)),
     "torch_compile": keys.Key(_torch_compile, ("torch_compile",)),
     "num_epochs": keys.call(hf.set_epochs, "epochs"),
-    "max_steps": keys.Key(hf.read_max_steps, ("dataset_tokens",)),
+    "max_steps": keys.Key(hf.read_max_steps, ("max_steps", "dataset_tokens")),
 }
 
 

@@ -205,6 +205,8 @@ def export_axolotl(request: JsonObject) -> str:
         out["chunked_cross_entropy"] = True
     out["torch_compile"] = req["torch_compile"]
     _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
+    if req.get("max_steps") is not None:
+        out["max_steps"] = req["max_steps"]
     if "epochs" in request:
         out["num_epochs"] = request["epochs"]
     return "\n".join(_header("axolotl", req, notes) + _yaml(out)) + "\n"
@@ -265,6 +267,8 @@ def export_trl(request: JsonObject) -> str:
         if req["cpu_offload"] == "optimizer+params":
             out["fsdp"] += " offload"
         out["fsdp"] += " auto_wrap"
+    if req.get("max_steps") is not None:
+        out["max_steps"] = req["max_steps"]
     if "epochs" in request:
         out["num_train_epochs"] = request["epochs"]
     return "\n".join(_header("trl", req, notes) + _yaml(out)) + "\n"
@@ -311,6 +315,8 @@ def export_llamafactory(request: JsonObject) -> str:
     out["enable_liger_kernel"] = req["chunked_loss"]
     out["torch_compile"] = req["torch_compile"]
     _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
+    if req.get("max_steps") is not None:
+        out["max_steps"] = req["max_steps"]
     if "epochs" in request:
         out["num_train_epochs"] = request["epochs"]
     return "\n".join(_header("llamafactory", req, notes) + _yaml(out)) + "\n"

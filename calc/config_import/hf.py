@@ -169,16 +169,13 @@ def finish_common(
     if steps_key is not None:
         key, value = steps_key
         # -1: the Trainer's "no step limit"
-        steps = (
-            None
-            if value in (-1, None)
-            else common.integer(rep, key, value, "dataset_tokens", maximum=2**62)
-        )
+        steps = None if value in (-1, None) else common.integer(rep, key, value, "max_steps")
         if value in (-1, None):
             rep.ignore(key)
         elif steps is None:
             pass
-        elif packing:
+        elif packing:  # the run's length, and its tokens: every row fills seq_len
+            rep.use(key, "max_steps", steps)
             req = rep.request
             tokens = (
                 steps
@@ -189,8 +186,8 @@ def finish_common(
             )
             rep.use_plan(key, "dataset_tokens", tokens, "packed_sequences_fill_seq_len")
             rep.plan["epochs"] = 1
-        else:
-            rep.unknown(key, "dataset_tokens_need_packing")
+        else:  # the run's length (how many samples it meets), not its tokens
+            rep.use(key, "max_steps", steps, "dataset_tokens_need_packing")
     rep.default("epochs", default_epochs, tool, plan=True)
     rep.default("num_gpus", 1, tool + ": one process unless launched with more")
 

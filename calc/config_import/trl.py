@@ -392,7 +392,7 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "activation_offloading": keys.boolean("activation_offload"),
     "torch_compile": keys.boolean("torch_compile"),
     "num_train_epochs": keys.call(hf.set_epochs, "epochs"),
-    "max_steps": keys.Key(hf.read_max_steps, ("dataset_tokens",)),
+    "max_steps": keys.Key(hf.read_max_steps, ("max_steps", "dataset_tokens")),
     "deepspeed": keys.Key(
         lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st.get("read_file")),
         common.DEEPSPEED_FIELDS,

@@ -98,7 +98,19 @@ def test_today_s_request_merges_the_reading_and_first_contact_keeps_the_recorded
     recorded = json.loads(row["calc_request"])
     changes = json.loads(row["today_request_changes"])
     assert vl.row_request(row, today=False) == recorded
-    assert vl.row_request(row) == {**recorded, **changes}
+    assert vl.row_request(row) == {**recorded, "max_steps": int(row["max_steps"]), **changes}
     assert row["reading_note"]
     # the recorded first contact is calc's answer to the request as written
     assert vl.judge_row(row, today=False).error != vl.judge_row(row).error
+
+
+@pytest.mark.parametrize("row", COVERED, ids=[r["id"] for r in COVERED])
+def test_today_s_request_sees_the_run_s_samples(row):
+    """Today's request carries the run's length the row records: calc then meets the row's
+    samples_seen, and the longest micro-batch is the expected longest of them, never longer
+    than that of the request as recorded (which says nothing of the run's length)."""
+    from calc.lengths import samples_seen
+
+    request = parse_estimate_request(vl.row_request(row))
+    assert samples_seen(request) == int(row["samples_seen"])
+    assert vl.judge_row(row).peak_batch_tokens <= vl.judge_row(row, today=False).peak_batch_tokens

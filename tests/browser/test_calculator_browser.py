@@ -193,6 +193,13 @@ PLAN_VARIATIONS = [
     {"length_stats": "mean:900,p90:2000", "micro_batch_size": "4", "seq_len": "4096"},
     {"length_stats": "mean:600,max:1024", "batching": "pad-max", "gpu": "l4"},
     {"length_stats": "p90:1500", "batching": "packed", "micro_batch_size": "2"},
+    # a short run (60 steps of 2 x 4 samples) meets a shorter longest sample than the draws'
+    {
+        "length_stats": "mean:225,p90:442,max:1585",
+        "max_steps": "60",
+        "micro_batch_size": "2",
+        "gradient_accumulation_steps": "4",
+    },
     # peft's prepare_model_for_kbit_training (fp32 outside the 4-bit weights), and a loop's loss
     # on the model's 16-bit logits
     {

@@ -119,7 +119,10 @@ def test_axolotl_values_and_report():
     assert req["chunked_loss"] is True and req["attention"] == "flash"
     assert keys["learning_rate"]["status"] == "ignored"
     assert keys["liger_rms_norm"]["status"] == "unknown"
-    assert keys["max_steps"]["status"] == "unknown"  # no packing: tokens per step unknown
+    # no packing: the run's length, but not its tokens
+    assert keys["max_steps"]["status"] == "used" and req["max_steps"] == 500
+    assert keys["max_steps"]["note"] == "dataset_tokens_need_packing"
+    assert "dataset_tokens" not in result["plan"]
     assert {"key": "lora_r", "status": "used", "field": "lora_rank", "value": 16} == keys["lora_r"]
 
 

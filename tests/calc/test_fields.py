@@ -70,7 +70,7 @@ def test_every_key_has_its_words_in_the_catalogue(lang):
 
 def test_the_request_classes_carry_exactly_the_registry_keys():
     estimate = {f.name for f in dataclasses.fields(EstimateRequest)}
-    assert estimate == {"model_id", "profile_keys", *spec_by_key("estimate")}
+    assert estimate == {"model_id", "profile_keys", "samples_seen", *spec_by_key("estimate")}
     assert {f.name for f in dataclasses.fields(PlanOptions)} == set(keys(PLAN))
     echoed = parse_estimate_request({"model": "llama-3.1-8b"}).to_dict()
     assert list(echoed) == [s.key for s in field_specs("estimate")]

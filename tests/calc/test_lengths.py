@@ -276,3 +276,139 @@ def test_grouped_batching_is_faster_per_real_token():
     grouped = calc.plan_setup({**base, "batching": "grouped"})["time"]
     assert grouped["padding_ratio"] < drawn["padding_ratio"]
     assert grouped["tokens_per_second_per_gpu"] > drawn["tokens_per_second_per_gpu"]
+
+
+# --- how long the run is ----------------------------------------------------------------------------
+
+ALPACA = {"mean": 225, "p90": 442, "max": 1585}
+SHORT = {
+    "model": "llama-3.1-8b",
+    "method": "qlora",
+    "micro_batch_size": 2,
+    "gradient_accumulation_steps": 4,
+    "seq_len": 2048,
+    "length_stats": ALPACA,
+}
+
+
+def _longest_by_integral(stats, seq_len, n, steps=200_000):
+    """E[max of n] = integral over [0, cap] of 1 - F(x)^n, F the clipped log-normal's
+    distribution function (1 at cap), by the trapezoid rule: apart from the quadrature of
+    calc.lengths.expected_longest."""
+    from statistics import NormalDist
+
+    top = stats.max or seq_len
+    cap = min(top, seq_len)
+    mu, sigma, _ = fit(stats, top)
+    phi = NormalDist().cdf
+
+    def survive(x):  # P(max > x) for x in [0, cap); lengths are at least 1
+        if x < 1:
+            return 1.0
+        return 1.0 - phi((math.log(x) - mu) / sigma) ** n
+
+    h = cap / steps
+    return h * (sum(survive(i * h) for i in range(1, steps)) + (survive(0) + survive(cap)) / 2)
+
+
+@pytest.mark.parametrize("n", [1, 8, 60, 480, 4096, 51_760])
+def test_expected_longest_is_the_mean_of_the_longest_of_n(n):
+    from calc.lengths import expected_longest
+
+    stats = LengthStats(**ALPACA)
+    assert expected_longest(stats, 2048, n) == pytest.approx(
+        _longest_by_integral(stats, 2048, n), abs=1.5
+    )
+
+
+def test_a_shorter_run_meets_a_shorter_longest_batch():
+    """max_steps x micro_batch_size x accumulation x GPUs samples: the longest micro-batch, and
+    the memory with it, rise with the run's length up to that of SAMPLES draws capped at max."""
+    peaks, allocated = [], []
+    for steps in (1, 5, 60, 600, 60_000):
+        est = calc.estimate({**SHORT, "max_steps": steps})
+        peaks.append(est["data"]["peak_batch_tokens"])
+        allocated.append(est["peak_allocated_bytes"])
+        assert est["request"]["max_steps"] == steps
+        assert est["data"]["samples_seen"] == steps * 2 * 4
+    assert peaks == sorted(peaks) and allocated == sorted(allocated)
+    assert peaks[0] < peaks[2] < peaks[-1] == 2 * 1585
+    default = calc.estimate(SHORT)
+    assert "samples_seen" not in default["data"]
+    assert default["data"]["peak_batch_tokens"] == 2 * 1585  # no run length: SAMPLES draws
+    # 60 steps of 2 x 4 samples: the expected longest of 480, each micro-batch padded to it
+    from calc.lengths import expected_longest
+
+    assert peaks[2] == 2 * expected_longest(LengthStats(**ALPACA), 2048, 480) < 2 * 1585
+    assert allocated[2] < default["peak_allocated_bytes"]
+
+
+def test_the_run_s_sequence_is_its_own_draws_up_to_samples():
+    from calc.lengths import SAMPLES, expected_longest
+
+    stats = LengthStats(**ALPACA)
+    drawn, _ = sample_lengths(stats, 2048, 480)
+    short = data_shape(stats, Batching.PAD_LONGEST, 2048, 2, 480)
+    longest = expected_longest(stats, 2048, 480)
+    assert len(short.tokens) == 240
+    cut = [min(n, longest) for n in drawn]
+    cut[cut.index(max(cut))] = longest
+    assert short.tokens == tuple(
+        (cut[i] + cut[i + 1], 2 * max(cut[i], cut[i + 1])) for i in range(0, 480, 2)
+    )
+    long = data_shape(stats, Batching.PAD_LONGEST, 2048, 2, 10**9)
+    assert len(long.tokens) == SAMPLES // 2 and long.peak_length == 1585
+
+
+def test_samples_count_every_gpu_and_the_plan_reads_the_dataset():
+    from calc.lengths import samples_seen
+
+    one = parse_estimate_request({**SHORT, "max_steps": 60})
+    two = parse_estimate_request({**SHORT, "max_steps": 60, "num_gpus": 2, "sharding": "ddp"})
+    assert (samples_seen(one), samples_seen(two)) == (480, 960)
+    assert samples_seen(parse_estimate_request(SHORT)) is None
+    plan = {**SHORT, "gpu": "rtx-4090"}
+    small = calc.plan_setup({**plan, "dataset_tokens": 225 * 480})["memory"]["data"]
+    large = calc.plan_setup({**plan, "dataset_tokens": 1e8})["memory"]["data"]
+    by_steps = calc.estimate({**SHORT, "max_steps": 60})["data"]
+    assert small["peak_batch_tokens"] == by_steps["peak_batch_tokens"] < large["peak_batch_tokens"]
+    # max_steps says how long the run is, whatever the dataset
+    steps = calc.plan_setup({**plan, "dataset_tokens": 1e8, "max_steps": 60})["memory"]["data"]
+    assert steps["peak_batch_tokens"] == by_steps["peak_batch_tokens"]
+
+
+def test_max_steps_without_length_stats_changes_nothing():
+    a, b = calc.estimate(BASE), calc.estimate({**BASE, "max_steps": 60})
+    assert b["request"].pop("max_steps") == 60 and a["request"].pop("max_steps") is None
+    assert a == b
+
+
+@pytest.mark.parametrize(
+    "value, code",
+    [
+        (0, "not_positive"),
+        (-1, "not_positive"),
+        (1.5, "not_integer"),
+        ("x", "not_integer"),
+        (10**10, "out_of_range"),
+    ],
+)
+def test_bad_max_steps_is_a_coded_error(value, code):
+    from calc.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        parse_estimate_request({**SHORT, "max_steps": value})
+    assert (err.value.code, err.value.field) == (code, "max_steps")
+
+
+@pytest.mark.parametrize(
+    "text, fmt",
+    [
+        ("output_dir: x\nmax_steps: 60\n", "trl"),
+        ("base_model: x\nmax_steps: 60\n", "axolotl"),
+    ],
+)
+def test_config_import_fills_max_steps(text, fmt):
+    result = import_config(text, fmt)
+    assert result["request"]["max_steps"] == 60
+    assert import_config(text.replace("60", "-1"), fmt)["request"].get("max_steps") is None

@@ -217,6 +217,17 @@ test("sample lengths travel as name:value pairs, in the URL and to calc", () => 
   assert.deepEqual(state.buildRequest().request, { model: "llama-3.1-8b" });
 });
 
+test("the run's steps, an optional whole number, travel in the URL and are left out when empty", () => {
+  const controls = [control("model", "model", "llama-3.1-8b"), control("max_steps", "int", ""),
+                    control("hf_config", "config", "")];
+  const state = new FormState({ controls, lang: "es" });
+  state.readQuery("?max_steps=60", dom());
+  assert.equal(state.queryString(false), "?max_steps=60");
+  assert.deepEqual(state.buildRequest().request, { model: "llama-3.1-8b", max_steps: 60 });
+  state.applyChanges({ max_steps: null }, () => {});
+  assert.deepEqual(state.buildRequest(), { request: { model: "llama-3.1-8b" }, errors: {} });
+});
+
 test("the CUDA-only filter is kept in the URL as stack=cuda, and is no request key", () => {
   const f = form();
   assert.equal(f.stack, null); // an old link, without the key: every stack

@@ -142,7 +142,7 @@ def test_estimate_help_is_short_and_groups_the_library_behaviours():
         lines = out.splitlines()
         # 334 (en) and 363 (es) when every flag had its full paragraph; a new library behaviour
         # adds one line, a reader's field a few
-        assert rc == 0 and len(lines) < 290, len(lines)
+        assert rc == 0 and len(lines) < 300, len(lines)
         assert lines[0].startswith("usage: python -m calc estimate [") and lines[3] == ""
         head = next(i for i, line in enumerate(lines) if line.startswith(heading))
         tail = next(
