@@ -764,3 +764,27 @@ def test_step_replay_min_capacity_equals_the_full_search_under_allocator_setting
     events = step_events(req, lengths)
     assert steps.replay() == al.replay(events, None, config)
     assert steps.min_capacity() == al.min_device_bytes(events, config)
+
+
+# ---- the layer probe (benchmarks.probe_layer_periods) ---------------------------------------
+
+
+def test_layer_probe_finds_the_repeated_layers_in_the_events():
+    """The probe finds layers in the events themselves: blocks of the same kinds and sizes
+    (a free by the size of what it frees), repeated at least ``layers - 2`` times; a layer of
+    another size ends the run, and the step sequence's forward and backward are two runs of
+    ``num_layers`` layers each."""
+    from benchmarks.probe_layer_periods import layer_bounds
+
+    head = [("alloc", "w", 50 * MiB), ("alloc", "x", 3 * MiB), ("free", "x")]
+    body = []
+    for k in range(10):
+        body += [("alloc", (k, 0), 5 * MiB), ("alloc", (k, 1), 1024), ("free", (k, 0))]
+    events = head + body + [("free", "w")]
+    assert layer_bounds(events, 10) == [(3, 3, 10)]
+    odd = events[: 3 + 3 * 6] + [("alloc", (6, 0), 6 * MiB)] + events[3 + 3 * 6 + 1 :]
+    assert layer_bounds(odd, 10) == []
+    req = parse_estimate_request({"model": "llama-3.2-1b", "seq_len": 1024})
+    steps = StepReplay(req, [1024])
+    runs = layer_bounds(steps._events(0), req.model.num_layers)
+    assert [count for _, _, count in runs[:2]] == [16, 16]
