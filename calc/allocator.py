@@ -465,21 +465,36 @@ class CachingAllocator:
                 elif not block.is_split():
                     self._release_block(pool, block)
 
-    def copy(self, live: dict[Any, _Block]) -> tuple[CachingAllocator, dict[Any, _Block]]:
+    def copy(
+        self, live: dict[Any, _Block], kept: frozenset[Any] = frozenset()
+    ) -> tuple[CachingAllocator, dict[Any, _Block]]:
         """An independent copy of this allocator and of ``live`` (the blocks held, by key;
         they must be all the allocated blocks), to run on from the same state. Not with
-        expandable segments (their unmapped blocks are neither held nor cached)."""
+        expandable segments (their unmapped blocks are neither held nor cached).
+
+        ``kept``: keys of blocks held for good (never freed by what either copy runs: the
+        weights, the optimizer states). Their blocks are shared, not copied: a block's
+        neighbours are read only while it is cached or being freed (merging, splitting,
+        ``is_split``), so the links of a block held for good are never read, and what either
+        copy writes into them does no harm; its size, address and ``allocated`` never
+        change."""
         if self.config.expandable_segments:
             raise ValueError("copy: not with expandable segments")
         new = object.__new__(CachingAllocator)
         new.__dict__.update(self.__dict__)
-        # twins by address (every block held or cached has its own), then their links
+        # twins by address (every block held or cached has its own; a kept one is its own
+        # twin), then the links of the copied ones
         block = _Block
         twins: dict[int, _Block] = {}
         new_live: dict[Any, _Block] = {}
+        copied_live: list[_Block] = []
         for key, b in live.items():
+            if key in kept:
+                new_live[key] = twins[b.addr] = b
+                continue
             c = new_live[key] = twins[b.addr] = block(b.size, b.addr, b.small)
             c.allocated = True
+            copied_live.append(b)
         pools = []
         for pool in self.pools:
             copied = _Pool(pool.small)
@@ -491,7 +506,7 @@ class CachingAllocator:
             pools.append(copied)
         twin = twins.__getitem__
         for b in itertools.chain(
-            live.values(), self.pools[0].blocks.values(), self.pools[1].blocks.values()
+            copied_live, self.pools[0].blocks.values(), self.pools[1].blocks.values()
         ):
             prev, nxt = b.prev, b.next
             if prev is not None:

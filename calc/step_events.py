@@ -318,6 +318,14 @@ class StepReplay:
         self._steps: dict[tuple[int, ...], list[Event]] = (
             {} if self._builder.states_made else {self.groups[0]: self._first}
         )
+        # the keys held for good: the weights and what the first step keeps (the optimizer
+        # states; a later step frees every key it allocates); the copies of a replay share
+        # their blocks (CachingAllocator.copy)
+        freed = {ev[1] for ev in self._first if ev[0] == "free"}
+        self._kept = frozenset(
+            [ev[1] for ev in self._resident if ev[0] == "alloc"]
+            + [ev[1] for ev in self._first if ev[0] == "alloc" and ev[1] not in freed]
+        )
         # CachingAllocator.device_needs of the unlimited replay, as a running maximum
         self._needs: list[int] | None = None
         # a replay paused before a device allocation (its index), and the states after
@@ -364,7 +372,7 @@ class StepReplay:
         count as step 0). Unlimited, it also keeps what each device allocation needed and
         copies of itself at the start of its last steps (:meth:`capacity_threshold` starts
         from them)."""
-        run = _Progress(al.CachingAllocator(capacity_bytes, self.config))
+        run = _Progress(al.CachingAllocator(capacity_bytes, self.config), self._kept)
         if capacity_bytes is not None:
             return self._result(run, self._advance(run))
         needs: list[int] = []
@@ -454,7 +462,7 @@ class StepReplay:
             return al.whole_steps(free_run.peak_reserved_bytes), False
         if self._needs is None:
             self.replay()
-        root = _Progress(al.CachingAllocator(None, self.config))
+        root = _Progress(al.CachingAllocator(None, self.config), self._kept)
         self._pause_copies = {}
         try:
             return al.capacity_threshold(root, self._continuation, self._pause, self._release_at)
@@ -566,7 +574,7 @@ class StepReplay:
             start = (
                 self._marks.pop(at - 1)[1]
                 if at
-                else _Progress(al.CachingAllocator(None, self.config))
+                else _Progress(al.CachingAllocator(None, self.config), self._kept)
             )
             start.a.pause_before = first
             if self._advance(start) != _PAUSED:
@@ -643,12 +651,14 @@ class _Released:
 class _Progress:
     """A replay under way: its allocator, the blocks held by event key, where it stands
     (``index``: the step, -1 for the resident states; ``offset``: the next event in that
-    step's list) and the step skipping's state (see :meth:`StepReplay._advance`)."""
+    step's list), the step skipping's state (see :meth:`StepReplay._advance`) and the keys
+    held for good (their blocks are shared by the copies: :meth:`CachingAllocator.copy`)."""
 
-    __slots__ = ("a", "live", "index", "offset", "witnesses", "since", "version")
+    __slots__ = ("a", "live", "index", "offset", "witnesses", "since", "version", "kept")
 
-    def __init__(self, a: al.CachingAllocator) -> None:
+    def __init__(self, a: al.CachingAllocator, kept: frozenset[Any] = frozenset()) -> None:
         self.a = a
+        self.kept = kept
         self.live: dict[Any, Any] = {}
         self.index = -1
         self.offset = 0
@@ -657,9 +667,9 @@ class _Progress:
         self.version = 0
 
     def copy(self) -> _Progress:
-        """An independent copy (the allocator's blocks copied)."""
-        a, live = self.a.copy(self.live)
-        out = _Progress(a)
+        """An independent copy (the allocator's blocks copied, but those held for good)."""
+        a, live = self.a.copy(self.live, self.kept)
+        out = _Progress(a, self.kept)
         out.live = live
         out.index, out.offset, out.since, out.version = (
             self.index,

@@ -682,6 +682,60 @@ def test_a_copied_allocator_runs_on_as_the_original_does(seed):
     assert _state(original) == _state(unlimited)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_copy_shares_the_blocks_held_for_good_and_runs_on_as_the_original_does(seed):
+    """``CachingAllocator.copy(live, kept)``: the blocks of keys that nothing frees are shared,
+    the others copied; the copy, a copy of that copy and the original each run on to the
+    state a fresh allocator reaches on the same capacities (on which the copies release and
+    retry), whatever the others wrote into the shared blocks' links meanwhile."""
+    events = _random_events(seed, count=900)
+    third = len(events) // 3
+    held = {ev[1] for ev in events[:third] if ev[0] == "alloc" and ev[1] % 3 == 0}
+    events = [ev for ev in events if not (ev[0] == "free" and ev[1] in held)]
+    third = len(events) // 3
+
+    def fresh(*capacities):
+        """A fresh allocator run by thirds, on each third's capacity: its state, and whether
+        it ran every event."""
+        a, a_live = al.CachingAllocator(), {}
+        ran = True
+        for part, capacity in enumerate(capacities):
+            a.capacity = capacity
+            end = (part + 1) * third if part < 2 else None
+            ran = ran and a.run(events[part * third : end], a_live) < 0
+        return _state(a), ran
+
+    def tight(*capacities):
+        """The least capacity, in 16 MiB steps down from the unlimited peak, on which the next
+        third runs to its end after ``capacities``, releasing and retrying on the way."""
+        top = al.replay(events).peak_reserved_bytes
+        runs = {c: fresh(*capacities, c) for c in range(top, 0, -16 * MiB)}
+        return min(c for c, (state, ran) in runs.items() if ran and state[5] > 0)
+
+    original, live = al.CachingAllocator(), {}
+    assert original.run(events[:third], live) == -1
+    kept = frozenset(k for k in live if k in held)
+    assert len(kept) > 20 and len(live) > len(kept)
+    before = _state(original)
+    copy, copied_live = original.copy(live, kept)
+    assert _state(copy) == before and copied_live.keys() == live.keys()
+    assert {k for k in live if copied_live[k] is live[k]} == kept
+    first = copy.capacity = tight(None)
+    assert copy.run(events[third : 2 * third], copied_live) == -1
+    retries = copy.num_alloc_retries
+    assert retries > 0
+    again, again_live = copy.copy(copied_live, kept)
+    second = again.capacity = tight(None, first)
+    assert _state(original) == before
+    ran = again.run(events[2 * third :], again_live) < 0
+    assert (_state(again), ran) == fresh(None, first, second)
+    assert ran and again.num_alloc_retries > retries
+    ran = copy.run(events[2 * third :], copied_live) < 0
+    assert (_state(copy), ran) == fresh(None, first, first)
+    original.run(events[third:], live)
+    assert (_state(original), True) == fresh(None, None, None)
+
+
 GPT2_VARIED = {
     "model": "gpt2",
     "method": "lora",
@@ -764,3 +818,27 @@ def test_step_replay_min_capacity_equals_the_full_search_under_allocator_setting
     events = step_events(req, lengths)
     assert steps.replay() == al.replay(events, None, config)
     assert steps.min_capacity() == al.min_device_bytes(events, config)
+
+
+# ---- the layer probe (benchmarks.probe_layer_periods) ---------------------------------------
+
+
+def test_layer_probe_finds_the_repeated_layers_in_the_events():
+    """The probe finds layers in the events themselves: blocks of the same kinds and sizes
+    (a free by the size of what it frees), repeated at least ``layers - 2`` times; a layer of
+    another size ends the run, and the step sequence's forward and backward are two runs of
+    ``num_layers`` layers each."""
+    from benchmarks.probe_layer_periods import layer_bounds
+
+    head = [("alloc", "w", 50 * MiB), ("alloc", "x", 3 * MiB), ("free", "x")]
+    body = []
+    for k in range(10):
+        body += [("alloc", (k, 0), 5 * MiB), ("alloc", (k, 1), 1024), ("free", (k, 0))]
+    events = head + body + [("free", "w")]
+    assert layer_bounds(events, 10) == [(3, 3, 10)]
+    odd = events[: 3 + 3 * 6] + [("alloc", (6, 0), 6 * MiB)] + events[3 + 3 * 6 + 1 :]
+    assert layer_bounds(odd, 10) == []
+    req = parse_estimate_request({"model": "llama-3.2-1b", "seq_len": 1024})
+    steps = StepReplay(req, [1024])
+    runs = layer_bounds(steps._events(0), req.model.num_layers)
+    assert [count for _, _, count in runs[:2]] == [16, 16]
