@@ -829,7 +829,9 @@ def kimi_delta_attention_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     fp32 copies of q, k, v and g, a ``64 x 64 x d`` decay tensor per chunk and head
     (``decay_mask``, ``64 d`` fp32 values per token and head) and the recurrent state of every
     chunk: calc does not count that path (``benchmarks.oracle_sweep`` traces a model of the
-    kernels, ``tools/oracle/linear_attention.py``)."""
+    kernels, ``tools/oracle/linear_attention.py``). Traced on the sweep's reduced Kimi Linear
+    (two mixers of 4 x 64, LoRA r8 on q, k, v, o, 1 x 2048 tokens): a 343 MiB peak with the
+    kernels (calc: the same within 0.2 %), 1,142 MiB through the torch fallback."""
     la = arch.linear_attention
     if la is None:
         return 0
@@ -887,7 +889,24 @@ def gated_delta_backward_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int
     la = arch.linear_attention
     if la is None:
         return 0
-    return 2 * cfg.act_bytes * la.value_heads * la.key_head_dim * la.value_head_dim // FLA_CHUNK
+    states = 2 * cfg.act_bytes * la.value_heads * la.key_head_dim * la.value_head_dim // FLA_CHUNK
+    if not arch.extra.get("kda"):
+        return states
+    # Kimi Delta Attention (fla/ops/kda/chunk_bwd.py ``chunk_kda_bwd``, recomputing): at its
+    # widest, in ``chunk_kda_bwd_intra``, these are alive together: the recomputed ``w``, ``u``,
+    # ``qg``, ``kg`` (``recompute_w_u_fwd``) and ``v_new`` in k's dtype, the states and their
+    # gradients, ``dAqk`` (fp32, ``H x 64``), ``dv2`` (v's dtype), the fp32 ``dq``, ``dk``,
+    # ``dg``, ``db`` and ``dAkk`` of ``chunk_kda_bwd_wy_dqkg_fused``, and the fp32 ``dq2``,
+    # ``dk2``, ``dg2`` and ``db2`` (one ``db`` per ``BK = min(32, K)`` block of the key width)
+    # that ``chunk_kda_bwd_intra`` writes beside them
+    a, h, dim = cfg.act_bytes, la.value_heads, la.value_dim
+    key_blocks = -(-la.key_head_dim // min(32, la.key_head_dim))
+    return (
+        states
+        + 6 * a * dim
+        + 6 * FP32_BYTES * dim
+        + FP32_BYTES * h * (2 * FLA_CHUNK + 1 + key_blocks)
+    )
 
 
 def _attention_mixer_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
@@ -1611,6 +1630,11 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         # freed what they saved
         mamba = mamba2_backward_bytes_per_token(arch, cfg) - _saved_after_last(arch, cfg, "mamba")
         return cfg.act_bytes * 2 * arch.hidden_size + max(cfg.act_bytes * pair, mamba)
+    if arch.extra.get("kda"):
+        # the MLP's backward runs before the mixer's: its intermediates and Kimi Delta
+        # Attention's transient are never alive together
+        linear = gated_delta_backward_bytes_per_token(arch, cfg)
+        return cfg.act_bytes * 2 * arch.hidden_size + max(cfg.act_bytes * pair, linear)
     return cfg.act_bytes * (2 * arch.hidden_size + pair) + gated_delta_backward_bytes_per_token(
         arch, cfg
     )

@@ -553,6 +553,12 @@ def test_kimi_delta_attention_saved_tensors_by_hand():
         + 2 * 256  # o_proj's input
     )
     assert act.gated_delta_net_bytes(arch, cfg) == expected
+    # the backward's widest moment (chunk_kda_bwd_intra): w, u, qg, kg, v_new and dv2 (bf16),
+    # dq, dk, dg and their second copies (fp32), dAqk, dAkk, db and two db2 blocks (fp32), the
+    # chunk states and their gradients
+    states = 2 * 2 * 4 * 64 * 64 // 64
+    transient = 6 * 2 * 256 + 6 * 4 * 256 + 4 * 4 * (2 * 64 + 1 + 2) + states
+    assert act.gated_delta_backward_bytes_per_token(arch, cfg) == transient
     # flash-linear-attention's chunk_kda takes fp32: no refusal warning
     request = sweep_request(KIMI, method="full", precision="fp32")
     assert "linear_attention_fp32_refused_by_fla" not in estimate_dict(request)["warnings"]

@@ -111,8 +111,11 @@ class _ChunkKDA(torch.autograd.Function):
     (``B x T x H x K``, one per channel), the decay it was given, ``beta`` and the intra-chunk
     matrices ``Aqk`` (fp32) and ``Akk`` (k's dtype after ``solve_tril``), ``B x T x H x 64``
     each; ``w``, ``u``, ``qg``, ``kg``, ``v_new`` and the chunk states ``h`` are dropped and
-    recomputed in the backward, which builds ``dh`` beside ``h`` (modelled as for the gated
-    delta rule)."""
+    recomputed in the backward (``chunk_kda_bwd``), which holds, at its widest (in
+    ``chunk_kda_bwd_intra``), ``w``, ``u``, ``qg``, ``kg``, ``v_new``, ``h`` and ``dh``, ``dAqk``,
+    the fp32 ``dq``, ``dk``, ``dg``, ``db``, ``dAkk`` and ``dv2`` of
+    ``chunk_kda_bwd_wy_dqkg_fused`` and the fp32 ``dq2``, ``dk2``, ``dg2``, ``db2`` written
+    beside them."""
 
     @staticmethod
     def forward(ctx, q, k, v, g, beta):
@@ -132,6 +135,13 @@ class _ChunkKDA(torch.autograd.Function):
         chunks = -(-t // FLA_CHUNK)
         states = k.new_empty((b, chunks, h, dk, v.shape[-1]))  # recomputed h
         d_states = q.new_empty((b, chunks, h, dk, v.shape[-1]))  # dh
+        recomputed = [torch.empty_like(k) for _ in range(4)] + [torch.empty_like(v)]
+        d_aqk = torch.empty((b, t, h, FLA_CHUNK), dtype=torch.float32)
+        d_v2 = torch.empty_like(v)
+        fp32 = [torch.empty(k.shape, dtype=torch.float32) for _ in range(6)]  # dq dk dg, x2
+        d_akk = torch.empty((b, t, h, FLA_CHUNK), dtype=torch.float32)
+        key_blocks = -(-dk // min(32, dk))
+        d_beta = [torch.empty((b, t, h), dtype=torch.float32) for _ in range(1 + key_blocks)]
         grads = (
             torch.empty_like(q),
             torch.empty_like(k),
@@ -139,7 +149,7 @@ class _ChunkKDA(torch.autograd.Function):
             torch.empty_like(g),
             torch.empty_like(beta),
         )
-        del states, d_states
+        del states, d_states, recomputed, d_aqk, d_v2, fp32, d_akk, d_beta
         return grads
 
 
