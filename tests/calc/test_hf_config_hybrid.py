@@ -608,3 +608,14 @@ def test_kimi_linear_reads_the_transformers_names_and_defaults():
     arch = arch_from_hf_config(cfg)
     assert arch.extra["mixer_order"] == ["linear_attention"] * 4 + ["full_attention"]
     assert arch.experts_per_token == 2 and arch.linear_attention.value_heads == 32
+
+
+def test_kimi_linear_flops_count_the_latent_attention_blocks_and_the_kda_recurrence():
+    arch = arch_from_hf_config(KIMI_48B)
+    # 20 KDA blocks of 32 heads of 128, the chunked delta rule's count
+    per_head = 6 * 128 * 128 + 2 * 64 * (3 * 128 + 2 * 128) + 2 * 64 * 64 / 3
+    linear = linear_attention_forward_flops_per_token(arch)
+    assert linear == pytest.approx(20 * 32 * per_head)
+    # 7 latent-attention blocks: QK^T over 192 and AV over 128 per head, 32 heads, causal half
+    full = attention_forward_flops_per_token(arch, 4096, "sdpa")
+    assert full - linear == pytest.approx(2.0 * 7 * 4096 * 32 * (192 + 128) * 0.5, rel=1e-9)
