@@ -902,6 +902,21 @@ _HYBRID_HEAVY = {
 }
 ACTIVATION_HEAVY.update({family: _HYBRID_HEAVY for family in HYBRID_FAMILIES})
 ACTIVATION_HEAVY["nemotron_h_moe"] = _HYBRID_HEAVY
+# Kimi Linear: the MLP names reach the shared experts and the dense MLP only (peft 0.21 converts
+# no target of this family to the 3-D experts)
+ACTIVATION_HEAVY["kimi_linear"] = {
+    **_HYBRID_HEAVY,
+    "lora-r16-mlp-names-s1024": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": ["gate_proj", "up_proj", "down_proj"],
+            "moe_expert_layout": "fused-3d",
+            "seq_len": 1024,
+        },
+        {},
+    ),
+}
 # Gemma 4: the library's default LoRA targets, then the hybrids' lengths, where the saved
 # activations (the per-layer inputs, the kv-shared blocks' attention, soft-capped logits) set the
 # peak

@@ -2007,7 +2007,13 @@ def _kimi_linear(k: _Keys, family: str, name: str) -> ModelArch:
     - the MLP: DeepSeek-V3's (:func:`_shared_expert_moe`): ``mlp_layer_types`` (``dense`` /
       ``sparse`` per block) or, without it, ``first_k_dense_replace`` dense blocks (default
       1); routed experts of ``moe_intermediate_size`` with ``num_shared_experts`` fused into
-      one shared MLP, the router's bare ``weight`` (fp32 input, group-limited routing).
+      one shared MLP, the router's bare ``weight`` (fp32 input, group-limited routing). The
+      routed experts are named as the checkpoint and its remote code name them
+      (``block_sparse_moe.experts.N.w1`` / ``w3`` / ``w2``; transformers 5.17 stacks them into
+      3-D ``gate_up_proj`` / ``down_proj``, ``conversion_mapping.py``), the shared experts and
+      the dense MLP ``gate_proj`` / ``up_proj`` / ``down_proj``. peft 0.21 converts no target of
+      this family to the 3-D experts (``kimi_linear`` is not in transformers'
+      ``_MODEL_TO_CONVERSION_PATTERN``).
 
     The published config.json names several keys as ``KimiLinearConfig.attribute_map`` does
     (:data:`_KIMI_ALIASES`); errors name the key the config used."""
@@ -2068,7 +2074,7 @@ def _kimi_linear(k: _Keys, family: str, name: str) -> ModelArch:
         "dense" if i < n_dense else "sparse" for i in range(layers)
     ]
     mlp, counts, experts, top_k, width = _shared_expert_moe(
-        kk, h, layers, dense_default, ("gate_proj", "up_proj", "down_proj"), moe_inter * shared
+        kk, h, layers, dense_default, ("w1", "w3", "w2"), moe_inter * shared
     )
     full, lin = "full_attention", "linear_attention"
     bias = k.bool("attention_bias", False)

@@ -619,3 +619,38 @@ def test_kimi_linear_flops_count_the_latent_attention_blocks_and_the_kda_recurre
     # 7 latent-attention blocks: QK^T over 192 and AV over 128 per head, 32 heads, causal half
     full = attention_forward_flops_per_token(arch, 4096, "sdpa")
     assert full - linear == pytest.approx(2.0 * 7 * 4096 * 32 * (192 + 128) * 0.5, rel=1e-9)
+
+
+def test_kimi_linear_expert_names_follow_the_checkpoint():
+    arch = arch_from_hf_config(KIMI_48B)
+    mlp_names = ["gate_proj", "up_proj", "down_proj"]
+    # transformers 5.17 stacks the experts into 3-D parameters and peft 0.21 converts no target
+    # of this family: the MLP names reach the shared experts and the dense first block's MLP
+    fused = adapted_linears(arch, mlp_names, "fused-3d")
+    assert {(a.name, a.count, a.blocks) for a in fused} == {
+        ("gate_proj", 1, 26),
+        ("up_proj", 1, 26),
+        ("down_proj", 1, 26),
+        ("gate_proj", 1, 1),
+        ("up_proj", 1, 1),
+        ("down_proj", 1, 1),
+    }
+    # the checkpoint's remote code holds one nn.Linear per expert, block_sparse_moe.experts.N.w1
+    per_expert = adapted_linears(arch, ["w1", "w3", "w2"])
+    assert {(a.name, a.count, a.active) for a in per_expert} == {
+        ("w1", 256, 8),
+        ("w3", 256, 8),
+        ("w2", 256, 8),
+    }
+    # traced: the MLP names on the 3-D experts (benchmarks.oracle_sweep)
+    request = sweep_request(
+        KIMI,
+        method="lora",
+        lora_rank=16,
+        lora_targets=mlp_names,
+        moe_expert_layout="fused-3d",
+        seq_len=1024,
+    )
+    assert estimate_dict(request)["peak_allocated_bytes"] / 187_487_184 - 1 == pytest.approx(
+        0, abs=0.003
+    )
