@@ -1989,6 +1989,36 @@ def _kimi_layer_kinds(k: _Keys, layers: int) -> list[str]:
     return [str(v) for v in kinds]
 
 
+_KIMI_REFUSED = (
+    ("mla_use_nope", True),
+    ("mla_use_output_gate", False),
+    ("latent_moe_use_norm", None),
+    ("routed_expert_hidden_size", None),
+    ("attn_res_block_size", None),
+)
+"""Keys of configs that say ``kimi_linear`` but describe layers transformers 5.17's
+``KimiLinearForCausalLM`` does not build (a later Kimi's text config: an output gate on the
+latent attention, latent MoE projections, attention residual blocks, RoPE on the latent
+attention): (key, the value the model builds; None: any value means a layer it lacks)."""
+
+
+def _kimi_refused(k: _Keys) -> None:
+    """Refuse, naming the key, a config whose layers transformers' Kimi Linear would not build
+    (:data:`_KIMI_REFUSED`; ``linear_attn_config.use_full_rank_gate``: full-rank gates in place
+    of the low-rank ``f_a_proj`` / ``f_b_proj``)."""
+    for key, built in _KIMI_REFUSED:
+        value = k.cfg.get(key)
+        if value is not None and (built is None or value != built):
+            raise ConfigError("unsupported_architecture", k.prefix + key, value)
+    lac = k.cfg.get("linear_attn_config")
+    if isinstance(lac, dict) and lac.get("use_full_rank_gate"):
+        raise ConfigError(
+            "unsupported_architecture",
+            k.prefix + "linear_attn_config.use_full_rank_gate",
+            lac["use_full_rank_gate"],
+        )
+
+
 def _kimi_linear(k: _Keys, family: str, name: str) -> ModelArch:
     """Kimi Linear (``kimi_linear``; transformers 5.17 ``modeling_kimi_linear.py``), a hybrid
     stack of two mixers (:func:`_kimi_layer_kinds`), each block with two RMSNorms and an MLP:
@@ -2017,6 +2047,7 @@ def _kimi_linear(k: _Keys, family: str, name: str) -> ModelArch:
 
     The published config.json names several keys as ``KimiLinearConfig.attribute_map`` does
     (:data:`_KIMI_ALIASES`); errors name the key the config used."""
+    _kimi_refused(k)
     cfg = dict(k.cfg)
     for published, shared_name in _KIMI_ALIASES:
         if cfg.get(shared_name) is None and cfg.get(published) is not None:

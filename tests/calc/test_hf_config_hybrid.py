@@ -654,3 +654,24 @@ def test_kimi_linear_expert_names_follow_the_checkpoint():
     assert estimate_dict(request)["peak_allocated_bytes"] / 187_487_184 - 1 == pytest.approx(
         0, abs=0.003
     )
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"mla_use_output_gate": True}, "mla_use_output_gate"),
+        ({"mla_use_nope": False}, "mla_use_nope"),
+        ({"routed_expert_hidden_size": 32}, "routed_expert_hidden_size"),
+        ({"attn_res_block_size": 2}, "attn_res_block_size"),
+        (
+            {"linear_attn_config": {**KIMI["linear_attn_config"], "use_full_rank_gate": True}},
+            "linear_attn_config.use_full_rank_gate",
+        ),
+    ],
+)
+def test_kimi_linear_layers_transformers_does_not_build_are_refused(changes, field):
+    # a later Kimi's text config says kimi_linear too; KimiLinearForCausalLM builds none of these
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(config(KIMI, **changes))
+    assert (err.value.code, err.value.field) == ("unsupported_architecture", "hf_config." + field)
+    arch_from_hf_config(config(KIMI, mla_use_nope=True, mla_use_output_gate=False))
