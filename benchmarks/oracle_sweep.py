@@ -558,6 +558,37 @@ ACCEPTED_FAMILIES["deepseek_v3"] = {
     "max_position_embeddings": 4096,
     "pad_token_id": 0,
 }
+# Kimi Linear: Kimi Delta Attention blocks (per-channel decay, low-rank gates) and latent
+# attention without RoPE, as the published config.json names its keys (linear_attn_config's
+# 1-based block lists, num_experts_per_token, num_shared_experts); a dense first block
+ACCEPTED_FAMILIES["kimi_linear"] = {
+    "model_type": "kimi_linear",
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "moe_intermediate_size": 192,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "q_lora_rank": None,
+    "kv_lora_rank": 128,
+    "qk_nope_head_dim": 64,
+    "qk_rope_head_dim": 32,
+    "v_head_dim": 64,
+    "num_experts": 8,
+    "num_experts_per_token": 2,
+    "num_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "linear_attn_config": {
+        "full_attn_layers": [3],
+        "kda_layers": [1, 2],
+        "num_heads": 4,
+        "head_dim": 64,
+        "short_conv_kernel_size": 4,
+    },
+    "vocab_size": 8000,
+    "model_max_length": 4096,
+    "pad_token_id": 0,
+}
 # Mistral 4: DeepSeek-V3's latent attention and MoE with a softmax router, every block sparse
 ACCEPTED_FAMILIES["mistral4"] = {
     **{k: v for k, v in ACCEPTED_FAMILIES["deepseek_v3"].items() if k != "first_k_dense_replace"},
@@ -847,6 +878,7 @@ HYBRID_FAMILIES = (
     "nemotron_h",
     "falcon_h1",
     "granitemoehybrid",
+    "kimi_linear",
 )
 """Families with Gated DeltaNet, short-convolution or Mamba-2 blocks: traced with the kernels' memory
 (tools/oracle/linear_attention.py), and swept where activations set the peak too."""
@@ -870,6 +902,21 @@ _HYBRID_HEAVY = {
 }
 ACTIVATION_HEAVY.update({family: _HYBRID_HEAVY for family in HYBRID_FAMILIES})
 ACTIVATION_HEAVY["nemotron_h_moe"] = _HYBRID_HEAVY
+# Kimi Linear: the MLP names reach the shared experts and the dense MLP only (peft 0.21 converts
+# no target of this family to the 3-D experts)
+ACTIVATION_HEAVY["kimi_linear"] = {
+    **_HYBRID_HEAVY,
+    "lora-r16-mlp-names-s1024": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": ["gate_proj", "up_proj", "down_proj"],
+            "moe_expert_layout": "fused-3d",
+            "seq_len": 1024,
+        },
+        {},
+    ),
+}
 # Gemma 4: the library's default LoRA targets, then the hybrids' lengths, where the saved
 # activations (the per-layer inputs, the kv-shared blocks' attention, soft-capped logits) set the
 # peak
@@ -893,6 +940,7 @@ MOE_FAMILIES = (
     "glm_moe_dsa",
     "nemotron_h_moe",
     "lfm2_moe",
+    "kimi_linear",
 )
 
 # name -> (request overrides, oracle options)

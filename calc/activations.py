@@ -769,6 +769,8 @@ def gated_delta_net_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     la = arch.linear_attention
     if la is None:
         return 0
+    if arch.extra.get("kda"):
+        return kimi_delta_attention_bytes(arch, cfg)
     a, h = cfg.act_bytes, la.value_heads
     vd = la.value_dim
     mixer_in, out_proj = _mixer_linears(arch)
@@ -785,6 +787,72 @@ def gated_delta_net_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     return total
 
 
+KDA_INNER_NAMES = frozenset({"f_b_proj", "g_b_proj"})
+"""Kimi Delta Attention's up-projections of its low-rank gates: they read ``f_a_proj`` /
+``g_a_proj``'s output (``head_dim`` wide), not the block's norm output (transformers 5.17
+``KimiLinearForgetGate.forward``: ``self.f_b_proj(self.f_a_proj(hidden_states))``;
+``KimiLinearDeltaAttention.forward``: ``self.g_b_proj(self.g_a_proj(hidden_states))``)."""
+
+
+def kimi_delta_attention_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """Saved tensors per token of one Kimi Delta Attention mixer (transformers 5.17
+    ``KimiLinearDeltaAttention.forward``), as it runs on a GPU with causal-conv1d and
+    flash-linear-attention installed (``chunk_kimi_delta_attention`` is
+    ``use_kernel_func_from_hub_with_fallback("chunk_kda", "fla")``), for ``H`` heads of width
+    ``d``, ``D = H d``:
+
+    - the projections' inputs: the block's norm output (``q_proj``, ``k_proj``, ``v_proj``,
+      ``f_a_proj``, ``b_proj``, ``g_a_proj``) and the two low-rank gate widths ``d`` that
+      ``f_b_proj`` / ``g_b_proj`` read, by the rule on linears;
+    - causal-conv1d's ``x``: the concatenated q, k, v, ``act * 3 D``;
+    - the forget gate ``-exp(A_log) * where(g > 20, g, log(1 + exp(g)))`` on the fp32
+      ``f_b_proj(f_a_proj(x)) + dt_bias``: ``exp`` saves its output and ``log`` its input
+      (``4 D`` each), ``where`` its boolean condition (``D``); the product saves the fp32
+      ``where`` output (``4 D``) only when ``A_log`` trains;
+    - ``beta = sigmoid(b_proj(x))``: its output, ``act * H`` (the kernel saves the same tensor);
+    - flash-linear-attention ``ChunkKDAFunction.forward`` (``fla/ops/kda/chunk.py``, with
+      ``use_qk_l2norm_in_kernel=True`` and the recomputing default ``disable_recompute=False``,
+      which drops ``w``, ``u``, ``qg``, ``kg``, ``v_new`` and the chunk states ``h``):
+      ``ctx.save_for_backward(q, q_rstd, k, k_rstd, v, g_cumsum, g_input, beta_raw, beta, ...,
+      Aqk, Akk, ...)``: the l2-normalised q and k (``act * 2 D``), their fp32 ``rstd``
+      (``4 * 2 H``), ``v`` (``input_guard`` makes the strided slice of the conv output
+      contiguous: ``act * D``), the fp32 chunk-local cumulative decay and the fp32 decay it was
+      given (``4 D`` each), and the intra-chunk matrices ``Aqk`` (fp32) and ``Akk`` (after
+      ``solve_tril(..., output_dtype=k.dtype)``), ``H x 64`` per token each;
+    - ``KimiLinearRMSNormGated.forward`` (torch either way): the fp32 upcast of the kernel output
+      (``4 D``) and its ``rsqrt`` per head (``4 H``), the normalised copy the weight's product
+      saves when the weight trains (``4 D``), the weighted output and the fp32 ``sigmoid`` of
+      the gate that the gating product saves (``4 D`` each); ``o_proj``'s 16-bit input when it
+      saves it (``act * D``).
+
+    transformers' torch fallback (``chunk_kimi_delta_attention``, what a CPU run traces) saves
+    fp32 copies of q, k, v and g, a ``64 x 64 x d`` decay tensor per chunk and head
+    (``decay_mask``, ``64 d`` fp32 values per token and head) and the recurrent state of every
+    chunk: calc does not count that path (``benchmarks.oracle_sweep`` traces a model of the
+    kernels, ``tools/oracle/linear_attention.py``). Traced on the sweep's reduced Kimi Linear
+    (two mixers of 4 x 64, LoRA r8 on q, k, v, o, 1 x 2048 tokens): a 343 MiB peak with the
+    kernels (calc: the same within 0.2 %), 1,142 MiB through the torch fallback."""
+    la = arch.linear_attention
+    if la is None:
+        return 0
+    a, h, dim = cfg.act_bytes, la.value_heads, la.value_dim
+    mixer_in, out_proj = _mixer_linears(arch)
+    outer = tuple(l for l in mixer_in if l.name not in KDA_INNER_NAMES)
+    total = _group_input_bytes(outer, arch.hidden_size, cfg)
+    total += sum(
+        _group_input_bytes((l,), l.d_in, cfg) for l in mixer_in if l.name in KDA_INNER_NAMES
+    )
+    total += a * la.conv_dim  # causal_conv1d's x
+    total += (2 * FP32_BYTES + 1) * dim + (FP32_BYTES * dim if cfg.full else 0)  # forget gate
+    total += a * h  # beta
+    total += a * 3 * dim + 2 * FP32_BYTES * h  # q, k (l2-normalised), v, rstd
+    total += 2 * FP32_BYTES * dim + (FP32_BYTES + a) * h * FLA_CHUNK  # g_cumsum, g, Aqk, Akk
+    total += FP32_BYTES * dim + FP32_BYTES * h + (FP32_BYTES * dim if cfg.full else 0)  # norm
+    total += 2 * FP32_BYTES * dim  # weighted output, sigmoid of the gate
+    total += a * dim if _saves_input(out_proj, cfg) else 0
+    return total
+
+
 def _frozen_gate_bytes(arch: ModelArch, cfg: ActConfig, inputs: tuple[LinearLayer, ...]) -> int:
     """In the first adapted Gated DeltaNet block, what the output gate and the decay do not
     save when the projections they come from hold no adapter (their outputs then need no
@@ -795,6 +863,16 @@ def _frozen_gate_bytes(arch: ModelArch, cfg: ActConfig, inputs: tuple[LinearLaye
     if la is None:
         return 0
     adapted = {l.name for l in inputs if _key(l) in cfg.adapted}
+    if arch.extra.get("kda"):
+        # Kimi Delta Attention: a gate branch (g_a_proj, g_b_proj) without an adapter leaves
+        # the weighted output unsaved (4 D; the sigmoid's output is still saved), a decay branch
+        # (f_a_proj, f_b_proj) without one its exp, log and where tensors (9 D)
+        out = 0
+        if not adapted & {"g_a_proj", "g_b_proj"}:
+            out += FP32_BYTES * la.value_dim
+        if not adapted & {"f_a_proj", "f_b_proj"}:
+            out += (2 * FP32_BYTES + 1) * la.value_dim
+        return out
     out = 0
     if arch.extra.get("gdn_gate_proj") not in adapted:
         out += (FP32_BYTES + cfg.act_bytes) * la.value_dim
@@ -811,7 +889,24 @@ def gated_delta_backward_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int
     la = arch.linear_attention
     if la is None:
         return 0
-    return 2 * cfg.act_bytes * la.value_heads * la.key_head_dim * la.value_head_dim // FLA_CHUNK
+    states = 2 * cfg.act_bytes * la.value_heads * la.key_head_dim * la.value_head_dim // FLA_CHUNK
+    if not arch.extra.get("kda"):
+        return states
+    # Kimi Delta Attention (fla/ops/kda/chunk_bwd.py ``chunk_kda_bwd``, recomputing): at its
+    # widest, in ``chunk_kda_bwd_intra``, these are alive together: the recomputed ``w``, ``u``,
+    # ``qg``, ``kg`` (``recompute_w_u_fwd``) and ``v_new`` in k's dtype, the states and their
+    # gradients, ``dAqk`` (fp32, ``H x 64``), ``dv2`` (v's dtype), the fp32 ``dq``, ``dk``,
+    # ``dg``, ``db`` and ``dAkk`` of ``chunk_kda_bwd_wy_dqkg_fused``, and the fp32 ``dq2``,
+    # ``dk2``, ``dg2`` and ``db2`` (one ``db`` per ``BK = min(32, K)`` block of the key width)
+    # that ``chunk_kda_bwd_intra`` writes beside them
+    a, h, dim = cfg.act_bytes, la.value_heads, la.value_dim
+    key_blocks = -(-la.key_head_dim // min(32, la.key_head_dim))
+    return (
+        states
+        + 6 * a * dim
+        + 6 * FP32_BYTES * dim
+        + FP32_BYTES * h * (2 * FLA_CHUNK + 1 + key_blocks)
+    )
 
 
 def _attention_mixer_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
@@ -820,6 +915,7 @@ def _attention_mixer_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -
     return (
         _group_input_bytes(parts.attn_in, arch.hidden_size, cfg)
         + attention_core_bytes(arch, cfg, parts.attn_out)
+        + mla_latent_bytes(arch, cfg, parts)
         + _qk_norm_block_bytes(arch, cfg)
         + (
             gated_attention_bytes(arch, cfg, parts.attn_out)
@@ -851,7 +947,7 @@ def hybrid_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
     total += lora_input_copy_bytes(arch, cfg)
-    total += shared_expert_gate_bytes(arch, cfg)
+    total += shared_expert_gate_bytes(arch, cfg) + router_input_bytes(arch, cfg, parts)
     total += _share(arch, "full_attention", _attention_mixer_bytes(arch, cfg, parts))
     total += _share(arch, "linear_attention", gated_delta_net_bytes(arch, cfg))
     total += _share(arch, "conv", short_conv_bytes(arch, cfg))
@@ -1534,6 +1630,11 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         # freed what they saved
         mamba = mamba2_backward_bytes_per_token(arch, cfg) - _saved_after_last(arch, cfg, "mamba")
         return cfg.act_bytes * 2 * arch.hidden_size + max(cfg.act_bytes * pair, mamba)
+    if arch.extra.get("kda"):
+        # the MLP's backward runs before the mixer's: its intermediates and Kimi Delta
+        # Attention's transient are never alive together
+        linear = gated_delta_backward_bytes_per_token(arch, cfg)
+        return cfg.act_bytes * 2 * arch.hidden_size + max(cfg.act_bytes * pair, linear)
     return cfg.act_bytes * (2 * arch.hidden_size + pair) + gated_delta_backward_bytes_per_token(
         arch, cfg
     )

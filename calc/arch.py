@@ -159,7 +159,10 @@ class LinearAttention:
     causal ``conv1d`` of ``conv_kernel`` taps over q, k and v (no bias), one decay
     (``A_log``) and one ``dt_bias`` per value head, and a gated RMSNorm of
     ``value_head_dim`` weights on the output. Its recurrent state is ``value_heads x
-    key_head_dim x value_head_dim`` per sequence."""
+    key_head_dim x value_head_dim`` per sequence. Kimi Linear's Kimi Delta Attention
+    (``KimiLinearDeltaAttention``, ``ModelArch.extra["kda"]``) has the same shapes with as many
+    key heads as value heads; its own parameters (a ``dt_bias`` per channel, not per head) are
+    counted by its reader, not by :attr:`own_params`."""
 
     key_heads: int
     value_heads: int

@@ -86,7 +86,9 @@ def linear_attention_forward_flops_per_token(arch: ModelArch) -> float:
       the output's ``Q S`` (``3 * 2 dk dv``).
 
     ``H (6 dk dv + 2 C (3 dk + 2 dv) + 2 C^2 / 3)`` per block, independent of the sequence
-    length. Its backward is counted as twice the forward like attention's (the kernel's
+    length. Kimi Delta Attention (``fla/ops/kda``) runs the same products with a decay per
+    channel instead of per head (``Aqk`` and ``Akk`` within a chunk, ``w``, ``u`` and the state
+    update across chunks): the decay adds elementwise work only, so the same count. Its backward is counted as twice the forward like attention's (the kernel's
     recomputation of the chunk states in its backward is left out)."""
     la = arch.linear_attention
     if la is None:

@@ -12,7 +12,8 @@ an optional MoE block), and the hybrid stacks qwen3_next, qwen3_5_text and qwen3
 olmo_hybrid (Gated DeltaNet and OLMo 2 attention blocks), lfm2 (gated short convolutions and
 attention blocks), nemotron_h (one sublayer per block: Mamba-2, attention or MLP, by
 ``hybrid_override_pattern``; its MoE blocks are refused as ``unsupported_architecture``),
-falcon_h1 and granitemoehybrid.
+falcon_h1, granitemoehybrid and kimi_linear (Kimi Delta Attention blocks beside latent-attention
+blocks without RoPE, DeepSeek-V3's MoE).
 Multimodal configs (``gemma3``, ``gemma4``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are
 read through their ``text_config`` (see below).
 Each family is read with its own key names, and a key a config may leave out
@@ -1934,6 +1935,233 @@ def _deepseek_v32(k: _Keys, family: str, name: str) -> ModelArch:
     )
 
 
+# ---- Kimi Linear: Kimi Delta Attention blocks beside latent-attention blocks -----------------
+_KIMI_ALIASES = (
+    ("num_experts_per_token", "num_experts_per_tok"),
+    ("num_shared_experts", "n_shared_experts"),
+    ("num_expert_group", "n_group"),
+    ("model_max_length", "max_position_embeddings"),
+)
+"""``KimiLinearConfig.attribute_map`` (transformers 5.17): the published config.json names these
+keys as on the left; the readers shared with DeepSeek-V3 read the names on the right."""
+_KIMI_DEFAULTS = {
+    "n_routed_experts": 256,
+    "q_lora_rank": None,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "intermediate_size": 9216,
+    "moe_intermediate_size": 1024,
+}
+"""``KimiLinearConfig`` (and its parent ``DeepseekV3Config``) defaults, transformers 5.17."""
+
+
+def _kimi_layer_kinds(k: _Keys, layers: int) -> list[str]:
+    """The mixer of each block, with ``KimiLinearConfig.__post_init__``'s precedence:
+    ``layer_types`` when given; else ``linear_attn_config``'s ``full_attn_layers`` and
+    ``kda_layers`` (1-based block numbers, each block in exactly one list: a block in neither
+    would have no mixer); else ``full_attention`` on every fourth block after the first
+    (``i and i % 4 == 0``), ``linear_attention`` elsewhere."""
+    if k.cfg.get("layer_types") is not None:
+        return _mixer_kinds(k, layers)
+    lac = k.cfg.get("linear_attn_config") or {}
+    if not isinstance(lac, dict):
+        raise k.error("linear_attn_config", lac)
+    if "full_attn_layers" not in lac or "kda_layers" not in lac:
+        return ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(layers)]
+    kinds: list[str | None] = [None] * layers
+    for key, kind in (("full_attn_layers", "full_attention"), ("kda_layers", "linear_attention")):
+        numbers = lac[key]
+        if not isinstance(numbers, list) or any(
+            isinstance(n, bool)
+            or not isinstance(n, int)
+            or not 1 <= n <= layers
+            or kinds[n - 1] is not None
+            for n in numbers
+        ):
+            raise k.error("linear_attn_config." + key, numbers)
+        for n in numbers:
+            kinds[n - 1] = kind
+    if None in kinds:
+        # a block in neither list: transformers would build no mixer for it
+        raise k.error("linear_attn_config.kda_layers", lac["kda_layers"])
+    return [str(v) for v in kinds]
+
+
+_KIMI_REFUSED = (
+    ("mla_use_nope", True),
+    ("mla_use_output_gate", False),
+    ("latent_moe_use_norm", None),
+    ("routed_expert_hidden_size", None),
+    ("attn_res_block_size", None),
+)
+"""Keys of configs that say ``kimi_linear`` but describe layers transformers 5.17's
+``KimiLinearForCausalLM`` does not build (a later Kimi's text config: an output gate on the
+latent attention, latent MoE projections, attention residual blocks, RoPE on the latent
+attention): (key, the value the model builds; None: any value means a layer it lacks)."""
+
+
+def _kimi_refused(k: _Keys) -> None:
+    """Refuse, naming the key, a config whose layers transformers' Kimi Linear would not build
+    (:data:`_KIMI_REFUSED`; ``linear_attn_config.use_full_rank_gate``: full-rank gates in place
+    of the low-rank ``f_a_proj`` / ``f_b_proj``)."""
+    for key, built in _KIMI_REFUSED:
+        value = k.cfg.get(key)
+        if value is not None and (built is None or value != built):
+            raise ConfigError("unsupported_architecture", k.prefix + key, value)
+    lac = k.cfg.get("linear_attn_config")
+    if isinstance(lac, dict) and lac.get("use_full_rank_gate"):
+        raise ConfigError(
+            "unsupported_architecture",
+            k.prefix + "linear_attn_config.use_full_rank_gate",
+            lac["use_full_rank_gate"],
+        )
+
+
+def _kimi_linear(k: _Keys, family: str, name: str) -> ModelArch:
+    """Kimi Linear (``kimi_linear``; transformers 5.17 ``modeling_kimi_linear.py``), a hybrid
+    stack of two mixers (:func:`_kimi_layer_kinds`), each block with two RMSNorms and an MLP:
+
+    - Kimi Delta Attention (``KimiLinearDeltaAttention``; ``linear_attn_config``'s
+      ``num_heads`` H and ``head_dim`` d, ``D = H d``): ``q_proj``, ``k_proj``, ``v_proj``
+      (hidden -> D), a depthwise ``nn.Conv1d`` over q, k and v (``3 D`` channels,
+      ``short_conv_kernel_size`` taps, no bias), the forget gate ``KimiLinearForgetGate``
+      (``f_a_proj`` hidden -> d, ``f_b_proj`` d -> D, ``dt_bias`` of D, ``A_log`` of H: a
+      decay per channel, not per head as in Gated DeltaNet), ``b_proj`` (hidden -> H, beta),
+      the output gate ``g_a_proj`` (hidden -> d), ``g_b_proj`` (d -> D), a gated RMSNorm of d
+      weights (``KimiLinearRMSNormGated``, sigmoid gate) and ``o_proj`` (D -> hidden);
+    - multi-head latent attention without RoPE (``KimiLinearAttention``, DeepSeek-V3's
+      projections, :func:`_mla_attention`, and ``kv_a_layernorm``; the key's rotary part
+      passes unrotated, and the model builds no rotary embedding);
+    - the MLP: DeepSeek-V3's (:func:`_shared_expert_moe`): ``mlp_layer_types`` (``dense`` /
+      ``sparse`` per block) or, without it, ``first_k_dense_replace`` dense blocks (default
+      1); routed experts of ``moe_intermediate_size`` with ``num_shared_experts`` fused into
+      one shared MLP, the router's bare ``weight`` (fp32 input, group-limited routing). The
+      routed experts are named as the checkpoint and its remote code name them
+      (``block_sparse_moe.experts.N.w1`` / ``w3`` / ``w2``; transformers 5.17 stacks them into
+      3-D ``gate_up_proj`` / ``down_proj``, ``conversion_mapping.py``), the shared experts and
+      the dense MLP ``gate_proj`` / ``up_proj`` / ``down_proj``. peft 0.21 converts no target of
+      this family to the 3-D experts (``kimi_linear`` is not in transformers'
+      ``_MODEL_TO_CONVERSION_PATTERN``).
+
+    The published config.json names several keys as ``KimiLinearConfig.attribute_map`` does
+    (:data:`_KIMI_ALIASES`); errors name the key the config used."""
+    _kimi_refused(k)
+    cfg = dict(k.cfg)
+    for published, shared_name in _KIMI_ALIASES:
+        if cfg.get(shared_name) is None and cfg.get(published) is not None:
+            cfg[shared_name] = cfg[published]
+    for key in ("num_experts", "num_local_experts"):
+        if cfg.get("n_routed_experts") is None and cfg.get(key) is not None:
+            cfg["n_routed_experts"] = cfg[key]
+    # KimiLinearConfig's defaults (transformers 5.17) for keys a config may leave out
+    for key, default in _KIMI_DEFAULTS.items():
+        if cfg.get(key) is None and key not in k.cfg:
+            cfg[key] = default
+    kk = _Keys(cfg, k.prefix)
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    kv = k.int("num_key_value_heads", default=heads)
+    if kv > heads or heads % kv:
+        raise k.kv_error("num_key_value_heads", kv)
+    layers = k.int("num_hidden_layers")
+    kinds = _kimi_layer_kinds(k, layers)
+    experts = kk.int("n_routed_experts")
+    top_key = "num_experts_per_token" if "num_experts_per_token" in k.cfg else "num_experts_per_tok"
+    top_k = k.int(top_key, default=8)
+    cfg["num_experts_per_tok"] = top_k
+    if top_k > experts:
+        raise ConfigError("config_top_k_above_experts", k.prefix + top_key, top_k)
+    group_key = "num_expert_group" if "num_expert_group" in k.cfg else "n_group"
+    groups = k.int(group_key, default=1)
+    if experts % groups or experts // groups < 2:
+        raise k.error(group_key, groups)
+    if k.int("topk_group", default=1) > groups:
+        raise k.error("topk_group", k.cfg.get("topk_group"))
+    lac = k.cfg.get("linear_attn_config") or {}
+    lk = _Keys(lac if isinstance(lac, dict) else {}, k.prefix + "linear_attn_config.")
+    la_heads = lk.int("num_heads", default=k.int("linear_num_heads", default=32))
+    la_dim = lk.int("head_dim", default=k.int("linear_head_dim", default=128))
+    kernel = lk.int("short_conv_kernel_size", default=k.int("linear_conv_kernel_dim", default=4))
+    la = LinearAttention(
+        key_heads=la_heads,
+        value_heads=la_heads,
+        key_head_dim=la_dim,
+        value_head_dim=la_dim,
+        conv_kernel=kernel,
+    )
+    dims = _mla_dims(kk)
+    q_rank, kv_rank, nope, rope, v = dims
+    shared = cfg.get("n_shared_experts", 1)
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        raise k.error(
+            "num_shared_experts" if "num_shared_experts" in k.cfg else "n_shared_experts", shared
+        )
+    moe_inter = kk.int("moe_intermediate_size")
+    dense_default = -1 if cfg.get("mlp_layer_types") is not None else 1
+    n_dense = _dense_blocks(kk, layers, dense_default)
+    mlp_kinds = cfg.get("mlp_layer_types") or [
+        "dense" if i < n_dense else "sparse" for i in range(layers)
+    ]
+    mlp, counts, experts, top_k, width = _shared_expert_moe(
+        kk, h, layers, dense_default, ("w1", "w3", "w2"), moe_inter * shared
+    )
+    full, lin = "full_attention", "linear_attention"
+    bias = k.bool("attention_bias", False)
+    attention = tuple(replace(l, block_kind=full) for l in _mla_attention(h, heads, dims, bias))
+    d, big = la_dim, la.value_dim
+    mixer = tuple(
+        LinearLayer(n, d_in, d_out, role="mixer", block_kind=lin)
+        for n, d_in, d_out in (
+            ("q_proj", h, big),
+            ("k_proj", h, big),
+            ("v_proj", h, big),
+            ("f_a_proj", h, d),
+            ("f_b_proj", d, big),
+            ("b_proj", h, la_heads),
+            ("g_a_proj", h, d),
+            ("g_b_proj", d, big),
+            ("o_proj", big, h),
+        )
+    )
+    n_full = kinds.count(full)
+    # conv weight (3 D x 1 x kernel), dt_bias (D), A_log (H), the gated norm's weight (d)
+    kda_own = la.conv_dim * kernel + big + la_heads + d
+    arch = ModelArch(
+        **_common(kk, family, name, 1048576, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=nope + rope,
+        intermediate_size=width,
+        linears=attention + mixer + mlp,
+        norm_kind="rms",
+        norms_per_layer=2,
+        num_experts=experts,
+        experts_per_token=top_k,
+        shared_expert_intermediate_size=moe_inter * shared if experts else 0,
+        block_counts=((full, n_full), (lin, layers - n_full)),
+        block_kind_params=((full, q_rank + kv_rank), (lin, kda_own)),
+        ffn_counts=counts,
+        linear_attention=la,
+        kv_lora_rank=kv_rank,
+        q_lora_rank=q_rank,
+        qk_rope_head_dim=rope,
+        v_head_dim=v,
+    )
+    arch.extra["mixer_order"] = kinds
+    arch.extra["kda"] = True
+    arch.extra["no_rope"] = True  # KimiLinearModel deletes its rotary embedding
+    arch.extra["gdn_gate_proj"], arch.extra["gdn_decay_proj"] = "g_a_proj", "f_a_proj"
+    if counts:
+        arch.extra["ffn_order"] = ["dense" if v == "dense" else "moe" for v in mlp_kinds]
+    if experts:
+        arch.extra["router_fp32_input"] = True  # KimiLinearTopkRouter: DeepSeek-V3's
+    return arch
+
+
 def _glm4_moe(k: _Keys, family: str, name: str) -> ModelArch:
     """GLM-4.5 / 4.6 and GLM-4.5-Air (``glm4_moe``; transformers 5.17 ``modeling_glm4_moe``):
     ``Glm4MoeAttention`` is Llama's with q/k/v biases under ``attention_bias`` (``o_proj``
@@ -2272,6 +2500,7 @@ _READERS = {
     "glm4_moe_lite": _deepseek_v3,
     "deepseek_v32": _deepseek_v32,
     "glm_moe_dsa": _deepseek_v32,
+    "kimi_linear": _kimi_linear,
     "glm4_moe": _glm4_moe,
     "minimax_m2": _minimax_m2,
     "olmo3": _olmo,

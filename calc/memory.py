@@ -1097,9 +1097,14 @@ def warnings_for(req: EstimateRequest) -> list[str]:
     out += library_rejections(
         req.model, req.framework.value, req.attention.value, req.is_peft, req.lora_targets
     )
-    if req.model.linear_attention is not None and req.precision is Precision.FP32:
+    if (
+        req.model.linear_attention is not None
+        and not req.model.extra.get("kda")
+        and req.precision is Precision.FP32
+    ):
         # flash-linear-attention's chunk_gated_delta_rule: ``assert q.dtype != torch.float32``
-        # (fla/ops/gated_delta_rule/chunk.py); calc counts that kernel's tensors
+        # (fla/ops/gated_delta_rule/chunk.py); calc counts that kernel's tensors (its chunk_kda,
+        # Kimi Linear's, has no such check: fla/ops/kda/chunk.py)
         out.append("linear_attention_fp32_refused_by_fla")
     if (
         req.model.mamba is not None

@@ -435,3 +435,243 @@ def test_olmo_hybrid_attention_names_reach_both_mixers():
 def test_olmo_hybrid_peaks_hold_to_the_oracle(overrides, oracle_peak):
     peak = estimate_dict(sweep_request(OLMO_HYBRID, **overrides))["peak_allocated_bytes"]
     assert abs(peak / oracle_peak - 1) < 0.005
+
+
+# ---- Kimi Linear: Kimi Delta Attention blocks beside latent attention without RoPE ----------
+KIMI = ACCEPTED_FAMILIES["kimi_linear"]
+ATTN = ["q_proj", "k_proj", "v_proj", "o_proj"]
+# moonshotai/Kimi-Linear-48B-A3B-Instruct's config.json (the keys that shape the model)
+KIMI_48B = {
+    "model_type": "kimi_linear",
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "moe_intermediate_size": 1024,
+    "num_hidden_layers": 27,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "q_lora_rank": None,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "num_experts": 256,
+    "num_experts_per_token": 8,
+    "num_shared_experts": 1,
+    "num_expert_group": 1,
+    "topk_group": 1,
+    "first_k_dense_replace": 1,
+    "linear_attn_config": {
+        "full_attn_layers": [4, 8, 12, 16, 20, 24, 27],
+        "kda_layers": [1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26],
+        "num_heads": 32,
+        "head_dim": 128,
+        "short_conv_kernel_size": 4,
+    },
+    "model_max_length": 1048576,
+    "tie_word_embeddings": False,
+    "vocab_size": 163840,
+}
+
+
+def test_kimi_linear_counts_what_transformers_builds():
+    # transformers 5.17 KimiLinearForCausalLM on the meta device, parameters summed
+    assert arch_from_hf_config(KIMI).params_total == 17_209_608
+    arch = arch_from_hf_config(KIMI_48B)
+    assert arch.params_total == 49_122_675_072  # Moonshot's card: 48B total, 3B activated
+    assert arch.params_active == 3_484_453_248
+    # the 1-based block lists of linear_attn_config
+    assert dict(arch.block_counts) == {"full_attention": 7, "linear_attention": 20}
+    assert [i for i, k in enumerate(arch.extra["mixer_order"]) if k == "full_attention"] == [
+        3,
+        7,
+        11,
+        15,
+        19,
+        23,
+        26,
+    ]
+    assert dict(arch.ffn_counts) == {"moe": 26, "dense": 1}
+    assert arch.extra["ffn_order"][:2] == ["dense", "moe"]
+    mixer = {l.name: (l.d_in, l.d_out) for l in arch.linears if l.role == "mixer"}
+    # low-rank forget and output gates through head_dim (128), per channel of 32 x 128
+    assert mixer["f_a_proj"] == (2304, 128) and mixer["f_b_proj"] == (128, 4096)
+    assert mixer["g_b_proj"] == (128, 4096) and mixer["b_proj"] == (2304, 32)
+    attn = {l.name: (l.d_in, l.d_out) for l in arch.linears if l.role == "attn"}
+    assert attn["q_proj"] == (2304, 32 * 192) and attn["kv_a_proj_with_mqa"] == (2304, 576)
+    # no rotary embedding: KimiLinearModel deletes it
+    assert arch.extra["no_rope"] and arch.mla
+
+
+@pytest.mark.parametrize(
+    ("overrides", "oracle_peak"),
+    [
+        # q, k, v, o adapt the KDA mixer's four and the latent attention's q_proj and o_proj
+        (
+            {"method": "lora", "lora_rank": 8, "seq_len": 2048, "lora_targets": ATTN},
+            359_539_928,
+        ),
+        (
+            {
+                "method": "lora",
+                "lora_rank": 16,
+                "lora_targets": "all-linear",
+                "moe_expert_layout": "fused-3d",
+                "micro_batch_size": 2,
+                "seq_len": 1024,
+            },
+            383_562_896,
+        ),
+        ({"method": "full", "seq_len": 2048}, 497_908_148),
+    ],
+)
+def test_kimi_linear_peaks_hold_to_the_oracle(overrides, oracle_peak):
+    # oracle: transformers 5.17 + peft 0.21 with flash-linear-attention's ChunkKDAFunction
+    # modelled (tools/oracle/linear_attention.py)
+    peak = estimate_dict(sweep_request(KIMI, **overrides))["peak_allocated_bytes"]
+    assert abs(peak / oracle_peak - 1) < 0.003
+
+
+def test_kimi_delta_attention_saved_tensors_by_hand():
+    from calc import activations as act
+
+    arch = arch_from_hf_config(KIMI)  # 4 heads of 64: D = 256, hidden 512
+    cfg = act.ActConfig(2, 2, True, frozenset(), 0, act.Attention.SDPA, 256, False)
+    expected = (
+        2 * 512  # the norm output the six outer projections read
+        + 2 * 2 * 64  # f_a_proj's and g_a_proj's outputs, read by f_b_proj and g_b_proj
+        + 2 * 3 * 256  # causal-conv1d's x
+        + (9 + 4) * 256  # exp output, log input, where mask; the fp32 softplus (A_log trains)
+        + 2 * 4  # beta
+        + 2 * 3 * 256
+        + 4 * 2 * 4  # q, k (l2-normalised), v; two rstd
+        + 2 * 4 * 256
+        + (4 + 2) * 4 * 64  # g_cumsum, g; Aqk (fp32), Akk (bf16)
+        + 4 * 256
+        + 4 * 4
+        + 4 * 256  # gated norm: upcast, rsqrt, normalised copy
+        + 2 * 4 * 256  # weighted output, sigmoid of the gate
+        + 2 * 256  # o_proj's input
+    )
+    assert act.gated_delta_net_bytes(arch, cfg) == expected
+    # the backward's widest moment (chunk_kda_bwd_intra): w, u, qg, kg, v_new and dv2 (bf16),
+    # dq, dk, dg and their second copies (fp32), dAqk, dAkk, db and two db2 blocks (fp32), the
+    # chunk states and their gradients
+    states = 2 * 2 * 4 * 64 * 64 // 64
+    transient = 6 * 2 * 256 + 6 * 4 * 256 + 4 * 4 * (2 * 64 + 1 + 2) + states
+    assert act.gated_delta_backward_bytes_per_token(arch, cfg) == transient
+    # flash-linear-attention's chunk_kda takes fp32: no refusal warning
+    request = sweep_request(KIMI, method="full", precision="fp32")
+    assert "linear_attention_fp32_refused_by_fla" not in estimate_dict(request)["warnings"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "code", "field"),
+    [
+        ({"num_experts_per_token": 9}, "config_top_k_above_experts", "num_experts_per_token"),
+        ({"num_attention_heads": 12}, "config_kv_heads_indivisible", "num_key_value_heads"),
+        ({"num_expert_group": 3}, "config_invalid_value", "num_expert_group"),
+        (
+            {"linear_attn_config": {**KIMI["linear_attn_config"], "kda_layers": [1]}},
+            "config_invalid_value",
+            "linear_attn_config.kda_layers",
+        ),
+        (
+            {"linear_attn_config": {**KIMI["linear_attn_config"], "full_attn_layers": [4]}},
+            "config_invalid_value",
+            "linear_attn_config.full_attn_layers",
+        ),
+        (
+            {"linear_attn_config": {**KIMI["linear_attn_config"], "num_heads": 0}},
+            "config_invalid_value",
+            "linear_attn_config.num_heads",
+        ),
+        ({"layer_types": ["linear_attention"] * 2}, "config_layer_types_length", "layer_types"),
+        ({"mlp_layer_types": ["dense", "sparse"]}, "config_invalid_value", "mlp_layer_types"),
+        ({"kv_lora_rank": 0}, "config_invalid_value", "kv_lora_rank"),
+    ],
+)
+def test_kimi_linear_inconsistent_shapes_are_coded_errors(changes, code, field):
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(config(KIMI, **changes))
+    assert (err.value.code, err.value.field) == (code, "hf_config." + field)
+
+
+def test_kimi_linear_reads_the_transformers_names_and_defaults():
+    # the names KimiLinearConfig's attribute_map resolves, and its default layer pattern
+    # (full attention where i and i % 4 == 0) without linear_attn_config's lists
+    cfg = {
+        k: v
+        for k, v in KIMI.items()
+        if k not in ("num_experts_per_token", "num_shared_experts", "linear_attn_config")
+    }
+    cfg.update(num_experts_per_tok=2, n_shared_experts=1, num_hidden_layers=5)
+    arch = arch_from_hf_config(cfg)
+    assert arch.extra["mixer_order"] == ["linear_attention"] * 4 + ["full_attention"]
+    assert arch.experts_per_token == 2 and arch.linear_attention.value_heads == 32
+
+
+def test_kimi_linear_flops_count_the_latent_attention_blocks_and_the_kda_recurrence():
+    arch = arch_from_hf_config(KIMI_48B)
+    # 20 KDA blocks of 32 heads of 128, the chunked delta rule's count
+    per_head = 6 * 128 * 128 + 2 * 64 * (3 * 128 + 2 * 128) + 2 * 64 * 64 / 3
+    linear = linear_attention_forward_flops_per_token(arch)
+    assert linear == pytest.approx(20 * 32 * per_head)
+    # 7 latent-attention blocks: QK^T over 192 and AV over 128 per head, 32 heads, causal half
+    full = attention_forward_flops_per_token(arch, 4096, "sdpa")
+    assert full - linear == pytest.approx(2.0 * 7 * 4096 * 32 * (192 + 128) * 0.5, rel=1e-9)
+
+
+def test_kimi_linear_expert_names_follow_the_checkpoint():
+    arch = arch_from_hf_config(KIMI_48B)
+    mlp_names = ["gate_proj", "up_proj", "down_proj"]
+    # transformers 5.17 stacks the experts into 3-D parameters and peft 0.21 converts no target
+    # of this family: the MLP names reach the shared experts and the dense first block's MLP
+    fused = adapted_linears(arch, mlp_names, "fused-3d")
+    assert {(a.name, a.count, a.blocks) for a in fused} == {
+        ("gate_proj", 1, 26),
+        ("up_proj", 1, 26),
+        ("down_proj", 1, 26),
+        ("gate_proj", 1, 1),
+        ("up_proj", 1, 1),
+        ("down_proj", 1, 1),
+    }
+    # the checkpoint's remote code holds one nn.Linear per expert, block_sparse_moe.experts.N.w1
+    per_expert = adapted_linears(arch, ["w1", "w3", "w2"])
+    assert {(a.name, a.count, a.active) for a in per_expert} == {
+        ("w1", 256, 8),
+        ("w3", 256, 8),
+        ("w2", 256, 8),
+    }
+    # traced: the MLP names on the 3-D experts (benchmarks.oracle_sweep)
+    request = sweep_request(
+        KIMI,
+        method="lora",
+        lora_rank=16,
+        lora_targets=mlp_names,
+        moe_expert_layout="fused-3d",
+        seq_len=1024,
+    )
+    assert estimate_dict(request)["peak_allocated_bytes"] / 187_487_184 - 1 == pytest.approx(
+        0, abs=0.003
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"mla_use_output_gate": True}, "mla_use_output_gate"),
+        ({"mla_use_nope": False}, "mla_use_nope"),
+        ({"routed_expert_hidden_size": 32}, "routed_expert_hidden_size"),
+        ({"attn_res_block_size": 2}, "attn_res_block_size"),
+        (
+            {"linear_attn_config": {**KIMI["linear_attn_config"], "use_full_rank_gate": True}},
+            "linear_attn_config.use_full_rank_gate",
+        ),
+    ],
+)
+def test_kimi_linear_layers_transformers_does_not_build_are_refused(changes, field):
+    # a later Kimi's text config says kimi_linear too; KimiLinearForCausalLM builds none of these
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(config(KIMI, **changes))
+    assert (err.value.code, err.value.field) == ("unsupported_architecture", "hf_config." + field)
+    arch_from_hf_config(config(KIMI, mla_use_nope=True, mla_use_output_gate=False))

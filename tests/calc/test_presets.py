@@ -656,3 +656,22 @@ def test_hybrid_moe_presets_hold_their_block_kinds():
     nano = presets.get_preset("nemotron-3-nano-30b-a3b")
     assert dict(nano.block_counts) == {"mamba": 23, "full_attention": 6, "mlp": 0, "moe": 23}
     assert (nano.num_experts, nano.experts_per_token) == (128, 6)
+
+
+# ---- Kimi Linear 48B-A3B: Kimi Delta Attention and latent attention, DeepSeek-V3's MoE ----------
+
+
+def test_kimi_linear_preset_counts_what_transformers_builds():
+    arch = presets.get_preset("kimi-linear-48b-a3b")
+    # transformers 5.17 KimiLinearForCausalLM on the meta device, parameters summed; the active
+    # count calc derives from the same shapes (8 of 256 routed experts)
+    assert (arch.params_total, arch.params_active) == (49_122_675_072, 3_484_453_248)
+    # Moonshot's card: "48B" total and "3B" activated, both rounded; the activated figure
+    # without the token embedding
+    assert _count(arch, "total") == pytest.approx(48e9, rel=0.025)
+    assert _count(arch, "active_non_embedding") == pytest.approx(3e9, rel=0.04)
+    assert dict(arch.block_counts) == {"full_attention": 7, "linear_attention": 20}
+    assert dict(arch.ffn_counts) == {"moe": 26, "dense": 1}
+    assert presets.resolve_preset_id("moonshotai/Kimi-Linear-48B-A3B-Base") == (
+        "kimi-linear-48b-a3b"
+    )

@@ -10,7 +10,10 @@ GPU run with the kernels never holds; LFM2's short convolution calls the same
 ``causal_conv1d_fn``. Neither package runs on CPU; :func:`linear_attention_kernels`
 replaces both with autograd functions that have the kernels' saved tensors and gradient shapes
 (causal-conv1d ``CausalConv1dFn``; flash-linear-attention ``ChunkGatedDeltaRuleFunction`` with
-its ``input_guard`` contiguous copies and the chunk states its backward recomputes).
+its ``input_guard`` contiguous copies and the chunk states its backward recomputes). Kimi
+Linear's Kimi Delta Attention calls ``chunk_kimi_delta_attention``, flash-linear-attention's
+``chunk_kda`` when installed (its torch fallback saves fp32 copies of q, k, v and the decay and a
+``64 x 64 x head_dim`` decay tensor per chunk): :func:`chunk_kda` models ``ChunkKDAFunction``.
 The Mamba-2 mixers of Nemotron-H, Falcon-H1 and Granite 4.0, in training, hands its projection to mamba-ssm's
 ``mamba_split_conv1d_scan_combined`` (transformers' stand-in returns None without mamba-ssm,
 sending it down its torch path): :func:`mamba_split_conv1d_scan_combined` models that fused
@@ -99,6 +102,63 @@ def chunk_gated_delta_rule(query, key, value, g, beta, **_kwargs):
         raise ValueError("flash-linear-attention's chunk_gated_delta_rule refuses float32 inputs")
     query, key, value, g, beta = (x.contiguous() for x in (query, key, value, g, beta))
     return _ChunkGatedDeltaRule.apply(query, key, value, g, beta), None
+
+
+class _ChunkKDA(torch.autograd.Function):
+    """flash-linear-attention ``ChunkKDAFunction`` (``fla/ops/kda/chunk.py``) with
+    ``use_qk_l2norm_in_kernel`` and the default ``disable_recompute=False``: saves the
+    l2-normalised q and k, their fp32 ``rstd``, ``v``, the fp32 chunk-local cumulative decay
+    (``B x T x H x K``, one per channel), the decay it was given, ``beta`` and the intra-chunk
+    matrices ``Aqk`` (fp32) and ``Akk`` (k's dtype after ``solve_tril``), ``B x T x H x 64``
+    each; ``w``, ``u``, ``qg``, ``kg``, ``v_new`` and the chunk states ``h`` are dropped and
+    recomputed in the backward (``chunk_kda_bwd``), which holds, at its widest (in
+    ``chunk_kda_bwd_intra``), ``w``, ``u``, ``qg``, ``kg``, ``v_new``, ``h`` and ``dh``, ``dAqk``,
+    the fp32 ``dq``, ``dk``, ``dg``, ``db``, ``dAkk`` and ``dv2`` of
+    ``chunk_kda_bwd_wy_dqkg_fused`` and the fp32 ``dq2``, ``dk2``, ``dg2``, ``db2`` written
+    beside them."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, g, beta):
+        b, t, h, _ = q.shape
+        q_n, k_n = torch.empty_like(q), torch.empty_like(k)
+        rstd = [torch.empty((b, t, h), dtype=torch.float32) for _ in range(2)]
+        g_cum = torch.empty(g.shape, dtype=torch.float32)
+        a_qk = torch.empty((b, t, h, FLA_CHUNK), dtype=torch.float32)
+        a_kk = torch.empty((b, t, h, FLA_CHUNK), dtype=k.dtype)
+        ctx.save_for_backward(q_n, rstd[0], k_n, rstd[1], v, g_cum, g, beta, a_qk, a_kk)
+        return torch.empty(v.shape, dtype=q.dtype)
+
+    @staticmethod
+    def backward(ctx, do):
+        q, _, k, _, v, _, g, beta, _, _ = ctx.saved_tensors
+        b, t, h, dk = k.shape
+        chunks = -(-t // FLA_CHUNK)
+        states = k.new_empty((b, chunks, h, dk, v.shape[-1]))  # recomputed h
+        d_states = q.new_empty((b, chunks, h, dk, v.shape[-1]))  # dh
+        recomputed = [torch.empty_like(k) for _ in range(4)] + [torch.empty_like(v)]
+        d_aqk = torch.empty((b, t, h, FLA_CHUNK), dtype=torch.float32)
+        d_v2 = torch.empty_like(v)
+        fp32 = [torch.empty(k.shape, dtype=torch.float32) for _ in range(6)]  # dq dk dg, x2
+        d_akk = torch.empty((b, t, h, FLA_CHUNK), dtype=torch.float32)
+        key_blocks = -(-dk // min(32, dk))
+        d_beta = [torch.empty((b, t, h), dtype=torch.float32) for _ in range(1 + key_blocks)]
+        grads = (
+            torch.empty_like(q),
+            torch.empty_like(k),
+            torch.empty_like(v),
+            torch.empty_like(g),
+            torch.empty_like(beta),
+        )
+        del states, d_states, recomputed, d_aqk, d_v2, fp32, d_akk, d_beta
+        return grads
+
+
+def chunk_kda(query, key, value, g, beta, **_kwargs):
+    """Drop-in for transformers' ``chunk_kimi_delta_attention`` (Kimi Linear) with the memory of
+    ``fla.ops.kda.chunk_kda``, which makes every tensor argument contiguous
+    (``input_guard``)."""
+    query, key, value, g, beta = (x.contiguous() for x in (query, key, value, g, beta))
+    return _ChunkKDA.apply(query, key, value, g, beta), None
 
 
 class _MambaSplitConv1dScanCombined(torch.autograd.Function):
@@ -205,6 +265,7 @@ GATED_DELTA_MODULES = (
     "transformers.models.olmo_hybrid.modeling_olmo_hybrid",
     "transformers.models.lfm2.modeling_lfm2",  # causal_conv1d_fn only
     "transformers.models.lfm2_moe.modeling_lfm2_moe",  # causal_conv1d_fn only
+    "transformers.models.kimi_linear.modeling_kimi_linear",  # causal_conv1d_fn, chunk_kda
 )
 
 
@@ -220,6 +281,7 @@ def linear_attention_kernels():
         for attr, fn in (
             ("causal_conv1d_fn", causal_conv1d_fn),
             ("torch_chunk_gated_delta_rule", chunk_gated_delta_rule),
+            ("chunk_kimi_delta_attention", chunk_kda),
         ):
             if hasattr(module, attr):
                 saved.append((module, attr, getattr(module, attr)))
