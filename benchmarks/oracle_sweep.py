@@ -1059,11 +1059,59 @@ QLORA_EXTRA: dict[str, tuple[dict, dict]] = {
 
 GENERATION_VARIANTS: dict[str, tuple[dict, dict]] = {
     "lora-hf-trainer-4": ({"method": "lora", "lora_rank": 16, "framework": "hf-trainer-4"}, {}),
+    "lora-ckpt-hf-trainer-4": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "gradient_checkpointing": True,
+            "framework": "hf-trainer-4",
+        },
+        {},
+    ),
+    "full-hf-trainer-4": ({"method": "full", "framework": "hf-trainer-4"}, {}),
     "lora-pytorch-loop-4": ({"method": "lora", "lora_rank": 16, "framework": "pytorch-loop-4"}, {}),
+    "full-pytorch-loop-4": ({"method": "full", "framework": "pytorch-loop-4"}, {}),
 }
-"""The transformers 4 profiles, on one family: traced in a venv of
-``tools/requirements-oracle-transformers4.txt``, listed as unsupported (with the reason) in the
-transformers 5 one."""
+"""The transformers 4 profiles: traced in a venv of ``tools/requirements-oracle-transformers4.txt``
+(``tools/oracle/transformers4.py``), listed as unsupported (with the reason) in the transformers 5
+one. Dense families with and without grouped k/v (which 4.x expands with ``repeat_kv``)."""
+GENERATION_FAMILIES = ("llama", "llama3-gqa-tied", "qwen2", "qwen3")
+GENERATION_MOE_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "lora-all-linear-hf-trainer-4": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "framework": "hf-trainer-4",
+        },
+        {},
+    ),
+    "lora-all-linear-ckpt-hf-trainer-4": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "gradient_checkpointing": True,
+            "framework": "hf-trainer-4",
+        },
+        {},
+    ),
+    "full-hf-trainer-4": ({"method": "full", "framework": "hf-trainer-4"}, {}),
+    "lora-all-linear-pytorch-loop-4": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "framework": "pytorch-loop-4",
+        },
+        {},
+    ),
+}
+"""The transformers 4 profiles on MoE families: one ``nn.Linear`` per expert matrix, LoRA on
+each (``moe_expert_layout="per-expert-modules"``, set by the profiles)."""
+GENERATION_MOE_FAMILIES = ("qwen3_moe", "mixtral")
+TRANSFORMERS_4_PROFILES = ("hf-trainer-4", "pytorch-loop-4")
+
 QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
 
 # MoE LoRA on the experts as transformers 5 stores them (3-D tensors, peft target_parameters):
@@ -1290,10 +1338,13 @@ def setups() -> list[dict]:
             if family == "phi3" and request.get("lora_targets") == ATTENTION_ONLY:
                 request["lora_targets"] = ["qkv_proj", "o_proj"]
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
-    for variant, (overrides, options) in GENERATION_VARIANTS.items():
-        request = dict(BASE_REQUEST, model={"hf_config": FAMILIES["llama"]}, **overrides)
+    generation = [(f, v) for f in GENERATION_FAMILIES for v in GENERATION_VARIANTS.items()]
+    generation += [(f, v) for f in GENERATION_MOE_FAMILIES for v in GENERATION_MOE_VARIANTS.items()]
+    for family, (variant, (overrides, options)) in generation:
+        cfg = FAMILIES.get(family) or ACCEPTED_FAMILIES[family]
+        request = dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
         del request["attention_grouped_kv"]  # left to the profile
-        out.append({"id": f"llama/{variant}", "request": request, "oracle": dict(options)})
+        out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     for family, cfg in ACCEPTED_FAMILIES.items():
         for variant, (overrides, options) in {
             **ACCEPTED_VARIANTS,
@@ -1398,7 +1449,9 @@ def _cache_key(setup: dict, versions: dict) -> str:
         {
             "setup": setup,
             "versions": versions,
-            "oracle": _oracle_source_hash(qlora, is_hybrid(setup), is_sparse(setup)),
+            "oracle": _oracle_source_hash(
+                qlora, is_hybrid(setup), is_sparse(setup), is_generation4(setup)
+            ),
         },
         sort_keys=True,
     )
@@ -1413,10 +1466,18 @@ SPARSE_ONLY_SOURCES = ("sparse_attention.py",)
 """Oracle modules only the sparse-attention families' setups run."""
 
 
-def _oracle_source_hash(qlora: bool = True, hybrid: bool = False, sparse: bool = False) -> str:
+GENERATION_4_ONLY_SOURCES = ("transformers4.py",)
+"""Oracle modules only the transformers 4 profiles' setups run."""
+
+
+def _oracle_source_hash(
+    qlora: bool = True, hybrid: bool = False, sparse: bool = False, generation4: bool = False
+) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
     for path in sorted((ROOT / "tools" / "oracle").glob("*.py")):
+        if path.name in GENERATION_4_ONLY_SOURCES and not generation4:
+            continue
         if path.name in HYBRID_ONLY_SOURCES and not hybrid:
             continue
         if path.name in SPARSE_ONLY_SOURCES and not sparse:
@@ -1431,6 +1492,11 @@ def is_hybrid(setup: dict) -> bool:
     return model_type_of(setup) in HYBRID_FAMILIES
 
 
+def is_generation4(setup: dict) -> bool:
+    """A setup of a transformers 4 profile (traced in that generation's venv)."""
+    return setup["request"].get("framework") in TRANSFORMERS_4_PROFILES
+
+
 def is_sparse(setup: dict) -> bool:
     """A setup of a family with DeepSeek sparse attention."""
     return model_type_of(setup) in SPARSE_FAMILIES
@@ -1443,6 +1509,9 @@ def oracle_request(request: dict) -> dict:
     out = dict(request)
     if out.get("moe_expert_layout") == "fused-3d":
         del out["moe_expert_layout"]
+    if out.get("framework") in TRANSFORMERS_4_PROFILES:
+        # which SDPA kernel torch 2.4-2.7 tries first: time only, the oracle traces memory
+        out.setdefault("sdpa_cudnn_last", False)
     return out
 
 
@@ -1457,10 +1526,13 @@ def run_oracle(setup: dict, versions: dict) -> dict:
 
     from tools.oracle.sparse_attention import sdpa_boolean_masks_converted
 
+    from tools.oracle.transformers4 import transformers4_run
+
     kernels = linear_attention_kernels() if is_hybrid(setup) else contextlib.nullcontext()
     masks = sdpa_boolean_masks_converted() if is_sparse(setup) else contextlib.nullcontext()
+    generation = transformers4_run() if is_generation4(setup) else contextlib.nullcontext()
     try:
-        with kernels, masks:
+        with kernels, masks, generation:
             result = oracle_estimate(dict(oracle_request(setup["request"]), oracle=setup["oracle"]))
         result.pop("request", None)
     except Unsupported as exc:
@@ -1487,6 +1559,7 @@ def compare(setup: dict, oracle: dict) -> dict:
             phases[phase] = {"calc": c, "oracle": o, "error": c / o - 1}
     return {
         "id": setup["id"],
+        "framework": setup["request"].get("framework", "generic"),
         "model_type": model_type_of(setup),
         "calc_peak": calc["peak_allocated_bytes"],
         "oracle_peak": oracle["peak_allocated_bytes"],
@@ -1599,6 +1672,44 @@ def merge_summary(old: dict, rows: list[dict], versions: dict) -> dict:
     return out
 
 
+STACKS = {
+    "hf-trainer-4": "transformers-4",
+    "pytorch-loop-4": "transformers-4",
+}
+"""Profiles traced in a venv of their own (``tools/requirements-oracle-*.txt``), by the name of
+that stack: the summary records them under ``stacks``, apart from the transformers 5 sweep
+(whose versions every other figure is of)."""
+
+
+def stack_setups(stack: str) -> list[dict]:
+    """The sweep's setups of a stack's profiles."""
+    return [s for s in setups() if STACKS.get(s["request"]["framework"]) == stack]
+
+
+def merge_stacks(old: dict, rows: list[dict], versions: dict) -> dict:
+    """The summary with each stack of ``rows`` (every row a profile of :data:`STACKS`)
+    recorded under ``stacks[name]``: the versions it ran with, its shares within 2 % and 5 %,
+    median and worst, its setups beyond 2 %, and the same per profile (``profiles``). A stack
+    swept again replaces its entry; the transformers 5 figures are left alone."""
+    out = json.loads(json.dumps(old))
+    stacks = out.setdefault("stacks", {})
+    for name in sorted({STACKS[r["framework"]] for r in rows}):
+        mine = [r for r in rows if STACKS[r["framework"]] == name]
+        figures = {k: v for k, v in _figures(mine).items() if k != "beyond_2pct"}
+        stacks[name] = {
+            "versions": versions,
+            **figures,
+            "beyond_2pct": _figures(mine)["beyond_2pct"],
+            "profiles": {
+                fw: _family_figures([r for r in mine if r["framework"] == fw])
+                for fw in sorted({r["framework"] for r in mine})
+            },
+            "families": sorted({r["id"].split("/")[0] for r in mine}),
+        }
+    out["stacks"] = dict(sorted(stacks.items()))
+    return out
+
+
 def _counts(rows: list[dict]) -> dict:
     figures = _figures(rows)
     return {key: figures[key] for key in MERGED_COUNTS}
@@ -1663,6 +1774,12 @@ def main(argv: list[str] | None = None) -> int:
         "--merge",
         action="store_true",
         help="with --only: merge the families run into the summary of the last full run",
+    )
+    parser.add_argument(
+        "--stacks",
+        action="store_true",
+        help="with --only: record the profiles traced in a venv of their own (transformers 4) "
+        "under the summary's stacks, with their versions",
     )
     args = parser.parse_args(argv)
     try:
@@ -1733,6 +1850,19 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.only and not args.no_write:
         SUMMARY_PATH.write_text(json.dumps(s, indent=1) + "\n")
         print(f"summary written to {SUMMARY_PATH.relative_to(ROOT)}")
+    elif args.stacks and rows and not args.no_write:
+        if any(r["framework"] not in STACKS for r in rows):
+            print("not recorded: --stacks takes the profiles of STACKS only", file=sys.stderr)
+            return 2
+        names = {STACKS[r["framework"]] for r in rows}
+        ran = {r["id"] for r in rows} | {sid for sid, _why in unsupported}
+        partial = sorted(n for n in names if any(s["id"] not in ran for s in stack_setups(n)))
+        if partial:
+            print(f"not recorded: --only left out setups of {partial}", file=sys.stderr)
+            return 2
+        merged = merge_stacks(json.loads(SUMMARY_PATH.read_text()), rows, versions)
+        SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
+        print(f"stacks {sorted(names)} recorded in {SUMMARY_PATH.relative_to(ROOT)}")
     elif args.merge and rows and not args.no_write:
         ran = {r["id"].split("/")[0] for r in rows}
         partial = sorted(

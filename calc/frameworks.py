@@ -521,7 +521,8 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "fsdp_wrap_floor": "reserved memory of the FSDP1 wrap; the oracle counts allocated bytes",
     "attention_keeps_fused_qkv": "LitGPT's attention; the oracle runs transformers' models",
     "attention_mask": "padded micro-batches (length_stats); the oracle feeds full rows",
-    "moe_expert_layout": "the installed transformers 5 builds 3-D experts (fused-3d) itself",
+    "moe_expert_layout": "each generation's venv builds its own layout: transformers 5 3-D "
+    "experts (fused-3d), transformers 4 one module per expert (per-expert-modules)",
     "sdpa_cudnn_last": "which SDPA kernel a torch version tries first: time only, the oracle "
     "traces memory",
 }
