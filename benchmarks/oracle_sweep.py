@@ -1110,6 +1110,40 @@ GENERATION_MOE_VARIANTS: dict[str, tuple[dict, dict]] = {
 """The transformers 4 profiles on MoE families: one ``nn.Linear`` per expert matrix, LoRA on
 each (``moe_expert_layout="per-expert-modules"``, set by the profiles)."""
 GENERATION_MOE_FAMILIES = ("qwen3_moe", "mixtral")
+TORCHTUNE_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "lora-torchtune": (
+        {"method": "lora", "lora_rank": 16, "lora_targets": "all-linear", "framework": "torchtune"},
+        {},
+    ),
+    "lora-ckpt-torchtune": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "gradient_checkpointing": True,
+            "framework": "torchtune",
+        },
+        {},
+    ),
+    "lora-attn-torchtune": (
+        {
+            "method": "lora",
+            "lora_rank": 8,
+            "lora_targets": ATTENTION_ONLY,
+            "framework": "torchtune",
+        },
+        {},
+    ),
+    "full-torchtune": ({"method": "full", "framework": "torchtune"}, {}),
+    "full-ckpt-torchtune": (
+        {"method": "full", "gradient_checkpointing": True, "framework": "torchtune"},
+        {},
+    ),
+}
+"""torchtune's own modules, LoRA, chunked loss and recipe step (``tools/oracle/torchtune_stack.py``),
+traced in a venv of ``tools/requirements-oracle-torchtune.txt``; Llama 3 (untied) and Llama 3.2
+(tied output) builders."""
+TORCHTUNE_FAMILIES = ("llama", "llama3-gqa-tied")
 TRANSFORMERS_4_PROFILES = ("hf-trainer-4", "pytorch-loop-4")
 
 QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
@@ -1340,6 +1374,7 @@ def setups() -> list[dict]:
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     generation = [(f, v) for f in GENERATION_FAMILIES for v in GENERATION_VARIANTS.items()]
     generation += [(f, v) for f in GENERATION_MOE_FAMILIES for v in GENERATION_MOE_VARIANTS.items()]
+    generation += [(f, v) for f in TORCHTUNE_FAMILIES for v in TORCHTUNE_VARIANTS.items()]
     for family, (variant, (overrides, options)) in generation:
         cfg = FAMILIES.get(family) or ACCEPTED_FAMILIES[family]
         request = dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
@@ -1450,7 +1485,11 @@ def _cache_key(setup: dict, versions: dict) -> str:
             "setup": setup,
             "versions": versions,
             "oracle": _oracle_source_hash(
-                qlora, is_hybrid(setup), is_sparse(setup), is_generation4(setup)
+                qlora,
+                is_hybrid(setup),
+                is_sparse(setup),
+                is_generation4(setup),
+                is_torchtune(setup),
             ),
         },
         sort_keys=True,
@@ -1468,15 +1507,23 @@ SPARSE_ONLY_SOURCES = ("sparse_attention.py",)
 
 GENERATION_4_ONLY_SOURCES = ("transformers4.py",)
 """Oracle modules only the transformers 4 profiles' setups run."""
+TORCHTUNE_ONLY_SOURCES = ("torchtune_stack.py",)
+"""Oracle modules only the torchtune profile's setups run."""
 
 
 def _oracle_source_hash(
-    qlora: bool = True, hybrid: bool = False, sparse: bool = False, generation4: bool = False
+    qlora: bool = True,
+    hybrid: bool = False,
+    sparse: bool = False,
+    generation4: bool = False,
+    torchtune: bool = False,
 ) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
     for path in sorted((ROOT / "tools" / "oracle").glob("*.py")):
         if path.name in GENERATION_4_ONLY_SOURCES and not generation4:
+            continue
+        if path.name in TORCHTUNE_ONLY_SOURCES and not torchtune:
             continue
         if path.name in HYBRID_ONLY_SOURCES and not hybrid:
             continue
@@ -1495,6 +1542,24 @@ def is_hybrid(setup: dict) -> bool:
 def is_generation4(setup: dict) -> bool:
     """A setup of a transformers 4 profile (traced in that generation's venv)."""
     return setup["request"].get("framework") in TRANSFORMERS_4_PROFILES
+
+
+def is_torchtune(setup: dict) -> bool:
+    """A setup of the torchtune profile (traced through torchtune's own modules)."""
+    return setup["request"].get("framework") == "torchtune"
+
+
+def stack_versions(setup: dict, versions: dict) -> dict:
+    """The library versions a setup runs with: torch and torchtune for torchtune's stack (when
+    installed), the oracle venv's otherwise."""
+    if is_torchtune(setup):
+        try:
+            from tools.oracle.torchtune_stack import versions as torchtune_versions
+
+            return torchtune_versions()
+        except ImportError:
+            pass
+    return versions
 
 
 def is_sparse(setup: dict) -> bool:
@@ -1517,7 +1582,7 @@ def oracle_request(request: dict) -> dict:
 
 def run_oracle(setup: dict, versions: dict) -> dict:
     """The oracle's response for one setup, from the cache when there."""
-    path = CACHE_DIR / f"{_cache_key(setup, versions)}.json"
+    path = CACHE_DIR / f"{_cache_key(setup, stack_versions(setup, versions))}.json"
     if path.exists():
         return json.loads(path.read_text())
     from tools.oracle import Unsupported, oracle_estimate
@@ -1532,8 +1597,13 @@ def run_oracle(setup: dict, versions: dict) -> dict:
     masks = sdpa_boolean_masks_converted() if is_sparse(setup) else contextlib.nullcontext()
     generation = transformers4_run() if is_generation4(setup) else contextlib.nullcontext()
     try:
-        with kernels, masks, generation:
-            result = oracle_estimate(dict(oracle_request(setup["request"]), oracle=setup["oracle"]))
+        if is_torchtune(setup):
+            result = _torchtune_estimate(setup)
+        else:
+            with kernels, masks, generation:
+                result = oracle_estimate(
+                    dict(oracle_request(setup["request"]), oracle=setup["oracle"])
+                )
         result.pop("request", None)
     except Unsupported as exc:
         result = {"unsupported": str(exc)}
@@ -1544,6 +1614,21 @@ def run_oracle(setup: dict, versions: dict) -> dict:
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result))
     return result
+
+
+def _torchtune_estimate(setup: dict) -> dict:
+    from tools.oracle import Unsupported
+
+    try:
+        import torchtune  # noqa: F401
+
+        from tools.oracle.torchtune_stack import oracle_estimate
+    except ImportError as exc:
+        raise Unsupported(
+            f"framework torchtune: torchtune is not installed ({exc}); its venv: "
+            "tools/requirements-oracle-torchtune.txt"
+        ) from exc
+    return oracle_estimate(dict(setup["request"], oracle=setup["oracle"]))
 
 
 def compare(setup: dict, oracle: dict) -> dict:
@@ -1675,6 +1760,7 @@ def merge_summary(old: dict, rows: list[dict], versions: dict) -> dict:
 STACKS = {
     "hf-trainer-4": "transformers-4",
     "pytorch-loop-4": "transformers-4",
+    "torchtune": "torchtune",
 }
 """Profiles traced in a venv of their own (``tools/requirements-oracle-*.txt``), by the name of
 that stack: the summary records them under ``stacks``, apart from the transformers 5 sweep
@@ -1860,7 +1946,11 @@ def main(argv: list[str] | None = None) -> int:
         if partial:
             print(f"not recorded: --only left out setups of {partial}", file=sys.stderr)
             return 2
-        merged = merge_stacks(json.loads(SUMMARY_PATH.read_text()), rows, versions)
+        merged = json.loads(SUMMARY_PATH.read_text())
+        for name in sorted(names):
+            mine = [r for r in rows if STACKS[r["framework"]] == name]
+            first = next(s for s in chosen if s["id"] == mine[0]["id"])
+            merged = merge_stacks(merged, mine, stack_versions(first, versions))
         SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
         print(f"stacks {sorted(names)} recorded in {SUMMARY_PATH.relative_to(ROOT)}")
     elif args.merge and rows and not args.no_write:

@@ -503,15 +503,16 @@ _inherit(Framework.PYTORCH_LOOP_4, Framework.HF_TRAINER_4, "transformers 4.46-4.
 
 
 ORACLE_UNTRACED: dict[Framework, str] = {
-    Framework.TORCHTUNE: "torchtune builds its own modules (torchtune.models, modules/peft "
-    "LoRALinear, torchao NF4Tensor); the oracle runs transformers' models only",
     Framework.LITGPT: "LitGPT builds its own modules (litgpt/model.py, lora.py) and quantizes "
-    "through Lightning's BitsandbytesPrecision; the oracle runs transformers' models only",
+    "through Lightning's BitsandbytesPrecision; litgpt imports lightning at package import, "
+    "which the oracle's venvs do not carry, so its step is not traced yet (pure Python on "
+    "torch: a stack venv like torchtune's could run it)",
     Framework.UNSLOTH: "Unsloth patches transformers with Triton kernels (fast_lora, its fused "
     "cross-entropy) and offloads checkpoints to host memory; none run on the CPU",
 }
-"""Profiles the fake-tensor oracle (``tools/oracle``) cannot run, and why; every other profile
-has setups in ``benchmarks/oracle_sweep.py``."""
+"""Profiles the fake-tensor oracle (``tools/oracle``) does not run, and why; every other profile
+has setups in ``benchmarks/oracle_sweep.py`` (torchtune through its own modules,
+``tools/oracle/torchtune_stack.py``)."""
 
 ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "qlora_keeps_inputs": "bitsandbytes < 0.43.2 only; the oracle models 0.49.2",
