@@ -129,6 +129,8 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "loss_outputs_kept": False,
         "logits_upcast_in_model": True,
         "chunked_loss_keeps_fp32": True,
+        "output_layer_chunked": True,
+        "rope_cache_fp32": True,
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": True,
@@ -315,6 +317,18 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "chunked_loss_keeps_fp32": "torchtune modules/loss/ce_chunked_output_loss.py (4fba6cd44 "
         "2024-08-28 through 1814feb17): F.cross_entropy(logits.float()) "
         "per chunk; only training.compile_loss (compile: True) fuses it",
+        "output_layer_chunked": "torchtune 0.6.1 modules/transformer.py "
+        "TransformerDecoder.chunked_output: [self.output(chunk) for chunk in "
+        "last_hidden_state.chunk(num_output_chunks, dim=1)], set by the recipes' "
+        "model.set_num_output_chunks(loss_fn.num_output_chunks) "
+        "(recipes/full_finetune_single_device.py, lora_finetune_single_device.py); the weight "
+        "gradient's per-chunk sums are torch's autograd InputBuffer::accumulate (traced by the "
+        "oracle's torchtune stack)",
+        "rope_cache_fp32": "torchtune 0.6.1 modules/position_embeddings.py "
+        "RotaryPositionalEmbeddings.build_rope_cache and models/llama3_1/_position_embeddings.py "
+        "Llama3ScaledRoPE: register_buffer('cache', [max_seq_len, head_dim // 2, 2]) from the "
+        "fp32 theta; models/llama3_1/_component_builders.py llama3_1, lora_llama3_1: one rope "
+        "module passed to every layer (max_seq_len=131072 in llama3_1_8b)",
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": "LitGPT litgpt/model.py CausalSelfAttention.forward (5895df10, "

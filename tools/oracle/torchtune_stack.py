@@ -4,10 +4,11 @@ Run in a venv with torchtune (``tools/requirements-oracle-torchtune.txt``: torch
 the transformers 5 venv's torch). What runs is torchtune's, as its single-device recipes
 (``recipes/lora_finetune_single_device.py``, ``full_finetune_single_device.py``, 0.6.1) run it:
 
-- the model from torchtune's Llama 3 builders (``torchtune.models.llama3._component_builders``
-  ``llama3`` / ``lora_llama3``: its ``MultiHeadAttention``, which expands grouped k/v before
-  SDPA, its ``LoRALinear`` adapters in the model dtype, ``FeedForward``, ``RMSNorm``), built
-  under ``training.set_default_dtype`` as the recipe does, on the meta device;
+- the model from torchtune's Llama 3.1 builders (``torchtune.models.llama3_1._component_builders``
+  ``llama3_1`` / ``lora_llama3_1``; Llama 3.2's for a tied output layer: its
+  ``MultiHeadAttention``, which expands grouped k/v before SDPA, its ``LoRALinear`` adapters in
+  the model dtype, ``FeedForward``, ``RMSNorm``, one ``Llama3ScaledRoPE`` table shared by every
+  layer), built under ``training.set_default_dtype`` as the recipe does, on the meta device;
 - ``set_trainable_params(model, get_adapter_params(model))`` for LoRA;
 - ``training.set_activation_checkpointing(model, auto_wrap_policy={TransformerSelfAttentionLayer})``;
 - the loss ``CEWithChunkedOutputLoss`` (8 chunks; ``model.set_num_output_chunks``), the output
@@ -36,6 +37,8 @@ TRACED_KEYS = frozenset(
         "attention_grouped_kv",  # MultiHeadAttention expands k/v before SDPA
         "attention_keeps_fused_qkv",  # separate q_proj, k_proj, v_proj
         "loss_outputs_kept",  # _loss_step: del logits before the backward
+        "output_layer_chunked",  # TransformerDecoder.chunked_output
+        "rope_cache_fp32",  # RotaryPositionalEmbeddings / Llama3ScaledRoPE cache buffer
     }
 )
 """The torchtune profile's keys this stack runs as torchtune's code decides them (the request
@@ -83,7 +86,7 @@ def build_model(req: dict, options: dict):
     """torchtune's Llama 3 model on the meta device, as the recipe's ``_setup_model`` makes it."""
     import torch
     from torchtune import modules, training
-    from torchtune.models.llama3 import _component_builders as llama3_builders
+    from torchtune.models.llama3_1 import _component_builders as llama3_1_builders
     from torchtune.models.llama3_2 import _component_builders as llama3_2_builders
     from torchtune.modules.peft import get_adapter_params, set_trainable_params
 
@@ -109,12 +112,12 @@ def build_model(req: dict, options: dict):
         rope_base=hf.get("rope_theta", 500_000),
     )
     tied = bool(hf.get("tie_word_embeddings", False))
-    builders = llama3_2_builders if tied else llama3_builders
+    builders = llama3_2_builders if tied else llama3_1_builders
     dtype = torch.bfloat16 if req["precision"] == "bf16-true" else torch.float32
     with training.set_default_dtype(dtype), torch.device("meta"):
         if req["method"] == "lora":
             attn, mlp = _targets(req)
-            build = builders.lora_llama3_2 if tied else builders.lora_llama3
+            build = builders.lora_llama3_2 if tied else builders.lora_llama3_1
             model = build(
                 lora_attn_modules=attn,
                 apply_lora_to_mlp=mlp,
@@ -125,7 +128,7 @@ def build_model(req: dict, options: dict):
                 **shape,
             )
         elif req["method"] == "full":
-            model = (builders.llama3_2 if tied else builders.llama3)(**shape)
+            model = (builders.llama3_2 if tied else builders.llama3_1)(**shape)
         else:
             raise Unsupported(
                 f"torchtune stack: method {req['method']} (QLoRA is torchao's NF4Tensor)"
@@ -267,6 +270,16 @@ def run_steps(req: dict, options: dict) -> dict:
         trainable = sum(p.numel() for p in params)
     phases = {name: peak for name, (peak, _parts) in tracker.peaks.items()}
     components = {name: dict(parts) for name, (_peak, parts) in tracker.peaks.items()}
+    if tracker.debug:
+        import collections
+
+        for ph, items in tracker.peak_sets.items():
+            agg: collections.Counter = collections.Counter()
+            for nbytes, cat, op in items:
+                agg[(cat, op)] += nbytes
+            print("==", ph)
+            for (cat, op), n in agg.most_common(40):
+                print(f"  {n:>12,d} {cat:22s} {op}")
     return {
         "phases": phases,
         "components": components,
@@ -288,7 +301,11 @@ def oracle_estimate(request: dict) -> dict:
         "components": result["components"][peak_phase],
         "params_total": result["params_total"],
         "params_trainable": result["params_trainable"],
-        "oracle": {"options": options, "versions": versions()},
+        "oracle": {
+            "phase_components": result["components"],
+            "options": options,
+            "versions": versions(),
+        },
     }
 
 
