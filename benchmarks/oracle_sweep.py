@@ -1144,6 +1144,27 @@ TORCHTUNE_VARIANTS: dict[str, tuple[dict, dict]] = {
 traced in a venv of ``tools/requirements-oracle-torchtune.txt``; Llama 3 (untied) and Llama 3.2
 (tied output) builders."""
 TORCHTUNE_FAMILIES = ("llama", "llama3-gqa-tied")
+LITGPT_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "lora-litgpt": (
+        {"method": "lora", "lora_rank": 16, "lora_targets": "all-linear", "framework": "litgpt"},
+        {},
+    ),
+    "lora-qv-litgpt": (
+        {
+            "method": "lora",
+            "lora_rank": 8,
+            "lora_targets": ["q_proj", "v_proj"],
+            "framework": "litgpt",
+        },
+        {},
+    ),
+    "full-litgpt": ({"method": "full", "framework": "litgpt"}, {}),
+}
+"""LitGPT's own modules, LoRA, chunked head and loss and finetune step
+(``tools/oracle/litgpt_stack.py``), traced in a venv of ``tools/requirements-oracle-litgpt.txt``:
+LoRA on every linear and on LitGPT's default q and v, full fine-tuning; no checkpointing (LitGPT
+checkpoints only under FSDP on several GPUs)."""
+LITGPT_FAMILIES = ("llama", "mistral")
 TRANSFORMERS_4_PROFILES = ("hf-trainer-4", "pytorch-loop-4")
 
 QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
@@ -1375,6 +1396,7 @@ def setups() -> list[dict]:
     generation = [(f, v) for f in GENERATION_FAMILIES for v in GENERATION_VARIANTS.items()]
     generation += [(f, v) for f in GENERATION_MOE_FAMILIES for v in GENERATION_MOE_VARIANTS.items()]
     generation += [(f, v) for f in TORCHTUNE_FAMILIES for v in TORCHTUNE_VARIANTS.items()]
+    generation += [(f, v) for f in LITGPT_FAMILIES for v in LITGPT_VARIANTS.items()]
     for family, (variant, (overrides, options)) in generation:
         cfg = FAMILIES.get(family) or ACCEPTED_FAMILIES[family]
         request = dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
@@ -1490,6 +1512,7 @@ def _cache_key(setup: dict, versions: dict) -> str:
                 is_sparse(setup),
                 is_generation4(setup),
                 is_torchtune(setup),
+                is_litgpt(setup),
             ),
         },
         sort_keys=True,
@@ -1509,6 +1532,8 @@ GENERATION_4_ONLY_SOURCES = ("transformers4.py",)
 """Oracle modules only the transformers 4 profiles' setups run."""
 TORCHTUNE_ONLY_SOURCES = ("torchtune_stack.py",)
 """Oracle modules only the torchtune profile's setups run."""
+LITGPT_ONLY_SOURCES = ("litgpt_stack.py",)
+"""Oracle modules only the litgpt profile's setups run."""
 
 
 def _oracle_source_hash(
@@ -1517,6 +1542,7 @@ def _oracle_source_hash(
     sparse: bool = False,
     generation4: bool = False,
     torchtune: bool = False,
+    litgpt: bool = False,
 ) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
@@ -1524,6 +1550,8 @@ def _oracle_source_hash(
         if path.name in GENERATION_4_ONLY_SOURCES and not generation4:
             continue
         if path.name in TORCHTUNE_ONLY_SOURCES and not torchtune:
+            continue
+        if path.name in LITGPT_ONLY_SOURCES and not litgpt:
             continue
         if path.name in HYBRID_ONLY_SOURCES and not hybrid:
             continue
@@ -1549,16 +1577,25 @@ def is_torchtune(setup: dict) -> bool:
     return setup["request"].get("framework") == "torchtune"
 
 
+def is_litgpt(setup: dict) -> bool:
+    """A setup of the litgpt profile (traced through LitGPT's own modules)."""
+    return setup["request"].get("framework") == "litgpt"
+
+
 def stack_versions(setup: dict, versions: dict) -> dict:
-    """The library versions a setup runs with: torch and torchtune for torchtune's stack (when
-    installed), the oracle venv's otherwise."""
-    if is_torchtune(setup):
-        try:
+    """The library versions a setup runs with: torch and torchtune (or LitGPT and Lightning)
+    for those stacks when installed, the oracle venv's otherwise."""
+    try:
+        if is_torchtune(setup):
             from tools.oracle.torchtune_stack import versions as torchtune_versions
 
             return torchtune_versions()
-        except ImportError:
-            pass
+        if is_litgpt(setup):
+            from tools.oracle.litgpt_stack import versions as litgpt_versions
+
+            return litgpt_versions()
+    except ImportError:
+        pass
     return versions
 
 
@@ -1599,6 +1636,8 @@ def run_oracle(setup: dict, versions: dict) -> dict:
     try:
         if is_torchtune(setup):
             result = _torchtune_estimate(setup)
+        elif is_litgpt(setup):
+            result = _litgpt_estimate(setup)
         else:
             with kernels, masks, generation:
                 result = oracle_estimate(
@@ -1627,6 +1666,21 @@ def _torchtune_estimate(setup: dict) -> dict:
         raise Unsupported(
             f"framework torchtune: torchtune is not installed ({exc}); its venv: "
             "tools/requirements-oracle-torchtune.txt"
+        ) from exc
+    return oracle_estimate(dict(setup["request"], oracle=setup["oracle"]))
+
+
+def _litgpt_estimate(setup: dict) -> dict:
+    from tools.oracle import Unsupported
+
+    try:
+        import litgpt  # noqa: F401
+
+        from tools.oracle.litgpt_stack import oracle_estimate
+    except ImportError as exc:
+        raise Unsupported(
+            f"framework litgpt: litgpt is not installed ({exc}); its venv: "
+            "tools/requirements-oracle-litgpt.txt"
         ) from exc
     return oracle_estimate(dict(setup["request"], oracle=setup["oracle"]))
 
@@ -1761,6 +1815,7 @@ STACKS = {
     "hf-trainer-4": "transformers-4",
     "pytorch-loop-4": "transformers-4",
     "torchtune": "torchtune",
+    "litgpt": "litgpt",
 }
 """Profiles traced in a venv of their own (``tools/requirements-oracle-*.txt``), by the name of
 that stack: the summary records them under ``stacks``, apart from the transformers 5 sweep

@@ -517,16 +517,12 @@ _inherit(Framework.PYTORCH_LOOP_4, Framework.HF_TRAINER_4, "transformers 4.46-4.
 
 
 ORACLE_UNTRACED: dict[Framework, str] = {
-    Framework.LITGPT: "LitGPT builds its own modules (litgpt/model.py, lora.py) and quantizes "
-    "through Lightning's BitsandbytesPrecision; litgpt imports lightning at package import, "
-    "which the oracle's venvs do not carry, so its step is not traced yet (pure Python on "
-    "torch: a stack venv like torchtune's could run it)",
     Framework.UNSLOTH: "Unsloth patches transformers with Triton kernels (fast_lora, its fused "
     "cross-entropy) and offloads checkpoints to host memory; none run on the CPU",
 }
 """Profiles the fake-tensor oracle (``tools/oracle``) does not run, and why; every other profile
-has setups in ``benchmarks/oracle_sweep.py`` (torchtune through its own modules,
-``tools/oracle/torchtune_stack.py``)."""
+has setups in ``benchmarks/oracle_sweep.py`` (torchtune and LitGPT through their own modules,
+``tools/oracle/torchtune_stack.py``, ``tools/oracle/litgpt_stack.py``)."""
 
 ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "qlora_keeps_inputs": "bitsandbytes < 0.43.2 only; the oracle models 0.49.2",
@@ -534,7 +530,8 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "sync_each_micro_batch": "several GPUs and gradient accumulation; the oracle runs one process",
     "frozen_weight_grads": "several GPUs (FSDP wrap units); the oracle runs one process",
     "fsdp_wrap_floor": "reserved memory of the FSDP1 wrap; the oracle counts allocated bytes",
-    "attention_keeps_fused_qkv": "LitGPT's attention; the oracle runs transformers' models",
+    "attention_keeps_fused_qkv": "LitGPT's fused attention, traced by the LitGPT stack only; "
+    "the transformers oracle runs separate q, k, v projections",
     "attention_mask": "padded micro-batches (length_stats); the oracle feeds full rows",
     "moe_expert_layout": "each generation's venv builds its own layout: transformers 5 3-D "
     "experts (fused-3d), transformers 4 one module per expert (per-expert-modules)",

@@ -72,12 +72,13 @@ def test_accepted_family_setups_cover_the_methods(family):
 def test_every_profile_is_swept_or_says_why_not():
     # each library profile runs its own code path in the sweep, or names why the oracle cannot
     from calc.frameworks import ORACLE_UNTRACED, ORACLE_UNTRACED_KEYS, PROFILES, Framework
-    from tools.oracle import torchtune_stack
+    from tools.oracle import litgpt_stack, torchtune_stack
     from tools.oracle.run import HANDLED_KEYS, TRACED_FRAMEWORKS
 
     # profiles traced through their own library's modules, with the keys that code decides
     stacks = {
         "torchtune": (torchtune_stack.TRACED_KEYS, torchtune_stack.UNTRACED_KEYS),
+        "litgpt": (litgpt_stack.TRACED_KEYS, litgpt_stack.UNTRACED_KEYS),
     }
     swept = {s["request"]["framework"] for s in sweep.setups()}
     for fw in Framework:
