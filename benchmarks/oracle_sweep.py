@@ -1144,11 +1144,114 @@ QLORA_EXTRA: dict[str, tuple[dict, dict]] = {
 
 GENERATION_VARIANTS: dict[str, tuple[dict, dict]] = {
     "lora-hf-trainer-4": ({"method": "lora", "lora_rank": 16, "framework": "hf-trainer-4"}, {}),
+    "lora-ckpt-hf-trainer-4": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "gradient_checkpointing": True,
+            "framework": "hf-trainer-4",
+        },
+        {},
+    ),
+    "full-hf-trainer-4": ({"method": "full", "framework": "hf-trainer-4"}, {}),
     "lora-pytorch-loop-4": ({"method": "lora", "lora_rank": 16, "framework": "pytorch-loop-4"}, {}),
+    "full-pytorch-loop-4": ({"method": "full", "framework": "pytorch-loop-4"}, {}),
 }
-"""The transformers 4 profiles, on one family: traced in a venv of
-``tools/requirements-oracle-transformers4.txt``, listed as unsupported (with the reason) in the
-transformers 5 one."""
+"""The transformers 4 profiles: traced in a venv of ``tools/requirements-oracle-transformers4.txt``
+(``tools/oracle/transformers4.py``), listed as unsupported (with the reason) in the transformers 5
+one. Dense families with and without grouped k/v (which 4.x expands with ``repeat_kv``)."""
+GENERATION_FAMILIES = ("llama", "llama3-gqa-tied", "qwen2", "qwen3")
+GENERATION_MOE_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "lora-all-linear-hf-trainer-4": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "framework": "hf-trainer-4",
+        },
+        {},
+    ),
+    "lora-all-linear-ckpt-hf-trainer-4": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "gradient_checkpointing": True,
+            "framework": "hf-trainer-4",
+        },
+        {},
+    ),
+    "full-hf-trainer-4": ({"method": "full", "framework": "hf-trainer-4"}, {}),
+    "lora-all-linear-pytorch-loop-4": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "framework": "pytorch-loop-4",
+        },
+        {},
+    ),
+}
+"""The transformers 4 profiles on MoE families: one ``nn.Linear`` per expert matrix, LoRA on
+each (``moe_expert_layout="per-expert-modules"``, set by the profiles)."""
+GENERATION_MOE_FAMILIES = ("qwen3_moe", "mixtral")
+TORCHTUNE_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "lora-torchtune": (
+        {"method": "lora", "lora_rank": 16, "lora_targets": "all-linear", "framework": "torchtune"},
+        {},
+    ),
+    "lora-ckpt-torchtune": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "gradient_checkpointing": True,
+            "framework": "torchtune",
+        },
+        {},
+    ),
+    "lora-attn-torchtune": (
+        {
+            "method": "lora",
+            "lora_rank": 8,
+            "lora_targets": ATTENTION_ONLY,
+            "framework": "torchtune",
+        },
+        {},
+    ),
+    "full-torchtune": ({"method": "full", "framework": "torchtune"}, {}),
+    "full-ckpt-torchtune": (
+        {"method": "full", "gradient_checkpointing": True, "framework": "torchtune"},
+        {},
+    ),
+}
+"""torchtune's own modules, LoRA, chunked loss and recipe step (``tools/oracle/torchtune_stack.py``),
+traced in a venv of ``tools/requirements-oracle-torchtune.txt``; Llama 3 (untied) and Llama 3.2
+(tied output) builders."""
+TORCHTUNE_FAMILIES = ("llama", "llama3-gqa-tied")
+LITGPT_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "lora-litgpt": (
+        {"method": "lora", "lora_rank": 16, "lora_targets": "all-linear", "framework": "litgpt"},
+        {},
+    ),
+    "lora-qv-litgpt": (
+        {
+            "method": "lora",
+            "lora_rank": 8,
+            "lora_targets": ["q_proj", "v_proj"],
+            "framework": "litgpt",
+        },
+        {},
+    ),
+    "full-litgpt": ({"method": "full", "framework": "litgpt"}, {}),
+}
+"""LitGPT's own modules, LoRA, chunked head and loss and finetune step
+(``tools/oracle/litgpt_stack.py``), traced in a venv of ``tools/requirements-oracle-litgpt.txt``:
+LoRA on every linear and on LitGPT's default q and v, full fine-tuning; no checkpointing (LitGPT
+checkpoints only under FSDP on several GPUs)."""
+LITGPT_FAMILIES = ("llama", "mistral")
+TRANSFORMERS_4_PROFILES = ("hf-trainer-4", "pytorch-loop-4")
+
 QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
 
 # MoE LoRA on the experts as transformers 5 stores them (3-D tensors, peft target_parameters):
@@ -1375,10 +1478,15 @@ def setups() -> list[dict]:
             if family == "phi3" and request.get("lora_targets") == ATTENTION_ONLY:
                 request["lora_targets"] = ["qkv_proj", "o_proj"]
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
-    for variant, (overrides, options) in GENERATION_VARIANTS.items():
-        request = dict(BASE_REQUEST, model={"hf_config": FAMILIES["llama"]}, **overrides)
+    generation = [(f, v) for f in GENERATION_FAMILIES for v in GENERATION_VARIANTS.items()]
+    generation += [(f, v) for f in GENERATION_MOE_FAMILIES for v in GENERATION_MOE_VARIANTS.items()]
+    generation += [(f, v) for f in TORCHTUNE_FAMILIES for v in TORCHTUNE_VARIANTS.items()]
+    generation += [(f, v) for f in LITGPT_FAMILIES for v in LITGPT_VARIANTS.items()]
+    for family, (variant, (overrides, options)) in generation:
+        cfg = FAMILIES.get(family) or ACCEPTED_FAMILIES[family]
+        request = dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
         del request["attention_grouped_kv"]  # left to the profile
-        out.append({"id": f"llama/{variant}", "request": request, "oracle": dict(options)})
+        out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     for family, cfg in ACCEPTED_FAMILIES.items():
         for variant, (overrides, options) in {
             **ACCEPTED_VARIANTS,
@@ -1483,7 +1591,14 @@ def _cache_key(setup: dict, versions: dict) -> str:
         {
             "setup": setup,
             "versions": versions,
-            "oracle": _oracle_source_hash(qlora, is_hybrid(setup), is_sparse(setup)),
+            "oracle": _oracle_source_hash(
+                qlora,
+                is_hybrid(setup),
+                is_sparse(setup),
+                is_generation4(setup),
+                is_torchtune(setup),
+                is_litgpt(setup),
+            ),
         },
         sort_keys=True,
     )
@@ -1498,10 +1613,31 @@ SPARSE_ONLY_SOURCES = ("sparse_attention.py",)
 """Oracle modules only the sparse-attention families' setups run."""
 
 
-def _oracle_source_hash(qlora: bool = True, hybrid: bool = False, sparse: bool = False) -> str:
+GENERATION_4_ONLY_SOURCES = ("transformers4.py",)
+"""Oracle modules only the transformers 4 profiles' setups run."""
+TORCHTUNE_ONLY_SOURCES = ("torchtune_stack.py",)
+"""Oracle modules only the torchtune profile's setups run."""
+LITGPT_ONLY_SOURCES = ("litgpt_stack.py",)
+"""Oracle modules only the litgpt profile's setups run."""
+
+
+def _oracle_source_hash(
+    qlora: bool = True,
+    hybrid: bool = False,
+    sparse: bool = False,
+    generation4: bool = False,
+    torchtune: bool = False,
+    litgpt: bool = False,
+) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
     for path in sorted((ROOT / "tools" / "oracle").glob("*.py")):
+        if path.name in GENERATION_4_ONLY_SOURCES and not generation4:
+            continue
+        if path.name in TORCHTUNE_ONLY_SOURCES and not torchtune:
+            continue
+        if path.name in LITGPT_ONLY_SOURCES and not litgpt:
+            continue
         if path.name in HYBRID_ONLY_SOURCES and not hybrid:
             continue
         if path.name in SPARSE_ONLY_SOURCES and not sparse:
@@ -1516,6 +1652,38 @@ def is_hybrid(setup: dict) -> bool:
     return model_type_of(setup) in HYBRID_FAMILIES
 
 
+def is_generation4(setup: dict) -> bool:
+    """A setup of a transformers 4 profile (traced in that generation's venv)."""
+    return setup["request"].get("framework") in TRANSFORMERS_4_PROFILES
+
+
+def is_torchtune(setup: dict) -> bool:
+    """A setup of the torchtune profile (traced through torchtune's own modules)."""
+    return setup["request"].get("framework") == "torchtune"
+
+
+def is_litgpt(setup: dict) -> bool:
+    """A setup of the litgpt profile (traced through LitGPT's own modules)."""
+    return setup["request"].get("framework") == "litgpt"
+
+
+def stack_versions(setup: dict, versions: dict) -> dict:
+    """The library versions a setup runs with: torch and torchtune (or LitGPT and Lightning)
+    for those stacks when installed, the oracle venv's otherwise."""
+    try:
+        if is_torchtune(setup):
+            from tools.oracle.torchtune_stack import versions as torchtune_versions
+
+            return torchtune_versions()
+        if is_litgpt(setup):
+            from tools.oracle.litgpt_stack import versions as litgpt_versions
+
+            return litgpt_versions()
+    except ImportError:
+        pass
+    return versions
+
+
 def is_sparse(setup: dict) -> bool:
     """A setup of a family with DeepSeek sparse attention."""
     return model_type_of(setup) in SPARSE_FAMILIES
@@ -1528,12 +1696,15 @@ def oracle_request(request: dict) -> dict:
     out = dict(request)
     if out.get("moe_expert_layout") == "fused-3d":
         del out["moe_expert_layout"]
+    if out.get("framework") in TRANSFORMERS_4_PROFILES:
+        # which SDPA kernel torch 2.4-2.7 tries first: time only, the oracle traces memory
+        out.setdefault("sdpa_cudnn_last", False)
     return out
 
 
 def run_oracle(setup: dict, versions: dict) -> dict:
     """The oracle's response for one setup, from the cache when there."""
-    path = CACHE_DIR / f"{_cache_key(setup, versions)}.json"
+    path = CACHE_DIR / f"{_cache_key(setup, stack_versions(setup, versions))}.json"
     if path.exists():
         return json.loads(path.read_text())
     from tools.oracle import Unsupported, oracle_estimate
@@ -1542,11 +1713,21 @@ def run_oracle(setup: dict, versions: dict) -> dict:
 
     from tools.oracle.sparse_attention import sdpa_boolean_masks_converted
 
+    from tools.oracle.transformers4 import transformers4_run
+
     kernels = linear_attention_kernels() if is_hybrid(setup) else contextlib.nullcontext()
     masks = sdpa_boolean_masks_converted() if is_sparse(setup) else contextlib.nullcontext()
+    generation = transformers4_run() if is_generation4(setup) else contextlib.nullcontext()
     try:
-        with kernels, masks:
-            result = oracle_estimate(dict(oracle_request(setup["request"]), oracle=setup["oracle"]))
+        if is_torchtune(setup):
+            result = _torchtune_estimate(setup)
+        elif is_litgpt(setup):
+            result = _litgpt_estimate(setup)
+        else:
+            with kernels, masks, generation:
+                result = oracle_estimate(
+                    dict(oracle_request(setup["request"]), oracle=setup["oracle"])
+                )
         result.pop("request", None)
     except Unsupported as exc:
         result = {"unsupported": str(exc)}
@@ -1557,6 +1738,36 @@ def run_oracle(setup: dict, versions: dict) -> dict:
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result))
     return result
+
+
+def _torchtune_estimate(setup: dict) -> dict:
+    from tools.oracle import Unsupported
+
+    try:
+        import torchtune  # noqa: F401
+
+        from tools.oracle.torchtune_stack import oracle_estimate
+    except ImportError as exc:
+        raise Unsupported(
+            f"framework torchtune: torchtune is not installed ({exc}); its venv: "
+            "tools/requirements-oracle-torchtune.txt"
+        ) from exc
+    return oracle_estimate(dict(setup["request"], oracle=setup["oracle"]))
+
+
+def _litgpt_estimate(setup: dict) -> dict:
+    from tools.oracle import Unsupported
+
+    try:
+        import litgpt  # noqa: F401
+
+        from tools.oracle.litgpt_stack import oracle_estimate
+    except ImportError as exc:
+        raise Unsupported(
+            f"framework litgpt: litgpt is not installed ({exc}); its venv: "
+            "tools/requirements-oracle-litgpt.txt"
+        ) from exc
+    return oracle_estimate(dict(setup["request"], oracle=setup["oracle"]))
 
 
 def compare(setup: dict, oracle: dict) -> dict:
@@ -1572,6 +1783,7 @@ def compare(setup: dict, oracle: dict) -> dict:
             phases[phase] = {"calc": c, "oracle": o, "error": c / o - 1}
     return {
         "id": setup["id"],
+        "framework": setup["request"].get("framework", "generic"),
         "model_type": model_type_of(setup),
         "calc_peak": calc["peak_allocated_bytes"],
         "oracle_peak": oracle["peak_allocated_bytes"],
@@ -1684,6 +1896,46 @@ def merge_summary(old: dict, rows: list[dict], versions: dict) -> dict:
     return out
 
 
+STACKS = {
+    "hf-trainer-4": "transformers-4",
+    "pytorch-loop-4": "transformers-4",
+    "torchtune": "torchtune",
+    "litgpt": "litgpt",
+}
+"""Profiles traced in a venv of their own (``tools/requirements-oracle-*.txt``), by the name of
+that stack: the summary records them under ``stacks``, apart from the transformers 5 sweep
+(whose versions every other figure is of)."""
+
+
+def stack_setups(stack: str) -> list[dict]:
+    """The sweep's setups of a stack's profiles."""
+    return [s for s in setups() if STACKS.get(s["request"]["framework"]) == stack]
+
+
+def merge_stacks(old: dict, rows: list[dict], versions: dict) -> dict:
+    """The summary with each stack of ``rows`` (every row a profile of :data:`STACKS`)
+    recorded under ``stacks[name]``: the versions it ran with, its shares within 2 % and 5 %,
+    median and worst, its setups beyond 2 %, and the same per profile (``profiles``). A stack
+    swept again replaces its entry; the transformers 5 figures are left alone."""
+    out = json.loads(json.dumps(old))
+    stacks = out.setdefault("stacks", {})
+    for name in sorted({STACKS[r["framework"]] for r in rows}):
+        mine = [r for r in rows if STACKS[r["framework"]] == name]
+        figures = {k: v for k, v in _figures(mine).items() if k != "beyond_2pct"}
+        stacks[name] = {
+            "versions": versions,
+            **figures,
+            "beyond_2pct": _figures(mine)["beyond_2pct"],
+            "profiles": {
+                fw: _family_figures([r for r in mine if r["framework"] == fw])
+                for fw in sorted({r["framework"] for r in mine})
+            },
+            "families": sorted({r["id"].split("/")[0] for r in mine}),
+        }
+    out["stacks"] = dict(sorted(stacks.items()))
+    return out
+
+
 def _counts(rows: list[dict]) -> dict:
     figures = _figures(rows)
     return {key: figures[key] for key in MERGED_COUNTS}
@@ -1748,6 +2000,12 @@ def main(argv: list[str] | None = None) -> int:
         "--merge",
         action="store_true",
         help="with --only: merge the families run into the summary of the last full run",
+    )
+    parser.add_argument(
+        "--stacks",
+        action="store_true",
+        help="with --only: record the profiles traced in a venv of their own (transformers 4) "
+        "under the summary's stacks, with their versions",
     )
     args = parser.parse_args(argv)
     try:
@@ -1818,6 +2076,23 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.only and not args.no_write:
         SUMMARY_PATH.write_text(json.dumps(s, indent=1) + "\n")
         print(f"summary written to {SUMMARY_PATH.relative_to(ROOT)}")
+    elif args.stacks and rows and not args.no_write:
+        if any(r["framework"] not in STACKS for r in rows):
+            print("not recorded: --stacks takes the profiles of STACKS only", file=sys.stderr)
+            return 2
+        names = {STACKS[r["framework"]] for r in rows}
+        ran = {r["id"] for r in rows} | {sid for sid, _why in unsupported}
+        partial = sorted(n for n in names if any(s["id"] not in ran for s in stack_setups(n)))
+        if partial:
+            print(f"not recorded: --only left out setups of {partial}", file=sys.stderr)
+            return 2
+        merged = json.loads(SUMMARY_PATH.read_text())
+        for name in sorted(names):
+            mine = [r for r in rows if STACKS[r["framework"]] == name]
+            first = next(s for s in chosen if s["id"] == mine[0]["id"])
+            merged = merge_stacks(merged, mine, stack_versions(first, versions))
+        SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
+        print(f"stacks {sorted(names)} recorded in {SUMMARY_PATH.relative_to(ROOT)}")
     elif args.merge and rows and not args.no_write:
         ran = {r["id"].split("/")[0] for r in rows}
         partial = sorted(

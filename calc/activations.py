@@ -1721,6 +1721,27 @@ def logits_bytes_per_token(
     )
 
 
+def chunked_head_grad_bytes(arch: ModelArch, act_bytes: int, tokens: int) -> int:
+    """Logits and loss of an output layer run chunk by chunk (``output_layer_chunked``,
+    torchtune 0.6.1 ``TransformerDecoder.chunked_output``) whose weight is trained, at the
+    moment of its backward where the most is alive, in bytes:
+
+    ``3 V h act + tokens * act V (n - 2) / n``
+
+    The loss's backward runs every chunk's cross-entropy and upcast first (they were created
+    after all the chunks' output projections), leaving each chunk's 16-bit logit gradient
+    (``act V`` per token in all); then each chunk's projection computes a ``V x h`` weight
+    gradient, which torch's autograd engine adds to the ones already arrived out of place
+    (``torch/csrc/autograd/input_buffer.cpp`` ``accumulate``: ``old_var + var``). At the
+    second chunk's sum the running sum, the new gradient and the result are alive (``3 V h``)
+    while ``n - 2`` chunks' logit gradients still wait (``n``:
+    :data:`TORCHTUNE_OUTPUT_CHUNKS`). A tied output layer's weight is the embedding's: the
+    same sums."""
+    n = TORCHTUNE_OUTPUT_CHUNKS
+    v = arch.vocab_size
+    return 3 * v * arch.hidden_size * act_bytes + tokens * act_bytes * v * (n - 2) // n
+
+
 FUSED_HEAD_TOKEN_TILE = 4096
 """Tokens per tile of TRL's fused LM head: ``TOKEN_CHUNK_SIZE`` (TRL 1.16.0
 ``trl/kernels/chunked_logprob.py``)."""

@@ -902,6 +902,44 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "output_layer_chunked",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "the output layer runs once per chunk of the sequence and the chunked loss takes "
+            "the list of chunks (torchtune 0.6.1 ``modules/transformer.py`` "
+            "``TransformerDecoder.chunked_output``: ``[self.output(chunk) for chunk in "
+            "last_hidden_state.chunk(num_output_chunks, dim=1)]``, 8 chunks). A trainable "
+            "output layer's weight gradient then reaches its accumulator once per chunk, and "
+            "torch's autograd engine sums the arrivals out of place (``InputBuffer::accumulate`` "
+            "``old_var + var``): during the loss's backward the running sum, the new chunk's "
+            "gradient and their sum are alive (``3 V h act``), beside the 16-bit gradients of "
+            "the chunks' logits still waiting for the output layer (``(n - 2) / n`` of "
+            "``act V`` per token) (:func:`calc.activations.chunked_head_grad_bytes`). Read with "
+            "``chunked_loss`` on, ``loss_fused_lm_head`` and ``loss_grad_in_forward`` off, and a "
+            "trainable output layer (full fine-tuning, or ``lm_head`` in "
+            "``lora_modules_to_save``). Default False: the output layer runs once on the whole "
+            "sequence (transformers, LitGPT's full fine-tuning), one weight gradient."
+        ),
+    ),
+    _bool(
+        "rope_cache_fp32",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "the model keeps a precomputed rotary-embedding table, fp32, of "
+            "``max_position_embeddings x head_dim`` values (cos and sin of every position): "
+            "torchtune 0.6.1 ``modules/position_embeddings.py`` ``RotaryPositionalEmbeddings`` "
+            "and ``models/llama3_1/_position_embeddings.py`` ``Llama3ScaledRoPE`` register "
+            "``cache`` (``[max_seq_len, head_dim // 2, 2]``, built from the fp32 ``theta``) and "
+            "the Llama 3.1, 3.2 and Qwen2 builders share one module among all layers "
+            "(:func:`calc.memory.rope_cache_bytes`; the Llama 3 (3.0) LoRA builder builds one "
+            "per layer, not counted). Counted with the weights, on every GPU (a buffer, never "
+            "sharded or offloaded). Default False: transformers computes cos and sin in each "
+            "forward from an ``inv_freq`` buffer of ``head_dim / 2`` values."
+        ),
+    ),
+    _bool(
         "loss_on_16bit_logits",
         False,
         BEHAVIOUR,

@@ -129,6 +129,8 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "loss_outputs_kept": False,
         "logits_upcast_in_model": True,
         "chunked_loss_keeps_fp32": True,
+        "output_layer_chunked": True,
+        "rope_cache_fp32": True,
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": True,
@@ -316,6 +318,18 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "chunked_loss_keeps_fp32": "torchtune modules/loss/ce_chunked_output_loss.py (4fba6cd44 "
         "2024-08-28 through 1814feb17): F.cross_entropy(logits.float()) "
         "per chunk; only training.compile_loss (compile: True) fuses it",
+        "output_layer_chunked": "torchtune 0.6.1 modules/transformer.py "
+        "TransformerDecoder.chunked_output: [self.output(chunk) for chunk in "
+        "last_hidden_state.chunk(num_output_chunks, dim=1)], set by the recipes' "
+        "model.set_num_output_chunks(loss_fn.num_output_chunks) "
+        "(recipes/full_finetune_single_device.py, lora_finetune_single_device.py); the weight "
+        "gradient's per-chunk sums are torch's autograd InputBuffer::accumulate (traced by the "
+        "oracle's torchtune stack)",
+        "rope_cache_fp32": "torchtune 0.6.1 modules/position_embeddings.py "
+        "RotaryPositionalEmbeddings.build_rope_cache and models/llama3_1/_position_embeddings.py "
+        "Llama3ScaledRoPE: register_buffer('cache', [max_seq_len, head_dim // 2, 2]) from the "
+        "fp32 theta; models/llama3_1/_component_builders.py llama3_1, lora_llama3_1: one rope "
+        "module passed to every layer (max_seq_len=131072 in llama3_1_8b)",
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": "LitGPT litgpt/model.py CausalSelfAttention.forward (5895df10, "
@@ -508,15 +522,12 @@ _inherit(Framework.PYTORCH_LOOP_4, Framework.HF_TRAINER_4, "transformers 4.46-4.
 
 
 ORACLE_UNTRACED: dict[Framework, str] = {
-    Framework.TORCHTUNE: "torchtune builds its own modules (torchtune.models, modules/peft "
-    "LoRALinear, torchao NF4Tensor); the oracle runs transformers' models only",
-    Framework.LITGPT: "LitGPT builds its own modules (litgpt/model.py, lora.py) and quantizes "
-    "through Lightning's BitsandbytesPrecision; the oracle runs transformers' models only",
     Framework.UNSLOTH: "Unsloth patches transformers with Triton kernels (fast_lora, its fused "
     "cross-entropy) and offloads checkpoints to host memory; none run on the CPU",
 }
-"""Profiles the fake-tensor oracle (``tools/oracle``) cannot run, and why; every other profile
-has setups in ``benchmarks/oracle_sweep.py``."""
+"""Profiles the fake-tensor oracle (``tools/oracle``) does not run, and why; every other profile
+has setups in ``benchmarks/oracle_sweep.py`` (torchtune and LitGPT through their own modules,
+``tools/oracle/torchtune_stack.py``, ``tools/oracle/litgpt_stack.py``)."""
 
 ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "qlora_keeps_inputs": "bitsandbytes < 0.43.2 only; the oracle models 0.49.2",
@@ -524,9 +535,11 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "sync_each_micro_batch": "several GPUs and gradient accumulation; the oracle runs one process",
     "frozen_weight_grads": "several GPUs (FSDP wrap units); the oracle runs one process",
     "fsdp_wrap_floor": "reserved memory of the FSDP1 wrap; the oracle counts allocated bytes",
-    "attention_keeps_fused_qkv": "LitGPT's attention; the oracle runs transformers' models",
+    "attention_keeps_fused_qkv": "LitGPT's fused attention, traced by the LitGPT stack only; "
+    "the transformers oracle runs separate q, k, v projections",
     "attention_mask": "padded micro-batches (length_stats); the oracle feeds full rows",
-    "moe_expert_layout": "the installed transformers 5 builds 3-D experts (fused-3d) itself",
+    "moe_expert_layout": "each generation's venv builds its own layout: transformers 5 3-D "
+    "experts (fused-3d), transformers 4 one module per expert (per-expert-modules)",
     "sdpa_cudnn_last": "which SDPA kernel a torch version tries first: time only, the oracle "
     "traces memory",
 }

@@ -282,6 +282,8 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
         # the quantization statistics are no parameter: parameter offload leaves them on the GPU
         host += weights_gpu - replicated + lora_gpu
         weights_gpu, lora_gpu = replicated, 0
+    # a buffer: on every GPU, never sharded or offloaded
+    weights_gpu += rope_cache_bytes(req)
     comm_static = grads if req.sharding is Sharding.DDP else 0
     comm_static += st.deepspeed_reduce_bucket_bytes(req, reg)
     multi = req.num_gpus > 1 and req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
@@ -785,16 +787,21 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         if req.chunked_loss and req.loss_fused_lm_head
         else act.grad_in_forward_loss_bytes(arch, reg.compute_bytes, tokens)
         if req.chunked_loss and req.loss_grad_in_forward
-        else act.logits_bytes_per_token(
-            arch,
-            reg.compute_bytes,
-            req.chunked_loss,
-            req.loss_outputs_kept,
-            req.logits_upcast_in_model,
-            req.chunked_loss_keeps_fp32 and not req.torch_compile,
-            req.loss_on_16bit_logits,
-        )
-        * tokens,
+        else max(
+            act.logits_bytes_per_token(
+                arch,
+                reg.compute_bytes,
+                req.chunked_loss,
+                req.loss_outputs_kept,
+                req.logits_upcast_in_model,
+                req.chunked_loss_keeps_fp32 and not req.torch_compile,
+                req.loss_on_16bit_logits,
+            )
+            * tokens,
+            act.chunked_head_grad_bytes(arch, reg.compute_bytes, tokens)
+            if req.chunked_loss and req.output_layer_chunked and _output_layer_trained(req)
+            else 0,
+        ),
         kept_logits=act.kept_logits_bytes_per_token(
             arch,
             reg.compute_bytes,
@@ -810,6 +817,21 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         indexer_pre=act.sparse_attention_pre_indexer_bytes(arch, cfg) * tokens if spike else 0,
         shared_mask=sparse_causal_mask_bytes(req, reg),
     )
+
+
+def _output_layer_trained(req: EstimateRequest) -> bool:
+    return req.method == Method.FULL or "lm_head" in req.lora_modules_to_save.value
+
+
+def rope_cache_bytes(req: EstimateRequest) -> int:
+    """The fp32 rotary table a model keeps (``rope_cache_fp32``): ``max_position_embeddings x
+    head_dim`` values, 4 bytes each, one module shared by every layer (torchtune 0.6.1
+    ``RotaryPositionalEmbeddings`` / ``Llama3ScaledRoPE`` ``cache``, ``[max_seq_len,
+    head_dim // 2, 2]``), plus its ``theta`` (``head_dim / 2`` values)."""
+    if not req.rope_cache_fp32:
+        return 0
+    arch = req.model
+    return st.FP32_BYTES * (arch.max_position_embeddings * arch.head_dim + arch.head_dim // 2)
 
 
 def sparse_causal_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:

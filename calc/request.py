@@ -100,6 +100,8 @@ class EstimateRequest:
     fsdp_wrap_floor: bool
     logits_upcast_in_model: bool
     chunked_loss_keeps_fp32: bool
+    output_layer_chunked: bool
+    rope_cache_fp32: bool
     loss_on_16bit_logits: bool
     loss_fused_lm_head: bool
     loss_grad_in_forward: bool

@@ -73,7 +73,37 @@ def oracle_sweep_misses(lang: str) -> str:
     return render(rows, cols, lang, "oracle_sweep_misses", "caption.oracle_sweep_misses")
 
 
-MACROS = ("oracle_sweep_summary", "oracle_sweep_misses")
+def oracle_sweep_stacks(lang: str) -> str:
+    """The profiles traced in a venv of their own (transformers 4, torchtune, LitGPT): per
+    profile, the libraries it ran with, its setups, those within 2 % and 5 %, its worst error."""
+    s = load_summary()
+    rows = [
+        {
+            "profile": profile,
+            "versions": ", ".join(f"{lib} {v}" for lib, v in stack["versions"].items()),
+            "setups": g["setups"],
+            "within_2pct": g["within_2pct"],
+            "within_5pct": g["within_5pct"],
+            "worst": 100 * g["worst_error"],
+            SOURCE: {"command": "oracle_sweep_stack", "stack": name, "profile": profile},
+        }
+        for name, stack in s.get("stacks", {}).items()
+        for profile, g in stack["profiles"].items()
+    ]
+    if not rows:
+        return ""
+    cols = [
+        Col("profile", "label.framework", "code", row_header=True, options="framework"),
+        Col("versions", "col.library_versions", "text"),
+        Col("setups", "col.setups", "int"),
+        Col("within_2pct", "col.within_2pct", "int", check="within_2pct"),
+        Col("within_5pct", "col.within_5pct", "int", check="within_5pct"),
+        Col("worst", "col.worst_error", "pct", check="pct:worst_error"),
+    ]
+    return render(rows, cols, lang, "oracle_sweep_stacks", "caption.oracle_sweep_stacks")
+
+
+MACROS = ("oracle_sweep_summary", "oracle_sweep_misses", "oracle_sweep_stacks")
 
 
 def register(env) -> None:

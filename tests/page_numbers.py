@@ -84,10 +84,12 @@ def response_for(source: dict) -> tuple[dict, dict]:
             key = source["key"]
             value = value[tuple(key) if isinstance(key, list) else key]
         return {"value": value}, request
-    if command in ("oracle_sweep_summary", "oracle_sweep_miss"):
+    if command in ("oracle_sweep_summary", "oracle_sweep_miss", "oracle_sweep_stack"):
         from macros.oracle_sweep import load_summary
 
         summary = load_summary()
+        if command == "oracle_sweep_stack":
+            return summary["stacks"][source["stack"]]["profiles"][source["profile"]], request
         if command == "oracle_sweep_summary":
             return (summary["groups"][source["group"]] if "group" in source else summary), request
         return next(m for m in summary["beyond_2pct"] if m["id"] == source["id"]), request

@@ -320,7 +320,7 @@ def test_bitsandbytes_quant_state_stays_whole_on_every_gpu():
     assert stats == 1_086_259_200
     req = {"model": "llama-3.1-70b", "method": "qlora", "num_gpus": 8, "sharding": "zero3"}
     hf = estimate_dict({**req, "framework": "hf-trainer"})
-    tt = estimate_dict({**req, "framework": "torchtune"})
+    tt = estimate_dict({**req, "framework": "torchtune", "rope_cache_fp32": False})
     assert hf["components"]["weights"] - tt["components"]["weights"] == stats - -(-stats // 8)
     # one GPU: nothing is sharded, nothing changes
     one = {"model": "llama-3.1-70b", "method": "qlora"}
@@ -343,7 +343,10 @@ def test_parameter_offload_leaves_the_quant_state_on_the_gpu():
         "cpu_offload": "optimizer+params",
     }
     assert estimate_dict({**req, "framework": "hf-trainer"})["components"]["weights"] == stats
-    assert estimate_dict({**req, "framework": "torchtune"})["components"]["weights"] == 0
+    # torchtune's only weight on the GPU is its fp32 RoPE table, a buffer parameter offload
+    # leaves there: 4096 positions x head_dim 128 (+ theta), 4 bytes each
+    rope = 4 * (4096 * 128 + 64)
+    assert estimate_dict({**req, "framework": "torchtune"})["components"]["weights"] == rope
 
 
 def test_litgpt_fsdp_wrap_allocates_gradients_for_frozen_block_weights():
@@ -1027,3 +1030,43 @@ def test_a_profile_condition_is_evaluated_again_on_a_changed_request():
     assert reapplied(values, ("lora_adapter_dtype",), Framework.TRL_SFT, own) == {
         "lora_adapter_dtype": "fp32"
     }
+
+
+def test_torchtune_keeps_one_fp32_rope_table_on_every_gpu():
+    # torchtune 0.6.1 Llama3ScaledRoPE: cache [max_seq_len, head_dim // 2, 2] fp32 and theta
+    # [head_dim // 2], one module shared by the 32 layers of llama3_1_8b (max_seq_len 131072,
+    # head_dim 128): 4 * (131072 * 128 + 64) bytes, sharding or not
+    table = 4 * (131072 * 128 + 64)
+    assert table == 67_109_120
+    for extra in ({}, {"num_gpus": 4, "sharding": "zero3"}):
+        req = {"model": "llama-3.1-8b", "method": "lora", "framework": "torchtune", **extra}
+        on = estimate_dict(req)["components"]["weights"]
+        off = estimate_dict({**req, "rope_cache_fp32": False})["components"]["weights"]
+        assert on - off == table, extra
+
+
+def test_chunked_output_layer_sums_its_weight_gradient_out_of_place():
+    # full fine-tuning of Llama 3.2 1B (tied: the output layer's weight is the embedding,
+    # 128256 x 2048) through torchtune's 8 output chunks, bf16, 1024 tokens: during the loss's
+    # backward the running sum, the new chunk's gradient and their sum (3 V h * 2 bytes) beside
+    # the 16-bit logit gradients of 6 of the 8 chunks (1024 * 2 * 128256 * 6 / 8)
+    v, h, tokens = 128256, 2048, 1024
+    moment = 3 * v * h * 2 + tokens * 2 * v * 6 // 8
+    at_start = tokens * (v * 2 + v * 4 + v * 4 // 8)  # chunks, fp32 log-softmax, last upcast
+    assert moment > at_start
+    req = {
+        "model": "llama-3.2-1b",
+        "method": "full",
+        "seq_len": tokens,
+        "framework": "torchtune",
+        "optimizer_in_backward": False,
+    }
+    on = estimate_dict(req)
+    off = estimate_dict({**req, "output_layer_chunked": False})
+    assert on["phases"]["forward_end"] - off["phases"]["forward_end"] == moment - at_start
+    # LoRA: the output layer is frozen, its weight has no gradient to sum
+    lora = {**req, "method": "lora"}
+    assert (
+        estimate_dict(lora)["phases"]
+        == estimate_dict({**lora, "output_layer_chunked": False})["phases"]
+    )

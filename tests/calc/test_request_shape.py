@@ -33,6 +33,8 @@ OLD_LINKS = [
     "?framework=torchtune&model=llama-3.2-1b&chunked_loss=false&loss_outputs_kept=true"
     "&logits_upcast_in_model=true",
     "?model=llama-3.2-1b&chunked_loss=true&chunked_loss_keeps_fp32=true",
+    "?method=full&model=llama-3.2-1b&chunked_loss=true&output_layer_chunked=true"
+    "&rope_cache_fp32=true",
     "?method=qlora&model=llama-3.2-3b&previous_outputs_kept=true&qlora_output_layer_quantized=true"
     "&qlora_dequant_fp16=true",
     "?fsdp_flat_parameters=true&fsdp_wrap_floor=true&method=full&model=gemma-2-2b&num_gpus=2&sharding=zero3",

@@ -72,14 +72,31 @@ def test_accepted_family_setups_cover_the_methods(family):
 def test_every_profile_is_swept_or_says_why_not():
     # each library profile runs its own code path in the sweep, or names why the oracle cannot
     from calc.frameworks import ORACLE_UNTRACED, ORACLE_UNTRACED_KEYS, PROFILES, Framework
+    from tools.oracle import litgpt_stack, torchtune_stack
     from tools.oracle.run import HANDLED_KEYS, TRACED_FRAMEWORKS
 
+    # profiles traced through their own library's modules, with the keys that code decides
+    stacks = {
+        "torchtune": (torchtune_stack.TRACED_KEYS, torchtune_stack.UNTRACED_KEYS),
+        "litgpt": (litgpt_stack.TRACED_KEYS, litgpt_stack.UNTRACED_KEYS),
+    }
     swept = {s["request"]["framework"] for s in sweep.setups()}
     for fw in Framework:
         if fw in ORACLE_UNTRACED:
             assert fw.value not in swept and len(ORACLE_UNTRACED[fw]) > 30, fw
             continue
-        assert fw.value in swept and fw.value in TRACED_FRAMEWORKS, fw
+        assert fw.value in swept, fw
+        handled, untraced = stacks.get(fw.value, (HANDLED_KEYS, {}))
+        assert fw.value in stacks or fw.value in TRACED_FRAMEWORKS, fw
         # every key the profile sets is traced, or the oracle says why not
         for key in PROFILES[fw]:
-            assert key in HANDLED_KEYS or key in ORACLE_UNTRACED_KEYS, (fw, key)
+            assert key in handled or key in ORACLE_UNTRACED_KEYS or key in untraced, (fw, key)
+
+
+def test_every_stack_profile_is_recorded_in_the_summary():
+    # a profile traced in a venv of its own has its figures and versions under stacks
+    summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
+    for fw, stack in sweep.STACKS.items():
+        entry = summary["stacks"][stack]
+        assert fw in entry["profiles"] and entry["versions"]["torch"], fw
+        assert entry["setups"] == len(sweep.stack_setups(stack)), stack

@@ -89,3 +89,25 @@ def test_every_preset_is_checked_at_full_size_within_3_percent():
     for preset_id in wanted:
         assert preset_id in recorded, "run python -m benchmarks.oracle_sweep --presets"
         assert abs(recorded[preset_id]["error"]) <= sweep.PRESET_TOLERANCE, preset_id
+
+
+def _stack_row(setup_id: str, framework: str, error: float) -> dict:
+    return dict(_row(setup_id, error), framework=framework)
+
+
+def test_stacks_are_recorded_by_profile_and_leave_the_sweep_alone():
+    old = sweep.summarise(OLD_ROWS, VERSIONS)
+    rows = [
+        _stack_row("llama/lora-hf-trainer-4", "hf-trainer-4", 0.001),
+        _stack_row("qwen3_moe/full-hf-trainer-4", "hf-trainer-4", -0.03),
+        _stack_row("llama/lora-pytorch-loop-4", "pytorch-loop-4", 0.0),
+    ]
+    tf4 = {**VERSIONS, "transformers": "4.x"}
+    merged = sweep.merge_stacks(old, rows, tf4)
+    assert {k: v for k, v in merged.items() if k != "stacks"} == old
+    entry = merged["stacks"]["transformers-4"]
+    assert entry["versions"] == tf4 and entry["setups"] == 3 and entry["within_2pct"] == 2
+    assert entry["profiles"]["hf-trainer-4"]["worst_id"] == "qwen3_moe/full-hf-trainer-4"
+    assert entry["profiles"]["pytorch-loop-4"]["setups"] == 1
+    again = sweep.merge_stacks(merged, rows[:1], tf4)  # a stack swept again replaces its entry
+    assert again["stacks"]["transformers-4"]["setups"] == 1
