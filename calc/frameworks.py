@@ -542,6 +542,8 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "experts (fused-3d), transformers 4 one module per expert (per-expert-modules)",
     "sdpa_cudnn_last": "which SDPA kernel a torch version tries first: time only, the oracle "
     "traces memory",
+    "qlora_compute_dtype_from_input": "bitsandbytes <= 0.46 only, and calc prices it in time "
+    "only (the 4-bit matmuls' dtype); the oracle models bitsandbytes 0.49.2 and traces memory",
 }
 """Behaviour keys a traced profile sets that the oracle leaves at what the installed libraries
 do, and why (``tools/oracle/run.py`` reads every other key)."""
