@@ -26,7 +26,13 @@ fresh browser context, it prints:
   visit: the gap ready - bare is the calculator's own cost;
 - recompute latency p50/p95 over N input changes (from the input event to the new result
   in the DOM; target p95 <= 150 ms);
-- bytes for a guide page (a guide page loads no Pyodide).
+- bytes for a guide page (a guide page loads no Pyodide);
+- where a first visit's wait goes: when each file's last byte came (network) and when each
+  step of the worker's start ended (CPU: WebAssembly instantiated, Python started, the calc
+  bundle unpacked, calc imported), medians in ms from the navigation.
+
+``--first-only``: first visits only (no repeat or offline visit, bare Pyodide, recompute
+latency or guide pages), for comparing builds quickly on a busy machine.
 """
 
 from __future__ import annotations
@@ -198,12 +204,14 @@ class Traffic:
 
     def __init__(self, context) -> None:
         self.rows: list[tuple[float, int, str]] = []
+        self.started: dict[int, float] = {}  # row index -> when the request was sent (epoch ms)
         context.on("requestfinished", self._finished)
 
     def _finished(self, request) -> None:
         # when the last byte came (the event itself may be handled later)
         timing = request.timing
         now = timing["startTime"] + max(timing["responseEnd"], 0)
+        self.started[len(self.rows)] = timing["startTime"]
         response = request.response()
         if response is not None and response.from_service_worker:
             self.rows.append((now, 0, request.url))
@@ -228,6 +236,37 @@ class Traffic:
             else:
                 out["after"] += n
         return out
+
+    def files(self, since: int, origin: float) -> dict[str, tuple[float, float]]:
+        """The files of the calculator's start fetched from row ``since``: (sent, last byte),
+        ms from ``origin``."""
+        out = {}
+        for i, (when, _n, url) in enumerate(self.rows[since:], since):
+            name = _file_label(url)
+            if name and name not in out:
+                out[name] = (self.started.get(i, when) - origin, when - origin)
+        return out
+
+
+# The files a first visit needs before live numbers, by what their URL holds (first match).
+FILE_LABELS = (
+    ("pyodide.asm.wasm", "pyodide.asm.wasm"),
+    ("pyodide.asm.mjs", "pyodide.asm.mjs"),
+    ("pyodide.mjs", "pyodide.mjs"),
+    ("python_stdlib", "stdlib zip"),
+    ("pyodide-lock", "package lock"),
+    ("/assets/calc/calc-", "calc bundle"),
+    ("calculator/worker.js", "worker.js"),
+    ("calculator/boot.js", "boot.js"),
+    ("calculator/calculator.js", "calculator.js"),
+)
+
+
+def _file_label(url: str) -> str | None:
+    path = url.split("?")[0]
+    if path.endswith("/calculator/"):
+        return "page (HTML)"
+    return next((label for key, label in FILE_LABELS if key in path), None)
 
 
 LIVE_JS = (
@@ -285,6 +324,7 @@ def measure_visit(page, url: str, traffic: Traffic, timeout_ms: int = READY_TIME
         "service_worker": sw,
         "bytes": traffic.split(since, perf["origin"] + live),
         "origin": perf["origin"],
+        "files": traffic.files(since, perf["origin"]),
     }
 
 
@@ -334,7 +374,9 @@ def serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_port}"
 
 
-def run(sites: list[Path], runs: int, changes: int, net: tuple[float, float]) -> list[dict]:
+def run(
+    sites: list[Path], runs: int, changes: int, net: tuple[float, float], first_only: bool = False
+) -> list[dict]:
     """Every site measured in the same rounds (interleaved: they see the same machine load,
     so two builds compare on a shared, noisy machine)."""
     from playwright.sync_api import sync_playwright
@@ -355,6 +397,8 @@ def run(sites: list[Path], runs: int, changes: int, net: tuple[float, float]) ->
                     ("link", f"{calc_url}?{SHARED_LINK}"),
                 )
                 for kind, url in urls:
+                    if first_only and kind == "bare":
+                        continue
                     context = browser.new_context()
                     traffic = Traffic(context)
                     page = context.new_page()
@@ -365,6 +409,10 @@ def run(sites: list[Path], runs: int, changes: int, net: tuple[float, float]) ->
                         continue
                     first = measure_visit(page, url, traffic)
                     page.close()
+                    if first_only:
+                        mine["results"][kind].append({"first": first})
+                        context.close()
+                        continue
                     page = context.new_page()
                     throttle(context, page, *net)
                     repeat = measure_visit(page, url, traffic)
@@ -375,6 +423,8 @@ def run(sites: list[Path], runs: int, changes: int, net: tuple[float, float]) ->
                     )
                     context.close()
         for (_site, _server, origin, _bare), mine in zip(served, out, strict=True):
+            if first_only:
+                break
             context = browser.new_context()
             page = context.new_page()
             measure_visit(page, f"{origin}/calculator/", Traffic(context))
@@ -396,12 +446,15 @@ def report(
     gz = "gzip as GitHub Pages" if _Handler.gzip else "no compression"
     throttled = f"{net[0]:g} Mbps down, {net[1]:g} ms latency" if net[0] else "no throttling"
     print(f"{label}: calculator page, headless Chromium, local server ({gz}; {throttled}); medians")
-    bare = med(r["ready_ms"] for r in results["bare"])
-    print(f"  bare Pyodide (first visit): ready {bare:.0f} ms")
+    if results["bare"]:
+        bare = med(r["ready_ms"] for r in results["bare"])
+        print(f"  bare Pyodide (first visit): ready {bare:.0f} ms")
     for kind, label in (("calc", "default setup"), ("link", "shared link")):
         rows = results[kind]
         print(f"  {label} [n={len(rows)}]:")
         for visit in ("first", "repeat"):
+            if visit not in rows[0]:
+                continue
             v = [r[visit] for r in rows]
             b = {k: med(x["bytes"][k] for x in v) for k in v[0]["bytes"]}
             restored = sum(1 for x in v if x["worker"].get("snapshot"))
@@ -426,6 +479,9 @@ def report(
                 f"live numbers{wire_done} (Pyodide {b['pyodide'] / 1e6:.2f} MB){after}; "
                 f"service worker: {', '.join(sorted({x['service_worker'] for x in v}))}"
             )
+        report_phases([r["first"] for r in rows])
+        if "offline" not in rows[0]:
+            continue
         off = [r["offline"] for r in rows]
         ok = [x["live_ms"] for x in off if "live_ms" in x]
         why = sorted({x["error"] for x in off if "error" in x})
@@ -434,6 +490,8 @@ def report(
             + (f", {med(ok):.0f} ms" if ok else "")
             + (f" ({'; '.join(why)})" if why else "")
         )
+    if not latencies:
+        return
     print(
         f"  recompute latency over {len(latencies)} input changes: "
         f"p50 {percentile(latencies, 50):.1f} ms, p95 {percentile(latencies, 95):.1f} ms, "
@@ -444,6 +502,49 @@ def report(
             f"  guide page /{path}: {s['before'] / 1e6:.2f} MB in {s['requests']} requests, "
             f"of which Pyodide {s['pyodide'] / 1e6:.2f} MB"
         )
+
+
+# The worker's steps (worker.js), in the order they end.
+WORKER_PHASES = (
+    ("pyodide_mjs", "worker: pyodide.mjs imported"),
+    ("wasm_instantiated", "worker: WebAssembly instantiated"),
+    ("python_started", "worker: Python started (stdlib in)"),
+    ("bundle_fetched", "worker: calc bundle fetched"),
+    ("bundle_unpacked", "worker: calc bundle unpacked"),
+    ("view_imported", "worker: calc_view.session imported"),
+    ("calc_imported", "worker: calc imported"),
+    ("session", "worker: session made (ready)"),
+)
+
+
+def report_phases(visits: list[dict]) -> None:
+    """Where the first visits' wait went: medians, ms from the navigation, in time order."""
+    med = statistics.median
+    events: dict[str, list[float]] = {}
+    for v in visits:
+        for name, (sent, done) in v["files"].items():
+            events.setdefault(f"net: {name} sent", []).append(sent)
+            events.setdefault(f"net: {name} last byte", []).append(done)
+        events.setdefault("page: worker started (boot.js)", []).append(v["start_ms"])
+        timings = v["worker"]
+        if "origin" in timings:
+            at = timings["origin"] - v["origin"]
+            events.setdefault("worker: running", []).append(at)
+            for key, label in WORKER_PHASES:
+                if key in timings.get("phases", {}):
+                    events.setdefault(label, []).append(at + timings["phases"][key])
+        events.setdefault("page: worker ready", []).append(v["ready_ms"])
+        events.setdefault("page: live numbers", []).append(v["live_ms"])
+    rows = sorted(
+        (med(times), name)
+        for name, times in events.items()
+        if name.endswith(("last byte", "wasm sent", "(HTML) sent")) or not name.startswith("net:")
+    )
+    print("    first visit, where the wait goes (median ms from navigation):")
+    previous = 0.0
+    for at, name in rows:
+        print(f"      {at:7.0f}  (+{at - previous:5.0f})  {name}")
+        previous = at
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -459,6 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--down-mbps", type=float, default=20.0, help="0: no throttling")
     parser.add_argument("--latency-ms", type=float, default=40.0)
     parser.add_argument("--no-gzip", action="store_true", help="serve files uncompressed")
+    parser.add_argument("--first-only", action="store_true", help="first visits only")
     args = parser.parse_args(argv)
     _Handler.gzip = not args.no_gzip
     net = (args.down_mbps, args.latency_ms)
@@ -471,9 +573,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 build_site(site)
             sites.append(site)
-        measured = run(sites, args.runs, args.changes, net)
+        measured = run(sites, args.runs, args.changes, net, args.first_only)
         for given, m in zip(args.site or ["(built now)"], measured, strict=True):
-            report(str(given), m["results"], m["latencies"], m["guides"], net)
+            report(str(given), m["results"], m.get("latencies", []), m.get("guides", {}), net)
     return 0
 
 

@@ -9,7 +9,8 @@ system. PyYAML's pure-Python package (``yaml/``, MIT, with its LICENSE; the C
 accelerator ``cyaml`` left out) goes in too, so a pasted YAML training config is parsed
 by the same parser as on the command line (``calc.config_import.loading``). A new content gets a new name, so a browser cache never serves a stale
 ``calc``. The path (relative to the site root) is put in
-``config.extra.calc_bundle`` for the calculator macro.
+``config.extra.calc_bundle`` for the calculator macro (hooks/pyodide_stdlib.py then puts
+there the same bundle with its first-start modules compiled, and this one is not written).
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ def on_config(config):
 def on_post_build(config):
     # mkdocs-static-i18n builds every language into the same site_dir; the bundle is shared.
     for name, data in _BUILT.items():
+        if config.extra["calc_bundle"] != f"assets/calc/{name}":
+            continue  # replaced by its precompiled form (hooks/pyodide_stdlib.py writes that)
         target = Path(config.site_dir) / "assets" / "calc" / name
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists() or target.read_bytes() != data:

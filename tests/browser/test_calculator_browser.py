@@ -755,14 +755,19 @@ def plan_dict(data):
 
 
 def _bundle_with_a_bug(bundle: bytes) -> bytes:
+    """The bundle with calc/plan.py's source and the planted bug in place of its bytecode
+    (the site's bundle holds what the worker imports to start as .pyc)."""
     import io
     import zipfile
 
+    planted = (REPO_ROOT / "calc" / "plan.py").read_bytes() + PLANTED_BUG
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(bundle)) as source, zipfile.ZipFile(out, "w") as target:
         for info in source.infolist():
-            data = source.read(info)
-            target.writestr(info, data + PLANTED_BUG if info.filename == "calc/plan.py" else data)
+            if info.filename in ("calc/plan.py", "calc/plan.pyc"):
+                target.writestr("calc/plan.py", planted)
+            else:
+                target.writestr(info, source.read(info))
     return out.getvalue()
 
 

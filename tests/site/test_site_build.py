@@ -238,13 +238,32 @@ def test_the_worker_gets_a_standard_library_cut_to_what_calc_needs(built_site):
     cut = zipfile.ZipFile(trimmed)
     assert trimmed.stat().st_size < 0.6 * (folder / "python_stdlib.zip").stat().st_size
     names = set(cut.namelist())
+    # a module a first start imports is there as bytecode (hooks/pyodide_precompile.mjs),
+    # the others as Pyodide ships them
+    sources = {name.removesuffix("c") for name in names}
     # what calc, its view, the YAML parser and Pyodide's start read; not what none of them do
-    assert {"json/__init__.py", "dataclasses.py", "importlib/resources/__init__.py"} <= names
-    assert {"_pyodide/_base.py", "zipfile/__init__.py", "encodings/utf_8.py"} <= names
-    assert not {"sqlite3/__init__.py", "xml/__init__.py", "tomllib/__init__.py"} & names
+    assert {"json/__init__.py", "dataclasses.py", "importlib/resources/__init__.py"} <= sources
+    assert {"_pyodide/_base.py", "zipfile/__init__.py", "encodings/utf_8.py"} <= sources
+    assert not {"sqlite3/__init__.py", "xml/__init__.py", "tomllib/__init__.py"} & sources
     assert {"sqlite3/__init__.py", "xml/__init__.py"} <= set(full.namelist())
-    for name in names:  # Pyodide's own files, unchanged
-        assert cut.read(name) == full.read(name), name
+    assert {
+        "_pyodide/_base.pyc",
+        "dataclasses.pyc",
+        "json/__init__.pyc",
+        "re/__init__.pyc",
+    } <= names
+    assert {"email/__init__.py", "argparse.py"} <= names  # imported later, if ever
+    # not the frozen modules, which Python never reads from the zip
+    assert not {"os.pyc", "site.pyc", "codecs.pyc"} & names
+    magics = set()
+    for name in names:
+        if name.endswith(".pyc"):  # unchecked hash-based bytecode of a file Pyodide ships
+            data = cut.read(name)
+            magics.add(data[:4])
+            assert int.from_bytes(data[4:8], "little") == 1 and name[:-1] in full.namelist()
+        else:  # Pyodide's own files, unchanged
+            assert cut.read(name) == full.read(name), name
+    assert len(magics) == 1  # one Python compiled them all
     # named after its content: another cut, another URL
     assert (
         trimmed.name == f"python_stdlib-{hashlib.sha256(trimmed.read_bytes()).hexdigest()[:12]}.zip"
@@ -256,6 +275,25 @@ def test_the_worker_gets_a_standard_library_cut_to_what_calc_needs(built_site):
         html = (built_site / page).read_text(encoding="utf-8")
         assert f'data-stdlib="{up}{info["path"]}{trimmed.name}"' in html
         assert f'data-lock="{up}{info["path"]}pyodide-lock-calc.json"' in html
+
+
+def test_the_calc_bundle_holds_what_a_first_start_imports_as_bytecode(built_site):
+    import zipfile
+
+    from hooks import calc_bundle
+
+    (bundle,) = (built_site / "assets" / "calc").glob("calc-*.zip")
+    names = set(zipfile.ZipFile(bundle).namelist())
+    sources = dict(calc_bundle.bundle_members())
+    # every file of the bundle, a module the worker imports to start (or calc to answer) as
+    # bytecode, the config import and the YAML parser (a later click, if ever) as source
+    assert {name.removesuffix("c") for name in names} == set(sources)
+    assert {"calc/__init__.pyc", "calc/plan.pyc", "calc_view/session.pyc"} <= names
+    assert {"calc/config_import/browser.py", "yaml/__init__.py"} <= names
+    assert {"calc/data/gpus.csv", "calc/data/models.json"} <= names
+    # named after its content, as the bundle of sources is
+    digest = hashlib.sha256(bundle.read_bytes()).hexdigest()[:12]
+    assert bundle.name == f"calc-{calc.__version__}-{digest}.zip"
 
 
 def test_the_service_worker_keeps_the_runtime_and_the_calculator_pages_of_this_site(built_site):

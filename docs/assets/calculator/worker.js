@@ -24,6 +24,10 @@ const SNAPSHOT_PREFETCH_DELAY_MS = 1500; // after the first results, not during 
 // calculator before: the snapshot is fetched on the second visit, never on the first.
 const VISITED_KEY = new URL("calc-visited", self.location.href).href;
 const t0 = performance.now();
+// When each step of the start ended, in ms from t0 (benchmarks/bench_calculator.py reads
+// them, with the worker's time origin, to split the wait between network and CPU).
+const phases = {};
+const phase = (name) => { phases[name] = Math.round(performance.now() - t0); };
 const params = new URL(self.location.href).searchParams;
 const booting = boot(params.get("pyodide"), params.get("bundle"), params.get("snapshot"),
                      params.get("stdlib"), params.get("lock"));
@@ -103,10 +107,14 @@ function cacheSnapshotLater(url) {
 async function boot(pyodideUrl, bundleUrl, snapshotUrl, stdlibUrl, lockUrl) {
   // The bundle downloads (and a cached snapshot is read) while Pyodide's script loads.
   const bundle = bytes(bundleUrl).then((response) => response.arrayBuffer());
+  bundle.then(() => phase("bundle_fetched"), () => {});
   const usable = snapshotUrl && typeof DecompressionStream === "function";
   const [{ loadPyodide }, snapshot] = await Promise.all([
-    import(pyodideUrl + "pyodide.mjs"), usable ? cachedSnapshot(snapshotUrl) : null]);
-  const options = { indexURL: pyodideUrl, stdout: () => {}, stderr: () => {} };
+    import(pyodideUrl + "pyodide.mjs").then((module) => { phase("pyodide_mjs"); return module; }),
+    usable ? cachedSnapshot(snapshotUrl) : null]);
+  // fsInit runs once the WebAssembly module is instantiated, before Python starts
+  const options = { indexURL: pyodideUrl, stdout: () => {}, stderr: () => {},
+                    fsInit: () => phase("wasm_instantiated") };
   if (stdlibUrl) options.stdLibURL = stdlibUrl;
   if (lockUrl) options.lockFileURL = lockUrl;
   let pyodide = null;
@@ -121,11 +129,15 @@ async function boot(pyodideUrl, bundleUrl, snapshotUrl, stdlibUrl, lockUrl) {
   const restored = pyodide !== null;
   if (!pyodide) pyodide = await loadPyodide(options);
   const t1 = performance.now();
+  phase("python_started");
   // The snapshot holds Python's memory, not its files: calc's data files come from here.
   pyodide.unpackArchive(await bundle, "zip", { extractDir: PACKAGE_DIR });
+  phase("bundle_unpacked");
   pyodide.runPython(`import sys\nif ${JSON.stringify(PACKAGE_DIR)} not in sys.path: sys.path.insert(0, ${JSON.stringify(PACKAGE_DIR)})`);
   const view = pyodide.pyimport("calc_view.session");
+  phase("view_imported");
   pyodide.pyimport("calc"); // import now, so the first request does not pay for it
+  phase("calc_imported");
   if (usable && !restored) cacheSnapshotLater(snapshotUrl);
   return { view, t1, restored, pyodide };
 }
@@ -135,8 +147,10 @@ async function init(msg) {
   const session = view.Session.from_json(msg.lang, JSON.stringify(msg.strings));
   handle = session.handle;
   const t2 = performance.now();
+  phase("session");
   postMessage({ type: "ready", timings: { pyodide_ms: t1 - t0, calc_ms: t2 - t1, total_ms: t2 - t0,
-                                          snapshot: restored } });
+                                          snapshot: restored, origin: performance.timeOrigin + t0,
+                                          phases } });
 }
 
 function compute(msg) {
