@@ -200,15 +200,15 @@ def time_rate_constants(lang: str) -> str:
 
 
 def gpu_fp32_rates(lang: str) -> str:
-    """Each card's FP32 rate without tensor cores beside its dense BF16 rate, with the FP32
-    figure's source (the catalogue's ``fp32_tflops`` and ``fp32_source``)."""
+    """Each card's FP32 rate without tensor cores beside its dense BF16 rate (the catalogue's
+    ``fp32_tflops``). Its source, recorded in English, is quoted on the data page with the
+    card's other sources (``gpu_sources``), never as running text of a page in either language."""
     from .rows import gpu_rows
 
     cols = [
         Col("name", "col.gpu", "text", row_header=True),
         Col("bf16_dense_tflops", "col.bf16_tflops", "tflops"),
         Col("fp32_tflops", "col.fp32_tflops", "tflops"),
-        Col("fp32_source", "col.fp32_source", "text", recorded_in="en"),
     ]
     return render(gpu_rows(None), cols, lang, "gpu_fp32_rates", "caption.gpu_fp32_rates")
 

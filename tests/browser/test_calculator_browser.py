@@ -231,6 +231,16 @@ PLAN_VARIATIONS = [
     {"network": "ethernet-25", "num_gpus": "16", "sharding": "ddp", "method": "lora"},
     # torch 2.5-2.10's SDPA order (cuDNN tried last), on a card where cuDNN would run first
     {"sdpa_cudnn_last": "true", "gpu": "h100-sxm", "model": "llama-3.2-3b"},
+    # torchtune's chunked output layer trained in full, its fp32 rotary table; bitsandbytes
+    # <= 0.46 taking its matmuls' dtype from the input
+    {
+        "output_layer_chunked": "true",
+        "chunked_loss": "true",
+        "method": "full",
+        "model": "llama-3.2-1b",
+    },
+    {"rope_cache_fp32": "true", "model": "llama-3.2-3b", "method": "lora"},
+    {"qlora_compute_dtype_from_input": "true", "method": "qlora", "gpu": "a100-80gb-sxm"},
     # samples of like length batched together (group_by_length)
     {"length_stats": "mean:700,p90:1800", "batching": "grouped", "micro_batch_size": "4"},
     # a card the reader owns: electricity instead of rent

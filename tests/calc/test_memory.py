@@ -8,6 +8,7 @@ from hypothesis import strategies as hs
 
 from calc import activations as act
 from calc import memory, states
+from calc.allocator import LARGE_BUFFER_BYTES
 from calc.presets import get_preset
 from calc.request import parse_estimate_request
 
@@ -781,7 +782,24 @@ setups = hs.fixed_dictionaries(
 def test_memory_never_decreases_with_size(setup, key, extra):
     bigger = dict(setup, **{key: setup[key] + extra})
     assert est(**bigger)["peak_allocated_bytes"] >= est(**setup)["peak_allocated_bytes"]
-    assert est(**bigger)["peak_reserved_bytes"] >= est(**setup)["peak_reserved_bytes"]
+    # torchtune's QLoRA build under torchao 0.1 is replayed through the caching allocator
+    # (calc.nf4_build): a larger adapter moves where the quantized tensors land, so the build
+    # may map one large-pool segment less (phi-2, rank 64 -> 65: 2 MiB less). Block placement
+    # is not monotone in request sizes; the allocated peak above is.
+    replayed = setup["method"] == "qlora" and setup["qlora_unchunked_quantization"]
+    slack = LARGE_BUFFER_BYTES if replayed else 0
+    assert est(**bigger)["peak_reserved_bytes"] >= est(**setup)["peak_reserved_bytes"] - slack
+
+
+def test_the_replayed_qlora_build_is_not_monotone_in_the_rank_by_more_than_a_segment():
+    # the case hypothesis found: the build's reserved memory falls by 2 MiB from rank 64 to 65
+    base = dict(model="phi-2", method="qlora", framework="torchtune", lora_rank=64)
+    base["qlora_unchunked_quantization"] = True
+    smaller, bigger = est(**base), est(**dict(base, lora_rank=65))
+    assert base["framework"] == "torchtune" and smaller["peak_reserved_bytes"] == 4_278_190_080
+    assert bigger["peak_allocated_bytes"] > smaller["peak_allocated_bytes"]
+    drop = smaller["peak_reserved_bytes"] - bigger["peak_reserved_bytes"]
+    assert 0 < drop <= LARGE_BUFFER_BYTES
 
 
 @settings(max_examples=60, deadline=None)
