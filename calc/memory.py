@@ -663,6 +663,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         ),
         grouped_kv=req.attention_grouped_kv,
         fused=fused,
+        micro_batch_size=req.micro_batch_size,
         norm_kernel=req.fused_lora_kernels and req.model.norm_kind == "rms",
         fast=(
             act.fast_lora_groups(req.model, adapted - fused)
