@@ -1757,7 +1757,11 @@ def main(argv: list[str] | None = None) -> int:
         if partial:
             print(f"not merged: --only left out setups of {partial}", file=sys.stderr)
             return 2
-        merged = merge_summary(json.loads(SUMMARY_PATH.read_text()), rows, versions)
+        try:
+            merged = merge_summary(json.loads(SUMMARY_PATH.read_text()), rows, versions)
+        except ValueError as exc:
+            print(f"not merged: {exc}", file=sys.stderr)
+            return 2
         SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
         print(f"families {sorted(s['per_family'])} merged into {SUMMARY_PATH.relative_to(ROOT)}")
     return 0
