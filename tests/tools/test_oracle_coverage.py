@@ -156,3 +156,22 @@ def test_the_methodology_shows_each_family_s_figures(lang):
         for value, field in re.findall(r'data-value="([^"]+)"[^>]*data-field="([^"]+)"', cells):
             expected = expected_raw(html.unescape(field), response, request)
             assert float(value) == pytest.approx(expected, abs=1e-9), (family, field)
+
+
+def test_each_recorded_preset_check_holds_calc_s_figure_of_today():
+    """A preset's full-size check records calc's peak beside the oracle's: a change to calc that
+    moves a preset's figure leaves a stale record, which this catches (trace it again with
+    ``python -m benchmarks.oracle_sweep --presets --only <id>``)."""
+    from calc import memory
+
+    summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
+    setups = {s["id"]: s for s in sweep.preset_setups()}
+    stale = {
+        pid: (
+            rec["calc_peak"],
+            memory.estimate_dict(setups[pid]["request"])["peak_allocated_bytes"],
+        )
+        for pid, rec in summary["presets"].items()
+    }
+    assert {p: v for p, v in stale.items() if v[0] != v[1]} == {}
+    assert all(abs(rec["error"]) <= 0.03 for rec in summary["presets"].values())
