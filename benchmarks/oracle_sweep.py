@@ -1830,6 +1830,25 @@ def summarise(rows: list[dict], versions: dict) -> dict:
     return out
 
 
+def family_methods(rows: list[dict]) -> dict:
+    """A family's counts per method, which a later ``--merge`` of it takes out of the totals."""
+    return {m: _counts([r for r in rows if method_of(r) == m]) for m in ("full", "lora", "qlora")}
+
+
+def full_summary(rows: list[dict], versions: dict, old: dict | None) -> dict:
+    """The summary a whole sweep writes: :func:`summarise`, each family with its per-method
+    counts (so that a later ``--merge`` can sweep it again), and what ``old`` recorded from runs
+    this one does not trace: the full-size preset checks (``--presets``) and the profiles traced
+    in venvs of their own (``--stacks``)."""
+    out = summarise(rows, versions)
+    for family, figures in out["per_family"].items():
+        figures["methods"] = family_methods([r for r in rows if r["id"].split("/")[0] == family])
+    for kept in ("presets", "stacks"):
+        if old and kept in old:
+            out[kept] = old[kept]
+    return out
+
+
 def _family_figures(rows: list[dict]) -> dict:
     """A family's share of setups within 2 % and 5 % and its worst setup."""
     worst = max(rows, key=lambda r: abs(r["peak_error"]))
@@ -1850,8 +1869,9 @@ def merge_summary(old: dict, rows: list[dict], versions: dict) -> dict:
     swept again: their ``per_family`` entries replaced, their counts (all setups, each method,
     phases) taken out of the totals and the new ones added, ``model_types`` and ``families``
     extended, their setups beyond 2 % replaced. Each merged family keeps its per-method counts
-    (``per_family[f]["methods"]``) so that a later merge can take them out again; a family of
-    the last full run without them cannot be merged (run the whole sweep). The medians stay
+    (``per_family[f]["methods"]``) so that a later merge can take them out again, as a whole
+    sweep writes them (:func:`full_summary`); a family recorded without them cannot be merged
+    (run the whole sweep). The medians stay
     those of the last full run (a median needs every row), and the worst setup is the worst
     of the families' worst setups. Versions must match the last run's."""
     if old.get("versions") != versions:
@@ -1859,10 +1879,7 @@ def merge_summary(old: dict, rows: list[dict], versions: dict) -> dict:
     new = summarise(rows, versions)
     out = json.loads(json.dumps(old))
     for family, figures in new["per_family"].items():
-        mine = [r for r in rows if r["id"].split("/")[0] == family]
-        methods = {
-            m: _counts([r for r in mine if method_of(r) == m]) for m in ("full", "lora", "qlora")
-        }
+        methods = family_methods([r for r in rows if r["id"].split("/")[0] == family])
         previous = out["per_family"].get(family)
         if previous is not None:
             if "methods" not in previous:
@@ -2074,7 +2091,8 @@ def main(argv: list[str] | None = None) -> int:
             SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
             print(f"preset checks recorded in {SUMMARY_PATH.relative_to(ROOT)}")
     elif not args.only and not args.no_write:
-        SUMMARY_PATH.write_text(json.dumps(s, indent=1) + "\n")
+        old = json.loads(SUMMARY_PATH.read_text()) if SUMMARY_PATH.exists() else None
+        SUMMARY_PATH.write_text(json.dumps(full_summary(rows, versions, old), indent=1) + "\n")
         print(f"summary written to {SUMMARY_PATH.relative_to(ROOT)}")
     elif args.stacks and rows and not args.no_write:
         if any(r["framework"] not in STACKS for r in rows):
@@ -2101,7 +2119,11 @@ def main(argv: list[str] | None = None) -> int:
         if partial:
             print(f"not merged: --only left out setups of {partial}", file=sys.stderr)
             return 2
-        merged = merge_summary(json.loads(SUMMARY_PATH.read_text()), rows, versions)
+        try:
+            merged = merge_summary(json.loads(SUMMARY_PATH.read_text()), rows, versions)
+        except ValueError as exc:
+            print(f"not merged: {exc}", file=sys.stderr)
+            return 2
         SUMMARY_PATH.write_text(json.dumps(merged, indent=1) + "\n")
         print(f"families {sorted(s['per_family'])} merged into {SUMMARY_PATH.relative_to(ROOT)}")
     return 0

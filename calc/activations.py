@@ -119,6 +119,7 @@ class ActConfig:
     # the group's input and, in the MLP, the gate and up outputs (:func:`fast_lora_groups`)
     norm_kernel: bool = False
     fast: frozenset[AdaptedKey] = frozenset()
+    micro_batch_size: int = 1
 
     @property
     def adapter_copies(self) -> bool:
@@ -242,7 +243,15 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     ``F.softmax(..., dtype=hidden_states.dtype)``, one 16-bit tensor that the product with v
     saves (``arch.extra["eager_softmax_act_dtype"]``: ``heads * s * act``), and with
     ``multi_query`` multiplies by its single k/v head broadcast, unexpanded
-    (``arch.extra["eager_kv_broadcast"]``)."""
+    (``arch.extra["eager_kv_broadcast"]``). Under SDPA it passes that one head to
+    ``F.scaled_dot_product_attention`` without ``enable_gqa`` (lines 344-357), which the fused
+    kernels refuse (torch 2.13 ``sdp_utils_cpp.h`` ``check_batch_size_and_num_heads_dense``:
+    equal head counts), so torch runs its math path (``_scaled_dot_product_attention_math``):
+    q, k and v upcast to fp32, the scaled q and k^T and v saved by the two batched products,
+    and the fp32 probabilities of ``_safe_softmax``: ``4 * (q_dim + 2 kv) + 4 heads * s``, and
+    k and v broadcast to every head when a micro-batch has more than one row (the products'
+    ``reshape`` of the broadcast copies it; with one row it is a view), plus the output
+    projection's input copy (:func:`sdpa_math_attention_bytes`)."""
     if arch.mla:
         return mla_attention_core_bytes(arch, cfg, out_proj)
     q_dim = arch.num_heads * arch.head_dim
@@ -251,6 +260,8 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
         cfg.grouped_kv and cfg.attention is Attention.SDPA
     )
     eager = cfg.attention is Attention.EAGER
+    if sdpa_math(arch, cfg):
+        return sdpa_math_attention_bytes(arch, cfg, out_proj)
     broadcast = eager and arch.extra.get("eager_kv_broadcast")
     # repeat_kv (``expand`` then ``reshape``) copies k and v, except from a single k/v head:
     # the reshape merges a size-1 dimension with the stride-0 one, a view of the one head
@@ -269,6 +280,31 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     if cfg.attention is Attention.FLASH:
         out_copy = 0
     return a * (2 * q_dim + 2 * kv_eff) + FP32_BYTES * arch.num_heads + out_copy
+
+
+def sdpa_math(arch: ModelArch, cfg: ActConfig) -> bool:
+    """torch SDPA runs its math path: transformers' Falcon passes its single multi-query k/v
+    head without ``enable_gqa`` (:func:`attention_core_bytes`)."""
+    return (
+        cfg.attention is Attention.SDPA
+        and cfg.transformers_code
+        and bool(arch.extra.get("eager_kv_broadcast"))
+        and arch.num_kv_heads < arch.num_heads
+    )
+
+
+def sdpa_math_attention_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer) -> int:
+    """Saved tensors per token of torch's SDPA math path (torch 2.13
+    ``aten/src/ATen/native/transformers/attention.cpp`` ``_scaled_dot_product_attention_math``,
+    composite, run alike on CUDA and CPU): ``query_acc * scale`` (fp32, ``q_dim``) and
+    ``key_acc.transpose(-2, -1) * scale`` (fp32) saved by ``matmul``, ``_safe_softmax``'s fp32
+    output (``heads * s``) and ``value_acc`` (fp32) saved by the second ``matmul``. The
+    products' batch ``reshape`` of the broadcast k and v is a view with one row per
+    micro-batch and a copy at every head otherwise."""
+    q_dim = arch.num_heads * arch.head_dim
+    kv = arch.num_kv_heads * arch.head_dim if cfg.micro_batch_size == 1 else q_dim
+    out_copy = cfg.act_bytes * q_dim if _saves_input(out_proj, cfg) else 0
+    return FP32_BYTES * (q_dim + 2 * kv + arch.num_heads * cfg.seq_len) + out_copy
 
 
 def eager_dropout_mask_bytes(arch: ModelArch, cfg: ActConfig) -> int:

@@ -654,6 +654,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         ),
         grouped_kv=req.attention_grouped_kv,
         fused=fused,
+        micro_batch_size=req.micro_batch_size,
         norm_kernel=req.fused_lora_kernels and req.model.norm_kind == "rms",
         fast=(
             act.fast_lora_groups(req.model, adapted - fused)
@@ -743,6 +744,36 @@ def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -
             saved_blocks -= 1  # block 0's merged weight: its matmul input needs no gradient
         total += merged * saved_blocks + copies * a.blocks
     return total
+
+
+def merged_expert_grad_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int]:
+    """``moe_expert_layout="fused-3d"``: the gradient of a merged expert stack in a block's
+    backward, and the block's adapter gradients, not made yet at that moment.
+
+    The experts' matmuls (transformers 5.17 ``grouped_mm`` / per-expert ``linear`` on
+    ``W + B·A``, :func:`merged_expert_bytes`) give the merged weight a gradient the size of the
+    whole stack, in the weight's dtype, which ``baddbmm``'s backward then turns into the
+    adapters' gradients. The down projection's comes first, while both merged stacks of the
+    block are alive; then gate/up's, once the down projection's stack is freed (its matmul's
+    backward has run) and its adapters have their gradients: the larger of ``down`` and
+    ``gate_up - down + down's adapter gradients``. The block's own adapters have no gradient
+    yet at the first of these moments (its MLP's backward precedes its attention's).
+    Oracle: mixtral ``lora-ckpt`` (a stack of 8 x 512 x 768), qwen3_moe ``lora-*-fused*``."""
+    adapted = st.adapted(req) if req.is_peft else []
+    fused = [a for a in adapted if a.fused and a.role != "router"]
+    if not fused:
+        return 0, 0
+    weight = reg.weight_bytes
+    grad = st.adapter_regime(req, reg).grad_bytes
+    downs = [a for a in fused if any(c.mlp_output for c in a.covers)]
+    ins = [a for a in fused if a not in downs]
+    down = sum(a.count * a.d_in * a.d_out * weight for a in downs)
+    down_grads = sum(a.params(req.lora_rank) for a in downs) * grad
+    widest_in = max((a.count * a.d_in * a.d_out * weight for a in ins), default=0)
+    transient = max(down, widest_in - down + down_grads)
+    layers = req.model.num_layers
+    block_grads = sum(a.params(req.lora_rank) for a in adapted if a.blocks == layers) * grad
+    return transient, block_grads
 
 
 def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
@@ -981,6 +1012,18 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
                 gathered_weights=root_unit_bytes(req, reg),
                 comm_buffers=s.comm_static + root_grads,
             )
+        )
+    stack_grad, block_grads = merged_expert_grad_bytes(req, reg)
+    if stack_grad:
+        # a merged expert stack's gradient: in the first block of the backward (nothing else
+        # has a gradient yet) and in the last, whose own adapters have none yet
+        candidates.append({**first_block, "activations": first_block["activations"] + stack_grad})
+        candidates.append(
+            {
+                **last_block,
+                "activations": last_block["activations"] + stack_grad,
+                "gradients": last_block["gradients"] - block_grads,
+            }
         )
     backward = max(candidates, key=lambda parts: sum(parts.values()))
     phases = {"forward_end": forward_end, "backward": backward}

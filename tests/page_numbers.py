@@ -90,6 +90,8 @@ def response_for(source: dict) -> tuple[dict, dict]:
         summary = load_summary()
         if command == "oracle_sweep_stack":
             return summary["stacks"][source["stack"]]["profiles"][source["profile"]], request
+        if command == "oracle_sweep_summary" and "family" in source:
+            return summary["per_family"][source["family"]], request
         if command == "oracle_sweep_summary":
             return (summary["groups"][source["group"]] if "group" in source else summary), request
         return next(m for m in summary["beyond_2pct"] if m["id"] == source["id"]), request

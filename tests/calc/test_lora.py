@@ -369,6 +369,8 @@ def test_fused_3d_trainable_counts_equal_peft(hf_stack, cfg, lora, targets):
         "qwen3_moe/lora-all-linear-fused-ckpt",
         "qwen3_moe/lora-all-linear-fused-bf16",
         "qwen3_moe/lora-mlp-fused-bf16",
+        "mixtral/lora-ckpt",
+        "mixtral/qlora-ckpt",
     ],
 )
 def test_fused_3d_peak_agrees_with_the_oracle(hf_stack, setup_id):
@@ -383,6 +385,44 @@ def test_fused_3d_peak_agrees_with_the_oracle(hf_stack, setup_id):
     row = compare(setup, oracle)
     assert estimate_dict(setup["request"])["params_trainable"] == oracle["params_trainable"]
     assert abs(row["peak_error"]) <= 0.02, row
+
+
+def test_fused_3d_merged_stack_gradient_in_the_backward_by_hand():
+    """Each merged expert stack gets a gradient of its own size in the block's backward: the
+    down projection's (4 experts x 32 x 64) beside both merged stacks, then gate/up's (4 x 64
+    x 64, once the down stack is freed and its adapters have their gradients). The block's
+    own adapters have no gradient yet at that moment."""
+    from dataclasses import replace
+
+    from calc.memory import merged_expert_grad_bytes
+    from calc.states import request_regime
+
+    req = parse_estimate_request(
+        {
+            "model": {"hf_config": TINY_MIXTRAL},
+            "method": "lora",
+            "lora_rank": 4,
+            "lora_targets": "all-linear",
+            "moe_expert_layout": "fused-3d",
+            "gradient_checkpointing": True,
+            "framework": "generic",
+        }
+    )
+    down, gate_up = 4 * 32 * 64 * 2, 4 * 64 * 64 * 2
+    down_grads = 4 * 4 * (32 + 64) * 2  # rank 4 on each of 4 experts, bf16
+    # one block's adapters: q, k, v, o (rank 4), the router (rank 4), gate/up (rank 8), down
+    attention = 4 * (64 + 64) * 2 + 4 * (64 + 32) * 2
+    block = attention + 4 * (64 + 4) + 4 * 8 * (64 + 64) + 4 * 4 * (32 + 64)
+    stack_grad, block_grads = merged_expert_grad_bytes(req, request_regime(req))
+    assert stack_grad == max(down, gate_up - down + down_grads) == gate_up - down + down_grads
+    assert block_grads == 2 * block
+    attn_only = replace(
+        req,
+        lora_targets=parse_estimate_request(
+            {"model": "llama-3.1-8b", "lora_targets": ["q_proj", "o_proj"]}
+        ).lora_targets,
+    )
+    assert merged_expert_grad_bytes(attn_only, request_regime(attn_only)) == (0, 0)
 
 
 @pytest.mark.parametrize(

@@ -1463,6 +1463,39 @@ def test_falcon_eager_softmax_in_16_bits_with_broadcast_kv():
     assert act.attention_core_bytes(new_arch, eager, out_proj) == 2 * 3 * 64 + 4 * 512 * 2
 
 
+def test_falcon_multi_query_sdpa_runs_torch_s_math_path():
+    from dataclasses import replace
+
+    from calc.hf_config import arch_from_hf_config
+
+    cfg = {
+        "model_type": "falcon",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "vocab_size": 256,
+    }
+    falcon = arch_from_hf_config(cfg)  # multi_query: one k/v head of 16
+    (out_proj,) = [l for l in falcon.linears if l.name == "dense"]
+    sdpa = act.ActConfig(2, 2, False, frozenset(), 16, act.Attention.SDPA, 512, False)
+    # the fused kernels refuse one k/v head beside 4 q heads without enable_gqa: fp32 q (64),
+    # k and v (16 each, broadcast views with one row) and the fp32 probabilities, 4 heads x 512
+    assert act.attention_core_bytes(falcon, sdpa, out_proj) == 4 * (64 + 2 * 16) + 4 * 4 * 512
+    # two rows: the batched products copy k and v to every head
+    two = replace(sdpa, micro_batch_size=2)
+    assert act.attention_core_bytes(falcon, two, out_proj) == 4 * 3 * 64 + 4 * 4 * 512
+    # flash-attn takes the one head (enable_gqa semantics): q, k, v, output and fp32 lse
+    flash = replace(sdpa, attention=act.Attention.FLASH)
+    assert act.attention_core_bytes(falcon, flash, out_proj) == 2 * (2 * 64 + 2 * 16) + 4 * 4
+    new_arch = arch_from_hf_config(
+        {**cfg, "new_decoder_architecture": True, "num_kv_heads": 2, "parallel_attn": True}
+    )
+    (out_proj,) = [l for l in new_arch.linears if l.name == "dense"]
+    # new_decoder_architecture broadcasts k, v to every head in _split_heads: equal head
+    # counts, a fused kernel (the q, k, v, output of 64 and the output projection's copy)
+    assert act.attention_core_bytes(new_arch, sdpa, out_proj) == 2 * 4 * 64 + 4 * 4
+
+
 def test_llama4_l2_qk_norm_on_rope_layers_and_16_bit_eager_softmax():
     from calc.hf_config import arch_from_hf_config
 

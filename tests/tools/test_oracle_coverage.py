@@ -100,3 +100,78 @@ def test_every_stack_profile_is_recorded_in_the_summary():
         entry = summary["stacks"][stack]
         assert fw in entry["profiles"] and entry["versions"]["torch"], fw
         assert entry["setups"] == len(sweep.stack_setups(stack)), stack
+
+
+FAMILY_TARGET = 0.95
+"""Share of a family's setups whose allocated peak is within 2 % of the oracle's."""
+
+
+def families_below(per_family: dict, target: float = FAMILY_TARGET) -> dict[str, str]:
+    """The families whose share of setups within 2 % is under ``target``, with their figures."""
+    return {
+        family: f"{f['within_2pct']}/{f['setups']} within 2 %, worst {f['worst_id']} "
+        f"{100 * f['worst_error']:+.2f} %"
+        for family, f in per_family.items()
+        if not f["setups"] or f["within_2pct"] < target * f["setups"]
+    }
+
+
+def test_every_family_has_95_percent_of_its_setups_within_2_percent():
+    summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
+    per_family = summary["per_family"]
+    assert sorted(per_family) == summary["families"]
+    assert sum(f["setups"] for f in per_family.values()) == summary["setups"]
+    assert sum(f["within_2pct"] for f in per_family.values()) == summary["within_2pct"]
+    assert families_below(per_family) == {}
+
+
+def test_a_family_below_95_percent_is_caught():
+    # 19 of 20 is 95 %; 18 of 20 is not; a family with no compared setup is not held either
+    def fam(n, ok):
+        return {"setups": n, "within_2pct": ok, "worst_id": "x/y", "worst_error": -0.03}
+
+    below = families_below({"a": fam(20, 19), "b": fam(20, 18), "c": fam(0, 0), "d": fam(9, 9)})
+    assert sorted(below) == ["b", "c"]
+    assert below["b"] == "18/20 within 2 %, worst x/y -3.00 %"
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_the_methodology_shows_each_family_s_figures(lang):
+    """The per-family table: a row per swept family, each figure resolved from that family's
+    entry of the summary as the page tests read it."""
+    import html
+    import re
+
+    from macros.oracle_sweep import oracle_sweep_families
+    from page_numbers import expected_raw, response_for
+
+    summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
+    table = oracle_sweep_families(lang)
+    rows = re.findall(r'<tr data-source="([^"]+)">(.*?)</tr>', table)
+    assert [json.loads(html.unescape(src))["family"] for src, _ in rows] == summary["families"]
+    for src, cells in rows:
+        response, request = response_for(json.loads(html.unescape(src)))
+        family = json.loads(html.unescape(src))["family"]
+        assert response == summary["per_family"][family]
+        for value, field in re.findall(r'data-value="([^"]+)"[^>]*data-field="([^"]+)"', cells):
+            expected = expected_raw(html.unescape(field), response, request)
+            assert float(value) == pytest.approx(expected, abs=1e-9), (family, field)
+
+
+def test_each_recorded_preset_check_holds_calc_s_figure_of_today():
+    """A preset's full-size check records calc's peak beside the oracle's: a change to calc that
+    moves a preset's figure leaves a stale record, which this catches (trace it again with
+    ``python -m benchmarks.oracle_sweep --presets --only <id>``)."""
+    from calc import memory
+
+    summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
+    setups = {s["id"]: s for s in sweep.preset_setups()}
+    stale = {
+        pid: (
+            rec["calc_peak"],
+            memory.estimate_dict(setups[pid]["request"])["peak_allocated_bytes"],
+        )
+        for pid, rec in summary["presets"].items()
+    }
+    assert {p: v for p, v in stale.items() if v[0] != v[1]} == {}
+    assert all(abs(rec["error"]) <= 0.03 for rec in summary["presets"].values())

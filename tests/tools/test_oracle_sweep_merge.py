@@ -56,6 +56,27 @@ def test_merge_refuses_what_it_cannot_subtract_or_other_versions():
         sweep.merge_summary(old, [_row("glm4_moe/full", 0.0)], {**VERSIONS, "torch": "other"})
 
 
+def test_a_whole_sweep_keeps_the_preset_checks_and_can_be_merged_into():
+    old = sweep.merge_presets(
+        sweep.summarise(OLD_ROWS, VERSIONS),
+        [dict(_row("seed-oss-36b/x", 0.001), calc_peak=2, oracle_peak=3, model_type="seed_oss")],
+    )
+    old["stacks"] = {"torchtune": {"profiles": {"torchtune": {"setups": 1}}}}
+    whole = sweep.full_summary(OLD_ROWS, VERSIONS, old)
+    assert whole["presets"] == old["presets"] and whole["stacks"] == old["stacks"]
+    assert whole["per_family"]["llama"]["methods"]["lora"]["setups"] == 1
+    kept = ("presets", "stacks")
+    assert {k: v for k, v in whole.items() if k not in kept} != sweep.summarise(OLD_ROWS, VERSIONS)
+    # every family of a whole sweep can be swept again alone: its counts taken out and replaced
+    again = sweep.merge_summary(
+        whole, [_row("llama/full", 0.001), _row("llama/lora-r16", 0.0)], VERSIONS
+    )
+    assert again["setups"] == 3 and again["within_2pct"] == 3
+    assert again["groups"]["lora"]["within_2pct"] == 1
+    assert again["beyond_2pct"] == [] and again["presets"] == old["presets"]
+    assert sweep.full_summary(OLD_ROWS, VERSIONS, None).get("presets") is None
+
+
 def test_preset_checks_are_recorded_by_setup_and_leave_the_rest():
     old = sweep.summarise(OLD_ROWS, VERSIONS)
     row = dict(_row("seed-oss-36b/lora-all-linear-ckpt", -0.001), calc_peak=2, oracle_peak=3)

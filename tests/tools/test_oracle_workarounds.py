@@ -150,6 +150,34 @@ def test_flash_like_sdpa_saves_what_the_flash_kernel_saves():
     assert all(s[-2:] != (64, 64) for s, _ in shapes)
 
 
+def test_flash_like_sdpa_runs_the_math_path_where_cuda_refuses_the_fused_kernels():
+    # one k/v head beside 8 query heads and no enable_gqa (Falcon's multi_query): CUDA's
+    # fused kernels require equal head counts, so the math path runs, as the CPU picks too
+    q = torch.randn(1, 8, 64, 16, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(1, 1, 64, 16, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(1, 1, 64, 16, dtype=torch.bfloat16, requires_grad=True)
+    assert torch._fused_sdp_choice(q, k, v, is_causal=True) == 0  # math
+    with wa.flash_like_sdpa():
+        out, shapes = _saved_shapes(
+            lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        )
+    assert out.shape == q.shape and out.dtype == torch.bfloat16
+    # fp32: q (scaled), k and v broadcast to every head (copies for the batched products) and
+    # the softmax's probabilities, s x s per head
+    assert sorted(shapes, key=str) == sorted(
+        [
+            ((8, 16, 64), torch.float32),
+            ((8, 64, 16), torch.float32),
+            ((1, 8, 64, 64), torch.float32),
+            ((8, 64, 16), torch.float32),
+            ((8, 64, 64), torch.float32),
+        ],
+        key=str,
+    )
+    out.float().sum().backward()
+    assert k.grad.shape == k.shape and q.grad.shape == q.shape
+
+
 def test_cuda_dropout_saves_a_boolean_mask():
     x = torch.randn(4, 32, requires_grad=True)
     with wa.cuda_dropout():

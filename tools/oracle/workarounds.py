@@ -27,7 +27,13 @@ Each function is one named, tested workaround (tests/tools/test_oracle_workaroun
   instead, which saves the ``s x s`` probabilities and expands grouped k/v. The
   replacement is an autograd function with exactly the flash kernel's saved tensors and
   gradient shapes. The kernels' backward workspaces (flash-attn's fp32 ``dq`` accumulator,
-  the expanded ``dk``/``dv`` under GQA) are not modelled: see ``LIMITS``.
+  the expanded ``dk``/``dv`` under GQA) are not modelled: see ``LIMITS``. Where CUDA
+  refuses both fused kernels, so does the replacement: k/v with fewer heads than q and no
+  ``enable_gqa`` (Falcon's ``multi_query`` calls SDPA with its one k/v head; torch 2.13
+  ``sdp_utils_cpp.h`` ``check_batch_size_and_num_heads_dense``: "both fused kernels require
+  query, key and value to have the same num_heads") run the math path, as on CUDA:
+  ``aten._scaled_dot_product_attention_math``, fp32 copies of q, k and v (16-bit inputs),
+  broadcast products and the fp32 ``s x s`` probabilities saved.
 - :func:`cuda_dropout`: ``F.dropout`` on a CUDA tensor runs the fused ``native_dropout``,
   which saves a boolean mask (1 byte per element); on CPU, ATen's ``dropout`` takes the
   composite path (``empty_like(input).bernoulli_()`` then ``input * noise``) and saves a
@@ -122,12 +128,6 @@ class _FlashAttention(torch.autograd.Function):
         return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), None
 
 
-def _expand_kv(t: torch.Tensor, heads: int) -> torch.Tensor:
-    if t.shape[1] == heads:
-        return t
-    return t.repeat_interleave(heads // t.shape[1], dim=1)
-
-
 def _autocast_dtype(t: torch.Tensor):
     """The 16-bit dtype autocast would cast SDPA's inputs to, or None outside autocast.
     The replacement is a Python function, which autocast's dispatch does not wrap, so it
@@ -145,14 +145,17 @@ def flash_sdpa(
 ):
     """Drop-in for ``F.scaled_dot_product_attention`` with the flash kernel's memory.
 
-    Without ``enable_gqa`` grouped k/v must already be expanded (as torch requires); with
-    it they stay at kv-head size, as CUDA flash attention keeps them. A mask (sliding
-    window, padding) is an input the memory-efficient kernel saves too."""
+    With ``enable_gqa`` grouped k/v stay at kv-head size, as CUDA flash attention keeps them.
+    Without it, k/v with fewer heads than q are refused by the fused kernels and broadcast by
+    the math path, which runs instead (see the module doc). A mask (sliding window, padding)
+    is an input the memory-efficient kernel saves too."""
     dtype = _autocast_dtype(query)
     if dtype is not None:  # CUDA autocast runs SDPA in 16 bits (lower_precision_fp list)
         query, key, value = (t.to(dtype) for t in (query, key, value))
-    if key.shape[1] != query.shape[1] and not enable_gqa:
-        key, value = _expand_kv(key, query.shape[1]), _expand_kv(value, query.shape[1])
+    if key.shape[-3] != query.shape[-3] and not enable_gqa:
+        return torch.ops.aten._scaled_dot_product_attention_math(
+            query, key, value, attn_mask, dropout_p, is_causal, scale=scale
+        )[0]
     return _FlashAttention.apply(query, key, value, attn_mask)
 
 
