@@ -55,7 +55,7 @@ from .request import (
 
 MATMUL_EFFICIENCY = {
     "a100": 0.75,
-    "blackwell": 0.38,
+    "blackwell": 0.52,
     "gddr": 1.00,
     "gddr-pro": 0.27,
     "hopper": 0.60,
@@ -73,10 +73,13 @@ Schmid's TRL table are judged, not fitted (power-limited card). Fitted on that o
 predicts the RTX PRO 6000 Blackwell rows of universal-llm-trainer (first contact, never fitted)
 within 15 %. Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
 are judged but not fitted on (their figure is a whole job's wall time, start-up included);
-``blackwell`` on one (Unsloth on the B200): the other published B200 rows are FP8 and fit :data:`FP8_MATMUL_EFFICIENCY`. A
-class without rows (``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
+``blackwell`` on two: Unsloth on the B200 (LoRA and QLoRA of Qwen3 0.6B-32B on one card) and
+NeMo 2's Llama 3 8B BF16 pre-training on eight (vuiseng9's nemo-perf-nvfp4); fitted on either
+alone it is 0.38 or about 0.55 (Unsloth's B200 rows run below the NeMo run's share of the peak).
+``gddr-pro`` still rests on one source, which the methodology page says. A class without rows
+(``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
 
-MATMUL_EFFICIENCY_POOLED = 0.77
+MATMUL_EFFICIENCY_POOLED = 0.73
 """The same fit with every covered row pooled in one class: the figure for card classes with no
 measured row (MI300X); FITTED."""
 
@@ -86,10 +89,11 @@ efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per 
 work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
 tails, element-wise passes) do not, hence the ``hidden**2`` scaling. FITTED."""
 
-FP8_MATMUL_EFFICIENCY = 0.49
+FP8_MATMUL_EFFICIENCY = 0.48
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
 Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing the same
-(torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200)."""
+(torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200, NeMo 2 on
+eight B200 by vuiseng9)."""
 
 SATURATION_REFERENCE_HIDDEN = 4096
 
