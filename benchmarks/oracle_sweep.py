@@ -1066,6 +1066,58 @@ GENERATION_VARIANTS: dict[str, tuple[dict, dict]] = {
 transformers 5 one."""
 QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
 
+# bf16-mixed as the Hugging Face stacks run it: weights loaded in bf16 (transformers 5's
+# dtype "auto"), autocast, peft's fp32 adapters (calc's weights_loaded_16bit, set by the
+# hf-trainer profile); TRL's SFTTrainer loads fp32 (the key off in its profile)
+LOAD_DTYPE_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "lora-mixed-hf-trainer": (
+        {"method": "lora", "lora_rank": 16, "precision": "bf16-mixed", "framework": "hf-trainer"},
+        {},
+    ),
+    "lora-mixed-ckpt-hf-trainer": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "precision": "bf16-mixed",
+            "gradient_checkpointing": True,
+            "framework": "hf-trainer",
+        },
+        {},
+    ),
+    "lora-mixed-dropout-hf-trainer": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_dropout": 0.1,
+            "precision": "bf16-mixed",
+            "framework": "hf-trainer",
+        },
+        {},
+    ),
+    "qlora-mixed-hf-trainer": (
+        {"method": "qlora", "lora_rank": 16, "precision": "bf16-mixed", "framework": "hf-trainer"},
+        {},
+    ),
+    "qlora-mixed-ckpt-hf-trainer": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "precision": "bf16-mixed",
+            "gradient_checkpointing": True,
+            "framework": "hf-trainer",
+        },
+        {},
+    ),
+    "full-mixed-hf-trainer": (
+        {"method": "full", "precision": "bf16-mixed", "framework": "hf-trainer"},
+        {},
+    ),
+    "lora-mixed-trl-sft": (
+        {"method": "lora", "lora_rank": 16, "precision": "bf16-mixed", "framework": "trl-sft"},
+        {},
+    ),
+}
+
 # MoE LoRA on the experts as transformers 5 stores them (3-D tensors, peft target_parameters):
 # calc's "fused-3d" expert layout (calc/lora.py).
 MOE_FUSED_VARIANTS: dict[str, tuple[dict, dict]] = {
@@ -1290,6 +1342,11 @@ def setups() -> list[dict]:
             if family == "phi3" and request.get("lora_targets") == ATTENTION_ONLY:
                 request["lora_targets"] = ["qkv_proj", "o_proj"]
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
+    for family in QLORA_EXTRA_FAMILIES:
+        for variant, (overrides, options) in LOAD_DTYPE_VARIANTS.items():
+            request = dict(BASE_REQUEST, model={"hf_config": FAMILIES[family]}, **overrides)
+            del request["attention_grouped_kv"]  # left to the profile
+            out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     for variant, (overrides, options) in GENERATION_VARIANTS.items():
         request = dict(BASE_REQUEST, model={"hf_config": FAMILIES["llama"]}, **overrides)
         del request["attention_grouped_kv"]  # left to the profile
@@ -1391,6 +1448,7 @@ def _cache_key(setup: dict, versions: dict) -> str:
     """``framework: generic`` is left out of the key: a setup without a profile is keyed by
     the keys it states."""
     qlora = setup["request"].get("method") == "qlora"
+    bf16_load = loads_16bit_weights(setup["request"])
     if setup["request"].get("framework") == "generic":
         request = {k: v for k, v in setup["request"].items() if k != "framework"}
         setup = {**setup, "request": request}
@@ -1398,7 +1456,7 @@ def _cache_key(setup: dict, versions: dict) -> str:
         {
             "setup": setup,
             "versions": versions,
-            "oracle": _oracle_source_hash(qlora, is_hybrid(setup), is_sparse(setup)),
+            "oracle": _oracle_source_hash(qlora, is_hybrid(setup), is_sparse(setup), bf16_load),
         },
         sort_keys=True,
     )
@@ -1411,15 +1469,21 @@ HYBRID_ONLY_SOURCES = ("linear_attention.py",)
 """Oracle modules only the hybrid families' setups run (:func:`run_oracle` applies them)."""
 SPARSE_ONLY_SOURCES = ("sparse_attention.py",)
 """Oracle modules only the sparse-attention families' setups run."""
+LOAD_DTYPE_ONLY_SOURCES = ("load_dtype.py",)
+"""Oracle modules only the setups with weights loaded in 16 bits under autocast run."""
 
 
-def _oracle_source_hash(qlora: bool = True, hybrid: bool = False, sparse: bool = False) -> str:
+def _oracle_source_hash(
+    qlora: bool = True, hybrid: bool = False, sparse: bool = False, bf16_load: bool = False
+) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
     for path in sorted((ROOT / "tools" / "oracle").glob("*.py")):
         if path.name in HYBRID_ONLY_SOURCES and not hybrid:
             continue
         if path.name in SPARSE_ONLY_SOURCES and not sparse:
+            continue
+        if path.name in LOAD_DTYPE_ONLY_SOURCES and not bf16_load:
             continue
         if qlora or path.name not in QLORA_ONLY_SOURCES:
             digest.update(path.read_bytes())
@@ -1436,13 +1500,30 @@ def is_sparse(setup: dict) -> bool:
     return model_type_of(setup) in SPARSE_FAMILIES
 
 
+def loads_16bit_weights(request: dict) -> bool:
+    """calc counts the request's weights as loaded in 16 bits under autocast
+    (``weights_loaded_16bit`` with ``*-mixed``, calc.states.MIXED_16BIT_WEIGHTS)."""
+    from calc import states
+    from calc.errors import InputError
+    from calc.request import parse_estimate_request
+
+    try:
+        req = parse_estimate_request(request)
+    except InputError:
+        return False
+    return states.request_regime(req) is states.MIXED_16BIT_WEIGHTS
+
+
 def oracle_request(request: dict) -> dict:
     """The request the oracle traces. ``moe_expert_layout="fused-3d"`` is what the installed
     transformers 5 builds anyway (3-D expert tensors, peft ``target_parameters``), so it is
-    dropped rather than taught to the oracle, whose source hash keys every cached trace."""
+    dropped rather than taught to the oracle, whose source hash keys every cached trace.
+    ``weights_loaded_16bit`` is turned off: where calc counts it, :func:`run_oracle` builds the
+    model in bf16 itself (``tools/oracle/load_dtype.py``); elsewhere it changes nothing."""
     out = dict(request)
     if out.get("moe_expert_layout") == "fused-3d":
         del out["moe_expert_layout"]
+    out["weights_loaded_16bit"] = False
     return out
 
 
@@ -1459,8 +1540,11 @@ def run_oracle(setup: dict, versions: dict) -> dict:
 
     kernels = linear_attention_kernels() if is_hybrid(setup) else contextlib.nullcontext()
     masks = sdpa_boolean_masks_converted() if is_sparse(setup) else contextlib.nullcontext()
+    from tools.oracle.load_dtype import loaded_in_bf16
+
+    bf16 = loaded_in_bf16() if loads_16bit_weights(setup["request"]) else contextlib.nullcontext()
     try:
-        with kernels, masks:
+        with kernels, masks, bf16:
             result = oracle_estimate(dict(oracle_request(setup["request"]), oracle=setup["oracle"]))
         result.pop("request", None)
     except Unsupported as exc:
