@@ -1108,8 +1108,14 @@ LOAD_DTYPE_VARIANTS: dict[str, tuple[dict, dict]] = {
         },
         {},
     ),
-    "full-mixed-hf-trainer": (
-        {"method": "full", "precision": "bf16-mixed", "framework": "hf-trainer"},
+    # the profile keeps full fine-tuning at fp32 master weights: the key stated
+    "full-mixed-16bit-hf-trainer": (
+        {
+            "method": "full",
+            "precision": "bf16-mixed",
+            "framework": "hf-trainer",
+            "weights_loaded_16bit": True,
+        },
         {},
     ),
     "lora-mixed-trl-sft": (

@@ -230,7 +230,9 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "config.dtype); Trainer(bf16=True / fp16=True) casts no parameter (trainer.py casts the "
         "model only for bf16_full_eval / fp16_full_eval) and accelerate 1.15.0 accelerator.py "
         "prepare_model wraps the forward in autocast_context (line 1826) and upcasts only under "
-        "FSDP",
+        "FSDP. LoRA / QLoRA only (PROFILE_APPLIES_WHEN): full fine-tuning keeps *-mixed as fp32 "
+        "master weights (a model loaded with dtype=torch.float32), the site's reference setup; "
+        "loaded with 'auto' the Trainer trains the bf16 weights themselves (the key on)",
     },
     Framework.HF_CUSTOM_LOOP: {
         "optimizer_fused": "torch.optim.AdamW with neither foreach nor fused set takes the "
@@ -670,6 +672,7 @@ def _adapters(values: JsonObject) -> bool:
 
 
 PROFILE_APPLIES_WHEN: dict[Framework, dict[str, Callable[[JsonObject], bool]]] = {
+    Framework.HF_TRAINER: {"weights_loaded_16bit": _adapters},
     Framework.TRL_SFT: {"lora_adapter_dtype": _trl_fp32_adapters},
     Framework.LLAMA_FACTORY: {
         "lora_adapter_dtype": _llamafactory_fp32_adapters,

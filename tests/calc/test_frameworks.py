@@ -1081,11 +1081,11 @@ def test_autocast_adapters_save_a_16bit_cast_of_their_input():
     assert true - mixed == saved_less
 
 
-def test_hf_trainer_mixed_full_fine_tuning_trains_the_bf16_weights():
+def test_mixed_full_fine_tuning_on_16bit_weights_trains_the_bf16_weights():
     # the loaded bf16 weights train as they are: torch AdamW's states are zeros_like(p), bf16;
     # no master copy. The same bytes as bf16-true in every phase
     req = {"model": "llama-3.1-8b", "method": "full", "framework": "hf-trainer"}
-    mixed = estimate_dict({**req, "precision": "bf16-mixed"})
+    mixed = estimate_dict({**req, "precision": "bf16-mixed", "weights_loaded_16bit": True})
     assert mixed["phases"] == estimate_dict({**req, "precision": "bf16-true"})["phases"]
     c = mixed["components"]
     assert c["weights"] == c["gradients"] == 2 * LLAMA31_8B_PARAMS
@@ -1122,7 +1122,9 @@ def test_unsloth_qlora_fp16_counts_16bit_weights_and_fp32_adapters():
 @pytest.mark.parametrize(
     ("framework", "method", "loaded_16bit"),
     [
-        ("hf-trainer", "full", True),
+        ("hf-trainer", "lora", True),
+        # the hf-trainer profile keeps full fine-tuning's *-mixed as fp32 master weights
+        ("hf-trainer", "full", False),
         ("axolotl", "full", True),
         ("ms-swift", "lora", True),
         ("hf-custom-loop", "lora", True),
