@@ -58,7 +58,8 @@ class Method(str, Enum):
 class Precision(str, Enum):
     """Lightning's names. ``bf16-true``: weights, grads and optimizer states in
     bf16. ``*-mixed``: fp32 master weights and fp32 optimizer states, 16-bit
-    compute. ``fp32``: everything in fp32."""
+    compute, unless the library loaded the weights in 16 bits (``weights_loaded_16bit``:
+    autocast only). ``fp32``: everything in fp32."""
 
     BF16_TRUE = "bf16-true"
     BF16_MIXED = "bf16-mixed"

@@ -38,7 +38,13 @@ The profiles:
   (``chunked_loss``, ``loss_grad_in_forward``), its offloaded gradient checkpointing
   (``activation_offload``), and its hand-written LoRA q/k/v, output-projection and MLP
   autograd functions and RMSNorm kernel (``fused_lora_kernels``), which save fewer tensors
-  than peft's and transformers' modules.
+  than peft's and transformers' modules. It loads the model in its 16-bit compute dtype and
+  upcasts only the LoRA adapters to fp32 (``weights_loaded_16bit``, ``lora_adapter_dtype``).
+
+``weights_loaded_16bit`` says which dtype ``*-mixed`` precision finds the weights in: 16 bits
+for transformers 5's ``from_pretrained`` (``dtype="auto"``) and the tools that load their
+compute dtype (axolotl, LLaMA-Factory, ms-swift, Unsloth), fp32 for TRL's loader and
+transformers 4; the ``hf-trainer`` profile sets it for LoRA / QLoRA only.
 
 Behaviours the fake-tensor oracle (``tools/oracle``) cannot trace say so in their source:
 reserved-memory floors (``fsdp_wrap_floor``), several-GPU paths, and bitsandbytes' kernels,
