@@ -1254,6 +1254,64 @@ TRANSFORMERS_4_PROFILES = ("hf-trainer-4", "pytorch-loop-4")
 
 QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
 
+# bf16-mixed as the Hugging Face stacks run it: weights loaded in bf16 (transformers 5's
+# dtype "auto"), autocast, peft's fp32 adapters (calc's weights_loaded_16bit, set by the
+# hf-trainer profile); TRL's SFTTrainer loads fp32 (the key off in its profile)
+LOAD_DTYPE_VARIANTS: dict[str, tuple[dict, dict]] = {
+    "lora-mixed-hf-trainer": (
+        {"method": "lora", "lora_rank": 16, "precision": "bf16-mixed", "framework": "hf-trainer"},
+        {},
+    ),
+    "lora-mixed-ckpt-hf-trainer": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "precision": "bf16-mixed",
+            "gradient_checkpointing": True,
+            "framework": "hf-trainer",
+        },
+        {},
+    ),
+    "lora-mixed-dropout-hf-trainer": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_dropout": 0.1,
+            "precision": "bf16-mixed",
+            "framework": "hf-trainer",
+        },
+        {},
+    ),
+    "qlora-mixed-hf-trainer": (
+        {"method": "qlora", "lora_rank": 16, "precision": "bf16-mixed", "framework": "hf-trainer"},
+        {},
+    ),
+    "qlora-mixed-ckpt-hf-trainer": (
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "precision": "bf16-mixed",
+            "gradient_checkpointing": True,
+            "framework": "hf-trainer",
+        },
+        {},
+    ),
+    # the profile keeps full fine-tuning at fp32 master weights: the key stated
+    "full-mixed-16bit-hf-trainer": (
+        {
+            "method": "full",
+            "precision": "bf16-mixed",
+            "framework": "hf-trainer",
+            "weights_loaded_16bit": True,
+        },
+        {},
+    ),
+    "lora-mixed-trl-sft": (
+        {"method": "lora", "lora_rank": 16, "precision": "bf16-mixed", "framework": "trl-sft"},
+        {},
+    ),
+}
+
 # MoE LoRA on the experts as transformers 5 stores them (3-D tensors, peft target_parameters):
 # calc's "fused-3d" expert layout (calc/lora.py).
 MOE_FUSED_VARIANTS: dict[str, tuple[dict, dict]] = {
@@ -1478,6 +1536,11 @@ def setups() -> list[dict]:
             if family == "phi3" and request.get("lora_targets") == ATTENTION_ONLY:
                 request["lora_targets"] = ["qkv_proj", "o_proj"]
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
+    for family in QLORA_EXTRA_FAMILIES:
+        for variant, (overrides, options) in LOAD_DTYPE_VARIANTS.items():
+            request = dict(BASE_REQUEST, model={"hf_config": FAMILIES[family]}, **overrides)
+            del request["attention_grouped_kv"]  # left to the profile
+            out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     generation = [(f, v) for f in GENERATION_FAMILIES for v in GENERATION_VARIANTS.items()]
     generation += [(f, v) for f in GENERATION_MOE_FAMILIES for v in GENERATION_MOE_VARIANTS.items()]
     generation += [(f, v) for f in TORCHTUNE_FAMILIES for v in TORCHTUNE_VARIANTS.items()]
@@ -1584,6 +1647,7 @@ def _cache_key(setup: dict, versions: dict) -> str:
     """``framework: generic`` is left out of the key: a setup without a profile is keyed by
     the keys it states."""
     qlora = setup["request"].get("method") == "qlora"
+    bf16_load = loads_16bit_weights(setup["request"])
     if setup["request"].get("framework") == "generic":
         request = {k: v for k, v in setup["request"].items() if k != "framework"}
         setup = {**setup, "request": request}
@@ -1598,6 +1662,7 @@ def _cache_key(setup: dict, versions: dict) -> str:
                 is_generation4(setup),
                 is_torchtune(setup),
                 is_litgpt(setup),
+                bf16_load,
             ),
         },
         sort_keys=True,
@@ -1611,6 +1676,8 @@ HYBRID_ONLY_SOURCES = ("linear_attention.py",)
 """Oracle modules only the hybrid families' setups run (:func:`run_oracle` applies them)."""
 SPARSE_ONLY_SOURCES = ("sparse_attention.py",)
 """Oracle modules only the sparse-attention families' setups run."""
+LOAD_DTYPE_ONLY_SOURCES = ("load_dtype.py",)
+"""Oracle modules only the setups with weights loaded in 16 bits under autocast run."""
 
 
 GENERATION_4_ONLY_SOURCES = ("transformers4.py",)
@@ -1628,6 +1695,7 @@ def _oracle_source_hash(
     generation4: bool = False,
     torchtune: bool = False,
     litgpt: bool = False,
+    bf16_load: bool = False,
 ) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
@@ -1641,6 +1709,8 @@ def _oracle_source_hash(
         if path.name in HYBRID_ONLY_SOURCES and not hybrid:
             continue
         if path.name in SPARSE_ONLY_SOURCES and not sparse:
+            continue
+        if path.name in LOAD_DTYPE_ONLY_SOURCES and not bf16_load:
             continue
         if qlora or path.name not in QLORA_ONLY_SOURCES:
             digest.update(path.read_bytes())
@@ -1689,16 +1759,33 @@ def is_sparse(setup: dict) -> bool:
     return model_type_of(setup) in SPARSE_FAMILIES
 
 
+def loads_16bit_weights(request: dict) -> bool:
+    """calc counts the request's weights as loaded in 16 bits under autocast
+    (``weights_loaded_16bit`` with ``*-mixed``, calc.states.MIXED_16BIT_WEIGHTS)."""
+    from calc import states
+    from calc.errors import InputError
+    from calc.request import parse_estimate_request
+
+    try:
+        req = parse_estimate_request(request)
+    except InputError:
+        return False
+    return states.request_regime(req) is states.MIXED_16BIT_WEIGHTS
+
+
 def oracle_request(request: dict) -> dict:
     """The request the oracle traces. ``moe_expert_layout="fused-3d"`` is what the installed
     transformers 5 builds anyway (3-D expert tensors, peft ``target_parameters``), so it is
-    dropped rather than taught to the oracle, whose source hash keys every cached trace."""
+    dropped rather than taught to the oracle, whose source hash keys every cached trace.
+    ``weights_loaded_16bit`` is turned off: where calc counts it, :func:`run_oracle` builds the
+    model in bf16 itself (``tools/oracle/load_dtype.py``); elsewhere it changes nothing."""
     out = dict(request)
     if out.get("moe_expert_layout") == "fused-3d":
         del out["moe_expert_layout"]
     if out.get("framework") in TRANSFORMERS_4_PROFILES:
         # which SDPA kernel torch 2.4-2.7 tries first: time only, the oracle traces memory
         out.setdefault("sdpa_cudnn_last", False)
+    out["weights_loaded_16bit"] = False
     return out
 
 
@@ -1717,14 +1804,17 @@ def run_oracle(setup: dict, versions: dict) -> dict:
 
     kernels = linear_attention_kernels() if is_hybrid(setup) else contextlib.nullcontext()
     masks = sdpa_boolean_masks_converted() if is_sparse(setup) else contextlib.nullcontext()
+    from tools.oracle.load_dtype import loaded_in_bf16
+
     generation = transformers4_run() if is_generation4(setup) else contextlib.nullcontext()
+    bf16 = loaded_in_bf16() if loads_16bit_weights(setup["request"]) else contextlib.nullcontext()
     try:
         if is_torchtune(setup):
             result = _torchtune_estimate(setup)
         elif is_litgpt(setup):
             result = _litgpt_estimate(setup)
         else:
-            with kernels, masks, generation:
+            with kernels, masks, generation, bf16:
                 result = oracle_estimate(
                     dict(oracle_request(setup["request"]), oracle=setup["oracle"])
                 )

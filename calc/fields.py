@@ -58,7 +58,8 @@ class Method(str, Enum):
 class Precision(str, Enum):
     """Lightning's names. ``bf16-true``: weights, grads and optimizer states in
     bf16. ``*-mixed``: fp32 master weights and fp32 optimizer states, 16-bit
-    compute. ``fp32``: everything in fp32."""
+    compute, unless the library loaded the weights in 16 bits (``weights_loaded_16bit``:
+    autocast only). ``fp32``: everything in fp32."""
 
     BF16_TRUE = "bf16-true"
     BF16_MIXED = "bf16-mixed"
@@ -1016,6 +1017,30 @@ FIELDS: tuple[FieldSpec, ...] = (
             "Unsloth's in-place RoPE saves nothing beyond the shared cos / sin, as calc counts "
             "transformers' (:func:`calc.activations.fast_lora_groups`). Default False: peft's "
             "``LoraLayer`` and transformers' ``RMSNorm``."
+        ),
+    ),
+    _bool(
+        "weights_loaded_16bit",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "the library loads the model's weights in 16 bits and ``*-mixed`` precision (the "
+            "Trainer's ``bf16=True`` / ``fp16=True``) only runs autocast: nothing casts the "
+            'weights to fp32. transformers 5.17 ``from_pretrained`` defaults to ``dtype="auto"`` '
+            '(``modeling_utils.py``: ``if dtype is None: dtype = "auto"``, the checkpoint\'s '
+            "dtype, bf16 for the models calc knows); accelerate 1.15.0 wraps the forward in "
+            "``torch.autocast`` and casts no parameter. Counted (:func:`calc.states.request_regime`): "
+            "every weight 2 bytes, no 16-bit working copy of a frozen weight; the parameters that "
+            "train keep the weights' 16 bits (their gradients and torch's AdamW states too), "
+            "except LoRA adapters with ``lora_adapter_dtype`` ``fp32`` (4 bytes, their gradients "
+            "and states too); activations and the residual stream are 16-bit, and each adapter "
+            "saves autocast's 16-bit cast of the fp32 copy peft makes of its input. No effect "
+            "with ``bf16-true`` or ``fp32``, under ZeRO (whose regime holds 16-bit weights "
+            "already), or with ``qlora_prepare_kbit`` (peft casts the non-quantized weights to "
+            "fp32). With ``fp16-mixed`` on a bf16 checkpoint, autocast's fp16 copies of the "
+            "frozen bf16 weights are not counted. Default False: the weights are fp32 "
+            "(transformers 4 loaded fp32 unless ``torch_dtype`` was given; TRL loads fp32 by "
+            "default), Lightning's meaning of ``*-mixed``."
         ),
     ),
     _enum(

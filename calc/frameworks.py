@@ -38,7 +38,13 @@ The profiles:
   (``chunked_loss``, ``loss_grad_in_forward``), its offloaded gradient checkpointing
   (``activation_offload``), and its hand-written LoRA q/k/v, output-projection and MLP
   autograd functions and RMSNorm kernel (``fused_lora_kernels``), which save fewer tensors
-  than peft's and transformers' modules.
+  than peft's and transformers' modules. It loads the model in its 16-bit compute dtype and
+  upcasts only the LoRA adapters to fp32 (``weights_loaded_16bit``, ``lora_adapter_dtype``).
+
+``weights_loaded_16bit`` says which dtype ``*-mixed`` precision finds the weights in: 16 bits
+for transformers 5's ``from_pretrained`` (``dtype="auto"``) and the tools that load their
+compute dtype (axolotl, LLaMA-Factory, ms-swift, Unsloth), fp32 for TRL's loader and
+transformers 4; the ``hf-trainer`` profile sets it for LoRA / QLoRA only.
 
 Behaviours the fake-tensor oracle (``tools/oracle``) cannot trace say so in their source:
 reserved-memory floors (``fsdp_wrap_floor``), several-GPU paths, and bitsandbytes' kernels,
@@ -90,6 +96,7 @@ _HF_TRAINER_5 = {
     "optimizer_fused": True,
     "loss_outputs_kept": False,
     "moe_expert_layout": "fused-3d",
+    "weights_loaded_16bit": True,
 }
 """The HF Trainer on transformers 5: what the tools built on it inherit."""
 
@@ -100,6 +107,7 @@ _PYTORCH_LOOP = {
     "moe_expert_layout": "fused-3d",
     "qlora_prepare_kbit": True,
     "loss_on_16bit_logits": True,
+    "weights_loaded_16bit": True,
 }
 
 PROFILES: dict[Framework, dict[str, object]] = {
@@ -113,6 +121,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "moe_expert_layout": "fused-3d",
         "qlora_prepare_kbit": True,
         "loss_on_16bit_logits": False,
+        "weights_loaded_16bit": True,
     },
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": True,
@@ -159,6 +168,8 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "sync_each_micro_batch": False,
         "attention_keeps_fused_qkv": False,
         "loss_outputs_kept": False,
+        "lora_adapter_dtype": "fp32",
+        "weights_loaded_16bit": True,
     },
     Framework.HF_TRAINER_4: {
         **_HF_COMMON,
@@ -167,12 +178,14 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "attention_grouped_kv": False,
         "sdpa_cudnn_last": True,
         "moe_expert_layout": "per-expert-modules",
+        "weights_loaded_16bit": False,
     },
     Framework.TRL_SFT: {
         **_HF_TRAINER_5,
         "chunked_loss": True,
         "loss_fused_lm_head": True,
         "qlora_prepare_kbit": False,
+        "weights_loaded_16bit": False,
     },
     Framework.AXOLOTL: {**_HF_TRAINER_5, "qlora_prepare_kbit": False},
     Framework.LLAMA_FACTORY: {**_HF_TRAINER_5, "qlora_prepare_kbit": False},
@@ -184,6 +197,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "sdpa_cudnn_last": True,
         "moe_expert_layout": "per-expert-modules",
         "qlora_compute_dtype_from_input": True,
+        "weights_loaded_16bit": False,
     },
 }
 """``framework -> {request key: value}``; the citation of every entry is in :data:`SOURCES`."""
@@ -220,6 +234,14 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "moe_expert_layout": "transformers 5.17.0 models/qwen3_moe/modeling_qwen3_moe.py Qwen3MoeExperts "
         "and models/mixtral/modeling_mixtral.py MixtralExperts: the experts of a "
         "block are two nn.Parameter 3-D tensors (gate_up_proj, down_proj)",
+        "weights_loaded_16bit": "transformers 5.17.0 modeling_utils.py PreTrainedModel.from_pretrained "
+        "(line 4100): 'if dtype is None: dtype = \"auto\"', the checkpoint's dtype (_get_dtype: "
+        "config.dtype); Trainer(bf16=True / fp16=True) casts no parameter (trainer.py casts the "
+        "model only for bf16_full_eval / fp16_full_eval) and accelerate 1.15.0 accelerator.py "
+        "prepare_model wraps the forward in autocast_context (line 1826) and upcasts only under "
+        "FSDP. LoRA / QLoRA only (PROFILE_APPLIES_WHEN): full fine-tuning keeps *-mixed as fp32 "
+        "master weights (a model loaded with dtype=torch.float32), the site's reference setup; "
+        "loaded with 'auto' the Trainer trains the bf16 weights themselves (the key on)",
     },
     Framework.HF_CUSTOM_LOOP: {
         "optimizer_fused": "torch.optim.AdamW with neither foreach nor fused set takes the "
@@ -254,6 +276,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "ForCausalLMLoss upcasts with logits.float()",
         "moe_expert_layout": "as hf-trainer (transformers 5.17.0 Qwen3MoeExperts, MixtralExperts: 3-D "
         "expert tensors)",
+        "weights_loaded_16bit": "as hf-trainer (transformers 5.17.0 from_pretrained: dtype 'auto'); "
+        "the loop's own torch.autocast casts no parameter",
     },
     Framework.HF_TRAINER_4: {
         "optimizer_fused": "transformers 4.46-4.53 training_args.py: TrainingArguments.optim defaults to "
@@ -292,6 +316,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "Qwen3MoeSparseMoeBlock (nn.ModuleList of Qwen3MoeMLP) and "
         "models/mixtral/modeling_mixtral.py MixtralSparseMoeBlock (ModuleList of "
         "MixtralBlockSparseTop2MLP): one nn.Linear per expert matrix",
+        "weights_loaded_16bit": "transformers 4.46-4.53 modeling_utils.py from_pretrained: "
+        "torch_dtype=None builds the model in torch's default dtype ('If not specified the model "
+        "will get loaded in torch.float (fp32)', the torch_dtype docstring); 'auto' became the "
+        "default with transformers 5",
     },
     Framework.TORCHTUNE: {
         "sync_each_micro_batch": "torchtune recipes/*_distributed.py (2024): no no_sync, gradients "
@@ -390,6 +418,17 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "optim default adamw_torch_fused (transformers 5.17.0, torch >= 2.8)",
         "sync_each_micro_batch": "as hf-trainer (accelerate no_sync)",
         "attention_keeps_fused_qkv": "Unsloth (2025.x) patches transformers models, which keep separate q, k, v",
+        "lora_adapter_dtype": "unsloth_zoo 2026.8.13 training_utils.py prepare_model_for_training "
+        "(called by Unsloth 2026.8.19 FastLlamaModel.get_peft_model through models/_utils.py "
+        "prepare_model_for_kbit_training): '.lora_A.' / '.lora_B.' parameters get upcast = True, "
+        "'dtype = torch.float32 if upcast' (lines 384, 420): fp32 adapters whatever the precision",
+        "weights_loaded_16bit": "Unsloth 2026.8.19 models/llama.py FastLlamaModel.from_pretrained: "
+        "dtype None -> torch.float16 if not SUPPORTS_BFLOAT16 else torch.bfloat16 (lines "
+        "2434-2435), passed to from_pretrained (add_dtype_kwargs, line 2657); unsloth_zoo "
+        "2026.8.13 training_utils.py prepare_model_for_training freezes every other parameter "
+        "of a LoRA model without a cast. Full fine-tuning casts every trainable parameter to "
+        "fp32 (mixed_precision_dtype, float32_mixed_precision=True): LoRA / QLoRA only "
+        "(PROFILE_APPLIES_WHEN)",
         "loss_outputs_kept": "as hf-trainer (transformers 5.17.0 Trainer.compute_loss)",
     },
     Framework.TRL_SFT: {
@@ -414,6 +453,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "qlora_prepare_kbit": "TRL 1.16.0 SFTTrainer calls no prepare_model_for_kbit_training "
         "(removed from sft_trainer.py by PR #3882, 65d7894b6, 2025-08-12): the non-quantized "
         "parameters keep the dtype they were loaded in",
+        "weights_loaded_16bit": "TRL 1.16.0 trainer/utils.py create_model_from_path (line 1332): "
+        '\'dtype = kwargs.get("dtype", "float32")\' for a model given by name (the '
+        "SFTTrainer docstring: 'it defaults to float32. This differs from from_pretrained'), and "
+        "trainer/model_config.py ModelConfig.dtype defaults to 'float32' (the trl sft script)",
     },
     Framework.AXOLOTL: {
         "optimizer_fused": "axolotl 0.18 (067b021c8) utils/schemas/training.py: optimizer "
@@ -424,6 +467,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "prepare_model_for_kbit_training on a 4-bit model, then, for any LoRA/QLoRA adapter, "
         "_convert_embedding_modules_dtype(dist_dtype=cfg.torch_dtype) casts the norms and the "
         "embedding modules back to the 16-bit dtype: no fp32 residual stream",
+        "weights_loaded_16bit": "axolotl 0.18.0 utils/config/__init__.py normalize_config: "
+        "'if cfg.bf16 or cfg.bfloat16: cfg.torch_dtype = torch.bfloat16' (fp16 with fp16: "
+        "true), and loaders/model.py: 'self.model_kwargs[\"dtype\"] = self.cfg.torch_dtype' "
+        "for from_pretrained; no cast of trainable parameters to fp32 beyond peft's adapters",
     },
     Framework.LLAMA_FACTORY: {
         "lora_adapter_dtype": "LLaMA-Factory 0.9.6.dev0 (ff6d4d12e) model/adapter.py init_adapter: "
@@ -436,6 +483,12 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "prepare_model_for_kbit_training; model_utils/checkpointing.py "
         "prepare_model_for_training casts the norms to fp32 only with upcast_layernorm "
         "(default False) and the logits only with upcast_lmhead_output (default False)",
+        "weights_loaded_16bit": "LLaMA-Factory 0.9.5 model/loader.py load_model: "
+        'init_kwargs["torch_dtype"] = "auto" (line 155) on a config whose dtype '
+        "model/patcher.py sets to the 16-bit compute_dtype; model/adapter.py init_adapter "
+        "casts only the trainable parameters to fp32 (cast_trainable_params_to_fp32, line 325): "
+        "full fine-tuning's weights are all trainable, so LoRA / QLoRA only "
+        "(PROFILE_APPLIES_WHEN)",
     },
     Framework.MS_SWIFT: {
         "lora_dropout": "ms-swift 4.4.3 (3602360a5) swift/arguments/tuner_args.py: "
@@ -443,6 +496,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "loss_outputs_kept": "ms-swift 4.4.3 trainers/seq2seq_trainer.py compute_loss: the "
         "model's own loss (outputs['loss'], transformers ForCausalLMLoss) unless loss_scale, "
         "and the outputs are returned only with return_outputs",
+        "weights_loaded_16bit": "ms-swift 4.6.0 (read in place of 4.4.3) arguments/base_args/"
+        "model_args.py: torch_dtype None -> the model's config.json dtype (model/utils.py "
+        "get_default_torch_dtype), which the model is loaded in, and _init_mixed_precision sets "
+        "the Trainer's bf16 / fp16 from it: autocast on 16-bit weights",
     },
     Framework.PYTORCH_LOOP: {
         "loss_on_16bit_logits": "a hand-written loop's 'logits = model(input_ids).logits; loss = "
@@ -480,6 +537,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "sdpa_cudnn_last": "as hf-trainer-4 (torch 2.4-2.7: cuDNN attention last or off)",
         "moe_expert_layout": "as hf-trainer-4 (transformers 4.46-4.57: one nn.Linear per expert "
         "matrix)",
+        "weights_loaded_16bit": "as hf-trainer-4 (transformers 4.46-4.53 from_pretrained loads "
+        "fp32 unless torch_dtype is given)",
     },
 }
 """Where each profile entry comes from (library, file, version or commit)."""
@@ -632,9 +691,20 @@ def _llamafactory_fp32_adapters(values: JsonObject) -> bool:
     return values.get("method") == "qlora" or not _deepspeed_zero3(values)
 
 
+def _adapters(values: JsonObject) -> bool:
+    """LoRA / QLoRA: the libraries that cast every trainable parameter to fp32 leave only the
+    frozen base in 16 bits."""
+    return values.get("method") in ("lora", "qlora")
+
+
 PROFILE_APPLIES_WHEN: dict[Framework, dict[str, Callable[[JsonObject], bool]]] = {
+    Framework.HF_TRAINER: {"weights_loaded_16bit": _adapters},
     Framework.TRL_SFT: {"lora_adapter_dtype": _trl_fp32_adapters},
-    Framework.LLAMA_FACTORY: {"lora_adapter_dtype": _llamafactory_fp32_adapters},
+    Framework.LLAMA_FACTORY: {
+        "lora_adapter_dtype": _llamafactory_fp32_adapters,
+        "weights_loaded_16bit": _adapters,
+    },
+    Framework.UNSLOTH: {"weights_loaded_16bit": _adapters},
 }
 """Conditions of one profile's entry, in place of :data:`APPLIES_WHEN`'s for that key: where one
 library takes a code path only in some setups (outside them the key keeps its own default)."""

@@ -633,6 +633,13 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         | fused
     )
     resid = st.FP32_BYTES if reg.casts_weights else reg.compute_bytes
+    # autocast on 16-bit weights (weights_loaded_16bit): only fp32 adapters' inputs are cast,
+    # one copy per adapted linear (peft's fp32 copy, then autocast's 16-bit cast of it)
+    adapter_casts = (
+        reg.autocast
+        and req.is_peft
+        and st.adapter_regime(req, reg).weight_bytes > reg.compute_bytes
+    )
     return act.ActConfig(
         reg.compute_bytes,
         resid,
@@ -641,16 +648,14 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         req.lora_rank,
         req.attention,
         req.seq_len,
-        reg.casts_weights,
+        reg.casts_weights or adapter_casts,
         lora_dropout=req.is_peft and req.lora_dropout > 0,
         quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs,
         keeps_fused_qkv=req.attention_keeps_fused_qkv,
         compile_kept=act.COMPILE_KEPT_FRACTION if req.torch_compile else None,
         # under autocast the adapters' matmuls cast their inputs to 16 bits
         adapter_bytes=(
-            st.adapter_regime(req, reg).weight_bytes
-            if req.is_peft and not reg.casts_weights
-            else None
+            st.adapter_regime(req, reg).weight_bytes if req.is_peft and not reg.autocast else None
         ),
         grouped_kv=req.attention_grouped_kv,
         fused=fused,

@@ -106,6 +106,7 @@ class EstimateRequest:
     loss_fused_lm_head: bool
     loss_grad_in_forward: bool
     fused_lora_kernels: bool
+    weights_loaded_16bit: bool
     lora_modules_to_save: ModulesToSave
     sharding_engine: ShardingEngine
     # keys the framework profile filled (not part of the JSON form): a variant of this request

@@ -65,7 +65,8 @@ class Regime:
     16-bit working copies of weights; ``grad_bytes``: a gradient; ``master_bytes``: a
     separate fp32 master copy (counted with the optimizer); ``state_bytes``: one element
     of a torch optimizer state (torch keeps states in the parameter's dtype);
-    ``casts_weights``: autocast makes 16-bit working copies of fp32 weights.
+    ``casts_weights``: autocast makes 16-bit working copies of fp32 weights; ``autocast``:
+    the forward runs under ``torch.autocast`` (fp32 adapters' matmuls get 16-bit inputs).
     """
 
     name: str
@@ -75,6 +76,7 @@ class Regime:
     master_bytes: int
     state_bytes: int
     casts_weights: bool
+    autocast: bool = False
 
 
 def regime(precision: Precision, sharding: Sharding) -> Regime:
@@ -100,7 +102,18 @@ def regime(precision: Precision, sharding: Sharding) -> Regime:
         return Regime(
             "mixed-zero", BF16_BYTES, BF16_BYTES, BF16_BYTES, FP32_BYTES, FP32_BYTES, False
         )
-    return Regime("mixed-amp", FP32_BYTES, BF16_BYTES, FP32_BYTES, 0, FP32_BYTES, True)
+    return Regime("mixed-amp", FP32_BYTES, BF16_BYTES, FP32_BYTES, 0, FP32_BYTES, True, True)
+
+
+MIXED_16BIT_WEIGHTS = Regime(
+    "mixed-16bit-weights", BF16_BYTES, BF16_BYTES, BF16_BYTES, 0, BF16_BYTES, False, True
+)
+"""``*-mixed`` on weights loaded in 16 bits (``weights_loaded_16bit``): autocast only. Every
+weight, its gradient and torch's optimizer states in the weights' 16 bits (torch AdamW's
+``exp_avg`` / ``exp_avg_sq`` are ``torch.zeros_like(p)``), no working copy (autocast's
+``cached_cast`` copies only fp32 weights; a 16-bit weight already has the 16-bit dtype),
+activations and residual stream in 16 bits. fp32 LoRA adapters get their own regime from
+:func:`adapter_regime`."""
 
 
 KBIT_FP32 = Regime("kbit-fp32", FP32_BYTES, FP32_BYTES, FP32_BYTES, 0, FP32_BYTES, False)
@@ -136,8 +149,19 @@ def request_regime(req: EstimateRequest) -> Regime:
     fp32 (and counts the 4-bit linears' fp32 outputs that autocast leaves in the MLP,
     :func:`calc.activations.mlp_unit_bytes`), and under ``fp32`` everything: the key changes
     neither. Checked against the
-    oracle's trace of that function (tools/oracle, ``*/qlora-prepare-kbit*``)."""
+    oracle's trace of that function (tools/oracle, ``*/qlora-prepare-kbit*``).
+
+    ``*-mixed`` precision without ZeRO on weights the library loaded in 16 bits
+    (``weights_loaded_16bit``): :data:`MIXED_16BIT_WEIGHTS`, unless peft's
+    ``prepare_model_for_kbit_training`` casts the non-quantized weights to fp32 first
+    (``qlora_prepare_kbit``: the fp32 regime of AMP again)."""
     reg = regime(req.precision, req.sharding)
+    if (
+        reg.casts_weights
+        and req.weights_loaded_16bit
+        and not (req.method is Method.QLORA and req.qlora_prepare_kbit)
+    ):
+        return MIXED_16BIT_WEIGHTS
     if (
         req.method is Method.QLORA
         and req.qlora_prepare_kbit
@@ -184,6 +208,7 @@ def adapter_regime(req: EstimateRequest, reg: Regime) -> Regime:
         0,
         FP32_BYTES,
         reg.casts_weights,
+        reg.autocast,
     )
 
 

@@ -705,7 +705,7 @@ class _Builder:
 
     def __init__(self, req: EstimateRequest) -> None:
         self.req = req
-        self.reg = st.regime(req.precision, req.sharding)
+        self.reg = st.request_regime(req)
         self.s = mem.model_states(req, st.param_layout(req), self.reg)
         self.block, self.rest = _trainable_shares(req)
         self.ids = itertools.count(1)  # event keys, numbered across the steps

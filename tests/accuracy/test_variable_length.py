@@ -100,6 +100,8 @@ def test_today_s_request_merges_the_reading_and_first_contact_keeps_the_recorded
     assert vl.row_request(row, today=False) == recorded
     assert vl.row_request(row) == {**recorded, "max_steps": int(row["max_steps"]), **changes}
     assert row["reading_note"]
+    # the recorded first contact stays what calc said then
+    assert float(row["first_contact_error"]) != pytest.approx(vl.judge_row(row).error, abs=1e-3)
     # the recorded first contact is calc's answer to the request as written
     assert vl.judge_row(row, today=False).error != vl.judge_row(row).error
 

@@ -415,8 +415,11 @@ def test_unsloth_fast_lora_saves_fewer_tensors_per_block():
     # projection's input (4 m), one rank-r product per adapter (7 x 32 x 2)
     peft = 2 * (4 * h + 4) + 2 * 2 * h + 2 * (2 * q + 2 * kv) + 4 * heads + 2 * 4 * m + 7 * 32 * 2
     assert peft == 184_904
-    fast = estimate_dict(UNSLOTH_8B)
-    slow = estimate_dict({**UNSLOTH_8B, "fused_lora_kernels": False})
+    # adapters in the base dtype on both sides (Unsloth's own are fp32, for which peft's
+    # LoraLayer would also save fp32 copies of each input)
+    base = {**UNSLOTH_8B, "lora_adapter_dtype": "base"}
+    fast = estimate_dict(base)
+    slow = estimate_dict({**base, "fused_lora_kernels": False})
     assert fast["activations_per_token_bytes"] == unsloth
     assert slow["activations_per_token_bytes"] == peft
     # the backward: one block recomputed, the final norm's saved tensors (4 h + 4 -> 2 h + 4),
@@ -429,7 +432,9 @@ def test_unsloth_fast_lora_saves_fewer_tensors_per_block():
 
 def test_unsloth_fast_lora_groups_need_every_linear_adapted_without_dropout():
     def per_token(**more: object) -> int:
-        return estimate_dict({**UNSLOTH_8B, **more})["activations_per_token_bytes"]
+        # adapters in the base dtype: peft's modules then save no fp32 copy of their input
+        base = {**UNSLOTH_8B, "lora_adapter_dtype": "base"}
+        return estimate_dict({**base, **more})["activations_per_token_bytes"]
 
     # with adapter dropout Unsloth keeps peft's modules: only the norm kernel differs
     for targets in ("all-linear", "q_proj,v_proj"):
@@ -1070,3 +1075,134 @@ def test_chunked_output_layer_sums_its_weight_gradient_out_of_place():
         estimate_dict(lora)["phases"]
         == estimate_dict({**lora, "output_layer_chunked": False})["phases"]
     )
+
+
+# ---- weights loaded in 16 bits under mixed precision (weights_loaded_16bit) ----------------
+
+LLAMA31_8B_PARAMS = 8_030_261_248
+LLAMA31_8B_R16_ALL_LINEAR = 32 * 16 * (2 * (4096 + 4096) + 2 * (4096 + 1024) + 3 * (4096 + 14336))
+"""r (d_in + d_out) per adapted linear: q, o (4096 -> 4096), k, v (4096 -> 1024), gate, up
+(4096 -> 14336), down (14336 -> 4096), 32 blocks."""
+
+
+def test_hf_trainer_mixed_lora_keeps_the_bf16_weights_it_loaded():
+    # transformers 5.17.0 modeling_utils.py from_pretrained (line 4100): dtype None -> "auto",
+    # the checkpoint's bf16; accelerate only autocasts. Frozen weights 2 bytes, no working copy;
+    # peft's fp32 adapters 4 bytes, their AdamW states 8
+    assert LLAMA31_8B_R16_ALL_LINEAR == 41_943_040
+    req = {"model": "llama-3.1-8b", "method": "lora", "precision": "bf16-mixed"}
+    on = estimate_dict({**req, "framework": "hf-trainer"})
+    assert on["request"]["weights_loaded_16bit"] is True
+    c = on["components"]
+    assert c["weights"] == 2 * LLAMA31_8B_PARAMS == 16_060_522_496
+    assert c["weight_copies"] == 0
+    assert c["lora_weights"] == 4 * LLAMA31_8B_R16_ALL_LINEAR
+    assert c["optimizer"] == 8 * LLAMA31_8B_R16_ALL_LINEAR
+    # Lightning's meaning (the key off): fp32 frozen weights and autocast's 16-bit copies
+    off = estimate_dict({**req, "framework": "hf-trainer", "weights_loaded_16bit": False})
+    assert off["components"]["weights"] == 4 * LLAMA31_8B_PARAMS
+    assert off["components"]["weight_copies"] > 0
+
+
+def test_autocast_adapters_save_a_16bit_cast_of_their_input():
+    # peft 0.21.0 lora/layer.py Linear.forward: x = self._cast_input_dtype(x, fp32) for the fp32
+    # adapter; under autocast lora_A's matmul casts that copy back to bf16 and saves the cast
+    # (2 d_in), and lora_B saves lora_A's bf16 output (2 r). Without autocast (bf16-true) lora_A
+    # saves the fp32 copy (4 d_in) and lora_B an fp32 output (4 r). Per token and block, the
+    # seven adapted linears of Llama 3.1 8B (d_in: 4096 x 6, 14336 for down), r = 16:
+    r = 16
+    saved_less = (4 - 2) * (6 * 4096 + 14336) + 7 * (4 - 2) * r
+    assert saved_less == 78_048
+    req = {
+        "model": "llama-3.1-8b",
+        "method": "lora",
+        "framework": "hf-trainer",
+        "gradient_checkpointing": False,
+    }
+    mixed = estimate_dict({**req, "precision": "bf16-mixed"})["activations_per_token_bytes"]
+    true = estimate_dict({**req, "precision": "bf16-true"})["activations_per_token_bytes"]
+    assert true - mixed == saved_less
+
+
+def test_mixed_full_fine_tuning_on_16bit_weights_trains_the_bf16_weights():
+    # the loaded bf16 weights train as they are: torch AdamW's states are zeros_like(p), bf16;
+    # no master copy. The same bytes as bf16-true in every phase
+    req = {"model": "llama-3.1-8b", "method": "full", "framework": "hf-trainer"}
+    mixed = estimate_dict({**req, "precision": "bf16-mixed", "weights_loaded_16bit": True})
+    assert mixed["phases"] == estimate_dict({**req, "precision": "bf16-true"})["phases"]
+    c = mixed["components"]
+    assert c["weights"] == c["gradients"] == 2 * LLAMA31_8B_PARAMS
+    assert c["optimizer"] == 4 * LLAMA31_8B_PARAMS
+
+
+def test_unsloth_qlora_fp16_counts_16bit_weights_and_fp32_adapters():
+    # Unsloth 2026.8.19 models/llama.py: dtype None -> float16 on a card without bf16, passed to
+    # from_pretrained; unsloth_zoo 2026.8.13 training_utils.py prepare_model_for_training: lora_A /
+    # lora_B upcast to fp32 (line 420), every other parameter frozen as loaded. Llama 3.1 8B:
+    # NF4 block linears (4.127 bits, double quantization) + the embedding and output layer and
+    # norms in 2 bytes
+    linears = 32 * (4096 * 4096 * 2 + 4096 * 1024 * 2 + 4096 * 14336 * 3)
+    dense = LLAMA31_8B_PARAMS - linears
+    nf4 = int(linears * (4 + 8 / 64 + 32 / (64 * 256)) / 8)
+    req = {
+        "model": "llama-3.1-8b",
+        "method": "qlora",
+        "precision": "fp16-mixed",
+        "framework": "unsloth",
+        "micro_batch_size": 2,
+    }
+    c = estimate_dict(req)["components"]
+    assert c["weights"] == nf4 + 2 * dense == 5_702_295_552
+    assert c["lora_weights"] == 4 * LLAMA31_8B_R16_ALL_LINEAR
+    assert c["weight_copies"] == 0
+    # the same request read as Lightning's fp16-mixed: fp32 embedding, output layer and norms,
+    # and autocast's fp16 copy of the output layer (the embedding is a lookup, no autocast op)
+    off = estimate_dict({**req, "weights_loaded_16bit": False})["components"]
+    assert off["weights"] == nf4 + 4 * dense
+    assert off["weight_copies"] == 2 * 128_256 * 4096
+
+
+@pytest.mark.parametrize(
+    ("framework", "method", "loaded_16bit"),
+    [
+        ("hf-trainer", "lora", True),
+        # the hf-trainer profile keeps full fine-tuning's *-mixed as fp32 master weights
+        ("hf-trainer", "full", False),
+        ("axolotl", "full", True),
+        ("ms-swift", "lora", True),
+        ("hf-custom-loop", "lora", True),
+        ("pytorch-loop", "lora", True),
+        # TRL 1.16.0 trainer/utils.py create_model_from_path: dtype defaults to "float32"
+        ("trl-sft", "lora", False),
+        # transformers 4 from_pretrained loads fp32 unless torch_dtype is given
+        ("hf-trainer-4", "lora", False),
+        ("pytorch-loop-4", "lora", False),
+        # full fine-tuning casts every trainable parameter to fp32 (unsloth_zoo
+        # prepare_model_for_training; LLaMA-Factory cast_trainable_params_to_fp32)
+        ("unsloth", "full", False),
+        ("unsloth", "qlora", True),
+        ("llama-factory", "full", False),
+        ("llama-factory", "lora", True),
+    ],
+)
+def test_which_profiles_load_16bit_weights(framework: str, method: str, loaded_16bit: bool):
+    req = {"model": "llama-3.2-1b", "method": method, "framework": framework}
+    parsed = parse_estimate_request({**req, "precision": "bf16-mixed"})
+    assert parsed.weights_loaded_16bit is loaded_16bit
+    assert "weights_loaded_16bit" in SOURCES[Framework(framework)]
+
+
+def test_weights_loaded_16bit_leaves_other_regimes_alone():
+    base = {"model": "llama-3.2-1b", "method": "lora", "framework": "generic"}
+    for more in (
+        {"precision": "bf16-true"},
+        {"precision": "fp32"},
+        {"precision": "bf16-mixed", "num_gpus": 2, "sharding": "zero3"},
+        # peft's prepare_model_for_kbit_training casts the non-quantized weights to fp32
+        {"precision": "bf16-mixed", "method": "qlora", "qlora_prepare_kbit": True},
+    ):
+        req = {**base, **more}
+        assert (
+            estimate_dict({**req, "weights_loaded_16bit": True})["phases"]
+            == estimate_dict(req)["phases"]
+        )

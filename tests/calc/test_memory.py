@@ -44,7 +44,8 @@ LLAMA2_7B_BLOCK = LLAMA2_7B_BLOCK_LINEAR + 2 * 4096  # plus two RMSNorm weights:
     ],
 )
 def test_full_adamw_model_states_per_param(precision, bytes_per_param):
-    out = est(method="full", precision=precision)
+    # weights loaded in fp32 (Lightning's meaning of mixed precision)
+    out = est(method="full", precision=precision, weights_loaded_16bit=False)
     assert out["model_states_bytes"] == LLAMA2_7B * bytes_per_param
     assert out["params_trainable"] == out["params_total"] == LLAMA2_7B
 
@@ -1013,8 +1014,11 @@ def test_each_saved_module_adds_a_table_of_weights_gradients_and_states(base, wh
 
 
 def test_saved_modules_under_mixed_precision_train_in_fp32():
-    _, before = _states(precision="bf16-mixed")
-    _, after = _states(precision="bf16-mixed", lora_modules_to_save="lm_head")
+    # weights loaded in fp32: the copy trains in fp32 (loaded in bf16 it would train in bf16)
+    _, before = _states(precision="bf16-mixed", weights_loaded_16bit=False)
+    _, after = _states(
+        precision="bf16-mixed", weights_loaded_16bit=False, lora_modules_to_save="lm_head"
+    )
     assert after.model_states_bytes - before.model_states_bytes == 128256 * 2048 * (4 + 4 + 8)
 
 
@@ -1239,7 +1243,11 @@ def test_autocast_qlora_keeps_the_mlp_of_fp32_4bit_outputs():
     down = act.block_parts(arch).mlp_down[0]
     for method, per_token in (("qlora", 4 * 3 * m + 2 * m), ("lora", 2 * 3 * m + 2 * m)):
         r = req(
-            model="llama-3.1-8b", method=method, precision="bf16-mixed", lora_adapter_dtype="fp32"
+            model="llama-3.1-8b",
+            method=method,
+            precision="bf16-mixed",
+            lora_adapter_dtype="fp32",
+            weights_loaded_16bit=False,
         )
         cfg = memory.act_config(r, states.request_regime(r))
         assert act.mlp_unit_bytes(arch, cfg, down, act.block_parts(arch).mlp_in) == per_token, (
