@@ -1773,6 +1773,12 @@ def loads_16bit_weights(request: dict) -> bool:
     return states.request_regime(req) is states.MIXED_16BIT_WEIGHTS
 
 
+SWEEP_HANDLED_KEYS = frozenset({"weights_loaded_16bit"})
+"""Request keys the sweep itself traces rather than the oracle's request reader
+(``tools/oracle/run.py``): ``weights_loaded_16bit`` is turned off in :func:`oracle_request` and
+the model is built in bf16 by :func:`run_oracle` (``tools/oracle/load_dtype.py``) instead."""
+
+
 def oracle_request(request: dict) -> dict:
     """The request the oracle traces. ``moe_expert_layout="fused-3d"`` is what the installed
     transformers 5 builds anyway (3-D expert tensors, peft ``target_parameters``), so it is
