@@ -1742,6 +1742,50 @@ def chunked_head_grad_bytes(arch: ModelArch, act_bytes: int, tokens: int) -> int
     return 3 * v * arch.hidden_size * act_bytes + tokens * act_bytes * v * (n - 2) // n
 
 
+LITGPT_LOSS_CHUNK = 128
+"""Tokens per sequence in one chunk of LitGPT's loss: ``finetune/lora.py`` ``fit`` runs
+``model(input_ids, lm_head_chunk_size=128)`` and ``utils.py`` ``chunked_cross_entropy`` has
+``chunk_size: int = 128`` (litgpt 0.5.13)."""
+
+
+def held_chunks_loss_bytes(
+    arch: ModelArch, act_bytes: int, batch: int, seq_len: int, head_trained: bool
+) -> int:
+    """Logits and loss at the loss's peak of a chunked 16-bit cross-entropy on logits the loop
+    holds (``chunked_loss_holds_logits``, litgpt 0.5.13 ``utils.py`` ``chunked_cross_entropy``),
+    for ``batch`` sequences of ``seq_len`` tokens, in bytes. With ``T = batch * seq_len``
+    tokens, ``T' = batch * (seq_len - 1)`` scored (the targets are shifted by one) and ``r =
+    batch * min(128, seq_len - 1)`` rows in the first chunk (:data:`LITGPT_LOSS_CHUNK`):
+
+    ``act V (T + T' + 2 r)`` with a frozen output layer (``finetune/lora.py``: the output
+    layer runs per chunk, ``lm_head_chunk_size=128``). The loop's ``logits`` (``act V T``)
+    live through ``fabric.backward``. Each chunk's ``F.cross_entropy`` saves its 16-bit
+    ``log_softmax`` output; the backward runs the chunks' ``nll_loss_backward`` and
+    ``_log_softmax_backward_data`` last chunk first, each freeing its saved output and leaving
+    its logits' gradient for the output layer, whose backward comes after every chunk's (it was
+    recorded before the loss): one 16-bit tensor per scored token (``act V T'``). The first
+    chunk, differentiated last, holds its saved output, the nll gradient and the logits'
+    gradient at once (two more chunks: ``2 act V r``).
+
+    With the output layer trained (``finetune/full.py``: ``logits = model(input_ids)`` whole,
+    ``chunked_cross_entropy(logits[..., :-1, :], ...)`` splits it), the largest of that moment,
+    the chunks' gradients concatenated by the split's backward and padded back to ``T`` rows by
+    the slice's (``act V (2 T + T')``), and the output layer's matmul backward: the loop's
+    logits, the sliced gradient, the weight's gradient and the hidden states' (``act (2 V T + V
+    h + T h)``). Its chunks are 128 rows of the flattened logits (``logits.split(chunk_size)``
+    after ``reshape(-1, V)``), so there ``r = min(128, T')``."""
+    v, h = arch.vocab_size, arch.hidden_size
+    tokens = batch * seq_len
+    scored = batch * (seq_len - 1)
+    if not head_trained:
+        first = batch * min(LITGPT_LOSS_CHUNK, seq_len - 1)
+        return act_bytes * v * (tokens + scored + 2 * first)
+    loss = act_bytes * v * (tokens + scored + 2 * min(LITGPT_LOSS_CHUNK, scored))
+    sliced = act_bytes * v * (2 * tokens + scored)
+    head = act_bytes * (2 * v * tokens + v * h + tokens * h)
+    return max(loss, sliced, head)
+
+
 FUSED_HEAD_TOKEN_TILE = 4096
 """Tokens per tile of TRL's fused LM head: ``TOKEN_CHUNK_SIZE`` (TRL 1.16.0
 ``trl/kernels/chunked_logprob.py``)."""

@@ -923,6 +923,29 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "chunked_loss_holds_logits",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "the chunked loss runs eager 16-bit cross-entropy on logits the model returned and "
+            "the training loop holds them through the whole backward: LitGPT 0.5.13 "
+            "``utils.py`` ``chunked_cross_entropy`` (``F.cross_entropy(..., reduction='none')`` "
+            "per 128-token chunk; ``log_softmax`` saves each chunk's 16-bit output) called by "
+            "``finetune/lora.py`` ``fit`` on ``logits = model(input_ids, "
+            "lm_head_chunk_size=128)`` (the output layer run per chunk, a list) and by "
+            "``finetune/full.py`` on ``logits = model(input_ids)`` (whole), ``logits`` alive "
+            "through ``fabric.backward``. The loss's backward runs every chunk's cross-entropy "
+            "before the output layer's: with a frozen output layer its peak holds the loop's "
+            "logits, one 16-bit log-softmax or logits' gradient per scored token and, for the "
+            "chunk being differentiated, the nll gradient and its logits' gradient; a trained "
+            "whole output layer adds the sliced logits' gradient and the weight's gradient "
+            "(:func:`calc.activations.held_chunks_loss_bytes`). The loop's logits stay through "
+            "the backward. Read with ``chunked_loss`` on, ``loss_fused_lm_head``, "
+            "``loss_grad_in_forward`` and ``chunked_loss_keeps_fp32`` off. Default False: the "
+            "chunked loss holds only the 16-bit logits (compiled, or a fused kernel)."
+        ),
+    ),
+    _bool(
         "rope_cache_fp32",
         False,
         BEHAVIOUR,
