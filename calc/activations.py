@@ -119,6 +119,10 @@ class ActConfig:
     # the group's input and, in the MLP, the gate and up outputs (:func:`fast_lora_groups`)
     norm_kernel: bool = False
     fast: frozenset[AdaptedKey] = frozenset()
+    # q, k and v adapted as one module on a fused qkv linear (lora_fused_qkv_adapter, LitGPT's
+    # LoRAQKVLinear): one dropout over their shared input, and the padded B output kept
+    # when not all three are adapted (qkv_adapter_pad_bytes)
+    qkv_adapter: bool = False
 
     @property
     def adapter_copies(self) -> bool:
@@ -627,17 +631,51 @@ def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     )
 
 
+def _qkv_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:
+    """The adapted ``q_proj``, ``k_proj``, ``v_proj`` that form one fused qkv adapter
+    (``qkv_adapter``); none unless the block's attention reads its input through exactly
+    those three."""
+    if not cfg.qkv_adapter:
+        return ()
+    attn_in = block_parts(arch).attn_in
+    if {l.name for l in attn_in} != {"q_proj", "k_proj", "v_proj"}:
+        return ()
+    token = set(_token_adapters(arch, cfg))
+    return tuple(l for l in attn_in if l in token)
+
+
 def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     """Adapter dropout per token: each adapter's dropout output (in the adapter's dtype)
     and its boolean mask (1 byte) over the adapter's input: ``(lora + 1) * d_in`` per
     adapter a token passes through (peft / torchtune apply one dropout per adapted
-    linear; peft casts the input to the adapter's dtype first)."""
+    linear; peft casts the input to the adapter's dtype first). A fused qkv adapter
+    (``qkv_adapter``; litgpt 0.5.13 ``lora.py`` ``LoRAQKVLinear.forward``:
+    ``after_A = F.linear(self.lora_dropout(x), self.lora_A)``) drops its input once for
+    all of q, k, v."""
     if not (cfg.lora_dropout and cfg.adapted):
         return 0
-    return sum(
+    qkv = _qkv_adapters(arch, cfg)
+    total = sum(
         _per_block(arch, l, (cfg.lora_bytes + 1) * l.d_in * l.active)
         for l in _token_adapters(arch, cfg)
+        if l not in qkv
     )
+    if qkv:
+        total += _per_block(arch, qkv[0], (cfg.lora_bytes + 1) * qkv[0].d_in * qkv[0].active)
+    return total
+
+
+def qkv_adapter_pad_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """What a fused qkv adapter (``qkv_adapter``) keeps when only some of q, k, v are
+    adapted: litgpt 0.5.13 ``lora.py`` ``LoRAQKVLinear.zero_pad`` writes the ``lora_B`` output
+    (the adapted projections' widths) into a zero tensor of the fused width with
+    ``index_copy_(dim=-1, index=self.lora_ind, source=x)``, whose backward saves ``source``:
+    ``lora * (sum of the adapted d_out)`` per token. With all three adapted ``zero_pad``
+    returns its input and nothing more is saved."""
+    qkv = _qkv_adapters(arch, cfg)
+    if not qkv or len(qkv) == 3:
+        return 0
+    return sum(_per_block(arch, l, cfg.lora_bytes * l.d_out * l.active) for l in qkv)
 
 
 def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -682,6 +720,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += qk_norm_bytes(arch, cfg)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
+    total += qkv_adapter_pad_bytes(arch, cfg)
     total += lora_input_copy_bytes(arch, cfg) + residual_dropout_bytes(arch, cfg)
     total += clip_qkv_bytes(arch, cfg)
     total += mla_latent_bytes(arch, cfg, parts) + router_input_bytes(arch, cfg, parts)

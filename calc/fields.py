@@ -946,6 +946,23 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "lora_fused_qkv_adapter",
+        False,
+        BEHAVIOUR,
+        methods=PEFT,
+        doc=(
+            "LoRA on q, k and v is one adapter on the fused qkv linear: litgpt 0.5.13 "
+            "``lora.py`` ``LoRAQKVLinear.forward`` drops its input once "
+            "(``F.linear(self.lora_dropout(x), self.lora_A)``, ``lora_A`` stacking ``r`` rows "
+            "per adapted projection) and, when not all three are adapted, ``zero_pad`` pads "
+            "the ``lora_B`` output to the fused width with ``index_copy_``, whose backward "
+            "saves that output (:func:`calc.activations.lora_dropout_bytes`, "
+            ":func:`calc.activations.qkv_adapter_pad_bytes`). Read where the attention's "
+            "inputs are ``q_proj``, ``k_proj``, ``v_proj``. Default False: one adapter, and "
+            "one dropout, per adapted linear (peft, torchtune)."
+        ),
+    ),
+    _bool(
         "rope_cache_fp32",
         False,
         BEHAVIOUR,

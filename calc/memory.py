@@ -645,6 +645,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         lora_dropout=req.is_peft and req.lora_dropout > 0,
         quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs,
         keeps_fused_qkv=req.attention_keeps_fused_qkv,
+        qkv_adapter=req.lora_fused_qkv_adapter,
         compile_kept=act.COMPILE_KEPT_FRACTION if req.torch_compile else None,
         # under autocast the adapters' matmuls cast their inputs to 16 bits
         adapter_bytes=(

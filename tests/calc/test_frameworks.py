@@ -1113,3 +1113,50 @@ def test_litgpt_chunked_loss_on_held_logits_is_hand_counted():
     assert (
         _resolved(model="llama-3.1-8b", framework="torchtune")["chunked_loss_holds_logits"] is False
     )
+
+
+def test_litgpt_fused_qkv_adapter_drops_once_and_keeps_the_padded_output():
+    # litgpt 0.5.13 lora.py LoRAQKVLinear.forward: F.linear(self.lora_dropout(x), self.lora_A)
+    # drops the block's input once for q, k and v; with LitGPT's default q and v only,
+    # zero_pad's index_copy_(dim=-1, index=self.lora_ind, source=x) saves its source, the
+    # lora_B output of q and v. Llama 3.1 8B (h 4096, q 4096, v 1024), 32 blocks, bf16,
+    # 1 x 1024 tokens, dropout 0.05: per block and token, one dropout (2 bytes of output and a
+    # 1-byte mask per input value) instead of two, and the padded output (2 x (4096 + 1024)).
+    dropped = (2 + 1) * 4096
+    padded = 2 * (4096 + 1024)
+    assert (dropped, padded) == (12_288, 10_240)
+    req = {
+        "model": "llama-3.1-8b",
+        "method": "lora",
+        "framework": "litgpt",
+        "lora_targets": ["q_proj", "v_proj"],
+        "seq_len": 1024,
+        "gradient_checkpointing": False,
+    }
+    on = estimate_dict(req)
+    off = estimate_dict({**req, "lora_fused_qkv_adapter": False})
+    # activations_per_token_bytes: one block's saved bytes per token
+    assert on["activations_per_token_bytes"] - off["activations_per_token_bytes"] == (
+        padded - dropped
+    )
+    tokens_blocks = 1024 * 32
+    assert on["components"]["activations"] - off["components"]["activations"] == tokens_blocks * (
+        padded - dropped
+    )
+    # all of q, k, v adapted: zero_pad returns its input; two dropouts fewer per block
+    every = {**req, "lora_targets": "all-linear"}
+    assert (
+        estimate_dict(every)["activations_per_token_bytes"]
+        - estimate_dict({**every, "lora_fused_qkv_adapter": False})["activations_per_token_bytes"]
+        == -2 * dropped
+    )
+    # no dropout: the shared input is saved once either way, and nothing is padded with q, k, v
+    nodrop = {**every, "lora_dropout": 0.0}
+    assert (
+        estimate_dict(nodrop)["phases"]
+        == estimate_dict({**nodrop, "lora_fused_qkv_adapter": False})["phases"]
+    )
+    assert _resolved(model="llama-3.1-8b", framework="litgpt")["lora_fused_qkv_adapter"] is True
+    assert (
+        _resolved(model="llama-3.1-8b", framework="hf-trainer")["lora_fused_qkv_adapter"] is False
+    )
