@@ -120,6 +120,10 @@ class ActConfig:
     norm_kernel: bool = False
     fast: frozenset[AdaptedKey] = frozenset()
     micro_batch_size: int = 1
+    # q, k and v adapted as one module on a fused qkv linear (lora_fused_qkv_adapter, LitGPT's
+    # LoRAQKVLinear): one dropout over their shared input, and the padded B output kept
+    # when not all three are adapted (qkv_adapter_pad_bytes)
+    qkv_adapter: bool = False
 
     @property
     def adapter_copies(self) -> bool:
@@ -663,17 +667,51 @@ def lora_rank_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     )
 
 
+def _qkv_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:
+    """The adapted ``q_proj``, ``k_proj``, ``v_proj`` that form one fused qkv adapter
+    (``qkv_adapter``); none unless the block's attention reads its input through exactly
+    those three."""
+    if not cfg.qkv_adapter:
+        return ()
+    attn_in = block_parts(arch).attn_in
+    if {l.name for l in attn_in} != {"q_proj", "k_proj", "v_proj"}:
+        return ()
+    token = set(_token_adapters(arch, cfg))
+    return tuple(l for l in attn_in if l in token)
+
+
 def lora_dropout_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     """Adapter dropout per token: each adapter's dropout output (in the adapter's dtype)
     and its boolean mask (1 byte) over the adapter's input: ``(lora + 1) * d_in`` per
     adapter a token passes through (peft / torchtune apply one dropout per adapted
-    linear; peft casts the input to the adapter's dtype first)."""
+    linear; peft casts the input to the adapter's dtype first). A fused qkv adapter
+    (``qkv_adapter``; litgpt 0.5.13 ``lora.py`` ``LoRAQKVLinear.forward``:
+    ``after_A = F.linear(self.lora_dropout(x), self.lora_A)``) drops its input once for
+    all of q, k, v."""
     if not (cfg.lora_dropout and cfg.adapted):
         return 0
-    return sum(
+    qkv = _qkv_adapters(arch, cfg)
+    total = sum(
         _per_block(arch, l, (cfg.lora_bytes + 1) * l.d_in * l.active)
         for l in _token_adapters(arch, cfg)
+        if l not in qkv
     )
+    if qkv:
+        total += _per_block(arch, qkv[0], (cfg.lora_bytes + 1) * qkv[0].d_in * qkv[0].active)
+    return total
+
+
+def qkv_adapter_pad_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """What a fused qkv adapter (``qkv_adapter``) keeps when only some of q, k, v are
+    adapted: litgpt 0.5.13 ``lora.py`` ``LoRAQKVLinear.zero_pad`` writes the ``lora_B`` output
+    (the adapted projections' widths) into a zero tensor of the fused width with
+    ``index_copy_(dim=-1, index=self.lora_ind, source=x)``, whose backward saves ``source``:
+    ``lora * (sum of the adapted d_out)`` per token. With all three adapted ``zero_pad``
+    returns its input and nothing more is saved."""
+    qkv = _qkv_adapters(arch, cfg)
+    if not qkv or len(qkv) == 3:
+        return 0
+    return sum(_per_block(arch, l, cfg.lora_bytes * l.d_out * l.active) for l in qkv)
 
 
 def lora_input_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
@@ -718,6 +756,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += qk_norm_bytes(arch, cfg)
     total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
     total += lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg) + router_bytes(arch, parts)
+    total += qkv_adapter_pad_bytes(arch, cfg)
     total += lora_input_copy_bytes(arch, cfg) + residual_dropout_bytes(arch, cfg)
     total += clip_qkv_bytes(arch, cfg)
     total += mla_latent_bytes(arch, cfg, parts) + router_input_bytes(arch, cfg, parts)
@@ -1776,6 +1815,50 @@ def chunked_head_grad_bytes(arch: ModelArch, act_bytes: int, tokens: int) -> int
     n = TORCHTUNE_OUTPUT_CHUNKS
     v = arch.vocab_size
     return 3 * v * arch.hidden_size * act_bytes + tokens * act_bytes * v * (n - 2) // n
+
+
+LITGPT_LOSS_CHUNK = 128
+"""Tokens per sequence in one chunk of LitGPT's loss: ``finetune/lora.py`` ``fit`` runs
+``model(input_ids, lm_head_chunk_size=128)`` and ``utils.py`` ``chunked_cross_entropy`` has
+``chunk_size: int = 128`` (litgpt 0.5.13)."""
+
+
+def held_chunks_loss_bytes(
+    arch: ModelArch, act_bytes: int, batch: int, seq_len: int, head_trained: bool
+) -> int:
+    """Logits and loss at the loss's peak of a chunked 16-bit cross-entropy on logits the loop
+    holds (``chunked_loss_holds_logits``, litgpt 0.5.13 ``utils.py`` ``chunked_cross_entropy``),
+    for ``batch`` sequences of ``seq_len`` tokens, in bytes. With ``T = batch * seq_len``
+    tokens, ``T' = batch * (seq_len - 1)`` scored (the targets are shifted by one) and ``r =
+    batch * min(128, seq_len - 1)`` rows in the first chunk (:data:`LITGPT_LOSS_CHUNK`):
+
+    ``act V (T + T' + 2 r)`` with a frozen output layer (``finetune/lora.py``: the output
+    layer runs per chunk, ``lm_head_chunk_size=128``). The loop's ``logits`` (``act V T``)
+    live through ``fabric.backward``. Each chunk's ``F.cross_entropy`` saves its 16-bit
+    ``log_softmax`` output; the backward runs the chunks' ``nll_loss_backward`` and
+    ``_log_softmax_backward_data`` last chunk first, each freeing its saved output and leaving
+    its logits' gradient for the output layer, whose backward comes after every chunk's (it was
+    recorded before the loss): one 16-bit tensor per scored token (``act V T'``). The first
+    chunk, differentiated last, holds its saved output, the nll gradient and the logits'
+    gradient at once (two more chunks: ``2 act V r``).
+
+    With the output layer trained (``finetune/full.py``: ``logits = model(input_ids)`` whole,
+    ``chunked_cross_entropy(logits[..., :-1, :], ...)`` splits it), the largest of that moment,
+    the chunks' gradients concatenated by the split's backward and padded back to ``T`` rows by
+    the slice's (``act V (2 T + T')``), and the output layer's matmul backward: the loop's
+    logits, the sliced gradient, the weight's gradient and the hidden states' (``act (2 V T + V
+    h + T h)``). Its chunks are 128 rows of the flattened logits (``logits.split(chunk_size)``
+    after ``reshape(-1, V)``), so there ``r = min(128, T')``."""
+    v, h = arch.vocab_size, arch.hidden_size
+    tokens = batch * seq_len
+    scored = batch * (seq_len - 1)
+    if not head_trained:
+        first = batch * min(LITGPT_LOSS_CHUNK, seq_len - 1)
+        return act_bytes * v * (tokens + scored + 2 * first)
+    loss = act_bytes * v * (tokens + scored + 2 * min(LITGPT_LOSS_CHUNK, scored))
+    sliced = act_bytes * v * (2 * tokens + scored)
+    head = act_bytes * (2 * v * tokens + v * h + tokens * h)
+    return max(loss, sliced, head)
 
 
 FUSED_HEAD_TOKEN_TILE = 4096

@@ -924,6 +924,46 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "chunked_loss_holds_logits",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "the chunked loss runs eager 16-bit cross-entropy on logits the model returned and "
+            "the training loop holds them through the whole backward: LitGPT 0.5.13 "
+            "``utils.py`` ``chunked_cross_entropy`` (``F.cross_entropy(..., reduction='none')`` "
+            "per 128-token chunk; ``log_softmax`` saves each chunk's 16-bit output) called by "
+            "``finetune/lora.py`` ``fit`` on ``logits = model(input_ids, "
+            "lm_head_chunk_size=128)`` (the output layer run per chunk, a list) and by "
+            "``finetune/full.py`` on ``logits = model(input_ids)`` (whole), ``logits`` alive "
+            "through ``fabric.backward``. The loss's backward runs every chunk's cross-entropy "
+            "before the output layer's: with a frozen output layer its peak holds the loop's "
+            "logits, one 16-bit log-softmax or logits' gradient per scored token and, for the "
+            "chunk being differentiated, the nll gradient and its logits' gradient; a trained "
+            "whole output layer adds the sliced logits' gradient and the weight's gradient "
+            "(:func:`calc.activations.held_chunks_loss_bytes`). The loop's logits stay through "
+            "the backward. Read with ``chunked_loss`` on, ``loss_fused_lm_head``, "
+            "``loss_grad_in_forward`` and ``chunked_loss_keeps_fp32`` off. Default False: the "
+            "chunked loss holds only the 16-bit logits (compiled, or a fused kernel)."
+        ),
+    ),
+    _bool(
+        "lora_fused_qkv_adapter",
+        False,
+        BEHAVIOUR,
+        methods=PEFT,
+        doc=(
+            "LoRA on q, k and v is one adapter on the fused qkv linear: litgpt 0.5.13 "
+            "``lora.py`` ``LoRAQKVLinear.forward`` drops its input once "
+            "(``F.linear(self.lora_dropout(x), self.lora_A)``, ``lora_A`` stacking ``r`` rows "
+            "per adapted projection) and, when not all three are adapted, ``zero_pad`` pads "
+            "the ``lora_B`` output to the fused width with ``index_copy_``, whose backward "
+            "saves that output (:func:`calc.activations.lora_dropout_bytes`, "
+            ":func:`calc.activations.qkv_adapter_pad_bytes`). Read where the attention's "
+            "inputs are ``q_proj``, ``k_proj``, ``v_proj``. Default False: one adapter, and "
+            "one dropout, per adapted linear (peft, torchtune)."
+        ),
+    ),
+    _bool(
         "rope_cache_fp32",
         False,
         BEHAVIOUR,

@@ -153,6 +153,8 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "attention_grouped_kv": False,
         "loss_outputs_kept": False,
         "previous_outputs_kept": True,
+        "chunked_loss_holds_logits": True,
+        "lora_fused_qkv_adapter": True,
         "qlora_output_layer_quantized": True,
         "qlora_dequant_fp16": True,
         "fsdp_flat_parameters": True,
@@ -375,7 +377,19 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "attention_grouped_kv": "LitGPT 0.4 (2024) model.py CausalSelfAttention expands k, v to "
         "every query head before SDPA",
         "loss_outputs_kept": "LitGPT 0.4 (2024) finetune/lora.py: the loss is computed from the "
-        "logits inside the step; no output object is kept",
+        "logits inside the step; no output object is kept (the loop's logits, held through "
+        "the backward, are chunked_loss_holds_logits')",
+        "chunked_loss_holds_logits": "litgpt 0.5.13 utils.py chunked_cross_entropy: "
+        "F.cross_entropy(reduction='none') per 128-token chunk of the 16-bit logits; "
+        "finetune/lora.py fit (lines 355-359): logits = model(input_ids, "
+        "lm_head_chunk_size=128), loss = chunked_cross_entropy(logits, ...), "
+        "fabric.backward(loss / ...) with logits alive; finetune/full.py (lines 282-285): "
+        "logits = model(input_ids), chunked_cross_entropy(logits[..., :-1, :], ...) "
+        "(traced by the oracle's litgpt stack)",
+        "lora_fused_qkv_adapter": "litgpt 0.5.13 lora.py LoRAQKVLinear.forward: after_A = "
+        "F.linear(self.lora_dropout(x), self.lora_A), lora_B as a grouped conv1d, "
+        "zero_pad: result.index_copy_(dim=-1, index=self.lora_ind, source=x) unless "
+        "all(self.enable_lora) (traced by the oracle's litgpt stack)",
         "previous_outputs_kept": "LitGPT finetune/lora.py (5895df10 line 276, 00af8b0d line 304) and "
         "full.py: 'logits = model(...)' keeps the previous micro-batch's "
         "logits, and their autograd graph, until the next forward returns",

@@ -652,6 +652,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         lora_dropout=req.is_peft and req.lora_dropout > 0,
         quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs,
         keeps_fused_qkv=req.attention_keeps_fused_qkv,
+        qkv_adapter=req.lora_fused_qkv_adapter,
         compile_kept=act.COMPILE_KEPT_FRACTION if req.torch_compile else None,
         # under autocast the adapters' matmuls cast their inputs to 16 bits
         adapter_bytes=(
@@ -823,6 +824,14 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         if req.chunked_loss and req.loss_fused_lm_head
         else act.grad_in_forward_loss_bytes(arch, reg.compute_bytes, tokens)
         if req.chunked_loss and req.loss_grad_in_forward
+        else act.held_chunks_loss_bytes(
+            arch,
+            reg.compute_bytes,
+            req.micro_batch_size,
+            req.seq_len,
+            _output_layer_trained(req),
+        )
+        if _held_chunks_loss(req)
         else max(
             act.logits_bytes_per_token(
                 arch,
@@ -838,7 +847,9 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
             if req.chunked_loss and req.output_layer_chunked and _output_layer_trained(req)
             else 0,
         ),
-        kept_logits=act.kept_logits_bytes_per_token(
+        kept_logits=arch.vocab_size * reg.compute_bytes * tokens
+        if _held_chunks_loss(req)
+        else act.kept_logits_bytes_per_token(
             arch,
             reg.compute_bytes,
             req.chunked_loss,
@@ -857,6 +868,18 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
 
 def _output_layer_trained(req: EstimateRequest) -> bool:
     return req.method == Method.FULL or "lm_head" in req.lora_modules_to_save.value
+
+
+def _held_chunks_loss(req: EstimateRequest) -> bool:
+    """LitGPT's chunked 16-bit loss on logits the loop holds (``chunked_loss_holds_logits``),
+    when no fused or fp32 chunked loss is read instead."""
+    return (
+        req.chunked_loss
+        and req.chunked_loss_holds_logits
+        and not req.loss_fused_lm_head
+        and not req.loss_grad_in_forward
+        and not req.chunked_loss_keeps_fp32
+    )
 
 
 def rope_cache_bytes(req: EstimateRequest) -> int:
@@ -924,6 +947,20 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         gathered_weights=gathered_fwd,
         comm_buffers=s.comm_static,
     )
+    if _held_chunks_loss(req) and (prev_acts or prev_logits):
+        # the loss's peak comes after 'logits = model(...)' has dropped the previous
+        # micro-batch; the forward's end, with this step's logits written, still holds it
+        tokens = req.micro_batch_size * req.seq_len
+        loss_peak = _phase(
+            **{**forward_end, "activations": a.saved_all + held_mask, "logits": a.logits}
+        )
+        written = _phase(
+            **{
+                **forward_end,
+                "logits": req.model.vocab_size * reg.compute_bytes * tokens + prev_logits,
+            }
+        )
+        forward_end = max(loss_peak, written, key=lambda parts: sum(parts.values()))
     if a.indexer_spike:
         # the last block's indexer: every earlier block's saved tensors, what that block has
         # saved so far, the causal mask and the indexer's transient

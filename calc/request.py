@@ -101,6 +101,8 @@ class EstimateRequest:
     logits_upcast_in_model: bool
     chunked_loss_keeps_fp32: bool
     output_layer_chunked: bool
+    chunked_loss_holds_logits: bool
+    lora_fused_qkv_adapter: bool
     rope_cache_fp32: bool
     loss_on_16bit_logits: bool
     loss_fused_lm_head: bool

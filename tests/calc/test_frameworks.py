@@ -1206,3 +1206,93 @@ def test_weights_loaded_16bit_leaves_other_regimes_alone():
             estimate_dict({**req, "weights_loaded_16bit": True})["phases"]
             == estimate_dict(req)["phases"]
         )
+
+
+def test_litgpt_chunked_loss_on_held_logits_is_hand_counted():
+    # litgpt 0.5.13 finetune/lora.py fit: logits = model(input_ids, lm_head_chunk_size=128),
+    # loss = chunked_cross_entropy(logits, ...) (utils.py: F.cross_entropy per chunk, 16-bit),
+    # fabric.backward(loss) with logits alive. Llama 3.1 8B, 2 x 1024 tokens, bf16: at the
+    # loss's peak the loop's logits (2 V x 2048), one log-softmax or logits' gradient per
+    # scored token (2 V x 2 x 1023) and, for the first chunk (2 x 128 rows), its nll gradient
+    # and logits' gradient beside its saved log-softmax (2 x 2 V x 256). The previous
+    # micro-batch's logits are gone by then ('logits = model(...)' replaced them).
+    v = 128_256
+    peak = 2 * v * (2048 + 2 * 1023 + 2 * 256)
+    assert peak == 1_181_494_272
+    req = {
+        "model": "llama-3.1-8b",
+        "method": "lora",
+        "framework": "litgpt",
+        "micro_batch_size": 2,
+        "seq_len": 1024,
+        "gradient_checkpointing": False,
+    }
+    on = estimate_dict(req)
+    off = estimate_dict({**req, "chunked_loss_holds_logits": False})
+    assert on["peak_phase"] == "forward_end"
+    assert on["components"]["logits"] == peak
+    # without it: the chunks counted once (2 V per token) and the previous micro-batch's logits
+    assert off["components"]["logits"] == 2 * (2 * v * 2048)
+    # the loop's logits stay through the whole backward
+    assert on["phases"]["backward"] - off["phases"]["backward"] == 2 * v * 2048
+    assert on["phases"]["optimizer_step"] == off["phases"]["optimizer_step"]
+    # finetune/full.py: logits = model(input_ids) whole; the peak of its loss is the output
+    # layer's matmul backward: the loop's logits, the gradient the slice's backward padded back
+    # to 2048 rows, the weight's gradient (V x 4096) and the hidden states' (2048 x 4096)
+    full = {**req, "method": "full", "micro_batch_size": 1, "seq_len": 2048}
+    head = 2 * (2 * v * 2048 + v * 4096 + 2048 * 4096)
+    assert head > 2 * v * (2 * 2048 + 2047)  # the slice's backward, before the matmul's
+    on = estimate_dict(full)["phases"]["forward_end"]
+    off = estimate_dict({**full, "chunked_loss_holds_logits": False})["phases"]["forward_end"]
+    assert on - off == head - 2 * (2 * v * 2048)
+    assert _resolved(model="llama-3.1-8b", framework="litgpt")["chunked_loss_holds_logits"] is True
+    assert (
+        _resolved(model="llama-3.1-8b", framework="torchtune")["chunked_loss_holds_logits"] is False
+    )
+
+
+def test_litgpt_fused_qkv_adapter_drops_once_and_keeps_the_padded_output():
+    # litgpt 0.5.13 lora.py LoRAQKVLinear.forward: F.linear(self.lora_dropout(x), self.lora_A)
+    # drops the block's input once for q, k and v; with LitGPT's default q and v only,
+    # zero_pad's index_copy_(dim=-1, index=self.lora_ind, source=x) saves its source, the
+    # lora_B output of q and v. Llama 3.1 8B (h 4096, q 4096, v 1024), 32 blocks, bf16,
+    # 1 x 1024 tokens, dropout 0.05: per block and token, one dropout (2 bytes of output and a
+    # 1-byte mask per input value) instead of two, and the padded output (2 x (4096 + 1024)).
+    dropped = (2 + 1) * 4096
+    padded = 2 * (4096 + 1024)
+    assert (dropped, padded) == (12_288, 10_240)
+    req = {
+        "model": "llama-3.1-8b",
+        "method": "lora",
+        "framework": "litgpt",
+        "lora_targets": ["q_proj", "v_proj"],
+        "seq_len": 1024,
+        "gradient_checkpointing": False,
+    }
+    on = estimate_dict(req)
+    off = estimate_dict({**req, "lora_fused_qkv_adapter": False})
+    # activations_per_token_bytes: one block's saved bytes per token
+    assert on["activations_per_token_bytes"] - off["activations_per_token_bytes"] == (
+        padded - dropped
+    )
+    tokens_blocks = 1024 * 32
+    assert on["components"]["activations"] - off["components"]["activations"] == tokens_blocks * (
+        padded - dropped
+    )
+    # all of q, k, v adapted: zero_pad returns its input; two dropouts fewer per block
+    every = {**req, "lora_targets": "all-linear"}
+    assert (
+        estimate_dict(every)["activations_per_token_bytes"]
+        - estimate_dict({**every, "lora_fused_qkv_adapter": False})["activations_per_token_bytes"]
+        == -2 * dropped
+    )
+    # no dropout: the shared input is saved once either way, and nothing is padded with q, k, v
+    nodrop = {**every, "lora_dropout": 0.0}
+    assert (
+        estimate_dict(nodrop)["phases"]
+        == estimate_dict({**nodrop, "lora_fused_qkv_adapter": False})["phases"]
+    )
+    assert _resolved(model="llama-3.1-8b", framework="litgpt")["lora_fused_qkv_adapter"] is True
+    assert (
+        _resolved(model="llama-3.1-8b", framework="hf-trainer")["lora_fused_qkv_adapter"] is False
+    )

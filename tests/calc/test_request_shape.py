@@ -49,6 +49,8 @@ OLD_LINKS = [
     "?model=llama-3.2-1b&chunked_loss=true&loss_fused_lm_head=true&seq_len=4096",
     "?method=qlora&model=llama-3.1-8b&chunked_loss=true&loss_grad_in_forward=true"
     "&fused_lora_kernels=true&seq_len=8192",
+    "?model=llama-3.1-8b&chunked_loss=true&chunked_loss_holds_logits=true"
+    "&lora_fused_qkv_adapter=true&lora_targets=q_proj,v_proj",
 ]
 
 

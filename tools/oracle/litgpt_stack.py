@@ -43,6 +43,8 @@ TRACED_KEYS = frozenset(
         "attention_grouped_kv",  # k/v expanded before SDPA
         "loss_outputs_kept",
         "previous_outputs_kept",  # the loop's logits variable alive into the next forward
+        "chunked_loss_holds_logits",  # chunked_cross_entropy on the loop's 16-bit logits
+        "lora_fused_qkv_adapter",  # LoRAQKVLinear: one dropout, zero_pad's index_copy_
     }
 )
 """The litgpt profile's keys this stack runs as LitGPT's code decides them; the others are
