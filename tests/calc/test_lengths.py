@@ -376,3 +376,15 @@ def test_profiles_set_packed_attention_for_packed_rows(framework, attention, exp
     assert parse_estimate_request(request).packed_attention.value == expected
     padded = {**request, "batching": "pad-longest"}
     assert parse_estimate_request(padded).packed_attention.value == "cross-sample"
+
+
+def test_llamafactory_neat_packing_attends_within_each_sample_and_exports_back():
+    from calc.config_import.export import export_llamafactory
+
+    text = "model_name_or_path: meta-llama/Llama-3.1-8B\nneat_packing: true\ncutoff_len: 4096\n"
+    request = import_config(text, "llamafactory")["request"]
+    assert request["batching"] == "packed" and request["packed_attention"] == "per-sample"
+    plain = import_config(text.replace("neat_packing", "packing"), "llamafactory")["request"]
+    assert plain["batching"] == "packed" and "packed_attention" not in plain
+    again = import_config(export_llamafactory(request), "llamafactory")["request"]
+    assert again["packed_attention"] == "per-sample"
