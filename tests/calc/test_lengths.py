@@ -388,3 +388,22 @@ def test_llamafactory_neat_packing_attends_within_each_sample_and_exports_back()
     assert plain["batching"] == "packed" and "packed_attention" not in plain
     again = import_config(export_llamafactory(request), "llamafactory")["request"]
     assert again["packed_attention"] == "per-sample"
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ({}, None),
+        ({"packing_strategy": "bfd"}, None),
+        ({"packing_strategy": "wrapped"}, "cross-sample"),
+        ({"packing_strategy": "wrapped", "padding_free": True}, None),
+    ],
+)
+def test_trl_wrapped_packing_attends_across_the_row(extra, expected):
+    """TRL's bfd packing is padding-free (the trl-sft profile's per-sample attention); wrapped
+    packing without padding_free concatenates and cuts, attending across the row."""
+    config = {"model_name_or_path": "meta-llama/Llama-3.1-8B", "packing": True, **extra}
+    request = import_config(json.dumps(config), "trl")["request"]
+    assert request.get("packed_attention") == expected
+    parsed = parse_estimate_request({**request, "length_stats": {"mean": 300}})
+    assert parsed.packed_attention.value == (expected or "per-sample")
