@@ -34,7 +34,7 @@ from .comm import CATALOGUE_NETWORK, NETWORKS
 from .gpus import TIERS
 from .jsontypes import JsonObject
 from .lengths import PARTS as LENGTH_PARTS
-from .lengths import Batching, check_length_stats
+from .lengths import Batching, PackedAttention, check_length_stats
 
 if TYPE_CHECKING:
     from .arch import ModelArch
@@ -633,6 +633,25 @@ FIELDS: tuple[FieldSpec, ...] = (
             "L x L square (:mod:`calc.attention`): twice the score and value matmuls. Read with "
             "``attention`` ``sdpa`` only: ``eager`` always computes the square and ``flash`` "
             "unpads the batch. Default ``causal``."
+        ),
+    ),
+    _enum(
+        "packed_attention",
+        PackedAttention,
+        "cross-sample",
+        BEHAVIOUR,
+        doc=(
+            "whether the samples of a packed row (``batching`` ``packed``) attend to each other: "
+            "``cross-sample``, causal attention over the whole row (samples concatenated and cut, "
+            "the classic ``group_texts`` recipe); ``per-sample``, each sample within itself "
+            "(position ids restart at each sample: transformers' ``DataCollatorWithFlattening``, "
+            "TRL ``padding_free``, axolotl ``sample_packing`` with flash attention, NeMo's packed "
+            "fine-tuning). With ``attention`` ``flash`` the varlen kernel computes each sample's "
+            "own triangle: per token, ``sum L^2 / sum L`` keys over the drawn sample lengths "
+            "instead of ``seq_len`` (:mod:`calc.lengths`); with ``sdpa`` transformers 5.17 hands "
+            "SDPA a 4-D block mask, the whole row's square (as ``attention_mask`` ``padding``); "
+            "``eager`` computes the whole square either way. Read only with ``length_stats``. "
+            "Default ``cross-sample``."
         ),
     ),
     _bool(

@@ -36,7 +36,11 @@ the diagonal, about half; eager attention computes the full matrix and masks it.
 
 
 def attention_forward_flops_per_token(
-    arch: ModelArch, seq_len: int, attention: str = "eager", attention_mask: str = "causal"
+    arch: ModelArch,
+    seq_len: int,
+    attention: str = "eager",
+    attention_mask: str = "causal",
+    span: float | None = None,
 ) -> float:
     """Score and value matmuls of self-attention, forward, per token:
     ``4 * layers * seq_len * heads * head_dim`` (2 FLOPs per multiply-add, QK^T and AV) for the
@@ -46,23 +50,26 @@ def attention_forward_flops_per_token(
     (:func:`calc.attention.request_fraction`). A hybrid stack counts its attention blocks
     only, plus its Gated DeltaNet blocks' chunked recurrence
     (:func:`linear_attention_forward_flops_per_token`); Gemma 4 sums each block's own head
-    width."""
+    width. ``span`` replaces ``seq_len`` as the keys each query meets where attention stays
+    within each packed sample (:func:`calc.lengths.attention_span`: ``sum L_i^2 / sum L_i``
+    over the samples of a row)."""
+    keys = float(seq_len) if span is None else span
     layers = arch.num_layers
     if arch.hybrid and arch.block_counts:  # a hybrid stack: its attention blocks only
         layers = arch.kind_share("full_attention")[0]
-    full = 4.0 * layers * seq_len * arch.num_heads * arch.head_dim
+    full = 4.0 * layers * keys * arch.num_heads * arch.head_dim
     order = arch.extra.get("gemma4_layers")
     if isinstance(order, list):
         # Gemma 4: sliding blocks of head_dim, full blocks of global_head_dim
         # (transformers 5.17 Gemma4TextAttention: per_layer_config[layer_idx].head_dim)
         dims = arch.extra["gemma4_head_dims"]
         width = sum(int(dims["full" if k.startswith("full") else "sliding"][0]) for k in order)
-        full = 4.0 * seq_len * arch.num_heads * width
+        full = 4.0 * keys * arch.num_heads * width
     if arch.mla:
         # multi-head latent attention: QK^T over the q/k head width (qk_nope + qk_rope), AV over
         # the value head width (transformers 5.17 DeepseekV3Attention: ``qk_head_dim``,
         # ``v_head_dim``), ``2 * layers * s * heads * (qk + v)``
-        full = 2.0 * layers * seq_len * arch.num_heads * (arch.head_dim + arch.v_head_dim)
+        full = 2.0 * layers * keys * arch.num_heads * (arch.head_dim + arch.v_head_dim)
     linear = linear_attention_forward_flops_per_token(arch) + mamba_forward_flops_per_token(arch)
     if arch.sparse_attention:
         # the indexer's selection reaches SDPA as an explicit mask: the whole square is computed
@@ -192,6 +199,7 @@ def training_flops_per_token(
     trainable_params: int,
     attention: str = "eager",
     attention_mask: str = "causal",
+    attention_span: float | None = None,
 ) -> FlopsPerToken:
     """FLOPs one training token costs.
 
@@ -205,10 +213,14 @@ def training_flops_per_token(
     - Gradient checkpointing recomputes the forward once (Chen et al. 2016, arXiv:1604.06174).
     - DeepSeek sparse attention: the indexer's linears and scores run forward only
       (:func:`indexer_forward_flops_per_token`).
+    - Attention within each packed sample: ``attention_span`` keys per query instead of
+      ``seq_len`` (:func:`attention_forward_flops_per_token`).
     """
     n = float(matmul_params(arch))
     lin = 2.0 * float(block_linear_params(arch))
-    attn = attention_forward_flops_per_token(arch, seq_len, attention, attention_mask)
+    attn = attention_forward_flops_per_token(
+        arch, seq_len, attention, attention_mask, attention_span
+    )
     # the sparse-attention indexer runs forward only (under no_grad): its linears and scores
     # have no backward
     idx_lin = 2.0 * float(indexer_linear_params(arch))

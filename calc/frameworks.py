@@ -188,8 +188,13 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "loss_fused_lm_head": True,
         "qlora_prepare_kbit": False,
         "weights_loaded_16bit": False,
+        "packed_attention": "per-sample",
     },
-    Framework.AXOLOTL: {**_HF_TRAINER_5, "qlora_prepare_kbit": False},
+    Framework.AXOLOTL: {
+        **_HF_TRAINER_5,
+        "qlora_prepare_kbit": False,
+        "packed_attention": "per-sample",
+    },
     Framework.LLAMA_FACTORY: {**_HF_TRAINER_5, "qlora_prepare_kbit": False},
     Framework.MS_SWIFT: {**_HF_TRAINER_5, "lora_dropout": 0.05},
     Framework.PYTORCH_LOOP: dict(_PYTORCH_LOOP),
@@ -464,6 +469,12 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "a quantized model to bf16 (QLoRA adapters in the base dtype; the same cast in 1.9.0, "
         "f2cd577) and passes "
         "autocast_adapter_dtype=False under DeepSpeed ZeRO-3 on a model that is not quantized",
+        "packed_attention": "TRL 1.16.0 trainer/sft_trainer.py: padding_free = args.padding_free or "
+        "(args.packing and args.packing_strategy in {'bfd', 'bfd_split'}) (sft_config.py: "
+        "packing_strategy defaults to 'bfd'); DataCollatorForLanguageModeling(padding_free=True) "
+        "flattens the rows, restarts position_ids at each sample and passes cu_seq_lens_q/k, so "
+        "transformers 5.17 runs flash_attn_varlen_func per sample (SDPA and eager: a 4-D block "
+        "mask from masking_utils.find_packed_sequence_indices)",
         "qlora_prepare_kbit": "TRL 1.16.0 SFTTrainer calls no prepare_model_for_kbit_training "
         "(removed from sft_trainer.py by PR #3882, 65d7894b6, 2025-08-12): the non-quantized "
         "parameters keep the dtype they were loaded in",
@@ -473,6 +484,12 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "trainer/model_config.py ModelConfig.dtype defaults to 'float32' (the trl sft script)",
     },
     Framework.AXOLOTL: {
+        "packed_attention": "axolotl src/axolotl/monkeypatch/multipack.py (006f2262, main "
+        "branch, not checked at the 0.18 tag) patch_for_multipack: with sample_packing and "
+        "flash attention, transformers' modeling_flash_attention_utils._get_unpad_data is "
+        "replaced by monkeypatch/utils.py get_unpad_data, which reads the sample-numbered "
+        "attention mask of the multipack collator as each sample's cu_seqlens: "
+        "flash_attn_varlen_func per sample; set for attention flash only (PROFILE_APPLIES_WHEN)",
         "optimizer_fused": "axolotl 0.18 (067b021c8) utils/schemas/training.py: optimizer "
         "defaults to 'adamw_torch_fused', whatever the torch version",
         "lora_dropout": "axolotl 0.18 (067b021c8) utils/schemas/peft.py: lora_dropout = 0.0",
@@ -617,6 +634,8 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "traces memory",
     "qlora_compute_dtype_from_input": "bitsandbytes <= 0.46 only, and calc prices it in time "
     "only (the 4-bit matmuls' dtype); the oracle models bitsandbytes 0.49.2 and traces memory",
+    "packed_attention": "attention FLOPs of packed rows: time only, the oracle traces memory "
+    "and feeds full rows",
 }
 """Behaviour keys a traced profile sets that the oracle leaves at what the installed libraries
 do, and why (``tools/oracle/run.py`` reads every other key)."""
@@ -671,8 +690,18 @@ def _no_mask_tensor(values: JsonObject) -> bool:
     return values.get("attention_mask") != "padding" and not _padded_sdpa(values)
 
 
+def _packed(values: JsonObject) -> bool:
+    return values.get("batching") == "packed"
+
+
+def _packed_flash(values: JsonObject) -> bool:
+    """axolotl's multipack patch reaches flash attention's unpadding only."""
+    return _packed(values) and values.get("attention") == "flash"
+
+
 APPLIES_WHEN = {
     "optimizer_fused": lambda values: values.get("optimizer") == "adamw",
+    "packed_attention": _packed,
     "frozen_weight_grads": _several_sharded,
     "fsdp_flat_parameters": _several_sharded,
     "qlora_prepare_kbit": _one_gpu,
@@ -684,7 +713,8 @@ policy exists only under FSDP on several GPUs, and only torch's AdamW has a fuse
 the several-GPU QLoRA loops the profiles cite do not call ``prepare_model_for_kbit_training``;
 transformers passes SDPA a mask tensor only when a micro-batch holds padding (every sample
 fills ``seq_len`` when ``length_stats`` is left out), and then expands grouped k/v
-(``use_gqa_in_sdpa`` is False with a mask).
+(``use_gqa_in_sdpa`` is False with a mask); whether packed samples attend to each other is
+a question for packed rows only.
 Outside those setups the key keeps its own default (no warning for a choice the user did
 not make)."""
 
@@ -714,6 +744,7 @@ def _adapters(values: JsonObject) -> bool:
 PROFILE_APPLIES_WHEN: dict[Framework, dict[str, Callable[[JsonObject], bool]]] = {
     Framework.HF_TRAINER: {"weights_loaded_16bit": _adapters},
     Framework.TRL_SFT: {"lora_adapter_dtype": _trl_fp32_adapters},
+    Framework.AXOLOTL: {"packed_attention": _packed_flash},
     Framework.LLAMA_FACTORY: {
         "lora_adapter_dtype": _llamafactory_fp32_adapters,
         "weights_loaded_16bit": _adapters,

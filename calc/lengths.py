@@ -42,6 +42,18 @@ see the same samples, scaled. Each micro-batch is ``(real_tokens, padded_tokens)
 - ``packed`` (packing): every row is ``seq_len`` tokens of real data, ``real = padded =
   micro_batch_size * seq_len``, as calc's figures without ``length_stats``.
 
+**Attention in a packed row.** Packed samples either attend across the whole row
+(``packed_attention`` ``cross-sample``: concatenated and cut, as the classic ``group_texts``
+recipe does) or each within itself (``per-sample``: position ids restart at each sample and a
+varlen kernel gets its boundaries, ``cu_seqlens``). Per sample, the score and value matmuls of a
+row cover ``sum_i L_i^2`` query-key pairs (times the causal share) instead of ``seq_len^2``.
+A row of ``seq_len`` tokens filled with samples drawn independently holds, on average, tokens
+of samples of length ``L`` in proportion to ``L p(L)``, so each token attends, on average, over
+:func:`attention_span` ``= E[L^2] / E[L]`` keys (the length-biased mean) instead of
+``seq_len``: :func:`request_attention_span` computes it from the same draw as the step sequence
+(:func:`sample_lengths`, the first :data:`SAMPLES`). Samples cut at a row's end (``wrapped``
+packing) and the padding a bin-packing strategy leaves at a row's end are not counted.
+
 The memory peak is the longest micro-batch's (its padded length stands for ``seq_len``),
 and the time model runs at the mean padded length and counts real tokens only
 (``padding_ratio = padded / real`` over the sequence). Why :data:`SAMPLES` = 4,096: the
@@ -106,6 +118,13 @@ class Batching(str, Enum):
     GROUPED = "grouped"
     PAD_MAX = "pad-max"
     PACKED = "packed"
+
+
+class PackedAttention(str, Enum):
+    """Whether the samples of a packed row attend to each other."""
+
+    CROSS_SAMPLE = "cross-sample"
+    PER_SAMPLE = "per-sample"
 
 
 GROUP_MEGABATCH = 50
@@ -461,6 +480,28 @@ def data_shape(
     )
 
 
+@lru_cache(maxsize=64)
+def attention_span(stats: LengthStats, seq_len: int) -> float:
+    """Keys one token of a packed row attends over, on average, when attention stays within
+    each sample: ``sum L^2 / sum L`` over the :data:`SAMPLES` lengths drawn from ``stats``
+    (see the module docstring); ``seq_len`` when every sample fills the row."""
+    lengths = sample_lengths(stats, seq_len, SAMPLES)[0]
+    return sum(n * n for n in lengths) / sum(lengths)
+
+
+def request_attention_span(req: EstimateRequest) -> float | None:
+    """:func:`attention_span` of a request whose packed samples attend each within itself
+    (``batching`` ``packed``, ``packed_attention`` ``per-sample``, ``length_stats`` given);
+    ``None`` otherwise: attention spans the whole row."""
+    if (
+        req.length_stats is None
+        or req.batching is not Batching.PACKED
+        or req.packed_attention is not PackedAttention.PER_SAMPLE
+    ):
+        return None
+    return attention_span(req.length_stats, req.seq_len)
+
+
 def request_shape(req: EstimateRequest) -> DataShape | None:
     """The data shape of an estimate request, ``None`` without ``length_stats``."""
     if req.length_stats is None:
@@ -487,8 +528,10 @@ __all__ = [
     "GROUP_MEGABATCH",
     "LengthStats",
     "PARTS",
+    "PackedAttention",
     "SAMPLES",
     "SEED",
+    "attention_span",
     "check_consistent",
     "check_length_stats",
     "data_shape",
@@ -497,6 +540,7 @@ __all__ = [
     "fit",
     "micro_batch_tokens",
     "parse_text",
+    "request_attention_span",
     "request_shape",
     "sample_lengths",
     "samples_seen",

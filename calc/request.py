@@ -45,7 +45,7 @@ from .fields import (
 )
 from .frameworks import PROFILES, Framework, apply_profile
 from .jsontypes import JsonObject
-from .lengths import Batching, LengthStats, check_consistent
+from .lengths import Batching, LengthStats, PackedAttention, check_consistent
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,7 @@ class EstimateRequest:
     lora_adapter_dtype: AdapterDtype
     attention_grouped_kv: bool
     attention_mask: AttentionMask
+    packed_attention: PackedAttention
     sdpa_cudnn_last: bool
     loss_outputs_kept: bool
     qlora_quant_state_replicated: bool

@@ -40,8 +40,8 @@ from .flops import (
     training_flops_per_token,
 )
 from .jsontypes import JsonObject
-from .lengths import request_shape
-from .fields import AdapterDtype
+from .lengths import request_attention_span, request_shape
+from .fields import AdapterDtype, Attention
 from .request import (
     CpuOffload,
     EstimateRequest,
@@ -529,6 +529,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     # matmul); the output layer's copy adds its weight gradient, 2 V h FLOPs per token
     embed_copy = st.saved_module_params(req)[0]
     head_copy = st.trained_output_layer_params(req)
+    span, mask = packed_attention(req)
     fpt = training_flops_per_token(
         arch,
         req.method.value,
@@ -536,7 +537,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         req.gradient_checkpointing,
         trainable - layout.saved if trainable == layout.trainable else trainable,
         req.attention.value,
-        req.attention_mask.value,
+        mask,
+        span,
     )
     if head_copy:
         fpt = replace(fpt, backward=fpt.backward + 2.0 * head_copy)
@@ -664,12 +666,38 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         optimizer_bytes_per_param=optimizer_step_bytes(req, 1, reg),
         elementwise_bytes_per_token=float(elementwise),
         attention_impl=req.attention.value,
-        attention_mask=req.attention_mask.value,
+        attention_mask=mask,
         attention_dtype=attention_dtype(req),
         sdpa_cudnn_last=req.sdpa_cudnn_last,
         fp32_matmul_flops_per_token=fp32_head_flops,
         head_dim=arch.head_dim,
     )
+
+
+def packed_attention(req: EstimateRequest) -> tuple[float | None, str]:
+    """``(span, mask)``: the keys per query of the score and value matmuls (``None``: the
+    row's length) and what SDPA receives, for a request whose packed samples attend each within
+    itself (:func:`calc.lengths.request_attention_span`), as transformers 5.17 runs it:
+
+    - ``flash`` (``flash_attention_2``): position ids that restart at each sample reach
+      ``_flash_attention_forward`` (``modeling_flash_attention_utils.py``:
+      ``_is_packed_sequence``, ``prepare_fa_kwargs_from_position_ids``), which calls
+      ``flash_attn_varlen_func`` with the samples' ``cu_seqlens`` and ``causal=True``: each
+      sample's own causal triangle, the span of :func:`calc.lengths.attention_span`;
+    - ``sdpa``: ``masking_utils.py`` ``create_causal_mask`` finds the packed samples from the
+      position ids (``find_packed_sequence_indices``), ands their block-diagonal mask into the
+      causal one and sets ``allow_is_causal_skip = False``, so ``sdpa_mask`` hands SDPA a 4-D
+      boolean mask tensor: the whole row's square (``attention_mask`` ``padding``), no saving;
+    - ``eager``: the same 4-D mask added to the whole row's scores: as without packing.
+
+    Otherwise ``(None, attention_mask)``."""
+    mask = req.attention_mask.value
+    span = request_attention_span(req)
+    if span is None or req.attention is Attention.EAGER:
+        return None, mask
+    if req.attention is Attention.SDPA:
+        return None, "padding"
+    return span, mask
 
 
 def lora_input_bytes(req: EstimateRequest) -> float:

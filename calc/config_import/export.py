@@ -303,6 +303,8 @@ def export_llamafactory(request: JsonObject) -> str:
     out["cutoff_len"] = req["seq_len"]
     if req.get("batching") == "packed":
         out["packing"] = True
+        if req.get("packed_attention") == "per-sample":
+            out["neat_packing"] = True
     out["per_device_train_batch_size"] = req["micro_batch_size"]
     out["gradient_accumulation_steps"] = req["gradient_accumulation_steps"]
     out["disable_gradient_checkpointing"] = not req["gradient_checkpointing"]

@@ -237,11 +237,13 @@ def read_packing(rep: Report, key: str, value: object, st: JsonObject) -> None:
 
 
 def read_neat_packing(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    """LLaMA-Factory ``neat_packing``: packing without attention across the packed samples,
-    which turns ``packing`` on (``DataArguments.__post_init__``); the rows are as full."""
+    """LLaMA-Factory ``neat_packing``: packing without attention across the packed samples
+    (``packed_attention`` ``per-sample``), which turns ``packing`` on
+    (``DataArguments.__post_init__``); the rows are as full."""
     if common.flag(rep, key, value, "batching") is True:
         st["packing"] = True
         rep.use(key, "batching", "packed", "packing_fills_seq_len")
+        rep.use(key, "packed_attention", "per-sample")
     else:
         rep.ignore(key)
 

@@ -224,7 +224,9 @@ KEYS: dict[str, keys.Key] = {
     "cutoff_len": keys.whole("seq_len"),
     "packing": keys.Key(hf.read_packing, ("batching",), "packed sequences fill seq_len"),
     "neat_packing": keys.Key(
-        hf.read_neat_packing, ("batching",), "packing without cross-attention"
+        hf.read_neat_packing,
+        ("batching", "packed_attention"),
+        "packing without cross-attention",
     ),
     "flash_attn": keys.Key(_flash_attn, ("attention",)),
     "enable_liger_kernel": _switch("chunked_loss", True, "Liger's fused linear cross-entropy"),

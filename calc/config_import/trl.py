@@ -130,7 +130,6 @@ TRAINING_IGNORED = {
     "eos_token",
     "truncation_mode",
     "shuffle_dataset",
-    "packing_strategy",
     "eval_packing",
     "completion_only_loss",
     "assistant_only_loss",
@@ -274,11 +273,37 @@ def import_trl(
     rep.default("optimizer", "adamw", "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
     rep.default("optimizer_fused", True, "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
     rep.default("attention", "sdpa", "transformers 5.17.0: sdpa when no attention is chosen")
+    _finish_packing_strategy(rep, st)
     hf.finish_padding_free(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False), default_epochs=3.0)
     # SFTTrainer prepares the model and computes the loss its own way (calc.frameworks)
     hf.set_framework(rep, "trl-sft" if sft else "hf-trainer")
     return rep.result()
+
+
+def _packing_strategy(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``packing_strategy``: read once the whole file is (:func:`_finish_packing_strategy`)."""
+    if value in ("bfd", "bfd_split", "wrapped"):
+        st["packing_strategy"] = (key, value)
+    else:
+        rep.unknown(key)
+
+
+def _finish_packing_strategy(rep: Report, st: JsonObject) -> None:
+    """TRL 1.16.0 ``SFTTrainer.__init__``: ``padding_free = args.padding_free or (args.packing
+    and args.packing_strategy in {'bfd', 'bfd_split'})``. Padding-free rows restart their
+    position ids at each sample (the ``trl-sft`` profile's ``packed_attention`` ``per-sample``);
+    ``wrapped`` packing without ``padding_free`` concatenates and cuts the samples, and the
+    collator passes no position ids and an all-ones mask (``DataCollatorForLanguageModeling``),
+    so they attend across the row (``cross-sample``)."""
+    found = st.get("packing_strategy")
+    if found is None:
+        return
+    key, value = found
+    if value == "wrapped" and st.get("packing") and not st.get("padding_free"):
+        rep.use(key, "packed_attention", "cross-sample")
+    else:
+        rep.ignore(key)
 
 
 def _max_length(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -377,6 +402,7 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "max_seq_length": keys.Key(_max_length, ("seq_len",), "the name before TRL 0.20"),
     "packing": keys.Key(hf.read_packing, ("batching",), "packed sequences fill seq_len"),
     "padding_free": keys.Key(hf.read_padding_free, ("batching",)),
+    "packing_strategy": keys.Key(_packing_strategy, ("packed_attention",)),
     "group_by_length": keys.Key(hf.read_group_by_length),
     "optim": keys.call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
     "gradient_checkpointing": keys.boolean("gradient_checkpointing"),

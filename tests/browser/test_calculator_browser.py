@@ -243,6 +243,14 @@ PLAN_VARIATIONS = [
     {"qlora_compute_dtype_from_input": "true", "method": "qlora", "gpu": "a100-80gb-sxm"},
     # samples of like length batched together (group_by_length)
     {"length_stats": "mean:700,p90:1800", "batching": "grouped", "micro_batch_size": "4"},
+    # packed samples that attend each within itself (varlen flash attention)
+    {
+        "length_stats": "mean:400,p90:900",
+        "batching": "packed",
+        "packed_attention": "per-sample",
+        "attention": "flash",
+        "seq_len": "8192",
+    },
     # a card the reader owns: electricity instead of rent
     {"owned": "true", "electricity_price_per_kwh": "0.3", "gpu": "rtx-4090", "method": "qlora"},
     {"owned": "true", "board_power_w": "300", "gpu": "rtx-3090", "method": "lora"},

@@ -412,3 +412,134 @@ def test_config_import_fills_max_steps(text, fmt):
     result = import_config(text, fmt)
     assert result["request"]["max_steps"] == 60
     assert import_config(text.replace("60", "-1"), fmt)["request"].get("max_steps") is None
+
+
+# --- attention within each packed sample ----------------------------------------------------------
+
+
+def test_a_packed_row_of_two_samples_costs_the_sum_of_their_squares():
+    """A row of 3 + 5 tokens whose samples attend each within itself: the score and value
+    matmuls cover 3^2 + 5^2 = 34 query-key pairs (half of them under the causal skip), not 8^2."""
+    from calc.flops import attention_forward_flops_per_token
+    from calc.presets import get_preset
+
+    arch = get_preset("llama-3.1-8b")
+    per_pair = 4.0 * arch.num_layers * arch.num_heads * arch.head_dim * 0.5
+    lengths = [3, 5]
+    span = sum(n * n for n in lengths) / sum(lengths)
+    row = sum(lengths) * attention_forward_flops_per_token(arch, 8, "flash", "causal", span)
+    assert row == pytest.approx(per_pair * 34)
+    whole = sum(lengths) * attention_forward_flops_per_token(arch, 8, "flash", "causal")
+    assert whole == pytest.approx(per_pair * 64)
+
+
+def test_the_span_is_the_length_biased_mean_of_the_draw():
+    from calc.lengths import attention_span
+
+    stats = LengthStats(mean=300, p90=700)
+    drawn, _ = sample_lengths(stats, 8192, 4096)
+    assert attention_span(stats, 8192) == sum(n * n for n in drawn) / sum(drawn)
+    assert 300 < attention_span(stats, 8192) < 8192
+    # samples that fill the row: the row's own length
+    assert attention_span(LengthStats(max=2048), 2048) == 2048
+
+
+PACKED = {
+    "model": "llama-3.1-8b",
+    "framework": "generic",
+    "seq_len": 8192,
+    "length_stats": {"mean": 300, "p90": 700},
+    "batching": "packed",
+}
+
+
+def _attention(request: dict) -> tuple[float, str]:
+    from calc import timing
+
+    req = parse_estimate_request(request)
+    c = timing.counts(req, req.sharding)
+    return c.flops.attention_forward, c.attention_mask
+
+
+def test_per_sample_attention_by_kernel():
+    """flash: the varlen kernel's per-sample triangles; sdpa: transformers' 4-D block mask, the
+    whole row's square; eager: the whole square either way."""
+    from calc.lengths import attention_span
+
+    span = attention_span(LengthStats(mean=300, p90=700), 8192)
+    for attention, expected, mask in (
+        ("flash", span / 8192, "causal"),
+        ("sdpa", 2.0, "padding"),
+        ("eager", 1.0, "causal"),
+    ):
+        across = _attention({**PACKED, "attention": attention})
+        within = _attention({**PACKED, "attention": attention, "packed_attention": "per-sample"})
+        assert across[1] == "causal" and within[1] == mask
+        assert within[0] == pytest.approx(across[0] * expected)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"length_stats": None}, {"batching": "pad-longest"}, {"packed_attention": "cross-sample"}],
+)
+def test_per_sample_attention_needs_packed_rows_of_drawn_samples(change):
+    request = {**PACKED, "attention": "flash", "packed_attention": "per-sample", **change}
+    request = {k: v for k, v in request.items() if v is not None}
+    today = {k: v for k, v in request.items() if k != "packed_attention"}
+    assert _attention(request) == _attention(today)
+
+
+def test_per_sample_flash_attention_is_faster_per_token():
+    plan = {**PACKED, "attention": "flash", "gpu": "h100-sxm", "dataset_tokens": 1e8}
+    across = calc.plan_setup(plan)["time"]
+    within = calc.plan_setup({**plan, "packed_attention": "per-sample"})["time"]
+    assert within["tokens_per_second_per_gpu"] > across["tokens_per_second_per_gpu"]
+    assert within["padding_ratio"] == across["padding_ratio"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "framework, attention, expected",
+    [
+        ("trl-sft", "flash", "per-sample"),
+        ("trl-sft", "sdpa", "per-sample"),
+        ("axolotl", "flash", "per-sample"),
+        ("axolotl", "sdpa", "cross-sample"),
+        ("hf-trainer", "flash", "cross-sample"),
+    ],
+)
+def test_profiles_set_packed_attention_for_packed_rows(framework, attention, expected):
+    request = {**PACKED, "framework": framework, "attention": attention}
+    assert parse_estimate_request(request).packed_attention.value == expected
+    padded = {**request, "batching": "pad-longest"}
+    assert parse_estimate_request(padded).packed_attention.value == "cross-sample"
+
+
+def test_llamafactory_neat_packing_attends_within_each_sample_and_exports_back():
+    from calc.config_import.export import export_llamafactory
+
+    text = "model_name_or_path: meta-llama/Llama-3.1-8B\nneat_packing: true\ncutoff_len: 4096\n"
+    request = import_config(text, "llamafactory")["request"]
+    assert request["batching"] == "packed" and request["packed_attention"] == "per-sample"
+    plain = import_config(text.replace("neat_packing", "packing"), "llamafactory")["request"]
+    assert plain["batching"] == "packed" and "packed_attention" not in plain
+    again = import_config(export_llamafactory(request), "llamafactory")["request"]
+    assert again["packed_attention"] == "per-sample"
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ({}, None),
+        ({"packing_strategy": "bfd"}, None),
+        ({"packing_strategy": "wrapped"}, "cross-sample"),
+        ({"packing_strategy": "wrapped", "padding_free": True}, None),
+    ],
+)
+def test_trl_wrapped_packing_attends_across_the_row(extra, expected):
+    """TRL's bfd packing is padding-free (the trl-sft profile's per-sample attention); wrapped
+    packing without padding_free concatenates and cuts, attending across the row."""
+    config = {"model_name_or_path": "meta-llama/Llama-3.1-8B", "packing": True, **extra}
+    request = import_config(json.dumps(config), "trl")["request"]
+    assert request.get("packed_attention") == expected
+    parsed = parse_estimate_request({**request, "length_stats": {"mean": 300}})
+    assert parsed.packed_attention.value == (expected or "per-sample")
