@@ -241,6 +241,15 @@ PLAN_VARIATIONS = [
     },
     {"rope_cache_fp32": "true", "model": "llama-3.2-3b", "method": "lora"},
     {"qlora_compute_dtype_from_input": "true", "method": "qlora", "gpu": "a100-80gb-sxm"},
+    # LitGPT's chunked loss on the logits its loop holds, its one q/k/v adapter
+    {
+        "chunked_loss_holds_logits": "true",
+        "chunked_loss": "true",
+        "lora_fused_qkv_adapter": "true",
+        "lora_targets": "q_proj,v_proj",
+    },
+    # weights loaded in 16 bits under mixed precision, set by hand on the generic library
+    {"weights_loaded_16bit": "true", "precision": "bf16-mixed", "framework": "generic"},
     # samples of like length batched together (group_by_length)
     {"length_stats": "mean:700,p90:1800", "batching": "grouped", "micro_batch_size": "4"},
     # packed samples that attend each within itself (varlen flash attention)

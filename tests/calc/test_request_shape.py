@@ -53,6 +53,7 @@ OLD_LINKS = [
     "&fused_lora_kernels=true&seq_len=8192",
     "?model=llama-3.1-8b&chunked_loss=true&chunked_loss_holds_logits=true"
     "&lora_fused_qkv_adapter=true&lora_targets=q_proj,v_proj",
+    "?method=lora&precision=bf16-mixed&framework=generic&weights_loaded_16bit=true",
 ]
 
 
