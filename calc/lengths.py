@@ -80,18 +80,18 @@ does not say, the sequence is the :data:`SAMPLES` draws as above.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
-from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 from .errors import InputError
 from .jsontypes import JsonObject
 
 if TYPE_CHECKING:
+    from statistics import NormalDist
+
     from .request import EstimateRequest
 
 PARTS = ("mean", "p90", "max")
@@ -107,10 +107,23 @@ DEFAULT_SIGMA = 1.0
 """The log-normal's ``sigma`` when ``mean`` or ``p90`` is missing: an assumption (p90 about
 3.6 times the median), a wide spread, which keeps the longest micro-batch near ``max``."""
 
-_NORMAL = NormalDist()
-_Z90 = _NORMAL.inv_cdf(0.9)
 _SIGMA_MIN = 1e-6
 _SIGMA_GRID = tuple(0.01 * 1.1**i for i in range(72))  # 0.01 .. about 8.8
+
+
+@lru_cache(maxsize=1)
+def _normal() -> NormalDist:
+    """The standard normal. ``statistics`` (with ``fractions`` and ``decimal``) is imported
+    only by a request that states its lengths: a first start in the browser does without."""
+    from statistics import NormalDist
+
+    return NormalDist()
+
+
+@lru_cache(maxsize=1)
+def _z90() -> float:
+    """The standard normal's 90th percentile."""
+    return _normal().inv_cdf(0.9)
 
 
 class Batching(str, Enum):
@@ -233,7 +246,8 @@ def check_consistent(stats: LengthStats, seq_len: int) -> None:
 def _clipped_mean(mu: float, sigma: float, top: float) -> float:
     """``E[min(X, top)]`` of a log-normal ``X`` (``mu``, ``sigma``)."""
     a = (math.log(top) - mu) / sigma
-    return math.exp(mu + sigma * sigma / 2) * _NORMAL.cdf(a - sigma) + top * (1.0 - _NORMAL.cdf(a))
+    cdf = _normal().cdf
+    return math.exp(mu + sigma * sigma / 2) * cdf(a - sigma) + top * (1.0 - cdf(a))
 
 
 def _bisect(
@@ -255,10 +269,11 @@ def fit(stats: LengthStats, top: int) -> tuple[float, float, bool]:
     """``(mu, sigma, exact)`` of the clipped log-normal for ``stats`` clipped at ``top``;
     ``exact`` is False where ``mean`` could not be met (the nearest mean is used)."""
     mean, p90 = stats.mean, stats.p90
+    z90 = _z90()
     if p90 is not None and mean is not None:
 
         def at(sigma: float) -> float:
-            return _clipped_mean(math.log(p90) - _Z90 * sigma, sigma, top)
+            return _clipped_mean(math.log(p90) - z90 * sigma, sigma, top)
 
         # the clipped mean falls from p90 as sigma grows from 0, down to a least value (then
         # rises again when max is far above p90): the falling branch is searched
@@ -267,12 +282,12 @@ def fit(stats: LengthStats, top: int) -> tuple[float, float, bool]:
         narrowest = at(_SIGMA_MIN)
         if narrowest >= mean >= means[lowest]:
             sigma = _bisect(at, _SIGMA_MIN, _SIGMA_GRID[lowest], mean, False)
-            return math.log(p90) - _Z90 * sigma, sigma, True
+            return math.log(p90) - z90 * sigma, sigma, True
         sigma = _SIGMA_MIN if mean > narrowest else _SIGMA_GRID[lowest]
-        return math.log(p90) - _Z90 * sigma, sigma, False
+        return math.log(p90) - z90 * sigma, sigma, False
     sigma = DEFAULT_SIGMA
     if p90 is not None:
-        return math.log(p90) - _Z90 * sigma, sigma, True
+        return math.log(p90) - z90 * sigma, sigma, True
     assert mean is not None
     mu = _bisect(
         lambda m: _clipped_mean(m, sigma, top),
@@ -306,7 +321,7 @@ def expected_longest(stats: LengthStats, seq_len: int, samples: int) -> int:
     if stats.mean is None and stats.p90 is None:
         return cap
     mu, sigma, _ = fit(stats, top)
-    inv, exp, log, expm1 = _NORMAL.inv_cdf, math.exp, math.log, math.expm1
+    inv, exp, log, expm1 = _normal().inv_cdf, math.exp, math.log, math.expm1
     k = _LONGEST_NODES
     total = 0.0
     for i in range(k):
@@ -393,8 +408,10 @@ def _normal_draws(count: int, seed: int = SEED) -> tuple[float, ...]:
     """``count`` standard normal draws of ``random.Random(seed)`` by inverse transform, drawn
     once: every request shares them, so two requests that differ in one value (a solver's
     steps, a plan's variants) see the same samples, longer or shorter."""
+    import random
+
     rng = random.Random(seed)
-    draw, inv = rng.random, _NORMAL.inv_cdf
+    draw, inv = rng.random, _normal().inv_cdf
     return tuple(inv(draw() or 1e-300) for _ in range(count))
 
 

@@ -25,8 +25,8 @@ so).
 
 from __future__ import annotations
 
-import difflib
 import json
+from pathlib import Path
 
 from .arch import ModelArch
 from .errors import InputError
@@ -34,6 +34,7 @@ from .hf_config import arch_from_hf_config
 from .jsontypes import JsonObject
 
 DATA_FILE = "models.json"
+_DATA_DIR = Path(__file__).with_name("data")
 
 _rows: dict[str, JsonObject] | None = None
 _archs: dict[str, ModelArch] = {}
@@ -43,13 +44,12 @@ MAX_SUGGESTIONS = 3
 
 
 def _load_rows() -> dict[str, JsonObject]:
-    """Rows by id, in file order. Reads through importlib.resources so it also works
-    when ``calc`` is installed from a wheel or a zip (Pyodide)."""
+    """Rows by id, in file order. Read next to the module, as the GPU catalogue is (the
+    wheel installs calc unpacked, the browser's worker unpacks its bundle):
+    ``importlib.resources`` would add half a dozen modules to a first start."""
     global _rows
     if _rows is None:
-        from importlib.resources import files
-
-        text = files(__package__).joinpath("data").joinpath(DATA_FILE).read_text(encoding="utf-8")
+        text = (_DATA_DIR / DATA_FILE).read_text(encoding="utf-8")
         rows = {}
         for row in json.loads(text)["models"]:
             if row["id"] in rows:
@@ -108,6 +108,8 @@ def suggest_presets(value: object, limit: int = MAX_SUGGESTIONS) -> list[str]:
     """Up to ``limit`` preset ids nearest to ``value`` by name (best first)."""
     if not isinstance(value, str) or not value.strip():
         return []
+    import difflib  # only a model not in the list needs it
+
     name = value.strip().lower().rstrip("/").rsplit("/", 1)[-1]
     candidates: dict[str, str] = {}  # lowercased name -> preset id
     for preset_id in _load_rows():

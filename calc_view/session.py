@@ -17,7 +17,6 @@ Three kinds of answer, kept apart all the way to the page:
 from __future__ import annotations
 
 import json
-import traceback
 
 from .render import JsonObject, Strings, render_results
 
@@ -96,6 +95,8 @@ def internal_error(stage: str, exc: BaseException) -> JsonObject:
 def _where(exc: BaseException) -> str | None:
     """The innermost frame of ``calc`` or ``calc_view`` the exception passed through, as
     ``calc/plan.py:123`` (a path relative to the bundle, no line of code, no values)."""
+    import traceback  # a bug's report only: not on a first start's way
+
     found = None
     for frame in traceback.extract_tb(exc.__traceback__):
         path = frame.filename.replace("\\", "/")
