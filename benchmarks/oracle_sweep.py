@@ -1816,9 +1816,9 @@ def run_oracle(setup: dict, versions: dict) -> dict:
     bf16 = loaded_in_bf16() if loads_16bit_weights(setup["request"]) else contextlib.nullcontext()
     try:
         if is_torchtune(setup):
-            result = _torchtune_estimate(setup)
+            result = _stack_estimate(setup, "torchtune")
         elif is_litgpt(setup):
-            result = _litgpt_estimate(setup)
+            result = _stack_estimate(setup, "litgpt")
         else:
             with kernels, masks, generation, bf16:
                 result = oracle_estimate(
@@ -1836,34 +1836,22 @@ def run_oracle(setup: dict, versions: dict) -> dict:
     return result
 
 
-def _torchtune_estimate(setup: dict) -> dict:
+def _stack_estimate(setup: dict, library: str) -> dict:
+    """The oracle of a profile traced through its own library's modules (torchtune, litgpt:
+    ``tools/oracle/<library>_stack.py``), or Unsupported where that library is not installed."""
+    import importlib
+
     from tools.oracle import Unsupported
 
     try:
-        import torchtune  # noqa: F401
-
-        from tools.oracle.torchtune_stack import oracle_estimate
+        importlib.import_module(library)
+        stack = importlib.import_module(f"tools.oracle.{library}_stack")
     except ImportError as exc:
         raise Unsupported(
-            f"framework torchtune: torchtune is not installed ({exc}); its venv: "
-            "tools/requirements-oracle-torchtune.txt"
+            f"framework {library}: {library} is not installed ({exc}); its venv: "
+            f"tools/requirements-oracle-{library}.txt"
         ) from exc
-    return oracle_estimate(dict(setup["request"], oracle=setup["oracle"]))
-
-
-def _litgpt_estimate(setup: dict) -> dict:
-    from tools.oracle import Unsupported
-
-    try:
-        import litgpt  # noqa: F401
-
-        from tools.oracle.litgpt_stack import oracle_estimate
-    except ImportError as exc:
-        raise Unsupported(
-            f"framework litgpt: litgpt is not installed ({exc}); its venv: "
-            "tools/requirements-oracle-litgpt.txt"
-        ) from exc
-    return oracle_estimate(dict(setup["request"], oracle=setup["oracle"]))
+    return stack.oracle_estimate(dict(setup["request"], oracle=setup["oracle"]))
 
 
 def compare(setup: dict, oracle: dict) -> dict:

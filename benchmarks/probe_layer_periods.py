@@ -30,28 +30,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from benchmarks.bench_lengths import REQUESTS as BENCH_REQUESTS
 from calc import allocator as al
 from calc.request import parse_estimate_request
 from calc.step_events import StepReplay, simulated_lengths
 
 REQUESTS: dict[str, dict[str, Any]] = {
-    "lora mean+p90, mbs 1 (llama-3.1-8b)": {
-        "model": "llama-3.1-8b",
-        "length_stats": {"mean": 900, "p90": 2000},
-    },
-    "lora mean+p90+max, mbs 8 (llama-3.1-8b)": {
-        "model": "llama-3.1-8b",
-        "micro_batch_size": 8,
-        "seq_len": 4096,
-        "length_stats": {"mean": 700, "p90": 1800, "max": 4096},
-    },
-    "full zero3 mean only, 8 GPUs (llama-3.1-70b)": {
-        "model": "llama-3.1-70b",
-        "method": "full",
-        "num_gpus": 8,
-        "sharding": "zero3",
-        "length_stats": {"mean": 1200},
-    },
+    **BENCH_REQUESTS,  # the three the speed benchmark times
     "full, mbs 4, mean 400 (llama-3.2-1b)": {
         "model": "llama-3.2-1b",
         "method": "full",
