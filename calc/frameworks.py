@@ -627,15 +627,16 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "fsdp_wrap_floor": "reserved memory of the FSDP1 wrap; the oracle counts allocated bytes",
     "attention_keeps_fused_qkv": "LitGPT's fused attention, traced by the LitGPT stack only; "
     "the transformers oracle runs separate q, k, v projections",
-    "attention_mask": "padded micro-batches (length_stats); the oracle feeds full rows",
+    "attention_mask": "padded micro-batches (length_stats) and their 4-D mask; the oracle "
+    "feeds full rows",
     "moe_expert_layout": "each generation's venv builds its own layout: transformers 5 3-D "
     "experts (fused-3d), transformers 4 one module per expert (per-expert-modules)",
     "sdpa_cudnn_last": "which SDPA kernel a torch version tries first: time only, the oracle "
     "traces memory",
     "qlora_compute_dtype_from_input": "bitsandbytes <= 0.46 only, and calc prices it in time "
     "only (the 4-bit matmuls' dtype); the oracle models bitsandbytes 0.49.2 and traces memory",
-    "packed_attention": "attention FLOPs of packed rows: time only, the oracle traces memory "
-    "and feeds full rows",
+    "packed_attention": "packed rows' block mask (attention FLOPs, and its 4-D mask under "
+    "SDPA or eager): the oracle feeds full rows",
 }
 """Behaviour keys a traced profile sets that the oracle leaves at what the installed libraries
 do, and why (``tools/oracle/run.py`` reads every other key)."""

@@ -27,7 +27,8 @@ from . import calibration
 from . import states as st
 from .arch import LinearLayer, ModelArch
 from .jsontypes import JsonObject
-from .lengths import request_shape
+from .fields import AttentionMask
+from .lengths import request_attention_span, request_shape
 from .lora import TRANSFORMERS_FRAMEWORKS, library_rejections
 from .request import (
     Attention,
@@ -691,8 +692,8 @@ class Activations:
     kept_logits: int  # logits the loop holds through the backward (loss_outputs_kept)
     per_token_block: int
     host: int
-    # DeepSeek sparse attention: the indexer's transient inside one block's forward, what
-    # that block has saved when it runs, and the causal mask the model builds once per forward
+    # DeepSeek sparse attention: the indexer's transient inside one block's forward and what
+    # that block has saved when it runs; the 4-D mask the model builds once per forward
     indexer_spike: int = 0
     indexer_pre: int = 0
     shared_mask: int = 0
@@ -862,7 +863,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         indexer_spike=spike,
         head=head,
         indexer_pre=act.sparse_attention_pre_indexer_bytes(arch, cfg) * tokens if spike else 0,
-        shared_mask=sparse_causal_mask_bytes(req, reg),
+        shared_mask=shared_mask_bytes(req, reg),
     )
 
 
@@ -906,6 +907,37 @@ def sparse_causal_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     return req.micro_batch_size * req.seq_len * req.seq_len * per
 
 
+def request_mask_tensor(req: EstimateRequest) -> bool:
+    """Whether the request says the model builds a 4-D mask tensor: a padded batch
+    (``attention_mask`` ``padding``) or packed samples that attend each within itself
+    (``packed_attention`` ``per-sample``, read with ``length_stats`` as the time model reads
+    it), under SDPA or eager attention. Flash attention takes none (transformers 5.17
+    ``masking_utils.flash_attention_mask`` keeps the 2-D padding mask, or nothing)."""
+    if req.attention not in (Attention.SDPA, Attention.EAGER):
+        return False
+    return req.attention_mask is AttentionMask.PADDING or request_attention_span(req) is not None
+
+
+def shared_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """The 4-D mask the model builds once per forward and hands to every block, ``b x 1 x s x
+    s``: a sparse-attention model's (:func:`sparse_causal_mask_bytes`), or the one a request
+    with a mask tensor (:func:`request_mask_tensor`) makes ``create_causal_mask`` build
+    (transformers 5.17 ``masking_utils.py``): padding or a packed block pattern stop
+    ``_ignore_causal_mask_sdpa`` from returning ``None``, so ``sdpa_mask`` materialises
+    ``mask_function(...)`` over ``(b, 1, s, s)``, one boolean per element (lines 496-519);
+    ``eager_mask`` turns that into the activation dtype with ``torch.where(mask, 0, min)``
+    (lines 585-604); a packed block pattern (position ids that restart,
+    ``find_packed_sequence_indices``) sets ``allow_is_causal_skip = False`` (lines 970-974).
+    Its lifetime is the sparse model's: the forward, and with checkpointing until the first
+    block's backward (``GradientCheckpointingLayer.__call__`` checkpoints ``partial(...,
+    **kwargs)``, the mask among the kwargs: ``modeling_layers.py`` line 108)."""
+    sparse = sparse_causal_mask_bytes(req, reg)
+    if sparse or not request_mask_tensor(req):
+        return sparse
+    per = 1 if req.attention is Attention.SDPA else reg.compute_bytes
+    return req.micro_batch_size * req.seq_len * req.seq_len * per
+
+
 # ---- phases and peak ----------------------------------------------------------------------
 
 
@@ -936,7 +968,8 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # the loop may still hold the previous micro-batch's logits and, through their graph, its
     # 4-bit inputs (previous_outputs_kept)
     prev_acts, prev_logits = previous_micro_batch_bytes(req, reg)
-    # a sparse-attention model's causal mask, kept by every checkpointed block until its backward
+    # the 4-D mask built once per forward (shared_mask_bytes), kept by every checkpointed
+    # block until its backward
     held_mask = a.shared_mask if req.gradient_checkpointing else 0
     forward_end = _phase(
         **common,
@@ -977,6 +1010,17 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
             }
         )
         forward_end = max(forward_end, spike, key=lambda parts: sum(parts.values()))
+    elif a.shared_mask and not req.gradient_checkpointing:
+        # unheld, the mask is freed when the model's forward returns: its last moment is the
+        # last block's forward, with every block's saved tensors
+        last_forward = _phase(
+            **{
+                **forward_end,
+                "activations": a.saved_all - a.head + a.shared_mask + prev_acts,
+                "logits": prev_logits,
+            }
+        )
+        forward_end = max(forward_end, last_forward, key=lambda parts: sum(parts.values()))
     head_dequant = output_layer_dequant_bytes(req)
     if head_dequant:
         # a 4-bit output layer's matmul: its dequantized weight with the 16-bit logits written

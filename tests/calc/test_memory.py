@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
@@ -1571,3 +1573,65 @@ def test_torchtune_nf4_build_matches_the_qlora_tutorial():
     )
     assert out["quantization_reserved_bytes"] == 9_137_291_264
     assert abs(out["quantization_reserved_bytes"] / 9.13e9 - 1) < 0.001
+
+
+# ---- the 4-D mask transformers builds once per forward ------------------------------------
+# transformers 5.17 masking_utils.py: a padded batch stops ``_ignore_causal_mask_sdpa`` from
+# returning None (lines 266-276), so ``sdpa_mask`` materialises the (b, 1, s, s) boolean mask
+# (lines 496-519), 1 byte per element; ``eager_mask`` casts it to the model dtype with
+# ``torch.where(mask, 0, finfo.min)`` (lines 600-604); a packed block pattern turns
+# ``allow_is_causal_skip`` off (``create_causal_mask``, lines 970-974). The model's forward
+# builds it once and passes it to every block (modeling_llama.py lines 391-405); a checkpointed
+# block keeps it to recompute with (modeling_layers.py line 108: ``partial(..., **kwargs)``).
+MASK_SEQ = 16_384
+MASK_SDPA_BYTES = 2 * MASK_SEQ * MASK_SEQ  # micro-batch 2, bool: 512 MiB
+MASKED = dict(seq_len=MASK_SEQ, micro_batch_size=2, gradient_checkpointing=True)
+
+
+def _phase_growth(base: dict, changed: dict) -> dict:
+    a, b = est(**base), est(**changed)
+    return {name: b["phases"][name] - a["phases"][name] for name in a["phases"]}
+
+
+@pytest.mark.parametrize("attention, per_element", [("sdpa", 1), ("eager", 2)])
+def test_padding_mask_is_held_from_the_forward_to_the_first_blocks_backward(attention, per_element):
+    base = dict(MASKED, attention=attention, precision="bf16-mixed")
+    growth = _phase_growth(base, {**base, "attention_mask": "padding"})
+    mask = per_element * MASK_SDPA_BYTES  # eager: the bf16 compute dtype
+    assert growth == {"forward_end": mask, "backward": mask, "optimizer_step": 0}
+
+
+def test_flash_attention_builds_no_mask():
+    base = dict(MASKED, attention="flash")
+    assert set(_phase_growth(base, {**base, "attention_mask": "padding"}).values()) == {0}
+
+
+def test_packed_samples_attending_within_themselves_build_a_block_mask():
+    stats = {"mean": 1000, "max": 8000}
+    base = dict(MASKED, batching="packed", length_stats=stats)
+    growth = _phase_growth(base, {**base, "packed_attention": "per-sample"})
+    assert growth == {
+        "forward_end": MASK_SDPA_BYTES,
+        "backward": MASK_SDPA_BYTES,
+        "optimizer_step": 0,
+    }
+
+
+def test_unheld_mask_lives_through_the_forward_only():
+    unheld = dict(seq_len=MASK_SEQ, micro_batch_size=2, gradient_checkpointing=False)
+    r = req(**unheld, attention_mask="padding")
+    a = memory.activation_bytes(r, states.request_regime(r))
+    assert a.shared_mask == MASK_SDPA_BYTES
+    # freed when the model's forward returns, before the logits: the peak at the forward's
+    # end does not hold it
+    assert set(_phase_growth(unheld, {**unheld, "attention_mask": "padding"}).values()) == {0}
+
+
+def test_unheld_mask_larger_than_the_logits_peaks_in_the_last_blocks_forward():
+    r = req(seq_len=4096, gradient_checkpointing=False, attention_mask="padding")
+    reg = states.request_regime(r)
+    a = dataclasses.replace(memory.activation_bytes(r, reg), shared_mask=1000 * GIB)
+    s = memory.model_states(r, states.param_layout(r), reg)
+    fwd = memory.phase_components(r, reg, s, a)["forward_end"]
+    assert fwd["activations"] == a.saved_all - a.head + 1000 * GIB
+    assert fwd["logits"] == 0
