@@ -632,7 +632,10 @@ FIELDS: tuple[FieldSpec, ...] = (
             "takes flash out of the choice and makes cuDNN or memory-efficient compute the whole "
             "L x L square (:mod:`calc.attention`): twice the score and value matmuls. Read with "
             "``attention`` ``sdpa`` only: ``eager`` always computes the square and ``flash`` "
-            "unpads the batch. Default ``causal``."
+            "unpads the batch. In memory, ``padding`` counts the ``b x 1 x L x L`` mask the "
+            "model builds once per forward, boolean under ``sdpa``, of the compute dtype under "
+            "``eager``, none under ``flash`` (:func:`calc.memory.shared_mask_bytes`). "
+            "Default ``causal``."
         ),
     ),
     _enum(
@@ -650,7 +653,8 @@ FIELDS: tuple[FieldSpec, ...] = (
             "own triangle: per token, ``sum L^2 / sum L`` keys over the drawn sample lengths "
             "instead of ``seq_len`` (:mod:`calc.lengths`); with ``sdpa`` transformers 5.17 hands "
             "SDPA a 4-D block mask, the whole row's square (as ``attention_mask`` ``padding``); "
-            "``eager`` computes the whole square either way. Read only with ``length_stats``. "
+            "``eager`` computes the whole square either way; in memory, that 4-D mask under "
+            "``sdpa`` or ``eager`` (as ``padding``). Read only with ``length_stats``. "
             "Default ``cross-sample``."
         ),
     ),

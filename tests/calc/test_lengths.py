@@ -45,12 +45,13 @@ def test_a_mean_out_of_the_family_s_reach_is_approximated_and_says_so():
 
 def test_hand_count_of_a_known_distribution():
     """Every sample max long (no mean, no p90) under pad-longest: no padding, the peak is
-    micro_batch_size x max; with max 1024 of seq_len 4096, memory is that of seq_len 1024."""
+    micro_batch_size x max; with max 1024 of seq_len 4096, memory is that of seq_len 1024
+    (with the padded batch's mask tensor the profile sets for sample lengths under SDPA)."""
     shape = data_shape(LengthStats(max=1024), Batching.PAD_LONGEST, 4096, 4)
     assert shape.peak_batch_tokens == 4 * 1024 and shape.padding_ratio == 1.0
     assert len(shape.tokens) == 4096 // 4
     est = calc.estimate({**BASE, "length_stats": {"max": 1024}})
-    short = calc.estimate({**BASE, "seq_len": 1024})
+    short = calc.estimate({**BASE, "seq_len": 1024, "attention_mask": "padding"})
     assert est["peak_allocated_bytes"] == short["peak_allocated_bytes"]
     assert est["data"]["peak_batch_tokens"] == 4096 and est["request"]["seq_len"] == 4096
 
@@ -77,13 +78,15 @@ def test_the_sequence_is_seeded():
 
 
 def test_the_peak_is_the_longest_micro_batch():
-    """A narrow distribution well under seq_len: memory of a shorter sequence."""
+    """A narrow distribution well under seq_len: memory of a shorter padded sequence."""
     est = calc.estimate({**BASE, "length_stats": {"mean": 1000, "p90": 1100, "max": 3000}})
     peak = est["data"]["peak_sample_tokens"]
     assert peak < 3000
     assert (
         est["peak_allocated_bytes"]
-        == calc.estimate({**BASE, "seq_len": peak})["peak_allocated_bytes"]
+        == calc.estimate({**BASE, "seq_len": peak, "attention_mask": "padding"})[
+            "peak_allocated_bytes"
+        ]
     )
     assert est["peak_allocated_bytes"] < calc.estimate(BASE)["peak_allocated_bytes"]
 
