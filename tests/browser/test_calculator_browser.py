@@ -1039,6 +1039,10 @@ def test_offline_from_the_start_and_after_load(browser, site_server):
     assert any("calc-visited" in u for u in calc.wait_cached_snapshot("calc-visited"))
     assert fetched == []
     assert calc.wait_service_worker() is not None
+    # Material's search, deferred until the calculator is live and left alone a moment
+    # (search-defer.js), has fetched its worker: nothing more is to come before the cut
+    page.wait_for_function("performance.getEntriesByName('calc-search-start').length > 0")
+    page.wait_for_load_state("networkidle")
     context.set_offline(True)
     page.fill("#calc-seq_len", "2560")
     calc.settle()
