@@ -167,25 +167,31 @@ class FirstContact:
     source: str
     method: str
     commit: str
-    predicted_gib: float
+    predicted: float  # in the unit of the CSV's column (GiB here, tokens/s for time)
     error: float
 
 
-def first_contacts(rows: list[dict] | None = None) -> list[FirstContact]:
-    """The recorded first contacts of the covered rows (those with a recorded error)."""
-    rows = load_rows() if rows is None else rows
+def recorded_first_contacts(rows: list[dict], predicted_column: str) -> list[FirstContact]:
+    """The recorded first contacts of the rows that have a recorded error, the prediction read
+    from ``predicted_column`` (memory's and time's first-contact CSVs share the other columns)."""
     return [
         FirstContact(
             r["id"],
             r["source"],
             r["method"],
             r["judged_at_commit"],
-            float(r["first_contact_predicted_gib"]),
+            float(r[predicted_column]),
             float(r["first_contact_error"]),
         )
         for r in rows
         if r["first_contact_error"]
     ]
+
+
+def first_contacts(rows: list[dict] | None = None) -> list[FirstContact]:
+    """The recorded first contacts of the covered rows (those with a recorded error)."""
+    rows = load_rows() if rows is None else rows
+    return recorded_first_contacts(rows, "first_contact_predicted_gib")
 
 
 def stats(errors: list[float]) -> dict:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accuracy import DATA_DIR
-from accuracy.first_contact import ALL, head_commit, stats
+from accuracy.first_contact import ALL, FirstContact, head_commit, recorded_first_contacts, stats
 from accuracy.first_contact import columns as _columns
 from accuracy.first_contact import load_rows as _load_rows
 from calc.errors import CalcError
@@ -101,32 +101,9 @@ def judge(row: dict) -> Judgement:
     )
 
 
-@dataclass(frozen=True)
-class FirstContact:
-    """A row's recorded first contact: what ``calc`` said at ``commit``, never recomputed."""
-
-    row_id: str
-    source: str
-    method: str
-    commit: str
-    predicted: float
-    error: float
-
-
 def first_contacts(rows: list[dict] | None = None) -> list[FirstContact]:
     rows = load_rows() if rows is None else rows
-    return [
-        FirstContact(
-            r["id"],
-            r["source"],
-            r["method"],
-            r["judged_at_commit"],
-            float(r["first_contact_predicted_tokens_per_second_per_gpu"]),
-            float(r["first_contact_error"]),
-        )
-        for r in rows
-        if r["first_contact_error"]
-    ]
+    return recorded_first_contacts(rows, "first_contact_predicted_tokens_per_second_per_gpu")
 
 
 def summary(rows: list[dict] | None = None) -> dict[str, dict]:
