@@ -789,58 +789,49 @@ ALL_LINEAR_TARGETS = {
 # transformers 5.17 runs these only with eager attention (``_supports_sdpa`` is False:
 # GptOssPreTrainedModel, learned attention sinks; BloomPreTrainedModel, ALiBi)
 EAGER_ONLY = ("gpt_oss", "bloom")
+_LONG_SEQUENCE_HEAVY: dict[str, tuple[dict, dict]] = {
+    "lora-r8-attn-s2048": (
+        {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
+        {},
+    ),
+    "lora-r16-all-linear-b2-s1024": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "micro_batch_size": 2,
+            "seq_len": 1024,
+        },
+        {},
+    ),
+    "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
+}
+"""Long sequences on attention-only LoRA, all-linear LoRA and full fine-tuning: where the saved
+activations set the peak (gpt-oss, the hybrids)."""
+_EAGER_ALL_LINEAR_S1024: dict[str, tuple[dict, dict]] = {
+    "lora-r16-all-linear-eager-s1024": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "seq_len": 1024,
+            "attention": "eager",
+        },
+        {},
+    ),
+}
 # setups where the saved activations set the peak, on families whose count has traits of its
 # own (gpt-oss: clamped expert gate, eager softmax with a sink column, fp32 norm scaling)
 ACTIVATION_HEAVY: dict[str, dict[str, tuple[dict, dict]]] = {
-    "gpt_oss": {
-        "lora-r8-attn-s2048": (
-            {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
-            {},
-        ),
-        "lora-r16-all-linear-b2-s1024": (
-            {
-                "method": "lora",
-                "lora_rank": 16,
-                "lora_targets": "all-linear",
-                "micro_batch_size": 2,
-                "seq_len": 1024,
-            },
-            {},
-        ),
-        "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
-    },
+    "gpt_oss": dict(_LONG_SEQUENCE_HEAVY),
     # multi-head latent attention's saved tensors (the kept kv_b_proj output, latent norms)
     "deepseek_v3": {
-        "lora-r8-attn-s2048": (
-            {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
-            {},
-        ),
-        "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
-        "lora-r16-all-linear-eager-s1024": (
-            {
-                "method": "lora",
-                "lora_rank": 16,
-                "lora_targets": "all-linear",
-                "seq_len": 1024,
-                "attention": "eager",
-            },
-            {},
-        ),
+        "lora-r8-attn-s2048": _LONG_SEQUENCE_HEAVY["lora-r8-attn-s2048"],
+        "full-s2048": _LONG_SEQUENCE_HEAVY["full-s2048"],
+        **_EAGER_ALL_LINEAR_S1024,
     },
     # residual and attention-probability dropout
-    "seed_oss": {
-        "lora-r16-all-linear-eager-s1024": (
-            {
-                "method": "lora",
-                "lora_rank": 16,
-                "lora_targets": "all-linear",
-                "seq_len": 1024,
-                "attention": "eager",
-            },
-            {},
-        ),
-        "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
-    },
+    "seed_oss": {**_EAGER_ALL_LINEAR_S1024, "full-s2048": _LONG_SEQUENCE_HEAVY["full-s2048"]},
 }
 _SPARSE_HEAVY = {
     "lora-r8-attn-s1024": (
@@ -883,21 +874,7 @@ HYBRID_FAMILIES = (
 """Families with Gated DeltaNet, short-convolution or Mamba-2 blocks: traced with the kernels' memory
 (tools/oracle/linear_attention.py), and swept where activations set the peak too."""
 _HYBRID_HEAVY = {
-    "lora-r8-attn-s2048": (
-        {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
-        {},
-    ),
-    "lora-r16-all-linear-b2-s1024": (
-        {
-            "method": "lora",
-            "lora_rank": 16,
-            "lora_targets": "all-linear",
-            "micro_batch_size": 2,
-            "seq_len": 1024,
-        },
-        {},
-    ),
-    "full-s2048": ({"method": "full", "seq_len": 2048}, {}),
+    **_LONG_SEQUENCE_HEAVY,
     "full-ckpt-s2048": ({"method": "full", "seq_len": 2048, "gradient_checkpointing": True}, {}),
 }
 ACTIVATION_HEAVY.update({family: _HYBRID_HEAVY for family in HYBRID_FAMILIES})
