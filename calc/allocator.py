@@ -527,6 +527,17 @@ class CachingAllocator:
         self._release_cached_blocks()
 
     # ---- running an event sequence ---------------------------------------------------
+    def result(self, failed_at: int) -> Replay:
+        """This allocator's figures after a run that returned ``failed_at`` (:meth:`run`)."""
+        return Replay(
+            self.peak_allocated,
+            self.peak_reserved,
+            failed_at < 0,
+            self.num_alloc_retries,
+            failed_at,
+            self.segment_need,
+        )
+
     def run(self, events: Iterable[Event], live: dict[Any, _Block]) -> int:
         """Apply ``events`` (see :data:`Event`), keeping the blocks they hold by key in
         ``live``: -1, or the index of the allocation that ran out of memory or paused
@@ -676,15 +687,7 @@ def replay(
 ) -> Replay:
     """Run ``events`` through a fresh allocator of ``capacity_bytes`` usable device memory."""
     a = CachingAllocator(capacity_bytes, config)
-    failed_at = a.run(events, {})
-    return Replay(
-        a.peak_allocated,
-        a.peak_reserved,
-        failed_at < 0,
-        a.num_alloc_retries,
-        failed_at,
-        a.segment_need,
-    )
+    return a.result(a.run(events, {}))
 
 
 def min_device_bytes(

@@ -374,30 +374,18 @@ class StepReplay:
         from them)."""
         run = _Progress(al.CachingAllocator(capacity_bytes, self.config), self._kept)
         if capacity_bytes is not None:
-            return self._result(run, self._advance(run))
+            return run.a.result(self._advance(run))
         needs: list[int] = []
         run.a.device_needs = needs
         self._marks = []
         marks = None if self.config.expandable_segments else self._marks
-        result = self._result(run, self._advance(run, marks))
+        result = run.a.result(self._advance(run, marks))
         # the largest need so far, at each device allocation: sorted, so the first
         # allocation that needs more than a capacity is a bisection away
         self._needs = list(itertools.accumulate(needs, max))
         self._start = None
         self._released = {}
         return result
-
-    @staticmethod
-    def _result(run: _Progress, failed_at: int) -> al.Replay:
-        a = run.a
-        return al.Replay(
-            a.peak_allocated,
-            a.peak_reserved,
-            failed_at < 0,
-            a.num_alloc_retries,
-            failed_at,
-            a.segment_need,
-        )
 
     def _advance(
         self,
