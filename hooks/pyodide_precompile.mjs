@@ -17,6 +17,7 @@
 // come from bytecode, and that calc's answers are the same, byte for byte; else it fails.
 import { readFileSync, writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
+import { SAMPLE_REQUESTS_PY } from "./sample_requests.mjs";
 
 const [pyodideDir, stdlibPath, lockPath, bundlePath, packageDir, outStdlib, outBundle] =
   process.argv.slice(2);
@@ -44,13 +45,7 @@ sys.path.insert(0, PACKAGE_DIR)
 import calc_view.session, calc
 import json
 
-PLAN = {"dataset_tokens": 100000000, "gpu": "l40s", "interruptible": True}
-SETUPS = [
-    {"model": "llama-3.1-8b", "method": "lora"},
-    {"model": "llama-2-7b", "method": "qlora", "micro_batch_size": 2, "seq_len": 4096},
-    {"model": "llama-3.1-8b", "method": "full", "num_gpus": 2, "sharding": "zero3"},
-]
-BAD = [{"model": "no-such-model", "seq_len": -1}, "not a request"]
+${SAMPLE_REQUESTS_PY}
 ANSWERS = [json.dumps(calc.run(command, {**setup, **extra}), sort_keys=True)
            for command, extra in (("plan", PLAN), ("estimate", {})) for setup in SETUPS]
 if not all('"result"' in answer for answer in ANSWERS):

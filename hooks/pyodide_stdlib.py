@@ -42,6 +42,7 @@ from mkdocs.plugins import event_priority
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "hooks" / "stdlib_imports.mjs"
 PRECOMPILE = ROOT / "hooks" / "pyodide_precompile.mjs"
+SAMPLES = ROOT / "hooks" / "sample_requests.mjs"  # imported by both scripts: in both keys
 CACHE = ROOT / ".cache" / "pyodide-stdlib"
 # Where the worker unpacks the bundle (= hooks/pyodide_snapshot.py PACKAGE_DIR)
 PACKAGE_DIR = "/home/pyodide/calc-bundle"
@@ -151,7 +152,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     package_dir = Path(config.config_file_path).resolve().parent / "node_modules" / "pyodide"
     version = config.extra["pyodide"]["version"]
     bundle_name = Path(config.extra["calc_bundle"]).name
-    key = list_key(bundle_name, version, SCRIPT.read_bytes())
+    key = list_key(bundle_name, version, SCRIPT.read_bytes() + SAMPLES.read_bytes())
     cached = CACHE / f"{key}.json"
     if cached.is_file():
         files = json.loads(cached.read_text(encoding="utf-8"))
@@ -162,7 +163,8 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     data = trimmed_zip((package_dir / "python_stdlib.zip").read_bytes(), set(files))
     lock = empty_lock((package_dir / "pyodide-lock.json").read_bytes())
     source_bundle = calc_bundle_bytes(bundle_name)
-    digest = hashlib.sha256(data + b"\0" + source_bundle + b"\0" + PRECOMPILE.read_bytes())
+    scripts = PRECOMPILE.read_bytes() + SAMPLES.read_bytes()
+    digest = hashlib.sha256(data + b"\0" + source_bundle + b"\0" + scripts)
     key = f"{version}-{digest.hexdigest()[:16]}"
     cached_stdlib, cached_bundle = CACHE / f"{key}-stdlib.zip", CACHE / f"{key}-bundle.zip"
     if not (cached_stdlib.is_file() and cached_bundle.is_file()):

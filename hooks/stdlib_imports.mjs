@@ -16,6 +16,7 @@
 // This script's own tools (ast, json, pkgutil, zipfile) are kept with them: a few kB.
 import { readFileSync, writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
+import { SAMPLE_REQUESTS_PY } from "./sample_requests.mjs";
 
 const [pyodideDir, bundlePath, packageDir, outPath] = process.argv.slice(2);
 if (!outPath) {
@@ -82,13 +83,7 @@ for name in sorted(named):
 # importlib.resources reading calc's data), is imported now.
 import calc
 
-PLAN = {"dataset_tokens": 100000000, "gpu": "l40s", "interruptible": True}
-SETUPS = [
-    {"model": "llama-3.1-8b", "method": "lora"},
-    {"model": "llama-2-7b", "method": "qlora", "micro_batch_size": 2, "seq_len": 4096},
-    {"model": "llama-3.1-8b", "method": "full", "num_gpus": 2, "sharding": "zero3"},
-]
-BAD = [{"model": "no-such-model", "seq_len": -1}, "not a request"]
+${SAMPLE_REQUESTS_PY}
 for command, extra in (("estimate", {}), ("plan", PLAN)):
     answers = [calc.run(command, {**setup, **extra}) for setup in SETUPS]
     answers += [calc.run(command, request) for request in BAD]
