@@ -1030,6 +1030,10 @@ def test_offline_from_the_start_and_after_load(browser, site_server):
         "requestfinished",
         lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(".snapshot.gz") else None,
     )
+    # every request the context (page and workers) finished: Material's search worker is
+    # loaded by a worker, which the page's own events and its network idle do not see
+    finished: list[str] = []
+    context.on("requestfinished", lambda r: finished.append(r.url))
     calc = Calc(page, site_server, "en")
     calc.open()
     page.fill("#calc-seq_len", "1536")
@@ -1039,10 +1043,17 @@ def test_offline_from_the_start_and_after_load(browser, site_server):
     assert any("calc-visited" in u for u in calc.wait_cached_snapshot("calc-visited"))
     assert fetched == []
     assert calc.wait_service_worker() is not None
+
     # Material's search, deferred until the calculator is live and left alone a moment
     # (search-defer.js), has fetched its worker: nothing more is to come before the cut
-    page.wait_for_function("performance.getEntriesByName('calc-search-start').length > 0")
-    page.wait_for_load_state("networkidle")
+    def search_worker_loaded() -> bool:
+        return any(
+            "/assets/javascripts/workers/search." in u and u.split("?")[0].endswith(".min.js")
+            for u in finished
+        )
+
+    while not search_worker_loaded():
+        context.wait_for_event("requestfinished", timeout=STATE_TIMEOUT_MS)
     context.set_offline(True)
     page.fill("#calc-seq_len", "2560")
     calc.settle()
@@ -1267,6 +1278,10 @@ def test_the_snapshot_is_fetched_on_a_second_visit_and_restored_on_the_third(bro
         "requestfinished",
         lambda r: fetched.append(r.url) if r.url.split("?")[0].endswith(".snapshot.gz") else None,
     )
+    # every request the context (page and workers) finished: Material's search worker is
+    # loaded by a worker, which the page's own events and its network idle do not see
+    finished: list[str] = []
+    context.on("requestfinished", lambda r: finished.append(r.url))
     calc = Calc(page, site_server, "en")
     calc.open()
     calc.wait_worker()
