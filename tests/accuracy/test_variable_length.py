@@ -28,10 +28,11 @@ def test_rows_are_well_formed():
         assert stats and set(stats) <= {"mean", "p90", "max"}
         assert all(isinstance(v, int) and v > 0 for v in stats.values())
         assert stats.get("mean", 0) <= stats.get("p90", stats["max"]) <= stats["max"]
-        assert stats["max"] <= int(row["seq_len"])
+        # the data's longest sample may pass the run's cap where the run cuts samples to it
+        assert stats["max"] <= int(row["seq_len"]) or "max_seq_len" in row["dataset"]
         assert not row["batching"].startswith("packed")
         assert row["memory_metric"].startswith(("max_memory_reserved", "memory_reserved"))
-        unit = {"GiB": 2**30, "bytes": 1}[row["peak_unit"]]
+        unit = {"GiB": 2**30, "GB": 10**9, "bytes": 1}[row["peak_unit"]]
         assert float(row["peak_gib"]) == pytest.approx(
             float(row["peak_value"]) * unit / 2**30, 1e-3
         )
