@@ -422,9 +422,11 @@ FIELDS: tuple[FieldSpec, ...] = (
         parts=LENGTH_PARTS,
         doc=(
             "tokens per sample of the reader's data: ``mean``, ``p90`` (90 % of the samples are "
-            "at most this long) and ``max`` (default ``seq_len``, which stays the cap), any of "
-            "them. calc draws a seeded sequence of micro-batches from a log-normal distribution "
-            "fitted to them (:mod:`calc.lengths`): the memory peak is the longest micro-batch's, "
+            "at most this long), ``p99`` (99 %) and ``max`` (default ``seq_len``, which stays the "
+            "cap), any of them. calc draws a seeded sequence of micro-batches from a log-normal "
+            "distribution fitted to them, split at ``p90`` into a body and a tail through ``p99`` "
+            "where ``p99`` is given (:mod:`calc.lengths`): the memory peak is the longest "
+            "micro-batch's, "
             "and time counts the padded tokens as compute and the real ones as progress. "
             "Default ``null``: every sample fills ``seq_len``."
         ),

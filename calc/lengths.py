@@ -24,6 +24,29 @@ above the data's, and gamma's and Weibull's fitted to the same two less so
 (``python -m benchmarks.length_tail``); one histogram does not choose a family, so the
 log-normal stays, and its longest samples err long.
 
+**The tail, where ``p99`` is given.** The longest micro-batch of a run is a tail quantile of the
+lengths (the longest of 480 samples is about their 99.8th percentile), so a published ``p99``
+says more about the memory peak than the family does. With ``p99`` the distribution is fitted to
+the quantiles given, each matched exactly, in the log domain of the standard normal draw ``Z``:
+
+- ``mean``, ``p90`` and ``p99``: a two-piece log-normal split at ``p90``. Below it, the body
+  ``exp(mu + sigma Z)`` through ``p90`` as above; above it, the tail ``exp(mu_t + sigma_t Z)``
+  through ``p90`` and ``p99`` (``sigma_t = (ln p99 - ln p90) / (z99 - z90)``), so the quantile
+  function is continuous and ``ln L`` is piecewise linear in ``Z``: a split (two-piece) normal in
+  the log domain, as the two-piece normal of Wallis (2014, "The two-piece normal, binormal, or
+  double Gaussian distribution", Statistical Science 29(1)) joins two half-normals with their own
+  spreads, here joined at ``p90`` rather than at the mode. ``sigma`` is solved, as before, so that
+  the clipped mean of both pieces is ``mean`` (the body's share falls from ``0.9 p90`` towards 0 as
+  ``sigma`` grows; the tail's is fixed by ``p90``, ``p99`` and ``max``).
+- ``p90`` and ``p99`` without ``mean``: the one log-normal through both (``sigma = sigma_t``).
+- ``mean`` and ``p99`` without ``p90``: a log-normal through ``p99`` whose ``sigma`` meets the
+  clipped mean, as ``mean`` and ``p90`` do; ``p99`` alone: through ``p99`` with
+  :data:`DEFAULT_SIGMA`.
+
+On AlpacaDataCleaned's histogram (mean 225, p90 442, p99 619) the two-piece tail puts the 99th
+percentile at the data's 619 tokens where the log-normal fitted to mean and p90 puts it at 955. A
+request without ``p99`` gets the log-normal above, unchanged.
+
 **The step sequence.** :func:`data_shape` cuts :data:`SAMPLES` sample lengths (at least one
 micro-batch) into micro-batches of ``micro_batch_size`` samples, in the order drawn. The
 lengths come from standard normal draws of ``random.Random(SEED)`` by inverse transform
@@ -94,7 +117,7 @@ if TYPE_CHECKING:
 
     from .request import EstimateRequest
 
-PARTS = ("mean", "p90", "max")
+PARTS = ("mean", "p90", "p99", "max")
 """The keys of ``length_stats``, tokens per sample."""
 
 SEED = 0
@@ -104,8 +127,9 @@ SAMPLES = 4096
 """Samples drawn per step sequence (at least one micro-batch): see the module docstring."""
 
 DEFAULT_SIGMA = 1.0
-"""The log-normal's ``sigma`` when ``mean`` or ``p90`` is missing: an assumption (p90 about
-3.6 times the median), a wide spread, which keeps the longest micro-batch near ``max``."""
+"""The log-normal's ``sigma`` when only one of ``mean``, ``p90`` and ``p99`` is given: an
+assumption (p90 about 3.6 times the median), a wide spread, which keeps the longest micro-batch
+near ``max``."""
 
 _SIGMA_MIN = 1e-6
 _SIGMA_GRID = tuple(0.01 * 1.1**i for i in range(72))  # 0.01 .. about 8.8
@@ -124,6 +148,12 @@ def _normal() -> NormalDist:
 def _z90() -> float:
     """The standard normal's 90th percentile."""
     return _normal().inv_cdf(0.9)
+
+
+@lru_cache(maxsize=1)
+def _z99() -> float:
+    """The standard normal's 99th percentile."""
+    return _normal().inv_cdf(0.99)
 
 
 class Batching(str, Enum):
@@ -155,6 +185,7 @@ class LengthStats:
     mean: int | None = None
     p90: int | None = None
     max: int | None = None
+    p99: int | None = None
 
     def to_dict(self) -> JsonObject:
         return {part: getattr(self, part) for part in PARTS if getattr(self, part) is not None}
@@ -218,16 +249,22 @@ def check_length_stats(value: object, maximum: int) -> LengthStats | None:
 
 
 def check_consistent(stats: LengthStats, seq_len: int) -> None:
-    """Parts that no distribution of lengths has: ``mean`` or ``p90`` above ``max`` (which
-    defaults to ``seq_len``), or a ``mean`` that ``p90`` rules out: at least 90 % of the
-    samples are at most ``p90`` long and the rest at most ``max``, so ``mean <= 0.9 p90 +
-    0.1 max``; at least 10 % are ``p90`` long or more and none is shorter than 1, so
-    ``mean >= 0.1 p90 + 0.9``. The error names the part and the range it may take."""
+    """Parts that no distribution of lengths has: ``mean``, ``p90`` or ``p99`` above ``max``
+    (which defaults to ``seq_len``), a ``p99`` below ``p90``, or a ``mean`` the percentiles rule
+    out: at least 90 % of the samples are at most ``p90`` long and the rest at most ``max``, so
+    ``mean <= 0.9 p90 + 0.1 max``; at least 10 % are ``p90`` long or more and none is shorter
+    than 1, so ``mean >= 0.1 p90 + 0.9``. With ``p99`` the same reasoning over three intervals:
+    ``0.9 + 0.09 p90 + 0.01 p99 <= mean <= 0.9 p90 + 0.09 p99 + 0.01 max`` (without ``p90``:
+    ``0.99 + 0.01 p99 <= mean <= 0.99 p99 + 0.01 max``). The error names the part and the range
+    it may take."""
     top = stats.max if stats.max is not None else seq_len
-    for name in ("p90", "mean"):
+    for name in ("p99", "p90", "mean"):
         number = getattr(stats, name)
         if number is not None and number > top:
             raise InputError("out_of_range", f"length_stats.{name}", number, extra=_part_range(top))
+    if stats.p99 is not None:
+        _check_with_p99(stats, stats.p99, top)
+        return
     if stats.mean is not None and stats.p90 is not None:
         low = math.ceil(0.1 * stats.p90 + 0.9)
         high = math.floor(0.9 * stats.p90 + 0.1 * top)
@@ -238,6 +275,33 @@ def check_consistent(stats: LengthStats, seq_len: int) -> None:
                 stats.mean,
                 extra={"integer": True, "minimum": low, "maximum": high},
             )
+
+
+def _check_with_p99(stats: LengthStats, p99: int, top: int) -> None:
+    """:func:`check_consistent`'s checks that involve ``p99`` (whole-number arithmetic, so a
+    bound is never off by a rounding)."""
+    if stats.p90 is not None and p99 < stats.p90:
+        raise InputError(
+            "out_of_range",
+            "length_stats.p99",
+            p99,
+            extra={"integer": True, "minimum": stats.p90, "maximum": top},
+        )
+    if stats.mean is None:
+        return
+    if stats.p90 is not None:
+        low = -(-(90 + 9 * stats.p90 + p99) // 100)
+        high = (90 * stats.p90 + 9 * p99 + top) // 100
+    else:
+        low = -(-(99 + p99) // 100)
+        high = (99 * p99 + top) // 100
+    if not low <= stats.mean <= high:
+        raise InputError(
+            "out_of_range",
+            "length_stats.mean",
+            stats.mean,
+            extra={"integer": True, "minimum": low, "maximum": high},
+        )
 
 
 # --- the distribution -----------------------------------------------------------------------------
@@ -264,27 +328,93 @@ def _bisect(
     return (lo + hi) / 2
 
 
+def _through(quantile: int, z: float, mean: int, top: int) -> tuple[float, float, bool]:
+    """``(mu, sigma, exact)`` of the log-normal through ``quantile`` (at the standard normal's
+    ``z``) whose mean clipped at ``top`` is ``mean``, or the nearest one (``exact`` False)."""
+
+    def at(sigma: float) -> float:
+        return _clipped_mean(math.log(quantile) - z * sigma, sigma, top)
+
+    # the clipped mean falls from the quantile as sigma grows from 0, down to a least value (then
+    # rises again when max is far above it): the falling branch is searched
+    means = [at(s) for s in _SIGMA_GRID]
+    lowest = min(range(len(means)), key=means.__getitem__)
+    narrowest = at(_SIGMA_MIN)
+    if narrowest >= mean >= means[lowest]:
+        sigma = _bisect(at, _SIGMA_MIN, _SIGMA_GRID[lowest], mean, False)
+        return math.log(quantile) - z * sigma, sigma, True
+    sigma = _SIGMA_MIN if mean > narrowest else _SIGMA_GRID[lowest]
+    return math.log(quantile) - z * sigma, sigma, False
+
+
+def _piece_mean(mu: float, sigma: float, low: float, high: float, cap: float) -> float:
+    """``E[min(exp(mu + sigma Z), cap); low < Z <= high]``, ``Z`` standard normal: one piece of
+    the two-piece fit (``low``, ``high`` may be infinite)."""
+    cdf = _normal().cdf
+    z_cap = (math.log(cap) - mu) / sigma
+    total = 0.0
+    below = min(high, z_cap)
+    if below > low:
+        total += math.exp(mu + sigma * sigma / 2) * (cdf(below - sigma) - cdf(low - sigma))
+    if z_cap < high:
+        total += cap * (cdf(high) - cdf(max(low, z_cap)))
+    return total
+
+
+def _tail_line(p90: int, p99: int) -> tuple[float, float]:
+    """``(mu_t, sigma_t)`` of the log-normal through ``p90`` and ``p99``."""
+    z90 = _z90()
+    sigma = max((math.log(p99) - math.log(p90)) / (_z99() - z90), _SIGMA_MIN)
+    return math.log(p90) - z90 * sigma, sigma
+
+
+@lru_cache(maxsize=256)
+def tail(stats: LengthStats) -> tuple[float, float, float] | None:
+    """``(z_split, mu_t, sigma_t)``: the upper piece of the two-piece fit (``mean``, ``p90`` and
+    ``p99`` given), a sample drawn at ``Z > z_split`` is ``exp(mu_t + sigma_t Z)`` long; ``None``
+    where one log-normal (:func:`fit`) covers every draw."""
+    if stats.p99 is None or stats.p90 is None or stats.mean is None:
+        return None
+    mu_t, sigma_t = _tail_line(stats.p90, stats.p99)
+    return _z90(), mu_t, sigma_t
+
+
+def _fit_with_p99(stats: LengthStats, p99: int, top: int) -> tuple[float, float, bool]:
+    """:func:`fit` where ``p99`` is given (see the module docstring, "The tail")."""
+    mean, p90 = stats.mean, stats.p90
+    if p90 is None:
+        if mean is None:
+            return math.log(p99) - _z99() * DEFAULT_SIGMA, DEFAULT_SIGMA, True
+        return _through(p99, _z99(), mean, top)
+    mu_t, sigma_t = _tail_line(p90, p99)
+    if mean is None:
+        return mu_t, sigma_t, True
+    z90 = _z90()
+    upper = _piece_mean(mu_t, sigma_t, z90, math.inf, top)
+
+    def at(sigma: float) -> float:  # the body's share falls as sigma grows
+        return _piece_mean(math.log(p90) - z90 * sigma, sigma, -math.inf, z90, top) + upper
+
+    widest = _SIGMA_GRID[-1]
+    narrowest = at(_SIGMA_MIN)
+    if narrowest >= mean >= at(widest):
+        sigma = _bisect(at, _SIGMA_MIN, widest, mean, False)
+        return math.log(p90) - z90 * sigma, sigma, True
+    sigma = _SIGMA_MIN if mean > narrowest else widest
+    return math.log(p90) - z90 * sigma, sigma, False
+
+
 @lru_cache(maxsize=256)
 def fit(stats: LengthStats, top: int) -> tuple[float, float, bool]:
-    """``(mu, sigma, exact)`` of the clipped log-normal for ``stats`` clipped at ``top``;
+    """``(mu, sigma, exact)`` of the clipped log-normal for ``stats`` clipped at ``top`` (with
+    ``mean``, ``p90`` and ``p99``: its body, below ``p90``; :func:`tail` has the rest);
     ``exact`` is False where ``mean`` could not be met (the nearest mean is used)."""
+    if stats.p99 is not None:
+        return _fit_with_p99(stats, stats.p99, top)
     mean, p90 = stats.mean, stats.p90
     z90 = _z90()
     if p90 is not None and mean is not None:
-
-        def at(sigma: float) -> float:
-            return _clipped_mean(math.log(p90) - z90 * sigma, sigma, top)
-
-        # the clipped mean falls from p90 as sigma grows from 0, down to a least value (then
-        # rises again when max is far above p90): the falling branch is searched
-        means = [at(s) for s in _SIGMA_GRID]
-        lowest = min(range(len(means)), key=means.__getitem__)
-        narrowest = at(_SIGMA_MIN)
-        if narrowest >= mean >= means[lowest]:
-            sigma = _bisect(at, _SIGMA_MIN, _SIGMA_GRID[lowest], mean, False)
-            return math.log(p90) - z90 * sigma, sigma, True
-        sigma = _SIGMA_MIN if mean > narrowest else _SIGMA_GRID[lowest]
-        return math.log(p90) - z90 * sigma, sigma, False
+        return _through(p90, z90, mean, top)
     sigma = DEFAULT_SIGMA
     if p90 is not None:
         return math.log(p90) - z90 * sigma, sigma, True
@@ -318,9 +448,10 @@ def expected_longest(stats: LengthStats, seq_len: int, samples: int) -> int:
     falls as the run grows; a run of one sample gets the distribution's mean."""
     top = stats.max if stats.max is not None else seq_len
     cap = min(top, seq_len)
-    if stats.mean is None and stats.p90 is None:
+    if _every_sample_max(stats):
         return cap
     mu, sigma, _ = fit(stats, top)
+    split = tail(stats)
     inv, exp, log, expm1 = _normal().inv_cdf, math.exp, math.log, math.expm1
     k = _LONGEST_NODES
     total = 0.0
@@ -328,8 +459,14 @@ def expected_longest(stats: LengthStats, seq_len: int, samples: int) -> int:
         w = (i + 0.5) / k
         q = -expm1(log(1.0 - w * w) / samples)  # P(one sample is longer) at this node
         z = -inv(q) if q < 1.0 else -40.0
-        total += min(cap, max(1.0, exp(min(mu + sigma * z, 700.0)))) * 2.0 * w
+        x = mu + sigma * z if split is None or z <= split[0] else split[1] + split[2] * z
+        total += min(cap, max(1.0, exp(min(x, 700.0)))) * 2.0 * w
     return min(cap, max(1, round(total / k)))
+
+
+def _every_sample_max(stats: LengthStats) -> bool:
+    """No part but ``max``: every sample is ``max`` long."""
+    return stats.mean is None and stats.p90 is None and stats.p99 is None
 
 
 def samples_seen(req: EstimateRequest) -> int | None:
@@ -348,11 +485,18 @@ def dataset_samples(stats: LengthStats, seq_len: int, tokens: float) -> int:
     ``seq_len``); at least one."""
     top = stats.max if stats.max is not None else seq_len
     cap = min(top, seq_len)
-    if stats.mean is None and stats.p90 is None:
+    if _every_sample_max(stats):
         mean = float(cap)
     else:
         mu, sigma, _ = fit(stats, top)
-        mean = _clipped_mean(mu, sigma, cap)
+        split = tail(stats)
+        if split is None:
+            mean = _clipped_mean(mu, sigma, cap)
+        else:
+            z_split, mu_t, sigma_t = split
+            mean = _piece_mean(mu, sigma, -math.inf, z_split, cap) + _piece_mean(
+                mu_t, sigma_t, z_split, math.inf, cap
+            )
     return max(1, math.ceil(tokens / mean))
 
 
@@ -432,11 +576,19 @@ def _lengths(
     (the plan's solver tries several)."""
     top = stats.max if stats.max is not None else seq_len
     cap = min(top, seq_len)
-    if stats.mean is None and stats.p90 is None:
+    if _every_sample_max(stats):
         return (cap,) * count, True
     mu, sigma, exact = fit(stats, top)
     exp = math.exp
-    lengths = [int(exp(mu + sigma * z) + 0.5) for z in _normal_draws(count, seed)]
+    split = tail(stats)
+    if split is None:
+        lengths = [int(exp(mu + sigma * z) + 0.5) for z in _normal_draws(count, seed)]
+    else:  # the two-piece fit: the tail's line above the split
+        z_split, mu_t, sigma_t = split
+        lengths = [
+            int(exp(mu + sigma * z if z <= z_split else mu_t + sigma_t * z) + 0.5)
+            for z in _normal_draws(count, seed)
+        ]
     return tuple([cap if n > cap else n if n > 1 else 1 for n in lengths]), exact
 
 
@@ -561,4 +713,5 @@ __all__ = [
     "request_shape",
     "sample_lengths",
     "samples_seen",
+    "tail",
 ]

@@ -16,8 +16,9 @@ What a schema cannot say, and the parser still checks:
 
 - ``lora_targets`` must name linear modules of the chosen model (``unknown_lora_target``);
 - ``length_stats``: its text form must be ``name:value`` pairs, and its parts must agree with
-  each other and with ``seq_len`` (``mean`` and ``p90`` at most ``max``, ``mean`` in the
-  range ``p90`` leaves: :func:`calc.lengths.check_consistent`);
+  each other and with ``seq_len`` (``mean``, ``p90`` and ``p99`` at most ``max``, ``p99`` at
+  least ``p90``, ``mean`` in the range the percentiles leave:
+  :func:`calc.lengths.check_consistent`);
 - a library behaviour given both on top (as older requests do) and under ``behaviour`` must have
   one value (``key_given_twice``);
 - ``model.hf_config`` must be a config.json calc can read (``calc.hf_config``): the schema only

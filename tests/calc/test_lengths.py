@@ -546,3 +546,122 @@ def test_trl_wrapped_packing_attends_across_the_row(extra, expected):
     assert request.get("packed_attention") == expected
     parsed = parse_estimate_request({**request, "length_stats": {"mean": 300}})
     assert parsed.packed_attention.value == (expected or "per-sample")
+
+
+# --- the tail: p99 ----------------------------------------------------------------------------------
+
+ALPACA_P99 = {**ALPACA, "p99": 619}
+
+
+def _quantile(drawn, q):
+    return sorted(drawn)[int(q * len(drawn))]
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [ALPACA_P99, {"p90": 442, "p99": 619, "max": 1585}, {"mean": 225, "p99": 619, "max": 1585}],
+    ids=["mean-p90-p99", "p90-p99", "mean-p99"],
+)
+def test_the_fit_meets_every_part_given_with_p99(parts):
+    """Each percentile given is met by the draw and the mean by the fit, within the draw's
+    sampling error (200,000 samples)."""
+    from calc.lengths import dataset_samples
+
+    stats = LengthStats(**parts)
+    drawn, exact = sample_lengths(stats, 2048, 200_000)
+    assert exact
+    for name, q in (("p90", 0.9), ("p99", 0.99)):
+        if name in parts:
+            assert _quantile(drawn, q) == pytest.approx(parts[name], rel=0.01)
+    if "mean" in parts:
+        assert sum(drawn) / len(drawn) == pytest.approx(parts["mean"], rel=0.01)
+        # the fit's clipped mean (in closed form) is the mean given
+        assert dataset_samples(stats, 2048, 225e6) == pytest.approx(1e6, rel=1e-6)
+
+
+def test_p99_pulls_the_tail_to_the_data_s():
+    """AlpacaDataCleaned: the log-normal through mean and p90 puts its p99 at about 955 tokens;
+    with the published p99 (619) the draw's p99 is 619, its p90 and mean unchanged, and a
+    60-step run (480 samples) meets a shorter longest sample, so the memory peak falls."""
+    from calc.lengths import expected_longest
+
+    plain = sample_lengths(LengthStats(**ALPACA), 2048, 200_000)[0]
+    tailed = sample_lengths(LengthStats(**ALPACA_P99), 2048, 200_000)[0]
+    assert _quantile(plain, 0.99) > 900 and _quantile(tailed, 0.99) == pytest.approx(619, rel=0.01)
+    assert _quantile(tailed, 0.9) == pytest.approx(_quantile(plain, 0.9), rel=0.01)
+    assert expected_longest(LengthStats(**ALPACA_P99), 2048, 480) < 0.6 * expected_longest(
+        LengthStats(**ALPACA), 2048, 480
+    )
+    short = {**SHORT, "max_steps": 60}
+    with_p99 = calc.estimate({**short, "length_stats": ALPACA_P99})
+    without = calc.estimate(short)
+    assert with_p99["data"]["peak_batch_tokens"] < without["data"]["peak_batch_tokens"]
+    assert with_p99["peak_allocated_bytes"] < without["peak_allocated_bytes"]
+    assert with_p99["request"]["length_stats"] == ALPACA_P99
+
+
+@pytest.mark.parametrize("n", [8, 480, 51_760])
+def test_expected_longest_follows_the_two_piece_tail(n):
+    """The quadrature of expected_longest against E[max of n] = integral of 1 - F(x)^n, F the
+    two-piece distribution function: Phi((ln x - mu) / sigma) up to p90, Phi((ln x - mu_t) /
+    sigma_t) above it."""
+    from statistics import NormalDist
+
+    from calc.lengths import expected_longest, tail
+
+    stats = LengthStats(**ALPACA_P99)
+    mu, sigma, _ = fit(stats, 1585)
+    split = tail(stats)
+    assert split is not None
+    _, mu_t, sigma_t = split
+    phi = NormalDist().cdf
+
+    def survive(x):
+        if x < 1:
+            return 1.0
+        line = (mu, sigma) if x <= 442 else (mu_t, sigma_t)
+        return 1.0 - phi((math.log(x) - line[0]) / line[1]) ** n
+
+    steps = 200_000
+    h = 1585 / steps
+    integral = h * (sum(survive(i * h) for i in range(1, steps)) + (survive(0) + survive(1585)) / 2)
+    assert expected_longest(stats, 2048, n) == pytest.approx(integral, abs=1.5)
+
+
+def test_without_p99_the_single_log_normal_is_kept():
+    """No p99: no tail piece, and the lengths are exp(mu + sigma z) of the fit as they were."""
+    from calc.lengths import _normal_draws, tail
+
+    stats = LengthStats(**ALPACA)
+    assert tail(stats) is None
+    mu, sigma, _ = fit(stats, 1585)
+    drawn = sample_lengths(stats, 2048, 4096)[0]
+    by_hand = [min(1585, max(1, int(math.exp(mu + sigma * z) + 0.5))) for z in _normal_draws(4096)]
+    assert drawn == by_hand
+
+
+@pytest.mark.parametrize(
+    ("parts", "field", "low", "high"),
+    [
+        ({"mean": 225, "p90": 442, "p99": 400}, "length_stats.p99", 442, 2048),
+        ({"p99": 3000}, "length_stats.p99", 1, 2048),
+        ({"mean": 1000, "p90": 442, "p99": 619}, "length_stats.mean", 47, 473),
+        ({"mean": 30, "p90": 442, "p99": 619}, "length_stats.mean", 47, 473),
+        ({"mean": 700, "p99": 619}, "length_stats.mean", 8, 633),
+    ],
+)
+def test_p99_out_of_order_is_refused_with_the_range_it_may_take(parts, field, low, high):
+    """p99 at least p90 and at most max; the mean within what p90 and p99 leave:
+    0.9 + 0.09 p90 + 0.01 p99 <= mean <= 0.9 p90 + 0.09 p99 + 0.01 max (max: seq_len 2048)."""
+    from calc.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        calc.estimate({**BASE, "seq_len": 2048, "length_stats": parts})
+    assert err.value.code == "out_of_range" and err.value.field == field
+    assert (err.value.extra["minimum"], err.value.extra["maximum"]) == (low, high)
+
+
+def test_p99_in_the_url_and_cli_text_form():
+    a = calc.estimate({**BASE, "length_stats": "mean:900,p90:2000,p99:3500"})
+    b = calc.estimate({**BASE, "length_stats": {"mean": 900, "p90": 2000, "p99": 3500}})
+    assert a == b and a["request"]["length_stats"] == {"mean": 900, "p90": 2000, "p99": 3500}

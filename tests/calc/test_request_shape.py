@@ -48,6 +48,8 @@ OLD_LINKS = [
     "?model=llama-3.1-8b&attention_mask=padding&sdpa_cudnn_last=true&gpu=h100-sxm",
     "?model=llama-3.1-8b&length_stats=mean:400,p90:900&batching=packed&packed_attention=per-sample"
     "&attention=flash&seq_len=8192",
+    "?model=llama-3.1-8b&length_stats=mean:225,p90:442,p99:619,max:1585&max_steps=60"
+    "&attention_mask=padding&seq_len=2048",
     "?model=llama-3.2-1b&chunked_loss=true&loss_fused_lm_head=true&seq_len=4096",
     "?method=qlora&model=llama-3.1-8b&chunked_loss=true&loss_grad_in_forward=true"
     "&fused_lora_kernels=true&seq_len=8192",
