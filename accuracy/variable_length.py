@@ -15,6 +15,10 @@ filled once by :func:`record_first_contact`, before anything in calc changes for
 never rewritten. ``today_request_changes`` (a JSON object merged onto the request for today's
 figures) and ``reading_note`` record a setting read wrong at first contact; the recorded columns
 keep what was said.
+
+``validation/variable_length_quantiles.csv`` holds, per row, a percentile of the data that the
+row's length source publishes and the request keys of its first contact could not carry (``p99``):
+today's request adds it to ``length_stats``; the recorded request and its first contact stay.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 from accuracy.stats import percentile
 
 CSV = Path(__file__).resolve().parent.parent / "validation" / "variable_length_peaks.csv"
+QUANTILES = CSV.with_name("variable_length_quantiles.csv")
 GIB = 2**30
 JUDGED = (
     "judged_at_commit",
@@ -69,17 +74,29 @@ def covered(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     return [r for r in rows if not r["calc_not_covered"]]
 
 
+def load_quantiles(path: Path = QUANTILES) -> dict[str, int]:
+    """Row id -> the data's published 99th percentile (tokens per sample), where its source
+    gives one."""
+    with path.open(newline="") as handle:
+        return {r["id"]: int(r["p99"]) for r in csv.DictReader(handle)}
+
+
 def row_request(row: dict[str, str], today: bool = True) -> dict[str, object]:
-    """The row's request: as recorded, or (``today``) with ``today_request_changes`` merged and
+    """The row's request: as recorded, or (``today``) with ``today_request_changes`` merged,
     the run's length the row records (its ``max_steps`` column), which calc reads as the number
-    of samples the run meets (``max_steps``, :func:`calc.lengths.samples_seen`): the recorded
-    requests predate that key, and their first contact stays as judged."""
+    of samples the run meets (``max_steps``, :func:`calc.lengths.samples_seen`), and the data's
+    ``p99`` where :data:`QUANTILES` has it (``length_stats.p99``): the recorded requests predate
+    those keys, and their first contact stays as judged."""
     request: dict[str, object] = json.loads(row["calc_request"])
     if today:
         if row.get("max_steps"):
             request.setdefault("max_steps", int(row["max_steps"]))
         if row.get("today_request_changes"):
             request.update(json.loads(row["today_request_changes"]))
+        p99 = load_quantiles().get(row["id"])
+        stats = request.get("length_stats")
+        if p99 is not None and isinstance(stats, dict):
+            request["length_stats"] = {**stats, "p99": p99}
     return request
 
 

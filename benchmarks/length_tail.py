@@ -6,9 +6,11 @@ rows (``validation/variable_length_peaks.csv``) whose ``length_source`` publishe
 than the request carries (the AlpacaDataCleaned histogram: mean, p90 and p99) show how far the
 fitted tail lies from the data's. Printed per such source: the published quantiles, the
 log-normal's, and those of two lighter-tailed families fitted to the same mean and p90 (gamma and
-Weibull, each with two parameters, as the log-normal), then the expected longest sample of the
-rows' runs (``samples_seen``) under each, clipped at ``max``. A comparison on one histogram: it
-says how far the family's tail is off there, not which family fits text lengths in general.
+Weibull, each with two parameters, as the log-normal), and where the source publishes a p99 the
+two-piece log-normal calc fits when a request gives it (``length_stats.p99``: the body through
+mean and p90, the tail through p90 and p99), then the expected longest sample of the rows' runs
+(``samples_seen``) under each, clipped at ``max``. A comparison on one histogram: it says how far
+the family's tail is off there, not which family fits text lengths in general.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 from statistics import NormalDist
 
 from accuracy import variable_length
-from calc.lengths import LengthStats, expected_longest, fit
+from calc.lengths import LengthStats, expected_longest, fit, tail
 
 _NORMAL = NormalDist()
 
@@ -78,6 +80,20 @@ def expected_longest_of(quantile, n: int, cap: float, nodes: int = 2000) -> floa
     return total / nodes
 
 
+def two_piece(stats: LengthStats, top: int):
+    """Quantile function of calc's fit for ``stats`` (with ``p99``: the two-piece log-normal)."""
+    mu, sigma, _ = fit(stats, top)
+    split = tail(stats)
+
+    def quantile(p: float) -> float:
+        z = _NORMAL.inv_cdf(p)
+        if split is None or z <= split[0]:
+            return math.exp(mu + sigma * z)
+        return math.exp(split[1] + split[2] * z)
+
+    return quantile
+
+
 def published_quantiles(text: str) -> dict[str, int]:
     """``mean``, ``pNN`` figures a row's ``length_source`` names (``mean 225, p90 442``)."""
     return {name: int(value) for name, value in re.findall(r"\b(mean|p\d\d) (\d+)\b", text)}
@@ -101,6 +117,10 @@ def main() -> int:
             "gamma": gamma_family(published["mean"], published["p90"]),
             "Weibull": weibull_family(published["mean"], published["p90"]),
         }
+        tailed = None
+        if "p99" in published:
+            tailed = LengthStats(**json.loads(row["length_stats"]), p99=published["p99"])
+            families["two-piece (p99)"] = two_piece(tailed, top)
         runs = sorted(
             {
                 int(r["samples_seen"])
@@ -116,6 +136,8 @@ def main() -> int:
             print(f"  {name:18s} " + ", ".join(cells) + "; expected longest " + ", ".join(longest))
         for n in runs:
             print(f"  calc.lengths.expected_longest of {n}: {expected_longest(stats, top, n)}")
+            if tailed is not None:
+                print(f"    with the data's p99: {expected_longest(tailed, top, n)}")
     return 0
 
 

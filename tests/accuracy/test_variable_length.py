@@ -99,7 +99,15 @@ def test_today_s_request_merges_the_reading_and_first_contact_keeps_the_recorded
     recorded = json.loads(row["calc_request"])
     changes = json.loads(row["today_request_changes"])
     assert vl.row_request(row, today=False) == recorded
-    assert vl.row_request(row) == {**recorded, "max_steps": int(row["max_steps"]), **changes}
+    stats = recorded["length_stats"]
+    if row["id"] in vl.load_quantiles():  # the data's p99, which the recorded keys could not say
+        stats = {**stats, "p99": vl.load_quantiles()[row["id"]]}
+    assert vl.row_request(row) == {
+        **recorded,
+        "max_steps": int(row["max_steps"]),
+        **changes,
+        "length_stats": stats,
+    }
     assert row["reading_note"]
     # the recorded first contact stays what calc said then
     assert float(row["first_contact_error"]) != pytest.approx(vl.judge_row(row).error, abs=1e-3)
@@ -117,3 +125,33 @@ def test_today_s_request_sees_the_run_s_samples(row):
     request = parse_estimate_request(vl.row_request(row))
     assert samples_seen(request) == int(row["samples_seen"])
     assert vl.judge_row(row).peak_batch_tokens <= vl.judge_row(row, today=False).peak_batch_tokens
+
+
+def test_the_quantiles_name_rows_and_fit_their_lengths():
+    """Every p99 belongs to a row of the peaks CSV, lies between the row's p90 and max, and
+    cites its source."""
+    quantiles = vl.load_quantiles()
+    by_id = {r["id"]: r for r in ROWS}
+    assert quantiles and set(quantiles) <= set(by_id)
+    with vl.QUANTILES.open(newline="") as handle:
+        assert all(r["source"].strip() for r in csv.DictReader(handle))
+    for row_id, p99 in quantiles.items():
+        stats = json.loads(by_id[row_id]["length_stats"])
+        assert stats.get("p90", 1) <= p99 <= stats["max"]
+
+
+def test_today_s_request_carries_the_data_s_p99_and_first_contact_does_not():
+    """A row with a published p99: today's request fits the tail through it (the Alpaca rows:
+    a shorter longest micro-batch than the log-normal through mean and p90 meets); the recorded
+    request, and the judged columns, do not."""
+    row = next(r for r in COVERED if r["id"] in vl.load_quantiles() and r["max_steps"])
+    today = vl.row_request(row)
+    assert today["length_stats"]["p99"] == vl.load_quantiles()[row["id"]]
+    assert "p99" not in vl.row_request(row, today=False)["length_stats"]
+    without = {**today, "length_stats": json.loads(row["length_stats"])}
+    from calc.memory import estimate_dict
+
+    assert (
+        estimate_dict(today)["data"]["peak_batch_tokens"]
+        < estimate_dict(without)["data"]["peak_batch_tokens"]
+    )

@@ -34,3 +34,13 @@ def test_expected_longest_of_a_quantile_function_is_calc_s_for_the_log_normal():
 def test_published_quantiles_are_read_from_the_row_s_words():
     text = "read off the figure's pixels: about 51,400 samples, mean 225, p90 442, p99 619; max"
     assert lt.published_quantiles(text) == {"mean": 225, "p90": 442, "p99": 619}
+
+
+def test_the_two_piece_fit_meets_the_published_p99_and_calc_s_longest():
+    stats = LengthStats(mean=225, p90=442, max=1585, p99=619)
+    q = lt.two_piece(stats, 1585)
+    assert q(0.9) == pytest.approx(442, rel=1e-6) and q(0.99) == pytest.approx(619, rel=1e-6)
+    for n in (60, 480):
+        assert lt.expected_longest_of(q, n, 1585) == pytest.approx(
+            expected_longest(stats, 2048, n), abs=1.5
+        )
