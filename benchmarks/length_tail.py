@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from statistics import NormalDist
 
 from accuracy import variable_length
@@ -80,7 +81,7 @@ def expected_longest_of(quantile, n: int, cap: float, nodes: int = 2000) -> floa
     return total / nodes
 
 
-def two_piece(stats: LengthStats, top: int):
+def two_piece(stats: LengthStats, top: int) -> Callable[[float], float]:
     """Quantile function of calc's fit for ``stats`` (with ``p99``: the two-piece log-normal)."""
     mu, sigma, _ = fit(stats, top)
     split = tail(stats)
