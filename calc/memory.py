@@ -1319,16 +1319,24 @@ def warnings_for(req: EstimateRequest) -> list[str]:
 
 
 def estimate_dict(request: object) -> JsonObject:
-    """JSON in, JSON out: validate the request, estimate, serialise. With ``length_stats``
-    the response adds PyTorch's caching allocator replayed over the data's growing steps
-    (:func:`calc.step_events.simulate_request`): ``allocator`` and ``min_device_bytes``. Only
-    here: the plan's many variants and the guides' tables do not pay for the replay."""
+    """JSON in, JSON out: validate the request, estimate, serialise (with
+    :func:`with_allocator`)."""
     req = parse_estimate_request(request)
-    out = estimate_request(req).to_dict()
+    return with_allocator(req, estimate_request(req).to_dict())
+
+
+def with_allocator(req: EstimateRequest, out: JsonObject) -> JsonObject:
+    """``out`` (the estimate response of ``req``) with, where ``req`` has ``length_stats``,
+    PyTorch's caching allocator replayed over the data's growing steps
+    (:func:`calc.step_events.simulate_request`): ``allocator`` and ``min_device_bytes``. Only
+    the response of the request itself (``estimate``, and ``plan``'s ``memory``): the plan's
+    other setups and the guides' tables do not pay for the replay unless
+    :data:`SIMULATED_VERDICT` is on."""
     if req.length_stats is not None:
         from .step_events import simulate_request
 
         simulated = simulate_request(req)
+        out = dict(out)
         out["allocator"] = simulated.to_dict()
         out["min_device_bytes"] = simulated.min_device_bytes
     return out

@@ -151,7 +151,7 @@ def need_of(estimate: JsonObject) -> Need:
         low, high = rng
         return Need(int(estimate["min_device_bytes"]), low, high, "min_device_bytes", total)
     low, high = device_range(estimate)
-    return Need(total, low, high, "device_total_bytes", total)
+    return Need(total, low, high)
 
 
 @dataclasses.dataclass(frozen=True)
