@@ -35,9 +35,11 @@ against the band computed from the other sources. ``python -m benchmarks.validat
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Iterator
 
 from accuracy import fit_boundaries as fb
 from accuracy import memory as vm
@@ -192,11 +194,45 @@ def coverage(observed: tuple[Row, ...] | None = None) -> dict[str, tuple[int, in
     return counts
 
 
+@contextlib.contextmanager
+def min_device_bands(table: dict[str, tuple[float, float]]) -> Iterator[None]:
+    """Run estimates with other :data:`calc.calibration.MIN_DEVICE_BANDS` (read at call time
+    by :func:`calc.calibration.min_device_range_bytes`); restores calc's bands on exit."""
+    saved = dict(calibration.MIN_DEVICE_BANDS)
+    calibration.MIN_DEVICE_BANDS.clear()
+    calibration.MIN_DEVICE_BANDS.update(table)
+    try:
+        yield
+    finally:
+        calibration.MIN_DEVICE_BANDS.clear()
+        calibration.MIN_DEVICE_BANDS.update(saved)
+
+
+def fit_boundary_agreement(held_out: bool = False) -> tuple[int, int]:
+    """Rows of ``fit_boundaries.csv`` on which the verdict judged on ``min_device_bytes``
+    (:func:`accuracy.fit_boundaries.min_device_verdict`, whatever the switch) agrees with the
+    publication (:func:`accuracy.fit_boundaries.agrees`), and the rows. ``held_out``: each row
+    judged with the bands computed without its source's rows (:func:`bands`)."""
+    agree = 0
+    table = fb.load()
+    for row in table:
+        request, card, length = fb.row_request(row), fb.memory_bytes(row), int(row["seq_len"])
+        source = f"{row['source_url']} {row['source_section']}"
+        own = bands([r for r in rows() if r.source != source]) if held_out else None
+        with contextlib.nullcontext() if own is None else min_device_bands(own):
+            at = fb.min_device_verdict(request, length, card)
+            above = fb.min_device_verdict(request, int(length * fb.ABOVE), card)
+        agree += fb.agrees(row["outcome"], at, above)
+    return agree, len(table)
+
+
 def figures() -> dict[str, object]:
     """What the methodology page publishes: rows and sources per kind, the bands, the
-    held-out coverage."""
+    held-out coverage, the fit-boundary agreement of the verdict judged on the figure."""
     observed = rows()
     inside, total = coverage(observed)["all"]
+    agree, boundaries = fit_boundary_agreement()
+    held, _ = fit_boundary_agreement(held_out=True)
     return {
         "rows": len(observed),
         "sources": len({r.source for r in observed}),
@@ -204,6 +240,9 @@ def figures() -> dict[str, object]:
         "bands": bands(observed),
         "coverage_inside": inside,
         "coverage_rows": total,
+        "fit_boundary_agree": agree,
+        "fit_boundary_rows": boundaries,
+        "fit_boundary_agree_held_out": held,
     }
 
 
@@ -227,6 +266,10 @@ def report() -> list[str]:
         lines.append(f"    {method:5s} {band}{note}")
     for group, (a, n) in coverage(observed).items():
         lines.append(f"  held-out coverage {group}: {a} of {n} ({a / n:.0%})")
+    for held_out in (False, True):
+        agree, n = fit_boundary_agreement(held_out)
+        how = "bands without the row's source" if held_out else "calc's bands"
+        lines.append(f"  fit boundaries, verdict on min_device_bytes ({how}): {agree} of {n}")
     return lines
 
 
@@ -236,6 +279,8 @@ __all__ = [
     "bands",
     "coverage",
     "figures",
+    "fit_boundary_agreement",
+    "min_device_bands",
     "fit_boundary_rows",
     "report",
     "reserved_peak_rows",

@@ -46,12 +46,8 @@ def test_the_band_is_calibrated_on_held_out_sources(rows):
     assert n >= 50 and inside / n >= 0.75  # nominal 80 % (10th-90th percentile)
 
 
-def test_the_min_device_verdict_agrees_with_nine_in_ten_fit_boundaries():
-    rows = fb.load()
-    agree = 0
-    for row in rows:
-        request, card, n = fb.row_request(row), fb.memory_bytes(row), int(row["seq_len"])
-        at = fb.min_device_verdict(request, n, card)
-        above = fb.min_device_verdict(request, int(n * fb.ABOVE), card)
-        agree += fb.agrees(row["outcome"], at, above)
-    assert agree / len(rows) >= 0.9
+@pytest.mark.parametrize("held_out", [False, True])
+def test_the_min_device_verdict_agrees_with_nine_in_ten_fit_boundaries(held_out):
+    agree, rows = md.fit_boundary_agreement(held_out)
+    assert rows == len(fb.load()) and agree / rows >= 0.9
+    assert calibration.MIN_DEVICE_BANDS == md.bands()  # the held-out bands were put back
