@@ -44,7 +44,7 @@ def main() -> int:
     judged = setups = 0
     for body in bodies:
         try:
-            req, options = parse_plan_request({"gpu": "h100-sxm", **body})
+            req, options = parse_plan_request({"gpu": "h100-sxm", "dataset_tokens": 1e8, **body})
             off = memory.estimate_request(req)
         except CalcError:
             continue
