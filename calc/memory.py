@@ -1170,8 +1170,8 @@ everywhere (:func:`calc.recommend.need_of`; ``verdict_basis`` ``min_device_bytes
 the verdict judges ``device_total_bytes`` and its range (``verdict_basis``
 ``device_total_bytes``), and only an estimate with ``length_stats`` shows
 ``min_device_bytes`` (:func:`estimate_dict`), for information. The one switch: on, a plan
-replays each of its setups (about fifty), which a CPython replay of some 46 ms per setup
-makes too slow for the calculator until the replay is faster."""
+replays each of its setups (about fifty), too slow for the calculator at today's replay speed
+(``python -m benchmarks.bench_plan --simulated``)."""
 
 
 def estimate_request(req: EstimateRequest) -> MemoryEstimate:
