@@ -89,21 +89,18 @@ def verdict(request: dict, seq_len: int, card: int) -> str:
 
 
 def min_device_verdict(request: dict, seq_len: int, card: int) -> str:
-    """The verdict if it judged ``min_device_bytes`` (the allocator replayed at the row's
-    fixed length: two optimizer steps) with the reserved range's relative spread."""
-    from calc.recommend import Need
+    """The verdict the site gives with :data:`calc.memory.SIMULATED_VERDICT` on, whatever the
+    switch: :func:`calc.recommend.need_of` of the estimate with ``min_device_bytes`` and its
+    calibrated range (:func:`calc.memory.with_min_device`)."""
+    from calc.memory import estimate_request, with_min_device
     from calc.request import parse_estimate_request
-    from calc.step_events import simulate_request
 
-    body = {**request, "seq_len": seq_len}
     try:
-        estimate = estimate_dict(body)
-        need = simulate_request(parse_estimate_request(body)).min_device_bytes
+        req = parse_estimate_request({**request, "seq_len": seq_len})
+        estimate = with_min_device(req, estimate_request(req)).to_dict()
     except CalcError:
         return "does_not_fit"
-    low, high = estimate["peak_reserved_range_bytes"]
-    reserved = estimate["peak_reserved_bytes"]
-    return judge(Need(need, int(need * low / reserved), int(need * high / reserved)), card).state
+    return judge(need_of(estimate), card).state
 
 
 def stacks(path: Path = STACKS) -> dict[str, tuple[str, dict[str, object]]]:

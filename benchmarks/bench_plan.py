@@ -1,12 +1,14 @@
 """Speed of the plan command (target: a full recommendation over the catalogue <= 50 ms in CPython).
 
-    python benchmarks/bench_plan.py [repeats]
+    python benchmarks/bench_plan.py [repeats] [--simulated]
 
 Prints, per request, the median and 90th-percentile wall time of
 - ``recommendation``: every card x (1, 2, 4, 8 GPUs) x sharding, memory estimates included
   (a fresh estimator each time, so nothing is cached between repeats);
 - ``plan``: the whole ``plan_dict`` (validation, recommendation, both solvers, suggestions);
-and how many memory estimates each needed.
+and how many memory estimates each needed. ``--simulated``: with every estimate replaying the
+caching allocator (:data:`calc.memory.SIMULATED_VERDICT` on), the replays' cache emptied before
+each run so that no repeat reuses another's replays.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from calc import plan, recommend  # noqa: E402
+from calc import memory, plan, recommend  # noqa: E402
+from calc.step_events import simulate_request  # noqa: E402
 
 REQUESTS = {
     "llama-3.1-8b lora, fits most cards": {
@@ -56,6 +59,7 @@ REQUESTS = {
 def _timed(fn, repeats: int) -> tuple[list[float], object]:
     times, result = [], None
     for _ in range(repeats):
+        simulate_request.cache_clear()
         start = time.perf_counter()
         result = fn()
         times.append((time.perf_counter() - start) * 1000.0)
@@ -68,8 +72,14 @@ def _p90(values: list[float]) -> float:
 
 
 def main(argv: list[str]) -> int:
+    simulated = "--simulated" in argv
+    argv = [a for a in argv if a != "--simulated"]
     repeats = int(argv[1]) if len(argv) > 1 else 50
-    print(f"python {sys.version.split()[0]}, {repeats} repeats; times in ms")
+    memory.SIMULATED_VERDICT = simulated or memory.SIMULATED_VERDICT
+    print(
+        f"python {sys.version.split()[0]}, {repeats} repeats; times in ms"
+        f"{'; every estimate replays the allocator' if memory.SIMULATED_VERDICT else ''}"
+    )
     for name, data in REQUESTS.items():
         req, options = plan.parse_plan_request(data)
 

@@ -4,7 +4,8 @@ Prints, per row of validation/fit_boundaries.csv (:mod:`accuracy.fit_boundaries`
 at the published length, 25 % above it, calc's largest length that is not ``does_not_fit``
 and whether the verdict agrees; then the share of rows that agree, the error of the largest
 length and the recorded first-contact agreement. ``--min-device`` adds the verdict judged on
-``min_device_bytes``; ``--first-contact`` records the rows not yet judged. Then the published
+``min_device_bytes`` with its calibrated range, and that range's derivation
+(:mod:`accuracy.min_device`: each row's error, the bands, the held-out coverage); ``--first-contact`` records the rows not yet judged. Then the published
 reserved peaks of variable-length runs (:mod:`accuracy.variable_length`): each row today and the
 recorded first contact (median and p90 of ``|error|``).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from accuracy import variable_length
+from accuracy import min_device, variable_length
 from accuracy.fit_boundaries import (
     ABOVE,
     agrees,
@@ -59,6 +60,7 @@ def main() -> int:
             count += ok
             print(f"{row['id']:22s} min_device verdict {at:12s} x{ABOVE} {above:12s} {ok}")
         print(f"verdict on min_device_bytes agrees on {count} of {len(rows)}")
+        print("\n".join(min_device.report()))
     if args.first_contact:
         record_first_contact(rows, judged)
     print(first_contact_summary(load()))

@@ -10,8 +10,12 @@ sources measured for such a prediction. ``python -m benchmarks.validate_memory``
 the bands it derives and what share of held-out rows fell inside (the calibration), and a
 test keeps :data:`ERROR_BANDS` equal to them.
 
-Verdict of a card (``plan``'s ``fits`` entries): the device range is the reserved range
-plus what the allocator does not see (CUDA context, NCCL buffers), each end multiplied by
+The replayed allocator's smallest device (``min_device_bytes``) has a band of its own,
+:data:`MIN_DEVICE_BANDS`, measured the same way on the rows that observe it.
+
+Verdict of a card (``plan``'s ``fits`` entries): the device range is the range of
+``min_device_bytes`` where the estimate carries it, else the reserved range plus what the
+allocator does not see (CUDA context, NCCL buffers), each end multiplied by
 ``1 + safety_margin`` when the user sets one (default 0: no margin beyond the range).
 ``fits`` when the upper end is at most the card's memory, ``does_not_fit`` when the lower
 end is above it, ``borderline`` in between.
@@ -38,6 +42,17 @@ ERROR_BANDS: dict[tuple[str, str], tuple[float, float]] = {
 """``(method, metric) -> (p10, p90)`` of the signed leave-one-source-out error (fractions),
 from ``python -m benchmarks.validate_memory`` (section "calibrated bands")."""
 
+MIN_DEVICE_BANDS: dict[str, tuple[float, float]] = {
+    "full": (-0.199, 0.204),
+    "lora": (-0.168, 0.206),
+    "qlora": (-0.168, 0.11),
+}
+"""``method -> (p10, p90)`` of the signed error of ``min_device_bytes`` (the replayed
+allocator's smallest device, :func:`calc.step_events.simulate_request`) against what published
+runs needed: fixed-shape and variable-length reserved peaks plus the memory outside the
+allocator, and the largest lengths that fitted a card (``accuracy/min_device.py``), from
+``python -m benchmarks.validate_fit_boundaries --min-device`` (section "calibrated bands")."""
+
 VERDICTS = ("fits", "borderline", "does_not_fit")
 
 
@@ -45,6 +60,15 @@ def range_bytes(value: int, method: str, metric: str) -> list[int]:
     """``[low, high]`` bytes for a predicted ``value``: ``value / (1 + p90)`` and
     ``value / (1 + p10)``, never reversed."""
     p10, p90 = ERROR_BANDS[(method, metric)]
+    low = math.floor(value / (1 + p90))
+    high = math.ceil(value / (1 + p10))
+    return [min(low, high), max(low, high)]
+
+
+def min_device_range_bytes(value: int, method: str) -> list[int]:
+    """``[low, high]`` bytes around a predicted ``min_device_bytes``: ``value / (1 + p90)`` and
+    ``value / (1 + p10)`` of :data:`MIN_DEVICE_BANDS`, never reversed."""
+    p10, p90 = MIN_DEVICE_BANDS[method]
     low = math.floor(value / (1 + p90))
     high = math.ceil(value / (1 + p10))
     return [min(low, high), max(low, high)]
@@ -62,4 +86,14 @@ def verdict(
     return "borderline"
 
 
-__all__ = ["ERROR_BANDS", "METHODS", "METRICS", "MIN_ROWS", "VERDICTS", "range_bytes", "verdict"]
+__all__ = [
+    "ERROR_BANDS",
+    "METHODS",
+    "METRICS",
+    "MIN_DEVICE_BANDS",
+    "MIN_ROWS",
+    "VERDICTS",
+    "min_device_range_bytes",
+    "range_bytes",
+    "verdict",
+]

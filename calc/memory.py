@@ -172,6 +172,9 @@ class MemoryEstimate:
     data: JsonObject | None = (
         None  # the data's step sequence (calc.lengths), with length_stats only
     )
+    min_device_bytes: int = 0  # the replayed allocator's smallest device; 0: not replayed
+    min_device_range_bytes: tuple[int, ...] = ()  # its calibrated range (MIN_DEVICE_BANDS)
+    verdict_basis: str = "device_total_bytes"  # what the verdict judges (see SIMULATED_VERDICT)
 
     def __post_init__(self) -> None:
         if sum(self.components.values()) != self.peak_allocated_bytes:
@@ -201,6 +204,15 @@ class MemoryEstimate:
             "fsdp_wrap_reserved_bytes": self.fsdp_wrap_reserved_bytes,
             "allocator_slack_fraction": self.allocator_slack_fraction,
             **({} if self.data is None else {"data": dict(self.data)}),
+            **(
+                {
+                    "min_device_bytes": self.min_device_bytes,
+                    "min_device_range_bytes": list(self.min_device_range_bytes),
+                }
+                if self.min_device_range_bytes
+                else {}
+            ),
+            "verdict_basis": self.verdict_basis,
         }
 
 
@@ -1150,16 +1162,53 @@ def embedding_grad_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     return req.model.vocab_size * req.model.hidden_size * reg.grad_bytes
 
 
+SIMULATED_VERDICT = False
+"""Whether every estimate replays PyTorch's caching allocator over its steps
+(:func:`calc.step_events.simulate_request`) and carries ``min_device_bytes`` with its
+calibrated range (:data:`calc.calibration.MIN_DEVICE_BANDS`), which the verdict then judges
+everywhere (:func:`calc.recommend.need_of`; ``verdict_basis`` ``min_device_bytes``). Off:
+the verdict judges ``device_total_bytes`` and its range (``verdict_basis``
+``device_total_bytes``), and only an estimate with ``length_stats`` shows
+``min_device_bytes`` (:func:`estimate_dict`), for information. The one switch: on, a plan
+replays each of its setups (about fifty), too slow for the calculator at today's replay speed
+(``python -m benchmarks.bench_plan --simulated``)."""
+
+
 def estimate_request(req: EstimateRequest) -> MemoryEstimate:
     """Peak memory per GPU for a validated request. With ``length_stats``, at the longest
     micro-batch of the data's step sequence (:mod:`calc.lengths`): its padded length per sample
-    stands for ``seq_len``; the response echoes the request as given and adds ``data``."""
+    stands for ``seq_len``; the response echoes the request as given and adds ``data``. With
+    :data:`SIMULATED_VERDICT`, the replayed allocator's smallest device too
+    (:func:`with_min_device`)."""
     shape = request_shape(req)
     if shape is None:
-        return _estimate_at(req)
-    est = _estimate_at(replace(req, seq_len=shape.peak_length))
-    warnings = est.warnings if shape.exact else (*est.warnings, "length_stats_approximated")
-    return replace(est, request=req.to_dict(), data=shape.to_dict(), warnings=warnings)
+        est = _estimate_at(req)
+    else:
+        est = _estimate_at(replace(req, seq_len=shape.peak_length))
+        warnings = est.warnings if shape.exact else (*est.warnings, "length_stats_approximated")
+        est = replace(est, request=req.to_dict(), data=shape.to_dict(), warnings=warnings)
+    return with_min_device(req, est) if SIMULATED_VERDICT else est
+
+
+def with_min_device(req: EstimateRequest, est: MemoryEstimate) -> MemoryEstimate:
+    """``est`` with ``min_device_bytes`` (:func:`calc.step_events.simulate_request` of the
+    request: the data's steps with ``length_stats``, else two steps at ``seq_len``), its
+    calibrated range, and ``verdict_basis`` ``min_device_bytes``. Where the replay cannot run
+    the sequence calc built (an inconsistency of the replay, not of the request), the estimate
+    stays judged on ``device_total_bytes`` and says so (warning
+    ``min_device_not_simulated``)."""
+    from .step_events import simulate_request
+
+    try:
+        need = simulate_request(req).min_device_bytes
+    except AssertionError:
+        return replace(est, warnings=(*est.warnings, "min_device_not_simulated"))
+    return replace(
+        est,
+        min_device_bytes=need,
+        min_device_range_bytes=tuple(calibration.min_device_range_bytes(need, req.method.value)),
+        verdict_basis="min_device_bytes",
+    )
 
 
 def _estimate_at(req: EstimateRequest) -> MemoryEstimate:
@@ -1270,16 +1319,24 @@ def warnings_for(req: EstimateRequest) -> list[str]:
 
 
 def estimate_dict(request: object) -> JsonObject:
-    """JSON in, JSON out: validate the request, estimate, serialise. With ``length_stats``
-    the response adds PyTorch's caching allocator replayed over the data's growing steps
-    (:func:`calc.step_events.simulate_request`): ``allocator`` and ``min_device_bytes``. Only
-    here: the plan's many variants and the guides' tables do not pay for the replay."""
+    """JSON in, JSON out: validate the request, estimate, serialise (with
+    :func:`with_allocator`)."""
     req = parse_estimate_request(request)
-    out = estimate_request(req).to_dict()
+    return with_allocator(req, estimate_request(req).to_dict())
+
+
+def with_allocator(req: EstimateRequest, out: JsonObject) -> JsonObject:
+    """``out`` (the estimate response of ``req``) with, where ``req`` has ``length_stats``,
+    PyTorch's caching allocator replayed over the data's growing steps
+    (:func:`calc.step_events.simulate_request`): ``allocator`` and ``min_device_bytes``. Only
+    the response of the request itself (``estimate``, and ``plan``'s ``memory``): the plan's
+    other setups and the guides' tables do not pay for the replay unless
+    :data:`SIMULATED_VERDICT` is on."""
     if req.length_stats is not None:
         from .step_events import simulate_request
 
         simulated = simulate_request(req)
+        out = dict(out)
         out["allocator"] = simulated.to_dict()
         out["min_device_bytes"] = simulated.min_device_bytes
     return out

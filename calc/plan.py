@@ -312,8 +312,9 @@ def _recommendations(planner: Planner) -> JsonObject:
                     "memory_bytes": gpu.memory_bytes,
                     "device_total_bytes": est["device_total_bytes"],
                     "required_bytes": verdict.required_bytes,
-                    "headroom_fraction": (gpu.memory_bytes - est["device_total_bytes"])
-                    / gpu.memory_bytes,
+                    # the headroom of the figure the verdict judged (need_of)
+                    "headroom_fraction": (gpu.memory_bytes - need.central_bytes) / gpu.memory_bytes,
+                    **_min_device(need),
                     "time_hours": cost.schedule.total_hours,
                     "tokens_per_second": time.tokens_per_second,
                     "cost_usd": cost.total_usd,
@@ -486,6 +487,11 @@ def _solvers(planner: Planner) -> JsonObject:
     }
 
 
+def _min_device(need: recommend.Need) -> JsonObject:
+    """``{"min_device_bytes": ...}`` where the verdict judged it, else nothing (additive)."""
+    return {"min_device_bytes": need.central_bytes} if need.basis == "min_device_bytes" else {}
+
+
 def _suggestion(
     planner: Planner, action: str, changes: JsonObject, extra: JsonObject | None = None
 ) -> JsonObject | None:
@@ -497,14 +503,17 @@ def _suggestion(
     sharding = changes.get("sharding", planner.request.sharding.value)
     time = planner.time(gpu, num_gpus, sharding, changes)
     cost = planner.cost(gpu, num_gpus, time.compute_hours, planner.price(gpu))
+    need = recommend.need_of(est)
     out = {
         "action": action,
         "changes": dict(changes),
         "fits": planner.fits(est, gpu),
         "verdict": planner.state(est, gpu),
         "device_total_bytes": est["device_total_bytes"],
+        **_min_device(need),
         "required_bytes": recommend.required_for(est, planner.options.safety_margin),
-        "saved_bytes": planner.base["device_total_bytes"] - est["device_total_bytes"],
+        # what the change saves of the figure the verdict judges (need_of)
+        "saved_bytes": recommend.need_of(planner.base).central_bytes - need.central_bytes,
         "host_bytes": est["host_bytes"],
         "time_hours": cost.schedule.total_hours,
         "cost_usd": cost.total_usd,
@@ -620,6 +629,8 @@ def plan_request(
     request: EstimateRequest, options: PlanOptions, estimator: recommend.Estimator | None = None
 ) -> JsonObject:
     """The plan for a validated request (see the module docstring for the response)."""
+    from .memory import with_allocator
+
     planner = Planner(request, options, estimator)
     gpu = options.gpu
     base = planner.base
@@ -656,7 +667,9 @@ def plan_request(
         "gpu": gpu.id,
         "num_gpus": request.num_gpus,
         "sharding": request.sharding.value,
-        "memory": base,
+        # the request's own estimate as ``estimate`` answers it (min_device_bytes with
+        # length_stats); the verdicts above judged ``base`` (need_of)
+        "memory": with_allocator(request, base),
         "fits_selected_gpu": selected_fits,
         "time_hours": cost.schedule.total_hours,
         "time": time_out,

@@ -122,11 +122,15 @@ def device_range(estimate: JsonObject) -> tuple[int, int]:
 class Need:
     """The device memory a run needs: a central figure and its calibrated range, in bytes
     (``low_bytes <= central_bytes <= high_bytes`` for a calibrated estimate; all three equal
-    for a plain figure)."""
+    for a plain figure); ``basis``: which figure of the estimate the central one is
+    (``min_device_bytes`` or ``device_total_bytes``), and ``device_total_bytes`` the
+    estimate's own (what nvidia-smi would show on a large card), whichever is judged."""
 
     central_bytes: int
     low_bytes: int
     high_bytes: int
+    basis: str = "device_total_bytes"
+    device_total_bytes: int | None = None
 
     @classmethod
     def exact(cls, nbytes: int) -> Need:
@@ -135,11 +139,19 @@ class Need:
 
 
 def need_of(estimate: JsonObject) -> Need:
-    """What the verdict judges of an estimate: the device total (what nvidia-smi would show)
-    and its calibrated range (:func:`device_range`). The one place that says which bytes a
-    run needs: a better figure (the smallest device the run fits) replaces this body only."""
+    """What the verdict judges of an estimate, the one place that says which bytes a run
+    needs: ``min_device_bytes`` (the smallest card on which the replayed allocator runs the
+    steps, :func:`calc.step_events.simulate_request`) and its calibrated range
+    (``min_device_range_bytes``, :data:`calc.calibration.MIN_DEVICE_BANDS`) where the estimate
+    carries them (:data:`calc.memory.SIMULATED_VERDICT`); otherwise the device total (what
+    nvidia-smi would show) and its calibrated range (:func:`device_range`)."""
+    total = int(estimate["device_total_bytes"])
+    rng = estimate.get("min_device_range_bytes")
+    if rng:
+        low, high = rng
+        return Need(int(estimate["min_device_bytes"]), low, high, "min_device_bytes", total)
     low, high = device_range(estimate)
-    return Need(int(estimate["device_total_bytes"]), low, high)
+    return Need(total, low, high)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,20 +187,27 @@ class Verdict:
     def to_dict(self) -> JsonObject:
         """The card-table entry (``plan``'s ``fits``): ``verdict``, ``fits`` (``verdict ==
         "fits"``), the range judged, what ``fits`` requires and the headroom of the central
-        figure (``headroom_*``, without the margin)."""
+        figure judged (``headroom_*``, without the margin); with ``verdict_basis``
+        ``min_device_bytes``, that figure as ``min_device_bytes`` beside the estimate's
+        ``device_total_bytes``."""
         central = self.need.central_bytes
         headroom = self.memory_bytes - central
-        return {
+        total = central if self.need.device_total_bytes is None else self.need.device_total_bytes
+        out: JsonObject = {
             "fits": self.fits,
             "fits_without_margin": central <= self.memory_bytes,
             "memory_bytes": self.memory_bytes,
-            "device_total_bytes": central,
+            "device_total_bytes": total,
             "required_bytes": self.required_bytes,
             "headroom_bytes": headroom,
             "headroom_fraction": headroom / self.memory_bytes,
             "verdict": self.state,
             "device_range_bytes": [self.need.low_bytes, self.need.high_bytes],
         }
+        if self.need.basis == "min_device_bytes":
+            out["min_device_bytes"] = central
+            out["verdict_basis"] = self.need.basis
+        return out
 
 
 def judge(need: Need, memory_bytes: int, safety_margin: float = 0.0) -> Verdict:

@@ -278,7 +278,7 @@ class Renderer:
                 self.text(self.mpath("peak_phase"), translate("phases", m["peak_phase"], self.s)),
             )
         )
-        for key in ("params_total", "params_trainable", "host_bytes"):
+        for key in ("min_device_bytes", "params_total", "params_trainable", "host_bytes"):
             if _is_number(m.get(key)):
                 kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))
         section: Node = [
@@ -484,6 +484,16 @@ class Renderer:
                 format_number(fit["device_total_bytes"] / GIB, 1, self.lang),
             ]
         ]
+
+    def basis_note(self) -> str | None:
+        """Which figure the range judged is, where the response shows the replayed
+        allocator's smallest card (``min_device_bytes``): that one, or the device total with
+        the smallest card beside it for information; ``None`` where there is no such figure."""
+        if self.result["fits"][self.result["gpu"]].get("verdict_basis") == "min_device_bytes":
+            return str(self.s["ui"]["verdict_basis_min_device"])
+        if _is_number(self.memory.get("min_device_bytes")):
+            return str(self.s["ui"]["verdict_basis_device_total"])
+        return None
 
     def verdict_items(self) -> Node:
         """The answer in one line: "1 × RTX 4090: fits (19.2–20.9 of 24.0 GiB) · 20 h · 33 USD"."""
@@ -941,6 +951,9 @@ class Renderer:
                 ]
             )
         note = self.s["ui"]["verdict_rule"]
+        basis = self.basis_note()
+        if basis:
+            note += " " + basis
         margin = self.margin_text()
         if margin:
             note += " " + self.s["ui"]["margin_note"].replace(

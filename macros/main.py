@@ -42,6 +42,7 @@ from macros import (  # noqa: E402
     validation_fit_boundaries,
     validation_variable_length,
     validation_loso,
+    validation_min_device,
     validation_time_first_contact,
 )
 
@@ -68,6 +69,7 @@ def define_env(env) -> None:
     validation_first_contact.register(env)
     validation_fit_boundaries.register(env)
     validation_variable_length.register(env)
+    validation_min_device.register(env)
     validation_time_first_contact.register(env)
     cli_docs.register(env)
     config_import_docs.register(env)

@@ -154,8 +154,10 @@ def memory_rows(est: JsonObject, fmt: Formatter) -> list[tuple[str, str]]:
         (msg.text("table.allocated"), figure("peak_allocated")),
         (msg.text("table.reserved"), figure("peak_reserved")),
         (msg.text("table.on_device"), total),
-        (msg.text("table.peak_phase"), msg.option("phase", str(est.get("peak_phase")))),
     ]
+    if "min_device_bytes" in est:  # the replayed allocator's smallest card, with its range
+        rows.append((msg.text("table.min_device"), figure("min_device")))
+    rows.append((msg.text("table.peak_phase"), msg.option("phase", str(est.get("peak_phase")))))
     if est.get("host_bytes"):
         rows.append((msg.text("table.host"), fmt.gib(est["host_bytes"])))
     return rows

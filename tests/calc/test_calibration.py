@@ -125,3 +125,13 @@ def test_plan_keeps_its_fields():
         "device_range_bytes",
     } <= set(entry)
     assert entry["verdict"] in calibration.VERDICTS
+
+
+def test_min_device_range_hand_computed():
+    """``[value / (1 + p90), value / (1 + p10)]`` of the method's min_device band."""
+    p10, p90 = calibration.MIN_DEVICE_BANDS["lora"]
+    value = 20 * 2**30
+    low, high = calibration.min_device_range_bytes(value, "lora")
+    assert low == math.floor(value / (1 + p90)) and high == math.ceil(value / (1 + p10))
+    assert low < value < high
+    assert set(calibration.MIN_DEVICE_BANDS) == set(calibration.METHODS)

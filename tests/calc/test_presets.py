@@ -675,3 +675,15 @@ def test_kimi_linear_preset_counts_what_transformers_builds():
     assert presets.resolve_preset_id("moonshotai/Kimi-Linear-48B-A3B-Base") == (
         "kimi-linear-48b-a3b"
     )
+
+
+def test_qwen3_6_27b_reads_its_published_config_as_pasted():
+    arch = presets.get_preset("qwen3.6-27b")
+    assert arch.family == "qwen3_5_text" and arch.extra["text_config_only"]
+    # transformers 5.17 Qwen3_5ForCausalLM on the meta device, parameters summed; Qwen's card:
+    # "27B" for the language model (the vision encoder and the MTP layer apart)
+    assert arch.params_total == arch.params_active == 26_895_998_464
+    assert _count(arch, "total") == pytest.approx(27e9, rel=0.005)
+    assert dict(arch.block_counts) == {"full_attention": 16, "linear_attention": 48}
+    la = arch.linear_attention
+    assert (la.key_heads, la.value_heads, la.key_head_dim, la.value_head_dim) == (16, 48, 128, 128)

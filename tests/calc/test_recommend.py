@@ -152,3 +152,105 @@ def test_a_variant_re_evaluates_an_enum_behaviour_of_the_profile_as_its_member()
     variant = recommend.Estimator(req).variant(num_gpus=2, sharding="zero3")
     assert variant.attention_mask is AttentionMask.CAUSAL
     assert recommend.Estimator(req).get(num_gpus=2, sharding="zero3") is not None
+
+
+def test_need_of_judges_min_device_and_its_range_where_the_estimate_carries_them():
+    """The replayed allocator's smallest card and its calibrated range are what the verdict
+    judges; the card entry keeps the estimate's device total beside it."""
+    est = {
+        "device_total_bytes": 110,
+        "peak_reserved_bytes": 100,
+        "peak_reserved_range_bytes": [90, 120],
+        "min_device_bytes": 95,
+        "min_device_range_bytes": [85, 104],
+    }
+    need = recommend.need_of(est)
+    assert (need.central_bytes, need.low_bytes, need.high_bytes) == (95, 85, 104)
+    assert need.basis == "min_device_bytes"
+    entry = recommend.judge(need, 105).to_dict()
+    assert entry["verdict"] == "fits"  # on the device range (100-130) it would be borderline
+    assert entry["device_total_bytes"] == 110 and entry["min_device_bytes"] == 95
+    assert entry["verdict_basis"] == "min_device_bytes" and entry["headroom_bytes"] == 10
+    assert recommend.judge(need, 90).state == "borderline"
+    assert recommend.judge(need, 84).state == "does_not_fit"
+    # without its range (an estimate with length_stats, the switch off) it is not judged
+    shown = {k: v for k, v in est.items() if k != "min_device_range_bytes"}
+    assert recommend.need_of(shown) == recommend.Need(110, 100, 130)
+    assert "verdict_basis" not in recommend.judge(recommend.need_of(shown), 105).to_dict()
+
+
+# ---- the switch: every estimate judged on min_device_bytes ----------------------------------
+
+SMALL = {"model": "qwen2.5-0.5b", "method": "full", "seq_len": 2048, "micro_batch_size": 4}
+
+
+@pytest.fixture
+def simulated(monkeypatch):
+    from calc import memory
+
+    monkeypatch.setattr(memory, "SIMULATED_VERDICT", True)
+
+
+def test_off_the_verdict_judges_the_device_total_and_says_so():
+    from calc.memory import estimate_dict
+
+    est = estimate_dict(SMALL)
+    assert est["verdict_basis"] == "device_total_bytes" and "min_device_bytes" not in est
+    assert recommend.need_of(est).basis == "device_total_bytes"
+
+
+def test_on_every_estimate_carries_min_device_and_old_fields_keep_their_values(monkeypatch):
+    from calc import calibration, memory
+    from calc.step_events import simulate_request
+
+    off = memory.estimate_dict(SMALL)
+    monkeypatch.setattr(memory, "SIMULATED_VERDICT", True)
+    on = memory.estimate_dict(SMALL)
+    need = simulate_request(parse_estimate_request(SMALL)).min_device_bytes
+    assert on["min_device_bytes"] == need
+    assert on["min_device_range_bytes"] == calibration.min_device_range_bytes(need, "full")
+    assert on["verdict_basis"] == "min_device_bytes"
+    added = ("min_device_bytes", "min_device_range_bytes", "verdict_basis")
+    assert {k: v for k, v in on.items() if k not in added} == {
+        k: v for k, v in off.items() if k not in added
+    }
+
+
+def test_on_plan_s_table_solvers_and_suggestions_judge_min_device(simulated):
+    """One verdict: the card table, the micro-batch solver and the suggestions all read the
+    range of min_device_bytes."""
+    from calc.memory import estimate_dict
+    from calc.plan import plan_dict
+
+    body = {**SMALL, "micro_batch_size": 8, "gpu": "rtx-4060-ti-16gb", "dataset_tokens": 1e7}
+    out = plan_dict(body)
+    need = recommend.need_of(out["memory"])
+    assert need.basis == "min_device_bytes"
+    for gpu in gpus.all_gpus():
+        entry = out["fits"][gpu.id]
+        assert entry == recommend.judge(need, gpu.memory_bytes).to_dict()
+        assert entry["min_device_bytes"] == out["memory"]["min_device_bytes"]
+    card = gpus.get_gpu("rtx-4060-ti-16gb").memory_bytes
+    solved = out["solvers"]["max_micro_batch_size"]
+    assert solved["found"]
+    at = estimate_dict({**SMALL, "micro_batch_size": solved["value"]})
+    above = estimate_dict({**SMALL, "micro_batch_size": solved["value"] + 1})
+    assert recommend.judge(recommend.need_of(at), card).state == "fits"
+    assert recommend.judge(recommend.need_of(above), card).state != "fits"
+    assert out["suggestions"] and all("min_device_bytes" in s for s in out["suggestions"])
+    picks = out["recommendations"]["configs"]
+    assert picks and all("min_device_bytes" in c for c in picks)
+
+
+def test_where_the_replay_fails_the_estimate_falls_back_and_says_so(simulated, monkeypatch):
+    from calc import step_events
+    from calc.memory import estimate_dict
+
+    def broken(req):
+        raise AssertionError("the unlimited replay did not reach its own allocation")
+
+    monkeypatch.setattr(step_events, "simulate_request", broken)
+    est = estimate_dict(SMALL)
+    assert est["verdict_basis"] == "device_total_bytes" and "min_device_bytes" not in est
+    assert "min_device_not_simulated" in est["warnings"]
+    assert recommend.need_of(est).basis == "device_total_bytes"

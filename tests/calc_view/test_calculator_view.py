@@ -913,6 +913,46 @@ def test_what_to_change_says_what_the_changed_setup_gets(model, method, gpu):
         assert item["fits"] == (item["verdict"] == "fits")
 
 
+@pytest.mark.parametrize(
+    ("model", "method", "gpu"),
+    [("llama-3.1-8b", "lora", "rtx-4090"), ("qwen3-4b", "full", "l40s")],
+)
+def test_judged_on_min_device_the_page_still_says_one_verdict(model, method, gpu, monkeypatch):
+    """With every estimate judged on the replayed allocator's smallest card
+    (``calc.memory.SIMULATED_VERDICT``), the headline, body, cards table and solvers still say
+    one verdict, the memory section shows that figure and the cards table says it judged it."""
+    from calc import memory
+
+    monkeypatch.setattr(memory, "SIMULATED_VERDICT", True)
+    test_headline_body_cards_table_and_solvers_say_one_verdict(model, method, gpu)
+    result = _grid_plan(model, method, gpu)
+    assert result["fits"][gpu]["verdict_basis"] == "min_device_bytes"
+    for lang in ("es", "en"):
+        tree = view.render_results(result, lang, STRINGS[lang])
+        shown = _find(tree, lambda a: a.get("data-output") == "min_device_bytes")
+        assert [s[1]["data-value"] for s in shown] == [
+            view.raw_value(result["memory"]["min_device_bytes"])
+        ]
+        assert STRINGS[lang]["ui"]["verdict_basis_min_device"] in _text(tree)
+
+
+def test_with_length_stats_the_smallest_card_is_shown_and_what_is_judged_is_said():
+    """Switch off: the plan's own estimate shows min_device_bytes (length_stats), and the
+    cards table says the range judged is the device total's."""
+    result = _grid_plan("llama-3.1-8b", "lora", "rtx-4090", length_stats={"mean": 600, "p90": 1500})
+    assert result["memory"]["verdict_basis"] == "device_total_bytes"
+    tree = view.render_results(result, "en", STRINGS["en"])
+    shown = _find(tree, lambda a: a.get("data-output") == "min_device_bytes")
+    assert [s[1]["data-value"] for s in shown] == [
+        view.raw_value(result["memory"]["min_device_bytes"])
+    ]
+    text = _text(tree)
+    assert STRINGS["en"]["ui"]["verdict_basis_device_total"] in text
+    assert STRINGS["en"]["ui"]["verdict_basis_min_device"] not in text
+    plain = view.render_results(_grid_plan("llama-3.1-8b", "lora", "rtx-4090"), "en", STRINGS["en"])
+    assert STRINGS["en"]["ui"]["verdict_basis_device_total"] not in _text(plain)
+
+
 def test_the_reported_contradictions_are_gone():
     """Llama 3.1 8B LoRA on an RTX 4090: borderline in the headline, the body, the cards
     table and the max micro-batch (not "does not fit ... even with 1")."""

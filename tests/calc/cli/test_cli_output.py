@@ -145,6 +145,19 @@ def test_plan_table_without_range_or_verdict_falls_back():
     assert "fits only without the safety margin" in text  # from fits / fits_without_margin
 
 
+def test_the_smallest_card_is_a_memory_row_with_its_range_where_the_response_has_it():
+    plan = json.loads(json.dumps(PLAN))
+    assert "Smallest card it runs on" not in render_plan(plan, Messages("en"))
+    plan["memory"]["min_device_bytes"] = 20 * 2**30
+    text = render_plan(plan, Messages("en"))
+    assert "Smallest card it runs on (allocator replayed)  20.0 GiB\n" in text
+    plan["memory"]["min_device_range_bytes"] = [18 * 2**30, 24 * 2**30]
+    text = render_plan(plan, Messages("es"))
+    assert (
+        "Tarjeta mínima en la que corre (asignador reproducido)  20,0 GiB (18,0–24,0 GiB)" in text
+    )
+
+
 def test_no_margin_no_margin_words():
     plan = json.loads(json.dumps(PLAN))
     plan["safety_margin"] = 0.0
