@@ -339,6 +339,8 @@ class StepReplay:
         self._bands: dict[int, int] = {}
         # copies kept by _pause, by the id of the state paused (kept with it)
         self._pause_copies: dict[int, tuple[_Progress, list[_Progress]]] = {}
+        # the walk's continuations so far, by where they began (see _splice)
+        self._seen: list[_Seen] = []
 
     def _band(self, length: int) -> int:
         found = self._bands.get(length)
@@ -391,12 +393,15 @@ class StepReplay:
         self,
         run: _Progress,
         marks: list[tuple[int, _Progress]] | None = None,
+        until: tuple[int, int] | None = None,
     ) -> int:
         """Run ``run`` on from where it stands to the end: -1 when it fits, else the index
         of the step that ran out of memory (see :meth:`replay`), or :data:`_PAUSED` when
         the allocator paused (``pause_before``; ``run`` then stands before that event).
         ``marks``: a copy of ``run`` at the start of each of the last :data:`MARKED_STEPS`
-        steps it runs (not the first), with the device allocations made before it."""
+        steps it runs (not the first), with the device allocations made before it.
+        ``until``: a place (step, offset in it; the offset not 0) not behind ``run``: there
+        the run stops and returns :data:`_AT` (unless it skips that step or stops before)."""
         a, live = run.a, run.live
         if run.index < 0:
             events = self._resident
@@ -421,6 +426,13 @@ class StepReplay:
                 if marks is not None and index >= max(1, len(groups) - MARKED_STEPS):
                     marks.append((a.num_device_alloc, run.copy()))
             events = self._events(index)
+            if until is not None and until[0] == index:
+                stop = a.run(events[run.offset : until[1]], live)
+                if stop >= 0:
+                    run.offset += stop
+                    return _PAUSED if a.paused else index
+                run.offset = until[1]
+                return _AT
             stop = a.run(events[run.offset :] if run.offset else events, live)
             if stop >= 0:
                 run.offset += stop
@@ -452,10 +464,12 @@ class StepReplay:
             self.replay()
         root = _Progress(al.CachingAllocator(None, self.config), self._kept)
         self._pause_copies = {}
+        self._seen = []
         try:
             return al.capacity_threshold(root, self._continuation, self._pause, self._release_at)
         finally:
             self._pause_copies = {}
+            self._seen = []
 
     def _continuation(self, state: _Progress, hi: int) -> tuple[list[int], int, _Progress | None]:
         """The needs of the device allocations ``state`` makes on from where it stands with no
@@ -470,9 +484,60 @@ class StepReplay:
         needs: list[int] = []
         a.capacity, a.device_needs, a.need_limit = None, needs, hi
         base = a.num_device_alloc
-        stopped = self._advance(run) == _PAUSED
+        here = (run.index, run.offset)
+        code = None
+        for seen in [s for s in self._seen if s.at >= here]:
+            code = self._advance(run, until=seen.at)
+            if code != _AT:
+                break
+            spliced = self._splice(seen, run, needs, hi)
+            if spliced is not None:
+                return needs, base, spliced[0]
+            code = None
+        if code is None:
+            code = self._advance(run)
+        stopped = code == _PAUSED
         a.device_needs, a.need_limit, a.paused = None, None, False
+        if state.index >= 0:
+            record = _Seen(state, list(needs), run.copy() if stopped else None)
+            bisect.insort(self._seen, record, key=_seen_at)
         return needs, base, run if stopped else None
+
+    def _splice(
+        self, seen: _Seen, run: _Progress, needs: list[int], hi: int
+    ) -> tuple[_Progress | None] | None:
+        """When ``run`` (a continuation under way, standing where ``seen``'s began, its
+        device allocations' needs so far in ``needs``) is in the state ``seen`` began from,
+        up to addresses (:meth:`_Progress.shape`), the rest of it is ``seen``'s: the
+        allocator makes the same decisions on the same events (see
+        :meth:`calc.allocator.CachingAllocator.shape`), so the same device allocations
+        with the same needs follow. ``needs`` then gets those up to the first that reaches
+        ``hi`` (where a continuation stops), and the answer holds the run standing before
+        that one (``seen``'s own stop, copied, or ``seen``'s start paused there; its counts
+        of device allocations and releases those ``run`` would have), or ``None`` when
+        none reaches ``hi``. ``None`` (nothing done) when the states differ, or when
+        ``seen`` stopped below ``hi`` (what follows its stop is not known)."""
+        start = seen.state
+        if seen.cheap != _cheap_shape(run) or seen.shape != run.shape():
+            return None
+        at = next((i for i, need in enumerate(seen.needs) if need >= hi), None)
+        if at is None:
+            if seen.stop is not None:
+                return None
+            needs += seen.needs
+            return (None,)
+        needs += seen.needs[: at + 1]
+        if seen.stop is not None and at == len(seen.needs) - 1:
+            stopped = seen.stop.copy()
+        else:
+            stopped = self._pause(start, start.a.num_device_alloc + at)
+        shift_alloc = run.a.num_device_alloc - start.a.num_device_alloc
+        shift_free = run.a.num_device_free - start.a.num_device_free
+        stopped.a.num_device_alloc += shift_alloc
+        stopped.a.num_device_free += shift_free
+        stopped.since += shift_alloc + shift_free
+        stopped.version += shift_alloc + shift_free
+        return (stopped,)
 
     def _pause(self, state: _Progress, k: int) -> _Progress:
         """A copy of ``state`` run on with no limit to just before its device allocation
@@ -608,6 +673,7 @@ class StepReplay:
 
 
 _PAUSED = -2
+_AT = -3
 
 
 PAUSE_LEAD = 16
@@ -636,6 +702,33 @@ class _Released:
         self.high = high
 
 
+class _Seen:
+    """A continuation of the capacity walk (:meth:`StepReplay._continuation`): the state it
+    began from (never run on: the walk copies the states it explores), where, its shape
+    (:meth:`_Progress.shape`, and a cheaper part of it compared first), the needs of its
+    device allocations and, when it stopped at one, a copy of the run standing there."""
+
+    __slots__ = ("state", "at", "cheap", "shape", "needs", "stop")
+
+    def __init__(self, state: _Progress, needs: list[int], stop: _Progress | None) -> None:
+        self.state = state
+        self.at = (state.index, state.offset)
+        self.cheap = _cheap_shape(state)
+        self.shape = state.shape()
+        self.needs = needs
+        self.stop = stop
+
+
+def _seen_at(seen: _Seen) -> tuple[int, int]:
+    return seen.at
+
+
+def _cheap_shape(run: _Progress) -> tuple[int, int, int, int]:
+    """What two equal shapes (:meth:`_Progress.shape`) share that costs nothing to read."""
+    a = run.a
+    return a.reserved, a.allocated, len(a.pools[0].keys), len(a.pools[1].keys)
+
+
 class _Progress:
     """A replay under way: its allocator, the blocks held by event key, where it stands
     (``index``: the step, -1 for the resident states; ``offset``: the next event in that
@@ -653,6 +746,21 @@ class _Progress:
         self.witnesses: list[tuple[int, ...]] = []
         self.since = -1
         self.version = 0
+
+    def shape(self) -> tuple[Any, ...]:
+        """The replay's state up to addresses, where it stands: the allocator's
+        (:meth:`calc.allocator.CachingAllocator.shape`) and what the step skipping of
+        :meth:`StepReplay._advance` will read (the witnesses; whether no device allocation
+        or release happened since the skipping's last reset and since this step began; the
+        counts themselves differ between replays that have made different ones before)."""
+        a = self.a
+        version = a.num_device_alloc + a.num_device_free
+        return (
+            a.shape(self.live, self.kept),
+            tuple(self.witnesses),
+            self.since == version,
+            self.version == version,
+        )
 
     def copy(self) -> _Progress:
         """An independent copy (the allocator's blocks copied, but those held for good)."""
