@@ -484,16 +484,14 @@ class CachingAllocator:
             raise ValueError("copy: not with expandable segments")
         new = object.__new__(CachingAllocator)
         new.__dict__.update(self.__dict__)
-        # twins by address (every block held or cached has its own; a kept one is its own
-        # twin), then the links of the copied ones
+        # twins by address (every block held or cached but those kept, which are their
+        # own twins: not looked up one by one), then the links of the copied ones
         block = _Block
         twins: dict[int, _Block] = {}
-        new_live: dict[Any, _Block] = {}
+        new_live = dict(live)
         copied_live: list[_Block] = []
-        for key, b in live.items():
-            if key in kept:
-                new_live[key] = twins[b.addr] = b
-                continue
+        for key in live.keys() - kept:
+            b = live[key]
             c = new_live[key] = twins[b.addr] = block(b.size, b.addr, b.small)
             c.allocated = True
             copied_live.append(b)
@@ -506,18 +504,18 @@ class CachingAllocator:
             twins.update(copied.blocks)
             copied.whole = pool.whole
             pools.append(copied)
-        twin = twins.__getitem__
+        twin = twins.get  # a neighbour without a twin is held for good: itself
         for b in itertools.chain(
             copied_live, self.pools[0].blocks.values(), self.pools[1].blocks.values()
         ):
             prev, nxt = b.prev, b.next
             if prev is not None:
-                c = twin(b.addr)
-                c.prev = twin(prev.addr)
+                c = twins[b.addr]
+                c.prev = twin(prev.addr, prev)
                 if nxt is not None:
-                    c.next = twin(nxt.addr)
+                    c.next = twin(nxt.addr, nxt)
             elif nxt is not None:
-                twin(b.addr).next = twin(nxt.addr)
+                twins[b.addr].next = twin(nxt.addr, nxt)
         new.pools = (pools[0], pools[1])
         new._tail = [None, None]
         new._base = list(self._base)
@@ -543,10 +541,10 @@ class CachingAllocator:
         tags: dict[int, Any] = {}
         for pool in self.pools:
             pools[pool.small].extend(pool.blocks.values())
-        for key, b in live.items():
-            if key not in kept:
-                pools[b.small].append(b)
-                tags[id(b)] = key
+        for key in live.keys() - kept:
+            b = live[key]
+            pools[b.small].append(b)
+            tags[id(b)] = key
         out: list[Any] = [self.reserved, self.allocated]
         by_addr = _block_addr
         for blocks in pools:

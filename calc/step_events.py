@@ -479,47 +479,57 @@ class StepReplay:
         if state.index < 0 and not state.offset and not state.a.num_device_alloc:
             assert self._needs is not None  # the unlimited replay from the start
             return list(self._needs), 0, None
+        here = (state.index, state.offset)
+        ahead = [s for s in self._seen if s.at >= here]
+        base = state.a.num_device_alloc
+        needs: list[int] = []
+        shape = None  # the state's, once needed
+        while ahead and ahead[0].at == here:  # begun here before: compared without a copy
+            seen = ahead.pop(0)
+            if seen.cheap != _cheap_shape(state):
+                continue
+            shape = shape or state.shape()
+            if seen.shape == shape:
+                spliced = self._splice(seen, state, needs, hi)
+                if spliced is not None:
+                    return needs, base, spliced[0]
         run = state.copy()
         a = run.a
-        needs: list[int] = []
         a.capacity, a.device_needs, a.need_limit = None, needs, hi
-        base = a.num_device_alloc
-        here = (run.index, run.offset)
         code = None
-        for seen in [s for s in self._seen if s.at >= here]:
+        for seen in ahead:
             code = self._advance(run, until=seen.at)
             if code != _AT:
                 break
-            spliced = self._splice(seen, run, needs, hi)
-            if spliced is not None:
-                return needs, base, spliced[0]
+            if seen.cheap == _cheap_shape(run) and seen.shape == run.shape():
+                spliced = self._splice(seen, run, needs, hi)
+                if spliced is not None:
+                    return needs, base, spliced[0]
             code = None
         if code is None:
             code = self._advance(run)
         stopped = code == _PAUSED
         a.device_needs, a.need_limit, a.paused = None, None, False
         if state.index >= 0:
-            record = _Seen(state, list(needs), run.copy() if stopped else None)
+            record = _Seen(state, shape, list(needs), run.copy() if stopped else None)
             bisect.insort(self._seen, record, key=_seen_at)
         return needs, base, run if stopped else None
 
     def _splice(
         self, seen: _Seen, run: _Progress, needs: list[int], hi: int
     ) -> tuple[_Progress | None] | None:
-        """When ``run`` (a continuation under way, standing where ``seen``'s began, its
-        device allocations' needs so far in ``needs``) is in the state ``seen`` began from,
-        up to addresses (:meth:`_Progress.shape`), the rest of it is ``seen``'s: the
-        allocator makes the same decisions on the same events (see
+        """``run`` (a continuation, or the state it begins from, standing where ``seen``'s
+        began; the needs of its device allocations so far in ``needs``) is in the state
+        ``seen`` began from, up to addresses (:meth:`_Progress.shape`): the rest of it is
+        ``seen``'s, since the allocator makes the same decisions on the same events (see
         :meth:`calc.allocator.CachingAllocator.shape`), so the same device allocations
         with the same needs follow. ``needs`` then gets those up to the first that reaches
         ``hi`` (where a continuation stops), and the answer holds the run standing before
-        that one (``seen``'s own stop, copied, or ``seen``'s start paused there; its counts
-        of device allocations and releases those ``run`` would have), or ``None`` when
-        none reaches ``hi``. ``None`` (nothing done) when the states differ, or when
-        ``seen`` stopped below ``hi`` (what follows its stop is not known)."""
+        that one (``seen``'s own stop, copied, or ``seen``'s start paused there; with the
+        counts of device allocations and releases ``run`` would have), or ``None`` when
+        none reaches ``hi``. ``None`` (nothing done) when ``seen`` stopped below ``hi``
+        (what follows its stop is not known)."""
         start = seen.state
-        if seen.cheap != _cheap_shape(run) or seen.shape != run.shape():
-            return None
         at = next((i for i, need in enumerate(seen.needs) if need >= hi), None)
         if at is None:
             if seen.stop is not None:
@@ -710,11 +720,17 @@ class _Seen:
 
     __slots__ = ("state", "at", "cheap", "shape", "needs", "stop")
 
-    def __init__(self, state: _Progress, needs: list[int], stop: _Progress | None) -> None:
+    def __init__(
+        self,
+        state: _Progress,
+        shape: tuple[Any, ...] | None,
+        needs: list[int],
+        stop: _Progress | None,
+    ) -> None:
         self.state = state
         self.at = (state.index, state.offset)
         self.cheap = _cheap_shape(state)
-        self.shape = state.shape()
+        self.shape = shape or state.shape()
         self.needs = needs
         self.stop = stop
 
