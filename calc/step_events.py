@@ -714,11 +714,12 @@ class _Released:
 
 class _Seen:
     """A continuation of the capacity walk (:meth:`StepReplay._continuation`): the state it
-    began from (never run on: the walk copies the states it explores), where, its shape
-    (:meth:`_Progress.shape`, and a cheaper part of it compared first), the needs of its
-    device allocations and, when it stopped at one, a copy of the run standing there."""
+    began from (never run on: the walk copies the states it explores), where, a cheap part
+    of its shape (compared first), the needs of its device allocations and, when it stopped
+    at one, a copy of the run standing there. The shape itself (:meth:`_Progress.shape`) is
+    taken when first compared."""
 
-    __slots__ = ("state", "at", "cheap", "shape", "needs", "stop")
+    __slots__ = ("state", "at", "cheap", "_shape", "needs", "stop")
 
     def __init__(
         self,
@@ -730,9 +731,15 @@ class _Seen:
         self.state = state
         self.at = (state.index, state.offset)
         self.cheap = _cheap_shape(state)
-        self.shape = shape or state.shape()
+        self._shape = shape
         self.needs = needs
         self.stop = stop
+
+    @property
+    def shape(self) -> tuple[Any, ...]:
+        if self._shape is None:
+            self._shape = self.state.shape()
+        return self._shape
 
 
 def _seen_at(seen: _Seen) -> tuple[int, int]:
