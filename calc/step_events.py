@@ -525,10 +525,12 @@ class StepReplay:
         :meth:`calc.allocator.CachingAllocator.shape`), so the same device allocations
         with the same needs follow. ``needs`` then gets those up to the first that reaches
         ``hi`` (where a continuation stops), and the answer holds the run standing before
-        that one (``seen``'s own stop, copied, or ``seen``'s start paused there; with the
-        counts of device allocations and releases ``run`` would have), or ``None`` when
-        none reaches ``hi``. ``None`` (nothing done) when ``seen`` stopped below ``hi``
-        (what follows its stop is not known)."""
+        that one (``seen``'s own stop, copied, or ``seen``'s start paused there), or
+        ``None`` when none reaches ``hi``. ``None`` (nothing done) when ``seen`` stopped
+        below ``hi`` (what follows its stop is not known). That run keeps ``seen``'s
+        counts of device allocations and releases: the walk reads a state's counts only
+        against its own (the pauses of it, the step skipping's flags), never against
+        another's."""
         start = seen.state
         at = next((i for i, need in enumerate(seen.needs) if need >= hi), None)
         if at is None:
@@ -538,16 +540,8 @@ class StepReplay:
             return (None,)
         needs += seen.needs[: at + 1]
         if seen.stop is not None and at == len(seen.needs) - 1:
-            stopped = seen.stop.copy()
-        else:
-            stopped = self._pause(start, start.a.num_device_alloc + at)
-        shift_alloc = run.a.num_device_alloc - start.a.num_device_alloc
-        shift_free = run.a.num_device_free - start.a.num_device_free
-        stopped.a.num_device_alloc += shift_alloc
-        stopped.a.num_device_free += shift_free
-        stopped.since += shift_alloc + shift_free
-        stopped.version += shift_alloc + shift_free
-        return (stopped,)
+            return (seen.stop.copy(),)
+        return (self._pause(start, start.a.num_device_alloc + at),)
 
     def _pause(self, state: _Progress, k: int) -> _Progress:
         """A copy of ``state`` run on with no limit to just before its device allocation
