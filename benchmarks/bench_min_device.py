@@ -40,9 +40,11 @@ REQUESTS: dict[str, dict[str, Any]] = {
         "seq_len": 2048,
         "length_stats": {"mean": 900, "p90": 2000},
     },
-    "lengths lora mbs 1, mean 900 p90 2000 (llama-3.1-8b)": {
+    "lengths lora mbs 8 seq 4096, mean 700 p90 1800 (llama-3.1-8b)": {
         "model": "llama-3.1-8b",
-        "length_stats": {"mean": 900, "p90": 2000},
+        "micro_batch_size": 8,
+        "seq_len": 4096,
+        "length_stats": {"mean": 700, "p90": 1800, "max": 4096},
     },
     "lengths full zero3 8 GPUs, mean 1200 (llama-3.1-70b)": {
         "model": "llama-3.1-70b",

@@ -454,7 +454,9 @@ class StepReplay:
         """:func:`calc.allocator.capacity_threshold` of this replay, and whether it is exact
         (else a proven upper bound). The walk starts from the unlimited replay (its needs,
         its copies at the start of its last steps) and runs each band's continuation with
-        the step skipping of :meth:`_advance`. Where a release does not leave one state for
+        the step skipping of :meth:`_advance`; a continuation that comes to stand where an
+        earlier one began, in the state it began from, takes the rest from it
+        (:meth:`_splice`). Where a release does not leave one state for
         a band (:func:`calc.allocator.threshold_applies`), the unlimited peak reserved, a
         bound."""
         free_run = unlimited or self.replay()
@@ -490,7 +492,7 @@ class StepReplay:
                 continue
             shape = shape or state.shape()
             if seen.shape == shape:
-                spliced = self._splice(seen, state, needs, hi)
+                spliced = self._splice(seen, needs, hi)
                 if spliced is not None:
                     return needs, base, spliced[0]
         run = state.copy()
@@ -502,7 +504,7 @@ class StepReplay:
             if code != _AT:
                 break
             if seen.cheap == _cheap_shape(run) and seen.shape == run.shape():
-                spliced = self._splice(seen, run, needs, hi)
+                spliced = self._splice(seen, needs, hi)
                 if spliced is not None:
                     return needs, base, spliced[0]
             code = None
@@ -515,13 +517,11 @@ class StepReplay:
             bisect.insort(self._seen, record, key=_seen_at)
         return needs, base, run if stopped else None
 
-    def _splice(
-        self, seen: _Seen, run: _Progress, needs: list[int], hi: int
-    ) -> tuple[_Progress | None] | None:
-        """``run`` (a continuation, or the state it begins from, standing where ``seen``'s
-        began; the needs of its device allocations so far in ``needs``) is in the state
-        ``seen`` began from, up to addresses (:meth:`_Progress.shape`): the rest of it is
-        ``seen``'s, since the allocator makes the same decisions on the same events (see
+    def _splice(self, seen: _Seen, needs: list[int], hi: int) -> tuple[_Progress | None] | None:
+        """A continuation (or the state it begins from) stands where ``seen``'s began, in
+        the state ``seen`` began from up to addresses (:meth:`_Progress.shape`; the needs
+        of its device allocations so far in ``needs``): the rest of it is ``seen``'s, since
+        the allocator makes the same decisions on the same events (see
         :meth:`calc.allocator.CachingAllocator.shape`), so the same device allocations
         with the same needs follow. ``needs`` then gets those up to the first that reaches
         ``hi`` (where a continuation stops), and the answer holds the run standing before
