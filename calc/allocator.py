@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -138,6 +139,7 @@ class _Block:
 
 _ADDR_BITS = 64
 _ADDR_MASK = (1 << _ADDR_BITS) - 1
+_block_addr = operator.attrgetter("addr")
 
 
 class _Pool:
@@ -482,16 +484,14 @@ class CachingAllocator:
             raise ValueError("copy: not with expandable segments")
         new = object.__new__(CachingAllocator)
         new.__dict__.update(self.__dict__)
-        # twins by address (every block held or cached has its own; a kept one is its own
-        # twin), then the links of the copied ones
+        # twins by address (every block held or cached but those kept, which are their
+        # own twins: not looked up one by one), then the links of the copied ones
         block = _Block
         twins: dict[int, _Block] = {}
-        new_live: dict[Any, _Block] = {}
+        new_live = dict(live)
         copied_live: list[_Block] = []
-        for key, b in live.items():
-            if key in kept:
-                new_live[key] = twins[b.addr] = b
-                continue
+        for key in live.keys() - kept:
+            b = live[key]
             c = new_live[key] = twins[b.addr] = block(b.size, b.addr, b.small)
             c.allocated = True
             copied_live.append(b)
@@ -504,23 +504,65 @@ class CachingAllocator:
             twins.update(copied.blocks)
             copied.whole = pool.whole
             pools.append(copied)
-        twin = twins.__getitem__
+        twin = twins.get  # a neighbour without a twin is held for good: itself
         for b in itertools.chain(
             copied_live, self.pools[0].blocks.values(), self.pools[1].blocks.values()
         ):
             prev, nxt = b.prev, b.next
             if prev is not None:
-                c = twin(b.addr)
-                c.prev = twin(prev.addr)
+                c = twins[b.addr]
+                c.prev = twin(prev.addr, prev)
                 if nxt is not None:
-                    c.next = twin(nxt.addr)
+                    c.next = twin(nxt.addr, nxt)
             elif nxt is not None:
-                twin(b.addr).next = twin(nxt.addr)
+                twins[b.addr].next = twin(nxt.addr, nxt)
         new.pools = (pools[0], pools[1])
         new._tail = [None, None]
         new._base = list(self._base)
         new.device_needs = None
         return new, new_live
+
+    def shape(self, live: dict[Any, _Block], kept: frozenset[Any] = frozenset()) -> tuple[Any, ...]:
+        """This allocator's state up to its addresses: two allocators of equal shapes that
+        run the same events from here make the same decisions (no expandable segments).
+
+        Per pool, the cached blocks and the held ones not in ``kept`` (``live``: the blocks
+        held, by key), in address order, each as its size, its key (``None`` when cached)
+        and its neighbours in the segment (the rank of one of these blocks, ``-1`` for
+        none, ``-2`` for a block held for good); then reserved and allocated bytes. Why
+        that is enough: best fit compares cached blocks by size, then address (their order
+        here); a split leaves its rest inside the block's own range, a merge joins a block
+        with its free neighbours, a release frees the cached blocks without neighbours,
+        and a new segment lies above every address of either; a block held for good is
+        never freed, so it only ever stands as a neighbour that is not free (its size,
+        address and links do not matter: the copies of a replay share those blocks and
+        may overwrite their links, which are therefore never read here)."""
+        pools: tuple[list[_Block], list[_Block]] = ([], [])
+        tags: dict[int, Any] = {}
+        for pool in self.pools:
+            pools[pool.small].extend(pool.blocks.values())
+        for key in live.keys() - kept:
+            b = live[key]
+            pools[b.small].append(b)
+            tags[id(b)] = key
+        out: list[Any] = [self.reserved, self.allocated]
+        by_addr = _block_addr
+        for blocks in pools:
+            blocks.sort(key=by_addr)
+            rank = {id(b): i for i, b in enumerate(blocks)}
+            get = rank.get
+            out.append(
+                tuple(
+                    (
+                        b.size,
+                        tags.get(id(b)),
+                        -1 if b.prev is None else get(id(b.prev), -2),
+                        -1 if b.next is None else get(id(b.next), -2),
+                    )
+                    for b in blocks
+                )
+            )
+        return tuple(out)
 
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()`` (``emptyCache`` -> ``release_cached_blocks``)."""

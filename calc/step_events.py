@@ -339,6 +339,8 @@ class StepReplay:
         self._bands: dict[int, int] = {}
         # copies kept by _pause, by the id of the state paused (kept with it)
         self._pause_copies: dict[int, tuple[_Progress, list[_Progress]]] = {}
+        # the walk's continuations so far, by where they began (see _splice)
+        self._seen: list[_Seen] = []
 
     def _band(self, length: int) -> int:
         found = self._bands.get(length)
@@ -391,12 +393,15 @@ class StepReplay:
         self,
         run: _Progress,
         marks: list[tuple[int, _Progress]] | None = None,
+        until: tuple[int, int] | None = None,
     ) -> int:
         """Run ``run`` on from where it stands to the end: -1 when it fits, else the index
         of the step that ran out of memory (see :meth:`replay`), or :data:`_PAUSED` when
         the allocator paused (``pause_before``; ``run`` then stands before that event).
         ``marks``: a copy of ``run`` at the start of each of the last :data:`MARKED_STEPS`
-        steps it runs (not the first), with the device allocations made before it."""
+        steps it runs (not the first), with the device allocations made before it.
+        ``until``: a place (step, offset in it; the offset not 0) not behind ``run``: there
+        the run stops and returns :data:`_AT` (unless it skips that step or stops before)."""
         a, live = run.a, run.live
         if run.index < 0:
             events = self._resident
@@ -421,6 +426,13 @@ class StepReplay:
                 if marks is not None and index >= max(1, len(groups) - MARKED_STEPS):
                     marks.append((a.num_device_alloc, run.copy()))
             events = self._events(index)
+            if until is not None and until[0] == index:
+                stop = a.run(events[run.offset : until[1]], live)
+                if stop >= 0:
+                    run.offset += stop
+                    return _PAUSED if a.paused else index
+                run.offset = until[1]
+                return _AT
             stop = a.run(events[run.offset :] if run.offset else events, live)
             if stop >= 0:
                 run.offset += stop
@@ -442,7 +454,9 @@ class StepReplay:
         """:func:`calc.allocator.capacity_threshold` of this replay, and whether it is exact
         (else a proven upper bound). The walk starts from the unlimited replay (its needs,
         its copies at the start of its last steps) and runs each band's continuation with
-        the step skipping of :meth:`_advance`. Where a release does not leave one state for
+        the step skipping of :meth:`_advance`; a continuation that comes to stand where an
+        earlier one began, in the state it began from, takes the rest from it
+        (:meth:`_splice`). Where a release does not leave one state for
         a band (:func:`calc.allocator.threshold_applies`), the unlimited peak reserved, a
         bound."""
         free_run = unlimited or self.replay()
@@ -452,10 +466,12 @@ class StepReplay:
             self.replay()
         root = _Progress(al.CachingAllocator(None, self.config), self._kept)
         self._pause_copies = {}
+        self._seen = []
         try:
             return al.capacity_threshold(root, self._continuation, self._pause, self._release_at)
         finally:
             self._pause_copies = {}
+            self._seen = []
 
     def _continuation(self, state: _Progress, hi: int) -> tuple[list[int], int, _Progress | None]:
         """The needs of the device allocations ``state`` makes on from where it stands with no
@@ -465,14 +481,67 @@ class StepReplay:
         if state.index < 0 and not state.offset and not state.a.num_device_alloc:
             assert self._needs is not None  # the unlimited replay from the start
             return list(self._needs), 0, None
+        here = (state.index, state.offset)
+        ahead = [s for s in self._seen if s.at >= here]
+        base = state.a.num_device_alloc
+        needs: list[int] = []
+        shape = None  # the state's, once needed
+        while ahead and ahead[0].at == here:  # begun here before: compared without a copy
+            seen = ahead.pop(0)
+            if seen.cheap != _cheap_shape(state):
+                continue
+            shape = shape or state.shape()
+            if seen.shape == shape:
+                spliced = self._splice(seen, needs, hi)
+                if spliced is not None:
+                    return needs, base, spliced[0]
         run = state.copy()
         a = run.a
-        needs: list[int] = []
         a.capacity, a.device_needs, a.need_limit = None, needs, hi
-        base = a.num_device_alloc
-        stopped = self._advance(run) == _PAUSED
+        code = None
+        for seen in ahead:
+            code = self._advance(run, until=seen.at)
+            if code != _AT:
+                break
+            if seen.cheap == _cheap_shape(run) and seen.shape == run.shape():
+                spliced = self._splice(seen, needs, hi)
+                if spliced is not None:
+                    return needs, base, spliced[0]
+            code = None
+        if code is None:
+            code = self._advance(run)
+        stopped = code == _PAUSED
         a.device_needs, a.need_limit, a.paused = None, None, False
+        if state.index >= 0:
+            record = _Seen(state, shape, list(needs), run.copy() if stopped else None)
+            bisect.insort(self._seen, record, key=_seen_at)
         return needs, base, run if stopped else None
+
+    def _splice(self, seen: _Seen, needs: list[int], hi: int) -> tuple[_Progress | None] | None:
+        """A continuation (or the state it begins from) stands where ``seen``'s began, in
+        the state ``seen`` began from up to addresses (:meth:`_Progress.shape`; the needs
+        of its device allocations so far in ``needs``): the rest of it is ``seen``'s, since
+        the allocator makes the same decisions on the same events (see
+        :meth:`calc.allocator.CachingAllocator.shape`), so the same device allocations
+        with the same needs follow. ``needs`` then gets those up to the first that reaches
+        ``hi`` (where a continuation stops), and the answer holds the run standing before
+        that one (``seen``'s own stop, copied, or ``seen``'s start paused there), or
+        ``None`` when none reaches ``hi``. ``None`` (nothing done) when ``seen`` stopped
+        below ``hi`` (what follows its stop is not known). That run keeps ``seen``'s
+        counts of device allocations and releases: the walk reads a state's counts only
+        against its own (the pauses of it, the step skipping's flags), never against
+        another's."""
+        start = seen.state
+        at = next((i for i, need in enumerate(seen.needs) if need >= hi), None)
+        if at is None:
+            if seen.stop is not None:
+                return None
+            needs += seen.needs
+            return (None,)
+        needs += seen.needs[: at + 1]
+        if seen.stop is not None and at == len(seen.needs) - 1:
+            return (seen.stop.copy(),)
+        return (self._pause(start, start.a.num_device_alloc + at),)
 
     def _pause(self, state: _Progress, k: int) -> _Progress:
         """A copy of ``state`` run on with no limit to just before its device allocation
@@ -608,6 +677,7 @@ class StepReplay:
 
 
 _PAUSED = -2
+_AT = -3
 
 
 PAUSE_LEAD = 16
@@ -636,6 +706,46 @@ class _Released:
         self.high = high
 
 
+class _Seen:
+    """A continuation of the capacity walk (:meth:`StepReplay._continuation`): the state it
+    began from (never run on: the walk copies the states it explores), where, a cheap part
+    of its shape (compared first), the needs of its device allocations and, when it stopped
+    at one, a copy of the run standing there. The shape itself (:meth:`_Progress.shape`) is
+    taken when first compared."""
+
+    __slots__ = ("state", "at", "cheap", "_shape", "needs", "stop")
+
+    def __init__(
+        self,
+        state: _Progress,
+        shape: tuple[Any, ...] | None,
+        needs: list[int],
+        stop: _Progress | None,
+    ) -> None:
+        self.state = state
+        self.at = (state.index, state.offset)
+        self.cheap = _cheap_shape(state)
+        self._shape = shape
+        self.needs = needs
+        self.stop = stop
+
+    @property
+    def shape(self) -> tuple[Any, ...]:
+        if self._shape is None:
+            self._shape = self.state.shape()
+        return self._shape
+
+
+def _seen_at(seen: _Seen) -> tuple[int, int]:
+    return seen.at
+
+
+def _cheap_shape(run: _Progress) -> tuple[int, int, int, int]:
+    """What two equal shapes (:meth:`_Progress.shape`) share that costs nothing to read."""
+    a = run.a
+    return a.reserved, a.allocated, len(a.pools[0].keys), len(a.pools[1].keys)
+
+
 class _Progress:
     """A replay under way: its allocator, the blocks held by event key, where it stands
     (``index``: the step, -1 for the resident states; ``offset``: the next event in that
@@ -653,6 +763,21 @@ class _Progress:
         self.witnesses: list[tuple[int, ...]] = []
         self.since = -1
         self.version = 0
+
+    def shape(self) -> tuple[Any, ...]:
+        """The replay's state up to addresses, where it stands: the allocator's
+        (:meth:`calc.allocator.CachingAllocator.shape`) and what the step skipping of
+        :meth:`StepReplay._advance` will read (the witnesses; whether no device allocation
+        or release happened since the skipping's last reset and since this step began; the
+        counts themselves differ between replays that have made different ones before)."""
+        a = self.a
+        version = a.num_device_alloc + a.num_device_free
+        return (
+            a.shape(self.live, self.kept),
+            tuple(self.witnesses),
+            self.since == version,
+            self.version == version,
+        )
 
     def copy(self) -> _Progress:
         """An independent copy (the allocator's blocks copied, but those held for good)."""

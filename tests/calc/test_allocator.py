@@ -566,6 +566,112 @@ def test_the_walks_shortcuts_leave_the_search_unchanged():
     assert len(stopped) == al.THRESHOLD_REPLAYS and any(stopped) and any(from_copies)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        # fixed shapes: the walk's bands are the optimizer states' small segments, and the
+        # continuation after each band's release meets the previous band's within a few events
+        {"model": "qwen2.5-0.5b", "method": "qlora", "micro_batch_size": 4, "seq_len": 1024},
+        {"model": "gpt2", "method": "lora", "micro_batch_size": 4, "seq_len": 2048},
+        {"model": "qwen2.5-0.5b", "method": "full", "micro_batch_size": 4, "seq_len": 1024},
+        # the data's growing steps
+        {
+            "model": "gpt2",
+            "method": "lora",
+            "micro_batch_size": 16,
+            "seq_len": 2048,
+            "length_stats": {"mean": 900, "p90": 1500},
+        },
+        {
+            "model": "llama-3.2-1b",
+            "method": "lora",
+            "micro_batch_size": 16,
+            "seq_len": 1024,
+            "length_stats": {"mean": 400},
+        },
+    ],
+)
+def test_spliced_continuations_leave_the_walk_unchanged(body):
+    """A continuation that stands, where an earlier one began, in that one's state up to
+    addresses takes the rest from it (its needs, its stop): on the sequences ``estimate``
+    replays, the walk's answer and exactness are the full search's (every continuation run
+    to its end from its own state), to the byte, and continuations were spliced."""
+    req = parse_estimate_request(body)
+    lengths = simulated_lengths(req)
+    steps = StepReplay(req, lengths)
+    spliced = []
+    original = steps._splice
+
+    def counted(*args):
+        out = original(*args)
+        spliced.append(out is not None)
+        return out
+
+    steps._splice = counted
+    fast = steps.capacity_threshold()
+    flat = al._FlatEvents(step_events(req, lengths), al.DEFAULT_CONFIG)
+    assert fast == al.capacity_threshold(flat.root(), flat.continuation, flat.pause, flat.release)
+    assert sum(spliced) >= 2
+
+
+def _two_histories(seed):
+    """One random sequence's first half run by two allocators, the second after a segment
+    of its own was allocated, freed and released: the same blocks at other addresses."""
+    events = _random_events(seed)
+    half = len(events) // 2
+    a, a_live = al.CachingAllocator(), {}
+    a.run(events[:half], a_live)
+    b, b_live = al.CachingAllocator(), {}
+    b.run([("alloc", "extra", 30 * MiB), ("free", "extra")], b_live)
+    b.empty_cache()
+    b.run(events[:half], b_live)
+    return events[half:], (a, a_live), (b, b_live)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_equal_shapes_make_the_same_decisions(seed):
+    """``CachingAllocator.shape``: two allocators in the same state at other addresses (and
+    other counts) have equal shapes, and run the same events alike: the same needs at their
+    device allocations, unlimited, and the same outcome on a capacity that makes them
+    release and retry; their shapes stay equal."""
+    rest, (a, a_live), (b, b_live) = _two_histories(seed)
+    assert {x.addr for x in a_live.values()}.isdisjoint(x.addr for x in b_live.values())
+    assert a.num_device_alloc != b.num_device_alloc
+    assert a.shape(a_live) == b.shape(b_live)
+    tight = a.reserved + 40 * MiB
+    outcomes = []
+    for x, x_live in ((a, a_live), (b, b_live)):
+        capped, capped_live = x.copy(x_live)
+        capped.capacity = tight
+        failed = capped.run(rest, capped_live)
+        needs: list[int] = []
+        x.device_needs = needs
+        x.run(rest, x_live)
+        outcomes.append(
+            (needs, failed, capped.num_alloc_retries - x.num_alloc_retries, capped.reserved)
+        )
+    assert outcomes[0] == outcomes[1] and outcomes[0][2] > 0
+    assert a.shape(a_live) == b.shape(b_live)
+
+
+def test_shapes_tell_states_that_decide_differently_apart():
+    """Same reserved and allocated bytes and the same block held, but its free neighbours
+    differ (4 MiB before it and 12 after, or 16 after): the shapes differ, and so does what
+    a 14 MiB request does (a new segment, or the 16 MiB block)."""
+    first = [("alloc", "x", 4 * MiB), ("alloc", "y", 4 * MiB), ("free", "x")]
+    second = [("alloc", "y", 4 * MiB), ("alloc", "x", 4 * MiB), ("free", "x")]
+    states = []
+    for events in (first, second):
+        a, live = al.CachingAllocator(), {}
+        a.run(events, live)
+        before = a.reserved
+        shape = a.shape(live)
+        a.run([("alloc", "z", 14 * MiB)], live)
+        states.append((before, shape, a.reserved))
+    (r1, s1, after1), (r2, s2, after2) = states
+    assert r1 == r2 and s1 != s2 and after1 != after2
+
+
 def test_a_step_is_skipped_only_while_the_cache_is_unchanged():
     """The skipping is real: of 64 identical steps three run (the first creates the optimizer
     states, the second opens segments for what they displaced, the third finds the cache
