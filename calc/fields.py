@@ -1080,7 +1080,10 @@ FIELDS: tuple[FieldSpec, ...] = (
             "fp32 copy of its input. A group applies only when every linear of it carries an "
             "adapter without bias and ``lora_dropout`` is 0 (``FastLlamaModel.patch_peft_model``); "
             "Unsloth's in-place RoPE saves nothing beyond the shared cos / sin, as calc counts "
-            "transformers' (:func:`calc.activations.fast_lora_groups`). Default False: peft's "
+            "transformers' (:func:`calc.activations.fast_lora_groups`). In time, each adapted "
+            "linear costs the host the calls of those functions "
+            "(``calc.timing.FUSED_LORA_OPS_PER_ADAPTER``) and its adapters' matmuls run in the "
+            "compute dtype (``matmul_lora`` casts fp32 adapters down). Default False: peft's "
             "``LoraLayer`` and transformers' ``RMSNorm``."
         ),
     ),

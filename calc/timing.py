@@ -55,10 +55,10 @@ from .request import (
 
 MATMUL_EFFICIENCY = {
     "a100": 0.75,
-    "blackwell": 0.52,
+    "blackwell": 0.54,
     "gddr": 1.00,
     "gddr-pro": 0.27,
-    "hopper": 0.60,
+    "hopper": 0.62,
 }
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
@@ -79,17 +79,17 @@ alone it is 0.38 or about 0.55 (Unsloth's B200 rows run below the NeMo run's sha
 ``gddr-pro`` still rests on one source, which the methodology page says. A class without rows
 (``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
 
-MATMUL_EFFICIENCY_POOLED = 0.73
+MATMUL_EFFICIENCY_POOLED = 0.74
 """The same fit with every covered row pooled in one class: the figure for card classes with no
 measured row (MI300X); FITTED."""
 
-MATMUL_HALF_TOKENS = 128.0
+MATMUL_HALF_TOKENS = 108.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
 efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per layer, matmul
 work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
 tails, element-wise passes) do not, hence the ``hidden**2`` scaling. FITTED."""
 
-FP8_MATMUL_EFFICIENCY = 0.48
+FP8_MATMUL_EFFICIENCY = 0.47
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
 Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing the same
 (torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200, NeMo 2 on
@@ -258,14 +258,16 @@ def dequantisation_bytes_per_weight(double_quant: bool) -> float:
     return 0.5 + per_block / NF4_BLOCK + DEQUANT_WRITE_BYTES
 
 
-DISPATCH_SECONDS_PER_KERNEL = 32e-6
+DISPATCH_SECONDS_PER_KERNEL = 16e-6
 """Host time to dispatch one op of the training step (Python, dispatcher, launch; module
 hooks of peft, checkpointing and FSDP; Triton's Python launcher): FITTED on
-``measured_throughput.csv``, where small models on fast cards (Unsloth on H100/H200/B200) and
-short steps (Qwen's 256-token rows) are bound by it. A bare eager op costs 5-20 us (PyTorch
-"Accelerating PyTorch with CUDA Graphs" blog, 2021); the fit says the stacks measured spend
-about 30 us per op counted here. When a micro-step's GPU work is shorter than its dispatch,
-the GPU waits: the step is the longer of the two."""
+``measured_throughput.csv``, where two sources are bound by it: small models on fast cards
+(Unsloth on H100/H200/B200, whose ops are counted from its autograd functions,
+:data:`FUSED_LORA_OPS_PER_ADAPTER`) and short steps (Qwen's 256-token rows, the HF Trainer
+eager). Each alone gives about the same figure (leave-one-source-out: 16 us without either),
+inside the 5-20 us a bare eager op costs (PyTorch "Accelerating PyTorch with CUDA Graphs"
+blog, 2021). When a micro-step's GPU work is shorter than its dispatch, the GPU waits: the
+step is the longer of the two."""
 
 EAGER_OPS_PER_LAYER_FORWARD = 30
 """Ops of one decoder block's forward besides its linears, eager (counted on transformers
@@ -275,6 +277,21 @@ reshapes/transposes ~6 and SDPA, SiLU and product, two residual adds)."""
 LORA_OPS_PER_ADAPTER = 4
 """peft 0.21 ``lora.Linear.forward``: dropout (identity module at p=0), ``lora_A``, ``lora_B``,
 scale-and-add: 4 ops per adapted linear."""
+
+FUSED_LORA_OPS_PER_ADAPTER = {"forward": 10, "backward": 24}
+"""Host-dispatched ops of one adapted linear in Unsloth's hand-written LoRA autograd functions
+(``fused_lora_kernels``; unsloth 2026.8 at 015bdef0d9, counted): forward, ``kernels/utils.py``
+``matmul_lora`` runs the base matmul and the adapter in ten calls (the input's ``view``,
+``W.t()``, the matmul, ``A.t()``, ``B.t()``, the adapters' two casts to the compute dtype, ``X @
+A``, ``out.addmm_`` and the ``view`` back); backward, ``kernels/fast_lora.py``
+``LoRA_QKV.backward`` per projection: the gradient's ``view``, two casts, two transposes, two
+``empty_like``, the two weight gradients (``addmm_`` of a product, 4 calls each), the base
+weight's transpose and input-gradient ``addmm_`` (2), the adapter's input-gradient ``addmm_`` (4)
+and the two returned transposes: 24 (``LoRA_MLP.backward`` and ``LoRA_W.backward`` issue the
+same calls per projection). The base linear's own matmul is inside these counts. The block's
+other ops (norms, rotary embedding, attention, residuals) run through Unsloth's Python wrappers
+and Triton launchers op by op: :data:`EAGER_OPS_PER_LAYER_FORWARD`, whatever the element-wise
+fusion their kernels achieve."""
 
 COMPILED_OPS_PER_LAYER_FORWARD = 8
 """Under torch.compile the block's element-wise work fuses into a few Triton kernels
@@ -316,6 +333,28 @@ MLP (no gate) has the activation only (4, fused 4)."""
 LORA_BYTES_PER_OUTPUT = 10
 """peft 0.21 ``lora.Linear.forward``: ``lora_B(lora_A(x)) * scaling`` (read 2, write 2) and the
 add to the base output (read 4, write 2): 10 bytes per output element of each adapted linear."""
+
+LORA_FP32_BYTES_PER_OUTPUT = 24
+"""peft 0.21 ``lora.Linear.forward`` with fp32 adapters on a 16-bit base layer: ``lora_B(...) *
+scaling`` on the fp32 output (read 4, write 4), ``result + ...`` promotes to fp32 (read 2 and 4,
+write 4) and ``result.to(torch_result_dtype)`` casts back (read 4, write 2): 24 bytes per output
+element of each adapted linear, where :data:`LORA_BYTES_PER_OUTPUT` counts 10 for adapters in the
+base dtype."""
+
+LORA_MATMUL_ELEMENTS = {"forward": 1, "backward": 2}
+"""Passes over the adapted linear's input and over its output (or output gradient) that the two
+rank-``r`` matmuls of one adapter make: forward, ``lora_A`` reads the input (``d_in`` per token)
+and ``lora_B`` writes its output (``d_out``); backward, ``lora_B``'s weight gradient and its
+input gradient each read the output gradient (2 ``d_out``), ``lora_A``'s weight gradient reads
+the input and its input gradient writes one (2 ``d_in``). At rank ``r`` a matmul does ``2 r``
+FLOPs per element it reads or writes (``r / 2`` FLOPs per byte in fp32, ``r`` in 16 bits): far
+below the ridge point of every card (the H100 SXM's dense BF16 peak over its HBM bandwidth is
+989 / 3.35 = 295 FLOPs per byte), so the adapters' matmuls run at the memory's rate, not the
+tensor cores': their time is the larger of their FLOPs at the adapters' rate and these bytes at
+the memory's (:func:`step_breakdown`), in the adapters' dtype (4 bytes fp32, 2 bytes 16-bit).
+Unsloth's ``matmul_lora`` makes the same passes in the compute dtype (``X @ A``, then
+``out.addmm_`` into the base output); adapters folded into their weight before the matmul make
+none."""
 
 LORA_CAST_BYTES_PER_INPUT = 6
 """peft 0.21 ``lora.Linear.forward`` casts the layer's input to the adapters' dtype
@@ -501,6 +540,9 @@ class Counts:
     sdpa_cudnn_last: bool = False  # torch 2.5.1-2.10 SDPA order: cuDNN after math
     fp32_matmul_flops_per_token: float = 0.0  # matmuls on fp32 weights and inputs, all passes
     head_dim: int = 128
+    adapter_flops_per_token: float = 0.0  # the LoRA adapters' rank-r matmuls, all passes
+    adapter_bytes_per_token: float = 0.0  # what those matmuls read and write, all passes
+    adapter_fp32: bool = False  # the adapters' matmuls run in fp32 (no tensor cores)
 
 
 _COUNTS: dict[tuple[int, Sharding, int | None], tuple[EstimateRequest, Counts]] = {}
@@ -552,16 +594,24 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     quantized_linears = (
         sum(l.active for l in arch.linears if l.quantizable) if req.method is Method.QLORA else 0
     )
-    fwd_ops = arch.num_layers * (n_linears + other + LORA_OPS_PER_ADAPTER * adapters)
     dq = req.qlora_double_quant
     bnb_fwd, bnb_bwd = (
         (DEQUANT_KERNELS[dq], DEQUANT_KERNELS[dq])
         if req.torch_compile
         else (BNB_OPS_FORWARD[dq], BNB_OPS_BACKWARD[dq])
     )
-    kernels = fwd_ops * (
-        1 + BACKWARD_OPS_FACTOR + recompute
-    ) + arch.num_layers * quantized_linears * (bnb_fwd * (1 + recompute) + bnb_bwd)
+    bnb_ops = arch.num_layers * quantized_linears * (bnb_fwd * (1 + recompute) + bnb_bwd)
+    if req.fused_lora_kernels and adapters:
+        # Unsloth's autograd functions: each adapted linear (its base matmul included) in the
+        # counted calls of its forward, recomputation and backward; the rest op by op, eager
+        fused = FUSED_LORA_OPS_PER_ADAPTER
+        per_layer_ops = adapters * (fused["forward"] * (1 + recompute) + fused["backward"]) + (
+            n_linears - adapters + EAGER_OPS_PER_LAYER_FORWARD
+        ) * (1 + BACKWARD_OPS_FACTOR + recompute)
+        kernels = arch.num_layers * per_layer_ops + bnb_ops
+    else:
+        fwd_ops = arch.num_layers * (n_linears + other + LORA_OPS_PER_ADAPTER * adapters)
+        kernels = fwd_ops * (1 + BACKWARD_OPS_FACTOR + recompute) + bnb_ops
     # FP8 casts per token: inputs (forward, recompute) and output gradients (backward)
     per_layer_in = sum(l.active * l.d_in for l in arch.linears if l.quantizable)
     per_layer_out = sum(l.active * l.d_out for l in arch.linears if l.quantizable)
@@ -578,7 +628,12 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     rotary = ROTARY_BYTES_PER_ELEMENT[mode] if arch.learned_positions == 0 else 0
     residual = RESIDUAL_BYTES_PER_ELEMENT[mode]
     attention_io = ATTENTION_IO_BYTES_PER_ELEMENT[mode]
-    lora_out = LORA_BYTES_PER_OUTPUT
+    fp32_adapters = _adapters_run_fp32(req)
+    lora_out = (
+        LORA_FP32_BYTES_PER_OUTPUT
+        if fp32_adapters and attention_dtype(req) != "fp32"
+        else LORA_BYTES_PER_OUTPUT
+    )
     loss = LOSS_BYTES_PER_LOGIT
     kbit_casts = 0.0
     # bitsandbytes up to 0.46 computes each 4-bit matmul in its input's dtype: on fp32
@@ -629,6 +684,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         + lora_input_bytes(req) * sum(l.active * l.d_in for l in st.adapted(req) if not l.fused)
     )
     fwd_bytes = arch.num_layers * per_layer
+    adapter_flops, adapter_bytes = adapter_matmul_counts(req, recompute)
     elementwise: float = (
         fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
         + loss * arch.vocab_size
@@ -671,7 +727,39 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         sdpa_cudnn_last=req.sdpa_cudnn_last,
         fp32_matmul_flops_per_token=fp32_head_flops,
         head_dim=arch.head_dim,
+        adapter_flops_per_token=adapter_flops,
+        adapter_bytes_per_token=adapter_bytes,
+        adapter_fp32=fp32_adapters,
     )
+
+
+def adapter_matmul_counts(req: EstimateRequest, recompute: int) -> tuple[float, float]:
+    """(FLOPs, bytes) per token, whole model, all passes (forward, backward, recomputed forward),
+    of the LoRA adapters' rank-``r`` matmuls that tokens pass through: ``2 r (d_in + d_out)``
+    FLOPs per adapted linear forward and twice that backward (the FLOPs
+    :func:`calc.flops.training_flops_per_token` already counts as ``6 A``, ``8 A`` recomputed),
+    and the input and output elements of :data:`LORA_MATMUL_ELEMENTS` at the adapters' dtype.
+    (0, 0) without adapters; adapters folded into their weight pass no token."""
+    if not req.is_peft:
+        return 0.0, 0.0
+    arch = req.model
+    fp32 = _adapters_run_fp32(req)
+    size = 4 if fp32 else 2
+    live = [l for l in st.adapted(req) if not l.fused]
+    width = sum(l.active * l.rank_factor * (l.d_in + l.d_out) for l in live)
+    elements = sum(l.active * (l.d_in + l.d_out) for l in live)
+    fwd = LORA_MATMUL_ELEMENTS["forward"]
+    passes = fwd * (1 + recompute) + LORA_MATMUL_ELEMENTS["backward"]
+    flops = 2.0 * req.lora_rank * width * (1 + 2 + recompute)
+    return arch.num_layers * flops, float(arch.num_layers * size * elements * passes)
+
+
+def _adapters_run_fp32(req: EstimateRequest) -> bool:
+    """The adapters' matmuls and output run in fp32: fp32 adapters (or fp32 training) in peft's
+    ``lora.Linear``; Unsloth's ``matmul_lora`` casts fp32 adapters to the input's dtype first
+    (``A.to(dtype)``, ``B.to(dtype)``) and adds their product into the base output in place."""
+    fp32 = req.lora_adapter_dtype is AdapterDtype.FP32 or req.precision is Precision.FP32
+    return req.is_peft and fp32 and not (req.fused_lora_kernels and attention_dtype(req) != "fp32")
 
 
 def packed_attention(req: EstimateRequest) -> tuple[float | None, str]:
@@ -945,6 +1033,23 @@ def step_breakdown(
         )
         t_fwd += extra / 2
         t_bwd += extra / 2
+    # the adapters' rank-r matmuls: the larger of their FLOPs at the adapters' rate (the card's
+    # FP32 rate for fp32 adapters, cuBLAS without TF32) and their bytes at the memory's, in place
+    # of the tensor-core time the compute above priced them at
+    if c.adapter_flops_per_token:
+        priced = T * c.adapter_flops_per_token / (rates.peak_flops * eff)
+        rate = (
+            rates.fp32_flops
+            if c.adapter_fp32 and rates.capability is not None
+            else rates.peak_flops * eff
+        )
+        runs = max(
+            T * c.adapter_flops_per_token / rate,
+            T * c.adapter_bytes_per_token / rates.memory_bytes_per_s,
+        )
+        fwd_part = 1.0 / (3.0 + (1.0 if f.recompute else 0.0))
+        t_fwd += (runs - priced) * fwd_part
+        t_bwd += (runs - priced) * (1.0 - fwd_part)
     compute_micro = t_fwd + t_bwd
     # element-wise kernels run between the matmuls on the same stream: added, not overlapped
     elementwise_micro = T * c.elementwise_bytes_per_token / rates.memory_bytes_per_s

@@ -175,9 +175,12 @@ TIME_RATE_CONSTANTS = (
     "calc.timing.AMPERE_KERNEL_PEAK_SHARE",
     "calc.timing.FP32_ATTENTION_TIME",
     "calc.timing.FP32_DEQUANT_WRITE_BYTES",
+    "calc.timing.LORA_MATMUL_ELEMENTS",
+    "calc.timing.LORA_FP32_BYTES_PER_OUTPUT",
+    "calc.timing.FUSED_LORA_OPS_PER_ADAPTER",
 )
-"""The constants that price attention kernels and fp32 work, shown on the time page beside the
-cards' FP32 rates."""
+"""The constants that price attention kernels, fp32 work and LoRA adapters' matmuls and host
+calls, shown on the time page beside the cards' FP32 rates."""
 
 
 def time_rate_constants(lang: str) -> str:

@@ -608,6 +608,113 @@ def test_lora_input_bytes(request_keys, expected):
     assert timing.lora_input_bytes(req) == expected
 
 
+LORA_QV_KEYS = {
+    "method": "lora",
+    "lora_rank": 8,
+    "lora_targets": ["q_proj", "v_proj"],
+    "gradient_checkpointing": False,
+    "seq_len": 2048,
+    "micro_batch_size": 1,
+}
+
+
+@pytest.mark.parametrize(
+    "request_keys, size, fp32",
+    [
+        # torchtune: adapters in the base dtype, bf16 matmuls on the tensor cores
+        ({"framework": "torchtune"}, 2, False),
+        # peft's autocast_adapter_dtype: fp32 adapters, fp32 matmuls
+        ({"framework": "hf-trainer"}, 4, True),
+        # Unsloth's matmul_lora casts the fp32 adapters to the input's dtype first
+        ({"framework": "hf-trainer", "fused_lora_kernels": True}, 2, False),
+    ],
+)
+def test_adapter_matmuls_counted_by_hand(request_keys, size, fp32):
+    """Llama-2-7B, rank 8 on q and v (4096 -> 4096), no recomputation: 2 r (d_in + d_out) FLOPs
+    per adapter forward, twice that backward (6 A in all, A = the adapters' parameters); bytes:
+    input and output once forward, twice backward, at the adapters' dtype."""
+    c, _, _ = _counts_and_rates("h100-sxm", **LORA_QV_KEYS, **request_keys)
+    assert c.adapter_flops_per_token == 6 * LORA_QV_R8
+    assert c.adapter_bytes_per_token == 32 * size * 2 * (4096 + 4096) * (1 + 2)
+    assert c.adapter_fp32 is fp32
+    full, _, _ = _counts_and_rates("h100-sxm", **{**LORA_QV_KEYS, "method": "full"})
+    assert full.adapter_flops_per_token == full.adapter_bytes_per_token == 0.0
+
+
+@pytest.mark.parametrize("gpu_id", ["a100-80gb-sxm", "h100-sxm", "rtx-pro-6000"])
+@pytest.mark.parametrize("framework", ["torchtune", "hf-trainer"])
+def test_adapter_matmuls_take_the_larger_of_flops_and_bytes(gpu_id, framework):
+    """The rank-r matmuls replace their tensor-core time by the larger of their FLOPs at the
+    adapters' rate and their bytes at the memory's: at rank 8 the bytes win on every card."""
+    c, rates, _ = _counts_and_rates(gpu_id, **LORA_QV_KEYS, framework=framework)
+    args = dict(
+        num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    bare = replace(c, adapter_flops_per_token=0.0, adapter_bytes_per_token=0.0)
+    extra = (
+        timing.step_breakdown(c, rates, **args).compute
+        - timing.step_breakdown(bare, rates, **args).compute
+    )
+    T = c.tokens_micro
+    eff = 0.5 * T / (T + timing.MATMUL_HALF_TOKENS)
+    rate = rates.fp32_flops if c.adapter_fp32 else rates.peak_flops * eff
+    flops_s = T * c.adapter_flops_per_token / rate
+    bytes_s = T * c.adapter_bytes_per_token / rates.memory_bytes_per_s
+    assert bytes_s > flops_s
+    assert extra == pytest.approx(
+        bytes_s - T * c.adapter_flops_per_token / (rates.peak_flops * eff)
+    )
+
+
+def test_fp32_adapters_on_a_16bit_layer_move_more_per_output():
+    """peft's fp32 branch is scaled in fp32, added with promotion and cast back: 24 bytes per
+    output element instead of 10."""
+    bf16, _, req = _counts_and_rates("h100-sxm", **LORA_QV_KEYS, framework="torchtune")
+    fp32, _, _ = _counts_and_rates("h100-sxm", **LORA_QV_KEYS, framework="hf-trainer")
+    outputs = 32 * 2 * 4096 * (1 + timing.BACKWARD_ELEMENTWISE_FACTOR)
+    inputs = 32 * 2 * 4096 * (1 + timing.BACKWARD_ELEMENTWISE_FACTOR)
+    dropout = timing.lora_input_bytes(req)  # torchtune: no cast, no dropout
+    assert dropout == 0.0
+    assert fp32.elementwise_bytes_per_token - bf16.elementwise_bytes_per_token == pytest.approx(
+        outputs * (timing.LORA_FP32_BYTES_PER_OUTPUT - timing.LORA_BYTES_PER_OUTPUT)
+        + inputs * timing.LORA_CAST_BYTES_PER_INPUT
+    )
+
+
+def test_unsloth_host_calls_counted_per_adapted_linear():
+    """Unsloth's autograd functions: each adapted linear (its base matmul included) costs the
+    counted calls forward, recomputed and backward; the block's other ops and unadapted linears
+    count as eager ops (forward, backward, recomputation)."""
+    keys = {**LORA_QV_KEYS, "gradient_checkpointing": True, "framework": "hf-trainer"}
+    fused, _, _ = _counts_and_rates("h100-sxm", **keys, fused_lora_kernels=True)
+    plain, _, _ = _counts_and_rates("h100-sxm", **keys)
+    ops = timing.FUSED_LORA_OPS_PER_ADAPTER
+    per_layer = 2 * (2 * ops["forward"] + ops["backward"]) + (
+        7 - 2 + timing.EAGER_OPS_PER_LAYER_FORWARD
+    ) * (1 + timing.BACKWARD_OPS_FACTOR + 1)
+    assert fused.kernels_per_micro == 32 * per_layer
+    assert plain.kernels_per_micro == 32 * (7 + 30 + 4 * 2) * (1 + 2 + 1)
+    assert fused.kernels_per_micro > plain.kernels_per_micro
+
+
+def test_dispatch_time_rests_on_the_rows_the_host_binds(validation):
+    """The dispatch time is read from the rows whose step waits on the host: Unsloth's small
+    models on fast cards and Qwen's 256-token steps, two sources; held out, each leaves the
+    fit where the other puts it."""
+    vt, result, rows = validation
+    basis = result["constant_basis"]["dispatch_seconds_per_kernel"]
+    assert {"github.com/invergent-ai/surogate", "github.com/QwenLM/Qwen"} <= set(basis["sources"])
+    assert not basis["single_source"]
+    fits = result["loso_fits"]
+    for source in basis["sources"]:
+        assert fits[source]["dispatch_seconds_per_kernel"] == pytest.approx(
+            result["fit"]["dispatch_seconds_per_kernel"], rel=0.5
+        )
+    cases = {c.row_id: c for c in vt.cases(rows)}
+    assert vt.host_bound(cases[190], vt.calc_params())
+    assert not vt.host_bound(cases[60], vt.calc_params())
+
+
 NETWORK_PLAN = {
     "model": "llama-2-70b",
     "gpu": "a100-80gb-sxm",
