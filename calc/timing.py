@@ -979,16 +979,17 @@ def step_breakdown(
     param_bytes = c.dense_params * reg.compute_bytes + c.quantized_bytes
     link = rates.link.bytes_per_s
     layers = max(c.layers, 1)
-    # ring steps across servers: n - 1 per all-gather or reduce-scatter (per unit under ZeRO-3,
-    # one unit per layer), 2 (n - 1) per all-reduce bucket; 0 on the catalogue's network
-    step_lat = rates.link.step_latency_s * (n - 1)
+    # latency of each collective across servers (NCCL's ring model, 0 on one server): ZeRO-3
+    # gathers and reduce-scatters once per unit (one unit per layer), every bucket pays one
+    gather_lat = comm.ring_latency_s(rates.link, n)
+    reduce_lat = comm.ring_latency_s(rates.link, n, all_reduce=True)
     # Exposed seconds: per ordinary micro-step, extra in the micro-step that synchronises the
     # gradients (the last one under no_sync accumulation), and after the optimizer step.
     comm_micro = comm_last = comm_after = 0.0
     if n > 1:
         if sharding is Sharding.ZERO3:
-            ag = comm.all_gather_bytes(param_bytes, n) / link + layers * step_lat
-            rs = comm.reduce_scatter_bytes(grad_bytes, n) / link + layers * step_lat
+            ag = comm.all_gather_bytes(param_bytes, n) / link + layers * gather_lat
+            rs = comm.reduce_scatter_bytes(grad_bytes, n) / link + layers * gather_lat
             comm_micro += max(ag / layers, ag - fwd_busy)
             if sync_each_micro_batch or A == 1:
                 comm_micro += max((ag + rs) / layers, ag + rs - bwd_busy)
@@ -1001,15 +1002,18 @@ def step_breakdown(
             if sharding in (Sharding.ZERO1, Sharding.ZERO2):
                 sync = comm.reduce_scatter_bytes(grad_bytes, n) / link
                 bucket = comm.reduce_scatter_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / link
+                bucket_lat = gather_lat
                 # the updated (trainable) weights are all-gathered after the step: not overlapped
-                comm_after += comm.all_gather_bytes(c.trainable * reg.weight_bytes, n) / link
+                comm_after += (
+                    comm.all_gather_bytes(c.trainable * reg.weight_bytes, n) / link + gather_lat
+                )
             else:  # DDP
                 sync = comm.all_reduce_bytes(grad_bytes, n) / link
                 bucket = comm.all_reduce_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / link
+                bucket_lat = reduce_lat
             buckets = max(1.0, -(-grad_bytes // DDP_BUCKET_BYTES))
-            hops = 1 if sharding in (Sharding.ZERO1, Sharding.ZERO2) else 2
-            sync += buckets * hops * step_lat
-            bucket += hops * step_lat
+            sync += buckets * bucket_lat
+            bucket += bucket_lat
             exposed_sync = max(bucket, sync - bwd_busy)
             if sync_each_micro_batch:
                 comm_micro += exposed_sync
