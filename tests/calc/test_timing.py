@@ -891,3 +891,30 @@ def test_transformers_4_loops_take_bitsandbytes_0_45_compute_dtype_rule():
     assert not _counts_and_rates("a100-80gb-sxm", framework="pytorch-loop")[
         2
     ].qlora_compute_dtype_from_input
+
+
+def test_deepspeed_zero3_sends_a_message_per_prefetch_bucket_and_reduce_bucket():
+    """DeepSpeed gathers per module group (prefetch bucket 0.9 hidden^2 elements), FSDP per
+    layer. Llama 2 70B's block, in forward order: norm + q (67.1M) | k + v + o | norm + gate |
+    up | down against 60.4M elements: 5 gathers per block; gradients leave in buckets of
+    hidden^2 elements."""
+    keys = {**NETWORK_PLAN, "num_gpus": 16}
+    ds_req, _ = parse_plan_request({**keys, "sharding_engine": "deepspeed"})
+    fsdp_req, _ = parse_plan_request(keys)
+    ds = timing.counts(ds_req, Sharding.ZERO3)
+    assert (ds.gather_messages, ds.reduce_bucket_params) == (5 * 80, 8192**2)
+    assert timing.zero3_messages(fsdp_req, Sharding.ZERO3) == (0, 0)
+    assert timing.zero3_messages(ds_req, Sharding.ZERO2) == (0, 0)
+    # more messages, more latency across servers; none on one server
+    fsdp = timing.counts(fsdp_req, Sharding.ZERO3)
+    rates = timing.card_rates(gpus.get_gpu("a100-80gb-sxm"), 16, "ethernet-25")
+    args = dict(
+        num_gpus=16, sharding=Sharding.ZERO3, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    lat = comm.ring_latency_s(rates.link, 16)
+    extra = timing.step_breakdown(ds, rates, **args).exposed_communication - (
+        timing.step_breakdown(fsdp, rates, **args).exposed_communication
+    )
+    reduces = -(-ds.grad_params // ds.reduce_bucket_params)
+    # forward gathers, backward gathers and reduce-scatters, all exposed on 25 Gb/s
+    assert extra == pytest.approx((2 * (400 - 80) + reduces - 80) * lat)
