@@ -8,13 +8,15 @@ twice that (it is a reduce-scatter followed by an all-gather). NCCL's own perfor
 of a collective is ``bytes_per_gpu / bus_bandwidth``.
 
 Link rates come from the catalogue (``calc/data/gpus.csv``) and from the constants below,
-each with its source; no new catalogue column is needed.
+each with its source; cloud instance types and the network each has: ``calc/data/instances.csv``.
+Latency: NCCL's own tuning model prices each collective's ring steps (:func:`ring_latency_s`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import InputError
 from .gpus import Gpu
 from .jsontypes import JsonObject
 
@@ -34,26 +36,40 @@ NETWORK_GB_PER_S_PER_GPU = {
     "blackwell": 50.0,
     "cdna3": 50.0,
     "cdna4": 50.0,
-    "ada": 12.5,
-    "turing": 12.5,
+    "pcie": 12.5,
 }
-"""Cluster network adapter per GPU when a job spans servers: DGX A100 has one 200 Gb/s HDR
-InfiniBand adapter per GPU (25 GB/s; NVIDIA DGX A100 datasheet), DGX H100 and DGX B200 one
-400 Gb/s NDR adapter per GPU (50 GB/s; DGX H100 / B200 datasheets); MI300X platforms are sold
-with 400 Gb/s per GPU as well (AMD Instinct MI300X platform brief; MI355X the same, assumption). PCIe
-(Ada, Turing) servers: 100 Gb/s per GPU is the common cloud figure (assumption; no such row
-in the validation set).
+"""Cluster network adapter per GPU of the card's reference server when a job spans servers,
+by architecture for server boards (SXM, OAM): DGX A100 has one 200 Gb/s HDR InfiniBand adapter
+per GPU (25 GB/s; NVIDIA DGX A100 datasheet), DGX H100 and DGX B200 one 400 Gb/s NDR adapter
+per GPU (50 GB/s; DGX H100 / B200 datasheets); MI300X platforms are sold with 400 Gb/s per GPU
+as well (AMD Instinct MI300X platform brief; MI355X the same, assumption). ``pcie``: every
+PCIe card, whatever its architecture (a server of PCIe cards has no reference board and no
+adapter per GPU): 100 Gb/s per GPU (assumption; Google Cloud's G4, 8 x RTX PRO 6000, lists
+400 Gb/s per server, its A2 and G2 100 Gb/s: name the network for such a cluster).
 
 NCCL builds one ring per adapter ("rail"), each carrying 1/8 of the data and crossing between
 servers on its own adapter, so a ring collective over several servers runs at the server's
 total network rate, ``GPUS_PER_NODE`` adapters (NCCL's rail-optimised rings; nccl-tests
 multi-node all-reduce bus bandwidth on DGX A100 is about 190 GB/s against 8 x 25 = 200)."""
 
+NCCL_RING_BASE_LATENCY_S = 8.4e-6
+"""Fixed latency of one ring collective on NCCL's Simple protocol, the one it runs for large
+messages: ``baseLat[RING][SIMPLE]`` = 8.4 us (NVIDIA/nccl ``src/graph/tuning.cc``,
+``ncclTopoTuneModel``)."""
+
+NCCL_RING_STEP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "network": 9.6e-6}
+"""Latency of one ring step on the Simple protocol, by the hardware the step crosses: NCCL's
+``hwLat[NVLINK|PCI|NET][RING][SIMPLE]`` = 3.4, 5.7 and 9.6 us (``src/graph/tuning.cc``). NCCL
+prices a ring collective over ``n`` ranks on ``k`` servers as ``baseLat + (steps - inter) x
+intra + inter x net``, with ``n - 1`` steps of which ``k - 1`` cross the network for an
+all-gather or a reduce-scatter (:func:`ring_latency_s`). The ``network`` figure is NCCL's own
+for an RDMA network (InfiniBand, RoCE); :data:`NETWORKS` names slower ones."""
+
 
 @dataclass(frozen=True)
 class Network:
     """A cluster network between servers: its total rate per server (all adapters together,
-    Gb/s, one direction) and the latency of one step of a ring collective across it (seconds).
+    Gb/s, one direction) and the latency of one ring step across it (seconds).
     NCCL's rail rings run a collective over several servers at the server's total rate
     (see :data:`NETWORK_GB_PER_S_PER_GPU`)."""
 
@@ -67,38 +83,45 @@ class Network:
 
 CATALOGUE_NETWORK = "catalogue"
 """The ``network`` value that keeps the network of the card's reference server
-(:data:`NETWORK_GB_PER_S_PER_GPU` per GPU, no latency term): calc's figures before the key."""
+(:data:`NETWORK_GB_PER_S_PER_GPU` per GPU, NCCL's RDMA step latency)."""
+
+_RDMA_STEP_LATENCY_S = NCCL_RING_STEP_LATENCY_S["network"]
 
 NETWORKS = {
-    "infiniband-3200": Network(3200.0, 5e-6),
-    "infiniband-1600": Network(1600.0, 5e-6),
-    "roce-3200": Network(3200.0, 7e-6),
+    "infiniband-3200": Network(3200.0, _RDMA_STEP_LATENCY_S),
+    "infiniband-1600": Network(1600.0, _RDMA_STEP_LATENCY_S),
+    "roce-3200": Network(3200.0, _RDMA_STEP_LATENCY_S),
     "efa-3200": Network(3200.0, 15e-6),
     "efa-400": Network(400.0, 15e-6),
+    "gpudirect-tcpxo-1600": Network(1600.0, 15e-6),
+    "gpudirect-tcpx-800": Network(800.0, 50e-6),
     "ethernet-100": Network(100.0, 50e-6),
     "ethernet-25": Network(25.0, 50e-6),
 }
-"""Named cluster networks (``network`` request key): total Gb/s per 8-GPU server and the
-latency of one ring step.
+"""Named cluster networks (``network`` request key): total Gb/s per 8-GPU server for GPU to
+GPU traffic and the latency of one ring step across it. Which cloud instance has which:
+``calc/data/instances.csv``.
 
 - ``infiniband-3200``: 8 x 400 Gb/s NDR InfiniBand, one adapter per GPU (NVIDIA DGX H100 / B200
-  datasheets; Azure ND H100 v5, 8 x 400 Gb/s, Azure ND-series documentation).
+  datasheets; Azure ND H100 v5, 3.2 Tb/s per VM, Azure ND-series documentation).
 - ``infiniband-1600``: 8 x 200 Gb/s HDR InfiniBand (NVIDIA DGX A100 datasheet; Azure ND A100 v4,
-  8 x 200 Gb/s, Azure ND-series documentation).
+  1.6 Tb/s per VM, Azure ND-series documentation).
 - ``roce-3200``: 8 x 400 Gb/s RoCE Ethernet, the same rate as NDR over Ethernet (Meta's RoCE
   training clusters, Gangidi et al., SIGCOMM 2024, "RDMA over Ethernet for Distributed Training at
-  Meta Scale": 400 Gb/s per GPU).
-- ``efa-3200``: AWS p5.48xlarge (8 x H100), 3,200 Gb/s of Elastic Fabric Adapter (AWS EC2 P5
-  instance page).
+  Meta Scale": 400 Gb/s per GPU; Google Cloud A3 Ultra and A4, 8 ConnectX-7 NICs, 3,200 Gb/s).
+- ``efa-3200``: AWS p5.48xlarge (8 x H100), 3,200 Gb/s of Elastic Fabric Adapter (32 x 100 Gb/s;
+  AWS EC2 P5 instance page).
 - ``efa-400``: AWS p4d.24xlarge / p4de.24xlarge (8 x A100), 400 Gb/s of EFA (4 x 100 Gb/s; AWS EC2
   P4 instance page).
+- ``gpudirect-tcpxo-1600`` / ``gpudirect-tcpx-800``: Google Cloud A3 Mega (8 x 200 Gb/s GPU NICs,
+  GPUDirect-TCPXO) and A3 High (4 x 200 Gb/s, GPUDirect-TCPX): Google Cloud "Networking and GPU
+  machines" (1,800 and 1,000 Gb/s in all, 200 of them on the host's own NIC).
 - ``ethernet-100`` / ``ethernet-25``: a plain 100 or 25 Gb/s Ethernet port per server, NCCL's
-  socket transport (assumption: the common rate of rented servers without a fabric).
+  socket transport (Google Cloud A2 and G2: 100 Gb/s; a rented server without a fabric).
 
-Latencies: NCCL's tuning model (``src/graph/tuning.cc``, ``hwLat[NCCL_HW_NET]``) charges a few
-microseconds per ring step over an RDMA network (InfiniBand 5, RoCE a little more); EFA's
-libfabric path and a TCP socket are slower (15 and 50 us: assumptions, stated, not fitted). A ring
-all-gather or reduce-scatter over ``n`` GPUs takes ``n - 1`` steps, an all-reduce ``2 (n - 1)``."""
+Latencies per ring step: InfiniBand and RoCE NCCL's own RDMA figure
+(:data:`NCCL_RING_STEP_LATENCY_S`); EFA's libfabric path and the TCPXO offload 15 us, a TCP
+socket (TCPX, plain Ethernet) 50 us: stated assumptions, not fitted."""
 
 LINK_EFFICIENCY = 0.75
 """Share of a link's rate a large collective reaches. nccl-tests on 8x A100 SXM report
@@ -115,11 +138,15 @@ PCIe 5.0 (63 GB/s raw)."""
 
 @dataclass(frozen=True)
 class Link:
-    """The link a collective crosses, with its usable rate in bytes/s per GPU and direction."""
+    """The link a collective crosses, with its usable rate in bytes/s per GPU and direction.
+    Across servers it also carries what a ring step costs in latency: ``step_latency_s`` on the
+    network, ``intra_step_latency_s`` inside a server (NVLink or PCIe), and the server count."""
 
     kind: str  # "nvlink" | "pcie" | "network"
     bytes_per_s: float
-    step_latency_s: float = 0.0  # per ring step across servers (named networks only)
+    step_latency_s: float = 0.0  # per ring step across servers
+    intra_step_latency_s: float = 0.0  # per ring step inside a server (jobs across servers)
+    nodes: int = 1
 
     def to_dict(self) -> JsonObject:
         out: JsonObject = {"kind": self.kind, "gb_per_s": self.bytes_per_s / 1e9}
@@ -133,6 +160,17 @@ def host_link_bytes_per_s(pcie_gen: int) -> float:
     return PCIE_GB_PER_S_PER_DIRECTION[pcie_gen] * 1e9 * HOST_LINK_EFFICIENCY
 
 
+def reference_network(gpu: Gpu) -> Network:
+    """The network of the card's reference server (``network`` ``catalogue``): the per-GPU
+    adapter of :data:`NETWORK_GB_PER_S_PER_GPU` on each of the ``GPUS_PER_NODE`` GPUs, NCCL's
+    RDMA step latency."""
+    key = "pcie" if gpu.form_factor == "pcie" else gpu.architecture
+    per_gpu = NETWORK_GB_PER_S_PER_GPU.get(key)
+    if per_gpu is None:  # a server board of an architecture with no reference server
+        raise InputError("no_network_rate", "network", CATALOGUE_NETWORK)
+    return Network(GPUS_PER_NODE * per_gpu * 8.0, _RDMA_STEP_LATENCY_S)
+
+
 def collective_link(gpu: Gpu, num_gpus: int, network: str = CATALOGUE_NETWORK) -> Link:
     """The slowest link a collective over ``num_gpus`` cards of ``gpu`` crosses.
 
@@ -141,8 +179,9 @@ def collective_link(gpu: Gpu, num_gpus: int, network: str = CATALOGUE_NETWORK) -
       600 GB/s), so one direction is half of it. A bridge (``nvlink_max_gpus`` = 2) joins 2 cards.
     - PCIe otherwise within one server (the slot's rate, one direction).
     - Beyond one server (``GPUS_PER_NODE``): the cluster network, when it is slower: the card's
-      reference server's (``network`` ``catalogue``) or a named one of :data:`NETWORKS`, whose
-      ring-step latency the link carries.
+      reference server's (``network`` ``catalogue``, :func:`reference_network`) or a named one
+      of :data:`NETWORKS`; the link then carries the ring-step latencies (network, and NVLink or
+      PCIe inside each server) and the server count for :func:`ring_latency_s`.
     """
     intra_nvlink = gpu.nvlink_gb_per_s > 0 and (
         num_gpus <= gpu.nvlink_max_gpus
@@ -152,18 +191,33 @@ def collective_link(gpu: Gpu, num_gpus: int, network: str = CATALOGUE_NETWORK) -
         kind, rate = "nvlink", gpu.nvlink_gb_per_s / 2.0
     else:
         kind, rate = "pcie", PCIE_GB_PER_S_PER_DIRECTION[gpu.pcie_gen]
-    latency = 0.0
-    if num_gpus > GPUS_PER_NODE:
-        named = NETWORKS.get(network)
-        if named is None:
-            net = GPUS_PER_NODE * NETWORK_GB_PER_S_PER_GPU.get(
-                gpu.architecture, NETWORK_GB_PER_S_PER_GPU["ada"]
-            )
-        else:
-            net, latency = named.gb_per_s_per_node, named.step_latency_s
-        if net < rate:
-            kind, rate = "network", net
-    return Link(kind, rate * 1e9 * LINK_EFFICIENCY, latency)
+    if num_gpus <= GPUS_PER_NODE:
+        return Link(kind, rate * 1e9 * LINK_EFFICIENCY)
+    intra_latency = NCCL_RING_STEP_LATENCY_S[kind]
+    named = NETWORKS.get(network)
+    net = reference_network(gpu) if named is None else named
+    if net.gb_per_s_per_node < rate:
+        kind, rate = "network", net.gb_per_s_per_node
+    nodes = -(-num_gpus // GPUS_PER_NODE)
+    return Link(kind, rate * 1e9 * LINK_EFFICIENCY, net.step_latency_s, intra_latency, nodes)
+
+
+def ring_latency_s(link: Link, num_gpus: int, all_reduce: bool = False) -> float:
+    """Latency of one ring collective over ``num_gpus`` GPUs on ``link.nodes`` servers, NCCL's
+    tuning model (``src/graph/tuning.cc``, Simple protocol): ``baseLat + (steps - inter) x
+    intra + inter x net``; an all-gather or a reduce-scatter takes ``n - 1`` steps of which
+    ``k - 1`` cross the network, an all-reduce (a reduce-scatter then an all-gather) twice
+    both. 0 on one server: the latency of a collective inside a server (8.4 + 7 x 3.4 = 32 us
+    over 8 NVLink GPUs) is left out there, which keeps one server's figures as they were."""
+    if link.nodes <= 1 or num_gpus <= 1:
+        return 0.0
+    hops = 2 if all_reduce else 1
+    steps, inter = hops * (num_gpus - 1), hops * (link.nodes - 1)
+    return (
+        NCCL_RING_BASE_LATENCY_S
+        + (steps - inter) * link.intra_step_latency_s
+        + inter * link.step_latency_s
+    )
 
 
 def all_reduce_bytes(size: float, n: int) -> float:
@@ -185,6 +239,8 @@ __all__ = [
     "LINK_EFFICIENCY",
     "Link",
     "NETWORKS",
+    "NCCL_RING_BASE_LATENCY_S",
+    "NCCL_RING_STEP_LATENCY_S",
     "NETWORK_GB_PER_S_PER_GPU",
     "Network",
     "PCIE_GB_PER_S_PER_DIRECTION",
@@ -193,4 +249,6 @@ __all__ = [
     "collective_link",
     "host_link_bytes_per_s",
     "reduce_scatter_bytes",
+    "reference_network",
+    "ring_latency_s",
 ]

@@ -1148,10 +1148,12 @@ FIELDS: tuple[FieldSpec, ...] = (
         doc=(
             "the network between servers when a job spans more than one (more than "
             "``calc.comm.GPUS_PER_NODE`` GPUs): ``catalogue``, the card's reference server (one "
-            "InfiniBand adapter per GPU, :data:`calc.comm.NETWORK_GB_PER_S_PER_GPU`, no latency "
-            "term), or a named network of :data:`calc.comm.NETWORKS` (its rate per server and its "
-            "latency per ring step). Read only beyond one server: figures on one server do not "
-            "change."
+            "InfiniBand adapter per GPU of a server board, an assumed 100 Gb/s per PCIe card, "
+            ":func:`calc.comm.reference_network`), or a named network of "
+            ":data:`calc.comm.NETWORKS` (its rate per server and its latency per ring step; "
+            "``calc/data/instances.csv`` says which cloud instance has which). Every collective "
+            "across servers pays NCCL's ring latency (:func:`calc.comm.ring_latency_s`). Read "
+            "only beyond one server: figures on one server do not change."
         ),
     ),
     _bool("interruptible", False, PLAN),

@@ -261,6 +261,57 @@ def _prices() -> list[Price]:
     return _CACHE["prices"]  # type: ignore[return-value]  # the list built just above
 
 
+@dataclass(frozen=True)
+class Instance:
+    """A cloud instance type of ``calc/data/instances.csv``: its cards, the link between them and
+    the named network (``calc.comm.NETWORKS``) between two such instances."""
+
+    instance: str
+    provider: str
+    gpu: str
+    gpus: int
+    intra_node: str
+    network: str
+    network_gbit_per_s: float
+    source: str
+    as_of: str
+    note: str
+
+    def to_dict(self) -> JsonObject:
+        return {
+            "instance": self.instance,
+            "provider": self.provider,
+            "gpu": self.gpu,
+            "gpus": self.gpus,
+            "intra_node": self.intra_node,
+            "network": self.network,
+            "network_gbit_per_s": self.network_gbit_per_s,
+            "source": self.source,
+            "as_of": self.as_of,
+        }
+
+
+def instances() -> tuple[Instance, ...]:
+    """Cloud instance types and their networks, in file order."""
+    if "instances" not in _CACHE:
+        _CACHE["instances"] = tuple(
+            Instance(
+                instance=row["instance"],
+                provider=row["provider"],
+                gpu=row["gpu"],
+                gpus=int(row["gpus"]),
+                intra_node=row["intra_node"],
+                network=row["network"],
+                network_gbit_per_s=float(row["network_gbit_per_s"]),
+                source=row["source"],
+                as_of=row["as_of"],
+                note=row.get("note") or "",
+            )
+            for row in _rows("instances.csv")
+        )
+    return _CACHE["instances"]  # type: ignore[return-value]  # the tuple built just above
+
+
 def gpu_ids() -> tuple[str, ...]:
     """Catalogue ids in file order (smallest to largest within each family)."""
     return tuple(_catalogue())
@@ -354,12 +405,14 @@ def gpus_listing() -> JsonObject:
 
 __all__ = [
     "Gpu",
+    "Instance",
     "Price",
     "PriceQuote",
     "all_gpus",
     "get_gpu",
     "gpu_ids",
     "gpus_listing",
+    "instances",
     "price_quote",
     "prices_for",
     "rocm_warnings",

@@ -543,6 +543,10 @@ class Counts:
     adapter_flops_per_token: float = 0.0  # the LoRA adapters' rank-r matmuls, all passes
     adapter_bytes_per_token: float = 0.0  # what those matmuls read and write, all passes
     adapter_fp32: bool = False  # the adapters' matmuls run in fp32 (no tensor cores)
+    # DeepSpeed ZeRO-3's all-gathers per pass over the model and elements per reduce bucket
+    # (0: one collective per layer, FSDP's units; :func:`zero3_messages`)
+    gather_messages: int = 0
+    reduce_bucket_params: int = 0
 
 
 _COUNTS: dict[tuple[int, Sharding, int | None], tuple[EstimateRequest, Counts]] = {}
@@ -698,6 +702,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
             reg.compute_bytes + 2 * reg.grad_bytes
         )
     qbytes = st.quantized_bytes(layout.quantized, req.qlora_double_quant) if layout.quantized else 0
+    gathers, reduce_bucket = zero3_messages(req, sharding)
     return Counts(
         flops=fpt,
         tokens_micro=tokens,
@@ -730,6 +735,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         adapter_flops_per_token=adapter_flops,
         adapter_bytes_per_token=adapter_bytes,
         adapter_fp32=fp32_adapters,
+        gather_messages=gathers,
+        reduce_bucket_params=reduce_bucket,
     )
 
 
@@ -760,6 +767,48 @@ def _adapters_run_fp32(req: EstimateRequest) -> bool:
     (``A.to(dtype)``, ``B.to(dtype)``) and adds their product into the base output in place."""
     fp32 = req.lora_adapter_dtype is AdapterDtype.FP32 or req.precision is Precision.FP32
     return req.is_peft and fp32 and not (req.fused_lora_kernels and attention_dtype(req) != "fp32")
+
+
+DEEPSPEED_PREFETCH_BUCKET_PER_HIDDEN2 = 0.9
+"""DeepSpeed ZeRO-3's prefetch bucket in elements per ``hidden x hidden``, as the Hugging Face
+Trainer fills ``stage3_prefetch_bucket_size: "auto"`` (transformers 5.17.0
+``integrations/deepspeed.py`` ``trainer_config_finalize``: ``0.9 * hidden_size * hidden_size``).
+DeepSpeed 0.16.5 ``PartitionedParameterCoordinator.fetch_sub_module`` gathers the next
+parameters of its trace until their elements reach the bucket, in one coalesced all-gather."""
+
+
+def zero3_messages(req: EstimateRequest, sharding: Sharding) -> tuple[int, int]:
+    """``(all-gathers per pass over the model, elements per reduce bucket)`` of ZeRO-3 when
+    DeepSpeed runs it; ``(0, 0)`` for FSDP (an all-gather and a reduce-scatter per layer, its
+    units) and other shardings.
+
+    DeepSpeed fetches parameters per module, not per layer: walking a block's parameters in
+    forward order (first norm, the attention linears, second norm, the MLP linears), one
+    all-gather takes parameters until their elements reach the prefetch bucket
+    (:data:`DEEPSPEED_PREFETCH_BUCKET_PER_HIDDEN2`); the gradients leave in reduce buckets of
+    ``reduce_bucket_size`` elements, ``hidden x hidden`` with the Trainer's ``auto``
+    (:func:`calc.states.deepspeed_reduce_bucket_bytes`), one reduce-scatter each: the step counts
+    ``ceil(gradient elements / bucket)`` of them."""
+    if sharding is not Sharding.ZERO3 or not st.deepspeed_zero(req):
+        return 0, 0
+    arch = req.model
+    bucket = DEEPSPEED_PREFETCH_BUCKET_PER_HIDDEN2 * arch.hidden_size**2
+    attn = [l for l in arch.block_linears if l.role == "attn"]
+    rest = [l for l in arch.block_linears if l.role != "attn"]
+    norm = [arch.norm_params] * max(arch.norms_per_layer, 0)
+    sizes = (
+        norm[:1]
+        + [l.d_in * l.d_out for l in attn for _ in range(l.count)]
+        + norm[1:]
+        + [l.d_in * l.d_out for l in rest for _ in range(l.count)]
+    )
+    per_block, held = 0, 0.0
+    for size in sizes:
+        held += size
+        if held >= bucket:
+            per_block, held = per_block + 1, 0.0
+    per_block += 1 if held else 0
+    return arch.num_layers * per_block, arch.hidden_size**2
 
 
 def packed_attention(req: EstimateRequest) -> tuple[float | None, str]:
@@ -1084,16 +1133,22 @@ def step_breakdown(
     param_bytes = c.dense_params * reg.compute_bytes + c.quantized_bytes
     link = rates.link.bytes_per_s
     layers = max(c.layers, 1)
-    # ring steps across servers: n - 1 per all-gather or reduce-scatter (per unit under ZeRO-3,
-    # one unit per layer), 2 (n - 1) per all-reduce bucket; 0 on the catalogue's network
-    step_lat = rates.link.step_latency_s * (n - 1)
+    # latency of each collective across servers (NCCL's ring model, 0 on one server): ZeRO-3
+    # gathers and reduce-scatters once per unit (FSDP: a layer; DeepSpeed: a prefetch bucket of
+    # parameters, a reduce bucket of gradients), every DDP / ZeRO-1/2 bucket pays one
+    gather_lat = comm.ring_latency_s(rates.link, n)
+    reduce_lat = comm.ring_latency_s(rates.link, n, all_reduce=True)
     # Exposed seconds: per ordinary micro-step, extra in the micro-step that synchronises the
     # gradients (the last one under no_sync accumulation), and after the optimizer step.
     comm_micro = comm_last = comm_after = 0.0
     if n > 1:
         if sharding is Sharding.ZERO3:
-            ag = comm.all_gather_bytes(param_bytes, n) / link + layers * step_lat
-            rs = comm.reduce_scatter_bytes(grad_bytes, n) / link + layers * step_lat
+            gathers = c.gather_messages or layers
+            reduces = (
+                -(-c.grad_params // c.reduce_bucket_params) if c.reduce_bucket_params else layers
+            )
+            ag = comm.all_gather_bytes(param_bytes, n) / link + gathers * gather_lat
+            rs = comm.reduce_scatter_bytes(grad_bytes, n) / link + reduces * gather_lat
             comm_micro += max(ag / layers, ag - fwd_busy)
             if sync_each_micro_batch or A == 1:
                 comm_micro += max((ag + rs) / layers, ag + rs - bwd_busy)
@@ -1106,15 +1161,18 @@ def step_breakdown(
             if sharding in (Sharding.ZERO1, Sharding.ZERO2):
                 sync = comm.reduce_scatter_bytes(grad_bytes, n) / link
                 bucket = comm.reduce_scatter_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / link
+                bucket_lat = gather_lat
                 # the updated (trainable) weights are all-gathered after the step: not overlapped
-                comm_after += comm.all_gather_bytes(c.trainable * reg.weight_bytes, n) / link
+                comm_after += (
+                    comm.all_gather_bytes(c.trainable * reg.weight_bytes, n) / link + gather_lat
+                )
             else:  # DDP
                 sync = comm.all_reduce_bytes(grad_bytes, n) / link
                 bucket = comm.all_reduce_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / link
+                bucket_lat = reduce_lat
             buckets = max(1.0, -(-grad_bytes // DDP_BUCKET_BYTES))
-            hops = 1 if sharding in (Sharding.ZERO1, Sharding.ZERO2) else 2
-            sync += buckets * hops * step_lat
-            bucket += hops * step_lat
+            sync += buckets * bucket_lat
+            bucket += bucket_lat
             exposed_sync = max(bucket, sync - bwd_busy)
             if sync_each_micro_batch:
                 comm_micro += exposed_sync

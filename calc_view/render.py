@@ -662,8 +662,14 @@ class Renderer:
             return None
         gpu = catalogue.get_gpu(self.result["gpu"])
         link = gpu.link_for(n)
-        # the rate collectives get across servers (calc.comm: the slowest link, usable share)
-        network = comm.collective_link(gpu, n).bytes_per_s / 1e9
+        # the rate collectives get across servers (calc.comm: the slowest link, usable share),
+        # on the network the request names when the time was computed
+        step = self.result.get("time", {}).get("step", {})
+        network = (
+            step["link"]["gb_per_s"]
+            if "link" in step
+            else comm.collective_link(gpu, n).bytes_per_s / 1e9
+        )
         text = (
             self.s["ui"]["multi_node_note"]
             .replace("{gpus}", format_number(n, 0, self.lang))

@@ -216,6 +216,42 @@ def gpu_fp32_rates(lang: str) -> str:
     return render(gpu_rows(None), cols, lang, "gpu_fp32_rates", "caption.gpu_fp32_rates")
 
 
+def cluster_networks(lang: str) -> str:
+    """The cloud instances of ``calc/data/instances.csv``: cards, the named network between two
+    of them (the ``network`` key), its rate per server and the latency of one ring step on it
+    (:data:`calc.comm.NETWORKS`)."""
+    from calc import comm
+    from calc.gpus import get_gpu, instances
+
+    rows = []
+    for inst in instances():
+        source = {"command": "instance", "id": inst.instance}
+        rows.append(
+            {
+                "instance": inst.instance,
+                "provider": inst.provider,
+                "gpu": get_gpu(inst.gpu).name,
+                "network": inst.network,
+                "network_gbit_per_s": inst.network_gbit_per_s,
+                "step_latency_us": comm.NETWORKS[inst.network].step_latency_s * 1e6,
+                "source": inst.source,
+                "as_of": inst.as_of,
+                SOURCE: source,
+            }
+        )
+    cols = [
+        Col("instance", "col.instance", "text", row_header=True),
+        Col("provider", "col.provider", "text"),
+        Col("gpu", "col.gpu", "text"),
+        Col("network", "col.network", "code"),
+        Col("network_gbit_per_s", "col.network_gbit_per_s", "int"),
+        Col("step_latency_us", "col.step_latency_us", "factor"),
+        Col("as_of", "col.as_of", "text"),
+        Col("source", "col.source", "text", recorded_in="en"),
+    ]
+    return render(rows, cols, lang, "cluster_networks", "caption.cluster_networks")
+
+
 def plan_defaults_table(lang: str) -> str:
     """Numeric defaults of the plan request (group ``plan`` of :data:`calc.fields.FIELDS`), with
     their sources."""
@@ -523,6 +559,7 @@ MACROS = (
     "validation_time_fit",
     "time_rate_constants",
     "gpu_fp32_rates",
+    "cluster_networks",
 )
 
 

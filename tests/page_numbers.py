@@ -21,6 +21,12 @@ def response_for(source: dict) -> tuple[dict, dict]:
         return listing[source["id"]], request
     if command == "request":
         return {}, request
+    if command == "instance":
+        from calc import comm
+
+        inst = next(i for i in gpus.instances() if i.instance == source["id"])
+        network = comm.NETWORKS[inst.network]
+        return {**inst.to_dict(), "step_latency_us": network.step_latency_s * 1e6}, request
     if command == "preset":
         from calc import presets
 

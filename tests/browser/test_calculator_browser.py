@@ -236,6 +236,8 @@ PLAN_VARIATIONS = [
     {"network": "efa-400", "num_gpus": "16", "sharding": "zero3", "gpu": "a100-80gb-sxm"},
     {"network": "ethernet-100", "num_gpus": "16", "sharding": "zero3", "gpu": "h100-sxm"},
     {"network": "ethernet-25", "num_gpus": "16", "sharding": "ddp", "method": "lora"},
+    {"network": "gpudirect-tcpxo-1600", "num_gpus": "16", "sharding": "zero3", "gpu": "h100-sxm"},
+    {"network": "gpudirect-tcpx-800", "num_gpus": "24", "sharding": "zero2", "gpu": "h100-sxm"},
     # torch 2.5-2.10's SDPA order (cuDNN tried last), on a card where cuDNN would run first
     {"sdpa_cudnn_last": "true", "gpu": "h100-sxm", "model": "llama-3.2-3b"},
     # torchtune's chunked output layer trained in full, its fp32 rotary table; bitsandbytes

@@ -740,7 +740,69 @@ def test_network_changes_nothing_on_one_server(network):
 
 def test_catalogue_network_is_the_default():
     assert _plan_time(num_gpus=16, network="catalogue") == _plan_time(num_gpus=16)
-    assert "step_latency_us" not in _plan_time(num_gpus=16)["step"]["link"]
+    # the reference server's InfiniBand pays NCCL's RDMA step latency across servers
+    link = _plan_time(num_gpus=16)["step"]["link"]
+    assert link["step_latency_us"] == pytest.approx(comm.NCCL_RING_STEP_LATENCY_S["network"] * 1e6)
+    assert "step_latency_us" not in _plan_time(num_gpus=8)["step"]["link"]
+
+
+def test_ring_latency_is_nccls_model_of_steps_inside_and_across_servers():
+    """NCCL's tuning model (Simple protocol, ring): base + (steps - inter) x intra + inter x net,
+    n - 1 steps of which k - 1 cross the network for an all-gather, twice both for an
+    all-reduce; nothing on one server."""
+    h100 = gpus.get_gpu("h100-sxm")
+    link = comm.collective_link(h100, 32, "efa-400")
+    assert (link.nodes, link.intra_step_latency_s, link.step_latency_s) == (4, 3.4e-6, 15e-6)
+    assert comm.ring_latency_s(link, 32) == pytest.approx(8.4e-6 + 28 * 3.4e-6 + 3 * 15e-6)
+    assert comm.ring_latency_s(link, 32, all_reduce=True) == pytest.approx(
+        8.4e-6 + 56 * 3.4e-6 + 6 * 15e-6
+    )
+    # a server of PCIe cards steps over PCIe inside each server
+    pcie = comm.collective_link(gpus.get_gpu("l40s"), 16, "ethernet-25")
+    assert comm.ring_latency_s(pcie, 16) == pytest.approx(8.4e-6 + 14 * 5.7e-6 + 50e-6)
+    assert comm.ring_latency_s(comm.collective_link(h100, 8), 8) == 0.0
+
+
+def test_pcie_cards_do_not_borrow_a_server_boards_network():
+    """A server of PCIe cards has no adapter per GPU: RTX 5090 or H100 PCIe servers take the
+    PCIe figure, not the DGX B200 / H100 one of their architecture; their ring then runs at the
+    slower of the slot and that network."""
+    per_gpu = comm.NETWORK_GB_PER_S_PER_GPU
+    for card in ("rtx-5090", "h100-pcie", "a100-80gb-pcie"):
+        gpu = gpus.get_gpu(card)
+        assert comm.reference_network(gpu).gb_per_s_per_node == 8 * per_gpu["pcie"]
+        link = comm.collective_link(gpu, 16)
+        slot = comm.PCIE_GB_PER_S_PER_DIRECTION[gpu.pcie_gen]
+        assert link.bytes_per_s == pytest.approx(
+            min(slot, 8 * per_gpu["pcie"]) * 1e9 * comm.LINK_EFFICIENCY
+        )
+    assert comm.reference_network(gpus.get_gpu("b200")).gb_per_s_per_node == 8 * 50.0
+    # a slow named network is the bottleneck of a PCIe server too
+    assert comm.collective_link(gpus.get_gpu("rtx-5090"), 16, "ethernet-100").kind == "network"
+
+
+def test_a_server_board_without_a_reference_network_is_a_coded_error():
+    from calc.errors import InputError
+
+    odd = replace(gpus.get_gpu("h100-sxm"), architecture="volta")
+    with pytest.raises(InputError) as err:
+        comm.collective_link(odd, 16)
+    assert (err.value.code, err.value.field) == ("no_network_rate", "network")
+    # a named network prices it, and one server never needs one
+    assert comm.collective_link(odd, 16, "infiniband-3200").kind == "network"
+    assert comm.collective_link(odd, 8).kind == "nvlink"
+
+
+def test_every_cloud_instance_names_a_network_calc_prices_at_its_stated_rate():
+    rows = gpus.instances()
+    assert len(rows) >= 10 and {r.provider for r in rows} == {"aws", "gcp", "azure"}
+    for row in rows:
+        assert row.network in comm.NETWORKS, row.instance
+        assert comm.NETWORKS[row.network].gbit_per_s_per_node == row.network_gbit_per_s
+        assert gpus.get_gpu(row.gpu).id == row.gpu and row.gpus == comm.GPUS_PER_NODE
+        assert row.intra_node in ("nvlink", "pcie") and row.source and row.as_of
+    used = {row.network for row in rows}
+    assert used >= {"efa-400", "efa-3200", "infiniband-3200", "roce-3200", "gpudirect-tcpx-800"}
 
 
 def test_named_network_sets_the_rate_and_latency_across_servers():
@@ -768,9 +830,10 @@ def test_ring_latency_is_exposed_per_layer_under_zero3():
     )
     with_lat = timing.step_breakdown(c, rates, **args).exposed_communication
     without = timing.step_breakdown(c, no_lat, **args).exposed_communication
-    step = comm.NETWORKS["ethernet-25"].step_latency_s * 15
+    one = comm.ring_latency_s(rates.link, 16)
+    assert one == pytest.approx(8.4e-6 + 14 * 3.4e-6 + comm.NETWORKS["ethernet-25"].step_latency_s)
     # forward all-gather, then all-gather + reduce-scatter in the backward (A = 1): 3 per layer
-    assert with_lat - without == pytest.approx(3 * c.layers * step)
+    assert with_lat - without == pytest.approx(3 * c.layers * one)
 
 
 def test_unknown_network_is_a_coded_error_naming_the_field():
@@ -935,3 +998,30 @@ def test_transformers_4_loops_take_bitsandbytes_0_45_compute_dtype_rule():
     assert not _counts_and_rates("a100-80gb-sxm", framework="pytorch-loop")[
         2
     ].qlora_compute_dtype_from_input
+
+
+def test_deepspeed_zero3_sends_a_message_per_prefetch_bucket_and_reduce_bucket():
+    """DeepSpeed gathers per module group (prefetch bucket 0.9 hidden^2 elements), FSDP per
+    layer. Llama 2 70B's block, in forward order: norm + q (67.1M) | k + v + o | norm + gate |
+    up | down against 60.4M elements: 5 gathers per block; gradients leave in buckets of
+    hidden^2 elements."""
+    keys = {**NETWORK_PLAN, "num_gpus": 16}
+    ds_req, _ = parse_plan_request({**keys, "sharding_engine": "deepspeed"})
+    fsdp_req, _ = parse_plan_request(keys)
+    ds = timing.counts(ds_req, Sharding.ZERO3)
+    assert (ds.gather_messages, ds.reduce_bucket_params) == (5 * 80, 8192**2)
+    assert timing.zero3_messages(fsdp_req, Sharding.ZERO3) == (0, 0)
+    assert timing.zero3_messages(ds_req, Sharding.ZERO2) == (0, 0)
+    # more messages, more latency across servers; none on one server
+    fsdp = timing.counts(fsdp_req, Sharding.ZERO3)
+    rates = timing.card_rates(gpus.get_gpu("a100-80gb-sxm"), 16, "ethernet-25")
+    args = dict(
+        num_gpus=16, sharding=Sharding.ZERO3, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    lat = comm.ring_latency_s(rates.link, 16)
+    extra = timing.step_breakdown(ds, rates, **args).exposed_communication - (
+        timing.step_breakdown(fsdp, rates, **args).exposed_communication
+    )
+    reduces = -(-ds.grad_params // ds.reduce_bucket_params)
+    # forward gathers, backward gathers and reduce-scatters, all exposed on 25 Gb/s
+    assert extra == pytest.approx((2 * (400 - 80) + reduces - 80) * lat)

@@ -1151,3 +1151,13 @@ def test_tables_that_scroll_sideways_are_named_regions_a_keyboard_can_reach():
     for box in boxes:
         assert 'role="region"' in box and 'tabindex="0"' in box
         assert re.search(r'aria-label="[^"]+"', box), box
+
+
+def test_the_multi_node_note_gives_the_rate_of_the_network_the_request_names():
+    """Across servers the note quotes the rate the time used: the named network's, not the
+    card's reference server's."""
+    changes = {"gpu": "a100-80gb-sxm", "num_gpus": 16, "sharding": "zero3", "method": "full"}
+    default = view.Renderer(_plan(changes), "en", STRINGS["en"]).multi_node_note()
+    efa = view.Renderer(_plan({**changes, "network": "efa-400"}), "en", STRINGS["en"])
+    # 8 x 200 Gb/s HDR: 200 GB/s per server; 400 Gb/s of EFA: 50; both at LINK_EFFICIENCY
+    assert "150 GB/s" in default[2] and "38 GB/s" in efa.multi_node_note()[2]
