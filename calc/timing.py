@@ -877,13 +877,17 @@ def card_rates(gpu: Gpu, num_gpus: int, network: str = comm.CATALOGUE_NETWORK) -
 
 
 def _card_rates(gpu: Gpu, num_gpus: int, network: str) -> Rates:
+    """The card's rates as it runs: the datasheet's tensor and FP32 rates, computed at the boost
+    clock, times ``gpu.clock_factor`` (the clock it holds under its board power limit over the
+    boost clock, ``gpus.csv``'s ``sustained_clock_mhz``); memory and links at their figures."""
+    clock = gpu.clock_factor
     return Rates(
-        peak_flops=gpu.bf16_dense_flops,
-        fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12,
+        peak_flops=gpu.bf16_dense_flops * clock,
+        fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12 * clock,
         memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
         link=comm.collective_link(gpu, num_gpus, network),
         host_bytes_per_s=comm.host_link_bytes_per_s(gpu.pcie_gen),
-        fp32_flops=gpu.fp32_flops,
+        fp32_flops=gpu.fp32_flops * clock,
         capability=attn_kernels.compute_capability(gpu.architecture, gpu.id)
         if gpu.stack == "cuda"
         else None,

@@ -424,6 +424,21 @@ def validation_time_fit(lang: str) -> str:
     return render(rows, cols, lang, "validation_time_fit", "caption.validation_time_fit")
 
 
+def single_source_constants(lang: str) -> str:
+    """One sentence naming the fitted constants of the time model that rest on a single source
+    (``constant_basis`` of the throughput comparison), with that source, or saying there is
+    none."""
+    basis = _throughput()["constant_basis"]
+    names = [
+        f"{name} ({', '.join(s.replace('github.com/', '') for s in b['sources'])})"
+        for name, b in basis.items()
+        if b["single_source"]
+    ]
+    if not names:
+        return labels.text("text.single_source_constants_none", lang)
+    return labels.text("text.single_source_constants", lang).format(names="; ".join(names))
+
+
 def validation_time_uncovered(lang: str) -> str:
     """Rows with a throughput figure calc cannot express, with the reason."""
     rows = [
@@ -518,6 +533,7 @@ MACROS = (
     "validation_time_uncovered",
     "validation_qlora_ratio",
     "validation_time_fit",
+    "single_source_constants",
     "time_rate_constants",
     "gpu_fp32_rates",
 )
