@@ -425,18 +425,13 @@ def validation_time_fit(lang: str) -> str:
 
 
 def single_source_constants(lang: str) -> str:
-    """One sentence naming the fitted constants of the time model that rest on a single source
-    (``constant_basis`` of the throughput comparison), with that source, or saying there is
-    none."""
-    basis = _throughput()["constant_basis"]
-    names = [
-        f"{name} ({', '.join(s.replace('github.com/', '') for s in b['sources'])})"
-        for name, b in basis.items()
-        if b["single_source"]
-    ]
-    if not names:
-        return labels.text("text.single_source_constants_none", lang)
-    return labels.text("text.single_source_constants", lang).format(names="; ".join(names))
+    """The time page's line on the fitted constants that rest on a single source: the
+    validation page's sentence for each (its source and held-out error, read from the fit), or
+    one saying there is none."""
+    from .validation_time_first_contact import _single_source_lines
+
+    lines = _single_source_lines(lang)
+    return " ".join(lines) if lines else labels.text("text.single_source_constants_none", lang)
 
 
 def validation_time_uncovered(lang: str) -> str:

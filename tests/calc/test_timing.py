@@ -487,6 +487,20 @@ def test_whole_job_wall_time_rows_are_judged_not_fitted(validation):
         assert not judged_sources & set(basis["sources"])
 
 
+def test_power_limited_card_rows_are_fitted_at_the_sustained_clock(validation):
+    """calc runs the L4 at the clock its 72 W hold (gpus.csv sustained_clock_mhz), so its rows
+    are fitted like the others: the workstation and data-centre GDDR class rests on two sources,
+    not on Answer.AI's RTX 6000 Ada alone."""
+    from accuracy import throughput
+
+    _, result, _ = validation
+    assert "power_limited_card" not in throughput.NOT_FITTED_NOTES
+    l4 = [r for r in result["rows"] if r["gpu"] == "l4"]
+    assert len(l4) == 5 and all(r["fitted"] for r in l4)
+    basis = result["constant_basis"]["matmul_efficiency.gddr-pro"]
+    assert not basis["single_source"] and len(basis["sources"]) == 2
+
+
 def _counts_and_rates(gpu_id: str, **request):
     req, opts = parse_plan_request(
         {"model": "llama-2-7b", "gpu": gpu_id, "dataset_tokens": 1e9, **request}
