@@ -428,9 +428,9 @@ def single_source_constants(lang: str) -> str:
     """The time page's line on the fitted constants that rest on a single source: the
     validation page's sentence for each (its source and held-out error, read from the fit), or
     one saying there is none."""
-    from .validation_time_first_contact import _single_source_lines
+    from .validation_time_first_contact import single_source_lines
 
-    lines = _single_source_lines(lang)
+    lines = single_source_lines(lang)
     return " ".join(lines) if lines else labels.text("text.single_source_constants_none", lang)
 
 
