@@ -316,8 +316,8 @@ def power_limited_clock_mhz(gpu: Gpu, reference: Gpu) -> float:
     )
     if ratio >= 1:
         return gpu.boost_clock_mhz
-    clock = reference.sustained_clock_mhz * ratio ** (1 / CLOCK_POWER_EXPONENT)
-    return min(gpu.boost_clock_mhz, max(gpu.base_clock_mhz, clock))
+    clock: float = reference.sustained_clock_mhz * ratio ** (1 / CLOCK_POWER_EXPONENT)
+    return min(float(gpu.boost_clock_mhz), max(float(gpu.base_clock_mhz), clock))
 
 
 def gpu_ids() -> tuple[str, ...]:
