@@ -165,16 +165,15 @@ class Case:
     fitted: bool = True
 
 
-NOT_FITTED_NOTES = frozenset({"whole_run_time_includes_startup", "power_limited_card"})
+NOT_FITTED_NOTES = frozenset({"whole_run_time_includes_startup"})
 """Row notes whose figure is not steady-state tokens/s (a whole job's wall time holds start-up,
-compilation and data loading, which calc reports apart), or whose card cannot hold the clock its
-datasheet rate assumes (``power_limited_card``: NVIDIA's L4, a 72 W board whose 121 TFLOPS bf16
-is quoted at boost clock; under a sustained training load it runs at the power limit, and calc
-has no sustained rate for it): such rows are judged like the others but no constant is fitted
-on them. Fitted on, the L4 rows of Philipp Schmid's TRL table (rows 284-288) pull the consumer
-class's matmul efficiency from 1.0 to 0.85 and the small-step saturation from 128 to 64 tokens,
-a power limit read as a matmul property, which moves other sources' held-out errors by
-hundreds of points (most on Unsloth's B200 rows)."""
+compilation and data loading, which calc reports apart): such rows are judged like the others
+but no constant is fitted on them. Rows on a power-limited card (``power_limited_card``: the L4
+rows of Philipp Schmid's TRL table, a 72 W board whose 121 TFLOPS bf16 is quoted at its boost
+clock) are fitted on: calc runs every card at the clock it holds under its board power
+(``gpus.csv`` ``sustained_clock_mhz``), so their power limit is no longer read as a matmul
+property; they are the second source of the workstation and data-centre GDDR class beside
+Answer.AI's RTX 6000 Ada."""
 
 
 def cases(rows: dict[int, dict]) -> list[Case]:

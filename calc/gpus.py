@@ -38,8 +38,17 @@ DERIVABLE = (
     "memory_bandwidth_gb_per_s",
     "nvlink_gb_per_s",
     "fp32_tflops",
+    "boost_clock_mhz",
+    "sustained_clock_mhz",
 )
 """The figure columns of ``gpus.csv`` a row may mark as derived (its ``derived`` column)."""
+
+CLOCK_POWER_EXPONENT = 3.0
+"""Dynamic power per compute unit grows about as the clock to this power at the board power
+limit (``P ~ f V**2`` with the voltage rising about linearly with the clock over the boost
+range): a card with less power per unit than its die family's reference holds
+``reference clock x (power ratio) ** (1 / 3)`` (:func:`power_limited_clock_mhz`). Stated, not
+fitted."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,12 @@ class Gpu:
     derived: tuple[str, ...] = ()  # rate columns computed rather than read off a datasheet
     fp32_tflops: float = 0.0  # peak FP32 without tensor cores (CUDA cores / vector units)
     fp32_source: str = ""
+    compute_units: int = 0  # SMs (NVIDIA) or compute units (AMD)
+    base_clock_mhz: int = 0  # 0: none published
+    boost_clock_mhz: int = 0  # the clock the datasheet's tensor rate assumes; 0: none published
+    sustained_clock_mhz: int = 0  # the clock held under the board power limit
+    clock_reference: str = ""  # the die family's reference card of the derivation
+    clock_source: str = ""
 
     def __post_init__(self) -> None:
         for name in self.derived:
@@ -88,6 +103,14 @@ class Gpu:
             raise ValueError(f"gpus.csv {self.id}: board_power_w and its source are required")
         if not self.fp32_tflops > 0 or not self.fp32_source:
             raise ValueError(f"gpus.csv {self.id}: fp32_tflops and its source are required")
+        if not self.compute_units > 0 or not self.clock_source:
+            raise ValueError(f"gpus.csv {self.id}: compute_units and clock_source are required")
+        if self.boost_clock_mhz > 0 and not (
+            self.base_clock_mhz <= self.sustained_clock_mhz <= self.boost_clock_mhz
+        ):
+            raise ValueError(f"gpus.csv {self.id}: base <= sustained <= boost clock")
+        if self.boost_clock_mhz <= 0 and self.sustained_clock_mhz > 0:
+            raise ValueError(f"gpus.csv {self.id}: a sustained clock needs the boost clock")
 
     @property
     def memory_bytes(self) -> int:
@@ -96,8 +119,17 @@ class Gpu:
 
     @property
     def bf16_dense_flops(self) -> float:
-        """Peak dense BF16 tensor throughput in FLOP/s."""
+        """Peak dense BF16 tensor throughput in FLOP/s (the datasheet's, at the boost clock)."""
         return self.bf16_dense_tflops * 1e12
+
+    @property
+    def clock_factor(self) -> float:
+        """``sustained_clock_mhz / boost_clock_mhz``: the share of the datasheet's rates (tensor
+        and FP32, all computed at the boost clock) the card runs at under its board power limit;
+        1 where no clock is published (the rate is taken as sustained)."""
+        if self.boost_clock_mhz <= 0:
+            return 1.0
+        return self.sustained_clock_mhz / self.boost_clock_mhz
 
     @property
     def fp32_flops(self) -> float:
@@ -139,6 +171,12 @@ class Gpu:
             "derived": list(self.derived),
             "fp32_tflops": self.fp32_tflops,
             "fp32_source": self.fp32_source,
+            "compute_units": self.compute_units,
+            "base_clock_mhz": self.base_clock_mhz,
+            "boost_clock_mhz": self.boost_clock_mhz,
+            "sustained_clock_mhz": self.sustained_clock_mhz,
+            "clock_reference": self.clock_reference,
+            "clock_source": self.clock_source,
         }
 
 
@@ -237,6 +275,12 @@ def _catalogue() -> dict[str, Gpu]:
                 derived=tuple(row["derived"].split()),
                 fp32_tflops=float(row["fp32_tflops"]),
                 fp32_source=row["fp32_source"],
+                compute_units=int(row["compute_units"]),
+                base_clock_mhz=int(row["base_clock_mhz"]),
+                boost_clock_mhz=int(row["boost_clock_mhz"]),
+                sustained_clock_mhz=int(row["sustained_clock_mhz"]),
+                clock_reference=row["clock_reference"],
+                clock_source=row["clock_source"],
             )
             gpus[gpu.id] = gpu
         _CACHE["gpus"] = gpus
@@ -310,6 +354,19 @@ def instances() -> tuple[Instance, ...]:
             for row in _rows("instances.csv")
         )
     return _CACHE["instances"]  # type: ignore[return-value]  # the tuple built just above
+def power_limited_clock_mhz(gpu: Gpu, reference: Gpu) -> float:
+    """The clock ``gpu`` holds under its board power limit, from its die family's ``reference``
+    (a card taken at its own sustained clock): with at least the reference's board power per
+    compute unit, the boost clock; with less, ``reference clock x (power ratio) ** (1 /
+    CLOCK_POWER_EXPONENT)``, never below the base clock (NVIDIA's clock guaranteed at the board
+    power) nor above the boost clock. MHz; what ``gpus.csv`` records as DERIVED."""
+    ratio = (gpu.board_power_w / gpu.compute_units) / (
+        reference.board_power_w / reference.compute_units
+    )
+    if ratio >= 1:
+        return gpu.boost_clock_mhz
+    clock: float = reference.sustained_clock_mhz * ratio ** (1 / CLOCK_POWER_EXPONENT)
+    return min(float(gpu.boost_clock_mhz), max(float(gpu.base_clock_mhz), clock))
 
 
 def gpu_ids() -> tuple[str, ...]:
@@ -413,6 +470,7 @@ __all__ = [
     "gpu_ids",
     "gpus_listing",
     "instances",
+    "power_limited_clock_mhz",
     "price_quote",
     "prices_for",
     "rocm_warnings",

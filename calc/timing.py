@@ -57,8 +57,8 @@ MATMUL_EFFICIENCY = {
     "a100": 0.75,
     "blackwell": 0.54,
     "gddr": 1.00,
-    "gddr-pro": 0.27,
-    "hopper": 0.62,
+    "gddr-pro": 0.35,
+    "hopper": 0.60,
 }
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
@@ -67,23 +67,23 @@ the methodology page). ``hopper`` rests on four sources (Unsloth on the H100/H20
 the Surogate authors, llm-foundry, NeMo AutoModel's LoRA table, Answer.AI's 70B QLoRA on four
 H100), ``gddr`` on three (Unsloth on the RTX 5090, torchtune and Answer.AI's fsdp_qlora on the
 RTX 4090); ``gddr-pro`` (workstation and data-centre GDDR cards, listed at their datasheets'
-full-rate FP32 accumulate, twice the GeForce rate per SM and clock, which their power limits do
-not sustain; ``gpus.csv`` header) on one: Answer.AI's rented RTX 6000 Ada; the L4 rows of Philipp
-Schmid's TRL table are judged, not fitted (power-limited card). Fitted on that one card, the class
-predicts the RTX PRO 6000 Blackwell rows of universal-llm-trainer (first contact, never fitted)
-within 15 %. Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
+full-rate FP32 accumulate, twice the GeForce rate per SM and clock; ``gpus.csv`` header) on two:
+Answer.AI's rented RTX 6000 Ada and the L4 rows of Philipp Schmid's TRL table. Every class's share is of the card's rate at its sustained clock (``calc.gpus.Gpu.clock_factor``:
+the power-limited cards run below the boost clock their datasheet rate assumes, by a stated count
+from their board power, not by a class of their own), so the RTX 6000 Ada's rows set the other
+cards' share, not their clocks. Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
 are judged but not fitted on (their figure is a whole job's wall time, start-up included);
 ``blackwell`` on two: Unsloth on the B200 (LoRA and QLoRA of Qwen3 0.6B-32B on one card) and
 NeMo 2's Llama 3 8B BF16 pre-training on eight (vuiseng9's nemo-perf-nvfp4); fitted on either
 alone it is 0.38 or about 0.55 (Unsloth's B200 rows run below the NeMo run's share of the peak).
-``gddr-pro`` still rests on one source, which the methodology page says. A class without rows
+No class rests on a single source (the methodology page says so, from the fit). A class without rows
 (``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
 
-MATMUL_EFFICIENCY_POOLED = 0.74
+MATMUL_EFFICIENCY_POOLED = 0.71
 """The same fit with every covered row pooled in one class: the figure for card classes with no
 measured row (MI300X); FITTED."""
 
-MATMUL_HALF_TOKENS = 108.0
+MATMUL_HALF_TOKENS = 152.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
 efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per layer, matmul
 work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
@@ -1014,13 +1014,17 @@ def card_rates(gpu: Gpu, num_gpus: int, network: str = comm.CATALOGUE_NETWORK) -
 
 
 def _card_rates(gpu: Gpu, num_gpus: int, network: str) -> Rates:
+    """The card's rates as it runs: the datasheet's tensor and FP32 rates, computed at the boost
+    clock, times ``gpu.clock_factor`` (the clock it holds under its board power limit over the
+    boost clock, ``gpus.csv``'s ``sustained_clock_mhz``); memory and links at their figures."""
+    clock = gpu.clock_factor
     return Rates(
-        peak_flops=gpu.bf16_dense_flops,
-        fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12,
+        peak_flops=gpu.bf16_dense_flops * clock,
+        fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12 * clock,
         memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
         link=comm.collective_link(gpu, num_gpus, network),
         host_bytes_per_s=comm.host_link_bytes_per_s(gpu.pcie_gen),
-        fp32_flops=gpu.fp32_flops,
+        fp32_flops=gpu.fp32_flops * clock,
         capability=attn_kernels.compute_capability(gpu.architecture, gpu.id)
         if gpu.stack == "cuda"
         else None,

@@ -290,6 +290,9 @@ def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
         Col("memory_gb_marketed", "col.memory_marketed", "int"),
         Col("bf16_dense_tflops", "col.bf16_tflops", "tflops"),
         Col("fp32_tflops", "col.fp32_tflops", "tflops"),
+        Col("base_clock_mhz", "col.base_clock", "int"),
+        Col("boost_clock_mhz", "col.boost_clock", "int"),
+        Col("sustained_clock_mhz", "col.sustained_clock", "int"),
         Col("memory_bandwidth_gb_per_s", "col.bandwidth", "gbps"),
         Col("nvlink_gb_per_s", "col.nvlink", "gbps"),
         Col("derived_label", "col.derived_figures", "text"),
@@ -312,6 +315,7 @@ GPU_SOURCE_COLS = [
     Col("name", "col.gpu", "text", row_header=True),
     Col("source", "col.source", "text", recorded_in="en"),
     Col("fp32_source", "col.fp32_source", "text", recorded_in="en"),
+    Col("clock_source", "col.clock_source", "text", recorded_in="en"),
     Col("as_of", "col.as_of", "text"),
 ]
 

@@ -463,6 +463,16 @@ def validation_time_fit(lang: str) -> str:
     return render(rows, cols, lang, "validation_time_fit", "caption.validation_time_fit")
 
 
+def single_source_constants(lang: str) -> str:
+    """The time page's line on the fitted constants that rest on a single source: the
+    validation page's sentence for each (its source and held-out error, read from the fit), or
+    one saying there is none."""
+    from .validation_time_first_contact import single_source_lines
+
+    lines = single_source_lines(lang)
+    return " ".join(lines) if lines else labels.text("text.single_source_constants_none", lang)
+
+
 def validation_time_uncovered(lang: str) -> str:
     """Rows with a throughput figure calc cannot express, with the reason."""
     rows = [
@@ -557,6 +567,7 @@ MACROS = (
     "validation_time_uncovered",
     "validation_qlora_ratio",
     "validation_time_fit",
+    "single_source_constants",
     "time_rate_constants",
     "gpu_fp32_rates",
     "cluster_networks",

@@ -69,7 +69,7 @@ def _table(lang: str) -> str:
     )
 
 
-def _single_source_lines(lang: str) -> list[str]:
+def single_source_lines(lang: str) -> list[str]:
     """One sentence per fitted constant of the time model that rests on a single source."""
     from accuracy import throughput as vt
 
@@ -123,7 +123,7 @@ def validation_time_first_contact_section(lang: str) -> str:
     )
     heading = labels.text("validation.time_first_contact_heading", lang)
     parts = [f"#### {heading} {{ #validation-time-first-contact }}", "", text, "", _table(lang)]
-    lines = _single_source_lines(lang)
+    lines = single_source_lines(lang)
     if lines:
         parts += ["", *(f"- {line}" for line in lines)]
     return "\n".join(parts)

@@ -356,12 +356,14 @@ def test_derived_rates_are_marked_in_the_catalogue_and_on_the_gpu_page():
         "bf16_dense_tflops",
         "fp8_dense_tflops",
         "fp32_tflops",
+        "sustained_clock_mhz",
     )
-    assert gpus.get_gpu("h100-sxm").derived == ()
+    assert gpus.get_gpu("h100-sxm").derived == ("boost_clock_mhz",)
     assert gpus.get_gpu("rtx-pro-6000").to_dict()["derived"] == [
         "bf16_dense_tflops",
         "fp8_dense_tflops",
         "fp32_tflops",
+        "sustained_clock_mhz",
     ]
     assert "dense BF16 rate, dense FP8 rate, FP32 rate" in guides.gpu_catalogue("en")
     assert "velocidad BF16 densa, velocidad FP8 densa, velocidad FP32" in guides.gpu_catalogue("es")
@@ -380,3 +382,85 @@ def test_every_card_has_a_sourced_fp32_rate_below_its_tensor_rate():
     assert gpus.get_gpu("a100-80gb-sxm").fp32_tflops == 19.5
     assert gpus.get_gpu("h100-sxm").fp32_tflops == 67
     assert gpus.get_gpu("rtx-4090").fp32_flops == 82.6e12
+
+
+def test_sustained_clocks_follow_the_stated_count_from_each_die_familys_reference():
+    """A card's sustained clock is the boost clock where it has at least the board power per
+    compute unit of its die family's reference, else the reference's clock x (power ratio)^(1/3)
+    between its base and boost clocks: recomputed here for every derived row, marked derived
+    exactly where the count cuts the clock; a reference runs at its boost clock."""
+    from calc import gpus
+
+    cut = set()
+    for gpu in gpus.all_gpus():
+        assert gpu.clock_source and gpu.compute_units > 0, gpu.id
+        if not gpu.clock_reference:
+            assert gpu.sustained_clock_mhz == gpu.boost_clock_mhz, gpu.id
+            assert "sustained_clock_mhz" not in gpu.derived, gpu.id
+            continue
+        ref = gpus.get_gpu(gpu.clock_reference)
+        assert not ref.clock_reference, f"{gpu.id}: its reference is a reference"
+        assert (ref.vendor, ref.stack) == (gpu.vendor, gpu.stack), gpu.id
+        expected = gpus.power_limited_clock_mhz(gpu, ref)
+        assert gpu.sustained_clock_mhz == round(expected), gpu.id
+        derived = gpu.sustained_clock_mhz < gpu.boost_clock_mhz
+        assert ("sustained_clock_mhz" in gpu.derived) == derived, gpu.id
+        assert ("sustained DERIVED" in gpu.clock_source) == derived, gpu.id
+        if derived:
+            cut.add(gpu.id)
+    # the power-limited cards of the issue lose clock, the 450-575 W GeForce flagships do not
+    assert {"l4", "rtx-6000-ada", "rtx-pro-6000", "l40s", "a40", "rtx-a6000"} <= cut
+    assert {"rtx-4090", "rtx-5090", "rtx-4080", "a100-80gb-sxm", "h200"}.isdisjoint(cut)
+    l4 = gpus.get_gpu("l4")
+    assert l4.sustained_clock_mhz == round(2520 * ((72 / 58) / (450 / 128)) ** (1 / 3)) == 1781
+    assert l4.clock_factor == 1781 / 2040
+
+
+def test_the_count_holds_at_base_and_boost():
+    """The derivation never leaves the card's own clock range, and more power per unit than the
+    reference means the boost clock, whatever the reference's clock."""
+    from dataclasses import replace
+
+    from calc import gpus
+
+    ref = gpus.get_gpu("rtx-4090")
+    l4 = gpus.get_gpu("l4")
+    starved = replace(l4, board_power_w=1.0)
+    assert gpus.power_limited_clock_mhz(starved, ref) == l4.base_clock_mhz
+    rich = replace(l4, board_power_w=1000.0)
+    assert gpus.power_limited_clock_mhz(rich, ref) == l4.boost_clock_mhz
+    more = replace(l4, board_power_w=80.0)
+    assert gpus.power_limited_clock_mhz(more, ref) > gpus.power_limited_clock_mhz(l4, ref)
+
+
+def test_the_datasheet_rates_are_computed_at_the_boost_clock():
+    """The clock the catalogue calls boost is the one behind the datasheet's tensor rate: units x
+    FLOP per unit and clock x boost gives the BF16 figure (512 FLOP per SM and clock for the
+    GeForce cards' FP32 accumulate, 1024 for the workstation and data-centre GDDR cards and the
+    Turing T4, 2048 for the A100 and the MI300X, 4096 for Hopper and the MI355X), so scaling by
+    sustained / boost scales that rate. The A10G's rate is a measured GEMM (not at a clock)."""
+    from calc import gpus
+
+    for gpu in gpus.all_gpus():
+        if gpu.boost_clock_mhz <= 0 or gpu.id == "a10g":
+            continue
+        per_clock = gpu.bf16_dense_tflops * 1e6 / (gpu.compute_units * gpu.boost_clock_mhz)
+        assert any(abs(per_clock / k - 1) < 0.015 for k in (512, 1024, 2048, 4096)), (
+            gpu.id,
+            per_clock,
+        )
+
+
+def test_the_gpu_page_shows_the_clocks_and_marks_a_derived_sustained_clock():
+    from macros import guides
+
+    for lang, header, mark in (
+        ("en", "Sustained clock (MHz)", "sustained clock"),
+        ("es", "Reloj sostenido (MHz)", "reloj sostenido"),
+    ):
+        html = guides.gpu_catalogue(lang, ["l4", "rtx-4090"])
+        assert header in html and mark in html
+        assert 'data-field="sustained_clock_mhz"' in html
+        assert 'data-value="1781"' in html
+        sources = guides.gpu_sources(lang, ["l4"])
+        assert "rtx-4090 reference" in sources

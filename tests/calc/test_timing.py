@@ -487,6 +487,20 @@ def test_whole_job_wall_time_rows_are_judged_not_fitted(validation):
         assert not judged_sources & set(basis["sources"])
 
 
+def test_power_limited_card_rows_are_fitted_at_the_sustained_clock(validation):
+    """calc runs the L4 at the clock its 72 W hold (gpus.csv sustained_clock_mhz), so its rows
+    are fitted like the others: the workstation and data-centre GDDR class rests on two sources,
+    not on Answer.AI's RTX 6000 Ada alone."""
+    from accuracy import throughput
+
+    _, result, _ = validation
+    assert "power_limited_card" not in throughput.NOT_FITTED_NOTES
+    l4 = [r for r in result["rows"] if r["gpu"] == "l4"]
+    assert len(l4) == 5 and all(r["fitted"] for r in l4)
+    basis = result["constant_basis"]["matmul_efficiency.gddr-pro"]
+    assert not basis["single_source"] and len(basis["sources"]) == 2
+
+
 def _counts_and_rates(gpu_id: str, **request):
     req, opts = parse_plan_request(
         {"model": "llama-2-7b", "gpu": gpu_id, "dataset_tokens": 1e9, **request}
@@ -1025,3 +1039,31 @@ def test_deepspeed_zero3_sends_a_message_per_prefetch_bucket_and_reduce_bucket()
     reduces = -(-ds.grad_params // ds.reduce_bucket_params)
     # forward gathers, backward gathers and reduce-scatters, all exposed on 25 Gb/s
     assert extra == pytest.approx((2 * (400 - 80) + reduces - 80) * lat)
+def test_card_rates_run_at_the_sustained_clock():
+    """A power-limited card's tensor, FP8 and FP32 rates are the datasheet's times sustained /
+    boost clock; a reference card's are the datasheet's exactly (its fitted rows unchanged)."""
+    l4, ref = gpus.get_gpu("l4"), gpus.get_gpu("rtx-4090")
+    r = timing.card_rates(l4, 1, comm.CATALOGUE_NETWORK)
+    factor = 1781 / 2040
+    assert r.peak_flops == pytest.approx(121e12 * factor)
+    assert r.fp8_peak_flops == pytest.approx(242.5e12 * factor)
+    assert r.fp32_flops == pytest.approx(30.3e12 * factor)
+    assert r.memory_bytes_per_s == 300e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY
+    rr = timing.card_rates(ref, 1, comm.CATALOGUE_NETWORK)
+    assert (rr.peak_flops, rr.fp32_flops) == (ref.bf16_dense_flops, ref.fp32_flops)
+
+
+def test_a_power_limited_card_is_slower_than_its_datasheet_rate_says():
+    """Same family efficiency, same request: the RTX 6000 Ada (300 W for 142 SMs) runs its
+    matmuls at its sustained clock, so the matmul part of its step grows by boost / sustained
+    over what its datasheet rate alone would give."""
+    req, opts = parse_plan_request(
+        {"model": "llama-3.1-8b", "method": "lora", "gpu": "rtx-6000-ada", "dataset_tokens": 1e9}
+    )
+    card = opts.gpu
+    at_boost = replace(card, sustained_clock_mhz=card.boost_clock_mhz)
+    slow = timing.estimate_time(req, card, 1e9)
+    fast = timing.estimate_time(req, at_boost, 1e9)
+    ratio = slow.breakdown.compute / fast.breakdown.compute
+    assert ratio == pytest.approx(card.boost_clock_mhz / card.sustained_clock_mhz)
+    assert slow.tokens_per_second_per_gpu < fast.tokens_per_second_per_gpu
