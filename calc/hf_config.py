@@ -34,7 +34,8 @@ token than experts (``config_top_k_above_experts``); an unknown ``model_type`` i
 ``unsupported_architecture``; a config that is not an object is
 ``config_not_object``. A multimodal config whose ``text_config`` holds a
 supported family is read through that ``text_config`` (the language model
-only; ``extra["text_config_only"]`` is then true).
+only; ``extra["text_config_only"]`` is then true); a ``text_config`` without a ``model_type``
+is read as the text model its wrapper builds (:data:`_WRAPPER_TEXT_TYPES`).
 """
 
 from __future__ import annotations
@@ -2522,6 +2523,8 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     model_type = cfg.get("model_type")
     text = cfg.get("text_config")
     text_only = False
+    if isinstance(text, dict) and "model_type" not in text and model_type in _WRAPPER_TEXT_TYPES:
+        text = {**text, "model_type": _WRAPPER_TEXT_TYPES[model_type]}
     if not _supported(model_type) and isinstance(text, dict) and _supported(text.get("model_type")):
         cfg, prefix, model_type, text_only = (
             text,
@@ -2547,6 +2550,22 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
         arch.extra["text_config_only"] = True
     return arch
 
+
+_WRAPPER_TEXT_TYPES = {
+    "gemma3": "gemma3_text",
+    "gemma4": "gemma4_text",
+    "kimi_k25": "deepseek_v3",
+    "lfm2_vl": "lfm2",
+    "llama4": "llama4_text",
+    "llava": "llama",
+    "mistral3": "mistral",
+    "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
+}
+"""The text model a multimodal config builds when its ``text_config`` names no ``model_type``
+(transformers 5.17: the wrapper's fixed ``sub_configs["text_config"]`` class, or the default its
+``__post_init__`` gives ``AutoConfig``: ``Mistral3Config`` "mistral", ``Kimi_K25Config``
+"deepseek_v3", ``LlavaConfig`` "llama", ``Lfm2VlConfig`` "lfm2")."""
 
 _FAMILY_OF = {"kimi_k2": "deepseek_v3"}
 """model_types read as another family (transformers builds that family's model for them)."""

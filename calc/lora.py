@@ -283,14 +283,23 @@ TRANSFORMERS_FRAMEWORKS = frozenset(
 )
 """Training libraries that build the model with transformers' own modeling code."""
 
-ATTENTION_REFUSED = {"gpt_oss": frozenset({"sdpa"}), "bloom": frozenset({"sdpa", "flash"})}
+ATTENTION_REFUSED = {
+    "gpt_oss": frozenset({"sdpa"}),
+    "bloom": frozenset({"sdpa", "flash"}),
+    "llama4_text": frozenset({"flash"}),
+    "deepseek_v32": frozenset({"flash"}),
+    "glm_moe_dsa": frozenset({"flash"}),
+}
 """Attention implementations transformers 5.17 refuses per family: ``PreTrainedModel``
 defaults ``_supports_sdpa`` and ``_supports_flash_attn`` to False (``modeling_utils.py``
-lines 1131-1132) and raises ``ValueError`` ("does not support an attention implementation
-through torch.nn.functional.scaled_dot_product_attention yet", line 1669) when asked for
-one; ``GptOssPreTrainedModel`` sets ``_supports_sdpa = False``, ``_supports_flash_attn =
-True`` (``modeling_gpt_oss.py`` lines 386-387); ``BloomPreTrainedModel`` keeps both
-defaults."""
+lines 1131-1132) and raises ``ValueError`` when asked for one ("does not support an attention
+implementation through torch.nn.functional.scaled_dot_product_attention yet", line 1669;
+"does not support Flash Attention 2 yet", line 1597, before it looks for the flash-attn
+package); ``GptOssPreTrainedModel`` sets ``_supports_sdpa = False``, ``_supports_flash_attn =
+True`` (``modeling_gpt_oss.py`` lines 386-387); ``BloomPreTrainedModel`` keeps both defaults;
+``Llama4PreTrainedModel``, ``DeepseekV32PreTrainedModel`` and ``GlmMoeDsaPreTrainedModel``
+set ``_supports_flash_attn = False`` (``modeling_llama4.py`` line 457,
+``modeling_deepseek_v32.py`` line 679, ``modeling_glm_moe_dsa.py`` line 652)."""
 
 ROUTER_MODULES_REFUSED = frozenset({"llama4_text"})
 """Families whose router is an ``nn.Linear`` subclass that returns a tuple:

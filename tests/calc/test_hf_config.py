@@ -796,6 +796,29 @@ def test_multimodal_configs_read_their_text_model():
     assert arch_from_hf_config(mistral3).extra["text_config_only"]
 
 
+def test_a_text_config_without_model_type_is_the_text_model_its_wrapper_builds():
+    # transformers fills it in: Mistral3Config "mistral", LlavaConfig "llama"
+    text = {k: v for k, v in NEW_FAMILIES["mistral"].items() if k != "model_type"}
+    arch = arch_from_hf_config({"model_type": "mistral3", "text_config": text})
+    assert arch.family == "mistral" and arch.extra["text_config_only"]
+    assert arch.params_total == arch_from_hf_config(NEW_FAMILIES["mistral"]).params_total
+    plain = {k: v for k, v in LLAMA.items() if k != "model_type"}
+    assert arch_from_hf_config({"model_type": "llava", "text_config": plain}).family == "llama"
+    # a wrapper calc does not know still names the top-level model_type
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config({"model_type": "pixtral_llm", "text_config": plain})
+    assert (err.value.code, err.value.field) == ("unsupported_architecture", "hf_config.model_type")
+    # an inconsistent shape is named under text_config
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config(
+            {"model_type": "mistral3", "text_config": {**text, "num_key_value_heads": 3}}
+        )
+    assert (err.value.code, err.value.field) == (
+        "config_kv_heads_indivisible",
+        "hf_config.text_config.num_key_value_heads",
+    )
+
+
 @pytest.mark.parametrize(
     "extra",
     [{"interleave_moe_layer_step": 2}, {"moe_layers": [0, 3]}, {"moe_layers": []}],

@@ -675,3 +675,92 @@ def test_kimi_linear_layers_transformers_does_not_build_are_refused(changes, fie
         arch_from_hf_config(config(KIMI, **changes))
     assert (err.value.code, err.value.field) == ("unsupported_architecture", "hf_config." + field)
     arch_from_hf_config(config(KIMI, mla_use_nope=True, mla_use_output_gate=False))
+
+
+# Qwen/Qwen3.6-27B's config.json as published (revision 6a9e13bd), the way a user pastes it: a
+# qwen3_5 wrapper with its vision encoder, the MTP layer's keys, rope parameters and token ids
+QWEN36_27B_PUBLISHED = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "image_token_id": 248056,
+    "language_model_only": False,
+    "model_type": "qwen3_5",
+    "text_config": {
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "attn_output_gate": True,
+        "bos_token_id": 248044,
+        "dtype": "bfloat16",
+        "eos_token_id": 248044,
+        "full_attention_interval": 4,
+        "head_dim": 256,
+        "hidden_act": "silu",
+        "hidden_size": 5120,
+        "initializer_range": 0.02,
+        "intermediate_size": 17408,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 48,
+        "linear_value_head_dim": 128,
+        "mamba_ssm_dtype": "float32",
+        "max_position_embeddings": 262144,
+        "model_type": "qwen3_5_text",
+        "mtp_num_hidden_layers": 1,
+        "mtp_use_dedicated_embeddings": False,
+        "num_attention_heads": 24,
+        "num_hidden_layers": 64,
+        "num_key_value_heads": 4,
+        "output_gate_type": "swish",
+        "pad_token_id": None,
+        "partial_rotary_factor": 0.25,
+        "rms_norm_eps": 1e-06,
+        "rope_parameters": {
+            "mrope_interleaved": True,
+            "mrope_section": [11, 11, 10],
+            "partial_rotary_factor": 0.25,
+            "rope_theta": 10000000,
+            "rope_type": "default",
+        },
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "vocab_size": 248320,
+    },
+    "tie_word_embeddings": False,
+    "transformers_version": "4.57.1",
+    "video_token_id": 248057,
+    "vision_config": {
+        "deepstack_visual_indexes": [],
+        "depth": 27,
+        "hidden_act": "gelu_pytorch_tanh",
+        "hidden_size": 1152,
+        "in_channels": 3,
+        "initializer_range": 0.02,
+        "intermediate_size": 4304,
+        "model_type": "qwen3_5",
+        "num_heads": 16,
+        "num_position_embeddings": 2304,
+        "out_hidden_size": 5120,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    },
+    "vision_end_token_id": 248054,
+    "vision_start_token_id": 248053,
+}
+QWEN36_27B_PUBLISHED["text_config"]["layer_types"] *= 16
+
+
+def test_a_published_multimodal_config_reads_as_pasted():
+    arch = arch_from_hf_config(QWEN36_27B_PUBLISHED)
+    assert arch.family == "qwen3_5_text" and arch.extra["text_config_only"]
+    # transformers 5.17 Qwen3_5ForCausalLM built from this text_config on the meta device
+    assert arch.params_total == 26_895_998_464
+    assert dict(arch.block_counts) == {"full_attention": 16, "linear_attention": 48}
+    wrong = {**QWEN36_27B_PUBLISHED["text_config"], "layer_types": ["full_attention"] * 63}
+    with pytest.raises(ConfigError) as err:
+        arch_from_hf_config({**QWEN36_27B_PUBLISHED, "text_config": wrong})
+    assert (err.value.code, err.value.field) == (
+        "config_layer_types_length",
+        "hf_config.text_config.layer_types",
+    )

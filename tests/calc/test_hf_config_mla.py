@@ -146,6 +146,10 @@ def test_kimi_k25_reads_its_kimi_k2_text_config_as_deepseek_v3():
     arch = arch_from_hf_config(wrapper)
     assert arch.family == "deepseek_v3" and arch.extra["text_config_only"]
     assert arch.params_total == arch_from_hf_config(DEEPSEEK).params_total
+    # Kimi_K25Config reads a text_config that names no model_type as deepseek_v3
+    bare = {k: v for k, v in DEEPSEEK.items() if k != "model_type"}
+    unnamed = arch_from_hf_config({"model_type": "kimi_k25", "text_config": bare})
+    assert unnamed.family == "deepseek_v3" and unnamed.params_total == arch.params_total
 
 
 def test_glm4_moe_and_minimax_m2_layouts():

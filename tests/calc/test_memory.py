@@ -1353,6 +1353,15 @@ def test_parallel_block_first_mlp_records_no_graph_without_an_adapter():
         ({"model": "gpt-oss-20b", "attention": "sdpa"}, ["attention_refused_by_transformers"]),
         ({"model": "gpt-oss-20b", "attention": "flash"}, []),
         ({"model": "bloom-560m", "framework": "torchtune"}, []),  # not transformers' code
+        # no flash attention in transformers 5.17; SDPA runs
+        (
+            {"model": "llama-4-scout", "method": "full", "attention": "flash"},
+            ["attention_refused_by_transformers"],
+        ),
+        ({"model": "deepseek-v3.2", "attention": "flash"}, ["attention_refused_by_transformers"]),
+        ({"model": "glm-5", "attention": "flash"}, ["attention_refused_by_transformers"]),
+        ({"model": "glm-5", "attention": "sdpa"}, []),
+        ({"model": "deepseek-v3", "attention": "flash"}, []),  # DeepSeek-V3 takes flash
         ({"model": "llama-4-scout", "method": "lora"}, ["lora_router_refused_by_peft"]),
         (
             {"model": "llama-4-scout", "method": "qlora", "lora_targets": ["q_proj", "router"]},

@@ -687,3 +687,37 @@ def test_qwen3_6_27b_reads_its_published_config_as_pasted():
     assert dict(arch.block_counts) == {"full_attention": 16, "linear_attention": 48}
     la = arch.linear_attention
     assert (la.key_heads, la.value_heads, la.key_head_dim, la.value_head_dim) == (16, 48, 128, 128)
+# ---- Mistral Small 4 and Kimi K2.5: the language model of a multimodal checkpoint --------------
+
+
+def test_mistral_small_4_is_the_mistral4_model_inside_its_mistral3_config():
+    arch = presets.get_preset("mistral-small-4-119b")
+    assert arch.family == "mistral4" and arch.extra["text_config_only"]
+    # transformers 5.17 Mistral4ForCausalLM on the meta device, parameters summed; the active
+    # count calc derives from the same shapes (4 of 128 routed experts and the shared one)
+    assert (arch.params_total, arch.params_active) == (118_972_826_624, 6_632_588_288)
+    # Mistral's announcement: "119B total parameters, with 6B active parameters per token",
+    # the active figure rounded to the billion and without the embedding and output layer
+    assert _count(arch, "total") == pytest.approx(119e9, rel=0.001)
+    active_blocks = arch.params_active - arch.embedding_params - arch.lm_head_params
+    assert active_blocks == pytest.approx(6e9, abs=0.5e9)
+    assert arch.mla and (arch.kv_lora_rank, arch.q_lora_rank) == (256, 1024)
+    assert (arch.num_experts, arch.experts_per_token, arch.num_layers) == (128, 4, 36)
+    assert presets.resolve_preset_id("mistralai/Mistral-Small-4-119B-2603") == (
+        "mistral-small-4-119b"
+    )
+
+
+def test_kimi_k25_is_kimi_k2_s_language_model_inside_its_kimi_k25_config():
+    arch = presets.get_preset("kimi-k2.5")
+    assert arch.family == "deepseek_v3" and arch.extra["text_config_only"]
+    k2 = presets.get_preset("kimi-k2")
+    assert (arch.params_total, arch.params_active) == (k2.params_total, k2.params_active)
+    # Moonshot's card: "1T total parameters, 32B activated"
+    assert _count(arch, "total") == pytest.approx(1.0e12, rel=0.03)
+    assert _count(arch, "active") == pytest.approx(32e9, rel=0.03)
+    assert presets.resolve_preset_id("moonshotai/Kimi-K2.5") == "kimi-k2.5"
+
+
+def test_glm_4_6_is_read_as_glm_4_5_s_shapes():
+    assert presets.resolve_preset_id("zai-org/GLM-4.6") == "glm-4.5"

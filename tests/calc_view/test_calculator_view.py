@@ -1087,7 +1087,7 @@ def test_the_model_list_is_grouped_by_family_newest_first(lang):
         keys = [(rows[i]["released"], -rows[i]["params_total"]) for i in ids]
         assert keys == sorted(keys, reverse=True), ids
     qwen = dict(groups)[catalogue(lang).message("ui.family.qwen")]
-    assert qwen[:3] == ["qwen3.5-4b", "qwen3.5-9b", "qwen3.5-35b-a3b"]
+    assert qwen[:4] == ["qwen3.6-27b", "qwen3.5-4b", "qwen3.5-9b", "qwen3.5-35b-a3b"]
     assert qwen.index("qwen3-0.6b") < qwen.index("qwen3-8b") < qwen.index("qwen3-235b-a22b")
     assert qwen.index("qwen3-next-80b-a3b") < qwen.index("qwen3-0.6b")  # 2025-09 before 2025-04
     # the picker has no name (the model field alone is the request's and the URL's); the

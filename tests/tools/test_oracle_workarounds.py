@@ -262,3 +262,17 @@ def test_trl_tile_kernels_allocate_nothing_as_on_cuda():
     tile = n * 32768 * 2
     fp32_tile = n * 32768 * 4
     assert tile <= tracker.peaks["p"][0] < tile + fp32_tile
+
+
+def test_kimi_k25_s_text_config_is_built_as_deepseek_v3():
+    """Kimi_K25Config builds its kimi_k2 text_config (or one naming no model_type) as
+    deepseek_v3: the oracle traces that model for a kimi_k25 config, its language model alone."""
+    from benchmarks.oracle_sweep import ACCEPTED_FAMILIES, oracle_request
+    from tools.oracle.run import build_meta_model, normalise
+
+    text = {k: v for k, v in ACCEPTED_FAMILIES["deepseek_v3"].items() if k != "model_type"}
+    for named in ({"model_type": "kimi_k2"}, {}):
+        cfg = {"model_type": "kimi_k25", "text_config": {**text, **named}}
+        req, options = normalise(oracle_request({"model": {"hf_config": cfg}, "method": "lora"}))
+        model, _ = build_meta_model(req, options)
+        assert type(model.get_base_model()).__name__ == "DeepseekV3ForCausalLM"

@@ -209,7 +209,11 @@ def build_meta_model(req: dict, options: dict):
     if isinstance(hf.get("text_config"), dict):
         # a multimodal checkpoint (Ministral 3's mistral3): its language model, the part a text
         # fine-tune trains and the one calc counts
-        hf = hf["text_config"]
+        wrapper, hf = hf["model_type"], dict(hf["text_config"])
+        if wrapper == "kimi_k25" and hf.get("model_type", "kimi_k2") == "kimi_k2":
+            # Kimi_K25Config.__post_init__ (transformers 5.17) builds Kimi K2's text_config as
+            # deepseek_v3, the model_type its config class is registered under
+            hf["model_type"] = "deepseek_v3"
     model_type = hf.pop("model_type")
     hf.pop("architectures", None)
     config = AutoConfig.for_model(model_type, **hf)
