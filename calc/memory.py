@@ -394,9 +394,11 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
     """16-bit copies autocast makes of fp32 weights (``*-mixed`` without ZeRO): 2 bytes per
     weight of every matmul (block linears not stored in NF4, and the output layer). Copies
     of trainable weights stay in autocast's cache for the whole forward; copies of frozen
-    weights are saved for backward, so with checkpointing only one block's are alive."""
+    weights are saved for backward, so with checkpointing only one block's are alive.
+    DeepSeek-V4's hyper-connections add theirs (:func:`hyper_connection_copy_bytes`)."""
+    hyper = hyper_connection_copy_bytes(req, reg, one_layer)
     if not reg.casts_weights:
-        return 0
+        return hyper
     arch = req.model
     quantized = req.method is Method.QLORA
 
@@ -405,12 +407,33 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
 
     head = arch.vocab_size * arch.hidden_size
     if one_layer:
-        return reg.compute_bytes * (
+        return hyper + reg.compute_bytes * (
             sum(l.count * l.weight_params for l in arch.block_linears if copied(l)) + head
         )
-    return reg.compute_bytes * (
+    return hyper + reg.compute_bytes * (
         sum(arch.blocks_of(l) * l.count * l.weight_params for l in arch.linears if copied(l)) + head
     )
+
+
+def hyper_connection_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
+    """DeepSeek-V4's hyper-connections mix with ``F.linear(flat, self.fn.float())``
+    (transformers 5.17 ``DeepseekV4HyperConnection.forward``, ``hc_head`` likewise): stored in
+    16 bits, each ``fn`` is copied to fp32 and that copy is saved for the backward (autocast
+    casts it back to 16 bits for the matmul: a 16-bit copy instead). Two per block and
+    ``hc_head``'s; with checkpointing one block's, recomputed, beside ``hc_head``'s."""
+    arch = req.model
+    hc = arch.hyper_connections
+    if not hc:
+        return 0
+    if reg.casts_weights:
+        per = reg.compute_bytes
+    elif reg.weight_bytes < act.FP32_BYTES:
+        per = act.FP32_BYTES
+    else:
+        return 0
+    width = hc * arch.hidden_size
+    blocks = 1 if one_layer else arch.num_layers
+    return per * width * (2 * blocks * (2 + hc) * hc + hc)
 
 
 def dequant_matmul_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int]:
