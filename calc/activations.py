@@ -1612,6 +1612,14 @@ def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     ``modeling_phi.py`` line 295) are not kept."""
     if cfg.full:
         return 0
+    if arch.hyper_connections:
+        # DeepSeek-V4: block 0's first hyper-connection and norm read the frozen embedding's
+        # streams; only ``post``, cast for the product with the attention's output, is saved
+        return (
+            hyper_connection_bytes(arch, cfg)
+            - cfg.act_bytes * arch.hyper_connections
+            + norm_bytes(arch, cfg)
+        )
     parts = block_parts(arch)
     if arch.hybrid:
         return _hybrid_first_block_unsaved(arch, cfg, parts)

@@ -2024,6 +2024,9 @@ def _deepseek_v4(k: _Keys, family: str, name: str) -> ModelArch:
       ``index_n_heads x index_head_dim``) and ``scorer.weights_proj`` (hidden ->
       ``index_n_heads``). The indexer only picks entries (``topk(...).indices``): no gradient
       reaches it (role ``"indexer"``);
+    - QLoRA: the 4-bit loading converts ``type(module) is nn.Linear`` only (not ``o_a_proj``,
+      an ``nn.Linear`` subclass) and skips ``_keep_in_fp32_modules`` (the compressors' and the
+      indexer's ``kv_proj`` and ``gate_proj``, the indexer's ``weights_proj``): 16-bit;
     - MLP (``DeepseekV4SparseMoeBlock``): ``n_routed_experts`` 3-D SwiGLU experts
       (``experts.gate_up_proj``, ``experts.down_proj``) of ``moe_intermediate_size``, top
       ``num_experts_per_tok``, a router ``gate`` (a weight, learned or hash-routed: the same
@@ -2074,28 +2077,30 @@ def _deepseek_v4(k: _Keys, family: str, name: str) -> ModelArch:
     kind_params: list[tuple[str, int]] = []
     if counts[_DSV4_CSA]:
         linears += [
-            LinearLayer("kv_proj", h, 2 * hd, role="attn", block_kind=_DSV4_CSA),
-            LinearLayer("gate_proj", h, 2 * hd, role="attn", block_kind=_DSV4_CSA),
+            LinearLayer("kv_proj", h, 2 * hd, False, 1, 1, False, "attn", block_kind=_DSV4_CSA),
+            LinearLayer("gate_proj", h, 2 * hd, False, 1, 1, False, "attn", block_kind=_DSV4_CSA),
         ]
         kind_params.append((_DSV4_CSA, rates[_DSV4_CSA] * 2 * hd + hd))
     if counts[_DSV4_HCA]:
         linears += [
-            LinearLayer("kv_proj", h, hd, role="attn", block_kind=_DSV4_HCA),
-            LinearLayer("gate_proj", h, hd, role="attn", block_kind=_DSV4_HCA),
+            LinearLayer("kv_proj", h, hd, False, 1, 1, False, "attn", block_kind=_DSV4_HCA),
+            LinearLayer("gate_proj", h, hd, False, 1, 1, False, "attn", block_kind=_DSV4_HCA),
         ]
         kind_params.append((_DSV4_HCA, rates[_DSV4_HCA] * hd + hd))
     linears += [
-        LinearLayer("o_a_proj", heads * hd // groups, groups * o_rank, role="attn"),
+        LinearLayer(
+            "o_a_proj", heads * hd // groups, groups * o_rank, quantizable=False, role="attn"
+        ),
         LinearLayer("o_b_proj", groups * o_rank, h, role="attn"),
     ]
     if counts[_DSV4_CSA]:
         linears += [
-            LinearLayer(name, d_in, d_out, role="indexer", block_kind=_DSV4_CSA)
-            for name, d_in, d_out in (
-                ("kv_proj", h, 2 * index_dim),
-                ("gate_proj", h, 2 * index_dim),
-                ("q_b_proj", q_rank, index_heads * index_dim),
-                ("weights_proj", h, index_heads),
+            LinearLayer(name, d_in, d_out, quantizable=quant, role="indexer", block_kind=_DSV4_CSA)
+            for name, d_in, d_out, quant in (
+                ("kv_proj", h, 2 * index_dim, False),
+                ("gate_proj", h, 2 * index_dim, False),
+                ("q_b_proj", q_rank, index_heads * index_dim, True),
+                ("weights_proj", h, index_heads, False),
             )
         ]
     linears += [
