@@ -2120,3 +2120,61 @@ def deepseek_v4_outside_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     if cfg.full:
         total += FP32_BYTES * hc * h + FP32_BYTES * hc
     return total
+
+
+def _dsv4_widest_kind(arch: ModelArch) -> tuple[str, int]:
+    """The DeepSeek-V4 block kind whose attention meets the most compressed entries, and its
+    compression rate (0: sliding window only)."""
+    rates = arch.extra.get("dsv4_compress_rates", {})
+    kinds = set(arch.extra.get("dsv4_layers", []))
+    best = ("sliding_attention", 0)
+    for kind in kinds:
+        rate = int(rates.get(kind, 0)) if isinstance(rates, dict) else 0
+        if rate and (not best[1] or rate < best[1]):
+            best = (str(kind), rate)
+    return best
+
+
+def dsv4_attention_transient_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """DeepSeek-V4's eager attention inside one block's forward, per token, beyond what it
+    saves (transformers 5.17 ``eager_attention_forward`` of ``modeling_deepseek_v4``), in the
+    block that meets the most compressed entries (``kv = s + s / m`` keys): the scores plus
+    the mask (``attn_weights``, kept by its name), their concatenation with the sink column and
+    that minus its row maximum, alive together (``act * heads * (3 kv + 2)``); the mask
+    extended with the compressor's block bias (``torch.cat``, ``act * kv``) and, in a
+    compressed-sparse block, the indexer's block bias (``new_full``, ``act * (s / m + 1)``)."""
+    if not arch.hyper_connections:
+        return 0
+    kind, rate = _dsv4_widest_kind(arch)
+    a, s = cfg.act_bytes, cfg.seq_len
+    entries = s // rate if rate else 0
+    kv = s + entries
+    total = a * arch.num_heads * (3 * kv + 2)
+    if rate:
+        total += a * kv
+    if kind == "compressed_sparse_attention":
+        total += a * (entries + 1)
+    return total
+
+
+def dsv4_pre_attention_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """What that block has saved when its attention's scores are made: its first
+    hyper-connection (without the attention's output, not made yet), its input norm and the
+    attention's tensors before the softmax (:func:`_dsv4_attention_bytes` without the
+    softmax, the output side and the row maximum)."""
+    if not arch.hyper_connections:
+        return 0
+    kind, rate = _dsv4_widest_kind(arch)
+    a, s, heads = cfg.act_bytes, cfg.seq_len, arch.num_heads
+    entries = s // rate if rate else 0
+    attention = _dsv4_attention_bytes(arch, cfg, kind)
+    attention -= heads * (a * (s + entries + 1) + INDEX_BYTES)
+    attention -= 2 * a * arch.qk_rope_head_dim  # the output's RoPE
+    if cfg.full:
+        attention -= a * heads * arch.head_dim
+    if _saves_input(_dsv4_linear(arch, "o_b_proj"), cfg):
+        attention -= a * int(arch.extra.get("dsv4_o_groups", 1)) * int(
+            arch.extra.get("dsv4_o_rank", 1)
+        )
+    hyper = hyper_connection_bytes(arch, cfg) - a * arch.hidden_size
+    return hyper + norm_bytes(arch, cfg) + attention

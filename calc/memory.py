@@ -834,6 +834,11 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         head -= act.first_norm_unsaved_bytes_per_token(arch, cfg) * tokens
     recompute = block if req.gradient_checkpointing else 0
     spike = act.indexer_transient_bytes_per_token(arch, cfg, req.micro_batch_size) * tokens
+    pre = act.sparse_attention_pre_indexer_bytes(arch, cfg) * tokens if spike else 0
+    if arch.hyper_connections:
+        # DeepSeek-V4: the eager attention's scores, a few copies alive in one block's forward
+        spike = act.dsv4_attention_transient_bytes_per_token(arch, cfg) * tokens
+        pre = act.dsv4_pre_attention_bytes_per_token(arch, cfg) * tokens
     return Activations(
         saved_all=on_gpu_layers * per_layer + head,
         recompute=recompute,
@@ -885,7 +890,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         host=host,
         indexer_spike=spike,
         head=head,
-        indexer_pre=act.sparse_attention_pre_indexer_bytes(arch, cfg) * tokens if spike else 0,
+        indexer_pre=pre,
         shared_mask=shared_mask_bytes(req, reg),
     )
 
@@ -924,7 +929,9 @@ def sparse_causal_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     ``DeepseekV32Model.forward``), boolean for SDPA and of the activation dtype for eager
     attention. It lives through the forward and, with checkpointing, until the last block's
     backward (each checkpointed block keeps it as an argument to recompute with)."""
-    if not req.model.sparse_attention:
+    if not (req.model.sparse_attention or req.model.hyper_connections):
+        # DeepSeek-V4 runs eager attention only: create_sliding_window_causal_mask always
+        # builds its mask in the activation dtype
         return 0
     per = 1 if req.attention is Attention.SDPA else reg.compute_bytes
     return req.micro_batch_size * req.seq_len * req.seq_len * per
@@ -1092,8 +1099,18 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         # each block's recompute runs its indexer again: at the first block recomputed (every
         # checkpoint alive) and at the last one (every later block's gradient alive)
         indexer = a.indexer_pre + a.indexer_spike + a.shared_mask
-        candidates.append({**first_block, "activations": a.saved_all + indexer})
-        candidates.append({**last_block, "activations": indexer + a.saved_all - a.head})
+        if req.model.hyper_connections:
+            # DeepSeek-V4's attention transient: its widest block's recompute, once the
+            # backward has left the model's head (hc_head's tensors freed) and with the
+            # gradient of that block's output streams coming in
+            arch = req.model
+            tokens = req.micro_batch_size * req.seq_len
+            incoming = reg.compute_bytes * arch.hyper_connections * arch.hidden_size * tokens
+            activations = a.saved_all - a.head + indexer + incoming
+            candidates.append({**first_block, "activations": activations})
+        else:
+            candidates.append({**first_block, "activations": a.saved_all + indexer})
+            candidates.append({**last_block, "activations": indexer + a.saved_all - a.head})
     if table:
         # the embedding's backward, after every block's: all gradients; tied to the output
         # layer, its gradient meets the output layer's in the engine's input buffer, which
