@@ -2029,10 +2029,13 @@ def _dsv4_attention_bytes(arch: ModelArch, cfg: ActConfig, kind: str) -> int:
       latent where ``q_b_proj`` saves its input; ``q_b_norm`` without weight over each head:
       ``q_b_proj``'s output, its fp32 copy, one fp32 statistic and its 16-bit cast per head;
     - ``kv_norm`` likewise over the one k=v head; RoPE applied three times (q, kv and the
-      output with ``-sin``), each saving its ``repeat_interleave``'d cos and sin (``2 act r``);
+      output with ``-sin``), each saving its ``repeat_interleave``'d cos and sin (``2 act r`` per
+      position, shared by a micro-batch's rows);
     - eager attention over the ``s`` keys and the ``s / m`` compressed entries: q, the
-      concatenated k=v (``act * head_dim * (1 + 1/m)``), the softmax over keys, entries and
-      the sink column in the compute dtype and the row maximum's int64 indices;
+      concatenated k=v (``act * head_dim * (1 + 1/m)``; with more than one row per
+      micro-batch, its copy broadcast to every head for each of the two products), the softmax
+      over keys, entries and the sink column in the compute dtype and the row maximum's int64
+      indices;
     - the grouped output projection: ``o_a_proj``'s ``bmm`` saves its input (the heads
       regrouped, a copy) where its weight trains, ``o_b_proj`` its input where it saves it;
     - a compressor (``DeepseekV4HCACompressor``: ``kv_proj``, ``gate_proj`` of ``head_dim``;
@@ -2060,9 +2063,15 @@ def _dsv4_attention_bytes(arch: ModelArch, cfg: ActConfig, kind: str) -> int:
         total += a * q
     total += a * heads * d + FP32_BYTES * heads * d + (FP32_BYTES + a) * heads  # q_b_norm
     total += FP32_BYTES * d + FP32_BYTES + (a * d if cfg.full else 0)  # kv_norm
-    total += 3 * 2 * a * r  # RoPE on q, kv and the output
+    # RoPE on q, kv and the output: cos and sin are built per position (position_ids 1 x s),
+    # shared by the micro-batch's rows
+    total += 3 * 2 * a * r // max(cfg.micro_batch_size, 1)
     entries = s // rate if rate else 0
     total += a * heads * d + a * d * (s + entries) // s  # q, k=v (with the entries)
+    if cfg.micro_batch_size > 1:
+        # the one k=v head broadcast to every head: with more than one row, both products'
+        # matmul makes it contiguous for bmm (ATen _matmul_impl) and saves that copy
+        total += 2 * a * heads * d * (s + entries) // s
     total += heads * (a * (s + entries + 1) + INDEX_BYTES)  # softmax with the sink, max
     if cfg.full:
         total += a * heads * d  # o_a_proj's regrouped input
@@ -2098,7 +2107,9 @@ def _dsv4_moe_bytes(arch: ModelArch, cfg: ActConfig) -> int:
 def deepseek_v4_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Saved bytes per token of the average DeepSeek-V4 block: its two hyper-connections
     (:func:`hyper_connection_bytes`), its two RMSNorms, the attention of its kind
-    (:func:`_dsv4_attention_bytes`) and the MoE block (:func:`_dsv4_moe_bytes`)."""
+    (:func:`_dsv4_attention_bytes`), the MoE block (:func:`_dsv4_moe_bytes`) and the
+    adapters' own tensors (:func:`lora_rank_bytes`, :func:`lora_dropout_bytes`,
+    :func:`lora_input_copy_bytes`)."""
     kinds = arch.extra.get("dsv4_layers", [])
     if not isinstance(kinds, list) or not kinds:
         return 0
@@ -2108,7 +2119,10 @@ def deepseek_v4_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     for kind in kinds:
         counts[str(kind)] = counts.get(str(kind), 0) + 1
     attention = sum(n * _dsv4_attention_bytes(arch, cfg, kind) for kind, n in counts.items())
-    return common + attention // len(kinds)
+    # the adapters' own tensors (rank-r products, dropout, fp32 input copies), per block held
+    adapters = lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg)
+    adapters += lora_input_copy_bytes(arch, cfg)
+    return common + attention // len(kinds) + adapters
 
 
 def deepseek_v4_outside_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
@@ -2173,8 +2187,8 @@ def dsv4_pre_attention_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     if cfg.full:
         attention -= a * heads * arch.head_dim
     if _saves_input(_dsv4_linear(arch, "o_b_proj"), cfg):
-        attention -= a * int(arch.extra.get("dsv4_o_groups", 1)) * int(
-            arch.extra.get("dsv4_o_rank", 1)
+        attention -= (
+            a * int(arch.extra.get("dsv4_o_groups", 1)) * int(arch.extra.get("dsv4_o_rank", 1))
         )
     hyper = hyper_connection_bytes(arch, cfg) - a * arch.hidden_size
     return hyper + norm_bytes(arch, cfg) + attention

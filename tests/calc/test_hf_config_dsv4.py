@@ -79,7 +79,9 @@ def test_hand_count_of_one_block_kind_each():
 
 def test_legacy_keys_read_as_the_config_class_folds_them():
     legacy = {
-        k: v for k, v in DSV4.items() if k not in ("layer_types", "mlp_layer_types", "compress_rates")
+        k: v
+        for k, v in DSV4.items()
+        if k not in ("layer_types", "mlp_layer_types", "compress_rates")
     }
     legacy.update(
         compress_ratios=[128, 4, 0], num_hash_layers=1, compress_rate_hca=32, compress_rate_csa=4
