@@ -6,6 +6,8 @@ that contradict each other."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from benchmarks.oracle_sweep import ACCEPTED_FAMILIES
@@ -201,3 +203,28 @@ def test_inconsistent_shapes_are_coded_errors(key, value, code):
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config(bad)
     assert (err.value.code, err.value.field) == (code, "hf_config." + key)
+
+
+def test_two_rows_copy_the_broadcast_head_and_share_rope():
+    """With two rows per micro-batch both attention products copy the one k=v head to every
+    head (a copy each, s + s/m keys of 128), and cos/sin are shared by the rows."""
+    arch = arch_from_hf_config(DSV4)
+    one = act._dsv4_attention_bytes(arch, _cfg(True, 1024), CSA)
+    two_cfg = replace(_cfg(True, 1024), micro_batch_size=2)
+    two = act._dsv4_attention_bytes(arch, two_cfg, CSA)
+    assert two - one == 2 * 2 * 8 * 128 * 1280 // 1024 - 3 * 2 * 2 * 16 // 2
+
+
+def test_attention_transient_in_the_widest_block():
+    """Three score tensors of the compressed-sparse block (s + s/4 keys, one more with the
+    sink), the extended mask and the indexer's block bias."""
+    arch = arch_from_hf_config(DSV4)
+    s = 1024
+    kv = s + s // 4
+    expected = 2 * 8 * (3 * kv + 2) + 2 * kv + 2 * (s // 4 + 1)
+    assert act.dsv4_attention_transient_bytes_per_token(arch, _cfg(True, s)) == expected
+    long = estimate_dict(_request(method="full", seq_len=2048, gradient_checkpointing=True))
+    short = estimate_dict(_request(method="full", seq_len=1024, gradient_checkpointing=True))
+    # the recompute's scores grow with s^2: twice the tokens, well over twice the activations
+    assert long["peak_phase"] == "backward"
+    assert long["components"]["activations"] > 2.5 * short["components"]["activations"]
