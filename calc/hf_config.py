@@ -5,7 +5,9 @@ gemma3_text, granite, olmo, olmo2, olmo3, stablelm, phi, phi3 (Phi-3, Phi-4, Phi
 gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2,
 ministral3, seed_oss, deepseek_v3 (multi-head latent attention, shared experts, dense-first
 blocks; also Kimi K2's ``kimi_k2`` text config, mistral4 and glm4_moe_lite), deepseek_v32 and
-glm_moe_dsa (DeepSeek-V3.2 and GLM-5: the same with DeepSeek sparse attention's indexer), glm4_moe,
+glm_moe_dsa (DeepSeek-V3.2 and GLM-5: the same with DeepSeek sparse attention's indexer),
+deepseek_v4 (DeepSeek-V4: hyper-connections, compressed and compressed-sparse attention, hash
+and learned routers), glm4_moe,
 minimax_m2, gemma4_text (Gemma 4: per-kind attention shapes, kv-shared blocks, per-layer inputs,
 an optional MoE block), and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text
 (Gated DeltaNet blocks with a gated full-attention block every ``full_attention_interval``-th),
