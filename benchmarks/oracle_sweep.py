@@ -746,6 +746,41 @@ ACCEPTED_FAMILIES["glm_moe_dsa"] = {
     "n_group": 1,
     "v_head_dim": 96,
 }
+# DeepSeek-V4 (V4-Flash's layout at reduced size): one block of each attention kind (heavily
+# compressed, compressed sparse with its indexer, sliding window only), four residual streams
+# with the published 20 Sinkhorn iterations, a hash-routed first block, a grouped output
+# projection; windows and compression rates short enough for the swept lengths to fill them
+ACCEPTED_FAMILIES["deepseek_v4"] = {
+    "model_type": "deepseek_v4",
+    "hidden_size": 512,
+    "moe_intermediate_size": 192,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 1,
+    "head_dim": 128,
+    "q_lora_rank": 192,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "o_groups": 2,
+    "o_lora_rank": 128,
+    "index_n_heads": 4,
+    "index_head_dim": 32,
+    "index_topk": 16,
+    "sliding_window": 64,
+    "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 32},
+    "layer_types": [
+        "heavily_compressed_attention",
+        "compressed_sparse_attention",
+        "sliding_attention",
+    ],
+    "mlp_layer_types": ["hash_moe", "moe", "moe"],
+    "hc_mult": 4,
+    "hc_sinkhorn_iters": 20,
+    "vocab_size": 8000,
+    "max_position_embeddings": 4096,
+    "pad_token_id": 0,
+}
 FAMILY_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3"}
 """model_types calc reads with another family's reader (Falcon's remote-code names): swept
 through that family."""
@@ -765,11 +800,25 @@ ATTENTION_TARGETS = {
     "glm4_moe_lite": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
     "deepseek_v32": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
     "glm_moe_dsa": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
+    # the grouped o_a_proj left out: peft fails on it (calc.lora.GROUPED_OUTPUT_REFUSED)
+    "deepseek_v4": ["q_a_proj", "q_b_proj", "kv_proj", "o_b_proj"],
 }
 # "all-linear" where peft cannot take it: peft 0.21 wraps Llama 4's router (an nn.Linear whose
 # forward returns a tuple) and fails in its forward (lora/layer.py: ``result.dtype`` of a
 # tuple, AttributeError); every other linear of the block instead
 ALL_LINEAR_TARGETS = {
+    # every nn.Linear but the grouped output projection o_a_proj, which peft adapts and then
+    # fails on (calc.lora.GROUPED_OUTPUT_REFUSED)
+    "deepseek_v4": [
+        "q_a_proj",
+        "q_b_proj",
+        "kv_proj",
+        "gate_proj",
+        "o_b_proj",
+        "weights_proj",
+        "up_proj",
+        "down_proj",
+    ],
     "llama4_text": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     # peft 0.21 refuses the Mamba-2 out_proj (_check_lora_target_modules_mamba), which
     # "all-linear" includes: every other linear instead
@@ -787,8 +836,9 @@ ALL_LINEAR_TARGETS = {
     ],
 }
 # transformers 5.17 runs these only with eager attention (``_supports_sdpa`` is False:
-# GptOssPreTrainedModel, learned attention sinks; BloomPreTrainedModel, ALiBi)
-EAGER_ONLY = ("gpt_oss", "bloom")
+# GptOssPreTrainedModel, learned attention sinks; BloomPreTrainedModel, ALiBi;
+# DeepseekV4PreTrainedModel, sinks and compressed entries joined to the keys)
+EAGER_ONLY = ("gpt_oss", "bloom", "deepseek_v4")
 _LONG_SEQUENCE_HEAVY: dict[str, tuple[dict, dict]] = {
     "lora-r8-attn-s2048": (
         {"method": "lora", "lora_rank": 8, "lora_targets": ATTENTION_ONLY, "seq_len": 2048},
@@ -899,6 +949,12 @@ ACTIVATION_HEAVY["kimi_linear"] = {
 # peak
 _GEMMA4_HEAVY = {"lora-r16-default": ({"method": "lora", "lora_rank": 16}, {}), **_HYBRID_HEAVY}
 ACTIVATION_HEAVY.update({"gemma4_text": _GEMMA4_HEAVY, "gemma4_moe": _GEMMA4_HEAVY})
+# DeepSeek-V4: where the saved activations set the peak (the s x (s + s/m) eager softmax, the
+# hyper-connections' streams and Sinkhorn tensors), with checkpointing at that length
+ACTIVATION_HEAVY["deepseek_v4"] = {
+    **_LONG_SEQUENCE_HEAVY,
+    "full-ckpt-s2048": ({"method": "full", "seq_len": 2048, "gradient_checkpointing": True}, {}),
+}
 MOE_FAMILIES = (
     "mixtral",
     "qwen2_moe",
@@ -918,6 +974,7 @@ MOE_FAMILIES = (
     "nemotron_h_moe",
     "lfm2_moe",
     "kimi_linear",
+    "deepseek_v4",
 )
 
 # name -> (request overrides, oracle options)
@@ -1640,6 +1697,7 @@ def _cache_key(setup: dict, versions: dict) -> str:
                 is_torchtune(setup),
                 is_litgpt(setup),
                 bf16_load,
+                is_dsv4(setup),
             ),
         },
         sort_keys=True,
@@ -1654,6 +1712,10 @@ HYBRID_ONLY_SOURCES = ("linear_attention.py",)
 SPARSE_ONLY_SOURCES = ("sparse_attention.py",)
 """Oracle modules only the sparse-attention families' setups run."""
 LOAD_DTYPE_ONLY_SOURCES = ("load_dtype.py",)
+FP32_MODULES_ONLY_SOURCES = ("keep_fp32_modules.py",)
+"""Oracle modules only the families whose 4-bit loading leaves modules unquantized by name
+run (:data:`FP32_MODULE_FAMILIES`)."""
+FP32_MODULE_FAMILIES = ("deepseek_v4",)
 """Oracle modules only the setups with weights loaded in 16 bits under autocast run."""
 
 
@@ -1673,6 +1735,7 @@ def _oracle_source_hash(
     torchtune: bool = False,
     litgpt: bool = False,
     bf16_load: bool = False,
+    dsv4: bool = False,
 ) -> str:
     """The oracle's own code is part of the key: a change to it retraces."""
     digest = hashlib.sha256()
@@ -1688,6 +1751,8 @@ def _oracle_source_hash(
         if path.name in SPARSE_ONLY_SOURCES and not sparse:
             continue
         if path.name in LOAD_DTYPE_ONLY_SOURCES and not bf16_load:
+            continue
+        if path.name in FP32_MODULES_ONLY_SOURCES and not dsv4:
             continue
         if qlora or path.name not in QLORA_ONLY_SOURCES:
             digest.update(path.read_bytes())
@@ -1729,6 +1794,11 @@ def stack_versions(setup: dict, versions: dict) -> dict:
     except ImportError:
         pass
     return versions
+
+
+def is_dsv4(setup: dict) -> bool:
+    """A setup of a family whose ``_keep_in_fp32_modules`` the 4-bit loading skips."""
+    return model_type_of(setup) in FP32_MODULE_FAMILIES
 
 
 def is_sparse(setup: dict) -> bool:
@@ -1787,6 +1857,9 @@ def run_oracle(setup: dict, versions: dict) -> dict:
 
     kernels = linear_attention_kernels() if is_hybrid(setup) else contextlib.nullcontext()
     masks = sdpa_boolean_masks_converted() if is_sparse(setup) else contextlib.nullcontext()
+    from tools.oracle.keep_fp32_modules import fp32_modules_left_unquantized
+
+    unquantized = fp32_modules_left_unquantized() if is_dsv4(setup) else contextlib.nullcontext()
     from tools.oracle.load_dtype import loaded_in_bf16
 
     generation = transformers4_run() if is_generation4(setup) else contextlib.nullcontext()
@@ -1797,7 +1870,7 @@ def run_oracle(setup: dict, versions: dict) -> dict:
         elif is_litgpt(setup):
             result = _stack_estimate(setup, "litgpt")
         else:
-            with kernels, masks, generation, bf16:
+            with kernels, masks, generation, bf16, unquantized:
                 result = oracle_estimate(
                     dict(oracle_request(setup["request"]), oracle=setup["oracle"])
                 )

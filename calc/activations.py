@@ -750,6 +750,8 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         return hybrid_block_bytes_per_token(arch, cfg)
     if arch.extra.get("gemma4_layers"):
         return gemma4_block_bytes_per_token(arch, cfg)
+    if arch.hyper_connections:
+        return deepseek_v4_block_bytes_per_token(arch, cfg)
     parts = block_parts(arch)
     total = arch.norms_per_layer * norm_bytes(arch, cfg) + norm_output_bytes(arch, cfg, parts)
     total += attention_core_bytes(arch, cfg, parts.attn_out) + fused_qkv_kept_bytes(arch, cfg)
@@ -1531,7 +1533,9 @@ def rope_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     None for learned positions (GPT-2) and ALiBi (BLOOM)."""
     if arch.learned_positions or arch.family == "bloom":
         return 0
-    if arch.extra.get("no_rope"):
+    if arch.extra.get("no_rope") or arch.hyper_connections:
+        # DeepSeek-V4: each RoPE application saves its own repeat_interleave'd copies
+        # (counted in the block, :func:`_dsv4_attention_bytes`)
         return 0
     # multi-head latent attention rotates ``qk_rope_head_dim`` of each head (``DeepseekV3Config``
     # sets ``head_dim = qk_rope_head_dim`` for its rotary embedding)
@@ -1557,6 +1561,7 @@ def head_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
         + rope_bytes_per_token(arch, cfg)
         + BATCH_BYTES_PER_TOKEN
         + (gemma4_outside_bytes_per_token(arch, cfg) if arch.extra.get("gemma4_layers") else 0)
+        + (deepseek_v4_outside_bytes_per_token(arch, cfg) if arch.hyper_connections else 0)
     )
 
 
@@ -1607,6 +1612,14 @@ def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     ``modeling_phi.py`` line 295) are not kept."""
     if cfg.full:
         return 0
+    if arch.hyper_connections:
+        # DeepSeek-V4: block 0's first hyper-connection and norm read the frozen embedding's
+        # streams; only ``post``, cast for the product with the attention's output, is saved
+        return (
+            hyper_connection_bytes(arch, cfg)
+            - cfg.act_bytes * arch.hyper_connections
+            + norm_bytes(arch, cfg)
+        )
     parts = block_parts(arch)
     if arch.hybrid:
         return _hybrid_first_block_unsaved(arch, cfg, parts)
@@ -1658,8 +1671,9 @@ def _first_block_unsaved(
 
 def checkpoint_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Activation checkpointing keeps each block's input: ``resid_bytes * h`` per token
-    (Korthikanti et al. 2022, sec. 4.3: ``2 s b h`` per layer at 16 bits)."""
-    return cfg.resid_bytes * arch.hidden_size
+    (Korthikanti et al. 2022, sec. 4.3: ``2 s b h`` per layer at 16 bits); DeepSeek-V4's
+    block input is its ``hc`` residual streams."""
+    return cfg.resid_bytes * arch.hidden_size * max(arch.hyper_connections, 1)
 
 
 def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
@@ -1960,3 +1974,221 @@ def kept_logits_bytes_per_token(
     if not outputs_kept or chunked:
         return 0
     return arch.vocab_size * (FP32_BYTES if upcast_in_model else act_bytes)
+
+
+# ---- DeepSeek-V4: hyper-connections, compressed and compressed-sparse attention ------------
+def _dsv4_linear(arch: ModelArch, name: str, role: str = "attn", kind: str = "") -> LinearLayer:
+    """The block linear ``name`` of ``role`` (a compressor's of block ``kind``)."""
+    return next(
+        l for l in arch.linears if l.name == name and l.role == role and l.block_kind == kind
+    )
+
+
+def hyper_connection_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """One manifold-constrained hyper-connection's saved tensors per token (transformers 5.17
+    ``DeepseekV4HyperConnection.forward`` and the mixing in ``DeepseekV4DecoderLayer.forward``),
+    ``hc`` streams of ``h``, ``t`` Sinkhorn iterations, ``mix = (2 + hc) hc``:
+
+    - the weightless RMSNorm of the flattened streams: their fp32 copy (``4 hc h``, saved by
+      ``square`` and the product) and its fp32 statistic; with ``fn`` trained, ``F.linear``
+      saves the normalised copy (``4 hc h``) and the products with the trained scales the
+      mixing logits (``4 mix``);
+    - ``pre`` and ``post``: both sigmoids' outputs and ``pre + eps`` (``4 * 3 hc``);
+    - Sinkhorn: the softmax's output and each normalisation's numerator (``2 t`` tensors of
+      ``4 hc^2``) and denominator (``2 t - 1`` of ``4 hc``);
+    - the streams (``act * hc h``), saved by the collapse ``pre * streams`` and the residual
+      mix ``comb^T @ streams``, with ``comb`` and ``post`` cast to the compute dtype
+      (``act * (hc^2 + hc)``) and the sublayer's output (``act * h``) that ``post`` multiplies.
+    ``.float()`` of ``fn`` for ``F.linear`` is a weight-sized fp32 copy each hyper-connection
+    saves once per micro-batch (:func:`hyper_connection_weight_bytes`)."""
+    hc, h, a = arch.hyper_connections, arch.hidden_size, cfg.act_bytes
+    iters = int(arch.extra.get("dsv4_sinkhorn_iters", 20))
+    mix = (2 + hc) * hc
+    total = FP32_BYTES * hc * h + FP32_BYTES + FP32_BYTES * 3 * hc
+    total += 2 * iters * FP32_BYTES * hc * hc + (2 * iters - 1) * FP32_BYTES * hc
+    total += cfg.resid_bytes * hc * h + a * (hc * hc + hc) + a * h
+    if cfg.full:
+        total += FP32_BYTES * hc * h + FP32_BYTES * mix
+    return total
+
+
+def hyper_connection_weight_bytes(arch: ModelArch) -> int:
+    """The fp32 copy of every hyper-connection's ``fn`` (``fn.float()``, ``mix x hc h``) that
+    ``F.linear`` saves, two per block and ``hc_head``'s, once per micro-batch."""
+    hc, h = arch.hyper_connections, arch.hidden_size
+    if not hc:
+        return 0
+    return FP32_BYTES * hc * h * (2 * arch.num_layers * (2 + hc) * hc + hc)
+
+
+def _dsv4_attention_bytes(arch: ModelArch, cfg: ActConfig, kind: str) -> int:
+    """One DeepSeek-V4 attention block of ``kind`` per token (``DeepseekV4Attention.forward``,
+    eager: the only implementation transformers 5.17 runs for the family):
+
+    - ``q_a_norm`` (fp32 copy, statistic; the normalised copy with its weight trained), the q
+      latent where ``q_b_proj`` saves its input; ``q_b_norm`` without weight over each head:
+      ``q_b_proj``'s output, its fp32 copy, one fp32 statistic and its 16-bit cast per head;
+    - ``kv_norm`` likewise over the one k=v head; RoPE applied three times (q, kv and the
+      output with ``-sin``), each saving its ``repeat_interleave``'d cos and sin (``2 act r`` per
+      position, shared by a micro-batch's rows);
+    - eager attention over the ``s`` keys and the ``s / m`` compressed entries: q, the
+      concatenated k=v (``act * head_dim * (1 + 1/m)``; with more than one row per
+      micro-batch, its copy broadcast to every head for each of the two products), the softmax
+      over keys, entries and the sink column in the compute dtype and the row maximum's int64
+      indices;
+    - the grouped output projection: ``o_a_proj``'s ``bmm`` saves its input (the heads
+      regrouped, a copy) where its weight trains, ``o_b_proj`` its input where it saves it;
+    - a compressor (``DeepseekV4HCACompressor``: ``kv_proj``, ``gate_proj`` of ``head_dim``;
+      ``DeepseekV4CSACompressor``: two overlapping series, ``2 head_dim``, laid out anew): the
+      fp32 softmax over each window, its 16-bit cast and the values it weighs, then per
+      compressed entry its ``kv_norm`` and RoPE. The CSA indexer only picks entries
+      (``topk(...).indices``): its graph is freed when it returns, nothing stays saved."""
+    a, h = cfg.act_bytes, arch.hidden_size
+    heads, d, q, r = arch.num_heads, arch.head_dim, arch.q_lora_rank, arch.qk_rope_head_dim
+    s = cfg.seq_len
+    rates = arch.extra.get("dsv4_compress_rates", {})
+    rate = int(rates.get(kind, 0)) if kind != "sliding_attention" else 0
+    stack_kind = kind if arch.block_counts else ""
+    groups = int(arch.extra.get("dsv4_o_groups", 1))
+    o_rank = int(arch.extra.get("dsv4_o_rank", 1))
+    inputs = [_dsv4_linear(arch, "q_a_proj"), _dsv4_linear(arch, "kv_proj")]
+    if rate:
+        inputs += [
+            _dsv4_linear(arch, "kv_proj", kind=stack_kind),
+            _dsv4_linear(arch, "gate_proj", kind=stack_kind),
+        ]
+    total = _group_input_bytes(tuple(inputs), h, cfg)
+    total += FP32_BYTES * q + FP32_BYTES + (a * q if cfg.full else 0)  # q_a_norm
+    if _saves_input(_dsv4_linear(arch, "q_b_proj"), cfg):
+        total += a * q
+    total += a * heads * d + FP32_BYTES * heads * d + (FP32_BYTES + a) * heads  # q_b_norm
+    total += FP32_BYTES * d + FP32_BYTES + (a * d if cfg.full else 0)  # kv_norm
+    # RoPE on q, kv and the output: cos and sin are built per position (position_ids 1 x s),
+    # shared by the micro-batch's rows
+    total += 3 * 2 * a * r // max(cfg.micro_batch_size, 1)
+    entries = s // rate if rate else 0
+    total += a * heads * d + a * d * (s + entries) // s  # q, k=v (with the entries)
+    if cfg.micro_batch_size > 1:
+        # the one k=v head broadcast to every head: with more than one row, both products'
+        # matmul makes it contiguous for bmm (ATen _matmul_impl) and saves that copy
+        total += 2 * a * heads * d * (s + entries) // s
+    total += heads * (a * (s + entries + 1) + INDEX_BYTES)  # softmax with the sink, max
+    if cfg.full:
+        total += a * heads * d  # o_a_proj's regrouped input
+    if _saves_input(_dsv4_linear(arch, "o_b_proj"), cfg):
+        total += a * groups * o_rank
+    if rate:
+        width = 2 * d if kind == "compressed_sparse_attention" else d
+        total += (FP32_BYTES + 2 * a) * width
+        per_entry = FP32_BYTES * d + FP32_BYTES + (a * d if cfg.full else 0) + 2 * a * r
+        total += per_entry // rate
+    return total
+
+
+def _dsv4_moe_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """DeepSeek-V4's MoE block per token (``DeepseekV4SparseMoeBlock``): the MLP input where
+    the shared expert's or the router's weights save it; the router's logits and their
+    ``sqrtsoftplus`` scores (``act`` per expert each), the picked weights and their sum; the
+    experts and the shared expert with their clamped SwiGLU (:func:`mlp_unit_bytes`, five
+    intermediate-width tensors) and, per routed copy, the int64 sort and gather indices,
+    the routing weight and the boolean mask of transformers 5.17's ``grouped_mm`` path."""
+    a, h, e, k = cfg.act_bytes, arch.hidden_size, arch.num_experts, arch.experts_per_token
+    mlp = [l for l in arch.linears if l.role == "mlp"]
+    parts = BlockParts((), mlp[-1], tuple(l for l in mlp if not l.mlp_output), (), ())
+    downs = tuple(l for l in mlp if l.mlp_output)
+    router = next(l for l in arch.linears if l.role == "router")
+    total = _group_input_bytes(parts.mlp_in + (router,), h, cfg)
+    total += 2 * a * e + a * k + a + INDEX_BYTES * k
+    total += sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in, weighted=False) for d in downs)
+    total += k * (3 * INDEX_BYTES + a + 1)
+    return total
+
+
+def deepseek_v4_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Saved bytes per token of the average DeepSeek-V4 block: its two hyper-connections
+    (:func:`hyper_connection_bytes`), its two RMSNorms, the attention of its kind
+    (:func:`_dsv4_attention_bytes`), the MoE block (:func:`_dsv4_moe_bytes`) and the
+    adapters' own tensors (:func:`lora_rank_bytes`, :func:`lora_dropout_bytes`,
+    :func:`lora_input_copy_bytes`)."""
+    kinds = arch.extra.get("dsv4_layers", [])
+    if not isinstance(kinds, list) or not kinds:
+        return 0
+    common = 2 * hyper_connection_bytes(arch, cfg) + 2 * norm_bytes(arch, cfg)
+    common += _dsv4_moe_bytes(arch, cfg)
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[str(kind)] = counts.get(str(kind), 0) + 1
+    attention = sum(n * _dsv4_attention_bytes(arch, cfg, kind) for kind, n in counts.items())
+    # the adapters' own tensors (rank-r products, dropout, fp32 input copies), per block held
+    adapters = lora_rank_bytes(arch, cfg) + lora_dropout_bytes(arch, cfg)
+    adapters += lora_input_copy_bytes(arch, cfg)
+    return common + attention // len(kinds) + adapters
+
+
+def deepseek_v4_outside_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """``hc_head`` (``DeepseekV4HyperHead``), once per token: the last block's streams, their
+    fp32 copy and statistic, the normalised copy and mixing logits where ``hc_fn`` trains, the
+    sigmoid's output and ``pre``."""
+    hc, h = arch.hyper_connections, arch.hidden_size
+    total = cfg.resid_bytes * hc * h + FP32_BYTES * hc * h + FP32_BYTES + 2 * FP32_BYTES * hc
+    if cfg.full:
+        total += FP32_BYTES * hc * h + FP32_BYTES * hc
+    return total
+
+
+def _dsv4_widest_kind(arch: ModelArch) -> tuple[str, int]:
+    """The DeepSeek-V4 block kind whose attention meets the most compressed entries, and its
+    compression rate (0: sliding window only)."""
+    rates = arch.extra.get("dsv4_compress_rates", {})
+    kinds = set(arch.extra.get("dsv4_layers", []))
+    best = ("sliding_attention", 0)
+    for kind in kinds:
+        rate = int(rates.get(kind, 0)) if isinstance(rates, dict) else 0
+        if rate and (not best[1] or rate < best[1]):
+            best = (str(kind), rate)
+    return best
+
+
+def dsv4_attention_transient_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """DeepSeek-V4's eager attention inside one block's forward, per token, beyond what it
+    saves (transformers 5.17 ``eager_attention_forward`` of ``modeling_deepseek_v4``), in the
+    block that meets the most compressed entries (``kv = s + s / m`` keys): the scores plus
+    the mask (``attn_weights``, kept by its name), their concatenation with the sink column and
+    that minus its row maximum, alive together (``act * heads * (3 kv + 2)``); the mask
+    extended with the compressor's block bias (``torch.cat``, ``act * kv``) and, in a
+    compressed-sparse block, the indexer's block bias (``new_full``, ``act * (s / m + 1)``)."""
+    if not arch.hyper_connections:
+        return 0
+    kind, rate = _dsv4_widest_kind(arch)
+    a, s = cfg.act_bytes, cfg.seq_len
+    entries = s // rate if rate else 0
+    kv = s + entries
+    total = a * arch.num_heads * (3 * kv + 2)
+    if rate:
+        total += a * kv
+    if kind == "compressed_sparse_attention":
+        total += a * (entries + 1)
+    return total
+
+
+def dsv4_pre_attention_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """What that block has saved when its attention's scores are made: its first
+    hyper-connection (without the attention's output, not made yet), its input norm and the
+    attention's tensors before the softmax (:func:`_dsv4_attention_bytes` without the
+    softmax, the output side and the row maximum)."""
+    if not arch.hyper_connections:
+        return 0
+    kind, rate = _dsv4_widest_kind(arch)
+    a, s, heads = cfg.act_bytes, cfg.seq_len, arch.num_heads
+    entries = s // rate if rate else 0
+    attention = _dsv4_attention_bytes(arch, cfg, kind)
+    attention -= heads * (a * (s + entries + 1) + INDEX_BYTES)
+    attention -= 2 * a * arch.qk_rope_head_dim  # the output's RoPE
+    if cfg.full:
+        attention -= a * heads * arch.head_dim
+    if _saves_input(_dsv4_linear(arch, "o_b_proj"), cfg):
+        attention -= (
+            a * int(arch.extra.get("dsv4_o_groups", 1)) * int(arch.extra.get("dsv4_o_rank", 1))
+        )
+    hyper = hyper_connection_bytes(arch, cfg) - a * arch.hidden_size
+    return hyper + norm_bytes(arch, cfg) + attention

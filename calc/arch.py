@@ -326,8 +326,15 @@ class ModelArch:
     indexer_layers: int = 0
     # Parameters outside the blocks that no token multiplies through (gathers, norms): Gemma 4's
     # per-layer input table (``embed_tokens_per_layer``, ``vocab x layers*width``) and the norm of
-    # its context projection; counted with the embedding.
+    # its context projection; DeepSeek-V4's ``hc_head`` (the last collapse of the residual
+    # streams, a few weights per stream); counted with the embedding.
     per_layer_embedding_params: int = 0
+    # Manifold-constrained hyper-connections (DeepSeek-V4; transformers 5.17
+    # DeepseekV4HyperConnection): ``hc_mult`` residual streams of ``hidden_size`` each, mixed
+    # in and out of every sublayer; 0 for a plain residual stream. Its indexer
+    # (``ModelArch.indexer_layers``: the compressed-sparse-attention blocks) is not DeepSeek-V3.2's:
+    # see :attr:`sparse_attention`.
+    hyper_connections: int = 0
 
     def __post_init__(self) -> None:
         for key in (
@@ -365,6 +372,7 @@ class ModelArch:
             "index_topk",
             "indexer_layers",
             "per_layer_embedding_params",
+            "hyper_connections",
         ):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -416,14 +424,25 @@ class ModelArch:
 
     @property
     def sparse_attention(self) -> bool:
-        """DeepSeek sparse attention: a lightning indexer picks ``index_topk`` keys per query."""
-        return self.indexer_layers > 0
+        """DeepSeek sparse attention (V3.2, GLM-5): a lightning indexer picks ``index_topk`` keys
+        per query and the torch path hands them to the attention as an ``s x s`` mask.
+        DeepSeek-V4's indexer picks among compressed entries instead (:attr:`hyper_connections`
+        marks that family): none of V3.2's masks and transients."""
+        return self.indexer_layers > 0 and not self.hyper_connections
+
+    @property
+    def indexer_own_params(self) -> int:
+        """One indexer's parameters outside its linears: DeepSeek-V3.2's key ``LayerNorm``
+        (weight and bias of ``index_head_dim``, ``DeepseekV32Indexer.k_norm``); DeepSeek-V4's
+        compressor ``position_bias`` and ``kv_norm`` (``arch.extra["indexer_own_params"]``)."""
+        own = self.extra.get("indexer_own_params")
+        return own if isinstance(own, int) else 2 * self.index_head_dim
 
     @property
     def indexer_norm_params(self) -> int:
-        """The indexer's key ``LayerNorm`` (weight and bias of ``index_head_dim``) in every block
-        that runs an indexer (``DeepseekV32Indexer.k_norm``)."""
-        return 2 * self.index_head_dim * self.indexer_layers
+        """Every indexer's own parameters (:attr:`indexer_own_params`), in each block that runs
+        one."""
+        return self.indexer_own_params * self.indexer_layers
 
     @cached_property
     def no_grad_params(self) -> int:
@@ -497,7 +516,7 @@ class ModelArch:
             + self.norms_per_layer * self.norm_params
             + self.block_extra_params
             + own
-            + (2 * self.index_head_dim if self.indexer_layers else 0)
+            + (self.indexer_own_params if self.indexer_layers else 0)
         )
 
     @cached_property

@@ -71,12 +71,28 @@ def attention_forward_flops_per_token(
         # ``v_head_dim``), ``2 * layers * s * heads * (qk + v)``
         full = 2.0 * layers * keys * arch.num_heads * (arch.head_dim + arch.v_head_dim)
     linear = linear_attention_forward_flops_per_token(arch) + mamba_forward_flops_per_token(arch)
+    if arch.hyper_connections:
+        # DeepSeek-V4 (transformers 5.17 DeepseekV4Attention, eager only): every query scores
+        # the s keys and its block's s / m compressed entries, under an explicit mask
+        full = 4.0 * arch.num_heads * arch.head_dim * _dsv4_keys(arch, keys)
+        attention_mask = "padding"
     if arch.sparse_attention:
         # the indexer's selection reaches SDPA as an explicit mask: the whole square is computed
         attention_mask = "padding"
     if attention_mask != "causal":
         return full * request_fraction(attention, attention_mask) + linear
     return full * CAUSAL_ATTENTION_FRACTION[attention] + linear
+
+
+def _dsv4_keys(arch: ModelArch, keys: float) -> float:
+    """Keys a DeepSeek-V4 query meets, summed over the blocks: ``keys`` plus the compressed
+    entries of its block's kind (``keys / m``; none in a sliding-window block)."""
+    rates = arch.extra.get("dsv4_compress_rates", {})
+    total = 0.0
+    for kind in arch.extra.get("dsv4_layers", []):
+        rate = rates.get(kind, 0) if isinstance(rates, dict) else 0
+        total += keys + (float(int(keys) // rate) if rate else 0.0)
+    return total
 
 
 def linear_attention_forward_flops_per_token(arch: ModelArch) -> float:
@@ -142,9 +158,15 @@ def indexer_forward_flops_per_token(arch: ModelArch, seq_len: int) -> float:
     (FlashMLA's sparse attention with the FP8 ``fp8_index`` indexer) score the causal keys
     only and attend to ``index_topk`` keys per query: ``2 * heads * (qk + v) * index_topk``
     instead of ``s``."""
-    if not arch.sparse_attention:
+    if not arch.indexer_layers:
         return 0.0
-    per_layer = 2.0 * arch.index_heads * (arch.index_head_dim + 1) * seq_len
+    keys = seq_len
+    if arch.hyper_connections:
+        # DeepSeek-V4's indexer scores the s / m compressed entries of its block (its graph is
+        # freed unused: no backward either)
+        rates = arch.extra.get("dsv4_compress_rates", {})
+        keys = seq_len // int(rates.get("compressed_sparse_attention", 4))
+    per_layer = 2.0 * arch.index_heads * (arch.index_head_dim + 1) * keys
     return arch.indexer_layers * per_layer
 
 

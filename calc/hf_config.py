@@ -5,7 +5,9 @@ gemma3_text, granite, olmo, olmo2, olmo3, stablelm, phi, phi3 (Phi-3, Phi-4, Phi
 gpt_oss, llama4_text (including Maverick's mixed dense/MoE stack), gpt_neox, falcon, bloom, gpt2,
 ministral3, seed_oss, deepseek_v3 (multi-head latent attention, shared experts, dense-first
 blocks; also Kimi K2's ``kimi_k2`` text config, mistral4 and glm4_moe_lite), deepseek_v32 and
-glm_moe_dsa (DeepSeek-V3.2 and GLM-5: the same with DeepSeek sparse attention's indexer), glm4_moe,
+glm_moe_dsa (DeepSeek-V3.2 and GLM-5: the same with DeepSeek sparse attention's indexer),
+deepseek_v4 (DeepSeek-V4: hyper-connections, compressed and compressed-sparse attention, hash
+and learned routers), glm4_moe,
 minimax_m2, gemma4_text (Gemma 4: per-kind attention shapes, kv-shared blocks, per-layer inputs,
 an optional MoE block), and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text
 (Gated DeltaNet blocks with a gated full-attention block every ``full_attention_interval``-th),
@@ -1937,6 +1939,233 @@ def _deepseek_v32(k: _Keys, family: str, name: str) -> ModelArch:
 
 
 # ---- Kimi Linear: Kimi Delta Attention blocks beside latent-attention blocks -----------------
+# DeepSeek-V4's attention kinds (transformers 5.17 ``DEEPSEEK_V4_LAYER_TYPES``), the
+# legacy per-block ``compress_ratios`` that name them, and their default compression rates
+# (``DeepseekV4Config.default_compress_rates``)
+_DSV4_SLIDING, _DSV4_CSA, _DSV4_HCA = (
+    "sliding_attention",
+    "compressed_sparse_attention",
+    "heavily_compressed_attention",
+)
+_DSV4_RATIO_KINDS = {0: _DSV4_SLIDING, 4: _DSV4_CSA, 128: _DSV4_HCA}
+_DSV4_RATES = {_DSV4_CSA: 4, _DSV4_HCA: 128}
+
+
+def _deepseek_v4_kinds(k: _Keys, layers: int) -> list[str]:
+    """One attention kind per block: ``layer_types``, else the legacy ``compress_ratios``
+    (0, 4 or 128 per block), else ``DeepseekV4Config.__post_init__``'s default: two heavily
+    compressed blocks, then compressed-sparse and heavily compressed blocks in turn."""
+    key = "layer_types"
+    kinds = k.cfg.get("layer_types")
+    if kinds is None and k.cfg.get("compress_ratios") is not None:
+        key, ratios = "compress_ratios", k.cfg["compress_ratios"]
+        if not isinstance(ratios, list) or any(
+            isinstance(r, bool) or r not in _DSV4_RATIO_KINDS for r in ratios
+        ):
+            raise k.error(key, ratios)
+        kinds = [_DSV4_RATIO_KINDS[r] for r in ratios]
+    if kinds is None:
+        kinds = [_DSV4_HCA] * min(layers, 2) + [
+            _DSV4_CSA if i % 2 else _DSV4_HCA for i in range(max(layers - 2, 0))
+        ]
+    if not isinstance(kinds, list) or any(v not in _DSV4_RATIO_KINDS.values() for v in kinds):
+        raise k.error(key, kinds)
+    if len(kinds) != layers:
+        raise ConfigError("config_layer_types_length", k.prefix + key, len(kinds))
+    return kinds
+
+
+def _deepseek_v4_hash_blocks(k: _Keys, layers: int) -> int:
+    """Blocks whose router is the frozen token-id table (``hash_moe``): ``mlp_layer_types``,
+    else the first ``num_hash_layers`` (default 3, ``DeepseekV4Config``)."""
+    kinds = k.cfg.get("mlp_layer_types")
+    if kinds is None:
+        n_hash = k.cfg.get("num_hash_layers", 3)
+        if isinstance(n_hash, bool) or not isinstance(n_hash, int) or n_hash < 0:
+            raise k.error("num_hash_layers", n_hash)
+        return min(n_hash, layers)
+    if not isinstance(kinds, list) or any(v not in ("hash_moe", "moe") for v in kinds):
+        raise k.error("mlp_layer_types", kinds)
+    if len(kinds) != layers:
+        raise ConfigError("config_layer_types_length", k.prefix + "mlp_layer_types", len(kinds))
+    return sum(1 for v in kinds if v == "hash_moe")
+
+
+def _deepseek_v4_rates(k: _Keys) -> dict[str, int]:
+    """Tokens per compressed entry of each compressed kind: ``compress_rates``, else the
+    legacy ``compress_rate_csa`` / ``compress_rate_hca``, else 4 and 128."""
+    rates = dict(_DSV4_RATES)
+    given = k.cfg.get("compress_rates")
+    if given is not None:
+        if not isinstance(given, dict) or not set(given) <= set(rates):
+            raise k.error("compress_rates", given)
+        for kind, rate in given.items():
+            if isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0:
+                raise k.error("compress_rates", given)
+            rates[kind] = rate
+    for kind, key in ((_DSV4_CSA, "compress_rate_csa"), (_DSV4_HCA, "compress_rate_hca")):
+        if k.cfg.get(key) is not None:
+            rates[kind] = k.int(key)
+    return rates
+
+
+def _deepseek_v4(k: _Keys, family: str, name: str) -> ModelArch:
+    """DeepSeek-V4 (``deepseek_v4``; transformers 5.17 ``modeling_deepseek_v4.py``), counted
+    module by module as ``DeepseekV4ForCausalLM`` builds it:
+
+    - attention (``DeepseekV4Attention``): ``q_a_proj`` (hidden -> ``q_lora_rank``), its RMSNorm
+      ``q_a_norm``, ``q_b_proj`` (rank -> heads x ``head_dim``), one shared key/value head
+      ``kv_proj`` (hidden -> ``head_dim``) with ``kv_norm``, a learned sink per head, and the
+      grouped output projection: ``o_a_proj`` (an ``nn.Linear`` subclass applied per group of
+      heads, ``heads x head_dim / o_groups`` -> ``o_groups x o_lora_rank``) then ``o_b_proj``
+      (``o_groups x o_lora_rank`` -> hidden). ``num_key_value_heads`` is not read: one k=v head;
+    - per block kind (:func:`_deepseek_v4_kinds`): a heavily compressed block's
+      ``DeepseekV4HCACompressor`` (``kv_proj``, ``gate_proj`` hidden -> ``head_dim``, a
+      ``position_bias`` of rate x ``head_dim``, ``kv_norm``); a compressed-sparse block's
+      ``DeepseekV4CSACompressor`` (the same at twice the width: two overlapping series) and its
+      ``DeepseekV4Indexer``: its own compressor at ``index_head_dim``, ``q_b_proj`` (q rank ->
+      ``index_n_heads x index_head_dim``) and ``scorer.weights_proj`` (hidden ->
+      ``index_n_heads``). The indexer only picks entries (``topk(...).indices``): no gradient
+      reaches it (role ``"indexer"``);
+    - QLoRA: the 4-bit loading converts ``type(module) is nn.Linear`` only (not ``o_a_proj``,
+      an ``nn.Linear`` subclass) and skips ``_keep_in_fp32_modules`` (the compressors' and the
+      indexer's ``kv_proj`` and ``gate_proj``, the indexer's ``weights_proj``): 16-bit;
+    - MLP (``DeepseekV4SparseMoeBlock``): ``n_routed_experts`` 3-D SwiGLU experts
+      (``experts.gate_up_proj``, ``experts.down_proj``) of ``moe_intermediate_size``, top
+      ``num_experts_per_tok``, a router ``gate`` (a weight, learned or hash-routed: the same
+      parameter) and one shared expert of the same width (``DeepseekV4MLP`` reads
+      ``intermediate_size``, which ``attribute_map`` sends to ``moe_intermediate_size``:
+      ``n_shared_experts`` changes nothing built);
+    - two hyper-connections per block (``attn_hc``, ``ffn_hc``: ``fn`` of ``(2 + hc) hc x hc
+      hidden``, ``base``, 3 scales) and the model's ``hc_head`` (``hc x hc hidden``, ``hc`` + 1).
+    Buffers (``tid2eid``, ``e_score_correction_bias``) are not parameters; the checkpoints'
+    multi-token-prediction layer is not built (``_keys_to_ignore_on_load_unexpected``)."""
+    h = k.int("hidden_size")
+    heads = k.int("num_attention_heads")
+    hd = k.int("head_dim", default=512)
+    q_rank = k.int("q_lora_rank", default=1024)
+    layers = k.int("num_hidden_layers")
+    factor = k.cfg.get("partial_rotary_factor")
+    if k.cfg.get("qk_rope_head_dim") is not None and factor is None:
+        rope = k.int("qk_rope_head_dim")
+    else:
+        if factor is None:
+            factor = 64 / 512
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+            raise k.error("partial_rotary_factor", factor)
+        rope = int(hd * factor)
+    if rope % 2 or not 0 < rope <= hd:
+        raise k.error("qk_rope_head_dim" if "qk_rope_head_dim" in k.cfg else "head_dim", rope)
+    groups = k.int("o_groups", default=8)
+    o_rank = k.int("o_lora_rank", default=1024)
+    if heads % groups:
+        raise k.error("o_groups", groups)
+    hc = k.int("hc_mult", default=4)
+    experts, top_k = _routed_experts(k, "n_routed_experts", "num_local_experts")
+    inter = k.int("moe_intermediate_size", default=2048)
+    index_heads = k.int("index_n_heads", default=64)
+    index_dim = k.int("index_head_dim", default=128)
+    if index_dim < rope:
+        raise k.error("index_head_dim", index_dim)
+    kinds = _deepseek_v4_kinds(k, layers)
+    rates = _deepseek_v4_rates(k)
+    n_hash = _deepseek_v4_hash_blocks(k, layers)
+    counts = {kind: kinds.count(kind) for kind in (_DSV4_SLIDING, _DSV4_CSA, _DSV4_HCA)}
+    present = tuple((kind, n) for kind, n in counts.items() if n)
+    linears: list[LinearLayer] = [
+        LinearLayer("q_a_proj", h, q_rank, role="attn"),
+        LinearLayer("q_b_proj", q_rank, heads * hd, role="attn"),
+        LinearLayer("kv_proj", h, hd, role="attn"),
+    ]
+    kind_params: list[tuple[str, int]] = []
+    if counts[_DSV4_CSA]:
+        linears += [
+            LinearLayer("kv_proj", h, 2 * hd, False, 1, 1, False, "attn", block_kind=_DSV4_CSA),
+            LinearLayer("gate_proj", h, 2 * hd, False, 1, 1, False, "attn", block_kind=_DSV4_CSA),
+        ]
+        kind_params.append((_DSV4_CSA, rates[_DSV4_CSA] * 2 * hd + hd))
+    if counts[_DSV4_HCA]:
+        linears += [
+            LinearLayer("kv_proj", h, hd, False, 1, 1, False, "attn", block_kind=_DSV4_HCA),
+            LinearLayer("gate_proj", h, hd, False, 1, 1, False, "attn", block_kind=_DSV4_HCA),
+        ]
+        kind_params.append((_DSV4_HCA, rates[_DSV4_HCA] * hd + hd))
+    linears += [
+        LinearLayer(
+            "o_a_proj", heads * hd // groups, groups * o_rank, quantizable=False, role="attn"
+        ),
+        LinearLayer("o_b_proj", groups * o_rank, h, role="attn"),
+    ]
+    if counts[_DSV4_CSA]:
+        linears += [
+            LinearLayer(name, d_in, d_out, quantizable=quant, role="indexer", block_kind=_DSV4_CSA)
+            for name, d_in, d_out, quant in (
+                ("kv_proj", h, 2 * index_dim, False),
+                ("gate_proj", h, 2 * index_dim, False),
+                ("q_b_proj", q_rank, index_heads * index_dim, True),
+                ("weights_proj", h, index_heads, False),
+            )
+        ]
+    linears += [
+        LinearLayer("gate", h, experts, quantizable=False, role="router", kind="param"),
+        LinearLayer(
+            "experts.gate_up_proj", h, 2 * inter, False, experts, top_k, False, kind="param"
+        ),
+        LinearLayer("experts.down_proj", inter, h, False, experts, top_k, False, kind="param"),
+    ]
+    linears += list(_gated_mlp(h, inter))
+    if len(present) == 1:  # every block of one kind: a uniform stack
+        linears = [replace(l, block_kind="") for l in linears]
+        extra_own = dict(kind_params).get(present[0][0], 0)
+    else:
+        extra_own = 0
+    mix = (2 + hc) * hc
+    hyper = 2 * (mix * hc * h + mix + 3)  # attn_hc and ffn_hc: fn, base, scale
+    arch = ModelArch(
+        **_common(k, family, name, 1048576, False),
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=1,
+        head_dim=hd,
+        intermediate_size=inter,
+        linears=tuple(linears),
+        num_experts=experts,
+        experts_per_token=top_k,
+        shared_expert_intermediate_size=inter,
+        # q_a_norm, kv_norm, sinks, the hyper-connections (and a uniform stack's compressor)
+        block_extra_params=q_rank + hd + heads + hyper + extra_own,
+        block_counts=present if len(present) > 1 else (),
+        block_kind_params=tuple(kind_params) if len(present) > 1 else (),
+        q_lora_rank=q_rank,
+        qk_rope_head_dim=rope,
+        index_heads=index_heads if counts[_DSV4_CSA] else 0,
+        index_head_dim=index_dim if counts[_DSV4_CSA] else 0,
+        index_topk=k.int("index_topk", default=512),
+        indexer_layers=counts[_DSV4_CSA],
+        per_layer_embedding_params=hc * hc * h + hc + 1,  # hc_head
+        hyper_connections=hc,
+    )
+    arch.extra.update(
+        {
+            # the indexer's compressor: position_bias (rate x 2 index_head_dim) and kv_norm
+            "indexer_own_params": rates[_DSV4_CSA] * 2 * index_dim + index_dim,
+            "dsv4_layers": kinds,
+            "dsv4_compress_rates": rates,
+            "dsv4_hash_blocks": n_hash,
+            "dsv4_o_groups": groups,
+            "dsv4_o_rank": o_rank,
+            "dsv4_sliding_window": k.int("sliding_window", default=128),
+            "dsv4_sinkhorn_iters": k.int("hc_sinkhorn_iters", default=20),
+            # the clamped SwiGLU of the experts and the shared expert (DeepseekV4Experts
+            # ._apply_gate, DeepseekV4MLP.forward): the gate and up outputs, both clamped, and
+            # the activation's output
+            "glu_saved_widths": 5,
+        }
+    )
+    return arch
+
+
 _KIMI_ALIASES = (
     ("num_experts_per_token", "num_experts_per_tok"),
     ("num_shared_experts", "n_shared_experts"),
@@ -2502,6 +2731,7 @@ _READERS = {
     "deepseek_v32": _deepseek_v32,
     "glm_moe_dsa": _deepseek_v32,
     "kimi_linear": _kimi_linear,
+    "deepseek_v4": _deepseek_v4,
     "glm4_moe": _glm4_moe,
     "minimax_m2": _minimax_m2,
     "olmo3": _olmo,

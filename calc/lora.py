@@ -289,6 +289,7 @@ ATTENTION_REFUSED = {
     "llama4_text": frozenset({"flash"}),
     "deepseek_v32": frozenset({"flash"}),
     "glm_moe_dsa": frozenset({"flash"}),
+    "deepseek_v4": frozenset({"sdpa", "flash"}),
 }
 """Attention implementations transformers 5.17 refuses per family: ``PreTrainedModel``
 defaults ``_supports_sdpa`` and ``_supports_flash_attn`` to False (``modeling_utils.py``
@@ -299,7 +300,9 @@ package); ``GptOssPreTrainedModel`` sets ``_supports_sdpa = False``, ``_supports
 True`` (``modeling_gpt_oss.py`` lines 386-387); ``BloomPreTrainedModel`` keeps both defaults;
 ``Llama4PreTrainedModel``, ``DeepseekV32PreTrainedModel`` and ``GlmMoeDsaPreTrainedModel``
 set ``_supports_flash_attn = False`` (``modeling_llama4.py`` line 457,
-``modeling_deepseek_v32.py`` line 679, ``modeling_glm_moe_dsa.py`` line 652)."""
+``modeling_deepseek_v32.py`` line 679, ``modeling_glm_moe_dsa.py`` line 652);
+``DeepseekV4PreTrainedModel`` sets both False (eager only: flash attention caps the head width
+at 256, below its 512, and SDPA takes no sink logit)."""
 
 ROUTER_MODULES_REFUSED = frozenset({"llama4_text"})
 """Families whose router is an ``nn.Linear`` subclass that returns a tuple:
@@ -317,6 +320,14 @@ MAMBA_OUT_PROJ_REFUSED = frozenset({"nemotron_h", "falcon_h1"})
 ``out_proj`` among them. (On a GPU the adapter would not run anyway: see
 :func:`calc.activations.bypassed_adapter`.)"""
 
+GROUPED_OUTPUT_REFUSED = frozenset({"deepseek_v4"})
+"""Families whose grouped output projection peft adapts and then fails on:
+``DeepseekV4GroupedLinear`` (transformers 5.17, ``o_a_proj``) is an ``nn.Linear`` subclass
+whose forward applies its weight per group of heads, ``(..., groups, in) -> (..., groups,
+out / groups)``; peft matches it (by name, or as one of ``"all-linear"``) and its
+``lora.Linear.forward`` adds an adapter output of the full ``out`` width: a broadcast error at
+the first step (traced by the oracle)."""
+
 
 def library_rejections(
     arch: ModelArch, framework: str, attention: str, peft: bool, targets: object
@@ -326,7 +337,8 @@ def library_rejections(
     ``lora_router_refused_by_peft`` (see :data:`ROUTER_MODULES_REFUSED`) and
     ``lora_mamba_out_proj_refused_by_peft`` (see :data:`MAMBA_OUT_PROJ_REFUSED`), and
     ``lora_mamba_out_proj_skipped`` where peft takes that adapter but the fused Mamba-2 kernel
-    never runs it (:func:`calc.activations.bypassed_adapter`: Granite 4.0 hybrids)."""
+    never runs it (:func:`calc.activations.bypassed_adapter`: Granite 4.0 hybrids), and
+    ``lora_grouped_output_refused_by_peft`` (see :data:`GROUPED_OUTPUT_REFUSED`)."""
     if framework not in TRANSFORMERS_FRAMEWORKS:
         return []
     out = []
@@ -350,4 +362,10 @@ def library_rejections(
         and any(l.role == "mixer" and l.name == "out_proj" for l in _selected(arch, targets))
     ):
         out.append("lora_mamba_out_proj_skipped")
+    if (
+        peft
+        and arch.family in GROUPED_OUTPUT_REFUSED
+        and any(l.name == "o_a_proj" for l in _selected(arch, targets))
+    ):
+        out.append("lora_grouped_output_refused_by_peft")
     return out

@@ -406,9 +406,11 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
     """16-bit copies autocast makes of fp32 weights (``*-mixed`` without ZeRO): 2 bytes per
     weight of every matmul (block linears not stored in NF4, and the output layer). Copies
     of trainable weights stay in autocast's cache for the whole forward; copies of frozen
-    weights are saved for backward, so with checkpointing only one block's are alive."""
+    weights are saved for backward, so with checkpointing only one block's are alive.
+    DeepSeek-V4's hyper-connections add theirs (:func:`hyper_connection_copy_bytes`)."""
+    hyper = hyper_connection_copy_bytes(req, reg, one_layer)
     if not reg.casts_weights:
-        return 0
+        return hyper
     arch = req.model
     quantized = req.method is Method.QLORA
 
@@ -417,12 +419,33 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
 
     head = arch.vocab_size * arch.hidden_size
     if one_layer:
-        return reg.compute_bytes * (
+        return hyper + reg.compute_bytes * (
             sum(l.count * l.weight_params for l in arch.block_linears if copied(l)) + head
         )
-    return reg.compute_bytes * (
+    return hyper + reg.compute_bytes * (
         sum(arch.blocks_of(l) * l.count * l.weight_params for l in arch.linears if copied(l)) + head
     )
+
+
+def hyper_connection_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
+    """DeepSeek-V4's hyper-connections mix with ``F.linear(flat, self.fn.float())``
+    (transformers 5.17 ``DeepseekV4HyperConnection.forward``, ``hc_head`` likewise): stored in
+    16 bits, each ``fn`` is copied to fp32 and that copy is saved for the backward (autocast
+    casts it back to 16 bits for the matmul: a 16-bit copy instead). Two per block and
+    ``hc_head``'s; with checkpointing one block's, recomputed, beside ``hc_head``'s."""
+    arch = req.model
+    hc = arch.hyper_connections
+    if not hc:
+        return 0
+    if reg.casts_weights:
+        per = reg.compute_bytes
+    elif reg.weight_bytes < act.FP32_BYTES:
+        per = act.FP32_BYTES
+    else:
+        return 0
+    width = hc * arch.hidden_size
+    blocks = 1 if one_layer else arch.num_layers
+    return per * width * (2 * blocks * (2 + hc) * hc + hc)
 
 
 def dequant_matmul_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int]:
@@ -823,6 +846,11 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         head -= act.first_norm_unsaved_bytes_per_token(arch, cfg) * tokens
     recompute = block if req.gradient_checkpointing else 0
     spike = act.indexer_transient_bytes_per_token(arch, cfg, req.micro_batch_size) * tokens
+    pre = act.sparse_attention_pre_indexer_bytes(arch, cfg) * tokens if spike else 0
+    if arch.hyper_connections:
+        # DeepSeek-V4: the eager attention's scores, a few copies alive in one block's forward
+        spike = act.dsv4_attention_transient_bytes_per_token(arch, cfg) * tokens
+        pre = act.dsv4_pre_attention_bytes_per_token(arch, cfg) * tokens
     return Activations(
         saved_all=on_gpu_layers * per_layer + head,
         recompute=recompute,
@@ -874,7 +902,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         host=host,
         indexer_spike=spike,
         head=head,
-        indexer_pre=act.sparse_attention_pre_indexer_bytes(arch, cfg) * tokens if spike else 0,
+        indexer_pre=pre,
         shared_mask=shared_mask_bytes(req, reg),
     )
 
@@ -913,7 +941,9 @@ def sparse_causal_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     ``DeepseekV32Model.forward``), boolean for SDPA and of the activation dtype for eager
     attention. It lives through the forward and, with checkpointing, until the last block's
     backward (each checkpointed block keeps it as an argument to recompute with)."""
-    if not req.model.sparse_attention:
+    if not (req.model.sparse_attention or req.model.hyper_connections):
+        # DeepSeek-V4 runs eager attention only: create_sliding_window_causal_mask always
+        # builds its mask in the activation dtype
         return 0
     per = 1 if req.attention is Attention.SDPA else reg.compute_bytes
     return req.micro_batch_size * req.seq_len * req.seq_len * per
@@ -1081,8 +1111,18 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         # each block's recompute runs its indexer again: at the first block recomputed (every
         # checkpoint alive) and at the last one (every later block's gradient alive)
         indexer = a.indexer_pre + a.indexer_spike + a.shared_mask
-        candidates.append({**first_block, "activations": a.saved_all + indexer})
-        candidates.append({**last_block, "activations": indexer + a.saved_all - a.head})
+        if req.model.hyper_connections:
+            # DeepSeek-V4's attention transient: its widest block's recompute, once the
+            # backward has left the model's head (hc_head's tensors freed) and with the
+            # gradient of that block's output streams coming in
+            arch = req.model
+            tokens = req.micro_batch_size * req.seq_len
+            incoming = reg.compute_bytes * arch.hyper_connections * arch.hidden_size * tokens
+            activations = a.saved_all - a.head + indexer + incoming
+            candidates.append({**first_block, "activations": activations})
+        else:
+            candidates.append({**first_block, "activations": a.saved_all + indexer})
+            candidates.append({**last_block, "activations": indexer + a.saved_all - a.head})
     if table:
         # the embedding's backward, after every block's: all gradients; tied to the output
         # layer, its gradient meets the output layer's in the engine's input buffer, which

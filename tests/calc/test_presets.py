@@ -421,6 +421,9 @@ NEW_FAMILY_PINNED = {
     # DeepseekV32ForCausalLM / GlmMoeDsaForCausalLM built on the meta device (transformers 5.17)
     "deepseek-v3.2": (671_877_929_216, 38_403_807_488),
     "glm-5": (743_911_199_232, 41_784_709_632),
+    # DeepseekV4ForCausalLM built on the meta device (transformers 5.17)
+    "deepseek-v4-flash": (284_325_869_015, 13_793_261_015),
+    "deepseek-v4-pro": (1_572_973_188_067, 49_755_067_363),
     "kimi-k2": (1_026_408_209_408, 32_861_477_888),
     "glm-4.5-air": (106_852_245_504, 13_424_123_904),
     "glm-4.5": (352_797_814_784, 33_632_251_904),
@@ -441,6 +444,10 @@ NEW_FAMILY_STATED = {
     # DeepSeek names V3.2's configuration "config_671B_v3.2" (DeepSeek-V3.2-Exp repository) and
     # keeps V3.1-Terminus' 37B active, to which the indexers add 0.85B (61 x 14M)
     "deepseek-v3.2": (671e9, 37e9, "active", 0.04),
+    # DeepSeek: V4-Flash "284B total parameters, 13B activated", V4-Pro "1.6T total, 49B
+    # activated" (rounded; the multi-token-prediction layer, not built by transformers, outside)
+    "deepseek-v4-flash": (284e9, 13e9, "active_blocks", 0.03),
+    "deepseek-v4-pro": (1.6e12, 49e9, "active", 0.02),
     # Z.ai: GLM-5 "744B parameters (40B active)"
     "glm-5": (744e9, 40e9, "active_blocks", 0.01),
     "kimi-k2": (1.0e12, 32e9, "active", 0.03),
