@@ -354,6 +354,8 @@ def instances() -> tuple[Instance, ...]:
             for row in _rows("instances.csv")
         )
     return _CACHE["instances"]  # type: ignore[return-value]  # the tuple built just above
+
+
 def power_limited_clock_mhz(gpu: Gpu, reference: Gpu) -> float:
     """The clock ``gpu`` holds under its board power limit, from its die family's ``reference``
     (a card taken at its own sustained clock): with at least the reference's board power per

@@ -694,6 +694,8 @@ def test_qwen3_6_27b_reads_its_published_config_as_pasted():
     assert dict(arch.block_counts) == {"full_attention": 16, "linear_attention": 48}
     la = arch.linear_attention
     assert (la.key_heads, la.value_heads, la.key_head_dim, la.value_head_dim) == (16, 48, 128, 128)
+
+
 # ---- Mistral Small 4 and Kimi K2.5: the language model of a multimodal checkpoint --------------
 
 

@@ -1039,6 +1039,8 @@ def test_deepspeed_zero3_sends_a_message_per_prefetch_bucket_and_reduce_bucket()
     reduces = -(-ds.grad_params // ds.reduce_bucket_params)
     # forward gathers, backward gathers and reduce-scatters, all exposed on 25 Gb/s
     assert extra == pytest.approx((2 * (400 - 80) + reduces - 80) * lat)
+
+
 def test_card_rates_run_at_the_sustained_clock():
     """A power-limited card's tensor, FP8 and FP32 rates are the datasheet's times sustained /
     boost clock; a reference card's are the datasheet's exactly (its fitted rows unchanged)."""
