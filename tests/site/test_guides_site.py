@@ -41,14 +41,20 @@ def guide_pages(site: Path) -> list[str]:
 
 
 # Numbers inside a closed <details> (a chart's table) have no rendered text: open them first.
-OPEN_DETAILS_JS = "document.querySelectorAll('details:not([open])').forEach(d => { d.open = true; });"
+OPEN_DETAILS_JS = (
+    "document.querySelectorAll('details:not([open])').forEach(d => { d.open = true; });"
+)
 
-COLLECT_JS = """() => { """ + OPEN_DETAILS_JS + """ return Array.from(document.querySelectorAll('[data-value]')).map(el => ({
+COLLECT_JS = (
+    """() => { """
+    + OPEN_DETAILS_JS
+    + """ return Array.from(document.querySelectorAll('[data-value]')).map(el => ({
     text: el.innerText.trim(),
     value: el.dataset.value, kind: el.dataset.kind, field: el.dataset.field,
     source: el.dataset.source || (el.closest('[data-source]') || {dataset: {}}).dataset.source,
     table: (el.closest('table') || {dataset: {}}).dataset.table || 'inline',
 })); }"""
+)
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +95,17 @@ def test_generated_numbers_equal_calc(page, site_server, pages):
         assert on_methodology >= 300, prefix
 
 
-COLLECT_REFS_JS = """() => { """ + OPEN_DETAILS_JS + """ return Array.from(document.querySelectorAll('[data-ref]')).map(el => ({
+COLLECT_REFS_JS = (
+    """() => { """
+    + OPEN_DETAILS_JS
+    + """ return Array.from(document.querySelectorAll('[data-ref]')).map(el => ({
     text: el.innerText.trim(), ref: el.dataset.ref, field: el.dataset.field,
     kind: el.dataset.refKind, gpu: el.dataset.gpu || null,
     fits: el.dataset.fitsSource || null, noFit: el.dataset.noFitSource || null,
     source: (el.closest('[data-source]') || {dataset: {}}).dataset.source,
     table: (el.closest('table') || {dataset: {}}).dataset.table,
 })); }"""
+)
 
 
 def _resolve_path(response: dict, path: str):
@@ -177,8 +187,13 @@ class _VerdictParser(HTMLParser):
             self.items.append("")
         kind = a.get("data-ref-kind")
         if kind in ("model", "model-borderline") or ("data-verdict" in a and "data-source" in a):
-            self.found.append({**a, "table": self.table[-1] if self.table else None,
-                               "item": len(self.items) if self.items else None})
+            self.found.append(
+                {
+                    **a,
+                    "table": self.table[-1] if self.table else None,
+                    "item": len(self.items) if self.items else None,
+                }
+            )
 
     def handle_endtag(self, tag):
         if tag == "table" and self.table:
@@ -220,6 +235,7 @@ def test_guides_prose_states_calcs_verdicts_and_agrees_with_the_tables(built_sit
         assert plan_of(f["data-source"])["fits"][request["gpu"]]["verdict"] == f["data-verdict"]
     classes = [f for f in prose if f.get("data-ref-kind") == "model"]
     assert len(classes) >= 12  # four classes x three methods
+
     def method_of(f: dict) -> tuple:
         source = f.get("data-fits-source") or f.get("data-no-fit-source")
         request = json.loads(source)["request"]
@@ -233,13 +249,23 @@ def test_guides_prose_states_calcs_verdicts_and_agrees_with_the_tables(built_sit
             assert plan_of(f["data-no-fit-source"])["fits"][gpu]["verdict"] != "fits"
         for t in table:
             if method_of(t) == method_of(f) and memory[t["data-gpu"]] >= memory[gpu]:
-                assert sizes.get(t["data-ref"], 0) >= sizes.get(f["data-ref"], 0), (gpu, t["data-gpu"])
+                assert sizes.get(t["data-ref"], 0) >= sizes.get(f["data-ref"], 0), (
+                    gpu,
+                    t["data-gpu"],
+                )
     for f in (f for f in prose if f.get("data-ref-kind") == "model-borderline"):
         assert plan_of(f["data-fits-source"])["fits"][f["data-gpu"]]["verdict"] == "borderline"
 
 
-@pytest.mark.parametrize("rel", ["guides/vram/index.html", "guides/cloud/index.html",
-                                 "en/guides/vram/index.html", "en/guides/cloud/index.html"])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "guides/vram/index.html",
+        "guides/cloud/index.html",
+        "en/guides/vram/index.html",
+        "en/guides/cloud/index.html",
+    ],
+)
 def test_guides_add_no_margin_on_top_of_the_range(built_site, rel):
     """The guides do not tell readers to add 20-30 % to a figure that carries its range."""
     import re
@@ -267,12 +293,20 @@ def test_methodology_documents_every_constant_and_column(built_site, prefix):
     defaults = set(re.findall(r'data-plan-default="([^"]+)"', text))
     assert defaults == {k for k in keys(PLAN) if is_numeric_constant(BY_KEY[k].default)}
     columns = set(re.findall(r'data-column="([^"]+)"', text))
-    assert columns == {f"{name}:{c}" for name in ("gpus.csv", "prices.csv", "models.json")
-                       for c in data_file_columns(name)}
-    for table in ("validation_time_rows", "validation_time_summary", "validation_time_uncovered",
-                  "validation_qlora_ratio", "validation_time_fit", "validation_memory_rows"):
+    assert columns == {
+        f"{name}:{c}"
+        for name in ("gpus.csv", "prices.csv", "instances.csv", "models.json")
+        for c in data_file_columns(name)
+    }
+    for table in (
+        "validation_time_rows",
+        "validation_time_summary",
+        "validation_time_uncovered",
+        "validation_qlora_ratio",
+        "validation_time_fit",
+        "validation_memory_rows",
+    ):
         assert f'data-table="{table}"' in text, table
-
 
 
 #: The anchors the methodology had when it was one page (/methodology/#memory ...): links
@@ -339,8 +373,9 @@ def test_every_page_has_title_and_description(built_site):
         description = page.meta.get("description", "")
         assert len(description) >= 50, f"{rel}: meta description missing or generic"
     # the guides' own descriptions, not the site-wide default
-    assert parse_page(built_site / "guides/vram/index.html").meta.get("description") != \
-        parse_page(built_site / "guides/cloud/index.html").meta.get("description")
+    assert parse_page(built_site / "guides/vram/index.html").meta.get("description") != parse_page(
+        built_site / "guides/cloud/index.html"
+    ).meta.get("description")
 
 
 def test_internal_links_and_anchors_resolve(built_site):
@@ -362,7 +397,9 @@ def test_internal_links_and_anchors_resolve(built_site):
                 target = posixpath.join(target, "index.html")
             assert (built_site / target).is_file(), f"{rel}: broken link {href}"
             if parts.fragment and target.endswith(".html"):
-                ids = parsed[target].ids if target in parsed else parse_page(built_site / target).ids
+                ids = (
+                    parsed[target].ids if target in parsed else parse_page(built_site / target).ids
+                )
                 assert unquote(parts.fragment) in ids, f"{rel}: no anchor {href}"
             checked += 1
     assert checked > 50
@@ -379,8 +416,11 @@ def test_no_serious_accessibility_violations(page, site_server, pages):
     for url in pages:
         page.goto(site_server.url(url))
         results = axe.run(page)
-        bad = [f"{v['id']}: {v['help']} ({len(v['nodes'])} nodes)"
-               for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+        bad = [
+            f"{v['id']}: {v['help']} ({len(v['nodes'])} nodes)"
+            for v in results.response["violations"]
+            if v["impact"] in ("serious", "critical")
+        ]
         if bad:
             found[url] = bad
     assert not found, json.dumps(found, indent=2, ensure_ascii=False)
@@ -395,8 +435,11 @@ def test_guides_screenshots_and_no_page_overflow(page, site_server, viewport):
         for guide in SCREENSHOT_PAGES:
             page.goto(site_server.url(prefix + guide))
             overflow = page.evaluate(
-                "document.documentElement.scrollWidth - document.documentElement.clientWidth")
-            assert overflow <= 0, f"{prefix}{guide} at {viewport['width']}px: page {overflow}px wide"
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            assert overflow <= 0, (
+                f"{prefix}{guide} at {viewport['width']}px: page {overflow}px wide"
+            )
             if TAKE_SCREENSHOTS:
                 SCREENSHOTS.mkdir(parents=True, exist_ok=True)
                 name = f"{guide.strip('/').replace('/', '-')}-{lang}-{viewport['width']}.png"
