@@ -322,8 +322,9 @@ class StepReplay:
         # states; a later step frees every key it allocates); the copies of a replay share
         # their blocks (CachingAllocator.copy)
         freed = {ev[1] for ev in self._first if ev[0] == "free"}
+        built_freed = {ev[1] for ev in self._resident if ev[0] == "free"}
         self._kept = frozenset(
-            [ev[1] for ev in self._resident if ev[0] == "alloc"]
+            [ev[1] for ev in self._resident if ev[0] == "alloc" and ev[1] not in built_freed]
             + [ev[1] for ev in self._first if ev[0] == "alloc" and ev[1] not in freed]
         )
         # CachingAllocator.device_needs of the unlimited replay, as a running maximum
@@ -832,8 +833,15 @@ class _Builder:
 
     def resident(self) -> list[Event]:
         """Before the first step: weights per block, then the rest; adapters; persistent
-        buffers."""
+        buffers. Where the stack quantizes each weight whole on the GPU
+        (``qlora_unchunked_quantization``), the weights and adapters are what that build
+        leaves (:func:`_nf4_build_events`), with the cache it leaves."""
         s, arch = self.s, self.req.model
+        built = _nf4_build_events(self.req)
+        if built is not None:
+            if s.comm_static:
+                self._alloc(built, s.comm_static)
+            return built
         events: list[Event] = []
         base_block = [l.count * l.weight_params for l in arch.block_linears]
         base_block.append(max(1, arch.block_params - sum(base_block)))
@@ -978,6 +986,21 @@ class _Builder:
                 free(grads)
                 grads = []
         return events
+
+
+def _nf4_build_events(req: EstimateRequest) -> list[Event] | None:
+    """The model build of a stack that quantizes each base weight whole on the GPU
+    (``qlora_unchunked_quantization``: torchtune with torchao 0.1, :mod:`calc.nf4_build`),
+    as the replay's first events: the NF4 weights, the adapters and the norms it keeps, and
+    the blocks its quantization temporaries leave cached, which the steps then allocate from
+    (torchtune's recipes never call ``empty_cache``). Its keys are negative, apart from the
+    steps' (numbered from 1). ``None`` for every other stack."""
+    if req.method is not Method.QLORA or not req.qlora_unchunked_quantization:
+        return None
+    from .nf4_build import build_events
+
+    adapted = {a.name for a in st.adapted(req)}
+    return [(ev[0], -1 - ev[1], *ev[2:]) for ev in build_events(req.model, req.lora_rank, adapted)]
 
 
 def _logit_tensors(total: int, rows: int, act_bytes: int) -> list[int]:
