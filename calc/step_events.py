@@ -224,6 +224,23 @@ def simulate(
     )
 
 
+def reserved_after_step(req: EstimateRequest, micro_batch_tokens: Sequence[int]) -> int:
+    """The reserved memory after an optimizer step of micro-batches of ``micro_batch_tokens``
+    (tokens each) in a loop that calls ``torch.cuda.empty_cache()`` after every step (the
+    gradients still held; the next step's ``zero_grad`` frees them). The release returns every
+    segment nothing holds, so each step starts from the same cache whatever the steps before
+    it and maps what it needs itself: no step inherits another's fragmentation. Replayed: the
+    weights, a step of the same lengths (it creates the optimizer states), the release, then
+    the step, whose peak reserved is the reserved memory at its end (nothing is released
+    within it on a card large enough)."""
+    lengths = tuple(lengths_of(req, micro_batch_tokens))
+    builder = _Builder(req)
+    events = builder.resident() + builder.step(lengths, empty_cache=True)
+    events.append(("mark",))
+    events += builder.step(lengths)
+    return al.replay(events).peak_reserved_bytes
+
+
 STEADY_STEPS = 1
 """Optimizer steps at the longest micro-batches replayed after the data's growing steps
 (:func:`simulated_lengths`): the first step creates the optimizer states in the cache its
@@ -868,9 +885,11 @@ class _Builder:
             self._peaks[length] = (acts, peak, mem.act_config(r, self.reg))
         return self._peaks[length]
 
-    def step(self, lengths: Sequence[int]) -> list[Event]:
+    def step(self, lengths: Sequence[int], empty_cache: bool = False) -> list[Event]:
         """One optimizer step: its micro-batches of ``lengths`` (padded length each), then the
-        optimizer (its states on the first step) and the gradients freed."""
+        optimizer (its states on the first step) and the gradients freed; ``empty_cache``:
+        ``torch.cuda.empty_cache()`` after the optimizer, the gradients still held (a loop
+        that empties the cache after each step and zeroes the gradients at the next one)."""
         req, s, arch = self.req, self.s, self.req.model
         block, rest = self.block, self.rest
         layers = arch.num_layers
@@ -983,6 +1002,8 @@ class _Builder:
                 temps = [alloc(n) for part in t_layers + [t_rest] for n in _pack(part)]
                 free(temps)
             if last:
+                if empty_cache:
+                    add(("empty_cache",))
                 free(grads)
                 grads = []
         return events
