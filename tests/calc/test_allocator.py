@@ -583,6 +583,20 @@ def test_step_replay_equals_the_full_replay(body, count):
             16,
         ),
         ({"model": "llama-3.2-1b", "method": "full", "seq_len": 1024}, 0),
+        # the replay from the cache the whole-weight NF4 build leaves: its weights are
+        # carved out of blocks the build freed, and shared by the walk's copies
+        (
+            {
+                "model": "qwen2.5-0.5b",
+                "method": "qlora",
+                "framework": "torchtune",
+                "qlora_unchunked_quantization": True,
+                "micro_batch_size": 4,
+                "seq_len": 1024,
+                "length_stats": {"mean": 300, "p90": 700},
+            },
+            12,
+        ),
     ],
 )
 def test_step_replay_min_capacity_equals_the_full_search(body, count):
