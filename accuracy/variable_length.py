@@ -124,7 +124,7 @@ def step_percentile_reserved(request: dict[str, object], percent: int) -> int:
     that of the steps ranked by their longest micro-batch: the two steps around the rank are
     replayed, not all of them."""
     from calc.lengths import micro_batch_tokens
-    from calc.memory import parse_estimate_request
+    from calc.request import parse_estimate_request
     from calc.step_events import optimizer_steps, reserved_after_step
 
     req = parse_estimate_request(request)
