@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import statistics
 import subprocess
 from dataclasses import dataclass
@@ -100,21 +101,68 @@ def row_request(row: dict[str, str], today: bool = True) -> dict[str, object]:
     return request
 
 
+PER_STEP_METRIC = re.compile(r"memory_reserved p(\d+) over training steps")
+"""A row's ``memory_metric`` when its figure is a percentile of the reserved memory logged
+after each optimizer step by a loop that empties the cache after every step (PEFT's
+``method_comparison/MetaMathQA/run.py`` at 5fe7f8f8a: ``torch.cuda.memory_reserved()`` after
+``optimizer.step()``, then ``torch.cuda.empty_cache()``; ``np.percentile(log, 99)``): each
+logged figure is then that step's own reserved peak, built from the cache the release left,
+and the percentile is a step's, not the run's peak."""
+
+
+def per_step_percentile(row: dict[str, str]) -> int | None:
+    """The percentile of a per-step reserved metric (:data:`PER_STEP_METRIC`), else None."""
+    found = PER_STEP_METRIC.fullmatch(row["memory_metric"])
+    return int(found.group(1)) if found else None
+
+
+def step_percentile_reserved(request: dict[str, object], percent: int) -> int:
+    """The ``percent``-th percentile (``numpy.percentile``'s linear interpolation) of the
+    reserved memory after each optimizer step of the request's step sequence, the cache emptied
+    after every step (:func:`calc.step_events.reserved_after_step`). A step's figure then
+    depends on its own micro-batches only and grows with their length, so the percentile is
+    that of the steps ranked by their longest micro-batch: the two steps around the rank are
+    replayed, not all of them."""
+    from calc.lengths import micro_batch_tokens
+    from calc.request import parse_estimate_request
+    from calc.step_events import optimizer_steps, reserved_after_step
+
+    req = parse_estimate_request(request)
+    steps = sorted(
+        optimizer_steps(req, micro_batch_tokens(req)), key=lambda group: (max(group), sum(group))
+    )
+    rank = (len(steps) - 1) * percent / 100
+    low, high = int(rank), min(int(rank) + 1, len(steps) - 1)
+    at_low = reserved_after_step(req, steps[low])
+    at_high = at_low if high == low else reserved_after_step(req, steps[high])
+    return round(at_low + (at_high - at_low) * (rank - low))
+
+
 def judge_row(row: dict[str, str], today: bool = True) -> Judged:
     """calc's two reserved figures for a covered row at today's code, for today's request or
-    (``today`` false) the request as recorded."""
+    (``today`` false) the request as recorded. The replay's figure is the run's peak reserved
+    (``allocator.simulated_reserved_bytes``), or, for a per-step percentile metric
+    (:data:`PER_STEP_METRIC`, today's reading), that percentile of the steps' reserved
+    memory (:func:`step_percentile_reserved`)."""
     from calc.memory import estimate_dict
 
-    out = estimate_dict(row_request(row, today))
+    request = row_request(row, today)
+    out = estimate_dict(request)
     allocator = out["allocator"]
     assert isinstance(allocator, dict)
     data = out["data"]
     assert isinstance(data, dict)
+    percent = per_step_percentile(row) if today else None
+    simulated = (
+        int(allocator["simulated_reserved_bytes"])
+        if percent is None
+        else step_percentile_reserved(request, percent)
+    )
     return Judged(
         row["id"],
         row["source"],
         float(row["peak_gib"]),
-        int(allocator["simulated_reserved_bytes"]) / GIB,
+        simulated / GIB,
         int(out["peak_reserved_bytes"]) / GIB,
         int(out["peak_allocated_bytes"]) / GIB,
         int(data["peak_batch_tokens"]),

@@ -678,6 +678,8 @@ class CachingAllocator:
                 elif kind == "mark":
                     peak = allocated
                     self.peak_reserved = self.reserved
+                elif kind == "empty_cache":
+                    self.empty_cache()
         finally:
             self.allocated, self.peak_allocated = allocated, peak
         return -1
@@ -700,14 +702,17 @@ class CachingAllocator:
                     free(block)
             elif kind == "mark":
                 self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
+            elif kind == "empty_cache":
+                self.empty_cache()
         return -1
 
 
 # ---- replay ------------------------------------------------------------------------------
 
 Event = tuple[Any, ...]
-"""``("alloc", key, nbytes)``, ``("free", key)`` or ``("mark",)`` (resets the peaks, as
-``torch.cuda.reset_peak_memory_stats`` does before a measured step)."""
+"""``("alloc", key, nbytes)``, ``("free", key)``, ``("mark",)`` (resets the peaks, as
+``torch.cuda.reset_peak_memory_stats`` does before a measured step) or ``("empty_cache",)``
+(``torch.cuda.empty_cache()``: :meth:`CachingAllocator.empty_cache`)."""
 
 
 @dataclass(frozen=True)

@@ -224,6 +224,23 @@ def simulate(
     )
 
 
+def reserved_after_step(req: EstimateRequest, micro_batch_tokens: Sequence[int]) -> int:
+    """The reserved memory after an optimizer step of micro-batches of ``micro_batch_tokens``
+    (tokens each) in a loop that calls ``torch.cuda.empty_cache()`` after every step (the
+    gradients still held; the next step's ``zero_grad`` frees them). The release returns every
+    segment nothing holds, so each step starts from the same cache whatever the steps before
+    it and maps what it needs itself: no step inherits another's fragmentation. Replayed: the
+    weights, a step of the same lengths (it creates the optimizer states), the release, then
+    the step, whose peak reserved is the reserved memory at its end (nothing is released
+    within it on a card large enough)."""
+    lengths = tuple(lengths_of(req, micro_batch_tokens))
+    builder = _Builder(req)
+    events = builder.resident() + builder.step(lengths, empty_cache=True)
+    events.append(("mark",))
+    events += builder.step(lengths)
+    return al.replay(events).peak_reserved_bytes
+
+
 STEADY_STEPS = 1
 """Optimizer steps at the longest micro-batches replayed after the data's growing steps
 (:func:`simulated_lengths`): the first step creates the optimizer states in the cache its
@@ -322,8 +339,9 @@ class StepReplay:
         # states; a later step frees every key it allocates); the copies of a replay share
         # their blocks (CachingAllocator.copy)
         freed = {ev[1] for ev in self._first if ev[0] == "free"}
+        built_freed = {ev[1] for ev in self._resident if ev[0] == "free"}
         self._kept = frozenset(
-            [ev[1] for ev in self._resident if ev[0] == "alloc"]
+            [ev[1] for ev in self._resident if ev[0] == "alloc" and ev[1] not in built_freed]
             + [ev[1] for ev in self._first if ev[0] == "alloc" and ev[1] not in freed]
         )
         # CachingAllocator.device_needs of the unlimited replay, as a running maximum
@@ -832,8 +850,15 @@ class _Builder:
 
     def resident(self) -> list[Event]:
         """Before the first step: weights per block, then the rest; adapters; persistent
-        buffers."""
+        buffers. Where the stack quantizes each weight whole on the GPU
+        (``qlora_unchunked_quantization``), the weights and adapters are what that build
+        leaves (:func:`_nf4_build_events`), with the cache it leaves."""
         s, arch = self.s, self.req.model
+        built = _nf4_build_events(self.req)
+        if built is not None:
+            if s.comm_static:
+                self._alloc(built, s.comm_static)
+            return built
         events: list[Event] = []
         base_block = [l.count * l.weight_params for l in arch.block_linears]
         base_block.append(max(1, arch.block_params - sum(base_block)))
@@ -860,9 +885,11 @@ class _Builder:
             self._peaks[length] = (acts, peak, mem.act_config(r, self.reg))
         return self._peaks[length]
 
-    def step(self, lengths: Sequence[int]) -> list[Event]:
+    def step(self, lengths: Sequence[int], empty_cache: bool = False) -> list[Event]:
         """One optimizer step: its micro-batches of ``lengths`` (padded length each), then the
-        optimizer (its states on the first step) and the gradients freed."""
+        optimizer (its states on the first step) and the gradients freed; ``empty_cache``:
+        ``torch.cuda.empty_cache()`` after the optimizer, the gradients still held (a loop
+        that empties the cache after each step and zeroes the gradients at the next one)."""
         req, s, arch = self.req, self.s, self.req.model
         block, rest = self.block, self.rest
         layers = arch.num_layers
@@ -975,9 +1002,26 @@ class _Builder:
                 temps = [alloc(n) for part in t_layers + [t_rest] for n in _pack(part)]
                 free(temps)
             if last:
+                if empty_cache:
+                    add(("empty_cache",))
                 free(grads)
                 grads = []
         return events
+
+
+def _nf4_build_events(req: EstimateRequest) -> list[Event] | None:
+    """The model build of a stack that quantizes each base weight whole on the GPU
+    (``qlora_unchunked_quantization``: torchtune with torchao 0.1, :mod:`calc.nf4_build`),
+    as the replay's first events: the NF4 weights, the adapters and the norms it keeps, and
+    the blocks its quantization temporaries leave cached, which the steps then allocate from
+    (torchtune's recipes never call ``empty_cache``). Its keys are negative, apart from the
+    steps' (numbered from 1). ``None`` for every other stack."""
+    if req.method is not Method.QLORA or not req.qlora_unchunked_quantization:
+        return None
+    from .nf4_build import build_events
+
+    adapted = {a.name for a in st.adapted(req)}
+    return [(ev[0], -1 - ev[1], *ev[2:]) for ev in build_events(req.model, req.lora_rank, adapted)]
 
 
 def _logit_tensors(total: int, rows: int, act_bytes: int) -> list[int]:

@@ -155,3 +155,45 @@ def test_today_s_request_carries_the_data_s_p99_and_first_contact_does_not():
         estimate_dict(today)["data"]["peak_batch_tokens"]
         < estimate_dict(without)["data"]["peak_batch_tokens"]
     )
+
+
+PER_STEP = [r for r in COVERED if vl.per_step_percentile(r) is not None]
+
+
+def test_per_step_rows_come_from_loops_that_empty_the_cache_each_step():
+    """A per-step percentile metric is read with the release after every step: each such row
+    says its loop calls torch.cuda.empty_cache() after each step and which percentile it logs."""
+    assert PER_STEP
+    for row in PER_STEP:
+        assert (
+            "empty_cache()" in row["notes"]
+            and "cache emptied after every step" in (row["source_section"])
+        )
+        assert f"{vl.per_step_percentile(row)}th percentile" in row["source_section"]
+
+
+def test_a_per_step_percentile_is_judged_at_that_step_and_first_contact_at_the_run_s_peak():
+    """Today's figure of a per-step row is the percentile of the steps' reserved memory, each
+    step replayed after the release (calc.step_events.reserved_after_step): between the
+    shortest and the longest step's, at the longest for the 100th; the recorded request is
+    judged as it was, at the run's peak."""
+    from calc.lengths import micro_batch_tokens
+    from calc.step_events import reserved_after_step
+
+    row = PER_STEP[-1]
+    request = vl.row_request(row)
+    req = parse_estimate_request(request)
+    tokens = micro_batch_tokens(req)
+    top = vl.step_percentile_reserved(request, 100)
+    assert top == reserved_after_step(req, [max(tokens)])
+    assert vl.step_percentile_reserved(request, 0) == reserved_after_step(req, [min(tokens)])
+    assert vl.step_percentile_reserved(request, 50) < top
+    today = vl.judge_row(row)
+    assert today.simulated_gib * vl.GIB == vl.step_percentile_reserved(
+        request, vl.per_step_percentile(row)
+    )
+    recorded = vl.judge_row(row, today=False)
+    from calc.memory import estimate_dict
+
+    run_peak = estimate_dict(vl.row_request(row, today=False))["allocator"]
+    assert recorded.simulated_gib * vl.GIB == run_peak["simulated_reserved_bytes"]

@@ -11,9 +11,17 @@ import pytest
 
 from calc import allocator as al
 from calc import memory as mem
+from calc import states as st
 from calc.request import parse_estimate_request
 from benchmarks.oracle_allocator import recorded_request
-from calc.step_events import StepReplay, lengths_of, simulate, simulated_lengths, step_events
+from calc.step_events import (
+    StepReplay,
+    lengths_of,
+    reserved_after_step,
+    simulate,
+    simulated_lengths,
+    step_events,
+)
 from conftest import REPO_ROOT
 
 MiB = 1024**2
@@ -167,6 +175,35 @@ def test_oversize_blocks_are_released_first_with_max_split_size():
     assert result.fits and result.alloc_retries == 0
     short, _ = run([50 * MiB, "-0", 60 * MiB], capacity=70 * MiB, config=cfg)
     assert short.fits and short.alloc_retries == 1
+
+
+def test_empty_cache_event_releases_the_whole_cached_segments_only():
+    """``("empty_cache",)``: ``torch.cuda.empty_cache()`` frees every cached block that is a
+    whole segment; a segment with a piece alive stays, and its free part serves what follows."""
+    events = [
+        ("alloc", 0, 32 * MiB),
+        ("alloc", 1, 4 * MiB),
+        ("alloc", 2, 4 * MiB),
+        ("free", 0),
+        ("free", 1),
+        ("empty_cache",),
+        ("alloc", 3, 10 * MiB),
+    ]
+    for engine in ("run", "calls"):  # the inline loop and the one through malloc and free
+        config = (
+            al.DEFAULT_CONFIG if engine == "run" else al.AllocatorConfig(roundup_power2_divisions=4)
+        )
+        kept = al.replay([ev for ev in events if ev[0] != "empty_cache"], config=config)
+        emptied = al.replay(events, config=config)
+        # without the release both segments stay: 32 MiB + 20 MiB
+        assert kept.peak_reserved_bytes == 52 * MiB
+        a = al.CachingAllocator(None, config)
+        live: dict = {}
+        a.run(events[:6], live)
+        # with it only the 20 MiB segment holding key 2 stays, and serves the 10 MiB
+        assert a.reserved == 20 * MiB
+        a.run(events[6:], live)
+        assert a.reserved == 20 * MiB and emptied.peak_reserved_bytes == 52 * MiB
 
 
 def test_out_of_memory_when_live_memory_does_not_fit():
@@ -328,6 +365,47 @@ def test_a_longer_batch_after_shorter_ones_reserves_more_than_alone():
     alone = al.replay(step_events(req, [4096, 4096])).peak_reserved_bytes
     mixed = al.replay(step_events(req, [700, 1500, 2900, 4096])).peak_reserved_bytes
     assert mixed > alone
+
+
+def test_a_step_after_the_cache_is_emptied_builds_only_what_it_needs():
+    """A loop that empties the cache after each step: a short step after a long one reserves
+    what the short step maps itself from the weights' and states' segments, less than the
+    cache the long step left (which a loop without the release keeps)."""
+    req = parse_estimate_request({"model": "llama-3.2-1b", "method": "lora", "seq_len": 4096})
+    short = reserved_after_step(req, [700])
+    kept = simulate(req, [4096, 700]).simulated_reserved_bytes
+    assert short < kept
+    assert reserved_after_step(req, [4096]) > short
+    # it is the short step's own: the same whatever ran before the release
+    assert short == reserved_after_step(req, [700])
+
+
+def test_the_replay_starts_from_the_cache_the_whole_weight_nf4_build_leaves():
+    """``qlora_unchunked_quantization`` (torchtune with torchao 0.1): the replay's weights
+    are the NF4 build's (calc.nf4_build), whose temporaries leave segments cached; the steps
+    run in that cache, so the reserved peak is at least the build's, and above what the same
+    request reserves without the build."""
+    from calc.nf4_build import build_reserved_bytes
+
+    body = {
+        "model": "llama-2-7b",
+        "method": "qlora",
+        "framework": "torchtune",
+        "lora_targets": "all-linear",
+        "lora_rank": 8,
+        "micro_batch_size": 2,
+        "seq_len": 512,
+    }
+    built = parse_estimate_request({**body, "qlora_unchunked_quantization": True})
+    plain = parse_estimate_request(body)
+    with_build = simulate(built, [1024])
+    without = simulate(plain, [1024])
+    adapted = {a.name for a in st.adapted(built)}
+    assert with_build.simulated_reserved_bytes >= build_reserved_bytes(built.model, 8, adapted)
+    assert with_build.simulated_reserved_bytes > without.simulated_reserved_bytes
+    # the card needs the build's peak too, and never more than the unlimited cache
+    assert with_build.min_allocator_bytes <= with_build.simulated_reserved_bytes
+    assert with_build.min_allocator_bytes > without.min_allocator_bytes
 
 
 def test_micro_batch_tokens_become_padded_lengths():
@@ -505,6 +583,20 @@ def test_step_replay_equals_the_full_replay(body, count):
             16,
         ),
         ({"model": "llama-3.2-1b", "method": "full", "seq_len": 1024}, 0),
+        # the replay from the cache the whole-weight NF4 build leaves: its weights are
+        # carved out of blocks the build freed, and shared by the walk's copies
+        (
+            {
+                "model": "qwen2.5-0.5b",
+                "method": "qlora",
+                "framework": "torchtune",
+                "qlora_unchunked_quantization": True,
+                "micro_batch_size": 4,
+                "seq_len": 1024,
+                "length_stats": {"mean": 300, "p90": 700},
+            },
+            12,
+        ),
     ],
 )
 def test_step_replay_min_capacity_equals_the_full_search(body, count):
