@@ -1,0 +1,97 @@
+"""First contact for time: the recorded judgement of throughput sources calc had never seen
+(validation/first_contact_throughput.csv)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+
+import pytest
+
+from accuracy import first_contact_throughput as fc
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return fc.load_rows()
+
+
+def test_every_row_has_a_source_a_figure_and_is_judged_or_says_why_not(rows):
+    assert len({r["id"] for r in rows}) == len(rows)
+    for r in rows:
+        assert r["source"] and r["source_path_or_url"] and r["source_version"], r["id"]
+        assert r["section_table"] and r["published_figure"], r["id"]
+        if r["calc_not_covered"]:
+            assert not r["first_contact_error"], r["id"]
+            assert not r["first_contact_predicted_tokens_per_second_per_gpu"], r["id"]
+            continue
+        assert isinstance(json.loads(r["calc_request"]), dict), r["id"]
+        assert float(r["tokens_per_second_per_gpu"]) > 0 and r["derivation"], r["id"]
+        assert re.fullmatch(r"[0-9a-f]{40}", r["judged_at_commit"]), r["id"]
+        assert r["first_contact_error"] and r["first_contact_predicted_tokens_per_second_per_gpu"]
+
+
+def test_recorded_error_is_the_recorded_prediction_against_the_measurement(rows):
+    for r in rows:
+        if r["first_contact_error"]:
+            measured = float(r["tokens_per_second_per_gpu"])
+            predicted = float(r["first_contact_predicted_tokens_per_second_per_gpu"])
+            # the prediction is written to 0.1 token/s, the error from the unrounded one
+            assert float(r["first_contact_error"]) == pytest.approx(
+                (predicted - measured) / measured, abs=0.05 / measured + 1e-6
+            ), r["id"]
+
+
+def test_every_written_request_is_one_calc_can_read_today(rows):
+    for r in rows:
+        if r["calc_request"]:
+            j = fc.judge(r)
+            assert j.covered and j.predicted > 0, (r["id"], j.reason)
+
+
+def test_multi_node_rows_on_named_networks_are_judged(rows):
+    """Rows across servers with the network their source states (or its cloud instance has):
+    what checks the network model's bandwidth and latency terms."""
+    judged = [
+        r
+        for r in rows
+        if r["first_contact_error"]
+        and int(r["num_gpus"]) > 8
+        and json.loads(r["calc_request"]).get("network", "catalogue") != "catalogue"
+    ]
+    assert len({r["source"] for r in judged}) >= 2
+    assert {json.loads(r["calc_request"])["gpu"] for r in judged} >= {"h200", "b200"}
+
+
+def test_at_least_four_sources_published_by_different_projects(rows):
+    judged = {r["source"] for r in rows if r["first_contact_error"]}
+    projects = {re.sub(r"^(github\.com/[^/]+/[^ /]+|[^/]+/blog)/?.*$", r"\1", s) for s in judged}
+    assert len(projects) >= 4, projects
+
+
+def test_record_fills_only_unjudged_rows(tmp_path, rows):
+    path = tmp_path / "fc.csv"
+    shutil.copy(fc.CSV_PATH, path)
+    target = next(r["id"] for r in rows if r["first_contact_error"])
+    text = path.read_text(encoding="utf-8")
+    with open(path, newline="", encoding="utf-8") as handle:
+        copy = list(csv.DictReader(handle))
+    for r in copy:
+        if r["id"] == target:
+            for col in fc.JUDGED_COLUMNS:
+                r[col] = ""
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fc.columns(), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(copy)
+    assert fc.record(path) == 1
+    after = {r["id"]: r for r in fc.load_rows(path)}
+    assert re.fullmatch(r"[0-9a-f]{40}", after[target]["judged_at_commit"])
+    assert after[target]["first_contact_error"]
+    others = [line for line in path.read_text(encoding="utf-8").splitlines()]
+    kept = [line for line in text.splitlines()]
+    assert [line for line in others if not line.startswith(target + ",")] == [
+        line for line in kept if not line.startswith(target + ",")
+    ]
