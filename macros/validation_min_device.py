@@ -44,6 +44,8 @@ def validation_min_device(lang: str) -> str:
                 variable=format_number(f["by_kind"]["variable_length"], 0, lang),
                 boundaries=format_number(f["by_kind"]["fit_boundary"], 0, lang),
                 bands=bands,
+                low_pct=format_number(f["tail"], 0, lang),
+                high_pct=format_number(100 - f["tail"], 0, lang),
                 coverage=format_number(100 * f["coverage_inside"] / f["coverage_rows"], 0, lang),
                 agree=format_number(f["fit_boundary_agree"], 0, lang),
                 judged=format_number(f["fit_boundary_rows"], 0, lang),
