@@ -172,6 +172,53 @@ def request_fraction(attention: str, mask: str) -> float:
     return computed_fraction(EFFICIENT, mask)
 
 
+EFFICIENT_K_CHUNK = 32
+"""Width of the head-dim slices the memory-efficient kernel's matmuls reduce over (cutlass's
+``GemmType::ThreadK`` on sm80: ``GemmShape<..., ThreadK>`` in ``MM0`` of ``kernel_forward.h`` and
+in ``MatmulQK`` / ``MatmulDOIVJ`` of ``kernel_backward.h``)."""
+
+
+def _padded(width: int, tile: int) -> int:
+    return -(-width // tile) * tile
+
+
+def efficient_tiles(head_dim: int) -> tuple[int, tuple[int, int]]:
+    """(forward value tile, (backward ``kBlockSizeI``, ``kBlockSizeJ``)) of the memory-efficient
+    kernels PyTorch launches for ``head_dim`` in 16 bits on sm80 and later. Read in pytorch
+    ``aten/src/ATen/native/transformers/cuda/mem_eff_attention/`` (``kernel_forward.h`` at commit
+    01b4eaef, ``kernels/cutlassF.h``, ``kernels/cutlassB.h`` at commit 0c762b3a): the launcher takes
+    the first kernel of the list whose ``kMaxK`` covers the head dim. Forward (``cutlassF``):
+    ``64x64_rf`` (kMaxK 64), then ``64x128_rf`` (kMaxK 128) and ``32x128_gmem`` (any), whose
+    ``MM1`` (``attn @ V``) has ``ThreadblockShape<kQueriesPerBlock, kKeysPerBlock, ThreadK>``: the
+    value columns run in tiles of ``kKeysPerBlock``, 64 or 128. Backward (``cutlassB``): ``64x64``
+    for kMaxK 32 / 64; ``128x128_k128`` for kMaxK 128 (the ``128x64_k96`` kernel is built for
+    sm86 / sm89 only, and its tiles pad a head dim of 96 to 128 as well); ``128x64_k65536``
+    above; ``MatmulGradV`` and ``MatmulGradK`` tile the head dim by ``kBlockSizeI``,
+    ``MatmulGradQ`` by ``kBlockSizeJ``."""
+    if head_dim <= 64:
+        return 64, (64, 64)
+    if head_dim <= 128:
+        return 128, (128, 128)
+    return 128, (128, 64)
+
+
+def efficient_padded_share(head_dim: int, recompute: bool = False) -> float:
+    """Multiply-adds the memory-efficient kernel runs over those of the head dim itself, forward
+    (``Q K^T`` over the head dim in :data:`EFFICIENT_K_CHUNK` slices, ``attn @ V`` over value
+    tiles) and backward (``Q K^T`` again and ``dO V^T`` in slices; ``dV``, ``dQ``, ``dK`` over
+    their tiles, :func:`efficient_tiles`), weighted as the step counts attention FLOPs: one
+    forward (two with a recomputed forward) and a backward of twice the forward. 1.0 for head
+    dims the tiles divide (64, 128, 256); 1.19 for Phi-3's 96, whose value tiles run 128 wide."""
+    value_tile, (block_i, block_j) = efficient_tiles(head_dim)
+    sliced = _padded(head_dim, EFFICIENT_K_CHUNK)
+    forward = (sliced + _padded(head_dim, value_tile)) / (2.0 * head_dim)
+    backward = (2 * sliced + 2 * _padded(head_dim, block_i) + _padded(head_dim, block_j)) / (
+        5.0 * head_dim
+    )
+    forwards = 2.0 if recompute else 1.0
+    return (forwards * forward + 2.0 * backward) / (forwards + 2.0)
+
+
 @dataclass(frozen=True)
 class AttentionKernel:
     """What one layer's attention runs and costs per token (forward, score and value matmuls)."""
@@ -239,11 +286,14 @@ def attention_kernel(
 __all__ = [
     "BACKENDS",
     "CAUSAL_SKIP_FRACTION",
+    "EFFICIENT_K_CHUNK",
     "MASKS",
     "AttentionKernel",
     "attention_kernel",
     "compute_capability",
     "computed_fraction",
+    "efficient_padded_share",
+    "efficient_tiles",
     "request_fraction",
     "sdpa_backend",
 ]

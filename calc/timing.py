@@ -89,7 +89,7 @@ efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per 
 work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
 tails, element-wise passes) do not, hence the ``hidden**2`` scaling. FITTED."""
 
-FP8_MATMUL_EFFICIENCY = 0.47
+FP8_MATMUL_EFFICIENCY = 0.53
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
 Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing the same
 (torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200, NeMo 2 on
@@ -884,7 +884,9 @@ def _kernel(c: "Counts", capability: tuple[int, int]) -> attn_kernels.AttentionK
 def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> float:
     """Time of the attention matmuls relative to the same FLOPs at the card class's matmul
     ``efficiency`` in bf16: the kernel PyTorch dispatches (:func:`calc.attention.attention_kernel`)
-    times its :data:`ATTENTION_KERNEL_TIME`, times :data:`FP32_ATTENTION_TIME` for fp32 inputs on
+    times its :data:`ATTENTION_KERNEL_TIME` (the memory-efficient kernel's in 16 bits times the
+    multiply-adds its tiles run over a head dim they do not divide,
+    :func:`calc.attention.efficient_padded_share`), times :data:`FP32_ATTENTION_TIME` for fp32 inputs on
     tensor cores, times ``efficiency / share`` where SDPA dispatches an Ampere-generation kernel
     (flash, memory-efficient) on an architecture of :data:`AMPERE_KERNEL_PEAK_SHARE` and the share
     is below the class efficiency. The math backend runs fp32 matmuls whatever the input dtype (it
@@ -902,6 +904,9 @@ def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> flo
     if kernel.backend == attn_kernels.EAGER:
         return 1.0
     factor = ATTENTION_KERNEL_TIME[kernel.backend]
+    if kernel.backend == attn_kernels.EFFICIENT and c.attention_dtype != "fp32":
+        # its tiles pad a head dim they do not divide (Phi-3's 96 runs 128 wide)
+        factor *= attn_kernels.efficient_padded_share(c.head_dim, bool(c.flops.recompute))
     if c.attention_dtype == "fp32":
         factor *= FP32_ATTENTION_TIME["tf32x3"] if kernel.tensor_cores else fp32_time(rates)
     share = AMPERE_KERNEL_PEAK_SHARE.get(rates.architecture, 1.0)

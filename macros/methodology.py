@@ -172,6 +172,7 @@ def calc_constants(lang: str, group: str) -> str:
 
 TIME_RATE_CONSTANTS = (
     "calc.timing.ATTENTION_KERNEL_TIME",
+    "calc.attention.EFFICIENT_K_CHUNK",
     "calc.timing.AMPERE_KERNEL_PEAK_SHARE",
     "calc.timing.FP32_ATTENTION_TIME",
     "calc.timing.FP32_DEQUANT_WRITE_BYTES",

@@ -247,3 +247,46 @@ def test_sdpa_cudnn_last_bad_value_is_a_coded_error():
     with pytest.raises(InputError) as err:
         parse_estimate_request({"model": "llama-3.1-8b", "behaviour": {"sdpa_cudnn_last": "maybe"}})
     assert err.value.field == "sdpa_cudnn_last"
+
+
+def test_memory_efficient_tiles_pad_a_head_dim_they_do_not_divide():
+    from calc.attention import efficient_padded_share, efficient_tiles
+
+    # the tiles divide 64, 128 and 256: nothing is wasted
+    for head_dim in (64, 128, 256):
+        assert efficient_padded_share(head_dim) == 1.0
+        assert efficient_padded_share(head_dim, recompute=True) == 1.0
+    # Phi-3's 96: attn @ V in a 128-wide value tile (forward 224 / 192), dV, dQ, dK in
+    # 128-wide tiles (backward 576 / 480), a backward of twice the forward
+    assert efficient_tiles(96) == (128, (128, 128))
+    assert efficient_padded_share(96) == pytest.approx((224 / 192 + 2 * 576 / 480) / 3)
+    assert efficient_padded_share(96, recompute=True) == pytest.approx(
+        (2 * 224 / 192 + 2 * 576 / 480) / 4
+    )
+
+
+def test_phi3_padding_mask_prices_the_padded_tiles_only_on_the_memory_efficient_kernel():
+    from calc.attention import efficient_padded_share
+    from calc.plan import parse_plan_request
+    from calc.timing import ATTENTION_KERNEL_TIME, attention_time_factor, card_rates
+
+    def factor(gpu: str, **behaviour: object) -> float:
+        req, opts = parse_plan_request(
+            {
+                "model": "phi-3-mini",
+                "method": "full",
+                "gpu": gpu,
+                "dataset_tokens": 1e9,
+                "gradient_checkpointing": False,
+                "behaviour": behaviour,
+            }
+        )
+        return attention_time_factor(counts(req, req.sharding), card_rates(opts.gpu, 1), 0.3)
+
+    assert factor("a100-80gb-sxm", attention_mask="padding") == pytest.approx(
+        ATTENTION_KERNEL_TIME["efficient"] * efficient_padded_share(96)
+    )
+    # flash (causal, no mask tensor) has a head-dim-96 build: no padding
+    assert factor("a100-80gb-sxm") == 1.0
+    # cuDNN takes the mask on sm90: no padding
+    assert factor("h100-sxm", attention_mask="padding") == ATTENTION_KERNEL_TIME["cudnn"]
