@@ -8,17 +8,25 @@ what :func:`pick` derives from calc's plan for it.
 Why these values:
 
 - three current models, one per size a reader asks about: ``small`` Llama 3.1 8B (the
-  calculator's first model), ``medium`` Qwen3 32B, ``large`` Llama 3.3 70B (presets of
+  calculator's first model), ``medium`` Qwen3.6 27B, ``large`` Llama 3.3 70B (presets of
   ``calc/data/models.json``). Qwen is the family most fine-tuned on Hugging Face (over
   113,000 derivative models by mid-2025 against about 27,000 for Llama, in Hugging Face's
   retrospective of February 2026 on open models since DeepSeek-R1), so the medium model is
-  Qwen3 32B, its current dense transformer at that size. The small model stays Llama 3.1 8B
-  although Qwen3 8B is as current: the calculator opens on the small model, and a shared link
-  leaves out every value equal to the first view, so a link made since the first release
-  without ``model`` means Llama 3.1 8B and must keep meaning it. Qwen3 has no dense 70B, so
-  the large model stays Llama 3.3 70B. The three are plain attention models with years of
-  fine-tuning tooling behind them; the newer hybrid models (Qwen3.5) are in the calculator's
-  list, and the guides set a mixture of experts (Qwen3-30B-A3B) beside the three;
+  Qwen3.6 27B (April 2026), its current dense model at that size, the open-weight model of
+  the Qwen3.6 release. Gemma 4 31B (April 2026) is the other current dense model there; a
+  ranking of the last year's open models by Hugging Face downloads per day (solmaz.io,
+  "Popularity rankings for open models", mid-2026) puts Qwen3.6 27B just behind its MoE
+  sibling and ahead of both mid-sized Gemma 4 models. Qwen3.6 27B is a hybrid: 48 of its 64
+  blocks are Gated DeltaNet linear attention (a recurrent state of fixed size per head
+  instead of attention over every earlier token) and 16 gated full attention; calc counts
+  both (``qwen3_5_text``) and the oracle sweep holds it at full size. The small model stays
+  Llama 3.1 8B although Qwen3.5 9B is newer: the calculator opens on the small model, and a
+  shared link leaves out every value equal to the first view, so a link made since the
+  first release without ``model`` means Llama 3.1 8B and must keep meaning it. No family
+  has released a dense model near 70B since Llama 3.3 70B, so it stays the large model. The
+  guides set a mixture of experts (Qwen3-30B-A3B) beside the three: the one whose expert
+  layout both transformers 4 (one linear layer per expert) and 5 (3-D expert tensors) load,
+  which the VRAM guide compares under QLoRA;
 - ``seq_len`` 2048, micro-batch 1, no gradient accumulation, gradient checkpointing, SDPA
   attention, AdamW, LoRA rank 16 on every linear layer: the request's own defaults
   (:data:`calc.fields.FIELDS`), so a page's setup is what the CLI and the
@@ -43,8 +51,28 @@ from typing import Callable
 
 from .jsontypes import JsonObject
 
-MODELS = {"small": "llama-3.1-8b", "medium": "qwen3-32b", "large": "llama-3.3-70b"}
+MODELS = {"small": "llama-3.1-8b", "medium": "qwen3.6-27b", "large": "llama-3.3-70b"}
 """Size -> model preset id, smallest first."""
+
+LADDER = (
+    "qwen3-1.7b",
+    "qwen3.5-4b",
+    "qwen3.5-9b",
+    "gemma-3-12b",
+    "ministral-3-14b",
+    "mistral-small-24b",
+    "qwen3.6-27b",
+    "gemma-4-31b",
+    "llama-3.3-70b",
+)
+"""The dense models the guides' card-class tables climb, smallest first: per size people
+fine-tune, the newest preset of a family fine-tuned at that size. 4B and 9B: Qwen3.5 (March
+2026, hybrids like the medium model); 27B and 31B: Qwen3.6 and Gemma 4 (April 2026); 14B:
+Ministral 3 (December 2025). Where no newer family has a preset at the size, the older
+model stays: Qwen3 1.7B (Qwen3.5's 0.8B and 2B have no preset), Gemma 3 12B, Mistral Small
+3 24B (its 3.1 and 3.2 updates keep its shapes), Llama 3.3 70B. Dense only: a mixture of
+experts fits by its total parameters but runs by its active ones, so the guides set it
+beside the ladder."""
 
 METHODS = ("full", "lora", "qlora")
 
@@ -178,6 +206,7 @@ def smallest_count(
 
 
 __all__ = [
+    "LADDER",
     "METHODS",
     "MODELS",
     "OFFLOAD_CARD",

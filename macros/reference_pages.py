@@ -496,6 +496,9 @@ def variables() -> dict:
         # the prose names the ladder from it, so the words follow a change of model
         "names": {size: model_name(m) for size, m in reference.MODELS.items()},
         "sizes": {size: model_size(m) for size, m in reference.MODELS.items()},
+        # the card-class tables' models, and their names for the prose that lists them
+        "ladder": list(reference.LADDER),
+        "ladder_names": [model_name(m) for m in reference.LADDER],
         "estimate": {m: reference.estimate_setup(m) for m in reference.METHODS},
         # the guides' shared setup: full fine-tuning's keys without the method (a table's
         # method entries set the method and, for LoRA and QLoRA, their precision)

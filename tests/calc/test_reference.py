@@ -37,6 +37,55 @@ def test_models_are_presets_ordered_by_size():
     assert list(reference.MODELS) == ["small", "medium", "large"]
 
 
+def test_ladder_is_dense_presets_ordered_by_size():
+    """The card-class ladder: distinct presets, dense (a mixture of experts stands beside it),
+    strictly growing, reaching the reference's medium and large models."""
+    rows = {p["id"]: p for p in presets.presets_listing()}
+    ladder = list(reference.LADDER)
+    assert len(set(ladder)) == len(ladder) >= 6
+    assert all(i in rows for i in ladder)
+    assert all(rows[i]["params_active"] == rows[i]["params_total"] for i in ladder)
+    sizes = [rows[i]["params_total"] for i in ladder]
+    assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes)
+    assert {reference.MODELS["medium"], reference.MODELS["large"]} <= set(ladder)
+
+
+# A preset "at the same size" as a ladder entry: within this factor of its parameters either
+# way (Qwen3 8B and Qwen3.5 9B are one size; Gemma 3 12B and Gemma 4 31B are not).
+SAME_SIZE = 1.25
+
+
+def test_ladder_names_no_model_a_newer_one_of_its_family_replaces():
+    """Each ladder entry is the newest dense preset of its family at its size: a newer release
+    of the same series within :data:`SAME_SIZE` would make the ladder out of date."""
+    rows = presets.presets_listing()
+    by_id = {p["id"]: p for p in rows}
+    for model in reference.LADDER:
+        row = by_id[model]
+        newer = [
+            p["id"]
+            for p in rows
+            if p["series"] == row["series"]
+            and p["params_active"] == p["params_total"]
+            and row["params_total"] / SAME_SIZE
+            <= p["params_total"]
+            <= row["params_total"] * SAME_SIZE
+            and p["released"] > row["released"]
+        ]
+        assert not newer, (model, newer)
+
+
+def test_medium_model_is_the_hybrid_the_vram_guide_describes():
+    """The VRAM guide says the medium model has Gated DeltaNet linear attention in three of
+    every four blocks and a larger vocabulary than the large model: hold calc to those words."""
+    arch = presets.get_preset(reference.MODELS["medium"])
+    assert arch.linear_attention is not None and "kda" not in arch.extra  # Gated DeltaNet
+    counts = dict(arch.block_counts)
+    assert counts["linear_attention"] == 3 * counts["full_attention"]
+    rows = {p["id"]: p for p in presets.presets_listing()}
+    assert rows[reference.MODELS["medium"]]["vocab"] > rows[reference.MODELS["large"]]["vocab"]
+
+
 def test_setup_is_the_requests_own_defaults():
     """The docstring's claim: every estimate key of the setup is the request's default, and
     the run is one epoch (the plan's default), so a page's setup is what the CLI does."""

@@ -39,6 +39,8 @@ ALLOWED_FIGURES = {
     "index.md": {"80 GB"},
     # marketed capacities named to explain them (B200's 180 vs 192 GB) and card classes
     "gpus.md": {"16 GB", "96 GB", "180 GB", "192 GB"},
+    # a model's name: IBM's "Granite 4.0 H" hybrids (the H is not hours)
+    "methodology/models.md": {"4.0 H"},
 }
 
 
@@ -258,3 +260,23 @@ def test_the_guides_name_the_reference_ladder_from_calc():
                 assert f"`{preset_id}`" not in text, (lang, page, preset_id)
         vram = (DOCS / lang / "guides/vram.md").read_text(encoding="utf-8")
         assert "{{ ref.names.small }}, {{ ref.names.medium }}" in vram
+    assert ref["ladder"] == list(reference.LADDER)
+    assert ref["ladder_names"] == [model_name(m) for m in reference.LADDER]
+
+
+def test_the_guides_climb_the_ladder_of_calc_reference():
+    """The card-class tables and the words that list their models take ``ref.ladder``: no
+    page keeps a list of its own, so a newer model enters every table and sentence at once."""
+    from calc import reference
+
+    for lang in ("es", "en"):
+        vram = (DOCS / lang / "guides/vram.md").read_text(encoding="utf-8")
+        cloud = (DOCS / lang / "guides/cloud.md").read_text(encoding="utf-8")
+        assert "{% set class_models = ref.ladder %}" in vram, lang
+        assert vram.count("models=class_models") >= 5, lang
+        assert cloud.count("models=ref.ladder") == 2, lang
+        for text in (vram, cloud):
+            assert "ref.ladder_names[:-1]" in text, lang
+            # a ladder literal: two of its ids quoted side by side
+            for a, b in zip(reference.LADDER, reference.LADDER[1:], strict=False):
+                assert f'"{a}", "{b}"' not in text, (lang, a, b)
