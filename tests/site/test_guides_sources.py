@@ -39,8 +39,6 @@ ALLOWED_FIGURES = {
     "index.md": {"80 GB"},
     # marketed capacities named to explain them (B200's 180 vs 192 GB) and card classes
     "gpus.md": {"16 GB", "96 GB", "180 GB", "192 GB"},
-    # a model's name: IBM's "Granite 4.0 H" hybrids (the H is not hours)
-    "methodology/models.md": {"4.0 H"},
 }
 
 
