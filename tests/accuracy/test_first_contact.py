@@ -5,10 +5,10 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
 import statistics
 
 import pytest
+from first_contact_csv import copy_with_one_row_unjudged
 
 from accuracy import first_contact as fc
 from accuracy import memory as vm
@@ -81,20 +81,7 @@ def test_metric_rule(text, metric):
 
 
 def test_record_fills_only_unjudged_rows(tmp_path, rows):
-    path = tmp_path / "fc.csv"
-    shutil.copy(fc.CSV_PATH, path)
-    target = next(r["id"] for r in rows if r["first_contact_error"])
-    text = path.read_text(encoding="utf-8")
-    with open(path, newline="", encoding="utf-8") as handle:
-        copy = list(csv.DictReader(handle))
-    for r in copy:
-        if r["id"] == target:
-            for col in fc.JUDGED_COLUMNS:
-                r[col] = ""
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fc.columns(), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(copy)
+    path, target, text = copy_with_one_row_unjudged(fc, rows, tmp_path)
     assert fc.record(path, commit="f" * 40) == 1
     after = {r["id"]: r for r in fc.load_rows(path)}
     assert after[target]["judged_at_commit"] == "f" * 40
