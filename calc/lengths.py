@@ -268,13 +268,7 @@ def check_consistent(stats: LengthStats, seq_len: int) -> None:
     if stats.mean is not None and stats.p90 is not None:
         low = math.ceil(0.1 * stats.p90 + 0.9)
         high = math.floor(0.9 * stats.p90 + 0.1 * top)
-        if not low <= stats.mean <= high:
-            raise InputError(
-                "out_of_range",
-                "length_stats.mean",
-                stats.mean,
-                extra={"integer": True, "minimum": low, "maximum": high},
-            )
+        _check_mean_between(stats.mean, low, high)
 
 
 def _check_with_p99(stats: LengthStats, p99: int, top: int) -> None:
@@ -295,11 +289,16 @@ def _check_with_p99(stats: LengthStats, p99: int, top: int) -> None:
     else:
         low = -(-(99 + p99) // 100)
         high = (99 * p99 + top) // 100
-    if not low <= stats.mean <= high:
+    _check_mean_between(stats.mean, low, high)
+
+
+def _check_mean_between(mean: int, low: int, high: int) -> None:
+    """The coded error of a mean outside what the other parts of ``length_stats`` allow."""
+    if not low <= mean <= high:
         raise InputError(
             "out_of_range",
             "length_stats.mean",
-            stats.mean,
+            mean,
             extra={"integer": True, "minimum": low, "maximum": high},
         )
 
