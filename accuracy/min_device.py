@@ -258,10 +258,13 @@ def fit_boundary_agreement(held_out: bool = False) -> tuple[int, int]:
     judged with the bands computed without its source's rows (:func:`bands`)."""
     agree = 0
     table = fb.load()
+    held: dict[str, dict[str, tuple[float, float]]] = {}  # the bands without each source
     for row in table:
         request, card, length = fb.row_request(row), fb.memory_bytes(row), int(row["seq_len"])
         source = f"{row['source_url']} {row['source_section']}"
-        own = bands([r for r in rows() if r.source != source]) if held_out else None
+        if held_out and source not in held:
+            held[source] = bands([r for r in rows() if r.source != source])
+        own = held.get(source)
         with contextlib.nullcontext() if own is None else min_device_bands(own):
             at = fb.min_device_verdict(request, length, card)
             above = fb.min_device_verdict(request, int(length * fb.ABOVE), card)
@@ -273,15 +276,16 @@ def figures() -> dict[str, object]:
     """What the methodology page publishes: rows and sources per kind, the bands, the
     held-out coverage, the fit-boundary agreement of the verdict judged on the figure."""
     observed = rows()
-    inside, total = coverage(observed)["all"]
+    tail = calibrated_tail(observed)
+    inside, total = coverage(observed, tail)["all"]
     agree, boundaries = fit_boundary_agreement()
     held, _ = fit_boundary_agreement(held_out=True)
     return {
         "rows": len(observed),
         "sources": len({r.source for r in observed}),
         "by_kind": {k: sum(r.kind == k for r in observed) for k in KINDS},
-        "bands": bands(observed),
-        "tail": calibrated_tail(observed),
+        "bands": bands(observed, tail),
+        "tail": tail,
         "coverage_inside": inside,
         "coverage_rows": total,
         "fit_boundary_agree": agree,
