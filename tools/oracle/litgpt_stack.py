@@ -28,7 +28,14 @@ the transformers path's (``tools/oracle/workarounds.py``).
 
 from __future__ import annotations
 
-from .run import ORACLE_DEFAULTS, Unsupported, _logical_params, fake_parameters, hf_config_of
+from .run import (
+    estimate_response,
+    ORACLE_DEFAULTS,
+    Unsupported,
+    _logical_params,
+    fake_parameters,
+    hf_config_of,
+)
 
 LM_HEAD_CHUNK_SIZE = 128  # finetune/lora.py: model(input_ids, lm_head_chunk_size=128)
 LLAMA_LIKE = ("llama", "mistral")
@@ -248,18 +255,7 @@ def run_steps(req: dict, options: dict) -> dict:
         del logits
         params_total = _logical_params(model)
         trainable = sum(p.numel() for p in params)
-    phases = {name: peak for name, (peak, _parts) in tracker.peaks.items()}
-    components = {name: dict(parts) for name, (_peak, parts) in tracker.peaks.items()}
-    if tracker.debug:
-        import collections
-
-        for ph, items in tracker.peak_sets.items():
-            agg: collections.Counter = collections.Counter()
-            for nbytes, cat, op in items:
-                agg[(cat, op)] += nbytes
-            print("==", ph)
-            for (cat, op), n in agg.most_common(40):
-                print(f"  {n:>12,d} {cat:22s} {op}")
+    phases, components = tracker.phase_peaks()
     return {
         "phases": phases,
         "components": components,
@@ -271,19 +267,4 @@ def run_steps(req: dict, options: dict) -> dict:
 def oracle_estimate(request: dict) -> dict:
     """calc's estimate request (``framework`` ``litgpt``) traced through LitGPT."""
     req, options = normalise(request)
-    result = run_steps(req, options)
-    phases = result["phases"]
-    peak_phase = max(phases, key=phases.get)
-    return {
-        "peak_allocated_bytes": phases[peak_phase],
-        "peak_phase": peak_phase,
-        "phases": phases,
-        "components": result["components"][peak_phase],
-        "params_total": result["params_total"],
-        "params_trainable": result["params_trainable"],
-        "oracle": {
-            "phase_components": result["components"],
-            "options": options,
-            "versions": versions(),
-        },
-    }
+    return estimate_response(run_steps(req, options), options, versions())

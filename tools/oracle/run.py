@@ -469,18 +469,7 @@ def run_steps(req: dict, options: dict) -> dict:
         params_total = _logical_params(model)
         trainable = sum(p.numel() for p in params)
     qlora.CURRENT["tracker"] = None
-    phases = {name: peak for name, (peak, _parts) in tracker.peaks.items()}
-    components = {name: dict(parts) for name, (_peak, parts) in tracker.peaks.items()}
-    if tracker.debug:
-        import collections
-
-        for ph, items in tracker.peak_sets.items():
-            agg = collections.Counter()
-            for nbytes, cat, op in items:
-                agg[(cat, op)] += nbytes
-            print("==", ph)
-            for (cat, op), n in agg.most_common(40):
-                print(f"  {n:>12,d} {cat:22s} {op}")
+    phases, components = tracker.phase_peaks()
     return {
         "phases": phases,
         "components": components,
@@ -524,11 +513,10 @@ def _grouped_kv_context(grouped: bool):
     return expanded()
 
 
-def oracle_estimate(request: dict) -> dict:
-    """JSON in (calc's estimate request, plus ``"oracle"`` options), JSON out."""
-    req, options = normalise(request)
-    started = time.perf_counter()
-    result = run_steps(req, options)
+def estimate_response(result: dict, options: dict, library_versions: dict) -> dict:
+    """A run's phases (:func:`run_steps`' shape, any stack's) as calc's estimate response: the
+    peak phase's bytes and components, every phase, the parameter counts, and the oracle's
+    own details (each phase's components, the options, the library versions)."""
     phases = result["phases"]
     peak_phase = max(phases, key=phases.get)
     return {
@@ -541,8 +529,16 @@ def oracle_estimate(request: dict) -> dict:
         "oracle": {
             "phase_components": result["components"],
             "options": options,
-            "versions": versions(),
-            "seconds": round(time.perf_counter() - started, 2),
+            "versions": library_versions,
         },
-        "request": {k: v for k, v in req.items()},
     }
+
+
+def oracle_estimate(request: dict) -> dict:
+    """JSON in (calc's estimate request, plus ``"oracle"`` options), JSON out."""
+    req, options = normalise(request)
+    started = time.perf_counter()
+    out = estimate_response(run_steps(req, options), options, versions())
+    out["oracle"]["seconds"] = round(time.perf_counter() - started, 2)
+    out["request"] = {k: v for k, v in req.items()}
+    return out

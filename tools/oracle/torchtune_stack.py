@@ -24,7 +24,14 @@ take the Hugging Face config's shapes (``hidden_size``, heads, ``intermediate_si
 
 from __future__ import annotations
 
-from .run import Unsupported, _logical_params, fake_parameters, hf_config_of, make_optimizer
+from .run import (
+    estimate_response,
+    Unsupported,
+    _logical_params,
+    fake_parameters,
+    hf_config_of,
+    make_optimizer,
+)
 
 TRACED_KEYS = frozenset(
     {
@@ -268,18 +275,7 @@ def run_steps(req: dict, options: dict) -> dict:
             optimizer.zero_grad(set_to_none=True)
         params_total = _logical_params(model)
         trainable = sum(p.numel() for p in params)
-    phases = {name: peak for name, (peak, _parts) in tracker.peaks.items()}
-    components = {name: dict(parts) for name, (_peak, parts) in tracker.peaks.items()}
-    if tracker.debug:
-        import collections
-
-        for ph, items in tracker.peak_sets.items():
-            agg: collections.Counter = collections.Counter()
-            for nbytes, cat, op in items:
-                agg[(cat, op)] += nbytes
-            print("==", ph)
-            for (cat, op), n in agg.most_common(40):
-                print(f"  {n:>12,d} {cat:22s} {op}")
+    phases, components = tracker.phase_peaks()
     return {
         "phases": phases,
         "components": components,
@@ -291,22 +287,7 @@ def run_steps(req: dict, options: dict) -> dict:
 def oracle_estimate(request: dict) -> dict:
     """calc's estimate request (``framework`` ``torchtune``) traced through torchtune."""
     req, options = normalise(request)
-    result = run_steps(req, options)
-    phases = result["phases"]
-    peak_phase = max(phases, key=phases.get)
-    return {
-        "peak_allocated_bytes": phases[peak_phase],
-        "peak_phase": peak_phase,
-        "phases": phases,
-        "components": result["components"][peak_phase],
-        "params_total": result["params_total"],
-        "params_trainable": result["params_trainable"],
-        "oracle": {
-            "phase_components": result["components"],
-            "options": options,
-            "versions": versions(),
-        },
-    }
+    return estimate_response(run_steps(req, options), options, versions())
 
 
 __all__ = ["oracle_estimate", "versions"]

@@ -100,6 +100,23 @@ class LiveStorageTracker(TorchDispatchMode):
         self.phase = phase
         self._update_peak()
 
+    def phase_peaks(self) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+        """``(peak bytes per phase, bytes per category at each phase's peak)``; with ``debug``,
+        prints the largest live storages of each peak by category and operator."""
+        phases = {name: peak for name, (peak, _parts) in self.peaks.items()}
+        components = {name: dict(parts) for name, (_peak, parts) in self.peaks.items()}
+        if self.debug:
+            import collections
+
+            for ph, items in self.peak_sets.items():
+                agg: collections.Counter = collections.Counter()
+                for nbytes, cat, op in items:
+                    agg[(cat, op)] += nbytes
+                print("==", ph)
+                for (cat, op), n in agg.most_common(40):
+                    print(f"  {n:>12,d} {cat:22s} {op}")
+        return phases, components
+
     @contextmanager
     def tagged(self, category: str):
         """Storages created inside are tagged ``category``."""
