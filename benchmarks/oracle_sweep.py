@@ -1836,8 +1836,10 @@ def oracle_request(request: dict) -> dict:
     if out.get("moe_expert_layout") == "fused-3d":
         del out["moe_expert_layout"]
     if out.get("framework") in TRANSFORMERS_4_PROFILES:
-        # which SDPA kernel torch 2.4-2.7 tries first: time only, the oracle traces memory
+        # time only, the oracle traces memory: which SDPA kernel torch 2.4-2.7 tries first,
+        # and the dtype bitsandbytes <= 0.46 runs its 4-bit matmuls in
         out.setdefault("sdpa_cudnn_last", False)
+        out.setdefault("qlora_compute_dtype_from_input", False)
     out["weights_loaded_16bit"] = False
     return out
 

@@ -88,8 +88,11 @@ def test_the_sweep_traces_both_profiles_on_dense_and_moe_families():
         assert not {"attention_grouped_kv", "moe_expert_layout", "optimizer_fused"} & set(
             s["request"]
         )
-        # the SDPA kernel order is time only: the oracle is told not to read it
-        assert sweep.oracle_request(s["request"])["sdpa_cudnn_last"] is False
+        # the SDPA kernel order and the 4-bit matmuls' dtype are time only: the oracle is told
+        # not to read them
+        traced = sweep.oracle_request(s["request"])
+        assert traced["sdpa_cudnn_last"] is False
+        assert traced["qlora_compute_dtype_from_input"] is False
 
 
 def test_the_summary_records_the_generation_apart():
