@@ -23,6 +23,11 @@ A row whose figure is a whole run's wall time (``notes`` holds
 what a reader would compare it with, and the gap says how much the run's start-up, evaluation
 and checkpoints took.
 
+The early sources were judged before the time model was mended (attention kernels, fp32 paths,
+sustained clocks, collective latency); :data:`AFTER_FIXES` gathers the rows recorded since the
+first row judged at :data:`FIXES_IN_AT`, the first commit at which sources were judged with those
+mends in. The file is only appended to, so its order is the order of recording.
+
 ``python -m accuracy.first_contact_throughput --record`` records the rows whose judged columns
 are empty.
 """
@@ -44,6 +49,12 @@ from calc.errors import CalcError
 from calc.plan import Planner, parse_plan_request
 
 CSV_PATH = DATA_DIR / "first_contact_throughput.csv"
+
+AFTER_FIXES = "after_fixes"
+"""Key of :func:`summary` and :func:`now_beside_first` for the rows recorded after the model's
+mends (see the module's docstring)."""
+
+FIXES_IN_AT = "62d30fed3b58b3f6d28bd0f56a1b9ca214363b21"
 
 JUDGED_COLUMNS = (
     "judged_at_commit",
@@ -106,10 +117,18 @@ def first_contacts(rows: list[dict] | None = None) -> list[FirstContact]:
     return recorded_first_contacts(rows, "first_contact_predicted_tokens_per_second_per_gpu")
 
 
+def after_fixes(rows: list[dict]) -> list[dict]:
+    """The rows recorded from the first one judged at :data:`FIXES_IN_AT` on, those calc could
+    not express included (none when no row was judged there)."""
+    start = next((i for i, r in enumerate(rows) if r["judged_at_commit"] == FIXES_IN_AT), None)
+    return [] if start is None else rows[start:]
+
+
 def summary(rows: list[dict] | None = None) -> dict[str, dict]:
-    """Recorded first-contact figures per source and over all rows (key :data:`ALL`), each with
-    ``not_covered`` (rows of the source calc could not express); :data:`ALL` also carries
-    ``median_of_sources`` (one vote per source)."""
+    """Recorded first-contact figures per source, over all rows (key :data:`ALL`) and over the
+    rows recorded after the model's mends (key :data:`AFTER_FIXES`), each with ``not_covered``
+    (rows calc could not express); :data:`ALL` also carries ``median_of_sources`` (one vote per
+    source)."""
     rows = load_rows() if rows is None else rows
     judged = first_contacts(rows)
     out: dict[str, dict] = {}
@@ -124,6 +143,12 @@ def summary(rows: list[dict] | None = None) -> dict[str, dict]:
         "not_covered": sum(1 for r in rows if r["calc_not_covered"]),
         "median_of_sources": statistics.median(v["median"] for k, v in out.items() if v["count"]),
     }
+    late = after_fixes(rows)
+    late_ids = {r["id"] for r in late}
+    out[AFTER_FIXES] = {
+        **stats([j.error for j in judged if j.row_id in late_ids]),
+        "not_covered": sum(1 for r in late if r["calc_not_covered"]),
+    }
     return out
 
 
@@ -137,6 +162,8 @@ def now_beside_first(rows: list[dict] | None = None) -> dict[str, dict]:
         for source in sorted({r["source"] for r in rows})
     }
     out[ALL] = stats([j.error for j in today])
+    late_ids = {r["id"] for r in after_fixes(rows)}
+    out[AFTER_FIXES] = stats([j.error for j in today if j.row_id in late_ids])
     return out
 
 

@@ -34,6 +34,8 @@ def _source_label(source: str, lang: str) -> str:
 
     if source == fc.ALL:
         return labels.text("loso.group.first_contact_all", lang)
+    if source == fc.AFTER_FIXES:
+        return labels.text("loso.group.first_contact_after_fixes", lang)
     return source.replace("github.com/", "")
 
 
@@ -94,7 +96,8 @@ def single_source_lines(lang: str) -> list[str]:
 
 def validation_time_first_contact_section(lang: str) -> str:
     """The section: heading, what the rows are, the recorded and today's figures beside the
-    held-out headline, the table per source, and the single-source lines."""
+    held-out headline, the recorded figures of the sources added after the model's mends, the
+    table per source, and the single-source lines."""
     from accuracy import first_contact_throughput as fc
     from accuracy import throughput as vt
 
@@ -121,8 +124,16 @@ def validation_time_first_contact_section(lang: str) -> str:
         loso_median=loso["median"],
         loso_p90=loso["p90"],
     )
+    late = summary()[fc.AFTER_FIXES]
+    after = labels.text("validation.time_first_contact_after_fixes", lang).format(
+        commit=fc.FIXES_IN_AT[:10],
+        count=late["count"],
+        median=_pct(lang, late["median"], "pct:median", fc.AFTER_FIXES),
+        p90=_pct(lang, late["p90"], "pct:p90", fc.AFTER_FIXES),
+    )
     heading = labels.text("validation.time_first_contact_heading", lang)
-    parts = [f"#### {heading} {{ #validation-time-first-contact }}", "", text, "", _table(lang)]
+    parts = [f"#### {heading} {{ #validation-time-first-contact }}", "", text, "", after, ""]
+    parts.append(_table(lang))
     lines = single_source_lines(lang)
     if lines:
         parts += ["", *(f"- {line}" for line in lines)]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import re
 
 import pytest
@@ -81,3 +82,23 @@ def test_record_fills_only_unjudged_rows(tmp_path, rows):
     assert [line for line in others if not line.startswith(target + ",")] == [
         line for line in kept if not line.startswith(target + ",")
     ]
+
+
+def test_after_fixes_figures_are_the_rows_recorded_from_the_first_judged_with_the_mends(rows):
+    first = next(i for i, r in enumerate(rows) if r["judged_at_commit"] == fc.FIXES_IN_AT)
+    assert first > 0
+    assert [r["id"] for r in fc.after_fixes(rows)] == [r["id"] for r in rows[first:]]
+    errors = [
+        abs(float(r["first_contact_error"])) for r in rows[first:] if r["first_contact_error"]
+    ]
+    late = fc.summary(rows)[fc.AFTER_FIXES]
+    assert late["count"] == len(errors) < fc.summary(rows)[fc.ALL]["count"]
+    assert late["median"] == pytest.approx(statistics.median(errors))
+    assert late["not_covered"] == sum(1 for r in rows[first:] if r["calc_not_covered"])
+    assert fc.now_beside_first(rows)[fc.AFTER_FIXES]["count"] == len(errors)
+
+
+def test_after_fixes_is_empty_when_no_row_was_judged_with_the_mends(rows):
+    early = [r for r in rows if r["judged_at_commit"] != fc.FIXES_IN_AT]
+    assert fc.after_fixes(early[:5]) == []
+    assert fc.summary(early[:5])[fc.AFTER_FIXES]["count"] == 0
