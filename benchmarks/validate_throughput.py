@@ -102,7 +102,10 @@ def _print_first_contact(headline: dict) -> None:
         f"{'med signed':>10}  {'today med / p90 / max':>26}"
     )
     for source, f in first.items():
-        label = "all first-contact rows" if source == fc.ALL else source.replace("github.com/", "")
+        label = {
+            fc.ALL: "all first-contact rows",
+            fc.AFTER_FIXES: "rows added after the model's fixes",
+        }.get(source, source.replace("github.com/", ""))
         print(
             f"  {label[:58]:<58} {f['count']:>3} {f['not_covered']:>8}  {_pct3(f):>26}  "
             f"{100 * f['median_signed']:+9.1f} %  {_pct3(today[source]):>26}"
