@@ -260,6 +260,7 @@ def _dense(k: _Keys, family: str, name: str) -> ModelArch:
 
 _GEMMA_NORMS = ("gemma", "gemma2", "gemma3_text", "gemma4_text")
 _SOFTCAP_DEFAULTS = {"gemma2": 30.0}  # transformers 5.17 Gemma2Config.final_logit_softcapping
+_ATTN_SOFTCAP_DEFAULTS = {"gemma2": 50.0}  # transformers 5.17 Gemma2Config.attn_logit_softcapping
 
 
 def _saved_tensor_traits(arch: ModelArch, k: _Keys, family: str, qk_norm: bool) -> None:
@@ -267,7 +268,9 @@ def _saved_tensor_traits(arch: ModelArch, k: _Keys, family: str, qk_norm: bool) 
     :mod:`calc.activations`), in ``arch.extra``: ``qk_norm_per_head`` (q and k normalised
     per head), ``norm_scale_fp32`` (Gemma's RMSNorm multiplies the fp32 normalised input by
     ``1 + weight`` in fp32), ``final_logit_softcapping`` (Gemma-2: ``tanh`` of the scaled
-    logits)."""
+    logits), ``attn_logit_softcapping`` (Gemma-2: ``tanh`` of the scaled attention scores in
+    transformers' eager attention, ``modeling_gemma2.py`` ``eager_attention_forward``; read by
+    :mod:`calc.timing`)."""
     if qk_norm:
         arch.extra["qk_norm_per_head"] = True
     if family in _GEMMA_NORMS:
@@ -275,6 +278,9 @@ def _saved_tensor_traits(arch: ModelArch, k: _Keys, family: str, qk_norm: bool) 
     cap = k.cfg.get("final_logit_softcapping", _SOFTCAP_DEFAULTS.get(family))
     if isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap > 0:
         arch.extra["final_logit_softcapping"] = float(cap)
+    attn_cap = k.cfg.get("attn_logit_softcapping", _ATTN_SOFTCAP_DEFAULTS.get(family))
+    if isinstance(attn_cap, (int, float)) and not isinstance(attn_cap, bool) and attn_cap > 0:
+        arch.extra["attn_logit_softcapping"] = float(attn_cap)
 
 
 _TANH_GELU_SAVED_WIDTHS = 4

@@ -143,7 +143,19 @@ gradient in fp32 and writes 16-bit (4 + 4 + 2), the scaling's gradient 2 + 2, dQ
 (2 + 2), dV reads P (2): 28. Dropout at p = 0 returns its input (ATen ``Dropout.cpp``
 ``_dropout``); the catalogue's models train with ``attention_dropout`` 0. With fp32 q, k, v eager
 moves what math moves (24, 28). A checkpointed layer runs the forward again. Gemma-2's attention
-soft-capping (three more element-wise passes) is not counted."""
+soft-capping adds its passes on top (:data:`SOFTCAP_ELEMENT_PASSES`)."""
+
+SOFTCAP_ELEMENT_PASSES = {"forward": 6, "backward": 7}
+"""Element reads and writes of a tanh soft-capping, per capped element: ``x / cap``, ``tanh``,
+``* cap``, each reading and writing one tensor (forward 3 x 2 = 6); backward, the product's
+gradient (read 1, write 1), ``tanh_backward`` (reads the incoming gradient and the saved output,
+writes 1: 3) and the quotient's gradient (read 1, write 1): 7. In the tensor's own dtype (2 bytes
+in 16 bits, 4 in fp32). transformers 5.17 (and 4.49) ``models/gemma2/modeling_gemma2.py`` runs it
+twice: on the attention scores in ``eager_attention_forward`` when ``softcap`` is set
+(``attn_logit_softcapping``, 50.0 by default; SDPA is handed no cap and caps nothing), and on the
+logits in ``Gemma2ForCausalLM.forward`` (``final_logit_softcapping``, 30.0 by default), whatever
+the attention. The scores are materialised per layer and head (recomputed with checkpointing);
+the logits once per micro-step (the output layer is not checkpointed)."""
 
 MASK_READS = {
     ("fused", "forward"): 1,
@@ -306,6 +318,16 @@ NORM_BYTES_PER_ELEMENT = {"eager": 36, "compiled": 8}
 (read 4, write 2), multiply by the weight (read 2, write 2): 36 bytes per element of the hidden
 state. Compiled (inductor fuses it into one kernel): read 2 + write 2, twice (forward reads the
 input for the statistics and again to normalise): 8."""
+
+NORM_FP32_SCALE_BYTES_PER_ELEMENT = 40
+"""The RMSNorms that scale in fp32 (``arch.extra["norm_scale_fp32"]``: transformers 5.17 and 4.49
+``GemmaRMSNorm.forward``, ``output = self._norm(x.float()); output = output * (1.0 +
+self.weight.float()); return output.type_as(x)``), eager, bf16 input: upcast (read 2, write 4),
+``pow(2)`` (4 + 4), ``mean`` (4), the ``rsqrt`` product (4 + 4), the weight product in fp32
+(4 + 4), the downcast (read 4, write 2): 40 bytes per element, where Llama's norm multiplies
+by its weight after the downcast, in 16 bits (36). Compiled, one fused kernel moves what
+:data:`NORM_BYTES_PER_ELEMENT` says."""
+
 
 LAYER_NORM_BYTES_PER_ELEMENT = 4
 """``torch.nn.LayerNorm`` runs one fused kernel (``native_layer_norm``): read 2, write 2 bytes per
@@ -538,6 +560,7 @@ class Counts:
     attention_mask: str = "causal"
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
     sdpa_cudnn_last: bool = False  # torch 2.5.1-2.10 SDPA order: cuDNN after math
+    score_softcap: bool = False  # eager attention caps its scores with a tanh (Gemma-2)
     fp32_matmul_flops_per_token: float = 0.0  # matmuls on fp32 weights and inputs, all passes
     head_dim: int = 128
     adapter_flops_per_token: float = 0.0  # the LoRA adapters' rank-r matmuls, all passes
@@ -629,6 +652,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     ) * arch.intermediate_size + arch.shared_expert_intermediate_size
     act = MLP_ACT_BYTES_PER_ELEMENT[mode] if arch.mlp_gated else 4
     norm = NORM_BYTES_PER_ELEMENT[mode] if arch.norm_kind == "rms" else LAYER_NORM_BYTES_PER_ELEMENT
+    if arch.norm_kind == "rms" and mode == "eager" and arch.extra.get("norm_scale_fp32"):
+        norm = NORM_FP32_SCALE_BYTES_PER_ELEMENT
     rotary = ROTARY_BYTES_PER_ELEMENT[mode] if arch.learned_positions == 0 else 0
     residual = RESIDUAL_BYTES_PER_ELEMENT[mode]
     attention_io = ATTENTION_IO_BYTES_PER_ELEMENT[mode]
@@ -689,9 +714,20 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     )
     fwd_bytes = arch.num_layers * per_layer
     adapter_flops, adapter_bytes = adapter_matmul_counts(req, recompute)
+    # Gemma-2 caps its logits with a tanh (forward and backward once per micro-step), in the
+    # logits' dtype: fp32 where the output layer runs in fp32 (kbit preparation, fp32 training)
+    logit_bytes = (
+        4 if st.request_regime(req) is st.KBIT_FP32 or req.precision is Precision.FP32 else 2
+    )
+    softcap = (
+        sum(SOFTCAP_ELEMENT_PASSES.values()) * logit_bytes * arch.vocab_size
+        if arch.extra.get("final_logit_softcapping")
+        else 0
+    )
     elementwise: float = (
         fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
         + loss * arch.vocab_size
+        + softcap
         + kbit_casts
     )
     if embed_copy:
@@ -730,6 +766,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         attention_mask=mask,
         attention_dtype=attention_dtype(req),
         sdpa_cudnn_last=req.sdpa_cudnn_last,
+        score_softcap=bool(arch.extra.get("attn_logit_softcapping")),
         fp32_matmul_flops_per_token=fp32_head_flops,
         head_dim=arch.head_dim,
         adapter_flops_per_token=adapter_flops,
@@ -921,7 +958,8 @@ def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> flo
 
 def score_bytes_per_token(c: "Counts", capability: tuple[int, int] | None) -> tuple[float, float]:
     """(forward, backward) bytes per token, whole model, of the materialised scores
-    (:data:`SCORE_BYTES_PER_ELEMENT`) and of the explicit mask's reads (:data:`MASK_READS`),
+    (:data:`SCORE_BYTES_PER_ELEMENT`, and Gemma-2's soft-capping of them in eager attention,
+    :data:`SOFTCAP_ELEMENT_PASSES`) and of the explicit mask's reads (:data:`MASK_READS`),
     over ``heads * seq_len * layers`` elements per token (the full-square forward attention
     FLOPs over ``4 * head_dim``); a recomputed forward counts again in the backward. (0, 0) for
     the flash kernel, for fused kernels without a mask tensor and for cards without CUDA."""
@@ -940,6 +978,10 @@ def score_bytes_per_token(c: "Counts", capability: tuple[int, int] | None) -> tu
             SCORE_BYTES_PER_ELEMENT[key, "backward"]
             + mask_bytes * MASK_READS["materialised", "backward"]
         )
+        if kernel.backend == attn_kernels.EAGER and c.score_softcap:
+            # the scores are in the q dtype when capped (before the fp32 softmax)
+            fwd += mask_bytes * SOFTCAP_ELEMENT_PASSES["forward"]
+            bwd += mask_bytes * SOFTCAP_ELEMENT_PASSES["backward"]
     elif c.attention_mask != attn_kernels.MASK_CAUSAL and kernel.backend != attn_kernels.FLASH:
         fwd = mask_bytes * MASK_READS["fused", "forward"]
         bwd = mask_bytes * MASK_READS["fused", "backward"]

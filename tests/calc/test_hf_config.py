@@ -891,3 +891,29 @@ def test_new_families_invalid_value(name, key, value, code):
     with pytest.raises(ConfigError) as err:
         arch_from_hf_config({**NEW_FAMILIES[name], key: value})
     assert (err.value.code, err.value.field) == (code, "hf_config." + key)
+
+
+def test_gemma2_attention_softcapping_read_with_its_default():
+    base = {
+        "model_type": "gemma2",
+        "hidden_size": 512,
+        "intermediate_size": 2048,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "num_hidden_layers": 2,
+        "vocab_size": 1000,
+    }
+    # transformers' Gemma2Config default when the file says nothing
+    assert arch_from_hf_config(base).extra["attn_logit_softcapping"] == 50.0
+    assert (
+        arch_from_hf_config({**base, "attn_logit_softcapping": 20}).extra["attn_logit_softcapping"]
+        == 20.0
+    )
+    assert (
+        "attn_logit_softcapping"
+        not in arch_from_hf_config({**base, "attn_logit_softcapping": None}).extra
+    )
+    # Gemma (1) has no cap
+    gemma = {**base, "model_type": "gemma"}
+    assert "attn_logit_softcapping" not in arch_from_hf_config(gemma).extra

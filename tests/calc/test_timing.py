@@ -1082,3 +1082,70 @@ def test_a_power_limited_card_is_slower_than_its_datasheet_rate_says():
     assert ratio == pytest.approx(clock)
     lora, clock = ratios("lora")
     assert 1.0 < lora < clock
+
+
+def _gemma_counts(model: str, extra_without: str | None = None, **request):
+    req, opts = parse_plan_request(
+        {"model": model, "gpu": "a100-80gb-sxm", "dataset_tokens": 1e9, **request}
+    )
+    if extra_without:
+        extra = {k: v for k, v in req.model.extra.items() if k != extra_without}
+        req = replace(req, model=replace(req.model, extra=extra))
+    return timing.counts(req, req.sharding), timing.card_rates(opts.gpu, 1), req
+
+
+@pytest.mark.parametrize(
+    "request_keys, logit_bytes",
+    [
+        # bf16 logits: the tanh cap's 6 forward and 7 backward passes at 2 bytes
+        ({"method": "lora"}, 2),
+        # QLoRA after kbit preparation in a loop without autocast: the output layer is fp32
+        ({"method": "qlora", "framework": "hf-custom-loop", "precision": "bf16-true"}, 4),
+    ],
+)
+def test_gemma2_final_logit_softcapping_is_counted(request_keys, logit_bytes):
+    capped, _, req = _gemma_counts("gemma-2-9b", **request_keys)
+    plain, _, _ = _gemma_counts("gemma-2-9b", "final_logit_softcapping", **request_keys)
+    assert req.model.extra["final_logit_softcapping"] == 30.0
+    assert req.model.vocab_size == 256_000
+    per_logit = (6 + 7) * logit_bytes
+    assert capped.elementwise_bytes_per_token - plain.elementwise_bytes_per_token == (
+        pytest.approx(per_logit * 256_000)
+    )
+
+
+def test_gemma2_eager_attention_caps_its_scores():
+    kw = {"seq_len": 4096, "micro_batch_size": 1, "attention": "eager"}
+    capped, rates, req = _gemma_counts("gemma-2-9b", **kw)
+    plain, _, _ = _gemma_counts("gemma-2-9b", "attn_logit_softcapping", **kw)
+    assert req.model.extra["attn_logit_softcapping"] == 50.0
+    assert capped.flops.recompute > 0  # checkpointing: the capped forward runs again
+    # 42 layers x 16 heads x 4096 keys per query token, bf16 scores: 6 element passes
+    # forward, 7 backward plus 6 recomputed
+    elements = 42 * 16 * 4096
+    fwd, bwd = timing.score_bytes_per_token(capped, rates.capability)
+    fwd0, bwd0 = timing.score_bytes_per_token(plain, rates.capability)
+    assert (fwd - fwd0, bwd - bwd0) == (elements * 2 * 6, elements * 2 * (7 + 6))
+    # SDPA is handed no cap: nothing more than without it
+    sdpa = {**kw, "attention": "sdpa", "attention_mask": "padding"}
+    capped_sdpa, _, _ = _gemma_counts("gemma-2-9b", **sdpa)
+    plain_sdpa, _, _ = _gemma_counts("gemma-2-9b", "attn_logit_softcapping", **sdpa)
+    assert timing.score_bytes_per_token(capped_sdpa, rates.capability) == (
+        timing.score_bytes_per_token(plain_sdpa, rates.capability)
+    )
+
+
+@pytest.mark.parametrize("compiled, extra_bytes", [(False, 40 - 36), (True, 0)])
+def test_rms_norm_scaling_in_fp32_moves_more_bytes(compiled, extra_bytes):
+    kw = {"method": "lora", "torch_compile": compiled}
+    fp32_scale, _, req = _gemma_counts("gemma-7b", **kw)
+    plain, _, _ = _gemma_counts("gemma-7b", "norm_scale_fp32", **kw)
+    arch = req.model
+    assert arch.extra["norm_scale_fp32"] and arch.norms_per_layer == 2
+    # per layer two norms over the hidden state; forward, backward (twice the forward's
+    # traffic) and the recomputed forward
+    passes = 1 + timing.BACKWARD_ELEMENTWISE_FACTOR + 1
+    expected = arch.num_layers * 2 * arch.hidden_size * extra_bytes * passes
+    assert fp32_scale.elementwise_bytes_per_token - plain.elementwise_bytes_per_token == (
+        pytest.approx(expected)
+    )
