@@ -211,7 +211,8 @@ def abs_stats(errors: list[float]) -> tuple[float, float]:
 def figures(rows: list[dict[str, str]] | None = None, today: bool = True) -> dict[str, object]:
     """What the methodology page publishes: the recorded first contact of the replay's reserved
     peak (median and p90 of ``|error|``, signed median) and of the estimate's reserved figure,
-    the rows and sources behind them and the commit(s) they were judged at; with ``today``, the
+    the rows and sources behind them and the commit(s) they were judged at, the same median and
+    p90 over the rows judged last (``latest_*``: the newest source's first contact); with ``today``, the
     replay's median and p90 of ``|error|`` today (today's requests) too."""
     rows = load() if rows is None else rows
     judged = [r for r in covered(rows) if r["judged_at_commit"]]
@@ -219,6 +220,13 @@ def figures(rows: list[dict[str, str]] | None = None, today: bool = True) -> dic
     estimate = [float(r["first_contact_estimate_error"]) for r in judged]
     median, p90 = abs_stats(errors)
     est_median, est_p90 = abs_stats(estimate)
+    # the rows judged last (the same commit as the file's last judged row): a source added after
+    # calc was built, so its first contact is a prediction on data the model had not seen
+    last_commit = judged[-1]["judged_at_commit"] if judged else ""
+    latest = [r for r in judged if r["judged_at_commit"] == last_commit]
+    latest_median, latest_p90 = (
+        abs_stats([float(r["first_contact_error"]) for r in latest]) if latest else (0.0, 0.0)
+    )
     now: dict[str, object] = {}
     if today:
         now_median, now_p90 = abs_stats([judge_row(r).error for r in covered(rows)])
@@ -234,6 +242,10 @@ def figures(rows: list[dict[str, str]] | None = None, today: bool = True) -> dic
         "estimate_median": est_median,
         "estimate_p90": est_p90,
         "commits": sorted({r["judged_at_commit"][:10] for r in judged}),
+        "latest_rows": len(latest),
+        "latest_commit": last_commit[:10],
+        "latest_median": latest_median,
+        "latest_p90": latest_p90,
     }
 
 
@@ -270,5 +282,10 @@ def report(rows: list[dict[str, str]] | None = None) -> list[str]:
             f"estimate's reserved |error| median {f['estimate_median']:.1%}, p90 "
             f"{f['estimate_p90']:.1%}; {f['judged']} rows, {f['sources']} sources "
             "(target: median <= 10 %, p90 <= 25 %)"
+        )
+        lines.append(
+            f"  first contact of the rows judged last (calc at {f['latest_commit']}): replay "
+            f"|error| median {f['latest_median']:.1%}, p90 {f['latest_p90']:.1%} over "
+            f"{f['latest_rows']} rows"
         )
     return lines

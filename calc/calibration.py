@@ -44,8 +44,8 @@ from ``python -m benchmarks.validate_memory`` (section "calibrated bands")."""
 
 MIN_DEVICE_BANDS: dict[str, tuple[float, float]] = {
     "full": (-0.203, 0.21),
-    "lora": (-0.185, 0.276),
-    "qlora": (-0.185, 0.182),
+    "lora": (-0.183, 0.241),
+    "qlora": (-0.183, 0.178),
 }
 """``method -> (low, high)`` percentiles (6th and 94th: the narrowest pair that holds 80 % of
 the rows of each source left out, ``accuracy.min_device.calibrated_tail``) of the signed error of ``min_device_bytes`` (the replayed

@@ -74,6 +74,22 @@ def test_figures_are_computed_from_the_recorded_rows():
     assert doubled["p90"] == pytest.approx(2 * figures["p90"])
 
 
+def test_latest_figures_are_the_rows_judged_at_the_last_commit():
+    judged = [r for r in COVERED if r["judged_at_commit"]]
+    last = judged[-1]["judged_at_commit"]
+    errors = [abs(float(r["first_contact_error"])) for r in judged if r["judged_at_commit"] == last]
+    figures = vl.figures(today=False)
+    assert figures["latest_rows"] == len(errors) < len(judged)
+    assert figures["latest_commit"] == last[:10]
+    assert figures["latest_median"] == statistics.median(errors)
+    assert figures["latest_p90"] == percentile(errors, 90)
+    # a row judged at another commit does not enter them
+    rows = [dict(r) for r in ROWS]
+    other = next(r for r in vl.covered(rows) if r["judged_at_commit"] != last)
+    other["first_contact_error"] = "9.0"
+    assert vl.figures(rows, today=False)["latest_p90"] == figures["latest_p90"]
+
+
 def test_record_first_contact_fills_new_rows_and_keeps_judged_ones(tmp_path):
     path = tmp_path / "peaks.csv"
     shutil.copy(vl.CSV, path)
@@ -115,7 +131,19 @@ def test_today_s_request_merges_the_reading_and_first_contact_keeps_the_recorded
     assert vl.judge_row(row, today=False).error != vl.judge_row(row).error
 
 
-@pytest.mark.parametrize("row", COVERED, ids=[r["id"] for r in COVERED])
+SEEN = [r for r in COVERED if r["samples_seen"]]
+
+
+def test_a_row_without_samples_seen_records_no_run_length():
+    """A source that does not say how many samples its run met (ms-swift's table) leaves both
+    columns empty, so today's request adds no ``max_steps`` to it."""
+    for row in COVERED:
+        if not row["samples_seen"]:
+            assert not row["max_steps"]
+            assert "max_steps" not in vl.row_request(row)
+
+
+@pytest.mark.parametrize("row", SEEN, ids=[r["id"] for r in SEEN])
 def test_today_s_request_sees_the_run_s_samples(row):
     """Today's request carries the run's length the row records: calc then meets the row's
     samples_seen, and the longest micro-batch is the expected longest of them, never longer
