@@ -116,6 +116,20 @@ def per_step_percentile(row: dict[str, str]) -> int | None:
     return int(found.group(1)) if found else None
 
 
+DEVICE_METRIC = "nvidia-smi memory.used"
+"""A row's ``memory_metric`` prefix when its figure is what NVML reports as used on the card
+(``nvidia-smi --query-gpu=memory.used``): the caching allocator's reserved memory plus what lies
+outside it (the CUDA context, the driver's and libraries' own buffers). calc's figures for such a
+row add its outside memory (``device_total_bytes - peak_reserved_bytes``) to the replay, and the
+estimate's figure is ``device_total_bytes``."""
+
+
+def is_device_metric(row: dict[str, str]) -> bool:
+    """Whether the row's figure is the card's used memory (:data:`DEVICE_METRIC`) rather than the
+    allocator's reserved memory."""
+    return row["memory_metric"].startswith(DEVICE_METRIC)
+
+
 def step_percentile_reserved(request: dict[str, object], percent: int) -> int:
     """The ``percent``-th percentile (``numpy.percentile``'s linear interpolation) of the
     reserved memory after each optimizer step of the request's step sequence, the cache emptied
@@ -143,7 +157,8 @@ def judge_row(row: dict[str, str], today: bool = True) -> Judged:
     (``today`` false) the request as recorded. The replay's figure is the run's peak reserved
     (``allocator.simulated_reserved_bytes``), or, for a per-step percentile metric
     (:data:`PER_STEP_METRIC`, today's reading), that percentile of the steps' reserved
-    memory (:func:`step_percentile_reserved`)."""
+    memory (:func:`step_percentile_reserved`). For a row that measured the card's used memory
+    (:data:`DEVICE_METRIC`) both figures carry calc's memory outside the allocator."""
     from calc.memory import estimate_dict
 
     request = row_request(row, today)
@@ -158,12 +173,17 @@ def judge_row(row: dict[str, str], today: bool = True) -> Judged:
         if percent is None
         else step_percentile_reserved(request, percent)
     )
+    estimate = int(out["peak_reserved_bytes"])
+    if is_device_metric(row):
+        outside = int(out["device_total_bytes"]) - estimate
+        simulated += outside
+        estimate += outside
     return Judged(
         row["id"],
         row["source"],
         float(row["peak_gib"]),
         simulated / GIB,
-        int(out["peak_reserved_bytes"]) / GIB,
+        estimate / GIB,
         int(out["peak_allocated_bytes"]) / GIB,
         int(data["peak_batch_tokens"]),
     )

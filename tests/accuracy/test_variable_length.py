@@ -31,8 +31,10 @@ def test_rows_are_well_formed():
         # the data's longest sample may pass the run's cap where the run cuts samples to it
         assert stats["max"] <= int(row["seq_len"]) or "max_seq_len" in row["dataset"]
         assert not row["batching"].startswith("packed")
-        assert row["memory_metric"].startswith(("max_memory_reserved", "memory_reserved"))
-        unit = {"GiB": 2**30, "GB": 10**9, "bytes": 1}[row["peak_unit"]]
+        assert row["memory_metric"].startswith(
+            ("max_memory_reserved", "memory_reserved", vl.DEVICE_METRIC)
+        )
+        unit = {"GiB": 2**30, "MiB": 2**20, "GB": 10**9, "bytes": 1}[row["peak_unit"]]
         assert float(row["peak_gib"]) == pytest.approx(
             float(row["peak_value"]) * unit / 2**30, 1e-3
         )
@@ -72,6 +74,22 @@ def test_figures_are_computed_from_the_recorded_rows():
     doubled = vl.figures(rows)
     assert doubled["median"] == pytest.approx(2 * figures["median"])
     assert doubled["p90"] == pytest.approx(2 * figures["p90"])
+
+
+def test_a_used_memory_row_is_judged_with_calc_s_memory_outside_the_allocator():
+    """An nvidia-smi row compares the replay plus calc's outside memory (CUDA context, ...) and
+    the estimate's ``device_total_bytes``; the same row read as a reserved figure does not."""
+    from calc.memory import estimate_dict
+
+    row = dict(next(r for r in COVERED if not vl.per_step_percentile(r)))
+    reserved = vl.judge_row(row, today=False)
+    row["memory_metric"] = vl.DEVICE_METRIC + " (peak over the run)"
+    used = vl.judge_row(row, today=False)
+    out = estimate_dict(vl.row_request(row, today=False))
+    outside = (int(out["device_total_bytes"]) - int(out["peak_reserved_bytes"])) / vl.GIB
+    assert outside > 0
+    assert used.simulated_gib == pytest.approx(reserved.simulated_gib + outside)
+    assert used.estimate_gib == pytest.approx(int(out["device_total_bytes"]) / vl.GIB)
 
 
 def test_latest_figures_are_the_rows_judged_at_the_last_commit():
