@@ -23,7 +23,7 @@ def _figures() -> dict:
 def validation_variable_length(lang: str) -> str:
     """One paragraph: rows, sources, the recorded first-contact median and p90 of the replay's
     ``|error|`` (and of the estimate's reserved figure), the commit judged at, and today's
-    median and p90 with the rows read again."""
+    median and p90 with the rows read again, and the first contact of the sources added later."""
     f = _figures()
     return (
         catalogue(lang)
@@ -41,6 +41,10 @@ def validation_variable_length(lang: str) -> str:
             estimate_p90=format_number(100 * f["estimate_p90"], 1, lang),
             today_median=format_number(100 * f["today_median"], 1, lang),
             today_p90=format_number(100 * f["today_p90"], 1, lang),
+            later_rows=format_number(f["later_rows"], 0, lang),
+            later_sources=format_number(f["later_sources"], 0, lang),
+            later_median=format_number(100 * f["later_median"], 1, lang),
+            later_p90=format_number(100 * f["later_p90"], 1, lang),
         )
     )
 

@@ -31,8 +31,10 @@ def test_rows_are_well_formed():
         # the data's longest sample may pass the run's cap where the run cuts samples to it
         assert stats["max"] <= int(row["seq_len"]) or "max_seq_len" in row["dataset"]
         assert not row["batching"].startswith("packed")
-        assert row["memory_metric"].startswith(("max_memory_reserved", "memory_reserved"))
-        unit = {"GiB": 2**30, "GB": 10**9, "bytes": 1}[row["peak_unit"]]
+        assert row["memory_metric"].startswith(
+            ("max_memory_reserved", "memory_reserved", vl.DEVICE_METRIC)
+        )
+        unit = {"GiB": 2**30, "MiB": 2**20, "GB": 10**9, "bytes": 1}[row["peak_unit"]]
         assert float(row["peak_gib"]) == pytest.approx(
             float(row["peak_value"]) * unit / 2**30, 1e-3
         )
@@ -72,6 +74,39 @@ def test_figures_are_computed_from_the_recorded_rows():
     doubled = vl.figures(rows)
     assert doubled["median"] == pytest.approx(2 * figures["median"])
     assert doubled["p90"] == pytest.approx(2 * figures["p90"])
+
+
+def test_a_used_memory_row_is_judged_with_calc_s_memory_outside_the_allocator():
+    """An nvidia-smi row compares the replay plus calc's outside memory (CUDA context, ...) and
+    the estimate's ``device_total_bytes``; the same row read as a reserved figure does not."""
+    from calc.memory import estimate_dict
+
+    row = dict(next(r for r in COVERED if not vl.per_step_percentile(r)))
+    reserved = vl.judge_row(row, today=False)
+    row["memory_metric"] = vl.DEVICE_METRIC + " (peak over the run)"
+    used = vl.judge_row(row, today=False)
+    out = estimate_dict(vl.row_request(row, today=False))
+    outside = (int(out["device_total_bytes"]) - int(out["peak_reserved_bytes"])) / vl.GIB
+    assert outside > 0
+    assert used.simulated_gib == pytest.approx(reserved.simulated_gib + outside)
+    assert used.estimate_gib == pytest.approx(int(out["device_total_bytes"]) / vl.GIB)
+
+
+def test_later_figures_are_the_rows_judged_after_the_first_commit():
+    judged = [r for r in COVERED if r["judged_at_commit"]]
+    first = judged[0]["judged_at_commit"]
+    later = [r for r in judged if r["judged_at_commit"] != first]
+    errors = [abs(float(r["first_contact_error"])) for r in later]
+    figures = vl.figures(today=False)
+    assert 0 < figures["later_rows"] == len(later) < len(judged)
+    assert figures["later_sources"] == len({r["source"] for r in later})
+    assert figures["later_median"] == statistics.median(errors)
+    assert figures["later_p90"] == percentile(errors, 90)
+    # a row of the first commit does not enter them
+    rows = [dict(r) for r in ROWS]
+    first_row = next(r for r in vl.covered(rows) if r["judged_at_commit"] == first)
+    first_row["first_contact_error"] = "9.0"
+    assert vl.figures(rows, today=False)["later_p90"] == figures["later_p90"]
 
 
 def test_record_first_contact_fills_new_rows_and_keeps_judged_ones(tmp_path):
@@ -115,16 +150,34 @@ def test_today_s_request_merges_the_reading_and_first_contact_keeps_the_recorded
     assert vl.judge_row(row, today=False).error != vl.judge_row(row).error
 
 
-@pytest.mark.parametrize("row", COVERED, ids=[r["id"] for r in COVERED])
+SEEN = [r for r in COVERED if r["samples_seen"]]
+
+
+def test_a_row_without_samples_seen_records_no_run_length():
+    """A source that does not say how many samples its run met (ms-swift's table) leaves both
+    columns empty, so today's request adds no ``max_steps`` to it."""
+    for row in COVERED:
+        if not row["samples_seen"]:
+            assert not row["max_steps"]
+            assert "max_steps" not in vl.row_request(row)
+
+
+@pytest.mark.parametrize("row", SEEN, ids=[r["id"] for r in SEEN])
 def test_today_s_request_sees_the_run_s_samples(row):
     """Today's request carries the run's length the row records: calc then meets the row's
-    samples_seen, and the longest micro-batch is the expected longest of them, never longer
-    than that of the request as recorded (which says nothing of the run's length)."""
-    from calc.lengths import samples_seen
+    samples_seen, and the longest micro-batch is the expected longest of them: no longer than
+    that of the request as recorded (which says nothing of the run's length, so calc draws its
+    own SAMPLES) where the run meets fewer samples than that, no shorter where it meets more."""
+    from calc.lengths import SAMPLES, samples_seen
 
     request = parse_estimate_request(vl.row_request(row))
     assert samples_seen(request) == int(row["samples_seen"])
-    assert vl.judge_row(row).peak_batch_tokens <= vl.judge_row(row, today=False).peak_batch_tokens
+    today = vl.judge_row(row).peak_batch_tokens
+    recorded = vl.judge_row(row, today=False).peak_batch_tokens
+    if int(row["samples_seen"]) <= SAMPLES:
+        assert today <= recorded
+    else:
+        assert today >= recorded
 
 
 def test_the_quantiles_name_rows_and_fit_their_lengths():
