@@ -1,6 +1,6 @@
 """Speed of the caching-allocator simulation that gives ``min_device_bytes``, CPython.
 
-Usage: ``python -m benchmarks.bench_min_device [runs]``. Times
+Usage: ``python -m benchmarks.bench_min_device [runs] [--budgets]``. Times
 :func:`calc.step_events.simulate_request` (its cache cleared before each call: a request calc
 has not seen) on fixed-shape requests and on requests with ``length_stats``: median and p90
 in ms of process time (``time.process_time``: on a machine other work shares, the wall
@@ -8,6 +8,10 @@ clock counts its turns too), and the split of one call between building the even
 unlimited replay and the capacity walk. Then what ``plan`` would pay if each of its memory
 estimates carried ``min_device_bytes``: the estimates a plan makes are collected, and the
 simulation of all of them timed (cache cleared; distinct event sequences counted).
+
+``--budgets``: instead, the capacity walk of the request with lengths mean 900 / p90 2000 at
+``calc.allocator.THRESHOLD_REPLAYS`` continuations and at larger budgets: the threshold it
+gives (2 MiB steps), whether it is exact, and the walk's median ms.
 
 To compare two checkouts under the same load, run it alternately from each (``PYTHONPATH``).
 """
@@ -141,9 +145,50 @@ def time_plan_estimates(runs: int) -> tuple[int, int, float, float, float]:
     return len(seen), len(sequences), statistics.median(own), median, p90
 
 
+BUDGETS_REQUEST = "lengths lora mbs 4, mean 900 p90 2000 (llama-3.1-8b)"
+
+
+def time_budgets(request: dict[str, Any], runs: int) -> list[tuple[int, int, bool, float]]:
+    """Per budget of the capacity walk (``THRESHOLD_REPLAYS``, then 4x, 16x and 64x it): the
+    budget, the threshold in 2 MiB steps, whether it is exact, the walk's median ms."""
+    import functools
+
+    from calc import allocator as al
+    from calc import step_events as se
+    from calc.request import parse_estimate_request
+
+    req = parse_estimate_request(request)
+    lengths = se.simulated_lengths(req)
+    walk = al.capacity_threshold
+    rows = []
+    try:
+        for budget in (al.THRESHOLD_REPLAYS * k for k in (1, 4, 16, 64)):
+            al.capacity_threshold = functools.partial(walk, budget=budget)
+            samples = []
+            for _ in range(runs):
+                steps = se.StepReplay(req, lengths)
+                unlimited = steps.replay()
+                gc.disable()
+                start = CLOCK()
+                capacity, exact = steps.capacity_threshold(unlimited)
+                samples.append(1e3 * (CLOCK() - start))
+                gc.enable()
+            steps_2mib = capacity // al.ROUND_LARGE_BYTES
+            rows.append((budget, steps_2mib, exact, statistics.median(samples)))
+    finally:
+        al.capacity_threshold = walk
+    return rows
+
+
 def main(argv: list[str]) -> int:
-    runs = int(argv[1]) if len(argv) > 1 else 15
+    numbers = [a for a in argv[1:] if not a.startswith("--")]
+    runs = int(numbers[0]) if numbers else 15
     print(f"python {sys.version.split()[0]}, process time, {runs} runs; ms")
+    if "--budgets" in argv:
+        for budget, capacity, exact, walk in time_budgets(REQUESTS[BUDGETS_REQUEST], runs):
+            kind = "exact" if exact else "upper bound"
+            print(f"budget {budget:5d}: {capacity:,} x 2 MiB ({kind}), walk median {walk:6.1f}")
+        return 0
     for label, request in REQUESTS.items():
         median, p90, (build, replay, walk) = time_simulation(request, runs)
         print(

@@ -154,7 +154,7 @@ def _pages() -> Iterator[tuple[str, str]]:
     for lang in ("es", "en"):
         for command in ("estimate", "plan", "sweep"):
             yield f"help {command} {lang}", _cli([command, "--help", "--lang", lang])
-    urls = {k: k for k in ("worker", "js", "boot", "css", "pyodide", "bundle", "snapshot")}
+    urls = {k: k for k in calculator.URL_KEYS}
     for lang in ("es", "en"):
         yield (
             "calculator " + lang,

@@ -760,10 +760,12 @@ def min_device_bytes(
 THRESHOLD_REPLAYS = 16
 """The most continuations :func:`capacity_threshold` replays before it settles for the bound
 it has proven so far (each is the rest of the sequence run once with no limit). Chosen for
-time: Llama 3.1 8B LoRA, lengths mean 900 / p90 2000 (three steps, 471 device allocations)
-gets 10,248 x 2 MiB, an upper bound 0.9 % above the exact 10,157 that 256 continuations
-reach (about 60 ms of walk instead of 1 s in CPython); llama-3.2-1b full, micro-batch 4,
-mean 400, seq_len 4096 is exact (20,470)."""
+time, as each continuation costs a replay: on Llama 3.1 8B LoRA, micro-batch 4, seq_len
+2048, lengths mean 900 / p90 2000 the bound it settles for lies within 1 % above the exact
+threshold that 256 continuations reach, and llama-3.2-1b full (generic loop), micro-batch 4,
+seq_len 4096, mean 400 is exact (``tests/calc/test_allocator.py`` holds both).
+``python -m benchmarks.bench_min_device --budgets`` prints the threshold and the walk's time
+at this budget and at larger ones."""
 
 
 def whole_steps(nbytes: int) -> int:

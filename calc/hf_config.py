@@ -12,8 +12,9 @@ minimax_m2, gemma4_text (Gemma 4: per-kind attention shapes, kv-shared blocks, p
 an optional MoE block), and the hybrid stacks qwen3_next, qwen3_5_text and qwen3_5_moe_text
 (Gated DeltaNet blocks with a gated full-attention block every ``full_attention_interval``-th),
 olmo_hybrid (Gated DeltaNet and OLMo 2 attention blocks), lfm2 (gated short convolutions and
-attention blocks), nemotron_h (one sublayer per block: Mamba-2, attention or MLP, by
-``hybrid_override_pattern``; its MoE blocks are refused as ``unsupported_architecture``),
+attention blocks), nemotron_h (one sublayer per block: Mamba-2, attention, MLP or MoE, by
+``hybrid_override_pattern``; the MoE blocks are routed experts beside a shared one, as in
+Nemotron 3 Nano, and a ``moe_latent_size`` is refused as ``unsupported_architecture``),
 falcon_h1, granitemoehybrid and kimi_linear (Kimi Delta Attention blocks beside latent-attention
 blocks without RoPE, DeepSeek-V3's MoE).
 Multimodal configs (``gemma3``, ``gemma4``, ``llama4``, ``mistral3``, ``qwen3_5``, ``qwen3_5_moe``) are

@@ -26,7 +26,10 @@ Why these values:
   has released a dense model near 70B since Llama 3.3 70B, so it stays the large model. The
   guides set a mixture of experts (Qwen3-30B-A3B) beside the three: the one whose expert
   layout both transformers 4 (one linear layer per expert) and 5 (3-D expert tensors) load,
-  which the VRAM guide compares under QLoRA;
+  which the VRAM guide compares under QLoRA. The newer mixtures of experts of that size with
+  presets, Qwen3.5-35B-A3B (February 2026) and Gemma 4 26B-A4B (April 2026), load in
+  transformers 5 only: the last transformers 4 (4.57.6) has no ``qwen3_5_moe`` or ``gemma4``
+  model;
 - ``seq_len`` 2048, micro-batch 1, no gradient accumulation, gradient checkpointing, SDPA
   attention, AdamW, LoRA rank 16 on every linear layer: the request's own defaults
   (:data:`calc.fields.FIELDS`), so a page's setup is what the CLI and the

@@ -1301,6 +1301,10 @@ class TimeEstimate:
     link: comm.Link
     fp8_compute: bool = False
     padding_ratio: float | None = None  # padded tokens per real token (with length_stats only)
+    # the card's rate as it runs over its datasheet rate (calc.gpus.Gpu.clock_factor)
+    clock_factor: float = 1.0
+    # where ``utilisation`` comes from: the request's ``mfu``, or the card class's fitted share
+    mfu_source: str = "card_class"
 
     @property
     def step_seconds(self) -> float:
@@ -1321,8 +1325,8 @@ class TimeEstimate:
 
     @property
     def effective_utilisation(self) -> float:
-        """Achieved FLOP rate (FLOPs executed, recomputation and padding included) over the BF16
-        peak."""
+        """Achieved FLOP rate (FLOPs executed, recomputation and padding included) over the
+        datasheet's BF16 peak (``peak_flops_per_gpu``, at the boost clock)."""
         padded = self.tokens_per_second_per_gpu * (self.padding_ratio or 1.0)
         return self.flops_per_token.total * padded / self.peak_flops_per_gpu
 
@@ -1339,6 +1343,14 @@ class TimeEstimate:
             "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu,
             "flops_per_token": self.flops_per_token.to_dict(),
             "peak_flops_per_gpu": self.peak_flops_per_gpu,
+            # the rate the time is computed at: the datasheet's at the card's sustained clock
+            "sustained_peak_flops_per_gpu": self.peak_flops_per_gpu * self.clock_factor,
+            # which rate each utilisation is a share of, and where ``factors.mfu`` comes from
+            "utilisation_basis": {
+                "mfu": "sustained_peak_flops_per_gpu",
+                "mfu_source": self.mfu_source,
+                "effective_utilisation": "peak_flops_per_gpu",
+            },
             # the step's parts as multiplicative factors (1 - their share of the step)
             "factors": {
                 "mfu": self.utilisation,
@@ -1393,7 +1405,9 @@ def estimate_time(
     """Steady-state time of ``total_tokens`` on ``num_gpus`` x ``gpu`` (defaults: the request's),
     servers joined by ``network`` (:data:`calc.comm.NETWORKS`) when the job spans several.
 
-    Overrides kept from the factor model: ``mfu`` replaces the class efficiency;
+    Overrides kept from the factor model: ``mfu`` replaces the class efficiency, both a share
+    of the card's rate at its sustained clock (``sustained_peak_flops_per_gpu``; the response's
+    ``utilisation_basis`` says so, and that ``effective_utilisation`` is of the datasheet's);
     ``qlora_speed_factor`` (QLoRA) sets the step to the same step without dequantisation
     divided by it; ``scaling_efficiency`` (several GPUs) sets the step to the one-GPU step
     divided by it. What an override adds goes to the part of the breakdown it stands for.
@@ -1447,6 +1461,8 @@ def estimate_time(
         link=rates.link,
         fp8_compute=fp8_compute and getattr(gpu, "fp8_dense_tflops", 0.0) > 0,
         padding_ratio=ratio,
+        clock_factor=gpu.clock_factor,
+        mfu_source="card_class" if mfu is None else "request",
     )
 
 

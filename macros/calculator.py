@@ -563,9 +563,13 @@ def _json_script(element_id: str, data: object) -> list:
     return ["script", {"type": "application/json", "id": element_id}, text]
 
 
+# The assets the calculator block links, each a key of ``urls`` (site_urls builds them for a page).
+URL_KEYS = ("worker", "js", "boot", "css", "pyodide", "bundle", "snapshot", "stdlib", "lock", "sw")
+
+
 def calculator_html(lang: str, urls: dict[str, str], presets: list, gpus: list) -> str:
-    """The whole calculator block for one language. ``urls``: worker, pyodide, stdlib, lock, sw,
-    bundle, snapshot, css, boot, js (each relative to the page)."""
+    """The whole calculator block for one language. ``urls``: one URL per ``URL_KEYS`` entry,
+    each relative to the page."""
     strings = results_strings(lang, gpus)
     request = default_request()
     result = compute(request)

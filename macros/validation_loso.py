@@ -160,6 +160,47 @@ def validation_coverage_figure(lang: str, group: str = "all") -> str:
     )
 
 
+FORMER_DEFAULT_MARGIN = 0.25
+"""The default ``safety_margin`` before the verdict compared calibrated ranges (calc/fields.py
+up to commit 4f88c0b): the middle of the seed's "add 20-30 %" advice, a fraction added to the
+point estimate of every method alike. The validation page states it beside the range that
+replaced it."""
+
+
+def range_above_point(method: str) -> float:
+    """How far the upper end of ``method``'s reserved range lies above the point estimate, as a
+    fraction: ``1 / (1 + low) - 1`` with ``low`` the band's lower held-out error (a prediction
+    ``P`` corresponds to a measurement ``P / (1 + e)``)."""
+    return 1 / (1 + bands()[method + "/reserved"]["low"]) - 1
+
+
+def validation_margin_history(lang: str) -> str:
+    """The default margin the range replaced, and the upper end of the range above the point
+    estimate per method, in words."""
+    former = inline(
+        lang,
+        FORMER_DEFAULT_MARGIN * 100,
+        "pct",
+        "pct:value",
+        {"command": "constant", "module": __name__, "name": "FORMER_DEFAULT_MARGIN"},
+    )
+    parts = [
+        labels.text("validation.margin_history_method", lang).format(
+            figure=inline(
+                lang,
+                range_above_point(method) * 100,
+                "pct",
+                "pct:value",
+                {"command": "validation_memory_above_point", "method": method},
+            ),
+            method=labels.option("method", method, lang),
+        )
+        for method in ("full", "lora", "qlora")
+    ]
+    figures = ", ".join(parts[:-1]) + labels.text("validation.and", lang) + parts[-1]
+    return labels.text("validation.margin_history", lang).format(former=former, figures=figures)
+
+
 def framework_profiles_table(lang: str) -> str:
     """Every training-library profile: the request keys it sets, their values and where each
     comes from (``calc.frameworks``)."""
@@ -201,6 +242,7 @@ MACROS = (
     "validation_loso_figure",
     "validation_coverage_figure",
     "validation_loso_targets",
+    "validation_margin_history",
 )
 
 

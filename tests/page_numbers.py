@@ -58,8 +58,12 @@ def response_for(source: dict) -> tuple[dict, dict]:
         "validation_memory_loso",
         "validation_memory_bands",
         "validation_memory_coverage",
+        "validation_memory_above_point",
     ):
         from macros import validation_loso as vl
+
+        if command == "validation_memory_above_point":
+            return {"value": vl.range_above_point(source["method"])}, request
 
         if command == "validation_memory_loso":
             return vl.report()[source["group"]], request

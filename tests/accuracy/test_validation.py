@@ -570,6 +570,40 @@ def test_methodology_says_which_memory_targets_are_missed(monkeypatch, figures, 
     assert validation_loso.validation_loso_targets("es") == es
 
 
+def test_margin_history_figures_come_from_the_bands(monkeypatch):
+    """The validation page's sentence about the default margin the range replaced: each
+    figure is the upper end of the method's reserved band above the point estimate, computed
+    from the bands, and the page calls it rather than typing a figure or "this change"."""
+    import html
+    import json
+    import re
+
+    from macros import validation_loso
+    from page_numbers import expected_raw, response_for
+
+    bands = {
+        m + "/reserved": {"low": low, "high": 0.1}
+        for m, low in zip(("full", "lora", "qlora"), (-0.2, -0.5, -0.2), strict=True)
+    }
+    monkeypatch.setattr(validation_loso, "bands", lambda: bands)
+    for lang in ("es", "en"):
+        text = validation_loso.validation_margin_history(lang)
+        spans = re.findall(
+            r'data-value="([^"]+)"[^>]*data-field="([^"]+)"[^>]*data-source="([^"]+)"', text
+        )
+        values = [float(v) for v, _, _ in spans]
+        assert values == pytest.approx([25.0, 25.0, 100.0, 25.0])
+        for value, field, source in spans:
+            source = json.loads(html.unescape(source))
+            response, request = response_for(source)
+            assert expected_raw(field, response, request) == pytest.approx(float(value))
+        page = (REPO_ROOT / "docs" / lang / "methodology" / "validation.md").read_text(
+            encoding="utf-8"
+        )
+        assert "{{ validation_margin_history() }}" in page
+        assert not re.search(r"25 %|this change|este cambio", page)
+
+
 def test_methodology_says_which_time_targets_are_missed(monkeypatch):
     from macros import methodology
 

@@ -356,6 +356,17 @@ def test_inconsistent_moe_shapes_are_coded_errors(changes, code, field):
     assert (err.value.code, err.value.field) == (code, "hf_config." + field)
 
 
+def test_module_docstring_says_what_is_read_and_what_refused():
+    """The family list says Nemotron-H's MoE blocks are read and names the one MoE key that
+    is refused, as the two tests above find."""
+    import calc.hf_config as hf
+
+    entry = hf.__doc__.split("nemotron_h (", 1)[1].split("falcon_h1", 1)[0]
+    assert "MoE" in entry and "routed experts beside a shared one" in entry
+    assert "``moe_latent_size`` is refused as ``unsupported_architecture``" in entry
+    assert "MoE blocks are refused" not in hf.__doc__
+
+
 def test_moe_estimate_runs_and_warns_like_the_dense_stack():
     out = estimate_dict(
         dict(

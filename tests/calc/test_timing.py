@@ -1149,3 +1149,34 @@ def test_rms_norm_scaling_in_fp32_moves_more_bytes(compiled, extra_bytes):
     assert fp32_scale.elementwise_bytes_per_token - plain.elementwise_bytes_per_token == (
         pytest.approx(expected)
     )
+
+
+@pytest.mark.parametrize("forced", [None, 0.4])
+def test_time_says_which_rate_each_utilisation_is_a_share_of(forced):
+    """On a power-limited card (L4) the rate the time runs at is the datasheet's at the
+    sustained clock: ``factors.mfu``, forced or the class's, is a share of that rate, while
+    ``effective_utilisation`` is of the datasheet's peak; the response names both bases and
+    where ``mfu`` came from, and the achieved rate over the named basis stays within ``mfu``."""
+    from calc.plan import plan_dict
+
+    request = {"model": "llama-3.2-1b", "method": "full", "gpu": "l4", "dataset_tokens": 1e8}
+    if forced is not None:
+        request["mfu"] = forced
+    t = plan_dict(request)["time"]
+    basis = t["utilisation_basis"]
+    assert basis == {
+        "mfu": "sustained_peak_flops_per_gpu",
+        "mfu_source": "card_class" if forced is None else "request",
+        "effective_utilisation": "peak_flops_per_gpu",
+    }
+    l4 = gpus.get_gpu("l4")
+    assert l4.clock_factor < 1
+    assert t["sustained_peak_flops_per_gpu"] == pytest.approx(
+        t["peak_flops_per_gpu"] * l4.clock_factor
+    )
+    factors = t["factors"]
+    if forced is not None:
+        assert factors["mfu"] == forced
+    achieved = factors["effective_utilisation"] * t[basis["effective_utilisation"]]
+    assert achieved / t[basis["mfu"]] <= factors["mfu"]
+    assert achieved / t[basis["mfu"]] > factors["effective_utilisation"]

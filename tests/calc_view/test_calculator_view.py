@@ -1037,21 +1037,7 @@ def _calculator_page(lang):
 
     return calculator.calculator_html(
         lang,
-        {
-            k: k
-            for k in (
-                "worker",
-                "pyodide",
-                "stdlib",
-                "lock",
-                "sw",
-                "bundle",
-                "snapshot",
-                "css",
-                "boot",
-                "js",
-            )
-        },
+        {k: k for k in calculator.URL_KEYS},
         presets_listing(),
         gpus_listing()["gpus"],
     )

@@ -236,6 +236,28 @@ def test_bytes_per_parameter_are_the_model_states_whatever_the_peak():
         assert resolve(field, response) == expected_raw(field, response, request)
 
 
+# Dense models a guide names by id rather than through ``ref``, each with its reason.
+GUIDE_DENSE_MODELS = {
+    # the "a 7B just fits on one 80 GB card" claim of other guides, checked on its own model
+    "llama-2-7b",
+    # the multi-GPU example of full fine-tuning by strategy
+    "qwen3-14b",
+}
+
+
+def test_the_guides_examples_take_dense_models_from_calc_reference():
+    """A guide's example on a dense model reads it from calc.reference (``ref.models``) or is
+    one of GUIDE_DENSE_MODELS; mixtures of experts stand beside the ladder by id."""
+    from calc.presets import presets_listing
+
+    dense = {p["id"] for p in presets_listing() if p["params_active"] == p["params_total"]}
+    for lang in ("es", "en"):
+        for page in ("guides/vram.md", "guides/cloud.md"):
+            text = (DOCS / lang / page).read_text(encoding="utf-8")
+            named = set(re.findall(r'model="([^"]+)"', text)) & dense
+            assert named <= GUIDE_DENSE_MODELS, (lang, page, sorted(named - GUIDE_DENSE_MODELS))
+
+
 def test_the_guides_name_the_reference_ladder_from_calc():
     """The guides' words about the small / medium / large models come from calc.reference
     (``ref.names``, ``ref.sizes``, ``ref.models``), so a change of model changes them too."""
