@@ -415,7 +415,7 @@ class _Capacities:
 
 
 _SHARED: dict[tuple[Any, ...], _Capacities] = {}
-SHARED_SEQUENCES = 64
+_SHARED_LIMIT = 64
 """How many fixed-shape event sequences :func:`_capacities` keeps (the oldest dropped)."""
 
 
@@ -443,7 +443,7 @@ def _capacities(req: EstimateRequest) -> _Capacities:
     found = _SHARED.get(key)
     if found is None:
         found = _SHARED[key] = _Capacities(steps)
-        while len(_SHARED) > SHARED_SEQUENCES:
+        while len(_SHARED) > _SHARED_LIMIT:
             del _SHARED[next(iter(_SHARED))]
     return found
 
