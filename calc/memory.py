@@ -1210,8 +1210,10 @@ everywhere (:func:`calc.recommend.need_of`; ``verdict_basis`` ``min_device_bytes
 the verdict judges ``device_total_bytes`` and its range (``verdict_basis``
 ``device_total_bytes``), and only an estimate with ``length_stats`` shows
 ``min_device_bytes`` (:func:`estimate_dict`), for information. The one switch: on, a plan
-replays each of its setups (about fifty), too slow for the calculator at today's replay speed
-(``python -m benchmarks.bench_plan --simulated``)."""
+replays each of its setups (about fifty; the ones other than the request itself judged from
+certain bounds of the figure, :func:`estimate_alternative`, the walk run only where they leave
+a verdict open), still about a second a plan in CPython where the calculator needs a tenth of
+that (``python -m benchmarks.bench_plan --simulated``)."""
 
 
 def estimate_request(req: EstimateRequest) -> MemoryEstimate:
