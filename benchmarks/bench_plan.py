@@ -7,8 +7,9 @@ Prints, per request, the median and 90th-percentile wall time of
   (a fresh estimator each time, so nothing is cached between repeats);
 - ``plan``: the whole ``plan_dict`` (validation, recommendation, both solvers, suggestions);
 and how many memory estimates each needed. ``--simulated``: with every estimate replaying the
-caching allocator (:data:`calc.memory.SIMULATED_VERDICT` on), the replays' cache emptied before
-each run so that no repeat reuses another's replays.
+caching allocator (:data:`calc.memory.SIMULATED_VERDICT` on), the replays' caches emptied
+before each run (:func:`calc.step_events.simulate_request`'s and the sequences shared between
+setups, :func:`calc.step_events.clear_shared`) so that no repeat reuses another's replays.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from calc import memory, plan, recommend  # noqa: E402
+from calc import step_events  # noqa: E402
 from calc.step_events import simulate_request  # noqa: E402
 
 REQUESTS = {
@@ -60,6 +62,7 @@ def _timed(fn, repeats: int) -> tuple[list[float], object]:
     times, result = [], None
     for _ in range(repeats):
         simulate_request.cache_clear()
+        step_events.clear_shared()
         start = time.perf_counter()
         result = fn()
         times.append((time.perf_counter() - start) * 1000.0)

@@ -20,7 +20,7 @@ Entry points: :func:`estimate_request` (typed) and :func:`estimate_dict` (JSON).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import activations as act
 from . import calibration
@@ -1210,8 +1210,10 @@ everywhere (:func:`calc.recommend.need_of`; ``verdict_basis`` ``min_device_bytes
 the verdict judges ``device_total_bytes`` and its range (``verdict_basis``
 ``device_total_bytes``), and only an estimate with ``length_stats`` shows
 ``min_device_bytes`` (:func:`estimate_dict`), for information. The one switch: on, a plan
-replays each of its setups (about fifty), too slow for the calculator at today's replay speed
-(``python -m benchmarks.bench_plan --simulated``)."""
+replays each of its setups (about fifty; the ones other than the request itself judged from
+certain bounds of the figure, :func:`estimate_alternative`, the walk run only where they leave
+a verdict open), still about a second a plan in CPython where the calculator needs a tenth of
+that (``python -m benchmarks.bench_plan --simulated``)."""
 
 
 def estimate_request(req: EstimateRequest) -> MemoryEstimate:
@@ -1220,6 +1222,12 @@ def estimate_request(req: EstimateRequest) -> MemoryEstimate:
     stands for ``seq_len``; the response echoes the request as given and adds ``data``. With
     :data:`SIMULATED_VERDICT`, the replayed allocator's smallest device too
     (:func:`with_min_device`)."""
+    est = _estimate_shaped(req)
+    return with_min_device(req, est) if SIMULATED_VERDICT else est
+
+
+def _estimate_shaped(req: EstimateRequest) -> MemoryEstimate:
+    """:func:`estimate_request` without ``min_device_bytes``."""
     shape = request_shape(req)
     if shape is None:
         est = _estimate_at(req)
@@ -1227,7 +1235,34 @@ def estimate_request(req: EstimateRequest) -> MemoryEstimate:
         est = _estimate_at(replace(req, seq_len=shape.peak_length))
         warnings = est.warnings if shape.exact else (*est.warnings, "length_stats_approximated")
         est = replace(est, request=req.to_dict(), data=shape.to_dict(), warnings=warnings)
-    return with_min_device(req, est) if SIMULATED_VERDICT else est
+    return est
+
+
+class BoundedEstimate(dict[str, Any]):
+    """An estimate response (a JSON object like any other to its readers) whose
+    ``min_device_bytes`` a verdict finds only as far as it needs: :attr:`min_device`
+    (:class:`calc.step_events.MinDevice`), read by :func:`calc.recommend.need_of`."""
+
+    min_device: Any = None
+
+
+def estimate_alternative(req: EstimateRequest) -> JsonObject:
+    """The estimate response of a setup calc weighs against the request (a plan's other
+    counts, shardings, micro-batches, lengths and suggested changes:
+    :class:`calc.recommend.Estimator`). With :data:`SIMULATED_VERDICT`, without
+    ``min_device_bytes``: a :class:`BoundedEstimate` (``verdict_basis``
+    ``min_device_bounds``) whose verdicts come from certain bounds of it, and from the
+    figure itself only where the bounds leave a card's verdict open
+    (:func:`calc.recommend.judge`); the verdicts are those the figure gives. Else
+    :func:`estimate_request`'s response."""
+    if not SIMULATED_VERDICT:
+        return estimate_request(req).to_dict()
+    from .step_events import MinDevice
+
+    out = BoundedEstimate(_estimate_shaped(req).to_dict())
+    out["verdict_basis"] = "min_device_bounds"
+    out.min_device = MinDevice(req)
+    return out
 
 
 def with_min_device(req: EstimateRequest, est: MemoryEstimate) -> MemoryEstimate:

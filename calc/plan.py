@@ -313,8 +313,9 @@ def _recommendations(planner: Planner) -> JsonObject:
                     "device_total_bytes": est["device_total_bytes"],
                     "required_bytes": verdict.required_bytes,
                     # the headroom of the figure the verdict judged (need_of)
-                    "headroom_fraction": (gpu.memory_bytes - need.central_bytes) / gpu.memory_bytes,
-                    **_min_device(need),
+                    "headroom_fraction": (gpu.memory_bytes - verdict.need.central_bytes)
+                    / gpu.memory_bytes,
+                    **_min_device(verdict.need),
                     "time_hours": cost.schedule.total_hours,
                     "tokens_per_second": time.tokens_per_second,
                     "cost_usd": cost.total_usd,
@@ -488,8 +489,15 @@ def _solvers(planner: Planner) -> JsonObject:
 
 
 def _min_device(need: recommend.Need) -> JsonObject:
-    """``{"min_device_bytes": ...}`` where the verdict judged it, else nothing (additive)."""
-    return {"min_device_bytes": need.central_bytes} if need.basis == "min_device_bytes" else {}
+    """``{"min_device_bytes": ...}`` where the verdict judged it; ``{"verdict_basis":
+    "min_device_bounds", "min_device_bounds_bytes": [low, high]}`` where certain bounds of it
+    decided the verdict without the figure (the central figure of the entry's headroom or
+    saving is then the upper bound); else nothing (additive)."""
+    if need.basis == "min_device_bytes":
+        return {"min_device_bytes": need.central_bytes}
+    if need.bounds is not None:
+        return {"verdict_basis": need.basis, "min_device_bounds_bytes": list(need.bounds)}
+    return {}
 
 
 def _suggestion(
@@ -503,15 +511,17 @@ def _suggestion(
     sharding = changes.get("sharding", planner.request.sharding.value)
     time = planner.time(gpu, num_gpus, sharding, changes)
     cost = planner.cost(gpu, num_gpus, time.compute_hours, planner.price(gpu))
-    need = recommend.need_of(est)
+    # the figure itself: the saving it shows (and whether there is one) reads it
+    need = recommend.settled(recommend.need_of(est))
+    verdict = recommend.judge(need, gpu.memory_bytes, planner.options.safety_margin)
     out = {
         "action": action,
         "changes": dict(changes),
-        "fits": planner.fits(est, gpu),
-        "verdict": planner.state(est, gpu),
+        "fits": verdict.fits,
+        "verdict": verdict.state,
         "device_total_bytes": est["device_total_bytes"],
         **_min_device(need),
-        "required_bytes": recommend.required_for(est, planner.options.safety_margin),
+        "required_bytes": recommend.required_bytes(need.high_bytes, planner.options.safety_margin),
         # what the change saves of the figure the verdict judges (need_of)
         "saved_bytes": recommend.need_of(planner.base).central_bytes - need.central_bytes,
         "host_bytes": est["host_bytes"],
@@ -562,14 +572,19 @@ def _suggestions(planner: Planner, solvers: JsonObject) -> list[JsonObject]:
     if eight_bit:
         out.append(_suggestion(planner, "optimizer_8bit", {"optimizer": eight_bit}))
     if req.sharding.value != "zero3" or req.num_gpus < recommend.GPU_COUNTS[-1]:
-        chosen = None
+        # the fewest GPUs that fit, else the most; judged on the verdict alone, and only
+        # the count chosen made a suggestion (it reads the figure itself)
+        last = None
         for n in recommend.GPU_COUNTS[1:]:
             if n < req.num_gpus:
                 continue
-            chosen = _suggestion(planner, "zero3_over_n_gpus", {"num_gpus": n, "sharding": "zero3"})
-            if chosen is not None and chosen["fits"]:
+            last = n
+            est = planner.estimator.get(num_gpus=n, sharding="zero3")
+            if est is not None and planner.fits(est, planner.options.gpu):
                 break
-        out.append(chosen)
+        if last is not None:
+            zero3 = {"num_gpus": last, "sharding": "zero3"}
+            out.append(_suggestion(planner, "zero3_over_n_gpus", zero3))
     if req.cpu_offload.value == "none":
         opt = _suggestion(planner, "cpu_offload", {"cpu_offload": "optimizer"})
         out.append(opt)

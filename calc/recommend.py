@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from . import calibration
 from .errors import CalcError
@@ -66,10 +66,14 @@ class Estimator:
         request: EstimateRequest,
         estimate_fn: Callable[[EstimateRequest], object] | None = None,
     ) -> None:
+        # the request's own estimate carries min_device_bytes itself (when the verdict
+        # judges it); its variants a verdict finds only as far as it needs
+        # (calc.memory.estimate_alternative)
+        self._variant_fn: Callable[[EstimateRequest], object] | None = None
         if estimate_fn is None:
-            from .memory import estimate_request
+            from .memory import estimate_alternative, estimate_request
 
-            estimate_fn = estimate_request
+            estimate_fn, self._variant_fn = estimate_request, estimate_alternative
         self.request = request
         self._fn = estimate_fn
         self._cache: dict[tuple[tuple[str, object], ...], JsonObject | None] = {}
@@ -94,7 +98,8 @@ class Estimator:
         if key not in self._cache:
             self.calls += 1
             try:
-                self._cache[key] = _as_dict(self._fn(self.variant(**changes)))
+                fn = self._variant_fn if changes and self._variant_fn else self._fn
+                self._cache[key] = _as_dict(fn(self.variant(**changes)))
             except CalcError:
                 self._cache[key] = None
         return self._cache[key]
@@ -131,6 +136,13 @@ class Need:
     high_bytes: int
     basis: str = "device_total_bytes"
     device_total_bytes: int | None = None
+    # basis ``min_device_bounds``: the certain bounds of ``min_device_bytes`` (``central_bytes``
+    # is then the upper one) and what finds it as far as a verdict needs
+    # (:class:`calc.step_events.MinDevice`)
+    bounds: tuple[int, int] | None = None
+    query: Any = dataclasses.field(default=None, compare=False, repr=False)
+    # what is judged instead when the query's replay cannot run calc's sequence
+    fallback: Need | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @classmethod
     def exact(cls, nbytes: int) -> Need:
@@ -151,7 +163,46 @@ def need_of(estimate: JsonObject) -> Need:
         low, high = rng
         return Need(int(estimate["min_device_bytes"]), low, high, "min_device_bytes", total)
     low, high = device_range(estimate)
-    return Need(total, low, high)
+    plain = Need(total, low, high)
+    query = getattr(estimate, "min_device", None)
+    if query is not None:
+        try:
+            return bounded_need(query, plain)
+        except AssertionError:  # the replay could not run calc's sequence: the device total
+            pass
+    return plain
+
+
+def settled(need: Need) -> Need:
+    """``need`` with the figure itself where only its bounds were known (the walk runs:
+    basis ``min_device_bytes``), for what reads the figure and not only the verdict (a
+    suggestion's saving)."""
+    if need.query is None:
+        return need
+    assert need.fallback is not None
+    try:
+        need.query.exact_bytes()
+    except AssertionError:  # the replay could not run calc's sequence: the device total
+        return need.fallback
+    return bounded_need(need.query, need.fallback)
+
+
+def bounded_need(query: Any, plain: Need) -> Need:
+    """The need of an estimate whose ``min_device_bytes`` is found only as far as a verdict
+    needs (``query``, :class:`calc.step_events.MinDevice`): its certain bounds ``(lo, hi)``,
+    the range from the lower end of ``lo``'s calibrated range to the upper end of ``hi``'s
+    (every ``min_device_bytes`` between them has its range inside), ``hi`` as the central
+    figure (basis ``min_device_bounds``); once they meet, the figure itself (basis
+    ``min_device_bytes``). ``plain``: the device total's need, judged instead where the
+    replay cannot run calc's sequence."""
+    lo, hi = query.bounds()
+    total = plain.central_bytes
+    if lo == hi:
+        low, high = calibration.min_device_range_bytes(lo, query.method)
+        return Need(lo, low, high, "min_device_bytes", total)
+    low = calibration.min_device_range_bytes(lo, query.method)[0]
+    high = calibration.min_device_range_bytes(hi, query.method)[1]
+    return Need(hi, low, high, "min_device_bounds", total, (lo, hi), query, plain)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,14 +258,72 @@ class Verdict:
         if self.need.basis == "min_device_bytes":
             out["min_device_bytes"] = central
             out["verdict_basis"] = self.need.basis
+        elif self.need.bounds is not None:
+            # decided by certain bounds of min_device_bytes, without the figure itself
+            out["min_device_bounds_bytes"] = list(self.need.bounds)
+            out["verdict_basis"] = self.need.basis
         return out
 
 
 def judge(need: Need, memory_bytes: int, safety_margin: float = 0.0) -> Verdict:
     """The verdict of a run that needs ``need`` on a card of ``memory_bytes``
     (:func:`calc.calibration.verdict`, each end of the range times ``1 + safety_margin``)."""
+    if need.query is not None:
+        try:
+            return _judge_bounded(need, memory_bytes, safety_margin)
+        except AssertionError:  # the replay could not run calc's sequence: the device total
+            assert need.fallback is not None
+            need = need.fallback
     state = calibration.verdict(need.low_bytes, need.high_bytes, memory_bytes, safety_margin)
     return Verdict(state, need, memory_bytes, safety_margin)
+
+
+def _judge_bounded(need: Need, memory_bytes: int, safety_margin: float) -> Verdict:
+    """The verdict of ``min_device_bytes`` where only its certain bounds are known at first
+    (basis ``min_device_bounds``), exactly the one the figure itself gets.
+
+    The verdict of a figure ``v`` (its calibrated range against the card) only moves from
+    ``fits`` towards ``does_not_fit`` as ``v`` grows, so when both bounds get the same one,
+    every figure between them does too. Else the figures between them (the memory outside
+    the allocator plus whole 2 MiB steps, as ``min_device_bytes`` is) are bisected for the
+    largest that ``fits`` or is not ``does_not_fit``, and the query answers whether the
+    figure is at most that (:meth:`calc.step_events.MinDevice.at_most`). Where that needed
+    the figure itself, the verdict is judged on it (basis ``min_device_bytes``)."""
+    query = need.query
+    method = query.method
+
+    def state(v: int) -> str:
+        low, high = calibration.min_device_range_bytes(v, method)
+        return calibration.verdict(low, high, memory_bytes, safety_margin)
+
+    bounds: tuple[int, int] = query.bounds()
+    lo, hi = bounds
+    at_lo, at_hi = state(lo), state(hi)
+    if at_lo != at_hi:
+        step = 2 * 1024**2  # kRoundLarge: min_device_bytes is outside + whole steps of it
+
+        def largest(ok: Callable[[str], bool]) -> int:
+            # the largest lo + k * step in [lo, hi) whose state is ok (state(lo) is)
+            a, b = 0, (hi - lo) // step
+            while b - a > 1:
+                mid = (a + b) // 2
+                if ok(state(lo + mid * step)):
+                    a = mid
+                else:
+                    b = mid
+            return lo + a * step
+
+        found = at_hi
+        if at_lo == "fits" and query.at_most(largest(lambda s: s == "fits")):
+            found = "fits"
+        elif at_hi == "does_not_fit" and query.at_most(largest(lambda s: s != "does_not_fit")):
+            found = "borderline"
+        assert need.fallback is not None
+        if query.walked:  # the figure itself is known: judged on it
+            return judge(bounded_need(query, need.fallback), memory_bytes, safety_margin)
+        at_hi = found
+        need = bounded_need(query, need.fallback)
+    return Verdict(at_hi, need, memory_bytes, safety_margin)
 
 
 def verdict_of(
@@ -346,6 +455,7 @@ __all__ = [
     "need_of",
     "required_bytes",
     "required_for",
+    "settled",
     "state_of",
     "verdict_of",
 ]

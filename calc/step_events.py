@@ -281,6 +281,173 @@ def simulate_request(req: EstimateRequest) -> AllocatorEstimate:
     return simulate(req, [req.micro_batch_size * n for n in lengths])
 
 
+class MinDevice:
+    """The ``min_device_bytes`` of one request (:func:`simulate_request`'s, to the byte),
+    found only as far as a question about it needs: a verdict asks whether it is at most
+    some number of bytes, and certain bounds answer most such questions without the
+    capacity walk (:meth:`StepReplay.capacity_threshold`), the costliest part of a
+    simulation. Certain of the figure calc publishes: the walk's answer, which is the
+    smallest capacity from which every larger one runs or, when its budget of
+    continuations (:data:`calc.allocator.THRESHOLD_REPLAYS`) runs out first, the proven
+    bound it reached.
+
+    - **Upper bound**: the largest need (reserved plus the new segment) of a device
+      allocation of the unlimited replay, in whole 2 MiB steps: the walk starts there and
+      only ever goes down (:func:`calc.allocator.capacity_threshold`).
+    - **Lower bound**: the walk goes down band by band, a band being the capacities between
+      two successive new maxima of those needs, and spends at least one continuation on each
+      band it clears (besides the first, from the unlimited replay); so with a budget of
+      ``B`` it never ends below the ``B``-th largest of those maxima. With fewer maxima than
+      that: the largest total of live requests (each rounded as
+      :func:`calc.allocator.round_size` rounds it) over the steps the unlimited replay ran,
+      below which no capacity holds those tensors at once (the steps it skips are each
+      covered by one it ran with every micro-batch at least as long, whose tensors are each
+      at least as large: :class:`StepReplay`).
+    - **A probe** (:meth:`at_most`): one replay at the capacity asked about
+      (:meth:`StepReplay.fits`). One that runs out of memory proves the answer above it
+      (the walk never ends at or below a capacity that fails); one that runs proves
+      nothing (running is not monotone in the capacity), and the walk decides.
+
+    Each bound adds the memory outside the allocator (CUDA context, NCCL buffers on several
+    GPUs), as :func:`simulate` does. Only the default allocator configuration (the one
+    :func:`simulate_request` replays). An inconsistency of the replay raises
+    ``AssertionError``, as :func:`simulate` does."""
+
+    def __init__(self, req: EstimateRequest) -> None:
+        self.req = req
+        self.method = req.method.value
+        self.outside = mem.CUDA_CONTEXT_BYTES + (mem.NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0)
+        self._caps: _Capacities | None = None
+
+    @property
+    def walked(self) -> bool:
+        """Whether an answer needed the capacity walk (the figure itself is then known)."""
+        return self._capacities().walked
+
+    def _capacities(self) -> _Capacities:
+        if self._caps is None:
+            self._caps = _capacities(self.req)
+        return self._caps
+
+    def bounds(self) -> tuple[int, int]:
+        """``(low, high)`` device bytes between which ``min_device_bytes`` certainly lies (both
+        equal once it is known); the unlimited replay runs on the first call."""
+        caps = self._capacities()
+        if caps.exact is not None:
+            return caps.exact + self.outside, caps.exact + self.outside
+        return caps.low + self.outside, caps.high + self.outside
+
+    def at_most(self, nbytes: int) -> bool:
+        """Whether ``min_device_bytes <= nbytes``, exactly: from the bounds where they decide,
+        else from one capacity probe that runs out of memory, else from the walk."""
+        cap = (nbytes - self.outside) // al.ROUND_LARGE_BYTES * al.ROUND_LARGE_BYTES
+        return self._capacities().at_most(cap)
+
+    def exact_bytes(self) -> int:
+        """``min_device_bytes`` itself (the walk, unless a question already needed it)."""
+        return self._capacities().exact_capacity() + self.outside
+
+
+class _Capacities:
+    """What :class:`MinDevice` knows of one event sequence's allocator capacity (the walk's
+    answer, :meth:`StepReplay.min_capacity`), in whole 2 MiB steps: certain bounds, and the
+    answer once a question needed it. Shared by the requests whose sequences are the same
+    (:func:`_capacities`)."""
+
+    def __init__(self, steps: StepReplay) -> None:
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            run = steps.replay()
+        finally:
+            if collecting:
+                gc.enable()
+        self.steps, self.run = steps, run
+        self.exact: int | None = None
+        self.walked = False
+        self.probes = 0  # capacity replays run by at_most
+        needs = steps._needs
+        assert needs is not None
+        if not al.threshold_applies(steps.config) or not needs:
+            self.exact = al.whole_steps(run.peak_reserved_bytes)
+        self.high = al.whole_steps(needs[-1]) if needs else 0
+        # the walk spends a continuation per band between distinct running maxima, so
+        # with its budget it cannot go below the budget-th of them from the top; else no
+        # capacity below the live requests' largest total runs
+        tops = sorted(set(needs), reverse=True)
+        if len(tops) >= al.THRESHOLD_REPLAYS:
+            self.low = al.whole_steps(tops[al.THRESHOLD_REPLAYS - 1])
+        else:
+            self.low = al.whole_steps(steps.live_floor())
+        self.low = min(self.low, self.high)
+
+    def at_most(self, cap: int) -> bool:
+        """Whether the walk's answer is at most ``cap`` (a multiple of 2 MiB)."""
+        if self.exact is not None:
+            return self.exact <= cap
+        if cap >= self.high:
+            return True
+        if cap < self.low:
+            return False
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self.probes += 1
+            if not self.steps.fits(cap):
+                self.low = cap + al.ROUND_LARGE_BYTES  # a capacity that fails: the answer is above
+                return False
+        finally:
+            if collecting:
+                gc.enable()
+        return self.exact_capacity() <= cap
+
+    def exact_capacity(self) -> int:
+        if self.exact is None:
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                self.exact = self.steps.min_capacity(self.run)
+                self.walked = True
+            finally:
+                if collecting:
+                    gc.enable()
+        return self.exact
+
+
+_SHARED: dict[tuple[Any, ...], _Capacities] = {}
+_SHARED_LIMIT = 64
+"""How many fixed-shape event sequences :func:`_capacities` keeps (the oldest dropped)."""
+
+
+def clear_shared() -> None:
+    """Forget the sequences :func:`_capacities` shares (a benchmark's cold start)."""
+    _SHARED.clear()
+
+
+def _capacities(req: EstimateRequest) -> _Capacities:
+    """The :class:`_Capacities` of the request's :func:`simulated_lengths`, shared between
+    requests of one fixed shape whose events are the same (a plan's data-parallel setups
+    differ in GPU count only: each GPU replays the same steps). The key is the events
+    themselves: the weights, the first step and the steady one (every later step of a
+    fixed shape is the steady one; with ``length_stats`` nothing is shared)."""
+    steps = StepReplay(req, simulated_lengths(req))
+    groups = steps.groups
+    if len(set(groups)) > 1:
+        return _Capacities(steps)
+    key = (
+        tuple(groups),
+        tuple(steps._resident),
+        tuple(steps._first),
+        tuple(steps._events(1)) if len(groups) > 1 else (),
+    )
+    found = _SHARED.get(key)
+    if found is None:
+        found = _SHARED[key] = _Capacities(steps)
+        while len(_SHARED) > _SHARED_LIMIT:
+            del _SHARED[next(iter(_SHARED))]
+    return found
+
+
 def _class_bounds(req: EstimateRequest, longest: int) -> list[float]:
     """The micro-batch lengths at which one of the step's length-dependent tensors crosses a
     size class of the allocator: the small pool's 1 MiB (``kSmallSize``) and the 20 MiB
@@ -359,6 +526,16 @@ class StepReplay:
         self._pause_copies: dict[int, tuple[_Progress, list[_Progress]]] = {}
         # the walk's continuations so far, by where they began (see _splice)
         self._seen: list[_Seen] = []
+
+    def live_floor(self) -> int:
+        """The largest total of live requests (rounded as the allocator rounds them) over the
+        weights, the first step and every step built so far (each later step frees all it
+        allocates, and starts from what the first one keeps)."""
+        peak, kept = al.live_profile(self._resident + self._first, self.config)
+        for group, events in self._steps.items():
+            if group != self.groups[0] or events is not self._first:
+                peak = max(peak, kept + al.live_profile(events, self.config)[0])
+        return peak
 
     def _band(self, length: int) -> int:
         found = self._bands.get(length)
@@ -641,13 +818,13 @@ class StepReplay:
             return True
         again = self._start is not None and self._start[0] == first
         if self._start is None or self._start[0] > first:
-            # from the last copy the unlimited replay kept before that allocation (used
-            # up: it runs on), else from the beginning
+            # from a copy of the last copy the unlimited replay kept before that allocation
+            # (kept for the capacity walk's pauses), else from the beginning
             at = len(self._marks)
             while at and self._marks[at - 1][0] > first:
                 at -= 1
             start = (
-                self._marks.pop(at - 1)[1]
+                self._marks[at - 1][1].copy()
                 if at
                 else _Progress(al.CachingAllocator(None, self.config), self._kept)
             )

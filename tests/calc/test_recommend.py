@@ -237,9 +237,75 @@ def test_on_plan_s_table_solvers_and_suggestions_judge_min_device(simulated):
     above = estimate_dict({**SMALL, "micro_batch_size": solved["value"] + 1})
     assert recommend.judge(recommend.need_of(at), card).state == "fits"
     assert recommend.judge(recommend.need_of(above), card).state != "fits"
-    assert out["suggestions"] and all("min_device_bytes" in s for s in out["suggestions"])
+    # the other setups: the figure, or the certain bounds of it that decided the verdict
+    assert out["suggestions"] and all(_judged_on_min_device(s) for s in out["suggestions"])
     picks = out["recommendations"]["configs"]
-    assert picks and all("min_device_bytes" in c for c in picks)
+    assert picks and all(_judged_on_min_device(c) for c in picks)
+
+
+def _judged_on_min_device(entry):
+    if "min_device_bytes" in entry:
+        return "min_device_bounds_bytes" not in entry
+    low, high = entry["min_device_bounds_bytes"]
+    return entry["verdict_basis"] == "min_device_bounds" and low < high
+
+
+def _verdicts(out):
+    """What a plan decides from its verdicts (not the figures it shows beside them)."""
+    return (
+        {k: v["verdict"] for k, v in out["fits"].items()},
+        [(c["id"], c["required_bytes"] > 0) for c in out["recommendations"]["configs"]],
+        out["solvers"],
+        [(s["action"], s["changes"], s["verdict"], s["fits"]) for s in out["suggestions"]],
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "body",
+    [
+        {**SMALL, "micro_batch_size": 8, "gpu": "rtx-4060-ti-16gb", "dataset_tokens": 1e7},
+        {
+            "model": "llama-3.2-1b",
+            "method": "lora",
+            "micro_batch_size": 8,
+            "seq_len": 4096,
+            "gpu": "rtx-4080",
+            "dataset_tokens": 1e7,
+        },
+    ],
+    ids=["qwen-0.5b-full", "llama-1b-lora"],
+)
+def test_on_plan_verdicts_from_bounds_equal_those_of_every_figure(simulated, body):
+    """A plan whose other setups are judged from certain bounds of min_device_bytes (the
+    default) decides what a plan whose every setup carries the figure decides: the same
+    card table, configurations, solvers and suggestions, each with its verdict."""
+    from calc import memory
+    from calc.plan import parse_plan_request, plan_request
+    from calc.step_events import clear_shared
+
+    clear_shared()
+    req, options = parse_plan_request(body)
+    bounded = plan_request(req, options, recommend.Estimator(req))
+    req, options = parse_plan_request(body)
+    every = plan_request(req, options, recommend.Estimator(req, memory.estimate_request))
+    assert _verdicts(bounded) == _verdicts(every)
+    entries = bounded["recommendations"]["configs"] + bounded["suggestions"]
+    assert any(e.get("verdict_basis") == "min_device_bounds" for e in entries)
+
+
+def test_on_a_setup_whose_replay_fails_is_judged_on_its_device_total(simulated, monkeypatch):
+    from calc import memory, step_events
+
+    def broken(self, *args):
+        raise AssertionError("the unlimited replay did not reach its own allocation")
+
+    monkeypatch.setattr(step_events.StepReplay, "replay", broken)
+    step_events.clear_shared()
+    est = memory.estimate_alternative(parse_estimate_request(SMALL))
+    need = recommend.need_of(est)
+    assert need.basis == "device_total_bytes"
+    assert need == recommend.Need(est["device_total_bytes"], *recommend.device_range(est))
 
 
 def test_where_the_replay_fails_the_estimate_falls_back_and_says_so(simulated, monkeypatch):
