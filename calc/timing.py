@@ -838,8 +838,9 @@ def _experts_called(req: EstimateRequest) -> float:
     """Experts a block's loop calls in one micro-step when each expert is its own module
     (``moe_expert_layout`` ``per-expert-modules``, transformers 4's loop): every expert that
     receives a token, in expectation ``E (1 - (1 - k/E)^T)`` over ``T`` tokens routed to ``k``
-    of ``E`` (transformers 4.52 ``Qwen3MoeSparseMoeBlock.forward`` loops over all ``E``;
-    later 4.x releases over the experts hit; with thousands of tokens both call all of them).
+    of ``E`` (transformers 4.52 ``Qwen3MoeSparseMoeBlock.forward``, the last release ms-swift
+    3.5 allowed, loops over all ``E``; other releases loop over the experts hit; with thousands
+    of tokens both call all of them).
     0 for a dense model or 3-D expert weights (one module for all experts)."""
     arch = req.model
     e, k = arch.num_experts, arch.experts_per_token
