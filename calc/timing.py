@@ -570,6 +570,10 @@ class Counts:
     # (0: one collective per layer, FSDP's units; :func:`zero3_messages`)
     gather_messages: int = 0
     reduce_bucket_params: int = 0
+    # module calls per pass whose DeepSpeed ZeRO-3 hooks run on the host, and of those the
+    # calls inside a per-expert loop that synchronises host and device (:func:`zero3_module_calls`)
+    hooked_module_calls: float = 0.0
+    synced_module_calls: float = 0.0
 
 
 _COUNTS: dict[tuple[int, Sharding, int | None], tuple[EstimateRequest, Counts]] = {}
@@ -739,6 +743,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         )
     qbytes = st.quantized_bytes(layout.quantized, req.qlora_double_quant) if layout.quantized else 0
     gathers, reduce_bucket = zero3_messages(req, sharding)
+    hooked, synced = zero3_module_calls(req, sharding)
     return Counts(
         flops=fpt,
         tokens_micro=tokens,
@@ -774,6 +779,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         adapter_fp32=fp32_adapters,
         gather_messages=gathers,
         reduce_bucket_params=reduce_bucket,
+        hooked_module_calls=hooked,
+        synced_module_calls=synced,
     )
 
 
@@ -846,6 +853,74 @@ def zero3_messages(req: EstimateRequest, sharding: Sharding) -> tuple[int, int]:
             per_block, held = per_block + 1, 0.0
     per_block += 1 if held else 0
     return arch.num_layers * per_block, arch.hidden_size**2
+
+
+ZERO3_HOOK_SECONDS_PER_MODULE = 3.0e-4
+"""Host seconds DeepSpeed ZeRO-3 spends on one module call, its forward or backward hooks
+together: MEASURED (one measurement, one machine). DeepSpeed 0.16.9 registers hooks on every
+submodule (``parameter_offload.py`` ``_register_hooks_recursively``); each call runs
+``PartitionedParameterCoordinator.fetch_sub_module`` (trace bookkeeping, the module's
+parameters waited on or gathered, the next ``stage3_prefetch_bucket_size`` of the trace
+issued) and ``release_sub_module`` (re-partition, the reuse-distance walk), all in Python,
+plus the per-parameter gradient hook that fills the reduce bucket. Measured on this project's
+build machine (``benchmarks/measure_zero3_hooks.py``: DeepSpeed 0.16.9, torch 2.13, CPU
+accelerator, one rank, process CPU time): a two-block model with transformers-4.52-style
+experts (128 per block, one ``nn.Linear`` per matrix) takes 1.61 s per step under ZeRO-3 and
+0.43 s plain, 3,876 module calls per step: 305 us per call; with 32 experts, 0.368 s and
+0.098 s over 996 calls: 271 us. A GPU host adds CUDA stream and event calls per hook; a faster
+host CPU takes less. Rests on that one measurement."""
+
+
+def _experts_called(req: EstimateRequest) -> float:
+    """Experts a block's loop calls in one micro-step when each expert is its own module
+    (``moe_expert_layout`` ``per-expert-modules``, transformers 4's loop): every expert that
+    receives a token, in expectation ``E (1 - (1 - k/E)^T)`` over ``T`` tokens routed to ``k``
+    of ``E`` (transformers 4.52 ``Qwen3MoeSparseMoeBlock.forward``, the last release ms-swift
+    3.5 allowed, loops over all ``E``; other releases loop over the experts hit; with thousands
+    of tokens both call all of them).
+    0 for a dense model or 3-D expert weights (one module for all experts)."""
+    arch = req.model
+    e, k = arch.num_experts, arch.experts_per_token
+    if e <= 1 or req.moe_expert_layout.value != "per-expert-modules":
+        return 0.0
+    tokens = req.micro_batch_size * req.seq_len
+    return e * (1.0 - (1.0 - k / e) ** tokens)
+
+
+def zero3_module_calls(req: EstimateRequest, sharding: Sharding) -> tuple[float, float]:
+    """``(module calls per pass, of which inside a per-expert loop)`` whose hooks DeepSpeed
+    ZeRO-3 runs (:data:`ZERO3_HOOK_SECONDS_PER_MODULE` each); ``(0, 0)`` for FSDP and other
+    shardings.
+
+    Per block: the block, its attention and its MLP (or MoE) module, the norms (two more for
+    q/k norms), each linear module, the dense MLP's activation module; each expert called
+    (:func:`_experts_called`) adds its MLP module, its linears and its activation module
+    (transformers 4.52 ``Qwen3MoeMLP``: ``gate_proj``, ``up_proj``, ``down_proj``,
+    ``act_fn = ACT2FN[...]``, a module per expert), the ``ModuleList`` itself is not called.
+    Outside the blocks: the model, its inner model, the embedding, the rotary embedding, the
+    final norm and the output layer (6). The expert loop's calls are returned apart: the loop
+    asks the device for each expert's tokens (``torch.where`` on the routing mask, a host
+    synchronisation), so the host cannot run ahead of the GPU through it."""
+    if sharding is not Sharding.ZERO3 or not st.deepspeed_zero(req):
+        return 0.0, 0.0
+    arch = req.model
+    called = _experts_called(req)
+    is_expert = [
+        l.role == "mlp" and arch.num_experts > 1 and l.count == arch.num_experts
+        for l in arch.block_linears
+    ]
+    outside = sum(l.count for l, ex in zip(arch.block_linears, is_expert, strict=True) if not ex)
+    expert_linears = sum(1 for ex in is_expert if ex)
+    norms = arch.norms_per_layer + (2 if arch.block_extra_params else 0)
+    dense_act = 0 if arch.num_experts > 1 else 1
+    if called:
+        per_expert = expert_linears + 2
+        loop = called * per_expert
+    else:
+        loop = 0.0
+        outside += 1 if expert_linears else 0  # 3-D experts: one module for all of them
+    per_block = 3 + norms + outside + dense_act + loop
+    return arch.num_layers * per_block + 6, arch.num_layers * loop
 
 
 def packed_attention(req: EstimateRequest) -> tuple[float | None, str]:
@@ -1272,7 +1347,17 @@ def step_breakdown(
     dispatch_micro = c.kernels_per_micro * (
         DISPATCH_SECONDS_PER_KERNEL if dispatch_seconds is None else dispatch_seconds
     )
-    overheads = (A - 1) * max(0.0, dispatch_micro - gpu_micro) + max(0.0, dispatch_micro - gpu_last)
+    # DeepSpeed ZeRO-3's module hooks run on the host beside the dispatch, in every pass; in a
+    # per-expert loop that synchronises host and device each expert (forward and recomputed
+    # forward), the GPU waits for them: that part adds to the step whole
+    hooks = c.hooked_module_calls * c.passes * ZERO3_HOOK_SECONDS_PER_MODULE
+    synced = c.synced_module_calls * (c.passes - 1) * ZERO3_HOOK_SECONDS_PER_MODULE
+    dispatch_micro += hooks - synced
+    overheads = (
+        (A - 1) * max(0.0, dispatch_micro - gpu_micro)
+        + max(0.0, dispatch_micro - gpu_last)
+        + A * synced
+    )
     return StepBreakdown(
         compute=A * compute_micro,
         elementwise=A * elementwise_micro,

@@ -179,9 +179,11 @@ TIME_RATE_CONSTANTS = (
     "calc.timing.LORA_MATMUL_ELEMENTS",
     "calc.timing.LORA_FP32_BYTES_PER_OUTPUT",
     "calc.timing.FUSED_LORA_OPS_PER_ADAPTER",
+    "calc.timing.ZERO3_HOOK_SECONDS_PER_MODULE",
 )
-"""The constants that price attention kernels, fp32 work and LoRA adapters' matmuls and host
-calls, shown on the time page beside the cards' FP32 rates."""
+"""The constants that price attention kernels, fp32 work, LoRA adapters' matmuls and host
+calls and DeepSpeed ZeRO-3's module hooks, shown on the time page beside the cards' FP32
+rates."""
 
 
 def time_rate_constants(lang: str) -> str:

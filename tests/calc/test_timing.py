@@ -1180,3 +1180,84 @@ def test_time_says_which_rate_each_utilisation_is_a_share_of(forced):
     achieved = factors["effective_utilisation"] * t[basis["effective_utilisation"]]
     assert achieved / t[basis["mfu"]] <= factors["mfu"]
     assert achieved / t[basis["mfu"]] > factors["effective_utilisation"]
+
+
+MOE_ZERO3_PLAN = {
+    "model": "qwen3-30b-a3b",
+    "gpu": "a100-80gb-sxm",
+    "method": "full",
+    "precision": "bf16-mixed",
+    "micro_batch_size": 1,
+    "seq_len": 8192,
+    "gradient_checkpointing": True,
+    "sharding": "zero3",
+    "sharding_engine": "deepspeed",
+    "num_gpus": 16,
+    "dataset_tokens": 1e9,
+}
+
+
+def test_deepspeed_zero3_hooks_every_module_an_expert_loop_calls():
+    """transformers 4.52's Qwen3-MoE block, one module per expert matrix: per block the block,
+    attention and MoE modules, 2 norms + q/k norms, 4 attention linears and the router, and 128
+    experts of 5 modules (MLP, gate/up/down, activation); 6 outside the blocks. The experts'
+    calls sit in a loop that synchronises host and device each expert."""
+    req, _ = parse_plan_request({**MOE_ZERO3_PLAN, "framework": "hf-trainer-4"})
+    per_block = 3 + 4 + 5 + 128 * 5
+    assert timing.zero3_module_calls(req, Sharding.ZERO3) == pytest.approx(
+        (48 * per_block + 6, 48 * 128 * 5)
+    )
+    c = timing.counts(req, Sharding.ZERO3)
+    assert (c.hooked_module_calls, c.synced_module_calls) == pytest.approx(
+        (48 * per_block + 6, 48 * 640)
+    )
+    # FSDP, ZeRO-2 and 3-D experts (transformers 5: one module holds them all, no expert loop)
+    fsdp, _ = parse_plan_request({**MOE_ZERO3_PLAN, "sharding_engine": "fsdp"})
+    assert timing.zero3_module_calls(fsdp, Sharding.ZERO3) == (0, 0)
+    assert timing.zero3_module_calls(req, Sharding.ZERO2) == (0, 0)
+    fused, _ = parse_plan_request({**MOE_ZERO3_PLAN, "framework": "hf-trainer"})
+    assert timing.zero3_module_calls(fused, Sharding.ZERO3) == pytest.approx(
+        (48 * (3 + 4 + 5 + 1) + 6, 0)
+    )
+
+
+def test_few_tokens_call_only_the_experts_they_reach():
+    """Expected experts hit by T tokens routed to 8 of 128: 128 (1 - (1 - 8/128)^T)."""
+    req, _ = parse_plan_request(
+        {**MOE_ZERO3_PLAN, "framework": "hf-trainer-4", "seq_len": 4, "num_gpus": 2}
+    )
+    called = 128 * (1 - (1 - 8 / 128) ** 4)
+    assert timing.zero3_module_calls(req, Sharding.ZERO3)[1] == pytest.approx(48 * 5 * called)
+
+
+def test_zero3_hooks_inside_a_synchronising_expert_loop_add_to_the_step():
+    """The hooks of the expert loop's modules in forward and recomputed forward add to the step
+    whole (the GPU waits on the host each expert); the rest join the host's dispatch, hidden
+    behind GPU work that lasts longer."""
+    req, _ = parse_plan_request({**MOE_ZERO3_PLAN, "framework": "hf-trainer-4"})
+    c = timing.counts(req, Sharding.ZERO3)
+    rates = timing.card_rates(gpus.get_gpu("a100-80gb-sxm"), 16)
+    args = dict(
+        num_gpus=16, sharding=Sharding.ZERO3, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    with_hooks = timing.step_breakdown(c, rates, **args)
+    without = timing.step_breakdown(
+        replace(c, hooked_module_calls=0.0, synced_module_calls=0.0), rates, **args
+    )
+    synced = 48 * 640 * 2 * timing.ZERO3_HOOK_SECONDS_PER_MODULE
+    assert c.passes == 3
+    assert with_hooks.overheads - without.overheads >= synced
+    # the backward's hooks (31,302 calls at 0.3 ms) outlast its GPU work: the host bounds it
+    assert with_hooks.step_seconds > without.step_seconds + synced
+    # a dense model's hooks hide behind its GPU work: Qwen2.5-14B at 8192 tokens on 8 GPUs
+    dense, _ = parse_plan_request(
+        {**MOE_ZERO3_PLAN, "framework": "hf-trainer-4", "model": "qwen2.5-14b", "num_gpus": 8}
+    )
+    d = timing.counts(dense, Sharding.ZERO3)
+    assert d.hooked_module_calls > 0 and d.synced_module_calls == 0
+    args8 = {**args, "num_gpus": 8}
+    r8 = timing.card_rates(gpus.get_gpu("a100-80gb-sxm"), 8)
+    assert (
+        timing.step_breakdown(d, r8, **args8).step_seconds
+        == timing.step_breakdown(replace(d, hooked_module_calls=0.0), r8, **args8).step_seconds
+    )
