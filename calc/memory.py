@@ -1018,6 +1018,8 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     in_flight, dequant = a.workspace, 0
     if dq_grads + dq_weight > a.workspace:
         in_flight, dequant = dq_grads, dq_weight
+    # the terms below that depend on checkpointing read it on when every block is wrapped;
+    # every-n with blocks left unwrapped counts them as without checkpointing (an upper bound)
     copies_all = weight_copy_bytes(req, reg, one_layer=req.every_block_wrapped and req.is_peft)
     copies_one = weight_copy_bytes(req, reg, one_layer=True)
     merged_all = merged_expert_bytes(req, reg, one_layer=False)
