@@ -55,6 +55,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .arch import ATTN_INNER_NAMES, LinearLayer, ModelArch
+from .checkpointing import Matmul
 from .request import Attention
 
 AdaptedKey = tuple[str | int, ...]
@@ -1674,6 +1675,27 @@ def checkpoint_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     (Korthikanti et al. 2022, sec. 4.3: ``2 s b h`` per layer at 16 bits); DeepSeek-V4's
     block input is its ``hc`` residual streams."""
     return cfg.resid_bytes * arch.hidden_size * max(arch.hyper_connections, 1)
+
+
+def selective_op_bytes_per_token(
+    arch: ModelArch, cfg: ActConfig, matmuls: tuple[Matmul, ...]
+) -> int:
+    """What a block wrapped with torchtitan's per-op policy keeps per token
+    (:mod:`calc.checkpointing`): its input, as full checkpointing keeps
+    (:func:`checkpoint_bytes_per_token`), the outputs of its kept ``aten.mm`` (``d_out`` values
+    each, in the compute dtype; an adapter's in the adapters' dtype) and, under SDPA, the
+    flash or memory-efficient kernel's outputs: the attention output (``q_dim`` values) and its
+    fp32 log-sum-exp (``4 heads`` bytes), the ops ``_save_list`` names. Counted as if SDPA runs
+    one of those two kernels (cuDNN's or the math backend's outputs are not in the list and
+    would be recomputed instead)."""
+    total = checkpoint_bytes_per_token(arch, cfg)
+    for mm in matmuls:
+        if mm.kept:
+            size = cfg.lora_bytes if ".lora_" in mm.name else cfg.act_bytes
+            total += size * mm.d_out
+    if cfg.attention is Attention.SDPA:
+        total += cfg.act_bytes * arch.num_heads * arch.head_dim + 4 * arch.num_heads
+    return total
 
 
 def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
 
+from .checkpointing import Granularity as CheckpointingGranularity
 from .cost import ELECTRICITY_USD_PER_KWH
 from .errors import InputError
 from .frameworks import PROFILES, Framework
@@ -149,6 +150,7 @@ MAX_ACCUMULATION = 65_536
 MAX_STEPS = 1_000_000_000  # a billion optimizer steps: beyond every published run, a typo
 MAX_DATASET_TOKENS = 1e15  # beyond every published training corpus: a typo
 MAX_STARTS = 100_000
+MAX_CHECKPOINTING_EVERY = 65_536  # blocks: beyond every published depth, a typo
 
 E = TypeVar("E", bound=Enum)
 
@@ -448,6 +450,38 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool("gradient_checkpointing", True, READER),
+    _enum(
+        "checkpointing_granularity",
+        CheckpointingGranularity,
+        "full",
+        READER,
+        doc=(
+            "what checkpointing wraps and keeps (:mod:`calc.checkpointing`), read with "
+            "``gradient_checkpointing`` on: ``full``, every decoder block keeps its input and "
+            "runs its whole forward again in backward (transformers, torchtune, torchtitan "
+            '``mode = "full"``); ``every-n``, torchtitan ``mode = "selective"`` with an integer '
+            "``selective_ac_option`` N (``checkpointing_every``): blocks N, 2N, ... wrapped "
+            "whole, the others keep every tensor; ``selective-op``, torchtitan "
+            '``selective_ac_option = "op"`` (2024-2025 ``_save_list``): every block keeps the '
+            "outputs of its odd-numbered ``aten.mm`` and of SDPA's flash or memory-efficient "
+            "kernel and runs the rest again (every second matmul and the element-wise ops). "
+            "Default ``full``."
+        ),
+    ),
+    FieldSpec(
+        "checkpointing_every",
+        "int",
+        None,
+        READER,
+        optional=True,
+        minimum=1,
+        maximum=MAX_CHECKPOINTING_EVERY,
+        doc=(
+            "N of ``checkpointing_granularity`` ``every-n``: torchtitan's integer "
+            "``selective_ac_option`` (its command line's default was 2 in 2024). Required "
+            "there, ignored (a warning) with the other granularities. Default ``null``."
+        ),
+    ),
     _enum("attention", Attention, "sdpa", READER),
     _bool("chunked_loss", False, READER),
     _bool("activation_offload", False, READER),
@@ -1381,6 +1415,7 @@ __all__ = [
     "BEHAVIOUR",
     "Batching",
     "BEHAVIOUR_OBJECT",
+    "CheckpointingGranularity",
     "BY_KEY",
     "CpuOffload",
     "FIELDS",

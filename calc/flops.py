@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .activations import FLA_CHUNK
 from .arch import ModelArch
 from .attention import request_fraction
+from .checkpointing import Matmul
 from .jsontypes import JsonObject
 
 
@@ -188,12 +189,13 @@ class FlopsPerToken:
     linear_backward: float = 0.0
     linear_recompute: float = 0.0
     attention_forward: float = 0.0  # the score and value matmuls, forward (inside ``forward``)
+    attention_recompute_share: float = 0.0  # of ``attention_forward``, run again in backward
 
     @property
     def attention_total(self) -> float:
         """The score and value matmuls over the step's passes: forward, backward (twice the
         forward: gradients of Q, K and V) and the recomputation under checkpointing."""
-        return self.attention_forward * (3.0 + (1.0 if self.recompute else 0.0))
+        return self.attention_forward * (3.0 + self.attention_recompute_share)
 
     @property
     def total(self) -> float:
@@ -222,6 +224,8 @@ def training_flops_per_token(
     attention: str = "eager",
     attention_mask: str = "causal",
     attention_span: float | None = None,
+    recompute_share: float = 1.0,
+    selective: tuple[float, float] | None = None,
 ) -> FlopsPerToken:
     """FLOPs one training token costs.
 
@@ -232,7 +236,14 @@ def training_flops_per_token(
       gradients; the adapters (``A`` trainable parameters) cost ``6*A`` in all (Hu et al. 2021,
       arXiv:2106.09685, sec. 4: no gradients for frozen weights). Attention backward is still
       twice its forward (Q, K and V all need gradients).
-    - Gradient checkpointing recomputes the forward once (Chen et al. 2016, arXiv:1604.06174).
+    - Gradient checkpointing recomputes the forward once (Chen et al. 2016, arXiv:1604.06174);
+      ``recompute_share`` of it where only some blocks are wrapped (``every-n``:
+      ``floor(L / N) / L``, :mod:`calc.checkpointing`). Under torchtitan's per-op policy
+      (``selective``: the block-linear and adapter FLOPs per token its recomputed ``aten.mm``
+      run, :func:`selective_recompute_flops`) the backward runs those matmuls again, and the
+      attention only where it is not SDPA (whose flash and memory-efficient outputs the
+      policy keeps; :func:`calc.timing.step_breakdown` adds it back where SDPA dispatches
+      another kernel).
     - DeepSeek sparse attention: the indexer's linears and scores run forward only
       (:func:`indexer_forward_flops_per_token`).
     - Attention within each packed sample: ``attention_span`` keys per query instead of
@@ -256,16 +267,37 @@ def training_flops_per_token(
         fwd = 2.0 * n + 2.0 * a + attn + scores
         bwd = 2.0 * n - idx_lin + 4.0 * a + 2.0 * attn
         lin_bwd = lin - idx_lin  # input gradients only
-    recompute = fwd if gradient_checkpointing else 0.0
+    if not gradient_checkpointing:
+        recompute, lin_re, attn_share = 0.0, 0.0, 0.0
+    elif selective is None:
+        recompute, lin_re, attn_share = (
+            fwd * recompute_share,
+            lin * recompute_share,
+            recompute_share,
+        )
+    else:
+        lin_re, adapters_re = selective
+        attn_share = 0.0 if attention == "sdpa" else 1.0
+        recompute = lin_re + adapters_re + attn * attn_share
     return FlopsPerToken(
         forward=fwd,
         backward=bwd,
         recompute=recompute,
         linear_forward=lin,
         linear_backward=lin_bwd,
-        linear_recompute=lin if gradient_checkpointing else 0.0,
+        linear_recompute=lin_re,
         attention_forward=attn,
+        attention_recompute_share=attn_share,
     )
+
+
+def selective_recompute_flops(arch: ModelArch, matmuls: tuple[Matmul, ...]) -> tuple[float, float]:
+    """(block linears, adapters) FLOPs per token, whole model, of the matmuls torchtitan's per-op
+    policy runs again (:func:`calc.checkpointing.block_matmuls`, those not kept): ``2 d_in
+    d_out`` each, in every block."""
+    base = sum(2.0 * m.d_in * m.d_out for m in matmuls if not m.kept and ".lora_" not in m.name)
+    adapters = sum(2.0 * m.d_in * m.d_out for m in matmuls if not m.kept and ".lora_" in m.name)
+    return arch.num_layers * base, arch.num_layers * adapters
 
 
 __all__ = [
@@ -277,5 +309,6 @@ __all__ = [
     "linear_attention_forward_flops_per_token",
     "mamba_forward_flops_per_token",
     "matmul_params",
+    "selective_recompute_flops",
     "training_flops_per_token",
 ]

@@ -637,9 +637,14 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "only (the 4-bit matmuls' dtype); the oracle models bitsandbytes 0.49.2 and traces memory",
     "packed_attention": "packed rows' block mask (attention FLOPs, and its 4-D mask under "
     "SDPA or eager): the oracle feeds full rows",
+    "checkpointing_granularity": "torchtitan's wrappers (every N-th block, the per-op "
+    "selective-checkpoint policy) run on torchtitan's own Llama modules; the oracle traces "
+    "transformers' gradient_checkpointing_enable (full) and refuses the other granularities",
+    "checkpointing_every": "read with the every-n granularity only, which the oracle refuses",
 }
 """Behaviour keys a traced profile sets that the oracle leaves at what the installed libraries
-do, and why (``tools/oracle/run.py`` reads every other key)."""
+do, and reader keys whose other values it refuses, and why (``tools/oracle/run.py`` reads
+every other key)."""
 
 
 HF_TRAINER_SUBCLASSES = frozenset(

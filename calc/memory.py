@@ -26,6 +26,7 @@ from . import activations as act
 from . import calibration
 from . import states as st
 from .arch import LinearLayer, ModelArch
+from .checkpointing import block_matmuls, block_wrapped
 from .jsontypes import JsonObject
 from .fields import AttentionMask
 from .lengths import request_attention_span, request_shape
@@ -818,33 +819,53 @@ def merged_expert_grad_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int,
     return transient, block_grads
 
 
+def wrapped_block_bytes_per_token(req: EstimateRequest, cfg: act.ActConfig) -> int:
+    """What a block wrapped in a checkpoint keeps per token: its input
+    (:func:`calc.activations.checkpoint_bytes_per_token`), and under torchtitan's per-op policy
+    also the outputs it keeps (:func:`calc.activations.selective_op_bytes_per_token`)."""
+    arch = req.model
+    if req.selective_op:
+        names = frozenset(a.name for a in st.adapted(req))
+        matmuls = block_matmuls(arch, names, req.lora_rank)
+        return act.selective_op_bytes_per_token(arch, cfg, matmuls)
+    return act.checkpoint_bytes_per_token(arch, cfg)
+
+
 def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
     """Saved activations for ``b * s`` tokens through ``L`` blocks.
 
     Without checkpointing: ``L * block``; with it: ``L * checkpoint`` plus one block
-    recomputed in backward (Korthikanti et al. 2022, sec. 4.3). Activation offloading
+    recomputed in backward (Korthikanti et al. 2022, sec. 4.3); ``checkpoint`` is what a wrapped
+    block keeps (:func:`wrapped_block_bytes_per_token`), and with ``every-n`` only
+    ``floor(L / N)`` blocks are wrapped, the others keep ``block``. Activation offloading
     moves saved activations to host RAM, keeping two blocks' worth in flight."""
     arch = req.model
     cfg = act_config(req, reg)
     tokens = req.micro_batch_size * req.seq_len
     block = act.block_bytes_per_token(arch, cfg) * tokens
-    ckpt = act.checkpoint_bytes_per_token(arch, cfg) * tokens
+    ckpt = wrapped_block_bytes_per_token(req, cfg) * tokens
     per_layer = ckpt if req.gradient_checkpointing else block
     layers = arch.num_layers
+    wrapped = req.wrapped_blocks
     host = 0
     on_gpu_layers = layers
     if req.activation_offload:
         on_gpu_layers = min(layers, 2)
         host = (layers - on_gpu_layers) * per_layer
+    saved_blocks = on_gpu_layers * per_layer
+    if req.gradient_checkpointing and wrapped < layers:
+        # every-n: the unwrapped blocks keep what their forward saves (offloaded but two)
+        saved_blocks = wrapped * ckpt + (layers - wrapped) * block
+        if req.activation_offload:
+            saved_blocks, host = on_gpu_layers * block, saved_blocks - on_gpu_layers * block
     head = act.head_bytes_per_token(arch, cfg) * tokens
-    if (
-        not req.gradient_checkpointing
-        and not req.activation_offload
-        and not st.saved_module_params(req)[0]
-    ):
+    first_wrapped = req.gradient_checkpointing and block_wrapped(
+        0, req.checkpointing_granularity, req.checkpointing_every
+    )
+    if not first_wrapped and not req.activation_offload and not st.saved_module_params(req)[0]:
         # (a trainable embedding copy makes the first block's input require grad)
         head -= act.first_norm_unsaved_bytes_per_token(arch, cfg) * tokens
-    recompute = block if req.gradient_checkpointing else 0
+    recompute = block if wrapped else 0
     spike = act.indexer_transient_bytes_per_token(arch, cfg, req.micro_batch_size) * tokens
     pre = act.sparse_attention_pre_indexer_bytes(arch, cfg) * tokens if spike else 0
     if arch.hyper_connections:
@@ -852,7 +873,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         spike = act.dsv4_attention_transient_bytes_per_token(arch, cfg) * tokens
         pre = act.dsv4_pre_attention_bytes_per_token(arch, cfg) * tokens
     return Activations(
-        saved_all=on_gpu_layers * per_layer + head,
+        saved_all=saved_blocks + head,
         recompute=recompute,
         last_block=block,
         workspace=act.backward_workspace_bytes_per_token(arch, cfg) * tokens,
@@ -997,14 +1018,16 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     in_flight, dequant = a.workspace, 0
     if dq_grads + dq_weight > a.workspace:
         in_flight, dequant = dq_grads, dq_weight
-    copies_all = weight_copy_bytes(req, reg, one_layer=req.gradient_checkpointing and req.is_peft)
+    # the terms below that depend on checkpointing read it on when every block is wrapped;
+    # every-n with blocks left unwrapped counts them as without checkpointing (an upper bound)
+    copies_all = weight_copy_bytes(req, reg, one_layer=req.every_block_wrapped and req.is_peft)
     copies_one = weight_copy_bytes(req, reg, one_layer=True)
     merged_all = merged_expert_bytes(req, reg, one_layer=False)
     merged_one = merged_expert_bytes(req, reg, one_layer=True)
     # checkpointing discards what the forward saved: the merged stacks come back one layer
     # at a time, with the recompute
-    merged_fwd = 0 if req.gradient_checkpointing else merged_all
-    merged_first = merged_one if req.gradient_checkpointing else merged_all
+    merged_fwd = 0 if req.every_block_wrapped else merged_all
+    merged_first = merged_one if req.every_block_wrapped else merged_all
     # with accumulation the earlier micro-batches' gradients are there from the start
     held = s.grads_all if st.accumulates_gradients(req) else 0
     # the loop may still hold the previous micro-batch's logits and, through their graph, its
@@ -1012,7 +1035,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     prev_acts, prev_logits = previous_micro_batch_bytes(req, reg)
     # the 4-D mask built once per forward (shared_mask_bytes), kept by every checkpointed
     # block until its backward
-    held_mask = a.shared_mask if req.gradient_checkpointing else 0
+    held_mask = a.shared_mask if req.every_block_wrapped else 0
     forward_end = _phase(
         **common,
         activations=a.saved_all + prev_acts + held_mask,
@@ -1040,7 +1063,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         # the last block's indexer: every earlier block's saved tensors, what that block has
         # saved so far, the causal mask and the indexer's transient
         before = a.saved_all - a.head
-        if not req.gradient_checkpointing:
+        if not req.every_block_wrapped:
             before += a.indexer_pre - a.last_block
         spike = _phase(
             **{
@@ -1052,7 +1075,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
             }
         )
         forward_end = max(forward_end, spike, key=lambda parts: sum(parts.values()))
-    elif a.shared_mask and not req.gradient_checkpointing:
+    elif a.shared_mask and not req.every_block_wrapped:
         # unheld, the mask is freed when the model's forward returns: its last moment is the
         # last block's forward, with every block's saved tensors
         last_forward = _phase(
@@ -1107,7 +1130,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         comm_buffers=s.comm_static + s.comm_backward,
     )
     candidates = [first_block, last_block]
-    if a.indexer_spike and req.gradient_checkpointing:
+    if a.indexer_spike and req.every_block_wrapped:
         # each block's recompute runs its indexer again: at the first block recomputed (every
         # checkpoint alive) and at the last one (every later block's gradient alive)
         indexer = a.indexer_pre + a.indexer_spike + a.shared_mask

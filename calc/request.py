@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .arch import ModelArch
+from .checkpointing import Granularity, selective_op_counted, wrapped_blocks
+from .checkpointing import check as check_granularity
 from .errors import CalcError, ConfigError, InputError
 from .fields import (
     BY_KEY,
@@ -24,6 +26,7 @@ from .fields import (
     AdapterDtype,
     AttentionMask,
     Attention,
+    CheckpointingGranularity,
     CpuOffload,
     FieldSpec,
     Method,
@@ -67,6 +70,8 @@ class EstimateRequest:
     length_stats: LengthStats | None
     batching: Batching
     gradient_checkpointing: bool
+    checkpointing_granularity: CheckpointingGranularity
+    checkpointing_every: int | None
     attention: Attention
     chunked_loss: bool
     activation_offload: bool
@@ -122,6 +127,34 @@ class EstimateRequest:
     @property
     def is_peft(self) -> bool:
         return self.method is not Method.FULL
+
+    @property
+    def wrapped_blocks(self) -> int:
+        """Decoder blocks checkpointing wraps (:func:`calc.checkpointing.wrapped_blocks`); 0
+        without checkpointing."""
+        if not self.gradient_checkpointing:
+            return 0
+        return wrapped_blocks(
+            self.model.num_layers, self.checkpointing_granularity, self.checkpointing_every
+        )
+
+    @property
+    def selective_op(self) -> bool:
+        """torchtitan's per-op policy, counted as such
+        (:func:`calc.checkpointing.selective_op_counted`; elsewhere ``selective-op`` is
+        counted as ``full``)."""
+        return (
+            self.gradient_checkpointing
+            and self.checkpointing_granularity is Granularity.SELECTIVE_OP
+            and selective_op_counted(self.model, self.method.value)
+        )
+
+    @property
+    def every_block_wrapped(self) -> bool:
+        """Checkpointing on and every decoder block wrapped (``full``, ``selective-op``, or
+        ``every-n`` with N = 1): what the terms that depend on whether a block's forward is
+        kept read."""
+        return self.gradient_checkpointing and self.wrapped_blocks == self.model.num_layers
 
     def to_dict(self) -> JsonObject:
         """The request in its JSON form (model as its id)."""
@@ -185,6 +218,11 @@ def parse_estimate_request(data: object, command: str = "estimate") -> EstimateR
     for key, spec in fields.items():
         if key != "model" and spec.group != PLAN:
             kwargs[key] = spec.check(values[key], arch)
+    check_granularity(
+        kwargs["checkpointing_granularity"],
+        kwargs["checkpointing_every"],
+        kwargs["gradient_checkpointing"],
+    )
     if kwargs["length_stats"] is not None:  # its parts against each other and seq_len
         check_consistent(kwargs["length_stats"], kwargs["seq_len"])
     if kwargs["moe_expert_layout"] is MoeExpertLayout.FUSED_3D:
@@ -230,6 +268,17 @@ def request_warnings(req: EstimateRequest) -> list[str]:
         out.append("paged_optimizer_with_cpu_offload")
     if req.optimizer_fused and req.optimizer is not Optimizer.ADAMW:
         out.append("optimizer_fused_ignored")
+    if (
+        req.checkpointing_every is not None
+        and req.checkpointing_granularity is not Granularity.EVERY_N
+    ):
+        out.append("checkpointing_every_ignored")
+    if (
+        req.gradient_checkpointing
+        and req.checkpointing_granularity is Granularity.SELECTIVE_OP
+        and not req.selective_op
+    ):
+        out.append("selective_op_counted_as_full")
     return out
 
 

@@ -23,6 +23,11 @@ What a schema cannot say, and the parser still checks:
   one value (``key_given_twice``);
 - ``model.hf_config`` must be a config.json calc can read (``calc.hf_config``): the schema only
   says it is an object;
+- ``checkpointing_granularity`` other than ``full`` needs ``gradient_checkpointing`` on
+  (``checkpointing_granularity_without_checkpointing``), and ``every-n`` needs
+  ``checkpointing_every`` (``missing_field``);
+- ``checkpointing_granularity`` ``selective-op`` is counted as ``full`` (a warning says so)
+  on QLoRA and on blocks :func:`calc.checkpointing.supports_selective_op` does not list;
 - the memory model may still refuse a valid request it cannot estimate.
 """
 

@@ -41,6 +41,7 @@ from . import memory as mem
 from . import states as st
 from . import allocator as al
 from .allocator import SMALL_SIZE_BYTES, Event
+from .checkpointing import block_wrapped
 from .jsontypes import JsonObject
 from .lengths import micro_batch_tokens
 from .request import EstimateRequest, Method
@@ -1105,16 +1106,28 @@ class _Builder:
             # 2. forward
             ckpt = req.gradient_checkpointing
             per_layer = (
-                act.checkpoint_bytes_per_token(arch, cfg) * tokens if ckpt else acts.last_block
+                mem.wrapped_block_bytes_per_token(req, cfg) * tokens if ckpt else acts.last_block
             )
+            # every-n: blocks N, 2N, ... wrapped, the others keep their whole forward
+            wrapped = [
+                ckpt and block_wrapped(i, req.checkpointing_granularity, req.checkpointing_every)
+                for i in range(layers)
+            ]
             on_gpu = min(layers, 2) if req.activation_offload else layers
-            head = max(0, acts.saved_all - on_gpu * per_layer)
+            head = max(
+                0,
+                acts.saved_all
+                - on_gpu * per_layer
+                - (0 if all(wrapped) else acts.last_block - per_layer) * wrapped.count(False),
+            )
+            if req.activation_offload and not all(wrapped):
+                head = max(0, acts.saved_all - on_gpu * acts.last_block)
             saved: list[list[int]] = []
             transients = _norm_transients(tokens, req)
-            block_tensors = _saved_tensors(acts.last_block if ckpt else per_layer, tokens, req, cb)
+            block_tensors = _saved_tensors(acts.last_block, tokens, req, cb)
             for _layer in range(layers):
                 free(allocs(transients))
-                if ckpt:
+                if wrapped[_layer]:
                     inner = allocs(block_tensors)
                     saved.append([alloc(per_layer)])
                     free(inner)
@@ -1158,7 +1171,7 @@ class _Builder:
             work_sizes = _split(acts.workspace, work_sizes)
             recompute_sizes = _saved_tensors(acts.recompute, tokens, req, cb) if ckpt else []
             for layer in reversed(range(layers)):
-                recompute = allocs(recompute_sizes)
+                recompute = allocs(recompute_sizes) if wrapped[layer] else []
                 work = allocs(work_sizes)
                 if first and g_layers:
                     grads += allocs(_pack(g_layers[layer]))

@@ -38,9 +38,11 @@ from .flops import (
     block_linear_params,
     matmul_params,
     training_flops_per_token,
+    selective_recompute_flops,
 )
 from .jsontypes import JsonObject
 from .lengths import request_attention_span, request_shape
+from .checkpointing import Granularity, block_matmuls
 from .fields import AdapterDtype, Attention
 from .request import (
     CpuOffload,
@@ -550,7 +552,7 @@ class Counts:
     )
     grad_params: int
     reg: st.Regime
-    passes: int  # forward + backward (+ recompute): weight uses per micro-step
+    passes: float  # forward + backward (+ recompute, its share): weight uses per micro-step
     kernels_per_micro: float
     fp8_cast_elements_per_token: float
     block_weight_params: int
@@ -574,6 +576,9 @@ class Counts:
     # calls inside a per-expert loop that synchronises host and device (:func:`zero3_module_calls`)
     hooked_module_calls: float = 0.0
     synced_module_calls: float = 0.0
+    # torchtitan's per-op policy keeps SDPA's flash and memory-efficient outputs only: another
+    # kernel's attention runs again in backward (calc.checkpointing)
+    attention_kept_if_flash: bool = False
 
 
 _COUNTS: dict[tuple[int, Sharding, int | None], tuple[EstimateRequest, Counts]] = {}
@@ -603,6 +608,19 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     embed_copy = st.saved_module_params(req)[0]
     head_copy = st.trained_output_layer_params(req)
     span, mask = packed_attention(req)
+    # what the backward runs again (calc.checkpointing): the whole forward of every block
+    # (full), of floor(L / N) blocks (every-n), or the matmuls and element-wise ops torchtitan's
+    # per-op policy does not keep (selective-op)
+    granularity = req.checkpointing_granularity
+    share = 1.0
+    selective = None
+    sac_kept_ops = 0  # per block: the kernels whose outputs the per-op policy keeps
+    if req.gradient_checkpointing and granularity is Granularity.EVERY_N:
+        share = req.wrapped_blocks / arch.num_layers
+    elif req.selective_op:
+        matmuls = block_matmuls(arch, frozenset(a.name for a in st.adapted(req)), req.lora_rank)
+        selective = selective_recompute_flops(arch, matmuls)
+        sac_kept_ops = sum(m.kept for m in matmuls) + (req.attention is Attention.SDPA)
     fpt = training_flops_per_token(
         arch,
         req.method.value,
@@ -612,10 +630,14 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         req.attention.value,
         mask,
         span,
+        share,
+        selective,
     )
     if head_copy:
         fpt = replace(fpt, backward=fpt.backward + 2.0 * head_copy)
-    recompute = 1 if req.gradient_checkpointing else 0
+    # the element-wise ops of a block run again with its recompute (all of them under the
+    # per-op policy); every-n: in the wrapped share of the blocks
+    recompute: float = (1 if req.gradient_checkpointing else 0) if share == 1.0 else share
     passes = 2 + recompute
     tokens = req.micro_batch_size * req.seq_len
     n_linears = sum(lin.count if lin.active == lin.count else lin.active for lin in arch.linears)
@@ -643,6 +665,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     else:
         fwd_ops = arch.num_layers * (n_linears + other + LORA_OPS_PER_ADAPTER * adapters)
         kernels = fwd_ops * (1 + BACKWARD_OPS_FACTOR + recompute) + bnb_ops
+        if sac_kept_ops:
+            kernels -= arch.num_layers * sac_kept_ops  # kept outputs are not launched again
     # FP8 casts per token: inputs (forward, recompute) and output gradients (backward)
     per_layer_in = sum(l.active * l.d_in for l in arch.linears if l.quantizable)
     per_layer_out = sum(l.active * l.d_out for l in arch.linears if l.quantizable)
@@ -717,7 +741,12 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         + lora_input_bytes(req) * sum(l.active * l.d_in for l in st.adapted(req) if not l.fused)
     )
     fwd_bytes = arch.num_layers * per_layer
-    adapter_flops, adapter_bytes = adapter_matmul_counts(req, recompute)
+    adapter_re = recompute
+    if selective is not None:
+        # the per-op policy runs again only the adapters' matmuls it does not keep
+        adapter_fwd = adapter_matmul_counts(req, 0)[0] / 3.0  # one forward of 1 + 2
+        adapter_re = selective[1] / adapter_fwd if adapter_fwd else 0.0
+    adapter_flops, adapter_bytes = adapter_matmul_counts(req, adapter_re)
     # Gemma-2 caps its logits with a tanh (forward and backward once per micro-step), in the
     # logits' dtype: fp32 where the output layer runs in fp32 (kbit preparation, fp32 training)
     logit_bytes = (
@@ -781,10 +810,11 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         reduce_bucket_params=reduce_bucket,
         hooked_module_calls=hooked,
         synced_module_calls=synced,
+        attention_kept_if_flash=selective is not None and req.attention is Attention.SDPA,
     )
 
 
-def adapter_matmul_counts(req: EstimateRequest, recompute: int) -> tuple[float, float]:
+def adapter_matmul_counts(req: EstimateRequest, recompute: float) -> tuple[float, float]:
     """(FLOPs, bytes) per token, whole model, all passes (forward, backward, recomputed forward),
     of the LoRA adapters' rank-``r`` matmuls that tokens pass through: ``2 r (d_in + d_out)``
     FLOPs per adapted linear forward and twice that backward (the FLOPs
@@ -1018,7 +1048,9 @@ def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> flo
     factor = ATTENTION_KERNEL_TIME[kernel.backend]
     if kernel.backend == attn_kernels.EFFICIENT and c.attention_dtype != "fp32":
         # its tiles pad a head dim they do not divide (Phi-3's 96 runs 128 wide)
-        factor *= attn_kernels.efficient_padded_share(c.head_dim, bool(c.flops.recompute))
+        factor *= attn_kernels.efficient_padded_share(
+            c.head_dim, bool(c.flops.attention_recompute_share)
+        )
     if c.attention_dtype == "fp32":
         factor *= FP32_ATTENTION_TIME["tf32x3"] if kernel.tensor_cores else fp32_time(rates)
     share = AMPERE_KERNEL_PEAK_SHARE.get(rates.architecture, 1.0)
@@ -1062,7 +1094,7 @@ def score_bytes_per_token(c: "Counts", capability: tuple[int, int] | None) -> tu
         bwd = mask_bytes * MASK_READS["fused", "backward"]
     else:
         return 0.0, 0.0
-    recompute = 1.0 if c.flops.recompute else 0.0
+    recompute = c.flops.attention_recompute_share
     return elements * fwd, elements * (bwd + recompute * fwd)
 
 
@@ -1179,6 +1211,18 @@ def step_breakdown(
         * (SATURATION_REFERENCE_HIDDEN / c.hidden) ** 2
     )
     eff = efficiency * sat
+    if c.attention_kept_if_flash and rates.capability is not None:
+        backend = _kernel(c, rates.capability).backend
+        if backend not in (attn_kernels.FLASH, attn_kernels.EFFICIENT):
+            # cuDNN or the math backend: not in the per-op policy's list, run again
+            c = replace(
+                c,
+                flops=replace(
+                    c.flops,
+                    recompute=c.flops.recompute + c.flops.attention_forward,
+                    attention_recompute_share=1.0,
+                ),
+            )
     f = c.flops
     use_fp8 = fp8 and rates.fp8_peak_flops > 0
     fp8_eff = (FP8_MATMUL_EFFICIENCY if fp8_efficiency is None else fp8_efficiency) * sat
@@ -1197,7 +1241,7 @@ def step_breakdown(
     slower = attention_time_factor(c, rates, efficiency) - 1.0
     if slower and f.attention_forward:
         extra = T * f.attention_total * slower / (rates.peak_flops * eff)
-        fwd_part = 1.0 / (3.0 + (1.0 if f.recompute else 0.0))
+        fwd_part = 1.0 / (3.0 + f.attention_recompute_share)
         t_fwd += extra * fwd_part
         t_bwd += extra * (1.0 - fwd_part)
     # matmuls on fp32 weights and inputs (the output layer after kbit preparation) run on the
@@ -1228,7 +1272,7 @@ def step_breakdown(
     compute_micro = t_fwd + t_bwd
     # element-wise kernels run between the matmuls on the same stream: added, not overlapped
     elementwise_micro = T * c.elementwise_bytes_per_token / rates.memory_bytes_per_s
-    fwd_share = 1.0 / (1 + BACKWARD_ELEMENTWISE_FACTOR + (1 if c.passes == 3 else 0))
+    fwd_share = 1.0 / (1 + BACKWARD_ELEMENTWISE_FACTOR + (c.passes - 2))
     t_fwd += elementwise_micro * fwd_share
     t_bwd += elementwise_micro * (1 - fwd_share)
     # the math backend and eager attention write and read the L x L scores, and kernels

@@ -86,6 +86,8 @@ GROUPS = (
         (
             "gradient_accumulation_steps",
             "gradient_checkpointing",
+            "checkpointing_granularity",
+            "checkpointing_every",
             "attention",
             "torch_compile",
             "chunked_loss",

@@ -18,7 +18,7 @@ from ..config_import.cli import add_config_warnings, config_warning_lines
 from ..errors import InputError
 from ..jsontypes import JsonObject
 from . import io
-from .commands import add_request_arguments, build_request, estimate_verdicts
+from .commands import _computed, add_request_arguments, build_request, estimate_verdicts
 from ..fields import FieldSpec, field_specs
 from .flags import flag_value
 from .helptext import sweep_field_help, usage
@@ -89,12 +89,13 @@ def plan_sweep(args: argparse.Namespace) -> tuple[str, list[object], list[JsonOb
     for value in values:
         request = with_changes(base, {spec.key: value})  # a behaviour may sit in "behaviour"
         if command == "plan":
-            responses.append(plan_dict(request))
+            # a refused run lists every bad field, as the single run does
+            responses.append(_computed("plan", plan_dict, request))
             continue
         gpu = request.pop("gpu", None)
         if "safety_margin" in request:
             margin = float(check_number("safety_margin", request.pop("safety_margin"), 0.0, 1.0))
-        est = estimate_dict(request)
+        est = _computed("estimate", estimate_dict, request)
         if gpu is not None:
             from ..gpus import get_gpu
 

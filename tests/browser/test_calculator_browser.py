@@ -207,6 +207,15 @@ PLAN_VARIATIONS = [
         "micro_batch_size": "2",
         "gradient_accumulation_steps": "4",
     },
+    # checkpointing by granularity: torchtitan's every-N-th block and per-op policies
+    {
+        "method": "full",
+        "checkpointing_granularity": "every-n",
+        "checkpointing_every": "2",
+        "seq_len": "4096",
+        "gpu": "h100-sxm",
+    },
+    {"checkpointing_granularity": "selective-op", "model": "llama-3.2-1b", "gpu": "a100-80gb-sxm"},
     # peft's prepare_model_for_kbit_training (fp32 outside the 4-bit weights), and a loop's loss
     # on the model's 16-bit logits
     {

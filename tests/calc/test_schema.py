@@ -126,6 +126,12 @@ def valid_requests(draw, command: str):
             out.setdefault("behaviour", {})[key] = draw(strategy)  # a behaviour in its place
         elif strategy is not None:
             out[key] = draw(strategy)
+    # what the schema cannot say (calc.schema): a granularity other than full with checkpointing on,
+    # every-n with its N
+    if out.get("checkpointing_granularity", "full") != "full":
+        out["gradient_checkpointing"] = True
+    if out.get("checkpointing_granularity") == "every-n" and out.get("checkpointing_every") is None:
+        out["checkpointing_every"] = draw(st.integers(1, 64))
     return out
 
 

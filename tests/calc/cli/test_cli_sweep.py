@@ -188,3 +188,13 @@ def test_sweeping_a_behaviour_the_request_file_sets_under_behaviour(tmp_path):
     for run, layout in zip(runs, ("per-expert-modules", "fused-3d"), strict=True):
         single = estimate_dict({"model": "qwen1.5-moe-a2.7b", "moe_expert_layout": layout})
         assert run["value"] == layout and run["response"] == single
+
+
+def test_a_refused_sweep_lists_every_bad_field_as_its_single_run():
+    # every-n without its N: the sweep stops at the first run with the single run's response
+    base = ["--model", "llama-3.2-1b", "--checkpointing-granularity", "every-n", "--json"]
+    rc, out, _ = run_main(["sweep", *base, "--seq-len", "512,1024"])
+    rc_one, one, _ = run_main(["estimate", *base, "--seq-len", "512"])
+    assert rc == rc_one == 2
+    assert json.loads(out) == json.loads(one)
+    assert json.loads(out)["errors"][0]["field"] == "checkpointing_every"
