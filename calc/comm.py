@@ -91,6 +91,7 @@ NETWORKS = {
     "infiniband-3200": Network(3200.0, _RDMA_STEP_LATENCY_S),
     "infiniband-1600": Network(1600.0, _RDMA_STEP_LATENCY_S),
     "roce-3200": Network(3200.0, _RDMA_STEP_LATENCY_S),
+    "roce-400": Network(400.0, _RDMA_STEP_LATENCY_S),
     "efa-3200": Network(3200.0, 15e-6),
     "efa-400": Network(400.0, 15e-6),
     "gpudirect-tcpxo-1600": Network(1600.0, 15e-6),
@@ -109,6 +110,9 @@ GPU traffic and the latency of one ring step across it. Which cloud instance has
 - ``roce-3200``: 8 x 400 Gb/s RoCE Ethernet, the same rate as NDR over Ethernet (Meta's RoCE
   training clusters, Gangidi et al., SIGCOMM 2024, "RDMA over Ethernet for Distributed Training at
   Meta Scale": 400 Gb/s per GPU; Google Cloud A3 Ultra and A4, 8 ConnectX-7 NICs, 3,200 Gb/s).
+- ``roce-400``: 4 x 100 Gb/s RoCE per 8-GPU server, the A100-SXM4-80GB cluster of InternLM's
+  training performance page (InternLM/InternEvo ``doc/en/train_performance.md`` at c628a8c8,
+  2024-03: inter-machine bandwidth 4 * 100Gb RoCE).
 - ``efa-3200``: AWS p5.48xlarge (8 x H100), 3,200 Gb/s of Elastic Fabric Adapter (32 x 100 Gb/s;
   AWS EC2 P5 instance page).
 - ``efa-400``: AWS p4d.24xlarge / p4de.24xlarge (8 x A100), 400 Gb/s of EFA (4 x 100 Gb/s; AWS EC2
