@@ -56,6 +56,7 @@ OLD_LINKS = [
     "?model=llama-3.1-8b&chunked_loss=true&chunked_loss_holds_logits=true"
     "&lora_fused_qkv_adapter=true&lora_targets=q_proj,v_proj",
     "?method=lora&precision=bf16-mixed&framework=generic&weights_loaded_16bit=true",
+    "?method=full&num_gpus=8&sharding=zero3&gpu=h100-sxm&fsdp_fully_shard=true",
 ]
 
 

@@ -126,6 +126,11 @@ def valid_requests(draw, command: str):
             out.setdefault("behaviour", {})[key] = draw(strategy)  # a behaviour in its place
         elif strategy is not None:
             out[key] = draw(strategy)
+    # FSDP1 and FSDP2 together is beyond a schema (calc.schema): one of them only
+    given = {**out, **out.get("behaviour", {})}
+    if "fsdp_flat_parameters" in given and "fsdp_fully_shard" in given:
+        out.pop("fsdp_fully_shard", None)
+        out.get("behaviour", {}).pop("fsdp_fully_shard", None)
     return out
 
 
