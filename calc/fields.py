@@ -934,6 +934,23 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "fsdp_fully_shard",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "the loop shards with FSDP2 (``fully_shard``): each unshard copies the unit's "
+            "gathered parameters out of the all-gather buffer into the per-parameter tensors "
+            "(torch ``distributed/fsdp/_fully_shard/_fsdp_collectives.py`` "
+            "``foreach_all_gather_copy_out``, called by ``FSDPParamGroup.wait_for_unshard``) on "
+            "the compute stream, a block in its forward and again in the backward, the root "
+            "once: read and written at the memory's rate, exposed "
+            "(:data:`calc.timing.FSDP2_COPY_OUT_PASSES`). FSDP1 gives the modules views of the "
+            "gathered flat parameter instead (``_flat_param.py`` ``_use_unsharded_views``). Only "
+            "with ZeRO-3 / FSDP on several GPUs; not with ``fsdp_flat_parameters`` (FSDP1). "
+            "Default False: no copy-out counted, as FSDP1 and DeepSpeed run."
+        ),
+    ),
+    _bool(
         "logits_upcast_in_model",
         False,
         BEHAVIOUR,

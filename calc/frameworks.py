@@ -140,6 +140,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "chunked_loss_keeps_fp32": True,
         "output_layer_chunked": True,
         "rope_cache_fp32": True,
+        "fsdp_fully_shard": True,
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": True,
@@ -341,6 +342,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "qlora_quant_state_replicated": "torchao NF4Tensor shards its scalers with its data under "
         "FSDP2 (fsdp_pre_all_gather / fsdp_post_all_gather)",
         "frozen_weight_grads": "torchtune v0.3 (2024) FSDP2 shard_model, or lora_fsdp_wrap_policy before it",
+        "fsdp_fully_shard": "torchtune v0.3 (2024) training/_distributed.py shard_model: "
+        "fully_shard on each matching layer, then on the model (FSDP2)",
         "attention_keeps_fused_qkv": "torchtune modules/attention.py MultiHeadAttention (v0.3, 2024): separate q, k, v projections",
         "lora_adapter_dtype": "torchtune v0.3 (2024) LoRALinear builds lora_a / lora_b in the model dtype",
         "attention_grouped_kv": "torchtune v0.3 (2024) MultiHeadAttention expands k, v to every query "
@@ -625,6 +628,8 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "sync_each_micro_batch": "several GPUs and gradient accumulation; the oracle runs one process",
     "frozen_weight_grads": "several GPUs (FSDP wrap units); the oracle runs one process",
     "fsdp_wrap_floor": "reserved memory of the FSDP1 wrap; the oracle counts allocated bytes",
+    "fsdp_fully_shard": "FSDP2's copy-out of gathered parameters, time only; the oracle runs "
+    "one process and traces memory",
     "attention_keeps_fused_qkv": "LitGPT's fused attention, traced by the LitGPT stack only; "
     "the transformers oracle runs separate q, k, v projections",
     "attention_mask": "padded micro-batches (length_stats) and their 4-D mask; the oracle "
@@ -710,6 +715,7 @@ APPLIES_WHEN = {
     "packed_attention": _packed,
     "frozen_weight_grads": _several_sharded,
     "fsdp_flat_parameters": _several_sharded,
+    "fsdp_fully_shard": _several_sharded,
     "qlora_prepare_kbit": _one_gpu,
     "attention_mask": _padded_sdpa,
     "attention_grouped_kv": _no_mask_tensor,

@@ -103,6 +103,7 @@ class EstimateRequest:
     qlora_prepare_kbit: bool
     qlora_compute_dtype_from_input: bool
     fsdp_flat_parameters: bool
+    fsdp_fully_shard: bool
     fsdp_wrap_floor: bool
     logits_upcast_in_model: bool
     chunked_loss_keeps_fp32: bool
@@ -225,6 +226,9 @@ def parse_estimate_request(data: object, command: str = "estimate") -> EstimateR
     )
     if kwargs["length_stats"] is not None:  # its parts against each other and seq_len
         check_consistent(kwargs["length_stats"], kwargs["seq_len"])
+    if kwargs["fsdp_flat_parameters"] and kwargs["fsdp_fully_shard"]:
+        # FSDP1's flat parameters and FSDP2's per-parameter sharding: one loop runs one of them
+        raise InputError("fsdp_versions_conflict", "fsdp_fully_shard", True)
     if kwargs["moe_expert_layout"] is MoeExpertLayout.FUSED_3D:
         from .lora import as_stored_3d  # experts as 3-D tensors: QLoRA leaves them in 16 bits
 

@@ -21,6 +21,8 @@ What a schema cannot say, and the parser still checks:
   :func:`calc.lengths.check_consistent`);
 - a library behaviour given both on top (as older requests do) and under ``behaviour`` must have
   one value (``key_given_twice``);
+- ``fsdp_flat_parameters`` (FSDP1) and ``fsdp_fully_shard`` (FSDP2) are not both true
+  (``fsdp_versions_conflict``);
 - ``model.hf_config`` must be a config.json calc can read (``calc.hf_config``): the schema only
   says it is an object;
 - ``checkpointing_granularity`` other than ``full`` needs ``gradient_checkpointing`` on

@@ -441,6 +441,22 @@ DDP_BUCKET_BYTES = 25 * 2**20
 25 MiB buckets as backward produces them; only the last bucket's all-reduce is certainly
 exposed (torch 2.13 ``DistributedDataParallel`` docstring)."""
 
+FSDP2_COPY_OUT_PASSES = 2
+"""Memory passes of FSDP2's copy-out of one unit's gathered parameters: read the all-gather
+buffer, write each parameter's own tensor. FSDP2 (``fully_shard``) all-gathers a unit into one
+flat buffer and then ``FSDPParamGroup.wait_for_unshard`` calls ``foreach_all_gather_copy_out``
+(torch 2.13 ``distributed/fsdp/_fully_shard/_fsdp_collectives.py``), whose
+``torch.ops.fsdp.split_with_sizes_copy(all_gather_output, ..., out=...)`` copies it into the
+per-parameter tensors on the current (compute) stream: that stream waits for the all-gather
+first, and the copy runs between the unit's neighbours' kernels, not behind communication
+(only the next unit's all-gather, on its own stream, overlaps it). Each unit is copied out
+at every unshard: a block in its forward and again in the backward (``reshard_after_forward``
+frees it after the forward; recomputation runs inside the backward's unshard), the root
+(embedding, final norm, output layer), which ``FSDPState._lazy_init`` does not reshard after
+the forward, once. FSDP1 hands the modules views of the gathered flat parameter
+(``_flat_param.py`` ``_use_unsharded_views``): no copy, so the request's
+``fsdp_fully_shard`` switches this on."""
+
 CPU_OPTIMIZER_BYTES_PER_PARAM = 30
 """DeepSpeed ``DeepSpeedCPUAdam`` (ZeRO-Offload, Ren et al. 2021, arXiv:2101.06840, sec. 4.1):
 per parameter it reads fp32 weight, gradient, m and v (16 B), writes weight, m, v (12 B) and
@@ -579,6 +595,9 @@ class Counts:
     # torchtitan's per-op policy keeps SDPA's flash and memory-efficient outputs only: another
     # kernel's attention runs again in backward (calc.checkpointing)
     attention_kept_if_flash: bool = False
+    # FSDP2's copy-out of the gathered parameters, bytes read and written per micro-step
+    # (:data:`FSDP2_COPY_OUT_PASSES`, :func:`fsdp2_copy_out_bytes`)
+    copy_out_bytes: float = 0.0
 
 
 _COUNTS: dict[tuple[int, Sharding, int | None], tuple[EstimateRequest, Counts]] = {}
@@ -811,7 +830,31 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         hooked_module_calls=hooked,
         synced_module_calls=synced,
         attention_kept_if_flash=selective is not None and req.attention is Attention.SDPA,
+        copy_out_bytes=fsdp2_copy_out_bytes(req, sharding, reg, float(qbytes)),
     )
+
+
+def fsdp2_copy_out_bytes(
+    req: EstimateRequest, sharding: Sharding, reg: st.Regime, quantized_bytes: float
+) -> float:
+    """Bytes FSDP2 reads and writes per micro-step copying gathered parameters out of the
+    all-gather buffer (:data:`FSDP2_COPY_OUT_PASSES`): the blocks twice (forward, and the
+    backward's re-gather), the root once, at the dtype they are gathered in (the compute
+    dtype; 4-bit weights as their packed bytes). 0 unless ``fsdp_fully_shard`` on FSDP
+    ZeRO-3 over several GPUs."""
+    if (
+        not req.fsdp_fully_shard
+        or sharding is not Sharding.ZERO3
+        or req.num_gpus <= 1
+        or st.deepspeed_zero(req)
+    ):
+        return 0.0
+    arch = req.model
+    layout = st.param_layout(req)
+    root = float(arch.embedding_params + arch.norm_params + arch.lm_head_params)
+    root_bytes = root * reg.compute_bytes
+    blocks = layout.dense * reg.compute_bytes + quantized_bytes - root_bytes
+    return FSDP2_COPY_OUT_PASSES * (2.0 * blocks + root_bytes)
 
 
 def adapter_matmul_counts(req: EstimateRequest, recompute: float) -> tuple[float, float]:
@@ -1281,6 +1324,14 @@ def step_breakdown(
     t_fwd += T * score_fwd / rates.memory_bytes_per_s
     t_bwd += T * score_bwd / rates.memory_bytes_per_s
     elementwise_micro += T * (score_fwd + score_bwd) / rates.memory_bytes_per_s
+    # FSDP2 copies each gathered unit out of its all-gather buffer on the compute stream: the
+    # copies split evenly between the forward and the backward (the root's single copy, in the
+    # forward, is small beside the blocks')
+    if c.copy_out_bytes:
+        copy_out = c.copy_out_bytes / rates.memory_bytes_per_s
+        t_fwd += copy_out / 2
+        t_bwd += copy_out / 2
+        elementwise_micro += copy_out
 
     # QLoRA: each pass that uses a frozen 4-bit weight dequantises it first
     dq_pass = c.dequantisation_bytes / rates.memory_bytes_per_s

@@ -302,7 +302,9 @@ def _chunked_loss(rep: Report, key: str, value: object, st: JsonObject) -> None:
 
 
 def _fsdp_version(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    rep.mark_used(key, ["sharding"])
+    # fsdp_section reads the version for the FSDP config (FSDP2: fsdp_fully_shard)
+    two = (common.positive_int(value) or 1) >= 2
+    rep.mark_used(key, ["sharding", "fsdp_fully_shard"] if two else ["sharding"])
 
 
 def _torch_compile(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -370,7 +372,7 @@ KEYS: dict[str, keys.Key] = {
         *sections.FSDP_FIELDS,
         table=sections.FSDP,
     ),
-    "fsdp_version": keys.Key(_fsdp_version, ("sharding",)),
+    "fsdp_version": keys.Key(_fsdp_version, ("sharding", "fsdp_fully_shard")),
     "torch_compile": keys.Key(_torch_compile, ("torch_compile",)),
     "num_epochs": keys.call(hf.set_epochs, "epochs"),
     "max_steps": keys.Key(hf.read_max_steps, ("max_steps", "dataset_tokens")),

@@ -346,11 +346,22 @@ FSDP: dict[str, Key] = {
     "offload_params": Key(_offload_params, ("cpu_offload",)),
     "activation_checkpointing": Key(_activation_checkpointing, ("gradient_checkpointing",)),
     "use_orig_params": Key(_use_orig_params, ("frozen_weight_grads",), "FSDP1 only"),
-    "version": Key(lambda rep, path, value, ctx: rep.mark_used(path, ["sharding"]), ("sharding",)),
+    "version": Key(
+        lambda rep, path, value, ctx: rep.mark_used(
+            path, ["sharding", "fsdp_fully_shard"] if ctx["version"] >= 2 else ["sharding"]
+        ),
+        ("sharding", "fsdp_fully_shard"),
+    ),
     "mixed_precision_policy": keys.ignored(),
 }
 """An FSDP config's keys, by their names without the ``fsdp_`` prefix."""
-FSDP_FIELDS = ("sharding", "cpu_offload", "frozen_weight_grads", "gradient_checkpointing")
+FSDP_FIELDS = (
+    "sharding",
+    "cpu_offload",
+    "frozen_weight_grads",
+    "gradient_checkpointing",
+    "fsdp_fully_shard",
+)
 """What an FSDP config can set."""
 
 
@@ -376,6 +387,9 @@ def fsdp_section(
             rep.unknown(path)
         else:
             entry.read(rep, path, value, ctx)
+    if ctx["version"] >= 2:
+        # FSDP2 shards with fully_shard, which copies each gathered unit out of its buffer
+        rep.request.setdefault("fsdp_fully_shard", True)
     if "sharding_strategy" not in plain and "reshard_after_forward" not in plain:
         # FULL_SHARD is the default strategy of torch FSDP and of accelerate 1.15.0
         rep.default("sharding", "zero3", "torch FSDP default FULL_SHARD")

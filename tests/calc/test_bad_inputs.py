@@ -300,3 +300,21 @@ def test_a_rank_at_the_hidden_size_and_a_dataset_of_one_step_warn_of_nothing():
         "dataset_tokens_below_one_step"
         in calc.plan_setup({**base, "dataset_tokens": 8191})["warnings"]
     )
+
+
+def test_fsdp1_and_fsdp2_together_is_a_coded_error():
+    """FSDP1's flat parameters and FSDP2's fully_shard: a loop runs one of them."""
+    out = calc.run(
+        "estimate",
+        {
+            "model": "llama-2-7b",
+            "num_gpus": 8,
+            "sharding": "zero3",
+            "fsdp_flat_parameters": True,
+            "fsdp_fully_shard": True,
+        },
+    )
+    assert (out["error"]["code"], out["error"]["field"]) == (
+        "fsdp_versions_conflict",
+        "fsdp_fully_shard",
+    )

@@ -428,6 +428,16 @@ def test_axolotl_fsdp_version_outside_the_fsdp_config():
     assert "frozen_weight_grads" not in v2["request"]  # FSDP2 has no flat-parameter units
     v1 = import_config(text.format(version=""))
     assert v1["request"]["frozen_weight_grads"] is True
+    # FSDP2 copies each gathered unit out of its all-gather buffer; FSDP1 does not
+    assert v2["request"]["fsdp_fully_shard"] is True
+    assert "fsdp_fully_shard" not in v1["request"]
+
+
+def test_accelerate_fsdp_version_2_reads_as_fully_shard():
+    v2 = import_config((CONFIGS / "accelerate/fsdp2.yaml").read_bytes())
+    assert v2["request"]["fsdp_fully_shard"] is True
+    v1 = import_config((CONFIGS / "accelerate/fsdp1_offload.yaml").read_bytes())
+    assert "fsdp_fully_shard" not in v1["request"]
 
 
 def test_browser_entry_never_raises_and_fills_the_whole_form():

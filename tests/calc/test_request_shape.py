@@ -60,6 +60,7 @@ OLD_LINKS = [
     "&attention_mask=padding&length_stats=mean:900,p90:2000",
     "?model=llama-3.2-1b&checkpointing_granularity=selective-op&sdpa_cudnn_last=true"
     "&gpu=h100-sxm&dataset_tokens=100000000",
+    "?method=full&num_gpus=8&sharding=zero3&gpu=h100-sxm&fsdp_fully_shard=true",
 ]
 
 

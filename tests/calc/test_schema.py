@@ -132,6 +132,11 @@ def valid_requests(draw, command: str):
         out["gradient_checkpointing"] = True
     if out.get("checkpointing_granularity") == "every-n" and out.get("checkpointing_every") is None:
         out["checkpointing_every"] = draw(st.integers(1, 64))
+    # FSDP1 and FSDP2 together is beyond a schema (calc.schema): one of them only
+    given = {**out, **out.get("behaviour", {})}
+    if "fsdp_flat_parameters" in given and "fsdp_fully_shard" in given:
+        out.pop("fsdp_fully_shard", None)
+        out.get("behaviour", {}).pop("fsdp_fully_shard", None)
     return out
 
 

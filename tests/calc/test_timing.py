@@ -1261,3 +1261,59 @@ def test_zero3_hooks_inside_a_synchronising_expert_loop_add_to_the_step():
         timing.step_breakdown(d, r8, **args8).step_seconds
         == timing.step_breakdown(replace(d, hooked_module_calls=0.0), r8, **args8).step_seconds
     )
+
+
+def test_fsdp2_copy_out_is_memory_traffic_on_the_compute_stream():
+    """FSDP2 (``fsdp_fully_shard``) copies each gathered unit out of its all-gather buffer on
+    the compute stream: read and write (2 passes) of the blocks' bf16 bytes in the forward and
+    again in the backward, and of the root (embedding, final norm, output layer) once, over
+    the memory's rate, in the element-wise part; nothing else in the step moves."""
+    kw = {"num_gpus": 8, "sharding": "zero3", "gpu": "h100-sxm", "precision": "bf16-mixed"}
+    req, opts = _req(**kw)
+    on_req, _ = _req(fsdp_fully_shard=True, **kw)
+    off = timing.estimate_time(req, opts.gpu, 1e9).breakdown
+    on = timing.estimate_time(on_req, opts.gpu, 1e9).breakdown
+    # Llama 2 7B: 6,738,415,616 parameters, root = 2 x 32000 x 4096 + 4096
+    root = 2 * 32000 * 4096 + 4096
+    blocks = 6_738_415_616 - root
+    bw = 3350e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY
+    copy_out = 2 * (2 * blocks + root) * 2 / bw
+    assert on.elementwise - off.elementwise == pytest.approx(copy_out)
+    assert (on.compute, on.optimizer) == (off.compute, off.optimizer)
+    # the busier compute stream hides no less communication than before
+    assert on.exposed_communication <= off.exposed_communication
+    assert on.step_seconds > off.step_seconds + copy_out * 0.99 - (
+        off.exposed_communication - on.exposed_communication
+    )
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"num_gpus": 1, "sharding": "none"},  # nothing gathered
+        {"num_gpus": 8, "sharding": "ddp"},
+        {"num_gpus": 8, "sharding": "zero3", "sharding_engine": "deepspeed"},
+    ],
+)
+def test_fsdp2_copy_out_only_where_fsdp_gathers(kw):
+    """The copy-out is FSDP2's: no unshard, no copy (one GPU, DDP), and DeepSpeed ZeRO-3
+    gathers into the parameters' own storage."""
+    req, opts = _req(**kw)
+    on_req, _ = _req(fsdp_fully_shard=True, **kw)
+    assert timing.counts(on_req, on_req.sharding).copy_out_bytes == 0
+    assert timing.estimate_time(on_req, opts.gpu, 1e9).step_seconds == pytest.approx(
+        timing.estimate_time(req, opts.gpu, 1e9).step_seconds, rel=0, abs=0
+    )
+
+
+def test_fsdp2_copy_out_set_by_the_torchtune_profile_only_where_it_shards():
+    """torchtune shards with ``fully_shard``: its profile counts the copy-out on several GPUs
+    under ZeRO-3, not on one GPU; a request that says otherwise wins; the generic profile
+    (FSDP1 as much as FSDP2) leaves it off."""
+    sharded = {"num_gpus": 8, "sharding": "zero3"}
+    assert _req(framework="torchtune", **sharded)[0].fsdp_fully_shard is True
+    assert _req(framework="torchtune")[0].fsdp_fully_shard is False
+    assert _req(framework="generic", **sharded)[0].fsdp_fully_shard is False
+    assert (
+        _req(framework="torchtune", fsdp_fully_shard=False, **sharded)[0].fsdp_fully_shard is False
+    )
