@@ -56,7 +56,7 @@ from .request import (
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
 
 MATMUL_EFFICIENCY = {
-    "a100": 0.76,
+    "a100": 0.77,
     "blackwell": 0.54,
     "gddr": 1.00,
     "gddr-pro": 0.36,
@@ -81,7 +81,7 @@ alone it is 0.38 or about 0.55 (Unsloth's B200 rows run below the NeMo run's sha
 No class rests on a single source (the methodology page says so, from the fit). A class without rows
 (``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
 
-MATMUL_EFFICIENCY_POOLED = 0.73
+MATMUL_EFFICIENCY_POOLED = 0.74
 """The same fit with every covered row pooled in one class: the figure for card classes with no
 measured row (MI300X); FITTED."""
 
