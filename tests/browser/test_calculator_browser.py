@@ -216,6 +216,15 @@ PLAN_VARIATIONS = [
         "gpu": "h100-sxm",
     },
     {"checkpointing_granularity": "selective-op", "model": "llama-3.2-1b", "gpu": "a100-80gb-sxm"},
+    # FSDP2 (fully_shard): the gathered parameters copied out of the all-gather buffer
+    {
+        "fsdp_fully_shard": "true",
+        "method": "full",
+        "model": "llama-3.2-1b",
+        "num_gpus": "8",
+        "sharding": "zero3",
+        "gpu": "h100-sxm",
+    },
     # peft's prepare_model_for_kbit_training (fp32 outside the 4-bit weights), and a loop's loss
     # on the model's 16-bit logits
     {
