@@ -15,7 +15,7 @@ from . import labels
 from .labels import translate_label
 from .rows import REFERENCE_GPU, estimate_rows, gpu_name, gpu_rows, model_name, present_components
 from .site import bind_all
-from .tables import CELL_SOURCE, SOURCE, Col, inline, ref, render, resolve
+from .tables import CELL_SOURCE, NOT_PUBLISHED, SOURCE, Col, inline, ref, render, resolve
 
 
 def _component_cols(rows: list[dict]) -> list[Col]:
@@ -270,6 +270,9 @@ def calc_value(lang: str, field: str, kind: str, **request) -> str:
     )
 
 
+CLOCK_FIELDS = ("base_clock_mhz", "boost_clock_mhz", "sustained_clock_mhz")
+
+
 def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
     """The catalogue's hardware figures, one card per row."""
     rows = [
@@ -280,6 +283,8 @@ def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
                 labels.text("derived." + name, lang) for name in row["derived"]
             )
             or labels.text("derived.none", lang),
+            # a clock the vendor does not publish is 0 in the data, not a speed of 0 MHz
+            **{name: NOT_PUBLISHED for name in CLOCK_FIELDS if not row[name]},
         }
         for row in gpu_rows(gpu_ids)
     ]

@@ -134,6 +134,17 @@ class _NoRentalPrice:
 NO_RENTAL_PRICE = _NoRentalPrice()
 
 
+class _NotPublished:
+    """The value of a cell whose figure its source does not publish (a clock the vendor gives
+    no figure for, stored as 0 in ``gpus.csv``): shown as words, not as a number."""
+
+    def __repr__(self) -> str:
+        return "NOT_PUBLISHED"
+
+
+NOT_PUBLISHED = _NotPublished()
+
+
 def cost_or_unpriced(plan: dict, value: float) -> float | _NoRentalPrice:
     """A cost figure of a plan, or :data:`NO_RENTAL_PRICE` when its card has no rental price
     (calc's ``cost_usd.priced``): the figure would count storage alone."""
@@ -145,6 +156,8 @@ def _cell(col: Col, value: object, source: object, lang: str, check: str) -> lis
     attrs: dict = {"scope": "row"} if col.row_header else {}
     if value is NO_RENTAL_PRICE:
         return el(tag, attrs | {"data-priced": "false"}, labels.text("ui.no_rental_price", lang))
+    if value is NOT_PUBLISHED:
+        return el(tag, attrs | {"data-published": "false"}, labels.text("ui.not_published", lang))
     if col.kind == "text":
         if col.recorded_in and col.recorded_in != lang and str(value):
             attrs["lang"] = col.recorded_in

@@ -464,3 +464,17 @@ def test_the_gpu_page_shows_the_clocks_and_marks_a_derived_sustained_clock():
         assert 'data-value="1781"' in html
         sources = guides.gpu_sources(lang, ["l4"])
         assert "rtx-4090 reference" in sources
+
+
+@pytest.mark.parametrize("lang, words", [("en", "not published"), ("es", "no publicado")])
+def test_a_clock_the_vendor_does_not_publish_is_not_shown_as_zero(lang, words):
+    """gpus.csv stores 0 for a clock with no published figure (B200: none; MI300X: no base
+    clock); the catalogue page says so in words rather than printing 0 MHz."""
+    from macros import guides
+
+    b200, mi300x = gpus.get_gpu("b200"), gpus.get_gpu("mi300x")
+    assert b200.base_clock_mhz == b200.boost_clock_mhz == 0 and mi300x.base_clock_mhz == 0
+    html = guides.gpu_catalogue(lang, ["b200", "mi300x", "h100-sxm"])
+    assert html.count(f'data-published="false">{words}<') == 4
+    assert 'data-field="base_clock_mhz"' in html  # the H100's published base clock stays a number
+    assert 'data-value="0" data-kind="int" data-field="' not in html
