@@ -590,8 +590,16 @@ class CachingAllocator:
         if self.config.expandable_segments or not self._plain_rounding:
             return self._run_calls(events, live)
         large, small = self.pools
+        # the pools' lists and dicts are mutated in place (never replaced) by everything the
+        # loop calls, so they are bound once
+        large_keys, large_blocks = large.keys, large.blocks
+        small_keys, small_blocks = small.keys, small.blocks
         bisect_left, insort = bisect.bisect_left, bisect.insort
+        block_class = _Block
+        addr_bits, addr_mask = _ADDR_BITS, _ADDR_MASK
+        min_block, small_size, large_buffer = MIN_BLOCK_BYTES, SMALL_SIZE_BYTES, LARGE_BUFFER_BYTES
         mss = self._mss
+        oversize = self.config.max_split_size_bytes is not None
         pop = live.pop
         allocated, peak = self.allocated, self.peak_allocated
         try:
@@ -601,21 +609,24 @@ class CachingAllocator:
                     n = ev[2]
                     if n <= 0:
                         continue
-                    size = MIN_BLOCK_BYTES  # round_size
-                    if n > size:
-                        size = -(-n // size) * size
-                    pool = small if size <= SMALL_SIZE_BYTES else large
-                    keys = pool.keys
-                    j = bisect_left(keys, size << _ADDR_BITS)
+                    # round_size
+                    size = -(-n // min_block) * min_block if n > min_block else min_block
+                    if size <= small_size:
+                        pool, keys, blocks = small, small_keys, small_blocks
+                    else:
+                        pool, keys, blocks = large, large_keys, large_blocks
+                    j = bisect_left(keys, size << addr_bits)
                     block = None
                     if j < len(keys):
                         key = keys[j]
-                        bsize = key >> _ADDR_BITS
-                        # get_free_block's oversize rules (see _get_free_block)
-                        if (size >= mss or bsize < mss) and (
-                            size < mss or bsize < size + LARGE_BUFFER_BYTES
+                        bsize = key >> addr_bits
+                        # get_free_block's oversize rules (see _get_free_block); without
+                        # max_split_size_mb no block is oversize
+                        if not oversize or (
+                            (size >= mss or bsize < mss)
+                            and (size < mss or bsize < size + large_buffer)
                         ):
-                            block = pool.blocks.pop(key & _ADDR_MASK)
+                            block = blocks.pop(key & addr_mask)
                             del keys[j]
                             if block.prev is None and block.next is None:
                                 pool.whole -= bsize
@@ -627,20 +638,21 @@ class CachingAllocator:
                     bsize = block.size
                     remaining = bsize - size
                     if (
-                        remaining >= MIN_BLOCK_BYTES
+                        remaining >= min_block
                         if pool is small
-                        else size < mss and remaining > SMALL_SIZE_BYTES
+                        else size < mss and remaining > small_size
                     ):
                         # _split
-                        rest = _Block(remaining, block.addr + size, block.small)
+                        addr = block.addr + size
+                        rest = block_class(remaining, addr, block.small)
                         nxt = block.next
                         rest.prev, rest.next = block, nxt
                         if nxt is not None:
                             nxt.prev = rest
                         block.next = rest
                         block.size = bsize = size
-                        insort(keys, remaining << _ADDR_BITS | rest.addr)
-                        pool.blocks[rest.addr] = rest
+                        insort(keys, remaining << addr_bits | addr)
+                        blocks[addr] = rest
                     block.allocated = True
                     allocated += bsize
                     if allocated > peak:
@@ -651,30 +663,38 @@ class CachingAllocator:
                     if block is None:
                         continue
                     block.allocated = False
-                    allocated -= block.size
-                    pool = small if block.small else large
-                    keys, blocks = pool.keys, pool.blocks
+                    size = block.size
+                    allocated -= size
+                    if block.small:
+                        pool, keys, blocks = small, small_keys, small_blocks
+                    else:
+                        pool, keys, blocks = large, large_keys, large_blocks
                     prev, nxt = block.prev, block.next
+                    addr = block.addr
                     # try_merge_blocks with each free neighbour (neither is a whole segment)
                     if prev is not None and not prev.allocated:
-                        del keys[bisect_left(keys, prev.size << _ADDR_BITS | prev.addr)]
-                        del blocks[prev.addr]
-                        block.addr = prev.addr
-                        block.prev = before = prev.prev
-                        if before is not None:
-                            before.next = block
-                        block.size += prev.size
+                        merged = prev.size
+                        addr = prev.addr
+                        del keys[bisect_left(keys, merged << addr_bits | addr)]
+                        del blocks[addr]
+                        block.addr = addr
+                        block.prev = prev = prev.prev
+                        if prev is not None:
+                            prev.next = block
+                        size += merged
                     if nxt is not None and not nxt.allocated:
-                        del keys[bisect_left(keys, nxt.size << _ADDR_BITS | nxt.addr)]
+                        merged = nxt.size
+                        del keys[bisect_left(keys, merged << addr_bits | nxt.addr)]
                         del blocks[nxt.addr]
-                        block.next = after = nxt.next
-                        if after is not None:
-                            after.prev = block
-                        block.size += nxt.size
-                    insort(keys, block.size << _ADDR_BITS | block.addr)
-                    blocks[block.addr] = block
-                    if block.prev is None and block.next is None:
-                        pool.whole += block.size
+                        block.next = nxt = nxt.next
+                        if nxt is not None:
+                            nxt.prev = block
+                        size += merged
+                    block.size = size
+                    insort(keys, size << addr_bits | addr)
+                    blocks[addr] = block
+                    if prev is None and nxt is None:
+                        pool.whole += size
                 elif kind == "mark":
                     peak = allocated
                     self.peak_reserved = self.reserved
