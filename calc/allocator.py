@@ -489,12 +489,14 @@ class CachingAllocator:
         block = _Block
         twins: dict[int, _Block] = {}
         new_live = dict(live)
-        copied_live: list[_Block] = []
+        held: list[_Block] = []  # the copied held blocks, and their twins in the same order
+        held_twins: list[_Block] = []
         for key in live.keys() - kept:
             b = live[key]
             c = new_live[key] = twins[b.addr] = block(b.size, b.addr, b.small)
             c.allocated = True
-            copied_live.append(b)
+            held.append(b)
+            held_twins.append(c)
         pools = []
         for pool in self.pools:
             copied = _Pool(pool.small)
@@ -505,17 +507,17 @@ class CachingAllocator:
             copied.whole = pool.whole
             pools.append(copied)
         twin = twins.get  # a neighbour without a twin is held for good: itself
-        for b in itertools.chain(
-            copied_live, self.pools[0].blocks.values(), self.pools[1].blocks.values()
+        # each block with its twin (a dict comprehension keeps its source's order)
+        for b, c in itertools.chain(
+            zip(held, held_twins, strict=True),
+            zip(self.pools[0].blocks.values(), pools[0].blocks.values(), strict=True),
+            zip(self.pools[1].blocks.values(), pools[1].blocks.values(), strict=True),
         ):
             prev, nxt = b.prev, b.next
             if prev is not None:
-                c = twins[b.addr]
                 c.prev = twin(prev.addr, prev)
-                if nxt is not None:
-                    c.next = twin(nxt.addr, nxt)
-            elif nxt is not None:
-                twins[b.addr].next = twin(nxt.addr, nxt)
+            if nxt is not None:
+                c.next = twin(nxt.addr, nxt)
         new.pools = (pools[0], pools[1])
         new._tail = [None, None]
         new._base = list(self._base)
@@ -550,16 +552,19 @@ class CachingAllocator:
         for blocks in pools:
             blocks.sort(key=by_addr)
             rank = {id(b): i for i, b in enumerate(blocks)}
-            get = rank.get
+            get, tag = rank.get, tags.get
+            # a list comprehension: cheaper than a generator for tuple() in CPython
             out.append(
                 tuple(
-                    (
-                        b.size,
-                        tags.get(id(b)),
-                        -1 if b.prev is None else get(id(b.prev), -2),
-                        -1 if b.next is None else get(id(b.next), -2),
-                    )
-                    for b in blocks
+                    [
+                        (
+                            b.size,
+                            tag(id(b)),
+                            -1 if b.prev is None else get(id(b.prev), -2),
+                            -1 if b.next is None else get(id(b.next), -2),
+                        )
+                        for b in blocks
+                    ]
                 )
             )
         return tuple(out)
