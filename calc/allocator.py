@@ -459,6 +459,26 @@ class CachingAllocator:
         """``release_cached_blocks`` -> ``release_blocks``: every cached block that is a whole
         segment (not split) is freed, large pool then small; expandable segments unmap their
         free pages."""
+        if not self.config.expandable_segments:
+            # one pass per pool: the whole segments leave it, the split blocks stay in order
+            for pool in self.pools:
+                keys, blocks = pool.keys, pool.blocks
+                staying = []
+                released = count = 0
+                for key in keys:
+                    addr = key & _ADDR_MASK
+                    block = blocks[addr]
+                    if block.prev is None and block.next is None:
+                        del blocks[addr]
+                        released += block.size
+                        count += 1
+                    else:
+                        staying.append(key)
+                keys[:] = staying  # in place: the replay loop holds this list
+                pool.whole -= released
+                self.reserved -= released
+                self.num_device_free += count
+            return
         for pool in self.pools:
             for key in list(pool.keys):
                 block = pool.blocks[key & _ADDR_MASK]
