@@ -623,6 +623,7 @@ class CachingAllocator:
         block_class = _Block
         addr_bits, addr_mask = _ADDR_BITS, _ADDR_MASK
         min_block, small_size, large_buffer = MIN_BLOCK_BYTES, SMALL_SIZE_BYTES, LARGE_BUFFER_BYTES
+        round_add, round_mask = MIN_BLOCK_BYTES - 1, -MIN_BLOCK_BYTES  # a power of two
         mss = self._mss
         oversize = self.config.max_split_size_bytes is not None
         pop = live.pop
@@ -634,8 +635,8 @@ class CachingAllocator:
                     n = ev[2]
                     if n <= 0:
                         continue
-                    # round_size
-                    size = -(-n // min_block) * min_block if n > min_block else min_block
+                    # round_size: up to a multiple of 512 (at least 512), for n >= 1
+                    size = (n + round_add) & round_mask
                     if size <= small_size:
                         pool, keys, blocks = small, small_keys, small_blocks
                     else:
