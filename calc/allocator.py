@@ -568,12 +568,14 @@ class CachingAllocator:
         for key in live.keys() - kept:
             b = live[key]
             pools[b.small].append(b)
-            tags[id(b)] = key
+            tags[b.addr] = key
         out: list[Any] = [self.reserved, self.allocated]
         by_addr = _block_addr
         for blocks in pools:
             blocks.sort(key=by_addr)
-            rank = {id(b): i for i, b in enumerate(blocks)}
+            # blocks by address: the blocks an allocator holds or caches never share one, and
+            # a neighbour held for good (not ranked) keeps its address
+            rank = dict(zip(map(by_addr, blocks), range(len(blocks)), strict=True))
             get, tag = rank.get, tags.get
             # a list comprehension: cheaper than a generator for tuple() in CPython
             out.append(
@@ -581,9 +583,9 @@ class CachingAllocator:
                     [
                         (
                             b.size,
-                            tag(id(b)),
-                            -1 if b.prev is None else get(id(b.prev), -2),
-                            -1 if b.next is None else get(id(b.next), -2),
+                            tag(b.addr),
+                            -1 if b.prev is None else get(b.prev.addr, -2),
+                            -1 if b.next is None else get(b.next.addr, -2),
                         )
                         for b in blocks
                     ]
