@@ -4,6 +4,7 @@ every key is reported, round trips through each exporter, hostile files fail cod
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -587,3 +588,26 @@ def test_trl_file_without_sftconfig_keys_is_the_plain_trainer():
     assert import_config(args, "trl")["request"]["framework"] == "hf-trainer"
     sft = '{"per_device_train_batch_size": 2, "packing": false}'
     assert import_config(sft, "trl")["request"]["framework"] == "trl-sft"
+
+
+@pytest.mark.parametrize("fmt", ["axolotl", "trl", "llamafactory", "accelerate"])
+@pytest.mark.parametrize(
+    ("request_keys", "version"),
+    [
+        ({"method": "full", "fsdp_fully_shard": True}, 2),
+        ({"method": "full", "fsdp_flat_parameters": True}, 1),
+        ({"method": "lora", "frozen_weight_grads": True}, 1),
+    ],
+)
+def test_fsdp_section_writes_the_version_the_request_runs(fmt, request_keys, version):
+    """FSDP2 (fully_shard) is written as version 2 and read back as fsdp_fully_shard; FSDP1's
+    flat parameters as version 1, which reads back without FSDP2's copy-out."""
+    req = {"model": "llama-3.1-8b", "num_gpus": 4, "sharding": "zero3", **request_keys}
+    text = export_config(req, fmt)
+    key = "fsdp_version" if fmt == "accelerate" else "version"
+    assert re.search(rf"^\s*{key}: {version}$", text, re.M), text
+    again = import_config(text, fmt)["request"]
+    assert bool(again.get("fsdp_fully_shard")) == (version == 2)
+    assert again["sharding"] == "zero3"
+    assert bool(again.get("frozen_weight_grads")) == bool(request_keys.get("frozen_weight_grads"))
+    parse_estimate_request({"model": "llama-3.1-8b", **again})
