@@ -611,3 +611,72 @@ def test_fsdp_section_writes_the_version_the_request_runs(fmt, request_keys, ver
     assert again["sharding"] == "zero3"
     assert bool(again.get("frozen_weight_grads")) == bool(request_keys.get("frozen_weight_grads"))
     parse_estimate_request({"model": "llama-3.1-8b", **again})
+
+
+_TT_FULL = "model:\n  _component_: torchtune.models.llama3_1.llama3_1_8b\n"
+_TT_LORA = "model:\n  _component_: torchtune.models.llama3_1.lora_llama3_1_8b\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "want", "statuses"),
+    [
+        # torchtune 0.7.0 recipes/configs/dev/8B_full_experimental.yaml
+        (
+            _TT_FULL
+            + "enable_activation_checkpointing: False\nac_mode: 'selective'\nac_option: 2\n",
+            {
+                "gradient_checkpointing": True,
+                "checkpointing_granularity": "every-n",
+                "checkpointing_every": 2,
+            },
+            {"ac_mode": "used", "ac_option": "used"},
+        ),
+        (
+            _TT_FULL + "ac_mode: selective\nac_option: '3'\n",
+            {
+                "gradient_checkpointing": True,
+                "checkpointing_granularity": "every-n",
+                "checkpointing_every": 3,
+            },
+            {"ac_mode": "used", "ac_option": "used"},
+        ),
+        (
+            _TT_FULL + "ac_mode: selective\nac_option: 0\n",
+            {"gradient_checkpointing": True, "checkpointing_granularity": "full"},
+            {"ac_mode": "used", "ac_option": "used"},
+        ),
+        (
+            _TT_FULL + "ac_mode: full\nac_option: 2\n",
+            {"gradient_checkpointing": True, "checkpointing_granularity": "full"},
+            {"ac_mode": "used", "ac_option": "ignored"},
+        ),
+        # checkpoint_wrapper's int(ac_style) fails on "op": not a run torchtune 0.7.0 makes
+        (
+            _TT_FULL + "ac_mode: selective\nac_option: op\n",
+            {"gradient_checkpointing": False},
+            {"ac_mode": "unknown", "ac_option": "unknown"},
+        ),
+        # the older flag checkpoints only while ac_mode is unset: both set run with neither
+        (
+            _TT_FULL + "enable_activation_checkpointing: true\nac_mode: selective\nac_option: 2\n",
+            {"gradient_checkpointing": False},
+            {"ac_mode": "used", "ac_option": "ignored"},
+        ),
+        # the LoRA recipes read neither key
+        (
+            _TT_LORA + "enable_activation_checkpointing: true\nac_mode: selective\nac_option: 2\n",
+            {"gradient_checkpointing": True},
+            {"ac_mode": "ignored", "ac_option": "ignored"},
+        ),
+    ],
+)
+def test_torchtune_selective_activation_checkpointing(text, want, statuses):
+    result = import_config(text, "torchtune")
+    req, keys = result["request"], _keys(result)
+    for field, value in want.items():
+        assert req.get(field) == value, (field, req)
+    if want.get("checkpointing_granularity") != "every-n":
+        assert "checkpointing_every" not in req
+    for key, status in statuses.items():
+        assert keys[key]["status"] == status, keys[key]
+    parse_estimate_request(req)
