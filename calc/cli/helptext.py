@@ -70,6 +70,11 @@ def _choice(field: str, value: str, msg: Messages, short: bool = False) -> str:
 def default_text(spec: FieldSpec, msg: Messages) -> str:
     if spec.required:
         return msg.text("help.required")
+    # a key whose absence means something of its own (required with one value of another key,
+    # ignored otherwise) says so instead of the generic "none"
+    own = msg.message("cli.help.default_of." + spec.key, "")
+    if own:
+        return own
     if spec.default is None:
         return msg.text("help.empty")
     if isinstance(spec.default, bool):

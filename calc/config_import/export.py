@@ -142,13 +142,16 @@ def _uses_deepspeed(req: JsonObject) -> bool:
 
 
 def _fsdp_dict(req: JsonObject, prefix: str = "") -> JsonObject:
-    version = 1 if req["frozen_weight_grads"] else 2
+    # FSDP1's flat parameters and its use_orig_params gradients of frozen weights need version 1;
+    # fsdp_fully_shard (and a request that names neither) is written as FSDP2
+    version = 1 if req["frozen_weight_grads"] or req["fsdp_flat_parameters"] else 2
     out: JsonObject = {prefix + "version": version}
     if version == 1:
         out[prefix + "sharding_strategy"] = (
             "FULL_SHARD" if req["sharding"] == "zero3" else "SHARD_GRAD_OP"
         )
-        out[prefix + "use_orig_params"] = True
+        # use_orig_params is what gives a LoRA unit's frozen weights their gradients
+        out[prefix + "use_orig_params"] = bool(req["frozen_weight_grads"])
     else:
         out[prefix + "reshard_after_forward"] = req["sharding"] == "zero3"
     out[prefix + "offload_params"] = req["cpu_offload"] == "optimizer+params"

@@ -52,8 +52,6 @@ IGNORED = {
     "data_parallel_replicate_dim",
 }
 NOT_MODELLED = {
-    "ac_mode",
-    "ac_option",
     "enable_fp8_training",
     "fp8_recipe_name",
     "tensor_parallel_dim",
@@ -270,6 +268,17 @@ KEYS: dict[str, keys.Key] = {
     # torchtune 0.7.0 training.precision: fp16, bf16, fp32, fp64 (fp16 and fp64 not modelled)
     "dtype": keys.mapped("precision", {"bf16": "bf16-true", "fp32": "fp32"}, ("fp16", "fp64")),
     "enable_activation_checkpointing": keys.boolean("gradient_checkpointing"),
+    # read together once every key is in (_selective_checkpointing)
+    "ac_mode": keys.Key(
+        lambda rep, path, value, st: st.__setitem__("ac_mode", value),
+        ("gradient_checkpointing", "checkpointing_granularity", "checkpointing_every"),
+        TOOL + " full_finetune_distributed.py / qat_distributed.py _setup_model",
+    ),
+    "ac_option": keys.Key(
+        lambda rep, path, value, st: st.__setitem__("ac_option", value),
+        ("checkpointing_granularity", "checkpointing_every"),
+        TOOL + " training/activations.py checkpoint_wrapper",
+    ),
     "enable_activation_offloading": keys.boolean("activation_offload"),
     "compile": keys.Key(_compile, ("torch_compile",)),
     "fsdp_cpu_offload": keys.state(
@@ -299,6 +308,7 @@ def import_torchtune(
     if "model" in data and not isinstance(spec, dict):
         rep.unknown("model", "not_a_component")
     keys.read_keys(rep, data, KEYS, st)
+    _selective_checkpointing(rep, data, st)
 
     if st.get("distributed"):
         rep.default("sharding", "zero3", TOOL + ": fsdp_reshard_after_forward true")
@@ -339,6 +349,76 @@ def import_torchtune(
     rep.default("num_gpus", 1, TOOL + ": tune run without --nproc_per_node")
     rep.request.setdefault("framework", "torchtune")
     return rep.result()
+
+
+def _layer_every(option: object) -> int | None:
+    """``ac_option`` as torchtune 0.7.0's ``checkpoint_wrapper`` reads it (``int(ac_style)``):
+    a whole number, or its digits as text; None where ``int()`` fails (``"op"``, null) or the
+    wrapper refuses it (below 0)."""
+    if isinstance(option, bool):
+        return None
+    if isinstance(option, int):
+        every = option
+    elif isinstance(option, str) and option.strip().isdigit():
+        every = int(option)
+    else:
+        return None
+    return every if every >= 0 else None
+
+
+def _selective_checkpointing(rep: Report, data: JsonObject, st: JsonObject) -> None:
+    """torchtune 0.7.0 (bd2a0fc) ``recipes/full_finetune_distributed.py`` and
+    ``qat_distributed.py`` ``_setup_model``: with ``ac_mode`` set and
+    ``enable_activation_checkpointing`` false, ``training/activations.py``
+    ``apply_selective_activation_checkpointing`` wraps every block (``full``) or, with
+    ``selective`` and an integer ``ac_option`` N, blocks N, 2N, ... (N = 0: every block);
+    ``enable_activation_checkpointing`` true checkpoints only when ``ac_mode`` is unset, so
+    both set run with none. ``selective`` with ``"op"`` fails in ``int(ac_style)``. The LoRA
+    recipes read neither key."""
+    if "ac_mode" not in data:
+        if "ac_option" in data:
+            rep.ignore("ac_option", "ac_option_without_ac_mode")
+        return
+    mode, option = st.get("ac_mode"), st.get("ac_option")
+    if rep.request.get("method", "full") != "full":
+        for key in ("ac_mode", "ac_option"):
+            if key in data:
+                rep.ignore(key, "ac_mode_lora_recipes_ignore")
+        return
+    if mode is None:
+        rep.use("ac_mode", "gradient_checkpointing", None)
+        if "ac_option" in data:
+            rep.ignore("ac_option", "ac_option_without_ac_mode")
+        return
+    every = _layer_every(option) if mode == "selective" else None
+    if mode not in ("full", "none") and every is None:
+        for key in ("ac_mode", "ac_option"):
+            if key in data:
+                rep.unknown(key, "not_modelled")
+        return
+    if rep.request.get("gradient_checkpointing") is True:
+        rep.use("ac_mode", "gradient_checkpointing", False, "ac_mode_turns_off_checkpointing")
+        if "ac_option" in data:
+            rep.ignore("ac_option", "ac_mode_turns_off_checkpointing")
+        return
+    rep.use("ac_mode", "gradient_checkpointing", mode != "none")
+    if mode == "none":
+        if "ac_option" in data:
+            rep.ignore("ac_option", "ac_option_only_with_selective")
+        return
+    if mode == "full" or every == 0:
+        rep.use("ac_mode", "checkpointing_granularity", "full")
+        if "ac_option" in data:
+            if mode == "full":
+                rep.ignore("ac_option", "ac_option_only_with_selective")
+            else:
+                rep.use("ac_option", "checkpointing_granularity", "full")
+        return
+    rep.use("ac_option", "checkpointing_granularity", "every-n")
+    rep.use("ac_option", "checkpointing_every", every)
+    rep.mark_used(
+        "ac_mode", ["gradient_checkpointing", "checkpointing_granularity", "checkpointing_every"]
+    )
 
 
 def _model(rep: Report, spec: JsonObject, st: JsonObject, override: object) -> ModelArch | None:

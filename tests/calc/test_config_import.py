@@ -4,6 +4,7 @@ every key is reported, round trips through each exporter, hostile files fail cod
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -587,3 +588,95 @@ def test_trl_file_without_sftconfig_keys_is_the_plain_trainer():
     assert import_config(args, "trl")["request"]["framework"] == "hf-trainer"
     sft = '{"per_device_train_batch_size": 2, "packing": false}'
     assert import_config(sft, "trl")["request"]["framework"] == "trl-sft"
+
+
+@pytest.mark.parametrize("fmt", ["axolotl", "trl", "llamafactory", "accelerate"])
+@pytest.mark.parametrize(
+    ("request_keys", "version"),
+    [
+        ({"method": "full", "fsdp_fully_shard": True}, 2),
+        ({"method": "full", "fsdp_flat_parameters": True}, 1),
+        ({"method": "lora", "frozen_weight_grads": True}, 1),
+    ],
+)
+def test_fsdp_section_writes_the_version_the_request_runs(fmt, request_keys, version):
+    """FSDP2 (fully_shard) is written as version 2 and read back as fsdp_fully_shard; FSDP1's
+    flat parameters as version 1, which reads back without FSDP2's copy-out."""
+    req = {"model": "llama-3.1-8b", "num_gpus": 4, "sharding": "zero3", **request_keys}
+    text = export_config(req, fmt)
+    key = "fsdp_version" if fmt == "accelerate" else "version"
+    assert re.search(rf"^\s*{key}: {version}$", text, re.M), text
+    again = import_config(text, fmt)["request"]
+    assert bool(again.get("fsdp_fully_shard")) == (version == 2)
+    assert again["sharding"] == "zero3"
+    assert bool(again.get("frozen_weight_grads")) == bool(request_keys.get("frozen_weight_grads"))
+    parse_estimate_request({"model": "llama-3.1-8b", **again})
+
+
+_TT_FULL = "model:\n  _component_: torchtune.models.llama3_1.llama3_1_8b\n"
+_TT_LORA = "model:\n  _component_: torchtune.models.llama3_1.lora_llama3_1_8b\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "want", "statuses"),
+    [
+        # torchtune 0.7.0 recipes/configs/dev/8B_full_experimental.yaml
+        (
+            _TT_FULL
+            + "enable_activation_checkpointing: False\nac_mode: 'selective'\nac_option: 2\n",
+            {
+                "gradient_checkpointing": True,
+                "checkpointing_granularity": "every-n",
+                "checkpointing_every": 2,
+            },
+            {"ac_mode": "used", "ac_option": "used"},
+        ),
+        (
+            _TT_FULL + "ac_mode: selective\nac_option: '3'\n",
+            {
+                "gradient_checkpointing": True,
+                "checkpointing_granularity": "every-n",
+                "checkpointing_every": 3,
+            },
+            {"ac_mode": "used", "ac_option": "used"},
+        ),
+        (
+            _TT_FULL + "ac_mode: selective\nac_option: 0\n",
+            {"gradient_checkpointing": True, "checkpointing_granularity": "full"},
+            {"ac_mode": "used", "ac_option": "used"},
+        ),
+        (
+            _TT_FULL + "ac_mode: full\nac_option: 2\n",
+            {"gradient_checkpointing": True, "checkpointing_granularity": "full"},
+            {"ac_mode": "used", "ac_option": "ignored"},
+        ),
+        # checkpoint_wrapper's int(ac_style) fails on "op": not a run torchtune 0.7.0 makes
+        (
+            _TT_FULL + "ac_mode: selective\nac_option: op\n",
+            {"gradient_checkpointing": False},
+            {"ac_mode": "unknown", "ac_option": "unknown"},
+        ),
+        # the older flag checkpoints only while ac_mode is unset: both set run with neither
+        (
+            _TT_FULL + "enable_activation_checkpointing: true\nac_mode: selective\nac_option: 2\n",
+            {"gradient_checkpointing": False},
+            {"ac_mode": "used", "ac_option": "ignored"},
+        ),
+        # the LoRA recipes read neither key
+        (
+            _TT_LORA + "enable_activation_checkpointing: true\nac_mode: selective\nac_option: 2\n",
+            {"gradient_checkpointing": True},
+            {"ac_mode": "ignored", "ac_option": "ignored"},
+        ),
+    ],
+)
+def test_torchtune_selective_activation_checkpointing(text, want, statuses):
+    result = import_config(text, "torchtune")
+    req, keys = result["request"], _keys(result)
+    for field, value in want.items():
+        assert req.get(field) == value, (field, req)
+    if want.get("checkpointing_granularity") != "every-n":
+        assert "checkpointing_every" not in req
+    for key, status in statuses.items():
+        assert keys[key]["status"] == status, keys[key]
+    parse_estimate_request(req)

@@ -428,6 +428,22 @@ def test_csv_is_the_single_source(validation):
     assert not hasattr(vt, "COVERED") and not hasattr(vt, "NOT_COVERED")
 
 
+def test_rows_sharded_by_deepspeed_run_the_deepspeed_engine(validation):
+    """A row whose sharding column names DeepSpeed is priced with DeepSpeed's hooks and buckets,
+    not with FSDP's (the engine a `zero3` request gets when it names none)."""
+    import json
+
+    _, _, rows = validation
+    deepspeed = [
+        r
+        for r in rows.values()
+        if r["calc_request"] and "deepspeed" in r["sharding_parallelism"].lower()
+    ]
+    assert len(deepspeed) >= 3
+    for r in deepspeed:
+        assert json.loads(r["calc_request"]).get("sharding_engine") == "deepspeed", r["row_id"]
+
+
 def test_rows_naming_no_library_are_judged_without_a_profile(validation):
     """The rows come from many stacks (llm-foundry, torchtitan, Unsloth, the HF Trainer…) and
     name no training library: each is judged with the keys it states and the rest at their

@@ -276,3 +276,17 @@ def test_every_cli_message_the_code_asks_for_exists():
 
     used |= {command.help_key for command in COMMANDS}
     assert len(COMMANDS) >= 6 and used and not used - have, used - have
+
+
+def test_checkpointing_every_says_when_it_is_required():
+    """Its absence is not calc's choice: N is required with every-n and ignored otherwise."""
+    for lang, said in (
+        ("en", "Default: none (required with every-n, ignored otherwise)."),
+        ("es", "Por defecto: ninguno (obligatorio con every-n; si no, se ignora)."),
+    ):
+        rc, out, _ = run_main(["estimate", "--help", "--lang", lang])
+        assert rc == 0
+        at = out.index("--checkpointing-every N")
+        entry = " ".join(out[at : out.index("\n  --", at + 1)].split())
+        assert said in entry, entry
+        assert "calc" not in entry.split("N of every-n.")[-1].split("N de every-n.")[-1]
