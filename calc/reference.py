@@ -24,12 +24,7 @@ Why these values:
   shared link leaves out every value equal to the first view, so a link made since the
   first release without ``model`` means Llama 3.1 8B and must keep meaning it. No family
   has released a dense model near 70B since Llama 3.3 70B, so it stays the large model. The
-  guides set a mixture of experts (Qwen3-30B-A3B) beside the three: the one whose expert
-  layout both transformers 4 (one linear layer per expert) and 5 (3-D expert tensors) load,
-  which the VRAM guide compares under QLoRA. The newer mixtures of experts of that size with
-  presets, Qwen3.5-35B-A3B (February 2026) and Gemma 4 26B-A4B (April 2026), load in
-  transformers 5 only: the last transformers 4 (4.57.6) has no ``qwen3_5_moe`` or ``gemma4``
-  model;
+  guides set a mixture of experts (:data:`MOE`, Qwen3-30B-A3B) beside the three;
 - ``seq_len`` 2048, micro-batch 1, no gradient accumulation, gradient checkpointing, SDPA
   attention, AdamW, LoRA rank 16 on every linear layer: the request's own defaults
   (:data:`calc.fields.FIELDS`), so a page's setup is what the CLI and the
@@ -76,6 +71,14 @@ model stays: Qwen3 1.7B (Qwen3.5's 0.8B and 2B have no preset), Gemma 3 12B, Mis
 3 24B (its 3.1 and 3.2 updates keep its shapes), Llama 3.3 70B. Dense only: a mixture of
 experts fits by its total parameters but runs by its active ones, so the guides set it
 beside the ladder."""
+
+MOE = "qwen3-30b-a3b"
+"""The mixture of experts the guides set beside the reference models and the ladder:
+Qwen3-30B-A3B, the one whose expert layout both transformers 4 (one linear layer per expert)
+and 5 (3-D expert tensors) load, which the VRAM guide compares under QLoRA. The newer
+mixtures of experts of that size with presets, Qwen3.5-35B-A3B (February 2026) and Gemma 4
+26B-A4B (April 2026), load in transformers 5 only: the last transformers 4 (4.57.6) has no
+``qwen3_5_moe`` or ``gemma4`` model."""
 
 METHODS = ("full", "lora", "qlora")
 
@@ -212,6 +215,7 @@ __all__ = [
     "LADDER",
     "METHODS",
     "MODELS",
+    "MOE",
     "OFFLOAD_CARD",
     "PLAN_GPU",
     "PRECISION",

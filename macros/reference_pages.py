@@ -499,6 +499,8 @@ def variables() -> dict:
         # the card-class tables' models, and their names for the prose that lists them
         "ladder": list(reference.LADDER),
         "ladder_names": [model_name(m) for m in reference.LADDER],
+        # the mixture of experts the guides set beside the ladder
+        "moe": reference.MOE,
         "estimate": {m: reference.estimate_setup(m) for m in reference.METHODS},
         # the guides' shared setup: full fine-tuning's keys without the method (a table's
         # method entries set the method and, for LoRA and QLoRA, their precision)

@@ -50,6 +50,18 @@ def test_ladder_is_dense_presets_ordered_by_size():
     assert {reference.MODELS["medium"], reference.MODELS["large"]} <= set(ladder)
 
 
+def test_moe_is_a_mixture_of_experts_preset_beside_the_ladder():
+    """The guides' mixture of experts: a preset whose active parameters are fewer than its
+    total, Qwen3's MoE (the layout transformers 4 and 5 both load), within the ladder's sizes."""
+    rows = {p["id"]: p for p in presets.presets_listing()}
+    moe = rows[reference.MOE]
+    assert moe["params_active"] < moe["params_total"]
+    assert reference.MOE not in reference.LADDER
+    assert presets.preset_row(reference.MOE)["config"]["model_type"] == "qwen3_moe"
+    sizes = [rows[i]["params_total"] for i in reference.LADDER]
+    assert sizes[0] < moe["params_total"] < sizes[-1]
+
+
 # A preset "at the same size" as a ladder entry: within this factor of its parameters either
 # way (Qwen3 8B and Qwen3.5 9B are one size; Gemma 3 12B and Gemma 4 31B are not).
 SAME_SIZE = 1.25

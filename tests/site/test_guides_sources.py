@@ -247,7 +247,9 @@ GUIDE_DENSE_MODELS = {
 
 def test_the_guides_examples_take_dense_models_from_calc_reference():
     """A guide's example on a dense model reads it from calc.reference (``ref.models``) or is
-    one of GUIDE_DENSE_MODELS; mixtures of experts stand beside the ladder by id."""
+    one of GUIDE_DENSE_MODELS; the mixture of experts set beside the ladder is ``ref.moe``
+    (calc.reference.MOE), its id never typed in a macro call."""
+    from calc import reference
     from calc.presets import presets_listing
 
     dense = {p["id"] for p in presets_listing() if p["params_active"] == p["params_total"]}
@@ -256,6 +258,10 @@ def test_the_guides_examples_take_dense_models_from_calc_reference():
             text = (DOCS / lang / page).read_text(encoding="utf-8")
             named = set(re.findall(r'model="([^"]+)"', text)) & dense
             assert named <= GUIDE_DENSE_MODELS, (lang, page, sorted(named - GUIDE_DENSE_MODELS))
+            # a quoted id, whether a keyword's value or an item of a models list
+            calls = " ".join(JINJA.findall(text))
+            assert f'"{reference.MOE}"' not in calls, (lang, page, reference.MOE)
+            assert "ref.moe" in calls, (lang, page)
 
 
 def test_the_guides_name_the_reference_ladder_from_calc():
@@ -282,6 +288,7 @@ def test_the_guides_name_the_reference_ladder_from_calc():
         assert "{{ ref.names.small }}, {{ ref.names.medium }}" in vram
     assert ref["ladder"] == list(reference.LADDER)
     assert ref["ladder_names"] == [model_name(m) for m in reference.LADDER]
+    assert ref["moe"] == reference.MOE
 
 
 def test_the_guides_climb_the_ladder_of_calc_reference():
