@@ -26,7 +26,7 @@ from . import activations as act
 from . import calibration
 from . import states as st
 from .arch import LinearLayer, ModelArch
-from .checkpointing import block_matmuls, block_wrapped
+from .checkpointing import block_wrapped
 from .jsontypes import JsonObject
 from .fields import AttentionMask
 from .lengths import request_attention_span, request_shape
@@ -825,9 +825,7 @@ def wrapped_block_bytes_per_token(req: EstimateRequest, cfg: act.ActConfig) -> i
     also the outputs it keeps (:func:`calc.activations.selective_op_bytes_per_token`)."""
     arch = req.model
     if req.selective_op:
-        names = frozenset(a.name for a in st.adapted(req))
-        matmuls = block_matmuls(arch, names, req.lora_rank)
-        return act.selective_op_bytes_per_token(arch, cfg, matmuls)
+        return act.selective_op_bytes_per_token(arch, cfg, st.selective_op_matmuls(req))
     return act.checkpoint_bytes_per_token(arch, cfg)
 
 

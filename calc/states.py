@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .arch import ModelArch
+from .checkpointing import Matmul, block_matmuls
 from .request import (
     AdapterDtype,
     EstimateRequest,
@@ -344,6 +345,14 @@ def adapted(req: EstimateRequest) -> tuple[AdaptedLinear, ...]:
     from .lora import adapted_linears
 
     return adapted_linears(req.model, req.lora_targets, req.moe_expert_layout.value)
+
+
+def selective_op_matmuls(req: EstimateRequest) -> tuple[Matmul, ...]:
+    """The block's matmuls as torchtitan's per-op checkpoint policy sees them for this
+    request, its adapters' included (:func:`calc.checkpointing.block_matmuls`): what the
+    memory counts as kept and the time as recomputed."""
+    names = frozenset(a.name for a in adapted(req))
+    return block_matmuls(req.model, names, req.lora_rank)
 
 
 def quantized_weight_params(arch: ModelArch) -> int:

@@ -42,7 +42,7 @@ from .flops import (
 )
 from .jsontypes import JsonObject
 from .lengths import request_attention_span, request_shape
-from .checkpointing import Granularity, block_matmuls
+from .checkpointing import Granularity
 from .fields import AdapterDtype, Attention
 from .request import (
     CpuOffload,
@@ -637,7 +637,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     if req.gradient_checkpointing and granularity is Granularity.EVERY_N:
         share = req.wrapped_blocks / arch.num_layers
     elif req.selective_op:
-        matmuls = block_matmuls(arch, frozenset(a.name for a in st.adapted(req)), req.lora_rank)
+        matmuls = st.selective_op_matmuls(req)
         selective = selective_recompute_flops(arch, matmuls)
         sac_kept_ops = sum(m.kept for m in matmuls) + (req.attention is Attention.SDPA)
     fpt = training_flops_per_token(
