@@ -315,7 +315,7 @@ def _recommendations(planner: Planner) -> JsonObject:
                     # the headroom of the figure the verdict judged (need_of)
                     "headroom_fraction": (gpu.memory_bytes - verdict.need.central_bytes)
                     / gpu.memory_bytes,
-                    **_min_device(verdict.need),
+                    **verdict.need.min_device_fields(),
                     "time_hours": cost.schedule.total_hours,
                     "tokens_per_second": time.tokens_per_second,
                     "cost_usd": cost.total_usd,
@@ -488,18 +488,6 @@ def _solvers(planner: Planner) -> JsonObject:
     }
 
 
-def _min_device(need: recommend.Need) -> JsonObject:
-    """``{"min_device_bytes": ...}`` where the verdict judged it; ``{"verdict_basis":
-    "min_device_bounds", "min_device_bounds_bytes": [low, high]}`` where certain bounds of it
-    decided the verdict without the figure (the central figure of the entry's headroom or
-    saving is then the upper bound); else nothing (additive)."""
-    if need.basis == "min_device_bytes":
-        return {"min_device_bytes": need.central_bytes}
-    if need.bounds is not None:
-        return {"verdict_basis": need.basis, "min_device_bounds_bytes": list(need.bounds)}
-    return {}
-
-
 def _suggestion(
     planner: Planner, action: str, changes: JsonObject, extra: JsonObject | None = None
 ) -> JsonObject | None:
@@ -520,7 +508,7 @@ def _suggestion(
         "fits": verdict.fits,
         "verdict": verdict.state,
         "device_total_bytes": est["device_total_bytes"],
-        **_min_device(need),
+        **need.min_device_fields(),
         "required_bytes": recommend.required_bytes(need.high_bytes, planner.options.safety_margin),
         # what the change saves of the figure the verdict judges (need_of)
         "saved_bytes": recommend.need_of(planner.base).central_bytes - need.central_bytes,

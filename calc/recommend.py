@@ -149,6 +149,19 @@ class Need:
         """A figure without a range (its own range)."""
         return cls(nbytes, nbytes, nbytes)
 
+    def min_device_fields(self) -> JsonObject:
+        """What an entry judged on this need says of ``min_device_bytes`` (additive):
+        ``{"min_device_bytes": ...}`` where the verdict judged the figure;
+        ``{"verdict_basis": "min_device_bounds", "min_device_bounds_bytes": [low, high]}``
+        where certain bounds of it decided the verdict without the figure (the central
+        figure, and so the entry's headroom or saving, is then the upper bound); else
+        nothing."""
+        if self.basis == "min_device_bytes":
+            return {"min_device_bytes": self.central_bytes}
+        if self.bounds is not None:
+            return {"verdict_basis": self.basis, "min_device_bounds_bytes": list(self.bounds)}
+        return {}
+
 
 def need_of(estimate: JsonObject) -> Need:
     """What the verdict judges of an estimate, the one place that says which bytes a run
@@ -255,12 +268,8 @@ class Verdict:
             "verdict": self.state,
             "device_range_bytes": [self.need.low_bytes, self.need.high_bytes],
         }
+        out |= self.need.min_device_fields()
         if self.need.basis == "min_device_bytes":
-            out["min_device_bytes"] = central
-            out["verdict_basis"] = self.need.basis
-        elif self.need.bounds is not None:
-            # decided by certain bounds of min_device_bytes, without the figure itself
-            out["min_device_bounds_bytes"] = list(self.need.bounds)
             out["verdict_basis"] = self.need.basis
         return out
 
