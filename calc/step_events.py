@@ -31,10 +31,11 @@ from __future__ import annotations
 import bisect
 import gc
 import itertools
+from contextlib import contextmanager
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from . import activations as act
 from . import memory as mem
@@ -159,6 +160,22 @@ def lengths_of(req: EstimateRequest, micro_batch_tokens: Sequence[int]) -> list[
     return [-(-int(t) // req.micro_batch_size) for t in micro_batch_tokens]
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a replay runs, as it was after. The
+    replays make and drop many blocks that link to each other (a segment's neighbours, copied
+    for each paused run): paused, the collector does not traverse them again and again while
+    the walk runs (a tenth of the estimate's time in CPython, more in its slowest runs); they
+    are collected afterwards as usual."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 @dataclass(frozen=True)
 class AllocatorEstimate:
     """The replayed step sequence, in bytes: peaks with an unlimited device (the cache as on
@@ -200,19 +217,10 @@ def simulate(
         if micro_batch_tokens
         else [req.seq_len] * req.gradient_accumulation_steps
     )
-    # the replays make and drop many blocks that link to each other (a segment's
-    # neighbours, copied for each paused run): with the cyclic collector paused they are not
-    # traversed again and again while the walk runs (a tenth of the estimate's time in
-    # CPython, more in its slowest runs); they are collected afterwards as usual
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         steps = StepReplay(req, lengths, config)
         run = steps.replay()
         capacity = steps.min_capacity(run)
-    finally:
-        if collecting:
-            gc.enable()
     comm = mem.NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0
     return AllocatorEstimate(
         run.peak_allocated_bytes,
@@ -356,13 +364,8 @@ class _Capacities:
     (:func:`_capacities`)."""
 
     def __init__(self, steps: StepReplay) -> None:
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             run = steps.replay()
-        finally:
-            if collecting:
-                gc.enable()
         self.steps, self.run = steps, run
         self.exact: int | None = None
         self.walked = False
@@ -390,28 +393,18 @@ class _Capacities:
             return True
         if cap < self.low:
             return False
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             self.probes += 1
             if not self.steps.fits(cap):
                 self.low = cap + al.ROUND_LARGE_BYTES  # a capacity that fails: the answer is above
                 return False
-        finally:
-            if collecting:
-                gc.enable()
         return self.exact_capacity() <= cap
 
     def exact_capacity(self) -> int:
         if self.exact is None:
-            collecting = gc.isenabled()
-            gc.disable()
-            try:
+            with collector_paused():
                 self.exact = self.steps.min_capacity(self.run)
                 self.walked = True
-            finally:
-                if collecting:
-                    gc.enable()
         return self.exact
 
 
