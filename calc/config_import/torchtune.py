@@ -375,9 +375,13 @@ def _selective_checkpointing(rep: Report, data: JsonObject, st: JsonObject) -> N
     ``enable_activation_checkpointing`` true checkpoints only when ``ac_mode`` is unset, so
     both set run with none. ``selective`` with ``"op"`` fails in ``int(ac_style)``. The LoRA
     recipes read neither key."""
-    if "ac_mode" not in data:
+
+    def ignore_option(reason: str) -> None:
         if "ac_option" in data:
-            rep.ignore("ac_option", "ac_option_without_ac_mode")
+            rep.ignore("ac_option", reason)
+
+    if "ac_mode" not in data:
+        ignore_option("ac_option_without_ac_mode")
         return
     mode, option = st.get("ac_mode"), st.get("ac_option")
     if rep.request.get("method", "full") != "full":
@@ -387,8 +391,7 @@ def _selective_checkpointing(rep: Report, data: JsonObject, st: JsonObject) -> N
         return
     if mode is None:
         rep.use("ac_mode", "gradient_checkpointing", None)
-        if "ac_option" in data:
-            rep.ignore("ac_option", "ac_option_without_ac_mode")
+        ignore_option("ac_option_without_ac_mode")
         return
     every = _layer_every(option) if mode == "selective" else None
     if mode not in ("full", "none") and every is None:
@@ -398,13 +401,11 @@ def _selective_checkpointing(rep: Report, data: JsonObject, st: JsonObject) -> N
         return
     if rep.request.get("gradient_checkpointing") is True:
         rep.use("ac_mode", "gradient_checkpointing", False, "ac_mode_turns_off_checkpointing")
-        if "ac_option" in data:
-            rep.ignore("ac_option", "ac_mode_turns_off_checkpointing")
+        ignore_option("ac_mode_turns_off_checkpointing")
         return
     rep.use("ac_mode", "gradient_checkpointing", mode != "none")
     if mode == "none":
-        if "ac_option" in data:
-            rep.ignore("ac_option", "ac_option_only_with_selective")
+        ignore_option("ac_option_only_with_selective")
         return
     if mode == "full" or every == 0:
         rep.use("ac_mode", "checkpointing_granularity", "full")
