@@ -60,16 +60,18 @@ VERDICTS = ("fits", "borderline", "does_not_fit")
 def range_bytes(value: int, method: str, metric: str) -> list[int]:
     """``[low, high]`` bytes for a predicted ``value``: ``value / (1 + p90)`` and
     ``value / (1 + p10)``, never reversed."""
-    p10, p90 = ERROR_BANDS[(method, metric)]
-    low = math.floor(value / (1 + p90))
-    high = math.ceil(value / (1 + p10))
-    return [min(low, high), max(low, high)]
+    return _band_range(value, *ERROR_BANDS[(method, metric)])
 
 
 def min_device_range_bytes(value: int, method: str) -> list[int]:
     """``[low, high]`` bytes around a predicted ``min_device_bytes``: ``value / (1 + p90)`` and
     ``value / (1 + p10)`` of :data:`MIN_DEVICE_BANDS`, never reversed."""
-    p10, p90 = MIN_DEVICE_BANDS[method]
+    return _band_range(value, *MIN_DEVICE_BANDS[method])
+
+
+def _band_range(value: int, p10: float, p90: float) -> list[int]:
+    """``[low, high]``: the measurements ``value / (1 + e)`` a prediction ``value`` stands for
+    at the band's errors ``p90`` and ``p10``, outward to whole bytes, never reversed."""
     low = math.floor(value / (1 + p90))
     high = math.ceil(value / (1 + p10))
     return [min(low, high), max(low, high)]
