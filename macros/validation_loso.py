@@ -139,7 +139,7 @@ def targets_sentence(lang: str, figures: dict[str, float], targets: dict[str, fl
         return labels.text("validation.targets_all_met", lang)
     if len(missed) == 1:
         return labels.text("validation.targets_missed_one", lang).format(stats=missed[0])
-    stats = ", ".join(missed[:-1]) + labels.text("validation.and", lang) + missed[-1]
+    stats = _listed(missed, lang)
     return labels.text("validation.targets_missed_many", lang).format(stats=stats)
 
 
@@ -165,6 +165,11 @@ FORMER_DEFAULT_MARGIN = 0.25
 up to commit 4f88c0b): the middle of the seed's "add 20-30 %" advice, a fraction added to the
 point estimate of every method alike. The validation page states it beside the range that
 replaced it."""
+
+
+def _listed(items: list[str], lang: str) -> str:
+    """``a, b and c`` in the page's language."""
+    return ", ".join(items[:-1]) + labels.text("validation.and", lang) + items[-1]
 
 
 def range_above_point(method: str) -> float:
@@ -197,7 +202,7 @@ def validation_margin_history(lang: str) -> str:
         )
         for method in ("full", "lora", "qlora")
     ]
-    figures = ", ".join(parts[:-1]) + labels.text("validation.and", lang) + parts[-1]
+    figures = _listed(parts, lang)
     return labels.text("validation.margin_history", lang).format(former=former, figures=figures)
 
 
