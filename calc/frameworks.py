@@ -701,6 +701,16 @@ def _no_mask_tensor(values: JsonObject) -> bool:
     return values.get("attention_mask") != "padding" and not _padded_sdpa(values)
 
 
+def _fsdp1_path(values: JsonObject) -> bool:
+    """FSDP1's flat parameters, unless the request itself asks for FSDP2's ``fully_shard``."""
+    return _several_sharded(values) and not values.get("fsdp_fully_shard")
+
+
+def _fsdp2_path(values: JsonObject) -> bool:
+    """FSDP2's ``fully_shard``, unless the request itself asks for FSDP1's flat parameters."""
+    return _several_sharded(values) and not values.get("fsdp_flat_parameters")
+
+
 def _packed(values: JsonObject) -> bool:
     return values.get("batching") == "packed"
 
@@ -714,8 +724,8 @@ APPLIES_WHEN = {
     "optimizer_fused": lambda values: values.get("optimizer") == "adamw",
     "packed_attention": _packed,
     "frozen_weight_grads": _several_sharded,
-    "fsdp_flat_parameters": _several_sharded,
-    "fsdp_fully_shard": _several_sharded,
+    "fsdp_flat_parameters": _fsdp1_path,
+    "fsdp_fully_shard": _fsdp2_path,
     "qlora_prepare_kbit": _one_gpu,
     "attention_mask": _padded_sdpa,
     "attention_grouped_kv": _no_mask_tensor,
@@ -726,7 +736,8 @@ the several-GPU QLoRA loops the profiles cite do not call ``prepare_model_for_kb
 transformers passes SDPA a mask tensor only when a micro-batch holds padding (every sample
 fills ``seq_len`` when ``length_stats`` is left out), and then expands grouped k/v
 (``use_gqa_in_sdpa`` is False with a mask); whether packed samples attend to each other is
-a question for packed rows only.
+a question for packed rows only. A profile's FSDP version yields to the other version the
+request names (one loop runs one of them).
 Outside those setups the key keeps its own default (no warning for a choice the user did
 not make)."""
 

@@ -17,6 +17,7 @@ from cli_run import run_main
 
 import calc
 from calc.errors import CalcError
+from calc.request import parse_estimate_request
 from conftest import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -318,3 +319,19 @@ def test_fsdp1_and_fsdp2_together_is_a_coded_error():
         "fsdp_versions_conflict",
         "fsdp_fully_shard",
     )
+
+
+@pytest.mark.parametrize(
+    ("framework", "given", "profile_key"),
+    [
+        ("torchtune", "fsdp_flat_parameters", "fsdp_fully_shard"),
+        ("litgpt", "fsdp_fully_shard", "fsdp_flat_parameters"),
+    ],
+)
+def test_profile_fsdp_version_yields_to_the_one_the_request_names(framework, given, profile_key):
+    """A profile's FSDP version is its default, not a second choice: the request's own wins
+    (CI's schema property test drew torchtune with fsdp_flat_parameters)."""
+    request = {"model": "llama-2-7b", "num_gpus": 2, "sharding": "zero3", "framework": framework}
+    assert parse_estimate_request(request).to_dict()[profile_key] is True
+    parsed = parse_estimate_request({**request, given: True}).to_dict()
+    assert (parsed[given], parsed[profile_key]) == (True, False)
