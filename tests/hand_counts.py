@@ -24,3 +24,16 @@ FSDP1_ROOT_UNIT_7B = 2 * 32000 * 4096 * 2 + 4096 * 2  # 524,296,192
 FSDP1_ROOT_TRANSIENT_7B = (
     2 * FSDP1_ROOT_UNIT_7B + (32000 * 4096 * 2 + 4096 * 2) - FSDP1_ROOT_UNIT_7B // 2
 )
+
+# A two-layer Gemma 2 config.json (head_dim 128, 4 heads over 2 k/v heads): small enough to
+# count by hand, with transformers' Gemma2Config defaults for everything it leaves out
+TINY_GEMMA2 = {
+    "model_type": "gemma2",
+    "hidden_size": 512,
+    "intermediate_size": 2048,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "num_hidden_layers": 2,
+    "vocab_size": 1000,
+}

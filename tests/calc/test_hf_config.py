@@ -9,6 +9,7 @@ from hypothesis import given, strategies as st
 
 from calc.errors import ConfigError
 from calc.hf_config import arch_from_hf_config
+from hand_counts import TINY_GEMMA2
 
 LLAMA = {
     "model_type": "llama",
@@ -894,16 +895,7 @@ def test_new_families_invalid_value(name, key, value, code):
 
 
 def test_gemma2_attention_softcapping_read_with_its_default():
-    base = {
-        "model_type": "gemma2",
-        "hidden_size": 512,
-        "intermediate_size": 2048,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 128,
-        "num_hidden_layers": 2,
-        "vocab_size": 1000,
-    }
+    base = TINY_GEMMA2
     # transformers' Gemma2Config default when the file says nothing
     assert arch_from_hf_config(base).extra["attn_logit_softcapping"] == 50.0
     assert (

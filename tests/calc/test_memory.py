@@ -13,6 +13,7 @@ from calc import memory, states
 from calc.allocator import LARGE_BUFFER_BYTES
 from calc.presets import get_preset
 from calc.request import parse_estimate_request
+from hand_counts import TINY_GEMMA2
 
 GIB = 2**30
 LLAMA2_7B = 6_738_415_616
@@ -433,36 +434,13 @@ def test_family_traits_saved_tensors():
     # fp32 upcast of q and k + rsqrt per head; the bf16 normalised copy when the weights train
     assert act.qk_norm_bytes(qwen3, cfg_lora) == 4 * width + 4 * 24
     assert act.qk_norm_bytes(qwen3, cfg_full) == 6 * width + 4 * 24
-    gemma2 = arch_from_hf_config(
-        {
-            "model_type": "gemma2",
-            "hidden_size": 512,
-            "intermediate_size": 2048,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 128,
-            "num_hidden_layers": 2,
-            "vocab_size": 1000,
-        }
-    )
+    gemma2 = arch_from_hf_config(TINY_GEMMA2)
     assert act.qk_norm_bytes(gemma2, cfg_full) == 0
     # Gemma's norm saves its fp32 normalised copy: 4h + 4 + 4h
     assert act.norm_bytes(gemma2, cfg_full) == 8 * 512 + 4
     # final soft-capping keeps tanh(logits / 30) in bf16: 12 + 2 bytes per vocabulary entry
     assert act.logits_bytes_per_token(gemma2, 2, False) == 1000 * 14
-    gemma2_nocap = arch_from_hf_config(
-        {
-            "model_type": "gemma2",
-            "hidden_size": 512,
-            "intermediate_size": 2048,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 128,
-            "num_hidden_layers": 2,
-            "vocab_size": 1000,
-            "final_logit_softcapping": None,
-        }
-    )
+    gemma2_nocap = arch_from_hf_config({**TINY_GEMMA2, "final_logit_softcapping": None})
     assert act.logits_bytes_per_token(gemma2_nocap, 2, False) == 1000 * 12
 
 
