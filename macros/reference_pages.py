@@ -501,6 +501,7 @@ def variables() -> dict:
         "ladder_names": [model_name(m) for m in reference.LADDER],
         # the mixture of experts the guides set beside the ladder
         "moe": reference.MOE,
+        "moe_name": model_name(reference.MOE),
         "estimate": {m: reference.estimate_setup(m) for m in reference.METHODS},
         # the guides' shared setup: full fine-tuning's keys without the method (a table's
         # method entries set the method and, for LoRA and QLoRA, their precision)

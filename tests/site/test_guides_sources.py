@@ -248,11 +248,13 @@ GUIDE_DENSE_MODELS = {
 def test_the_guides_examples_take_dense_models_from_calc_reference():
     """A guide's example on a dense model reads it from calc.reference (``ref.models``) or is
     one of GUIDE_DENSE_MODELS; the mixture of experts set beside the ladder is ``ref.moe``
-    (calc.reference.MOE), its id never typed in a macro call."""
+    (calc.reference.MOE), its id never typed in a macro call nor its name in the prose."""
     from calc import reference
     from calc.presets import presets_listing
+    from macros.rows import model_name
 
     dense = {p["id"] for p in presets_listing() if p["params_active"] == p["params_total"]}
+    preset = next(p for p in presets_listing() if p["id"] == reference.MOE)
     for lang in ("es", "en"):
         for page in ("guides/vram.md", "guides/cloud.md"):
             text = (DOCS / lang / page).read_text(encoding="utf-8")
@@ -262,6 +264,10 @@ def test_the_guides_examples_take_dense_models_from_calc_reference():
             calls = " ".join(JINJA.findall(text))
             assert f'"{reference.MOE}"' not in calls, (lang, page, reference.MOE)
             assert "ref.moe" in calls, (lang, page)
+            # and its name in the prose too, in either spelling
+            prose = JINJA.sub("", text)
+            for typed in (model_name(reference.MOE), preset["hf_repo"].split("/")[-1]):
+                assert typed not in prose, (lang, page, typed)
 
 
 def test_the_guides_name_the_reference_ladder_from_calc():
