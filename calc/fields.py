@@ -930,7 +930,9 @@ FIELDS: tuple[FieldSpec, ...] = (
             "gradient waits from the start of the backward, and the concatenated flat gradient is "
             "written while the per-view ones are alive (:func:`calc.memory.root_gradient_bytes`). "
             "Only with ZeRO-3 / FSDP on several GPUs. Default False: FSDP2 (``fully_shard``) "
-            "shards each parameter on its own, DeepSpeed partitions gradients as they come."
+            "shards each parameter on its own, DeepSpeed partitions gradients as they come; the "
+            "Hugging Face profiles set it under FSDP (accelerate 1.15 ``FullyShardedDataParallelPlugin`` "
+            "defaults to ``fsdp_version`` 1)."
         ),
     ),
     _bool(

@@ -97,6 +97,7 @@ _HF_TRAINER_5 = {
     "loss_outputs_kept": False,
     "moe_expert_layout": "fused-3d",
     "weights_loaded_16bit": True,
+    "fsdp_flat_parameters": True,
 }
 """The HF Trainer on transformers 5: what the tools built on it inherit."""
 
@@ -178,6 +179,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         **_HF_COMMON,
         "optimizer_fused": False,
         "loss_outputs_kept": False,
+        "fsdp_flat_parameters": True,
         "attention_grouped_kv": False,
         "sdpa_cudnn_last": True,
         "moe_expert_layout": "per-expert-modules",
@@ -237,6 +239,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "the 2-D padding mask is all ones; a padded batch (DataCollatorWithPadding / "
         "DataCollatorForLanguageModeling pad to the longest) gets a 4-D boolean mask tensor, "
         "which torch 2.13 SDPA cannot hand to flash (sdp_utils.cpp check_for_attn_mask)",
+        "fsdp_flat_parameters": "accelerate 1.15 utils/dataclasses.py "
+        "FullyShardedDataParallelPlugin.__post_init__: fsdp_version = FSDP_VERSION, default 1 "
+        "(FSDP1, FullyShardedDataParallel with flat parameters); FSDP2 only when a config "
+        "says fsdp_version: 2 (config import then sets fsdp_fully_shard)",
         "loss_outputs_kept": "transformers 5.17.0 Trainer.compute_loss returns the loss alone "
         "(return_outputs=False); training_step drops the outputs",
         "moe_expert_layout": "transformers 5.17.0 models/qwen3_moe/modeling_qwen3_moe.py Qwen3MoeExperts "
@@ -288,6 +294,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "the loop's own torch.autocast casts no parameter",
     },
     Framework.HF_TRAINER_4: {
+        "fsdp_flat_parameters": "accelerate before 1.6 has FSDP1 only (FullyShardedDataParallel, "
+        "flat parameters); from 1.6 on it still defaults to it, as in hf-trainer",
         "optimizer_fused": "transformers 4.46-4.53 training_args.py: TrainingArguments.optim defaults to "
         "'adamw_torch' (PR #25109, v4.32); 'adamw_torch_fused' became the default only "
         "with PR #37358 (July 2025) and torch >= 2.8. torch.optim.AdamW then takes "
@@ -701,14 +709,19 @@ def _no_mask_tensor(values: JsonObject) -> bool:
     return values.get("attention_mask") != "padding" and not _padded_sdpa(values)
 
 
+def _fsdp_sharded(values: JsonObject) -> bool:
+    """Several GPUs sharded by PyTorch FSDP, not by DeepSpeed."""
+    return _several_sharded(values) and values.get("sharding_engine") != "deepspeed"
+
+
 def _fsdp1_path(values: JsonObject) -> bool:
     """FSDP1's flat parameters, unless the request itself asks for FSDP2's ``fully_shard``."""
-    return _several_sharded(values) and not values.get("fsdp_fully_shard")
+    return _fsdp_sharded(values) and not values.get("fsdp_fully_shard")
 
 
 def _fsdp2_path(values: JsonObject) -> bool:
     """FSDP2's ``fully_shard``, unless the request itself asks for FSDP1's flat parameters."""
-    return _several_sharded(values) and not values.get("fsdp_flat_parameters")
+    return _fsdp_sharded(values) and not values.get("fsdp_flat_parameters")
 
 
 def _packed(values: JsonObject) -> bool:
@@ -736,8 +749,9 @@ the several-GPU QLoRA loops the profiles cite do not call ``prepare_model_for_kb
 transformers passes SDPA a mask tensor only when a micro-batch holds padding (every sample
 fills ``seq_len`` when ``length_stats`` is left out), and then expands grouped k/v
 (``use_gqa_in_sdpa`` is False with a mask); whether packed samples attend to each other is
-a question for packed rows only. A profile's FSDP version yields to the other version the
-request names (one loop runs one of them).
+a question for packed rows only. A profile's FSDP version applies under PyTorch FSDP only (not
+under DeepSpeed's ZeRO) and yields to the other version the request names (one loop runs one
+of them).
 Outside those setups the key keeps its own default (no warning for a choice the user did
 not make)."""
 
