@@ -288,6 +288,17 @@ EAGER_OPS_PER_LAYER_FORWARD = 30
 5.17 ``LlamaDecoderLayer.forward``: two RMSNorms of 6 ops, rotary embedding ~8, attention
 reshapes/transposes ~6 and SDPA, SiLU and product, two residual adds)."""
 
+EAGER_ATTENTION_EXTRA_OPS_FORWARD = 5
+"""Ops the eager attention path dispatches in one block's forward beyond the single SDPA call
+that :data:`EAGER_OPS_PER_LAYER_FORWARD` counts: the scores' matmul, the scaling, the mask's
+add, the fp32 softmax, the cast back and the matmul with the values: 6, less the one SDPA call
+(the dropout at p 0 returns its input without a kernel: torch ``aten/src/ATen/native/Dropout.cpp``
+``_dropout_impl``). Counted on transformers' eager ``LlamaAttention.forward``
+(``models/llama/modeling_llama.py`` at 002272831f) against ``sdpa_attention_forward``
+(``integrations/sdpa_attention.py`` at 00c238bd), whose reshapes and transposes are the same.
+Eager only: compiled, inductor fuses the element-wise ones. Their backward counts as the other
+ops' (:data:`BACKWARD_OPS_FACTOR`)."""
+
 LORA_OPS_PER_ADAPTER = 4
 """peft 0.21 ``lora.Linear.forward``: dropout (identity module at p=0), ``lora_A``, ``lora_B``,
 scale-and-add: 4 ops per adapted linear."""
@@ -662,6 +673,10 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     n_linears = sum(lin.count if lin.active == lin.count else lin.active for lin in arch.linears)
     adapters = len(st.adapted(req)) if req.is_peft else 0
     other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
+    eager_attention = 0
+    if req.attention is Attention.EAGER and not req.torch_compile:
+        eager_attention = EAGER_ATTENTION_EXTRA_OPS_FORWARD
+    other += eager_attention
     # QLoRA: bitsandbytes wraps each 4-bit matmul in host ops of its own (dequantisation, casts)
     quantized_linears = (
         sum(l.active for l in arch.linears if l.quantizable) if req.method is Method.QLORA else 0
@@ -678,7 +693,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         # counted calls of its forward, recomputation and backward; the rest op by op, eager
         fused = FUSED_LORA_OPS_PER_ADAPTER
         per_layer_ops = adapters * (fused["forward"] * (1 + recompute) + fused["backward"]) + (
-            n_linears - adapters + EAGER_OPS_PER_LAYER_FORWARD
+            n_linears - adapters + EAGER_OPS_PER_LAYER_FORWARD + eager_attention
         ) * (1 + BACKWARD_OPS_FACTOR + recompute)
         kernels = arch.num_layers * per_layer_ops + bnb_ops
     else:

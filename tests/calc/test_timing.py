@@ -727,6 +727,21 @@ def test_unsloth_host_calls_counted_per_adapted_linear():
     assert fused.kernels_per_micro > plain.kernels_per_micro
 
 
+def test_eager_attention_dispatches_its_own_ops():
+    """Eager attention issues the scores' matmul, scaling, mask add, fp32 softmax, cast back and
+    the values' matmul where SDPA is one call: 5 more forward ops per block, each with its
+    backward; compiled, the count stays the compiled block's."""
+    keys = {**LORA_QV_KEYS, "framework": "hf-trainer-4"}
+    eager, _, _ = _counts_and_rates("a100-80gb-sxm", **keys, attention="eager")
+    sdpa, _, _ = _counts_and_rates("a100-80gb-sxm", **keys, attention="sdpa")
+    extra = 32 * timing.EAGER_ATTENTION_EXTRA_OPS_FORWARD * (1 + timing.BACKWARD_OPS_FACTOR)
+    assert eager.kernels_per_micro - sdpa.kernels_per_micro == extra
+    compiled = {**keys, "torch_compile": True}
+    eager_c, _, _ = _counts_and_rates("a100-80gb-sxm", **compiled, attention="eager")
+    sdpa_c, _, _ = _counts_and_rates("a100-80gb-sxm", **compiled, attention="sdpa")
+    assert eager_c.kernels_per_micro == sdpa_c.kernels_per_micro
+
+
 def test_dispatch_time_rests_on_the_rows_the_host_binds(validation):
     """The dispatch time is read from the rows whose step waits on the host: Unsloth's small
     models on fast cards and Qwen's 256-token steps, two sources; held out, each leaves the
