@@ -155,6 +155,16 @@ def load() -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+EXTRAPOLATED = "extrapolated, not each one measured"
+"""What a row's ``notes`` say when its publisher drew the length from a line through a few
+runs rather than running it on that card (unsloth.ai/blog/long-context: "Numbers are
+extrapolated based on experiments"): judged like the others, never calibrated on."""
+
+
+def extrapolated(row: dict[str, str]) -> bool:
+    return EXTRAPOLATED in row["notes"]
+
+
 def summary(judged: list[Judged]) -> str:
     agree = sum(j.agrees for j in judged)
     errs = [abs(j.error) for j in judged if j.error is not None]

@@ -18,7 +18,9 @@ memory on which the run's steps finish. Three kinds of published row observe tha
   at most the card, the need 25 % above it more: with ``P`` the prediction, the error
   ``(P - need) / need`` lies between ``P(L) / card - 1`` and ``P(1.25 L) / card - 1``; the row
   counts the geometric middle of both. Rows of one run that fitted or ran out of memory bound
-  the error on one side only and count in the agreement of the verdict, not here.
+  the error on one side only and count in the agreement of the verdict, not here; nor do
+  lengths the publisher extrapolated rather than ran (:func:`accuracy.fit_boundaries.extrapolated`):
+  several cards' rows would repeat one measurement.
 
 The error is ``(predicted - measured) / measured`` as for :data:`calc.calibration.ERROR_BANDS`
 and the bands are built by the same rule (:func:`accuracy.memory_loso.bands`): per method,
@@ -141,7 +143,7 @@ def fit_boundary_rows() -> list[Row]:
     """``max_fits`` rows of ``fit_boundaries.csv``: the middle of the error's bounds."""
     out = []
     for row in fb.load():
-        if row["outcome"] != "max_fits":
+        if row["outcome"] != "max_fits" or fb.extrapolated(row):
             continue
         request, card, length = fb.row_request(row), fb.memory_bytes(row), int(row["seq_len"])
         try:
