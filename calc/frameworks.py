@@ -636,6 +636,7 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "sync_each_micro_batch": "several GPUs and gradient accumulation; the oracle runs one process",
     "frozen_weight_grads": "several GPUs (FSDP wrap units); the oracle runs one process",
     "fsdp_wrap_floor": "reserved memory of the FSDP1 wrap; the oracle counts allocated bytes",
+    "fsdp_flat_parameters": "several GPUs (FSDP1's flat parameters); the oracle runs one process",
     "fsdp_fully_shard": "FSDP2's copy-out of gathered parameters, time only; the oracle runs "
     "one process and traces memory",
     "attention_keeps_fused_qkv": "LitGPT's fused attention, traced by the LitGPT stack only; "
