@@ -11,6 +11,7 @@ import json
 
 from ..jsontypes import JsonObject
 from ..fields import defaults
+from ..frameworks import Framework, apply_profile
 from .models import TORCHTUNE_PRESETS
 
 _HF_OPTIM = {
@@ -40,7 +41,22 @@ FORMATS = ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelera
 def _full(request: JsonObject) -> JsonObject:
     out = defaults("estimate")
     out.update(request)
+    out.update(request.get("behaviour") or {})
+    out.pop("behaviour", None)
+    fsdp = ("fsdp_flat_parameters", "fsdp_fully_shard")
+    if out["framework"] in _FRAMEWORKS and not set(fsdp) & _given(request):
+        # the FSDP version calc estimated with: the library's profile decides it when the
+        # request names neither (the Hugging Face stacks run FSDP1, torchtune FSDP2)
+        applied = apply_profile(dict(out), _given(request), Framework(out["framework"]))
+        out.update({k: applied[k] for k in fsdp})
     return out
+
+
+_FRAMEWORKS = {f.value for f in Framework}
+
+
+def _given(request: JsonObject) -> set[str]:
+    return set(request) | set(request.get("behaviour") or {})
 
 
 def _yaml(data: JsonObject) -> list[str]:

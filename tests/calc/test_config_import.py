@@ -597,6 +597,9 @@ def test_trl_file_without_sftconfig_keys_is_the_plain_trainer():
         ({"method": "full", "fsdp_fully_shard": True}, 2),
         ({"method": "full", "fsdp_flat_parameters": True}, 1),
         ({"method": "lora", "frozen_weight_grads": True}, 1),
+        # neither key: the library's profile decides (accelerate's FSDP1 for the Trainer)
+        ({"method": "full", "framework": "hf-trainer"}, 1),
+        ({"method": "full", "framework": "torchtune"}, 2),
     ],
 )
 def test_fsdp_section_writes_the_version_the_request_runs(fmt, request_keys, version):
