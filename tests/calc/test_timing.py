@@ -1348,3 +1348,31 @@ def test_fsdp2_copy_out_set_by_the_torchtune_profile_only_where_it_shards():
     assert (
         _req(framework="torchtune", fsdp_fully_shard=False, **sharded)[0].fsdp_fully_shard is False
     )
+
+
+@pytest.mark.parametrize("sharding", ["zero2", "zero3"])
+def test_deepspeed_reduces_every_micro_batch_whatever_no_sync_says(sharding):
+    """DeepSpeed ZeRO-2/3 has no no_sync: each micro-batch's backward reduces its gradients
+    (DeepSpeed 0.14.0 engine.py allreduce_gradients, stage3.py
+    independent_gradient_partition_epilogue), as the memory model already reads it
+    (calc.states.accumulates_unsharded_gradients). Under accumulation on a slow network the
+    step pays the reduce A times, as with sync_each_micro_batch; FSDP under accelerate's
+    no_sync pays it once."""
+    keys = {
+        **NETWORK_PLAN,
+        "num_gpus": 16,
+        "network": "ethernet-25",
+        "sharding": sharding,
+        "gradient_accumulation_steps": 4,
+    }
+
+    def step(**kw):
+        req, opts = parse_plan_request({**keys, **kw})
+        assert not req.sync_each_micro_batch or kw.get("sync_each_micro_batch")
+        return timing.estimate_time(req, opts.gpu, 1e9, network="ethernet-25").breakdown
+
+    ds = step(sharding_engine="deepspeed")
+    ds_synced = step(sharding_engine="deepspeed", sync_each_micro_batch=True)
+    fsdp = step()
+    assert ds.exposed_communication == pytest.approx(ds_synced.exposed_communication)
+    assert ds.exposed_communication > fsdp.exposed_communication
