@@ -214,17 +214,21 @@ def first_contact_summary(rows: list[dict[str, str]]) -> str:
 
 
 def figures() -> dict[str, object]:
-    """What the methodology page publishes: rows, first-contact and today's agreement, the
-    median and p90 of today's ``|error|`` of the largest length, the commit(s) judged at."""
+    """What the methodology page publishes: rows, first-contact and today's agreement (also
+    over the rows a publisher ran, :func:`extrapolated` ones left out), the median and p90 of today's ``|error|`` of the largest length, the commit(s) judged at."""
     rows = load()
     judged = [judge_row(r) for r in rows]
     errs = [abs(j.error) for j in judged if j.error is not None]
     fc_agree, fc_rows = first_contact_counts(rows)
+    measured = [j for j, r in zip(judged, rows, strict=True) if not extrapolated(r)]
     return {
         "rows": len(rows),
         "first_contact_agree": fc_agree,
         "first_contact_rows": fc_rows,
         "agree": sum(j.agrees for j in judged),
+        # the rows a publisher ran, its extrapolated lengths left out
+        "measured_rows": len(measured),
+        "measured_agree": sum(j.agrees for j in measured),
         "median": statistics.median(errs),
         "p90": percentile(errs, 90),
         "commits": sorted({r["judged_at_commit"][:10] for r in rows if r.get("judged_at_commit")}),

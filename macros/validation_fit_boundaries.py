@@ -34,6 +34,8 @@ def validation_fit_boundaries(lang: str) -> str:
             commit=", ".join(f"`{c}`" for c in f["commits"]),
             agree=format_number(f["agree"], 0, lang),
             share=format_number(100 * f["agree"] / f["rows"], 0, lang),
+            measured_agree=format_number(f["measured_agree"], 0, lang),
+            measured_rows=format_number(f["measured_rows"], 0, lang),
             median=format_number(100 * f["median"], 0, lang),
             p90=format_number(100 * f["p90"], 0, lang),
         )
