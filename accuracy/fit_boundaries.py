@@ -215,7 +215,8 @@ def first_contact_summary(rows: list[dict[str, str]]) -> str:
 
 def figures() -> dict[str, object]:
     """What the methodology page publishes: rows, first-contact and today's agreement (also
-    over the rows a publisher ran, :func:`extrapolated` ones left out), the median and p90 of today's ``|error|`` of the largest length, the commit(s) judged at."""
+    over the rows a publisher ran, :func:`extrapolated` ones left out), the median and p90 of
+    today's ``|error|`` of the largest length, the commit(s) judged at."""
     rows = load()
     judged = [judge_row(r) for r in rows]
     errs = [abs(j.error) for j in judged if j.error is not None]
