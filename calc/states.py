@@ -639,9 +639,19 @@ def accumulates_unsharded_gradients(req: EstimateRequest) -> bool:
     return (
         accumulates_gradients(req)
         and req.num_gpus > 1
-        and not req.sync_each_micro_batch
         and req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
-        and not deepspeed_zero(req)
+        and not reduces_each_micro_batch(req)
+    )
+
+
+def reduces_each_micro_batch(req: EstimateRequest) -> bool:
+    """Each micro-batch's backward reduces its gradients: ``sync_each_micro_batch``, or
+    DeepSpeed's ZeRO-2/3 whatever that key says (no ``no_sync``: DeepSpeed 0.14.0 ``engine.py``
+    ``allreduce_gradients`` runs ZeRO>=2's epilogue off the accumulation boundary too, and
+    ``stage3.py`` ``independent_gradient_partition_epilogue`` reduce-scatters each backward).
+    The memory (:func:`accumulates_unsharded_gradients`) and the time read it alike."""
+    return req.sync_each_micro_batch or (
+        deepspeed_zero(req) and req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
     )
 
 

@@ -1244,13 +1244,6 @@ def _card_rates(gpu: Gpu, num_gpus: int, network: str) -> Rates:
     )
 
 
-def reduces_each_micro_batch(req: EstimateRequest) -> bool:
-    """DeepSpeed ZeRO-2/3 (``sharding_engine="deepspeed"``): no ``no_sync``, the gradients are
-    reduced (ZeRO-3: reduce-scattered) in every micro-batch's backward, as with
-    ``sync_each_micro_batch``."""
-    return st.deepspeed_zero(req) and req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
-
-
 def step_breakdown(
     c: Counts,
     rates: Rates,
@@ -1630,11 +1623,8 @@ def estimate_time(
         half_tokens=half_tokens,
         fp8=fp8_compute,
         fp8_efficiency=fp8_efficiency,
-        # DeepSpeed ZeRO-2/3 reduce every micro-batch's gradients into the partition whatever the
-        # trainer's no_sync (:func:`calc.states.accumulates_unsharded_gradients`): DeepSpeed
-        # 0.14.0 ``engine.py`` ``allreduce_gradients`` runs ZeRO>=2's epilogue off the boundary too
-        # and ``stage3.py`` ``independent_gradient_partition_epilogue`` reduce-scatters each backward
-        sync_each_micro_batch=req.sync_each_micro_batch or reduces_each_micro_batch(req),
+        # DeepSpeed ZeRO-2/3 reduce every micro-batch whatever the trainer's no_sync
+        sync_each_micro_batch=st.reduces_each_micro_batch(req),
         paged_overflow_bytes=paged_overflow_bytes(memory, gpu),
     )
     rates = card_rates(gpu, n, network)
