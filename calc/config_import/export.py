@@ -43,11 +43,11 @@ def _full(request: JsonObject) -> JsonObject:
     out.update(request)
     out.update(request.get("behaviour") or {})
     out.pop("behaviour", None)
-    fsdp = ("fsdp_flat_parameters", "fsdp_fully_shard")
-    if out["framework"] in _FRAMEWORKS and not set(fsdp) & _given(request):
+    fsdp, given = ("fsdp_flat_parameters", "fsdp_fully_shard"), _given(request)
+    if out["framework"] in _FRAMEWORKS and not set(fsdp) & given:
         # the FSDP version calc estimated with: the library's profile decides it when the
         # request names neither (the Hugging Face stacks run FSDP1, torchtune FSDP2)
-        applied = apply_profile(dict(out), _given(request), Framework(out["framework"]))
+        applied = apply_profile(dict(out), given, Framework(out["framework"]))
         out.update({k: applied[k] for k in fsdp})
     return out
 
