@@ -190,6 +190,16 @@ weights and inputs after kbit preparation) run at the card's own FP32 rate
 (``fp32_tflops`` in ``gpus.csv``, datasheets): :func:`fp32_time`."""
 
 
+FP32_MATMUL_TF32_DEFAULT = False
+"""Whether PyTorch lets cuBLAS run fp32 matmuls as TF32 on tensor cores unless told to:
+``torch.backends.cuda.matmul.allow_tf32`` is ``False`` by default since PyTorch 1.12 (the CUDA
+semantics notes, "TensorFloat-32 (TF32) on Ampere (and later) devices";
+``torch.get_float32_matmul_precision()`` is ``"highest"``), and neither the HF Trainer (its
+``tf32`` argument defaults to ``None``, leaving torch's setting) nor a plain loop changes it. So a
+model trained in fp32 runs its linears at the card's FP32 rate (:func:`fp32_time`); calc has no
+request key for TF32, and the validation rows that enable it are listed as not covered."""
+
+
 def fp32_time(rates: "Rates") -> float:
     """Time of an fp32 matmul on the CUDA cores relative to the same FLOPs on the card's BF16
     tensor cores: ``bf16_dense_tflops / fp32_tflops`` from the card's datasheets (A100 312 / 19.5
@@ -590,7 +600,9 @@ class Counts:
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
     sdpa_cudnn_last: bool = False  # torch 2.5.1-2.10 SDPA order: cuDNN after math
     score_softcap: bool = False  # eager attention caps its scores with a tanh (Gemma-2)
-    fp32_matmul_flops_per_token: float = 0.0  # matmuls on fp32 weights and inputs, all passes
+    fp32_matmul_flops_per_token: float = (
+        0.0  # matmuls on fp32 weights and inputs, all passes (CUDA cores)
+    )
     head_dim: int = 128
     adapter_flops_per_token: float = 0.0  # the LoRA adapters' rank-r matmuls, all passes
     adapter_bytes_per_token: float = 0.0  # what those matmuls read and write, all passes
@@ -781,6 +793,11 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         adapter_fwd = adapter_matmul_counts(req, 0)[0] / 3.0  # one forward of 1 + 2
         adapter_re = selective[1] / adapter_fwd if adapter_fwd else 0.0
     adapter_flops, adapter_bytes = adapter_matmul_counts(req, adapter_re)
+    if req.precision is Precision.FP32 and not FP32_MATMUL_TF32_DEFAULT:
+        # fp32 training without autocast: every matmul gets fp32 weights and inputs, and
+        # cuBLAS runs them on the CUDA cores (FP32_MATMUL_TF32_DEFAULT); attention and the
+        # adapters are priced on their own paths (attention_dtype, adapter_fp32)
+        fp32_head_flops = fpt.total - fpt.attention_total - adapter_flops
     # Gemma-2 caps its logits with a tanh (forward and backward once per micro-step), in the
     # logits' dtype: fp32 where the output layer runs in fp32 (kbit preparation, fp32 training)
     logit_bytes = (
@@ -1302,8 +1319,8 @@ def step_breakdown(
         fwd_part = 1.0 / (3.0 + f.attention_recompute_share)
         t_fwd += extra * fwd_part
         t_bwd += extra * (1.0 - fwd_part)
-    # matmuls on fp32 weights and inputs (the output layer after kbit preparation) run on the
-    # CUDA cores: the extra time over the 16-bit rate the compute above priced them at
+    # matmuls on fp32 weights and inputs (the output layer after kbit preparation, every
+    # matmul but attention's and the adapters' in fp32 training) run on the CUDA cores: the extra time over the 16-bit rate the compute above priced them at
     if c.fp32_matmul_flops_per_token and rates.capability is not None:
         extra = (
             T * c.fp32_matmul_flops_per_token * (fp32_time(rates) - 1.0) / (rates.peak_flops * eff)

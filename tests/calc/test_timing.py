@@ -907,6 +907,29 @@ def test_kbit_prepared_qlora_moves_fp32_activations_and_casts_each_4bit_linear()
     assert plain.fp32_matmul_flops_per_token == 0.0
 
 
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_fp32_training_runs_every_matmul_but_attention_and_adapters_at_the_fp32_rate(method):
+    # no autocast and no TF32 (torch's default): the block linears and the output layer on
+    # the CUDA cores; attention has its own fp32 path, fp32 adapters theirs
+    kw = {"method": method, "seq_len": 1024, "micro_batch_size": 2}
+    fp32, rates, req = _counts_and_rates("a100-80gb-sxm", **kw, precision="fp32")
+    bf16, _, _ = _counts_and_rates("a100-80gb-sxm", **kw, precision="bf16-true")
+    f = fp32.flops
+    assert fp32.attention_dtype == "fp32"
+    assert fp32.fp32_matmul_flops_per_token == pytest.approx(
+        f.total - f.attention_total - fp32.adapter_flops_per_token
+    )
+    assert fp32.fp32_matmul_flops_per_token >= f.linear_total > 0
+    assert bf16.fp32_matmul_flops_per_token == 0.0
+    args = dict(
+        num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    slow = timing.step_breakdown(fp32, rates, **args).compute
+    fast = timing.step_breakdown(bf16, rates, **args).compute
+    # on an A100 (16x between the BF16 tensor and FP32 rates) the matmuls dominate both steps
+    assert slow > 8 * fast
+
+
 @pytest.mark.parametrize(
     "gpu_id, fp32_time",
     [
