@@ -58,6 +58,7 @@ from .request import (
 MATMUL_EFFICIENCY = {
     "a100": 0.77,
     "blackwell": 0.54,
+    "cdna3": 0.25,
     "gddr": 1.00,
     "gddr-pro": 0.36,
     "hopper": 0.62,
@@ -78,12 +79,17 @@ are judged but not fitted on (their figure is a whole job's wall time, start-up 
 ``blackwell`` on two: Unsloth on the B200 (LoRA and QLoRA of Qwen3 0.6B-32B on one card) and
 NeMo 2's Llama 3 8B BF16 pre-training on eight (vuiseng9's nemo-perf-nvfp4); fitted on either
 alone it is 0.38 or about 0.55 (Unsloth's B200 rows run below the NeMo run's share of the peak).
-No class rests on a single source (the methodology page says so, from the fit). A class without rows
-(``cdna3``) takes :data:`MATMUL_EFFICIENCY_POOLED`."""
+``cdna3`` (AMD Instinct MI300X and the cards the catalogue puts in its class) rests on ONE source,
+one row: torchtitan's Llama 3 8B BF16 pre-training on eight MI300X in torchao's float8 README
+(853f87d1), 0.25 of the datasheet's dense BF16 peak; before that row the class took the pooled
+NVIDIA share and read +163 % at first contact (fct-n4). Every other class rests on two sources
+or more; the methodology page says which rest on one, from the fit. A class without rows takes
+:data:`MATMUL_EFFICIENCY_POOLED`."""
 
-MATMUL_EFFICIENCY_POOLED = 0.74
-"""The same fit with every covered row pooled in one class: the figure for card classes with no
-measured row (MI300X); FITTED."""
+MATMUL_EFFICIENCY_POOLED = 0.64
+"""The same fit with every covered row pooled in one class: the figure for a card class with no
+measured row (none in today's catalogue; the leave-one-source-out fits use it for a class whose
+only source is held out); FITTED."""
 
 MATMUL_HALF_TOKENS = 152.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
