@@ -97,7 +97,8 @@ the longest of ``samples`` lengths drawn from the fitted distribution (a determi
 the same for every seed: a draw's own longest sample swings by the luck of the draw, most of
 all for a short run). A drawn sample above it is cut to it and the longest draw set to it, so
 the peak is that figure, rising with the run's length and never above ``max``. Where the request
-does not say, the sequence is the :data:`SAMPLES` draws as above.
+does not say, the sequence is the :data:`SAMPLES` draws as above, its longest sample the expected
+longest of :data:`SAMPLES` (not the draw's own, which could lie above the figure of a longer run).
 """
 
 from __future__ import annotations
@@ -616,10 +617,11 @@ def data_shape(
             samples,
         )
     lengths, exact = sample_lengths(stats, seq_len, batches * micro_batch_size)
-    if samples is not None:  # the run's longest sample: the expected longest of its samples
-        longest = expected_longest(stats, seq_len, samples)
-        lengths = [n if n < longest else longest for n in lengths]
-        lengths[lengths.index(max(lengths))] = longest
+    # the run's longest sample: the expected longest of its samples, of SAMPLES where the
+    # request does not say (so a longer run never gets a shorter peak than an unsaid one)
+    longest = expected_longest(stats, seq_len, SAMPLES if samples is None else samples)
+    lengths = [n if n < longest else longest for n in lengths]
+    lengths[lengths.index(max(lengths))] = longest
     if batching is Batching.GROUPED:  # samples of like length share a micro-batch
         span = GROUP_MEGABATCH * micro_batch_size
         lengths = [
