@@ -56,6 +56,8 @@ class Judged:
     estimate_gib: float  # peak_reserved_bytes
     allocated_gib: float  # peak_allocated_bytes
     peak_batch_tokens: int
+    card: str | None = None  # the catalogue card the replay ran on (None: not named, unlimited)
+    out_of_memory: bool = False  # the replay on that card ran out of memory (figure: unlimited)
 
     @property
     def error(self) -> float:
@@ -152,6 +154,41 @@ def step_percentile_reserved(request: dict[str, object], percent: int) -> int:
     return round(at_low + (at_high - at_low) * (rank - low))
 
 
+ROW_CARDS = (
+    (re.compile(r"\bT4\b"), "t4"),
+    (re.compile(r"A100 \(?80GB"), "a100-80gb-sxm"),
+    (re.compile(r"\bL40S\b"), "l40s"),
+    (re.compile(r"RTX 4090"), "rtx-4090"),
+)
+"""The catalogue card of a row's ``gpu`` text (the first pattern found), for the replay on the
+run's own card: the A100 80GB rows are read as the SXM card (the rows do not name the form
+factor; both carry 80 GB). A row whose card is not stated matches none and is replayed with no
+limit."""
+
+
+def row_card(row: dict[str, str]) -> str | None:
+    """The catalogue id of the card the row's run used (:data:`ROW_CARDS`), or None."""
+    if row["gpu"].lower().startswith("not stated"):
+        return None
+    return next((card for pattern, card in ROW_CARDS if pattern.search(row["gpu"])), None)
+
+
+def replay_on_card(request: dict[str, object], card: str) -> tuple[int, bool]:
+    """The replay's peak reserved bytes on ``card`` (the allocator's capacity: the card's memory
+    less calc's memory outside the allocator, :class:`calc.step_events.MinDevice`), and whether
+    it ran out of memory there. On a card smaller than the unlimited replay's cache the allocator
+    releases its cached segments and retries before it grows past the card
+    (``release_cached_blocks``), so the figure a run published on that card is bounded by it."""
+    from calc.gpus import get_gpu
+    from calc.request import parse_estimate_request
+    from calc.step_events import MinDevice, StepReplay, simulated_lengths
+
+    req = parse_estimate_request(request)
+    capacity = get_gpu(card).memory_bytes - MinDevice(req).outside
+    run = StepReplay(req, simulated_lengths(req)).replay(capacity)
+    return run.peak_reserved_bytes, not run.fits
+
+
 def judge_row(row: dict[str, str], today: bool = True) -> Judged:
     """calc's two reserved figures for a covered row at today's code, for today's request or
     (``today`` false) the request as recorded. The replay's figure is the run's peak reserved
@@ -173,6 +210,11 @@ def judge_row(row: dict[str, str], today: bool = True) -> Judged:
         if percent is None
         else step_percentile_reserved(request, percent)
     )
+    card, out_of_memory = row_card(row), False
+    if card is not None and percent is None:
+        on_card, out_of_memory = replay_on_card(request, card)
+        if not out_of_memory:
+            simulated = on_card
     estimate = int(out["peak_reserved_bytes"])
     if is_device_metric(row):
         outside = int(out["device_total_bytes"]) - estimate
@@ -186,6 +228,8 @@ def judge_row(row: dict[str, str], today: bool = True) -> Judged:
         estimate / GIB,
         int(out["peak_allocated_bytes"]) / GIB,
         int(data["peak_batch_tokens"]),
+        card,
+        out_of_memory,
     )
 
 
@@ -289,6 +333,7 @@ def report(rows: list[dict[str, str]] | None = None) -> list[str]:
             f"  {j.row_id:7s} measured {j.measured_gib:6.2f} GiB  replay {j.simulated_gib:6.2f} "
             f"({j.error:+.1%})  estimate {j.estimate_gib:6.2f} ({j.estimate_error:+.1%})  "
             f"allocated {j.allocated_gib:6.2f}  longest micro-batch {j.peak_batch_tokens} tokens"
+            f"  on {j.card or 'no named card'}{' (out of memory there)' if j.out_of_memory else ''}"
         )
     if today:
         median, p90 = abs_stats([j.error for j in today])

@@ -260,3 +260,34 @@ def test_a_per_step_percentile_is_judged_at_that_step_and_first_contact_at_the_r
 
     run_peak = estimate_dict(vl.row_request(row, today=False))["allocator"]
     assert recorded.simulated_gib * vl.GIB == run_peak["simulated_reserved_bytes"]
+
+
+def test_every_named_card_is_a_catalogue_card():
+    """Each covered row's run is replayed on its own card where the row names one: the text
+    maps to a catalogue id (or, not stated, to none)."""
+    from calc.gpus import get_gpu
+
+    for row in COVERED:
+        card = vl.row_card(row)
+        if row["gpu"].lower().startswith("not stated"):
+            assert card is None, row["id"]
+        else:
+            assert card is not None, (row["id"], row["gpu"])
+            assert get_gpu(card).memory_bytes > 0
+
+
+def test_a_card_smaller_than_the_unlimited_cache_bounds_the_replay():
+    """vl-g2 (Llama 3 8B full, batch 48, FSDP1 on 4 A100 80GB): the unlimited replay's cache
+    outgrows the card; on the card the allocator releases its cached segments and retries, and
+    the replay's reserved peak stays within the card (the run published 76.8 GiB)."""
+    from calc.gpus import get_gpu
+    from calc.memory import estimate_dict
+
+    row = next(r for r in COVERED if r["id"] == "vl-g2")
+    request = vl.row_request(row)
+    unlimited = estimate_dict(request)["allocator"]["simulated_reserved_bytes"]
+    on_card, out_of_memory = vl.replay_on_card(request, "a100-80gb-sxm")
+    assert not out_of_memory
+    assert on_card <= get_gpu("a100-80gb-sxm").memory_bytes < unlimited
+    judged = vl.judge_row(row)
+    assert (judged.card, judged.simulated_gib) == ("a100-80gb-sxm", on_card / vl.GIB)
