@@ -606,9 +606,7 @@ class Counts:
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
     sdpa_cudnn_last: bool = False  # torch 2.5.1-2.10 SDPA order: cuDNN after math
     score_softcap: bool = False  # eager attention caps its scores with a tanh (Gemma-2)
-    fp32_matmul_flops_per_token: float = (
-        0.0  # matmuls on fp32 weights and inputs, all passes (CUDA cores)
-    )
+    fp32_matmul_flops_per_token: float = 0.0  # fp32 weights and inputs: CUDA cores, all passes
     head_dim: int = 128
     adapter_flops_per_token: float = 0.0  # the LoRA adapters' rank-r matmuls, all passes
     adapter_bytes_per_token: float = 0.0  # what those matmuls read and write, all passes
@@ -1326,7 +1324,8 @@ def step_breakdown(
         t_fwd += extra * fwd_part
         t_bwd += extra * (1.0 - fwd_part)
     # matmuls on fp32 weights and inputs (the output layer after kbit preparation, every
-    # matmul but attention's and the adapters' in fp32 training) run on the CUDA cores: the extra time over the 16-bit rate the compute above priced them at
+    # matmul but attention's and the adapters' in fp32 training) run on the CUDA cores: the
+    # extra time over the 16-bit rate the compute above priced them at
     if c.fp32_matmul_flops_per_token and rates.capability is not None:
         extra = (
             T * c.fp32_matmul_flops_per_token * (fp32_time(rates) - 1.0) / (rates.peak_flops * eff)
