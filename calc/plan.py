@@ -42,7 +42,7 @@ from .request import (
     parse_estimate_request,
     parse_fields,
 )
-from .timing import TimeEstimate, default_mfu, estimate_time
+from .timing import SINGLE_SOURCE_CLASSES, TimeEstimate, default_mfu, estimate_time
 
 
 @dataclass(frozen=True)
@@ -646,6 +646,8 @@ def plan_request(
     selected_state = fits[gpu.id]["verdict"]
     warnings = list(base.get("warnings", []))
     warnings += gpu_catalogue.rocm_warnings(gpu, request.method.value, request.attention.value)
+    if gpu.utilisation_class in SINGLE_SOURCE_CLASSES:
+        warnings.append("time_class_single_source")
     warnings += _price_warnings(price, options.interruptible)
     if selected_state != "fits":
         warnings.append(selected_state + "_selected_gpu")

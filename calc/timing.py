@@ -86,6 +86,12 @@ NVIDIA share and read +163 % at first contact (fct-n4). Every other class rests 
 or more; the methodology page says which rest on one, from the fit. A class without rows takes
 :data:`MATMUL_EFFICIENCY_POOLED`."""
 
+SINGLE_SOURCE_CLASSES = frozenset({"cdna3"})
+"""The card classes whose :data:`MATMUL_EFFICIENCY` rests on one published source (the fit's
+own count, ``python -m benchmarks.validate_throughput``, section "fitted constants and the
+sources they rest on"; a test keeps the two equal): a plan on such a card says so (warning
+``time_class_single_source``)."""
+
 MATMUL_EFFICIENCY_POOLED = 0.64
 """The same fit with every covered row pooled in one class: the figure for a card class with no
 measured row (none in today's catalogue; the leave-one-source-out fits use it for a class whose

@@ -477,6 +477,26 @@ def test_shipped_constants_are_the_in_sample_fit(validation):
     )
 
 
+def test_single_source_classes_are_the_fit_s(validation):
+    """The card classes a plan warns about (``time_class_single_source``) are those whose
+    efficiency the fit rests on one source."""
+    _, result, _ = validation
+    single = {
+        key.split(".", 1)[1]
+        for key, basis in result["constant_basis"].items()
+        if key.startswith("matmul_efficiency.") and basis["source_count"] == 1
+    }
+    assert timing.SINGLE_SOURCE_CLASSES == single
+
+
+def test_a_plan_on_a_single_source_card_says_so():
+    from calc import plan_setup
+
+    body = {"model": "llama-3.1-8b", "dataset_tokens": 1e7}
+    assert "time_class_single_source" in plan_setup({**body, "gpu": "mi300x"})["warnings"]
+    assert "time_class_single_source" not in plan_setup({**body, "gpu": "h100-sxm"})["warnings"]
+
+
 def test_loso_fit_never_sees_the_held_out_source(validation):
     vt, result, rows = validation
     cases = vt.cases(rows)
