@@ -175,16 +175,17 @@ def row_card(row: dict[str, str]) -> str | None:
 
 def replay_on_card(request: dict[str, object], card: str) -> tuple[int, bool]:
     """The replay's peak reserved bytes on ``card`` (the allocator's capacity: the card's memory
-    less calc's memory outside the allocator, :class:`calc.step_events.MinDevice`), and whether
+    less calc's memory outside the allocator, :func:`calc.memory.outside_allocator_bytes`), and whether
     it ran out of memory there. On a card smaller than the unlimited replay's cache the allocator
     releases its cached segments and retries before it grows past the card
     (``release_cached_blocks``), so the figure a run published on that card is bounded by it."""
     from calc.gpus import get_gpu
+    from calc.memory import outside_allocator_bytes
     from calc.request import parse_estimate_request
-    from calc.step_events import MinDevice, StepReplay, simulated_lengths
+    from calc.step_events import StepReplay, simulated_lengths
 
     req = parse_estimate_request(request)
-    capacity = get_gpu(card).memory_bytes - MinDevice(req).outside
+    capacity = get_gpu(card).memory_bytes - outside_allocator_bytes(req.num_gpus)
     run = StepReplay(req, simulated_lengths(req)).replay(capacity)
     return run.peak_reserved_bytes, not run.fits
 

@@ -112,6 +112,18 @@ NCCL_BUFFER_BYTES = 2 * 32 * 4 * 1024**2
 for each of send/receive on up to 32 channels (NCCL docs, environment variables
 ``NCCL_BUFFSIZE`` and ``NCCL_MAX_NCHANNELS``): 256 MiB."""
 
+
+def comm_buffer_bytes(num_gpus: int) -> int:
+    """:data:`NCCL_BUFFER_BYTES` on several GPUs, else nothing."""
+    return NCCL_BUFFER_BYTES if num_gpus > 1 else 0
+
+
+def outside_allocator_bytes(num_gpus: int) -> int:
+    """Device memory PyTorch's allocator does not see: :data:`CUDA_CONTEXT_BYTES` and, on
+    several GPUs, :data:`NCCL_BUFFER_BYTES`."""
+    return CUDA_CONTEXT_BYTES + comm_buffer_bytes(num_gpus)
+
+
 GATHERED_UNITS = 2
 """ZeRO-3 / FSDP FULL_SHARD holds the block being computed and the prefetched next one
 unsharded in the backward, on top of the root unit (PyTorch FSDP
@@ -1321,7 +1333,7 @@ def _estimate_at(req: EstimateRequest) -> MemoryEstimate:
     wrap_reserved = fsdp_wrap_reserved_bytes(req, reg, states)
     slack = FSDP1_ALLOCATOR_SLACK_FRACTION if fsdp1_slack_applies(req) else ALLOCATOR_SLACK_FRACTION
     reserved = max(reserved_bytes(allocated, slack), quant_reserved, wrap_reserved)
-    device = reserved + CUDA_CONTEXT_BYTES + (NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0)
+    device = reserved + outside_allocator_bytes(req.num_gpus)
     return MemoryEstimate(
         peak_allocated_bytes=allocated,
         peak_reserved_bytes=reserved,

@@ -221,15 +221,14 @@ def simulate(
         steps = StepReplay(req, lengths, config)
         run = steps.replay()
         capacity = steps.min_capacity(run)
-    comm = mem.NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0
     return AllocatorEstimate(
         run.peak_allocated_bytes,
         run.peak_reserved_bytes,
         capacity,
         mem.CUDA_CONTEXT_BYTES,
-        comm,
+        mem.comm_buffer_bytes(req.num_gpus),
         driver_reserve_bytes,
-        capacity + mem.CUDA_CONTEXT_BYTES + comm + driver_reserve_bytes,
+        capacity + mem.outside_allocator_bytes(req.num_gpus) + driver_reserve_bytes,
     )
 
 
@@ -325,7 +324,7 @@ class MinDevice:
     def __init__(self, req: EstimateRequest) -> None:
         self.req = req
         self.method = req.method.value
-        self.outside = mem.CUDA_CONTEXT_BYTES + (mem.NCCL_BUFFER_BYTES if req.num_gpus > 1 else 0)
+        self.outside = mem.outside_allocator_bytes(req.num_gpus)
         self._caps: _Capacities | None = None
 
     @property
