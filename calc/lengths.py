@@ -452,16 +452,28 @@ def expected_longest(stats: LengthStats, seq_len: int, samples: int) -> int:
         return cap
     mu, sigma, _ = fit(stats, top)
     split = tail(stats)
-    inv, exp, log, expm1 = _normal().inv_cdf, math.exp, math.log, math.expm1
-    k = _LONGEST_NODES
+    exp = math.exp
     total = 0.0
+    for z, weight in _longest_nodes(samples):
+        x = mu + sigma * z if split is None or z <= split[0] else split[1] + split[2] * z
+        total += min(cap, max(1.0, exp(min(x, 700.0)))) * weight
+    return min(cap, max(1, round(total / _LONGEST_NODES)))
+
+
+@lru_cache(maxsize=16)
+def _longest_nodes(samples: int) -> tuple[tuple[float, float], ...]:
+    """The nodes of :func:`expected_longest` for a run of ``samples``: ``(z, 2w)`` at each
+    midpoint ``w``, with ``z = -Phi^-1(q)``, ``q = -expm1(ln(1 - w^2) / samples)``. They depend
+    on the run's length only, not on the distribution: computed once per length (the normal
+    quantile is the costly part, and a plan asks for many distributions of one run)."""
+    inv, log, expm1 = _normal().inv_cdf, math.log, math.expm1
+    k = _LONGEST_NODES
+    nodes = []
     for i in range(k):
         w = (i + 0.5) / k
         q = -expm1(log(1.0 - w * w) / samples)  # P(one sample is longer) at this node
-        z = -inv(q) if q < 1.0 else -40.0
-        x = mu + sigma * z if split is None or z <= split[0] else split[1] + split[2] * z
-        total += min(cap, max(1.0, exp(min(x, 700.0)))) * 2.0 * w
-    return min(cap, max(1, round(total / k)))
+        nodes.append((-inv(q) if q < 1.0 else -40.0, 2.0 * w))
+    return tuple(nodes)
 
 
 def _every_sample_max(stats: LengthStats) -> bool:
