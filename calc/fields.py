@@ -1245,6 +1245,23 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _number(
+        "power_limit_w",
+        None,
+        1.0,
+        10_000.0,
+        True,
+        optional=True,
+        doc=(
+            "The board power limit set on the chosen card (``nvidia-smi -pl``), watts; empty: "
+            "the card's default, its board power in the GPU catalogue. The card then holds "
+            "the clock that power allows (calc.gpus.with_power_limit: the catalogue's law for "
+            "its derived clocks, clock ~ power ** (1 / 3) per compute unit, between the base "
+            "and the boost clock), and every rate of the time model scales with that clock; "
+            "an owned card's electricity is the limit (unless ``board_power_w`` says what it "
+            "draws). The chosen card only: other cards of the plan run at their defaults."
+        ),
+    ),
+    _number(
         "checkpoint_interval_minutes",
         30,
         0.0,

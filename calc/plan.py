@@ -59,6 +59,7 @@ class PlanOptions:
     owned: bool
     electricity_price_per_kwh: float
     board_power_w: float | None
+    power_limit_w: float | None
     checkpoint_interval_minutes: float
     checkpoint_minutes: float
     interruptions_per_day: float
@@ -87,6 +88,10 @@ def parse_plan_options(data: object) -> PlanOptions:
     out: JsonObject = {
         key: spec.check(values[key]) for key, spec in fields.items() if spec.group == PLAN
     }
+    if out["power_limit_w"] is not None:
+        # the chosen card as it runs under the reader's limit (its id unchanged: the plan's
+        # other figures of that card read this one, see _cards)
+        out["gpu"] = gpu_catalogue.with_power_limit(out["gpu"], out["power_limit_w"])
     return PlanOptions(**out)
 
 
@@ -170,9 +175,13 @@ class Planner:
             }
         if o.owned:
             # the reader's own cards: an hour of work costs the electricity the card draws
+            # the chosen card's is the reader's (board_power_w, else the power limit, which
+            # with_power_limit set on it); another card's, the catalogue's
             watts = (
                 o.board_power_w
                 if gpu.id == o.gpu.id and o.board_power_w is not None
+                else o.gpu.board_power_w
+                if gpu.id == o.gpu.id
                 else gpu.board_power_w
             )
             return {
@@ -186,9 +195,7 @@ class Planner:
                 "fallback": False,
                 "source_kind": "electricity",
                 "board_power_w": watts,
-                "board_power_from": "request"
-                if gpu.id == o.gpu.id and o.board_power_w is not None
-                else "catalogue",
+                "board_power_from": _board_power_from(o, gpu),
                 "electricity_price_per_kwh": o.electricity_price_per_kwh,
                 "priced": True,
             }
@@ -270,12 +277,36 @@ class Planner:
         return self.state(estimate, gpu) == "fits"
 
 
+def _time_warnings(gpu: gpu_catalogue.Gpu) -> list[str]:
+    """What the time of ``gpu`` rests on, where it is thin: a card family whose efficiency was
+    fitted on one source (:data:`calc.timing.SINGLE_SOURCE_CLASSES`); the selected card's plan
+    and each recommendation of that card say so alike."""
+    return ["time_class_single_source"] if gpu.utilisation_class in SINGLE_SOURCE_CLASSES else []
+
+
+def _board_power_from(o: PlanOptions, gpu: gpu_catalogue.Gpu) -> str:
+    """Where the watts an owned card is priced at come from: ``request`` (``board_power_w``),
+    ``power_limit`` (``power_limit_w``), else ``catalogue``."""
+    if gpu.id == o.gpu.id and o.board_power_w is not None:
+        return "request"
+    if gpu.id == o.gpu.id and o.power_limit_w is not None:
+        return "power_limit"
+    return "catalogue"
+
+
+def _cards(options: PlanOptions) -> tuple[gpu_catalogue.Gpu, ...]:
+    """The catalogue, with the chosen card as the request has it (under its power limit)."""
+    return tuple(
+        options.gpu if gpu.id == options.gpu.id else gpu for gpu in gpu_catalogue.all_gpus()
+    )
+
+
 def _recommendations(planner: Planner) -> JsonObject:
     """Every (card, count, sharding) that fits with the margin, ranked by total cost and by time."""
     req = planner.request
     method = req.method.value
     configs = []
-    cards = gpu_catalogue.all_gpus()
+    cards = _cards(planner.options)
     in_one_node: set[str] = set()  # cards that fit some configuration of at most 8 GPUs
     own_pair = (req.num_gpus, req.sharding.value)
     for num_gpus, sharding in recommend.configurations(req):
@@ -328,7 +359,8 @@ def _recommendations(planner: Planner) -> JsonObject:
                     "priced": price["priced"],
                     "stack": gpu.stack,
                     "warnings": _price_warnings(price, planner.options.interruptible)
-                    + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value),
+                    + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value)
+                    + _time_warnings(gpu),
                 }
             )
 
@@ -646,8 +678,7 @@ def plan_request(
     selected_state = fits[gpu.id]["verdict"]
     warnings = list(base.get("warnings", []))
     warnings += gpu_catalogue.rocm_warnings(gpu, request.method.value, request.attention.value)
-    if gpu.utilisation_class in SINGLE_SOURCE_CLASSES:
-        warnings.append("time_class_single_source")
+    warnings += _time_warnings(gpu)
     warnings += _price_warnings(price, options.interruptible)
     if selected_state != "fits":
         warnings.append(selected_state + "_selected_gpu")
@@ -662,6 +693,9 @@ def plan_request(
     time_out = time.to_dict()
     time_out["schedule"] = cost.schedule.to_dict()
     time_out["mfu_default"] = default_mfu(gpu.utilisation_class, request.method.value)
+    # the clock the time was priced at (below the catalogue's under a power_limit_w)
+    time_out["sustained_clock_mhz"] = gpu.sustained_clock_mhz
+    time_out["power_limit_w"] = options.power_limit_w
     # start-up, checkpoints and lost work, apart from the steady-state rate above
     time_out["startup_and_checkpoint_hours"] = (
         cost.schedule.total_hours - cost.schedule.compute_hours

@@ -30,6 +30,8 @@ What a schema cannot say, and the parser still checks:
   ``checkpointing_every`` (``missing_field``);
 - ``checkpointing_granularity`` ``selective-op`` is counted as ``full`` (a warning says so)
   on QLoRA and on blocks :func:`calc.checkpointing.supports_selective_op` does not list;
+- ``power_limit_w`` needs a card whose clocks the catalogue has (``power_limit_without_clock``:
+  the time of a card without them cannot be priced under a limit);
 - the memory model may still refuse a valid request it cannot estimate.
 """
 

@@ -104,6 +104,7 @@ GROUPS = (
             "owned",
             "electricity_price_per_kwh",
             "board_power_w",
+            "power_limit_w",
             "safety_margin",
         ),
     ),
