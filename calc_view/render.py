@@ -71,6 +71,8 @@ def format_value(key: str, value: object, lang: str, strings: Strings) -> str:
         return units["percent"].replace("{}", format_number(value * 100, 1, lang))
     if key.endswith("_gb"):
         return units["gb"].replace("{}", format_number(value, 1, lang))
+    if key.endswith("_mhz"):
+        return units["mhz"].replace("{}", format_number(value, 0, lang))
     if key.endswith("_count"):
         return format_number(value, 0, lang)
     if isinstance(value, int):
@@ -733,6 +735,28 @@ class Renderer:
                         r["time"]["steady_state_tokens_per_second"],
                         "x_count",
                     ),
+                )
+            )
+        if _is_number(r["time"].get("power_limit_w")):
+            # the clock the power limit leaves the card (calc.gpus.with_power_limit), beside
+            # the limit itself
+            time_rows.append(
+                (
+                    self.label("sustained_clock_mhz"),
+                    [
+                        "span",
+                        {},
+                        self.num("time.sustained_clock_mhz", r["time"]["sustained_clock_mhz"]),
+                        [
+                            "small",
+                            {"class": "calc-source"},
+                            " ("
+                            + self.label("power_limit_w")
+                            + ": "
+                            + format_number(r["time"]["power_limit_w"], 0, self.lang)
+                            + ")",
+                        ],
+                    ],
                 )
             )
         shares = (r["time"].get("step") or {}).get("breakdown_fraction") or {}

@@ -1147,3 +1147,17 @@ def test_the_multi_node_note_gives_the_rate_of_the_network_the_request_names():
     efa = view.Renderer(_plan({**changes, "network": "efa-400"}), "en", STRINGS["en"])
     # 8 x 200 Gb/s HDR: 200 GB/s per server; 400 Gb/s of EFA: 50; both at LINK_EFFICIENCY
     assert "150 GB/s" in default[2] and "38 GB/s" in efa.multi_node_note()[2]
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_a_power_limit_shows_the_clock_it_leaves_the_card(lang):
+    """With ``power_limit_w`` the time section says the clock the time was priced at, and the
+    limit beside it; without one, no such row (the catalogue's clock is on the GPU page)."""
+    response, renderer = _plan_view(lang, gpu="h100-sxm", power_limit_w=500)
+    outputs = dict(tree_outputs(renderer.render()))
+    assert outputs["time.sustained_clock_mhz"] == str(response["time"]["sustained_clock_mhz"])
+    assert response["time"]["sustained_clock_mhz"] == 1636
+    html = view.to_html(renderer.render())
+    assert "MHz" in html and renderer.label("power_limit_w") + ": 500" in html
+    _, free = _plan_view(lang, gpu="h100-sxm")
+    assert "time.sustained_clock_mhz" not in dict(tree_outputs(free.render()))
