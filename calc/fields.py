@@ -710,6 +710,20 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "gradient_clipping",
+        True,
+        BEHAVIOUR,
+        doc=(
+            "The loop clips the gradients' norm before each optimizer step "
+            "(``torch.nn.utils.clip_grad_norm_``): three more passes over every gradient in "
+            "the optimizer's time (calc.timing.GRAD_CLIP_PASSES). Default True: the Hugging "
+            "Face Trainer clips at ``max_grad_norm=1.0`` (transformers 5.17 "
+            "``TrainingArguments``), and so do the tools built on it; torchtune's recipes "
+            "clip only when ``clip_grad_norm`` is set (default None) and LitGPT only with "
+            "``train.max_norm`` (default None), so their profiles say False. Time only."
+        ),
+    ),
+    _bool(
         "loss_outputs_kept",
         False,
         BEHAVIOUR,

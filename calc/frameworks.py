@@ -142,6 +142,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "output_layer_chunked": True,
         "rope_cache_fp32": True,
         "fsdp_fully_shard": True,
+        "gradient_clipping": False,
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": True,
@@ -160,6 +161,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "qlora_output_layer_quantized": True,
         "qlora_dequant_fp16": True,
         "fsdp_flat_parameters": True,
+        "gradient_clipping": False,
     },
     Framework.UNSLOTH: {
         "chunked_loss": True,
@@ -376,8 +378,13 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "Llama3ScaledRoPE: register_buffer('cache', [max_seq_len, head_dim // 2, 2]) from the "
         "fp32 theta; models/llama3_1/_component_builders.py llama3_1, lora_llama3_1: one rope "
         "module passed to every layer (max_seq_len=131072 in llama3_1_8b)",
+        "gradient_clipping": "torchtune recipes (lora_finetune_single_device.py at 0097adab, "
+        "2024, no clipping at all; later recipes: self._clip_grad_norm = "
+        "cfg.get('clip_grad_norm', None), clip_grad_norm_ only when it is set)",
     },
     Framework.LITGPT: {
+        "gradient_clipping": "litgpt/args.py TrainArgs (02f2fca4): max_norm: Optional[float] = None; "
+        "the finetune scripts clip only when it is set",
         "attention_keeps_fused_qkv": "LitGPT litgpt/model.py CausalSelfAttention.forward (5895df10, "
         "00af8b0d, 2024): fused qkv split by views",
         "frozen_weight_grads": "LitGPT finetune/lora.py: FSDPStrategy(auto_wrap_policy={Block}), "
@@ -647,6 +654,8 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "experts (fused-3d), transformers 4 one module per expert (per-expert-modules)",
     "sdpa_cudnn_last": "which SDPA kernel a torch version tries first: time only, the oracle "
     "traces memory",
+    "gradient_clipping": "the norm's passes over the gradients: time only (its per-tensor "
+    "norms are a few bytes each), the oracle traces memory",
     "qlora_compute_dtype_from_input": "bitsandbytes <= 0.46 only, and calc prices it in time "
     "only (the 4-bit matmuls' dtype); the oracle models bitsandbytes 0.49.2 and traces memory",
     "packed_attention": "packed rows' block mask (attention FLOPs, and its 4-D mask under "

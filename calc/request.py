@@ -93,6 +93,7 @@ class EstimateRequest:
     attention_mask: AttentionMask
     packed_attention: PackedAttention
     sdpa_cudnn_last: bool
+    gradient_clipping: bool
     loss_outputs_kept: bool
     qlora_quant_state_replicated: bool
     framework: Framework

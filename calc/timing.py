@@ -506,7 +506,9 @@ streaming over the host link (:func:`step_breakdown`)."""
 GRAD_CLIP_PASSES = 3
 """``torch.nn.utils.clip_grad_norm_`` (torch 2.13, foreach path): one read of every gradient
 for the norm, then a read and a write to scale them (it always multiplies by the clamped
-coefficient). Hugging Face Trainer clips by default (``max_grad_norm=1.0``)."""
+coefficient). Hugging Face Trainer clips by default (``max_grad_norm=1.0``); a loop that does
+not clip (request key ``gradient_clipping`` False: torchtune's and LitGPT's defaults) skips
+them."""
 
 FP8_CAST_BYTES_PER_ELEMENT = 3
 """Float8 training with dynamic tensorwise scaling (torchao ``float8`` at 0.x, torchtitan's
@@ -543,7 +545,8 @@ def optimizer_step_bytes(req: EstimateRequest, trainable: int, reg: st.Regime) -
     """Bytes the optimizer step moves through device memory for ``trainable`` parameters (one
     GPU's shard): parameter, gradient and state passes of the optimizer's kernels (see
     :data:`_FOREACH_ADAMW`), a separate fp32 master copy (ZeRO mixed precision: read 4, write
-    4, and the 16-bit copy written back), and gradient clipping (:data:`GRAD_CLIP_PASSES`)."""
+    4, and the 16-bit copy written back), and gradient clipping where the loop clips
+    (:data:`GRAD_CLIP_PASSES`)."""
     p_pass, g_pass, s_pass, _states = _optimizer_passes(req.optimizer, req.optimizer_fused)
     state_bytes = {
         Optimizer.PAGED_ADAMW: 4,
@@ -554,7 +557,8 @@ def optimizer_step_bytes(req: EstimateRequest, trainable: int, reg: st.Regime) -
     per_param = p_pass * weight + g_pass * reg.grad_bytes + s_pass * state_bytes
     if reg.master_bytes:
         per_param += reg.weight_bytes  # the updated 16-bit copy
-    per_param += GRAD_CLIP_PASSES * reg.grad_bytes
+    if req.gradient_clipping:
+        per_param += GRAD_CLIP_PASSES * reg.grad_bytes
     return float(per_param * trainable)
 
 

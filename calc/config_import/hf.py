@@ -248,6 +248,19 @@ def read_neat_packing(rep: Report, key: str, value: object, st: JsonObject) -> N
         rep.ignore(key)
 
 
+def read_max_grad_norm(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``max_grad_norm`` (transformers ``TrainingArguments``, default 1.0; axolotl and
+    LLaMA-Factory hand it to it): the Trainer clips only when it is a number above 0
+    (``Trainer._inner_training_loop``: ``args.max_grad_norm is not None and
+    args.max_grad_norm > 0``), so 0 or null turns ``gradient_clipping`` off."""
+    if value is None:
+        rep.use(key, "gradient_clipping", False, "max_grad_norm_null_no_clipping")
+        return
+    norm = common.number(rep, key, value, "gradient_clipping", 0.0)
+    if norm is not None:
+        rep.use(key, "gradient_clipping", norm > 0)
+
+
 def read_group_by_length(rep: Report, key: str, value: object, st: JsonObject) -> None:
     """``group_by_length``: micro-batches of samples of like length (``batching`` ``grouped``,
     transformers' ``LengthGroupedSampler``); packed rows have no padding to group, so under

@@ -39,7 +39,6 @@ IGNORED = {
     "profiler",
     "low_cpu_ram",
     "device",
-    "clip_grad_norm",
     "batch_size_val",
     "run_val_every_n_steps",
     "dataset_val",
@@ -104,6 +103,18 @@ def _loss_component(rep: Report, path: str, value: object, st: JsonObject) -> No
         rep.use(path, "chunked_loss", False)
     else:
         rep.unknown(path)
+
+
+def _clip_grad_norm(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``clip_grad_norm``: the recipes clip when it is set (``clip_grad_norm_`` with that
+    norm; ``"inf"`` only logs the norm but still takes its passes), not when it is null, the
+    recipes' default (``cfg.get("clip_grad_norm", None)``)."""
+    if value is None:
+        rep.use(key, "gradient_clipping", False, "clip_grad_norm_null_no_clipping")
+    elif value == "inf" or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        rep.use(key, "gradient_clipping", True)
+    else:
+        common.number(rep, key, value, "gradient_clipping", 0.0, minimum_exclusive=True)
 
 
 def _compile(rep: Report, path: str, value: object, st: JsonObject) -> None:
@@ -258,6 +269,7 @@ KEYS: dict[str, keys.Key] = {
     ),
     "optimizer": keys.Key(_optimizer_section, ("optimizer", "optimizer_fused"), table=OPTIMIZER),
     "optimizer_in_bwd": keys.boolean("optimizer_in_backward"),
+    "clip_grad_norm": keys.Key(_clip_grad_norm, ("gradient_clipping",)),
     "loss": keys.section(
         {
             "_component_": keys.Key(_loss_component, ("chunked_loss",)),

@@ -258,6 +258,8 @@ PLAN_VARIATIONS = [
     {"network": "gpudirect-tcpx-800", "num_gpus": "24", "sharding": "zero2", "gpu": "h100-sxm"},
     # torch 2.5-2.10's SDPA order (cuDNN tried last), on a card where cuDNN would run first
     {"sdpa_cudnn_last": "true", "gpu": "h100-sxm", "model": "llama-3.2-3b"},
+    # a loop that does not clip its gradients (torchtune's and LitGPT's defaults)
+    {"gradient_clipping": "false", "method": "full", "gpu": "h100-sxm", "model": "llama-3.2-1b"},
     # torchtune's chunked output layer trained in full, its fp32 rotary table; bitsandbytes
     # <= 0.46 taking its matmuls' dtype from the input
     {
@@ -290,6 +292,8 @@ PLAN_VARIATIONS = [
     # a card the reader owns: electricity instead of rent
     {"owned": "true", "electricity_price_per_kwh": "0.3", "gpu": "rtx-4090", "method": "qlora"},
     {"owned": "true", "board_power_w": "300", "gpu": "rtx-3090", "method": "lora"},
+    # a card capped below its board power (nvidia-smi -pl): a lower clock, a slower step
+    {"power_limit_w": "300", "gpu": "rtx-4090", "method": "qlora", "owned": "true"},
 ]
 ALL_VARIATIONS = VARIATIONS + PLAN_VARIATIONS
 

@@ -61,6 +61,7 @@ OLD_LINKS = [
     "?model=llama-3.2-1b&checkpointing_granularity=selective-op&sdpa_cudnn_last=true"
     "&gpu=h100-sxm&dataset_tokens=100000000",
     "?method=full&num_gpus=8&sharding=zero3&gpu=h100-sxm&fsdp_fully_shard=true",
+    "?method=full&model=llama-3.2-1b&gpu=h100-sxm&gradient_clipping=false&dataset_tokens=100000000",
 ]
 
 
