@@ -751,9 +751,9 @@ class Renderer:
                             "small",
                             {"class": "calc-source"},
                             " ("
-                            + self.label("power_limit_w")
-                            + ": "
-                            + format_number(r["time"]["power_limit_w"], 0, self.lang)
+                            + str(self.s["ui"]["power_limit_note"]).replace(
+                                "{}", format_number(r["time"]["power_limit_w"], 0, self.lang)
+                            )
                             + ")",
                         ],
                     ],
