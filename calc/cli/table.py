@@ -273,6 +273,18 @@ def render_plan(plan: JsonObject, msg: Messages) -> str:
             number(plan["time"]["tokens_per_second"], 0, msg.lang),
         ),
     ]
+    limit = plan["time"].get("power_limit_w")
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool):
+        # the clock the power limit leaves the card, as the calculator shows it
+        note = msg.message("ui.power_limit_note", "at a power limit of {} W")
+        rows.append(
+            (
+                msg.label("sustained_clock_mhz"),
+                f"{number(plan['time']['sustained_clock_mhz'], 0, msg.lang)} MHz ("
+                + note.replace("{}", number(limit, 0, msg.lang))
+                + ")",
+            )
+        )
     price = cost.get("price") or {}
     if price.get("source_kind") == "electricity":
         # an owned card: what its cost is made of, in the calculator's words

@@ -512,3 +512,19 @@ def test_plan_table_of_an_owned_card_says_its_electricity(lang):
     assert "450 W" not in run_main(argv)[1]
     rc, _, err = run_main([*argv, "--owned", "--electricity-price-per-kwh", "-1"])
     assert rc != 0 and "out_of_range" in err
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_plan_table_under_a_power_limit_says_the_clock(lang):
+    """--power-limit-w: the table shows the clock the time was priced at and the limit, in the
+    calculator's words; without a limit, no such line."""
+    argv = ["plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--dataset-tokens", "1e8"]
+    argv += ["--lang", lang, "--table"]
+    rc, table, _ = run_main([*argv, "--power-limit-w", "500"])
+    assert rc == 0
+    msg = Messages(lang)
+    note = msg.message("ui.power_limit_note", "").replace("{}", "500")
+    from calc.numfmt import format_number
+
+    assert f"{format_number(1636, 0, lang)} MHz ({note})" in table
+    assert "MHz" not in run_main(argv)[1]
