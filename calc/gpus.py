@@ -374,23 +374,18 @@ def power_limited_clock_mhz(gpu: Gpu, reference: Gpu) -> float:
 def with_power_limit(gpu: Gpu, watts: float, field: str = "power_limit_w") -> Gpu:
     """``gpu`` run under a board power limit of ``watts`` (``nvidia-smi -pl``): its board power
     (an owned card's electricity) is the limit, and its sustained clock the one the limit
-    allows by the same law as the catalogue's derived clocks (:data:`CLOCK_POWER_EXPONENT`):
-    :func:`power_limited_clock_mhz` against the die family's reference (``clock_reference``),
-    or, for a reference card (its own clock stated), its sustained clock times
-    ``(watts / board power) ** (1 / 3)``; never below the base clock nor above the boost
-    clock. So the card's default power gives back the catalogue's clock. Power-limited
+    allows by the same law as the catalogue's derived clocks: :func:`power_limited_clock_mhz`
+    against the die family's reference (``clock_reference``), a reference card against itself
+    (references are taken at their boost clock). So the card's default power gives back the
+    catalogue's clock. Power-limited
     benchmark clusters run so: torchtitan's H100 (Grand Teton hosts) at their default 500 W
     (torchtitan ``benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md``). A card without
     published clocks cannot be priced under a limit: ``InputError("power_limit_without_clock")``."""
     if gpu.boost_clock_mhz <= 0:
         raise InputError("power_limit_without_clock", field, watts)
     limited = replace(gpu, board_power_w=float(watts))
-    if gpu.clock_reference:
-        clock = power_limited_clock_mhz(limited, get_gpu(gpu.clock_reference))
-    else:
-        ratio = float(watts) / gpu.board_power_w
-        clock = gpu.sustained_clock_mhz * ratio ** (1 / CLOCK_POWER_EXPONENT)
-        clock = min(float(gpu.boost_clock_mhz), max(float(gpu.base_clock_mhz), clock))
+    reference = get_gpu(gpu.clock_reference) if gpu.clock_reference else gpu
+    clock = power_limited_clock_mhz(limited, reference)
     return replace(limited, sustained_clock_mhz=int(round(clock)))
 
 
