@@ -1976,6 +1976,27 @@ def grad_in_forward_loss_bytes(arch: ModelArch, act_bytes: int, tokens: int) -> 
     return tokens * 2 * act_bytes * arch.hidden_size + -(-tokens // chunks) * v * act_bytes
 
 
+def output_cast_bytes_per_token(arch: ModelArch, act_bytes: int, loss_saved_fp32: bool) -> int:
+    """The moment accelerate's ``convert_outputs_to_fp32`` copies the model's returned 16-bit
+    logits to fp32 (``outputs_cast_fp32``), logits and loss bytes per token: the 16-bit logits
+    (``act V``, still the output's), what the model's own loss has saved by then and the fp32
+    copy (``4 V``, ``tensor.float()``). transformers 5.17's unchunked ``ForCausalLMLoss`` has
+    saved its fp32 log-softmax (``4 V``, ``loss_saved_fp32``; its fp32 upcast is freed once
+    ``log_softmax`` has read it) and, with Gemma-2's soft-capping, the ``tanh`` output
+    (``act V``); a chunked loss that holds the logits saved those same 16-bit logits
+    (Unsloth 2024 ``kernels/cross_entropy_loss.py`` ``Fast_CrossEntropyLoss.forward``:
+    ``ctx.save_for_backward(logits, logsumexp, labels)``), and a loop that computes its loss
+    on the output has saved nothing yet. The copy and the 16-bit logits are freed when the loop
+    drops the output (the Trainer's ``compute_loss`` returns the loss alone), before the
+    backward; this moment is the larger of the forward's end only where the loss holds less
+    than it (the chunked loss: ``act V + 4 V`` against ``act V``)."""
+    v = arch.vocab_size
+    saved = 0
+    if loss_saved_fp32:
+        saved = v * FP32_BYTES + (act_bytes * v if arch.extra.get("final_logit_softcapping") else 0)
+    return v * act_bytes + saved + v * FP32_BYTES
+
+
 def kept_logits_bytes_per_token(
     arch: ModelArch,
     act_bytes: int,

@@ -736,6 +736,32 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "outputs_cast_fp32",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "the loop casts the 16-bit tensors of the model's output to fp32 as the forward "
+            "returns: accelerate's native mixed precision (``*-mixed`` without DeepSpeed; "
+            "accelerate 1.15.0 ``accelerator.py`` ``Accelerator.__init__`` sets ``native_amp`` "
+            "for fp16 and bf16 unless DeepSpeed or Megatron runs) wraps the model's forward in "
+            "``convert_outputs_to_fp32`` (``prepare_model``), whose ``convert_to_fp32`` calls "
+            "``tensor.float()`` on every fp16 / bf16 tensor of the output "
+            "(``utils/operations.py``), and the Hugging Face Trainer prepares its model that "
+            "way (transformers 5.17.0 ``trainer.py`` ``_inner_training_loop``: "
+            "``self.accelerator.prepare(self.model)``). A model that returns its whole 16-bit "
+            "logits (transformers' unchunked loss, or a chunked loss that holds them, Unsloth "
+            "2024's ``Fast_CrossEntropyLoss``) gets an fp32 copy, ``4 V`` bytes per token, alive "
+            "with the 16-bit logits and what the loss saved until the loop drops the output; a "
+            "loop that keeps the output through the backward (``loss_outputs_kept``) keeps the "
+            "copy, as with ``logits_upcast_in_model`` "
+            "(:func:`calc.activations.output_cast_bytes_per_token`). Unsloth issue #465 (May "
+            "2024) shows it failing: ``_convert_to_fp32`` asked for the ``[2, L, 128256]`` fp32 "
+            "logits on a T4. No effect where the logits are never whole (``loss_fused_lm_head``, "
+            "``loss_grad_in_forward``) or fp32 already. Default False: a loop of its own "
+            "(accelerate's profiles set it under ``*-mixed``)."
+        ),
+    ),
+    _bool(
         "qlora_quant_state_replicated",
         False,
         BEHAVIOUR,

@@ -98,6 +98,7 @@ _HF_TRAINER_5 = {
     "moe_expert_layout": "fused-3d",
     "weights_loaded_16bit": True,
     "fsdp_flat_parameters": True,
+    "outputs_cast_fp32": True,
 }
 """The HF Trainer on transformers 5: what the tools built on it inherit."""
 
@@ -176,11 +177,13 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "loss_outputs_kept": False,
         "lora_adapter_dtype": "fp32",
         "weights_loaded_16bit": True,
+        "outputs_cast_fp32": True,
     },
     Framework.HF_TRAINER_4: {
         **_HF_COMMON,
         "optimizer_fused": False,
         "loss_outputs_kept": False,
+        "outputs_cast_fp32": True,
         "fsdp_flat_parameters": True,
         "attention_grouped_kv": False,
         "sdpa_cudnn_last": True,
@@ -247,6 +250,13 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "says fsdp_version: 2 (config import then sets fsdp_fully_shard)",
         "loss_outputs_kept": "transformers 5.17.0 Trainer.compute_loss returns the loss alone "
         "(return_outputs=False); training_step drops the outputs",
+        "outputs_cast_fp32": "accelerate 1.15.0 accelerator.py: Accelerator.__init__ (lines "
+        "564-604) sets native_amp for mixed_precision fp16 / bf16 unless DeepSpeed or Megatron-LM "
+        "runs, and prepare_model then wraps the forward in convert_outputs_to_fp32 (lines 1830, "
+        "1835; utils/operations.py convert_to_fp32: tensor.float() on every fp16 / bf16 "
+        "output); transformers 5.17.0 Trainer._inner_training_loop prepares its model with "
+        "self.accelerator.prepare (trainer.py lines 1692, 1701). *-mixed without DeepSpeed "
+        "only (APPLIES_WHEN)",
         "moe_expert_layout": "transformers 5.17.0 models/qwen3_moe/modeling_qwen3_moe.py Qwen3MoeExperts "
         "and models/mixtral/modeling_mixtral.py MixtralExperts: the experts of a "
         "block are two nn.Parameter 3-D tensors (gate_up_proj, down_proj)",
@@ -296,6 +306,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "the loop's own torch.autocast casts no parameter",
     },
     Framework.HF_TRAINER_4: {
+        "outputs_cast_fp32": "accelerate 0.30-1.x Accelerator.prepare_model wraps the forward in "
+        "convert_outputs_to_fp32 under native AMP (fp16 / bf16 without DeepSpeed), as in "
+        "hf-trainer; the axolotl and Unsloth 2024 runs that ran out of memory in _convert_to_fp32 "
+        "(Unsloth issue #465) are this generation",
         "fsdp_flat_parameters": "accelerate before 1.6 has FSDP1 only (FullyShardedDataParallel, "
         "flat parameters); from 1.6 on it still defaults to it, as in hf-trainer",
         "optimizer_fused": "transformers 4.46-4.53 training_args.py: TrainingArguments.optim defaults to "
@@ -467,6 +481,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "fp32 (mixed_precision_dtype, float32_mixed_precision=True): LoRA / QLoRA only "
         "(PROFILE_APPLIES_WHEN)",
         "loss_outputs_kept": "as hf-trainer (transformers 5.17.0 Trainer.compute_loss)",
+        "outputs_cast_fp32": "Unsloth trains through transformers' Trainer, which prepares the "
+        "model with accelerate: as hf-trainer; Unsloth issue #465 (2024-05, Unsloth 2024.5, "
+        "fp16 on a T4) ran out of memory in accelerate's _convert_to_fp32 on the [2, L, 128256] "
+        "logits",
     },
     Framework.TRL_SFT: {
         "chunked_loss": "TRL 1.16.0 trainer/sft_trainer.py: SFTTrainer.__init__ calls "
@@ -743,6 +761,15 @@ def _packed_flash(values: JsonObject) -> bool:
     return _packed(values) and values.get("attention") == "flash"
 
 
+def _native_amp(values: JsonObject) -> bool:
+    """accelerate's native mixed precision: ``*-mixed`` unless DeepSpeed runs the ZeRO stage
+    (accelerate 1.15.0 ``Accelerator.__init__``: no ``native_amp`` under DeepSpeed)."""
+    deepspeed = values.get("sharding") in ("zero1", "zero2", "zero3") and (
+        values.get("sharding_engine") == "deepspeed"
+    )
+    return values.get("precision") in ("bf16-mixed", "fp16-mixed") and not deepspeed
+
+
 APPLIES_WHEN = {
     "optimizer_fused": lambda values: values.get("optimizer") == "adamw",
     "packed_attention": _packed,
@@ -752,6 +779,7 @@ APPLIES_WHEN = {
     "qlora_prepare_kbit": _one_gpu,
     "attention_mask": _padded_sdpa,
     "attention_grouped_kv": _no_mask_tensor,
+    "outputs_cast_fp32": _native_amp,
 }
 """Profile entries that describe a code path taken only in some setups: LitGPT's FSDP wrap
 policy exists only under FSDP on several GPUs, and only torch's AdamW has a fused kernel;
@@ -761,7 +789,8 @@ fills ``seq_len`` when ``length_stats`` is left out), and then expands grouped k
 (``use_gqa_in_sdpa`` is False with a mask); whether packed samples attend to each other is
 a question for packed rows only. A profile's FSDP version applies under PyTorch FSDP only (not
 under DeepSpeed's ZeRO) and yields to the other version the request names (one loop runs one
-of them).
+of them). accelerate casts the model's outputs to fp32 only under its native mixed precision
+(``*-mixed``, DeepSpeed aside).
 Outside those setups the key keeps its own default (no warning for a choice the user did
 not make)."""
 

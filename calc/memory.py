@@ -746,6 +746,9 @@ class Activations:
     indexer_pre: int = 0
     shared_mask: int = 0
     head: int = 0  # saved after the last block (final norm, output layer input)
+    # the loop's fp32 copy of the returned logits, with what is alive beside it
+    # (outputs_cast_fp32), at the forward's end
+    output_cast: int = 0
 
 
 def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
@@ -876,6 +879,10 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         # (a trainable embedding copy makes the first block's input require grad)
         head -= act.first_norm_unsaved_bytes_per_token(arch, cfg) * tokens
     recompute = block if wrapped else 0
+    # accelerate's fp32 copy of the returned logits: the loop then holds fp32 logits, as if
+    # the model returned them (logits_upcast_in_model)
+    cast = output_cast_applies(req, reg)
+    upcast = req.logits_upcast_in_model or cast
     spike = act.indexer_transient_bytes_per_token(arch, cfg, req.micro_batch_size) * tokens
     pre = act.sparse_attention_pre_indexer_bytes(arch, cfg) * tokens if spike else 0
     if arch.hyper_connections:
@@ -910,7 +917,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
                 reg.compute_bytes,
                 req.chunked_loss,
                 req.loss_outputs_kept,
-                req.logits_upcast_in_model,
+                upcast,
                 req.chunked_loss_keeps_fp32 and not req.torch_compile,
                 req.loss_on_16bit_logits,
             )
@@ -926,7 +933,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
             reg.compute_bytes,
             req.chunked_loss,
             req.loss_outputs_kept,
-            req.logits_upcast_in_model,
+            upcast,
         )
         * tokens,
         per_token_block=act.block_bytes_per_token(arch, cfg),
@@ -935,6 +942,25 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         head=head,
         indexer_pre=pre,
         shared_mask=shared_mask_bytes(req, reg),
+        output_cast=act.output_cast_bytes_per_token(
+            arch, reg.compute_bytes, not req.chunked_loss and not req.loss_on_16bit_logits
+        )
+        * tokens
+        if cast
+        else 0,
+    )
+
+
+def output_cast_applies(req: EstimateRequest, reg: st.Regime) -> bool:
+    """``outputs_cast_fp32`` with whole 16-bit logits returned: not a fused loss that never
+    builds them (``loss_fused_lm_head``, ``loss_grad_in_forward``), not a model that returns
+    fp32 logits, not fp32 activations."""
+    never_whole = req.chunked_loss and (req.loss_fused_lm_head or req.loss_grad_in_forward)
+    return (
+        req.outputs_cast_fp32
+        and reg.compute_bytes < act.FP32_BYTES
+        and not never_whole
+        and not req.logits_upcast_in_model
     )
 
 
@@ -1049,7 +1075,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     forward_end = _phase(
         **common,
         activations=a.saved_all + prev_acts + held_mask,
-        logits=a.logits + prev_logits,
+        logits=max(a.logits, a.output_cast) + prev_logits,
         gradients=held,
         weight_copies=copies_all + merged_fwd,
         gathered_weights=gathered_fwd,

@@ -95,6 +95,7 @@ class EstimateRequest:
     sdpa_cudnn_last: bool
     gradient_clipping: bool
     loss_outputs_kept: bool
+    outputs_cast_fp32: bool
     qlora_quant_state_replicated: bool
     framework: Framework
     moe_expert_layout: MoeExpertLayout

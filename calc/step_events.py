@@ -1133,12 +1133,18 @@ class _Builder:
             rows = tokens * arch.vocab_size
             loss_total = acts.logits - kept
             loss_grads: list[int] = []
+            # accelerate's fp32 copy of the returned logits (outputs_cast_fp32), freed with
+            # the 16-bit logits when the loop drops the output, before the backward
+            cast = bool(acts.output_cast)
             if not req.chunked_loss and loss_total >= 3 * FP32_BYTES * rows:
                 # transformers' ForCausalLMLoss: the output layer's 16-bit logits (the model's
                 # output, kept or not), their fp32 upcast (freed once log_softmax has read it), the
                 # fp32 log-softmax the loss saves, and at the start of its backward two fp32
                 # gradients (activations.logits_bytes_per_token)
-                kept_keys = [alloc(kept)] if kept else [alloc(rows * cb)]
+                # the 16-bit logits: the model's output (held while the copy is made) or gone
+                # once the upcast has read them
+                returned = [alloc(rows * cb)] if cast and not kept else []
+                kept_keys = [alloc(kept)] if kept else [] if returned else [alloc(rows * cb)]
                 upcast = [alloc(rows * FP32_BYTES)] if kept < rows * FP32_BYTES else []
                 if not kept:
                     free(kept_keys)
@@ -1147,9 +1153,15 @@ class _Builder:
                     alloc(n) for n in (rows * FP32_BYTES, loss_total - 3 * FP32_BYTES * rows) if n
                 ]
                 free(upcast)
+                if cast:
+                    # the copy is the output the loop keeps (kept_keys) or drops with the
+                    # 16-bit logits
+                    free(([] if kept else [alloc(rows * FP32_BYTES)]) + returned)
                 loss_grads = [rows * FP32_BYTES] * 2
             else:
                 loss_keys = [alloc(n) for n in _logit_tensors(loss_total, rows, cb)]
+                if cast:
+                    free([alloc(rows * FP32_BYTES)])
                 kept_keys = [alloc(kept)] if kept else []
             # 3. backward
             free([alloc(n) for n in loss_grads] + loss_keys)

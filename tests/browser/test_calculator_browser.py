@@ -260,6 +260,14 @@ PLAN_VARIATIONS = [
     {"sdpa_cudnn_last": "true", "gpu": "h100-sxm", "model": "llama-3.2-3b"},
     # a loop that does not clip its gradients (torchtune's and LitGPT's defaults)
     {"gradient_clipping": "false", "method": "full", "gpu": "h100-sxm", "model": "llama-3.2-1b"},
+    # Unsloth 2024's whole logits, copied to fp32 by accelerate's mixed precision wrapper
+    {
+        "framework": "unsloth",
+        "method": "qlora",
+        "model": "mistral-7b",
+        "loss_grad_in_forward": "false",
+        "outputs_cast_fp32": "true",
+    },
     # torchtune's chunked output layer trained in full, its fp32 rotary table; bitsandbytes
     # <= 0.46 taking its matmuls' dtype from the input
     {

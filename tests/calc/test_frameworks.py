@@ -1296,3 +1296,23 @@ def test_litgpt_fused_qkv_adapter_drops_once_and_keeps_the_padded_output():
     assert (
         _resolved(model="llama-3.1-8b", framework="hf-trainer")["lora_fused_qkv_adapter"] is False
     )
+
+
+def test_accelerate_casts_the_outputs_under_its_native_mixed_precision_only():
+    # accelerate 1.15.0: native_amp for fp16 / bf16 unless DeepSpeed runs; the Trainer family
+    # prepares its model with it, a loop of its own does not
+    mixed = {"model": "llama-3.2-1b", "method": "lora", "precision": "bf16-mixed"}
+    trainers = ("hf-trainer", "hf-trainer-4", "trl-sft", "axolotl", "llama-factory", "ms-swift")
+    for fw in trainers + ("unsloth",):
+        assert _resolved(**mixed, framework=fw)["outputs_cast_fp32"] is True, fw
+        assert "outputs_cast_fp32" in SOURCES[Framework(fw)], fw
+        for other in ({"precision": "bf16-true"}, {"precision": "fp32"}):
+            assert _resolved(**{**mixed, **other}, framework=fw)["outputs_cast_fp32"] is False
+        zero3 = dict(mixed, framework=fw, num_gpus=2, sharding="zero3")
+        assert _resolved(**zero3, sharding_engine="deepspeed")["outputs_cast_fp32"] is False
+        assert _resolved(**zero3, sharding_engine="fsdp")["outputs_cast_fp32"] is True
+    for fw in ("generic", "hf-custom-loop", "torchtune", "litgpt", "pytorch-loop"):
+        assert _resolved(**mixed, framework=fw)["outputs_cast_fp32"] is False, fw
+    # stated by the reader, it holds whatever the precision (a row read as bf16-true)
+    stated = dict(mixed, framework="unsloth", precision="bf16-true", outputs_cast_fp32=True)
+    assert _resolved(**stated)["outputs_cast_fp32"] is True

@@ -1245,6 +1245,76 @@ def test_loss_on_16bit_logits_keeps_three_bf16_vocabulary_tensors():
     assert est(**chunked, loss_on_16bit_logits=True)["phases"] == est(**chunked)["phases"]
 
 
+def test_outputs_cast_fp32_copies_whole_16bit_logits_at_the_forward_end():
+    # accelerate's convert_outputs_to_fp32: the returned bf16 logits get a 4 V fp32 copy while
+    # the loss's saved tensors are alive. Unsloth 2024's Fast_CrossEntropyLoss saves the bf16
+    # logits themselves (chunked_loss without loss_grad_in_forward): 2 V + 4 V at the forward's
+    # end against 2 V without the copy.
+    mistral = get_preset("mistral-7b")
+    v, tokens = mistral.vocab_size, 1 * 8192
+    old_unsloth = dict(
+        model="mistral-7b",
+        method="qlora",
+        framework="unsloth",
+        loss_grad_in_forward=False,
+        seq_len=8192,
+        precision="bf16-true",
+    )
+    plain, cast = est(**old_unsloth), est(**old_unsloth, outputs_cast_fp32=True)
+    assert (
+        cast["phases"]["forward_end"] - plain["phases"]["forward_end"]
+        == (2 * v + 4 * v) * tokens - 2 * v * tokens
+        == 4 * v * tokens
+    )
+    assert act.output_cast_bytes_per_token(mistral, 2, loss_saved_fp32=False) == 6 * v
+    # transformers' unchunked loss has saved its fp32 log-softmax (4 V) beside the returned
+    # bf16 logits (2 V) and the copy (4 V): 10 V, under the 12 V of the loss's backward, so no
+    # phase moves (the oracle's hf-trainer setups trace the same)
+    assert act.output_cast_bytes_per_token(mistral, 2, loss_saved_fp32=True) == 10 * v
+    hf = dict(model="mistral-7b", method="lora", seq_len=8192)
+    assert est(**hf, outputs_cast_fp32=True)["phases"] == est(**hf)["phases"]
+    # a loop that keeps the output keeps the fp32 copy instead of the bf16 logits: 2 V more
+    kept = dict(hf, loss_outputs_kept=True)
+    assert (
+        est(**kept, outputs_cast_fp32=True)["phases"]["backward"]
+        - est(**kept)["phases"]["backward"]
+        == 2 * v * tokens
+    )
+    # logits never built whole (Unsloth's fused loss, TRL's fused head) or fp32 already: nothing
+    for never in (
+        dict(old_unsloth, loss_grad_in_forward=True),
+        dict(hf, chunked_loss=True, loss_fused_lm_head=True),
+        dict(hf, precision="fp32"),
+        dict(hf, logits_upcast_in_model=True, loss_outputs_kept=True),
+    ):
+        assert est(**never, outputs_cast_fp32=True)["phases"] == est(**never)["phases"], never
+
+
+def test_outputs_cast_fp32_raises_the_replayed_peak_by_the_copy():
+    # the allocator replay allocates the copy after the loss's 16-bit logits and frees it
+    # before the backward: the simulated forward end holds it
+    from calc import step_events
+
+    base = dict(
+        model="mistral-7b",
+        method="qlora",
+        framework="unsloth",
+        loss_grad_in_forward=False,
+        activation_offload=True,
+        seq_len=16384,
+        precision="bf16-true",
+    )
+    v, tokens = get_preset("mistral-7b").vocab_size, 16384
+    plain = step_events.simulate_request(req(**base))
+    cast = step_events.simulate_request(req(**base, outputs_cast_fp32=True))
+    # the replay reaches the analytic forward end that now holds the copy
+    forward_end = est(**base, outputs_cast_fp32=True)["phases"]["forward_end"]
+    assert cast.simulated_allocated_bytes >= forward_end > plain.simulated_allocated_bytes
+    # no cached block is large enough for it: the cache grows by the whole copy
+    grown = cast.simulated_reserved_bytes - plain.simulated_reserved_bytes
+    assert 4 * v * tokens <= grown < 4 * v * tokens + (20 << 20)
+
+
 def test_autocast_qlora_keeps_the_mlp_of_fp32_4bit_outputs():
     # *-mixed QLoRA: the norm weights are fp32 (what prepare_model_for_kbit_training leaves), so
     # each norm returns self.weight * hidden_states.to(input_dtype) in fp32 (a mul is no autocast

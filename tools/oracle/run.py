@@ -58,6 +58,7 @@ HANDLED_KEYS = {
     "loss_on_16bit_logits",
     "chunked_loss",
     "loss_fused_lm_head",
+    "outputs_cast_fp32",
 }
 # Library profiles (calc.frameworks) whose code the oracle runs: transformers + peft (the Trainer
 # tools differ from hf-trainer only in keys the oracle reads), TRL's SFTTrainer preparation and
@@ -374,6 +375,7 @@ def run_steps(req: dict, options: dict) -> dict:
     qlora.CURRENT["tracker"] = tracker
     counter = {"step": 0}
     mixed = req["precision"] == "bf16-mixed"
+    cast = _output_cast(mixed and req.get("outputs_cast_fp32", False))
     grouped = _grouped_kv_context(req["attention_grouped_kv"])
     b, s = req["micro_batch_size"], req["seq_len"]
     head = _output_layer(model)
@@ -437,18 +439,18 @@ def run_steps(req: dict, options: dict) -> dict:
             with autocast:
                 if fused_head:
                     # TRL 1.16.0 SFTTrainer.compute_loss (loss_type "nll")
-                    outputs = model(input_ids=ids, labels=labels, fused_lm_head=True)
+                    outputs = cast(model(input_ids=ids, labels=labels, fused_lm_head=True))
                     loss = -outputs.log_probs.sum() / outputs.label_mask.sum().clamp(min=1)
                     metrics = (outputs.entropy.detach().sum(), outputs.is_top1.sum())
                     del metrics
                 elif req["loss_on_16bit_logits"]:
                     # a hand-written loop's loss on the logits as the model returns them
-                    outputs = model(input_ids=ids)
+                    outputs = cast(model(input_ids=ids))
                     loss = torch.nn.functional.cross_entropy(
                         outputs.logits.flatten(0, 1), labels.flatten()
                     )
                 else:
-                    outputs = model(input_ids=ids, labels=labels)
+                    outputs = cast(model(input_ids=ids, labels=labels))
                     loss = outputs.loss
             if not req["loss_outputs_kept"]:
                 outputs = None
@@ -478,6 +480,17 @@ def run_steps(req: dict, options: dict) -> dict:
         "config": config,
         "events": tracker.events,
     }
+
+
+def _output_cast(on: bool):
+    """accelerate's ``convert_outputs_to_fp32`` (``outputs_cast_fp32``): what the Trainer's
+    prepared forward returns under native mixed precision, the model's output with every
+    16-bit tensor copied to fp32 by accelerate's own ``convert_to_fp32``."""
+    if not on:
+        return lambda outputs: outputs
+    from accelerate.utils import convert_to_fp32
+
+    return convert_to_fp32
 
 
 def _logical_params(model) -> int:
