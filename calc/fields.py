@@ -929,11 +929,37 @@ FIELDS: tuple[FieldSpec, ...] = (
             "checkpointing, input gradients, which change no saved tensor under checkpointing. "
             "No effect with ``*-mixed`` or ``fp32`` precision, whose non-quantized parameters "
             "are fp32 already (under autocast calc counts the 4-bit linears' fp32 outputs in the "
-            "MLP, :func:`calc.activations.mlp_unit_bytes`). TRL's ``SFTTrainer`` calls it too (``_prepare_peft_model``: "
-            "``is_qlora and not is_sharded_qlora``), but with ``bf16`` then casts the embedding "
-            "and output layer back to bf16 (``peft_module_casting_to_bf16``) and trains under "
-            "autocast: not what this key counts. Default False: the non-quantized parameters "
+            "MLP, :func:`calc.activations.mlp_unit_bytes`). TRL's ``SFTTrainer`` before 0.26.0 calls it too (0.12.1 ``sft_trainer.py``: on a "
+            "4-bit model that is not sharded), and with ``bf16`` then casts the embedding and "
+            "output layer back to bf16 (``qlora_embeddings_recast_bf16``) and trains under "
+            "autocast, which this key does not count. Default False: the non-quantized parameters "
             "keep the model's 16-bit dtype (transformers' ``from_pretrained`` alone)."
+        ),
+    ),
+    _bool(
+        "qlora_embeddings_recast_bf16",
+        False,
+        BEHAVIOUR,
+        methods=QLORA,
+        doc=(
+            "after ``prepare_model_for_kbit_training`` (``qlora_prepare_kbit``) the loop casts "
+            "the embedding and the output layer back to bf16: TRL 0.12.1 ``sft_trainer.py`` "
+            "calls ``peft_module_casting_to_bf16`` after ``get_peft_model`` when ``args.bf16`` "
+            "and the model is loaded in 4 bits and not sharded (FSDP / ZeRO-3 QLoRA skips both "
+            "calls); ``trainer/utils.py`` casts every module whose name contains ``lm_head``, "
+            "``embed_tokens``, ``wte`` or ``wpe`` and whose weight is fp32 to bf16, and every "
+            "norm to fp32. ``named_modules()`` reaches peft's ``lora_modules_to_save`` "
+            "wrappers by those names, so the frozen original and the trainable copy are both "
+            "bf16: the copies' weights, gradients and torch AdamW states 2 bytes each instead of "
+            "4 (:func:`calc.states.saved_regime`), the frozen tables 2 bytes "
+            "(:func:`calc.states.recast_params`), and the output layer's logits 16-bit (then "
+            "upcast by the loss). The LoRA adapters are not cast (TRL 0.9.3, PR #1644, stopped "
+            "casting peft's tuner layers, which 0.7.5 to 0.9.2 cast to bf16 too: not counted) and "
+            "stay in ``lora_adapter_dtype``. TRL's SFTTrainer ran this path up to 0.25.1; TRL PR #4577 (0.26.0) dropped the kbit preparation and "
+            "the cast from it (PR #3882, 0.22.0, only moved them into "
+            "``trl/models/utils.py`` ``prepare_peft_model``). Counted where calc counts the "
+            "preparation (``qlora_prepare_kbit`` with ``bf16-true``); the rest of the fp32 "
+            "regime (activations, norms) is left as that key counts it. Default False."
         ),
     ),
     _bool(

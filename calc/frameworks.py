@@ -189,6 +189,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "sdpa_cudnn_last": True,
         "moe_expert_layout": "per-expert-modules",
         "weights_loaded_16bit": False,
+        "qlora_embeddings_recast_bf16": True,
     },
     Framework.TRL_SFT: {
         **_HF_TRAINER_5,
@@ -338,6 +339,18 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "attention_mask": "transformers 4.46 modeling_attn_mask_utils.py AttentionMaskConverter."
         "_ignore_causal_mask_sdpa (LlamaModel._update_causal_mask): the 4-D mask is dropped for "
         "is_causal only when no token is masked; a padded batch passes it to SDPA",
+        "qlora_embeddings_recast_bf16": "TRL 0.12.1 (the SFTTrainer of transformers 4.46-4.53, "
+        "whose own Trainer calls no prepare_model_for_kbit_training: a 4-bit model prepared under "
+        "this generation is TRL's) trainer/sft_trainer.py SFTTrainer.__init__: on a 4-bit model "
+        "that is not sharded, prepare_model_for_kbit_training, get_peft_model, then 'if args is "
+        'not None and args.bf16 and getattr(model, "is_loaded_in_4bit", False) and not '
+        "is_sharded_qlora: peft_module_casting_to_bf16(model)'; trainer/utils.py "
+        "peft_module_casting_to_bf16: norms to fp32, every module named lm_head / embed_tokens "
+        "/ wte / wpe with an fp32 weight to bf16 (peft's modules_to_save copies among them). "
+        "The same cast from TRL 0.7.5 (f100ca34c; up to 0.9.2 it cast peft's tuner layers, the "
+        "adapters, to bf16 too, which PR #1644 stopped in 0.9.3) to 0.25.1; PR #3882 (0.22.0) moved it into trl/models/utils.py prepare_peft_model and PR #4577 "
+        "(2af35fb0d, 0.26.0) took it out of SFTTrainer. Only where the reader's request turns "
+        "qlora_prepare_kbit on (PROFILE_APPLIES_WHEN)",
         "sdpa_cudnn_last": "torch 2.5.1 to 2.7 aten/src/ATen/native/transformers/cuda/sdp_utils.cpp "
         "priority_order: flash, memory-efficient, math, cuDNN last (pytorch PR #138522, "
         "cherry-picked onto release/2.5 after the 2.5.0 cuDNN bugs); torch 2.4: cuDNN attention "
@@ -512,8 +525,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "transformers 5.17 runs flash_attn_varlen_func per sample (SDPA and eager: a 4-D block "
         "mask from masking_utils.find_packed_sequence_indices)",
         "qlora_prepare_kbit": "TRL 1.16.0 SFTTrainer calls no prepare_model_for_kbit_training "
-        "(removed from sft_trainer.py by PR #3882, 65d7894b6, 2025-08-12): the non-quantized "
-        "parameters keep the dtype they were loaded in",
+        "(PR #3882, 65d7894b6, 2025-08-12, v0.22.0, moved the call out of sft_trainer.py into "
+        "trl/models/utils.py prepare_peft_model, which SFTTrainer still called; PR #4577, "
+        "2af35fb0d, 2025-12-04, v0.26.0, replaced it by get_peft_model alone): the "
+        "non-quantized parameters keep the dtype they were loaded in",
         "weights_loaded_16bit": "TRL 1.16.0 trainer/utils.py create_model_from_path (line 1332): "
         '\'dtype = kwargs.get("dtype", "float32")\' for a model given by name (the '
         "SFTTrainer docstring: 'it defaults to float32. This differs from from_pretrained'), and "
@@ -682,6 +697,9 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "selective-checkpoint policy) run on torchtitan's own Llama modules; the oracle traces "
     "transformers' gradient_checkpointing_enable (full) and refuses the other granularities",
     "checkpointing_every": "read with the every-n granularity only, which the oracle refuses",
+    "qlora_embeddings_recast_bf16": "TRL before 0.26.0 only (peft_module_casting_to_bf16 after "
+    "kbit preparation, and the autocast it needs); the oracle runs the current libraries' own "
+    "prepare_model_for_kbit_training on a bf16 model without autocast and no TRL",
 }
 """Behaviour keys a traced profile sets that the oracle leaves at what the installed libraries
 do, and reader keys whose other values it refuses, and why (``tools/oracle/run.py`` reads
@@ -795,6 +813,12 @@ Outside those setups the key keeps its own default (no warning for a choice the 
 not make)."""
 
 
+def _kbit_prepared(values: JsonObject) -> bool:
+    """TRL's SFTTrainer re-casts the embedding and output layer only where it prepared the
+    4-bit model (the request's ``qlora_prepare_kbit``)."""
+    return values.get("method") == "qlora" and values.get("qlora_prepare_kbit") is True
+
+
 def _deepspeed_zero3(values: JsonObject) -> bool:
     return values.get("sharding") == "zero3" and values.get("sharding_engine") == "deepspeed"
 
@@ -819,6 +843,7 @@ def _adapters(values: JsonObject) -> bool:
 
 PROFILE_APPLIES_WHEN: dict[Framework, dict[str, Callable[[JsonObject], bool]]] = {
     Framework.HF_TRAINER: {"weights_loaded_16bit": _adapters},
+    Framework.HF_TRAINER_4: {"qlora_embeddings_recast_bf16": _kbit_prepared},
     Framework.TRL_SFT: {"lora_adapter_dtype": _trl_fp32_adapters},
     Framework.AXOLOTL: {"packed_attention": _packed_flash},
     Framework.LLAMA_FACTORY: {

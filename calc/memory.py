@@ -248,9 +248,15 @@ class States:
 
 
 def _base_weight_bytes(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -> int:
-    """Base model weights: NF4 block linears plus every other parameter at the weight dtype."""
+    """Base model weights: NF4 block linears plus every other parameter at the weight dtype;
+    the embedding, the output layer and their ``lora_modules_to_save`` copies at 2 bytes
+    where TRL casts them back to bf16 after kbit preparation
+    (:func:`calc.states.embeddings_recast`)."""
     quant = st.quantized_bytes(layout.quantized, req.qlora_double_quant)
-    return quant + layout.dense * reg.weight_bytes
+    recast = st.recast_params(req, reg)
+    if recast:
+        recast += layout.saved
+    return quant + (layout.dense - recast) * reg.weight_bytes + recast * st.BF16_BYTES
 
 
 def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -> States:
@@ -261,14 +267,16 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     areg = st.adapter_regime(req, reg)
     lora = layout.adapter * areg.weight_bytes
     # modules_to_save copies (in ``base``, dense) train in the module's dtype, not the adapters'
+    # (bf16 where TRL casts them back after kbit preparation: saved_regime)
     main, saved = st.saved_part(layout)
+    sreg = st.saved_regime(req, reg)
     grads = (
         main.trainable * areg.grad_bytes
-        + saved.trainable * reg.grad_bytes
+        + saved.trainable * sreg.grad_bytes
         + (st.gradient_params(req, layout) - layout.trainable) * reg.grad_bytes
     )
-    states = st.optimizer_state_bytes(req, main, areg) + st.optimizer_state_bytes(req, saved, reg)
-    master = main.trainable * areg.master_bytes + saved.trainable * reg.master_bytes
+    states = st.optimizer_state_bytes(req, main, areg) + st.optimizer_state_bytes(req, saved, sreg)
+    master = main.trainable * areg.master_bytes + saved.trainable * sreg.master_bytes
     paged = st.is_paged(req.optimizer)
     host = unified = 0
     opt_gpu = st.ceil_div(master + (0 if paged else states), div.optimizer)
@@ -277,7 +285,7 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
         host += unified
     temp = st.ceil_div(
         st.optimizer_step_temp_bytes(req, main, areg)
-        + (st.optimizer_step_temp_bytes(req, saved, reg) if saved.trainable else 0),
+        + (st.optimizer_step_temp_bytes(req, saved, sreg) if saved.trainable else 0),
         div.optimizer,
     )
     if st.deepspeed_zero(req):
@@ -286,7 +294,7 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     if req.optimizer_in_backward:
         grads_all = max(
             main.largest_trainable_tensor * areg.grad_bytes,
-            saved.largest_trainable_tensor * reg.grad_bytes,
+            saved.largest_trainable_tensor * sreg.grad_bytes,
         )
         temp = 0
     elif st.accumulates_unsharded_gradients(req):
@@ -872,6 +880,9 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         if req.activation_offload:
             saved_blocks, host = on_gpu_layers * block, saved_blocks - on_gpu_layers * block
     head = act.head_bytes_per_token(arch, cfg) * tokens
+    # the output layer cast back to bf16 after kbit preparation writes 16-bit logits (autocast,
+    # the only way its bf16 weight meets the fp32 final norm), upcast by the loss
+    logit_bytes = st.BF16_BYTES if st.embeddings_recast(req, reg) else reg.compute_bytes
     first_wrapped = req.gradient_checkpointing and block_wrapped(
         0, req.checkpointing_granularity, req.checkpointing_every
     )
@@ -896,16 +907,16 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         workspace=act.backward_workspace_bytes_per_token(arch, cfg) * tokens,
         logits=act.fused_head_loss_bytes(
             arch,
-            reg.compute_bytes,
+            logit_bytes,
             tokens,
             req.method == Method.FULL or "lm_head" in req.lora_modules_to_save.value,
         )
         if req.chunked_loss and req.loss_fused_lm_head
-        else act.grad_in_forward_loss_bytes(arch, reg.compute_bytes, tokens)
+        else act.grad_in_forward_loss_bytes(arch, logit_bytes, tokens)
         if req.chunked_loss and req.loss_grad_in_forward
         else act.held_chunks_loss_bytes(
             arch,
-            reg.compute_bytes,
+            logit_bytes,
             req.micro_batch_size,
             req.seq_len,
             _output_layer_trained(req),
@@ -914,7 +925,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         else max(
             act.logits_bytes_per_token(
                 arch,
-                reg.compute_bytes,
+                logit_bytes,
                 req.chunked_loss,
                 req.loss_outputs_kept,
                 upcast,
@@ -922,15 +933,15 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
                 req.loss_on_16bit_logits,
             )
             * tokens,
-            act.chunked_head_grad_bytes(arch, reg.compute_bytes, tokens)
+            act.chunked_head_grad_bytes(arch, logit_bytes, tokens)
             if req.chunked_loss and req.output_layer_chunked and _output_layer_trained(req)
             else 0,
         ),
-        kept_logits=arch.vocab_size * reg.compute_bytes * tokens
+        kept_logits=arch.vocab_size * logit_bytes * tokens
         if _held_chunks_loss(req)
         else act.kept_logits_bytes_per_token(
             arch,
-            reg.compute_bytes,
+            logit_bytes,
             req.chunked_loss,
             req.loss_outputs_kept,
             upcast,
@@ -1139,7 +1150,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # ... and autocast's 16-bit copy of it, saved by its matmul, is freed by that matmul's
     # backward, which has run (oracle: */lora-save-head-mixed, +6 % on this moment before)
     head_copy = st.trained_output_layer_params(req)
-    head_grad = 0 if held else head_copy * reg.grad_bytes
+    head_grad = 0 if held else head_copy * st.saved_regime(req, reg).grad_bytes
     head_cast = reg.compute_bytes * head_copy if reg.casts_weights else 0
     first_block = _phase(
         **common,
@@ -1249,7 +1260,8 @@ def embedding_grad_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     gradients. Both read from the oracle's trace (tools/oracle) and the engine's code.
     LoRA / QLoRA with the embedding in ``lora_modules_to_save``: the same for its trainable
     copy, which no output layer shares (peft's copy unties it), at the copy's dtype: the
-    base weights' (oracle: ``*/lora-save-*``)."""
+    base weights' (oracle: ``*/lora-save-*``), bf16 where TRL casts it back after kbit
+    preparation (:func:`calc.states.saved_regime`)."""
     if (
         (req.method is not Method.FULL and not st.saved_module_params(req)[0])
         or req.optimizer_in_backward
@@ -1258,7 +1270,10 @@ def embedding_grad_bytes(req: EstimateRequest, reg: st.Regime) -> int:
         or st.accumulates_gradients(req)
     ):
         return 0
-    return req.model.vocab_size * req.model.hidden_size * reg.grad_bytes
+    grad_bytes = (
+        reg.grad_bytes if req.method is Method.FULL else st.saved_regime(req, reg).grad_bytes
+    )
+    return req.model.vocab_size * req.model.hidden_size * grad_bytes
 
 
 SIMULATED_VERDICT = False

@@ -103,6 +103,7 @@ class EstimateRequest:
     qlora_output_layer_quantized: bool
     qlora_dequant_fp16: bool
     qlora_prepare_kbit: bool
+    qlora_embeddings_recast_bf16: bool
     qlora_compute_dtype_from_input: bool
     fsdp_flat_parameters: bool
     fsdp_fully_shard: bool

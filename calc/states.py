@@ -172,6 +172,55 @@ def request_regime(req: EstimateRequest) -> Regime:
     return reg
 
 
+RECAST_BF16 = Regime("kbit-recast-bf16", BF16_BYTES, BF16_BYTES, BF16_BYTES, 0, BF16_BYTES, False)
+"""The embedding and output layer that TRL casts back to bf16 after peft's
+``prepare_model_for_kbit_training`` (``qlora_embeddings_recast_bf16``, :func:`embeddings_recast`):
+the weights 2 bytes, their gradients in the weights' dtype, torch's AdamW states
+(``torch.zeros_like(p)``) 2 bytes each, no master copy."""
+
+_RECAST_NAMES_MISSED = frozenset({"gpt_neox"})
+"""Families whose embedding and output layer none of TRL's names (``lm_head``, ``embed_tokens``,
+``wte``, ``wpe``) matches: transformers' ``GPTNeoXModel.embed_in`` and
+``GPTNeoXForCausalLM.embed_out`` (``models/gpt_neox/modeling_gpt_neox.py``). BLOOM's and
+Falcon's embedding (``word_embeddings``) is not matched either, but their output layer
+``lm_head`` is, and shares the table (tied) in the models calc knows."""
+
+
+def embeddings_recast(req: EstimateRequest, reg: Regime) -> bool:
+    """Whether the embedding and output layer are back in bf16 after kbit preparation
+    (``qlora_embeddings_recast_bf16``): only where calc counts that preparation
+    (:data:`KBIT_FP32`: QLoRA, ``qlora_prepare_kbit``, ``bf16-true``)."""
+    return req.qlora_embeddings_recast_bf16 and reg is KBIT_FP32
+
+
+def recast_params(req: EstimateRequest, reg: Regime) -> int:
+    """Base parameters (not the ``lora_modules_to_save`` copies, which :func:`saved_regime`
+    covers) that ``peft_module_casting_to_bf16`` casts back to bf16 (TRL 0.12.1
+    ``trainer/utils.py``): every module whose name contains ``lm_head``, ``embed_tokens``,
+    ``wte`` or ``wpe`` and whose weight is fp32 (all of them after kbit preparation), i.e.
+    the token table (with GPT-2's position table and the per-layer tables, whose names
+    contain ``embed_tokens``) and the untied output layer with its bias. A norm of the
+    embedding (BLOOM's ``word_embeddings_layernorm``) matches ``"norm"`` first and stays
+    fp32. 0 when the key is off or outside :data:`KBIT_FP32`."""
+    if not embeddings_recast(req, reg):
+        return 0
+    arch = req.model
+    if arch.family in _RECAST_NAMES_MISSED:
+        return 0
+    table = arch.embedding_params - (arch.norm_params if arch.embedding_norm else 0)
+    return table + arch.lm_head_params
+
+
+def saved_regime(req: EstimateRequest, reg: Regime) -> Regime:
+    """The byte sizes of the ``lora_modules_to_save`` copies: ``reg`` (peft's copy keeps the
+    module's dtype, :func:`saved_module_params`), or :data:`RECAST_BF16` where TRL casts the
+    embedding and output layer back to bf16 (:func:`embeddings_recast`): TRL 0.12.1
+    ``peft_module_casting_to_bf16`` runs after ``get_peft_model`` over ``named_modules()``,
+    where the wrapper's original and its trainable copy (``...embed_tokens.original_module``,
+    ``...embed_tokens.modules_to_save.default``) both carry the module's name."""
+    return RECAST_BF16 if embeddings_recast(req, reg) else reg
+
+
 def adapter_regime(req: EstimateRequest, reg: Regime) -> Regime:
     """The byte sizes of the trainable parameters: ``reg`` itself, except LoRA / QLoRA with
     ``lora_adapter_dtype="fp32"`` on a 16-bit base, where peft 0.21.0 upcasts the adapters

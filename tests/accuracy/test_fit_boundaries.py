@@ -71,3 +71,20 @@ def test_stacks_run_today_s_verdict_under_the_source_s_stack_only():
     for section, (framework, _) in stacks.items():
         assert section in sections
         Framework(framework)
+
+
+def test_trl_0_12_notebook_trains_its_embedding_copies_in_bf16():
+    """The 2025 notebook's single-L4 QLoRA runs (TRL 0.12.1, hf-trainer-4 with kbit
+    preparation, embed_tokens and lm_head trained through modules_to_save) completed: with
+    TRL's cast of the prepared embedding and output layer back to bf16 calc no longer calls
+    them out of memory; with the copies in the fp32 of kbit preparation it does."""
+    from calc.request import parse_estimate_request
+
+    rows = {r["id"]: r for r in fb.load()}
+    row = rows["p25-8b-1xl4-b1"]
+    request = fb.row_request(row)
+    assert parse_estimate_request(request).qlora_embeddings_recast_bf16 is True
+    card, n = fb.memory_bytes(row), int(row["seq_len"])
+    assert fb.verdict(request, n, card) != "does_not_fit"
+    fp32_copies = {**request, "qlora_embeddings_recast_bf16": False}
+    assert fb.verdict(fp32_copies, n, card) == "does_not_fit"

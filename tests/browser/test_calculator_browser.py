@@ -278,6 +278,15 @@ PLAN_VARIATIONS = [
     },
     {"rope_cache_fp32": "true", "model": "llama-3.2-3b", "method": "lora"},
     {"qlora_compute_dtype_from_input": "true", "method": "qlora", "gpu": "a100-80gb-sxm"},
+    # TRL before 0.26: the kbit-prepared embedding and output layer (and the copies
+    # lora_modules_to_save trains) back in bf16
+    {
+        "qlora_embeddings_recast_bf16": "true",
+        "qlora_prepare_kbit": "true",
+        "lora_modules_to_save": "embed_tokens+lm_head",
+        "method": "qlora",
+        "precision": "bf16-true",
+    },
     # LitGPT's chunked loss on the logits its loop holds, its one q/k/v adapter
     {
         "chunked_loss_holds_logits": "true",

@@ -723,6 +723,82 @@ def test_prepared_4bit_model_costs_the_fp32_residual_stream_in_the_custom_loop()
     )
 
 
+def test_trl_before_026_casts_the_kbit_prepared_embeddings_back_to_bf16():
+    # TRL 0.12.1 SFTTrainer: prepare_model_for_kbit_training, get_peft_model, then (bf16, 4-bit,
+    # not sharded) peft_module_casting_to_bf16: lm_head / embed_tokens, the frozen originals
+    # and peft's modules_to_save copies alike, back to bf16; the norms stay fp32
+    one = {
+        "model": "llama-3.1-8b",
+        "method": "qlora",
+        "framework": "hf-trainer-4",
+        "precision": "bf16-true",
+        "lora_rank": 16,
+        "lora_targets": "all-linear",
+        "seq_len": 1024,
+        "qlora_prepare_kbit": True,
+    }
+    assert _resolved(**one)["qlora_embeddings_recast_bf16"] is True
+    assert (
+        _resolved(**{**one, "qlora_prepare_kbit": False})["qlora_embeddings_recast_bf16"] is False
+    )
+    for fw in ("hf-trainer", "pytorch-loop-4", "trl-sft"):
+        assert _resolved(**{**one, "framework": fw})["qlora_embeddings_recast_bf16"] is False, fw
+    saved = {**one, "lora_modules_to_save": "embed_tokens+lm_head"}
+    on = estimate_dict(saved)["components"]
+    off = estimate_dict({**saved, "qlora_embeddings_recast_bf16": False})["components"]
+    table = 128_256 * 4096  # one vocab x hidden table
+    # weights: the embedding and output layer, and their two trainable copies, 4 -> 2 bytes
+    assert off["weights"] - on["weights"] == 4 * table * 2 == 4_202_692_608
+    # the copies' gradients 4 -> 2 bytes, torch AdamW's two states 4 -> 2 bytes each, and the
+    # foreach step's sqrt of the second moments (one state-sized list) 4 -> 2 bytes
+    assert off["gradients"] - on["gradients"] == 2 * table * 2
+    assert off["optimizer"] - on["optimizer"] == 2 * 2 * table * 2
+    assert off["optimizer_temporaries"] - on["optimizer_temporaries"] == 2 * table * 2
+    # the LoRA adapters keep their fp32 (peft autocast_adapter_dtype; TRL >= 0.9.3 casts none)
+    assert on["lora_weights"] == off["lora_weights"] == 41_943_040 * 4
+    # without modules_to_save only the two frozen tables change
+    plain_on = estimate_dict(one)["components"]
+    plain_off = estimate_dict({**one, "qlora_embeddings_recast_bf16": False})["components"]
+    assert plain_off["weights"] - plain_on["weights"] == 2 * table * 2
+    assert plain_off["optimizer"] == plain_on["optimizer"]
+
+
+def test_the_recast_embeddings_write_16bit_logits():
+    # the bf16 output layer meets the fp32 final norm under autocast: 16-bit logits, as on a
+    # model never prepared; seen through a fused head loss (Liger's, as the 2025 notebook
+    # runs), whose tiles and casts have the logits' dtype (transformers' unchunked loss costs
+    # 12 V per token in fp32 either way)
+    from calc import memory as mem
+    from calc import states as st
+
+    base = {
+        "model": "llama-3.1-8b",
+        "method": "qlora",
+        "framework": "hf-trainer-4",
+        "precision": "bf16-true",
+        "micro_batch_size": 2,
+        "seq_len": 2048,
+        "chunked_loss": True,
+        "loss_fused_lm_head": True,
+    }
+
+    def logits(**extra) -> int:
+        req = parse_estimate_request({**base, **extra})
+        return mem.activation_bytes(req, st.request_regime(req)).logits
+
+    recast = logits(qlora_prepare_kbit=True)
+    assert recast == logits(qlora_prepare_kbit=False)
+    assert recast != logits(qlora_prepare_kbit=True, qlora_embeddings_recast_bf16=False)
+    # GPT-NeoX's embed_in / embed_out match none of TRL's names
+    neox = parse_estimate_request(
+        {**base, "model": "stablelm-base-alpha-3b", "qlora_prepare_kbit": True}
+    )
+    assert st.recast_params(neox, st.request_regime(neox)) == 0
+    tied = parse_estimate_request({**base, "model": "llama-3.2-1b", "qlora_prepare_kbit": True})
+    assert st.recast_params(tied, st.request_regime(tied)) == 128_256 * 2048
+
+
+# ---- one library generation per profile ---------------------------------------------------------
 # ---- one library generation per profile ---------------------------------------------------------
 
 MOE = {"model": "qwen3-30b-a3b", "method": "lora", "lora_rank": 16, "lora_targets": "all-linear"}

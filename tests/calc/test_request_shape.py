@@ -43,6 +43,7 @@ OLD_LINKS = [
     "?mode=advanced&framework=litgpt&qlora_keeps_inputs=false&method=qlora",
     "?method=qlora&model=llama-3.1-8b&qlora_prepare_kbit=true&lora_adapter_dtype=fp32",
     "?method=qlora&model=llama-3.1-8b&qlora_prepare_kbit=true&qlora_compute_dtype_from_input=true",
+    "?method=qlora&framework=hf-trainer-4&qlora_prepare_kbit=true&qlora_embeddings_recast_bf16=false",
     "?model=llama-3.2-1b&loss_on_16bit_logits=true&seq_len=4096",
     "?model=llama-3.1-8b&attention_mask=padding&seq_len=4096",
     "?model=llama-3.1-8b&attention_mask=padding&sdpa_cudnn_last=true&gpu=h100-sxm",
