@@ -762,7 +762,7 @@ class StepReplay:
             # k lies within the lead of a mark or the state: the copy is kept before the first
             # device allocation after it (the replay up to that one is the long part)
             early = count
-        if early >= count and early < k:
+        if early > count or (early == count < k and not from_copy):
             run.a.pause_before = early
             if self._advance(run) != _PAUSED:
                 raise AssertionError("the unlimited replay did not reach its own allocation")
