@@ -511,12 +511,19 @@ class CachingAllocator:
         twins: dict[int, _Block] = {}
         new_live = dict(live)
         copied: list[_Block] = []
-        for key in live.keys() - kept:
-            b = live[key]
+        for key, b in live.items():
+            if key in kept:
+                continue
             c = make(cls)
-            c.size, c.addr, c.allocated, c.small = b.size, b.addr, True, b.small
-            c.prev, c.next, c.mapped, c.expandable = b.prev, b.next, True, False
-            new_live[key] = twins[b.addr] = c
+            c.size = b.size
+            c.addr = addr = b.addr
+            c.allocated = True
+            c.small = b.small
+            c.prev = b.prev
+            c.next = b.next
+            c.mapped = True
+            c.expandable = False
+            new_live[key] = twins[addr] = c
             copied.append(c)
         pools = []
         for pool in self.pools:
@@ -527,8 +534,14 @@ class CachingAllocator:
             blocks = twin_pool.blocks
             for addr, b in pool.blocks.items():
                 c = make(cls)
-                c.size, c.addr, c.allocated, c.small = b.size, addr, False, small
-                c.prev, c.next, c.mapped, c.expandable = b.prev, b.next, True, False
+                c.size = b.size
+                c.addr = addr
+                c.allocated = False
+                c.small = small
+                c.prev = b.prev
+                c.next = b.next
+                c.mapped = True
+                c.expandable = False
                 blocks[addr] = c
             twins.update(blocks)
             copied.extend(blocks.values())
@@ -624,7 +637,7 @@ class CachingAllocator:
         large_keys, large_blocks = large.keys, large.blocks
         small_keys, small_blocks = small.keys, small.blocks
         bisect_left, insort = bisect.bisect_left, bisect.insort
-        block_class = _Block
+        block_class, make = _Block, _Block.__new__
         addr_bits, addr_mask = _ADDR_BITS, _ADDR_MASK
         min_block, small_size, large_buffer = MIN_BLOCK_BYTES, SMALL_SIZE_BYTES, LARGE_BUFFER_BYTES
         round_add, round_mask = MIN_BLOCK_BYTES - 1, -MIN_BLOCK_BYTES  # a power of two
@@ -672,9 +685,11 @@ class CachingAllocator:
                         if pool is small
                         else size < mss and remaining > small_size
                     ):
-                        # _split
+                        # _split (the rest made without __init__: cheaper, the same fields)
                         addr = block.addr + size
-                        rest = block_class(remaining, addr, block.small)
+                        rest = make(block_class)
+                        rest.size, rest.addr, rest.small = remaining, addr, block.small
+                        rest.allocated, rest.mapped, rest.expandable = False, True, False
                         nxt = block.next
                         rest.prev, rest.next = block, nxt
                         if nxt is not None:

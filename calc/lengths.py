@@ -104,10 +104,11 @@ longest of :data:`SAMPLES` (not the draw's own, which could lie above the figure
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from functools import lru_cache
+from functools import lru_cache, reduce
 from typing import TYPE_CHECKING
 
 from .errors import InputError
@@ -452,20 +453,30 @@ def expected_longest(stats: LengthStats, seq_len: int, samples: int) -> int:
         return cap
     mu, sigma, _ = fit(stats, top)
     split = tail(stats)
+    zs, weights = _longest_nodes(samples)
+    if split is None:
+        xs = [mu + sigma * z for z in zs]
+    else:
+        z_split, mu_t, sigma_t = split
+        xs = [mu + sigma * z if z <= z_split else mu_t + sigma_t * z for z in zs]
+    # min(cap, max(1.0, exp(min(x, 700.0)))) per node (as conditionals: the same values),
+    # times its weight, summed in order from 0.0 as a loop of += does (sum() of floats rounds
+    # differently from Python 3.12 on)
     exp = math.exp
-    total = 0.0
-    for z, weight in _longest_nodes(samples):
-        x = mu + sigma * z if split is None or z <= split[0] else split[1] + split[2] * z
-        total += min(cap, max(1.0, exp(min(x, 700.0)))) * weight
+    heights = [exp(700.0 if 700.0 < x else x) for x in xs]
+    heights = [(h if h > 1.0 else 1.0) for h in heights]
+    heights = [(h if h < cap else cap) for h in heights]
+    total = reduce(operator.add, map(operator.mul, heights, weights), 0.0)
     return min(cap, max(1, round(total / _LONGEST_NODES)))
 
 
 @lru_cache(maxsize=16)
-def _longest_nodes(samples: int) -> tuple[tuple[float, float], ...]:
-    """The nodes of :func:`expected_longest` for a run of ``samples``: ``(z, 2w)`` at each
-    midpoint ``w``, with ``z = -Phi^-1(q)``, ``q = -expm1(ln(1 - w^2) / samples)``. They depend
-    on the run's length only, not on the distribution: computed once per length (the normal
-    quantile is the costly part, and a plan asks for many distributions of one run)."""
+def _longest_nodes(samples: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The nodes of :func:`expected_longest` for a run of ``samples``: the ``z`` and the
+    weights ``2w`` at the midpoints ``w``, with ``z = -Phi^-1(q)``, ``q = -expm1(ln(1 - w^2) /
+    samples)``. They depend on the run's length only, not on the distribution: computed once
+    per length (the normal quantile is the costly part, and a plan asks for many distributions
+    of one run)."""
     inv, log, expm1 = _normal().inv_cdf, math.log, math.expm1
     k = _LONGEST_NODES
     nodes = []
@@ -473,7 +484,8 @@ def _longest_nodes(samples: int) -> tuple[tuple[float, float], ...]:
         w = (i + 0.5) / k
         q = -expm1(log(1.0 - w * w) / samples)  # P(one sample is longer) at this node
         nodes.append((-inv(q) if q < 1.0 else -40.0, 2.0 * w))
-    return tuple(nodes)
+    zs, weights = zip(*nodes, strict=True)
+    return zs, weights
 
 
 def _every_sample_max(stats: LengthStats) -> bool:
@@ -591,17 +603,26 @@ def _lengths(
     if _every_sample_max(stats):
         return (cap,) * count, True
     mu, sigma, exact = fit(stats, top)
-    exp = math.exp
+    # int(exp(x) + 0.5) as floor(exp(x) + 0.5) (the same for a positive number, and cheaper to
+    # call in CPython), clipped to [1, cap] in the same pass
+    exp, floor = math.exp, math.floor
     split = tail(stats)
     if split is None:
-        lengths = [int(exp(mu + sigma * z) + 0.5) for z in _normal_draws(count, seed)]
+        lengths = [
+            cap if (n := floor(exp(mu + sigma * z) + 0.5)) > cap else n if n > 1 else 1
+            for z in _normal_draws(count, seed)
+        ]
     else:  # the two-piece fit: the tail's line above the split
         z_split, mu_t, sigma_t = split
         lengths = [
-            int(exp(mu + sigma * z if z <= z_split else mu_t + sigma_t * z) + 0.5)
+            cap
+            if (n := floor(exp(mu + sigma * z if z <= z_split else mu_t + sigma_t * z) + 0.5)) > cap
+            else n
+            if n > 1
+            else 1
             for z in _normal_draws(count, seed)
         ]
-    return tuple([cap if n > cap else n if n > 1 else 1 for n in lengths]), exact
+    return tuple(lengths), exact
 
 
 @lru_cache(maxsize=256)

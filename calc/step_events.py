@@ -737,8 +737,10 @@ class StepReplay:
 
         The walk pauses one state at one allocation after another, from the last down
         (:func:`calc.allocator.capacity_threshold`): so on the way to ``k`` the run keeps a
-        copy of itself :data:`PAUSE_LEAD` device allocations earlier, and a later pause of
-        the same state at or after that one starts from the copy (the same replay, shorter)."""
+        copy of itself :data:`PAUSE_LEAD` device allocations earlier (or, where ``k`` lies
+        closer to where the run starts, before the first device allocation after that), and a
+        later pause of the same state at or after that one starts from the copy (the same
+        replay, shorter)."""
         start = state
         if state.index < 0 and not state.offset and not state.a.num_device_alloc:
             for count, mark in reversed(self._marks):
@@ -746,14 +748,21 @@ class StepReplay:
                     start = mark
                     break
         kept = self._pause_copies.get(id(state))
+        from_copy = False
         if kept is not None and kept[0] is state:
             for copy in kept[1]:
-                if start.a.num_device_alloc < copy.a.num_device_alloc <= k:
-                    start = copy
+                # a copy stands just before its allocation: past a mark or the state of its count
+                if start.a.num_device_alloc <= copy.a.num_device_alloc <= k:
+                    start, from_copy = copy, True
         run = start.copy()
         run.a.capacity = None
+        count = run.a.num_device_alloc
         early = k - PAUSE_LEAD
-        if early > run.a.num_device_alloc:
+        if early <= count < k and not from_copy:
+            # k lies within the lead of a mark or the state: the copy is kept before the first
+            # device allocation after it (the replay up to that one is the long part)
+            early = count
+        if early > count or (early == count < k and not from_copy):
             run.a.pause_before = early
             if self._advance(run) != _PAUSED:
                 raise AssertionError("the unlimited replay did not reach its own allocation")
