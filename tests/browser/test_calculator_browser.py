@@ -567,6 +567,10 @@ def test_the_cuda_only_filter_outlives_a_recompute(calc_page):
     calc_page.navigate({})
     box = page.locator("#calc .calc-cuda-only-box").first
     assert page.locator('#calc tr[data-stack]:not([data-stack="cuda"])').count() > 0
+    # one rank per row: among all stacks while the filter is off
+    ranks = "#calc .calc-recommendations tbody tr:visible "
+    assert page.locator(ranks + ".calc-rank-all").first.is_visible()
+    assert page.locator(ranks + ".calc-rank-stack").first.is_hidden()
     box.check()
     assert page.locator('#calc tr[data-stack]:not([data-stack="cuda"])').first.is_hidden()
     page.fill("#calc-seq_len", "3072")
@@ -579,6 +583,8 @@ def test_the_cuda_only_filter_outlives_a_recompute(calc_page):
     page.wait_for_function("() => location.search.includes('stack=cuda')")
     first_rank = page.locator("#calc .calc-recommendations tbody tr:visible .calc-rank-stack")
     assert first_rank.first.inner_text() == "1"
+    assert first_rank.first.is_visible()
+    assert page.locator(ranks + ".calc-rank-all").first.is_hidden()
     # a shared link with the filter opens with it on
     calc_page.navigate({"stack": "cuda"})
     assert page.locator("#calc .calc-cuda-only-box").first.is_checked()
