@@ -880,9 +880,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         if req.activation_offload:
             saved_blocks, host = on_gpu_layers * block, saved_blocks - on_gpu_layers * block
     head = act.head_bytes_per_token(arch, cfg) * tokens
-    # the output layer cast back to bf16 after kbit preparation writes 16-bit logits (autocast,
-    # the only way its bf16 weight meets the fp32 final norm), upcast by the loss
-    logit_bytes = st.BF16_BYTES if st.embeddings_recast(req, reg) else reg.compute_bytes
+    logit_bytes = returned_logit_bytes(req, reg)
     first_wrapped = req.gradient_checkpointing and block_wrapped(
         0, req.checkpointing_granularity, req.checkpointing_every
     )
@@ -954,7 +952,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         indexer_pre=pre,
         shared_mask=shared_mask_bytes(req, reg),
         output_cast=act.output_cast_bytes_per_token(
-            arch, reg.compute_bytes, not req.chunked_loss and not req.loss_on_16bit_logits
+            arch, logit_bytes, not req.chunked_loss and not req.loss_on_16bit_logits
         )
         * tokens
         if cast
@@ -962,14 +960,22 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
     )
 
 
+def returned_logit_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """Bytes per value of the logits the output layer writes: the activations' dtype, except
+    the output layer cast back to bf16 after kbit preparation, which writes 16-bit logits
+    (autocast, the only way its bf16 weight meets the fp32 final norm), upcast by the loss.
+    The allocator replay (:mod:`calc.step_events`) sizes the same tensors with it."""
+    return st.BF16_BYTES if st.embeddings_recast(req, reg) else reg.compute_bytes
+
+
 def output_cast_applies(req: EstimateRequest, reg: st.Regime) -> bool:
     """``outputs_cast_fp32`` with whole 16-bit logits returned: not a fused loss that never
     builds them (``loss_fused_lm_head``, ``loss_grad_in_forward``), not a model that returns
-    fp32 logits, not fp32 activations."""
+    fp32 logits, not fp32 logits."""
     never_whole = req.chunked_loss and (req.loss_fused_lm_head or req.loss_grad_in_forward)
     return (
         req.outputs_cast_fp32
-        and reg.compute_bytes < act.FP32_BYTES
+        and returned_logit_bytes(req, reg) < act.FP32_BYTES
         and not never_whole
         and not req.logits_upcast_in_model
     )

@@ -1089,6 +1089,7 @@ class _Builder:
             events.extend(zip(itertools.repeat("free"), keys))
 
         grads: list[int] = []
+        lb = mem.returned_logit_bytes(req, self.reg)  # the logits' dtype, as memory counts them
         for index, length in enumerate(lengths):
             first = index == 0
             last = index == len(lengths) - 1
@@ -1150,14 +1151,13 @@ class _Builder:
                 # output, kept or not), their fp32 upcast (freed once log_softmax has read it), the
                 # fp32 log-softmax the loss saves, and at the start of its backward two fp32
                 # gradients (activations.logits_bytes_per_token)
-                # the 16-bit logits: the model's output (held while the copy is made) or gone
-                # once the upcast has read them
-                returned = [alloc(rows * cb)] if cast and not kept else []
-                kept_keys = [alloc(kept)] if kept else [] if returned else [alloc(rows * cb)]
+                kept_keys = [alloc(kept)] if kept else []
+                returned = [] if kept else [alloc(rows * lb)]
                 upcast = [alloc(rows * FP32_BYTES)] if kept < rows * FP32_BYTES else []
-                if not kept:
-                    free(kept_keys)
-                    kept_keys = []
+                if not cast:
+                    # gone once the upcast has read them; the copy needs them alive (below)
+                    free(returned)
+                    returned = []
                 loss_keys = [
                     alloc(n) for n in (rows * FP32_BYTES, loss_total - 3 * FP32_BYTES * rows) if n
                 ]
@@ -1168,7 +1168,7 @@ class _Builder:
                     free(([] if kept else [alloc(rows * FP32_BYTES)]) + returned)
                 loss_grads = [rows * FP32_BYTES] * 2
             else:
-                loss_keys = [alloc(n) for n in _logit_tensors(loss_total, rows, cb)]
+                loss_keys = [alloc(n) for n in _logit_tensors(loss_total, rows, lb)]
                 if cast:
                     free([alloc(rows * FP32_BYTES)])
                 kept_keys = [alloc(kept)] if kept else []
