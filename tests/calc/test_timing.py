@@ -1420,3 +1420,23 @@ def test_deepspeed_reduces_every_micro_batch_whatever_no_sync_says(sharding):
     fsdp = step()
     assert ds.exposed_communication == pytest.approx(ds_synced.exposed_communication)
     assert ds.exposed_communication > fsdp.exposed_communication
+
+
+def test_a_request_with_lengths_counts_its_step_once_across_cards(monkeypatch):
+    # A plan times one request on every card: with length_stats the step is priced at the
+    # data's mean padded length, and that request must stay one object so counts() is memoised
+    from calc.lengths import request_shape
+    from calc.request import parse_estimate_request
+
+    req = parse_estimate_request(
+        {"model": "llama-3.1-8b", "length_stats": {"mean": 900, "p90": 2000}}
+    )
+    calls = []
+    real = timing._counts
+    monkeypatch.setattr(timing, "_counts", lambda *a: calls.append(a[0]) or real(*a))
+    timing._COUNTS.clear()
+    first = timing.estimate_time(req, gpus.get_gpu("rtx-4090"), 1e8)
+    again = timing.estimate_time(req, gpus.get_gpu("h100-sxm"), 1e8)
+    assert len(calls) == 1
+    assert calls[0].seq_len == request_shape(req).mean_padded_length < req.seq_len
+    assert again.padding_ratio == first.padding_ratio
