@@ -683,6 +683,37 @@ def data_shape(
     )
 
 
+def peak_of(
+    stats: LengthStats,
+    batching: Batching,
+    seq_len: int,
+    micro_batch_size: int,
+    samples: int | None = None,
+) -> tuple[int, bool]:
+    """``(peak_length, exact)`` of :func:`data_shape` with the same arguments, without drawing
+    the samples: the memory model reads only these two, and a plan's solvers ask for many
+    lengths. Packed rows and ``pad-max`` batches are ``seq_len`` long; otherwise the longest
+    micro-batch holds the run's longest sample (:func:`data_shape` clips the draw at
+    :func:`expected_longest` and puts that length in), padded to it whatever the micro-batch
+    size. ``exact`` is the fit's (True for packed rows, which draw nothing)."""
+    if batching is Batching.PACKED:
+        return seq_len, True
+    top = stats.max if stats.max is not None else seq_len
+    exact = True if _every_sample_max(stats) else fit(stats, top)[2]
+    if batching is Batching.PAD_MAX:
+        return seq_len, exact
+    return expected_longest(stats, seq_len, SAMPLES if samples is None else samples), exact
+
+
+def request_peak(req: EstimateRequest) -> tuple[int, bool] | None:
+    """:func:`peak_of` of an estimate request, ``None`` without ``length_stats``."""
+    if req.length_stats is None:
+        return None
+    return peak_of(
+        req.length_stats, req.batching, req.seq_len, req.micro_batch_size, samples_seen(req)
+    )
+
+
 @lru_cache(maxsize=64)
 def attention_span(stats: LengthStats, seq_len: int) -> float:
     """Keys one token of a packed row attends over, on average, when attention stays within
@@ -743,7 +774,9 @@ __all__ = [
     "fit",
     "micro_batch_tokens",
     "parse_text",
+    "peak_of",
     "request_attention_span",
+    "request_peak",
     "request_shape",
     "sample_lengths",
     "samples_seen",

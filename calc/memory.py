@@ -29,7 +29,7 @@ from .arch import LinearLayer, ModelArch
 from .checkpointing import block_wrapped
 from .jsontypes import JsonObject
 from .fields import AttentionMask
-from .lengths import request_attention_span, request_shape
+from .lengths import request_attention_span, request_peak, request_shape
 from .lora import TRANSFORMERS_FRAMEWORKS, library_rejections
 from .request import (
     Attention,
@@ -1306,16 +1306,23 @@ def estimate_request(req: EstimateRequest) -> MemoryEstimate:
     return with_min_device(req, est) if SIMULATED_VERDICT else est
 
 
-def _estimate_shaped(req: EstimateRequest) -> MemoryEstimate:
-    """:func:`estimate_request` without ``min_device_bytes``."""
-    shape = request_shape(req)
-    if shape is None:
-        est = _estimate_at(req)
+def _estimate_shaped(req: EstimateRequest, drawn: bool = True) -> MemoryEstimate:
+    """:func:`estimate_request` without ``min_device_bytes``. ``drawn`` False: without the
+    ``data`` block, so without drawing the samples (:func:`calc.lengths.request_peak`: the
+    same peak length and fit), for the setups a plan only weighs."""
+    if req.length_stats is None:
+        return _estimate_at(req)
+    if drawn:
+        shape = request_shape(req)
+        assert shape is not None
+        peak, exact, data = shape.peak_length, shape.exact, shape.to_dict()
     else:
-        est = _estimate_at(replace(req, seq_len=shape.peak_length))
-        warnings = est.warnings if shape.exact else (*est.warnings, "length_stats_approximated")
-        est = replace(est, request=req.to_dict(), data=shape.to_dict(), warnings=warnings)
-    return est
+        found = request_peak(req)
+        assert found is not None
+        (peak, exact), data = found, None
+    est = _estimate_at(replace(req, seq_len=peak))
+    warnings = est.warnings if exact else (*est.warnings, "length_stats_approximated")
+    return replace(est, request=req.to_dict(), data=data, warnings=warnings)
 
 
 class BoundedEstimate(dict[str, Any]):
@@ -1334,12 +1341,14 @@ def estimate_alternative(req: EstimateRequest) -> JsonObject:
     ``min_device_bounds``) whose verdicts come from certain bounds of it, and from the
     figure itself only where the bounds leave a card's verdict open
     (:func:`calc.recommend.judge`); the verdicts are those the figure gives. Else
-    :func:`estimate_request`'s response."""
+    :func:`estimate_request`'s response. Either way without the ``data`` block of a request
+    with ``length_stats`` (no reader of a weighed setup reads it, and drawing it for each of a
+    solver's lengths was a fifth of a plan's time)."""
     if not SIMULATED_VERDICT:
-        return estimate_request(req).to_dict()
+        return _estimate_shaped(req, drawn=False).to_dict()
     from .step_events import MinDevice
 
-    out = BoundedEstimate(_estimate_shaped(req).to_dict())
+    out = BoundedEstimate(_estimate_shaped(req, drawn=False).to_dict())
     out["verdict_basis"] = "min_device_bounds"
     out.min_device = MinDevice(req)
     return out

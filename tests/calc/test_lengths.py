@@ -665,3 +665,32 @@ def test_p99_in_the_url_and_cli_text_form():
     a = calc.estimate({**BASE, "length_stats": "mean:900,p90:2000,p99:3500"})
     b = calc.estimate({**BASE, "length_stats": {"mean": 900, "p90": 2000, "p99": 3500}})
     assert a == b and a["request"]["length_stats"] == {"mean": 900, "p90": 2000, "p99": 3500}
+
+
+@pytest.mark.parametrize("batching", list(Batching))
+@pytest.mark.parametrize(
+    "parts",
+    [
+        {"mean": 900},
+        {"p90": 2000},
+        {"max": 1500},
+        {"mean": 700, "p90": 1800, "max": 4096},
+        {"mean": 225, "p90": 442, "p99": 619, "max": 1585},
+        {"mean": 1900, "p90": 2000},  # not met at 512 tokens: exact is False there
+        {"mean": 250, "p90": 2000},  # not met from 2048 on
+        {"mean": 60, "p90": 120, "max": 4000},
+    ],
+)
+def test_peak_of_is_the_drawn_shapes_peak_and_fit(parts, batching):
+    # the plan's weighed setups read the peak without drawing: it must be the drawn shape's
+    from calc.lengths import peak_of
+
+    stats = LengthStats(**parts)
+    for seq_len in (512, 2048, 8192):
+        for mbs in (1, 3, 8):
+            for samples in (None, 5, 100_000):
+                shape = data_shape(stats, batching, seq_len, mbs, samples)
+                assert peak_of(stats, batching, seq_len, mbs, samples) == (
+                    shape.peak_length,
+                    shape.exact,
+                ), (seq_len, mbs, samples)
