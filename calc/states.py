@@ -189,8 +189,14 @@ Falcon's embedding (``word_embeddings``) is not matched either, but their output
 def embeddings_recast(req: EstimateRequest, reg: Regime) -> bool:
     """Whether the embedding and output layer are back in bf16 after kbit preparation
     (``qlora_embeddings_recast_bf16``): only where calc counts that preparation
-    (:data:`KBIT_FP32`: QLoRA, ``qlora_prepare_kbit``, ``bf16-true``)."""
-    return req.qlora_embeddings_recast_bf16 and reg is KBIT_FP32
+    (:data:`KBIT_FP32`: QLoRA, ``qlora_prepare_kbit``, ``bf16-true``) and TRL's names reach
+    them (not :data:`_RECAST_NAMES_MISSED`: then neither the tables, nor their
+    ``lora_modules_to_save`` copies, nor the logits the output layer writes are 16-bit)."""
+    return (
+        req.qlora_embeddings_recast_bf16
+        and reg is KBIT_FP32
+        and req.model.family not in _RECAST_NAMES_MISSED
+    )
 
 
 def recast_params(req: EstimateRequest, reg: Regime) -> int:
@@ -205,8 +211,6 @@ def recast_params(req: EstimateRequest, reg: Regime) -> int:
     if not embeddings_recast(req, reg):
         return 0
     arch = req.model
-    if arch.family in _RECAST_NAMES_MISSED:
-        return 0
     table = arch.embedding_params - (arch.norm_params if arch.embedding_norm else 0)
     return table + arch.lm_head_params
 

@@ -794,6 +794,19 @@ def test_the_recast_embeddings_write_16bit_logits():
         {**base, "model": "stablelm-base-alpha-3b", "qlora_prepare_kbit": True}
     )
     assert st.recast_params(neox, st.request_regime(neox)) == 0
+    # ... so nothing of it is cast: not the logits, not a modules_to_save copy
+    neox_saved = {
+        **base,
+        "model": "stablelm-base-alpha-3b",
+        "qlora_prepare_kbit": True,
+        "chunked_loss": False,
+        "loss_fused_lm_head": False,
+        "lora_modules_to_save": "embed_tokens+lm_head",
+    }
+    on = estimate_dict(neox_saved)
+    off = estimate_dict({**neox_saved, "qlora_embeddings_recast_bf16": False})
+    assert on["components"] == off["components"]
+    assert on["peak_allocated_bytes"] == off["peak_allocated_bytes"]
     tied = parse_estimate_request({**base, "model": "llama-3.2-1b", "qlora_prepare_kbit": True})
     assert st.recast_params(tied, st.request_regime(tied)) == 128_256 * 2048
 
