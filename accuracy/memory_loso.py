@@ -58,10 +58,12 @@ def compile_kept(value: float):
     :func:`calc.memory.act_config`); restores calc's value on exit."""
     saved = activations.COMPILE_KEPT_FRACTION
     activations.COMPILE_KEPT_FRACTION = value
+    memory.forget_estimates()
     try:
         yield
     finally:
         activations.COMPILE_KEPT_FRACTION = saved
+        memory.forget_estimates()
 
 
 def reserved_from(allocated: int, floor: int, slack: float) -> int:

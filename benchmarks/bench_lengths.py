@@ -56,7 +56,7 @@ def time_estimates(request: dict, drawn: bool, runs: int = 500) -> float:
             lengths.data_shape.cache_clear()
             lengths._lengths.cache_clear()
             lengths.fit.cache_clear()
-            step_events.simulate_request.cache_clear()
+            step_events.forget_simulations()
         start = CLOCK()
         estimate_dict(request)
         samples.append(CLOCK() - start)

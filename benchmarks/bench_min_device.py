@@ -85,7 +85,7 @@ def time_simulation(request: dict[str, Any], runs: int) -> tuple[float, float, l
     se.simulate_request(req)  # warm: presets, calc.lengths' caches
     samples, parts = [], []
     for _ in range(runs):
-        se.simulate_request.cache_clear()
+        se.forget_simulations()
         start = CLOCK()
         se.simulate_request(req)
         samples.append(1e3 * (CLOCK() - start))
@@ -136,7 +136,7 @@ def time_plan_estimates(runs: int) -> tuple[int, int, float, float, float]:
         sequences.add(tuple(e[2] if e[0] == "alloc" else -1 for e in events))
     totals = []
     for _ in range(max(1, runs // 5)):
-        se.simulate_request.cache_clear()
+        se.forget_simulations()
         start = CLOCK()
         for r in simulable:
             se.simulate_request(r)

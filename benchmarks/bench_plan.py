@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:
 
 from calc import memory, plan, recommend  # noqa: E402
 from calc import step_events  # noqa: E402
-from calc.step_events import simulate_request  # noqa: E402
+from calc.step_events import forget_simulations  # noqa: E402
 
 REQUESTS = {
     "llama-3.1-8b lora, fits most cards": {
@@ -61,7 +61,7 @@ REQUESTS = {
 def _timed(fn, repeats: int) -> tuple[list[float], object]:
     times, result = [], None
     for _ in range(repeats):
-        simulate_request.cache_clear()
+        forget_simulations()
         step_events.clear_shared()
         start = time.perf_counter()
         result = fn()

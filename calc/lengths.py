@@ -434,8 +434,31 @@ _LONGEST_NODES = 512
 """Quadrature nodes of :func:`expected_longest` (its figure moves by under a token beyond)."""
 
 
-@lru_cache(maxsize=256)
+_CAPPED_FROM: dict[tuple[LengthStats, int], int] = {}
+"""The fewest samples seen so far whose expected longest reached the cap, per distribution and
+``seq_len``: the figure never falls as the run grows (see :func:`expected_longest`), so any run
+at least that long is at the cap too, without the quadrature (a calculator whose reader
+changes the epochs or the dataset asks for a new run length each time)."""
+
+
 def expected_longest(stats: LengthStats, seq_len: int, samples: int) -> int:
+    """:func:`_expected_longest`, at the cap without computing where a shorter run reached it."""
+    key = (stats, seq_len)
+    capped = _CAPPED_FROM.get(key)
+    if capped is not None and samples >= capped:
+        top = stats.max if stats.max is not None else seq_len
+        return min(top, seq_len)
+    out = _expected_longest(stats, seq_len, samples)
+    top = stats.max if stats.max is not None else seq_len
+    if out == min(top, seq_len) and (capped is None or samples < capped):
+        if len(_CAPPED_FROM) > 1024:
+            _CAPPED_FROM.clear()
+        _CAPPED_FROM[key] = samples
+    return out
+
+
+@lru_cache(maxsize=256)
+def _expected_longest(stats: LengthStats, seq_len: int, samples: int) -> int:
     """The expected length of the longest of ``samples`` lengths drawn from ``stats`` (clipped
     at ``max``, then at ``seq_len``), rounded to a whole token.
 

@@ -1311,7 +1311,7 @@ def _estimate_shaped(req: EstimateRequest, drawn: bool = True) -> MemoryEstimate
     ``data`` block, so without drawing the samples (:func:`calc.lengths.request_peak`: the
     same peak length and fit), for the setups a plan only weighs."""
     if req.length_stats is None:
-        return _estimate_at(req)
+        return _estimate_kept(req)
     if drawn:
         shape = request_shape(req)
         assert shape is not None
@@ -1320,7 +1320,8 @@ def _estimate_shaped(req: EstimateRequest, drawn: bool = True) -> MemoryEstimate
         found = request_peak(req)
         assert found is not None
         (peak, exact), data = found, None
-    est = _estimate_at(replace(req, seq_len=peak))
+    # the run's length reaches the estimate only through the peak length: left out of the key
+    est = _estimate_kept(replace(req, seq_len=peak, max_steps=None, samples_seen=None))
     warnings = est.warnings if exact else (*est.warnings, "length_stats_approximated")
     return replace(est, request=req.to_dict(), data=data, warnings=warnings)
 
@@ -1373,6 +1374,30 @@ def with_min_device(req: EstimateRequest, est: MemoryEstimate) -> MemoryEstimate
         min_device_range_bytes=tuple(calibration.min_device_range_bytes(need, req.method.value)),
         verdict_basis="min_device_bytes",
     )
+
+
+_KEPT: dict[EstimateRequest, MemoryEstimate] = {}
+_KEPT_LIMIT = 2048
+"""How many estimates :func:`_estimate_kept` keeps (all dropped when full): a plan weighs
+about fifty setups, and the calculator's next plan (another price, epochs, card, or a
+solver's neighbouring length) asks for most of them again."""
+
+
+def _estimate_kept(req: EstimateRequest) -> MemoryEstimate:
+    """:func:`_estimate_at`, kept by request value (estimates are immutable; a request's hash
+    costs microseconds, an estimate a millisecond)."""
+    hit = _KEPT.get(req)
+    if hit is None:
+        if len(_KEPT) >= _KEPT_LIMIT:
+            _KEPT.clear()
+        hit = _KEPT[req] = _estimate_at(req)
+    return hit
+
+
+def forget_estimates() -> None:
+    """Forget the kept estimates: for a caller that changes a module constant the estimate
+    reads (a leave-one-source-out refit) or times a cold start."""
+    _KEPT.clear()
 
 
 def _estimate_at(req: EstimateRequest) -> MemoryEstimate:

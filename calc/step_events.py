@@ -281,12 +281,28 @@ def simulated_lengths(req: EstimateRequest) -> list[int]:
     return [length for group in kept for length in group]
 
 
-@lru_cache(maxsize=64)
 def simulate_request(req: EstimateRequest) -> AllocatorEstimate:
-    """:func:`simulate` of the request's :func:`simulated_lengths` (kept for repeated
-    requests: a recompute, the CLI's sweep)."""
-    lengths = simulated_lengths(req)
+    """:func:`simulate` of the request's :func:`simulated_lengths`, kept for repeated requests
+    (a recompute, the CLI's sweep) and for requests that differ only in how long the run is
+    but draw the same steps (:func:`_simulated`)."""
+    return _simulated(
+        replace(req, max_steps=None, samples_seen=None), tuple(simulated_lengths(req))
+    )
+
+
+@lru_cache(maxsize=64)
+def _simulated(req: EstimateRequest, lengths: tuple[int, ...]) -> AllocatorEstimate:
+    """:func:`simulate` of ``lengths`` (padded tokens per sample of each micro-batch). The run's
+    length (``max_steps``, ``samples_seen``) reaches the replay only through those lengths (how
+    many samples are drawn, and the longest of them), so the key leaves it out: a calculator
+    whose reader changes the epochs or the dataset size, with a longest sample already at the
+    cap, replays nothing again."""
     return simulate(req, [req.micro_batch_size * n for n in lengths])
+
+
+def forget_simulations() -> None:
+    """Forget the simulations :func:`simulate_request` kept (a benchmark's cold start)."""
+    _simulated.cache_clear()
 
 
 class MinDevice:

@@ -566,13 +566,37 @@ class Renderer:
                 )
         if "framework" in used:
             parts[-1] = self.s["ui"]["verdict_framework"].replace("{}", parts[-1])
-        if _is_number(used.get("seq_len")):
-            parts.append(
-                self.s["ui"]["verdict_data"].replace(
-                    "{}", format_number(used["seq_len"], 0, self.lang)
-                )
-            )
+        data = self.data_text(used)
+        if data:
+            parts.append(data)
         return " · ".join(parts)
+
+    def data_text(self, used: JsonObject) -> str | None:
+        """The data the verdict assumes: ``seq_len`` tokens per sequence, or with
+        ``length_stats`` what calc drew from them (the memory response's ``data``): the mean
+        sample (as the reader gave it, else as drawn) and the padded length of the longest
+        micro-batch (not the ``seq_len`` cap, which no sample may reach), or packed rows of
+        ``seq_len``."""
+        data = self.memory.get("data")
+        if isinstance(data, dict) and _is_number(data.get("peak_sample_tokens")):
+            batching = data.get("batching")
+            key = {"packed": "verdict_data_packed", "pad-max": "verdict_data_pad_max"}.get(
+                str(batching), "verdict_data_lengths"
+            )
+            # the mean the reader gave, else the drawn one (close to it, not the same number)
+            stated = used.get("length_stats")
+            given = stated.get("mean") if isinstance(stated, dict) else None
+            mean = given if isinstance(given, int) else float(data["mean_sample_tokens"])
+            return (
+                str(self.s["ui"][key])
+                .replace("{mean}", format_number(mean, 0, self.lang))
+                .replace("{peak}", format_number(data["peak_sample_tokens"], 0, self.lang))
+            )
+        if _is_number(used.get("seq_len")):
+            return str(self.s["ui"]["verdict_data"]).replace(
+                "{}", format_number(used["seq_len"], 0, self.lang)
+            )
+        return None
 
     def plan_summary(self) -> Node:
         r = self.result

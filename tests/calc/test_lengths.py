@@ -694,3 +694,24 @@ def test_peak_of_is_the_drawn_shapes_peak_and_fit(parts, batching):
                     shape.peak_length,
                     shape.exact,
                 ), (seq_len, mbs, samples)
+
+
+@pytest.mark.parametrize(
+    "parts", [{"mean": 900, "p90": 2000}, {"mean": 300, "p90": 700, "max": 1500}, {"mean": 60}]
+)
+def test_the_longest_at_the_cap_is_kept_for_longer_runs_as_computed(parts):
+    """calc.lengths.expected_longest answers at the cap, without its quadrature, for a run at
+    least as long as one that reached it: what the quadrature gives, whichever order the run
+    lengths come in (longer first, shorter first, mixed)."""
+    from calc import lengths
+
+    stats = LengthStats(**parts)
+    runs = [1, 7, 60, 480, 4096, 51_760, 10**6, 10**9]
+    truth = {n: lengths._expected_longest(stats, 2048, n) for n in runs}
+    for order in (runs, runs[::-1], runs[3:] + runs[:3]):
+        lengths._CAPPED_FROM.clear()
+        assert [lengths.expected_longest(stats, 2048, n) for n in order] == [
+            truth[n] for n in order
+        ]
+    if parts == {"mean": 900, "p90": 2000}:  # the cap is reached within these runs
+        assert truth[10**9] == 2048 and truth[1] < 2048

@@ -1726,3 +1726,26 @@ def test_unheld_mask_larger_than_the_logits_peaks_in_the_last_blocks_forward():
     fwd = memory.phase_components(r, reg, s, a)["forward_end"]
     assert fwd["activations"] == a.saved_all - a.head + 1000 * GIB
     assert fwd["logits"] == 0
+
+
+def test_kept_estimates_are_those_computed_afresh_and_follow_a_refit():
+    """calc.memory keeps estimates by request value: a repeated request, and one that differs
+    only in the run's length with the same peak length, get what a fresh estimate gives; a
+    leave-one-source-out refit that changes a constant the estimate reads
+    (accuracy.memory_loso.compile_kept) is not answered from the kept ones."""
+    from accuracy.memory_loso import compile_kept
+
+    body = {"model": "llama-3.2-1b", "length_stats": {"mean": 900, "p90": 2000}}
+    req = parse_estimate_request(body)
+    runs = [dataclasses.replace(req, samples_seen=n) for n in (10**6, 10**7)]
+    kept = [memory.estimate_alternative(r) for r in runs]
+    memory.forget_estimates()
+    assert kept == [memory.estimate_alternative(r) for r in runs]
+    assert kept[0] == kept[1]
+    compiled = parse_estimate_request(
+        {"model": "llama-3.2-1b", "torch_compile": True, "gradient_checkpointing": False}
+    )
+    before = memory.estimate_request(compiled).peak_allocated_bytes
+    with compile_kept(act.COMPILE_KEPT_FRACTION / 2):
+        during = memory.estimate_request(compiled).peak_allocated_bytes
+    assert during < before == memory.estimate_request(compiled).peak_allocated_bytes

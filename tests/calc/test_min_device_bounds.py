@@ -95,3 +95,26 @@ def test_data_parallel_setups_share_their_sequence_and_others_do_not():
     single = parse_estimate_request(base)
     assert se.MinDevice(single).exact_bytes() == se.simulate_request(single).min_device_bytes
     assert four.exact_bytes() == se.simulate_request(four.req).min_device_bytes
+
+
+def test_a_run_of_another_length_that_draws_the_same_steps_replays_nothing_again(monkeypatch):
+    """simulate_request is kept by the steps it replays, not by the run's length: two runs
+    whose longest sample is at the cap draw the same steps and share one replay, whose figures
+    are those of a fresh replay; a run short enough to meet a shorter longest sample replays
+    its own steps."""
+    from dataclasses import replace
+
+    body = {"model": "llama-3.2-1b", "length_stats": {"mean": 900, "p90": 2000}}
+    req = parse_estimate_request(body)
+    long_run, longer_run, short_run = (replace(req, samples_seen=n) for n in (10**6, 10**7, 50))
+    assert se.simulated_lengths(long_run) == se.simulated_lengths(longer_run)
+    assert se.simulated_lengths(short_run) != se.simulated_lengths(long_run)
+    se.forget_simulations()
+    replays = []
+    real = se.simulate
+    monkeypatch.setattr(se, "simulate", lambda *a, **k: replays.append(a[0]) or real(*a, **k))
+    first = se.simulate_request(long_run)
+    assert se.simulate_request(longer_run) is first and len(replays) == 1
+    assert se.simulate_request(short_run) != first and len(replays) == 2
+    se.forget_simulations()
+    assert se.simulate_request(longer_run) == first and len(replays) == 3

@@ -741,6 +741,42 @@ def test_verdict_line_names_the_card_and_answers_first():
     assert "margin" not in text  # no margin set: none named
 
 
+@pytest.mark.parametrize(
+    ("extra", "lang", "expected"),
+    [
+        (
+            {"length_stats": {"mean": 900, "p90": 2000}},
+            "en",
+            "samples of 900 tokens on average, each batch padded to its longest (up to 2,048)",
+        ),
+        (
+            {"length_stats": {"mean": 700, "p90": 1500, "max": 1800}, "seq_len": 4096},
+            "es",
+            "muestras de 700 tokens de media, cada lote rellenado hasta su muestra más larga"
+            " (hasta 1800)",
+        ),
+        (
+            {"length_stats": {"mean": 900}, "batching": "pad-max"},
+            "en",
+            "samples of 900 tokens on average, each padded to 2,048",
+        ),
+        (
+            {"length_stats": {"mean": 900}, "batching": "packed"},
+            "en",
+            "samples packed into rows of 2,048 tokens",
+        ),
+    ],
+)
+def test_verdict_line_with_a_length_distribution_names_the_data_not_the_cap(extra, lang, expected):
+    """With length_stats the line says what calc drew: the reader's mean and the padded length
+    of the longest micro-batch, not seq_len (a cap no sample may reach: 4096 here, the
+    longest 1800)."""
+    request = dict(calculator.default_request(), gpu="l40s", **extra)
+    text = _verdict_text(calc.run("plan", request)["result"], lang)
+    assert text.endswith(" · " + expected)
+    assert "4096" not in text and "4,096" not in text
+
+
 def test_verdict_line_names_the_margin_only_when_set():
     request = dict(calculator.default_request(), gpu="l40s", safety_margin=0.1)
     text = _verdict_text(calc.run("plan", request)["result"], "en")
