@@ -34,7 +34,8 @@ fresh browser context, it prints:
   bundle unpacked, calc imported), medians in ms from the navigation.
 
 ``--first-only``: first visits only (no repeat or offline visit, bare Pyodide, recompute
-latency or guide pages), for comparing builds quickly on a busy machine.
+latency or guide pages), for comparing builds quickly on a busy machine. ``--recompute-only``:
+the recompute latencies only (and the guide pages' bytes).
 """
 
 from __future__ import annotations
@@ -127,13 +128,13 @@ def lengths_changes(n: int) -> list[tuple[str, str]]:
     size and epochs in turn (an epochs change keeps the shape: no new replay)."""
     out = []
     for i in range(n):
-        kind = i % 3
+        kind, k = i % 3, i // 3  # each value differs from the field's last one (else no answer)
         if kind == 0:
-            out.append(("calc-seq_len", str(2048 + 128 * (i // 3 % 16))))
+            out.append(("calc-seq_len", str(2176 + 128 * (k % 16))))
         elif kind == 1:
-            out.append(("calc-micro_batch_size", str(1 + (i // 3 % 8))))
+            out.append(("calc-micro_batch_size", str(1 + (k + 1) % 8)))
         else:
-            out.append(("calc-epochs", str(1 + (i // 3 % 5))))
+            out.append(("calc-epochs", str(1 + (k + 1) % 5)))
     return out
 
 
@@ -405,7 +406,12 @@ def serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 
 def run(
-    sites: list[Path], runs: int, changes: int, net: tuple[float, float], first_only: bool = False
+    sites: list[Path],
+    runs: int,
+    changes: int,
+    net: tuple[float, float],
+    first_only: bool = False,
+    recompute_only: bool = False,
 ) -> list[dict]:
     """Every site measured in the same rounds (interleaved: they see the same machine load,
     so two builds compare on a shared, noisy machine)."""
@@ -418,7 +424,7 @@ def run(
         if CHROMIUM.is_file():
             launch["executable_path"] = str(CHROMIUM)
         browser = p.chromium.launch(**launch)
-        for _ in range(runs):
+        for _ in range(0 if recompute_only else runs):
             for (_site, _server, origin, bare_path), mine in zip(served, out, strict=True):
                 calc_url = f"{origin}/calculator/"
                 urls = (
@@ -486,6 +492,8 @@ def report(
         print(f"  bare Pyodide (first visit): ready {bare:.0f} ms")
     for kind, label in (("calc", "default setup"), ("link", "shared link")):
         rows = results[kind]
+        if not rows:  # --recompute-only
+            continue
         print(f"  {label} [n={len(rows)}]:")
         for visit in ("first", "repeat"):
             if visit not in rows[0]:
@@ -596,6 +604,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=40.0)
     parser.add_argument("--no-gzip", action="store_true", help="serve files uncompressed")
     parser.add_argument("--first-only", action="store_true", help="first visits only")
+    parser.add_argument(
+        "--recompute-only", action="store_true", help="recompute latency only (no visits)"
+    )
     args = parser.parse_args(argv)
     _Handler.gzip = not args.no_gzip
     net = (args.down_mbps, args.latency_ms)
@@ -608,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 build_site(site)
             sites.append(site)
-        measured = run(sites, args.runs, args.changes, net, args.first_only)
+        measured = run(sites, args.runs, args.changes, net, args.first_only, args.recompute_only)
         for given, m in zip(args.site or ["(built now)"], measured, strict=True):
             report(
                 str(given),

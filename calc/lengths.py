@@ -444,13 +444,12 @@ changes the epochs or the dataset asks for a new run length each time)."""
 def expected_longest(stats: LengthStats, seq_len: int, samples: int) -> int:
     """:func:`_expected_longest`, at the cap without computing where a shorter run reached it."""
     key = (stats, seq_len)
+    cap = min(stats.max if stats.max is not None else seq_len, seq_len)
     capped = _CAPPED_FROM.get(key)
     if capped is not None and samples >= capped:
-        top = stats.max if stats.max is not None else seq_len
-        return min(top, seq_len)
+        return cap
     out = _expected_longest(stats, seq_len, samples)
-    top = stats.max if stats.max is not None else seq_len
-    if out == min(top, seq_len) and (capped is None or samples < capped):
+    if out == cap and (capped is None or samples < capped):
         if len(_CAPPED_FROM) > 1024:
             _CAPPED_FROM.clear()
         _CAPPED_FROM[key] = samples
