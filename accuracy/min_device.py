@@ -53,7 +53,7 @@ from accuracy.stats import percentile
 from calc import calibration
 from calc.errors import CalcError
 from calc.request import parse_estimate_request
-from calc.step_events import AllocatorEstimate, simulate, simulated_lengths
+from calc.step_events import AllocatorEstimate, simulate_lengths, simulated_lengths
 
 KINDS = ("reserved_peak", "variable_length", "fit_boundary")
 
@@ -75,7 +75,7 @@ def _replay(request: dict[str, object]) -> AllocatorEstimate:
     """The replay of a request, never from :func:`simulate_request`'s cache (a fold may run
     with another ``COMPILE_KEPT_FRACTION``)."""
     req = parse_estimate_request(request)
-    return simulate(req, [req.micro_batch_size * n for n in simulated_lengths(req)])
+    return simulate_lengths(req, simulated_lengths(req))
 
 
 def reserved_peak_rows(results: list[vm.RowResult] | None = None) -> list[Row]:

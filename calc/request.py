@@ -8,7 +8,7 @@ types, non-positive or non-integer sizes and unknown enum values raise
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from .arch import ModelArch
@@ -159,6 +159,12 @@ class EstimateRequest:
         ``every-n`` with N = 1): what the terms that depend on whether a block's forward is
         kept read."""
         return self.gradient_checkpointing and self.wrapped_blocks == self.model.num_layers
+
+    def without_run_length(self) -> EstimateRequest:
+        """This request without how long the run is (``max_steps``, ``samples_seen``): the key
+        of what reads the run's length only through the data it draws (the peak length, the
+        replayed steps), so two runs that draw the same share one answer."""
+        return replace(self, max_steps=None, samples_seen=None)
 
     def to_dict(self) -> JsonObject:
         """The request in its JSON form (model as its id)."""

@@ -285,19 +285,22 @@ def simulate_request(req: EstimateRequest) -> AllocatorEstimate:
     """:func:`simulate` of the request's :func:`simulated_lengths`, kept for repeated requests
     (a recompute, the CLI's sweep) and for requests that differ only in how long the run is
     but draw the same steps (:func:`_simulated`)."""
-    return _simulated(
-        replace(req, max_steps=None, samples_seen=None), tuple(simulated_lengths(req))
-    )
+    return _simulated(req.without_run_length(), tuple(simulated_lengths(req)))
+
+
+def simulate_lengths(req: EstimateRequest, lengths: Sequence[int]) -> AllocatorEstimate:
+    """:func:`simulate` of micro-batches of ``lengths`` (padded tokens per sample each), never
+    kept (a refit that changes a constant the replay reads needs a fresh one)."""
+    return simulate(req, [req.micro_batch_size * n for n in lengths])
 
 
 @lru_cache(maxsize=64)
 def _simulated(req: EstimateRequest, lengths: tuple[int, ...]) -> AllocatorEstimate:
-    """:func:`simulate` of ``lengths`` (padded tokens per sample of each micro-batch). The run's
-    length (``max_steps``, ``samples_seen``) reaches the replay only through those lengths (how
-    many samples are drawn, and the longest of them), so the key leaves it out: a calculator
-    whose reader changes the epochs or the dataset size, with a longest sample already at the
-    cap, replays nothing again."""
-    return simulate(req, [req.micro_batch_size * n for n in lengths])
+    """:func:`simulate_lengths`, kept. The run's length (``max_steps``, ``samples_seen``)
+    reaches the replay only through ``lengths`` (how many samples are drawn, and the longest of
+    them), so the key leaves it out: a calculator whose reader changes the epochs or the
+    dataset size, with a longest sample already at the cap, replays nothing again."""
+    return simulate_lengths(req, lengths)
 
 
 def forget_simulations() -> None:
