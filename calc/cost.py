@@ -26,6 +26,14 @@ CHECKPOINT_BYTES_PER_TRAINABLE_PARAM = 6
 """A resumable checkpoint: 16-bit trainable weights plus AdamW's two moments in 16-bit
 (the pure-bf16 regime of torchtune/LitGPT, 2 + 4 bytes); mixed precision would double it."""
 
+CHECKPOINT_WRITE_GB_PER_S = 1.0
+"""Default rate one server writes a checkpoint at, GB/s (request key
+``checkpoint_write_gb_per_s``): about the most a provisioned cloud block volume sustains (AWS
+EBS gp3: 125 MiB/s unless more is provisioned, at most 1,000 MiB/s per volume, AWS EC2 API
+reference, ``CreateVolume`` ``Throughput``). An assumption to replace with one's own disk: a
+gp3 volume left at its default writes 8 times slower, a local NVMe drive several times
+faster."""
+
 BASE_MODEL_BYTES_PER_PARAM = 2
 """The downloaded base model in bf16/fp16 safetensors."""
 
@@ -78,16 +86,22 @@ class Schedule:
     checkpoint_hours: float
     lost_work_hours: float
     interruptions: float
+    eval_hours: float = 0.0
 
     @property
     def total_hours(self) -> float:
         return (
-            self.compute_hours + self.startup_hours + self.checkpoint_hours + self.lost_work_hours
+            self.compute_hours
+            + self.eval_hours
+            + self.startup_hours
+            + self.checkpoint_hours
+            + self.lost_work_hours
         )
 
     def to_dict(self) -> JsonObject:
         return {
             "compute_hours": self.compute_hours,
+            "eval_hours": self.eval_hours,
             "startup_hours": self.startup_hours,
             "checkpoint_hours": self.checkpoint_hours,
             "lost_work_hours": self.lost_work_hours,
@@ -96,22 +110,43 @@ class Schedule:
         }
 
 
-def schedule(compute_hours: float, c: CostInputs) -> Schedule:
+@dataclass(frozen=True)
+class RunExtras:
+    """Hours of a run besides its training steps, from :mod:`calc.run_phases`: its evaluations,
+    and with ``save_steps`` its saves and the training hours between two of them."""
+
+    eval_hours: float = 0.0
+    save_hours: float | None = None
+    save_interval_hours: float | None = None
+
+
+def schedule(compute_hours: float, c: CostInputs, extras: RunExtras = RunExtras()) -> Schedule:
     """Wall-clock of one run.
 
     - Start-up (environment, model download): ``starts * startup_minutes``, billed each start.
-    - Interruptible capacity only: a checkpoint every ``checkpoint_interval_minutes`` costs
-      ``checkpoint_minutes``; interruptions arrive at ``interruptions_per_day`` over the run,
-      each losing half an interval of work on average (uniform arrival) plus a restart.
+    - Evaluations (``extras.eval_hours``): on top of the training hours.
+    - Checkpoints: with ``save_steps`` (``extras.save_hours``) the saves the run makes, on any
+      capacity; else on interruptible capacity only, one every ``checkpoint_interval_minutes``
+      costing ``checkpoint_minutes``.
+    - Interruptible capacity only: interruptions arrive at ``interruptions_per_day`` over the
+      run, each losing half the work between two checkpoints on average (uniform arrival) plus
+      a restart.
     """
     startup = c.starts * c.startup_minutes / 60.0
+    working = compute_hours + extras.eval_hours
+    if extras.save_hours is not None:
+        ckpt = extras.save_hours
+        interval_hours = extras.save_interval_hours or 0.0
+    elif c.interruptible:
+        ckpt = compute_hours * 60.0 / c.checkpoint_interval_minutes * c.checkpoint_minutes / 60.0
+        interval_hours = c.checkpoint_interval_minutes / 60.0
+    else:
+        ckpt = interval_hours = 0.0
     if not c.interruptible:
-        return Schedule(compute_hours, startup, 0.0, 0.0, 0.0)
-    checkpoints = compute_hours * 60.0 / c.checkpoint_interval_minutes
-    ckpt = checkpoints * c.checkpoint_minutes / 60.0
-    interruptions = c.interruptions_per_day * (compute_hours + ckpt) / 24.0
-    lost = interruptions * (c.checkpoint_interval_minutes / 2.0 + c.startup_minutes) / 60.0
-    return Schedule(compute_hours, startup, ckpt, lost, interruptions)
+        return Schedule(compute_hours, startup, ckpt, 0.0, 0.0, extras.eval_hours)
+    interruptions = c.interruptions_per_day * (working + ckpt) / 24.0
+    lost = interruptions * (interval_hours / 2.0 + c.startup_minutes / 60.0)
+    return Schedule(compute_hours, startup, ckpt, lost, interruptions, extras.eval_hours)
 
 
 def default_storage_gb(
@@ -185,6 +220,7 @@ class CostEstimate:
             "final_run": self.final_run_usd,
             "breakdown": {
                 "gpu_compute": self._hours_usd(s.compute_hours),
+                "evaluation": self._hours_usd(s.eval_hours),
                 "startup": self._hours_usd(s.startup_hours),
                 "checkpointing": self._hours_usd(s.checkpoint_hours),
                 "lost_work": self._hours_usd(s.lost_work_hours),
@@ -200,14 +236,17 @@ class CostEstimate:
         }
 
 
-def estimate_cost(compute_hours: float, inputs: CostInputs) -> CostEstimate:
-    return CostEstimate(schedule(compute_hours, inputs), inputs)
+def estimate_cost(
+    compute_hours: float, inputs: CostInputs, extras: RunExtras = RunExtras()
+) -> CostEstimate:
+    return CostEstimate(schedule(compute_hours, inputs, extras), inputs)
 
 
 __all__ = [
     "CostEstimate",
     "CostInputs",
     "HOURS_PER_MONTH",
+    "RunExtras",
     "Schedule",
     "ELECTRICITY_USD_PER_KWH",
     "default_storage_gb",

@@ -28,7 +28,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
 
 from .checkpointing import Granularity as CheckpointingGranularity
-from .cost import ELECTRICITY_USD_PER_KWH
+from .cost import CHECKPOINT_WRITE_GB_PER_S, ELECTRICITY_USD_PER_KWH
 from .errors import InputError
 from .frameworks import PROFILES, Framework
 from .comm import CATALOGUE_NETWORK, NETWORKS
@@ -1361,6 +1361,74 @@ FIELDS: tuple[FieldSpec, ...] = (
             "Interruptible capacity only. 30 minutes between checkpoints, 2 minutes per "
             "checkpoint and 2 interruptions a day are assumptions to be replaced by the user's "
             "own figures (marketplace interruptible instances can be pre-empted at any time)."
+        ),
+    ),
+    _number(
+        "eval_steps",
+        None,
+        0.0,
+        1e9,
+        False,
+        optional=True,
+        doc=(
+            'HF Trainer\'s ``eval_steps`` with ``eval_strategy="steps"``: an evaluation after '
+            "every multiple of it and one at the end (transformers 5.17 "
+            "``DefaultFlowCallback``); below 1, a share of the run's steps. Empty: no "
+            "evaluation counted. Each evaluation runs the forward pass over ``eval_tokens`` "
+            "(calc.timing.eval_seconds)."
+        ),
+    ),
+    _number(
+        "eval_tokens",
+        0,
+        0.0,
+        1e13,
+        True,
+        doc="Tokens of the evaluation set, read when ``eval_steps`` is given.",
+    ),
+    _int(
+        "eval_batch_size",
+        8,
+        MAX_MICRO_BATCH,
+        PLAN,
+        doc=(
+            "HF Trainer's ``per_device_eval_batch_size`` (default 8): samples per GPU in each "
+            "evaluation micro-step."
+        ),
+    ),
+    _number(
+        "save_steps",
+        None,
+        0.0,
+        1e9,
+        False,
+        optional=True,
+        doc=(
+            'HF Trainer\'s ``save_steps`` (its default ``save_strategy="steps"``, 500): a '
+            "checkpoint after every multiple of it and one at the end; below 1, a share of the "
+            "run's steps. Each save writes what the memory model holds (calc.run_phases."
+            "checkpoint_bytes) at ``checkpoint_write_gb_per_s``; on interruptible capacity "
+            "the saves are the checkpoints, in place of ``checkpoint_interval_minutes`` and "
+            "``checkpoint_minutes``. Empty: no saves counted (interruptible capacity keeps its "
+            "interval and minutes)."
+        ),
+    ),
+    _bool(
+        "save_only_model",
+        False,
+        PLAN,
+        doc="HF Trainer's ``save_only_model``: the saves leave the optimizer's states out.",
+    ),
+    _number(
+        "checkpoint_write_gb_per_s",
+        CHECKPOINT_WRITE_GB_PER_S,
+        0.0,
+        10_000.0,
+        False,
+        doc=(
+            "GB/s one server writes a checkpoint at: default about a provisioned cloud block "
+            "volume's most (AWS EBS gp3 up to 1,000 MiB/s; 125 MiB/s unless provisioned), an "
+            "assumption to replace with one's own disk."
         ),
     ),
     _number(

@@ -23,10 +23,12 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from . import gpus as gpu_catalogue
-from . import recommend
+from . import recommend, run_phases
 from .cost import (
+    CHECKPOINT_WRITE_GB_PER_S,
     CostEstimate,
     CostInputs,
+    RunExtras,
     default_storage_gb,
     electricity_usd_per_gpu_hour,
     estimate_cost,
@@ -42,7 +44,8 @@ from .request import (
     parse_estimate_request,
     parse_fields,
 )
-from .timing import SINGLE_SOURCE_CLASSES, TimeEstimate, default_mfu, estimate_time
+from .run_phases import RunPhases
+from .timing import SINGLE_SOURCE_CLASSES, TimeEstimate, default_mfu, estimate_time, eval_seconds
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,12 @@ class PlanOptions:
     scaling_efficiency: float | None
     fp8_compute: bool
     network: str
+    eval_steps: float | None = None
+    eval_tokens: float = 0.0
+    eval_batch_size: int = 8
+    save_steps: float | None = None
+    save_only_model: bool = False
+    checkpoint_write_gb_per_s: float = CHECKPOINT_WRITE_GB_PER_S
 
     @property
     def total_tokens(self) -> float:
@@ -248,8 +257,47 @@ class Planner:
             network=o.network,
         )
 
+    def phases(
+        self,
+        gpu: gpu_catalogue.Gpu,
+        num_gpus: int,
+        sharding: str,
+        time: TimeEstimate,
+        changes: JsonObject | None = None,
+    ) -> RunPhases:
+        """The run's evaluations and saves on ``num_gpus`` x ``gpu`` (:mod:`calc.run_phases`)."""
+        o = self.options
+        req = self.estimator.variant(**changes) if changes else self.request
+        req = run_phases.with_sharding(req, num_gpus, sharding)
+        steps = run_phases.run_steps(o.total_tokens, time.tokens_per_step_per_gpu * num_gpus)
+        evaluations, each_eval = 0, 0.0
+        if o.eval_steps is not None and o.eval_tokens > 0:
+            evaluations = run_phases.occurrences(steps, o.eval_steps)
+            each_eval = eval_seconds(
+                req,
+                gpu,
+                o.eval_tokens,
+                batch_size=o.eval_batch_size,
+                mfu=o.mfu,
+                fp8_compute=o.fp8_compute,
+                network=o.network,
+            )
+        saves, each_save, ckpt = 0, 0.0, None
+        if o.save_steps is not None:
+            saves = run_phases.occurrences(steps, o.save_steps)
+            ckpt = run_phases.checkpoint_bytes(req, o.save_only_model)
+            each_save = run_phases.save_seconds(
+                ckpt, req.sharding, time.link.nodes, o.checkpoint_write_gb_per_s
+            )
+        return RunPhases(steps, evaluations, each_eval, saves, each_save, ckpt)
+
     def cost(
-        self, gpu: gpu_catalogue.Gpu, num_gpus: int, compute_hours: float, price: JsonObject
+        self,
+        gpu: gpu_catalogue.Gpu,
+        num_gpus: int,
+        time: TimeEstimate,
+        price: JsonObject,
+        phases: RunPhases | None = None,
     ) -> CostEstimate:
         o = self.options
         inputs = CostInputs(
@@ -266,7 +314,18 @@ class Planner:
             checkpoint_minutes=o.checkpoint_minutes,
             interruptions_per_day=o.interruptions_per_day,
         )
-        return estimate_cost(compute_hours, inputs)
+        extras = RunExtras()
+        if phases is not None:
+            interval = None
+            if o.save_steps is not None and phases.steps:
+                every = run_phases.interval_steps(o.save_steps, phases.steps)
+                interval = min(every, phases.steps) * time.step_seconds / 3600.0
+            extras = RunExtras(
+                eval_hours=phases.eval_hours,
+                save_hours=phases.save_hours if o.save_steps is not None else None,
+                save_interval_hours=interval,
+            )
+        return estimate_cost(time.compute_hours, inputs, extras)
 
     def state(self, estimate: JsonObject | None, gpu: gpu_catalogue.Gpu) -> str:
         """The one verdict (:func:`calc.recommend.judge`) of ``estimate`` on one ``gpu``, with
@@ -333,7 +392,8 @@ def _recommendations(planner: Planner) -> JsonObject:
                 in_one_node.add(gpu.id)
             time = planner.time(gpu, num_gpus, sharding)
             price = planner.price(gpu)
-            cost = planner.cost(gpu, num_gpus, time.compute_hours, price)
+            phases = planner.phases(gpu, num_gpus, sharding, time)
+            cost = planner.cost(gpu, num_gpus, time, price, phases)
             configs.append(
                 {
                     "id": f"{gpu.id}x{num_gpus}-{sharding}",
@@ -530,7 +590,8 @@ def _suggestion(
     num_gpus = changes.get("num_gpus", planner.request.num_gpus)
     sharding = changes.get("sharding", planner.request.sharding.value)
     time = planner.time(gpu, num_gpus, sharding, changes)
-    cost = planner.cost(gpu, num_gpus, time.compute_hours, planner.price(gpu))
+    phases = planner.phases(gpu, num_gpus, sharding, time, changes)
+    cost = planner.cost(gpu, num_gpus, time, planner.price(gpu), phases)
     # the figure itself: the saving it shows (and whether there is one) reads it
     need = recommend.settled(recommend.need_of(est))
     verdict = recommend.judge(need, gpu.memory_bytes, planner.options.safety_margin)
@@ -671,7 +732,8 @@ def plan_request(
     base = planner.base
     time = planner.time(gpu, request.num_gpus, request.sharding.value)
     price = planner.price(gpu)
-    cost = planner.cost(gpu, request.num_gpus, time.compute_hours, price)
+    phases = planner.phases(gpu, request.num_gpus, request.sharding.value, time)
+    cost = planner.cost(gpu, request.num_gpus, time, price, phases)
     fits = recommend.fits_table(base, gpu_catalogue.all_gpus(), options.safety_margin)
     solvers = _solvers(planner)
     selected_fits = fits[gpu.id]["fits"]
@@ -692,11 +754,13 @@ def plan_request(
         cost_out["unpriced_reason"] = "no_rental_price"
     time_out = time.to_dict()
     time_out["schedule"] = cost.schedule.to_dict()
+    # evaluations and saves: how many, each one's seconds and a checkpoint's bytes
+    time_out["run_phases"] = phases.to_dict()
     time_out["mfu_default"] = default_mfu(gpu.utilisation_class, request.method.value)
     # the clock the time was priced at (below the catalogue's under a power_limit_w)
     time_out["sustained_clock_mhz"] = gpu.sustained_clock_mhz
     time_out["power_limit_w"] = options.power_limit_w
-    # start-up, checkpoints and lost work, apart from the steady-state rate above
+    # evaluations, start-up, checkpoints and lost work, apart from the steady-state rate above
     time_out["startup_and_checkpoint_hours"] = (
         cost.schedule.total_hours - cost.schedule.compute_hours
     )

@@ -1230,6 +1230,9 @@ class StepBreakdown:
     exposed_transfer: float
     optimizer: float
     overheads: float
+    # one micro-step's forward pass alone (not a part of the step: an evaluation's micro-step,
+    # :func:`eval_seconds`): the forward's share of each part above that runs in it
+    forward_micro: float = 0.0
 
     @property
     def step_seconds(self) -> float:
@@ -1425,7 +1428,7 @@ def step_breakdown(
     reduce_lat = comm.ring_latency_s(rates.link, n, all_reduce=True)
     # Exposed seconds: per ordinary micro-step, extra in the micro-step that synchronises the
     # gradients (the last one under no_sync accumulation), and after the optimizer step.
-    comm_micro = comm_last = comm_after = 0.0
+    comm_micro = comm_last = comm_after = fwd_gather = 0.0
     if n > 1:
         if sharding is Sharding.ZERO3:
             gathers = c.gather_messages or layers
@@ -1434,7 +1437,8 @@ def step_breakdown(
             )
             ag = comm.all_gather_bytes(param_bytes, n) / link + gathers * gather_lat
             rs = comm.reduce_scatter_bytes(grad_bytes, n) / link + reduces * gather_lat
-            comm_micro += max(ag / layers, ag - fwd_busy)
+            fwd_gather = max(ag / layers, ag - fwd_busy)
+            comm_micro += fwd_gather
             if sync_each_micro_batch or A == 1:
                 comm_micro += max((ag + rs) / layers, ag + rs - bwd_busy)
             else:  # no_sync: gradients reduced once, with the last micro-step's backward
@@ -1466,7 +1470,7 @@ def step_breakdown(
 
     # host <-> device transfers (CPU offload) and the optimizer
     opt_shard = c.trainable / div.optimizer
-    transfer_micro = transfer_last = transfer_after = 0.0
+    transfer_micro = transfer_last = transfer_after = fwd_stream = 0.0
     if cpu_offload is CpuOffload.NONE:
         optimizer = c.optimizer_bytes_per_param * opt_shard / rates.memory_bytes_per_s
     else:
@@ -1485,9 +1489,8 @@ def step_breakdown(
             # does: FSDP unshards a unit in its pre-backward hook and the checkpointed block
             # inside it recomputes from that copy (torch 2.13 FSDP, checkpoint_wrapper per block)
             stream = (param_bytes / div.weights) / host
-            transfer_micro = max(stream / layers, stream - fwd_busy) + max(
-                stream / layers, stream - bwd_busy
-            )
+            fwd_stream = max(stream / layers, stream - fwd_busy)
+            transfer_micro = fwd_stream + max(stream / layers, stream - bwd_busy)
     # paged optimizer states (bitsandbytes, CUDA unified memory) that do not fit on the card are
     # evicted to host memory and faulted back in by the step: in and out once per optimizer step
     transfer_after += 2.0 * paged_overflow_bytes / rates.host_bytes_per_s
@@ -1517,6 +1520,21 @@ def step_breakdown(
         + max(0.0, dispatch_micro - gpu_last)
         + A * synced
     )
+    # the forward alone (an evaluation's micro-step): its compute, element-wise work and
+    # dequantisation, one pass's share of the FP8 casts, ZeRO-3's forward all-gathers and an
+    # offloaded model's forward upload as far as the forward does not hide them, and the host's
+    # dispatch of the forward's kernels (its share as the element-wise work's) and hooks
+    gpu_fwd = fwd_busy + casts_micro / max(c.passes, 1.0) + fwd_gather + fwd_stream
+    hooks_fwd = c.hooked_module_calls * ZERO3_HOOK_SECONDS_PER_MODULE
+    synced_fwd = c.synced_module_calls * ZERO3_HOOK_SECONDS_PER_MODULE
+    dispatch_fwd = (
+        c.kernels_per_micro
+        * (DISPATCH_SECONDS_PER_KERNEL if dispatch_seconds is None else dispatch_seconds)
+        * fwd_share
+        + hooks_fwd
+        - synced_fwd
+    )
+    forward_micro = max(gpu_fwd, dispatch_fwd) + synced_fwd
     return StepBreakdown(
         compute=A * compute_micro,
         elementwise=A * elementwise_micro,
@@ -1526,6 +1544,7 @@ def step_breakdown(
         exposed_transfer=A * transfer_micro + transfer_last + transfer_after,
         optimizer=optimizer,
         overheads=overheads,
+        forward_micro=forward_micro,
     )
 
 
@@ -1711,6 +1730,51 @@ def estimate_time(
     )
 
 
+def eval_seconds(
+    req: EstimateRequest,
+    gpu: Gpu,
+    eval_tokens: float,
+    *,
+    batch_size: int,
+    num_gpus: int | None = None,
+    sharding: Sharding | str | None = None,
+    mfu: float | None = None,
+    fp8_compute: bool = False,
+    trainable_params: int | None = None,
+    network: str = comm.CATALOGUE_NETWORK,
+) -> float:
+    """Seconds of one evaluation over ``eval_tokens`` tokens of real data.
+
+    HF Trainer's ``evaluation_loop`` (transformers 5.17 ``trainer.py``, ``prediction_step``
+    under ``torch.no_grad()``) runs the forward pass alone: no backward, no recomputation, no
+    optimizer step, no gradient reduction. Its micro-batches hold ``batch_size`` samples
+    (``per_device_eval_batch_size``) at the training sequence length (with ``length_stats``, at
+    the data's mean padded length of such a batch: padded tokens cost compute here too), spread
+    over the GPUs data-parallel; each micro-step costs what the training step's forward costs
+    (:attr:`StepBreakdown.forward_micro`, the same counts and rates, ZeRO-3's forward
+    all-gathers included)."""
+    n = req.num_gpus if num_gpus is None else num_gpus
+    shard = req.sharding if sharding is None else Sharding(sharding)
+    req = replace(req, micro_batch_size=batch_size, gradient_accumulation_steps=1)
+    shape = request_shape(req)
+    ratio = 1.0
+    if shape is not None:
+        req = replace(req, seq_len=shape.mean_padded_length)
+        ratio = shape.padding_ratio
+    c = counts(req, shard, trainable_params)
+    b = step_breakdown(
+        c,
+        card_rates(gpu, n, network),
+        num_gpus=n,
+        sharding=shard,
+        cpu_offload=req.cpu_offload,
+        efficiency=default_mfu(gpu.utilisation_class) if mfu is None else mfu,
+        fp8=fp8_compute,
+    )
+    real_tokens_per_micro = c.tokens_micro / ratio
+    return eval_tokens / n / real_tokens_per_micro * b.forward_micro
+
+
 def paged_overflow_bytes(memory: JsonObject | None, gpu: Gpu) -> float:
     """Bytes of paged (unified-memory) optimizer state that do not fit beside everything else on
     the card: the memory estimate's ``unified_memory_bytes`` beyond the card's free memory."""
@@ -1721,7 +1785,7 @@ def paged_overflow_bytes(memory: JsonObject | None, gpu: Gpu) -> float:
 
 
 def _replace(b: StepBreakdown, **changes: float) -> StepBreakdown:
-    return StepBreakdown(**{**b.to_dict(), **changes})
+    return replace(b, **changes)
 
 
 __all__ = [
@@ -1742,6 +1806,7 @@ __all__ = [
     "default_mfu",
     "dequantisation_bytes_per_weight",
     "estimate_time",
+    "eval_seconds",
     "matmul_params",
     "optimizer_step_bytes",
     "step_breakdown",

@@ -741,9 +741,27 @@ class Renderer:
         schedule = r["time"]["schedule"]
         time_rows = [
             (self.label(k), self.num(f"time.schedule.{k}", schedule[k]))
-            for k in ("compute_hours", "startup_hours", "checkpoint_hours", "lost_work_hours")
+            for k in (
+                "compute_hours",
+                "eval_hours",
+                "startup_hours",
+                "checkpoint_hours",
+                "lost_work_hours",
+            )
             if _is_number(schedule.get(k))
         ]
+        # how many evaluations and saves those hours hold, and what one save writes
+        phases = r["time"].get("run_phases") or {}
+        for k, unit in (("evaluations", "x_count"), ("saves", "x_count")):
+            if _is_number(phases.get(k)) and phases[k] > 0:
+                time_rows.append((self.label(k), self.num(f"time.run_phases.{k}", phases[k], unit)))
+        if _is_number(phases.get("checkpoint_bytes")):
+            time_rows.append(
+                (
+                    self.label("checkpoint_bytes"),
+                    self.num("time.run_phases.checkpoint_bytes", phases["checkpoint_bytes"]),
+                )
+            )
         time_rows += [
             (self.shown_label(k), self.num(f"time.factors.{k}", v, k))
             for k, v in r["time"]["factors"].items()

@@ -95,6 +95,18 @@ GROUPS = (
         ),
     ),
     ("legend_parallel", ("sharding", "cpu_offload")),
+    # what the run does besides training steps (calc.run_phases)
+    (
+        "legend_run",
+        (
+            "eval_steps",
+            "eval_tokens",
+            "eval_batch_size",
+            "save_steps",
+            "save_only_model",
+            "checkpoint_write_gb_per_s",
+        ),
+    ),
     (
         "legend_plan",
         (

@@ -192,6 +192,91 @@ def finish_common(
     rep.default("num_gpus", 1, tool + ": one process unless launched with more")
 
 
+# HF Trainer's evaluations and saves (transformers 5.17 TrainingArguments): when they run is
+# read once the whole file is (finish_run_phases), since the strategy, the interval and the
+# epochs may come in any order
+RUN_PHASE_STRATEGIES = {"save": ("no", "steps", "epoch", "best"), "eval": ("no", "steps", "epoch")}
+SAVE_STEPS_DEFAULT = 500.0  # TrainingArguments.save_steps, with save_strategy "steps"
+EVAL_STEPS_DEFAULT = 500.0  # eval_steps unset: logging_steps, whose default is 500
+
+
+def read_phase_strategy(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``save_strategy`` / ``eval_strategy`` (``evaluation_strategy`` before transformers 4.46):
+    kept for :func:`finish_run_phases`."""
+    kind = "save" if key.startswith("save") else "eval"
+    name = common.choice(rep, key, value, RUN_PHASE_STRATEGIES[kind], kind + "_steps")
+    if name is not None:
+        st[kind + "_strategy"] = (key, name)
+
+
+def read_phase_steps(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``save_steps`` / ``eval_steps``: whole steps, or below 1 a share of the run's steps."""
+    if value is None:
+        rep.ignore(key, "not_set")
+        return
+    steps = common.number(rep, key, value, key, 0.0, minimum_exclusive=True)
+    if steps is not None:
+        st[key] = (key, steps)
+
+
+def set_plan_int(rep: Report, key: str, value: object, field: str) -> None:
+    """A whole number that sets a plan field."""
+    number = common.integer(rep, key, value, field)
+    if number is not None:
+        rep.use_plan(key, field, number)
+
+
+def set_plan_flag(rep: Report, key: str, value: object, field: str) -> None:
+    """A boolean that sets a plan field."""
+    flag = common.flag(rep, key, value, field)
+    if flag is not None:
+        rep.use_plan(key, field, flag)
+
+
+def finish_run_phases(rep: Report, st: JsonObject) -> None:
+    """The plan's ``save_steps`` and ``eval_steps`` as the Trainer runs them:
+
+    - ``steps``: the file's interval, else the Trainer's (500 for saves, the default
+      ``save_strategy``; ``logging_steps``' 500 for evaluations);
+    - ``epoch``: one at each epoch's end (``DefaultFlowCallback.on_epoch_end``; the Trainer
+      ends its last epoch when the steps run out), ``ceil(epochs)`` of them: the share
+      ``1 / ceil(epochs)`` of the run's steps, or for a single epoch one at the end (a share
+      just under 1);
+    - ``no``: none; ``best`` (saves when the metric improves): not counted.
+
+    Evaluations need the evaluation set's size, which no training file holds
+    (``eval_tokens_needed``)."""
+    epochs = rep.plan.get("epochs", 1.0)
+    assert isinstance(epochs, (int, float))
+    for kind in ("save", "eval"):
+        field = kind + "_steps"
+        key, strategy = st.get(kind + "_strategy", (None, "steps" if kind == "save" else "no"))
+        given = st.get(field)
+        if given is not None and strategy != "steps":
+            rep.ignore(given[0], "not_read_without_steps_strategy")
+        if strategy == "steps":
+            if given is not None:
+                rep.use_plan(given[0], field, given[1])
+                if key is not None:
+                    rep.mark_used(key, [field])
+            else:
+                default = SAVE_STEPS_DEFAULT if kind == "save" else EVAL_STEPS_DEFAULT
+                rep.default(field, default, "transformers 5.17.0 TrainingArguments", plan=True)
+                if key is not None:
+                    rep.mark_used(key, [field])
+        elif strategy == "epoch":
+            ends = max(1, -(-epochs // 1))
+            share = 1.0 / ends if ends > 1 else 0.999
+            rep.use_plan(key, field, share, "once_per_epoch")
+        else:
+            # none: said outright, so that a file pasted over another clears its interval
+            rep.plan[field] = None
+            if key is not None:
+                rep.ignore(key, "not_counted" if strategy == "best" else None)
+        if kind == "eval" and rep.plan.get(field) is not None:
+            rep.note("eval_tokens_needed")
+
+
 def set_modules_to_save(rep: Report, key: str, value: object) -> None:
     """peft ``modules_to_save`` (axolotl and TRL ``lora_modules_to_save``) as calc's
     ``lora_modules_to_save``: the embedding and / or the output layer, by the last component

@@ -301,6 +301,8 @@ def import_llamafactory(
     rep.default("chunked_loss", False, TOOL)
     hf.finish_padding_free(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False), default_epochs=3.0)
+    # LLaMA-Factory trains with transformers' Seq2SeqTrainingArguments: the Trainer's schedule
+    hf.finish_run_phases(rep, st)
     if not st.get("unsloth"):
         hf.set_framework(rep, "llama-factory")
     return rep.result()

@@ -55,11 +55,7 @@ TRAINING_IGNORED = {
     "trackio_space_id",
     "trackio_bucket_id",
     "trackio_static_space_id",
-    "eval_strategy",
-    "evaluation_strategy",
-    "eval_steps",
     "eval_delay",
-    "per_device_eval_batch_size",
     "prediction_loss_only",
     "eval_on_start",
     "eval_do_concat_batches",
@@ -67,9 +63,6 @@ TRAINING_IGNORED = {
     "eval_accumulation_steps",
     "include_for_metrics",
     "batch_eval_metrics",
-    "save_only_model",
-    "save_strategy",
-    "save_steps",
     "save_on_each_node",
     "save_total_limit",
     "enable_jit_checkpoint",
@@ -275,6 +268,7 @@ def import_trl(
     _finish_packing_strategy(rep, st)
     hf.finish_padding_free(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False), default_epochs=3.0)
+    hf.finish_run_phases(rep, st)
     # SFTTrainer prepares the model and computes the loss its own way (calc.frameworks)
     hf.set_framework(rep, "trl-sft" if sft else "hf-trainer")
     return rep.result()
@@ -418,6 +412,22 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "activation_offloading": keys.boolean("activation_offload"),
     "torch_compile": keys.boolean("torch_compile"),
     "num_train_epochs": keys.call(hf.set_epochs, "epochs"),
+    # evaluations and saves (calc.run_phases), settled by hf.finish_run_phases
+    "save_strategy": keys.Key(hf.read_phase_strategy, ("save_steps",)),
+    "save_steps": keys.Key(hf.read_phase_steps, ("save_steps",)),
+    "eval_strategy": keys.Key(hf.read_phase_strategy, ("eval_steps",)),
+    "evaluation_strategy": keys.Key(
+        hf.read_phase_strategy, ("eval_steps",), "the name before transformers 4.46"
+    ),
+    "eval_steps": keys.Key(hf.read_phase_steps, ("eval_steps",)),
+    "per_device_eval_batch_size": keys.Key(
+        lambda rep, key, value, st: hf.set_plan_int(rep, key, value, "eval_batch_size"),
+        ("eval_batch_size",),
+    ),
+    "save_only_model": keys.Key(
+        lambda rep, key, value, st: hf.set_plan_flag(rep, key, value, "save_only_model"),
+        ("save_only_model",),
+    ),
     "max_steps": keys.Key(hf.read_max_steps, ("max_steps", "dataset_tokens")),
     "deepspeed": keys.Key(
         lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st.get("read_file")),

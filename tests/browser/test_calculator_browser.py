@@ -117,6 +117,20 @@ PLAN_VARIATIONS = [
         "interruptions_per_day": "4",
     },
     {"startup_minutes": "25", "starts": "3"},
+    # evaluations and saves (calc.run_phases); on interruptible capacity the saves are the
+    # checkpoints
+    {
+        "method": "full",
+        "gpu": "h100-sxm",
+        "num_gpus": "8",
+        "sharding": "zero3",
+        "eval_steps": "200",
+        "eval_tokens": "5000000",
+        "eval_batch_size": "4",
+        "save_steps": "0.25",
+        "checkpoint_write_gb_per_s": "2",
+    },
+    {"interruptible": "true", "save_steps": "300", "save_only_model": "true"},
     {"storage_gb": "200", "storage_price_per_gb_month": "0.1", "months_kept": "6"},
     {"experiment_multiplier": "3", "safety_margin": "0.1"},
     {"mfu": "0.35", "method": "qlora", "qlora_speed_factor": "0.5"},

@@ -25,6 +25,7 @@ FIXTURES = sorted(
 )
 FORMATS = ("axolotl", "trl", "llamafactory", "torchtune", "deepspeed", "accelerate")
 ESTIMATE_KEYS = spec_by_key("estimate")
+PLAN_KEYS = spec_by_key("plan")
 
 
 def _normal(request: dict) -> dict:
@@ -58,7 +59,7 @@ def test_fixture_imports_to_valid_request_and_is_detected(path):
         assert entry["status"] in ("used", "ignored", "unknown")
         assert (entry["field"] is not None) == (entry["status"] == "used")
         if entry["status"] == "used":
-            assert entry["field"] in ESTIMATE_KEYS or entry["field"] in ("epochs", "dataset_tokens")
+            assert entry["field"] in ESTIMATE_KEYS or entry["field"] in PLAN_KEYS
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -683,3 +684,37 @@ def test_torchtune_selective_activation_checkpointing(text, want, statuses):
     for key, status in statuses.items():
         assert keys[key]["status"] == status, keys[key]
     parse_estimate_request(req)
+
+
+@pytest.mark.parametrize(
+    "text, plan",
+    [
+        # the Trainer's defaults: a save every 500 steps, no evaluation
+        ("output_dir: x\n", {"save_steps": 500, "eval_steps": None}),
+        (
+            "save_steps: 200\neval_strategy: steps\neval_steps: 0.1\nsave_only_model: true\n",
+            {"save_steps": 200, "eval_steps": 0.1, "save_only_model": True},
+        ),
+        # one at each epoch's end: a share of the run's steps
+        (
+            "save_strategy: epoch\neval_strategy: epoch\nnum_train_epochs: 4\n",
+            {"save_steps": 0.25, "eval_steps": 0.25},
+        ),
+        ("save_strategy: epoch\nnum_train_epochs: 1\n", {"save_steps": 0.999}),
+        # none: said outright, so that a file pasted over another clears the interval
+        ("save_strategy: 'no'\nsave_steps: 100\n", {"save_steps": None}),
+        ("per_device_eval_batch_size: 2\n", {"eval_batch_size": 2}),
+    ],
+)
+def test_trainer_evaluations_and_saves_are_imported(text, plan):
+    result = import_config(text, "trl")
+    for key, value in plan.items():
+        assert result["plan"][key] == value, key
+    assert ("eval_tokens_needed" in result["notes"]) == (result["plan"]["eval_steps"] is not None)
+    # the plan runs them: the schedule counts the saves the Trainer would make
+    run = import_config(text + "model_name_or_path: Qwen/Qwen2.5-0.5B\n", "trl")
+    request = {**run["request"], **run["plan"], "gpu": "l4", "dataset_tokens": 1e6}
+    import calc
+
+    phases = calc.plan_setup(request)["time"]["run_phases"]
+    assert (phases["saves"] > 0) == (run["plan"]["save_steps"] is not None)
