@@ -150,16 +150,25 @@ def schedule(compute_hours: float, c: CostInputs, extras: RunExtras = RunExtras(
 
 
 def default_storage_gb(
-    params_total: int, params_trainable: int, dataset_tokens: float, checkpoints_kept: int = 2
+    params_total: int,
+    params_trainable: int,
+    dataset_tokens: float,
+    checkpoints_kept: int = 2,
+    checkpoint_bytes: int | None = None,
 ) -> JsonObject:
     """Persistent disk when the request gives no ``storage_gb``: base model download,
-    ``checkpoints_kept`` resumable checkpoints, the tokenised dataset and the environment."""
+    ``checkpoints_kept`` resumable checkpoints, the tokenised dataset and the environment. A
+    checkpoint is ``checkpoint_bytes`` when the run's saves are counted (``save_steps``,
+    :func:`calc.run_phases.checkpoint_bytes`), else ``CHECKPOINT_BYTES_PER_TRAINABLE_PARAM``
+    per trainable parameter."""
+    each = (
+        params_trainable * CHECKPOINT_BYTES_PER_TRAINABLE_PARAM
+        if checkpoint_bytes is None
+        else checkpoint_bytes
+    )
     parts = {
         "base_model": params_total * BASE_MODEL_BYTES_PER_PARAM / BYTES_PER_GB,
-        "checkpoints": checkpoints_kept
-        * params_trainable
-        * CHECKPOINT_BYTES_PER_TRAINABLE_PARAM
-        / BYTES_PER_GB,
+        "checkpoints": checkpoints_kept * each / BYTES_PER_GB,
         "dataset": dataset_tokens * DATASET_BYTES_PER_TOKEN / BYTES_PER_GB,
         "environment": ENVIRONMENT_GB,
     }

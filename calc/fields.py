@@ -1419,6 +1419,18 @@ FIELDS: tuple[FieldSpec, ...] = (
         PLAN,
         doc="HF Trainer's ``save_only_model``: the saves leave the optimizer's states out.",
     ),
+    _int(
+        "save_total_limit",
+        None,  # type: ignore[arg-type]
+        1_000_000,
+        PLAN,
+        optional=True,
+        doc=(
+            "HF Trainer's ``save_total_limit``: the checkpoints kept on disk (older ones "
+            "deleted). Empty: every save stays, the Trainer's default. With ``save_steps`` "
+            "the default storage counts the checkpoints kept at their counted size."
+        ),
+    ),
     _number(
         "checkpoint_write_gb_per_s",
         CHECKPOINT_WRITE_GB_PER_S,

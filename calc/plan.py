@@ -36,7 +36,7 @@ from .cost import (
 from .errors import InputError
 from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
-from .lengths import dataset_samples
+from .lengths import dataset_samples, request_shape
 from .request import (
     MAX_MICRO_BATCH,
     MAX_SEQ_LEN,
@@ -83,6 +83,7 @@ class PlanOptions:
     eval_batch_size: int = 8
     save_steps: float | None = None
     save_only_model: bool = False
+    save_total_limit: int | None = None
     checkpoint_write_gb_per_s: float = CHECKPOINT_WRITE_GB_PER_S
 
     @property
@@ -148,7 +149,10 @@ class Planner:
         self.base: JsonObject = base
         self.storage = (
             default_storage_gb(
-                self.base["params_total"], self.base["params_trainable"], options.dataset_tokens
+                self.base["params_total"],
+                self.base["params_trainable"],
+                options.dataset_tokens,
+                *self._checkpoints_kept(),
             )
             if options.storage_gb is None
             else {"total": options.storage_gb}
@@ -162,6 +166,23 @@ class Planner:
             else gpu_catalogue.storage_price().usd
         )
         self._prices: dict[str, JsonObject] = {}
+
+    def _checkpoints_kept(self) -> tuple[int, int | None]:
+        """How many checkpoints the disk holds at the end and the bytes of each: with
+        ``save_steps``, the request's own saves (HF Trainer keeps them all unless
+        ``save_total_limit``) of what a save writes (:func:`calc.run_phases.checkpoint_bytes`);
+        else two of the default size (:func:`calc.cost.default_storage_gb`)."""
+        o = self.options
+        if o.save_steps is None:
+            return 2, None
+        req = self.request
+        shape = request_shape(req)
+        real: float = step_tokens(req)
+        if shape is not None:  # samples per step x their mean real length
+            real *= shape.mean_padded_length / shape.padding_ratio / req.seq_len
+        saves = run_phases.occurrences(run_phases.run_steps(o.total_tokens, real), o.save_steps)
+        kept = saves if o.save_total_limit is None else min(saves, o.save_total_limit)
+        return kept, run_phases.checkpoint_bytes(req, o.save_only_model).total
 
     def price(self, gpu: gpu_catalogue.Gpu) -> JsonObject:
         """The price row used for ``gpu`` (memoised per card: it does not change within a plan)."""
@@ -267,11 +288,14 @@ class Planner:
     ) -> RunPhases:
         """The run's evaluations and saves on ``num_gpus`` x ``gpu`` (:mod:`calc.run_phases`)."""
         o = self.options
+        steps = run_phases.run_steps(o.total_tokens, time.tokens_per_step_per_gpu * num_gpus)
+        evaluating = o.eval_steps is not None and o.eval_tokens > 0
+        if not evaluating and o.save_steps is None:  # the usual plan: nothing more to count
+            return RunPhases(steps, 0, 0.0, 0, 0.0, None)
         req = self.estimator.variant(**changes) if changes else self.request
         req = run_phases.with_sharding(req, num_gpus, sharding)
-        steps = run_phases.run_steps(o.total_tokens, time.tokens_per_step_per_gpu * num_gpus)
         evaluations, each_eval = 0, 0.0
-        if o.eval_steps is not None and o.eval_tokens > 0:
+        if evaluating:
             evaluations = run_phases.occurrences(steps, o.eval_steps)
             each_eval = eval_seconds(
                 req,

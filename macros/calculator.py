@@ -104,6 +104,7 @@ GROUPS = (
             "eval_batch_size",
             "save_steps",
             "save_only_model",
+            "save_total_limit",
             "checkpoint_write_gb_per_s",
         ),
     ),

@@ -275,6 +275,12 @@ def finish_run_phases(rep: Report, st: JsonObject) -> None:
                 rep.ignore(key, "not_counted" if strategy == "best" else None)
         if kind == "eval" and rep.plan.get(field) is not None:
             rep.note("eval_tokens_needed")
+    # the Trainer's own values where the file gives none (a file pasted over another
+    # inherits none of its keys)
+    source = "transformers 5.17.0 TrainingArguments"
+    rep.default("save_total_limit", None, source + ": every checkpoint kept", plan=True)
+    rep.default("save_only_model", False, source, plan=True)
+    rep.default("eval_batch_size", 8, source + ".per_device_eval_batch_size", plan=True)
 
 
 def set_modules_to_save(rep: Report, key: str, value: object) -> None:

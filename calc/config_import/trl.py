@@ -64,7 +64,6 @@ TRAINING_IGNORED = {
     "include_for_metrics",
     "batch_eval_metrics",
     "save_on_each_node",
-    "save_total_limit",
     "enable_jit_checkpoint",
     "push_to_hub",
     "hub_token",
@@ -423,6 +422,14 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "per_device_eval_batch_size": keys.Key(
         lambda rep, key, value, st: hf.set_plan_int(rep, key, value, "eval_batch_size"),
         ("eval_batch_size",),
+    ),
+    "save_total_limit": keys.Key(
+        lambda rep, key, value, st: (
+            rep.ignore(key, "not_set")
+            if value is None
+            else hf.set_plan_int(rep, key, value, "save_total_limit")
+        ),
+        ("save_total_limit",),
     ),
     "save_only_model": keys.Key(
         lambda rep, key, value, st: hf.set_plan_flag(rep, key, value, "save_only_model"),

@@ -169,3 +169,18 @@ def test_bad_values_are_coded(change, code, field):
     with pytest.raises(InputError) as err:
         calc.plan_setup({**BASE, **change})
     assert (err.value.code, err.value.field) == (code, field)
+
+
+def test_storage_keeps_the_counted_checkpoints():
+    """With saves counted the default disk holds every checkpoint the Trainer keeps (all of
+    them unless ``save_total_limit``), each of the counted size."""
+    setup = {**BASE, "dataset_tokens": 4e8, "save_steps": 500}
+    every = calc.plan_setup(setup)
+    phases = every["time"]["run_phases"]
+    assert phases["saves"] == 7  # 3,052 steps: six multiples of 500 and the end
+    assert every["storage_gb"]["checkpoints"] == pytest.approx(7 * phases["checkpoint_bytes"] / GB)
+    two = calc.plan_setup({**setup, "save_total_limit": 2})
+    assert two["storage_gb"]["checkpoints"] == pytest.approx(2 * phases["checkpoint_bytes"] / GB)
+    assert two["cost_usd"]["breakdown"]["storage"] < every["cost_usd"]["breakdown"]["storage"]
+    given = calc.plan_setup({**setup, "storage_gb": 100})
+    assert given["storage_gb"] == {"total": 100}
