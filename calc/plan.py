@@ -295,7 +295,7 @@ class Planner:
         req = self.estimator.variant(**changes) if changes else self.request
         req = run_phases.with_sharding(req, num_gpus, sharding)
         evaluations, each_eval = 0, 0.0
-        if evaluating:
+        if evaluating and o.eval_steps is not None:
             evaluations = run_phases.occurrences(steps, o.eval_steps)
             each_eval = eval_seconds(
                 req,
