@@ -463,7 +463,10 @@ def _control(
             _text_input(key, value, "stats", page_default, placeholder="mean:900,p90:2000"),
             strings["ui"]["stats_hint"],
         )
-    hint = strings["ui"]["optional_hint"] if page_default is None else None
+    hint = None
+    if page_default is None:
+        # a key whose emptiness means "none" has words of its own (nothing shown in grey)
+        hint = strings["ui"].get("empty_hint_" + key, strings["ui"]["optional_hint"])
     extra = {"placeholder": placeholders[key]} if key in placeholders else {}
     if spec.percent:  # 25, "25 %" and 0.25 all mean a quarter (form-state.js parseNumber)
         extra["data-percent"] = "true"
