@@ -1386,6 +1386,15 @@ FIELDS: tuple[FieldSpec, ...] = (
         True,
         doc="Tokens of the evaluation set, read when ``eval_steps`` is given.",
     ),
+    _bool(
+        "eval_on_start",
+        False,
+        PLAN,
+        doc=(
+            "HF Trainer's ``eval_on_start``: one more evaluation before the first step "
+            "(axolotl turns it on whenever it evaluates)."
+        ),
+    ),
     _int(
         "eval_batch_size",
         8,

@@ -80,6 +80,7 @@ class PlanOptions:
     network: str
     eval_steps: float | None = None
     eval_tokens: float = 0.0
+    eval_on_start: bool = False
     eval_batch_size: int = 8
     save_steps: float | None = None
     save_only_model: bool = False
@@ -296,7 +297,7 @@ class Planner:
         req = run_phases.with_sharding(req, num_gpus, sharding)
         evaluations, each_eval = 0, 0.0
         if evaluating and o.eval_steps is not None:
-            evaluations = run_phases.occurrences(steps, o.eval_steps)
+            evaluations = run_phases.occurrences(steps, o.eval_steps) + o.eval_on_start
             each_eval = eval_seconds(
                 req,
                 gpu,

@@ -101,6 +101,7 @@ GROUPS = (
         (
             "eval_steps",
             "eval_tokens",
+            "eval_on_start",
             "eval_batch_size",
             "save_steps",
             "save_only_model",

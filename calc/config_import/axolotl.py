@@ -35,8 +35,6 @@ IGNORED = {
     "is_falcon_derived_model",
     "strict",
     "datasets",
-    "test_datasets",
-    "val_set_size",
     "dataset_prepared_path",
     "push_dataset_to_hub",
     "dataset_processes",
@@ -78,14 +76,6 @@ IGNORED = {
     "adam_epsilon",
     "optim_args",
     "logging_steps",
-    "save_steps",
-    "eval_steps",
-    "evals_per_epoch",
-    "saves_per_epoch",
-    "save_strategy",
-    "eval_strategy",
-    "save_total_limit",
-    "save_only_model",
     "save_safetensors",
     "save_first_step",
     "eval_table_size",
@@ -141,7 +131,6 @@ IGNORED = {
     "device_map",
     "torch_compile_backend",
     "torch_compile_mode",
-    "eval_batch_size",
     "auto_find_batch_size",
     "include_tokens_per_second",
     "profiler_steps",
@@ -314,6 +303,28 @@ def _torch_compile(rep: Report, key: str, value: object, st: JsonObject) -> None
         rep.unknown(key, "auto_depends_on_torch_version")
 
 
+def _per_epoch(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``saves_per_epoch`` / ``evals_per_epoch``: read once the epochs are known
+    (:func:`_finish_run_phases`)."""
+    if value is None:
+        rep.ignore(key, "not_set")
+        return
+    count = common.integer(rep, key, value, key)
+    if count is not None:
+        st[key] = count
+
+
+def _eval_set(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``val_set_size`` / ``test_datasets``: whether the run has an evaluation set at all
+    (axolotl evaluates nothing without one); they set no calc field of their own."""
+    if key == "val_set_size":
+        size = common.number(rep, key, value, key, 0.0) if value is not None else 0.0
+        st["has_eval_set"] = st.get("has_eval_set", False) or bool(size)
+    else:
+        st["has_eval_set"] = st.get("has_eval_set", False) or bool(value)
+    rep.ignore(key, "evaluation_set_decides_evaluations")
+
+
 KEYS: dict[str, keys.Key] = {
     # listed first: an explicit entry below overrides them
     **{name: keys.ignored() for name in sorted(IGNORED)},
@@ -376,7 +387,69 @@ KEYS: dict[str, keys.Key] = {
     "torch_compile": keys.Key(_torch_compile, ("torch_compile",)),
     "num_epochs": keys.call(hf.set_epochs, "epochs"),
     "max_steps": keys.Key(hf.read_max_steps, ("max_steps", "dataset_tokens")),
+    # evaluations and saves (calc.run_phases), settled by _finish_run_phases
+    "save_strategy": keys.Key(hf.read_phase_strategy, ("save_steps",)),
+    "save_steps": keys.Key(hf.read_phase_steps, ("save_steps",)),
+    "saves_per_epoch": keys.Key(_per_epoch, ("save_steps",)),
+    "eval_strategy": keys.Key(hf.read_phase_strategy, ("eval_steps",)),
+    "eval_steps": keys.Key(hf.read_phase_steps, ("eval_steps",)),
+    "evals_per_epoch": keys.Key(_per_epoch, ("eval_steps",)),
+    "val_set_size": keys.Key(_eval_set, ("eval_steps",)),
+    "test_datasets": keys.Key(_eval_set, ("eval_steps",)),
+    "eval_batch_size": keys.Key(
+        lambda rep, key, value, st: hf.set_plan_int(rep, key, value, "eval_batch_size"),
+        ("eval_batch_size",),
+    ),
+    "save_total_limit": keys.Key(
+        lambda rep, key, value, st: (
+            rep.ignore(key, "not_set")
+            if not value
+            else hf.set_plan_int(rep, key, value, "save_total_limit")
+        ),
+        ("save_total_limit",),
+    ),
+    "save_only_model": keys.Key(
+        lambda rep, key, value, st: hf.set_plan_flag(rep, key, value, "save_only_model"),
+        ("save_only_model",),
+    ),
 }
+
+
+def _finish_run_phases(rep: Report, st: JsonObject, data: JsonObject) -> None:
+    """Saves and evaluations as axolotl 0.18.0 hands them to the Trainer:
+    ``utils/config/__init__.py`` turns ``saves_per_epoch`` / ``evals_per_epoch`` into the
+    share ``1 / (per_epoch x num_epochs)`` of the steps when it is below 1;
+    ``core/builders/base.py`` ``_configure_save_and_eval_strategy``: a ``save_steps`` means
+    the ``steps`` strategy whatever ``save_strategy`` says, no strategy means a save each
+    epoch, and ``save_total_limit`` is 4 unless set; without an evaluation set
+    (``val_set_size`` 0 and no ``test_datasets``) nothing is evaluated, else ``eval_steps``
+    (or ``evals_per_epoch``) means ``steps`` and any evaluation also runs once at the start
+    (``eval_on_start``)."""
+    epochs = rep.plan.get("epochs", 1.0)
+    assert isinstance(epochs, (int, float))
+    for kind in ("save", "eval"):
+        per = st.get(kind + "s_per_epoch")
+        if per is not None:
+            share = 1.0 / (per * epochs)
+            if share < 1.0 and kind + "_steps" not in st:
+                st[kind + "_steps"] = (kind + "s_per_epoch", share)
+            else:
+                rep.ignore(kind + "s_per_epoch", "steps_given_or_more_than_the_run")
+        if kind + "_steps" in st:
+            key = st.get(kind + "_strategy", (None, None))[0]
+            if key is not None and st[kind + "_strategy"][1] != "steps":
+                rep.ignore(key, "steps_given")
+            st[kind + "_strategy"] = (None, "steps")
+    evaluating = st.get("has_eval_set", False)
+    if not evaluating:
+        for key in ("eval_steps", "evals_per_epoch", "eval_strategy"):
+            if key in data and key in st:
+                rep.ignore(key, "no_evaluation_set")
+        st.pop("eval_steps", None)
+        st["eval_strategy"] = (None, "no")
+    elif "eval_strategy" in st and st["eval_strategy"][1] != "no":
+        rep.default("eval_on_start", True, TOOL + " core/builders/base.py", plan=True)
+    hf.finish_run_phases(rep, st, TOOL, save_default="epoch", total_limit=4)
 
 
 def import_axolotl(
@@ -434,6 +507,7 @@ def import_axolotl(
     rep.default("attention", "sdpa", "transformers 5.17.0: sdpa when no attention is chosen")
     _finish_padding(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False))
+    _finish_run_phases(rep, st, data)
     hf.set_framework(rep, "axolotl")
     return rep.result()
 

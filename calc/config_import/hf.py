@@ -233,7 +233,13 @@ def set_plan_flag(rep: Report, key: str, value: object, field: str) -> None:
         rep.use_plan(key, field, flag)
 
 
-def finish_run_phases(rep: Report, st: JsonObject) -> None:
+def finish_run_phases(
+    rep: Report,
+    st: JsonObject,
+    source: str = "transformers 5.17.0 TrainingArguments",
+    save_default: str = "steps",
+    total_limit: int | None = None,
+) -> None:
     """The plan's ``save_steps`` and ``eval_steps`` as the Trainer runs them:
 
     - ``steps``: the file's interval, else the Trainer's (500 for saves, the default
@@ -244,43 +250,46 @@ def finish_run_phases(rep: Report, st: JsonObject) -> None:
       just under 1);
     - ``no``: none; ``best`` (saves when the metric improves): not counted.
 
-    Evaluations need the evaluation set's size, which no training file holds
-    (``eval_tokens_needed``)."""
+    ``save_default`` and ``total_limit``: what the tool itself passes the Trainer when the file
+    says nothing (axolotl: a save each epoch, four kept). Evaluations need the evaluation set's
+    size, which no training file holds (``eval_tokens_needed``)."""
     epochs = rep.plan.get("epochs", 1.0)
     assert isinstance(epochs, (int, float))
     for kind in ("save", "eval"):
         field = kind + "_steps"
-        key, strategy = st.get(kind + "_strategy", (None, "steps" if kind == "save" else "no"))
+        key, strategy = st.get(kind + "_strategy", (None, save_default if kind == "save" else "no"))
         given = st.get(field)
         if given is not None and strategy != "steps":
             rep.ignore(given[0], "not_read_without_steps_strategy")
+        value: float | None = None
         if strategy == "steps":
-            if given is not None:
-                rep.use_plan(given[0], field, given[1])
-                if key is not None:
-                    rep.mark_used(key, [field])
-            else:
-                default = SAVE_STEPS_DEFAULT if kind == "save" else EVAL_STEPS_DEFAULT
-                rep.default(field, default, "transformers 5.17.0 TrainingArguments", plan=True)
-                if key is not None:
-                    rep.mark_used(key, [field])
+            default = SAVE_STEPS_DEFAULT if kind == "save" else EVAL_STEPS_DEFAULT
+            value = default if given is None else given[1]
         elif strategy == "epoch":
             ends = max(1, -(-epochs // 1))
-            share = 1.0 / ends if ends > 1 else 0.999
-            rep.use_plan(key, field, share, "once_per_epoch")
+            value = 1.0 / ends if ends > 1 else 0.999
+        if given is not None and strategy == "steps":
+            rep.use_plan(given[0], field, value)
+        elif key is not None and value is not None:
+            rep.use_plan(key, field, value, "once_per_epoch" if strategy == "epoch" else None)
+        elif value is not None:
+            rep.default(field, value, source, plan=True)
         else:
             # none: said outright, so that a file pasted over another clears its interval
             rep.plan[field] = None
             if key is not None:
                 rep.ignore(key, "not_counted" if strategy == "best" else None)
+        if key is not None and value is not None and given is not None:
+            rep.mark_used(key, [field])
         if kind == "eval" and rep.plan.get(field) is not None:
             rep.note("eval_tokens_needed")
     # the Trainer's own values where the file gives none (a file pasted over another
     # inherits none of its keys)
-    source = "transformers 5.17.0 TrainingArguments"
-    rep.default("save_total_limit", None, source + ": every checkpoint kept", plan=True)
+    kept = "every checkpoint kept" if total_limit is None else f"{total_limit} checkpoints kept"
+    rep.default("save_total_limit", total_limit, f"{source}: {kept}", plan=True)
     rep.default("save_only_model", False, source, plan=True)
-    rep.default("eval_batch_size", 8, source + ".per_device_eval_batch_size", plan=True)
+    rep.default("eval_on_start", False, source, plan=True)
+    rep.default("eval_batch_size", 8, source + ": per_device_eval_batch_size", plan=True)
 
 
 def set_modules_to_save(rep: Report, key: str, value: object) -> None:

@@ -57,7 +57,6 @@ TRAINING_IGNORED = {
     "trackio_static_space_id",
     "eval_delay",
     "prediction_loss_only",
-    "eval_on_start",
     "eval_do_concat_batches",
     "eval_use_gather_object",
     "eval_accumulation_steps",
@@ -430,6 +429,10 @@ TRAINING_ARGS: dict[str, keys.Key] = {
             else hf.set_plan_int(rep, key, value, "save_total_limit")
         ),
         ("save_total_limit",),
+    ),
+    "eval_on_start": keys.Key(
+        lambda rep, key, value, st: hf.set_plan_flag(rep, key, value, "eval_on_start"),
+        ("eval_on_start",),
     ),
     "save_only_model": keys.Key(
         lambda rep, key, value, st: hf.set_plan_flag(rep, key, value, "save_only_model"),

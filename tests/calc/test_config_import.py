@@ -718,3 +718,33 @@ def test_trainer_evaluations_and_saves_are_imported(text, plan):
 
     phases = calc.plan_setup(request)["time"]["run_phases"]
     assert (phases["saves"] > 0) == (run["plan"]["save_steps"] is not None)
+
+
+@pytest.mark.parametrize(
+    "text, plan",
+    [
+        # no strategy: a save each epoch, four kept; no evaluation set, no evaluation
+        (
+            "base_model: x\nval_set_size: 0\neval_steps: 10\n",
+            {"save_steps": 0.999, "eval_steps": None},
+        ),
+        (
+            "val_set_size: 0.05\nevals_per_epoch: 4\nsaves_per_epoch: 2\nnum_epochs: 2\n",
+            {"save_steps": 0.25, "eval_steps": 0.125, "eval_on_start": True, "save_total_limit": 4},
+        ),
+        # a save interval in steps wins over the strategy
+        (
+            "save_steps: 100\nsave_strategy: epoch\nsave_total_limit: 2\n",
+            {"save_steps": 100, "save_total_limit": 2},
+        ),
+        ("test_datasets: [x]\neval_strategy: epoch\nnum_epochs: 3\n", {"eval_steps": 1 / 3}),
+    ],
+)
+def test_axolotl_evaluations_and_saves_are_imported(text, plan):
+    result = import_config(text, "axolotl")
+    for key, value in plan.items():
+        assert (
+            result["plan"][key] == pytest.approx(value) if value else result["plan"][key] == value
+        )
+    keys = {e["key"] for e in result["keys"]}
+    assert keys >= {k.split(":")[0] for k in text.splitlines() if ":" in k}
