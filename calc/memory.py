@@ -19,6 +19,8 @@ Entry points: :func:`estimate_request` (typed) and :func:`estimate_dict` (JSON).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -1514,13 +1516,34 @@ def estimate_dict(request: object) -> JsonObject:
     return with_allocator(req, estimate_request(req).to_dict())
 
 
+_DEFERRED = [False]  # set by allocator_deferred (one thread: the worker's, or a test's)
+
+
+@contextmanager
+def allocator_deferred(defer: bool = True) -> Iterator[None]:
+    """Within it, :func:`with_allocator` leaves the replay for later: the response carries
+    ``min_device_pending: true`` instead of ``allocator`` and ``min_device_bytes``. The
+    calculator's worker answers a change at once this way and adds the replay's figures in a
+    second answer (``calc_view.session.Session.complete``), which a newer change skips; the
+    verdicts do not read them while :data:`SIMULATED_VERDICT` is off."""
+    before = _DEFERRED[0]
+    _DEFERRED[0] = defer and not SIMULATED_VERDICT
+    try:
+        yield
+    finally:
+        _DEFERRED[0] = before
+
+
 def with_allocator(req: EstimateRequest, out: JsonObject) -> JsonObject:
     """``out`` (the estimate response of ``req``) with, where ``req`` has ``length_stats``,
     PyTorch's caching allocator replayed over the data's growing steps
     (:func:`calc.step_events.simulate_request`): ``allocator`` and ``min_device_bytes``. Only
     the response of the request itself (``estimate``, and ``plan``'s ``memory``): the plan's
     other setups and the guides' tables do not pay for the replay unless
-    :data:`SIMULATED_VERDICT` is on."""
+    :data:`SIMULATED_VERDICT` is on. Within :func:`allocator_deferred`: ``min_device_pending``
+    instead."""
+    if req.length_stats is not None and _DEFERRED[0]:
+        return {**out, "min_device_pending": True}
     if req.length_stats is not None:
         from .step_events import simulate_request
 

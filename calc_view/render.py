@@ -283,6 +283,10 @@ class Renderer:
         for key in ("min_device_bytes", "params_total", "params_trainable", "host_bytes"):
             if _is_number(m.get(key)):
                 kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))
+            elif key == "min_device_bytes" and m.get("min_device_pending") is True:
+                # the allocator's replay comes in a second answer (Session.complete)
+                pending = {"class": "calc-num calc-pending-value", "data-pending": key}
+                kpis.append(self.kpi(key, ["span", pending, self.s["ui"]["value_pending"]]))
         section: Node = [
             "section",
             {"class": "calc-section calc-memory"},
@@ -493,7 +497,7 @@ class Renderer:
         the smallest card beside it for information; ``None`` where there is no such figure."""
         if self.result["fits"][self.result["gpu"]].get("verdict_basis") == "min_device_bytes":
             return str(self.s["ui"]["verdict_basis_min_device"])
-        if _is_number(self.memory.get("min_device_bytes")):
+        if _is_number(self.memory.get("min_device_bytes")) or self.memory.get("min_device_pending"):
             return str(self.s["ui"]["verdict_basis_device_total"])
         return None
 

@@ -30,20 +30,30 @@ class Session:
     def __init__(self, lang: str, strings: Strings) -> None:
         self.lang = lang
         self.strings = strings
+        # the last answer given without the allocator's replay (defer=True): what
+        # :meth:`complete` finishes
+        self._deferred: tuple[str, object, JsonObject] | None = None
 
     @classmethod
     def from_json(cls, lang: str, strings_json: str) -> Session:
         """What the worker calls, with the page's strings as JSON text."""
         return cls(lang, json.loads(strings_json))
 
-    def answer(self, command: str, request: object) -> JsonObject:
-        """The answer to one request as a dict (see the module's docstring)."""
+    def answer(self, command: str, request: object, defer: bool = False) -> JsonObject:
+        """The answer to one request as a dict (see the module's docstring). ``defer``: without
+        the caching allocator's replay, which :meth:`complete` adds (the response says
+        ``min_device_pending`` where it is left out)."""
         import calc
+        from calc.memory import allocator_deferred
 
         stage = "calc"
+        self._deferred = None
         try:
-            out = calc.run(command, request)
+            with allocator_deferred(defer):
+                out = calc.run(command, request)
             if "result" in out:
+                if _pending(out["result"]):
+                    self._deferred = (command, request, out["result"])
                 stage = "view"
                 out["view"] = render_results(out["result"], self.lang, self.strings)
             return out
@@ -52,7 +62,37 @@ class Session:
         except Exception as exc:  # a bug, not bad input: see internal_error
             return internal_error(stage, exc)
 
-    def handle(self, command: str, request_json: str) -> str:
+    def complete(self) -> str:
+        """The last deferred answer with the allocator's replay (``allocator``,
+        ``min_device_bytes``), as JSON text ``{"result", "view"}``; ``{"none": true}`` when no
+        answer waits for one. Never raises."""
+        if self._deferred is None:
+            return json.dumps({"none": True})
+        command, request, result = self._deferred
+        self._deferred = None
+        stage = "calc"
+        try:
+            from calc.memory import with_allocator
+
+            if command == "plan":
+                from calc.plan import parse_plan_request
+
+                req = parse_plan_request(request)[0]
+                memory = {k: v for k, v in result["memory"].items() if k != "min_device_pending"}
+                result = {**result, "memory": with_allocator(req, memory)}
+            else:
+                from calc.request import parse_estimate_request
+
+                req = parse_estimate_request(request)
+                bare = {k: v for k, v in result.items() if k != "min_device_pending"}
+                result = with_allocator(req, bare)
+            stage = "view"
+            out = {"result": result, "view": render_results(result, self.lang, self.strings)}
+            return json.dumps(out, allow_nan=False)
+        except Exception as exc:  # a bug, as in answer
+            return json.dumps(internal_error(stage, exc))
+
+    def handle(self, command: str, request_json: str, defer: bool = False) -> str:
         """:meth:`answer` for JSON text in and out; never raises."""
         from calc.errors import InputError
         from calc.strict_json import loads
@@ -65,11 +105,17 @@ class Session:
             return json.dumps({"error": {"code": "request_too_deep", "field": None, "value": None}})
         except ValueError as exc:  # the page sends JSON.stringify's text: not the reader's doing
             return json.dumps(internal_error("decode", exc))
-        out = self.answer(command, request)
+        out = self.answer(command, request, defer)
         try:
             return json.dumps(out, allow_nan=False)
         except (ValueError, TypeError) as exc:  # NaN or a non-JSON value in calc's response
             return json.dumps(internal_error("encode", exc))
+
+
+def _pending(result: JsonObject) -> bool:
+    """Whether an answer left the allocator's replay for later (``min_device_pending``)."""
+    memory = result.get("memory", result)
+    return isinstance(memory, dict) and memory.get("min_device_pending") is True
 
 
 def internal_error(stage: str, exc: BaseException) -> JsonObject:

@@ -1198,3 +1198,34 @@ def test_a_power_limit_shows_the_clock_it_leaves_the_card(lang):
     assert "MHz" in html and note in html
     _, free = _plan_view(lang, gpu="h100-sxm")
     assert "time.sustained_clock_mhz" not in dict(tree_outputs(free.render()))
+
+
+@pytest.mark.parametrize("command", ["plan", "estimate"])
+def test_a_deferred_answer_then_its_replay_equal_the_whole_answer(command):
+    """The page asks for the answer without the caching allocator's replay (``defer``), shows
+    it, then asks the session to complete it: what it then shows is the whole answer, result
+    and view, figure for figure; the first view says the figure is coming, not a number."""
+    from calc_view.session import Session
+
+    request = {"model": "llama-3.2-1b", "length_stats": {"mean": 611, "p90": 1500}}
+    if command == "plan":
+        request.update(gpu="rtx-4090", dataset_tokens=1e7)
+    text = json.dumps(request)
+    session = Session("en", STRINGS["en"])
+    quick = json.loads(session.handle(command, text, True))
+    memory = quick["result"]["memory"] if command == "plan" else quick["result"]
+    assert memory["min_device_pending"] is True and "min_device_bytes" not in memory
+    assert "data-pending" in json.dumps(quick["view"])
+    done = json.loads(session.complete())
+    whole = json.loads(Session("en", STRINGS["en"]).handle(command, text))
+    assert done == whole
+    assert json.loads(session.complete()) == {"none": True}  # once
+    # a newer answer drops the replay of the one before
+    session.handle(command, text, True)
+    session.handle(command, json.dumps({**request, "seq_len": 4096}))
+    assert json.loads(session.complete()) == {"none": True}
+    # nothing to defer without a length distribution
+    plain = {k: v for k, v in request.items() if k != "length_stats"}
+    out = json.loads(session.handle(command, json.dumps(plain), True))
+    assert "min_device_pending" not in json.dumps(out["result"])
+    assert json.loads(session.complete()) == {"none": True}

@@ -242,3 +242,52 @@ test("request keys ignore key order, keep list order", () => {
   assert.equal(requestKey({ a: 1, b: 2 }), requestKey({ b: 2, a: 1 }));
   assert.notEqual(requestKey({ a: [1, 2] }), requestKey({ a: [2, 1] }));
 });
+
+// An answer without the caching allocator's replay (calc.memory.allocator_deferred), and the
+// worker's second answer with it.
+const DEFERRED = { result: { memory: { min_device_pending: true } }, view: ["div", {}] };
+const COMPLETED = { result: { memory: { min_device_bytes: 1 } }, view: ["div", {}] };
+
+test("a deferred answer is shown at once and waits for its replay", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(LINK);
+  const [send] = m.workerUp();
+  assert.deepEqual(m.answer(send.id, DEFERRED), [{ type: "render", out: DEFERRED, key: LINK }]);
+  assert.equal(m.state, "ready"); // the numbers on show are the form's
+  assert.equal(m.pending, true); // but an answer is still to come (tests wait for it)
+  assert.deepEqual(m.update(send.id, COMPLETED), [{ type: "render", out: COMPLETED, key: LINK }]);
+  assert.equal(m.pending, false);
+  assert.deepEqual(m.update(send.id, COMPLETED), []); // once only
+});
+
+test("a newer request drops the replay of the one before", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(LINK);
+  const [first] = m.workerUp();
+  m.answer(first.id, DEFERRED);
+  const [second] = sends(m.setForm(OTHER));
+  assert.ok(second);
+  assert.deepEqual(m.update(first.id, COMPLETED), []); // too late: not shown
+  assert.deepEqual(m.answer(second.id, RESULT), [{ type: "render", out: RESULT, key: OTHER }]);
+  assert.equal(m.pending, false);
+});
+
+test("a replay that fails is the calculator's bug, no field blamed", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(LINK);
+  const [send] = m.workerUp();
+  m.answer(send.id, DEFERRED);
+  assert.deepEqual(m.update(send.id, INTERNAL), [{ type: "internal", out: INTERNAL, add: false }]);
+  assert.equal(m.state, "error");
+  assert.equal(m.internal, true);
+});
+
+test("a restart forgets the replay it was waiting for", () => {
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(LINK);
+  const [send] = m.workerUp();
+  m.answer(send.id, DEFERRED);
+  m.workerRestarting();
+  assert.equal(m.pending, false);
+  assert.deepEqual(m.update(send.id, COMPLETED), []);
+});

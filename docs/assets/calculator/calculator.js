@@ -225,6 +225,7 @@ function main(root) {
       result: (id, out) => apply(machine.answer(id, out)),
       message: (msg) => {
         if (msg.type === "config-result") configImport.onResult(msg);
+        else if (msg.type === "update") apply(machine.update(msg.id, msg.out));
       },
     },
   });
@@ -233,7 +234,9 @@ function main(root) {
   function apply(effects) {
     for (const effect of effects) {
       if (effect.type === "send") {
-        client.compute({ type: "compute", id: effect.id, command, request: effect.key });
+        // defer: the answer comes without the allocator's replay, which follows as "update"
+        client.compute({ type: "compute", id: effect.id, command, request: effect.key,
+                         defer: true });
       } else if (effect.type === "render") {
         clearErrors();
         render(effect.out);

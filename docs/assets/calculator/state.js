@@ -29,6 +29,7 @@ export class CalcMachine {
     this.checkedKey = null; // the check of this blocked request has answered
     this.internalKey = null; // this request met a bug in the calculator (internal_error)
     this.inFlight = null; // {id, key, check}
+    this.completing = null; // {id, key}: the answer on show waits for the allocator's replay
     this.queued = null; // {key, check}: the newest request waiting for the worker
     this.nextId = 1;
     this.failure = null;
@@ -65,6 +66,7 @@ export class CalcMachine {
     if (this.worker === "failed") return [];
     this.worker = "starting";
     this.answered = false;
+    this.completing = null;
     if (this.inFlight && !this.queued && this.isForForm(this.inFlight)) {
       this.queued = { key: this.inFlight.key, check: this.inFlight.check };
     }
@@ -77,6 +79,7 @@ export class CalcMachine {
     this.failure = String(reason);
     this.inFlight = null;
     this.queued = null;
+    this.completing = null;
     return [];
   }
 
@@ -103,10 +106,27 @@ export class CalcMachine {
         effects.push({ type: "errors", out, add: false });
       } else {
         this.shownKey = done.key;
+        // an answer without the allocator's replay: the worker sends it next ("update")
+        this.completing = replayPending(out) ? { id: done.id, key: done.key } : null;
         effects.push({ type: "render", out, key: done.key });
       }
     }
     return effects.concat(this.pump());
+  }
+
+  // The worker's second answer to request `id`: the same result with the allocator's replay.
+  // Shown while the numbers on show are that request's; a request sent since then dropped it
+  // (the worker skips a replay a newer request overtakes, or its update comes too late).
+  update(id, out) {
+    const waiting = this.completing;
+    if (!waiting || waiting.id !== id) return [];
+    this.completing = null;
+    if (this.shownKey !== waiting.key) return [];
+    if (answerKind(out) !== "result") {
+      this.internalKey = waiting.key;
+      return [{ type: "internal", out, add: false }];
+    }
+    return [{ type: "render", out, key: waiting.key }];
   }
 
   isForForm(request) {
@@ -122,6 +142,7 @@ export class CalcMachine {
     if (!check && key === this.shownKey) return [];
     const id = this.nextId++;
     this.inFlight = { id, key, check };
+    this.completing = null; // the worker drops the replay a newer request overtakes
     return [{ type: "send", id, key, check }];
   }
 
@@ -137,10 +158,11 @@ export class CalcMachine {
     return "computing";
   }
 
-  // A request is in flight or waits for the worker: an answer is still to come. When false,
-  // nothing the worker says can change what is on show until the form changes.
+  // A request is in flight or waits for the worker, or the answer on show waits for its
+  // allocator replay: an answer is still to come. When false, nothing the worker says can
+  // change what is on show until the form changes.
   get pending() {
-    return Boolean(this.inFlight || this.queued);
+    return Boolean(this.inFlight || this.queued || this.completing);
   }
 
   // The form's request met a bug in the calculator (state "error" while the worker is up).
@@ -173,6 +195,14 @@ export function answerKind(out) {
   if (!out || typeof out !== "object" || "internal_error" in out) return "internal";
   if ("error" in out) return "input";
   return "view" in out ? "result" : "internal";
+}
+
+// Whether an answer left the caching allocator's replay for a second answer
+// (calc.memory.allocator_deferred: min_device_pending, in the plan's memory or the estimate).
+export function replayPending(out) {
+  const result = out && out.result;
+  const memory = result && typeof result === "object" ? result.memory || result : null;
+  return Boolean(memory && memory.min_device_pending === true);
 }
 
 // The key of a request: its JSON text with the keys sorted, so that two spellings of one

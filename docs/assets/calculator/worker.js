@@ -4,13 +4,16 @@
 // for the page. stdlib and lock: the standard library and package lock cut to what calc
 // needs (hooks/pyodide_stdlib.py); without them Pyodide loads its own, in full.
 // Messages in:  {type: "init", lang, strings}
-//               {type: "compute", id, command, request}  (request: JSON text)
+//               {type: "compute", id, command, request, defer}  (request: JSON text; defer:
+//                 answer without the caching allocator's replay, then send it as "update")
 //               {type: "config", id, action, payload}  (config-import.js: import/export, JSON text)
 //               {type: "crash"}  (makes the worker die, to exercise the page's restart path)
 // Messages out: {type: "ready", timings} | {type: "failed", detail}
 //               {type: "result", id, out}  (out: {result, view}, {error, errors} for bad
 //                 input, or {internal_error} for a bug in calc: passed through as Python
 //                 wrote it, the page tells them apart)
+//               {type: "update", id, out}  (a deferred answer with the allocator's replay:
+//                 sent COMPLETE_DELAY_MS after the answer unless another compute came first)
 //               {type: "crashed", id, detail}
 //               {type: "config-result", id, out}  (out: {result} or {error})
 // Python is called through one entry, calc_view.session.Session(lang, strings).handle(command,
@@ -20,6 +23,9 @@
 const PACKAGE_DIR = "/home/pyodide/calc-bundle"; // = hooks/pyodide_snapshot.py PACKAGE_DIR
 const SNAPSHOT_CACHE = "calc-pyodide-snapshot"; // Cache Storage name (see cachedSnapshot)
 const SNAPSHOT_PREFETCH_DELAY_MS = 1500; // after the first results, not during them
+// A deferred answer's replay (tens to hundreds of ms in Pyodide, which cannot be interrupted)
+// starts this long after the answer: a change the reader makes meanwhile skips it.
+const COMPLETE_DELAY_MS = 30;
 // Cache Storage key (no request is ever made to it) that says this browser has run the
 // calculator before: the snapshot is fetched on the second visit, never on the first.
 const VISITED_KEY = new URL("calc-visited", self.location.href).href;
@@ -33,6 +39,8 @@ const booting = boot(params.get("pyodide"), params.get("bundle"), params.get("sn
                      params.get("stdlib"), params.get("lock"));
 booting.catch(() => {}); // handled when "init" arrives; not an unhandled rejection before
 let handle = null;
+let session = null;
+let completion = null; // the answer whose replay is still to come: {id}
 
 async function bytes(url) {
   const response = await fetch(url);
@@ -144,7 +152,7 @@ async function boot(pyodideUrl, bundleUrl, snapshotUrl, stdlibUrl, lockUrl) {
 
 async function init(msg) {
   const { view, t1, restored } = await booting;
-  const session = view.Session.from_json(msg.lang, JSON.stringify(msg.strings));
+  session = view.Session.from_json(msg.lang, JSON.stringify(msg.strings));
   handle = session.handle;
   const t2 = performance.now();
   phase("session");
@@ -154,15 +162,47 @@ async function init(msg) {
 }
 
 function compute(msg) {
+  completion = null; // a newer request: the last answer's replay is no longer wanted
   let text;
   try {
-    text = handle(msg.command, msg.request);
+    text = handle(msg.command, msg.request, msg.defer === true);
   } catch (err) {
-    postMessage({ type: "crashed", id: msg.id, detail: String(err && err.message ? err.message : err) });
-    close();
+    crashed(msg.id, err);
     return;
   }
-  postMessage({ type: "result", id: msg.id, out: JSON.parse(text) });
+  const out = JSON.parse(text);
+  postMessage({ type: "result", id: msg.id, out });
+  if (msg.defer === true && pendingReplay(out)) {
+    const waiting = { id: msg.id };
+    completion = waiting;
+    setTimeout(() => complete(waiting), COMPLETE_DELAY_MS);
+  }
+}
+
+// The replay of a deferred answer, unless a newer request came first.
+function complete(waiting) {
+  if (completion !== waiting) return;
+  completion = null;
+  let text;
+  try {
+    text = session.complete();
+  } catch (err) {
+    crashed(waiting.id, err);
+    return;
+  }
+  const out = JSON.parse(text);
+  if (!out.none) postMessage({ type: "update", id: waiting.id, out });
+}
+
+function pendingReplay(out) {
+  const result = out && out.result;
+  const memory = result && (result.memory || result);
+  return Boolean(memory && memory.min_device_pending === true);
+}
+
+function crashed(id, err) {
+  postMessage({ type: "crashed", id, detail: String(err && err.message ? err.message : err) });
+  close();
 }
 
 self.onmessage = (event) => {
