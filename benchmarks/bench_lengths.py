@@ -3,10 +3,9 @@
 Usage: ``python -m benchmarks.bench_lengths [--cpu]``. Target: <= 5 ms median. ``--cpu`` times
 with this process's CPU time (``time.process_time``) instead of the wall clock: on a machine
 other work shares, the wall clock counts its turns too. Two figures per request:
-``drawn`` clears calc.lengths' caches and the allocator replay's
-(:func:`calc.step_events.simulate_request`) before each call, so every call fits the
-distribution, draws its 4,096 samples and replays the allocator again (a request calc has not
-seen; fewer runs: the replay is slow); ``cached`` is a repeated request (a recompute of the
+``drawn`` forgets every memo of calc before each call (:func:`calc.caches.forget_all`), so
+every call fits the distribution, draws its 4,096 samples, estimates and replays the allocator
+again (a request calc has not seen; fewer runs: the replay is slow); ``cached`` is a repeated request (a recompute of the
 same form). Then one ``plan`` with and
 without a length distribution (p90 of fresh requests; the plan's target is <= 100 ms p90): its
 solvers draw a sequence for each micro-batch size and sequence length they try.
@@ -44,7 +43,7 @@ REQUESTS = {
 def time_estimates(request: dict, drawn: bool, runs: int = 500) -> float:
     """Median seconds of ``calc.memory.estimate_dict`` (validation, draw, model, allocator
     replay, serialisation)."""
-    from calc import lengths, step_events
+    from calc.caches import forget_all
     from calc.memory import estimate_dict
 
     if drawn:
@@ -53,10 +52,7 @@ def time_estimates(request: dict, drawn: bool, runs: int = 500) -> float:
     samples = []
     for _ in range(runs):
         if drawn:
-            lengths.data_shape.cache_clear()
-            lengths._lengths.cache_clear()
-            lengths.fit.cache_clear()
-            step_events.forget_simulations()
+            forget_all()
         start = CLOCK()
         estimate_dict(request)
         samples.append(CLOCK() - start)

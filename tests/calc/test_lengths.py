@@ -715,3 +715,21 @@ def test_the_longest_at_the_cap_is_kept_for_longer_runs_as_computed(parts):
         ]
     if parts == {"mean": 900, "p90": 2000}:  # the cap is reached within these runs
         assert truth[10**9] == 2048 and truth[1] < 2048
+
+
+def test_forgetting_every_memo_changes_no_figure():
+    """calc.caches.forget_all empties the memos (a cold start for benchmarks and refits);
+    each is exact, so the same request gives the same response before and after."""
+    import calc
+    from calc import lengths, memory, step_events
+    from calc.caches import forget_all
+
+    request = {"model": "llama-3.2-1b", "length_stats": {"mean": 733, "p90": 1700}}
+    warm = calc.estimate(request)
+    assert lengths.fit.cache_info().currsize and step_events._simulated.cache_info().currsize
+    forget_all()
+    assert (
+        not lengths.fit.cache_info().currsize and not step_events._simulated.cache_info().currsize
+    )
+    assert not memory._KEPT
+    assert calc.estimate(request) == warm
