@@ -771,6 +771,9 @@ def plan_request(
         warnings.append(selected_state + "_selected_gpu")
     if options.dataset_tokens < step_tokens(request):
         warnings.append("dataset_tokens_below_one_step")
+    if options.eval_steps is not None and options.eval_tokens <= 0:
+        # an interval without an evaluation set: nothing to time, said rather than dropped
+        warnings.append("eval_steps_without_eval_tokens")
     cost_out = cost.to_dict()
     cost_out["price"] = price
     # no rental price: the figures above count storage only; the site shows "no rental price"

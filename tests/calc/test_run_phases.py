@@ -184,3 +184,11 @@ def test_storage_keeps_the_counted_checkpoints():
     assert two["cost_usd"]["breakdown"]["storage"] < every["cost_usd"]["breakdown"]["storage"]
     given = calc.plan_setup({**setup, "storage_gb": 100})
     assert given["storage_gb"] == {"total": 100}
+
+
+def test_an_interval_without_an_evaluation_set_is_said():
+    plan = calc.plan_setup({**BASE, "eval_steps": 100})
+    assert "eval_steps_without_eval_tokens" in plan["warnings"]
+    assert plan["time"]["schedule"]["eval_hours"] == 0
+    given = calc.plan_setup({**BASE, "eval_steps": 100, "eval_tokens": 1e6})
+    assert "eval_steps_without_eval_tokens" not in given["warnings"]
