@@ -273,6 +273,14 @@ def render_plan(plan: JsonObject, msg: Messages) -> str:
             number(plan["time"]["tokens_per_second"], 0, msg.lang),
         ),
     ]
+    # of that time, what the run spends evaluating and saving (the calculator's rows)
+    schedule = plan["time"].get("schedule") or {}
+    phases = plan["time"].get("run_phases") or {}
+    for key, counted in (("eval_hours", "evaluations"), ("checkpoint_hours", "saves")):
+        if phases.get(counted):
+            rows.append((msg.label(key), fmt.hours(schedule[key])))
+    if phases.get("checkpoint_bytes"):
+        rows.append((msg.label("checkpoint_bytes"), fmt.gib(phases["checkpoint_bytes"])))
     limit = plan["time"].get("power_limit_w")
     if isinstance(limit, (int, float)) and not isinstance(limit, bool):
         # the clock the power limit leaves the card, as the calculator shows it

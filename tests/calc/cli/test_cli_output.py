@@ -158,6 +158,26 @@ def test_the_smallest_card_is_a_memory_row_with_its_range_where_the_response_has
     )
 
 
+def test_evaluations_and_saves_are_rows_where_the_run_has_them():
+    assert "Checkpoint" not in render_plan(PLAN, Messages("en"))
+    request = {
+        "model": "llama-3.1-8b",
+        "method": "full",
+        "gpu": "h100-sxm",
+        "dataset_tokens": 1e8,
+        "save_steps": 500,
+        "eval_steps": 0.5,
+        "eval_tokens": 1e6,
+    }
+    plan = plan_dict(request)
+    text = render_plan(plan, Messages("en"))
+    hours = plan["time"]["schedule"]
+    assert f"Evaluation  {hours['eval_hours']:.1f} h" in re.sub("  +", "  ", text)
+    assert f"Checkpoints  {hours['checkpoint_hours']:.1f} h" in re.sub("  +", "  ", text)
+    each = plan["time"]["run_phases"]["checkpoint_bytes"] / GIB
+    assert f"One checkpoint  {each:.1f} GiB" in re.sub("  +", "  ", text)
+
+
 def test_no_margin_no_margin_words():
     plan = json.loads(json.dumps(PLAN))
     plan["safety_margin"] = 0.0
