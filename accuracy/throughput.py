@@ -499,6 +499,7 @@ def _compare_cached(path: str) -> dict:
     basis["fp8_matmul_efficiency"] = {
         "value": shipped.fp8,
         "sources": srcs,
+        "card_classes": sorted({c.card_class for c in fit_cases if c.fp8}),
         "single_source": len(srcs) == 1,
         "loso": _stats(
             [r["loso_error_pct"] for r, c in zip(out_rows, all_cases, strict=True) if c.fp8]

@@ -45,7 +45,14 @@ from .request import (
     parse_fields,
 )
 from .run_phases import RunPhases
-from .timing import SINGLE_SOURCE_CLASSES, TimeEstimate, default_mfu, estimate_time, eval_seconds
+from .timing import (
+    FP8_MEASURED_CLASSES,
+    SINGLE_SOURCE_CLASSES,
+    TimeEstimate,
+    default_mfu,
+    estimate_time,
+    eval_seconds,
+)
 
 
 @dataclass(frozen=True)
@@ -361,11 +368,19 @@ class Planner:
         return self.state(estimate, gpu) == "fits"
 
 
-def _time_warnings(gpu: gpu_catalogue.Gpu) -> list[str]:
+def _time_warnings(gpu: gpu_catalogue.Gpu, fp8_compute: bool = False) -> list[str]:
     """What the time of ``gpu`` rests on, where it is thin: a card family whose efficiency was
-    fitted on one source (:data:`calc.timing.SINGLE_SOURCE_CLASSES`); the selected card's plan
-    and each recommendation of that card say so alike."""
-    return ["time_class_single_source"] if gpu.utilisation_class in SINGLE_SOURCE_CLASSES else []
+    fitted on one source (:data:`calc.timing.SINGLE_SOURCE_CLASSES`), FP8 on a card family no
+    FP8 row was measured on (:data:`calc.timing.FP8_MEASURED_CLASSES`); the selected card's
+    plan and each recommendation of that card say so alike."""
+    out = ["time_class_single_source"] if gpu.utilisation_class in SINGLE_SOURCE_CLASSES else []
+    if (
+        fp8_compute
+        and getattr(gpu, "fp8_dense_tflops", 0.0) > 0
+        and gpu.utilisation_class not in FP8_MEASURED_CLASSES
+    ):
+        out.append("fp8_rate_not_measured_on_class")
+    return out
 
 
 def _board_power_from(o: PlanOptions, gpu: gpu_catalogue.Gpu) -> str:
@@ -445,7 +460,7 @@ def _recommendations(planner: Planner) -> JsonObject:
                     "stack": gpu.stack,
                     "warnings": _price_warnings(price, planner.options.interruptible)
                     + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value)
-                    + _time_warnings(gpu),
+                    + _time_warnings(gpu, planner.options.fp8_compute),
                 }
             )
 
@@ -765,7 +780,7 @@ def plan_request(
     selected_state = fits[gpu.id]["verdict"]
     warnings = list(base.get("warnings", []))
     warnings += gpu_catalogue.rocm_warnings(gpu, request.method.value, request.attention.value)
-    warnings += _time_warnings(gpu)
+    warnings += _time_warnings(gpu, options.fp8_compute)
     warnings += _price_warnings(price, options.interruptible)
     if selected_state != "fits":
         warnings.append(selected_state + "_selected_gpu")

@@ -109,6 +109,12 @@ Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing
 (torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200, NeMo 2 on
 eight B200 by vuiseng9)."""
 
+FP8_MEASURED_CLASSES = frozenset({"hopper", "blackwell"})
+"""The card classes of the rows :data:`FP8_MATMUL_EFFICIENCY` is fitted on (a test keeps the two
+equal): on a card of another class the FP8 rate is the datasheet's times an efficiency measured
+elsewhere, and a plan with ``fp8_compute`` says so (warning ``fp8_rate_not_measured_on_class``).
+torchao's MI300X rows show why: fp8 14.7 % faster than bf16 measured, 1.94 times in calc."""
+
 SATURATION_REFERENCE_HIDDEN = 4096
 
 # --- stated constants --------------------------------------------------------------------------

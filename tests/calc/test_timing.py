@@ -1440,3 +1440,25 @@ def test_a_request_with_lengths_counts_its_step_once_across_cards(monkeypatch):
     assert len(calls) == 1
     assert calls[0].seq_len == request_shape(req).mean_padded_length < req.seq_len
     assert again.padding_ratio == first.padding_ratio
+
+
+def test_fp8_measured_classes_are_the_fit_s(validation):
+    """The card classes a plan with fp8_compute does not warn about are those of the rows the
+    FP8 efficiency is fitted on."""
+    _, result, _ = validation
+    fitted = result["constant_basis"]["fp8_matmul_efficiency"]["card_classes"]
+    assert timing.FP8_MEASURED_CLASSES == set(fitted)
+
+
+def test_fp8_on_a_family_without_a_measured_run_says_so():
+    from calc import plan_setup
+
+    body = {"model": "llama-3.1-8b", "dataset_tokens": 1e7, "fp8_compute": True}
+    assert "fp8_rate_not_measured_on_class" in plan_setup({**body, "gpu": "mi300x"})["warnings"]
+    assert (
+        "fp8_rate_not_measured_on_class" not in plan_setup({**body, "gpu": "h100-sxm"})["warnings"]
+    )
+    plain = {k: v for k, v in body.items() if k != "fp8_compute"}
+    assert (
+        "fp8_rate_not_measured_on_class" not in plan_setup({**plain, "gpu": "mi300x"})["warnings"]
+    )
