@@ -204,7 +204,7 @@ def cases(rows: dict[int, dict]) -> list[Case]:
                 num_gpus=req.num_gpus,
                 measured=float(measured),
                 counts=c,
-                rates=timing.card_rates(opts.gpu, req.num_gpus, opts.network),
+                rates=timing.card_rates(opts.gpu, req.num_gpus, opts.network, opts.gpus_per_node),
                 sharding=req.sharding,
                 kwargs=(
                     ("cpu_offload", req.cpu_offload),

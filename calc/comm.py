@@ -164,45 +164,47 @@ def host_link_bytes_per_s(pcie_gen: int) -> float:
     return PCIE_GB_PER_S_PER_DIRECTION[pcie_gen] * 1e9 * HOST_LINK_EFFICIENCY
 
 
-def reference_network(gpu: Gpu) -> Network:
+def reference_network(gpu: Gpu, per_node: int = GPUS_PER_NODE) -> Network:
     """The network of the card's reference server (``network`` ``catalogue``): the per-GPU
-    adapter of :data:`NETWORK_GB_PER_S_PER_GPU` on each of the ``GPUS_PER_NODE`` GPUs, NCCL's
-    RDMA step latency."""
+    adapter of :data:`NETWORK_GB_PER_S_PER_GPU` on each of the server's ``per_node`` GPUs,
+    NCCL's RDMA step latency."""
     key = "pcie" if gpu.form_factor == "pcie" else gpu.architecture
     per_gpu = NETWORK_GB_PER_S_PER_GPU.get(key)
     if per_gpu is None:  # a server board of an architecture with no reference server
         raise InputError("no_network_rate", "network", CATALOGUE_NETWORK)
-    return Network(GPUS_PER_NODE * per_gpu * 8.0, _RDMA_STEP_LATENCY_S)
+    return Network(per_node * per_gpu * 8.0, _RDMA_STEP_LATENCY_S)
 
 
-def collective_link(gpu: Gpu, num_gpus: int, network: str = CATALOGUE_NETWORK) -> Link:
-    """The slowest link a collective over ``num_gpus`` cards of ``gpu`` crosses.
+def collective_link(
+    gpu: Gpu, num_gpus: int, network: str = CATALOGUE_NETWORK, per_node: int = GPUS_PER_NODE
+) -> Link:
+    """The slowest link a collective over ``num_gpus`` cards of ``gpu`` crosses, on servers of
+    ``per_node`` cards (request key ``gpus_per_node``).
 
     - NVLink / Infinity Fabric when every card of the job shares it: the catalogue's
       ``nvlink_gb_per_s`` is the total of both directions (A100: 12 links x 25 GB/s x 2 =
       600 GB/s), so one direction is half of it. A bridge (``nvlink_max_gpus`` = 2) joins 2 cards.
     - PCIe otherwise within one server (the slot's rate, one direction).
-    - Beyond one server (``GPUS_PER_NODE``): the cluster network, when it is slower: the card's
+    - Beyond one server (``per_node``): the cluster network, when it is slower: the card's
       reference server's (``network`` ``catalogue``, :func:`reference_network`) or a named one
       of :data:`NETWORKS`; the link then carries the ring-step latencies (network, and NVLink or
       PCIe inside each server) and the server count for :func:`ring_latency_s`.
     """
     intra_nvlink = gpu.nvlink_gb_per_s > 0 and (
-        num_gpus <= gpu.nvlink_max_gpus
-        or (gpu.nvlink_max_gpus >= GPUS_PER_NODE and num_gpus > GPUS_PER_NODE)
+        num_gpus <= gpu.nvlink_max_gpus or (gpu.nvlink_max_gpus >= per_node and num_gpus > per_node)
     )
     if intra_nvlink:
         kind, rate = "nvlink", gpu.nvlink_gb_per_s / 2.0
     else:
         kind, rate = "pcie", PCIE_GB_PER_S_PER_DIRECTION[gpu.pcie_gen]
-    if num_gpus <= GPUS_PER_NODE:
+    if num_gpus <= per_node:
         return Link(kind, rate * 1e9 * LINK_EFFICIENCY)
     intra_latency = NCCL_RING_STEP_LATENCY_S[kind]
     named = NETWORKS.get(network)
-    net = reference_network(gpu) if named is None else named
+    net = reference_network(gpu, per_node) if named is None else named
     if net.gb_per_s_per_node < rate:
         kind, rate = "network", net.gb_per_s_per_node
-    nodes = -(-num_gpus // GPUS_PER_NODE)
+    nodes = -(-num_gpus // per_node)
     return Link(kind, rate * 1e9 * LINK_EFFICIENCY, net.step_latency_s, intra_latency, nodes)
 
 

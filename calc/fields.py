@@ -31,7 +31,7 @@ from .checkpointing import Granularity as CheckpointingGranularity
 from .cost import CHECKPOINT_WRITE_GB_PER_S, ELECTRICITY_USD_PER_KWH
 from .errors import InputError
 from .frameworks import PROFILES, Framework
-from .comm import CATALOGUE_NETWORK, NETWORKS
+from .comm import CATALOGUE_NETWORK, GPUS_PER_NODE, NETWORKS
 from .gpus import TIERS
 from .jsontypes import JsonObject
 from .lengths import PARTS as LENGTH_PARTS
@@ -150,6 +150,7 @@ MAX_ACCUMULATION = 65_536
 MAX_STEPS = 1_000_000_000  # a billion optimizer steps: beyond every published run, a typo
 MAX_DATASET_TOKENS = 1e15  # beyond every published training corpus: a typo
 MAX_STARTS = 100_000
+MAX_GPUS_PER_NODE = 72  # a GB200 NVL72 rack: the largest NVLink domain sold as one
 MAX_CHECKPOINTING_EVERY = 65_536  # blocks: beyond every published depth, a typo
 
 E = TypeVar("E", bound=Enum)
@@ -1273,6 +1274,19 @@ FIELDS: tuple[FieldSpec, ...] = (
             "``calc/data/instances.csv`` says which cloud instance has which). Every collective "
             "across servers pays NCCL's ring latency (:func:`calc.comm.ring_latency_s`). Read "
             "only beyond one server: figures on one server do not change."
+        ),
+    ),
+    _int(
+        "gpus_per_node",
+        GPUS_PER_NODE,
+        MAX_GPUS_PER_NODE,
+        PLAN,
+        doc=(
+            "GPUs in one server: a job on more spans servers, whose collectives cross the "
+            "network (``network``). Default 8, the SXM/OAM boards' (DGX/HGX H100, MI300X "
+            "platform); 4-GPU servers (many A100 40GB and A10G instances, HPC nodes such as "
+            "ALCF Polaris) and 2-GPU boxes put fewer GPUs behind each server's adapters "
+            "(calc.comm.collective_link). Read only beyond one server."
         ),
     ),
     _bool("interruptible", False, PLAN),

@@ -136,13 +136,14 @@ class Gpu:
         """Peak FP32 throughput without tensor cores in FLOP/s."""
         return self.fp32_tflops * 1e12
 
-    def link_for(self, num_gpus: int) -> str:
+    def link_for(self, num_gpus: int, per_node: int = 8) -> str:
         """``"nvlink"`` when the cards of a job talk over the fast GPU link, else ``"pcie"``.
-        An SXM/OAM board joins its 8 GPUs and larger jobs are whole boards joined by the
-        cluster network (``calc.timing.INTER_NODE_FACTOR``); a bridge joins only 2 cards."""
+        An SXM/OAM board joins the GPUs of its server (``per_node``, 8 unless the request
+        says) and larger jobs are whole boards joined by the cluster network
+        (:func:`calc.comm.collective_link`); a bridge joins only 2 cards."""
         if self.nvlink_gb_per_s <= 0:
             return "pcie"
-        if self.nvlink_max_gpus >= 8 or num_gpus <= self.nvlink_max_gpus:
+        if self.nvlink_max_gpus >= per_node or num_gpus <= self.nvlink_max_gpus:
             return "nvlink"
         return "pcie"
 

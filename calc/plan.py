@@ -33,6 +33,7 @@ from .cost import (
     electricity_usd_per_gpu_hour,
     estimate_cost,
 )
+from .comm import GPUS_PER_NODE
 from .errors import InputError
 from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
@@ -93,6 +94,7 @@ class PlanOptions:
     save_only_model: bool = False
     save_total_limit: int | None = None
     checkpoint_write_gb_per_s: float = CHECKPOINT_WRITE_GB_PER_S
+    gpus_per_node: int = GPUS_PER_NODE
 
     @property
     def total_tokens(self) -> float:
@@ -284,6 +286,7 @@ class Planner:
             trainable_params=trainable,
             memory=est,
             network=o.network,
+            gpus_per_node=o.gpus_per_node,
         )
 
     def phases(
@@ -313,6 +316,7 @@ class Planner:
                 mfu=o.mfu,
                 fp8_compute=o.fp8_compute,
                 network=o.network,
+                gpus_per_node=o.gpus_per_node,
             )
         saves, each_save, ckpt = 0, 0.0, None
         if o.save_steps is not None:
@@ -803,6 +807,8 @@ def plan_request(
     # the clock the time was priced at (below the catalogue's under a power_limit_w)
     time_out["sustained_clock_mhz"] = gpu.sustained_clock_mhz
     time_out["power_limit_w"] = options.power_limit_w
+    # the servers the GPUs sit in (the multi-node note reads it)
+    time_out["gpus_per_node"] = options.gpus_per_node
     # evaluations, start-up, checkpoints and lost work, apart from the steady-state rate above
     time_out["startup_and_checkpoint_hours"] = (
         cost.schedule.total_hours - cost.schedule.compute_hours

@@ -1272,17 +1272,22 @@ class Rates:
     architecture: str = ""  # gpus.csv architecture: the key of AMPERE_KERNEL_PEAK_SHARE
 
 
-_RATES: dict[tuple[Gpu, int, str], Rates] = {}
+_RATES: dict[tuple[Gpu, int, str, int], Rates] = {}
 
 
-def card_rates(gpu: Gpu, num_gpus: int, network: str = comm.CATALOGUE_NETWORK) -> Rates:
-    key = (gpu, num_gpus, network)
+def card_rates(
+    gpu: Gpu,
+    num_gpus: int,
+    network: str = comm.CATALOGUE_NETWORK,
+    per_node: int = comm.GPUS_PER_NODE,
+) -> Rates:
+    key = (gpu, num_gpus, network, per_node)
     if key not in _RATES:
-        _RATES[key] = _card_rates(gpu, num_gpus, network)
+        _RATES[key] = _card_rates(gpu, num_gpus, network, per_node)
     return _RATES[key]
 
 
-def _card_rates(gpu: Gpu, num_gpus: int, network: str) -> Rates:
+def _card_rates(gpu: Gpu, num_gpus: int, network: str, per_node: int) -> Rates:
     """The card's rates as it runs: the datasheet's tensor and FP32 rates, computed at the boost
     clock, times ``gpu.clock_factor`` (the clock it holds under its board power limit over the
     boost clock, ``gpus.csv``'s ``sustained_clock_mhz``); memory and links at their figures."""
@@ -1291,7 +1296,7 @@ def _card_rates(gpu: Gpu, num_gpus: int, network: str) -> Rates:
         peak_flops=gpu.bf16_dense_flops * clock,
         fp8_peak_flops=getattr(gpu, "fp8_dense_tflops", 0.0) * 1e12 * clock,
         memory_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * MEMORY_BANDWIDTH_EFFICIENCY,
-        link=comm.collective_link(gpu, num_gpus, network),
+        link=comm.collective_link(gpu, num_gpus, network, per_node),
         host_bytes_per_s=comm.host_link_bytes_per_s(gpu.pcie_gen),
         fp32_flops=gpu.fp32_flops * clock,
         capability=attn_kernels.compute_capability(gpu.architecture, gpu.id)
@@ -1670,9 +1675,11 @@ def estimate_time(
     fp8_efficiency: float | None = None,
     memory: JsonObject | None = None,
     network: str = comm.CATALOGUE_NETWORK,
+    gpus_per_node: int = comm.GPUS_PER_NODE,
 ) -> TimeEstimate:
     """Steady-state time of ``total_tokens`` on ``num_gpus`` x ``gpu`` (defaults: the request's),
-    servers joined by ``network`` (:data:`calc.comm.NETWORKS`) when the job spans several.
+    servers of ``gpus_per_node`` cards joined by ``network`` (:data:`calc.comm.NETWORKS`)
+    when the job spans several.
 
     Overrides kept from the factor model: ``mfu`` replaces the class efficiency, both a share
     of the card's rate at its sustained clock (``sustained_peak_flops_per_gpu``; the response's
@@ -1701,7 +1708,7 @@ def estimate_time(
         sync_each_micro_batch=st.reduces_each_micro_batch(req),
         paged_overflow_bytes=paged_overflow_bytes(memory, gpu),
     )
-    rates = card_rates(gpu, n, network)
+    rates = card_rates(gpu, n, network, gpus_per_node)
     b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw)
     if qlora_speed_factor is not None and req.method is Method.QLORA:
         without = b.step_seconds - b.dequantisation
@@ -1748,6 +1755,7 @@ def eval_seconds(
     fp8_compute: bool = False,
     trainable_params: int | None = None,
     network: str = comm.CATALOGUE_NETWORK,
+    gpus_per_node: int = comm.GPUS_PER_NODE,
 ) -> float:
     """Seconds of one evaluation over ``eval_tokens`` tokens of real data.
 
@@ -1770,7 +1778,7 @@ def eval_seconds(
     c = counts(req, shard, trainable_params)
     b = step_breakdown(
         c,
-        card_rates(gpu, n, network),
+        card_rates(gpu, n, network, gpus_per_node),
         num_gpus=n,
         sharding=shard,
         cpu_offload=req.cpu_offload,

@@ -687,18 +687,18 @@ class Renderer:
         from calc import gpus as catalogue
 
         n = self.result["num_gpus"]
-        per_node = comm.GPUS_PER_NODE
+        per_node = self.result.get("time", {}).get("gpus_per_node") or comm.GPUS_PER_NODE
         if n <= per_node:
             return None
         gpu = catalogue.get_gpu(self.result["gpu"])
-        link = gpu.link_for(n)
+        link = gpu.link_for(n, per_node)
         # the rate collectives get across servers (calc.comm: the slowest link, usable share),
         # on the network the request names when the time was computed
         step = self.result.get("time", {}).get("step", {})
         network = (
             step["link"]["gb_per_s"]
             if "link" in step
-            else comm.collective_link(gpu, n).bytes_per_s / 1e9
+            else comm.collective_link(gpu, n, per_node=per_node).bytes_per_s / 1e9
         )
         text = (
             self.s["ui"]["multi_node_note"]

@@ -131,6 +131,8 @@ PLAN_VARIATIONS = [
         "checkpoint_write_gb_per_s": "2",
     },
     {"interruptible": "true", "save_steps": "300", "save_only_model": "true"},
+    # eight GPUs on servers of four: the multi-node note and the network's rate
+    {"gpu": "a100-40gb-sxm", "num_gpus": "8", "sharding": "zero3", "gpus_per_node": "4"},
     {"storage_gb": "200", "storage_price_per_gb_month": "0.1", "months_kept": "6"},
     {"experiment_multiplier": "3", "safety_margin": "0.1"},
     {"mfu": "0.35", "method": "qlora", "qlora_speed_factor": "0.5"},

@@ -1462,3 +1462,28 @@ def test_fp8_on_a_family_without_a_measured_run_says_so():
     assert (
         "fp8_rate_not_measured_on_class" not in plan_setup({**plain, "gpu": "mi300x"})["warnings"]
     )
+
+
+def test_gpus_per_node_puts_servers_apart():
+    """Eight GPUs on 4-GPU servers cross the network (two servers, each with its 4 adapters of
+    the reference network); on the default 8-GPU board they stay on NVLink; a single server's
+    figures do not read the key."""
+    from calc import comm, plan_setup
+    from calc.gpus import get_gpu
+
+    gpu = get_gpu("a100-40gb-sxm")
+    board = comm.collective_link(gpu, 8)
+    split = comm.collective_link(gpu, 8, per_node=4)
+    assert board.kind == "nvlink" and board.nodes == 1
+    assert split.kind == "network" and split.nodes == 2
+    assert split.bytes_per_s == pytest.approx(board.bytes_per_s / 225 * 75)  # 4 x 200 Gb/s
+    body = {"model": "llama-3.1-8b", "method": "full", "gpu": "a100-40gb-sxm", "num_gpus": 8,
+            "sharding": "zero3", "dataset_tokens": 1e8}  # fmt: skip
+    eight, four = plan_setup(body), plan_setup({**body, "gpus_per_node": 4})
+    assert four["time"]["step"]["link"]["kind"] == "network"
+    assert four["time"]["tokens_per_second"] < eight["time"]["tokens_per_second"]
+    one = {**body, "num_gpus": 4}
+    assert plan_setup({**one, "gpus_per_node": 4})["time"] == {
+        **plan_setup(one)["time"],
+        "gpus_per_node": 4,
+    }
