@@ -743,6 +743,9 @@ class Renderer:
     def time_and_cost(self) -> Node:
         r = self.result
         schedule = r["time"]["schedule"]
+        # evaluations only where the run has some (a row of zeros for every other reader)
+        phases = r["time"].get("run_phases") or {}
+        evaluating = bool(phases.get("evaluations"))
         time_rows = [
             (self.label(k), self.num(f"time.schedule.{k}", schedule[k]))
             for k in (
@@ -752,10 +755,9 @@ class Renderer:
                 "checkpoint_hours",
                 "lost_work_hours",
             )
-            if _is_number(schedule.get(k))
+            if _is_number(schedule.get(k)) and (k != "eval_hours" or evaluating)
         ]
         # how many evaluations and saves those hours hold, and what one save writes
-        phases = r["time"].get("run_phases") or {}
         for k, unit in (("evaluations", "x_count"), ("saves", "x_count")):
             if _is_number(phases.get(k)) and phases[k] > 0:
                 time_rows.append((self.label(k), self.num(f"time.run_phases.{k}", phases[k], unit)))
@@ -822,7 +824,7 @@ class Renderer:
                 self.cost(f"cost_usd.breakdown.{k}", v, self.priced or k == "storage"),
             )
             for k, v in cost["breakdown"].items()
-            if _is_number(v)
+            if _is_number(v) and (k != "evaluation" or evaluating)
         ]
         price = cost["price"]
         cost_rows.append(

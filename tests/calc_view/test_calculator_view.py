@@ -123,6 +123,8 @@ CHANGES = [
         "sync_each_micro_batch": True,
     },
     {"method": "qlora", "qlora_unchunked_quantization": True, "attention_keeps_fused_qkv": True},
+    # evaluations and saves: their hours, counts and a checkpoint's size
+    {"eval_steps": 0.2, "eval_tokens": 1e6, "save_steps": 100, "num_gpus": 16, "gpus_per_node": 4},
     {
         "method": "qlora",
         "qlora_keeps_inputs": True,
@@ -163,8 +165,12 @@ def test_every_shown_number_is_the_response_value(lang, changes):
         key = "headroom_fraction" if fit["headroom_bytes"] >= 0 else "headroom_bytes"
         assert f"fits.{gpu}.{key}" in paths
     assert {f"suggestions.{i}.saved_bytes" for i in range(len(response["suggestions"]))} <= paths
+    evaluating = bool(response["time"]["run_phases"]["evaluations"])
     for key in response["cost_usd"]["breakdown"]:
-        assert f"cost_usd.breakdown.{key}" in paths
+        # evaluation's hours and cost only where the run evaluates (not a zero for everyone)
+        shown = key != "evaluation" or evaluating
+        assert (f"cost_usd.breakdown.{key}" in paths) == shown, key
+    assert ("time.schedule.eval_hours" in paths) == evaluating
 
 
 def test_a_setup_that_does_not_fit_gets_suggestions_with_their_changes():
