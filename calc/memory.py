@@ -1323,7 +1323,7 @@ def _estimate_shaped(req: EstimateRequest, drawn: bool = True) -> MemoryEstimate
         assert found is not None
         (peak, exact), data = found, None
     # the run's length reaches the estimate only through the peak length: left out of the key
-    est = _estimate_kept(replace(req, seq_len=peak).without_run_length())
+    est = _estimate_kept(req.replaced(seq_len=peak, max_steps=None, samples_seen=None))
     warnings = est.warnings if exact else (*est.warnings, "length_stats_approximated")
     return replace(est, request=req.to_dict(), data=data, warnings=warnings)
 
