@@ -129,6 +129,8 @@ PLAN_VARIATIONS = [
         "eval_batch_size": "4",
         "save_steps": "0.25",
         "checkpoint_write_gb_per_s": "2",
+        "eval_on_start": "true",
+        "save_total_limit": "2",
     },
     {"interruptible": "true", "save_steps": "300", "save_only_model": "true"},
     # eight GPUs on servers of four: the multi-node note and the network's rate

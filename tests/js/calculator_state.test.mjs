@@ -253,9 +253,13 @@ test("a deferred answer is shown at once and waits for its replay", () => {
   m.setForm(LINK);
   const [send] = m.workerUp();
   assert.deepEqual(m.answer(send.id, DEFERRED), [{ type: "render", out: DEFERRED, key: LINK }]);
-  assert.equal(m.state, "ready"); // the numbers on show are the form's
-  assert.equal(m.pending, true); // but an answer is still to come (tests wait for it)
+  // the numbers on show are the form's, but one is still to come: not "ready" yet
+  assert.equal(m.results, "current");
+  assert.equal(m.state, "computing");
+  assert.equal(m.withdrawn, false); // shown meanwhile, not withdrawn
+  assert.equal(m.pending, true);
   assert.deepEqual(m.update(send.id, COMPLETED), [{ type: "render", out: COMPLETED, key: LINK }]);
+  assert.equal(m.state, "ready");
   assert.equal(m.pending, false);
   assert.deepEqual(m.update(send.id, COMPLETED), []); // once only
 });

@@ -5,11 +5,12 @@
 //
 // Public state (data-calc-state), a function of the form and of what is on show:
 //   "ready"      every number on the page belongs to the request the form holds
-//                (data-calc-key is that request's JSON text);
+//                (data-calc-key is that request's JSON text), and none is still to come;
 //   "invalid"    the form has errors, all of them on show; the numbers are the last good
 //                ones, marked as not the form's;
 //   "computing"  the form's request is being computed (or waits for the worker): the
-//                numbers on show, if any, belong to another request;
+//                numbers on show, if any, belong to another request, or are the form's
+//                first answer while its allocator replay follows (a second answer);
 //   "error"      the worker cannot run (no module workers, failed start, too many crashes),
 //                or it answered the form's request with an internal error (a bug in the
 //                calculator, not in the inputs: `internal` is true, no field is blamed).
@@ -154,7 +155,8 @@ export class CalcMachine {
     }
     if (this.errorsKey === this.form.key) return "invalid";
     if (this.internalKey === this.form.key) return "error";
-    if (this.shownKey === this.form.key) return "ready";
+    // the form's numbers are on show, but one (the allocator replay's) is still to come
+    if (this.shownKey === this.form.key) return this.completing ? "computing" : "ready";
     return "computing";
   }
 
