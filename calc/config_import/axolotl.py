@@ -396,22 +396,10 @@ KEYS: dict[str, keys.Key] = {
     "evals_per_epoch": keys.Key(_per_epoch, ("eval_steps",)),
     "val_set_size": keys.Key(_eval_set, ("eval_steps",)),
     "test_datasets": keys.Key(_eval_set, ("eval_steps",)),
-    "eval_batch_size": keys.Key(
-        lambda rep, key, value, st: hf.set_plan_int(rep, key, value, "eval_batch_size"),
-        ("eval_batch_size",),
-    ),
-    "save_total_limit": keys.Key(
-        lambda rep, key, value, st: (
-            rep.ignore(key, "not_set")
-            if not value
-            else hf.set_plan_int(rep, key, value, "save_total_limit")
-        ),
-        ("save_total_limit",),
-    ),
-    "save_only_model": keys.Key(
-        lambda rep, key, value, st: hf.set_plan_flag(rep, key, value, "save_only_model"),
-        ("save_only_model",),
-    ),
+    "eval_batch_size": hf.plan_int("eval_batch_size"),
+    # 0 or none: axolotl's "not set" (4 kept, _finish_run_phases)
+    "save_total_limit": hf.plan_int("save_total_limit", unset=(None, 0, False)),
+    "save_only_model": hf.plan_flag("save_only_model"),
 }
 
 

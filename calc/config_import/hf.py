@@ -219,18 +219,30 @@ def read_phase_steps(rep: Report, key: str, value: object, st: JsonObject) -> No
         st[key] = (key, steps)
 
 
-def set_plan_int(rep: Report, key: str, value: object, field: str) -> None:
-    """A whole number that sets a plan field."""
-    number = common.integer(rep, key, value, field)
-    if number is not None:
-        rep.use_plan(key, field, number)
+def plan_int(field: str, unset: tuple[object, ...] = (None,)) -> keys.Key:
+    """A whole number that sets the plan field ``field``; a value in ``unset`` is the tool's
+    "not set" (reported ``ignored``)."""
+
+    def read(rep: Report, key: str, value: object, st: JsonObject) -> None:
+        if value in unset:
+            rep.ignore(key, "not_set")
+            return
+        number = common.integer(rep, key, value, field)
+        if number is not None:
+            rep.use_plan(key, field, number)
+
+    return keys.Key(read, (field,))
 
 
-def set_plan_flag(rep: Report, key: str, value: object, field: str) -> None:
-    """A boolean that sets a plan field."""
-    flag = common.flag(rep, key, value, field)
-    if flag is not None:
-        rep.use_plan(key, field, flag)
+def plan_flag(field: str) -> keys.Key:
+    """A boolean that sets the plan field ``field``."""
+
+    def read(rep: Report, key: str, value: object, st: JsonObject) -> None:
+        flag = common.flag(rep, key, value, field)
+        if flag is not None:
+            rep.use_plan(key, field, flag)
+
+    return keys.Key(read, (field,))
 
 
 def finish_run_phases(

@@ -418,26 +418,10 @@ TRAINING_ARGS: dict[str, keys.Key] = {
         hf.read_phase_strategy, ("eval_steps",), "the name before transformers 4.46"
     ),
     "eval_steps": keys.Key(hf.read_phase_steps, ("eval_steps",)),
-    "per_device_eval_batch_size": keys.Key(
-        lambda rep, key, value, st: hf.set_plan_int(rep, key, value, "eval_batch_size"),
-        ("eval_batch_size",),
-    ),
-    "save_total_limit": keys.Key(
-        lambda rep, key, value, st: (
-            rep.ignore(key, "not_set")
-            if value is None
-            else hf.set_plan_int(rep, key, value, "save_total_limit")
-        ),
-        ("save_total_limit",),
-    ),
-    "eval_on_start": keys.Key(
-        lambda rep, key, value, st: hf.set_plan_flag(rep, key, value, "eval_on_start"),
-        ("eval_on_start",),
-    ),
-    "save_only_model": keys.Key(
-        lambda rep, key, value, st: hf.set_plan_flag(rep, key, value, "save_only_model"),
-        ("save_only_model",),
-    ),
+    "per_device_eval_batch_size": hf.plan_int("eval_batch_size"),
+    "save_total_limit": hf.plan_int("save_total_limit"),
+    "eval_on_start": hf.plan_flag("eval_on_start"),
+    "save_only_model": hf.plan_flag("save_only_model"),
     "max_steps": keys.Key(hf.read_max_steps, ("max_steps", "dataset_tokens")),
     "deepspeed": keys.Key(
         lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st.get("read_file")),
