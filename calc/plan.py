@@ -37,7 +37,7 @@ from .comm import GPUS_PER_NODE
 from .errors import InputError
 from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
-from .lengths import dataset_samples, request_shape
+from .lengths import dataset_samples
 from .request import (
     MAX_MICRO_BATCH,
     MAX_SEQ_LEN,
@@ -186,11 +186,8 @@ class Planner:
         if o.save_steps is None:
             return 2, None
         req = self.request
-        shape = request_shape(req)
-        real: float = step_tokens(req)
-        if shape is not None:  # samples per step x their mean real length
-            real *= shape.mean_padded_length / shape.padding_ratio / req.seq_len
-        saves = run_phases.occurrences(run_phases.run_steps(o.total_tokens, real), o.save_steps)
+        time = self.time(o.gpu, req.num_gpus, req.sharding.value)
+        saves = run_phases.occurrences(self._steps(time, req.num_gpus), o.save_steps)
         kept = saves if o.save_total_limit is None else min(saves, o.save_total_limit)
         return kept, run_phases.checkpoint_bytes(req, o.save_only_model).total
 
@@ -260,6 +257,16 @@ class Planner:
         out["priced"] = True
         return out
 
+    def _setup(self, changes: JsonObject | None) -> EstimateRequest:
+        """The request with ``changes`` applied (a suggestion's or a solver's setup)."""
+        return self.estimator.variant(**changes) if changes else self.request
+
+    def _steps(self, time: TimeEstimate, num_gpus: int) -> int:
+        """Optimizer steps of the run at ``time``'s real tokens per step on ``num_gpus``."""
+        return run_phases.run_steps(
+            self.options.total_tokens, time.tokens_per_step_per_gpu * num_gpus
+        )
+
     def time(
         self,
         gpu: gpu_catalogue.Gpu,
@@ -269,7 +276,7 @@ class Planner:
     ) -> TimeEstimate:
         """Training time of the request (with ``changes`` applied) on ``num_gpus`` x ``gpu``."""
         changes = changes or {}
-        req = self.estimator.variant(**changes) if changes else self.request
+        req = self._setup(changes)
         est = self.estimator.get(**changes) if changes else self.base
         trainable = est["params_trainable"] if est else self.base["params_trainable"]
         o = self.options
@@ -299,12 +306,11 @@ class Planner:
     ) -> RunPhases:
         """The run's evaluations and saves on ``num_gpus`` x ``gpu`` (:mod:`calc.run_phases`)."""
         o = self.options
-        steps = run_phases.run_steps(o.total_tokens, time.tokens_per_step_per_gpu * num_gpus)
+        steps = self._steps(time, num_gpus)
         evaluating = o.eval_steps is not None and o.eval_tokens > 0
         if not evaluating and o.save_steps is None:  # the usual plan: nothing more to count
             return RunPhases(steps, 0, 0.0, 0, 0.0, None)
-        req = self.estimator.variant(**changes) if changes else self.request
-        req = run_phases.with_sharding(req, num_gpus, sharding)
+        req = run_phases.with_sharding(self._setup(changes), num_gpus, sharding)
         evaluations, each_eval = 0, 0.0
         if evaluating and o.eval_steps is not None:
             evaluations = run_phases.occurrences(steps, o.eval_steps) + o.eval_on_start

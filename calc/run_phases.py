@@ -21,7 +21,7 @@ and trainer-state files are a few kilobytes and are left out.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from . import states as st
 from .cost import BYTES_PER_GB, CHECKPOINT_WRITE_GB_PER_S
@@ -145,7 +145,7 @@ def with_sharding(req: EstimateRequest, num_gpus: int, sharding: str) -> Estimat
     """``req`` as a plan's setup runs it (the checkpoint's bytes follow its regime)."""
     if req.num_gpus == num_gpus and req.sharding.value == sharding:
         return req
-    return replace(req, num_gpus=num_gpus, sharding=Sharding(sharding))
+    return req.replaced(num_gpus=num_gpus, sharding=Sharding(sharding))
 
 
 __all__ = [

@@ -1765,28 +1765,23 @@ def eval_seconds(
     (``per_device_eval_batch_size``) at the training sequence length (with ``length_stats``, at
     the data's mean padded length of such a batch: padded tokens cost compute here too), spread
     over the GPUs data-parallel; each micro-step costs what the training step's forward costs
-    (:attr:`StepBreakdown.forward_micro`, the same counts and rates, ZeRO-3's forward
-    all-gathers included)."""
-    n = req.num_gpus if num_gpus is None else num_gpus
-    shard = req.sharding if sharding is None else Sharding(sharding)
-    req = replace(req, micro_batch_size=batch_size, gradient_accumulation_steps=1)
-    shape = request_shape(req)
-    ratio = 1.0
-    if shape is not None:
-        req = replace(req, seq_len=shape.mean_padded_length)
-        ratio = shape.padding_ratio
-    c = counts(req, shard, trainable_params)
-    b = step_breakdown(
-        c,
-        card_rates(gpu, n, network, gpus_per_node),
-        num_gpus=n,
-        sharding=shard,
-        cpu_offload=req.cpu_offload,
-        efficiency=default_mfu(gpu.utilisation_class) if mfu is None else mfu,
-        fp8=fp8_compute,
+    (:attr:`StepBreakdown.forward_micro` of :func:`estimate_time` on that micro-batch: the same
+    counts and rates, ZeRO-3's forward all-gathers included)."""
+    step = estimate_time(
+        req.replaced(micro_batch_size=batch_size, gradient_accumulation_steps=1),
+        gpu,
+        eval_tokens,
+        num_gpus=num_gpus,
+        sharding=sharding,
+        mfu=mfu,
+        fp8_compute=fp8_compute,
+        trainable_params=trainable_params,
+        network=network,
+        gpus_per_node=gpus_per_node,
     )
-    real_tokens_per_micro = c.tokens_micro / ratio
-    return eval_tokens / n / real_tokens_per_micro * b.forward_micro
+    # one micro-step per optimizer step here: its real tokens are the step's
+    micro_steps = eval_tokens / step.num_gpus / step.tokens_per_step_per_gpu
+    return micro_steps * step.breakdown.forward_micro
 
 
 def paged_overflow_bytes(memory: JsonObject | None, gpu: Gpu) -> float:

@@ -194,6 +194,8 @@ function complete(waiting) {
   if (!out.none) postMessage({ type: "update", id: waiting.id, out });
 }
 
+// state.js's replayPending, repeated: importing it would add a fetch to the worker's start,
+// which boot.js begins before the page has loaded state.js.
 function pendingReplay(out) {
   const result = out && out.result;
   const memory = result && (result.memory || result);
