@@ -208,6 +208,43 @@ def collective_link(
     return Link(kind, rate * 1e9 * LINK_EFFICIENCY, net.step_latency_s, intra_latency, nodes)
 
 
+def replica_link(
+    gpu: Gpu,
+    num_gpus: int,
+    shard_size: int,
+    network: str = CATALOGUE_NETWORK,
+    per_node: int = GPUS_PER_NODE,
+) -> Link:
+    """The link of hybrid sharding's all-reduce between replicas: ``num_gpus / shard_size``
+    copies of the states, each GPU all-reducing its shard with the GPUs that hold the same
+    shard in the other copies (torch 2.13 FSDP ``HYBRID_SHARD``: the reduce-scatter inside the
+    shard group, then ``dist.all_reduce`` on the inter-node group, ``_runtime_utils.py``
+    ``_reduce_grad``).
+
+    Inside one server: the collective link of the job's cards. Across servers: the
+    ``shard_size`` all-reduces run at once, one per shard, and share each server's network;
+    a ring all-reduce of ``S / shard_size`` bytes over the replicas then moves what one of
+    ``S`` bytes over the whole job would move through each server (``2 S (r - 1) / r``), so
+    each GPU's share of the server's rate is ``1 / min(shard_size, per_node)`` of it (a
+    stated derivation from the ring's traffic, not a measured figure). The ring crosses
+    one server per replica when a group fills whole servers, else the job's servers."""
+    whole = collective_link(gpu, num_gpus, network, per_node)
+    if num_gpus <= per_node:
+        return whole
+    named = NETWORKS.get(network)
+    net = reference_network(gpu, per_node) if named is None else named
+    share = net.gb_per_s_per_node * 1e9 * LINK_EFFICIENCY / min(shard_size, per_node)
+    replicas = num_gpus // max(shard_size, 1)
+    nodes = replicas if shard_size >= per_node else whole.nodes
+    return Link(
+        "network",
+        min(share, whole.bytes_per_s),
+        net.step_latency_s,
+        whole.intra_step_latency_s,
+        nodes,
+    )
+
+
 def ring_latency_s(link: Link, num_gpus: int, all_reduce: bool = False) -> float:
     """Latency of one ring collective over ``num_gpus`` GPUs on ``link.nodes`` servers, NCCL's
     tuning model (``src/graph/tuning.cc``, Simple protocol): ``baseLat + (steps - inter) x
@@ -256,5 +293,6 @@ __all__ = [
     "host_link_bytes_per_s",
     "reduce_scatter_bytes",
     "reference_network",
+    "replica_link",
     "ring_latency_s",
 ]

@@ -488,6 +488,25 @@ FIELDS: tuple[FieldSpec, ...] = (
     _bool("activation_offload", False, READER),
     _int("num_gpus", 1, MAX_GPUS, READER),
     _enum("sharding", Sharding, "none", READER),
+    FieldSpec(
+        "shard_group",
+        "int",
+        None,
+        READER,
+        optional=True,
+        minimum=1,
+        maximum=MAX_GPUS,
+        doc=(
+            "GPUs that share one copy of the sharded states (hybrid sharding): ZeRO-1/2/3 "
+            "shard within groups of this many GPUs and replicate across the groups, whose "
+            "gradients are all-reduced between them. PyTorch FSDP ``HYBRID_SHARD`` (one group "
+            "per server, torch 2.13 ``fsdp/_init_utils.py`` ``_init_intra_node_process_group``) "
+            "and ``_HYBRID_SHARD_ZERO2``, FSDP2 ``fully_shard`` on a 2-D device mesh, DeepSpeed "
+            "MiCS (``mics_shard_size``), InternEvo's ``zero1`` size. Below ``num_gpus`` it must "
+            "divide it; from ``num_gpus`` up it is one group of all. Default ``null``: every GPU "
+            "of the job shares one copy (``calc.request.shard_size``)."
+        ),
+    ),
     _enum("cpu_offload", CpuOffload, "none", READER),
     FieldSpec(
         "lora_dropout",

@@ -263,7 +263,7 @@ def _base_weight_bytes(req: EstimateRequest, layout: st.ParamLayout, reg: st.Reg
 
 def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -> States:
     """Weights, gradients and optimizer states per GPU after sharding and offload."""
-    div = st.shard_divisors(req.sharding, req.num_gpus)
+    div = st.shard_divisors(req.sharding, req.shard_size)
     offload = req.cpu_offload
     base = _base_weight_bytes(req, layout, reg)
     areg = st.adapter_regime(req, reg)
@@ -371,7 +371,7 @@ def gathered_weight_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, in
 
     Parameters offloaded to the CPU without ZeRO-3 are streamed unit by unit, the
     embedding and the head as units of their own: ``GATHERED_UNITS`` times the largest."""
-    sharded = req.sharding is Sharding.ZERO3 and req.num_gpus > 1
+    sharded = req.sharding is Sharding.ZERO3 and req.shard_size > 1
     if not sharded and req.cpu_offload is not CpuOffload.OPTIMIZER_PARAMS:
         return 0, 0
     arch = req.model
@@ -419,7 +419,7 @@ def root_gradient_bytes(req: EstimateRequest, reg: st.Regime) -> int:
         not req.fsdp_flat_parameters
         or req.method is not Method.FULL
         or req.sharding is not Sharding.ZERO3
-        or req.num_gpus <= 1
+        or req.shard_size <= 1
     ):
         return 0
     return 2 * _root_params(req.model) * reg.grad_bytes
@@ -667,8 +667,8 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
     floor = (
         s.weights
         + s.lora_weights
-        + _wrap_transient_bytes([b for b in block if b], req.num_gpus, sharded, resident)
-        + _wrap_transient_bytes([r for r in root if r], req.num_gpus, sharded, resident)
+        + _wrap_transient_bytes([b for b in block if b], req.shard_size, sharded, resident)
+        + _wrap_transient_bytes([r for r in root if r], req.shard_size, sharded, resident)
     )
     pool = gathered_weight_bytes(req, reg)[1]
     return whole_segments(floor + pool)

@@ -83,6 +83,7 @@ class EstimateRequest:
     activation_offload: bool
     num_gpus: int
     sharding: Sharding
+    shard_group: int | None
     cpu_offload: CpuOffload
     lora_dropout: float
     gradient_accumulation_steps: int
@@ -137,6 +138,11 @@ class EstimateRequest:
     @property
     def is_peft(self) -> bool:
         return self.method is not Method.FULL
+
+    @property
+    def shard_size(self) -> int:
+        """GPUs that share one copy of the sharded states (:func:`shard_size`)."""
+        return shard_size(self.num_gpus, self.shard_group)
 
     @property
     def wrapped_blocks(self) -> int:
@@ -206,6 +212,16 @@ class EstimateRequest:
 _FIELD_NAMES = frozenset(f.name for f in dataclass_fields(EstimateRequest))
 
 
+def shard_size(num_gpus: int, shard_group: int | None) -> int:
+    """GPUs among which ZeRO-1/2/3 split one copy of the states: ``shard_group`` (hybrid
+    sharding: the job holds ``num_gpus / shard_group`` replicas), or all ``num_gpus``. A job
+    size ``shard_group`` does not divide (the planner's other GPU counts; the request itself
+    is refused, ``shard_group_not_divisor``) or does not exceed shards over all its GPUs."""
+    if shard_group is None or shard_group >= num_gpus or num_gpus % shard_group:
+        return num_gpus
+    return shard_group
+
+
 def resolve_model(value: object) -> tuple[ModelArch, str]:
     """A preset id, or ``{"hf_config": {...}}``."""
     from . import presets  # data is loaded lazily, on first use
@@ -257,6 +273,11 @@ def parse_estimate_request(data: object, command: str = "estimate") -> EstimateR
     )
     if kwargs["length_stats"] is not None:  # its parts against each other and seq_len
         check_consistent(kwargs["length_stats"], kwargs["seq_len"])
+    group = kwargs["shard_group"]
+    if group is not None and group < kwargs["num_gpus"] and kwargs["num_gpus"] % group:
+        # a replica is whole groups: 12 GPUs cannot hold groups of 8 (a group of the job's
+        # size or more is one group: HYBRID_SHARD on one server)
+        raise InputError("shard_group_not_divisor", "shard_group", group)
     if kwargs["fsdp_flat_parameters"] and kwargs["fsdp_fully_shard"]:
         # FSDP1's flat parameters and FSDP2's per-parameter sharding: one loop runs one of them
         raise InputError("fsdp_versions_conflict", "fsdp_fully_shard", True)
@@ -288,6 +309,8 @@ def request_warnings(req: EstimateRequest) -> list[str]:
         out.append("sharding_on_single_gpu")
     if req.num_gpus > 1 and req.sharding is Sharding.NONE:
         out.append("multi_gpu_without_sharding")
+    if req.shard_group is not None and req.sharding in (Sharding.NONE, Sharding.DDP):
+        out.append("shard_group_ignored")
     if req.method is Method.FULL and (
         req.lora_targets != "all-linear"
         or req.lora_dropout > 0
@@ -346,4 +369,5 @@ __all__ = [
     "number_range",
     "parse_estimate_request",
     "request_warnings",
+    "shard_size",
 ]

@@ -582,8 +582,9 @@ def zero3_sub_group_elements(req: EstimateRequest, layout: ParamLayout) -> int:
     """Elements of this GPU's largest ZeRO-3 sub-group: DeepSpeed 0.16.5 ``stage3.py``
     ``_create_fp16_sub_groups`` walks a parameter group's parameters adding each one's
     partition (``ceil(numel / N)``) until the sum reaches ``sub_group_size``, then starts a
-    new sub-group; a group smaller than that is one sub-group."""
-    n = req.num_gpus
+    new sub-group; a group smaller than that is one sub-group. With hybrid sharding (MiCS)
+    the partitions are of the shard group (``shard_size``)."""
+    n = req.shard_size
     largest = current = 0
     for rows, cols, copies in layout.tensors:
         part = ceil_div(rows * cols, n)
@@ -621,7 +622,7 @@ def deepspeed_step_temp_bytes(req: EstimateRequest, layout: ParamLayout, reg: Re
         elems = zero3_sub_group_elements(req, layout)
     else:
         elems = sum(
-            ceil_div(rows * cols, req.num_gpus) * copies for rows, cols, copies in layout.tensors
+            ceil_div(rows * cols, req.shard_size) * copies for rows, cols, copies in layout.tensors
         )
     flat_bytes = reg.master_bytes or reg.weight_bytes
     flat = ParamLayout(elems, 0, elems, elems, 0, elems, ((elems, 1, 1),))
@@ -656,7 +657,9 @@ class Divisors:
 
 def shard_divisors(sharding: Sharding, num_gpus: int) -> Divisors:
     """ZeRO stages (arXiv:1910.02054, sec. 5): stage 1 shards optimizer states (and the
-    master copy), stage 2 also gradients, stage 3 also weights; DDP replicates all."""
+    master copy), stage 2 also gradients, stage 3 also weights; DDP replicates all.
+    ``num_gpus``: the GPUs that share one copy (``EstimateRequest.shard_size``: fewer than
+    the job's with hybrid sharding)."""
     n = num_gpus
     if sharding is Sharding.ZERO3:
         return Divisors(n, n, n)

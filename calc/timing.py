@@ -51,6 +51,7 @@ from .request import (
     Optimizer,
     Precision,
     Sharding,
+    shard_size,
 )
 
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
@@ -914,7 +915,7 @@ def fsdp2_copy_out_bytes(
     if (
         not req.fsdp_fully_shard
         or sharding is not Sharding.ZERO3
-        or req.num_gpus <= 1
+        or req.shard_size <= 1
         or st.deepspeed_zero(req)
     ):
         return 0.0
@@ -1320,9 +1321,19 @@ def step_breakdown(
     sync_each_micro_batch: bool = False,
     paged_overflow_bytes: float = 0.0,
     dispatch_seconds: float | None = None,
+    shard_size: int | None = None,
+    group_link: comm.Link | None = None,
+    replica_link: comm.Link | None = None,
 ) -> StepBreakdown:
-    """One optimizer step on one GPU (see the module docstring for the equations)."""
+    """One optimizer step on one GPU (see the module docstring for the equations).
+
+    Hybrid sharding (``shard_size`` below ``num_gpus``): the ZeRO collectives run inside the
+    shard group over ``group_link``, and each reduced gradient shard is then all-reduced
+    between the replicas over ``replica_link`` (:func:`calc.comm.replica_link`), with the
+    reduce-scatter it follows (FSDP ``HYBRID_SHARD`` runs both in the post-backward hook)."""
     n = num_gpus
+    g = n if shard_size is None else shard_size
+    replicas = n // g
     T = c.tokens_micro
     A = c.accumulation
     sat = T / (
@@ -1427,16 +1438,27 @@ def step_breakdown(
     bwd_busy = t_bwd + dq_bwd
 
     reg = c.reg
-    div = st.shard_divisors(sharding, n) if n > 1 else st.Divisors(1, 1, 1)
+    div = st.shard_divisors(sharding, g) if g > 1 else st.Divisors(1, 1, 1)
     grad_bytes = float(c.grad_params) * reg.grad_bytes
     param_bytes = c.dense_params * reg.compute_bytes + c.quantized_bytes
-    link = rates.link.bytes_per_s
+    in_group = rates.link if group_link is None else group_link
+    link = in_group.bytes_per_s
     layers = max(c.layers, 1)
     # latency of each collective across servers (NCCL's ring model, 0 on one server): ZeRO-3
     # gathers and reduce-scatters once per unit (FSDP: a layer; DeepSpeed: a prefetch bucket of
     # parameters, a reduce bucket of gradients), every DDP / ZeRO-1/2 bucket pays one
-    gather_lat = comm.ring_latency_s(rates.link, n)
+    gather_lat = comm.ring_latency_s(in_group, g)
     reduce_lat = comm.ring_latency_s(rates.link, n, all_reduce=True)
+
+    def between_replicas(nbytes: float) -> float:
+        """Seconds of the all-reduce of ``nbytes`` of reduced gradient shard between the
+        replicas (0 without hybrid sharding), its ring latency included."""
+        if replicas <= 1 or replica_link is None:
+            return 0.0
+        return comm.all_reduce_bytes(nbytes, replicas) / replica_link.bytes_per_s + (
+            comm.ring_latency_s(replica_link, replicas, all_reduce=True)
+        )
+
     # Exposed seconds: per ordinary micro-step, extra in the micro-step that synchronises the
     # gradients (the last one under no_sync accumulation), and after the optimizer step.
     comm_micro = comm_last = comm_after = fwd_gather = 0.0
@@ -1446,8 +1468,12 @@ def step_breakdown(
             reduces = (
                 -(-c.grad_params // c.reduce_bucket_params) if c.reduce_bucket_params else layers
             )
-            ag = comm.all_gather_bytes(param_bytes, n) / link + gathers * gather_lat
-            rs = comm.reduce_scatter_bytes(grad_bytes, n) / link + reduces * gather_lat
+            ag = comm.all_gather_bytes(param_bytes, g) / link + gathers * gather_lat
+            rs = (
+                comm.reduce_scatter_bytes(grad_bytes, g) / link
+                + reduces * gather_lat
+                + reduces * between_replicas(grad_bytes / g / reduces)
+            )
             fwd_gather = max(ag / layers, ag - fwd_busy)
             comm_micro += fwd_gather
             if sync_each_micro_batch or A == 1:
@@ -1458,19 +1484,24 @@ def step_breakdown(
                     ag / layers, ag - bwd_busy
                 )
         else:
+            buckets = max(1.0, -(-grad_bytes // DDP_BUCKET_BYTES))
             if sharding in (Sharding.ZERO1, Sharding.ZERO2):
-                sync = comm.reduce_scatter_bytes(grad_bytes, n) / link
-                bucket = comm.reduce_scatter_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / link
+                sync = comm.reduce_scatter_bytes(grad_bytes, g) / link + buckets * (
+                    between_replicas(grad_bytes / g / buckets)
+                )
+                bucket = comm.reduce_scatter_bytes(
+                    min(grad_bytes, DDP_BUCKET_BYTES), g
+                ) / link + between_replicas(min(grad_bytes, DDP_BUCKET_BYTES) / g)
                 bucket_lat = gather_lat
                 # the updated (trainable) weights are all-gathered after the step: not overlapped
                 comm_after += (
-                    comm.all_gather_bytes(c.trainable * reg.weight_bytes, n) / link + gather_lat
+                    comm.all_gather_bytes(c.trainable * reg.weight_bytes, g) / link + gather_lat
                 )
-            else:  # DDP
-                sync = comm.all_reduce_bytes(grad_bytes, n) / link
-                bucket = comm.all_reduce_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / link
+            else:  # DDP: every GPU of the job in one all-reduce
+                whole = rates.link.bytes_per_s
+                sync = comm.all_reduce_bytes(grad_bytes, n) / whole
+                bucket = comm.all_reduce_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / whole
                 bucket_lat = reduce_lat
-            buckets = max(1.0, -(-grad_bytes // DDP_BUCKET_BYTES))
             sync += buckets * bucket_lat
             bucket += bucket_lat
             exposed_sync = max(bucket, sync - bwd_busy)
@@ -1709,12 +1740,21 @@ def estimate_time(
         paged_overflow_bytes=paged_overflow_bytes(memory, gpu),
     )
     rates = card_rates(gpu, n, network, gpus_per_node)
+    g = shard_size(n, req.shard_group) if shard in st.ZERO_STAGES else n
+    if g < n:  # hybrid sharding: collectives inside the group, an all-reduce between groups
+        kw.update(
+            shard_size=g,
+            group_link=comm.collective_link(gpu, g, network, gpus_per_node),
+            replica_link=comm.replica_link(gpu, n, g, network, gpus_per_node),
+        )
     b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw)
     if qlora_speed_factor is not None and req.method is Method.QLORA:
         without = b.step_seconds - b.dequantisation
         b = _replace(b, dequantisation=without / qlora_speed_factor - without)
     if scaling_efficiency is not None and n > 1:
-        one = step_breakdown(c, card_rates(gpu, 1), num_gpus=1, sharding=Sharding.NONE, **kw)
+        hybrid = ("shard_size", "group_link", "replica_link")
+        one_kw = {k: v for k, v in kw.items() if k not in hybrid}
+        one = step_breakdown(c, card_rates(gpu, 1), num_gpus=1, sharding=Sharding.NONE, **one_kw)
         rest = b.step_seconds - b.exposed_communication
         b = _replace(
             b, exposed_communication=max(0.0, one.step_seconds / scaling_efficiency - rest)

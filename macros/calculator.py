@@ -94,7 +94,7 @@ GROUPS = (
             "activation_offload",
         ),
     ),
-    ("legend_parallel", ("sharding", "cpu_offload", "gpus_per_node")),
+    ("legend_parallel", ("sharding", "shard_group", "cpu_offload", "gpus_per_node")),
     # what the run does besides training steps (calc.run_phases)
     (
         "legend_run",

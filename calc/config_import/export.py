@@ -160,12 +160,19 @@ def _uses_deepspeed(req: JsonObject) -> bool:
 def _fsdp_dict(req: JsonObject, prefix: str = "") -> JsonObject:
     # FSDP1's flat parameters and its use_orig_params gradients of frozen weights need version 1;
     # fsdp_fully_shard (and a request that names neither) is written as FSDP2
-    version = 1 if req["frozen_weight_grads"] or req["fsdp_flat_parameters"] else 2
+    # hybrid sharding (a shard group below the job) is FSDP1's HYBRID_SHARD strategies, whose
+    # group is one server's GPUs (torch 2.13 fsdp/_init_utils.py)
+    group = req.get("shard_group")
+    hybrid = group is not None and group < req["num_gpus"]
+    version = 1 if req["frozen_weight_grads"] or req["fsdp_flat_parameters"] or hybrid else 2
     out: JsonObject = {prefix + "version": version}
     if version == 1:
-        out[prefix + "sharding_strategy"] = (
-            "FULL_SHARD" if req["sharding"] == "zero3" else "SHARD_GRAD_OP"
-        )
+        full = req["sharding"] == "zero3"
+        if hybrid:
+            strategy = "HYBRID_SHARD" if full else "_HYBRID_SHARD_ZERO2"
+        else:
+            strategy = "FULL_SHARD" if full else "SHARD_GRAD_OP"
+        out[prefix + "sharding_strategy"] = strategy
         # use_orig_params is what gives a LoRA unit's frozen weights their gradients
         out[prefix + "use_orig_params"] = bool(req["frozen_weight_grads"])
     else:

@@ -15,6 +15,7 @@ Sources (read at the stated versions):
 
 from __future__ import annotations
 
+from ..comm import GPUS_PER_NODE
 from ..jsontypes import JsonObject
 from . import common, keys
 from .keys import Key
@@ -288,7 +289,11 @@ def _sharding_strategy(rep: Report, path: str, value: object, ctx: JsonObject) -
         rep.invalid(path, value, "not_allowed", {"allowed": list(_FSDP_STRATEGY)}, "sharding")
     else:
         hybrid = "HYBRID" in str(value).upper() or str(value) in ("4", "5")
-        rep.use(path, "sharding", strategy, "hybrid_counted_within_node" if hybrid else None)
+        rep.use(path, "sharding", strategy)
+        if hybrid:
+            # torch 2.13 FSDP builds the shard group of one server's GPUs
+            # (fsdp/_init_utils.py _init_intra_and_inter_node_groups, device_count())
+            rep.use(path, "shard_group", GPUS_PER_NODE, "shard_group_of_one_server")
 
 
 def _reshard_after_forward(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
@@ -336,7 +341,9 @@ def _use_orig_params(rep: Report, path: str, value: object, ctx: JsonObject) -> 
 FSDP: dict[str, Key] = {
     **{name: keys.ignored() for name in _FSDP_IGNORED},
     "sharding_strategy": Key(
-        _sharding_strategy, ("sharding",), "HYBRID_SHARD counted within one node"
+        _sharding_strategy,
+        ("sharding", "shard_group"),
+        "HYBRID_SHARD: groups of one server's GPUs (shard_group 8)",
     ),
     "reshard_after_forward": Key(
         _reshard_after_forward,
@@ -357,6 +364,7 @@ FSDP: dict[str, Key] = {
 """An FSDP config's keys, by their names without the ``fsdp_`` prefix."""
 FSDP_FIELDS = (
     "sharding",
+    "shard_group",
     "cpu_offload",
     "frozen_weight_grads",
     "gradient_checkpointing",

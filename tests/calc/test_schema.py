@@ -138,6 +138,10 @@ def valid_requests(draw, command: str):
     if "fsdp_flat_parameters" in given and "fsdp_fully_shard" in given:
         out.pop("fsdp_fully_shard", None)
         out.get("behaviour", {}).pop("fsdp_fully_shard", None)
+    # a shard group that does not divide the GPU count is beyond a schema (calc.schema)
+    group, gpus_given = out.get("shard_group"), out.get("num_gpus", 1)
+    if group is not None and group < gpus_given and gpus_given % group:
+        out.pop("shard_group")
     # a power limit on a card without published clocks is beyond a schema (calc.schema)
     if "power_limit_w" in out and not gpus.get_gpu(out["gpu"]).boost_clock_mhz:
         out.pop("power_limit_w")
