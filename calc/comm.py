@@ -54,12 +54,13 @@ multi-node all-reduce bus bandwidth on DGX A100 is about 190 GB/s against 8 x 25
 
 NCCL_RING_BASE_LATENCY_S = 8.4e-6
 """Fixed latency of one ring collective on NCCL's Simple protocol, the one it runs for large
-messages: ``baseLat[RING][SIMPLE]`` = 8.4 us (NVIDIA/nccl ``src/graph/tuning.cc``,
-``ncclTopoTuneModel``)."""
+messages: ``baseLat[RING][SIMPLE]`` = 8.4 us (NVIDIA/nccl 2.30.7 ``src/graph/tuning.cc``,
+``ncclTunerConstantsDefaults``, read by ``ncclTopoTuneModel``)."""
 
-NCCL_RING_STEP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "network": 9.6e-6}
+NCCL_RING_STEP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "network": 14.0e-6}
 """Latency of one ring step on the Simple protocol, by the hardware the step crosses: NCCL's
-``hwLat[NVLINK|PCI|NET][RING][SIMPLE]`` = 3.4, 5.7 and 9.6 us (``src/graph/tuning.cc``). NCCL
+``hwLat[NVLINK|PCI|NET][RING][SIMPLE]`` = 3.4, 5.7 and 14.0 us (NCCL 2.30.7
+``src/graph/tuning.cc``; earlier releases had 9.6 for the network). NCCL
 prices a ring collective over ``n`` ranks on ``k`` servers as ``baseLat + (steps - inter) x
 intra + inter x net``, with ``n - 1`` steps of which ``k - 1`` cross the network for an
 all-gather or a reduce-scatter (:func:`ring_latency_s`). The ``network`` figure is NCCL's own
@@ -263,6 +264,57 @@ def ring_latency_s(link: Link, num_gpus: int, all_reduce: bool = False) -> float
     )
 
 
+NCCL_TREE_BASE_LATENCY_S = 8.4e-6
+"""Fixed latency of one tree all-reduce on the Simple protocol: ``baseLat[TREE][SIMPLE]`` =
+8.4 us (NCCL 2.30.7 ``src/graph/tuning.cc``)."""
+
+NCCL_TREE_STEP_LATENCY_S = 4.0e-6
+"""Latency of one tree step inside a server on the Simple protocol, NVLink or PCIe alike:
+``hwLat[NVLINK|PCI][TREE][SIMPLE]`` = 4.0 us (NCCL 2.30.7). Across servers a tree step costs
+the network's step latency (``hwLat[NET][TREE][SIMPLE]`` = 14 us, the ring's figure:
+:data:`NCCL_RING_STEP_LATENCY_S`; a named network's own, :data:`NETWORKS`)."""
+
+NCCL_TREE_BANDWIDTH_SHARE = 0.92
+"""Share of the ring's bus bandwidth a tree all-reduce reaches: ``busBw * .92`` for
+``NCCL_ALGO_TREE`` all-reduce (NCCL 2.30.7 ``ncclTopoTuneModel``)."""
+
+NCCL_TREE_SIZE_CORRECTION = (
+    0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5,
+    0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9,
+)  # fmt: skip
+"""NCCL's static correction of the tree's bandwidth by message size on the Simple protocol,
+indexed by ``floor(log2(bytes / 64))`` below 23 (64 B to 256 MiB; 1.0 from there):
+``treeCorrectionFactor[NCCL_PROTO_SIMPLE]`` (NCCL 2.30.7 ``ncclTopoGetAlgoTime``, "trees are not
+perfectly sticking to the model for medium sizes")."""
+
+
+def all_reduce_seconds(size: float, link: Link, n: int) -> float:
+    """Seconds of an all-reduce of ``size`` bytes over ``n`` GPUs on ``link``, as NCCL picks its
+    algorithm: the faster of the ring (:func:`all_reduce_bytes` at the link's rate, plus
+    :func:`ring_latency_s`) and, across servers, the tree, whose latency grows with the
+    logarithm of the server count instead of the GPU count: ``baseLat + 2 ((n / k - 1) x intra
+    + floor(log2 k) x net)`` over ``k`` servers, and whose time per byte is ``2 / (rate x``
+    :data:`NCCL_TREE_BANDWIDTH_SHARE` ``x`` :data:`NCCL_TREE_SIZE_CORRECTION` ``)`` (NCCL 2.30.7
+    ``ncclTopoTuneModel``: ``ratio = .5`` from bus to algorithm bandwidth;
+    ``ncclTopoGetAlgoTime``). Not counted: NCCL's extra ring latency on large multi-server
+    all-reduces ("plateau effect", x1.4), NVLS and CollNet (switch offloads)."""
+    if n <= 1 or size <= 0:
+        return 0.0
+    ring = all_reduce_bytes(size, n) / link.bytes_per_s + ring_latency_s(link, n, all_reduce=True)
+    if link.nodes <= 1:
+        return ring
+    k = min(link.nodes, n)
+    latency = NCCL_TREE_BASE_LATENCY_S + 2.0 * (
+        (n // k - 1) * NCCL_TREE_STEP_LATENCY_S + (k.bit_length() - 1) * link.step_latency_s
+    )
+    index = max(0, int(size) >> 6).bit_length() - 1
+    correction = (
+        NCCL_TREE_SIZE_CORRECTION[index] if 0 <= index < len(NCCL_TREE_SIZE_CORRECTION) else 1.0
+    )
+    tree = latency + 2.0 * size / (link.bytes_per_s * NCCL_TREE_BANDWIDTH_SHARE * correction)
+    return min(ring, tree)
+
+
 def all_reduce_bytes(size: float, n: int) -> float:
     """Bytes through each GPU's link for a ring all-reduce of ``size`` bytes over ``n`` GPUs."""
     return 0.0 if n <= 1 else 2.0 * size * (n - 1) / n
@@ -287,8 +339,13 @@ __all__ = [
     "NETWORK_GB_PER_S_PER_GPU",
     "Network",
     "PCIE_GB_PER_S_PER_DIRECTION",
+    "NCCL_TREE_BANDWIDTH_SHARE",
+    "NCCL_TREE_BASE_LATENCY_S",
+    "NCCL_TREE_SIZE_CORRECTION",
+    "NCCL_TREE_STEP_LATENCY_S",
     "all_gather_bytes",
     "all_reduce_bytes",
+    "all_reduce_seconds",
     "collective_link",
     "host_link_bytes_per_s",
     "reduce_scatter_bytes",

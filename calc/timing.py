@@ -1448,16 +1448,14 @@ def step_breakdown(
     # gathers and reduce-scatters once per unit (FSDP: a layer; DeepSpeed: a prefetch bucket of
     # parameters, a reduce bucket of gradients), every DDP / ZeRO-1/2 bucket pays one
     gather_lat = comm.ring_latency_s(in_group, g)
-    reduce_lat = comm.ring_latency_s(rates.link, n, all_reduce=True)
 
     def between_replicas(nbytes: float) -> float:
         """Seconds of the all-reduce of ``nbytes`` of reduced gradient shard between the
-        replicas (0 without hybrid sharding), its ring latency included."""
+        replicas (0 without hybrid sharding), its latency included (ring or tree, as NCCL
+        picks: :func:`calc.comm.all_reduce_seconds`)."""
         if replicas <= 1 or replica_link is None:
             return 0.0
-        return comm.all_reduce_bytes(nbytes, replicas) / replica_link.bytes_per_s + (
-            comm.ring_latency_s(replica_link, replicas, all_reduce=True)
-        )
+        return comm.all_reduce_seconds(nbytes, replica_link, replicas)
 
     # Exposed seconds: per ordinary micro-step, extra in the micro-step that synchronises the
     # gradients (the last one under no_sync accumulation), and after the optimizer step.
@@ -1485,25 +1483,27 @@ def step_breakdown(
                 )
         else:
             buckets = max(1.0, -(-grad_bytes // DDP_BUCKET_BYTES))
+            size = min(grad_bytes, DDP_BUCKET_BYTES)
+            last = grad_bytes - (buckets - 1) * size  # the last bucket holds the rest
             if sharding in (Sharding.ZERO1, Sharding.ZERO2):
-                sync = comm.reduce_scatter_bytes(grad_bytes, g) / link + buckets * (
-                    between_replicas(grad_bytes / g / buckets)
+                sync = (
+                    comm.reduce_scatter_bytes(grad_bytes, g) / link
+                    + (buckets - 1) * between_replicas(size / g)
+                    + between_replicas(last / g)
+                    + buckets * gather_lat
                 )
-                bucket = comm.reduce_scatter_bytes(
-                    min(grad_bytes, DDP_BUCKET_BYTES), g
-                ) / link + between_replicas(min(grad_bytes, DDP_BUCKET_BYTES) / g)
-                bucket_lat = gather_lat
+                bucket = (
+                    comm.reduce_scatter_bytes(size, g) / link
+                    + between_replicas(size / g)
+                    + gather_lat
+                )
                 # the updated (trainable) weights are all-gathered after the step: not overlapped
                 comm_after += (
                     comm.all_gather_bytes(c.trainable * reg.weight_bytes, g) / link + gather_lat
                 )
-            else:  # DDP: every GPU of the job in one all-reduce
-                whole = rates.link.bytes_per_s
-                sync = comm.all_reduce_bytes(grad_bytes, n) / whole
-                bucket = comm.all_reduce_bytes(min(grad_bytes, DDP_BUCKET_BYTES), n) / whole
-                bucket_lat = reduce_lat
-            sync += buckets * bucket_lat
-            bucket += bucket_lat
+            else:  # DDP: every GPU of the job in one all-reduce per bucket, ring or tree
+                bucket = comm.all_reduce_seconds(size, rates.link, n)
+                sync = (buckets - 1) * bucket + comm.all_reduce_seconds(last, rates.link, n)
             exposed_sync = max(bucket, sync - bwd_busy)
             if sync_each_micro_batch:
                 comm_micro += exposed_sync

@@ -165,3 +165,31 @@ def test_plan_tries_other_gpu_counts_with_a_group():
     assert out["memory"]["request"]["shard_group"] == 8
     counts = {c["num_gpus"] for c in out["recommendations"]["configs"]}
     assert counts - {16}, counts
+
+
+def test_all_reduce_takes_the_tree_when_the_ring_latency_grows_with_the_servers():
+    """NCCL 2.30.7's choice: across 128 servers, one GPU each, a 3 MiB all-reduce's ring pays
+    2 x 127 network steps, the tree 2 x log2(128) = 14: the tree is faster; on one server or
+    for a huge message the ring is (the tree's bandwidth is 0.92 of it, corrected by size)."""
+    a100 = gpus.get_gpu("a100-80gb-sxm")
+    link = comm.replica_link(a100, 1024, 8, "roce-400", 8)
+    assert link.nodes == 128
+    size = 3 * 2**20
+    ring = comm.all_reduce_bytes(size, 128) / link.bytes_per_s + comm.ring_latency_s(
+        link, 128, all_reduce=True
+    )
+    latency = comm.NCCL_TREE_BASE_LATENCY_S + 2 * 7 * link.step_latency_s
+    index = (size >> 6).bit_length() - 1
+    rate = link.bytes_per_s * comm.NCCL_TREE_BANDWIDTH_SHARE * comm.NCCL_TREE_SIZE_CORRECTION[index]
+    tree = latency + 2 * size / rate
+    assert tree < ring
+    assert comm.all_reduce_seconds(size, link, 128) == pytest.approx(tree)
+    one_server = comm.collective_link(a100, 8)
+    assert comm.all_reduce_seconds(size, one_server, 8) == pytest.approx(
+        comm.all_reduce_bytes(size, 8) / one_server.bytes_per_s
+    )
+    two = comm.collective_link(a100, 16)
+    big = 2**30
+    assert comm.all_reduce_seconds(big, two, 16) == pytest.approx(
+        comm.all_reduce_bytes(big, 16) / two.bytes_per_s + comm.ring_latency_s(two, 16, True)
+    )
