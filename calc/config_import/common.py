@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from ..comm import GPUS_PER_NODE
 from ..arch import ModelArch
 from ..jsontypes import JsonObject
 from .report import Report
@@ -461,6 +462,9 @@ def fsdp_trainer_option(rep: Report, key: str, value: object) -> None:
     for word in words:
         if word in mapping:
             rep.use(key, "sharding", mapping[word])
+            if word.startswith("hybrid"):
+                # torch FSDP's HYBRID_SHARD: shard groups of one server's GPUs
+                rep.use(key, "shard_group", GPUS_PER_NODE, "shard_group_of_one_server")
         elif word == "offload":
             rep.use(key, "cpu_offload", "optimizer+params")
     if rep.status(key) != "used":

@@ -289,7 +289,11 @@ def export_trl(request: JsonObject) -> str:
     out["torch_compile"] = req["torch_compile"]
     _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
     if "fsdp_config" in out:
-        out["fsdp"] = "full_shard" if req["sharding"] == "zero3" else "shard_grad_op"
+        hybrid = req.get("shard_group") is not None and req["shard_group"] < req["num_gpus"]
+        words = (
+            ("hybrid_shard", "hybrid_shard_zero2") if hybrid else ("full_shard", "shard_grad_op")
+        )
+        out["fsdp"] = words[0] if req["sharding"] == "zero3" else words[1]
         if req["cpu_offload"] == "optimizer+params":
             out["fsdp"] += " offload"
         out["fsdp"] += " auto_wrap"

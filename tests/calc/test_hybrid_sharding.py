@@ -193,3 +193,21 @@ def test_all_reduce_takes_the_tree_when_the_ring_latency_grows_with_the_servers(
     assert comm.all_reduce_seconds(big, two, 16) == pytest.approx(
         comm.all_reduce_bytes(big, 16) / two.bytes_per_s + comm.ring_latency_s(two, 16, True)
     )
+
+
+@pytest.mark.parametrize(
+    ("words", "sharding"), [("hybrid_shard auto_wrap", "zero3"), ("hybrid_shard_zero2", "zero2")]
+)
+def test_trainer_fsdp_hybrid_words_import_a_group_of_one_server(words, sharding):
+    from calc.config_import import import_config
+
+    out = import_config(f"model_name_or_path: x\nbf16: true\nfsdp: {words}\n", "trl")
+    assert (out["request"]["sharding"], out["request"]["shard_group"]) == (sharding, 8)
+
+
+def test_export_writes_hybrid_shard_for_a_group_below_the_job():
+    from calc.config_import import export_config
+
+    hybrid = {**FULL_8B, "num_gpus": 16, "sharding": "zero2", "shard_group": 8}
+    assert "fsdp: hybrid_shard_zero2" in export_config(hybrid, "trl")
+    assert "fsdp: shard_grad_op" in export_config({**hybrid, "shard_group": 16}, "trl")
