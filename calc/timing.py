@@ -394,6 +394,17 @@ MLP_ACT_BYTES_PER_ELEMENT = {"eager": 10, "compiled": 6}
 reads two and writes one (6): 10 bytes per element of the MLP's inner width, 6 fused. A plain
 MLP (no gate) has the activation only (4, fused 4)."""
 
+TANH_GELU_OP_BY_OP_BYTES_PER_ELEMENT = 36
+"""A plain MLP whose activation is ``gelu_new`` (GPT-2's and Phi's default), eager: transformers
+5.17 ``activations.py`` ``NewGELUActivation.forward`` is written in Python, ``0.5 * input * (1.0 +
+torch.tanh(c * (input + 0.044715 * torch.pow(input, 3.0))))``, so each op is its own kernel over
+the inner width: ``pow`` (read 2, write 2), ``* 0.044715`` (2 + 2), ``input + ...`` (4 + 2),
+``c * ...`` (2 + 2), ``tanh`` (2 + 2), ``1.0 + ...`` (2 + 2), ``0.5 * input`` (2 + 2) and the
+product (4 + 2): 36 bytes per element on 16-bit activations, where ``F.gelu``'s one kernel
+moves 4 (:data:`MLP_ACT_BYTES_PER_ELEMENT`). The families that have it are the ones whose
+memory counts its saved tensors (``calc.hf_config._TANH_GELU_SAVED_WIDTHS``); compiled, it
+fuses into one kernel."""
+
 LORA_BYTES_PER_OUTPUT = 10
 """peft 0.21 ``lora.Linear.forward``: ``lora_B(lora_A(x)) * scaling`` (read 2, write 2) and the
 add to the base output (read 4, write 2): 10 bytes per output element of each adapted linear."""
@@ -763,6 +774,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         arch.experts_per_token or 1
     ) * arch.intermediate_size + arch.shared_expert_intermediate_size
     act = MLP_ACT_BYTES_PER_ELEMENT[mode] if arch.mlp_gated else 4
+    if not arch.mlp_gated and mode == "eager" and arch.extra.get("plain_act_saved_widths"):
+        act = TANH_GELU_OP_BY_OP_BYTES_PER_ELEMENT  # gelu_new, one kernel per op
     norm = NORM_BYTES_PER_ELEMENT[mode] if arch.norm_kind == "rms" else LAYER_NORM_BYTES_PER_ELEMENT
     if arch.norm_kind == "rms" and mode == "eager" and arch.extra.get("norm_scale_fp32"):
         norm = NORM_FP32_SCALE_BYTES_PER_ELEMENT

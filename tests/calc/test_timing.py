@@ -1487,3 +1487,42 @@ def test_gpus_per_node_puts_servers_apart():
         **plan_setup(one)["time"],
         "gpus_per_node": 4,
     }
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_gelu_new_pays_one_pass_per_op_in_eager(compiled):
+    """GPT-2's gelu_new is written op by op in transformers (eight kernels over the inner width,
+    36 bytes per element in bf16) where gelu_pytorch_tanh is one kernel (4): eager, the
+    element-wise traffic per token differs by 32 x inner width x layers, forward and backward
+    (1 + BACKWARD_ELEMENTWISE_FACTOR); compiled, not at all."""
+    from calc.request import parse_estimate_request
+
+    def elementwise(act: str) -> float:
+        cfg = {
+            "model_type": "gpt2",
+            "n_embd": 768,
+            "n_head": 12,
+            "n_layer": 12,
+            "n_positions": 1024,
+            "vocab_size": 50257,
+            "activation_function": act,
+        }
+        req = parse_estimate_request(
+            {
+                "model": {"hf_config": cfg},
+                "method": "full",
+                "precision": "bf16-true",
+                "torch_compile": compiled,
+                "gradient_checkpointing": False,
+            }
+        )
+        return timing.counts(req, Sharding.NONE).elementwise_bytes_per_token
+
+    gap = elementwise("gelu_new") - elementwise("gelu_pytorch_tanh")
+    expected = (
+        (timing.TANH_GELU_OP_BY_OP_BYTES_PER_ELEMENT - 4)
+        * 3072
+        * 12
+        * (1 + timing.BACKWARD_ELEMENTWISE_FACTOR)
+    )
+    assert gap == pytest.approx(0.0 if compiled else expected)
