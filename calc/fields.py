@@ -150,6 +150,7 @@ MAX_ACCUMULATION = 65_536
 MAX_STEPS = 1_000_000_000  # a billion optimizer steps: beyond every published run, a typo
 MAX_DATASET_TOKENS = 1e15  # beyond every published training corpus: a typo
 MAX_STARTS = 100_000
+MAX_GRADIENT_BUCKET_MB = 65_536  # 64 GiB: above any model's gradients in one bucket
 MAX_GPUS_PER_NODE = 72  # a GB200 NVL72 rack: the largest NVLink domain sold as one
 MAX_CHECKPOINTING_EVERY = 65_536  # blocks: beyond every published depth, a typo
 
@@ -505,6 +506,24 @@ FIELDS: tuple[FieldSpec, ...] = (
             "MiCS (``mics_shard_size``), InternEvo's ``zero1`` size. Below ``num_gpus`` it must "
             "divide it; from ``num_gpus`` up it is one group of all. Default ``null``: every GPU "
             "of the job shares one copy (``calc.request.shard_size``)."
+        ),
+    ),
+    FieldSpec(
+        "gradient_bucket_mb",
+        "number",
+        None,
+        READER,
+        optional=True,
+        minimum=0.0,
+        exclusive_minimum=True,
+        maximum=MAX_GRADIENT_BUCKET_MB,
+        doc=(
+            "MiB of gradients each DDP or ZeRO-1/2 reduction carries: PyTorch DDP's "
+            "``bucket_cap_mb`` (Hugging Face ``ddp_bucket_cap_mb``), InternEvo's "
+            "``reduce_bucket_size``. Each bucket pays one collective's latency and the last one "
+            "waits for the backward's end (calc.timing.step_breakdown), so at hundreds of GPUs "
+            "larger buckets save the latency and expose more at the end. Default ``null``: "
+            "torch DDP's 25 MiB (``calc.timing.DDP_BUCKET_BYTES``)."
         ),
     ),
     _enum("cpu_offload", CpuOffload, "none", READER),

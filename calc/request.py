@@ -84,6 +84,7 @@ class EstimateRequest:
     num_gpus: int
     sharding: Sharding
     shard_group: int | None
+    gradient_bucket_mb: float | None
     cpu_offload: CpuOffload
     lora_dropout: float
     gradient_accumulation_steps: int

@@ -653,6 +653,8 @@ class Counts:
     # FSDP2's copy-out of the gathered parameters, bytes read and written per micro-step
     # (:data:`FSDP2_COPY_OUT_PASSES`, :func:`fsdp2_copy_out_bytes`)
     copy_out_bytes: float = 0.0
+    # gradients per DDP / ZeRO-1/2 reduction (the request's gradient_bucket_mb, else DDP's)
+    bucket_bytes: float = DDP_BUCKET_BYTES
 
 
 _COUNTS: dict[tuple[int, Sharding, int | None], tuple[EstimateRequest, Counts]] = {}
@@ -914,6 +916,9 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         synced_module_calls=synced,
         attention_kept_if_flash=selective is not None and req.attention is Attention.SDPA,
         copy_out_bytes=fsdp2_copy_out_bytes(req, sharding, reg, float(qbytes)),
+        bucket_bytes=DDP_BUCKET_BYTES
+        if req.gradient_bucket_mb is None
+        else req.gradient_bucket_mb * 2**20,
     )
 
 
@@ -1495,8 +1500,8 @@ def step_breakdown(
                     ag / layers, ag - bwd_busy
                 )
         else:
-            buckets = max(1.0, -(-grad_bytes // DDP_BUCKET_BYTES))
-            size = min(grad_bytes, DDP_BUCKET_BYTES)
+            buckets = max(1.0, -(-grad_bytes // c.bucket_bytes))
+            size = min(grad_bytes, c.bucket_bytes)
             last = grad_bytes - (buckets - 1) * size  # the last bucket holds the rest
             if sharding in (Sharding.ZERO1, Sharding.ZERO2):
                 sync = (

@@ -94,7 +94,10 @@ GROUPS = (
             "activation_offload",
         ),
     ),
-    ("legend_parallel", ("sharding", "shard_group", "cpu_offload", "gpus_per_node")),
+    (
+        "legend_parallel",
+        ("sharding", "shard_group", "gradient_bucket_mb", "cpu_offload", "gpus_per_node"),
+    ),
     # what the run does besides training steps (calc.run_phases)
     (
         "legend_run",

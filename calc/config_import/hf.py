@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..arch import ModelArch
 from ..jsontypes import JsonObject
+from ..fields import MAX_GRADIENT_BUCKET_MB
 from . import common, keys, sections
 from .report import Report
 
@@ -232,6 +233,18 @@ def plan_int(field: str, unset: tuple[object, ...] = (None,)) -> keys.Key:
             rep.use_plan(key, field, number)
 
     return keys.Key(read, (field,))
+
+
+def read_bucket_cap(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``ddp_bucket_cap_mb``: the MiB of gradients per DDP reduction (``None``: torch's 25)."""
+    if value is None:
+        rep.ignore(key, "not_set")
+        return
+    mib = common.number(
+        rep, key, value, "gradient_bucket_mb", 0.0, MAX_GRADIENT_BUCKET_MB, minimum_exclusive=True
+    )
+    if mib is not None:
+        rep.use(key, "gradient_bucket_mb", mib)
 
 
 def plan_flag(field: str) -> keys.Key:

@@ -147,7 +147,6 @@ NOT_MODELLED = {
     "torch_empty_cache_steps",
     "auto_find_batch_size",
     "optim_target_modules",
-    "ddp_bucket_cap_mb",
     "use_dora",
     "lora_target_parameters",
     "accelerator_config",
@@ -418,6 +417,7 @@ TRAINING_ARGS: dict[str, keys.Key] = {
         hf.read_phase_strategy, ("eval_steps",), "the name before transformers 4.46"
     ),
     "eval_steps": keys.Key(hf.read_phase_steps, ("eval_steps",)),
+    "ddp_bucket_cap_mb": keys.Key(hf.read_bucket_cap, ("gradient_bucket_mb",)),
     "per_device_eval_batch_size": hf.plan_int("eval_batch_size"),
     "save_total_limit": hf.plan_int("save_total_limit"),
     "eval_on_start": hf.plan_flag("eval_on_start"),

@@ -211,3 +211,35 @@ def test_export_writes_hybrid_shard_for_a_group_below_the_job():
     hybrid = {**FULL_8B, "num_gpus": 16, "sharding": "zero2", "shard_group": 8}
     assert "fsdp: hybrid_shard_zero2" in export_config(hybrid, "trl")
     assert "fsdp: shard_grad_op" in export_config({**hybrid, "shard_group": 16}, "trl")
+
+
+def test_gradient_buckets_each_pay_one_all_reduce():
+    """DDP over 2 servers, short samples (the sync is longer than the backward): the step's
+    exposed sync is ``(k - 1)`` full buckets' all-reduces and the rest's, so going from 25 MiB
+    to 512 MiB buckets takes off the difference of those sums exactly."""
+    a100 = gpus.get_gpu("a100-80gb-sxm")
+    link = comm.collective_link(a100, 16)
+    kw = {"num_gpus": 16, "sharding": "ddp", "seq_len": 128, "gradient_checkpointing": False}
+    small, large = (
+        _step(**kw, network="catalogue"),
+        _step(**kw, network="catalogue", gradient_bucket_mb=512),
+    )
+    req, _ = parse_plan_request({**FULL_8B, "gpu": "a100-80gb-sxm", "dataset_tokens": 1e9})
+    grads = timing.counts(req, Sharding.DDP).grad_params * req_grad_bytes(req)
+
+    def sync(bucket: float) -> float:
+        k = -(-grads // bucket)
+        return (k - 1) * comm.all_reduce_seconds(bucket, link, 16) + comm.all_reduce_seconds(
+            grads - (k - 1) * bucket, link, 16
+        )
+
+    expected = sync(timing.DDP_BUCKET_BYTES) - sync(512 * 2**20)
+    assert expected > 0
+    assert small.exposed_communication - large.exposed_communication == pytest.approx(expected)
+
+
+def test_trainer_ddp_bucket_cap_imports():
+    from calc.config_import import import_config
+
+    out = import_config("model_name_or_path: x\nddp_bucket_cap_mb: 100\n", "trl")
+    assert out["request"]["gradient_bucket_mb"] == 100
