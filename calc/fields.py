@@ -523,7 +523,8 @@ FIELDS: tuple[FieldSpec, ...] = (
             "``reduce_bucket_size``. Each bucket pays one collective's latency and the last one "
             "waits for the backward's end (calc.timing.step_breakdown), so at hundreds of GPUs "
             "larger buckets save the latency and expose more at the end. Default ``null``: "
-            "torch DDP's 25 MiB (``calc.timing.DDP_BUCKET_BYTES``)."
+            "torch DDP's 25 MiB (``calc.timing.DDP_BUCKET_BYTES``); DeepSpeed's ZeRO-1/2, "
+            "``hidden x hidden`` gradient elements (``calc.timing.gradient_bucket_bytes``)."
         ),
     ),
     _enum("cpu_offload", CpuOffload, "none", READER),

@@ -916,10 +916,22 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         synced_module_calls=synced,
         attention_kept_if_flash=selective is not None and req.attention is Attention.SDPA,
         copy_out_bytes=fsdp2_copy_out_bytes(req, sharding, reg, float(qbytes)),
-        bucket_bytes=DDP_BUCKET_BYTES
-        if req.gradient_bucket_mb is None
-        else req.gradient_bucket_mb * 2**20,
+        bucket_bytes=gradient_bucket_bytes(req, sharding, reg),
     )
+
+
+def gradient_bucket_bytes(req: EstimateRequest, sharding: Sharding, reg: st.Regime) -> float:
+    """Bytes of gradients per DDP or ZeRO-1/2 reduction: the request's ``gradient_bucket_mb``;
+    else, for DeepSpeed's ZeRO-1/2, ``reduce_bucket_size`` elements as the Hugging Face Trainer
+    fills its ``auto`` (``hidden x hidden``: transformers 5.17 ``integrations/deepspeed.py``
+    ``trainer_config_finalize``; DeepSpeed 0.16.5 ``stage_1_and_2.py`` reduces the gradients in
+    buckets of that many elements) at the gradients' dtype; else torch DDP's
+    :data:`DDP_BUCKET_BYTES`."""
+    if req.gradient_bucket_mb is not None:
+        return req.gradient_bucket_mb * 2**20
+    if st.deepspeed_zero(req) and sharding in (Sharding.ZERO1, Sharding.ZERO2):
+        return float(req.model.hidden_size**2 * reg.grad_bytes)
+    return float(DDP_BUCKET_BYTES)
 
 
 def fsdp2_copy_out_bytes(

@@ -406,6 +406,7 @@ DEEPSPEED_FIELDS = (
     "gradient_accumulation_steps",
     "num_gpus",
     "optimizer",
+    "gradient_bucket_mb",
 )
 
 

@@ -124,6 +124,9 @@ def _optim(req: JsonObject, notes: list[str]) -> str | None:
 def _deepspeed_dict(req: JsonObject) -> JsonObject:
     stage = _STAGE.get(req["sharding"], 0)
     zero: JsonObject = {"stage": stage}
+    if req.get("gradient_bucket_mb") is not None and stage in (1, 2):
+        # elements of 16-bit gradients, as the import reads them back
+        zero["reduce_bucket_size"] = round(req["gradient_bucket_mb"] * 2**20 / 2)
     if req["cpu_offload"] != "none" and stage >= 1:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
         if req["cpu_offload"] == "optimizer+params" and stage == 3:
@@ -288,6 +291,9 @@ def export_trl(request: JsonObject) -> str:
     out["loss_type"] = "chunked_nll" if req["chunked_loss"] else "nll"
     out["torch_compile"] = req["torch_compile"]
     _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
+    if req.get("gradient_bucket_mb") is not None and "deepspeed" not in out:
+        # TrainingArguments.ddp_bucket_cap_mb is a whole number of MiB
+        out["ddp_bucket_cap_mb"] = max(1, round(req["gradient_bucket_mb"]))
     if "fsdp_config" in out:
         hybrid = req.get("shard_group") is not None and req["shard_group"] < req["num_gpus"]
         words = (

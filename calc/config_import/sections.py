@@ -16,6 +16,7 @@ Sources (read at the stated versions):
 from __future__ import annotations
 
 from ..comm import GPUS_PER_NODE
+from ..fields import MAX_GRADIENT_BUCKET_MB
 from ..jsontypes import JsonObject
 from . import common, keys
 from .keys import Key
@@ -170,6 +171,31 @@ def _zero_other(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
 _ZERO_OTHER = Key(_zero_other)
 
 
+def _reduce_bucket_size(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    """ZeRO-1/2's ``reduce_bucket_size``, in elements (DeepSpeed 0.16.5 ``stage_1_and_2.py``),
+    as MiB of 16-bit gradients (DeepSpeed's fp16/bf16 modes reduce 16-bit gradients); ZeRO-3's
+    reduce bucket stays the Trainer's ``hidden x hidden`` (calc.timing.zero3_messages)."""
+    if value == "auto":
+        rep.ignore(path, "auto_from_trainer")
+        return
+    if ctx["stage"] not in (1, 2):
+        rep.unknown(path, "not_modelled")
+        return
+    elements = common.number(rep, path, value, "gradient_bucket_mb", 0.0, minimum_exclusive=True)
+    if elements is not None:
+        mib = elements * 2 / 2**20
+        if mib > MAX_GRADIENT_BUCKET_MB:
+            rep.invalid(
+                path,
+                value,
+                "out_of_range",
+                {"maximum": MAX_GRADIENT_BUCKET_MB * 2**19},
+                "gradient_bucket_mb",
+            )
+            return
+        rep.use(path, "gradient_bucket_mb", mib, "elements_as_16bit_gradients")
+
+
 def _offload(params: bool) -> Key:
     return keys.section(
         {
@@ -184,6 +210,7 @@ def _offload(params: bool) -> Key:
 DEEPSPEED_ZERO: dict[str, Key] = {
     **{name: keys.ignored() for name in _DS_ZERO_IGNORED},
     "stage": Key(_zero_stage, ("sharding", "sync_each_micro_batch", "sharding_engine")),
+    "reduce_bucket_size": Key(_reduce_bucket_size, ("gradient_bucket_mb",)),
     "offload_optimizer": _offload(params=False),
     "offload_param": _offload(params=True),
 }
@@ -206,7 +233,13 @@ DEEPSPEED: dict[str, Key] = {
         **{name: keys.ignored() for name in _DS_IGNORED},
         "zero_optimization": Key(
             _zero_section,
-            ("sharding", "sync_each_micro_batch", "sharding_engine", "cpu_offload"),
+            (
+                "sharding",
+                "sync_each_micro_batch",
+                "sharding_engine",
+                "cpu_offload",
+                "gradient_bucket_mb",
+            ),
             table=DEEPSPEED_ZERO,
         ),
         "bf16": keys.section(

@@ -243,3 +243,40 @@ def test_trainer_ddp_bucket_cap_imports():
 
     out = import_config("model_name_or_path: x\nddp_bucket_cap_mb: 100\n", "trl")
     assert out["request"]["gradient_bucket_mb"] == 100
+
+
+def test_deepspeed_zero2_reduce_bucket_imports_as_16bit_gradients():
+    import json
+
+    from calc.config_import import import_config
+
+    ds = {"zero_optimization": {"stage": 2, "reduce_bucket_size": 5e8}, "bf16": {"enabled": True}}
+    out = import_config(json.dumps(ds), "deepspeed")
+    assert out["request"]["gradient_bucket_mb"] == pytest.approx(5e8 * 2 / 2**20)
+    ds["zero_optimization"]["stage"] = 3  # ZeRO-3's bucket stays calc's hidden x hidden
+    assert "gradient_bucket_mb" not in import_config(json.dumps(ds), "deepspeed")["request"]
+
+
+def test_deepspeed_zero2_buckets_default_to_the_trainers_auto():
+    """No gradient_bucket_mb: DeepSpeed's ZeRO-2 reduces hidden x hidden 16-bit elements per
+    bucket (the Trainer's auto), torch DDP 25 MiB."""
+    from calc import states
+    from calc.request import parse_estimate_request
+
+    req = parse_estimate_request(
+        {**FULL_8B, "num_gpus": 8, "sharding": "zero2", "sharding_engine": "deepspeed"}
+    )
+    reg = states.request_regime(req)
+    assert timing.counts(req, Sharding.ZERO2).bucket_bytes == 4096**2 * reg.grad_bytes
+    ddp = parse_estimate_request({**FULL_8B, "num_gpus": 8, "sharding": "ddp"})
+    assert timing.counts(ddp, Sharding.DDP).bucket_bytes == timing.DDP_BUCKET_BYTES
+
+
+def test_trl_export_writes_the_ddp_bucket_back():
+    from calc.config_import import export_config, import_config
+
+    text = export_config(
+        {**FULL_8B, "num_gpus": 8, "sharding": "ddp", "gradient_bucket_mb": 100}, "trl"
+    )
+    assert "ddp_bucket_cap_mb: 100" in text
+    assert import_config(text, "trl")["request"]["gradient_bucket_mb"] == 100
