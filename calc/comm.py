@@ -176,6 +176,13 @@ def reference_network(gpu: Gpu, per_node: int = GPUS_PER_NODE) -> Network:
     return Network(per_node * per_gpu * 8.0, _RDMA_STEP_LATENCY_S)
 
 
+def cluster_network(gpu: Gpu, network: str, per_node: int) -> Network:
+    """The network between servers a request names: one of :data:`NETWORKS`, else the card's
+    reference server's (:func:`reference_network`)."""
+    named = NETWORKS.get(network)
+    return reference_network(gpu, per_node) if named is None else named
+
+
 def collective_link(
     gpu: Gpu, num_gpus: int, network: str = CATALOGUE_NETWORK, per_node: int = GPUS_PER_NODE
 ) -> Link:
@@ -201,8 +208,7 @@ def collective_link(
     if num_gpus <= per_node:
         return Link(kind, rate * 1e9 * LINK_EFFICIENCY)
     intra_latency = NCCL_RING_STEP_LATENCY_S[kind]
-    named = NETWORKS.get(network)
-    net = reference_network(gpu, per_node) if named is None else named
+    net = cluster_network(gpu, network, per_node)
     if net.gb_per_s_per_node < rate:
         kind, rate = "network", net.gb_per_s_per_node
     nodes = -(-num_gpus // per_node)
@@ -232,8 +238,7 @@ def replica_link(
     whole = collective_link(gpu, num_gpus, network, per_node)
     if num_gpus <= per_node:
         return whole
-    named = NETWORKS.get(network)
-    net = reference_network(gpu, per_node) if named is None else named
+    net = cluster_network(gpu, network, per_node)
     share = net.gb_per_s_per_node * 1e9 * LINK_EFFICIENCY / min(shard_size, per_node)
     replicas = num_gpus // max(shard_size, 1)
     nodes = replicas if shard_size >= per_node else whole.nodes
@@ -346,6 +351,7 @@ __all__ = [
     "all_gather_bytes",
     "all_reduce_bytes",
     "all_reduce_seconds",
+    "cluster_network",
     "collective_link",
     "host_link_bytes_per_s",
     "reduce_scatter_bytes",

@@ -1771,20 +1771,19 @@ def estimate_time(
     )
     rates = card_rates(gpu, n, network, gpus_per_node)
     g = shard_size(n, req.shard_group) if shard in st.ZERO_STAGES else n
+    hybrid: dict[str, Any] = {}
     if g < n:  # hybrid sharding: collectives inside the group, an all-reduce between groups
-        kw.update(
+        hybrid = dict(
             shard_size=g,
             group_link=comm.collective_link(gpu, g, network, gpus_per_node),
             replica_link=comm.replica_link(gpu, n, g, network, gpus_per_node),
         )
-    b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw)
+    b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw, **hybrid)
     if qlora_speed_factor is not None and req.method is Method.QLORA:
         without = b.step_seconds - b.dequantisation
         b = _replace(b, dequantisation=without / qlora_speed_factor - without)
     if scaling_efficiency is not None and n > 1:
-        hybrid = ("shard_size", "group_link", "replica_link")
-        one_kw = {k: v for k, v in kw.items() if k not in hybrid}
-        one = step_breakdown(c, card_rates(gpu, 1), num_gpus=1, sharding=Sharding.NONE, **one_kw)
+        one = step_breakdown(c, card_rates(gpu, 1), num_gpus=1, sharding=Sharding.NONE, **kw)
         rest = b.step_seconds - b.exposed_communication
         b = _replace(
             b, exposed_communication=max(0.0, one.step_seconds / scaling_efficiency - rest)

@@ -433,6 +433,13 @@ def deepspeed_from_name(rep: Report, key: str, name: str) -> bool:
 
 
 # -- FSDP (an FSDP config section: :mod:`calc.config_import.sections`) --------------------------
+def use_server_shard_group(rep: Report, key: str) -> None:
+    """FSDP's HYBRID_SHARD strategies shard within one server's GPUs: torch 2.13
+    ``fsdp/_init_utils.py`` ``_init_intra_and_inter_node_groups`` builds the group from
+    ``device_count()``, read as calc's servers of :data:`calc.comm.GPUS_PER_NODE`."""
+    rep.use(key, "shard_group", GPUS_PER_NODE, "shard_group_of_one_server")
+
+
 def fsdp_trainer_option(rep: Report, key: str, value: object) -> None:
     """The Trainer's ``fsdp`` argument: "full_shard auto_wrap offload" or a list."""
     if isinstance(value, str):
@@ -464,8 +471,7 @@ def fsdp_trainer_option(rep: Report, key: str, value: object) -> None:
         if word in mapping:
             rep.use(key, "sharding", mapping[word])
             if word.startswith("hybrid"):
-                # torch FSDP's HYBRID_SHARD: shard groups of one server's GPUs
-                rep.use(key, "shard_group", GPUS_PER_NODE, "shard_group_of_one_server")
+                use_server_shard_group(rep, key)
         elif word == "offload":
             rep.use(key, "cpu_offload", "optimizer+params")
     if rep.status(key) != "used":

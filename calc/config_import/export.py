@@ -12,6 +12,7 @@ import json
 from ..jsontypes import JsonObject
 from ..fields import defaults
 from ..frameworks import Framework, apply_profile
+from ..request import shard_size
 from .models import TORCHTUNE_PRESETS
 
 _HF_OPTIM = {
@@ -160,13 +161,18 @@ def _uses_deepspeed(req: JsonObject) -> bool:
     )
 
 
+def _hybrid(req: JsonObject) -> bool:
+    """Hybrid sharding: a shard group smaller than the job (:func:`calc.request.shard_size`)."""
+    gpus = int(req["num_gpus"])
+    return shard_size(gpus, req.get("shard_group")) < gpus
+
+
 def _fsdp_dict(req: JsonObject, prefix: str = "") -> JsonObject:
     # FSDP1's flat parameters and its use_orig_params gradients of frozen weights need version 1;
     # fsdp_fully_shard (and a request that names neither) is written as FSDP2
-    # hybrid sharding (a shard group below the job) is FSDP1's HYBRID_SHARD strategies, whose
-    # group is one server's GPUs (torch 2.13 fsdp/_init_utils.py)
-    group = req.get("shard_group")
-    hybrid = group is not None and group < req["num_gpus"]
+    # hybrid sharding is FSDP1's HYBRID_SHARD strategies, whose group is one server's GPUs
+    # (torch 2.13 fsdp/_init_utils.py)
+    hybrid = _hybrid(req)
     version = 1 if req["frozen_weight_grads"] or req["fsdp_flat_parameters"] or hybrid else 2
     out: JsonObject = {prefix + "version": version}
     if version == 1:
@@ -295,9 +301,10 @@ def export_trl(request: JsonObject) -> str:
         # TrainingArguments.ddp_bucket_cap_mb is a whole number of MiB
         out["ddp_bucket_cap_mb"] = max(1, round(req["gradient_bucket_mb"]))
     if "fsdp_config" in out:
-        hybrid = req.get("shard_group") is not None and req["shard_group"] < req["num_gpus"]
         words = (
-            ("hybrid_shard", "hybrid_shard_zero2") if hybrid else ("full_shard", "shard_grad_op")
+            ("hybrid_shard", "hybrid_shard_zero2")
+            if _hybrid(req)
+            else ("full_shard", "shard_grad_op")
         )
         out["fsdp"] = words[0] if req["sharding"] == "zero3" else words[1]
         if req["cpu_offload"] == "optimizer+params":

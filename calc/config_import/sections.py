@@ -15,7 +15,6 @@ Sources (read at the stated versions):
 
 from __future__ import annotations
 
-from ..comm import GPUS_PER_NODE
 from ..fields import MAX_GRADIENT_BUCKET_MB
 from ..jsontypes import JsonObject
 from . import common, keys
@@ -324,9 +323,7 @@ def _sharding_strategy(rep: Report, path: str, value: object, ctx: JsonObject) -
         hybrid = "HYBRID" in str(value).upper() or str(value) in ("4", "5")
         rep.use(path, "sharding", strategy)
         if hybrid:
-            # torch 2.13 FSDP builds the shard group of one server's GPUs
-            # (fsdp/_init_utils.py _init_intra_and_inter_node_groups, device_count())
-            rep.use(path, "shard_group", GPUS_PER_NODE, "shard_group_of_one_server")
+            common.use_server_shard_group(rep, path)
 
 
 def _reshard_after_forward(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
