@@ -101,6 +101,9 @@ class ActConfig:
     compile_kept: float | None = None  # share of the removable bytes kept; None: eager
     adapter_bytes: int | None = None  # fp32 adapters on a 16-bit base: 4; None: act_bytes
     grouped_kv: bool = False  # torch SDPA with enable_gqa: k/v saved at kv-head size
+    # k/v repeated to every query head before attention whatever the kernel (XTuner's
+    # sequence-parallel path, ``sequence_parallel_repeats_kv``)
+    kv_repeated: bool = False
     # adapted linears whose adapter peft folds into the weight (moe_expert_layout "fused-3d",
     # calc.lora.fused_expert_adapters): their weight W + B·A trains, so the input is saved
     # whatever the adapter's dtype or dropout, and no token passes through A and B
@@ -125,6 +128,16 @@ class ActConfig:
     # LoRAQKVLinear): one dropout over their shared input, and the padded B output kept
     # when not all three are adapted (qkv_adapter_pad_bytes)
     qkv_adapter: bool = False
+
+    @property
+    def kv_grouped(self) -> bool:
+        """k/v reach attention at kv-head size: flash-attn, or torch SDPA's ``enable_gqa``;
+        not where the loop repeats them first (``kv_repeated``)."""
+        if self.kv_repeated:
+            return False
+        return self.attention is Attention.FLASH or (
+            self.grouped_kv and self.attention is Attention.SDPA
+        )
 
     @property
     def adapter_copies(self) -> bool:
@@ -261,9 +274,7 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
         return mla_attention_core_bytes(arch, cfg, out_proj)
     q_dim = arch.num_heads * arch.head_dim
     kv_dim = arch.num_kv_heads * arch.head_dim
-    grouped = cfg.attention is Attention.FLASH or (
-        cfg.grouped_kv and cfg.attention is Attention.SDPA
-    )
+    grouped = cfg.kv_grouped
     eager = cfg.attention is Attention.EAGER
     if sdpa_math(arch, cfg):
         return sdpa_math_attention_bytes(arch, cfg, out_proj)
@@ -503,9 +514,7 @@ def fused_qkv_kept_bytes(arch: ModelArch, cfg: ActConfig) -> int:
     (grouped heads expanded: eager, or SDPA without ``enable_gqa``)."""
     width = cfg.act_bytes * (arch.num_heads + arch.num_kv_heads) * arch.head_dim
     if arch.extra.get("fused_qkv_view"):
-        grouped = cfg.attention is Attention.FLASH or (
-            cfg.grouped_kv and cfg.attention is Attention.SDPA
-        )
+        grouped = cfg.kv_grouped
         return width if arch.num_kv_heads == arch.num_heads or grouped else 0
     if not cfg.keeps_fused_qkv or arch.num_kv_heads != arch.num_heads:
         return 0
@@ -1307,9 +1316,7 @@ def gemma4_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     a = cfg.act_bytes
     h = arch.hidden_size
     width = arch.extra.get("ple_width") or 0
-    grouped = cfg.attention is Attention.FLASH or (
-        cfg.grouped_kv and cfg.attention is Attention.SDPA
-    )
+    grouped = cfg.kv_grouped
     total = 0
     for kind, n in arch.block_counts:
         view = _gemma4_kind_view(arch, kind)

@@ -251,6 +251,47 @@ def replica_link(
     )
 
 
+@dataclass(frozen=True)
+class AllToAll:
+    """An all-to-all over ``group`` GPUs (Ulysses sequence parallelism): seconds per byte of
+    the tensor each GPU holds, and the latency of one call."""
+
+    group: int
+    seconds_per_byte: float
+    latency_s: float
+
+    def seconds(self, nbytes: float, calls: float) -> float:
+        """``calls`` all-to-alls moving ``nbytes`` of each GPU's tensors in all."""
+        return nbytes * self.seconds_per_byte + calls * self.latency_s
+
+
+def all_to_all_link(
+    gpu: Gpu, group: int, network: str = CATALOGUE_NETWORK, per_node: int = GPUS_PER_NODE
+) -> AllToAll:
+    """An all-to-all over ``group`` consecutive ranks (XTuner and DeepSpeed build each sequence
+    parallel group from consecutive ranks, so it fills servers in turn). Each GPU keeps
+    ``1 / group`` of its tensor and sends ``1 / group`` to every other GPU: ``(m - 1) / group``
+    of it to the ``m - 1`` others on its server (``m = min(group, per_node)``) over the
+    server's link (:func:`collective_link`), ``(group - m) / group`` across servers at its
+    share of the server's network, ``1 / m`` of it (every GPU of the server sends at once).
+    Both run at once; the slower sets the time. Latency: NCCL runs an all-to-all as grouped
+    point-to-point sends to every peer at once (``ncclGroupStart`` / ``ncclSend`` /
+    ``ncclRecv``, as ``torch.distributed.all_to_all_single`` calls it): one base latency and one
+    step of the slowest link crossed (:data:`NCCL_RING_BASE_LATENCY_S`,
+    :data:`NCCL_RING_STEP_LATENCY_S`; an assumption, NCCL's tuning model prices rings and
+    trees, not point-to-point)."""
+    m = min(group, per_node)
+    inside = collective_link(gpu, m, network, per_node)
+    per_byte = (m - 1) / group / inside.bytes_per_s
+    latency = NCCL_RING_BASE_LATENCY_S + NCCL_RING_STEP_LATENCY_S[inside.kind]
+    if group > per_node:
+        net = cluster_network(gpu, network, per_node)
+        share = net.gb_per_s_per_node * 1e9 * LINK_EFFICIENCY / m
+        per_byte = max(per_byte, (group - m) / group / share)
+        latency = NCCL_RING_BASE_LATENCY_S + net.step_latency_s
+    return AllToAll(group, per_byte, latency)
+
+
 def ring_latency_s(link: Link, num_gpus: int, all_reduce: bool = False) -> float:
     """Latency of one ring collective over ``num_gpus`` GPUs on ``link.nodes`` servers, NCCL's
     tuning model (``src/graph/tuning.cc``, Simple protocol): ``baseLat + (steps - inter) x

@@ -509,6 +509,25 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     FieldSpec(
+        "sequence_parallel",
+        "int",
+        1,
+        READER,
+        minimum=1,
+        maximum=MAX_GPUS,
+        doc=(
+            "GPUs that split each sequence between them (DeepSpeed-Ulysses sequence "
+            "parallelism: XTuner ``sequence_parallel_size``, ms-swift's Ulysses, Arctic Long "
+            "Sequence Training in accelerate / the Trainer). Each GPU of a group holds "
+            "``ceil(seq_len / N)`` tokens of every sequence outside attention; before attention "
+            "an all-to-all trades them for every token of ``heads / N`` heads, and another one "
+            "trades the output back (calc.comm.all_to_all_seconds). The job's data-parallel "
+            "size is ``num_gpus / N``; ZeRO still shards over every GPU. It must divide "
+            "``num_gpus`` and the attention heads (``sequence_parallel_not_divisor``, "
+            "``sequence_parallel_heads``). Default 1: every GPU holds whole sequences."
+        ),
+    ),
+    FieldSpec(
         "gradient_bucket_mb",
         "number",
         None,
@@ -694,6 +713,19 @@ FIELDS: tuple[FieldSpec, ...] = (
             "instead of ``repeat_kv`` when ``use_gqa_in_sdpa`` holds (no attention mask, head_dim "
             "<= 256: causal training without padding). Default False: k/v expanded to every query "
             "head before SDPA (transformers before ``enable_gqa``, torchtune, LitGPT)."
+        ),
+    ),
+    _bool(
+        "sequence_parallel_repeats_kv",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "With sequence parallelism, k/v repeated to every query head before the all-to-all: "
+            "XTuner's attention (``xtuner/model/modules/dispatch/llama.py`` at 5af250da: "
+            "``repeat_kv`` before the ``sequence_parallel_wrapper`` flash call), so the "
+            "all-to-alls carry and flash attention saves k/v at the query heads' width. "
+            "Default False: DeepSpeed's Ulysses (ALST in accelerate) keeps the key/value heads, "
+            "repeated only up to one per GPU of the group."
         ),
     ),
     _enum(

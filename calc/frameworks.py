@@ -114,7 +114,7 @@ _PYTORCH_LOOP = {
 
 PROFILES: dict[Framework, dict[str, object]] = {
     Framework.GENERIC: {},
-    Framework.HF_TRAINER: dict(_HF_TRAINER_5),
+    Framework.HF_TRAINER: {**_HF_TRAINER_5, "sequence_parallel_repeats_kv": False},
     Framework.HF_CUSTOM_LOOP: {
         **_HF_COMMON,
         "optimizer_fused": False,
@@ -193,6 +193,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
     },
     Framework.TRL_SFT: {
         **_HF_TRAINER_5,
+        "sequence_parallel_repeats_kv": False,
         "chunked_loss": True,
         "loss_fused_lm_head": True,
         "qlora_prepare_kbit": False,
@@ -269,6 +270,11 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "FSDP. LoRA / QLoRA only (PROFILE_APPLIES_WHEN): full fine-tuning keeps *-mixed as fp32 "
         "master weights (a model loaded with dtype=torch.float32), the site's reference setup; "
         "loaded with 'auto' the Trainer trains the bf16 weights themselves (the key on)",
+        "sequence_parallel_repeats_kv": "accelerate 1.15.0 ParallelismConfig (sp_backend "
+        "'deepspeed', the only one) hands sequence parallelism to DeepSpeed's Arctic Long Sequence "
+        "Training: deepspeed/runtime/sequence_parallel/ulysses_sp.py UlyssesSPAttentionHF "
+        "(deepspeedai/DeepSpeed 5db0c450) all-to-alls k and v at their own head count, repeated "
+        "only by kv_replication_factor = sp // kv heads when there are fewer heads than GPUs",
     },
     Framework.HF_CUSTOM_LOOP: {
         "optimizer_fused": "torch.optim.AdamW with neither foreach nor fused set takes the "

@@ -517,11 +517,17 @@ def _every_sample_max(stats: LengthStats) -> bool:
 
 def samples_seen(req: EstimateRequest) -> int | None:
     """Samples the run sees on all its GPUs together: ``max_steps x micro_batch_size x
-    gradient_accumulation_steps x num_gpus`` where the request gives ``max_steps``, else the
+    gradient_accumulation_steps x data_parallel`` (the GPUs that take samples of their own:
+    ``num_gpus / sequence_parallel``) where the request gives ``max_steps``, else the
     count a plan derives from its dataset (:attr:`EstimateRequest.samples_seen`); ``None``
     where nothing says how long the run is."""
     if req.max_steps is not None:
-        return req.max_steps * req.micro_batch_size * req.gradient_accumulation_steps * req.num_gpus
+        return (
+            req.max_steps
+            * req.micro_batch_size
+            * req.gradient_accumulation_steps
+            * req.data_parallel
+        )
     return req.samples_seen
 
 

@@ -487,7 +487,7 @@ def dequant_matmul_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int
     (tools/oracle/qlora.py)."""
     if req.method is not Method.QLORA:
         return 0, 0
-    tokens = req.micro_batch_size * req.seq_len
+    tokens = req.micro_batch_size * req.local_seq_len
     cast = dequant_cast_bytes(req)
     best = (0, 0)
     for l in req.model.linears:
@@ -551,7 +551,7 @@ def previous_micro_batch_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[in
     case a batch padded to ``seq_len`` after another meets)."""
     if not req.previous_outputs_kept:
         return 0, 0
-    tokens = req.micro_batch_size * req.seq_len
+    tokens = req.micro_batch_size * req.local_seq_len
     logits = req.model.vocab_size * reg.compute_bytes * tokens
     if req.method is not Method.QLORA or not req.qlora_keeps_inputs:
         return 0, logits
@@ -718,6 +718,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
             st.adapter_regime(req, reg).weight_bytes if req.is_peft and not reg.autocast else None
         ),
         grouped_kv=req.attention_grouped_kv,
+        kv_repeated=req.sequence_parallel > 1 and req.sequence_parallel_repeats_kv,
         fused=fused,
         micro_batch_size=req.micro_batch_size,
         norm_kernel=req.fused_lora_kernels and req.model.norm_kind == "rms",
@@ -864,7 +865,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
     moves saved activations to host RAM, keeping two blocks' worth in flight."""
     arch = req.model
     cfg = act_config(req, reg)
-    tokens = req.micro_batch_size * req.seq_len
+    tokens = req.micro_batch_size * req.local_seq_len
     block = act.block_bytes_per_token(arch, cfg) * tokens
     ckpt = wrapped_block_bytes_per_token(req, cfg) * tokens
     per_layer = ckpt if req.gradient_checkpointing else block
@@ -918,7 +919,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
             arch,
             logit_bytes,
             req.micro_batch_size,
-            req.seq_len,
+            req.local_seq_len,
             _output_layer_trained(req),
         )
         if _held_chunks_loss(req)
@@ -1103,7 +1104,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     if _held_chunks_loss(req) and (prev_acts or prev_logits):
         # the loss's peak comes after 'logits = model(...)' has dropped the previous
         # micro-batch; the forward's end, with this step's logits written, still holds it
-        tokens = req.micro_batch_size * req.seq_len
+        tokens = req.micro_batch_size * req.local_seq_len
         loss_peak = _phase(
             **{**forward_end, "activations": a.saved_all + held_mask, "logits": a.logits}
         )
@@ -1145,7 +1146,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     if head_dequant:
         # a 4-bit output layer's matmul: its dequantized weight with the 16-bit logits written
         # so far, before the loss (whose own peak is the moment above)
-        tokens = req.micro_batch_size * req.seq_len
+        tokens = req.micro_batch_size * req.local_seq_len
         head = _phase(
             **{
                 **forward_end,
@@ -1194,7 +1195,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
             # backward has left the model's head (hc_head's tensors freed) and with the
             # gradient of that block's output streams coming in
             arch = req.model
-            tokens = req.micro_batch_size * req.seq_len
+            tokens = req.micro_batch_size * req.local_seq_len
             incoming = reg.compute_bytes * arch.hyper_connections * arch.hidden_size * tokens
             activations = a.saved_all - a.head + indexer + incoming
             candidates.append({**first_block, "activations": activations})

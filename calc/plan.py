@@ -707,7 +707,7 @@ def _suggestions(planner: Planner, solvers: JsonObject) -> list[JsonObject]:
         # the count chosen made a suggestion (it reads the figure itself)
         last = None
         for n in recommend.GPU_COUNTS[1:]:
-            if n < req.num_gpus:
+            if n < req.num_gpus or n % req.sequence_parallel:
                 continue
             last = n
             est = planner.estimator.get(num_gpus=n, sharding="zero3")
@@ -762,12 +762,13 @@ def _combined_suggestion(planner: Planner, single: list[JsonObject]) -> JsonObje
 
 def step_tokens(request: EstimateRequest) -> int:
     """Tokens one optimizer step takes: micro-batch x sequence length x accumulation steps x
-    GPUs. A dataset smaller than that is not one step of training: a typo in its size."""
+    data-parallel GPUs (sequence parallelism splits each sequence, it does not add samples).
+    A dataset smaller than that is not one step of training: a typo in its size."""
     return (
         request.micro_batch_size
         * request.seq_len
         * request.gradient_accumulation_steps
-        * request.num_gpus
+        * request.data_parallel
     )
 
 

@@ -399,10 +399,13 @@ def fits_table(
 def configurations(request: EstimateRequest) -> list[tuple[int, str]]:
     """(GPU count, sharding) pairs the recommendation explores: one GPU unsharded, then 2 to
     64 GPUs (:data:`GPU_COUNTS`) with DDP, ZeRO-2 and ZeRO-3/FSDP, plus the request's own
-    pair when it is not among them (e.g. 12 GPUs, or ZeRO-1)."""
-    out = [(1, "none")]
+    pair when it is not among them (e.g. 12 GPUs, or ZeRO-1). With sequence parallelism only
+    the counts its groups divide (one GPU holds no group)."""
+    sp = request.sequence_parallel
+    out = [(1, "none")] if sp == 1 else []
     for n in GPU_COUNTS[1:]:
-        out.extend((n, s) for s in MULTI_GPU_SHARDINGS)
+        if n % sp == 0:
+            out.extend((n, s) for s in MULTI_GPU_SHARDINGS)
     own = (request.num_gpus, request.sharding.value)
     if own not in out:
         out.append(own)

@@ -84,6 +84,7 @@ class EstimateRequest:
     num_gpus: int
     sharding: Sharding
     shard_group: int | None
+    sequence_parallel: int
     gradient_bucket_mb: float | None
     cpu_offload: CpuOffload
     lora_dropout: float
@@ -98,6 +99,7 @@ class EstimateRequest:
     torch_compile: bool
     lora_adapter_dtype: AdapterDtype
     attention_grouped_kv: bool
+    sequence_parallel_repeats_kv: bool
     attention_mask: AttentionMask
     packed_attention: PackedAttention
     sdpa_cudnn_last: bool
@@ -139,6 +141,18 @@ class EstimateRequest:
     @property
     def is_peft(self) -> bool:
         return self.method is not Method.FULL
+
+    @property
+    def local_seq_len(self) -> int:
+        """Tokens of each sequence one GPU holds outside attention: ``seq_len`` split between
+        the ``sequence_parallel`` GPUs of its group, the last share padded (Ulysses pads each
+        sequence to a multiple of the group). Attention still sees ``seq_len`` keys."""
+        return -(-self.seq_len // self.sequence_parallel)
+
+    @property
+    def data_parallel(self) -> int:
+        """Replicas that each take their own samples: ``num_gpus / sequence_parallel``."""
+        return max(1, self.num_gpus // self.sequence_parallel)
 
     @property
     def shard_size(self) -> int:
@@ -279,6 +293,7 @@ def parse_estimate_request(data: object, command: str = "estimate") -> EstimateR
         # a replica is whole groups: 12 GPUs cannot hold groups of 8 (a group of the job's
         # size or more is one group: HYBRID_SHARD on one server)
         raise InputError("shard_group_not_divisor", "shard_group", group)
+    check_sequence_parallel(kwargs["sequence_parallel"], kwargs["num_gpus"], kwargs["model"])
     if kwargs["fsdp_flat_parameters"] and kwargs["fsdp_fully_shard"]:
         # FSDP1's flat parameters and FSDP2's per-parameter sharding: one loop runs one of them
         raise InputError("fsdp_versions_conflict", "fsdp_fully_shard", True)
@@ -288,6 +303,32 @@ def parse_estimate_request(data: object, command: str = "estimate") -> EstimateR
         kwargs["model"] = as_stored_3d(arch)
     kwargs["profile_keys"] = tuple(k for k in PROFILES[framework] if k not in given)
     return EstimateRequest(**kwargs)
+
+
+def check_sequence_parallel(sp: int, num_gpus: int, arch: ModelArch) -> None:
+    """Ulysses' groups against the job and the model: a group is whole GPUs of the job
+    (``sequence_parallel_not_divisor``), and its all-to-all hands each GPU whole attention
+    heads, so the group divides the query heads and the key/value heads divide it or are
+    divided by it (fewer key/value heads than GPUs are repeated to one per GPU, as XTuner's
+    and DeepSpeed's Ulysses do): ``sequence_parallel_heads``. Attention other than softmax
+    heads (linear attention, Mamba, short convolutions along the sequence, MLA's latent, sparse
+    indexers) has no Ulysses path calc counts: ``sequence_parallel_not_modelled``."""
+    if sp == 1:
+        return
+    if sp > num_gpus or num_gpus % sp:
+        raise InputError("sequence_parallel_not_divisor", "sequence_parallel", sp)
+    if (
+        arch.linear_attention is not None
+        or arch.mamba is not None
+        or arch.short_conv_kernel
+        or arch.kv_lora_rank
+        or arch.index_heads
+        or arch.hyper_connections
+    ):
+        raise InputError("sequence_parallel_not_modelled", "sequence_parallel", sp)
+    kv = arch.num_kv_heads
+    if arch.num_heads % sp or (kv % sp and sp % kv):
+        raise InputError("sequence_parallel_heads", "sequence_parallel", sp)
 
 
 def check_estimate_field(key: str, value: object, arch: ModelArch | None) -> object:

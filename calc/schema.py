@@ -24,6 +24,9 @@ What a schema cannot say, and the parser still checks:
 - ``fsdp_flat_parameters`` (FSDP1) and ``fsdp_fully_shard`` (FSDP2) are not both true
   (``fsdp_versions_conflict``);
 - ``shard_group`` below ``num_gpus`` must divide it (``shard_group_not_divisor``);
+- ``sequence_parallel`` must divide ``num_gpus`` (``sequence_parallel_not_divisor``) and the
+  model's attention heads (``sequence_parallel_heads``), on softmax attention only
+  (``sequence_parallel_not_modelled``);
 - ``model.hf_config`` must be a config.json calc can read (``calc.hf_config``): the schema only
   says it is an object;
 - ``checkpointing_granularity`` other than ``full`` needs ``gradient_checkpointing`` on

@@ -1114,7 +1114,7 @@ class _Builder:
             last = index == len(lengths) - 1
             acts, peak, cfg = self._at(length)
             cb = cfg.act_bytes
-            tokens = req.micro_batch_size * length
+            tokens = req.micro_batch_size * -(-length // req.sequence_parallel)
             # peak-phase extras alive through the micro-batch (one tensor each)
             extras = [
                 alloc(peak[name])

@@ -655,6 +655,11 @@ class Counts:
     copy_out_bytes: float = 0.0
     # gradients per DDP / ZeRO-1/2 reduction (the request's gradient_bucket_mb, else DDP's)
     bucket_bytes: float = DDP_BUCKET_BYTES
+    # Ulysses sequence parallelism: bytes of this GPU's tensors that go through all-to-alls per
+    # micro-step, and how many all-to-alls (:func:`sequence_parallel_traffic`)
+    all_to_all_bytes: float = 0.0
+    all_to_all_calls: float = 0.0
+    all_to_all_forward_share: float = 0.0
 
 
 _COUNTS: dict[tuple[int, Sharding, int | None], tuple[EstimateRequest, Counts]] = {}
@@ -732,7 +737,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     # per-op policy); every-n: in the wrapped share of the blocks
     recompute: float = (1 if req.gradient_checkpointing else 0) if share == 1.0 else share
     passes = 2 + recompute
-    tokens = req.micro_batch_size * req.seq_len
+    tokens = req.micro_batch_size * req.local_seq_len
     n_linears = sum(lin.count if lin.active == lin.count else lin.active for lin in arch.linears)
     adapters = len(st.adapted(req)) if req.is_peft else 0
     other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
@@ -877,6 +882,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     qbytes = st.quantized_bytes(layout.quantized, req.qlora_double_quant) if layout.quantized else 0
     gathers, reduce_bucket = zero3_messages(req, sharding)
     hooked, synced = zero3_module_calls(req, sharding)
+    a2a_bytes, a2a_calls, a2a_fwd = sequence_parallel_traffic(req, tokens, recompute)
     return Counts(
         flops=fpt,
         tokens_micro=tokens,
@@ -917,7 +923,46 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         attention_kept_if_flash=selective is not None and req.attention is Attention.SDPA,
         copy_out_bytes=fsdp2_copy_out_bytes(req, sharding, reg, float(qbytes)),
         bucket_bytes=gradient_bucket_bytes(req, sharding, reg),
+        all_to_all_bytes=a2a_bytes,
+        all_to_all_calls=a2a_calls,
+        all_to_all_forward_share=a2a_fwd,
     )
+
+
+ULYSSES_ALL_TO_ALLS_PER_LAYER = 4
+"""All-to-alls one block's attention runs per pass under Ulysses sequence parallelism: q, k and
+v each go from sequence-split to head-split before attention, the output comes back (XTuner
+``xtuner/parallel/sequence/attention.py`` ``pre_process_for_sequence_parallel_attn`` /
+``post_process_for_sequence_parallel_attn``, one ``all_to_all`` per tensor; DeepSpeed
+``deepspeed/sequence/layer.py`` ``DistributedAttention``; Jacobs et al. 2023, "DeepSpeed
+Ulysses", arXiv:2309.14509, sec. 3.1). Each is an autograd function whose backward is the
+opposite all-to-all of the gradient: as many again in the backward, and the forward's again in
+a checkpointed block's recompute."""
+
+
+def sequence_parallel_traffic(
+    req: EstimateRequest, tokens: int, recompute: float
+) -> tuple[float, float, float]:
+    """``(bytes, calls, forward share)`` of the Ulysses all-to-alls of one micro-step on one
+    GPU: the q, k, v and output tensors of its ``tokens`` local tokens, at the dtype attention
+    receives (:func:`attention_dtype`), :data:`ULYSSES_ALL_TO_ALLS_PER_LAYER` per block and pass
+    (forward, backward, and the recomputed share of the forward). Key/value heads fewer than
+    the group are repeated to one per GPU before theirs (DeepSpeed Ulysses' GQA path), or to
+    every query head with ``sequence_parallel_repeats_kv`` (XTuner). ``(0, 0, 0)`` without
+    sequence parallelism."""
+    sp = req.sequence_parallel
+    if sp <= 1:
+        return 0.0, 0.0, 0.0
+    arch = req.model
+    # XTuner repeats k/v to every query head before its all-to-all
+    kv = arch.num_heads if req.sequence_parallel_repeats_kv else max(arch.num_kv_heads, sp)
+    elem = 4 if attention_dtype(req) == "fp32" else 2
+    per_pass = float(
+        arch.num_layers * tokens * elem * arch.head_dim * (2 * arch.num_heads + 2 * kv)
+    )
+    passes = 2.0 + recompute
+    calls = arch.num_layers * ULYSSES_ALL_TO_ALLS_PER_LAYER * passes
+    return per_pass * passes, calls, 1.0 / passes
 
 
 def gradient_bucket_bytes(req: EstimateRequest, sharding: Sharding, reg: st.Regime) -> float:
@@ -1056,7 +1101,7 @@ def _experts_called(req: EstimateRequest) -> float:
     e, k = arch.num_experts, arch.experts_per_token
     if e <= 1 or req.moe_expert_layout.value != "per-expert-modules":
         return 0.0
-    tokens = req.micro_batch_size * req.seq_len
+    tokens = req.micro_batch_size * req.local_seq_len
     return e * (1.0 - (1.0 - k / e) ** tokens)
 
 
@@ -1354,13 +1399,17 @@ def step_breakdown(
     shard_size: int | None = None,
     group_link: comm.Link | None = None,
     replica_link: comm.Link | None = None,
+    sp_link: comm.AllToAll | None = None,
 ) -> StepBreakdown:
     """One optimizer step on one GPU (see the module docstring for the equations).
 
     Hybrid sharding (``shard_size`` below ``num_gpus``): the ZeRO collectives run inside the
     shard group over ``group_link``, and each reduced gradient shard is then all-reduced
     between the replicas over ``replica_link`` (:func:`calc.comm.replica_link`), with the
-    reduce-scatter it follows (FSDP ``HYBRID_SHARD`` runs both in the post-backward hook)."""
+    reduce-scatter it follows (FSDP ``HYBRID_SHARD`` runs both in the post-backward hook).
+
+    Sequence parallelism (``sp_link``, :func:`calc.comm.all_to_all_link`): the Ulysses
+    all-to-alls of :func:`sequence_parallel_traffic`, exposed whole."""
     n = num_gpus
     g = n if shard_size is None else shard_size
     replicas = n // g
@@ -1490,6 +1539,13 @@ def step_breakdown(
     # Exposed seconds: per ordinary micro-step, extra in the micro-step that synchronises the
     # gradients (the last one under no_sync accumulation), and after the optimizer step.
     comm_micro = comm_last = comm_after = fwd_gather = 0.0
+    # Ulysses' all-to-alls sit between a block's projections and its attention, on the same
+    # stream: nothing overlaps them
+    sp_fwd = 0.0
+    if c.all_to_all_calls and sp_link is not None:
+        sp_total = sp_link.seconds(c.all_to_all_bytes, c.all_to_all_calls)
+        sp_fwd = sp_total * c.all_to_all_forward_share
+        comm_micro += sp_total
     if n > 1:
         if sharding is Sharding.ZERO3:
             gathers = c.gather_messages or layers
@@ -1596,7 +1652,7 @@ def step_breakdown(
     # dequantisation, one pass's share of the FP8 casts, ZeRO-3's forward all-gathers and an
     # offloaded model's forward upload as far as the forward does not hide them, and the host's
     # dispatch of the forward's kernels (its share as the element-wise work's) and hooks
-    gpu_fwd = fwd_busy + casts_micro / max(c.passes, 1.0) + fwd_gather + fwd_stream
+    gpu_fwd = fwd_busy + casts_micro / max(c.passes, 1.0) + fwd_gather + fwd_stream + sp_fwd
     hooks_fwd = c.hooked_module_calls * ZERO3_HOOK_SECONDS_PER_MODULE
     synced_fwd = c.synced_module_calls * ZERO3_HOOK_SECONDS_PER_MODULE
     dispatch_fwd = (
@@ -1778,6 +1834,8 @@ def estimate_time(
             group_link=comm.collective_link(gpu, g, network, gpus_per_node),
             replica_link=comm.replica_link(gpu, n, g, network, gpus_per_node),
         )
+    if req.sequence_parallel > 1:
+        hybrid["sp_link"] = comm.all_to_all_link(gpu, req.sequence_parallel, network, gpus_per_node)
     b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw, **hybrid)
     if qlora_speed_factor is not None and req.method is Method.QLORA:
         without = b.step_seconds - b.dequantisation

@@ -96,7 +96,14 @@ GROUPS = (
     ),
     (
         "legend_parallel",
-        ("sharding", "shard_group", "gradient_bucket_mb", "cpu_offload", "gpus_per_node"),
+        (
+            "sharding",
+            "shard_group",
+            "sequence_parallel",
+            "gradient_bucket_mb",
+            "cpu_offload",
+            "gpus_per_node",
+        ),
     ),
     # what the run does besides training steps (calc.run_phases)
     (

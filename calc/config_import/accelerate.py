@@ -5,7 +5,9 @@
 ``mixed_precision`` (no, bf16, fp16: autocast over fp32 weights, so "-mixed"),
 ``fsdp_config`` (:func:`calc.config_import.sections.fsdp_section`; FSDP version 1 unless
 ``fsdp_version: 2``) and ``deepspeed_config`` (``zero_stage``, ``offload_optimizer_device``,
-``offload_param_device``, ``gradient_accumulation_steps``, or ``deepspeed_config_file``).
+``offload_param_device``, ``gradient_accumulation_steps``, or ``deepspeed_config_file``) and
+``parallelism_config`` (``parallelism_config_sp_size`` with the DeepSpeed backend: Arctic Long
+Sequence Training's Ulysses, ``sequence_parallel``).
 """
 
 from __future__ import annotations
@@ -160,6 +162,59 @@ DEEPSPEED_PLUGIN: dict[str, keys.Key] = {
 }
 
 
+# -- parallelism_config: accelerate's ParallelismConfig ------------------------------------------
+def _sp_size(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    size = common.integer(rep, path, value, "sequence_parallel")
+    if size is None:
+        return
+    backend = str(ctx["parallelism"].get("parallelism_config_sp_backend", "deepspeed")).lower()
+    if size > 1 and backend != "deepspeed":
+        rep.unknown(path, "sequence_parallel_backend_not_modelled")
+    else:
+        # ALST: DeepSpeed's Ulysses, heads split by all-to-all around attention
+        rep.use(path, "sequence_parallel", size)
+
+
+def _only_one(note: str) -> keys.Key:
+    """A degree calc has no model for: 1 changes nothing, more is ``unknown`` with ``note``."""
+
+    def read(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+        size = common.integer(rep, path, value, None, maximum=1 << 16)
+        if size == 1:
+            rep.ignore(path)
+        elif size is not None:
+            rep.unknown(path, note)
+
+    return keys.Key(read, note=note)
+
+
+def _parallelism_config(rep: Report, key: str, value: object, ctx: JsonObject) -> None:
+    if not isinstance(value, dict):
+        rep.unknown(key)
+        return
+    keys.read_keys(rep, value, PARALLELISM, {**ctx, "parallelism": value}, key + ".")
+
+
+PARALLELISM: dict[str, keys.Key] = {
+    "parallelism_config_sp_size": keys.Key(
+        _sp_size, ("sequence_parallel",), "sp_backend deepspeed (ALST, Ulysses)"
+    ),
+    "parallelism_config_sp_backend": keys.ignored("read with sp_size"),
+    "parallelism_config_sp_attn_implementation": keys.call(common.set_attention, "attention"),
+    "parallelism_config_sp_seq_length": keys.ignored(),
+    "parallelism_config_sp_seq_length_is_variable": keys.ignored(),
+    "parallelism_config_cp_size": _only_one("context_parallel_not_modelled"),
+    "parallelism_config_cp_backend": keys.ignored(),
+    "parallelism_config_cp_comm_strategy": keys.ignored(),
+    "parallelism_config_tp_size": _only_one("tensor_parallel_not_modelled"),
+    "parallelism_config_dp_replicate_size": _only_one("replicate_groups_not_read"),
+    # the data-parallel shards are what is left of the job: num_processes says it
+    "parallelism_config_dp_shard_size": keys.ignored(),
+}
+"""accelerate 1.15.0 ``ParallelismConfig`` (``parallelism_config.py``), as an accelerate
+config file writes it (``parallelism_config_*``)."""
+
+
 KEYS: dict[str, keys.Key] = {
     # listed first: an explicit entry below overrides them
     **{name: keys.ignored() for name in sorted(IGNORED)},
@@ -178,6 +233,9 @@ KEYS: dict[str, keys.Key] = {
     ),
     "deepspeed_config": keys.Key(
         _deepspeed_config, common.DEEPSPEED_FIELDS, table=DEEPSPEED_PLUGIN
+    ),
+    "parallelism_config": keys.Key(
+        _parallelism_config, ("sequence_parallel", "attention"), table=PARALLELISM
     ),
 }
 

@@ -86,6 +86,13 @@ def _header(fmt: str, req: JsonObject, notes: list[str]) -> list[str]:
         lines.append("# model: pasted config.json (name your checkpoint in the model key)")
     if req.get("num_gpus", 1) > 1 and fmt not in ("accelerate",):
         lines.append(f"# launch on {req['num_gpus']} GPUs")
+    sp = req.get("sequence_parallel", 1)
+    if sp > 1 and fmt != "accelerate":
+        # Ulysses groups are set by the launcher (accelerate's ParallelismConfig), not here
+        lines.append(
+            f"# sequence parallel: {sp} GPUs per sequence (Ulysses): accelerate's"
+            " parallelism_config_sp_size with DeepSpeed (calc's accelerate export writes it)"
+        )
     lines.extend("# note: " + n for n in notes)
     return lines
 
@@ -479,6 +486,17 @@ def export_accelerate(request: JsonObject) -> str:
         notes.append("bf16-true: load the model in bf16; accelerate's mixed_precision bf16 written")
     out["num_machines"] = 1
     out["num_processes"] = req["num_gpus"]
+    sp = req.get("sequence_parallel", 1)
+    if sp > 1 and out["distributed_type"] == "DEEPSPEED":
+        # accelerate 1.15.0 ParallelismConfig: ALST's Ulysses runs on DeepSpeed only
+        out["parallelism_config"] = {
+            "parallelism_config_sp_size": sp,
+            "parallelism_config_sp_backend": "deepspeed",
+            "parallelism_config_sp_seq_length_is_variable": True,
+            "parallelism_config_sp_attn_implementation": _ATTN[req["attention"]],
+        }
+    elif sp > 1:
+        notes.append(f"sequence_parallel {sp} not written: accelerate's Ulysses needs DeepSpeed")
     return "\n".join(_header("accelerate", req, notes) + _yaml(out)) + "\n"
 
 

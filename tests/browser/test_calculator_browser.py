@@ -94,6 +94,7 @@ VARIATIONS = [
     {"num_gpus": "2", "sharding": "zero2", "method": "full", "model": "qwen2.5-7b"},
     {"num_gpus": "8", "sharding": "zero3", "model": "llama-3.1-70b", "method": "full"},
     {"num_gpus": "16", "sharding": "zero3", "shard_group": "8", "method": "full"},
+    {"num_gpus": "4", "sharding": "zero3", "sequence_parallel": "4", "seq_len": "32768"},
     {"num_gpus": "16", "sharding": "zero1", "gradient_bucket_mb": "512", "method": "full"},
     {"cpu_offload": "optimizer", "method": "full", "model": "llama-3.2-3b"},
     {"cpu_offload": "optimizer+params", "sharding": "zero3", "num_gpus": "2", "method": "full"},

@@ -142,6 +142,9 @@ def valid_requests(draw, command: str):
     group, gpus_given = out.get("shard_group"), out.get("num_gpus", 1)
     if group is not None and group < gpus_given and gpus_given % group:
         out.pop("shard_group")
+    # sequence parallel groups against the GPUs and the heads are beyond a schema (calc.schema)
+    if out.get("sequence_parallel", 1) > 1:
+        out.pop("sequence_parallel")
     # a power limit on a card without published clocks is beyond a schema (calc.schema)
     if "power_limit_w" in out and not gpus.get_gpu(out["gpu"]).boost_clock_mhz:
         out.pop("power_limit_w")
