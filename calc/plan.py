@@ -38,6 +38,7 @@ from .errors import InputError
 from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
 from .lengths import dataset_samples
+from .request import check_sequence_parallel
 from .request import (
     MAX_MICRO_BATCH,
     MAX_SEQ_LEN,
@@ -716,6 +717,9 @@ def _suggestions(planner: Planner, solvers: JsonObject) -> list[JsonObject]:
         if last is not None:
             zero3 = {"num_gpus": last, "sharding": "zero3"}
             out.append(_suggestion(planner, "zero3_over_n_gpus", zero3))
+    split = _sequence_parallel_change(planner)
+    if split is not None:
+        out.append(_suggestion(planner, "sequence_parallel", split))
     if req.cpu_offload.value == "none":
         opt = _suggestion(planner, "cpu_offload", {"cpu_offload": "optimizer"})
         out.append(opt)
@@ -730,6 +734,42 @@ def _suggestions(planner: Planner, solvers: JsonObject) -> list[JsonObject]:
         if combined is not None:
             found.append(combined)
     return found
+
+
+SEQUENCE_PARALLEL_TRIED = (2, 4, 8)
+"""Groups the "split each sequence" suggestion tries, smallest first: within one server of
+:data:`calc.comm.GPUS_PER_NODE`, where the all-to-alls stay on its link."""
+
+
+def _sequence_parallel_change(planner: Planner) -> JsonObject | None:
+    """Sequence parallelism as a way to fit (:data:`SEQUENCE_PARALLEL_TRIED`, groups larger than
+    the request's that the model's heads allow): on the request's GPUs when the group divides
+    them, with the accumulation multiplied by the group so each optimizer step still takes as
+    many sequences; else each GPU becomes a group (the GPUs times the group, the steps as they
+    were). The smallest group that fits, else the largest tried; ``None`` when none applies."""
+    req = planner.request
+    last = None
+    for k in SEQUENCE_PARALLEL_TRIED:
+        if k <= req.sequence_parallel:
+            continue
+        try:
+            check_sequence_parallel(k, k, req.model)
+        except InputError:
+            continue
+        accumulation = req.gradient_accumulation_steps * k
+        if req.num_gpus % k == 0 and accumulation % req.sequence_parallel == 0:
+            # fewer replicas on the same GPUs, each accumulating more micro-batches
+            change: JsonObject = {
+                "sequence_parallel": k,
+                "gradient_accumulation_steps": accumulation // req.sequence_parallel,
+            }
+        else:  # every replica becomes a group of k GPUs
+            change = {"sequence_parallel": k, "num_gpus": req.data_parallel * k}
+        last = change
+        est = planner.estimator.get(**change)
+        if est is not None and planner.fits(est, planner.options.gpu):
+            break
+    return last
 
 
 # Changes that keep the training task as it is (same data, same effective batch), in the

@@ -279,3 +279,27 @@ def test_xtuner_repeats_key_value_heads_before_its_all_to_all():
         for flag in (True, False)
     )
     assert {**on, "request": None} == {**off, "request": None}
+
+
+def test_what_to_change_offers_splitting_long_sequences():
+    """Llama 3.1 8B LoRA at 128k tokens does not fit one H100; the smallest group that fits is
+    offered, each GPU of the request becoming a group (one GPU: the group's GPUs), and on GPUs
+    the group divides the accumulation grows by the group instead."""
+    base = {**LONG_8B, "method": "lora", "gpu": "h100-sxm", "dataset_tokens": 1e8}
+    out = plan_dict({**base, "seq_len": 131072, "num_gpus": 1, "sharding": "none"})
+    assert not out["fits_selected_gpu"]
+    split = next(s for s in out["suggestions"] if s["action"] == "sequence_parallel")
+    k = split["changes"]["sequence_parallel"]
+    assert split["fits"] and split["changes"] == {"sequence_parallel": k, "num_gpus": k}
+    smaller = plan_dict(
+        {**base, "seq_len": 131072, "num_gpus": k // 2, "sequence_parallel": k // 2}
+        if k > 2
+        else {**base, "seq_len": 131072}
+    )
+    assert not smaller["fits_selected_gpu"]
+    on_eight = plan_dict({**base, "seq_len": 131072, "num_gpus": 8, "sharding": "zero3"})
+    keep = next(s for s in on_eight["suggestions"] if s["action"] == "sequence_parallel")
+    assert keep["changes"] == {
+        "sequence_parallel": keep["changes"]["sequence_parallel"],
+        "gradient_accumulation_steps": keep["changes"]["sequence_parallel"],
+    }
