@@ -681,6 +681,8 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "qlora_quant_state_replicated": "several GPUs (ZeRO-3 / FSDP); the oracle runs one process",
     "sync_each_micro_batch": "several GPUs and gradient accumulation; the oracle runs one process",
     "frozen_weight_grads": "several GPUs (FSDP wrap units); the oracle runs one process",
+    "sequence_parallel_repeats_kv": "several GPUs (a sequence-parallel group's all-to-alls); "
+    "the oracle runs one process",
     "fsdp_wrap_floor": "reserved memory of the FSDP1 wrap; the oracle counts allocated bytes",
     "fsdp_flat_parameters": "several GPUs (FSDP1's flat parameters); the oracle runs one process",
     "fsdp_fully_shard": "FSDP2's copy-out of gathered parameters, time only; the oracle runs "
