@@ -1827,16 +1827,18 @@ def estimate_time(
     )
     rates = card_rates(gpu, n, network, gpus_per_node)
     g = shard_size(n, req.shard_group) if shard in st.ZERO_STAGES else n
-    hybrid: dict[str, Any] = {}
+    # the links of the groups inside the job: hybrid sharding's shard groups and the replicas
+    # between them, sequence parallelism's all-to-all groups
+    groups: dict[str, Any] = {}
     if g < n:  # hybrid sharding: collectives inside the group, an all-reduce between groups
-        hybrid = dict(
+        groups = dict(
             shard_size=g,
             group_link=comm.collective_link(gpu, g, network, gpus_per_node),
             replica_link=comm.replica_link(gpu, n, g, network, gpus_per_node),
         )
     if req.sequence_parallel > 1:
-        hybrid["sp_link"] = comm.all_to_all_link(gpu, req.sequence_parallel, network, gpus_per_node)
-    b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw, **hybrid)
+        groups["sp_link"] = comm.all_to_all_link(gpu, req.sequence_parallel, network, gpus_per_node)
+    b = step_breakdown(c, rates, num_gpus=n, sharding=shard, **kw, **groups)
     if qlora_speed_factor is not None and req.method is Method.QLORA:
         without = b.step_seconds - b.dequantisation
         b = _replace(b, dequantisation=without / qlora_speed_factor - without)
