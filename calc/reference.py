@@ -114,6 +114,12 @@ OFFLOAD_CARD = "h100-sxm"
 with the optimizer states offloaded to the CPU: the H100 SXM, the usual unit of multi-node
 training clusters."""
 
+LONG_CONTEXT: JsonObject = {"seq_len": 131_072, "attention": "flash"}
+"""The guides' one long-sequence example, the only plan they quote away from :data:`SETUP`'s
+length and attention: 131,072 tokens (the small model's context, Llama 3.1's
+``max_position_embeddings``) with flash attention, which sequence parallelism runs on (XTuner
+requires it; DeepSpeed's Ulysses for Hugging Face models takes flash attention or SDPA)."""
+
 PLAN_GPU = "h100-sxm"
 """The ``gpu`` of a request that reads only what does not depend on the chosen card (the
 catalogue-wide fits and recommendations)."""

@@ -517,6 +517,7 @@ def variables() -> dict:
         "vocabulary": list(reference.VOCABULARY_PAIR),
         "offload_card": reference.OFFLOAD_CARD,
         "plan_gpu": reference.PLAN_GPU,
+        "long_context": dict(reference.LONG_CONTEXT),
     }
 
 
