@@ -1084,8 +1084,9 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # at a time, with the recompute
     merged_fwd = 0 if req.every_block_wrapped else merged_all
     merged_first = merged_one if req.every_block_wrapped else merged_all
-    # with accumulation the earlier micro-batches' gradients are there from the start
-    held = s.grads_all if st.accumulates_gradients(req) else 0
+    # with accumulation the earlier micro-batches' gradients are there from the start, and
+    # DeepSpeed's ZeRO-3 allocates its gradient partition before the first step
+    held = s.grads_all if st.accumulates_gradients(req) or st.grad_partition_held(req) else 0
     # the loop may still hold the previous micro-batch's logits and, through their graph, its
     # 4-bit inputs (previous_outputs_kept)
     prev_acts, prev_logits = previous_micro_batch_bytes(req, reg)

@@ -27,6 +27,7 @@ from .arch import ModelArch
 from .checkpointing import Matmul, block_matmuls
 from .request import (
     AdapterDtype,
+    CpuOffload,
     EstimateRequest,
     Method,
     ModulesToSave,
@@ -576,6 +577,23 @@ DEEPSPEED_SUB_GROUP_SIZE = 10**9
 def deepspeed_zero(req: EstimateRequest) -> bool:
     """ZeRO-1/2/3 run by DeepSpeed (``sharding_engine="deepspeed"``)."""
     return req.sharding_engine is ShardingEngine.DEEPSPEED and req.sharding in ZERO_STAGES
+
+
+def grad_partition_held(req: EstimateRequest) -> bool:
+    """DeepSpeed's ZeRO-3 gradient partition lives from the optimizer's set-up on, not from the
+    first backward: DeepSpeed 0.16.5 ``runtime/zero/stage3.py``
+    ``DeepSpeedZeroOptimizer_Stage3._setup_for_real_optimizer`` allocates
+    ``grad_partitions_flat_buffer = torch.zeros(sum(p.partition_numel() ...),
+    dtype=self.gradient_accumulation_dtype, device=self.device)`` once, beside the reduce bucket
+    (:func:`deepspeed_reduce_bucket_bytes`); its dtype is the model's under ZeRO
+    (``runtime/engine.py`` ``get_data_types``: fp32 only for bf16 without ZeRO). With the
+    optimizer offloaded ``self.device`` is the CPU: not on the GPU then."""
+    return (
+        deepspeed_zero(req)
+        and req.sharding is Sharding.ZERO3
+        and req.cpu_offload is CpuOffload.NONE
+        and not req.optimizer_in_backward
+    )
 
 
 def zero3_sub_group_elements(req: EstimateRequest, layout: ParamLayout) -> int:

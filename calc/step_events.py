@@ -1039,6 +1039,7 @@ class _Builder:
         self.block, self.rest = _trainable_shares(req)
         self.ids = itertools.count(1)  # event keys, numbered across the steps
         self.states_made = False
+        self.partition_held = st.grad_partition_held(req)
         self._peaks: dict[int, tuple[mem.Activations, dict[str, int], act.ActConfig]] = {}
 
     def _alloc(self, events: list[Event], nbytes: int) -> int:
@@ -1056,6 +1057,7 @@ class _Builder:
         if built is not None:
             if s.comm_static:
                 self._alloc(built, s.comm_static)
+            self._grad_partition(built)
             return built
         events: list[Event] = []
         base_block = [l.count * l.weight_params for l in arch.block_linears]
@@ -1069,7 +1071,15 @@ class _Builder:
                 self._alloc(events, nbytes)
         if s.comm_static:
             self._alloc(events, s.comm_static)
+        self._grad_partition(events)
         return events
+
+    def _grad_partition(self, events: list[Event]) -> None:
+        """DeepSpeed's ZeRO-3 gradient partition, one flat tensor allocated before the first
+        step and kept (:func:`calc.states.grad_partition_held`); the steps then allocate no
+        gradients of their own."""
+        if self.partition_held and self.s.grads_all:
+            self._alloc(events, self.s.grads_all)
 
     def _at(self, length: int) -> tuple[mem.Activations, dict[str, int], act.ActConfig]:
         """Activations, the peak phase's components and the activation configuration of
@@ -1193,8 +1203,9 @@ class _Builder:
                 kept_keys = [alloc(kept)] if kept else []
             # 3. backward
             free([alloc(n) for n in loss_grads] + loss_keys)
-            g_layers, g_rest = _layered(s.grads_all, block, rest, layers) if first else ([], [])
-            if first:
+            new_grads = first and not self.partition_held
+            g_layers, g_rest = _layered(s.grads_all, block, rest, layers) if new_grads else ([], [])
+            if new_grads:
                 grads += [alloc(n) for n in _pack(g_rest)]
             free(head_keys)
             work_sizes = [tokens * arch.hidden_size * cb] * 2 + [
@@ -1205,7 +1216,7 @@ class _Builder:
             for layer in reversed(range(layers)):
                 recompute = allocs(recompute_sizes) if wrapped[layer] else []
                 work = allocs(work_sizes)
-                if first and g_layers:
+                if new_grads and g_layers:
                     grads += allocs(_pack(g_layers[layer]))
                 free(work)
                 free(recompute)

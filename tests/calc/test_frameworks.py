@@ -906,8 +906,10 @@ def test_deepspeed_zero3_step_is_one_sub_group_at_a_time():
     # Llama 3.2 1B on 2 GPUs: a 0.62 G-element partition, under sub_group_size (1e9): one
     # sub-group S = P / 2 (every tensor has an even size). stage3.py step: the flat 16-bit
     # gradients (2 S) and their fp32 copy (4 S) for a moment, then the fp32 gradient (4 S)
-    # beside torch's foreach sqrt of the fp32 second moments (4 S): 8 S; fused AdamW: 6 S
-    ds = {**ZERO3, "sharding_engine": "deepspeed"}
+    # beside torch's foreach sqrt of the fp32 second moments (4 S): 8 S; fused AdamW: 6 S.
+    # 512 tokens: the gradient partition is held from the set-up on (grad_partition_held),
+    # so the forward's end outgrows the fused step at 2048
+    ds = {**ZERO3, "sharding_engine": "deepspeed", "seq_len": 512}
     params = estimate_dict(ds)["params_trainable"]
     half = params // 2
     assert params % 2 == 0
@@ -1405,3 +1407,27 @@ def test_accelerate_casts_the_outputs_under_its_native_mixed_precision_only():
     # stated by the reader, it holds whatever the precision (a row read as bf16-true)
     stated = dict(mixed, framework="unsloth", precision="bf16-true", outputs_cast_fp32=True)
     assert _resolved(**stated)["outputs_cast_fp32"] is True
+
+
+def test_deepspeed_zero3_gradient_partition_is_held_from_the_start():
+    """DeepSpeed's ZeRO-3 allocates its flat gradient partition when the optimizer is set up
+    (stage3.py ``grad_partitions_flat_buffer``): the forward's end holds it; FSDP's gradients
+    appear with the backward; an offloaded optimizer keeps the partition in host memory. The
+    replay holds the same buffer among its resident events."""
+    from calc import states as st
+    from calc.memory import activation_bytes, model_states, phase_components
+    from calc.step_events import _Builder
+
+    def parts(data):
+        r = parse_estimate_request(data)
+        reg = st.request_regime(r)
+        s = model_states(r, st.param_layout(r), reg)
+        return r, s, phase_components(r, reg, s, activation_bytes(r, reg))
+
+    ds = {**ZERO3, "sharding_engine": "deepspeed"}
+    req, states, phases = parts(ds)
+    assert states.grads_all > 0 and phases["forward_end"]["gradients"] == states.grads_all
+    assert parts(ZERO3)[2]["forward_end"]["gradients"] == 0
+    assert parts({**ds, "cpu_offload": "optimizer"})[2]["forward_end"]["gradients"] == 0
+    resident = _Builder(req).resident()
+    assert resident[-1][0] == "alloc" and resident[-1][2] == states.grads_all
