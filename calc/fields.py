@@ -521,7 +521,7 @@ FIELDS: tuple[FieldSpec, ...] = (
             "Sequence Training in accelerate / the Trainer). Each GPU of a group holds "
             "``ceil(seq_len / N)`` tokens of every sequence outside attention; before attention "
             "an all-to-all trades them for every token of ``heads / N`` heads, and another one "
-            "trades the output back (calc.comm.all_to_all_seconds). The job's data-parallel "
+            "trades the output back (calc.comm.all_to_all_link). The job's data-parallel "
             "size is ``num_gpus / N``; ZeRO still shards over every GPU. It must divide "
             "``num_gpus`` and the attention heads (``sequence_parallel_not_divisor``, "
             "``sequence_parallel_heads``). Default 1: every GPU holds whole sequences."

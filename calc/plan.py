@@ -38,11 +38,11 @@ from .errors import InputError
 from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
 from .lengths import dataset_samples
-from .request import check_sequence_parallel
 from .request import (
     MAX_MICRO_BATCH,
     MAX_SEQ_LEN,
     EstimateRequest,
+    check_sequence_parallel,
     parse_estimate_request,
     parse_fields,
 )
@@ -752,7 +752,7 @@ def _sequence_parallel_change(planner: Planner) -> JsonObject | None:
     for k in SEQUENCE_PARALLEL_TRIED:
         if k <= req.sequence_parallel:
             continue
-        try:
+        try:  # the heads and the mixers; a group of k GPUs on its own divides itself
             check_sequence_parallel(k, k, req.model)
         except InputError:
             continue

@@ -147,7 +147,7 @@ class EstimateRequest:
         """Tokens of each sequence one GPU holds outside attention: ``seq_len`` split between
         the ``sequence_parallel`` GPUs of its group, the last share padded (Ulysses pads each
         sequence to a multiple of the group). Attention still sees ``seq_len`` keys."""
-        return -(-self.seq_len // self.sequence_parallel)
+        return local_length(self.seq_len, self.sequence_parallel)
 
     @property
     def data_parallel(self) -> int:
@@ -225,6 +225,12 @@ class EstimateRequest:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclass_fields(EstimateRequest))
+
+
+def local_length(length: int, sequence_parallel: int) -> int:
+    """A sequence's tokens on each GPU of its sequence-parallel group, the last share padded:
+    ``ceil(length / sequence_parallel)``."""
+    return -(-length // sequence_parallel)
 
 
 def shard_size(num_gpus: int, shard_group: int | None) -> int:
@@ -407,7 +413,9 @@ __all__ = [
     "check_fraction",
     "check_int",
     "check_number",
+    "check_sequence_parallel",
     "int_range",
+    "local_length",
     "number_range",
     "parse_estimate_request",
     "request_warnings",

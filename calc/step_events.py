@@ -45,7 +45,7 @@ from .allocator import SMALL_SIZE_BYTES, Event
 from .checkpointing import block_wrapped
 from .jsontypes import JsonObject
 from .lengths import micro_batch_tokens
-from .request import EstimateRequest, Method
+from .request import EstimateRequest, Method, local_length
 from .states import FP32_BYTES
 
 SAVED_TENSORS_PER_BLOCK = 16
@@ -1124,7 +1124,7 @@ class _Builder:
             last = index == len(lengths) - 1
             acts, peak, cfg = self._at(length)
             cb = cfg.act_bytes
-            tokens = req.micro_batch_size * -(-length // req.sequence_parallel)
+            tokens = req.micro_batch_size * local_length(length, req.sequence_parallel)
             # peak-phase extras alive through the micro-batch (one tensor each)
             extras = [
                 alloc(peak[name])
