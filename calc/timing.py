@@ -24,6 +24,7 @@ code at a stated version, or a stated assumption (methodology page).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,7 +58,7 @@ from .request import (
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
 
 MATMUL_EFFICIENCY = {
-    "a100": 0.77,
+    "a100": 0.80,
     "blackwell": 0.54,
     "cdna3": 0.25,
     "gddr": 1.00,
@@ -77,7 +78,9 @@ the power-limited cards run below the boost clock their datasheet rate assumes, 
 from their board power, not by a class of their own), so the RTX 6000 Ada's rows set the other
 cards' share, not their clocks. Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
 are judged but not fitted on (their figure is a whole job's wall time, start-up included);
-``blackwell`` on two: Unsloth on the B200 (LoRA and QLoRA of Qwen3 0.6B-32B on one card) and
+On the A100s the flash and memory-efficient attention kernels are priced at FlashAttention-2's
+own measured rate (:data:`FLASH2_A100_TFLOPS`), so ``a100`` is the share of the rest of the
+step's FLOPs. ``blackwell`` on two: Unsloth on the B200 (LoRA and QLoRA of Qwen3 0.6B-32B on one card) and
 NeMo 2's Llama 3 8B BF16 pre-training on eight (vuiseng9's nemo-perf-nvfp4); fitted on either
 alone it is 0.38 or about 0.55 (Unsloth's B200 rows run below the NeMo run's share of the peak).
 ``cdna3`` (AMD Instinct MI300X and the cards the catalogue puts in its class) rests on ONE source,
@@ -98,7 +101,7 @@ MATMUL_EFFICIENCY_POOLED = 0.64
 measured row (none in today's catalogue; the leave-one-source-out fits use it for a class whose
 only source is held out); FITTED."""
 
-MATMUL_HALF_TOKENS = 152.0
+MATMUL_HALF_TOKENS = 128.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
 efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per layer, matmul
 work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
@@ -244,6 +247,81 @@ names the FlashAttention package without its version (transformers' ``flash_atte
 ``flash_attention_3``, which uses ``wgmma``) and keeps the class efficiency. No published figure is
 read here for Ampere kernels on Blackwell: those cards keep the class efficiency. Stated from
 a source, not fitted."""
+
+
+FLASH2_A100_TFLOPS: dict[tuple[str, int, int], float] = {
+    ("causal", 64, 512): 88.0,
+    ("causal", 64, 1024): 119.0,
+    ("causal", 64, 2048): 140.0,
+    ("causal", 64, 4096): 156.0,
+    ("causal", 64, 8192): 165.0,
+    ("causal", 64, 16384): 171.0,
+    ("causal", 128, 512): 99.0,
+    ("causal", 128, 1024): 133.0,
+    ("causal", 128, 2048): 155.0,
+    ("causal", 128, 4096): 173.0,
+    ("causal", 128, 8192): 182.0,
+    ("causal", 128, 16384): 189.0,
+    ("full", 64, 2048): 162.0,
+    ("full", 64, 4096): 171.0,
+    ("full", 64, 8192): 175.0,
+    ("full", 64, 16384): 176.0,
+    ("full", 128, 2048): 187.0,
+    ("full", 128, 4096): 196.0,
+    ("full", 128, 8192): 201.0,
+    ("full", 128, 16384): 203.0,
+}
+"""What FlashAttention-2 sustains on the A100 80GB SXM4, forward and backward together, in
+TFLOP/s, by (mask: ``causal`` or ``full``, head dim, keys per query): the bar labels of Dao 2023
+(arXiv:2307.08691), Fig. 4 "Attention forward + backward speed (A100 80GB SXM4)", as the
+flash-attention repository publishes it (``assets/flash2_a100_fwd_bwd_benchmark.png``, added in
+4f285b35, "FlashAttention-2 release"), 16k tokens per batch, hidden size 2048. The paper's text
+bounds them: "up to 73%" of the peak forward and "up to 63%" backward (sec. 1). The paper counts
+the backward as 2.5 forwards (its backward recomputes the scores); calc counts it as two
+(:attr:`calc.flops.StepFlops.attention_total`), so :func:`flash2_peak_share` converts. The
+``full`` labels at 512 and 1k lie under the plot's legend and are not read: there the 2k figure
+is scaled by the causal panel's ratio at that length. Beyond 16k the 16k figure holds (the bars
+have levelled off: 182 -> 189 from 8k to 16k), a head dim above 64 reads the 128 panel (none
+wider is published) and one of 64 or less the 64 panel. Measured, not fitted."""
+
+FLASH2_A100_PEAK_TFLOPS = 312.0
+"""The dense BF16 peak of the card :data:`FLASH2_A100_TFLOPS` was measured on (A100 datasheet):
+the figures become a share of the peak, which prices every card of the class at its own peak."""
+
+FLASH2_RATE_CLASSES = frozenset({"a100"})
+"""The card classes (``utilisation_class``) whose FlashAttention-2 kernels are priced by
+:data:`FLASH2_A100_TFLOPS` instead of the class's matmul efficiency: the A100s, the card it was
+measured on. On them SDPA's flash backend is FlashAttention-2 (vendored in PyTorch) and
+transformers' ``flash_attention_2`` is the same kernel (FlashAttention-3 needs compute capability
+9.0), so both the request's ``sdpa`` and ``flash`` read it, and the memory-efficient kernel runs
+it times :data:`ATTENTION_KERNEL_TIME`. Other Ampere cards (the GDDR classes) keep their class
+efficiency: no published figure measures the kernel on them."""
+
+
+def flash2_peak_share(causal: bool, head_dim: int, keys: float, recompute_share: float) -> float:
+    """Share of the card's dense BF16 peak at which FlashAttention-2 runs calc's count of
+    attention FLOPs on an A100-class card (:data:`FLASH2_A100_TFLOPS` over
+    :data:`FLASH2_A100_PEAK_TFLOPS`): interpolated in ``log2`` of ``keys`` (the keys per query),
+    then scaled from the paper's 3.5 forwards per step to calc's ``3 + recompute_share`` (a
+    checkpointed layer's forward again, at the same rate)."""
+    width = 64 if head_dim <= 64 else 128
+    causal_panel = {
+        n: v for (m, d, n), v in FLASH2_A100_TFLOPS.items() if (m, d) == ("causal", width)
+    }
+    panel = causal_panel
+    if not causal:
+        panel = {n: v for (m, d, n), v in FLASH2_A100_TFLOPS.items() if (m, d) == ("full", width)}
+        first = min(panel)  # below it, under the legend: the causal panel's shape
+        panel |= {
+            n: panel[first] * v / causal_panel[first] for n, v in causal_panel.items() if n < first
+        }
+    lengths = sorted(panel)
+    x = min(max(keys, lengths[0]), lengths[-1])
+    i = next(k for k in range(1, len(lengths)) if x <= lengths[k])
+    lo, hi = lengths[i - 1], lengths[i]
+    t = (math.log2(x) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
+    tflops = panel[lo] + t * (panel[hi] - panel[lo])
+    return tflops / FLASH2_A100_PEAK_TFLOPS * (3.0 + recompute_share) / (3.5 + recompute_share)
 
 
 DEQUANT_WRITE_BYTES = 2
@@ -636,6 +714,9 @@ class Counts:
     score_softcap: bool = False  # eager attention caps its scores with a tanh (Gemma-2)
     fp32_matmul_flops_per_token: float = 0.0  # fp32 weights and inputs: CUDA cores, all passes
     head_dim: int = 128
+    attention_keys: float = (
+        0.0  # keys per query of the attention kernel (the packed span or seq_len)
+    )
     adapter_flops_per_token: float = 0.0  # the LoRA adapters' rank-r matmuls, all passes
     adapter_bytes_per_token: float = 0.0  # what those matmuls read and write, all passes
     adapter_fp32: bool = False  # the adapters' matmuls run in fp32 (no tensor cores)
@@ -913,6 +994,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         score_softcap=bool(arch.extra.get("attn_logit_softcapping")),
         fp32_matmul_flops_per_token=fp32_head_flops,
         head_dim=arch.head_dim,
+        attention_keys=float(span if span is not None else req.seq_len),
         adapter_flops_per_token=adapter_flops,
         adapter_bytes_per_token=adapter_bytes,
         adapter_fp32=fp32_adapters,
@@ -1217,9 +1299,11 @@ def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> flo
     times its :data:`ATTENTION_KERNEL_TIME` (the memory-efficient kernel's in 16 bits times the
     multiply-adds its tiles run over a head dim they do not divide,
     :func:`calc.attention.efficient_padded_share`), times :data:`FP32_ATTENTION_TIME` for fp32 inputs on
-    tensor cores, times ``efficiency / share`` where SDPA dispatches an Ampere-generation kernel
-    (flash, memory-efficient) on an architecture of :data:`AMPERE_KERNEL_PEAK_SHARE` and the share
-    is below the class efficiency. The math backend runs fp32 matmuls whatever the input dtype (it
+    tensor cores, times ``efficiency / share`` where the share of the peak the kernel reaches is
+    below the class efficiency: FlashAttention-2's measured rate at the attention's length on an
+    A100-class card (:func:`flash2_peak_share`, for the flash and memory-efficient kernels however
+    called), else where SDPA dispatches an Ampere-generation kernel (flash, memory-efficient) on
+    an architecture of :data:`AMPERE_KERNEL_PEAK_SHARE`. The math backend runs fp32 matmuls whatever the input dtype (it
     upcasts: see :data:`SCORE_BYTES_PER_ELEMENT`) and eager runs cuBLAS matmuls in the input
     dtype, both without tensor cores in fp32 (``allow_tf32`` off by default): the card's
     :func:`fp32_time`. A card without CUDA (AMD) keeps 1.0: the dispatch read here is CUDA's."""
@@ -1241,12 +1325,20 @@ def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> flo
         )
     if c.attention_dtype == "fp32":
         factor *= FP32_ATTENTION_TIME["tf32x3"] if kernel.tensor_cores else fp32_time(rates)
-    share = AMPERE_KERNEL_PEAK_SHARE.get(rates.architecture, 1.0)
-    sdpa_ampere_kernel = c.attention_impl == "sdpa" and kernel.backend in (
-        attn_kernels.FLASH,
-        attn_kernels.EFFICIENT,
-    )
-    if sdpa_ampere_kernel and share < efficiency:
+    flash2_family = kernel.backend in (attn_kernels.FLASH, attn_kernels.EFFICIENT)
+    if flash2_family and rates.card_class in FLASH2_RATE_CLASSES:
+        # FlashAttention-2's own measured rate on the A100s, whichever way it is called
+        share = flash2_peak_share(
+            kernel.computed_fraction < 1.0,
+            c.head_dim,
+            c.attention_keys or 1.0,
+            c.flops.attention_recompute_share,
+        )
+    elif flash2_family and c.attention_impl == "sdpa":
+        share = AMPERE_KERNEL_PEAK_SHARE.get(rates.architecture, 1.0)
+    else:
+        return factor
+    if share < efficiency:
         factor *= efficiency / share
     return factor
 
@@ -1346,6 +1438,7 @@ class Rates:
     fp32_flops: float  # FP32 without tensor cores (gpus.csv fp32_tflops)
     capability: tuple[int, int] | None = None  # CUDA compute capability; None without CUDA
     architecture: str = ""  # gpus.csv architecture: the key of AMPERE_KERNEL_PEAK_SHARE
+    card_class: str = ""  # gpus.csv utilisation_class: FLASH2_RATE_CLASSES
 
 
 _RATES: dict[tuple[Gpu, int, str, int], Rates] = {}
@@ -1379,6 +1472,7 @@ def _card_rates(gpu: Gpu, num_gpus: int, network: str, per_node: int) -> Rates:
         if gpu.stack == "cuda"
         else None,
         architecture=gpu.architecture,
+        card_class=gpu.utilisation_class,
     )
 
 

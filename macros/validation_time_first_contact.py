@@ -140,7 +140,16 @@ def validation_time_first_contact_section(lang: str) -> str:
     return "\n".join(parts)
 
 
-MACROS = ("validation_time_first_contact_section",)
+def time_first_contact_median(lang: str) -> str:
+    """The time model's median error on every first-contact row as recorded (sources judged
+    before any change): the honest figure for how far an estimate may be off, read where the
+    pages argue from it (two significant figures in the recommendation)."""
+    from accuracy import first_contact_throughput as fc
+
+    return _pct(lang, summary()[fc.ALL]["median"], "pct:median", fc.ALL)
+
+
+MACROS = ("validation_time_first_contact_section", "time_first_contact_median")
 
 
 def register(env) -> None:

@@ -1008,8 +1008,6 @@ def test_fp32_output_layer_runs_at_the_fp32_rate(gpu_id):
         ),
         # cuDNN (wgmma) keeps the class efficiency on Hopper
         ("h100-sxm", {"attention_mask": "padding"}, 1.0),
-        # on the A100 FlashAttention-2 is native: the class efficiency holds
-        ("a100-80gb-sxm", {"sdpa_cudnn_last": True}, 1.0),
         # no published share for Ampere kernels on Blackwell: the class efficiency holds
         ("b200", {"sdpa_cudnn_last": True}, 1.0),
     ],
@@ -1017,6 +1015,78 @@ def test_fp32_output_layer_runs_at_the_fp32_rate(gpu_id):
 def test_ampere_attention_kernels_run_at_their_hopper_share(gpu_id, request_keys, factor):
     c, rates, _ = _counts_and_rates(gpu_id, **request_keys)
     assert timing.attention_time_factor(c, rates, 0.6) == pytest.approx(factor)
+
+
+def test_flash2_share_reads_the_papers_a100_figures():
+    # 16k keys, causal, head dim 128: 189 TFLOP/s of the paper's 3.5 forwards, calc counts 3
+    assert timing.flash2_peak_share(True, 128, 16384, 0.0) == pytest.approx(189 / 312 * 3 / 3.5)
+    # a checkpointed layer's forward again: 4 of calc's forwards against 4.5 of the paper's
+    assert timing.flash2_peak_share(True, 128, 16384, 1.0) == pytest.approx(189 / 312 * 4 / 4.5)
+    # the bars have levelled off: longer sequences keep the 16k figure, shorter ones the 512
+    assert timing.flash2_peak_share(True, 128, 131072, 0.0) == timing.flash2_peak_share(
+        True, 128, 16384, 0.0
+    )
+    assert timing.flash2_peak_share(True, 64, 100, 0.0) == pytest.approx(88 / 312 * 3 / 3.5)
+    # halfway between 2k and 4k in log2 of the length: halfway between 155 and 173
+    mid = timing.flash2_peak_share(True, 128, 2048 * 2**0.5, 0.0)
+    assert mid == pytest.approx((155 + 173) / 2 / 312 * 3 / 3.5)
+    # head dims: 96 reads the 128 panel, 32 the 64 panel
+    assert timing.flash2_peak_share(True, 96, 8192, 0.0) == pytest.approx(182 / 312 * 3 / 3.5)
+    assert timing.flash2_peak_share(True, 32, 8192, 0.0) == pytest.approx(165 / 312 * 3 / 3.5)
+    # the non-causal labels under the legend: the 2k figure shaped like the causal panel
+    assert timing.flash2_peak_share(False, 128, 1024, 0.0) == pytest.approx(
+        187 * 133 / 155 / 312 * 3 / 3.5
+    )
+    assert timing.flash2_peak_share(False, 128, 4096, 0.0) == pytest.approx(196 / 312 * 3 / 3.5)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "flash"])
+def test_flash2_on_the_a100_runs_at_its_measured_rate(attention):
+    """On an A100-class card the flash kernel is FlashAttention-2 whichever way it is called,
+    priced at the paper's rate at the request's length, not at the class efficiency."""
+    c, rates, req = _counts_and_rates(
+        "a100-80gb-sxm", attention=attention, seq_len=16384, gradient_checkpointing=False
+    )
+    share = timing.flash2_peak_share(True, 128, 16384, 0.0)
+    assert c.attention_keys == 16384
+    assert timing.attention_time_factor(c, rates, 0.8) == pytest.approx(0.8 / share)
+    # a longer sequence of the same run is no faster per FLOP than 16k
+    long, _, _ = _counts_and_rates(
+        "a100-80gb-sxm", attention=attention, seq_len=65536, gradient_checkpointing=False
+    )
+    assert timing.attention_time_factor(long, rates, 0.8) == pytest.approx(0.8 / share)
+    # the PCIe card is of the class: the same share of its own peak
+    _, pcie, _ = _counts_and_rates("a100-80gb-pcie")
+    assert timing.attention_time_factor(c, pcie, 0.8) == pytest.approx(0.8 / share)
+    # a GDDR Ampere card has no published figure: its class efficiency holds
+    _, a10g, _ = _counts_and_rates("a10g")
+    assert timing.attention_time_factor(c, a10g, 0.8) == 1.0
+
+
+def test_flash2_measured_rate_slows_long_sequences_on_the_a100(monkeypatch):
+    """At 16k tokens attention is a quarter of a 7B step's FLOPs: the measured rate below the class
+    efficiency makes the step longer than at the class efficiency, by less than the ratio of
+    the two (the linears keep the class rate)."""
+    from calc.plan import Planner
+
+    def seconds_per_token() -> float:
+        req, opts = parse_plan_request(
+            {
+                "model": "llama-2-7b",
+                "gpu": "a100-80gb-sxm",
+                "dataset_tokens": 1e9,
+                "seq_len": 16384,
+                "attention": "flash",
+            }
+        )
+        t = Planner(req, opts).time(opts.gpu, 1, req.sharding.value)
+        return 1.0 / t.tokens_per_second_per_gpu
+
+    measured = seconds_per_token()
+    monkeypatch.setattr(timing, "FLASH2_RATE_CLASSES", frozenset())
+    at_class = seconds_per_token()
+    ratio = timing.MATMUL_EFFICIENCY["a100"] / timing.flash2_peak_share(True, 128, 16384, 1.0)
+    assert 1.05 < measured / at_class < ratio
 
 
 def test_the_hopper_share_only_caps_a_higher_efficiency():
