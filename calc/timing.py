@@ -135,7 +135,8 @@ ATTENTION_KERNEL_TIME = {
     attn_kernels.EFFICIENT: 2.0,
 }
 """Time of the score and value matmuls on each fused attention kernel, relative to the flash
-kernel at the same FLOPs (the matmul efficiency of the card class prices the flash kernel). Read
+kernel at the same FLOPs (the matmul efficiency of the card class prices the flash kernel, and
+on the A100s FlashAttention-2's own measured rate, :data:`FLASH2_A100_TFLOPS`). Read
 off the FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, sec. 4.1, forward + backward on the
 A100): FlashAttention-2 reaches 50-73 % of the peak, about 2x FlashAttention-1, whose speed
 xformers' cutlass kernel (PyTorch's memory-efficient backend) matches, hence 2.0. cuDNN's fused
