@@ -78,9 +78,9 @@ the power-limited cards run below the boost clock their datasheet rate assumes, 
 from their board power, not by a class of their own), so the RTX 6000 Ada's rows set the other
 cards' share, not their clocks. Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
 are judged but not fitted on (their figure is a whole job's wall time, start-up included);
-On the A100s the flash and memory-efficient attention kernels are priced at FlashAttention-2's
-own measured rate (:data:`FLASH2_A100_TFLOPS`), so ``a100`` is the share of the rest of the
-step's FLOPs. ``blackwell`` on two: Unsloth on the B200 (LoRA and QLoRA of Qwen3 0.6B-32B on one card) and
+On the A100s and the Hopper cards SDPA's flash and memory-efficient attention kernels are priced
+at FlashAttention-2's own measured rate (:data:`FLASH2_TABLES`), so the class efficiency is the
+share of the rest of the step's FLOPs there. ``blackwell`` on two: Unsloth on the B200 (LoRA and QLoRA of Qwen3 0.6B-32B on one card) and
 NeMo 2's Llama 3 8B BF16 pre-training on eight (vuiseng9's nemo-perf-nvfp4); fitted on either
 alone it is 0.38 or about 0.55 (Unsloth's B200 rows run below the NeMo run's share of the peak).
 ``cdna3`` (AMD Instinct MI300X and the cards the catalogue puts in its class) rests on ONE source,
@@ -136,7 +136,7 @@ ATTENTION_KERNEL_TIME = {
 }
 """Time of the score and value matmuls on each fused attention kernel, relative to the flash
 kernel at the same FLOPs (the matmul efficiency of the card class prices the flash kernel, and
-on the A100s FlashAttention-2's own measured rate, :data:`FLASH2_A100_TFLOPS`). Read
+on the A100s and Hopper cards FlashAttention-2's own measured rate, :data:`FLASH2_TABLES`). Read
 off the FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, sec. 4.1, forward + backward on the
 A100): FlashAttention-2 reaches 50-73 % of the peak, about 2x FlashAttention-1, whose speed
 xformers' cutlass kernel (PyTorch's memory-efficient backend) matches, hence 2.0. cuDNN's fused
@@ -231,25 +231,6 @@ def fp32_time(rates: "Rates") -> float:
     return rates.peak_flops / rates.fp32_flops
 
 
-AMPERE_KERNEL_PEAK_SHARE = {"hopper": 0.35}
-"""Share of the dense BF16 peak that attention kernels written for Ampere reach on a newer
-architecture, where the class efficiency (:data:`MATMUL_EFFICIENCY`, set by cuBLAS's GEMMs that
-use the architecture's own instructions) would overstate them. PyTorch's flash backend is
-FlashAttention-2 (its sources vendored under ``aten/src/ATen/native/transformers/cuda/flash_attn``)
-and its memory-efficient backend is xformers' CUTLASS kernel, built for ``cutlass::arch::Sm80``
-on every card of compute capability 8.0 and above (``mem_eff_attention/gemm_kernel_utils.h``,
-``DISPATCH_ARCHTAG``): both issue Ampere's ``mma.sync``, not Hopper's ``wgmma``. Hopper: 0.35,
-"FlashAttention-2 achieving only 35% utilization on the H100 GPU" (Shah et al. 2024,
-FlashAttention-3, arXiv:2407.08608, abstract); cuDNN's attention and FlashAttention-3 use
-``wgmma`` (the same abstract: 75 % of the peak) and keep the class efficiency. The
-memory-efficient kernel's :data:`ATTENTION_KERNEL_TIME` applies on top. The share applies to
-the kernels SDPA dispatches, whose code is PyTorch's own; the request's ``attention`` ``flash``
-names the FlashAttention package without its version (transformers' ``flash_attention_2`` or
-``flash_attention_3``, which uses ``wgmma``) and keeps the class efficiency. No published figure is
-read here for Ampere kernels on Blackwell: those cards keep the class efficiency. Stated from
-a source, not fitted."""
-
-
 FLASH2_A100_TFLOPS: dict[tuple[str, int, int], float] = {
     ("causal", 64, 512): 88.0,
     ("causal", 64, 1024): 119.0,
@@ -263,10 +244,14 @@ FLASH2_A100_TFLOPS: dict[tuple[str, int, int], float] = {
     ("causal", 128, 4096): 173.0,
     ("causal", 128, 8192): 182.0,
     ("causal", 128, 16384): 189.0,
+    ("full", 64, 512): 132.0,
+    ("full", 64, 1024): 153.0,
     ("full", 64, 2048): 162.0,
     ("full", 64, 4096): 171.0,
     ("full", 64, 8192): 175.0,
     ("full", 64, 16384): 176.0,
+    ("full", 128, 512): 151.0,
+    ("full", 128, 1024): 173.0,
     ("full", 128, 2048): 187.0,
     ("full", 128, 4096): 196.0,
     ("full", 128, 8192): 201.0,
@@ -276,53 +261,89 @@ FLASH2_A100_TFLOPS: dict[tuple[str, int, int], float] = {
 TFLOP/s, by (mask: ``causal`` or ``full``, head dim, keys per query): the bar labels of Dao 2023
 (arXiv:2307.08691), Fig. 4 "Attention forward + backward speed (A100 80GB SXM4)", as the
 flash-attention repository publishes it (``assets/flash2_a100_fwd_bwd_benchmark.png``, added in
-4f285b35, "FlashAttention-2 release"), 16k tokens per batch, hidden size 2048. The paper's text
-bounds them: "up to 73%" of the peak forward and "up to 63%" backward (sec. 1). The paper counts
-the backward as 2.5 forwards (its backward recomputes the scores); calc counts it as two
-(:attr:`calc.flops.StepFlops.attention_total`), so :func:`flash2_peak_share` converts. The
-``full`` labels at 512 and 1k lie under the plot's legend and are not read: there the 2k figure
-is scaled by the causal panel's ratio at that length. Beyond 16k the 16k figure holds (the bars
-have levelled off: 182 -> 189 from 8k to 16k), a head dim above 64 reads the 128 panel (none
-wider is published) and one of 64 or less the 64 panel. Measured, not fitted."""
+4f285b35, "FlashAttention-2 release", unchanged since), 16k tokens per batch, hidden size 2048.
+Four labels of the ``full`` panels (512 and 1k) sit under the plot's see-through legend and were
+read at 6x zoom and checked against their bars' heights (the least certain, ``full``, 128, 512:
+151 +- 1). The paper's text bounds them: "up to 73%" of the peak forward and "up to 63%" backward
+(sec. 1). Measured, not fitted: :func:`flash2_peak_share` reads them."""
 
-FLASH2_A100_PEAK_TFLOPS = 312.0
-"""The dense BF16 peak of the card :data:`FLASH2_A100_TFLOPS` was measured on (A100 datasheet):
-the figures become a share of the peak, which prices every card of the class at its own peak."""
+FLASH2_H100_TFLOPS: dict[tuple[str, int, int], float] = {
+    ("causal", 64, 512): 141.0,
+    ("causal", 64, 1024): 192.0,
+    ("causal", 64, 2048): 232.0,
+    ("causal", 64, 4096): 257.0,
+    ("causal", 64, 8192): 273.0,
+    ("causal", 64, 16384): 284.0,
+    ("causal", 128, 512): 163.0,
+    ("causal", 128, 1024): 221.0,
+    ("causal", 128, 2048): 265.0,
+    ("causal", 128, 4096): 294.0,
+    ("causal", 128, 8192): 308.0,
+    ("causal", 128, 16384): 328.0,
+    ("full", 64, 512): 215.0,
+    ("full", 64, 1024): 254.0,
+    ("full", 64, 2048): 274.0,
+    ("full", 64, 4096): 288.0,
+    ("full", 64, 8192): 294.0,
+    ("full", 64, 16384): 296.0,
+    ("full", 128, 512): 248.0,
+    ("full", 128, 1024): 294.0,
+    ("full", 128, 2048): 320.0,
+    ("full", 128, 4096): 326.0,
+    ("full", 128, 8192): 335.0,
+    ("full", 128, 16384): 338.0,
+}
+"""The same figure of the same release for the H100 80GB SXM5
+(``assets/flash2_h100_fwd_bwd_benchmark.png``, added in 4f285b35; every label read, each within
+1.2 of its bar's height). FlashAttention-2 issues Ampere's ``mma.sync``, not Hopper's ``wgmma``,
+so it stays far below the Hopper GEMMs' share of the peak: "FlashAttention-2 achieving only 35%
+utilization on the H100 GPU" (Shah et al. 2024, FlashAttention-3, arXiv:2407.08608, abstract).
+Measured, not fitted."""
 
-FLASH2_RATE_CLASSES = frozenset({"a100"})
-"""The card classes (``utilisation_class``) whose FlashAttention-2 kernels are priced by
-:data:`FLASH2_A100_TFLOPS` instead of the class's matmul efficiency: the A100s, the card it was
-measured on. On them SDPA's flash backend is FlashAttention-2 (vendored in PyTorch) and
-transformers' ``flash_attention_2`` is the same kernel (FlashAttention-3 needs compute capability
-9.0), so both the request's ``sdpa`` and ``flash`` read it, and the memory-efficient kernel runs
-it times :data:`ATTENTION_KERNEL_TIME`. Other Ampere cards (the GDDR classes) keep their class
-efficiency: no published figure measures the kernel on them."""
+FLASH2_TABLES = {"a100": FLASH2_A100_TFLOPS, "hopper": FLASH2_H100_TFLOPS}
+"""The card classes (``utilisation_class``) whose FlashAttention-2-generation kernels are priced by
+a measured rate instead of the class's matmul efficiency, and the table measured on a card of the
+class. The kernels are SDPA's flash backend (PyTorch vendors FlashAttention-2,
+``aten/src/ATen/native/transformers/cuda/flash_attn``) and its memory-efficient backend (xformers'
+CUTLASS kernel, built for ``cutlass::arch::Sm80`` on every card of compute capability 8.0 and
+above, ``mem_eff_attention/gemm_kernel_utils.h`` ``DISPATCH_ARCHTAG``), which then takes
+:data:`ATTENTION_KERNEL_TIME` on top. The GDDR classes (Ampere, Ada and Blackwell workstation and
+GeForce cards) and Blackwell keep their class efficiency: no published figure measures the kernel
+on them. cuDNN's attention and FlashAttention-3 (``wgmma``) keep the class efficiency."""
+
+FLASH2_ONLY_CLASSES = frozenset({"a100"})
+"""The classes on which the request's ``attention`` ``flash`` (the FlashAttention package,
+transformers' ``flash_attention_2`` or ``_3``) can only be FlashAttention-2: FlashAttention-3 needs
+compute capability 9.0. On Hopper the package names no version and keeps the class efficiency."""
+
+FLASH2_PEAK_TFLOPS = {"a100": 312.0, "hopper": 989.0}
+"""The dense BF16 peak of the card each of :data:`FLASH2_TABLES` was measured on (A100 and H100
+SXM datasheets): the figures become shares of the peak, which prices every card of the class at
+its own peak (and sustained clock)."""
 
 
-def flash2_peak_share(causal: bool, head_dim: int, keys: float, recompute_share: float) -> float:
+def flash2_peak_share(
+    card_class: str, causal: bool, head_dim: int, keys: float, recompute_share: float
+) -> float:
     """Share of the card's dense BF16 peak at which FlashAttention-2 runs calc's count of
-    attention FLOPs on an A100-class card (:data:`FLASH2_A100_TFLOPS` over
-    :data:`FLASH2_A100_PEAK_TFLOPS`): interpolated in ``log2`` of ``keys`` (the keys per query),
-    then scaled from the paper's 3.5 forwards per step to calc's ``3 + recompute_share`` (a
-    checkpointed layer's forward again, at the same rate)."""
-    width = 64 if head_dim <= 64 else 128
-    causal_panel = {
-        n: v for (m, d, n), v in FLASH2_A100_TFLOPS.items() if (m, d) == ("causal", width)
-    }
-    panel = causal_panel
-    if not causal:
-        panel = {n: v for (m, d, n), v in FLASH2_A100_TFLOPS.items() if (m, d) == ("full", width)}
-        first = min(panel)  # below it, under the legend: the causal panel's shape
-        panel |= {
-            n: panel[first] * v / causal_panel[first] for n, v in causal_panel.items() if n < first
-        }
+    attention FLOPs on a card of ``card_class`` (:data:`FLASH2_TABLES` over
+    :data:`FLASH2_PEAK_TFLOPS`). Interpolated in ``log2`` of ``keys`` (the keys per query); beyond
+    16k the 16k figure holds (the bars have levelled off), below 512 the 512 one; a head dim above
+    64 reads the 128 panel (none wider is published), one of 64 or less the 64 panel. The paper
+    counts a backward as 2.5 forwards (its backward recomputes the scores) and calc as two
+    (:attr:`calc.flops.StepFlops.attention_total`), plus ``recompute_share`` of a forward again
+    for a checkpointed layer at the same rate: the share is scaled by ``(3 + r) / (3.5 + r)``."""
+    mask, width = ("causal" if causal else "full"), (64 if head_dim <= 64 else 128)
+    panel = {n: v for (m, d, n), v in FLASH2_TABLES[card_class].items() if (m, d) == (mask, width)}
     lengths = sorted(panel)
     x = min(max(keys, lengths[0]), lengths[-1])
     i = next(k for k in range(1, len(lengths)) if x <= lengths[k])
     lo, hi = lengths[i - 1], lengths[i]
     t = (math.log2(x) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
     tflops = panel[lo] + t * (panel[hi] - panel[lo])
-    return tflops / FLASH2_A100_PEAK_TFLOPS * (3.0 + recompute_share) / (3.5 + recompute_share)
+    return (
+        tflops / FLASH2_PEAK_TFLOPS[card_class] * (3.0 + recompute_share) / (3.5 + recompute_share)
+    )
 
 
 DEQUANT_WRITE_BYTES = 2
@@ -1300,11 +1321,10 @@ def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> flo
     times its :data:`ATTENTION_KERNEL_TIME` (the memory-efficient kernel's in 16 bits times the
     multiply-adds its tiles run over a head dim they do not divide,
     :func:`calc.attention.efficient_padded_share`), times :data:`FP32_ATTENTION_TIME` for fp32 inputs on
-    tensor cores, times ``efficiency / share`` where the share of the peak the kernel reaches is
-    below the class efficiency: FlashAttention-2's measured rate at the attention's length on an
-    A100-class card (:func:`flash2_peak_share`, for the flash and memory-efficient kernels however
-    called), else where SDPA dispatches an Ampere-generation kernel (flash, memory-efficient) on
-    an architecture of :data:`AMPERE_KERNEL_PEAK_SHARE`. The math backend runs fp32 matmuls whatever the input dtype (it
+    tensor cores, times ``efficiency / share`` where FlashAttention-2's measured share of the peak
+    at the attention's length is below the class efficiency (:func:`flash2_peak_share`, on the
+    classes of :data:`FLASH2_TABLES`: SDPA's flash and memory-efficient kernels, and ``attention``
+    ``flash`` where it can only be FlashAttention-2, :data:`FLASH2_ONLY_CLASSES`). The math backend runs fp32 matmuls whatever the input dtype (it
     upcasts: see :data:`SCORE_BYTES_PER_ELEMENT`) and eager runs cuBLAS matmuls in the input
     dtype, both without tensor cores in fp32 (``allow_tf32`` off by default): the card's
     :func:`fp32_time`. A card without CUDA (AMD) keeps 1.0: the dispatch read here is CUDA's."""
@@ -1327,18 +1347,17 @@ def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> flo
     if c.attention_dtype == "fp32":
         factor *= FP32_ATTENTION_TIME["tf32x3"] if kernel.tensor_cores else fp32_time(rates)
     flash2_family = kernel.backend in (attn_kernels.FLASH, attn_kernels.EFFICIENT)
-    if flash2_family and rates.card_class in FLASH2_RATE_CLASSES:
-        # FlashAttention-2's own measured rate on the A100s, whichever way it is called
-        share = flash2_peak_share(
-            kernel.computed_fraction < 1.0,
-            c.head_dim,
-            c.attention_keys or 1.0,
-            c.flops.attention_recompute_share,
-        )
-    elif flash2_family and c.attention_impl == "sdpa":
-        share = AMPERE_KERNEL_PEAK_SHARE.get(rates.architecture, 1.0)
-    else:
+    called = c.attention_impl == "sdpa" or rates.card_class in FLASH2_ONLY_CLASSES
+    if not (flash2_family and called and rates.card_class in FLASH2_TABLES):
         return factor
+    # FlashAttention-2's own measured rate at this length, where it is below the class's
+    share = flash2_peak_share(
+        rates.card_class,
+        kernel.computed_fraction < 1.0,
+        c.head_dim,
+        c.attention_keys or 1.0,
+        c.flops.attention_recompute_share,
+    )
     if share < efficiency:
         factor *= efficiency / share
     return factor
@@ -1438,8 +1457,8 @@ class Rates:
     host_bytes_per_s: float
     fp32_flops: float  # FP32 without tensor cores (gpus.csv fp32_tflops)
     capability: tuple[int, int] | None = None  # CUDA compute capability; None without CUDA
-    architecture: str = ""  # gpus.csv architecture: the key of AMPERE_KERNEL_PEAK_SHARE
-    card_class: str = ""  # gpus.csv utilisation_class: FLASH2_RATE_CLASSES
+    architecture: str = ""  # gpus.csv architecture
+    card_class: str = ""  # gpus.csv utilisation_class: the key of FLASH2_TABLES
 
 
 _RATES: dict[tuple[Gpu, int, str, int], Rates] = {}

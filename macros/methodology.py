@@ -173,9 +173,9 @@ def calc_constants(lang: str, group: str) -> str:
 TIME_RATE_CONSTANTS = (
     "calc.timing.ATTENTION_KERNEL_TIME",
     "calc.attention.EFFICIENT_K_CHUNK",
-    "calc.timing.AMPERE_KERNEL_PEAK_SHARE",
     "calc.timing.FLASH2_A100_TFLOPS",
-    "calc.timing.FLASH2_A100_PEAK_TFLOPS",
+    "calc.timing.FLASH2_H100_TFLOPS",
+    "calc.timing.FLASH2_PEAK_TFLOPS",
     "calc.timing.FP32_ATTENTION_TIME",
     "calc.timing.FP32_DEQUANT_WRITE_BYTES",
     "calc.timing.LORA_MATMUL_ELEMENTS",

@@ -991,53 +991,44 @@ def test_fp32_output_layer_runs_at_the_fp32_rate(gpu_id):
     assert extra == pytest.approx(fp32_seconds - fp32_seconds * rates.fp32_flops / rates.peak_flops)
 
 
-@pytest.mark.parametrize(
-    "gpu_id, request_keys, factor",
-    [
-        # SDPA's flash backend (FlashAttention-2) on Hopper, chosen where cuDNN comes last
-        # (torch 2.5): Ampere's mma.sync, 35 % of the peak against the class's 60 %
-        ("h100-sxm", {"sdpa_cudnn_last": True}, 0.6 / 0.35),
-        # the FlashAttention package names no version (FA3 uses wgmma): the class efficiency
-        ("h100-sxm", {"attention": "flash"}, 1.0),
-        # torch 2.5's order (cuDNN last) sends a padding mask to the memory-efficient kernel,
-        # also Ampere code: twice flash's time, at the Hopper share
-        (
-            "h100-sxm",
-            {"attention_mask": "padding", "sdpa_cudnn_last": True},
-            timing.ATTENTION_KERNEL_TIME["efficient"] * 0.6 / 0.35,
-        ),
-        # cuDNN (wgmma) keeps the class efficiency on Hopper
-        ("h100-sxm", {"attention_mask": "padding"}, 1.0),
-        # no published share for Ampere kernels on Blackwell: the class efficiency holds
-        ("b200", {"sdpa_cudnn_last": True}, 1.0),
-    ],
-)
-def test_ampere_attention_kernels_run_at_their_hopper_share(gpu_id, request_keys, factor):
-    c, rates, _ = _counts_and_rates(gpu_id, **request_keys)
-    assert timing.attention_time_factor(c, rates, 0.6) == pytest.approx(factor)
-
-
 def test_flash2_share_reads_the_papers_a100_figures():
+    share = timing.flash2_peak_share
     # 16k keys, causal, head dim 128: 189 TFLOP/s of the paper's 3.5 forwards, calc counts 3
-    assert timing.flash2_peak_share(True, 128, 16384, 0.0) == pytest.approx(189 / 312 * 3 / 3.5)
+    assert share("a100", True, 128, 16384, 0.0) == pytest.approx(189 / 312 * 3 / 3.5)
     # a checkpointed layer's forward again: 4 of calc's forwards against 4.5 of the paper's
-    assert timing.flash2_peak_share(True, 128, 16384, 1.0) == pytest.approx(189 / 312 * 4 / 4.5)
+    assert share("a100", True, 128, 16384, 1.0) == pytest.approx(189 / 312 * 4 / 4.5)
     # the bars have levelled off: longer sequences keep the 16k figure, shorter ones the 512
-    assert timing.flash2_peak_share(True, 128, 131072, 0.0) == timing.flash2_peak_share(
-        True, 128, 16384, 0.0
-    )
-    assert timing.flash2_peak_share(True, 64, 100, 0.0) == pytest.approx(88 / 312 * 3 / 3.5)
+    assert share("a100", True, 128, 131072, 0.0) == share("a100", True, 128, 16384, 0.0)
+    assert share("a100", True, 64, 100, 0.0) == pytest.approx(88 / 312 * 3 / 3.5)
     # halfway between 2k and 4k in log2 of the length: halfway between 155 and 173
-    mid = timing.flash2_peak_share(True, 128, 2048 * 2**0.5, 0.0)
+    mid = share("a100", True, 128, 2048 * 2**0.5, 0.0)
     assert mid == pytest.approx((155 + 173) / 2 / 312 * 3 / 3.5)
     # head dims: 96 reads the 128 panel, 32 the 64 panel
-    assert timing.flash2_peak_share(True, 96, 8192, 0.0) == pytest.approx(182 / 312 * 3 / 3.5)
-    assert timing.flash2_peak_share(True, 32, 8192, 0.0) == pytest.approx(165 / 312 * 3 / 3.5)
-    # the non-causal labels under the legend: the 2k figure shaped like the causal panel
-    assert timing.flash2_peak_share(False, 128, 1024, 0.0) == pytest.approx(
-        187 * 133 / 155 / 312 * 3 / 3.5
-    )
-    assert timing.flash2_peak_share(False, 128, 4096, 0.0) == pytest.approx(196 / 312 * 3 / 3.5)
+    assert share("a100", True, 96, 8192, 0.0) == pytest.approx(182 / 312 * 3 / 3.5)
+    assert share("a100", True, 32, 8192, 0.0) == pytest.approx(165 / 312 * 3 / 3.5)
+    # the full mask's panels, the labels under the legend included
+    assert share("a100", False, 128, 1024, 0.0) == pytest.approx(173 / 312 * 3 / 3.5)
+    assert share("a100", False, 128, 4096, 0.0) == pytest.approx(196 / 312 * 3 / 3.5)
+    # the H100's figure, as a share of its own peak: Ampere code far below Hopper's GEMMs
+    assert share("hopper", True, 128, 16384, 0.0) == pytest.approx(328 / 989 * 3 / 3.5)
+    assert share("hopper", False, 64, 512, 0.0) == pytest.approx(215 / 989 * 3 / 3.5)
+    assert share("hopper", True, 128, 16384, 0.0) < share("a100", True, 128, 16384, 0.0)
+
+
+def test_flash2_tables_are_whole_panels():
+    """Every table has the four panels (mask x head dim) at the same six lengths, and every rate
+    climbs with the length and is below the card's peak."""
+    lengths = [512, 1024, 2048, 4096, 8192, 16384]
+    for card_class, table in timing.FLASH2_TABLES.items():
+        assert set(table) == {
+            (m, d, n) for m in ("causal", "full") for d in (64, 128) for n in lengths
+        }
+        for m in ("causal", "full"):
+            for d in (64, 128):
+                rates = [table[m, d, n] for n in lengths]
+                assert rates == sorted(rates), (card_class, m, d)
+                assert rates[-1] < timing.FLASH2_PEAK_TFLOPS[card_class]
+    assert timing.FLASH2_ONLY_CLASSES <= set(timing.FLASH2_TABLES)
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "flash"])
@@ -1047,7 +1038,7 @@ def test_flash2_on_the_a100_runs_at_its_measured_rate(attention):
     c, rates, req = _counts_and_rates(
         "a100-80gb-sxm", attention=attention, seq_len=16384, gradient_checkpointing=False
     )
-    share = timing.flash2_peak_share(True, 128, 16384, 0.0)
+    share = timing.flash2_peak_share("a100", True, 128, 16384, 0.0)
     assert c.attention_keys == 16384
     assert timing.attention_time_factor(c, rates, 0.8) == pytest.approx(0.8 / share)
     # a longer sequence of the same run is no faster per FLOP than 16k
@@ -1064,9 +1055,9 @@ def test_flash2_on_the_a100_runs_at_its_measured_rate(attention):
 
 
 def test_flash2_measured_rate_slows_long_sequences_on_the_a100(monkeypatch):
-    """At 16k tokens attention is a quarter of a 7B step's FLOPs: the measured rate below the class
-    efficiency makes the step longer than at the class efficiency, by less than the ratio of
-    the two (the linears keep the class rate)."""
+    """At 16k tokens attention is a quarter of a 7B step's FLOPs: the measured rate below the
+    class efficiency makes the step longer than at the class efficiency, by less than the ratio
+    of the two (the linears keep the class rate)."""
     from calc.plan import Planner
 
     def seconds_per_token() -> float:
@@ -1083,16 +1074,64 @@ def test_flash2_measured_rate_slows_long_sequences_on_the_a100(monkeypatch):
         return 1.0 / t.tokens_per_second_per_gpu
 
     measured = seconds_per_token()
-    monkeypatch.setattr(timing, "FLASH2_RATE_CLASSES", frozenset())
+    ratio = timing.MATMUL_EFFICIENCY["a100"] / timing.flash2_peak_share(
+        "a100", True, 128, 16384, 1.0
+    )
+    monkeypatch.setattr(timing, "FLASH2_TABLES", {})
     at_class = seconds_per_token()
-    ratio = timing.MATMUL_EFFICIENCY["a100"] / timing.flash2_peak_share(True, 128, 16384, 1.0)
     assert 1.05 < measured / at_class < ratio
 
 
-def test_the_hopper_share_only_caps_a_higher_efficiency():
-    # a user's mfu below the share: the kernel is not slowed further
+def _hopper_flash2(c) -> float:
+    causal = c.attention_mask == "causal"
+    return timing.flash2_peak_share(
+        "hopper", causal, c.head_dim, c.attention_keys, c.flops.attention_recompute_share
+    )
+
+
+@pytest.mark.parametrize(
+    "gpu_id, request_keys, kernel_time",
+    [
+        # SDPA's flash backend (FlashAttention-2) on Hopper, chosen where cuDNN comes last
+        # (torch 2.5): Ampere's mma.sync, the H100's measured rate against the class's 60 %
+        ("h100-sxm", {"sdpa_cudnn_last": True}, 1.0),
+        # torch 2.5's order (cuDNN last) sends a padding mask to the memory-efficient kernel,
+        # also Ampere code: twice flash's time, at the H100's measured full-mask rate
+        (
+            "h100-sxm",
+            {"attention_mask": "padding", "sdpa_cudnn_last": True},
+            timing.ATTENTION_KERNEL_TIME["efficient"],
+        ),
+    ],
+)
+def test_ampere_attention_kernels_run_at_their_hopper_rate(gpu_id, request_keys, kernel_time):
+    c, rates, _ = _counts_and_rates(gpu_id, **request_keys)
+    expected = kernel_time * 0.6 / _hopper_flash2(c)
+    assert timing.attention_time_factor(c, rates, 0.6) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "gpu_id, request_keys",
+    [
+        # the FlashAttention package names no version (FA3 uses wgmma): the class efficiency
+        ("h100-sxm", {"attention": "flash"}),
+        # cuDNN (wgmma) keeps the class efficiency on Hopper
+        ("h100-sxm", {"attention_mask": "padding"}),
+        ("h100-sxm", {}),
+        # no published figure for Ampere kernels on Blackwell: the class efficiency holds
+        ("b200", {"sdpa_cudnn_last": True}),
+    ],
+)
+def test_other_kernels_keep_the_class_efficiency(gpu_id, request_keys):
+    c, rates, _ = _counts_and_rates(gpu_id, **request_keys)
+    assert timing.attention_time_factor(c, rates, 0.6) == 1.0
+
+
+def test_the_hopper_rate_only_caps_a_higher_efficiency():
+    # a user's mfu below FlashAttention-2's measured share: the kernel is not slowed further
     c, rates, _ = _counts_and_rates("h100-sxm", sdpa_cudnn_last=True)
-    assert timing.attention_time_factor(c, rates, 0.3) == 1.0
+    below = _hopper_flash2(c) * 0.9
+    assert timing.attention_time_factor(c, rates, below) == 1.0
     assert timing.attention_time_factor(c, rates, 0.6) > 1.0
 
 
