@@ -78,9 +78,7 @@ the power-limited cards run below the boost clock their datasheet rate assumes, 
 from their board power, not by a class of their own), so the RTX 6000 Ada's rows set the other
 cards' share, not their clocks. Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
 are judged but not fitted on (their figure is a whole job's wall time, start-up included);
-On the A100s and the Hopper cards SDPA's flash and memory-efficient attention kernels are priced
-at FlashAttention-2's own measured rate (:data:`FLASH2_TABLES`), so the class efficiency is the
-share of the rest of the step's FLOPs there. ``blackwell`` on two: Unsloth on the B200 (LoRA and QLoRA of Qwen3 0.6B-32B on one card) and
+``blackwell`` on two: Unsloth on the B200 (LoRA and QLoRA of Qwen3 0.6B-32B on one card) and
 NeMo 2's Llama 3 8B BF16 pre-training on eight (vuiseng9's nemo-perf-nvfp4); fitted on either
 alone it is 0.38 or about 0.55 (Unsloth's B200 rows run below the NeMo run's share of the peak).
 ``cdna3`` (AMD Instinct MI300X and the cards the catalogue puts in its class) rests on ONE source,
@@ -88,7 +86,9 @@ one row: torchtitan's Llama 3 8B BF16 pre-training on eight MI300X in torchao's 
 (853f87d1), 0.25 of the datasheet's dense BF16 peak; before that row the class took the pooled
 NVIDIA share and read +163 % at first contact (fct-n4). Every other class rests on two sources
 or more; the methodology page says which rest on one, from the fit. A class without rows takes
-:data:`MATMUL_EFFICIENCY_POOLED`."""
+:data:`MATMUL_EFFICIENCY_POOLED`. On the A100s and the Hopper cards SDPA's flash and
+memory-efficient attention kernels run at FlashAttention-2's own measured rate instead
+(:data:`FLASH2_TABLES`), so there the class efficiency is the share of the rest of the step."""
 
 SINGLE_SOURCE_CLASSES = frozenset({"cdna3"})
 """The card classes whose :data:`MATMUL_EFFICIENCY` rests on one published source (the fit's
@@ -736,9 +736,7 @@ class Counts:
     score_softcap: bool = False  # eager attention caps its scores with a tanh (Gemma-2)
     fp32_matmul_flops_per_token: float = 0.0  # fp32 weights and inputs: CUDA cores, all passes
     head_dim: int = 128
-    attention_keys: float = (
-        0.0  # keys per query of the attention kernel (the packed span or seq_len)
-    )
+    attention_keys: float = 0.0  # keys per query: the packed span, else seq_len
     adapter_flops_per_token: float = 0.0  # the LoRA adapters' rank-r matmuls, all passes
     adapter_bytes_per_token: float = 0.0  # what those matmuls read and write, all passes
     adapter_fp32: bool = False  # the adapters' matmuls run in fp32 (no tensor cores)
@@ -1457,7 +1455,6 @@ class Rates:
     host_bytes_per_s: float
     fp32_flops: float  # FP32 without tensor cores (gpus.csv fp32_tflops)
     capability: tuple[int, int] | None = None  # CUDA compute capability; None without CUDA
-    architecture: str = ""  # gpus.csv architecture
     card_class: str = ""  # gpus.csv utilisation_class: the key of FLASH2_TABLES
 
 
@@ -1491,7 +1488,6 @@ def _card_rates(gpu: Gpu, num_gpus: int, network: str, per_node: int) -> Rates:
         capability=attn_kernels.compute_capability(gpu.architecture, gpu.id)
         if gpu.stack == "cuda"
         else None,
-        architecture=gpu.architecture,
         card_class=gpu.utilisation_class,
     )
 
