@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from . import attention as attn_kernels
@@ -322,6 +323,14 @@ SXM datasheets): the figures become shares of the peak, which prices every card 
 its own peak (and sustained clock)."""
 
 
+@lru_cache(maxsize=None)
+def _flash2_panel(card_class: str, mask: str, width: int) -> dict[int, float]:
+    """One panel of a :data:`FLASH2_TABLES` table, TFLOP/s by keys per query: picked out of the
+    table once, not on every step a plan times."""
+    table = FLASH2_TABLES[card_class]
+    return {n: v for (m, d, n), v in table.items() if (m, d) == (mask, width)}
+
+
 def flash2_peak_share(
     card_class: str, causal: bool, head_dim: int, keys: float, recompute_share: float
 ) -> float:
@@ -333,8 +342,7 @@ def flash2_peak_share(
     counts a backward as 2.5 forwards (its backward recomputes the scores) and calc as two
     (:attr:`calc.flops.StepFlops.attention_total`), plus ``recompute_share`` of a forward again
     for a checkpointed layer at the same rate: the share is scaled by ``(3 + r) / (3.5 + r)``."""
-    mask, width = ("causal" if causal else "full"), (64 if head_dim <= 64 else 128)
-    panel = {n: v for (m, d, n), v in FLASH2_TABLES[card_class].items() if (m, d) == (mask, width)}
+    panel = _flash2_panel(card_class, "causal" if causal else "full", 64 if head_dim <= 64 else 128)
     lengths = sorted(panel)
     x = min(max(keys, lengths[0]), lengths[-1])
     i = next(k for k in range(1, len(lengths)) if x <= lengths[k])

@@ -1035,7 +1035,7 @@ def test_flash2_tables_are_whole_panels():
 def test_flash2_on_the_a100_runs_at_its_measured_rate(attention):
     """On an A100-class card the flash kernel is FlashAttention-2 whichever way it is called,
     priced at the paper's rate at the request's length, not at the class efficiency."""
-    c, rates, req = _counts_and_rates(
+    c, rates, _ = _counts_and_rates(
         "a100-80gb-sxm", attention=attention, seq_len=16384, gradient_checkpointing=False
     )
     share = timing.flash2_peak_share("a100", True, 128, 16384, 0.0)
