@@ -213,6 +213,11 @@ class CachingAllocator:
         # stop (as :attr:`pause_before` does, with ``paused`` set) at the first device
         # allocation whose need reaches this many bytes, its need recorded in device_needs
         self.need_limit: int | None = None
+        # expandable segments: the bytes of the pages that held blocks touch (each page
+        # once), now and at most; the pages two held blocks share, with how many touch them
+        self.footprint = 0
+        self.peak_footprint = 0
+        self._shared_pages: dict[int, int] = {}
 
     # ---- malloc ----------------------------------------------------------------------
     def malloc(self, nbytes: int) -> _Block:
@@ -240,7 +245,42 @@ class CachingAllocator:
         self.allocated += block.size
         if self.allocated > self.peak_allocated:
             self.peak_allocated = self.allocated
+        if block.expandable:
+            self._touch(block, 1)
+            if self.footprint > self.peak_footprint:
+                self.peak_footprint = self.footprint
         return block
+
+    def _touch(self, block: _Block, sign: int) -> None:
+        """Expandable segments: add (``sign`` 1) or remove (-1) a held block's pages from
+        :attr:`footprint`. The pages wholly inside it are its own; its first and last page
+        may also hold a neighbour, so they count while any held block touches them. The
+        footprint is what stays mapped once every free page is unmapped (``unmap_block``
+        returns only the whole pages of free blocks): the memory such a run needs at that
+        moment, wherever the free pages had been mapped."""
+        small = block.small
+        page = SMALL_BUFFER_BYTES if small else LARGE_BUFFER_BYTES
+        start = block.addr - self._base[small]
+        first, last = start // page, (start + block.size - 1) // page
+        footprint = self.footprint
+        if last > first + 1:
+            footprint += sign * (last - first - 1) * page
+        shared = self._shared_pages
+        # a page's key: its index and pool in one int (a tuple costs more)
+        key = first << 1 | small
+        while True:
+            count = shared.get(key, 0) + sign
+            if count:
+                shared[key] = count
+                if count == 1 and sign > 0:
+                    footprint += page
+            else:
+                del shared[key]
+                footprint -= page
+            if last == first:
+                break
+            key, first = last << 1 | small, last
+        self.footprint = footprint
 
     def _device_block(self, pool: _Pool, size: int) -> _Block:
         """No cached block serves ``size``: allocate a segment; else release oversize cached
@@ -406,6 +446,8 @@ class CachingAllocator:
         (``try_merge_blocks``) and cached in its pool; nothing returns to the device."""
         block.allocated = False
         self.allocated -= block.size
+        if block.expandable:
+            self._touch(block, -1)
         pool = self.pools[block.small]
         for other in (block.prev, block.next):
             if other is not None and not other.allocated and other.mapped:
@@ -620,6 +662,7 @@ class CachingAllocator:
             self.num_alloc_retries,
             failed_at,
             self.segment_need,
+            self.peak_footprint,
         )
 
     def run(self, events: Iterable[Event], live: dict[Any, _Block]) -> int:
@@ -767,6 +810,7 @@ class CachingAllocator:
                     free(block)
             elif kind == "mark":
                 self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
+                self.peak_footprint = self.footprint
             elif kind == "empty_cache":
                 self.empty_cache()
         return -1
@@ -790,6 +834,7 @@ class Replay:
     alloc_retries: int
     failed_at: int  # index of the event that ran out of memory; -1 when it fits
     segment_need_bytes: int = 0  # see CachingAllocator.segment_need
+    peak_footprint_bytes: int = 0  # expandable segments: see CachingAllocator.footprint
 
 
 def replay(
@@ -811,12 +856,12 @@ def min_device_bytes(
     """The device memory from which ``events`` run without out-of-memory on every larger
     device too: ``outside_allocator_bytes`` (CUDA context, driver reserve, communication
     buffers: the caller counts and cites them) plus :func:`capacity_threshold` of the replay
-    (or, where a release does not leave one state for a band of capacities, the unlimited
-    peak reserved: :func:`threshold_applies`). ``unlimited``: the replay with no limit, when
+    (or, where a release does not leave one state for a band of capacities,
+    :func:`unwalked_capacity`: :func:`threshold_applies`). ``unlimited``: the replay with no limit, when
     the caller has it."""
     free_run = unlimited or replay(events, None, config)
     if not threshold_applies(config):
-        return whole_steps(free_run.peak_reserved_bytes) + outside_allocator_bytes
+        return unwalked_capacity(free_run, config) + outside_allocator_bytes
     flat = _FlatEvents(events, config)
     capacity, _ = capacity_threshold(flat.root(), flat.continuation, flat.pause, flat.release)
     return capacity + outside_allocator_bytes
@@ -838,11 +883,30 @@ def whole_steps(nbytes: int) -> int:
     return -(-nbytes // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES
 
 
+def unwalked_capacity(unlimited: Replay, config: AllocatorConfig) -> int:
+    """The capacity from which a sequence runs where :func:`capacity_threshold` does not apply
+    (:func:`threshold_applies`), from its replay with no limit, in whole 2 MiB steps.
+
+    - Expandable segments: the largest :attr:`CachingAllocator.footprint`, the pages the held
+      blocks touch. On a smaller card a page that fails to map makes the allocator unmap the
+      whole free pages of every free block (``release_cached_blocks`` -> ``unmap_block``) and
+      retry, and the unmapped address ranges serve later requests again
+      (``find_expandable_block`` searches the pool's ``unmapped`` blocks, lowest address
+      first): what stays mapped is the footprint. Where a request lands may differ from the
+      unlimited run's (the lowest unmapped range against a best fit), which can move a
+      block's share of its edge pages; the footprint of the unlimited run's layout is taken.
+    - ``max_split_size_mb``: the unlimited peak reserved, a bound (its release of oversize
+      blocks makes what follows depend on the capacity)."""
+    if config.expandable_segments:
+        return whole_steps(unlimited.peak_footprint_bytes)
+    return whole_steps(unlimited.peak_reserved_bytes)
+
+
 def threshold_applies(config: AllocatorConfig) -> bool:
     """Whether a release leaves one state for a whole band of capacities (see
     :func:`capacity_threshold`): not with ``max_split_size_mb`` (its release of oversize
     blocks first adds a capacity-dependent step) nor with expandable segments (pages, not
-    segments, are mapped and unmapped); there the unlimited peak reserved is the bound."""
+    segments, are mapped and unmapped); there :func:`unwalked_capacity` answers."""
     return config.max_split_size_bytes is None and not config.expandable_segments
 
 

@@ -834,6 +834,23 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "expandable_segments",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "PyTorch's caching allocator runs with ``expandable_segments:True`` "
+            "(``PYTORCH_CUDA_ALLOC_CONF``, or ``PYTORCH_ALLOC_CONF`` from torch 2.10): one "
+            "segment per pool that grows by mapping 20 MiB pages (2 MiB in the small pool) and "
+            "unmaps its fully free pages before out of memory, instead of a ``cudaMalloc`` per "
+            "segment (``c10/cuda/CUDACachingAllocator.cpp`` ``ExpandableSegment``, "
+            ":class:`calc.allocator.AllocatorConfig`). Read by the allocator replay only "
+            "(``min_device_bytes`` and the replayed reserved peak of a request with "
+            "``length_stats``), whose smallest device is then the most that the pages held "
+            "blocks touch add up to (:func:`calc.allocator.unwalked_capacity`). Default False: "
+            "PyTorch's default; Unsloth sets it at import (its profile says True)."
+        ),
+    ),
+    _bool(
         "qlora_quant_state_replicated",
         False,
         BEHAVIOUR,

@@ -106,6 +106,7 @@ class EstimateRequest:
     gradient_clipping: bool
     loss_outputs_kept: bool
     outputs_cast_fp32: bool
+    expandable_segments: bool
     qlora_quant_state_replicated: bool
     framework: Framework
     moe_expert_layout: MoeExpertLayout

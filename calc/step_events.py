@@ -195,10 +195,22 @@ class AllocatorEstimate:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
+EXPANDABLE_CONFIG = al.AllocatorConfig(expandable_segments=True)
+"""``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` (the request key ``expandable_segments``)."""
+
+
+def allocator_config(req: EstimateRequest) -> al.AllocatorConfig:
+    """The allocator settings the request's loop runs with: PyTorch's defaults, or
+    ``expandable_segments`` where the request (or its stack's profile) sets it."""
+    if req.expandable_segments:
+        return EXPANDABLE_CONFIG
+    return al.DEFAULT_CONFIG
+
+
 def simulate(
     req: EstimateRequest,
     micro_batch_tokens: Sequence[int] | None = None,
-    config: al.AllocatorConfig = al.DEFAULT_CONFIG,
+    config: al.AllocatorConfig | None = None,
     driver_reserve_bytes: int = 0,
 ) -> AllocatorEstimate:
     """Replay the steps of ``micro_batch_tokens`` (tokens per micro-batch; default one
@@ -211,7 +223,8 @@ def simulate(
     cited there), :data:`calc.memory.NCCL_BUFFER_BYTES` on several GPUs (cited there), and
     ``driver_reserve_bytes``: memory the driver keeps on the card that nvidia-smi's
     ``memory.total`` still counts (an input: calc has no cited figure for it, so 0 unless the
-    caller gives one)."""
+    caller gives one).
+    ``config``: the allocator's settings (default: :func:`allocator_config` of the request)."""
     lengths = (
         lengths_of(req, micro_batch_tokens)
         if micro_batch_tokens
@@ -246,7 +259,7 @@ def reserved_after_step(req: EstimateRequest, micro_batch_tokens: Sequence[int])
     events = builder.resident() + builder.step(lengths, empty_cache=True)
     events.append(("mark",))
     events += builder.step(lengths)
-    return al.replay(events).peak_reserved_bytes
+    return al.replay(events, al.UNLIMITED, allocator_config(req)).peak_reserved_bytes
 
 
 STEADY_STEPS = 1
@@ -336,9 +349,10 @@ class MinDevice:
       nothing (running is not monotone in the capacity), and the walk decides.
 
     Each bound adds the memory outside the allocator (CUDA context, NCCL buffers on several
-    GPUs), as :func:`simulate` does. Only the default allocator configuration (the one
-    :func:`simulate_request` replays). An inconsistency of the replay raises
-    ``AssertionError``, as :func:`simulate` does."""
+    GPUs), as :func:`simulate` does. The allocator's settings are the request's
+    (:func:`allocator_config`, as :func:`simulate_request` replays them); with expandable
+    segments the unlimited replay gives the answer itself (no walk). An inconsistency of the
+    replay raises ``AssertionError``, as :func:`simulate` does."""
 
     def __init__(self, req: EstimateRequest) -> None:
         self.req = req
@@ -391,7 +405,7 @@ class _Capacities:
         needs = steps._needs
         assert needs is not None
         if not al.threshold_applies(steps.config) or not needs:
-            self.exact = al.whole_steps(run.peak_reserved_bytes)
+            self.exact = al.unwalked_capacity(run, steps.config)
         self.high = al.whole_steps(needs[-1]) if needs else 0
         # the walk spends a continuation per band between distinct running maxima, so
         # with its budget it cannot go below the budget-th of them from the top; else no
@@ -447,6 +461,7 @@ def _capacities(req: EstimateRequest) -> _Capacities:
     if len(set(groups)) > 1:
         return _Capacities(steps)
     key = (
+        steps.config,
         tuple(groups),
         tuple(steps._resident),
         tuple(steps._first),
@@ -502,9 +517,9 @@ class StepReplay:
         self,
         req: EstimateRequest,
         seq_lens: Sequence[int],
-        config: al.AllocatorConfig = al.DEFAULT_CONFIG,
+        config: al.AllocatorConfig | None = None,
     ) -> None:
-        self.config = config
+        self.config = allocator_config(req) if config is None else config
         self.groups = optimizer_steps(req, list(seq_lens)) or [()]
         self._builder = _Builder(req)
         self._resident = self._builder.resident()
@@ -664,11 +679,11 @@ class StepReplay:
         the step skipping of :meth:`_advance`; a continuation that comes to stand where an
         earlier one began, in the state it began from, takes the rest from it
         (:meth:`_splice`). Where a release does not leave one state for
-        a band (:func:`calc.allocator.threshold_applies`), the unlimited peak reserved, a
-        bound."""
+        a band (:func:`calc.allocator.threshold_applies`), :func:`calc.allocator.unwalked_capacity`
+        (exact with expandable segments, a bound with ``max_split_size_mb``)."""
         free_run = unlimited or self.replay()
         if not al.threshold_applies(self.config):
-            return al.whole_steps(free_run.peak_reserved_bytes), False
+            return al.unwalked_capacity(free_run, self.config), self.config.expandable_segments
         if self._needs is None:
             self.replay()
         root = _Progress(al.CachingAllocator(None, self.config), self._kept)

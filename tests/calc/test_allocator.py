@@ -247,6 +247,39 @@ def test_expandable_segment_unmaps_free_pages_before_out_of_memory():
     assert run(seq, capacity=60 * MiB, config=cfg)[0].fits
 
 
+def test_expandable_footprint_counts_the_pages_held_blocks_touch():
+    """A 30 MiB block maps two 20 MiB pages and a 4 MiB one lands in the second page's
+    rest: 40 MiB touched. Freeing the 30 MiB block leaves the first page whole and free and
+    the second held by the 4 MiB block: 20 MiB, though 40 MiB stay mapped on a large card.
+    Then 30 MiB more: the unlimited run maps one more page (60 MiB reserved) and its block
+    spans the free first page, the shared second and the new third: 60 MiB touched."""
+    cfg = al.AllocatorConfig(expandable_segments=True)
+    a = al.CachingAllocator(None, cfg)
+    first = a.malloc(30 * MiB)
+    second = a.malloc(4 * MiB)
+    assert (a.footprint, a.reserved) == (40 * MiB, 40 * MiB)
+    a.free(first)
+    assert (a.footprint, a.reserved) == (20 * MiB, 40 * MiB)
+    a.free(second)
+    assert a.footprint == 0 and a.peak_footprint == 40 * MiB
+    result, _ = run([30 * MiB, 4 * MiB, "-0", 30 * MiB], config=cfg)
+    assert result.peak_footprint_bytes <= result.peak_reserved_bytes
+
+
+def test_expandable_min_device_is_the_footprint_and_runs_there():
+    """With expandable segments the smallest device is the largest footprint (the pages held
+    blocks touch). 40 MiB (two pages), 20 MiB (a third), the 40 MiB freed, then 50 MiB: the
+    freed pages sit before a held one, so the unlimited run maps three more (120 MiB
+    reserved) while the held blocks touch four pages. At 80 MiB the mapping fails, the two
+    free pages are unmapped and the retry maps the three: it runs; at 78 MiB it does not."""
+    cfg = al.AllocatorConfig(expandable_segments=True)
+    unlimited, events = run([40 * MiB, 20 * MiB, "-0", 50 * MiB], config=cfg)
+    assert (unlimited.peak_reserved_bytes, unlimited.peak_footprint_bytes) == (120 * MiB, 80 * MiB)
+    assert al.min_device_bytes(events, cfg) == 80 * MiB
+    assert al.replay(events, 80 * MiB, cfg).fits
+    assert not al.replay(events, 78 * MiB, cfg).fits
+
+
 # ---- min_device_bytes ------------------------------------------------------------------------
 
 

@@ -1431,3 +1431,18 @@ def test_deepspeed_zero3_gradient_partition_is_held_from_the_start():
     assert parts({**ds, "cpu_offload": "optimizer"})[2]["forward_end"]["gradients"] == 0
     resident = _Builder(req).resident()
     assert resident[-1][0] == "alloc" and resident[-1][2] == states.grads_all
+
+
+def test_unsloth_runs_the_allocator_with_expandable_segments():
+    # unsloth_zoo 2026.8.13 __init__.py sets PYTORCH_ALLOC_CONF=expandable_segments:True on
+    # import; every other profile leaves PyTorch's default
+    base = {"model": "llama-3.2-1b", "method": "lora"}
+    assert _resolved(**base, framework="unsloth")["expandable_segments"] is True
+    assert "expandable_segments" in SOURCES[Framework.UNSLOTH]
+    for fw in Framework:
+        if fw is not Framework.UNSLOTH:
+            assert _resolved(**base, framework=fw.value)["expandable_segments"] is False, fw
+    assert (
+        _resolved(**base, framework="unsloth", expandable_segments=False)["expandable_segments"]
+        is False
+    )

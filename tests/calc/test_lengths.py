@@ -733,3 +733,33 @@ def test_forgetting_every_memo_changes_no_figure():
     )
     assert not memory._KEPT
     assert calc.estimate(request) == warm
+
+
+def test_expandable_segments_min_device_is_the_replayed_footprint():
+    """With expandable segments the smallest card is the pages the held blocks touched at
+    most (calc.allocator.unwalked_capacity) plus the memory outside the allocator: at least
+    the replayed allocated peak, at most the replayed reserved peak, and below the default
+    allocator's smallest card for the same steps (no cached segment stands in the way)."""
+    from calc import allocator as al
+    from calc import memory as mem
+    from calc.request import parse_estimate_request
+    from calc.step_events import StepReplay, simulate_request, simulated_lengths
+
+    body = {
+        "model": "llama-3.1-8b",
+        "method": "lora",
+        "micro_batch_size": 4,
+        "length_stats": {"mean": 900, "p90": 2000},
+    }
+    req = parse_estimate_request({**body, "expandable_segments": True})
+    steps = StepReplay(req, simulated_lengths(req))
+    assert steps.config.expandable_segments
+    run = steps.replay()
+    sim = simulate_request(req)
+    outside = mem.outside_allocator_bytes(req.num_gpus)
+    assert sim.min_device_bytes == al.whole_steps(run.peak_footprint_bytes) + outside
+    assert run.peak_allocated_bytes + outside <= sim.min_device_bytes
+    assert sim.min_device_bytes <= sim.simulated_reserved_bytes + outside
+    default = simulate_request(parse_estimate_request(body))
+    assert sim.simulated_reserved_bytes < default.simulated_reserved_bytes
+    assert sim.min_device_bytes < default.min_device_bytes
