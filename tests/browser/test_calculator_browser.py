@@ -223,6 +223,8 @@ PLAN_VARIATIONS = [
     {"length_stats": "mean:900,p90:2000", "micro_batch_size": "4", "seq_len": "4096"},
     {"length_stats": "mean:600,max:1024", "batching": "pad-max", "gpu": "l4"},
     {"length_stats": "p90:1500", "batching": "packed", "micro_batch_size": "2"},
+    # PyTorch's expandable segments (Unsloth sets them): the replay maps pages, not segments
+    {"length_stats": "mean:900,p90:2000", "expandable_segments": "true", "micro_batch_size": "4"},
     # a short run (60 steps of 2 x 4 samples) meets a shorter longest sample than the draws'
     {
         "length_stats": "mean:225,p90:442,max:1585",
