@@ -266,9 +266,8 @@ class CachingAllocator:
         if last > first + 1:
             footprint += sign * (last - first - 1) * page
         shared = self._shared_pages
-        # a page's key: its index and pool in one int (a tuple costs more)
-        key = first << 1 | small
-        while True:
+        for index in (first,) if first == last else (first, last):
+            key = index << 1 | small  # the page's index and pool in one int (cheaper than a tuple)
             count = shared.get(key, 0) + sign
             if count:
                 shared[key] = count
@@ -277,9 +276,6 @@ class CachingAllocator:
             else:
                 del shared[key]
                 footprint -= page
-            if last == first:
-                break
-            key, first = last << 1 | small, last
         self.footprint = footprint
 
     def _device_block(self, pool: _Pool, size: int) -> _Block:
@@ -857,8 +853,8 @@ def min_device_bytes(
     device too: ``outside_allocator_bytes`` (CUDA context, driver reserve, communication
     buffers: the caller counts and cites them) plus :func:`capacity_threshold` of the replay
     (or, where a release does not leave one state for a band of capacities,
-    :func:`unwalked_capacity`: :func:`threshold_applies`). ``unlimited``: the replay with no limit, when
-    the caller has it."""
+    :func:`unwalked_capacity`: :func:`threshold_applies`). ``unlimited``: the replay with no
+    limit, when the caller has it."""
     free_run = unlimited or replay(events, None, config)
     if not threshold_applies(config):
         return unwalked_capacity(free_run, config) + outside_allocator_bytes

@@ -505,9 +505,9 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "model with accelerate: as hf-trainer; Unsloth issue #465 (2024-05, Unsloth 2024.5, "
         "fp16 on a T4) ran out of memory in accelerate's _convert_to_fp32 on the [2, L, 128256] "
         "logits",
-        "expandable_segments": "unsloth_zoo 2026.8.13 (ce232d6c) __init__.py (lines 277-291; removed again on "
-        "Windows / WSL and ROCm builds): "
-        "unless UNSLOTH_VLLM_STANDBY, on torch >= 2.10 it sets PYTORCH_ALLOC_CONF to "
+        "expandable_segments": "unsloth_zoo 2026.8.13 (ce232d6c) __init__.py (lines 277-291; "
+        "removed again on Windows / WSL and ROCm builds): unless UNSLOTH_VLLM_STANDBY, on "
+        "torch >= 2.10 it sets PYTORCH_ALLOC_CONF to "
         "'expandable_segments:True' (on older torch PYTORCH_CUDA_ALLOC_CONF to "
         "'expandable_segments:True,roundup_power2_divisions:[32:256,64:128,256:64,>:32]'), "
         "where the user has not set it; before unsloth #3499 (590d6d6a, 2025-10-26) Unsloth's "

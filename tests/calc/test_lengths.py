@@ -742,7 +742,6 @@ def test_expandable_segments_min_device_is_the_replayed_footprint():
     allocator's smallest card for the same steps (no cached segment stands in the way)."""
     from calc import allocator as al
     from calc import memory as mem
-    from calc.request import parse_estimate_request
     from calc.step_events import StepReplay, simulate_request, simulated_lengths
 
     body = {
