@@ -92,6 +92,7 @@ NETWORKS = {
     "infiniband-3200": Network(3200.0, _RDMA_STEP_LATENCY_S),
     "infiniband-1600": Network(1600.0, _RDMA_STEP_LATENCY_S),
     "roce-3200": Network(3200.0, _RDMA_STEP_LATENCY_S),
+    "roce-800": Network(800.0, _RDMA_STEP_LATENCY_S),
     "roce-400": Network(400.0, _RDMA_STEP_LATENCY_S),
     "efa-3200": Network(3200.0, 15e-6),
     "efa-400": Network(400.0, 15e-6),
@@ -111,6 +112,10 @@ GPU traffic and the latency of one ring step across it. Which cloud instance has
 - ``roce-3200``: 8 x 400 Gb/s RoCE Ethernet, the same rate as NDR over Ethernet (Meta's RoCE
   training clusters, Gangidi et al., SIGCOMM 2024, "RDMA over Ethernet for Distributed Training at
   Meta Scale": 400 Gb/s per GPU; Google Cloud A3 Ultra and A4, 8 ConnectX-7 NICs, 3,200 Gb/s).
+- ``roce-800``: 2 x 400 Gb/s Ethernet per 8-GPU server for GPU traffic, the H100 SXM5 clusters
+  Juniper Networks ran MLPerf Training v4.0 on (``mlcommons/training_results_v4.0`` at 6fe95437,
+  ``JuniperNetworks/systems/*.json``: ``accelerator_interconnect`` "2x 400Gbe Ethernet"); RDMA
+  assumed (the system file names Ethernet only).
 - ``roce-400``: 4 x 100 Gb/s RoCE per 8-GPU server, the A100-SXM4-80GB cluster of InternLM's
   training performance page (InternLM/InternEvo ``doc/en/train_performance.md`` at c628a8c8,
   2024-03: inter-machine bandwidth 4 * 100Gb RoCE).
