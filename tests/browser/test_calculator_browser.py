@@ -288,7 +288,13 @@ PLAN_VARIATIONS = [
     {"network": "ethernet-25", "num_gpus": "16", "sharding": "ddp", "method": "lora"},
     {"network": "gpudirect-tcpxo-1600", "num_gpus": "16", "sharding": "zero3", "gpu": "h100-sxm"},
     {"network": "gpudirect-tcpx-800", "num_gpus": "24", "sharding": "zero2", "gpu": "h100-sxm"},
-    {"network": "roce-800", "num_gpus": "32", "sharding": "zero3", "gpu": "h100-sxm", "method": "lora"},
+    {
+        "network": "roce-800",
+        "num_gpus": "32",
+        "sharding": "zero3",
+        "gpu": "h100-sxm",
+        "method": "lora",
+    },
     # torch 2.5-2.10's SDPA order (cuDNN tried last), on a card where cuDNN would run first
     {"sdpa_cudnn_last": "true", "gpu": "h100-sxm", "model": "llama-3.2-3b"},
     # a loop that does not clip its gradients (torchtune's and LitGPT's defaults)
