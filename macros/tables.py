@@ -145,6 +145,17 @@ class _NotPublished:
 NOT_PUBLISHED = _NotPublished()
 
 
+class _NoCoveredRow:
+    """The value of a figure over a source's rows when calc covers none of them (every row
+    recorded not covered): shown as words, not as a number."""
+
+    def __repr__(self) -> str:
+        return "NO_COVERED_ROW"
+
+
+NO_COVERED_ROW = _NoCoveredRow()
+
+
 def cost_or_unpriced(plan: dict, value: float) -> float | _NoRentalPrice:
     """A cost figure of a plan, or :data:`NO_RENTAL_PRICE` when its card has no rental price
     (calc's ``cost_usd.priced``): the figure would count storage alone."""
@@ -158,6 +169,8 @@ def _cell(col: Col, value: object, source: object, lang: str, check: str) -> lis
         return el(tag, attrs | {"data-priced": "false"}, labels.text("ui.no_rental_price", lang))
     if value is NOT_PUBLISHED:
         return el(tag, attrs | {"data-published": "false"}, labels.text("ui.not_published", lang))
+    if value is NO_COVERED_ROW:
+        return el(tag, attrs | {"data-covered": "false"}, labels.text("ui.no_covered_row", lang))
     if col.kind == "text":
         if col.recorded_in and col.recorded_in != lang and str(value):
             attrs["lang"] = col.recorded_in

@@ -12,7 +12,7 @@ import functools
 
 from . import labels
 from .site import bind_all
-from .tables import SOURCE, Col, inline, render
+from .tables import NO_COVERED_ROW, SOURCE, Col, inline, render
 
 STATS = ("median", "p90", "max", "median_signed")
 COMMAND = "validation_time_first_contact"
@@ -46,15 +46,17 @@ def _pct(lang: str, value: float, field: str, source: str) -> str:
 def _table(lang: str) -> str:
     rows = []
     for source, f in summary().items():
+        # a source whose every row is recorded not covered has no figure: said in words
+        covered = f["count"] > 0
         row = {
             "source": _source_label(source, lang),
             "count": f["count"],
             "not_covered": f["not_covered"],
-            "today_median": f["today"]["median"] * 100,
-            "today_p90": f["today"]["p90"] * 100,
+            "today_median": f["today"]["median"] * 100 if covered else NO_COVERED_ROW,
+            "today_p90": f["today"]["p90"] * 100 if covered else NO_COVERED_ROW,
             SOURCE: {"command": COMMAND, "source": source},
         }
-        row |= {"fc_" + k: f[k] * 100 for k in STATS}
+        row |= {"fc_" + k: f[k] * 100 if covered else NO_COVERED_ROW for k in STATS}
         rows.append(row)
     cols = [
         Col("source", "col.source", "text", row_header=True),
