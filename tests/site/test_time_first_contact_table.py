@@ -1,0 +1,45 @@
+"""The methodology page's table of the time model's first contact, per source: a source whose
+every row is recorded not covered has no figure, and its cells say so in words (no build
+needed)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from macros import labels
+from macros import validation_time_first_contact as tfc
+
+NAN_STATS = {k: math.nan for k in ("median", "p90", "max", "median_signed")}
+
+
+def _fake_summary() -> dict:
+    from accuracy import first_contact_throughput as fc
+
+    covered = {"count": 2, "median": 0.1, "p90": 0.2, "max": 0.3, "median_signed": -0.1}
+    none = {"count": 0, "not_covered": 5, **NAN_STATS}
+    return {
+        "github.com/example/covered": {
+            **covered,
+            "not_covered": 1,
+            "today": {**covered, "not_covered": 1},
+        },
+        "github.com/example/tensor-parallel-only": {**none, "today": dict(none)},
+        fc.ALL: {**covered, "not_covered": 6, "today": {**covered, "not_covered": 6}},
+        fc.AFTER_FIXES: {**covered, "not_covered": 6, "today": {**covered, "not_covered": 6}},
+    }
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_a_source_with_no_covered_row_says_so_instead_of_a_number(lang, monkeypatch):
+    monkeypatch.setattr(tfc, "summary", _fake_summary)
+    html = tfc._table(lang)
+    words = labels.text("ui.no_covered_row", lang)
+    # its four recorded figures and today's two, as words; the covered source keeps numbers
+    assert html.count(f'data-covered="false">{words}<') == 6
+    row = html.split(">example/tensor-parallel-only</th>")[1].split("</tr>")[0]
+    assert row.count("data-value") == 2  # its row counts only: covered 0, not covered 5
+    assert ">nan<" not in html.lower()
+    covered = html.split(">example/covered</th>")[1].split("</tr>")[0]
+    assert covered.count("data-value") >= 6 and "data-covered" not in covered
