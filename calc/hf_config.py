@@ -2760,7 +2760,14 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     model_type = cfg.get("model_type")
     text = cfg.get("text_config")
     text_only = False
-    if isinstance(text, dict) and "model_type" not in text and model_type in _WRAPPER_TEXT_TYPES:
+    # a model_type that is no string (a pasted list, an object) is not a wrapper's: reported
+    # below as an invalid value, never looked up in a dict (unhashable)
+    if (
+        isinstance(text, dict)
+        and "model_type" not in text
+        and isinstance(model_type, str)
+        and model_type in _WRAPPER_TEXT_TYPES
+    ):
         text = {**text, "model_type": _WRAPPER_TEXT_TYPES[model_type]}
     if not _supported(model_type) and isinstance(text, dict) and _supported(text.get("model_type")):
         cfg, prefix, model_type, text_only = (

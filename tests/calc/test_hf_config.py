@@ -607,6 +607,18 @@ _KEYS = sorted(
 )
 
 
+@pytest.mark.parametrize("model_type", [[], {}, ["llama"], {"llava": 1}])
+def test_unhashable_model_type_beside_a_text_config_is_a_coded_error(model_type):
+    """A pasted ``model_type`` that is a list or an object, beside a ``text_config`` without
+    one (the case where calc looks the outer type up among multimodal wrappers): a coded
+    error naming the key, not a TypeError (found by the mutation test below in CI)."""
+    cfg = {**_BASES[0], "model_type": model_type, "text_config": {}}
+    with pytest.raises(ConfigError) as caught:
+        arch_from_hf_config(cfg)
+    assert caught.value.code == "config_invalid_value"
+    assert caught.value.field == "hf_config.model_type"
+
+
 @given(
     base=st.sampled_from(_BASES),
     changes=st.dictionaries(st.sampled_from(_KEYS), _JUNK, max_size=4),
