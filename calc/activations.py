@@ -122,6 +122,10 @@ class ActConfig:
     # one autograd function per group (q/k/v, output projection, gated MLP) that saves only
     # the group's input and, in the MLP, the gate and up outputs (:func:`fast_lora_groups`)
     norm_kernel: bool = False
+    # Liger-Kernel's gated activation (``liger_kernel``): ``act(gate) * up`` is one autograd
+    # function that saves its two inputs and writes their gradients into them in its
+    # backward (:func:`mlp_unit_bytes`, :func:`backward_workspace_bytes_per_token`)
+    glu_kernel: bool = False
     fast: frozenset[AdaptedKey] = frozenset()
     micro_batch_size: int = 1
     # q, k and v adapted as one module on a fused qkv linear (lora_fused_qkv_adapter, LitGPT's
@@ -570,6 +574,8 @@ def mlp_unit_bytes(
         and all(l.quantizable for l in siblings)
     )
     widths = _glu_saved_widths(arch) if arch.mlp_gated else _plain_act_saved_widths(arch, cfg)
+    if glu_kernel_applies(arch, cfg, down):
+        widths = GLU_KERNEL_SAVED_WIDTHS
     per = (FP32_BYTES if fp32 else a) * widths * m
     if _saves_input(down, cfg):
         per += a * m
@@ -588,6 +594,28 @@ def _expert_copies(arch: ModelArch, down: LinearLayer) -> int:
     if down.count > 1 and arch.extra.get("experts_run_densely"):
         return down.count
     return down.active
+
+
+GLU_KERNEL_SAVED_WIDTHS = 2
+"""Intermediate-width tensors Liger-Kernel's gated activation keeps for backward: its two
+inputs, the gate and up outputs (``LigerSiLUMulFunction.forward``, and
+``LigerGELUMulFunction`` for GeGLU: ``ctx.save_for_backward(a, b)``; liger-kernel
+v0.8.2 (000be609, 2026-08-18) ``src/liger_kernel/ops/swiglu.py``, ``ops/geglu.py``). Its product, the down
+projection's input, is saved by that projection as in transformers' MLP."""
+
+
+def glu_kernel_applies(arch: ModelArch, cfg: ActConfig, down: LinearLayer) -> bool:
+    """Whether a unit runs Liger's gated activation (``cfg.glu_kernel``): a dense gated
+    unit (``LigerSwiGLUMLP``, ``LigerGEGLUMLP``, ``LigerPhi3SwiGLUMLP`` replace the
+    family's MLP module; routed experts keep the family's own) of the plain two-input
+    form (a family whose gate saves more, ``arch.extra["glu_saved_widths"]``, has no Liger
+    module)."""
+    return (
+        cfg.glu_kernel
+        and arch.mlp_gated
+        and down.count == 1
+        and "glu_saved_widths" not in arch.extra
+    )
 
 
 def _glu_saved_widths(arch: ModelArch) -> int:
@@ -1718,7 +1746,12 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     parts = block_parts(arch)
     widest = max((d.d_in for d in parts.mlp_down), default=arch.intermediate_size)
     pair = 2 * widest
-    if parts.mlp_down and all(_key(d) in cfg.fast for d in parts.mlp_down):
+    if parts.mlp_down and all(
+        _key(d) in cfg.fast or glu_kernel_applies(arch, cfg, d) for d in parts.mlp_down
+    ):
+        # Unsloth's LoRA_MLP (below), or Liger's gated activation, whose backward writes the
+        # gate's and up's gradients into its saved inputs (LigerSiLUMulFunction.backward):
+        # only the down projection's input gradient is new
         pair = widest
     if arch.mamba is not None and arch.extra.get("parallel_mamba"):
         # in a block's backward the MLP's runs first, then the attention's (computed after the
@@ -1981,6 +2014,47 @@ def grad_in_forward_loss_bytes(arch: ModelArch, act_bytes: int, tokens: int) -> 
     target = GRAD_IN_FORWARD_CHUNK_FP32_BYTES
     chunks = 1 if whole <= target else -(-whole // (4 * target)) * 4
     return tokens * 2 * act_bytes * arch.hidden_size + -(-tokens // chunks) * v * act_bytes
+
+
+LIGER_HEAD_GRAD_TRANSIENT_BYTES = 6
+"""Bytes per output-layer weight element that Liger's fused linear cross-entropy allocates
+for each chunk while it accumulates the weight's gradient without an fp32 accumulator (its
+default, ``accum_dtype=None``): ``grad_weight += torch.mm(grad_logits_chunk.t(),
+_input_chunk).float()``, a 16-bit ``[V, h]`` product (2) and its fp32 copy (4), freed after
+each chunk (liger-kernel v0.8.2 (000be609, 2026-08-18) ``ops/fused_linear_cross_entropy.py``;
+since v0.6.2, #830; v0.5.x accumulated in place with ``torch.addmm(out=grad_weight)``)."""
+
+
+def liger_flce_loss_bytes(
+    arch: ModelArch, act_bytes: int, tokens: int, head_weight_bytes: int | None
+) -> int:
+    """Liger-Kernel's fused linear cross-entropy (``liger_kernel`` with ``chunked_loss``;
+    liger-kernel v0.8.2 (000be609, 2026-08-18) ``ops/fused_linear_cross_entropy.py``
+    ``fused_linear_cross_entropy_forward``) at its peak, in its forward, for ``tokens``
+    tokens, in bytes:
+
+    ``tokens * 2 act h + chunk * V * act (+ V h (w + 6) when the output layer trains)``
+
+    - ``act h``: the hidden states it reads (the final norm's output), alive until the model's
+      forward returns;
+    - ``act h``: ``grad_input = torch.zeros_like(_input)``, filled chunk by chunk and saved for
+      the backward, which only scales it in place;
+    - one chunk's logits, ``_input_chunk @ weight.t()`` in the compute dtype, whose gradient
+      the cross-entropy kernel writes in their place; ``chunk`` tokens as
+      :func:`calc.liger.flce_chunk_tokens` sizes it (about ``h / V`` of the tokens);
+    - when the output layer trains (``head_weight_bytes``: its weight's bytes per element,
+      ``w``): ``grad_weight = torch.zeros_like(weight)``, saved for the backward, and the
+      per-chunk transient of its accumulation (:data:`LIGER_HEAD_GRAD_TRANSIENT_BYTES`).
+
+    No ``tokens x V`` tensor exists; the fp32 per-token loss (4 bytes) is left out."""
+    from .liger import flce_chunk_tokens
+
+    v, h = arch.vocab_size, arch.hidden_size
+    chunk = flce_chunk_tokens(tokens, v, h)
+    head = 0
+    if head_weight_bytes is not None:
+        head = v * h * (head_weight_bytes + LIGER_HEAD_GRAD_TRANSIENT_BYTES)
+    return tokens * 2 * act_bytes * h + chunk * v * act_bytes + head
 
 
 def output_cast_bytes_per_token(arch: ModelArch, act_bytes: int, loss_saved_fp32: bool) -> int:

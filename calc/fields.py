@@ -684,6 +684,28 @@ FIELDS: tuple[FieldSpec, ...] = (
             "less certain than the rest of the model (methodology page). Default False: eager."
         ),
     ),
+    _bool(
+        "liger_kernel",
+        False,
+        READER,
+        doc=(
+            "the model runs Liger-Kernel's Triton modules (liger-kernel v0.8.2, 000be609, "
+            "2026-08-18; the Trainer's and TRL's ``use_liger_kernel``, LLaMA-Factory's "
+            "``enable_liger_kernel``, "
+            "``AutoLigerKernelForCausalLM``), on the families it patches "
+            "(:data:`calc.liger.FAMILIES`; elsewhere warning ``liger_kernel_not_applied``). "
+            "Each RMSNorm saves its input and an fp32 statistic per token "
+            "(``LigerRMSNormFunction``: ``resid h + 4`` instead of ``4 h + 4`` and the "
+            "normalised copy); a dense gated MLP's activation saves only the gate and up "
+            "outputs and writes their gradients into them (``LigerSiLUMulFunction``: ``2 m`` "
+            "instead of ``3 m`` saved, one ``m``-wide gradient in the backward instead of two); "
+            "RoPE rotates q and k in place and keeps the shared cos / sin as transformers' does. "
+            "With ``chunked_loss`` the loss is Liger's fused linear cross-entropy "
+            "(:func:`calc.activations.liger_flce_loss_bytes`). Time: not priced (the FLOPs are "
+            "the same; the element-wise traffic the kernels save is not counted). Default "
+            "False: transformers' modules."
+        ),
+    ),
     _enum(
         "lora_adapter_dtype",
         AdapterDtype,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from . import activations as act
-from . import calibration
+from . import calibration, liger
 from . import states as st
 from .arch import LinearLayer, ModelArch
 from .checkpointing import block_wrapped
@@ -674,6 +674,12 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
     return whole_segments(floor + pool)
 
 
+def liger_applies(req: EstimateRequest) -> bool:
+    """Whether the request's blocks run Liger's RMSNorm and gated activation
+    (``liger_kernel`` on a family Liger patches, :data:`calc.liger.FAMILIES`)."""
+    return req.liger_kernel and liger.patches(req.model.family)
+
+
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
     # adapters on a sparse-attention indexer run under torch.no_grad: they save nothing
     adapters = tuple(a for a in st.adapted(req) if a.role != "indexer")
@@ -721,7 +727,8 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         kv_repeated=req.sequence_parallel > 1 and req.sequence_parallel_repeats_kv,
         fused=fused,
         micro_batch_size=req.micro_batch_size,
-        norm_kernel=req.fused_lora_kernels and req.model.norm_kind == "rms",
+        norm_kernel=(req.fused_lora_kernels or liger_applies(req)) and req.model.norm_kind == "rms",
+        glu_kernel=liger_applies(req),
         fast=(
             act.fast_lora_groups(req.model, adapted - fused)
             if req.fused_lora_kernels and req.is_peft and req.lora_dropout == 0
@@ -906,7 +913,18 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         recompute=recompute,
         last_block=block,
         workspace=act.backward_workspace_bytes_per_token(arch, cfg) * tokens,
-        logits=act.fused_head_loss_bytes(
+        # Liger's patched model computes its own loss (LigerForCausalLMLoss) whatever else
+        # the stack would chunk
+        logits=act.liger_flce_loss_bytes(
+            arch,
+            logit_bytes,
+            tokens,
+            (st.FP32_BYTES if reg.casts_weights else reg.compute_bytes)
+            if _output_layer_trained(req)
+            else None,
+        )
+        if req.chunked_loss and liger_applies(req)
+        else act.fused_head_loss_bytes(
             arch,
             logit_bytes,
             tokens,
@@ -975,7 +993,9 @@ def output_cast_applies(req: EstimateRequest, reg: st.Regime) -> bool:
     """``outputs_cast_fp32`` with whole 16-bit logits returned: not a fused loss that never
     builds them (``loss_fused_lm_head``, ``loss_grad_in_forward``), not a model that returns
     fp32 logits, not fp32 logits."""
-    never_whole = req.chunked_loss and (req.loss_fused_lm_head or req.loss_grad_in_forward)
+    never_whole = req.chunked_loss and (
+        req.loss_fused_lm_head or req.loss_grad_in_forward or liger_applies(req)
+    )
     return (
         req.outputs_cast_fp32
         and returned_logit_bytes(req, reg) < act.FP32_BYTES
@@ -997,6 +1017,7 @@ def _held_chunks_loss(req: EstimateRequest) -> bool:
         and not req.loss_fused_lm_head
         and not req.loss_grad_in_forward
         and not req.chunked_loss_keeps_fp32
+        and not liger_applies(req)
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from enum import Enum
 
+from . import liger
 from .arch import ModelArch
 from .checkpointing import Granularity, selective_op_counted, wrapped_blocks
 from .checkpointing import check as check_granularity
@@ -129,6 +130,7 @@ class EstimateRequest:
     loss_fused_lm_head: bool
     loss_grad_in_forward: bool
     fused_lora_kernels: bool
+    liger_kernel: bool
     weights_loaded_16bit: bool
     lora_modules_to_save: ModulesToSave
     sharding_engine: ShardingEngine
@@ -386,6 +388,8 @@ def request_warnings(req: EstimateRequest) -> list[str]:
         and not req.selective_op
     ):
         out.append("selective_op_counted_as_full")
+    if req.liger_kernel and not liger.patches(req.model.family):
+        out.append("liger_kernel_not_applied")
     return out
 
 

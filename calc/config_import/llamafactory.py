@@ -179,6 +179,14 @@ def _switch(field: str, value: object, note: str | None = None) -> keys.Key:
     return keys.Key(read, (field,), note)
 
 
+def _liger(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    if common.flag(rep, key, value, "liger_kernel") is True:
+        rep.use(key, "chunked_loss", True, "Liger's fused linear cross-entropy")
+        rep.use(key, "liger_kernel", True)
+    else:
+        rep.ignore(key)
+
+
 def _use_unsloth(rep: Report, key: str, value: object, st: JsonObject) -> None:
     if common.flag(rep, key, value) is True:
         st["unsloth"] = True
@@ -229,7 +237,9 @@ KEYS: dict[str, keys.Key] = {
         "packing without cross-attention",
     ),
     "flash_attn": keys.Key(_flash_attn, ("attention",)),
-    "enable_liger_kernel": _switch("chunked_loss", True, "Liger's fused linear cross-entropy"),
+    # liger-kernel's apply function on the model class before loading (LLaMA-Factory's
+    # model_utils/liger_kernel.py): its norms, MLP and, for the sft stage, its fused loss
+    "enable_liger_kernel": keys.Key(_liger, ("chunked_loss", "liger_kernel")),
     "use_unsloth": keys.Key(_use_unsloth, ("framework",)),
     # Unsloth's checkpointing offloads each block's input to the CPU
     "use_unsloth_gc": _switch("activation_offload", True),

@@ -333,7 +333,10 @@ def _attention(rep: Report, key: str, value: object, st: JsonObject) -> None:
 def _liger(rep: Report, key: str, value: object, st: JsonObject) -> None:
     st["liger"] = common.flag(rep, key, value, "chunked_loss")
     if st["liger"] is True:
+        # the Trainer patches the model with Liger's defaults (transformers Trainer
+        # ``_apply_liger_kernel_to_instance``): its norms, MLP and fused linear cross-entropy
         rep.use(key, "chunked_loss", True)
+        rep.use(key, "liger_kernel", True)
     else:
         rep.ignore(key)
 
@@ -404,7 +407,7 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "dtype": keys.Key(_dtype, ("precision",)),
     "torch_dtype": keys.Key(_dtype, ("precision",)),
     "attn_implementation": keys.Key(_attention, ("attention",)),
-    "use_liger_kernel": keys.Key(_liger, ("chunked_loss",)),
+    "use_liger_kernel": keys.Key(_liger, ("chunked_loss", "liger_kernel")),
     "loss_type": keys.Key(_loss_type, ("chunked_loss",)),
     "activation_offloading": keys.boolean("activation_offload"),
     "torch_compile": keys.boolean("torch_compile"),

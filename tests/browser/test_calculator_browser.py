@@ -278,6 +278,7 @@ PLAN_VARIATIONS = [
     # Unsloth's own kernels and its loss, and TRL's fused output layer, set by hand
     {"fused_lora_kernels": "true", "loss_grad_in_forward": "true", "method": "qlora"},
     {"loss_fused_lm_head": "true", "model": "llama-3.2-1b", "seq_len": "4096"},
+    {"liger_kernel": "true", "chunked_loss": "true", "method": "full", "model": "llama-3.2-1b"},
     # the network between servers (16 GPUs: two servers of eight)
     {"network": "infiniband-3200", "num_gpus": "16", "sharding": "zero3", "gpu": "h100-sxm"},
     {"network": "infiniband-1600", "num_gpus": "16", "sharding": "zero3", "gpu": "a100-80gb-sxm"},
