@@ -97,26 +97,18 @@ def test_a_family_liger_does_not_patch_gets_the_warning_and_the_stock_count():
     assert marked["peak_allocated_bytes"] == stock["peak_allocated_bytes"]
 
 
+@pytest.mark.parametrize("on", [True, False])
 @pytest.mark.parametrize(
     "fmt, text",
     [
-        ("trl", "output_dir: x\nuse_liger_kernel: true\n"),
-        ("llamafactory", "stage: sft\nfinetuning_type: lora\nenable_liger_kernel: true\n"),
+        ("trl", "output_dir: x\nuse_liger_kernel: {}\n"),
+        ("llamafactory", "stage: sft\nfinetuning_type: lora\nenable_liger_kernel: {}\n"),
     ],
 )
-def test_configs_that_turn_liger_on_set_the_key_and_its_loss(fmt, text):
-    request = import_config(text, fmt)["request"]
-    assert request["liger_kernel"] is True
-    assert request["chunked_loss"] is True
-
-
-@pytest.mark.parametrize(
-    "fmt, text",
-    [
-        ("trl", "output_dir: x\nuse_liger_kernel: false\n"),
-        ("llamafactory", "stage: sft\nfinetuning_type: lora\nenable_liger_kernel: false\n"),
-    ],
-)
-def test_configs_that_leave_liger_off_set_nothing(fmt, text):
-    request = import_config(text, fmt)["request"]
-    assert "liger_kernel" not in request
+def test_configs_that_turn_liger_on_set_the_key_and_its_loss(fmt, text, on):
+    request = import_config(text.format(str(on).lower()), fmt)["request"]
+    if on:
+        assert request["liger_kernel"] is True
+        assert request["chunked_loss"] is True
+    else:  # off: the config leaves both keys to the profile
+        assert "liger_kernel" not in request
