@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from . import gpus as gpu_catalogue
-from . import recommend, run_phases
+from . import liger, recommend, run_phases
 from .cost import (
     CHECKPOINT_WRITE_GB_PER_S,
     CostEstimate,
@@ -38,6 +38,7 @@ from .errors import InputError
 from .fields import BY_KEY, PLAN, field_specs
 from .jsontypes import JsonObject
 from .lengths import dataset_samples
+from .lora import TRANSFORMERS_FRAMEWORKS
 from .request import (
     MAX_MICRO_BATCH,
     MAX_SEQ_LEN,
@@ -665,10 +666,23 @@ def _suggestion(
     return out
 
 
+def _liger_can_apply(req: EstimateRequest) -> bool:
+    """Whether turning Liger-Kernel on is a change the reader can make: a model Liger patches
+    (:func:`calc.liger.patches`), built by transformers' own modeling code, in a stack that
+    does not run its own kernels instead (Unsloth)."""
+    return (
+        not req.liger_kernel
+        and liger.patches(req.model.family)
+        and req.framework.value in TRANSFORMERS_FRAMEWORKS
+        and not req.fused_lora_kernels
+    )
+
+
 def _suggestions(planner: Planner, solvers: JsonObject) -> list[JsonObject]:
     """Ordered ways to make the setup fit the chosen card, each with its computed effect:
     shorter sequences, smaller micro-batch with gradient accumulation, gradient checkpointing,
-    LoRA -> QLoRA (full -> LoRA), 8-bit optimizer, ZeRO-3/FSDP over N GPUs, CPU offload."""
+    chunked loss, Liger-Kernel's modules, LoRA -> QLoRA (full -> LoRA), 8-bit optimizer,
+    ZeRO-3/FSDP over N GPUs, CPU offload."""
     req = planner.request
     out: list[JsonObject | None] = []
     seq = solvers["max_seq_len"]
@@ -696,6 +710,11 @@ def _suggestions(planner: Planner, solvers: JsonObject) -> list[JsonObject]:
     if not req.chunked_loss:
         # fp32 logits of a large vocabulary (Llama 3: 128,256) can exceed the model's activations
         out.append(_suggestion(planner, "chunked_loss", {"chunked_loss": True}))
+    if _liger_can_apply(req):
+        # the Trainer's use_liger_kernel: lighter norms and MLP, and the fused loss
+        out.append(
+            _suggestion(planner, "liger_kernel", {"liger_kernel": True, "chunked_loss": True})
+        )
     if req.method.value == "lora":
         out.append(_suggestion(planner, "lora_to_qlora", {"method": "qlora"}))
     elif req.method.value == "full":
@@ -777,6 +796,7 @@ def _sequence_parallel_change(planner: Planner) -> JsonObject | None:
 _COMBINABLE = (
     "gradient_checkpointing",
     "chunked_loss",
+    "liger_kernel",
     "lora_to_qlora",
     "full_to_lora",
     "optimizer_8bit",

@@ -112,3 +112,29 @@ def test_configs_that_turn_liger_on_set_the_key_and_its_loss(fmt, text, on):
         assert request["chunked_loss"] is True
     else:  # off: the config leaves both keys to the profile
         assert "liger_kernel" not in request
+
+
+def _actions(**more: object) -> dict[str, dict]:
+    from calc import plan_setup
+
+    base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "seq_len": 16384, "dataset_tokens": 1e7}
+    return {s["action"]: s for s in plan_setup({**base, **more})["suggestions"]}
+
+
+def test_the_plan_suggests_liger_where_the_reader_can_turn_it_on():
+    found = _actions(method="full", gradient_checkpointing=True)["liger_kernel"]
+    assert found["changes"] == {"liger_kernel": True, "chunked_loss": True}
+    assert found["saved_bytes"] > 0
+
+
+@pytest.mark.parametrize(
+    "more",
+    [
+        {"liger_kernel": True},  # already on
+        {"framework": "unsloth", "method": "qlora"},  # its own kernels
+        {"framework": "torchtune", "method": "lora"},  # its own modules
+        {"model": "gpt2", "seq_len": 1024},  # a family Liger's modules are not counted for
+    ],
+)
+def test_the_plan_does_not_suggest_liger_where_it_cannot_apply(more):
+    assert "liger_kernel" not in _actions(**more)
