@@ -91,6 +91,7 @@ GROUPS = (
             "attention",
             "torch_compile",
             "chunked_loss",
+            "liger_kernel",
             "activation_offload",
         ),
     ),
