@@ -916,12 +916,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         # Liger's patched model computes its own loss (LigerForCausalLMLoss) whatever else
         # the stack would chunk
         logits=act.liger_flce_loss_bytes(
-            arch,
-            logit_bytes,
-            tokens,
-            (st.FP32_BYTES if reg.casts_weights else reg.compute_bytes)
-            if _output_layer_trained(req)
-            else None,
+            arch, logit_bytes, tokens, reg.weight_bytes if _output_layer_trained(req) else None
         )
         if req.chunked_loss and liger_applies(req)
         else act.fused_head_loss_bytes(

@@ -245,7 +245,7 @@ def export_axolotl(request: JsonObject) -> str:
     out["attn_implementation"] = _ATTN[req["attention"]]
     if req["chunked_loss"]:
         out["chunked_cross_entropy"] = True
-    if req.get("liger_kernel"):
+    if req["liger_kernel"]:
         notes.append("liger_kernel: axolotl's Liger plugin is not written here; add it yourself")
     out["torch_compile"] = req["torch_compile"]
     _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
@@ -304,7 +304,7 @@ def export_trl(request: JsonObject) -> str:
         out["optim"] = name
     out["attn_implementation"] = _ATTN[req["attention"]]
     out["loss_type"] = "chunked_nll" if req["chunked_loss"] else "nll"
-    if req.get("liger_kernel"):
+    if req["liger_kernel"]:
         out["use_liger_kernel"] = True
     out["torch_compile"] = req["torch_compile"]
     _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
@@ -368,7 +368,7 @@ def export_llamafactory(request: JsonObject) -> str:
     if name:
         out["optim"] = name
     out["flash_attn"] = {"flash": "fa2", "sdpa": "sdpa", "eager": "disabled"}[req["attention"]]
-    out["enable_liger_kernel"] = req["chunked_loss"] or req.get("liger_kernel", False)
+    out["enable_liger_kernel"] = req["chunked_loss"] or req["liger_kernel"]
     out["torch_compile"] = req["torch_compile"]
     _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
     if req.get("max_steps") is not None:
