@@ -3,6 +3,11 @@ cross-entropy cuts the logits into chunks. Read from liger-kernel v0.8.2 (000be6
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .request import EstimateRequest
+
 FAMILIES = frozenset(
     {
         "llama",
@@ -38,6 +43,13 @@ def patches(family: str) -> bool:
     return family in FAMILIES
 
 
+def applies(req: EstimateRequest) -> bool:
+    """Whether the request's blocks run Liger's modules: ``liger_kernel`` on a family Liger
+    patches (:data:`FAMILIES`). Its loss is the fused linear cross-entropy where the request
+    also says ``chunked_loss`` (the importers set both)."""
+    return req.liger_kernel and patches(req.model.family)
+
+
 def flce_chunk_tokens(tokens: int, vocab_size: int, hidden_size: int) -> int:
     """Tokens per chunk of Liger's fused linear cross-entropy
     (``ops/fused_linear_cross_entropy.py`` ``fused_linear_cross_entropy_forward``):
@@ -48,3 +60,10 @@ def flce_chunk_tokens(tokens: int, vocab_size: int, hidden_size: int) -> int:
     want = -(-tokens // inc)
     chunk = 1 << max(0, (want - 1).bit_length())
     return min(chunk, tokens) if tokens > 0 else 0
+
+
+def flce_chunks(tokens: int, vocab_size: int, hidden_size: int) -> int:
+    """How many chunks the fused linear cross-entropy runs for ``tokens`` tokens
+    (``num_chunks = cdiv(BT, chunk_size)``, same function)."""
+    chunk = flce_chunk_tokens(tokens, vocab_size, hidden_size)
+    return -(-tokens // chunk) if chunk else 0

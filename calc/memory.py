@@ -677,7 +677,7 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
 def liger_applies(req: EstimateRequest) -> bool:
     """Whether the request's blocks run Liger's RMSNorm and gated activation
     (``liger_kernel`` on a family Liger patches, :data:`calc.liger.FAMILIES`)."""
-    return req.liger_kernel and liger.patches(req.model.family)
+    return liger.applies(req)
 
 
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:

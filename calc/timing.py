@@ -30,8 +30,9 @@ from functools import lru_cache
 from typing import Any
 
 from . import attention as attn_kernels
-from . import comm
+from . import comm, liger
 from . import states as st
+from .arch import ModelArch
 from .gpus import Gpu
 from .flops import (
     CAUSAL_ATTENTION_FRACTION,
@@ -555,6 +556,79 @@ LOSS_BYTES_PER_LOGIT = 24
 to fp32 (read 2, write 4), log-softmax (read 4, write 4), its gradient (read 4, write 4) and the
 downcast of the logits' gradient (write 2): 24 bytes per logit per token."""
 
+# --- Liger-Kernel (``liger_kernel``): its Triton kernels in place of transformers' modules -----
+# Read from liger-kernel v0.8.2 (000be609, 2026-08-18), ``src/liger_kernel/ops/``; each kernel
+# makes one pass over its rows, so its traffic is what it loads and stores. Bytes per element
+# with 16-bit activations (fp32 activations move twice as many).
+
+LIGER_NORM_BYTES_PER_ELEMENT = {"forward": 4, "backward": 6}
+"""``LigerRMSNorm`` (``ops/rms_norm.py``): the forward row kernel loads the input row and
+stores the output row (2 + 2; the weight row and the fp32 ``rstd`` per row are ``1/T`` and
+``2/h`` of that); the backward kernel loads the output gradient and the input and stores the
+input gradient in the output gradient's place (2 + 2 + 2); each program keeps its weight
+gradient in registers and ``_dW.sum(0)`` adds ``sm_count x h`` fp32 values, nothing per token.
+Where transformers' eager norm moves :data:`NORM_BYTES_PER_ELEMENT` forward and twice that
+backward."""
+
+LIGER_ROTARY_BYTES_PER_ELEMENT = {"forward": 4, "backward": 4}
+"""``LigerRopeFunction`` (``ops/rope.py``): one kernel rotates q and k in place, forward
+(load 2, store 2 per q/k element; ``cos`` and ``sin`` once per token, shared by the heads) and
+backward (the same kernel with the inverse rotation, in the incoming gradient's place). The
+backward's ``dq.transpose(1, 2).contiguous()`` copies only when the attention kernel returns
+the gradient in another layout, which calc does not count."""
+
+LIGER_GLU_BYTES_PER_ELEMENT = {"forward": 6, "backward": 10}
+"""``LigerSiLUMulFunction`` / ``LigerGELUMulFunction`` (``ops/swiglu.py``, ``ops/geglu.py``),
+per element of the MLP's inner width: forward loads the gate and up outputs and stores the
+product (2 + 2 + 2); backward loads the product's gradient, the gate and the up outputs and
+stores the two gradients in their places (2 + 2 + 2 + 2 + 2). The activation is computed in
+registers (fp32) both ways."""
+
+LIGER_LOSS_BYTES_PER_LOGIT = 6
+"""``liger_cross_entropy_kernel`` (``ops/cross_entropy.py``), run on each chunk of logits of
+the fused linear cross-entropy: a first loop over the row loads the 16-bit logits for the
+online max and sum, a second loads them again and stores the gradient in their place
+(2 + 2 + 2); soft-capping, when the model has it, is inside the kernel. Transformers' loss
+moves :data:`LOSS_BYTES_PER_LOGIT` and the soft-cap's passes."""
+
+LIGER_FLCE_BYTES_PER_HIDDEN = 10
+"""The fused linear cross-entropy's traffic per element of the hidden states it reads
+(``ops/fused_linear_cross_entropy.py``): ``grad_input = torch.zeros_like(_input)`` (store 2),
+``grad_input[chunk] = grad_logits_chunk @ weight`` copies the product in (load 2, store 2) and
+the backward's ``element_mul_kernel`` scales it in place when the loss is divided by the
+batch's token count, as the Trainer's is (load 2, store 2)."""
+
+LIGER_HEAD_GRAD_BYTES_PER_CHUNK = {"cast": 16, "addmm": 8, "fp32_cast": 20}
+"""What the fused linear cross-entropy moves per output-layer weight element, per chunk, to
+accumulate the weight's gradient (``fused_linear_cross_entropy_forward``): a 16-bit weight
+(``grad_weight`` is ``zeros_like(weight)``) takes ``grad_weight += torch.mm(...).float()``,
+the product (store 2), its fp32 copy (load 2, store 4) and the in-place add (load 2 and 4,
+store 2): 16 (``cast``); an fp32 weight on torch >= 2.8 and a card of compute capability 8 or
+more takes ``torch.addmm(..., out_dtype=torch.float32, out=grad_weight)``, whose product
+loads and stores the fp32 accumulator (4 + 4): 8 (``addmm``); an fp32 weight on an older
+card takes the cast path with an fp32 add (2 + 2 + 4 + 4 + 4 + 4): 20 (``fp32_cast``). The
+chunk's depth is about ``h / V`` of the tokens (:func:`calc.liger.flce_chunk_tokens`), so this
+repeats about ``V / h`` times per micro-step. Once per micro-step besides: the zero fill
+(store ``w``) and the backward's in-place scaling (load and store ``w``). liger-kernel before
+v0.6.2 (#830) accumulated with ``torch.addmm(out=grad_weight)`` in every dtype."""
+
+LIGER_FORWARD_OPS = {"norm": 1, "rotary": 1, "glu": 1}
+"""Kernels Liger's modules launch in a block's forward, each where transformers' eager code
+dispatches :data:`STOCK_FORWARD_OPS` (their backward: ``rms_norm_backward``'s kernel, its
+``_dW.sum(0)`` and cast; one rope kernel; one gated-activation kernel: the two per forward
+op :data:`BACKWARD_OPS_FACTOR` counts)."""
+
+STOCK_FORWARD_OPS = {"norm": 6, "rotary": 8, "glu": 2}
+"""The ops :data:`EAGER_OPS_PER_LAYER_FORWARD` counts for one RMSNorm, the rotary embedding of
+q and k, and the gated activation with its product."""
+
+LIGER_FLCE_OPS_PER_CHUNK = {"base": 5, "cast": 3, "addmm": 1}
+"""Kernels the fused linear cross-entropy launches per chunk (``fused_linear_cross_entropy_
+forward``, no bias, no token scaling): the logits' matmul, the cross-entropy kernel, the
+loss slice's copy, the input gradient's matmul and its copy into ``grad_input`` (5); to
+accumulate a trained output layer's gradient, ``mm``, ``.float()`` and the add (3), or one
+``addmm`` (1)."""
+
 FP32_ACTIVATION_BYTES_PER_ELEMENT = {
     ("norm", "eager"): 28,
     ("norm", "compiled"): 16,
@@ -737,6 +811,9 @@ class Counts:
     block_weight_params: int
     optimizer_bytes_per_param: float
     elementwise_bytes_per_token: float = 0.0  # forward + backward (+ recompute), whole model
+    # Liger's output-layer gradient in fp32 on a card of compute capability under 8: what its
+    # cast path moves beyond the addmm that elementwise_bytes_per_token counts
+    liger_head_pre_ampere_bytes_per_token: float = 0.0
     attention_impl: str = "sdpa"  # the request's ``attention``
     attention_mask: str = "causal"
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
@@ -850,6 +927,20 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     n_linears = sum(lin.count if lin.active == lin.count else lin.active for lin in arch.linears)
     adapters = len(st.adapted(req)) if req.is_peft else 0
     other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
+    liger_on = liger.applies(req)
+    liger_glu = liger_on and _liger_glu_applies(arch)
+    if liger_on and not req.torch_compile:
+        # Liger's kernels replace the eager ops of the modules they patch
+        other -= sum(
+            STOCK_FORWARD_OPS[k] - LIGER_FORWARD_OPS[k]
+            for k, on in (
+                ("norm", arch.norm_kind == "rms"),
+                ("norm", arch.norm_kind == "rms"),
+                ("rotary", arch.learned_positions == 0),
+                ("glu", liger_glu),
+            )
+            if on
+        )
     eager_attention = 0
     if req.attention is Attention.EAGER and not req.torch_compile:
         eager_attention = EAGER_ATTENTION_EXTRA_OPS_FORWARD
@@ -944,6 +1035,23 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
             l.active * l.d_in * l.d_out for l in arch.linears if l.quantizable
         )
         fp32_head_flops += 2.0 * arch.num_layers * quantized_per_layer * passes
+    liger_fwd = liger_bwd = 0.0
+    if liger_on:
+        # Liger's modules in place of the norms, the rotary embedding and the dense gated
+        # activation: their own forward and backward traffic (not the tables' backward factor)
+        scale = 2 if st.request_regime(req) is st.KBIT_FP32 else 1  # fp32 activations
+        parts = []
+        if arch.norm_kind == "rms":
+            parts.append((LIGER_NORM_BYTES_PER_ELEMENT, arch.norms_per_layer * h))
+            norm = 0
+        if rotary:
+            parts.append((LIGER_ROTARY_BYTES_PER_ELEMENT, q_dim + kv_dim))
+            rotary = 0
+        if liger_glu:
+            parts.append((LIGER_GLU_BYTES_PER_ELEMENT, ffn))
+            act = 0
+        liger_fwd = scale * sum(table["forward"] * width for table, width in parts)
+        liger_bwd = scale * sum(table["backward"] * width for table, width in parts)
     per_layer = (
         arch.norms_per_layer * norm * h
         + 2 * residual * h
@@ -975,9 +1083,39 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         if arch.extra.get("final_logit_softcapping")
         else 0
     )
+    head_pre_ampere = 0.0
+    if liger_on and req.chunked_loss:
+        # Liger's fused linear cross-entropy: its kernel on each chunk's logits (the
+        # soft-cap inside it), its input gradient, and a trained output layer's gradient
+        # accumulated chunk by chunk (liger.flce_chunks)
+        loss = LIGER_LOSS_BYTES_PER_LOGIT * logit_bytes // 2
+        softcap = 0
+        chunks = liger.flce_chunks(tokens, arch.vocab_size, h)
+        head_bytes = 0.0
+        head_ops = 0
+        if req.method is Method.FULL or head_copy:
+            w = st.request_regime(req).weight_bytes
+            path = "cast" if w < st.FP32_BYTES else "addmm"
+            per_chunk = LIGER_HEAD_GRAD_BYTES_PER_CHUNK[path]
+            head_bytes = arch.vocab_size * h * (chunks * per_chunk + 3 * w)
+            if path == "addmm":
+                head_pre_ampere = (
+                    arch.vocab_size
+                    * h
+                    * chunks
+                    * (LIGER_HEAD_GRAD_BYTES_PER_CHUNK["fp32_cast"] - per_chunk)
+                    / tokens
+                )
+            head_ops = LIGER_FLCE_OPS_PER_CHUNK[path]
+        loss_extra = LIGER_FLCE_BYTES_PER_HIDDEN * h * logit_bytes / 2 + head_bytes / tokens
+        kernels += chunks * (LIGER_FLCE_OPS_PER_CHUNK["base"] + head_ops)
+    else:
+        loss_extra = 0.0
     elementwise: float = (
         fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
+        + arch.num_layers * (liger_fwd * (1 + recompute) + liger_bwd)
         + loss * arch.vocab_size
+        + loss_extra
         + softcap
         + kbit_casts
     )
@@ -1015,6 +1153,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         block_weight_params=arch.num_layers * arch.block_params,
         optimizer_bytes_per_param=optimizer_step_bytes(req, 1, reg),
         elementwise_bytes_per_token=float(elementwise),
+        liger_head_pre_ampere_bytes_per_token=head_pre_ampere,
         attention_impl=req.attention.value,
         attention_mask=mask,
         attention_dtype=attention_dtype(req),
@@ -1131,6 +1270,13 @@ def adapter_matmul_counts(req: EstimateRequest, recompute: float) -> tuple[float
     passes = fwd * (1 + recompute) + LORA_MATMUL_ELEMENTS["backward"]
     flops = 2.0 * req.lora_rank * width * (1 + 2 + recompute)
     return arch.num_layers * flops, float(arch.num_layers * size * elements * passes)
+
+
+def _liger_glu_applies(arch: ModelArch) -> bool:
+    """Whether Liger's gated activation replaces the MLP's (as
+    :func:`calc.activations.glu_kernel_applies` counts it): a dense gated MLP of the plain
+    two-input form; routed experts keep the family's own."""
+    return arch.mlp_gated and not arch.experts_per_token and "glu_saved_widths" not in arch.extra
 
 
 def _adapters_run_fp32(req: EstimateRequest) -> bool:
@@ -1600,7 +1746,12 @@ def step_breakdown(
         t_bwd += (runs - priced) * (1.0 - fwd_part)
     compute_micro = t_fwd + t_bwd
     # element-wise kernels run between the matmuls on the same stream: added, not overlapped
-    elementwise_micro = T * c.elementwise_bytes_per_token / rates.memory_bytes_per_s
+    elementwise_bytes = c.elementwise_bytes_per_token
+    if c.liger_head_pre_ampere_bytes_per_token and (
+        rates.capability is not None and rates.capability[0] < 8
+    ):
+        elementwise_bytes += c.liger_head_pre_ampere_bytes_per_token
+    elementwise_micro = T * elementwise_bytes / rates.memory_bytes_per_s
     fwd_share = 1.0 / (1 + BACKWARD_ELEMENTWISE_FACTOR + (c.passes - 2))
     t_fwd += elementwise_micro * fwd_share
     t_bwd += elementwise_micro * (1 - fwd_share)

@@ -138,3 +138,108 @@ def test_the_plan_suggests_liger_where_the_reader_can_turn_it_on():
 )
 def test_the_plan_does_not_suggest_liger_where_it_cannot_apply(more):
     assert "liger_kernel" not in _actions(**more)
+
+
+# ---- time: Liger's kernels priced by the bytes they move (calc.timing) -----------------------
+
+
+def _counts(**more: object):
+    from calc import timing
+
+    req = parse_estimate_request({"model": "llama-3.1-8b", "seq_len": 4096, **more})
+    return timing.counts(req, req.sharding)
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_liger_replaces_the_blocks_element_wise_traffic_with_its_kernels(method):
+    from calc import timing
+
+    stock = _counts(method=method, gradient_checkpointing=False)
+    liger = _counts(method=method, gradient_checkpointing=False, liger_kernel=True)
+    q_kv = 32 * 128 + 8 * 128
+    # eager: two norms (36 bytes per element forward, twice that backward), rotary on q and k
+    # (30), the gated activation (10) -> Liger's own forward + backward bytes
+    before = 3 * (2 * 36 * H + 30 * q_kv + 10 * I)
+    after = 2 * (4 + 6) * H + (4 + 4) * q_kv + (6 + 10) * I
+    per_token = 32 * (before - after)  # 32 blocks, no recompute
+    assert stock.elementwise_bytes_per_token - liger.elementwise_bytes_per_token == per_token
+    # 18 host ops per block's forward fewer (norms 6 -> 1 each, rotary 8 -> 1, act 2 -> 1),
+    # each with its two backward ops
+    assert stock.kernels_per_micro - liger.kernels_per_micro == 32 * 18 * (
+        1 + timing.BACKWARD_OPS_FACTOR
+    )
+
+
+def test_liger_recomputed_forward_runs_its_forward_kernels_again():
+    plain = _counts(method="lora", liger_kernel=True, gradient_checkpointing=False)
+    checkpointed = _counts(method="lora", liger_kernel=True, gradient_checkpointing=True)
+    stock_plain = _counts(method="lora", gradient_checkpointing=False)
+    stock_ckpt = _counts(method="lora", gradient_checkpointing=True)
+    liger_forward = 2 * 4 * H + 4 * (32 * 128 + 8 * 128) + 6 * I
+    stock_extra = stock_ckpt.elementwise_bytes_per_token - stock_plain.elementwise_bytes_per_token
+    extra = checkpointed.elementwise_bytes_per_token - plain.elementwise_bytes_per_token
+    # the recompute adds Liger's forward where the stock path adds its own forward tables
+    assert stock_extra - extra == 32 * (2 * 36 * H + 30 * (32 * 128 + 8 * 128) + 10 * I) - (
+        32 * liger_forward
+    )
+
+
+@pytest.mark.parametrize(
+    "precision, path, per_chunk",
+    [
+        # pure bf16: grad_weight is bf16: mm, .float() and the add, per chunk
+        ("bf16-true", "cast", 16),
+        # AMP: fp32 weight, fp32 grad_weight: torch.addmm(out_dtype=fp32) into it
+        ("bf16-mixed", "addmm", 8),
+    ],
+)
+def test_the_fused_loss_accumulates_the_head_gradient_once_per_chunk(precision, path, per_chunk):
+    from calc import timing
+
+    tokens = 2 * 4096
+    chunks = 32  # ceil(8192 / 256)
+    stock = _counts(method="full", precision=precision, micro_batch_size=2, liger_kernel=True)
+    fused = _counts(
+        method="full",
+        precision=precision,
+        micro_batch_size=2,
+        liger_kernel=True,
+        chunked_loss=True,
+    )
+    w = 2 if path == "cast" else 4
+    head = V * H * (chunks * per_chunk + 3 * w) / tokens
+    loss_change = (6 - 24) * V + 10 * H + head
+    assert fused.elementwise_bytes_per_token - stock.elementwise_bytes_per_token == pytest.approx(
+        loss_change
+    )
+    ops = timing.LIGER_FLCE_OPS_PER_CHUNK
+    assert fused.kernels_per_micro - stock.kernels_per_micro == chunks * (ops["base"] + ops[path])
+    # fp32 on a card before compute capability 8: the cast path, 20 bytes a chunk
+    extra = V * H * chunks * (20 - 8) / tokens if path == "addmm" else 0.0
+    assert fused.liger_head_pre_ampere_bytes_per_token == pytest.approx(extra)
+
+
+def test_a_frozen_output_layer_has_no_head_gradient_to_accumulate():
+    lora = _counts(method="lora", liger_kernel=True)
+    fused = _counts(method="lora", liger_kernel=True, chunked_loss=True)
+    assert fused.elementwise_bytes_per_token - lora.elementwise_bytes_per_token == pytest.approx(
+        (6 - 24) * V + 10 * H
+    )
+
+
+def test_liger_time_leaves_a_family_it_does_not_patch_alone():
+    req = {"model": "gpt-oss-20b", "method": "lora", "seq_len": 2048}
+    from calc import timing
+
+    a = parse_estimate_request(req)
+    b = parse_estimate_request({**req, "liger_kernel": True, "chunked_loss": True})
+    ca, cb = timing.counts(a, a.sharding), timing.counts(b, b.sharding)
+    assert ca.elementwise_bytes_per_token == cb.elementwise_bytes_per_token
+    assert ca.kernels_per_micro == cb.kernels_per_micro
+
+
+def test_liger_speeds_a_plan_up_where_it_moves_fewer_bytes():
+    from accuracy.first_contact_throughput import predict
+
+    base = {"model": "llama-3.1-8b", "method": "lora", "gpu": "h100-sxm", "seq_len": 4096}
+    assert predict({**base, "liger_kernel": True}) > predict(base)
