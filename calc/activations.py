@@ -2022,7 +2022,12 @@ for each chunk while it accumulates the weight's gradient without an fp32 accumu
 default, ``accum_dtype=None``): ``grad_weight += torch.mm(grad_logits_chunk.t(),
 _input_chunk).float()``, a 16-bit ``[V, h]`` product (2) and its fp32 copy (4), freed after
 each chunk (liger-kernel v0.8.2 (000be609, 2026-08-18) ``ops/fused_linear_cross_entropy.py``;
-since v0.6.2, #830; v0.5.x accumulated in place with ``torch.addmm(out=grad_weight)``)."""
+since v0.6.2, #830; v0.5.x accumulated in place with ``torch.addmm(out=grad_weight)``). An fp32
+weight (mixed precision with fp32 weights: ``grad_weight`` is fp32) takes ``torch.addmm(...,
+out_dtype=torch.float32, out=grad_weight)`` instead, on torch >= 2.8 and cards of compute
+capability 8 or more (the same function), which allocates nothing per chunk; calc counts that
+path for every fp32 weight (an estimate does not know the card: on a V100 or T4 the cast path's
+6 bytes come back)."""
 
 
 def liger_flce_loss_bytes(
@@ -2044,7 +2049,8 @@ def liger_flce_loss_bytes(
       :func:`calc.liger.flce_chunk_tokens` sizes it (about ``h / V`` of the tokens);
     - when the output layer trains (``head_weight_bytes``: its weight's bytes per element,
       ``w``): ``grad_weight = torch.zeros_like(weight)``, saved for the backward, and the
-      per-chunk transient of its accumulation (:data:`LIGER_HEAD_GRAD_TRANSIENT_BYTES`).
+      per-chunk transient of its accumulation (:data:`LIGER_HEAD_GRAD_TRANSIENT_BYTES`; none for an
+      fp32 weight).
 
     No ``tokens x V`` tensor exists; the fp32 per-token loss (4 bytes) is left out."""
     from .liger import flce_chunk_tokens
@@ -2053,7 +2059,8 @@ def liger_flce_loss_bytes(
     chunk = flce_chunk_tokens(tokens, v, h)
     head = 0
     if head_weight_bytes is not None:
-        head = v * h * (head_weight_bytes + LIGER_HEAD_GRAD_TRANSIENT_BYTES)
+        transient = LIGER_HEAD_GRAD_TRANSIENT_BYTES if head_weight_bytes < FP32_BYTES else 0
+        head = v * h * (head_weight_bytes + transient)
     return tokens * 2 * act_bytes * h + chunk * v * act_bytes + head
 
 

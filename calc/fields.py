@@ -701,9 +701,11 @@ FIELDS: tuple[FieldSpec, ...] = (
             "instead of ``3 m`` saved, one ``m``-wide gradient in the backward instead of two); "
             "RoPE rotates q and k in place and keeps the shared cos / sin as transformers' does. "
             "With ``chunked_loss`` the loss is Liger's fused linear cross-entropy "
-            "(:func:`calc.activations.liger_flce_loss_bytes`). Time: not priced (the FLOPs are "
-            "the same; the element-wise traffic the kernels save is not counted). Default "
-            "False: transformers' modules."
+            "(:func:`calc.activations.liger_flce_loss_bytes`). Time: the same FLOPs; each "
+            "kernel's element-wise traffic and host ops in place of transformers' "
+            "(:data:`calc.timing.LIGER_NORM_BYTES_PER_ELEMENT` and the constants beside it), "
+            "and the fused loss's per-chunk accumulation of a trained output layer's gradient. "
+            "Default False: transformers' modules."
         ),
     ),
     _enum(

@@ -243,3 +243,10 @@ def test_liger_speeds_a_plan_up_where_it_moves_fewer_bytes():
 
     base = {"model": "llama-3.1-8b", "method": "lora", "gpu": "h100-sxm", "seq_len": 4096}
     assert predict({**base, "liger_kernel": True}) > predict(base)
+
+
+def test_an_fp32_head_weight_accumulates_its_gradient_in_place():
+    # fp32 grad_weight: torch.addmm(out_dtype=fp32, out=grad_weight), no per-chunk [V, h] copies
+    arch = parse_estimate_request({"model": "llama-3.1-8b"}).model
+    frozen = act.liger_flce_loss_bytes(arch, 2, 8192, None)
+    assert act.liger_flce_loss_bytes(arch, 2, 8192, 4) - frozen == V * H * 4
