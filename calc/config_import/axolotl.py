@@ -152,12 +152,8 @@ NOT_MODELLED = {
     "lora_qkv_kernel",
     "lora_o_kernel",
     "lora_embedding_kernel",
-    "liger_rope",
-    "liger_rms_norm",
     "liger_rms_norm_gated",
     "liger_layer_norm",
-    "liger_swiglu",
-    "liger_glu_activation",
     "unsloth_lora_mlp",
     "unsloth_lora_qkv",
     "unsloth_lora_o",
@@ -189,6 +185,50 @@ CHUNKED_LOSS = {
     "unsloth_cross_entropy_loss",
     "liger_cross_entropy",
 }
+
+
+LIGER_MODULE_KEYS = ("liger_rope", "liger_rms_norm", "liger_glu_activation", "liger_swiglu")
+"""The Liger plugin's switches of the modules calc's ``liger_kernel`` turns on together
+(``liger_swiglu``: the deprecated name of ``liger_glu_activation``); settled by
+:func:`_finish_liger`."""
+
+
+def _liger_module(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    on = common.flag(rep, key, value)
+    if on is None or isinstance(on, bool):
+        st.setdefault("liger", {})[key] = on
+
+
+def _finish_liger(rep: Report, st: JsonObject, data: JsonObject) -> None:
+    """axolotl's Liger plugin (``integrations/liger/plugin.py`` ``LigerPlugin.pre_model_load``,
+    at 8fcba967; its keys in ``args.py`` at 1ed35178, each ``None`` unless set) hands each
+    switch to liger-kernel's apply function of the model's family (``rope``, ``rms_norm``,
+    ``swiglu`` or ``geglu`` from ``liger_glu_activation``): a module not switched on keeps
+    transformers' code. calc's ``liger_kernel`` is the three together, so the keys set it only
+    when the plugin is listed in ``plugins`` and all three are on (the fused loss is
+    ``liger_fused_linear_cross_entropy``, read as ``chunked_loss``); otherwise each key set is
+    reported as not modelled (``liger_modules_partial``, or ``liger_plugin_not_loaded`` without
+    the plugin, whose keys then do nothing)."""
+    flags = st.get("liger")
+    if not flags:
+        return
+    plugins = data.get("plugins")
+    loaded = isinstance(plugins, list) and any(
+        isinstance(p, str) and p.rsplit(".", 1)[-1] == "LigerPlugin" for p in plugins
+    )
+    glu = flags.get("liger_glu_activation")
+    if glu is None:
+        glu = flags.get("liger_swiglu")
+    if loaded and flags.get("liger_rope") and flags.get("liger_rms_norm") and glu:
+        for key in flags:
+            rep.use(key, "liger_kernel", True)
+        return
+    note = "liger_modules_partial" if loaded else "liger_plugin_not_loaded"
+    for key, on in flags.items():
+        if on is None:
+            rep.ignore(key, "not_set")
+        else:
+            rep.unknown(key, note)
 
 
 def _adapter(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -369,6 +409,7 @@ KEYS: dict[str, keys.Key] = {
     },
     "attn_implementation": keys.call(common.set_attention, "attention"),
     **{name: keys.Key(_chunked_loss, ("chunked_loss",)) for name in sorted(CHUNKED_LOSS)},
+    **{name: keys.Key(_liger_module, ("liger_kernel",)) for name in LIGER_MODULE_KEYS},
     "optimizer": keys.call(common.set_optimizer_hf, "optimizer", "optimizer_fused"),
     "deepspeed": keys.Key(
         lambda rep, key, value, st: hf.deepspeed_value(rep, key, value, st["read_file"]),
@@ -494,6 +535,7 @@ def import_axolotl(
     rep.default("gradient_checkpointing", False, TOOL)
     rep.default("attention", "sdpa", "transformers 5.17.0: sdpa when no attention is chosen")
     _finish_padding(rep, st)
+    _finish_liger(rep, st, data)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False))
     _finish_run_phases(rep, st, data)
     hf.set_framework(rep, "axolotl")

@@ -243,10 +243,15 @@ def export_axolotl(request: JsonObject) -> str:
         if req["activation_offload"]:
             out["activation_offloading"] = True
     out["attn_implementation"] = _ATTN[req["attention"]]
-    if req["chunked_loss"]:
-        out["chunked_cross_entropy"] = True
     if req["liger_kernel"]:
-        notes.append("liger_kernel: axolotl's Liger plugin is not written here; add it yourself")
+        # axolotl's Liger plugin: each module switched on by its own key; the fused loss is
+        # the plugin's liger_fused_linear_cross_entropy where calc's chunked_loss goes with it
+        out["plugins"] = ["axolotl.integrations.liger.LigerPlugin"]
+        out["liger_rope"] = out["liger_rms_norm"] = out["liger_glu_activation"] = True
+        if req["chunked_loss"]:
+            out["liger_fused_linear_cross_entropy"] = True
+    elif req["chunked_loss"]:
+        out["chunked_cross_entropy"] = True
     out["torch_compile"] = req["torch_compile"]
     _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
     if req.get("max_steps") is not None:

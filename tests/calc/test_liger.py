@@ -250,3 +250,52 @@ def test_an_fp32_head_weight_accumulates_its_gradient_in_place():
     arch = parse_estimate_request({"model": "llama-3.1-8b"}).model
     frozen = act.liger_flce_loss_bytes(arch, 2, 8192, None)
     assert act.liger_flce_loss_bytes(arch, 2, 8192, 4) - frozen == V * H * 4
+
+
+# ---- axolotl's Liger plugin: one key per module ---------------------------------------------
+
+_AXOLOTL_LIGER = """base_model: meta-llama/Llama-3.1-8B
+{plugins}liger_rope: {rope}
+liger_rms_norm: true
+{glu}: true
+liger_fused_linear_cross_entropy: true
+"""
+_PLUGIN = "plugins:\n  - axolotl.integrations.liger.LigerPlugin\n"
+
+
+def _axolotl(plugins: str = _PLUGIN, rope: str = "true", glu: str = "liger_glu_activation"):
+    result = import_config(_AXOLOTL_LIGER.format(plugins=plugins, rope=rope, glu=glu), "axolotl")
+    return result["request"], {k["key"]: k for k in result["keys"]}
+
+
+@pytest.mark.parametrize("glu", ["liger_glu_activation", "liger_swiglu"])
+def test_axolotl_liger_plugin_with_every_module_sets_the_key(glu):
+    request, keys = _axolotl(glu=glu)
+    assert request["liger_kernel"] is True and request["chunked_loss"] is True
+    for key in ("liger_rope", "liger_rms_norm", glu):
+        assert keys[key]["status"] == "used" and keys[key]["field"] == "liger_kernel"
+
+
+def test_axolotl_liger_modules_switched_on_in_part_are_reported_not_modelled():
+    request, keys = _axolotl(rope="false")
+    assert "liger_kernel" not in request
+    assert keys["liger_rms_norm"]["status"] == "unknown"
+    assert keys["liger_rms_norm"]["note"] == "liger_modules_partial"
+    assert request["chunked_loss"] is True  # the fused loss is still Liger's own
+
+
+def test_axolotl_liger_keys_without_the_plugin_do_nothing():
+    request, keys = _axolotl(plugins="")
+    assert "liger_kernel" not in request
+    assert keys["liger_rope"]["note"] == "liger_plugin_not_loaded"
+
+
+def test_axolotl_export_writes_the_liger_plugin_and_reads_back():
+    from calc.config_import.export import export_axolotl
+
+    text = export_axolotl(
+        {"model": "llama-3.1-8b", "method": "full", "liger_kernel": True, "chunked_loss": True}
+    )
+    assert "axolotl.integrations.liger.LigerPlugin" in text
+    request = import_config(text, "axolotl")["request"]
+    assert request["liger_kernel"] is True and request["chunked_loss"] is True
