@@ -511,7 +511,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "'expandable_segments:True' (on older torch PYTORCH_CUDA_ALLOC_CONF to "
         "'expandable_segments:True,roundup_power2_divisions:[32:256,64:128,256:64,>:32]'), "
         "where the user has not set it; before unsloth #3499 (590d6d6a, 2025-10-26) Unsloth's "
-        "own __init__.py did the same, from d0b92ea5 (2024-05-23) on torch >= 2.2",
+        "own __init__.py did the same, from c599ae0f (2024-03-17) on torch >= 2.2 (it deleted the "
+        "setting on older torch)",
     },
     Framework.TRL_SFT: {
         "chunked_loss": "TRL 1.16.0 trainer/sft_trainer.py: SFTTrainer.__init__ calls "
