@@ -1719,9 +1719,10 @@ def step_breakdown(
         t_fwd += extra * fwd_part
         t_bwd += extra * (1.0 - fwd_part)
     # matmuls on fp32 weights and inputs (the output layer after kbit preparation, every
-    # matmul but attention's and the adapters' in fp32 training) run on the CUDA cores: the
-    # extra time over the 16-bit rate the compute above priced them at
-    if c.fp32_matmul_flops_per_token and rates.capability is not None:
+    # matmul but attention's and the adapters' in fp32 training) run at the card's FP32 rate
+    # (CUDA cores; AMD's FP32 rate, hipBLASLt's XF32 being off unless asked for): the extra
+    # time over the 16-bit rate the compute above priced them at
+    if c.fp32_matmul_flops_per_token:
         extra = (
             T * c.fp32_matmul_flops_per_token * (fp32_time(rates) - 1.0) / (rates.peak_flops * eff)
         )
@@ -1732,11 +1733,7 @@ def step_breakdown(
     # of the tensor-core time the compute above priced them at
     if c.adapter_flops_per_token:
         priced = T * c.adapter_flops_per_token / (rates.peak_flops * eff)
-        rate = (
-            rates.fp32_flops
-            if c.adapter_fp32 and rates.capability is not None
-            else rates.peak_flops * eff
-        )
+        rate = rates.fp32_flops if c.adapter_fp32 else rates.peak_flops * eff
         runs = max(
             T * c.adapter_flops_per_token / rate,
             T * c.adapter_bytes_per_token / rates.memory_bytes_per_s,

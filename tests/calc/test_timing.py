@@ -1635,3 +1635,14 @@ def test_gelu_new_pays_one_pass_per_op_in_eager(compiled):
         * (1 + timing.BACKWARD_ELEMENTWISE_FACTOR)
     )
     assert gap == pytest.approx(0.0 if compiled else expected)
+
+
+def test_fp32_matmuls_run_at_the_fp32_rate_on_amd_cards_too():
+    # an MI300X has no CUDA capability in calc, but its fp32 rate (163.4 TFLOPS, datasheet)
+    # is an eighth of its dense bf16 rate: fp32 training must not be priced at the bf16 rate
+    from accuracy.first_contact_throughput import predict
+
+    base = {"model": "llama-2-7b", "method": "lora", "gpu": "mi300x", "seq_len": 512}
+    bf16 = predict({**base, "precision": "bf16-true"})
+    fp32 = predict({**base, "precision": "fp32"})
+    assert bf16 / fp32 > 3
