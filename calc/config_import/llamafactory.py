@@ -23,7 +23,6 @@ from .report import Report
 TOOL = "LLaMA-Factory 0.9.6.dev0"
 
 IGNORED = {
-    "stage",
     "do_train",
     "do_eval",
     "do_predict",
@@ -179,12 +178,39 @@ def _switch(field: str, value: object, note: str | None = None) -> keys.Key:
     return keys.Key(read, (field,), note)
 
 
+LOGITS_STAGES = ("pt", "sft")
+"""Stages whose loss is the causal language-modelling loss calc counts. The others (``rm``,
+``ppo``, ``dpo``, ``kto``) train on preferences or rewards, with a reference or value model
+calc does not count, and need the logits (``model/loader.py`` ``load_model``:
+``apply_liger_kernel(..., require_logits=(finetuning_args.stage not in ["pt", "sft"]))``)."""
+
+
+def _stage(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    """``stage`` (``FinetuningArguments.stage``, default ``sft``): ``pt`` and ``sft`` are what
+    calc counts; another stage is reported not modelled (the estimate is then that of the
+    supervised step, which the report says)."""
+    st["stage"] = value
+    if value in LOGITS_STAGES:
+        rep.ignore(key)
+    else:
+        rep.unknown(key, "training_stage_not_modelled")
+
+
 def _liger(rep: Report, key: str, value: object, st: JsonObject) -> None:
     if common.flag(rep, key, value, "liger_kernel") is True:
-        rep.use(key, "chunked_loss", True, "Liger's fused linear cross-entropy")
+        st["liger_key"] = key
         rep.use(key, "liger_kernel", True)
     else:
         rep.ignore(key)
+
+
+def _finish_liger(rep: Report, st: JsonObject) -> None:
+    """LLaMA-Factory's ``model_utils/liger_kernel.py`` (at 12129195) applies liger-kernel with
+    its fused linear cross-entropy for the ``pt`` and ``sft`` stages (calc's ``chunked_loss``)
+    and with its plain cross-entropy on the whole logits for the others (``require_logits``)."""
+    key = st.get("liger_key")
+    if key is not None and st.get("stage", "sft") in LOGITS_STAGES:
+        rep.use(key, "chunked_loss", True, "Liger's fused linear cross-entropy")
 
 
 def _use_unsloth(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -240,6 +266,7 @@ KEYS: dict[str, keys.Key] = {
     # liger-kernel's apply function on the model class before loading (LLaMA-Factory's
     # model_utils/liger_kernel.py): its norms, MLP and, for the sft stage, its fused loss
     "enable_liger_kernel": keys.Key(_liger, ("chunked_loss", "liger_kernel")),
+    "stage": keys.Key(_stage),
     "use_unsloth": keys.Key(_use_unsloth, ("framework",)),
     # Unsloth's checkpointing offloads each block's input to the CPU
     "use_unsloth_gc": _switch("activation_offload", True),
@@ -308,6 +335,7 @@ def import_llamafactory(
     rep.default("gradient_accumulation_steps", 1, "transformers 5.17.0 TrainingArguments")
     rep.default("optimizer", "adamw", "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
     rep.default("optimizer_fused", True, "transformers 5.17.0 TrainingArguments: adamw_torch_fused")
+    _finish_liger(rep, st)
     rep.default("chunked_loss", False, TOOL)
     hf.finish_padding_free(rep, st)
     hf.finish_common(rep, st, TOOL, packing=st.get("packing", False), default_epochs=3.0)

@@ -299,3 +299,22 @@ def test_axolotl_export_writes_the_liger_plugin_and_reads_back():
     assert "axolotl.integrations.liger.LigerPlugin" in text
     request = import_config(text, "axolotl")["request"]
     assert request["liger_kernel"] is True and request["chunked_loss"] is True
+
+
+@pytest.mark.parametrize(
+    "stage, fused", [("sft", True), ("pt", True), ("dpo", False), ("rm", False)]
+)
+def test_llamafactory_fuses_the_loss_only_for_stages_that_need_no_logits(stage, fused):
+    # model/loader.py: apply_liger_kernel(..., require_logits=stage not in ["pt", "sft"])
+    result = import_config(
+        f"stage: {stage}\nfinetuning_type: lora\nenable_liger_kernel: true\n", "llamafactory"
+    )
+    request = result["request"]
+    assert request["liger_kernel"] is True
+    assert request["chunked_loss"] is fused
+    stage_key = next(k for k in result["keys"] if k["key"] == "stage")
+    if fused:
+        assert stage_key["status"] == "ignored"
+    else:  # preference and reward stages: reported, not silently read as supervised
+        assert stage_key["status"] == "unknown"
+        assert stage_key["note"] == "training_stage_not_modelled"
