@@ -56,6 +56,7 @@ from dataclasses import dataclass, replace
 
 from .arch import ATTN_INNER_NAMES, LinearLayer, ModelArch
 from .checkpointing import Matmul
+from .liger import gated_unit_form
 from .request import Attention
 
 AdaptedKey = tuple[str | int, ...]
@@ -610,12 +611,7 @@ def glu_kernel_applies(arch: ModelArch, cfg: ActConfig, down: LinearLayer) -> bo
     family's MLP module; routed experts keep the family's own) of the plain two-input
     form (a family whose gate saves more, ``arch.extra["glu_saved_widths"]``, has no Liger
     module)."""
-    return (
-        cfg.glu_kernel
-        and arch.mlp_gated
-        and down.count == 1
-        and "glu_saved_widths" not in arch.extra
-    )
+    return cfg.glu_kernel and down.count == 1 and gated_unit_form(arch)
 
 
 def _glu_saved_widths(arch: ModelArch) -> int:

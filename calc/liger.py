@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .arch import ModelArch
     from .request import EstimateRequest
 
 FAMILIES = frozenset(
@@ -48,6 +49,15 @@ def applies(req: EstimateRequest) -> bool:
     patches (:data:`FAMILIES`). Its loss is the fused linear cross-entropy where the request
     also says ``chunked_loss`` (the importers set both)."""
     return req.liger_kernel and patches(req.model.family)
+
+
+def gated_unit_form(arch: ModelArch) -> bool:
+    """Whether the family's gated MLP unit is of the plain two-input form Liger's gated
+    activation replaces (``LigerSwiGLUMLP``, ``LigerGEGLUMLP``, ``LigerPhi3SwiGLUMLP``): a gated
+    MLP whose gate saves no more than ``act(gate) * up`` does (a family with
+    ``arch.extra["glu_saved_widths"]`` has no Liger module). Memory
+    (:func:`calc.activations.glu_kernel_applies`) and time read it alike."""
+    return arch.mlp_gated and "glu_saved_widths" not in arch.extra
 
 
 def flce_chunk_tokens(tokens: int, vocab_size: int, hidden_size: int) -> int:

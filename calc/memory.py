@@ -674,12 +674,6 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
     return whole_segments(floor + pool)
 
 
-def liger_applies(req: EstimateRequest) -> bool:
-    """Whether the request's blocks run Liger's RMSNorm and gated activation
-    (``liger_kernel`` on a family Liger patches, :data:`calc.liger.FAMILIES`)."""
-    return liger.applies(req)
-
-
 def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
     # adapters on a sparse-attention indexer run under torch.no_grad: they save nothing
     adapters = tuple(a for a in st.adapted(req) if a.role != "indexer")
@@ -727,8 +721,8 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         kv_repeated=req.sequence_parallel > 1 and req.sequence_parallel_repeats_kv,
         fused=fused,
         micro_batch_size=req.micro_batch_size,
-        norm_kernel=(req.fused_lora_kernels or liger_applies(req)) and req.model.norm_kind == "rms",
-        glu_kernel=liger_applies(req),
+        norm_kernel=(req.fused_lora_kernels or liger.applies(req)) and req.model.norm_kind == "rms",
+        glu_kernel=liger.applies(req),
         fast=(
             act.fast_lora_groups(req.model, adapted - fused)
             if req.fused_lora_kernels and req.is_peft and req.lora_dropout == 0
@@ -918,7 +912,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         logits=act.liger_flce_loss_bytes(
             arch, logit_bytes, tokens, reg.weight_bytes if _output_layer_trained(req) else None
         )
-        if req.chunked_loss and liger_applies(req)
+        if req.chunked_loss and liger.applies(req)
         else act.fused_head_loss_bytes(
             arch,
             logit_bytes,
@@ -989,7 +983,7 @@ def output_cast_applies(req: EstimateRequest, reg: st.Regime) -> bool:
     builds them (``loss_fused_lm_head``, ``loss_grad_in_forward``), not a model that returns
     fp32 logits, not fp32 logits."""
     never_whole = req.chunked_loss and (
-        req.loss_fused_lm_head or req.loss_grad_in_forward or liger_applies(req)
+        req.loss_fused_lm_head or req.loss_grad_in_forward or liger.applies(req)
     )
     return (
         req.outputs_cast_fp32
@@ -1012,7 +1006,7 @@ def _held_chunks_loss(req: EstimateRequest) -> bool:
         and not req.loss_fused_lm_head
         and not req.loss_grad_in_forward
         and not req.chunked_loss_keeps_fp32
-        and not liger_applies(req)
+        and not liger.applies(req)
     )
 
 

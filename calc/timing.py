@@ -32,7 +32,6 @@ from typing import Any
 from . import attention as attn_kernels
 from . import comm, liger
 from . import states as st
-from .arch import ModelArch
 from .gpus import Gpu
 from .flops import (
     CAUSAL_ATTENTION_FRACTION,
@@ -928,19 +927,17 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     adapters = len(st.adapted(req)) if req.is_peft else 0
     other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
     liger_on = liger.applies(req)
-    liger_glu = liger_on and _liger_glu_applies(arch)
+    # Liger's gated activation replaces a dense MLP's (routed experts keep the family's own)
+    liger_glu = liger_on and not arch.experts_per_token and liger.gated_unit_form(arch)
     if liger_on and not req.torch_compile:
-        # Liger's kernels replace the eager ops of the modules they patch
-        other -= sum(
-            STOCK_FORWARD_OPS[k] - LIGER_FORWARD_OPS[k]
-            for k, on in (
-                ("norm", arch.norm_kind == "rms"),
-                ("norm", arch.norm_kind == "rms"),
-                ("rotary", arch.learned_positions == 0),
-                ("glu", liger_glu),
-            )
-            if on
-        )
+        # Liger's kernels replace the eager ops of the modules they patch: the two RMSNorms
+        # EAGER_OPS_PER_LAYER_FORWARD counts, the rotary embedding, the gated activation
+        saved = {
+            "norm": 2 if arch.norm_kind == "rms" else 0,
+            "rotary": 1 if arch.learned_positions == 0 else 0,
+            "glu": 1 if liger_glu else 0,
+        }
+        other -= sum(n * (STOCK_FORWARD_OPS[k] - LIGER_FORWARD_OPS[k]) for k, n in saved.items())
     eager_attention = 0
     if req.attention is Attention.EAGER and not req.torch_compile:
         eager_attention = EAGER_ATTENTION_EXTRA_OPS_FORWARD
@@ -1270,13 +1267,6 @@ def adapter_matmul_counts(req: EstimateRequest, recompute: float) -> tuple[float
     passes = fwd * (1 + recompute) + LORA_MATMUL_ELEMENTS["backward"]
     flops = 2.0 * req.lora_rank * width * (1 + 2 + recompute)
     return arch.num_layers * flops, float(arch.num_layers * size * elements * passes)
-
-
-def _liger_glu_applies(arch: ModelArch) -> bool:
-    """Whether Liger's gated activation replaces the MLP's (as
-    :func:`calc.activations.glu_kernel_applies` counts it): a dense gated MLP of the plain
-    two-input form; routed experts keep the family's own."""
-    return arch.mlp_gated and not arch.experts_per_token and "glu_saved_widths" not in arch.extra
 
 
 def _adapters_run_fp32(req: EstimateRequest) -> bool:
