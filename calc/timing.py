@@ -545,6 +545,20 @@ LORA_CAST_BYTES_PER_INPUT = 6
 16-bit input read 2 bytes and write 4 per input element of each adapted linear; the cast runs
 whether or not autocast is on (it is an explicit ``.to``)."""
 
+AUTOCAST_WEIGHT_CAST_BYTES = 6
+"""``torch.autocast`` hands each matmul a 16-bit copy of an fp32 weight
+(``aten/src/ATen/autocast_mode.cpp`` ``cached_cast``, pytorch/pytorch 008ec6b1): read 4 bytes,
+write 2 per weight element. It keeps the copy for reuse only when the weight is a leaf that
+requires grad, and ``clear_cache`` drops every copy when the outermost autocast region exits, at
+the end of each forward: a trained fp32 weight is cast once per forward, a frozen one (the base
+weights under LoRA) at each use, which for a linear run once per forward is the same count. A
+checkpointed block's recomputation runs in an autocast region of its own and casts its weights
+again; the backward's matmuls use the copies the forward saved. Where the weights are fp32
+under autocast (calc's ``mixed-amp`` regime: ``*-mixed`` without ZeRO or FSDP, the weights not
+loaded in 16 bits); DeepSpeed and FSDP give the modules 16-bit weights themselves, and
+QLoRA's 4-bit weights are dequantized by bitsandbytes, not cast. The adapters' own casts (fp32
+LoRA weights, a fraction of a percent of the model) are left out."""
+
 LORA_DROPOUT_BYTES_PER_INPUT = {"fp32": 9, "16bit": 5}
 """``lora_dropout`` > 0: ``nn.Dropout`` on the (cast) input of each adapted linear reads it and
 writes it (4 + 4 bytes in fp32, 2 + 2 in 16-bit) and writes its mask (1 byte per element,
@@ -1116,6 +1130,14 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         + softcap
         + kbit_casts
     )
+    # autocast's 16-bit copies of fp32 weights: each forward, and a checkpointed block's
+    # recomputation again (AUTOCAST_WEIGHT_CAST_BYTES)
+    cast_block, cast_head, cast_ops = autocast_cast_params(req, sharding)
+    if cast_ops:
+        elementwise += (
+            AUTOCAST_WEIGHT_CAST_BYTES * (cast_block * (1 + recompute) + cast_head) / tokens
+        )
+        kernels += cast_ops * (1 + recompute)
     if embed_copy:
         # the embedding copy's gradient: PyTorch's dense embedding backward zero-fills the
         # V x h table once per micro-step and scatter-adds each token's output gradient into
@@ -1411,6 +1433,25 @@ def packed_attention(req: EstimateRequest) -> tuple[float | None, str]:
     if req.attention is Attention.SDPA:
         return None, "padding"
     return span, mask
+
+
+def autocast_cast_params(req: EstimateRequest, sharding: Sharding) -> tuple[int, int, int]:
+    """What :data:`AUTOCAST_WEIGHT_CAST_BYTES` is counted on, per forward: the fp32 weight
+    elements of the block linears (every MoE expert: each runs once a token reaches it), those of
+    the output layer (the embedding's table when tied: the output matmul reads it), and the casts
+    themselves (one op per block linear copy, and one for the output layer); QLoRA's 4-bit
+    weights left out. ``(0, 0, 0)`` where the matmuls get 16-bit weights (see the constant)."""
+    if not st.regime(req.precision, sharding).casts_weights or (
+        req.weights_loaded_16bit and not (req.method is Method.QLORA and req.qlora_prepare_kbit)
+    ):
+        return 0, 0, 0
+    arch = req.model
+    qlora = req.method is Method.QLORA
+    cast = [lin for lin in arch.linears if not (qlora and lin.quantizable)]
+    block = sum(arch.blocks_of(lin) * lin.params for lin in cast)
+    ops = sum(arch.blocks_of(lin) * lin.count for lin in cast)
+    head = arch.vocab_size * arch.hidden_size - st.output_layer_quantized_params(req)
+    return block, head, ops + (1 if head else 0)
 
 
 def lora_input_bytes(req: EstimateRequest) -> float:

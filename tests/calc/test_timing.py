@@ -1646,3 +1646,75 @@ def test_fp32_matmuls_run_at_the_fp32_rate_on_amd_cards_too():
     bf16 = predict({**base, "precision": "bf16-true"})
     fp32 = predict({**base, "precision": "fp32"})
     assert bf16 / fp32 > 3
+
+
+def _counts_of(**keys: object) -> timing.Counts:
+    req, _ = parse_plan_request(
+        {"model": "llama-3.1-8b", "gpu": "h100-sxm", "dataset_tokens": 1e9, **keys}
+    )
+    return timing.counts(req, req.sharding)
+
+
+@pytest.mark.parametrize("gc", [False, True])
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_autocast_casts_fp32_weights_at_every_forward(method, gc):
+    # bf16-mixed on fp32 weights without ZeRO: torch.autocast casts every linear's weight to
+    # bf16 in the forward and again in a checkpointed block's recomputation (autocast_mode.cpp
+    # cached_cast keeps a copy only within one autocast region): 6 bytes per weight element
+    # and one op per linear, on top of the same request with weights loaded in 16 bits
+    keys = dict(method=method, precision="bf16-mixed", gradient_checkpointing=gc)
+    fp32 = _counts_of(**keys, weights_loaded_16bit=False)
+    bf16 = _counts_of(**keys, weights_loaded_16bit=True)
+    arch = presets.get_preset("llama-3.1-8b")
+    block = sum(arch.blocks_of(lin) * lin.params for lin in arch.linears)
+    head = arch.vocab_size * arch.hidden_size
+    passes = 2 if gc else 1
+    tokens = fp32.tokens_micro
+    extra = fp32.elementwise_bytes_per_token - bf16.elementwise_bytes_per_token
+    assert extra == pytest.approx(6 * (block * passes + head) / tokens, rel=1e-9)
+    ops = 7 * arch.num_layers + 1
+    assert fp32.kernels_per_micro - bf16.kernels_per_micro == pytest.approx(ops * passes)
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"precision": "bf16-true"},
+        {"precision": "bf16-mixed", "weights_loaded_16bit": True},
+        # ZeRO and FSDP hand the modules 16-bit weights themselves
+        {"precision": "bf16-mixed", "num_gpus": 8, "sharding": "zero3", "sharding_engine": "fsdp"},
+        {"precision": "bf16-mixed", "num_gpus": 8, "sharding": "zero2"},
+    ],
+)
+def test_no_autocast_casts_where_the_matmuls_get_16bit_weights(keys):
+    req, _ = parse_plan_request(
+        {
+            "model": "llama-3.1-8b",
+            "gpu": "h100-sxm",
+            "dataset_tokens": 1e9,
+            "weights_loaded_16bit": False,
+            **keys,
+        }
+    )
+    assert timing.autocast_cast_params(req, req.sharding) == (0, 0, 0)
+
+
+def test_qlora_autocast_casts_only_the_weights_it_does_not_quantize():
+    # peft's kbit preparation leaves the output layer fp32 under bf16-mixed; the 4-bit block
+    # linears are dequantized by bitsandbytes, not cast by autocast
+    req, _ = parse_plan_request(
+        {
+            "model": "llama-3.1-8b",
+            "gpu": "h100-sxm",
+            "dataset_tokens": 1e9,
+            "method": "qlora",
+            "precision": "bf16-mixed",
+            "qlora_prepare_kbit": True,
+        }
+    )
+    arch = req.model
+    assert timing.autocast_cast_params(req, req.sharding) == (
+        0,
+        arch.vocab_size * arch.hidden_size,
+        1,
+    )
