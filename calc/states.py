@@ -125,10 +125,11 @@ activation in fp32; the 4-bit matmuls still dequantize to the bf16 compute dtype
 (:data:`calc.memory.DEQUANT_BYTES`)."""
 
 
-def request_regime(req: EstimateRequest) -> Regime:
-    """The byte sizes of one request: :func:`regime` of its precision, except QLoRA prepared by
-    peft's ``prepare_model_for_kbit_training`` on a bf16 model (``qlora_prepare_kbit`` with
-    ``bf16-true``): :data:`KBIT_FP32`.
+def request_regime(req: EstimateRequest, sharding: Sharding | None = None) -> Regime:
+    """The byte sizes of one request (on ``sharding``, default the request's own: a plan
+    weighs other shardings of the same request): :func:`regime` of its precision, except QLoRA
+    prepared by peft's ``prepare_model_for_kbit_training`` on a bf16 model
+    (``qlora_prepare_kbit`` with ``bf16-true``): :data:`KBIT_FP32`.
 
     peft 0.21.0 ``utils/other.py`` ``prepare_model_for_kbit_training`` casts each fp16 / bf16
     parameter whose class is not ``Params4bit`` to fp32. Per block, as the code then runs
@@ -157,7 +158,7 @@ def request_regime(req: EstimateRequest) -> Regime:
     (``weights_loaded_16bit``): :data:`MIXED_16BIT_WEIGHTS`, unless peft's
     ``prepare_model_for_kbit_training`` casts the non-quantized weights to fp32 first
     (``qlora_prepare_kbit``: the fp32 regime of AMP again)."""
-    reg = regime(req.precision, req.sharding)
+    reg = regime(req.precision, req.sharding if sharding is None else sharding)
     if (
         reg.casts_weights
         and req.weights_loaded_16bit

@@ -1441,9 +1441,7 @@ def autocast_cast_params(req: EstimateRequest, sharding: Sharding) -> tuple[int,
     the output layer (the embedding's table when tied: the output matmul reads it), and the casts
     themselves (one op per block linear copy, and one for the output layer); QLoRA's 4-bit
     weights left out. ``(0, 0, 0)`` where the matmuls get 16-bit weights (see the constant)."""
-    if not st.regime(req.precision, sharding).casts_weights or (
-        req.weights_loaded_16bit and not (req.method is Method.QLORA and req.qlora_prepare_kbit)
-    ):
+    if not st.request_regime(req, sharding).casts_weights:
         return 0, 0, 0
     arch = req.model
     qlora = req.method is Method.QLORA
