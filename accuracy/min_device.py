@@ -111,26 +111,27 @@ def reserved_peak_rows(results: list[vm.RowResult] | None = None) -> list[Row]:
 
 def variable_length_rows() -> list[Row]:
     """Covered rows of ``variable_length_peaks.csv``: reserved peak plus calc's outside memory
-    (a row that measured the card's used memory already holds it)."""
-    from calc.memory import estimate_dict
+    (a row that measured the card's used memory already holds it), each judged on the request
+    today's reading gives it (:func:`accuracy.variable_length.row_estimate_request`: one rank's
+    figure on that rank's samples)."""
+    from calc.memory import estimate_request
 
     out = []
     for row in vl.covered(vl.load()):
-        request = vl.row_request(row)
-        est = estimate_dict(request)
-        outside = int(est["device_total_bytes"]) - int(est["peak_reserved_bytes"])
+        req = vl.row_estimate_request(row)
+        est = estimate_request(req)
+        outside = est.device_total_bytes - est.peak_reserved_bytes
         # a reserved figure needs the memory outside the allocator; a used-memory one holds it
         measured = round(float(row["peak_gib"]) * vl.GIB) + (
             0 if vl.is_device_metric(row) else outside
         )
-        predicted = _replay(request).min_device_bytes
-        method = str(request["method"])
+        predicted = simulate_lengths(req, simulated_lengths(req)).min_device_bytes
         out.append(
             Row(
                 row["id"],
                 "variable_length",
                 row["source"],
-                method,
+                req.method.value,
                 predicted,
                 measured,
                 (predicted - measured) / measured,

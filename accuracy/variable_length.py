@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accuracy.stats import percentile
+from calc.request import EstimateRequest
 
 CSV = Path(__file__).resolve().parent.parent / "validation" / "variable_length_peaks.csv"
 QUANTILES = CSV.with_name("variable_length_quantiles.csv")
@@ -103,6 +104,38 @@ def row_request(row: dict[str, str], today: bool = True) -> dict[str, object]:
     return request
 
 
+ONE_RANK_METRIC = "printed by rank 0"
+"""Words of a row's ``memory_metric`` when its figure is one process's while the run trains on
+several data-parallel ranks: the HF Trainer logs on the main process only (Liger-Kernel's
+``examples/huggingface/callback.py`` ``EfficiencyCallback``), llama-recipes prints its
+``MemoryTrace`` on rank 0. Each rank draws its own samples, so the longest micro-batch that rank
+met is the longest of its share of them, ``1 / data_parallel`` of the run's; calc's estimate
+answers for the rank that meets the run's longest (the run stops at the first GPU out of
+memory). Today's reading judges such a figure on that rank's share (:func:`row_estimate_request`);
+the first contact stays as recorded."""
+
+
+def one_rank(row: dict[str, str]) -> bool:
+    """Whether the row's figure is one rank's of several (:data:`ONE_RANK_METRIC`)."""
+    return ONE_RANK_METRIC in row["memory_metric"]
+
+
+def row_estimate_request(row: dict[str, str], today: bool = True) -> EstimateRequest:
+    """:func:`row_request`, validated. Today, for one rank's figure (:func:`one_rank`) of a run
+    on several data-parallel ranks, the run's length is that rank's: the samples it meets,
+    ``samples_seen / data_parallel`` (:func:`calc.lengths.samples_seen`), in place of
+    ``max_steps`` (which counts every rank's). A request cannot say that (``samples_seen`` is
+    the plan's, from its dataset), so the validated request carries it."""
+    from calc.lengths import samples_seen
+    from calc.request import parse_estimate_request
+
+    req = parse_estimate_request(row_request(row, today))
+    seen = samples_seen(req)
+    if today and one_rank(row) and req.data_parallel > 1 and seen is not None:
+        req = req.replaced(max_steps=None, samples_seen=max(1, seen // req.data_parallel))
+    return req
+
+
 PER_STEP_METRIC = re.compile(r"memory_reserved p(\d+) over training steps")
 """A row's ``memory_metric`` when its figure is a percentile of the reserved memory logged
 after each optimizer step by a loop that empties the cache after every step (PEFT's
@@ -132,7 +165,7 @@ def is_device_metric(row: dict[str, str]) -> bool:
     return row["memory_metric"].startswith(DEVICE_METRIC)
 
 
-def step_percentile_reserved(request: dict[str, object], percent: int) -> int:
+def step_percentile_reserved(req: EstimateRequest, percent: int) -> int:
     """The ``percent``-th percentile (``numpy.percentile``'s linear interpolation) of the
     reserved memory after each optimizer step of the request's step sequence, the cache emptied
     after every step (:func:`calc.step_events.reserved_after_step`). A step's figure then
@@ -140,10 +173,8 @@ def step_percentile_reserved(request: dict[str, object], percent: int) -> int:
     that of the steps ranked by their longest micro-batch: the two steps around the rank are
     replayed, not all of them."""
     from calc.lengths import micro_batch_tokens
-    from calc.request import parse_estimate_request
     from calc.step_events import optimizer_steps, reserved_after_step
 
-    req = parse_estimate_request(request)
     steps = sorted(
         optimizer_steps(req, micro_batch_tokens(req)), key=lambda group: (max(group), sum(group))
     )
@@ -175,7 +206,7 @@ def row_card(row: dict[str, str]) -> str | None:
     return next((card for pattern, card in ROW_CARDS if pattern.search(row["gpu"])), None)
 
 
-def replay_on_card(request: dict[str, object], card: str) -> tuple[int, bool]:
+def replay_on_card(req: EstimateRequest, card: str) -> tuple[int, bool]:
     """The replay's peak reserved bytes on ``card`` (the allocator's capacity: the card's memory
     less calc's memory outside the allocator, :func:`calc.memory.outside_allocator_bytes`), and whether
     it ran out of memory there. On a card smaller than the unlimited replay's cache the allocator
@@ -183,10 +214,8 @@ def replay_on_card(request: dict[str, object], card: str) -> tuple[int, bool]:
     (``release_cached_blocks``), so the figure a run published on that card is bounded by it."""
     from calc.gpus import get_gpu
     from calc.memory import outside_allocator_bytes
-    from calc.request import parse_estimate_request
     from calc.step_events import StepReplay, simulated_lengths
 
-    req = parse_estimate_request(request)
     capacity = get_gpu(card).memory_bytes - outside_allocator_bytes(req.num_gpus)
     run = StepReplay(req, simulated_lengths(req)).replay(capacity)
     return run.peak_reserved_bytes, not run.fits
@@ -194,15 +223,16 @@ def replay_on_card(request: dict[str, object], card: str) -> tuple[int, bool]:
 
 def judge_row(row: dict[str, str], today: bool = True) -> Judged:
     """calc's two reserved figures for a covered row at today's code, for today's request or
-    (``today`` false) the request as recorded. The replay's figure is the run's peak reserved
-    (``allocator.simulated_reserved_bytes``), or, for a per-step percentile metric
-    (:data:`PER_STEP_METRIC`, today's reading), that percentile of the steps' reserved
-    memory (:func:`step_percentile_reserved`). For a row that measured the card's used memory
-    (:data:`DEVICE_METRIC`) both figures carry calc's memory outside the allocator."""
-    from calc.memory import estimate_dict
+    (``today`` false) the request as recorded (:func:`row_estimate_request`). The replay's
+    figure is the run's peak reserved (``allocator.simulated_reserved_bytes``), or, for a
+    per-step percentile metric (:data:`PER_STEP_METRIC`, today's reading), that percentile of
+    the steps' reserved memory (:func:`step_percentile_reserved`). For a row that measured the
+    card's used memory (:data:`DEVICE_METRIC`) both figures carry calc's memory outside the
+    allocator."""
+    from calc.memory import estimate_request, with_allocator
 
-    request = row_request(row, today)
-    out = estimate_dict(request)
+    req = row_estimate_request(row, today)
+    out = with_allocator(req, estimate_request(req).to_dict())
     allocator = out["allocator"]
     assert isinstance(allocator, dict)
     data = out["data"]
@@ -211,11 +241,11 @@ def judge_row(row: dict[str, str], today: bool = True) -> Judged:
     simulated = (
         int(allocator["simulated_reserved_bytes"])
         if percent is None
-        else step_percentile_reserved(request, percent)
+        else step_percentile_reserved(req, percent)
     )
     card, out_of_memory = row_card(row), False
     if card is not None and percent is None:
-        on_card, out_of_memory = replay_on_card(request, card)
+        on_card, out_of_memory = replay_on_card(req, card)
         if not out_of_memory:
             simulated = on_card
     estimate = int(out["peak_reserved_bytes"])
@@ -330,6 +360,8 @@ def report(rows: list[dict[str, str]] | None = None) -> list[str]:
             continue
         if row.get("today_request_changes"):
             lines.append(f"  {row['id']:7s} read again today: {row['today_request_changes']}")
+        if one_rank(row):
+            lines.append(f"  {row['id']:7s} one rank's figure: judged on that rank's samples")
         j = judge_row(row)
         today.append(j)
         lines.append(

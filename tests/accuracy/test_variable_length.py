@@ -174,15 +174,15 @@ def test_today_s_request_sees_the_run_s_samples(row):
     it there too, so the comparison drops it from today's request rather than reading the
     recorded one, which also lacks today's ``p99``.)"""
     from calc.lengths import SAMPLES, samples_seen
-    from calc.memory import estimate_dict
+    from calc.memory import estimate_dict, estimate_request
 
     today_request = vl.row_request(row)
     request = parse_estimate_request(today_request)
     assert samples_seen(request) == int(row["samples_seen"])
-    assert (
-        vl.judge_row(row).peak_batch_tokens
-        == (estimate_dict(today_request)["data"]["peak_batch_tokens"])
-    )
+    # the judged figure is that of today's reading (one rank's samples where the row says so)
+    judged = estimate_request(vl.row_estimate_request(row)).data
+    assert judged is not None
+    assert vl.judge_row(row).peak_batch_tokens == judged["peak_batch_tokens"]
     without = {k: v for k, v in today_request.items() if k != "max_steps"}
     today = estimate_dict(today_request)["data"]["peak_batch_tokens"]
     default = estimate_dict(without)["data"]["peak_batch_tokens"]
@@ -249,13 +249,13 @@ def test_a_per_step_percentile_is_judged_at_that_step_and_first_contact_at_the_r
     request = vl.row_request(row)
     req = parse_estimate_request(request)
     tokens = micro_batch_tokens(req)
-    top = vl.step_percentile_reserved(request, 100)
+    top = vl.step_percentile_reserved(req, 100)
     assert top == reserved_after_step(req, [max(tokens)])
-    assert vl.step_percentile_reserved(request, 0) == reserved_after_step(req, [min(tokens)])
-    assert vl.step_percentile_reserved(request, 50) < top
+    assert vl.step_percentile_reserved(req, 0) == reserved_after_step(req, [min(tokens)])
+    assert vl.step_percentile_reserved(req, 50) < top
     today = vl.judge_row(row)
     assert today.simulated_gib * vl.GIB == vl.step_percentile_reserved(
-        request, vl.per_step_percentile(row)
+        req, vl.per_step_percentile(row)
     )
     recorded = vl.judge_row(row, today=False)
     from calc.memory import estimate_dict
@@ -283,13 +283,43 @@ def test_a_card_smaller_than_the_unlimited_cache_bounds_the_replay():
     outgrows the card; on the card the allocator releases its cached segments and retries, and
     the replay's reserved peak stays within the card (the run published 76.8 GiB)."""
     from calc.gpus import get_gpu
-    from calc.memory import estimate_dict
+    from calc.memory import estimate_request, with_allocator
 
     row = next(r for r in COVERED if r["id"] == "vl-g2")
-    request = vl.row_request(row)
-    unlimited = estimate_dict(request)["allocator"]["simulated_reserved_bytes"]
-    on_card, out_of_memory = vl.replay_on_card(request, "a100-80gb-sxm")
+    req = vl.row_estimate_request(row)
+    unlimited = with_allocator(req, estimate_request(req).to_dict())["allocator"][
+        "simulated_reserved_bytes"
+    ]
+    on_card, out_of_memory = vl.replay_on_card(req, "a100-80gb-sxm")
     assert not out_of_memory
     assert on_card <= get_gpu("a100-80gb-sxm").memory_bytes < unlimited
     judged = vl.judge_row(row)
     assert (judged.card, judged.simulated_gib) == ("a100-80gb-sxm", on_card / vl.GIB)
+
+
+ONE_RANK = [r for r in COVERED if vl.one_rank(r)]
+
+
+def test_one_rank_figures_are_judged_on_that_rank_s_samples():
+    from calc.lengths import samples_seen
+
+    assert ONE_RANK, "the Liger-Kernel example logs print rank 0's figure"
+    for row in ONE_RANK:
+        whole = parse_estimate_request(vl.row_request(row))
+        one = vl.row_estimate_request(row)
+        assert whole.data_parallel > 1
+        assert one.max_steps is None
+        assert samples_seen(one) == samples_seen(whole) // whole.data_parallel
+        # the recorded reading is the request as written
+        assert vl.row_estimate_request(row, today=False) == parse_estimate_request(
+            vl.row_request(row, today=False)
+        )
+
+
+def test_a_figure_of_every_rank_keeps_the_run_s_samples():
+    row = dict(ONE_RANK[0])
+    row["memory_metric"] = row["memory_metric"].replace(vl.ONE_RANK_METRIC, "the largest of all")
+    assert not vl.one_rank(row)
+    assert vl.row_estimate_request(row) == parse_estimate_request(vl.row_request(row))
+    # fewer samples, a shorter expected longest micro-batch: the rank's figure is not above it
+    assert vl.judge_row(ONE_RANK[0]).peak_batch_tokens <= vl.judge_row(row).peak_batch_tokens
