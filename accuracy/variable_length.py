@@ -191,12 +191,14 @@ ROW_CARDS = (
     (re.compile(r"A100-SXM4-40GB"), "a100-40gb-sxm"),
     (re.compile(r"\bA10G\b"), "a10g"),
     (re.compile(r"\bL40S\b"), "l40s"),
+    (re.compile(r"\bL4\b"), "l4"),
     (re.compile(r"RTX 4090"), "rtx-4090"),
 )
 """The catalogue card of a row's ``gpu`` text (the first pattern found), for the replay on the
 run's own card: the A100 80GB rows are read as the SXM card (the rows do not name the form
 factor; both carry 80 GB); the A100 40GB row names it (``A100-SXM4-40GB``, as torch prints
-it). A row whose card is not stated matches none and is replayed with no limit."""
+it); ``L4`` is the L4 (not the L40S, whose name goes on). A row whose card is not stated
+matches none and is replayed with no limit."""
 
 
 def row_card(row: dict[str, str]) -> str | None:
