@@ -52,7 +52,7 @@ from accuracy import variable_length as vl
 from accuracy.stats import percentile
 from calc import calibration
 from calc.errors import CalcError
-from calc.request import parse_estimate_request
+from calc.request import EstimateRequest, parse_estimate_request
 from calc.step_events import AllocatorEstimate, simulate_lengths, simulated_lengths
 
 KINDS = ("reserved_peak", "variable_length", "fit_boundary")
@@ -72,9 +72,13 @@ class Row:
 
 
 def _replay(request: dict[str, object]) -> AllocatorEstimate:
+    """:func:`_replay_request` of a request not yet validated."""
+    return _replay_request(parse_estimate_request(request))
+
+
+def _replay_request(req: EstimateRequest) -> AllocatorEstimate:
     """The replay of a request, never from :func:`simulate_request`'s cache (a fold may run
     with another ``COMPILE_KEPT_FRACTION``)."""
-    req = parse_estimate_request(request)
     return simulate_lengths(req, simulated_lengths(req))
 
 
@@ -125,7 +129,7 @@ def variable_length_rows() -> list[Row]:
         measured = round(float(row["peak_gib"]) * vl.GIB) + (
             0 if vl.is_device_metric(row) else outside
         )
-        predicted = simulate_lengths(req, simulated_lengths(req)).min_device_bytes
+        predicted = _replay_request(req).min_device_bytes
         out.append(
             Row(
                 row["id"],

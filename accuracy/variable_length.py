@@ -231,10 +231,10 @@ def judge_row(row: dict[str, str], today: bool = True) -> Judged:
     the steps' reserved memory (:func:`step_percentile_reserved`). For a row that measured the
     card's used memory (:data:`DEVICE_METRIC`) both figures carry calc's memory outside the
     allocator."""
-    from calc.memory import estimate_request, with_allocator
+    from calc.memory import estimate_response
 
     req = row_estimate_request(row, today)
-    out = with_allocator(req, estimate_request(req).to_dict())
+    out = estimate_response(req)
     allocator = out["allocator"]
     assert isinstance(allocator, dict)
     data = out["data"]

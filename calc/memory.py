@@ -1524,7 +1524,11 @@ def warnings_for(req: EstimateRequest) -> list[str]:
 def estimate_dict(request: object) -> JsonObject:
     """JSON in, JSON out: validate the request, estimate, serialise (with
     :func:`with_allocator`)."""
-    req = parse_estimate_request(request)
+    return estimate_response(parse_estimate_request(request))
+
+
+def estimate_response(req: EstimateRequest) -> JsonObject:
+    """:func:`estimate_dict`'s response for a request already validated."""
     return with_allocator(req, estimate_request(req).to_dict())
 
 

@@ -283,13 +283,11 @@ def test_a_card_smaller_than_the_unlimited_cache_bounds_the_replay():
     outgrows the card; on the card the allocator releases its cached segments and retries, and
     the replay's reserved peak stays within the card (the run published 76.8 GiB)."""
     from calc.gpus import get_gpu
-    from calc.memory import estimate_request, with_allocator
+    from calc.memory import estimate_response
 
     row = next(r for r in COVERED if r["id"] == "vl-g2")
     req = vl.row_estimate_request(row)
-    unlimited = with_allocator(req, estimate_request(req).to_dict())["allocator"][
-        "simulated_reserved_bytes"
-    ]
+    unlimited = estimate_response(req)["allocator"]["simulated_reserved_bytes"]
     on_card, out_of_memory = vl.replay_on_card(req, "a100-80gb-sxm")
     assert not out_of_memory
     assert on_card <= get_gpu("a100-80gb-sxm").memory_bytes < unlimited
