@@ -91,6 +91,14 @@ class AttentionMask(str, Enum):
     PADDING = "padding"
 
 
+class Fp8Library(str, Enum):
+    """What runs the FP8 linears of ``fp8_compute``: Transformer Engine's modules or torchao's
+    ``Float8Linear`` (see the ``fp8_library`` key)."""
+
+    TRANSFORMER_ENGINE = "transformer-engine"
+    TORCHAO = "torchao"
+
+
 class AdapterDtype(str, Enum):
     """dtype of the LoRA adapters: the base weights' (``base``) or ``fp32``."""
 
@@ -768,6 +776,29 @@ FIELDS: tuple[FieldSpec, ...] = (
             "model builds once per forward, boolean under ``sdpa``, of the compute dtype under "
             "``eager``, none under ``flash`` (:func:`calc.memory.shared_mask_bytes`). "
             "Default ``causal``."
+        ),
+    ),
+    _enum(
+        "fp8_library",
+        Fp8Library,
+        "transformer-engine",
+        BEHAVIOUR,
+        doc=(
+            "what runs the FP8 linears when the plan asks for ``fp8_compute`` (time only). "
+            '``"transformer-engine"`` (default; NeMo, Megatron): its casts are fused kernels, and '
+            "so are torchao's under ``torch_compile``: read 2 bytes and write 1 per element "
+            "(:data:`calc.timing.FP8_CAST_BYTES_PER_ELEMENT`), no weight gradient for a frozen "
+            'weight. ``"torchao"`` without ``torch_compile``: torchao 0.18.0 '
+            "``float8/float8_linear.py`` ``matmul_with_hp_or_float8_args`` casts the input and the "
+            "weight in the forward and, in the backward, the output gradient twice, the weight and "
+            "the input again, each cast eleven eager ops over the tensor "
+            "(``float8_utils.py`` ``tensor_to_amax``, ``amax_to_scale``, ``to_fp8_saturated``; "
+            "``float8_training_tensor.py`` ``_ToFloat8ConstrFunc``: 33 bytes per element), and it "
+            "computes the weight gradient of a frozen base weight too (the backward returns it "
+            "whether or not the weight trains): :func:`calc.timing.fp8_eager_counts`. accelerate "
+            "1.15.0 ``Accelerator.__init__`` picks torchao first when it is installed "
+            '(``mixed_precision="fp8"`` without a backend: AO, then TE, then MS-AMP), so the '
+            "profiles on accelerate set it."
         ),
     ),
     _enum(
@@ -1737,6 +1768,7 @@ __all__ = [
     "AdapterDtype",
     "Attention",
     "AttentionMask",
+    "Fp8Library",
     "BEHAVIOUR",
     "Batching",
     "BEHAVIOUR_OBJECT",

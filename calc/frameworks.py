@@ -93,6 +93,7 @@ _HF_COMMON = {
 
 _HF_TRAINER_5 = {
     **_HF_COMMON,
+    "fp8_library": "torchao",
     "optimizer_fused": True,
     "loss_outputs_kept": False,
     "moe_expert_layout": "fused-3d",
@@ -117,6 +118,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
     Framework.HF_TRAINER: {**_HF_TRAINER_5, "sequence_parallel_repeats_kv": False},
     Framework.HF_CUSTOM_LOOP: {
         **_HF_COMMON,
+        "fp8_library": "torchao",
         "optimizer_fused": False,
         "loss_outputs_kept": True,
         "fsdp_wrap_floor": True,
@@ -222,6 +224,9 @@ PROFILES: dict[Framework, dict[str, object]] = {
 
 SOURCES: dict[Framework, dict[str, str]] = {
     Framework.HF_TRAINER: {
+        "fp8_library": "accelerate 1.15.0 accelerator.py Accelerator.__init__: with "
+        "mixed_precision='fp8' and no recipe handler, torchao first when installed "
+        "('Prioritize AO -> TE -> MSAMP'), the Trainer's Accelerator included",
         "optimizer_fused": "transformers 5.17.0 training_args.py: TrainingArguments.optim defaults to "
         "'adamw_torch_fused' when torch >= 2.8 ('adamw_torch' before)",
         "qlora_keeps_inputs": "bitsandbytes >= 0.43.2 (PR #1270, Jul 2024): MatMul4Bit saves no input",
@@ -278,6 +283,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "only by kv_replication_factor = sp // kv heads when there are fewer heads than GPUs",
     },
     Framework.HF_CUSTOM_LOOP: {
+        "fp8_library": "as hf-trainer (accelerate 1.15.0 picks torchao first for "
+        "mixed_precision='fp8')",
         "optimizer_fused": "torch.optim.AdamW with neither foreach nor fused set takes the "
         "foreach path on CUDA (torch 2.x optim/adamw.py, _default_to_fused_or_foreach)",
         "qlora_keeps_inputs": "as hf-trainer (bitsandbytes >= 0.43.2)",
@@ -704,6 +711,7 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "experts (fused-3d), transformers 4 one module per expert (per-expert-modules)",
     "sdpa_cudnn_last": "which SDPA kernel a torch version tries first: time only, the oracle "
     "traces memory",
+    "fp8_library": "what runs the FP8 linears: time only, the oracle traces memory",
     "gradient_clipping": "the norm's passes over the gradients: time only (its per-tensor "
     "norms are a few bytes each), the oracle traces memory",
     "qlora_compute_dtype_from_input": "bitsandbytes <= 0.46 only, and calc prices it in time "

@@ -31,6 +31,7 @@ from .fields import (
     CheckpointingGranularity,
     CpuOffload,
     FieldSpec,
+    Fp8Library,
     Method,
     ModulesToSave,
     MoeExpertLayout,
@@ -102,6 +103,7 @@ class EstimateRequest:
     attention_grouped_kv: bool
     sequence_parallel_repeats_kv: bool
     attention_mask: AttentionMask
+    fp8_library: Fp8Library
     packed_attention: PackedAttention
     sdpa_cudnn_last: bool
     gradient_clipping: bool

@@ -45,7 +45,7 @@ from .flops import (
 from .jsontypes import JsonObject
 from .lengths import request_attention_span, request_shape
 from .checkpointing import Granularity
-from .fields import AdapterDtype, Attention
+from .fields import AdapterDtype, Attention, Fp8Library
 from .request import (
     CpuOffload,
     EstimateRequest,
@@ -729,6 +729,44 @@ default) casts each linear's input, weight and output gradient to FP8 before its
 read 2 bytes, write 1 per element (the amax reduction fuses with the read under
 torch.compile)."""
 
+FP8_EAGER_CAST_BYTES_PER_ELEMENT = 33
+"""One cast of a bf16 tensor to FP8 by torchao's ``Float8Linear`` without torch.compile
+(torchao 0.18.0, tensorwise dynamic scaling), op by op: ``float8_utils.py`` ``tensor_to_amax``
+``torch.max(torch.abs(x))`` (read 2, write 2, read 2), ``float8_training_tensor.py``
+``_ToFloat8ConstrFunc.forward`` ``tensor.to(torch.float32) * scale`` (read 2, write 4; read 4,
+write 4) and ``float8_utils.py`` ``to_fp8_saturated`` ``x.clamp(...)`` then ``.to(float8_dtype)``
+(read 4, write 4; read 4, write 1): 33 bytes per element, against
+:data:`FP8_CAST_BYTES_PER_ELEMENT` fused. The scale's own ops (``amax_to_scale``) touch one
+element."""
+
+FP8_EAGER_CASTS = {"forward": 2, "backward": 4}
+"""Casts of one torchao ``Float8Linear`` (torchao 0.18.0 ``float8/float8_linear.py``
+``matmul_with_hp_or_float8_args``; the module saves its bf16 input and weight and casts again in
+the backward): forward, the input and the weight; backward, the output gradient for the input's
+gradient and again for the weight's, the weight for the input's gradient, the input for the
+weight's gradient."""
+
+FLOAT8_LINEAR_OPS = {"forward": 28, "backward": 64}
+"""Host-dispatched ops of one torchao ``Float8Linear`` without torch.compile (torchao 0.18.0),
+counted on its code and checked with a ``TorchDispatchMode`` over one forward and backward on
+the CPU (``benchmarks/count_float8_ops.py``): each cast is eleven ops (``abs``, ``max``, the
+scale's ``to(float64)``, ``clamp``, ``reciprocal`` and ``mul`` for ``finfo.max / amax``, its
+``to(float32)``, then the tensor's ``to(float32)``, the multiply by the scale, ``clamp`` and
+``to(float8)``); each matmul is ``float8_ops.py`` ``addmm_float8_unwrapped``: the two scales'
+``reciprocal`` and ``torch._scaled_mm``. Forward: two casts, the weight's ``t``, two reshapes
+and the matmul (28). Backward: four casts, the reshapes and transposes (7), the ``detach`` of
+the returned gradient, two matmuls, and ``preprocess_addmm``'s layout copies (a row-major
+operand in B, a column-major one in A: ``t().contiguous().t()`` for the weight and the input,
+``contiguous()`` for the transposed output gradient, 7 ops): 64. A trained weight adds the
+``t`` and ``detach`` of its gradient (66), as an ``nn.Linear`` does; both are taken as 64. An
+``nn.Linear`` is counted as one op forward and :data:`BACKWARD_OPS_FACTOR` backward; the
+difference is added."""
+
+FP8_LAYOUT_COPY_BYTES_PER_ELEMENT = 2
+"""``preprocess_addmm``'s copies in the backward (torchao 0.18.0 ``float8/float8_ops.py``): the
+FP8 weight, the transposed FP8 output gradient and the FP8 input made contiguous in the layout
+``torch._scaled_mm`` wants, read 1 byte and write 1 per element."""
+
 # optimizer step traffic: passes over (parameter, gradient, state) per element
 _FOREACH_ADAMW = (4, 2, 12)
 """torch 2.13 ``_multi_tensor_adam`` (decoupled weight decay, non-capturable path):
@@ -859,6 +897,66 @@ class Counts:
     all_to_all_bytes: float = 0.0
     all_to_all_calls: float = 0.0
     all_to_all_forward_share: float = 0.0
+    # torchao's Float8Linear without torch.compile (fp8_library "torchao"), read only under
+    # fp8_compute (:func:`fp8_eager_counts`); None: the casts are fused
+    fp8_eager: Fp8Eager | None = None
+
+
+@dataclass(frozen=True)
+class Fp8Eager:
+    """What torchao's ``Float8Linear`` costs without torch.compile beyond a fused FP8 linear, for
+    one micro-step (:func:`fp8_eager_counts`): the bytes its casts and layout copies move (per
+    token, and per micro-step for the weights), the weight gradient it computes for a frozen
+    weight (FLOPs per token, at the FP8 rate) and the ops the host dispatches (the forward's
+    share apart)."""
+
+    bytes_per_token: float
+    weight_bytes: float
+    frozen_wgrad_flops_per_token: float
+    ops: float
+    forward_ops: float
+
+
+def fp8_eager_counts(req: EstimateRequest, recompute: float) -> Fp8Eager | None:
+    """torchao's ``Float8Linear`` run eager (``fp8_library`` ``"torchao"`` and no
+    ``torch_compile``; None otherwise) on the blocks' linears that FP8 covers (those a 4-bit
+    base would quantize), per micro-step: :data:`FP8_EAGER_CASTS` casts of
+    :data:`FP8_EAGER_CAST_BYTES_PER_ELEMENT` (the forward's again for a recomputed block), the
+    backward's layout copies (:data:`FP8_LAYOUT_COPY_BYTES_PER_ELEMENT`), the weight gradient of
+    a frozen base weight (``2 d_in d_out`` FLOPs per token, its bf16 output written: LoRA), and
+    :data:`FLOAT8_LINEAR_OPS` less the ops an ``nn.Linear`` is counted as."""
+    if req.fp8_library is not Fp8Library.TORCHAO or req.torch_compile:
+        return None
+    arch = req.model
+    fp8 = [lin for lin in arch.linears if lin.quantizable]
+    layers = arch.num_layers
+    d_in = layers * sum(lin.active * lin.d_in for lin in fp8)
+    d_out = layers * sum(lin.active * lin.d_out for lin in fp8)
+    weights = layers * sum(lin.count * lin.d_in * lin.d_out for lin in fp8)
+    active_weights = layers * sum(lin.active * lin.d_in * lin.d_out for lin in fp8)
+    frozen = req.method is not Method.FULL
+    cast, copy = FP8_EAGER_CAST_BYTES_PER_ELEMENT, FP8_LAYOUT_COPY_BYTES_PER_ELEMENT
+    forward = 1 + recompute  # the forward's casts run again in a recomputed block
+    # casts: the input in each forward and once in the backward, the output gradient twice;
+    # the weight in each forward and once in the backward (FP8_EAGER_CASTS); the backward's
+    # layout copies of the FP8 input, output gradient and weight; a frozen weight's gradient,
+    # written in bf16 and dropped
+    per_token = cast * (d_in * (forward + 1) + 2 * d_out) + copy * (d_out + d_in)
+    weight_bytes = (
+        cast * weights * (forward + 1)
+        + copy * weights
+        + (DEQUANT_WRITE_BYTES * weights if frozen else 0)
+    )
+    n = layers * sum(lin.active for lin in fp8)
+    fwd_ops = n * (FLOAT8_LINEAR_OPS["forward"] - 1) * forward
+    bwd_ops = n * (FLOAT8_LINEAR_OPS["backward"] - BACKWARD_OPS_FACTOR)
+    return Fp8Eager(
+        bytes_per_token=float(per_token),
+        weight_bytes=float(weight_bytes),
+        frozen_wgrad_flops_per_token=2.0 * active_weights if frozen else 0.0,
+        ops=float(fwd_ops + bwd_ops),
+        forward_ops=float(n * (FLOAT8_LINEAR_OPS["forward"] - 1)),
+    )
 
 
 _COUNTS: dict[tuple[int, Sharding, int | None], tuple[EstimateRequest, Counts]] = {}
@@ -1169,6 +1267,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         passes=passes,
         kernels_per_micro=float(kernels),
         fp8_cast_elements_per_token=float(cast),
+        fp8_eager=fp8_eager_counts(req, recompute),
         block_weight_params=arch.num_layers * arch.block_params,
         optimizer_bytes_per_param=optimizer_step_bytes(req, 1, reg),
         elementwise_bytes_per_token=float(elementwise),
@@ -1808,6 +1907,14 @@ def step_breakdown(
         if use_fp8
         else 0.0
     )
+    eager8 = c.fp8_eager if use_fp8 else None
+    if eager8 is not None:
+        # torchao's Float8Linear without torch.compile: its casts op by op and its layout copies
+        # in place of the fused casts, and a frozen weight's gradient in the backward
+        casts_micro = (T * eager8.bytes_per_token + eager8.weight_bytes) / rates.memory_bytes_per_s
+        frozen_wgrad = T * eager8.frozen_wgrad_flops_per_token / (rates.fp8_peak_flops * fp8_eff)
+        t_bwd += frozen_wgrad
+        compute_micro += frozen_wgrad
     fwd_busy = t_fwd + dq_fwd
     bwd_busy = t_bwd + dq_bwd
 
@@ -1929,9 +2036,8 @@ def step_breakdown(
         + transfer_micro
     )
     gpu_last = gpu_micro + comm_last + transfer_last
-    dispatch_micro = c.kernels_per_micro * (
-        DISPATCH_SECONDS_PER_KERNEL if dispatch_seconds is None else dispatch_seconds
-    )
+    per_op = DISPATCH_SECONDS_PER_KERNEL if dispatch_seconds is None else dispatch_seconds
+    dispatch_micro = (c.kernels_per_micro + (eager8.ops if eager8 else 0.0)) * per_op
     # DeepSpeed ZeRO-3's module hooks run on the host beside the dispatch, in every pass; in a
     # per-expert loop that synchronises host and device each expert (forward and recomputed
     # forward), the GPU waits for them: that part adds to the step whole
@@ -1951,9 +2057,8 @@ def step_breakdown(
     hooks_fwd = c.hooked_module_calls * ZERO3_HOOK_SECONDS_PER_MODULE
     synced_fwd = c.synced_module_calls * ZERO3_HOOK_SECONDS_PER_MODULE
     dispatch_fwd = (
-        c.kernels_per_micro
-        * (DISPATCH_SECONDS_PER_KERNEL if dispatch_seconds is None else dispatch_seconds)
-        * fwd_share
+        c.kernels_per_micro * per_op * fwd_share
+        + (eager8.forward_ops * per_op if eager8 else 0.0)
         + hooks_fwd
         - synced_fwd
     )

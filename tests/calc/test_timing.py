@@ -286,6 +286,70 @@ def test_fp8_uses_the_fp8_rate_only_where_the_card_has_it():
     )
 
 
+def _fp8_lora(**kw):
+    """A LoRA micro-step of 2,048 tokens on an H100 with FP8 linears (the vessl benchmark's
+    shape, on a smaller model), and the request."""
+    req, opts = _req(
+        **{"model": "llama-3.1-8b", "method": "lora", "gpu": "h100-sxm", "attention": "sdpa", **kw}
+    )
+    return req, timing.estimate_time(req, opts.gpu, 1e9, fp8_compute=True)
+
+
+def test_torchao_fp8_without_compile_casts_op_by_op():
+    """fp8_library "torchao" without torch.compile: torchao's Float8Linear casts op by op (33
+    bytes per element against 3 fused), computes a frozen weight's gradient and dispatches its
+    own ops; under torch.compile, or with Transformer Engine, the casts are fused and nothing
+    else changes."""
+    _, te = _fp8_lora(fp8_library="transformer-engine")
+    req, eager = _fp8_lora(fp8_library="torchao")
+    _, compiled = _fp8_lora(fp8_library="torchao", torch_compile=True)
+    _, te_compiled = _fp8_lora(fp8_library="transformer-engine", torch_compile=True)
+    assert compiled.step_seconds == te_compiled.step_seconds
+    assert eager.breakdown.fp8_casts > 8 * te.breakdown.fp8_casts
+    # the base weights' gradients, at the FP8 rate: 2 x (block linear weights) FLOPs a token
+    eager8 = timing.fp8_eager_counts(req, 0.0)
+    assert eager8 is not None and eager8.frozen_wgrad_flops_per_token == pytest.approx(
+        2 * req.model.num_layers * sum(l.d_in * l.d_out for l in req.model.linears if l.quantizable)
+    )
+    assert eager.breakdown.compute > te.breakdown.compute
+    # and so, for a LoRA step this short, slower than the same step in BF16
+    bf16 = timing.estimate_time(req, gpus.get_gpu("h100-sxm"), 1e9)
+    assert eager.step_seconds > bf16.step_seconds > te.step_seconds
+
+
+def test_torchao_fp8_trains_the_weights_it_casts_in_full_fine_tuning():
+    """Full fine-tuning computes every weight's gradient anyway: the eager path adds casts and
+    host ops, no FLOPs."""
+    req, eager = _fp8_lora(fp8_library="torchao", method="full", num_gpus=8, sharding="zero3")
+    _, te = _fp8_lora(fp8_library="transformer-engine", method="full", num_gpus=8, sharding="zero3")
+    eager8 = timing.fp8_eager_counts(req, 0.0)
+    assert eager8 is not None and eager8.frozen_wgrad_flops_per_token == 0
+    assert eager.breakdown.compute == pytest.approx(te.breakdown.compute)
+    assert eager.breakdown.fp8_casts > te.breakdown.fp8_casts
+
+
+def test_torchao_fp8_host_ops_are_counted_per_float8_linear():
+    """Each FP8 linear adds FLOAT8_LINEAR_OPS less what an nn.Linear is counted as; a
+    recomputed block runs its forward's again."""
+    plain, _ = _fp8_lora(fp8_library="torchao")
+    ckpt, _ = _fp8_lora(fp8_library="torchao", gradient_checkpointing=True)
+    linears = plain.model.num_layers * sum(l.active for l in plain.model.linears if l.quantizable)
+    fwd = timing.FLOAT8_LINEAR_OPS["forward"] - 1
+    bwd = timing.FLOAT8_LINEAR_OPS["backward"] - timing.BACKWARD_OPS_FACTOR
+    assert timing.fp8_eager_counts(plain, 0.0).ops == linears * (fwd + bwd)
+    assert timing.fp8_eager_counts(ckpt, 1.0).ops == linears * (2 * fwd + bwd)
+
+
+def test_accelerate_profiles_run_fp8_on_torchao():
+    """accelerate 1.15 picks torchao first for mixed_precision fp8: the profiles on it say so;
+    the generic stack keeps Transformer Engine's fused casts."""
+    for framework in ("hf-trainer", "trl-sft", "hf-custom-loop", "axolotl"):
+        req, _ = _req(framework=framework)
+        assert req.fp8_library.value == "torchao", framework
+    req, _ = _req(framework="generic")
+    assert req.fp8_library.value == "transformer-engine"
+
+
 def test_overrides_keep_their_meaning():
     req, opts = _req(method="qlora", gradient_checkpointing=True)
     plain = timing.estimate_time(req, opts.gpu, 1e9)

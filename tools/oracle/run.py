@@ -137,6 +137,8 @@ def normalise(request: dict) -> tuple[dict, dict]:
             continue  # set by hf-custom-loop; it changes reserved memory only, which the oracle does not trace
         if key == "moe_expert_layout" and value == "fused-3d":
             continue  # set by hf-trainer: what the installed transformers 5 builds (3-D expert tensors)
+        if key == "fp8_library":
+            continue  # set by the accelerate profiles: what runs FP8 linears, time only
         if value != default and not (isinstance(value, list) and tuple(value) == default):
             raise Unsupported(f"{key}={value!r} is not reproduced by the oracle")
     if parsed["method"] not in SUPPORTED_METHODS:
