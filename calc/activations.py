@@ -97,6 +97,7 @@ class ActConfig:
     seq_len: int
     per_linear_casts: bool
     lora_dropout: bool = False
+    autocast: bool = False  # the forward runs under torch.autocast (``*-mixed``)
     quant_keeps_inputs: bool = False
     keeps_fused_qkv: bool = False
     compile_kept: float | None = None  # share of the removable bytes kept; None: eager
@@ -264,8 +265,12 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     Falcon's eager path (transformers 5.17 ``modeling_falcon.py`` lines 360-365; Llama 4's,
     ``modeling_llama4.py`` line 275, alike) takes
     ``F.softmax(..., dtype=hidden_states.dtype)``, one 16-bit tensor that the product with v
-    saves (``arch.extra["eager_softmax_act_dtype"]``: ``heads * s * act``), and with
-    ``multi_query`` multiplies by its single k/v head broadcast, unexpanded
+    saves (``arch.extra["eager_softmax_act_dtype"]``: ``heads * s * act``); GPT-2's
+    (``modeling_gpt2.py`` ``eager_attention_forward``) calls ``softmax`` without a dtype
+    (``arch.extra["eager_softmax_input_dtype"]``): the same without autocast, the fp32 softmax
+    and its copy under it (autocast runs ``softmax`` in fp32), and its ``attn_pdrop`` dropout
+    keeps its output beside the softmax's (:func:`eager_dropout_mask_bytes`). Falcon, with
+    ``multi_query``, multiplies by its single k/v head broadcast, unexpanded
     (``arch.extra["eager_kv_broadcast"]``). Under SDPA it passes that one head to
     ``F.scaled_dot_product_attention`` without ``enable_gqa`` (lines 344-357), which the fused
     kernels refuse (torch 2.13 ``sdp_utils_cpp.h`` ``check_batch_size_and_num_heads_dense``:
@@ -293,8 +298,13 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     if eager:
         if arch.extra.get("eager_softmax_sinks"):
             probs = arch.num_heads * ((cfg.seq_len + 1) * a + INDEX_BYTES)
-        elif arch.extra.get("eager_softmax_act_dtype"):
+        elif arch.extra.get("eager_softmax_act_dtype") or (
+            arch.extra.get("eager_softmax_input_dtype") and not cfg.autocast
+        ):
             probs = arch.num_heads * cfg.seq_len * a
+            if eager_dropout_mask_bytes(arch, cfg):
+                # the dropout's output beside the softmax's (GPT-2): no copy for it to replace
+                probs += arch.num_heads * cfg.seq_len * a
         else:
             probs = arch.num_heads * cfg.seq_len * (FP32_BYTES + (a if a != FP32_BYTES else 0))
         return a * (q_dim + 2 * kv_eff) + probs + out_copy + eager_dropout_mask_bytes(arch, cfg)

@@ -286,7 +286,10 @@ class ModelArch:
     shared_expert_intermediate_size: int = 0  # Qwen-MoE shared expert width; 0 when none
     lm_head_bias: bool = False  # Phi-2's output layer has a bias
     block_extra_params: int = 0  # per block, outside linears and full-width norms (q/k norms)
-    extra: JsonObject = field(default_factory=dict, compare=False, hash=False)
+    # family traits read from the config (dropouts, soft-capping, ...): compared, so that two
+    # configs that differ only there are two models to every cache keyed on the request; not
+    # hashed (a dict), which equal hashes of unequal models allow
+    extra: JsonObject = field(default_factory=dict, hash=False)
     # A mixed stack (Llama 4 Maverick alternates dense and MoE blocks): how many blocks of each
     # kind, ((kind, count), ...), summing to num_layers; empty when every block is the same.
     block_counts: tuple[tuple[str, int], ...] = ()

@@ -854,6 +854,13 @@ def _gpt2(k: _Keys, family: str, name: str) -> ModelArch:
     # GPT2Config defaults (transformers 5.17): activation_function "gelu_new", resid_pdrop 0.1
     if "resid_pdrop" not in k.cfg:
         k = _Keys({**k.cfg, "resid_pdrop": 0.1}, k.prefix)
+    # the eager path (transformers 5.17 modeling_gpt2.py eager_attention_forward, lines 63-67)
+    # takes the softmax without a dtype (fp32 under autocast, whose fp32 list has softmax;
+    # else the scores' own dtype), then drops the probabilities out with attn_pdrop
+    # (GPT2Config default 0.1): the dropout's mask and output, kept by the product with v
+    arch.extra["eager_softmax_input_dtype"] = True
+    if _positive_float(k, "attn_pdrop", 0.1):
+        arch.extra["eager_attention_dropout"] = True
     return _plain_mlp_traits(arch, k, "activation_function", "gelu_new")
 
 

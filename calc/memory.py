@@ -709,6 +709,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         req.seq_len,
         reg.casts_weights or adapter_casts,
         lora_dropout=req.is_peft and req.lora_dropout > 0,
+        autocast=reg.autocast,
         quant_keeps_inputs=req.method is Method.QLORA and req.qlora_keeps_inputs,
         keeps_fused_qkv=req.attention_keeps_fused_qkv,
         qkv_adapter=req.lora_fused_qkv_adapter,

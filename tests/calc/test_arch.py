@@ -586,3 +586,28 @@ def test_moe_time_uses_active_parameters_dense_of_same_total_does_not():
     assert m["components"]["weights"] >= d["components"]["weights"]
     assert (m["params_total"], m["params_active"]) == (moe.params_total, moe.params_active)
     assert d["params_active"] == d["params_total"]
+
+
+def test_models_that_differ_in_a_config_trait_are_different_models():
+    """Traits read from the config into ``extra`` (here GPT-2's attention dropout) are part of
+    the model's identity: two configs that differ only there compare unequal, so no cache keyed
+    on the request hands one the other's answer."""
+    from calc.memory import estimate_dict
+
+    gpt2 = {"model_type": "gpt2", "n_embd": 512, "n_head": 8, "n_layer": 2, "vocab_size": 8000}
+    with_dropout = arch_from_hf_config(gpt2)
+    without = arch_from_hf_config({**gpt2, "attn_pdrop": 0.0})
+    assert with_dropout != without
+    assert with_dropout == arch_from_hf_config(dict(gpt2))
+    request = {
+        "method": "full",
+        "attention": "eager",
+        "seq_len": 256,
+        "micro_batch_size": 4,
+        "gradient_checkpointing": False,
+    }
+    saved = [
+        estimate_dict({**request, "model": {"hf_config": cfg}})["components"]["activations"]
+        for cfg in (gpt2, {**gpt2, "attn_pdrop": 0.0}, gpt2)
+    ]
+    assert saved[0] > saved[1] and saved[2] == saved[0]

@@ -25,6 +25,7 @@ from benchmarks.oracle_sweep import (  # noqa: E402
     oracle_request,
     setups,
 )
+from calc.memory import estimate_dict  # noqa: E402
 from tools.oracle import oracle_estimate  # noqa: E402
 
 PINNED = (
@@ -100,6 +101,39 @@ def test_oracle_response_speaks_the_estimate_vocabulary():
     assert out["components"]["weights"] > out["components"]["lora_weights"] > 0
     # the model's published shape: trainable = 2 layers * 8 * (in + out) over q, k, v, o
     assert out["params_trainable"] == 2 * 8 * 4 * (512 + 512)
+
+
+GPT2 = {
+    "model_type": "gpt2",
+    "n_embd": 512,
+    "n_head": 8,
+    "n_layer": 2,
+    "n_positions": 1024,
+    "vocab_size": 8000,
+}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16-true", "bf16-mixed"])
+@pytest.mark.parametrize(
+    "dropout", [{}, {"attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0}]
+)
+def test_gpt2_eager_attention_dropout_and_softmax_dtype(precision, dropout):
+    """GPT-2's eager attention takes its softmax without a dtype (fp32 under autocast, the
+    scores' dtype otherwise) and drops the probabilities out with attn_pdrop (GPT2Config's
+    default 0.1): calc within 2 % of the trace whatever the precision, with the config's
+    dropouts and without them (the sweep's GPT-2 setups run one precision only)."""
+    request = {
+        "model": {"hf_config": {**GPT2, **dropout}},
+        "method": "full",
+        "attention": "eager",
+        "precision": precision,
+        "seq_len": 256,
+        "micro_batch_size": 4,
+        "gradient_checkpointing": False,
+        "framework": "generic",
+    }
+    traced = oracle_estimate(dict(request))["peak_allocated_bytes"]
+    assert estimate_dict(request)["peak_allocated_bytes"] == pytest.approx(traced, rel=0.02)
 
 
 def test_unsupported_settings_are_refused_not_approximated():
