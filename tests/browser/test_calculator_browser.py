@@ -214,6 +214,14 @@ PLAN_VARIATIONS = [
     },
     # FP8 compute on a card that has it
     {"fp8_compute": "true", "gpu": "h100-sxm", "method": "full", "model": "llama-3.2-1b"},
+    # torchao's FP8 linears run eager (the accelerate profiles' library), and Transformer Engine's
+    {"fp8_compute": "true", "fp8_library": "torchao", "gpu": "h100-sxm", "method": "lora"},
+    {
+        "fp8_compute": "true",
+        "fp8_library": "transformer-engine",
+        "framework": "generic",
+        "gpu": "h100-sxm",
+    },
     # peft's modules_to_save: the embedding and / or the output layer trained in full
     {"lora_modules_to_save": "embed_tokens+lm_head", "model": "llama-3.2-1b", "gpu": "l4"},
     {"lora_modules_to_save": "embed_tokens", "method": "qlora", "lora_adapter_dtype": "fp32"},
