@@ -171,6 +171,15 @@ gradient in fp32 and writes 16-bit (4 + 4 + 2), the scaling's gradient 2 + 2, dQ
 moves what math moves (24, 28). A checkpointed layer runs the forward again. Gemma-2's attention
 soft-capping adds its passes on top (:data:`SOFTCAP_ELEMENT_PASSES`)."""
 
+COMPILED_SCORE_PASSES = {"forward": 4, "backward": 7}
+"""Passes over the materialised scores of eager attention under ``torch.compile``, per element:
+inductor fuses the element-wise chain between the two matmuls (the scaling, the mask's add, the
+softmax and its casts) into one kernel per direction, as it fuses every point-wise op. Forward,
+QK^T writes the scores, the fused kernel reads them and writes the probabilities, AV reads them
+(4); backward, dP is written, the fused softmax gradient reads P and dP and writes dS, dQ and
+dK read dS, dV reads P (7). Each pass moves the element in the scores' dtype (2 bytes in 16 bits):
+8 and 14 bytes against eager's 24 and 28 (:data:`SCORE_BYTES_PER_ELEMENT`)."""
+
 SOFTCAP_ELEMENT_PASSES = {"forward": 6, "backward": 7}
 """Element reads and writes of a tanh soft-capping, per capped element: ``x / cap``, ``tanh``,
 ``* cap``, each reading and writing one tensor (forward 3 x 2 = 6); backward, the product's
@@ -866,6 +875,7 @@ class Counts:
     # cast path moves beyond the addmm that elementwise_bytes_per_token counts
     liger_head_pre_ampere_bytes_per_token: float = 0.0
     attention_impl: str = "sdpa"  # the request's ``attention``
+    torch_compile: bool = False  # the request's ``torch_compile``
     attention_mask: str = "causal"
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
     sdpa_cudnn_last: bool = False  # torch 2.5.1-2.10 SDPA order: cuDNN after math
@@ -1273,6 +1283,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         elementwise_bytes_per_token=float(elementwise),
         liger_head_pre_ampere_bytes_per_token=head_pre_ampere,
         attention_impl=req.attention.value,
+        torch_compile=req.torch_compile,
         attention_mask=mask,
         attention_dtype=attention_dtype(req),
         sdpa_cudnn_last=req.sdpa_cudnn_last,
@@ -1657,14 +1668,15 @@ def score_bytes_per_token(c: "Counts", capability: tuple[int, int] | None) -> tu
     mask_bytes = 4 if c.attention_dtype == "fp32" else 2
     if kernel.scores_materialised:
         key = attn_kernels.MATH if c.attention_dtype == "fp32" else kernel.backend
-        fwd = (
-            SCORE_BYTES_PER_ELEMENT[key, "forward"]
-            + mask_bytes * MASK_READS["materialised", "forward"]
-        )
-        bwd = (
-            SCORE_BYTES_PER_ELEMENT[key, "backward"]
-            + mask_bytes * MASK_READS["materialised", "backward"]
-        )
+        if kernel.backend == attn_kernels.EAGER and c.torch_compile:
+            # inductor fuses the chain between the two matmuls (COMPILED_SCORE_PASSES)
+            fwd_scores = mask_bytes * COMPILED_SCORE_PASSES["forward"]
+            bwd_scores = mask_bytes * COMPILED_SCORE_PASSES["backward"]
+        else:
+            fwd_scores = SCORE_BYTES_PER_ELEMENT[key, "forward"]
+            bwd_scores = SCORE_BYTES_PER_ELEMENT[key, "backward"]
+        fwd = fwd_scores + mask_bytes * MASK_READS["materialised", "forward"]
+        bwd = bwd_scores + mask_bytes * MASK_READS["materialised", "backward"]
         if kernel.backend == attn_kernels.EAGER and c.score_softcap:
             # the scores are in the q dtype when capped (before the fp32 softmax)
             fwd += mask_bytes * SOFTCAP_ELEMENT_PASSES["forward"]
