@@ -955,7 +955,7 @@ def fp8_eager_counts(req: EstimateRequest, recompute: float) -> Fp8Eager | None:
     weight_bytes = (
         cast * weights * (forward + 1)
         + copy * weights
-        + (DEQUANT_WRITE_BYTES * weights if frozen else 0)
+        + (st.BF16_BYTES * weights if frozen else 0)
     )
     n = layers * sum(lin.active for lin in fp8)
     fwd_ops = n * (FLOAT8_LINEAR_OPS["forward"] - 1) * forward
