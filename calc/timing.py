@@ -953,9 +953,7 @@ def fp8_eager_counts(req: EstimateRequest, recompute: float) -> Fp8Eager | None:
     # written in bf16 and dropped
     per_token = cast * (d_in * (forward + 1) + 2 * d_out) + copy * (d_out + d_in)
     weight_bytes = (
-        cast * weights * (forward + 1)
-        + copy * weights
-        + (st.BF16_BYTES * weights if frozen else 0)
+        cast * weights * (forward + 1) + copy * weights + (st.BF16_BYTES * weights if frozen else 0)
     )
     n = layers * sum(lin.active for lin in fp8)
     fwd_ops = n * (FLOAT8_LINEAR_OPS["forward"] - 1) * forward
