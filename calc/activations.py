@@ -296,18 +296,19 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     a = cfg.act_bytes
     out_copy = a * q_dim if _saves_input(out_proj, cfg) else 0
     if eager:
+        dropout_mask = eager_dropout_mask_bytes(arch, cfg)
         if arch.extra.get("eager_softmax_sinks"):
             probs = arch.num_heads * ((cfg.seq_len + 1) * a + INDEX_BYTES)
         elif arch.extra.get("eager_softmax_act_dtype") or (
             arch.extra.get("eager_softmax_input_dtype") and not cfg.autocast
         ):
             probs = arch.num_heads * cfg.seq_len * a
-            if eager_dropout_mask_bytes(arch, cfg):
+            if dropout_mask:
                 # the dropout's output beside the softmax's (GPT-2): no copy for it to replace
                 probs += arch.num_heads * cfg.seq_len * a
         else:
             probs = arch.num_heads * cfg.seq_len * (FP32_BYTES + (a if a != FP32_BYTES else 0))
-        return a * (q_dim + 2 * kv_eff) + probs + out_copy + eager_dropout_mask_bytes(arch, cfg)
+        return a * (q_dim + 2 * kv_eff) + probs + out_copy + dropout_mask
     if cfg.attention is Attention.FLASH:
         out_copy = 0
     return a * (2 * q_dim + 2 * kv_eff) + FP32_BYTES * arch.num_heads + out_copy

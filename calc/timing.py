@@ -748,12 +748,20 @@ write 4) and ``float8_utils.py`` ``to_fp8_saturated`` ``x.clamp(...)`` then ``.t
 :data:`FP8_CAST_BYTES_PER_ELEMENT` fused. The scale's own ops (``amax_to_scale``) touch one
 element."""
 
-FP8_EAGER_CASTS = {"forward": 2, "backward": 4}
-"""Casts of one torchao ``Float8Linear`` (torchao 0.18.0 ``float8/float8_linear.py``
-``matmul_with_hp_or_float8_args``; the module saves its bf16 input and weight and casts again in
-the backward): forward, the input and the weight; backward, the output gradient for the input's
-gradient and again for the weight's, the weight for the input's gradient, the input for the
-weight's gradient."""
+FP8_EAGER_CASTS = {
+    ("input", "forward"): 1,
+    ("input", "backward"): 1,
+    ("weight", "forward"): 1,
+    ("weight", "backward"): 1,
+    ("grad_output", "forward"): 0,
+    ("grad_output", "backward"): 2,
+}
+"""Casts of one torchao ``Float8Linear`` per tensor, in each forward and in the backward
+(torchao 0.18.0 ``float8/float8_linear.py`` ``matmul_with_hp_or_float8_args``; the module saves
+its bf16 input and weight and casts again in the backward): forward, the input and the weight;
+backward, the output gradient for the input's gradient and again for the weight's, the weight
+for the input's gradient, the input for the weight's gradient. Six a micro-step, two more for
+a recomputed forward."""
 
 FLOAT8_LINEAR_OPS = {"forward": 28, "backward": 64}
 """Host-dispatched ops of one torchao ``Float8Linear`` without torch.compile (torchao 0.18.0),
@@ -947,23 +955,29 @@ def fp8_eager_counts(req: EstimateRequest, recompute: float) -> Fp8Eager | None:
     frozen = req.method is not Method.FULL
     cast, copy = FP8_EAGER_CAST_BYTES_PER_ELEMENT, FP8_LAYOUT_COPY_BYTES_PER_ELEMENT
     forward = 1 + recompute  # the forward's casts run again in a recomputed block
-    # casts: the input in each forward and once in the backward, the output gradient twice;
-    # the weight in each forward and once in the backward (FP8_EAGER_CASTS); the backward's
-    # layout copies of the FP8 input, output gradient and weight; a frozen weight's gradient,
-    # written in bf16 and dropped
-    per_token = cast * (d_in * (forward + 1) + 2 * d_out) + copy * (d_out + d_in)
+
+    def casts(tensor: str) -> float:
+        return FP8_EAGER_CASTS[tensor, "forward"] * forward + FP8_EAGER_CASTS[tensor, "backward"]
+
+    # the casts (FP8_EAGER_CASTS), the backward's layout copies of the FP8 input, output
+    # gradient and weight, and a frozen weight's gradient, written in bf16 and dropped
+    per_token = cast * (d_in * casts("input") + d_out * casts("grad_output")) + copy * (
+        d_out + d_in
+    )
     weight_bytes = (
-        cast * weights * (forward + 1) + copy * weights + (st.BF16_BYTES * weights if frozen else 0)
+        cast * weights * casts("weight")
+        + copy * weights
+        + (st.BF16_BYTES * weights if frozen else 0)
     )
     n = layers * sum(lin.active for lin in fp8)
-    fwd_ops = n * (FLOAT8_LINEAR_OPS["forward"] - 1) * forward
-    bwd_ops = n * (FLOAT8_LINEAR_OPS["backward"] - BACKWARD_OPS_FACTOR)
+    forward_ops = n * (FLOAT8_LINEAR_OPS["forward"] - 1)
+    backward_ops = n * (FLOAT8_LINEAR_OPS["backward"] - BACKWARD_OPS_FACTOR)
     return Fp8Eager(
         bytes_per_token=float(per_token),
         weight_bytes=float(weight_bytes),
         frozen_wgrad_flops_per_token=2.0 * active_weights if frozen else 0.0,
-        ops=float(fwd_ops + bwd_ops),
-        forward_ops=float(n * (FLOAT8_LINEAR_OPS["forward"] - 1)),
+        ops=float(forward_ops * forward + backward_ops),
+        forward_ops=float(forward_ops),
     )
 
 
@@ -1908,15 +1922,6 @@ def step_breakdown(
     # QLoRA: each pass that uses a frozen 4-bit weight dequantises it first
     dq_pass = c.dequantisation_bytes / rates.memory_bytes_per_s
     dq_fwd, dq_bwd = dq_pass, dq_pass * (c.passes - 1)
-    casts_micro = (
-        (
-            FP8_CAST_BYTES_PER_ELEMENT
-            * (T * c.fp8_cast_elements_per_token + c.passes * c.block_weight_params)
-            / rates.memory_bytes_per_s
-        )
-        if use_fp8
-        else 0.0
-    )
     eager8 = c.fp8_eager if use_fp8 else None
     if eager8 is not None:
         # torchao's Float8Linear without torch.compile: its casts op by op and its layout copies
@@ -1925,6 +1930,14 @@ def step_breakdown(
         frozen_wgrad = T * eager8.frozen_wgrad_flops_per_token / (rates.fp8_peak_flops * fp8_eff)
         t_bwd += frozen_wgrad
         compute_micro += frozen_wgrad
+    elif use_fp8:
+        casts_micro = (
+            FP8_CAST_BYTES_PER_ELEMENT
+            * (T * c.fp8_cast_elements_per_token + c.passes * c.block_weight_params)
+            / rates.memory_bytes_per_s
+        )
+    else:
+        casts_micro = 0.0
     fwd_busy = t_fwd + dq_fwd
     bwd_busy = t_bwd + dq_bwd
 
