@@ -851,6 +851,26 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "zero_grad_set_to_none",
+        True,
+        BEHAVIOUR,
+        doc=(
+            "the loop's ``zero_grad`` frees the gradients after each optimizer step "
+            "(``set_to_none=True``), so the next step's forward runs without them. Default True: "
+            "torch 2.0 made ``set_to_none=True`` the default of ``Optimizer.zero_grad`` and "
+            "``Module.zero_grad`` (the Hugging Face Trainer calls ``model.zero_grad()``), and "
+            "accelerate 0.28.0 the default of its prepared optimizer's "
+            "(``AcceleratedOptimizer.zero_grad``, PR #2472, 145a98fc). False: torch < 2.0, or a "
+            "loop on accelerate < 0.28 that calls ``optimizer.zero_grad()`` (accelerate 0.6 to "
+            "0.27 ``optimizer.py`` turns ``set_to_none=None`` into ``False``): the gradients are "
+            "zeroed in place and stay allocated through every later forward and backward, as "
+            "with gradient accumulation, and the zeroing writes each of them once a step "
+            "(:data:`calc.timing.ZERO_GRAD_PASSES`). DeepSpeed's ZeRO engine zeroes its own "
+            "gradients (accelerate's wrapper's ``zero_grad`` does nothing): no effect there, "
+            "nor with the optimizer step fused into backward."
+        ),
+    ),
+    _bool(
         "loss_outputs_kept",
         False,
         BEHAVIOUR,

@@ -89,6 +89,7 @@ _HF_COMMON = {
     "lora_adapter_dtype": "fp32",
     "attention_grouped_kv": True,
     "attention_mask": "padding",
+    "zero_grad_set_to_none": True,
 }
 
 _HF_TRAINER_5 = {
@@ -146,6 +147,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "rope_cache_fp32": True,
         "fsdp_fully_shard": True,
         "gradient_clipping": False,
+        "zero_grad_set_to_none": True,
     },
     Framework.LITGPT: {
         "attention_keeps_fused_qkv": True,
@@ -165,6 +167,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "qlora_dequant_fp16": True,
         "fsdp_flat_parameters": True,
         "gradient_clipping": False,
+        "zero_grad_set_to_none": True,
     },
     Framework.UNSLOTH: {
         "chunked_loss": True,
@@ -181,6 +184,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "weights_loaded_16bit": True,
         "outputs_cast_fp32": True,
         "expandable_segments": True,
+        "zero_grad_set_to_none": True,
     },
     Framework.HF_TRAINER_4: {
         **_HF_COMMON,
@@ -224,6 +228,9 @@ PROFILES: dict[Framework, dict[str, object]] = {
 
 SOURCES: dict[Framework, dict[str, str]] = {
     Framework.HF_TRAINER: {
+        "zero_grad_set_to_none": "transformers 5.17.0 trainer.py _inner_training_loop calls "
+        "model.zero_grad() after each optimizer step; torch 2.13 nn/modules/module.py "
+        "Module.zero_grad(set_to_none=True) by default (since torch 2.0): the gradients are freed",
         "fp8_library": "accelerate 1.15.0 accelerator.py Accelerator.__init__: with "
         "mixed_precision='fp8' and no recipe handler, torchao first when installed "
         "('Prioritize AO -> TE -> MSAMP'), the Trainer's Accelerator included",
@@ -283,6 +290,9 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "only by kv_replication_factor = sp // kv heads when there are fewer heads than GPUs",
     },
     Framework.HF_CUSTOM_LOOP: {
+        "zero_grad_set_to_none": "accelerate 1.15.0 optimizer.py AcceleratedOptimizer.zero_grad: "
+        "set_to_none None becomes True (since accelerate 0.28.0, PR #2472), and torch 2.13 "
+        "Optimizer.zero_grad defaults to set_to_none=True",
         "fp8_library": "as hf-trainer (accelerate 1.15.0 picks torchao first for "
         "mixed_precision='fp8')",
         "optimizer_fused": "torch.optim.AdamW with neither foreach nor fused set takes the "
@@ -321,6 +331,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "the loop's own torch.autocast casts no parameter",
     },
     Framework.HF_TRAINER_4: {
+        "zero_grad_set_to_none": "transformers 4.46 Trainer calls model.zero_grad() after each "
+        "optimizer step, on torch 2.4-2.7 Module.zero_grad(set_to_none=True) by default",
         "outputs_cast_fp32": "accelerate 0.30-1.x Accelerator.prepare_model wraps the forward in "
         "convert_outputs_to_fp32 under native AMP (fp16 / bf16 without DeepSpeed), as in "
         "hf-trainer; the axolotl and Unsloth 2024 runs that ran out of memory in _convert_to_fp32 "
@@ -381,6 +393,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "default with transformers 5",
     },
     Framework.TORCHTUNE: {
+        "zero_grad_set_to_none": "torchtune v0.3 (2024) recipes call "
+        "self._optimizer.zero_grad(set_to_none=True) after each optimizer step",
         "sync_each_micro_batch": "torchtune recipes/*_distributed.py (2024): no no_sync, gradients "
         "reduced every micro-batch",
         "chunked_loss": "torchtune recipes/configs llama3_1, llama3_2 (Sep 2024 on): "
@@ -424,6 +438,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "cfg.get('clip_grad_norm', None), clip_grad_norm_ only when it is set)",
     },
     Framework.LITGPT: {
+        "zero_grad_set_to_none": "LitGPT 0.4 (2024) finetune scripts call optimizer.zero_grad() "
+        "on torch >= 2.2, whose Optimizer.zero_grad defaults to set_to_none=True (since 2.0)",
         "gradient_clipping": "litgpt/args.py TrainArgs (02f2fca4): max_norm: Optional[float] = None; "
         "the finetune scripts clip only when it is set",
         "attention_keeps_fused_qkv": "LitGPT litgpt/model.py CausalSelfAttention.forward (5895df10, "
@@ -469,6 +485,9 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "give modules torch.split views",
     },
     Framework.UNSLOTH: {
+        "zero_grad_set_to_none": "Unsloth trains with TRL's SFTTrainer on transformers' Trainer, "
+        "which calls model.zero_grad() (transformers 5.17.0 trainer.py); torch 2.x frees the "
+        "gradients (Module.zero_grad set_to_none=True since 2.0)",
         "chunked_loss": "Unsloth 2026.8.19 (015bdef0d9) models/llama.py CausalLM_fast_forward: "
         "with labels and more than 1024 tokens, unsloth_fused_ce_loss (unsloth_zoo), which never "
         "builds the whole logits",

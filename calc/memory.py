@@ -1097,7 +1097,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     merged_first = merged_one if req.every_block_wrapped else merged_all
     # with accumulation the earlier micro-batches' gradients are there from the start, and
     # DeepSpeed's ZeRO-3 allocates its gradient partition before the first step
-    held = s.grads_all if st.accumulates_gradients(req) or st.grad_partition_held(req) else 0
+    held = s.grads_all if st.gradients_held_from_start(req) or st.grad_partition_held(req) else 0
     # the loop may still hold the previous micro-batch's logits and, through their graph, its
     # 4-bit inputs (previous_outputs_kept)
     prev_acts, prev_logits = previous_micro_batch_bytes(req, reg)
@@ -1170,6 +1170,13 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # a trainable output layer copy (lora_modules_to_save) has its gradient from the start
     # ... and autocast's 16-bit copy of it, saved by its matmul, is freed by that matmul's
     # backward, which has run (oracle: */lora-save-head-mixed, +6 % on this moment before)
+    table = embedding_grad_bytes(req, reg)
+    # full fine-tuning of a tied table (or peft's shared copy): the output layer's gradient is
+    # the embedding's
+    tied = req.model.tie_word_embeddings and req.method is Method.FULL or st.saved_copy_tied(req)
+    # held from the start, the table's stored gradient is there already, and a tied table's
+    # output-layer contribution waits in the engine's input buffer beside it
+    stored = st.gradients_held_from_start(req)
     head_copy = st.trained_output_layer_params(req)
     head_grad = 0 if held else head_copy * st.saved_regime(req, reg).grad_bytes
     head_cast = reg.compute_bytes * head_copy if reg.casts_weights else 0
@@ -1177,20 +1184,18 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         **common,
         activations=a.saved_all + a.recompute + in_flight + held_mask,
         logits=a.kept_logits,
-        gradients=held + head_grad,
+        gradients=held + head_grad + (table if stored and tied else 0),
         weight_copies=copies_all + merged_first - head_cast,
         gathered_weights=gathered,
         dequant_buffer=dequant,
         comm_buffers=s.comm_static,
     )
-    table = embedding_grad_bytes(req, reg)
-    # full fine-tuning of a tied table (or peft's shared copy): the output layer's gradient is
-    # the embedding's
-    tied = req.model.tie_word_embeddings and req.method is Method.FULL or st.saved_copy_tied(req)
     last_block = _phase(
         **common,
         activations=a.last_block + in_flight + held_mask,
-        gradients=s.grads_all - (0 if tied else table),
+        gradients=s.grads_all + (table if tied else 0)
+        if stored
+        else s.grads_all - (0 if tied else table),
         logits=a.kept_logits,
         weight_copies=copies_one + merged_one,
         gathered_weights=gathered,
@@ -1218,7 +1223,9 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         # the embedding's backward, after every block's: all gradients; tied to the output
         # layer, its gradient meets the output layer's in the engine's input buffer, which
         # sums them out of place: two more tables for a moment
-        extra = 2 * table if tied else 0
+        # out of place; held from the start, the sum (or the embedding's own gradient) is one
+        # more table, added into the stored gradient in place
+        extra = (3 if tied else 1) * table if stored else (2 if tied else 0) * table
         # autocast's weight copies are freed with the backward of the matmuls that saved them
         candidates.append(
             _phase(
@@ -1279,6 +1286,11 @@ def embedding_grad_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     out of place (``torch/csrc/autograd/input_buffer.cpp`` ``accumulate``, torch 2.13):
     the stored gradient, the embedding's and their sum coexist, ``2 V h`` more than all
     gradients. Both read from the oracle's trace (tools/oracle) and the engine's code.
+    With gradients held from the start (accumulation, or ``zero_grad_set_to_none`` False) the
+    stored gradient exists already and ``AccumulateGrad`` adds the incoming one in place: the
+    incoming table is a temporary beside it (``V h`` more untied, ``3 V h`` tied), and a tied
+    table's output-layer contribution waits in the input buffer through the whole backward
+    (oracle: two steps with ``zero_grad(set_to_none=False)``).
     LoRA / QLoRA with the embedding in ``lora_modules_to_save``: the same for its trainable
     copy, which no output layer shares (peft's copy unties it), at the copy's dtype: the
     base weights' (oracle: ``*/lora-save-*``), bf16 where TRL casts it back after kbit
@@ -1288,7 +1300,6 @@ def embedding_grad_bytes(req: EstimateRequest, reg: st.Regime) -> int:
         or req.optimizer_in_backward
         or req.num_gpus > 1
         or req.cpu_offload is not CpuOffload.NONE
-        or st.accumulates_gradients(req)
     ):
         return 0
     grad_bytes = (

@@ -108,6 +108,7 @@ class EstimateRequest:
     sdpa_cudnn_last: bool
     gradient_clipping: bool
     loss_outputs_kept: bool
+    zero_grad_set_to_none: bool
     outputs_cast_fp32: bool
     expandable_segments: bool
     qlora_quant_state_replicated: bool

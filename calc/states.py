@@ -699,6 +699,26 @@ def gradient_params(req: EstimateRequest, layout: ParamLayout) -> int:
     return layout.trainable
 
 
+def gradients_kept_between_steps(req: EstimateRequest) -> bool:
+    """The loop zeroes its gradients in place instead of freeing them (``zero_grad_set_to_none``
+    False: torch < 2.0 ``Optimizer.zero_grad(set_to_none=False)``, accelerate < 0.28
+    ``AcceleratedOptimizer.zero_grad``): from the second step on they are alive through the
+    forward and the backward, as with accumulation. Not under DeepSpeed's ZeRO, whose engine
+    keeps its own gradients (accelerate 0.6 ``deepspeed_utils.py``
+    ``DeepSpeedOptimizerWrapper.zero_grad`` does nothing: the engine's step zeroes them),
+    nor with the step fused into backward (no gradient outlives its parameter's update)."""
+    return (
+        not req.zero_grad_set_to_none and not req.optimizer_in_backward and not deepspeed_zero(req)
+    )
+
+
+def gradients_held_from_start(req: EstimateRequest) -> bool:
+    """Gradients alive from the start of a micro-batch's forward: accumulated over earlier
+    micro-batches (:func:`accumulates_gradients`) or kept from the previous step
+    (:func:`gradients_kept_between_steps`)."""
+    return accumulates_gradients(req) or gradients_kept_between_steps(req)
+
+
 def accumulates_unsharded_gradients(req: EstimateRequest) -> bool:
     """Gradient accumulation with sharded gradients (ZeRO-2/3, FSDP) on several GPUs keeps
     each GPU's gradients unsharded between micro-batches: the trainer skips the

@@ -16,7 +16,8 @@ them per optimizer step) into the alloc/free events :mod:`calc.allocator` replay
    first micro-batch of a step), then its saved tensors freed;
 4. the optimizer step: its states on the first step (``torch.optim.AdamW`` creates them
    lazily in its first ``step``), its temporaries, then the gradients freed
-   (``zero_grad(set_to_none=True)``).
+   (``zero_grad(set_to_none=True)``), or kept for the next steps where the loop zeroes them
+   in place (``zero_grad_set_to_none`` False).
 
 The amounts are ``calc.memory``'s: ``model_states`` for weights, gradients, optimizer states
 and temporaries, ``activation_bytes`` for activations and logits, the peak phase's
@@ -1055,6 +1056,10 @@ class _Builder:
         self.ids = itertools.count(1)  # event keys, numbered across the steps
         self.states_made = False
         self.partition_held = st.grad_partition_held(req)
+        # zeroed in place, not freed (zero_grad_set_to_none False): the first step's gradients
+        # stay allocated through every later step
+        self.grads_kept = st.gradients_kept_between_steps(req)
+        self.grads_made = False
         self._peaks: dict[int, tuple[mem.Activations, dict[str, int], act.ActConfig]] = {}
 
     def _alloc(self, events: list[Event], nbytes: int) -> int:
@@ -1218,7 +1223,7 @@ class _Builder:
                 kept_keys = [alloc(kept)] if kept else []
             # 3. backward
             free([alloc(n) for n in loss_grads] + loss_keys)
-            new_grads = first and not self.partition_held
+            new_grads = first and not self.partition_held and not self.grads_made
             g_layers, g_rest = _layered(s.grads_all, block, rest, layers) if new_grads else ([], [])
             if new_grads:
                 grads += [alloc(n) for n in _pack(g_rest)]
@@ -1252,7 +1257,10 @@ class _Builder:
             if last:
                 if empty_cache:
                     add(("empty_cache",))
-                free(grads)
+                if self.grads_kept:
+                    self.grads_made = True
+                else:
+                    free(grads)
                 grads = []
         return events
 

@@ -732,6 +732,12 @@ coefficient). Hugging Face Trainer clips by default (``max_grad_norm=1.0``); a l
 not clip (request key ``gradient_clipping`` False: torchtune's and LitGPT's defaults) skips
 them."""
 
+ZERO_GRAD_PASSES = 1
+"""Writes of every gradient when the loop zeroes them in place instead of freeing them
+(``zero_grad_set_to_none`` False): torch 1.12 ``Optimizer.zero_grad(set_to_none=False)``
+calls ``p.grad.zero_()`` on each gradient (later versions one ``torch._foreach_zero_``): one
+write pass per step; freed gradients cost nothing."""
+
 FP8_CAST_BYTES_PER_ELEMENT = 3
 """Float8 training with dynamic tensorwise scaling (torchao ``float8`` at 0.x, torchtitan's
 default) casts each linear's input, weight and output gradient to FP8 before its matmul:
@@ -827,6 +833,8 @@ def optimizer_step_bytes(req: EstimateRequest, trainable: int, reg: st.Regime) -
         per_param += reg.weight_bytes  # the updated 16-bit copy
     if req.gradient_clipping:
         per_param += GRAD_CLIP_PASSES * reg.grad_bytes
+    if st.gradients_kept_between_steps(req):
+        per_param += ZERO_GRAD_PASSES * reg.grad_bytes
     return float(per_param * trainable)
 
 
@@ -2356,6 +2364,7 @@ __all__ = [
     "FlopsPerToken",
     "MATMUL_EFFICIENCY",
     "MATMUL_HALF_TOKENS",
+    "ZERO_GRAD_PASSES",
     "Rates",
     "StepBreakdown",
     "TimeEstimate",

@@ -222,6 +222,8 @@ PLAN_VARIATIONS = [
         "framework": "generic",
         "gpu": "h100-sxm",
     },
+    # a loop that zeroes its gradients in place (torch < 2.0, accelerate < 0.28): kept all step
+    {"zero_grad_set_to_none": "false", "method": "full", "model": "llama-3.2-1b"},
     # peft's modules_to_save: the embedding and / or the output layer trained in full
     {"lora_modules_to_save": "embed_tokens+lm_head", "model": "llama-3.2-1b", "gpu": "l4"},
     {"lora_modules_to_save": "embed_tokens", "method": "qlora", "lora_adapter_dtype": "fp32"},

@@ -42,6 +42,7 @@ LLAMA_LIKE = ("llama", "mistral")
 
 TRACED_KEYS = frozenset(
     {
+        "zero_grad_set_to_none",  # optimizer.zero_grad(): set_to_none=True on torch 2
         "attention_keeps_fused_qkv",  # CausalSelfAttention's fused attn linear, split by views
         "lora_dropout",
         "chunked_loss",  # chunked_cross_entropy

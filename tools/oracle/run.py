@@ -59,6 +59,7 @@ HANDLED_KEYS = {
     "chunked_loss",
     "loss_fused_lm_head",
     "outputs_cast_fp32",
+    "zero_grad_set_to_none",
 }
 # Library profiles (calc.frameworks) whose code the oracle runs: transformers + peft (the Trainer
 # tools differ from hf-trainer only in keys the oracle reads), TRL's SFTTrainer preparation and
@@ -469,7 +470,8 @@ def run_steps(req: dict, options: dict) -> dict:
                     if isinstance(v, torch.Tensor):
                         tracker.track(v, "optimizer")
             tracker.set_phase(None)
-            optimizer.zero_grad(set_to_none=True)
+            # a loop on torch < 2.0 or accelerate < 0.28 zeroes the gradients in place
+            optimizer.zero_grad(set_to_none=req["zero_grad_set_to_none"])
         params_total = _logical_params(model)
         trainable = sum(p.numel() for p in params)
     qlora.CURRENT["tracker"] = None

@@ -46,6 +46,7 @@ TRACED_KEYS = frozenset(
         "loss_outputs_kept",  # _loss_step: del logits before the backward
         "output_layer_chunked",  # TransformerDecoder.chunked_output
         "rope_cache_fp32",  # RotaryPositionalEmbeddings / Llama3ScaledRoPE cache buffer
+        "zero_grad_set_to_none",  # the recipes' zero_grad(set_to_none=True)
     }
 )
 """The torchtune profile's keys this stack runs as torchtune's code decides them (the request
