@@ -693,6 +693,24 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "tf32",
+        False,
+        READER,
+        doc=(
+            "fp32 matmuls run as TF32 on the tensor cores (NVIDIA Ampere and later): the "
+            "Hugging Face ``TrainingArguments(tf32=True)``, "
+            "``torch.backends.cuda.matmul.allow_tf32 = True`` or "
+            "``torch.set_float32_matmul_precision('high')``, or NVIDIA's PyTorch containers, "
+            "which set ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1`` (torch "
+            "``aten/src/ATen/Context.cpp`` ``allowTF32CuBLAS`` reads it). Time only: the "
+            "matmuls calc prices at the card's FP32 rate (fp32 training, an fp32 output layer "
+            "after kbit preparation, fp32 adapters, eager or math attention on fp32 inputs) run "
+            "at the TF32 rate instead (:data:`calc.timing.TF32_TIME`). Default False: torch's "
+            "own default (``allow_tf32`` False since 1.12; "
+            ":data:`calc.timing.FP32_MATMUL_TF32_DEFAULT`)."
+        ),
+    ),
+    _bool(
         "liger_kernel",
         False,
         READER,

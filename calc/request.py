@@ -98,6 +98,7 @@ class EstimateRequest:
     qlora_unchunked_quantization: bool
     attention_keeps_fused_qkv: bool
     optimizer_fused: bool
+    tf32: bool
     torch_compile: bool
     lora_adapter_dtype: AdapterDtype
     attention_grouped_kv: bool

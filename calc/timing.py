@@ -229,8 +229,9 @@ FP32_MATMUL_TF32_DEFAULT = False
 semantics notes, "TensorFloat-32 (TF32) on Ampere (and later) devices";
 ``torch.get_float32_matmul_precision()`` is ``"highest"``), and neither the HF Trainer (its
 ``tf32`` argument defaults to ``None``, leaving torch's setting) nor a plain loop changes it. So a
-model trained in fp32 runs its linears at the card's FP32 rate (:func:`fp32_time`); calc has no
-request key for TF32, and the validation rows that enable it are listed as not covered."""
+model trained in fp32 runs its linears at the card's FP32 rate (:func:`fp32_time`) unless the
+request says ``tf32`` (the Trainer's ``tf32=True``, ``set_float32_matmul_precision('high')``, or
+NVIDIA's containers' ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1``): :func:`fp32_matmul_time`."""
 
 
 def fp32_time(rates: "Rates") -> float:
@@ -239,6 +240,27 @@ def fp32_time(rates: "Rates") -> float:
     = 16, H100 SXM 989 / 67 = 14.8, RTX 4090 165.2 / 82.6 = 2, RTX PRO 6000 503.8 / 126 = 4: the
     GeForce and workstation cards keep full-rate FP32 lanes while their tensor rate is lower)."""
     return rates.peak_flops / rates.fp32_flops
+
+
+TF32_TIME = 2.0
+"""Time of an fp32 matmul run as TF32 on the tensor cores (request key ``tf32``) relative to the
+same FLOPs in BF16: the dense TF32 peak is half the dense BF16 peak on every Ampere-and-later
+datasheet of the catalogue (A100 156 / 312, H100 SXM 495 / 989, L40S 183 / 366, L4 60 / 121,
+RTX 4090 82.6 / 165.2 TFLOP/s)."""
+
+_TF32_CAPABILITY = (8, 0)
+"""The first CUDA compute capability with TF32 tensor cores (Ampere, sm80; NVIDIA A100 Tensor
+Core GPU Architecture whitepaper): on older cards (Turing's T4) ``allow_tf32`` changes nothing."""
+
+
+def fp32_matmul_time(c: "Counts", rates: "Rates") -> float:
+    """:func:`fp32_time`, or :data:`TF32_TIME` where the request runs its fp32 matmuls as TF32
+    (``tf32``) on a card with TF32 tensor cores (:data:`_TF32_CAPABILITY`), whichever is shorter
+    (a GeForce card's FP32 lanes run as fast as its TF32 tensor rate)."""
+    full = fp32_time(rates)
+    if c.tf32 and rates.capability is not None and rates.capability >= _TF32_CAPABILITY:
+        return min(TF32_TIME, full)
+    return full
 
 
 FLASH2_A100_TFLOPS: dict[tuple[str, int, int], float] = {
@@ -892,6 +914,7 @@ class Counts:
     liger_head_pre_ampere_bytes_per_token: float = 0.0
     attention_impl: str = "sdpa"  # the request's ``attention``
     torch_compile: bool = False  # the request's ``torch_compile``
+    tf32: bool = False  # the request's ``tf32``: fp32 matmuls on TF32 tensor cores
     attention_mask: str = "causal"
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
     sdpa_cudnn_last: bool = False  # torch 2.5.1-2.10 SDPA order: cuDNN after math
@@ -1304,6 +1327,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         liger_head_pre_ampere_bytes_per_token=head_pre_ampere,
         attention_impl=req.attention.value,
         torch_compile=req.torch_compile,
+        tf32=req.tf32,
         attention_mask=mask,
         attention_dtype=attention_dtype(req),
         sdpa_cudnn_last=req.sdpa_cudnn_last,
@@ -1646,7 +1670,7 @@ def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> flo
     if kernel.backend == attn_kernels.MATH or (
         kernel.backend == attn_kernels.EAGER and c.attention_dtype == "fp32"
     ):
-        return fp32_time(rates)
+        return fp32_matmul_time(c, rates)
     if kernel.backend == attn_kernels.EAGER:
         return 1.0
     factor = ATTENTION_KERNEL_TIME[kernel.backend]
@@ -1656,7 +1680,9 @@ def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> flo
             c.head_dim, bool(c.flops.attention_recompute_share)
         )
     if c.attention_dtype == "fp32":
-        factor *= FP32_ATTENTION_TIME["tf32x3"] if kernel.tensor_cores else fp32_time(rates)
+        factor *= (
+            FP32_ATTENTION_TIME["tf32x3"] if kernel.tensor_cores else fp32_matmul_time(c, rates)
+        )
     flash2_family = kernel.backend in (attn_kernels.FLASH, attn_kernels.EFFICIENT)
     called = c.attention_impl == "sdpa" or rates.card_class in FLASH2_ONLY_CLASSES
     if not (flash2_family and called and rates.card_class in FLASH2_TABLES):
@@ -1884,7 +1910,10 @@ def step_breakdown(
     # time over the 16-bit rate the compute above priced them at
     if c.fp32_matmul_flops_per_token:
         extra = (
-            T * c.fp32_matmul_flops_per_token * (fp32_time(rates) - 1.0) / (rates.peak_flops * eff)
+            T
+            * c.fp32_matmul_flops_per_token
+            * (fp32_matmul_time(c, rates) - 1.0)
+            / (rates.peak_flops * eff)
         )
         t_fwd += extra / 2
         t_bwd += extra / 2
@@ -1893,7 +1922,11 @@ def step_breakdown(
     # of the tensor-core time the compute above priced them at
     if c.adapter_flops_per_token:
         priced = T * c.adapter_flops_per_token / (rates.peak_flops * eff)
-        rate = rates.fp32_flops if c.adapter_fp32 else rates.peak_flops * eff
+        rate = (
+            rates.peak_flops / fp32_matmul_time(c, rates)
+            if c.adapter_fp32
+            else rates.peak_flops * eff
+        )
         runs = max(
             T * c.adapter_flops_per_token / rate,
             T * c.adapter_bytes_per_token / rates.memory_bytes_per_s,
@@ -2364,6 +2397,7 @@ __all__ = [
     "FlopsPerToken",
     "MATMUL_EFFICIENCY",
     "MATMUL_HALF_TOKENS",
+    "TF32_TIME",
     "ZERO_GRAD_PASSES",
     "Rates",
     "StepBreakdown",

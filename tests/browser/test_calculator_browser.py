@@ -222,6 +222,8 @@ PLAN_VARIATIONS = [
         "framework": "generic",
         "gpu": "h100-sxm",
     },
+    # fp32 training with TF32 matmuls (an NVIDIA container, or tf32=True)
+    {"tf32": "true", "precision": "fp32", "method": "lora", "gpu": "a100-80gb-sxm"},
     # a loop that zeroes its gradients in place (torch < 2.0, accelerate < 0.28): kept all step
     {"zero_grad_set_to_none": "false", "method": "full", "model": "llama-3.2-1b"},
     # peft's modules_to_save: the embedding and / or the output layer trained in full

@@ -49,6 +49,7 @@ OLD_LINKS = [
     "?model=llama-3.1-8b&attention_mask=padding&sdpa_cudnn_last=true&gpu=h100-sxm",
     "?model=llama-3.1-8b&fp8_compute=true&fp8_library=torchao&gpu=h100-sxm",
     "?model=llama-3.2-1b&method=full&zero_grad_set_to_none=false&gradient_accumulation_steps=1",
+    "?model=llama-2-7b&method=lora&precision=fp32&tf32=true&gpu=a100-40gb-sxm",
     "?model=llama-3.1-8b&length_stats=mean:400,p90:900&batching=packed&packed_attention=per-sample"
     "&attention=flash&seq_len=8192",
     "?model=llama-3.1-8b&length_stats=mean:225,p90:442,p99:619,max:1585&max_steps=60"

@@ -1075,6 +1075,41 @@ def test_fp32_output_layer_runs_at_the_fp32_rate(gpu_id):
     assert extra == pytest.approx(fp32_seconds - fp32_seconds * rates.fp32_flops / rates.peak_flops)
 
 
+@pytest.mark.parametrize(
+    "gpu_id, tf32_time",
+    [
+        ("a100-80gb-sxm", timing.TF32_TIME),  # TF32 156 of BF16 312: 2x, not the FP32 lanes' 16x
+        ("h100-sxm", timing.TF32_TIME),
+        ("rtx-4090", 165.2 / 82.6),  # FP32 lanes as fast as its TF32 tensor rate: unchanged
+        ("t4", None),  # Turing: no TF32 tensor cores, allow_tf32 changes nothing
+    ],
+)
+def test_tf32_runs_fp32_matmuls_at_half_the_bf16_rate_where_the_card_has_it(gpu_id, tf32_time):
+    kw = {"method": "full", "precision": "fp32", "seq_len": 1024, "micro_batch_size": 2}
+    plain, rates, _ = _counts_and_rates(gpu_id, model="llama-3.2-1b", **kw)
+    tf32, _, _ = _counts_and_rates(gpu_id, model="llama-3.2-1b", tf32=True, **kw)
+    assert plain.fp32_matmul_flops_per_token > 0 and tf32.tf32 and not plain.tf32
+    assert timing.fp32_matmul_time(plain, rates) == timing.fp32_time(rates)
+    expected = timing.fp32_time(rates) if tf32_time is None else tf32_time
+    assert timing.fp32_matmul_time(tf32, rates) == pytest.approx(expected)
+    args = dict(
+        num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    slow = timing.step_breakdown(plain, rates, **args).compute
+    fast = timing.step_breakdown(tf32, rates, **args).compute
+    assert fast < slow if expected < timing.fp32_time(rates) else fast == pytest.approx(slow)
+
+
+def test_tf32_moves_no_bf16_step():
+    kw = {"method": "lora", "precision": "bf16-true", "seq_len": 2048, "micro_batch_size": 1}
+    plain, rates, _ = _counts_and_rates("a100-80gb-sxm", **kw)
+    tf32, _, _ = _counts_and_rates("a100-80gb-sxm", tf32=True, **kw)
+    args = dict(
+        num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    assert timing.step_breakdown(tf32, rates, **args) == timing.step_breakdown(plain, rates, **args)
+
+
 def test_flash2_share_reads_the_papers_a100_figures():
     share = timing.flash2_peak_share
     # 16k keys, causal, head dim 128: 189 TFLOP/s of the paper's 3.5 forwards, calc counts 3

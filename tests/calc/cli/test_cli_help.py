@@ -149,11 +149,11 @@ def test_estimate_help_is_short_and_groups_the_library_behaviours():
         block = "\n".join(lines[head:tail])
         # 334 (en) and 363 (es) when every flag had its full paragraph. The library behaviours
         # grow with the libraries calc reads: each takes at most three lines under its heading
-        # (a yes/no one mostly one), and the rest of the help stays under 250 lines (230 until
+        # (a yes/no one mostly one), and the rest of the help stays under 260 lines (230 until
         # the reader keys gained shard_group and gradient_bucket_mb, 240 until
-        # sequence_parallel)
+        # sequence_parallel, 250 until tf32)
         assert tail - head <= 6 + 3 * len(profile_keys()), (tail - head, len(profile_keys()))
-        assert len(lines) - (tail - head) < 250, len(lines) - (tail - head)
+        assert len(lines) - (tail - head) < 260, len(lines) - (tail - head)
         for key in profile_keys():
             flag = specs[key].flag
             if specs[key].kind == "bool":
