@@ -90,6 +90,7 @@ GROUPS = (
             "checkpointing_every",
             "attention",
             "torch_compile",
+            "tf32",
             "chunked_loss",
             "liger_kernel",
             "activation_offload",
