@@ -1167,9 +1167,6 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
             }
         )
         forward_end = max(forward_end, head, key=lambda parts: sum(parts.values()))
-    # a trainable output layer copy (lora_modules_to_save) has its gradient from the start
-    # ... and autocast's 16-bit copy of it, saved by its matmul, is freed by that matmul's
-    # backward, which has run (oracle: */lora-save-head-mixed, +6 % on this moment before)
     table = embedding_grad_bytes(req, reg)
     # full fine-tuning of a tied table (or peft's shared copy): the output layer's gradient is
     # the embedding's
@@ -1177,6 +1174,9 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # held from the start, the table's stored gradient is there already, and a tied table's
     # output-layer contribution waits in the engine's input buffer beside it
     stored = st.gradients_held_from_start(req)
+    # a trainable output layer copy (lora_modules_to_save) has its gradient from the start
+    # ... and autocast's 16-bit copy of it, saved by its matmul, is freed by that matmul's
+    # backward, which has run (oracle: */lora-save-head-mixed, +6 % on this moment before)
     head_copy = st.trained_output_layer_params(req)
     head_grad = 0 if held else head_copy * st.saved_regime(req, reg).grad_bytes
     head_cast = reg.compute_bytes * head_copy if reg.casts_weights else 0
@@ -1222,9 +1222,9 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     if table:
         # the embedding's backward, after every block's: all gradients; tied to the output
         # layer, its gradient meets the output layer's in the engine's input buffer, which
-        # sums them out of place: two more tables for a moment
-        # out of place; held from the start, the sum (or the embedding's own gradient) is one
-        # more table, added into the stored gradient in place
+        # sums them out of place: two more tables for a moment. Held from the start, the sum
+        # (untied: the embedding's own gradient) is one table more, added into the stored
+        # gradient in place
         extra = (3 if tied else 1) * table if stored else (2 if tied else 0) * table
         # autocast's weight copies are freed with the backward of the matmuls that saved them
         candidates.append(
