@@ -253,6 +253,8 @@ def export_axolotl(request: JsonObject) -> str:
     elif req["chunked_loss"]:
         out["chunked_cross_entropy"] = True
     out["torch_compile"] = req["torch_compile"]
+    if req["tf32"]:
+        out["tf32"] = True
     _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
     if req.get("max_steps") is not None:
         out["max_steps"] = req["max_steps"]
@@ -312,6 +314,8 @@ def export_trl(request: JsonObject) -> str:
     if req["liger_kernel"]:
         out["use_liger_kernel"] = True
     out["torch_compile"] = req["torch_compile"]
+    if req["tf32"]:
+        out["tf32"] = True
     _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
     if req.get("gradient_bucket_mb") is not None and "deepspeed" not in out:
         # TrainingArguments.ddp_bucket_cap_mb is a whole number of MiB
@@ -375,6 +379,8 @@ def export_llamafactory(request: JsonObject) -> str:
     out["flash_attn"] = {"flash": "fa2", "sdpa": "sdpa", "eager": "disabled"}[req["attention"]]
     out["enable_liger_kernel"] = req["chunked_loss"] or req["liger_kernel"]
     out["torch_compile"] = req["torch_compile"]
+    if req["tf32"]:
+        out["tf32"] = True
     _sharding_hf(req, out, notes, fsdp_key="fsdp_config", fsdp_prefix="")
     if req.get("max_steps") is not None:
         out["max_steps"] = req["max_steps"]

@@ -305,13 +305,14 @@ def _max_length(rep: Report, key: str, value: object, st: JsonObject) -> None:
 
 def _precision_flag(rep: Report, key: str, value: object, st: JsonObject) -> None:
     # None: the Trainer's "not set" (tf32 and, in TRL, bf16)
+    if key == "tf32":
+        # TrainingArguments.tf32 sets torch.backends.cuda.matmul.allow_tf32; None leaves torch's
+        rep.use(key, "tf32", None if value is None else common.flag(rep, key, value, "tf32"))
+        return
     flagged = None if value is None else common.flag(rep, key, value, "precision")
     if flagged is not None or value is None:
         st[key] = flagged
-    if key == "tf32":
-        rep.ignore(key, "fp32_matmul_speed_not_modelled")
-    else:
-        rep.mark_used(key, ["precision"])
+    rep.mark_used(key, ["precision"])
 
 
 def _dtype(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -403,7 +404,7 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "gradient_checkpointing_kwargs": keys.section(hf.CHECKPOINTING_KWARGS, otherwise="ignored"),
     "bf16": keys.Key(_precision_flag, ("precision",)),
     "fp16": keys.Key(_precision_flag, ("precision",)),
-    "tf32": keys.Key(_precision_flag, (), "fp32 matmul speed not modelled"),
+    "tf32": keys.Key(_precision_flag, ("tf32",)),
     "dtype": keys.Key(_dtype, ("precision",)),
     "torch_dtype": keys.Key(_dtype, ("precision",)),
     "attn_implementation": keys.Key(_attention, ("attention",)),

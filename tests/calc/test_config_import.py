@@ -748,3 +748,34 @@ def test_axolotl_evaluations_and_saves_are_imported(text, plan):
         )
     keys = {e["key"] for e in result["keys"]}
     assert keys >= {k.split(":")[0] for k in text.splitlines() if ":" in k}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "line", "want"),
+    [
+        ("axolotl", "tf32: true", True),
+        ("axolotl", "tf32: auto", True),  # axolotl turns it on where the card has TF32
+        ("axolotl", "tf32: false", False),
+        ("trl", "tf32: true", True),
+        ("trl", "tf32: false", False),
+        ("trl", "tf32:", None),  # left unset: torch's own default, calc's
+    ],
+)
+def test_tf32_is_read_into_the_request(fmt, line, want):
+    head = {
+        "axolotl": "base_model: meta-llama/Llama-3.1-8B\nadapter: lora\n",
+        "trl": "model_name_or_path: meta-llama/Llama-3.1-8B\nuse_peft: true\n",
+    }[fmt]
+    result = import_config(head + line + "\n", fmt)
+    entry = next(k for k in result["keys"] if k["key"] == "tf32")
+    if want is None:
+        assert "tf32" not in result["request"] and entry["status"] == "ignored"
+    else:
+        assert result["request"]["tf32"] is want and entry["status"] == "used"
+
+
+@pytest.mark.parametrize("fmt", ["axolotl", "trl", "llamafactory"])
+def test_tf32_survives_export_and_import(fmt):
+    request = {"model": "llama-3.1-8b", "method": "lora", "precision": "fp32", "tf32": True}
+    back = import_config(export_config(request, fmt), fmt)["request"]
+    assert back["tf32"] is True
