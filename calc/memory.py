@@ -1095,9 +1095,10 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # at a time, with the recompute
     merged_fwd = 0 if req.every_block_wrapped else merged_all
     merged_first = merged_one if req.every_block_wrapped else merged_all
-    # with accumulation the earlier micro-batches' gradients are there from the start, and
-    # DeepSpeed's ZeRO-3 allocates its gradient partition before the first step
-    held = s.grads_all if st.gradients_held_from_start(req) or st.grad_partition_held(req) else 0
+    # with accumulation (or kept from the previous step) the gradients are there from the
+    # start, and DeepSpeed's ZeRO-3 allocates its gradient partition before the first step
+    stored = st.gradients_held_from_start(req)
+    held = s.grads_all if stored or st.grad_partition_held(req) else 0
     # the loop may still hold the previous micro-batch's logits and, through their graph, its
     # 4-bit inputs (previous_outputs_kept)
     prev_acts, prev_logits = previous_micro_batch_bytes(req, reg)
@@ -1171,9 +1172,8 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # full fine-tuning of a tied table (or peft's shared copy): the output layer's gradient is
     # the embedding's
     tied = req.model.tie_word_embeddings and req.method is Method.FULL or st.saved_copy_tied(req)
-    # held from the start, the table's stored gradient is there already, and a tied table's
+    # held from the start (stored), the table's gradient is there already, and a tied table's
     # output-layer contribution waits in the engine's input buffer beside it
-    stored = st.gradients_held_from_start(req)
     # a trainable output layer copy (lora_modules_to_save) has its gradient from the start
     # ... and autocast's 16-bit copy of it, saved by its matmul, is freed by that matmul's
     # backward, which has run (oracle: */lora-save-head-mixed, +6 % on this moment before)

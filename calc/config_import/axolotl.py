@@ -260,16 +260,17 @@ def _target_linear(rep: Report, key: str, value: object, st: JsonObject) -> None
 
 def _precision_flag(rep: Report, key: str, value: object, st: JsonObject) -> None:
     # bf16: true, false or "auto"; "full" also reads as bf16 weights (axolotl's ``bf16: full``
-    # examples); tf32: true, false or "auto"
-    also = {"bf16": ("auto", "full"), "tf32": ("auto",)}.get(key, ())
-    if key == "tf32":
-        # axolotl turns "auto" into TF32 wherever the card has it; calc's tf32 changes nothing
-        # on a card without (calc.timing.fp32_matmul_time)
-        flagged = common.flag(rep, key, value, "tf32", also)
-        rep.use(key, "tf32", None if flagged is None else flagged in (True, "auto"))
-        return
+    # examples)
+    also = {"bf16": ("auto", "full")}.get(key, ())
     st[key] = common.flag(rep, key, value, "precision", also)
     rep.mark_used(key, ["precision"])
+
+
+def _tf32(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    # true, false or "auto", which axolotl turns into TF32 wherever the card has it; calc's
+    # tf32 changes nothing on a card without (calc.timing.fp32_matmul_time)
+    flagged = common.flag(rep, key, value, "tf32", ("auto",))
+    rep.use(key, "tf32", None if flagged is None else flagged in (True, "auto"))
 
 
 def _checkpointing(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -389,7 +390,7 @@ KEYS: dict[str, keys.Key] = {
         name: keys.Key(_precision_flag, ("precision",))
         for name in ("bf16", "fp16", "bfloat16", "float16", "float32")
     },
-    "tf32": keys.Key(_precision_flag, ("tf32",)),
+    "tf32": keys.Key(_tf32, ("tf32",)),
     "gradient_checkpointing": keys.Key(
         _checkpointing, ("gradient_checkpointing", "activation_offload")
     ),

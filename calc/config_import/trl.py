@@ -304,15 +304,16 @@ def _max_length(rep: Report, key: str, value: object, st: JsonObject) -> None:
 
 
 def _precision_flag(rep: Report, key: str, value: object, st: JsonObject) -> None:
-    # None: the Trainer's "not set" (tf32 and, in TRL, bf16)
-    if key == "tf32":
-        # TrainingArguments.tf32 sets torch.backends.cuda.matmul.allow_tf32; None leaves torch's
-        rep.use(key, "tf32", None if value is None else common.flag(rep, key, value, "tf32"))
-        return
+    # None: the Trainer's "not set" (in TRL, bf16)
     flagged = None if value is None else common.flag(rep, key, value, "precision")
     if flagged is not None or value is None:
         st[key] = flagged
     rep.mark_used(key, ["precision"])
+
+
+def _tf32(rep: Report, key: str, value: object, st: JsonObject) -> None:
+    # TrainingArguments.tf32 sets torch.backends.cuda.matmul.allow_tf32; None leaves torch's
+    rep.use(key, "tf32", None if value is None else common.flag(rep, key, value, "tf32"))
 
 
 def _dtype(rep: Report, key: str, value: object, st: JsonObject) -> None:
@@ -404,7 +405,7 @@ TRAINING_ARGS: dict[str, keys.Key] = {
     "gradient_checkpointing_kwargs": keys.section(hf.CHECKPOINTING_KWARGS, otherwise="ignored"),
     "bf16": keys.Key(_precision_flag, ("precision",)),
     "fp16": keys.Key(_precision_flag, ("precision",)),
-    "tf32": keys.Key(_precision_flag, ("tf32",)),
+    "tf32": keys.Key(_tf32, ("tf32",)),
     "dtype": keys.Key(_dtype, ("precision",)),
     "torch_dtype": keys.Key(_dtype, ("precision",)),
     "attn_implementation": keys.Key(_attention, ("attention",)),
