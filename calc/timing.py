@@ -59,12 +59,12 @@ from .request import (
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
 
 MATMUL_EFFICIENCY = {
-    "a100": 0.80,
+    "a100": 0.81,
     "blackwell": 0.54,
     "cdna3": 0.25,
     "gddr": 1.00,
     "gddr-pro": 0.36,
-    "hopper": 0.62,
+    "hopper": 0.66,
 }
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
@@ -89,7 +89,12 @@ NVIDIA share and read +163 % at first contact (fct-n4). Every other class rests 
 or more; the methodology page says which rest on one, from the fit. A class without rows takes
 :data:`MATMUL_EFFICIENCY_POOLED`. On the A100s and the Hopper cards SDPA's flash and
 memory-efficient attention kernels run at FlashAttention-2's own measured rate instead
-(:data:`FLASH2_TABLES`), so there the class efficiency is the share of the rest of the step."""
+(:data:`FLASH2_TABLES`), so there the class efficiency is the share of the rest of the step.
+Each row is read at the torch version it ran: the rows of torch 2.5.1 to 2.10 on Hopper
+(torchtitan's H200, Answer.AI's H100; llm-foundry's 2023 tables, whose FlashAttention-2 is the
+same kernel generation) set ``sdpa_cudnn_last``, so their attention is priced as the flash kernel
+they ran, not as the cuDNN kernel torch 2.13 would pick (read as cuDNN until 2026-12-04, the fit
+gave ``hopper`` 0.62, half tokens 128 and FP8 0.53)."""
 
 SINGLE_SOURCE_CLASSES = frozenset({"cdna3"})
 """The card classes whose :data:`MATMUL_EFFICIENCY` rests on one published source (the fit's
@@ -97,18 +102,18 @@ own count, ``python -m benchmarks.validate_throughput``, section "fitted constan
 sources they rest on"; a test keeps the two equal): a plan on such a card says so (warning
 ``time_class_single_source``)."""
 
-MATMUL_EFFICIENCY_POOLED = 0.64
+MATMUL_EFFICIENCY_POOLED = 0.65
 """The same fit with every covered row pooled in one class: the figure for a card class with no
 measured row (none in today's catalogue; the leave-one-source-out fits use it for a class whose
 only source is held out); FITTED."""
 
-MATMUL_HALF_TOKENS = 128.0
+MATMUL_HALF_TOKENS = 152.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
 efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per layer, matmul
 work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
 tails, element-wise passes) do not, hence the ``hidden**2`` scaling. FITTED."""
 
-FP8_MATMUL_EFFICIENCY = 0.53
+FP8_MATMUL_EFFICIENCY = 0.58
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
 Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing the same
 (torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200, NeMo 2 on
