@@ -87,8 +87,8 @@ one row: torchtitan's Llama 3 8B BF16 pre-training on eight MI300X in torchao's 
 (853f87d1), 0.25 of the datasheet's dense BF16 peak; before that row the class took the pooled
 NVIDIA share and read +163 % at first contact (fct-n4). Every other class rests on two sources
 or more; the methodology page says which rest on one, from the fit. A class without rows takes
-:data:`MATMUL_EFFICIENCY_POOLED`. On the A100s and the Hopper cards SDPA's flash and
-memory-efficient attention kernels run at FlashAttention-2's own measured rate instead
+:data:`MATMUL_EFFICIENCY_POOLED`. On the A100s, the Hopper cards and the B200 class SDPA's flash
+and memory-efficient attention kernels run at FlashAttention-2's own measured rate instead
 (:data:`FLASH2_TABLES`), so there the class efficiency is the share of the rest of the step.
 Each row is read at the torch version it ran: the rows of torch 2.5.1 to 2.10 on Hopper
 (torchtitan's H200, Answer.AI's H100; llm-foundry's 2023 tables, whose FlashAttention-2 is the
@@ -142,7 +142,7 @@ ATTENTION_KERNEL_TIME = {
 }
 """Time of the score and value matmuls on each fused attention kernel, relative to the flash
 kernel at the same FLOPs (the matmul efficiency of the card class prices the flash kernel, and
-on the A100s and Hopper cards FlashAttention-2's own measured rate, :data:`FLASH2_TABLES`). Read
+on the A100s, Hopper and B200-class cards FlashAttention-2's own measured rate, :data:`FLASH2_TABLES`). Read
 off the FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, sec. 4.1, forward + backward on the
 A100): FlashAttention-2 reaches 50-73 % of the peak, about 2x FlashAttention-1, whose speed
 xformers' cutlass kernel (PyTorch's memory-efficient backend) matches, hence 2.0. cuDNN's fused
@@ -337,7 +337,41 @@ so it stays far below the Hopper GEMMs' share of the peak: "FlashAttention-2 ach
 utilization on the H100 GPU" (Shah et al. 2024, FlashAttention-3, arXiv:2407.08608, abstract).
 Measured, not fitted."""
 
-FLASH2_TABLES = {"a100": FLASH2_A100_TFLOPS, "hopper": FLASH2_H100_TFLOPS}
+FLASH2_B200_FULL_64_TFLOPS: dict[int, float] = {
+    512: 258.71,
+    1024: 299.37,
+    2048: 320.70,
+    4096: 312.45,
+    8192: 332.97,
+    16384: 345.80,
+}
+"""FlashAttention-2 on a B200, forward and backward together, in TFLOP/s, by keys per query,
+without a causal mask, head dim 64: the repository's own ``benchmarks/benchmark_flash_attention.py``
+(the paper's setup: 16k tokens per batch, hidden size 2048) run with flash_attn 2.7.4.post1 and
+torch 2.8.0.dev20250408+cu128, as posted in Dao-AILab/flash-attention issue #1589 ("benchmark is
+low on B200", 2025-04-13). The only panel published; meta-pytorch/tritonbench PR #171
+(2025-03-04) measures the head dim 128 forward alone at 315 to 362 TFLOP/s from 1k to 8k keys,
+the range of this panel's forward (307 to 381). FlashAttention-2's kernels issue ``mma.sync``;
+Blackwell's tensor cores are fed at full rate only by ``tcgen05`` (what cuDNN's attention and
+FlashAttention-4 use), so it runs at about a seventh of the card's dense BF16 peak. Measured."""
+
+FLASH2_B200_TFLOPS: dict[tuple[str, int, int], float] = {
+    (mask, width, keys): rate
+    * FLASH2_B200_FULL_64_TFLOPS[keys]
+    / FLASH2_H100_TFLOPS[("full", 64, keys)]
+    for (mask, width, keys), rate in FLASH2_H100_TFLOPS.items()
+}
+"""FlashAttention-2 on a B200 in :data:`FLASH2_A100_TFLOPS`'s layout, DERIVED: the H100 table
+(:data:`FLASH2_H100_TFLOPS`, the same kernels) times, at each length, the ratio of the one
+published B200 panel (:data:`FLASH2_B200_FULL_64_TFLOPS`) to the H100's same panel (1.09 to
+1.20), so the causal and head dim 128 panels take the H100's shape at the B200's measured
+speed-up. Not fitted."""
+
+FLASH2_TABLES = {
+    "a100": FLASH2_A100_TFLOPS,
+    "hopper": FLASH2_H100_TFLOPS,
+    "blackwell": FLASH2_B200_TFLOPS,
+}
 """The card classes (``utilisation_class``) whose FlashAttention-2-generation kernels are priced by
 a measured rate instead of the class's matmul efficiency, and the table measured on a card of the
 class. The kernels are SDPA's flash backend (PyTorch vendors FlashAttention-2,
@@ -345,17 +379,23 @@ class. The kernels are SDPA's flash backend (PyTorch vendors FlashAttention-2,
 CUTLASS kernel, built for ``cutlass::arch::Sm80`` on every card of compute capability 8.0 and
 above, ``mem_eff_attention/gemm_kernel_utils.h`` ``DISPATCH_ARCHTAG``), which then takes
 :data:`ATTENTION_KERNEL_TIME` on top. The GDDR classes (Ampere, Ada and Blackwell workstation and
-GeForce cards) and Blackwell keep their class efficiency: no published figure measures the kernel
-on them. cuDNN's attention and FlashAttention-3 (``wgmma``) keep the class efficiency."""
+GeForce cards) keep their class efficiency: no published figure measures the kernel on them. cuDNN's attention and FlashAttention-3 (``wgmma``) keep the class efficiency."""
 
 FLASH2_ONLY_CLASSES = frozenset({"a100"})
 """The classes on which the request's ``attention`` ``flash`` (the FlashAttention package,
 transformers' ``flash_attention_2`` or ``_3``) can only be FlashAttention-2: FlashAttention-3 needs
-compute capability 9.0. On Hopper the package names no version and keeps the class efficiency."""
+compute capability 9.0. On Hopper the package names no version and keeps the class efficiency;
+on Blackwell too, though FlashAttention-3 does not run there: the one calibration source that names
+the package on a B200 (Unsloth's Qwen3 table, ``attention`` read as ``flash`` from Unsloth's default,
+which takes the package when it is installed) ran faster than FlashAttention-2's B200 rate
+(:data:`FLASH2_B200_TFLOPS`) allows: priced so, its rows would set the Blackwell efficiency at
+0.87 against the 0.55 of NeMo's rows, so whatever kernel it ran was not that one (xformers,
+SDPA's cuDNN or FlashAttention-4's sm100 kernels); SDPA's own flash kernel on a B200 (torch 2.5.1
+to 2.10, ``sdpa_cudnn_last``) takes the measured rate."""
 
-FLASH2_PEAK_TFLOPS = {"a100": 312.0, "hopper": 989.0}
-"""The dense BF16 peak of the card each of :data:`FLASH2_TABLES` was measured on (A100 and H100
-SXM datasheets): the figures become shares of the peak, which prices every card of the class at
+FLASH2_PEAK_TFLOPS = {"a100": 312.0, "hopper": 989.0, "blackwell": 2250.0}
+"""The dense BF16 peak of the card each of :data:`FLASH2_TABLES` was measured on (A100, H100
+SXM and B200 datasheets, the last as ``gpus.csv``'s ``b200`` row): the figures become shares of the peak, which prices every card of the class at
 its own peak (and sustained clock)."""
 
 
