@@ -80,8 +80,9 @@ from their board power, not by a class of their own), so the RTX 6000 Ada's rows
 cards' share, not their clocks. Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
 are judged but not fitted on (their figure is a whole job's wall time, start-up included);
 ``blackwell`` on two: Unsloth on the B200 (LoRA and QLoRA of Qwen3 0.6B-32B on one card) and
-NeMo 2's Llama 3 8B BF16 pre-training on eight (vuiseng9's nemo-perf-nvfp4); fitted on either
-alone it is 0.38 or about 0.55 (Unsloth's B200 rows run below the NeMo run's share of the peak).
+NeMo 2's Llama 3 8B BF16 pre-training on eight (vuiseng9's nemo-perf-nvfp4); Unsloth's rows
+name the FlashAttention package, version 2 on Blackwell (:data:`FLASH2_B200_TFLOPS`), NeMo's run
+cuDNN's attention through Transformer Engine (read as SDPA's cuDNN backend).
 ``cdna3`` (AMD Instinct MI300X and the cards the catalogue puts in its class) rests on ONE source,
 one row: torchtitan's Llama 3 8B BF16 pre-training on eight MI300X in torchao's float8 README
 (853f87d1), 0.25 of the datasheet's dense BF16 peak; before that row the class took the pooled
@@ -381,17 +382,17 @@ above, ``mem_eff_attention/gemm_kernel_utils.h`` ``DISPATCH_ARCHTAG``), which th
 :data:`ATTENTION_KERNEL_TIME` on top. The GDDR classes (Ampere, Ada and Blackwell workstation and
 GeForce cards) keep their class efficiency: no published figure measures the kernel on them. cuDNN's attention and FlashAttention-3 (``wgmma``) keep the class efficiency."""
 
-FLASH2_ONLY_CLASSES = frozenset({"a100"})
+FLASH2_ONLY_CLASSES = frozenset({"a100", "blackwell"})
 """The classes on which the request's ``attention`` ``flash`` (the FlashAttention package,
 transformers' ``flash_attention_2`` or ``_3``) can only be FlashAttention-2: FlashAttention-3 needs
-compute capability 9.0. On Hopper the package names no version and keeps the class efficiency;
-on Blackwell too, though FlashAttention-3 does not run there: the one calibration source that names
-the package on a B200 (Unsloth's Qwen3 table, ``attention`` read as ``flash`` from Unsloth's default,
-which takes the package when it is installed) ran faster than FlashAttention-2's B200 rate
-(:data:`FLASH2_B200_TFLOPS`) allows: priced so, its rows would set the Blackwell efficiency at
-0.87 against the 0.55 of NeMo's rows, so whatever kernel it ran was not that one (xformers,
-SDPA's cuDNN or FlashAttention-4's sm100 kernels); SDPA's own flash kernel on a B200 (torch 2.5.1
-to 2.10, ``sdpa_cudnn_last``) takes the measured rate."""
+compute capability 9.0 and runs on Hopper only, so on the A100s and on Blackwell transformers'
+``flash_attention_2`` is FlashAttention-2 (flash-attn 2.x has no kernel for Blackwell's
+``tcgen05``; FlashAttention-4's CuTe kernels are another entry point). prime-rl's Qwen3 4B runs on
+eight B200 with ``flash_attention_2`` at 16k and 64k tokens read +140 to +217 % at first contact
+with the package at the class efficiency, +17 to +34 % at FlashAttention-2's B200 rate. Transformer
+Engine's fused attention (NeMo, MaxText's ``cudnn_flash_te``) is cuDNN's kernel: such rows are
+read as SDPA's cuDNN backend, not as ``flash``. On Hopper the package names no version and keeps
+the class efficiency."""
 
 FLASH2_PEAK_TFLOPS = {"a100": 312.0, "hopper": 989.0, "blackwell": 2250.0}
 """The dense BF16 peak of the card each of :data:`FLASH2_TABLES` was measured on (A100, H100

@@ -1218,11 +1218,10 @@ def test_flash2_on_the_b200_is_the_hopper_table_at_the_measured_speed_up():
     assert b200["full", 128, 8192] / timing.FLASH2_PEAK_TFLOPS["blackwell"] < 0.2
 
 
-def test_sdpa_flash_on_the_b200_runs_at_flash2_rate_but_cudnn_and_the_package_do_not():
+def test_flash2_on_the_b200_runs_at_its_rate_and_cudnn_at_the_class_efficiency():
     """torch 2.5.1-2.10 (cuDNN last) send a causal bf16 step on a B200 to SDPA's flash kernel,
-    FlashAttention-2, priced at its measured B200 rate; torch 2.13 sends it to cuDNN, and the
-    FlashAttention package (which on Blackwell calc does not price as version 2: see
-    FLASH2_ONLY_CLASSES) keeps the class efficiency."""
+    FlashAttention-2, priced at its measured B200 rate, and so is the FlashAttention package
+    (version 3 runs on Hopper only); torch 2.13 sends it to cuDNN, at the class efficiency."""
     eff = timing.MATMUL_EFFICIENCY["blackwell"]
     c, rates, _ = _counts_and_rates("b200", sdpa_cudnn_last=True, seq_len=8192)
     share = timing.flash2_peak_share(
@@ -1233,7 +1232,7 @@ def test_sdpa_flash_on_the_b200_runs_at_flash2_rate_but_cudnn_and_the_package_do
     cudnn, rates, _ = _counts_and_rates("b200", seq_len=8192)
     assert timing.attention_time_factor(cudnn, rates, eff) == 1.0
     package, rates, _ = _counts_and_rates("b200", attention="flash", seq_len=8192)
-    assert timing.attention_time_factor(package, rates, eff) == 1.0
+    assert timing.attention_time_factor(package, rates, eff) == pytest.approx(eff / share)
 
 
 def _hopper_flash2(c) -> float:
@@ -1272,10 +1271,8 @@ def test_ampere_attention_kernels_run_at_their_hopper_rate(gpu_id, request_keys,
         # cuDNN (wgmma) keeps the class efficiency on Hopper
         ("h100-sxm", {"attention_mask": "padding"}),
         ("h100-sxm", {}),
-        # on Blackwell cuDNN, and the FlashAttention package (not priced as version 2 there:
-        # FLASH2_ONLY_CLASSES), keep the class efficiency
+        # on Blackwell cuDNN keeps the class efficiency (tcgen05)
         ("b200", {}),
-        ("b200", {"attention": "flash"}),
     ],
 )
 def test_other_kernels_keep_the_class_efficiency(gpu_id, request_keys):
