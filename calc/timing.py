@@ -141,17 +141,16 @@ ATTENTION_KERNEL_TIME = {
     attn_kernels.CUDNN: 1.0,
     attn_kernels.EFFICIENT: 2.0,
 }
-"""Time of the score and value matmuls on each fused attention kernel, relative to the flash
-kernel at the same FLOPs (the matmul efficiency of the card class prices the flash kernel, and
-on the A100s, Hopper and B200-class cards FlashAttention-2's own measured rate, :data:`FLASH2_TABLES`). Read
-off the FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, sec. 4.1, forward + backward on the
+"""Time of the score and value matmuls on each fused attention kernel, relative to the flash kernel
+at the same FLOPs (the matmul efficiency of the card class prices the flash kernel, and on the
+A100s, Hopper and B200-class cards FlashAttention-2's own measured rate, :data:`FLASH2_TABLES`).
+Read off the FlashAttention-2 paper (Dao 2023, arXiv:2307.08691, sec. 4.1, forward + backward on the
 A100): FlashAttention-2 reaches 50-73 % of the peak, about 2x FlashAttention-1, whose speed
 xformers' cutlass kernel (PyTorch's memory-efficient backend) matches, hence 2.0. cuDNN's fused
 attention is taken at flash speed (NVIDIA's cuDNN 9 figures put it level with or above
-FlashAttention-2 on the H100). Stated constants, not fitted. The kernels that materialise the
-scores (the math backend, transformers' eager attention) are not priced by a factor: their
-matmuls run at the rate of their dtype and their score traffic is counted
-(:data:`SCORE_BYTES_PER_ELEMENT`)."""
+FlashAttention-2 on the H100). Stated constants, not fitted. The kernels that materialise the scores
+(the math backend, transformers' eager attention) are not priced by a factor: their matmuls run at
+the rate of their dtype and their score traffic is counted (:data:`SCORE_BYTES_PER_ELEMENT`)."""
 
 SCORE_BYTES_PER_ELEMENT = {
     (attn_kernels.MATH, "forward"): 24,
@@ -380,7 +379,8 @@ class. The kernels are SDPA's flash backend (PyTorch vendors FlashAttention-2,
 CUTLASS kernel, built for ``cutlass::arch::Sm80`` on every card of compute capability 8.0 and
 above, ``mem_eff_attention/gemm_kernel_utils.h`` ``DISPATCH_ARCHTAG``), which then takes
 :data:`ATTENTION_KERNEL_TIME` on top. The GDDR classes (Ampere, Ada and Blackwell workstation and
-GeForce cards) keep their class efficiency: no published figure measures the kernel on them. cuDNN's attention and FlashAttention-3 (``wgmma``) keep the class efficiency."""
+GeForce cards) keep their class efficiency: no published figure measures the kernel on them.
+cuDNN's attention and FlashAttention-3 (``wgmma``) keep the class efficiency."""
 
 FLASH2_ONLY_CLASSES = frozenset({"a100", "blackwell"})
 """The classes on which the request's ``attention`` ``flash`` (the FlashAttention package,
@@ -396,8 +396,9 @@ the class efficiency."""
 
 FLASH2_PEAK_TFLOPS = {"a100": 312.0, "hopper": 989.0, "blackwell": 2250.0}
 """The dense BF16 peak of the card each of :data:`FLASH2_TABLES` was measured on (A100, H100
-SXM and B200 datasheets, the last as ``gpus.csv``'s ``b200`` row): the figures become shares of the peak, which prices every card of the class at
-its own peak (and sustained clock)."""
+SXM and B200 datasheets: the catalogue's ``bf16_dense_tflops`` of ``a100-80gb-sxm``, ``h100-sxm``
+and ``b200``, a test keeps them equal): the figures become shares of the peak, which prices every
+card of the class at its own peak (and sustained clock)."""
 
 
 @lru_cache(maxsize=None)

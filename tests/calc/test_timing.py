@@ -1203,6 +1203,19 @@ def test_flash2_measured_rate_slows_long_sequences_on_the_a100(monkeypatch):
     assert 1.05 < measured / at_class < ratio
 
 
+def test_flash2_peaks_are_the_catalogue_rates_of_the_cards_measured():
+    """Each FlashAttention-2 table is a share of the peak of the card it was measured on: those
+    peaks are the catalogue's own rates, not a second copy that could drift from them."""
+    from calc.gpus import get_gpu
+
+    measured_on = {"a100": "a100-80gb-sxm", "hopper": "h100-sxm", "blackwell": "b200"}
+    assert set(measured_on) == set(timing.FLASH2_TABLES) == set(timing.FLASH2_PEAK_TFLOPS)
+    for card_class, gpu_id in measured_on.items():
+        gpu = get_gpu(gpu_id)
+        assert gpu.utilisation_class == card_class
+        assert timing.FLASH2_PEAK_TFLOPS[card_class] == gpu.bf16_dense_tflops
+
+
 def test_flash2_on_the_b200_is_the_hopper_table_at_the_measured_speed_up():
     """The B200 table holds its one published panel as measured and scales the H100's other
     panels by that panel's ratio at each length: the causal and head dim 128 panels keep the
