@@ -1365,6 +1365,27 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "loss_whole_logits_small_batches",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "a micro-batch of at most ``calc.memory.WHOLE_LOGITS_MAX_TOKENS`` (1024) tokens "
+            "(micro-batch size x its padded length) skips the fused loss "
+            "(``loss_fused_lm_head``, ``loss_grad_in_forward``): the output layer writes the "
+            "whole 16-bit logits and the loss's kernel saves them and writes their gradient into "
+            "them, so they are what it holds (``act V`` per token, as a chunked loss that holds "
+            "the logits; :func:`calc.memory.loss_at_size`). Unsloth from b9fe2588 (2024-12-10) "
+            "to 0528b4ce (2025-10-26): ``models/llama.py`` ``CausalLM_fast_forward`` sets "
+            "``RETURN_LOGITS = True`` when ``bsz*q_len <= 1024``, then "
+            "``kernels/cross_entropy_loss.py`` ``Fast_CrossEntropyLoss`` "
+            "(``ctx.save_for_backward(logits, logsumexp, labels)``; its backward runs "
+            "``_cross_entropy_backward`` on ``logits`` and returns them). The whole logits are "
+            "the model's output too, so ``outputs_cast_fp32`` copies them. Read with "
+            "``chunked_loss`` and a fused loss only. Default False: every micro-batch takes the "
+            "loss the other keys say (Unsloth 2026.8.19 keeps the fused loss at any size)."
+        ),
+    ),
+    _bool(
         "fused_lora_kernels",
         False,
         BEHAVIOUR,

@@ -172,6 +172,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
     Framework.UNSLOTH: {
         "chunked_loss": True,
         "loss_grad_in_forward": True,
+        "loss_whole_logits_small_batches": False,
         "fused_lora_kernels": True,
         "activation_offload": True,
         "lora_dropout": 0.0,
@@ -488,9 +489,14 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "zero_grad_set_to_none": "Unsloth trains with TRL's SFTTrainer on transformers' Trainer, "
         "which calls model.zero_grad() (transformers 5.17.0 trainer.py); torch 2.x frees the "
         "gradients (Module.zero_grad set_to_none=True since 2.0)",
-        "chunked_loss": "Unsloth 2026.8.19 (015bdef0d9) models/llama.py CausalLM_fast_forward: "
-        "with labels and more than 1024 tokens, unsloth_fused_ce_loss (unsloth_zoo), which never "
-        "builds the whole logits",
+        "chunked_loss": "Unsloth 2026.8.19 (015bdef0d9) models/llama.py CausalLM_fast_forward "
+        "(lines 1464-1500): with labels, unsloth_fused_ce_loss (unsloth_zoo), which never builds "
+        "the whole logits, at any size (the 'bsz * q_len <= 1024' branch keeps RETURN_LOGITS "
+        "False since 0528b4ce, 2025-10-26; from b9fe2588, 2024-12-10, it built them for "
+        "micro-batches of at most 1024 tokens: loss_whole_logits_small_batches)",
+        "loss_whole_logits_small_batches": "Unsloth 2026.8.19 (015bdef0d9) models/llama.py "
+        "lines 1466-1469: 'if bsz * q_len <= 1024 and not RETURN_LOGITS: RETURN_LOGITS = False' "
+        "(since 0528b4ce, 2025-10-26; from b9fe2588, 2024-12-10, the same line set it True)",
         "loss_grad_in_forward": "unsloth_zoo 2026.8.13 (ce232d6c) fused_losses/"
         "cross_entropy_loss.py UnslothFusedLoss.forward: torch.func.grad_and_value of "
         "compute_fused_ce_loss per torch.chunk of the hidden states (get_chunk_size: one chunk's "

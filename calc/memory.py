@@ -979,6 +979,31 @@ def returned_logit_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     return st.BF16_BYTES if st.embeddings_recast(req, reg) else reg.compute_bytes
 
 
+WHOLE_LOGITS_MAX_TOKENS = 1024
+"""Tokens of a micro-batch (``bsz * q_len``: micro-batch size x padded length) up to which
+Unsloth from b9fe2588 (2024-12-10) to 0528b4ce (2025-10-26) built the whole logits instead of
+its fused loss: ``models/llama.py`` ``CausalLM_fast_forward``, ``if bsz*q_len <= 1024:
+RETURN_LOGITS = True`` (``# < 1024 Normal Unsloth uses less VRAM!``); read with
+``loss_whole_logits_small_batches``."""
+
+
+def loss_at_size(req: EstimateRequest) -> EstimateRequest:
+    """The request as its loss runs on micro-batches of ``micro_batch_size x seq_len`` tokens:
+    at most :data:`WHOLE_LOGITS_MAX_TOKENS` of them with ``loss_whole_logits_small_batches``, a
+    fused loss (``loss_fused_lm_head``, ``loss_grad_in_forward``) gives way to the whole 16-bit
+    logits held by the loss (``chunked_loss`` alone: ``act V`` per token,
+    :func:`calc.activations.logits_bytes_per_token`). The estimate at a shape and the replay's
+    micro-batches of each length read the loss through it."""
+    if (
+        not req.loss_whole_logits_small_batches
+        or not req.chunked_loss
+        or not (req.loss_fused_lm_head or req.loss_grad_in_forward)
+        or req.micro_batch_size * req.seq_len > WHOLE_LOGITS_MAX_TOKENS
+    ):
+        return req
+    return req.replaced(loss_fused_lm_head=False, loss_grad_in_forward=False)
+
+
 def output_cast_applies(req: EstimateRequest, reg: st.Regime) -> bool:
     """``outputs_cast_fp32`` with whole 16-bit logits returned: not a fused loss that never
     builds them (``loss_fused_lm_head``, ``loss_grad_in_forward``), not a model that returns
@@ -1431,8 +1456,9 @@ def _estimate_at(req: EstimateRequest) -> MemoryEstimate:
     reg = st.request_regime(req)
     layout = st.param_layout(req)
     states = model_states(req, layout, reg)
-    acts = activation_bytes(req, reg)
-    phases = phase_components(req, reg, states, acts)
+    loss_req = loss_at_size(req)
+    acts = activation_bytes(loss_req, reg)
+    phases = phase_components(loss_req, reg, states, acts)
     totals = {name: sum(parts.values()) for name, parts in phases.items()}
     peak_phase = max(PHASES, key=lambda p: totals.get(p, -1))
     allocated = totals[peak_phase]

@@ -133,6 +133,7 @@ class EstimateRequest:
     loss_on_16bit_logits: bool
     loss_fused_lm_head: bool
     loss_grad_in_forward: bool
+    loss_whole_logits_small_batches: bool
     fused_lora_kernels: bool
     liger_kernel: bool
     weights_loaded_16bit: bool

@@ -1106,7 +1106,7 @@ class _Builder:
         micro-batches of ``length`` (computed once per length)."""
         if length not in self._peaks:
             req = self.req
-            r = req if length == req.seq_len else replace(req, seq_len=length)
+            r = mem.loss_at_size(req if length == req.seq_len else replace(req, seq_len=length))
             acts = mem.activation_bytes(r, self.reg)
             phases = mem.phase_components(r, self.reg, self.s, acts)
             peak = max(phases.values(), key=lambda p: sum(p.values()))

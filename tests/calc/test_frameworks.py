@@ -477,6 +477,41 @@ def test_unsloth_loss_computes_its_gradient_in_the_forward():
     )
 
 
+def test_unsloth_2025_small_micro_batches_build_the_whole_logits():
+    # Unsloth b9fe2588..0528b4ce: bsz * q_len <= 1024 -> RETURN_LOGITS, the whole bf16 logits
+    # kept by Fast_CrossEntropyLoss (2 V a token, their gradient written in place), fp32-copied
+    # by accelerate's output conversion; above the cap, the fused loss as before
+    small = {**UNSLOTH_8B, "seq_len": 512, "micro_batch_size": 2}
+    fused = estimate_dict(small)["phases"]
+    whole = estimate_dict({**small, "loss_grad_in_forward": False})["phases"]
+    capped = estimate_dict({**small, "loss_whole_logits_small_batches": True})["phases"]
+    assert capped == whole != fused
+    # 2 x 513 tokens: over the cap
+    over = {**small, "seq_len": 513, "loss_whole_logits_small_batches": True}
+    assert estimate_dict(over)["phases"] == estimate_dict({**small, "seq_len": 513})["phases"]
+    # the replay sizes each micro-batch's loss by its own tokens; the longer ones took Cut
+    # Cross-Entropy then (written as the fused head), which holds far less than whole logits
+    data = {**UNSLOTH_8B, "seq_len": 2048, "micro_batch_size": 2, "gradient_accumulation_steps": 4}
+    data.update(loss_fused_lm_head=True, outputs_cast_fp32=True)
+    data["length_stats"] = {"mean": 225, "p90": 442, "max": 1585}
+    plain = estimate_dict(data)
+    cap = estimate_dict({**data, "loss_whole_logits_small_batches": True})
+    # the estimate is at the longest micro-batch (over the cap): the same peak
+    assert cap["phases"] == plain["phases"]
+    assert (
+        cap["allocator"]["simulated_reserved_bytes"]
+        > plain["allocator"]["simulated_reserved_bytes"]
+    )
+    # without a fused loss the key reads nothing
+    unfused = {**data, "loss_grad_in_forward": False, "loss_fused_lm_head": False}
+    assert (
+        estimate_dict({**unfused, "loss_whole_logits_small_batches": True})["allocator"][
+            "simulated_reserved_bytes"
+        ]
+        == estimate_dict(unfused)["allocator"]["simulated_reserved_bytes"]
+    )
+
+
 def test_litgpt_fused_qkv_keeps_more_on_mha_models_only():
     mha = {
         "model": "llama-2-7b",

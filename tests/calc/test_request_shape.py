@@ -68,6 +68,8 @@ OLD_LINKS = [
     "?method=full&model=llama-3.2-1b&gpu=h100-sxm&gradient_clipping=false&dataset_tokens=100000000",
     "?framework=unsloth&method=qlora&model=mistral-7b&loss_grad_in_forward=false"
     "&outputs_cast_fp32=true&seq_len=8192",
+    "?framework=unsloth&method=qlora&model=llama-3.1-8b&loss_fused_lm_head=true"
+    "&loss_whole_logits_small_batches=true&length_stats=mean:225,p90:442,max:1585&seq_len=2048",
     "?framework=unsloth&method=qlora&model=llama-3.1-8b&expandable_segments=false&seq_len=4096",
     "?method=full&num_gpus=8&sharding=zero3&attention=flash&seq_len=65536&sequence_parallel=8"
     "&sequence_parallel_repeats_kv=true",
