@@ -1288,6 +1288,27 @@ TRANSFORMERS_4_PROFILES = ("hf-trainer-4", "pytorch-loop-4")
 
 QLORA_EXTRA_FAMILIES = ("llama", "qwen3", "gemma2")
 
+# a checkpoint whose quantization_config keeps block modules in 16 bits (Unsloth's dynamic 4-bit
+# builds: calc.hf_config.bnb_kept_16bit), by family: (skip list, request, oracle options)
+SKIP_LIST_VARIANTS: dict[str, tuple[list[str], dict, dict]] = {
+    "qlora-skip-mlp": (
+        ["lm_head", "multi_modal_projector", "model.layers.1.mlp"],
+        {
+            "method": "qlora",
+            "lora_rank": 16,
+            "lora_adapter_dtype": "fp32",
+            "gradient_checkpointing": True,
+        },
+        {},
+    ),
+    "qlora-skip-attn-kbit": (
+        ["lm_head", "model.layers.0.self_attn"],
+        {"method": "qlora", "lora_rank": 16, "lora_adapter_dtype": "fp32", "precision": "fp32"},
+        {"prepare_kbit": True},
+    ),
+}
+SKIP_LIST_FAMILIES = ("llama", "qwen3")
+
 # bf16-mixed as the Hugging Face stacks run it: weights loaded in bf16 (transformers 5's
 # dtype "auto"), autocast, peft's fp32 adapters (calc's weights_loaded_16bit, set by the
 # hf-trainer profile); TRL's SFTTrainer loads fp32 (the key off in its profile)
@@ -1569,6 +1590,15 @@ def setups() -> list[dict]:
             request = dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
             if family == "phi3" and request.get("lora_targets") == ATTENTION_ONLY:
                 request["lora_targets"] = ["qkv_proj", "o_proj"]
+            out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
+    for family in SKIP_LIST_FAMILIES:
+        for variant, (skip, overrides, options) in SKIP_LIST_VARIANTS.items():
+            quant = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+            cfg = {
+                **FAMILIES[family],
+                "quantization_config": {**quant, "llm_int8_skip_modules": skip},
+            }
+            request = dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
             out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     for family in QLORA_EXTRA_FAMILIES:
         for variant, (overrides, options) in LOAD_DTYPE_VARIANTS.items():

@@ -338,6 +338,11 @@ class ModelArch:
     # (``ModelArch.indexer_layers``: the compressed-sparse-attention blocks) is not DeepSeek-V3.2's:
     # see :attr:`sparse_attention`.
     hyper_connections: int = 0
+    # QLoRA's 4-bit loading of a checkpoint whose ``quantization_config.llm_int8_skip_modules``
+    # names modules inside blocks (Unsloth's dynamic 4-bit builds: ``model.layers.1.mlp``):
+    # the (block index, linear name) pairs bitsandbytes leaves in 16 bits, sorted; empty else
+    # (:func:`calc.hf_config.bnb_kept_16bit`, :meth:`quantized_blocks`).
+    bnb_kept_16bit: tuple[tuple[int, str], ...] = ()
 
     def __post_init__(self) -> None:
         for key in (
@@ -410,6 +415,12 @@ class ModelArch:
             raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
         if self.mamba is not None and counts and "mamba" not in counts:
             raise ConfigError("config_invalid_value", "block_counts", self.block_counts)
+        kept_names = {l.name for l in self.linears if l.quantizable and l.kind == "linear"}
+        if any(
+            not 0 <= index < self.num_layers or name not in kept_names
+            for index, name in self.bnb_kept_16bit
+        ) or len(set(self.bnb_kept_16bit)) != len(self.bnb_kept_16bit):
+            raise ConfigError("config_invalid_value", "bnb_kept_16bit", self.bnb_kept_16bit)
 
     @property
     def hybrid(self) -> bool:
@@ -457,6 +468,25 @@ class ModelArch:
             sum(self.blocks_of(l) * l.params for l in self.linears if l.role == "indexer")
             + self.indexer_norm_params
         )
+
+    def quantized_blocks(self, lin: LinearLayer) -> int:
+        """How many blocks hold ``lin`` in 4 bits under QLoRA: those that hold it, less the
+        ones whose copy the checkpoint's skip list keeps in 16 bits (``bnb_kept_16bit``); 0
+        for a linear QLoRA never quantizes."""
+        if not lin.quantizable:
+            return 0
+        kept = sum(1 for _, name in self.bnb_kept_16bit if name == lin.name)
+        return self.blocks_of(lin) - kept
+
+    @cached_property
+    def kept_16bit_block_params(self) -> int:
+        """The most weight parameters one block keeps in 16 bits out of its quantizable linears
+        (``bnb_kept_16bit``): what a block's autocast copies add at most."""
+        per_block: dict[int, int] = {}
+        sizes = {l.name: l.count * l.weight_params for l in self.linears}
+        for index, name in self.bnb_kept_16bit:
+            per_block[index] = per_block.get(index, 0) + sizes[name]
+        return max(per_block.values(), default=0)
 
     # ---- mixed stacks -------------------------------------------------------
     def blocks_of(self, lin: LinearLayer) -> int:

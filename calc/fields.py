@@ -1375,7 +1375,7 @@ FIELDS: tuple[FieldSpec, ...] = (
             "whole 16-bit logits and the loss's kernel saves them and writes their gradient into "
             "them, so they are what it holds (``act V`` per token, as a chunked loss that holds "
             "the logits; :func:`calc.memory.loss_at_size`). Unsloth from b9fe2588 (2024-12-10) "
-            "to 0528b4ce (2025-10-26): ``models/llama.py`` ``CausalLM_fast_forward`` sets "
+            "to 0cd0635a (2025-10-22): ``models/llama.py`` ``CausalLM_fast_forward`` sets "
             "``RETURN_LOGITS = True`` when ``bsz*q_len <= 1024``, then "
             "``kernels/cross_entropy_loss.py`` ``Fast_CrossEntropyLoss`` "
             "(``ctx.save_for_backward(logits, logsumexp, labels)``; its backward runs "

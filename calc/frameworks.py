@@ -492,11 +492,11 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "chunked_loss": "Unsloth 2026.8.19 (015bdef0d9) models/llama.py CausalLM_fast_forward "
         "(lines 1464-1500): with labels, unsloth_fused_ce_loss (unsloth_zoo), which never builds "
         "the whole logits, at any size (the 'bsz * q_len <= 1024' branch keeps RETURN_LOGITS "
-        "False since 0528b4ce, 2025-10-26; from b9fe2588, 2024-12-10, it built them for "
+        "False since 0cd0635a, 2025-10-22; from b9fe2588, 2024-12-10, it built them for "
         "micro-batches of at most 1024 tokens: loss_whole_logits_small_batches)",
         "loss_whole_logits_small_batches": "Unsloth 2026.8.19 (015bdef0d9) models/llama.py "
         "lines 1466-1469: 'if bsz * q_len <= 1024 and not RETURN_LOGITS: RETURN_LOGITS = False' "
-        "(since 0528b4ce, 2025-10-26; from b9fe2588, 2024-12-10, the same line set it True)",
+        "(since 0cd0635a, 2025-10-22; from b9fe2588, 2024-12-10, the same line set it True)",
         "loss_grad_in_forward": "unsloth_zoo 2026.8.13 (ce232d6c) fused_losses/"
         "cross_entropy_loss.py UnslothFusedLoss.forward: torch.func.grad_and_value of "
         "compute_fused_ce_loss per torch.chunk of the hidden states (get_chunk_size: one chunk's "

@@ -43,6 +43,8 @@ is read as the text model its wrapper builds (:data:`_WRAPPER_TEXT_TYPES`).
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import replace
 
 from .arch import MIXER_KINDS, LinearAttention, LinearLayer, Mamba2, ModelArch
@@ -2799,7 +2801,79 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     keys.layer_types(arch.num_layers)
     if text_only:
         arch.extra["text_config_only"] = True
-    return arch
+    kept = bnb_kept_16bit(cfg, arch, prefix, reader is _dense and not text_only)
+    return replace(arch, bnb_kept_16bit=kept) if kept else arch
+
+
+BNB_MODULE_PARENTS = {"attn": "self_attn", "mlp": "mlp"}
+"""The module a block linear of a ``_DENSE`` family sits in, by its role: transformers 5.17
+names them ``model.layers.{i}.self_attn.{q,k,v,o}_proj`` and ``model.layers.{i}.mlp.{gate,up,
+down}_proj`` (``LlamaDecoderLayer``, ``Qwen2DecoderLayer``, ``Gemma2DecoderLayer``, ...)."""
+
+BNB_BLOCKLESS_SKIPS = frozenset(
+    {"lm_head", "multi_modal_projector", "merger", "modality_projection", "vision_tower"}
+)
+"""Skip-list entries that name no module of a decoder block: the output layer (kept 16-bit
+anyway) and the vision parts Unsloth lists by default (unsloth-zoo ``SKIP_QUANTIZATION_MODULES``)
+that a text model does not have."""
+
+
+def _bnb_converts(name: str, patterns: list[str]) -> bool:
+    """transformers 5.17 ``quantizers/quantizers_utils.py`` ``should_convert_module``: a module
+    stays unquantized when a pattern, read as a regular expression, matches the start of its
+    name followed by a dot or at all, or when its name ends with the pattern."""
+    return not any(
+        re.match(f"{key}\\.", name) or re.match(f"{key}", name) or name.endswith(key)
+        for key in patterns
+    )
+
+
+def bnb_kept_16bit(
+    cfg: JsonObject, arch: ModelArch, prefix: str, named: bool
+) -> tuple[tuple[int, str], ...]:
+    """The (block, linear) pairs a 4-bit loading of this checkpoint leaves in 16 bits: its
+    ``quantization_config`` (bitsandbytes, ``load_in_4bit``) lists modules in
+    ``llm_int8_skip_modules``, as Unsloth's dynamic 4-bit builds do (Llama 3.1 8B Instruct:
+    ``model.layers.1.mlp``, printed by unsloth_zoo's vLLM loader in unslothai/notebooks
+    bdda2efc ``nb/Llama3.1_(8B)-GRPO.ipynb`` line 224). transformers 5.17 skips exactly that
+    list when it is given (``quantizers/base.py`` ``get_modules_to_not_convert``: the default
+    skips, the output layer among them, only when it is ``None``), matched per module name
+    (:func:`_bnb_converts`). ``named``: the block linears' names are known
+    (:data:`BNB_MODULE_PARENTS`, the ``_DENSE`` families read whole); elsewhere only entries
+    that name no block module (:data:`BNB_BLOCKLESS_SKIPS`) are accepted. A list that leaves
+    the output layer to be quantized, or names block modules calc cannot place, is refused
+    (``quantization_skip_not_modelled``)."""
+    q = cfg.get("quantization_config")
+    if q is None:
+        return ()
+    if not isinstance(q, dict):
+        raise ConfigError("config_invalid_value", prefix + "quantization_config", q)
+    skip = q.get("llm_int8_skip_modules")
+    if q.get("quant_method") != "bitsandbytes" or q.get("load_in_4bit") is not True or skip is None:
+        return ()
+    key = prefix + "quantization_config.llm_int8_skip_modules"
+    if not isinstance(skip, list) or not all(isinstance(p, str) and p for p in skip):
+        raise ConfigError("config_invalid_value", key, skip)
+    for pattern in skip:
+        try:
+            re.compile(pattern)
+        except re.error:
+            raise ConfigError("config_invalid_value", key, pattern) from None
+    if _bnb_converts("lm_head", skip):
+        raise ConfigError("quantization_skip_not_modelled", key, skip)
+    if not named:
+        if set(skip) - BNB_BLOCKLESS_SKIPS:
+            raise ConfigError("quantization_skip_not_modelled", key, skip)
+        return ()
+    kept = []
+    for index in range(arch.num_layers):
+        for lin in arch.linears:
+            if not lin.quantizable or lin.kind != "linear":
+                continue
+            parent = BNB_MODULE_PARENTS[lin.role]
+            if not _bnb_converts(f"model.layers.{index}.{parent}.{lin.name}", skip):
+                kept.append((index, lin.name))
+    return tuple(kept)
 
 
 _WRAPPER_TEXT_TYPES = {

@@ -376,7 +376,11 @@ def gathered_weight_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, in
         return 0, 0
     arch = req.model
     if req.method is Method.QLORA:
-        quant = sum(l.count * l.weight_params for l in arch.block_linears if l.quantizable)
+        # the largest unit: a block whose skip-listed linears stay 16-bit, if any, holds more
+        quant = (
+            sum(l.count * l.weight_params for l in arch.block_linears if l.quantizable)
+            - arch.kept_16bit_block_params
+        )
         # replicated statistics are resident already: only the packed 4-bit data is gathered
         packed = (
             quant // 2
@@ -441,12 +445,22 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
         return not (quantized and l.quantizable)
 
     head = arch.vocab_size * arch.hidden_size
+    # a checkpoint's skip list keeps some 4-bit linears in 16 bits: copied like the others
+    kept = quantized and bool(arch.bnb_kept_16bit)
     if one_layer:
         return hyper + reg.compute_bytes * (
-            sum(l.count * l.weight_params for l in arch.block_linears if copied(l)) + head
+            sum(l.count * l.weight_params for l in arch.block_linears if copied(l))
+            + (arch.kept_16bit_block_params if kept else 0)
+            + head
         )
     return hyper + reg.compute_bytes * (
-        sum(arch.blocks_of(l) * l.count * l.weight_params for l in arch.linears if copied(l)) + head
+        sum(
+            (arch.blocks_of(l) - (arch.quantized_blocks(l) if quantized else 0))
+            * l.count
+            * l.weight_params
+            for l in arch.linears
+        )
+        + head
     )
 
 
@@ -981,7 +995,7 @@ def returned_logit_bytes(req: EstimateRequest, reg: st.Regime) -> int:
 
 WHOLE_LOGITS_MAX_TOKENS = 1024
 """Tokens of a micro-batch (``bsz * q_len``: micro-batch size x padded length) up to which
-Unsloth from b9fe2588 (2024-12-10) to 0528b4ce (2025-10-26) built the whole logits instead of
+Unsloth from b9fe2588 (2024-12-10) to 0cd0635a (2025-10-22) built the whole logits instead of
 its fused loss: ``models/llama.py`` ``CausalLM_fast_forward``, ``if bsz*q_len <= 1024:
 RETURN_LOGITS = True`` (``# < 1024 Normal Unsloth uses less VRAM!``); read with
 ``loss_whole_logits_small_batches``."""

@@ -311,6 +311,21 @@ def parse_estimate_request(data: object, command: str = "estimate") -> EstimateR
     if kwargs["fsdp_flat_parameters"] and kwargs["fsdp_fully_shard"]:
         # FSDP1's flat parameters and FSDP2's per-parameter sharding: one loop runs one of them
         raise InputError("fsdp_versions_conflict", "fsdp_fully_shard", True)
+    if (
+        arch.bnb_kept_16bit
+        and kwargs["method"] is Method.QLORA
+        and (
+            framework in (Framework.TORCHTUNE, Framework.LITGPT)
+            or kwargs["qlora_keeps_inputs"]
+            or kwargs["qlora_unchunked_quantization"]
+            or kwargs["qlora_output_layer_quantized"]
+        )
+    ):
+        # a skip list is read by transformers' 4-bit loading: torchtune and LitGPT quantize the
+        # model themselves and cannot load a 4-bit checkpoint; and where the 4-bit layers keep
+        # their inputs, are built whole on the GPU or include the output layer, blocks with a
+        # kept linear differ in what calc counts for every block alike
+        raise InputError("quantization_skip_not_modelled", "model", kwargs["framework"].value)
     if kwargs["moe_expert_layout"] is MoeExpertLayout.FUSED_3D:
         from .lora import as_stored_3d  # experts as 3-D tensors: QLoRA leaves them in 16 bits
 

@@ -28,7 +28,12 @@ What a schema cannot say, and the parser still checks:
   model's attention heads (``sequence_parallel_heads``), on softmax attention only
   (``sequence_parallel_not_modelled``);
 - ``model.hf_config`` must be a config.json calc can read (``calc.hf_config``): the schema only
-  says it is an object;
+  says it is an object; a bitsandbytes ``quantization_config`` whose ``llm_int8_skip_modules``
+  leaves the output layer to be quantized or names block modules calc cannot place, or one that
+  keeps block modules in 16 bits under a QLoRA stack that does not load 4-bit checkpoints
+  through transformers (torchtune, LitGPT) or whose 4-bit layers keep their inputs or are built
+  whole on the GPU, is refused
+  (``quantization_skip_not_modelled``);
 - ``checkpointing_granularity`` other than ``full`` needs ``gradient_checkpointing`` on
   (``checkpointing_granularity_without_checkpointing``), and ``every-n`` needs
   ``checkpointing_every`` (``missing_field``);

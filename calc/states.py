@@ -411,8 +411,10 @@ def selective_op_matmuls(req: EstimateRequest) -> tuple[Matmul, ...]:
 
 
 def quantized_weight_params(arch: ModelArch) -> int:
-    """Weights of the block linears QLoRA stores in NF4 (biases stay 16-bit)."""
-    return sum(arch.blocks_of(l) * l.count * l.weight_params for l in arch.linears if l.quantizable)
+    """Weights of the block linears QLoRA stores in NF4 (biases stay 16-bit), less those a
+    checkpoint's skip list keeps in 16 bits (:meth:`calc.arch.ModelArch.quantized_blocks`),
+    which count with the other dense weights."""
+    return sum(arch.quantized_blocks(l) * l.count * l.weight_params for l in arch.linears)
 
 
 def output_layer_quantized_params(req: EstimateRequest) -> int:

@@ -1155,8 +1155,13 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         eager_attention = EAGER_ATTENTION_EXTRA_OPS_FORWARD
     other += eager_attention
     # QLoRA: bitsandbytes wraps each 4-bit matmul in host ops of its own (dequantisation, casts)
+    # (per block, less the 16-bit linears of a checkpoint's skip list, which run none)
+    active = {l.name: l.active for l in arch.linears}
     quantized_linears = (
-        sum(l.active for l in arch.linears if l.quantizable) if req.method is Method.QLORA else 0
+        arch.num_layers * sum(l.active for l in arch.linears if l.quantizable)
+        - sum(active[name] for _, name in arch.bnb_kept_16bit)
+        if req.method is Method.QLORA
+        else 0
     )
     dq = req.qlora_double_quant
     bnb_fwd, bnb_bwd = (
@@ -1164,7 +1169,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         if req.torch_compile
         else (BNB_OPS_FORWARD[dq], BNB_OPS_BACKWARD[dq])
     )
-    bnb_ops = arch.num_layers * quantized_linears * (bnb_fwd * (1 + recompute) + bnb_bwd)
+    bnb_ops = quantized_linears * (bnb_fwd * (1 + recompute) + bnb_bwd)
     if req.fused_lora_kernels and adapters:
         # Unsloth's autograd functions: each adapted linear (its base matmul included) in the
         # counted calls of its forward, recomputation and backward; the rest op by op, eager

@@ -5,6 +5,7 @@ named by path, epochs and steps, and the ``framework`` key."""
 from __future__ import annotations
 
 from ..arch import ModelArch
+from ..hf_config import BNB_BLOCKLESS_SKIPS
 from ..jsontypes import JsonObject
 from ..fields import MAX_GRADIENT_BUCKET_MB
 from . import common, keys, sections
@@ -62,8 +63,24 @@ def _load_in(name: str) -> keys.Key:
     return keys.Key(read, ("method",))
 
 
+def _skip_modules(rep: Report, path: str, value: object, ctx: JsonObject) -> None:
+    """``llm_int8_skip_modules``: a list that names no block module changes nothing calc counts
+    (:data:`calc.hf_config.BNB_BLOCKLESS_SKIPS`); one that keeps block modules in 16 bits is
+    the model's to say (its ``config.json``'s ``quantization_config``, which
+    :func:`calc.hf_config.bnb_kept_16bit` reads), not the loop's."""
+    if value is None or (
+        isinstance(value, list)
+        and all(isinstance(v, str) for v in value)
+        and set(value) <= BNB_BLOCKLESS_SKIPS
+    ):
+        rep.ignore(path)
+    else:
+        rep.unknown(path, "bnb_skip_modules_in_model_config")
+
+
 BNB: dict[str, keys.Key] = {
     "bnb_4bit_use_double_quant": keys.Key(_double_quant, ("qlora_double_quant",)),
+    "llm_int8_skip_modules": keys.Key(_skip_modules, ()),
     # nf4 and fp4 both store 4 bits + one absmax per 64 weights
     **{
         name: keys.ignored()
@@ -73,7 +90,6 @@ BNB: dict[str, keys.Key] = {
             "quant_method",
             "bnb_4bit_quant_storage",
             "llm_int8_threshold",
-            "llm_int8_skip_modules",
         )
     },
 }

@@ -478,7 +478,7 @@ def test_unsloth_loss_computes_its_gradient_in_the_forward():
 
 
 def test_unsloth_2025_small_micro_batches_build_the_whole_logits():
-    # Unsloth b9fe2588..0528b4ce: bsz * q_len <= 1024 -> RETURN_LOGITS, the whole bf16 logits
+    # Unsloth b9fe2588..0cd0635a: bsz * q_len <= 1024 -> RETURN_LOGITS, the whole bf16 logits
     # kept by Fast_CrossEntropyLoss (2 V a token, their gradient written in place), fp32-copied
     # by accelerate's output conversion; above the cap, the fused loss as before
     small = {**UNSLOTH_8B, "seq_len": 512, "micro_batch_size": 2}

@@ -46,6 +46,7 @@ PINNED = (
     "llama3-gqa-tied/lora-save-both-tied",  # peft ensure_weight_tying: one copy for both tables
     "qwen3/qlora-kbit",  # prepare_model_for_kbit_training on the bf16 model: fp32 stream
     "gemma2/lora-loss16",  # a loop's cross-entropy on the soft-capped bf16 logits
+    "llama/qlora-skip-attn-kbit",  # a 4-bit checkpoint's skip list: block 0's attention 16-bit
 )
 
 _BY_ID = {s["id"]: s for s in setups()}

@@ -231,16 +231,23 @@ def quantize_linears(model: nn.Module, double_quant: bool, quant_storage: torch.
     when ``isinstance(module, Conv1D) or type(module) is nn.Linear``: GPT-2's ``Conv1D`` is
     quantized, an ``nn.Linear`` subclass (Falcon's ``FalconLinear``) is not. It skips
     ``get_keys_to_not_convert(model)`` (``quantizers/base.py``): tied weights, the last
-    parameter's module and the output embeddings (the LM head)."""
+    parameter's module and the output embeddings (the LM head); a checkpoint whose config
+    carries ``quantization_config.llm_int8_skip_modules`` skips that list instead
+    (``quantizers/base.py`` ``get_modules_to_not_convert``: the default keys only when the list
+    is ``None``), each module matched by ``quantizers/quantizers_utils.py``
+    ``should_convert_module``."""
     from transformers.pytorch_utils import Conv1D
     from transformers.quantizers.base import get_keys_to_not_convert
+    from transformers.quantizers.quantizers_utils import should_convert_module
 
-    skip = set(get_keys_to_not_convert(model))
+    quant = getattr(model.config, "quantization_config", None)
+    listed = quant.get("llm_int8_skip_modules") if isinstance(quant, dict) else None
+    skip = set(get_keys_to_not_convert(model)) if listed is None else set()
     replaced = []
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
             full = f"{name}.{child_name}" if name else child_name
-            if full in skip:
+            if full in skip or (listed is not None and not should_convert_module(full, listed)):
                 continue
             if isinstance(child, Conv1D):
                 quantized = Linear4bitModel.from_conv1d(child, double_quant, quant_storage)
