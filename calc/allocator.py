@@ -549,9 +549,8 @@ class CachingAllocator:
         twins: dict[int, _Block] = {}
         new_live = dict(live)
         copied: list[_Block] = []
-        for key, b in live.items():
-            if key in kept:
-                continue
+        for key in live.keys() - kept if kept else live:  # the kept blocks are shared
+            b = live[key]
             c = make(cls)
             c.size = b.size
             c.addr = addr = b.addr
