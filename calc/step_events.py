@@ -545,8 +545,10 @@ class StepReplay:
         # the release there, for fits
         self._start: tuple[int, _Progress] | None = None
         self._released: dict[int, _Released] = {}
-        # the unlimited replay copied at the start of its last steps (see _advance)
+        # the unlimited replay copied before device allocations of its last steps (see
+        # _advance), and the events it ran since the last copy (None: none yet)
         self._marks: list[tuple[int, _Progress]] = []
+        self._since_mark: int | None = None
         self._req = req
         self._bounds: list[float] | None = None  # built when a step first stands for another
         self._bands: dict[int, int] = {}
@@ -603,6 +605,7 @@ class StepReplay:
         needs: list[int] = []
         run.a.device_needs = needs
         self._marks = []
+        self._since_mark = None
         marks = None if self.config.expandable_segments else self._marks
         result = run.a.result(self._advance(run, marks))
         # the largest need so far, at each device allocation: sorted, so the first
@@ -621,8 +624,9 @@ class StepReplay:
         """Run ``run`` on from where it stands to the end: -1 when it fits, else the index
         of the step that ran out of memory (see :meth:`replay`), or :data:`_PAUSED` when
         the allocator paused (``pause_before``; ``run`` then stands before that event).
-        ``marks``: a copy of ``run`` at the start of each of the last :data:`MARKED_STEPS`
-        steps it runs (not the first), with the device allocations made before it.
+        ``marks``: copies of ``run`` standing before device allocations of the last
+        :data:`MARKED_STEPS` steps it runs (not the first), with the device allocations made
+        before each (:meth:`_run_marking`).
         ``until``: a place (step, offset in it; the offset not 0) not behind ``run``: there
         the run stops and returns :data:`_AT` (unless it skips that step or stops before)."""
         a, live = run.a, run.live
@@ -646,8 +650,6 @@ class StepReplay:
                         run.index += 1
                         continue
                 run.version = version
-                if marks is not None and index >= max(1, len(groups) - MARKED_STEPS):
-                    marks.append((a.num_device_alloc, run.copy()))
             events = self._events(index)
             if until is not None and until[0] == index:
                 stop = a.run(events[run.offset : until[1]], live)
@@ -656,7 +658,11 @@ class StepReplay:
                     return _PAUSED if a.paused else index
                 run.offset = until[1]
                 return _AT
-            stop = a.run(events[run.offset :] if run.offset else events, live)
+            if marks is not None and index >= max(1, len(groups) - MARKED_STEPS):
+                self._run_marking(run, events, marks)
+                stop = -1
+            else:
+                stop = a.run(events[run.offset :] if run.offset else events, live)
             if stop >= 0:
                 run.offset += stop
                 return _PAUSED if a.paused else index
@@ -666,6 +672,43 @@ class StepReplay:
                 run.witnesses.append(group)
             run.index += 1
         return -1
+
+    def _run_marking(
+        self, run: _Progress, events: list[Event], marks: list[tuple[int, _Progress]]
+    ) -> None:
+        """The rest of a step of the unlimited replay (:meth:`_advance`'s ``marks``), keeping a
+        copy of ``run`` standing before a device allocation (paused there: ``pause_before``)
+        with the count of those made before it: before the first of these steps' device
+        allocations, then before any that comes :data:`MARK_SPACING` events or more after the
+        last copy. The walk's pauses and :meth:`fits` start from the last copy before the
+        allocation they stop at (:meth:`_pause`): so they replay at most the events since it,
+        not those since the start of the step; a step without device allocations keeps none
+        (no pause stops in it)."""
+        a, live, end = run.a, run.live, len(events)
+        while run.offset < end:
+            at = run.offset
+            if self._since_mark is not None and self._since_mark < MARK_SPACING:
+                # no copy this close to the last: run on to where one may be kept again
+                stop = min(end, at + MARK_SPACING - self._since_mark)
+                if a.run(events[at:stop], live) >= 0:
+                    raise AssertionError("the unlimited replay stopped")
+                self._since_mark += stop - at
+                run.offset = stop
+                continue
+            a.pause_before = a.num_device_alloc  # stop before the next device allocation
+            stop = a.run(events[at:], live)
+            a.pause_before = -1
+            if stop < 0:
+                if self._since_mark is not None:
+                    self._since_mark += end - at
+                run.offset = end
+                return
+            if not a.paused:
+                raise AssertionError("the unlimited replay stopped")
+            a.paused = False
+            run.offset = at + stop
+            marks.append((a.num_device_alloc, run.copy()))
+            self._since_mark = 0  # the allocation itself runs next, without a pause
 
     def min_capacity(self, unlimited: al.Replay | None = None) -> int:
         """The allocator capacity from which every larger one runs the sequence
@@ -768,7 +811,8 @@ class StepReplay:
 
     def _pause(self, state: _Progress, k: int) -> _Progress:
         """A copy of ``state`` run on with no limit to just before its device allocation
-        ``k``; from the start, from the unlimited replay's last copy before it.
+        ``k``; from the start, from the unlimited replay's last copy before it (each stands
+        before a device allocation: :meth:`_run_marking`).
 
         The walk pauses one state at one allocation after another, from the last down
         (:func:`calc.allocator.capacity_threshold`): so on the way to ``k`` the run keeps a
@@ -777,13 +821,13 @@ class StepReplay:
         later pause of the same state at or after that one starts from the copy (the same
         replay, shorter)."""
         start = state
+        from_copy = False  # whether start stands just before a device allocation already
         if state.index < 0 and not state.offset and not state.a.num_device_alloc:
             for count, mark in reversed(self._marks):
                 if count <= k:
-                    start = mark
+                    start, from_copy = mark, True
                     break
         kept = self._pause_copies.get(id(state))
-        from_copy = False
         if kept is not None and kept[0] is state:
             for copy in kept[1]:
                 # a copy stands just before its allocation: past a mark or the state of its count
@@ -919,9 +963,15 @@ than the last; chosen for time, the replays are the same)."""
 
 
 MARKED_STEPS = 2
-"""The unlimited replay keeps a copy of itself at the start of each of its last this many
-steps (:meth:`StepReplay._advance`): the capacity search's replays first differ from it
-late (at one of the last device allocations, the largest), and run on from there."""
+"""The unlimited replay keeps copies of itself in its last this many steps
+(:meth:`StepReplay._advance`): the capacity search's replays first differ from it late (at
+one of the last device allocations, the largest), and run on from there."""
+
+MARK_SPACING = 256
+"""In :data:`MARKED_STEPS`, the unlimited replay keeps a copy of itself before a device
+allocation that comes at least this many events after its last copy
+(:meth:`StepReplay._run_marking`). Chosen for time: a copy costs about what replaying a few
+hundred events does; the replays are the same."""
 
 
 class _Released:
