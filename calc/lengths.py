@@ -103,6 +103,7 @@ longest of :data:`SAMPLES` (not the draw's own, which could lie above the figure
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from collections.abc import Callable
@@ -605,10 +606,17 @@ def _normal_draws(count: int, seed: int = SEED) -> tuple[float, ...]:
     once: every request shares them, so two requests that differ in one value (a solver's
     steps, a plan's variants) see the same samples, longer or shorter."""
     import random
+    import statistics
 
     rng = random.Random(seed)
-    draw, inv = rng.random, _normal().inv_cdf
-    return tuple(inv(draw() or 1e-300) for _ in range(count))
+    draw = rng.random
+    probabilities = [draw() or 1e-300 for _ in range(count)]
+    # NormalDist().inv_cdf(p) is _normal_dist_inv_cdf(p, 0.0, 1.0) once it has checked that
+    # 0 < p < 1 (as every draw is): called directly, over the list in C, where it exists
+    inv = getattr(statistics, "_normal_dist_inv_cdf", None)
+    if inv is None:
+        return tuple(map(_normal().inv_cdf, probabilities))
+    return tuple(map(inv, probabilities, itertools.repeat(0.0), itertools.repeat(1.0)))
 
 
 def sample_lengths(

@@ -158,7 +158,10 @@ def _layered(
 def lengths_of(req: EstimateRequest, micro_batch_tokens: Sequence[int]) -> list[int]:
     """Padded length of each micro-batch from its token count (``micro_batch_size`` rows,
     each padded to the batch's longest sample): ``ceil(tokens / micro_batch_size)``."""
-    return [-(-int(t) // req.micro_batch_size) for t in micro_batch_tokens]
+    size = req.micro_batch_size
+    if size == 1:
+        return list(map(int, micro_batch_tokens))
+    return [-(-int(t) // size) for t in micro_batch_tokens]
 
 
 @contextmanager
