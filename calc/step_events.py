@@ -548,7 +548,7 @@ class StepReplay:
         # the release there, for fits
         self._start: tuple[int, _Progress] | None = None
         self._released: dict[int, _Released] = {}
-        # the unlimited replay copied before device allocations of its last steps (see
+        # the unlimited replay copied before device allocations of its later steps (see
         # _advance), and the events it ran since the last copy (None: none yet)
         self._marks: list[tuple[int, _Progress]] = []
         self._since_mark: int | None = None
@@ -600,8 +600,8 @@ class StepReplay:
         :func:`calc.allocator.replay` of the whole sequence gives it; ``failed_at`` is the
         index of the optimizer step that ran out of memory (-1: it fits; the weights
         count as step 0). Unlimited, it also keeps what each device allocation needed and
-        copies of itself at the start of its last steps (:meth:`capacity_threshold` starts
-        from them)."""
+        copies of itself before device allocations of its later steps
+        (:meth:`capacity_threshold` starts from them)."""
         run = _Progress(al.CachingAllocator(capacity_bytes, self.config), self._kept)
         if capacity_bytes is not None:
             return run.a.result(self._advance(run))
@@ -627,9 +627,8 @@ class StepReplay:
         """Run ``run`` on from where it stands to the end: -1 when it fits, else the index
         of the step that ran out of memory (see :meth:`replay`), or :data:`_PAUSED` when
         the allocator paused (``pause_before``; ``run`` then stands before that event).
-        ``marks``: copies of ``run`` standing before device allocations of the last
-        :data:`MARKED_STEPS` steps it runs (not the first), with the device allocations made
-        before each (:meth:`_run_marking`).
+        ``marks``: copies of ``run`` standing before device allocations of the steps it runs
+        after the first, with the device allocations made before each (:meth:`_run_marking`).
         ``until``: a place (step, offset in it; the offset not 0) not behind ``run``: there
         the run stops and returns :data:`_AT` (unless it skips that step or stops before)."""
         a, live = run.a, run.live
@@ -661,7 +660,7 @@ class StepReplay:
                     return _PAUSED if a.paused else index
                 run.offset = until[1]
                 return _AT
-            if marks is not None and index >= max(1, len(groups) - MARKED_STEPS):
+            if marks is not None and index:
                 self._run_marking(run, events, marks)
                 stop = -1
             else:
@@ -965,16 +964,13 @@ copy of its run, for the walk's next pauses of the same state (each one allocati
 than the last; chosen for time, the replays are the same)."""
 
 
-MARKED_STEPS = 2
-"""The unlimited replay keeps copies of itself in its last this many steps
-(:meth:`StepReplay._advance`): the capacity search's replays first differ from it late (at
-one of the last device allocations, the largest), and run on from there."""
-
-MARK_SPACING = 256
-"""In :data:`MARKED_STEPS`, the unlimited replay keeps a copy of itself before a device
+MARK_SPACING = 512
+"""In the steps after the first, the unlimited replay keeps a copy of itself before a device
 allocation that comes at least this many events after its last copy
-(:meth:`StepReplay._run_marking`). Chosen for time: a copy costs about what replaying a few
-hundred events does; the replays are the same."""
+(:meth:`StepReplay._run_marking`): the capacity search's replays first differ from it late
+(at one of the last device allocations, the largest), and run on from the last copy before
+it. Chosen for time: a copy costs about what replaying a few hundred events does, and the
+first step, which opens most segments, keeps none; the replays are the same."""
 
 
 class _Released:
