@@ -213,6 +213,9 @@ class CachingAllocator:
         # stop (as :attr:`pause_before` does, with ``paused`` set) at the first device
         # allocation whose need reaches this many bytes, its need recorded in device_needs
         self.need_limit: int | None = None
+        # the best fits the inline loop makes, when a list (see repeats_from_cache): each
+        # allocation served by a larger cached block and each device allocation, in order
+        self.choices: list[tuple[bool, int, int, bool]] | None = None
         # expandable segments: the bytes of the pages that held blocks touch (each page
         # once), now and at most; the pages two held blocks share, with how many touch them
         self.footprint = 0
@@ -594,6 +597,7 @@ class CachingAllocator:
         new._tail = [None, None]
         new._base = list(self._base)
         new.device_needs = None
+        new.choices = None
         return new, new_live
 
     def shape(self, live: dict[Any, _Block], kept: frozenset[Any] = frozenset()) -> tuple[Any, ...]:
@@ -681,6 +685,7 @@ class CachingAllocator:
         round_add, round_mask = MIN_BLOCK_BYTES - 1, -MIN_BLOCK_BYTES  # a power of two
         mss = self._mss
         oversize = self.config.max_split_size_bytes is not None
+        choices = self.choices
         pop = live.pop
         allocated, peak = self.allocated, self.peak_allocated
         try:
@@ -711,11 +716,15 @@ class CachingAllocator:
                             del keys[j]
                             if block.prev is None and block.next is None:
                                 pool.whole -= bsize
+                            if choices is not None and bsize > size:
+                                choices.append((pool is small, size, bsize, False))
                     if block is None:
                         try:
                             block = self._device_block(pool, size)
                         except OutOfMemory:
                             return i
+                        if choices is not None:
+                            choices.append((pool is small, size, block.size, True))
                     bsize = block.size
                     remaining = bsize - size
                     if (
@@ -1040,6 +1049,33 @@ def release_and_retry(
         raise AssertionError("the retry after the release did not run as expected")
     a.capacity = None
     return need - cached, True
+
+
+def repeats_from_cache(choices: Sequence[tuple[bool, int, int, bool]]) -> bool:
+    """Whether events that free all they allocate and nothing else, run once (unlimited, no
+    ``max_split_size_mb``, the default rounding) with these best fits
+    (:attr:`CachingAllocator.choices`), run again from the state they left make no device
+    allocation, and the same choices: so that second run leaves the state as it found it
+    and reaches no new peak (it can be skipped).
+
+    Why: once they are all freed, the free blocks are the maximal free ranges of each
+    segment (``free_block`` merges free neighbours), so the state they leave is the one they
+    found plus the segments they opened, each one whole free block. The second run meets
+    those segments early: it makes the first run's choices, with each device allocation
+    served by the segment it opened, unless at some allocation before a segment was opened
+    that segment (same pool) would have been the best fit: at least the request and smaller
+    than the block taken (a tie goes to the lower address, never the newer segment's). That
+    is checked here, for every choice against the segments opened after it; an allocation
+    that a block of its own size served cannot be bettered (not listed)."""
+    later: tuple[list[int], list[int]] = ([], [])  # per pool: segments opened later, sorted
+    for small, size, block, device in reversed(choices):
+        opened = later[small]
+        i = bisect.bisect_left(opened, size)
+        if i < len(opened) and opened[i] < block:
+            return False
+        if device:
+            bisect.insort(opened, block)
+    return True
 
 
 def _live_floor(events: Iterable[Event], config: AllocatorConfig) -> int:

@@ -514,6 +514,12 @@ class StepReplay:
     this second case assumes that the allocator's outcome is monotone in the sizes, which ``tests/calc/test_allocator.py`` checks against the full
     replay). The first step (it creates the optimizer states, kept for good) always runs.
 
+    The unlimited replay also skips a step whose lengths repeat the step just before it
+    when the best fits that one made show, exactly, that run again from the state it left
+    it makes no device allocation, reaches no new peak and leaves that state as it is
+    (:func:`calc.allocator.repeats_from_cache`): the data's last growing step and the
+    steady step after it (:data:`STEADY_STEPS`), though the growing step opened segments.
+
     A step's events are built once per distinct lengths (its keys are its own: every key
     it allocates it frees), so the capacity search's replays reuse them."""
 
@@ -525,6 +531,10 @@ class StepReplay:
     ) -> None:
         self.config = allocator_config(req) if config is None else config
         self.groups = optimizer_steps(req, list(seq_lens)) or [()]
+        # a step repeated from the state it left is skipped only on these rules (see _advance)
+        self._repeats_apply = (
+            al.threshold_applies(self.config) and self.config.roundup_power2_divisions <= 1
+        )
         self._builder = _Builder(req)
         self._resident = self._builder.resident()
         self._first = self._builder.step(self.groups[0])
@@ -552,6 +562,9 @@ class StepReplay:
         # _advance), and the events it ran since the last copy (None: none yet)
         self._marks: list[tuple[int, _Progress]] = []
         self._since_mark: int | None = None
+        # the step of the unlimited replay that the next one repeats without a device
+        # allocation (see _advance), or None
+        self._repeated: int | None = None
         self._req = req
         self._bounds: list[float] | None = None  # built when a step first stands for another
         self._bands: dict[int, int] = {}
@@ -609,6 +622,7 @@ class StepReplay:
         run.a.device_needs = needs
         self._marks = []
         self._since_mark = None
+        self._repeated = None
         marks = None if self.config.expandable_segments else self._marks
         result = run.a.result(self._advance(run, marks))
         # the largest need so far, at each device allocation: sorted, so the first
@@ -652,6 +666,18 @@ class StepReplay:
                         run.index += 1
                         continue
                 run.version = version
+                if marks is not None and index > 1 and self._repeated == index - 1:
+                    # the same events as the step before (a later step of the same lengths),
+                    # which showed that run again from the state it left they make no device
+                    # allocation and change nothing (calc.allocator.repeats_from_cache): as
+                    # if run, keeping no copy
+                    if self._since_mark is not None:
+                        self._since_mark += len(self._events(index))
+                    self._repeated = None
+                    run.witnesses = [w for w in run.witnesses if not self._covers(group, w)]
+                    run.witnesses.append(group)
+                    run.index += 1
+                    continue
             events = self._events(index)
             if until is not None and until[0] == index:
                 stop = a.run(events[run.offset : until[1]], live)
@@ -661,7 +687,22 @@ class StepReplay:
                 run.offset = until[1]
                 return _AT
             if marks is not None and index:
+                # a later step whose events the next one repeats: its choices kept, to see
+                # whether that one needs running (the unlimited replay's rules, see
+                # threshold_applies, and the whole step run here)
+                record = (
+                    not run.offset
+                    and self._repeats_apply
+                    and index + 1 < len(groups)
+                    and groups[index + 1] == group  # the same list of events (_events)
+                    and events is not self._first  # a later step's own: it keeps nothing
+                )
+                a.choices = [] if record else None
                 self._run_marking(run, events, marks)
+                if record:
+                    assert a.choices is not None
+                    self._repeated = index if al.repeats_from_cache(a.choices) else None
+                a.choices = None
                 stop = -1
             else:
                 stop = a.run(events[run.offset :] if run.offset else events, live)

@@ -1097,3 +1097,97 @@ def test_layer_probe_finds_the_repeated_layers_in_the_events():
     steps = StepReplay(req, [1024])
     runs = layer_bounds(steps._events(0), req.model.num_layers)
     assert [count for _, _, count in runs[:2]] == [16, 16]
+
+
+def _closed_events(seed, count=300, start=0):
+    """A random sequence that frees every key it allocates (keys from ``start``), sizes of
+    every class: a step's shape."""
+    import random
+
+    rng = random.Random(seed)
+    events, live = [], []
+    for i in range(start, start + count):
+        if live and rng.random() < 0.45:
+            events.append(("free", live.pop(rng.randrange(len(live)))))
+        else:
+            size = rng.choice([rng.randint(1, 2 * MiB), rng.randint(MiB, 12 * MiB)])
+            events.append(("alloc", i, rng.choice([size, rng.randint(10 * MiB, 90 * MiB)])))
+            live.append(i)
+    rng.shuffle(live)
+    return events + [("free", key) for key in live]
+
+
+def test_a_repeat_that_repeats_from_cache_changes_nothing():
+    """``repeats_from_cache``: a closed sequence run from a cache with held blocks (a random
+    history), its best fits kept; where they say so, the same sequence run again from the
+    state it left makes no device allocation, reaches no new peak and leaves that state as
+    it found it (its shape and every count). Over the seeds both answers come up."""
+    answers = set()
+    for seed in range(60):
+        history = [ev for ev in _random_events(seed, count=400) if ev[0] != "mark"]
+        a, live = al.CachingAllocator(), {}
+        a.run(history, live)
+        step = _closed_events(seed, start=10_000)
+        a.choices = []
+        a.run(step, live)
+        choices, a.choices = a.choices, None
+        before = _state(a), a.shape(live)
+        a.run(step, live)
+        repeats = al.repeats_from_cache(choices)
+        if repeats:
+            assert (_state(a), a.shape(live)) == before, seed
+        answers.add(repeats)
+    assert answers == {True, False}
+
+
+def test_repeats_from_cache_refuses_a_repeat_that_a_new_segment_serves_earlier():
+    """A 25 MiB request takes the cached 50 MiB block, then 40 MiB opens a segment: run
+    again, the 40 MiB segment is the better fit for 25 MiB (smaller than 50 MiB), so the
+    second run chooses otherwise, and the repeat is refused."""
+    a, live = al.CachingAllocator(), {}
+    a.run([("alloc", "x", 50 * MiB), ("free", "x")], live)
+    step = [("alloc", 1, 25 * MiB), ("alloc", 2, 40 * MiB), ("free", 1), ("free", 2)]
+    a.choices = []
+    a.run(step, live)
+    assert a.choices == [(False, 25 * MiB, 50 * MiB, False), (False, 40 * MiB, 40 * MiB, True)]
+    assert not al.repeats_from_cache(a.choices)
+    first, a.choices = a.choices, []
+    a.run(step, live)
+    assert a.choices == [(False, 25 * MiB, 40 * MiB, False), (False, 40 * MiB, 50 * MiB, False)]
+    assert a.choices != first
+
+
+@pytest.mark.parametrize(
+    "body, lengths",
+    [
+        (
+            {"model": "llama-3.2-1b", "method": "lora", "micro_batch_size": 4},
+            [300, 900, 900, 900, 2000, 2000, 700, 2000],
+        ),
+        (
+            {"model": "gpt2", "method": "full", "micro_batch_size": 8},
+            [512, 1024, 1024, 640, 1024, 2048, 2048],
+        ),
+        (
+            {
+                "model": "qwen2.5-0.5b",
+                "method": "qlora",
+                "micro_batch_size": 2,
+                "gradient_accumulation_steps": 2,
+            },
+            [400, 800, 1200, 600, 1200, 600, 1600, 1600, 1600, 1600],
+        ),
+    ],
+)
+def test_step_replay_with_repeated_steps_equals_the_full_replay(body, lengths):
+    """Steps of the same lengths after one another (the data's growing steps end with one,
+    :data:`calc.step_events.STEADY_STEPS`): the unlimited replay skips a repeat that
+    ``repeats_from_cache`` clears, and its peaks and the capacity walk are the full
+    replay's, to the byte."""
+    req = parse_estimate_request(body)
+    events = step_events(req, lengths)
+    steps = StepReplay(req, lengths)
+    assert steps.replay() == al.replay(events)
+    flat = al._FlatEvents(events, al.DEFAULT_CONFIG)
+    full = al.capacity_threshold(flat.root(), flat.continuation, flat.pause, flat.release)
+    assert steps.capacity_threshold() == full
