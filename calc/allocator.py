@@ -916,7 +916,7 @@ def threshold_applies(config: AllocatorConfig) -> bool:
 
 def capacity_threshold(
     root: Any,
-    continuation: Callable[[Any, int], tuple[list[int], int, Any]],
+    continuation: Callable[[Any, int, int], tuple[list[int], int, Any]],
     pause: Callable[[Any, int], Any],
     release: Callable[[Any], tuple[int, Any]],
     budget: int = THRESHOLD_REPLAYS,
@@ -943,15 +943,17 @@ def capacity_threshold(
     it. ``budget``: the continuations replayed at most; when they are used up, the bound
     proven so far is returned (not exact).
 
-    ``continuation(state, hi)`` may stop at the first device allocation whose need reaches
-    ``hi`` (that need the last of its list): the allocations after it need more still, so
-    they only lie above the band and the walk is the same. It then also returns the
-    replay standing before that allocation (what ``pause`` would give there, which the walk
-    then takes instead), else ``None``."""
+    ``continuation(state, hi, lo)`` may stop at the first device allocation whose need
+    reaches ``hi`` (that need the last of its list): the allocations after it need more
+    still, so they only lie above the band and the walk is the same. It then also returns
+    the replay standing before that allocation (what ``pause`` would give there, which the
+    walk then takes instead), else ``None``. ``lo``: the bottom of the band; the walk pauses
+    ``state`` only at allocations whose running maximum of needs exceeds it (a replay may
+    keep a copy of itself before the first of these for those pauses)."""
     left = [budget]
 
     def explore(state: Any, lo: int, hi: int) -> tuple[int, bool]:
-        needs, base, stopped = continuation(state, hi)
+        needs, base, stopped = continuation(state, hi, lo)
         left[0] -= 1
         peaks = list(itertools.accumulate(needs, max))
         x = min(hi, max(lo, peaks[-1] if peaks else 0))
@@ -1007,9 +1009,9 @@ class _FlatEvents:
         return a, live, state[2]
 
     def continuation(
-        self, state: FlatState, hi: int = _TOP_CAPACITY
+        self, state: FlatState, hi: int = _TOP_CAPACITY, lo: int = 0
     ) -> tuple[list[int], int, None]:
-        """The whole unlimited run on from ``state`` (never stopped at ``hi``)."""
+        """The whole unlimited run on from ``state`` (never stopped at ``hi``; ``lo`` unused)."""
         a, live, at = self._copy(state)
         needs: list[int] = []
         a.capacity, a.device_needs = None, needs

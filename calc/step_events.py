@@ -782,11 +782,15 @@ class StepReplay:
             self._pause_copies = {}
             self._seen = []
 
-    def _continuation(self, state: _Progress, hi: int) -> tuple[list[int], int, _Progress | None]:
+    def _continuation(
+        self, state: _Progress, hi: int, lo: int = 0
+    ) -> tuple[list[int], int, _Progress | None]:
         """The needs of the device allocations ``state`` makes on from where it stands with no
         limit, and how many it made before; stopped at the first that needs ``hi`` or more
         (see :func:`calc.allocator.capacity_threshold`), the run then standing before it
-        (else ``None``)."""
+        (else ``None``). On the way it keeps a copy of itself before the first device
+        allocation (not its first) that needs more than ``lo``, for the pauses of ``state``
+        (:meth:`_advance_from`)."""
         if state.index < 0 and not state.offset and not state.a.num_device_alloc:
             assert self._needs is not None  # the unlimited replay from the start
             return list(self._needs), 0, None
@@ -806,10 +810,12 @@ class StepReplay:
                     return needs, base, spliced[0]
         run = state.copy()
         a = run.a
-        a.capacity, a.device_needs, a.need_limit = None, needs, hi
+        a.capacity, a.device_needs = None, needs
+        # first stopped above lo (if that lies below hi), then at hi
+        a.need_limit = lo + 1 if lo + 1 < hi else hi
         code = None
         for seen in ahead:
-            code = self._advance(run, until=seen.at)
+            code = self._advance_from(run, state, hi, seen.at)
             if code != _AT:
                 break
             if seen.cheap == _cheap_shape(run) and seen.shape == run.shape():
@@ -818,13 +824,43 @@ class StepReplay:
                     return needs, base, spliced[0]
             code = None
         if code is None:
-            code = self._advance(run)
+            code = self._advance_from(run, state, hi)
         stopped = code == _PAUSED
         a.device_needs, a.need_limit, a.paused = None, None, False
         if state.index >= 0:
             record = _Seen(state, shape, list(needs), run.copy() if stopped else None)
             bisect.insort(self._seen, record, key=_seen_at)
         return needs, base, run if stopped else None
+
+    def _advance_from(
+        self, run: _Progress, state: _Progress, hi: int, until: tuple[int, int] | None = None
+    ) -> int:
+        """:meth:`_advance` of the continuation ``run`` of ``state`` (its ``device_needs``
+        kept, its ``need_limit`` at ``hi``, or first just above the band's bottom): where it
+        stops below ``hi`` (the first device allocation that needs more than the bottom),
+        a copy of it is kept for the pauses of ``state`` (:meth:`_pause` starts from the
+        last copy before the allocation it stops at), unless that is the first device
+        allocation of the run (the copy would stand about where ``state`` does), and it runs
+        on to ``hi``. The walk pauses ``state`` only at allocations that need more than the
+        bottom (:func:`calc.allocator.capacity_threshold`): each then replays from the copy,
+        not from ``state``. A copy stands before its allocation, as the ones :meth:`_pause`
+        keeps do: the need the stop counted is taken back."""
+        a = run.a
+        needs = a.device_needs
+        assert needs is not None
+        while True:
+            code = self._advance(run, until=until)
+            if code != _PAUSED or a.need_limit == hi or needs[-1] >= hi:
+                return code
+            needs.pop()  # counted again when the allocation runs
+            a.paused, a.need_limit = False, hi
+            if a.num_device_alloc > state.a.num_device_alloc:
+                copy = run.copy()
+                copy.a.need_limit = None
+                kept = self._pause_copies.get(id(state))
+                if kept is None or kept[0] is not state:
+                    kept = self._pause_copies[id(state)] = (state, [])
+                kept[1].append(copy)
 
     def _splice(self, seen: _Seen, needs: list[int], hi: int) -> tuple[_Progress | None] | None:
         """A continuation (or the state it begins from) stands where ``seen``'s began, in

@@ -686,8 +686,8 @@ def test_the_walks_shortcuts_leave_the_search_unchanged():
     stopped = []
     original = steps._continuation
 
-    def counted(state, hi):
-        needs, base, paused = original(state, hi)
+    def counted(state, hi, lo):
+        needs, base, paused = original(state, hi, lo)
         stopped.append(paused is not None)
         if paused is not None:
             assert needs[-1] >= hi > max(needs[:-1], default=0)
