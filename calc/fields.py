@@ -455,8 +455,12 @@ FIELDS: tuple[FieldSpec, ...] = (
             "``pad-max``, "
             'padded to ``seq_len`` (``padding="max_length"``, axolotl ``pad_to_sequence_len``); '
             "``packed``, rows of ``seq_len`` tokens of real data (TRL / LLaMA-Factory ``packing``, "
-            "axolotl ``sample_packing``). Read only with ``length_stats``: without it every sample "
-            "fills ``seq_len`` and the four are the same."
+            "axolotl ``sample_packing``); ``padding-free``, each micro-batch one row of its own "
+            "samples end to end, positions restarting at each (TRL ``padding_free`` without "
+            "packing, ``DataCollatorForLanguageModeling(padding_free=True)``; Unsloth turns it on "
+            "by itself): no padding, each sample attending within itself "
+            "(:func:`calc.lengths.as_rows`). Read only with ``length_stats``: without it every "
+            "sample fills ``seq_len`` and the five are the same."
         ),
     ),
     _bool("gradient_checkpointing", True, READER),

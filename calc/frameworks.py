@@ -173,6 +173,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "chunked_loss": True,
         "loss_grad_in_forward": True,
         "loss_whole_logits_small_batches": False,
+        "batching": "padding-free",
         "fused_lora_kernels": True,
         "activation_offload": True,
         "lora_dropout": 0.0,
@@ -494,6 +495,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "the whole logits, at any size (the 'bsz * q_len <= 1024' branch keeps RETURN_LOGITS "
         "False since 0cd0635a, 2025-10-22; from b9fe2588, 2024-12-10, it built them for "
         "micro-batches of at most 1024 tokens: loss_whole_logits_small_batches)",
+        "batching": "Unsloth 2026.8.19 (015bdef0d9) trainer.py: _should_auto_padding_free (lines "
+        "118-121) and the SFTTrainer patch (lines 903-912: configure_padding_free when "
+        "padding_free is unset and packing off; 'Padding-free auto-enabled'), from 75e0d7ce "
+        "(2025-12-10); not on PADDING_FREE_BLOCKLIST (gemma2, gpt_oss) nor hybrid stacks",
         "loss_whole_logits_small_batches": "Unsloth 2026.8.19 (015bdef0d9) models/llama.py "
         "lines 1466-1469: 'if bsz * q_len <= 1024 and not RETURN_LOGITS: RETURN_LOGITS = False' "
         "(since 0cd0635a, 2025-10-22; from b9fe2588, 2024-12-10, the same line set it True)",
@@ -863,6 +868,28 @@ Outside those setups the key keeps its own default (no warning for a choice the 
 not make)."""
 
 
+UNSLOTH_PADDING_FREE_BLOCKED = frozenset({"gemma2", "gpt_oss"})
+"""Model families on which Unsloth does not turn padding-free batching on by itself (Unsloth
+2026.8.19, 015bdef0d9, ``trainer.py`` ``PADDING_FREE_BLOCKLIST``: Gemma 2's soft-capped
+attention under ``torch.compile``, gpt-oss's flex attention), beside the hybrid
+linear-attention and state-space stacks it detects by structure."""
+
+
+def _unsloth_padding_free(values: JsonObject) -> bool:
+    """Unsloth's trainer turns ``padding_free`` on when the config leaves it unset and does not
+    pack (2026.8.19 ``trainer.py`` ``_should_auto_padding_free``, from 75e0d7ce, 2025-12-10), but
+    not on the families of :data:`UNSLOTH_PADDING_FREE_BLOCKED` nor on hybrid stacks; a model
+    calc cannot read keeps the key's own default (its error comes from the model itself)."""
+    from .errors import ConfigError, InputError
+    from .request import resolve_model
+
+    try:
+        arch, _ = resolve_model(values.get("model"))
+    except (ConfigError, InputError):
+        return False
+    return arch.family not in UNSLOTH_PADDING_FREE_BLOCKED and not arch.hybrid
+
+
 def _kbit_prepared(values: JsonObject) -> bool:
     """TRL's SFTTrainer re-casts the embedding and output layer only where it prepared the
     4-bit model (the request's ``qlora_prepare_kbit``)."""
@@ -900,7 +927,7 @@ PROFILE_APPLIES_WHEN: dict[Framework, dict[str, Callable[[JsonObject], bool]]] =
         "lora_adapter_dtype": _llamafactory_fp32_adapters,
         "weights_loaded_16bit": _adapters,
     },
-    Framework.UNSLOTH: {"weights_loaded_16bit": _adapters},
+    Framework.UNSLOTH: {"weights_loaded_16bit": _adapters, "batching": _unsloth_padding_free},
 }
 """Conditions of one profile's entry, in place of :data:`APPLIES_WHEN`'s for that key: where one
 library takes a code path only in some setups (outside them the key keeps its own default)."""

@@ -107,7 +107,7 @@ import itertools
 import math
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from functools import lru_cache, reduce
 from typing import TYPE_CHECKING
@@ -164,6 +164,7 @@ class Batching(str, Enum):
     GROUPED = "grouped"
     PAD_MAX = "pad-max"
     PACKED = "packed"
+    PADDING_FREE = "padding-free"
 
 
 class PackedAttention(str, Enum):
@@ -571,9 +572,16 @@ class DataShape:
     samples: int | None = None  # samples the run sees (None: not said)
 
     @property
+    def rows(self) -> int:
+        """Rows of one micro-batch: ``micro_batch_size``, or one with ``padding-free`` batching
+        (the samples end to end)."""
+        return 1 if self.batching is Batching.PADDING_FREE else self.micro_batch_size
+
+    @property
     def peak_length(self) -> int:
-        """Padded tokens per sample of the longest micro-batch: the memory model's ``seq_len``."""
-        return self.peak_batch_tokens // self.micro_batch_size
+        """Padded tokens per row of the longest micro-batch: the memory model's ``seq_len``
+        (with ``padding-free`` batching, the whole micro-batch in one row)."""
+        return self.peak_batch_tokens // self.rows
 
     @property
     def padding_ratio(self) -> float:
@@ -582,15 +590,15 @@ class DataShape:
 
     @property
     def mean_padded_length(self) -> int:
-        """Padded tokens per sample on average: the time model's ``seq_len``."""
-        return max(1, round(self.padded_total / (len(self.tokens) * self.micro_batch_size)))
+        """Padded tokens per row on average: the time model's ``seq_len``."""
+        return max(1, round(self.padded_total / (len(self.tokens) * self.rows)))
 
     def to_dict(self) -> JsonObject:
         out: JsonObject = {
             "batching": self.batching.value,
             "micro_batches_drawn": len(self.tokens),
             "peak_batch_tokens": self.peak_batch_tokens,
-            "peak_sample_tokens": self.peak_length,
+            "peak_sample_tokens": self.peak_batch_tokens // self.micro_batch_size,
             "mean_sample_tokens": self.real_total / (len(self.tokens) * self.micro_batch_size),
             "mean_padded_sample_tokens": self.mean_padded_length,
             "padding_ratio": self.padding_ratio,
@@ -703,8 +711,8 @@ def data_shape(
         reals = list(map(sum, groups))
     if batching is Batching.PAD_MAX:
         padded = [micro_batch_size * seq_len] * batches
-    elif micro_batch_size == 1:
-        padded = lengths
+    elif micro_batch_size == 1 or batching is Batching.PADDING_FREE:
+        padded = reals
     else:
         padded = [micro_batch_size * width for width in map(max, groups)]
     return DataShape(
@@ -734,6 +742,9 @@ def peak_of(
     size. ``exact`` is the fit's (True for packed rows, which draw nothing)."""
     if batching is Batching.PACKED:
         return seq_len, True
+    if batching is Batching.PADDING_FREE:  # the longest sum of a micro-batch: drawn
+        shape = data_shape(stats, batching, seq_len, micro_batch_size, samples)
+        return shape.peak_length, shape.exact
     top = stats.max if stats.max is not None else seq_len
     exact = True if _every_sample_max(stats) else fit(stats, top)[2]
     if batching is Batching.PAD_MAX:
@@ -763,13 +774,31 @@ def request_attention_span(req: EstimateRequest) -> float | None:
     """:func:`attention_span` of a request whose packed samples attend each within itself
     (``batching`` ``packed``, ``packed_attention`` ``per-sample``, ``length_stats`` given);
     ``None`` otherwise: attention spans the whole row."""
-    if (
-        req.length_stats is None
-        or req.batching is not Batching.PACKED
-        or req.packed_attention is not PackedAttention.PER_SAMPLE
+    if req.length_stats is None or not (
+        req.batching is Batching.PADDING_FREE
+        or (req.batching is Batching.PACKED and req.packed_attention is PackedAttention.PER_SAMPLE)
     ):
         return None
     return attention_span(req.length_stats, req.seq_len)
+
+
+def as_rows(req: EstimateRequest, row_tokens: int | None = None) -> EstimateRequest:
+    """A ``padding-free`` request as its micro-batches run (TRL's
+    ``DataCollatorForLanguageModeling(padding_free=True)``: one row of the samples end to end,
+    positions restarting at each): one row per micro-batch (``micro_batch_size`` 1) of
+    ``row_tokens`` (else left as it is), the sample cap pinned in ``length_stats.max`` so that
+    reading the stats again draws the same samples (``max`` left out means ``seq_len``). Any
+    other request as it is."""
+    if req.batching is not Batching.PADDING_FREE or req.length_stats is None:
+        return req
+    stats = req.length_stats
+    cap = min(stats.max, req.seq_len) if stats.max is not None else req.seq_len
+    changes: dict[str, object] = {"micro_batch_size": 1}
+    if stats.max != cap:
+        changes["length_stats"] = replace(stats, max=cap)
+    if row_tokens is not None:
+        changes["seq_len"] = row_tokens
+    return req.replaced(**changes)
 
 
 def request_shape(req: EstimateRequest) -> DataShape | None:

@@ -31,7 +31,7 @@ from .arch import LinearLayer, ModelArch
 from .checkpointing import block_wrapped
 from .jsontypes import JsonObject
 from .fields import AttentionMask
-from .lengths import request_attention_span, request_peak, request_shape
+from .lengths import as_rows, request_attention_span, request_peak, request_shape
 from .lora import TRANSFORMERS_FRAMEWORKS, library_rejections
 from .request import (
     Attention,
@@ -1386,7 +1386,9 @@ def _estimate_shaped(req: EstimateRequest, drawn: bool = True) -> MemoryEstimate
         assert found is not None
         (peak, exact), data = found, None
     # the run's length reaches the estimate only through the peak length: left out of the key
-    est = _estimate_kept(req.replaced(seq_len=peak, max_steps=None, samples_seen=None))
+    # (padding-free: the peak micro-batch is one row of that many tokens)
+    at_peak = as_rows(req).replaced(seq_len=peak, max_steps=None, samples_seen=None)
+    est = _estimate_kept(at_peak)
     warnings = est.warnings if exact else (*est.warnings, "length_stats_approximated")
     return replace(est, request=req.to_dict(), data=data, warnings=warnings)
 

@@ -45,7 +45,7 @@ from . import allocator as al
 from .allocator import SMALL_SIZE_BYTES, Event
 from .checkpointing import block_wrapped
 from .jsontypes import JsonObject
-from .lengths import micro_batch_tokens
+from .lengths import as_rows, micro_batch_tokens
 from .request import EstimateRequest, Method, local_length
 from .states import FP32_BYTES
 
@@ -155,10 +155,17 @@ def _layered(
     return [parts[i * n : (i + 1) * n] for i in range(layers)], parts[layers * n :]
 
 
+def rows_per_micro_batch(req: EstimateRequest) -> int:
+    """Rows of one micro-batch: ``micro_batch_size``, or one with ``padding-free`` batching (the
+    samples end to end, :func:`calc.lengths.as_rows`)."""
+    return as_rows(req).micro_batch_size
+
+
 def lengths_of(req: EstimateRequest, micro_batch_tokens: Sequence[int]) -> list[int]:
-    """Padded length of each micro-batch from its token count (``micro_batch_size`` rows,
-    each padded to the batch's longest sample): ``ceil(tokens / micro_batch_size)``."""
-    size = req.micro_batch_size
+    """Padded length of each micro-batch's rows from its token count (``micro_batch_size``
+    rows, each padded to the batch's longest sample, or one row of them all with
+    ``padding-free`` batching): ``ceil(tokens / rows)``."""
+    size = rows_per_micro_batch(req)
     if size == 1:
         return list(map(int, micro_batch_tokens))
     return [-(-int(t) // size) for t in micro_batch_tokens]
@@ -308,7 +315,7 @@ def simulate_request(req: EstimateRequest) -> AllocatorEstimate:
 def simulate_lengths(req: EstimateRequest, lengths: Sequence[int]) -> AllocatorEstimate:
     """:func:`simulate` of micro-batches of ``lengths`` (padded tokens per sample each), never
     kept (a refit that changes a constant the replay reads needs a fresh one)."""
-    return simulate(req, [req.micro_batch_size * n for n in lengths])
+    return simulate(req, [rows_per_micro_batch(req) * n for n in lengths])
 
 
 @lru_cache(maxsize=64)
@@ -1175,6 +1182,8 @@ class _Builder:
     in order (keys are numbered across them)."""
 
     def __init__(self, req: EstimateRequest) -> None:
+        # padding-free: each micro-batch one row of its samples (its lengths are the rows')
+        req = as_rows(req)
         self.req = req
         self.reg = st.request_regime(req)
         self.s = mem.model_states(req, st.param_layout(req), self.reg)

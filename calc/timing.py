@@ -43,7 +43,7 @@ from .flops import (
     selective_recompute_flops,
 )
 from .jsontypes import JsonObject
-from .lengths import request_attention_span, request_shape
+from .lengths import as_rows, request_attention_span, request_shape
 from .checkpointing import Granularity
 from .fields import AdapterDtype, Attention, Fp8Library
 from .request import (
@@ -1088,7 +1088,9 @@ def at_mean_length(req: EstimateRequest, length: int) -> EstimateRequest:
         return hit[1]
     if len(_AT_MEAN) > 1024:
         _AT_MEAN.clear()
-    out = replace(req, seq_len=length)
+    out = as_rows(req, length)  # padding-free: one row of the samples end to end
+    if out is req:
+        out = replace(req, seq_len=length)
     _AT_MEAN[id(req)] = (req, out)
     return out
 

@@ -418,8 +418,8 @@ def read_group_by_length(rep: Report, key: str, value: object, st: JsonObject) -
 
 def read_padding_free(rep: Report, key: str, value: object, st: JsonObject) -> None:
     """TRL ``padding_free``: the micro-batch is its samples end to end, no padding at all. With
-    ``packing`` the rows are full (``packed``); without it calc counts the micro-batch padded to
-    its longest sample, an upper bound of its memory and time."""
+    ``packing`` the rows are full (``packed``); without it, one row of the micro-batch's own
+    samples (``padding-free``)."""
     if common.flag(rep, key, value) is True:
         st["padding_free"] = key
     else:
@@ -433,7 +433,7 @@ def finish_padding_free(rep: Report, st: JsonObject) -> None:
     if st.get("packing"):
         rep.mark_used(key, ["batching"])
     else:
-        rep.unknown(key, "padding_free_counted_as_pad_longest")
+        rep.use(key, "batching", "padding-free")
 
 
 def read_targets(rep: Report, key: str, value: object, st: JsonObject) -> None:

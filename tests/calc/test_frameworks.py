@@ -27,6 +27,7 @@ def test_profiles_set_library_behaviours_and_a_few_reader_defaults():
         "chunked_loss",
         "lora_dropout",
         "activation_offload",
+        "batching",  # Unsloth turns padding-free batching on by itself
     }
     # which engine runs ZeRO is the reader's launch, not the library's generation
     assert set(keys(BEHAVIOUR)) - profiled == {"sharding_engine"}

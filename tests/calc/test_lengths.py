@@ -11,6 +11,7 @@ import pytest
 import calc
 from calc.config_import import import_config
 from calc.lengths import Batching, LengthStats, data_shape, fit, micro_batch_tokens, sample_lengths
+from calc.memory import estimate_dict
 from calc.request import parse_estimate_request
 
 BASE = {"model": "llama-3.1-8b", "micro_batch_size": 4, "seq_len": 4096}
@@ -192,8 +193,7 @@ def test_trl_packing_and_padding_free():
     alone = import_config(
         '{"model_name_or_path": "meta-llama/Llama-3.1-8B", "padding_free": true}', "trl"
     )
-    entry = {e["key"]: e for e in alone["keys"]}["padding_free"]
-    assert entry["status"] == "unknown" and entry["note"] == "padding_free_counted_as_pad_longest"
+    assert alone["request"]["batching"] == "padding-free"
 
 
 def test_schema_and_cli_flag_take_both_forms():
@@ -762,3 +762,76 @@ def test_expandable_segments_min_device_is_the_replayed_footprint():
     default = simulate_request(parse_estimate_request(body))
     assert sim.simulated_reserved_bytes < default.simulated_reserved_bytes
     assert sim.min_device_bytes < default.min_device_bytes
+
+
+PADDING_FREE = {
+    "model": "llama-3.1-8b",
+    "method": "qlora",
+    "attention": "flash",
+    "micro_batch_size": 2,
+    "seq_len": 2048,
+    "length_stats": {"mean": 225, "p90": 442, "max": 1585},
+}
+
+
+def test_padding_free_rows_are_the_micro_batch_samples_end_to_end():
+    from calc.lengths import Batching, LengthStats, data_shape, peak_of
+
+    stats = LengthStats(mean=225, p90=442, max=1585)
+    free = data_shape(stats, Batching.PADDING_FREE, 2048, 2)
+    padded = data_shape(stats, Batching.PAD_LONGEST, 2048, 2)
+    # the same samples, in the same micro-batches: no padding, one row each
+    assert [real for real, _ in free.tokens] == [real for real, _ in padded.tokens]
+    assert all(real == pad for real, pad in free.tokens) and free.padding_ratio == 1.0
+    assert free.peak_length == free.peak_batch_tokens == max(real for real, _ in free.tokens)
+    assert 1585 < free.peak_length < 2 * 1585 < padded.peak_batch_tokens + 1
+    assert peak_of(stats, Batching.PADDING_FREE, 2048, 2) == (free.peak_length, free.exact)
+    # one sample per micro-batch: nothing to remove
+    one = data_shape(stats, Batching.PADDING_FREE, 2048, 1)
+    assert one.tokens == data_shape(stats, Batching.PAD_LONGEST, 2048, 1).tokens
+
+
+def test_padding_free_memory_is_one_row_of_the_longest_sum():
+    free = estimate_dict({**PADDING_FREE, "batching": "padding-free"})
+    padded = estimate_dict({**PADDING_FREE, "batching": "pad-longest"})
+    row = free["data"]["peak_batch_tokens"]
+    assert free["data"]["padding_ratio"] == 1.0
+    assert free["peak_allocated_bytes"] < padded["peak_allocated_bytes"]
+    # under FlashAttention (no mask tensor) the row weighs what a single sample of its length does
+    single = {k: v for k, v in PADDING_FREE.items() if k != "length_stats"}
+    alone = estimate_dict({**single, "micro_batch_size": 1, "seq_len": row})
+    assert free["phases"] == alone["phases"]
+    # the replay draws the same rows
+    assert (
+        free["allocator"]["simulated_reserved_bytes"]
+        <= padded["allocator"]["simulated_reserved_bytes"]
+    )
+    # one sample per micro-batch: the same as padding it
+    for key in ("phases", "allocator"):
+        assert (
+            estimate_dict({**PADDING_FREE, "micro_batch_size": 1, "batching": "padding-free"})[key]
+            == estimate_dict({**PADDING_FREE, "micro_batch_size": 1, "batching": "pad-longest"})[
+                key
+            ]
+        )
+
+
+def test_padding_free_time_counts_real_tokens_and_per_sample_attention():
+    import calc
+
+    base = {**PADDING_FREE, "gpu": "a100-80gb-sxm", "dataset_tokens": 1e8}
+    free = calc.plan_setup({**base, "batching": "padding-free"})["time"]
+    padded = calc.plan_setup({**base, "batching": "pad-longest"})["time"]
+    assert free["padding_ratio"] == 1.0 and padded["padding_ratio"] > 1.0
+    assert free["tokens_per_second"] > padded["tokens_per_second"]
+
+
+def test_unsloth_turns_padding_free_on_but_not_for_gemma_2():
+    from calc.request import parse_estimate_request
+
+    unsloth = {**PADDING_FREE, "framework": "unsloth"}
+    assert parse_estimate_request(unsloth).batching.value == "padding-free"
+    assert parse_estimate_request({**unsloth, "model": "gemma-2-9b"}).batching.value == (
+        "pad-longest"
+    )
+    assert parse_estimate_request({**unsloth, "batching": "packed"}).batching.value == "packed"
