@@ -44,8 +44,9 @@ JUDGED = (
     "first_contact_estimate_gib",
     "first_contact_estimate_error",
 )
-BATCHINGS = ("pad-longest", "grouped", "pad-max")
-"""The ``batching`` of a request these rows may carry: every row is a run without packing."""
+BATCHINGS = ("pad-longest", "grouped", "pad-max", "padding-free")
+"""The ``batching`` of a request these rows may carry: every row is a run without packing
+(``padding-free`` puts a micro-batch's own samples in one row; it packs nothing)."""
 
 
 @dataclass(frozen=True)

@@ -350,6 +350,15 @@ PLAN_VARIATIONS = [
     {"weights_loaded_16bit": "true", "precision": "bf16-mixed", "framework": "generic"},
     # samples of like length batched together (group_by_length)
     {"length_stats": "mean:700,p90:1800", "batching": "grouped", "micro_batch_size": "4"},
+    {"length_stats": "mean:300,p90:900", "batching": "padding-free", "micro_batch_size": "4"},
+    {
+        "framework": "unsloth",
+        "method": "qlora",
+        "loss_fused_lm_head": "true",
+        "loss_whole_logits_small_batches": "true",
+        "length_stats": "mean:225,p90:442,max:1585",
+        "micro_batch_size": "2",
+    },
     # packed samples that attend each within itself (varlen flash attention)
     {
         "length_stats": "mean:400,p90:900",
