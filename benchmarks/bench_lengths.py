@@ -59,17 +59,21 @@ def time_estimates(request: dict, drawn: bool, runs: int = 500) -> float:
     return statistics.median(samples)
 
 
+PLAN_BASE = {
+    "model": "llama-3.1-8b",
+    "gpu": "rtx-4090",
+    "dataset_tokens": 1e8,
+    "seq_len": 8192,
+    "micro_batch_size": 8,
+}
+"""The plan this benchmark times (and ``benchmarks.estimate_snapshot`` keeps)."""
+
+
 def time_plans(with_lengths: bool, runs: int = 20) -> float:
     """p90 seconds of ``calc.plan_setup`` on requests calc has not seen (each a new mean)."""
     from calc import plan_setup
 
-    base = {
-        "model": "llama-3.1-8b",
-        "gpu": "rtx-4090",
-        "dataset_tokens": 1e8,
-        "seq_len": 8192,
-        "micro_batch_size": 8,
-    }
+    base = dict(PLAN_BASE)
     plan_setup(base)  # warm
     samples = []
     for i in range(runs):

@@ -115,6 +115,8 @@ def main() -> int:
     from calc.caches import forget_all
     from calc.memory import estimate_dict
 
+    from benchmarks.bench_lengths import PLAN_BASE
+
     if len(sys.argv) != 2:
         print(__doc__)
         return 2
@@ -128,15 +130,7 @@ def main() -> int:
     plans = []
     for extra in PLANS:
         forget_all()
-        base = {
-            "model": "llama-3.1-8b",
-            "gpu": "rtx-4090",
-            "dataset_tokens": 1e8,
-            "seq_len": 8192,
-            "micro_batch_size": 8,
-            **extra,
-        }
-        plans.append(plan_setup(base))
+        plans.append(plan_setup({**PLAN_BASE, **extra}))
     with open(path + ".plans", "w") as f:
         json.dump(plans, f, indent=1, sort_keys=True, default=repr)
     print(f"{len(responses)} estimates and {len(plans)} plans written to {path}(.plans)")
