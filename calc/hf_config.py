@@ -2818,14 +2818,12 @@ anyway) and the vision parts Unsloth lists by default (unsloth-zoo ``SKIP_QUANTI
 that a text model does not have."""
 
 
-def _bnb_converts(name: str, patterns: list[str]) -> bool:
+def _bnb_converts(name: str, patterns: list[re.Pattern[str]]) -> bool:
     """transformers 5.17 ``quantizers/quantizers_utils.py`` ``should_convert_module``: a module
     stays unquantized when a pattern, read as a regular expression, matches the start of its
-    name followed by a dot or at all, or when its name ends with the pattern."""
-    return not any(
-        re.match(f"{key}\\.", name) or re.match(f"{key}", name) or name.endswith(key)
-        for key in patterns
-    )
+    name (transformers also tries the pattern followed by a dot, a match that implies this one),
+    or when its name ends with the pattern."""
+    return not any(p.match(name) or name.endswith(p.pattern) for p in patterns)
 
 
 def bnb_kept_16bit(
@@ -2854,12 +2852,13 @@ def bnb_kept_16bit(
     key = prefix + "quantization_config.llm_int8_skip_modules"
     if not isinstance(skip, list) or not all(isinstance(p, str) and p for p in skip):
         raise ConfigError("config_invalid_value", key, skip)
+    patterns = []
     for pattern in skip:
         try:
-            re.compile(pattern)
+            patterns.append(re.compile(pattern))
         except re.error:
             raise ConfigError("config_invalid_value", key, pattern) from None
-    if _bnb_converts("lm_head", skip):
+    if _bnb_converts("lm_head", patterns):
         raise ConfigError("quantization_skip_not_modelled", key, skip)
     if not named:
         if set(skip) - BNB_BLOCKLESS_SKIPS:
@@ -2871,7 +2870,7 @@ def bnb_kept_16bit(
             if not lin.quantizable or lin.kind != "linear":
                 continue
             parent = BNB_MODULE_PARENTS[lin.role]
-            if not _bnb_converts(f"model.layers.{index}.{parent}.{lin.name}", skip):
+            if not _bnb_converts(f"model.layers.{index}.{parent}.{lin.name}", patterns):
                 kept.append((index, lin.name))
     return tuple(kept)
 

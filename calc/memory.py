@@ -445,12 +445,11 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
         return not (quantized and l.quantizable)
 
     head = arch.vocab_size * arch.hidden_size
-    # a checkpoint's skip list keeps some 4-bit linears in 16 bits: copied like the others
-    kept = quantized and bool(arch.bnb_kept_16bit)
     if one_layer:
+        # a checkpoint's skip list keeps some 4-bit linears in 16 bits: copied like the others
         return hyper + reg.compute_bytes * (
             sum(l.count * l.weight_params for l in arch.block_linears if copied(l))
-            + (arch.kept_16bit_block_params if kept else 0)
+            + (arch.kept_16bit_block_params if quantized else 0)
             + head
         )
     return hyper + reg.compute_bytes * (
