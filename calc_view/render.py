@@ -580,13 +580,18 @@ class Renderer:
         ``length_stats`` what calc drew from them (the memory response's ``data``): the mean
         sample (as the reader gave it, else as drawn) and the padded length of the longest
         micro-batch (not the ``seq_len`` cap, which no sample may reach), or packed rows of
-        ``seq_len``."""
+        ``seq_len``, or with ``padding-free`` batching the longest row (a micro-batch's samples end
+        to end)."""
         data = self.memory.get("data")
         if isinstance(data, dict) and _is_number(data.get("peak_sample_tokens")):
             batching = data.get("batching")
-            key = {"packed": "verdict_data_packed", "pad-max": "verdict_data_pad_max"}.get(
-                str(batching), "verdict_data_lengths"
-            )
+            key = {
+                "packed": "verdict_data_packed",
+                "pad-max": "verdict_data_pad_max",
+                "padding-free": "verdict_data_padding_free",
+            }.get(str(batching), "verdict_data_lengths")
+            # padding-free: the longest row is the whole micro-batch, not one sample's padding
+            peak = data["peak_batch_tokens" if batching == "padding-free" else "peak_sample_tokens"]
             # the mean the reader gave, else the drawn one (close to it, not the same number)
             stated = used.get("length_stats")
             given = stated.get("mean") if isinstance(stated, dict) else None
@@ -594,7 +599,7 @@ class Renderer:
             return (
                 str(self.s["ui"][key])
                 .replace("{mean}", format_number(mean, 0, self.lang))
-                .replace("{peak}", format_number(data["peak_sample_tokens"], 0, self.lang))
+                .replace("{peak}", format_number(peak, 0, self.lang))
             )
         if _is_number(used.get("seq_len")):
             return str(self.s["ui"]["verdict_data"]).replace(

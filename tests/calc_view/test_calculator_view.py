@@ -783,6 +783,29 @@ def test_verdict_line_with_a_length_distribution_names_the_data_not_the_cap(extr
     assert "4096" not in text and "4,096" not in text
 
 
+def test_verdict_line_with_padding_free_batching_names_the_longest_row():
+    """Padding-free batching puts a micro-batch's samples end to end in one row: the line says
+    so, and gives the longest row (the memory peak's), not a padded sample length."""
+    request = dict(
+        calculator.default_request(),
+        gpu="l40s",
+        micro_batch_size=4,
+        length_stats={"mean": 900, "p90": 2000},
+        batching="padding-free",
+    )
+    result = calc.run("plan", request)["result"]
+    row = result["memory"]["data"]["peak_batch_tokens"]
+    assert row > result["memory"]["data"]["peak_sample_tokens"]
+    for lang, expected in (
+        ("en", "samples of 900 tokens on average, each batch's samples end to end in one row,"),
+        ("es", "muestras de 900 tokens de media, las de cada lote seguidas en una sola fila,"),
+    ):
+        text = _verdict_text(result, lang)
+        assert " · " + expected in text
+        assert text.endswith(view.format_number(row, 0, lang) + " tokens)")
+        assert "rellenado hasta" not in text and "padded to its longest" not in text
+
+
 def test_verdict_line_names_the_margin_only_when_set():
     request = dict(calculator.default_request(), gpu="l40s", safety_margin=0.1)
     text = _verdict_text(calc.run("plan", request)["result"], "en")
