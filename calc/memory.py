@@ -668,19 +668,33 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
     arch = req.model
     wb = reg.weight_bytes
     quantized = req.method is Method.QLORA
-    block = [
-        l.weight_params // 2 if quantized and l.quantizable else l.weight_params * wb
-        for l in arch.block_linears
-        for _ in range(l.count)
-    ]
-    block.append((arch.block_params - sum(l.params for l in arch.block_linears)) * wb)
-    root = [arch.embedding_params * wb, arch.norm_params * wb, arch.lm_head_params * wb]
+    rest = (arch.block_params - sum(l.params for l in arch.block_linears)) * wb
     sharded = req.sharding in (Sharding.ZERO2, Sharding.ZERO3)
     resident = req.cpu_offload is not CpuOffload.OPTIMIZER_PARAMS
+
+    def block_transient(kept: frozenset[str]) -> int:
+        # a linear of the checkpoint's skip list (bnb_kept_16bit) stays a dense weight
+        sizes = [
+            l.weight_params // 2
+            if quantized and l.quantizable and l.name not in kept
+            else l.weight_params * wb
+            for l in arch.block_linears
+            for _ in range(l.count)
+        ]
+        sizes.append(rest)
+        return _wrap_transient_bytes([b for b in sizes if b], req.shard_size, sharded, resident)
+
+    # blocks that keep linears in 16 bits are larger units: the largest one's transient is
+    # what the cache must hold once (a smaller unit's freed pieces cannot serve it whole)
+    kept_sets: set[frozenset[str]] = {frozenset()} | {
+        frozenset(name for i, name in arch.bnb_kept_16bit if i == index)
+        for index, _ in arch.bnb_kept_16bit
+    }
+    root = [arch.embedding_params * wb, arch.norm_params * wb, arch.lm_head_params * wb]
     floor = (
         s.weights
         + s.lora_weights
-        + _wrap_transient_bytes([b for b in block if b], req.shard_size, sharded, resident)
+        + max(block_transient(kept) for kept in kept_sets)
         + _wrap_transient_bytes([r for r in root if r], req.shard_size, sharded, resident)
     )
     pool = gathered_weight_bytes(req, reg)[1]

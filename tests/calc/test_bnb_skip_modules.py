@@ -154,3 +154,34 @@ def test_a_training_config_s_skip_list_is_the_model_s_to_say():
     )
     entry = next(k for k in quiet["keys"] if k["key"].endswith("llm_int8_skip_modules"))
     assert entry.get("note") is None
+
+
+def test_fsdp1_wrap_floor_holds_the_larger_block_the_list_keeps():
+    # FSDP1 wraps block by block through the GPU (calc.memory.fsdp_wrap_reserved_bytes): the
+    # block whose MLP stays in bf16 passes through whole, a larger unit than the NF4 blocks
+    from calc import memory
+
+    base = {
+        "method": "qlora",
+        "framework": "hf-custom-loop",
+        "num_gpus": 2,
+        "sharding": "zero3",
+        "micro_batch_size": 1,
+        "seq_len": 512,
+        "fsdp_wrap_floor": True,
+    }
+    with_list = estimate_dict({**base, "model": _model(DYNAMIC["llm_int8_skip_modules"])})
+    without = estimate_dict({**base, "model": _model(UNSLOTH_SKIP)})
+    attn = [4096 * 4096, 1024 * 4096, 1024 * 4096, 4096 * 4096]
+    mlp = [14336 * 4096] * 3
+    norms = 2 * 4096 * 2
+    nf4 = [n // 2 for n in attn]
+    plain = memory._wrap_transient_bytes([*nf4, *(n // 2 for n in mlp), norms], 2, True, True)
+    kept = memory._wrap_transient_bytes([*nf4, *(2 * n for n in mlp), norms], 2, True, True)
+    assert kept > plain
+    weights = with_list["components"]["weights"] - without["components"]["weights"]
+    # the step's all-gather pool holds GATHERED_UNITS of the largest block, this one
+    pool = memory.GATHERED_UNITS * (2 * sum(mlp) - sum(mlp) // 2)
+    grown = with_list["fsdp_wrap_reserved_bytes"] - without["fsdp_wrap_reserved_bytes"]
+    segment = 2 * 1024**2
+    assert abs(grown - (kept - plain + weights + pool)) < segment
