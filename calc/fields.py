@@ -1113,12 +1113,13 @@ FIELDS: tuple[FieldSpec, ...] = (
             "(:func:`calc.states.request_regime`). The function also enables checkpointing "
             "(``gradient_checkpointing`` stays the reader's key) and, for reentrant "
             "checkpointing, input gradients, which change no saved tensor under checkpointing. "
-            "No effect with ``*-mixed`` or ``fp32`` precision, whose non-quantized parameters "
-            "are fp32 already (under autocast calc counts the 4-bit linears' fp32 outputs in the "
-            "MLP, :func:`calc.activations.mlp_unit_bytes`). TRL's ``SFTTrainer`` before 0.26.0 calls it too (0.12.1 ``sft_trainer.py``: on a "
-            "4-bit model that is not sharded), and with ``bf16`` then casts the embedding and "
-            "output layer back to bf16 (``qlora_embeddings_recast_bf16``) and trains under "
-            "autocast, which this key does not count. Default False: the non-quantized parameters "
+            "On its own no effect with ``*-mixed`` or ``fp32`` precision, whose non-quantized "
+            "parameters are fp32 already (under autocast calc counts the 4-bit linears' fp32 "
+            "outputs in the MLP, :func:`calc.activations.mlp_unit_bytes`). TRL's ``SFTTrainer`` "
+            "before 0.26.0 calls it too (0.12.1 ``sft_trainer.py``: on a 4-bit model that is not "
+            "sharded), and with ``bf16`` (the Trainer's autocast) then casts the embedding and "
+            "output layer back to bf16 (``qlora_embeddings_recast_bf16``, counted under "
+            "``bf16-true`` and ``*-mixed``). Default False: the non-quantized parameters "
             "keep the model's 16-bit dtype (transformers' ``from_pretrained`` alone)."
         ),
     ),
@@ -1143,8 +1144,11 @@ FIELDS: tuple[FieldSpec, ...] = (
             "casting peft's tuner layers, which 0.7.5 to 0.9.2 cast to bf16 too: not counted) and "
             "stay in ``lora_adapter_dtype``. TRL's SFTTrainer ran this path up to 0.25.1; TRL PR #4577 (0.26.0) dropped the kbit preparation and "
             "the cast from it (PR #3882, 0.22.0, only moved them into "
-            "``trl/models/utils.py`` ``prepare_peft_model``). Counted where calc counts the "
-            "preparation (``qlora_prepare_kbit`` with ``bf16-true``); the rest of the fp32 "
+            "``trl/models/utils.py`` ``prepare_peft_model``). Counted where the preparation "
+            "ran (``qlora_prepare_kbit``), without autocast (``bf16-true``) or under it "
+            "(``*-mixed`` without ZeRO, TRL's ``bf16`` flag: the output layer's weight is then "
+            "16-bit, so autocast makes no working copy of it, :func:`calc.memory.weight_copy_bytes`, "
+            "and casts nothing, :func:`calc.timing.autocast_cast_params`); the rest of the fp32 "
             "regime (activations, norms) is left as that key counts it. Default False."
         ),
     ),

@@ -431,7 +431,8 @@ def root_gradient_bytes(req: EstimateRequest, reg: st.Regime) -> int:
 
 def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
     """16-bit copies autocast makes of fp32 weights (``*-mixed`` without ZeRO): 2 bytes per
-    weight of every matmul (block linears not stored in NF4, and the output layer). Copies
+    weight of every matmul (block linears not stored in NF4, and the output layer unless TRL
+    cast it back to bf16 after kbit preparation, :func:`calc.states.embeddings_recast`). Copies
     of trainable weights stay in autocast's cache for the whole forward; copies of frozen
     weights are saved for backward, so with checkpointing only one block's are alive.
     DeepSeek-V4's hyper-connections add theirs (:func:`hyper_connection_copy_bytes`)."""
@@ -444,7 +445,8 @@ def weight_copy_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> 
     def copied(l: LinearLayer) -> bool:
         return not (quantized and l.quantizable)
 
-    head = arch.vocab_size * arch.hidden_size
+    # an output layer cast back to bf16 after kbit preparation has the 16-bit dtype already
+    head = 0 if st.embeddings_recast(req, reg) else arch.vocab_size * arch.hidden_size
     if one_layer:
         # a checkpoint's skip list keeps some 4-bit linears in 16 bits: copied like the others
         return hyper + reg.compute_bytes * (

@@ -190,13 +190,22 @@ Falcon's embedding (``word_embeddings``) is not matched either, but their output
 
 def embeddings_recast(req: EstimateRequest, reg: Regime) -> bool:
     """Whether the embedding and output layer are back in bf16 after kbit preparation
-    (``qlora_embeddings_recast_bf16``): only where calc counts that preparation
-    (:data:`KBIT_FP32`: QLoRA, ``qlora_prepare_kbit``, ``bf16-true``) and TRL's names reach
-    them (not :data:`_RECAST_NAMES_MISSED`: then neither the tables, nor their
-    ``lora_modules_to_save`` copies, nor the logits the output layer writes are 16-bit)."""
+    (``qlora_embeddings_recast_bf16``): QLoRA prepared by ``prepare_model_for_kbit_training``
+    (``qlora_prepare_kbit``), whose non-quantized parameters are fp32 then: without autocast
+    (:data:`KBIT_FP32`, ``bf16-true``) or under it (``*-mixed`` without ZeRO, whose regime holds
+    them in fp32 with 16-bit working copies). TRL's ``SFTTrainer`` runs the cast under its
+    ``bf16`` flag, the Trainer's autocast (TRL 0.12.1 ``sft_trainer.py``: ``if args.bf16 and
+    getattr(model, "is_loaded_in_4bit", False) and not is_sharded_qlora:
+    peft_module_casting_to_bf16(model)``), so ``bf16-mixed`` is its usual reading. And only
+    where TRL's names reach them (not :data:`_RECAST_NAMES_MISSED`: then neither the tables,
+    nor their ``lora_modules_to_save`` copies, nor the logits the output layer writes are
+    16-bit)."""
+    prepared = reg is KBIT_FP32 or (
+        reg.casts_weights and req.method is Method.QLORA and req.qlora_prepare_kbit
+    )
     return (
         req.qlora_embeddings_recast_bf16
-        and reg is KBIT_FP32
+        and prepared
         and req.model.family not in _RECAST_NAMES_MISSED
     )
 

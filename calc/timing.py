@@ -1646,7 +1646,8 @@ def packed_attention(req: EstimateRequest) -> tuple[float | None, str]:
 def autocast_cast_params(req: EstimateRequest, sharding: Sharding) -> tuple[int, int, int]:
     """What :data:`AUTOCAST_WEIGHT_CAST_BYTES` is counted on, per forward: the fp32 weight
     elements of the block linears (every MoE expert: each runs once a token reaches it), those of
-    the output layer (the embedding's table when tied: the output matmul reads it), and the casts
+    the output layer (the embedding's table when tied: the output matmul reads it; none once TRL
+    cast it back to bf16, :func:`calc.states.embeddings_recast`), and the casts
     themselves (one op per block linear copy, and one for the output layer); QLoRA's 4-bit
     weights left out. ``(0, 0, 0)`` where the matmuls get 16-bit weights (see the constant)."""
     if not st.request_regime(req, sharding).casts_weights:
@@ -1657,6 +1658,8 @@ def autocast_cast_params(req: EstimateRequest, sharding: Sharding) -> tuple[int,
     block = sum(arch.blocks_of(lin) * lin.params for lin in cast)
     ops = sum(arch.blocks_of(lin) * lin.count for lin in cast)
     head = arch.vocab_size * arch.hidden_size - st.output_layer_quantized_params(req)
+    if st.embeddings_recast(req, st.request_regime(req, sharding)):
+        head = 0  # TRL cast it back to bf16 after kbit preparation: nothing to cast
     return block, head, ops + (1 if head else 0)
 
 

@@ -799,6 +799,39 @@ def test_trl_before_026_casts_the_kbit_prepared_embeddings_back_to_bf16():
     assert plain_off["optimizer"] == plain_on["optimizer"]
 
 
+def test_trl_recasts_under_its_bf16_autocast_too():
+    # TRL's bf16 flag is the Trainer's autocast (bf16-mixed): after kbit preparation the
+    # non-quantized weights are fp32 (the AMP regime), and peft_module_casting_to_bf16 puts the
+    # embedding and output layer back in bf16, so autocast has no fp32 head to copy either
+    from calc import states as st
+    from calc import timing
+
+    one = {
+        "model": "llama-3.1-8b",
+        "method": "qlora",
+        "framework": "hf-trainer-4",
+        "precision": "bf16-mixed",
+        "lora_rank": 16,
+        "lora_targets": "all-linear",
+        "seq_len": 1024,
+        "qlora_prepare_kbit": True,
+    }
+    table = 128_256 * 4096
+    on = estimate_dict(one)["components"]
+    off = estimate_dict({**one, "qlora_embeddings_recast_bf16": False})["components"]
+    assert off["weights"] - on["weights"] == 2 * table * 2
+    # the fp32 head's 16-bit working copy is gone; the fp32 norms stay (no copy: not matmuls)
+    assert off["weight_copies"] - on["weight_copies"] == table * 2
+    req = parse_estimate_request(one)
+    assert st.embeddings_recast(req, st.request_regime(req))
+    assert timing.autocast_cast_params(req, req.sharding)[1:] == (0, 0)
+    fp32_head = parse_estimate_request({**one, "qlora_embeddings_recast_bf16": False})
+    assert timing.autocast_cast_params(fp32_head, fp32_head.sharding)[1:] == (table, 1)
+    # without the preparation the weights are whatever the loader left: nothing to recast
+    plain = parse_estimate_request({**one, "qlora_prepare_kbit": False})
+    assert not st.embeddings_recast(plain, st.request_regime(plain))
+
+
 def test_the_recast_embeddings_write_16bit_logits():
     # the bf16 output layer meets the fp32 final norm under autocast: 16-bit logits, as on a
     # model never prepared; seen through a fused head loss (Liger's, as the 2025 notebook
