@@ -46,7 +46,7 @@ from .allocator import SMALL_SIZE_BYTES, Event
 from .checkpointing import block_wrapped
 from .jsontypes import JsonObject
 from .lengths import as_rows, micro_batch_tokens
-from .request import EstimateRequest, Method, local_length
+from .request import EstimateRequest, Method, Sharding, local_length
 from .states import FP32_BYTES
 
 SAVED_TENSORS_PER_BLOCK = 16
@@ -153,6 +153,56 @@ def _layered(
         return [], parts
     n = len(block)
     return [parts[i * n : (i + 1) * n] for i in range(layers)], parts[layers * n :]
+
+
+def _weight_shares(req: EstimateRequest, reg: st.Regime) -> tuple[list[int], list[int]]:
+    """Bytes of one block's weight tensors (each linear, then the rest of the block: norms,
+    biases) and of the embedding and the output layer (one table when tied), the shares
+    :func:`_layered` splits the
+    weights by: a QLoRA linear in NF4 (:func:`calc.states.quantized_bytes`), every other
+    parameter at the regime's weight bytes, the tables TRL casts back to bf16 at 2
+    (:func:`calc.states.recast_params`). In bytes, not parameters: a 4-bit block's tensors are
+    a quarter of a 16-bit table's per parameter, and the replay places each at its size."""
+    arch = req.model
+    quantized = req.method is Method.QLORA
+    block = [
+        st.quantized_bytes(l.count * l.weight_params, req.qlora_double_quant)
+        if quantized and l.quantizable
+        else l.count * l.weight_params * reg.weight_bytes
+        for l in arch.block_linears
+    ]
+    linear_params = sum(l.count * l.weight_params for l in arch.block_linears)
+    block.append(max(1, (arch.block_params - linear_params) * reg.weight_bytes))
+    tables = [arch.embedding_params, arch.lm_head_params]
+    table_bytes = st.BF16_BYTES if st.recast_params(req, reg) else reg.weight_bytes
+    return block, [n * table_bytes for n in tables if n]
+
+
+def _kbit_table_casts(
+    req: EstimateRequest, reg: st.Regime
+) -> tuple[list[int], list[int], bool] | None:
+    """The embedding's and output layer's bytes as the loader left them, after
+    ``prepare_model_for_kbit_training`` (fp32), and whether TRL then casts them back to bf16
+    (:func:`calc.states.embeddings_recast`), for QLoRA whose loop runs the preparation
+    (``qlora_prepare_kbit``) on one GPU or with DDP (TRL skips both under FSDP or ZeRO-3
+    QLoRA); ``None`` otherwise, the tables then allocated as they end up. peft 0.17
+    ``utils/other.py``: every fp16 / bf16 parameter that is not ``Params4bit`` becomes fp32;
+    the loader's 16 bits where the stack loads the model in 16 bits (``weights_loaded_16bit``),
+    else the tables are fp32 already. The norms do the same at a few KB: left out."""
+    if (
+        req.method is not Method.QLORA
+        or not req.qlora_prepare_kbit
+        or req.sharding not in (Sharding.NONE, Sharding.DDP)
+    ):
+        return None
+    arch = req.model
+    tables = [n for n in (arch.embedding_params, arch.lm_head_params) if n]
+    load = st.BF16_BYTES if req.weights_loaded_16bit else FP32_BYTES
+    return (
+        [n * load for n in tables],
+        [n * FP32_BYTES for n in tables],
+        st.embeddings_recast(req, reg),
+    )
 
 
 def rows_per_micro_batch(req: EstimateRequest) -> int:
@@ -1203,8 +1253,11 @@ class _Builder:
         return key
 
     def resident(self) -> list[Event]:
-        """Before the first step: weights per block, then the rest; adapters; persistent
-        buffers. Where the stack quantizes each weight whole on the GPU
+        """Before the first step: weights per block (each tensor at its bytes,
+        :func:`_weight_shares`), then the embedding and the output layer; adapters; persistent
+        buffers. Where the loop runs kbit preparation (and TRL's recast), the two tables go
+        through it around the adapters (:meth:`_kbit_casts`), with the cache that leaves.
+        Where the stack quantizes each weight whole on the GPU
         (``qlora_unchunked_quantization``), the weights and adapters are what that build
         leaves (:func:`_nf4_build_events`), with the cache it leaves."""
         s, arch = self.s, self.req.model
@@ -1215,19 +1268,65 @@ class _Builder:
             self._grad_partition(built)
             return built
         events: list[Event] = []
-        base_block = [l.count * l.weight_params for l in arch.block_linears]
-        base_block.append(max(1, arch.block_params - sum(base_block)))
-        w_layers, w_rest = _layered(
-            s.weights, base_block, arch.embedding_params + arch.lm_head_params, arch.num_layers
-        )
+        base_block, tables = _weight_shares(self.req, self.reg)
+        w_layers, w_rest = _layered(s.weights, base_block, sum(tables), arch.num_layers)
+        if len(w_rest) == 1:
+            w_rest = _split(w_rest[0], tables)  # the embedding and the output layer apart
         lora_layers, lora_rest = _layered(s.lora_weights, self.block, self.rest, arch.num_layers)
-        for part in w_layers + [w_rest] + lora_layers + [lora_rest]:
+        casts = _kbit_table_casts(self.req, self.reg)
+        for part in w_layers:
             for nbytes in _pack(part):
                 self._alloc(events, nbytes)
+        if casts is None or len(w_rest) != len(casts[0]):
+            for nbytes in _pack(w_rest):
+                self._alloc(events, nbytes)
+            for part in lora_layers + [lora_rest]:
+                for nbytes in _pack(part):
+                    self._alloc(events, nbytes)
+        else:
+            self._kbit_casts(events, w_rest, casts, lora_layers + [lora_rest])
         if s.comm_static:
             self._alloc(events, s.comm_static)
         self._grad_partition(events)
         return events
+
+    def _kbit_casts(
+        self,
+        events: list[Event],
+        finals: list[int],
+        casts: tuple[list[int], list[int], bool],
+        adapters: list[list[int]],
+    ) -> None:
+        """The embedding and output layer through kbit preparation and TRL's recast
+        (:func:`_kbit_table_casts`), in the order the loop runs them: each table as loaded,
+        ``prepare_model_for_kbit_training`` replacing each 16-bit one by an fp32 copy
+        (``param.data = param.data.to(torch.float32)``: the copy allocated, then the original
+        freed), ``get_peft_model``'s adapters, then ``peft_module_casting_to_bf16`` replacing
+        each fp32 table by a bf16 one (``module.to(torch.bfloat16)``). What is freed stays in
+        the cache, which the steps then allocate from (the loop calls no ``empty_cache``)."""
+        loaded, fp32, recast = casts
+        held = [self._alloc(events, n) for n in loaded]
+        if not recast and loaded == fp32:
+            pass  # loaded in fp32 and kept so: nothing is replaced
+        elif not recast:
+            held = [self._swap(events, key, n) for key, n in zip(held, finals, strict=True)]
+        else:
+            held = [
+                key if n == old else self._swap(events, key, n)
+                for key, n, old in zip(held, fp32, loaded, strict=True)
+            ]
+        for part in adapters:
+            for nbytes in _pack(part):
+                self._alloc(events, nbytes)
+        if recast:
+            for key, n in zip(held, finals, strict=True):
+                self._swap(events, key, n)
+
+    def _swap(self, events: list[Event], old: int, nbytes: int) -> int:
+        """A tensor replaced by a copy of another dtype: the copy allocated, then the old freed."""
+        key = self._alloc(events, nbytes)
+        events.append(("free", old))
+        return key
 
     def _grad_partition(self, events: list[Event]) -> None:
         """DeepSpeed's ZeRO-3 gradient partition, one flat tensor allocated before the first

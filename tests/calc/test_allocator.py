@@ -1191,3 +1191,61 @@ def test_step_replay_with_repeated_steps_equals_the_full_replay(body, lengths):
     flat = al._FlatEvents(events, al.DEFAULT_CONFIG)
     full = al.capacity_threshold(flat.root(), flat.continuation, flat.pause, flat.release)
     assert steps.capacity_threshold() == full
+
+
+# ---- the weights as the replay allocates them ----------------------------------------------------
+
+QWEN3_8B_TRL_QLORA = {
+    "model": "qwen3-8b",
+    "method": "qlora",
+    "framework": "hf-trainer-4",
+    "precision": "bf16-mixed",
+    "qlora_prepare_kbit": True,
+    "weights_loaded_16bit": True,
+    "lora_rank": 32,
+    "lora_targets": "all-linear",
+    "seq_len": 1024,
+}
+QWEN3_TABLE = 151_936 * 4096  # one vocab x hidden table (untied: embedding and output layer)
+
+
+def _resident(**extra: object) -> tuple[list, int, int]:
+    from calc.step_events import _Builder
+
+    req = parse_estimate_request({**QWEN3_8B_TRL_QLORA, **extra})
+    events = _Builder(req).resident()
+    live = al.live_profile(events)[1]
+    return events, live, al.replay(events, al.UNLIMITED).peak_reserved_bytes
+
+
+def test_the_replay_sizes_weights_in_bytes_not_parameters():
+    # a 4-bit block linear is half a byte per weight and a 16-bit table two: the two tables are
+    # the largest tensors, each its own (the shares were parameters, which made a 4-bit block's
+    # tensors four times too large beside one lump for both tables)
+    events, _, _ = _resident(qlora_prepare_kbit=False)
+    sizes = sorted(ev[2] for ev in events if ev[0] == "alloc")
+    assert sizes[-1] == pytest.approx(2 * QWEN3_TABLE, rel=1e-3)
+    assert sizes[-2] == pytest.approx(2 * QWEN3_TABLE, rel=1e-3)
+    gate = 12_288 * 4096
+    assert st.quantized_bytes(gate, True) in sizes or any(
+        s == pytest.approx(st.quantized_bytes(gate, True), rel=1e-3) for s in sizes
+    )
+
+
+def test_kbit_preparation_and_trl_s_recast_leave_their_fp32_tables_cached():
+    # prepare_model_for_kbit_training swaps each 16-bit table for an fp32 copy, TRL's
+    # peft_module_casting_to_bf16 swaps it back to bf16: the two fp32 tables stay cached (the
+    # bf16 ones reuse the freed 16-bit originals' blocks)
+    _, live, reserved = _resident()
+    assert reserved - live == pytest.approx(2 * 4 * QWEN3_TABLE, rel=0.02)
+    # without the recast the fp32 tables stay allocated and the 16-bit originals are cached
+    _, live_fp32, reserved_fp32 = _resident(qlora_embeddings_recast_bf16=False)
+    assert live_fp32 - live == pytest.approx(2 * 2 * QWEN3_TABLE, rel=1e-3)
+    assert reserved_fp32 - live_fp32 == pytest.approx(2 * 2 * QWEN3_TABLE, rel=0.05)
+    # no preparation: the tables are allocated once, as loaded
+    _, live_plain, reserved_plain = _resident(qlora_prepare_kbit=False)
+    assert live_plain == pytest.approx(live, rel=1e-3)
+    assert reserved_plain - live_plain < 0.1 * 2 * 4 * QWEN3_TABLE  # segment rounding only
+    # under FSDP / ZeRO-3 QLoRA TRL skips both: no swap events
+    sharded, _, _ = _resident(num_gpus=2, sharding="zero3")
+    assert not any(ev[0] == "free" for ev in sharded)
