@@ -152,11 +152,48 @@ def summary(rows: list[dict] | None = None) -> dict[str, dict]:
     return out
 
 
+def today_judgements(rows: list[dict]) -> list[Judgement]:
+    """Today's judgement of each covered row that has a recorded first contact."""
+    recorded = {r["id"] for r in rows if r["first_contact_error"]}
+    return [j for j in (judge(r) for r in rows if r["id"] in recorded) if j.covered]
+
+
+def card_of(row: dict) -> str:
+    """The catalogue card a row's request runs on today (its ``gpu``, with
+    ``today_request_changes``); "" for a row without a request."""
+    if not row["calc_request"]:
+        return ""
+    request = json.loads(row["calc_request"])
+    if row.get("today_request_changes"):
+        request.update(json.loads(row["today_request_changes"]))
+    return str(request.get("gpu", ""))
+
+
+def by_card(rows: list[dict] | None = None) -> dict[str, dict]:
+    """Today's figures on the recorded rows, per card of the catalogue (the ``gpu`` of each
+    row's request): ``count``, ``sources``, ``median_signed`` (positive: calc too fast) and
+    ``median`` of |error|. Where one card's rows lean one way, that is the bias a reader of
+    that card should expect, and how many sources it rests on."""
+    rows = load_rows() if rows is None else rows
+    card = {r["id"]: card_of(r) for r in rows}
+    groups: dict[str, list[Judgement]] = {}
+    for j in today_judgements(rows):
+        groups.setdefault(card[j.row_id], []).append(j)
+    return {
+        gpu: {
+            "count": len(js),
+            "sources": len({j.source for j in js}),
+            "median_signed": statistics.median(j.error for j in js),
+            "median": statistics.median(abs(j.error) for j in js),
+        }
+        for gpu, js in sorted(groups.items())
+    }
+
+
 def now_beside_first(rows: list[dict] | None = None) -> dict[str, dict]:
     """Today's figures on the rows that have a recorded first contact, per source and overall."""
     rows = load_rows() if rows is None else rows
-    recorded = {r["id"] for r in rows if r["first_contact_error"]}
-    today = [j for j in (judge(r) for r in rows if r["id"] in recorded) if j.covered]
+    today = today_judgements(rows)
     out = {
         source: stats([j.error for j in today if j.source == source])
         for source in sorted({r["source"] for r in rows})

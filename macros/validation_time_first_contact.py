@@ -73,6 +73,49 @@ def _table(lang: str) -> str:
     )
 
 
+CARD_COMMAND = "validation_time_first_contact_card"
+
+
+@functools.lru_cache(maxsize=1)
+def cards() -> dict:
+    """Today's figures on the recorded rows per card (:func:`accuracy.first_contact_throughput.by_card`)."""
+    from accuracy import first_contact_throughput as fc
+
+    return fc.by_card()
+
+
+def _card_table(lang: str) -> str:
+    """Today's error on the recorded rows, per card: where a card's rows lean one way, the
+    estimate for that card leans the same way, on the rows and sources shown."""
+    from calc.gpus import get_gpu
+
+    rows = [
+        {
+            "gpu": get_gpu(card).name,
+            "count": f["count"],
+            "sources": f["sources"],
+            "median_signed": f["median_signed"] * 100,
+            "median": f["median"] * 100,
+            SOURCE: {"command": CARD_COMMAND, "card": card},
+        }
+        for card, f in cards().items()
+    ]
+    cols = [
+        Col("gpu", "col.gpu", "text", row_header=True),
+        Col("count", "col.rows", "int"),
+        Col("sources", "col.sources", "int"),
+        Col("median_signed", "col.today_median_signed", "pct", check="pct:median_signed"),
+        Col("median", "col.today_median", "pct", check="pct:median"),
+    ]
+    return render(
+        rows,
+        cols,
+        lang,
+        "validation_time_first_contact_cards",
+        "caption.validation_time_first_contact_cards",
+    )
+
+
 def single_source_lines(lang: str) -> list[str]:
     """One sentence per fitted constant of the time model that rests on a single source."""
     from accuracy import throughput as vt
@@ -136,6 +179,7 @@ def validation_time_first_contact_section(lang: str) -> str:
     heading = labels.text("validation.time_first_contact_heading", lang)
     parts = [f"#### {heading} {{ #validation-time-first-contact }}", "", text, "", after, ""]
     parts.append(_table(lang))
+    parts += ["", labels.text("validation.time_first_contact_cards", lang), "", _card_table(lang)]
     lines = single_source_lines(lang)
     if lines:
         parts += ["", *(f"- {line}" for line in lines)]

@@ -86,6 +86,10 @@ def response_for(source: dict) -> tuple[dict, dict]:
         from macros.validation_time_first_contact import summary
 
         return summary()[source["source"]], request
+    if command == "validation_time_first_contact_card":
+        from accuracy import first_contact_throughput as fc
+
+        return fc.by_card()[source["card"]], request
     if command == "constant":
         import importlib
 

@@ -102,3 +102,22 @@ def test_after_fixes_is_empty_when_no_row_was_judged_with_the_mends(rows):
     early = [r for r in rows if r["judged_at_commit"] != fc.FIXES_IN_AT]
     assert fc.after_fixes(early[:5]) == []
     assert fc.summary(early[:5])[fc.AFTER_FIXES]["count"] == 0
+
+
+def test_by_card_groups_today_s_errors_by_the_request_s_card():
+    """Each recorded, covered row counts once, under the card its request runs on today; the
+    figures are the medians of those rows' signed and absolute errors."""
+    rows = fc.load_rows()
+    cards = fc.by_card(rows)
+    judged = fc.today_judgements(rows)
+    assert sum(c["count"] for c in cards.values()) == len(judged)
+    by_id = {r["id"]: r for r in rows}
+    t4 = [j.error for j in judged if fc.card_of(by_id[j.row_id]) == "t4"]
+    assert cards["t4"]["count"] == len(t4) > 0
+    assert cards["t4"]["median_signed"] == statistics.median(t4)
+    assert cards["t4"]["median"] == statistics.median(abs(e) for e in t4)
+    assert 1 <= cards["t4"]["sources"] <= len(t4)
+    # a row whose today_request_changes moves it to another card counts under that card
+    row = dict(next(r for r in rows if r["first_contact_error"] and r["calc_request"]))
+    row["today_request_changes"] = json.dumps({"gpu": "h200"})
+    assert fc.card_of(row) == "h200"
