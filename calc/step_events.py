@@ -1256,7 +1256,7 @@ class _Builder:
         """Before the first step: weights per block (each tensor at its bytes,
         :func:`_weight_shares`), then the embedding and the output layer; adapters; persistent
         buffers. Where the loop runs kbit preparation (and TRL's recast), the two tables go
-        through it around the adapters (:meth:`_kbit_casts`), with the cache that leaves.
+        through it around the adapters (:meth:`_load_tables`), with the cache that leaves.
         Where the stack quantizes each weight whole on the GPU
         (``qlora_unchunked_quantization``), the weights and adapters are what that build
         leaves (:func:`_nf4_build_events`), with the cache it leaves."""
@@ -1274,47 +1274,45 @@ class _Builder:
             w_rest = _split(w_rest[0], tables)  # the embedding and the output layer apart
         lora_layers, lora_rest = _layered(s.lora_weights, self.block, self.rest, arch.num_layers)
         casts = _kbit_table_casts(self.req, self.reg)
+        if casts is not None and len(w_rest) != len(casts[0]):
+            casts = None  # tiny totals: the tables are one tensor, allocated as they end up
         for part in w_layers:
             for nbytes in _pack(part):
                 self._alloc(events, nbytes)
-        if casts is None or len(w_rest) != len(casts[0]):
-            for nbytes in _pack(w_rest):
+        held = self._load_tables(events, w_rest, casts)
+        for part in lora_layers + [lora_rest]:
+            for nbytes in _pack(part):
                 self._alloc(events, nbytes)
-            for part in lora_layers + [lora_rest]:
-                for nbytes in _pack(part):
-                    self._alloc(events, nbytes)
-        else:
-            self._kbit_casts(events, w_rest, casts, lora_layers + [lora_rest])
+        if casts is not None and casts[2]:
+            # peft_module_casting_to_bf16, after get_peft_model: each fp32 table to bf16
+            for key, nbytes in zip(held, w_rest, strict=True):
+                self._swap(events, key, nbytes)
         if s.comm_static:
             self._alloc(events, s.comm_static)
         self._grad_partition(events)
         return events
 
-    def _kbit_casts(
+    def _load_tables(
         self,
         events: list[Event],
         finals: list[int],
-        casts: tuple[list[int], list[int], bool],
-        adapters: list[list[int]],
-    ) -> None:
-        """The embedding and output layer through kbit preparation and TRL's recast
-        (:func:`_kbit_table_casts`), in the order the loop runs them: each table as loaded,
-        ``prepare_model_for_kbit_training`` replacing each 16-bit one by an fp32 copy
-        (``param.data = param.data.to(torch.float32)``: the copy allocated, then the original
-        freed), ``get_peft_model``'s adapters, then ``peft_module_casting_to_bf16`` replacing
-        each fp32 table by a bf16 one (``module.to(torch.bfloat16)``). What is freed stays in
-        the cache, which the steps then allocate from (the loop calls no ``empty_cache``)."""
+        casts: tuple[list[int], list[int], bool] | None,
+    ) -> list[int]:
+        """The embedding and output layer as the loader leaves them, then, where the loop runs
+        ``prepare_model_for_kbit_training`` (:func:`_kbit_table_casts`), each 16-bit one
+        replaced by an fp32 copy (``param.data = param.data.to(torch.float32)``: the copy
+        allocated, then the original freed); the keys of the tables then held. Without the
+        preparation the tables are allocated as they end up (``finals``). TRL's cast back to
+        bf16 comes after the adapters (:meth:`resident`); what the swaps free stays in the
+        cache, which the steps then allocate from (the loop calls no ``empty_cache``)."""
+        if casts is None:
+            return [self._alloc(events, n) for n in _pack(finals)]
         loaded, fp32, recast = casts
         held = [self._alloc(events, n) for n in loaded]
         if loaded != fp32:  # 16-bit tables: fp32 copies (the tables kept, without the recast)
             sizes = fp32 if recast else finals
             held = [self._swap(events, key, n) for key, n in zip(held, sizes, strict=True)]
-        for part in adapters:
-            for nbytes in _pack(part):
-                self._alloc(events, nbytes)
-        if recast:
-            for key, n in zip(held, finals, strict=True):
-                self._swap(events, key, n)
+        return held
 
     def _swap(self, events: list[Event], old: int, nbytes: int) -> int:
         """A tensor replaced by a copy of another dtype: the copy allocated, then the old freed."""

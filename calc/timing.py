@@ -1650,16 +1650,20 @@ def autocast_cast_params(req: EstimateRequest, sharding: Sharding) -> tuple[int,
     cast it back to bf16, :func:`calc.states.embeddings_recast`), and the casts
     themselves (one op per block linear copy, and one for the output layer); QLoRA's 4-bit
     weights left out. ``(0, 0, 0)`` where the matmuls get 16-bit weights (see the constant)."""
-    if not st.request_regime(req, sharding).casts_weights:
+    reg = st.request_regime(req, sharding)
+    if not reg.casts_weights:
         return 0, 0, 0
     arch = req.model
     qlora = req.method is Method.QLORA
     cast = [lin for lin in arch.linears if not (qlora and lin.quantizable)]
     block = sum(arch.blocks_of(lin) * lin.params for lin in cast)
     ops = sum(arch.blocks_of(lin) * lin.count for lin in cast)
-    head = arch.vocab_size * arch.hidden_size - st.output_layer_quantized_params(req)
-    if st.embeddings_recast(req, st.request_regime(req, sharding)):
-        head = 0  # TRL cast it back to bf16 after kbit preparation: nothing to cast
+    # an output layer TRL cast back to bf16 after kbit preparation has nothing to cast
+    head = (
+        0
+        if st.embeddings_recast(req, reg)
+        else arch.vocab_size * arch.hidden_size - st.output_layer_quantized_params(req)
+    )
     return block, head, ops + (1 if head else 0)
 
 

@@ -87,9 +87,9 @@ def response_for(source: dict) -> tuple[dict, dict]:
 
         return summary()[source["source"]], request
     if command == "validation_time_first_contact_card":
-        from accuracy import first_contact_throughput as fc
+        from macros.validation_time_first_contact import cards
 
-        return fc.by_card()[source["card"]], request
+        return cards()[source["card"]], request
     if command == "constant":
         import importlib
 
