@@ -60,11 +60,11 @@ from .request import (
 
 MATMUL_EFFICIENCY = {
     "a100": 0.81,
-    "blackwell": 0.54,
-    "cdna3": 0.25,
+    "blackwell": 0.57,
+    "cdna3": 0.27,
     "gddr": 1.00,
     "gddr-pro": 0.36,
-    "hopper": 0.66,
+    "hopper": 0.68,
 }
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
@@ -85,7 +85,7 @@ name the FlashAttention package, version 2 on Blackwell (:data:`FLASH2_B200_TFLO
 cuDNN's attention through Transformer Engine (read as SDPA's cuDNN backend).
 ``cdna3`` (AMD Instinct MI300X and the cards the catalogue puts in its class) rests on ONE source,
 one row: torchtitan's Llama 3 8B BF16 pre-training on eight MI300X in torchao's float8 README
-(853f87d1), 0.25 of the datasheet's dense BF16 peak; before that row the class took the pooled
+(853f87d1), 0.27 of the datasheet's dense BF16 peak; before that row the class took the pooled
 NVIDIA share and read +163 % at first contact (fct-n4). Every other class rests on two sources
 or more; the methodology page says which rest on one, from the fit. A class without rows takes
 :data:`MATMUL_EFFICIENCY_POOLED`. On the A100s, the Hopper cards and the B200 class SDPA's flash
@@ -103,18 +103,20 @@ own count, ``python -m benchmarks.validate_throughput``, section "fitted constan
 sources they rest on"; a test keeps the two equal): a plan on such a card says so (warning
 ``time_class_single_source``)."""
 
-MATMUL_EFFICIENCY_POOLED = 0.65
+MATMUL_EFFICIENCY_POOLED = 0.66
 """The same fit with every covered row pooled in one class: the figure for a card class with no
 measured row (none in today's catalogue; the leave-one-source-out fits use it for a class whose
 only source is held out); FITTED."""
 
 MATMUL_HALF_TOKENS = 152.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
-efficiency: ``eff(T) = eff_class * T / (T + T_half * (4096 / hidden)**2)``. Per layer, matmul
-work grows as ``T * hidden**2`` while the fixed costs of each kernel (tile quantisation, wave
-tails, element-wise passes) do not, hence the ``hidden**2`` scaling. FITTED."""
+efficiency on matmuls that run at the A100's BF16 rate: ``eff(T) = eff_class * T / (T + T_half *
+(4096 / hidden)**2 * rate / 312e12)``. Per layer, matmul work grows as ``T * hidden**2`` while
+the fixed costs of each kernel (tile quantisation, wave tails, element-wise passes) do not,
+hence the ``hidden**2`` scaling; those costs are time, so a faster path reaches them at more
+tokens (:data:`HALF_TOKENS_REFERENCE_FLOPS`). FITTED (with the rate in it: 152.2)."""
 
-FP8_MATMUL_EFFICIENCY = 0.58
+FP8_MATMUL_EFFICIENCY = 0.65
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
 Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing the same
 (torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200, NeMo 2 on
@@ -127,6 +129,21 @@ elsewhere, and a plan with ``fp8_compute`` says so (warning ``fp8_rate_not_measu
 torchao's MI300X rows show why: fp8 14.7 % faster than bf16 measured, 1.94 times in calc."""
 
 SATURATION_REFERENCE_HIDDEN = 4096
+
+HALF_TOKENS_REFERENCE_FLOPS = 312e12
+"""The matmul rate at which :data:`MATMUL_HALF_TOKENS` is stated: the A100's dense BF16 peak
+(NVIDIA A100 datasheet, 312 TFLOP/s). ``T_half`` is a fixed time per kernel (launch, prologue
+and epilogue, the last wave's tail) written in tokens: a linear of width ``h`` does ``~h**2``
+FLOPs per token, so a kernel that does ``T * h**2 / rate`` seconds of work beside a fixed
+``tau`` reaches ``T / (T + tau * rate / h**2)`` of its rate. The same ``tau`` is worth more
+tokens where the matmul runs faster: ``T_half`` grows with the rate of the path the matmul runs
+on (the card's BF16 tensor rate, its FP8 rate, or its FP32 rate for fp32 matmuls without
+TF32), each at the datasheet's boost clock: a power-limited card's slower clock
+(:attr:`calc.gpus.Gpu.clock_factor`) stretches a kernel's fixed cycles as much as its work, so it
+leaves ``T_half`` where it was. Hence ``T_half * (4096 / hidden)**2 * rate / 312e12``. Before
+2026-12-04 one ``T_half`` served every rate: the B200's rows read +29 % (too fast) and the T4's
+-11 % (too slow) at their median, a T4 saturating as late as a B200; fitted again on the same
+rows with the rate in it, the leave-one-source-out p90 went from 25.0 to 21.5 %."""
 
 # --- stated constants --------------------------------------------------------------------------
 
@@ -912,13 +929,23 @@ def batch_saturation(
     seq_len: int,
     hidden_size: int = SATURATION_REFERENCE_HIDDEN,
     half_tokens: float | None = None,
+    rate: float = HALF_TOKENS_REFERENCE_FLOPS,
 ) -> float:
-    """``T / (T + T_half * (4096 / hidden)**2)``: the share of its large-step efficiency a
-    micro-step of ``T`` tokens reaches."""
-    tokens = micro_batch_size * seq_len
-    half = (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens) * (
-        SATURATION_REFERENCE_HIDDEN / hidden_size
-    ) ** 2
+    """``T / (T + T_half * (4096 / hidden)**2 * rate / 312e12)``: the share of its large-step
+    efficiency a micro-step of ``T`` tokens reaches on matmuls that run at ``rate`` FLOP/s."""
+    return saturation(micro_batch_size * seq_len, hidden_size, rate, half_tokens)
+
+
+def saturation(
+    tokens: float, hidden_size: int, rate: float, half_tokens: float | None = None
+) -> float:
+    """:func:`batch_saturation` of a micro-step of ``tokens`` tokens (see
+    :data:`HALF_TOKENS_REFERENCE_FLOPS` for why ``T_half`` grows with the rate)."""
+    half = (
+        (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens)
+        * (SATURATION_REFERENCE_HIDDEN / hidden_size) ** 2
+        * (rate / HALF_TOKENS_REFERENCE_FLOPS)
+    )
     return tokens / (tokens + half)
 
 
@@ -1857,6 +1884,7 @@ class Rates:
     fp32_flops: float  # FP32 without tensor cores (gpus.csv fp32_tflops)
     capability: tuple[int, int] | None = None  # CUDA compute capability; None without CUDA
     card_class: str = ""  # gpus.csv utilisation_class: the key of FLASH2_TABLES
+    clock: float = 1.0  # the sustained clock's share of the boost clock (Gpu.clock_factor)
 
 
 _RATES: dict[tuple[Gpu, int, str, int], Rates] = {}
@@ -1890,6 +1918,7 @@ def _card_rates(gpu: Gpu, num_gpus: int, network: str, per_node: int) -> Rates:
         if gpu.stack == "cuda"
         else None,
         card_class=gpu.utilisation_class,
+        clock=clock,
     )
 
 
@@ -1926,11 +1955,9 @@ def step_breakdown(
     replicas = n // g
     T = c.tokens_micro
     A = c.accumulation
-    sat = T / (
-        T
-        + (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens)
-        * (SATURATION_REFERENCE_HIDDEN / c.hidden) ** 2
-    )
+    # a slower clock slows a kernel's fixed cycles as much as its work: T_half follows the
+    # rate at the boost clock
+    sat = saturation(T, c.hidden, rates.peak_flops / rates.clock, half_tokens)
     eff = efficiency * sat
     if c.attention_kept_if_flash and rates.capability is not None:
         backend = _kernel(c, rates.capability).backend
@@ -1946,7 +1973,9 @@ def step_breakdown(
             )
     f = c.flops
     use_fp8 = fp8 and rates.fp8_peak_flops > 0
-    fp8_eff = (FP8_MATMUL_EFFICIENCY if fp8_efficiency is None else fp8_efficiency) * sat
+    fp8_eff = (FP8_MATMUL_EFFICIENCY if fp8_efficiency is None else fp8_efficiency) * (
+        saturation(T, c.hidden, rates.fp8_peak_flops / rates.clock, half_tokens) if use_fp8 else sat
+    )
 
     def phase_compute(total: float, linear: float) -> float:
         if use_fp8:
@@ -1970,11 +1999,12 @@ def step_breakdown(
     # (CUDA cores; AMD's FP32 rate, hipBLASLt's XF32 being off unless asked for): the extra
     # time over the 16-bit rate the compute above priced them at
     if c.fp32_matmul_flops_per_token:
+        rate32 = rates.peak_flops / fp32_matmul_time(c, rates)
+        eff32 = efficiency * saturation(T, c.hidden, rate32 / rates.clock, half_tokens)
         extra = (
             T
             * c.fp32_matmul_flops_per_token
-            * (fp32_matmul_time(c, rates) - 1.0)
-            / (rates.peak_flops * eff)
+            * (1.0 / (rate32 * eff32) - 1.0 / (rates.peak_flops * eff))
         )
         t_fwd += extra / 2
         t_bwd += extra / 2
@@ -2373,11 +2403,7 @@ def estimate_time(
         b = _replace(
             b, exposed_communication=max(0.0, one.step_seconds / scaling_efficiency - rest)
         )
-    sat = c.tokens_micro / (
-        c.tokens_micro
-        + (MATMUL_HALF_TOKENS if half_tokens is None else half_tokens)
-        * (SATURATION_REFERENCE_HIDDEN / c.hidden) ** 2
-    )
+    sat = saturation(c.tokens_micro, c.hidden, rates.peak_flops / rates.clock, half_tokens)
     step_tokens = c.tokens_micro * c.accumulation
     ratio = None if shape is None else shape.padding_ratio
     return TimeEstimate(

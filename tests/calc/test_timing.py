@@ -791,7 +791,7 @@ def test_adapter_matmuls_take_the_larger_of_flops_and_bytes(gpu_id, framework):
         - timing.step_breakdown(bare, rates, **args).compute
     )
     T = c.tokens_micro
-    eff = 0.5 * T / (T + timing.MATMUL_HALF_TOKENS)
+    eff = 0.5 * timing.saturation(T, c.hidden, rates.peak_flops / rates.clock)
     rate = rates.fp32_flops if c.adapter_fp32 else rates.peak_flops * eff
     flops_s = T * c.adapter_flops_per_token / rate
     bytes_s = T * c.adapter_bytes_per_token / rates.memory_bytes_per_s
@@ -1062,17 +1062,16 @@ def test_fp32_output_layer_runs_at_the_fp32_rate(gpu_id):
     from dataclasses import replace
 
     without = timing.step_breakdown(replace(c, fp32_matmul_flops_per_token=0.0), rates, **args)
-    sat = c.tokens_micro / (c.tokens_micro + timing.MATMUL_HALF_TOKENS)
-    extra = (
-        c.tokens_micro
-        * c.fp32_matmul_flops_per_token
-        * (timing.fp32_time(rates) - 1)
-        / (rates.peak_flops * 0.5 * sat)
-    )
-    assert with_head - without.compute == pytest.approx(extra)
-    # the fp32 FLOPs take the card's own FP32 time: FLOPs / (FP32 peak x efficiency)
-    fp32_seconds = c.tokens_micro * c.fp32_matmul_flops_per_token / (rates.fp32_flops * 0.5 * sat)
-    assert extra == pytest.approx(fp32_seconds - fp32_seconds * rates.fp32_flops / rates.peak_flops)
+    T, h = c.tokens_micro, c.hidden
+    sat = timing.saturation(T, h, rates.peak_flops / rates.clock)
+    # the fp32 matmuls saturate at their own rate: a kernel's fixed time is fewer tokens there
+    sat32 = timing.saturation(T, h, rates.fp32_flops / rates.clock)
+    assert sat32 > sat
+    # the fp32 FLOPs take the card's own FP32 time: FLOPs / (FP32 peak x efficiency), in place
+    # of the 16-bit time the rest of the compute priced them at
+    fp32_seconds = T * c.fp32_matmul_flops_per_token / (rates.fp32_flops * 0.5 * sat32)
+    priced = T * c.fp32_matmul_flops_per_token / (rates.peak_flops * 0.5 * sat)
+    assert with_head - without.compute == pytest.approx(fp32_seconds - priced)
 
 
 @pytest.mark.parametrize(
