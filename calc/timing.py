@@ -42,7 +42,9 @@ from .flops import (
     training_flops_per_token,
     selective_recompute_flops,
 )
+from .arch import ModelArch
 from .jsontypes import JsonObject
+from .lora import AdaptedLinear
 from .lengths import as_rows, request_attention_span, request_shape
 from .checkpointing import Granularity
 from .fields import AdapterDtype, Attention, Fp8Library
@@ -1052,11 +1054,11 @@ def fp8_eager_counts(req: EstimateRequest, recompute: float) -> Fp8Eager | None:
         return None
     arch = req.model
     fp8 = [lin for lin in arch.linears if lin.quantizable]
-    layers = arch.num_layers
-    d_in = layers * sum(lin.active * lin.d_in for lin in fp8)
-    d_out = layers * sum(lin.active * lin.d_out for lin in fp8)
-    weights = layers * sum(lin.count * lin.d_in * lin.d_out for lin in fp8)
-    active_weights = layers * sum(lin.active * lin.d_in * lin.d_out for lin in fp8)
+    blocks = arch.blocks_of
+    d_in = sum(blocks(lin) * lin.active * lin.d_in for lin in fp8)
+    d_out = sum(blocks(lin) * lin.active * lin.d_out for lin in fp8)
+    weights = sum(blocks(lin) * lin.count * lin.d_in * lin.d_out for lin in fp8)
+    active_weights = sum(blocks(lin) * lin.active * lin.d_in * lin.d_out for lin in fp8)
     frozen = req.method is not Method.FULL
     cast, copy = FP8_EAGER_CAST_BYTES_PER_ELEMENT, FP8_LAYOUT_COPY_BYTES_PER_ELEMENT
     forward = 1 + recompute  # the forward's casts run again in a recomputed block
@@ -1074,7 +1076,7 @@ def fp8_eager_counts(req: EstimateRequest, recompute: float) -> Fp8Eager | None:
         + copy * weights
         + (st.BF16_BYTES * weights if frozen else 0)
     )
-    n = layers * sum(lin.active for lin in fp8)
+    n = sum(blocks(lin) * lin.active for lin in fp8)
     forward_ops = n * (FLOAT8_LINEAR_OPS["forward"] - 1)
     backward_ops = n * (FLOAT8_LINEAR_OPS["backward"] - BACKWARD_OPS_FACTOR)
     return Fp8Eager(
@@ -1164,8 +1166,15 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     recompute: float = (1 if req.gradient_checkpointing else 0) if share == 1.0 else share
     passes = 2 + recompute
     tokens = req.micro_batch_size * req.local_seq_len
-    n_linears = sum(lin.count if lin.active == lin.count else lin.active for lin in arch.linears)
-    adapters = len(st.adapted(req)) if req.is_peft else 0
+    # ops and bytes of the linears over the whole stack: a linear of one kind of block (Gemma 4's
+    # sliding and full blocks, a hybrid stack's mixers, Llama 4's dense and MoE MLPs) counts in
+    # the blocks of that kind only (ModelArch.blocks_of), not in every block
+    linear_ops = sum(
+        arch.blocks_of(lin) * (lin.count if lin.active == lin.count else lin.active)
+        for lin in arch.linears
+    )
+    adapted = st.adapted(req) if req.is_peft else ()
+    adapters = sum(_blocks(arch, a) for a in adapted)
     other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
     liger_on = liger.applies(req)
     # Liger's gated activation replaces a dense MLP's (routed experts keep the family's own)
@@ -1187,7 +1196,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     # (per block, less the 16-bit linears of a checkpoint's skip list, which run none)
     active = {l.name: l.active for l in arch.linears}
     quantized_linears = (
-        arch.num_layers * sum(l.active for l in arch.linears if l.quantizable)
+        sum(arch.blocks_of(l) * l.active for l in arch.linears if l.quantizable)
         - sum(active[name] for _, name in arch.bnb_kept_16bit)
         if req.method is Method.QLORA
         else 0
@@ -1203,19 +1212,25 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         # Unsloth's autograd functions: each adapted linear (its base matmul included) in the
         # counted calls of its forward, recomputation and backward; the rest op by op, eager
         fused = FUSED_LORA_OPS_PER_ADAPTER
-        per_layer_ops = adapters * (fused["forward"] * (1 + recompute) + fused["backward"]) + (
-            n_linears - adapters + EAGER_OPS_PER_LAYER_FORWARD + eager_attention
-        ) * (1 + BACKWARD_OPS_FACTOR + recompute)
-        kernels = arch.num_layers * per_layer_ops + bnb_ops
+        kernels = (
+            adapters * (fused["forward"] * (1 + recompute) + fused["backward"])
+            + (
+                linear_ops
+                - adapters
+                + arch.num_layers * (EAGER_OPS_PER_LAYER_FORWARD + eager_attention)
+            )
+            * (1 + BACKWARD_OPS_FACTOR + recompute)
+            + bnb_ops
+        )
     else:
-        fwd_ops = arch.num_layers * (n_linears + other + LORA_OPS_PER_ADAPTER * adapters)
+        fwd_ops = linear_ops + arch.num_layers * other + LORA_OPS_PER_ADAPTER * adapters
         kernels = fwd_ops * (1 + BACKWARD_OPS_FACTOR + recompute) + bnb_ops
         if sac_kept_ops:
             kernels -= arch.num_layers * sac_kept_ops  # kept outputs are not launched again
     # FP8 casts per token: inputs (forward, recompute) and output gradients (backward)
-    per_layer_in = sum(l.active * l.d_in for l in arch.linears if l.quantizable)
-    per_layer_out = sum(l.active * l.d_out for l in arch.linears if l.quantizable)
-    cast = arch.num_layers * ((passes - 1) * per_layer_in + per_layer_out)
+    stack_in = sum(arch.blocks_of(l) * l.active * l.d_in for l in arch.linears if l.quantizable)
+    stack_out = sum(arch.blocks_of(l) * l.active * l.d_out for l in arch.linears if l.quantizable)
+    cast = (passes - 1) * stack_in + stack_out
     mode = "compiled" if req.torch_compile else "eager"
     h = arch.hidden_size
     q_dim = arch.num_heads * arch.head_dim
@@ -1259,12 +1274,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         lora_out = fp32["lora_output", mode]
         loss = fp32["loss_logit", mode]
         kbit_casts = (
-            0.0
-            if fp32_4bit
-            else KBIT_CAST_BYTES_PER_ELEMENT
-            * arch.num_layers
-            * (per_layer_in + per_layer_out)
-            * passes
+            0.0 if fp32_4bit else KBIT_CAST_BYTES_PER_ELEMENT * (stack_in + stack_out) * passes
         )
     fp32_head_flops = 0.0
     if st.request_regime(req) is st.KBIT_FP32 and not req.qlora_output_layer_quantized:
@@ -1274,10 +1284,10 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     if fp32_4bit:
         # every 4-bit linear's matmul in fp32: 2 FLOPs per weight per pass (forward,
         # recompute, the input gradient of the frozen weight)
-        quantized_per_layer = sum(
-            l.active * l.d_in * l.d_out for l in arch.linears if l.quantizable
+        quantized = sum(
+            arch.blocks_of(l) * l.active * l.d_in * l.d_out for l in arch.linears if l.quantizable
         )
-        fp32_head_flops += 2.0 * arch.num_layers * quantized_per_layer * passes
+        fp32_head_flops += 2.0 * quantized * passes
     liger_fwd = liger_bwd = 0.0
     if liger_on:
         # Liger's modules in place of the norms, the rotary embedding and the dense gated
@@ -1301,10 +1311,13 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         + rotary * (q_dim + kv_dim)
         + attention_io * (q_dim + 2 * kv_dim)
         + act * ffn
-        + lora_out * sum(l.active * l.d_out for l in st.adapted(req))
-        + lora_input_bytes(req) * sum(l.active * l.d_in for l in st.adapted(req) if not l.fused)
     )
-    fwd_bytes = arch.num_layers * per_layer
+    fwd_bytes = (
+        arch.num_layers * per_layer
+        + lora_out * sum(_blocks(arch, a) * a.active * a.d_out for a in adapted)
+        + lora_input_bytes(req)
+        * sum(_blocks(arch, a) * a.active * a.d_in for a in adapted if not a.fused)
+    )
     adapter_re = recompute
     if selective is not None:
         # the per-op policy runs again only the adapters' matmuls it does not keep
@@ -1402,7 +1415,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         kernels_per_micro=float(kernels),
         fp8_cast_elements_per_token=float(cast),
         fp8_eager=fp8_eager_counts(req, recompute),
-        block_weight_params=arch.num_layers * arch.block_params,
+        block_weight_params=arch.stack_params,
         optimizer_bytes_per_param=optimizer_step_bytes(req, 1, reg),
         elementwise_bytes_per_token=float(elementwise),
         liger_head_pre_ampere_bytes_per_token=head_pre_ampere,
@@ -1518,12 +1531,19 @@ def adapter_matmul_counts(req: EstimateRequest, recompute: float) -> tuple[float
     fp32 = _adapters_run_fp32(req)
     size = 4 if fp32 else 2
     live = [l for l in st.adapted(req) if not l.fused]
-    width = sum(l.active * l.rank_factor * (l.d_in + l.d_out) for l in live)
-    elements = sum(l.active * (l.d_in + l.d_out) for l in live)
+    # over the whole stack: an adapter on one kind of block's linear runs in those blocks only
+    width = sum(_blocks(arch, l) * l.active * l.rank_factor * (l.d_in + l.d_out) for l in live)
+    elements = sum(_blocks(arch, l) * l.active * (l.d_in + l.d_out) for l in live)
     fwd = LORA_MATMUL_ELEMENTS["forward"]
     passes = fwd * (1 + recompute) + LORA_MATMUL_ELEMENTS["backward"]
     flops = 2.0 * req.lora_rank * width * (1 + 2 + recompute)
-    return arch.num_layers * flops, float(arch.num_layers * size * elements * passes)
+    return flops, float(size * elements * passes)
+
+
+def _blocks(arch: ModelArch, adapter: AdaptedLinear) -> int:
+    """The decoder blocks that hold an adapted linear (:attr:`AdaptedLinear.blocks`, every
+    block where it was left unset)."""
+    return adapter.blocks or arch.num_layers
 
 
 def _adapters_run_fp32(req: EstimateRequest) -> bool:
