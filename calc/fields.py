@@ -106,6 +106,16 @@ class AdapterDtype(str, Enum):
     FP32 = "fp32"
 
 
+class RopeCache16Bit(str, Enum):
+    """Where a model keeps rotary cos and sin tables precomputed in its 16-bit dtype (see the
+    ``rope_cache_16bit`` field): nowhere, in the model's one rotary module, or also in every
+    attention layer's own."""
+
+    NONE = "none"
+    MODEL = "model"
+    PER_LAYER = "per-layer"
+
+
 class MoeExpertLayout(str, Enum):
     """How a MoE model stores its experts, which decides how peft adapts them (see
     :mod:`calc.lora`): one ``nn.Linear`` per expert matrix (transformers 4) or one 3-D
@@ -1312,6 +1322,29 @@ FIELDS: tuple[FieldSpec, ...] = (
             "per layer, not counted). Counted with the weights, on every GPU (a buffer, never "
             "sharded or offloaded). Default False: transformers computes cos and sin in each "
             "forward from an ``inv_freq`` buffer of ``head_dim / 2`` values."
+        ),
+    ),
+    _enum(
+        "rope_cache_16bit",
+        RopeCache16Bit,
+        "none",
+        BEHAVIOUR,
+        doc=(
+            "rotary cos and sin tables precomputed for ``min(32768, max_position_embeddings)`` "
+            "positions of ``head_dim`` values each, in the model's 16-bit dtype, kept on the GPU "
+            "as buffers: Unsloth's ``LlamaRotaryEmbedding`` (``models/llama.py``; Mistral and "
+            "Qwen2 reuse it) builds them at construction (``current_rope_size = min(4 * 8192, "
+            "max_position_embeddings)``, ``_set_cos_sin_cache`` with "
+            "``torch.get_default_dtype()``, which transformers sets to the load dtype while it "
+            "builds the model) and Unsloth puts its class in place of transformers'. ``model``: "
+            "the model's one rotary module (transformers 4.48 on); ``per-layer``: also one in "
+            "every attention layer (transformers up to 4.47 built ``self.rotary_emb`` in each "
+            "``LlamaAttention``, and up to 4.37 its own class cached the same tables for "
+            "``max_position_embeddings`` positions; before 4.43 there was no module in the model, "
+            "one pair fewer). "
+            "(:func:`calc.memory.rope_cache_bytes`); counted with the weights, on every GPU (a "
+            "buffer, never sharded or offloaded). Default ``none``: transformers computes cos "
+            "and sin in each forward from an ``inv_freq`` buffer of ``head_dim / 2`` values."
         ),
     ),
     _bool(

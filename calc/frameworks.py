@@ -187,6 +187,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "outputs_cast_fp32": True,
         "expandable_segments": True,
         "zero_grad_set_to_none": True,
+        "rope_cache_16bit": "model",
     },
     Framework.HF_TRAINER_4: {
         **_HF_COMMON,
@@ -542,6 +543,16 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "model with accelerate: as hf-trainer; Unsloth issue #465 (2024-05, Unsloth 2024.5, "
         "fp16 on a T4) ran out of memory in accelerate's _convert_to_fp32 on the [2, L, 128256] "
         "logits",
+        "rope_cache_16bit": "Unsloth models/llama.py, LlamaRotaryEmbedding.__init__: "
+        "current_rope_size = min(4 * 8192, max_position_embeddings) and _set_cos_sin_cache(..., "
+        "dtype=torch.get_default_dtype()) registering cos_cached and sin_cached (2024.9.post3, "
+        "c0b4d640, lines 1079-1098; LlamaExtendedRotaryEmbedding, Llama 3.1's, the same at lines "
+        "1174-1184), and at 015bdef0d9 (2026-08) lines 1811-1823, per device; FastLlamaModel."
+        "pre_patch puts the class in place of transformers' "
+        "(transformers.models.llama.modeling_llama.LlamaRotaryEmbedding = LlamaRotaryEmbedding, "
+        "c0b4d640 line 1463, 015bdef0d9 line 2316). transformers 4.48 on builds one rotary "
+        "module in the model ('model'); 4.43 to 4.47 also built one in every LlamaAttention "
+        "(self.rotary_emb), each then Unsloth's: 'per-layer' for Unsloth's 2024 releases",
         "expandable_segments": "unsloth_zoo 2026.8.13 (ce232d6c) __init__.py (lines 277-291; "
         "removed again on Windows / WSL and ROCm builds): unless UNSLOTH_VLLM_STANDBY, on "
         "torch >= 2.10 it sets PYTORCH_ALLOC_CONF to "

@@ -1066,14 +1066,40 @@ def _held_chunks_loss(req: EstimateRequest) -> bool:
 
 
 def rope_cache_bytes(req: EstimateRequest) -> int:
-    """The fp32 rotary table a model keeps (``rope_cache_fp32``): ``max_position_embeddings x
-    head_dim`` values, 4 bytes each, one module shared by every layer (torchtune 0.6.1
-    ``RotaryPositionalEmbeddings`` / ``Llama3ScaledRoPE`` ``cache``, ``[max_seq_len,
-    head_dim // 2, 2]``), plus its ``theta`` (``head_dim / 2`` values)."""
-    if not req.rope_cache_fp32:
-        return 0
+    """The rotary tables a model keeps on the GPU: torchtune's fp32 table
+    (``rope_cache_fp32``: ``max_position_embeddings x head_dim`` values, 4 bytes each, one
+    module shared by every layer, torchtune 0.6.1 ``RotaryPositionalEmbeddings`` /
+    ``Llama3ScaledRoPE`` ``cache``, ``[max_seq_len, head_dim // 2, 2]``, plus its ``theta``,
+    ``head_dim / 2`` values) and the 16-bit cos and sin tables of :func:`rope_cache_16bit_tensors`."""
     arch = req.model
-    return st.FP32_BYTES * (arch.max_position_embeddings * arch.head_dim + arch.head_dim // 2)
+    fp32 = (
+        st.FP32_BYTES * (arch.max_position_embeddings * arch.head_dim + arch.head_dim // 2)
+        if req.rope_cache_fp32
+        else 0
+    )
+    return fp32 + sum(rope_cache_16bit_tensors(req))
+
+
+ROPE_CACHE_16BIT_POSITIONS = 4 * 8192
+"""Positions Unsloth's rotary module precomputes at construction, at most
+(``current_rope_size = min(4 * 8192, max_position_embeddings)``, ``models/llama.py``
+``LlamaRotaryEmbedding`` at 2024.9.post3 c0b4d640 line 1079 and at 015bdef0d9 line 1811); it
+grows the tables only when a longer sequence arrives."""
+
+
+def rope_cache_16bit_tensors(req: EstimateRequest) -> list[int]:
+    """The cos and sin tables of ``rope_cache_16bit``, each ``min(32768,
+    max_position_embeddings) x head_dim`` values in the 16-bit dtype the model was built in
+    (``torch.get_default_dtype()`` while transformers builds it): two per rotary module, one
+    module in the model (``model``) or one more in every attention layer (``per-layer``)."""
+    kind = req.rope_cache_16bit.value
+    if kind == "none":
+        return []
+    arch = req.model
+    modules = 1 + (arch.num_layers if kind == "per-layer" else 0)
+    positions = min(ROPE_CACHE_16BIT_POSITIONS, arch.max_position_embeddings)
+    table = positions * arch.head_dim * st.BF16_BYTES
+    return [table] * (2 * modules)
 
 
 def sparse_causal_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:

@@ -37,6 +37,7 @@ from .fields import (
     MoeExpertLayout,
     Optimizer,
     Precision,
+    RopeCache16Bit,
     Sharding,
     ShardingEngine,
     check_bool,
@@ -130,6 +131,7 @@ class EstimateRequest:
     chunked_loss_holds_logits: bool
     lora_fused_qkv_adapter: bool
     rope_cache_fp32: bool
+    rope_cache_16bit: RopeCache16Bit
     loss_on_16bit_logits: bool
     loss_fused_lm_head: bool
     loss_grad_in_forward: bool

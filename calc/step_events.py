@@ -1269,7 +1269,10 @@ class _Builder:
             return built
         events: list[Event] = []
         base_block, tables = _weight_shares(self.req, self.reg)
-        w_layers, w_rest = _layered(s.weights, base_block, sum(tables), arch.num_layers)
+        # the 16-bit rotary tables are buffers of their own (with the weights in s.weights)
+        rope = mem.rope_cache_16bit_tensors(self.req)
+        weights = s.weights - sum(rope)
+        w_layers, w_rest = _layered(weights, base_block, sum(tables), arch.num_layers)
         if len(w_rest) == 1:
             w_rest = _split(w_rest[0], tables)  # the embedding and the output layer apart
         lora_layers, lora_rest = _layered(s.lora_weights, self.block, self.rest, arch.num_layers)
@@ -1280,6 +1283,8 @@ class _Builder:
             for nbytes in _pack(part):
                 self._alloc(events, nbytes)
         held = self._load_tables(events, w_rest, casts)
+        for nbytes in rope:
+            self._alloc(events, nbytes)
         for part in lora_layers + [lora_rest]:
             for nbytes in _pack(part):
                 self._alloc(events, nbytes)

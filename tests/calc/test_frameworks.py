@@ -1300,10 +1300,12 @@ def test_unsloth_qlora_fp16_counts_16bit_weights_and_fp32_adapters():
     # from_pretrained; unsloth_zoo 2026.8.13 training_utils.py prepare_model_for_training: lora_A /
     # lora_B upcast to fp32 (line 420), every other parameter frozen as loaded. Llama 3.1 8B:
     # NF4 block linears (4.127 bits, double quantization) + the embedding and output layer and
-    # norms in 2 bytes
+    # norms in 2 bytes, + the model's 16-bit rotary cos and sin tables (rope_cache_16bit model:
+    # 32768 x 128 x 2 bytes each)
     linears = 32 * (4096 * 4096 * 2 + 4096 * 1024 * 2 + 4096 * 14336 * 3)
     dense = LLAMA31_8B_PARAMS - linears
     nf4 = int(linears * (4 + 8 / 64 + 32 / (64 * 256)) / 8)
+    rope = 2 * 32768 * 128 * 2
     req = {
         "model": "llama-3.1-8b",
         "method": "qlora",
@@ -1312,13 +1314,13 @@ def test_unsloth_qlora_fp16_counts_16bit_weights_and_fp32_adapters():
         "micro_batch_size": 2,
     }
     c = estimate_dict(req)["components"]
-    assert c["weights"] == nf4 + 2 * dense == 5_702_295_552
+    assert c["weights"] == nf4 + 2 * dense + rope == 5_702_295_552 + rope
     assert c["lora_weights"] == 4 * LLAMA31_8B_R16_ALL_LINEAR
     assert c["weight_copies"] == 0
     # the same request read as Lightning's fp16-mixed: fp32 embedding, output layer and norms,
     # and autocast's fp16 copy of the output layer (the embedding is a lookup, no autocast op)
     off = estimate_dict({**req, "weights_loaded_16bit": False})["components"]
-    assert off["weights"] == nf4 + 4 * dense
+    assert off["weights"] == nf4 + 4 * dense + rope
     assert off["weight_copies"] == 2 * 128_256 * 4096
 
 
@@ -1515,3 +1517,70 @@ def test_unsloth_runs_the_allocator_with_expandable_segments():
         _resolved(**base, framework="unsloth", expandable_segments=False)["expandable_segments"]
         is False
     )
+
+
+@pytest.mark.parametrize(
+    "model, positions, layers, head_dim",
+    [
+        ("llama-3.1-8b", 32768, 32, 128),  # max_position_embeddings 131072: capped at 4 x 8192
+        ("llama-2-7b", 4096, 32, 128),  # 4096 positions: all of them
+    ],
+)
+def test_unsloth_keeps_16bit_rotary_tables_per_module(model, positions, layers, head_dim):
+    # Unsloth's LlamaRotaryEmbedding: cos and sin, min(32768, max_position_embeddings) x head_dim,
+    # 2 bytes each (the 16-bit default dtype transformers sets while it builds the model); one
+    # module in the model, or one more in each attention layer before transformers 4.48
+    table = positions * head_dim * 2
+    req = {"model": model, "method": "qlora", "framework": "unsloth"}
+    weights = {
+        kind: estimate_dict({**req, "rope_cache_16bit": kind})["components"]["weights"]
+        for kind in ("none", "model", "per-layer")
+    }
+    assert weights["model"] - weights["none"] == 2 * table
+    assert weights["per-layer"] - weights["none"] == 2 * table * (layers + 1)
+    # the unsloth profile's default is the one module of current transformers
+    assert estimate_dict(req)["components"]["weights"] == weights["model"]
+    # sharding leaves a buffer whole on every GPU
+    sharded = {**req, "num_gpus": 2, "sharding": "zero3", "rope_cache_16bit": "per-layer"}
+    sharded_none = {**sharded, "rope_cache_16bit": "none"}
+    grown = (
+        estimate_dict(sharded)["components"]["weights"]
+        - estimate_dict(sharded_none)["components"]["weights"]
+    )
+    assert grown == 2 * table * (layers + 1)
+
+
+def test_the_replay_holds_the_16bit_rotary_tables_as_tensors_of_their_own():
+    """Each table is its own 8 MiB buffer in the replay (Llama 3.1 8B: 32768 x 128 x 2 bytes):
+    the resident weights' reserved memory grows by the 66 tables, to the segment, and the
+    weights' own tensors keep their sizes."""
+    from calc import allocator as al
+    from calc import step_events as se
+
+    def resident(kind: str) -> tuple[int, list[int]]:
+        req = parse_estimate_request(
+            {
+                "model": "llama-3.1-8b",
+                "method": "qlora",
+                "framework": "unsloth",
+                "rope_cache_16bit": kind,
+                "expandable_segments": False,
+            }
+        )
+        events = se._Builder(req).resident()
+        sizes = sorted(ev[2] for ev in events if ev[0] == "alloc")
+        return al.replay(events, al.UNLIMITED, al.DEFAULT_CONFIG).peak_reserved_bytes, sizes
+
+    table = 32768 * 128 * 2
+    with_tables, sizes = resident("per-layer")
+    without, base_sizes = resident("none")
+    assert sizes.count(table) - base_sizes.count(table) == 66
+    assert sorted(base_sizes + [table] * 66) == sizes
+    # 8 MiB requests go two to a 20 MiB segment of the large pool (at most)
+    assert 66 * table <= with_tables - without <= 33 * 20 * 2**20
+
+
+def test_rope_cache_16bit_rejects_an_unknown_value():
+    with pytest.raises(InputError) as err:
+        parse_estimate_request({"model": "llama-3.1-8b", "rope_cache_16bit": "always"})
+    assert "rope_cache_16bit" in str(err.value)

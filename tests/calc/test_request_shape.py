@@ -39,6 +39,7 @@ OLD_LINKS = [
     "&qlora_dequant_fp16=true",
     "?fsdp_flat_parameters=true&fsdp_wrap_floor=true&method=full&model=gemma-2-2b&num_gpus=2&sharding=zero3",
     "?framework=unsloth&method=qlora&qlora_quant_state_replicated=true&num_gpus=2&sharding=zero3",
+    "?framework=unsloth&method=qlora&model=llama-3.1-8b&rope_cache_16bit=per-layer",
     "?framework=litgpt&num_gpus=2&sharding=zero3&gpu=h100-sxm&dataset_tokens=100000000",
     "?mode=advanced&framework=litgpt&qlora_keeps_inputs=false&method=qlora",
     "?method=qlora&model=llama-3.1-8b&qlora_prepare_kbit=true&lora_adapter_dtype=fp32",
