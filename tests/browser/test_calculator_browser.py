@@ -329,6 +329,10 @@ PLAN_VARIATIONS = [
         "model": "llama-3.2-1b",
     },
     {"rope_cache_fp32": "true", "model": "llama-3.2-3b", "method": "lora"},
+    # Unsloth's 16-bit rotary tables: in every attention layer (transformers up to 4.47), and
+    # the model's one on a stack whose profile has none
+    {"rope_cache_16bit": "per-layer", "framework": "unsloth", "method": "qlora"},
+    {"rope_cache_16bit": "model", "model": "qwen2.5-7b", "method": "lora"},
     {"qlora_compute_dtype_from_input": "true", "method": "qlora", "gpu": "a100-80gb-sxm"},
     # TRL before 0.26: the kbit-prepared embedding and output layer (and the copies
     # lora_modules_to_save trains) back in bf16
