@@ -100,9 +100,7 @@ def judge(row: dict) -> Judgement:
     measured = float(row["tokens_per_second_per_gpu"] or 0.0)
     if row["calc_not_covered"]:
         return Judgement(**base, measured=measured, covered=False, reason=row["calc_not_covered"])
-    request = json.loads(row["calc_request"])
-    if row.get("today_request_changes"):
-        request.update(json.loads(row["today_request_changes"]))
+    request = today_request(row)
     try:
         predicted = predict(request)
     except CalcError as err:
@@ -158,15 +156,21 @@ def today_judgements(rows: list[dict]) -> list[Judgement]:
     return [j for j in (judge(r) for r in rows if r["id"] in recorded) if j.covered]
 
 
+def today_request(row: dict) -> dict:
+    """The row's request as judged today: ``calc_request`` with ``today_request_changes``
+    merged onto it."""
+    request = json.loads(row["calc_request"])
+    if row.get("today_request_changes"):
+        request.update(json.loads(row["today_request_changes"]))
+    return request
+
+
 def card_of(row: dict) -> str:
     """The catalogue card a row's request runs on today (its ``gpu``, with
     ``today_request_changes``); "" for a row without a request."""
     if not row["calc_request"]:
         return ""
-    request = json.loads(row["calc_request"])
-    if row.get("today_request_changes"):
-        request.update(json.loads(row["today_request_changes"]))
-    return str(request.get("gpu", ""))
+    return str(today_request(row).get("gpu", ""))
 
 
 def by_card(rows: list[dict] | None = None) -> dict[str, dict]:

@@ -30,7 +30,7 @@ from . import states as st
 from .arch import LinearLayer, ModelArch
 from .checkpointing import block_wrapped
 from .jsontypes import JsonObject
-from .fields import AttentionMask
+from .fields import AttentionMask, RopeCache16Bit
 from .lengths import as_rows, request_attention_span, request_peak, request_shape
 from .lora import TRANSFORMERS_FRAMEWORKS, library_rejections
 from .request import (
@@ -1092,11 +1092,11 @@ def rope_cache_16bit_tensors(req: EstimateRequest) -> list[int]:
     max_position_embeddings) x head_dim`` values in the 16-bit dtype the model was built in
     (``torch.get_default_dtype()`` while transformers builds it): two per rotary module, one
     module in the model (``model``) or one more in every attention layer (``per-layer``)."""
-    kind = req.rope_cache_16bit.value
-    if kind == "none":
+    kind = req.rope_cache_16bit
+    if kind is RopeCache16Bit.NONE:
         return []
     arch = req.model
-    modules = 1 + (arch.num_layers if kind == "per-layer" else 0)
+    modules = 1 + (arch.num_layers if kind is RopeCache16Bit.PER_LAYER else 0)
     positions = min(ROPE_CACHE_16BIT_POSITIONS, arch.max_position_embeddings)
     table = positions * arch.head_dim * st.BF16_BYTES
     return [table] * (2 * modules)

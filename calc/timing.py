@@ -42,9 +42,7 @@ from .flops import (
     training_flops_per_token,
     selective_recompute_flops,
 )
-from .arch import ModelArch
 from .jsontypes import JsonObject
-from .lora import AdaptedLinear
 from .lengths import as_rows, request_attention_span, request_shape
 from .checkpointing import Granularity
 from .fields import AdapterDtype, Attention, Fp8Library
@@ -931,11 +929,13 @@ def batch_saturation(
     seq_len: int,
     hidden_size: int = SATURATION_REFERENCE_HIDDEN,
     half_tokens: float | None = None,
-    rate: float = HALF_TOKENS_REFERENCE_FLOPS,
 ) -> float:
-    """``T / (T + T_half * (4096 / hidden)**2 * rate / 312e12)``: the share of its large-step
-    efficiency a micro-step of ``T`` tokens reaches on matmuls that run at ``rate`` FLOP/s."""
-    return saturation(micro_batch_size * seq_len, hidden_size, rate, half_tokens)
+    """``T / (T + T_half * (4096 / hidden)**2)``: the share of its large-step efficiency a
+    micro-step of ``T`` tokens reaches on matmuls at the reference rate
+    (:data:`HALF_TOKENS_REFERENCE_FLOPS`; :func:`saturation` at any other)."""
+    return saturation(
+        micro_batch_size * seq_len, hidden_size, HALF_TOKENS_REFERENCE_FLOPS, half_tokens
+    )
 
 
 def saturation(
@@ -1174,7 +1174,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         for lin in arch.linears
     )
     adapted = st.adapted(req) if req.is_peft else ()
-    adapters = sum(_blocks(arch, a) for a in adapted)
+    adapters = sum(a.blocks for a in adapted)
     other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
     liger_on = liger.applies(req)
     # Liger's gated activation replaces a dense MLP's (routed experts keep the family's own)
@@ -1314,9 +1314,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     )
     fwd_bytes = (
         arch.num_layers * per_layer
-        + lora_out * sum(_blocks(arch, a) * a.active * a.d_out for a in adapted)
-        + lora_input_bytes(req)
-        * sum(_blocks(arch, a) * a.active * a.d_in for a in adapted if not a.fused)
+        + lora_out * sum(a.blocks * a.active * a.d_out for a in adapted)
+        + lora_input_bytes(req) * sum(a.blocks * a.active * a.d_in for a in adapted if not a.fused)
     )
     adapter_re = recompute
     if selective is not None:
@@ -1527,23 +1526,16 @@ def adapter_matmul_counts(req: EstimateRequest, recompute: float) -> tuple[float
     (0, 0) without adapters; adapters folded into their weight pass no token."""
     if not req.is_peft:
         return 0.0, 0.0
-    arch = req.model
     fp32 = _adapters_run_fp32(req)
     size = 4 if fp32 else 2
     live = [l for l in st.adapted(req) if not l.fused]
     # over the whole stack: an adapter on one kind of block's linear runs in those blocks only
-    width = sum(_blocks(arch, l) * l.active * l.rank_factor * (l.d_in + l.d_out) for l in live)
-    elements = sum(_blocks(arch, l) * l.active * (l.d_in + l.d_out) for l in live)
+    width = sum(l.blocks * l.active * l.rank_factor * (l.d_in + l.d_out) for l in live)
+    elements = sum(l.blocks * l.active * (l.d_in + l.d_out) for l in live)
     fwd = LORA_MATMUL_ELEMENTS["forward"]
     passes = fwd * (1 + recompute) + LORA_MATMUL_ELEMENTS["backward"]
     flops = 2.0 * req.lora_rank * width * (1 + 2 + recompute)
     return flops, float(size * elements * passes)
-
-
-def _blocks(arch: ModelArch, adapter: AdaptedLinear) -> int:
-    """The decoder blocks that hold an adapted linear (:attr:`AdaptedLinear.blocks`, every
-    block where it was left unset)."""
-    return adapter.blocks or arch.num_layers
 
 
 def _adapters_run_fp32(req: EstimateRequest) -> bool:
