@@ -1,6 +1,6 @@
 """Speed of the caching-allocator simulation that gives ``min_device_bytes``, CPython.
 
-Usage: ``python -m benchmarks.bench_min_device [runs] [--budgets]``. Times
+Usage: ``python -m benchmarks.bench_min_device [runs] [--budgets | --gap]``. Times
 :func:`calc.step_events.simulate_request` (its cache cleared before each call: a request calc
 has not seen) on fixed-shape requests and on requests with ``length_stats``: median and p90
 in ms of process time (``time.process_time``: on a machine other work shares, the wall
@@ -11,7 +11,8 @@ simulation of all of them timed (cache cleared; distinct event sequences counted
 
 ``--budgets``: instead, the capacity walk of the request with lengths mean 900 / p90 2000 at
 ``calc.allocator.THRESHOLD_REPLAYS`` continuations and at larger budgets: the threshold it
-gives (2 MiB steps), whether it is exact, and the walk's median ms.
+gives (2 MiB steps), whether it is exact, and the walk's median ms. ``--gap``: on nine
+requests (:data:`GAP_REQUESTS`), the walk's bound at its budget beside the one at 16 times it.
 
 To compare two checkouts under the same load, run it alternately from each (``PYTHONPATH``).
 """
@@ -148,8 +149,10 @@ def time_plan_estimates(runs: int) -> tuple[int, int, float, float, float]:
 BUDGETS_REQUEST = "lengths lora mbs 4, mean 900 p90 2000 (llama-3.1-8b)"
 
 
-def time_budgets(request: dict[str, Any], runs: int) -> list[tuple[int, int, bool, float]]:
-    """Per budget of the capacity walk (``THRESHOLD_REPLAYS``, then 4x, 16x and 64x it): the
+def time_budgets(
+    request: dict[str, Any], runs: int, factors: tuple[int, ...] = (1, 4, 16, 64)
+) -> list[tuple[int, int, bool, float]]:
+    """Per budget of the capacity walk (``THRESHOLD_REPLAYS`` times each of ``factors``): the
     budget, the threshold in 2 MiB steps, whether it is exact, the walk's median ms."""
     import functools
 
@@ -162,7 +165,7 @@ def time_budgets(request: dict[str, Any], runs: int) -> list[tuple[int, int, boo
     walk = al.capacity_threshold
     rows = []
     try:
-        for budget in (al.THRESHOLD_REPLAYS * k for k in (1, 4, 16, 64)):
+        for budget in (al.THRESHOLD_REPLAYS * k for k in factors):
             al.capacity_threshold = functools.partial(walk, budget=budget)
             samples = []
             for _ in range(runs):
@@ -180,10 +183,64 @@ def time_budgets(request: dict[str, Any], runs: int) -> list[tuple[int, int, boo
     return rows
 
 
+GAP_REQUESTS: list[dict[str, Any]] = [
+    {"model": "llama-3.1-8b", "length_stats": {"mean": 900, "p90": 2000}},
+    REQUESTS[BUDGETS_REQUEST],
+    {
+        "model": "qwen2.5-7b",
+        "method": "qlora",
+        "micro_batch_size": 2,
+        "seq_len": 4096,
+        "length_stats": {"mean": 1500},
+    },
+    {
+        "model": "llama-3.2-1b",
+        "method": "full",
+        "micro_batch_size": 4,
+        "seq_len": 4096,
+        "length_stats": {"mean": 400},
+    },
+    {
+        "model": "llama-3.2-3b",
+        "micro_batch_size": 8,
+        "seq_len": 2048,
+        "length_stats": {"mean": 600, "p90": 1400},
+    },
+    {
+        "model": "mistral-7b",
+        "method": "qlora",
+        "micro_batch_size": 4,
+        "seq_len": 2048,
+        "length_stats": {"mean": 500, "p90": 1200},
+    },
+    {
+        "model": "llama-3.1-8b",
+        "method": "full",
+        "micro_batch_size": 2,
+        "seq_len": 4096,
+        "gradient_checkpointing": True,
+        "length_stats": {"mean": 1200, "p90": 3000},
+    },
+    {"model": "mistral-7b", "micro_batch_size": 4, "seq_len": 1024},
+    {"model": "llama-3.1-8b", "method": "qlora", "micro_batch_size": 4, "seq_len": 2048},
+]
+"""``--gap``: requests on which the walk's bound at its budget is set beside the bound 16 times
+that budget reaches (exact on most of them)."""
+
+
 def main(argv: list[str]) -> int:
     numbers = [a for a in argv[1:] if not a.startswith("--")]
     runs = int(numbers[0]) if numbers else 15
     print(f"python {sys.version.split()[0]}, process time, {runs} runs; ms")
+    if "--gap" in argv:
+        for request in GAP_REQUESTS:
+            (_, bound, _, walk), (_, deeper, exact, slow) = time_budgets(request, 1, (1, 16))
+            kind = "exact" if exact else "upper bound"
+            print(
+                f"{request}: {bound:,} x 2 MiB in {walk:.0f} ms; at 16x the budget {deeper:,}"
+                f" ({kind}, {slow:.0f} ms): the bound {100 * (bound / deeper - 1):+.1f} %"
+            )
+        return 0
     if "--budgets" in argv:
         for budget, capacity, exact, walk in time_budgets(REQUESTS[BUDGETS_REQUEST], runs):
             kind = "exact" if exact else "upper bound"

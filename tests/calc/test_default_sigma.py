@@ -13,7 +13,10 @@ VALIDATION = Path(__file__).resolve().parents[2] / "validation"
 
 READINGS = {
     # dataset as fed to a run (tokenizer, template): the row that publishes it least clipped
-    "AlpacaDataCleaned histogram (LLaMA-1 tokens, Alpaca template)": ("variable_length_peaks.csv", "vl-u1"),
+    "AlpacaDataCleaned histogram (LLaMA-1 tokens, Alpaca template)": (
+        "variable_length_peaks.csv",
+        "vl-u1",
+    ),
     "alpaca_data.json in llama-recipes' template": ("variable_length_peaks.csv", "vl-r1"),
     "tatsu-lab/alpaca text field, Llama 3 tokenizer": ("variable_length_peaks.csv", "vl-g1"),
     "PaddleNLP PEFT benchmark (Alpaca)": ("first_contact_throughput.csv", "fct-aj1"),
