@@ -189,7 +189,8 @@ reads 2 and writes 4 (one kernel, ``half_to_float``), ``.to(query.dtype)`` reads
 AV reads 2: 24; backward, dP 2, the cast's gradient 2 + 4, the softmax gradient reads output and
 gradient in fp32 and writes 16-bit (4 + 4 + 2), the scaling's gradient 2 + 2, dQ and dK read dS
 (2 + 2), dV reads P (2): 28. Dropout at p = 0 returns its input (ATen ``Dropout.cpp``
-``_dropout``); the catalogue's models train with ``attention_dropout`` 0. With fp32 q, k, v eager
+``_dropout``); where a model drops its probabilities out (GPT-2's ``attn_pdrop``, Seed-OSS) the
+dropout's own passes are added (:data:`DROPOUT_PASSES`, :data:`DROPOUT_MASK_BYTES`). With fp32 q, k, v eager
 moves what math moves (24, 28). A checkpointed layer runs the forward again. Gemma-2's attention
 soft-capping adds its passes on top (:data:`SOFTCAP_ELEMENT_PASSES`)."""
 
@@ -213,6 +214,37 @@ twice: on the attention scores in ``eager_attention_forward`` when ``softcap`` i
 logits in ``Gemma2ForCausalLM.forward`` (``final_logit_softcapping``, 30.0 by default), whatever
 the attention. The scores are materialised per layer and head (recomputed with checkpointing);
 the logits once per micro-step (the output layer is not checkpointed)."""
+
+DROPOUT_PASSES = 2
+"""A dropout with ``p > 0`` reads its input and writes its output, in the tensor's dtype, in
+each direction: CUDA's ``native_dropout`` (forward) and ``native_dropout_backward`` (the
+gradient times the kept mask, scaled). Together with :data:`DROPOUT_MASK_BYTES` this is what a
+dropout moves per element, forward and backward alike (2 x 2 + 1 = 5 bytes in 16 bits). Where it
+runs (transformers 5.17): on eager attention's probabilities after their cast to the query's
+dtype (``models/gpt2/modeling_gpt2.py`` ``eager_attention_forward``, lines 63-67, ``attn_pdrop``;
+``models/seed_oss/modeling_seed_oss.py``, lines 149-150, ``attention_dropout``), and on each
+block's attention and MLP outputs (GPT-2 ``resid_pdrop``, Phi; ``residual_dropout``). At ``p ==
+0`` it returns its input (ATen ``Dropout.cpp`` ``_dropout``) and moves nothing. Under
+``torch.compile`` inductor draws the mask inside the fused kernel and draws it again in the
+backward (Philox seeds), so no mask is written: counted 0 there, as the fused chain
+(:data:`COMPILED_SCORE_PASSES`) already holds the pass."""
+
+DROPOUT_MASK_BYTES = 1
+"""The boolean mask ``native_dropout`` writes in the forward and its backward reads: 1 byte per
+element (:data:`DROPOUT_PASSES`)."""
+
+RESIDUAL_DROPOUTS_PER_LAYER = 2
+"""Dropouts on a block's residual branches where ``resid_pdrop > 0``: the attention output and
+the MLP output (transformers 5.17 ``GPT2Attention.resid_dropout`` and ``GPT2MLP.dropout``,
+``modeling_gpt2.py`` lines 224 and 242; ``PhiDecoderLayer.resid_dropout`` twice). The
+embedding's own dropout (GPT-2 ``embd_pdrop``, once per forward) is left out: one tensor of the
+same width against two per block."""
+
+
+def dropout_bytes_per_element(element_bytes: int) -> int:
+    """Bytes one dropout moves per element in one direction (:data:`DROPOUT_PASSES`)."""
+    return DROPOUT_PASSES * element_bytes + DROPOUT_MASK_BYTES
+
 
 MASK_READS = {
     ("fused", "forward"): 1,
@@ -525,7 +557,8 @@ EAGER_ATTENTION_EXTRA_OPS_FORWARD = 5
 that :data:`EAGER_OPS_PER_LAYER_FORWARD` counts: the scores' matmul, the scaling, the mask's
 add, the fp32 softmax, the cast back and the matmul with the values: 6, less the one SDPA call
 (the dropout at p 0 returns its input without a kernel: torch ``aten/src/ATen/native/Dropout.cpp``
-``_dropout_impl``). Counted on transformers' eager ``LlamaAttention.forward``
+``_dropout_impl``; at p > 0 it is one op more, counted where the model has it). Counted on
+transformers' eager ``LlamaAttention.forward``
 (``models/llama/modeling_llama.py`` at 002272831f) against ``sdpa_attention_forward``
 (``integrations/sdpa_attention.py`` at 00c238bd), whose reshapes and transposes are the same.
 Eager only: compiled, inductor fuses the element-wise ones. Their backward counts as the other
@@ -995,6 +1028,7 @@ class Counts:
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
     sdpa_cudnn_last: bool = False  # torch 2.5.1-2.10 SDPA order: cuDNN after math
     score_softcap: bool = False  # eager attention caps its scores with a tanh (Gemma-2)
+    score_dropout: bool = False  # eager attention drops out its probabilities (GPT-2, Seed-OSS)
     fp32_matmul_flops_per_token: float = 0.0  # fp32 weights and inputs: CUDA cores, all passes
     head_dim: int = 128
     attention_keys: float = 0.0  # keys per query: the packed span, else seq_len
@@ -1191,7 +1225,11 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     eager_attention = 0
     if req.attention is Attention.EAGER and not req.torch_compile:
         eager_attention = EAGER_ATTENTION_EXTRA_OPS_FORWARD
+        # a dropout with p > 0 is one op more (native_dropout); at p 0 it launches nothing
+        eager_attention += 1 if arch.extra.get("eager_attention_dropout") else 0
     other += eager_attention
+    if arch.extra.get("residual_dropout") and not req.torch_compile:
+        other += RESIDUAL_DROPOUTS_PER_LAYER
     # QLoRA: bitsandbytes wraps each 4-bit matmul in host ops of its own (dequantisation, casts)
     # (per block, less the 16-bit linears of a checkpoint's skip list, which run none)
     active = {l.name: l.active for l in arch.linears}
@@ -1366,9 +1404,17 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         kernels += chunks * (LIGER_FLCE_OPS_PER_CHUNK["base"] + head_ops)
     else:
         loss_extra = 0.0
+    # residual dropouts (resid_pdrop > 0, eager): each moves as much backward as forward
+    # (DROPOUT_PASSES), not the backward factor of the other element-wise ops
+    residual_dropout = 0.0
+    if arch.extra.get("residual_dropout") and not req.torch_compile:
+        element = 4 if st.request_regime(req) is st.KBIT_FP32 else reg.compute_bytes
+        residual_dropout = (
+            RESIDUAL_DROPOUTS_PER_LAYER * h * dropout_bytes_per_element(element) * (2 + recompute)
+        )
     elementwise: float = (
         fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
-        + arch.num_layers * (liger_fwd * (1 + recompute) + liger_bwd)
+        + arch.num_layers * (residual_dropout + liger_fwd * (1 + recompute) + liger_bwd)
         + loss * arch.vocab_size
         + loss_extra
         + softcap
@@ -1425,6 +1471,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         attention_dtype=attention_dtype(req),
         sdpa_cudnn_last=req.sdpa_cudnn_last,
         score_softcap=bool(arch.extra.get("attn_logit_softcapping")),
+        score_dropout=bool(arch.extra.get("eager_attention_dropout")),
         fp32_matmul_flops_per_token=fp32_head_flops,
         head_dim=arch.head_dim,
         attention_keys=float(span if span is not None else req.seq_len),
@@ -1802,8 +1849,9 @@ def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> flo
 
 def score_bytes_per_token(c: "Counts", capability: tuple[int, int] | None) -> tuple[float, float]:
     """(forward, backward) bytes per token, whole model, of the materialised scores
-    (:data:`SCORE_BYTES_PER_ELEMENT`, and Gemma-2's soft-capping of them in eager attention,
-    :data:`SOFTCAP_ELEMENT_PASSES`) and of the explicit mask's reads (:data:`MASK_READS`),
+    (:data:`SCORE_BYTES_PER_ELEMENT`, and in eager attention Gemma-2's soft-capping of them,
+    :data:`SOFTCAP_ELEMENT_PASSES`, and the dropout of GPT-2's probabilities,
+    :data:`DROPOUT_PASSES`) and of the explicit mask's reads (:data:`MASK_READS`),
     over ``heads * seq_len * layers`` elements per token (the full-square forward attention
     FLOPs over ``4 * head_dim``); a recomputed forward counts again in the backward. (0, 0) for
     the flash kernel, for fused kernels without a mask tensor and for cards without CUDA."""
@@ -1827,6 +1875,10 @@ def score_bytes_per_token(c: "Counts", capability: tuple[int, int] | None) -> tu
             # the scores are in the q dtype when capped (before the fp32 softmax)
             fwd += mask_bytes * SOFTCAP_ELEMENT_PASSES["forward"]
             bwd += mask_bytes * SOFTCAP_ELEMENT_PASSES["backward"]
+        if kernel.backend == attn_kernels.EAGER and c.score_dropout and not c.torch_compile:
+            # the probabilities dropped out after their cast to the q dtype (DROPOUT_PASSES)
+            fwd += dropout_bytes_per_element(mask_bytes)
+            bwd += dropout_bytes_per_element(mask_bytes)
     elif c.attention_mask != attn_kernels.MASK_CAUSAL and kernel.backend != attn_kernels.FLASH:
         fwd = mask_bytes * MASK_READS["fused", "forward"]
         bwd = mask_bytes * MASK_READS["fused", "backward"]
