@@ -878,11 +878,12 @@ time, as each continuation costs a replay: on Llama 3.1 8B LoRA, micro-batch 4, 
 2048, lengths mean 900 / p90 2000 the bound it settles for lies within 1 % above the exact
 threshold that 256 continuations reach, and llama-3.2-1b full (generic loop), micro-batch 4,
 seq_len 4096, mean 400 (lengths spread as before 2026-12-05) is exact
-(``tests/calc/test_allocator.py`` holds both). Not a bound in general: on the nine requests of
-``python -m benchmarks.bench_min_device --gap`` the bound at this budget lies 0.0 to 1.3 % above
-the one 256 continuations reach on seven, and 8.8 % (llama-3.2-1b full on the default stack, micro-batch 4,
-seq_len 4096, mean 400) and 11.0 % (qwen2.5-7b QLoRA, micro-batch 2, seq_len 4096, mean 1500) on two,
-whose walks at 256 take 27 and 122 ms against 27 and 22 ms here (2026-12-05).
+(``tests/calc/test_allocator.py`` holds both). Not a bound in general: on the nine requests
+of ``python -m benchmarks.bench_min_device --gap`` the bound at this budget lies 0.0 to 1.3 %
+above the one 256 continuations reach on seven, and 8.8 % (llama-3.2-1b full on the default
+stack, micro-batch 4, seq_len 4096, mean 400) and 11.0 % (qwen2.5-7b QLoRA, micro-batch 2,
+seq_len 4096, mean 1500) on two, whose walks at 256 take 27 and 122 ms against 27 and 22 ms
+here (2026-12-05).
 ``python -m benchmarks.bench_min_device --budgets`` prints the threshold and the walk's time
 at this budget and at larger ones."""
 
