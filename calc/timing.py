@@ -191,8 +191,8 @@ gradient in fp32 and writes 16-bit (4 + 4 + 2), the scaling's gradient 2 + 2, dQ
 (2 + 2), dV reads P (2): 28. Dropout at p = 0 returns its input (ATen ``Dropout.cpp``
 ``_dropout``); where a model drops its probabilities out (GPT-2's ``attn_pdrop``, Seed-OSS) the
 dropout's own passes are added (:data:`DROPOUT_PASSES`, :data:`DROPOUT_MASK_BYTES`). With
-fp32 q, k, v eager moves what math moves (24, 28). A checkpointed layer runs the forward again. Gemma-2's attention
-soft-capping adds its passes on top (:data:`SOFTCAP_ELEMENT_PASSES`)."""
+fp32 q, k, v eager moves what math moves (24, 28). A checkpointed layer runs the forward again.
+Gemma-2's attention soft-capping adds its passes on top (:data:`SOFTCAP_ELEMENT_PASSES`)."""
 
 COMPILED_SCORE_PASSES = {"forward": 4, "backward": 7}
 """Passes over the materialised scores of eager attention under ``torch.compile``, per element:
