@@ -955,6 +955,42 @@ ACTIVATION_HEAVY["deepseek_v4"] = {
     **_LONG_SEQUENCE_HEAVY,
     "full-ckpt-s2048": ({"method": "full", "seq_len": 2048, "gradient_checkpointing": True}, {}),
 }
+# Sliding windows the rows reach (window 128, rows of 512): under SDPA transformers 5.17 hands
+# the windowed blocks a mask tensor (masking_utils._ignore_causal_mask_sdpa keeps it once the
+# keys reach the window) and repeats their grouped k/v; CUDA's SDPA copies the boolean mask into
+# the query's dtype on every call and the kernel saves the copy (traced with
+# tools/oracle/sparse_attention.py's conversion)
+WINDOW_FAMILIES: dict[str, dict] = {
+    "gemma2": {**FAMILIES["gemma2"], "sliding_window": 128},
+    "gemma3": {
+        **FAMILIES["gemma3"],
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"],
+    },
+    "mistral": {**FAMILIES["mistral"], "sliding_window": 128},
+    "qwen2": {
+        **FAMILIES["qwen2"],
+        "use_sliding_window": True,
+        "sliding_window": 128,
+        "max_window_layers": 1,
+    },
+    "olmo3": {**ACCEPTED_FAMILIES["olmo3"], "sliding_window": 128},
+    "gemma4_text": {**ACCEPTED_FAMILIES["gemma4_text"], "sliding_window": 128},
+    "gemma4_moe": {**ACCEPTED_FAMILIES["gemma4_moe"], "sliding_window": 128},
+}
+"""Families whose windowed blocks run otherwise under SDPA once the rows reach the window, each
+with a window of 128 (Qwen2: ``use_sliding_window`` from the second block on)."""
+WINDOW_VARIANTS = {
+    "full-window-b2-s512": ({"method": "full", "micro_batch_size": 2, "seq_len": 512}, {}),
+    "full-ckpt-window-b2-s512": (
+        {"method": "full", "micro_batch_size": 2, "seq_len": 512, "gradient_checkpointing": True},
+        {},
+    ),
+    "lora-r16-window-b2-s512": (
+        {"method": "lora", "lora_rank": 16, "micro_batch_size": 2, "seq_len": 512},
+        {},
+    ),
+}
 MOE_FAMILIES = (
     "mixtral",
     "qwen2_moe",
@@ -1624,6 +1660,10 @@ def setups() -> list[dict]:
                 out.append(
                     {"id": f"{family}/{variant}", "request": request, "oracle": dict(options)}
                 )
+    for family, cfg in WINDOW_FAMILIES.items():
+        for variant, (overrides, options) in WINDOW_VARIANTS.items():
+            request = dict(BASE_REQUEST, model={"hf_config": cfg}, **overrides)
+            out.append({"id": f"{family}/{variant}", "request": request, "oracle": dict(options)})
     for setup in out:
         # a setup that names no library traces each key as it states it: no profile
         setup["request"].setdefault("framework", "generic")
@@ -1722,7 +1762,7 @@ def _cache_key(setup: dict, versions: dict) -> str:
             "oracle": _oracle_source_hash(
                 qlora,
                 is_hybrid(setup),
-                is_sparse(setup),
+                masks_converted(setup),
                 is_generation4(setup),
                 is_torchtune(setup),
                 is_litgpt(setup),
@@ -1740,7 +1780,7 @@ QLORA_ONLY_SOURCES = ("qlora.py",)
 HYBRID_ONLY_SOURCES = ("linear_attention.py",)
 """Oracle modules only the hybrid families' setups run (:func:`run_oracle` applies them)."""
 SPARSE_ONLY_SOURCES = ("sparse_attention.py",)
-"""Oracle modules only the sparse-attention families' setups run."""
+"""Oracle modules only the setups with boolean mask tensors run (:func:`masks_converted`)."""
 LOAD_DTYPE_ONLY_SOURCES = ("load_dtype.py",)
 FP32_MODULES_ONLY_SOURCES = ("keep_fp32_modules.py",)
 """Oracle modules only the families whose 4-bit loading leaves modules unquantized by name
@@ -1836,6 +1876,13 @@ def is_sparse(setup: dict) -> bool:
     return model_type_of(setup) in SPARSE_FAMILIES
 
 
+def masks_converted(setup: dict) -> bool:
+    """A setup whose SDPA receives boolean mask tensors that CUDA's SDPA copies: a sparse
+    family's, or a sliding window the rows reach (:data:`WINDOW_VARIANTS`). Only these run
+    tools/oracle/sparse_attention.py (the other setups' cache keys leave its source out)."""
+    return is_sparse(setup) or setup["id"].split("/", 1)[-1] in WINDOW_VARIANTS
+
+
 def loads_16bit_weights(request: dict) -> bool:
     """calc counts the request's weights as loaded in 16 bits under autocast
     (``weights_loaded_16bit`` with ``*-mixed``, calc.states.MIXED_16BIT_WEIGHTS)."""
@@ -1888,7 +1935,7 @@ def run_oracle(setup: dict, versions: dict) -> dict:
     from tools.oracle.transformers4 import transformers4_run
 
     kernels = linear_attention_kernels() if is_hybrid(setup) else contextlib.nullcontext()
-    masks = sdpa_boolean_masks_converted() if is_sparse(setup) else contextlib.nullcontext()
+    masks = sdpa_boolean_masks_converted() if masks_converted(setup) else contextlib.nullcontext()
     from tools.oracle.keep_fp32_modules import fp32_modules_left_unquantized
 
     unquantized = fp32_modules_left_unquantized() if is_dsv4(setup) else contextlib.nullcontext()

@@ -55,6 +55,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .arch import ATTN_INNER_NAMES, LinearLayer, ModelArch
+from .attention_windows import sdpa_mask_tensor, window_of
 from .checkpointing import Matmul
 from .liger import gated_unit_form
 from .request import Attention
@@ -103,6 +104,14 @@ class ActConfig:
     compile_kept: float | None = None  # share of the removable bytes kept; None: eager
     adapter_bytes: int | None = None  # fp32 adapters on a 16-bit base: 4; None: act_bytes
     grouped_kv: bool = False  # torch SDPA with enable_gqa: k/v saved at kv-head size
+    # torch SDPA receives a boolean mask tensor (a padded batch, packed samples kept apart):
+    # ATen's additive copy of it is saved by the kernel (mask_copy_bytes)
+    mask_saved: bool = False
+    # those masks are boolean (transformers 4.53 on), so each call copies them (sdpa_mask_boolean)
+    mask_boolean: bool = True
+    # transformers' own attention builds the sliding-window masks (not Unsloth's kernels,
+    # which take the window as their own argument): windowed_config
+    window_masks: bool = True
     # k/v repeated to every query head before attention whatever the kernel (XTuner's
     # sequence-parallel path, ``sequence_parallel_repeats_kv``)
     kv_repeated: bool = False
@@ -404,16 +413,19 @@ def mla_latent_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int:
     return total
 
 
-def sparse_mask_bytes(arch: ModelArch, cfg: ActConfig) -> int:
-    """DeepSeek sparse attention through torch SDPA, per token of one block: the indexer's
-    selection becomes a dense ``b x 1 x s x s`` boolean mask (transformers 5.17
-    ``DeepseekV32Attention.forward``: ``attention_mask & ~index_mask``) that SDPA receives.
-    On CUDA, ``scaled_dot_product_attention`` turns a boolean mask into an additive one of the
-    query's dtype before choosing a kernel (ATen ``transformers/attention.cpp``,
-    ``convert_boolean_attn_mask``) and the memory-efficient kernel saves it for backward (flash
-    attention takes no mask): ``act * s`` bytes per token, growing with ``s^2`` per block.
-    Eager attention adds the float mask to the scores, a sum that saves nothing."""
-    if not arch.sparse_attention or cfg.attention is not Attention.SDPA:
+def mask_copy_bytes(arch: ModelArch, cfg: ActConfig) -> int:
+    """A block whose torch SDPA call receives a boolean mask tensor, per token: on CUDA,
+    ``scaled_dot_product_attention`` turns a boolean mask into an additive one of the query's
+    dtype before choosing a kernel, a new tensor on every call (ATen
+    ``transformers/attention.cpp``, ``convert_boolean_attn_mask``: ``at::where`` over the
+    broadcast ``b x 1 x s x s`` shape), and the memory-efficient and cuDNN kernels save it for
+    their backward (flash attention takes no mask): ``act * s`` bytes per token, growing with
+    ``s^2`` per block. Where: DeepSeek sparse attention (the indexer's selection, transformers
+    5.17 ``DeepseekV32Attention.forward``: ``attention_mask & ~index_mask``), a padded batch or
+    packed samples kept apart (``mask_saved``), a block whose sliding window the keys reach
+    (:func:`block_bytes_per_token`). Eager attention adds the float mask to the scores, a sum
+    that saves nothing."""
+    if cfg.attention is not Attention.SDPA or not (arch.sparse_attention or cfg.mask_saved):
         return 0
     return cfg.act_bytes * cfg.seq_len
 
@@ -789,7 +801,42 @@ def norm_output_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int
     )
 
 
+def windowed_config(arch: ModelArch, cfg: ActConfig) -> ActConfig | None:
+    """How a block with a sliding window runs when it runs otherwise than the stack's other
+    blocks: under torch SDPA in transformers' attention (``window_masks``), once the keys reach the window
+    (:func:`calc.attention_windows.sdpa_mask_tensor`), the block's SDPA gets the sliding mask
+    as a tensor, so ATen's additive copy is saved (:func:`mask_copy_bytes`) and transformers
+    repeats grouped k/v to every head (5.17 ``integrations/sdpa_attention.py``
+    ``use_gqa_in_sdpa``: no ``enable_gqa`` with a mask). None where the window changes nothing
+    the block saves (no window, eager or flash attention, shorter rows, a mask tensor in every
+    block already)."""
+    window, windowed = window_of(arch)
+    if (
+        not windowed
+        or cfg.attention is not Attention.SDPA
+        or not cfg.window_masks
+        or cfg.mask_saved
+        or not sdpa_mask_tensor(window, cfg.seq_len)
+    ):
+        return None
+    return replace(cfg, mask_saved=cfg.mask_boolean, grouped_kv=False)
+
+
 def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Everything one decoder block saves for backward, per token, in bytes: averaged over
+    the blocks with a sliding window (:func:`windowed_config`) and the others."""
+    masked = windowed_config(arch, cfg)
+    if masked is not None and not arch.extra.get("gemma4_layers"):
+        windowed = window_of(arch)[1]
+        plain = arch.num_layers - windowed
+        return (
+            windowed * _block_bytes_per_token(arch, masked)
+            + (plain * _block_bytes_per_token(arch, cfg) if plain else 0)
+        ) // arch.num_layers
+    return _block_bytes_per_token(arch, cfg)
+
+
+def _block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Everything one decoder block saves for backward, per token, in bytes."""
     if arch.hybrid:
         return hybrid_block_bytes_per_token(arch, cfg)
@@ -807,7 +854,7 @@ def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     total += lora_input_copy_bytes(arch, cfg) + residual_dropout_bytes(arch, cfg)
     total += clip_qkv_bytes(arch, cfg)
     total += mla_latent_bytes(arch, cfg, parts) + router_input_bytes(arch, cfg, parts)
-    total += sparse_mask_bytes(arch, cfg)
+    total += mask_copy_bytes(arch, cfg)
     if cfg.compile_kept is not None:
         total -= int((1 - cfg.compile_kept) * compile_removable_bytes_per_token(arch, cfg))
     return total
@@ -1309,7 +1356,11 @@ def _gemma4_kind_view(arch: ModelArch, kind: str) -> ModelArch:
     """One Gemma 4 block of ``kind`` as a uniform stack: its own linears and every block's,
     its attention's ``head_dim`` and key/value heads (``arch.extra["gemma4_head_dims"]``)."""
     dims = arch.extra["gemma4_head_dims"]["full" if kind.startswith("full") else "sliding"]
-    extra = {key: val for key, val in arch.extra.items() if not key.startswith("gemma4_")}
+    extra = {
+        key: val
+        for key, val in arch.extra.items()
+        if not key.startswith("gemma4_") and key not in ("sliding_window", "window_layers")
+    }
     return replace(
         arch,
         linears=tuple(
@@ -1351,11 +1402,13 @@ def gemma4_block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     a = cfg.act_bytes
     h = arch.hidden_size
     width = arch.extra.get("ple_width") or 0
-    grouped = cfg.kv_grouped
+    masked = windowed_config(arch, cfg)
     total = 0
     for kind, n in arch.block_counts:
         view = _gemma4_kind_view(arch, kind)
-        block = block_bytes_per_token(view, cfg)
+        own = masked if masked is not None and kind.startswith("sliding") else cfg
+        grouped = own.kv_grouped
+        block = block_bytes_per_token(view, own)
         kv_dim = view.num_kv_heads * view.head_dim
         if kind.endswith("_shared"):
             # q_norm only: the k half of qk_norm_bytes is not there

@@ -780,6 +780,23 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "sdpa_mask_boolean",
+        True,
+        BEHAVIOUR,
+        doc=(
+            "The 4-D attention masks the model hands torch SDPA are boolean (transformers 5.17 "
+            "``masking_utils.sdpa_mask``): on every call ATen makes an additive copy of the "
+            "query's dtype (``attention.cpp`` ``convert_boolean_attn_mask``), which the "
+            "memory-efficient and cuDNN kernels save for backward, and the mask itself holds a "
+            "byte per element. Read where a mask tensor reaches SDPA (a padded batch, packed "
+            "samples kept apart, a sliding window the keys reach); transformers builds them so "
+            "from 4.53 on (``masking_utils``, the oracle's transformers 4.53.3 and 5.17). Off: "
+            "transformers 4.52 and before, whose ``AttentionMaskConverter`` builds one additive "
+            "mask in the model's dtype for every block to share, which the kernels save by "
+            "reference."
+        ),
+    ),
+    _bool(
         "sequence_parallel_repeats_kv",
         False,
         BEHAVIOUR,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .activations import FLA_CHUNK
 from .arch import ModelArch
 from .attention import request_fraction
+from .attention_windows import band_fraction, sdpa_mask_tensor, window_of
 from .checkpointing import Matmul
 from .jsontypes import JsonObject
 
@@ -36,6 +37,106 @@ Dao 2023, arXiv:2307.08691, sec. 3.1; PyTorch SDPA dispatches to them) skip the 
 the diagonal, about half; eager attention computes the full matrix and masks it."""
 
 
+@dataclass(frozen=True)
+class AttentionPart:
+    """Blocks whose attention runs one kernel on one shape: their count, the q/k head width,
+    what SDPA receives (``causal``: no mask tensor; ``padding``: a mask tensor, whatever its
+    pattern), the keys per query the kernel's length is read at (a windowed flash band: the
+    window), the share of the full square computed, and their forward score and value FLOPs
+    per token."""
+
+    layers: int
+    head_dim: int
+    mask: str
+    keys: float
+    fraction: float
+    flops: float
+
+
+def attention_parts(
+    arch: ModelArch,
+    seq_len: int,
+    attention: str = "eager",
+    attention_mask: str = "causal",
+    span: float | None = None,
+) -> tuple[AttentionPart, ...]:
+    """The score and value matmuls of self-attention, forward, per token, by kind of block:
+    ``4 * layers * keys * heads * head_dim`` (2 FLOPs per multiply-add, QK^T and AV) for the
+    full square (PaLM's MFU count, Chowdhery et al. 2022, arXiv:2204.02311, app. B), times the
+    share computed: :data:`CAUSAL_ATTENTION_FRACTION` for ``attention``; the whole square where
+    SDPA gets a mask tensor (``attention_mask="padding"``, :func:`calc.attention.request_fraction`,
+    or a sliding window the keys reach, :mod:`calc.attention_windows`); a windowed flash band
+    (:func:`calc.attention_windows.band_fraction`). A hybrid stack counts its attention blocks
+    only; Gemma 4 gives each kind of block its own head width. ``span`` replaces ``seq_len`` as
+    the keys each query meets where attention stays within each packed sample
+    (:func:`calc.lengths.attention_span`: ``sum L_i^2 / sum L_i`` over the samples of a row)."""
+    keys = float(seq_len) if span is None else span
+    layers = arch.num_layers
+    if arch.hybrid and arch.block_counts:  # a hybrid stack: its attention blocks only
+        layers = arch.kind_share("full_attention")[0]
+    mask = attention_mask
+    if arch.hyper_connections or arch.sparse_attention:
+        # DeepSeek-V4 (eager only) meets its compressed entries under an explicit mask; the
+        # sparse indexer's selection reaches SDPA as a mask tensor: the whole square either way
+        mask = "padding"
+    if arch.hyper_connections:
+        # DeepSeek-V4 (transformers 5.17 DeepseekV4Attention, eager only): every query scores
+        # the s keys and its block's s / m compressed entries
+        full = 4.0 * arch.num_heads * arch.head_dim * _dsv4_keys(arch, keys)
+        return (_part(layers, arch.head_dim, mask, keys, attention, full, None, seq_len),)
+    if arch.mla:
+        # multi-head latent attention: QK^T over the q/k head width (qk_nope + qk_rope), AV over
+        # the value head width (transformers 5.17 DeepseekV3Attention: ``qk_head_dim``,
+        # ``v_head_dim``), ``2 * layers * s * heads * (qk + v)``
+        full = 2.0 * layers * keys * arch.num_heads * (arch.head_dim + arch.v_head_dim)
+        return (_part(layers, arch.head_dim, mask, keys, attention, full, None, seq_len),)
+    window, windowed = window_of(arch)
+    order = arch.extra.get("gemma4_layers")
+    if isinstance(order, list):
+        # Gemma 4: sliding blocks of head_dim, full blocks of global_head_dim
+        # (transformers 5.17 Gemma4TextAttention: per_layer_config[layer_idx].head_dim)
+        dims = arch.extra["gemma4_head_dims"]
+        groups = [
+            (
+                sum(1 for k in order if k.startswith(base)),
+                int(dims[base][0]),
+                window if base == "sliding" else None,
+            )
+            for base in ("sliding", "full")
+        ]
+    else:
+        groups = [(layers - windowed, arch.head_dim, None), (windowed, arch.head_dim, window)]
+    return tuple(
+        _part(n, width, mask, keys, attention, 4.0 * n * keys * arch.num_heads * width, w, seq_len)
+        for n, width, w in groups
+        if n
+    )
+
+
+def _part(
+    layers: int,
+    head_dim: int,
+    mask: str,
+    keys: float,
+    attention: str,
+    full: float,
+    window: int | None,
+    seq_len: int,
+) -> AttentionPart:
+    """One :class:`AttentionPart` from its full-square FLOPs ``full``."""
+    kernel_keys = keys
+    if attention == "sdpa" and sdpa_mask_tensor(window, seq_len):
+        mask = "padding"  # the sliding mask is a tensor: the whole square, no flash
+    if attention == "flash" and window is not None and keys > window:
+        fraction = band_fraction(keys, window)
+        kernel_keys = float(window)
+    elif mask != "causal":
+        fraction = request_fraction(attention, mask)
+    else:
+        fraction = CAUSAL_ATTENTION_FRACTION[attention]
+    return AttentionPart(layers, head_dim, mask, kernel_keys, fraction, full * fraction)
+
+
 def attention_forward_flops_per_token(
     arch: ModelArch,
     seq_len: int,
@@ -43,46 +144,12 @@ def attention_forward_flops_per_token(
     attention_mask: str = "causal",
     span: float | None = None,
 ) -> float:
-    """Score and value matmuls of self-attention, forward, per token:
-    ``4 * layers * seq_len * heads * head_dim`` (2 FLOPs per multiply-add, QK^T and AV) for the
-    full matrix (PaLM's MFU count, Chowdhery et al. 2022, arXiv:2204.02311, app. B), times the
-    computed share :data:`CAUSAL_ATTENTION_FRACTION` for ``attention``. An explicit mask tensor
-    (``attention_mask="padding"``) makes SDPA compute the whole square
-    (:func:`calc.attention.request_fraction`). A hybrid stack counts its attention blocks
-    only, plus its Gated DeltaNet blocks' chunked recurrence
-    (:func:`linear_attention_forward_flops_per_token`); Gemma 4 sums each block's own head
-    width. ``span`` replaces ``seq_len`` as the keys each query meets where attention stays
-    within each packed sample (:func:`calc.lengths.attention_span`: ``sum L_i^2 / sum L_i``
-    over the samples of a row)."""
-    keys = float(seq_len) if span is None else span
-    layers = arch.num_layers
-    if arch.hybrid and arch.block_counts:  # a hybrid stack: its attention blocks only
-        layers = arch.kind_share("full_attention")[0]
-    full = 4.0 * layers * keys * arch.num_heads * arch.head_dim
-    order = arch.extra.get("gemma4_layers")
-    if isinstance(order, list):
-        # Gemma 4: sliding blocks of head_dim, full blocks of global_head_dim
-        # (transformers 5.17 Gemma4TextAttention: per_layer_config[layer_idx].head_dim)
-        dims = arch.extra["gemma4_head_dims"]
-        width = sum(int(dims["full" if k.startswith("full") else "sliding"][0]) for k in order)
-        full = 4.0 * keys * arch.num_heads * width
-    if arch.mla:
-        # multi-head latent attention: QK^T over the q/k head width (qk_nope + qk_rope), AV over
-        # the value head width (transformers 5.17 DeepseekV3Attention: ``qk_head_dim``,
-        # ``v_head_dim``), ``2 * layers * s * heads * (qk + v)``
-        full = 2.0 * layers * keys * arch.num_heads * (arch.head_dim + arch.v_head_dim)
+    """Score and value matmuls of self-attention, forward, per token: the sum of
+    :func:`attention_parts`, plus a hybrid stack's Gated DeltaNet blocks' chunked recurrence
+    (:func:`linear_attention_forward_flops_per_token`) and Mamba-2 scans."""
+    parts = attention_parts(arch, seq_len, attention, attention_mask, span)
     linear = linear_attention_forward_flops_per_token(arch) + mamba_forward_flops_per_token(arch)
-    if arch.hyper_connections:
-        # DeepSeek-V4 (transformers 5.17 DeepseekV4Attention, eager only): every query scores
-        # the s keys and its block's s / m compressed entries, under an explicit mask
-        full = 4.0 * arch.num_heads * arch.head_dim * _dsv4_keys(arch, keys)
-        attention_mask = "padding"
-    if arch.sparse_attention:
-        # the indexer's selection reaches SDPA as an explicit mask: the whole square is computed
-        attention_mask = "padding"
-    if attention_mask != "causal":
-        return full * request_fraction(attention, attention_mask) + linear
-    return full * CAUSAL_ATTENTION_FRACTION[attention] + linear
+    return sum(p.flops for p in parts) + linear
 
 
 def _dsv4_keys(arch: ModelArch, keys: float) -> float:
@@ -303,7 +370,9 @@ def selective_recompute_flops(arch: ModelArch, matmuls: tuple[Matmul, ...]) -> t
 __all__ = [
     "CAUSAL_ATTENTION_FRACTION",
     "FlopsPerToken",
+    "AttentionPart",
     "attention_forward_flops_per_token",
+    "attention_parts",
     "block_linear_params",
     "indexer_forward_flops_per_token",
     "linear_attention_forward_flops_per_token",

@@ -197,6 +197,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "fsdp_flat_parameters": True,
         "attention_grouped_kv": False,
         "sdpa_cudnn_last": True,
+        "sdpa_mask_boolean": False,
         "moe_expert_layout": "per-expert-modules",
         "weights_loaded_16bit": False,
         "qlora_embeddings_recast_bf16": True,
@@ -222,6 +223,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         **_PYTORCH_LOOP,
         "attention_grouped_kv": False,
         "sdpa_cudnn_last": True,
+        "sdpa_mask_boolean": False,
         "moe_expert_layout": "per-expert-modules",
         "qlora_compute_dtype_from_input": True,
         "weights_loaded_16bit": False,
@@ -365,6 +367,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "attention_grouped_kv": "transformers 4.46-4.53 integrations/sdpa_attention.py (and 4.46's "
         "LlamaSdpaAttention): repeat_kv expands k, v to every query head before "
         "SDPA; enable_gqa came with PR #39412 (July 2025, v4.54)",
+        "sdpa_mask_boolean": "transformers 4.46-4.52 LlamaModel._update_causal_mask "
+        "(modeling_attn_mask_utils.py AttentionMaskConverter): one additive mask of the model's "
+        "dtype (0 and the dtype's minimum) per forward, handed to every layer, which SDPA does "
+        "not convert; 4.53 moved the models to masking_utils' boolean masks (set it true there)",
         "attention_mask": "transformers 4.46 modeling_attn_mask_utils.py AttentionMaskConverter."
         "_ignore_causal_mask_sdpa (LlamaModel._update_causal_mask): the 4-D mask is dropped for "
         "is_causal only when no token is masked; a padded batch passes it to SDPA",
@@ -665,6 +671,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "3-D expert tensors)",
     },
     Framework.PYTORCH_LOOP_4: {
+        "sdpa_mask_boolean": "as hf-trainer-4 (transformers 4.46-4.52 AttentionMaskConverter: one "
+        "additive mask per forward)",
         "loss_on_16bit_logits": "transformers 4.46-4.53 LlamaForCausalLM.forward: 'logits = "
         "self.lm_head(hidden_states[:, -num_logits_to_keep:, :])', upcast only inside "
         "self.loss_function when labels are given (4.45 and before always called .float()); "
@@ -755,6 +763,9 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "fp8_library": "what runs the FP8 linears: time only, the oracle traces memory",
     "gradient_clipping": "the norm's passes over the gradients: time only (its per-tensor "
     "norms are a few bytes each), the oracle traces memory",
+    "sdpa_mask_boolean": "transformers 4.52 and before (additive masks shared by every block); "
+    "the transformers 4 oracle runs 4.53.3, whose masks are boolean already, and feeds full "
+    "rows (no padding mask to copy)",
     "qlora_compute_dtype_from_input": "bitsandbytes <= 0.46 only, and calc prices it in time "
     "only (the 4-bit matmuls' dtype); the oracle models bitsandbytes 0.49.2 and traces memory",
     "packed_attention": "packed rows' block mask (attention FLOPs, and its 4-D mask under "

@@ -48,6 +48,7 @@ import re
 from dataclasses import replace
 
 from .arch import MIXER_KINDS, LinearAttention, LinearLayer, Mamba2, ModelArch
+from .attention_windows import read_windows
 from .errors import ConfigError
 from .jsontypes import JsonObject
 
@@ -2793,12 +2794,14 @@ def arch_from_hf_config(cfg: object, name: str | None = None) -> ModelArch:
     if reader is None:
         raise ConfigError("unsupported_architecture", "hf_config.model_type", model_type)
     family = "falcon" if reader is _falcon else _FAMILY_OF.get(model_type, model_type)
+    given = cfg  # as pasted: an explicit null window is no window (read_windows)
     defaults = _FAMILY_DEFAULTS.get(model_type)
     if defaults:
         cfg = {**defaults, **{key: val for key, val in cfg.items() if val is not None}}
     keys = _Keys(cfg, prefix)
     arch = reader(keys, family, name or family)
     keys.layer_types(arch.num_layers)
+    read_windows(given, model_type, prefix, arch)
     if text_only:
         arch.extra["text_config_only"] = True
     kept = bnb_kept_16bit(cfg, arch, prefix, reader is _dense and not text_only)

@@ -30,7 +30,9 @@ from . import states as st
 from .arch import LinearLayer, ModelArch
 from .checkpointing import block_wrapped
 from .jsontypes import JsonObject
+from .attention_windows import sdpa_mask_tensor, window_of
 from .fields import AttentionMask, RopeCache16Bit
+from .frameworks import Framework
 from .lengths import as_rows, request_attention_span, request_peak, request_shape
 from .lora import TRANSFORMERS_FRAMEWORKS, library_rejections
 from .request import (
@@ -748,6 +750,11 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
             st.adapter_regime(req, reg).weight_bytes if req.is_peft and not reg.autocast else None
         ),
         grouped_kv=req.attention_grouped_kv,
+        mask_saved=(
+            req.attention is Attention.SDPA and req.sdpa_mask_boolean and request_mask_tensor(req)
+        ),
+        mask_boolean=req.sdpa_mask_boolean,
+        window_masks=window_masks(req),
         kv_repeated=req.sequence_parallel > 1 and req.sequence_parallel_repeats_kv,
         fused=fused,
         micro_batch_size=req.micro_batch_size,
@@ -1142,10 +1149,50 @@ def shared_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     block's backward (``GradientCheckpointingLayer.__call__`` checkpoints ``partial(...,
     **kwargs)``, the mask among the kwargs: ``modeling_layers.py`` line 108)."""
     sparse = sparse_causal_mask_bytes(req, reg)
-    if sparse or not request_mask_tensor(req):
+    if sparse:
         return sparse
-    per = 1 if req.attention is Attention.SDPA else reg.compute_bytes
-    return req.micro_batch_size * req.seq_len * req.seq_len * per
+    window = window_mask_bytes(req, reg)
+    if not request_mask_tensor(req):
+        return window
+    per = 1 if req.attention is Attention.SDPA and req.sdpa_mask_boolean else reg.compute_bytes
+    return req.micro_batch_size * req.seq_len * req.seq_len * per + window
+
+
+def window_masks(req: EstimateRequest) -> bool:
+    """The request's stack runs transformers' own attention, which builds the sliding-window
+    masks (:mod:`calc.attention_windows`); not Unsloth, whose patched attention hands its
+    kernels the window itself (xformers' local attention, flash-attn's ``window_size``), nor
+    torchtune and LitGPT (their own modules, not read here)."""
+    return req.framework.value in TRANSFORMERS_FRAMEWORKS and req.framework is not Framework.UNSLOTH
+
+
+def window_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:
+    """The mask of the blocks with a sliding window (:mod:`calc.attention_windows`), built once
+    per forward beside the full blocks' (transformers 5.17: ``causal_mask_mapping
+    ["sliding_attention"] = create_sliding_window_causal_mask(...)``; a stack whose blocks all
+    have the window builds that one only) and handed to each of them, with the lifetime of
+    :func:`shared_mask_bytes`. Under SDPA only once the keys reach the window
+    (:func:`calc.attention_windows.sdpa_mask_tensor`) or a padded batch needs one: ``sdpa_mask``
+    broadcasts the window over ``(1, 1, s, s)`` booleans and expands the batch as a view
+    (``_non_vmap_expansion_sdpa``, lines 507-512: ``s^2`` bytes), ``b s^2`` with padding (the
+    padding mask brings the batch index); with ``sdpa_mask_boolean`` off (transformers 4.52 and before)
+    an additive ``b x 1 x s x s`` mask of the activation dtype. A stack whose every block has the
+    window and a padded batch: that mask is the padding one :func:`shared_mask_bytes` counts.
+    Not with flash attention (the window is the kernel's argument), nor outside transformers'
+    code (:func:`window_masks`). Eager attention's masks are left to the eager count."""
+    arch = req.model
+    window, windowed = window_of(arch)
+    if not windowed or req.attention is not Attention.SDPA or not window_masks(req):
+        return 0
+    padded = request_mask_tensor(req)
+    if not (padded or sdpa_mask_tensor(window, req.seq_len)):
+        return 0
+    if padded and windowed == arch.num_layers:
+        return 0
+    if not req.sdpa_mask_boolean:
+        return req.micro_batch_size * req.seq_len * req.seq_len * reg.compute_bytes
+    batch = req.micro_batch_size if padded else 1
+    return batch * req.seq_len * req.seq_len
 
 
 # ---- phases and peak ----------------------------------------------------------------------
@@ -1570,7 +1617,7 @@ def reserved_bytes(allocated: int, slack: float | None = None) -> int:
 SPARSE_DENSE_MASK_SEQ_LEN = 4096
 """Above this many tokens per sequence, transformers' torch path of DeepSeek sparse attention
 holds ``s x s`` tensors that outgrow the rest: a mask per block saved by SDPA
-(:func:`calc.activations.sparse_mask_bytes`) and the indexer's fp32 scores
+(:func:`calc.activations.mask_copy_bytes`) and the indexer's fp32 scores
 (:func:`calc.activations.indexer_transient_bytes_per_token`). DeepSeek-V3.2 at 4096 tokens:
 8 GiB of indexer scores and 2 GiB of masks per sequence, growing fourfold per doubling."""
 

@@ -108,6 +108,7 @@ class EstimateRequest:
     fp8_library: Fp8Library
     packed_attention: PackedAttention
     sdpa_cudnn_last: bool
+    sdpa_mask_boolean: bool
     gradient_clipping: bool
     loss_outputs_kept: bool
     zero_grad_set_to_none: bool

@@ -88,17 +88,21 @@ def _pack(sizes: Sequence[int]) -> list[int]:
     return out
 
 
-def _saved_tensors(total: int, tokens: int, req: EstimateRequest, act_bytes: int) -> list[int]:
-    """One block's saved bytes as tensors: up to :data:`MLP_INTERMEDIATES` of ``tokens x
-    intermediate`` (at ``act_bytes``), one fp32 ``tokens x hidden`` per RMSNorm (its upcast
-    input, :func:`calc.activations.norm_bytes`), hidden-width ones at ``act_bytes`` while they
-    fit, the rest as one."""
+def _saved_tensors(
+    total: int, tokens: int, req: EstimateRequest, act_bytes: int, mask_copy: int = 0
+) -> list[int]:
+    """One block's saved bytes as tensors: ATen's copy of a boolean mask where every block's
+    SDPA gets one (``mask_copy``, :func:`calc.activations.mask_copy_bytes`: ``b x 1 x s x s``,
+    a tensor of its own), up to :data:`MLP_INTERMEDIATES` of ``tokens x intermediate`` (at
+    ``act_bytes``), one fp32 ``tokens x hidden`` per RMSNorm (its upcast input,
+    :func:`calc.activations.norm_bytes`), hidden-width ones at ``act_bytes`` while they fit, the
+    rest as one."""
     arch = req.model
     wide = tokens * arch.intermediate_size * act_bytes
     upcast = tokens * arch.hidden_size * FP32_BYTES if arch.norm_kind == "rms" else 0
     narrow = tokens * arch.hidden_size * act_bytes
-    out: list[int] = []
-    left = total
+    out: list[int] = [mask_copy] if 0 < mask_copy <= total else []
+    left = total - sum(out)
     for unit, most in (
         (wide, MLP_INTERMEDIATES),
         (upcast, arch.norms_per_layer),
@@ -1406,7 +1410,14 @@ class _Builder:
                 head = max(0, acts.saved_all - on_gpu * acts.last_block)
             saved: list[list[int]] = []
             transients = _norm_transients(tokens, req)
-            block_tensors = _saved_tensors(acts.last_block, tokens, req, cb)
+            # a mask copy in every block: its own tensor (a padded batch, packed samples kept
+            # apart, sparse attention); a window's copies in some blocks stay in the rest
+            mask_copy = act.mask_copy_bytes(arch, cfg) * tokens
+            block_tensors = _saved_tensors(acts.last_block, tokens, req, cb, mask_copy)
+            # the 4-D mask the model builds before its first block (memory.shared_mask_bytes):
+            # gone when the forward returns, or kept by every checkpointed block until the first
+            # block's backward, the last of the backward
+            mask_keys = [alloc(acts.shared_mask)] if acts.shared_mask else []
             for _layer in range(layers):
                 free(allocs(transients))
                 if wrapped[_layer]:
@@ -1418,6 +1429,9 @@ class _Builder:
                 if req.activation_offload and len(saved) > on_gpu:
                     free(saved[-on_gpu - 1])
                     saved[-on_gpu - 1] = []
+            if not req.every_block_wrapped:
+                free(mask_keys)
+                mask_keys = []
             head_keys = [alloc(head)] if head else []
             kept = min(acts.kept_logits, acts.logits)
             rows = tokens * arch.vocab_size
@@ -1463,7 +1477,9 @@ class _Builder:
                 tokens * arch.intermediate_size * cb
             ] * 2
             work_sizes = _split(acts.workspace, work_sizes)
-            recompute_sizes = _saved_tensors(acts.recompute, tokens, req, cb) if ckpt else []
+            recompute_sizes = (
+                _saved_tensors(acts.recompute, tokens, req, cb, mask_copy) if ckpt else []
+            )
             for layer in reversed(range(layers)):
                 recompute = allocs(recompute_sizes) if wrapped[layer] else []
                 work = allocs(work_sizes)
@@ -1472,6 +1488,7 @@ class _Builder:
                 free(work)
                 free(recompute)
                 free(saved[layer])
+            free(mask_keys)
             free(kept_keys)
             free(extras)
             # 4. optimizer step

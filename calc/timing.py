@@ -35,8 +35,10 @@ from . import states as st
 from .gpus import Gpu
 from .flops import (
     CAUSAL_ATTENTION_FRACTION,
+    AttentionPart,
     FlopsPerToken,
     attention_forward_flops_per_token,
+    attention_parts,
     block_linear_params,
     matmul_params,
     training_flops_per_token,
@@ -1032,6 +1034,9 @@ class Counts:
     fp32_matmul_flops_per_token: float = 0.0  # fp32 weights and inputs: CUDA cores, all passes
     head_dim: int = 128
     attention_keys: float = 0.0  # keys per query: the packed span, else seq_len
+    # the blocks' attention by kernel and shape (calc.flops.attention_parts): windowed blocks
+    # and Gemma 4's wide full blocks run their own kernel; empty: one part of the fields above
+    attention_parts: tuple[AttentionPart, ...] = ()
     adapter_flops_per_token: float = 0.0  # the LoRA adapters' rank-r matmuls, all passes
     adapter_bytes_per_token: float = 0.0  # what those matmuls read and write, all passes
     adapter_fp32: bool = False  # the adapters' matmuls run in fp32 (no tensor cores)
@@ -1475,6 +1480,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         fp32_matmul_flops_per_token=fp32_head_flops,
         head_dim=arch.head_dim,
         attention_keys=float(span if span is not None else req.seq_len),
+        attention_parts=attention_parts(arch, req.seq_len, req.attention.value, mask, span),
         adapter_flops_per_token=adapter_flops,
         adapter_bytes_per_token=adapter_bytes,
         adapter_fp32=fp32_adapters,
@@ -1797,7 +1803,39 @@ def _kernel(c: "Counts", capability: tuple[int, int]) -> attn_kernels.AttentionK
     )
 
 
+def attention_part_views(c: "Counts") -> list[tuple["Counts", float]]:
+    """``c`` as each of its attention parts (:attr:`Counts.attention_parts`) sees it, with the
+    part's share of the attention FLOPs: its head width, what SDPA receives, the keys its
+    kernel's length is read at, and that share of ``c.flops.attention_forward``. One part
+    with share 1 where the request names none."""
+    parts = c.attention_parts
+    total = sum(p.flops for p in parts)
+    if not parts or total <= 0:
+        return [(c, 1.0)]
+    views = []
+    for part in parts:
+        share = part.flops / total
+        view = replace(
+            c,
+            head_dim=part.head_dim,
+            attention_mask=part.mask,
+            attention_keys=part.keys,
+            flops=replace(c.flops, attention_forward=c.flops.attention_forward * share),
+        )
+        views.append((view, share))
+    return views
+
+
 def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> float:
+    """:func:`part_time_factor` of each attention part (:func:`attention_part_views`),
+    weighted by its FLOPs: windowed blocks under SDPA run a masked kernel over the whole
+    square, Gemma 4's full blocks (``global_head_dim`` 512) a kernel wider than flash's."""
+    return sum(
+        share * part_time_factor(view, rates, efficiency) for view, share in attention_part_views(c)
+    )
+
+
+def part_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> float:
     """Time of the attention matmuls relative to the same FLOPs at the card class's matmul
     ``efficiency`` in bf16: the kernel PyTorch dispatches (:func:`calc.attention.attention_kernel`)
     times its :data:`ATTENTION_KERNEL_TIME` (the memory-efficient kernel's in 16 bits times the
@@ -1848,6 +1886,19 @@ def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> flo
 
 
 def score_bytes_per_token(c: "Counts", capability: tuple[int, int] | None) -> tuple[float, float]:
+    """:func:`part_score_bytes_per_token` summed over the attention parts
+    (:func:`attention_part_views`)."""
+    fwd = bwd = 0.0
+    for view, _ in attention_part_views(c):
+        f, b = part_score_bytes_per_token(view, capability)
+        fwd += f
+        bwd += b
+    return fwd, bwd
+
+
+def part_score_bytes_per_token(
+    c: "Counts", capability: tuple[int, int] | None
+) -> tuple[float, float]:
     """(forward, backward) bytes per token, whole model, of the materialised scores
     (:data:`SCORE_BYTES_PER_ELEMENT`, and in eager attention Gemma-2's soft-capping of them,
     :data:`SOFTCAP_ELEMENT_PASSES`, and the dropout of GPT-2's probabilities,

@@ -114,8 +114,8 @@ def _cfg(attention: Attention, seq: int = 1024) -> act.ActConfig:
 def test_sdpa_saves_the_selection_mask_in_the_query_dtype():
     arch = arch_from_hf_config(DSV32)
     sdpa, eager = _cfg(Attention.SDPA), _cfg(Attention.EAGER)
-    assert act.sparse_mask_bytes(arch, sdpa) == 2 * 1024
-    assert act.sparse_mask_bytes(arch, eager) == 0
+    assert act.mask_copy_bytes(arch, sdpa) == 2 * 1024
+    assert act.mask_copy_bytes(arch, eager) == 0
     plain = arch_from_hf_config({**DSV32, "model_type": "deepseek_v3"})
     assert act.block_bytes_per_token(arch, sdpa) - act.block_bytes_per_token(plain, sdpa) == (
         2 * 1024

@@ -1680,6 +1680,10 @@ def test_torchtune_nf4_build_matches_the_qlora_tutorial():
 MASK_SEQ = 16_384
 MASK_SDPA_BYTES = 2 * MASK_SEQ * MASK_SEQ  # micro-batch 2, bool: 512 MiB
 MASKED = dict(seq_len=MASK_SEQ, micro_batch_size=2, gradient_checkpointing=True)
+# ATen's additive copy of a boolean mask, one per SDPA call, saved by the kernel (transformers
+# 5's boolean masks, calc.activations.mask_copy_bytes): bf16, 1 GiB; under checkpointing the
+# recomputed block holds its own through its backward
+MASK_COPY_BYTES = 2 * MASK_SDPA_BYTES
 
 
 def _phase_growth(base: dict, changed: dict) -> dict:
@@ -1687,12 +1691,29 @@ def _phase_growth(base: dict, changed: dict) -> dict:
     return {name: b["phases"][name] - a["phases"][name] for name in a["phases"]}
 
 
-@pytest.mark.parametrize("attention, per_element", [("sdpa", 1), ("eager", 2)])
-def test_padding_mask_is_held_from_the_forward_to_the_first_blocks_backward(attention, per_element):
+@pytest.mark.parametrize(
+    "attention, per_element, copy",
+    [("sdpa", 1, MASK_COPY_BYTES), ("eager", 2, 0)],
+)
+def test_padding_mask_is_held_from_the_forward_to_the_first_blocks_backward(
+    attention, per_element, copy
+):
     base = dict(MASKED, attention=attention, precision="bf16-mixed")
     growth = _phase_growth(base, {**base, "attention_mask": "padding"})
     mask = per_element * MASK_SDPA_BYTES  # eager: the bf16 compute dtype
-    assert growth == {"forward_end": mask, "backward": mask, "optimizer_step": 0}
+    # SDPA's recomputed block also holds its copy of the mask in the backward
+    assert growth == {"forward_end": mask, "backward": mask + copy, "optimizer_step": 0}
+
+
+def test_transformers_4_masks_are_additive_and_shared():
+    # transformers 4.52 and before build one additive mask of the model's dtype: no copy per block
+    base = dict(MASKED, attention="sdpa", precision="bf16-mixed", sdpa_mask_boolean=False)
+    growth = _phase_growth(base, {**base, "attention_mask": "padding"})
+    assert growth == {
+        "forward_end": 2 * MASK_SDPA_BYTES,
+        "backward": 2 * MASK_SDPA_BYTES,
+        "optimizer_step": 0,
+    }
 
 
 def test_flash_attention_builds_no_mask():
@@ -1706,7 +1727,7 @@ def test_packed_samples_attending_within_themselves_build_a_block_mask():
     growth = _phase_growth(base, {**base, "packed_attention": "per-sample"})
     assert growth == {
         "forward_end": MASK_SDPA_BYTES,
-        "backward": MASK_SDPA_BYTES,
+        "backward": MASK_SDPA_BYTES + MASK_COPY_BYTES,
         "optimizer_step": 0,
     }
 
@@ -1717,8 +1738,10 @@ def test_unheld_mask_lives_through_the_forward_only():
     a = memory.activation_bytes(r, states.request_regime(r))
     assert a.shared_mask == MASK_SDPA_BYTES
     # freed when the model's forward returns, before the logits: the peak at the forward's
-    # end does not hold it
-    assert set(_phase_growth(unheld, {**unheld, "attention_mask": "padding"}).values()) == {0}
+    # end does not hold it, only each block's saved copy of it
+    growth = _phase_growth(unheld, {**unheld, "attention_mask": "padding"})
+    copies = r.model.num_layers * MASK_COPY_BYTES
+    assert growth == {"forward_end": copies, "backward": copies, "optimizer_step": 0}
 
 
 def test_unheld_mask_larger_than_the_logits_peaks_in_the_last_blocks_forward():

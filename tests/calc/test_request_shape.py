@@ -67,6 +67,7 @@ OLD_LINKS = [
     "&gpu=h100-sxm&dataset_tokens=100000000",
     "?method=full&num_gpus=8&sharding=zero3&gpu=h100-sxm&fsdp_fully_shard=true",
     "?method=full&model=llama-3.2-1b&gpu=h100-sxm&gradient_clipping=false&dataset_tokens=100000000",
+    "?model=mistral-7b&seq_len=8192&attention_mask=padding&sdpa_mask_boolean=false",
     "?framework=unsloth&method=qlora&model=mistral-7b&loss_grad_in_forward=false"
     "&outputs_cast_fp32=true&seq_len=8192",
     "?framework=unsloth&method=qlora&model=llama-3.1-8b&loss_fused_lm_head=true"

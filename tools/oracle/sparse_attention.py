@@ -1,15 +1,16 @@
-"""DeepSeek sparse attention's mask as CUDA's SDPA holds it (applied to those families only).
+"""Boolean attention masks as CUDA's SDPA holds them (applied to the setups that hand SDPA one).
 
-transformers 5.17 ``DeepseekV32Attention.forward`` (and ``GlmMoeDsaAttention``) folds the
-indexer's top-k selection into a dense boolean ``b x 1 x s x s`` mask that it passes to
-``F.scaled_dot_product_attention``. On CUDA, ATen's ``scaled_dot_product_attention``
-(``aten/src/ATen/native/transformers/attention.cpp``) first turns a boolean mask into an
-additive one of the query's dtype (``convert_boolean_attn_mask``: ``at::where(mask, 0,
--inf)``), a new tensor, and only then picks a kernel: flash attention takes no mask, so the
-memory-efficient (or cuDNN) kernel runs and saves that additive mask for its backward. The
-oracle's flash-like SDPA (``workarounds.flash_sdpa``) saves the mask it is given, so here it
-is given the converted one. Only the sparse-attention families' setups run this module (its
-source is left out of the other setups' cache keys).
+On CUDA, ATen's ``scaled_dot_product_attention`` (``aten/src/ATen/native/transformers/
+attention.cpp``) first turns a boolean mask into an additive one of the query's dtype
+(``convert_boolean_attn_mask``: ``at::where(mask, 0, -inf)``), a new tensor on every call, and
+only then picks a kernel: flash attention takes no mask, so the memory-efficient (or cuDNN)
+kernel runs and saves that additive mask for its backward. The oracle's flash-like SDPA
+(``workarounds.flash_sdpa``) saves the mask it is given, so here it is given the converted one.
+transformers 5.17 hands SDPA boolean masks where DeepSeek sparse attention folds the indexer's
+top-k selection into one (``DeepseekV32Attention.forward``, ``GlmMoeDsaAttention``) and where a
+sliding window the keys reach keeps ``create_sliding_window_causal_mask``'s mask
+(``masking_utils._ignore_causal_mask_sdpa``). Only those setups run this module (its source is
+left out of the other setups' cache keys).
 """
 
 from __future__ import annotations
