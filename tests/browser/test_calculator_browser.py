@@ -310,6 +310,15 @@ PLAN_VARIATIONS = [
     },
     # torch 2.5-2.10's SDPA order (cuDNN tried last), on a card where cuDNN would run first
     {"sdpa_cudnn_last": "true", "gpu": "h100-sxm", "model": "llama-3.2-3b"},
+    # transformers 4.52's additive padding mask, shared by the blocks (no copy per block), on a
+    # model whose sliding window the sequence reaches
+    {
+        "sdpa_mask_boolean": "false",
+        "attention_mask": "padding",
+        "model": "mistral-7b",
+        "seq_len": "8192",
+        "gpu": "a100-80gb-sxm",
+    },
     # a loop that does not clip its gradients (torchtune's and LitGPT's defaults)
     {"gradient_clipping": "false", "method": "full", "gpu": "h100-sxm", "model": "llama-3.2-1b"},
     # Unsloth 2024's whole logits, copied to fp32 by accelerate's mixed precision wrapper
