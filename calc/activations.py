@@ -803,10 +803,10 @@ def norm_output_bytes(arch: ModelArch, cfg: ActConfig, parts: BlockParts) -> int
 
 def windowed_config(arch: ModelArch, cfg: ActConfig) -> ActConfig | None:
     """How a block with a sliding window runs when it runs otherwise than the stack's other
-    blocks: under torch SDPA in transformers' attention (``window_masks``), once the keys reach the window
-    (:func:`calc.attention_windows.sdpa_mask_tensor`), the block's SDPA gets the sliding mask
-    as a tensor, so ATen's additive copy is saved (:func:`mask_copy_bytes`) and transformers
-    repeats grouped k/v to every head (5.17 ``integrations/sdpa_attention.py``
+    blocks: under torch SDPA in transformers' attention (``window_masks``), once the keys reach
+    the window (:func:`calc.attention_windows.sdpa_mask_tensor`), the block's SDPA gets the
+    sliding mask as a tensor, so ATen's additive copy is saved (:func:`mask_copy_bytes`) and
+    transformers repeats grouped k/v to every head (5.17 ``integrations/sdpa_attention.py``
     ``use_gqa_in_sdpa``: no ``enable_gqa`` with a mask). None where the window changes nothing
     the block saves (no window, eager or flash attention, shorter rows, a mask tensor in every
     block already)."""

@@ -1175,9 +1175,10 @@ def window_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     (:func:`calc.attention_windows.sdpa_mask_tensor`) or a padded batch needs one: ``sdpa_mask``
     broadcasts the window over ``(1, 1, s, s)`` booleans and expands the batch as a view
     (``_non_vmap_expansion_sdpa``, lines 507-512: ``s^2`` bytes), ``b s^2`` with padding (the
-    padding mask brings the batch index); with ``sdpa_mask_boolean`` off (transformers 4.52 and before)
-    an additive ``b x 1 x s x s`` mask of the activation dtype. A stack whose every block has the
-    window and a padded batch: that mask is the padding one :func:`shared_mask_bytes` counts.
+    padding mask brings the batch index); with ``sdpa_mask_boolean`` off (transformers 4.52 and
+    before) an additive ``b x 1 x s x s`` mask of the activation dtype. A stack whose every
+    block has the window and a padded batch: that mask is the padding one
+    :func:`shared_mask_bytes` counts.
     Not with flash attention (the window is the kernel's argument), nor outside transformers'
     code (:func:`window_masks`). Eager attention's masks are left to the eager count."""
     arch = req.model
