@@ -1809,6 +1809,14 @@ def attention_part_views(c: "Counts") -> list[tuple["Counts", float]]:
     kernel's length is read at, and that share of ``c.flops.attention_forward``. One part
     with share 1 where the request names none."""
     parts = c.attention_parts
+    if len(parts) == 1:
+        (part,) = parts
+        if (part.head_dim, part.mask, part.keys) == (
+            c.head_dim,
+            c.attention_mask,
+            c.attention_keys,
+        ):
+            return [(c, 1.0)]  # the request's own kernel: no copy (a plan times many steps)
     total = sum(p.flops for p in parts)
     if not parts or total <= 0:
         return [(c, 1.0)]
