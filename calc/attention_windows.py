@@ -61,15 +61,19 @@ create_sliding_window_causal_mask`` when ``config.sliding_window`` is set; each 
 
 
 def _layer_types(cfg: JsonObject, family: str, layers: int) -> list[str]:
-    """The attention kind of each block, as the family's ``__post_init__`` fills
-    ``layer_types`` when the config leaves it out (transformers 5.17)."""
+    """The attention kind of each block: every block in :data:`ALL_BLOCKS_FAMILIES` (their
+    models never read ``layer_types``; Mistral's config only warns about one), else the config's
+    ``layer_types``, else as the family's ``__post_init__`` fills it (transformers 5.17). Gemma
+    4's kinds are read with its blocks (:func:`read_windows`)."""
+    slide, full = "sliding_attention", "full_attention"
+    if family in ALL_BLOCKS_FAMILIES:
+        return [slide] * layers
     given = cfg.get("layer_types")
     if isinstance(given, list) and len(given) == layers:
         return [str(kind) for kind in given]
-    slide, full = "sliding_attention", "full_attention"
     if family in ("gemma2", "gpt_oss"):  # (i + 1) % 2: the even blocks
         return [slide if (i + 1) % 2 else full for i in range(layers)]
-    if family in ("gemma3_text", "gemma4_text"):  # sliding_window_pattern, 6 by default
+    if family == "gemma3_text":  # sliding_window_pattern, 6 by default
         pattern = cfg.get("sliding_window_pattern", 6)
         if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern <= 0:
             pattern = 6
@@ -88,7 +92,7 @@ def _layer_types(cfg: JsonObject, family: str, layers: int) -> list[str]:
             interval = _int_or(cfg.get("no_rope_layer_interval"), 4)
             no_rope = [int((i + 1) % interval != 0) for i in range(layers)]
         return [slide if not has_rope else full for has_rope in no_rope]
-    return [slide] * layers
+    raise ValueError(f"no window rule for {family}")  # WINDOW_DEFAULTS names a family it lacks
 
 
 def _int_or(value: object, default: int) -> int:

@@ -1809,17 +1809,12 @@ def attention_part_views(c: "Counts") -> list[tuple["Counts", float]]:
     kernel's length is read at, and that share of ``c.flops.attention_forward``. One part
     with share 1 where the request names none."""
     parts = c.attention_parts
-    if len(parts) == 1:
-        (part,) = parts
-        if (part.head_dim, part.mask, part.keys) == (
-            c.head_dim,
-            c.attention_mask,
-            c.attention_keys,
-        ):
-            return [(c, 1.0)]  # the request's own kernel: no copy (a plan times many steps)
     total = sum(p.flops for p in parts)
-    if not parts or total <= 0:
-        return [(c, 1.0)]
+    own = [(p.head_dim, p.mask, p.keys) for p in parts] == [
+        (c.head_dim, c.attention_mask, c.attention_keys)
+    ]
+    if own or total <= 0:
+        return [(c, 1.0)]  # the request's own kernel: no copy (a plan times many steps)
     views = []
     for part in parts:
         share = part.flops / total
@@ -1834,13 +1829,18 @@ def attention_part_views(c: "Counts") -> list[tuple["Counts", float]]:
     return views
 
 
-def attention_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> float:
-    """:func:`part_time_factor` of each attention part (:func:`attention_part_views`),
-    weighted by its FLOPs: windowed blocks under SDPA run a masked kernel over the whole
-    square, Gemma 4's full blocks (``global_head_dim`` 512) a kernel wider than flash's."""
-    return sum(
-        share * part_time_factor(view, rates, efficiency) for view, share in attention_part_views(c)
-    )
+def attention_time_factor(
+    c: "Counts",
+    rates: "Rates",
+    efficiency: float,
+    views: list[tuple["Counts", float]] | None = None,
+) -> float:
+    """:func:`part_time_factor` of each attention part (``views``, default
+    :func:`attention_part_views`), weighted by its FLOPs: windowed blocks under SDPA run a
+    masked kernel over the whole square, Gemma 4's full blocks (``global_head_dim`` 512) a
+    kernel wider than flash's."""
+    views = attention_part_views(c) if views is None else views
+    return sum(share * part_time_factor(view, rates, efficiency) for view, share in views)
 
 
 def part_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> float:
@@ -1893,11 +1893,15 @@ def part_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> float:
     return factor
 
 
-def score_bytes_per_token(c: "Counts", capability: tuple[int, int] | None) -> tuple[float, float]:
-    """:func:`part_score_bytes_per_token` summed over the attention parts
-    (:func:`attention_part_views`)."""
+def score_bytes_per_token(
+    c: "Counts",
+    capability: tuple[int, int] | None,
+    views: list[tuple["Counts", float]] | None = None,
+) -> tuple[float, float]:
+    """:func:`part_score_bytes_per_token` summed over the attention parts (``views``, default
+    :func:`attention_part_views`)."""
     fwd = bwd = 0.0
-    for view, _ in attention_part_views(c):
+    for view, _ in attention_part_views(c) if views is None else views:
         f, b = part_score_bytes_per_token(view, capability)
         fwd += f
         bwd += b
@@ -2111,7 +2115,8 @@ def step_breakdown(
     t_fwd = phase_compute(f.forward, f.linear_forward)
     t_bwd = phase_compute(f.backward + f.recompute, f.linear_backward + f.linear_recompute)
     # attention kernels slower than flash (mask tensor, eager, fp32 inputs): the extra time
-    slower = attention_time_factor(c, rates, efficiency) - 1.0
+    views = attention_part_views(c)  # one copy per part, for the kernels' time and bytes
+    slower = attention_time_factor(c, rates, efficiency, views) - 1.0
     if slower and f.attention_forward:
         extra = T * f.attention_total * slower / (rates.peak_flops * eff)
         fwd_part = 1.0 / (3.0 + f.attention_recompute_share)
@@ -2161,7 +2166,7 @@ def step_breakdown(
     t_bwd += elementwise_micro * (1 - fwd_share)
     # the math backend and eager attention write and read the L x L scores, and kernels
     # given a mask tensor read it per head (element-wise too)
-    score_fwd, score_bwd = score_bytes_per_token(c, rates.capability)
+    score_fwd, score_bwd = score_bytes_per_token(c, rates.capability, views)
     t_fwd += T * score_fwd / rates.memory_bytes_per_s
     t_bwd += T * score_bwd / rates.memory_bytes_per_s
     elementwise_micro += T * (score_fwd + score_bwd) / rates.memory_bytes_per_s

@@ -36,6 +36,9 @@ def test_a_missing_key_takes_the_config_class_default_and_null_means_no_window()
     assert _windows({**MISTRAL, "sliding_window": 256}) == (256, 4)
     # Mixtral and Phi-3 default to no window
     assert _windows({**MISTRAL, "model_type": "phi3"}) == (None, 0)
+    # Mistral's model never reads layer_types: every block keeps the window
+    types = ["full_attention"] * 4
+    assert _windows({**MISTRAL, "sliding_window": 256, "layer_types": types}) == (256, 4)
 
 
 def test_layer_types_of_each_family_as_its_config_class_fills_them():
@@ -258,6 +261,14 @@ def test_the_copy_is_counted_only_for_boolean_masks_under_sdpa():
 def test_the_behaviour_key_is_a_boolean():
     with pytest.raises(InputError):
         _estimate(model="llama-3.2-1b", sdpa_mask_boolean="yes")
+
+
+def test_every_family_with_a_default_window_has_a_rule():
+    from calc.attention_windows import WINDOW_DEFAULTS, _layer_types
+
+    for family in WINDOW_DEFAULTS:
+        if family != "gemma4_text":  # its kinds are read with its blocks
+            assert len(_layer_types({}, family, 8)) == 8, family
 
 
 def test_read_windows_leaves_families_without_windows_alone():
