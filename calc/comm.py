@@ -140,6 +140,26 @@ all-reduce bus bandwidth of about 230 GB/s over NVLink's 300 GB/s per direction 
 host-staged PCIe transfers reach about 25 of 31.5 GB/s (0.8; CUDA ``bandwidthTest`` pinned
 copies). One figure for every link (a stated assumption, not fitted)."""
 
+HOST_STAGED_BUS_SHARE = {4: 0.55, 8: 0.44}
+"""Share of the PCIe x16 slot's raw rate (:data:`PCIE_GB_PER_S_PER_DIRECTION`) that NCCL's
+all-reduce bus bandwidth reaches between cards without PCIe peer-to-peer (``gpus.csv``
+``pcie_p2p`` false: GeForce), whose collectives NCCL stages through host memory (its SHM
+transport), by the largest job it covers: up to 4 cards (one CPU socket), up to 8 (two).
+Measured with nccl-tests ``all_reduce_perf`` at large messages, stock driver:
+- 4 cards: RTX 4090 on PCIe 4.0, dual Xeon Silver 4416+, NCCL 2.25.1, 16.8 GB/s of 31.5 (0.53;
+  Duanyll/open-gpu-kernel-modules ``docs/48g-4090-p2p/method3-test-results.md`` at 23b7fb82);
+  RTX 4090, one socket, 18 GB/s (0.57; NVIDIA/nccl#1603); RTX 5090 on PCIe 5.0, dual Xeon
+  8480+, 35 GB/s of 63 (0.56; NVIDIA/nccl#1639): 0.55.
+- 8 cards: the same dual-Xeon RTX 4090 box, 14.2 GB/s (0.45); another dual-socket RTX 4090
+  node, NCCL 2.27.3, 9.9 GB/s at 1 GiB (0.31; the same repository's
+  ``hw-logs-2026-07/node32-modded48g-8x/12-nccl-all_reduce.log`` at f6eb773b); the RTX 5090
+  box, 28 GB/s (0.44): 0.44.
+No measurement of 2 cards was found: they take the 4-card share. The same boxes with peer-to-peer
+forced on (patched driver) reach 20.4-26 GB/s on PCIe 4.0, about calc's
+``LINK_EFFICIENCY`` x 31.5 = 23.6 for cards that have it. Hosts matter more than the link here:
+an AMD EPYC 7302 box measured 4.1 GB/s and hosts with PCIe ACS redirection on 2.6-3.5 GB/s
+(same repository); those are not the default."""
+
 HOST_LINK_EFFICIENCY = 0.8
 """Share of the PCIe x16 rate a pinned host<->device copy reaches: CUDA samples'
 ``bandwidthTest`` reports about 25 GB/s on PCIe 4.0 x16 (31.5 GB/s raw) and about 50 GB/s on
@@ -163,6 +183,13 @@ class Link:
         if self.step_latency_s:
             out["step_latency_us"] = self.step_latency_s * 1e6
         return out
+
+
+def host_staged_gb_per_s(gpu: Gpu, cards: int) -> float:
+    """All-reduce bus bandwidth, GB/s, of ``cards`` cards of ``gpu`` that NCCL joins through host
+    memory (no PCIe peer-to-peer): :data:`HOST_STAGED_BUS_SHARE` of the slot's raw rate."""
+    share = HOST_STAGED_BUS_SHARE[4] if cards <= 4 else HOST_STAGED_BUS_SHARE[8]
+    return PCIE_GB_PER_S_PER_DIRECTION[gpu.pcie_gen] * share
 
 
 def host_link_bytes_per_s(pcie_gen: int) -> float:
@@ -207,17 +234,19 @@ def collective_link(
         num_gpus <= gpu.nvlink_max_gpus or (gpu.nvlink_max_gpus >= per_node and num_gpus > per_node)
     )
     if intra_nvlink:
-        kind, rate = "nvlink", gpu.nvlink_gb_per_s / 2.0
+        kind, rate = "nvlink", gpu.nvlink_gb_per_s / 2.0 * LINK_EFFICIENCY
+    elif gpu.pcie_p2p:
+        kind, rate = "pcie", PCIE_GB_PER_S_PER_DIRECTION[gpu.pcie_gen] * LINK_EFFICIENCY
     else:
-        kind, rate = "pcie", PCIE_GB_PER_S_PER_DIRECTION[gpu.pcie_gen]
+        kind, rate = "pcie", host_staged_gb_per_s(gpu, min(num_gpus, per_node))
     if num_gpus <= per_node:
-        return Link(kind, rate * 1e9 * LINK_EFFICIENCY)
+        return Link(kind, rate * 1e9)
     intra_latency = NCCL_RING_STEP_LATENCY_S[kind]
     net = cluster_network(gpu, network, per_node)
-    if net.gb_per_s_per_node < rate:
-        kind, rate = "network", net.gb_per_s_per_node
+    if net.gb_per_s_per_node * LINK_EFFICIENCY < rate:
+        kind, rate = "network", net.gb_per_s_per_node * LINK_EFFICIENCY
     nodes = -(-num_gpus // per_node)
-    return Link(kind, rate * 1e9 * LINK_EFFICIENCY, net.step_latency_s, intra_latency, nodes)
+    return Link(kind, rate * 1e9, net.step_latency_s, intra_latency, nodes)
 
 
 def replica_link(
@@ -382,6 +411,7 @@ __all__ = [
     "CATALOGUE_NETWORK",
     "GPUS_PER_NODE",
     "HOST_LINK_EFFICIENCY",
+    "HOST_STAGED_BUS_SHARE",
     "LINK_EFFICIENCY",
     "Link",
     "NETWORKS",
@@ -400,6 +430,7 @@ __all__ = [
     "cluster_network",
     "collective_link",
     "host_link_bytes_per_s",
+    "host_staged_gb_per_s",
     "reduce_scatter_bytes",
     "reference_network",
     "replica_link",

@@ -85,6 +85,7 @@ class Gpu:
     sustained_clock_mhz: int = 0  # the clock held under the board power limit
     clock_reference: str = ""  # the die family's reference card of the derivation
     clock_source: str = ""
+    pcie_p2p: bool = True  # False: NCCL stages collectives over PCIe through host memory (GeForce)
 
     def __post_init__(self) -> None:
         for name in self.derived:
@@ -164,6 +165,7 @@ class Gpu:
             "pcie_gen": self.pcie_gen,
             "nvlink_gb_per_s": self.nvlink_gb_per_s,
             "nvlink_max_gpus": self.nvlink_max_gpus,
+            "pcie_p2p": self.pcie_p2p,
             "utilisation_class": self.utilisation_class,
             "source": self.source,
             "as_of": self.as_of,
@@ -249,6 +251,14 @@ def _rows(name: str) -> list[JsonObject]:
 _CACHE: dict[str, object] = {}
 
 
+def _bool_cell(row: JsonObject, column: str) -> bool:
+    """A ``true`` / ``false`` cell of a data file; anything else is a broken file, said so."""
+    value = str(row[column])
+    if value not in ("true", "false"):
+        raise ValueError(f"gpus.csv {row['id']}: {column} must be true or false, not {value!r}")
+    return value == "true"
+
+
 def _catalogue() -> dict[str, Gpu]:
     if "gpus" not in _CACHE:
         gpus = {}
@@ -282,6 +292,7 @@ def _catalogue() -> dict[str, Gpu]:
                 sustained_clock_mhz=int(row["sustained_clock_mhz"]),
                 clock_reference=row["clock_reference"],
                 clock_source=row["clock_source"],
+                pcie_p2p=_bool_cell(row, "pcie_p2p"),
             )
             gpus[gpu.id] = gpu
         _CACHE["gpus"] = gpus

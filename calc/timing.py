@@ -66,6 +66,7 @@ MATMUL_EFFICIENCY = {
     "cdna3": 0.27,
     "gddr": 1.00,
     "gddr-pro": 0.36,
+    "gddr-pro-ampere": 0.53,
     "hopper": 0.68,
 }
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
@@ -76,7 +77,14 @@ the Surogate authors, llm-foundry, NeMo AutoModel's LoRA table, Answer.AI's 70B 
 H100), ``gddr`` on three (Unsloth on the RTX 5090, torchtune and Answer.AI's fsdp_qlora on the
 RTX 4090); ``gddr-pro`` (workstation and data-centre GDDR cards, listed at their datasheets'
 full-rate FP32 accumulate, twice the GeForce rate per SM and clock; ``gpus.csv`` header) on two:
-Answer.AI's rented RTX 6000 Ada and the L4 rows of Philipp Schmid's TRL table. Every class's share is of the card's rate at its sustained clock (``calc.gpus.Gpu.clock_factor``:
+Answer.AI's rented RTX 6000 Ada and the L4 rows of Philipp Schmid's TRL table;
+``gddr-pro-ampere`` (the Ampere workstation and data-centre GDDR cards: RTX A5000, RTX A6000, A40,
+listed at the same full-rate FP32 accumulate) on ONE source: Answer.AI's Llama-2-70B QLoRA on two,
+four and eight rented RTX A5000 (``benchmarks_03_2024.md``, the table that holds its RTX 6000 Ada
+rows). In that table, same code and settings, the A5000 reaches 0.53 of its rate at its sustained
+clock and the RTX 6000 Ada 0.36 of its own: one class gave the A5000, A6000 and A40 the Ada card's
+share, and calc read the A6000 and the A40 35 to 56 % too slow at first contact (whyNLP/tinyllama,
+katheryne; before 2026-12-05 the three cards were ``gddr-pro``). Every class's share is of the card's rate at its sustained clock (``calc.gpus.Gpu.clock_factor``:
 the power-limited cards run below the boost clock their datasheet rate assumes, by a stated count
 from their board power, not by a class of their own), so the RTX 6000 Ada's rows set the other
 cards' share, not their clocks. Scicom's Qwen3-1.7B runs on the H100 and the RTX 5090
@@ -88,8 +96,8 @@ cuDNN's attention through Transformer Engine (read as SDPA's cuDNN backend).
 ``cdna3`` (AMD Instinct MI300X and the cards the catalogue puts in its class) rests on ONE source,
 one row: torchtitan's Llama 3 8B BF16 pre-training on eight MI300X in torchao's float8 README
 (853f87d1), 0.27 of the datasheet's dense BF16 peak; before that row the class took the pooled
-NVIDIA share and read +163 % at first contact (fct-n4). Every other class rests on two sources
-or more; the methodology page says which rest on one, from the fit. A class without rows takes
+NVIDIA share and read +163 % at first contact (fct-n4). ``gddr-pro-ampere`` rests on one source
+too (above). Every other class rests on two sources or more; the methodology page says which rest on one, from the fit. A class without rows takes
 :data:`MATMUL_EFFICIENCY_POOLED`. On the A100s, the Hopper cards and the B200 class SDPA's flash
 and memory-efficient attention kernels run at FlashAttention-2's own measured rate instead
 (:data:`FLASH2_TABLES`), so there the class efficiency is the share of the rest of the step.
@@ -99,7 +107,7 @@ same kernel generation) set ``sdpa_cudnn_last``, so their attention is priced as
 they ran, not as the cuDNN kernel torch 2.13 would pick (read as cuDNN until 2026-12-04, the fit
 gave ``hopper`` 0.62, half tokens 128 and FP8 0.53)."""
 
-SINGLE_SOURCE_CLASSES = frozenset({"cdna3"})
+SINGLE_SOURCE_CLASSES = frozenset({"cdna3", "gddr-pro-ampere"})
 """The card classes whose :data:`MATMUL_EFFICIENCY` rests on one published source (the fit's
 own count, ``python -m benchmarks.validate_throughput``, section "fitted constants and the
 sources they rest on"; a test keeps the two equal): a plan on such a card says so (warning

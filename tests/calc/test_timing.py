@@ -247,12 +247,13 @@ def test_offloaded_weights_stream_in_twice_per_micro_step(gc):
 
 def test_ddp_all_reduce_exposed_beyond_backward():
     """DDP over PCIe: a ring all-reduce moves 2 (n-1)/n of the gradient bytes; what backward does
-    not cover is exposed."""
+    not cover is exposed. RTX 4090s have no PCIe peer-to-peer: NCCL stages through host memory."""
     req, _ = _req(num_gpus=4, sharding="ddp", micro_batch_size=1, seq_len=128)
     gpu = gpus.get_gpu("rtx-4090")
     est = timing.estimate_time(req, gpu, 1e9)
     link = comm.collective_link(gpu, 4)
-    assert link.kind == "pcie" and link.bytes_per_s == pytest.approx(31.5e9 * comm.LINK_EFFICIENCY)
+    staged = 31.5e9 * comm.HOST_STAGED_BUS_SHARE[4]
+    assert link.kind == "pcie" and link.bytes_per_s == pytest.approx(staged)
     ar = comm.all_reduce_bytes(6_738_415_616 * 2, 4) / link.bytes_per_s
     assert est.breakdown.exposed_communication < ar  # part of it hides behind backward
     assert (
@@ -923,12 +924,35 @@ def test_pcie_cards_do_not_borrow_a_server_boards_network():
         assert comm.reference_network(gpu).gb_per_s_per_node == 8 * per_gpu["pcie"]
         link = comm.collective_link(gpu, 16)
         slot = comm.PCIE_GB_PER_S_PER_DIRECTION[gpu.pcie_gen]
-        assert link.bytes_per_s == pytest.approx(
-            min(slot, 8 * per_gpu["pcie"]) * 1e9 * comm.LINK_EFFICIENCY
-        )
+        # a GeForce card stages through host memory (no peer-to-peer), the others use the slot
+        intra = slot * (comm.LINK_EFFICIENCY if gpu.pcie_p2p else comm.HOST_STAGED_BUS_SHARE[8])
+        network = 8 * per_gpu["pcie"] * comm.LINK_EFFICIENCY
+        assert link.bytes_per_s == pytest.approx(min(intra, network) * 1e9)
     assert comm.reference_network(gpus.get_gpu("b200")).gb_per_s_per_node == 8 * 50.0
     # a slow named network is the bottleneck of a PCIe server too
     assert comm.collective_link(gpus.get_gpu("rtx-5090"), 16, "ethernet-100").kind == "network"
+
+
+def test_geforce_cards_stage_collectives_through_host_memory():
+    """No PCIe peer-to-peer on GeForce cards (NVIDIA/nccl-tests#287): NCCL's ring runs through
+    host memory at the measured share of the slot (0.55 up to 4 cards, 0.44 up to 8), while a
+    workstation card with peer-to-peer runs at the slot's rate and a bridged pair over NVLink."""
+    geforce = {g.id for g in gpus.all_gpus() if g.name.startswith("GeForce")}
+    assert geforce and {g.id for g in gpus.all_gpus() if not g.pcie_p2p} == geforce
+    rtx4090, a6000 = gpus.get_gpu("rtx-4090"), gpus.get_gpu("rtx-a6000")
+    for n, share in ((2, 0.55), (4, 0.55), (8, 0.44)):
+        assert comm.collective_link(rtx4090, n).bytes_per_s == pytest.approx(31.5e9 * share)
+        assert comm.collective_link(a6000, n).kind == ("nvlink" if n == 2 else "pcie")
+    assert comm.collective_link(a6000, 8).bytes_per_s == pytest.approx(
+        31.5e9 * comm.LINK_EFFICIENCY
+    )
+    assert comm.collective_link(gpus.get_gpu("rtx-3090"), 2).kind == "nvlink"  # its bridge
+    slow = timing.estimate_time(_req(num_gpus=8, sharding="ddp")[0], rtx4090, 1e9)
+    p2p = timing.estimate_time(
+        _req(num_gpus=8, sharding="ddp")[0], replace(rtx4090, pcie_p2p=True), 1e9
+    )
+    assert slow.breakdown.exposed_communication > p2p.breakdown.exposed_communication
+    assert rtx4090.to_dict()["pcie_p2p"] is False and a6000.to_dict()["pcie_p2p"] is True
 
 
 def test_a_server_board_without_a_reference_network_is_a_coded_error():
