@@ -283,6 +283,7 @@ def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
                 labels.text("derived." + name, lang) for name in row["derived"]
             )
             or labels.text("derived.none", lang),
+            "p2p_label": labels.text("p2p.yes" if row["pcie_p2p"] else "p2p.no", lang),
             # a clock the vendor does not publish is 0 in the data, not a speed of 0 MHz
             **{name: NOT_PUBLISHED for name in CLOCK_FIELDS if not row[name]},
         }
@@ -300,6 +301,7 @@ def gpu_catalogue(lang: str, gpu_ids: list[str] | None = None) -> str:
         Col("sustained_clock_mhz", "col.sustained_clock", "int"),
         Col("memory_bandwidth_gb_per_s", "col.bandwidth", "gbps"),
         Col("nvlink_gb_per_s", "col.nvlink", "gbps"),
+        Col("p2p_label", "col.pcie_p2p", "text"),
         Col("derived_label", "col.derived_figures", "text"),
         Col("as_of", "col.as_of", "text"),
     ]
