@@ -1401,6 +1401,38 @@ LOAD_DTYPE_VARIANTS: dict[str, tuple[dict, dict]] = {
         {"method": "lora", "lora_rank": 16, "precision": "bf16-mixed", "framework": "trl-sft"},
         {},
     ),
+    # an fp16 checkpoint loaded with dtype "auto" under bf16 autocast (weights_loaded_other_16bit)
+    "lora-mixed-fp16-weights": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "precision": "bf16-mixed",
+            "framework": "hf-trainer",
+            "weights_loaded_other_16bit": True,
+        },
+        {},
+    ),
+    "lora-mixed-ckpt-fp16-weights": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "precision": "bf16-mixed",
+            "gradient_checkpointing": True,
+            "framework": "hf-trainer",
+            "weights_loaded_other_16bit": True,
+        },
+        {},
+    ),
+    "full-mixed-fp16-weights": (
+        {
+            "method": "full",
+            "precision": "bf16-mixed",
+            "framework": "hf-trainer",
+            "weights_loaded_16bit": True,
+            "weights_loaded_other_16bit": True,
+        },
+        {},
+    ),
 }
 
 # MoE LoRA on the experts as transformers 5 stores them (3-D tensors, peft target_parameters):
@@ -1883,9 +1915,11 @@ def masks_converted(setup: dict) -> bool:
     return is_sparse(setup) or setup["id"].split("/", 1)[-1] in WINDOW_VARIANTS
 
 
-def loads_16bit_weights(request: dict) -> bool:
-    """calc counts the request's weights as loaded in 16 bits under autocast
-    (``weights_loaded_16bit`` with ``*-mixed``, calc.states.MIXED_16BIT_WEIGHTS)."""
+def loaded_dtype(request: dict) -> str:
+    """The torch dtype the sweep builds the model in where calc counts the request's weights as
+    loaded in 16 bits under autocast (``weights_loaded_16bit`` with ``*-mixed``,
+    calc.states.MIXED_16BIT_WEIGHTS: the autocast dtype; with ``weights_loaded_other_16bit``,
+    calc.states.MIXED_OTHER_16BIT_WEIGHTS: the other one), else "" (the oracle's own build)."""
     from calc import states
     from calc.errors import InputError
     from calc.request import parse_estimate_request
@@ -1893,14 +1927,26 @@ def loads_16bit_weights(request: dict) -> bool:
     try:
         req = parse_estimate_request(request)
     except InputError:
-        return False
-    return states.request_regime(req) is states.MIXED_16BIT_WEIGHTS
+        return ""
+    reg = states.request_regime(req)
+    fp16_autocast = req.precision.value == "fp16-mixed"
+    if reg is states.MIXED_16BIT_WEIGHTS:
+        return "float16" if fp16_autocast else "bfloat16"
+    if reg is states.MIXED_OTHER_16BIT_WEIGHTS:
+        return "bfloat16" if fp16_autocast else "float16"
+    return ""
 
 
-SWEEP_HANDLED_KEYS = frozenset({"weights_loaded_16bit"})
+def loads_16bit_weights(request: dict) -> bool:
+    """calc counts the request's weights as loaded in 16 bits under autocast."""
+    return bool(loaded_dtype(request))
+
+
+SWEEP_HANDLED_KEYS = frozenset({"weights_loaded_16bit", "weights_loaded_other_16bit"})
 """Request keys the sweep itself traces rather than the oracle's request reader
-(``tools/oracle/run.py``): ``weights_loaded_16bit`` is turned off in :func:`oracle_request` and
-the model is built in bf16 by :func:`run_oracle` (``tools/oracle/load_dtype.py``) instead."""
+(``tools/oracle/run.py``): ``weights_loaded_16bit`` and ``weights_loaded_other_16bit`` are turned
+off in :func:`oracle_request` and the model is built in the 16-bit dtype they say by
+:func:`run_oracle` (``tools/oracle/load_dtype.py``) instead."""
 
 
 def oracle_request(request: dict) -> dict:
@@ -1918,6 +1964,7 @@ def oracle_request(request: dict) -> dict:
         out.setdefault("sdpa_cudnn_last", False)
         out.setdefault("qlora_compute_dtype_from_input", False)
     out["weights_loaded_16bit"] = False
+    out.pop("weights_loaded_other_16bit", None)
     return out
 
 
@@ -1939,10 +1986,11 @@ def run_oracle(setup: dict, versions: dict) -> dict:
     from tools.oracle.keep_fp32_modules import fp32_modules_left_unquantized
 
     unquantized = fp32_modules_left_unquantized() if is_dsv4(setup) else contextlib.nullcontext()
-    from tools.oracle.load_dtype import loaded_in_bf16
+    from tools.oracle.load_dtype import loaded_in
 
     generation = transformers4_run() if is_generation4(setup) else contextlib.nullcontext()
-    bf16 = loaded_in_bf16() if loads_16bit_weights(setup["request"]) else contextlib.nullcontext()
+    dtype = loaded_dtype(setup["request"])
+    bf16 = loaded_in(dtype) if dtype else contextlib.nullcontext()
     try:
         if is_torchtune(setup):
             result = _stack_estimate(setup, "torchtune")

@@ -1491,6 +1491,26 @@ FIELDS: tuple[FieldSpec, ...] = (
             "default), Lightning's meaning of ``*-mixed``."
         ),
     ),
+    _bool(
+        "weights_loaded_other_16bit",
+        False,
+        BEHAVIOUR,
+        doc=(
+            "with ``weights_loaded_16bit``, the library loaded the weights in the other 16-bit "
+            "type than autocast's: an fp16 checkpoint (Llama 2's config says ``float16``) loaded "
+            'with ``dtype="auto"`` and trained with ``bf16-mixed``, or bf16 weights under '
+            "``fp16-mixed``. ``torch.autocast`` then casts every weight to its own dtype at "
+            "each matmul (``aten/src/ATen/autocast_mode.cpp`` ``cached_cast``: only the weights "
+            "whose dtype differs from autocast's are cast), and the matmuls' bf16 outputs added "
+            "to the fp16 residual stream promote it to fp32 (torch's type promotion: fp16 + bf16 "
+            "-> float32), which every later block reads and writes. Counted "
+            "(:func:`calc.states.request_regime`): the weights, their gradients and torch's "
+            "AdamW states 2 bytes, a 16-bit working copy per weight as for fp32 weights under "
+            "autocast, the residual stream fp32, and each cast's bytes in time (2 read, 2 "
+            "written per weight element, :data:`calc.timing.AUTOCAST_WEIGHT_CAST_BYTES`). No "
+            "effect without ``weights_loaded_16bit`` or where it has none."
+        ),
+    ),
     _enum(
         "sharding_engine",
         ShardingEngine,

@@ -184,6 +184,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "loss_outputs_kept": False,
         "lora_adapter_dtype": "fp32",
         "weights_loaded_16bit": True,
+        "weights_loaded_other_16bit": False,
         "outputs_cast_fp32": True,
         "expandable_segments": True,
         "zero_grad_set_to_none": True,
@@ -213,6 +214,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
     },
     Framework.AXOLOTL: {
         **_HF_TRAINER_5,
+        "weights_loaded_other_16bit": False,
         "qlora_prepare_kbit": False,
         "packed_attention": "per-sample",
     },
@@ -537,6 +539,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "(called by Unsloth 2026.8.19 FastLlamaModel.get_peft_model through models/_utils.py "
         "prepare_model_for_kbit_training): '.lora_A.' / '.lora_B.' parameters get upcast = True, "
         "'dtype = torch.float32 if upcast' (lines 384, 420): fp32 adapters whatever the precision",
+        "weights_loaded_other_16bit": "Unsloth 2026.8.19 models/llama.py "
+        "FastLlamaModel.from_pretrained: the dtype it loads is the one it trains in (dtype None -> "
+        "torch.float16 if not SUPPORTS_BFLOAT16 else torch.bfloat16, lines 2434-2435), whatever "
+        "the checkpoint's: autocast finds the weights in its own dtype",
         "weights_loaded_16bit": "Unsloth 2026.8.19 models/llama.py FastLlamaModel.from_pretrained: "
         "dtype None -> torch.float16 if not SUPPORTS_BFLOAT16 else torch.bfloat16 (lines "
         "2434-2435), passed to from_pretrained (add_dtype_kwargs, line 2657); unsloth_zoo "
@@ -618,6 +624,10 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "prepare_model_for_kbit_training on a 4-bit model, then, for any LoRA/QLoRA adapter, "
         "_convert_embedding_modules_dtype(dist_dtype=cfg.torch_dtype) casts the norms and the "
         "embedding modules back to the 16-bit dtype: no fp32 residual stream",
+        "weights_loaded_other_16bit": "axolotl 0.18.0 utils/config/__init__.py normalize_config: "
+        "'if cfg.bf16 or cfg.bfloat16: cfg.torch_dtype = torch.bfloat16', passed to "
+        "from_pretrained (loaders/model.py): an fp16 checkpoint is loaded in the bf16 autocast "
+        "computes in",
         "weights_loaded_16bit": "axolotl 0.18.0 utils/config/__init__.py normalize_config: "
         "'if cfg.bf16 or cfg.bfloat16: cfg.torch_dtype = torch.bfloat16' (fp16 with fp16: "
         "true), and loaders/model.py: 'self.model_kwargs[\"dtype\"] = self.cfg.torch_dtype' "

@@ -140,6 +140,7 @@ class EstimateRequest:
     fused_lora_kernels: bool
     liger_kernel: bool
     weights_loaded_16bit: bool
+    weights_loaded_other_16bit: bool
     lora_modules_to_save: ModulesToSave
     sharding_engine: ShardingEngine
     # keys the framework profile filled (not part of the JSON form): a variant of this request

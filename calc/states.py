@@ -118,6 +118,18 @@ activations and residual stream in 16 bits. fp32 LoRA adapters get their own reg
 :func:`adapter_regime`."""
 
 
+MIXED_OTHER_16BIT_WEIGHTS = Regime(
+    "mixed-other-16bit-weights", BF16_BYTES, BF16_BYTES, BF16_BYTES, 0, BF16_BYTES, True, True
+)
+"""``*-mixed`` on 16-bit weights of the other 16-bit type than autocast's
+(``weights_loaded_other_16bit``: an fp16 checkpoint under ``bf16-mixed``, or bf16 weights under
+``fp16-mixed``). The weights, their gradients and torch's AdamW states keep the weights' 2 bytes,
+but autocast casts every weight at each matmul (``cached_cast`` casts what is not its own dtype)
+as it casts fp32 weights, and the matmuls' outputs added to the residual stream of the weights'
+dtype promote it to fp32: the working copies and the fp32 residual stream of AMP on fp32 weights
+(``casts_weights``), on 2-byte weights."""
+
+
 KBIT_FP32 = Regime("kbit-fp32", FP32_BYTES, FP32_BYTES, FP32_BYTES, 0, FP32_BYTES, False)
 """QLoRA after peft's ``prepare_model_for_kbit_training`` without autocast
 (``qlora_prepare_kbit``): every parameter that is not 4-bit, its gradient, states and every
@@ -157,14 +169,15 @@ def request_regime(req: EstimateRequest, sharding: Sharding | None = None) -> Re
     ``*-mixed`` precision without ZeRO on weights the library loaded in 16 bits
     (``weights_loaded_16bit``): :data:`MIXED_16BIT_WEIGHTS`, unless peft's
     ``prepare_model_for_kbit_training`` casts the non-quantized weights to fp32 first
-    (``qlora_prepare_kbit``: the fp32 regime of AMP again)."""
+    (``qlora_prepare_kbit``: the fp32 regime of AMP again); on weights of the other 16-bit type
+    than autocast's (``weights_loaded_other_16bit``), :data:`MIXED_OTHER_16BIT_WEIGHTS`."""
     reg = regime(req.precision, req.sharding if sharding is None else sharding)
     if (
         reg.casts_weights
         and req.weights_loaded_16bit
         and not (req.method is Method.QLORA and req.qlora_prepare_kbit)
     ):
-        return MIXED_16BIT_WEIGHTS
+        return MIXED_OTHER_16BIT_WEIGHTS if req.weights_loaded_other_16bit else MIXED_16BIT_WEIGHTS
     if (
         req.method is Method.QLORA
         and req.qlora_prepare_kbit

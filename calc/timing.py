@@ -683,10 +683,12 @@ LORA_CAST_BYTES_PER_INPUT = 6
 16-bit input read 2 bytes and write 4 per input element of each adapted linear; the cast runs
 whether or not autocast is on (it is an explicit ``.to``)."""
 
-AUTOCAST_WEIGHT_CAST_BYTES = 6
-"""``torch.autocast`` hands each matmul a 16-bit copy of an fp32 weight
-(``aten/src/ATen/autocast_mode.cpp`` ``cached_cast``, pytorch/pytorch 008ec6b1): read 4 bytes,
-write 2 per weight element. It keeps the copy for reuse only when the weight is a leaf that
+AUTOCAST_WEIGHT_CAST_BYTES = {4: 6, 2: 4}
+"""Bytes moved per weight element, by the weight's own bytes: ``torch.autocast`` hands each matmul
+a 16-bit copy of a weight that is not in its dtype (``aten/src/ATen/autocast_mode.cpp``
+``cached_cast``, pytorch/pytorch 008ec6b1): an fp32 weight, read 4 bytes and write 2; a 16-bit
+weight of the other type (``weights_loaded_other_16bit``: fp16 under bf16 autocast), read 2 and
+write 2. It keeps the copy for reuse only when the weight is a leaf that
 requires grad, and ``clear_cache`` drops every copy when the outermost autocast region exits, at
 the end of each forward: a trained fp32 weight is cast once per forward, a frozen one (the base
 weights under LoRA) at each use, which for a linear run once per forward is the same count. A
@@ -1437,9 +1439,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     # recomputation again (AUTOCAST_WEIGHT_CAST_BYTES)
     cast_block, cast_head, cast_ops = autocast_cast_params(req, sharding)
     if cast_ops:
-        elementwise += (
-            AUTOCAST_WEIGHT_CAST_BYTES * (cast_block * (1 + recompute) + cast_head) / tokens
-        )
+        cast_bytes = AUTOCAST_WEIGHT_CAST_BYTES[st.request_regime(req, sharding).weight_bytes]
+        elementwise += cast_bytes * (cast_block * (1 + recompute) + cast_head) / tokens
         kernels += cast_ops * (1 + recompute)
     if embed_copy:
         # the embedding copy's gradient: PyTorch's dense embedding backward zero-fills the

@@ -361,6 +361,13 @@ PLAN_VARIATIONS = [
     },
     # weights loaded in 16 bits under mixed precision, set by hand on the generic library
     {"weights_loaded_16bit": "true", "precision": "bf16-mixed", "framework": "generic"},
+    # an fp16 checkpoint (Llama 2) loaded as it is and trained under bf16 autocast
+    {
+        "weights_loaded_16bit": "true",
+        "weights_loaded_other_16bit": "true",
+        "precision": "bf16-mixed",
+        "model": "llama-2-7b",
+    },
     # samples of like length batched together (group_by_length)
     {"length_stats": "mean:700,p90:1800", "batching": "grouped", "micro_batch_size": "4"},
     {"length_stats": "mean:300,p90:900", "batching": "padding-free", "micro_batch_size": "4"},

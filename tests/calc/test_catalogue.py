@@ -434,3 +434,14 @@ def test_the_site_the_cli_and_the_catalogue_list_the_same_languages():
         detail = json.loads(out)["error"]["detail"]
         assert code == 2 and "--lang" in detail, detail
         assert re.findall(r"\w+", detail.partition("choose from")[2]) == list(LANGS), detail
+
+
+@pytest.mark.parametrize("name", ["gpus.csv", "prices.csv", "instances.csv", "models.json"])
+def test_every_data_column_is_described_in_each_language(name):
+    """The data page lists every column of each ``calc/data`` file with its meaning: a column
+    added without its ``data_column.<file>:<column>`` message would break the site's build."""
+    from macros import methodology
+
+    for lang in LANGS:
+        for column in methodology.data_file_columns(name):
+            assert Catalogue(lang).has(f"data_column.{name}:{column}"), (lang, column)

@@ -61,6 +61,8 @@ OLD_LINKS = [
     "?model=llama-3.1-8b&chunked_loss=true&chunked_loss_holds_logits=true"
     "&lora_fused_qkv_adapter=true&lora_targets=q_proj,v_proj",
     "?method=lora&precision=bf16-mixed&framework=generic&weights_loaded_16bit=true",
+    "?method=lora&model=llama-2-7b&precision=bf16-mixed&weights_loaded_16bit=true"
+    "&weights_loaded_other_16bit=true&seq_len=512",
     "?method=full&model=llama-3.1-8b&checkpointing_granularity=every-n&checkpointing_every=4"
     "&attention_mask=padding&length_stats=mean:900,p90:2000",
     "?model=llama-3.2-1b&checkpointing_granularity=selective-op&sdpa_cudnn_last=true"

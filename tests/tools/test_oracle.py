@@ -21,7 +21,7 @@ need_oracle_stack()
 
 from benchmarks.oracle_sweep import (  # noqa: E402
     compare,
-    loads_16bit_weights,
+    loaded_dtype,
     oracle_request,
     setups,
 )
@@ -56,14 +56,15 @@ _BY_ID = {s["id"]: s for s in setups()}
 def test_calc_matches_oracle(setup_id):
     import contextlib
 
-    from tools.oracle.load_dtype import loaded_in_bf16
+    from tools.oracle.load_dtype import loaded_in
 
     setup = _BY_ID[setup_id]
     # as the sweep traces it (run_oracle): a profile that loads its weights in 16 bits has the
-    # model built in bf16 here, and the oracle's request leaves the key off
+    # model built in that dtype here, and the oracle's request leaves the keys off
     request = setup["request"]
-    bf16 = loaded_in_bf16() if loads_16bit_weights(request) else contextlib.nullcontext()
-    with bf16:
+    dtype = loaded_dtype(request)
+    load = loaded_in(dtype) if dtype else contextlib.nullcontext()
+    with load:
         oracle = oracle_estimate(dict(oracle_request(request), oracle=setup["oracle"]))
     row = compare(setup, oracle)
     assert abs(row["peak_error"]) <= 0.02, row

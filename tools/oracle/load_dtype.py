@@ -17,19 +17,27 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def loaded_in_bf16() -> Iterator[None]:
-    """Every model ``run.build_meta_model`` builds is built in bf16."""
+def loaded_in(dtype_name: str) -> Iterator[None]:
+    """Every model ``run.build_meta_model`` builds is built in ``dtype_name`` ("bfloat16", or
+    "float16": an fp16 checkpoint loaded with ``dtype="auto"``, calc's
+    ``weights_loaded_other_16bit`` under ``bf16-mixed``)."""
     import torch
 
     from . import run
 
     build = run.causal_lm_from_config
+    dtype = getattr(torch, dtype_name)
 
-    def bf16(auto, config, **kwargs):  # type: ignore[no-untyped-def]
-        return build(auto, config, **{**kwargs, "dtype": torch.bfloat16})
+    def loaded(auto, config, **kwargs):  # type: ignore[no-untyped-def]
+        return build(auto, config, **{**kwargs, "dtype": dtype})
 
-    run.causal_lm_from_config = bf16
+    run.causal_lm_from_config = loaded
     try:
         yield
     finally:
         run.causal_lm_from_config = build
+
+
+def loaded_in_bf16() -> contextlib.AbstractContextManager[None]:
+    """Every model ``run.build_meta_model`` builds is built in bf16."""
+    return loaded_in("bfloat16")
