@@ -1865,6 +1865,60 @@ def test_autocast_casts_fp32_weights_at_every_forward(method, gc):
     assert fp32.kernels_per_micro - bf16.kernels_per_micro == pytest.approx(ops * passes)
 
 
+@pytest.mark.parametrize("gc", [False, True])
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_autocast_casts_weights_of_the_other_16bit_type(method, gc):
+    # an fp16 checkpoint loaded as it is under bf16 autocast (weights_loaded_other_16bit):
+    # every weight is cast as fp32 weights are, 2 bytes read and 2 written per element
+    keys = dict(method=method, precision="bf16-mixed", gradient_checkpointing=gc)
+    same = _counts_of(**keys, weights_loaded_16bit=True)
+    other = _counts_of(**keys, weights_loaded_16bit=True, weights_loaded_other_16bit=True)
+    arch = presets.get_preset("llama-3.1-8b")
+    block = sum(arch.blocks_of(lin) * lin.params for lin in arch.linears)
+    head = arch.vocab_size * arch.hidden_size
+    passes = 2 if gc else 1
+    extra = other.elementwise_bytes_per_token - same.elementwise_bytes_per_token
+    assert extra == pytest.approx(4 * (block * passes + head) / other.tokens_micro, rel=1e-9)
+    assert other.kernels_per_micro - same.kernels_per_micro == pytest.approx(
+        (7 * arch.num_layers + 1) * passes
+    )
+
+
+def test_weights_of_the_other_16bit_type_keep_two_bytes_but_get_working_copies():
+    """The regime of AMP on fp32 weights (working copies, fp32 residual stream) on 2-byte
+    weights, gradients and states; only where the weights were loaded in 16 bits under
+    ``*-mixed`` without ZeRO."""
+    from calc import memory, states
+    from calc.request import parse_estimate_request
+
+    base = {
+        "model": "llama-2-7b",
+        "method": "lora",
+        "precision": "bf16-mixed",
+        "seq_len": 512,
+        "gradient_checkpointing": False,
+    }
+    same = parse_estimate_request({**base, "weights_loaded_16bit": True})
+    other = parse_estimate_request(
+        {**base, "weights_loaded_16bit": True, "weights_loaded_other_16bit": True}
+    )
+    reg = states.request_regime(other)
+    assert reg is states.MIXED_OTHER_16BIT_WEIGHTS and reg.casts_weights and reg.weight_bytes == 2
+    assert states.request_regime(same) is states.MIXED_16BIT_WEIGHTS
+    a, b = memory.estimate_request(same), memory.estimate_request(other)
+    assert a.components["weights"] == b.components["weights"]  # both 2 bytes per weight
+    # every frozen weight's bf16 copy saved for backward (no checkpointing)
+    copies = b.components["weight_copies"] - a.components["weight_copies"]
+    arch = presets.get_preset("llama-2-7b")
+    linears = sum(arch.blocks_of(lin) * lin.count * lin.weight_params for lin in arch.linears)
+    assert copies == 2 * (linears + arch.vocab_size * arch.hidden_size)
+    # without weights_loaded_16bit, or in bf16-true, the key changes nothing
+    for extra in ({"weights_loaded_16bit": False}, {"precision": "bf16-true"}):
+        on = parse_estimate_request({**base, **extra, "weights_loaded_other_16bit": True})
+        off = parse_estimate_request({**base, **extra})
+        assert states.request_regime(on) == states.request_regime(off)
+
+
 @pytest.mark.parametrize(
     "keys",
     [
