@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from enum import Enum
+from typing import Any, Callable
 
 from . import liger
 from .arch import ModelArch
@@ -220,20 +221,45 @@ class EstimateRequest:
         return new
 
     def to_dict(self) -> JsonObject:
-        """The request in its JSON form (model as its id)."""
+        """The request in its JSON form (model as its id). A plan turns a few thousand
+        variants into this form, so each value's conversion is looked up by its type
+        (:func:`_json_form`) rather than tested for each key."""
+        fields = self.__dict__
         out = {}
         for key in _ESTIMATE_KEYS:
-            value = getattr(self, key)
-            if key == "model":
-                value = self.model_id
-            elif isinstance(value, Enum):
-                value = value.value
-            elif isinstance(value, tuple):
-                value = list(value)
-            elif isinstance(value, LengthStats):
-                value = value.to_dict()
-            out[key] = value
+            value = fields[key]
+            form = _JSON_FORMS.get(type(value)) or _json_form(type(value))
+            out[key] = value if form is _AS_IS else form(value)
+        out["model"] = self.model_id
         return out
+
+
+def _as_is(value: object) -> object:
+    return value
+
+
+_AS_IS = _as_is
+_JSON_FORMS: dict[type, Callable[[Any], object]] = {}
+
+
+def _json_form(kind: type) -> Callable[[Any], object]:
+    """How a request value of type ``kind`` is written in JSON: an enum as its value, a tuple
+    as a list, a length distribution as its object, anything else as it is (kept per type)."""
+    form: Callable[[Any], object]
+    if issubclass(kind, Enum):
+        form = _enum_value
+    elif issubclass(kind, tuple):
+        form = list
+    elif issubclass(kind, LengthStats):
+        form = LengthStats.to_dict
+    else:
+        form = _AS_IS
+    _JSON_FORMS[kind] = form
+    return form
+
+
+def _enum_value(value: Enum) -> object:
+    return value.value
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclass_fields(EstimateRequest))
