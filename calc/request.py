@@ -229,7 +229,7 @@ class EstimateRequest:
         for key in _ESTIMATE_KEYS:
             value = fields[key]
             form = _JSON_FORMS.get(type(value)) or _json_form(type(value))
-            out[key] = value if form is _AS_IS else form(value)
+            out[key] = value if form is _as_is else form(value)
         out["model"] = self.model_id
         return out
 
@@ -238,7 +238,6 @@ def _as_is(value: object) -> object:
     return value
 
 
-_AS_IS = _as_is
 _JSON_FORMS: dict[type, Callable[[Any], object]] = {}
 
 
@@ -253,7 +252,7 @@ def _json_form(kind: type) -> Callable[[Any], object]:
     elif issubclass(kind, LengthStats):
         form = LengthStats.to_dict
     else:
-        form = _AS_IS
+        form = _as_is
     _JSON_FORMS[kind] = form
     return form
 

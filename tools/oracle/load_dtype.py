@@ -1,11 +1,11 @@
-"""The model loaded in bf16 and trained under autocast (calc's ``weights_loaded_16bit`` with
-``bf16-mixed``), for the sweep to trace.
+"""The model loaded in 16 bits and trained under autocast (calc's ``weights_loaded_16bit`` with
+``*-mixed``, and ``weights_loaded_other_16bit``: the other 16-bit type), for the sweep to trace.
 
 ``tools/oracle/run.py`` builds a ``bf16-mixed`` model in fp32 (Lightning's meaning of mixed
 precision: fp32 weights, 16-bit compute) and runs its forward under ``torch.autocast``.
 transformers 5.17 ``from_pretrained`` loads the checkpoint's dtype instead (``dtype="auto"``),
-so a Trainer with ``bf16=True`` autocasts a bf16 model. :func:`loaded_in_bf16` builds the
-model in bf16 and leaves the rest of the run as it is: peft's adapters (fp32 with
+so a Trainer with ``bf16=True`` autocasts a bf16 model (an fp16 one where the checkpoint is
+fp16). :func:`loaded_in` builds the model in that dtype and leaves the rest of the run as it is: peft's adapters (fp32 with
 ``autocast_adapter_dtype=True``), autocast, the optimizer. ``benchmarks/oracle_sweep.py``
 applies it around the setups whose request turns the key on, and asks the oracle for the
 request with the key off (the oracle's own check refuses keys it does not read)."""
@@ -36,8 +36,3 @@ def loaded_in(dtype_name: str) -> Iterator[None]:
         yield
     finally:
         run.causal_lm_from_config = build
-
-
-def loaded_in_bf16() -> contextlib.AbstractContextManager[None]:
-    """Every model ``run.build_meta_model`` builds is built in bf16."""
-    return loaded_in("bfloat16")
