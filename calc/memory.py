@@ -1318,14 +1318,24 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     # a trainable output layer copy (lora_modules_to_save) has its gradient from the start
     # ... and autocast's 16-bit copy of it, saved by its matmul, is freed by that matmul's
     # backward, which has run (oracle: */lora-save-head-mixed, +6 % on this moment before)
+    # full fine-tuning without stored gradients: the output layer's backward has written its
+    # weight gradient (tied: the contribution that waits in the engine's input buffer) before
+    # any block's backward (oracle: llama/full-b2-s512 -5.5 %, llama3-gqa-tied/full-b2-s512
+    # -8.8 % on this moment before)
+    full = req.method is Method.FULL
     head_copy = st.trained_output_layer_params(req)
     head_grad = 0 if held else head_copy * st.saved_regime(req, reg).grad_bytes
-    head_cast = reg.compute_bytes * head_copy if reg.casts_weights else 0
+    # autocast's 16-bit copy of the output layer (frozen or trained), saved by its matmul, is
+    # freed by that matmul's backward, which runs before any block's (oracle:
+    # */lora-save-head-mixed +6 %, llama/lora-mixed +9.4 % on this moment before)
+    head_cast = weight_copy_bytes(req, reg, one_layer=True, blocks=False) - (
+        hyper_connection_copy_bytes(req, reg, one_layer=True)
+    )
     first_block = _phase(
         **common,
         activations=a.saved_all + a.recompute + in_flight + held_mask,
         logits=a.kept_logits,
-        gradients=held + head_grad + (table if stored and tied else 0),
+        gradients=held + head_grad + (table if (tied if stored else full) else 0),
         weight_copies=copies_all + merged_first - head_cast,
         gathered_weights=gathered,
         dequant_buffer=dequant,
@@ -1338,7 +1348,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         if stored
         else s.grads_all - (0 if tied else table),
         logits=a.kept_logits,
-        weight_copies=copies_one + merged_one,
+        weight_copies=copies_one + merged_one - head_cast,
         gathered_weights=gathered,
         dequant_buffer=dequant,
         comm_buffers=s.comm_static + s.comm_backward,

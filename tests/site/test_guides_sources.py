@@ -211,9 +211,10 @@ def test_a_guide_table_shows_no_rental_price_instead_of_a_cost(lang):
 
 
 def test_bytes_per_parameter_are_the_model_states_whatever_the_peak():
-    # Llama 3.1 8B, AMP AdamW under the default library (fused AdamW): the peak comes in the
-    # backward, before the embedding's fp32 gradient exists, yet weights, gradients and states
-    # are 4 + 4 + 8 bytes per parameter; a subtracted term resolves as the page tests read it
+    # Llama 3.1 8B, AMP AdamW under the default library (fused AdamW), 8192 tokens: the peak
+    # comes in the backward's last block, before the embedding's fp32 gradient exists, yet
+    # weights, gradients and states are 4 + 4 + 8 bytes per parameter; a subtracted term
+    # resolves as the page tests read it
     import html
 
     from macros.guides import bytes_per_param
@@ -222,7 +223,12 @@ def test_bytes_per_parameter_are_the_model_states_whatever_the_peak():
 
     from calc.memory import estimate_dict
 
-    request = {"model": "llama-3.1-8b", "method": "full", "precision": "bf16-mixed"}
+    request = {
+        "model": "llama-3.1-8b",
+        "method": "full",
+        "precision": "bf16-mixed",
+        "seq_len": 8192,
+    }
     response = estimate_dict(request)
     assert response["peak_phase"] == "backward"
     assert response["components"]["gradients"] < 4 * response["params_total"]

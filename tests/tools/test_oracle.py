@@ -47,6 +47,8 @@ PINNED = (
     "qwen3/qlora-kbit",  # prepare_model_for_kbit_training on the bf16 model: fp32 stream
     "gemma2/lora-loss16",  # a loop's cross-entropy on the soft-capped bf16 logits
     "llama/qlora-skip-attn-kbit",  # a 4-bit checkpoint's skip list: block 0's attention 16-bit
+    "llama/lora-mixed",  # autocast's copy of the output layer freed before the blocks' backward
+    "llama/full-b2-s512",  # the output layer's gradient held through the blocks' backward
 )
 
 _BY_ID = {s["id"]: s for s in setups()}
