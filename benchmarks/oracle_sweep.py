@@ -1041,6 +1041,22 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     ),
     "lora-mixed": ({"method": "lora", "lora_rank": 16, "precision": "bf16-mixed"}, {}),
     "lora-eager": ({"method": "lora", "lora_rank": 16, "attention": "eager"}, {}),
+    # eager attention's score tensors at length: the softmax's moments in the forward and the
+    # backward outgrow the end of the forward (calc.activations.eager_scores_bytes_per_token)
+    "lora-eager-ckpt-s2048": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "attention": "eager",
+            "gradient_checkpointing": True,
+            "seq_len": 2048,
+        },
+        {},
+    ),
+    "lora-eager-s2048": (
+        {"method": "lora", "lora_rank": 16, "attention": "eager", "seq_len": 2048},
+        {},
+    ),
     "lora-fp32-ckpt-b2": (
         {
             "method": "lora",
@@ -1593,6 +1609,17 @@ ACCEPTED_VARIANTS: dict[str, tuple[dict, dict]] = {
     ),
     "lora-eager": (
         {"method": "lora", "lora_rank": 16, "lora_targets": "all-linear", "attention": "eager"},
+        {},
+    ),
+    "lora-eager-ckpt-s2048": (
+        {
+            "method": "lora",
+            "lora_rank": 16,
+            "lora_targets": "all-linear",
+            "attention": "eager",
+            "gradient_checkpointing": True,
+            "seq_len": 2048,
+        },
         {},
     ),
     "qlora-r16": (

@@ -317,10 +317,111 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
                 probs += arch.num_heads * cfg.seq_len * a
         else:
             probs = arch.num_heads * cfg.seq_len * (FP32_BYTES + (a if a != FP32_BYTES else 0))
+        if arch.extra.get("attn_logit_softcapping"):
+            # Gemma-2 caps the scores (``attn_weights / cap``, ``tanh``, ``* cap``): the tanh
+            # saves its output for its backward (oracle: gemma2/lora-eager-s2048, -7.7 % before)
+            probs += arch.num_heads * cfg.seq_len * a
         return a * (q_dim + 2 * kv_eff) + probs + out_copy + dropout_mask
     if cfg.attention is Attention.FLASH:
         out_copy = 0
     return a * (2 * q_dim + 2 * kv_eff) + FP32_BYTES * arch.num_heads + out_copy
+
+
+def eager_scores_bytes_per_token(
+    arch: ModelArch, cfg: ActConfig, half_to_float: bool = False
+) -> tuple[int, int, int]:
+    """Eager attention's score tensors inside one block, per token (``heads`` rows of ``s``
+    keys, the whole square whatever the window): ``(saved, forward, backward)``, where
+    ``saved`` is what the block keeps of them (:func:`attention_core_bytes`), ``forward`` what
+    is alive at the forward's moment with most of them and ``backward`` what is alive at the
+    backward's, beyond ``saved`` (both with the block's other tensors around). (0, 0, 0)
+    outside transformers' eager code, and for DeepSeek-V4, whose own count is
+    :func:`dsv4_attention_transient_bytes_per_token`.
+
+    transformers 5.17 ``eager_attention_forward`` (Llama and the families that share it), an
+    ``a``-byte activation dtype: ``attn_weights`` still names the masked scores (``a``) while
+    ``softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)`` runs, the name being
+    rebound only when that line returns; ATen's ``softmax`` (``SoftMax.cpp``, torch 2.13)
+    casts a 16-bit input to fp32 first and writes fp32 probabilities, except fp16 on CUDA,
+    which takes the fused ``half_to_float`` kernel (bf16 is not on that path): forward ``a + 4
+    + 4`` at the softmax, ``a + 4 + a`` at the copy back (fp32 activations: ``4 + 4``). In the
+    backward the product with v has freed the 16-bit probabilities when the softmax's gradient
+    runs: its saved fp32 output, the incoming gradient made fp32 by ``.to()``'s backward and the
+    gradient it returns, ``4 + 4 + 4`` (the returned one in fp16 with ``half_to_float``).
+    gpt-oss (``eager_softmax_sinks``, ``s + 1`` wide): the masked scores, the concatenation with
+    the sinks less its row maximum and the softmax in the scores' dtype, ``3a`` forward; in the
+    backward the slice's gradient (``new_zeros``, then ``scatter`` into the ``s + 1`` row) and
+    the softmax's beside the saved probabilities, ``a`` saved and ``2a`` beyond. Falcon and Llama 4
+    (softmax in the activation dtype) ``3a`` forward (the scores, their sum with the mask, the
+    probabilities; Falcon's loop holds the previous block's probabilities too: ``4a``) and
+    ``2a`` beyond ``a``; GPT-2 without autocast (softmax in the input's
+    dtype; each step rebinds the name) ``2a`` and ``2a``. Read against the oracle's trace
+    (``*/lora-eager-ckpt-s2048``, ``*/lora-eager-s2048``)."""
+    if cfg.attention is not Attention.EAGER or not cfg.transformers_code or arch.hyper_connections:
+        return 0, 0, 0
+    if sdpa_math(arch, cfg):
+        return 0, 0, 0
+    a, heads, s = cfg.act_bytes, arch.num_heads, cfg.seq_len
+    if arch.extra.get("eager_softmax_sinks"):
+        width = heads * (s + 1)
+        return a * width, 3 * a * width, 2 * a * width
+    width = heads * s
+    if arch.extra.get("eager_softmax_act_dtype"):
+        held = eager_held_probabilities_bytes_per_token(arch, cfg)
+        return a * width, 3 * a * width + held, 2 * a * width
+    if arch.extra.get("eager_softmax_input_dtype") and not cfg.autocast:
+        return a * width, 2 * a * width, 2 * a * width
+    copy = a if a != FP32_BYTES else 0
+    cast = FP32_BYTES if copy and not half_to_float else 0
+    forward = a + FP32_BYTES + max(cast, copy)
+    returned = a if half_to_float else FP32_BYTES
+    saved = FP32_BYTES + copy
+    backward = 2 * FP32_BYTES + returned - saved
+    if arch.extra.get("attn_logit_softcapping"):
+        # Gemma-2's capped scores: the tanh's saved output stays beside both moments
+        saved += a
+        forward += a
+    return saved * width, forward * width, backward * width
+
+
+def eager_held_probabilities_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """Falcon's eager attention returns its probabilities (transformers 5.17
+    ``modeling_falcon.py``: ``return attn_output, attention_scores``), which ``FalconModel``'s
+    loop keeps in ``outputs`` until the next block's call returns: in a forward, the previous
+    block's beside the current one's (oracle: falcon/lora-eager-ckpt-s2048, -21 % before); not
+    in the recompute of a checkpointed block, which no loop holds."""
+    if cfg.attention is not Attention.EAGER or not arch.extra.get("eager_kv_broadcast"):
+        return 0
+    return cfg.act_bytes * arch.num_heads * cfg.seq_len
+
+
+def mlp_saved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """What a block's MLP and the norm before it save, per token: what its backward, which
+    runs first, has freed when the attention's runs (the count
+    :func:`backward_workspace_bytes_per_token` makes for Falcon-H1's parallel mixer)."""
+    parts = block_parts(arch)
+    return (
+        norm_bytes(arch, cfg)
+        + _group_input_bytes(parts.mlp_in, arch.hidden_size, cfg)
+        + sum(mlp_unit_bytes(arch, cfg, d, parts.mlp_in) for d in parts.mlp_down)
+    )
+
+
+def eager_pre_scores_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
+    """What one block has saved, per token, when its eager attention computes the scores: the
+    input norm, its output as the attention linears save it, and q, k and v (k and v repeated
+    to every head where the family's ``repeat_kv`` copies them)."""
+    parts = block_parts(arch)
+    q_dim = arch.num_heads * arch.head_dim
+    kv_dim = arch.num_kv_heads * arch.head_dim
+    broadcast = arch.extra.get("eager_kv_broadcast")
+    expands = not cfg.kv_grouped and not broadcast and 1 < arch.num_kv_heads < arch.num_heads
+    kv_eff = q_dim if expands else kv_dim
+    return (
+        norm_bytes(arch, cfg)
+        + _group_input_bytes(parts.attn_in, arch.hidden_size, cfg)
+        + cfg.act_bytes * (q_dim + 2 * kv_eff)
+    )
 
 
 def sdpa_math(arch: ModelArch, cfg: ActConfig) -> bool:

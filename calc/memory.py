@@ -804,6 +804,23 @@ class Activations:
     # the loop's fp32 copy of the returned logits, with what is alive beside it
     # (outputs_cast_fp32), at the forward's end
     output_cast: int = 0
+    # eager attention's scores in one block: what the block saves of them, and what its
+    # softmax's gradient holds beyond that (eager_scores_bytes); the forward's moment is
+    # indexer_spike, after indexer_pre
+    scores_saved: int = 0
+    scores_backward: int = 0
+    scores_held: int = 0  # of indexer_spike, what a forward's loop holds (not a recompute)
+
+
+def eager_scores_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int, int]:
+    """:func:`calc.activations.eager_scores_bytes_per_token` of the request's micro-batch:
+    ``(saved, forward, backward)`` bytes of eager attention's score tensors in one block
+    (fp16 takes ATen's fused ``half_to_float`` softmax, bf16 does not)."""
+    cfg = act_config(req, reg)
+    fp16 = req.precision is Precision.FP16_MIXED
+    tokens = req.micro_batch_size * req.local_seq_len
+    saved, fwd, bwd = act.eager_scores_bytes_per_token(req.model, cfg, half_to_float=fp16)
+    return saved * tokens, fwd * tokens, bwd * tokens
 
 
 def merged_expert_bytes(req: EstimateRequest, reg: st.Regime, one_layer: bool) -> int:
@@ -945,6 +962,15 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         # DeepSeek-V4: the eager attention's scores, a few copies alive in one block's forward
         spike = act.dsv4_attention_transient_bytes_per_token(arch, cfg) * tokens
         pre = act.dsv4_pre_attention_bytes_per_token(arch, cfg) * tokens
+    scores_saved, scores_fwd, scores_bwd = eager_scores_bytes(req, reg)
+    scores_held = 0
+    if scores_fwd:
+        # eager attention: its score tensors at the softmax, in one block's forward (the
+        # moment a sparse model's indexer stands for, when that one holds more)
+        pre_scores = act.eager_pre_scores_bytes_per_token(arch, cfg) * tokens
+        if pre_scores + scores_fwd > pre + spike:
+            spike, pre = scores_fwd, pre_scores
+            scores_held = act.eager_held_probabilities_bytes_per_token(arch, cfg) * tokens
     return Activations(
         saved_all=saved_blocks + head,
         recompute=recompute,
@@ -1003,6 +1029,9 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         indexer_spike=spike,
         head=head,
         indexer_pre=pre,
+        scores_saved=scores_saved,
+        scores_backward=scores_bwd,
+        scores_held=scores_held,
         shared_mask=shared_mask_bytes(req, reg),
         output_cast=act.output_cast_bytes_per_token(
             arch, logit_bytes, not req.chunked_loss and not req.loss_on_16bit_logits
@@ -1157,6 +1186,14 @@ def shared_mask_bytes(req: EstimateRequest, reg: st.Regime) -> int:
     sparse = sparse_causal_mask_bytes(req, reg)
     if sparse:
         return sparse
+    if req.attention is Attention.EAGER and window_masks(req):
+        # eager attention takes every mask as a tensor (masking_utils.eager_mask: torch.where
+        # over the batch's boolean mask, into the activation dtype), padded or not: the causal
+        # one, and beside it the sliding one where only some blocks have the window
+        arch = req.model
+        _, windowed = window_of(arch)
+        masks = 2 if 0 < windowed < arch.num_layers else 1
+        return masks * req.micro_batch_size * req.seq_len * req.seq_len * reg.compute_bytes
     window = window_mask_bytes(req, reg)
     if not request_mask_tensor(req):
         return window
@@ -1275,6 +1312,11 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         before = a.saved_all - a.head
         if not req.every_block_wrapped:
             before += a.indexer_pre - a.last_block
+        elif a.scores_saved:
+            # a checkpointed block saves nothing, but its norm output and q, k, v are alive as
+            # the forward's locals while its eager attention runs (oracle: falcon and
+            # llama/lora-eager-ckpt-s2048)
+            before += a.indexer_pre
         spike = _phase(
             **{
                 **forward_end,
@@ -1354,6 +1396,25 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         comm_buffers=s.comm_static + s.comm_backward,
     )
     candidates = [first_block, last_block]
+    if a.scores_backward:
+        # eager attention's softmax gradient in the first block's backward: the block's MLP has
+        # run its backward and freed what it saved, the block's q, k, v and probabilities stay
+        # (oracle: */lora-eager-ckpt-s2048)
+        after_scores = a.last_block - a.indexer_pre - a.scores_saved
+        if req.model.mamba is not None and req.model.extra.get("parallel_mamba"):
+            # Falcon-H1's Mamba-2 mixer runs beside the attention and backward after it: only
+            # the MLP's and its norm's are gone (activations.backward_workspace_bytes_per_token)
+            tokens = req.micro_batch_size * req.local_seq_len
+            after_scores = act.mlp_saved_bytes_per_token(req.model, act_config(req, reg)) * tokens
+        here = a.saved_all + (a.recompute if req.every_block_wrapped else 0) - after_scores
+        candidates.append(
+            {
+                **first_block,
+                "activations": here + a.scores_backward + held_mask,
+                # and its merged expert stacks, saved for the MLP's backward, are freed
+                "weight_copies": copies_all + merged_first - merged_one - head_cast,
+            }
+        )
     if a.indexer_spike and req.every_block_wrapped:
         # each block's recompute runs its indexer again: at the first block recomputed (every
         # checkpoint alive) and at the last one (every later block's gradient alive)
@@ -1368,6 +1429,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
             activations = a.saved_all - a.head + indexer + incoming
             candidates.append({**first_block, "activations": activations})
         else:
+            indexer -= a.scores_held
             candidates.append({**first_block, "activations": a.saved_all + indexer})
             candidates.append({**last_block, "activations": indexer + a.saved_all - a.head})
     if table:

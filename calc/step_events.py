@@ -1418,14 +1418,27 @@ class _Builder:
             # gone when the forward returns, or kept by every checkpointed block until the first
             # block's backward, the last of the backward
             mask_keys = [alloc(acts.shared_mask)] if acts.shared_mask else []
+            # eager attention's scores at the softmax, beyond what the block keeps
+            # (memory.eager_scores_bytes); in the backward, its softmax's gradient beyond the
+            # block's recomputed tensors and the linears' gradients in flight (the count of
+            # phase_components holds the MLP's saved tensors freed by then: an upper bound here)
+            scores_fwd = (
+                max(0, acts.indexer_pre + acts.indexer_spike - acts.last_block)
+                if acts.scores_backward
+                else 0
+            )
             for _layer in range(layers):
                 free(allocs(transients))
                 if wrapped[_layer]:
                     inner = allocs(block_tensors)
+                    if scores_fwd:
+                        free([alloc(scores_fwd)])
                     saved.append([alloc(per_layer)])
                     free(inner)
                 else:
                     saved.append(allocs(block_tensors))
+                    if scores_fwd:
+                        free([alloc(scores_fwd)])
                 if req.activation_offload and len(saved) > on_gpu:
                     free(saved[-on_gpu - 1])
                     saved[-on_gpu - 1] = []
@@ -1480,9 +1493,19 @@ class _Builder:
             recompute_sizes = (
                 _saved_tensors(acts.recompute, tokens, req, cb, mask_copy) if ckpt else []
             )
+            scores_bwd = max(
+                0,
+                acts.indexer_pre
+                + acts.scores_saved
+                + acts.scores_backward
+                - acts.last_block
+                - acts.workspace,
+            )
             for layer in reversed(range(layers)):
                 recompute = allocs(recompute_sizes) if wrapped[layer] else []
                 work = allocs(work_sizes)
+                if scores_bwd:
+                    free([alloc(scores_bwd)])
                 if new_grads and g_layers:
                     grads += allocs(_pack(g_layers[layer]))
                 free(work)

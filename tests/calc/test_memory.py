@@ -837,11 +837,19 @@ def test_qlora_weights_below_lora_weights(setup):
 @settings(max_examples=100, deadline=None)
 @given(setups)
 def test_checkpointing_never_increases_the_peak(setup):
-    # recomputing a block in backward can never cost more than keeping every block's tensors
+    # recomputing a block in backward can never cost more than keeping every block's tensors,
+    # but for the 4-D mask each checkpointed block keeps as an argument until its backward
+    # (eager attention builds one whatever the padding): at a few tokens that mask can
+    # outlive a peak the plain run reaches without it
     ckpt = est(**dict(setup, gradient_checkpointing=True))
     plain = est(**dict(setup, gradient_checkpointing=False))
-    assert ckpt["peak_allocated_bytes"] <= plain["peak_allocated_bytes"]
-    assert ckpt["peak_reserved_bytes"] <= plain["peak_reserved_bytes"]
+    r = req(**dict(setup, gradient_checkpointing=True))
+    # (and, at a few hundred tokens, the last block's moment counts some bytes per token that
+    # the plain run's peak, the embedding's gradient, does not hold: under 1e-5 of the peak)
+    mask = memory.shared_mask_bytes(r, states.request_regime(r))
+    slack = mask + 1e-5 * plain["peak_allocated_bytes"]
+    assert ckpt["peak_allocated_bytes"] <= plain["peak_allocated_bytes"] + slack
+    assert ckpt["peak_reserved_bytes"] <= plain["peak_reserved_bytes"] + slack
     assert ckpt["activations_per_token_bytes"] <= plain["activations_per_token_bytes"]
 
 
@@ -1693,14 +1701,16 @@ def _phase_growth(base: dict, changed: dict) -> dict:
 
 @pytest.mark.parametrize(
     "attention, per_element, copy",
-    [("sdpa", 1, MASK_COPY_BYTES), ("eager", 2, 0)],
+    # eager attention builds its mask whether the batch is padded or not (masking_utils's
+    # eager_mask, in the activation dtype): a padded batch adds nothing
+    [("sdpa", 1, MASK_COPY_BYTES), ("eager", 0, 0)],
 )
 def test_padding_mask_is_held_from_the_forward_to_the_first_blocks_backward(
     attention, per_element, copy
 ):
     base = dict(MASKED, attention=attention, precision="bf16-mixed")
     growth = _phase_growth(base, {**base, "attention_mask": "padding"})
-    mask = per_element * MASK_SDPA_BYTES  # eager: the bf16 compute dtype
+    mask = per_element * MASK_SDPA_BYTES
     # SDPA's recomputed block also holds its copy of the mask in the backward
     assert growth == {"forward_end": mask, "backward": mask + copy, "optimizer_step": 0}
 
@@ -1823,3 +1833,67 @@ def test_full_fine_tuning_holds_the_output_layers_gradient_through_the_blocks_ba
     # (oracle: llama/full-b2-s512, whose backward phase calc read 5.5 % low before)
     phases = _phases(method="full", seq_len=512, micro_batch_size=2)
     assert phases["backward"]["gradients"] == 2 * SWEEP_HEAD
+
+
+# ---- eager attention's score tensors inside a block --------------------------------------------
+
+
+def _eager_cfg(precision: str, **kw):
+    r = req(
+        model={"hf_config": SWEEP_LLAMA},
+        framework="generic",
+        attention="eager",
+        precision=precision,
+        seq_len=2048,
+        **kw,
+    )
+    reg = states.request_regime(r)
+    return r, reg, memory.act_config(r, reg)
+
+
+@pytest.mark.parametrize(
+    "precision, per_element",
+    [
+        # saved: fp32 probabilities and their 16-bit copy; forward: the masked scores, ATen's
+        # fp32 cast of them and the fp32 softmax; backward: the softmax's saved output, the
+        # fp32 incoming gradient and the returned one, beyond the saved
+        ("bf16-true", (4 + 2, 2 + 4 + 4, 4 + 4 + 4 - 6)),
+        # fp32: no cast, no copy back
+        ("fp32", (4, 4 + 4, 4 + 4 + 4 - 4)),
+        # fp16 on CUDA: the fused half_to_float softmax (no cast), its gradient returned in fp16;
+        # the copy back beside the fp32 probabilities and the scores
+        ("fp16-mixed", (4 + 2, 2 + 4 + 2, 4 + 4 + 2 - 6)),
+    ],
+)
+def test_eager_scores_per_element(precision, per_element):
+    r, reg, cfg = _eager_cfg(precision, weights_loaded_16bit=precision != "fp32")
+    fp16 = precision == "fp16-mixed"
+    got = act.eager_scores_bytes_per_token(r.model, cfg, half_to_float=fp16)
+    heads_keys = 8 * 2048
+    assert got == tuple(heads_keys * n for n in per_element)
+
+
+def test_eager_scores_only_for_eager_attention():
+    r = req(model={"hf_config": SWEEP_LLAMA}, attention="sdpa", seq_len=2048)
+    reg = states.request_regime(r)
+    assert memory.eager_scores_bytes(r, reg) == (0, 0, 0)
+
+
+def test_eager_softmax_outgrows_the_end_of_a_checkpointed_forward():
+    # 4096 tokens through the sweep's Llama under checkpointing: the end of the forward holds
+    # the block inputs and the logits, the softmax of one block's eager attention 10 bytes per
+    # score (oracle: llama/lora-eager-ckpt-s2048 within 0.4 %; at 4096 calc read -43 % before)
+    r = req(
+        model={"hf_config": SWEEP_LLAMA},
+        framework="generic",
+        attention="eager",
+        seq_len=4096,
+        gradient_checkpointing=True,
+        method="lora",
+    )
+    est = memory.estimate_request(r)
+    scores = 8 * 4096 * 4096
+    assert est.phases["forward_end"] > 10 * scores
+    assert est.phases["backward"] > 12 * scores
+    # the eager mask, one b x s x s tensor of the activation dtype, is built whatever the padding
+    assert memory.shared_mask_bytes(r, states.request_regime(r)) == 2 * 4096 * 4096

@@ -49,6 +49,9 @@ PINNED = (
     "llama/qlora-skip-attn-kbit",  # a 4-bit checkpoint's skip list: block 0's attention 16-bit
     "llama/lora-mixed",  # autocast's copy of the output layer freed before the blocks' backward
     "llama/full-b2-s512",  # the output layer's gradient held through the blocks' backward
+    "llama/lora-eager-ckpt-s2048",  # eager attention's softmax moments, forward and backward
+    "gemma2/lora-eager-s2048",  # the soft-capping's saved tanh beside them
+    "falcon/lora-eager-ckpt-s2048",  # the model loop keeps the previous block's probabilities
 )
 
 _BY_ID = {s["id"]: s for s in setups()}
