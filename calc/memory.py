@@ -1357,9 +1357,7 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     tied = req.model.tie_word_embeddings and req.method is Method.FULL or st.saved_copy_tied(req)
     # held from the start (stored), the table's gradient is there already, and a tied table's
     # output-layer contribution waits in the engine's input buffer beside it
-    # a trainable output layer copy (lora_modules_to_save) has its gradient from the start
-    # ... and autocast's 16-bit copy of it, saved by its matmul, is freed by that matmul's
-    # backward, which has run (oracle: */lora-save-head-mixed, +6 % on this moment before)
+    # a trainable output layer copy (lora_modules_to_save) has its gradient from the start;
     # full fine-tuning without stored gradients: the output layer's backward has written its
     # weight gradient (tied: the contribution that waits in the engine's input buffer) before
     # any block's backward (oracle: llama/full-b2-s512 -5.5 %, llama3-gqa-tied/full-b2-s512
