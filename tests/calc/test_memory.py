@@ -12,6 +12,7 @@ from calc import activations as act
 from calc import memory, states
 from calc.allocator import LARGE_BUFFER_BYTES
 from calc.presets import get_preset
+from benchmarks.oracle_sweep import FAMILIES
 from calc.request import parse_estimate_request
 from hand_counts import TINY_GEMMA2
 
@@ -1791,16 +1792,7 @@ def test_kept_estimates_are_those_computed_afresh_and_follow_a_refit():
 
 # the oracle sweep's reduced Llama (benchmarks/oracle_sweep.py FAMILIES["llama"]): 2 blocks of
 # hidden 512, MLP 1376, an untied 8000-token output layer
-SWEEP_LLAMA = {
-    "model_type": "llama",
-    "hidden_size": 512,
-    "intermediate_size": 1376,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 8,
-    "num_hidden_layers": 2,
-    "vocab_size": 8000,
-    "max_position_embeddings": 4096,
-}
+SWEEP_LLAMA = FAMILIES["llama"]
 SWEEP_HEAD = 8000 * 512
 SWEEP_BLOCK_LINEAR = 4 * 512 * 512 + 3 * 512 * 1376
 
