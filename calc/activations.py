@@ -292,16 +292,10 @@ def attention_core_bytes(arch: ModelArch, cfg: ActConfig, out_proj: LinearLayer)
     if arch.mla:
         return mla_attention_core_bytes(arch, cfg, out_proj)
     q_dim = arch.num_heads * arch.head_dim
-    kv_dim = arch.num_kv_heads * arch.head_dim
-    grouped = cfg.kv_grouped
     eager = cfg.attention is Attention.EAGER
     if sdpa_math(arch, cfg):
         return sdpa_math_attention_bytes(arch, cfg, out_proj)
-    broadcast = eager and arch.extra.get("eager_kv_broadcast")
-    # repeat_kv (``expand`` then ``reshape``) copies k and v, except from a single k/v head:
-    # the reshape merges a size-1 dimension with the stride-0 one, a view of the one head
-    expands = not grouped and not broadcast and 1 < arch.num_kv_heads < arch.num_heads
-    kv_eff = q_dim if expands else kv_dim
+    kv_eff = _kv_saved_width(arch, cfg)
     a = cfg.act_bytes
     out_copy = a * q_dim if _saves_input(out_proj, cfg) else 0
     if eager:
@@ -413,15 +407,22 @@ def eager_pre_scores_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     to every head where the family's ``repeat_kv`` copies them)."""
     parts = block_parts(arch)
     q_dim = arch.num_heads * arch.head_dim
-    kv_dim = arch.num_kv_heads * arch.head_dim
-    broadcast = arch.extra.get("eager_kv_broadcast")
-    expands = not cfg.kv_grouped and not broadcast and 1 < arch.num_kv_heads < arch.num_heads
-    kv_eff = q_dim if expands else kv_dim
     return (
         norm_bytes(arch, cfg)
         + _group_input_bytes(parts.attn_in, arch.hidden_size, cfg)
-        + cfg.act_bytes * (q_dim + 2 * kv_eff)
+        + cfg.act_bytes * (q_dim + 2 * _kv_saved_width(arch, cfg))
     )
+
+
+def _kv_saved_width(arch: ModelArch, cfg: ActConfig) -> int:
+    """Width of k (and of v) as the attention keeps them, per token: every query head's where
+    ``repeat_kv`` (``expand`` then ``reshape``) copies them, else the k/v heads'. No copy with
+    grouped k/v (``kv_grouped``), nor from a single k/v head (the reshape merges a size-1
+    dimension with the stride-0 one: a view), nor where Falcon's eager path broadcasts its one
+    multi-query head (``eager_kv_broadcast``)."""
+    broadcast = cfg.attention is Attention.EAGER and arch.extra.get("eager_kv_broadcast")
+    expands = not cfg.kv_grouped and not broadcast and 1 < arch.num_kv_heads < arch.num_heads
+    return (arch.num_heads if expands else arch.num_kv_heads) * arch.head_dim
 
 
 def sdpa_math(arch: ModelArch, cfg: ActConfig) -> bool:

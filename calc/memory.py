@@ -810,13 +810,16 @@ class Activations:
     scores_saved: int = 0
     scores_backward: int = 0
     scores_held: int = 0  # of indexer_spike, what a forward's loop holds (not a recompute)
+    # of the block's saved tensors, those its backward has freed when the softmax's gradient
+    # runs (the MLP's and its norm's, and what the block saved after its scores)
+    scores_freed: int = 0
 
 
-def eager_scores_bytes(req: EstimateRequest, reg: st.Regime) -> tuple[int, int, int]:
-    """:func:`calc.activations.eager_scores_bytes_per_token` of the request's micro-batch:
-    ``(saved, forward, backward)`` bytes of eager attention's score tensors in one block
-    (fp16 takes ATen's fused ``half_to_float`` softmax, bf16 does not)."""
-    cfg = act_config(req, reg)
+def eager_scores_bytes(req: EstimateRequest, cfg: act.ActConfig) -> tuple[int, int, int]:
+    """:func:`calc.activations.eager_scores_bytes_per_token` of the request's micro-batch
+    (``cfg``: its :func:`act_config`): ``(saved, forward, backward)`` bytes of eager attention's
+    score tensors in one block (fp16 takes ATen's fused ``half_to_float`` softmax, bf16 does
+    not)."""
     fp16 = req.precision is Precision.FP16_MIXED
     tokens = req.micro_batch_size * req.local_seq_len
     saved, fwd, bwd = act.eager_scores_bytes_per_token(req.model, cfg, half_to_float=fp16)
@@ -962,8 +965,8 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         # DeepSeek-V4: the eager attention's scores, a few copies alive in one block's forward
         spike = act.dsv4_attention_transient_bytes_per_token(arch, cfg) * tokens
         pre = act.dsv4_pre_attention_bytes_per_token(arch, cfg) * tokens
-    scores_saved, scores_fwd, scores_bwd = eager_scores_bytes(req, reg)
-    scores_held = 0
+    scores_saved, scores_fwd, scores_bwd = eager_scores_bytes(req, cfg)
+    scores_held = scores_freed = 0
     if scores_fwd:
         # eager attention: its score tensors at the softmax, in one block's forward (the
         # moment a sparse model's indexer stands for, when that one holds more)
@@ -971,6 +974,14 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         if pre_scores + scores_fwd > pre + spike:
             spike, pre = scores_fwd, pre_scores
             scores_held = act.eager_held_probabilities_bytes_per_token(arch, cfg) * tokens
+        # the block's MLP runs its backward first and frees what it saved; Falcon-H1's Mamba-2
+        # mixer runs beside the attention and backward after it, so what it saved stays
+        # (activations.backward_workspace_bytes_per_token)
+        scores_freed = (
+            act.mlp_saved_bytes_per_token(arch, cfg) * tokens
+            if arch.mamba is not None and arch.extra.get("parallel_mamba")
+            else block - pre - scores_saved
+        )
     return Activations(
         saved_all=saved_blocks + head,
         recompute=recompute,
@@ -1032,6 +1043,7 @@ def activation_bytes(req: EstimateRequest, reg: st.Regime) -> Activations:
         scores_saved=scores_saved,
         scores_backward=scores_bwd,
         scores_held=scores_held,
+        scores_freed=scores_freed,
         shared_mask=shared_mask_bytes(req, reg),
         output_cast=act.output_cast_bytes_per_token(
             arch, logit_bytes, not req.chunked_loss and not req.loss_on_16bit_logits
@@ -1395,16 +1407,10 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
     )
     candidates = [first_block, last_block]
     if a.scores_backward:
-        # eager attention's softmax gradient in the first block's backward: the block's MLP has
-        # run its backward and freed what it saved, the block's q, k, v and probabilities stay
-        # (oracle: */lora-eager-ckpt-s2048)
-        after_scores = a.last_block - a.indexer_pre - a.scores_saved
-        if req.model.mamba is not None and req.model.extra.get("parallel_mamba"):
-            # Falcon-H1's Mamba-2 mixer runs beside the attention and backward after it: only
-            # the MLP's and its norm's are gone (activations.backward_workspace_bytes_per_token)
-            tokens = req.micro_batch_size * req.local_seq_len
-            after_scores = act.mlp_saved_bytes_per_token(req.model, act_config(req, reg)) * tokens
-        here = a.saved_all + (a.recompute if req.every_block_wrapped else 0) - after_scores
+        # eager attention's softmax gradient in the first block's backward: the block's q, k,
+        # v and probabilities stay, what its backward has freed is gone (Activations.
+        # scores_freed; oracle: */lora-eager-ckpt-s2048)
+        here = a.saved_all + (a.recompute if req.every_block_wrapped else 0) - a.scores_freed
         candidates.append(
             {
                 **first_block,

@@ -1420,8 +1420,9 @@ class _Builder:
             mask_keys = [alloc(acts.shared_mask)] if acts.shared_mask else []
             # eager attention's scores at the softmax, beyond what the block keeps
             # (memory.eager_scores_bytes); in the backward, its softmax's gradient beyond the
-            # block's recomputed tensors and the linears' gradients in flight (the count of
-            # phase_components holds the MLP's saved tensors freed by then: an upper bound here)
+            # block's recomputed tensors and the linears' gradients in flight, less what the
+            # block saved after its scores (phase_components' count, but for Falcon-H1's
+            # parallel mixer, whose saved tensors it holds to the MLP's: Activations.scores_freed)
             scores_fwd = (
                 max(0, acts.indexer_pre + acts.indexer_spike - acts.last_block)
                 if acts.scores_backward

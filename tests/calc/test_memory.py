@@ -1868,7 +1868,7 @@ def test_eager_scores_per_element(precision, per_element):
 def test_eager_scores_only_for_eager_attention():
     r = req(model={"hf_config": SWEEP_LLAMA}, attention="sdpa", seq_len=2048)
     reg = states.request_regime(r)
-    assert memory.eager_scores_bytes(r, reg) == (0, 0, 0)
+    assert memory.eager_scores_bytes(r, memory.act_config(r, reg)) == (0, 0, 0)
 
 
 def test_eager_softmax_outgrows_the_end_of_a_checkpointed_forward():
