@@ -1435,7 +1435,10 @@ def phase_components(req: EstimateRequest, reg: st.Regime, s: States, a: Activat
         else:
             indexer -= a.scores_held
             candidates.append({**first_block, "activations": a.saved_all + indexer})
-            candidates.append({**last_block, "activations": indexer + a.saved_all - a.head})
+            # at the last block recomputed, the later blocks' checkpoints are gone: its own
+            # input is the one left
+            own = (a.saved_all - a.head) // req.model.num_layers
+            candidates.append({**last_block, "activations": indexer + own})
     if table:
         # the embedding's backward, after every block's: all gradients; tied to the output
         # layer, its gradient meets the output layer's in the engine's input buffer, which

@@ -850,7 +850,11 @@ def test_checkpointing_never_increases_the_peak(setup):
     mask = memory.shared_mask_bytes(r, states.request_regime(r))
     slack = mask + 1e-5 * plain["peak_allocated_bytes"]
     assert ckpt["peak_allocated_bytes"] <= plain["peak_allocated_bytes"] + slack
-    assert ckpt["peak_reserved_bytes"] <= plain["peak_reserved_bytes"] + slack
+    # reserved memory is the allocated peak in whole 2 MiB segments: within the slack, one
+    # segment more
+    segment = memory.whole_segments(1)
+    grown = slack * (1 + memory.ALLOCATOR_SLACK_FRACTION)
+    assert ckpt["peak_reserved_bytes"] <= plain["peak_reserved_bytes"] + grown + segment
     assert ckpt["activations_per_token_bytes"] <= plain["activations_per_token_bytes"]
 
 
