@@ -1028,9 +1028,14 @@ FIELDS: tuple[FieldSpec, ...] = (
         MoeExpertLayout,
         "per-expert-modules",
         BEHAVIOUR,
-        methods=PEFT,
         doc=(
-            "how MoE experts are stored, which decides what peft's LoRA does to them "
+            "how MoE experts are stored and run. In time, for every method "
+            '(:mod:`calc.moe_kernels`): ``"fused-3d"`` experts run as grouped matmuls (transformers '
+            '5.17 picks ``experts_implementation="grouped_mm"`` by default, '
+            "``PreTrainedModel.get_correct_experts_implementation``; torchtitan's "
+            '``GroupedExperts``), ``"per-expert-modules"`` as transformers 4\'s Python loop over '
+            "the experts hit, which waits for the device at each expert. In memory, it decides "
+            "what peft's LoRA does to them "
             '(:mod:`calc.lora`). ``"per-expert-modules"`` (the key\'s default, and the '
             "``hf-trainer-4`` profile's): one ``nn.Linear`` per expert matrix, as in transformers "
             '4, each with its own adapter. The ``hf-trainer`` profile sets ``"fused-3d"``. '

@@ -31,6 +31,7 @@ from typing import Any
 
 from . import attention as attn_kernels
 from . import comm, liger
+from .moe_kernels import moe_counts
 from . import states as st
 from .gpus import Gpu
 from .flops import (
@@ -1074,6 +1075,13 @@ class Counts:
     # torchao's Float8Linear without torch.compile (fp8_library "torchao"), read only under
     # fp8_compute (:func:`fp8_eager_counts`); None: the casts are fused
     fp8_eager: Fp8Eager | None = None
+    # routed MoE experts (calc.moe_kernels): their matmul FLOPs per token over the passes, the
+    # forward's share of them, and each expert's share of the micro-step's tokens (k / E)
+    expert_flops_per_token: float = 0.0
+    expert_forward_share: float = 0.0
+    expert_token_share: float = 1.0
+    # ops a forward pass launches inside transformers 4's per-expert loop (host-synchronised)
+    expert_loop_ops: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -1218,10 +1226,14 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     # ops and bytes of the linears over the whole stack: a linear of one kind of block (Gemma 4's
     # sliding and full blocks, a hybrid stack's mixers, Llama 4's dense and MoE MLPs) counts in
     # the blocks of that kind only (ModelArch.blocks_of), not in every block
-    linear_ops = sum(
+    linear_ops: float = sum(
         arch.blocks_of(lin) * (lin.count if lin.active == lin.count else lin.active)
         for lin in arch.linears
     )
+    # routed experts: what their layout launches in place of k matmuls per linear, the rows
+    # each expert's matmuls run on, the tokens' trips into expert order and back
+    moe = moe_counts(arch, req.moe_expert_layout.value, req.torch_compile, tokens)
+    linear_ops += moe.ops_forward - moe.linear_ops
     adapted = st.adapted(req) if req.is_peft else ()
     adapters = sum(a.blocks for a in adapted)
     other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
@@ -1367,6 +1379,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     )
     fwd_bytes = (
         arch.num_layers * per_layer
+        + moe.route_bytes
         + lora_out * sum(a.blocks * a.active * a.d_out for a in adapted)
         + lora_input_bytes(req) * sum(a.blocks * a.active * a.d_in for a in adapted if not a.fused)
     )
@@ -1503,6 +1516,12 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         all_to_all_bytes=a2a_bytes,
         all_to_all_calls=a2a_calls,
         all_to_all_forward_share=a2a_fwd,
+        expert_flops_per_token=moe.flops_forward * (fpt.linear_total / fpt.linear_forward)
+        if moe.flops_forward
+        else 0.0,
+        expert_forward_share=fpt.linear_forward / fpt.linear_total if moe.flops_forward else 0.0,
+        expert_token_share=moe.token_share,
+        expert_loop_ops=moe.loop_ops_forward,
     )
 
 
@@ -2109,9 +2128,10 @@ def step_breakdown(
             )
     f = c.flops
     use_fp8 = fp8 and rates.fp8_peak_flops > 0
-    fp8_eff = (FP8_MATMUL_EFFICIENCY if fp8_efficiency is None else fp8_efficiency) * (
+    fp8_sat = (
         saturation(T, c.hidden, rates.fp8_peak_flops / rates.clock, half_tokens) if use_fp8 else sat
     )
+    fp8_eff = (FP8_MATMUL_EFFICIENCY if fp8_efficiency is None else fp8_efficiency) * fp8_sat
 
     def phase_compute(total: float, linear: float) -> float:
         if use_fp8:
@@ -2123,6 +2143,20 @@ def step_breakdown(
 
     t_fwd = phase_compute(f.forward, f.linear_forward)
     t_bwd = phase_compute(f.backward + f.recompute, f.linear_backward + f.linear_recompute)
+    # routed experts' matmuls run on T k / E rows each: they reach the share of their rate a
+    # matmul reaches at that many tokens (calc.moe_kernels), not at T
+    if c.expert_flops_per_token:
+        path_rate, path_eff, path_sat = (
+            (rates.fp8_peak_flops, fp8_eff, fp8_sat) if use_fp8 else (rates.peak_flops, eff, sat)
+        )
+        expert_sat = saturation(
+            T * c.expert_token_share, c.hidden, path_rate / rates.clock, half_tokens
+        )
+        extra = (
+            T * c.expert_flops_per_token / (path_rate * path_eff) * (path_sat / expert_sat - 1.0)
+        )
+        t_fwd += extra * c.expert_forward_share
+        t_bwd += extra * (1.0 - c.expert_forward_share)
     # attention kernels slower than flash (mask tensor, eager, fp32 inputs): the extra time
     views = attention_part_views(c)  # one copy per part, for the kernels' time and bytes
     slower = attention_time_factor(c, rates, efficiency, views) - 1.0
@@ -2335,6 +2369,11 @@ def step_breakdown(
     # forward), the GPU waits for them: that part adds to the step whole
     hooks = c.hooked_module_calls * c.passes * ZERO3_HOOK_SECONDS_PER_MODULE
     synced = c.synced_module_calls * (c.passes - 1) * ZERO3_HOOK_SECONDS_PER_MODULE
+    # transformers 4's per-expert loop waits for the device at every expert (a nonzero), so
+    # the host cannot dispatch its kernels ahead of the GPU in the passes that run the loop
+    # (forward and recomputed forward; autograd's backward has no such wait): added whole
+    loop_ops = c.expert_loop_ops * (c.passes - 1) * per_op
+    synced += loop_ops
     dispatch_micro += hooks - synced
     overheads = (
         (A - 1) * max(0.0, dispatch_micro - gpu_micro)
@@ -2347,7 +2386,7 @@ def step_breakdown(
     # dispatch of the forward's kernels (its share as the element-wise work's) and hooks
     gpu_fwd = fwd_busy + casts_micro / max(c.passes, 1.0) + fwd_gather + fwd_stream + sp_fwd
     hooks_fwd = c.hooked_module_calls * ZERO3_HOOK_SECONDS_PER_MODULE
-    synced_fwd = c.synced_module_calls * ZERO3_HOOK_SECONDS_PER_MODULE
+    synced_fwd = c.synced_module_calls * ZERO3_HOOK_SECONDS_PER_MODULE + c.expert_loop_ops * per_op
     dispatch_fwd = (
         c.kernels_per_micro * per_op * fwd_share
         + (eager8.forward_ops * per_op if eager8 else 0.0)
