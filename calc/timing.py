@@ -641,6 +641,13 @@ MLP_ACT_BYTES_PER_ELEMENT = {"eager": 10, "compiled": 6}
 reads two and writes one (6): 10 bytes per element of the MLP's inner width, 6 fused. A plain
 MLP (no gate) has the activation only (4, fused 4)."""
 
+CLAMPED_GLU_BYTES_PER_ELEMENT = 32
+"""gpt-oss's gated unit, op by op (transformers 5.17 ``GptOssExperts._apply_gate``, the family
+whose gate saves six widths, ``calc.hf_config``): ``gate.clamp(max=limit)`` (read 2, write 2),
+``up.clamp(-limit, limit)`` (2 + 2), ``gate * alpha`` (2 + 2), ``torch.sigmoid`` (2 + 2),
+``gate * sigmoid`` (4 + 2), ``up + 1`` (2 + 2), ``(up + 1) * glu`` (4 + 2): 32 bytes per element of
+the experts' width, where the plain ``act(gate) * up`` moves 10 (:data:`MLP_ACT_BYTES_PER_ELEMENT`)."""
+
 TANH_GELU_OP_BY_OP_BYTES_PER_ELEMENT = 36
 """A plain MLP whose activation is ``gelu_new`` (GPT-2's and Phi's default), eager: transformers
 5.17 ``activations.py`` ``NewGELUActivation.forward`` is written in Python, ``0.5 * input * (1.0 +
@@ -1304,6 +1311,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         arch.experts_per_token or 1
     ) * arch.intermediate_size + arch.shared_expert_intermediate_size
     act = MLP_ACT_BYTES_PER_ELEMENT[mode] if arch.mlp_gated else 4
+    if arch.mlp_gated and mode == "eager" and arch.extra.get("glu_saved_widths") == 6:
+        act = CLAMPED_GLU_BYTES_PER_ELEMENT  # gpt-oss's clamped gate, op by op
     if not arch.mlp_gated and mode == "eager" and arch.extra.get("plain_act_saved_widths"):
         act = TANH_GELU_OP_BY_OP_BYTES_PER_ELEMENT  # gelu_new, one kernel per op
     norm = NORM_BYTES_PER_ELEMENT[mode] if arch.norm_kind == "rms" else LAYER_NORM_BYTES_PER_ELEMENT
