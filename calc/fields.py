@@ -871,6 +871,20 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "flash_attention_4",
+        False,
+        READER,
+        doc=(
+            "``attention`` ``flash`` runs FlashAttention-4's CuTe kernels (transformers 5.17 "
+            '``attn_implementation="flash_attention_4"``, ``flash_attn/cute``), which issue '
+            "Blackwell's ``tcgen05`` instructions: on the Blackwell class the attention is priced "
+            "at the class's matmul efficiency like the other tensor-core paths, not at "
+            "FlashAttention-2's measured B200 rate (:data:`calc.timing.FLASH2_ONLY_CLASSES`). "
+            "Default False: flash-attn 2.x, what ``flash_attention_2`` loads. Time only; on other "
+            "classes nothing changes (on Hopper ``flash`` already keeps the class efficiency)."
+        ),
+    ),
+    _bool(
         "sdpa_cudnn_last",
         False,
         BEHAVIOUR,

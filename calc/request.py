@@ -109,6 +109,7 @@ class EstimateRequest:
     fp8_library: Fp8Library
     packed_attention: PackedAttention
     sdpa_cudnn_last: bool
+    flash_attention_4: bool
     sdpa_mask_boolean: bool
     gradient_clipping: bool
     loss_outputs_kept: bool

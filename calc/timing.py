@@ -1047,6 +1047,7 @@ class Counts:
     attention_mask: str = "causal"
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
     sdpa_cudnn_last: bool = False  # torch 2.5.1-2.10 SDPA order: cuDNN after math
+    flash_attention_4: bool = False  # ``flash`` is FlashAttention-4 (tcgen05 on Blackwell)
     score_softcap: bool = False  # eager attention caps its scores with a tanh (Gemma-2)
     score_dropout: bool = False  # eager attention drops out its probabilities (GPT-2, Seed-OSS)
     fp32_matmul_flops_per_token: float = 0.0  # fp32 weights and inputs: CUDA cores, all passes
@@ -1506,6 +1507,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         attention_mask=mask,
         attention_dtype=attention_dtype(req),
         sdpa_cudnn_last=req.sdpa_cudnn_last,
+        flash_attention_4=req.flash_attention_4,
         score_softcap=bool(arch.extra.get("attn_logit_softcapping")),
         score_dropout=bool(arch.extra.get("eager_attention_dropout")),
         fp32_matmul_flops_per_token=fp32_head_flops,
@@ -1914,7 +1916,9 @@ def part_time_factor(c: "Counts", rates: "Rates", efficiency: float) -> float:
             FP32_ATTENTION_TIME["tf32x3"] if kernel.tensor_cores else fp32_matmul_time(c, rates)
         )
     flash2_family = kernel.backend in (attn_kernels.FLASH, attn_kernels.EFFICIENT)
-    called = c.attention_impl == "sdpa" or rates.card_class in FLASH2_ONLY_CLASSES
+    # FlashAttention-4 on Blackwell is not FlashAttention-2: the class efficiency stands
+    flash4 = c.flash_attention_4 and rates.card_class == "blackwell"
+    called = c.attention_impl == "sdpa" or (rates.card_class in FLASH2_ONLY_CLASSES and not flash4)
     if not (flash2_family and called and rates.card_class in FLASH2_TABLES):
         return factor
     # FlashAttention-2's own measured rate at this length, where it is below the class's

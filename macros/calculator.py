@@ -89,6 +89,7 @@ GROUPS = (
             "checkpointing_granularity",
             "checkpointing_every",
             "attention",
+            "flash_attention_4",
             "torch_compile",
             "tf32",
             "chunked_loss",
