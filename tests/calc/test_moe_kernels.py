@@ -87,20 +87,9 @@ def test_experts_run_at_the_efficiency_of_their_own_rows():
 def test_the_per_expert_loop_waits_for_the_host():
     # transformers 4's loop: the host waits for the device at every expert, so its dispatch
     # adds to the step whole in the forward and the recomputed forward
-    _, _, grouped, _ = _step(
-        method="lora",
-        micro_batch_size=1,
-        seq_len=2048,
-        moe_expert_layout="fused-3d",
-        gradient_checkpointing=True,
-    )
-    c, _, loop, _ = _step(
-        method="lora",
-        micro_batch_size=1,
-        seq_len=2048,
-        moe_expert_layout="per-expert-modules",
-        gradient_checkpointing=True,
-    )
+    lora = dict(method="lora", micro_batch_size=1, seq_len=2048, gradient_checkpointing=True)
+    _, _, grouped, _ = _step(**lora, moe_expert_layout="fused-3d")
+    c, _, loop, _ = _step(**lora, moe_expert_layout="per-expert-modules")
     waited = c.expert_loop_ops * (c.passes - 1) * timing.DISPATCH_SECONDS_PER_KERNEL
     assert waited > 1.0  # 48 blocks x 128 experts x 9 ops x 2 passes x 16 us
     assert loop.overheads >= waited
