@@ -195,6 +195,7 @@ ROW_CARDS = (
     (re.compile(r"\bL4\b"), "l4"),
     (re.compile(r"RTX 4090"), "rtx-4090"),
     (re.compile(r"RTX 3090"), "rtx-3090"),
+    (re.compile(r"RTX 5090"), "rtx-5090"),
 )
 """The catalogue card of a row's ``gpu`` text (the first pattern found), for the replay on the
 run's own card: the A100 80GB rows are read as the SXM card (the rows do not name the form

@@ -696,6 +696,20 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "optimizer_per_tensor",
+        False,
+        READER,
+        doc=(
+            "The optimizer updates one parameter tensor at a time: torch's AdamW or SGD with "
+            "``foreach=False``, or a loop written by hand over the parameters (a course's "
+            "AdamW, many research loops). The host then dispatches each tensor's ops one by one "
+            "(:data:`calc.timing.OPTIMIZER_OPS_PER_TENSOR`) after the last backward, where the "
+            "multi-tensor and fused paths launch a few kernels for all of them. Default False: "
+            "torch picks the multi-tensor path on CUDA. Time only; ``adamw``, ``sgd`` and "
+            "``sgd-momentum`` only (the others already run their own path)."
+        ),
+    ),
+    _bool(
         "torch_compile",
         False,
         READER,

@@ -100,6 +100,7 @@ class EstimateRequest:
     qlora_unchunked_quantization: bool
     attention_keeps_fused_qkv: bool
     optimizer_fused: bool
+    optimizer_per_tensor: bool
     tf32: bool
     torch_compile: bool
     lora_adapter_dtype: AdapterDtype

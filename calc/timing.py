@@ -930,6 +930,15 @@ FP8 weight, the transposed FP8 output gradient and the FP8 input made contiguous
 ``torch._scaled_mm`` wants, read 1 byte and write 1 per element."""
 
 # optimizer step traffic: passes over (parameter, gradient, state) per element
+OPTIMIZER_OPS_PER_TENSOR = {"adamw": 8, "sgd": 1, "sgd-momentum": 3}
+"""Ops the host dispatches per parameter tensor when the optimizer updates one tensor at a
+time (``optimizer_per_tensor``). torch 2.13 ``torch/optim/adam.py`` ``_single_tensor_adam``
+with decoupled weight decay (AdamW): ``param.mul_`` (weight decay), ``exp_avg.lerp_``,
+``exp_avg_sq.mul_`` and ``.addcmul_``, ``exp_avg_sq.sqrt()``, the division by the bias
+correction, ``.add_(eps)`` and ``param.addcdiv_`` (8; the step count and the bias corrections
+are host scalars unless ``capturable``). ``torch/optim/sgd.py`` ``_single_tensor_sgd``:
+``param.add_`` (1); with momentum ``buf.mul_(momentum).add_(grad)`` first (3)."""
+
 _FOREACH_ADAMW = (4, 2, 12)
 """torch 2.13 ``_multi_tensor_adam`` (decoupled weight decay, non-capturable path):
 ``mul_(params)`` 2 param passes, ``lerp_(exp_avg, grad)`` 2 state + 1 grad, ``mul_(exp_avg_sq)``
@@ -975,6 +984,22 @@ def optimizer_step_bytes(req: EstimateRequest, trainable: int, reg: st.Regime) -
     if st.gradients_kept_between_steps(req):
         per_param += ZERO_GRAD_PASSES * reg.grad_bytes
     return float(per_param * trainable)
+
+
+def optimizer_dispatch_ops(req: EstimateRequest, layout: st.ParamLayout) -> float:
+    """Ops the host dispatches one by one in an optimizer step that updates one tensor at a
+    time (``optimizer_per_tensor``): :data:`OPTIMIZER_OPS_PER_TENSOR` for each trainable
+    tensor (full fine-tuning: every weight and bias, and each block's norms; LoRA: the
+    adapters' A and B and any trained copy of a module). 0 on the multi-tensor or fused path."""
+    per_tensor = OPTIMIZER_OPS_PER_TENSOR.get(req.optimizer.value, 0)
+    if not req.optimizer_per_tensor or not per_tensor or req.optimizer_in_backward:
+        return 0.0
+    arch = req.model
+    tensors = sum(n for _, c, n in layout.tensors if c > 1 or n > 1)
+    if req.method is Method.FULL:
+        # the vector "rest" of the layout lumps the norms: one tensor per norm
+        tensors += arch.num_layers * arch.norms_per_layer + 1
+    return float(per_tensor * tensors)
 
 
 def batch_saturation(
@@ -1083,6 +1108,8 @@ class Counts:
     # torchao's Float8Linear without torch.compile (fp8_library "torchao"), read only under
     # fp8_compute (:func:`fp8_eager_counts`); None: the casts are fused
     fp8_eager: Fp8Eager | None = None
+    # ops the host dispatches one by one in each optimizer step (optimizer_per_tensor)
+    optimizer_ops: float = 0.0
     # routed MoE experts (calc.moe_kernels): their matmul FLOPs per token over the passes, the
     # forward's share of them, and each expert's share of the micro-step's tokens (k / E)
     expert_flops_per_token: float = 0.0
@@ -1533,6 +1560,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         expert_forward_share=fpt.linear_forward / fpt.linear_total if moe.flops_forward else 0.0,
         expert_token_share=moe.token_share,
         expert_loop_ops=moe.loop_ops_forward,
+        optimizer_ops=optimizer_dispatch_ops(req, layout),
     )
 
 
@@ -2388,9 +2416,12 @@ def step_breakdown(
     loop_ops = c.expert_loop_ops * (c.passes - 1) * per_op
     synced += loop_ops
     dispatch_micro += hooks - synced
+    # an optimizer that updates one tensor at a time: its ops follow the last micro-step's on
+    # the host as its work follows it on the GPU
+    opt_dispatch = c.optimizer_ops * per_op
     overheads = (
         (A - 1) * max(0.0, dispatch_micro - gpu_micro)
-        + max(0.0, dispatch_micro - gpu_last)
+        + max(0.0, dispatch_micro - gpu_last, dispatch_micro + opt_dispatch - gpu_last - optimizer)
         + A * synced
     )
     # the forward alone (an evaluation's micro-step): its compute, element-wise work and

@@ -77,6 +77,7 @@ GROUPS = (
             "lora_dropout",
             "qlora_double_quant",
             "optimizer",
+            "optimizer_per_tensor",
             "optimizer_in_backward",
             "lora_modules_to_save",
         ),
