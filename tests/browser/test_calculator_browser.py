@@ -310,6 +310,10 @@ PLAN_VARIATIONS = [
     },
     # torch 2.5-2.10's SDPA order (cuDNN tried last), on a card where cuDNN would run first
     {"sdpa_cudnn_last": "true", "gpu": "h100-sxm", "model": "llama-3.2-3b"},
+    # FlashAttention-4 on a Blackwell card, on an MoE model's grouped experts
+    {"flash_attention_4": "true", "attention": "flash", "gpu": "b200", "model": "qwen3-30b-a3b"},
+    # an optimizer that updates one tensor at a time, on a small full fine-tuning step
+    {"optimizer_per_tensor": "true", "method": "full", "model": "llama-3.2-1b", "seq_len": "256"},
     # transformers 4.52's additive padding mask, shared by the blocks (no copy per block), on a
     # model whose sliding window the sequence reaches
     {
