@@ -503,8 +503,14 @@ def _gpt_oss(k: _Keys, family: str, name: str) -> ModelArch:
         block_extra_params=heads,  # attention sinks
         # what its code saves for backward (calc.activations): GptOssRMSNorm scales in fp32,
         # ``(self.weight * hidden_states).to(input_dtype)``; eager attention with the sink
-        # column and a softmax in the logits' dtype; the experts' clamped gate (6 widths)
-        extra={"norm_scale_fp32": True, "eager_softmax_sinks": True, "glu_saved_widths": 6},
+        # column and a softmax in the logits' dtype; the experts' clamped gate (6 widths; op by
+        # op in time, calc.timing.CLAMPED_GLU_BYTES_PER_ELEMENT)
+        extra={
+            "norm_scale_fp32": True,
+            "eager_softmax_sinks": True,
+            "glu_saved_widths": 6,
+            "clamped_glu": True,
+        },
     )
 
 

@@ -110,6 +110,16 @@ def routed_expert_linears(arch: ModelArch) -> list[LinearLayer]:
     ]
 
 
+def experts_called(arch: ModelArch, tokens: int) -> float:
+    """Experts that receive a token in a micro-step of ``tokens`` tokens routed to ``k`` of
+    ``E``, in expectation ``E (1 - (1 - k/E)^T)``: what transformers 4's loop calls (with
+    thousands of tokens, every expert). 0 for a dense model."""
+    e, k = arch.num_experts, arch.experts_per_token
+    if e <= 1:
+        return 0.0
+    return e * (1.0 - (1.0 - k / e) ** tokens)
+
+
 @dataclass(frozen=True)
 class MoeCounts:
     """A request's routed-expert counts per micro-step (zero for a dense model).
@@ -150,8 +160,7 @@ def moe_counts(arch: ModelArch, layout: str, compiled: bool, tokens: int) -> Moe
     linear_ops = float(sum(arch.blocks_of(lin) * lin.active for lin in experts))
     if layout == "per-expert-modules":
         route += LOOP_MASK_BYTES_PER_ENTRY * k * e
-        called = e * (1.0 - (1.0 - k / e) ** tokens)
-        loop = blocks * called * (len(experts) + LOOP_OPS_PER_EXPERT_FORWARD)
+        loop = blocks * experts_called(arch, tokens) * (len(experts) + LOOP_OPS_PER_EXPERT_FORWARD)
         ops = loop + blocks * LOOP_OPS_PER_BLOCK_FORWARD
     else:
         loop = 0.0

@@ -31,7 +31,7 @@ from typing import Any
 
 from . import attention as attn_kernels
 from . import comm, liger
-from .moe_kernels import moe_counts
+from .moe_kernels import experts_called, moe_counts
 from . import states as st
 from .gpus import Gpu
 from .flops import (
@@ -642,8 +642,8 @@ reads two and writes one (6): 10 bytes per element of the MLP's inner width, 6 f
 MLP (no gate) has the activation only (4, fused 4)."""
 
 CLAMPED_GLU_BYTES_PER_ELEMENT = 32
-"""gpt-oss's gated unit, op by op (transformers 5.17 ``GptOssExperts._apply_gate``, the family
-whose gate saves six widths, ``calc.hf_config``): ``gate.clamp(max=limit)`` (read 2, write 2),
+"""gpt-oss's gated unit, op by op (transformers 5.17 ``GptOssExperts._apply_gate``; the family
+sets ``arch.extra["clamped_glu"]``, ``calc.hf_config``): ``gate.clamp(max=limit)`` (read 2, write 2),
 ``up.clamp(-limit, limit)`` (2 + 2), ``gate * alpha`` (2 + 2), ``torch.sigmoid`` (2 + 2),
 ``gate * sigmoid`` (4 + 2), ``up + 1`` (2 + 2), ``(up + 1) * glu`` (4 + 2): 32 bytes per element of
 the experts' width, where the plain ``act(gate) * up`` moves 10 (:data:`MLP_ACT_BYTES_PER_ELEMENT`)."""
@@ -1110,10 +1110,10 @@ class Counts:
     fp8_eager: Fp8Eager | None = None
     # ops the host dispatches one by one in each optimizer step (optimizer_per_tensor)
     optimizer_ops: float = 0.0
-    # routed MoE experts (calc.moe_kernels): their matmul FLOPs per token over the passes, the
-    # forward's share of them, and each expert's share of the micro-step's tokens (k / E)
-    expert_flops_per_token: float = 0.0
-    expert_forward_share: float = 0.0
+    # routed MoE experts (calc.moe_kernels): their matmul FLOPs per token in the forward (the
+    # other passes run them as the block linears do) and each expert's share of the
+    # micro-step's tokens (k / E)
+    expert_forward_flops_per_token: float = 0.0
     expert_token_share: float = 1.0
     # ops a forward pass launches inside transformers 4's per-expert loop (host-synchronised)
     expert_loop_ops: float = 0.0
@@ -1339,7 +1339,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         arch.experts_per_token or 1
     ) * arch.intermediate_size + arch.shared_expert_intermediate_size
     act = MLP_ACT_BYTES_PER_ELEMENT[mode] if arch.mlp_gated else 4
-    if arch.mlp_gated and mode == "eager" and arch.extra.get("glu_saved_widths") == 6:
+    if arch.mlp_gated and mode == "eager" and arch.extra.get("clamped_glu"):
         act = CLAMPED_GLU_BYTES_PER_ELEMENT  # gpt-oss's clamped gate, op by op
     if not arch.mlp_gated and mode == "eager" and arch.extra.get("plain_act_saved_widths"):
         act = TANH_GELU_OP_BY_OP_BYTES_PER_ELEMENT  # gelu_new, one kernel per op
@@ -1554,10 +1554,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         all_to_all_bytes=a2a_bytes,
         all_to_all_calls=a2a_calls,
         all_to_all_forward_share=a2a_fwd,
-        expert_flops_per_token=moe.flops_forward * (fpt.linear_total / fpt.linear_forward)
-        if moe.flops_forward
-        else 0.0,
-        expert_forward_share=fpt.linear_forward / fpt.linear_total if moe.flops_forward else 0.0,
+        expert_forward_flops_per_token=moe.flops_forward,
         expert_token_share=moe.token_share,
         expert_loop_ops=moe.loop_ops_forward,
         optimizer_ops=optimizer_dispatch_ops(req, layout),
@@ -1732,12 +1729,9 @@ def _experts_called(req: EstimateRequest) -> float:
     3.5 allowed, loops over all ``E``; other releases loop over the experts hit; with thousands
     of tokens both call all of them).
     0 for a dense model or 3-D expert weights (one module for all experts)."""
-    arch = req.model
-    e, k = arch.num_experts, arch.experts_per_token
-    if e <= 1 or req.moe_expert_layout.value != "per-expert-modules":
+    if req.moe_expert_layout.value != "per-expert-modules":
         return 0.0
-    tokens = req.micro_batch_size * req.local_seq_len
-    return e * (1.0 - (1.0 - k / e) ** tokens)
+    return experts_called(req.model, req.micro_batch_size * req.local_seq_len)
 
 
 def zero3_module_calls(req: EstimateRequest, sharding: Sharding) -> tuple[float, float]:
@@ -2186,18 +2180,22 @@ def step_breakdown(
     t_bwd = phase_compute(f.backward + f.recompute, f.linear_backward + f.linear_recompute)
     # routed experts' matmuls run on T k / E rows each: they reach the share of their rate a
     # matmul reaches at that many tokens (calc.moe_kernels), not at T
-    if c.expert_flops_per_token:
+    if c.expert_forward_flops_per_token:
         path_rate, path_eff, path_sat = (
             (rates.fp8_peak_flops, fp8_eff, fp8_sat) if use_fp8 else (rates.peak_flops, eff, sat)
         )
         expert_sat = saturation(
             T * c.expert_token_share, c.hidden, path_rate / rates.clock, half_tokens
         )
-        extra = (
-            T * c.expert_flops_per_token / (path_rate * path_eff) * (path_sat / expert_sat - 1.0)
+        # the forward's extra, then the other passes' as many times over as the linears run
+        extra_fwd = (
+            T
+            * c.expert_forward_flops_per_token
+            / (path_rate * path_eff)
+            * (path_sat / expert_sat - 1.0)
         )
-        t_fwd += extra * c.expert_forward_share
-        t_bwd += extra * (1.0 - c.expert_forward_share)
+        t_fwd += extra_fwd
+        t_bwd += extra_fwd * (f.linear_total / f.linear_forward - 1.0)
     # attention kernels slower than flash (mask tensor, eager, fp32 inputs): the extra time
     views = attention_part_views(c)  # one copy per part, for the kernels' time and bytes
     slower = attention_time_factor(c, rates, efficiency, views) - 1.0

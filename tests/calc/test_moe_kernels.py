@@ -24,7 +24,7 @@ def _req(**keys):
 def test_a_dense_model_has_no_expert_counts():
     req, _ = parse_plan_request({"model": "llama-3.1-8b", "gpu": "h100-sxm", "dataset_tokens": 1e9})
     assert mk.moe_counts(req.model, "fused-3d", False, 8192) == mk.MoeCounts()
-    assert timing.counts(req, req.sharding).expert_flops_per_token == 0.0
+    assert timing.counts(req, req.sharding).expert_forward_flops_per_token == 0.0
 
 
 @pytest.mark.parametrize("compiled", [False, True])
@@ -79,7 +79,9 @@ def test_experts_run_at_the_efficiency_of_their_own_rows():
     rate = rates.peak_flops / rates.clock
     sat = timing.saturation(T, c.hidden, rate)
     sat_e = timing.saturation(T * K / E, c.hidden, rate)
-    extra = T * c.expert_flops_per_token / (rates.peak_flops * 0.68 * sat) * (sat / sat_e - 1)
+    passes = c.flops.linear_total / c.flops.linear_forward  # forward, backward, recompute
+    flops = c.expert_forward_flops_per_token * passes
+    extra = T * flops / (rates.peak_flops * 0.68 * sat) * (sat / sat_e - 1)
     assert step.compute - as_dense.compute == pytest.approx(extra)
     assert extra > 0
 
