@@ -31,7 +31,7 @@ from typing import Any
 
 from . import attention as attn_kernels
 from . import comm, liger
-from .moe_kernels import experts_called, moe_counts
+from .moe_kernels import experts_called, moe_counts, routed_expert_linears
 from . import states as st
 from .gpus import Gpu
 from .flops import (
@@ -1752,10 +1752,8 @@ def zero3_module_calls(req: EstimateRequest, sharding: Sharding) -> tuple[float,
         return 0.0, 0.0
     arch = req.model
     called = _experts_called(req)
-    is_expert = [
-        l.role == "mlp" and arch.num_experts > 1 and l.count == arch.num_experts
-        for l in arch.block_linears
-    ]
+    routed = {id(l) for l in routed_expert_linears(arch)}
+    is_expert = [id(l) in routed for l in arch.block_linears]
     outside = sum(l.count for l, ex in zip(arch.block_linears, is_expert, strict=True) if not ex)
     expert_linears = sum(1 for ex in is_expert if ex)
     norms = arch.norms_per_layer + (2 if arch.block_extra_params else 0)
