@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import statistics
 import re
@@ -10,6 +11,7 @@ import re
 import pytest
 from first_contact_csv import copy_with_one_row_unjudged
 
+from accuracy import DATA_DIR
 from accuracy import first_contact_throughput as fc
 
 
@@ -121,3 +123,32 @@ def test_by_card_groups_today_s_errors_by_the_request_s_card():
     row = dict(next(r for r in rows if r["first_contact_error"] and r["calc_request"]))
     row["today_request_changes"] = json.dumps({"gpu": "h200"})
     assert fc.card_of(row) == "h200"
+
+
+def _repository(text: str) -> str | None:
+    found = re.search(r"github\.com/([^/\s]+/[^/\s,]+)", text)
+    return found.group(1).lower() if found else None
+
+
+def test_no_row_repeats_a_fitted_row_unless_the_fitted_row_came_from_it(rows):
+    """A first-contact row is a measurement the time model was never fitted on. A fitted row of
+    ``measured_throughput.csv`` may repeat one (a source first judged, then added to the fit),
+    and then names it in its notes; a first-contact row that repeats a fitted row which does
+    not name it was fitted before it was judged: not first contact. Same repository and the
+    same figure within 0.5 % count as a repeat."""
+    with (DATA_DIR / "measured_throughput.csv").open(newline="", encoding="utf-8") as handle:
+        fitted = list(csv.DictReader(handle))
+    by_repo: dict[str, list[dict]] = {}
+    for m in fitted:
+        repo = _repository(m["source_repo_or_site"] + " " + m["source_path_or_url"])
+        if repo and m["tokens_per_second_per_gpu"]:
+            by_repo.setdefault(repo, []).append(m)
+    repeats = []
+    for r in rows:
+        repo = _repository(r["source"] + " " + r["source_path_or_url"])
+        figure = float(r["tokens_per_second_per_gpu"]) if r["tokens_per_second_per_gpu"] else 0.0
+        for m in by_repo.get(repo or "", []) if figure else []:
+            same = abs(float(m["tokens_per_second_per_gpu"]) - figure) <= 0.005 * figure
+            if same and r["id"] not in m["flags_notes"]:
+                repeats.append((r["id"], m["row_id"]))
+    assert not repeats
