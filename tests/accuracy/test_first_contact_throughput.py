@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 import re
@@ -11,8 +10,8 @@ import re
 import pytest
 from first_contact_csv import copy_with_one_row_unjudged
 
-from accuracy import DATA_DIR
 from accuracy import first_contact_throughput as fc
+from accuracy import throughput as fitted_throughput
 
 
 @pytest.fixture(scope="module")
@@ -136,10 +135,8 @@ def test_no_row_repeats_a_fitted_row_unless_the_fitted_row_came_from_it(rows):
     and then names it in its notes; a first-contact row that repeats a fitted row which does
     not name it was fitted before it was judged: not first contact. Same repository and the
     same figure within 0.5 % count as a repeat."""
-    with (DATA_DIR / "measured_throughput.csv").open(newline="", encoding="utf-8") as handle:
-        fitted = list(csv.DictReader(handle))
     by_repo: dict[str, list[dict]] = {}
-    for m in fitted:
+    for m in fitted_throughput.load_rows().values():
         repo = _repository(m["source_repo_or_site"] + " " + m["source_path_or_url"])
         if repo and m["tokens_per_second_per_gpu"]:
             by_repo.setdefault(repo, []).append(m)
