@@ -1496,7 +1496,11 @@ FIELDS: tuple[FieldSpec, ...] = (
             "transformers' (:func:`calc.activations.fast_lora_groups`). In time, each adapted "
             "linear costs the host the calls of those functions "
             "(``calc.timing.FUSED_LORA_OPS_PER_ADAPTER``) and its adapters' matmuls run in the "
-            "compute dtype (``matmul_lora`` casts fp32 adapters down). Default False: peft's "
+            "compute dtype (``matmul_lora`` casts fp32 adapters down); the element-wise traffic "
+            "is that of Unsloth's Triton kernels (``calc.timing.UNSLOTH_NORM_BYTES_PER_ELEMENT``, "
+            "``UNSLOTH_ROTARY_BYTES_PER_ELEMENT``, ``UNSLOTH_GLU_BYTES_PER_ELEMENT`` within "
+            "``LoRA_MLP``, ``UNSLOTH_LORA_ADD_BYTES`` per adapted linear of a group), not "
+            "transformers' op-by-op modules'. Default False: peft's "
             "``LoraLayer`` and transformers' ``RMSNorm``."
         ),
     ),

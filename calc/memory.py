@@ -711,8 +711,12 @@ def fsdp_wrap_reserved_bytes(req: EstimateRequest, reg: st.Regime, s: States) ->
     return whole_segments(floor + pool)
 
 
-def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
-    # adapters on a sparse-attention indexer run under torch.no_grad: they save nothing
+def _adapter_keys(
+    req: EstimateRequest,
+) -> tuple[frozenset[act.AdaptedKey], frozenset[act.AdaptedKey]]:
+    """The keys of the block linears that carry an adapter, and of those whose adapter is
+    folded into the weight (a fused-3d adapter's ``covers``). Adapters on a sparse-attention
+    indexer run under torch.no_grad and are left out: they save nothing."""
     adapters = tuple(a for a in st.adapted(req) if a.role != "indexer")
     fused = frozenset(
         act.linear_key(l.name, l.d_in, l.d_out, l.role, l.count)
@@ -728,6 +732,21 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         )
         | fused
     )
+    return adapted, fused
+
+
+def fast_lora_keys(req: EstimateRequest) -> frozenset[act.AdaptedKey]:
+    """The adapted linears Unsloth runs in its own autograd functions (``fused_lora_kernels``
+    with ``lora_dropout`` 0: :func:`calc.activations.fast_lora_groups`), which the memory
+    counts as saving less and the time as moving less (``calc.timing``)."""
+    if not (req.fused_lora_kernels and req.is_peft and req.lora_dropout == 0):
+        return frozenset()
+    adapted, fused = _adapter_keys(req)
+    return act.fast_lora_groups(req.model, adapted - fused)
+
+
+def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
+    adapted, fused = _adapter_keys(req)
     resid = st.FP32_BYTES if reg.casts_weights else reg.compute_bytes
     # autocast on 16-bit weights (weights_loaded_16bit): only fp32 adapters' inputs are cast,
     # one copy per adapted linear (peft's fp32 copy, then autocast's 16-bit cast of it)
@@ -766,11 +785,7 @@ def act_config(req: EstimateRequest, reg: st.Regime) -> act.ActConfig:
         micro_batch_size=req.micro_batch_size,
         norm_kernel=(req.fused_lora_kernels or liger.applies(req)) and req.model.norm_kind == "rms",
         glu_kernel=liger.applies(req),
-        fast=(
-            act.fast_lora_groups(req.model, adapted - fused)
-            if req.fused_lora_kernels and req.is_peft and req.lora_dropout == 0
-            else frozenset()
-        ),
+        fast=fast_lora_keys(req),
         # a trainable output layer saves its input for its weight's gradient
         quant_outputs_fp32=req.method is Method.QLORA and reg.casts_weights,
         transformers_code=req.framework.value in TRANSFORMERS_FRAMEWORKS,

@@ -45,8 +45,10 @@ from .flops import (
     training_flops_per_token,
     selective_recompute_flops,
 )
+from .activations import AdaptedKey, block_parts, linear_key
 from .jsontypes import JsonObject
 from .lengths import as_rows, request_attention_span, request_shape
+from .memory import fast_lora_keys
 from .checkpointing import Granularity
 from .fields import AdapterDtype, Attention, Fp8Library
 from .request import (
@@ -63,12 +65,12 @@ from .request import (
 
 MATMUL_EFFICIENCY = {
     "a100": 0.81,
-    "blackwell": 0.57,
+    "blackwell": 0.58,
     "cdna3": 0.27,
     "gddr": 1.00,
     "gddr-pro": 0.36,
     "gddr-pro-ampere": 0.53,
-    "hopper": 0.68,
+    "hopper": 0.67,
 }
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
@@ -119,15 +121,15 @@ MATMUL_EFFICIENCY_POOLED = 0.66
 measured row (none in today's catalogue; the leave-one-source-out fits use it for a class whose
 only source is held out); FITTED."""
 
-MATMUL_HALF_TOKENS = 152.0
+MATMUL_HALF_TOKENS = 181.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
 efficiency on matmuls that run at the A100's BF16 rate: ``eff(T) = eff_class * T / (T + T_half *
 (4096 / hidden)**2 * rate / 312e12)``. Per layer, matmul work grows as ``T * hidden**2`` while
 the fixed costs of each kernel (tile quantisation, wave tails, element-wise passes) do not,
 hence the ``hidden**2`` scaling; those costs are time, so a faster path reaches them at more
-tokens (:data:`HALF_TOKENS_REFERENCE_FLOPS`). FITTED (with the rate in it: 152.2)."""
+tokens (:data:`HALF_TOKENS_REFERENCE_FLOPS`). FITTED (with the rate in it: 181.0)."""
 
-FP8_MATMUL_EFFICIENCY = 0.65
+FP8_MATMUL_EFFICIENCY = 0.67
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
 Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing the same
 (torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200, NeMo 2 on
@@ -773,6 +775,45 @@ repeats about ``V / h`` times per micro-step. Once per micro-step besides: the z
 (store ``w``) and the backward's in-place scaling (load and store ``w``). liger-kernel before
 v0.6.2 (#830) accumulated with ``torch.addmm(out=grad_weight)`` in every dtype."""
 
+# --- Unsloth (``fused_lora_kernels``): its Triton kernels in place of transformers' modules --------
+# Read from unsloth 2026.8.19 (015bdef0d9), ``unsloth/kernels/``; bytes per element with 16-bit
+# activations (fp32 activations move twice as many), as the Liger tables above.
+
+UNSLOTH_NORM_BYTES_PER_ELEMENT = {"forward": 4, "backward": 6}
+"""``Fast_RMS_Layernorm`` (``kernels/rms_layernorm.py``): ``_rms_layernorm_forward`` (and the
+Gemma variant) loads the input row and stores the output row (2 + 2; the weight row and one fp32
+statistic per row are ``1/T`` and ``2/h`` of that); ``_rms_layernorm_backward`` loads the output
+gradient and the input and stores the input gradient in the output gradient's place
+(2 + 2 + 2), and computes no weight gradient. Where transformers' eager norm moves
+:data:`NORM_BYTES_PER_ELEMENT` forward and twice that backward."""
+
+UNSLOTH_ROTARY_BYTES_PER_ELEMENT = {"forward": 8, "backward": 8}
+"""``Fast_RoPE_Embedding_QK`` (``kernels/rope_embedding.py``), called by Unsloth's attention
+forward (``models/llama.py`` ``LlamaAttention_fast_forward``) on q and k after
+``.view(...).transpose(1, 2)``: the tensors are not contiguous, so each is cloned first
+(``Q.clone() if not Q.is_contiguous()``: load 2, store 2), then ``_rope_embedding_QK`` rotates the
+clone in place (load 2, store 2); the backward does the same to the incoming gradients, which
+come back in the forward's strided layout: 8 bytes per q/k element each way, where
+transformers' op-by-op rotation moves :data:`ROTARY_BYTES_PER_ELEMENT` forward."""
+
+UNSLOTH_GLU_BYTES_PER_ELEMENT = {"forward": 6, "backward": 12}
+"""The gated activation inside ``LoRA_MLP`` (``kernels/swiglu.py``, ``kernels/geglu.py``), per
+element of the MLP's inner width: ``_fg_kernel`` loads the gate and up outputs and stores the
+product (2 + 2 + 2); ``_DWf_DW_dfg_kernel`` loads the product's gradient and the gate and up
+outputs and stores the recomputed product and the two gradients in their places
+(2 + 2 + 2, 2 + 2 + 2). Only where the MLP runs as ``LoRA_MLP``
+(:func:`calc.memory.fast_lora_keys`); elsewhere the family's own activation runs."""
+
+UNSLOTH_LORA_ADD_BYTES = {"forward": 2, "backward": 2}
+"""One adapted linear inside Unsloth's autograd functions (``kernels/utils.py`` ``matmul_lora``,
+``kernels/fast_lora.py``): the adapter's product is accumulated into the base output by
+``out.addmm_(X @ A, B, alpha=s)``, whose epilogue loads the base output it adds to (2 bytes per
+output element; its store is the adapter matmul's own write, counted in
+:data:`LORA_MATMUL_ELEMENTS`), where peft scales and adds in two kernels
+(:data:`LORA_BYTES_PER_OUTPUT`); backward, the adapter's part of the input gradient is
+``addmm_``-ed into it the same way (2 bytes per input element). No cast of the input either:
+``matmul_lora`` casts the adapter weights to the input's dtype."""
+
 LIGER_FORWARD_OPS = {"norm": 1, "rotary": 1, "glu": 1}
 """Kernels Liger's modules launch in a block's forward, each where transformers' eager code
 dispatches :data:`STOCK_FORWARD_OPS` (their backward: ``rms_norm_backward``'s kernel, its
@@ -1407,6 +1448,30 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
             act = 0
         liger_fwd = scale * sum(table["forward"] * width for table, width in parts)
         liger_bwd = scale * sum(table["backward"] * width for table, width in parts)
+    unsloth_fwd = unsloth_bwd = 0.0
+    fast = fast_lora_keys(req)
+    if req.fused_lora_kernels:
+        # Unsloth's kernels in place of the norms and the rotary embedding, and of the gated
+        # activation where the MLP runs as LoRA_MLP: their own forward and backward traffic
+        scale = 2 if st.request_regime(req) is st.KBIT_FP32 else 1  # fp32 activations
+        parts = []
+        if arch.norm_kind == "rms" and norm:
+            parts.append((UNSLOTH_NORM_BYTES_PER_ELEMENT, arch.norms_per_layer * h))
+            norm = 0
+        if rotary:
+            parts.append((UNSLOTH_ROTARY_BYTES_PER_ELEMENT, q_dim + kv_dim))
+            rotary = 0
+        downs = block_parts(arch).mlp_down
+        if act and downs and all(_linear_key(d) in fast for d in downs):
+            parts.append((UNSLOTH_GLU_BYTES_PER_ELEMENT, ffn))
+            act = 0
+        unsloth_fwd = scale * sum(table["forward"] * width for table, width in parts)
+        unsloth_bwd = scale * sum(table["backward"] * width for table, width in parts)
+    # adapted linears inside Unsloth's autograd functions, and the others (peft's path)
+    in_fast = tuple(a for a in adapted if _linear_key(a) in fast)
+    peft_path = tuple(a for a in adapted if _linear_key(a) not in fast)
+    fast_lora_out = sum(a.blocks * a.active * a.d_out for a in in_fast)
+    fast_lora_in = sum(a.blocks * a.active * a.d_in for a in in_fast)
     per_layer = (
         arch.norms_per_layer * norm * h
         + 2 * residual * h
@@ -1417,8 +1482,9 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     fwd_bytes = (
         arch.num_layers * per_layer
         + moe.route_bytes
-        + lora_out * sum(a.blocks * a.active * a.d_out for a in adapted)
-        + lora_input_bytes(req) * sum(a.blocks * a.active * a.d_in for a in adapted if not a.fused)
+        + lora_out * sum(a.blocks * a.active * a.d_out for a in peft_path)
+        + lora_input_bytes(req)
+        * sum(a.blocks * a.active * a.d_in for a in peft_path if not a.fused)
     )
     adapter_re = recompute
     if selective is not None:
@@ -1480,6 +1546,9 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     elementwise: float = (
         fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
         + arch.num_layers * (residual_dropout + liger_fwd * (1 + recompute) + liger_bwd)
+        + arch.num_layers * (unsloth_fwd * (1 + recompute) + unsloth_bwd)
+        + UNSLOTH_LORA_ADD_BYTES["forward"] * fast_lora_out * (1 + recompute)
+        + UNSLOTH_LORA_ADD_BYTES["backward"] * fast_lora_in
         + loss * arch.vocab_size
         + loss_extra
         + softcap
@@ -1816,6 +1885,11 @@ def autocast_cast_params(req: EstimateRequest, sharding: Sharding) -> tuple[int,
         else arch.vocab_size * arch.hidden_size - st.output_layer_quantized_params(req)
     )
     return block, head, ops + (1 if head else 0)
+
+
+def _linear_key(lin: Any) -> AdaptedKey:
+    """The key :func:`calc.memory.fast_lora_keys` names a block linear (or its adapter) by."""
+    return linear_key(lin.name, lin.d_in, lin.d_out, lin.role, lin.count)
 
 
 def lora_input_bytes(req: EstimateRequest) -> float:

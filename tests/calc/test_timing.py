@@ -833,6 +833,64 @@ def test_unsloth_host_calls_counted_per_adapted_linear():
     assert fused.kernels_per_micro > plain.kernels_per_micro
 
 
+UNSLOTH_KEYS = {
+    "method": "lora",
+    "lora_rank": 16,
+    "lora_dropout": 0.0,
+    "lora_adapter_dtype": "base",
+    "gradient_checkpointing": False,
+    "seq_len": 2048,
+    "framework": "hf-trainer",
+    "precision": "bf16-true",
+}
+
+
+@pytest.mark.parametrize(
+    "targets, adapted_out, adapted_in, glu",
+    [
+        # every linear adapted: LoRA_QKV, LoRA_W and LoRA_MLP; Llama-2-7B's block: q, k, v, o
+        # 4096 -> 4096, gate and up 4096 -> 11008, down 11008 -> 4096
+        ("all-linear", 4 * 4096 + 2 * 11008 + 4096, 4 * 4096 + 2 * 4096 + 11008, True),
+        # q and v only: no group is complete, both adapters stay on peft's path
+        (["q_proj", "v_proj"], 0, 0, False),
+    ],
+)
+def test_unsloth_kernels_move_the_bytes_read_from_unsloth(targets, adapted_out, adapted_in, glu):
+    """Unsloth's RMSNorm (4 forward, 6 backward per element), rotary embedding (clone and in-place
+    kernel, 8 each way per q/k element), LoRA_MLP's gated activation (6 and 12 per inner element)
+    and addmm_ of the adapters into their base outputs (2 per output element forward, 2 per input
+    element backward), in place of transformers' eager tables (forward, backward twice that) and
+    peft's scale-and-add (10 per output element). Llama-2-7B, no recompute, 16-bit adapters."""
+    keys = {**UNSLOTH_KEYS, "lora_targets": targets}
+    fused, _, _ = _counts_and_rates("h100-sxm", **keys, fused_lora_kernels=True)
+    plain, _, _ = _counts_and_rates("h100-sxm", **keys)
+    h, qkv, inner = 4096, 4096 + 4096, 11008
+    before = 3 * (2 * 36 * h + 30 * qkv + (10 * inner if glu else 0) + 10 * adapted_out)
+    after = (
+        2 * (4 + 6) * h
+        + (8 + 8) * qkv
+        + ((6 + 12) * inner if glu else 0)
+        + 2 * adapted_out
+        + 2 * adapted_in
+    )
+    assert plain.elementwise_bytes_per_token - fused.elementwise_bytes_per_token == 32 * (
+        before - after
+    )
+
+
+def test_unsloth_recompute_runs_its_forward_kernels_again():
+    keys = {**UNSLOTH_KEYS, "lora_targets": "all-linear", "fused_lora_kernels": True}
+    plain, _, _ = _counts_and_rates("h100-sxm", **keys)
+    again, _, _ = _counts_and_rates("h100-sxm", **{**keys, "gradient_checkpointing": True})
+    h, qkv, inner = 4096, 8192, 11008
+    # the block's forward once more: Unsloth's forward kernels, the residual adds (6 bytes per
+    # element, twice) and attention's transposes and copy (16 per q, k, v element), and the
+    # adapters' addmm_ reads
+    forward = 2 * 4 * h + 8 * qkv + 6 * inner + 2 * (4 * 4096 + 2 * 11008 + 4096)
+    forward += 2 * 6 * h + 16 * (4096 + 2 * 4096)
+    assert again.elementwise_bytes_per_token - plain.elementwise_bytes_per_token == 32 * forward
+
+
 def test_eager_attention_dispatches_its_own_ops():
     """Eager attention issues the scores' matmul, scaling, mask add, fp32 softmax, cast back and
     the values' matmul where SDPA is one call: 5 more forward ops per block, each with its
