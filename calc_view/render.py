@@ -287,6 +287,8 @@ class Renderer:
                 # the allocator's replay comes in a second answer (Session.complete)
                 pending = {"class": "calc-num calc-pending-value", "data-pending": key}
                 kpis.append(self.kpi(key, ["span", pending, self.s["ui"]["value_pending"]]))
+            if key == "min_device_bytes":
+                kpis.extend(self.replayed_reserved_kpi(m))
         section: Node = [
             "section",
             {"class": "calc-section calc-memory"},
@@ -314,6 +316,21 @@ class Renderer:
                 ]
             )
         return section
+
+    def replayed_reserved_kpi(self, m: JsonObject) -> list[Node]:
+        """With ``length_stats``, the reserved peak of the allocator replayed over the data's
+        steps on a large card (``allocator.simulated_reserved_bytes``): what
+        ``max_memory_reserved`` would print, where fragmentation can take it well above
+        ``peak_reserved_bytes`` (allocated x the slack fitted on fixed shapes)."""
+        key = "simulated_reserved_bytes"
+        allocator = m.get("allocator")
+        if isinstance(allocator, dict) and _is_number(allocator.get(key)):
+            path = self.mpath(f"allocator.{key}")
+            return [self.kpi(key, self.num(path, allocator[key]))]
+        if m.get("min_device_pending") is True:
+            pending = {"class": "calc-num calc-pending-value", "data-pending": key}
+            return [self.kpi(key, ["span", pending, self.s["ui"]["value_pending"]])]
+        return []
 
     def memory_chart(self) -> Node:
         """One stacked bar: the components up to the allocated peak, then what the allocator

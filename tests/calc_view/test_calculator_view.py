@@ -1230,6 +1230,35 @@ def test_a_power_limit_shows_the_clock_it_leaves_the_card(lang):
 
 
 @pytest.mark.parametrize("command", ["plan", "estimate"])
+def test_the_replayed_reserved_peak_is_shown_beside_the_fitted_one(command):
+    """With ``length_stats`` the memory section shows the allocator's replayed reserved peak
+    (``allocator.simulated_reserved_bytes``, which fragmentation over the data's steps can take
+    far above ``peak_reserved_bytes``) as its own figure: "coming" in the deferred answer, the
+    response's value once replayed, and nothing without a length distribution."""
+    from calc_view.session import Session
+
+    request = {"model": "qwen2.5-0.5b", "micro_batch_size": 4, "seq_len": 1024}
+    request["length_stats"] = {"mean": 468, "max": 1022}
+    if command == "plan":
+        request.update(gpu="rtx-4090", dataset_tokens=1e7)
+    session = Session("en", STRINGS["en"])
+    quick = json.loads(session.handle(command, json.dumps(request), True))
+    assert '"data-pending": "simulated_reserved_bytes"' in json.dumps(quick["view"])
+    done = json.loads(session.complete())
+    result = done["result"]
+    memory = result["memory"] if command == "plan" else result
+    replayed = memory["allocator"]["simulated_reserved_bytes"]
+    assert replayed > memory["peak_reserved_bytes"]  # this setup fragments
+    tree = view.render_results(result, "en", STRINGS["en"])
+    shown = _find(tree, lambda a: a.get("data-output") == "allocator.simulated_reserved_bytes")
+    assert [s[1]["data-value"] for s in shown] == [view.raw_value(replayed)]
+    assert STRINGS["en"]["labels"]["simulated_reserved_bytes"] in _text(tree)
+    plain = {k: v for k, v in request.items() if k != "length_stats"}
+    out = json.loads(Session("en", STRINGS["en"]).handle(command, json.dumps(plain)))
+    assert "simulated_reserved_bytes" not in json.dumps(out["view"])
+
+
+@pytest.mark.parametrize("command", ["plan", "estimate"])
 def test_a_deferred_answer_then_its_replay_equal_the_whole_answer(command):
     """The page asks for the answer without the caching allocator's replay (``defer``), shows
     it, then asks the session to complete it: what it then shows is the whole answer, result
