@@ -53,6 +53,7 @@ with a 4h GeLU MLP and dropout; this module derives the count for the actual blo
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .arch import ATTN_INNER_NAMES, LinearLayer, ModelArch
 from .attention_windows import sdpa_mask_tensor, window_of
@@ -171,7 +172,9 @@ def linear_key(name: str, d_in: int, d_out: int, role: str, count: int) -> Adapt
     return (name, d_in, d_out, role) + ((count,) if count > 1 else ())
 
 
-def _key(lin: LinearLayer) -> AdaptedKey:
+def key_of(lin: Any) -> AdaptedKey:
+    """:func:`linear_key` of a block linear, or of the adapter on one (``calc.lora.AdaptedLinear``
+    carries the same five attributes)."""
     return linear_key(lin.name, lin.d_in, lin.d_out, lin.role, lin.count)
 
 
@@ -182,9 +185,9 @@ def _saves_input(lin: LinearLayer, cfg: ActConfig) -> bool:
         return True
     if cfg.quant_keeps_inputs and lin.quantizable:
         return True
-    if _key(lin) in cfg.fused or _key(lin) in cfg.fast:
+    if key_of(lin) in cfg.fused or key_of(lin) in cfg.fast:
         return True
-    return not cfg.lora_dropout and not cfg.adapter_copies and _key(lin) in cfg.adapted
+    return not cfg.lora_dropout and not cfg.adapter_copies and key_of(lin) in cfg.adapted
 
 
 @dataclass(frozen=True)
@@ -224,7 +227,7 @@ def _group_input_bytes(consumers: tuple[LinearLayer, ...], width: int, cfg: ActC
     saving = [l for l in consumers if _saves_input(l, cfg)]
     if not saving:
         return 0
-    slow = sum(1 for l in saving if _key(l) not in cfg.fast)
+    slow = sum(1 for l in saving if key_of(l) not in cfg.fast)
     copies = slow + (1 if slow < len(saving) else 0) if cfg.per_linear_casts else 1
     return cfg.act_bytes * width * copies
 
@@ -690,7 +693,7 @@ def mlp_unit_bytes(
     (:func:`norm_output_bytes`); the activation's output ``h`` and the adapters' rank-``r``
     products are temporaries of its forward, recomputed in its backward."""
     m, a = down.d_in, cfg.act_bytes
-    if _key(down) in cfg.fast:
+    if key_of(down) in cfg.fast:
         return _per_block(arch, down, _expert_copies(arch, down) * a * 2 * m)
     siblings = [l for l in mlp_in if l.count == down.count]
     fp32 = (
@@ -796,9 +799,9 @@ def _token_adapters(arch: ModelArch, cfg: ActConfig) -> tuple[LinearLayer, ...]:
     return tuple(
         l
         for l in arch.linears
-        if _key(l) in cfg.adapted
-        and _key(l) not in cfg.fused
-        and _key(l) not in cfg.fast
+        if key_of(l) in cfg.adapted
+        and key_of(l) not in cfg.fused
+        and key_of(l) not in cfg.fast
         and not bypassed_adapter(arch, l)
     )
 
@@ -1133,7 +1136,7 @@ def _frozen_gate_bytes(arch: ModelArch, cfg: ActConfig, inputs: tuple[LinearLaye
     la = arch.linear_attention
     if la is None:
         return 0
-    adapted = {l.name for l in inputs if _key(l) in cfg.adapted}
+    adapted = {l.name for l in inputs if key_of(l) in cfg.adapted}
     if arch.extra.get("kda"):
         # Kimi Delta Attention: a gate branch (g_a_proj, g_b_proj) without an adapter leaves
         # the weighted output unsaved (4 D; the sigmoid's output is still saved), a decay branch
@@ -1384,9 +1387,9 @@ def _parallel_mamba_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: 
     attention = _attention_mixer_bytes(arch, cfg, parts)
     mamba = mamba2_bytes(arch, cfg)
     in_proj = [l for l in arch.linears if l.role == "mixer" and not bypassed_adapter(arch, l)]
-    attn_in = any(_key(l) in cfg.adapted for l in parts.attn_in)
-    mamba_in = any(_key(l) in cfg.adapted for l in in_proj)
-    attn_out = _key(parts.attn_out) in cfg.adapted
+    attn_in = any(key_of(l) in cfg.adapted for l in parts.attn_in)
+    mamba_in = any(key_of(l) in cfg.adapted for l in in_proj)
+    attn_out = key_of(parts.attn_out) in cfg.adapted
     if not (attn_in or mamba_in or attn_out):
         return 2 * norm + attention + mamba
     unsaved = norm
@@ -1421,7 +1424,7 @@ def _sublayer_first_blocks_unsaved(arch: ModelArch, cfg: ActConfig, parts: Block
         running = [
             l
             for l in arch.linears
-            if l.block_kind == kind and _key(l) in cfg.adapted and not bypassed_adapter(arch, l)
+            if l.block_kind == kind and key_of(l) in cfg.adapted and not bypassed_adapter(arch, l)
         ]
         if not running:
             unsaved += norm + per[kind]
@@ -1430,7 +1433,7 @@ def _sublayer_first_blocks_unsaved(arch: ModelArch, cfg: ActConfig, parts: Block
         if (
             output is not None
             and running == [output]
-            and not any(_key(l) in cfg.adapted for l in inputs)
+            and not any(key_of(l) in cfg.adapted for l in inputs)
         ):
             kept = cfg.act_bytes * output.d_in if _saves_input(output, cfg) else 0
             return unsaved + norm + per[kind] - kept
@@ -1450,7 +1453,7 @@ def _ple_grad(arch: ModelArch, cfg: ActConfig) -> bool:
     """Gradients reach Gemma 4's per-layer inputs: the embedding or the context projection
     trains, or the projection is adapted. Else they are built from frozen weights and
     nothing on their way saves a tensor."""
-    key = _key(_ple_projection(arch))
+    key = key_of(_ple_projection(arch))
     return cfg.full or key in cfg.adapted or key in cfg.fused or key in cfg.fast
 
 
@@ -1591,7 +1594,7 @@ def gemma4_outside_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     proj = _ple_projection(arch)
     if _saves_input(proj, cfg):
         total += a * arch.hidden_size
-    if _key(proj) in cfg.adapted and _key(proj) not in cfg.fused | cfg.fast:
+    if key_of(proj) in cfg.adapted and key_of(proj) not in cfg.fused | cfg.fast:
         # one adapter, read once per token (not once per block)
         total += cfg.lora_bytes * cfg.rank
         if cfg.lora_dropout:
@@ -1651,7 +1654,7 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
     adapted_kinds = {
         l.block_kind
         for l in arch.linears
-        if _key(l) in cfg.adapted and not bypassed_adapter(arch, l)
+        if key_of(l) in cfg.adapted and not bypassed_adapter(arch, l)
     }
     mixer_in, out_proj = _mixer_linears(arch)
     mixers = {
@@ -1673,10 +1676,10 @@ def _hybrid_first_block_unsaved(arch: ModelArch, cfg: ActConfig, parts: BlockPar
             # a block of one MLP kind holds that kind's MLP, not the average block's
             mlp = _ffn_block_bytes(arch, cfg, parts, ffn)
         if "" in adapted_kinds or kind in adapted_kinds or (ffn and ffn in adapted_kinds):
-            if any(_key(l) in cfg.adapted for l in inputs):
+            if any(key_of(l) in cfg.adapted for l in inputs):
                 partial = _frozen_gate_bytes(arch, cfg, inputs) if kind == "linear_attention" else 0
                 return unsaved + norm + partial
-            if _key(output) in cfg.adapted and not bypassed_adapter(arch, output):
+            if key_of(output) in cfg.adapted and not bypassed_adapter(arch, output):
                 # only the output projection trains: the mixer's tensors before it need no
                 # gradient; its adapter keeps its input, and the MLP norm reads a stream that
                 # requires grad
@@ -1822,11 +1825,11 @@ def first_norm_unsaved_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     if arch.hybrid:
         return _hybrid_first_block_unsaved(arch, cfg, parts)
     attention = (*parts.attn_in, parts.attn_out)
-    attn_trains = any(_key(l) in cfg.adapted for l in attention)
+    attn_trains = any(key_of(l) in cfg.adapted for l in attention)
     # OLMo's in-place clamp of q, k, v clones only the outputs that require grad: in block 0,
     # those of adapted projections
     clipped = _clipped_projections(arch, parts)
-    unclipped = sum(cfg.act_bytes * l.d_out for l in clipped if _key(l) not in cfg.adapted)
+    unclipped = sum(cfg.act_bytes * l.d_out for l in clipped if key_of(l) not in cfg.adapted)
     return unclipped + _first_block_unsaved(arch, cfg, parts, attn_trains)
 
 
@@ -1848,7 +1851,7 @@ def _first_block_unsaved(
         )
     if arch.parallel_block:
         mlp = (*parts.mlp_in, *parts.mlp_down)
-        if any(_key(l) in cfg.adapted for l in mlp):
+        if any(key_of(l) in cfg.adapted for l in mlp):
             return norm_bytes(arch, cfg)
         return (
             norm_bytes(arch, cfg)
@@ -1909,7 +1912,7 @@ def backward_workspace_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     widest = max((d.d_in for d in parts.mlp_down), default=arch.intermediate_size)
     pair = 2 * widest
     if parts.mlp_down and all(
-        _key(d) in cfg.fast or glu_kernel_applies(arch, cfg, d) for d in parts.mlp_down
+        key_of(d) in cfg.fast or glu_kernel_applies(arch, cfg, d) for d in parts.mlp_down
     ):
         # Unsloth's LoRA_MLP (below), or Liger's gated activation, whose backward writes the
         # gate's and up's gradients into its saved inputs (LigerSiLUMulFunction.backward):
@@ -1967,8 +1970,8 @@ def fast_lora_groups(arch: ModelArch, adapted: frozenset[AdaptedKey]) -> frozens
     out: set[AdaptedKey] = set()
 
     def group(lins: tuple[LinearLayer, ...]) -> None:
-        if lins and all(_key(l) in adapted and not l.bias and l.count == 1 for l in lins):
-            out.update(_key(l) for l in lins)
+        if lins and all(key_of(l) in adapted and not l.bias and l.count == 1 for l in lins):
+            out.update(key_of(l) for l in lins)
 
     names = {l.name for l in parts.attn_in}
     if names == {"q_proj", "k_proj", "v_proj"}:

@@ -718,20 +718,8 @@ def _adapter_keys(
     folded into the weight (a fused-3d adapter's ``covers``). Adapters on a sparse-attention
     indexer run under torch.no_grad and are left out: they save nothing."""
     adapters = tuple(a for a in st.adapted(req) if a.role != "indexer")
-    fused = frozenset(
-        act.linear_key(l.name, l.d_in, l.d_out, l.role, l.count)
-        for a in adapters
-        if a.fused
-        for l in a.covers
-    )
-    adapted = (
-        frozenset(
-            act.linear_key(a.name, a.d_in, a.d_out, a.role, a.count)
-            for a in adapters
-            if not a.fused
-        )
-        | fused
-    )
+    fused = frozenset(act.key_of(l) for a in adapters if a.fused for l in a.covers)
+    adapted = frozenset(act.key_of(a) for a in adapters if not a.fused) | fused
     return adapted, fused
 
 

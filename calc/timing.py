@@ -45,7 +45,7 @@ from .flops import (
     training_flops_per_token,
     selective_recompute_flops,
 )
-from .activations import AdaptedKey, block_parts, linear_key
+from .activations import block_parts, key_of
 from .jsontypes import JsonObject
 from .lengths import as_rows, request_attention_span, request_shape
 from .memory import fast_lora_keys
@@ -1432,10 +1432,10 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         )
         fp32_head_flops += 2.0 * quantized * passes
     liger_fwd = liger_bwd = 0.0
+    scale = 2 if st.request_regime(req) is st.KBIT_FP32 else 1  # fp32 activations
     if liger_on:
         # Liger's modules in place of the norms, the rotary embedding and the dense gated
         # activation: their own forward and backward traffic (not the tables' backward factor)
-        scale = 2 if st.request_regime(req) is st.KBIT_FP32 else 1  # fp32 activations
         parts = []
         if arch.norm_kind == "rms":
             parts.append((LIGER_NORM_BYTES_PER_ELEMENT, arch.norms_per_layer * h))
@@ -1446,14 +1446,12 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         if liger_glu:
             parts.append((LIGER_GLU_BYTES_PER_ELEMENT, ffn))
             act = 0
-        liger_fwd = scale * sum(table["forward"] * width for table, width in parts)
-        liger_bwd = scale * sum(table["backward"] * width for table, width in parts)
+        liger_fwd, liger_bwd = kernel_traffic(parts, scale)
     unsloth_fwd = unsloth_bwd = 0.0
     fast = fast_lora_keys(req)
     if req.fused_lora_kernels:
         # Unsloth's kernels in place of the norms and the rotary embedding, and of the gated
         # activation where the MLP runs as LoRA_MLP: their own forward and backward traffic
-        scale = 2 if st.request_regime(req) is st.KBIT_FP32 else 1  # fp32 activations
         parts = []
         if arch.norm_kind == "rms" and norm:
             parts.append((UNSLOTH_NORM_BYTES_PER_ELEMENT, arch.norms_per_layer * h))
@@ -1462,14 +1460,13 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
             parts.append((UNSLOTH_ROTARY_BYTES_PER_ELEMENT, q_dim + kv_dim))
             rotary = 0
         downs = block_parts(arch).mlp_down
-        if act and downs and all(_linear_key(d) in fast for d in downs):
+        if act and downs and all(key_of(d) in fast for d in downs):
             parts.append((UNSLOTH_GLU_BYTES_PER_ELEMENT, ffn))
             act = 0
-        unsloth_fwd = scale * sum(table["forward"] * width for table, width in parts)
-        unsloth_bwd = scale * sum(table["backward"] * width for table, width in parts)
+        unsloth_fwd, unsloth_bwd = kernel_traffic(parts, scale)
     # adapted linears inside Unsloth's autograd functions, and the others (peft's path)
-    in_fast = tuple(a for a in adapted if _linear_key(a) in fast)
-    peft_path = tuple(a for a in adapted if _linear_key(a) not in fast)
+    in_fast = tuple(a for a in adapted if key_of(a) in fast)
+    peft_path = tuple(a for a in adapted if key_of(a) not in fast)
     fast_lora_out = sum(a.blocks * a.active * a.d_out for a in in_fast)
     fast_lora_in = sum(a.blocks * a.active * a.d_in for a in in_fast)
     per_layer = (
@@ -1887,9 +1884,13 @@ def autocast_cast_params(req: EstimateRequest, sharding: Sharding) -> tuple[int,
     return block, head, ops + (1 if head else 0)
 
 
-def _linear_key(lin: Any) -> AdaptedKey:
-    """The key :func:`calc.memory.fast_lora_keys` names a block linear (or its adapter) by."""
-    return linear_key(lin.name, lin.d_in, lin.d_out, lin.role, lin.count)
+def kernel_traffic(parts: list[tuple[dict[str, int], int]], scale: int) -> tuple[float, float]:
+    """Forward and backward bytes per token of one block's hand-written kernels (Liger's,
+    Unsloth's): each ``(table, width)`` moves ``table[pass]`` bytes per element of ``width``,
+    times ``scale`` (2 on fp32 activations)."""
+    forward = scale * sum(table["forward"] * width for table, width in parts)
+    backward = scale * sum(table["backward"] * width for table, width in parts)
+    return float(forward), float(backward)
 
 
 def lora_input_bytes(req: EstimateRequest) -> float:

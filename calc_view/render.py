@@ -284,9 +284,7 @@ class Renderer:
             if _is_number(m.get(key)):
                 kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))
             elif key == "min_device_bytes" and m.get("min_device_pending") is True:
-                # the allocator's replay comes in a second answer (Session.complete)
-                pending = {"class": "calc-num calc-pending-value", "data-pending": key}
-                kpis.append(self.kpi(key, ["span", pending, self.s["ui"]["value_pending"]]))
+                kpis.append(self.pending_kpi(key))
             if key == "min_device_bytes":
                 kpis.extend(self.replayed_reserved_kpi(m))
         section: Node = [
@@ -328,9 +326,14 @@ class Renderer:
             path = self.mpath(f"allocator.{key}")
             return [self.kpi(key, self.num(path, allocator[key]))]
         if m.get("min_device_pending") is True:
-            pending = {"class": "calc-num calc-pending-value", "data-pending": key}
-            return [self.kpi(key, ["span", pending, self.s["ui"]["value_pending"]])]
+            return [self.pending_kpi(key)]
         return []
+
+    def pending_kpi(self, key: str) -> Node:
+        """A figure of the allocator's replay, which comes in a second answer
+        (``Session.complete``): said to be coming, not a number."""
+        pending = {"class": "calc-num calc-pending-value", "data-pending": key}
+        return self.kpi(key, ["span", pending, self.s["ui"]["value_pending"]])
 
     def memory_chart(self) -> Node:
         """One stacked bar: the components up to the allocated peak, then what the allocator
