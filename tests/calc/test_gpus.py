@@ -38,6 +38,7 @@ CONTRACT_IDS = [
 # owners (warning price_is_none) instead of being priced.
 NEW_IDS = [
     "t4",
+    "rtx-2080-ti",
     "rtx-4060-ti-16gb",
     "rtx-4080",
     "rtx-5080",
@@ -49,7 +50,7 @@ NEW_IDS = [
     "mi325x",
     "mi355x",
 ]
-UNPRICED = {"t4", "rtx-4060-ti-16gb", "rtx-4080", "rtx-5080", "mi355x", "rtx-a5000"}
+UNPRICED = {"t4", "rtx-2080-ti", "rtx-4060-ti-16gb", "rtx-4080", "rtx-5080", "mi355x", "rtx-a5000"}
 
 
 def test_catalogue_ids_are_the_contract():
@@ -61,6 +62,7 @@ def test_catalogue_ids_are_the_contract():
     [
         # nvidia-smi memory.total (rocm-smi VRAM total for the MI355X) in published outputs
         ("t4", 15360),
+        ("rtx-2080-ti", 11264),
         ("rtx-4060-ti-16gb", 16380),
         ("rtx-4080", 16376),
         ("rtx-5080", 16303),
@@ -335,7 +337,15 @@ def test_gddr_cards_listed_at_full_rate_fp32_accumulate_have_a_class_of_their_ow
     rate where its RTX 6000 Ada reached 0.36, same code and settings)."""
     from calc import gpus, timing
 
-    geforce = {"rtx-3090", "rtx-4090", "rtx-5090", "rtx-4080", "rtx-5080", "rtx-4060-ti-16gb"}
+    geforce = {
+        "rtx-2080-ti",
+        "rtx-3090",
+        "rtx-4090",
+        "rtx-5090",
+        "rtx-4080",
+        "rtx-5080",
+        "rtx-4060-ti-16gb",
+    }
     pro = {"l4", "l40s", "rtx-6000-ada", "rtx-pro-6000", "t4"}
     ampere_pro = {"rtx-a5000", "rtx-a6000", "a40"}
     assert {gpus.get_gpu(g).utilisation_class for g in geforce} == {"gddr"}
@@ -415,11 +425,16 @@ def test_sustained_clocks_follow_the_stated_count_from_each_die_familys_referenc
         if derived:
             cut.add(gpu.id)
     # the power-limited cards of the issue lose clock, the 450-575 W GeForce flagships do not
-    assert {"l4", "rtx-6000-ada", "rtx-pro-6000", "l40s", "a40", "rtx-a6000"} <= cut
+    assert {"l4", "rtx-6000-ada", "rtx-pro-6000", "l40s", "a40", "rtx-a6000", "t4"} <= cut
     assert {"rtx-4090", "rtx-5090", "rtx-4080", "a100-80gb-sxm", "h200"}.isdisjoint(cut)
     l4 = gpus.get_gpu("l4")
     assert l4.sustained_clock_mhz == round(2520 * ((72 / 58) / (450 / 128)) ** (1 / 3)) == 1781
     assert l4.clock_factor == 1781 / 2040
+    # the T4 (70 W for 40 SMs) against Turing's GeForce flagship: about three quarters of its
+    # boost clock, above the 585 MHz base clock a continuous GEMM drops it to
+    t4 = gpus.get_gpu("t4")
+    assert t4.clock_reference == "rtx-2080-ti"
+    assert t4.sustained_clock_mhz == round(1545 * ((70 / 40) / (250 / 68)) ** (1 / 3)) == 1206
 
 
 def test_the_count_holds_at_base_and_boost():
