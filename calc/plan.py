@@ -43,6 +43,7 @@ from .request import (
     MAX_MICRO_BATCH,
     MAX_SEQ_LEN,
     EstimateRequest,
+    Precision,
     check_sequence_parallel,
     parse_estimate_request,
     parse_fields,
@@ -52,6 +53,7 @@ from .timing import (
     FP8_MEASURED_CLASSES,
     SINGLE_SOURCE_CLASSES,
     TimeEstimate,
+    bf16_without_tensor_cores,
     default_mfu,
     estimate_time,
     eval_seconds,
@@ -380,12 +382,18 @@ class Planner:
         return self.state(estimate, gpu) == "fits"
 
 
-def _time_warnings(gpu: gpu_catalogue.Gpu, fp8_compute: bool = False) -> list[str]:
+def _time_warnings(
+    gpu: gpu_catalogue.Gpu, fp8_compute: bool = False, precision: Precision | None = None
+) -> list[str]:
     """What the time of ``gpu`` rests on, where it is thin: a card family whose efficiency was
     fitted on one source (:data:`calc.timing.SINGLE_SOURCE_CLASSES`), FP8 on a card family no
-    FP8 row was measured on (:data:`calc.timing.FP8_MEASURED_CLASSES`); the selected card's
-    plan and each recommendation of that card say so alike."""
+    FP8 row was measured on (:data:`calc.timing.FP8_MEASURED_CLASSES`); and what makes it slow
+    for a reason the reader can change: bf16 on a card without BF16 tensor cores
+    (:func:`calc.timing.bf16_without_tensor_cores`). The selected card's plan and each
+    recommendation of that card say so alike."""
     out = ["time_class_single_source"] if gpu.utilisation_class in SINGLE_SOURCE_CLASSES else []
+    if precision is not None and bf16_without_tensor_cores(precision, gpu):
+        out.append("bf16_without_tensor_cores")
     if (
         fp8_compute
         and getattr(gpu, "fp8_dense_tflops", 0.0) > 0
@@ -472,7 +480,7 @@ def _recommendations(planner: Planner) -> JsonObject:
                     "stack": gpu.stack,
                     "warnings": _price_warnings(price, planner.options.interruptible)
                     + gpu_catalogue.rocm_warnings(gpu, method, req.attention.value)
-                    + _time_warnings(gpu, planner.options.fp8_compute),
+                    + _time_warnings(gpu, planner.options.fp8_compute, req.precision),
                 }
             )
 
@@ -851,7 +859,7 @@ def plan_request(
     selected_state = fits[gpu.id]["verdict"]
     warnings = list(base.get("warnings", []))
     warnings += gpu_catalogue.rocm_warnings(gpu, request.method.value, request.attention.value)
-    warnings += _time_warnings(gpu, options.fp8_compute)
+    warnings += _time_warnings(gpu, options.fp8_compute, request.precision)
     warnings += _price_warnings(price, options.interruptible)
     if selected_state != "fits":
         warnings.append(selected_state + "_selected_gpu")

@@ -319,6 +319,51 @@ _TF32_CAPABILITY = (8, 0)
 """The first CUDA compute capability with TF32 tensor cores (Ampere, sm80; NVIDIA A100 Tensor
 Core GPU Architecture whitepaper): on older cards (Turing's T4) ``allow_tf32`` changes nothing."""
 
+_BF16_TENSOR_CAPABILITY = (8, 0)
+"""The first CUDA compute capability with BF16 tensor cores (Ampere, sm80; NVIDIA A100 Tensor Core
+GPU Architecture whitepaper). Turing's tensor cores take FP16, INT8 and INT4 only (NVIDIA Turing
+GPU architecture whitepaper): the T4 and the RTX 2080 Ti run bf16 matmuls without them."""
+
+BF16_WITHOUT_TENSOR_CORES_SHARE = 0.55
+"""Rate of a bf16 matmul on a card without BF16 tensor cores (compute capability below
+:data:`_BF16_TENSOR_CAPABILITY`) as a share of the same card's fp32 matmul rate. PyTorch accepts
+bf16 there: ``torch.cuda.is_bf16_supported()`` counts emulation by default (torch 2.13,
+``including_emulation=True``: a bf16 tensor can be made), and transformers 5.17's
+``is_torch_bf16_gpu_available`` asks just that, so the HF Trainer takes ``bf16=True`` on a T4
+and its cuBLAS matmuls run off the tensor cores. Measured with ``torch.matmul`` on square
+matrices of 1024 to 10240 (the best size of each dtype), bf16 over fp32: T4 on Colab 2.46 / 4.17
+TFLOPS (torch 2.8), on Kaggle 2.27 / 4.43 and 2.01 / 4.35 (torch 2.6), RTX 2070 4.42 / 7.90, RTX
+2080 5.14 / 9.23, RTX 2080 Ti 7.28 / 13.04 (zzc0721/torch-performance-test-data ``database.md``
+at 9d82827), TITAN RTX 5.01 / 11.91 (the same repository's issue #127) and a TU104 SXM2 board
+4.26 / 7.87 (issue #90): 0.42 to 0.59, median 0.55. The same tables put fp16 at 42 TFLOPS on the
+T4: bf16 is about seventeen times slower there (:func:`half_matmul_rates`)."""
+
+
+def half_matmul_rates(c: "Counts", rates: "Rates") -> "Rates":
+    """``rates`` with ``peak_flops`` at the rate the request's 16-bit matmuls run at: the card's
+    tensor rate, except bf16 (``c.half_dtype``) on a card without BF16 tensor cores, which runs
+    at :data:`BF16_WITHOUT_TENSOR_CORES_SHARE` of its fp32 rate. Everything priced at
+    ``peak_flops`` (the linears, attention, the fp32 paths' ratios to it) follows."""
+    if (
+        c.half_dtype != "bf16"
+        or rates.capability is None
+        or rates.capability >= _BF16_TENSOR_CAPABILITY
+    ):
+        return rates
+    return replace(rates, peak_flops=rates.fp32_flops * BF16_WITHOUT_TENSOR_CORES_SHARE)
+
+
+def bf16_without_tensor_cores(precision: Precision, gpu: Gpu) -> bool:
+    """Whether a request of ``precision`` runs bf16 matmuls on ``gpu`` without tensor cores
+    (:func:`half_matmul_rates`): the plan's warning ``bf16_without_tensor_cores``."""
+    capability = attn_kernels.compute_capability(gpu.architecture, gpu.id)
+    return (
+        precision in (Precision.BF16_TRUE, Precision.BF16_MIXED)
+        and gpu.stack == "cuda"
+        and capability is not None
+        and capability < _BF16_TENSOR_CAPABILITY
+    )
+
 
 def fp32_matmul_time(c: "Counts", rates: "Rates") -> float:
     """:func:`fp32_time`, or :data:`TF32_TIME` where the request runs its fp32 matmuls as TF32
@@ -1112,6 +1157,7 @@ class Counts:
     tf32: bool = False  # the request's ``tf32``: fp32 matmuls on TF32 tensor cores
     attention_mask: str = "causal"
     attention_dtype: str = "bf16"  # dtype of q, k, v when they reach attention
+    half_dtype: str = "bf16"  # the 16-bit matmuls' dtype (bf16, fp16; fp32 in fp32 training)
     sdpa_cudnn_last: bool = False  # torch 2.5.1-2.10 SDPA order: cuDNN after math
     flash_attention_4: bool = False  # ``flash`` is FlashAttention-4 (tcgen05 on Blackwell)
     score_softcap: bool = False  # eager attention caps its scores with a tanh (Gemma-2)
@@ -1599,6 +1645,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         tf32=req.tf32,
         attention_mask=mask,
         attention_dtype=attention_dtype(req),
+        half_dtype=half_dtype(req),
         sdpa_cudnn_last=req.sdpa_cudnn_last,
         flash_attention_4=req.flash_attention_4,
         score_softcap=bool(arch.extra.get("attn_logit_softcapping")),
@@ -1915,13 +1962,19 @@ def attention_dtype(req: EstimateRequest) -> str:
     residual stream is fp32 and nothing casts it down (QLoRA after PEFT's
     ``prepare_model_for_kbit_training`` in a loop without autocast, ``bf16-true``: the 4-bit
     linears return their input's dtype; full fp32 training), else the 16-bit compute dtype."""
-    if req.precision is Precision.FP32:
-        return "fp32"
     if (
         req.method is Method.QLORA
         and req.qlora_prepare_kbit
         and req.precision is Precision.BF16_TRUE
     ):
+        return "fp32"
+    return half_dtype(req)
+
+
+def half_dtype(req: EstimateRequest) -> str:
+    """The dtype of the request's 16-bit matmuls (the linears' compute dtype): ``fp16`` under
+    ``fp16-mixed``, ``fp32`` in fp32 training, else ``bf16``."""
+    if req.precision is Precision.FP32:
         return "fp32"
     return "fp16" if req.precision is Precision.FP16_MIXED else "bf16"
 
@@ -2213,6 +2266,7 @@ def step_breakdown(
 
     Sequence parallelism (``sp_link``, :func:`calc.comm.all_to_all_link`): the Ulysses
     all-to-alls of :func:`sequence_parallel_traffic`, exposed whole."""
+    rates = half_matmul_rates(c, rates)
     n = num_gpus
     g = n if shard_size is None else shard_size
     replicas = n // g

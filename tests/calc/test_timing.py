@@ -1191,6 +1191,52 @@ def test_tf32_moves_no_bf16_step():
     assert timing.step_breakdown(tf32, rates, **args) == timing.step_breakdown(plain, rates, **args)
 
 
+def test_bf16_on_a_card_without_bf16_tensor_cores_runs_at_its_measured_share_of_fp32():
+    """Turing has FP16 tensor cores only: a bf16 request's matmuls run at
+    BF16_WITHOUT_TENSOR_CORES_SHARE of the card's FP32 rate (PyTorch accepts bf16 there), fp16's
+    on the tensor cores; an Ampere card runs both on its tensor cores alike."""
+    kw = {"method": "lora", "seq_len": 2048, "micro_batch_size": 2, "model": "llama-3.2-1b"}
+    args = dict(
+        num_gpus=1, sharding=Sharding.NONE, cpu_offload=timing.CpuOffload.NONE, efficiency=0.5
+    )
+    bf16, rates, _ = _counts_and_rates("t4", precision="bf16-true", **kw)
+    fp16, _, _ = _counts_and_rates("t4", precision="fp16-mixed", **kw)
+    assert (bf16.half_dtype, fp16.half_dtype) == ("bf16", "fp16")
+    emulated = timing.half_matmul_rates(bf16, rates)
+    assert emulated.peak_flops == pytest.approx(
+        rates.fp32_flops * timing.BF16_WITHOUT_TENSOR_CORES_SHARE
+    )
+    assert timing.half_matmul_rates(fp16, rates) == rates
+    slow = timing.step_breakdown(bf16, rates, **args).compute
+    fast = timing.step_breakdown(fp16, rates, **args).compute
+    # 65 TFLOPS of FP16 tensor rate against 0.55 x 8.1 of FP32 lanes: an order of magnitude
+    assert slow > 8 * fast
+    a100_bf16, a100, _ = _counts_and_rates("a100-80gb-sxm", precision="bf16-true", **kw)
+    assert timing.half_matmul_rates(a100_bf16, a100) == a100
+    assert timing.bf16_without_tensor_cores(timing.Precision.BF16_MIXED, gpus.get_gpu("t4"))
+    assert timing.bf16_without_tensor_cores(timing.Precision.BF16_TRUE, gpus.get_gpu("rtx-2080-ti"))
+    assert not timing.bf16_without_tensor_cores(timing.Precision.FP16_MIXED, gpus.get_gpu("t4"))
+    assert not timing.bf16_without_tensor_cores(
+        timing.Precision.BF16_TRUE, gpus.get_gpu("rtx-3090")
+    )
+
+
+def test_the_plan_warns_of_bf16_without_tensor_cores_on_the_card_and_its_recommendations():
+    from calc.plan import plan_dict
+
+    body = {"model": "llama-3.2-1b", "method": "lora", "dataset_tokens": 1e6, "gpu": "t4"}
+    plan = plan_dict(body)
+    assert "bf16_without_tensor_cores" in plan["warnings"]
+    configs = plan["recommendations"]["configs"]
+    assert any(gpus.get_gpu(config["gpu"]).architecture == "turing" for config in configs)
+    for config in configs:
+        turing = gpus.get_gpu(config["gpu"]).architecture == "turing"
+        assert ("bf16_without_tensor_cores" in config["warnings"]) == turing, config["id"]
+    fp16 = plan_dict({**body, "precision": "fp16-mixed"})
+    assert "bf16_without_tensor_cores" not in fp16["warnings"]
+    assert fp16["time_hours"] * 3 < plan["time_hours"]
+
+
 def test_flash2_share_reads_the_papers_a100_figures():
     share = timing.flash2_peak_share
     # 16k keys, causal, head dim 128: 189 TFLOP/s of the paper's 3.5 forwards, calc counts 3
