@@ -382,9 +382,7 @@ class Planner:
         return self.state(estimate, gpu) == "fits"
 
 
-def _time_warnings(
-    gpu: gpu_catalogue.Gpu, fp8_compute: bool = False, precision: Precision | None = None
-) -> list[str]:
+def _time_warnings(gpu: gpu_catalogue.Gpu, fp8_compute: bool, precision: Precision) -> list[str]:
     """What the time of ``gpu`` rests on, where it is thin: a card family whose efficiency was
     fitted on one source (:data:`calc.timing.SINGLE_SOURCE_CLASSES`), FP8 on a card family no
     FP8 row was measured on (:data:`calc.timing.FP8_MEASURED_CLASSES`); and what makes it slow
@@ -392,7 +390,7 @@ def _time_warnings(
     (:func:`calc.timing.bf16_without_tensor_cores`). The selected card's plan and each
     recommendation of that card say so alike."""
     out = ["time_class_single_source"] if gpu.utilisation_class in SINGLE_SOURCE_CLASSES else []
-    if precision is not None and bf16_without_tensor_cores(precision, gpu):
+    if bf16_without_tensor_cores(precision, gpu):
         out.append("bf16_without_tensor_cores")
     if (
         fp8_compute

@@ -339,30 +339,26 @@ at 9d82827), TITAN RTX 5.01 / 11.91 (the same repository's issue #127) and a TU1
 T4: bf16 is about seventeen times slower there (:func:`half_matmul_rates`)."""
 
 
+def _bf16_emulated(half: str, capability: tuple[int, int] | None) -> bool:
+    """Whether 16-bit matmuls of dtype ``half`` run off the tensor cores on a card of CUDA
+    ``capability`` (None: no CUDA): bf16 below :data:`_BF16_TENSOR_CAPABILITY`."""
+    return half == "bf16" and capability is not None and capability < _BF16_TENSOR_CAPABILITY
+
+
 def half_matmul_rates(c: "Counts", rates: "Rates") -> "Rates":
     """``rates`` with ``peak_flops`` at the rate the request's 16-bit matmuls run at: the card's
     tensor rate, except bf16 (``c.half_dtype``) on a card without BF16 tensor cores, which runs
     at :data:`BF16_WITHOUT_TENSOR_CORES_SHARE` of its fp32 rate. Everything priced at
     ``peak_flops`` (the linears, attention, the fp32 paths' ratios to it) follows."""
-    if (
-        c.half_dtype != "bf16"
-        or rates.capability is None
-        or rates.capability >= _BF16_TENSOR_CAPABILITY
-    ):
+    if not _bf16_emulated(c.half_dtype, rates.capability):
         return rates
     return replace(rates, peak_flops=rates.fp32_flops * BF16_WITHOUT_TENSOR_CORES_SHARE)
 
 
 def bf16_without_tensor_cores(precision: Precision, gpu: Gpu) -> bool:
     """Whether a request of ``precision`` runs bf16 matmuls on ``gpu`` without tensor cores
-    (:func:`half_matmul_rates`): the plan's warning ``bf16_without_tensor_cores``."""
-    capability = attn_kernels.compute_capability(gpu.architecture, gpu.id)
-    return (
-        precision in (Precision.BF16_TRUE, Precision.BF16_MIXED)
-        and gpu.stack == "cuda"
-        and capability is not None
-        and capability < _BF16_TENSOR_CAPABILITY
-    )
+    (the rule of :func:`half_matmul_rates`): the plan's warning ``bf16_without_tensor_cores``."""
+    return _bf16_emulated(precision_half_dtype(precision), card_capability(gpu))
 
 
 def fp32_matmul_time(c: "Counts", rates: "Rates") -> float:
@@ -1972,11 +1968,16 @@ def attention_dtype(req: EstimateRequest) -> str:
 
 
 def half_dtype(req: EstimateRequest) -> str:
-    """The dtype of the request's 16-bit matmuls (the linears' compute dtype): ``fp16`` under
-    ``fp16-mixed``, ``fp32`` in fp32 training, else ``bf16``."""
-    if req.precision is Precision.FP32:
+    """The dtype of the request's 16-bit matmuls (the linears' compute dtype)."""
+    return precision_half_dtype(req.precision)
+
+
+def precision_half_dtype(precision: Precision) -> str:
+    """The 16-bit matmuls' dtype of ``precision``: ``fp16`` under ``fp16-mixed``, ``fp32`` in
+    fp32 training, else ``bf16``."""
+    if precision is Precision.FP32:
         return "fp32"
-    return "fp16" if req.precision is Precision.FP16_MIXED else "bf16"
+    return "fp16" if precision is Precision.FP16_MIXED else "bf16"
 
 
 def _kernel(c: "Counts", capability: tuple[int, int]) -> attn_kernels.AttentionKernel:
@@ -2218,6 +2219,13 @@ def card_rates(
     return _RATES[key]
 
 
+def card_capability(gpu: Gpu) -> tuple[int, int] | None:
+    """The card's CUDA compute capability (``Rates.capability``); None for a card without CUDA."""
+    return (
+        attn_kernels.compute_capability(gpu.architecture, gpu.id) if gpu.stack == "cuda" else None
+    )
+
+
 def _card_rates(gpu: Gpu, num_gpus: int, network: str, per_node: int) -> Rates:
     """The card's rates as it runs: the datasheet's tensor and FP32 rates, computed at the boost
     clock, times ``gpu.clock_factor`` (the clock it holds under its board power limit over the
@@ -2230,9 +2238,7 @@ def _card_rates(gpu: Gpu, num_gpus: int, network: str, per_node: int) -> Rates:
         link=comm.collective_link(gpu, num_gpus, network, per_node),
         host_bytes_per_s=comm.host_link_bytes_per_s(gpu.pcie_gen),
         fp32_flops=gpu.fp32_flops * clock,
-        capability=attn_kernels.compute_capability(gpu.architecture, gpu.id)
-        if gpu.stack == "cuda"
-        else None,
+        capability=card_capability(gpu),
         card_class=gpu.utilisation_class,
         clock=clock,
     )
