@@ -53,6 +53,7 @@ with a 4h GeLU MLP and dropout; this module derives the count for the actual blo
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from .arch import ATTN_INNER_NAMES, LinearLayer, ModelArch
@@ -927,9 +928,12 @@ def windowed_config(arch: ModelArch, cfg: ActConfig) -> ActConfig | None:
     return replace(cfg, mask_saved=cfg.mask_boolean, grouped_kv=False)
 
 
+@lru_cache(maxsize=256)
 def block_bytes_per_token(arch: ModelArch, cfg: ActConfig) -> int:
     """Everything one decoder block saves for backward, per token, in bytes: averaged over
-    the blocks with a sliding window (:func:`windowed_config`) and the others."""
+    the blocks with a sliding window (:func:`windowed_config`) and the others. Kept (a value
+    memo on two frozen dataclasses, so exact): a plan's setups ask it about a hundred times
+    for a few dozen configurations."""
     masked = windowed_config(arch, cfg)
     if masked is not None and not arch.extra.get("gemma4_layers"):
         windowed = window_of(arch)[1]

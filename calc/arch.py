@@ -13,7 +13,7 @@ gated norms, q/k norms).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 
 from .errors import ConfigError
@@ -344,6 +344,16 @@ class ModelArch:
     # (:func:`calc.hf_config.bnb_kept_16bit`, :meth:`quantized_blocks`).
     bnb_kept_16bit: tuple[tuple[int, str], ...] = ()
 
+    def __hash__(self) -> int:
+        """The hash dataclass would give (the hashed fields as a tuple), worked out once: a
+        request is a cache key, and its model's nested shapes (every linear a dataclass) are
+        hashed again on each lookup, thousands of times a plan."""
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = hash(tuple(getattr(self, name) for name in _ARCH_HASHED))
+            object.__setattr__(self, "_hash", found)
+        return found
+
     def __post_init__(self) -> None:
         for key in (
             "vocab_size",
@@ -601,3 +611,7 @@ class ModelArch:
         adapts every module with that name, as peft does, so the name appears once.
         """
         return tuple(dict.fromkeys(l.name for l in self.linears))
+
+
+_ARCH_HASHED = tuple(f.name for f in fields(ModelArch) if (f.compare if f.hash is None else f.hash))
+"""The fields :meth:`ModelArch.__hash__` hashes: those dataclass would (not ``extra``)."""

@@ -38,6 +38,7 @@ Mixture of experts, as peft 0.21.0 does it (``peft/tuners/lora/layer.py`` ``Para
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Iterable
 
 from .arch import LinearLayer, ModelArch
@@ -106,6 +107,15 @@ def adapted_linears(
     Every decoder block is adapted the same way, so the model holds ``arch.num_layers``
     times these. ``layout`` is the request's ``moe_expert_layout``.
     """
+    if isinstance(targets, list):
+        targets = tuple(targets)
+    try:
+        return _adapted_kept(arch, targets, layout)
+    except TypeError:  # targets not hashable (a bad value: _selected says which)
+        return _adapted(arch, targets, layout)
+
+
+def _adapted(arch: ModelArch, targets: object, layout: str) -> tuple[AdaptedLinear, ...]:
     selected = _selected(arch, targets)
     if layout == FUSED_3D and _routed_experts(arch):
         return fused_expert_adapters(arch, selected)
@@ -113,6 +123,14 @@ def adapted_linears(
         AdaptedLinear(l.name, l.d_in, l.d_out, l.count, l.active, l.role, arch.blocks_of(l))
         for l in selected
     )
+
+
+@lru_cache(maxsize=32)
+def _adapted_kept(arch: ModelArch, targets: object, layout: str) -> tuple[AdaptedLinear, ...]:
+    """:func:`_adapted`, kept: a plan asks the same model's adapters a few hundred times (each
+    setup it weighs, its memory and its time), about a twentieth of its time in CPython. A
+    value memo (``ModelArch`` is frozen, compared by value), so exact."""
+    return _adapted(arch, targets, layout)
 
 
 def _routed_experts(arch: ModelArch) -> tuple[LinearLayer, ...]:

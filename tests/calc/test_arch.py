@@ -611,3 +611,24 @@ def test_models_that_differ_in_a_config_trait_are_different_models():
         for cfg in (gpt2, {**gpt2, "attn_pdrop": 0.0}, gpt2)
     ]
     assert saved[0] > saved[1] and saved[2] == saved[0]
+
+
+def test_hash_is_the_dataclass_rule_worked_out_once():
+    """ModelArch.__hash__ keeps its value (requests are cache keys): the tuple of the fields
+    dataclass would hash, so equal models hash alike, ``extra`` (a dict) is left out, and a
+    replaced field gives a model of its own hash."""
+    from dataclasses import fields, replace
+
+    arch = _arch(extra={"dropout": 0.1})
+    rule = hash(
+        tuple(
+            getattr(arch, f.name) for f in fields(arch) if (f.compare if f.hash is None else f.hash)
+        )
+    )
+    assert hash(arch) == rule == hash(arch)
+    twin = _arch(extra={"dropout": 0.1})
+    assert twin == arch and hash(twin) == hash(arch)
+    other_extra = _arch(extra={"dropout": 0.2})
+    assert other_extra != arch and hash(other_extra) == hash(arch)  # compared, not hashed
+    wider = replace(arch, hidden_size=16)
+    assert wider != arch and hash(wider) != hash(arch)

@@ -721,16 +721,20 @@ def test_forgetting_every_memo_changes_no_figure():
     """calc.caches.forget_all empties the memos (a cold start for benchmarks and refits);
     each is exact, so the same request gives the same response before and after."""
     import calc
-    from calc import lengths, memory, step_events
+    from calc import activations, lengths, lora, memory, step_events
     from calc.caches import forget_all
 
     request = {"model": "llama-3.2-1b", "length_stats": {"mean": 733, "p90": 1700}}
     warm = calc.estimate(request)
-    assert lengths.fit.cache_info().currsize and step_events._simulated.cache_info().currsize
-    forget_all()
-    assert (
-        not lengths.fit.cache_info().currsize and not step_events._simulated.cache_info().currsize
+    memos = (
+        lengths.fit,
+        step_events._simulated,
+        activations.block_bytes_per_token,
+        lora._adapted_kept,
     )
+    assert all(memo.cache_info().currsize for memo in memos)
+    forget_all()
+    assert not any(memo.cache_info().currsize for memo in memos)
     assert not memory._KEPT
     assert calc.estimate(request) == warm
 

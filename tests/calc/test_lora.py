@@ -476,3 +476,22 @@ def test_fused_3d_qlora_leaves_the_experts_in_16_bits():
     # the default library, the HF Trainer on transformers 5, stores the experts as 3-D tensors
     default = {"model": "qwen3-30b-a3b", "method": "qlora"}
     assert estimate_dict(default)["components"]["weights"] == w_fused
+
+
+def test_kept_adapters_answer_as_the_count_does():
+    """adapted_linears keeps its answer per model, targets and layout (a plan asks hundreds
+    of times): a list of names answers as the same tuple does, a bad target still raises,
+    and two models that differ get their own adapters."""
+    from calc.lora import _adapted
+
+    arch = get_preset("llama-3.1-8b")
+    names = ["q_proj", "v_proj"]
+    assert adapted_linears(arch, names) == adapted_linears(arch, tuple(names))
+    assert adapted_linears(arch, names) == _adapted(arch, tuple(names), PER_EXPERT_MODULES)
+    assert len(adapted_linears(arch, ALL_LINEAR)) == 7 != len(adapted_linears(arch, names))
+    with pytest.raises(InputError):
+        adapted_linears(arch, ["no_such_proj"])
+    with pytest.raises(InputError):
+        adapted_linears(arch, [["q_proj"]])  # unhashable, and not a name
+    small = get_preset("llama-3.2-1b")
+    assert adapted_linears(small, ALL_LINEAR)[0].d_in != adapted_linears(arch, ALL_LINEAR)[0].d_in
