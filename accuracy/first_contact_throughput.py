@@ -47,6 +47,7 @@ from accuracy.first_contact import columns as _columns
 from accuracy.first_contact import load_rows as _load_rows
 from calc.errors import CalcError
 from calc.plan import Planner, parse_plan_request
+from calc.timing import StepBreakdown
 
 CSV_PATH = DATA_DIR / "first_contact_throughput.csv"
 
@@ -205,6 +206,134 @@ def now_beside_first(rows: list[dict] | None = None) -> dict[str, dict]:
     out[ALL] = stats([j.error for j in today])
     late_ids = {r["id"] for r in after_fixes(rows)}
     out[AFTER_FIXES] = stats([j.error for j in today if j.row_id in late_ids])
+    return out
+
+
+HIDDEN_BINS = (0.05, 0.2, 0.5)
+"""Upper edges of the bins of hidden communication (:func:`hidden_share`) by which
+:func:`multi_gpu_lean` groups the rows; the last bin holds the rest."""
+
+
+def hidden_share(step: StepBreakdown) -> float:
+    """The collective seconds calc hides under compute, over the step's matmul seconds:
+    ``(communication - exposed_communication) / compute`` (:class:`calc.timing.StepBreakdown`)."""
+    if step.compute <= 0:
+        return 0.0
+    return max(0.0, step.communication - step.exposed_communication) / step.compute
+
+
+def hidden_bin(share: float) -> str:
+    """The bin of :data:`HIDDEN_BINS` a share falls in, as its range ("0.05-0.2", "0.5+")."""
+    low = 0.0
+    for edge in HIDDEN_BINS:
+        if share < edge:
+            return f"{low:g}-{edge:g}"
+        low = edge
+    return f"{low:g}+"
+
+
+def today_steps(rows: list[dict] | None = None) -> list[dict]:
+    """Today's step of every covered row that has a recorded first contact: its ``id``,
+    ``source``, ``request``, ``num_gpus``, whether it runs on ``one_server``, the
+    ``sharding``, ``measured`` and ``predicted`` tokens/s per GPU, the signed ``error`` and
+    the :func:`hidden_share` of its step."""
+    rows = load_rows() if rows is None else rows
+    out = []
+    for row in rows:
+        if not row["first_contact_error"] or row["calc_not_covered"]:
+            continue
+        request = today_request(row)
+        try:
+            req, opts = parse_plan_request({"dataset_tokens": 1e9, **request})
+            t = Planner(req, opts).time(opts.gpu, req.num_gpus, req.sharding.value)
+        except CalcError:
+            continue
+        measured = float(row["tokens_per_second_per_gpu"])
+        out.append(
+            {
+                "id": row["id"],
+                "source": row["source"],
+                "request": request,
+                "num_gpus": req.num_gpus,
+                "one_server": req.num_gpus <= opts.gpus_per_node,
+                "sharding": req.sharding.value,
+                "measured": measured,
+                "predicted": t.tokens_per_second_per_gpu,
+                "error": t.tokens_per_second_per_gpu / measured - 1,
+                "hidden": hidden_share(t.breakdown),
+            }
+        )
+    return out
+
+
+SHARDING_ORDER = ("zero3", "zero2", "zero1", "ddp")
+"""The shardings :func:`multi_gpu_lean` reports, in its order."""
+
+
+def multi_gpu_lean(steps: list[dict] | None = None) -> dict[str, dict]:
+    """Today's figures (:func:`stats`) on the recorded rows that run on several GPUs of one
+    server, per sharding and bin of hidden communication (key ``"zero3 0.05-0.2"``), and on
+    the one-GPU rows (key ``"one_gpu"``): where calc's multi-GPU estimate leans, and how that
+    grows with what it counts as hidden by overlap."""
+    steps = today_steps() if steps is None else steps
+    groups: dict[str, list[float]] = {}
+    for s in steps:
+        if s["num_gpus"] > 1 and s["one_server"] and s["sharding"] in SHARDING_ORDER:
+            key = f"{s['sharding']} {hidden_bin(s['hidden'])}"
+            groups.setdefault(key, []).append(s["error"])
+    order = {
+        f"{sh} {hidden_bin(x)}": i
+        for i, (sh, x) in enumerate((sh, x) for sh in SHARDING_ORDER for x in (0.0, *HIDDEN_BINS))
+    }
+    out = {k: stats(groups[k]) for k in sorted(groups, key=order.__getitem__)}
+    out["one_gpu"] = stats([s["error"] for s in steps if s["num_gpus"] == 1])
+    return out
+
+
+PAIR_APART = (
+    "num_gpus",
+    "sharding",
+    "sharding_engine",
+    "gpus_per_node",
+    "network",
+    "gradient_accumulation_steps",
+)
+"""Request keys two rows of one source may differ in and still be one setup at two GPU counts
+(:func:`scaling_pairs`)."""
+
+
+def scaling_pairs(steps: list[dict] | None = None) -> list[dict]:
+    """Each recorded row on several GPUs beside the one-GPU row of the same source and setup
+    (the request without :data:`PAIR_APART`): ``measured`` and ``predicted`` ratios of tokens/s
+    per GPU (several over one) and ``error`` = predicted ratio over measured - 1. The one-GPU
+    error cancels: what is left is what the GPU count costs that calc does not count."""
+    steps = today_steps() if steps is None else steps
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for s in steps:
+        setup = {k: v for k, v in s["request"].items() if k not in PAIR_APART}
+        groups.setdefault((s["source"], json.dumps(setup, sort_keys=True)), []).append(s)
+    out = []
+    for members in groups.values():
+        ones = [s for s in members if s["num_gpus"] == 1]
+        if not ones:
+            continue
+        one = ones[0]
+        for s in members:
+            if s["num_gpus"] == 1:
+                continue
+            measured = s["measured"] / one["measured"]
+            predicted = s["predicted"] / one["predicted"]
+            out.append(
+                {
+                    "id": s["id"],
+                    "one": one["id"],
+                    "num_gpus": s["num_gpus"],
+                    "sharding": s["sharding"],
+                    "measured": measured,
+                    "predicted": predicted,
+                    "error": predicted / measured - 1,
+                }
+            )
     return out
 
 

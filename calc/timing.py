@@ -2170,6 +2170,10 @@ class StepBreakdown:
     # one micro-step's forward pass alone (not a part of the step: an evaluation's micro-step,
     # :func:`eval_seconds`): the forward's share of each part above that runs in it
     forward_micro: float = 0.0
+    # every collective second of the step, hidden under compute or not (not a part of the
+    # step: ``exposed_communication`` is the part that adds to it); what overlap is asked to
+    # hide (benchmarks.probe_multi_gpu_bias, the validation page's multi-GPU table)
+    communication: float = 0.0
 
     @property
     def step_seconds(self) -> float:
@@ -2439,6 +2443,7 @@ def step_breakdown(
     # Exposed seconds: per ordinary micro-step, extra in the micro-step that synchronises the
     # gradients (the last one under no_sync accumulation), and after the optimizer step.
     comm_micro = comm_last = comm_after = fwd_gather = 0.0
+    collectives = 0.0  # every collective second of the step (StepBreakdown.communication)
     # Ulysses' all-to-alls sit between a block's projections and its attention, on the same
     # stream: nothing overlaps them
     sp_fwd = 0.0
@@ -2446,6 +2451,7 @@ def step_breakdown(
         sp_total = sp_link.seconds(c.all_to_all_bytes, c.all_to_all_calls)
         sp_fwd = sp_total * c.all_to_all_forward_share
         comm_micro += sp_total
+        collectives += A * sp_total
     if n > 1:
         if sharding is Sharding.ZERO3:
             gathers = c.gather_messages or layers
@@ -2460,6 +2466,7 @@ def step_breakdown(
             )
             fwd_gather = max(ag / layers, ag - fwd_busy)
             comm_micro += fwd_gather
+            collectives += A * 2 * ag + (A if sync_each_micro_batch else 1) * rs
             if sync_each_micro_batch or A == 1:
                 comm_micro += max((ag + rs) / layers, ag + rs - bwd_busy)
             else:  # no_sync: gradients reduced once, with the last micro-step's backward
@@ -2487,10 +2494,12 @@ def step_breakdown(
                 comm_after += (
                     comm.all_gather_bytes(c.trainable * reg.weight_bytes, g) / link + gather_lat
                 )
+                collectives += comm_after
             else:  # DDP: every GPU of the job in one all-reduce per bucket, ring or tree
                 bucket = comm.all_reduce_seconds(size, rates.link, n)
                 sync = (buckets - 1) * bucket + comm.all_reduce_seconds(last, rates.link, n)
             exposed_sync = max(bucket, sync - bwd_busy)
+            collectives += (A if sync_each_micro_batch else 1) * sync
             if sync_each_micro_batch:
                 comm_micro += exposed_sync
             else:
@@ -2579,6 +2588,7 @@ def step_breakdown(
         optimizer=optimizer,
         overheads=overheads,
         forward_micro=forward_micro,
+        communication=collectives,
     )
 
 

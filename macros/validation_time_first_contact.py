@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 
+from calc.numfmt import format_shortest
+
 from . import labels
 from .site import bind_all
 from .tables import NO_COVERED_ROW, SOURCE, Col, inline, render
@@ -116,6 +118,76 @@ def _card_table(lang: str) -> str:
     )
 
 
+MULTI_GPU_COMMAND = "validation_time_multi_gpu"
+
+
+@functools.lru_cache(maxsize=1)
+def multi_gpu() -> dict:
+    """Today's figures on the recorded multi-GPU rows of one server per sharding and share of
+    hidden communication, the one-GPU rows, and the scaling pairs under ``pairs``
+    (:func:`accuracy.first_contact_throughput.multi_gpu_lean`, ``scaling_pairs``)."""
+    from accuracy import first_contact_throughput as fc
+
+    steps = fc.today_steps()
+    out = dict(fc.multi_gpu_lean(steps))
+    out["pairs"] = fc.stats([p["error"] for p in fc.scaling_pairs(steps)])
+    return out
+
+
+def _multi_gpu_table(lang: str) -> str:
+    """The multi-GPU rows today by sharding and hidden communication, then the one-GPU rows."""
+    rows = []
+    for group, f in multi_gpu().items():
+        if group == "pairs":
+            continue
+        if group == "one_gpu":
+            sharding, share = labels.text("validation.time_multi_gpu_one_gpu", lang), "–"
+        else:
+            code, share = group.split(" ")
+            sharding = labels.option("sharding", code, lang)
+            share = _share_range(share, lang)
+        rows.append(
+            {
+                "sharding": sharding,
+                "share": share,
+                "count": f["count"],
+                "median_signed": f["median_signed"] * 100,
+                "median": f["median"] * 100,
+                SOURCE: {"command": MULTI_GPU_COMMAND, "group": group},
+            }
+        )
+    cols = [
+        Col("sharding", "col.sharding", "text", row_header=True),
+        Col("share", "col.hidden_communication", "text"),
+        Col("count", "col.rows", "int"),
+        Col("median_signed", "col.today_median_signed", "pct", check="pct:median_signed"),
+        Col("median", "col.today_median", "pct", check="pct:median"),
+    ]
+    return render(
+        rows, cols, lang, "validation_time_multi_gpu", "caption.validation_time_multi_gpu"
+    )
+
+
+def _share_range(label: str, lang: str) -> str:
+    """A bin of :data:`accuracy.first_contact_throughput.HIDDEN_BINS` ("0.05-0.2", "0.5+")
+    written in ``lang`` ("0,05–0,2", "0,5 o más")."""
+    if label.endswith("+"):
+        low = format_shortest(float(label[:-1]), lang)
+        return labels.text("validation.time_multi_gpu_at_least", lang).format(low=low)
+    low, high = (format_shortest(float(x), lang) for x in label.split("-"))
+    return f"{low}–{high}"
+
+
+def multi_gpu_paragraph(lang: str) -> str:
+    """What the multi-GPU table shows, with the scaling pairs' figures read in."""
+    pairs = multi_gpu()["pairs"]
+    source = {"command": MULTI_GPU_COMMAND, "group": "pairs"}
+    return labels.text("validation.time_multi_gpu", lang).format(
+        pairs=pairs["count"],
+        pairs_median=inline(lang, pairs["median_signed"] * 100, "pct", "pct:median_signed", source),
+    )
+
+
 def single_source_lines(lang: str) -> list[str]:
     """One sentence per fitted constant of the time model that rests on a single source."""
     from accuracy import throughput as vt
@@ -180,6 +252,7 @@ def validation_time_first_contact_section(lang: str) -> str:
     parts = [f"#### {heading} {{ #validation-time-first-contact }}", "", text, "", after, ""]
     parts.append(_table(lang))
     parts += ["", labels.text("validation.time_first_contact_cards", lang), "", _card_table(lang)]
+    parts += ["", multi_gpu_paragraph(lang), "", _multi_gpu_table(lang)]
     lines = single_source_lines(lang)
     if lines:
         parts += ["", *(f"- {line}" for line in lines)]

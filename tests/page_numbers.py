@@ -86,6 +86,10 @@ def response_for(source: dict) -> tuple[dict, dict]:
         from macros.validation_time_first_contact import summary
 
         return summary()[source["source"]], request
+    if command == "validation_time_multi_gpu":
+        from macros.validation_time_first_contact import multi_gpu
+
+        return multi_gpu()[source["group"]], request
     if command == "validation_time_first_contact_card":
         from macros.validation_time_first_contact import cards
 

@@ -149,3 +149,96 @@ def test_no_row_repeats_a_fitted_row_unless_the_fitted_row_came_from_it(rows):
             if same and r["id"] not in m["flags_notes"]:
                 repeats.append((r["id"], m["row_id"]))
     assert not repeats
+
+
+# ---- where the multi-GPU rows lean (fc.multi_gpu_lean, fc.scaling_pairs) ------------------
+
+
+def test_hidden_share_is_what_the_step_does_not_expose():
+    from calc.timing import StepBreakdown
+
+    zero = dict.fromkeys(
+        (
+            "elementwise",
+            "dequantisation",
+            "fp8_casts",
+            "exposed_transfer",
+            "optimizer",
+            "overheads",
+        ),
+        0.0,
+    )
+    step = StepBreakdown(compute=2.0, exposed_communication=0.1, communication=0.5, **zero)
+    assert fc.hidden_share(step) == pytest.approx(0.2)
+    assert fc.hidden_share(StepBreakdown(compute=0.0, exposed_communication=0.0, **zero)) == 0.0
+    assert [fc.hidden_bin(x) for x in (0.0, 0.05, 0.3, 0.5, 4.0)] == [
+        "0-0.05",
+        "0.05-0.2",
+        "0.2-0.5",
+        "0.5+",
+        "0.5+",
+    ]
+
+
+def _step(rid, source, n, measured, predicted, sharding="none", hidden=0.0, **request):
+    return {
+        "id": rid,
+        "source": source,
+        "request": {"model": "m", "num_gpus": n, **request},
+        "num_gpus": n,
+        "one_server": True,
+        "sharding": sharding,
+        "measured": measured,
+        "predicted": predicted,
+        "error": predicted / measured - 1,
+        "hidden": hidden,
+    }
+
+
+def test_lean_groups_rows_by_sharding_and_hidden_share():
+    steps = [
+        _step("a", "s", 8, 100.0, 150.0, "zero3", 0.3),
+        _step("b", "s", 8, 100.0, 130.0, "zero3", 0.25),
+        _step("c", "s", 8, 100.0, 101.0, "zero3", 0.01),
+        _step("d", "s", 2, 100.0, 90.0, "ddp", 0.0),
+        _step("e", "s", 1, 100.0, 110.0),
+        {**_step("f", "s", 16, 100.0, 300.0, "zero3", 0.3), "one_server": False},
+    ]
+    lean = fc.multi_gpu_lean(steps)
+    assert list(lean) == ["zero3 0-0.05", "zero3 0.2-0.5", "ddp 0-0.05", "one_gpu"]
+    assert lean["zero3 0.2-0.5"]["count"] == 2  # the two-server row is left out
+    assert lean["zero3 0.2-0.5"]["median_signed"] == pytest.approx(0.4)
+    assert lean["one_gpu"]["median_signed"] == pytest.approx(0.1)
+
+
+def test_pairs_join_one_source_and_one_setup_only():
+    steps = [
+        _step("a1", "s", 1, 100.0, 110.0),
+        _step("a2", "s", 4, 80.0, 110.0, "ddp", gradient_accumulation_steps=4),
+        _step("b2", "s", 4, 50.0, 55.0, "ddp", micro_batch_size=2),  # another setup
+        _step("c2", "t", 4, 50.0, 55.0, "ddp"),  # another source
+    ]
+    pairs = fc.scaling_pairs(steps)
+    assert [(p["id"], p["one"]) for p in pairs] == [("a2", "a1")]
+    (p,) = pairs
+    assert p["measured"] == pytest.approx(0.8)
+    assert p["predicted"] == pytest.approx(1.0)
+    assert p["error"] == pytest.approx(0.25)
+
+
+def test_recorded_multi_gpu_rows_are_grouped():
+    """On the recorded rows: the one-server multi-GPU rows fall in the published groups, each
+    row once, and the scaling pairs come from rows of one source."""
+    steps = fc.today_steps()
+    lean = fc.multi_gpu_lean(steps)
+    grouped = sum(f["count"] for k, f in lean.items() if k != "one_gpu")
+    assert grouped == sum(
+        1
+        for s in steps
+        if s["num_gpus"] > 1 and s["one_server"] and s["sharding"] in fc.SHARDING_ORDER
+    )
+    assert grouped >= 100 and lean["one_gpu"]["count"] >= 100
+    ids = {s["id"]: s for s in steps}
+    for p in fc.scaling_pairs(steps):
+        assert ids[p["id"]]["source"] == ids[p["one"]]["source"]
+        assert ids[p["one"]]["num_gpus"] == 1 < ids[p["id"]]["num_gpus"]

@@ -261,6 +261,51 @@ def test_ddp_all_reduce_exposed_beyond_backward():
     )
 
 
+def test_communication_counts_every_collective_second_hidden_or_not():
+    """StepBreakdown.communication is every collective second of the step, the part hidden
+    under compute included: ZeRO-3 gathers the 16-bit weights twice a micro-step (forward,
+    backward) and reduce-scatters the gradients once (no_sync: once a step); DDP all-reduces
+    the gradients once a step; one GPU has none. Not a part of step_seconds."""
+    c8 = dict(num_gpus=8, method="full", gpu="h100-sxm", gradient_accumulation_steps=4)
+    req, opts = parse_plan_request(
+        {"model": "llama-3.1-8b", "dataset_tokens": 1e9, **c8, "sharding": "zero3"}
+    )
+    est = timing.estimate_time(req, opts.gpu, 1e9)
+    c = timing.counts(req, Sharding.ZERO3)
+    link = comm.collective_link(opts.gpu, 8)
+    lat = comm.ring_latency_s(link, 8)
+    ag = comm.all_gather_bytes(c.dense_params * c.reg.compute_bytes, 8) / link.bytes_per_s
+    rs = comm.reduce_scatter_bytes(float(c.grad_params) * c.reg.grad_bytes, 8) / link.bytes_per_s
+    layers = c.layers
+    reduces = 4 if timing.st.reduces_each_micro_batch(req) else 1
+    expected = 4 * 2 * (ag + layers * lat) + reduces * (rs + layers * lat)
+    b = est.breakdown
+    assert b.communication == pytest.approx(expected, rel=1e-9)
+    assert b.exposed_communication < b.communication  # NVLink: most of it hides
+    assert b.step_seconds == pytest.approx(sum(b.to_dict().values()))
+
+    req, opts = parse_plan_request(
+        {"model": "llama-3.1-8b", "dataset_tokens": 1e9, **c8, "sharding": "ddp"}
+    )
+    b = timing.estimate_time(req, opts.gpu, 1e9).breakdown
+    cd = timing.counts(req, Sharding.DDP)
+    grads = float(cd.grad_params) * cd.reg.grad_bytes
+    buckets = -(-grads // cd.bucket_bytes)
+    last = grads - (buckets - 1) * cd.bucket_bytes
+    # one all-reduce per 25 MB bucket (ring or tree, as NCCL picks), once a step (no_sync)
+    expected = (buckets - 1) * comm.all_reduce_seconds(cd.bucket_bytes, link, 8)
+    expected += comm.all_reduce_seconds(last, link, 8)
+    assert b.communication == pytest.approx(expected, rel=1e-9)
+    assert b.communication == pytest.approx(
+        comm.all_reduce_bytes(grads, 8) / link.bytes_per_s, rel=0.02
+    )
+
+    req, opts = parse_plan_request(
+        {"model": "llama-3.1-8b", "dataset_tokens": 1e9, "gpu": "h100-sxm"}
+    )
+    assert timing.estimate_time(req, opts.gpu, 1e9).breakdown.communication == 0.0
+
+
 def test_link_kinds():
     assert comm.collective_link(gpus.get_gpu("a100-80gb-sxm"), 8).kind == "nvlink"
     assert comm.collective_link(gpus.get_gpu("rtx-3090"), 2).kind == "nvlink"  # bridge

@@ -43,3 +43,24 @@ def test_a_source_with_no_covered_row_says_so_instead_of_a_number(lang, monkeypa
     assert ">nan<" not in html.lower()
     covered = html.split(">example/covered</th>")[1].split("</tr>")[0]
     assert covered.count("data-value") >= 6 and "data-covered" not in covered
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_multi_gpu_table_reads_every_group_and_writes_its_range(lang):
+    """The validation page's multi-GPU table: one row per group of
+    accuracy.first_contact_throughput.multi_gpu_lean, each naming its group as the cell's
+    source, the ranges written in the page's language; the paragraph reads the scaling pairs'
+    median in."""
+    import re
+
+    groups = [g for g in tfc.multi_gpu() if g != "pairs"]
+    html = tfc._multi_gpu_table(lang)
+    named = re.findall(r"&quot;group&quot;:&quot;([^&]+)&quot;", html)
+    assert named == groups
+    assert ("0,05–0,2" if lang == "es" else "0.05–0.2") in html
+    assert labels.text("validation.time_multi_gpu_one_gpu", lang) in html
+    text = tfc.multi_gpu_paragraph(lang)
+    pairs = tfc.multi_gpu()["pairs"]
+    assert f"{pairs['count']}" in text
+    assert '&quot;group&quot;:&quot;pairs&quot;' in text
+    assert "{" not in re.sub(r"data-source=\"[^\"]*\"", "", text)  # every field filled
