@@ -264,11 +264,9 @@ def predict(
     return case.counts.tokens_micro * case.counts.accumulation / b.step_seconds
 
 
-def host_bound(case: Case, p: Params) -> bool:
-    """Whether the host's dispatch of the row's kernels outlasts its GPU work (the step's
-    ``overheads`` are not zero) with the constants ``p``: the rows the dispatch time is read
-    from."""
-    b = timing.step_breakdown(
+def breakdown_with(case: Case, p: Params) -> timing.StepBreakdown:
+    """The row's step with the constants ``p`` (:func:`predict`'s, as a breakdown)."""
+    return timing.step_breakdown(
         case.counts,
         case.rates,
         num_gpus=case.num_gpus,
@@ -280,6 +278,13 @@ def host_bound(case: Case, p: Params) -> bool:
         dispatch_seconds=p.dispatch,
         **dict(case.kwargs),
     )
+
+
+def host_bound(case: Case, p: Params) -> bool:
+    """Whether the host's dispatch of the row's kernels outlasts its GPU work (the step's
+    ``overheads`` are not zero) with the constants ``p``: the rows the dispatch time is read
+    from."""
+    b = breakdown_with(case, p)
     return b.overheads > 0
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 from accuracy import first_contact_throughput as fc
-from calc import timing
 
 
 def fitted_steps() -> list[dict[str, Any]]:
@@ -36,17 +35,7 @@ def fitted_steps() -> list[dict[str, Any]]:
     for case in th.cases(th.load_rows()):
         if case.num_gpus <= 1:
             continue
-        step = timing.step_breakdown(
-            case.counts,
-            case.rates,
-            num_gpus=case.num_gpus,
-            sharding=case.sharding,
-            efficiency=params.eff(case.card_class),
-            half_tokens=params.half_tokens,
-            fp8=case.fp8,
-            fp8_efficiency=params.fp8,
-            **dict(case.kwargs),
-        )
+        step = th.breakdown_with(case, params)
         tokens = case.counts.tokens_micro * case.counts.accumulation
         out.append(
             {

@@ -77,6 +77,13 @@ def _table(lang: str) -> str:
 
 CARD_COMMAND = "validation_time_first_contact_card"
 
+TODAY_COLS = (
+    Col("median_signed", "col.today_median_signed", "pct", check="pct:median_signed"),
+    Col("median", "col.today_median", "pct", check="pct:median"),
+)
+"""Today's signed and absolute median error, in the tables of today's figures on groups of
+the recorded rows (per card, per sharding and hidden communication)."""
+
 
 @functools.lru_cache(maxsize=1)
 def cards() -> dict:
@@ -106,8 +113,7 @@ def _card_table(lang: str) -> str:
         Col("gpu", "col.gpu", "text", row_header=True),
         Col("count", "col.rows", "int"),
         Col("sources", "col.sources", "int"),
-        Col("median_signed", "col.today_median_signed", "pct", check="pct:median_signed"),
-        Col("median", "col.today_median", "pct", check="pct:median"),
+        *TODAY_COLS,
     ]
     return render(
         rows,
@@ -160,8 +166,7 @@ def _multi_gpu_table(lang: str) -> str:
         Col("sharding", "col.sharding", "text", row_header=True),
         Col("share", "col.hidden_communication", "text"),
         Col("count", "col.rows", "int"),
-        Col("median_signed", "col.today_median_signed", "pct", check="pct:median_signed"),
-        Col("median", "col.today_median", "pct", check="pct:median"),
+        *TODAY_COLS,
     ]
     return render(
         rows, cols, lang, "validation_time_multi_gpu", "caption.validation_time_multi_gpu"
