@@ -219,7 +219,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "packed_attention": "per-sample",
     },
     Framework.LLAMA_FACTORY: {**_HF_TRAINER_5, "qlora_prepare_kbit": False},
-    Framework.MS_SWIFT: {**_HF_TRAINER_5, "lora_dropout": 0.05},
+    Framework.MS_SWIFT: {**_HF_TRAINER_5, "lora_dropout": 0.05, "packed_attention": "per-sample"},
     Framework.PYTORCH_LOOP: dict(_PYTORCH_LOOP),
     Framework.PYTORCH_LOOP_4: {
         **_PYTORCH_LOOP,
@@ -654,6 +654,11 @@ SOURCES: dict[Framework, dict[str, str]] = {
     Framework.MS_SWIFT: {
         "lora_dropout": "ms-swift 4.4.3 (3602360a5) swift/arguments/tuner_args.py: "
         "lora_dropout = 0.05",
+        "packed_attention": "ms-swift 4.4.3 (3602360a5) arguments/sft_args.py "
+        "_check_padding_free: packing sets padding_free = True and refuses any attn_impl but "
+        "flash_attn / flash_attention_2/3/4; template/base.py packing_row restarts position_ids "
+        "at each sample and the padding-free collator passes no attention_mask, so transformers' "
+        "flash attention runs flash_attn_varlen_func per sample",
         "loss_outputs_kept": "ms-swift 4.4.3 trainers/seq2seq_trainer.py compute_loss: the "
         "model's own loss (outputs['loss'], transformers ForCausalLMLoss) unless loss_scale, "
         "and the outputs are returned only with return_outputs",

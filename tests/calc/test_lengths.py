@@ -507,6 +507,7 @@ def test_per_sample_flash_attention_is_faster_per_token():
         ("trl-sft", "sdpa", "per-sample"),
         ("axolotl", "flash", "per-sample"),
         ("axolotl", "sdpa", "cross-sample"),
+        ("ms-swift", "flash", "per-sample"),
         ("hf-trainer", "flash", "cross-sample"),
     ],
 )
