@@ -46,8 +46,9 @@ from accuracy.first_contact import ALL, FirstContact, head_commit, recorded_firs
 from accuracy.first_contact import columns as _columns
 from accuracy.first_contact import load_rows as _load_rows
 from calc.errors import CalcError
-from calc.plan import Planner, parse_plan_request
-from calc.timing import StepBreakdown
+from calc.plan import PlanOptions, Planner, parse_plan_request
+from calc.request import EstimateRequest
+from calc.timing import StepBreakdown, TimeEstimate
 
 CSV_PATH = DATA_DIR / "first_contact_throughput.csv"
 
@@ -72,13 +73,16 @@ def columns(path: Path = CSV_PATH) -> list[str]:
     return _columns(path)
 
 
+def time_estimate(request: dict) -> tuple[TimeEstimate, EstimateRequest, PlanOptions]:
+    """calc's steady-state time of a plan request (``dataset_tokens`` defaults to 10^9: the
+    rate does not depend on it), with the request and options it was read as."""
+    req, opts = parse_plan_request({"dataset_tokens": 1e9, **request})
+    return Planner(req, opts).time(opts.gpu, req.num_gpus, req.sharding.value), req, opts
+
+
 def predict(request: dict) -> float:
-    """calc's steady-state tokens/s per GPU for a plan request (``dataset_tokens`` defaults to
-    10^9: the rate does not depend on it)."""
-    data = {"dataset_tokens": 1e9, **request}
-    req, opts = parse_plan_request(data)
-    planner = Planner(req, opts)
-    return planner.time(opts.gpu, req.num_gpus, req.sharding.value).tokens_per_second_per_gpu
+    """calc's steady-state tokens/s per GPU for a plan request (:func:`time_estimate`)."""
+    return time_estimate(request)[0].tokens_per_second_per_gpu
 
 
 @dataclass(frozen=True)
@@ -244,8 +248,7 @@ def today_steps(rows: list[dict] | None = None) -> list[dict]:
             continue
         request = today_request(row)
         try:
-            req, opts = parse_plan_request({"dataset_tokens": 1e9, **request})
-            t = Planner(req, opts).time(opts.gpu, req.num_gpus, req.sharding.value)
+            t, req, opts = time_estimate(request)
         except CalcError:
             continue
         measured = float(row["tokens_per_second_per_gpu"])
@@ -281,11 +284,9 @@ def multi_gpu_lean(steps: list[dict] | None = None) -> dict[str, dict]:
         if s["num_gpus"] > 1 and s["one_server"] and s["sharding"] in SHARDING_ORDER:
             key = f"{s['sharding']} {hidden_bin(s['hidden'])}"
             groups.setdefault(key, []).append(s["error"])
-    order = {
-        f"{sh} {hidden_bin(x)}": i
-        for i, (sh, x) in enumerate((sh, x) for sh in SHARDING_ORDER for x in (0.0, *HIDDEN_BINS))
-    }
-    out = {k: stats(groups[k]) for k in sorted(groups, key=order.__getitem__)}
+    bins = [hidden_bin(low) for low in (0.0, *HIDDEN_BINS)]
+    keys = [f"{sharding} {b}" for sharding in SHARDING_ORDER for b in bins]
+    out = {k: stats(groups[k]) for k in keys if k in groups}
     out["one_gpu"] = stats([s["error"] for s in steps if s["num_gpus"] == 1])
     return out
 
