@@ -798,6 +798,22 @@ do, and reader keys whose other values it refuses, and why (``tools/oracle/run.p
 every other key)."""
 
 
+TRANSFORMERS_MODELING = {
+    "hf-trainer": 5,
+    "hf-custom-loop": 5,
+    "pytorch-loop": 5,
+    "trl-sft": 5,
+    "axolotl": 5,
+    "llama-factory": 5,
+    "ms-swift": 5,
+    "hf-trainer-4": 4,
+    "pytorch-loop-4": 4,
+}
+"""Profiles (``framework`` values) whose model is transformers' own modeling code, with the
+major version they run (the module docstring's generations). ``generic`` (code no library names), torchtune and
+LitGPT (their own model classes) and Unsloth (its patched blocks) are not among them."""
+
+
 HF_TRAINER_SUBCLASSES = frozenset(
     {
         Framework.HF_TRAINER,

@@ -31,8 +31,9 @@ from typing import Any
 
 from . import attention as attn_kernels
 from . import comm, liger
-from .moe_kernels import experts_called, moe_counts, routed_expert_linears
+from .moe_kernels import MoeCounts, experts_called, moe_counts, routed_expert_linears
 from . import states as st
+from .frameworks import TRANSFORMERS_MODELING
 from .gpus import Gpu
 from .flops import (
     CAUSAL_ATTENTION_FRACTION,
@@ -602,9 +603,112 @@ blog, 2021). When a micro-step's GPU work is shorter than its dispatch, the GPU 
 step is the longer of the two."""
 
 EAGER_OPS_PER_LAYER_FORWARD = 30
-"""Ops of one decoder block's forward besides its linears, eager (counted on transformers
-5.17 ``LlamaDecoderLayer.forward``: two RMSNorms of 6 ops, rotary embedding ~8, attention
-reshapes/transposes ~6 and SDPA, SiLU and product, two residual adds)."""
+"""Ops of one decoder block's forward besides its linears, eager, where the block is not
+transformers' own (a loop of code no library names, torchtune's and LitGPT's model classes,
+Unsloth's patched blocks) or not traced (:data:`TRANSFORMERS_BLOCK_OPS`): a Llama block's,
+counted by hand on transformers 5.17 ``LlamaDecoderLayer.forward`` (the trace of that block
+gives 31 forward and 57 backward, against 30 and 60 here with :data:`BACKWARD_OPS_FACTOR`)."""
+
+TRANSFORMERS_BLOCK_OPS: dict[tuple[int, str, str], float] = {
+    (5, "deepseek_v3", "forward"): 93,
+    (5, "deepseek_v3", "backward"): 114,
+    (5, "deepseek_v32", "forward"): 121,
+    (5, "deepseek_v32", "backward"): 108,
+    (5, "falcon", "forward"): 31,
+    (5, "falcon", "backward"): 38,
+    (5, "gemma", "forward"): 35,
+    (5, "gemma", "backward"): 58,
+    (5, "gemma2", "forward"): 55,
+    (5, "gemma2", "backward"): 93,
+    (5, "gemma3_text", "forward"): 75,
+    (5, "gemma3_text", "backward"): 126,
+    (5, "gemma4_text", "forward"): 128.33,
+    (5, "gemma4_text", "backward"): 216.5,
+    (5, "glm4_moe", "forward"): 57,
+    (5, "glm4_moe", "backward"): 66,
+    (5, "glm_moe_dsa", "forward"): 115,
+    (5, "glm_moe_dsa", "backward"): 98,
+    (5, "gpt2", "forward"): 13,
+    (5, "gpt2", "backward"): 21,
+    (5, "gpt_neox", "forward"): 19,
+    (5, "gpt_neox", "backward"): 32,
+    (5, "llama", "forward"): 31,
+    (5, "llama", "backward"): 57,
+    (5, "llama4_text", "forward"): 38,
+    (5, "llama4_text", "backward"): 62,
+    (5, "minimax_m2", "forward"): 59,
+    (5, "minimax_m2", "backward"): 86,
+    (5, "ministral3", "forward"): 39,
+    (5, "ministral3", "backward"): 58,
+    (5, "mistral", "forward"): 31,
+    (5, "mistral", "backward"): 57,
+    (5, "mistral4", "forward"): 82,
+    (5, "mistral4", "backward"): 101,
+    (5, "mixtral", "forward"): 38,
+    (5, "mixtral", "backward"): 50,
+    (5, "olmo3", "forward"): 49,
+    (5, "olmo3", "backward"): 99,
+    (5, "phi", "forward"): 25,
+    (5, "phi", "backward"): 45,
+    (5, "phi3", "forward"): 34,
+    (5, "phi3", "backward"): 64,
+    (5, "qwen2", "forward"): 31,
+    (5, "qwen2", "backward"): 60,
+    (5, "qwen2_moe", "forward"): 40,
+    (5, "qwen2_moe", "backward"): 55,
+    (5, "qwen3", "forward"): 47,
+    (5, "qwen3", "backward"): 89,
+    (5, "qwen3_moe", "forward"): 51,
+    (5, "qwen3_moe", "backward"): 74,
+    (5, "seed_oss", "forward"): 31,
+    (5, "seed_oss", "backward"): 60,
+    (5, "smollm3", "forward"): 31,
+    (5, "smollm3", "backward"): 57,
+    (4, "falcon", "forward"): 33,
+    (4, "falcon", "backward"): 38,
+    (4, "gemma", "forward"): 42,
+    (4, "gemma", "backward"): 60,
+    (4, "gemma2", "forward"): 62,
+    (4, "gemma2", "backward"): 96,
+    (4, "gemma3_text", "forward"): 82,
+    (4, "gemma3_text", "backward"): 128,
+    (4, "gpt2", "forward"): 17,
+    (4, "gpt2", "backward"): 21,
+    (4, "gpt_neox", "forward"): 23,
+    (4, "gpt_neox", "backward"): 32,
+    (4, "llama", "forward"): 38,
+    (4, "llama", "backward"): 57,
+    (4, "mistral", "forward"): 38,
+    (4, "mistral", "backward"): 60,
+    (4, "phi", "forward"): 29,
+    (4, "phi", "backward"): 45,
+    (4, "phi3", "forward"): 38,
+    (4, "phi3", "backward"): 64,
+    (4, "qwen2", "forward"): 38,
+    (4, "qwen2", "backward"): 63,
+    (4, "qwen3", "forward"): 54,
+    (4, "qwen3", "backward"): 92,
+    (4, "smollm3", "forward"): 38,
+    (4, "smollm3", "backward"): 60,
+}
+"""Ops one decoder block of transformers' own modeling code dispatches besides its linears'
+matmuls (:func:`block_linear_ops`), eager, by ``(transformers major version, family, pass)``:
+the version a profile runs (:data:`calc.frameworks.TRANSFORMERS_MODELING`), the family
+(``ModelArch.family``; an average block of the stack's layer pattern), forward or backward. TRACED with ``tools/count_eager_ops.py``
+under a ``TorchDispatchMode``, kernel-launching aten ops only (views and metadata ops left
+out): transformers 5.17.0 and 4.53.3 on torch 2.13.0 (CPU), one preset per family, bf16,
+SDPA, no KV cache, no checkpointing, dropouts at 0 (calc counts a block's dropout kernels
+itself, :data:`RESIDUAL_DROPOUTS_PER_LAYER`); each figure is a stack of two periods of the
+layer pattern less one of one period. Where this replaces :data:`EAGER_OPS_PER_LAYER_FORWARD`
+and its :data:`BACKWARD_OPS_FACTOR`, the Llama block is unchanged (31 and 57 traced, 30 and 60
+counted before), while Qwen3's q/k norms (47 / 89), Gemma 2's and 3's four norms, soft-capping
+and scaled embeddings (55 / 93, 75 / 126) and MLA (DeepSeek V3: 93 / 114) dispatch far more,
+and GPT-2's and GPT-NeoX's fused blocks fewer. Not traced, and counted with the generic
+figures: hybrid stacks (calc prices their mixers as flash-linear-attention's and mamba-ssm's
+kernels, which the CPU does not run), families transformers builds without SDPA (GPT-OSS,
+DeepSeek V4, BLOOM), and transformers 4's routed experts (its per-expert loop runs as many ops
+as experts are hit, :data:`calc.moe_kernels.LOOP_OPS_PER_EXPERT_FORWARD`, which a shrunk
+trace cannot stand for)."""
 
 EAGER_ATTENTION_EXTRA_OPS_FORWARD = 5
 """Ops the eager attention path dispatches in one block's forward beyond the single SDPA call
@@ -861,9 +965,13 @@ dispatches :data:`STOCK_FORWARD_OPS` (their backward: ``rms_norm_backward``'s ke
 ``_dW.sum(0)`` and cast; one rope kernel; one gated-activation kernel: the two per forward
 op :data:`BACKWARD_OPS_FACTOR` counts)."""
 
-STOCK_FORWARD_OPS = {"norm": 6, "rotary": 8, "glu": 2}
-"""The ops :data:`EAGER_OPS_PER_LAYER_FORWARD` counts for one RMSNorm, the rotary embedding of
-q and k, and the gated activation with its product."""
+STOCK_FORWARD_OPS = {"norm": 8, "rotary": 10, "glu": 2}
+"""The ops transformers' eager code dispatches for one RMSNorm (the cast to fp32, the square,
+the mean, the epsilon's sum, the reciprocal square root, the product, the cast back and the
+weight's product: 8), the rotary embedding of q and k (``rotate_half``'s negation and
+concatenation, two products and a sum, for each: 10) and the gated activation with its
+product (2): TRACED, the parts of the Llama block's 31 in :data:`TRANSFORMERS_BLOCK_OPS`
+(two norms, the rotary embedding, SDPA, the gated activation, two residual sums)."""
 
 LIGER_FLCE_OPS_PER_CHUNK = {"base": 5, "cast": 3, "addmm": 1}
 """Kernels the fused linear cross-entropy launches per chunk (``fused_linear_cross_entropy_
@@ -1299,6 +1407,38 @@ def at_mean_length(req: EstimateRequest, length: int) -> EstimateRequest:
     return out
 
 
+def traced_block_ops(req: EstimateRequest) -> tuple[float, float] | None:
+    """:data:`TRANSFORMERS_BLOCK_OPS` of the request's family, where its stack runs
+    transformers' own blocks eager (:data:`calc.frameworks.TRANSFORMERS_MODELING`; not
+    compiled, not Unsloth's kernels); None where the generic count applies."""
+    version = TRANSFORMERS_MODELING.get(req.framework.value)
+    if version is None or req.torch_compile or req.fused_lora_kernels:
+        return None
+    family = req.model.family
+    forward = TRANSFORMERS_BLOCK_OPS.get((version, family, "forward"))
+    if forward is None:
+        return None
+    return forward, TRANSFORMERS_BLOCK_OPS[version, family, "backward"]
+
+
+def block_linear_ops(req: EstimateRequest, moe: MoeCounts | None = None) -> float:
+    """Forward ops of the stack's linears in one micro-step: one matmul per linear of each
+    block (a linear of one kind of block counts in the blocks of that kind only,
+    :meth:`calc.arch.ModelArch.blocks_of`: Gemma 4's sliding and full blocks, a hybrid stack's
+    mixers, Llama 4's dense and MoE MLPs), and for routed experts what their layout launches
+    in place of ``k`` matmuls per linear (``moe``: :func:`calc.moe_kernels.moe_counts` of the
+    request, computed when not given)."""
+    arch = req.model
+    if moe is None:
+        tokens = req.micro_batch_size * req.local_seq_len
+        moe = moe_counts(arch, req.moe_expert_layout.value, req.torch_compile, tokens)
+    ops: float = sum(
+        arch.blocks_of(lin) * (lin.count if lin.active == lin.count else lin.active)
+        for lin in arch.linears
+    )
+    return ops + moe.ops_forward - moe.linear_ops
+
+
 def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> Counts:
     reg = st.regime(req.precision, sharding)
     layout = st.param_layout(req)
@@ -1341,20 +1481,17 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     recompute: float = (1 if req.gradient_checkpointing else 0) if share == 1.0 else share
     passes = 2 + recompute
     tokens = req.micro_batch_size * req.local_seq_len
-    # ops and bytes of the linears over the whole stack: a linear of one kind of block (Gemma 4's
-    # sliding and full blocks, a hybrid stack's mixers, Llama 4's dense and MoE MLPs) counts in
-    # the blocks of that kind only (ModelArch.blocks_of), not in every block
-    linear_ops: float = sum(
-        arch.blocks_of(lin) * (lin.count if lin.active == lin.count else lin.active)
-        for lin in arch.linears
-    )
     # routed experts: what their layout launches in place of k matmuls per linear, the rows
     # each expert's matmuls run on, the tokens' trips into expert order and back
     moe = moe_counts(arch, req.moe_expert_layout.value, req.torch_compile, tokens)
-    linear_ops += moe.ops_forward - moe.linear_ops
+    linear_ops = block_linear_ops(req, moe)
     adapted = st.adapted(req) if req.is_peft else ()
     adapters = sum(a.blocks for a in adapted)
-    other = COMPILED_OPS_PER_LAYER_FORWARD if req.torch_compile else EAGER_OPS_PER_LAYER_FORWARD
+    traced = traced_block_ops(req)
+    if req.torch_compile:
+        other: float = COMPILED_OPS_PER_LAYER_FORWARD
+    else:
+        other = traced[0] if traced else EAGER_OPS_PER_LAYER_FORWARD
     liger_on = liger.applies(req)
     # Liger's gated activation replaces a dense MLP's (routed experts keep the family's own)
     liger_glu = liger_on and not arch.experts_per_token and liger.gated_unit_form(arch)
@@ -1408,6 +1545,9 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     else:
         fwd_ops = linear_ops + arch.num_layers * other + LORA_OPS_PER_ADAPTER * adapters
         kernels = fwd_ops * (1 + BACKWARD_OPS_FACTOR + recompute) + bnb_ops
+        if traced:
+            # the block's traced backward in place of BACKWARD_OPS_FACTOR times its forward
+            kernels += arch.num_layers * (traced[1] - BACKWARD_OPS_FACTOR * traced[0])
         if sac_kept_ops:
             kernels -= arch.num_layers * sac_kept_ops  # kept outputs are not launched again
     # FP8 casts per token: inputs (forward, recompute) and output gradients (backward)

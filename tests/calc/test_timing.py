@@ -874,7 +874,12 @@ def test_unsloth_host_calls_counted_per_adapted_linear():
         7 - 2 + timing.EAGER_OPS_PER_LAYER_FORWARD
     ) * (1 + timing.BACKWARD_OPS_FACTOR + 1)
     assert fused.kernels_per_micro == 32 * per_layer
-    assert plain.kernels_per_micro == 32 * (7 + 30 + 4 * 2) * (1 + 2 + 1)
+    # transformers' own Llama block (traced), its peft adapters on q and v
+    table = timing.TRANSFORMERS_BLOCK_OPS
+    forward, backward = table[5, "llama", "forward"], table[5, "llama", "backward"]
+    assert plain.kernels_per_micro == 32 * (
+        (7 + forward + 4 * 2) * (1 + 2 + 1) + backward - 2 * forward
+    )
     assert fused.kernels_per_micro > plain.kernels_per_micro
 
 
@@ -2110,3 +2115,21 @@ def test_qlora_autocast_casts_only_the_weights_it_does_not_quantize():
         arch.vocab_size * arch.hidden_size,
         1,
     )
+
+
+def test_traced_block_ops_are_keyed_by_real_profiles_and_families():
+    """Every profile named in TRANSFORMERS_MODELING is a framework calc accepts, every family of
+    the traced table is one some preset has, and each family has both passes."""
+    from calc.frameworks import TRANSFORMERS_MODELING, Framework
+    from calc.presets import get_preset, preset_ids
+
+    assert set(TRANSFORMERS_MODELING) <= {f.value for f in Framework}
+    assert set(TRANSFORMERS_MODELING.values()) == {4, 5}
+    families = {get_preset(p).family for p in preset_ids()}
+    keys = set(timing.TRANSFORMERS_BLOCK_OPS)
+    for version, family, step in keys:
+        assert family in families
+        assert (version, family, "backward" if step == "forward" else "forward") in keys
+    # transformers 4's routed experts run a per-expert loop the table does not stand for
+    assert (4, "qwen3_moe", "forward") not in keys
+    assert (5, "qwen3_moe", "forward") in keys

@@ -1,0 +1,84 @@
+"""calc's dispatch count of a transformers block against a trace of it
+(tools/count_eager_ops.py, calc.timing.TRANSFORMERS_BLOCK_OPS).
+
+Needs torch and transformers (skipped without them, except where ``REQUIRE_ORACLE=1``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from oracle_deps import need_oracle_stack
+
+torch = need_oracle_stack()
+
+from calc import timing  # noqa: E402
+from calc.presets import preset_row  # noqa: E402
+from calc.request import parse_estimate_request  # noqa: E402
+from tools import count_eager_ops as ceo  # noqa: E402
+
+# one family per kind of block: Llama's, q/k norms (Qwen3), four norms and soft-capping
+# (Gemma 3), routed experts through the grouped path (Qwen3 MoE), GPT-2's fused projections
+FAMILIES = {
+    "llama": "llama-2-7b",
+    "qwen3": "qwen3-0.6b",
+    "gemma3_text": "gemma-3-1b",
+    "qwen3_moe": "qwen3-30b-a3b",
+    "gpt2": "gpt2",
+}
+
+
+def _calc_kernels(config: dict, layers: int) -> float:
+    """calc's kernels of one micro-step (forward and backward) of the traced stack."""
+    req = parse_estimate_request(
+        {
+            "model": {"hf_config": ceo.traced_config(config, layers)},
+            "method": "full",
+            "precision": "bf16-true",
+            "gradient_checkpointing": False,
+            "attention": "sdpa",
+            "framework": ceo.calc_framework(),
+            "micro_batch_size": 1,
+            "seq_len": ceo.SEQ_LEN,
+        }
+    )
+    return timing._counts(req, req.sharding, None).kernels_per_micro
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_table_is_the_trace_of_the_installed_transformers(family):
+    row = ceo.block_ops(FAMILIES[family])
+    table = timing.TRANSFORMERS_BLOCK_OPS
+    version = ceo.generation()
+    assert (table[version, family, "forward"], table[version, family, "backward"]) == pytest.approx(
+        (row["other_forward"], row["other_backward"]), abs=0.01
+    )
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_calc_dispatches_per_block_what_the_trace_counts(family):
+    """A block more in the stack adds to calc's kernels what it adds to the traced ops, forward
+    and backward together (the loss, the embedding and the head cancel in the difference)."""
+    config = preset_row(FAMILIES[family])["config"]
+    p = ceo.period(config)
+    f1, b1 = ceo.trace(config, p)
+    f2, b2 = ceo.trace(config, 2 * p)
+    traced = (f2 + b2 - f1 - b1) / p
+    counted = (_calc_kernels(config, 2 * p) - _calc_kernels(config, p)) / p
+    assert counted == pytest.approx(traced, abs=0.01)
+
+
+def test_stacks_outside_transformers_keep_the_generic_count():
+    """Unsloth's patched blocks, LitGPT's and a loop of unnamed code: no traced figure."""
+    for framework in ("unsloth", "litgpt", "generic"):
+        req = parse_estimate_request({"model": "qwen3-0.6b", "framework": framework})
+        assert timing.traced_block_ops(req) is None
+    req = parse_estimate_request({"model": "qwen3-0.6b", "framework": "hf-trainer"})
+    table = timing.TRANSFORMERS_BLOCK_OPS
+    assert timing.traced_block_ops(req) == (
+        table[5, "qwen3", "forward"],
+        table[5, "qwen3", "backward"],
+    )
+    compiled = parse_estimate_request(
+        {"model": "qwen3-0.6b", "framework": "hf-trainer", "torch_compile": True}
+    )
+    assert timing.traced_block_ops(compiled) is None
