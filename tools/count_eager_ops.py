@@ -180,8 +180,10 @@ def _dropout_keys(hf: dict) -> list[str]:
     ]
 
 
-def trace(config: dict, layers: int) -> tuple[int, int]:
-    """Kernel-launching ops of one forward (with the loss) and one backward of the stack."""
+def trace(config: dict, layers: int, lora: dict | None = None) -> tuple[int, int]:
+    """Kernel-launching ops of one forward (with the loss) and one backward of the stack.
+    ``lora``: peft's LoRA on it first (``targets``: ``"all-linear"`` or module names,
+    ``fp32``: adapters in fp32, as ``get_peft_model(autocast_adapter_dtype=True)`` makes them)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -197,6 +199,11 @@ def trace(config: dict, layers: int) -> tuple[int, int]:
     model = causal_lm_from_config(
         AutoModelForCausalLM, cfg, attn_implementation="sdpa", **{dtype_key: torch.bfloat16}
     )
+    if lora is not None:
+        from peft import LoraConfig, get_peft_model
+
+        adapters = LoraConfig(r=8, target_modules=lora["targets"], lora_dropout=0.0)
+        model = get_peft_model(model, adapters, autocast_adapter_dtype=lora["fp32"])
     model.train()
     ids = torch.randint(0, cfg.vocab_size, (1, SEQ_LEN))
     model(input_ids=ids, labels=ids).loss.backward()  # warm-up: lazy inits off the count
