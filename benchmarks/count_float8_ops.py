@@ -20,20 +20,7 @@ import dataclasses
 import sys
 from typing import Any
 
-
-def _counter() -> Any:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Count(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.ops: collections.Counter[str] = collections.Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            self.ops[str(func.overloadpacket.__name__)] += 1
-            return func(*args, **(kwargs or {}))
-
-    return Count()
+from tools.count_eager_ops import op_counter
 
 
 def _matmul_inner_ops(tokens: int, d_in: int, d_out: int) -> dict[str, collections.Counter[str]]:
@@ -74,7 +61,7 @@ def _matmul_inner_ops(tokens: int, d_in: int, d_out: int) -> dict[str, collectio
 
     out = {}
     for name, (a, b) in cases.items():
-        counter = _counter()
+        counter = op_counter()
         torch._scaled_mm = stand_in  # type: ignore[assignment]
         try:
             with counter:
@@ -104,7 +91,7 @@ def main() -> int:
                 )
                 convert_to_float8_training(model, config=cfg)
             x = torch.randn(tokens, d_in, dtype=torch.bfloat16, requires_grad=True)
-            fwd, bwd = _counter(), _counter()
+            fwd, bwd = op_counter(), op_counter()
             with fwd:
                 y = model(x)
             grad = torch.ones_like(y)

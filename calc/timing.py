@@ -694,9 +694,9 @@ TRANSFORMERS_BLOCK_OPS: dict[tuple[int, str, str], float] = {
 """Ops one decoder block of transformers' own modeling code dispatches besides its linears'
 matmuls (:func:`block_linear_ops`), eager, by ``(transformers major version, family, pass)``:
 the version a profile runs (:data:`calc.frameworks.TRANSFORMERS_MODELING`), the family
-(``ModelArch.family``; an average block of the stack's layer pattern), forward or backward. TRACED with ``tools/count_eager_ops.py``
-under a ``TorchDispatchMode``, kernel-launching aten ops only (views and metadata ops left
-out): transformers 5.17.0 and 4.53.3 on torch 2.13.0 (CPU), one preset per family, bf16,
+(``ModelArch.family``; an average block of the stack's layer pattern), forward or backward.
+TRACED with ``tools/count_eager_ops.py`` under a ``TorchDispatchMode``, kernel-launching aten
+ops only (views and metadata ops left out): transformers 5.17.0 and 4.53.3 on torch 2.13.0 (CPU), one preset per family, bf16,
 SDPA, no KV cache, no checkpointing, dropouts at 0 (calc counts a block's dropout kernels
 itself, :data:`RESIDUAL_DROPOUTS_PER_LAYER`); each figure is a stack of two periods of the
 layer pattern less one of one period. Where this replaces :data:`EAGER_OPS_PER_LAYER_FORWARD`

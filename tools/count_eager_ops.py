@@ -110,7 +110,9 @@ TOP_K_KEYS = ("num_experts_per_tok", "top_k", "moe_topk", "num_experts_per_token
 SEQ_LEN = 32
 
 
-def _counter() -> Any:
+def op_counter() -> Any:
+    """A ``TorchDispatchMode`` that counts the aten ops dispatched inside it, by name (``.ops``);
+    ``benchmarks/count_float8_ops.py`` counts with it too."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Count(TorchDispatchMode):
@@ -208,7 +210,7 @@ def trace(config: dict, layers: int, lora: dict | None = None) -> tuple[int, int
     ids = torch.randint(0, cfg.vocab_size, (1, SEQ_LEN))
     model(input_ids=ids, labels=ids).loss.backward()  # warm-up: lazy inits off the count
     model.zero_grad(set_to_none=True)
-    forward, backward = _counter(), _counter()
+    forward, backward = op_counter(), op_counter()
     with forward:
         loss = model(input_ids=ids, labels=ids).loss
     with backward:
