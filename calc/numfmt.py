@@ -126,6 +126,7 @@ KINDS: dict[str, tuple[float, int]] = {
     "factor": (1, 2),
     "fraction3": (1, 3),  # constants that need three decimals (e.g. 4.127 bits)
     "usd_approx": (1, 0),  # a cost in running text, to SIGNIFICANT["usd_approx"] figures
+    "shortest": (1, 0),  # a small constant (seconds, latencies), every digit it has
 }
 
 # kind -> significant figures: the kinds shown rounded to a number of figures rather than
@@ -147,6 +148,8 @@ def _significant(value: float, figures: int) -> tuple[float, int]:
 
 def format_kind(raw: float, kind: str, lang: str) -> str:
     divisor, decimals = KINDS[kind]
+    if kind == "shortest":  # a constant below a hundredth: decimals would round it to 0
+        return format_shortest(raw / divisor, lang)
     if kind in SIGNIFICANT:
         value, decimals = _significant(raw / divisor, SIGNIFICANT[kind])
         return format_number(value, decimals, lang)

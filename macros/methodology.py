@@ -83,7 +83,11 @@ def is_limit(key: str) -> bool:
 def _kind_of(value: float) -> str:
     if float(value).is_integer():
         return "int"
-    return "factor" if round(value * 100, 9).is_integer() else "fraction3"
+    if round(value * 100, 9).is_integer():
+        return "factor"
+    if abs(value) < 0.01 and not round(value * 1000, 9).is_integer():
+        return "shortest"  # three decimals would show 16 us or 8.4 us as 0.000
+    return "fraction3"
 
 
 def _value_span(value: float, lang: str, source: dict) -> list:

@@ -73,6 +73,9 @@ def test_parse_rejects_wrong_format(text, lang):
         (3.456, "usd", "3,46", "3.46"),
         (12.34, "pct", "12,3", "12.3"),
         (1979.0, "tflops", "1979", "1,979"),
+        # a constant in seconds: every digit it has, never "0,000"
+        (1.6e-05, "shortest", "0,000016", "0.000016"),
+        (8.4e-06, "shortest", "0,0000084", "0.0000084"),
     ],
 )
 def test_format_kind(raw, kind, es, en):
@@ -157,3 +160,15 @@ def test_the_javascript_table_is_what_calc_writes_now():
     assert numfmt_cases.PATH.read_text(encoding="utf-8") == numfmt_cases.text(), (
         "tests/js/numfmt_cases.json is stale: run .venv/bin/python tests/numfmt_cases.py"
     )
+
+
+def test_the_constants_page_shows_small_constants_with_their_digits():
+    """The methodology's constants are written in the kind their value needs: a dispatch time of
+    16 us or a latency of 8.4 us in every digit, not three decimals that round them to 0."""
+    from macros.methodology import _kind_of
+
+    assert _kind_of(1.6e-05) == "shortest"
+    assert _kind_of(0.0003) == "shortest"
+    assert _kind_of(4.126953125) == "fraction3"
+    assert _kind_of(0.67) == "factor"
+    assert _kind_of(30) == "int"
