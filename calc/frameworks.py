@@ -810,8 +810,9 @@ TRANSFORMERS_MODELING = {
     "pytorch-loop-4": 4,
 }
 """Profiles (``framework`` values) whose model is transformers' own modeling code, with the
-major version they run (the module docstring's generations). ``generic`` (code no library names), torchtune and
-LitGPT (their own model classes) and Unsloth (its patched blocks) are not among them."""
+major version they run (the module docstring's generations). ``generic`` (code no library
+names), torchtune and LitGPT (their own model classes) and Unsloth (its patched blocks) are not
+among them."""
 
 
 HF_TRAINER_SUBCLASSES = frozenset(

@@ -696,10 +696,10 @@ matmuls (:func:`block_linear_ops`), eager, by ``(transformers major version, fam
 the version a profile runs (:data:`calc.frameworks.TRANSFORMERS_MODELING`), the family
 (``ModelArch.family``; an average block of the stack's layer pattern), forward or backward.
 TRACED with ``tools/count_eager_ops.py`` under a ``TorchDispatchMode``, kernel-launching aten
-ops only (views and metadata ops left out): transformers 5.17.0 and 4.53.3 on torch 2.13.0 (CPU), one preset per family, bf16,
-SDPA, no KV cache, no checkpointing, dropouts at 0 (calc counts a block's dropout kernels
-itself, :data:`RESIDUAL_DROPOUTS_PER_LAYER`); each figure is a stack of two periods of the
-layer pattern less one of one period. Where this replaces :data:`EAGER_OPS_PER_LAYER_FORWARD`
+ops only (views and metadata ops left out): transformers 5.17.0 and 4.53.3 on torch 2.13.0
+(CPU), one preset per family, bf16, SDPA, no KV cache, no checkpointing, dropouts at 0 (calc
+counts a block's dropout kernels itself, :data:`RESIDUAL_DROPOUTS_PER_LAYER`); each figure is a
+stack of two periods of the layer pattern less one of one period. Where this replaces :data:`EAGER_OPS_PER_LAYER_FORWARD`
 and its :data:`BACKWARD_OPS_FACTOR`, the Llama block is unchanged (31 and 57 traced, 30 and 60
 counted before), while Qwen3's q/k norms (47 / 89), Gemma 2's and 3's four norms, soft-capping
 and scaled embeddings (55 / 93, 75 / 126) and MLA (DeepSeek V3: 93 / 114) dispatch far more,

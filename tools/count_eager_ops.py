@@ -195,7 +195,6 @@ def trace(config: dict, layers: int, lora: dict | None = None) -> tuple[int, int
     model_type = hf.pop("model_type")
     hf.pop("architectures", None)
     cfg = AutoConfig.for_model(model_type, **hf)
-    cfg.use_cache = False
     torch.manual_seed(0)
     dtype_key = "dtype" if generation() >= 5 else "torch_dtype"
     model = causal_lm_from_config(
@@ -243,16 +242,17 @@ def calc_framework() -> str:
     return "hf-custom-loop" if generation() >= 5 else "pytorch-loop-4"
 
 
-def calc_linear_ops(config: dict, layers: int) -> float:
-    """calc's ``linear_ops`` (:func:`calc.timing.block_linear_ops`) of the traced stack of
-    ``layers`` blocks (full fine-tuning, bf16, SDPA, eager), read from the same config."""
-    from calc import timing
+def calc_request(config: dict, layers: int, **keys: Any) -> Any:
+    """calc's request for the traced stack of ``layers`` blocks, read from the same config:
+    full fine-tuning, bf16, SDPA, eager, one row of :data:`SEQ_LEN` tokens (``keys`` override
+    the method and its settings)."""
     from calc.request import parse_estimate_request
 
-    req = parse_estimate_request(
+    return parse_estimate_request(
         {
             "model": {"hf_config": traced_config(config, layers)},
             "method": "full",
+            **keys,
             "precision": "bf16-true",
             "gradient_checkpointing": False,
             "attention": "sdpa",
@@ -261,7 +261,13 @@ def calc_linear_ops(config: dict, layers: int) -> float:
             "seq_len": SEQ_LEN,
         }
     )
-    return timing.block_linear_ops(req)
+
+
+def calc_linear_ops(config: dict, layers: int) -> float:
+    """calc's ``linear_ops`` (:func:`calc.timing.block_linear_ops`) of the traced stack."""
+    from calc import timing
+
+    return timing.block_linear_ops(calc_request(config, layers))
 
 
 def family_presets() -> dict[str, str]:
