@@ -928,6 +928,32 @@ FIELDS: tuple[FieldSpec, ...] = (
         ),
     ),
     _bool(
+        "offload_pinned",
+        True,
+        BEHAVIOUR,
+        doc=(
+            "DeepSpeed's CPU-offload buffers are page-locked (``offload_optimizer.pin_memory``): "
+            "the gradients' copies to the host (``copy_(..., non_blocking=True)``) then run "
+            "beside the backward. Off, a copy into pageable memory holds the host thread until "
+            "it ends, so the GPU waits for each one: they add to the step. Default True: "
+            "DeepSpeed v0.19.5 (#8207, ``runtime/zero/offload_config.py``); False in every "
+            "release before (v0.14 to v0.19.4), the transformers 4 profiles' generation. "
+            "DeepSpeed with ``cpu_offload`` only; time only (calc.host_offload)."
+        ),
+    ),
+    _bool(
+        "offload_host_cast",
+        True,
+        BEHAVIOUR,
+        doc=(
+            "DeepSpeed casts the updated fp32 partition to 16 bits on the host and uploads 16 "
+            "bits (v0.17.0 on, #7309: ``param_buffer_of_bit16_for_cpu_offload_groups``): 6 more "
+            "bytes per parameter through host memory, 2 over the host link. Off (v0.14.1 to "
+            "v0.16.9): the fp32 partition goes up whole (4 bytes) and is cast on the GPU. "
+            "DeepSpeed with ``cpu_offload`` ``optimizer`` only; time only (calc.host_offload)."
+        ),
+    ),
+    _bool(
         "zero_grad_set_to_none",
         True,
         BEHAVIOUR,

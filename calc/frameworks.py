@@ -202,6 +202,8 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "moe_expert_layout": "per-expert-modules",
         "weights_loaded_16bit": False,
         "qlora_embeddings_recast_bf16": True,
+        "offload_pinned": False,
+        "offload_host_cast": False,
     },
     Framework.TRL_SFT: {
         **_HF_TRAINER_5,
@@ -229,6 +231,8 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "moe_expert_layout": "per-expert-modules",
         "qlora_compute_dtype_from_input": True,
         "weights_loaded_16bit": False,
+        "offload_pinned": False,
+        "offload_host_cast": False,
     },
 }
 """``framework -> {request key: value}``; the citation of every entry is in :data:`SOURCES`."""
@@ -338,6 +342,12 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "the loop's own torch.autocast casts no parameter",
     },
     Framework.HF_TRAINER_4: {
+        "offload_pinned": "DeepSpeed 0.15.4-0.16.9 (Nov 2024 - May 2025, the releases beside "
+        "transformers 4.46-4.53) runtime/zero/offload_config.py: pin_memory: bool = False; the "
+        "gradients' copies to the host go to pageable memory (True only from v0.19.5, #8207)",
+        "offload_host_cast": "DeepSpeed 0.16.9 runtime/zero/stage_1_and_2.py lines 1890-1891: "
+        "the fp32 partition goes to the GPU whole (fp32_partition.to(device)) and is cast there; "
+        "the host-side cast to 16 bits came with v0.17.0 (#7309, June 2025)",
         "zero_grad_set_to_none": "transformers 4.46 Trainer calls model.zero_grad() after each "
         "optimizer step, on torch 2.4-2.7 Module.zero_grad(set_to_none=True) by default",
         "outputs_cast_fp32": "accelerate 0.30-1.x Accelerator.prepare_model wraps the forward in "
@@ -686,6 +696,8 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "3-D expert tensors)",
     },
     Framework.PYTORCH_LOOP_4: {
+        "offload_pinned": "as hf-trainer-4 (DeepSpeed 0.15.4-0.16.9: pin_memory False)",
+        "offload_host_cast": "as hf-trainer-4 (DeepSpeed 0.16.9: the fp32 partition uploaded)",
         "sdpa_mask_boolean": "as hf-trainer-4 (transformers 4.46-4.52 AttentionMaskConverter: one "
         "additive mask per forward)",
         "loss_on_16bit_logits": "transformers 4.46-4.53 LlamaForCausalLM.forward: 'logits = "
@@ -776,6 +788,10 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "sdpa_cudnn_last": "which SDPA kernel a torch version tries first: time only, the oracle "
     "traces memory",
     "fp8_library": "what runs the FP8 linears: time only, the oracle traces memory",
+    "offload_pinned": "DeepSpeed's host buffers for CPU offload: time only, the oracle runs one "
+    "process without DeepSpeed and traces device memory",
+    "offload_host_cast": "DeepSpeed's upload after a CPU step: time only, the oracle runs one "
+    "process without DeepSpeed and traces device memory",
     "gradient_clipping": "the norm's passes over the gradients: time only (its per-tensor "
     "norms are a few bytes each), the oracle traces memory",
     "sdpa_mask_boolean": "transformers 4.52 and before (additive masks shared by every block); "
@@ -897,6 +913,16 @@ def _native_amp(values: JsonObject) -> bool:
     return values.get("precision") in ("bf16-mixed", "fp16-mixed") and not deepspeed
 
 
+def _deepspeed_offload(values: JsonObject) -> bool:
+    """DeepSpeed's ZeRO with the optimizer on the host (``cpu_offload``): FSDP's offload has
+    neither setting."""
+    return (
+        values.get("sharding") in ("zero1", "zero2", "zero3")
+        and values.get("sharding_engine") == "deepspeed"
+        and values.get("cpu_offload") not in (None, "none")
+    )
+
+
 APPLIES_WHEN = {
     "optimizer_fused": lambda values: values.get("optimizer") == "adamw",
     "packed_attention": _packed,
@@ -907,6 +933,8 @@ APPLIES_WHEN = {
     "attention_mask": _padded_sdpa,
     "attention_grouped_kv": _no_mask_tensor,
     "outputs_cast_fp32": _native_amp,
+    "offload_pinned": _deepspeed_offload,
+    "offload_host_cast": _deepspeed_offload,
 }
 """Profile entries that describe a code path taken only in some setups: LitGPT's FSDP wrap
 policy exists only under FSDP on several GPUs, and only torch's AdamW has a fused kernel;
@@ -917,7 +945,7 @@ fills ``seq_len`` when ``length_stats`` is left out), and then expands grouped k
 a question for packed rows only. A profile's FSDP version applies under PyTorch FSDP only (not
 under DeepSpeed's ZeRO) and yields to the other version the request names (one loop runs one
 of them). accelerate casts the model's outputs to fp32 only under its native mixed precision
-(``*-mixed``, DeepSpeed aside).
+(``*-mixed``, DeepSpeed aside). DeepSpeed's offload settings describe DeepSpeed's offload only.
 Outside those setups the key keeps its own default (no warning for a choice the user did
 not make)."""
 

@@ -113,6 +113,8 @@ class EstimateRequest:
     flash_attention_4: bool
     sdpa_mask_boolean: bool
     gradient_clipping: bool
+    offload_pinned: bool
+    offload_host_cast: bool
     loss_outputs_kept: bool
     zero_grad_set_to_none: bool
     outputs_cast_fp32: bool

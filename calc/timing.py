@@ -35,6 +35,7 @@ from .moe_kernels import MoeCounts, experts_called, moe_counts, routed_expert_li
 from . import states as st
 from .frameworks import TRANSFORMERS_MODELING
 from .gpus import Gpu
+from .host_offload import HostOffload, host_offload
 from .flops import (
     CAUSAL_ATTENTION_FRACTION,
     AttentionPart,
@@ -1041,11 +1042,6 @@ the forward, once. FSDP1 hands the modules views of the gathered flat parameter
 (``_flat_param.py`` ``_use_unsharded_views``): no copy, so the request's
 ``fsdp_fully_shard`` switches this on."""
 
-CPU_OPTIMIZER_BYTES_PER_PARAM = 30
-"""DeepSpeed ``DeepSpeedCPUAdam`` (ZeRO-Offload, Ren et al. 2021, arXiv:2101.06840, sec. 4.1):
-per parameter it reads fp32 weight, gradient, m and v (16 B), writes weight, m, v (12 B) and
-the 16-bit copy sent back to the GPU (2 B)."""
-
 CPU_MEMORY_BYTES_PER_S = 40e9
 """Host memory bandwidth the CPU optimizer streams at: a cloud VM's share of a server socket
 (STREAM triad on an 8-channel DDR4-3200 socket is about 150 GB/s; a GPU VM gets a fraction).
@@ -1176,6 +1172,14 @@ def optimizer_step_bytes(req: EstimateRequest, trainable: int, reg: st.Regime) -
     return float(per_param * trainable)
 
 
+def host_optimizer_bytes(req: EstimateRequest) -> float:
+    """Bytes per parameter a torch optimizer's per-tensor passes (:func:`_optimizer_passes`,
+    unfused) move over fp32 tensors on the host: what CPU offload's step costs with an optimizer
+    other than AdamW (:func:`calc.host_offload.host_offload`, which counts AdamW itself)."""
+    p_pass, g_pass, s_pass, _states = _optimizer_passes(req.optimizer, False)
+    return float((p_pass + g_pass + s_pass) * st.FP32_BYTES)
+
+
 def optimizer_dispatch_ops(req: EstimateRequest, layout: st.ParamLayout) -> float:
     """Ops the host dispatches one by one in an optimizer step that updates one tensor at a
     time (``optimizer_per_tensor``): :data:`OPTIMIZER_OPS_PER_TENSOR` for each trainable
@@ -1301,6 +1305,9 @@ class Counts:
     fp8_eager: Fp8Eager | None = None
     # ops the host dispatches one by one in each optimizer step (optimizer_per_tensor)
     optimizer_ops: float = 0.0
+    # CPU offload: what crosses the host link and host memory per parameter of the shard
+    # (calc.host_offload); None without offload
+    host_offload: HostOffload | None = None
     # routed MoE experts (calc.moe_kernels): their matmul FLOPs per token in the forward (the
     # other passes run them as the block linears do) and each expert's share of the
     # micro-step's tokens (k / E)
@@ -1807,6 +1814,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         expert_token_share=moe.token_share,
         expert_loop_ops=moe.loop_ops_forward,
         optimizer_ops=optimizer_dispatch_ops(req, layout),
+        host_offload=host_offload(req, reg, host_optimizer_bytes(req), GRAD_CLIP_PASSES),
     )
 
 
@@ -2651,23 +2659,29 @@ def step_breakdown(
     if cpu_offload is CpuOffload.NONE:
         optimizer = c.optimizer_bytes_per_param * opt_shard / rates.memory_bytes_per_s
     else:
+        ho = c.host_offload
+        if ho is None:
+            raise ValueError("CPU offload needs the host's counts (calc.host_offload)")
         host = rates.host_bytes_per_s
-        grads_out = opt_shard * reg.grad_bytes / host
-        params_in = opt_shard * reg.compute_bytes / host
-        cpu_step = opt_shard * CPU_OPTIMIZER_BYTES_PER_PARAM / CPU_MEMORY_BYTES_PER_S
+        # gradients cross the host link during the backward: under it where the buffers are
+        # page-locked, else each copy holds the host and the GPU waits (offload_pinned)
+        each = opt_shard * ho.grads_each_micro / host
+        last = opt_shard * ho.grads_last / host
+        transfer_micro = max(0.0, each - bwd_busy) if ho.grads_hidden else each
+        transfer_last = max(0.0, last - bwd_busy) if ho.grads_hidden else last
+        cpu_step = opt_shard * ho.cpu / CPU_MEMORY_BYTES_PER_S
         on_device = c.optimizer_bytes_per_param * opt_shard / rates.memory_bytes_per_s
-        # gradients stream out during the last backward; the CPU step and the upload are not hidden
-        # (ZeRO-Offload's one-step delayed update is off by default)
-        transfer_last = max(0.0, grads_out - bwd_busy)
-        transfer_after = params_in
+        # the CPU step and the upload are not hidden (ZeRO-Offload's one-step delayed update is
+        # off by default)
+        transfer_after = opt_shard * ho.upload / host
         optimizer = max(on_device, cpu_step)
         if cpu_offload is CpuOffload.OPTIMIZER_PARAMS:
             # this GPU's weights come in once in forward and once in backward, as the all-gather
             # does: FSDP unshards a unit in its pre-backward hook and the checkpointed block
             # inside it recomputes from that copy (torch 2.13 FSDP, checkpoint_wrapper per block)
-            stream = (param_bytes / div.weights) / host
+            stream = ((c.dense_params * ho.stream + c.quantized_bytes) / div.weights) / host
             fwd_stream = max(stream / layers, stream - fwd_busy)
-            transfer_micro = fwd_stream + max(stream / layers, stream - bwd_busy)
+            transfer_micro += fwd_stream + max(stream / layers, stream - bwd_busy)
     # paged optimizer states (bitsandbytes, CUDA unified memory) that do not fit on the card are
     # evicted to host memory and faulted back in by the step: in and out once per optimizer step
     transfer_after += 2.0 * paged_overflow_bytes / rates.host_bytes_per_s

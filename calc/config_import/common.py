@@ -401,6 +401,7 @@ DEEPSPEED_FIELDS = (
     "sync_each_micro_batch",
     "sharding_engine",
     "cpu_offload",
+    "offload_pinned",
     "precision",
     "micro_batch_size",
     "gradient_accumulation_steps",

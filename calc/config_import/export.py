@@ -136,7 +136,7 @@ def _deepspeed_dict(req: JsonObject) -> JsonObject:
         # elements of 16-bit gradients, as the import reads them back
         zero["reduce_bucket_size"] = round(req["gradient_bucket_mb"] * 2**20 / 2)
     if req["cpu_offload"] != "none" and stage >= 1:
-        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": bool(req["offload_pinned"])}
         if req["cpu_offload"] == "optimizer+params" and stage == 3:
             zero["offload_param"] = {"device": "cpu", "pin_memory": True}
     out: JsonObject = {

@@ -52,7 +52,6 @@ _DS_ZERO_IGNORED = (
     "ignore_unused_parameters",
 )
 _DS_OFFLOAD_IGNORED = (
-    "pin_memory",
     "nvme_path",
     "buffer_count",
     "buffer_size",
@@ -196,12 +195,18 @@ def _reduce_bucket_size(rep: Report, path: str, value: object, ctx: JsonObject) 
 
 
 def _offload(params: bool) -> Key:
+    """``offload_optimizer`` / ``offload_param``. The optimizer's ``pin_memory`` says whether the
+    gradients' copies to the host can run under the backward (``offload_pinned``); ZeRO-3 pins
+    the 16-bit weights it keeps on the host whatever the weights' own ``pin_memory`` says
+    (DeepSpeed v0.19.5 ``stage3.py``), so that one is ignored."""
+    pin = keys.ignored() if params else keys.boolean("offload_pinned")
     return keys.section(
         {
             "device": _offload_device(params),
+            "pin_memory": pin,
             **{name: keys.ignored() for name in _DS_OFFLOAD_IGNORED},
         },
-        ("cpu_offload",),
+        ("cpu_offload",) if params else ("cpu_offload", "offload_pinned"),
         otherwise=_ZERO_OTHER,
     )
 
@@ -237,6 +242,7 @@ DEEPSPEED: dict[str, Key] = {
                 "sync_each_micro_batch",
                 "sharding_engine",
                 "cpu_offload",
+                "offload_pinned",
                 "gradient_bucket_mb",
             ),
             table=DEEPSPEED_ZERO,

@@ -325,6 +325,18 @@ PLAN_VARIATIONS = [
     },
     # a loop that does not clip its gradients (torchtune's and LitGPT's defaults)
     {"gradient_clipping": "false", "method": "full", "gpu": "h100-sxm", "model": "llama-3.2-1b"},
+    # DeepSpeed's ZeRO-Offload before 0.19.5 / 0.17: pageable gradient copies, fp32 upload
+    {
+        "sharding_engine": "deepspeed",
+        "sharding": "zero2",
+        "num_gpus": "2",
+        "cpu_offload": "optimizer",
+        "offload_pinned": "false",
+        "offload_host_cast": "false",
+        "method": "full",
+        "model": "llama-3.2-1b",
+        "gpu": "a100-80gb-sxm",
+    },
     # Unsloth 2024's whole logits, copied to fp32 by accelerate's mixed precision wrapper
     {
         "framework": "unsloth",

@@ -77,6 +77,9 @@ OLD_LINKS = [
     "?framework=unsloth&method=qlora&model=llama-3.1-8b&expandable_segments=false&seq_len=4096",
     "?method=full&num_gpus=8&sharding=zero3&attention=flash&seq_len=65536&sequence_parallel=8"
     "&sequence_parallel_repeats_kv=true",
+    "?method=full&model=llama-3.2-1b&gpu=a100-80gb-sxm&num_gpus=2&sharding=zero2"
+    "&sharding_engine=deepspeed&cpu_offload=optimizer&offload_pinned=false"
+    "&offload_host_cast=false&dataset_tokens=100000000",
 ]
 
 

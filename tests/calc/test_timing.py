@@ -227,7 +227,9 @@ def test_qlora_counts_bitsandbytes_host_ops(double_quant, compiled, per_linear):
 def test_offloaded_weights_stream_in_twice_per_micro_step(gc):
     """With the weights offloaded, a micro-step brings them over the host link in forward and in
     backward, like FSDP's all-gather (the recompute reuses the backward's copy): a LoRA step
-    too short to hide them exposes two streams less its GPU work, with or without checkpointing."""
+    too short to hide them exposes two streams less its GPU work, with or without checkpointing.
+    FSDP's offload keeps the stepped weights on the host (the next forward's stream brings them):
+    nothing goes up after the step."""
     req, _ = _req(
         method="lora", seq_len=16, gradient_checkpointing=gc, cpu_offload="optimizer+params"
     )
@@ -236,12 +238,9 @@ def test_offloaded_weights_stream_in_twice_per_micro_step(gc):
     c = timing.counts(req, Sharding.NONE)
     host = comm.host_link_bytes_per_s(gpu.pcie_gen)
     stream = (c.dense_params * c.reg.compute_bytes) / host
-    upload = c.trainable * c.reg.compute_bytes / host  # the updated adapters after the step
     b = est.breakdown
     # each stream hides behind its own phase's GPU work only: forward + backward = the whole micro-step
-    assert b.exposed_transfer == pytest.approx(
-        2 * stream + upload - b.compute - b.elementwise, rel=1e-6
-    )
+    assert b.exposed_transfer == pytest.approx(2 * stream - b.compute - b.elementwise, rel=1e-6)
     assert b.exposed_transfer > 1.9 * stream
 
 
@@ -506,8 +505,11 @@ def test_offload_never_speeds_a_step(method, gc, gpu, n, sharding, offload, accu
     _, _, none = _estimate(method, gc, gpu, n, sharding, "none", accum, compile_, fp8)
     _, _, opt = _estimate(method, gc, gpu, n, sharding, "optimizer", accum, compile_, fp8)
     _, _, both = _estimate(method, gc, gpu, n, sharding, "optimizer+params", accum, compile_, fp8)
+    # not opt <= both: with the weights on the host the stepped weights stay there and the
+    # forward's stream (under compute) brings them, where the optimizer alone uploads its result
+    # after the step, exposed (calc.host_offload)
     assert none.step_seconds <= opt.step_seconds * (1 + 1e-12)
-    assert opt.step_seconds <= both.step_seconds * (1 + 1e-12)
+    assert none.step_seconds <= both.step_seconds * (1 + 1e-12)
 
 
 # --- validation (accuracy/throughput.py reads validation/measured_throughput.csv) ------------
