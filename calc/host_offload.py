@@ -113,7 +113,10 @@ def _deepspeed(req: EstimateRequest, reg: st.Regime, other_optimizer: float) -> 
         Optimizer.PAGED_ADAMW_8BIT,
     )
     cpu = (DEEPSPEED_CPU_ADAM_BYTES if adam else other_optimizer) + HOST_UNSCALE_BYTES
-    if req.offload_host_cast:
+    # a 16-bit model gets its weights back cast on the host (0.17 on) or cast on the GPU; an
+    # fp32 model's go up as they are
+    cast = req.offload_host_cast and reg.weight_bytes < MASTER_BYTES
+    if cast:
         cpu += HOST_CAST_BYTES
     params_held = req.cpu_offload is CpuOffload.OPTIMIZER_PARAMS
     return HostOffload(
@@ -122,9 +125,7 @@ def _deepspeed(req: EstimateRequest, reg: st.Regime, other_optimizer: float) -> 
         grads_last=float(MASTER_BYTES),
         # with the weights offloaded too, the 16-bit partition the cast fills stays on the host
         # (stage3.py: always pinned) and goes up in the all-gathers: the stream
-        upload=0.0
-        if params_held
-        else float(st.BF16_BYTES if req.offload_host_cast else MASTER_BYTES),
+        upload=0.0 if params_held else float(reg.weight_bytes if cast else MASTER_BYTES),
         stream=float(reg.compute_bytes),
         grads_hidden=req.offload_pinned,
     )

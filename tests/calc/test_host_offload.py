@@ -161,3 +161,9 @@ def test_deepspeed_config_pin_memory_is_read(pinned):
     assert parsed.offload_pinned is pinned
     exported = json.loads(export_config(request, "deepspeed"))
     assert exported["zero_optimization"]["offload_optimizer"]["pin_memory"] is pinned
+
+
+def test_deepspeed_fp32_model_casts_nothing():
+    """An fp32 model's updated partition goes up as it is, with or without the host-side cast."""
+    ho = _counts(_req(**DS, precision="fp32"))
+    assert (ho.cpu, ho.upload, ho.grads_last) == (36.0, 4.0, 4.0)
