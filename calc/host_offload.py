@@ -5,9 +5,11 @@ Two engines run it, and they differ in every count:
 
 - **DeepSpeed** (``sharding_engine`` ``deepspeed``, ZeRO-1/2/3 with ``offload_optimizer``), read
   at v0.19.5 (cf443004) and v0.16.9, ``deepspeed/runtime/zero/stage_1_and_2.py`` and
-  ``stage3.py``. The optimizer is ``DeepSpeedCPUAdam`` (accelerate swaps a torch AdamW for it,
-  ``utils/deepspeed.py`` ``map_pytorch_optim_to_deepspeed``; DeepSpeed refuses any other with
-  ``zero_force_ds_cpu_optimizer``, on by default since v0.8.3). Gradients reach the host in the
+  ``stage3.py``. The optimizer is ``DeepSpeedCPUAdam``: accelerate 1.14 swaps the loop's torch
+  or bitsandbytes optimizer for it, whichever it is (``utils/deepspeed.py``
+  ``map_pytorch_optim_to_deepspeed``: Adam's class by default, Adagrad and 32-bit Lion aside),
+  and DeepSpeed refuses any other with ``zero_force_ds_cpu_optimizer``, on by default since
+  v0.8.3. Gradients reach the host in the
   master dtype (fp32), the CPU unscales them and steps, and the updated partition goes back.
 - **PyTorch FSDP** (``sharding_engine`` ``fsdp``, FSDP1 ``CPUOffload(offload_params=True)``):
   the sharded flat parameters live on the host, their gradients come down in the parameter's
@@ -90,7 +92,7 @@ class HostOffload:
     grads_hidden: bool
 
 
-def _deepspeed(req: EstimateRequest, reg: st.Regime, other_optimizer: float) -> HostOffload:
+def _deepspeed(req: EstimateRequest, reg: st.Regime) -> HostOffload:
     """DeepSpeed ZeRO-Offload (see the module's docstring)."""
     a = req.gradient_accumulation_steps
     grad = reg.grad_bytes  # the model's dtype: the gradient as backward leaves it
@@ -106,13 +108,9 @@ def _deepspeed(req: EstimateRequest, reg: st.Regime, other_optimizer: float) -> 
         each = (a * grad + (a - 1) * grad) / a
     else:
         each = 0.0
-    adam = req.optimizer in (
-        Optimizer.ADAMW,
-        Optimizer.ADAMW_8BIT,
-        Optimizer.PAGED_ADAMW,
-        Optimizer.PAGED_ADAMW_8BIT,
-    )
-    cpu = (DEEPSPEED_CPU_ADAM_BYTES if adam else other_optimizer) + HOST_UNSCALE_BYTES
+    # whatever optimizer the loop built: accelerate hands DeepSpeed a DeepSpeedCPUAdam in its
+    # place (request warning deepspeed_offload_runs_cpu_adam)
+    cpu = DEEPSPEED_CPU_ADAM_BYTES + HOST_UNSCALE_BYTES
     # a 16-bit model gets its weights back cast on the host (0.17 on) or cast on the GPU; an
     # fp32 model's go up as they are
     cast = req.offload_host_cast and reg.weight_bytes < MASTER_BYTES
@@ -169,5 +167,5 @@ def host_offload(
     if req.cpu_offload is CpuOffload.NONE:
         return None
     if st.deepspeed_zero(req):
-        return _deepspeed(req, reg, other_optimizer)
+        return _deepspeed(req, reg)
     return _fsdp(req, reg, other_optimizer, clip_passes)

@@ -42,6 +42,7 @@ from .request import (
     Method,
     Precision,
     Sharding,
+    deepspeed_offload_swaps_optimizer,
     parse_estimate_request,
     request_warnings,
 )
@@ -312,7 +313,12 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
     unit_grads = _unit_trainable(req, layout) * areg.grad_bytes
     if offload is not CpuOffload.NONE:
         # ZeRO-Offload / FSDP CPUOffload: states, master and fp32 grads live in host RAM and
-        # the step runs on the CPU; gradients leave the GPU unit by unit.
+        # the step runs on the CPU; gradients leave the GPU unit by unit. Under DeepSpeed the
+        # host's optimizer is DeepSpeedCPUAdam whatever the loop built: Adam's two fp32 states
+        # (a paged optimizer's unified-memory states with them: none is made)
+        if deepspeed_offload_swaps_optimizer(req):
+            opt_gpu = st.ceil_div(master + 2 * st.FP32_BYTES * layout.trainable, div.optimizer)
+            host, unified = host - unified, 0
         host += opt_gpu + st.ceil_div(layout.trainable * st.FP32_BYTES, div.optimizer)
         opt_gpu, temp = 0, 0
         grads_all = min(grads_all, unit_grads)

@@ -167,3 +167,33 @@ def test_deepspeed_fp32_model_casts_nothing():
     """An fp32 model's updated partition goes up as it is, with or without the host-side cast."""
     ho = _counts(_req(**DS, precision="fp32"))
     assert (ho.cpu, ho.upload, ho.grads_last) == (36.0, 4.0, 4.0)
+
+
+@pytest.mark.parametrize("optimizer", ["adafactor", "sgd-momentum", "adamw-8bit"])
+def test_deepspeed_offload_steps_cpu_adam_whatever_the_loop_built(optimizer):
+    """accelerate swaps the loop's optimizer for DeepSpeedCPUAdam under DeepSpeed's offload: the
+    host's step is Adam's, and the response says so."""
+    from calc.request import request_warnings
+
+    req = _req(**DS, precision="bf16-mixed", optimizer=optimizer)
+    assert _counts(req).cpu == _counts(_req(**DS, precision="bf16-mixed")).cpu
+    assert "deepspeed_offload_runs_cpu_adam" in request_warnings(req)
+    assert "deepspeed_offload_runs_cpu_adam" not in request_warnings(
+        _req(**DS, precision="bf16-mixed")
+    )
+
+
+def test_deepspeed_offload_holds_adams_states_on_the_host():
+    """The swapped-in DeepSpeedCPUAdam keeps two fp32 moments per parameter in host memory,
+    whatever the loop's optimizer would have kept: Adafactor's or SGD's host bytes are Adam's."""
+    from calc.memory import estimate_dict
+
+    base = {"model": "llama-3.2-1b", "method": "full", **DS, "precision": "bf16-mixed"}
+    adam = estimate_dict(base)["host_bytes"]
+    for optimizer in ("adafactor", "sgd", "paged-adamw-8bit"):
+        assert estimate_dict({**base, "optimizer": optimizer})["host_bytes"] == adam
+    fsdp = {**base, "sharding_engine": "fsdp"}
+    assert (
+        estimate_dict({**fsdp, "optimizer": "sgd"})["host_bytes"]
+        < estimate_dict(fsdp)["host_bytes"]
+    )
