@@ -1047,8 +1047,11 @@ CPU_MEMORY_BYTES_PER_S = 40e9
 (STREAM triad on an 8-channel DDR4-3200 socket is about 150 GB/s; a GPU VM gets a fraction).
 A stated assumption: the validation set's covered CPU-offload rows (Answer.AI's FSDP offload of
 LoRA/QLoRA adapters on RTX 4090s, rows 252, 255, 257-260) send only adapters through the CPU
-optimizer, under 2 % of their step, so no row tests this rate; they do test the weights'
-streaming over the host link (:func:`step_breakdown`)."""
+optimizer, under 2 % of their step, so no fitted row tests this rate; they do test the weights'
+streaming over the host link (:func:`step_breakdown`). Judged only (not fitted): the ZenFlow
+blog's DeepSpeed ZeRO-2 offload rows on a DGX A100 (first contact fct-t26cb1, cb2, cb4, two
+EPYC 7742 for two ranks) read 8.5 to 25 % fast with it and :mod:`calc.host_offload`'s counts,
+the fastest with each rank bound to its own cores."""
 
 GRAD_CLIP_PASSES = 3
 """``torch.nn.utils.clip_grad_norm_`` (torch 2.13, foreach path): one read of every gradient
@@ -1174,8 +1177,9 @@ def optimizer_step_bytes(req: EstimateRequest, trainable: int, reg: st.Regime) -
 
 def host_optimizer_bytes(req: EstimateRequest) -> float:
     """Bytes per parameter a torch optimizer's per-tensor passes (:func:`_optimizer_passes`,
-    unfused) move over fp32 tensors on the host: what CPU offload's step costs with an optimizer
-    other than AdamW (:func:`calc.host_offload.host_offload`, which counts AdamW itself)."""
+    unfused) move over fp32 tensors on the host: what FSDP's CPU offload steps with an optimizer
+    other than AdamW (:func:`calc.host_offload.host_offload` counts AdamW itself, and under
+    DeepSpeed the host always steps DeepSpeedCPUAdam)."""
     p_pass, g_pass, s_pass, _states = _optimizer_passes(req.optimizer, False)
     return float((p_pass + g_pass + s_pass) * st.FP32_BYTES)
 
