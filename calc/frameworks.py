@@ -904,23 +904,24 @@ def _packed_flash(values: JsonObject) -> bool:
     return _packed(values) and values.get("attention") == "flash"
 
 
+def _deepspeed_zero(values: JsonObject) -> bool:
+    """A ZeRO stage run by DeepSpeed (``calc.states.deepspeed_zero`` on the request's values)."""
+    return (
+        values.get("sharding") in ("zero1", "zero2", "zero3")
+        and values.get("sharding_engine") == "deepspeed"
+    )
+
+
 def _native_amp(values: JsonObject) -> bool:
     """accelerate's native mixed precision: ``*-mixed`` unless DeepSpeed runs the ZeRO stage
     (accelerate 1.15.0 ``Accelerator.__init__``: no ``native_amp`` under DeepSpeed)."""
-    deepspeed = values.get("sharding") in ("zero1", "zero2", "zero3") and (
-        values.get("sharding_engine") == "deepspeed"
-    )
-    return values.get("precision") in ("bf16-mixed", "fp16-mixed") and not deepspeed
+    return values.get("precision") in ("bf16-mixed", "fp16-mixed") and not _deepspeed_zero(values)
 
 
 def _deepspeed_offload(values: JsonObject) -> bool:
     """DeepSpeed's ZeRO with the optimizer on the host (``cpu_offload``): FSDP's offload has
     neither setting."""
-    return (
-        values.get("sharding") in ("zero1", "zero2", "zero3")
-        and values.get("sharding_engine") == "deepspeed"
-        and values.get("cpu_offload") not in (None, "none")
-    )
+    return _deepspeed_zero(values) and values.get("cpu_offload") not in (None, "none")
 
 
 APPLIES_WHEN = {

@@ -42,7 +42,6 @@ from .request import (
     Method,
     Precision,
     Sharding,
-    deepspeed_offload_swaps_optimizer,
     parse_estimate_request,
     request_warnings,
 )
@@ -316,7 +315,7 @@ def model_states(req: EstimateRequest, layout: st.ParamLayout, reg: st.Regime) -
         # the step runs on the CPU; gradients leave the GPU unit by unit. Under DeepSpeed the
         # host's optimizer is DeepSpeedCPUAdam whatever the loop built: Adam's two fp32 states
         # (a paged optimizer's unified-memory states with them: none is made)
-        if deepspeed_offload_swaps_optimizer(req):
+        if st.deepspeed_offload_swaps_optimizer(req):
             opt_gpu = st.ceil_div(master + 2 * st.FP32_BYTES * layout.trainable, div.optimizer)
             host, unified = host - unified, 0
         host += opt_gpu + st.ceil_div(layout.trainable * st.FP32_BYTES, div.optimizer)

@@ -399,20 +399,6 @@ def check_estimate_field(key: str, value: object, arch: ModelArch | None) -> obj
     return BY_KEY[key].check(value, arch)
 
 
-def deepspeed_offload_swaps_optimizer(req: EstimateRequest) -> bool:
-    """DeepSpeed's ZeRO with CPU offload and an optimizer other than AdamW: accelerate hands
-    DeepSpeed a ``DeepSpeedCPUAdam`` in its place (accelerate 1.14 ``utils/deepspeed.py``
-    ``map_pytorch_optim_to_deepspeed``: Adam's class for any torch or bitsandbytes optimizer,
-    Adagrad and 32-bit Lion aside; DeepSpeed refuses any other with
-    ``zero_force_ds_cpu_optimizer``), so the host holds and steps Adam's two fp32 states."""
-    return (
-        req.cpu_offload is not CpuOffload.NONE
-        and req.sharding_engine is ShardingEngine.DEEPSPEED
-        and req.sharding in (Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
-        and req.optimizer is not Optimizer.ADAMW
-    )
-
-
 def request_warnings(req: EstimateRequest) -> list[str]:
     """Codes for suspicious but valid input (the site translates them)."""
     out = []
@@ -442,6 +428,8 @@ def request_warnings(req: EstimateRequest) -> list[str]:
         Optimizer.PAGED_ADAMW_8BIT,
     ):
         out.append("paged_optimizer_with_cpu_offload")
+    from .states import deepspeed_offload_swaps_optimizer  # states imports this module
+
     if deepspeed_offload_swaps_optimizer(req):
         out.append("deepspeed_offload_runs_cpu_adam")
     if req.optimizer_fused and req.optimizer is not Optimizer.ADAMW:

@@ -604,6 +604,19 @@ def deepspeed_zero(req: EstimateRequest) -> bool:
     return req.sharding_engine is ShardingEngine.DEEPSPEED and req.sharding in ZERO_STAGES
 
 
+def deepspeed_offload_swaps_optimizer(req: EstimateRequest) -> bool:
+    """DeepSpeed's ZeRO with CPU offload and an optimizer other than AdamW: accelerate hands
+    DeepSpeed a ``DeepSpeedCPUAdam`` in its place (accelerate 1.14 ``utils/deepspeed.py``
+    ``map_pytorch_optim_to_deepspeed``: Adam's class for any torch or bitsandbytes optimizer,
+    Adagrad and 32-bit Lion aside; DeepSpeed refuses any other with
+    ``zero_force_ds_cpu_optimizer``), so the host holds and steps Adam's two fp32 states."""
+    return (
+        deepspeed_zero(req)
+        and req.cpu_offload is not CpuOffload.NONE
+        and req.optimizer is not Optimizer.ADAMW
+    )
+
+
 def grad_partition_held(req: EstimateRequest) -> bool:
     """DeepSpeed's ZeRO-3 gradient partition lives from the optimizer's set-up on, not from the
     first backward: DeepSpeed 0.16.5 ``runtime/zero/stage3.py``

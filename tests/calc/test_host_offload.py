@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from calc import comm, gpus, host_offload, timing
-from calc import states as st
+from calc import comm, gpus, timing
 from calc.errors import InputError
 from calc.fields import Sharding
 from calc.plan import parse_plan_request
@@ -27,10 +26,8 @@ def _req(**keys):
 
 
 def _counts(req):
-    reg = st.regime(req.precision, req.sharding)
-    ho = host_offload.host_offload(
-        req, reg, timing.host_optimizer_bytes(req), timing.GRAD_CLIP_PASSES
-    )
+    """The host's counts as the time model builds them for ``req``."""
+    ho = timing.counts(req, req.sharding).host_offload
     assert ho is not None
     return ho
 
