@@ -216,13 +216,20 @@ def replay_on_card(req: EstimateRequest, card: str) -> tuple[int, bool]:
     less calc's memory outside the allocator, :func:`calc.memory.outside_allocator_bytes`), and whether
     it ran out of memory there. On a card smaller than the unlimited replay's cache the allocator
     releases its cached segments and retries before it grows past the card
-    (``release_cached_blocks``), so the figure a run published on that card is bounded by it."""
+    (``release_cached_blocks``), so the figure a run published on that card is bounded by it.
+    The load's warmup block is the one that card's free memory caps
+    (:func:`calc.load_warmup.block_bytes`)."""
     from calc.gpus import get_gpu
-    from calc.memory import outside_allocator_bytes
+    from calc.load_warmup import block_bytes
+    from calc.memory import CUDA_CONTEXT_BYTES, outside_allocator_bytes
     from calc.step_events import StepReplay, simulated_lengths
 
-    capacity = get_gpu(card).memory_bytes - outside_allocator_bytes(req.num_gpus)
-    run = StepReplay(req, simulated_lengths(req)).replay(capacity)
+    memory = get_gpu(card).memory_bytes
+    capacity = memory - outside_allocator_bytes(req.num_gpus)
+    # the load's warmup block, capped by the memory free when the model loads (the CUDA
+    # context made, no NCCL buffer yet: those come with the first collective)
+    block = block_bytes(req, memory - CUDA_CONTEXT_BYTES)
+    run = StepReplay(req, simulated_lengths(req), load_block_bytes=block).replay(capacity)
     return run.peak_reserved_bytes, not run.fits
 
 

@@ -125,6 +125,15 @@ class MoeExpertLayout(str, Enum):
     FUSED_3D = "fused-3d"
 
 
+class LoadWarmup(str, Enum):
+    """How transformers' ``from_pretrained`` sizes the block it allocates and frees before it
+    loads a 4-bit model onto the GPU (:mod:`calc.load_warmup`)."""
+
+    NONE = "none"
+    TRANSFORMERS_4_51 = "transformers-4.51"
+    TRANSFORMERS_4_52 = "transformers-4.52"
+
+
 class ModulesToSave(str, Enum):
     """Modules LoRA / QLoRA trains in full beside the adapters (peft ``modules_to_save``)."""
 
@@ -925,6 +934,25 @@ FIELDS: tuple[FieldSpec, ...] = (
             "``TrainingArguments``), and so do the tools built on it; torchtune's recipes "
             "clip only when ``clip_grad_norm`` is set (default None) and LitGPT only with "
             "``train.max_norm`` (default None), so their profiles say False. Time only."
+        ),
+    ),
+    _enum(
+        "load_warmup",
+        LoadWarmup,
+        "none",
+        BEHAVIOUR,
+        methods=QLORA,
+        doc=(
+            "the block transformers' ``from_pretrained`` allocates and frees before it copies "
+            "a bitsandbytes 4-bit model to the GPU (``caching_allocator_warmup``), which the "
+            "cache keeps and the weights then load into (:mod:`calc.load_warmup`). transformers "
+            "4.51 to 4.57 count the 4-bit weights at 16 bits and halve the count, so the block "
+            "is about twice the weights: ``transformers-4.51`` caps it at 0.95 of the free "
+            "memory, ``transformers-4.52`` (4.52 to 4.57, the ``unsloth`` profile's: its "
+            "notebooks pin 4.56.2) at the free memory less 1.2 GiB. ``none`` (the key's "
+            "default): no block larger than the weights (transformers 4.49 and before, and "
+            "transformers 5, which sizes it from the 4-bit bytes). The allocator replay only: "
+            "its reserved memory on a card; not ``min_device_bytes``."
         ),
     ),
     _bool(
@@ -1981,6 +2009,7 @@ __all__ = [
     "KINDS",
     "Method",
     "ModulesToSave",
+    "LoadWarmup",
     "MoeExpertLayout",
     "Optimizer",
     "PLAN",

@@ -189,6 +189,7 @@ PROFILES: dict[Framework, dict[str, object]] = {
         "expandable_segments": True,
         "zero_grad_set_to_none": True,
         "rope_cache_16bit": "model",
+        "load_warmup": "transformers-4.52",
     },
     Framework.HF_TRAINER_4: {
         **_HF_COMMON,
@@ -506,6 +507,12 @@ SOURCES: dict[Framework, dict[str, str]] = {
         "give modules torch.split views",
     },
     Framework.UNSLOTH: {
+        "load_warmup": "Unsloth's notebooks install transformers 4.56.2 (unslothai/notebooks, "
+        "2025-10 to 2026-06; the runs of validation rows vl-t27a1 to vl-t27c1 print it): "
+        "FastLanguageModel.from_pretrained loads through transformers' from_pretrained with a "
+        "device_map, whose caching_allocator_warmup (4.56.2 modeling_utils.py lines 6154-6230) "
+        "allocates half the 4-bit model's 16-bit bytes, capped at the free memory less 1.2 GiB "
+        "(quantizers/base.py lines 283-292: factor 4)",
         "zero_grad_set_to_none": "Unsloth trains with TRL's SFTTrainer on transformers' Trainer, "
         "which calls model.zero_grad() (transformers 5.17.0 trainer.py); torch 2.x frees the "
         "gradients (Module.zero_grad set_to_none=True since 2.0)",
@@ -788,6 +795,9 @@ ORACLE_UNTRACED_KEYS: dict[str, str] = {
     "sdpa_cudnn_last": "which SDPA kernel a torch version tries first: time only, the oracle "
     "traces memory",
     "fp8_library": "what runs the FP8 linears: time only, the oracle traces memory",
+    "load_warmup": "a block allocated and freed while the model loads, before any step: the "
+    "oracle traces the steps of a model it builds itself; the allocator replay runs it "
+    "(calc.load_warmup)",
     "offload_pinned": "DeepSpeed's host buffers for CPU offload: time only, the oracle runs one "
     "process without DeepSpeed and traces device memory",
     "offload_host_cast": "DeepSpeed's upload after a CPU step: time only, the oracle runs one "
@@ -936,6 +946,7 @@ APPLIES_WHEN = {
     "outputs_cast_fp32": _native_amp,
     "offload_pinned": _deepspeed_offload,
     "offload_host_cast": _deepspeed_offload,
+    "load_warmup": lambda values: values.get("method") == "qlora",
 }
 """Profile entries that describe a code path taken only in some setups: LitGPT's FSDP wrap
 policy exists only under FSDP on several GPUs, and only torch's AdamW has a fused kernel;
@@ -947,6 +958,7 @@ a question for packed rows only. A profile's FSDP version applies under PyTorch 
 under DeepSpeed's ZeRO) and yields to the other version the request names (one loop runs one
 of them). accelerate casts the model's outputs to fp32 only under its native mixed precision
 (``*-mixed``, DeepSpeed aside). DeepSpeed's offload settings describe DeepSpeed's offload only.
+The load's warmup block is a 4-bit model's.
 Outside those setups the key keeps its own default (no warning for a choice the user did
 not make)."""
 

@@ -35,6 +35,7 @@ from .fields import (
     Fp8Library,
     Method,
     ModulesToSave,
+    LoadWarmup,
     MoeExpertLayout,
     Optimizer,
     Precision,
@@ -114,6 +115,7 @@ class EstimateRequest:
     sdpa_mask_boolean: bool
     gradient_clipping: bool
     offload_pinned: bool
+    load_warmup: LoadWarmup
     offload_host_cast: bool
     loss_outputs_kept: bool
     zero_grad_set_to_none: bool
@@ -466,6 +468,7 @@ __all__ = [
     "MAX_SEQ_LEN",
     "Method",
     "ModulesToSave",
+    "LoadWarmup",
     "MoeExpertLayout",
     "Optimizer",
     "Precision",

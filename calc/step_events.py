@@ -42,6 +42,7 @@ from . import activations as act
 from . import memory as mem
 from . import states as st
 from . import allocator as al
+from . import load_warmup
 from .allocator import SMALL_SIZE_BYTES, Event
 from .checkpointing import block_wrapped
 from .jsontypes import JsonObject
@@ -284,6 +285,10 @@ def simulate(
     :func:`calc.allocator.min_device_bytes` of :func:`step_events`, without replaying the steps
     that cannot change the cache).
 
+    The peaks replay the load's warmup block as a card larger than its count sizes it
+    (:func:`calc.load_warmup.block_bytes`); the capacity walk replays the load without it
+    (see :mod:`calc.load_warmup`).
+
     Outside the allocator: :data:`calc.memory.CUDA_CONTEXT_BYTES` (context and kernel images,
     cited there), :data:`calc.memory.NCCL_BUFFER_BYTES` on several GPUs (cited there), and
     ``driver_reserve_bytes``: memory the driver keeps on the card that nvidia-smi's
@@ -299,6 +304,10 @@ def simulate(
         steps = StepReplay(req, lengths, config)
         run = steps.replay()
         capacity = steps.min_capacity(run)
+        block = load_warmup.block_bytes(req, None)
+        if block:
+            # the peaks as on a large card, whose load warms the cache with the uncapped block
+            run = StepReplay(req, lengths, config, block).replay()
     return AllocatorEstimate(
         run.peak_allocated_bytes,
         run.peak_reserved_bytes,
@@ -582,13 +591,18 @@ class StepReplay:
     steady step after it (:data:`STEADY_STEPS`), though the growing step opened segments.
 
     A step's events are built once per distinct lengths (its keys are its own: every key
-    it allocates it frees), so the capacity search's replays reuse them."""
+    it allocates it frees), so the capacity search's replays reuse them.
+
+    ``load_block_bytes``: the block transformers allocates and frees before it loads the
+    weights, sized for the card replayed (:func:`calc.load_warmup.block_bytes`), run first.
+    The capacity walk runs without it (:func:`simulate`, :mod:`calc.load_warmup`)."""
 
     def __init__(
         self,
         req: EstimateRequest,
         seq_lens: Sequence[int],
         config: al.AllocatorConfig | None = None,
+        load_block_bytes: int = 0,
     ) -> None:
         self.config = allocator_config(req) if config is None else config
         self.groups = optimizer_steps(req, list(seq_lens)) or [()]
@@ -597,7 +611,7 @@ class StepReplay:
             al.threshold_applies(self.config) and self.config.roundup_power2_divisions <= 1
         )
         self._builder = _Builder(req)
-        self._resident = self._builder.resident()
+        self._resident = self._builder.resident(load_block_bytes)
         self._first = self._builder.step(self.groups[0])
         # the first step's events serve a later step of the same lengths only when they keep
         # nothing (no optimizer states to create)
@@ -1231,6 +1245,10 @@ def optimizer_steps(req: EstimateRequest, seq_lens: Sequence[int]) -> list[tuple
     return [tuple(seq_lens[i : i + n]) for i in range(0, len(seq_lens), n)]
 
 
+_LOAD_BLOCK_KEY = 0
+"""The key of the load's warmup block (:meth:`_Builder.resident`)."""
+
+
 class _Builder:
     """The events of one request: :meth:`resident` once, then :meth:`step` per optimizer step,
     in order (keys are numbered across them)."""
@@ -1256,7 +1274,20 @@ class _Builder:
         events.append(("alloc", key, nbytes))
         return key
 
-    def resident(self) -> list[Event]:
+    def resident(self, load_block_bytes: int = 0) -> list[Event]:
+        """:meth:`loaded`, after the block transformers allocates and frees before it loads
+        the weights (``load_block_bytes``, :func:`calc.load_warmup.block_bytes`; 0: none). Its
+        key is 0 (the steps' keys count from 1, a build's are negative)."""
+        events = self.loaded()
+        if load_block_bytes:
+            events = [
+                ("alloc", _LOAD_BLOCK_KEY, load_block_bytes),
+                ("free", _LOAD_BLOCK_KEY),
+                *events,
+            ]
+        return events
+
+    def loaded(self) -> list[Event]:
         """Before the first step: weights per block (each tensor at its bytes,
         :func:`_weight_shares`), then the embedding and the output layer; adapters; persistent
         buffers. Where the loop runs kbit preparation (and TRL's recast), the two tables go

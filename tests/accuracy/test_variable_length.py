@@ -12,6 +12,7 @@ import pytest
 
 from accuracy import variable_length as vl
 from accuracy.stats import percentile
+from calc.fields import LoadWarmup
 from calc.lengths import PARTS
 from calc.memory import parse_estimate_request
 
@@ -302,6 +303,23 @@ def test_a_card_smaller_than_the_unlimited_cache_bounds_the_replay():
     assert on_card <= get_gpu("a100-80gb-sxm").memory_bytes < unlimited
     judged = vl.judge_row(row)
     assert (judged.card, judged.simulated_gib) == ("a100-80gb-sxm", on_card / vl.GIB)
+
+
+@pytest.mark.parametrize("row_id", ["vl-q4", "vl-t27c1"])
+def test_a_4bit_load_of_transformers_4_51_on_reserves_its_block_before_training(row_id):
+    """Unsloth's Llama 3.1 8B notebook on a T4 under transformers 4.51.3 (vl-q4) and 4.56.2
+    (vl-t27c1) printed a reserve before training above calc's weights: the block transformers
+    allocates and frees at the load, capped by the T4's free memory (calc.load_warmup). The
+    replay on the card now starts from it, so its peak is at least that printed reserve; with
+    the load read as transformers 4.49's it is not."""
+    row = next(r for r in COVERED if r["id"] == row_id)
+    before = float(row["reserved_before_training_gib"]) * vl.GIB
+    req = vl.row_estimate_request(row)
+    assert req.load_warmup.value != "none"
+    on_card, out_of_memory = vl.replay_on_card(req, "t4")
+    assert not out_of_memory and on_card >= before
+    without, _ = vl.replay_on_card(req.replaced(load_warmup=LoadWarmup.NONE), "t4")
+    assert without < before
 
 
 ONE_RANK = [r for r in COVERED if vl.one_rank(r)]

@@ -337,6 +337,15 @@ PLAN_VARIATIONS = [
         "model": "llama-3.2-1b",
         "gpu": "a100-80gb-sxm",
     },
+    # transformers 4.51's load block (0.95 of the free memory), Alpaca-like lengths
+    {
+        "framework": "unsloth",
+        "method": "qlora",
+        "model": "llama-3.1-8b",
+        "gpu": "t4",
+        "load_warmup": "transformers-4.51",
+        "length_stats": "mean:225,p90:442,max:1585",
+    },
     # Unsloth 2024's whole logits, copied to fp32 by accelerate's mixed precision wrapper
     {
         "framework": "unsloth",

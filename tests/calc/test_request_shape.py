@@ -80,6 +80,8 @@ OLD_LINKS = [
     "?method=full&model=llama-3.2-1b&gpu=a100-80gb-sxm&num_gpus=2&sharding=zero2"
     "&sharding_engine=deepspeed&cpu_offload=optimizer&offload_pinned=false"
     "&offload_host_cast=false&dataset_tokens=100000000",
+    "?framework=unsloth&method=qlora&model=llama-3.1-8b&gpu=t4&load_warmup=transformers-4.51"
+    "&length_stats=mean:225,p90:442,max:1585&seq_len=2048",
 ]
 
 
