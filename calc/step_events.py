@@ -330,7 +330,9 @@ def reserved_after_step(req: EstimateRequest, micro_batch_tokens: Sequence[int])
     within it on a card large enough)."""
     lengths = tuple(lengths_of(req, micro_batch_tokens))
     builder = _Builder(req)
-    events = builder.resident() + builder.step(lengths, empty_cache=True)
+    # the load's block as on a large card: the weights hold its segment, so no release frees it
+    events = builder.resident(load_warmup.block_bytes(req, None))
+    events += builder.step(lengths, empty_cache=True)
     events.append(("mark",))
     events += builder.step(lengths)
     return al.replay(events, al.UNLIMITED, allocator_config(req)).peak_reserved_bytes

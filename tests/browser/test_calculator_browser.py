@@ -346,6 +346,14 @@ PLAN_VARIATIONS = [
         "load_warmup": "transformers-4.51",
         "length_stats": "mean:225,p90:442,max:1585",
     },
+    # TRL's QLoRA notebook on transformers 4.57: the 4.52-4.57 load block on the default stack
+    {
+        "method": "qlora",
+        "model": "qwen2.5-7b",
+        "gpu": "l4",
+        "load_warmup": "transformers-4.52",
+        "length_stats": "mean:600,p90:1500",
+    },
     # Unsloth 2024's whole logits, copied to fp32 by accelerate's mixed precision wrapper
     {
         "framework": "unsloth",
