@@ -373,11 +373,14 @@ def power_limited_clock_mhz(gpu: Gpu, reference: Gpu) -> float:
     (a card taken at its own sustained clock): with at least the reference's board power per
     compute unit, the boost clock; with less, ``reference clock x (power ratio) ** (1 /
     CLOCK_POWER_EXPONENT)``, never below the base clock (NVIDIA's clock guaranteed at the board
-    power) nor above the boost clock. MHz; what ``gpus.csv`` records as DERIVED."""
+    power) nor above the boost clock. MHz; what ``gpus.csv`` records as DERIVED. A reference whose
+    vendor measured it below its boost clock (the MI300X and MI325X, "Sustained MEASURED") scales
+    its measured clock by the same law on either side of its own power: at that power, the
+    measured clock."""
     ratio = (gpu.board_power_w / gpu.compute_units) / (
         reference.board_power_w / reference.compute_units
     )
-    if ratio >= 1:
+    if ratio >= 1 and reference.sustained_clock_mhz >= reference.boost_clock_mhz:
         return gpu.boost_clock_mhz
     clock: float = reference.sustained_clock_mhz * ratio ** (1 / CLOCK_POWER_EXPONENT)
     return min(float(gpu.boost_clock_mhz), max(float(gpu.base_clock_mhz), clock))

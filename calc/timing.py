@@ -68,7 +68,7 @@ from .request import (
 MATMUL_EFFICIENCY = {
     "a100": 0.81,
     "blackwell": 0.58,
-    "cdna3": 0.27,
+    "cdna3": 0.47,
     "gddr": 1.00,
     "gddr-pro": 0.36,
     "gddr-pro-ampere": 0.53,
@@ -100,8 +100,12 @@ name the FlashAttention package, version 2 on Blackwell (:data:`FLASH2_B200_TFLO
 cuDNN's attention through Transformer Engine (read as SDPA's cuDNN backend).
 ``cdna3`` (AMD Instinct MI300X and the cards the catalogue puts in its class) rests on ONE source,
 one row: torchtitan's Llama 3 8B BF16 pre-training on eight MI300X in torchao's float8 README
-(853f87d1), 0.27 of the datasheet's dense BF16 peak; before that row the class took the pooled
-NVIDIA share and read +163 % at first contact (fct-n4). ``gddr-pro-ampere`` rests on one source
+(853f87d1), 0.47 of its rate at the 1207 MHz that AMD measured it holding in dense BF16 GEMM
+(``gpus.csv``: 0.27 of the datasheet's 2100 MHz peak); before that row the class took the pooled
+NVIDIA share and read +163 % at first contact (fct-n4). Until 2026-12-06 the MI300X ran at its
+peak clock in calc and the fitted share was 0.27: its 18 first-contact rows (nine sources) read
++21.4 % by median, the MI325X's 11 +4.9 % and the MI355X's 6 -14.1 %; with the measured clocks
+(the MI325X's 1447 MHz) they read -5.3, -10.5 and -3.0 %. ``gddr-pro-ampere`` rests on one source
 too (above). Every other class rests on two sources or more; the methodology page says which rest on one, from the fit. A class without rows takes
 :data:`MATMUL_EFFICIENCY_POOLED`. On the A100s, the Hopper cards and the B200 class SDPA's flash
 and memory-efficient attention kernels run at FlashAttention-2's own measured rate instead
@@ -118,10 +122,11 @@ own count, ``python -m benchmarks.validate_throughput``, section "fitted constan
 sources they rest on"; a test keeps the two equal): a plan on such a card says so (warning
 ``time_class_single_source``)."""
 
-MATMUL_EFFICIENCY_POOLED = 0.66
+MATMUL_EFFICIENCY_POOLED = 0.71
 """The same fit with every covered row pooled in one class: the figure for a card class with no
 measured row (none in today's catalogue; the leave-one-source-out fits use it for a class whose
-only source is held out); FITTED."""
+only source is held out); FITTED (0.66 until the MI300X's measured clock, 2026-12-06: its row
+no longer pulls the pooled share down)."""
 
 MATMUL_HALF_TOKENS = 181.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step

@@ -404,14 +404,19 @@ def test_sustained_clocks_follow_the_stated_count_from_each_die_familys_referenc
     """A card's sustained clock is the boost clock where it has at least the board power per
     compute unit of its die family's reference, else the reference's clock x (power ratio)^(1/3)
     between its base and boost clocks: recomputed here for every derived row, marked derived
-    exactly where the count cuts the clock; a reference runs at its boost clock."""
+    exactly where the count cuts the clock; a card without a reference runs at its boost clock
+    unless its vendor published the clock it holds (MEASURED in its source)."""
     from calc import gpus
 
-    cut = set()
+    cut, measured = set(), {}
     for gpu in gpus.all_gpus():
         assert gpu.clock_source and gpu.compute_units > 0, gpu.id
         if not gpu.clock_reference:
-            assert gpu.sustained_clock_mhz == gpu.boost_clock_mhz, gpu.id
+            if "Sustained MEASURED" in gpu.clock_source:
+                assert 0 < gpu.sustained_clock_mhz < gpu.boost_clock_mhz, gpu.id
+                measured[gpu.id] = gpu.sustained_clock_mhz
+            else:
+                assert gpu.sustained_clock_mhz == gpu.boost_clock_mhz, gpu.id
             assert "sustained_clock_mhz" not in gpu.derived, gpu.id
             continue
         ref = gpus.get_gpu(gpu.clock_reference)
@@ -435,6 +440,9 @@ def test_sustained_clocks_follow_the_stated_count_from_each_die_familys_referenc
     t4 = gpus.get_gpu("t4")
     assert t4.clock_reference == "rtx-2080-ti"
     assert t4.sustained_clock_mhz == round(1545 * ((70 / 40) / (250 / 68)) ** (1 / 3)) == 1206
+    # AMD's published dense BF16 GEMM clocks (ROCm blogs, Max-Achievable FLOPs part 2)
+    assert measured == {"mi300x": 1207, "mi325x": 1447}
+    assert not any(g.clock_reference in measured for g in gpus.all_gpus())
 
 
 def test_the_count_holds_at_base_and_boost():

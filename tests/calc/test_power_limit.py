@@ -93,3 +93,12 @@ def test_card_without_clocks_says_so_instead_of_a_number():
     with pytest.raises(InputError) as err:
         calc.plan_setup({**PLAN, "gpu": "b200", "power_limit_w": 700})
     assert (err.value.code, err.value.field) == ("power_limit_without_clock", "power_limit_w")
+
+
+def test_a_measured_clock_scales_by_the_same_law():
+    # AMD measured the MI300X at 1207 MHz at its 750 W (dense BF16 GEMM): a 600 W cap takes the
+    # cube root of the power ratio from there, not from the 2100 MHz peak
+    mi300x = gpus.get_gpu("mi300x")
+    assert mi300x.sustained_clock_mhz == 1207
+    assert gpus.with_power_limit(mi300x, 600).sustained_clock_mhz == round(1207 * 0.8 ** (1 / 3))
+    assert gpus.with_power_limit(mi300x, 750).sustained_clock_mhz == 1207
