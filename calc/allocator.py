@@ -815,6 +815,8 @@ class CachingAllocator:
             elif kind == "mark":
                 self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
                 self.peak_footprint = self.footprint
+            elif kind == "reset_footprint":
+                self.peak_footprint = self.footprint
             elif kind == "empty_cache":
                 self.empty_cache()
         return -1
@@ -824,7 +826,9 @@ class CachingAllocator:
 
 Event = tuple[Any, ...]
 """``("alloc", key, nbytes)``, ``("free", key)``, ``("mark",)`` (resets the peaks, as
-``torch.cuda.reset_peak_memory_stats`` does before a measured step) or ``("empty_cache",)``
+``torch.cuda.reset_peak_memory_stats`` does before a measured step), ``("reset_footprint",)``
+(restarts :attr:`CachingAllocator.peak_footprint` alone, with expandable segments: the load's
+warmup block, :mod:`calc.load_warmup`, is not a card's need) or ``("empty_cache",)``
 (``torch.cuda.empty_cache()``: :meth:`CachingAllocator.empty_cache`)."""
 
 

@@ -36,7 +36,9 @@ that card exceeds twice the weights by 1.2 GiB, and the weights fill it. Checked
 Llama 3.1 8B QLoRA (seq_len 2048, 8192 x 2, 16384, and lengths mean 1500 / p90 3000 at 4096;
 expandable segments and the default allocator): the replay with the block that card's free
 memory gives runs at ``min_device_bytes`` in seven of the eight; the eighth (lengths, expandable
-segments) needs 0.08 GiB (1.1 %) more, its pages laid out otherwise."""
+segments) needs 0.08 GiB (1.1 %) more, its pages laid out otherwise. With expandable
+segments (the ``unsloth`` profile's) the block's replay gives ``min_device_bytes`` too: the
+pages held blocks touch after the block's release are those of a load without it."""
 
 from __future__ import annotations
 

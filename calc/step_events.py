@@ -287,7 +287,10 @@ def simulate(
 
     The peaks replay the load's warmup block as a card larger than its count sizes it
     (:func:`calc.load_warmup.block_bytes`); the capacity walk replays the load without it
-    (see :mod:`calc.load_warmup`).
+    (see :mod:`calc.load_warmup`). With expandable segments one replay with the block gives
+    both: the smallest card is the peak of the pages held blocks touch from the block's release
+    on (``reset_footprint``; the same figure as a replay without the block on 20 Unsloth QLoRA
+    requests, ``tests/calc/test_load_warmup.py``).
 
     Outside the allocator: :data:`calc.memory.CUDA_CONTEXT_BYTES` (context and kernel images,
     cited there), :data:`calc.memory.NCCL_BUFFER_BYTES` on several GPUs (cited there), and
@@ -300,12 +303,16 @@ def simulate(
         if micro_batch_tokens
         else [req.seq_len] * req.gradient_accumulation_steps
     )
+    block = load_warmup.block_bytes(req, None)
+    expandable = (allocator_config(req) if config is None else config).expandable_segments
     with collector_paused():
-        steps = StepReplay(req, lengths, config)
+        # with expandable segments no walk runs: the smallest card is the footprint's peak,
+        # which the block's replay restarts after the block (reset_footprint), so one replay
+        # gives both figures
+        steps = StepReplay(req, lengths, config, block if expandable else 0)
         run = steps.replay()
         capacity = steps.min_capacity(run)
-        block = load_warmup.block_bytes(req, None)
-        if block:
+        if block and not expandable:
             # the peaks as on a large card, whose load warms the cache with the uncapped block
             run = StepReplay(req, lengths, config, block).replay()
     return AllocatorEstimate(
@@ -1282,11 +1289,9 @@ class _Builder:
         key is 0 (the steps' keys count from 1, a build's are negative)."""
         events = self.loaded()
         if load_block_bytes:
-            events = [
-                ("alloc", _LOAD_BLOCK_KEY, load_block_bytes),
-                ("free", _LOAD_BLOCK_KEY),
-                *events,
-            ]
+            block = [("alloc", _LOAD_BLOCK_KEY, load_block_bytes), ("free", _LOAD_BLOCK_KEY)]
+            # expandable segments: the smallest card is the pages held blocks touch from here
+            events = [*block, ("reset_footprint",), *events]
         return events
 
     def loaded(self) -> list[Event]:

@@ -79,3 +79,36 @@ def test_replayed_reserve_grows_but_the_smallest_card_does_not() -> None:
         > plain["allocator"]["simulated_reserved_bytes"]
     )
     assert warmed["min_device_bytes"] == plain["min_device_bytes"]
+
+
+@pytest.mark.parametrize(
+    "more",
+    [
+        {"seq_len": 2048, "length_stats": ALPACA, "gradient_accumulation_steps": 4},
+        {"seq_len": 4096, "length_stats": {"mean": 1500, "p90": 3000}},
+        {"seq_len": 1024, "micro_batch_size": 8, "model": "mistral-7b"},
+    ],
+)
+def test_one_replay_gives_both_figures_on_expandable_segments(more: dict) -> None:
+    """With expandable segments the smallest card is the footprint's peak, restarted after the
+    block's release: the figure of a replay without the block, while the reserved peak keeps it."""
+    req = _req(**more)
+    assert req.expandable_segments
+    lengths = se.simulated_lengths(req)
+    plain = se.StepReplay(req, lengths)
+    warmed = se.StepReplay(req, lengths, load_block_bytes=lw.block_bytes(req, None))
+    plain_run, warmed_run = plain.replay(), warmed.replay()
+    assert warmed.min_capacity(warmed_run) == plain.min_capacity(plain_run)
+    assert warmed_run.peak_reserved_bytes >= plain_run.peak_reserved_bytes
+
+
+def test_the_default_allocator_walks_without_the_block() -> None:
+    se.forget_simulations()
+    lengths = {"length_stats": ALPACA, "seq_len": 2048, "expandable_segments": False}
+    warmed = estimate_response(_req(**lengths))
+    plain = estimate_response(_req(**lengths, load_warmup="none"))
+    assert warmed["min_device_bytes"] == plain["min_device_bytes"]
+    assert (
+        warmed["allocator"]["simulated_reserved_bytes"]
+        > plain["allocator"]["simulated_reserved_bytes"]
+    )
