@@ -303,8 +303,9 @@ def simulate(
         if micro_batch_tokens
         else [req.seq_len] * req.gradient_accumulation_steps
     )
+    config = allocator_config(req) if config is None else config
     block = load_warmup.block_bytes(req, None)
-    expandable = (allocator_config(req) if config is None else config).expandable_segments
+    expandable = config.expandable_segments
     with collector_paused():
         # with expandable segments no walk runs: the smallest card is the footprint's peak,
         # which the block's replay restarts after the block (reset_footprint), so one replay
