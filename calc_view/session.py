@@ -92,6 +92,16 @@ class Session:
         except Exception as exc:  # a bug, as in answer
             return json.dumps(internal_error(stage, exc))
 
+    def warm(self, command: str, request_json: str) -> None:
+        """Answer ``request_json`` (as the page's first request would be answered: deferred)
+        and drop the answer. A fresh worker's first answer also pays for the modules it
+        imports and the tables calc reads and keeps (catalogue, presets, strings): run before
+        the reader's first change, that cost is not theirs to wait for. Leaves the deferred
+        answer as it was; never raises."""
+        kept = self._deferred
+        self.handle(command, request_json, True)
+        self._deferred = kept
+
     def handle(self, command: str, request_json: str, defer: bool = False) -> str:
         """:meth:`answer` for JSON text in and out; never raises."""
         from calc.errors import InputError

@@ -609,6 +609,22 @@ def test_static_result_is_in_the_html_and_equals_the_live_one(
     close_calculator_page(page)
 
 
+def test_the_worker_warms_up_on_the_build_time_request(shared_context, site_server):
+    """Once up, the worker answers the build-time request once and drops the answer
+    (worker.js ``warmUp``, ``Session.warm``): the page then hears "warmed", its figures are
+    still the build-time ones and no answer is pending."""
+    page = shared_context.new_page()
+    calc = Calc(page, site_server, "en")
+    calc.open()
+    shown = calc.outputs()
+    page.wait_for_function(
+        "document.getElementById('calc').dataset.calcWarm === 'true'", timeout=READY_TIMEOUT_MS
+    )
+    calc.wait_quiet()
+    assert calc.outputs() == shown
+    close_calculator_page(page)
+
+
 # ---------------------------------------------------------------- form
 
 

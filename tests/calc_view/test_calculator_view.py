@@ -1287,3 +1287,27 @@ def test_a_deferred_answer_then_its_replay_equal_the_whole_answer(command):
     out = json.loads(session.handle(command, json.dumps(plain), True))
     assert "min_device_pending" not in json.dumps(out["result"])
     assert json.loads(session.complete()) == {"none": True}
+
+
+def test_warming_a_session_leaves_its_answers_as_they_were():
+    """``Session.warm`` (the worker's warm-up with the page's build-time request) answers and
+    drops the answer: a deferred answer waiting for its replay still gets it, a warm-up of a
+    request with lengths leaves no replay of its own, a bad request raises nothing, and the
+    answers after it are those of a session never warmed."""
+    from calc_view.session import Session
+
+    request = {"model": "llama-3.2-1b", "gpu": "rtx-4090", "dataset_tokens": 1e7}
+    lengths = {**request, "length_stats": {"mean": 611, "p90": 1500}}
+    session = Session("en", STRINGS["en"])
+    session.warm("plan", json.dumps(lengths))
+    assert json.loads(session.complete()) == {"none": True}
+    session.warm("plan", "{not json")
+    session.warm("plan", json.dumps({**request, "seq_len": -1}))
+    # a replay that waits survives a warm-up
+    session.handle("plan", json.dumps(lengths), True)
+    session.warm("plan", json.dumps(request))
+    done = json.loads(session.complete())
+    assert done == json.loads(Session("en", STRINGS["en"]).handle("plan", json.dumps(lengths)))
+    assert json.loads(session.handle("plan", json.dumps(request))) == json.loads(
+        Session("en", STRINGS["en"]).handle("plan", json.dumps(request))
+    )

@@ -195,9 +195,20 @@ function main(root) {
 
   // ------------------------------------------------------------ worker
 
+  // The request of the build-time result, as the worker receives requests (null when the
+  // page has none: the figures on show then count as no request's).
+  function staticKey() {
+    try {
+      return requestKey(JSON.parse(root.dataset.staticRequest));
+    } catch (err) {
+      return null;
+    }
+  }
+
   const setWorker = (value) => { root.dataset.calcWorker = value; }; // private: tests, benchmarks
   const client = new WorkerClient({
-    init: { type: "init", lang, strings },
+    // warm: the build-time request, which the worker answers once while the reader reads
+    init: { type: "init", lang, strings, command, warm: staticKey() },
     boot: {
       // the first worker was started by boot.js while the page was parsed
       take: () => {
@@ -226,6 +237,7 @@ function main(root) {
       message: (msg) => {
         if (msg.type === "config-result") configImport.onResult(msg);
         else if (msg.type === "update") apply(machine.update(msg.id, msg.out));
+        else if (msg.type === "warmed") root.dataset.calcWarm = "true"; // private: benchmarks
       },
     },
   });
@@ -408,13 +420,7 @@ function main(root) {
   clearErrors();
   patchLanguageLinks(state.queryString(advanced.open));
   // The build-time result is the default setup's: the form's own when the form holds it.
-  let shownKey;
-  try {
-    shownKey = requestKey(JSON.parse(root.dataset.staticRequest));
-  } catch (err) {
-    shownKey = null; // no build-time request: the figures on show count as no request's
-  }
-  machine = new CalcMachine({ shownKey });
+  machine = new CalcMachine({ shownKey: staticKey() });
   if (picker) {
     picker.addEventListener("change", onPick);
     picker.addEventListener("input", (event) => event.stopPropagation());

@@ -3,7 +3,8 @@
 // (?pyodide=<dir>/&bundle=<zip>&snapshot=<gz>&stdlib=<zip>&lock=<json>), so nothing waits
 // for the page. stdlib and lock: the standard library and package lock cut to what calc
 // needs (hooks/pyodide_stdlib.py); without them Pyodide loads its own, in full.
-// Messages in:  {type: "init", lang, strings}
+// Messages in:  {type: "init", lang, strings, command, warm}  (warm: the page's build-time
+//                 request as JSON text, answered once after "ready" and dropped; or null)
 //               {type: "compute", id, command, request, defer}  (request: JSON text; defer:
 //                 answer without the caching allocator's replay, then send it as "update")
 //               {type: "config", id, action, payload}  (config-import.js: import/export, JSON text)
@@ -16,6 +17,7 @@
 //                 sent COMPLETE_DELAY_MS after the answer unless another compute came first)
 //               {type: "crashed", id, detail}
 //               {type: "config-result", id, out}  (out: {result} or {error})
+//               {type: "warmed"}  (the warm-up answer is done: a private signal, benchmarks)
 // Python is called through one entry, calc_view.session.Session(lang, strings).handle(command,
 // request_json), which never raises; any JavaScript-side exception means Pyodide itself broke,
 // so the worker reports it and closes, and the page starts a new one.
@@ -26,6 +28,9 @@ const SNAPSHOT_PREFETCH_DELAY_MS = 1500; // after the first results, not during 
 // A deferred answer's replay (tens to hundreds of ms in Pyodide, which cannot be interrupted)
 // starts this long after the answer: a change the reader makes meanwhile skips it.
 const COMPLETE_DELAY_MS = 30;
+// The warm-up (see warmUp) starts this long after "ready": a page that has a request of its
+// own (a shared link) sends it at once, and that request is answered instead.
+const WARM_DELAY_MS = 100;
 // Cache Storage key (no request is ever made to it) that says this browser has run the
 // calculator before: the snapshot is fetched on the second visit, never on the first.
 const VISITED_KEY = new URL("calc-visited", self.location.href).href;
@@ -41,6 +46,7 @@ booting.catch(() => {}); // handled when "init" arrives; not an unhandled reject
 let handle = null;
 let session = null;
 let completion = null; // the answer whose replay is still to come: {id}
+let warming = null; // the warm-up's timer, until it runs or a request comes
 
 async function bytes(url) {
   const response = await fetch(url);
@@ -159,10 +165,30 @@ async function init(msg) {
   postMessage({ type: "ready", timings: { pyodide_ms: t1 - t0, calc_ms: t2 - t1, total_ms: t2 - t0,
                                           snapshot: restored, origin: performance.timeOrigin + t0,
                                           phases } });
+  if (msg.warm) warming = setTimeout(() => warmUp(msg.command, msg.warm), WARM_DELAY_MS);
+}
+
+// A fresh worker's first answer imports the modules it needs and fills the tables calc
+// keeps (catalogue, presets, strings): about three times a later answer's time. Answering
+// the page's build-time request once, while the reader has changed nothing yet, takes that
+// off their first change (Session.warm drops the answer).
+function warmUp(command, request) {
+  warming = null;
+  try {
+    session.warm(command, request);
+  } catch (err) {
+    crashed(null, err);
+    return;
+  }
+  postMessage({ type: "warmed" });
 }
 
 function compute(msg) {
   completion = null; // a newer request: the last answer's replay is no longer wanted
+  if (warming !== null) { // the request warms the worker itself
+    clearTimeout(warming);
+    warming = null;
+  }
   let text;
   try {
     text = handle(msg.command, msg.request, msg.defer === true);
