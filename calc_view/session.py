@@ -96,11 +96,14 @@ class Session:
         """Answer ``request_json`` (as the page's first request would be answered: deferred)
         and drop the answer. A fresh worker's first answer also pays for the modules it
         imports and the tables calc reads and keeps (catalogue, presets, strings): run before
-        the reader's first change, that cost is not theirs to wait for. Leaves the deferred
-        answer as it was; never raises."""
+        the reader's first change, that cost is not theirs to wait for. The caching
+        allocator's replay, which only a request with ``length_stats`` runs, is imported too
+        (its modules are a fifth of the replay's first run). Leaves the deferred answer as it
+        was; never raises."""
         kept = self._deferred
         self.handle(command, request_json, True)
         self._deferred = kept
+        import calc.step_events  # noqa: F401  (imported for its side effect: loaded once)
 
     def handle(self, command: str, request_json: str, defer: bool = False) -> str:
         """:meth:`answer` for JSON text in and out; never raises."""

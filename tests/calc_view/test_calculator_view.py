@@ -1311,3 +1311,23 @@ def test_warming_a_session_leaves_its_answers_as_they_were():
     assert json.loads(session.handle("plan", json.dumps(request))) == json.loads(
         Session("en", STRINGS["en"]).handle("plan", json.dumps(request))
     )
+
+
+def test_warming_a_fresh_session_loads_the_replay_without_running_it():
+    """In a fresh interpreter, ``Session.warm`` of a request without lengths leaves the caching
+    allocator's replay imported (what a first request with ``length_stats`` would otherwise
+    load while the reader waits), and no replay waiting."""
+    script = (
+        "import json, sys\n"
+        "from calc_view.session import Session\n"
+        "from macros import calculator\n"
+        "s = Session('en', calculator.load_strings()['en'])\n"
+        "assert 'calc.step_events' not in sys.modules\n"
+        "s.warm('plan', json.dumps(calculator.default_request()))\n"
+        "assert 'calc.step_events' in sys.modules\n"
+        "assert json.loads(s.complete()) == {'none': True}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
