@@ -27,9 +27,10 @@ fresh browser context, it prints:
 - recompute latency p50/p95 over N input changes (from the input event to the new result
   in the DOM; target p95 <= 150 ms), and the first change's own (the page waits 3 s after
   its numbers are live, so the worker's warm-up, worker.js ``warmUp``, is done): on the
-  default setup (sequence length and micro-batch size in turn), then with a length distribution (``?LENGTHS_QUERY``: sequence length,
-  micro-batch size and epochs in turn; the first answer, then up to the second answer that
-  adds the allocator replay's smallest card);
+  default setup (sequence length and micro-batch size in turn), then with a length
+  distribution (``?LENGTHS_QUERY``: sequence length, micro-batch size and epochs in turn;
+  the first answer, then up to the second answer that adds the allocator replay's smallest
+  card);
 - bytes for a guide page (a guide page loads no Pyodide);
 - where a first visit's wait goes: when each file's last byte came (network) and when each
   step of the worker's start ended (CPU: WebAssembly instantiated, Python started, the calc

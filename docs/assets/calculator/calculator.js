@@ -197,18 +197,18 @@ function main(root) {
 
   // The request of the build-time result, as the worker receives requests (null when the
   // page has none: the figures on show then count as no request's).
-  function staticKey() {
+  const staticKey = (() => {
     try {
       return requestKey(JSON.parse(root.dataset.staticRequest));
     } catch (err) {
       return null;
     }
-  }
+  })();
 
   const setWorker = (value) => { root.dataset.calcWorker = value; }; // private: tests, benchmarks
   const client = new WorkerClient({
     // warm: the build-time request, which the worker answers once while the reader reads
-    init: { type: "init", lang, strings, command, warm: staticKey() },
+    init: { type: "init", lang, strings, command, warm: staticKey },
     boot: {
       // the first worker was started by boot.js while the page was parsed
       take: () => {
@@ -420,7 +420,7 @@ function main(root) {
   clearErrors();
   patchLanguageLinks(state.queryString(advanced.open));
   // The build-time result is the default setup's: the form's own when the form holds it.
-  machine = new CalcMachine({ shownKey: staticKey() });
+  machine = new CalcMachine({ shownKey: staticKey });
   if (picker) {
     picker.addEventListener("change", onPick);
     picker.addEventListener("input", (event) => event.stopPropagation());
