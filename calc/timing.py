@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Any
 
 from . import attention as attn_kernels
-from . import comm, liger
+from . import amp_traffic, comm, liger
 from .moe_kernels import MoeCounts, experts_called, moe_counts, routed_expert_linears
 from . import states as st
 from .frameworks import TRANSFORMERS_MODELING
@@ -1756,6 +1756,13 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         cast_bytes = AUTOCAST_WEIGHT_CAST_BYTES[st.request_regime(req, sharding).weight_bytes]
         elementwise += cast_bytes * (cast_block * (1 + recompute) + cast_head) / tokens
         kernels += cast_ops * (1 + recompute)
+    if fp32_stream_counted(req, sharding, liger_on):
+        # autocast on an fp32 residual stream: the casts and fp32 element-wise work the
+        # 16-bit tables above leave out (calc.amp_traffic, traced per family)
+        amp_fwd, amp_bwd = amp_traffic.amp_stream_bytes_per_token(arch)
+        elementwise += amp_fwd * (1 + recompute) + amp_bwd
+        ops_fwd, ops_bwd = amp_traffic.amp_block_extra_ops(arch)
+        kernels += arch.num_layers * (ops_fwd * (1 + recompute) + ops_bwd)
     if embed_copy:
         # the embedding copy's gradient: PyTorch's dense embedding backward zero-fills the
         # V x h table once per micro-step and scatter-adds each token's output gradient into
@@ -2058,6 +2065,29 @@ def packed_attention(req: EstimateRequest) -> tuple[float | None, str]:
     if req.attention is Attention.SDPA:
         return None, "padding"
     return span, mask
+
+
+FP32_STREAM_REGIMES = ("mixed-amp", "mixed-other-16bit-weights")
+"""Regimes whose residual stream is fp32 under autocast (:mod:`calc.states`): fp32 weights
+make an fp32 embedding output; weights of the other 16-bit type promote the stream at the
+first residual add."""
+
+
+def fp32_stream_counted(req: EstimateRequest, sharding: Sharding, liger_on: bool) -> bool:
+    """Whether :mod:`calc.amp_traffic` prices the request's fp32 stream: a regime of
+    :data:`FP32_STREAM_REGIMES`, transformers' own blocks run eager (the trace's code; not
+    compiled, whose fused kernels absorb the casts, nor Liger's or Unsloth's kernels, which
+    replace the norms and RoPE), and not QLoRA, whose 4-bit linears cast their input and
+    return their output in it themselves (bitsandbytes ``Linear4bit.forward``), a path the
+    trace does not cover."""
+    return (
+        st.request_regime(req, sharding).name in FP32_STREAM_REGIMES
+        and TRANSFORMERS_MODELING.get(req.framework.value) is not None
+        and not req.torch_compile
+        and not req.fused_lora_kernels
+        and not liger_on
+        and req.method is not Method.QLORA
+    )
 
 
 def autocast_cast_params(req: EstimateRequest, sharding: Sharding) -> tuple[int, int, int]:

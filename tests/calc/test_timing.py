@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calc import comm, gpus, presets, timing
+from calc import amp_traffic, comm, gpus, presets, timing
 from calc.plan import parse_plan_request
 from calc.request import Sharding
 from hand_counts import ELEMENTWISE_FWD_7B
@@ -2006,7 +2006,8 @@ def test_autocast_casts_fp32_weights_at_every_forward(method, gc):
     # bf16-mixed on fp32 weights without ZeRO: torch.autocast casts every linear's weight to
     # bf16 in the forward and again in a checkpointed block's recomputation (autocast_mode.cpp
     # cached_cast keeps a copy only within one autocast region): 6 bytes per weight element
-    # and one op per linear, on top of the same request with weights loaded in 16 bits
+    # and one op per linear, on top of the same request with weights loaded in 16 bits; and the
+    # fp32 residual stream's own casts and fp32 element-wise work (calc.amp_traffic)
     keys = dict(method=method, precision="bf16-mixed", gradient_checkpointing=gc)
     fp32 = _counts_of(**keys, weights_loaded_16bit=False)
     bf16 = _counts_of(**keys, weights_loaded_16bit=True)
@@ -2015,17 +2016,24 @@ def test_autocast_casts_fp32_weights_at_every_forward(method, gc):
     head = arch.vocab_size * arch.hidden_size
     passes = 2 if gc else 1
     tokens = fp32.tokens_micro
+    stream_fwd, stream_bwd = amp_traffic.amp_stream_bytes_per_token(arch)
+    stream_ops = amp_traffic.amp_block_extra_ops(arch)
     extra = fp32.elementwise_bytes_per_token - bf16.elementwise_bytes_per_token
-    assert extra == pytest.approx(6 * (block * passes + head) / tokens, rel=1e-9)
+    assert extra == pytest.approx(
+        6 * (block * passes + head) / tokens + stream_fwd * passes + stream_bwd, rel=1e-9
+    )
     ops = 7 * arch.num_layers + 1
-    assert fp32.kernels_per_micro - bf16.kernels_per_micro == pytest.approx(ops * passes)
+    assert fp32.kernels_per_micro - bf16.kernels_per_micro == pytest.approx(
+        ops * passes + arch.num_layers * (stream_ops[0] * passes + stream_ops[1])
+    )
 
 
 @pytest.mark.parametrize("gc", [False, True])
 @pytest.mark.parametrize("method", ["lora", "full"])
 def test_autocast_casts_weights_of_the_other_16bit_type(method, gc):
     # an fp16 checkpoint loaded as it is under bf16 autocast (weights_loaded_other_16bit):
-    # every weight is cast as fp32 weights are, 2 bytes read and 2 written per element
+    # every weight is cast as fp32 weights are, 2 bytes read and 2 written per element, and the
+    # residual stream, promoted to fp32 at the first add, costs what it costs on fp32 weights
     keys = dict(method=method, precision="bf16-mixed", gradient_checkpointing=gc)
     same = _counts_of(**keys, weights_loaded_16bit=True)
     other = _counts_of(**keys, weights_loaded_16bit=True, weights_loaded_other_16bit=True)
@@ -2033,10 +2041,16 @@ def test_autocast_casts_weights_of_the_other_16bit_type(method, gc):
     block = sum(arch.blocks_of(lin) * lin.params for lin in arch.linears)
     head = arch.vocab_size * arch.hidden_size
     passes = 2 if gc else 1
+    stream_fwd, stream_bwd = amp_traffic.amp_stream_bytes_per_token(arch)
+    stream_ops = amp_traffic.amp_block_extra_ops(arch)
     extra = other.elementwise_bytes_per_token - same.elementwise_bytes_per_token
-    assert extra == pytest.approx(4 * (block * passes + head) / other.tokens_micro, rel=1e-9)
+    assert extra == pytest.approx(
+        4 * (block * passes + head) / other.tokens_micro + stream_fwd * passes + stream_bwd,
+        rel=1e-9,
+    )
     assert other.kernels_per_micro - same.kernels_per_micro == pytest.approx(
         (7 * arch.num_layers + 1) * passes
+        + arch.num_layers * (stream_ops[0] * passes + stream_ops[1])
     )
 
 

@@ -1,0 +1,126 @@
+"""The fp32 residual stream under autocast (calc.amp_traffic): the element-wise bytes and kernels
+it adds to a transformers block, counted by hand here, and where calc.timing adds them.
+
+The trace of the same difference, family by family: tests/tools/test_count_amp_traffic.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from calc import amp_traffic, liger, presets, timing
+from calc.request import parse_estimate_request
+
+LLAMA2_7B = presets.get_preset("llama-2-7b")  # h 4096, 32 heads of 128 (MHA), 32 layers
+QWEN3_06B = presets.get_preset("qwen3-0.6b")  # h 1024, 16 q heads, 8 k/v heads of 128, 28 layers
+GPT2 = presets.get_preset("gpt2")  # h 768, LayerNorm, learned positions, fused c_attn, 12 layers
+
+
+def _per_block(arch, total: float) -> float:
+    """A stack total less the output layer's input cast (6 h, once), per block."""
+    return (total - 6 * arch.hidden_size) / arch.num_layers
+
+
+def test_a_llama_block_adds_its_casts_promotions_and_fp32_norms():
+    """Forward, per token: q, k, v, gate and up each cast the fp32 norm output (5 x 6 h), two
+        residual adds read fp32 (2 x 4 h), two RMSNorms drop their casts and scale in fp32 (2 x -8
+        h), q and k (8192 elements) pass an fp32 rotary embedding (+10) and SDPA's cast (+6).
+        Backward: the five input gradients cast back (5 x 6 h), three fp32 sums of them (q+k+v: 2,
+        gate+up: 1; 3 x 6 h), two fp32 residual sums and the casts of their gradients to the
+        sublayers' 16 bits (2 x 12 h), rotary's fp32 products and casts (+20) and SDPA's (+6). Each
+    way, the fp32 cos and sin rows (8 bytes per head_dim element more). 222,208 and 508,928 bytes,
+    what tools/count_amp_traffic.py traces for this block."""
+    h, qk = 4096, 2 * 32 * 128
+    forward, backward = amp_traffic.amp_stream_bytes_per_token(LLAMA2_7B)
+    table = 8 * 128  # cos and sin rows read in fp32 by four products, each way
+    assert _per_block(LLAMA2_7B, forward) == 30 * h + 8 * h - 16 * h + 16 * qk + table
+    assert _per_block(LLAMA2_7B, backward) == 30 * h + 18 * h + 24 * h + 26 * qk + table
+    # five input casts and SDPA's two, less two casts of each of two norms; backward the five
+    # again, the two residual gradients' casts, SDPA's two and rotary's four, less the norms'
+    assert amp_traffic.amp_block_extra_ops(LLAMA2_7B) == (5 + 2 - 4, 5 + 2 + 6 - 4)
+
+
+def test_q_and_k_norms_keep_the_rotary_embedding_in_fp32():
+    """Qwen3's q/k RMSNorm returns fp32 (its fp32 weight times a 16-bit output): the rotary
+    embedding runs whole in fp32, 28 bytes per q/k element forward and 50 backward, and
+    rotary's two gradient casts per tensor are not there (backward 7 kernels, not 9)."""
+    h, qk = 1024, (16 + 8) * 128
+    forward, backward = amp_traffic.amp_stream_bytes_per_token(QWEN3_06B)
+    assert _per_block(QWEN3_06B, forward) == 30 * h + 8 * h - 16 * h + 28 * qk + 8 * 128
+    assert _per_block(QWEN3_06B, backward) == 30 * h + 18 * h + 24 * h + 50 * qk + 8 * 128
+    assert amp_traffic.amp_block_extra_ops(QWEN3_06B) == (3, 7)
+
+
+def test_a_gpt2_block_has_no_rotary_and_layer_norms_that_read_more():
+    """GPT-2: the fused c_attn and c_fc cast one h-wide input each (2 x 6 h), two fp32 residual
+    adds (2 x 4 h), two LayerNorms reading and writing fp32 (2 x 4 h); no rotary, so SDPA gets
+    16-bit q, k, v and casts nothing; no cast dropped by a LayerNorm."""
+    h = 768
+    forward, backward = amp_traffic.amp_stream_bytes_per_token(GPT2)
+    assert _per_block(GPT2, forward) == 12 * h + 8 * h + 8 * h
+    assert _per_block(GPT2, backward) == 12 * h + 24 * h + 12 * h  # no sum: one reader each
+    assert amp_traffic.amp_block_extra_ops(GPT2) == (2, 4)
+
+
+AMP = {
+    "model": "llama-2-7b",
+    "method": "full",
+    "precision": "bf16-mixed",
+    "framework": "hf-trainer",
+    "micro_batch_size": 1,
+    "seq_len": 1024,
+}
+
+
+def _counts(monkeypatch, request: dict, zero: bool) -> timing.Counts:
+    if zero:
+        monkeypatch.setattr(amp_traffic, "amp_stream_bytes_per_token", lambda arch: (0.0, 0.0))
+        monkeypatch.setattr(amp_traffic, "amp_block_extra_ops", lambda arch: (0.0, 0.0))
+    req = parse_estimate_request(request)
+    return timing._counts(req, req.sharding, None)
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_the_time_model_adds_the_stream_to_each_pass(monkeypatch, checkpointing):
+    """calc.timing adds the forward's bytes and kernels once per forward (twice with the
+    recomputation of checkpointed blocks) and the backward's once."""
+    request = {**AMP, "gradient_checkpointing": checkpointing}
+    with monkeypatch.context() as m:
+        without = _counts(m, request, zero=True)
+    with_stream = _counts(monkeypatch, request, zero=False)
+    forward, backward = amp_traffic.amp_stream_bytes_per_token(LLAMA2_7B)
+    ops_f, ops_b = amp_traffic.amp_block_extra_ops(LLAMA2_7B)
+    passes = 2 if checkpointing else 1
+    assert with_stream.elementwise_bytes_per_token - without.elementwise_bytes_per_token == (
+        pytest.approx(forward * passes + backward)
+    )
+    assert with_stream.kernels_per_micro - without.kernels_per_micro == pytest.approx(
+        32 * (ops_f * passes + ops_b)
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"precision": "bf16-true"},  # 16-bit weights, no autocast
+        {"weights_loaded_16bit": True},  # autocast over bf16 weights: a 16-bit stream
+        {"sharding": "zero3", "num_gpus": 2},  # DeepSpeed hands the modules 16-bit weights
+        {"torch_compile": True},  # inductor fuses the casts
+        {"framework": "generic"},  # not transformers' blocks: not what was traced
+        {"method": "qlora"},  # bitsandbytes casts around its 4-bit matmuls itself
+    ],
+)
+def test_stacks_without_an_fp32_stream_or_outside_the_trace_are_unchanged(monkeypatch, change):
+    request = {**AMP, **change}
+    with monkeypatch.context() as m:
+        without = _counts(m, request, zero=True)
+    plain = _counts(monkeypatch, request, zero=False)
+    assert plain.elementwise_bytes_per_token == without.elementwise_bytes_per_token
+    assert plain.kernels_per_micro == without.kernels_per_micro
+
+
+def test_weights_of_the_other_16bit_type_get_the_fp32_stream_too():
+    """fp16 weights under bf16 autocast: the first residual add promotes the stream to fp32."""
+    req = parse_estimate_request(
+        {**AMP, "weights_loaded_16bit": True, "weights_loaded_other_16bit": True}
+    )
+    assert timing.fp32_stream_counted(req, req.sharding, liger.applies(req))

@@ -1,0 +1,36 @@
+"""calc's count of what autocast over fp32 weights adds to a transformers block
+(calc.amp_traffic) against a trace of it (tools/count_amp_traffic.py).
+
+Needs torch and transformers (skipped without them, except where ``REQUIRE_ORACLE=1``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from oracle_deps import need_oracle_stack
+
+torch = need_oracle_stack()
+
+from tools import count_amp_traffic as cat  # noqa: E402
+
+# the kinds of block calc.amp_traffic counts exactly: Llama's, q/k norms before RoPE (Qwen3),
+# Gemma's fp32-scaling norms with post-norms (Gemma 3), GPT-2's LayerNorms and fused projections
+FAMILIES = {
+    "llama": "llama-2-7b",
+    "qwen3": "qwen3-0.6b",
+    "gemma3_text": "gemma-3-1b",
+    "gpt2": "gpt2",
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_calc_counts_what_the_trace_of_the_block_adds(family):
+    """Per block and token, the extra element-wise bytes (the double difference over blocks and
+    lengths) equal calc's count, forward and backward; the extra kernels too (autocast's weight
+    copies left out of both: calc counts them per weight)."""
+    row = cat.family_row(FAMILIES[family])
+    traced, counted = row["traced"], row["calc"]
+    for key in ("ops_forward", "ops_backward"):
+        assert traced[key] == pytest.approx(counted[key], abs=0.01), key
+    for key in ("bytes_forward", "bytes_backward"):
+        assert traced[key] == pytest.approx(counted[key], rel=0.001), key

@@ -1,0 +1,240 @@
+"""What autocast over fp32 weights adds to a decoder block's element-wise work: the trace behind
+``calc.amp_traffic``.
+
+``python tools/count_amp_traffic.py [MODEL_TYPE ...] [--json]`` (needs torch and transformers:
+``tools/requirements-oracle-transformers5.txt``). For one preset of each family that
+``tools/count_eager_ops.py`` traces, it builds the stack twice on the CPU: in bf16 with no
+autocast (what calc's element-wise tables describe), and in fp32 under
+``torch.autocast("cpu", torch.bfloat16)`` (calc's ``mixed-amp`` regime: ``*-mixed`` on fp32
+weights without ZeRO). CPU autocast casts the same ops to bf16 as CUDA autocast for what a block
+runs: ``linear`` and ``scaled_dot_product_attention`` (torch 2.13
+``aten/src/ATen/autocast_mode.cpp``, both lists); a norm's ``pow`` and ``rsqrt`` already get
+fp32 inputs.
+
+For each, it counts the kernel-launching aten ops of one forward (with the loss) and one
+backward, and the bytes those ops read and write, matmuls and attention left out (calc prices
+those by FLOPs): each tensor argument's elements times its element size (a broadcast input,
+whose storage is smaller, by its storage), and each output's. The per-token, per-block figure is
+a double difference: stacks of one and two periods of the layer pattern, at 32 and 64 tokens;
+what a weight costs once (autocast's weight copies, the fp32 gradients' casts) and what the
+embedding, head and loss cost drop out.
+
+The table prints, per family, the extra ops and the extra bytes per token the amp stack's block
+runs over the bf16 one, forward and backward, beside calc's count of the same
+(``calc.amp_traffic.amp_stream_bytes_per_token`` and ``amp_block_extra_ops``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tools.count_eager_ops import (  # noqa: E402
+    NO_KERNEL,
+    family_presets,
+    generation,
+    period,
+    traced_config,
+)
+
+PRICED_APART = frozenset(
+    {
+        "addmm",
+        "mm",
+        "bmm",
+        "matmul",
+        "linear",
+        "baddbmm",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_efficient_attention_backward",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_backward",
+        "scaled_dot_product_attention",
+    }
+)
+"""Ops calc prices by their FLOPs (the linears' matmuls, the attention kernel): not element-wise."""
+
+TOKENS = (32, 64)
+
+
+def traffic_counter(weight_shapes: frozenset[tuple[int, ...]] = frozenset()) -> Any:
+    """A ``TorchDispatchMode`` that counts kernel-launching ops (``.ops``) and the bytes the
+    element-wise ones read and write (``.bytes``). Casts of a tensor shaped as a weight
+    (``weight_shapes``: autocast's weight copies, the fp32 weight gradients' casts) are left
+    out of ``.ops``: calc counts them per weight (``AUTOCAST_WEIGHT_CAST_BYTES``)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    def size(t: Any) -> int:
+        if not isinstance(t, torch.Tensor):
+            return 0
+        full = t.numel() * t.element_size()
+        try:
+            return min(full, t.untyped_storage().nbytes())
+        except (RuntimeError, NotImplementedError):
+            return full
+
+    def flat(x: Any) -> list[Any]:
+        if isinstance(x, (list, tuple)):
+            return [y for item in x for y in flat(item)]
+        return [x]
+
+    class Traffic(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops = 0
+            self.bytes = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            name = func.overloadpacket.__name__
+            if name in NO_KERNEL:
+                return out
+            weight_cast = (
+                name == "_to_copy"
+                and isinstance(args[0], torch.Tensor)
+                and (tuple(args[0].shape) in weight_shapes)
+            )
+            self.ops += 0 if weight_cast else 1
+            if name not in PRICED_APART:
+                inputs = flat(list(args)) + flat(list((kwargs or {}).values()))
+                self.bytes += sum(size(t) for t in inputs) + sum(size(t) for t in flat(out))
+            return out
+
+    return Traffic()
+
+
+def trace(config: dict, layers: int, tokens: int, amp: bool) -> tuple[int, int, int, int]:
+    """Ops and element-wise bytes of one forward (with the loss) and one backward: ``(forward
+    ops, backward ops, forward bytes, backward bytes)``. ``amp``: fp32 weights under bf16
+    autocast, else bf16 weights without it."""
+    import contextlib
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tools.oracle.run import causal_lm_from_config
+
+    hf = traced_config(config, layers)
+    model_type = hf.pop("model_type")
+    hf.pop("architectures", None)
+    cfg = AutoConfig.for_model(model_type, **hf)
+    torch.manual_seed(0)
+    dtype_key = "dtype" if generation() >= 5 else "torch_dtype"
+    dtype = torch.float32 if amp else torch.bfloat16
+    model = causal_lm_from_config(
+        AutoModelForCausalLM, cfg, attn_implementation="sdpa", **{dtype_key: dtype}
+    )
+    model.train()
+
+    def region() -> Any:
+        if amp:
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    ids = torch.randint(0, cfg.vocab_size, (1, tokens))
+    with region():
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()  # warm-up: lazy inits off the count
+    model.zero_grad(set_to_none=True)
+    shapes = frozenset(tuple(p.shape) for p in model.parameters())
+    forward, backward = traffic_counter(shapes), traffic_counter(shapes)
+    with forward, region():
+        loss = model(input_ids=ids, labels=ids).loss
+    with backward:
+        loss.backward()
+    return forward.ops, backward.ops, forward.bytes, backward.bytes
+
+
+def per_block(config: dict, amp: bool) -> dict[str, float]:
+    """Ops per block (the layer difference at the shorter length) and element-wise bytes per
+    block per token (the double difference), forward and backward."""
+    p = period(config)
+    short, long = TOKENS
+    t = {(n, s): trace(config, n * p, s, amp) for n in (1, 2) for s in (short, long)}
+    ops_f = (t[2, short][0] - t[1, short][0]) / p
+    ops_b = (t[2, short][1] - t[1, short][1]) / p
+
+    def per_token(i: int) -> float:
+        d = (t[2, long][i] - t[1, long][i]) - (t[2, short][i] - t[1, short][i])
+        return d / (p * (long - short))
+
+    return {
+        "ops_forward": ops_f,
+        "ops_backward": ops_b,
+        "bytes_forward": per_token(2),
+        "bytes_backward": per_token(3),
+    }
+
+
+def calc_figures(config: dict) -> dict[str, float]:
+    """calc's count of what the amp block adds, on the traced stack's widths."""
+    from calc import amp_traffic
+    from tools.count_eager_ops import calc_request
+
+    arch = calc_request(config, period(config)).model
+    forward, backward = amp_traffic.amp_stream_bytes_per_token(arch)
+    ops_f, ops_b = amp_traffic.amp_block_extra_ops(arch)
+    head = amp_traffic.CAST_BYTES_PER_ELEMENT * arch.hidden_size  # once, not per block
+    return {
+        "ops_forward": ops_f,
+        "ops_backward": ops_b,
+        "bytes_forward": (forward - head) / arch.num_layers,
+        "bytes_backward": (backward - head) / arch.num_layers,
+    }
+
+
+def family_row(preset: str) -> dict[str, Any]:
+    from calc.presets import preset_row
+
+    config = preset_row(preset)["config"]
+    bf16 = per_block(config, amp=False)
+    amp = per_block(config, amp=True)
+    traced = {k: round(amp[k] - bf16[k], 1) for k in amp}
+    return {"preset": preset, "traced": traced, "calc": calc_figures(config)}
+
+
+def main(argv: list[str]) -> int:
+    import torch
+    import transformers
+
+    as_json = "--json" in argv
+    wanted = [a for a in argv if not a.startswith("--")]
+    table: dict[str, Any] = {}
+    for family, preset in sorted(family_presets().items()):
+        if wanted and family not in wanted:
+            continue
+        try:
+            table[family] = family_row(preset)
+        except Exception as exc:  # a family transformers builds differently: reported, skipped
+            table[family] = {"preset": preset, "error": f"{type(exc).__name__}: {exc}"[:200]}
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__}
+    if as_json:
+        print(json.dumps({"versions": versions, "families": table}, indent=1, sort_keys=True))
+        return 0
+    print(f"torch {versions['torch']}, transformers {versions['transformers']}")
+    print("extra per block under autocast on fp32 weights: traced | calc")
+    for family, row in table.items():
+        if "error" in row:
+            print(f"{family:16s} {row['preset']:22s} not traced: {row['error']}")
+            continue
+        tr, ca = row["traced"], row["calc"]
+        print(
+            f"{family:16s} {row['preset']:22s} ops fwd {tr['ops_forward']:5.1f} | "
+            f"{ca['ops_forward']:5.1f}  bwd {tr['ops_backward']:5.1f} | {ca['ops_backward']:5.1f}"
+            f"  bytes/token fwd {tr['bytes_forward']:8.0f} | {ca['bytes_forward']:8.0f}"
+            f"  bwd {tr['bytes_backward']:8.0f} | {ca['bytes_backward']:8.0f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
