@@ -29,17 +29,16 @@ CPU autocast against bf16 weights, transformers 5.17, torch 2.13) and prints it 
 counts, family by family. Under ``torch.compile`` inductor fuses the casts into the kernels
 around them: not counted there.
 
-Held to that trace (``tests/tools/test_count_amp_traffic.py``: Llama, Qwen3, Gemma 3, GPT-2):
-bytes and kernels per block agree exactly on Llama, Mistral, Qwen2, Qwen3, SmolLM3, Seed-OSS,
-Gemma 1 to 3 and GPT-2 (GPT-2: within 8 bytes of 21,512). Where the count is not written for the
-block yet, the trace disagrees (2026-12-06; traced / counted bytes per block and token, forward,
-backward): Phi-3, whose rotary code concatenates q with an empty pass-through part (two casts
-and fp32 writes more: 135,936 / 111,360 forward, backward equal); OLMo 3's post-norms, which
-read the sublayers' 16-bit outputs (155,648 / 189,440, 294,912 / 410,624); GPT-NeoX's, Falcon's
-and Phi-2's parallel LayerNorm blocks (backward counted 10 to 37 % high); routed experts (from
-Mixtral's -10 % / +2 % to DeepSeek-V3's +34 % / +60 %, Llama 4's -58 % / -49 %), latent
-attention (Mistral 4: -27 % / -24 %) and Gemma 4's blocks (-30 % / -22 %). Those blocks take
-this count as it stands."""
+Held to that trace (``tests/tools/test_count_amp_traffic.py``: Llama, Qwen3, Gemma 3, GPT-2,
+OLMo 3, Phi-3, Ministral 3): bytes and kernels per block agree on Llama, Mistral, Qwen2, Qwen3,
+SmolLM3, Seed-OSS, Gemma 1 to 3, OLMo 3, Phi-3 and Ministral 3 (to 4 bytes per token), and
+GPT-2 (within 8 bytes of 21,512). Where the count is not written for the block yet, the trace
+disagrees (2026-12-06; traced against counted bytes per block and token, forward / backward):
+GPT-NeoX's, Falcon's and Phi-2's parallel LayerNorm blocks with partial RoPE (backward counted
+10 to 37 % high); routed experts, where CPU autocast also leaves ``_grouped_mm`` in fp32 (it is
+not on torch's CPU list), so the trace is not what a GPU runs (from Mixtral's -10 % / +2 % to
+DeepSeek-V3's +34 % / +60 % and Llama 4's -58 % / -49 %); latent attention (Mistral 4: -27 % /
+-24 %) and Gemma 4's blocks (-30 % / -22 %). Those blocks take this count as it stands."""
 
 from __future__ import annotations
 
@@ -82,6 +81,30 @@ QK_NORM_ROTARY_BACKWARD_OPS = 4
 """The backward kernels that path adds per block (traced as above): SDPA's gradients of q and k
 cast to fp32, and the gradient of each norm's 16-bit output cast back; rotary's own gradients
 stay fp32 (6 on the plain path: :func:`amp_block_extra_ops`)."""
+
+ROTARY_CONCAT_FAMILIES = frozenset({"phi3"})
+"""Families whose rotary embedding splits q and k into a rotated part and a pass-through part
+and concatenates them again, even with nothing to pass through (transformers 5.17
+``models/phi3/modeling_phi3.py`` ``apply_rotary_pos_emb``: ``torch.cat([(q_rot * cos) +
+(rotate_half(q_rot) * sin), q_pass], dim=-1)``): :data:`ROTARY_CONCAT_BYTES`."""
+
+ROTARY_CONCAT_BYTES = {"rotated_forward": 4, "pass_forward": 10, "pass_backward": 6}
+"""That concatenation on an fp32 rotated part: it reads and writes fp32 (+4 bytes per rotated
+element forward), casts the 16-bit pass-through part to fp32 first (+6, and +4 in the
+concatenation: +10 per pass-through element), and backward casts that part's gradient back (+6);
+one cast kernel more for q and for k each way, traced on Phi-3-mini (whose pass-through part is
+empty: the casts launch on zero elements)."""
+
+QUERY_SCALE_FAMILIES = frozenset({"ministral3"})
+"""Families that scale the roped query by a per-position factor before attention (transformers
+5.17 ``models/ministral3/modeling_ministral3.py`` ``Ministral3Attention.forward``: ``query_states
+* get_llama_4_attn_scale(...).to(query_states.dtype)``): :data:`QUERY_SCALE_BYTES`."""
+
+QUERY_SCALE_BYTES = 4
+"""That product on an fp32 query: read 4 and write 4 bytes per query element where the 16-bit
+one moves 2 + 2, forward, and the same for its gradient backward; and the factor's cast to the
+query's dtype is no kernel when that dtype is already fp32 (one kernel fewer forward; traced on
+Ministral-3-3B)."""
 
 RMS_NORM_INPUT_BYTES = {
     ("weight_16bit", "forward"): -8,
@@ -146,8 +169,27 @@ def _fp32_qk_norm(arch: ModelArch) -> bool:
 
 def pre_norms(arch: ModelArch) -> int:
     """Norms per block that read the residual stream: the two pre-norms (one in Phi's parallel
-    block); Gemma's post-norms read the sublayers' 16-bit outputs."""
+    block); Gemma's post-norms read the sublayers' 16-bit outputs, and OLMo 2's and 3's blocks
+    have no other (``norms_after_sublayers``: the sublayers read the stream itself)."""
+    if arch.extra.get("norms_after_sublayers"):
+        return 0
     return min(2, arch.norms_per_layer)
+
+
+def _rope_promoted(arch: ModelArch) -> bool:
+    """RoPE runs and SDPA receives q and k in fp32 only under autocast: not without RoPE, nor
+    where the family's rotary code computes in fp32 and casts back to q's dtype whatever the
+    stream (``rope_fp32``: OLMo 3's ``Olmo3RotaryEmbedding`` and ``apply_rotary_pos_emb``,
+    transformers 5.17), where the 16-bit stack already pays for it."""
+    return arch.learned_positions == 0 and not arch.extra.get("rope_fp32")
+
+
+def _rotary_split(arch: ModelArch) -> tuple[int, int]:
+    """Rotated and passed-through elements of q and k per token (``rope_dim`` of each head
+    where the config rotates part of it)."""
+    heads = arch.num_heads + arch.num_kv_heads
+    rotated = min(int(arch.extra.get("rope_dim", arch.head_dim)), arch.head_dim)
+    return heads * rotated, heads * (arch.head_dim - rotated)
 
 
 def amp_stream_bytes_per_token(arch: ModelArch) -> tuple[float, float]:
@@ -167,8 +209,16 @@ def amp_stream_bytes_per_token(arch: ModelArch) -> tuple[float, float]:
     if kind:
         forward += pre_norms(arch) * RMS_NORM_INPUT_BYTES[kind, "forward"] * h
         backward += pre_norms(arch) * RMS_NORM_INPUT_BYTES[kind, "backward"] * h
-    if arch.learned_positions == 0:
+    if _rope_promoted(arch):
         roped = (arch.num_heads + arch.num_kv_heads) * arch.head_dim
+        if arch.family in ROTARY_CONCAT_FAMILIES:
+            rotated, passed = _rotary_split(arch)
+            forward += ROTARY_CONCAT_BYTES["rotated_forward"] * rotated
+            forward += ROTARY_CONCAT_BYTES["pass_forward"] * passed
+            backward += ROTARY_CONCAT_BYTES["pass_backward"] * passed
+        if arch.family in QUERY_SCALE_FAMILIES:
+            forward += QUERY_SCALE_BYTES * arch.num_heads * arch.head_dim
+            backward += QUERY_SCALE_BYTES * arch.num_heads * arch.head_dim
         forward += ROTARY_TABLE_BYTES_PER_HEAD_DIM * arch.head_dim
         backward += ROTARY_TABLE_BYTES_PER_HEAD_DIM * arch.head_dim
         if _fp32_qk_norm(arch):
@@ -193,8 +243,10 @@ def amp_block_extra_ops(arch: ModelArch) -> tuple[float, float]:
         if _norm_kind(arch) in ("weight_16bit", "scale_fp32")
         else 0
     )
-    roped = arch.learned_positions == 0
+    roped = _rope_promoted(arch)
     rope_backward = QK_NORM_ROTARY_BACKWARD_OPS if _fp32_qk_norm(arch) else 6
-    forward = readers + (2 if roped else 0) - dropped
-    backward = readers + 2 + (rope_backward if roped else 0) - dropped
+    concat = 2 if roped and arch.family in ROTARY_CONCAT_FAMILIES else 0
+    scaled = 1 if roped and arch.family in QUERY_SCALE_FAMILIES else 0
+    forward = readers + (2 if roped else 0) + concat - scaled - dropped
+    backward = readers + 2 + (rope_backward if roped else 0) + concat - dropped
     return float(forward), float(backward)

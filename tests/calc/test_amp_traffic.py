@@ -124,3 +124,43 @@ def test_weights_of_the_other_16bit_type_get_the_fp32_stream_too():
         {**AMP, "weights_loaded_16bit": True, "weights_loaded_other_16bit": True}
     )
     assert timing.fp32_stream_counted(req, req.sharding, liger.applies(req))
+
+
+def test_post_norm_blocks_with_fp32_rope_pay_only_the_casts_and_adds():
+    """OLMo 3: no norm reads the stream (the norms follow the sublayers) and its rotary code
+    computes in fp32 and casts back whatever the stream: what is left are the five input casts
+    and the two promoted adds (38 h forward), the casts back, three fp32 sums and the residual
+    gradients (72 h backward); 5 and 7 kernels. 155,648 and 294,912 bytes at h 4096: the trace."""
+    olmo = presets.get_preset("olmo-3-7b")
+    h = 4096
+    forward, backward = amp_traffic.amp_stream_bytes_per_token(olmo)
+    assert _per_block(olmo, forward) == 38 * h
+    assert _per_block(olmo, backward) == 72 * h
+    assert amp_traffic.amp_block_extra_ops(olmo) == (5, 7)
+
+
+def test_phi3_concatenates_its_rotated_q_and_k_in_fp32():
+    """Phi-3-mini: one fused qkv and one fused gate_up read the norms (2 x 6 h, no sums), its
+    rotary code concatenates the fp32 rotated part with an empty pass-through part (+4 per q/k
+    element, one more cast kernel for q and k each way)."""
+    phi3 = presets.get_preset("phi-3-mini")
+    h, qk = 3072, 2 * 32 * 96
+    forward, backward = amp_traffic.amp_stream_bytes_per_token(phi3)
+    table = 8 * 96
+    assert _per_block(phi3, forward) == 12 * h + 8 * h - 16 * h + (16 + 4) * qk + table
+    assert _per_block(phi3, backward) == 12 * h + 0 + 24 * h + 26 * qk + table
+    assert amp_traffic.amp_block_extra_ops(phi3) == (2 + 2 + 2 - 4, 2 + 2 + 6 + 2 - 4)
+
+
+def test_ministral3_scales_its_fp32_query_per_position():
+    """Ministral 3 multiplies the roped query by a per-position factor: on an fp32 query that
+    product moves 4 bytes more per query element each way, and the factor's cast to the query's
+    dtype launches nothing."""
+    m3 = presets.get_preset("ministral-3-3b")
+    llama_like = amp_traffic.amp_stream_bytes_per_token(m3)
+    q = 32 * 128
+    h, qk = 3072, (32 + 8) * 128
+    table = 8 * 128
+    assert _per_block(m3, llama_like[0]) == 38 * h - 16 * h + 16 * qk + 4 * q + table
+    assert _per_block(m3, llama_like[1]) == 72 * h + 26 * qk + 4 * q + table
+    assert amp_traffic.amp_block_extra_ops(m3) == (3 - 1, 9)

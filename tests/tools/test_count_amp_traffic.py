@@ -14,12 +14,17 @@ torch = need_oracle_stack()
 from tools import count_amp_traffic as cat  # noqa: E402
 
 # the kinds of block calc.amp_traffic counts exactly: Llama's, q/k norms before RoPE (Qwen3),
-# Gemma's fp32-scaling norms with post-norms (Gemma 3), GPT-2's LayerNorms and fused projections
+# Gemma's fp32-scaling norms with post-norms (Gemma 3), GPT-2's LayerNorms and fused projections,
+# norms after the sublayers with an fp32 rotary code (OLMo 3), a rotary concatenation and fused
+# projections (Phi-3), a per-position query scale (Ministral 3)
 FAMILIES = {
     "llama": "llama-2-7b",
     "qwen3": "qwen3-0.6b",
     "gemma3_text": "gemma-3-1b",
     "gpt2": "gpt2",
+    "olmo3": "olmo-3-7b",
+    "phi3": "phi-3-mini",
+    "ministral3": "ministral-3-3b",
 }
 
 
