@@ -137,6 +137,12 @@ def _readers(arch: ModelArch) -> tuple[tuple[LinearLayer, ...], tuple[LinearLaye
     return parts.attn_in, parts.mlp_in + parts.routers
 
 
+def reader_names(arch: ModelArch) -> frozenset[str]:
+    """Names of the linears that read a norm's output (the fp32 stream's, under autocast)."""
+    attn, mlp = _readers(arch)
+    return frozenset(l.name for l in attn + mlp)
+
+
 def _cast_elements(arch: ModelArch, linears: tuple[LinearLayer, ...]) -> float:
     """Input elements per token that ``linears`` cast, averaged over the stack's blocks."""
     return sum(arch.blocks_of(l) * l.active * l.d_in for l in linears) / arch.num_layers

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from collections.abc import Sequence
 from typing import Any
 
 from . import attention as attn_kernels
@@ -860,6 +861,14 @@ loaded in 16 bits); DeepSpeed and FSDP give the modules 16-bit weights themselve
 QLoRA's 4-bit weights are dequantized by bitsandbytes, not cast. The adapters' own casts (fp32
 LoRA weights, a fraction of a percent of the model) are left out."""
 
+AUTOCAST_ADAPTER_INPUT_CAST_BYTES = 6
+"""Under autocast, fp32 adapters' ``lora_A`` gets its input cast to 16 bits by autocast (read 4,
+write 2 per input element), after peft's own cast of a 16-bit input to the adapters' fp32
+(:data:`LORA_CAST_BYTES_PER_INPUT`): a round trip per adapted linear (torch 2.13
+``autocast_mode.cpp`` ``linear``; peft 0.21 ``lora.Linear.forward`` ``_cast_input_dtype``).
+Where the input is the fp32 residual stream's norm output, peft's cast is a no-op and only
+this one runs (:func:`fp32_stream_counted`)."""
+
 LORA_DROPOUT_BYTES_PER_INPUT = {"fp32": 9, "16bit": 5}
 """``lora_dropout`` > 0: ``nn.Dropout`` on the (cast) input of each adapted linear reads it and
 writes it (4 + 4 bytes in fp32, 2 + 2 in 16-bit) and writes its mask (1 byte per element,
@@ -1589,11 +1598,6 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     residual = RESIDUAL_BYTES_PER_ELEMENT[mode]
     attention_io = ATTENTION_IO_BYTES_PER_ELEMENT[mode]
     fp32_adapters = _adapters_run_fp32(req)
-    lora_out = (
-        LORA_FP32_BYTES_PER_OUTPUT
-        if fp32_adapters and attention_dtype(req) != "fp32"
-        else LORA_BYTES_PER_OUTPUT
-    )
     loss = LOSS_BYTES_PER_LOGIT
     kbit_casts = 0.0
     # bitsandbytes up to 0.46 computes each 4-bit matmul in its input's dtype: on fp32
@@ -1612,7 +1616,6 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         rotary = fp32["rotary", mode] if rotary else 0
         attention_io = fp32["attention_io", mode]
         act = fp32["mlp_act", mode] if arch.mlp_gated else 2 * act
-        lora_out = fp32["lora_output", mode]
         loss = fp32["loss_logit", mode]
         kbit_casts = (
             0.0 if fp32_4bit else KBIT_CAST_BYTES_PER_ELEMENT * (stack_in + stack_out) * passes
@@ -1662,6 +1665,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
             parts.append((UNSLOTH_GLU_BYTES_PER_ELEMENT, ffn))
             act = 0
         unsloth_fwd, unsloth_bwd = kernel_traffic(parts, scale)
+    stream = fp32_stream_counted(req, sharding, liger_on)
+    stream_readers = amp_traffic.reader_names(arch) if stream else frozenset()
     # adapted linears inside Unsloth's autograd functions, and the others (peft's path)
     in_fast = tuple(a for a in adapted if key_of(a) in fast)
     peft_path = tuple(a for a in adapted if key_of(a) not in fast)
@@ -1677,9 +1682,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     fwd_bytes = (
         arch.num_layers * per_layer
         + moe.route_bytes
-        + lora_out * sum(a.blocks * a.active * a.d_out for a in peft_path)
-        + lora_input_bytes(req)
-        * sum(a.blocks * a.active * a.d_in for a in peft_path if not a.fused)
+        + peft_path_bytes(req, peft_path, stream_readers)
     )
     adapter_re = recompute
     if selective is not None:
@@ -1756,7 +1759,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         cast_bytes = AUTOCAST_WEIGHT_CAST_BYTES[st.request_regime(req, sharding).weight_bytes]
         elementwise += cast_bytes * (cast_block * (1 + recompute) + cast_head) / tokens
         kernels += cast_ops * (1 + recompute)
-    if fp32_stream_counted(req, sharding, liger_on):
+    if stream:
         # autocast on an fp32 residual stream: the casts and fp32 element-wise work the
         # 16-bit tables above leave out (calc.amp_traffic, traced per family)
         amp_fwd, amp_bwd = amp_traffic.amp_stream_bytes_per_token(arch)
@@ -1931,9 +1934,31 @@ def adapter_matmul_counts(req: EstimateRequest, recompute: float) -> tuple[float
 def _adapters_run_fp32(req: EstimateRequest) -> bool:
     """The adapters' matmuls and output run in fp32: fp32 adapters (or fp32 training) in peft's
     ``lora.Linear``; Unsloth's ``matmul_lora`` casts fp32 adapters to the input's dtype first
-    (``A.to(dtype)``, ``B.to(dtype)``) and adds their product into the base output in place."""
+    (``A.to(dtype)``, ``B.to(dtype)``) and adds their product into the base output in place.
+    Not under autocast (:func:`autocast_runs_adapters`)."""
     fp32 = req.lora_adapter_dtype is AdapterDtype.FP32 or req.precision is Precision.FP32
-    return req.is_peft and fp32 and not (req.fused_lora_kernels and attention_dtype(req) != "fp32")
+    return (
+        req.is_peft
+        and fp32
+        and not (req.fused_lora_kernels and attention_dtype(req) != "fp32")
+        and not autocast_runs_adapters(req)
+    )
+
+
+def autocast_runs_adapters(req: EstimateRequest) -> bool:
+    """peft's adapters run in 16 bits whatever their own dtype: the forward runs under
+    ``torch.autocast`` (a ``*-mixed`` regime that autocasts, :attr:`calc.states.Regime.autocast`),
+    whose ``linear`` casts fp32 adapter weights and their input to 16 bits (torch 2.13
+    ``aten/src/ATen/autocast_mode.cpp``), so ``lora_A`` and ``lora_B`` multiply on tensor cores
+    and return 16 bits, and the scale and the add to the base output are 16-bit (traced,
+    ``tools/count_amp_traffic.py``'s stacks under peft 0.21 with fp32 adapters: ``_to_copy`` of
+    A, B and the input, ``mm`` in bf16). Unsloth's kernels cast the adapters themselves."""
+    return (
+        req.is_peft
+        and not req.fused_lora_kernels
+        and st.request_regime(req).autocast
+        and req.precision is not Precision.FP32
+    )
 
 
 DEEPSPEED_PREFETCH_BUCKET_PER_HIDDEN2 = 0.9
@@ -2131,13 +2156,54 @@ def lora_input_bytes(req: EstimateRequest) -> float:
     if not req.is_peft:
         return 0.0
     fp32_adapters = req.lora_adapter_dtype is AdapterDtype.FP32 or req.precision is Precision.FP32
-    cast = LORA_CAST_BYTES_PER_INPUT if fp32_adapters and attention_dtype(req) != "fp32" else 0
+    cast = LORA_CAST_BYTES_PER_INPUT if _peft_casts_input_up(req) else 0
+    if fp32_adapters and autocast_runs_adapters(req):
+        # autocast casts the (now fp32) input back to 16 bits for lora_A
+        cast += AUTOCAST_ADAPTER_INPUT_CAST_BYTES
     dropout = (
         LORA_DROPOUT_BYTES_PER_INPUT["fp32" if fp32_adapters else "16bit"]
         if req.lora_dropout > 0
         else 0
     )
     return float(cast + dropout)
+
+
+def lora_output_bytes(req: EstimateRequest) -> int:
+    """Element-wise bytes per output element of each adapted linear on peft's path: the 16-bit
+    scale and add (:data:`LORA_BYTES_PER_OUTPUT`), fp32 adapters' fp32 branch on a 16-bit layer
+    (:data:`LORA_FP32_BYTES_PER_OUTPUT`; not under autocast, :func:`autocast_runs_adapters`), or
+    the fp32 activations' own path after kbit preparation (:data:`calc.states.KBIT_FP32`)."""
+    if st.request_regime(req) is st.KBIT_FP32:
+        mode = "compiled" if req.torch_compile else "eager"
+        return FP32_ACTIVATION_BYTES_PER_ELEMENT["lora_output", mode]
+    if _adapters_run_fp32(req) and attention_dtype(req) != "fp32":
+        return LORA_FP32_BYTES_PER_OUTPUT
+    return LORA_BYTES_PER_OUTPUT
+
+
+def peft_path_bytes(
+    req: EstimateRequest, peft_path: Sequence[Any], stream_readers: frozenset[str]
+) -> float:
+    """Forward element-wise bytes per token, whole stack, of the adapters on peft's path: their
+    output's scale and add (:func:`lora_output_bytes`) and their input's casts and dropout
+    (:func:`lora_input_bytes`; folded adapters pass no token). ``stream_readers``: the adapted
+    linears whose input is the fp32 stream's norm output (:mod:`calc.amp_traffic`), where peft's
+    cast up to fp32 has nothing to do."""
+    out = lora_output_bytes(req) * sum(a.blocks * a.active * a.d_out for a in peft_path)
+    inputs = [a for a in peft_path if not a.fused]
+    total = out + lora_input_bytes(req) * sum(a.blocks * a.active * a.d_in for a in inputs)
+    if stream_readers and _peft_casts_input_up(req):
+        total -= LORA_CAST_BYTES_PER_INPUT * sum(
+            a.blocks * a.active * a.d_in for a in inputs if a.name in stream_readers
+        )
+    return float(total)
+
+
+def _peft_casts_input_up(req: EstimateRequest) -> bool:
+    """peft casts each adapted linear's 16-bit input to its fp32 adapters
+    (:data:`LORA_CAST_BYTES_PER_INPUT`)."""
+    fp32_adapters = req.lora_adapter_dtype is AdapterDtype.FP32 or req.precision is Precision.FP32
+    return req.is_peft and fp32_adapters and attention_dtype(req) != "fp32"
 
 
 def attention_dtype(req: EstimateRequest) -> str:

@@ -112,10 +112,13 @@ def traffic_counter(weight_shapes: frozenset[tuple[int, ...]] = frozenset()) -> 
     return Traffic()
 
 
-def trace(config: dict, layers: int, tokens: int, amp: bool) -> tuple[int, int, int, int]:
+def trace(
+    config: dict, layers: int, tokens: int, amp: bool, lora: bool = False
+) -> tuple[int, int, int, int]:
     """Ops and element-wise bytes of one forward (with the loss) and one backward: ``(forward
     ops, backward ops, forward bytes, backward bytes)``. ``amp``: fp32 weights under bf16
-    autocast, else bf16 weights without it."""
+    autocast, else bf16 weights without it. ``lora``: peft 0.21's LoRA (rank 8, every linear,
+    no dropout) with fp32 adapters (``get_peft_model``'s default ``autocast_adapter_dtype``)."""
     import contextlib
 
     import torch
@@ -133,6 +136,11 @@ def trace(config: dict, layers: int, tokens: int, amp: bool) -> tuple[int, int, 
     model = causal_lm_from_config(
         AutoModelForCausalLM, cfg, attn_implementation="sdpa", **{dtype_key: dtype}
     )
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        adapters = LoraConfig(r=8, target_modules="all-linear", lora_dropout=0.0)
+        model = get_peft_model(model, adapters, autocast_adapter_dtype=True)
     model.train()
 
     def region() -> Any:
@@ -154,12 +162,12 @@ def trace(config: dict, layers: int, tokens: int, amp: bool) -> tuple[int, int, 
     return forward.ops, backward.ops, forward.bytes, backward.bytes
 
 
-def per_block(config: dict, amp: bool) -> dict[str, float]:
+def per_block(config: dict, amp: bool, lora: bool = False) -> dict[str, float]:
     """Ops per block (the layer difference at the shorter length) and element-wise bytes per
     block per token (the double difference), forward and backward."""
     p = period(config)
     short, long = TOKENS
-    t = {(n, s): trace(config, n * p, s, amp) for n in (1, 2) for s in (short, long)}
+    t = {(n, s): trace(config, n * p, s, amp, lora) for n in (1, 2) for s in (short, long)}
     ops_f = (t[2, short][0] - t[1, short][0]) / p
     ops_b = (t[2, short][1] - t[1, short][1]) / p
 
@@ -192,6 +200,66 @@ def calc_figures(config: dict) -> dict[str, float]:
     }
 
 
+def lora_request(config: dict, layers: int, amp: bool) -> Any:
+    """calc's request for the traced stack with peft's fp32 adapters on every linear: ``amp``
+    ``bf16-mixed`` on fp32 weights, else ``bf16-true``."""
+    from calc.request import parse_estimate_request
+    from tools.count_eager_ops import SEQ_LEN, calc_framework
+
+    return parse_estimate_request(
+        {
+            "model": {"hf_config": traced_config(config, layers)},
+            "method": "lora",
+            "lora_targets": "all-linear",
+            "lora_adapter_dtype": "fp32",
+            "lora_dropout": 0.0,
+            "precision": "bf16-mixed" if amp else "bf16-true",
+            "weights_loaded_16bit": not amp,
+            "gradient_checkpointing": False,
+            "attention": "sdpa",
+            "framework": calc_framework(),
+            "micro_batch_size": 1,
+            "seq_len": SEQ_LEN,
+        }
+    )
+
+
+def calc_lora_forward(config: dict) -> float:
+    """calc's extra forward bytes per block and token with fp32 adapters under autocast on fp32
+    weights: the stream's (:func:`calc_figures`) and the change of peft's path
+    (``calc.timing.peft_path_bytes``: 16-bit branch, autocast's input casts)."""
+    from calc import states, timing
+
+    layers = period(config)
+    paths = []
+    for amp in (False, True):
+        req = lora_request(config, layers, amp)
+        readers = amp_traffic_readers(req) if amp else frozenset()
+        paths.append(timing.peft_path_bytes(req, states.adapted(req), readers))
+    return calc_figures(config)["bytes_forward"] + (paths[1] - paths[0]) / layers
+
+
+def amp_traffic_readers(req: Any) -> frozenset[str]:
+    from calc import amp_traffic
+
+    return amp_traffic.reader_names(req.model)
+
+
+def lora_row(preset: str) -> dict[str, Any]:
+    """The traced extra forward bytes per block and token with fp32 LoRA adapters, beside
+    calc's."""
+    from calc.presets import preset_row
+
+    config = preset_row(preset)["config"]
+    bf16 = per_block(config, amp=False, lora=True)
+    amp = per_block(config, amp=True, lora=True)
+    return {
+        "preset": preset,
+        "traced_forward": round(amp["bytes_forward"] - bf16["bytes_forward"], 1),
+        "calc_forward": calc_lora_forward(config),
+    }
+
+
 def family_row(preset: str) -> dict[str, Any]:
     from calc.presets import preset_row
 
@@ -207,6 +275,10 @@ def main(argv: list[str]) -> int:
     import transformers
 
     as_json = "--json" in argv
+    if "--lora" in argv:
+        rows = {f: lora_row(p) for f, p in sorted(family_presets().items()) if f in argv}
+        print(json.dumps(rows, indent=1, sort_keys=True))
+        return 0
     wanted = [a for a in argv if not a.startswith("--")]
     table: dict[str, Any] = {}
     for family, preset in sorted(family_presets().items()):

@@ -164,3 +164,46 @@ def test_ministral3_scales_its_fp32_query_per_position():
     assert _per_block(m3, llama_like[0]) == 38 * h - 16 * h + 16 * qk + 4 * q + table
     assert _per_block(m3, llama_like[1]) == 72 * h + 26 * qk + 4 * q + table
     assert amp_traffic.amp_block_extra_ops(m3) == (3 - 1, 9)
+
+
+LORA = {**AMP, "method": "lora", "lora_targets": "all-linear", "lora_adapter_dtype": "fp32"}
+
+
+@pytest.mark.parametrize(
+    ("change", "under_autocast"),
+    [
+        ({}, True),  # fp32 weights under autocast
+        ({"weights_loaded_16bit": True}, True),  # bf16 weights under autocast: TRL's default
+        ({"precision": "bf16-true", "weights_loaded_16bit": True}, False),  # no autocast
+        ({"sharding": "zero3", "num_gpus": 2}, False),  # DeepSpeed's bf16, no torch autocast
+        ({"framework": "unsloth"}, False),  # Unsloth casts the adapters itself
+    ],
+)
+def test_fp32_adapters_run_in_16_bits_under_autocast(change, under_autocast):
+    """Autocast hands lora_A and lora_B 16-bit copies and a 16-bit input: tensor-core matmuls,
+    a 16-bit branch (LORA_BYTES_PER_OUTPUT), and a cast down after peft's cast up."""
+    req = parse_estimate_request({**LORA, **change})
+    assert timing.autocast_runs_adapters(req) is under_autocast
+    counts = timing._counts(req, req.sharding, None)
+    if under_autocast:
+        assert not counts.adapter_fp32
+        assert timing.lora_output_bytes(req) == timing.LORA_BYTES_PER_OUTPUT
+        assert timing.lora_input_bytes(req) == 6 + 6
+    elif change.get("precision") == "bf16-true":
+        assert counts.adapter_fp32
+        assert timing.lora_output_bytes(req) == timing.LORA_FP32_BYTES_PER_OUTPUT
+        assert timing.lora_input_bytes(req) == 6
+
+
+def test_adapters_reading_the_fp32_stream_skip_peft_s_cast_up():
+    """On fp32 weights under autocast q, k, v, gate and up read the fp32 norm output: peft's
+    cast to the fp32 adapters does nothing there (only autocast's cast down is paid); o_proj
+    and down_proj read 16-bit tensors and pay both."""
+    req = parse_estimate_request(LORA)
+    adapted = timing.st.adapted(req)
+    readers = amp_traffic.reader_names(req.model)
+    assert readers == {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"}
+    with_readers = timing.peft_path_bytes(req, adapted, readers)
+    without = timing.peft_path_bytes(req, adapted, frozenset())
+    read = sum(a.blocks * a.active * a.d_in for a in adapted if a.name in readers)
+    assert without - with_readers == 6 * read

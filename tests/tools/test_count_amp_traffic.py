@@ -39,3 +39,13 @@ def test_calc_counts_what_the_trace_of_the_block_adds(family):
         assert traced[key] == pytest.approx(counted[key], abs=0.01), key
     for key in ("bytes_forward", "bytes_backward"):
         assert traced[key] == pytest.approx(counted[key], rel=0.001), key
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_fp32_adapters_under_autocast_move_the_forward_bytes_calc_counts(family):
+    """peft's fp32 adapters on every linear: under autocast they run in 16 bits (their branch's
+    scale and add too) and pay peft's cast up and autocast's cast down of their input (only
+    autocast's on the stream's readers); the forward's extra bytes per block and token are
+    calc's to the byte."""
+    row = cat.lora_row(FAMILIES[family])
+    assert row["traced_forward"] == pytest.approx(row["calc_forward"], abs=1.0)
