@@ -27,7 +27,8 @@ the element-wise kernels (the matmuls and attention are priced by their FLOPs) a
 launched. ``python tools/count_amp_traffic.py`` traces the same difference (fp32 weights under
 CPU autocast against bf16 weights, transformers 5.17, torch 2.13) and prints it beside these
 counts, family by family. Under ``torch.compile`` inductor fuses the casts into the kernels
-around them: not counted there.
+around them: not counted there. QLoRA prepared by peft runs a stream of its own (bitsandbytes'
+4-bit linears return fp32): :data:`QLORA_STREAM_FORWARD_BYTES`, at the end of this module.
 
 Held to that trace (``tests/tools/test_count_amp_traffic.py``: Llama, Qwen3, Gemma 3, GPT-2,
 OLMo 3, Phi-3, Ministral 3): bytes and kernels per block agree on Llama, Mistral, Qwen2, Qwen3,
@@ -256,3 +257,74 @@ def amp_block_extra_ops(arch: ModelArch) -> tuple[float, float]:
     forward = readers + (2 if roped else 0) + concat - scaled - dropped
     backward = readers + 2 + (rope_backward if roped else 0) + concat - dropped
     return float(forward), float(backward)
+
+
+# --- QLoRA after peft's kbit preparation, under autocast -------------------------------------
+
+QLORA_STREAM_FORWARD_BYTES = {"hidden": 30, "q": 32, "kv": 44, "ffn": 28, "head_dim": 8}
+"""Element-wise bytes per token and block that QLoRA's fp32 stream adds forward, per element of the
+hidden size, of q (``heads x head_dim``), of k/v (``kv_heads x head_dim``), of the MLP's inner
+width and of ``head_dim``: peft's ``prepare_model_for_kbit_training`` leaves the norms and
+embeddings fp32, and under autocast (``*-mixed``) bitsandbytes' ``Linear4bit.forward`` casts
+each input to its bf16 compute dtype and returns ``out.to(inp_dtype)`` (bitsandbytes 0.49.2
+``nn/modules.py``), so q, k, v, gate and up come out fp32.
+
+Forward, read in the code: the pre-norms on fp32 (2 x -8 h); the five readers' input casts
+(5 x 6 h) and their output casts (6 per q, k, v, gate and up element); RoPE wholly fp32 (+20 per
+q and k element) and SDPA's casts of q, k and v (6 each); the first residual add fp32 plus the
+output projection's 16-bit output (+4 h); the gated activation on fp32 (+10 per inner element);
+the down projection's input cast (6) and output cast (6 h); the second residual add fp32 plus
+fp32 (+6 h); cos and sin read in fp32 (8 per ``head_dim``). 30 h + 32 q + 44 kv + 28 ffn.
+
+Backward, traced (``tools/count_amp_traffic.py`` with the oracle's stand-in of ``Linear4bit``,
+``tools/oracle/qlora.py``; peft 0.21, transformers 5.17, torch 2.13): the extra backward bytes
+of the whole block are ``72 h + 34 q + 48 kv + 34 ffn + 8 head_dim`` on Llama-2-7B, Mistral-7B
+(MLP widths 64 and 512) and Seed-OSS-36B alike (integer coefficients, exact on all four), fp32
+adapters on every linear; what calc's adapters' path moves backward (twice its forward,
+:data:`calc.timing.BACKWARD_ELEMENTWISE_FACTOR`, on :data:`QLORA_AUTOCAST_LORA_BYTES`) is taken
+out: ``-24 h - 16 q - 8 kv - 8 ffn``, which leaves :data:`QLORA_STREAM_BACKWARD_BYTES`. So
+adapters on fewer linears are priced as if on every one there."""
+
+QLORA_STREAM_BACKWARD_BYTES = {"hidden": 96, "q": 50, "kv": 56, "ffn": 42, "head_dim": 8}
+"""The backward's part of :data:`QLORA_STREAM_FORWARD_BYTES` (see there): the traced
+``72 h + 34 q + 48 kv + 34 ffn + 8 head_dim`` less what the adapters' path already moves."""
+
+QLORA_AUTOCAST_LORA_BYTES = {"fp32_result": 22, "16bit_result": 14}
+"""peft 0.21's LoRA layer on a 4-bit linear under autocast (``tuners/lora/bnb.py``
+``Linear4bit.forward``: ``result.clone()``, no casts of its own under autocast), per output
+element: on an fp32 result (every 4-bit linear whose input is fp32) the clone (read 4, write 4),
+the 16-bit scale (2 + 2) and the fp32 add (4 + 2 + 4): 22; on the output projection's 16-bit
+result, 4 + 4 + 6: 14. Its input: autocast's cast of an fp32 input for ``lora_A`` (6 per
+element, :data:`calc.timing.AUTOCAST_ADAPTER_INPUT_CAST_BYTES`), none on a 16-bit one."""
+
+QLORA_BLOCK_EXTRA_OPS = (3, 10)
+"""Kernels per block that path adds, forward and backward, traced as above (autocast's and
+bitsandbytes' weight-sized casts left out)."""
+
+QLORA_TRACED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "seed_oss", "smollm3"})
+"""Families whose block is Llama's (plain RMSNorm pre-norms, no q/k norm, RoPE on the whole
+head, a gated MLP): where :data:`QLORA_STREAM_FORWARD_BYTES` was traced. Other blocks get no QLoRA
+stream count (their 16-bit tables alone)."""
+
+
+def qlora_stream_bytes_per_token(arch: ModelArch) -> tuple[float, float]:
+    """:data:`QLORA_STREAM_FORWARD_BYTES` and :data:`QLORA_STREAM_BACKWARD_BYTES` over the
+    stack, and the output layer's input cast (6 h each way): ``(forward, backward)`` per
+    token."""
+    widths = {
+        "hidden": arch.hidden_size,
+        "q": arch.num_heads * arch.head_dim,
+        "kv": arch.num_kv_heads * arch.head_dim,
+        "ffn": arch.intermediate_size,
+        "head_dim": arch.head_dim,
+    }
+    head = CAST_BYTES_PER_ELEMENT * arch.hidden_size
+    forward = sum(QLORA_STREAM_FORWARD_BYTES[k] * widths[k] for k in widths)
+    backward = sum(QLORA_STREAM_BACKWARD_BYTES[k] * widths[k] for k in widths)
+    return arch.num_layers * forward + head, arch.num_layers * backward + head
+
+
+def fp32_input_names(arch: ModelArch) -> frozenset[str]:
+    """Linears whose input is fp32 on QLoRA's fp32 stream: the norms' readers and the down
+    projections (the gated activation of fp32 gate and up outputs is fp32)."""
+    return reader_names(arch) | frozenset(l.name for l in block_parts(arch).mlp_down)

@@ -1667,6 +1667,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         unsloth_fwd, unsloth_bwd = kernel_traffic(parts, scale)
     stream = fp32_stream_counted(req, sharding, liger_on)
     stream_readers = amp_traffic.reader_names(arch) if stream else frozenset()
+    qlora_stream = qlora_stream_counted(req, sharding, liger_on)
     # adapted linears inside Unsloth's autograd functions, and the others (peft's path)
     in_fast = tuple(a for a in adapted if key_of(a) in fast)
     peft_path = tuple(a for a in adapted if key_of(a) not in fast)
@@ -1682,7 +1683,11 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     fwd_bytes = (
         arch.num_layers * per_layer
         + moe.route_bytes
-        + peft_path_bytes(req, peft_path, stream_readers)
+        + (
+            qlora_autocast_path_bytes(req, peft_path)
+            if qlora_stream
+            else peft_path_bytes(req, peft_path, stream_readers)
+        )
     )
     adapter_re = recompute
     if selective is not None:
@@ -1759,12 +1764,16 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         cast_bytes = AUTOCAST_WEIGHT_CAST_BYTES[st.request_regime(req, sharding).weight_bytes]
         elementwise += cast_bytes * (cast_block * (1 + recompute) + cast_head) / tokens
         kernels += cast_ops * (1 + recompute)
-    if stream:
+    if stream or qlora_stream:
         # autocast on an fp32 residual stream: the casts and fp32 element-wise work the
         # 16-bit tables above leave out (calc.amp_traffic, traced per family)
-        amp_fwd, amp_bwd = amp_traffic.amp_stream_bytes_per_token(arch)
+        if stream:
+            amp_fwd, amp_bwd = amp_traffic.amp_stream_bytes_per_token(arch)
+            ops_fwd, ops_bwd = amp_traffic.amp_block_extra_ops(arch)
+        else:
+            amp_fwd, amp_bwd = amp_traffic.qlora_stream_bytes_per_token(arch)
+            ops_fwd, ops_bwd = amp_traffic.QLORA_BLOCK_EXTRA_OPS
         elementwise += amp_fwd * (1 + recompute) + amp_bwd
-        ops_fwd, ops_bwd = amp_traffic.amp_block_extra_ops(arch)
         kernels += arch.num_layers * (ops_fwd * (1 + recompute) + ops_bwd)
     if embed_copy:
         # the embedding copy's gradient: PyTorch's dense embedding backward zero-fills the
@@ -2098,13 +2107,30 @@ make an fp32 embedding output; weights of the other 16-bit type promote the stre
 first residual add."""
 
 
+def qlora_stream_counted(req: EstimateRequest, sharding: Sharding, liger_on: bool) -> bool:
+    """Whether :func:`calc.amp_traffic.qlora_stream_bytes_per_token` prices the request: QLoRA
+    prepared by peft (``qlora_prepare_kbit``) under autocast (its regime ``mixed-amp``; with
+    bitsandbytes' older rule of computing in the input's dtype too, since autocast casts the
+    matmul to 16 bits all the same), a block of :data:`calc.amp_traffic.QLORA_TRACED_FAMILIES`,
+    transformers' own blocks run eager."""
+    return (
+        req.method is Method.QLORA
+        and st.request_regime(req, sharding).name == "mixed-amp"
+        and req.model.family in amp_traffic.QLORA_TRACED_FAMILIES
+        and TRANSFORMERS_MODELING.get(req.framework.value) is not None
+        and not req.torch_compile
+        and not req.fused_lora_kernels
+        and not liger_on
+    )
+
+
 def fp32_stream_counted(req: EstimateRequest, sharding: Sharding, liger_on: bool) -> bool:
     """Whether :mod:`calc.amp_traffic` prices the request's fp32 stream: a regime of
     :data:`FP32_STREAM_REGIMES`, transformers' own blocks run eager (the trace's code; not
     compiled, whose fused kernels absorb the casts, nor Liger's or Unsloth's kernels, which
     replace the norms and RoPE), and not QLoRA, whose 4-bit linears cast their input and
-    return their output in it themselves (bitsandbytes ``Linear4bit.forward``), a path the
-    trace does not cover."""
+    return their output in it themselves (bitsandbytes ``Linear4bit.forward``): a stream of its
+    own (:func:`qlora_stream_counted`)."""
     return (
         st.request_regime(req, sharding).name in FP32_STREAM_REGIMES
         and TRANSFORMERS_MODELING.get(req.framework.value) is not None
@@ -2197,6 +2223,27 @@ def peft_path_bytes(
             a.blocks * a.active * a.d_in for a in inputs if a.name in stream_readers
         )
     return float(total)
+
+
+def qlora_autocast_path_bytes(req: EstimateRequest, peft_path: Sequence[Any]) -> float:
+    """Forward element-wise bytes per token, whole stack, of peft's LoRA layers on 4-bit linears
+    on QLoRA's fp32 stream under autocast (:data:`calc.amp_traffic.QLORA_AUTOCAST_LORA_BYTES`):
+    an fp32 result and autocast's input cast where the linear's input is fp32, a 16-bit result
+    and no cast on the output projection; a dropout at the input's dtype."""
+    fp32_in = amp_traffic.fp32_input_names(req.model)
+    table = amp_traffic.QLORA_AUTOCAST_LORA_BYTES
+    total = 0.0
+    for a in peft_path:
+        wide = a.name in fp32_in
+        out = table["fp32_result"] if wide else table["16bit_result"]
+        total += out * a.blocks * a.active * a.d_out
+        if a.fused:
+            continue
+        per_input = AUTOCAST_ADAPTER_INPUT_CAST_BYTES if wide else 0
+        if req.lora_dropout > 0:
+            per_input += LORA_DROPOUT_BYTES_PER_INPUT["fp32" if wide else "16bit"]
+        total += per_input * a.blocks * a.active * a.d_in
+    return total
 
 
 def _peft_casts_input_up(req: EstimateRequest) -> bool:

@@ -113,7 +113,7 @@ def traffic_counter(weight_shapes: frozenset[tuple[int, ...]] = frozenset()) -> 
 
 
 def trace(
-    config: dict, layers: int, tokens: int, amp: bool, lora: bool = False
+    config: dict, layers: int, tokens: int, amp: bool, lora: bool = False, qlora: bool = False
 ) -> tuple[int, int, int, int]:
     """Ops and element-wise bytes of one forward (with the loss) and one backward: ``(forward
     ops, backward ops, forward bytes, backward bytes)``. ``amp``: fp32 weights under bf16
@@ -136,10 +136,17 @@ def trace(
     model = causal_lm_from_config(
         AutoModelForCausalLM, cfg, attn_implementation="sdpa", **{dtype_key: dtype}
     )
-    if lora:
+    if lora or qlora:
         from peft import LoraConfig, get_peft_model
 
         adapters = LoraConfig(r=8, target_modules="all-linear", lora_dropout=0.0)
+        if qlora:
+            # the oracle's stand-in for bitsandbytes' Linear4bit (its casts and buffers, not
+            # its kernels) and peft's LoRA layer for it
+            from tools.oracle.qlora import Linear4bitModel, lora_layer_class, quantize_linears
+
+            quantize_linears(model, True, torch.uint8)
+            adapters._register_custom_module({Linear4bitModel: lora_layer_class()})
         model = get_peft_model(model, adapters, autocast_adapter_dtype=True)
     model.train()
 
@@ -162,12 +169,12 @@ def trace(
     return forward.ops, backward.ops, forward.bytes, backward.bytes
 
 
-def per_block(config: dict, amp: bool, lora: bool = False) -> dict[str, float]:
+def per_block(config: dict, amp: bool, lora: bool = False, qlora: bool = False) -> dict[str, float]:
     """Ops per block (the layer difference at the shorter length) and element-wise bytes per
     block per token (the double difference), forward and backward."""
     p = period(config)
     short, long = TOKENS
-    t = {(n, s): trace(config, n * p, s, amp, lora) for n in (1, 2) for s in (short, long)}
+    t = {(n, s): trace(config, n * p, s, amp, lora, qlora) for n in (1, 2) for s in (short, long)}
     ops_f = (t[2, short][0] - t[1, short][0]) / p
     ops_b = (t[2, short][1] - t[1, short][1]) / p
 
@@ -260,6 +267,71 @@ def lora_row(preset: str) -> dict[str, Any]:
     }
 
 
+def qlora_request(config: dict, layers: int, tokens: int, amp: bool) -> Any:
+    """calc's QLoRA request for the traced stack (fp32 adapters on every linear): ``amp``
+    prepared by peft and under autocast (``bf16-mixed``), else ``bf16-true`` unprepared."""
+    from calc.request import parse_estimate_request
+    from tools.count_eager_ops import calc_framework
+
+    return parse_estimate_request(
+        {
+            "model": {"hf_config": traced_config(config, layers)},
+            "method": "qlora",
+            "lora_targets": "all-linear",
+            "lora_adapter_dtype": "fp32",
+            "lora_dropout": 0.0,
+            "precision": "bf16-mixed" if amp else "bf16-true",
+            "qlora_prepare_kbit": amp,
+            "weights_loaded_16bit": not amp,
+            "gradient_checkpointing": False,
+            "attention": "sdpa",
+            "framework": calc_framework(),
+            "micro_batch_size": 1,
+            "seq_len": tokens,
+        }
+    )
+
+
+def calc_qlora_total(config: dict) -> float:
+    """calc's extra element-wise bytes per block and token, forward and backward, of QLoRA on
+    the fp32 stream against QLoRA on bf16: the same double difference over blocks and lengths,
+    on its counts."""
+    from calc import timing
+
+    p = period(config)
+
+    def moved(layers: int, tokens: int, amp: bool) -> float:
+        req = qlora_request(config, layers, tokens, amp)
+        counts = timing._counts(req, req.sharding, None)
+        return counts.elementwise_bytes_per_token * tokens
+
+    short, long = TOKENS
+    out = 0.0
+    for amp, sign in ((True, 1), (False, -1)):
+        d = (moved(2 * p, long, amp) - moved(p, long, amp)) - (
+            moved(2 * p, short, amp) - moved(p, short, amp)
+        )
+        out += sign * d / (p * (long - short))
+    return out
+
+
+def qlora_row(preset: str) -> dict[str, Any]:
+    """The traced extra bytes per block and token of QLoRA on the fp32 stream (the oracle's
+    stand-in of bitsandbytes' ``Linear4bit``), forward and backward, and calc's total."""
+    from calc.presets import preset_row
+
+    config = preset_row(preset)["config"]
+    bf16 = per_block(config, amp=False, qlora=True)
+    amp = per_block(config, amp=True, qlora=True)
+    traced = {k: amp[k] - bf16[k] for k in amp}
+    return {
+        "preset": preset,
+        "traced": traced,
+        "traced_total": traced["bytes_forward"] + traced["bytes_backward"],
+        "calc_total": calc_qlora_total(config),
+    }
+
+
 def family_row(preset: str) -> dict[str, Any]:
     from calc.presets import preset_row
 
@@ -275,6 +347,10 @@ def main(argv: list[str]) -> int:
     import transformers
 
     as_json = "--json" in argv
+    if "--qlora" in argv:
+        rows = {f: qlora_row(p) for f, p in sorted(family_presets().items()) if f in argv}
+        print(json.dumps(rows, indent=1, sort_keys=True))
+        return 0
     if "--lora" in argv:
         rows = {f: lora_row(p) for f, p in sorted(family_presets().items()) if f in argv}
         print(json.dumps(rows, indent=1, sort_keys=True))

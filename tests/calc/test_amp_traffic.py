@@ -207,3 +207,65 @@ def test_adapters_reading_the_fp32_stream_skip_peft_s_cast_up():
     without = timing.peft_path_bytes(req, adapted, frozenset())
     read = sum(a.blocks * a.active * a.d_in for a in adapted if a.name in readers)
     assert without - with_readers == 6 * read
+
+
+QLORA = {
+    **AMP,
+    "method": "qlora",
+    "lora_targets": "all-linear",
+    "lora_adapter_dtype": "fp32",
+    "qlora_prepare_kbit": True,
+}
+
+
+def test_qlora_s_fp32_stream_forward_is_the_sum_of_what_the_code_does():
+    """Llama-2-7B (h 4096, q 4096, k/v 4096, MLP 11008, head_dim 128), per block forward:
+    pre-norms -16 h, the readers' input casts 30 h, their output casts 6 (q + 2 kv) + 12 ffn,
+    fp32 RoPE 20 (q + kv), SDPA's casts 6 (q + 2 kv), the residual adds 4 h + 6 h, the fp32
+    activation 10 ffn, the down projection's casts 6 ffn + 6 h, cos and sin 8 head_dim."""
+    h, q, kv, ffn = 4096, 4096, 4096, 11008
+    forward, _ = amp_traffic.qlora_stream_bytes_per_token(LLAMA2_7B)
+    expected = (
+        -16 * h
+        + 30 * h
+        + 6 * (q + 2 * kv)
+        + 12 * ffn
+        + 20 * (q + kv)
+        + 6 * (q + 2 * kv)
+        + 10 * h
+        + 10 * ffn
+        + 6 * ffn
+        + 6 * h
+        + 8 * 128
+    )
+    assert _per_block(LLAMA2_7B, forward) == expected
+
+
+def test_qlora_s_adapters_on_the_stream_keep_an_fp32_result_but_not_the_output_projection():
+    """peft's LoRA layer on a 4-bit linear under autocast: clone, 16-bit scale and fp32 add on
+    an fp32 result (22 per output element, and autocast's cast of the fp32 input), 14 on the
+    output projection's 16-bit result (no cast of its 16-bit input)."""
+    req = parse_estimate_request(QLORA)
+    adapted = timing.st.adapted(req)
+    by_name = {a.name: a for a in adapted}
+    only_q = timing.qlora_autocast_path_bytes(req, (by_name["q_proj"],))
+    only_o = timing.qlora_autocast_path_bytes(req, (by_name["o_proj"],))
+    q, o = by_name["q_proj"], by_name["o_proj"]
+    assert only_q == q.blocks * (22 * q.d_out + 6 * q.d_in)
+    assert only_o == o.blocks * 14 * o.d_out
+
+
+@pytest.mark.parametrize(
+    ("change", "counted"),
+    [
+        ({}, True),
+        ({"model": "mistral-7b"}, True),
+        ({"model": "qwen3-0.6b"}, False),  # q/k norms: not the traced block
+        ({"torch_compile": True}, False),
+        ({"qlora_prepare_kbit": False, "weights_loaded_16bit": True}, False),  # a 16-bit stream
+        ({"precision": "bf16-true"}, False),  # kbit preparation without autocast: KBIT_FP32
+    ],
+)
+def test_qlora_s_stream_is_counted_where_it_was_traced(change, counted):
+    req = parse_estimate_request({**QLORA, **change})
+    assert timing.qlora_stream_counted(req, req.sharding, liger.applies(req)) is counted

@@ -49,3 +49,17 @@ def test_fp32_adapters_under_autocast_move_the_forward_bytes_calc_counts(family)
     calc's to the byte."""
     row = cat.lora_row(FAMILIES[family])
     assert row["traced_forward"] == pytest.approx(row["calc_forward"], abs=1.0)
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral"])
+def test_qlora_on_the_fp32_stream_moves_what_calc_counts(family):
+    """QLoRA prepared by peft under autocast (bitsandbytes returns fp32 from its 4-bit linears):
+    the extra element-wise bytes per block and token, forward and backward together, are calc's
+    to the byte (the oracle's stand-in of Linear4bit, fp32 adapters on every linear)."""
+    presets = {"llama": "llama-2-7b", "mistral": "mistral-7b"}
+    row = cat.qlora_row(presets[family])
+    assert row["traced_total"] == pytest.approx(row["calc_total"], abs=1.0)
+    from calc import amp_traffic
+
+    traced_ops = (row["traced"]["ops_forward"], row["traced"]["ops_backward"])
+    assert traced_ops == amp_traffic.QLORA_BLOCK_EXTRA_OPS
