@@ -37,8 +37,10 @@ if str(ROOT) not in sys.path:
 
 from tools.count_eager_ops import (  # noqa: E402
     NO_KERNEL,
-    family_presets,
-    generation,
+    SEQ_LEN,
+    build_stack,
+    family_table,
+    print_family_table,
     period,
     traced_config,
 )
@@ -122,20 +124,8 @@ def trace(
     import contextlib
 
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
 
-    from tools.oracle.run import causal_lm_from_config
-
-    hf = traced_config(config, layers)
-    model_type = hf.pop("model_type")
-    hf.pop("architectures", None)
-    cfg = AutoConfig.for_model(model_type, **hf)
-    torch.manual_seed(0)
-    dtype_key = "dtype" if generation() >= 5 else "torch_dtype"
-    dtype = torch.float32 if amp else torch.bfloat16
-    model = causal_lm_from_config(
-        AutoModelForCausalLM, cfg, attn_implementation="sdpa", **{dtype_key: dtype}
-    )
+    model, cfg = build_stack(config, layers, torch.float32 if amp else torch.bfloat16)
     if lora or qlora:
         from peft import LoraConfig, get_peft_model
 
@@ -207,26 +197,27 @@ def calc_figures(config: dict) -> dict[str, float]:
     }
 
 
-def lora_request(config: dict, layers: int, amp: bool) -> Any:
+def adapter_request(config: dict, layers: int, tokens: int, amp: bool, method: str) -> Any:
     """calc's request for the traced stack with peft's fp32 adapters on every linear: ``amp``
-    ``bf16-mixed`` on fp32 weights, else ``bf16-true``."""
+    ``bf16-mixed`` on fp32 weights (QLoRA: prepared by peft), else ``bf16-true`` on bf16."""
     from calc.request import parse_estimate_request
-    from tools.count_eager_ops import SEQ_LEN, calc_framework
+    from tools.count_eager_ops import calc_framework
 
     return parse_estimate_request(
         {
             "model": {"hf_config": traced_config(config, layers)},
-            "method": "lora",
+            "method": method,
             "lora_targets": "all-linear",
             "lora_adapter_dtype": "fp32",
             "lora_dropout": 0.0,
             "precision": "bf16-mixed" if amp else "bf16-true",
+            "qlora_prepare_kbit": amp and method == "qlora",
             "weights_loaded_16bit": not amp,
             "gradient_checkpointing": False,
             "attention": "sdpa",
             "framework": calc_framework(),
             "micro_batch_size": 1,
-            "seq_len": SEQ_LEN,
+            "seq_len": tokens,
         }
     )
 
@@ -240,7 +231,7 @@ def calc_lora_forward(config: dict) -> float:
     layers = period(config)
     paths = []
     for amp in (False, True):
-        req = lora_request(config, layers, amp)
+        req = adapter_request(config, layers, SEQ_LEN, amp, "lora")
         readers = amp_traffic_readers(req) if amp else frozenset()
         paths.append(timing.peft_path_bytes(req, states.adapted(req), readers))
     return calc_figures(config)["bytes_forward"] + (paths[1] - paths[0]) / layers
@@ -267,31 +258,6 @@ def lora_row(preset: str) -> dict[str, Any]:
     }
 
 
-def qlora_request(config: dict, layers: int, tokens: int, amp: bool) -> Any:
-    """calc's QLoRA request for the traced stack (fp32 adapters on every linear): ``amp``
-    prepared by peft and under autocast (``bf16-mixed``), else ``bf16-true`` unprepared."""
-    from calc.request import parse_estimate_request
-    from tools.count_eager_ops import calc_framework
-
-    return parse_estimate_request(
-        {
-            "model": {"hf_config": traced_config(config, layers)},
-            "method": "qlora",
-            "lora_targets": "all-linear",
-            "lora_adapter_dtype": "fp32",
-            "lora_dropout": 0.0,
-            "precision": "bf16-mixed" if amp else "bf16-true",
-            "qlora_prepare_kbit": amp,
-            "weights_loaded_16bit": not amp,
-            "gradient_checkpointing": False,
-            "attention": "sdpa",
-            "framework": calc_framework(),
-            "micro_batch_size": 1,
-            "seq_len": tokens,
-        }
-    )
-
-
 def calc_qlora_total(config: dict) -> float:
     """calc's extra element-wise bytes per block and token, forward and backward, of QLoRA on
     the fp32 stream against QLoRA on bf16: the same double difference over blocks and lengths,
@@ -301,7 +267,7 @@ def calc_qlora_total(config: dict) -> float:
     p = period(config)
 
     def moved(layers: int, tokens: int, amp: bool) -> float:
-        req = qlora_request(config, layers, tokens, amp)
+        req = adapter_request(config, layers, tokens, amp, "qlora")
         counts = timing._counts(req, req.sharding, None)
         return counts.elementwise_bytes_per_token * tokens
 
@@ -347,41 +313,31 @@ def main(argv: list[str]) -> int:
     import transformers
 
     as_json = "--json" in argv
-    if "--qlora" in argv:
-        rows = {f: qlora_row(p) for f, p in sorted(family_presets().items()) if f in argv}
-        print(json.dumps(rows, indent=1, sort_keys=True))
-        return 0
-    if "--lora" in argv:
-        rows = {f: lora_row(p) for f, p in sorted(family_presets().items()) if f in argv}
-        print(json.dumps(rows, indent=1, sort_keys=True))
-        return 0
     wanted = [a for a in argv if not a.startswith("--")]
-    table: dict[str, Any] = {}
-    for family, preset in sorted(family_presets().items()):
-        if wanted and family not in wanted:
-            continue
-        try:
-            table[family] = family_row(preset)
-        except Exception as exc:  # a family transformers builds differently: reported, skipped
-            table[family] = {"preset": preset, "error": f"{type(exc).__name__}: {exc}"[:200]}
+    adapters = {"--qlora": qlora_row, "--lora": lora_row}
+    for flag, row in adapters.items():
+        if flag in argv:
+            print(json.dumps(family_table(wanted, row), indent=1, sort_keys=True))
+            return 0
+    table = family_table(wanted, family_row)
     versions = {"torch": torch.__version__, "transformers": transformers.__version__}
     if as_json:
         print(json.dumps({"versions": versions, "families": table}, indent=1, sort_keys=True))
         return 0
     print(f"torch {versions['torch']}, transformers {versions['transformers']}")
     print("extra per block under autocast on fp32 weights: traced | calc")
-    for family, row in table.items():
-        if "error" in row:
-            print(f"{family:16s} {row['preset']:22s} not traced: {row['error']}")
-            continue
-        tr, ca = row["traced"], row["calc"]
-        print(
-            f"{family:16s} {row['preset']:22s} ops fwd {tr['ops_forward']:5.1f} | "
-            f"{ca['ops_forward']:5.1f}  bwd {tr['ops_backward']:5.1f} | {ca['ops_backward']:5.1f}"
-            f"  bytes/token fwd {tr['bytes_forward']:8.0f} | {ca['bytes_forward']:8.0f}"
-            f"  bwd {tr['bytes_backward']:8.0f} | {ca['bytes_backward']:8.0f}"
-        )
+    print_family_table(table, _line)
     return 0
+
+
+def _line(row: dict[str, Any]) -> str:
+    tr, ca = row["traced"], row["calc"]
+    return (
+        f"ops fwd {tr['ops_forward']:5.1f} | {ca['ops_forward']:5.1f}  "
+        f"bwd {tr['ops_backward']:5.1f} | {ca['ops_backward']:5.1f}  "
+        f"bytes/token fwd {tr['bytes_forward']:8.0f} | {ca['bytes_forward']:8.0f}  "
+        f"bwd {tr['bytes_backward']:8.0f} | {ca['bytes_backward']:8.0f}"
+    )
 
 
 if __name__ == "__main__":

@@ -182,10 +182,9 @@ def _dropout_keys(hf: dict) -> list[str]:
     ]
 
 
-def trace(config: dict, layers: int, lora: dict | None = None) -> tuple[int, int]:
-    """Kernel-launching ops of one forward (with the loss) and one backward of the stack.
-    ``lora``: peft's LoRA on it first (``targets``: ``"all-linear"`` or module names,
-    ``fp32``: adapters in fp32, as ``get_peft_model(autocast_adapter_dtype=True)`` makes them)."""
+def build_stack(config: dict, layers: int, dtype: Any) -> tuple[Any, Any]:
+    """The preset's causal LM of ``layers`` blocks (:func:`traced_config`), random weights in
+    ``dtype``, SDPA; and its transformers config."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -198,8 +197,18 @@ def trace(config: dict, layers: int, lora: dict | None = None) -> tuple[int, int
     torch.manual_seed(0)
     dtype_key = "dtype" if generation() >= 5 else "torch_dtype"
     model = causal_lm_from_config(
-        AutoModelForCausalLM, cfg, attn_implementation="sdpa", **{dtype_key: torch.bfloat16}
+        AutoModelForCausalLM, cfg, attn_implementation="sdpa", **{dtype_key: dtype}
     )
+    return model, cfg
+
+
+def trace(config: dict, layers: int, lora: dict | None = None) -> tuple[int, int]:
+    """Kernel-launching ops of one forward (with the loss) and one backward of the stack.
+    ``lora``: peft's LoRA on it first (``targets``: ``"all-linear"`` or module names,
+    ``fp32``: adapters in fp32, as ``get_peft_model(autocast_adapter_dtype=True)`` makes them)."""
+    import torch
+
+    model, cfg = build_stack(config, layers, torch.bfloat16)
     if lora is not None:
         from peft import LoraConfig, get_peft_model
 
@@ -303,35 +312,47 @@ def block_ops(preset: str) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str]) -> int:
-    import torch
-    import transformers
-
-    as_json = "--json" in argv
-    wanted = [a for a in argv if not a.startswith("--")]
+def family_table(wanted: list[str], row: Any) -> dict[str, Any]:
+    """``row(preset)`` for the preset of each family (those ``wanted``, or all); a family
+    transformers builds differently is reported with its error and skipped."""
     table: dict[str, Any] = {}
     for family, preset in sorted(family_presets().items()):
         if wanted and family not in wanted:
             continue
         try:
-            table[family] = block_ops(preset)
-        except Exception as exc:  # a family transformers builds differently: reported, skipped
+            table[family] = row(preset)
+        except Exception as exc:
             table[family] = {"preset": preset, "error": f"{type(exc).__name__}: {exc}"[:200]}
+    return table
+
+
+def main(argv: list[str]) -> int:
+    import torch
+    import transformers
+
+    as_json = "--json" in argv
+    table = family_table([a for a in argv if not a.startswith("--")], block_ops)
     versions = {"torch": torch.__version__, "transformers": transformers.__version__}
     if as_json:
         print(json.dumps({"versions": versions, "families": table}, indent=1, sort_keys=True))
         return 0
     print(f"torch {versions['torch']}, transformers {versions['transformers']}")
-    for family, row in table.items():
-        if "error" in row:
-            print(f"{family:20s} {row['preset']:24s} not traced: {row['error']}")
-            continue
-        print(
-            f"{family:20s} {row['preset']:24s} per block: forward {row['forward']:6.1f} "
+    print_family_table(
+        table,
+        lambda row: (
+            f"per block: forward {row['forward']:6.1f} "
             f"backward {row['backward']:6.1f}; linears {row['linear_ops']:5.1f}; other "
             f"{row['other_forward']:6.1f} / {row['other_backward']:6.1f}"
-        )
+        ),
+    )
     return 0
+
+
+def print_family_table(table: dict[str, Any], line: Any) -> None:
+    """One line per family: its preset and ``line(row)``, or why it was not traced."""
+    for family, row in table.items():
+        text = f"not traced: {row['error']}" if "error" in row else line(row)
+        print(f"{family:20s} {row['preset']:24s} {text}")
 
 
 if __name__ == "__main__":
