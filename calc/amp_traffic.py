@@ -262,9 +262,9 @@ def amp_block_extra_ops(arch: ModelArch) -> tuple[float, float]:
 # --- QLoRA after peft's kbit preparation, under autocast -------------------------------------
 
 QLORA_STREAM_FORWARD_BYTES = {"hidden": 30, "q": 32, "kv": 44, "ffn": 28, "head_dim": 8}
-"""Element-wise bytes per token and block that QLoRA's fp32 stream adds forward, per element of the
-hidden size, of q (``heads x head_dim``), of k/v (``kv_heads x head_dim``), of the MLP's inner
-width and of ``head_dim``: peft's ``prepare_model_for_kbit_training`` leaves the norms and
+"""Element-wise bytes per token and block that QLoRA's fp32 stream adds forward, per element of
+the hidden size, of q (``heads x head_dim``), of k/v (``kv_heads x head_dim``), of the MLP's
+inner width and of ``head_dim``: peft's ``prepare_model_for_kbit_training`` leaves the norms and
 embeddings fp32, and under autocast (``*-mixed``) bitsandbytes' ``Linear4bit.forward`` casts
 each input to its bf16 compute dtype and returns ``out.to(inp_dtype)`` (bitsandbytes 0.49.2
 ``nn/modules.py``), so q, k, v, gate and up come out fp32.

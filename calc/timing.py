@@ -1945,10 +1945,9 @@ def _adapters_run_fp32(req: EstimateRequest) -> bool:
     ``lora.Linear``; Unsloth's ``matmul_lora`` casts fp32 adapters to the input's dtype first
     (``A.to(dtype)``, ``B.to(dtype)``) and adds their product into the base output in place.
     Not under autocast (:func:`autocast_runs_adapters`)."""
-    fp32 = req.lora_adapter_dtype is AdapterDtype.FP32 or req.precision is Precision.FP32
     return (
         req.is_peft
-        and fp32
+        and _fp32_adapters(req)
         and not (req.fused_lora_kernels and attention_dtype(req) != "fp32")
         and not autocast_runs_adapters(req)
     )
@@ -2117,10 +2116,7 @@ def qlora_stream_counted(req: EstimateRequest, sharding: Sharding, liger_on: boo
         req.method is Method.QLORA
         and st.request_regime(req, sharding).name == "mixed-amp"
         and req.model.family in amp_traffic.QLORA_TRACED_FAMILIES
-        and TRANSFORMERS_MODELING.get(req.framework.value) is not None
-        and not req.torch_compile
-        and not req.fused_lora_kernels
-        and not liger_on
+        and _traced_eager_blocks(req, liger_on)
     )
 
 
@@ -2133,11 +2129,20 @@ def fp32_stream_counted(req: EstimateRequest, sharding: Sharding, liger_on: bool
     own (:func:`qlora_stream_counted`)."""
     return (
         st.request_regime(req, sharding).name in FP32_STREAM_REGIMES
-        and TRANSFORMERS_MODELING.get(req.framework.value) is not None
+        and _traced_eager_blocks(req, liger_on)
+        and req.method is not Method.QLORA
+    )
+
+
+def _traced_eager_blocks(req: EstimateRequest, liger_on: bool) -> bool:
+    """The blocks run as ``tools/count_amp_traffic.py`` traces them: transformers' own code
+    (:data:`calc.frameworks.TRANSFORMERS_MODELING`), eager, with no Liger or Unsloth kernels in
+    place of its norms and RoPE."""
+    return (
+        TRANSFORMERS_MODELING.get(req.framework.value) is not None
         and not req.torch_compile
         and not req.fused_lora_kernels
         and not liger_on
-        and req.method is not Method.QLORA
     )
 
 
@@ -2181,7 +2186,7 @@ def lora_input_bytes(req: EstimateRequest) -> float:
     dtype)."""
     if not req.is_peft:
         return 0.0
-    fp32_adapters = req.lora_adapter_dtype is AdapterDtype.FP32 or req.precision is Precision.FP32
+    fp32_adapters = _fp32_adapters(req)
     cast = LORA_CAST_BYTES_PER_INPUT if _peft_casts_input_up(req) else 0
     if fp32_adapters and autocast_runs_adapters(req):
         # autocast casts the (now fp32) input back to 16 bits for lora_A
@@ -2249,8 +2254,13 @@ def qlora_autocast_path_bytes(req: EstimateRequest, peft_path: Sequence[Any]) ->
 def _peft_casts_input_up(req: EstimateRequest) -> bool:
     """peft casts each adapted linear's 16-bit input to its fp32 adapters
     (:data:`LORA_CAST_BYTES_PER_INPUT`)."""
-    fp32_adapters = req.lora_adapter_dtype is AdapterDtype.FP32 or req.precision is Precision.FP32
-    return req.is_peft and fp32_adapters and attention_dtype(req) != "fp32"
+    return req.is_peft and _fp32_adapters(req) and attention_dtype(req) != "fp32"
+
+
+def _fp32_adapters(req: EstimateRequest) -> bool:
+    """The adapters' weights are fp32: ``lora_adapter_dtype`` fp32 (peft's upcast) or fp32
+    training."""
+    return req.lora_adapter_dtype is AdapterDtype.FP32 or req.precision is Precision.FP32
 
 
 def attention_dtype(req: EstimateRequest) -> str:

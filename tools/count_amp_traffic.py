@@ -159,25 +159,34 @@ def trace(
     return forward.ops, backward.ops, forward.bytes, backward.bytes
 
 
+def per_block_and_token(moved: Any, p: int) -> float:
+    """What a block adds per token: ``moved(layers, tokens)`` over stacks of one and two periods
+    of ``p`` blocks, at the two lengths of :data:`TOKENS` (what a weight or the embedding, head
+    and loss cost once drops out)."""
+    short, long = TOKENS
+    d = (moved(2 * p, long) - moved(p, long)) - (moved(2 * p, short) - moved(p, short))
+    return d / (p * (long - short))
+
+
 def per_block(config: dict, amp: bool, lora: bool = False, qlora: bool = False) -> dict[str, float]:
     """Ops per block (the layer difference at the shorter length) and element-wise bytes per
-    block per token (the double difference), forward and backward."""
+    block per token (:func:`per_block_and_token`), forward and backward."""
     p = period(config)
     short, long = TOKENS
-    t = {(n, s): trace(config, n * p, s, amp, lora, qlora) for n in (1, 2) for s in (short, long)}
-    ops_f = (t[2, short][0] - t[1, short][0]) / p
-    ops_b = (t[2, short][1] - t[1, short][1]) / p
-
-    def per_token(i: int) -> float:
-        d = (t[2, long][i] - t[1, long][i]) - (t[2, short][i] - t[1, short][i])
-        return d / (p * (long - short))
-
+    t = {(n, s): trace(config, n, s, amp, lora, qlora) for n in (p, 2 * p) for s in (short, long)}
     return {
-        "ops_forward": ops_f,
-        "ops_backward": ops_b,
-        "bytes_forward": per_token(2),
-        "bytes_backward": per_token(3),
+        "ops_forward": (t[2 * p, short][0] - t[p, short][0]) / p,
+        "ops_backward": (t[2 * p, short][1] - t[p, short][1]) / p,
+        "bytes_forward": per_block_and_token(lambda n, s: t[n, s][2], p),
+        "bytes_backward": per_block_and_token(lambda n, s: t[n, s][3], p),
     }
+
+
+def traced_delta(config: dict, lora: bool = False, qlora: bool = False) -> dict[str, float]:
+    """:func:`per_block` of the autocast stack less that of the bf16 one."""
+    bf16 = per_block(config, False, lora, qlora)
+    amp = per_block(config, True, lora, qlora)
+    return {k: amp[k] - bf16[k] for k in amp}
 
 
 def calc_figures(config: dict) -> dict[str, float]:
@@ -226,21 +235,15 @@ def calc_lora_forward(config: dict) -> float:
     """calc's extra forward bytes per block and token with fp32 adapters under autocast on fp32
     weights: the stream's (:func:`calc_figures`) and the change of peft's path
     (``calc.timing.peft_path_bytes``: 16-bit branch, autocast's input casts)."""
-    from calc import states, timing
+    from calc import amp_traffic, states, timing
 
     layers = period(config)
     paths = []
     for amp in (False, True):
         req = adapter_request(config, layers, SEQ_LEN, amp, "lora")
-        readers = amp_traffic_readers(req) if amp else frozenset()
+        readers = amp_traffic.reader_names(req.model) if amp else frozenset()
         paths.append(timing.peft_path_bytes(req, states.adapted(req), readers))
     return calc_figures(config)["bytes_forward"] + (paths[1] - paths[0]) / layers
-
-
-def amp_traffic_readers(req: Any) -> frozenset[str]:
-    from calc import amp_traffic
-
-    return amp_traffic.reader_names(req.model)
 
 
 def lora_row(preset: str) -> dict[str, Any]:
@@ -249,11 +252,9 @@ def lora_row(preset: str) -> dict[str, Any]:
     from calc.presets import preset_row
 
     config = preset_row(preset)["config"]
-    bf16 = per_block(config, amp=False, lora=True)
-    amp = per_block(config, amp=True, lora=True)
     return {
         "preset": preset,
-        "traced_forward": round(amp["bytes_forward"] - bf16["bytes_forward"], 1),
+        "traced_forward": round(traced_delta(config, lora=True)["bytes_forward"], 1),
         "calc_forward": calc_lora_forward(config),
     }
 
@@ -264,21 +265,16 @@ def calc_qlora_total(config: dict) -> float:
     on its counts."""
     from calc import timing
 
+    def moved(amp: bool) -> Any:
+        def at(layers: int, tokens: int) -> float:
+            req = adapter_request(config, layers, tokens, amp, "qlora")
+            counts = timing._counts(req, req.sharding, None)
+            return counts.elementwise_bytes_per_token * tokens
+
+        return at
+
     p = period(config)
-
-    def moved(layers: int, tokens: int, amp: bool) -> float:
-        req = adapter_request(config, layers, tokens, amp, "qlora")
-        counts = timing._counts(req, req.sharding, None)
-        return counts.elementwise_bytes_per_token * tokens
-
-    short, long = TOKENS
-    out = 0.0
-    for amp, sign in ((True, 1), (False, -1)):
-        d = (moved(2 * p, long, amp) - moved(p, long, amp)) - (
-            moved(2 * p, short, amp) - moved(p, short, amp)
-        )
-        out += sign * d / (p * (long - short))
-    return out
+    return per_block_and_token(moved(True), p) - per_block_and_token(moved(False), p)
 
 
 def qlora_row(preset: str) -> dict[str, Any]:
@@ -287,9 +283,7 @@ def qlora_row(preset: str) -> dict[str, Any]:
     from calc.presets import preset_row
 
     config = preset_row(preset)["config"]
-    bf16 = per_block(config, amp=False, qlora=True)
-    amp = per_block(config, amp=True, qlora=True)
-    traced = {k: amp[k] - bf16[k] for k in amp}
+    traced = traced_delta(config, qlora=True)
     return {
         "preset": preset,
         "traced": traced,
@@ -302,9 +296,7 @@ def family_row(preset: str) -> dict[str, Any]:
     from calc.presets import preset_row
 
     config = preset_row(preset)["config"]
-    bf16 = per_block(config, amp=False)
-    amp = per_block(config, amp=True)
-    traced = {k: round(amp[k] - bf16[k], 1) for k in amp}
+    traced = {k: round(v, 1) for k, v in traced_delta(config).items()}
     return {"preset": preset, "traced": traced, "calc": calc_figures(config)}
 
 
