@@ -48,7 +48,7 @@ from accuracy.first_contact import load_rows as _load_rows
 from calc.errors import CalcError
 from calc.plan import PlanOptions, Planner, parse_plan_request
 from calc.request import EstimateRequest
-from calc.timing import StepBreakdown, TimeEstimate
+from calc.timing import StepBreakdown, TimeEstimate, attention_dispatch
 
 CSV_PATH = DATA_DIR / "first_contact_throughput.csv"
 
@@ -178,25 +178,66 @@ def card_of(row: dict) -> str:
     return str(today_request(row).get("gpu", ""))
 
 
+def _lean(groups: dict[str, list[Judgement]]) -> dict[str, dict]:
+    """Per group of today's judgements: ``count``, ``sources``, ``median_signed`` (positive:
+    calc too fast) and ``median`` of |error|."""
+    return {
+        key: {
+            "count": len(js),
+            "sources": len({j.source for j in js}),
+            "median_signed": statistics.median(j.error for j in js),
+            "median": statistics.median(abs(j.error) for j in js),
+        }
+        for key, js in sorted(groups.items())
+    }
+
+
+def _grouped(rows: list[dict], key_of: dict[str, str]) -> dict[str, dict]:
+    """:func:`_lean` of today's judgements grouped by ``key_of[row id]`` (rows keyed "" left out)."""
+    groups: dict[str, list[Judgement]] = {}
+    for j in today_judgements(rows):
+        if key_of[j.row_id]:
+            groups.setdefault(key_of[j.row_id], []).append(j)
+    return _lean(groups)
+
+
 def by_card(rows: list[dict] | None = None) -> dict[str, dict]:
     """Today's figures on the recorded rows, per card of the catalogue (the ``gpu`` of each
     row's request): ``count``, ``sources``, ``median_signed`` (positive: calc too fast) and
     ``median`` of |error|. Where one card's rows lean one way, that is the bias a reader of
     that card should expect, and how many sources it rests on."""
     rows = load_rows() if rows is None else rows
-    card = {r["id"]: card_of(r) for r in rows}
-    groups: dict[str, list[Judgement]] = {}
-    for j in today_judgements(rows):
-        groups.setdefault(card[j.row_id], []).append(j)
-    return {
-        gpu: {
-            "count": len(js),
-            "sources": len({j.source for j in js}),
-            "median_signed": statistics.median(j.error for j in js),
-            "median": statistics.median(abs(j.error) for j in js),
-        }
-        for gpu, js in sorted(groups.items())
-    }
+    return _grouped(rows, {r["id"]: card_of(r) for r in rows})
+
+
+WIDE_HEAD_DIM = 128
+"""The widest head dim of FlashAttention-2's published panels (:data:`calc.timing.FLASH2_TABLES`
+reads a wider head at the 128 panel): the edge between the two widths of :func:`by_attention`."""
+
+
+def attention_group(row: dict) -> str:
+    """The attention calc prices a covered row's request as (:func:`calc.timing.attention_dispatch`):
+    its kernel and whether its widest head is above :data:`WIDE_HEAD_DIM` ("flash <=128",
+    "cudnn >128"); "" for a row without a request or on a card without CUDA."""
+    if not row["calc_request"] or row["calc_not_covered"]:
+        return ""
+    try:
+        _, req, opts = time_estimate(today_request(row))
+    except CalcError:
+        return ""
+    found = attention_dispatch(req, opts.gpu)
+    if found is None:
+        return ""
+    backend, head_dim = found
+    return f"{backend} {'>' if head_dim > WIDE_HEAD_DIM else '<='}{WIDE_HEAD_DIM}"
+
+
+def by_attention(rows: list[dict] | None = None) -> dict[str, dict]:
+    """Today's figures on the recorded rows on CUDA cards, per attention calc prices
+    (:func:`attention_group`), as :func:`by_card` gives them per card: where the rows of one
+    kernel and head width lean one way, calc's time for such a setup leans the same way."""
+    rows = load_rows() if rows is None else rows
+    return _grouped(rows, {r["id"]: attention_group(r) for r in rows})
 
 
 def now_beside_first(rows: list[dict] | None = None) -> dict[str, dict]:

@@ -2327,6 +2327,20 @@ def attention_part_views(c: "Counts") -> list[tuple["Counts", float]]:
     return views
 
 
+def attention_dispatch(req: EstimateRequest, gpu: Gpu) -> tuple[str, int] | None:
+    """What calc prices the request's attention as on ``gpu``: the kernel PyTorch dispatches
+    for its largest attention part (:func:`calc.attention.attention_kernel`: ``flash``,
+    ``efficient``, ``cudnn``, ``math`` or ``eager``) and the widest head dim of its parts (a
+    Gemma 4 block of head dim 512 beside sliding ones of 256). ``None`` on a card without CUDA:
+    the dispatch calc reads is CUDA's."""
+    capability = card_capability(gpu)
+    if capability is None:
+        return None
+    views = attention_part_views(counts(req, req.sharding))
+    largest = max(views, key=lambda view: view[1])[0]
+    return _kernel(largest, capability).backend, max(view.head_dim for view, _ in views)
+
+
 def attention_time_factor(
     c: "Counts",
     rates: "Rates",

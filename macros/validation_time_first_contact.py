@@ -124,6 +124,51 @@ def _card_table(lang: str) -> str:
     )
 
 
+ATTENTION_COMMAND = "validation_time_first_contact_attention"
+
+
+@functools.lru_cache(maxsize=1)
+def attention() -> dict:
+    """Today's figures on the recorded rows on CUDA cards per attention kernel and head width
+    (:func:`accuracy.first_contact_throughput.by_attention`)."""
+    from accuracy import first_contact_throughput as fc
+
+    return fc.by_attention()
+
+
+def _attention_table(lang: str) -> str:
+    """Today's error on the recorded rows per kernel calc reads PyTorch dispatching and per
+    head width (at most, or above, FlashAttention-2's widest published panel)."""
+    rows = []
+    for group, f in attention().items():
+        backend, width = group.split(" ")
+        rows.append(
+            {
+                "kernel": labels.text("validation.attention_kernel." + backend, lang),
+                "width": width.replace("<=", "≤ ").replace(">", "> "),
+                "count": f["count"],
+                "sources": f["sources"],
+                "median_signed": f["median_signed"] * 100,
+                "median": f["median"] * 100,
+                SOURCE: {"command": ATTENTION_COMMAND, "group": group},
+            }
+        )
+    cols = [
+        Col("kernel", "col.attention_kernel", "text", row_header=True),
+        Col("width", "col.head_width", "text"),
+        Col("count", "col.rows", "int"),
+        Col("sources", "col.sources", "int"),
+        *TODAY_COLS,
+    ]
+    return render(
+        rows,
+        cols,
+        lang,
+        "validation_time_first_contact_attention",
+        "caption.validation_time_first_contact_attention",
+    )
+
+
 MULTI_GPU_COMMAND = "validation_time_multi_gpu"
 
 
@@ -257,6 +302,12 @@ def validation_time_first_contact_section(lang: str) -> str:
     parts = [f"#### {heading} {{ #validation-time-first-contact }}", "", text, "", after, ""]
     parts.append(_table(lang))
     parts += ["", labels.text("validation.time_first_contact_cards", lang), "", _card_table(lang)]
+    parts += [
+        "",
+        labels.text("validation.time_first_contact_attention", lang),
+        "",
+        _attention_table(lang),
+    ]
     parts += ["", multi_gpu_paragraph(lang), "", _multi_gpu_table(lang)]
     lines = single_source_lines(lang)
     if lines:

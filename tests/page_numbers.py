@@ -94,6 +94,10 @@ def response_for(source: dict) -> tuple[dict, dict]:
         from macros.validation_time_first_contact import cards
 
         return cards()[source["card"]], request
+    if command == "validation_time_first_contact_attention":
+        from macros.validation_time_first_contact import attention
+
+        return attention()[source["group"]], request
     if command == "constant":
         import importlib
 

@@ -124,6 +124,32 @@ def test_by_card_groups_today_s_errors_by_the_request_s_card():
     assert fc.card_of(row) == "h200"
 
 
+def test_by_attention_groups_the_cuda_rows_by_kernel_and_head_width():
+    """Each recorded, covered row on a CUDA card counts once, under the kernel calc reads PyTorch
+    dispatching for it and its widest head (at most 128 or above); an AMD row counts under no
+    kernel; the figures are the medians of the group's errors."""
+    rows = fc.load_rows()
+    groups = fc.by_attention(rows)
+    judged = fc.today_judgements(rows)
+    by_id = {r["id"]: r for r in rows}
+    keys = {j.row_id: fc.attention_group(by_id[j.row_id]) for j in judged}
+    assert sum(g["count"] for g in groups.values()) == sum(1 for k in keys.values() if k)
+    assert all(k == "" for i, k in keys.items() if fc.card_of(by_id[i]).startswith("mi3"))
+    for group, figures in groups.items():
+        backend, width = group.split(" ")
+        assert backend in ("flash", "efficient", "cudnn", "math", "eager")
+        assert width in ("<=128", ">128")
+        errors = [j.error for j in judged if keys[j.row_id] == group]
+        assert figures["count"] == len(errors) > 0
+        assert figures["median_signed"] == statistics.median(errors)
+        assert figures["median"] == statistics.median(abs(e) for e in errors)
+    # a Gemma 2 row (head dim 256) is a wide head; a Llama row (128) is not
+    gemma = next(r for r in rows if r["id"] == "fct-u12")
+    assert fc.attention_group(gemma).endswith(">128")
+    llama = next(r for r in rows if r["id"] == "fct-u2")
+    assert fc.attention_group(llama).endswith("<=128")
+
+
 def _repository(text: str) -> str | None:
     found = re.search(r"github\.com/([^/\s]+/[^/\s,]+)", text)
     return found.group(1).lower() if found else None

@@ -2183,3 +2183,22 @@ def test_traced_block_ops_are_keyed_by_real_profiles_and_families():
     # transformers 4's routed experts run a per-expert loop the table does not stand for
     assert (4, "qwen3_moe", "forward") not in keys
     assert (5, "qwen3_moe", "forward") in keys
+
+
+def test_attention_dispatch_reads_the_kernel_and_the_widest_head():
+    """calc.timing.attention_dispatch: the SDPA backend calc prices (cuDNN first on an H100 with
+    torch 2.13's order, flash on an A100, the memory-efficient kernel under torch 2.5's order with a
+    mask tensor), the widest head dim (Gemma 2's 256), and nothing on a card without CUDA."""
+    from calc.gpus import get_gpu
+    from calc.request import parse_estimate_request
+
+    def dispatch(gpu: str, **keys):
+        req = parse_estimate_request({"model": "gemma-2-9b", "method": "lora", **keys})
+        return timing.attention_dispatch(req, get_gpu(gpu))
+
+    assert dispatch("h100-sxm", attention="sdpa") == ("cudnn", 256)
+    assert dispatch("a100-80gb-sxm", attention="sdpa") == ("flash", 256)
+    assert dispatch(
+        "h100-sxm", attention="sdpa", attention_mask="padding", sdpa_cudnn_last=True
+    ) == ("efficient", 256)
+    assert dispatch("mi300x", attention="sdpa") is None

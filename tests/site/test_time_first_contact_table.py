@@ -64,3 +64,17 @@ def test_multi_gpu_table_reads_every_group_and_writes_its_range(lang):
     assert f"{pairs['count']}" in text
     assert '&quot;group&quot;:&quot;pairs&quot;' in text
     assert "{" not in re.sub(r"data-source=\"[^\"]*\"", "", text)  # every field filled
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_attention_table_names_each_kernel_in_the_page_s_language(lang):
+    """The validation page's table per attention kernel and head width: one row per group of
+    accuracy.first_contact_throughput.by_attention, each naming its group as the cell's source,
+    the kernel written in the page's language and the width as a bound."""
+    import re
+
+    html = tfc._attention_table(lang)
+    named = [g.replace("&lt;", "<").replace("&gt;", ">") for g in re.findall(r"&quot;group&quot;:&quot;([^&]+(?:&[lg]t;[^&]+)?)&quot;", html)]
+    assert named == list(tfc.attention())
+    assert labels.text("validation.attention_kernel.flash", lang) in html
+    assert "≤ 128" in html and "&gt; 128" in html
