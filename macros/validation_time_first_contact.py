@@ -85,6 +85,24 @@ TODAY_COLS = (
 the recorded rows (per card, per sharding and hidden communication)."""
 
 
+def _lean_table(rows: list[dict], head: list[Col], lang: str, table: str) -> str:
+    """A table of groups' leans: the group's own columns (``head``), then its rows, its
+    sources and today's medians; ``table`` names it and its caption (``caption.`` + ``table``)."""
+    cols = [*head, Col("count", "col.rows", "int"), Col("sources", "col.sources", "int")]
+    return render(rows, [*cols, *TODAY_COLS], lang, table, "caption." + table)
+
+
+def _lean_cells(f: dict, source: dict) -> dict:
+    """A group's row count and today's signed and absolute medians (in %) as table cells, with
+    the cells' source (what the site tests recompute)."""
+    return {
+        "count": f["count"],
+        "median_signed": f["median_signed"] * 100,
+        "median": f["median"] * 100,
+        SOURCE: source,
+    }
+
+
 @functools.lru_cache(maxsize=1)
 def cards() -> dict:
     """Today's figures on the recorded rows per card (:func:`accuracy.first_contact_throughput.by_card`)."""
@@ -101,27 +119,13 @@ def _card_table(lang: str) -> str:
     rows = [
         {
             "gpu": get_gpu(card).name,
-            "count": f["count"],
             "sources": f["sources"],
-            "median_signed": f["median_signed"] * 100,
-            "median": f["median"] * 100,
-            SOURCE: {"command": CARD_COMMAND, "card": card},
+            **_lean_cells(f, {"command": CARD_COMMAND, "card": card}),
         }
         for card, f in cards().items()
     ]
-    cols = [
-        Col("gpu", "col.gpu", "text", row_header=True),
-        Col("count", "col.rows", "int"),
-        Col("sources", "col.sources", "int"),
-        *TODAY_COLS,
-    ]
-    return render(
-        rows,
-        cols,
-        lang,
-        "validation_time_first_contact_cards",
-        "caption.validation_time_first_contact_cards",
-    )
+    head = [Col("gpu", "col.gpu", "text", row_header=True)]
+    return _lean_table(rows, head, lang, "validation_time_first_contact_cards")
 
 
 ATTENTION_COMMAND = "validation_time_first_contact_attention"
@@ -146,27 +150,15 @@ def _attention_table(lang: str) -> str:
             {
                 "kernel": labels.text("validation.attention_kernel." + backend, lang),
                 "width": width.replace("<=", "≤ ").replace(">", "> "),
-                "count": f["count"],
                 "sources": f["sources"],
-                "median_signed": f["median_signed"] * 100,
-                "median": f["median"] * 100,
-                SOURCE: {"command": ATTENTION_COMMAND, "group": group},
+                **_lean_cells(f, {"command": ATTENTION_COMMAND, "group": group}),
             }
         )
-    cols = [
+    head = [
         Col("kernel", "col.attention_kernel", "text", row_header=True),
         Col("width", "col.head_width", "text"),
-        Col("count", "col.rows", "int"),
-        Col("sources", "col.sources", "int"),
-        *TODAY_COLS,
     ]
-    return render(
-        rows,
-        cols,
-        lang,
-        "validation_time_first_contact_attention",
-        "caption.validation_time_first_contact_attention",
-    )
+    return _lean_table(rows, head, lang, "validation_time_first_contact_attention")
 
 
 MULTI_GPU_COMMAND = "validation_time_multi_gpu"
@@ -201,10 +193,7 @@ def _multi_gpu_table(lang: str) -> str:
             {
                 "sharding": sharding,
                 "share": share,
-                "count": f["count"],
-                "median_signed": f["median_signed"] * 100,
-                "median": f["median"] * 100,
-                SOURCE: {"command": MULTI_GPU_COMMAND, "group": group},
+                **_lean_cells(f, {"command": MULTI_GPU_COMMAND, "group": group}),
             }
         )
     cols = [
