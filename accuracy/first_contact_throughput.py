@@ -73,10 +73,16 @@ def columns(path: Path = CSV_PATH) -> list[str]:
     return _columns(path)
 
 
+def read_request(request: dict) -> tuple[EstimateRequest, PlanOptions]:
+    """A row's plan request as calc reads it (``dataset_tokens`` defaults to 10^9: the rate does
+    not depend on it)."""
+    return parse_plan_request({"dataset_tokens": 1e9, **request})
+
+
 def time_estimate(request: dict) -> tuple[TimeEstimate, EstimateRequest, PlanOptions]:
-    """calc's steady-state time of a plan request (``dataset_tokens`` defaults to 10^9: the
-    rate does not depend on it), with the request and options it was read as."""
-    req, opts = parse_plan_request({"dataset_tokens": 1e9, **request})
+    """calc's steady-state time of a plan request (:func:`read_request`), with the request and
+    options it was read as."""
+    req, opts = read_request(request)
     return Planner(req, opts).time(opts.gpu, req.num_gpus, req.sharding.value), req, opts
 
 
@@ -222,7 +228,7 @@ def attention_group(row: dict) -> str:
     if not row["calc_request"] or row["calc_not_covered"]:
         return ""
     try:
-        _, req, opts = time_estimate(today_request(row))
+        req, opts = read_request(today_request(row))
     except CalcError:
         return ""
     found = attention_dispatch(req, opts.gpu)
