@@ -39,6 +39,7 @@ from tools.count_eager_ops import (  # noqa: E402
     NO_KERNEL,
     SEQ_LEN,
     build_stack,
+    fp32_matmuls,
     family_table,
     print_family_table,
     period,
@@ -146,16 +147,17 @@ def trace(
         return contextlib.nullcontext()
 
     ids = torch.randint(0, cfg.vocab_size, (1, tokens))
-    with region():
-        loss = model(input_ids=ids, labels=ids).loss
-    loss.backward()  # warm-up: lazy inits off the count
-    model.zero_grad(set_to_none=True)
-    shapes = frozenset(tuple(p.shape) for p in model.parameters())
-    forward, backward = traffic_counter(shapes), traffic_counter(shapes)
-    with forward, region():
-        loss = model(input_ids=ids, labels=ids).loss
-    with backward:
-        loss.backward()
+    with fp32_matmuls():
+        with region():
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()  # warm-up: lazy inits off the count
+        model.zero_grad(set_to_none=True)
+        shapes = frozenset(tuple(p.shape) for p in model.parameters())
+        forward, backward = traffic_counter(shapes), traffic_counter(shapes)
+        with forward, region():
+            loss = model(input_ids=ids, labels=ids).loss
+        with backward:
+            loss.backward()
     return forward.ops, backward.ops, forward.bytes, backward.bytes
 
 
