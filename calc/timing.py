@@ -68,12 +68,12 @@ from .request import (
 
 MATMUL_EFFICIENCY = {
     "a100": 0.81,
-    "blackwell": 0.58,
+    "blackwell": 0.59,
     "cdna3": 0.47,
     "gddr": 1.00,
     "gddr-pro": 0.36,
     "gddr-pro-ampere": 0.53,
-    "hopper": 0.67,
+    "hopper": 0.66,
 }
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
@@ -129,15 +129,15 @@ measured row (none in today's catalogue; the leave-one-source-out fits use it fo
 only source is held out); FITTED (0.66 until the MI300X's measured clock, 2026-12-06: its row
 no longer pulls the pooled share down)."""
 
-MATMUL_HALF_TOKENS = 181.0
+MATMUL_HALF_TOKENS = 215.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
 efficiency on matmuls that run at the A100's BF16 rate: ``eff(T) = eff_class * T / (T + T_half *
 (4096 / hidden)**2 * rate / 312e12)``. Per layer, matmul work grows as ``T * hidden**2`` while
 the fixed costs of each kernel (tile quantisation, wave tails, element-wise passes) do not,
 hence the ``hidden**2`` scaling; those costs are time, so a faster path reaches them at more
-tokens (:data:`HALF_TOKENS_REFERENCE_FLOPS`). FITTED (with the rate in it: 181.0)."""
+tokens (:data:`HALF_TOKENS_REFERENCE_FLOPS`). FITTED (with the rate in it: 215.0; 181.0 until LoRA's backward was counted from its trace, 2026-12-06)."""
 
-FP8_MATMUL_EFFICIENCY = 0.67
+FP8_MATMUL_EFFICIENCY = 0.69
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
 Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing the same
 (torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200, NeMo 2 on
@@ -868,6 +868,29 @@ write 2 per input element), after peft's own cast of a 16-bit input to the adapt
 ``autocast_mode.cpp`` ``linear``; peft 0.21 ``lora.Linear.forward`` ``_cast_input_dtype``).
 Where the input is the fp32 residual stream's norm output, peft's cast is a no-op and only
 this one runs (:func:`fp32_stream_counted`)."""
+
+LORA_BACKWARD_BYTES_PER_OUTPUT = {"16bit": 4, "fp32_branch": 20}
+"""Backward of peft 0.21 ``lora.Linear.forward``'s output side, per output element of each
+adapted linear (traced, ``tools/count_lora_traffic.py``: LoRA less full fine-tuning of the same
+stack, per block and token, peft 0.21, transformers 5.17, torch 2.13). The scale's gradient
+reads and writes the output gradient (2 + 2 in 16 bits); the add to the base output passes
+its gradient on without a kernel. Where fp32 adapters run their branch in fp32 on a 16-bit
+layer (:data:`LORA_FP32_BYTES_PER_OUTPUT`, no autocast) the scale's gradient is fp32 (4 + 4)
+and the two casts the forward made run back: the gradient of ``.to(torch_result_dtype)`` up to
+fp32 (read 2, write 4) and the add's gradient to the 16-bit base output down to 16 bits (read
+4, write 2): 8 + 6 + 6 = 20. Not twice the forward (:data:`BACKWARD_ELEMENTWISE_FACTOR`), which
+counted 20 and 48."""
+
+LORA_INPUT_GRAD_ACCUMULATE_PASSES = 3
+"""Backward of the input side, per input element of each adapted linear: the linear's input
+feeds both the base matmul and the adapter, so autograd adds the adapter's input gradient to
+the base's (``InputBuffer::add``: read two, write one) in the input's dtype (2 bytes each on a
+16-bit stream, 4 on the fp32 stream of :mod:`calc.amp_traffic`); each cast the forward made of
+the input (:data:`LORA_CAST_BYTES_PER_INPUT`, :data:`AUTOCAST_ADAPTER_INPUT_CAST_BYTES`) runs
+back as the reverse cast, the same bytes, and a dropout's backward moves what its forward did
+(:data:`LORA_DROPOUT_BYTES_PER_INPUT`). Traced as :data:`LORA_BACKWARD_BYTES_PER_OUTPUT`:
+6 per input element with 16-bit adapters, 12 with fp32 ones without autocast, 18 under
+autocast (12 + 6 on the fp32 stream's readers, whose accumulation is fp32)."""
 
 LORA_DROPOUT_BYTES_PER_INPUT = {"fp32": 9, "16bit": 5}
 """``lora_dropout`` > 0: ``nn.Dropout`` on the (cast) input of each adapted linear reads it and
@@ -1680,15 +1703,20 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         + attention_io * (q_dim + 2 * kv_dim)
         + act * ffn
     )
-    fwd_bytes = (
-        arch.num_layers * per_layer
-        + moe.route_bytes
-        + (
+    fwd_bytes = arch.num_layers * per_layer + moe.route_bytes
+    if req.method is Method.LORA and not qlora_stream:
+        # peft's lora.Linear: its backward traced (peft_path_backward_bytes)
+        peft_fwd = peft_path_bytes(req, peft_path, stream_readers)
+        peft_bwd = peft_path_backward_bytes(req, peft_path, stream_readers)
+    else:
+        # bitsandbytes' LoRA layer (tuners/lora/bnb.py): twice its forward, the share
+        # calc.amp_traffic's traced QLoRA stream counts leave to it
+        peft_fwd = (
             qlora_autocast_path_bytes(req, peft_path)
             if qlora_stream
             else peft_path_bytes(req, peft_path, stream_readers)
         )
-    )
+        peft_bwd = BACKWARD_ELEMENTWISE_FACTOR * peft_fwd
     adapter_re = recompute
     if selective is not None:
         # the per-op policy runs again only the adapters' matmuls it does not keep
@@ -1748,6 +1776,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         )
     elementwise: float = (
         fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
+        + peft_fwd * (1 + recompute)
+        + peft_bwd
         + arch.num_layers * (residual_dropout + liger_fwd * (1 + recompute) + liger_bwd)
         + arch.num_layers * (unsloth_fwd * (1 + recompute) + unsloth_bwd)
         + UNSLOTH_LORA_ADD_BYTES["forward"] * fast_lora_out * (1 + recompute)
@@ -2210,6 +2240,33 @@ def lora_output_bytes(req: EstimateRequest) -> int:
     if _adapters_run_fp32(req) and attention_dtype(req) != "fp32":
         return LORA_FP32_BYTES_PER_OUTPUT
     return LORA_BYTES_PER_OUTPUT
+
+
+def peft_path_backward_bytes(
+    req: EstimateRequest, peft_path: Sequence[Any], stream_readers: frozenset[str]
+) -> float:
+    """Backward element-wise bytes per token, whole stack, of the adapters on peft's
+    ``lora.Linear`` path (the forward's :func:`peft_path_bytes`): the output side's
+    :data:`LORA_BACKWARD_BYTES_PER_OUTPUT`, and on each adapted linear's input the gradients of
+    the forward's casts and dropout and the accumulation of the input gradient
+    (:data:`LORA_INPUT_GRAD_ACCUMULATE_PASSES`). ``stream_readers``: the adapted linears whose
+    input is the fp32 stream's norm output (no cast up there, an fp32 accumulation)."""
+    fp32_branch = lora_output_bytes(req) == LORA_FP32_BYTES_PER_OUTPUT
+    per_out = LORA_BACKWARD_BYTES_PER_OUTPUT["fp32_branch" if fp32_branch else "16bit"]
+    out = per_out * sum(a.blocks * a.active * a.d_out for a in peft_path)
+    stream_bytes = 4 if req.precision is Precision.FP32 else 2
+    per_input = lora_input_bytes(req) + LORA_INPUT_GRAD_ACCUMULATE_PASSES * stream_bytes
+    total = float(out)
+    for a in peft_path:
+        if a.fused:
+            continue
+        here = per_input
+        if a.name in stream_readers:
+            if _peft_casts_input_up(req):
+                here -= LORA_CAST_BYTES_PER_INPUT
+            here += LORA_INPUT_GRAD_ACCUMULATE_PASSES * (4 - stream_bytes)
+        total += here * a.blocks * a.active * a.d_in
+    return total
 
 
 def peft_path_bytes(

@@ -184,6 +184,8 @@ TIME_RATE_CONSTANTS = (
     "calc.timing.FP32_DEQUANT_WRITE_BYTES",
     "calc.timing.LORA_MATMUL_ELEMENTS",
     "calc.timing.LORA_FP32_BYTES_PER_OUTPUT",
+    "calc.timing.LORA_BACKWARD_BYTES_PER_OUTPUT",
+    "calc.timing.LORA_INPUT_GRAD_ACCUMULATE_PASSES",
     "calc.timing.FUSED_LORA_OPS_PER_ADAPTER",
     "calc.timing.ZERO3_HOOK_SECONDS_PER_MODULE",
 )

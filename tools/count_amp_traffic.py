@@ -122,8 +122,6 @@ def trace(
     ops, backward ops, forward bytes, backward bytes)``. ``amp``: fp32 weights under bf16
     autocast, else bf16 weights without it. ``lora``: peft 0.21's LoRA (rank 8, every linear,
     no dropout) with fp32 adapters (``get_peft_model``'s default ``autocast_adapter_dtype``)."""
-    import contextlib
-
     import torch
 
     model, cfg = build_stack(config, layers, torch.float32 if amp else torch.bfloat16)
@@ -139,14 +137,24 @@ def trace(
             quantize_linears(model, True, torch.uint8)
             adapters._register_custom_module({Linear4bitModel: lora_layer_class()})
         model = get_peft_model(model, adapters, autocast_adapter_dtype=True)
+    return count_step(model, torch.randint(0, cfg.vocab_size, (1, tokens)), amp)
+
+
+def count_step(model: Any, ids: Any, autocast: bool) -> tuple[int, int, int, int]:
+    """:func:`traffic_counter` over one training forward (with the loss) and backward of
+    ``model`` on ``ids``, after one that is not counted (lazy inits), under bf16 autocast or
+    not: ``(forward ops, backward ops, forward bytes, backward bytes)``."""
+    import contextlib
+
+    import torch
+
     model.train()
 
     def region() -> Any:
-        if amp:
+        if autocast:
             return torch.autocast("cpu", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    ids = torch.randint(0, cfg.vocab_size, (1, tokens))
     with fp32_matmuls():
         with region():
             loss = model(input_ids=ids, labels=ids).loss
