@@ -871,8 +871,8 @@ this one runs (:func:`fp32_stream_counted`)."""
 
 LORA_BACKWARD_BYTES_PER_OUTPUT = {"16bit": 4, "fp32_branch": 20}
 """Backward of peft 0.21 ``lora.Linear.forward``'s output side, per output element of each
-adapted linear (traced, ``tools/count_lora_traffic.py``: LoRA less full fine-tuning of the same
-stack, per block and token, peft 0.21, transformers 5.17, torch 2.13). The scale's gradient
+adapted linear (traced, ``tools/count_lora_traffic.py``: LoRA less the same stack with only its
+weight matrices trained, per block and token, peft 0.21, transformers 5.17, torch 2.13). The scale's gradient
 reads and writes the output gradient (2 + 2 in 16 bits); the add to the base output passes
 its gradient on without a kernel. Where fp32 adapters run their branch in fp32 on a 16-bit
 layer (:data:`LORA_FP32_BYTES_PER_OUTPUT`, no autocast) the scale's gradient is fp32 (4 + 4)
@@ -1704,7 +1704,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         + act * ffn
     )
     fwd_bytes = arch.num_layers * per_layer + moe.route_bytes
-    if req.method is Method.LORA and not qlora_stream:
+    if req.method is Method.LORA:
         # peft's lora.Linear: its backward traced (peft_path_backward_bytes)
         peft_fwd = peft_path_bytes(req, peft_path, stream_readers)
         peft_bwd = peft_path_backward_bytes(req, peft_path, stream_readers)
@@ -2237,9 +2237,16 @@ def lora_output_bytes(req: EstimateRequest) -> int:
     if st.request_regime(req) is st.KBIT_FP32:
         mode = "compiled" if req.torch_compile else "eager"
         return FP32_ACTIVATION_BYTES_PER_ELEMENT["lora_output", mode]
-    if _adapters_run_fp32(req) and attention_dtype(req) != "fp32":
+    if _fp32_branch(req):
         return LORA_FP32_BYTES_PER_OUTPUT
     return LORA_BYTES_PER_OUTPUT
+
+
+def _fp32_branch(req: EstimateRequest) -> bool:
+    """fp32 adapters run their branch in fp32 on a 16-bit layer and cast the sum back
+    (:data:`LORA_FP32_BYTES_PER_OUTPUT`); not after kbit preparation, which
+    :func:`lora_output_bytes` asks first."""
+    return _adapters_run_fp32(req) and attention_dtype(req) != "fp32"
 
 
 def peft_path_backward_bytes(
@@ -2247,26 +2254,22 @@ def peft_path_backward_bytes(
 ) -> float:
     """Backward element-wise bytes per token, whole stack, of the adapters on peft's
     ``lora.Linear`` path (the forward's :func:`peft_path_bytes`): the output side's
-    :data:`LORA_BACKWARD_BYTES_PER_OUTPUT`, and on each adapted linear's input the gradients of
-    the forward's casts and dropout and the accumulation of the input gradient
-    (:data:`LORA_INPUT_GRAD_ACCUMULATE_PASSES`). ``stream_readers``: the adapted linears whose
-    input is the fp32 stream's norm output (no cast up there, an fp32 accumulation)."""
-    fp32_branch = lora_output_bytes(req) == LORA_FP32_BYTES_PER_OUTPUT
-    per_out = LORA_BACKWARD_BYTES_PER_OUTPUT["fp32_branch" if fp32_branch else "16bit"]
+    :data:`LORA_BACKWARD_BYTES_PER_OUTPUT`, and on each adapted linear's input the reverse of
+    the forward's casts and dropout (the same bytes, :func:`_peft_input_bytes`) and the sum of
+    the input gradients (:data:`LORA_INPUT_GRAD_ACCUMULATE_PASSES`), in fp32 on the stream's
+    readers."""
+    per_out = LORA_BACKWARD_BYTES_PER_OUTPUT["fp32_branch" if _fp32_branch(req) else "16bit"]
     out = per_out * sum(a.blocks * a.active * a.d_out for a in peft_path)
     stream_bytes = 4 if req.precision is Precision.FP32 else 2
-    per_input = lora_input_bytes(req) + LORA_INPUT_GRAD_ACCUMULATE_PASSES * stream_bytes
-    total = float(out)
-    for a in peft_path:
-        if a.fused:
-            continue
-        here = per_input
-        if a.name in stream_readers:
-            if _peft_casts_input_up(req):
-                here -= LORA_CAST_BYTES_PER_INPUT
-            here += LORA_INPUT_GRAD_ACCUMULATE_PASSES * (4 - stream_bytes)
-        total += here * a.blocks * a.active * a.d_in
-    return total
+    inputs = [a for a in peft_path if not a.fused]
+    summed = stream_bytes * sum(a.blocks * a.active * a.d_in for a in inputs) + (
+        4 - stream_bytes
+    ) * sum(a.blocks * a.active * a.d_in for a in inputs if a.name in stream_readers)
+    return float(
+        out
+        + _peft_input_bytes(req, peft_path, stream_readers)
+        + LORA_INPUT_GRAD_ACCUMULATE_PASSES * summed
+    )
 
 
 def peft_path_bytes(
@@ -2274,12 +2277,20 @@ def peft_path_bytes(
 ) -> float:
     """Forward element-wise bytes per token, whole stack, of the adapters on peft's path: their
     output's scale and add (:func:`lora_output_bytes`) and their input's casts and dropout
+    (:func:`_peft_input_bytes`)."""
+    out = lora_output_bytes(req) * sum(a.blocks * a.active * a.d_out for a in peft_path)
+    return float(out + _peft_input_bytes(req, peft_path, stream_readers))
+
+
+def _peft_input_bytes(
+    req: EstimateRequest, peft_path: Sequence[Any], stream_readers: frozenset[str]
+) -> float:
+    """The casts and dropout on the adapted linears' inputs, per token, whole stack
     (:func:`lora_input_bytes`; folded adapters pass no token). ``stream_readers``: the adapted
     linears whose input is the fp32 stream's norm output (:mod:`calc.amp_traffic`), where peft's
     cast up to fp32 has nothing to do."""
-    out = lora_output_bytes(req) * sum(a.blocks * a.active * a.d_out for a in peft_path)
     inputs = [a for a in peft_path if not a.fused]
-    total = out + lora_input_bytes(req) * sum(a.blocks * a.active * a.d_in for a in inputs)
+    total = lora_input_bytes(req) * sum(a.blocks * a.active * a.d_in for a in inputs)
     if stream_readers and _peft_casts_input_up(req):
         total -= LORA_CAST_BYTES_PER_INPUT * sum(
             a.blocks * a.active * a.d_in for a in inputs if a.name in stream_readers
