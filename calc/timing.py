@@ -49,6 +49,7 @@ from .flops import (
     selective_recompute_flops,
 )
 from .activations import block_parts, key_of
+from .arch import ModelArch
 from .jsontypes import JsonObject
 from .lengths import as_rows, request_attention_span, request_shape
 from .memory import fast_lora_keys
@@ -67,13 +68,13 @@ from .request import (
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
 
 MATMUL_EFFICIENCY = {
-    "a100": 0.81,
+    "a100": 0.80,
     "blackwell": 0.59,
-    "cdna3": 0.47,
+    "cdna3": 0.48,
     "gddr": 1.00,
     "gddr-pro": 0.36,
     "gddr-pro-ampere": 0.53,
-    "hopper": 0.66,
+    "hopper": 0.65,
 }
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
@@ -101,7 +102,7 @@ name the FlashAttention package, version 2 on Blackwell (:data:`FLASH2_B200_TFLO
 cuDNN's attention through Transformer Engine (read as SDPA's cuDNN backend).
 ``cdna3`` (AMD Instinct MI300X and the cards the catalogue puts in its class) rests on ONE source,
 one row: torchtitan's Llama 3 8B BF16 pre-training on eight MI300X in torchao's float8 README
-(853f87d1), 0.47 of its rate at the 1207 MHz that AMD measured it holding in dense BF16 GEMM
+(853f87d1), 0.48 of its rate at the 1207 MHz that AMD measured it holding in dense BF16 GEMM
 (``gpus.csv``: 0.27 of the datasheet's 2100 MHz peak); before that row the class took the pooled
 NVIDIA share and read +163 % at first contact (fct-n4). Until 2026-12-06 the MI300X ran at its
 peak clock in calc and the fitted share was 0.27: its 18 first-contact rows (nine sources) read
@@ -123,10 +124,11 @@ own count, ``python -m benchmarks.validate_throughput``, section "fitted constan
 sources they rest on"; a test keeps the two equal): a plan on such a card says so (warning
 ``time_class_single_source``)."""
 
-MATMUL_EFFICIENCY_POOLED = 0.71
+MATMUL_EFFICIENCY_POOLED = 0.70
 """The same fit with every covered row pooled in one class: the figure for a card class with no
 measured row (none in today's catalogue; the leave-one-source-out fits use it for a class whose
-only source is held out); FITTED (0.66 until the MI300X's measured clock, 2026-12-06: its row
+only source is held out); FITTED (0.71 until the block's element-wise backward was traced, 0.66
+until the MI300X's measured clock, 2026-12-06: its row
 no longer pulls the pooled share down)."""
 
 MATMUL_HALF_TOKENS = 215.0
@@ -137,7 +139,7 @@ the fixed costs of each kernel (tile quantisation, wave tails, element-wise pass
 hence the ``hidden**2`` scaling; those costs are time, so a faster path reaches them at more
 tokens (:data:`HALF_TOKENS_REFERENCE_FLOPS`). FITTED (with the rate in it: 215.0; 181.0 until LoRA's backward was counted from its trace, 2026-12-06)."""
 
-FP8_MATMUL_EFFICIENCY = 0.69
+FP8_MATMUL_EFFICIENCY = 0.68
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
 Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing the same
 (torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200, NeMo 2 on
@@ -780,15 +782,59 @@ RESIDUAL_BYTES_PER_ELEMENT = {"eager": 6, "compiled": 0}
 """A residual add reads two bf16 tensors and writes one (6 bytes per element); inductor fuses it
 into the following norm."""
 
-ROTARY_BYTES_PER_ELEMENT = {"eager": 30, "compiled": 8}
-"""transformers 5.17 ``apply_rotary_pos_emb`` on q and k: ``q * cos``, ``rotate_half(q)`` (two
-slices, a negation, a concatenation), ``* sin`` and the sum: about 30 bytes per q/k element
-eager; fused: read q (or k), cos, sin, write the result."""
+ROTARY_BYTES_PER_ELEMENT = {"eager": 20, "compiled": 8}
+"""transformers 5.17 ``apply_rotary_pos_emb`` on q and k, eager, bf16: ``q * cos`` (read 2, write
+2; ``cos`` is one row per token broadcast over the heads, read from its own small storage),
+``rotate_half(q)``: its two slices are views, ``-x2`` reads and writes half the elements (1 + 1)
+and ``torch.cat`` reads both halves and writes the whole (2 + 2), ``* sin`` (2 + 2) and the sum
+(4 + 2): 20 bytes per q/k element. TRACED (``tools/count_block_traffic.py``: the stack's
+forward bytes change by 20 per q/k element when the widths of q and of k/v change apart; the
+table said about 30 until 2026-12-06). Fused: read q (or k), cos, sin, write the result."""
 
 ATTENTION_IO_BYTES_PER_ELEMENT = {"eager": 16, "compiled": 8}
 """Around the fused attention kernel: transposes of q, k, v to the head-major layout and the
 output's ``contiguous`` copy (read 2 + write 2 each), besides the kernel's own reads of q, k, v
 and write of the output (counted inside the attention FLOPs' matmul efficiency)."""
+
+NORM_BACKWARD_BYTES_PER_ELEMENT = {
+    ("llama", "frozen"): 84,
+    ("llama", "trained"): 92,
+    ("fp32_scale", "frozen"): 88,
+    ("fp32_scale", "trained"): 104,
+}
+"""Backward of transformers 5.17's eager RMSNorm per element of the hidden state, bf16, by its
+kind (``LlamaRMSNorm``: :data:`NORM_BYTES_PER_ELEMENT`; Gemma's fp32 scale:
+:data:`NORM_FP32_SCALE_BYTES_PER_ELEMENT`) and whether its weight trains (full fine-tuning) or
+is frozen (LoRA, QLoRA). TRACED on the module alone (``tools/count_block_traffic.py
+norm_backward``, torch 2.13): autograd runs back the two casts (4 + 2, 2 + 4), the fp32
+product's gradient for both factors, ``rsqrt``'s and ``mean``'s and ``pow``'s gradients and
+the sum of the input's two gradients in fp32 (the input feeds both ``pow`` and the product);
+a trained weight adds its product with the incoming gradient and the sum over tokens. More
+than the twice the forward (72, 80) that calc counted until 2026-12-06."""
+
+ROTARY_BACKWARD_BYTES_PER_ELEMENT = 32
+"""Backward of :data:`ROTARY_BYTES_PER_ELEMENT`'s ops per q/k element, eager, bf16: the
+gradients of the two products (2 + 2 each, the broadcast ``cos`` and ``sin`` read from their
+small storage), the negation's (1 + 1), the two slices' ``slice_backward`` (each writes a
+zero-filled whole and copies its half: 6 in all), the sum of the three gradients that reach q
+(two adds, 6 each) and one copy of the incoming gradient (2 + 2): 32. TRACED
+(``tools/count_block_traffic.py``), where twice the forward counted 60."""
+
+GATED_ACT_BACKWARD_BYTES_PER_ELEMENT = 18
+"""Backward of the gated MLP's ``act(gate) * up`` per element of its inner width, eager, bf16:
+the product's gradient for each factor (read 2 + 2, write 2, twice) and the activation's own
+backward (``silu_backward`` or ``gelu_backward``: read the gradient and the gate, write 2): 18.
+TRACED (``tools/count_block_traffic.py``), where twice the forward counted 20."""
+
+FANOUT_ACCUMULATE_BYTES_PER_ELEMENT = 6
+"""A tensor that several ops read gets one gradient from each, and autograd adds them
+(``InputBuffer::accumulate``: read two, write one, in the tensor's dtype: 2 + 2 + 2 bytes per
+element in 16 bits), once per reader beyond the first. In a decoder block (traced,
+``tools/count_block_traffic.py``): the residual stream before each residual add feeds the norm
+and the skip (one add each, two per block; the add itself runs back without a kernel); the
+attention norm's output feeds each input projection (q, k and v: two adds; a fused qkv: none),
+the MLP norm's output each input projection (gate and up: one; a fused gate-up: none) and, in
+a routed MoE block, the router beside the experts."""
 
 MLP_ACT_BYTES_PER_ELEMENT = {"eager": 10, "compiled": 6}
 """Gated MLP ``act(gate) * up``: the activation reads and writes the gate (4 bytes), the product
@@ -1023,7 +1069,7 @@ FP32_ACTIVATION_BYTES_PER_ELEMENT = {
     ("norm", "compiled"): 16,
     ("residual", "eager"): 12,
     ("residual", "compiled"): 0,
-    ("rotary", "eager"): 60,
+    ("rotary", "eager"): 40,
     ("rotary", "compiled"): 16,
     ("attention_io", "eager"): 32,
     ("attention_io", "compiled"): 16,
@@ -1039,7 +1085,7 @@ peft's ``prepare_model_for_kbit_training`` without autocast, :data:`calc.states.
 element: RMSNorm's upcast and downcast are no-ops, ``pow`` (4 + 4), ``mean`` (4), the ``rsqrt``
 product (4 + 4) and the weight product (4 + 4): 28, fused 4 + 4 twice: 16; a residual add reads
 two and writes one fp32 tensor: 12; rotary's passes and the transposes around attention move 4
-bytes where the 16-bit tables move 2: 60 and 32 (fused 16, 16); the gated activation 20 (fused
+bytes where the 16-bit tables move 2: 40 and 32 (fused 16, 16); the gated activation 20 (fused
 12); each adapted 4-bit linear's output, peft 0.21 ``tuners/lora/bnb.py`` ``Linear4bit.forward``:
 ``result.clone()`` (4 + 4), ``* scaling`` (4 + 4) and the add (4 + 4 + 4): 28; the loss on fp32
 logits skips the upcast and the downcast: log-softmax (4 + 4) and its gradient (4 + 4): 16."""
@@ -1487,6 +1533,62 @@ def block_linear_ops(req: EstimateRequest, moe: MoeCounts | None = None) -> floa
     return ops + moe.ops_forward - moe.linear_ops
 
 
+def qk_norm_share(arch: ModelArch) -> float:
+    """The share of a stack's blocks that normalise q and k before attention (per head:
+    Qwen3's and Gemma 3's ``q_norm``, ``k_norm``; over the whole projections: OLMo 2's; Llama
+    4's weightless norm on its RoPE layers only, ``arch.extra["qk_norm_layers"]``): each such
+    norm runs the block's own kind of RMSNorm over the q and k widths, forward and backward
+    (traced with the block, ``tools/count_block_traffic.py``)."""
+    if not (arch.extra.get("qk_norm_per_head") or arch.extra.get("qk_norm_whole")):
+        return 0.0
+    layers = arch.extra.get("qk_norm_layers")
+    return layers / arch.num_layers if isinstance(layers, int) else 1.0
+
+
+def block_backward_bytes(
+    req: EstimateRequest, parts: dict[str, float], widths: dict[str, int]
+) -> float:
+    """One block's element-wise backward bytes per token, eager, on 16-bit activations: the
+    traced backward of each part transformers runs op by op (the RMSNorms, the rotary
+    embedding, the gated activation, the gradient sums where a tensor has several readers:
+    :data:`NORM_BACKWARD_BYTES_PER_ELEMENT`, :data:`ROTARY_BACKWARD_BYTES_PER_ELEMENT`,
+    :data:`GATED_ACT_BACKWARD_BYTES_PER_ELEMENT`, :data:`FANOUT_ACCUMULATE_BYTES_PER_ELEMENT`),
+    twice its forward for the parts not traced (a fused LayerNorm, the attention's layout
+    copies, gpt-oss's clamped gate, the op-by-op tanh GELU). ``parts``: each part's forward
+    bytes per element as :func:`_counts` priced it (0 where a fused kernel replaced it), and
+    ``qk_norm`` the share of blocks that normalise q and k (:func:`qk_norm_share`); ``widths``: ``h``, ``qk`` (q plus k/v widths), ``io`` (q plus twice k/v), ``ffn``."""
+    arch = req.model
+    h = widths["h"]
+    weight = "trained" if req.method is Method.FULL else "frozen"
+    norm = parts["norm"]
+    if norm == NORM_BYTES_PER_ELEMENT["eager"]:
+        norm = NORM_BACKWARD_BYTES_PER_ELEMENT["llama", weight]
+    elif norm == NORM_FP32_SCALE_BYTES_PER_ELEMENT:
+        norm = NORM_BACKWARD_BYTES_PER_ELEMENT["fp32_scale", weight]
+    else:
+        norm *= BACKWARD_ELEMENTWISE_FACTOR
+    rotary = parts["rotary"]
+    rotary = ROTARY_BACKWARD_BYTES_PER_ELEMENT if rotary == ROTARY_BYTES_PER_ELEMENT["eager"] else 0
+    act = parts["act"]
+    if act == MLP_ACT_BYTES_PER_ELEMENT["eager"] and arch.mlp_gated:
+        act = GATED_ACT_BACKWARD_BYTES_PER_ELEMENT
+    else:
+        act *= BACKWARD_ELEMENTWISE_FACTOR
+    # gradient sums: the stream before each residual add (norm and skip), and each norm
+    # output read by several input projections (the router beside the experts)
+    bp = block_parts(arch)
+    mlp_readers = sum(1 for lin in bp.mlp_in if lin.count == 1) + len(bp.routers)
+    mlp_readers += 1 if any(lin.count > 1 for lin in bp.mlp_in) else 0
+    sums = (2 if parts["residual"] else 0) + max(0, len(bp.attn_in) - 1) + max(0, mlp_readers - 1)
+    return (
+        (arch.norms_per_layer * h + parts["qk_norm"] * widths["qk"]) * norm
+        + sums * FANOUT_ACCUMULATE_BYTES_PER_ELEMENT * h
+        + rotary * widths["qk"]
+        + BACKWARD_ELEMENTWISE_FACTOR * parts["attention_io"] * widths["io"]
+        + act * widths["ffn"]
+    )
+
+
 def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> Counts:
     reg = st.regime(req.precision, sharding)
     layout = st.param_layout(req)
@@ -1662,7 +1764,11 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         # activation: their own forward and backward traffic (not the tables' backward factor)
         parts = []
         if arch.norm_kind == "rms":
-            parts.append((LIGER_NORM_BYTES_PER_ELEMENT, arch.norms_per_layer * h))
+            # its RMSNorm takes the q/k norms too (qk_norm_share): liger-kernel monkey_patch.py
+            # replaces the family's RMSNorm class, and patches self_attn.q_norm / k_norm on an
+            # instance (PR #1470)
+            normed = arch.norms_per_layer * h + qk_norm_share(arch) * (q_dim + kv_dim)
+            parts.append((LIGER_NORM_BYTES_PER_ELEMENT, normed))
             norm = 0
         if rotary:
             parts.append((LIGER_ROTARY_BYTES_PER_ELEMENT, q_dim + kv_dim))
@@ -1678,7 +1784,10 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         # activation where the MLP runs as LoRA_MLP: their own forward and backward traffic
         parts = []
         if arch.norm_kind == "rms" and norm:
-            parts.append((UNSLOTH_NORM_BYTES_PER_ELEMENT, arch.norms_per_layer * h))
+            # Unsloth's attention runs its norm kernel on the q/k norms too (qk_norm_share):
+            # unsloth models/qwen3.py Qwen3Attention_fast_forward, fast_rms_layernorm(self.q_norm, Q)
+            normed = arch.norms_per_layer * h + qk_norm_share(arch) * (q_dim + kv_dim)
+            parts.append((UNSLOTH_NORM_BYTES_PER_ELEMENT, normed))
             norm = 0
         if rotary:
             parts.append((UNSLOTH_ROTARY_BYTES_PER_ELEMENT, q_dim + kv_dim))
@@ -1703,7 +1812,21 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         + attention_io * (q_dim + 2 * kv_dim)
         + act * ffn
     )
-    fwd_bytes = arch.num_layers * per_layer + moe.route_bytes
+    qk_share = qk_norm_share(arch) if norm else 0.0
+    # the per-head (or whole) RMSNorms of q and k (Qwen3, Gemma 3, OLMo 2), the block's own
+    # kind of norm over the q and k widths
+    fwd_bytes = arch.num_layers * (per_layer + qk_share * norm * (q_dim + kv_dim)) + moe.route_bytes
+    if mode == "eager" and st.request_regime(req) is not st.KBIT_FP32:
+        # the parts' traced backward (block_backward_bytes), not twice their forward
+        part_bytes = {"norm": norm, "residual": residual, "rotary": rotary, "qk_norm": qk_share}
+        part_bytes.update({"attention_io": attention_io, "act": act})
+        widths = {"h": h, "qk": q_dim + kv_dim, "io": q_dim + 2 * kv_dim, "ffn": ffn}
+        bwd_bytes = (
+            arch.num_layers * block_backward_bytes(req, part_bytes, widths)
+            + BACKWARD_ELEMENTWISE_FACTOR * moe.route_bytes
+        )
+    else:
+        bwd_bytes = BACKWARD_ELEMENTWISE_FACTOR * fwd_bytes
     if req.method is Method.LORA:
         # peft's lora.Linear: its backward traced (peft_path_backward_bytes)
         peft_fwd = peft_path_bytes(req, peft_path, stream_readers)
@@ -1775,7 +1898,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
             RESIDUAL_DROPOUTS_PER_LAYER * h * dropout_bytes_per_element(element) * (2 + recompute)
         )
     elementwise: float = (
-        fwd_bytes * (1 + BACKWARD_ELEMENTWISE_FACTOR + recompute)
+        fwd_bytes * (1 + recompute)
+        + bwd_bytes
         + peft_fwd * (1 + recompute)
         + peft_bwd
         + arch.num_layers * (residual_dropout + liger_fwd * (1 + recompute) + liger_bwd)
@@ -2200,7 +2324,7 @@ def autocast_cast_params(req: EstimateRequest, sharding: Sharding) -> tuple[int,
     return block, head, ops + (1 if head else 0)
 
 
-def kernel_traffic(parts: list[tuple[dict[str, int], int]], scale: int) -> tuple[float, float]:
+def kernel_traffic(parts: list[tuple[dict[str, int], float]], scale: int) -> tuple[float, float]:
     """Forward and backward bytes per token of one block's hand-written kernels (Liger's,
     Unsloth's): each ``(table, width)`` moves ``table[pass]`` bytes per element of ``width``,
     times ``scale`` (2 on fp32 activations)."""

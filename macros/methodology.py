@@ -186,11 +186,15 @@ TIME_RATE_CONSTANTS = (
     "calc.timing.LORA_FP32_BYTES_PER_OUTPUT",
     "calc.timing.LORA_BACKWARD_BYTES_PER_OUTPUT",
     "calc.timing.LORA_INPUT_GRAD_ACCUMULATE_PASSES",
+    "calc.timing.NORM_BACKWARD_BYTES_PER_ELEMENT",
+    "calc.timing.ROTARY_BACKWARD_BYTES_PER_ELEMENT",
+    "calc.timing.GATED_ACT_BACKWARD_BYTES_PER_ELEMENT",
+    "calc.timing.FANOUT_ACCUMULATE_BYTES_PER_ELEMENT",
     "calc.timing.FUSED_LORA_OPS_PER_ADAPTER",
     "calc.timing.ZERO3_HOOK_SECONDS_PER_MODULE",
 )
 """The constants that price attention kernels, fp32 work, LoRA adapters' matmuls and host
-calls and DeepSpeed ZeRO-3's module hooks, shown on the time page beside the cards' FP32
+calls, the block's traced element-wise backward and DeepSpeed ZeRO-3's module hooks, shown on the time page beside the cards' FP32
 rates."""
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from calc import gpus, plan, recommend, timing
 from calc.errors import InputError
-from hand_counts import ELEMENTWISE_FWD_7B
+from hand_counts import ELEMENTWISE_BWD_7B_FULL, ELEMENTWISE_FWD_7B
 from plan_fakes import ACT_BYTES_PER_TOKEN, CONTEXT_BYTES, GIB, fake_estimate
 from conftest import REPO_ROOT
 
@@ -99,7 +99,7 @@ def test_time_and_cost_hand_computed():
     sat = 2048 / (2048 + timing.MATMUL_HALF_TOKENS)
     matmuls = 2048 * flops / (312e12 * 0.5 * sat)
     scores = 32 * 32 * 2048 * (24 + 2 + 28)
-    elementwise = 2048 * (ELEMENTWISE_FWD_7B * 3 + 24 * 32000 + scores) / bw
+    elementwise = 2048 * (ELEMENTWISE_FWD_7B + ELEMENTWISE_BWD_7B_FULL + 24 * 32000 + scores) / bw
     optimizer = 6_738_415_616 * (4 * 2 + 2 * 2 + 12 * 2 + 3 * 2) / bw
     compute_h = 2e9 / (2048 / (matmuls + elementwise + optimizer)) / 3600
     assert out["time"]["compute_hours"] == pytest.approx(compute_h)

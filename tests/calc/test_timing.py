@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from calc import amp_traffic, comm, gpus, presets, timing
 from calc.plan import parse_plan_request
 from calc.request import Sharding
-from hand_counts import ELEMENTWISE_FWD_7B
+from hand_counts import ELEMENTWISE_BWD_7B_FULL, ELEMENTWISE_FWD_7B
 
 LLAMA2_7B = presets.get_preset("llama-2-7b")
 # Llama-2-7B: 6,738,415,616 params; embedding and untied lm_head are 32000 x 4096 = 131,072,000 each.
@@ -144,7 +144,9 @@ def test_step_hand_computed_full_fine_tuning():
     # ... and it moves its 2048 x 2048 scores: 24 bytes per element forward, 28 backward, and
     # reads the bf16 causal mask tensor in its mask add (2); 32 heads x 32 layers, no recompute
     scores_per_token = 32 * 32 * 2048 * (24 + 2 + 28)
-    elementwise_per_token = ELEMENTWISE_FWD_7B * 3 + 24 * 32000 + scores_per_token
+    elementwise_per_token = (
+        ELEMENTWISE_FWD_7B + ELEMENTWISE_BWD_7B_FULL + 24 * 32000 + scores_per_token
+    )
     assert b.elementwise == pytest.approx(2048 * elementwise_per_token / bw)
     # foreach AdamW: 4 weight + 2 grad + 12 state passes of 2 bytes, clipping 3 grad passes
     assert b.optimizer == pytest.approx(6_738_415_616 * (4 * 2 + 2 * 2 + 12 * 2 + 3 * 2) / bw)
@@ -913,7 +915,7 @@ def test_unsloth_kernels_move_the_bytes_read_from_unsloth(targets, adapted_out, 
     """Unsloth's RMSNorm (4 forward, 6 backward per element), rotary embedding (clone and in-place
     kernel, 8 each way per q/k element), LoRA_MLP's gated activation (6 and 12 per inner element)
     and addmm_ of the adapters into their base outputs (2 per output element forward, 2 per input
-    element backward), in place of transformers' eager tables (forward, backward twice that) and
+    element backward), in place of transformers' eager tables (forward, and the traced backward) and
     peft's scale-and-add (10 per output element). Llama-2-7B, no recompute, 16-bit adapters."""
     keys = {**UNSLOTH_KEYS, "lora_targets": targets}
     fused, _, _ = _counts_and_rates("h100-sxm", **keys, fused_lora_kernels=True)
@@ -921,8 +923,12 @@ def test_unsloth_kernels_move_the_bytes_read_from_unsloth(targets, adapted_out, 
     h, qkv, inner = 4096, 4096 + 4096, 11008
     # peft's path backward: the scale's gradient (4 per output element) and the sum of the
     # adapter's input gradient with the base's (3 passes of 2 bytes per input element)
+    # transformers' eager parts, forward and their traced backward: the frozen norm 36 + 84,
+    # rotary 20 + 32, the gated activation 10 + 18
     before = (
-        3 * (2 * 36 * h + 30 * qkv + (10 * inner if glu else 0))
+        2 * (36 + 84) * h
+        + (20 + 32) * qkv
+        + ((10 + 18) * inner if glu else 0)
         + (10 + 4) * adapted_out
         + 6 * adapted_in
     )
@@ -1679,10 +1685,14 @@ def test_rms_norm_scaling_in_fp32_moves_more_bytes(compiled, extra_bytes):
     plain, _, _ = _gemma_counts("gemma-7b", "norm_scale_fp32", **kw)
     arch = req.model
     assert arch.extra["norm_scale_fp32"] and arch.norms_per_layer == 2
-    # per layer two norms over the hidden state; forward, backward (twice the forward's
-    # traffic) and the recomputed forward
-    passes = 1 + timing.BACKWARD_ELEMENTWISE_FACTOR + 1
-    expected = arch.num_layers * 2 * arch.hidden_size * extra_bytes * passes
+    # per layer two norms over the hidden state; forward and the recomputed forward, and the
+    # backward: eager, the traced modules' difference with frozen weights (88 - 84); compiled,
+    # twice the forward's
+    backward = extra_bytes * timing.BACKWARD_ELEMENTWISE_FACTOR
+    if not compiled:
+        table = timing.NORM_BACKWARD_BYTES_PER_ELEMENT
+        backward = table["fp32_scale", "frozen"] - table["llama", "frozen"]
+    expected = arch.num_layers * 2 * arch.hidden_size * (extra_bytes * 2 + backward)
     assert fp32_scale.elementwise_bytes_per_token - plain.elementwise_bytes_per_token == (
         pytest.approx(expected)
     )

@@ -1,0 +1,38 @@
+"""calc's count of what a decoder block's element-wise ops move per token, forward and backward
+(``calc.timing._counts`` with ``block_backward_bytes``), against a trace of it
+(``tools/count_block_traffic.py``).
+
+Needs torch and transformers (skipped without them, except where ``REQUIRE_ORACLE=1``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from oracle_deps import need_oracle_stack
+
+torch = need_oracle_stack()
+
+from tools import count_block_traffic as cbt  # noqa: E402
+
+
+@pytest.mark.parametrize("kind", sorted(cbt.NORMS))
+@pytest.mark.parametrize("trained", [False, True])
+def test_norm_backward_is_the_traced_module(kind, trained):
+    """Llama's RMSNorm and Gemma's fp32-scale one, weight frozen (LoRA) and trained (full): the
+    table's whole bytes per element (the per-row statistics are a few bytes per row, under 0.5
+    per element at this width)."""
+    from calc import timing
+
+    weight = "trained" if trained else "frozen"
+    traced = cbt.norm_backward(kind, trained, width=1024)
+    assert traced == pytest.approx(timing.NORM_BACKWARD_BYTES_PER_ELEMENT[kind, weight], abs=0.5)
+
+
+@pytest.mark.parametrize("preset", ["qwen3-0.6b", "gemma-3-1b"])
+def test_calc_counts_what_the_block_moves(preset):
+    """The whole block, forward and backward, every parameter trained: Qwen3 (grouped k/v,
+    per-head q/k norms, Llama's norm) and Gemma 3 (four norms per block scaling in fp32, q/k
+    norms, a GELU gate, a sliding and a full layer type) within 1 % (the per-token statistics of
+    the norms and the loss's share are the rest)."""
+    row = cbt.row(preset)
+    assert row["calc_total"] == pytest.approx(row["traced_total"], rel=0.01)

@@ -1,0 +1,164 @@
+"""What a decoder block's element-wise ops move per token, forward and backward, traced beside
+calc's count of it (``calc.timing._counts``, whose backward is ``block_backward_bytes``).
+
+Usage: ``python tools/count_block_traffic.py [PRESET ...]`` (default :data:`PRESETS`), on the
+CPU; ``--norms`` prints the RMSNorm modules' own backward instead. Needs torch and transformers
+(``tools/requirements-oracle-transformers5.txt``).
+
+For a preset's stack (its sizing widths shrunk as in ``tools/count_eager_ops.py``, every
+parameter trained, bf16, SDPA, no autocast) it counts the bytes the element-wise ops read and
+write in one training forward (with the loss) and one backward
+(``tools/count_amp_traffic.count_step``), per block and token (the double difference over
+stacks of one and two periods and two lengths). calc's figure is the same double difference of
+its element-wise bytes per token for the same stack (full fine-tuning, ``bf16-true``), less
+what it counts for the copies around a fused attention kernel
+(``ATTENTION_IO_BYTES_PER_ELEMENT``): the CPU's SDPA takes q, k and v as the strided views
+transformers hands it and writes its output in the layout the caller's ``transpose`` makes
+contiguous, so the trace has none; whether CUDA's kernels copy is not traced here.
+
+How the per-part constants were read: the stack's bytes change by the part's count per element
+when one width changes (the MLP's inner width: the gated activation; q apart from k/v: the
+rotary embedding and the attention copies), and the norms' by a trace of the module alone
+(:func:`norm_backward`, weight trained and frozen).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tools.count_amp_traffic import TOKENS, count_step, per_block_and_token  # noqa: E402
+from tools.count_eager_ops import build_stack, calc_framework, period, traced_config  # noqa: E402
+
+PRESETS = ("llama-2-7b", "qwen3-0.6b", "gemma-3-1b", "phi-3-mini")
+
+NORMS = {
+    "llama": "transformers.models.llama.modeling_llama.LlamaRMSNorm",
+    "fp32_scale": "transformers.models.gemma3.modeling_gemma3.Gemma3RMSNorm",
+}
+"""The RMSNorm of each kind ``calc.timing.NORM_BACKWARD_BYTES_PER_ELEMENT`` names."""
+
+
+def trace(config: dict, layers: int, tokens: int) -> tuple[int, int]:
+    """Element-wise bytes of one forward (with the loss) and one backward of the stack, every
+    parameter trained, bf16, no autocast."""
+    import torch
+
+    model, cfg = build_stack(config, layers, torch.bfloat16)
+    counted = count_step(model, torch.randint(0, cfg.vocab_size, (1, tokens)), False)
+    return counted[2], counted[3]
+
+
+def traced(config: dict) -> tuple[float, float]:
+    """The block's element-wise bytes per token, ``(forward, backward)``."""
+    p = period(config)
+    t = {(n, s): trace(config, n, s) for n in (p, 2 * p) for s in TOKENS}
+    return (
+        per_block_and_token(lambda n, s: t[n, s][0], p),
+        per_block_and_token(lambda n, s: t[n, s][1], p),
+    )
+
+
+def calc_request(config: dict, layers: int, tokens: int) -> Any:
+    """calc's request for the traced stack: full fine-tuning, bf16 weights without autocast."""
+    from calc.request import parse_estimate_request
+
+    return parse_estimate_request(
+        {
+            "model": {"hf_config": traced_config(config, layers)},
+            "method": "full",
+            "precision": "bf16-true",
+            "weights_loaded_16bit": True,
+            "gradient_checkpointing": False,
+            "attention": "sdpa",
+            "framework": calc_framework(),
+            "micro_batch_size": 1,
+            "seq_len": tokens,
+        }
+    )
+
+
+def calc_total(config: dict) -> float:
+    """calc's element-wise bytes per block and token, forward and backward, less its copies
+    around the attention kernel (see the module's docstring)."""
+    from calc import timing
+
+    def moved(layers: int, tokens: int) -> float:
+        req = calc_request(config, layers, tokens)
+        return timing._counts(req, req.sharding, None).elementwise_bytes_per_token * tokens
+
+    p = period(config)
+    arch = calc_request(config, p, TOKENS[0]).model
+    io = arch.num_heads * arch.head_dim + 2 * arch.num_kv_heads * arch.head_dim
+    copies = timing.ATTENTION_IO_BYTES_PER_ELEMENT["eager"] * (
+        1 + timing.BACKWARD_ELEMENTWISE_FACTOR
+    )
+    return per_block_and_token(moved, p) - copies * io
+
+
+def row(preset: str) -> dict[str, Any]:
+    """The traced and counted bytes of one preset's block."""
+    from calc.presets import preset_row
+
+    config = preset_row(preset)["config"]
+    forward, backward = traced(config)
+    return {
+        "preset": preset,
+        "traced_forward": forward,
+        "traced_backward": backward,
+        "traced_total": forward + backward,
+        "calc_total": calc_total(config),
+    }
+
+
+def norm_backward(kind: str, trained: bool, width: int = 512, tokens: int = 64) -> float:
+    """Bytes the ``kind`` RMSNorm's backward moves per element of its input (bf16), its
+    weight ``trained`` or frozen."""
+    import importlib
+
+    import torch
+
+    from tools.count_amp_traffic import traffic_counter
+
+    module_path, _, name = NORMS[kind].rpartition(".")
+    norm = getattr(importlib.import_module(module_path), name)(width).to(torch.bfloat16)
+    norm.weight.requires_grad_(trained)
+    x = torch.randn(tokens, width, dtype=torch.bfloat16, requires_grad=True)
+    y = norm(x)
+    grad = torch.ones_like(y)  # made outside the count
+    counter = traffic_counter()
+    with counter:
+        y.backward(grad)
+    return counter.bytes / (tokens * width)
+
+
+def main(argv: list[str]) -> int:
+    if "--norms" in argv:
+        from calc import timing
+
+        for kind in NORMS:
+            for trained in (False, True):
+                weight = "trained" if trained else "frozen"
+                print(
+                    f"{kind:<11} {weight:<8} traced {norm_backward(kind, trained):6.1f}"
+                    f"  calc {timing.NORM_BACKWARD_BYTES_PER_ELEMENT[kind, weight]:4d}"
+                )
+        return 0
+    presets = [a for a in argv if not a.startswith("--")] or list(PRESETS)
+    print(f"{'preset':<14} {'traced fwd':>11} {'traced bwd':>11} {'traced':>11} {'calc':>11}")
+    for preset in presets:
+        r = row(preset)
+        print(
+            f"{preset:<14} {r['traced_forward']:>11.0f} {r['traced_backward']:>11.0f}"
+            f" {r['traced_total']:>11.0f} {r['calc_total']:>11.0f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
