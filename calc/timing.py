@@ -1546,7 +1546,10 @@ def qk_norm_share(arch: ModelArch) -> float:
 
 
 def block_backward_bytes(
-    req: EstimateRequest, parts: dict[str, float], widths: dict[str, int]
+    req: EstimateRequest,
+    parts: dict[str, float],
+    widths: dict[str, int],
+    traced: dict[str, str | None],
 ) -> float:
     """One block's element-wise backward bytes per token, eager, on 16-bit activations: the
     traced backward of each part transformers runs op by op (the RMSNorms, the rotary
@@ -1556,24 +1559,21 @@ def block_backward_bytes(
     twice its forward for the parts not traced (a fused LayerNorm, the attention's layout
     copies, gpt-oss's clamped gate, the op-by-op tanh GELU). ``parts``: each part's forward
     bytes per element as :func:`_counts` priced it (0 where a fused kernel replaced it), and
-    ``qk_norm`` the share of blocks that normalise q and k (:func:`qk_norm_share`); ``widths``: ``h``, ``qk`` (q plus k/v widths), ``io`` (q plus twice k/v), ``ffn``."""
+    ``qk_norm`` the share of blocks that normalise q and k (:func:`qk_norm_share`); ``widths``:
+    ``h``, ``qk`` (q plus k/v widths), ``io`` (q plus twice k/v), ``ffn``; ``traced``: which
+    traced op-by-op code each part runs (``norm``: ``"llama"`` or ``"fp32_scale"``; ``act``:
+    ``"gated"``; ``rotary``: ``"eager"``), ``None`` where it runs something else."""
     arch = req.model
     h = widths["h"]
     weight = "trained" if req.method is Method.FULL else "frozen"
-    norm = parts["norm"]
-    if norm == NORM_BYTES_PER_ELEMENT["eager"]:
-        norm = NORM_BACKWARD_BYTES_PER_ELEMENT["llama", weight]
-    elif norm == NORM_FP32_SCALE_BYTES_PER_ELEMENT:
-        norm = NORM_BACKWARD_BYTES_PER_ELEMENT["fp32_scale", weight]
-    else:
-        norm *= BACKWARD_ELEMENTWISE_FACTOR
-    rotary = parts["rotary"]
-    rotary = ROTARY_BACKWARD_BYTES_PER_ELEMENT if rotary == ROTARY_BYTES_PER_ELEMENT["eager"] else 0
-    act = parts["act"]
-    if act == MLP_ACT_BYTES_PER_ELEMENT["eager"] and arch.mlp_gated:
+    kind = traced["norm"]
+    norm = parts["norm"] * BACKWARD_ELEMENTWISE_FACTOR
+    if kind is not None and parts["norm"]:
+        norm = NORM_BACKWARD_BYTES_PER_ELEMENT[kind, weight]
+    rotary = ROTARY_BACKWARD_BYTES_PER_ELEMENT if traced["rotary"] and parts["rotary"] else 0
+    act = parts["act"] * BACKWARD_ELEMENTWISE_FACTOR
+    if traced["act"] and parts["act"]:
         act = GATED_ACT_BACKWARD_BYTES_PER_ELEMENT
-    else:
-        act *= BACKWARD_ELEMENTWISE_FACTOR
     # gradient sums: the stream before each residual add (norm and skip), and each norm
     # output read by several input projections (the router beside the experts)
     bp = block_parts(arch)
@@ -1821,8 +1821,19 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         part_bytes = {"norm": norm, "residual": residual, "rotary": rotary, "qk_norm": qk_share}
         part_bytes.update({"attention_io": attention_io, "act": act})
         widths = {"h": h, "qk": q_dim + kv_dim, "io": q_dim + 2 * kv_dim, "ffn": ffn}
+        runs: dict[str, str | None] = {
+            "norm": (
+                None
+                if arch.norm_kind != "rms"
+                else "fp32_scale"
+                if arch.extra.get("norm_scale_fp32")
+                else "llama"
+            ),
+            "rotary": "eager",  # transformers' apply_rotary_pos_emb (0 bytes where replaced)
+            "act": "gated" if arch.mlp_gated and not arch.extra.get("clamped_glu") else None,
+        }
         bwd_bytes = (
-            arch.num_layers * block_backward_bytes(req, part_bytes, widths)
+            arch.num_layers * block_backward_bytes(req, part_bytes, widths, runs)
             + BACKWARD_ELEMENTWISE_FACTOR * moe.route_bytes
         )
     else:
