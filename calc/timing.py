@@ -54,7 +54,7 @@ from .jsontypes import JsonObject
 from .lengths import as_rows, request_attention_span, request_shape
 from .memory import fast_lora_keys
 from .checkpointing import Granularity
-from .fields import AdapterDtype, Attention, Fp8Library
+from .fields import AdapterDtype, Attention, AttentionMask, Fp8Library
 from .request import (
     CpuOffload,
     EstimateRequest,
@@ -68,13 +68,13 @@ from .request import (
 # --- fitted constants (accuracy/throughput.py fits them; benchmarks/validate_throughput prints) ----
 
 MATMUL_EFFICIENCY = {
-    "a100": 0.80,
-    "blackwell": 0.59,
-    "cdna3": 0.48,
+    "a100": 0.77,
+    "blackwell": 0.60,
+    "cdna3": 0.49,
     "gddr": 1.00,
-    "gddr-pro": 0.36,
+    "gddr-pro": 0.35,
     "gddr-pro-ampere": 0.53,
-    "hopper": 0.65,
+    "hopper": 0.62,
 }
 """Share of the dense BF16 peak the training FLOPs reach at large micro-steps, per card class
 (``utilisation_class`` in ``gpus.csv``). FITTED on ``measured_throughput.csv`` (all covered
@@ -102,7 +102,7 @@ name the FlashAttention package, version 2 on Blackwell (:data:`FLASH2_B200_TFLO
 cuDNN's attention through Transformer Engine (read as SDPA's cuDNN backend).
 ``cdna3`` (AMD Instinct MI300X and the cards the catalogue puts in its class) rests on ONE source,
 one row: torchtitan's Llama 3 8B BF16 pre-training on eight MI300X in torchao's float8 README
-(853f87d1), 0.48 of its rate at the 1207 MHz that AMD measured it holding in dense BF16 GEMM
+(853f87d1), 0.49 of its rate at the 1207 MHz that AMD measured it holding in dense BF16 GEMM
 (``gpus.csv``: 0.27 of the datasheet's 2100 MHz peak); before that row the class took the pooled
 NVIDIA share and read +163 % at first contact (fct-n4). Until 2026-12-06 the MI300X ran at its
 peak clock in calc and the fitted share was 0.27: its 18 first-contact rows (nine sources) read
@@ -124,22 +124,23 @@ own count, ``python -m benchmarks.validate_throughput``, section "fitted constan
 sources they rest on"; a test keeps the two equal): a plan on such a card says so (warning
 ``time_class_single_source``)."""
 
-MATMUL_EFFICIENCY_POOLED = 0.70
+MATMUL_EFFICIENCY_POOLED = 0.69
 """The same fit with every covered row pooled in one class: the figure for a card class with no
 measured row (none in today's catalogue; the leave-one-source-out fits use it for a class whose
 only source is held out); FITTED (0.71 until the block's element-wise backward was traced, 0.66
 until the MI300X's measured clock, 2026-12-06: its row
 no longer pulls the pooled share down)."""
 
-MATMUL_HALF_TOKENS = 215.0
+MATMUL_HALF_TOKENS = 256.0
 """Tokens per micro-step at which a model of hidden size 4096 reaches half its large-step
 efficiency on matmuls that run at the A100's BF16 rate: ``eff(T) = eff_class * T / (T + T_half *
 (4096 / hidden)**2 * rate / 312e12)``. Per layer, matmul work grows as ``T * hidden**2`` while
 the fixed costs of each kernel (tile quantisation, wave tails, element-wise passes) do not,
 hence the ``hidden**2`` scaling; those costs are time, so a faster path reaches them at more
-tokens (:data:`HALF_TOKENS_REFERENCE_FLOPS`). FITTED (with the rate in it: 215.0; 181.0 until LoRA's backward was counted from its trace, 2026-12-06)."""
+tokens (:data:`HALF_TOKENS_REFERENCE_FLOPS`). FITTED (with the rate in it: 256.0, a step of the fit's grid of 2^(1/4); 215.0 until the block's
+element-wise work was counted from its trace and 181.0 until LoRA's backward was, both 2026-12-06)."""
 
-FP8_MATMUL_EFFICIENCY = 0.68
+FP8_MATMUL_EFFICIENCY = 0.67
 """Share of the dense FP8 peak that FP8 training's linears reach (torchao float8 / Transformer
 Engine), large micro-steps. FITTED on the covered FP8 rows, each source weighing the same
 (torchtitan, llm-foundry, NeMo 24.07 and Megatron-Bridge 25.11 on the H100 and the B200, NeMo 2 on
@@ -792,9 +793,32 @@ forward bytes change by 20 per q/k element when the widths of q and of k/v chang
 table said about 30 until 2026-12-06). Fused: read q (or k), cos, sin, write the result."""
 
 ATTENTION_IO_BYTES_PER_ELEMENT = {"eager": 16, "compiled": 8}
-"""Around the fused attention kernel: transposes of q, k, v to the head-major layout and the
-output's ``contiguous`` copy (read 2 + write 2 each), besides the kernel's own reads of q, k, v
-and write of the output (counted inside the attention FLOPs' matmul efficiency)."""
+"""Copies around the attention kernel per element of q, k and v where they are not traced
+(compiled blocks, fp32 activations: :data:`FP32_ACTIVATION_BYTES_PER_ELEMENT`): transposes of
+q, k, v to the head-major layout and the output's ``contiguous`` copy (read 2 + write 2 each).
+Eager on 16-bit activations the copies are counted as transformers and torch make them
+(:func:`attention_copy_bytes`)."""
+
+ATTENTION_OUTPUT_COPY_BYTES = 4
+"""transformers 5.17 ``attn_output.transpose(1, 2).contiguous()`` after eager attention
+(``eager_attention_forward``): the value matmul writes its output head-major, so the call copies
+it to token-major (read 2, write 2 per q element, bf16); its backward hands the gradient on
+without a kernel. After SDPA's fused kernels and the FlashAttention package the same call copies
+nothing: torch 2.13 ``_scaled_dot_product_flash_attention_cuda`` and
+``_scaled_dot_product_efficient_attention_cuda`` (``aten/src/ATen/native/transformers/cuda/
+attention.cu``) take ``query.transpose(1, 2)`` views (the kernels need only a contiguous last
+dimension) and return ``output.transpose(1, 2)`` of a token-major buffer, and their backward
+transposes views the same way; the transposes of q, k and v in transformers' attention are views
+too. Traced on the CPU's SDPA (``tools/count_block_traffic.py``: no copy either way)."""
+
+REPEAT_KV_BYTES_PER_ELEMENT = 4
+"""transformers 5.17 ``repeat_kv`` on k and v where grouped k/v heads are repeated to every query
+head: eager attention always, SDPA when it is handed a mask tensor
+(``integrations/sdpa_attention.py`` ``use_gqa_in_sdpa``: no mask and a head dim of 256 at most,
+else ``repeat_kv``). ``expand`` then ``reshape`` copies: each of k and v read at its own width
+and written at the query width (2 + 2 bytes), 4 per element of ``q + kv`` over the two; the
+backward sums the copies back (``expand``'s gradient: read the query width, write the k/v
+width), the same bytes."""
 
 NORM_BACKWARD_BYTES_PER_ELEMENT = {
     ("llama", "frozen"): 84,
@@ -1533,6 +1557,26 @@ def block_linear_ops(req: EstimateRequest, moe: MoeCounts | None = None) -> floa
     return ops + moe.ops_forward - moe.linear_ops
 
 
+def attention_copy_bytes(req: EstimateRequest, q_dim: int, kv_dim: int) -> tuple[float, float]:
+    """The copies one block makes around its attention per token, forward and backward, eager
+    on 16-bit activations: eager attention's output copy
+    (:data:`ATTENTION_OUTPUT_COPY_BYTES`, forward only) and, where grouped k/v heads are
+    repeated (:data:`REPEAT_KV_BYTES_PER_ELEMENT`: eager attention, or SDPA handed a padding
+    mask or heads wider than 256), the repeat each way. SDPA's fused kernels and the
+    FlashAttention package take the strided views and copy nothing."""
+    arch = req.model
+    eager = req.attention is Attention.EAGER
+    repeated = arch.num_kv_heads < arch.num_heads and (
+        eager
+        or (
+            req.attention is Attention.SDPA
+            and (req.attention_mask is AttentionMask.PADDING or arch.head_dim > 256)
+        )
+    )
+    repeat = REPEAT_KV_BYTES_PER_ELEMENT * (q_dim + kv_dim) if repeated else 0
+    return (ATTENTION_OUTPUT_COPY_BYTES * q_dim if eager else 0) + repeat, float(repeat)
+
+
 def qk_norm_share(arch: ModelArch) -> float:
     """The share of a stack's blocks that normalise q and k before attention (per head:
     Qwen3's and Gemma 3's ``q_norm``, ``k_norm``; over the whole projections: OLMo 2's; Llama
@@ -1559,7 +1603,9 @@ def block_backward_bytes(
     twice its forward for the parts not traced (a fused LayerNorm, the attention's layout
     copies, gpt-oss's clamped gate, the op-by-op tanh GELU). ``parts``: each part's forward
     bytes per element as :func:`_counts` priced it (0 where a fused kernel replaced it), and
-    ``qk_norm`` the share of blocks that normalise q and k (:func:`qk_norm_share`); ``widths``:
+    ``qk_norm`` the share of blocks that normalise q and k (:func:`qk_norm_share`), ``copies``
+    the backward of the copies around attention, bytes per token (:func:`attention_copy_bytes`);
+    ``widths``:
     ``h``, ``qk`` (q plus k/v widths), ``io`` (q plus twice k/v), ``ffn``; ``traced``: which
     traced op-by-op code each part runs (``norm``: ``"llama"`` or ``"fp32_scale"``; ``act``:
     ``"gated"``; ``rotary``: ``"eager"``), ``None`` where it runs something else."""
@@ -1585,6 +1631,7 @@ def block_backward_bytes(
         + sums * FANOUT_ACCUMULATE_BYTES_PER_ELEMENT * h
         + rotary * widths["qk"]
         + BACKWARD_ELEMENTWISE_FACTOR * parts["attention_io"] * widths["io"]
+        + parts.get("copies", 0.0)
         + act * widths["ffn"]
     )
 
@@ -1805,21 +1852,29 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     peft_path = tuple(a for a in adapted if key_of(a) not in fast)
     fast_lora_out = sum(a.blocks * a.active * a.d_out for a in in_fast)
     fast_lora_in = sum(a.blocks * a.active * a.d_in for a in in_fast)
+    # eager on 16-bit activations the block is counted as traced (tools/count_block_traffic.py):
+    # the copies around attention as transformers and torch make them, not the table's, and
+    # the backward by part (block_backward_bytes)
+    by_part = mode == "eager" and st.request_regime(req) is not st.KBIT_FP32
+    copies_fwd = copies_bwd = 0.0
+    if by_part:
+        copies_fwd, copies_bwd = attention_copy_bytes(req, q_dim, kv_dim)
+        attention_io = 0
+    # the per-head (or whole) RMSNorms of q and k (Qwen3, Gemma 3, OLMo 2), the block's own
+    # kind of norm over the q and k widths
+    qk_share = qk_norm_share(arch) if norm else 0.0
     per_layer = (
-        arch.norms_per_layer * norm * h
+        (arch.norms_per_layer * h + qk_share * (q_dim + kv_dim)) * norm
         + 2 * residual * h
         + rotary * (q_dim + kv_dim)
         + attention_io * (q_dim + 2 * kv_dim)
+        + copies_fwd
         + act * ffn
     )
-    qk_share = qk_norm_share(arch) if norm else 0.0
-    # the per-head (or whole) RMSNorms of q and k (Qwen3, Gemma 3, OLMo 2), the block's own
-    # kind of norm over the q and k widths
-    fwd_bytes = arch.num_layers * (per_layer + qk_share * norm * (q_dim + kv_dim)) + moe.route_bytes
-    if mode == "eager" and st.request_regime(req) is not st.KBIT_FP32:
-        # the parts' traced backward (block_backward_bytes), not twice their forward
+    fwd_bytes = arch.num_layers * per_layer + moe.route_bytes
+    if by_part:
         part_bytes = {"norm": norm, "residual": residual, "rotary": rotary, "qk_norm": qk_share}
-        part_bytes.update({"attention_io": attention_io, "act": act})
+        part_bytes.update({"attention_io": attention_io, "act": act, "copies": copies_bwd})
         widths = {"h": h, "qk": q_dim + kv_dim, "io": q_dim + 2 * kv_dim, "ffn": ffn}
         runs: dict[str, str | None] = {
             "norm": (

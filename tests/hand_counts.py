@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 # Llama-2-7B shapes: h 4096, MLP 11008, 32 layers, 32 heads (MHA), vocab 32000
+# eager attention (its output's token-major copy: 4 bytes per q element; MHA, no k/v repeat)
 ELEMENTWISE_FWD_7B = 32 * (
-    2 * 36 * 4096 + 2 * 6 * 4096 + 20 * (4096 + 4096) + 16 * (4096 + 2 * 4096) + 10 * 11008
+    2 * 36 * 4096 + 2 * 6 * 4096 + 20 * (4096 + 4096) + 4 * 4096 + 10 * 11008
 )
 # ... and its traced backward under full fine-tuning (calc.timing.block_backward_bytes): two
 # RMSNorms with trained weights (92), five gradient sums of 6 bytes per hidden element (the
 # stream at each of the two residual adds, q/k/v reading one norm output: two, gate and up
-# the other: one), rotary 32 per q/k element, the attention copies twice their forward (2 x 16)
-# and the gated activation 18 per element of the MLP's width
-ELEMENTWISE_BWD_7B_FULL = 32 * (
-    2 * 92 * 4096 + 5 * 6 * 4096 + 32 * (4096 + 4096) + 2 * 16 * (4096 + 2 * 4096) + 18 * 11008
-)
+# the other: one), rotary 32 per q/k element (the output copy's backward runs no kernel) and
+# the gated activation 18 per element of the MLP's width
+ELEMENTWISE_BWD_7B_FULL = 32 * (2 * 92 * 4096 + 5 * 6 * 4096 + 32 * (4096 + 4096) + 18 * 11008)
 
 # FSDP1 wrapping of Llama-2-7B QLoRA on 2 GPUs (calc.memory.fsdp_wrap_reserved_bytes), bytes.
 # A block unit: q, k, v, o packed to 4 bits (4096^2 / 2 each), gate, up, down (4096 * 11008 / 2

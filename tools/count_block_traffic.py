@@ -10,11 +10,10 @@ parameter trained, bf16, SDPA, no autocast) it counts the bytes the element-wise
 write in one training forward (with the loss) and one backward
 (``tools/count_amp_traffic.count_step``), per block and token (the double difference over
 stacks of one and two periods and two lengths). calc's figure is the same double difference of
-its element-wise bytes per token for the same stack (full fine-tuning, ``bf16-true``), less
-what it counts for the copies around a fused attention kernel
-(``ATTENTION_IO_BYTES_PER_ELEMENT``): the CPU's SDPA takes q, k and v as the strided views
-transformers hands it and writes its output in the layout the caller's ``transpose`` makes
-contiguous, so the trace has none; whether CUDA's kernels copy is not traced here.
+its element-wise bytes per token for the same stack (full fine-tuning, ``bf16-true``). The
+CPU's SDPA, like the CUDA fused kernels (``calc.timing.ATTENTION_OUTPUT_COPY_BYTES``), takes q,
+k and v as the strided views transformers hands it and writes its output token-major, so no
+copy runs around it either way.
 
 How the per-part constants were read: the stack's bytes change by the part's count per element
 when one width changes (the MLP's inner width: the gated activation; q apart from k/v: the
@@ -84,21 +83,14 @@ def calc_request(config: dict, layers: int, tokens: int) -> Any:
 
 
 def calc_total(config: dict) -> float:
-    """calc's element-wise bytes per block and token, forward and backward, less its copies
-    around the attention kernel (see the module's docstring)."""
+    """calc's element-wise bytes per block and token, forward and backward."""
     from calc import timing
 
     def moved(layers: int, tokens: int) -> float:
         req = calc_request(config, layers, tokens)
         return timing._counts(req, req.sharding, None).elementwise_bytes_per_token * tokens
 
-    p = period(config)
-    arch = calc_request(config, p, TOKENS[0]).model
-    io = arch.num_heads * arch.head_dim + 2 * arch.num_kv_heads * arch.head_dim
-    copies = timing.ATTENTION_IO_BYTES_PER_ELEMENT["eager"] * (
-        1 + timing.BACKWARD_ELEMENTWISE_FACTOR
-    )
-    return per_block_and_token(moved, p) - copies * io
+    return per_block_and_token(moved, period(config))
 
 
 def row(preset: str) -> dict[str, Any]:
