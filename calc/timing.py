@@ -1592,23 +1592,22 @@ def qk_norm_share(arch: ModelArch) -> float:
 def block_backward_bytes(
     req: EstimateRequest,
     parts: dict[str, float],
-    widths: dict[str, int],
+    widths: dict[str, float],
     traced: dict[str, str | None],
 ) -> float:
     """One block's element-wise backward bytes per token, eager, on 16-bit activations: the
-    traced backward of each part transformers runs op by op (the RMSNorms, the rotary
-    embedding, the gated activation, the gradient sums where a tensor has several readers:
-    :data:`NORM_BACKWARD_BYTES_PER_ELEMENT`, :data:`ROTARY_BACKWARD_BYTES_PER_ELEMENT`,
+    traced backward of each part transformers runs op by op (the RMSNorms, transformers'
+    rotary embedding, the gated activation, the gradient sums where a tensor has several
+    readers: :data:`NORM_BACKWARD_BYTES_PER_ELEMENT`, :data:`ROTARY_BACKWARD_BYTES_PER_ELEMENT`,
     :data:`GATED_ACT_BACKWARD_BYTES_PER_ELEMENT`, :data:`FANOUT_ACCUMULATE_BYTES_PER_ELEMENT`),
-    twice its forward for the parts not traced (a fused LayerNorm, the attention's layout
-    copies, gpt-oss's clamped gate, the op-by-op tanh GELU). ``parts``: each part's forward
-    bytes per element as :func:`_counts` priced it (0 where a fused kernel replaced it), and
-    ``qk_norm`` the share of blocks that normalise q and k (:func:`qk_norm_share`), ``copies``
-    the backward of the copies around attention, bytes per token (:func:`attention_copy_bytes`);
-    ``widths``:
-    ``h``, ``qk`` (q plus k/v widths), ``io`` (q plus twice k/v), ``ffn``; ``traced``: which
-    traced op-by-op code each part runs (``norm``: ``"llama"`` or ``"fp32_scale"``; ``act``:
-    ``"gated"``; ``rotary``: ``"eager"``), ``None`` where it runs something else."""
+    twice its forward for the parts not traced (a fused LayerNorm, gpt-oss's clamped gate, the
+    op-by-op tanh GELU). ``parts``: each part's forward bytes per element as :func:`_counts`
+    priced it (0 where a fused kernel replaced it), and ``copies`` the backward of the copies
+    around attention, bytes per token (:func:`attention_copy_bytes`); ``widths``: ``h``,
+    ``normed`` (the elements the RMSNorms normalise, q/k norms included), ``qk`` (q plus k/v
+    widths), ``ffn``; ``traced``: which traced op-by-op code the norm and the activation run
+    (``norm``: ``"llama"`` or ``"fp32_scale"``; ``act``: ``"gated"``), ``None`` where they run
+    something else."""
     arch = req.model
     h = widths["h"]
     weight = "trained" if req.method is Method.FULL else "frozen"
@@ -1616,7 +1615,7 @@ def block_backward_bytes(
     norm = parts["norm"] * BACKWARD_ELEMENTWISE_FACTOR
     if kind is not None and parts["norm"]:
         norm = NORM_BACKWARD_BYTES_PER_ELEMENT[kind, weight]
-    rotary = ROTARY_BACKWARD_BYTES_PER_ELEMENT if traced["rotary"] and parts["rotary"] else 0
+    rotary = ROTARY_BACKWARD_BYTES_PER_ELEMENT if parts["rotary"] else 0
     act = parts["act"] * BACKWARD_ELEMENTWISE_FACTOR
     if traced["act"] and parts["act"]:
         act = GATED_ACT_BACKWARD_BYTES_PER_ELEMENT
@@ -1627,11 +1626,10 @@ def block_backward_bytes(
     mlp_readers += 1 if any(lin.count > 1 for lin in bp.mlp_in) else 0
     sums = (2 if parts["residual"] else 0) + max(0, len(bp.attn_in) - 1) + max(0, mlp_readers - 1)
     return (
-        (arch.norms_per_layer * h + parts["qk_norm"] * widths["qk"]) * norm
+        widths["normed"] * norm
         + sums * FANOUT_ACCUMULATE_BYTES_PER_ELEMENT * h
         + rotary * widths["qk"]
-        + BACKWARD_ELEMENTWISE_FACTOR * parts["attention_io"] * widths["io"]
-        + parts.get("copies", 0.0)
+        + parts["copies"]
         + act * widths["ffn"]
     )
 
@@ -1806,15 +1804,18 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         fp32_head_flops += 2.0 * quantized * passes
     liger_fwd = liger_bwd = 0.0
     scale = 2 if st.request_regime(req) is st.KBIT_FP32 else 1  # fp32 activations
+    # the elements the block's RMSNorms normalise per token: its own norms and, where it has
+    # them, the q/k norms (Qwen3, Gemma 3, OLMo 2: the block's own kind of norm over the q and
+    # k widths), whichever code runs them
+    normed = arch.norms_per_layer * h + qk_norm_share(arch) * (q_dim + kv_dim)
     if liger_on:
         # Liger's modules in place of the norms, the rotary embedding and the dense gated
         # activation: their own forward and backward traffic (not the tables' backward factor)
         parts = []
         if arch.norm_kind == "rms":
-            # its RMSNorm takes the q/k norms too (qk_norm_share): liger-kernel monkey_patch.py
-            # replaces the family's RMSNorm class, and patches self_attn.q_norm / k_norm on an
-            # instance (PR #1470)
-            normed = arch.norms_per_layer * h + qk_norm_share(arch) * (q_dim + kv_dim)
+            # its RMSNorm takes the q/k norms too: liger-kernel monkey_patch.py replaces the
+            # family's RMSNorm class, and patches self_attn.q_norm / k_norm on an instance
+            # (PR #1470)
             parts.append((LIGER_NORM_BYTES_PER_ELEMENT, normed))
             norm = 0
         if rotary:
@@ -1831,9 +1832,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         # activation where the MLP runs as LoRA_MLP: their own forward and backward traffic
         parts = []
         if arch.norm_kind == "rms" and norm:
-            # Unsloth's attention runs its norm kernel on the q/k norms too (qk_norm_share):
-            # unsloth models/qwen3.py Qwen3Attention_fast_forward, fast_rms_layernorm(self.q_norm, Q)
-            normed = arch.norms_per_layer * h + qk_norm_share(arch) * (q_dim + kv_dim)
+            # Unsloth's attention runs its norm kernel on the q/k norms too: unsloth
+            # models/qwen3.py Qwen3Attention_fast_forward, fast_rms_layernorm(self.q_norm, Q)
             parts.append((UNSLOTH_NORM_BYTES_PER_ELEMENT, normed))
             norm = 0
         if rotary:
@@ -1860,11 +1860,8 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     if by_part:
         copies_fwd, copies_bwd = attention_copy_bytes(req, q_dim, kv_dim)
         attention_io = 0
-    # the per-head (or whole) RMSNorms of q and k (Qwen3, Gemma 3, OLMo 2), the block's own
-    # kind of norm over the q and k widths
-    qk_share = qk_norm_share(arch) if norm else 0.0
     per_layer = (
-        (arch.norms_per_layer * h + qk_share * (q_dim + kv_dim)) * norm
+        normed * norm
         + 2 * residual * h
         + rotary * (q_dim + kv_dim)
         + attention_io * (q_dim + 2 * kv_dim)
@@ -1873,9 +1870,9 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     )
     fwd_bytes = arch.num_layers * per_layer + moe.route_bytes
     if by_part:
-        part_bytes = {"norm": norm, "residual": residual, "rotary": rotary, "qk_norm": qk_share}
-        part_bytes.update({"attention_io": attention_io, "act": act, "copies": copies_bwd})
-        widths = {"h": h, "qk": q_dim + kv_dim, "io": q_dim + 2 * kv_dim, "ffn": ffn}
+        part_bytes: dict[str, float] = {"norm": norm, "residual": residual, "rotary": rotary}
+        part_bytes.update({"act": act, "copies": copies_bwd})
+        widths = {"h": h, "normed": normed, "qk": q_dim + kv_dim, "ffn": ffn}
         runs: dict[str, str | None] = {
             "norm": (
                 None
@@ -1884,7 +1881,6 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
                 if arch.extra.get("norm_scale_fp32")
                 else "llama"
             ),
-            "rotary": "eager",  # transformers' apply_rotary_pos_emb (0 bytes where replaced)
             "act": "gated" if arch.mlp_gated and not arch.extra.get("clamped_glu") else None,
         }
         bwd_bytes = (
