@@ -196,27 +196,46 @@ the rate of their dtype and their score traffic is counted (:data:`SCORE_BYTES_P
 SCORE_BYTES_PER_ELEMENT = {
     (attn_kernels.MATH, "forward"): 24,
     (attn_kernels.MATH, "backward"): 28,
-    (attn_kernels.EAGER, "forward"): 24,
-    (attn_kernels.EAGER, "backward"): 28,
+    (attn_kernels.EAGER, "forward"): 32,
+    (attn_kernels.EAGER, "backward"): 36,
 }
 """Bytes moved per element of the materialised L x L scores, (forward, backward), per layer,
-head and query token. The math backend (torch ``aten/src/ATen/native/transformers/
-attention.cpp`` ``_scaled_dot_product_attention_math``) upcasts 16-bit q, k, v to fp32 unless
-``allow_fp16_bf16_reduction_math_sdp`` is set (off by default, torch 2.5 on), so its scores are
-fp32 (4 bytes): forward, QK^T writes them (1 pass), the mask (a causal one is built as a tensor
-too) is added in place (read, write: 2), ``_safe_softmax`` reads and writes (2), AV reads (1):
-6 x 4 = 24; backward, dO V^T writes dP (1), the softmax gradient reads P and dP and writes dS
-(3), dQ and dK read dS (2), dV reads P (1): 7 x 4 = 28. transformers' eager attention
-(5.17 ``models/llama/modeling_llama.py`` ``eager_attention_forward``, 16-bit q, k, v): QK^T
-writes 2, ``* scaling`` reads and writes 2 + 2, the mask add 2 + 2, ``softmax(dtype=float32)``
-reads 2 and writes 4 (one kernel, ``half_to_float``), ``.to(query.dtype)`` reads 4 and writes 2,
-AV reads 2: 24; backward, dP 2, the cast's gradient 2 + 4, the softmax gradient reads output and
-gradient in fp32 and writes 16-bit (4 + 4 + 2), the scaling's gradient 2 + 2, dQ and dK read dS
-(2 + 2), dV reads P (2): 28. Dropout at p = 0 returns its input (ATen ``Dropout.cpp``
-``_dropout``); where a model drops its probabilities out (GPT-2's ``attn_pdrop``, Seed-OSS) the
-dropout's own passes are added (:data:`DROPOUT_PASSES`, :data:`DROPOUT_MASK_BYTES`). With
-fp32 q, k, v eager moves what math moves (24, 28). A checkpointed layer runs the forward again.
+head and query token, the score matmuls' own write and reads included. The math backend (torch
+``aten/src/ATen/native/transformers/attention.cpp`` ``_scaled_dot_product_attention_math``)
+upcasts 16-bit q, k, v to fp32 unless ``allow_fp16_bf16_reduction_math_sdp`` is set (off by
+default, torch 2.5 on), so its scores are fp32 (4 bytes): forward, QK^T writes them (1 pass), the
+mask (a causal one is built as a tensor too) is added in place (read, write: 2),
+``_safe_softmax`` reads and writes (2), AV reads (1): 6 x 4 = 24; backward, dO V^T writes dP
+(1), the softmax gradient reads P and dP and writes dS (3), dQ and dK read dS (2), dV reads P
+(1): 7 x 4 = 28.
+
+transformers' eager attention (5.17 ``models/llama/modeling_llama.py``
+``eager_attention_forward``) on bf16 q, k, v: QK^T writes 2, ``* scaling`` reads and writes
+2 + 2, the mask add 2 + 2, ``softmax(dtype=float32)`` is a cast (read 2, write 4) and an fp32
+softmax (read 4, write 4): torch's ``softmax`` (``aten/src/ATen/native/SoftMax.cpp``) fuses the
+upcast into the kernel (``half_to_float``) only for CUDA Half inputs, never bfloat16; then
+``.to(query.dtype)`` reads 4 and writes 2, AV reads 2: 32. Backward: dP 2, the cast's gradient
+2 + 4, the fp32 softmax gradient reads output and gradient and writes fp32 (4 + 4 + 4), the
+upcast's gradient casts it back (4 + 2), the scaling's gradient 2 + 2, dQ and dK read dS
+(2 + 2), dV reads P (2): 36. On fp32 q, k, v the casts vanish and every pass moves 4 bytes: the
+same 32 and 36. Traced on the CPU, bf16 and fp32, Llama-2-7B's and Qwen3-0.6B's blocks eager
+less SDPA (``tools/count_block_traffic.py --attention=eager``): 28 and 28 (bf16), 24 and 20
+(fp32) per element beside the score matmuls, whose 4 and 8 (bf16) are counted here as well. On
+fp16 the fused upcast moves less (:data:`HALF_TO_FLOAT_SCORE_BYTES_PER_ELEMENT`).
+
+Dropout at p = 0 returns its input (ATen ``Dropout.cpp`` ``_dropout``); where a model drops its
+probabilities out (GPT-2's ``attn_pdrop``, Seed-OSS) the dropout's own passes are added
+(:data:`DROPOUT_PASSES`, :data:`DROPOUT_MASK_BYTES`). A checkpointed layer runs the forward again.
 Gemma-2's attention soft-capping adds its passes on top (:data:`SOFTCAP_ELEMENT_PASSES`)."""
+
+HALF_TO_FLOAT_SCORE_BYTES_PER_ELEMENT = {"forward": 24, "backward": 28}
+"""Eager attention's score bytes per element (as :data:`SCORE_BYTES_PER_ELEMENT`) on fp16 q, k, v
+on CUDA, where torch's ``softmax(dtype=float32)`` runs one ``half_to_float`` kernel
+(``aten/src/ATen/native/SoftMax.cpp``: CUDA and ``ScalarType::Half`` only): the softmax reads 2
+and writes 4 in one pass, and its gradient reads the fp32 output and gradient and writes fp16
+(4 + 4 + 2, ``_softmax_backward_data`` with the Half input dtype). Forward 2 + 4 + 4 + 6 + 6 + 2
+= 24, backward 2 + 6 + 10 + 4 + 4 + 2 = 28. From the code: the CPU takes the cast-then-softmax
+path for every dtype, so no CPU trace can show this one."""
 
 COMPILED_SCORE_PASSES = {"forward": 4, "backward": 7}
 """Passes over the materialised scores of eager attention under ``torch.compile``, per element:
@@ -225,7 +244,7 @@ softmax and its casts) into one kernel per direction, as it fuses every point-wi
 QK^T writes the scores, the fused kernel reads them and writes the probabilities, AV reads them
 (4); backward, dP is written, the fused softmax gradient reads P and dP and writes dS, dQ and
 dK read dS, dV reads P (7). Each pass moves the element in the scores' dtype (2 bytes in 16 bits):
-8 and 14 bytes against eager's 24 and 28 (:data:`SCORE_BYTES_PER_ELEMENT`)."""
+8 and 14 bytes against eager's 32 and 36 in bf16 (:data:`SCORE_BYTES_PER_ELEMENT`)."""
 
 SOFTCAP_ELEMENT_PASSES = {"forward": 6, "backward": 7}
 """Element reads and writes of a tanh soft-capping, per capped element: ``x / cap``, ``tanh``,
@@ -803,13 +822,25 @@ ATTENTION_OUTPUT_COPY_BYTES = 4
 """transformers 5.17 ``attn_output.transpose(1, 2).contiguous()`` after eager attention
 (``eager_attention_forward``): the value matmul writes its output head-major, so the call copies
 it to token-major (read 2, write 2 per q element, bf16); its backward hands the gradient on
-without a kernel. After SDPA's fused kernels and the FlashAttention package the same call copies
+without a kernel (the value gradient's copy is :data:`VALUE_GRAD_COPY_BYTES`). After SDPA's fused kernels and the FlashAttention package the same call copies
 nothing: torch 2.13 ``_scaled_dot_product_flash_attention_cuda`` and
 ``_scaled_dot_product_efficient_attention_cuda`` (``aten/src/ATen/native/transformers/cuda/
 attention.cu``) take ``query.transpose(1, 2)`` views (the kernels need only a contiguous last
 dimension) and return ``output.transpose(1, 2)`` of a token-major buffer, and their backward
 transposes views the same way; the transposes of q, k and v in transformers' attention are views
 too. Traced on the CPU's SDPA (``tools/count_block_traffic.py``: no copy either way)."""
+
+VALUE_GRAD_COPY_BYTES = 4
+"""Eager attention's backward copies the value gradient, per element of v (k/v width, bf16):
+the probabilities' matmul (``torch.matmul(attn_weights, value_states)``) hands v's gradient back
+head-major, and the view that made v head-major from the projection's token-major output
+(``v_proj(x).view(...).transpose(1, 2)``) needs it token-major, so autograd copies it (read 2,
+write 2). q's and k's gradients take the same copy under every attention (they leave the rotary
+embedding's backward head-major: part of :data:`ROTARY_BACKWARD_BYTES_PER_ELEMENT`), v's only
+where SDPA's fused kernels, which return it as a view of a token-major buffer, do not run.
+Traced on the CPU (``tools/count_block_traffic.py --attention=eager``): eager's backward less
+SDPA's is this copy and the repeat of grouped heads beyond the scores, to the byte on Llama-2-7B
+(16,384 bytes per token: 4 x 4,096) and Qwen3-0.6B (4 x 1,024 + the repeat's 12,288)."""
 
 REPEAT_KV_BYTES_PER_ELEMENT = 4
 """transformers 5.17 ``repeat_kv`` on k and v where grouped k/v heads are repeated to every query
@@ -1559,8 +1590,8 @@ def block_linear_ops(req: EstimateRequest, moe: MoeCounts | None = None) -> floa
 
 def attention_copy_bytes(req: EstimateRequest, q_dim: int, kv_dim: int) -> tuple[float, float]:
     """The copies one block makes around its attention per token, forward and backward, eager
-    on 16-bit activations: eager attention's output copy
-    (:data:`ATTENTION_OUTPUT_COPY_BYTES`, forward only) and, where grouped k/v heads are
+    on 16-bit activations: eager attention's output copy (:data:`ATTENTION_OUTPUT_COPY_BYTES`,
+    forward) and value gradient copy (:data:`VALUE_GRAD_COPY_BYTES`, backward) and, where grouped k/v heads are
     repeated (:data:`REPEAT_KV_BYTES_PER_ELEMENT`: eager attention, or SDPA handed a padding
     mask or heads wider than 256), the repeat each way. SDPA's fused kernels and the
     FlashAttention package take the strided views and copy nothing."""
@@ -1574,7 +1605,12 @@ def attention_copy_bytes(req: EstimateRequest, q_dim: int, kv_dim: int) -> tuple
         )
     )
     repeat = REPEAT_KV_BYTES_PER_ELEMENT * (q_dim + kv_dim) if repeated else 0
-    return (ATTENTION_OUTPUT_COPY_BYTES * q_dim if eager else 0) + repeat, float(repeat)
+    if not eager:
+        return float(repeat), float(repeat)
+    return (
+        ATTENTION_OUTPUT_COPY_BYTES * q_dim + repeat,
+        VALUE_GRAD_COPY_BYTES * kv_dim + float(repeat),
+    )
 
 
 def qk_norm_share(arch: ModelArch) -> float:
@@ -2692,14 +2728,17 @@ def part_score_bytes_per_token(
     elements = c.flops.attention_forward / (4.0 * c.head_dim * kernel.computed_fraction)
     mask_bytes = 4 if c.attention_dtype == "fp32" else 2
     if kernel.scores_materialised:
-        key = attn_kernels.MATH if c.attention_dtype == "fp32" else kernel.backend
         if kernel.backend == attn_kernels.EAGER and c.torch_compile:
             # inductor fuses the chain between the two matmuls (COMPILED_SCORE_PASSES)
             fwd_scores = mask_bytes * COMPILED_SCORE_PASSES["forward"]
             bwd_scores = mask_bytes * COMPILED_SCORE_PASSES["backward"]
+        elif kernel.backend == attn_kernels.EAGER and c.attention_dtype == "fp16":
+            # CUDA's fused half_to_float softmax (HALF_TO_FLOAT_SCORE_BYTES_PER_ELEMENT)
+            fwd_scores = HALF_TO_FLOAT_SCORE_BYTES_PER_ELEMENT["forward"]
+            bwd_scores = HALF_TO_FLOAT_SCORE_BYTES_PER_ELEMENT["backward"]
         else:
-            fwd_scores = SCORE_BYTES_PER_ELEMENT[key, "forward"]
-            bwd_scores = SCORE_BYTES_PER_ELEMENT[key, "backward"]
+            fwd_scores = SCORE_BYTES_PER_ELEMENT[kernel.backend, "forward"]
+            bwd_scores = SCORE_BYTES_PER_ELEMENT[kernel.backend, "backward"]
         fwd = fwd_scores + mask_bytes * MASK_READS["materialised", "forward"]
         bwd = bwd_scores + mask_bytes * MASK_READS["materialised", "backward"]
         if kernel.backend == attn_kernels.EAGER and c.score_softcap:

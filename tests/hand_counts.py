@@ -10,9 +10,12 @@ ELEMENTWISE_FWD_7B = 32 * (
 # ... and its traced backward under full fine-tuning (calc.timing.block_backward_bytes): two
 # RMSNorms with trained weights (92), five gradient sums of 6 bytes per hidden element (the
 # stream at each of the two residual adds, q/k/v reading one norm output: two, gate and up
-# the other: one), rotary 32 per q/k element (the output copy's backward runs no kernel) and
-# the gated activation 18 per element of the MLP's width
-ELEMENTWISE_BWD_7B_FULL = 32 * (2 * 92 * 4096 + 5 * 6 * 4096 + 32 * (4096 + 4096) + 18 * 11008)
+# the other: one), rotary 32 per q/k element (the output copy's backward runs no kernel), the
+# value gradient's token-major copy (4 per v element: eager attention's bmm hands it head-major)
+# and the gated activation 18 per element of the MLP's width
+ELEMENTWISE_BWD_7B_FULL = 32 * (
+    2 * 92 * 4096 + 5 * 6 * 4096 + 32 * (4096 + 4096) + 4 * 4096 + 18 * 11008
+)
 
 # FSDP1 wrapping of Llama-2-7B QLoRA on 2 GPUs (calc.memory.fsdp_wrap_reserved_bytes), bytes.
 # A block unit: q, k, v, o packed to 4 bits (4096^2 / 2 each), gate, up, down (4096 * 11008 / 2

@@ -1,8 +1,10 @@
 """What a decoder block's element-wise ops move per token, forward and backward, traced beside
 calc's count of it (``calc.timing._counts``, whose backward is ``block_backward_bytes``).
 
-Usage: ``python tools/count_block_traffic.py [PRESET ...]`` (default :data:`PRESETS`), on the
-CPU; ``--norms`` prints the RMSNorm modules' own backward instead. Needs torch and transformers
+Usage: ``python tools/count_block_traffic.py [--attention=eager] [PRESET ...]`` (default
+:data:`PRESETS`), on the CPU; ``--attention=eager`` traces transformers' eager attention instead
+of SDPA (its materialised scores counted on both sides); ``--norms`` prints the RMSNorm modules'
+own backward instead. Needs torch and transformers
 (``tools/requirements-oracle-transformers5.txt``).
 
 For a preset's stack (its sizing widths shrunk as in ``tools/count_eager_ops.py``, every
@@ -43,27 +45,27 @@ NORMS = {
 """The RMSNorm of each kind ``calc.timing.NORM_BACKWARD_BYTES_PER_ELEMENT`` names."""
 
 
-def trace(config: dict, layers: int, tokens: int) -> tuple[int, int]:
+def trace(config: dict, layers: int, tokens: int, attention: str = "sdpa") -> tuple[int, int]:
     """Element-wise bytes of one forward (with the loss) and one backward of the stack, every
-    parameter trained, bf16, no autocast."""
+    parameter trained, bf16, no autocast, ``attention`` as transformers names it."""
     import torch
 
-    model, cfg = build_stack(config, layers, torch.bfloat16)
+    model, cfg = build_stack(config, layers, torch.bfloat16, attention)
     counted = count_step(model, torch.randint(0, cfg.vocab_size, (1, tokens)), False)
     return counted[2], counted[3]
 
 
-def traced(config: dict) -> tuple[float, float]:
+def traced(config: dict, attention: str = "sdpa") -> tuple[float, float]:
     """The block's element-wise bytes per token, ``(forward, backward)``."""
     p = period(config)
-    t = {(n, s): trace(config, n, s) for n in (p, 2 * p) for s in TOKENS}
+    t = {(n, s): trace(config, n, s, attention) for n in (p, 2 * p) for s in TOKENS}
     return (
         per_block_and_token(lambda n, s: t[n, s][0], p),
         per_block_and_token(lambda n, s: t[n, s][1], p),
     )
 
 
-def calc_request(config: dict, layers: int, tokens: int) -> Any:
+def calc_request(config: dict, layers: int, tokens: int, attention: str = "sdpa") -> Any:
     """calc's request for the traced stack: full fine-tuning, bf16 weights without autocast."""
     from calc.request import parse_estimate_request
 
@@ -74,7 +76,7 @@ def calc_request(config: dict, layers: int, tokens: int) -> Any:
             "precision": "bf16-true",
             "weights_loaded_16bit": True,
             "gradient_checkpointing": False,
-            "attention": "sdpa",
+            "attention": attention,
             "framework": calc_framework(),
             "micro_batch_size": 1,
             "seq_len": tokens,
@@ -82,29 +84,66 @@ def calc_request(config: dict, layers: int, tokens: int) -> Any:
     )
 
 
-def calc_total(config: dict) -> float:
-    """calc's element-wise bytes per block and token, forward and backward."""
+CUDA_CAPABILITY = (8, 0)
+"""The card whose dispatch calc's score bytes are read for (an A100): eager attention
+materialises its scores on every CUDA card, and its bf16 and fp32 passes are the ones the CPU
+runs (``calc.timing.SCORE_BYTES_PER_ELEMENT``)."""
+
+
+SCORE_MATMUL_BYTES = {"forward": 4, "backward": 8}
+"""What calc's eager score bytes (``calc.timing.SCORE_BYTES_PER_ELEMENT``, bf16) hold that the
+trace prices apart with the matmuls: QK^T's write and AV's read of the scores forward (2 + 2);
+dP's write, dQ's and dK's reads of dS and dV's read of P backward (2 + 2 + 2 + 2)."""
+
+
+def seen_score_share(attention: str) -> tuple[float, float]:
+    """The shares of calc's score bytes per element, (forward, backward), that an op trace sees:
+    without the score matmuls' own reads and writes (:data:`SCORE_MATMUL_BYTES`) and the mask's
+    per-head reads (``calc.timing.MASK_READS``: a CPU trace counts a broadcast mask's storage
+    once, a CUDA kernel reads it for every head)."""
+    from calc import attention as attn
     from calc import timing
 
+    if attention != "eager":
+        return 1.0, 1.0
+    shares = []
+    for way in ("forward", "backward"):
+        total = timing.SCORE_BYTES_PER_ELEMENT[attn.EAGER, way]
+        mask = 2 * timing.MASK_READS["materialised", way]
+        shares.append((total - SCORE_MATMUL_BYTES[way]) / (total + mask))
+    return shares[0], shares[1]
+
+
+def calc_total(config: dict, attention: str = "sdpa") -> float:
+    """calc's element-wise bytes per block and token, forward and backward, with the share of
+    the materialised scores' passes that an op trace sees (:func:`seen_score_share`; eager
+    attention's, none under SDPA's fused kernels)."""
+    from calc import timing
+
+    seen = seen_score_share(attention)
+
     def moved(layers: int, tokens: int) -> float:
-        req = calc_request(config, layers, tokens)
-        return timing._counts(req, req.sharding, None).elementwise_bytes_per_token * tokens
+        req = calc_request(config, layers, tokens, attention)
+        counts = timing._counts(req, req.sharding, None)
+        fwd, bwd = timing.score_bytes_per_token(counts, CUDA_CAPABILITY)
+        scores = fwd * seen[0] + bwd * seen[1]
+        return (counts.elementwise_bytes_per_token + scores) * tokens
 
     return per_block_and_token(moved, period(config))
 
 
-def row(preset: str) -> dict[str, Any]:
+def row(preset: str, attention: str = "sdpa") -> dict[str, Any]:
     """The traced and counted bytes of one preset's block."""
     from calc.presets import preset_row
 
     config = preset_row(preset)["config"]
-    forward, backward = traced(config)
+    forward, backward = traced(config, attention)
     return {
         "preset": preset,
         "traced_forward": forward,
         "traced_backward": backward,
         "traced_total": forward + backward,
-        "calc_total": calc_total(config),
+        "calc_total": calc_total(config, attention),
     }
 
 
@@ -141,10 +180,11 @@ def main(argv: list[str]) -> int:
                     f"  calc {timing.NORM_BACKWARD_BYTES_PER_ELEMENT[kind, weight]:4d}"
                 )
         return 0
+    attention = "eager" if "--attention=eager" in argv else "sdpa"
     presets = [a for a in argv if not a.startswith("--")] or list(PRESETS)
     print(f"{'preset':<14} {'traced fwd':>11} {'traced bwd':>11} {'traced':>11} {'calc':>11}")
     for preset in presets:
-        r = row(preset)
+        r = row(preset, attention)
         print(
             f"{preset:<14} {r['traced_forward']:>11.0f} {r['traced_backward']:>11.0f}"
             f" {r['traced_total']:>11.0f} {r['calc_total']:>11.0f}"

@@ -218,9 +218,10 @@ def _dropout_keys(hf: dict) -> list[str]:
     ]
 
 
-def build_stack(config: dict, layers: int, dtype: Any) -> tuple[Any, Any]:
+def build_stack(config: dict, layers: int, dtype: Any, attention: str = "sdpa") -> tuple[Any, Any]:
     """The preset's causal LM of ``layers`` blocks (:func:`traced_config`), random weights in
-    ``dtype``, SDPA; and its transformers config."""
+    ``dtype``, ``attention`` (transformers' ``attn_implementation``: SDPA unless told); and its
+    transformers config."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -233,7 +234,7 @@ def build_stack(config: dict, layers: int, dtype: Any) -> tuple[Any, Any]:
     torch.manual_seed(0)
     dtype_key = "dtype" if generation() >= 5 else "torch_dtype"
     model = causal_lm_from_config(
-        AutoModelForCausalLM, cfg, attn_implementation="sdpa", **{dtype_key: dtype}
+        AutoModelForCausalLM, cfg, attn_implementation=attention, **{dtype_key: dtype}
     )
     return model, cfg
 

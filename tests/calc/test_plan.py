@@ -92,13 +92,13 @@ def test_time_and_cost_hand_computed():
         framework="generic",
     )
     flops = 42_865_287_168  # 6N + 12 L s d, see test_timing
-    # eager attention's matmuls run at the bf16 rate; its 2048 x 2048 scores move 24 bytes per
-    # element forward (and 2 for the causal mask tensor it adds) and 28 backward (32 heads, 32
-    # layers)
+    # eager attention's matmuls run at the bf16 rate; its 2048 x 2048 scores move 32 bytes per
+    # element forward (and 2 for the causal mask tensor it adds) and 36 backward (bf16: the
+    # softmax's upcast and its gradient's cast back run apart; 32 heads, 32 layers)
     bw = 2039e9 * timing.MEMORY_BANDWIDTH_EFFICIENCY
     sat = 2048 / (2048 + timing.MATMUL_HALF_TOKENS)
     matmuls = 2048 * flops / (312e12 * 0.5 * sat)
-    scores = 32 * 32 * 2048 * (24 + 2 + 28)
+    scores = 32 * 32 * 2048 * (32 + 2 + 36)
     elementwise = 2048 * (ELEMENTWISE_FWD_7B + ELEMENTWISE_BWD_7B_FULL + 24 * 32000 + scores) / bw
     optimizer = 6_738_415_616 * (4 * 2 + 2 * 2 + 12 * 2 + 3 * 2) / bw
     compute_h = 2e9 / (2048 / (matmuls + elementwise + optimizer)) / 3600

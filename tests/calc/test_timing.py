@@ -141,9 +141,10 @@ def test_step_hand_computed_full_fine_tuning():
     sat = 2048 / (2048 + HALF)
     # eager attention: its score and value matmuls run at the card's bf16 rate
     assert b.compute == pytest.approx(2048 * 42_865_287_168 / (312e12 * 0.5 * sat))
-    # ... and it moves its 2048 x 2048 scores: 24 bytes per element forward, 28 backward, and
-    # reads the bf16 causal mask tensor in its mask add (2); 32 heads x 32 layers, no recompute
-    scores_per_token = 32 * 32 * 2048 * (24 + 2 + 28)
+    # ... and it moves its 2048 x 2048 scores: 32 bytes per element forward, 36 backward (bf16:
+    # the softmax's upcast and its gradient's cast back run apart), and reads the bf16 causal
+    # mask tensor in its mask add (2); 32 heads x 32 layers, no recompute
+    scores_per_token = 32 * 32 * 2048 * (32 + 2 + 36)
     elementwise_per_token = (
         ELEMENTWISE_FWD_7B + ELEMENTWISE_BWD_7B_FULL + 24 * 32000 + scores_per_token
     )
@@ -701,8 +702,8 @@ def test_attention_kernel_time_factor(gpu_id, request_keys, factor):
 def test_materialised_scores_are_counted_not_a_factor():
     # the same FLOPs (both padded to the full square by the mask) on two kernels: eager runs
     # its matmuls at the flash kernel's rate (the memory-efficient one takes twice as long) and
-    # moves its L x L scores: 24 bytes per score element forward, 28 backward, 24 again for
-    # the recomputed forward (checkpointing is on by default)
+    # moves its L x L scores: 32 bytes per score element forward, 36 backward, 32 again for
+    # the recomputed forward (checkpointing is on by default; bf16 scores)
     kw = {"seq_len": 4096, "micro_batch_size": 1, "attention_mask": "padding"}
     c_eff, rates, _ = _counts_and_rates("a100-80gb-sxm", **kw)
     c_eager, _, _ = _counts_and_rates("a100-80gb-sxm", attention="eager", **kw)
@@ -721,14 +722,15 @@ def test_materialised_scores_are_counted_not_a_factor():
     # kernel forward and backward
     elements = 32 * 32 * 4096
     assert timing.score_bytes_per_token(c_eager, rates.capability) == (
-        elements * (24 + 2),
-        elements * (28 + 24 + 2),
+        elements * (32 + 2),
+        elements * (36 + 32 + 2),
     )
     assert timing.score_bytes_per_token(c_eff, rates.capability) == (elements * 2, elements * 4)
-    gap = (24 + 2 + 28 + 24 + 2) - (2 + 2 + 2)
+    gap = (32 + 2 + 36 + 32 + 2) - (2 + 2 + 2)
     # and eager copies its head-major output token-major (4 bytes per q element, forward and
-    # recomputed forward; MHA, no k/v repeat), where the fused kernel writes it token-major
-    copies = 32 * timing.ATTENTION_OUTPUT_COPY_BYTES * 4096 * 2
+    # recomputed forward; MHA, no k/v repeat), where the fused kernel writes it token-major, and
+    # its value gradient (4 bytes per v element, backward)
+    copies = 32 * 4096 * (timing.ATTENTION_OUTPUT_COPY_BYTES * 2 + timing.VALUE_GRAD_COPY_BYTES)
     score_s = c_eager.tokens_micro * (elements * gap + copies) / rates.memory_bytes_per_s
     assert eager.elementwise - eff.elementwise == pytest.approx(score_s)
 
@@ -736,7 +738,8 @@ def test_materialised_scores_are_counted_not_a_factor():
 def test_compiled_eager_attention_fuses_the_chain_between_its_matmuls():
     """Under torch.compile inductor fuses eager attention's scaling, mask add and softmax into
     one kernel per direction: 4 passes over the 16-bit scores forward and 7 backward (8 and 14
-    bytes per element, against 24 and 28 op by op); the matmuls and the mask's read stay."""
+    bytes per element, against 32 and 36 op by op in bf16); the matmuls and the mask's read
+    stay."""
     kw = {"seq_len": 4096, "micro_batch_size": 1, "attention": "eager"}
     eager, rates, _ = _counts_and_rates("a100-80gb-sxm", **kw)
     compiled, _, _ = _counts_and_rates("a100-80gb-sxm", torch_compile=True, **kw)
@@ -748,8 +751,8 @@ def test_compiled_eager_attention_fuses_the_chain_between_its_matmuls():
         elements * (2 * timing.COMPILED_SCORE_PASSES["backward"] + 8 + mask),
     )
     assert timing.score_bytes_per_token(eager, rates.capability) == (
-        elements * (24 + mask),
-        elements * (28 + 24 + mask),
+        elements * (32 + mask),
+        elements * (36 + 32 + mask),
     )
 
 
@@ -2227,3 +2230,27 @@ def test_attention_dispatch_reads_the_kernel_and_the_widest_head():
         "h100-sxm", attention="sdpa", attention_mask="padding", sdpa_cudnn_last=True
     ) == ("efficient", 256)
     assert dispatch("mi300x", attention="sdpa") is None
+
+
+@pytest.mark.parametrize(
+    ("precision", "fwd", "bwd"),
+    [
+        # torch's softmax(dtype=float32) fuses the upcast only for CUDA Half inputs
+        ("fp16-mixed", 24, 28),
+        # bf16: the cast, the fp32 softmax, its fp32 gradient and the cast back run apart
+        ("bf16-mixed", 32, 36),
+        # fp32 q, k, v: no casts, every pass 4 bytes (the same totals)
+        ("fp32", 32, 36),
+    ],
+)
+def test_eager_score_bytes_follow_the_softmax_path_of_the_dtype(precision, fwd, bwd):
+    kw = {"seq_len": 2048, "micro_batch_size": 1, "attention": "eager"}
+    c, rates, _ = _counts_and_rates(
+        "a100-80gb-sxm", precision=precision, gradient_checkpointing=False, **kw
+    )
+    elements = 32 * 32 * 2048  # llama-2-7b: layers x heads x keys per query token
+    mask = 4 if precision == "fp32" else 2  # the causal mask in the q dtype, read by the add
+    assert timing.score_bytes_per_token(c, rates.capability) == (
+        elements * (fwd + mask),
+        elements * bwd,
+    )

@@ -36,3 +36,13 @@ def test_calc_counts_what_the_block_moves(preset):
     the norms and the loss's share are the rest)."""
     row = cbt.row(preset)
     assert row["calc_total"] == pytest.approx(row["traced_total"], rel=0.01)
+
+
+@pytest.mark.parametrize("preset", ["llama-2-7b", "qwen3-0.6b"])
+def test_calc_counts_what_the_eager_block_moves(preset):
+    """The same under transformers' eager attention: the bf16 scores' passes beside their
+    matmuls (the upcast and the fp32 softmax as two kernels, the gradient cast back), the output
+    and value-gradient copies and, on Qwen3, the repeat of its grouped k/v heads, within 1 %
+    (Llama-2-7B: MHA, no repeat)."""
+    row = cbt.row(preset, "eager")
+    assert row["calc_total"] == pytest.approx(row["traced_total"], rel=0.01)
