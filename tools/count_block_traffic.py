@@ -1,10 +1,12 @@
 """What a decoder block's element-wise ops move per token, forward and backward, traced beside
 calc's count of it (``calc.timing._counts``, whose backward is ``block_backward_bytes``).
 
-Usage: ``python tools/count_block_traffic.py [--attention=eager] [PRESET ...]`` (default
-:data:`PRESETS`), on the CPU; ``--attention=eager`` traces transformers' eager attention instead
-of SDPA (its materialised scores counted on both sides); ``--norms`` prints the RMSNorm modules'
-own backward instead. Needs torch and transformers
+Usage: ``python tools/count_block_traffic.py [--attention=eager] [--lora=REGIME] [PRESET ...]``
+(default :data:`PRESETS`), on the CPU; ``--attention=eager`` traces transformers' eager attention
+instead of SDPA (its materialised scores counted on both sides); ``--lora=REGIME`` traces peft's
+LoRA on the frozen stack in a regime of ``tools/count_lora_traffic.py`` (``16bit``, ``fp32``,
+``autocast``: TRL's, ``amp``) beside calc's LoRA request; ``--norms`` prints the RMSNorm
+modules' own backward instead. Needs torch and transformers
 (``tools/requirements-oracle-transformers5.txt``).
 
 For a preset's stack (its sizing widths shrunk as in ``tools/count_eager_ops.py``, every
@@ -35,6 +37,7 @@ if str(ROOT) not in sys.path:
 
 from tools.count_amp_traffic import TOKENS, count_step, per_block_and_token  # noqa: E402
 from tools.count_eager_ops import build_stack, calc_framework, period, traced_config  # noqa: E402
+from tools.count_lora_traffic import REGIMES  # noqa: E402
 
 PRESETS = ("llama-2-7b", "qwen3-0.6b", "gemma-3-1b", "phi-3-mini")
 
@@ -45,43 +48,70 @@ NORMS = {
 """The RMSNorm of each kind ``calc.timing.NORM_BACKWARD_BYTES_PER_ELEMENT`` names."""
 
 
-def trace(config: dict, layers: int, tokens: int, attention: str = "sdpa") -> tuple[int, int]:
-    """Element-wise bytes of one forward (with the loss) and one backward of the stack, every
-    parameter trained, bf16, no autocast, ``attention`` as transformers names it."""
+def trace(
+    config: dict, layers: int, tokens: int, attention: str = "sdpa", lora: str | None = None
+) -> tuple[int, int]:
+    """Element-wise bytes of one forward (with the loss) and one backward of the stack,
+    ``attention`` as transformers names it: every parameter trained, bf16, no autocast; or with
+    ``lora`` (a regime of ``tools/count_lora_traffic.REGIMES``) peft's LoRA on the frozen stack
+    (rank 8, every linear, no dropout), its weights, adapters and autocast as the regime says."""
     import torch
 
-    model, cfg = build_stack(config, layers, torch.bfloat16, attention)
-    counted = count_step(model, torch.randint(0, cfg.vocab_size, (1, tokens)), False)
+    if lora is None:
+        model, cfg = build_stack(config, layers, torch.bfloat16, attention)
+        autocast = False
+    else:
+        from peft import LoraConfig, get_peft_model
+
+        fp32_weights, autocast, fp32_adapters = REGIMES[lora]
+        dtype = torch.float32 if fp32_weights else torch.bfloat16
+        model, cfg = build_stack(config, layers, dtype, attention)
+        adapters = LoraConfig(r=8, target_modules="all-linear", lora_dropout=0.0)
+        model = get_peft_model(model, adapters, autocast_adapter_dtype=fp32_adapters)
+    counted = count_step(model, torch.randint(0, cfg.vocab_size, (1, tokens)), autocast)
     return counted[2], counted[3]
 
 
-def traced(config: dict, attention: str = "sdpa") -> tuple[float, float]:
+def traced(config: dict, attention: str = "sdpa", lora: str | None = None) -> tuple[float, float]:
     """The block's element-wise bytes per token, ``(forward, backward)``."""
     p = period(config)
-    t = {(n, s): trace(config, n, s, attention) for n in (p, 2 * p) for s in TOKENS}
+    t = {(n, s): trace(config, n, s, attention, lora) for n in (p, 2 * p) for s in TOKENS}
     return (
         per_block_and_token(lambda n, s: t[n, s][0], p),
         per_block_and_token(lambda n, s: t[n, s][1], p),
     )
 
 
-def calc_request(config: dict, layers: int, tokens: int, attention: str = "sdpa") -> Any:
-    """calc's request for the traced stack: full fine-tuning, bf16 weights without autocast."""
+def calc_request(
+    config: dict, layers: int, tokens: int, attention: str = "sdpa", lora: str | None = None
+) -> Any:
+    """calc's request for the traced stack: full fine-tuning, bf16 weights without autocast; or
+    LoRA in the ``lora`` regime (as ``tools/count_lora_traffic.calc_request`` reads it)."""
     from calc.request import parse_estimate_request
 
-    return parse_estimate_request(
-        {
-            "model": {"hf_config": traced_config(config, layers)},
-            "method": "full",
-            "precision": "bf16-true",
-            "weights_loaded_16bit": True,
-            "gradient_checkpointing": False,
-            "attention": attention,
-            "framework": calc_framework(),
-            "micro_batch_size": 1,
-            "seq_len": tokens,
-        }
-    )
+    body: dict[str, Any] = {
+        "model": {"hf_config": traced_config(config, layers)},
+        "method": "full",
+        "precision": "bf16-true",
+        "weights_loaded_16bit": True,
+        "gradient_checkpointing": False,
+        "attention": attention,
+        "framework": calc_framework(),
+        "micro_batch_size": 1,
+        "seq_len": tokens,
+    }
+    if lora is not None:
+        fp32_weights, autocast, fp32_adapters = REGIMES[lora]
+        body.update(
+            method="lora",
+            lora_targets="all-linear",
+            lora_rank=8,
+            lora_adapter_dtype="fp32" if fp32_adapters else "base",
+            lora_dropout=0.0,
+            precision="bf16-mixed" if autocast else "bf16-true",
+            weights_loaded_16bit=not fp32_weights,
+        )
+    return parse_estimate_request(body)
 
 
 CUDA_CAPABILITY = (8, 0)
@@ -114,7 +144,7 @@ def seen_score_share(attention: str) -> tuple[float, float]:
     return shares[0], shares[1]
 
 
-def calc_total(config: dict, attention: str = "sdpa") -> float:
+def calc_total(config: dict, attention: str = "sdpa", lora: str | None = None) -> float:
     """calc's element-wise bytes per block and token, forward and backward, with the share of
     the materialised scores' passes that an op trace sees (:func:`seen_score_share`; eager
     attention's, none under SDPA's fused kernels)."""
@@ -123,7 +153,7 @@ def calc_total(config: dict, attention: str = "sdpa") -> float:
     seen = seen_score_share(attention)
 
     def moved(layers: int, tokens: int) -> float:
-        req = calc_request(config, layers, tokens, attention)
+        req = calc_request(config, layers, tokens, attention, lora)
         counts = timing._counts(req, req.sharding, None)
         fwd, bwd = timing.score_bytes_per_token(counts, CUDA_CAPABILITY)
         scores = fwd * seen[0] + bwd * seen[1]
@@ -132,18 +162,18 @@ def calc_total(config: dict, attention: str = "sdpa") -> float:
     return per_block_and_token(moved, period(config))
 
 
-def row(preset: str, attention: str = "sdpa") -> dict[str, Any]:
+def row(preset: str, attention: str = "sdpa", lora: str | None = None) -> dict[str, Any]:
     """The traced and counted bytes of one preset's block."""
     from calc.presets import preset_row
 
     config = preset_row(preset)["config"]
-    forward, backward = traced(config, attention)
+    forward, backward = traced(config, attention, lora)
     return {
         "preset": preset,
         "traced_forward": forward,
         "traced_backward": backward,
         "traced_total": forward + backward,
-        "calc_total": calc_total(config, attention),
+        "calc_total": calc_total(config, attention, lora),
     }
 
 
@@ -181,10 +211,14 @@ def main(argv: list[str]) -> int:
                 )
         return 0
     attention = "eager" if "--attention=eager" in argv else "sdpa"
+    lora = next((a.split("=", 1)[1] for a in argv if a.startswith("--lora=")), None)
+    if lora is not None and lora not in REGIMES:
+        print(f"--lora: one of {', '.join(REGIMES)}", file=sys.stderr)
+        return 2
     presets = [a for a in argv if not a.startswith("--")] or list(PRESETS)
     print(f"{'preset':<14} {'traced fwd':>11} {'traced bwd':>11} {'traced':>11} {'calc':>11}")
     for preset in presets:
-        r = row(preset, attention)
+        r = row(preset, attention, lora)
         print(
             f"{preset:<14} {r['traced_forward']:>11.0f} {r['traced_backward']:>11.0f}"
             f" {r['traced_total']:>11.0f} {r['calc_total']:>11.0f}"

@@ -46,3 +46,14 @@ def test_calc_counts_what_the_eager_block_moves(preset):
     (Llama-2-7B: MHA, no repeat)."""
     row = cbt.row(preset, "eager")
     assert row["calc_total"] == pytest.approx(row["traced_total"], rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("preset", "regime"), [("qwen3-0.6b", "autocast"), ("gemma-3-1b", "16bit")]
+)
+def test_calc_counts_what_the_lora_block_moves(preset, regime):
+    """The whole block under peft's LoRA on the frozen stack: TRL's regime (bf16 weights, fp32
+    adapters, bf16 autocast) and adapters in the weights' bf16, within 1 % (the frozen norms'
+    backward, the adapters' casts, sums and scaling, the linears' input gradients only)."""
+    row = cbt.row(preset, lora=regime)
+    assert row["calc_total"] == pytest.approx(row["traced_total"], rel=0.01)
