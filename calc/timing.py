@@ -49,7 +49,7 @@ from .flops import (
     selective_recompute_flops,
 )
 from .activations import block_parts, key_of
-from .arch import ModelArch
+from .arch import ATTN_INNER_NAMES, LinearLayer, ModelArch
 from .jsontypes import JsonObject
 from .lengths import as_rows, request_attention_span, request_shape
 from .memory import fast_lora_keys
@@ -851,6 +851,19 @@ and written at the query width (2 + 2 bytes), 4 per element of ``q + kv`` over t
 backward sums the copies back (``expand``'s gradient: read the query width, write the k/v
 width), the same bytes."""
 
+WEIGHTLESS_NORM_BYTES_PER_ELEMENT = {"forward": 32, "backward": 80}
+"""Gemma 4's ``v_norm`` (transformers 5.17 ``Gemma4RMSNorm(with_scale=False)`` over v, per head),
+eager, bf16, per element: the fp32-scale norm's passes without the weight's product, forward
+upcast (2 + 4), ``pow(2)`` (4 + 4), ``mean`` (4), the product with ``pow(mean, -0.5)`` (4 + 4),
+the downcast (4 + 2): 32; backward 80, where the norm with its weight moves 88 frozen and 104
+trained (:data:`NORM_BACKWARD_BYTES_PER_ELEMENT`). TRACED on the module
+(``tools/count_block_traffic.py --norms``): 32.0 and 80.0."""
+
+LAYER_SCALAR_BYTES_PER_ELEMENT = 4
+"""Gemma 4's ``hidden_states *= self.layer_scalar`` at the end of each block (a buffer, not
+trained): an in-place product over the hidden state, read 2 and write 2 per element in bf16,
+forward; its backward scales the incoming gradient once more (2 + 2)."""
+
 NORM_BACKWARD_BYTES_PER_ELEMENT = {
     ("llama", "frozen"): 84,
     ("llama", "trained"): 92,
@@ -1588,28 +1601,66 @@ def block_linear_ops(req: EstimateRequest, moe: MoeCounts | None = None) -> floa
     return ops + moe.ops_forward - moe.linear_ops
 
 
-def attention_copy_bytes(req: EstimateRequest, q_dim: int, kv_dim: int) -> tuple[float, float]:
+@dataclass(frozen=True)
+class AttentionWidths:
+    """A block's attention widths per token, averaged over its layers: ``q`` and ``kv`` (the
+    q and the k/v projections' widths), ``own_kv`` (the k/v width of the layers that compute
+    their own keys and values: a Gemma 4 block that shares them runs no k norm, k rotary or
+    v norm), ``grouped`` (q plus k/v width of the layers whose k/v heads are fewer than their
+    q heads: what ``repeat_kv`` copies where it runs) and ``wide_heads`` (the same, of those
+    layers whose head dim is over 256, where SDPA repeats them whatever the mask:
+    ``use_gqa_in_sdpa``)."""
+
+    q: float
+    kv: float
+    own_kv: float
+    grouped: float
+    wide_heads: float
+
+
+def attention_widths(arch: ModelArch) -> AttentionWidths:
+    """:class:`AttentionWidths` of ``arch``: its uniform heads, or Gemma 4's per layer kind
+    (``arch.extra["gemma4_layers"]`` and ``gemma4_head_dims``: sliding blocks of head dim 256
+    beside full ones of 512 with fewer k/v heads, transformers 5.17 ``modeling_gemma4.py``)."""
+    kinds = arch.extra.get("gemma4_layers")
+    dims = arch.extra.get("gemma4_head_dims")
+    layers = (
+        [(k, *(int(x) for x in dims["full" if k.startswith("full") else "sliding"])) for k in kinds]
+        if kinds and dims
+        else [("", arch.head_dim, arch.num_kv_heads)]
+    )
+    q = kv = own = grouped = wide = 0.0
+    for kind, head_dim, kv_heads in layers:
+        q += arch.num_heads * head_dim
+        kv += kv_heads * head_dim
+        own += 0 if kind.endswith("_shared") else kv_heads * head_dim
+        if kv_heads < arch.num_heads:
+            grouped += (arch.num_heads + kv_heads) * head_dim
+            if head_dim > 256:
+                wide += (arch.num_heads + kv_heads) * head_dim
+    n = len(layers)
+    return AttentionWidths(q / n, kv / n, own / n, grouped / n, wide / n)
+
+
+def attention_copy_bytes(req: EstimateRequest, widths: AttentionWidths) -> tuple[float, float]:
     """The copies one block makes around its attention per token, forward and backward, eager
     on 16-bit activations: eager attention's output copy (:data:`ATTENTION_OUTPUT_COPY_BYTES`,
     forward) and value gradient copy (:data:`VALUE_GRAD_COPY_BYTES`, backward) and, where grouped k/v heads are
     repeated (:data:`REPEAT_KV_BYTES_PER_ELEMENT`: eager attention, or SDPA handed a padding
     mask or heads wider than 256), the repeat each way. SDPA's fused kernels and the
     FlashAttention package take the strided views and copy nothing."""
-    arch = req.model
     eager = req.attention is Attention.EAGER
-    repeated = arch.num_kv_heads < arch.num_heads and (
-        eager
-        or (
-            req.attention is Attention.SDPA
-            and (req.attention_mask is AttentionMask.PADDING or arch.head_dim > 256)
-        )
-    )
-    repeat = REPEAT_KV_BYTES_PER_ELEMENT * (q_dim + kv_dim) if repeated else 0
+    q_dim, kv_dim = widths.q, widths.kv
+    repeat = 0.0
+    if eager or (req.attention is Attention.SDPA and req.attention_mask is AttentionMask.PADDING):
+        repeat = REPEAT_KV_BYTES_PER_ELEMENT * widths.grouped
+    elif req.attention is Attention.SDPA:
+        repeat = REPEAT_KV_BYTES_PER_ELEMENT * widths.wide_heads
     if not eager:
-        return float(repeat), float(repeat)
+        return repeat, repeat
     return (
         ATTENTION_OUTPUT_COPY_BYTES * q_dim + repeat,
-        VALUE_GRAD_COPY_BYTES * kv_dim + float(repeat),
+        VALUE_GRAD_COPY_BYTES * kv_dim + repeat,
     )
 
 
@@ -1623,6 +1674,34 @@ def qk_norm_share(arch: ModelArch) -> float:
         return 0.0
     layers = arch.extra.get("qk_norm_layers")
     return layers / arch.num_layers if isinstance(layers, int) else 1.0
+
+
+def reader_sums(arch: ModelArch) -> float:
+    """Gradient sums per block where a norm's output has several readers beyond the first:
+    the attention's input projections (q, k, v) and the MLP's (gate and up, the router beside
+    the experts). In a stack of block kinds whose linears belong to one kind (Gemma 4's sliding
+    and full blocks, a hybrid's mixers) each kind counts its own readers, weighted by its
+    blocks: the linears of all kinds together are not one block's."""
+
+    def sums(linears: tuple[LinearLayer, ...]) -> int:
+        # block_parts' rule on one kind's linears: the last attention linear is the output
+        # projection; a kind without attention linears (a recurrent mixer) has no q/k/v readers
+        attn = [lin for lin in linears if lin.role == "attn"][:-1]
+        attn_in = [lin for lin in attn if lin.name not in ATTN_INNER_NAMES]
+        mlp_in = [lin for lin in linears if lin.role == "mlp" and not lin.mlp_output]
+        routers = sum(1 for lin in linears if lin.role == "router")
+        mlp_readers = sum(1 for lin in mlp_in if lin.count == 1) + routers
+        mlp_readers += 1 if any(lin.count > 1 for lin in mlp_in) else 0
+        return max(0, len(attn_in) - 1) + max(0, mlp_readers - 1)
+
+    kinds = arch.block_counts
+    if not kinds or arch.ffn_counts or not any(lin.block_kind for lin in arch.linears):
+        return float(sums(arch.linears))
+    total = sum(
+        n * sums(tuple(lin for lin in arch.linears if lin.block_kind in ("", kind)))
+        for kind, n in kinds
+    )
+    return total / sum(n for _, n in kinds)
 
 
 def block_backward_bytes(
@@ -1657,10 +1736,7 @@ def block_backward_bytes(
         act = GATED_ACT_BACKWARD_BYTES_PER_ELEMENT
     # gradient sums: the stream before each residual add (norm and skip), and each norm
     # output read by several input projections (the router beside the experts)
-    bp = block_parts(arch)
-    mlp_readers = sum(1 for lin in bp.mlp_in if lin.count == 1) + len(bp.routers)
-    mlp_readers += 1 if any(lin.count > 1 for lin in bp.mlp_in) else 0
-    sums = (2 if parts["residual"] else 0) + max(0, len(bp.attn_in) - 1) + max(0, mlp_readers - 1)
+    sums = (2 if parts["residual"] else 0) + reader_sums(arch)
     return (
         widths["normed"] * norm
         + sums * FANOUT_ACCUMULATE_BYTES_PER_ELEMENT * h
@@ -1787,8 +1863,10 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     cast = (passes - 1) * stack_in + stack_out
     mode = "compiled" if req.torch_compile else "eager"
     h = arch.hidden_size
-    q_dim = arch.num_heads * arch.head_dim
-    kv_dim = arch.num_kv_heads * arch.head_dim
+    aw = attention_widths(arch)
+    q_dim, kv_dim = aw.q, aw.kv
+    # the widths rotary and the q/k norms run over: q, and k where a block computes its own
+    qk_own = q_dim + aw.own_kv
     ffn = (
         arch.experts_per_token or 1
     ) * arch.intermediate_size + arch.shared_expert_intermediate_size
@@ -1843,7 +1921,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     # the elements the block's RMSNorms normalise per token: its own norms and, where it has
     # them, the q/k norms (Qwen3, Gemma 3, OLMo 2: the block's own kind of norm over the q and
     # k widths), whichever code runs them
-    normed = arch.norms_per_layer * h + qk_norm_share(arch) * (q_dim + kv_dim)
+    normed = arch.norms_per_layer * h + qk_norm_share(arch) * qk_own
     if liger_on:
         # Liger's modules in place of the norms, the rotary embedding and the dense gated
         # activation: their own forward and backward traffic (not the tables' backward factor)
@@ -1855,7 +1933,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
             parts.append((LIGER_NORM_BYTES_PER_ELEMENT, normed))
             norm = 0
         if rotary:
-            parts.append((LIGER_ROTARY_BYTES_PER_ELEMENT, q_dim + kv_dim))
+            parts.append((LIGER_ROTARY_BYTES_PER_ELEMENT, qk_own))
             rotary = 0
         if liger_glu:
             parts.append((LIGER_GLU_BYTES_PER_ELEMENT, ffn))
@@ -1873,7 +1951,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
             parts.append((UNSLOTH_NORM_BYTES_PER_ELEMENT, normed))
             norm = 0
         if rotary:
-            parts.append((UNSLOTH_ROTARY_BYTES_PER_ELEMENT, q_dim + kv_dim))
+            parts.append((UNSLOTH_ROTARY_BYTES_PER_ELEMENT, qk_own))
             rotary = 0
         downs = block_parts(arch).mlp_down
         if act and downs and all(key_of(d) in fast for d in downs):
@@ -1894,21 +1972,31 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     by_part = mode == "eager" and st.request_regime(req) is not st.KBIT_FP32
     copies_fwd = copies_bwd = 0.0
     if by_part:
-        copies_fwd, copies_bwd = attention_copy_bytes(req, q_dim, kv_dim)
+        copies_fwd, copies_bwd = attention_copy_bytes(req, aw)
         attention_io = 0
+    # Gemma 4: a weightless RMSNorm over the v each block computes, and the product by the
+    # block's layer scalar (WEIGHTLESS_NORM_BYTES_PER_ELEMENT, LAYER_SCALAR_BYTES_PER_ELEMENT;
+    # traced eager on 16-bit activations, else priced as the block's own norms and fused away
+    # when compiled)
+    gemma4 = bool(arch.extra.get("gemma4_layers"))
+    v_normed = aw.own_kv if gemma4 else 0.0
+    layer_scalar = LAYER_SCALAR_BYTES_PER_ELEMENT * h if gemma4 and mode == "eager" else 0.0
+    v_norm_fwd = WEIGHTLESS_NORM_BYTES_PER_ELEMENT["forward"] if by_part else norm
     per_layer = (
         normed * norm
         + 2 * residual * h
-        + rotary * (q_dim + kv_dim)
+        + rotary * qk_own
         + attention_io * (q_dim + 2 * kv_dim)
         + copies_fwd
         + act * ffn
+        + v_norm_fwd * v_normed
+        + layer_scalar
     )
     fwd_bytes = arch.num_layers * per_layer + moe.route_bytes
     if by_part:
         part_bytes: dict[str, float] = {"norm": norm, "residual": residual, "rotary": rotary}
         part_bytes.update({"act": act, "copies": copies_bwd})
-        widths = {"h": h, "normed": normed, "qk": q_dim + kv_dim, "ffn": ffn}
+        widths = {"h": h, "normed": normed, "qk": qk_own, "ffn": ffn}
         runs: dict[str, str | None] = {
             "norm": (
                 None
@@ -1919,8 +2007,9 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
             ),
             "act": "gated" if arch.mlp_gated and not arch.extra.get("clamped_glu") else None,
         }
+        own = WEIGHTLESS_NORM_BYTES_PER_ELEMENT["backward"] * v_normed + layer_scalar
         bwd_bytes = (
-            arch.num_layers * block_backward_bytes(req, part_bytes, widths, runs)
+            arch.num_layers * (block_backward_bytes(req, part_bytes, widths, runs) + own)
             + BACKWARD_ELEMENTWISE_FACTOR * moe.route_bytes
         )
     else:

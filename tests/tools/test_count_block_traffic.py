@@ -28,12 +28,14 @@ def test_norm_backward_is_the_traced_module(kind, trained):
     assert traced == pytest.approx(timing.NORM_BACKWARD_BYTES_PER_ELEMENT[kind, weight], abs=0.5)
 
 
-@pytest.mark.parametrize("preset", ["qwen3-0.6b", "gemma-3-1b"])
+@pytest.mark.parametrize("preset", ["qwen3-0.6b", "gemma-3-1b", "gemma-4-31b"])
 def test_calc_counts_what_the_block_moves(preset):
     """The whole block, forward and backward, every parameter trained: Qwen3 (grouped k/v,
-    per-head q/k norms, Llama's norm) and Gemma 3 (four norms per block scaling in fp32, q/k
-    norms, a GELU gate, a sliding and a full layer type) within 1 % (the per-token statistics of
-    the norms and the loss's share are the rest)."""
+    per-head q/k norms, Llama's norm), Gemma 3 (four norms per block scaling in fp32, q/k
+    norms, a GELU gate, a sliding and a full layer type) and Gemma 4 (sliding blocks of head
+    dim 256 beside full ones of 512 sharing k as v, a weightless v norm, the layer scalar, each
+    kind's own readers) within 1 % (the per-token statistics of the norms and the loss's share
+    are the rest)."""
     row = cbt.row(preset)
     assert row["calc_total"] == pytest.approx(row["traced_total"], rel=0.01)
 
