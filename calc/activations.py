@@ -210,15 +210,30 @@ def block_parts(arch: ModelArch) -> BlockParts:
     projection by its module name (:data:`calc.arch.MLP_OUTPUT_NAMES`). gpt-oss reads
     2880 values in both expert matrices (intermediate = hidden), so widths cannot tell."""
     attn = [l for l in arch.linears if l.role == "attn"]
-    mlp = [l for l in arch.linears if l.role == "mlp"]
-    routers = tuple(l for l in arch.linears if l.role == "router")
+    attn_in, mlp_in, routers = norm_readers(arch.linears)
     return BlockParts(
-        tuple(l for l in attn[:-1] if l.name not in ATTN_INNER_NAMES),
+        attn_in,
         attn[-1],
-        tuple(l for l in mlp if not l.mlp_output),
-        tuple(l for l in mlp if l.mlp_output),
+        mlp_in,
+        tuple(l for l in arch.linears if l.role == "mlp" and l.mlp_output),
         routers,
         tuple(l for l in attn[:-1] if l.name in ATTN_INNER_NAMES),
+    )
+
+
+def norm_readers(
+    linears: tuple[LinearLayer, ...],
+) -> tuple[tuple[LinearLayer, ...], tuple[LinearLayer, ...], tuple[LinearLayer, ...]]:
+    """The linears that read a block's two norm outputs, by :func:`block_parts`' rule: the
+    attention's input projections (every attention linear but the last, the output projection,
+    and latent attention's inner ones), the MLP's input projections and the routers. Of one
+    block's ``linears`` (one kind's, in a stack of several); a kind without attention linears
+    (a recurrent mixer) has no attention readers."""
+    attn = [l for l in linears if l.role == "attn"]
+    return (
+        tuple(l for l in attn[:-1] if l.name not in ATTN_INNER_NAMES),
+        tuple(l for l in linears if l.role == "mlp" and not l.mlp_output),
+        tuple(l for l in linears if l.role == "router"),
     )
 
 

@@ -48,8 +48,8 @@ from .flops import (
     training_flops_per_token,
     selective_recompute_flops,
 )
-from .activations import block_parts, key_of
-from .arch import ATTN_INNER_NAMES, LinearLayer, ModelArch
+from .activations import block_parts, key_of, norm_readers
+from .arch import LinearLayer, ModelArch
 from .jsontypes import JsonObject
 from .lengths import as_rows, request_attention_span, request_shape
 from .memory import fast_lora_keys
@@ -1684,13 +1684,8 @@ def reader_sums(arch: ModelArch) -> float:
     blocks: the linears of all kinds together are not one block's."""
 
     def sums(linears: tuple[LinearLayer, ...]) -> int:
-        # block_parts' rule on one kind's linears: the last attention linear is the output
-        # projection; a kind without attention linears (a recurrent mixer) has no q/k/v readers
-        attn = [lin for lin in linears if lin.role == "attn"][:-1]
-        attn_in = [lin for lin in attn if lin.name not in ATTN_INNER_NAMES]
-        mlp_in = [lin for lin in linears if lin.role == "mlp" and not lin.mlp_output]
-        routers = sum(1 for lin in linears if lin.role == "router")
-        mlp_readers = sum(1 for lin in mlp_in if lin.count == 1) + routers
+        attn_in, mlp_in, routers = norm_readers(linears)
+        mlp_readers = sum(1 for lin in mlp_in if lin.count == 1) + len(routers)
         mlp_readers += 1 if any(lin.count > 1 for lin in mlp_in) else 0
         return max(0, len(attn_in) - 1) + max(0, mlp_readers - 1)
 

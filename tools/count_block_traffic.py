@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 
 from tools.count_amp_traffic import TOKENS, count_step, per_block_and_token  # noqa: E402
 from tools.count_eager_ops import build_stack, calc_framework, period, traced_config  # noqa: E402
-from tools.count_lora_traffic import REGIMES  # noqa: E402
+from tools.count_lora_traffic import REGIMES, lora_keys, with_lora  # noqa: E402
 
 PRESETS = ("llama-2-7b", "qwen3-0.6b", "gemma-3-1b", "phi-3-mini")
 
@@ -61,13 +61,10 @@ def trace(
         model, cfg = build_stack(config, layers, torch.bfloat16, attention)
         autocast = False
     else:
-        from peft import LoraConfig, get_peft_model
-
-        fp32_weights, autocast, fp32_adapters = REGIMES[lora]
+        fp32_weights, autocast, _ = REGIMES[lora]
         dtype = torch.float32 if fp32_weights else torch.bfloat16
         model, cfg = build_stack(config, layers, dtype, attention)
-        adapters = LoraConfig(r=8, target_modules="all-linear", lora_dropout=0.0)
-        model = get_peft_model(model, adapters, autocast_adapter_dtype=fp32_adapters)
+        model = with_lora(model, lora)
     counted = count_step(model, torch.randint(0, cfg.vocab_size, (1, tokens)), autocast)
     return counted[2], counted[3]
 
@@ -101,16 +98,7 @@ def calc_request(
         "seq_len": tokens,
     }
     if lora is not None:
-        fp32_weights, autocast, fp32_adapters = REGIMES[lora]
-        body.update(
-            method="lora",
-            lora_targets="all-linear",
-            lora_rank=8,
-            lora_adapter_dtype="fp32" if fp32_adapters else "base",
-            lora_dropout=0.0,
-            precision="bf16-mixed" if autocast else "bf16-true",
-            weights_loaded_16bit=not fp32_weights,
-        )
+        body.update(lora_keys(lora))
     return parse_estimate_request(body)
 
 

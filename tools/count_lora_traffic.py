@@ -51,18 +51,38 @@ and whether the adapters are fp32."""
 PRESETS = ("llama-2-7b", "qwen3-0.6b")
 
 
+def with_lora(model: Any, regime: str) -> Any:
+    """peft's LoRA (rank 8, every linear, no dropout) on ``model``, its adapters in fp32 or in
+    the weights' dtype as ``regime`` says."""
+    from peft import LoraConfig, get_peft_model
+
+    adapters = LoraConfig(r=8, target_modules="all-linear", lora_dropout=0.0)
+    return get_peft_model(model, adapters, autocast_adapter_dtype=REGIMES[regime][2])
+
+
+def lora_keys(regime: str) -> dict[str, Any]:
+    """calc's request keys for :func:`with_lora`'s stack in ``regime``."""
+    fp32_weights, autocast, fp32_adapters = REGIMES[regime]
+    return {
+        "method": "lora",
+        "lora_targets": "all-linear",
+        "lora_rank": 8,
+        "lora_adapter_dtype": "fp32" if fp32_adapters else "base",
+        "lora_dropout": 0.0,
+        "precision": "bf16-mixed" if autocast else "bf16-true",
+        "weights_loaded_16bit": not fp32_weights,
+    }
+
+
 def trace(config: dict, layers: int, tokens: int, regime: str, lora: bool) -> tuple[int, int]:
     """Element-wise bytes of one forward and one backward: peft's LoRA on the frozen stack
     (``lora``), else the stack with only its weight matrices trained."""
     import torch
 
-    fp32_weights, autocast, fp32_adapters = REGIMES[regime]
+    fp32_weights, autocast, _ = REGIMES[regime]
     model, cfg = build_stack(config, layers, torch.float32 if fp32_weights else torch.bfloat16)
     if lora:
-        from peft import LoraConfig, get_peft_model
-
-        adapters = LoraConfig(r=8, target_modules="all-linear", lora_dropout=0.0)
-        model = get_peft_model(model, adapters, autocast_adapter_dtype=fp32_adapters)
+        model = with_lora(model, regime)
     else:
         for p in model.parameters():
             # the matrices (linears, GPT-2's Conv1D, the embedding and head, whose cost is
@@ -95,17 +115,10 @@ def calc_request(config: dict, regime: str) -> Any:
     """calc's request for the traced stack of one period in ``regime`` (see :data:`REGIMES`)."""
     from calc.request import parse_estimate_request
 
-    fp32_weights, autocast, fp32_adapters = REGIMES[regime]
     return parse_estimate_request(
         {
             "model": {"hf_config": traced_config(config, period(config))},
-            "method": "lora",
-            "lora_targets": "all-linear",
-            "lora_rank": 8,
-            "lora_adapter_dtype": "fp32" if fp32_adapters else "base",
-            "lora_dropout": 0.0,
-            "precision": "bf16-mixed" if autocast else "bf16-true",
-            "weights_loaded_16bit": not fp32_weights,
+            **lora_keys(regime),
             "gradient_checkpointing": False,
             "attention": "sdpa",
             "framework": calc_framework(),
