@@ -24,6 +24,14 @@ first backend whose ``can_use_*_attention`` filters all pass:
   grouped k/v are accepted.
 - math: everything else (the composite ``_scaled_dot_product_attention_math``).
 
+Value heads narrower than the query/key heads (multi-head latent attention: DeepSeek V3 and its
+relatives, q/k 192 and v 128): flash wants q, k and v of one last dimension
+(``check_head_dim_size_flash``); memory-efficient wants q and k equal and each aligned
+(``check_head_dim_size_mem_efficient``); cuDNN takes 192 / 128 on sm90 / sm10x, where its
+backward takes (at most 128, at most 128), (192, 128) or (256, 256) and nothing else
+(``check_cudnn_tensor_shapes``, ``check_cudnn_d256_bprop_head_dim``). So MLA under SDPA runs
+cuDNN on a Hopper or Blackwell card and memory-efficient on an A100.
+
 What each costs: the fused kernels (flash, memory-efficient, cuDNN) given ``is_causal=True`` skip
 the key blocks above the diagonal, about half of the score and value matmuls (FlashAttention-2,
 Dao 2023, arXiv:2307.08691, sec. 3.1); given a mask tensor they compute every block and apply the
@@ -93,10 +101,18 @@ def _alignment(dtype: str, cc: tuple[int, int]) -> int:
 
 
 def _can_flash(
-    dtype: str, mask: str, head_dim: int, dropout: float, cc: tuple[int, int], training: bool
+    dtype: str,
+    mask: str,
+    head_dim: int,
+    dropout: float,
+    cc: tuple[int, int],
+    training: bool,
+    value_dim: int = 0,
 ) -> bool:
     if mask != MASK_CAUSAL or head_dim > 256 or dtype not in ("bf16", "fp16"):
         return False
+    if value_dim and value_dim != head_dim:
+        return False  # check_head_dim_size_flash: q, k and v of one last dimension
     if not (8, 0) <= cc <= (12, 1):
         return False
     if training and ((8, 6) <= cc <= (8, 9) or (12, 0) <= cc <= (12, 1)):
@@ -104,18 +120,31 @@ def _can_flash(
     return True
 
 
-def _can_cudnn(dtype: str, head_dim: int, dropout: float, cc: tuple[int, int]) -> bool:
+CUDNN_BACKWARD_HEAD_DIMS = ((192, 128), (256, 256))
+"""(q/k, v) head widths above 128 whose backward cuDNN runs on sm90 / sm10x
+(``check_cudnn_d256_bprop_head_dim``; widths up to 128 each always pass)."""
+
+
+def _can_cudnn(
+    dtype: str, head_dim: int, dropout: float, cc: tuple[int, int], value_dim: int = 0
+) -> bool:
     if dtype not in ("bf16", "fp16") or not (8, 0) <= cc <= (12, 1):
         return False
-    limit = 256 if cc[0] in (9, 10) else 128
-    return head_dim % 8 == 0 and head_dim <= limit and (dropout * 16).is_integer()
+    v = value_dim or head_dim
+    if cc[0] in (9, 10):
+        # training: the backward's combinations (check_cudnn_d256_bprop_head_dim)
+        shapes = (head_dim <= 128 and v <= 128) or (head_dim, v) in CUDNN_BACKWARD_HEAD_DIMS
+    else:
+        shapes = head_dim <= 128 and v <= 128
+    return shapes and head_dim % 8 == 0 and v % 8 == 0 and (dropout * 16).is_integer()
 
 
-def _can_efficient(dtype: str, head_dim: int, cc: tuple[int, int]) -> bool:
+def _can_efficient(dtype: str, head_dim: int, cc: tuple[int, int], value_dim: int = 0) -> bool:
     if not (5, 0) <= cc <= (12, 1):
         return False
     dtypes = ("fp16", "bf16", "fp32") if cc[0] >= 8 else ("fp16", "fp32")
-    return dtype in dtypes and head_dim % _alignment(dtype, cc) == 0
+    align = _alignment(dtype, cc)
+    return dtype in dtypes and head_dim % align == 0 and (value_dim or head_dim) % align == 0
 
 
 def sdpa_backend(
@@ -128,6 +157,7 @@ def sdpa_backend(
     grouped_kv: bool = False,
     training: bool = True,
     cudnn_first: bool = True,
+    value_head_dim: int = 0,
 ) -> str:
     """The SDPA backend torch 2.13 (CUDA) runs for q/k/v of ``dtype`` (``bf16``, ``fp16``,
     ``fp32``), ``mask`` (``causal``: ``is_causal=True``, no tensor; ``padding``: an explicit mask
@@ -136,17 +166,19 @@ def sdpa_backend(
     memory-efficient all accept it (``check_batch_size_and_num_heads_dense<supports_gqa=true>``)
     and math expands k/v itself. ``cudnn_first`` False is the order of torch 2.5.1 to 2.10
     (pytorch PR #138522, cherry-picked onto release/2.5: cuDNN after math, so never reached
-    here); torch 2.4 and before had cuDNN off unless ``TORCH_CUDNN_SDPA_ENABLED`` was set."""
+    here); torch 2.4 and before had cuDNN off unless ``TORCH_CUDNN_SDPA_ENABLED`` was set.
+    ``value_head_dim``: v's head width where it differs from q's and k's (0: the same)."""
     del grouped_kv
+    v = value_head_dim
     order = [FLASH, EFFICIENT, MATH]
     if cudnn_first and _cudnn_first(capability):
         order.insert(0, CUDNN)
     for backend in order:
-        if backend == CUDNN and _can_cudnn(dtype, head_dim, dropout, capability):
+        if backend == CUDNN and _can_cudnn(dtype, head_dim, dropout, capability, v):
             return CUDNN
-        if backend == FLASH and _can_flash(dtype, mask, head_dim, dropout, capability, training):
+        if backend == FLASH and _can_flash(dtype, mask, head_dim, dropout, capability, training, v):
             return FLASH
-        if backend == EFFICIENT and _can_efficient(dtype, head_dim, capability):
+        if backend == EFFICIENT and _can_efficient(dtype, head_dim, capability, v):
             return EFFICIENT
     return MATH
 
@@ -252,6 +284,7 @@ def attention_kernel(
     dropout: float = 0.0,
     grouped_kv: bool = False,
     cudnn_first: bool = True,
+    value_head_dim: int = 0,
 ) -> AttentionKernel:
     """The kernel a training step's attention runs (``attention``: ``sdpa``, ``eager``,
     ``flash``) and what it costs."""
@@ -268,6 +301,7 @@ def attention_kernel(
             dropout=dropout,
             grouped_kv=grouped_kv,
             cudnn_first=cudnn_first,
+            value_head_dim=value_head_dim,
         )
     # transformers' flash_attention_2 unpads a padded batch: the causal skip holds either way
     fraction = (
@@ -286,6 +320,7 @@ def attention_kernel(
 __all__ = [
     "BACKENDS",
     "CAUSAL_SKIP_FRACTION",
+    "CUDNN_BACKWARD_HEAD_DIMS",
     "EFFICIENT_K_CHUNK",
     "MASKS",
     "AttentionKernel",

@@ -19,8 +19,26 @@ from .jsontypes import JsonObject
 
 def block_linear_params(arch: ModelArch) -> int:
     """Weights of the decoder blocks' linears one token multiplies through (MoE: the router
-    plus the top-k experts, as ``params_active`` counts them)."""
-    return arch.params_active - arch.embedding_params - arch.lm_head_params
+    plus the top-k experts, as ``params_active`` counts them, and every expert where the family
+    runs them all: :func:`dense_expert_params`)."""
+    return (
+        arch.params_active - arch.embedding_params - arch.lm_head_params + dense_expert_params(arch)
+    )
+
+
+def dense_expert_params(arch: ModelArch) -> int:
+    """The routed experts' weights beyond the top-k that a token still multiplies through where
+    the family runs every expert on every token (``arch.extra["experts_run_densely"]``: Llama 4
+    under transformers, whose ``Llama4TextExperts.forward`` runs ``bmm`` over all experts on
+    copies scaled by zero router scores, ``modeling_llama4.py`` lines 79-82 and 169-171). The
+    published "active" count leaves them out; the kernels do not."""
+    if not arch.extra.get("experts_run_densely"):
+        return 0
+    return sum(
+        arch.blocks_of(lin) * (lin.count - lin.active) * lin.weight_params
+        for lin in arch.linears
+        if lin.role == "mlp" and lin.count > 1
+    )
 
 
 def matmul_params(arch: ModelArch) -> int:

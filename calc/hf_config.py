@@ -659,7 +659,13 @@ def _phi3(k: _Keys, family: str, name: str) -> ModelArch:
         head_dim=hd,
         intermediate_size=inter,
         linears=linears,
-        extra={"fused_qkv_view": True},
+        # q, k and v are slices of qkv_proj's output, and apply_rotary_pos_emb slices each of
+        # q and k into its rotated part and the rest (transformers 5.17 modeling_phi3.py
+        # Phi3Attention.forward, apply_rotary_pos_emb): calc.timing.sliced_projection_bytes
+        extra={
+            "fused_qkv_view": True,
+            "rotary_split_fraction": _rotary_dim(k, hd, 1.0) / hd,
+        },
     )
 
 

@@ -32,7 +32,13 @@ from typing import Any
 
 from . import attention as attn_kernels
 from . import amp_traffic, comm, liger
-from .moe_kernels import MoeCounts, experts_called, moe_counts, routed_expert_linears
+from .moe_kernels import (
+    SHARED_COMBINE_BYTES_PER_ELEMENT,
+    MoeCounts,
+    experts_called,
+    moe_counts,
+    routed_expert_linears,
+)
 from . import states as st
 from .frameworks import TRANSFORMERS_MODELING
 from .gpus import Gpu
@@ -49,7 +55,7 @@ from .flops import (
     selective_recompute_flops,
 )
 from .activations import block_parts, key_of, norm_readers
-from .arch import LinearLayer, ModelArch
+from .arch import MLP_OUTPUT_NAMES, LinearLayer, ModelArch
 from .jsontypes import JsonObject
 from .lengths import as_rows, request_attention_span, request_shape
 from .memory import fast_lora_keys
@@ -864,6 +870,16 @@ LAYER_SCALAR_BYTES_PER_ELEMENT = 4
 trained): an in-place product over the hidden state, read 2 and write 2 per element in bf16,
 forward; its backward scales the incoming gradient once more (2 + 2)."""
 
+GEMMA4_ROUTER_SCALE_BYTES_PER_ELEMENT = {"forward": 8, "backward": 16}
+"""Gemma 4's router scales its normalised input before its projection,
+``hidden_states * self.scale * self.scalar_root_size`` (transformers 5.17
+``modeling_gemma4.py`` ``Gemma4TextRouter.forward``): two products over the hidden state
+(bf16, read 2 and write 2 each) forward; backward the incoming gradient through both (2 + 2
+each) and the trained ``scale``'s gradient (the gradient times the normalised input, summed
+over tokens), 16. Traced on the router module (CPU, bf16): 40 forward and 96 backward per
+hidden element with its weightless norm (:data:`WEIGHTLESS_NORM_BYTES_PER_ELEMENT`, 32 and
+80)."""
+
 NORM_BACKWARD_BYTES_PER_ELEMENT = {
     ("llama", "frozen"): 84,
     ("llama", "trained"): 92,
@@ -1427,6 +1443,7 @@ class Counts:
     score_dropout: bool = False  # eager attention drops out its probabilities (GPT-2, Seed-OSS)
     fp32_matmul_flops_per_token: float = 0.0  # fp32 weights and inputs: CUDA cores, all passes
     head_dim: int = 128
+    value_head_dim: int = 0  # v's head width where it differs from q/k's (MLA); 0: the same
     attention_keys: float = 0.0  # keys per query: the packed span, else seq_len
     # the blocks' attention by kernel and shape (calc.flops.attention_parts): windowed blocks
     # and Gemma 4's wide full blocks run their own kernel; empty: one part of the fields above
@@ -1581,6 +1598,70 @@ def traced_block_ops(req: EstimateRequest) -> tuple[float, float] | None:
     if forward is None:
         return None
     return forward, TRANSFORMERS_BLOCK_OPS[version, family, "backward"]
+
+
+FUSED_CHUNK_NAMES = frozenset({"gate_up_proj", "input_linear"})
+"""Dense MLP input projections whose output the MLP splits with ``chunk(2, dim=-1)`` into the
+gate and the up halves (Phi-3's ``gate_up_proj``, Granite 4's ``input_linear``): autograd joins
+the halves' gradients with one ``cat`` (:func:`sliced_projection_bytes`)."""
+
+
+def slice_backward_bytes(shares: Sequence[float], act: int = 2) -> float:
+    """Bytes per element of a tensor's width that the backward of taking slices of it moves
+    (``act`` bytes per element), the slices covering ``shares`` of the width: each slice short
+    of the whole width (a whole-width slice is the tensor itself) runs ``slice_backward``, which
+    writes zeros over the whole width and copies the slice's gradient in (torch 2.13
+    ``FunctionsManual.cpp`` ``slice_backward``: ``at::zeros`` then ``copy_``), and autograd
+    sums the slices' gradients into the tensor's (one ``add`` per slice after the first: both
+    read, the sum written). Traced on Phi-3's block (CPU, bf16): its q, k and v slices of
+    ``qkv_proj``'s output, 22 per element; its empty rotary pass-through slices of q and k, 8."""
+    parts = [share for share in shares if share < 1.0]
+    return act * len(parts) + 2 * act * sum(parts) + 3 * act * (len(shares) - 1)
+
+
+def sliced_projection_bytes(arch: ModelArch, qk_own: float) -> tuple[float, float]:
+    """Bytes per token and block, ``(forward, backward)``, of the slices a family takes of its
+    fused projections (:func:`slice_backward_bytes`): Phi-3's q, k and v out of ``qkv_proj``,
+    its rotary embedding's split of q and k into the rotated part and the rest (forward the
+    ``torch.cat`` that joins them again, read and written), and the ``cat`` that joins a fused
+    gate-up's halves' gradients (:data:`FUSED_CHUNK_NAMES`, 2 + 2 per element of its output)."""
+    act = 2
+    forward = backward = 0.0
+    if arch.extra.get("fused_qkv_view"):
+        fused = [l for l in arch.linears if l.name == "qkv_proj" and l.role == "attn"]
+        q, kv = arch.num_heads * arch.head_dim, arch.num_kv_heads * arch.head_dim
+        for lin in fused:
+            shares = [q / lin.d_out, kv / lin.d_out, kv / lin.d_out]
+            backward += slice_backward_bytes(shares, act) * lin.d_out
+    fraction = arch.extra.get("rotary_split_fraction")
+    if fraction is not None:
+        forward += 2 * act * qk_own
+        backward += slice_backward_bytes([fraction, 1.0 - fraction], act) * qk_own
+    for lin in arch.linears:
+        if lin.role == "mlp" and lin.count == 1 and lin.name in FUSED_CHUNK_NAMES:
+            share = arch.blocks_of(lin) / arch.num_layers
+            backward += 2 * act * lin.d_out * share
+    return forward, backward
+
+
+def mlp_act_width(arch: ModelArch) -> float:
+    """The MLP intermediate elements a token's activation runs over, per block on average over
+    the stack: the input width of each MLP output projection (``calc.arch.MLP_OUTPUT_NAMES``,
+    read by name) in every block that holds it, times the copies that run per token (the top-k
+    routed experts, or all of them where the family runs them densely). A mixed stack counts
+    each kind where it is: Llama 4 Maverick's dense and MoE blocks alternate, Nemotron-H has an
+    MLP in one block of its sublayers, Gemma 4 26B-A4B runs a dense MLP beside its experts in
+    every block, DeepSeek-style stacks start with dense blocks. Without an output projection
+    by name: the top-k (or every) expert's width plus the shared expert's, in every block."""
+    dense = bool(arch.extra.get("experts_run_densely"))
+    outputs = [l for l in arch.linears if l.role == "mlp" and l.name in MLP_OUTPUT_NAMES]
+    if not outputs:
+        experts_run = arch.num_experts if dense else arch.experts_per_token
+        return float(
+            (experts_run or 1) * arch.intermediate_size + arch.shared_expert_intermediate_size
+        )
+    elements = sum(arch.blocks_of(l) * (l.count if dense else l.active) * l.d_in for l in outputs)
+    return elements / arch.num_layers
 
 
 def block_linear_ops(req: EstimateRequest, moe: MoeCounts | None = None) -> float:
@@ -1862,9 +1943,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     q_dim, kv_dim = aw.q, aw.kv
     # the widths rotary and the q/k norms run over: q, and k where a block computes its own
     qk_own = q_dim + aw.own_kv
-    ffn = (
-        arch.experts_per_token or 1
-    ) * arch.intermediate_size + arch.shared_expert_intermediate_size
+    ffn = mlp_act_width(arch)
     act = MLP_ACT_BYTES_PER_ELEMENT[mode] if arch.mlp_gated else 4
     if arch.mlp_gated and mode == "eager" and arch.extra.get("clamped_glu"):
         act = CLAMPED_GLU_BYTES_PER_ELEMENT  # gpt-oss's clamped gate, op by op
@@ -1976,22 +2055,45 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     gemma4 = bool(arch.extra.get("gemma4_layers"))
     v_normed = aw.own_kv if gemma4 else 0.0
     layer_scalar = LAYER_SCALAR_BYTES_PER_ELEMENT * h if gemma4 and mode == "eager" else 0.0
+    # Gemma 4's MoE blocks (26B-A4B): the router's weightless norm over the residual and its
+    # scale products, and the sum of the dense MLP's and the experts' outputs
+    # (Gemma4TextDecoderLayer.forward: hidden_states_1 + hidden_states_2)
+    router_fwd = router_bwd = 0.0
+    # the slices of fused projections (Phi-3's qkv and rotary split, fused gate-up chunks),
+    # counted op by op where the block is (eager on 16-bit activations)
+    sliced_fwd, sliced_bwd = sliced_projection_bytes(arch, qk_own) if by_part else (0.0, 0.0)
+    # the rotary embedding runs over the rotated share of each q and k head (Phi-4-mini's
+    # partial_rotary_factor 0.75; Phi-3's apply_rotary_pos_emb slices the rest off)
+    rotated = qk_own * arch.extra.get("rotary_split_fraction", 1.0)
+    if gemma4 and moe.route_bytes and mode == "eager":
+        v_normed += h
+        router_fwd = (
+            GEMMA4_ROUTER_SCALE_BYTES_PER_ELEMENT["forward"] + SHARED_COMBINE_BYTES_PER_ELEMENT
+        ) * h
+        router_bwd = GEMMA4_ROUTER_SCALE_BYTES_PER_ELEMENT["backward"] * h
     v_norm_fwd = WEIGHTLESS_NORM_BYTES_PER_ELEMENT["forward"] if by_part else norm
     per_layer = (
         normed * norm
         + 2 * residual * h
-        + rotary * qk_own
+        + rotary * rotated
         + attention_io * (q_dim + 2 * kv_dim)
         + copies_fwd
         + act * ffn
         + v_norm_fwd * v_normed
         + layer_scalar
+        + router_fwd
+        + sliced_fwd
     )
     fwd_bytes = arch.num_layers * per_layer + moe.route_bytes
+    route_backward = (
+        BACKWARD_ELEMENTWISE_FACTOR * moe.route_bytes
+        if moe.route_bytes_backward is None
+        else moe.route_bytes_backward
+    )
     if by_part:
         part_bytes: dict[str, float] = {"norm": norm, "residual": residual, "rotary": rotary}
         part_bytes.update({"act": act, "copies": copies_bwd})
-        widths = {"h": h, "normed": normed, "qk": qk_own, "ffn": ffn}
+        widths = {"h": h, "normed": normed, "qk": rotated, "ffn": ffn}
         runs: dict[str, str | None] = {
             "norm": (
                 None
@@ -2002,13 +2104,18 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
             ),
             "act": "gated" if arch.mlp_gated and not arch.extra.get("clamped_glu") else None,
         }
-        own = WEIGHTLESS_NORM_BYTES_PER_ELEMENT["backward"] * v_normed + layer_scalar
+        own = (
+            WEIGHTLESS_NORM_BYTES_PER_ELEMENT["backward"] * v_normed
+            + layer_scalar
+            + router_bwd
+            + sliced_bwd
+        )
         bwd_bytes = (
             arch.num_layers * (block_backward_bytes(req, part_bytes, widths, runs) + own)
-            + BACKWARD_ELEMENTWISE_FACTOR * moe.route_bytes
+            + route_backward
         )
     else:
-        bwd_bytes = BACKWARD_ELEMENTWISE_FACTOR * fwd_bytes
+        bwd_bytes = BACKWARD_ELEMENTWISE_FACTOR * (fwd_bytes - moe.route_bytes) + route_backward
     if req.method is Method.LORA:
         # peft's lora.Linear: its backward traced (peft_path_backward_bytes)
         peft_fwd = peft_path_bytes(req, peft_path, stream_readers)
@@ -2159,6 +2266,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         score_dropout=bool(arch.extra.get("eager_attention_dropout")),
         fp32_matmul_flops_per_token=fp32_head_flops,
         head_dim=arch.head_dim,
+        value_head_dim=arch.v_head_dim if arch.v_head_dim != arch.head_dim else 0,
         attention_keys=float(span if span is not None else req.seq_len),
         attention_parts=attention_parts(arch, req.seq_len, req.attention.value, mask, span),
         adapter_flops_per_token=adapter_flops,
@@ -2672,6 +2780,7 @@ def _kernel(c: "Counts", capability: tuple[int, int]) -> attn_kernels.AttentionK
         head_dim=c.head_dim,
         capability=capability,
         cudnn_first=not c.sdpa_cudnn_last,
+        value_head_dim=c.value_head_dim,
     )
 
 

@@ -54,6 +54,8 @@ PRICED_APART = frozenset(
         "matmul",
         "linear",
         "baddbmm",
+        "_grouped_mm",
+        "grouped_mm",
         "_scaled_dot_product_flash_attention_for_cpu",
         "_scaled_dot_product_flash_attention_for_cpu_backward",
         "_scaled_dot_product_efficient_attention",
@@ -63,9 +65,27 @@ PRICED_APART = frozenset(
         "scaled_dot_product_attention",
     }
 )
-"""Ops calc prices by their FLOPs (the linears' matmuls, the attention kernel): not element-wise."""
+"""Ops calc prices by their FLOPs (the linears' matmuls, the routed experts' grouped matmuls,
+the attention kernel): not element-wise."""
 
 TOKENS = (32, 64)
+
+
+SHAPED_LIKE = frozenset(
+    {
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "new_empty",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "empty_like",
+    }
+)
+"""Ops that write a new tensor and read nothing of the one they are called on (autograd's
+``index`` and ``repeat`` backwards start from ``grad.new_zeros(...)``): their output counts,
+their input does not."""
 
 
 def traffic_counter(weight_shapes: frozenset[tuple[int, ...]] = frozenset()) -> Any:
@@ -109,6 +129,8 @@ def traffic_counter(weight_shapes: frozenset[tuple[int, ...]] = frozenset()) -> 
             self.ops += 0 if weight_cast else 1
             if name not in PRICED_APART:
                 inputs = flat(list(args)) + flat(list((kwargs or {}).values()))
+                if name in SHAPED_LIKE:
+                    inputs = []  # the tensor passed only lends its dtype and device
                 self.bytes += sum(size(t) for t in inputs) + sum(size(t) for t in flat(out))
             return out
 

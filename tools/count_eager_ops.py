@@ -106,7 +106,7 @@ SHRINK = {
 }
 """Widths that only size tensors, and their traced values."""
 
-TOP_K_KEYS = ("num_experts_per_tok", "top_k", "moe_topk", "num_experts_per_token")
+TOP_K_KEYS = ("num_experts_per_tok", "top_k", "moe_topk", "num_experts_per_token", "top_k_experts")
 SEQ_LEN = 32
 
 

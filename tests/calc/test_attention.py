@@ -58,6 +58,45 @@ def test_backend_grid(dtype: str, mask: str, head_dim: int, cc: tuple[int, int],
     assert sdpa_backend(dtype=dtype, mask=mask, head_dim=head_dim, capability=cc) == expected
 
 
+@pytest.mark.parametrize(
+    ("head_dim", "value_dim", "cc", "cudnn_first", "expected"),
+    [
+        # multi-head latent attention (q/k 192, v 128): flash wants one width for q, k and v
+        (192, 128, SM80, True, "efficient"),
+        (192, 128, SM90, True, "cudnn"),  # cuDNN's backward takes (192, 128) on sm90 / sm10x
+        (192, 128, SM90, False, "efficient"),
+        # equal widths above 128 that cuDNN's backward refuses on sm90: flash runs them
+        (160, 160, SM90, True, "flash"),
+        (192, 192, SM90, True, "flash"),
+        (256, 256, SM90, True, "cudnn"),
+    ],
+)
+def test_backend_for_value_heads_and_cudnn_backward(head_dim, value_dim, cc, cudnn_first, expected):
+    """sdp_utils.cpp at 001f694a: check_head_dim_size_flash (q, k, v of one width),
+    check_head_dim_size_mem_efficient (q = k, each aligned), check_cudnn_d256_bprop_head_dim
+    (on sm90 / sm10x the backward takes widths up to 128, (192, 128) or (256, 256))."""
+    got = sdpa_backend(
+        dtype="bf16",
+        mask="causal",
+        head_dim=head_dim,
+        capability=cc,
+        cudnn_first=cudnn_first,
+        value_head_dim=value_dim if value_dim != head_dim else 0,
+    )
+    assert got == expected
+
+
+def test_deepseek_v3_prices_its_mla_on_the_kernel_sdpa_picks():
+    """DeepSeek V3's q/k heads of 192 and v heads of 128 reach SDPA as they are (transformers
+    pads v only for flash_attention_2): memory-efficient on an A100, cuDNN on an H100."""
+    from calc.timing import attention_dispatch
+    from calc.gpus import get_gpu
+
+    req = parse_estimate_request({"model": "deepseek-v3", "method": "lora", "attention": "sdpa"})
+    assert attention_dispatch(req, get_gpu("a100-80gb-sxm"))[0] == "efficient"
+    assert attention_dispatch(req, get_gpu("h100-sxm"))[0] == "cudnn"
+
+
 def test_flash_with_dropout_and_large_head_on_sm86():
     # (224, 256] with dropout: flash refuses the backward on sm86-89
     got = sdpa_backend(dtype="bf16", mask="causal", head_dim=256, capability=SM86, dropout=0.1)
