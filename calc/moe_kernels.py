@@ -132,9 +132,15 @@ def grouped_width_bytes(gated: bool, act: int = ACTIVATION_BYTES) -> tuple[int, 
     read and written, and its gradient the same); a gated expert's ``chunk`` of that output
     is a view, whose gradient ``cat`` reads and writes ``2 x width`` more. Fused away by
     compile, absent from the loop."""
-    columns = 2 if gated else 1
-    mask = 2 * act * columns
-    return mask, mask + (2 * act * columns if gated else 0)
+    mask = 2 * act * (2 if gated else 1)
+    return mask, mask + chunk_cat_bytes(gated, act)
+
+
+def chunk_cat_bytes(gated: bool, act: int = ACTIVATION_BYTES) -> int:
+    """Bytes per copy and per element of the experts' width of the ``cat`` that joins a gated
+    expert's gate and up gradients (its ``chunk`` is a view): both halves read, ``2 x width``
+    written; nothing without a gate."""
+    return 2 * act * 2 if gated else 0
 
 
 def dense_route_bytes(experts: int, act: int = ACTIVATION_BYTES) -> tuple[float, float]:
@@ -283,9 +289,8 @@ def moe_counts(arch: ModelArch, layout: str, compiled: bool, tokens: int) -> Moe
         # every expert on every token (Llama 4 under transformers, either generation): the
         # copies and their sum; the chunked gate-up's gradient is concatenated per copy
         per_h = dense_route_bytes(e)
-        gated = grouped_width_bytes(arch.mlp_gated)
         forward = per_h[0] * h
-        backward = per_h[1] * h + (gated[1] - gated[0]) * width * e
+        backward = per_h[1] * h + chunk_cat_bytes(arch.mlp_gated) * width * e
     elif layout == "fused-3d" and not compiled:
         # transformers 5.17's grouped path, op by op, forward and backward
         weights = 4 if arch.family in FP32_ROUTING_FAMILIES else ACTIVATION_BYTES
