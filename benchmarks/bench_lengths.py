@@ -6,7 +6,8 @@ other work shares, the wall clock counts its turns too. Two figures per request:
 ``drawn`` forgets every memo of calc before each call (:func:`calc.caches.forget_all`), so
 every call fits the distribution, draws its 4,096 samples, estimates and replays the allocator
 again (a request calc has not seen; fewer runs: the replay is slow); ``cached`` is a repeated request (a recompute of the
-same form). Then one ``plan`` with and
+same form); then, drawn, requests of many micro-batches per optimizer step
+(:data:`ACCUMULATION_REQUESTS`). Then one ``plan`` with and
 without a length distribution (p90 of fresh requests; the plan's target is <= 100 ms p90): its
 solvers draw a sequence for each micro-batch size and sequence length they try.
 """
@@ -38,6 +39,22 @@ REQUESTS = {
         "length_stats": {"mean": 1200},
     },
 }
+
+
+ACCUMULATION_REQUESTS = {
+    f"lora {batching}, {steps} micro-batches per step (llama-3.1-8b)": {
+        "model": "llama-3.1-8b",
+        "micro_batch_size": 2,
+        "gradient_accumulation_steps": steps,
+        "length_stats": {"mean": 900, "p90": 2000},
+        "batching": batching,
+    }
+    for batching in ("packed", "pad-longest")
+    for steps in (32, 128)
+}
+"""Requests whose optimizer steps hold many micro-batches: the replay skips a micro-batch that
+repeats one of its step without a device allocation (``StepReplay._run_span``); packed rows
+all repeat, padded ones rarely. Timed drawn only (no target of their own)."""
 
 
 def time_estimates(request: dict, drawn: bool, runs: int = 500) -> float:
@@ -101,6 +118,8 @@ def main() -> int:
             f"estimate {label:<46} drawn {1e3 * drawn:6.3f} ms  cached {1e3 * cached:6.3f} ms"
             "  (target <= 5 ms)"
         )
+    for label, request in ACCUMULATION_REQUESTS.items():
+        print(f"estimate {label:<58} drawn {1e3 * time_estimates(request, True, 5):8.1f} ms")
     print(
         f"plan rtx-4090 8B mbs 8 seq 8192, p90: without lengths {1e3 * time_plans(False):6.1f} ms, "
         f"with lengths {1e3 * time_plans(True):6.1f} ms  (plan target <= 100 ms p90)"

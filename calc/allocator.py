@@ -1063,6 +1063,12 @@ def release_and_retry(
     return need - cached, True
 
 
+SKIPPED = (False, -1, -1, False)
+"""The entry :attr:`CachingAllocator.choices` gets for events a replay skipped as unable to
+change the allocator (``calc.step_events.StepReplay._run_span``): their best fits are not
+known, so :func:`repeats_from_cache` accepts the repeat only if no segment is opened after them."""
+
+
 def repeats_from_cache(choices: Sequence[tuple[bool, int, int, bool]]) -> bool:
     """Whether events that free all they allocate and nothing else, run once (unlimited, no
     ``max_split_size_mb``, the default rounding) with these best fits
@@ -1078,9 +1084,16 @@ def repeats_from_cache(choices: Sequence[tuple[bool, int, int, bool]]) -> bool:
     that segment (same pool) would have been the best fit: at least the request and smaller
     than the block taken (a tie goes to the lower address, never the newer segment's). That
     is checked here, for every choice against the segments opened after it; an allocation
-    that a block of its own size served cannot be bettered (not listed)."""
+    that a block of its own size served cannot be bettered (not listed). Events skipped
+    (:data:`SKIPPED`) made no device allocation but their fits are not known: no segment may
+    be opened after them."""
     later: tuple[list[int], list[int]] = ([], [])  # per pool: segments opened later, sorted
-    for small, size, block, device in reversed(choices):
+    for choice in reversed(choices):
+        if choice is SKIPPED:
+            if later[0] or later[1]:
+                return False
+            continue
+        small, size, block, device = choice
         opened = later[small]
         i = bisect.bisect_left(opened, size)
         if i < len(opened) and opened[i] < block:

@@ -548,8 +548,8 @@ def _capacities(req: EstimateRequest) -> _Capacities:
         steps.config,
         tuple(groups),
         tuple(steps._resident),
-        tuple(steps._first),
-        tuple(steps._events(1)) if len(groups) > 1 else (),
+        steps._first.key(),
+        steps._events(1).key() if len(groups) > 1 else (),
     )
     found = _SHARED.get(key)
     if found is None:
@@ -557,25 +557,6 @@ def _capacities(req: EstimateRequest) -> _Capacities:
         while len(_SHARED) > _SHARED_LIMIT:
             del _SHARED[next(iter(_SHARED))]
     return found
-
-
-def _class_bounds(req: EstimateRequest, longest: int) -> list[float]:
-    """The micro-batch lengths at which one of the step's length-dependent tensors crosses a
-    size class of the allocator: the small pool's 1 MiB (``kSmallSize``) and the 20 MiB
-    segment's 10 MiB (``kMinLargeAlloc``). A tensor is length-dependent when a micro-batch
-    of half the length lacks it; its size is taken as proportional to the length."""
-    scratch = _Builder(req)
-    scratch.states_made = True
-    half = max(1, longest // 2)
-    sizes = {}
-    for length in (longest, half):
-        sizes[length] = {e[2] for e in scratch.step((length,)) if e[0] == "alloc" and e[2] > 0}
-    out = set()
-    for length, other in ((longest, half), (half, longest)):
-        for size in sizes[length] - sizes[other]:
-            for threshold in (SMALL_SIZE_BYTES, al.MIN_LARGE_ALLOC_BYTES):
-                out.add(threshold * length / size)
-    return sorted(out)
 
 
 class StepReplay:
@@ -588,11 +569,21 @@ class StepReplay:
     device memory (no ``cudaMalloc``, no ``cudaFree``, no page mapped or unmapped) leaves
     every segment split exactly as it found it: the state after it is the state before it,
     and replaying it again from that state repeats it. So a step is skipped when, since the
-    last device allocation or release, a step of the same micro-batch count with lengths at
-    least as long at every position ran without one (a step of the same lengths: the same
-    replay; shorter ones: its tensors are each at most as large, served from the same cache;
-    this second case assumes that the allocator's outcome is monotone in the sizes, which ``tests/calc/test_allocator.py`` checks against the full
-    replay). The first step (it creates the optimizer states, kept for good) always runs.
+    last device allocation or release, a step of the same lengths ran without one: the same
+    replay from the same state. The first step (it creates the optimizer states, kept for
+    good) always runs. Within a step the same rule skips micro-batches (:meth:`_run_span`).
+
+    A step of shorter lengths does not stand for a longer one, though its tensors are each
+    smaller and in the same size classes (calc assumed so before 2026-12-07): a shorter
+    tensor splits a cached block that the longer one filled exactly, and the rest of the
+    block then changes the later best fits, or is counted whole where the longer one's was
+    split off. On Llama 3.2 1B LoRA (micro-batches of 2, two per step, lengths of mean 500 /
+    p90 1,000) that rule ended the capacity walk at 6.27 GB where the replay of every event
+    ends at 7.10 GB; on its full fine-tuning (micro-batches of 8) the allocated peak came out
+    3.9 MB short; one level down, on its QLoRA, a micro-batch of 892 tokens after one of
+    1,024 took a 1,002 MiB block for its 873 MiB logits and later opened a segment the longer
+    one had not (walk 4.72 GB against 5.55 GB). ``tests/calc/test_allocator.py`` holds all
+    three to the full replay.
 
     The unlimited replay also skips a step whose lengths repeat the step just before it
     when the best fits that one made show, exactly, that run again from the state it left
@@ -625,17 +616,19 @@ class StepReplay:
         self._first = self._builder.step(self.groups[0])
         # the first step's events serve a later step of the same lengths only when they keep
         # nothing (no optimizer states to create)
-        self._steps: dict[tuple[int, ...], list[Event]] = (
+        self._steps: dict[tuple[int, ...], StepEvents] = (
             {} if self._builder.states_made else {self.groups[0]: self._first}
         )
         # the keys held for good: the weights and what the first step keeps (the optimizer
         # states; a later step frees every key it allocates); the copies of a replay share
         # their blocks (CachingAllocator.copy)
-        freed = {ev[1] for ev in self._first if ev[0] == "free"}
+        # (a contained micro-batch frees all it allocates: only the events outside them read)
+        first = self._first.outside()
+        freed = {ev[1] for ev in first if ev[0] == "free"}
         built_freed = {ev[1] for ev in self._resident if ev[0] == "free"}
         self._kept = frozenset(
             [ev[1] for ev in self._resident if ev[0] == "alloc" and ev[1] not in built_freed]
-            + [ev[1] for ev in self._first if ev[0] == "alloc" and ev[1] not in freed]
+            + [ev[1] for ev in first if ev[0] == "alloc" and ev[1] not in freed]
         )
         # CachingAllocator.device_needs of the unlimited replay, as a running maximum
         self._needs: list[int] | None = None
@@ -651,8 +644,6 @@ class StepReplay:
         # allocation (see _advance), or None
         self._repeated: int | None = None
         self._req = req
-        self._bounds: list[float] | None = None  # built when a step first stands for another
-        self._bands: dict[int, int] = {}
         # copies kept by _pause, by the id of the state paused (kept with it)
         self._pause_copies: dict[int, tuple[_Progress, list[_Progress]]] = {}
         # the walk's continuations so far, by where they began (see _splice)
@@ -662,29 +653,20 @@ class StepReplay:
         """The largest total of live requests (rounded as the allocator rounds them) over the
         weights, the first step and every step built so far (each later step frees all it
         allocates, and starts from what the first one keeps)."""
-        peak, kept = al.live_profile(self._resident + self._first, self.config)
+        config = self.config
+        peak, kept = al.live_profile(_profiled([self._resident, self._first], config), config)
         for group, events in self._steps.items():
             if group != self.groups[0] or events is not self._first:
-                peak = max(peak, kept + al.live_profile(events, self.config)[0])
+                peak = max(peak, kept + al.live_profile(_profiled([events], config), config)[0])
         return peak
 
-    def _band(self, length: int) -> int:
-        found = self._bands.get(length)
-        if found is None:
-            if self._bounds is None:
-                self._bounds = _class_bounds(self._req, max(max(g) for g in self.groups if g))
-            found = self._bands[length] = bisect.bisect_left(self._bounds, length)
-        return found
+    @staticmethod
+    def _covers(seen: tuple[int, ...], group: tuple[int, ...]) -> bool:
+        """Whether a step of ``seen`` lengths stands for one of ``group``: the same lengths,
+        so the same events (a step of shorter micro-batches does not: see :class:`StepReplay`)."""
+        return seen == group
 
-    def _covers(self, seen: tuple[int, ...], group: tuple[int, ...]) -> bool:
-        """Whether a step of ``seen`` lengths stands for one of ``group``: as many
-        micro-batches, each at least as long and with its tensors in the same size classes."""
-        return len(seen) == len(group) and all(
-            x >= y and (x == y or self._band(x) == self._band(y))
-            for x, y in zip(seen, group, strict=True)
-        )
-
-    def _events(self, index: int) -> list[Event]:
+    def _events(self, index: int) -> StepEvents:
         if index == 0:
             return self._first
         group = self.groups[index]
@@ -692,6 +674,58 @@ class StepReplay:
         if found is None:
             found = self._steps[group] = self._builder.step(group)
         return found
+
+    def _run_span(self, run: _Progress, events: StepEvents, start: int, stop: int) -> int:
+        """``run``'s allocator on ``events[start:stop]`` (:meth:`calc.allocator.CachingAllocator.run`:
+        -1, or the index in that span where it ran out of memory or paused), skipping the
+        micro-batches that cannot change the allocator.
+
+        The rule of the step skipping (see :class:`StepReplay`), one level down: a micro-batch
+        that frees every key it allocates and no other (all but the first of a step, which
+        allocates the gradients: :func:`self_contained_micro_batches`) and that runs without a
+        device allocation or release leaves every segment split as it found it. So one that
+        follows such micro-batches directly (nothing else run between, no device allocation
+        or release since) is skipped when one of them had its length: the same replay from the
+        same state. Packed or fully padded data (every micro-batch at one length) then replays
+        a step of ``gradient_accumulation_steps`` micro-batches as one or two. Where the best
+        fits are being recorded (:func:`calc.allocator.repeats_from_cache`) a skipped
+        micro-batch is noted (:data:`calc.allocator.SKIPPED`)."""
+        a, live = run.a, run.live
+        own = events.contained
+        if len(own) < 2:  # nothing to skip: at most one such micro-batch in the step
+            return a.run(events.span(start, stop), live)
+        pos = start
+        index = run.index
+        for s, e, length in own:
+            if s < pos:
+                continue  # begun already (a run resumed inside it) or behind
+            if e > stop:
+                break
+            if pos < s:
+                stop_at = a.run(events.span(pos, s), live)
+                if stop_at >= 0:
+                    return pos - start + stop_at
+                pos = s
+            version = a.num_device_alloc + a.num_device_free
+            chained = run.chain_at == (index, s) and run.chain_version == version
+            if chained and length in run.chain:
+                if a.choices is not None:
+                    a.choices.append(al.SKIPPED)
+                run.chain_at = (index, e)
+                pos = e
+                continue
+            stop_at = a.run(events.span(s, e), live)
+            if stop_at >= 0:
+                return s - start + stop_at
+            pos = e
+            if a.num_device_alloc + a.num_device_free == version:
+                chain = run.chain | {length} if chained else frozenset((length,))
+                run.chain, run.chain_version, run.chain_at = chain, version, (index, e)
+        if pos < stop:
+            stop_at = a.run(events.span(pos, stop), live)
+            if stop_at >= 0:
+                return pos - start + stop_at
+        return -1
 
     def replay(self, capacity_bytes: int | None = al.UNLIMITED) -> al.Replay:
         """The replay on ``capacity_bytes`` usable device memory (``None``: unlimited), as
@@ -732,8 +766,8 @@ class StepReplay:
         the run stops and returns :data:`_AT` (unless it skips that step or stops before)."""
         a, live = run.a, run.live
         if run.index < 0:
-            events = self._resident
-            stop = a.run(events[run.offset :] if run.offset else events, live)
+            resident = self._resident
+            stop = a.run(resident[run.offset :] if run.offset else resident, live)
             if stop >= 0:
                 run.offset += stop
                 return _PAUSED if a.paused else 0
@@ -765,7 +799,7 @@ class StepReplay:
                     continue
             events = self._events(index)
             if until is not None and until[0] == index:
-                stop = a.run(events[run.offset : until[1]], live)
+                stop = self._run_span(run, events, run.offset, until[1])
                 if stop >= 0:
                     run.offset += stop
                     return _PAUSED if a.paused else index
@@ -790,7 +824,7 @@ class StepReplay:
                 a.choices = None
                 stop = -1
             else:
-                stop = a.run(events[run.offset :] if run.offset else events, live)
+                stop = self._run_span(run, events, run.offset, len(events))
             if stop >= 0:
                 run.offset += stop
                 return _PAUSED if a.paused else index
@@ -802,7 +836,7 @@ class StepReplay:
         return -1
 
     def _run_marking(
-        self, run: _Progress, events: list[Event], marks: list[tuple[int, _Progress]]
+        self, run: _Progress, events: StepEvents, marks: list[tuple[int, _Progress]]
     ) -> None:
         """The rest of a step of the unlimited replay (:meth:`_advance`'s ``marks``), keeping a
         copy of ``run`` standing before a device allocation (paused there: ``pause_before``)
@@ -812,19 +846,19 @@ class StepReplay:
         allocation they stop at (:meth:`_pause`): so they replay at most the events since it,
         not those since the start of the step; a step without device allocations keeps none
         (no pause stops in it)."""
-        a, live, end = run.a, run.live, len(events)
+        a, end = run.a, len(events)
         while run.offset < end:
             at = run.offset
             if self._since_mark is not None and self._since_mark < MARK_SPACING:
                 # no copy this close to the last: run on to where one may be kept again
                 stop = min(end, at + MARK_SPACING - self._since_mark)
-                if a.run(events[at:stop], live) >= 0:
+                if self._run_span(run, events, at, stop) >= 0:
                     raise AssertionError("the unlimited replay stopped")
                 self._since_mark += stop - at
                 run.offset = stop
                 continue
             a.pause_before = a.num_device_alloc  # stop before the next device allocation
-            stop = a.run(events[at:], live)
+            stop = self._run_span(run, events, at, end)
             a.pause_before = -1
             if stop < 0:
                 if self._since_mark is not None:
@@ -1195,7 +1229,19 @@ class _Progress:
     step's list), the step skipping's state (see :meth:`StepReplay._advance`) and the keys
     held for good (their blocks are shared by the copies: :meth:`CachingAllocator.copy`)."""
 
-    __slots__ = ("a", "live", "index", "offset", "witnesses", "since", "version", "kept")
+    __slots__ = (
+        "a",
+        "live",
+        "index",
+        "offset",
+        "witnesses",
+        "since",
+        "version",
+        "kept",
+        "chain",
+        "chain_at",
+        "chain_version",
+    )
 
     def __init__(self, a: al.CachingAllocator, kept: frozenset[Any] = frozenset()) -> None:
         self.a = a
@@ -1206,6 +1252,12 @@ class _Progress:
         self.witnesses: list[tuple[int, ...]] = []
         self.since = -1
         self.version = 0
+        # the micro-batch skipping (StepReplay._run_span): the lengths of the micro-batches
+        # just run one after another without a device allocation or release, valid where
+        # the last of them ended (chain_at: step, offset) while the count is chain_version
+        self.chain: frozenset[int] = frozenset()
+        self.chain_at: tuple[int, int] | None = None
+        self.chain_version = -1
 
     def shape(self) -> tuple[Any, ...]:
         """The replay's state up to addresses, where it stands: the allocator's
@@ -1215,11 +1267,13 @@ class _Progress:
         counts themselves differ between replays that have made different ones before)."""
         a = self.a
         version = a.num_device_alloc + a.num_device_free
+        chained = self.chain_at == (self.index, self.offset) and self.chain_version == version
         return (
             a.shape(self.live, self.kept),
             tuple(self.witnesses),
             self.since == version,
             self.version == version,
+            self.chain if chained else frozenset(),
         )
 
     def copy(self) -> _Progress:
@@ -1234,6 +1288,7 @@ class _Progress:
             self.version,
         )
         out.witnesses = list(self.witnesses)
+        out.chain, out.chain_at, out.chain_version = self.chain, self.chain_at, self.chain_version
         return out
 
 
@@ -1246,6 +1301,128 @@ def step_events(req: EstimateRequest, seq_lens: Sequence[int] | None = None) -> 
     for group in optimizer_steps(req, lengths):
         events += builder.step(group)
     return events
+
+
+def self_contained_micro_batches(
+    events: Sequence[Event], bounds: Sequence[tuple[int, int, int]]
+) -> list[tuple[int, int, int]]:
+    """The micro-batches among ``bounds`` (``(start, end, length)`` in ``events``) that free
+    every key they allocate and no key allocated before them, with nothing but allocations and
+    frees among their events: those that, without a device allocation or release, leave the
+    allocator as they found it (:meth:`StepReplay._run_span`). The check of what
+    :meth:`_Builder.step` reports as ``contained``, from the events themselves."""
+    out = []
+    for start, end, length in bounds:
+        part = events[start:end]
+        made = {ev[1] for ev in part if ev[0] == "alloc"}
+        freed = {ev[1] for ev in part if ev[0] == "free"}
+        if made == freed and 2 * len(made) == len(part):
+            out.append((start, end, length))
+    return out
+
+
+class StepEvents(Sequence[Event]):
+    """An optimizer step's events (:meth:`_Builder.step`) as the lists they were built in: a
+    micro-batch that frees every key it allocates and no other (``contained``: its
+    ``(start, end, length)`` in the step) is a list its length shares with every other such
+    micro-batch (their keys are free again before the next micro-batch begins), so a step of
+    many micro-batches costs a list per distinct length, not per micro-batch. Read as one
+    sequence (indexing, slicing, iteration)."""
+
+    __slots__ = ("chunks", "contained", "_starts", "_length", "_flags")
+
+    def __init__(self, chunks: list[list[Event]], contained: list[tuple[int, int, int]]) -> None:
+        self.chunks = chunks
+        self.contained = contained
+        self._starts: list[int] = []
+        at = 0
+        for chunk in chunks:
+            self._starts.append(at)
+            at += len(chunk)
+        self._length = at
+        starts = {start for start, _end, _length in contained}
+        self._flags = [start in starts for start in self._starts]
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[Event]:
+        return itertools.chain.from_iterable(self.chunks)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            start, stop, stride = i.indices(self._length)
+            if stride != 1:
+                return list(self)[i]
+            return list(self.span(start, stop))
+        if i < 0:
+            i += self._length
+        if not 0 <= i < self._length:
+            raise IndexError(i)
+        c = bisect.bisect_right(self._starts, i) - 1
+        return self.chunks[c][i - self._starts[c]]
+
+    def span(self, start: int, stop: int) -> list[Event]:
+        """``self[start:stop]``; a whole chunk is the chunk itself (not copied: read only)."""
+        if start >= stop:
+            return []
+        c = bisect.bisect_right(self._starts, start) - 1
+        first = self.chunks[c]
+        at = self._starts[c]
+        if start == at and stop == at + len(first):
+            return first
+        out: list[Event] = []
+        while start < stop:
+            chunk, at = self.chunks[c], self._starts[c]
+            out += chunk[start - at : min(len(chunk), stop - at)]
+            start = at + len(chunk)
+            c += 1
+        return out
+
+    def outside(self) -> list[Event]:
+        """The events that are not in a contained micro-batch."""
+        return [
+            ev
+            for chunk, flag in zip(self.chunks, self._flags, strict=True)
+            if not flag
+            for ev in chunk
+        ]
+
+    def flagged(self) -> Iterator[tuple[list[Event], bool]]:
+        """Each chunk, and whether it is a contained micro-batch."""
+        return zip(self.chunks, self._flags, strict=True)
+
+    def key(self) -> tuple[Any, ...]:
+        """What tells these events from another step's: each distinct chunk once, and the
+        order of the chunks."""
+        seen: dict[int, int] = {}
+        order = [seen.setdefault(id(chunk), len(seen)) for chunk in self.chunks]
+        distinct = {i: chunk for chunk in self.chunks for i in (seen[id(chunk)],)}
+        return tuple(tuple(distinct[i]) for i in range(len(distinct))), tuple(order)
+
+
+def _profiled(parts: Sequence[Sequence[Event]], config: al.AllocatorConfig) -> Iterator[Event]:
+    """The events of ``parts`` one after another for :func:`calc.allocator.live_profile`, each
+    contained micro-batch of a :class:`StepEvents` (it frees all it allocates) standing as one
+    allocation of its own live peak, freed at once (the same largest total; with the default
+    rounding, under which such a total is already a multiple of the rounding)."""
+    peaks: dict[int, int] = {}
+    plain = config.roundup_power2_divisions <= 1
+    for part in parts:
+        if not plain or not isinstance(part, StepEvents):
+            yield from part
+            continue
+        for chunk, contained in part.flagged():
+            if not contained:
+                yield from chunk
+                continue
+            peak = peaks.get(id(chunk))
+            if peak is None:
+                peak = peaks[id(chunk)] = al.live_profile(chunk, config)[0]
+            if peak:
+                key = object()
+                yield ("alloc", key, peak)
+                yield ("free", key)
 
 
 def optimizer_steps(req: EstimateRequest, seq_lens: Sequence[int]) -> list[tuple[int, ...]]:
@@ -1278,6 +1455,8 @@ class _Builder:
         self.grads_kept = st.gradients_kept_between_steps(req)
         self.grads_made = False
         self._peaks: dict[int, tuple[mem.Activations, dict[str, int], act.ActConfig]] = {}
+        # the events of a micro-batch that frees all it allocates, by length (see step)
+        self._contained: dict[int, list[Event]] = {}
 
     def _alloc(self, events: list[Event], nbytes: int) -> int:
         key = next(self.ids)
@@ -1387,15 +1566,90 @@ class _Builder:
             self._peaks[length] = (acts, peak, mem.act_config(r, self.reg))
         return self._peaks[length]
 
-    def step(self, lengths: Sequence[int], empty_cache: bool = False) -> list[Event]:
+    def step(
+        self,
+        lengths: Sequence[int],
+        empty_cache: bool = False,
+    ) -> StepEvents:
         """One optimizer step: its micro-batches of ``lengths`` (padded length each), then the
         optimizer (its states on the first step) and the gradients freed; ``empty_cache``:
         ``torch.cuda.empty_cache()`` after the optimizer, the gradients still held (a loop
-        that empties the cache after each step and zeroes the gradients at the next one)."""
+        that empties the cache after each step and zeroes the gradients at the next one).
+
+        A micro-batch that does not allocate the gradients frees every key it allocates and no
+        other (:func:`self_contained_micro_batches` checks it): its events are the same list
+        for every such micro-batch of its length, in every step (:class:`StepEvents`; their
+        keys are free again before the next micro-batch begins)."""
         req, s, arch = self.req, self.s, self.req.model
         block, rest = self.block, self.rest
         layers = arch.num_layers
+        chunks: list[list[Event]] = []
+        contained: list[tuple[int, int, int]] = []
         events: list[Event] = []
+        at = 0  # where ``events`` begins in the step
+        ids = self.ids
+
+        def alloc(nbytes: int) -> int:
+            key = next(ids)
+            events.append(("alloc", key, nbytes))
+            return key
+
+        def free(keys: list[int]) -> None:
+            events.extend(zip(itertools.repeat("free"), keys))
+
+        grads: list[int] = []
+        for index, length in enumerate(lengths):
+            last = index == len(lengths) - 1
+            if index == 0 and not self.partition_held and not self.grads_made:
+                self._micro_batch(events, length, grads)
+            else:
+                shared = self.contained(length)
+                if events:
+                    chunks.append(events)
+                    at += len(events)
+                    events = []
+                chunks.append(shared)
+                contained.append((at, at + len(shared), length))
+                at += len(shared)
+            # 4. optimizer step
+            if last and not req.optimizer_in_backward:
+                if not self.states_made and s.optimizer:
+                    o_layers, o_rest = _layered(s.optimizer, block, rest, layers)
+                    for part in o_layers + [o_rest]:
+                        for nbytes in _pack(part):
+                            alloc(nbytes)
+                    self.states_made = True
+                t_layers, t_rest = _layered(s.optimizer_temp, block, rest, layers)
+                temps = [alloc(n) for part in t_layers + [t_rest] for n in _pack(part)]
+                free(temps)
+            if last:
+                if empty_cache:
+                    events.append(("empty_cache",))
+                if self.grads_kept:
+                    self.grads_made = True
+                else:
+                    free(grads)
+                grads = []
+        if events:
+            chunks.append(events)
+        return StepEvents(chunks, contained)
+
+    def contained(self, length: int) -> list[Event]:
+        """The events of a micro-batch of ``length`` that does not allocate the gradients,
+        built once (the same list for every such micro-batch: see :meth:`step`)."""
+        found = self._contained.get(length)
+        if found is None:
+            found = self._contained[length] = []
+            self._micro_batch(found, length, None)
+        return found
+
+    def _micro_batch(self, events: list[Event], length: int, grads: list[int] | None) -> None:
+        """One micro-batch of ``length`` (padded length per sample), its forward and backward,
+        appended to ``events``; ``grads``: where given, the gradients are allocated in its
+        backward (the first micro-batch of a step that makes them) and their keys appended."""
+        req, s, arch = self.req, self.s, self.req.model
+        block, rest = self.block, self.rest
+        layers = arch.num_layers
         add, ids = events.append, self.ids
 
         def alloc(nbytes: int) -> int:
@@ -1411,169 +1665,144 @@ class _Builder:
         def free(keys: list[int]) -> None:
             events.extend(zip(itertools.repeat("free"), keys))
 
-        grads: list[int] = []
         lb = mem.returned_logit_bytes(req, self.reg)  # the logits' dtype, as memory counts them
-        for index, length in enumerate(lengths):
-            first = index == 0
-            last = index == len(lengths) - 1
-            acts, peak, cfg = self._at(length)
-            cb = cfg.act_bytes
-            tokens = req.micro_batch_size * local_length(length, req.sequence_parallel)
-            # peak-phase extras alive through the micro-batch (one tensor each)
-            extras = [
-                alloc(peak[name])
-                for name in ("weight_copies", "gathered_weights", "dequant_buffer")
-                if peak.get(name)
-            ]
-            comm = max(0, peak.get("comm_buffers", 0) - s.comm_static)
-            if comm:
-                extras.append(alloc(comm))
-            # 2. forward
-            ckpt = req.gradient_checkpointing
-            per_layer = (
-                mem.wrapped_block_bytes_per_token(req, cfg) * tokens if ckpt else acts.last_block
-            )
-            # every-n: blocks N, 2N, ... wrapped, the others keep their whole forward
-            wrapped = [
-                ckpt and block_wrapped(i, req.checkpointing_granularity, req.checkpointing_every)
-                for i in range(layers)
-            ]
-            on_gpu = min(layers, 2) if req.activation_offload else layers
-            head = max(
-                0,
-                acts.saved_all
-                - on_gpu * per_layer
-                - (0 if all(wrapped) else acts.last_block - per_layer) * wrapped.count(False),
-            )
-            if req.activation_offload and not all(wrapped):
-                head = max(0, acts.saved_all - on_gpu * acts.last_block)
-            saved: list[list[int]] = []
-            transients = _norm_transients(tokens, req)
-            # a mask copy in every block: its own tensor (a padded batch, packed samples kept
-            # apart, sparse attention); a window's copies in some blocks stay in the rest
-            mask_copy = act.mask_copy_bytes(arch, cfg) * tokens
-            block_tensors = _saved_tensors(acts.last_block, tokens, req, cb, mask_copy)
-            # the 4-D mask the model builds before its first block (memory.shared_mask_bytes):
-            # gone when the forward returns, or kept by every checkpointed block until the first
-            # block's backward, the last of the backward
-            mask_keys = [alloc(acts.shared_mask)] if acts.shared_mask else []
-            # eager attention's scores at the softmax, beyond what the block keeps
-            # (memory.eager_scores_bytes); in the backward, its softmax's gradient beyond the
-            # block's recomputed tensors and the linears' gradients in flight, less what the
-            # block saved after its scores (phase_components' count, but for Falcon-H1's
-            # parallel mixer, whose saved tensors it holds to the MLP's: Activations.scores_freed)
-            scores_fwd = (
-                max(0, acts.indexer_pre + acts.indexer_spike - acts.last_block)
-                if acts.scores_backward
-                else 0
-            )
-            for _layer in range(layers):
-                free(allocs(transients))
-                if wrapped[_layer]:
-                    inner = allocs(block_tensors)
-                    if scores_fwd:
-                        free([alloc(scores_fwd)])
-                    saved.append([alloc(per_layer)])
-                    free(inner)
-                else:
-                    saved.append(allocs(block_tensors))
-                    if scores_fwd:
-                        free([alloc(scores_fwd)])
-                if req.activation_offload and len(saved) > on_gpu:
-                    free(saved[-on_gpu - 1])
-                    saved[-on_gpu - 1] = []
-            if not req.every_block_wrapped:
-                free(mask_keys)
-                mask_keys = []
-            head_keys = [alloc(head)] if head else []
-            kept = min(acts.kept_logits, acts.logits)
-            rows = tokens * arch.vocab_size
-            loss_total = acts.logits - kept
-            loss_grads: list[int] = []
-            # accelerate's fp32 copy of the returned logits (outputs_cast_fp32), freed with
-            # the 16-bit logits when the loop drops the output, before the backward
-            cast = bool(acts.output_cast)
-            if not req.chunked_loss and loss_total >= 3 * FP32_BYTES * rows:
-                # transformers' ForCausalLMLoss: the output layer's 16-bit logits (the model's
-                # output, kept or not), their fp32 upcast (freed once log_softmax has read it), the
-                # fp32 log-softmax the loss saves, and at the start of its backward two fp32
-                # gradients (activations.logits_bytes_per_token)
-                kept_keys = [alloc(kept)] if kept else []
-                returned = [] if kept else [alloc(rows * lb)]
-                upcast = [alloc(rows * FP32_BYTES)] if kept < rows * FP32_BYTES else []
-                if not cast:
-                    # gone once the upcast has read them; the copy needs them alive (below)
-                    free(returned)
-                    returned = []
-                loss_keys = [
-                    alloc(n) for n in (rows * FP32_BYTES, loss_total - 3 * FP32_BYTES * rows) if n
-                ]
-                free(upcast)
-                if cast:
-                    # the copy is the output the loop keeps (kept_keys) or drops with the
-                    # 16-bit logits
-                    free(([] if kept else [alloc(rows * FP32_BYTES)]) + returned)
-                loss_grads = [rows * FP32_BYTES] * 2
+        acts, peak, cfg = self._at(length)
+        cb = cfg.act_bytes
+        tokens = req.micro_batch_size * local_length(length, req.sequence_parallel)
+        # peak-phase extras alive through the micro-batch (one tensor each)
+        extras = [
+            alloc(peak[name])
+            for name in ("weight_copies", "gathered_weights", "dequant_buffer")
+            if peak.get(name)
+        ]
+        comm = max(0, peak.get("comm_buffers", 0) - s.comm_static)
+        if comm:
+            extras.append(alloc(comm))
+        # 2. forward
+        ckpt = req.gradient_checkpointing
+        per_layer = (
+            mem.wrapped_block_bytes_per_token(req, cfg) * tokens if ckpt else acts.last_block
+        )
+        # every-n: blocks N, 2N, ... wrapped, the others keep their whole forward
+        wrapped = [
+            ckpt and block_wrapped(i, req.checkpointing_granularity, req.checkpointing_every)
+            for i in range(layers)
+        ]
+        on_gpu = min(layers, 2) if req.activation_offload else layers
+        head = max(
+            0,
+            acts.saved_all
+            - on_gpu * per_layer
+            - (0 if all(wrapped) else acts.last_block - per_layer) * wrapped.count(False),
+        )
+        if req.activation_offload and not all(wrapped):
+            head = max(0, acts.saved_all - on_gpu * acts.last_block)
+        saved: list[list[int]] = []
+        transients = _norm_transients(tokens, req)
+        # a mask copy in every block: its own tensor (a padded batch, packed samples kept
+        # apart, sparse attention); a window's copies in some blocks stay in the rest
+        mask_copy = act.mask_copy_bytes(arch, cfg) * tokens
+        block_tensors = _saved_tensors(acts.last_block, tokens, req, cb, mask_copy)
+        # the 4-D mask the model builds before its first block (memory.shared_mask_bytes):
+        # gone when the forward returns, or kept by every checkpointed block until the first
+        # block's backward, the last of the backward
+        mask_keys = [alloc(acts.shared_mask)] if acts.shared_mask else []
+        # eager attention's scores at the softmax, beyond what the block keeps
+        # (memory.eager_scores_bytes); in the backward, its softmax's gradient beyond the
+        # block's recomputed tensors and the linears' gradients in flight, less what the
+        # block saved after its scores (phase_components' count, but for Falcon-H1's
+        # parallel mixer, whose saved tensors it holds to the MLP's: Activations.scores_freed)
+        scores_fwd = (
+            max(0, acts.indexer_pre + acts.indexer_spike - acts.last_block)
+            if acts.scores_backward
+            else 0
+        )
+        for _layer in range(layers):
+            free(allocs(transients))
+            if wrapped[_layer]:
+                inner = allocs(block_tensors)
+                if scores_fwd:
+                    free([alloc(scores_fwd)])
+                saved.append([alloc(per_layer)])
+                free(inner)
             else:
-                loss_keys = [alloc(n) for n in _logit_tensors(loss_total, rows, lb)]
-                if cast:
-                    free([alloc(rows * FP32_BYTES)])
-                kept_keys = [alloc(kept)] if kept else []
-            # 3. backward
-            free([alloc(n) for n in loss_grads] + loss_keys)
-            new_grads = first and not self.partition_held and not self.grads_made
-            g_layers, g_rest = _layered(s.grads_all, block, rest, layers) if new_grads else ([], [])
-            if new_grads:
-                grads += [alloc(n) for n in _pack(g_rest)]
-            free(head_keys)
-            work_sizes = [tokens * arch.hidden_size * cb] * 2 + [
-                tokens * arch.intermediate_size * cb
-            ] * 2
-            work_sizes = _split(acts.workspace, work_sizes)
-            recompute_sizes = (
-                _saved_tensors(acts.recompute, tokens, req, cb, mask_copy) if ckpt else []
-            )
-            scores_bwd = max(
-                0,
-                acts.indexer_pre
-                + acts.scores_saved
-                + acts.scores_backward
-                - acts.last_block
-                - acts.workspace,
-            )
-            for layer in reversed(range(layers)):
-                recompute = allocs(recompute_sizes) if wrapped[layer] else []
-                work = allocs(work_sizes)
-                if scores_bwd:
-                    free([alloc(scores_bwd)])
-                if new_grads and g_layers:
-                    grads += allocs(_pack(g_layers[layer]))
-                free(work)
-                free(recompute)
-                free(saved[layer])
+                saved.append(allocs(block_tensors))
+                if scores_fwd:
+                    free([alloc(scores_fwd)])
+            if req.activation_offload and len(saved) > on_gpu:
+                free(saved[-on_gpu - 1])
+                saved[-on_gpu - 1] = []
+        if not req.every_block_wrapped:
             free(mask_keys)
-            free(kept_keys)
-            free(extras)
-            # 4. optimizer step
-            if last and not req.optimizer_in_backward:
-                if not self.states_made and s.optimizer:
-                    o_layers, o_rest = _layered(s.optimizer, block, rest, layers)
-                    for part in o_layers + [o_rest]:
-                        for nbytes in _pack(part):
-                            alloc(nbytes)
-                    self.states_made = True
-                t_layers, t_rest = _layered(s.optimizer_temp, block, rest, layers)
-                temps = [alloc(n) for part in t_layers + [t_rest] for n in _pack(part)]
-                free(temps)
-            if last:
-                if empty_cache:
-                    add(("empty_cache",))
-                if self.grads_kept:
-                    self.grads_made = True
-                else:
-                    free(grads)
-                grads = []
-        return events
+            mask_keys = []
+        head_keys = [alloc(head)] if head else []
+        kept = min(acts.kept_logits, acts.logits)
+        rows = tokens * arch.vocab_size
+        loss_total = acts.logits - kept
+        loss_grads: list[int] = []
+        # accelerate's fp32 copy of the returned logits (outputs_cast_fp32), freed with
+        # the 16-bit logits when the loop drops the output, before the backward
+        cast = bool(acts.output_cast)
+        if not req.chunked_loss and loss_total >= 3 * FP32_BYTES * rows:
+            # transformers' ForCausalLMLoss: the output layer's 16-bit logits (the model's
+            # output, kept or not), their fp32 upcast (freed once log_softmax has read it), the
+            # fp32 log-softmax the loss saves, and at the start of its backward two fp32
+            # gradients (activations.logits_bytes_per_token)
+            kept_keys = [alloc(kept)] if kept else []
+            returned = [] if kept else [alloc(rows * lb)]
+            upcast = [alloc(rows * FP32_BYTES)] if kept < rows * FP32_BYTES else []
+            if not cast:
+                # gone once the upcast has read them; the copy needs them alive (below)
+                free(returned)
+                returned = []
+            loss_keys = [
+                alloc(n) for n in (rows * FP32_BYTES, loss_total - 3 * FP32_BYTES * rows) if n
+            ]
+            free(upcast)
+            if cast:
+                # the copy is the output the loop keeps (kept_keys) or drops with the
+                # 16-bit logits
+                free(([] if kept else [alloc(rows * FP32_BYTES)]) + returned)
+            loss_grads = [rows * FP32_BYTES] * 2
+        else:
+            loss_keys = [alloc(n) for n in _logit_tensors(loss_total, rows, lb)]
+            if cast:
+                free([alloc(rows * FP32_BYTES)])
+            kept_keys = [alloc(kept)] if kept else []
+        # 3. backward
+        free([alloc(n) for n in loss_grads] + loss_keys)
+        new_grads = grads is not None
+        made = grads if grads is not None else []  # the gradients' keys, when it makes them
+        g_layers, g_rest = _layered(s.grads_all, block, rest, layers) if new_grads else ([], [])
+        if new_grads:
+            made += [alloc(n) for n in _pack(g_rest)]
+        free(head_keys)
+        work_sizes = [tokens * arch.hidden_size * cb] * 2 + [
+            tokens * arch.intermediate_size * cb
+        ] * 2
+        work_sizes = _split(acts.workspace, work_sizes)
+        recompute_sizes = _saved_tensors(acts.recompute, tokens, req, cb, mask_copy) if ckpt else []
+        scores_bwd = max(
+            0,
+            acts.indexer_pre
+            + acts.scores_saved
+            + acts.scores_backward
+            - acts.last_block
+            - acts.workspace,
+        )
+        for layer in reversed(range(layers)):
+            recompute = allocs(recompute_sizes) if wrapped[layer] else []
+            work = allocs(work_sizes)
+            if scores_bwd:
+                free([alloc(scores_bwd)])
+            if new_grads and g_layers:
+                made += allocs(_pack(g_layers[layer]))
+            free(work)
+            free(recompute)
+            free(saved[layer])
+        free(mask_keys)
+        free(kept_keys)
+        free(extras)
 
 
 def _nf4_build_events(req: EstimateRequest) -> list[Event] | None:

@@ -1263,3 +1263,180 @@ def test_kbit_preparation_and_trl_s_recast_leave_their_fp32_tables_cached():
     # under FSDP / ZeRO-3 QLoRA TRL skips both: no swap events
     sharded, _, _ = _resident(num_gpus=2, sharding="zero3")
     assert not any(ev[0] == "free" for ev in sharded)
+
+
+# ---- micro-batches that free all they allocate (StepEvents, StepReplay._run_span) -----------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "llama-3.2-1b", "method": "full"},
+        {"model": "llama-3.2-1b", "method": "lora", "gradient_checkpointing": False},
+        {"model": "qwen2.5-0.5b", "method": "qlora", "zero_grad_set_to_none": False},
+        {"model": "gpt2", "method": "full", "num_gpus": 4, "sharding": "zero3"},
+        {"model": "gpt2", "method": "full", "optimizer_in_backward": True},
+        {"model": "llama-3.2-1b", "method": "full", "activation_offload": True},
+        {"model": "qwen3-30b-a3b", "method": "lora", "micro_batch_size": 2},
+        {
+            "model": "qwen2.5-0.5b",
+            "method": "qlora",
+            "framework": "torchtune",
+            "qlora_unchunked_quantization": True,
+        },
+    ],
+)
+def test_contained_micro_batches_are_the_ones_the_events_show(body):
+    """What :meth:`_Builder.step` reports as micro-batches that free every key they allocate
+    and no other is what the events themselves say (``self_contained_micro_batches`` over
+    every micro-batch's bounds), step after step; such a micro-batch's list is shared by
+    every one of its length, and the steps read as one sequence read as the flat list."""
+    from calc.step_events import _Builder, self_contained_micro_batches
+
+    req = parse_estimate_request({**body, "gradient_accumulation_steps": 3, "seq_len": 512})
+    builder = _Builder(req)
+    builder.resident()
+    for group in [(512, 256, 512), (256, 512, 512), (512, 512, 512)]:
+        events = builder.step(group)
+        flat = list(events)
+        assert len(events) == len(flat)
+        assert [events[i] for i in range(0, len(flat), 97)] == flat[::97]
+        assert events[5:1234] == flat[5:1234] and events[-3:] == flat[-3:]
+        # every micro-batch's bounds: the contained ones, and the first where it is not one
+        contained = events.contained
+        assert len(contained) >= len(group) - 1
+        assert self_contained_micro_batches(flat, contained) == contained
+        if len(contained) < len(group):  # the first allocates the gradients it keeps
+            end = contained[0][0]
+            assert self_contained_micro_batches(flat, [(0, end, group[0])]) == []
+        by_length = {}
+        for start, end, length in contained:
+            chunk = events.span(start, end)
+            assert by_length.setdefault(length, chunk) is chunk
+
+
+@pytest.mark.parametrize(
+    "body, count, skips",
+    [
+        # packed rows: every micro-batch at seq_len, all but the first of a step skipped
+        (
+            {
+                "model": "llama-3.2-1b",
+                "method": "lora",
+                "micro_batch_size": 2,
+                "seq_len": 1024,
+                "gradient_accumulation_steps": 8,
+                "length_stats": {"mean": 300, "p90": 700},
+                "batching": "packed",
+            },
+            24,
+            True,
+        ),
+        # padded to the longest: lengths repeat now and then
+        (
+            {
+                "model": "gpt2",
+                "method": "full",
+                "micro_batch_size": 8,
+                "seq_len": 512,
+                "gradient_accumulation_steps": 6,
+                "length_stats": {"mean": 300, "max": 512},
+            },
+            48,
+            True,
+        ),
+        (
+            {
+                "model": "qwen2.5-0.5b",
+                "method": "qlora",
+                "micro_batch_size": 4,
+                "seq_len": 2048,
+                "gradient_accumulation_steps": 16,
+                "zero_grad_set_to_none": False,
+                "length_stats": {"mean": 500, "p90": 1200},
+            },
+            64,
+            False,
+        ),
+        # where a shorter step skipped for a longer one (calc before 2026-12-07) made the walk
+        # end at 6.27 GB instead of 7.10 GB, and one of full fine-tuning missed 3.9 MB of
+        # the allocated peak
+        (
+            {
+                "model": "llama-3.2-1b",
+                "method": "lora",
+                "micro_batch_size": 2,
+                "seq_len": 1024,
+                "gradient_accumulation_steps": 2,
+                "length_stats": {"mean": 500, "p90": 1000},
+            },
+            32,
+            False,
+        ),
+        (
+            {
+                "model": "llama-3.2-1b",
+                "method": "full",
+                "micro_batch_size": 8,
+                "seq_len": 1024,
+                "gradient_accumulation_steps": 2,
+                "length_stats": {"mean": 500, "p90": 1000},
+            },
+            32,
+            False,
+        ),
+        # where a shorter micro-batch skipped for a longer one made the walk end at 4.72 GB
+        # instead of 5.55 GB (see StepReplay): an 892-token one after a 1,024-token one
+        (
+            {
+                "model": "llama-3.2-1b",
+                "method": "qlora",
+                "micro_batch_size": 2,
+                "seq_len": 1024,
+                "gradient_accumulation_steps": 4,
+                "length_stats": {"mean": 500, "p90": 1000},
+            },
+            24,
+            False,
+        ),
+    ],
+)
+def test_skipping_micro_batches_leaves_the_replay_and_the_walk_unchanged(body, count, skips):
+    """Steps of several micro-batches: the replay skips a micro-batch that follows, without a
+    device allocation or release, one of its length; its peaks and the capacity walk are
+    those of the full replay of every event, to the byte, and where lengths repeat it runs
+    fewer events than there are."""
+    req, lengths = _drawn(body, count)
+    events = step_events(req, lengths)
+    steps = StepReplay(req, lengths)
+    ran = []
+    original = al.CachingAllocator.run
+
+    def counting(self, evs, live):  # the events run (to a pause, where one stops the run)
+        evs = list(evs)
+        stop = original(self, evs, live)
+        ran.append(stop if stop >= 0 else len(evs))
+        return stop
+
+    whole = al.replay(events)
+    al.CachingAllocator.run = counting
+    try:
+        assert steps.replay() == whole
+    finally:
+        al.CachingAllocator.run = original
+    if skips:
+        assert sum(ran) < len(events) - len(steps._resident)
+    flat = al._FlatEvents(events, al.DEFAULT_CONFIG)
+    full = al.capacity_threshold(flat.root(), flat.continuation, flat.pause, flat.release)
+    assert StepReplay(req, lengths).capacity_threshold() == full
+
+
+def test_repeats_from_cache_refuses_a_repeat_with_a_segment_opened_after_a_skip():
+    """Events skipped (``SKIPPED``) made no device allocation, but their best fits are not
+    known: a segment opened after them might have served one better, so the repeat is
+    refused; with none opened after them it stands on the fits that are known."""
+    opened = (False, 40 * MiB, 40 * MiB, True)
+    fit = (False, 25 * MiB, 25 * MiB, False)
+    assert not al.repeats_from_cache([fit, al.SKIPPED, opened])
+    assert al.repeats_from_cache([opened, al.SKIPPED, fit])
+    assert al.repeats_from_cache([al.SKIPPED])
