@@ -646,6 +646,9 @@ class StepReplay:
         self._req = req
         # copies kept by _pause, by the id of the state paused (kept with it)
         self._pause_copies: dict[int, tuple[_Progress, list[_Progress]]] = {}
+        # the micro-batches that run from a cache without opening or releasing a segment, by
+        # the cache's shape (see _quiet_runs)
+        self._quiet: dict[tuple[Any, ...], dict[int, int]] = {}
         # the walk's continuations so far, by where they began (see _splice)
         self._seen: list[_Seen] = []
 
@@ -683,12 +686,13 @@ class StepReplay:
         The rule of the step skipping (see :class:`StepReplay`), one level down: a micro-batch
         that frees every key it allocates and no other (all but the first of a step, which
         allocates the gradients: :func:`self_contained_micro_batches`) and that runs without a
-        device allocation or release leaves every segment split as it found it. So one that
-        follows such micro-batches directly (nothing else run between, no device allocation
-        or release since) is skipped when one of them had its length: the same replay from the
-        same state. Packed or fully padded data (every micro-batch at one length) then replays
-        a step of ``gradient_accumulation_steps`` micro-batches as one or two. Where the best
-        fits are being recorded (:func:`calc.allocator.repeats_from_cache`) a skipped
+        device allocation or release leaves every segment split as it found it. So one is
+        skipped when a micro-batch of its length already ran that way from a cache of the same
+        shape (:meth:`_quiet_runs`): the same replay from the same state, whose allocated peak
+        is kept with it. Packed or fully padded data (every micro-batch at one length) then
+        replays a step of ``gradient_accumulation_steps`` micro-batches as one or two, and the
+        capacity walk's replays skip what the unlimited one ran from the same cache. Where
+        the best fits are being recorded (:func:`calc.allocator.repeats_from_cache`) a skipped
         micro-batch is noted (:data:`calc.allocator.SKIPPED`)."""
         a, live = run.a, run.live
         own = events.contained
@@ -707,25 +711,52 @@ class StepReplay:
                     return pos - start + stop_at
                 pos = s
             version = a.num_device_alloc + a.num_device_free
-            chained = run.chain_at == (index, s) and run.chain_version == version
-            if chained and length in run.chain:
+            if run.chain_at != (index, s) or run.chain_version != version:
+                # the cache as this micro-batch finds it, unchanged while micro-batches run
+                # without a device allocation or release: looked up once for such a run
+                run.chain = self._quiet_runs(run)
+            peak = run.chain.get(length)
+            if peak is not None:
+                if peak > a.peak_allocated:
+                    a.peak_allocated = peak
                 if a.choices is not None:
                     a.choices.append(al.SKIPPED)
-                run.chain_at = (index, e)
+                run.chain_at, run.chain_version = (index, e), version
                 pos = e
                 continue
+            before, a.peak_allocated = a.peak_allocated, a.allocated  # its own peak, measured
             stop_at = a.run(events.span(s, e), live)
+            reached = a.peak_allocated
+            a.peak_allocated = max(before, reached)
             if stop_at >= 0:
                 return s - start + stop_at
             pos = e
             if a.num_device_alloc + a.num_device_free == version:
-                chain = run.chain | {length} if chained else frozenset((length,))
-                run.chain, run.chain_version, run.chain_at = chain, version, (index, e)
+                run.chain[length] = reached
+                run.chain_at, run.chain_version = (index, e), version
         if pos < stop:
             stop_at = a.run(events.span(pos, stop), live)
             if stop_at >= 0:
                 return pos - start + stop_at
         return -1
+
+    def _quiet_runs(self, run: _Progress) -> dict[int, int]:
+        """The micro-batch lengths known to run from ``run``'s cache as it stands without a
+        device allocation or release, each with the allocated peak it reaches (a dict that
+        :meth:`_run_span` extends). Without expandable segments they are kept by the cache's
+        shape (:meth:`calc.allocator.CachingAllocator.shape`, the blocks held standing only
+        as neighbours: a contained micro-batch frees none of them), for every replay of this
+        sequence: the same shape makes the same decisions on the same events, whichever
+        replay, step or capacity it comes from (a capacity matters only at a device
+        allocation). With expandable segments, whose pages a shape does not describe, only
+        for this replay where it stands."""
+        if self.config.expandable_segments:
+            return {}
+        key = run.a.shape(run.live, frozenset(run.live))
+        found = self._quiet.get(key)
+        if found is None:
+            found = self._quiet[key] = {}
+        return found
 
     def replay(self, capacity_bytes: int | None = al.UNLIMITED) -> al.Replay:
         """The replay on ``capacity_bytes`` usable device memory (``None``: unlimited), as
@@ -1252,10 +1283,10 @@ class _Progress:
         self.witnesses: list[tuple[int, ...]] = []
         self.since = -1
         self.version = 0
-        # the micro-batch skipping (StepReplay._run_span): the lengths of the micro-batches
-        # just run one after another without a device allocation or release, valid where
-        # the last of them ended (chain_at: step, offset) while the count is chain_version
-        self.chain: frozenset[int] = frozenset()
+        # the micro-batch skipping (StepReplay._run_span): the micro-batches known to run from
+        # the cache as it stands (StepReplay._quiet_runs), valid where the last one ended
+        # (chain_at: step, offset) while the device allocations and releases number chain_version
+        self.chain: dict[int, int] = {}
         self.chain_at: tuple[int, int] | None = None
         self.chain_version = -1
 
@@ -1267,13 +1298,11 @@ class _Progress:
         counts themselves differ between replays that have made different ones before)."""
         a = self.a
         version = a.num_device_alloc + a.num_device_free
-        chained = self.chain_at == (self.index, self.offset) and self.chain_version == version
         return (
             a.shape(self.live, self.kept),
             tuple(self.witnesses),
             self.since == version,
             self.version == version,
-            self.chain if chained else frozenset(),
         )
 
     def copy(self) -> _Progress:
@@ -1288,6 +1317,8 @@ class _Progress:
             self.version,
         )
         out.witnesses = list(self.witnesses)
+        # the lengths known from this cache: shared, they stay true of it (a copy that runs on
+        # from here leaves the cache before it adds any)
         out.chain, out.chain_at, out.chain_version = self.chain, self.chain_at, self.chain_version
         return out
 
