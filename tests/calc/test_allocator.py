@@ -1315,6 +1315,15 @@ def test_contained_micro_batches_are_the_ones_the_events_show(body):
             assert by_length.setdefault(length, chunk) is chunk
 
 
+LLAMA_1B_DRAWN = {
+    "model": "llama-3.2-1b",
+    "micro_batch_size": 2,
+    "seq_len": 1024,
+    "length_stats": {"mean": 500, "p90": 1000},
+}
+"""Drawn lengths on which skipping a shorter step or micro-batch for a longer one went wrong."""
+
+
 @pytest.mark.parametrize(
     "body, count, skips",
     [
@@ -1361,44 +1370,20 @@ def test_contained_micro_batches_are_the_ones_the_events_show(body):
         # where a shorter step skipped for a longer one (calc before 2026-12-07) made the walk
         # end at 6.27 GB instead of 7.10 GB, and one of full fine-tuning missed 3.9 MB of
         # the allocated peak
+        ({**LLAMA_1B_DRAWN, "method": "lora", "gradient_accumulation_steps": 2}, 32, False),
         (
             {
-                "model": "llama-3.2-1b",
-                "method": "lora",
-                "micro_batch_size": 2,
-                "seq_len": 1024,
-                "gradient_accumulation_steps": 2,
-                "length_stats": {"mean": 500, "p90": 1000},
-            },
-            32,
-            False,
-        ),
-        (
-            {
-                "model": "llama-3.2-1b",
+                **LLAMA_1B_DRAWN,
                 "method": "full",
                 "micro_batch_size": 8,
-                "seq_len": 1024,
                 "gradient_accumulation_steps": 2,
-                "length_stats": {"mean": 500, "p90": 1000},
             },
             32,
             False,
         ),
         # where a shorter micro-batch skipped for a longer one made the walk end at 4.72 GB
         # instead of 5.55 GB (see StepReplay): an 892-token one after a 1,024-token one
-        (
-            {
-                "model": "llama-3.2-1b",
-                "method": "qlora",
-                "micro_batch_size": 2,
-                "seq_len": 1024,
-                "gradient_accumulation_steps": 4,
-                "length_stats": {"mean": 500, "p90": 1000},
-            },
-            24,
-            False,
-        ),
+        ({**LLAMA_1B_DRAWN, "method": "qlora", "gradient_accumulation_steps": 4}, 24, False),
     ],
 )
 def test_skipping_micro_batches_leaves_the_replay_and_the_walk_unchanged(body, count, skips):
