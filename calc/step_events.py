@@ -663,12 +663,6 @@ class StepReplay:
                 peak = max(peak, kept + al.live_profile(_profiled([events], config), config)[0])
         return peak
 
-    @staticmethod
-    def _covers(seen: tuple[int, ...], group: tuple[int, ...]) -> bool:
-        """Whether a step of ``seen`` lengths stands for one of ``group``: the same lengths,
-        so the same events (a step of shorter micro-batches does not: see :class:`StepReplay`)."""
-        return seen == group
-
     def _events(self, index: int) -> StepEvents:
         if index == 0:
             return self._first
@@ -812,7 +806,7 @@ class StepReplay:
                 if index:
                     if version != run.since:
                         run.witnesses, run.since = [], version
-                    elif any(self._covers(w, group) for w in run.witnesses):
+                    elif group in run.witnesses:  # the same lengths: the same replay
                         run.index += 1
                         continue
                 run.version = version
@@ -824,7 +818,7 @@ class StepReplay:
                     if self._since_mark is not None:
                         self._since_mark += len(self._events(index))
                     self._repeated = None
-                    run.witnesses = [w for w in run.witnesses if not self._covers(group, w)]
+                    run.witnesses = [w for w in run.witnesses if w != group]
                     run.witnesses.append(group)
                     run.index += 1
                     continue
@@ -861,7 +855,7 @@ class StepReplay:
                 return _PAUSED if a.paused else index
             run.offset = 0
             if index and a.num_device_alloc + a.num_device_free == run.version:
-                run.witnesses = [w for w in run.witnesses if not self._covers(group, w)]
+                run.witnesses = [w for w in run.witnesses if w != group]
                 run.witnesses.append(group)
             run.index += 1
         return -1
@@ -1317,8 +1311,8 @@ class _Progress:
             self.version,
         )
         out.witnesses = list(self.witnesses)
-        # the lengths known from this cache: shared, they stay true of it (a copy that runs on
-        # from here leaves the cache before it adds any)
+        # the lengths known to run from this cache (StepReplay._quiet_runs): facts about the
+        # cache's shape, so the copy shares them and may add to them while it stands there
         out.chain, out.chain_at, out.chain_version = self.chain, self.chain_at, self.chain_version
         return out
 
