@@ -317,7 +317,6 @@ function main(root) {
     root.dataset.method = byName.get("method").value; // options of other methods hide (CSS)
     syncPicker();
     state.followMethod(); // the precision of the method, until the reader picks one
-    syncUrl();
     const { request, errors } = state.buildRequest();
     let key = null;
     try {
@@ -336,6 +335,10 @@ function main(root) {
     // With errors found here, the other fields still go to calc, so that their errors show
     // at once too; not without a model (calc checks LoRA targets and sizes against it).
     apply(machine.setForm(key, { blocked, check: key !== null && "model" in request }));
+    // After the request is on its way: Chromium's history.replaceState lays out the page
+    // first, and right after an answer's results went in that costs tens of milliseconds,
+    // which the worker now spends computing instead of waiting (bench_calculator).
+    syncUrl();
   }
 
   // ------------------------------------------------------------ events
