@@ -1244,11 +1244,14 @@ class Renderer:
             return (c["num_gpus"], estimate_level(c["time_hours"]), estimate_level(c["cost_usd"]))
 
         best: dict[str, tuple[JsonObject, list[str]]] = {}
+        best_shown: dict[str, tuple[int, float, float]] = {}  # each card's best, as shown
         for c in ranked:
-            if c["gpu"] not in best:
-                best[c["gpu"]] = (c, [c["sharding"]])
-            elif shown(c) == shown(best[c["gpu"]][0]) and c["sharding"] not in best[c["gpu"]][1]:
-                best[c["gpu"]][1].append(c["sharding"])
+            card = c["gpu"]
+            if card not in best:
+                best[card] = (c, [c["sharding"]])
+                best_shown[card] = shown(c)
+            elif c["sharding"] not in best[card][1] and shown(c) == best_shown[card]:
+                best[card][1].append(c["sharding"])
         return list(best.values())
 
     def config_caveats(self, config: JsonObject, brief: bool = False) -> Node:

@@ -1259,6 +1259,33 @@ def test_the_replayed_reserved_peak_is_shown_beside_the_fitted_one(command):
 
 
 @pytest.mark.parametrize("command", ["plan", "estimate"])
+def test_the_workers_lean_answers_carry_the_view_and_whether_a_replay_follows(command):
+    """The worker asks for lean answers: the results tree the page shows and whether the
+    allocator's replay follows, without calc's response (the page reads nothing else of it).
+    The tree is the full answer's, first and completed; errors come as they are."""
+    from calc_view.session import Session
+
+    request = {"model": "llama-3.2-1b", "length_stats": {"mean": 611, "p90": 1500}}
+    if command == "plan":
+        request.update(gpu="rtx-4090", dataset_tokens=1e7)
+    text = json.dumps(request)
+    full = Session("en", STRINGS["en"])
+    lean = Session("en", STRINGS["en"])
+    quick = json.loads(lean.handle(command, text, True, lean=True))
+    assert quick == {"view": json.loads(full.handle(command, text, True))["view"], "pending": True}
+    done = json.loads(lean.complete(lean=True))
+    assert done == {"view": json.loads(full.complete())["view"], "pending": False}
+    assert json.loads(lean.complete(lean=True)) == {"none": True}
+    plain = json.dumps({k: v for k, v in request.items() if k != "length_stats"})
+    assert json.loads(lean.handle(command, plain, True, lean=True)) == {
+        "view": json.loads(full.handle(command, plain, True))["view"],
+        "pending": False,
+    }
+    bad = json.dumps({**request, "seq_len": -1})
+    assert json.loads(lean.handle(command, bad, lean=True)) == json.loads(full.handle(command, bad))
+
+
+@pytest.mark.parametrize("command", ["plan", "estimate"])
 def test_a_deferred_answer_then_its_replay_equal_the_whole_answer(command):
     """The page asks for the answer without the caching allocator's replay (``defer``), shows
     it, then asks the session to complete it: what it then shows is the whole answer, result

@@ -3,7 +3,7 @@
 // covers it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { CalcMachine, answerKind, requestKey } from "../../docs/assets/calculator/state.js";
+import { CalcMachine, answerKind, replayPending, requestKey } from "../../docs/assets/calculator/state.js";
 
 const DEFAULT = requestKey({ model: "llama-3.1-8b", seq_len: 2048 });
 const LINK = requestKey({ model: "llama-2-7b", seq_len: 4096 });
@@ -262,6 +262,22 @@ test("a deferred answer is shown at once and waits for its replay", () => {
   assert.equal(m.state, "ready");
   assert.equal(m.pending, false);
   assert.deepEqual(m.update(send.id, COMPLETED), []); // once only
+});
+
+test("the worker's lean answers say themselves whether a replay follows", () => {
+  assert.equal(replayPending({ view: ["div", {}], pending: true }), true);
+  assert.equal(replayPending({ view: ["div", {}], pending: false }), false);
+  assert.equal(replayPending(DEFERRED), true); // calc's whole response, as before
+  assert.equal(replayPending(COMPLETED), false);
+  const lean = { view: ["div", {}], pending: true };
+  const m = new CalcMachine({ shownKey: DEFAULT });
+  m.setForm(LINK);
+  const [send] = m.workerUp();
+  assert.deepEqual(m.answer(send.id, lean), [{ type: "render", out: lean, key: LINK }]);
+  assert.equal(m.pending, true);
+  const done = { view: ["div", {}], pending: false };
+  assert.deepEqual(m.update(send.id, done), [{ type: "render", out: done, key: LINK }]);
+  assert.equal(m.state, "ready");
 });
 
 test("a newer request drops the replay of the one before", () => {

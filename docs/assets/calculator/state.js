@@ -202,6 +202,7 @@ export function answerKind(out) {
 // Whether an answer left the caching allocator's replay for a second answer
 // (calc.memory.allocator_deferred: min_device_pending, in the plan's memory or the estimate).
 export function replayPending(out) {
+  if (out && typeof out.pending === "boolean") return out.pending; // the worker's lean answer
   const result = out && out.result;
   const memory = result && typeof result === "object" ? result.memory || result : null;
   return Boolean(memory && memory.min_device_pending === true);

@@ -10,7 +10,8 @@
 //               {type: "config", id, action, payload}  (config-import.js: import/export, JSON text)
 //               {type: "crash"}  (makes the worker die, to exercise the page's restart path)
 // Messages out: {type: "ready", timings} | {type: "failed", detail}
-//               {type: "result", id, out}  (out: {result, view}, {error, errors} for bad
+//               {type: "result", id, out}  (out: {view, pending} (the results tree, and
+//                 whether an "update" with the replay follows), {error, errors} for bad
 //                 input, or {internal_error} for a bug in calc: passed through as Python
 //                 wrote it, the page tells them apart)
 //               {type: "update", id, out}  (a deferred answer with the allocator's replay:
@@ -19,8 +20,8 @@
 //               {type: "config-result", id, out}  (out: {result} or {error})
 //               {type: "warmed"}  (the warm-up answer is done: a private signal, benchmarks)
 // Python is called through one entry, calc_view.session.Session(lang, strings).handle(command,
-// request_json), which never raises; any JavaScript-side exception means Pyodide itself broke,
-// so the worker reports it and closes, and the page starts a new one.
+// request_json, defer, lean), which never raises; any JavaScript-side exception means Pyodide
+// itself broke, so the worker reports it and closes, and the page starts a new one.
 
 const PACKAGE_DIR = "/home/pyodide/calc-bundle"; // = hooks/pyodide_snapshot.py PACKAGE_DIR
 const SNAPSHOT_CACHE = "calc-pyodide-snapshot"; // Cache Storage name (see cachedSnapshot)
@@ -191,7 +192,8 @@ function compute(msg) {
   }
   let text;
   try {
-    text = handle(msg.command, msg.request, msg.defer === true);
+    // lean: the results tree and whether a replay follows, not calc's whole response
+    text = handle(msg.command, msg.request, msg.defer === true, true);
   } catch (err) {
     crashed(msg.id, err);
     return;
@@ -211,7 +213,7 @@ function complete(waiting) {
   completion = null;
   let text;
   try {
-    text = session.complete();
+    text = session.complete(true);
   } catch (err) {
     crashed(waiting.id, err);
     return;
@@ -223,6 +225,7 @@ function complete(waiting) {
 // state.js's replayPending, repeated: importing it would add a fetch to the worker's start,
 // which boot.js begins before the page has loaded state.js.
 function pendingReplay(out) {
+  if (out && typeof out.pending === "boolean") return out.pending; // a lean answer
   const result = out && out.result;
   const memory = result && (result.memory || result);
   return Boolean(memory && memory.min_device_pending === true);
