@@ -56,8 +56,9 @@ whose behaviour changed since (``accuracy/memory.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from enum import Enum
+from typing import Any
 
 from .jsontypes import JsonObject
 
@@ -861,7 +862,7 @@ def profile_keys() -> tuple[str, ...]:
     return tuple(sorted({key for entries in PROFILES.values() for key in entries}))
 
 
-def _several_sharded(values: JsonObject) -> bool:
+def _several_sharded(values: Mapping[str, Any]) -> bool:
     gpus = values.get("num_gpus")
     return (
         values.get("sharding") in ("zero2", "zero3")
@@ -871,11 +872,11 @@ def _several_sharded(values: JsonObject) -> bool:
     )
 
 
-def _one_gpu(values: JsonObject) -> bool:
+def _one_gpu(values: Mapping[str, Any]) -> bool:
     return values.get("num_gpus") == 1
 
 
-def _padded_sdpa(values: JsonObject) -> bool:
+def _padded_sdpa(values: Mapping[str, Any]) -> bool:
     """SDPA on padded micro-batches: sample lengths given and not packed into full rows."""
     return (
         values.get("attention") == "sdpa"
@@ -884,37 +885,37 @@ def _padded_sdpa(values: JsonObject) -> bool:
     )
 
 
-def _no_mask_tensor(values: JsonObject) -> bool:
+def _no_mask_tensor(values: Mapping[str, Any]) -> bool:
     """transformers' ``use_gqa_in_sdpa`` passes ``enable_gqa`` only without a mask tensor; with
     one, ``repeat_kv`` expands k/v to every query head."""
     return values.get("attention_mask") != "padding" and not _padded_sdpa(values)
 
 
-def _fsdp_sharded(values: JsonObject) -> bool:
+def _fsdp_sharded(values: Mapping[str, Any]) -> bool:
     """Several GPUs sharded by PyTorch FSDP, not by DeepSpeed."""
     return _several_sharded(values) and values.get("sharding_engine") != "deepspeed"
 
 
-def _fsdp1_path(values: JsonObject) -> bool:
+def _fsdp1_path(values: Mapping[str, Any]) -> bool:
     """FSDP1's flat parameters, unless the request itself asks for FSDP2's ``fully_shard``."""
     return _fsdp_sharded(values) and not values.get("fsdp_fully_shard")
 
 
-def _fsdp2_path(values: JsonObject) -> bool:
+def _fsdp2_path(values: Mapping[str, Any]) -> bool:
     """FSDP2's ``fully_shard``, unless the request itself asks for FSDP1's flat parameters."""
     return _fsdp_sharded(values) and not values.get("fsdp_flat_parameters")
 
 
-def _packed(values: JsonObject) -> bool:
+def _packed(values: Mapping[str, Any]) -> bool:
     return values.get("batching") == "packed"
 
 
-def _packed_flash(values: JsonObject) -> bool:
+def _packed_flash(values: Mapping[str, Any]) -> bool:
     """axolotl's multipack patch reaches flash attention's unpadding only."""
     return _packed(values) and values.get("attention") == "flash"
 
 
-def _deepspeed_zero(values: JsonObject) -> bool:
+def _deepspeed_zero(values: Mapping[str, Any]) -> bool:
     """A ZeRO stage run by DeepSpeed (``calc.states.deepspeed_zero`` on the request's values)."""
     return (
         values.get("sharding") in ("zero1", "zero2", "zero3")
@@ -922,13 +923,13 @@ def _deepspeed_zero(values: JsonObject) -> bool:
     )
 
 
-def _native_amp(values: JsonObject) -> bool:
+def _native_amp(values: Mapping[str, Any]) -> bool:
     """accelerate's native mixed precision: ``*-mixed`` unless DeepSpeed runs the ZeRO stage
     (accelerate 1.15.0 ``Accelerator.__init__``: no ``native_amp`` under DeepSpeed)."""
     return values.get("precision") in ("bf16-mixed", "fp16-mixed") and not _deepspeed_zero(values)
 
 
-def _deepspeed_offload(values: JsonObject) -> bool:
+def _deepspeed_offload(values: Mapping[str, Any]) -> bool:
     """DeepSpeed's ZeRO with the optimizer on the host (``cpu_offload``): FSDP's offload has
     neither setting."""
     return _deepspeed_zero(values) and values.get("cpu_offload") not in (None, "none")
@@ -970,7 +971,7 @@ attention under ``torch.compile``, gpt-oss's flex attention), beside the hybrid
 linear-attention and state-space stacks it detects by structure."""
 
 
-def _unsloth_padding_free(values: JsonObject) -> bool:
+def _unsloth_padding_free(values: Mapping[str, Any]) -> bool:
     """Unsloth's trainer turns ``padding_free`` on when the config leaves it unset and does not
     pack (2026.8.19 ``trainer.py`` ``_should_auto_padding_free``, from 75e0d7ce, 2025-12-10), but
     not on the families of :data:`UNSLOTH_PADDING_FREE_BLOCKED` nor on hybrid stacks; a model
@@ -985,35 +986,35 @@ def _unsloth_padding_free(values: JsonObject) -> bool:
     return arch.family not in UNSLOTH_PADDING_FREE_BLOCKED and not arch.hybrid
 
 
-def _kbit_prepared(values: JsonObject) -> bool:
+def _kbit_prepared(values: Mapping[str, Any]) -> bool:
     """TRL's SFTTrainer re-casts the embedding and output layer only where it prepared the
     4-bit model (the request's ``qlora_prepare_kbit``)."""
     return values.get("method") == "qlora" and values.get("qlora_prepare_kbit") is True
 
 
-def _deepspeed_zero3(values: JsonObject) -> bool:
+def _deepspeed_zero3(values: Mapping[str, Any]) -> bool:
     return values.get("sharding") == "zero3" and values.get("sharding_engine") == "deepspeed"
 
 
-def _trl_fp32_adapters(values: JsonObject) -> bool:
+def _trl_fp32_adapters(values: Mapping[str, Any]) -> bool:
     """TRL 1.16.0 casts a quantized model's adapters to bf16 and builds them in the base dtype
     under DeepSpeed ZeRO-3."""
     return values.get("method") != "qlora" and not _deepspeed_zero3(values)
 
 
-def _llamafactory_fp32_adapters(values: JsonObject) -> bool:
+def _llamafactory_fp32_adapters(values: Mapping[str, Any]) -> bool:
     """LLaMA-Factory leaves the trainable parameters in the base dtype under DeepSpeed ZeRO-3
     without quantization."""
     return values.get("method") == "qlora" or not _deepspeed_zero3(values)
 
 
-def _adapters(values: JsonObject) -> bool:
+def _adapters(values: Mapping[str, Any]) -> bool:
     """LoRA / QLoRA: the libraries that cast every trainable parameter to fp32 leave only the
     frozen base in 16 bits."""
     return values.get("method") in ("lora", "qlora")
 
 
-PROFILE_APPLIES_WHEN: dict[Framework, dict[str, Callable[[JsonObject], bool]]] = {
+PROFILE_APPLIES_WHEN: dict[Framework, dict[str, Callable[[Mapping[str, Any]], bool]]] = {
     Framework.HF_TRAINER: {"weights_loaded_16bit": _adapters},
     Framework.HF_TRAINER_4: {"qlora_embeddings_recast_bf16": _kbit_prepared},
     Framework.TRL_SFT: {"lora_adapter_dtype": _trl_fp32_adapters},
@@ -1028,7 +1029,7 @@ PROFILE_APPLIES_WHEN: dict[Framework, dict[str, Callable[[JsonObject], bool]]] =
 library takes a code path only in some setups (outside them the key keeps its own default)."""
 
 
-def _condition(framework: Framework, key: str) -> Callable[[JsonObject], bool] | None:
+def _condition(framework: Framework, key: str) -> Callable[[Mapping[str, Any]], bool] | None:
     return PROFILE_APPLIES_WHEN.get(framework, {}).get(key, APPLIES_WHEN.get(key))
 
 
@@ -1048,7 +1049,10 @@ def apply_profile(
 
 
 def reapplied(
-    values: JsonObject, profile_keys: tuple[str, ...], framework: Framework, defaults: JsonObject
+    values: Mapping[str, Any],
+    profile_keys: tuple[str, ...],
+    framework: Framework,
+    defaults: JsonObject,
 ) -> JsonObject:
     """``{key: value}`` for the conditional entries (:data:`APPLIES_WHEN`) that the profile
     filled (``profile_keys``), evaluated again on ``values`` (a request changed after parsing,

@@ -180,7 +180,9 @@ class MemoryEstimate:
     activations_per_token_bytes: int
     warnings: tuple[str, ...]
     quantization_reserved_bytes: int = 0
-    request: JsonObject = field(default_factory=dict)
+    # the request echoed, as JSON or as the request itself (written out by to_dict: a plan's
+    # estimates at a length distribution's peak are echoed with the request as given)
+    request: JsonObject | EstimateRequest = field(default_factory=dict)
     peak_allocated_range_bytes: tuple[int, ...] = ()
     peak_reserved_range_bytes: tuple[int, ...] = ()
     params_active: int = 0  # parameters one token passes through (MoE: top-k + shared)
@@ -215,7 +217,11 @@ class MemoryEstimate:
             "activations_per_token_bytes": self.activations_per_token_bytes,
             "quantization_reserved_bytes": self.quantization_reserved_bytes,
             "warnings": list(self.warnings),
-            "request": dict(self.request),
+            "request": (
+                self.request.to_dict()
+                if isinstance(self.request, EstimateRequest)
+                else dict(self.request)
+            ),
             "peak_allocated_range_bytes": list(self.peak_allocated_range_bytes),
             "peak_reserved_range_bytes": list(self.peak_reserved_range_bytes),
             "fsdp_wrap_reserved_bytes": self.fsdp_wrap_reserved_bytes,
@@ -1579,7 +1585,7 @@ def _estimate_shaped(req: EstimateRequest, drawn: bool = True) -> MemoryEstimate
     at_peak = as_rows(req).replaced(seq_len=peak, max_steps=None, samples_seen=None)
     est = _estimate_kept(at_peak)
     warnings = est.warnings if exact else (*est.warnings, "length_stats_approximated")
-    return replace(est, request=req.to_dict(), data=data, warnings=warnings)
+    return replace(est, request=req, data=data, warnings=warnings)
 
 
 class BoundedEstimate(dict[str, Any]):
@@ -1687,7 +1693,7 @@ def _estimate_at(req: EstimateRequest) -> MemoryEstimate:
         activations_per_token_bytes=acts.per_token_block,
         warnings=tuple(warnings_for(req)),
         quantization_reserved_bytes=quant_reserved,
-        request=req.to_dict(),
+        request=req,
         fsdp_wrap_reserved_bytes=wrap_reserved,
         allocator_slack_fraction=slack,
         # calibrated ranges: the held-out error of this method and metric (calc.calibration)

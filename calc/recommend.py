@@ -88,7 +88,9 @@ class Estimator:
             from .fields import defaults
             from .frameworks import reapplied
 
-            again = reapplied(out.to_dict(), out.profile_keys, out.framework, defaults("estimate"))
+            again = reapplied(
+                out.json_view(), out.profile_keys, out.framework, defaults("estimate")
+            )
             typed: JsonObject = {k: _typed(k, v) for k, v in again.items() if k not in fixed}
             out = _replaced(out, typed)
         return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from enum import Enum
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Mapping
 
 from . import liger
 from .arch import ModelArch
@@ -60,6 +60,7 @@ from .lengths import Batching, LengthStats, PackedAttention, check_consistent
 # the estimate request's keys in the registry's order (to_dict walks them for every setup a
 # plan weighs)
 _ESTIMATE_KEYS = tuple(spec.key for spec in field_specs("estimate"))
+_ESTIMATE_KEY_SET = frozenset(_ESTIMATE_KEYS)
 
 
 @dataclass(frozen=True)
@@ -238,6 +239,37 @@ class EstimateRequest:
             out[key] = value if form is _as_is else form(value)
         out["model"] = self.model_id
         return out
+
+    def json_view(self) -> Mapping[str, object]:
+        """:meth:`to_dict` as a mapping that converts a value only when it is read: for the
+        callers that read a few keys of it (a profile's conditions, for each of a plan's
+        variants: :func:`calc.frameworks.reapplied`)."""
+        return _JsonView(self)
+
+
+class _JsonView(Mapping[str, object]):
+    """:meth:`EstimateRequest.to_dict`'s keys and values, each converted as it is read."""
+
+    __slots__ = ("_fields", "_model")
+
+    def __init__(self, req: EstimateRequest) -> None:
+        self._fields = req.__dict__
+        self._model = req.model_id
+
+    def __getitem__(self, key: str) -> object:
+        if key == "model":
+            return self._model
+        if key not in _ESTIMATE_KEY_SET:
+            raise KeyError(key)
+        value = self._fields[key]
+        form = _JSON_FORMS.get(type(value)) or _json_form(type(value))
+        return value if form is _as_is else form(value)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_ESTIMATE_KEYS)
+
+    def __len__(self) -> int:
+        return len(_ESTIMATE_KEYS)
 
 
 def _as_is(value: object) -> object:
