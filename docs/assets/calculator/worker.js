@@ -200,7 +200,7 @@ function compute(msg) {
   }
   const out = JSON.parse(text);
   postMessage({ type: "result", id: msg.id, out });
-  if (msg.defer === true && pendingReplay(out)) {
+  if (msg.defer === true && out.pending === true) { // the lean answer says a replay follows
     const waiting = { id: msg.id };
     completion = waiting;
     setTimeout(() => complete(waiting), COMPLETE_DELAY_MS);
@@ -220,15 +220,6 @@ function complete(waiting) {
   }
   const out = JSON.parse(text);
   if (!out.none) postMessage({ type: "update", id: waiting.id, out });
-}
-
-// state.js's replayPending, repeated: importing it would add a fetch to the worker's start,
-// which boot.js begins before the page has loaded state.js.
-function pendingReplay(out) {
-  if (out && typeof out.pending === "boolean") return out.pending; // a lean answer
-  const result = out && out.result;
-  const memory = result && (result.memory || result);
-  return Boolean(memory && memory.min_device_pending === true);
 }
 
 function crashed(id, err) {
