@@ -883,11 +883,14 @@ time, as each continuation costs a replay: on Llama 3.1 8B LoRA, micro-batch 4, 
 threshold that 256 continuations reach, and llama-3.2-1b full (generic loop), micro-batch 4,
 seq_len 4096, mean 400 (lengths spread as before 2026-12-05) is exact
 (``tests/calc/test_allocator.py`` holds both). Not a bound in general: on the nine requests
-of ``python -m benchmarks.bench_min_device --gap`` the bound at this budget lies 0.0 to 1.3 %
-above the one 256 continuations reach on seven, and 8.8 % (llama-3.2-1b full on the default
-stack, micro-batch 4, seq_len 4096, mean 400) and 11.0 % (qwen2.5-7b QLoRA, micro-batch 2,
-seq_len 4096, mean 1500) on two, whose walks at 256 take 27 and 122 ms against 27 and 22 ms
-here (2026-12-05).
+of :data:`accuracy.walk_budget.GAP_REQUESTS` the figure at this budget is exact on one, lies
+0.4 to 3.7 % above the exact threshold (which 1,024 continuations reach on all nine) on five,
+and 8.9 % (llama-3.2-1b full on the default stack, micro-batch 4, seq_len 4096, mean 400),
+11.1 % (qwen2.5-7b QLoRA, micro-batch 2, seq_len 4096, mean 1500) and 11.2 % (llama-3.2-3b
+LoRA, micro-batch 8, seq_len 2048, mean 600 / p90 1400) on three, whose exact walks take 74,
+305 and 406 ms against 57-71 ms here (2026-12-07, ``python -m benchmarks.bench_min_device
+--gap`` and :func:`accuracy.walk_budget.gap`). The response says which (``allocator.min_allocator_exact``); the methodology page
+publishes the spread (:func:`accuracy.walk_budget.summary`).
 ``python -m benchmarks.bench_min_device --budgets`` prints the threshold and the walk's time
 at this budget and at larger ones."""
 

@@ -247,7 +247,10 @@ class AllocatorEstimate:
     """The replayed step sequence, in bytes: peaks with an unlimited device (the cache as on
     a large card), the allocator capacity from which it runs on every larger one too
     (:meth:`StepReplay.capacity_threshold`), and the memory outside the allocator added to
-    that for the device."""
+    that for the device. ``min_allocator_exact``: whether that capacity is the exact threshold
+    (False: a proven upper bound, where the walk's budget of continuations,
+    :data:`calc.allocator.THRESHOLD_REPLAYS`, ran out first, or ``max_split_size_mb`` is
+    set: every capacity from it runs the steps, and so may a few below it)."""
 
     simulated_allocated_bytes: int
     simulated_reserved_bytes: int
@@ -256,6 +259,7 @@ class AllocatorEstimate:
     comm_buffer_bytes: int
     driver_reserve_bytes: int
     min_device_bytes: int
+    min_allocator_exact: bool = True
 
     def to_dict(self) -> JsonObject:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -312,7 +316,7 @@ def simulate(
         # gives both figures
         steps = StepReplay(req, lengths, config, block if expandable else 0)
         run = steps.replay()
-        capacity = steps.min_capacity(run)
+        capacity, exact = steps.capacity_threshold(run)
         if block and not expandable:
             # the peaks as on a large card, whose load warms the cache with the uncapped block
             run = StepReplay(req, lengths, config, block).replay()
@@ -324,6 +328,7 @@ def simulate(
         mem.comm_buffer_bytes(req.num_gpus),
         driver_reserve_bytes,
         capacity + mem.outside_allocator_bytes(req.num_gpus) + driver_reserve_bytes,
+        exact,
     )
 
 

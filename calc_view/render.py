@@ -147,6 +147,13 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _walk_bound(memory: JsonObject) -> bool:
+    """Whether ``min_device_bytes`` is a proven upper bound, not the exact threshold
+    (``allocator.min_allocator_exact`` false)."""
+    allocator = memory.get("allocator")
+    return isinstance(allocator, dict) and allocator.get("min_allocator_exact") is False
+
+
 # ---------------------------------------------------------------- renderer
 
 
@@ -281,7 +288,9 @@ class Renderer:
             )
         )
         for key in ("min_device_bytes", "params_total", "params_trainable", "host_bytes"):
-            if _is_number(m.get(key)):
+            if key == "min_device_bytes" and _is_number(m.get(key)) and _walk_bound(m):
+                kpis.append(self.kpi(key, self.bound(self.num(self.mpath(key), m[key]))))
+            elif _is_number(m.get(key)):
                 kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))
             elif key == "min_device_bytes" and m.get("min_device_pending") is True:
                 kpis.append(self.pending_kpi(key))
@@ -328,6 +337,16 @@ class Renderer:
         if m.get("min_device_pending") is True:
             return [self.pending_kpi(key)]
         return []
+
+    def bound(self, figure: Node) -> Node:
+        """A figure that is a proven upper bound (the allocator walk's budget ran out before
+        the exact threshold: ``allocator.min_allocator_exact`` false), read as "at most"."""
+        return [
+            "span",
+            {"class": "calc-bound", "data-bound": "true", "title": self.s["ui"]["walk_bound"]},
+            self.s["ui"]["at_most"] + " ",
+            figure,
+        ]
 
     def pending_kpi(self, key: str) -> Node:
         """A figure of the allocator's replay, which comes in a second answer

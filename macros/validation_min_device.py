@@ -20,13 +20,21 @@ def _figures() -> dict:
     return figures()
 
 
+@functools.lru_cache(maxsize=1)
+def _walk() -> dict:
+    from accuracy.walk_budget import summary
+
+    return summary()
+
+
 def _percent(value: float, lang: str) -> str:
     return ("+" if value > 0 else "") + format_number(100 * value, 1, lang)
 
 
 def validation_min_device(lang: str) -> str:
     """One paragraph: the rows of each kind and their sources, each method's band, the
-    held-out coverage, the fit boundaries the verdict on the figure agrees with, and whether
+    held-out coverage, the fit boundaries the verdict on the figure agrees with, how far the
+    capacity walk's budget leaves the figure above the exact threshold, and whether
     the site's verdicts judge it today (:data:`calc.memory.SIMULATED_VERDICT`)."""
     f = _figures()
     msg = catalogue(lang)
@@ -51,7 +59,27 @@ def validation_min_device(lang: str) -> str:
                 judged=format_number(f["fit_boundary_rows"], 0, lang),
                 held=format_number(f["fit_boundary_agree_held_out"], 0, lang),
             ),
+            _walk_sentence(lang),
             msg.message("validation.min_device_verdict_" + state),
+        )
+    )
+
+
+def _walk_sentence(lang: str) -> str:
+    """The capacity walk's budget and how far it leaves the figure above the exact threshold
+    (:func:`accuracy.walk_budget.summary`)."""
+    w = _walk()
+    return (
+        catalogue(lang)
+        .message("validation.min_device_walk")
+        .format(
+            budget=format_number(w["budget"], 0, lang),
+            requests=format_number(w["requests"], 0, lang),
+            exact=format_number(w["exact"], 0, lang),
+            above_min=format_number(100 * w["above_min"], 1, lang),
+            above_max=format_number(100 * w["above_max"], 1, lang),
+            reference_budget=format_number(w["reference_budget"], 0, lang),
+            reference_exact=format_number(w["reference_exact"], 0, lang),
         )
     )
 

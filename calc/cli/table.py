@@ -137,6 +137,14 @@ def _setup_line(request: JsonObject, msg: Messages) -> str:
     return " · ".join(parts)
 
 
+def min_device_is_bound(est: JsonObject) -> bool:
+    """Whether the estimate's ``min_device_bytes`` is a proven upper bound rather than the
+    exact threshold (``allocator.min_allocator_exact`` false: the capacity walk's budget ran
+    out first)."""
+    allocator = est.get("allocator")
+    return isinstance(allocator, dict) and allocator.get("min_allocator_exact") is False
+
+
 def memory_rows(est: JsonObject, fmt: Formatter) -> list[tuple[str, str]]:
     msg = fmt.msg
 
@@ -156,7 +164,10 @@ def memory_rows(est: JsonObject, fmt: Formatter) -> list[tuple[str, str]]:
         (msg.text("table.on_device"), total),
     ]
     if "min_device_bytes" in est:  # the replayed allocator's smallest card, with its range
-        rows.append((msg.text("table.min_device"), figure("min_device")))
+        shown = figure("min_device")
+        if min_device_is_bound(est):
+            shown = msg.text("table.at_most", figure=shown)
+        rows.append((msg.text("table.min_device"), shown))
     rows.append((msg.text("table.peak_phase"), msg.option("phase", str(est.get("peak_phase")))))
     if est.get("host_bytes"):
         rows.append((msg.text("table.host"), fmt.gib(est["host_bytes"])))

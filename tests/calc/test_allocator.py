@@ -19,6 +19,7 @@ from calc.step_events import (
     lengths_of,
     reserved_after_step,
     simulate,
+    simulate_request,
     simulated_lengths,
     step_events,
 )
@@ -471,7 +472,7 @@ def test_simulate_runs_without_the_cyclic_collector_and_restores_it(monkeypatch)
     )
     started = []
     during = []
-    walk = StepReplay.min_capacity
+    walk = StepReplay.capacity_threshold
 
     def watched(self, unlimited=None):
         before = len(started)
@@ -483,7 +484,7 @@ def test_simulate_runs_without_the_cyclic_collector_and_restores_it(monkeypatch)
         if phase == "start":
             started.append(info["generation"])
 
-    monkeypatch.setattr(StepReplay, "min_capacity", watched)
+    monkeypatch.setattr(StepReplay, "capacity_threshold", watched)
     assert gc.isenabled()
     gc.callbacks.append(count)
     try:
@@ -518,6 +519,30 @@ def test_a_smaller_card_needs_less_than_the_cache_of_a_large_one():
     req = parse_estimate_request({"model": "llama-3.2-1b", "method": "lora", "seq_len": 4096})
     out = simulate(req, [700, 1500, 2900, 4096, 1200, 4000])
     assert out.min_allocator_bytes < out.simulated_reserved_bytes
+
+
+def test_the_replay_says_whether_its_smallest_capacity_is_exact():
+    """``min_allocator_exact``: where the walk's budget of continuations runs out before the
+    exact threshold (Llama 3.1 8B LoRA, lengths mean 900 / p90 2,000: the 2 MiB small-pool
+    segments it opens one per layer each cost a continuation), the figure is flagged as a
+    bound and lies above the threshold a budget 64 times larger reaches exactly, which every
+    capacity from it runs; where the walk ends within its budget (8B full fine-tuning with
+    checkpointing) it is flagged exact and equals the larger budget's."""
+    from accuracy.walk_budget import GAP_REQUESTS, walk
+
+    bounded, exact = GAP_REQUESTS[0], GAP_REQUESTS[6]
+    assert exact["method"] == "full" and "method" not in bounded
+    for request, flagged in ((bounded, False), (exact, True)):
+        req = parse_estimate_request(request)
+        out = simulate_request(req)
+        assert out.min_allocator_exact is flagged
+        assert out.to_dict()["min_allocator_exact"] is flagged
+        reference, reference_exact = walk(request, 64 * al.THRESHOLD_REPLAYS)
+        assert reference_exact
+        if flagged:
+            assert out.min_allocator_bytes == reference
+        else:
+            assert out.min_allocator_bytes > reference
 
 
 SEQUENCES = sorted((REPO_ROOT / "validation" / "allocator_sequences").glob("*.json.gz"))

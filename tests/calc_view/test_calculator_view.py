@@ -1258,6 +1258,30 @@ def test_the_replayed_reserved_peak_is_shown_beside_the_fitted_one(command):
     assert "simulated_reserved_bytes" not in json.dumps(out["view"])
 
 
+@pytest.mark.parametrize("lang", ["en", "es"])
+def test_a_smallest_card_that_is_a_bound_reads_at_most(lang):
+    """Where the allocator walk's budget ran out before the exact threshold
+    (``allocator.min_allocator_exact`` false), the smallest card is shown as "at most" that
+    figure, with why in its title; where the walk is exact, as the figure alone. The figure
+    itself (``data-output``, ``data-value``) is the response's either way."""
+    request = {"model": "llama-3.1-8b", "length_stats": {"mean": 900, "p90": 2000}}
+    bounded = calc.run("estimate", request)["result"]
+    assert bounded["allocator"]["min_allocator_exact"] is False
+    exact = json.loads(json.dumps(bounded))
+    exact["allocator"]["min_allocator_exact"] = True
+    ui = STRINGS[lang]["ui"]
+    for result, marked in ((bounded, True), (exact, False)):
+        tree = view.render_results(result, lang, STRINGS[lang])
+        shown = _find(tree, lambda a: a.get("data-output") == "min_device_bytes")
+        assert [s[1]["data-value"] for s in shown] == [view.raw_value(result["min_device_bytes"])]
+        marks = _find(tree, lambda a: a.get("data-bound") == "true")
+        assert len(marks) == (1 if marked else 0)
+        if marked:
+            assert marks[0][1]["title"] == ui["walk_bound"]
+            assert _text(marks[0]).startswith(ui["at_most"] + " ")
+            assert shown[0] in marks[0]
+
+
 @pytest.mark.parametrize("command", ["plan", "estimate"])
 def test_the_workers_lean_answers_carry_the_view_and_whether_a_replay_follows(command):
     """The worker asks for lean answers: the results tree the page shows and whether the

@@ -158,6 +158,21 @@ def test_the_smallest_card_is_a_memory_row_with_its_range_where_the_response_has
     )
 
 
+def test_a_smallest_card_that_is_a_proven_bound_reads_at_most():
+    """``allocator.min_allocator_exact`` false (the capacity walk's budget ran out before the
+    exact threshold): the row says "at most" the figure; true or absent: the figure alone."""
+    plan = json.loads(json.dumps(PLAN))
+    plan["memory"]["min_device_bytes"] = 20 * 2**30
+    plan["memory"]["min_device_range_bytes"] = [18 * 2**30, 24 * 2**30]
+    plan["memory"]["allocator"] = {"min_allocator_exact": False}
+    assert "(allocator replayed)  at most 20.0 GiB (18.0–24.0 GiB)\n" in render_plan(
+        plan, Messages("en")
+    )
+    assert "como mucho 20,0 GiB (18,0–24,0 GiB)" in render_plan(plan, Messages("es"))
+    plan["memory"]["allocator"]["min_allocator_exact"] = True
+    assert "(allocator replayed)  20.0 GiB (18.0–24.0 GiB)\n" in render_plan(plan, Messages("en"))
+
+
 def test_evaluations_and_saves_are_rows_where_the_run_has_them():
     assert "Checkpoint" not in render_plan(PLAN, Messages("en"))
     request = {
