@@ -885,6 +885,8 @@ NORM_BACKWARD_BYTES_PER_ELEMENT = {
     ("llama", "trained"): 92,
     ("fp32_scale", "frozen"): 88,
     ("fp32_scale", "trained"): 104,
+    ("layer", "frozen"): 6,
+    ("layer", "trained"): 6,
 }
 """Backward of transformers 5.17's eager RMSNorm per element of the hidden state, bf16, by its
 kind (``LlamaRMSNorm``: :data:`NORM_BYTES_PER_ELEMENT`; Gemma's fp32 scale:
@@ -894,7 +896,12 @@ norm_backward``, torch 2.13): autograd runs back the two casts (4 + 2, 2 + 4), t
 product's gradient for both factors, ``rsqrt``'s and ``mean``'s and ``pow``'s gradients and
 the sum of the input's two gradients in fp32 (the input feeds both ``pow`` and the product);
 a trained weight adds its product with the incoming gradient and the sum over tokens. More
-than the twice the forward (72, 80) that calc counted until 2026-12-06."""
+than the twice the forward (72, 80) that calc counted until 2026-12-06. ``torch.nn.LayerNorm``
+(``layer``: GPT-2, Phi-1.5/2, GPT-NeoX, Falcon, StableLM) runs one fused kernel each way,
+``native_layer_norm_backward``: the incoming gradient and the input read, the input's gradient
+written (2 + 2 + 2; its weight's and bias's sums over the tokens ride in the same pass): 6,
+trained or frozen, where twice its forward (:data:`LAYER_NORM_BYTES_PER_ELEMENT`) counted 8
+until 2026-12-07."""
 
 ROTARY_BACKWARD_BYTES_PER_ELEMENT = 32
 """Backward of :data:`ROTARY_BYTES_PER_ELEMENT`'s ops per q/k element, eager, bf16: the
@@ -920,6 +927,33 @@ attention norm's output feeds each input projection (q, k and v: two adds; a fus
 the MLP norm's output each input projection (gate and up: one; a fused gate-up: none) and, in
 a routed MoE block, the router beside the experts."""
 
+BIAS_GRADIENT_BYTES_PER_ELEMENT = 2
+"""Backward of a trained linear's bias, per token and output element: the bias is added
+broadcast over the tokens (``addmm``), so its gradient is the output's gradient summed over them
+(torch 2.13 ``derivatives.yaml`` ``addmm``: ``maybe_multiply(grad, beta)`` reduced to the
+bias's shape by autograd, one ``sum`` reading the 16-bit gradient once; the few bias elements
+written are nothing). TRACED (``tools/count_block_traffic.py``): GLM-4.5-Air's block moves
+28,672 bytes per token more with ``attention_bias`` than without, its q, k and v outputs
+(12,288 + 1,024 + 1,024) at 2 bytes each; Qwen2.5's q, k and v biases likewise. Not counted
+before 2026-12-07. A routed expert's bias is :data:`calc.moe_kernels.BIAS_BYTES_PER_ELEMENT`'s."""
+
+
+def bias_gradient_bytes(req: EstimateRequest) -> float:
+    """Bytes per token of one block on average of the bias gradients of its linears
+    (:data:`BIAS_GRADIENT_BYTES_PER_ELEMENT`), where the base weights train (full
+    fine-tuning; peft leaves biases frozen by default): every biased linear but the routed
+    experts', counted by :mod:`calc.moe_kernels`."""
+    if req.method is not Method.FULL:
+        return 0.0
+    arch = req.model
+    outputs = sum(
+        lin.d_out * lin.active * arch.blocks_of(lin)
+        for lin in arch.linears
+        if lin.bias and lin.count == 1 and lin.role != "indexer"
+    )
+    return BIAS_GRADIENT_BYTES_PER_ELEMENT * outputs / arch.num_layers
+
+
 MLP_ACT_BYTES_PER_ELEMENT = {"eager": 10, "compiled": 6}
 """Gated MLP ``act(gate) * up``: the activation reads and writes the gate (4 bytes), the product
 reads two and writes one (6): 10 bytes per element of the MLP's inner width, 6 fused. A plain
@@ -942,6 +976,14 @@ product (4 + 2): 36 bytes per element on 16-bit activations, where ``F.gelu``'s 
 moves 4 (:data:`MLP_ACT_BYTES_PER_ELEMENT`). The families that have it are the ones whose
 memory counts its saved tensors (``calc.hf_config._TANH_GELU_SAVED_WIDTHS``); compiled, it
 fuses into one kernel."""
+
+TANH_GELU_OP_BY_OP_BACKWARD_BYTES_PER_ELEMENT = 56
+"""The backward of :data:`TANH_GELU_OP_BY_OP_BYTES_PER_ELEMENT`'s ops, as autograd runs them
+(``gelu_new``, bf16, per element of the MLP's inner width): each product's and sum's gradient,
+``tanh_backward`` and ``pow_backward``, and the sum of the input's three gradients (it feeds
+``0.5 * input``, the cube and the sum inside the tanh). TRACED (``transformers.activations``
+``NewGELUActivation`` alone, torch 2.13, CPU): 56, where twice the forward counted 72 until
+2026-12-07."""
 
 LORA_BYTES_PER_OUTPUT = 10
 """peft 0.21 ``lora.Linear.forward``: ``lora_B(lora_A(x)) * scaling`` (read 2, write 2) and the
@@ -1797,8 +1839,8 @@ def block_backward_bytes(
     around attention, bytes per token (:func:`attention_copy_bytes`); ``widths``: ``h``,
     ``normed`` (the elements the RMSNorms normalise, q/k norms included), ``qk`` (q plus k/v
     widths), ``ffn``; ``traced``: which traced op-by-op code the norm and the activation run
-    (``norm``: ``"llama"`` or ``"fp32_scale"``; ``act``: ``"gated"``), ``None`` where they run
-    something else."""
+    (``norm``: ``"llama"``, ``"fp32_scale"`` or ``"layer"``; ``act``: ``"gated"`` or
+    ``"tanh_gelu"``), ``None`` where they run something else."""
     arch = req.model
     h = widths["h"]
     weight = "trained" if req.method is Method.FULL else "frozen"
@@ -1808,8 +1850,10 @@ def block_backward_bytes(
         norm = NORM_BACKWARD_BYTES_PER_ELEMENT[kind, weight]
     rotary = ROTARY_BACKWARD_BYTES_PER_ELEMENT if parts["rotary"] else 0
     act = parts["act"] * BACKWARD_ELEMENTWISE_FACTOR
-    if traced["act"] and parts["act"]:
+    if traced["act"] == "gated" and parts["act"]:
         act = GATED_ACT_BACKWARD_BYTES_PER_ELEMENT
+    elif traced["act"] == "tanh_gelu" and parts["act"]:
+        act = TANH_GELU_OP_BY_OP_BACKWARD_BYTES_PER_ELEMENT
     # gradient sums: the stream before each residual add (norm and skip), and each norm
     # output read by several input projections (the router beside the experts)
     sums = (2 if parts["residual"] else 0) + reader_sums(arch)
@@ -2096,19 +2140,28 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
         widths = {"h": h, "normed": normed, "qk": rotated, "ffn": ffn}
         runs: dict[str, str | None] = {
             "norm": (
-                None
+                "layer"
+                if arch.norm_kind == "layer"
+                else None
                 if arch.norm_kind != "rms"
                 else "fp32_scale"
                 if arch.extra.get("norm_scale_fp32")
                 else "llama"
             ),
-            "act": "gated" if arch.mlp_gated and not arch.extra.get("clamped_glu") else None,
+            "act": (
+                "gated"
+                if arch.mlp_gated and not arch.extra.get("clamped_glu")
+                else "tanh_gelu"
+                if act == TANH_GELU_OP_BY_OP_BYTES_PER_ELEMENT and not arch.mlp_gated
+                else None
+            ),
         }
         own = (
             WEIGHTLESS_NORM_BYTES_PER_ELEMENT["backward"] * v_normed
             + layer_scalar
             + router_bwd
             + sliced_bwd
+            + bias_gradient_bytes(req)
         )
         bwd_bytes = (
             arch.num_layers * (block_backward_bytes(req, part_bytes, widths, runs) + own)

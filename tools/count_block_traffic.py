@@ -44,6 +44,7 @@ PRESETS = ("llama-2-7b", "qwen3-0.6b", "gemma-3-1b", "phi-3-mini")
 NORMS = {
     "llama": "transformers.models.llama.modeling_llama.LlamaRMSNorm",
     "fp32_scale": "transformers.models.gemma3.modeling_gemma3.Gemma3RMSNorm",
+    "layer": "torch.nn.LayerNorm",
 }
 """The RMSNorm of each kind ``calc.timing.NORM_BACKWARD_BYTES_PER_ELEMENT`` names."""
 
@@ -179,6 +180,23 @@ def norm_backward(kind: str, trained: bool, width: int = 512, tokens: int = 64) 
     norm.weight.requires_grad_(trained)
     x = torch.randn(tokens, width, dtype=torch.bfloat16, requires_grad=True)
     y = norm(x)
+    grad = torch.ones_like(y)  # made outside the count
+    counter = traffic_counter()
+    with counter:
+        y.backward(grad)
+    return counter.bytes / (tokens * width)
+
+
+def activation_backward(name: str, width: int = 512, tokens: int = 64) -> float:
+    """Bytes the backward of transformers' activation ``name`` (``ACT2FN``) moves per element,
+    bf16."""
+    import torch
+    from transformers.activations import ACT2FN
+
+    from tools.count_amp_traffic import traffic_counter
+
+    x = torch.randn(tokens, width, dtype=torch.bfloat16, requires_grad=True)
+    y = ACT2FN[name](x)
     grad = torch.ones_like(y)  # made outside the count
     counter = traffic_counter()
     with counter:

@@ -28,6 +28,14 @@ def test_norm_backward_is_the_traced_module(kind, trained):
     assert traced == pytest.approx(timing.NORM_BACKWARD_BYTES_PER_ELEMENT[kind, weight], abs=0.5)
 
 
+def test_tanh_gelu_backward_is_the_traced_activation():
+    """GPT-2's and Phi's ``gelu_new``, one kernel per op: its backward as autograd runs it."""
+    from calc import timing
+
+    traced = cbt.activation_backward("gelu_new", width=1024)
+    assert traced == pytest.approx(timing.TANH_GELU_OP_BY_OP_BACKWARD_BYTES_PER_ELEMENT, abs=0.5)
+
+
 @pytest.mark.parametrize(
     "preset", ["qwen3-0.6b", "gemma-3-1b", "gemma-4-31b", "phi-3-mini", "phi-4-mini"]
 )
