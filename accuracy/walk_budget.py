@@ -96,20 +96,13 @@ class Gap:
 def walk(request: dict[str, Any], budget: int) -> tuple[int, bool]:
     """The capacity walk of ``request``'s simulated steps at ``budget`` continuations: the
     allocator capacity (bytes) and whether it is exact."""
-    from calc import allocator as al
     from calc import step_events as se
     from calc.request import parse_estimate_request
 
     req = parse_estimate_request(request)
     steps = se.StepReplay(req, se.simulated_lengths(req))
-    unlimited = steps.replay()
-    shipped = al.capacity_threshold
-    al.capacity_threshold = functools.partial(shipped, budget=budget)
-    try:
-        with se.collector_paused():
-            return steps.capacity_threshold(unlimited)
-    finally:
-        al.capacity_threshold = shipped
+    with se.collector_paused():
+        return steps.capacity_threshold(steps.replay(), budget)
 
 
 def gap(request: dict[str, Any]) -> Gap:

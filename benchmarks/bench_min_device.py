@@ -156,32 +156,25 @@ def time_budgets(
 ) -> list[tuple[int, int, bool, float]]:
     """Per budget of the capacity walk (``THRESHOLD_REPLAYS`` times each of ``factors``): the
     budget, the threshold in 2 MiB steps, whether it is exact, the walk's median ms."""
-    import functools
-
     from calc import allocator as al
     from calc import step_events as se
     from calc.request import parse_estimate_request
 
     req = parse_estimate_request(request)
     lengths = se.simulated_lengths(req)
-    walk = al.capacity_threshold
     rows = []
-    try:
-        for budget in (al.THRESHOLD_REPLAYS * k for k in factors):
-            al.capacity_threshold = functools.partial(walk, budget=budget)
-            samples = []
-            for _ in range(runs):
-                steps = se.StepReplay(req, lengths)
-                unlimited = steps.replay()
-                gc.disable()
-                start = CLOCK()
-                capacity, exact = steps.capacity_threshold(unlimited)
-                samples.append(1e3 * (CLOCK() - start))
-                gc.enable()
-            steps_2mib = capacity // al.ROUND_LARGE_BYTES
-            rows.append((budget, steps_2mib, exact, statistics.median(samples)))
-    finally:
-        al.capacity_threshold = walk
+    for budget in (al.THRESHOLD_REPLAYS * k for k in factors):
+        samples = []
+        for _ in range(runs):
+            steps = se.StepReplay(req, lengths)
+            unlimited = steps.replay()
+            gc.disable()
+            start = CLOCK()
+            capacity, exact = steps.capacity_threshold(unlimited, budget)
+            samples.append(1e3 * (CLOCK() - start))
+            gc.enable()
+        steps_2mib = capacity // al.ROUND_LARGE_BYTES
+        rows.append((budget, steps_2mib, exact, statistics.median(samples)))
     return rows
 
 

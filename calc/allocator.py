@@ -889,8 +889,9 @@ and 8.9 % (llama-3.2-1b full on the default stack, micro-batch 4, seq_len 4096, 
 11.1 % (qwen2.5-7b QLoRA, micro-batch 2, seq_len 4096, mean 1500) and 11.2 % (llama-3.2-3b
 LoRA, micro-batch 8, seq_len 2048, mean 600 / p90 1400) on three, whose exact walks take 74,
 305 and 406 ms against 57-71 ms here (2026-12-07, ``python -m benchmarks.bench_min_device
---gap`` and :func:`accuracy.walk_budget.gap`). The response says which (``allocator.min_allocator_exact``); the methodology page
-publishes the spread (:func:`accuracy.walk_budget.summary`).
+--gap`` and :func:`accuracy.walk_budget.gap`). The response says which
+(``allocator.min_allocator_exact``); the methodology page publishes the spread
+(:func:`accuracy.walk_budget.summary`).
 ``python -m benchmarks.bench_min_device --budgets`` prints the threshold and the walk's time
 at this budget and at larger ones."""
 

@@ -1799,6 +1799,15 @@ def allocator_deferred(defer: bool = True) -> Iterator[None]:
         _DEFERRED[0] = before
 
 
+def min_device_is_bound(response: JsonObject) -> bool:
+    """Whether an estimate response's ``min_device_bytes`` is a proven upper bound rather than
+    the exact threshold (``allocator.min_allocator_exact`` false: the capacity walk's budget
+    ran out first), as :func:`with_allocator` writes it. The CLI's table and the calculator
+    say "at most" then."""
+    allocator = response.get("allocator")
+    return isinstance(allocator, dict) and allocator.get("min_allocator_exact") is False
+
+
 def with_allocator(req: EstimateRequest, out: JsonObject) -> JsonObject:
     """``out`` (the estimate response of ``req``) with, where ``req`` has ``length_stats``,
     PyTorch's caching allocator replayed over the data's growing steps

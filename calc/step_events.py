@@ -908,7 +908,9 @@ class StepReplay:
         caller has it (it must be this object's: it keeps the needs and copies)."""
         return self.capacity_threshold(unlimited)[0]
 
-    def capacity_threshold(self, unlimited: al.Replay | None = None) -> tuple[int, bool]:
+    def capacity_threshold(
+        self, unlimited: al.Replay | None = None, budget: int | None = None
+    ) -> tuple[int, bool]:
         """:func:`calc.allocator.capacity_threshold` of this replay, and whether it is exact
         (else a proven upper bound). The walk starts from the unlimited replay (its needs,
         its copies at the start of its last steps) and runs each band's continuation with
@@ -916,7 +918,8 @@ class StepReplay:
         earlier one began, in the state it began from, takes the rest from it
         (:meth:`_splice`). Where a release does not leave one state for
         a band (:func:`calc.allocator.threshold_applies`), :func:`calc.allocator.unwalked_capacity`
-        (exact with expandable segments, a bound with ``max_split_size_mb``)."""
+        (exact with expandable segments, a bound with ``max_split_size_mb``). ``budget``: the
+        continuations the walk may replay (default :data:`calc.allocator.THRESHOLD_REPLAYS`)."""
         free_run = unlimited or self.replay()
         if not al.threshold_applies(self.config):
             return al.unwalked_capacity(free_run, self.config), self.config.expandable_segments
@@ -926,7 +929,13 @@ class StepReplay:
         self._pause_copies = {}
         self._seen = []
         try:
-            return al.capacity_threshold(root, self._continuation, self._pause, self._release_at)
+            return al.capacity_threshold(
+                root,
+                self._continuation,
+                self._pause,
+                self._release_at,
+                al.THRESHOLD_REPLAYS if budget is None else budget,
+            )
         finally:
             self._pause_copies = {}
             self._seen = []

@@ -1991,7 +1991,10 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
     act = MLP_ACT_BYTES_PER_ELEMENT[mode] if arch.mlp_gated else 4
     if arch.mlp_gated and mode == "eager" and arch.extra.get("clamped_glu"):
         act = CLAMPED_GLU_BYTES_PER_ELEMENT  # gpt-oss's clamped gate, op by op
-    if not arch.mlp_gated and mode == "eager" and arch.extra.get("plain_act_saved_widths"):
+    tanh_gelu = (
+        not arch.mlp_gated and mode == "eager" and bool(arch.extra.get("plain_act_saved_widths"))
+    )
+    if tanh_gelu:
         act = TANH_GELU_OP_BY_OP_BYTES_PER_ELEMENT  # gelu_new, one kernel per op
     norm = NORM_BYTES_PER_ELEMENT[mode] if arch.norm_kind == "rms" else LAYER_NORM_BYTES_PER_ELEMENT
     if arch.norm_kind == "rms" and mode == "eager" and arch.extra.get("norm_scale_fp32"):
@@ -2152,7 +2155,7 @@ def _counts(req: EstimateRequest, sharding: Sharding, trainable: int | None) -> 
                 "gated"
                 if arch.mlp_gated and not arch.extra.get("clamped_glu")
                 else "tanh_gelu"
-                if act == TANH_GELU_OP_BY_OP_BYTES_PER_ELEMENT and not arch.mlp_gated
+                if tanh_gelu
                 else None
             ),
         }

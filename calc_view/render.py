@@ -23,6 +23,7 @@ import re
 from typing import Any, TypeAlias
 
 from calc import numfmt
+from calc.memory import min_device_is_bound
 from .html import SVG_NS, Node, svg_number
 from .palette import component_class
 
@@ -145,13 +146,6 @@ def citation(source: str) -> str:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _walk_bound(memory: JsonObject) -> bool:
-    """Whether ``min_device_bytes`` is a proven upper bound, not the exact threshold
-    (``allocator.min_allocator_exact`` false)."""
-    allocator = memory.get("allocator")
-    return isinstance(allocator, dict) and allocator.get("min_allocator_exact") is False
 
 
 # ---------------------------------------------------------------- renderer
@@ -288,7 +282,7 @@ class Renderer:
             )
         )
         for key in ("min_device_bytes", "params_total", "params_trainable", "host_bytes"):
-            if key == "min_device_bytes" and _is_number(m.get(key)) and _walk_bound(m):
+            if key == "min_device_bytes" and _is_number(m.get(key)) and min_device_is_bound(m):
                 kpis.append(self.kpi(key, self.bound(self.num(self.mpath(key), m[key]))))
             elif _is_number(m.get(key)):
                 kpis.append(self.kpi(key, self.num(self.mpath(key), m[key])))

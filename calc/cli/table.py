@@ -6,6 +6,7 @@ no-break space between thousands from 10 000 up; English: decimal point, comma g
 from __future__ import annotations
 
 from ..jsontypes import JsonObject
+from ..memory import min_device_is_bound
 from ..numfmt import GIB
 from ..numfmt import format_number as number
 from .messages import Messages
@@ -135,14 +136,6 @@ def _setup_line(request: JsonObject, msg: Messages) -> str:
         if sharding != "none" or request["num_gpus"] != 1:
             parts.append(_short(msg.option("sharding", sharding)))
     return " · ".join(parts)
-
-
-def min_device_is_bound(est: JsonObject) -> bool:
-    """Whether the estimate's ``min_device_bytes`` is a proven upper bound rather than the
-    exact threshold (``allocator.min_allocator_exact`` false: the capacity walk's budget ran
-    out first)."""
-    allocator = est.get("allocator")
-    return isinstance(allocator, dict) and allocator.get("min_allocator_exact") is False
 
 
 def memory_rows(est: JsonObject, fmt: Formatter) -> list[tuple[str, str]]:

@@ -570,12 +570,10 @@ def test_recorded_sequences_are_there():
 # ---- the step-skipping replay ----------------------------------------------------------------
 
 
-def test_threshold_budget_settles_within_one_percent_of_the_exact_threshold(monkeypatch):
+def test_threshold_budget_settles_within_one_percent_of_the_exact_threshold():
     """THRESHOLD_REPLAYS' docstring: on Llama 3.1 8B LoRA, micro-batch 4, seq_len 2048,
     lengths mean 900 / p90 2000, the bound the walk settles for at its budget is an upper
     bound within 1 % of the exact threshold that 256 continuations reach."""
-    import functools
-
     req = parse_estimate_request(
         {
             "model": "llama-3.1-8b",
@@ -586,10 +584,7 @@ def test_threshold_budget_settles_within_one_percent_of_the_exact_threshold(monk
     )
     lengths = simulated_lengths(req)
     bound, bound_exact = StepReplay(req, lengths).capacity_threshold()
-    monkeypatch.setattr(
-        al, "capacity_threshold", functools.partial(al.capacity_threshold, budget=256)
-    )
-    exact, is_exact = StepReplay(req, lengths).capacity_threshold()
+    exact, is_exact = StepReplay(req, lengths).capacity_threshold(budget=256)
     assert is_exact and not bound_exact
     assert exact < bound <= exact * 1.01
 
